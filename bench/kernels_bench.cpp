@@ -1,0 +1,304 @@
+// Google Benchmark of the CPU pooled-lookup kernels (engine/kernels.h) against PyTorch.
+//
+// Every benchmark is single-threaded and measured in wall time. Per shape it reports:
+//   GBps            our bandwidth (bytes below / mean wall time per iteration)
+//   torch_GBps      the same bytes over PyTorch's median time, measured in this run by the peer
+//                   script bench/torch_embedding_bag.py (torch.set_num_threads(1))
+//   ratio_vs_torch  GBps / torch_GBps (> 1: we are faster)
+//
+// Bytes (identical definitions in the peer script; n_ids = batch * bag, fp32 = 4 bytes):
+//   forward  = n_ids * dim * 4
+//       the embedding rows gathered by the pooled lookup (output writes not counted).
+//   backward = (n_ids + 2 * n_unique) * dim * 4
+//       one grad_out row gathered per id occurrence (the sparse-gradient segment reduce),
+//       plus each of the n_unique distinct weight rows read and written by the optimizer
+//       (rowwise_adagrad's one-float-per-row state is not counted).
+//
+// Both sides use the same ids: splitmix64(seed) % num_rows, every bag exactly `bag` long.
+// Forward is EmbeddingBag(mode="sum"); backward is our accumulate_sparse_grad +
+// apply_row_optimizer(rowwise_adagrad) vs. EmbeddingBag's sparse backward + coalesce + a
+// row-wise Adagrad update in torch ops. Torch's number is a median of repetitions, ours a mean
+// of the timed loop, which if anything favours torch.
+//
+// The peer runs once per shape (lazily, before our first timed loop of that shape). If it
+// cannot run (no /usr/bin/python3, torch not importable), our benchmarks still run and report
+// GBps only, with a note on stderr and in the label.
+// Environment overrides: EMBEDSCOPE_TORCH_PYTHON (interpreter), EMBEDSCOPE_TORCH_PEER (script).
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
+#include <map>
+#include <new>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/kernels.h"
+
+#ifndef EMBEDSCOPE_TORCH_PEER_SCRIPT
+#define EMBEDSCOPE_TORCH_PEER_SCRIPT "bench/torch_embedding_bag.py"
+#endif
+#ifndef EMBEDSCOPE_TORCH_PYTHON
+#define EMBEDSCOPE_TORCH_PYTHON "/usr/bin/python3"
+#endif
+
+namespace {
+
+using namespace embedscope::engine;
+
+constexpr uint64_t kSeed = 42;
+constexpr float kLearningRate = 0.01f;
+constexpr float kEps = 1e-8f;
+
+struct Shape {
+  int64_t rows, dim, bag, batch;
+  int64_t n_ids() const { return bag * batch; }
+  std::string name() const {
+    return std::to_string(rows) + "x" + std::to_string(dim) + "/bag" + std::to_string(bag) +
+           "/batch" + std::to_string(batch);
+  }
+};
+
+const Shape kShapes[] = {
+    {1'000'000, 128, 32, 4096},  // (a) 512 MB table: rows come from DRAM
+    {100'000, 64, 16, 4096},     // (b) 25.6 MB table: rows mostly from cache
+};
+
+// The id stream shared with the peer script (it implements the same function).
+struct SplitMix64 {
+  uint64_t x;
+  uint64_t next() {
+    uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  float uniform(float lo, float hi) {  // 24 random bits -> [lo, hi)
+    return lo + (hi - lo) * static_cast<float>(next() >> 40) * (1.0f / 16777216.0f);
+  }
+};
+
+// A 64-byte aligned fp32 array (as PyTorch's CPU allocator and our device arena align), so a
+// row of 64 or 128 floats spans exactly 4 or 8 cache lines. (A large std::vector is only
+// 16-byte aligned, which costs one extra cache line per gathered row.)
+class AlignedFloats {
+ public:
+  explicit AlignedFloats(size_t n)
+      : n_(n), p_(static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64))) {
+    if (p_ == nullptr) throw std::bad_alloc();
+  }
+  float* data() { return p_.get(); }
+  float* begin() { return p_.get(); }
+  float* end() { return p_.get() + n_; }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  size_t n_;
+  std::unique_ptr<float[], Free> p_;
+};
+
+// Inputs and state of one shape, built once and shared by its forward and backward benchmarks.
+struct Workload {
+  Shape shape;
+  AlignedFloats weights, grad_out, out;
+  std::vector<int64_t> ids, offsets;
+  RowOptimizerState state;
+  int64_t n_unique = 0;
+
+  explicit Workload(const Shape& s)
+      : shape(s),
+        weights(static_cast<size_t>(s.rows * s.dim)),
+        grad_out(static_cast<size_t>(s.batch * s.dim)),
+        out(static_cast<size_t>(s.batch * s.dim)) {
+    SplitMix64 id_rng{kSeed};
+    ids.resize(static_cast<size_t>(s.n_ids()));
+    for (auto& id : ids) id = static_cast<int64_t>(id_rng.next() % static_cast<uint64_t>(s.rows));
+    offsets.resize(static_cast<size_t>(s.batch + 1));
+    for (int64_t b = 0; b <= s.batch; ++b) offsets[static_cast<size_t>(b)] = b * s.bag;
+
+    SplitMix64 value_rng{kSeed + 1};
+    for (float& w : weights) w = value_rng.uniform(-0.1f, 0.1f);
+    for (float& g : grad_out) g = value_rng.uniform(-0.5f, 0.5f);
+    std::fill(out.begin(), out.end(), 0.0f);
+    state = make_optimizer_state(OptimizerType::rowwise_adagrad, s.rows, s.dim);
+
+    std::vector<int64_t> sorted = ids;
+    std::sort(sorted.begin(), sorted.end());
+    n_unique = std::unique(sorted.begin(), sorted.end()) - sorted.begin();
+  }
+
+  double forward_bytes() const { return 4.0 * static_cast<double>(shape.n_ids() * shape.dim); }
+  double backward_bytes() const {
+    return 4.0 * static_cast<double>((shape.n_ids() + 2 * n_unique) * shape.dim);
+  }
+};
+
+Workload& workload(int shape_index) {
+  static std::map<int, std::unique_ptr<Workload>> cache;
+  auto& w = cache[shape_index];
+  if (!w) w = std::make_unique<Workload>(kShapes[shape_index]);
+  return *w;
+}
+
+// ---- the PyTorch peer ------------------------------------------------------------------------
+
+struct PeerResult {
+  std::optional<double> forward_GBps, backward_GBps;
+  std::string note;  // why there is no number, or a warning
+};
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? v : fallback;
+}
+
+PeerResult run_peer(const Workload& w) {
+  const Shape& s = w.shape;
+  // Built with += (GCC 12 warns falsely, -Wrestrict, on `"literal" + std::string`).
+  std::string cmd = "'";
+  cmd += env_or("EMBEDSCOPE_TORCH_PYTHON", EMBEDSCOPE_TORCH_PYTHON);
+  cmd += "' '";
+  cmd += env_or("EMBEDSCOPE_TORCH_PEER", EMBEDSCOPE_TORCH_PEER_SCRIPT);
+  cmd += "'";
+  cmd += " --rows " + std::to_string(s.rows);
+  cmd += " --dim " + std::to_string(s.dim);
+  cmd += " --bag " + std::to_string(s.bag);
+  cmd += " --batch " + std::to_string(s.batch);
+  cmd += " --seed " + std::to_string(kSeed);
+  PeerResult r;
+  std::fflush(nullptr);
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) {
+    r.note = "torch peer not run: popen failed for: " + cmd;
+    return r;
+  }
+  // The JSON is the last non-empty line of stdout (torch may print warnings before it).
+  std::string line, last_line;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe) != nullptr) {
+    line += buf;
+    if (line.back() != '\n') continue;  // a line longer than buf
+    if (line.size() > 1) last_line = line;
+    line.clear();
+  }
+  if (!line.empty()) last_line = line;
+  const int status = pclose(pipe);
+  const auto j = nlohmann::json::parse(last_line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    r.note = "torch peer skipped: no JSON from `" + cmd + "` (exit status " +
+             std::to_string(status) + ")";
+    return r;
+  }
+  if (j.contains("error")) {
+    r.note = "torch peer skipped: " + j["error"].get<std::string>();
+    return r;
+  }
+  r.forward_GBps = j.at("forward_GBps").get<double>();
+  r.backward_GBps = j.at("backward_GBps").get<double>();
+  if (j.value("n_unique", int64_t{-1}) != w.n_unique)
+    r.note = "warning: torch peer saw " + std::to_string(j.value("n_unique", int64_t{-1})) +
+             " unique ids, we have " + std::to_string(w.n_unique);
+  return r;
+}
+
+const PeerResult& torch_peer(int shape_index) {
+  static std::map<int, PeerResult> cache;
+  auto it = cache.find(shape_index);
+  if (it == cache.end()) {
+    it = cache.emplace(shape_index, run_peer(workload(shape_index))).first;
+    if (!it->second.note.empty())
+      std::fprintf(stderr, "[%s] %s\n", kShapes[shape_index].name().c_str(),
+                   it->second.note.c_str());
+  }
+  return it->second;
+}
+
+void report(benchmark::State& state, double bytes, double seconds,
+            std::optional<double> torch_GBps, const std::string& note) {
+  if (state.iterations() == 0 || seconds <= 0) return;
+  const double ours = bytes * static_cast<double>(state.iterations()) / seconds / 1e9;
+  state.counters["GBps"] = ours;
+  if (torch_GBps && *torch_GBps > 0) {
+    state.counters["torch_GBps"] = *torch_GBps;
+    state.counters["ratio_vs_torch"] = ours / *torch_GBps;
+  } else {
+    state.SetLabel(note.empty() ? "no torch peer" : "no torch peer (see stderr)");
+  }
+}
+
+// ---- benchmarks ------------------------------------------------------------------------------
+
+void BM_ForwardSum(benchmark::State& state, int shape_index) {
+  Workload& w = workload(shape_index);
+  const PeerResult& peer = torch_peer(shape_index);
+  const Shape& s = w.shape;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    pooled_lookup(w.weights.data(), s.rows, s.dim, w.ids.data(), w.offsets.data(), s.batch,
+                  /*bag_scale=*/nullptr, w.out.data(), s.dim);
+    benchmark::DoNotOptimize(w.out.data());
+    benchmark::ClobberMemory();
+  }
+  const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+  report(state, w.forward_bytes(), dt.count(), peer.forward_GBps, peer.note);
+}
+
+void BM_BackwardRowwiseAdagrad(benchmark::State& state, int shape_index) {
+  Workload& w = workload(shape_index);
+  const PeerResult& peer = torch_peer(shape_index);
+  const Shape& s = w.shape;
+  OptimizerSpec opt;
+  opt.type = OptimizerType::rowwise_adagrad;
+  opt.learning_rate = kLearningRate;
+  opt.eps = kEps;
+  int64_t iteration = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    SparseGrad g = accumulate_sparse_grad(s.dim, w.ids.data(), w.offsets.data(), s.batch,
+                                          /*bag_scale=*/nullptr, w.grad_out.data(), s.dim);
+    apply_row_optimizer(opt, ++iteration, w.weights.data(), s.dim, w.state, g);
+    benchmark::DoNotOptimize(g.values.data());
+    benchmark::ClobberMemory();
+  }
+  const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+  report(state, w.backward_bytes(), dt.count(), peer.backward_GBps, peer.note);
+}
+
+void register_all() {
+  for (int i = 0; i < static_cast<int>(std::size(kShapes)); ++i) {
+    const std::string shape = kShapes[i].name();
+    benchmark::RegisterBenchmark(("forward_sum/" + shape).c_str(), BM_ForwardSum, i)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinWarmUpTime(0.1)
+        ->MinTime(1.0);
+    benchmark::RegisterBenchmark(("backward_rowwise_adagrad/" + shape).c_str(),
+                                 BM_BackwardRowwiseAdagrad, i)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinWarmUpTime(0.1)
+        ->MinTime(1.0);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,125 @@
+#pragma once
+// Collectives between CPU ranks over Gloo (TCP on 127.0.0.1).
+//
+// A ProcessGroup is one rank's handle on a group of ranks (the world, one node, or the ranks
+// with the same local index across nodes). Collectives are blocking and run on the calling
+// thread (the rank's comm worker). Every collective:
+//  - gets a sequence number within its group (the same on every member),
+//  - marks the caller's arrival in the rendezvous store, so that a timeout can name the ranks
+//    that never arrived,
+//  - counts bytes sent to and received from other ranks (a rank's own slice is not counted),
+//  - fails after the group's timeout with a CollectiveError, never hangs.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace embedscope::engine {
+
+/// A collective that did not finish: timeout (ranks missing) or a peer failure.
+/// what(): "<op> '<name>' (group <g>, sequence <n>) did not finish within <t> ms: rank(s) 3 did
+/// not arrive" or "... failed: <transport message>".
+class CollectiveError : public std::runtime_error {
+ public:
+  CollectiveError(const std::string& msg, std::string group, uint64_t seq, std::vector<int> missing)
+      : std::runtime_error(msg), group(std::move(group)), sequence(seq), missing_ranks(std::move(missing)) {}
+  std::string group;
+  uint64_t sequence;
+  std::vector<int> missing_ranks;  ///< global ranks that had not arrived (empty: peer failure)
+};
+
+/// all-to-all split sizes that do not agree: send[i][j] != recv[j][i]. Thrown on every rank.
+class SplitMismatchError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Thrown inside the rank that a test asked to vanish (FaultInjection); not an error of the run.
+class RankVanished : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The key-value store through which ranks find each other (Gloo rendezvous). In-process for
+/// ranks that are threads of one process.
+class Rendezvous {
+ public:
+  static std::shared_ptr<Rendezvous> in_process();
+  virtual ~Rendezvous() = default;
+  struct Impl;
+  virtual Impl& impl() = 0;
+};
+
+/// Bytes moved by one rank (to and from other ranks), per group.
+struct CommCounters {
+  int64_t bytes_sent = 0;
+  int64_t bytes_received = 0;
+  int64_t collectives = 0;
+};
+
+class ProcessGroup {
+ public:
+  /// Connects this rank to the group `name` of global ranks `members` (this rank is
+  /// members[group_rank]) through `rv`. Blocks until every member has connected;
+  /// throws CollectiveError naming the group after `timeout`.
+  ProcessGroup(std::shared_ptr<Rendezvous> rv, std::string name, std::vector<int> members,
+               int group_rank, std::chrono::milliseconds timeout);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return group_rank_; }
+  int size() const { return static_cast<int>(members_.size()); }
+  const std::string& name() const { return name_; }
+  const std::vector<int>& members() const { return members_; }
+  /// Sequence number the next collective will get (starts at 1).
+  uint64_t next_sequence() const { return seq_ + 1; }
+  const CommCounters& counters() const { return counters_; }
+
+  /// all-to-all(v): sends send_counts[j] elements (elem_size bytes each, packed in rank order)
+  /// to group rank j and receives recv_counts[j] from j into `recv` (packed in rank order).
+  /// The split sizes of all ranks are first all-gathered and cross-checked
+  /// (send[i][j] == recv[j][i]); a mismatch throws SplitMismatchError naming the pair.
+  void all_to_all_v(const char* op_name, const void* send, std::span<const int64_t> send_counts,
+                    void* recv, std::span<const int64_t> recv_counts, size_t elem_size);
+  /// reduce-scatter (sum, fp32): `send` holds size() blocks, block j of counts[j] floats;
+  /// recv receives the sum over ranks of block rank() (counts[rank()] floats). Pairwise
+  /// exchange (each block goes straight to its owner, then is summed in rank order, so the
+  /// result is deterministic).
+  void reduce_scatter(const char* op_name, const float* send, std::span<const int64_t> counts,
+                      float* recv);
+  /// all-gather(v): every rank contributes counts[rank()] elements; recv gets all blocks in
+  /// rank order.
+  void all_gather_v(const char* op_name, const void* send, void* recv,
+                    std::span<const int64_t> counts, size_t elem_size);
+  /// all-reduce (sum, fp32), in place.
+  void all_reduce_sum(const char* op_name, float* data, int64_t count);
+
+  /// Test hook: this rank stops arriving from group sequence `seq` on (throws RankVanished
+  /// instead of joining), so that its peers time out as they would with a hung rank.
+  void vanish_at(uint64_t seq) { vanish_at_ = seq; }
+
+  /// Sequence number of the last collective started (0 before any).
+  uint64_t sequence() const { return seq_; }
+
+ private:
+  template <class F>
+  void run(const char* kind, const char* op_name, F&& body);
+
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Rendezvous> rv_;
+  std::string name_;
+  std::vector<int> members_;
+  int group_rank_;
+  std::chrono::milliseconds timeout_;
+  uint64_t seq_ = 0;
+  uint64_t vanish_at_ = 0;
+  CommCounters counters_;
+};
+
+}  // namespace embedscope::engine

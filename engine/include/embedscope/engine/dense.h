@@ -1,0 +1,62 @@
+#pragma once
+// The dense part of the model (replicated on every rank, as DDP does): DLRM's bottom MLP over
+// the dense features, an interaction with the pooled embeddings (dot, cat, or DCN-v2 cross
+// layers), a top MLP to one logit, and binary cross-entropy. Without a dense part
+// ("dense": null) the logit is a fixed (untrained) random projection of the pooled
+// embeddings, so only the embeddings learn.
+//
+// All parameters live in one flat fp32 vector (so gradients are all-reduced in one call).
+// Matrix products use BLAS (OpenBLAS sgemm).
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "embedscope/engine/spec.h"
+
+namespace embedscope::engine {
+
+class DenseModel {
+ public:
+  /// Builds and initialises the parameters from spec.seed (Xavier-uniform weights, zero
+  /// biases; identical on every rank). feature_dims[f] is the embedding_dim of feature f.
+  DenseModel(const WorkloadSpec& spec, std::vector<int64_t> feature_dims);
+
+  int64_t num_params() const { return static_cast<int64_t>(params_.size()); }
+  std::vector<float>& params() { return params_; }
+  const std::vector<float>& params() const { return params_; }
+  /// Gradients of the last forward_backward (same layout as params()).
+  std::vector<float>& grads() { return grads_; }
+
+  /// Forward, loss and backward for a local batch of B samples.
+  ///  dense_x: B x num_dense_features (ignored without a dense part)
+  ///  pooled[f]: B x feature_dims[f] pooled embeddings of feature f
+  ///  labels: B values in {0, 1}
+  ///  d_pooled[f]: receives B x feature_dims[f], d(mean loss)/d(pooled)
+  /// Overwrites grads() with d(mean loss)/d(params). Returns the mean BCE loss of the batch.
+  double forward_backward(int64_t B, const float* dense_x, std::span<const float* const> pooled,
+                          const float* labels, std::span<float* const> d_pooled);
+
+  /// params -= lr * grad (plain SGD on the dense part).
+  void sgd_step(float lr, const float* grad);
+
+  /// Activation bytes for a batch of B (for memory estimates and accounting).
+  int64_t activation_bytes(int64_t B) const;
+
+ private:
+  struct Linear { int in, out; size_t w, b; bool relu; };
+  void linear_forward(const Linear& l, int64_t B, const float* x, float* y) const;
+  void linear_backward(const Linear& l, int64_t B, const float* x, const float* y, float* dy, float* dx);
+
+  const WorkloadSpec& spec_;
+  std::vector<int64_t> dims_;
+  std::vector<float> params_, grads_;
+  std::vector<Linear> bottom_, top_;
+  struct Cross { size_t u, v, b; };  // DCN-v2 layer: x_{l+1} = x0 * (U (V^T x_l) + b) + x_l
+  std::vector<Cross> cross_;
+  int64_t inter_in_ = 0;   // width of the interaction's input (bottom output + embeddings)
+  int64_t inter_out_ = 0;  // width of the top MLP input
+  std::vector<float> fixed_projection_;  // no dense part: the fixed head (not a parameter)
+};
+
+}  // namespace embedscope::engine

@@ -1,0 +1,68 @@
+#pragma once
+// CPU embedding kernels: pooled lookup (forward), sparse gradient accumulation and the fused
+// row optimizers (backward). These are the CPU reference that every other backend is tested
+// against. Layout: a table shard is `num_rows x dim` fp32, row-major, contiguous.
+// A batch of bags is given CSR-style as in a KJT: ids[offsets[b] .. offsets[b+1]) belong to
+// bag b; offsets has num_bags + 1 entries, offsets[0] == 0.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "embedscope/engine/spec.h"
+
+namespace embedscope::engine {
+
+/// Forward pooled lookup (nn.EmbeddingBag / FBGEMM TBE forward) for one shard.
+///   out[b * out_stride + c] = bag_scale[b] * sum_{i in bag b} weights[ids[i] * dim + c]
+/// for c in [0, dim). bag_scale == nullptr means 1 (sum pooling); callers pass 1/len for
+/// mean pooling (len = the bag's full length, also for row-wise partial bags). An empty bag
+/// writes zeros. ids must be in [0, num_rows) (checked by the input pipeline, not here).
+/// Cost: reads sum(len) * dim * 4 bytes of rows.
+void pooled_lookup(const float* weights, int64_t num_rows, int64_t dim,
+                   const int64_t* ids, const int64_t* offsets, int64_t num_bags,
+                   const float* bag_scale, float* out, int64_t out_stride);
+
+/// Gradient of one shard for a batch, reduced to one row per distinct id (sorted ascending,
+/// as FBGEMM's sort + segment-reduce backward; deterministic for duplicate ids).
+struct SparseGrad {
+  int64_t dim = 0;
+  std::vector<int64_t> rows;   ///< distinct local row ids, ascending
+  std::vector<float> values;   ///< rows.size() x dim
+};
+
+/// grad[row] = sum over occurrences (b, i) of row: bag_scale[b] * grad_out[b * grad_stride + :dim]
+/// bag_scale == nullptr means 1.
+SparseGrad accumulate_sparse_grad(int64_t dim, const int64_t* ids, const int64_t* offsets,
+                                  int64_t num_bags, const float* bag_scale,
+                                  const float* grad_out, int64_t grad_stride);
+
+/// Sums several sparse gradients of the same shard (e.g. all-gathered from data-parallel
+/// replicas), in argument order per row, into one with sorted distinct rows.
+SparseGrad merge_sparse_grads(std::span<const SparseGrad> parts, int64_t dim);
+
+/// Optimizer state of one shard (FBGEMM layouts):
+///  sgd: none; rowwise_adagrad: momentum1[num_rows] (mean of squared grads per row);
+///  adam: momentum1 and momentum2 [num_rows x dim].
+struct RowOptimizerState {
+  std::vector<float> momentum1;
+  std::vector<float> momentum2;
+};
+
+/// Bytes of optimizer state for a shard of rows x dim (fp32).
+int64_t optimizer_state_bytes(OptimizerType type, int64_t rows, int64_t dim);
+/// Allocates zeroed state for rows x dim.
+RowOptimizerState make_optimizer_state(OptimizerType type, int64_t rows, int64_t dim);
+
+/// Applies the row-sparse optimizer update to the rows in `grad` only (rows not in the batch
+/// are untouched, as in FBGEMM's fused backward). `iteration` counts from 1 (adam bias
+/// correction). Formulas (FBGEMM split_embedding_codegen optimizers):
+///   sgd:             w -= lr * g
+///   rowwise_adagrad: m1[r] += mean_c(g^2); w -= lr * g / (sqrt(m1[r]) + eps)
+///   adam:            m1 = b1 m1 + (1-b1) g; m2 = b2 m2 + (1-b2) g^2;
+///                    w -= lr * (m1 / (1-b1^t)) / (sqrt(m2 / (1-b2^t)) + eps)
+/// `weights` and `state` describe the whole shard (num_rows x dim).
+void apply_row_optimizer(const OptimizerSpec& opt, int64_t iteration, float* weights,
+                         int64_t dim, RowOptimizerState& state, const SparseGrad& grad);
+
+}  // namespace embedscope::engine

@@ -1,0 +1,81 @@
+#pragma once
+// ShardingPlan: where every table's rows and columns live (TorchRec ShardingPlan /
+// ParameterSharding). Built by plan_sharding() from the spec's default type, per-table
+// overrides with explicit ranks, and a greedy placement for what the user left open.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "embedscope/engine/spec.h"
+
+namespace embedscope::engine {
+
+/// One shard of a table: rows [row_offset, row_offset + num_rows) x columns
+/// [col_offset, col_offset + num_cols) held by `rank`. num_rows may be 0 (a rank that holds
+/// no rows of a row-wise table still joins every collective).
+struct Shard {
+  int rank = 0;
+  int64_t row_offset = 0;
+  int64_t num_rows = 0;
+  int64_t col_offset = 0;
+  int64_t num_cols = 0;
+};
+
+struct TablePlan {
+  int table = 0;                 ///< index into WorkloadSpec::tables
+  ShardingType type = ShardingType::table_wise;
+  int node = -1;                 ///< table_row_wise: the node holding the table
+  std::vector<Shard> shards;     ///< data_parallel: one full replica per rank
+};
+
+struct ShardingPlan {
+  int world_size = 1;
+  int local_world_size = 1;      ///< ranks per node (table_row_wise)
+  std::vector<TablePlan> tables; ///< same order as WorkloadSpec::tables
+};
+
+/// Splits n items into `parts` contiguous blocks as evenly as possible, larger blocks first
+/// (TorchRec's row-wise split): 10 over 4 -> {3,3,2,2}. Throws std::invalid_argument if parts < 1.
+std::vector<int64_t> even_split(int64_t n, int parts);
+/// Column widths for `parts` column shards of a `dim`-wide table: multiples of 4 where dim
+/// allows (the remainder dim % 4 goes to the last shard), otherwise an even split; never 0
+/// wide. 16 over 3 -> {8,4,4}; 18 over 4 -> {4,4,4,6}; 6 over 4 -> {2,2,1,1}.
+/// Throws std::invalid_argument unless 1 <= parts <= dim.
+std::vector<int64_t> column_split(int64_t dim, int parts);
+
+/// Builds the plan. Explicit ranks are honoured; table_wise tables without ranks and
+/// column_wise shards without ranks go to the rank with the fewest bytes planned so far
+/// (largest tables first, as TorchRec's greedy partitioner); column_wise without ranks uses
+/// min(world, max(1, dim / 4)) shards. table_row_wise tables without a node go to the node
+/// with the fewest bytes. Throws SpecError for impossible requests (e.g. more column shards
+/// than columns).
+ShardingPlan plan_sharding(const WorkloadSpec& spec);
+
+/// Planned bytes per device, before anything is allocated.
+struct DeviceMemoryEstimate {
+  int rank = 0;
+  int64_t weights = 0;          ///< embedding shards, fp32
+  int64_t optimizer_state = 0;  ///< FBGEMM state of those shards
+  int64_t dense = 0;            ///< dense parameters, gradients and activations
+  int64_t buffers = 0;          ///< KJT, pooled outputs and their gradients, comm buffers
+  int64_t total() const { return weights + optimizer_state + dense + buffers; }
+};
+
+/// Estimates every device's memory for one step of the spec under the plan.
+std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec,
+                                                  const ShardingPlan& plan);
+
+/// Throws SpecError if a device's estimate exceeds devices.memory_bytes, with the per-device
+/// breakdown (weights, optimizer state, dense, buffers) of every device that does not fit.
+void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryEstimate>& est);
+
+/// The plan as JSON (per table: name, sharding type, shards with rank, rows and columns).
+nlohmann::json to_json(const WorkloadSpec& spec, const ShardingPlan& plan);
+
+/// "12.5 MiB"-style byte counts for messages.
+std::string format_bytes(int64_t bytes);
+
+}  // namespace embedscope::engine

@@ -1,0 +1,175 @@
+#pragma once
+// WorkloadSpec: the validated, typed form of a workload JSON file.
+//
+// The JSON schema (every key, its unit and default) is documented in README.md
+// ("Configuration reference"); parse_workload() is the only way to build a spec
+// from JSON and rejects unknown keys. Names follow TorchRec (EmbeddingBagConfig,
+// ShardingType) and FBGEMM (optimizers).
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace embedscope::engine {
+
+/// Bad input: a spec, a flag or a file. The message names the JSON pointer (or the file or
+/// flag) and the reason, e.g. "/tables/3/embedding_dim: must be > 0, got 0". CLI exit code 2.
+class SpecError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Pooling { sum, mean };
+
+/// TorchRec's sharding types that the CPU engine runs.
+enum class ShardingType { data_parallel, table_wise, row_wise, column_wise, table_row_wise };
+
+enum class OptimizerType { sgd, rowwise_adagrad, adam };
+
+enum class IdDistributionKind { uniform, zipf };
+
+/// What the input pipeline does with ids outside [0, num_embeddings).
+enum class InvalidIdPolicy { error, clamp, drop };
+
+enum class Backend { cpu };
+
+/// dot: DLRM pairwise dot products (all dims equal the bottom MLP output); cat: concatenation;
+/// dcn: DCN-v2 low-rank cross network over the concatenation (MLPerf DLRM-DCNv2).
+enum class Interaction { dot, cat, dcn };
+
+const char* to_string(Pooling p);
+const char* to_string(ShardingType s);
+const char* to_string(OptimizerType o);
+const char* to_string(IdDistributionKind k);
+const char* to_string(InvalidIdPolicy p);
+const char* to_string(Backend b);
+const char* to_string(Interaction i);
+/// Parses the spelling used in JSON and on the command line ("row_wise", ...).
+/// Throws SpecError naming `where` and listing the accepted values.
+ShardingType sharding_type_from_string(const std::string& s, const std::string& where);
+
+/// Ids per bag of one feature. fixed: every bag has `mean` ids (max == mean).
+/// Otherwise lengths are Poisson(mean) clamped to [0, max] (so empty bags happen).
+struct PoolingFactor {
+  bool fixed = true;
+  double mean = 1.0;   ///< ids per bag, >= 0
+  int64_t max = 1;     ///< upper bound, >= mean
+};
+
+/// How ids of one feature are drawn over [0, num_embeddings).
+/// zipf: P(k-th hottest) ~ 1/k^alpha; the k-th hottest row is row perm(k), where perm is a
+/// seeded affine permutation of the row range (so hot rows are spread, as in real data).
+struct IdDistribution {
+  IdDistributionKind kind = IdDistributionKind::uniform;
+  double alpha = 1.15;       ///< zipf exponent, > 0 (FBGEMM TBE bench: 1.15 training)
+  uint64_t permute_seed = 0; ///< seed of the hot-row permutation; 0 = derive from spec seed
+  bool permute = true;       ///< false: hottest row is row 0
+};
+
+struct FeatureSpec {
+  std::string name;
+  PoolingFactor pooling_factor;
+  IdDistribution ids;
+};
+
+/// TorchRec EmbeddingBagConfig. One table may serve several features (feature_names).
+struct TableSpec {
+  std::string name;
+  int64_t num_embeddings = 0;  ///< rows, > 0
+  int64_t embedding_dim = 0;   ///< columns, > 0
+  Pooling pooling = Pooling::sum;
+  std::vector<std::string> feature_names;  ///< each names an entry of WorkloadSpec::features
+};
+
+/// Per-table sharding override.
+struct TableSharding {
+  ShardingType type = ShardingType::table_wise;
+  /// table_wise: exactly one rank. column_wise: one rank per column shard (the shard count).
+  /// row_wise / data_parallel / table_row_wise: must be empty (they use every rank / a node).
+  std::vector<int> ranks;
+  /// table_row_wise only: which node (group of local_world_size ranks); -1 = planner picks.
+  int node = -1;
+};
+
+struct ShardingSpec {
+  ShardingType default_type = ShardingType::table_wise;
+  std::map<std::string, TableSharding> per_table;  ///< key: table name
+  /// Ranks per node for table_row_wise (hierarchical); must divide devices.count.
+  /// 0 = devices.count (one node).
+  int local_world_size = 0;
+};
+
+struct DevicesSpec {
+  int count = 1;                  ///< ranks, 1..64
+  Backend backend = Backend::cpu;
+  int64_t memory_bytes = 0;       ///< capacity per device in bytes, > 0
+};
+
+struct OptimizerSpec {
+  OptimizerType type = OptimizerType::sgd;
+  double learning_rate = 0.01;
+  double eps = 1e-8;              ///< rowwise_adagrad and adam
+  double beta1 = 0.9;             ///< adam
+  double beta2 = 0.999;           ///< adam
+  /// Learning rate of the dense part (plain SGD); defaults to learning_rate.
+  double dense_learning_rate = -1.0;
+};
+
+/// DLRM-style dense part: bottom MLP over dense features, interaction with the pooled
+/// embeddings, top MLP ending in one logit (BCE loss).
+struct DenseSpec {
+  int num_dense_features = 13;
+  std::vector<int> bottom_mlp;    ///< layer widths after the input, e.g. {512,256,64,16}
+  Interaction interaction = Interaction::dot;
+  int dcn_num_layers = 3;         ///< dcn: cross layers
+  int dcn_low_rank_dim = 512;     ///< dcn: rank of each cross layer's W = U V^T
+  std::vector<int> top_mlp;       ///< layer widths, last must be 1, e.g. {512,256,1}
+};
+
+struct WorkloadSpec {
+  std::string name;
+  std::string description;
+  std::string source;              ///< where the figures come from (presets)
+  std::vector<TableSpec> tables;
+  std::vector<FeatureSpec> features;
+  int64_t batch_size = 0;          ///< samples per rank per step, > 0
+  int64_t steps = 10;              ///< measured steps, > 0
+  int64_t warmup_steps = 0;        ///< steps run before measuring, >= 0
+  uint64_t seed = 0;
+  DevicesSpec devices;
+  OptimizerSpec optimizer;
+  std::optional<DenseSpec> dense;  ///< nullopt: "dense": null (fixed projection head)
+  ShardingSpec sharding;
+  InvalidIdPolicy invalid_ids = InvalidIdPolicy::error;
+  int64_t collective_timeout_ms = 30000;
+
+  /// Index of the table that serves feature `f`, and the feature index of a name.
+  int table_of_feature(size_t f) const;
+  int feature_index(const std::string& name) const;  ///< -1 if absent
+};
+
+/// Parses and validates a workload JSON document. `origin` names the file (or "preset NAME")
+/// in error messages. Throws SpecError "<origin>: <json pointer>: <reason>" on the first
+/// problem (type errors, unknown keys, ranges, dangling feature names, sharding overrides
+/// that name unknown tables or invalid ranks).
+WorkloadSpec parse_workload(const nlohmann::json& j, const std::string& origin);
+/// Reads and parses a file; SpecError names the file (and the line for JSON syntax errors).
+WorkloadSpec load_workload_file(const std::string& path);
+/// Serializes back to JSON (round-trips through parse_workload).
+nlohmann::json to_json(const WorkloadSpec& spec);
+
+/// Names of the built-in presets (resources/workloads/*.json, embedded at build time).
+std::vector<std::string> preset_names();
+/// The preset's JSON text; throws SpecError listing the known names if absent.
+const std::string& preset_json(const std::string& name);
+WorkloadSpec load_preset(const std::string& name);
+
+/// Re-validates a spec after command-line overrides (devices, sharding, steps).
+void validate(const WorkloadSpec& spec, const std::string& origin);
+
+}  // namespace embedscope::engine

@@ -1,0 +1,97 @@
+#pragma once
+// The CPU executor: sharded embedding training with one thread per rank (the compute worker)
+// plus one comm worker thread per rank, real Gloo collectives over TCP on 127.0.0.1, and a
+// capacity-limited DeviceArena per rank.
+//
+// One training step, as TorchRec runs it (base pipeline, nothing overlapped yet):
+//   input_dist   KJT all-to-all: id counts per (shard, feature), then lengths, then ids
+//                (row-wise tables bucketize ids by row range first)
+//   lookup       pooled lookup of every local shard (sum / mean)
+//   output_dist  all-to-all (table_wise, column_wise), reduce-scatter (row_wise),
+//                reduce-scatter in the node then all-to-all across nodes (table_row_wise),
+//                nothing (data_parallel)
+//   dense        forward, BCE loss, backward (replicated dense part)
+//   grad_dist    the reverse collectives: all-to-all, all-gather, all-to-all + all-gather
+//   backward     embedding backward with the fused optimizer (data_parallel: sparse row
+//                gradients all-gathered, then applied on every replica)
+//   allreduce    dense gradients (and the loss) all-reduced, SGD on the dense part
+// Gradients are those of the mean loss over the global batch (B x world samples): the
+// pooled-embedding gradients are divided by the world size before the gradient dist, and the
+// dense all-reduce is averaged, so every sharding type trains the same model as the
+// unsharded reference.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "embedscope/engine/input.h"
+#include "embedscope/engine/sharding.h"
+#include "embedscope/engine/spec.h"
+#include "embedscope/sessions/events.h"
+
+namespace embedscope::engine {
+
+struct StepProgress {
+  int64_t step = 0;          ///< measured steps done (1-based); warmup steps report 0
+  int64_t total_steps = 0;
+  int64_t warmup_done = 0;
+  double samples_per_s = 0;  ///< global samples per second over the measured steps so far
+  double eta_s = 0;
+  double loss = 0;
+};
+
+struct TrainerOptions {
+  bool trace = true;  ///< record op spans (RunResult::events)
+  /// Called from rank 0's thread after every step.
+  std::function<void(const StepProgress&)> on_step;
+  /// Test hook: the sharded forward output of every rank, step (0-based iteration) and
+  /// feature: B x embedding_dim pooled embeddings.
+  std::function<void(int rank, int64_t iteration, int feature, const float* pooled, int64_t B, int64_t dim)>
+      on_pooled;
+  /// Test hook: replaces the generated batch of (iteration, rank).
+  std::function<std::optional<Batch>(int64_t iteration, int rank)> batch_source;
+  /// Test hook: `rank` stops arriving from world-group collective `sequence` on.
+  struct Vanish { int rank = -1; uint64_t sequence = 0; } vanish;
+  /// Re-assemble full tables (and keep the dense parameters) at the end of the run.
+  bool keep_tables = false;
+};
+
+struct RankSummary {
+  int rank = 0;
+  int64_t ids_looked_up = 0;   ///< ids looked up in this rank's shards, measured steps
+  int64_t unique_ids = 0;      ///< distinct rows updated, summed over measured steps
+  int64_t bytes_sent = 0;      ///< to other ranks, all collectives, measured steps
+  int64_t bytes_received = 0;
+  int64_t memory_bytes = 0;    ///< peak bytes in use on the device (arena)
+  int64_t invalid_ids = 0;     ///< ids clamped or dropped (policy clamp / drop)
+};
+
+/// How a run ended. Exit codes (DESIGN.md): complete 0; failed, oom, hang 1.
+enum class RunEnd { complete, failed, oom, hang };
+const char* to_string(RunEnd e);
+
+struct RunResult {
+  RunEnd ended = RunEnd::complete;
+  std::string error;                    ///< the root cause when not complete
+  bool bad_input = false;               ///< the error is bad input (exit code 2)
+  ShardingPlan plan;
+  std::vector<int64_t> step_time_ns;    ///< measured steps: slowest rank's step time
+  std::vector<double> loss;             ///< measured steps: global mean loss
+  std::vector<RankSummary> ranks;
+  std::vector<sessions::OpEvent> events;
+  std::vector<std::string> warnings;
+  int64_t samples_per_step = 0;         ///< batch_size x world
+  /// keep_tables: full tables (num_embeddings x embedding_dim) and dense parameters.
+  std::vector<std::vector<float>> tables;
+  std::vector<float> dense_params;
+};
+
+/// Runs the workload. Throws SpecError for a spec that cannot run (before any thread
+/// starts: plan errors, memory that does not fit the devices or this host). Failures during
+/// the run (OOM, collective timeout, invalid ids, split mismatch) end the run and are
+/// reported in RunResult, never thrown and never hung.
+RunResult run_training(const WorkloadSpec& spec, const TrainerOptions& options = {});
+
+}  // namespace embedscope::engine

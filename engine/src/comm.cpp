@@ -1,0 +1,207 @@
+#include "embedscope/engine/comm.h"
+
+#include <cstring>
+#include <mutex>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
+#include <gloo/common/error.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+namespace embedscope::engine {
+
+struct Rendezvous::Impl {
+  gloo::rendezvous::HashStore store;
+  std::mutex mu;
+  std::shared_ptr<gloo::transport::Device> device;  // one TCP device (listener + loop) per process
+
+  std::shared_ptr<gloo::transport::Device> get_device() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!device) {
+      gloo::transport::tcp::attr attr;
+      attr.hostname = "127.0.0.1";
+      device = gloo::transport::tcp::CreateDevice(attr);
+    }
+    return device;
+  }
+};
+
+namespace {
+class InProcessRendezvous : public Rendezvous {
+ public:
+  Impl& impl() override { return impl_; }
+
+ private:
+  Impl impl_;
+};
+
+std::string arrival_key(const std::string& group, uint64_t seq, int rank) {
+  return fmt::format("{}/arrive/{}/{}", group, seq, rank);
+}
+
+// A non-null pointer for zero-sized buffers (Gloo rejects null).
+char g_empty[8];
+void* nonnull(void* p) { return p ? p : g_empty; }
+void* nonnull(const void* p) { return p ? const_cast<void*>(p) : g_empty; }
+}  // namespace
+
+std::shared_ptr<Rendezvous> Rendezvous::in_process() { return std::make_shared<InProcessRendezvous>(); }
+
+struct ProcessGroup::Impl {
+  std::shared_ptr<gloo::rendezvous::Context> ctx;
+};
+
+ProcessGroup::ProcessGroup(std::shared_ptr<Rendezvous> rv, std::string name, std::vector<int> members,
+                           int group_rank, std::chrono::milliseconds timeout)
+    : impl_(std::make_unique<Impl>()), rv_(std::move(rv)), name_(std::move(name)),
+      members_(std::move(members)), group_rank_(group_rank), timeout_(timeout) {
+  auto& rimpl = rv_->impl();
+  impl_->ctx = std::make_shared<gloo::rendezvous::Context>(group_rank_, size());
+  impl_->ctx->setTimeout(timeout_);
+  try {
+    gloo::rendezvous::PrefixStore prefixed(name_, rimpl.store);
+    auto device = rimpl.get_device();
+    impl_->ctx->connectFullMesh(prefixed, device);
+  } catch (const std::exception& e) {
+    throw CollectiveError(fmt::format("connecting group '{}' (ranks {}) failed: {}", name_,
+                                      fmt::join(members_, ","), e.what()),
+                          name_, 0, {});
+  }
+}
+
+ProcessGroup::~ProcessGroup() = default;
+
+template <class F>
+void ProcessGroup::run(const char* kind, const char* op_name, F&& body) {
+  const uint64_t seq = ++seq_;
+  if (vanish_at_ != 0 && seq >= vanish_at_)
+    throw RankVanished(fmt::format("rank {} vanished before {} '{}' (group {}, sequence {})",
+                                   members_[static_cast<size_t>(group_rank_)], kind, op_name, name_, seq));
+  auto& store = rv_->impl().store;
+  store.set(arrival_key(name_, seq, group_rank_), {1});
+  ++counters_.collectives;
+  try {
+    body(static_cast<uint32_t>(seq & 0xffffff));
+  } catch (const gloo::Exception& e) {
+    std::vector<int> missing;
+    for (int r = 0; r < size(); ++r) {
+      try {
+        store.wait({arrival_key(name_, seq, r)}, std::chrono::milliseconds(1));
+      } catch (const std::exception&) {
+        missing.push_back(members_[static_cast<size_t>(r)]);
+      }
+    }
+    std::string head = fmt::format("{} '{}' (group {}, sequence {})", kind, op_name, name_, seq);
+    if (!missing.empty())
+      throw CollectiveError(fmt::format("{} did not finish within {} ms: rank(s) {} did not arrive", head,
+                                        timeout_.count(), fmt::join(missing, ", ")),
+                            name_, seq, missing);
+    throw CollectiveError(fmt::format("{} failed: {}", head, e.what()), name_, seq, {});
+  }
+}
+
+void ProcessGroup::all_to_all_v(const char* op_name, const void* send, std::span<const int64_t> send_counts,
+                                void* recv, std::span<const int64_t> recv_counts, size_t elem_size) {
+  const int n = size();
+  if (static_cast<int>(send_counts.size()) != n || static_cast<int>(recv_counts.size()) != n)
+    throw std::invalid_argument(fmt::format("all_to_all '{}': {} send / {} recv counts for {} ranks", op_name,
+                                            send_counts.size(), recv_counts.size(), n));
+  // Cross-check the split sizes of every pair before moving data.
+  std::vector<int64_t> mine(send_counts.begin(), send_counts.end());
+  mine.insert(mine.end(), recv_counts.begin(), recv_counts.end());
+  std::vector<int64_t> all(static_cast<size_t>(2 * n * n));
+  std::vector<int64_t> two_n(static_cast<size_t>(n), 2 * n);
+  all_gather_v("split_check", mine.data(), all.data(), two_n, sizeof(int64_t));
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      const int64_t sent = all[static_cast<size_t>(i * 2 * n + j)];
+      const int64_t expected = all[static_cast<size_t>(j * 2 * n + n + i)];
+      if (sent != expected)
+        throw SplitMismatchError(fmt::format(
+            "all_to_all '{}' (group {}, sequence {}): split sizes disagree: rank {} sends {} elements to "
+            "rank {}, which expects {}",
+            op_name, name_, seq_ + 1, members_[static_cast<size_t>(i)], sent, members_[static_cast<size_t>(j)],
+            expected));
+    }
+  run("all_to_all", op_name, [&](uint32_t tag) {
+    gloo::AlltoallvOptions opts(impl_->ctx);
+    std::vector<int64_t> in(send_counts.begin(), send_counts.end()), out(recv_counts.begin(), recv_counts.end());
+    const int64_t in_total = std::accumulate(in.begin(), in.end(), int64_t{0});
+    const int64_t out_total = std::accumulate(out.begin(), out.end(), int64_t{0});
+    // Gloo's public setters are typed; move bytes.
+    std::vector<int64_t> in_bytes(in), out_bytes(out);
+    for (auto& v : in_bytes) v *= static_cast<int64_t>(elem_size);
+    for (auto& v : out_bytes) v *= static_cast<int64_t>(elem_size);
+    opts.setInput(static_cast<char*>(nonnull(send)), in_bytes);
+    opts.setOutput(static_cast<char*>(nonnull(recv)), out_bytes);
+    opts.setTag(tag);
+    opts.setTimeout(timeout_);
+    gloo::alltoallv(opts);
+    const auto me = static_cast<size_t>(group_rank_);
+    counters_.bytes_sent += (in_total - in[me]) * static_cast<int64_t>(elem_size);
+    counters_.bytes_received += (out_total - out[me]) * static_cast<int64_t>(elem_size);
+  });
+}
+
+void ProcessGroup::reduce_scatter(const char* op_name, const float* send, std::span<const int64_t> counts,
+                                  float* recv) {
+  const int n = size();
+  const int64_t mine = counts[static_cast<size_t>(group_rank_)];
+  // Pairwise exchange: block j goes to rank j; we receive our block from every rank.
+  std::vector<float> gathered(static_cast<size_t>(mine * n));
+  std::vector<int64_t> recv_counts(static_cast<size_t>(n), mine);
+  all_to_all_v(op_name, send, counts, gathered.data(), recv_counts, sizeof(float));
+  std::memset(recv, 0, sizeof(float) * static_cast<size_t>(mine));
+  for (int r = 0; r < n; ++r) {
+    const float* block = gathered.data() + static_cast<size_t>(r) * static_cast<size_t>(mine);
+    for (int64_t i = 0; i < mine; ++i) recv[i] += block[i];
+  }
+}
+
+void ProcessGroup::all_gather_v(const char* op_name, const void* send, void* recv,
+                                std::span<const int64_t> counts, size_t elem_size) {
+  run("all_gather", op_name, [&](uint32_t tag) {
+    gloo::AllgathervOptions opts(impl_->ctx);
+    std::vector<size_t> elems(counts.begin(), counts.end());
+    const auto me = static_cast<size_t>(group_rank_);
+    const size_t total = std::accumulate(elems.begin(), elems.end(), size_t{0});
+    std::vector<size_t> bytes(elems);
+    for (auto& v : bytes) v *= elem_size;
+    opts.setInput(static_cast<char*>(nonnull(send)), bytes[me]);
+    opts.setOutput(static_cast<char*>(nonnull(recv)), bytes);
+    opts.setTag(tag);
+    opts.setTimeout(timeout_);
+    gloo::allgatherv(opts);
+    counters_.bytes_sent += static_cast<int64_t>(elems[me] * elem_size) * (size() - 1);
+    counters_.bytes_received += static_cast<int64_t>((total - elems[me]) * elem_size);
+  });
+}
+
+void ProcessGroup::all_reduce_sum(const char* op_name, float* data, int64_t count) {
+  if (count == 0 || size() == 1) {
+    run("all_reduce", op_name, [](uint32_t) {});
+    return;
+  }
+  run("all_reduce", op_name, [&](uint32_t tag) {
+    gloo::AllreduceOptions opts(impl_->ctx);
+    opts.setOutput(data, static_cast<size_t>(count));
+    opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+    opts.setTag(tag);
+    opts.setTimeout(timeout_);
+    gloo::allreduce(opts);
+    // Ring all-reduce: 2 (n-1)/n of the buffer each way (nccl-tests' bus bandwidth factor).
+    const int64_t bytes = 2 * (size() - 1) * count * 4 / size();
+    counters_.bytes_sent += bytes;
+    counters_.bytes_received += bytes;
+  });
+}
+
+}  // namespace embedscope::engine

@@ -1,0 +1,306 @@
+#include "embedscope/engine/dense.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "embedscope/engine/input.h"
+
+// OpenBLAS's own thread pool would fight the rank threads for cores: ranks are the
+// parallelism. Weak, so another BLAS links too.
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
+namespace embedscope::engine {
+
+namespace {
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+          int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+              beta, c, static_cast<int>(ldc));
+}
+}  // namespace
+
+DenseModel::DenseModel(const WorkloadSpec& spec, std::vector<int64_t> feature_dims)
+    : spec_(spec), dims_(std::move(feature_dims)) {
+  static const bool once = [] {
+    if (openblas_set_num_threads) openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+  std::mt19937_64 rng(mix64(spec.seed ^ 0xde115eedULL));
+  size_t n = 0;
+  auto alloc = [&](size_t count) { size_t at = n; n += count; return at; };
+  int64_t sum_dims = 0;
+  for (auto d : dims_) sum_dims += d;
+  const auto F = static_cast<int64_t>(dims_.size());
+  if (spec.dense) {
+    const DenseSpec& d = *spec.dense;
+    int in = d.num_dense_features;
+    for (int w : d.bottom_mlp) {
+      bottom_.push_back({in, w, 0, 0, true});
+      bottom_.back().w = alloc(static_cast<size_t>(in * w));
+      bottom_.back().b = alloc(static_cast<size_t>(w));
+      in = w;
+    }
+    inter_in_ = in + sum_dims;
+    switch (d.interaction) {
+      case Interaction::dot: inter_out_ = in + (F + 1) * F / 2; break;
+      case Interaction::cat: inter_out_ = inter_in_; break;
+      case Interaction::dcn:
+        inter_out_ = inter_in_;
+        for (int l = 0; l < d.dcn_num_layers; ++l) {
+          Cross c{};
+          c.u = alloc(static_cast<size_t>(inter_in_ * d.dcn_low_rank_dim));
+          c.v = alloc(static_cast<size_t>(inter_in_ * d.dcn_low_rank_dim));
+          c.b = alloc(static_cast<size_t>(inter_in_));
+          cross_.push_back(c);
+        }
+        break;
+    }
+    in = static_cast<int>(inter_out_);
+    for (size_t i = 0; i < d.top_mlp.size(); ++i) {
+      const int w = d.top_mlp[i];
+      top_.push_back({in, w, 0, 0, i + 1 < d.top_mlp.size()});
+      top_.back().w = alloc(static_cast<size_t>(in * w));
+      top_.back().b = alloc(static_cast<size_t>(w));
+      in = w;
+    }
+  }
+  params_.assign(n, 0.0f);
+  grads_.assign(n, 0.0f);
+  auto xavier = [&](size_t at, int64_t fan_in, int64_t fan_out, size_t count) {
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    const float bound = std::sqrt(6.0f / static_cast<float>(fan_in + fan_out));
+    for (size_t i = 0; i < count; ++i) params_[at + i] = bound * u(rng);
+  };
+  for (const auto& l : bottom_) xavier(l.w, l.in, l.out, static_cast<size_t>(l.in * l.out));
+  if (spec.dense)
+    for (const auto& c : cross_) {
+      const int r = spec.dense->dcn_low_rank_dim;
+      xavier(c.u, inter_in_, r, static_cast<size_t>(inter_in_ * r));
+      xavier(c.v, inter_in_, r, static_cast<size_t>(inter_in_ * r));
+    }
+  for (const auto& l : top_) xavier(l.w, l.in, l.out, static_cast<size_t>(l.in * l.out));
+  if (!spec.dense) {
+    // Fixed head: logit = sum_f <proj_f, pooled_f>, entries +-1/sqrt(F).
+    fixed_projection_.resize(static_cast<size_t>(sum_dims));
+    for (auto& p : fixed_projection_)
+      p = ((rng() & 1) ? 1.0f : -1.0f) / std::sqrt(static_cast<float>(std::max<int64_t>(F, 1)));
+  }
+}
+
+void DenseModel::linear_forward(const Linear& l, int64_t B, const float* x, float* y) const {
+  gemm(false, true, B, l.out, l.in, x, l.in, params_.data() + l.w, l.in, 0.0f, y, l.out);
+  const float* b = params_.data() + l.b;
+  for (int64_t i = 0; i < B; ++i)
+    for (int o = 0; o < l.out; ++o) {
+      float& v = y[i * l.out + o];
+      v += b[o];
+      if (l.relu && v < 0) v = 0;
+    }
+}
+
+void DenseModel::linear_backward(const Linear& l, int64_t B, const float* x, const float* y, float* dy, float* dx) {
+  if (l.relu)
+    for (int64_t i = 0; i < B * l.out; ++i)
+      if (y[i] <= 0) dy[i] = 0;
+  gemm(true, false, l.out, l.in, B, dy, l.out, x, l.in, 0.0f, grads_.data() + l.w, l.in);
+  float* db = grads_.data() + l.b;
+  std::fill(db, db + l.out, 0.0f);
+  for (int64_t i = 0; i < B; ++i)
+    for (int o = 0; o < l.out; ++o) db[o] += dy[i * l.out + o];
+  if (dx) gemm(false, false, B, l.in, l.out, dy, l.out, params_.data() + l.w, l.in, 0.0f, dx, l.in);
+}
+
+double DenseModel::forward_backward(int64_t B, const float* dense_x, std::span<const float* const> pooled,
+                                    const float* labels, std::span<float* const> d_pooled) {
+  const auto F = static_cast<int64_t>(dims_.size());
+  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  std::vector<float> logit(static_cast<size_t>(B), 0.0f), dlogit(static_cast<size_t>(B));
+  auto loss_and_grad = [&] {
+    double loss = 0;
+    for (int64_t i = 0; i < B; ++i) {
+      const double z = logit[static_cast<size_t>(i)], y = labels[i];
+      loss += std::max(z, 0.0) - z * y + std::log1p(std::exp(-std::abs(z)));
+      dlogit[static_cast<size_t>(i)] = static_cast<float>((1.0 / (1.0 + std::exp(-z)) - y) / static_cast<double>(B));
+    }
+    return B > 0 ? loss / static_cast<double>(B) : 0.0;
+  };
+
+  if (!spec_.dense) {
+    size_t off = 0;
+    for (int64_t f = 0; f < F; ++f, off += static_cast<size_t>(dims_[static_cast<size_t>(f)])) {
+      const int64_t d = dims_[static_cast<size_t>(f)];
+      for (int64_t i = 0; i < B; ++i)
+        for (int64_t c = 0; c < d; ++c) logit[static_cast<size_t>(i)] += pooled[static_cast<size_t>(f)][i * d + c] * fixed_projection_[off + static_cast<size_t>(c)];
+    }
+    const double loss = loss_and_grad();
+    off = 0;
+    for (int64_t f = 0; f < F; ++f, off += static_cast<size_t>(dims_[static_cast<size_t>(f)])) {
+      const int64_t d = dims_[static_cast<size_t>(f)];
+      for (int64_t i = 0; i < B; ++i)
+        for (int64_t c = 0; c < d; ++c)
+          d_pooled[static_cast<size_t>(f)][i * d + c] = dlogit[static_cast<size_t>(i)] * fixed_projection_[off + static_cast<size_t>(c)];
+    }
+    return loss;
+  }
+
+  const DenseSpec& ds = *spec_.dense;
+  // ---- forward
+  std::vector<std::vector<float>> bot(bottom_.size() + 1);
+  bot[0].assign(dense_x, dense_x + B * ds.num_dense_features);
+  for (size_t i = 0; i < bottom_.size(); ++i) {
+    bot[i + 1].resize(static_cast<size_t>(B * bottom_[i].out));
+    linear_forward(bottom_[i], B, bot[i].data(), bot[i + 1].data());
+  }
+  const int64_t d0 = bottom_.back().out;
+  const std::vector<float>& z = bot.back();
+  // interaction input: x0 = [z, pooled_0, ..., pooled_{F-1}] (B x inter_in_)
+  std::vector<float> x0(static_cast<size_t>(B * inter_in_));
+  for (int64_t i = 0; i < B; ++i) {
+    float* row = x0.data() + i * inter_in_;
+    std::copy_n(z.data() + i * d0, d0, row);
+    int64_t off = d0;
+    for (int64_t f = 0; f < F; ++f) {
+      const int64_t d = dims_[static_cast<size_t>(f)];
+      std::copy_n(pooled[static_cast<size_t>(f)] + i * d, d, row + off);
+      off += d;
+    }
+  }
+  std::vector<float> r(static_cast<size_t>(B * inter_out_));
+  const int rank = ds.dcn_low_rank_dim;
+  std::vector<std::vector<float>> xs, ss, cs;  // dcn: x_l, s_l, c_l per layer
+  if (ds.interaction == Interaction::cat) {
+    r = x0;
+  } else if (ds.interaction == Interaction::dot) {
+    // entities e_0 = z, e_{f+1} = pooled_f (all d0 wide); r = [z, <e_i, e_j> for i > j]
+    for (int64_t i = 0; i < B; ++i) {
+      const float* row = x0.data() + i * inter_in_;
+      float* out = r.data() + i * inter_out_;
+      std::copy_n(row, d0, out);
+      int64_t k = d0;
+      for (int64_t a = 1; a <= F; ++a)
+        for (int64_t b = 0; b < a; ++b) {
+          float dot = 0;
+          for (int64_t c = 0; c < d0; ++c) dot += row[a * d0 + c] * row[b * d0 + c];
+          out[k++] = dot;
+        }
+    }
+  } else {
+    std::vector<float> x = x0;
+    for (const Cross& cr : cross_) {
+      std::vector<float> s(static_cast<size_t>(B * rank)), c(static_cast<size_t>(B * inter_in_));
+      gemm(false, false, B, rank, inter_in_, x.data(), inter_in_, params_.data() + cr.v, rank, 0.0f, s.data(), rank);
+      gemm(false, true, B, inter_in_, rank, s.data(), rank, params_.data() + cr.u, rank, 0.0f, c.data(), inter_in_);
+      std::vector<float> y(x.size());
+      for (int64_t i = 0; i < B; ++i)
+        for (int64_t j = 0; j < inter_in_; ++j) {
+          const size_t q = static_cast<size_t>(i * inter_in_ + j);
+          c[q] += params_[cr.b + static_cast<size_t>(j)];
+          y[q] = x0[q] * c[q] + x[q];
+        }
+      xs.push_back(std::move(x));
+      ss.push_back(std::move(s));
+      cs.push_back(std::move(c));
+      x = std::move(y);
+    }
+    r = std::move(x);
+  }
+  std::vector<std::vector<float>> top(top_.size() + 1);
+  top[0] = std::move(r);
+  for (size_t i = 0; i < top_.size(); ++i) {
+    top[i + 1].resize(static_cast<size_t>(B * top_[i].out));
+    linear_forward(top_[i], B, top[i].data(), top[i + 1].data());
+  }
+  std::copy_n(top.back().data(), B, logit.data());
+  const double loss = loss_and_grad();
+
+  // ---- backward
+  std::vector<float> dy = dlogit;
+  for (size_t i = top_.size(); i-- > 0;) {
+    std::vector<float> dx(static_cast<size_t>(B * top_[i].in));
+    linear_backward(top_[i], B, top[i].data(), top[i + 1].data(), dy.data(), dx.data());
+    dy = std::move(dx);
+  }
+  // dy = d r; turn it into d x0
+  std::vector<float> dx0(static_cast<size_t>(B * inter_in_), 0.0f);
+  if (ds.interaction == Interaction::cat) {
+    dx0 = dy;
+  } else if (ds.interaction == Interaction::dot) {
+    for (int64_t i = 0; i < B; ++i) {
+      const float* row = x0.data() + i * inter_in_;
+      const float* g = dy.data() + i * inter_out_;
+      float* dro = dx0.data() + i * inter_in_;
+      for (int64_t c = 0; c < d0; ++c) dro[c] += g[c];
+      int64_t k = d0;
+      for (int64_t a = 1; a <= F; ++a)
+        for (int64_t b = 0; b < a; ++b) {
+          const float gk = g[k++];
+          for (int64_t c = 0; c < d0; ++c) {
+            dro[a * d0 + c] += gk * row[b * d0 + c];
+            dro[b * d0 + c] += gk * row[a * d0 + c];
+          }
+        }
+    }
+  } else {
+    std::vector<float> dx = dy;  // d x_L
+    for (size_t l = cross_.size(); l-- > 0;) {
+      const Cross& cr = cross_[l];
+      const std::vector<float>& xl = xs[l];
+      const std::vector<float>& s = ss[l];
+      const std::vector<float>& c = cs[l];
+      std::vector<float> dc(dx.size());
+      float* db = grads_.data() + cr.b;
+      for (int64_t i = 0; i < B; ++i)
+        for (int64_t j = 0; j < inter_in_; ++j) {
+          const size_t q = static_cast<size_t>(i * inter_in_ + j);
+          dc[q] = dx[q] * x0[q];
+          dx0[q] += dx[q] * c[q];
+          db[j] += dc[q];
+        }
+      std::vector<float> dsv(static_cast<size_t>(B * rank));
+      gemm(true, false, inter_in_, rank, B, dc.data(), inter_in_, s.data(), rank, 0.0f, grads_.data() + cr.u, rank);
+      gemm(false, false, B, rank, inter_in_, dc.data(), inter_in_, params_.data() + cr.u, rank, 0.0f, dsv.data(), rank);
+      gemm(true, false, inter_in_, rank, B, xl.data(), inter_in_, dsv.data(), rank, 0.0f, grads_.data() + cr.v, rank);
+      // d x_l = d x_{l+1} (identity path) + ds V^T
+      gemm(false, true, B, inter_in_, rank, dsv.data(), rank, params_.data() + cr.v, rank, 1.0f, dx.data(), inter_in_);
+    }
+    for (size_t q = 0; q < dx0.size(); ++q) dx0[q] += dx[q];
+  }
+  // split d x0 into d z and d pooled
+  std::vector<float> dz(static_cast<size_t>(B * d0));
+  for (int64_t i = 0; i < B; ++i) {
+    const float* row = dx0.data() + i * inter_in_;
+    std::copy_n(row, d0, dz.data() + i * d0);
+    int64_t off = d0;
+    for (int64_t f = 0; f < F; ++f) {
+      const int64_t d = dims_[static_cast<size_t>(f)];
+      std::copy_n(row + off, d, d_pooled[static_cast<size_t>(f)] + i * d);
+      off += d;
+    }
+  }
+  for (size_t i = bottom_.size(); i-- > 0;) {
+    std::vector<float> dx(i > 0 ? static_cast<size_t>(B * bottom_[i].in) : 0);
+    linear_backward(bottom_[i], B, bot[i].data(), bot[i + 1].data(), dz.data(), i > 0 ? dx.data() : nullptr);
+    dz = std::move(dx);
+  }
+  return loss;
+}
+
+void DenseModel::sgd_step(float lr, const float* grad) {
+  for (size_t i = 0; i < params_.size(); ++i) params_[i] -= lr * grad[i];
+}
+
+int64_t DenseModel::activation_bytes(int64_t B) const {
+  int64_t w = inter_in_ * 2 + inter_out_;
+  for (const auto& l : bottom_) w += l.out;
+  for (const auto& l : top_) w += l.out;
+  if (spec_.dense) w += static_cast<int64_t>(cross_.size()) * (2 * inter_in_ + spec_.dense->dcn_low_rank_dim);
+  return 2 * B * w * 4;
+}
+
+}  // namespace embedscope::engine

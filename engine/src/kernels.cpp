@@ -1,0 +1,194 @@
+#include "embedscope/engine/kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+namespace embedscope::engine {
+
+namespace {
+// Compiled for AVX2 and baseline x86-64; the loader picks the best (GCC target_clones).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define ES_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define ES_CLONES
+#endif
+
+ES_CLONES void add_row(float* __restrict out, const float* __restrict row, int64_t dim) {
+  for (int64_t c = 0; c < dim; ++c) out[c] += row[c];
+}
+ES_CLONES void add_scaled_row(float* __restrict out, const float* __restrict row, float s,
+                              int64_t dim) {
+  for (int64_t c = 0; c < dim; ++c) out[c] += s * row[c];
+}
+}  // namespace
+
+namespace {
+// Rows are prefetched this many ids ahead (across bag boundaries): enough to cover DRAM
+// latency for 256-512 byte rows without overflowing the core's outstanding-miss queues.
+constexpr int64_t kPrefetchIds = 16;
+
+// Sums the rows of one bag over columns [c0, c0 + W) in registers, in id order, and stores
+// the sum to out[c0 .. c0 + W). With `prefetch`, also prefetches the whole row
+// kPrefetchIds ids ahead (ids[0 .. num_ids) is the batch).
+template <int64_t W>
+[[gnu::always_inline]] inline void pool_columns(const float* __restrict weights, int64_t dim,
+                                                const int64_t* ids, int64_t begin, int64_t end,
+                                                int64_t num_ids, int64_t c0, bool prefetch,
+                                                float* __restrict out) {
+  float acc[W] = {};
+  for (int64_t i = begin; i < end; ++i) {
+    if (prefetch) {
+      const float* next = weights + ids[std::min(i + kPrefetchIds, num_ids - 1)] * dim;
+      for (int64_t c = 0; c < dim; c += 16) __builtin_prefetch(next + c);
+    }
+    const float* __restrict row = weights + ids[i] * dim + c0;
+    for (int64_t c = 0; c < W; ++c) acc[c] += row[c];
+  }
+  for (int64_t c = 0; c < W; ++c) out[c0 + c] = acc[c];
+}
+}  // namespace
+
+ES_CLONES void pooled_lookup(const float* weights, int64_t num_rows, int64_t dim,
+                             const int64_t* ids, const int64_t* offsets, int64_t num_bags,
+                             const float* bag_scale, float* out, int64_t out_stride) {
+  (void)num_rows;
+  const int64_t num_ids = offsets[num_bags];
+  for (int64_t b = 0; b < num_bags; ++b) {
+    float* __restrict o = out + b * out_stride;
+    const int64_t begin = offsets[b], end = offsets[b + 1];
+    // Column blocks of 64, 32, 16, 8 floats summed in registers, then a tail of < 8 columns.
+    // Every column is summed in id order starting from 0, so the result does not depend on
+    // the blocking. The first block prefetches whole rows; later blocks find them in cache.
+    int64_t c0 = 0;
+    for (; c0 + 64 <= dim; c0 += 64)
+      pool_columns<64>(weights, dim, ids, begin, end, num_ids, c0, c0 == 0, o);
+    if (c0 + 32 <= dim) {
+      pool_columns<32>(weights, dim, ids, begin, end, num_ids, c0, c0 == 0, o);
+      c0 += 32;
+    }
+    if (c0 + 16 <= dim) {
+      pool_columns<16>(weights, dim, ids, begin, end, num_ids, c0, c0 == 0, o);
+      c0 += 16;
+    }
+    if (c0 + 8 <= dim) {
+      pool_columns<8>(weights, dim, ids, begin, end, num_ids, c0, c0 == 0, o);
+      c0 += 8;
+    }
+    for (; c0 < dim; ++c0)
+      pool_columns<1>(weights, dim, ids, begin, end, num_ids, c0, c0 == 0, o);
+    if (bag_scale != nullptr && bag_scale[b] != 1.0f) {
+      const float s = bag_scale[b];
+      for (int64_t c = 0; c < dim; ++c) o[c] *= s;
+    }
+  }
+}
+
+SparseGrad accumulate_sparse_grad(int64_t dim, const int64_t* ids, const int64_t* offsets,
+                                  int64_t num_bags, const float* bag_scale,
+                                  const float* grad_out, int64_t grad_stride) {
+  SparseGrad g;
+  g.dim = dim;
+  const int64_t n = offsets[num_bags];
+  if (n == 0) return g;
+  // (id, bag) pairs sorted by id, then by position: a deterministic segment reduce.
+  std::vector<std::pair<int64_t, int64_t>> occ(static_cast<size_t>(n));
+  for (int64_t b = 0; b < num_bags; ++b)
+    for (int64_t i = offsets[b]; i < offsets[b + 1]; ++i) occ[static_cast<size_t>(i)] = {ids[i], b};
+  std::sort(occ.begin(), occ.end());
+  size_t distinct = 0;
+  for (size_t i = 0; i < occ.size(); ++i)
+    if (i == 0 || occ[i].first != occ[i - 1].first) ++distinct;
+  g.rows.resize(distinct);
+  g.values.assign(distinct * static_cast<size_t>(dim), 0.0f);
+  size_t u = 0;
+  for (size_t i = 0; i < occ.size(); ++i) {
+    if (i > 0 && occ[i].first != occ[i - 1].first) ++u;
+    g.rows[u] = occ[i].first;
+    const int64_t b = occ[i].second;
+    const float s = bag_scale ? bag_scale[b] : 1.0f;
+    add_scaled_row(g.values.data() + u * static_cast<size_t>(dim), grad_out + b * grad_stride, s,
+                   dim);
+  }
+  return g;
+}
+
+SparseGrad merge_sparse_grads(std::span<const SparseGrad> parts, int64_t dim) {
+  SparseGrad g;
+  g.dim = dim;
+  std::vector<int64_t> all;
+  for (const auto& p : parts) all.insert(all.end(), p.rows.begin(), p.rows.end());
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  g.rows = all;
+  g.values.assign(all.size() * static_cast<size_t>(dim), 0.0f);
+  for (const auto& p : parts) {
+    size_t u = 0;
+    for (size_t i = 0; i < p.rows.size(); ++i) {
+      while (g.rows[u] != p.rows[i]) ++u;  // both sorted; p.rows is a subset
+      add_row(g.values.data() + u * static_cast<size_t>(dim),
+              p.values.data() + i * static_cast<size_t>(dim), dim);
+    }
+  }
+  return g;
+}
+
+int64_t optimizer_state_bytes(OptimizerType type, int64_t rows, int64_t dim) {
+  switch (type) {
+    case OptimizerType::sgd: return 0;
+    case OptimizerType::rowwise_adagrad: return rows * 4;
+    case OptimizerType::adam: return 2 * rows * dim * 4;
+  }
+  return 0;
+}
+
+RowOptimizerState make_optimizer_state(OptimizerType type, int64_t rows, int64_t dim) {
+  RowOptimizerState s;
+  if (type == OptimizerType::rowwise_adagrad) s.momentum1.assign(static_cast<size_t>(rows), 0.0f);
+  if (type == OptimizerType::adam) {
+    s.momentum1.assign(static_cast<size_t>(rows * dim), 0.0f);
+    s.momentum2.assign(static_cast<size_t>(rows * dim), 0.0f);
+  }
+  return s;
+}
+
+void apply_row_optimizer(const OptimizerSpec& opt, int64_t iteration, float* weights,
+                         int64_t dim, RowOptimizerState& state, const SparseGrad& grad) {
+  const float lr = static_cast<float>(opt.learning_rate);
+  const float eps = static_cast<float>(opt.eps);
+  for (size_t u = 0; u < grad.rows.size(); ++u) {
+    const int64_t r = grad.rows[u];
+    float* w = weights + r * dim;
+    const float* g = grad.values.data() + u * static_cast<size_t>(dim);
+    switch (opt.type) {
+      case OptimizerType::sgd:
+        for (int64_t c = 0; c < dim; ++c) w[c] -= lr * g[c];
+        break;
+      case OptimizerType::rowwise_adagrad: {
+        float sq = 0.0f;
+        for (int64_t c = 0; c < dim; ++c) sq += g[c] * g[c];
+        float& m = state.momentum1[static_cast<size_t>(r)];
+        m += sq / static_cast<float>(dim);
+        const float step = lr / (std::sqrt(m) + eps);
+        for (int64_t c = 0; c < dim; ++c) w[c] -= step * g[c];
+        break;
+      }
+      case OptimizerType::adam: {
+        const float b1 = static_cast<float>(opt.beta1), b2 = static_cast<float>(opt.beta2);
+        const float c1 = 1.0f - static_cast<float>(std::pow(opt.beta1, iteration));
+        const float c2 = 1.0f - static_cast<float>(std::pow(opt.beta2, iteration));
+        float* m1 = state.momentum1.data() + r * dim;
+        float* m2 = state.momentum2.data() + r * dim;
+        for (int64_t c = 0; c < dim; ++c) {
+          m1[c] = b1 * m1[c] + (1.0f - b1) * g[c];
+          m2[c] = b2 * m2[c] + (1.0f - b2) * g[c] * g[c];
+          w[c] -= lr * (m1[c] / c1) / (std::sqrt(m2[c] / c2) + eps);
+        }
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace embedscope::engine

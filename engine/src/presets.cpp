@@ -1,0 +1,45 @@
+// Built-in workload presets: resources/workloads/*.json, embedded at build time by
+// cmake/embed_files.cmake (key = file stem).
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/spec.h"
+
+namespace embedscope::resources {
+const std::map<std::string, std::string>& workload_presets();
+}  // namespace embedscope::resources
+
+namespace embedscope::engine {
+namespace detail {
+// Defined in spec.cpp: json::parse with "<origin>: line L, column C: ..." errors.
+nlohmann::json parse_json_text(const std::string& text, const std::string& origin);
+}  // namespace detail
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, text] : resources::workload_presets()) names.push_back(name);
+  return names;  // sorted: the map's order
+}
+
+const std::string& preset_json(const std::string& name) {
+  const auto& presets = resources::workload_presets();
+  auto it = presets.find(name);
+  if (it == presets.end()) {
+    throw SpecError(fmt::format("unknown preset \"{}\"; known presets: {}", name,
+                                fmt::join(preset_names(), ", ")));
+  }
+  return it->second;
+}
+
+WorkloadSpec load_preset(const std::string& name) {
+  const std::string origin = "preset " + name;
+  return parse_workload(detail::parse_json_text(preset_json(name), origin), origin);
+}
+
+}  // namespace embedscope::engine

@@ -1,0 +1,146 @@
+#include "embedscope/engine/reference.h"
+
+#include <cmath>
+#include <set>
+
+#include "embedscope/engine/dense.h"
+
+namespace embedscope::engine {
+
+ReferenceResult run_reference(const WorkloadSpec& spec, int64_t iterations, const ShardingPlan* plan,
+                              const std::function<std::optional<Batch>(int64_t, int)>& batch_source) {
+  const int W = spec.devices.count;
+  const int64_t B = spec.batch_size;
+  const int F = static_cast<int>(spec.features.size());
+  const size_t T = spec.tables.size();
+  std::vector<int64_t> dims;
+  for (int f = 0; f < F; ++f) dims.push_back(spec.tables[static_cast<size_t>(spec.table_of_feature(static_cast<size_t>(f)))].embedding_dim);
+  BatchGenerator gen(spec);
+  DenseModel dense(spec, dims);
+  ReferenceResult res;
+  // tables, optimizer state
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> groups(T);  // column groups (offset, width)
+  for (size_t t = 0; t < T; ++t) {
+    const auto& ts = spec.tables[t];
+    std::vector<float> w(static_cast<size_t>(ts.num_embeddings * ts.embedding_dim));
+    for (int64_t r = 0; r < ts.num_embeddings; ++r)
+      for (int64_t c = 0; c < ts.embedding_dim; ++c)
+        w[static_cast<size_t>(r * ts.embedding_dim + c)] = initial_weight(spec.seed, static_cast<int>(t), r, c, ts.num_embeddings);
+    res.tables.push_back(std::move(w));
+    if (plan && plan->tables[t].type == ShardingType::column_wise)
+      for (const auto& s : plan->tables[t].shards) groups[t].push_back({s.col_offset, s.num_cols});
+    else
+      groups[t].push_back({0, ts.embedding_dim});
+  }
+  std::vector<std::vector<double>> m1(T), m2(T);
+  for (size_t t = 0; t < T; ++t) {
+    const auto& ts = spec.tables[t];
+    const size_t n = static_cast<size_t>(ts.num_embeddings * ts.embedding_dim);
+    m1[t].assign(spec.optimizer.type == OptimizerType::adam ? n : static_cast<size_t>(ts.num_embeddings) * groups[t].size(), 0.0);
+    m2[t].assign(spec.optimizer.type == OptimizerType::adam ? n : 0, 0.0);
+  }
+
+  for (int64_t it = 0; it < iterations; ++it) {
+    std::vector<std::vector<double>> grad(T);
+    std::vector<std::set<int64_t>> touched(T);
+    for (size_t t = 0; t < T; ++t) grad[t].assign(res.tables[t].size(), 0.0);
+    std::vector<double> dense_grad(static_cast<size_t>(dense.num_params()), 0.0);
+    double loss = 0;
+    res.pooled.emplace_back();
+    for (int r = 0; r < W; ++r) {
+      std::optional<Batch> given = batch_source ? batch_source(it, r) : std::nullopt;
+      Batch batch = given ? std::move(*given) : gen.make(it, r);
+      apply_invalid_id_policy(spec, batch.kjt, r);
+      const auto off = batch.kjt.offsets();
+      std::vector<std::vector<float>> pooled(static_cast<size_t>(F)), dpooled(static_cast<size_t>(F));
+      for (int f = 0; f < F; ++f) {
+        const int t = spec.table_of_feature(static_cast<size_t>(f));
+        const auto& ts = spec.tables[static_cast<size_t>(t)];
+        const int64_t D = ts.embedding_dim;
+        pooled[static_cast<size_t>(f)].assign(static_cast<size_t>(B * D), 0.0f);
+        dpooled[static_cast<size_t>(f)].assign(static_cast<size_t>(B * D), 0.0f);
+        for (int64_t b = 0; b < B; ++b) {
+          const int64_t begin = off[static_cast<size_t>(f * B + b)], end = off[static_cast<size_t>(f * B + b + 1)];
+          for (int64_t c = 0; c < D; ++c) {
+            double acc = 0;
+            for (int64_t i = begin; i < end; ++i)
+              acc += res.tables[static_cast<size_t>(t)][static_cast<size_t>(batch.kjt.values[static_cast<size_t>(i)] * D + c)];
+            if (ts.pooling == Pooling::mean && end > begin) acc /= static_cast<double>(end - begin);
+            pooled[static_cast<size_t>(f)][static_cast<size_t>(b * D + c)] = static_cast<float>(acc);
+          }
+        }
+      }
+      std::vector<const float*> pp;
+      std::vector<float*> dp;
+      for (int f = 0; f < F; ++f) {
+        pp.push_back(pooled[static_cast<size_t>(f)].data());
+        dp.push_back(dpooled[static_cast<size_t>(f)].data());
+      }
+      loss += dense.forward_backward(B, batch.dense.data(), pp, batch.labels.data(), dp);
+      for (size_t i = 0; i < dense_grad.size(); ++i) dense_grad[i] += dense.grads()[i];
+      // d loss_global / d row: (1/W) d loss_rank / d pooled, spread over the bag (1/len for mean)
+      for (int f = 0; f < F; ++f) {
+        const int t = spec.table_of_feature(static_cast<size_t>(f));
+        const auto& ts = spec.tables[static_cast<size_t>(t)];
+        const int64_t D = ts.embedding_dim;
+        for (int64_t b = 0; b < B; ++b) {
+          const int64_t begin = off[static_cast<size_t>(f * B + b)], end = off[static_cast<size_t>(f * B + b + 1)];
+          const double scale = (ts.pooling == Pooling::mean && end > begin ? 1.0 / static_cast<double>(end - begin) : 1.0) / W;
+          for (int64_t i = begin; i < end; ++i) {
+            const int64_t id = batch.kjt.values[static_cast<size_t>(i)];
+            touched[static_cast<size_t>(t)].insert(id);
+            for (int64_t c = 0; c < D; ++c)
+              grad[static_cast<size_t>(t)][static_cast<size_t>(id * D + c)] += scale * dpooled[static_cast<size_t>(f)][static_cast<size_t>(b * D + c)];
+          }
+        }
+      }
+      res.pooled.back().push_back(std::move(pooled));
+    }
+    // fused optimizer on the rows the global batch touched
+    const double lr = spec.optimizer.learning_rate, eps = spec.optimizer.eps;
+    const double b1 = spec.optimizer.beta1, b2 = spec.optimizer.beta2;
+    for (size_t t = 0; t < T; ++t) {
+      const int64_t D = spec.tables[t].embedding_dim;
+      auto& w = res.tables[t];
+      for (int64_t row : touched[t]) {
+        const size_t at = static_cast<size_t>(row * D);
+        switch (spec.optimizer.type) {
+          case OptimizerType::sgd:
+            for (int64_t c = 0; c < D; ++c) w[at + static_cast<size_t>(c)] -= static_cast<float>(lr * grad[t][at + static_cast<size_t>(c)]);
+            break;
+          case OptimizerType::rowwise_adagrad:
+            for (size_t g = 0; g < groups[t].size(); ++g) {
+              const auto [c0, width] = groups[t][g];
+              double sq = 0;
+              for (int64_t c = c0; c < c0 + width; ++c) sq += grad[t][at + static_cast<size_t>(c)] * grad[t][at + static_cast<size_t>(c)];
+              double& m = m1[t][static_cast<size_t>(row) * groups[t].size() + g];
+              m += sq / static_cast<double>(width);
+              for (int64_t c = c0; c < c0 + width; ++c)
+                w[at + static_cast<size_t>(c)] -= static_cast<float>(lr * grad[t][at + static_cast<size_t>(c)] / (std::sqrt(m) + eps));
+            }
+            break;
+          case OptimizerType::adam: {
+            const double c1 = 1 - std::pow(b1, static_cast<double>(it + 1)), c2 = 1 - std::pow(b2, static_cast<double>(it + 1));
+            for (int64_t c = 0; c < D; ++c) {
+              const size_t q = at + static_cast<size_t>(c);
+              const double g = grad[t][q];
+              m1[t][q] = b1 * m1[t][q] + (1 - b1) * g;
+              m2[t][q] = b2 * m2[t][q] + (1 - b2) * g * g;
+              w[q] -= static_cast<float>(lr * (m1[t][q] / c1) / (std::sqrt(m2[t][q] / c2) + eps));
+            }
+            break;
+          }
+        }
+      }
+    }
+    std::vector<float> avg(dense_grad.size());
+    for (size_t i = 0; i < avg.size(); ++i) avg[i] = static_cast<float>(dense_grad[i] / W);
+    const double dlr = spec.optimizer.dense_learning_rate > 0 ? spec.optimizer.dense_learning_rate : spec.optimizer.learning_rate;
+    dense.sgd_step(static_cast<float>(dlr), avg.data());
+    res.loss.push_back(loss / W);
+  }
+  res.dense_params = dense.params();
+  return res;
+}
+
+}  // namespace embedscope::engine

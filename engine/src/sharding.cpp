@@ -1,0 +1,296 @@
+#include "embedscope/engine/sharding.h"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/kernels.h"
+
+namespace embedscope::engine {
+
+std::vector<int64_t> even_split(int64_t n, int parts) {
+  if (parts < 1) throw std::invalid_argument("even_split: parts must be >= 1");
+  std::vector<int64_t> out(static_cast<size_t>(parts), n / parts);
+  for (int64_t i = 0; i < n % parts; ++i) ++out[static_cast<size_t>(i)];
+  return out;
+}
+
+std::vector<int64_t> column_split(int64_t dim, int parts) {
+  if (parts < 1 || parts > dim)
+    throw std::invalid_argument(fmt::format("column_split: {} shards of {} columns", parts, dim));
+  const int64_t blocks = dim / 4;
+  if (blocks >= parts) {
+    auto out = even_split(blocks, parts);
+    for (auto& w : out) w *= 4;
+    out.back() += dim % 4;
+    return out;
+  }
+  return even_split(dim, parts);
+}
+
+namespace {
+
+int64_t table_bytes(const TableSpec& t) { return t.num_embeddings * t.embedding_dim * 4; }
+
+int argmin_load(const std::vector<int64_t>& load, const std::vector<int>& exclude = {}) {
+  int best = -1;
+  for (int r = 0; r < static_cast<int>(load.size()); ++r) {
+    if (std::find(exclude.begin(), exclude.end(), r) != exclude.end()) continue;
+    if (best < 0 || load[static_cast<size_t>(r)] < load[static_cast<size_t>(best)]) best = r;
+  }
+  return best;
+}
+
+}  // namespace
+
+ShardingPlan plan_sharding(const WorkloadSpec& spec) {
+  ShardingPlan plan;
+  const int world = spec.devices.count;
+  plan.world_size = world;
+  plan.local_world_size = spec.sharding.local_world_size > 0 ? spec.sharding.local_world_size : world;
+  if (world % plan.local_world_size != 0)
+    throw SpecError(fmt::format("/sharding/local_world_size: {} does not divide devices.count {}",
+                                plan.local_world_size, world));
+  const int num_nodes = world / plan.local_world_size;
+  plan.tables.resize(spec.tables.size());
+  std::vector<int64_t> load(static_cast<size_t>(world), 0);
+  std::vector<int64_t> node_load(static_cast<size_t>(num_nodes), 0);
+
+  // Pass 1: types and everything whose placement is fixed.
+  std::vector<size_t> open;  // tables placed greedily in pass 2
+  for (size_t i = 0; i < spec.tables.size(); ++i) {
+    const TableSpec& t = spec.tables[i];
+    TablePlan& tp = plan.tables[i];
+    tp.table = static_cast<int>(i);
+    TableSharding ts{spec.sharding.default_type, {}, -1};
+    if (auto it = spec.sharding.per_table.find(t.name); it != spec.sharding.per_table.end())
+      ts = it->second;
+    tp.type = ts.type;
+    const std::string where = fmt::format("/sharding/tables/{}", t.name);
+    for (int r : ts.ranks)
+      if (r < 0 || r >= world)
+        throw SpecError(fmt::format("{}/ranks: rank {} is outside [0, {})", where, r, world));
+    switch (ts.type) {
+      case ShardingType::data_parallel:
+        for (int r = 0; r < world; ++r) tp.shards.push_back({r, 0, t.num_embeddings, 0, t.embedding_dim});
+        for (auto& l : load) l += table_bytes(t);
+        break;
+      case ShardingType::row_wise: {
+        auto rows = even_split(t.num_embeddings, world);
+        int64_t off = 0;
+        for (int r = 0; r < world; ++r) {
+          tp.shards.push_back({r, off, rows[static_cast<size_t>(r)], 0, t.embedding_dim});
+          load[static_cast<size_t>(r)] += rows[static_cast<size_t>(r)] * t.embedding_dim * 4;
+          off += rows[static_cast<size_t>(r)];
+        }
+        break;
+      }
+      case ShardingType::table_wise:
+        if (ts.ranks.size() > 1)
+          throw SpecError(fmt::format("{}/ranks: table_wise takes one rank, got {}", where, ts.ranks.size()));
+        if (ts.ranks.size() == 1) {
+          tp.shards.push_back({ts.ranks[0], 0, t.num_embeddings, 0, t.embedding_dim});
+          load[static_cast<size_t>(ts.ranks[0])] += table_bytes(t);
+        } else {
+          open.push_back(i);
+        }
+        break;
+      case ShardingType::column_wise:
+        if (static_cast<int64_t>(ts.ranks.size()) > t.embedding_dim)
+          throw SpecError(fmt::format("{}/ranks: {} column shards but the table has {} columns",
+                                      where, ts.ranks.size(), t.embedding_dim));
+        if (!ts.ranks.empty()) {
+          auto cols = column_split(t.embedding_dim, static_cast<int>(ts.ranks.size()));
+          int64_t off = 0;
+          for (size_t s = 0; s < cols.size(); ++s) {
+            tp.shards.push_back({ts.ranks[s], 0, t.num_embeddings, off, cols[s]});
+            load[static_cast<size_t>(ts.ranks[s])] += t.num_embeddings * cols[s] * 4;
+            off += cols[s];
+          }
+        } else {
+          open.push_back(i);
+        }
+        break;
+      case ShardingType::table_row_wise:
+        if (ts.node >= num_nodes)
+          throw SpecError(fmt::format("{}/node: node {} is outside [0, {})", where, ts.node, num_nodes));
+        tp.node = ts.node;
+        if (ts.node < 0) {
+          open.push_back(i);
+        } else {
+          node_load[static_cast<size_t>(ts.node)] += table_bytes(t);
+        }
+        break;
+    }
+  }
+  // Pass 2: greedy placement, largest tables first (ties by table order).
+  std::stable_sort(open.begin(), open.end(), [&](size_t a, size_t b) {
+    return table_bytes(spec.tables[a]) > table_bytes(spec.tables[b]);
+  });
+  for (size_t i : open) {
+    const TableSpec& t = spec.tables[i];
+    TablePlan& tp = plan.tables[i];
+    if (tp.type == ShardingType::table_wise) {
+      int r = argmin_load(load);
+      tp.shards.push_back({r, 0, t.num_embeddings, 0, t.embedding_dim});
+      load[static_cast<size_t>(r)] += table_bytes(t);
+    } else if (tp.type == ShardingType::column_wise) {
+      int parts = static_cast<int>(std::min<int64_t>(world, std::max<int64_t>(1, t.embedding_dim / 4)));
+      auto cols = column_split(t.embedding_dim, parts);
+      std::vector<int> used;
+      int64_t off = 0;
+      for (int64_t w : cols) {
+        int r = argmin_load(load, used);
+        used.push_back(r);
+        tp.shards.push_back({r, 0, t.num_embeddings, off, w});
+        load[static_cast<size_t>(r)] += t.num_embeddings * w * 4;
+        off += w;
+      }
+    } else {  // table_row_wise without a node
+      int n = argmin_load(node_load);
+      tp.node = n;
+      node_load[static_cast<size_t>(n)] += table_bytes(t);
+    }
+  }
+  // table_row_wise shards: rows split over the ranks of the table's node.
+  for (size_t i = 0; i < spec.tables.size(); ++i) {
+    TablePlan& tp = plan.tables[i];
+    if (tp.type != ShardingType::table_row_wise) continue;
+    const TableSpec& t = spec.tables[i];
+    auto rows = even_split(t.num_embeddings, plan.local_world_size);
+    int64_t off = 0;
+    for (int l = 0; l < plan.local_world_size; ++l) {
+      tp.shards.push_back({tp.node * plan.local_world_size + l, off, rows[static_cast<size_t>(l)], 0,
+                           t.embedding_dim});
+      off += rows[static_cast<size_t>(l)];
+    }
+  }
+  return plan;
+}
+
+namespace {
+
+double mean_ids_per_bag(const FeatureSpec& f) { return f.pooling_factor.mean; }
+
+int64_t dense_param_count(const WorkloadSpec& spec) {
+  if (!spec.dense) return 0;
+  const DenseSpec& d = *spec.dense;
+  int64_t n = 0, in = d.num_dense_features;
+  for (int w : d.bottom_mlp) { n += in * w + w; in = w; }
+  int64_t num_feat = static_cast<int64_t>(spec.features.size());
+  int64_t sum_dims = 0;
+  for (size_t f = 0; f < spec.features.size(); ++f)
+    sum_dims += spec.tables[static_cast<size_t>(spec.table_of_feature(f))].embedding_dim;
+  int64_t inter = 0;
+  switch (d.interaction) {
+    case Interaction::dot: inter = in + (num_feat + 1) * num_feat / 2; break;
+    case Interaction::cat: inter = in + sum_dims; break;
+    case Interaction::dcn:
+      inter = in + sum_dims;
+      n += static_cast<int64_t>(d.dcn_num_layers) * (2 * inter * d.dcn_low_rank_dim + inter);
+      break;
+  }
+  in = inter;
+  for (int w : d.top_mlp) { n += in * w + w; in = w; }
+  return n;
+}
+
+}  // namespace
+
+std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec, const ShardingPlan& plan) {
+  const int world = plan.world_size;
+  const int64_t B = spec.batch_size;
+  std::vector<DeviceMemoryEstimate> est(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) est[static_cast<size_t>(r)].rank = r;
+  int64_t sum_dims = 0;
+  double local_ids = 0;
+  for (size_t f = 0; f < spec.features.size(); ++f) {
+    sum_dims += spec.tables[static_cast<size_t>(spec.table_of_feature(f))].embedding_dim;
+    local_ids += mean_ids_per_bag(spec.features[f]) * static_cast<double>(B);
+  }
+  for (const TablePlan& tp : plan.tables) {
+    const TableSpec& t = spec.tables[static_cast<size_t>(tp.table)];
+    const int64_t nf = static_cast<int64_t>(t.feature_names.size());
+    double ids_per_sample = 0;
+    for (const auto& fname : t.feature_names)
+      ids_per_sample += mean_ids_per_bag(spec.features[static_cast<size_t>(spec.feature_index(fname))]);
+    for (const Shard& s : tp.shards) {
+      auto& e = est[static_cast<size_t>(s.rank)];
+      e.weights += s.num_rows * s.num_cols * 4;
+      e.optimizer_state += optimizer_state_bytes(spec.optimizer.type, s.num_rows, s.num_cols);
+      if (tp.type == ShardingType::data_parallel) {
+        // local lookup output + its gradient + the sparse gradient exchange (all ranks' rows)
+        e.buffers += 2 * B * nf * s.num_cols * 4;
+        e.buffers += static_cast<int64_t>(ids_per_sample * static_cast<double>(B * world)) * (s.num_cols * 4 + 8);
+        continue;
+      }
+      // received lengths and ids of the whole global batch, pooled output and its gradient
+      const double frac = (tp.type == ShardingType::row_wise || tp.type == ShardingType::table_row_wise)
+                              ? static_cast<double>(s.num_rows) / static_cast<double>(t.num_embeddings)
+                              : 1.0;
+      e.buffers += B * world * nf * 8 + static_cast<int64_t>(ids_per_sample * frac * static_cast<double>(B * world)) * 8;
+      e.buffers += 2 * B * world * nf * s.num_cols * 4;
+    }
+  }
+  const int64_t dense_params = dense_param_count(spec);
+  int64_t act = 0;
+  if (spec.dense) {
+    int64_t widths = spec.dense->num_dense_features;
+    for (int w : spec.dense->bottom_mlp) widths += w;
+    for (int w : spec.dense->top_mlp) widths += w;
+    act = 2 * B * (widths + 2 * sum_dims + static_cast<int64_t>(spec.features.size() * spec.features.size())) * 4;
+  }
+  for (auto& e : est) {
+    e.dense = 2 * dense_params * 4 + act;
+    // local KJT (lengths + ids), received pooled embeddings and their gradients
+    e.buffers += B * static_cast<int64_t>(spec.features.size()) * 8 + static_cast<int64_t>(local_ids) * 8;
+    e.buffers += 2 * B * sum_dims * 4;
+  }
+  return est;
+}
+
+std::string format_bytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (std::abs(v) >= 1024.0 && u < 4) { v /= 1024.0; ++u; }
+  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, units[u]);
+}
+
+void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryEstimate>& est) {
+  std::string msg;
+  for (const auto& e : est) {
+    if (e.total() <= spec.devices.memory_bytes) continue;
+    msg += fmt::format("\n  rank {}: needs {} (weights {}, optimizer state {}, dense {}, buffers {}) > {}",
+                       e.rank, format_bytes(e.total()), format_bytes(e.weights),
+                       format_bytes(e.optimizer_state), format_bytes(e.dense), format_bytes(e.buffers),
+                       format_bytes(spec.devices.memory_bytes));
+  }
+  if (!msg.empty())
+    throw SpecError("/devices/memory_bytes: the workload does not fit on the devices under this "
+                    "sharding plan:" + msg);
+}
+
+nlohmann::json to_json(const WorkloadSpec& spec, const ShardingPlan& plan) {
+  nlohmann::json j;
+  j["world_size"] = plan.world_size;
+  j["local_world_size"] = plan.local_world_size;
+  auto& tables = j["tables"] = nlohmann::json::array();
+  for (const TablePlan& tp : plan.tables) {
+    nlohmann::json t;
+    t["name"] = spec.tables[static_cast<size_t>(tp.table)].name;
+    t["sharding_type"] = to_string(tp.type);
+    if (tp.node >= 0) t["node"] = tp.node;
+    auto& shards = t["shards"] = nlohmann::json::array();
+    for (const Shard& s : tp.shards)
+      shards.push_back({{"rank", s.rank}, {"row_offset", s.row_offset}, {"num_rows", s.num_rows},
+                        {"col_offset", s.col_offset}, {"num_cols", s.num_cols}});
+    tables.push_back(std::move(t));
+  }
+  return j;
+}
+
+}  // namespace embedscope::engine

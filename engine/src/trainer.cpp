@@ -1,0 +1,914 @@
+#include "embedscope/engine/trainer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "embedscope/engine/comm.h"
+#include "embedscope/engine/dense.h"
+#include "embedscope/engine/kernels.h"
+#include "embedscope/engine/memory.h"
+#include "embedscope/profiler/tracer.h"
+
+namespace embedscope::engine {
+
+const char* to_string(RunEnd e) {
+  switch (e) {
+    case RunEnd::complete: return "complete";
+    case RunEnd::failed: return "failed";
+    case RunEnd::oom: return "oom";
+    case RunEnd::hang: return "hang";
+  }
+  return "failed";
+}
+
+namespace {
+
+using sessions::Lane;
+using sessions::OpCategory;
+using profiler::ScopedSpan;
+
+bool is_a2a(ShardingType t) { return t == ShardingType::table_wise || t == ShardingType::column_wise; }
+bool is_rw(ShardingType t) { return t == ShardingType::row_wise || t == ShardingType::table_row_wise; }
+
+// ---- the step layout: the same on every rank ----------------------------------------------
+// A slot is one (table, feature, shard) that receives input through the KJT all-to-all.
+struct Slot {
+  int table = 0;
+  int feature = 0;
+  int shard = 0;  // index into TablePlan::shards
+  ShardingType type{};
+  Shard s;
+};
+
+struct Layout {
+  int world = 1, local = 1, nodes = 1;
+  int64_t B = 0;
+  std::vector<int64_t> dim;                    // per feature
+  std::vector<Slot> slots;                     // non data-parallel, (table, feature, shard) order
+  std::vector<std::vector<int>> slots_to;      // per rank: its slots, in order
+  std::vector<std::vector<int>> a2a_slots_to;  // per rank: its table_wise / column_wise slots
+  std::vector<int> rw_features;                // features of row_wise tables
+  std::vector<std::vector<int>> twrw_features; // per node: features of its table_row_wise tables
+  std::vector<int> dp_tables;
+
+  Layout(const WorkloadSpec& spec, const ShardingPlan& plan) {
+    world = plan.world_size;
+    local = plan.local_world_size;
+    nodes = world / local;
+    B = spec.batch_size;
+    for (size_t f = 0; f < spec.features.size(); ++f)
+      dim.push_back(spec.tables[static_cast<size_t>(spec.table_of_feature(f))].embedding_dim);
+    slots_to.resize(static_cast<size_t>(world));
+    a2a_slots_to.resize(static_cast<size_t>(world));
+    twrw_features.resize(static_cast<size_t>(nodes));
+    for (const TablePlan& tp : plan.tables) {
+      const TableSpec& t = spec.tables[static_cast<size_t>(tp.table)];
+      if (tp.type == ShardingType::data_parallel) {
+        dp_tables.push_back(tp.table);
+        continue;
+      }
+      for (const auto& fname : t.feature_names) {
+        const int f = spec.feature_index(fname);
+        if (tp.type == ShardingType::row_wise) rw_features.push_back(f);
+        if (tp.type == ShardingType::table_row_wise) twrw_features[static_cast<size_t>(tp.node)].push_back(f);
+        for (size_t s = 0; s < tp.shards.size(); ++s) {
+          const int idx = static_cast<int>(slots.size());
+          slots.push_back({tp.table, f, static_cast<int>(s), tp.type, tp.shards[s]});
+          slots_to[static_cast<size_t>(tp.shards[s].rank)].push_back(idx);
+          if (is_a2a(tp.type)) a2a_slots_to[static_cast<size_t>(tp.shards[s].rank)].push_back(idx);
+        }
+      }
+    }
+    std::sort(rw_features.begin(), rw_features.end());
+    for (auto& v : twrw_features) std::sort(v.begin(), v.end());
+  }
+  int64_t sum_dims(const std::vector<int>& feats) const {
+    int64_t s = 0;
+    for (int f : feats) s += dim[static_cast<size_t>(f)];
+    return s;
+  }
+};
+
+// ---- the comm worker: one thread per rank that runs its collectives -------------------------
+class CommWorker {
+ public:
+  CommWorker() : thread_([this] { loop(); }) {}
+  ~CommWorker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  /// Runs `fn` on the comm thread and waits for it (the base pipeline overlaps nothing).
+  void run(std::function<void()> fn) {
+    std::packaged_task<void()> task(std::move(fn));
+    auto fut = task.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(std::move(task));
+    }
+    cv_.notify_all();
+    fut.get();
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::packaged_task<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::packaged_task<void()>> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// ---- shared run state -------------------------------------------------------------------------
+struct RankError {
+  int rank = 0;
+  int64_t time_ns = 0;
+  RunEnd kind = RunEnd::failed;
+  bool bad_input = false;
+  bool consequence = false;  // a peer's failure seen from here
+  std::string message;
+};
+
+struct Shared {
+  const WorkloadSpec& spec;
+  const ShardingPlan& plan;
+  const TrainerOptions& opt;
+  Layout layout;
+  BatchGenerator gen;
+  profiler::Tracer tracer;
+  std::shared_ptr<Rendezvous> rv = Rendezvous::in_process();
+  std::mutex mu;
+  std::condition_variable cv;
+  int finished = 0;
+  std::vector<RankError> errors;
+  std::atomic<bool> failed{false};
+
+  Shared(const WorkloadSpec& s, const ShardingPlan& p, const TrainerOptions& o)
+      : spec(s), plan(p), opt(o), layout(s, p), gen(s), tracer(p.world_size, o.trace) {}
+};
+
+struct LocalShard {
+  int table = 0;
+  Shard s;
+  DeviceBuffer<float> weights;
+  RowOptimizerState state;
+};
+
+// ---- one rank -------------------------------------------------------------------------------
+class Rank {
+ public:
+  Rank(Shared& sh, int rank)
+      : sh_(sh), L_(sh.layout), me_(rank), arena_(rank, sh.spec.devices.memory_bytes),
+        dense_(sh.spec, sh.layout.dim) {}
+
+  void main();
+
+  int me_for_summary() const { return me_; }
+  RankSummary summary;
+  std::vector<int64_t> step_ns;     // per measured step
+  std::vector<double> losses;       // per measured step (global mean)
+  std::vector<LocalShard> shards;
+  DenseModel& dense() { return dense_; }
+
+ private:
+  void setup();
+  void step(int64_t iteration);
+  template <class T>
+  DeviceBuffer<T> buf(const char* tag, size_t n) {
+    DeviceBuffer<T> b(&arena_, tag);
+    b.assign(n);
+    return b;
+  }
+  // Runs a collective on the comm worker, as a span on the comm lane.
+  void comm(ProcessGroup& pg, const char* name, int64_t iteration, const std::function<void()>& fn) {
+    comm_->run([&] {
+      ScopedSpan span(sh_.tracer, me_, Lane::comm, OpCategory::comm, name, iteration);
+      const CommCounters before = pg.counters();
+      span.set_correlation(pg.next_sequence());
+      fn();
+      span.set_bytes(pg.counters().bytes_sent - before.bytes_sent + pg.counters().bytes_received -
+                     before.bytes_received);
+    });
+  }
+  LocalShard& shard_of(int table, int shard_index);
+  int64_t step_of(int64_t iteration) const { return iteration - sh_.spec.warmup_steps; }
+
+  Shared& sh_;
+  const Layout& L_;
+  int me_;
+  DeviceArena arena_;
+  DenseModel dense_;
+  std::unique_ptr<CommWorker> comm_;
+  std::unique_ptr<ProcessGroup> world_, node_, cross_;
+  std::vector<int> shard_index_;  // slot -> index into shards (local slots only), -1 otherwise
+  std::vector<int> dp_shard_;     // per dp table: index into shards
+  DeviceBuffer<float> dense_params_;  // accounting for the dense part
+  std::vector<int64_t> counter_base_;
+
+ public:
+  friend RunResult run_training(const WorkloadSpec&, const TrainerOptions&);
+  void teardown() {
+    comm_.reset();
+    cross_.reset();
+    node_.reset();
+    world_.reset();
+  }
+  int64_t bytes_sent() const {
+    int64_t s = 0;
+    for (auto* pg : {world_.get(), node_.get(), cross_.get()})
+      if (pg) s += pg->counters().bytes_sent;
+    return s;
+  }
+  int64_t bytes_received() const {
+    int64_t s = 0;
+    for (auto* pg : {world_.get(), node_.get(), cross_.get()})
+      if (pg) s += pg->counters().bytes_received;
+    return s;
+  }
+  int64_t peak_memory() const { return arena_.peak(); }
+};
+
+LocalShard& Rank::shard_of(int table, int shard_index) {
+  const Shard& s = sh_.plan.tables[static_cast<size_t>(table)].shards[static_cast<size_t>(shard_index)];
+  for (auto& ls : shards)
+    if (ls.table == table && ls.s.row_offset == s.row_offset && ls.s.col_offset == s.col_offset) return ls;
+  throw std::logic_error("shard not local");
+}
+
+void Rank::setup() {
+  const auto& spec = sh_.spec;
+  const auto timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
+  comm_ = std::make_unique<CommWorker>();
+  std::vector<int> all(static_cast<size_t>(L_.world));
+  std::iota(all.begin(), all.end(), 0);
+  world_ = std::make_unique<ProcessGroup>(sh_.rv, "world", all, me_, timeout);
+  if (sh_.opt.vanish.rank == me_) world_->vanish_at(sh_.opt.vanish.sequence);
+  bool any_twrw = false;
+  for (const auto& tp : sh_.plan.tables) any_twrw |= tp.type == ShardingType::table_row_wise;
+  if (any_twrw) {
+    const int node = me_ / L_.local, l = me_ % L_.local;
+    std::vector<int> node_members, cross_members;
+    for (int i = 0; i < L_.local; ++i) node_members.push_back(node * L_.local + i);
+    for (int m = 0; m < L_.nodes; ++m) cross_members.push_back(m * L_.local + l);
+    node_ = std::make_unique<ProcessGroup>(sh_.rv, fmt::format("node{}", node), node_members, l, timeout);
+    cross_ = std::make_unique<ProcessGroup>(sh_.rv, fmt::format("cross{}", l), cross_members, node, timeout);
+  }
+  // Shards of this rank: weights initialised from the seed, optimizer state zeroed.
+  for (const TablePlan& tp : sh_.plan.tables) {
+    const TableSpec& t = spec.tables[static_cast<size_t>(tp.table)];
+    for (const Shard& s : tp.shards) {
+      if (s.rank != me_) continue;
+      LocalShard ls;
+      ls.table = tp.table;
+      ls.s = s;
+      ls.weights = DeviceBuffer<float>(&arena_, "weights");
+      ls.weights.assign(static_cast<size_t>(s.num_rows * s.num_cols));
+      arena_.allocate("optimizer_state", optimizer_state_bytes(spec.optimizer.type, s.num_rows, s.num_cols));
+      ls.state = make_optimizer_state(spec.optimizer.type, s.num_rows, s.num_cols);
+      init_shard(spec.seed, tp.table, t.num_embeddings, s.row_offset, s.num_rows, s.col_offset, s.num_cols,
+                 ls.weights.data());
+      shards.push_back(std::move(ls));
+    }
+  }
+  dense_params_ = DeviceBuffer<float>(&arena_, "dense");
+  dense_params_.assign(static_cast<size_t>(2 * dense_.num_params()));  // parameters + gradients
+}
+
+void Rank::main() {
+  setup();
+  const int64_t total = sh_.spec.warmup_steps + sh_.spec.steps;
+  const int64_t samples_per_step = L_.B * L_.world;
+  int64_t measured_ns = 0;
+  for (int64_t it = 0; it < total; ++it) {
+    if (it == sh_.spec.warmup_steps) {
+      summary = {};
+      summary.rank = me_;
+      counter_base_ = {bytes_sent(), bytes_received()};
+    }
+    const int64_t t0 = sh_.tracer.now_ns();
+    step(it);
+    const int64_t dt = sh_.tracer.now_ns() - t0;
+    if (it >= sh_.spec.warmup_steps) {
+      step_ns.push_back(dt);
+      measured_ns += dt;
+    }
+    if (me_ == 0 && sh_.opt.on_step) {
+      StepProgress p;
+      p.total_steps = sh_.spec.steps;
+      p.step = std::max<int64_t>(0, it - sh_.spec.warmup_steps + 1);
+      p.warmup_done = std::min(it + 1, sh_.spec.warmup_steps);
+      p.loss = losses.empty() ? 0.0 : losses.back();
+      if (p.step > 0 && measured_ns > 0) {
+        p.samples_per_s = static_cast<double>(samples_per_step * p.step) / (static_cast<double>(measured_ns) * 1e-9);
+        p.eta_s = static_cast<double>(measured_ns) * 1e-9 / static_cast<double>(p.step) *
+                  static_cast<double>(p.total_steps - p.step);
+      }
+      sh_.opt.on_step(p);
+    }
+  }
+  summary.rank = me_;
+  summary.bytes_sent = bytes_sent() - (counter_base_.empty() ? 0 : counter_base_[0]);
+  summary.bytes_received = bytes_received() - (counter_base_.empty() ? 0 : counter_base_[1]);
+  summary.memory_bytes = arena_.peak();
+}
+
+void Rank::step(int64_t it) {
+  const WorkloadSpec& spec = sh_.spec;
+  const int W = L_.world;
+  const int64_t B = L_.B;
+  const int F = static_cast<int>(spec.features.size());
+  const bool measured = it >= spec.warmup_steps;
+  const int64_t step = step_of(it);
+  auto& tr = sh_.tracer;
+
+  // ---- input: this rank's batch, ids checked before anything is sent ----------------------
+  Batch batch;
+  std::vector<int64_t> off;
+  {
+    ScopedSpan span(tr, me_, Lane::compute, OpCategory::input, "input", step);
+    std::optional<Batch> given = sh_.opt.batch_source ? sh_.opt.batch_source(it, me_) : std::nullopt;
+    batch = given ? std::move(*given) : sh_.gen.make(it, me_);
+    auto fixed = apply_invalid_id_policy(spec, batch.kjt, me_);
+    if (measured) summary.invalid_ids += std::accumulate(fixed.begin(), fixed.end(), int64_t{0});
+    off = batch.kjt.offsets();
+  }
+  auto bag_len = [&](int f, int64_t b) { return batch.kjt.lengths[static_cast<size_t>(f * B + b)]; };
+  const auto& lengths = batch.kjt.lengths;
+  const auto& values = batch.kjt.values;
+
+  // ---- input dist: KJT all-to-all (splits, lengths, ids) --------------------------------------
+  const std::vector<int>& mine = L_.slots_to[static_cast<size_t>(me_)];
+  const size_t nmine = mine.size();
+  std::vector<int64_t> send_splits, send_counts_splits(static_cast<size_t>(W)), recv_counts_splits(static_cast<size_t>(W), static_cast<int64_t>(nmine));
+  std::vector<int64_t> send_lengths, send_ids;
+  std::vector<int64_t> send_ids_counts(static_cast<size_t>(W), 0);
+  {
+    ScopedSpan span(tr, me_, Lane::compute, OpCategory::input, "bucketize", step);
+    for (int d = 0; d < W; ++d) {
+      const auto& to = L_.slots_to[static_cast<size_t>(d)];
+      send_counts_splits[static_cast<size_t>(d)] = static_cast<int64_t>(to.size());
+      for (int k : to) {
+        const Slot& sl = L_.slots[static_cast<size_t>(k)];
+        int64_t count = 0;
+        for (int64_t b = 0; b < B; ++b) {
+          const int64_t begin = off[static_cast<size_t>(sl.feature * B + b)], end = off[static_cast<size_t>(sl.feature * B + b + 1)];
+          int64_t len = 0;
+          for (int64_t i = begin; i < end; ++i) {
+            int64_t id = values[static_cast<size_t>(i)];
+            if (is_rw(sl.type)) {
+              if (id < sl.s.row_offset || id >= sl.s.row_offset + sl.s.num_rows) continue;
+              id -= sl.s.row_offset;
+            }
+            send_ids.push_back(id);
+            ++len;
+          }
+          send_lengths.push_back(len);
+          count += len;
+        }
+        send_splits.push_back(count);
+        send_ids_counts[static_cast<size_t>(d)] += count;
+      }
+    }
+  }
+  std::vector<int64_t> recv_splits(nmine * static_cast<size_t>(W));
+  comm(*world_, "input_dist/splits", step, [&] {
+    world_->all_to_all_v("input_dist/splits", send_splits.data(), send_counts_splits, recv_splits.data(),
+                         recv_counts_splits, sizeof(int64_t));
+  });
+  std::vector<int64_t> lsend(static_cast<size_t>(W)), lrecv(static_cast<size_t>(W));
+  for (int d = 0; d < W; ++d) {
+    lsend[static_cast<size_t>(d)] = send_counts_splits[static_cast<size_t>(d)] * B;
+    lrecv[static_cast<size_t>(d)] = static_cast<int64_t>(nmine) * B;
+  }
+  auto recv_lengths = buf<int64_t>("kjt", nmine * static_cast<size_t>(W * B));
+  comm(*world_, "input_dist/lengths", step, [&] {
+    world_->all_to_all_v("input_dist/lengths", send_lengths.data(), lsend, recv_lengths.data(), lrecv,
+                         sizeof(int64_t));
+  });
+  std::vector<int64_t> irecv(static_cast<size_t>(W), 0);
+  for (int s = 0; s < W; ++s)
+    for (size_t k = 0; k < nmine; ++k) irecv[static_cast<size_t>(s)] += recv_splits[static_cast<size_t>(s) * nmine + k];
+  auto recv_ids = buf<int64_t>("kjt", static_cast<size_t>(std::accumulate(irecv.begin(), irecv.end(), int64_t{0})));
+  comm(*world_, "input_dist/ids", step, [&] {
+    world_->all_to_all_v("input_dist/ids", send_ids.data(), send_ids_counts, recv_ids.data(), irecv,
+                         sizeof(int64_t));
+  });
+
+  // Per local slot: its W*B bags (source rank major), ids and offsets.
+  std::vector<std::vector<int64_t>> slot_ids(nmine), slot_off(nmine), slot_len(nmine);
+  {
+    ScopedSpan span(tr, me_, Lane::compute, OpCategory::input, "kjt_permute", step);
+    int64_t base = 0;
+    for (int s = 0; s < W; ++s) {
+      int64_t pos = base;
+      for (size_t k = 0; k < nmine; ++k) {
+        const int64_t n = recv_splits[static_cast<size_t>(s) * nmine + k];
+        slot_ids[k].insert(slot_ids[k].end(), recv_ids.data() + pos, recv_ids.data() + pos + n);
+        const int64_t* lp = recv_lengths.data() + (static_cast<size_t>(s) * nmine + k) * static_cast<size_t>(B);
+        slot_len[k].insert(slot_len[k].end(), lp, lp + B);
+        pos += n;
+      }
+      base += irecv[static_cast<size_t>(s)];
+    }
+    for (size_t k = 0; k < nmine; ++k) {
+      slot_off[k].assign(static_cast<size_t>(W * B) + 1, 0);
+      std::partial_sum(slot_len[k].begin(), slot_len[k].end(), slot_off[k].begin() + 1);
+      if (measured) summary.ids_looked_up += static_cast<int64_t>(slot_ids[k].size());
+    }
+  }
+  auto mean_scale = [&](const std::vector<int64_t>& lens) {
+    std::vector<float> sc(lens.size());
+    for (size_t i = 0; i < lens.size(); ++i) sc[i] = lens[i] > 0 ? 1.0f / static_cast<float>(lens[i]) : 0.0f;
+    return sc;
+  };
+  auto is_mean = [&](int table) { return spec.tables[static_cast<size_t>(table)].pooling == Pooling::mean; };
+
+  // ---- lookup --------------------------------------------------------------------------------
+  std::vector<DeviceBuffer<float>> slot_out(nmine);
+  std::vector<std::vector<float>> slot_scale(nmine);  // per-bag scale used forward and backward
+  std::vector<DeviceBuffer<float>> pooled(static_cast<size_t>(F));
+  for (int f = 0; f < F; ++f) pooled[static_cast<size_t>(f)] = buf<float>("pooled_output", static_cast<size_t>(B * L_.dim[static_cast<size_t>(f)]));
+  {
+    ScopedSpan span(tr, me_, Lane::compute, OpCategory::lookup, "lookup", step);
+    for (size_t k = 0; k < nmine; ++k) {
+      const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
+      LocalShard& ls = shard_of(sl.table, sl.shard);
+      slot_out[k] = buf<float>("pooled_output", static_cast<size_t>(W * B * sl.s.num_cols));
+      if (is_a2a(sl.type) && is_mean(sl.table)) slot_scale[k] = mean_scale(slot_len[k]);
+      pooled_lookup(ls.weights.data(), ls.s.num_rows, ls.s.num_cols, slot_ids[k].data(), slot_off[k].data(), W * B,
+                    slot_scale[k].empty() ? nullptr : slot_scale[k].data(), slot_out[k].data(), ls.s.num_cols);
+    }
+    // data-parallel tables: local lookup on the replica
+    for (int t : L_.dp_tables) {
+      LocalShard& ls = shard_of(t, me_);
+      for (const auto& fname : spec.tables[static_cast<size_t>(t)].feature_names) {
+        const int f = spec.feature_index(fname);
+        std::vector<float> sc;
+        if (is_mean(t)) sc = mean_scale(std::vector<int64_t>(lengths.begin() + f * B, lengths.begin() + (f + 1) * B));
+        pooled_lookup(ls.weights.data(), ls.s.num_rows, ls.s.num_cols, values.data(), off.data() + f * B, B,
+                      sc.empty() ? nullptr : sc.data(), pooled[static_cast<size_t>(f)].data(), ls.s.num_cols);
+        if (measured) summary.ids_looked_up += off[static_cast<size_t>((f + 1) * B)] - off[static_cast<size_t>(f * B)];
+      }
+    }
+  }
+  auto local_slot = [&](int slot) {
+    for (size_t k = 0; k < nmine; ++k)
+      if (mine[k] == slot) return k;
+    throw std::logic_error("slot not local");
+  };
+
+  // ---- output dist -----------------------------------------------------------------------------
+  // table_wise / column_wise: all-to-all of B x cols blocks
+  {
+    std::vector<int64_t> scount(static_cast<size_t>(W), 0), rcount(static_cast<size_t>(W), 0);
+    const auto& my_a2a = L_.a2a_slots_to[static_cast<size_t>(me_)];
+    int64_t my_cols = 0;
+    for (int k : my_a2a) my_cols += L_.slots[static_cast<size_t>(k)].s.num_cols;
+    for (int r = 0; r < W; ++r) {
+      scount[static_cast<size_t>(r)] = B * my_cols;
+      for (int k : L_.a2a_slots_to[static_cast<size_t>(r)]) rcount[static_cast<size_t>(r)] += B * L_.slots[static_cast<size_t>(k)].s.num_cols;
+    }
+    auto sendb = buf<float>("comm_buffer", static_cast<size_t>(W * B * my_cols));
+    size_t p = 0;
+    for (int r = 0; r < W; ++r)
+      for (int k : my_a2a) {
+        const size_t lk = local_slot(k);
+        const int64_t cols = L_.slots[static_cast<size_t>(k)].s.num_cols;
+        std::memcpy(sendb.data() + p, slot_out[lk].data() + r * B * cols, sizeof(float) * static_cast<size_t>(B * cols));
+        p += static_cast<size_t>(B * cols);
+      }
+    auto recvb = buf<float>("comm_buffer", static_cast<size_t>(std::accumulate(rcount.begin(), rcount.end(), int64_t{0})));
+    comm(*world_, "output_dist/all_to_all", step, [&] {
+      world_->all_to_all_v("output_dist/all_to_all", sendb.data(), scount, recvb.data(), rcount, sizeof(float));
+    });
+    p = 0;
+    for (int d = 0; d < W; ++d)
+      for (int k : L_.a2a_slots_to[static_cast<size_t>(d)]) {
+        const Slot& sl = L_.slots[static_cast<size_t>(k)];
+        const int64_t dim = L_.dim[static_cast<size_t>(sl.feature)], cols = sl.s.num_cols;
+        float* dst = pooled[static_cast<size_t>(sl.feature)].data();
+        for (int64_t b = 0; b < B; ++b) std::memcpy(dst + b * dim + sl.s.col_offset, recvb.data() + p + static_cast<size_t>(b * cols), sizeof(float) * static_cast<size_t>(cols));
+        p += static_cast<size_t>(B * cols);
+      }
+  }
+  auto scale_rows_mean = [&](int f, float* rows, int64_t dim) {
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t len = bag_len(f, b);
+      const float s = len > 0 ? 1.0f / static_cast<float>(len) : 0.0f;
+      for (int64_t c = 0; c < dim; ++c) rows[b * dim + c] *= s;
+    }
+  };
+  auto feature_table = [&](int f) { return spec.table_of_feature(static_cast<size_t>(f)); };
+  auto slot_of_feature_on_me = [&](int f) {
+    for (size_t k = 0; k < nmine; ++k)
+      if (L_.slots[static_cast<size_t>(mine[k])].feature == f) return k;
+    throw std::logic_error("feature has no local slot");
+  };
+  // row_wise: reduce-scatter of partial sums over the world
+  const int64_t rw_width = L_.sum_dims(L_.rw_features);
+  if (!L_.rw_features.empty()) {
+    auto sendb = buf<float>("comm_buffer", static_cast<size_t>(W * B * rw_width));
+    size_t p = 0;
+    for (int j = 0; j < W; ++j)
+      for (int f : L_.rw_features) {
+        const size_t k = slot_of_feature_on_me(f);
+        const int64_t dim = L_.dim[static_cast<size_t>(f)];
+        std::memcpy(sendb.data() + p, slot_out[k].data() + j * B * dim, sizeof(float) * static_cast<size_t>(B * dim));
+        p += static_cast<size_t>(B * dim);
+      }
+    auto recvb = buf<float>("comm_buffer", static_cast<size_t>(B * rw_width));
+    std::vector<int64_t> counts(static_cast<size_t>(W), B * rw_width);
+    comm(*world_, "output_dist/reduce_scatter", step, [&] {
+      world_->reduce_scatter("output_dist/reduce_scatter", sendb.data(), counts, recvb.data());
+    });
+    p = 0;
+    for (int f : L_.rw_features) {
+      const int64_t dim = L_.dim[static_cast<size_t>(f)];
+      std::memcpy(pooled[static_cast<size_t>(f)].data(), recvb.data() + p, sizeof(float) * static_cast<size_t>(B * dim));
+      if (is_mean(feature_table(f))) scale_rows_mean(f, pooled[static_cast<size_t>(f)].data(), dim);
+      p += static_cast<size_t>(B * dim);
+    }
+  }
+  // table_row_wise: reduce-scatter inside the node, then all-to-all across nodes
+  const int my_node = me_ / L_.local, my_l = me_ % L_.local;
+  if (node_) {
+    const auto& feats = L_.twrw_features[static_cast<size_t>(my_node)];
+    const int64_t width = L_.sum_dims(feats);
+    // block for local rank l: [feature][node m][B x dim] rows of sample owner m*local + l
+    auto sendb = buf<float>("comm_buffer", static_cast<size_t>(L_.local * L_.nodes * B * width));
+    size_t p = 0;
+    for (int l = 0; l < L_.local; ++l)
+      for (int f : feats) {
+        const size_t k = slot_of_feature_on_me(f);
+        const int64_t dim = L_.dim[static_cast<size_t>(f)];
+        for (int m = 0; m < L_.nodes; ++m) {
+          std::memcpy(sendb.data() + p, slot_out[k].data() + (m * L_.local + l) * B * dim, sizeof(float) * static_cast<size_t>(B * dim));
+          p += static_cast<size_t>(B * dim);
+        }
+      }
+    auto rs = buf<float>("comm_buffer", static_cast<size_t>(L_.nodes * B * width));
+    std::vector<int64_t> counts(static_cast<size_t>(L_.local), L_.nodes * B * width);
+    comm(*node_, "output_dist/reduce_scatter_intra_node", step, [&] {
+      node_->reduce_scatter("output_dist/reduce_scatter_intra_node", sendb.data(), counts, rs.data());
+    });
+    // rs: [feature][node m][B x dim] -> send block m to node m
+    std::vector<int64_t> scount(static_cast<size_t>(L_.nodes), B * width), rcount(static_cast<size_t>(L_.nodes));
+    auto a2a_send = buf<float>("comm_buffer", rs.size());
+    p = 0;
+    for (int m = 0; m < L_.nodes; ++m) {
+      rcount[static_cast<size_t>(m)] = B * L_.sum_dims(L_.twrw_features[static_cast<size_t>(m)]);
+      size_t q = 0;
+      for (int f : feats) {
+        const int64_t dim = L_.dim[static_cast<size_t>(f)];
+        std::memcpy(a2a_send.data() + p, rs.data() + q + static_cast<size_t>(m * B * dim), sizeof(float) * static_cast<size_t>(B * dim));
+        p += static_cast<size_t>(B * dim);
+        q += static_cast<size_t>(L_.nodes * B * dim);
+      }
+    }
+    auto recvb = buf<float>("comm_buffer", static_cast<size_t>(std::accumulate(rcount.begin(), rcount.end(), int64_t{0})));
+    comm(*cross_, "output_dist/all_to_all_cross_node", step, [&] {
+      cross_->all_to_all_v("output_dist/all_to_all_cross_node", a2a_send.data(), scount, recvb.data(), rcount, sizeof(float));
+    });
+    p = 0;
+    for (int m = 0; m < L_.nodes; ++m)
+      for (int f : L_.twrw_features[static_cast<size_t>(m)]) {
+        const int64_t dim = L_.dim[static_cast<size_t>(f)];
+        std::memcpy(pooled[static_cast<size_t>(f)].data(), recvb.data() + p, sizeof(float) * static_cast<size_t>(B * dim));
+        if (is_mean(feature_table(f))) scale_rows_mean(f, pooled[static_cast<size_t>(f)].data(), dim);
+        p += static_cast<size_t>(B * dim);
+      }
+  }
+  if (sh_.opt.on_pooled)
+    for (int f = 0; f < F; ++f)
+      sh_.opt.on_pooled(me_, it, f, pooled[static_cast<size_t>(f)].data(), B, L_.dim[static_cast<size_t>(f)]);
+
+  // ---- dense forward / loss / backward --------------------------------------------------------
+  std::vector<DeviceBuffer<float>> dpooled(static_cast<size_t>(F));
+  for (int f = 0; f < F; ++f) dpooled[static_cast<size_t>(f)] = buf<float>("gradients", static_cast<size_t>(B * L_.dim[static_cast<size_t>(f)]));
+  double loss = 0;
+  {
+    ScopedSpan span(tr, me_, Lane::compute, OpCategory::dense, "dense_forward_backward", step);
+    DeviceBuffer<float> act(&arena_, "activations");
+    act.assign(static_cast<size_t>(dense_.activation_bytes(B) / 4));
+    std::vector<const float*> pp(static_cast<size_t>(F));
+    std::vector<float*> dp(static_cast<size_t>(F));
+    for (int f = 0; f < F; ++f) {
+      pp[static_cast<size_t>(f)] = pooled[static_cast<size_t>(f)].data();
+      dp[static_cast<size_t>(f)] = dpooled[static_cast<size_t>(f)].data();
+    }
+    loss = dense_.forward_backward(B, batch.dense.data(), pp, batch.labels.data(), dp);
+    // gradients of the global-batch mean loss
+    const float inv_w = 1.0f / static_cast<float>(W);
+    for (int f = 0; f < F; ++f)
+      for (size_t i = 0; i < dpooled[static_cast<size_t>(f)].size(); ++i) dpooled[static_cast<size_t>(f)][i] *= inv_w;
+  }
+
+  // ---- gradient dist ---------------------------------------------------------------------------
+  std::vector<DeviceBuffer<float>> slot_grad(nmine);
+  for (size_t k = 0; k < nmine; ++k)
+    slot_grad[k] = buf<float>("gradients", static_cast<size_t>(W * B * L_.slots[static_cast<size_t>(mine[k])].s.num_cols));
+  {  // table_wise / column_wise: reverse all-to-all
+    std::vector<int64_t> scount(static_cast<size_t>(W), 0), rcount(static_cast<size_t>(W), 0);
+    const auto& my_a2a = L_.a2a_slots_to[static_cast<size_t>(me_)];
+    int64_t my_cols = 0;
+    for (int k : my_a2a) my_cols += L_.slots[static_cast<size_t>(k)].s.num_cols;
+    for (int d = 0; d < W; ++d) {
+      rcount[static_cast<size_t>(d)] = B * my_cols;
+      for (int k : L_.a2a_slots_to[static_cast<size_t>(d)]) scount[static_cast<size_t>(d)] += B * L_.slots[static_cast<size_t>(k)].s.num_cols;
+    }
+    auto sendb = buf<float>("comm_buffer", static_cast<size_t>(std::accumulate(scount.begin(), scount.end(), int64_t{0})));
+    size_t p = 0;
+    for (int d = 0; d < W; ++d)
+      for (int k : L_.a2a_slots_to[static_cast<size_t>(d)]) {
+        const Slot& sl = L_.slots[static_cast<size_t>(k)];
+        const int64_t dim = L_.dim[static_cast<size_t>(sl.feature)], cols = sl.s.num_cols;
+        const float* src = dpooled[static_cast<size_t>(sl.feature)].data();
+        for (int64_t b = 0; b < B; ++b)
+          std::memcpy(sendb.data() + p + static_cast<size_t>(b * cols), src + b * dim + sl.s.col_offset, sizeof(float) * static_cast<size_t>(cols));
+        p += static_cast<size_t>(B * cols);
+      }
+    auto recvb = buf<float>("comm_buffer", static_cast<size_t>(W * B * my_cols));
+    comm(*world_, "grad_dist/all_to_all", step, [&] {
+      world_->all_to_all_v("grad_dist/all_to_all", sendb.data(), scount, recvb.data(), rcount, sizeof(float));
+    });
+    p = 0;
+    for (int s = 0; s < W; ++s)
+      for (int k : my_a2a) {
+        const size_t lk = local_slot(k);
+        const int64_t cols = L_.slots[static_cast<size_t>(k)].s.num_cols;
+        std::memcpy(slot_grad[lk].data() + s * B * cols, recvb.data() + p, sizeof(float) * static_cast<size_t>(B * cols));
+        p += static_cast<size_t>(B * cols);
+      }
+  }
+  if (!L_.rw_features.empty()) {  // row_wise: all-gather of the (mean-scaled) gradients
+    auto sendb = buf<float>("comm_buffer", static_cast<size_t>(B * rw_width));
+    size_t p = 0;
+    for (int f : L_.rw_features) {
+      const int64_t dim = L_.dim[static_cast<size_t>(f)];
+      std::memcpy(sendb.data() + p, dpooled[static_cast<size_t>(f)].data(), sizeof(float) * static_cast<size_t>(B * dim));
+      if (is_mean(feature_table(f))) scale_rows_mean(f, sendb.data() + p, dim);
+      p += static_cast<size_t>(B * dim);
+    }
+    auto recvb = buf<float>("comm_buffer", static_cast<size_t>(W * B * rw_width));
+    std::vector<int64_t> counts(static_cast<size_t>(W), B * rw_width);
+    comm(*world_, "grad_dist/all_gather", step, [&] {
+      world_->all_gather_v("grad_dist/all_gather", sendb.data(), recvb.data(), counts, sizeof(float));
+    });
+    p = 0;
+    for (int s = 0; s < W; ++s)
+      for (int f : L_.rw_features) {
+        const int64_t dim = L_.dim[static_cast<size_t>(f)];
+        std::memcpy(slot_grad[slot_of_feature_on_me(f)].data() + s * B * dim, recvb.data() + p, sizeof(float) * static_cast<size_t>(B * dim));
+        p += static_cast<size_t>(B * dim);
+      }
+  }
+  if (node_) {  // table_row_wise: all-to-all across nodes, then all-gather inside the node
+    const auto& feats = L_.twrw_features[static_cast<size_t>(my_node)];
+    const int64_t width = L_.sum_dims(feats);
+    std::vector<int64_t> scount(static_cast<size_t>(L_.nodes)), rcount(static_cast<size_t>(L_.nodes), B * width);
+    std::vector<float> sendv;
+    for (int m = 0; m < L_.nodes; ++m) {
+      scount[static_cast<size_t>(m)] = B * L_.sum_dims(L_.twrw_features[static_cast<size_t>(m)]);
+      for (int f : L_.twrw_features[static_cast<size_t>(m)]) {
+        const int64_t dim = L_.dim[static_cast<size_t>(f)];
+        const size_t at = sendv.size();
+        sendv.insert(sendv.end(), dpooled[static_cast<size_t>(f)].data(), dpooled[static_cast<size_t>(f)].data() + B * dim);
+        if (is_mean(feature_table(f))) scale_rows_mean(f, sendv.data() + at, dim);
+      }
+    }
+    auto sendb = buf<float>("comm_buffer", sendv.size());
+    std::copy(sendv.begin(), sendv.end(), sendb.data());
+    auto cross_recv = buf<float>("comm_buffer", static_cast<size_t>(L_.nodes * B * width));  // [m][feature][B x dim]
+    comm(*cross_, "grad_dist/all_to_all_cross_node", step, [&] {
+      cross_->all_to_all_v("grad_dist/all_to_all_cross_node", sendb.data(), scount, cross_recv.data(), rcount, sizeof(float));
+    });
+    auto gathered = buf<float>("comm_buffer", static_cast<size_t>(L_.local * L_.nodes * B * width));  // [l][m][feature][B x dim]
+    std::vector<int64_t> counts(static_cast<size_t>(L_.local), L_.nodes * B * width);
+    comm(*node_, "grad_dist/all_gather_intra_node", step, [&] {
+      node_->all_gather_v("grad_dist/all_gather_intra_node", cross_recv.data(), gathered.data(), counts, sizeof(float));
+    });
+    size_t p = 0;
+    for (int l = 0; l < L_.local; ++l)
+      for (int m = 0; m < L_.nodes; ++m)
+        for (int f : feats) {
+          const int64_t dim = L_.dim[static_cast<size_t>(f)];
+          const int owner = m * L_.local + l;
+          std::memcpy(slot_grad[slot_of_feature_on_me(f)].data() + owner * B * dim, gathered.data() + p, sizeof(float) * static_cast<size_t>(B * dim));
+          p += static_cast<size_t>(B * dim);
+        }
+  }
+  (void)my_l;
+
+  // ---- embedding backward + fused optimizer ----------------------------------------------------
+  {
+    ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "backward_fused_optimizer", step);
+    for (auto& ls : shards) {
+      if (sh_.plan.tables[static_cast<size_t>(ls.table)].type == ShardingType::data_parallel) continue;
+      std::vector<SparseGrad> parts;
+      for (size_t k = 0; k < nmine; ++k) {
+        const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
+        if (sl.table != ls.table || sl.s.row_offset != ls.s.row_offset || sl.s.col_offset != ls.s.col_offset) continue;
+        parts.push_back(accumulate_sparse_grad(ls.s.num_cols, slot_ids[k].data(), slot_off[k].data(), W * B,
+                                               slot_scale[k].empty() ? nullptr : slot_scale[k].data(),
+                                               slot_grad[k].data(), ls.s.num_cols));
+      }
+      SparseGrad g = parts.size() == 1 ? std::move(parts[0]) : merge_sparse_grads(parts, ls.s.num_cols);
+      if (measured) summary.unique_ids += static_cast<int64_t>(g.rows.size());
+      apply_row_optimizer(spec.optimizer, it + 1, ls.weights.data(), ls.s.num_cols, ls.state, g);
+    }
+  }
+  // data_parallel: sparse row gradients all-gathered, merged in rank order, applied on every replica
+  for (int t : L_.dp_tables) {
+    LocalShard& ls = shard_of(t, me_);
+    const int64_t dim = ls.s.num_cols;
+    SparseGrad local;
+    {
+      ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "backward_data_parallel", step);
+      std::vector<SparseGrad> parts;
+      for (const auto& fname : spec.tables[static_cast<size_t>(t)].feature_names) {
+        const int f = spec.feature_index(fname);
+        std::vector<float> sc;
+        if (is_mean(t)) sc = mean_scale(std::vector<int64_t>(lengths.begin() + f * B, lengths.begin() + (f + 1) * B));
+        parts.push_back(accumulate_sparse_grad(dim, values.data(), off.data() + f * B, B, sc.empty() ? nullptr : sc.data(),
+                                               dpooled[static_cast<size_t>(f)].data(), dim));
+      }
+      local = parts.size() == 1 ? std::move(parts[0]) : merge_sparse_grads(parts, dim);
+    }
+    std::vector<int64_t> n_rows(static_cast<size_t>(W)), one(static_cast<size_t>(W), 1);
+    const int64_t mine_rows = static_cast<int64_t>(local.rows.size());
+    comm(*world_, "grad_dist/data_parallel_counts", step, [&] {
+      world_->all_gather_v("grad_dist/data_parallel_counts", &mine_rows, n_rows.data(), one, sizeof(int64_t));
+    });
+    const int64_t total_rows = std::accumulate(n_rows.begin(), n_rows.end(), int64_t{0});
+    auto all_rows = buf<int64_t>("comm_buffer", static_cast<size_t>(total_rows));
+    auto all_vals = buf<float>("comm_buffer", static_cast<size_t>(total_rows * dim));
+    std::vector<int64_t> val_counts(static_cast<size_t>(W));
+    for (int r = 0; r < W; ++r) val_counts[static_cast<size_t>(r)] = n_rows[static_cast<size_t>(r)] * dim;
+    comm(*world_, "grad_dist/data_parallel_all_gather", step, [&] {
+      world_->all_gather_v("grad_dist/data_parallel_rows", local.rows.data(), all_rows.data(), n_rows, sizeof(int64_t));
+      world_->all_gather_v("grad_dist/data_parallel_values", local.values.data(), all_vals.data(), val_counts, sizeof(float));
+    });
+    ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "optimizer_data_parallel", step);
+    std::vector<SparseGrad> parts(static_cast<size_t>(W));
+    int64_t at = 0;
+    for (int r = 0; r < W; ++r) {
+      auto& pr = parts[static_cast<size_t>(r)];
+      pr.dim = dim;
+      const int64_t n = n_rows[static_cast<size_t>(r)];
+      pr.rows.assign(all_rows.data() + at, all_rows.data() + at + n);
+      pr.values.assign(all_vals.data() + at * dim, all_vals.data() + (at + n) * dim);
+      at += n;
+    }
+    SparseGrad g = merge_sparse_grads(parts, dim);
+    if (measured && me_ == 0) summary.unique_ids += static_cast<int64_t>(g.rows.size());
+    apply_row_optimizer(spec.optimizer, it + 1, ls.weights.data(), dim, ls.state, g);
+  }
+
+  // ---- dense gradients (and the loss) all-reduced, averaged, applied -------------------------
+  std::vector<float> red(dense_.grads());
+  red.push_back(static_cast<float>(loss));
+  comm(*world_, "dense_all_reduce", step, [&] {
+    world_->all_reduce_sum("dense_all_reduce", red.data(), static_cast<int64_t>(red.size()));
+  });
+  {
+    ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "dense_optimizer", step);
+    const float inv_w = 1.0f / static_cast<float>(W);
+    for (auto& v : red) v *= inv_w;
+    const double lr = spec.optimizer.dense_learning_rate > 0 ? spec.optimizer.dense_learning_rate : spec.optimizer.learning_rate;
+    dense_.sgd_step(static_cast<float>(lr), red.data());
+  }
+  if (measured) losses.push_back(static_cast<double>(red.back()));
+}
+
+int64_t host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+}
+
+}  // namespace
+
+RunResult run_training(const WorkloadSpec& spec, const TrainerOptions& options) {
+  validate(spec, spec.name.empty() ? "workload" : spec.name);
+  RunResult result;
+  result.plan = plan_sharding(spec);
+  const auto est = estimate_memory(spec, result.plan);
+  check_memory_fits(spec, est);
+  int64_t need = 0;
+  for (const auto& e : est) need += e.total();
+  if (const int64_t host = host_memory_bytes(); host > 0 && need > host * 9 / 10)
+    throw SpecError(fmt::format(
+        "/devices: the cpu backend runs all {} ranks in this process and they need {} in all, but this machine "
+        "has {}; use fewer devices, a smaller batch or a scaled preset",
+        spec.devices.count, format_bytes(need), format_bytes(host)));
+
+  Shared sh(spec, result.plan, options);
+  const int W = spec.devices.count;
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int r = 0; r < W; ++r) ranks.push_back(std::make_unique<Rank>(sh, r));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < W; ++r) {
+    threads.emplace_back([&, r] {
+      Rank& rank = *ranks[static_cast<size_t>(r)];
+      auto record = [&](RunEnd kind, bool bad_input, bool consequence, const std::string& msg) {
+        std::lock_guard<std::mutex> lock(sh.mu);
+        sh.errors.push_back({r, sh.tracer.now_ns(), kind, bad_input, consequence, msg});
+        sh.failed = true;
+      };
+      bool vanished = false;
+      try {
+        rank.main();
+      } catch (const RankVanished&) {
+        vanished = true;
+      } catch (const InvalidIdsError& e) {
+        record(RunEnd::failed, true, false, e.what());
+      } catch (const OomError& e) {
+        record(RunEnd::oom, false, false, e.what());
+      } catch (const SplitMismatchError& e) {
+        record(RunEnd::failed, false, false, e.what());
+      } catch (const CollectiveError& e) {
+        record(e.missing_ranks.empty() ? RunEnd::failed : RunEnd::hang, false, e.missing_ranks.empty(),
+               fmt::format("rank {}: {}", r, e.what()));
+      } catch (const std::exception& e) {
+        record(RunEnd::failed, false, false, fmt::format("rank {}: {}", r, e.what()));
+      }
+      std::unique_lock<std::mutex> lock(sh.mu);
+      ++sh.finished;
+      sh.cv.notify_all();
+      // A vanished rank keeps its connections open (as a hung process would) until the others end.
+      if (vanished) sh.cv.wait(lock, [&] { return sh.finished == W; });
+      lock.unlock();
+      rank.teardown();  // closing the sockets makes peers still waiting on this rank fail fast
+    });
+  }
+  for (auto& t : threads) t.join();
+
+  result.samples_per_step = spec.batch_size * W;
+  if (!sh.errors.empty()) {
+    auto errs = sh.errors;
+    std::stable_sort(errs.begin(), errs.end(), [](const RankError& a, const RankError& b) {
+      if (a.consequence != b.consequence) return !a.consequence;
+      return a.time_ns < b.time_ns;
+    });
+    result.ended = errs.front().kind;
+    result.bad_input = errs.front().bad_input;
+    result.error = errs.front().message;
+  }
+  for (auto& r : ranks) result.ranks.push_back(r->summary);
+  if (result.ended == RunEnd::complete) {
+    const size_t n = ranks[0]->step_ns.size();
+    for (size_t i = 0; i < n; ++i) {
+      int64_t m = 0;
+      for (auto& r : ranks) m = std::max(m, r->step_ns[i]);
+      result.step_time_ns.push_back(m);
+    }
+    result.loss = ranks[0]->losses;
+  }
+  result.events = sh.tracer.events();
+  if (options.keep_tables && result.ended == RunEnd::complete) {
+    for (size_t t = 0; t < spec.tables.size(); ++t) {
+      const TableSpec& ts = spec.tables[t];
+      std::vector<float> full(static_cast<size_t>(ts.num_embeddings * ts.embedding_dim));
+      const TablePlan& tp = result.plan.tables[t];
+      for (const Shard& s : tp.shards) {
+        if (tp.type == ShardingType::data_parallel && s.rank != 0) continue;
+        for (auto& ls : ranks[static_cast<size_t>(s.rank)]->shards) {
+          if (ls.table != static_cast<int>(t) || ls.s.row_offset != s.row_offset || ls.s.col_offset != s.col_offset) continue;
+          for (int64_t r = 0; r < s.num_rows; ++r)
+            std::memcpy(full.data() + (s.row_offset + r) * ts.embedding_dim + s.col_offset,
+                        ls.weights.data() + r * s.num_cols, sizeof(float) * static_cast<size_t>(s.num_cols));
+        }
+      }
+      result.tables.push_back(std::move(full));
+    }
+    result.dense_params = ranks[0]->dense().params();
+  }
+  return result;
+}
+
+}  // namespace embedscope::engine

@@ -1,0 +1,20 @@
+#include "embedscope/sessions/events.h"
+
+namespace embedscope::sessions {
+
+const char* to_string(OpCategory c) {
+  switch (c) {
+    case OpCategory::input: return "input";
+    case OpCategory::lookup: return "lookup";
+    case OpCategory::comm: return "comm";
+    case OpCategory::dense: return "dense";
+    case OpCategory::optimizer: return "optimizer";
+    case OpCategory::memcpy: return "memcpy";
+    case OpCategory::other: return "other";
+  }
+  return "other";
+}
+
+const char* to_string(Lane l) { return l == Lane::compute ? "compute" : "comm"; }
+
+}  // namespace embedscope::sessions
