@@ -105,10 +105,10 @@ def main():
         rows = g.indices()[0]
         vals = g.values()
         with torch.no_grad():
-            st = state.index_select(0, rows) + vals.square().mean(dim=1)
+            st = state.index_select(0, rows).add_(vals.square().mean(dim=1))
             state.index_copy_(0, rows, st)
-            step = vals * (args.lr / (st.sqrt() + args.eps)).unsqueeze(1)
-            weight.index_add_(0, rows, step, alpha=-1.0)
+            vals.mul_((args.lr / st.sqrt_().add_(args.eps)).unsqueeze(1))  # vals is ours: in place
+            weight.index_add_(0, rows, vals, alpha=-1.0)
 
     bwd_s = median_seconds(backward, args.warmup, args.reps)
 

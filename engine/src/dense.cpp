@@ -133,18 +133,20 @@ double DenseModel::forward_backward(int64_t B, const float* dense_x, std::span<c
 
   if (!spec_.dense) {
     size_t off = 0;
-    for (int64_t f = 0; f < F; ++f, off += static_cast<size_t>(dims_[static_cast<size_t>(f)])) {
+    for (int64_t f = 0; f < F; ++f) {
       const int64_t d = dims_[static_cast<size_t>(f)];
       for (int64_t i = 0; i < B; ++i)
         for (int64_t c = 0; c < d; ++c) logit[static_cast<size_t>(i)] += pooled[static_cast<size_t>(f)][i * d + c] * fixed_projection_[off + static_cast<size_t>(c)];
+      off += static_cast<size_t>(d);
     }
     const double loss = loss_and_grad();
     off = 0;
-    for (int64_t f = 0; f < F; ++f, off += static_cast<size_t>(dims_[static_cast<size_t>(f)])) {
+    for (int64_t f = 0; f < F; ++f) {
       const int64_t d = dims_[static_cast<size_t>(f)];
       for (int64_t i = 0; i < B; ++i)
         for (int64_t c = 0; c < d; ++c)
           d_pooled[static_cast<size_t>(f)][i * d + c] = dlogit[static_cast<size_t>(i)] * fixed_projection_[off + static_cast<size_t>(c)];
+      off += static_cast<size_t>(d);
     }
     return loss;
   }

@@ -29,6 +29,11 @@ namespace {
 // latency for 256-512 byte rows without overflowing the core's outstanding-miss queues.
 constexpr int64_t kPrefetchIds = 16;
 
+// Prefetches floats [p, p + n) for writing.
+inline void prefetch_row(const float* p, int64_t n) {
+  for (int64_t c = 0; c < n; c += 16) __builtin_prefetch(p + c, /*rw=*/1);
+}
+
 // Sums the rows of one bag over columns [c0, c0 + W) in registers, in id order, and stores
 // the sum to out[c0 .. c0 + W). With `prefetch`, also prefetches the whole row
 // kPrefetchIds ids ahead (ids[0 .. num_ids) is the batch).
@@ -90,12 +95,13 @@ SparseGrad accumulate_sparse_grad(int64_t dim, const int64_t* ids, const int64_t
                                   const float* grad_out, int64_t grad_stride) {
   SparseGrad g;
   g.dim = dim;
-  const int64_t n = offsets[num_bags];
+  const int64_t base = offsets[0];  // offsets may point into a larger KJT
+  const int64_t n = offsets[num_bags] - base;
   if (n == 0) return g;
   // (id, bag) pairs sorted by id, then by position: a deterministic segment reduce.
   std::vector<std::pair<int64_t, int64_t>> occ(static_cast<size_t>(n));
   for (int64_t b = 0; b < num_bags; ++b)
-    for (int64_t i = offsets[b]; i < offsets[b + 1]; ++i) occ[static_cast<size_t>(i)] = {ids[i], b};
+    for (int64_t i = offsets[b]; i < offsets[b + 1]; ++i) occ[static_cast<size_t>(i - base)] = {ids[i], b};
   std::sort(occ.begin(), occ.end());
   size_t distinct = 0;
   for (size_t i = 0; i < occ.size(); ++i)
@@ -157,8 +163,19 @@ void apply_row_optimizer(const OptimizerSpec& opt, int64_t iteration, float* wei
                          int64_t dim, RowOptimizerState& state, const SparseGrad& grad) {
   const float lr = static_cast<float>(opt.learning_rate);
   const float eps = static_cast<float>(opt.eps);
-  for (size_t u = 0; u < grad.rows.size(); ++u) {
+  const size_t n = grad.rows.size();
+  for (size_t u = 0; u < n; ++u) {
     const int64_t r = grad.rows[u];
+    if (u + kPrefetchIds < n) {  // the rows are scattered over the shard: prefetch ahead
+      const int64_t next = grad.rows[u + kPrefetchIds];
+      prefetch_row(weights + next * dim, dim);
+      if (opt.type == OptimizerType::rowwise_adagrad)
+        prefetch_row(state.momentum1.data() + next, 1);
+      if (opt.type == OptimizerType::adam) {
+        prefetch_row(state.momentum1.data() + next * dim, dim);
+        prefetch_row(state.momentum2.data() + next * dim, dim);
+      }
+    }
     float* w = weights + r * dim;
     const float* g = grad.values.data() + u * static_cast<size_t>(dim);
     switch (opt.type) {

@@ -3,7 +3,8 @@
 // row optimizers (backward). These are the CPU reference that every other backend is tested
 // against. Layout: a table shard is `num_rows x dim` fp32, row-major, contiguous.
 // A batch of bags is given CSR-style as in a KJT: ids[offsets[b] .. offsets[b+1]) belong to
-// bag b; offsets has num_bags + 1 entries, offsets[0] == 0.
+// bag b; offsets has num_bags + 1 entries (offsets[0] may be > 0 when the bags are a slice of
+// a larger KJT; ids are indexed absolutely).
 
 #include <cstdint>
 #include <span>
