@@ -1,9 +1,9 @@
 // Google Benchmark of the CPU pooled-lookup kernels (engine/kernels.h) against PyTorch.
 //
 // Every benchmark is single-threaded and measured in wall time. Per shape it reports:
-//   GBps            our bandwidth (bytes below / mean wall time per iteration)
-//   torch_GBps      the same bytes over PyTorch's median time, measured in this run by the peer
-//                   script bench/torch_embedding_bag.py (torch.set_num_threads(1))
+//   GBps            our bandwidth: bytes below / median wall time of one iteration
+//   torch_GBps      the same bytes / PyTorch's median time of one repetition, measured in this
+//                   run by the peer script bench/torch_embedding_bag.py (set_num_threads(1))
 //   ratio_vs_torch  GBps / torch_GBps (> 1: we are faster)
 //
 // Bytes (identical definitions in the peer script; n_ids = batch * bag, fp32 = 4 bytes):
@@ -17,8 +17,8 @@
 // Both sides use the same ids: splitmix64(seed) % num_rows, every bag exactly `bag` long.
 // Forward is EmbeddingBag(mode="sum"); backward is our accumulate_sparse_grad +
 // apply_row_optimizer(rowwise_adagrad) vs. EmbeddingBag's sparse backward + coalesce + a
-// row-wise Adagrad update in torch ops. Torch's number is a median of repetitions, ours a mean
-// of the timed loop, which if anything favours torch.
+// row-wise Adagrad update in torch ops. Both sides use medians, since this machine may be
+// shared and the two are measured seconds apart (the Time column is Google Benchmark's mean).
 //
 // The peer runs once per shape (lazily, before our first timed loop of that shape). If it
 // cannot run (no /usr/bin/python3, torch not importable), our benchmarks still run and report
@@ -29,16 +29,19 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
 #include <map>
-#include <new>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <sys/wait.h>
 
 #include <nlohmann/json.hpp>
 
@@ -196,8 +199,9 @@ PeerResult run_peer(const Workload& w) {
   const int status = pclose(pipe);
   const auto j = nlohmann::json::parse(last_line, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
-    r.note = "torch peer skipped: no JSON from `" + cmd + "` (exit status " +
-             std::to_string(status) + ")";
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.note = "torch peer skipped: no JSON from `" + cmd + "` (exit code " +
+             std::to_string(code) + ")";
     return r;
   }
   if (j.contains("error")) {
@@ -224,10 +228,28 @@ const PeerResult& torch_peer(int shape_index) {
   return it->second;
 }
 
-void report(benchmark::State& state, double bytes, double seconds,
+// Wall time of each iteration of a benchmark loop.
+class IterationTimes {
+ public:
+  void start() { t0_ = std::chrono::steady_clock::now(); }
+  void stop() { seconds_.push_back(std::chrono::duration<double>(Clock::now() - t0_).count()); }
+  double median() {
+    if (seconds_.empty()) return 0.0;
+    auto mid = seconds_.begin() + static_cast<std::ptrdiff_t>(seconds_.size() / 2);
+    std::nth_element(seconds_.begin(), mid, seconds_.end());
+    return *mid;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point t0_;
+  std::vector<double> seconds_;
+};
+
+void report(benchmark::State& state, double bytes, double median_seconds,
             std::optional<double> torch_GBps, const std::string& note) {
-  if (state.iterations() == 0 || seconds <= 0) return;
-  const double ours = bytes * static_cast<double>(state.iterations()) / seconds / 1e9;
+  if (median_seconds <= 0) return;
+  const double ours = bytes / median_seconds / 1e9;
   state.counters["GBps"] = ours;
   if (torch_GBps && *torch_GBps > 0) {
     state.counters["torch_GBps"] = *torch_GBps;
@@ -243,15 +265,16 @@ void BM_ForwardSum(benchmark::State& state, int shape_index) {
   Workload& w = workload(shape_index);
   const PeerResult& peer = torch_peer(shape_index);
   const Shape& s = w.shape;
-  const auto t0 = std::chrono::steady_clock::now();
+  IterationTimes times;
   for (auto _ : state) {
+    times.start();
     pooled_lookup(w.weights.data(), s.rows, s.dim, w.ids.data(), w.offsets.data(), s.batch,
                   /*bag_scale=*/nullptr, w.out.data(), s.dim);
     benchmark::DoNotOptimize(w.out.data());
     benchmark::ClobberMemory();
+    times.stop();
   }
-  const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-  report(state, w.forward_bytes(), dt.count(), peer.forward_GBps, peer.note);
+  report(state, w.forward_bytes(), times.median(), peer.forward_GBps, peer.note);
 }
 
 void BM_BackwardRowwiseAdagrad(benchmark::State& state, int shape_index) {
@@ -263,16 +286,19 @@ void BM_BackwardRowwiseAdagrad(benchmark::State& state, int shape_index) {
   opt.learning_rate = kLearningRate;
   opt.eps = kEps;
   int64_t iteration = 0;
-  const auto t0 = std::chrono::steady_clock::now();
+  IterationTimes times;
   for (auto _ : state) {
-    SparseGrad g = accumulate_sparse_grad(s.dim, w.ids.data(), w.offsets.data(), s.batch,
-                                          /*bag_scale=*/nullptr, w.grad_out.data(), s.dim);
-    apply_row_optimizer(opt, ++iteration, w.weights.data(), s.dim, w.state, g);
-    benchmark::DoNotOptimize(g.values.data());
+    times.start();
+    {
+      SparseGrad g = accumulate_sparse_grad(s.dim, w.ids.data(), w.offsets.data(), s.batch,
+                                            /*bag_scale=*/nullptr, w.grad_out.data(), s.dim);
+      apply_row_optimizer(opt, ++iteration, w.weights.data(), s.dim, w.state, g);
+      benchmark::DoNotOptimize(g.values.data());
+    }  // g is freed inside the timed part, as the peer's tensors are
     benchmark::ClobberMemory();
+    times.stop();
   }
-  const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-  report(state, w.backward_bytes(), dt.count(), peer.backward_GBps, peer.note);
+  report(state, w.backward_bytes(), times.median(), peer.backward_GBps, peer.note);
 }
 
 void register_all() {

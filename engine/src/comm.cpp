@@ -119,7 +119,8 @@ void ProcessGroup::all_to_all_v(const char* op_name, const void* send, std::span
   mine.insert(mine.end(), recv_counts.begin(), recv_counts.end());
   std::vector<int64_t> all(static_cast<size_t>(2 * n * n));
   std::vector<int64_t> two_n(static_cast<size_t>(n), 2 * n);
-  all_gather_v("split_check", mine.data(), all.data(), two_n, sizeof(int64_t));
+  const std::string check_name = std::string(op_name) + "/split_check";
+  all_gather_v(check_name.c_str(), mine.data(), all.data(), two_n, sizeof(int64_t));
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j) {
       const int64_t sent = all[static_cast<size_t>(i * 2 * n + j)];

@@ -22,11 +22,10 @@ ES_CLONES void add_scaled_row(float* __restrict out, const float* __restrict row
                               int64_t dim) {
   for (int64_t c = 0; c < dim; ++c) out[c] += s * row[c];
 }
-}  // namespace
 
-namespace {
-// Rows are prefetched this many ids ahead (across bag boundaries): enough to cover DRAM
-// latency for 256-512 byte rows without overflowing the core's outstanding-miss queues.
+// Gathers prefetch the row this many ids (or sparse-grad rows) ahead, across bag boundaries:
+// enough to cover DRAM latency for 256-512 byte rows without overflowing the core's
+// outstanding-miss queues (caffe2/FBGEMM use the same distance).
 constexpr int64_t kPrefetchIds = 16;
 
 // Prefetches floats [p, p + n) for writing.
@@ -36,16 +35,16 @@ inline void prefetch_row(const float* p, int64_t n) {
 
 // Sums the rows of one bag over columns [c0, c0 + W) in registers, in id order, and stores
 // the sum to out[c0 .. c0 + W). With `prefetch`, also prefetches the whole row
-// kPrefetchIds ids ahead (ids[0 .. num_ids) is the batch).
+// kPrefetchIds ids ahead (ids[.. ids_end) is the batch).
 template <int64_t W>
 [[gnu::always_inline]] inline void pool_columns(const float* __restrict weights, int64_t dim,
                                                 const int64_t* ids, int64_t begin, int64_t end,
-                                                int64_t num_ids, int64_t c0, bool prefetch,
+                                                int64_t ids_end, int64_t c0, bool prefetch,
                                                 float* __restrict out) {
   float acc[W] = {};
   for (int64_t i = begin; i < end; ++i) {
     if (prefetch) {
-      const float* next = weights + ids[std::min(i + kPrefetchIds, num_ids - 1)] * dim;
+      const float* next = weights + ids[std::min(i + kPrefetchIds, ids_end - 1)] * dim;
       for (int64_t c = 0; c < dim; c += 16) __builtin_prefetch(next + c);
     }
     const float* __restrict row = weights + ids[i] * dim + c0;
@@ -59,7 +58,7 @@ ES_CLONES void pooled_lookup(const float* weights, int64_t num_rows, int64_t dim
                              const int64_t* ids, const int64_t* offsets, int64_t num_bags,
                              const float* bag_scale, float* out, int64_t out_stride) {
   (void)num_rows;
-  const int64_t num_ids = offsets[num_bags];
+  const int64_t ids_end = offsets[num_bags];
   for (int64_t b = 0; b < num_bags; ++b) {
     float* __restrict o = out + b * out_stride;
     const int64_t begin = offsets[b], end = offsets[b + 1];
@@ -68,21 +67,21 @@ ES_CLONES void pooled_lookup(const float* weights, int64_t num_rows, int64_t dim
     // the blocking. The first block prefetches whole rows; later blocks find them in cache.
     int64_t c0 = 0;
     for (; c0 + 64 <= dim; c0 += 64)
-      pool_columns<64>(weights, dim, ids, begin, end, num_ids, c0, c0 == 0, o);
+      pool_columns<64>(weights, dim, ids, begin, end, ids_end, c0, c0 == 0, o);
     if (c0 + 32 <= dim) {
-      pool_columns<32>(weights, dim, ids, begin, end, num_ids, c0, c0 == 0, o);
+      pool_columns<32>(weights, dim, ids, begin, end, ids_end, c0, c0 == 0, o);
       c0 += 32;
     }
     if (c0 + 16 <= dim) {
-      pool_columns<16>(weights, dim, ids, begin, end, num_ids, c0, c0 == 0, o);
+      pool_columns<16>(weights, dim, ids, begin, end, ids_end, c0, c0 == 0, o);
       c0 += 16;
     }
     if (c0 + 8 <= dim) {
-      pool_columns<8>(weights, dim, ids, begin, end, num_ids, c0, c0 == 0, o);
+      pool_columns<8>(weights, dim, ids, begin, end, ids_end, c0, c0 == 0, o);
       c0 += 8;
     }
     for (; c0 < dim; ++c0)
-      pool_columns<1>(weights, dim, ids, begin, end, num_ids, c0, c0 == 0, o);
+      pool_columns<1>(weights, dim, ids, begin, end, ids_end, c0, c0 == 0, o);
     if (bag_scale != nullptr && bag_scale[b] != 1.0f) {
       const float s = bag_scale[b];
       for (int64_t c = 0; c < dim; ++c) o[c] *= s;

@@ -193,7 +193,6 @@ class Rank {
   RankSummary summary;
   std::vector<int64_t> step_ns;     // per measured step
   std::vector<double> losses;       // per measured step (global mean)
-  std::vector<LocalShard> shards;
   DenseModel& dense() { return dense_; }
 
  private:
@@ -222,7 +221,12 @@ class Rank {
   Shared& sh_;
   const Layout& L_;
   int me_;
-  DeviceArena arena_;
+  DeviceArena arena_;  // declared before every buffer it accounts, so it outlives them
+
+ public:
+  std::vector<LocalShard> shards;
+
+ private:
   DenseModel dense_;
   std::unique_ptr<CommWorker> comm_;
   std::unique_ptr<ProcessGroup> world_, node_, cross_;

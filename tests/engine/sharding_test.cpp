@@ -1,0 +1,115 @@
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/sharding.h"
+
+using namespace embedscope::engine;
+
+TEST(Splits, UnevenRowsAndColumns) {
+  EXPECT_EQ(even_split(10, 4), (std::vector<int64_t>{3, 3, 2, 2}));
+  EXPECT_EQ(even_split(3, 4), (std::vector<int64_t>{1, 1, 1, 0}));
+  EXPECT_EQ(even_split(0, 2), (std::vector<int64_t>{0, 0}));
+  EXPECT_THROW(even_split(3, 0), std::invalid_argument);
+  EXPECT_EQ(column_split(16, 3), (std::vector<int64_t>{8, 4, 4}));
+  EXPECT_EQ(column_split(18, 4), (std::vector<int64_t>{4, 4, 4, 6}));
+  EXPECT_EQ(column_split(6, 4), (std::vector<int64_t>{2, 2, 1, 1}));
+  EXPECT_EQ(column_split(128, 2), (std::vector<int64_t>{64, 64}));
+  EXPECT_EQ(column_split(1, 1), (std::vector<int64_t>{1}));
+  EXPECT_THROW(column_split(3, 4), std::invalid_argument);
+}
+
+namespace {
+WorkloadSpec spec4() {
+  WorkloadSpec s;
+  s.name = "s";
+  s.tables = {{"big", 1000, 16, Pooling::sum, {"a"}},
+              {"mid", 500, 16, Pooling::sum, {"b"}},
+              {"small", 10, 16, Pooling::sum, {"c"}},
+              {"rows", 10, 8, Pooling::sum, {"d"}}};
+  for (const char* f : {"a", "b", "c", "d"}) s.features.push_back(FeatureSpec{f, {}, {}});
+  s.batch_size = 4;
+  s.devices.count = 4;
+  s.devices.memory_bytes = 1 << 30;
+  return s;
+}
+}  // namespace
+
+TEST(Plan, RowWiseOffsetsAndEmptyRank) {
+  WorkloadSpec s = spec4();
+  s.sharding.default_type = ShardingType::row_wise;
+  ShardingPlan p = plan_sharding(s);
+  const auto& rows = p.tables[3].shards;
+  ASSERT_EQ(rows.size(), 4u);
+  std::vector<int64_t> off, n;
+  for (const auto& sh : rows) {
+    off.push_back(sh.row_offset);
+    n.push_back(sh.num_rows);
+  }
+  EXPECT_EQ(off, (std::vector<int64_t>{0, 3, 6, 8}));
+  EXPECT_EQ(n, (std::vector<int64_t>{3, 3, 2, 2}));
+}
+
+TEST(Plan, GreedyTableWiseAndExplicitRanks) {
+  WorkloadSpec s = spec4();
+  s.sharding.per_table["small"] = {ShardingType::table_wise, {3}, -1};
+  s.sharding.per_table["rows"] = {ShardingType::column_wise, {1, 2}, -1};
+  ShardingPlan p = plan_sharding(s);
+  // largest first onto the least-loaded rank: big -> 0, mid -> next empty rank
+  EXPECT_EQ(p.tables[0].shards[0].rank, 0);
+  EXPECT_NE(p.tables[1].shards[0].rank, 0);
+  EXPECT_EQ(p.tables[2].shards[0].rank, 3);
+  ASSERT_EQ(p.tables[3].shards.size(), 2u);
+  EXPECT_EQ(p.tables[3].shards[0].rank, 1);
+  EXPECT_EQ(p.tables[3].shards[0].num_cols, 4);
+  EXPECT_EQ(p.tables[3].shards[1].col_offset, 4);
+  auto j = to_json(s, p);
+  EXPECT_EQ(j["tables"][3]["sharding_type"], "column_wise");
+  EXPECT_EQ(j["tables"][3]["shards"][1]["rank"], 2);
+}
+
+TEST(Plan, ColumnWiseDefaultShardCountAndTableRowWiseNodes) {
+  WorkloadSpec s = spec4();
+  s.sharding.default_type = ShardingType::column_wise;
+  ShardingPlan p = plan_sharding(s);
+  EXPECT_EQ(p.tables[0].shards.size(), 4u);  // 16 columns / 4 -> 4 shards of 4
+  EXPECT_EQ(p.tables[3].shards.size(), 2u);  // 8 columns -> 2 shards
+  s.sharding.default_type = ShardingType::table_row_wise;
+  s.sharding.local_world_size = 2;
+  s.sharding.per_table["small"] = {ShardingType::table_row_wise, {}, 1};
+  p = plan_sharding(s);
+  EXPECT_EQ(p.local_world_size, 2);
+  EXPECT_EQ(p.tables[2].node, 1);
+  EXPECT_EQ(p.tables[2].shards[0].rank, 2);
+  EXPECT_EQ(p.tables[2].shards[1].rank, 3);
+  EXPECT_EQ(p.tables[2].shards[1].row_offset, 5);
+  EXPECT_EQ(p.tables[0].node, 0);  // biggest table to the emptiest node
+  EXPECT_EQ(p.tables[1].node, 1);
+}
+
+TEST(Memory, EstimateAndBreakdownError) {
+  WorkloadSpec s = spec4();
+  s.optimizer.type = OptimizerType::adam;
+  s.sharding.default_type = ShardingType::data_parallel;
+  ShardingPlan p = plan_sharding(s);
+  auto est = estimate_memory(s, p);
+  ASSERT_EQ(est.size(), 4u);
+  // every replica: (1000+500+10) x 16 + 10 x 8 floats
+  EXPECT_EQ(est[2].weights, (1510 * 16 + 80) * 4);
+  EXPECT_EQ(est[2].optimizer_state, 2 * est[2].weights);
+  s.devices.memory_bytes = est[0].total() - 1;
+  try {
+    check_memory_fits(s, est);
+    FAIL() << "expected SpecError";
+  } catch (const SpecError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("/devices/memory_bytes"), std::string::npos) << m;
+    EXPECT_NE(m.find("rank 3: needs"), std::string::npos) << m;
+    EXPECT_NE(m.find("weights 94.7 KiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("optimizer state 189.4 KiB"), std::string::npos) << m;
+  }
+  s.devices.memory_bytes = est[0].total();
+  EXPECT_NO_THROW(check_memory_fits(s, est));
+  EXPECT_EQ(format_bytes(1536), "1.5 KiB");
+  EXPECT_EQ(format_bytes(100), "100 B");
+}

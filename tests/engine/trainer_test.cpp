@@ -1,0 +1,156 @@
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <numeric>
+
+#include "embedscope/engine/memory.h"
+#include "embedscope/engine/trainer.h"
+
+using namespace embedscope::engine;
+
+namespace {
+WorkloadSpec tiny(int world, ShardingType type = ShardingType::table_wise) {
+  WorkloadSpec s = load_preset("tiny");
+  s.devices.count = world;
+  s.sharding.default_type = type;
+  s.sharding.per_table.clear();
+  return s;
+}
+double mean(const std::vector<double>& v, size_t from, size_t to) {
+  return std::accumulate(v.begin() + static_cast<long>(from), v.begin() + static_cast<long>(to), 0.0) /
+         static_cast<double>(to - from);
+}
+}  // namespace
+
+TEST(Trainer, LossFallsOnTinyWithFourRanks) {
+  for (ShardingType type : {ShardingType::table_wise, ShardingType::row_wise}) {
+    WorkloadSpec s = tiny(4, type);
+    s.steps = 40;
+    RunResult r = run_training(s);
+    ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
+    ASSERT_EQ(r.loss.size(), 40u);
+    EXPECT_LT(mean(r.loss, 30, 40), mean(r.loss, 0, 10) - 0.05) << to_string(type);
+  }
+}
+
+TEST(Trainer, LossFallsOnCriteoKaggleWithFourRanks) {
+  WorkloadSpec s = load_preset("criteo_kaggle");
+  s.devices.count = 4;
+  s.steps = 15;
+  s.warmup_steps = 0;
+  TrainerOptions opt;
+  opt.trace = false;
+  RunResult r = run_training(s, opt);
+  ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
+  EXPECT_LT(mean(r.loss, 10, 15), mean(r.loss, 0, 5) - 0.02);
+}
+
+TEST(Trainer, CountersAddUp) {
+  WorkloadSpec s = tiny(3);
+  s.steps = 4;
+  s.warmup_steps = 2;
+  RunResult r = run_training(s);
+  ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
+  EXPECT_EQ(r.step_time_ns.size(), 4u);
+  EXPECT_EQ(r.samples_per_step, 24);
+  // table_wise: every id of every measured batch is looked up exactly once somewhere
+  BatchGenerator gen(s);
+  int64_t ids = 0;
+  for (int64_t it = 2; it < 6; ++it)
+    for (int rank = 0; rank < 3; ++rank) ids += static_cast<int64_t>(gen.make(it, rank).kjt.values.size());
+  int64_t looked_up = 0, sent = 0, received = 0;
+  for (const auto& rk : r.ranks) {
+    looked_up += rk.ids_looked_up;
+    sent += rk.bytes_sent;
+    received += rk.bytes_received;
+    EXPECT_GT(rk.memory_bytes, 0);
+    EXPECT_LE(rk.memory_bytes, s.devices.memory_bytes);
+  }
+  EXPECT_EQ(looked_up, ids);
+  EXPECT_EQ(sent, received);  // every byte sent is received by someone
+  // spans on both lanes, with collectives carrying bytes
+  bool comm_with_bytes = false, lookup = false;
+  for (const auto& e : r.events) {
+    comm_with_bytes |= e.lane == embedscope::sessions::Lane::comm && e.bytes > 0;
+    lookup |= std::string(e.name) == "lookup";
+    EXPECT_LE(e.start_ns, e.end_ns);
+  }
+  EXPECT_TRUE(comm_with_bytes);
+  EXPECT_TRUE(lookup);
+}
+
+TEST(Trainer, RankThatNeverArrivesEndsTheRunAsHang) {
+  WorkloadSpec s = tiny(3);
+  s.collective_timeout_ms = 800;
+  TrainerOptions opt;
+  opt.vanish = {2, 4};  // rank 2 stops at the world group's 4th collective
+  const auto t0 = std::chrono::steady_clock::now();
+  RunResult r = run_training(s, opt);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+  EXPECT_EQ(r.ended, RunEnd::hang);
+  EXPECT_NE(r.error.find("sequence 4"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("input_dist/lengths"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("rank(s) 2 did not arrive"), std::string::npos) << r.error;
+}
+
+TEST(Trainer, InvalidIdsFailBeforeTheyAreSentAndNameTheFeature) {
+  WorkloadSpec s = tiny(3);
+  s.collective_timeout_ms = 20000;  // a hang would show as a 20 s test, the failure must be fast
+  BatchGenerator gen(s);
+  TrainerOptions opt;
+  opt.batch_source = [&](int64_t it, int rank) -> std::optional<Batch> {
+    Batch b = gen.make(it, rank);
+    if (it == 1 && rank == 1) b.kjt.values[0] = 1000000;  // feature f_small has 1 row
+    return b;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  RunResult r = run_training(s, opt);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_EQ(r.ended, RunEnd::failed);
+  EXPECT_TRUE(r.bad_input);
+  EXPECT_NE(r.error.find("rank 1: feature 'f_small': 1 id(s) outside [0, 1)"), std::string::npos) << r.error;
+
+  s.invalid_ids = InvalidIdPolicy::clamp;
+  r = run_training(s, opt);
+  ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
+  EXPECT_EQ(r.ranks[1].invalid_ids, 1);
+}
+
+TEST(Trainer, MemoryThatCannotFitIsRejectedBeforeRunning) {
+  WorkloadSpec s = tiny(2);
+  s.devices.memory_bytes = 4096;
+  try {
+    run_training(s);
+    FAIL() << "expected SpecError";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0: needs"), std::string::npos) << e.what();
+  }
+  WorkloadSpec huge = load_preset("mlperf_dlrm_dcnv2");
+  try {
+    run_training(huge);
+    FAIL() << "expected SpecError";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("cpu backend runs all 8 ranks in this process"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DeviceArena, OomNamesRequestAndHolders) {
+  DeviceArena a(2, 1000);
+  a.allocate("weights", 600);
+  try {
+    a.allocate("kjt", 500);
+    FAIL();
+  } catch (const OomError& e) {
+    EXPECT_EQ(e.requested, 500);
+    EXPECT_EQ(e.in_use, 600);
+    EXPECT_STREQ(e.what(), "rank 2: out of memory allocating 500 B for kjt: 600 B of 1000 B in use (weights 600 B)");
+  }
+  {
+    DeviceBuffer<float> b(&a, "kjt");
+    b.assign(100);
+    EXPECT_EQ(a.in_use(), 1000);
+    EXPECT_THROW(b.assign(101), OomError);
+  }
+  EXPECT_EQ(a.in_use(), 600);
+  EXPECT_EQ(a.peak(), 1000);
+}
