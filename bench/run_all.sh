@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Builds and runs every benchmark (and, once the GPU path lands, every GPU check).
+# Usage: bench/run_all.sh [BUILD_DIR]   (default: build-bench, Release)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build-bench}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DEMBEDSCOPE_BUILD_BENCH=ON -DEMBEDSCOPE_BUILD_TESTS=OFF
+cmake --build "$build" -j2 --target bench_kernels
+"$build/bench/bench_kernels"
