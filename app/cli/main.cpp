@@ -132,7 +132,6 @@ int cmd_run(const WorkloadArgs& a, bool as_json) {
   };
   const es::RunResult r = es::run_training(spec, opt);
   if (tty) fmt::print(stderr, "\n");
-  for (const auto& w : r.warnings) fmt::print(stderr, "warning: {}\n", w);
   if (r.ended != es::RunEnd::complete) {
     fmt::print(stderr, "error: run ended {}: {}\n", es::to_string(r.ended), r.error);
     if (as_json)

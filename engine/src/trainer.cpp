@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -790,7 +791,7 @@ void Rank::step(int64_t it) {
       at += n;
     }
     SparseGrad g = merge_sparse_grads(parts, dim);
-    if (measured && me_ == 0) summary.unique_ids += static_cast<int64_t>(g.rows.size());
+    if (measured) summary.unique_ids += static_cast<int64_t>(g.rows.size());
     apply_row_optimizer(spec.optimizer, it + 1, ls.weights.data(), dim, ls.state, g);
   }
 
@@ -807,6 +808,9 @@ void Rank::step(int64_t it) {
     const double lr = spec.optimizer.dense_learning_rate > 0 ? spec.optimizer.dense_learning_rate : spec.optimizer.learning_rate;
     dense_.sgd_step(static_cast<float>(lr), red.data());
   }
+  // The loss is all-reduced, so every rank sees the same value and stops at the same step.
+  if (!std::isfinite(red.back()))
+    throw std::runtime_error(fmt::format("training diverged: the loss is {} at step {}", red.back(), step));
   if (measured) losses.push_back(static_cast<double>(red.back()));
 }
 

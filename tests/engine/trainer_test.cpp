@@ -154,3 +154,14 @@ TEST(DeviceArena, OomNamesRequestAndHolders) {
   EXPECT_EQ(a.in_use(), 600);
   EXPECT_EQ(a.peak(), 1000);
 }
+
+TEST(Trainer, DivergedLossEndsTheRunOnEveryRank) {
+  WorkloadSpec s = tiny(3);
+  s.optimizer.learning_rate = 1e30;
+  s.optimizer.dense_learning_rate = 1e30;
+  s.steps = 10;
+  RunResult r = run_training(s);
+  EXPECT_EQ(r.ended, RunEnd::failed);
+  EXPECT_FALSE(r.bad_input);
+  EXPECT_NE(r.error.find("training diverged: the loss is"), std::string::npos) << r.error;
+}

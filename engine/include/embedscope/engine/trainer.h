@@ -61,14 +61,15 @@ struct TrainerOptions {
 struct RankSummary {
   int rank = 0;
   int64_t ids_looked_up = 0;   ///< ids looked up in this rank's shards, measured steps
-  int64_t unique_ids = 0;      ///< distinct rows updated, summed over measured steps
+  int64_t unique_ids = 0;      ///< distinct rows this rank updated, summed over measured steps
   int64_t bytes_sent = 0;      ///< to other ranks, all collectives, measured steps
   int64_t bytes_received = 0;
   int64_t memory_bytes = 0;    ///< peak bytes in use on the device (arena)
   int64_t invalid_ids = 0;     ///< ids clamped or dropped (policy clamp / drop)
 };
 
-/// How a run ended. Exit codes (DESIGN.md): complete 0; failed, oom, hang 1.
+/// How a run ended. Exit codes (DESIGN.md): complete 0; failed (a rank's error, a diverged
+/// loss), oom, hang 1; failed with bad_input (ids outside a table) 2.
 enum class RunEnd { complete, failed, oom, hang };
 const char* to_string(RunEnd e);
 
@@ -81,7 +82,6 @@ struct RunResult {
   std::vector<double> loss;             ///< measured steps: global mean loss
   std::vector<RankSummary> ranks;
   std::vector<sessions::OpEvent> events;
-  std::vector<std::string> warnings;
   int64_t samples_per_step = 0;         ///< batch_size x world
   /// keep_tables: full tables (num_embeddings x embedding_dim) and dense parameters.
   std::vector<std::vector<float>> tables;
