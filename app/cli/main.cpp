@@ -3,7 +3,11 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <ctime>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -15,14 +19,31 @@
 #include "embedscope/engine/sharding.h"
 #include "embedscope/engine/spec.h"
 #include "embedscope/engine/trainer.h"
+#include "embedscope/sessions/analysis.h"
+#include "embedscope/sessions/export.h"
+#include "embedscope/sessions/session.h"
 #include "embedscope/sessions/stats.h"
 
 namespace es = embedscope::engine;
+namespace ss = embedscope::sessions;
 using nlohmann::json;
 
 namespace {
 
 constexpr const char* kDefaultPreset = "criteo_kaggle";
+
+std::atomic<bool> g_cancel{false};
+extern "C" void on_sigint(int) {
+  g_cancel = true;
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+std::string default_session_name() {
+  char buf[64];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof(buf), "embedscope-%Y%m%d-%H%M%S.db", std::localtime(&t));
+  return buf;
+}
 
 struct WorkloadArgs {
   std::string file;
@@ -111,8 +132,9 @@ int cmd_plan(const WorkloadArgs& a, bool as_json) {
   return 0;
 }
 
-int cmd_run(const WorkloadArgs& a, bool as_json) {
+int cmd_run(const WorkloadArgs& a, bool as_json, std::string output) {
   const es::WorkloadSpec spec = load(a);
+  if (output.empty()) output = default_session_name();
   const bool tty = isatty(STDERR_FILENO) != 0;
   std::string sharding = es::to_string(spec.sharding.default_type);
   if (!spec.sharding.per_table.empty()) sharding += " + per-table overrides";
@@ -120,6 +142,10 @@ int cmd_run(const WorkloadArgs& a, bool as_json) {
              spec.devices.count, es::to_string(spec.devices.backend), sharding, spec.batch_size, spec.steps,
              spec.warmup_steps);
   es::TrainerOptions opt;
+  opt.session_path = output;
+  opt.keep_events = false;
+  opt.cancel = &g_cancel;
+  std::signal(SIGINT, on_sigint);
   const int64_t every = std::max<int64_t>(1, spec.steps / 10);
   opt.on_step = [&](const es::StepProgress& p) {
     if (p.step == 0) {
@@ -132,11 +158,17 @@ int cmd_run(const WorkloadArgs& a, bool as_json) {
   };
   const es::RunResult r = es::run_training(spec, opt);
   if (tty) fmt::print(stderr, "\n");
-  if (r.ended != es::RunEnd::complete) {
-    fmt::print(stderr, "error: run ended {}: {}\n", es::to_string(r.ended), r.error);
+  if (r.ended != es::RunEnd::complete && r.ended != es::RunEnd::cancelled) {
+    fmt::print(stderr, "error: run ended {}: {}\nsession: {}\n", es::to_string(r.ended), r.error, r.session_path);
     if (as_json)
-      std::cout << json{{"ended", es::to_string(r.ended)}, {"error", r.error}}.dump() << "\n";
+      std::cout << json{{"ended", es::to_string(r.ended)}, {"error", r.error}, {"session", r.session_path}}.dump()
+                << "\n";
     return r.bad_input ? 2 : 1;
+  }
+  if (r.step_time_ns.empty()) {
+    fmt::print(stderr, "run cancelled before the first measured step\nsession: {}\n", r.session_path);
+    if (as_json) std::cout << json{{"ended", "cancelled"}, {"session", r.session_path}}.dump() << "\n";
+    return 0;
   }
   const auto d = embedscope::sessions::summarize(r.step_time_ns);
   const double sps = d.mean > 0 ? static_cast<double>(r.samples_per_step) / (d.mean * 1e-9) : 0.0;
@@ -146,7 +178,8 @@ int cmd_run(const WorkloadArgs& a, bool as_json) {
     fmt::print(stderr, "warning: {} ids outside their table were {} (invalid_ids policy)\n", invalid,
                spec.invalid_ids == es::InvalidIdPolicy::clamp ? "clamped" : "dropped");
   if (as_json) {
-    json j{{"ended", "complete"},
+    json j{{"ended", es::to_string(r.ended)},
+           {"session", r.session_path},
            {"workload", spec.name},
            {"backend", es::to_string(spec.devices.backend)},
            {"world_size", spec.devices.count},
@@ -180,6 +213,90 @@ int cmd_run(const WorkloadArgs& a, bool as_json) {
     std::cout << fmt::format("{:<5} {:>14} {:>12} {:>14} {:>14} {:>12}\n", rk.rank, rk.ids_looked_up, rk.unique_ids,
                              es::format_bytes(rk.bytes_sent), es::format_bytes(rk.bytes_received),
                              es::format_bytes(rk.memory_bytes));
+  std::cout << fmt::format("\n{}session: {}\n", r.ended == es::RunEnd::cancelled ? "cancelled; " : "", r.session_path);
+  return 0;
+}
+
+std::string ms(int64_t ns) { return ms(static_cast<double>(ns)); }
+
+int cmd_stats(const std::string& file, bool as_json) {
+  const ss::SessionReader session(file);
+  const ss::RunStats st = ss::analyze(session);
+  if (as_json) {
+    json j{{"session", file},
+           {"ended", st.ended},
+           {"simulated", st.simulated},
+           {"workload", session.meta("workload_name")},
+           {"world_size", st.ranks.size()},
+           {"steps", st.steps},
+           {"samples_per_step", st.samples_per_step},
+           {"step_time_ns", {{"mean", st.step_time_ns.mean}, {"p50", st.step_time_ns.p50}, {"p99", st.step_time_ns.p99},
+                             {"min", st.step_time_ns.min}, {"max", st.step_time_ns.max}}},
+           {"samples_per_s", st.samples_per_s},
+           {"overlap_pct", st.overlap_pct},
+           {"exposed_comm_ns", st.exposed_comm_ns},
+           {"imbalance", {{"lookups_max_over_mean", st.lookups_max_over_mean},
+                          {"lookup_time_max_over_mean", st.lookup_time_max_over_mean}}},
+           {"loss", st.loss},
+           {"tracer_overhead_ns", std::strtoll(session.meta("tracer_overhead_ns", "0").c_str(), nullptr, 10)},
+           {"dropped_records", std::strtoll(session.meta("dropped_records", "0").c_str(), nullptr, 10)},
+           {"ranks", json::array()}};
+    for (const auto& r : st.ranks) {
+      json cats = json::object();
+      for (int c = 0; c < ss::kNumCategories; ++c)
+        cats[ss::to_string(static_cast<ss::OpCategory>(c))] = r.by_category_ns[static_cast<size_t>(c)];
+      j["ranks"].push_back({{"rank", r.rank}, {"compute_ns", r.compute_ns}, {"comm_ns", r.comm_ns},
+                            {"overlap_ns", r.overlap_ns}, {"exposed_comm_ns", r.exposed_comm_ns}, {"idle_ns", r.idle_ns},
+                            {"overlap_pct", r.overlap_pct}, {"ids_looked_up", r.ids_looked_up},
+                            {"lookup_ns", r.lookup_ns}, {"bytes_sent", r.bytes_sent},
+                            {"bytes_received", r.bytes_received}, {"by_category_ns", cats}});
+    }
+    if (!session.meta("end_message").empty()) j["end_message"] = session.meta("end_message");
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("session      {} ({}, {})\n", file, st.ended, st.simulated ? "SIMULATED" : "measured");
+  if (!session.meta("end_message").empty()) std::cout << fmt::format("             {}\n", session.meta("end_message"));
+  std::cout << fmt::format("workload     {} on {} {} ranks, {} measured steps of {} samples\n",
+                           session.meta("workload_name"), st.ranks.size(), session.meta("backend"), st.steps,
+                           st.samples_per_step);
+  if (st.steps == 0) return 0;
+  std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", ms(st.step_time_ns.mean), ms(st.step_time_ns.p50),
+                           ms(st.step_time_ns.p99));
+  std::cout << fmt::format("throughput   {:.0f} samples/s\n", st.samples_per_s);
+  std::cout << fmt::format("overlap      {:.1f}% of communication ran while the rank computed; exposed communication "
+                           "{} per rank ({} per step)\n",
+                           st.overlap_pct, ms(st.exposed_comm_ns), ms(st.exposed_comm_ns / st.steps));
+  std::cout << fmt::format("imbalance    ids looked up max/mean {:.2f}; lookup time max/mean {:.2f}\n\n",
+                           st.lookups_max_over_mean, st.lookup_time_max_over_mean);
+  std::cout << fmt::format("{:<5} {:>11} {:>11} {:>13} {:>11} {:>9} {:>14} {:>12} {:>14}\n", "rank", "compute", "comm",
+                           "exposed comm", "idle", "overlap", "ids looked up", "bytes sent", "bytes received");
+  for (const auto& r : st.ranks)
+    std::cout << fmt::format("{:<5} {:>11} {:>11} {:>13} {:>11} {:>8.1f}% {:>14} {:>12} {:>14}\n", r.rank,
+                             ms(r.compute_ns), ms(r.comm_ns), ms(r.exposed_comm_ns), ms(r.idle_ns), r.overlap_pct,
+                             r.ids_looked_up, es::format_bytes(r.bytes_sent), es::format_bytes(r.bytes_received));
+  std::cout << "\nstep time by op category (all ranks, union per category)\n";
+  for (int c = 0; c < ss::kNumCategories; ++c) {
+    int64_t total = 0;
+    for (const auto& r : st.ranks) total += r.by_category_ns[static_cast<size_t>(c)];
+    if (total > 0)
+      std::cout << fmt::format("  {:<10} {:>12}\n", ss::to_string(static_cast<ss::OpCategory>(c)), ms(total));
+  }
+  return 0;
+}
+
+int cmd_export(const std::string& file, const std::string& format, const std::string& out) {
+  const ss::SessionReader session(file);
+  if (format == "chrome") {
+    std::ofstream f(out);
+    if (!f) throw es::SpecError(fmt::format("{}: cannot write", out));
+    ss::export_chrome_trace(session, f);
+    f.close();
+    if (!f) throw es::SpecError(fmt::format("{}: write failed", out));
+    fmt::print(stderr, "wrote {} (open it in https://ui.perfetto.dev or chrome://tracing)\n", out);
+  } else {
+    for (const auto& p : ss::export_csv(session, ss::analyze(session), out)) fmt::print(stderr, "wrote {}\n", p);
+  }
   return 0;
 }
 
@@ -194,9 +311,23 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "Run a workload on CPU ranks (Gloo) and print a summary");
   add_workload_options(run, run_args);
   run->add_flag("--json", run_json, "Print the summary as one JSON object on stdout");
+  std::string run_output;
+  run->add_option("-o,--output", run_output,
+                  "Session file to write (default: embedscope-YYYYmmdd-HHMMSS.db in the current directory)");
   auto* plan = app.add_subcommand("plan", "Show the sharding plan and the memory each device needs, without running");
   add_workload_options(plan, plan_args);
   plan->add_flag("--json", plan_json, "Print the plan as JSON");
+  std::string stats_file, export_file, export_format, export_out;
+  bool stats_json = false;
+  auto* stats = app.add_subcommand("stats", "Step time, overlap, exposed communication and load imbalance of a session");
+  stats->add_option("session", stats_file, "Session file (.db)")->required();
+  stats->add_flag("--json", stats_json, "Print the figures as one JSON object on stdout");
+  auto* exp = app.add_subcommand("export", "Export a session as Chrome trace JSON (Perfetto) or CSV");
+  exp->add_option("session", export_file, "Session file (.db)")->required();
+  exp->add_option("--format", export_format, "chrome: Trace Event JSON; csv: a folder of CSV files")
+      ->required()
+      ->check(CLI::IsMember({"chrome", "csv"}));
+  exp->add_option("-o,--output", export_out, "Output file (chrome) or folder (csv)")->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -210,9 +341,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    if (*run) return cmd_run(run_args, run_json);
+    if (*run) return cmd_run(run_args, run_json, run_output);
     if (*plan) return cmd_plan(plan_args, plan_json);
+    if (*stats) return cmd_stats(stats_file, stats_json);
+    if (*exp) return cmd_export(export_file, export_format, export_out);
   } catch (const es::SpecError& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 2;
+  } catch (const ss::SessionError& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 2;
   } catch (const std::exception& e) {

@@ -10,6 +10,7 @@
 #include <gloo/allreduce.h>
 #include <gloo/alltoallv.h>
 #include <gloo/common/error.h>
+#include <gloo/config.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/hash_store.h>
@@ -53,6 +54,10 @@ void* nonnull(void* p) { return p ? p : g_empty; }
 void* nonnull(const void* p) { return p ? const_cast<void*>(p) : g_empty; }
 }  // namespace
 
+std::string gloo_version() {
+  return fmt::format("{}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
+}
+
 std::shared_ptr<Rendezvous> Rendezvous::in_process() { return std::make_shared<InProcessRendezvous>(); }
 
 struct ProcessGroup::Impl {
@@ -79,9 +84,17 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Rendezvous> rv, std::string name, std
 
 ProcessGroup::~ProcessGroup() = default;
 
+namespace {
+const char* dtype_name(size_t elem_size) {
+  return elem_size == 4 ? "float32" : elem_size == 8 ? "int64" : "bytes";
+}
+}  // namespace
+
 template <class F>
-void ProcessGroup::run(const char* kind, const char* op_name, F&& body) {
+void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&& body) {
   const uint64_t seq = ++seq_;
+  const CommCounters before = counters_;
+  const int64_t start = clock_ ? clock_->now_ns() : 0;
   if (vanish_at_ != 0 && seq >= vanish_at_)
     throw RankVanished(fmt::format("rank {} vanished before {} '{}' (group {}, sequence {})",
                                    members_[static_cast<size_t>(group_rank_)], kind, op_name, name_, seq));
@@ -106,10 +119,33 @@ void ProcessGroup::run(const char* kind, const char* op_name, F&& body) {
                             name_, seq, missing);
     throw CollectiveError(fmt::format("{} failed: {}", head, e.what()), name_, seq, {});
   }
+  if (observer_) {
+    sessions::CollectiveRecord r;
+    r.rank = members_[static_cast<size_t>(group_rank_)];
+    r.op = kind;
+    r.name = op_name;
+    r.group = name_;
+    r.sequence = seq;
+    r.dtype = dtype_name(splits.elem_size);
+    r.start_ns = start;
+    r.end_ns = clock_ ? clock_->now_ns() : 0;
+    r.bytes_sent = counters_.bytes_sent - before.bytes_sent;
+    r.bytes_received = counters_.bytes_received - before.bytes_received;
+    r.peers = members_;
+    r.send_elements = std::move(splits.send);
+    r.recv_elements = std::move(splits.recv);
+    observer_(std::move(r));
+  }
 }
 
 void ProcessGroup::all_to_all_v(const char* op_name, const void* send, std::span<const int64_t> send_counts,
                                 void* recv, std::span<const int64_t> recv_counts, size_t elem_size) {
+  all_to_all_impl("all_to_all", op_name, send, send_counts, recv, recv_counts, elem_size);
+}
+
+void ProcessGroup::all_to_all_impl(const char* kind, const char* op_name, const void* send,
+                                   std::span<const int64_t> send_counts, void* recv,
+                                   std::span<const int64_t> recv_counts, size_t elem_size) {
   const int n = size();
   if (static_cast<int>(send_counts.size()) != n || static_cast<int>(recv_counts.size()) != n)
     throw std::invalid_argument(fmt::format("all_to_all '{}': {} send / {} recv counts for {} ranks", op_name,
@@ -132,7 +168,8 @@ void ProcessGroup::all_to_all_v(const char* op_name, const void* send, std::span
             op_name, name_, seq_ + 1, members_[static_cast<size_t>(i)], sent, members_[static_cast<size_t>(j)],
             expected));
     }
-  run("all_to_all", op_name, [&](uint32_t tag) {
+  Splits splits{{send_counts.begin(), send_counts.end()}, {recv_counts.begin(), recv_counts.end()}, elem_size};
+  run(kind, op_name, std::move(splits), [&](uint32_t tag) {
     gloo::AlltoallvOptions opts(impl_->ctx);
     std::vector<int64_t> in(send_counts.begin(), send_counts.end()), out(recv_counts.begin(), recv_counts.end());
     const int64_t in_total = std::accumulate(in.begin(), in.end(), int64_t{0});
@@ -159,7 +196,7 @@ void ProcessGroup::reduce_scatter(const char* op_name, const float* send, std::s
   // Pairwise exchange: block j goes to rank j; we receive our block from every rank.
   std::vector<float> gathered(static_cast<size_t>(mine * n));
   std::vector<int64_t> recv_counts(static_cast<size_t>(n), mine);
-  all_to_all_v(op_name, send, counts, gathered.data(), recv_counts, sizeof(float));
+  all_to_all_impl("reduce_scatter", op_name, send, counts, gathered.data(), recv_counts, sizeof(float));
   std::memset(recv, 0, sizeof(float) * static_cast<size_t>(mine));
   for (int r = 0; r < n; ++r) {
     const float* block = gathered.data() + static_cast<size_t>(r) * static_cast<size_t>(mine);
@@ -169,7 +206,9 @@ void ProcessGroup::reduce_scatter(const char* op_name, const float* send, std::s
 
 void ProcessGroup::all_gather_v(const char* op_name, const void* send, void* recv,
                                 std::span<const int64_t> counts, size_t elem_size) {
-  run("all_gather", op_name, [&](uint32_t tag) {
+  Splits splits{std::vector<int64_t>(counts.size(), counts[static_cast<size_t>(group_rank_)]),
+                {counts.begin(), counts.end()}, elem_size};
+  run("all_gather", op_name, std::move(splits), [&](uint32_t tag) {
     gloo::AllgathervOptions opts(impl_->ctx);
     std::vector<size_t> elems(counts.begin(), counts.end());
     const auto me = static_cast<size_t>(group_rank_);
@@ -188,10 +227,10 @@ void ProcessGroup::all_gather_v(const char* op_name, const void* send, void* rec
 
 void ProcessGroup::all_reduce_sum(const char* op_name, float* data, int64_t count) {
   if (count == 0 || size() == 1) {
-    run("all_reduce", op_name, [](uint32_t) {});
+    run("all_reduce", op_name, {{}, {}, sizeof(float)}, [](uint32_t) {});
     return;
   }
-  run("all_reduce", op_name, [&](uint32_t tag) {
+  run("all_reduce", op_name, {{}, {}, sizeof(float)}, [&](uint32_t tag) {
     gloo::AllreduceOptions opts(impl_->ctx);
     opts.setOutput(data, static_cast<size_t>(count));
     opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));

@@ -8,29 +8,34 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <fstream>
+#include <map>
 #include <future>
 #include <mutex>
 #include <numeric>
 #include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "embedscope/engine/comm.h"
 #include "embedscope/engine/dense.h"
 #include "embedscope/engine/kernels.h"
 #include "embedscope/engine/memory.h"
 #include "embedscope/profiler/tracer.h"
+#include "embedscope/sessions/session.h"
 
 namespace embedscope::engine {
 
 const char* to_string(RunEnd e) {
   switch (e) {
     case RunEnd::complete: return "complete";
-    case RunEnd::failed: return "failed";
+    case RunEnd::cancelled: return "cancelled";
+    case RunEnd::crashed: return "crashed";
     case RunEnd::oom: return "oom";
     case RunEnd::hang: return "hang";
   }
-  return "failed";
+  return "crashed";
 }
 
 namespace {
@@ -150,7 +155,7 @@ class CommWorker {
 struct RankError {
   int rank = 0;
   int64_t time_ns = 0;
-  RunEnd kind = RunEnd::failed;
+  RunEnd kind = RunEnd::crashed;
   bool bad_input = false;
   bool consequence = false;  // a peer's failure seen from here
   std::string message;
@@ -164,6 +169,7 @@ struct Shared {
   BatchGenerator gen;
   profiler::Tracer tracer;
   std::shared_ptr<Rendezvous> rv = Rendezvous::in_process();
+  sessions::SessionWriter* session = nullptr;
   std::mutex mu;
   std::condition_variable cv;
   int finished = 0;
@@ -176,6 +182,7 @@ struct Shared {
 
 struct LocalShard {
   int table = 0;
+  int shard_index = 0;  // index into TablePlan::shards
   Shard s;
   DeviceBuffer<float> weights;
   RowOptimizerState state;
@@ -194,11 +201,13 @@ class Rank {
   RankSummary summary;
   std::vector<int64_t> step_ns;     // per measured step
   std::vector<double> losses;       // per measured step (global mean)
+  std::vector<sessions::OpEvent> events;  // kept spans (TrainerOptions::keep_events)
+  bool cancelled = false;
   DenseModel& dense() { return dense_; }
 
  private:
   void setup();
-  void step(int64_t iteration);
+  bool step(int64_t iteration);  // true: every rank agreed to stop (cancel)
   template <class T>
   DeviceBuffer<T> buf(const char* tag, size_t n) {
     DeviceBuffer<T> b(&arena_, tag);
@@ -235,6 +244,9 @@ class Rank {
   std::vector<int> dp_shard_;     // per dp table: index into shards
   DeviceBuffer<float> dense_params_;  // accounting for the dense part
   std::vector<int64_t> counter_base_;
+  std::atomic<int64_t> current_step_{0};
+  double last_loss_ = 0;
+  std::vector<sessions::LoadCounter> load_;  // this step's load counters
 
  public:
   friend RunResult run_training(const WorkloadSpec&, const TrainerOptions&);
@@ -260,9 +272,8 @@ class Rank {
 };
 
 LocalShard& Rank::shard_of(int table, int shard_index) {
-  const Shard& s = sh_.plan.tables[static_cast<size_t>(table)].shards[static_cast<size_t>(shard_index)];
   for (auto& ls : shards)
-    if (ls.table == table && ls.s.row_offset == s.row_offset && ls.s.col_offset == s.col_offset) return ls;
+    if (ls.table == table && ls.shard_index == shard_index) return ls;
   throw std::logic_error("shard not local");
 }
 
@@ -284,13 +295,25 @@ void Rank::setup() {
     node_ = std::make_unique<ProcessGroup>(sh_.rv, fmt::format("node{}", node), node_members, l, timeout);
     cross_ = std::make_unique<ProcessGroup>(sh_.rv, fmt::format("cross{}", l), cross_members, node, timeout);
   }
+  if (sh_.session) {
+    sh_.session->add_lane({me_, static_cast<int32_t>(Lane::compute), "compute", "thread"});
+    sh_.session->add_lane({me_, static_cast<int32_t>(Lane::comm), "comm", "thread"});
+    for (auto* pg : {world_.get(), node_.get(), cross_.get()})
+      if (pg)
+        pg->set_observer(&sh_.tracer.clock(), [this](sessions::CollectiveRecord&& r) {
+          r.step = current_step_.load();
+          sh_.session->add_collective(std::move(r));
+        });
+  }
   // Shards of this rank: weights initialised from the seed, optimizer state zeroed.
   for (const TablePlan& tp : sh_.plan.tables) {
     const TableSpec& t = spec.tables[static_cast<size_t>(tp.table)];
-    for (const Shard& s : tp.shards) {
+    for (size_t si = 0; si < tp.shards.size(); ++si) {
+      const Shard& s = tp.shards[si];
       if (s.rank != me_) continue;
       LocalShard ls;
       ls.table = tp.table;
+      ls.shard_index = static_cast<int>(si);
       ls.s = s;
       ls.weights = DeviceBuffer<float>(&arena_, "weights");
       ls.weights.assign(static_cast<size_t>(s.num_rows * s.num_cols));
@@ -316,13 +339,22 @@ void Rank::main() {
       summary.rank = me_;
       counter_base_ = {bytes_sent(), bytes_received()};
     }
+    current_step_ = step_of(it);
     const int64_t t0 = sh_.tracer.now_ns();
-    step(it);
-    const int64_t dt = sh_.tracer.now_ns() - t0;
+    const bool stop = step(it);
+    const int64_t t1 = sh_.tracer.now_ns();
+    const int64_t dt = t1 - t0;
     if (it >= sh_.spec.warmup_steps) {
       step_ns.push_back(dt);
       measured_ns += dt;
     }
+    auto spans = sh_.tracer.take(me_);
+    if (sh_.session) {
+      sh_.session->add_ops(spans);
+      sh_.session->add_step({step_of(it), me_, t0, t1, last_loss_});
+      for (const auto& c : load_) sh_.session->add_load(c);
+    }
+    if (sh_.opt.keep_events) events.insert(events.end(), spans.begin(), spans.end());
     if (me_ == 0 && sh_.opt.on_step) {
       StepProgress p;
       p.total_steps = sh_.spec.steps;
@@ -336,6 +368,10 @@ void Rank::main() {
       }
       sh_.opt.on_step(p);
     }
+    if (stop) {
+      cancelled = true;
+      break;
+    }
   }
   summary.rank = me_;
   summary.bytes_sent = bytes_sent() - (counter_base_.empty() ? 0 : counter_base_[0]);
@@ -343,7 +379,7 @@ void Rank::main() {
   summary.memory_bytes = arena_.peak();
 }
 
-void Rank::step(int64_t it) {
+bool Rank::step(int64_t it) {
   const WorkloadSpec& spec = sh_.spec;
   const int W = L_.world;
   const int64_t B = L_.B;
@@ -351,6 +387,15 @@ void Rank::step(int64_t it) {
   const bool measured = it >= spec.warmup_steps;
   const int64_t step = step_of(it);
   auto& tr = sh_.tracer;
+  std::map<std::pair<int, int>, sessions::LoadCounter> load;  // (table, shard index) -> counters
+  auto load_of = [&](int table, int shard_index) -> sessions::LoadCounter& {
+    auto& c = load[{table, shard_index}];
+    c.step = step;
+    c.rank = me_;
+    c.table = table;
+    c.shard = shard_index;
+    return c;
+  };
 
   // ---- input: this rank's batch, ids checked before anything is sent ----------------------
   Batch batch;
@@ -466,8 +511,14 @@ void Rank::step(int64_t it) {
       LocalShard& ls = shard_of(sl.table, sl.shard);
       slot_out[k] = buf<float>("pooled_output", static_cast<size_t>(W * B * sl.s.num_cols));
       if (is_a2a(sl.type) && is_mean(sl.table)) slot_scale[k] = mean_scale(slot_len[k]);
+      const int64_t t0 = tr.now_ns();
       pooled_lookup(ls.weights.data(), ls.s.num_rows, ls.s.num_cols, slot_ids[k].data(), slot_off[k].data(), W * B,
                     slot_scale[k].empty() ? nullptr : slot_scale[k].data(), slot_out[k].data(), ls.s.num_cols);
+      auto& c = load_of(ls.table, ls.shard_index);
+      c.lookup_ns += tr.now_ns() - t0;
+      c.ids += static_cast<int64_t>(slot_ids[k].size());
+      c.bytes_in += static_cast<int64_t>(slot_ids[k].size() + slot_len[k].size()) * 8;
+      c.bytes_out += W * B * ls.s.num_cols * 4;
     }
     // data-parallel tables: local lookup on the replica
     for (int t : L_.dp_tables) {
@@ -476,9 +527,15 @@ void Rank::step(int64_t it) {
         const int f = spec.feature_index(fname);
         std::vector<float> sc;
         if (is_mean(t)) sc = mean_scale(std::vector<int64_t>(lengths.begin() + f * B, lengths.begin() + (f + 1) * B));
+        const int64_t t0 = tr.now_ns();
         pooled_lookup(ls.weights.data(), ls.s.num_rows, ls.s.num_cols, values.data(), off.data() + f * B, B,
                       sc.empty() ? nullptr : sc.data(), pooled[static_cast<size_t>(f)].data(), ls.s.num_cols);
-        if (measured) summary.ids_looked_up += off[static_cast<size_t>((f + 1) * B)] - off[static_cast<size_t>(f * B)];
+        const int64_t ids = off[static_cast<size_t>((f + 1) * B)] - off[static_cast<size_t>(f * B)];
+        auto& c = load_of(t, ls.shard_index);
+        c.lookup_ns += tr.now_ns() - t0;
+        c.ids += ids;
+        c.bytes_out += B * ls.s.num_cols * 4;
+        if (measured) summary.ids_looked_up += ids;
       }
     }
   }
@@ -745,6 +802,7 @@ void Rank::step(int64_t it) {
       }
       SparseGrad g = parts.size() == 1 ? std::move(parts[0]) : merge_sparse_grads(parts, ls.s.num_cols);
       if (measured) summary.unique_ids += static_cast<int64_t>(g.rows.size());
+      load_of(ls.table, ls.shard_index).unique_ids = static_cast<int64_t>(g.rows.size());
       apply_row_optimizer(spec.optimizer, it + 1, ls.weights.data(), ls.s.num_cols, ls.state, g);
     }
   }
@@ -792,19 +850,26 @@ void Rank::step(int64_t it) {
     }
     SparseGrad g = merge_sparse_grads(parts, dim);
     if (measured) summary.unique_ids += static_cast<int64_t>(g.rows.size());
+    load_of(t, ls.shard_index).unique_ids = static_cast<int64_t>(g.rows.size());
     apply_row_optimizer(spec.optimizer, it + 1, ls.weights.data(), dim, ls.state, g);
   }
 
   // ---- dense gradients (and the loss) all-reduced, averaged, applied -------------------------
+  // dense gradients, then the loss, then this rank's cancel vote
   std::vector<float> red(dense_.grads());
   red.push_back(static_cast<float>(loss));
+  red.push_back(sh_.opt.cancel && sh_.opt.cancel->load() ? 1.0f : 0.0f);
   comm(*world_, "dense_all_reduce", step, [&] {
     world_->all_reduce_sum("dense_all_reduce", red.data(), static_cast<int64_t>(red.size()));
   });
+  bool stop = false;
   {
     ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "dense_optimizer", step);
     const float inv_w = 1.0f / static_cast<float>(W);
+    const bool cancel = red.back() > 0;
+    red.pop_back();
     for (auto& v : red) v *= inv_w;
+    stop = cancel;
     const double lr = spec.optimizer.dense_learning_rate > 0 ? spec.optimizer.dense_learning_rate : spec.optimizer.learning_rate;
     dense_.sgd_step(static_cast<float>(lr), red.data());
   }
@@ -812,6 +877,51 @@ void Rank::step(int64_t it) {
   if (!std::isfinite(red.back()))
     throw std::runtime_error(fmt::format("training diverged: the loss is {} at step {}", red.back(), step));
   if (measured) losses.push_back(static_cast<double>(red.back()));
+  last_loss_ = static_cast<double>(red.back());
+  load_.clear();
+  for (auto& [key, c] : load) load_.push_back(c);
+  return stop;
+}
+
+std::string cpu_name() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      return colon == std::string::npos ? line : line.substr(colon + 2);
+    }
+  return "unknown";
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+void write_run_metadata(sessions::SessionWriter& w, const WorkloadSpec& spec, const ShardingPlan& plan,
+                        const profiler::RunClock& clock) {
+  w.set_metadata("tool_version", EMBEDSCOPE_VERSION);
+  w.set_metadata("created_unix_ns", std::to_string(clock.wall_anchor_ns()));
+  w.set_metadata("wall_anchor_unix_ns", std::to_string(clock.wall_anchor_ns()));
+  w.set_metadata("clock", "steady_clock ns since the run's start");
+  w.set_metadata("host", host_name());
+  w.set_metadata("cpu_name", cpu_name());
+  w.set_metadata("gpu_names", "");
+  w.set_metadata("gloo_version", gloo_version());
+  w.set_metadata("cuda_version", "not used (cpu backend)");
+  w.set_metadata("nccl_version", "not used (cpu backend)");
+  w.set_metadata("simulated", "0");
+  w.set_metadata("backend", to_string(spec.devices.backend));
+  w.set_metadata("workload_name", spec.name);
+  w.set_metadata("workload_json", to_json(spec).dump());
+  w.set_metadata("sharding_plan_json", to_json(spec, plan).dump());
+  w.set_metadata("world_size", std::to_string(spec.devices.count));
+  w.set_metadata("batch_size", std::to_string(spec.batch_size));
+  w.set_metadata("samples_per_step", std::to_string(spec.batch_size * spec.devices.count));
+  w.set_metadata("steps", std::to_string(spec.steps));
+  w.set_metadata("warmup_steps", std::to_string(spec.warmup_steps));
 }
 
 int64_t host_memory_bytes() {
@@ -836,6 +946,13 @@ RunResult run_training(const WorkloadSpec& spec, const TrainerOptions& options) 
         spec.devices.count, format_bytes(need), format_bytes(host)));
 
   Shared sh(spec, result.plan, options);
+  std::unique_ptr<sessions::SessionWriter> session;
+  if (!options.session_path.empty()) {
+    session = std::make_unique<sessions::SessionWriter>(options.session_path);
+    sh.session = session.get();
+    result.session_path = options.session_path;
+    write_run_metadata(*session, spec, result.plan, sh.tracer.clock());
+  }
   const int W = spec.devices.count;
   std::vector<std::unique_ptr<Rank>> ranks;
   for (int r = 0; r < W; ++r) ranks.push_back(std::make_unique<Rank>(sh, r));
@@ -854,16 +971,16 @@ RunResult run_training(const WorkloadSpec& spec, const TrainerOptions& options) 
       } catch (const RankVanished&) {
         vanished = true;
       } catch (const InvalidIdsError& e) {
-        record(RunEnd::failed, true, false, e.what());
+        record(RunEnd::crashed, true, false, e.what());
       } catch (const OomError& e) {
         record(RunEnd::oom, false, false, e.what());
       } catch (const SplitMismatchError& e) {
-        record(RunEnd::failed, false, false, e.what());
+        record(RunEnd::crashed, false, false, e.what());
       } catch (const CollectiveError& e) {
-        record(e.missing_ranks.empty() ? RunEnd::failed : RunEnd::hang, false, e.missing_ranks.empty(),
+        record(e.missing_ranks.empty() ? RunEnd::crashed : RunEnd::hang, false, e.missing_ranks.empty(),
                fmt::format("rank {}: {}", r, e.what()));
       } catch (const std::exception& e) {
-        record(RunEnd::failed, false, false, fmt::format("rank {}: {}", r, e.what()));
+        record(RunEnd::crashed, false, false, fmt::format("rank {}: {}", r, e.what()));
       }
       std::unique_lock<std::mutex> lock(sh.mu);
       ++sh.finished;
@@ -888,7 +1005,7 @@ RunResult run_training(const WorkloadSpec& spec, const TrainerOptions& options) 
     result.error = errs.front().message;
   }
   for (auto& r : ranks) result.ranks.push_back(r->summary);
-  if (result.ended == RunEnd::complete) {
+  if (result.ended == RunEnd::complete) {  // also cancelled runs: the steps that ran
     const size_t n = ranks[0]->step_ns.size();
     for (size_t i = 0; i < n; ++i) {
       int64_t m = 0;
@@ -897,7 +1014,19 @@ RunResult run_training(const WorkloadSpec& spec, const TrainerOptions& options) 
     }
     result.loss = ranks[0]->losses;
   }
-  result.events = sh.tracer.events();
+  for (auto& r : ranks) result.events.insert(result.events.end(), r->events.begin(), r->events.end());
+  std::sort(result.events.begin(), result.events.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.start_ns, a.rank, a.lane) < std::tie(b.start_ns, b.rank, b.lane);
+  });
+  if (result.ended == RunEnd::complete && ranks[0]->cancelled) result.ended = RunEnd::cancelled;
+  result.tracer_overhead_ns = sh.tracer.overhead_ns();
+  result.dropped_records = sh.tracer.dropped();
+  if (session) {
+    session->set_metadata("tracer_overhead_ns", std::to_string(result.tracer_overhead_ns));
+    session->set_metadata("dropped_records", std::to_string(result.dropped_records));
+    session->set_metadata("spans_recorded", std::to_string(sh.tracer.recorded()));
+    session->close(to_string(result.ended), result.error);
+  }
   if (options.keep_tables && result.ended == RunEnd::complete) {
     for (size_t t = 0; t < spec.tables.size(); ++t) {
       const TableSpec& ts = spec.tables[t];

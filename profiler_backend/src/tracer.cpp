@@ -1,20 +1,78 @@
 #include "embedscope/profiler/tracer.h"
 
-#include <algorithm>
-#include <tuple>
-
 namespace embedscope::profiler {
 
-Tracer::Tracer(int world_size, bool enabled)
-    : enabled_(enabled), buffers_(static_cast<size_t>(world_size * kLanes)) {}
+RunClock::RunClock()
+    : anchor_(std::chrono::steady_clock::now()),
+      wall_anchor_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count()) {}
 
-std::vector<sessions::OpEvent> Tracer::events() const {
-  std::vector<sessions::OpEvent> all;
-  for (const auto& b : buffers_) all.insert(all.end(), b.begin(), b.end());
-  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.start_ns, a.rank, a.lane) < std::tie(b.start_ns, b.rank, b.lane);
-  });
-  return all;
+Tracer::Tracer(int world_size, bool enabled, size_t max_pending) : enabled_(enabled), max_pending_(max_pending) {
+  for (int i = 0; i < world_size * kLanes; ++i) lanes_.push_back(std::make_unique<LaneBuffer>());
+  // cost of one clock read, for the overhead estimate
+  constexpr int kReads = 2000;
+  const int64_t t0 = clock_.now_ns();
+  int64_t sink = 0;
+  for (int i = 0; i < kReads; ++i) sink += clock_.now_ns();
+  clock_read_ns_ = (clock_.now_ns() - t0) / kReads;
+  (void)sink;
+}
+
+void Tracer::record(const sessions::OpEvent& ev) {
+  if (!enabled_) return;
+  LaneBuffer& l = *lanes_[static_cast<size_t>(ev.rank * kLanes + static_cast<int>(ev.lane))];
+  const int64_t t0 = clock_.now_ns();
+  std::lock_guard<std::mutex> lock(l.mu);
+  if (l.events.size() >= max_pending_) {
+    ++l.dropped;
+  } else {
+    l.events.push_back(ev);
+    ++l.recorded;
+  }
+  l.overhead_ns += clock_.now_ns() - t0 + 2 * clock_read_ns_;
+}
+
+std::vector<sessions::OpEvent> Tracer::take(int rank) {
+  std::vector<sessions::OpEvent> out;
+  for (int lane = 0; lane < kLanes; ++lane) {
+    LaneBuffer& l = *lanes_[static_cast<size_t>(rank * kLanes + lane)];
+    std::lock_guard<std::mutex> lock(l.mu);
+    if (out.empty()) {
+      out.swap(l.events);
+    } else {
+      out.insert(out.end(), l.events.begin(), l.events.end());
+      l.events.clear();
+    }
+  }
+  return out;
+}
+
+int64_t Tracer::dropped() const {
+  int64_t n = 0;
+  for (const auto& l : lanes_) {
+    std::lock_guard<std::mutex> lock(l->mu);
+    n += l->dropped;
+  }
+  return n;
+}
+
+int64_t Tracer::overhead_ns() const {
+  int64_t n = 0;
+  for (const auto& l : lanes_) {
+    std::lock_guard<std::mutex> lock(l->mu);
+    n += l->overhead_ns;
+  }
+  return n;
+}
+
+int64_t Tracer::recorded() const {
+  int64_t n = 0;
+  for (const auto& l : lanes_) {
+    std::lock_guard<std::mutex> lock(l->mu);
+    n += l->recorded;
+  }
+  return n;
 }
 
 }  // namespace embedscope::profiler

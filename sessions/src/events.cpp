@@ -17,4 +17,13 @@ const char* to_string(OpCategory c) {
 
 const char* to_string(Lane l) { return l == Lane::compute ? "compute" : "comm"; }
 
+bool category_from_string(const std::string& s, OpCategory& out) {
+  for (int i = 0; i < kNumCategories; ++i)
+    if (s == to_string(static_cast<OpCategory>(i))) {
+      out = static_cast<OpCategory>(i);
+      return true;
+    }
+  return false;
+}
+
 }  // namespace embedscope::sessions

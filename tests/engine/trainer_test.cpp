@@ -106,7 +106,7 @@ TEST(Trainer, InvalidIdsFailBeforeTheyAreSentAndNameTheFeature) {
   const auto t0 = std::chrono::steady_clock::now();
   RunResult r = run_training(s, opt);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
-  EXPECT_EQ(r.ended, RunEnd::failed);
+  EXPECT_EQ(r.ended, RunEnd::crashed);
   EXPECT_TRUE(r.bad_input);
   EXPECT_NE(r.error.find("rank 1: feature 'f_small': 1 id(s) outside [0, 1)"), std::string::npos) << r.error;
 
@@ -161,7 +161,7 @@ TEST(Trainer, DivergedLossEndsTheRunOnEveryRank) {
   s.optimizer.dense_learning_rate = 1e30;
   s.steps = 10;
   RunResult r = run_training(s);
-  EXPECT_EQ(r.ended, RunEnd::failed);
+  EXPECT_EQ(r.ended, RunEnd::crashed);
   EXPECT_FALSE(r.bad_input);
   EXPECT_NE(r.error.find("training diverged: the loss is"), std::string::npos) << r.error;
 }

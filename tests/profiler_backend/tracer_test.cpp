@@ -6,7 +6,7 @@
 
 using namespace embedscope;
 
-TEST(Tracer, RecordsSpansPerLaneInOrder) {
+TEST(Tracer, RecordsSpansPerLaneAndDrains) {
   profiler::Tracer t(2, true);
   {
     profiler::ScopedSpan s(t, 1, sessions::Lane::comm, sessions::OpCategory::comm, "all_to_all", 3);
@@ -14,22 +14,32 @@ TEST(Tracer, RecordsSpansPerLaneInOrder) {
     s.set_correlation(7);
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  { profiler::ScopedSpan s(t, 0, sessions::Lane::compute, sessions::OpCategory::lookup, "lookup", 3); }
-  const auto& comm = t.lane_events(1, sessions::Lane::comm);
-  ASSERT_EQ(comm.size(), 1u);
-  EXPECT_STREQ(comm[0].name, "all_to_all");
-  EXPECT_EQ(comm[0].bytes, 128);
-  EXPECT_EQ(comm[0].correlation, 7u);
-  EXPECT_GE(comm[0].end_ns - comm[0].start_ns, 2'000'000);
-  auto all = t.events();
-  ASSERT_EQ(all.size(), 2u);
-  EXPECT_LE(all[0].start_ns, all[1].start_ns);
-  EXPECT_EQ(all[1].rank, 0);
-  EXPECT_TRUE(t.lane_events(0, sessions::Lane::comm).empty());
+  { profiler::ScopedSpan s(t, 1, sessions::Lane::compute, sessions::OpCategory::lookup, "lookup", 3); }
+  { profiler::ScopedSpan s(t, 0, sessions::Lane::compute, sessions::OpCategory::dense, "mlp", 3); }
+  auto r1 = t.take(1);
+  ASSERT_EQ(r1.size(), 2u);
+  EXPECT_STREQ(r1[0].name, "lookup");  // lane order: compute, then comm
+  EXPECT_STREQ(r1[1].name, "all_to_all");
+  EXPECT_EQ(r1[1].bytes, 128);
+  EXPECT_EQ(r1[1].correlation, 7u);
+  EXPECT_GE(r1[1].end_ns - r1[1].start_ns, 2'000'000);
+  EXPECT_TRUE(t.take(1).empty());  // drained
+  EXPECT_EQ(t.take(0).size(), 1u);
+  EXPECT_EQ(t.recorded(), 3);
+  EXPECT_GT(t.overhead_ns(), 0);
+  EXPECT_EQ(t.dropped(), 0);
+}
+
+TEST(Tracer, FullLaneDropsAndCounts) {
+  profiler::Tracer t(1, true, 2);
+  for (int i = 0; i < 5; ++i) profiler::ScopedSpan s(t, 0, sessions::Lane::compute, sessions::OpCategory::other, "x", i);
+  EXPECT_EQ(t.dropped(), 3);
+  EXPECT_EQ(t.take(0).size(), 2u);
 }
 
 TEST(Tracer, DisabledRecordsNothing) {
   profiler::Tracer t(1, false);
   { profiler::ScopedSpan s(t, 0, sessions::Lane::compute, sessions::OpCategory::dense, "mlp", 0); }
-  EXPECT_TRUE(t.events().empty());
+  EXPECT_TRUE(t.take(0).empty());
+  EXPECT_EQ(t.overhead_ns(), 0);
 }

@@ -12,11 +12,15 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "embedscope/profiler/tracer.h"
+#include "embedscope/sessions/events.h"
 
 namespace embedscope::engine {
 
@@ -43,6 +47,9 @@ class RankVanished : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+/// The linked Gloo's version, "0.5.0".
+std::string gloo_version();
 
 /// The key-value store through which ranks find each other (Gloo rendezvous). In-process for
 /// ranks that are threads of one process.
@@ -99,6 +106,14 @@ class ProcessGroup {
   /// all-reduce (sum, fp32), in place.
   void all_reduce_sum(const char* op_name, float* data, int64_t count);
 
+  /// Receives a record of every collective this rank completes (on the calling thread), with
+  /// times on `clock`. `step` is filled in by the observer.
+  using Observer = std::function<void(sessions::CollectiveRecord&&)>;
+  void set_observer(const profiler::RunClock* clock, Observer observer) {
+    clock_ = clock;
+    observer_ = std::move(observer);
+  }
+
   /// Test hook: this rank stops arriving from group sequence `seq` on (throws RankVanished
   /// instead of joining), so that its peers time out as they would with a hung rank.
   void vanish_at(uint64_t seq) { vanish_at_ = seq; }
@@ -107,8 +122,14 @@ class ProcessGroup {
   uint64_t sequence() const { return seq_; }
 
  private:
+  struct Splits {
+    std::vector<int64_t> send, recv;  // elements per peer (empty: no per-peer split)
+    size_t elem_size = 4;
+  };
   template <class F>
-  void run(const char* kind, const char* op_name, F&& body);
+  void run(const char* kind, const char* op_name, Splits splits, F&& body);
+  void all_to_all_impl(const char* kind, const char* op_name, const void* send, std::span<const int64_t> send_counts,
+                       void* recv, std::span<const int64_t> recv_counts, size_t elem_size);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
@@ -120,6 +141,8 @@ class ProcessGroup {
   uint64_t seq_ = 0;
   uint64_t vanish_at_ = 0;
   CommCounters counters_;
+  const profiler::RunClock* clock_ = nullptr;
+  Observer observer_;
 };
 
 }  // namespace embedscope::engine

@@ -20,6 +20,7 @@
 // dense all-reduce is averaged, so every sharding type trains the same model as the
 // unsharded reference.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -56,6 +57,12 @@ struct TrainerOptions {
   struct Vanish { int rank = -1; uint64_t sequence = 0; } vanish;
   /// Re-assemble full tables (and keep the dense parameters) at the end of the run.
   bool keep_tables = false;
+  /// Keep every span in RunResult::events (they also go to the session when there is one).
+  bool keep_events = true;
+  /// Write the session (sessions/FORMAT.md) to this path; empty: no session file.
+  std::string session_path;
+  /// Set (e.g. from a SIGINT handler) to stop after the current step; the run ends "cancelled".
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct RankSummary {
@@ -68,9 +75,10 @@ struct RankSummary {
   int64_t invalid_ids = 0;     ///< ids clamped or dropped (policy clamp / drop)
 };
 
-/// How a run ended. Exit codes (DESIGN.md): complete 0; failed (a rank's error, a diverged
-/// loss), oom, hang 1; failed with bad_input (ids outside a table) 2.
-enum class RunEnd { complete, failed, oom, hang };
+/// How a run ended (the session's `ended`). Exit codes (DESIGN.md): complete and cancelled 0;
+/// crashed (a rank's error, a diverged loss), oom, hang 1; crashed with bad_input (ids outside
+/// a table) 2.
+enum class RunEnd { complete, cancelled, crashed, oom, hang };
 const char* to_string(RunEnd e);
 
 struct RunResult {
@@ -82,6 +90,9 @@ struct RunResult {
   std::vector<double> loss;             ///< measured steps: global mean loss
   std::vector<RankSummary> ranks;
   std::vector<sessions::OpEvent> events;
+  std::string session_path;             ///< the session written, if any
+  int64_t tracer_overhead_ns = 0;       ///< the tracer's estimated own cost
+  int64_t dropped_records = 0;
   int64_t samples_per_step = 0;         ///< batch_size x world
   /// keep_tables: full tables (num_embeddings x embedding_dim) and dense parameters.
   std::vector<std::vector<float>> tables;
@@ -89,9 +100,10 @@ struct RunResult {
 };
 
 /// Runs the workload. Throws SpecError for a spec that cannot run (before any thread
-/// starts: plan errors, memory that does not fit the devices or this host). Failures during
-/// the run (OOM, collective timeout, invalid ids, split mismatch) end the run and are
-/// reported in RunResult, never thrown and never hung.
+/// starts and before a session file is created: plan errors, memory that does not fit the
+/// devices or this host), and sessions::SessionError when the session file cannot be
+/// created. Failures during the run (OOM, collective timeout, invalid ids, split mismatch)
+/// end the run and are reported in RunResult and the session, never thrown and never hung.
 RunResult run_training(const WorkloadSpec& spec, const TrainerOptions& options = {});
 
 }  // namespace embedscope::engine

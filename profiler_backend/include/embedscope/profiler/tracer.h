@@ -1,29 +1,30 @@
 #pragma once
 // The CPU tracer: the engine's op spans, per rank and lane, on one steady clock.
 //
-// Each (rank, lane) has its own buffer written by exactly one thread (the rank's compute
-// worker or its comm worker), so recording takes no lock. When tracing is off, record() is a
-// single branch. Buffers are read after the threads that write them have been joined.
+// Each (rank, lane) has its own buffer and lock (only that lane's thread and the drainer
+// touch it, so the lock is uncontended). When tracing is off, record() is one branch. Buffers
+// are drained with take() (at step boundaries) into the session writer; a lane holding
+// `max_pending` undrained spans drops further spans and counts them. The tracer measures its
+// own cost: the time spent in record() plus two clock reads per span (calibrated at start).
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "embedscope/sessions/events.h"
 
 namespace embedscope::profiler {
 
-/// Nanoseconds on std::chrono::steady_clock since `anchor` (the run's start).
+/// Nanoseconds on std::chrono::steady_clock since the run's start (the anchor).
 class RunClock {
  public:
-  RunClock() : anchor_(std::chrono::steady_clock::now()),
-               wall_anchor_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                   std::chrono::system_clock::now().time_since_epoch()).count()) {}
+  RunClock();
   int64_t now_ns() const {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - anchor_)
-        .count();
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - anchor_).count();
   }
-  /// Unix time (ns) of the anchor, to place the run on the wall clock.
+  /// Unix time (ns, system_clock) of the anchor, to place the run on the wall clock.
   int64_t wall_anchor_ns() const { return wall_anchor_ns_; }
 
  private:
@@ -34,33 +35,41 @@ class RunClock {
 class Tracer {
  public:
   /// world_size ranks, each with the lanes of sessions::Lane.
-  Tracer(int world_size, bool enabled);
+  Tracer(int world_size, bool enabled, size_t max_pending = size_t{1} << 22);
   bool enabled() const { return enabled_; }
   const RunClock& clock() const { return clock_; }
   int64_t now_ns() const { return clock_.now_ns(); }
-  /// Appends a span (called only from the thread that owns ev.rank / ev.lane).
-  void record(const sessions::OpEvent& ev) {
-    if (enabled_) buffers_[static_cast<size_t>(ev.rank * kLanes + static_cast<int>(ev.lane))].push_back(ev);
-  }
-  /// All spans of all ranks and lanes, sorted by (start, rank, lane).
-  std::vector<sessions::OpEvent> events() const;
-  const std::vector<sessions::OpEvent>& lane_events(int rank, sessions::Lane lane) const {
-    return buffers_[static_cast<size_t>(rank * kLanes + static_cast<int>(lane))];
-  }
+  /// Appends a span (called from the thread that owns ev.rank / ev.lane).
+  void record(const sessions::OpEvent& ev);
+  /// Moves out the spans recorded so far on every lane of `rank` (lane order, then time).
+  std::vector<sessions::OpEvent> take(int rank);
+  /// Spans dropped because a lane was full, over all lanes.
+  int64_t dropped() const;
+  /// Estimated tracing cost in ns, over all lanes.
+  int64_t overhead_ns() const;
+  int64_t recorded() const;
 
   static constexpr int kLanes = 2;
 
  private:
+  struct LaneBuffer {
+    std::mutex mu;
+    std::vector<sessions::OpEvent> events;
+    int64_t dropped = 0;
+    int64_t recorded = 0;
+    int64_t overhead_ns = 0;
+  };
   bool enabled_;
+  size_t max_pending_;
+  int64_t clock_read_ns_ = 0;
   RunClock clock_;
-  std::vector<std::vector<sessions::OpEvent>> buffers_;
+  std::vector<std::unique_ptr<LaneBuffer>> lanes_;
 };
 
 /// RAII span: records [construction, destruction) on destruction.
 class ScopedSpan {
  public:
-  ScopedSpan(Tracer& t, int rank, sessions::Lane lane, sessions::OpCategory cat, const char* name,
-             int64_t step)
+  ScopedSpan(Tracer& t, int rank, sessions::Lane lane, sessions::OpCategory cat, const char* name, int64_t step)
       : t_(t), ev_{rank, lane, cat, name, step, t.enabled() ? t.now_ns() : 0, 0, 0, 0} {}
   ~ScopedSpan() {
     if (t_.enabled()) {
@@ -72,6 +81,7 @@ class ScopedSpan {
   ScopedSpan& operator=(const ScopedSpan&) = delete;
   void set_bytes(int64_t b) { ev_.bytes = b; }
   void set_correlation(uint64_t c) { ev_.correlation = c; }
+  int64_t start_ns() const { return ev_.start_ns; }
 
  private:
   Tracer& t_;

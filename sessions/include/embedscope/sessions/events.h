@@ -1,21 +1,25 @@
 #pragma once
-// Event records shared by the engine, the collectors and (with the session issue) the SQLite
-// session file. Timestamps are integer nanoseconds on one steady clock per run, measured from
-// the run's start (the clock anchor is recorded beside them).
+// Records shared by the engine, the collectors and the SQLite session file (FORMAT.md).
+// Timestamps are integer nanoseconds on one steady clock per run, measured from the run's
+// start; the wall-clock time of that start is the session's `wall_anchor_unix_ns`.
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace embedscope::sessions {
 
 /// What an op spends its time on; the same categories colour every view.
-enum class OpCategory : uint8_t { input, lookup, comm, dense, optimizer, memcpy, other };
+enum class OpCategory : uint8_t { input = 0, lookup = 1, comm = 2, dense = 3, optimizer = 4, memcpy = 5, other = 6 };
+constexpr int kNumCategories = 7;
 
 /// Lanes of a CPU rank: the compute worker and the comm worker (threads).
 enum class Lane : uint8_t { compute = 0, comm = 1 };
 
 const char* to_string(OpCategory c);
 const char* to_string(Lane l);
+/// Inverse of to_string; returns false for an unknown name.
+bool category_from_string(const std::string& s, OpCategory& out);
 
 /// One op span on a rank's lane. `name` points to a string with static storage duration
 /// (op names are literals), so recording a span never allocates.
@@ -29,6 +33,46 @@ struct OpEvent {
   int64_t end_ns = 0;
   int64_t bytes = 0;      ///< bytes sent + received by a collective, 0 otherwise
   uint64_t correlation = 0;  ///< collective sequence number within its group, 0 otherwise
+};
+
+/// One rank's view of one collective (the row `rank` of the per-peer split matrix).
+struct CollectiveRecord {
+  int32_t rank = 0;
+  std::string op;          ///< all_to_all, reduce_scatter, all_gather, all_reduce
+  std::string name;        ///< the engine's name, e.g. "output_dist/all_to_all"
+  std::string group;       ///< process group: world, node0, cross1, ...
+  uint64_t sequence = 0;   ///< sequence number within the group (same on every member)
+  std::string dtype;       ///< float32, int64
+  int64_t step = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int64_t bytes_sent = 0;      ///< to other ranks
+  int64_t bytes_received = 0;  ///< from other ranks
+  std::vector<int32_t> peers;          ///< global ranks of the group, in group order
+  std::vector<int64_t> send_elements;  ///< elements sent to each peer (group order)
+  std::vector<int64_t> recv_elements;  ///< elements received from each peer
+};
+
+/// Load of one table shard on one rank in one step.
+struct LoadCounter {
+  int64_t step = 0;
+  int32_t rank = 0;
+  int32_t table = 0;       ///< index into the workload's tables
+  int32_t shard = 0;       ///< index into the table's shards in the sharding plan
+  int64_t ids = 0;         ///< ids looked up in the shard
+  int64_t unique_ids = 0;  ///< distinct rows the optimizer updated
+  int64_t bytes_in = 0;    ///< ids and lengths received for the lookup
+  int64_t bytes_out = 0;   ///< pooled rows produced for other ranks (and this one)
+  int64_t lookup_ns = 0;   ///< time of the shard's pooled lookup
+};
+
+/// One rank's step.
+struct StepMetric {
+  int64_t step = 0;
+  int32_t rank = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  double loss = 0;  ///< global mean loss of the step (the same on every rank)
 };
 
 }  // namespace embedscope::sessions

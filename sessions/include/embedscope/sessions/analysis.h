@@ -1,0 +1,89 @@
+#pragma once
+// Analyses of a session, shared by `embedscope stats` and the workbench.
+//
+// Time classes per rank (Holistic Trace Analysis, "comm/comp overlap"): *compute* is every
+// op that is not communication or a copy (categories input, lookup, dense, optimizer, other);
+// *communication* is category comm. The intervals of each class are merged per rank first
+// (partially overlapping ops count once), then
+//   overlap          = |compute ∩ comm|
+//   exposed comm     = |comm| - overlap
+//   idle             = |step window| - |compute ∪ comm ∪ memcpy|
+//   overlap %        = 100 * overlap / |comm|
+// Source: facebookresearch/HolisticTraceAnalysis, comm_comp_overlap (time computing while
+// communicating / time communicating).
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "embedscope/sessions/events.h"
+#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/stats.h"
+
+namespace embedscope::sessions {
+
+/// Half-open [start, end) in ns.
+struct Interval {
+  int64_t start = 0;
+  int64_t end = 0;
+  friend bool operator==(const Interval&, const Interval&) = default;
+};
+
+/// The union of `v` as sorted, disjoint, non-empty intervals (touching ones are joined).
+std::vector<Interval> merge_intervals(std::vector<Interval> v);
+/// Total length of merged intervals.
+int64_t covered_ns(const std::vector<Interval>& merged);
+/// Intersection of two merged interval lists (merged result).
+std::vector<Interval> intersect(const std::vector<Interval>& a, const std::vector<Interval>& b);
+
+/// One rank's time in one step (ns); by_category is the union length per category.
+struct RankStepTimes {
+  int64_t step = 0;
+  int32_t rank = 0;
+  int64_t window_ns = 0;
+  int64_t compute_ns = 0;
+  int64_t comm_ns = 0;
+  int64_t overlap_ns = 0;
+  int64_t exposed_comm_ns = 0;
+  int64_t idle_ns = 0;
+  std::array<int64_t, kNumCategories> by_category_ns{};
+};
+
+/// Times of one rank in one step window [t0, t1) from its ops (any lanes; clipped to the window).
+RankStepTimes rank_step_times(const std::vector<OpRecord>& ops, int64_t t0, int64_t t1);
+
+struct RankStats {
+  int32_t rank = 0;
+  int64_t compute_ns = 0, comm_ns = 0, overlap_ns = 0, exposed_comm_ns = 0, idle_ns = 0;
+  double overlap_pct = 0;
+  int64_t ids_looked_up = 0;
+  int64_t lookup_ns = 0;
+  int64_t bytes_sent = 0, bytes_received = 0;
+  std::array<int64_t, kNumCategories> by_category_ns{};
+};
+
+/// The figures of `embedscope stats`, over the measured steps (step >= 0).
+struct RunStats {
+  std::string ended;
+  bool simulated = false;
+  int64_t steps = 0;
+  int64_t samples_per_step = 0;
+  Distribution step_time_ns;       ///< per step: the slowest rank's step time
+  double samples_per_s = 0;
+  double overlap_pct = 0;          ///< over all ranks and steps
+  int64_t exposed_comm_ns = 0;     ///< mean over ranks of each rank's total exposed communication
+  double lookups_max_over_mean = 1;      ///< ids looked up per rank: max / mean (1 = balanced)
+  double lookup_time_max_over_mean = 1;  ///< lookup time per rank: max / mean
+  std::vector<RankStats> ranks;
+  std::vector<RankStepTimes> per_step;   ///< (step, rank) order
+  std::vector<double> loss;              ///< per measured step
+};
+
+/// Computes RunStats from a session. Throws SessionError on an unreadable file.
+RunStats analyze(const SessionReader& session);
+
+/// max / mean of non-negative values; 1 when the mean is 0 or there are no values.
+double max_over_mean(const std::vector<double>& v);
+
+}  // namespace embedscope::sessions

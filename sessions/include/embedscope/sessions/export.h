@@ -1,0 +1,30 @@
+#pragma once
+// Exporters: Chrome Trace Event Format (opens in Perfetto and chrome://tracing) and CSV.
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "embedscope/sessions/analysis.h"
+#include "embedscope/sessions/session.h"
+
+namespace embedscope::sessions {
+
+/// Writes the session as a Trace Event Format JSON object: one process per rank (pid = rank,
+/// "rank N"), one thread per lane (tid = lane, named), an `X` event per op (ts and dur in
+/// microseconds with three decimals, so the integer nanoseconds are kept exactly), `C` counter
+/// events per rank and step (ids looked up, loss), and flow events (`s` / `f`) joining the ranks
+/// of each collective (from the first rank to enter it to every other member). The session's
+/// metadata goes into "metadata". Spec: "Trace Event Format", Google (chromium catapult docs).
+void export_chrome_trace(const SessionReader& session, std::ostream& out);
+
+/// Nanoseconds as microseconds with exactly three decimals ("1234.567").
+std::string ns_to_us(int64_t ns);
+
+/// Writes CSV files into `dir` (created if missing): events.csv (every op), steps.csv (per step
+/// and rank: the RunStats times), ranks.csv (per rank totals), load.csv (load counters),
+/// collectives.csv. Returns the paths written. Throws SessionError naming a file it cannot
+/// write.
+std::vector<std::string> export_csv(const SessionReader& session, const RunStats& stats, const std::string& dir);
+
+}  // namespace embedscope::sessions

@@ -1,0 +1,149 @@
+#include "embedscope/sessions/analysis.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+namespace embedscope::sessions {
+
+std::vector<Interval> merge_intervals(std::vector<Interval> v) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](const Interval& i) { return i.end <= i.start; }), v.end());
+  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  std::vector<Interval> out;
+  for (const auto& i : v) {
+    if (!out.empty() && i.start <= out.back().end)
+      out.back().end = std::max(out.back().end, i.end);
+    else
+      out.push_back(i);
+  }
+  return out;
+}
+
+int64_t covered_ns(const std::vector<Interval>& merged) {
+  int64_t s = 0;
+  for (const auto& i : merged) s += i.end - i.start;
+  return s;
+}
+
+std::vector<Interval> intersect(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  std::vector<Interval> out;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const int64_t s = std::max(a[i].start, b[j].start), e = std::min(a[i].end, b[j].end);
+    if (s < e) out.push_back({s, e});
+    if (a[i].end < b[j].end) ++i; else ++j;
+  }
+  return out;
+}
+
+RankStepTimes rank_step_times(const std::vector<OpRecord>& ops, int64_t t0, int64_t t1) {
+  RankStepTimes t;
+  t.window_ns = std::max<int64_t>(0, t1 - t0);
+  std::array<std::vector<Interval>, kNumCategories> by_cat;
+  for (const auto& o : ops) {
+    const int64_t s = std::max(o.start_ns, t0), e = std::min(o.end_ns, t1);
+    if (s < e) by_cat[static_cast<size_t>(o.category)].push_back({s, e});
+  }
+  std::vector<Interval> compute, comm, busy;
+  for (int c = 0; c < kNumCategories; ++c) {
+    auto merged = merge_intervals(by_cat[static_cast<size_t>(c)]);
+    t.by_category_ns[static_cast<size_t>(c)] = covered_ns(merged);
+    auto cat = static_cast<OpCategory>(c);
+    auto& dst = cat == OpCategory::comm ? comm : (cat == OpCategory::memcpy ? busy : compute);
+    dst.insert(dst.end(), merged.begin(), merged.end());
+  }
+  compute = merge_intervals(compute);
+  comm = merge_intervals(comm);
+  busy.insert(busy.end(), compute.begin(), compute.end());
+  busy.insert(busy.end(), comm.begin(), comm.end());
+  t.compute_ns = covered_ns(compute);
+  t.comm_ns = covered_ns(comm);
+  t.overlap_ns = covered_ns(intersect(compute, comm));
+  t.exposed_comm_ns = t.comm_ns - t.overlap_ns;
+  t.idle_ns = t.window_ns - covered_ns(merge_intervals(busy));
+  return t;
+}
+
+double max_over_mean(const std::vector<double>& v) {
+  if (v.empty()) return 1.0;
+  const double mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  return mean > 0 ? *std::max_element(v.begin(), v.end()) / mean : 1.0;
+}
+
+RunStats analyze(const SessionReader& session) {
+  RunStats st;
+  st.ended = session.status();
+  st.simulated = session.meta("simulated", "0") == "1";
+  st.samples_per_step = std::strtoll(session.meta("samples_per_step", "0").c_str(), nullptr, 10);
+  const int world = static_cast<int>(std::strtol(session.meta("world_size", "0").c_str(), nullptr, 10));
+  std::map<int32_t, RankStats> ranks;
+  for (int r = 0; r < world; ++r) ranks[r].rank = r;
+
+  // step windows
+  std::map<int64_t, std::map<int32_t, std::pair<int64_t, int64_t>>> windows;
+  std::map<int64_t, double> loss;
+  for (const auto& s : session.steps()) {
+    if (s.step < 0) continue;
+    windows[s.step][s.rank] = {s.start_ns, s.end_ns};
+    loss[s.step] = s.loss;
+  }
+  std::vector<int64_t> step_times;
+  for (const auto& [step, per_rank] : windows) {
+    int64_t longest = 0;
+    for (const auto& [r, w] : per_rank) longest = std::max(longest, w.second - w.first);
+    step_times.push_back(longest);
+    st.loss.push_back(loss[step]);
+  }
+  st.steps = static_cast<int64_t>(windows.size());
+  st.step_time_ns = summarize(step_times);
+  st.samples_per_s = st.step_time_ns.mean > 0 ? static_cast<double>(st.samples_per_step) / (st.step_time_ns.mean * 1e-9) : 0;
+
+  // ops per (rank, step), measured steps only
+  std::map<std::pair<int32_t, int64_t>, std::vector<OpRecord>> grouped;
+  for (const auto& o : session.all_ops())
+    if (o.step >= 0) grouped[{o.rank, o.step}].push_back(o);
+  int64_t overlap_total = 0, comm_total = 0;
+  for (const auto& [step, per_rank] : windows)
+    for (const auto& [r, w] : per_rank) {
+      RankStepTimes t = rank_step_times(grouped[{r, step}], w.first, w.second);
+      t.step = step;
+      t.rank = r;
+      RankStats& rs = ranks[r];
+      rs.rank = r;
+      rs.compute_ns += t.compute_ns;
+      rs.comm_ns += t.comm_ns;
+      rs.overlap_ns += t.overlap_ns;
+      rs.exposed_comm_ns += t.exposed_comm_ns;
+      rs.idle_ns += t.idle_ns;
+      for (int c = 0; c < kNumCategories; ++c) rs.by_category_ns[static_cast<size_t>(c)] += t.by_category_ns[static_cast<size_t>(c)];
+      overlap_total += t.overlap_ns;
+      comm_total += t.comm_ns;
+      st.per_step.push_back(t);
+    }
+  for (const auto& c : session.load()) {
+    if (c.step < 0) continue;
+    ranks[c.rank].ids_looked_up += c.ids;
+    ranks[c.rank].lookup_ns += c.lookup_ns;
+  }
+  for (const auto& c : session.collectives()) {
+    if (c.step < 0) continue;
+    ranks[c.rank].bytes_sent += c.bytes_sent;
+    ranks[c.rank].bytes_received += c.bytes_received;
+  }
+  std::vector<double> lookups, lookup_time;
+  int64_t exposed_sum = 0;
+  for (auto& [r, rs] : ranks) {
+    rs.overlap_pct = rs.comm_ns > 0 ? 100.0 * static_cast<double>(rs.overlap_ns) / static_cast<double>(rs.comm_ns) : 0.0;
+    lookups.push_back(static_cast<double>(rs.ids_looked_up));
+    lookup_time.push_back(static_cast<double>(rs.lookup_ns));
+    exposed_sum += rs.exposed_comm_ns;
+    st.ranks.push_back(rs);
+  }
+  st.overlap_pct = comm_total > 0 ? 100.0 * static_cast<double>(overlap_total) / static_cast<double>(comm_total) : 0.0;
+  st.exposed_comm_ns = st.ranks.empty() ? 0 : exposed_sum / static_cast<int64_t>(st.ranks.size());
+  st.lookups_max_over_mean = max_over_mean(lookups);
+  st.lookup_time_max_over_mean = max_over_mean(lookup_time);
+  return st;
+}
+
+}  // namespace embedscope::sessions

@@ -1,0 +1,152 @@
+#include "embedscope/sessions/export.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+namespace embedscope::sessions {
+
+std::string ns_to_us(int64_t ns) {
+  const char* sign = ns < 0 ? "-" : "";
+  const uint64_t a = ns < 0 ? static_cast<uint64_t>(-(ns + 1)) + 1 : static_cast<uint64_t>(ns);
+  return fmt::format("{}{}.{:03}", sign, a / 1000, a % 1000);
+}
+
+namespace {
+std::string quoted(const std::string& s) { return nlohmann::json(s).dump(); }
+}  // namespace
+
+void export_chrome_trace(const SessionReader& session, std::ostream& out) {
+  out << "{\"displayTimeUnit\":\"ns\",\"metadata\":" << nlohmann::json(session.metadata()).dump() << ",\n\"traceEvents\":[\n";
+  bool first = true;
+  auto emit = [&](const std::string& ev) {
+    out << (first ? "" : ",\n") << ev;
+    first = false;
+  };
+  const bool simulated = session.meta("simulated", "0") == "1";
+  std::map<int32_t, bool> seen_rank;
+  for (const auto& l : session.lanes()) {
+    if (!seen_rank[l.rank]) {
+      emit(fmt::format(R"({{"ph":"M","pid":{},"name":"process_name","args":{{"name":"rank {}{}"}}}})", l.rank, l.rank,
+                       simulated ? " (simulated)" : ""));
+      emit(fmt::format(R"({{"ph":"M","pid":{},"name":"process_sort_index","args":{{"sort_index":{}}}}})", l.rank, l.rank));
+      seen_rank[l.rank] = true;
+    }
+    emit(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":{}}}}})", l.rank, l.lane,
+                     quoted(l.name)));
+  }
+  for (const auto& o : session.all_ops()) {
+    std::string args = fmt::format(R"("step":{})", o.step);
+    if (o.bytes) args += fmt::format(R"(,"bytes":{})", o.bytes);
+    if (o.correlation) args += fmt::format(R"(,"sequence":{})", o.correlation);
+    emit(fmt::format(R"({{"ph":"X","pid":{},"tid":{},"name":{},"cat":"{}","ts":{},"dur":{},"args":{{{}}}}})", o.rank,
+                     o.lane, quoted(session.name(o.name_id)), to_string(o.category), ns_to_us(o.start_ns),
+                     ns_to_us(o.end_ns - o.start_ns), args));
+  }
+  // counters at the start of each step
+  std::map<std::pair<int64_t, int32_t>, int64_t> step_start;
+  for (const auto& s : session.steps()) {
+    step_start[{s.step, s.rank}] = s.start_ns;
+    emit(fmt::format(R"({{"ph":"C","pid":{},"name":"loss","ts":{},"args":{{"loss":{}}}}})", s.rank,
+                     ns_to_us(s.start_ns), s.loss));
+  }
+  std::map<std::pair<int64_t, int32_t>, int64_t> ids;
+  for (const auto& c : session.load()) ids[{c.step, c.rank}] += c.ids;
+  for (const auto& [key, n] : ids)
+    if (auto it = step_start.find(key); it != step_start.end())
+      emit(fmt::format(R"({{"ph":"C","pid":{},"name":"ids looked up","ts":{},"args":{{"ids":{}}}}})", key.second,
+                       ns_to_us(it->second), n));
+  // flows: one arrow from the first rank to enter a collective to each other member
+  std::map<std::pair<std::string, uint64_t>, std::vector<const CollectiveRecord*>> by_seq;
+  const auto colls = session.collectives();
+  for (const auto& c : colls) by_seq[{c.group, c.sequence}].push_back(&c);
+  uint64_t flow_id = 1;
+  for (const auto& [key, members] : by_seq) {
+    if (members.size() < 2) continue;
+    const CollectiveRecord* src = members[0];
+    for (const auto* m : members)
+      if (m->start_ns < src->start_ns) src = m;
+    for (const auto* m : members) {
+      if (m == src) continue;
+      const std::string name = quoted(m->name);
+      emit(fmt::format(R"({{"ph":"s","id":{},"pid":{},"tid":1,"ts":{},"name":{},"cat":"collective"}})", flow_id,
+                       src->rank, ns_to_us(src->start_ns), name));
+      emit(fmt::format(R"({{"ph":"f","bp":"e","id":{},"pid":{},"tid":1,"ts":{},"name":{},"cat":"collective"}})", flow_id,
+                       m->rank, ns_to_us(m->end_ns - 1 > m->start_ns ? m->end_ns - 1 : m->start_ns), name));
+      ++flow_id;
+    }
+  }
+  out << "\n]}\n";
+}
+
+std::vector<std::string> export_csv(const SessionReader& session, const RunStats& stats, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw SessionError(fmt::format("{}: cannot create directory: {}", dir, ec.message()));
+  std::vector<std::string> written;
+  auto open = [&](const char* name) {
+    const std::string path = (std::filesystem::path(dir) / name).string();
+    std::ofstream f(path);
+    if (!f) throw SessionError(fmt::format("{}: cannot write", path));
+    written.push_back(path);
+    return f;
+  };
+  auto csv = [](const std::string& s) {
+    if (s.find_first_of(",\"\n") == std::string::npos) return s;
+    std::string q = "\"";
+    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
+  {
+    auto f = open("events.csv");
+    f << "rank,lane,category,name,step,start_ns,end_ns,dur_ns,bytes,sequence\n";
+    std::map<std::pair<int32_t, int32_t>, std::string> lane_names;
+    for (const auto& l : session.lanes()) lane_names[{l.rank, l.lane}] = l.name;
+    for (const auto& o : session.all_ops())
+      f << fmt::format("{},{},{},{},{},{},{},{},{},{}\n", o.rank, csv(lane_names[{o.rank, o.lane}]), to_string(o.category),
+                       csv(session.name(o.name_id)), o.step, o.start_ns, o.end_ns, o.end_ns - o.start_ns, o.bytes,
+                       o.correlation);
+  }
+  std::string cat_header;
+  for (int c = 0; c < kNumCategories; ++c) cat_header += fmt::format(",{}_ns", to_string(static_cast<OpCategory>(c)));
+  {
+    auto f = open("steps.csv");
+    f << "step,rank,window_ns,compute_ns,comm_ns,overlap_ns,exposed_comm_ns,idle_ns" << cat_header << "\n";
+    for (const auto& t : stats.per_step)
+      f << fmt::format("{},{},{},{},{},{},{},{},{}\n", t.step, t.rank, t.window_ns, t.compute_ns, t.comm_ns, t.overlap_ns,
+                       t.exposed_comm_ns, t.idle_ns, fmt::join(t.by_category_ns, ","));
+  }
+  {
+    auto f = open("ranks.csv");
+    f << "rank,compute_ns,comm_ns,overlap_ns,exposed_comm_ns,idle_ns,overlap_pct,ids_looked_up,lookup_ns,bytes_sent,"
+         "bytes_received" << cat_header << "\n";
+    for (const auto& r : stats.ranks)
+      f << fmt::format("{},{},{},{},{},{},{:.3f},{},{},{},{},{}\n", r.rank, r.compute_ns, r.comm_ns, r.overlap_ns,
+                       r.exposed_comm_ns, r.idle_ns, r.overlap_pct, r.ids_looked_up, r.lookup_ns, r.bytes_sent,
+                       r.bytes_received, fmt::join(r.by_category_ns, ","));
+  }
+  {
+    auto f = open("load.csv");
+    f << "step,rank,table_index,shard,ids,unique_ids,bytes_in,bytes_out,lookup_ns\n";
+    for (const auto& c : session.load())
+      f << fmt::format("{},{},{},{},{},{},{},{},{}\n", c.step, c.rank, c.table, c.shard, c.ids, c.unique_ids, c.bytes_in,
+                       c.bytes_out, c.lookup_ns);
+  }
+  {
+    auto f = open("collectives.csv");
+    f << "rank,op,name,group,sequence,dtype,step,start_ns,end_ns,bytes_sent,bytes_received,peers,send_elements,"
+         "recv_elements\n";
+    for (const auto& c : session.collectives())
+      f << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", c.rank, c.op, csv(c.name), c.group, c.sequence,
+                       c.dtype, c.step, c.start_ns, c.end_ns, c.bytes_sent, c.bytes_received,
+                       csv(fmt::format("{}", fmt::join(c.peers, " "))), csv(fmt::format("{}", fmt::join(c.send_elements, " "))),
+                       csv(fmt::format("{}", fmt::join(c.recv_elements, " "))));
+  }
+  return written;
+}
+
+}  // namespace embedscope::sessions

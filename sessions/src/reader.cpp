@@ -1,0 +1,284 @@
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "embedscope/sessions/session.h"
+
+namespace embedscope::sessions {
+
+namespace {
+
+struct Stmt {
+  sqlite3_stmt* st = nullptr;
+  ~Stmt() { sqlite3_finalize(st); }
+};
+
+std::string this_host() {
+  char buf[256] = {};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+template <class T>
+std::vector<T> parse_array(const unsigned char* text) {
+  std::vector<T> out;
+  if (!text) return out;
+  for (const auto& v : nlohmann::json::parse(reinterpret_cast<const char*>(text))) out.push_back(v.get<T>());
+  return out;
+}
+
+}  // namespace
+
+void SessionReader::check(int rc, const char* what) const {
+  if (rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE) return;
+  const int primary = rc & 0xff;
+  const std::string detail = sqlite3_errmsg(db_);
+  if (primary == SQLITE_NOTADB)
+    throw SessionError(fmt::format("{}: not an SQLite database ({})", path_, detail));
+  if (primary == SQLITE_CORRUPT)
+    throw SessionError(fmt::format("{}: the session file is truncated or corrupt ({}, while {})", path_, detail, what));
+  throw SessionError(fmt::format("{}: {} while {}", path_, detail, what));
+}
+
+SessionReader::SessionReader(const std::string& path) : path_(path) {
+  struct stat sb {};
+  if (stat(path.c_str(), &sb) != 0)
+    throw SessionError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  if (S_ISDIR(sb.st_mode)) throw SessionError(fmt::format("{}: is a directory, not a session file", path));
+  if (sb.st_size == 0) throw SessionError(fmt::format("{}: the file is empty (not a session)", path));
+  const std::string uri = "file:" + path + "?mode=ro";
+  if (sqlite3_open_v2(uri.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr) !=
+      SQLITE_OK) {
+    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw SessionError(fmt::format("{}: cannot open: {}", path, msg));
+  }
+  try {
+    {
+      Stmt s;
+      check(sqlite3_prepare_v2(db_, "PRAGMA user_version", -1, &s.st, nullptr), "reading the schema version");
+      check(sqlite3_step(s.st), "reading the schema version");
+      version_ = sqlite3_column_int(s.st, 0);
+    }
+    {
+      Stmt s;
+      check(sqlite3_prepare_v2(db_, "SELECT count(*) FROM sqlite_schema WHERE name = 'metadata'", -1, &s.st, nullptr),
+            "reading the schema");
+      check(sqlite3_step(s.st), "reading the schema");
+      if (sqlite3_column_int(s.st, 0) == 0)
+        throw SessionError(fmt::format("{}: an SQLite database, but not an Embedscope session (no metadata table)", path));
+    }
+    if (version_ > kSchemaVersion)
+      throw SessionError(fmt::format(
+          "{}: written by a newer Embedscope (session schema version {}; this build reads up to {}); update Embedscope",
+          path, version_, kSchemaVersion));
+    if (version_ < 1) throw SessionError(fmt::format("{}: not an Embedscope session (schema version {})", path, version_));
+    {
+      Stmt s;
+      check(sqlite3_prepare_v2(db_, "SELECT key, value FROM metadata", -1, &s.st, nullptr), "reading metadata");
+      int rc;
+      while ((rc = sqlite3_step(s.st)) == SQLITE_ROW)
+        meta_[reinterpret_cast<const char*>(sqlite3_column_text(s.st, 0))] =
+            reinterpret_cast<const char*>(sqlite3_column_text(s.st, 1));
+      check(rc, "reading metadata");
+    }
+    if (meta("format") != "embedscope-session")
+      throw SessionError(fmt::format("{}: not an Embedscope session (metadata 'format' is '{}')", path, meta("format")));
+    {
+      Stmt s;
+      check(sqlite3_prepare_v2(db_, "SELECT id, value FROM strings ORDER BY id", -1, &s.st, nullptr), "reading strings");
+      int rc;
+      while ((rc = sqlite3_step(s.st)) == SQLITE_ROW) {
+        const auto id = static_cast<size_t>(sqlite3_column_int(s.st, 0));
+        if (strings_.size() <= id) strings_.resize(id + 1);
+        strings_[id] = reinterpret_cast<const char*>(sqlite3_column_text(s.st, 1));
+      }
+      check(rc, "reading strings");
+    }
+    {
+      Stmt s;
+      check(sqlite3_prepare_v2(db_, "SELECT rank, lane, max_duration_ns FROM lanes", -1, &s.st, nullptr), "reading lanes");
+      int rc;
+      while ((rc = sqlite3_step(s.st)) == SQLITE_ROW)
+        max_duration_[{sqlite3_column_int(s.st, 0), sqlite3_column_int(s.st, 1)}] = sqlite3_column_int64(s.st, 2);
+      check(rc, "reading lanes");
+    }
+  } catch (...) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw;
+  }
+}
+
+SessionReader::~SessionReader() { sqlite3_close(db_); }
+
+std::string SessionReader::meta(const std::string& key, const std::string& fallback) const {
+  auto it = meta_.find(key);
+  return it == meta_.end() ? fallback : it->second;
+}
+
+std::string SessionReader::status() const {
+  const std::string ended = meta("ended", "running");
+  if (ended != "running") return ended;
+  const std::string pid = meta("writer_pid");
+  if (!pid.empty() && meta("writer_host") == this_host()) {
+    const long p = std::strtol(pid.c_str(), nullptr, 10);
+    if (p > 0 && kill(static_cast<pid_t>(p), 0) != 0 && errno == ESRCH) return "crashed";
+  }
+  return "running";
+}
+
+const std::string& SessionReader::name(int32_t id) const {
+  static const std::string unknown = "?";
+  return id >= 0 && static_cast<size_t>(id) < strings_.size() ? strings_[static_cast<size_t>(id)] : unknown;
+}
+
+std::vector<LaneInfo> SessionReader::lanes() const {
+  std::vector<LaneInfo> out;
+  Stmt s;
+  check(sqlite3_prepare_v2(db_, "SELECT rank, lane, name, kind FROM lanes ORDER BY rank, lane", -1, &s.st, nullptr),
+        "reading lanes");
+  int rc;
+  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW)
+    out.push_back({sqlite3_column_int(s.st, 0), sqlite3_column_int(s.st, 1),
+                   reinterpret_cast<const char*>(sqlite3_column_text(s.st, 2)),
+                   reinterpret_cast<const char*>(sqlite3_column_text(s.st, 3))});
+  check(rc, "reading lanes");
+  return out;
+}
+
+namespace {
+constexpr const char* kOpColumns = "rank, lane, category, name_id, step, start_ns, end_ns, bytes, correlation";
+OpRecord op_from(sqlite3_stmt* st) {
+  OpRecord o;
+  o.rank = sqlite3_column_int(st, 0);
+  o.lane = sqlite3_column_int(st, 1);
+  o.category = static_cast<OpCategory>(sqlite3_column_int(st, 2));
+  o.name_id = sqlite3_column_int(st, 3);
+  o.step = sqlite3_column_int64(st, 4);
+  o.start_ns = sqlite3_column_int64(st, 5);
+  o.end_ns = sqlite3_column_int64(st, 6);
+  o.bytes = sqlite3_column_int64(st, 7);
+  o.correlation = static_cast<uint64_t>(sqlite3_column_int64(st, 8));
+  return o;
+}
+}  // namespace
+
+std::vector<OpRecord> SessionReader::ops(int32_t rank, int32_t lane, int64_t t0_ns, int64_t t1_ns) const {
+  // An op overlapping [t0, t1) starts in [t0 - longest op of the lane, t1): a range scan of
+  // the clustered (rank, lane, start_ns) key.
+  int64_t longest = 0;
+  if (auto it = max_duration_.find({rank, lane}); it != max_duration_.end()) longest = it->second;
+  Stmt s;
+  const std::string sql = fmt::format(
+      "SELECT {} FROM ops WHERE rank = ?1 AND lane = ?2 AND start_ns >= ?3 AND start_ns < ?4 AND end_ns > ?5 "
+      "ORDER BY start_ns",
+      kOpColumns);
+  check(sqlite3_prepare_v2(db_, sql.c_str(), -1, &s.st, nullptr), "querying ops");
+  sqlite3_bind_int(s.st, 1, rank);
+  sqlite3_bind_int(s.st, 2, lane);
+  sqlite3_bind_int64(s.st, 3, t0_ns - longest);
+  sqlite3_bind_int64(s.st, 4, t1_ns);
+  sqlite3_bind_int64(s.st, 5, t0_ns);
+  std::vector<OpRecord> out;
+  int rc;
+  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW) out.push_back(op_from(s.st));
+  check(rc, "querying ops");
+  return out;
+}
+
+std::vector<OpRecord> SessionReader::all_ops() const {
+  Stmt s;
+  check(sqlite3_prepare_v2(db_, fmt::format("SELECT {} FROM ops ORDER BY rank, lane, start_ns", kOpColumns).c_str(), -1,
+                           &s.st, nullptr),
+        "reading ops");
+  std::vector<OpRecord> out;
+  int rc;
+  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW) out.push_back(op_from(s.st));
+  check(rc, "reading ops");
+  return out;
+}
+
+int64_t SessionReader::op_count() const {
+  Stmt s;
+  check(sqlite3_prepare_v2(db_, "SELECT count(*) FROM ops", -1, &s.st, nullptr), "counting ops");
+  check(sqlite3_step(s.st), "counting ops");
+  return sqlite3_column_int64(s.st, 0);
+}
+
+std::vector<StepMetric> SessionReader::steps() const {
+  Stmt s;
+  check(sqlite3_prepare_v2(db_, "SELECT step, rank, start_ns, end_ns, loss FROM steps ORDER BY step, rank", -1, &s.st,
+                           nullptr),
+        "reading steps");
+  std::vector<StepMetric> out;
+  int rc;
+  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW)
+    out.push_back({sqlite3_column_int64(s.st, 0), sqlite3_column_int(s.st, 1), sqlite3_column_int64(s.st, 2),
+                   sqlite3_column_int64(s.st, 3), sqlite3_column_double(s.st, 4)});
+  check(rc, "reading steps");
+  return out;
+}
+
+std::vector<LoadCounter> SessionReader::load() const {
+  Stmt s;
+  check(sqlite3_prepare_v2(db_,
+                           "SELECT step, rank, table_index, shard, ids, unique_ids, bytes_in, bytes_out, lookup_ns "
+                           "FROM load_counters ORDER BY step, rank, table_index, shard",
+                           -1, &s.st, nullptr),
+        "reading load counters");
+  std::vector<LoadCounter> out;
+  int rc;
+  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW)
+    out.push_back({sqlite3_column_int64(s.st, 0), sqlite3_column_int(s.st, 1), sqlite3_column_int(s.st, 2),
+                   sqlite3_column_int(s.st, 3), sqlite3_column_int64(s.st, 4), sqlite3_column_int64(s.st, 5),
+                   sqlite3_column_int64(s.st, 6), sqlite3_column_int64(s.st, 7), sqlite3_column_int64(s.st, 8)});
+  check(rc, "reading load counters");
+  return out;
+}
+
+std::vector<CollectiveRecord> SessionReader::collectives() const {
+  Stmt s;
+  check(sqlite3_prepare_v2(db_,
+                           "SELECT rank, op, name, group_name, sequence, dtype, step, start_ns, end_ns, bytes_sent, "
+                           "bytes_received, peers, send_elements, recv_elements FROM collectives ORDER BY id",
+                           -1, &s.st, nullptr),
+        "reading collectives");
+  std::vector<CollectiveRecord> out;
+  int rc;
+  auto text = [&](int i) { return std::string(reinterpret_cast<const char*>(sqlite3_column_text(s.st, i))); };
+  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW) {
+    CollectiveRecord c;
+    c.rank = sqlite3_column_int(s.st, 0);
+    c.op = text(1);
+    c.name = text(2);
+    c.group = text(3);
+    c.sequence = static_cast<uint64_t>(sqlite3_column_int64(s.st, 4));
+    c.dtype = text(5);
+    c.step = sqlite3_column_int64(s.st, 6);
+    c.start_ns = sqlite3_column_int64(s.st, 7);
+    c.end_ns = sqlite3_column_int64(s.st, 8);
+    c.bytes_sent = sqlite3_column_int64(s.st, 9);
+    c.bytes_received = sqlite3_column_int64(s.st, 10);
+    try {
+      c.peers = parse_array<int32_t>(sqlite3_column_text(s.st, 11));
+      c.send_elements = parse_array<int64_t>(sqlite3_column_text(s.st, 12));
+      c.recv_elements = parse_array<int64_t>(sqlite3_column_text(s.st, 13));
+    } catch (const std::exception& e) {
+      throw SessionError(fmt::format("{}: collectives row {} {}: bad split list: {}", path_, c.group, c.sequence, e.what()));
+    }
+    out.push_back(std::move(c));
+  }
+  check(rc, "reading collectives");
+  return out;
+}
+
+}  // namespace embedscope::sessions

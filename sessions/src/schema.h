@@ -1,0 +1,42 @@
+#pragma once
+// The session schema, version 1 (documented in sessions/FORMAT.md; keep both in step).
+
+namespace embedscope::sessions::detail {
+
+inline constexpr const char* kSchemaSql = R"sql(
+CREATE TABLE metadata (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE strings (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE categories (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE lanes (
+  rank INTEGER NOT NULL, lane INTEGER NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL,
+  max_duration_ns INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (rank, lane)) WITHOUT ROWID;
+CREATE TABLE ops (
+  rank INTEGER NOT NULL, lane INTEGER NOT NULL, start_ns INTEGER NOT NULL, id INTEGER NOT NULL,
+  end_ns INTEGER NOT NULL, category INTEGER NOT NULL, name_id INTEGER NOT NULL,
+  step INTEGER NOT NULL, bytes INTEGER NOT NULL, correlation INTEGER NOT NULL,
+  PRIMARY KEY (rank, lane, start_ns, id)) WITHOUT ROWID;
+CREATE TABLE collectives (
+  id INTEGER PRIMARY KEY, rank INTEGER NOT NULL, op TEXT NOT NULL, name TEXT NOT NULL,
+  group_name TEXT NOT NULL, sequence INTEGER NOT NULL, dtype TEXT NOT NULL, step INTEGER NOT NULL,
+  start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
+  bytes_sent INTEGER NOT NULL, bytes_received INTEGER NOT NULL,
+  peers TEXT NOT NULL, send_elements TEXT NOT NULL, recv_elements TEXT NOT NULL);
+CREATE INDEX collectives_by_sequence ON collectives (group_name, sequence);
+CREATE TABLE load_counters (
+  step INTEGER NOT NULL, rank INTEGER NOT NULL, table_index INTEGER NOT NULL, shard INTEGER NOT NULL,
+  ids INTEGER NOT NULL, unique_ids INTEGER NOT NULL, bytes_in INTEGER NOT NULL,
+  bytes_out INTEGER NOT NULL, lookup_ns INTEGER NOT NULL,
+  PRIMARY KEY (step, rank, table_index, shard)) WITHOUT ROWID;
+CREATE TABLE steps (
+  step INTEGER NOT NULL, rank INTEGER NOT NULL, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
+  loss REAL NOT NULL,
+  PRIMARY KEY (step, rank)) WITHOUT ROWID;
+CREATE VIEW op_view AS
+  SELECT o.rank, l.name AS lane, c.name AS category, s.value AS name, o.step, o.start_ns, o.end_ns,
+         o.end_ns - o.start_ns AS dur_ns, o.bytes, o.correlation
+  FROM ops o JOIN strings s ON s.id = o.name_id JOIN categories c ON c.id = o.category
+       JOIN lanes l ON l.rank = o.rank AND l.lane = o.lane;
+)sql";
+
+}  // namespace embedscope::sessions::detail

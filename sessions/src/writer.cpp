@@ -1,0 +1,275 @@
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "embedscope/sessions/session.h"
+#include "schema.h"
+
+namespace embedscope::sessions {
+
+namespace {
+std::string hostname() {
+  char buf[256] = {};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+template <class T>
+std::string json_array(const std::vector<T>& v) {
+  return fmt::format("[{}]", fmt::join(v, ","));
+}
+}  // namespace
+
+void SessionWriter::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    throw SessionError(fmt::format("{}: {}", path_, msg));
+  }
+}
+
+SessionWriter::SessionWriter(const std::string& path) : path_(path) {
+  std::remove(path.c_str());
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) std::remove((path + suffix).c_str());
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      nullptr) != SQLITE_OK) {
+    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw SessionError(fmt::format("{}: cannot create the session file: {}", path, msg));
+  }
+  try {
+    exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+    exec("BEGIN");
+    exec(detail::kSchemaSql);
+    exec(fmt::format("PRAGMA user_version={}", kSchemaVersion).c_str());
+    for (int i = 0; i < kNumCategories; ++i)
+      exec(fmt::format("INSERT INTO categories VALUES ({}, '{}')", i, to_string(static_cast<OpCategory>(i))).c_str());
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_close(db_);
+    throw;
+  }
+  const char* sql[][2] = {
+      {"meta", "INSERT OR REPLACE INTO metadata VALUES (?1, ?2)"},
+      {"string", "INSERT INTO strings VALUES (?1, ?2)"},
+      {"lane", "INSERT OR REPLACE INTO lanes (rank, lane, name, kind) VALUES (?1, ?2, ?3, ?4)"},
+      {"lane_max", "UPDATE lanes SET max_duration_ns = max(max_duration_ns, ?3) WHERE rank = ?1 AND lane = ?2"},
+      {"op", "INSERT INTO ops VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"},
+      {"coll", "INSERT INTO collectives (rank, op, name, group_name, sequence, dtype, step, start_ns, end_ns, "
+               "bytes_sent, bytes_received, peers, send_elements, recv_elements) VALUES "
+               "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"},
+      {"load", "INSERT OR REPLACE INTO load_counters VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
+      {"step", "INSERT OR REPLACE INTO steps VALUES (?1, ?2, ?3, ?4, ?5)"},
+  };
+  for (auto& [key, text] : sql) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v3(db_, text, -1, SQLITE_PREPARE_PERSISTENT, &st, nullptr) != SQLITE_OK)
+      throw SessionError(fmt::format("{}: {}", path_, sqlite3_errmsg(db_)));
+    stmts_[key] = st;
+  }
+  set_metadata("format", "embedscope-session");
+  set_metadata("ended", "running");
+  set_metadata("writer_pid", std::to_string(getpid()));
+  set_metadata("writer_host", hostname());
+  set_metadata("sqlite_version", sqlite3_libversion());
+  thread_ = std::thread([this] { loop(); });
+}
+
+SessionWriter::~SessionWriter() {
+  try {
+    close("crashed", "the session was not closed by the run");
+  } catch (...) {
+  }
+  for (auto& [k, st] : stmts_) sqlite3_finalize(st);
+  if (db_) sqlite3_close(db_);
+}
+
+int32_t SessionWriter::intern(const char* s) {
+  if (auto it = by_pointer_.find(s); it != by_pointer_.end()) return it->second;
+  auto [it, inserted] = by_text_.try_emplace(s, static_cast<int32_t>(by_text_.size()));
+  if (inserted) pending_.new_strings.emplace_back(it->second, s);
+  by_pointer_[s] = it->second;
+  return it->second;
+}
+
+void SessionWriter::set_metadata(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.metadata.emplace_back(key, value);
+}
+
+void SessionWriter::add_lane(const LaneInfo& lane) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.lanes.push_back(lane);
+}
+
+void SessionWriter::add_ops(const std::vector<OpEvent>& ops) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& op : ops) {
+    pending_.op_names.push_back(intern(op.name));
+    pending_.ops.push_back(op);
+  }
+  ops_received_ += static_cast<int64_t>(ops.size());
+}
+
+void SessionWriter::add_collective(CollectiveRecord c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.collectives.push_back(std::move(c));
+}
+
+void SessionWriter::add_load(const LoadCounter& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.load.push_back(c);
+}
+
+void SessionWriter::add_step(const StepMetric& s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.steps.push_back(s);
+}
+
+int64_t SessionWriter::ops_received() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ops_received_;
+}
+
+void SessionWriter::loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait_for(lock, kCommitInterval, [&] { return stop_; });
+    Pending batch;
+    std::swap(batch, pending_);
+    const bool stopping = stop_;
+    lock.unlock();
+    if (!batch.empty()) {
+      try {
+        write(batch);
+      } catch (const std::exception& e) {
+        lock.lock();
+        if (write_error_.empty()) write_error_ = e.what();
+        lock.unlock();
+      }
+    }
+    lock.lock();
+    if (stopping && pending_.empty()) return;
+  }
+}
+
+void SessionWriter::write(Pending& p) {
+  auto bind_text = [](sqlite3_stmt* st, int i, const std::string& s) {
+    sqlite3_bind_text(st, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+  };
+  auto step = [&](sqlite3_stmt* st) {
+    if (sqlite3_step(st) != SQLITE_DONE) throw SessionError(fmt::format("{}: {}", path_, sqlite3_errmsg(db_)));
+    sqlite3_reset(st);
+  };
+  exec("BEGIN");
+  for (auto& [id, text] : p.new_strings) {
+    auto* st = stmts_["string"];
+    sqlite3_bind_int(st, 1, id);
+    bind_text(st, 2, text);
+    step(st);
+  }
+  for (auto& [k, v] : p.metadata) {
+    auto* st = stmts_["meta"];
+    bind_text(st, 1, k);
+    bind_text(st, 2, v);
+    step(st);
+  }
+  for (auto& l : p.lanes) {
+    auto* st = stmts_["lane"];
+    sqlite3_bind_int(st, 1, l.rank);
+    sqlite3_bind_int(st, 2, l.lane);
+    bind_text(st, 3, l.name);
+    bind_text(st, 4, l.kind);
+    step(st);
+  }
+  std::map<std::pair<int32_t, int32_t>, int64_t> max_dur;
+  auto* op_st = stmts_["op"];
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    const OpEvent& o = p.ops[i];
+    sqlite3_bind_int(op_st, 1, o.rank);
+    sqlite3_bind_int(op_st, 2, static_cast<int>(o.lane));
+    sqlite3_bind_int64(op_st, 3, o.start_ns);
+    sqlite3_bind_int64(op_st, 4, next_op_id_++);
+    sqlite3_bind_int64(op_st, 5, o.end_ns);
+    sqlite3_bind_int(op_st, 6, static_cast<int>(o.category));
+    sqlite3_bind_int(op_st, 7, p.op_names[i]);
+    sqlite3_bind_int64(op_st, 8, o.step);
+    sqlite3_bind_int64(op_st, 9, o.bytes);
+    sqlite3_bind_int64(op_st, 10, static_cast<int64_t>(o.correlation));
+    step(op_st);
+    auto& m = max_dur[{o.rank, static_cast<int32_t>(o.lane)}];
+    m = std::max(m, o.end_ns - o.start_ns);
+  }
+  for (auto& [key, d] : max_dur) {
+    auto* st = stmts_["lane_max"];
+    sqlite3_bind_int(st, 1, key.first);
+    sqlite3_bind_int(st, 2, key.second);
+    sqlite3_bind_int64(st, 3, d);
+    step(st);
+  }
+  for (auto& c : p.collectives) {
+    auto* st = stmts_["coll"];
+    sqlite3_bind_int(st, 1, c.rank);
+    bind_text(st, 2, c.op);
+    bind_text(st, 3, c.name);
+    bind_text(st, 4, c.group);
+    sqlite3_bind_int64(st, 5, static_cast<int64_t>(c.sequence));
+    bind_text(st, 6, c.dtype);
+    sqlite3_bind_int64(st, 7, c.step);
+    sqlite3_bind_int64(st, 8, c.start_ns);
+    sqlite3_bind_int64(st, 9, c.end_ns);
+    sqlite3_bind_int64(st, 10, c.bytes_sent);
+    sqlite3_bind_int64(st, 11, c.bytes_received);
+    bind_text(st, 12, json_array(c.peers));
+    bind_text(st, 13, json_array(c.send_elements));
+    bind_text(st, 14, json_array(c.recv_elements));
+    step(st);
+  }
+  for (auto& c : p.load) {
+    auto* st = stmts_["load"];
+    sqlite3_bind_int64(st, 1, c.step);
+    sqlite3_bind_int(st, 2, c.rank);
+    sqlite3_bind_int(st, 3, c.table);
+    sqlite3_bind_int(st, 4, c.shard);
+    sqlite3_bind_int64(st, 5, c.ids);
+    sqlite3_bind_int64(st, 6, c.unique_ids);
+    sqlite3_bind_int64(st, 7, c.bytes_in);
+    sqlite3_bind_int64(st, 8, c.bytes_out);
+    sqlite3_bind_int64(st, 9, c.lookup_ns);
+    step(st);
+  }
+  for (auto& s : p.steps) {
+    auto* st = stmts_["step"];
+    sqlite3_bind_int64(st, 1, s.step);
+    sqlite3_bind_int(st, 2, s.rank);
+    sqlite3_bind_int64(st, 3, s.start_ns);
+    sqlite3_bind_int64(st, 4, s.end_ns);
+    sqlite3_bind_double(st, 5, s.loss);
+    step(st);
+  }
+  exec("COMMIT");
+}
+
+void SessionWriter::close(const std::string& ended, const std::string& message) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    closed_ = true;
+    pending_.metadata.emplace_back("ended", ended);
+    pending_.metadata.emplace_back("end_message", message);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // One self-contained file from here on.
+  exec("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;");
+  if (!write_error_.empty()) throw SessionError(write_error_);
+}
+
+}  // namespace embedscope::sessions
