@@ -1,6 +1,7 @@
 // The `embedscope` CLI as a user runs it: exit codes, messages and the --json summary.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -15,9 +16,18 @@ struct Result {
   std::string out, err;
 };
 
+// A fresh scratch directory per process (ctest runs tests in parallel).
+std::filesystem::path scratch() {
+  static const auto dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("es_cli_" + std::to_string(getpid()));
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
 Result cli(const std::string& args) {
-  const auto dir = std::filesystem::temp_directory_path();
-  const std::string out = (dir / "es_cli_out.txt").string(), err = (dir / "es_cli_err.txt").string();
+  const std::string out = (scratch() / "out.txt").string(), err = (scratch() / "err.txt").string();
   const std::string cmd = std::string(EMBEDSCOPE_CLI) + " " + args + " >" + out + " 2>" + err;
   const int status = std::system(cmd.c_str());
   auto slurp = [](const std::string& p) {
@@ -32,7 +42,8 @@ const std::string kData = EMBEDSCOPE_TEST_DATA;
 }  // namespace
 
 TEST(Cli, RunJsonSummary) {
-  Result r = cli("run --preset tiny --devices 3 --sharding row_wise --steps 4 --json");
+  const std::string db = (scratch() / "run.db").string();
+  Result r = cli("run --preset tiny --devices 3 --sharding row_wise --steps 4 --json -o " + db);
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["steps"], 4);
@@ -50,10 +61,51 @@ TEST(Cli, RunJsonSummary) {
   }
   EXPECT_EQ(j["sharding"]["tables"][0]["sharding_type"], "row_wise");
   EXPECT_NE(r.err.find("step 4/4"), std::string::npos) << r.err;  // progress on stderr
+  EXPECT_EQ(j["session"], db);
+
+  // the session agrees with the run's own summary, exactly
+  Result st = cli("stats --json " + db);
+  ASSERT_EQ(st.code, 0) << st.err;
+  auto s = nlohmann::json::parse(st.out);
+  EXPECT_EQ(s["ended"], "complete");
+  EXPECT_EQ(s["steps"], 4);
+  EXPECT_EQ(s["simulated"], false);
+  ASSERT_EQ(s["ranks"].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(s["ranks"][i]["ids_looked_up"], j["ranks"][i]["ids_looked_up"]) << i;
+    EXPECT_EQ(s["ranks"][i]["bytes_sent"], j["ranks"][i]["bytes_sent"]) << i;
+    EXPECT_EQ(s["ranks"][i]["bytes_received"], j["ranks"][i]["bytes_received"]) << i;
+  }
+  EXPECT_EQ(s["step_time_ns"]["p50"], j["step_time_ns"]["p50"]);
+  EXPECT_EQ(s["loss"], j["loss"]);
+  for (const char* k : {"overlap_pct", "exposed_comm_ns", "samples_per_s"}) EXPECT_TRUE(s[k].is_number()) << k;
+  EXPECT_GE(s["imbalance"]["lookups_max_over_mean"].get<double>(), 1.0);
+
+  const std::string trace = (scratch() / "t.json").string();
+  Result ex = cli("export " + db + " --format chrome -o " + trace);
+  ASSERT_EQ(ex.code, 0) << ex.err;
+  std::ifstream tf(trace);
+  auto t = nlohmann::json::parse(tf);
+  EXPECT_GT(t["traceEvents"].size(), 100u);
+  Result csv = cli("export " + db + " --format csv -o " + (scratch() / "csv").string());
+  ASSERT_EQ(csv.code, 0) << csv.err;
+  EXPECT_TRUE(std::filesystem::exists(scratch() / "csv" / "events.csv"));
+  EXPECT_TRUE(std::filesystem::exists(scratch() / "csv" / "ranks.csv"));
+}
+
+TEST(Cli, StatsOnBadFilesExitsTwo) {
+  Result r = cli("stats " + kData + "/specs/small_ok.json");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("small_ok.json: not an SQLite database"), std::string::npos) << r.err;
+  r = cli("stats /nonexistent.db");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("/nonexistent.db: cannot open"), std::string::npos) << r.err;
+  r = cli("export /nonexistent.db --format pdf -o x");
+  EXPECT_EQ(r.code, 2);
 }
 
 TEST(Cli, RunWorkloadFileHumanSummary) {
-  Result r = cli("run " + kData + "/specs/small_ok.json --sharding column_wise");
+  Result r = cli("run " + kData + "/specs/small_ok.json --sharding column_wise -o " + (scratch() / "h.db").string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("step time    mean"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("column_wise"), std::string::npos) << r.out;

@@ -126,9 +126,9 @@ INSTANTIATE_TEST_SUITE_P(
                                          ShardingType::column_wise, ShardingType::table_row_wise),
                        ::testing::Values(1, 2, 3, 4), ::testing::Values(Pooling::sum, Pooling::mean),
                        ::testing::Values(OptimizerType::sgd, OptimizerType::rowwise_adagrad, OptimizerType::adam)),
-    [](const ::testing::TestParamInfo<Param>& info) {
-      return fmt::format("{}_w{}_{}_{}", to_string(std::get<0>(info.param)), std::get<1>(info.param),
-                         to_string(std::get<2>(info.param)), to_string(std::get<3>(info.param)));
+    [](const ::testing::TestParamInfo<Param>& p) {
+      return fmt::format("{}_w{}_{}_{}", to_string(std::get<0>(p.param)), std::get<1>(p.param),
+                         to_string(std::get<2>(p.param)), to_string(std::get<3>(p.param)));
     });
 
 // Mixed plan: every type at once, explicit ranks, column shards on chosen ranks.
