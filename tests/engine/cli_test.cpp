@@ -1,7 +1,12 @@
 // The `embedscope` CLI as a user runs it: exit codes, messages and the --json summary.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include <cstdlib>
 #include <filesystem>
@@ -148,4 +153,61 @@ TEST(Cli, PlanShowsShardsAndMemory) {
   r = cli("--help");
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("run"), std::string::npos);
+}
+
+TEST(Cli, RunKilledHalfwayLeavesASessionThatSaysCrashed) {
+  const std::string db = (scratch() / "killed.db").string();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl(EMBEDSCOPE_CLI, EMBEDSCOPE_CLI, "run", "--preset", "tiny", "--steps", "100000", "-o", db.c_str(), nullptr);
+    _exit(127);
+  }
+  // wait until some steps are committed, then SIGKILL the run
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    Result probe = cli("stats --json " + db);
+    if (probe.code == 0 && nlohmann::json::parse(probe.out)["steps"].get<int>() >= 5) break;
+  }
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  Result r = cli("stats --json " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["ended"], "crashed");
+  EXPECT_GE(j["steps"].get<int>(), 5);
+  EXPECT_GT(j["ranks"][0]["ids_looked_up"].get<int64_t>(), 0);
+}
+
+TEST(Cli, SigintCancelsAndKeepsTheSession) {
+  const std::string db = (scratch() / "cancelled.db").string();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl(EMBEDSCOPE_CLI, EMBEDSCOPE_CLI, "run", "--preset", "tiny", "--steps", "100000", "-o", db.c_str(), nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    Result probe = cli("stats --json " + db);
+    if (probe.code == 0 && nlohmann::json::parse(probe.out)["steps"].get<int>() >= 3) break;
+  }
+  kill(child, SIGINT);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  Result r = cli("stats --json " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["ended"], "cancelled");
+  EXPECT_GE(j["steps"].get<int>(), 3);
 }
