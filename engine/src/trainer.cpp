@@ -44,6 +44,8 @@ using sessions::Lane;
 using sessions::OpCategory;
 using profiler::ScopedSpan;
 
+std::string host_name();
+
 bool is_a2a(ShardingType t) { return t == ShardingType::table_wise || t == ShardingType::column_wise; }
 bool is_rw(ShardingType t) { return t == ShardingType::row_wise || t == ShardingType::table_row_wise; }
 
@@ -296,6 +298,7 @@ void Rank::setup() {
     cross_ = std::make_unique<ProcessGroup>(sh_.rv, fmt::format("cross{}", l), cross_members, node, timeout);
   }
   if (sh_.session) {
+    sh_.session->add_rank({me_, host_name(), "cpu (thread)", sh_.spec.devices.memory_bytes});
     sh_.session->add_lane({me_, static_cast<int32_t>(Lane::compute), "compute", "thread"});
     sh_.session->add_lane({me_, static_cast<int32_t>(Lane::comm), "comm", "thread"});
     for (auto* pg : {world_.get(), node_.get(), cross_.get()})
@@ -351,7 +354,7 @@ void Rank::main() {
     auto spans = sh_.tracer.take(me_);
     if (sh_.session) {
       sh_.session->add_ops(spans);
-      sh_.session->add_step({step_of(it), me_, t0, t1, last_loss_});
+      sh_.session->add_step({step_of(it), me_, t0, t1, last_loss_, arena_.in_use(), arena_.peak()});
       for (const auto& c : load_) sh_.session->add_load(c);
     }
     if (sh_.opt.keep_events) events.insert(events.end(), spans.begin(), spans.end());

@@ -53,6 +53,8 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
     step_start[{s.step, s.rank}] = s.start_ns;
     emit(fmt::format(R"({{"ph":"C","pid":{},"name":"loss","ts":{},"args":{{"loss":{}}}}})", s.rank,
                      ns_to_us(s.start_ns), s.loss));
+    emit(fmt::format(R"({{"ph":"C","pid":{},"name":"memory","ts":{},"args":{{"in_use_bytes":{},"peak_bytes":{}}}}})",
+                     s.rank, ns_to_us(s.end_ns), s.memory_in_use_bytes, s.memory_peak_bytes));
   }
   std::map<std::pair<int64_t, int32_t>, int64_t> ids;
   for (const auto& c : session.load()) ids[{c.step, c.rank}] += c.ids;

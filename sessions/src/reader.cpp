@@ -141,6 +141,20 @@ const std::string& SessionReader::name(int32_t id) const {
   return id >= 0 && static_cast<size_t>(id) < strings_.size() ? strings_[static_cast<size_t>(id)] : unknown;
 }
 
+std::vector<RankInfo> SessionReader::ranks() const {
+  std::vector<RankInfo> out;
+  Stmt s;
+  check(sqlite3_prepare_v2(db_, "SELECT rank, host, device, memory_capacity_bytes FROM ranks ORDER BY rank", -1, &s.st,
+                           nullptr),
+        "reading ranks");
+  int rc;
+  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW)
+    out.push_back({sqlite3_column_int(s.st, 0), reinterpret_cast<const char*>(sqlite3_column_text(s.st, 1)),
+                   reinterpret_cast<const char*>(sqlite3_column_text(s.st, 2)), sqlite3_column_int64(s.st, 3)});
+  check(rc, "reading ranks");
+  return out;
+}
+
 std::vector<LaneInfo> SessionReader::lanes() const {
   std::vector<LaneInfo> out;
   Stmt s;
@@ -216,14 +230,17 @@ int64_t SessionReader::op_count() const {
 
 std::vector<StepMetric> SessionReader::steps() const {
   Stmt s;
-  check(sqlite3_prepare_v2(db_, "SELECT step, rank, start_ns, end_ns, loss FROM steps ORDER BY step, rank", -1, &s.st,
-                           nullptr),
+  check(sqlite3_prepare_v2(db_,
+                           "SELECT step, rank, start_ns, end_ns, loss, memory_in_use_bytes, memory_peak_bytes FROM steps "
+                           "ORDER BY step, rank",
+                           -1, &s.st, nullptr),
         "reading steps");
   std::vector<StepMetric> out;
   int rc;
   while ((rc = sqlite3_step(s.st)) == SQLITE_ROW)
     out.push_back({sqlite3_column_int64(s.st, 0), sqlite3_column_int(s.st, 1), sqlite3_column_int64(s.st, 2),
-                   sqlite3_column_int64(s.st, 3), sqlite3_column_double(s.st, 4)});
+                   sqlite3_column_int64(s.st, 3), sqlite3_column_double(s.st, 4), sqlite3_column_int64(s.st, 5),
+                   sqlite3_column_int64(s.st, 6)});
   check(rc, "reading steps");
   return out;
 }

@@ -7,6 +7,8 @@ inline constexpr const char* kSchemaSql = R"sql(
 CREATE TABLE metadata (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE strings (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE categories (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE ranks (
+  rank INTEGER PRIMARY KEY, host TEXT NOT NULL, device TEXT NOT NULL, memory_capacity_bytes INTEGER NOT NULL);
 CREATE TABLE lanes (
   rank INTEGER NOT NULL, lane INTEGER NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL,
   max_duration_ns INTEGER NOT NULL DEFAULT 0,
@@ -30,7 +32,7 @@ CREATE TABLE load_counters (
   PRIMARY KEY (step, rank, table_index, shard)) WITHOUT ROWID;
 CREATE TABLE steps (
   step INTEGER NOT NULL, rank INTEGER NOT NULL, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
-  loss REAL NOT NULL,
+  loss REAL NOT NULL, memory_in_use_bytes INTEGER NOT NULL, memory_peak_bytes INTEGER NOT NULL,
   PRIMARY KEY (step, rank)) WITHOUT ROWID;
 CREATE VIEW op_view AS
   SELECT o.rank, l.name AS lane, c.name AS category, s.value AS name, o.step, o.start_ns, o.end_ns,

@@ -67,7 +67,8 @@ SessionWriter::SessionWriter(const std::string& path) : path_(path) {
                "bytes_sent, bytes_received, peers, send_elements, recv_elements) VALUES "
                "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"},
       {"load", "INSERT OR REPLACE INTO load_counters VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
-      {"step", "INSERT OR REPLACE INTO steps VALUES (?1, ?2, ?3, ?4, ?5)"},
+      {"step", "INSERT OR REPLACE INTO steps VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"},
+      {"rank", "INSERT OR REPLACE INTO ranks VALUES (?1, ?2, ?3, ?4)"},
   };
   for (auto& [key, text] : sql) {
     sqlite3_stmt* st = nullptr;
@@ -114,6 +115,11 @@ int32_t SessionWriter::intern(const char* s) {
 void SessionWriter::set_metadata(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(mu_);
   pending_.metadata.emplace_back(key, value);
+}
+
+void SessionWriter::add_rank(const RankInfo& rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.ranks.push_back(rank);
 }
 
 void SessionWriter::add_lane(const LaneInfo& lane) {
@@ -191,6 +197,14 @@ void SessionWriter::write(Pending& p) {
     auto* st = stmts_["meta"];
     bind_text(st, 1, k);
     bind_text(st, 2, v);
+    step(st);
+  }
+  for (auto& r : p.ranks) {
+    auto* st = stmts_["rank"];
+    sqlite3_bind_int(st, 1, r.rank);
+    bind_text(st, 2, r.host);
+    bind_text(st, 3, r.device);
+    sqlite3_bind_int64(st, 4, r.memory_capacity_bytes);
     step(st);
   }
   for (auto& l : p.lanes) {
@@ -271,6 +285,8 @@ void SessionWriter::write(Pending& p) {
     sqlite3_bind_int64(st, 3, s.start_ns);
     sqlite3_bind_int64(st, 4, s.end_ns);
     sqlite3_bind_double(st, 5, s.loss);
+    sqlite3_bind_int64(st, 6, s.memory_in_use_bytes);
+    sqlite3_bind_int64(st, 7, s.memory_peak_bytes);
     step(st);
   }
   exec("COMMIT");

@@ -63,9 +63,11 @@ std::string make_session(const std::string& name) {
   // rank 1, step 0, window [1000, 1500): compute [1000, 1200), comm [1200, 1300)
   w.add_ops({op(1, Lane::compute, OpCategory::lookup, "lookup", 0, 1000, 1200),
              op(1, Lane::comm, OpCategory::comm, "a2a", 0, 1200, 1300, 64)});
-  w.add_step({-1, 0, 0, 500, 0.9});
-  w.add_step({0, 0, 1000, 2000, 0.7});
-  w.add_step({0, 1, 1000, 1500, 0.7});
+  w.add_rank({0, "h", "cpu (thread)", 1 << 20});
+  w.add_rank({1, "h", "cpu (thread)", 1 << 20});
+  w.add_step({-1, 0, 0, 500, 0.9, 100, 200});
+  w.add_step({0, 0, 1000, 2000, 0.7, 300, 400});
+  w.add_step({0, 1, 1000, 1500, 0.7, 300, 400});
   w.add_load({0, 0, 0, 0, 30, 10, 240, 512, 100});
   w.add_load({0, 1, 1, 0, 10, 5, 80, 512, 300});
   w.add_load({-1, 0, 0, 0, 999, 1, 1, 1, 1});
@@ -141,6 +143,9 @@ TEST(Session, RoundTripAndAnalysis) {
   EXPECT_EQ(colls[1].send_elements, (std::vector<int64_t>{12, 4}));
   EXPECT_EQ(colls[0].peers, (std::vector<int32_t>{0, 1}));
   EXPECT_EQ(r.steps().size(), 3u);
+  EXPECT_EQ(r.steps()[1].memory_peak_bytes, 400);
+  ASSERT_EQ(r.ranks().size(), 2u);
+  EXPECT_EQ(r.ranks()[1].memory_capacity_bytes, 1 << 20);
   EXPECT_EQ(r.load().size(), 3u);
 
   RunStats st = analyze(r);
@@ -263,7 +268,7 @@ TEST(Session, KilledWriterLeavesAReadableSessionThatSaysCrashed) {
     std::vector<OpEvent> ops;
     for (int i = 0; i < 1000; ++i) ops.push_back(op(0, Lane::compute, OpCategory::lookup, "lookup", 0, i * 10, i * 10 + 5));
     w.add_ops(ops);
-    w.add_step({0, 0, 0, 10000, 0.5});
+    w.add_step({0, 0, 0, 10000, 0.5, 0, 0});
     std::this_thread::sleep_for(kCommitInterval * 4);  // committed by now
     w.add_ops({op(0, Lane::compute, OpCategory::lookup, "late", 1, 20000, 20005)});
     kill(getpid(), SIGKILL);
@@ -310,7 +315,7 @@ TEST(Export, ChromeTraceKeepsNanosecondsAndLinksCollectives) {
   EXPECT_EQ(thread_names, 4);
   EXPECT_EQ(flows_s, 1);  // rank 0 entered first; one arrow to rank 1
   EXPECT_EQ(flows_f, 1);
-  EXPECT_EQ(counters, 3 + 3);  // loss per step row, ids per (step, rank)
+  EXPECT_EQ(counters, 3 + 3 + 3);  // loss and memory per step row, ids per (step, rank)
   EXPECT_NE(out.str().find("\"ts\":1.100"), std::string::npos);  // three decimals: exact ns
 }
 

@@ -73,6 +73,16 @@ struct StepMetric {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   double loss = 0;  ///< global mean loss of the step (the same on every rank)
+  int64_t memory_in_use_bytes = 0;  ///< device memory in use at the end of the step
+  int64_t memory_peak_bytes = 0;    ///< peak device memory in use so far
+};
+
+/// A rank and the device it ran on.
+struct RankInfo {
+  int32_t rank = 0;
+  std::string host;
+  std::string device;                 ///< e.g. "cpu (thread)"
+  int64_t memory_capacity_bytes = 0;  ///< devices.memory_bytes
 };
 
 }  // namespace embedscope::sessions

@@ -59,6 +59,7 @@ class SessionWriter {
   SessionWriter& operator=(const SessionWriter&) = delete;
 
   void set_metadata(const std::string& key, const std::string& value);
+  void add_rank(const RankInfo& rank);
   void add_lane(const LaneInfo& lane);
   /// Takes a batch of spans (names must outlive the call only until it returns: they are
   /// interned before it returns).
@@ -78,6 +79,7 @@ class SessionWriter {
  private:
   struct Pending {
     std::vector<std::pair<std::string, std::string>> metadata;
+    std::vector<RankInfo> ranks;
     std::vector<LaneInfo> lanes;
     std::vector<OpEvent> ops;
     std::vector<int32_t> op_names;  // interned name id per op
@@ -86,7 +88,7 @@ class SessionWriter {
     std::vector<StepMetric> steps;
     std::vector<std::pair<int32_t, std::string>> new_strings;
     bool empty() const {
-      return metadata.empty() && lanes.empty() && ops.empty() && collectives.empty() && load.empty() &&
+      return metadata.empty() && ranks.empty() && lanes.empty() && ops.empty() && collectives.empty() && load.empty() &&
              steps.empty() && new_strings.empty();
     }
   };
@@ -145,6 +147,7 @@ class SessionReader {
   std::string status() const;
   const std::vector<std::string>& strings() const { return strings_; }
   const std::string& name(int32_t id) const;
+  std::vector<RankInfo> ranks() const;
   std::vector<LaneInfo> lanes() const;
   /// Ops of one lane that overlap [t0_ns, t1_ns), ordered by start.
   std::vector<OpRecord> ops(int32_t rank, int32_t lane, int64_t t0_ns, int64_t t1_ns) const;
