@@ -149,6 +149,20 @@ class Checker {
     if (!(v >= lo)) fail(ptr, fmt::format("must be >= {}, got {}", lo, v));
     return v;
   }
+  /// 0 < v <= hi ("must be > 0" below, "must be <= hi" above)
+  template <class T>
+  T gt0_max(const std::string& ptr, T v, T hi) const {
+    gt0(ptr, v);
+    if (!(v <= hi)) fail(ptr, fmt::format("must be <= {}, got {}", hi, v));
+    return v;
+  }
+  /// 0 <= v <= hi
+  template <class T>
+  T ge0_max(const std::string& ptr, T v, T hi) const {
+    ge0(ptr, v);
+    if (!(v <= hi)) fail(ptr, fmt::format("must be <= {}, got {}", hi, v));
+    return v;
+  }
   /// lo <= v <= hi
   template <class T>
   T closed(const std::string& ptr, T v, T lo, T hi) const {
@@ -187,8 +201,8 @@ void validate_impl(const WorkloadSpec& s, const Checker& c) {
     if (!table_index.emplace(tb.name, t).second) {
       c.fail(p + "/name", fmt::format("duplicate table name \"{}\"", tb.name));
     }
-    c.gt0(p + "/num_embeddings", tb.num_embeddings);
-    c.gt0(p + "/embedding_dim", tb.embedding_dim);
+    c.gt0_max(p + "/num_embeddings", tb.num_embeddings, kMaxNumEmbeddings);
+    c.gt0_max(p + "/embedding_dim", tb.embedding_dim, kMaxEmbeddingDim);
     if (tb.feature_names.empty()) c.fail(p + "/feature_names", "must not be empty");
     for (size_t k = 0; k < tb.feature_names.size(); ++k) {
       if (tb.feature_names[k].empty()) c.fail(ptr_idx(p + "/feature_names", k), "must not be empty");
@@ -207,7 +221,7 @@ void validate_impl(const WorkloadSpec& s, const Checker& c) {
     const PoolingFactor& pf = fs.pooling_factor;
     const std::string pp = p + "/pooling_factor";
     if (pf.fixed) {
-      c.ge0(pp, pf.mean);
+      c.ge0_max(pp, pf.mean, static_cast<double>(kMaxPoolingFactor));
       if (pf.mean != std::floor(pf.mean)) {
         c.fail(pp, fmt::format("fixed pooling factor must be an integer, got {}", pf.mean));
       }
@@ -217,12 +231,12 @@ void validate_impl(const WorkloadSpec& s, const Checker& c) {
       }
     } else {
       c.ge0(pp + "/mean", pf.mean);
-      c.ge0(pp + "/max", pf.max);
+      c.ge0_max(pp + "/max", pf.max, kMaxPoolingFactor);
       if (pf.mean > static_cast<double>(pf.max)) {
         c.fail(pp + "/mean", fmt::format("must be <= max ({}), got {}", pf.max, pf.mean));
       }
     }
-    c.gt0(p + "/ids/alpha", fs.ids.alpha);
+    c.gt0_max(p + "/ids/alpha", fs.ids.alpha, 100.0);
   }
 
   // Every table feature names a feature; every feature is used by exactly one table.
@@ -250,19 +264,19 @@ void validate_impl(const WorkloadSpec& s, const Checker& c) {
     }
   }
 
-  c.gt0("/batch_size", s.batch_size);
-  c.gt0("/steps", s.steps);
-  c.ge0("/warmup_steps", s.warmup_steps);
+  c.gt0_max("/batch_size", s.batch_size, kMaxBatchSize);
+  c.gt0_max("/steps", s.steps, kMaxSteps);
+  c.ge0_max("/warmup_steps", s.warmup_steps, kMaxSteps);
 
   c.closed("/devices/count", s.devices.count, 1, kMaxDevices);
-  c.gt0("/devices/memory_bytes", s.devices.memory_bytes);
+  c.gt0_max("/devices/memory_bytes", s.devices.memory_bytes, kMaxMemoryBytes);
 
   const OptimizerSpec& o = s.optimizer;
-  c.gt0("/optimizer/learning_rate", o.learning_rate);
-  c.gt0("/optimizer/eps", o.eps);
+  c.gt0_max("/optimizer/learning_rate", o.learning_rate, 1e30);
+  c.gt0_max("/optimizer/eps", o.eps, 1e30);
   c.half_open("/optimizer/beta1", o.beta1, 0.0, 1.0);
   c.half_open("/optimizer/beta2", o.beta2, 0.0, 1.0);
-  if (o.dense_learning_rate != -1.0) c.gt0("/optimizer/dense_learning_rate", o.dense_learning_rate);
+  if (o.dense_learning_rate != -1.0) c.gt0_max("/optimizer/dense_learning_rate", o.dense_learning_rate, 1e30);
 
   if (s.dense) {
     const DenseSpec& d = *s.dense;
@@ -343,7 +357,7 @@ void validate_impl(const WorkloadSpec& s, const Checker& c) {
     }
   }
 
-  c.gt0("/collective_timeout_ms", s.collective_timeout_ms);
+  c.closed("/collective_timeout_ms", s.collective_timeout_ms, kMinCollectiveTimeoutMs, kMaxCollectiveTimeoutMs);
 }
 
 // ---- JSON readers ---------------------------------------------------------------------------
@@ -633,6 +647,10 @@ json parse_text(const std::string& text, const std::string& origin) {
       if (auto pos = msg.find(": "); pos != std::string::npos) msg = msg.substr(pos + 2);
     }
     throw SpecError(fmt::format("{}: line {}, column {}: {}", origin, line, column, msg));
+  } catch (const json::exception& e) {  // e.g. out_of_range 406: a number that overflows a double
+    std::string msg = e.what();
+    if (auto pos = msg.find("] "); pos != std::string::npos) msg = msg.substr(pos + 2);
+    throw SpecError(fmt::format("{}: {}", origin, msg));
   }
 }
 
@@ -763,7 +781,13 @@ WorkloadSpec load_workload_file(const std::string& path) {
   std::string text;
   char buf[1 << 16];
   size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    text.append(buf, n);
+    if (text.size() > kMaxWorkloadFileBytes) {
+      std::fclose(f);
+      throw SpecError(fmt::format("{}: larger than {} MiB; not a workload file", path, kMaxWorkloadFileBytes >> 20));
+    }
+  }
   const bool failed = std::ferror(f) != 0;
   const int err = errno;
   std::fclose(f);

@@ -48,18 +48,18 @@ void gradient_check(const Case& c) {
   const auto dpooled0 = dpooled;
   // Central differences at two step sizes; where they disagree a ReLU kink lies within the
   // step and the coordinate is skipped (at most a fifth of them may be).
-  auto numeric_at = [&](float& x, float eps) {
-    const float keep = x;
-    x = keep + eps;
+  auto numeric_at = [&](float& v, float eps) {
+    const float keep = v;
+    v = keep + eps;
     const double up = loss();
-    x = keep - eps;
+    v = keep - eps;
     const double down = loss();
-    x = keep;
+    v = keep;
     return (up - down) / (2 * eps);
   };
   int checked = 0, skipped = 0;
-  auto check = [&](float analytic, float& x, const std::string& what) {
-    const double n1 = numeric_at(x, 4e-3f), n2 = numeric_at(x, 1e-3f);
+  auto check = [&](float analytic, float& v, const std::string& what) {
+    const double n1 = numeric_at(v, 4e-3f), n2 = numeric_at(v, 1e-3f);
     if (std::abs(n1 - n2) > 1e-3 + 1e-2 * std::abs(n2)) {
       ++skipped;
       return;

@@ -24,6 +24,18 @@ class SpecError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Upper bounds that keep every size computation inside 64 bits (a workload beyond them is
+/// rejected naming the field rather than overflowing).
+constexpr int64_t kMaxNumEmbeddings = int64_t{1} << 40;   ///< 1.1e12 rows
+constexpr int64_t kMaxEmbeddingDim = 65536;
+constexpr int64_t kMaxBatchSize = int64_t{1} << 24;       ///< samples per rank
+constexpr int64_t kMaxPoolingFactor = int64_t{1} << 20;   ///< ids per bag
+constexpr int64_t kMaxSteps = 1'000'000'000;
+constexpr int64_t kMaxMemoryBytes = int64_t{1} << 50;     ///< 1 PiB per device
+constexpr int64_t kMinCollectiveTimeoutMs = 100;
+constexpr int64_t kMaxCollectiveTimeoutMs = 86'400'000;   ///< one day
+constexpr size_t kMaxWorkloadFileBytes = size_t{64} << 20;
+
 enum class Pooling { sum, mean };
 
 /// TorchRec's sharding types that the CPU engine runs.
