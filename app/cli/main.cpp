@@ -8,12 +8,14 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <iostream>
 #include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/sharding.h"
@@ -54,41 +56,85 @@ struct WorkloadArgs {
   int64_t warmup = -1;
   int64_t batch_size = 0;
   int local_world_size = -1;
+  std::map<std::string, CLI::Option*> given;  // flag -> option, to tell "absent" from "empty"
+  std::string origin;                         // set by load(): the file or "preset NAME"
+  bool was_given(const std::string& flag) const {
+    auto it = given.find(flag);
+    return it != given.end() && it->second->count() > 0;
+  }
 };
 
 void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
   std::string names;
   for (const auto& n : es::preset_names()) names += (names.empty() ? "" : ", ") + n;
-  cmd->add_option("workload", a.file, "Workload JSON file (see README: Configuration reference)");
-  cmd->add_option("--preset", a.preset, fmt::format("Built-in workload: {} (default {})", names, kDefaultPreset));
-  cmd->add_option("--devices", a.devices, "Number of ranks (devices.count)")->check(CLI::Range(1, 64));
-  cmd->add_option("--sharding", a.sharding,
-                  "Sharding type for every table (drops per-table overrides): data_parallel, table_wise, "
-                  "row_wise, column_wise, table_row_wise");
-  cmd->add_option("--local-world-size", a.local_world_size,
-                  "Ranks per node for table_row_wise (sharding.local_world_size)")->check(CLI::Range(1, 64));
-  cmd->add_option("--steps", a.steps, "Measured steps")->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup-steps", a.warmup, "Steps run before measuring")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--batch-size", a.batch_size, "Samples per rank per step")->check(CLI::PositiveNumber);
+  a.given["workload"] = cmd->add_option("workload", a.file, "Workload JSON file (see README: Configuration reference)");
+  a.given["--preset"] =
+      cmd->add_option("--preset", a.preset, fmt::format("Built-in workload: {} (default {})", names, kDefaultPreset));
+  a.given["--devices"] = cmd->add_option("--devices", a.devices, "Number of ranks (devices.count)")->check(CLI::Range(1, 64));
+  a.given["--sharding"] = cmd->add_option("--sharding", a.sharding,
+                                          "Sharding type for every table (drops per-table overrides): data_parallel, "
+                                          "table_wise, row_wise, column_wise, table_row_wise");
+  a.given["--local-world-size"] =
+      cmd->add_option("--local-world-size", a.local_world_size, "Ranks per node for table_row_wise (sharding.local_world_size)")
+          ->check(CLI::Range(1, 64));
+  a.given["--steps"] = cmd->add_option("--steps", a.steps, "Measured steps")->check(CLI::Range(int64_t{1}, es::kMaxSteps));
+  a.given["--warmup-steps"] = cmd->add_option("--warmup-steps", a.warmup, "Steps run before measuring")
+                                  ->check(CLI::Range(int64_t{0}, es::kMaxSteps));
+  a.given["--batch-size"] = cmd->add_option("--batch-size", a.batch_size, "Samples per rank per step")
+                                ->check(CLI::Range(int64_t{1}, es::kMaxBatchSize));
 }
 
-es::WorkloadSpec load(const WorkloadArgs& a) {
-  if (!a.file.empty() && !a.preset.empty())
-    throw es::SpecError("give either a workload file or --preset, not both");
+// Loads the workload and applies the flags. A validation error about a field that a flag set
+// names the flag too.
+es::WorkloadSpec load(WorkloadArgs& a) {
+  if (a.was_given("workload") && a.file.empty()) throw es::SpecError("the workload file name is empty");
+  if (a.was_given("--preset") && a.preset.empty())
+    throw es::SpecError(fmt::format("--preset: empty; known presets: {}", fmt::join(es::preset_names(), ", ")));
+  if (!a.file.empty() && !a.preset.empty()) throw es::SpecError("give either a workload file or --preset, not both");
   es::WorkloadSpec spec = !a.file.empty() ? es::load_workload_file(a.file)
                                           : es::load_preset(a.preset.empty() ? kDefaultPreset : a.preset);
-  const std::string origin = !a.file.empty() ? a.file : "preset " + (a.preset.empty() ? kDefaultPreset : a.preset);
-  if (a.devices > 0) spec.devices.count = a.devices;
-  if (!a.sharding.empty()) {
+  a.origin = !a.file.empty() ? a.file : "preset " + (a.preset.empty() ? kDefaultPreset : a.preset);
+  std::vector<std::pair<std::string, std::string>> set_by;  // JSON pointer, flag
+  if (a.was_given("--devices")) {
+    spec.devices.count = a.devices;
+    set_by.emplace_back("/devices/count", "--devices");
+  }
+  if (a.was_given("--sharding")) {
     spec.sharding.default_type = es::sharding_type_from_string(a.sharding, "--sharding");
     spec.sharding.per_table.clear();
   }
-  if (a.local_world_size > 0) spec.sharding.local_world_size = a.local_world_size;
-  if (a.steps > 0) spec.steps = a.steps;
-  if (a.warmup >= 0) spec.warmup_steps = a.warmup;
-  if (a.batch_size > 0) spec.batch_size = a.batch_size;
-  es::validate(spec, origin);
+  if (a.was_given("--local-world-size")) {
+    spec.sharding.local_world_size = a.local_world_size;
+    set_by.emplace_back("/sharding/local_world_size", "--local-world-size");
+  }
+  if (a.was_given("--steps")) spec.steps = a.steps;
+  if (a.was_given("--warmup-steps")) spec.warmup_steps = a.warmup;
+  if (a.was_given("--batch-size")) {
+    spec.batch_size = a.batch_size;
+    set_by.emplace_back("/batch_size", "--batch-size");
+  }
+  try {
+    es::validate(spec, a.origin);
+  } catch (const es::SpecError& e) {
+    std::string msg = e.what();
+    for (const auto& [ptr, flag] : set_by)
+      if (msg.find(": " + ptr + ":") != std::string::npos || msg.find(": " + ptr + "/") != std::string::npos)
+        msg += fmt::format(" (set by {})", flag);
+    throw es::SpecError(msg);
+  }
   return spec;
+}
+
+// Plan and memory errors name JSON pointers only; put the workload's origin in front.
+template <class F>
+auto with_origin(const WorkloadArgs& a, F&& f) {
+  try {
+    return f();
+  } catch (const es::SpecError& e) {
+    const std::string msg = e.what();
+    if (!msg.empty() && msg[0] == '/') throw es::SpecError(a.origin + ": " + msg);
+    throw;
+  }
 }
 
 std::string ms(double ns) { return fmt::format("{:.2f} ms", ns / 1e6); }
@@ -106,9 +152,9 @@ std::string plan_table(const es::WorkloadSpec& spec, const es::ShardingPlan& pla
   return out;
 }
 
-int cmd_plan(const WorkloadArgs& a, bool as_json) {
+int cmd_plan(WorkloadArgs& a, bool as_json) {
   const es::WorkloadSpec spec = load(a);
-  const es::ShardingPlan plan = es::plan_sharding(spec);
+  const es::ShardingPlan plan = with_origin(a, [&] { return es::plan_sharding(spec); });
   const auto est = es::estimate_memory(spec, plan);
   if (as_json) {
     json j = es::to_json(spec, plan);
@@ -128,11 +174,11 @@ int cmd_plan(const WorkloadArgs& a, bool as_json) {
                                es::format_bytes(e.buffers), es::format_bytes(e.total()),
                                es::format_bytes(spec.devices.memory_bytes));
   }
-  es::check_memory_fits(spec, est);
+  with_origin(a, [&] { es::check_memory_fits(spec, est); });
   return 0;
 }
 
-int cmd_run(const WorkloadArgs& a, bool as_json, std::string output) {
+int cmd_run(WorkloadArgs& a, bool as_json, std::string output) {
   const es::WorkloadSpec spec = load(a);
   if (output.empty()) output = default_session_name();
   const bool tty = isatty(STDERR_FILENO) != 0;
@@ -156,7 +202,7 @@ int cmd_run(const WorkloadArgs& a, bool as_json, std::string output) {
     fmt::print(stderr, "{}step {}/{}  {:.0f} samples/s  ETA {:.1f} s  loss {:.4f}{}", tty ? "\r\033[K" : "", p.step,
                p.total_steps, p.samples_per_s, p.eta_s, p.loss, tty ? "" : "\n");
   };
-  const es::RunResult r = es::run_training(spec, opt);
+  const es::RunResult r = with_origin(a, [&] { return es::run_training(spec, opt); });
   if (tty) fmt::print(stderr, "\n");
   if (r.ended != es::RunEnd::complete && r.ended != es::RunEnd::cancelled) {
     fmt::print(stderr, "error: run ended {}: {}\nsession: {}\n", es::to_string(r.ended), r.error, r.session_path);
@@ -330,6 +376,13 @@ int main(int argc, char** argv) {
   exp->add_option("-o,--output", export_out, "Output file (chrome) or folder (csv)")->required();
   try {
     app.parse(argc, argv);
+  } catch (const CLI::RequiredError& e) {
+    if (argc > 1 && argv[1][0] != '-') {  // `embedscope frobnicate`
+      fmt::print(stderr, "error: unknown command '{}'; commands: run, plan, stats, export (see --help)\n", argv[1]);
+      return 2;
+    }
+    app.exit(e);
+    return 2;
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -340,6 +393,7 @@ int main(int argc, char** argv) {
     app.exit(e);
     return 2;
   }
+  const bool wants_json = (*run && run_json) || (*plan && plan_json) || (*stats && stats_json);
   try {
     if (*run) return cmd_run(run_args, run_json, run_output);
     if (*plan) return cmd_plan(plan_args, plan_json);
@@ -347,8 +401,10 @@ int main(int argc, char** argv) {
     if (*exp) return cmd_export(export_file, export_format, export_out);
   } catch (const es::SpecError& e) {
     fmt::print(stderr, "error: {}\n", e.what());
+    if (wants_json) std::cout << json{{"ended", "bad_input"}, {"error", e.what()}}.dump() << "\n";
     return 2;
   } catch (const ss::SessionError& e) {
+    if (wants_json) std::cout << json{{"ended", "bad_input"}, {"error", e.what()}}.dump() << "\n";
     fmt::print(stderr, "error: {}\n", e.what());
     return 2;
   } catch (const std::exception& e) {

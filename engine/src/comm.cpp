@@ -113,10 +113,15 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
       }
     }
     std::string head = fmt::format("{} '{}' (group {}, sequence {})", kind, op_name, name_, seq);
+    const std::string what = e.what();
+    if (missing.empty() && what.find("Timed out") != std::string::npos)  // everyone came, too slowly
+      throw CollectiveError(fmt::format("{} did not finish within {} ms (every rank arrived; the transfer was too "
+                                        "slow): {}", head, timeout_.count(), what),
+                            name_, seq, {}, true);
     if (!missing.empty())
       throw CollectiveError(fmt::format("{} did not finish within {} ms: rank(s) {} did not arrive", head,
                                         timeout_.count(), fmt::join(missing, ", ")),
-                            name_, seq, missing);
+                            name_, seq, missing, true);
     throw CollectiveError(fmt::format("{} failed: {}", head, e.what()), name_, seq, {});
   }
   if (observer_) {

@@ -298,11 +298,39 @@ void DenseModel::sgd_step(float lr, const float* grad) {
 }
 
 int64_t DenseModel::activation_bytes(int64_t B) const {
-  int64_t w = inter_in_ * 2 + inter_out_;
-  for (const auto& l : bottom_) w += l.out;
-  for (const auto& l : top_) w += l.out;
-  if (spec_.dense) w += static_cast<int64_t>(cross_.size()) * (2 * inter_in_ + spec_.dense->dcn_low_rank_dim);
-  return 2 * B * w * 4;
+  return B * dense_sizes(spec_, dims_).activation_floats_per_sample * 4;
+}
+
+DenseSizes dense_sizes(const WorkloadSpec& spec, const std::vector<int64_t>& feature_dims) {
+  DenseSizes z;
+  if (!spec.dense) return z;
+  const DenseSpec& d = *spec.dense;
+  const auto F = static_cast<int64_t>(feature_dims.size());
+  int64_t sum_dims = 0;
+  for (auto x : feature_dims) sum_dims += x;
+  int64_t in = d.num_dense_features, widths = 0;
+  for (int w : d.bottom_mlp) {
+    z.num_params += in * w + w;
+    widths += w;
+    in = w;
+  }
+  const int64_t inter_in = in + sum_dims;
+  int64_t inter_out = inter_in;
+  int64_t cross = 0;
+  if (d.interaction == Interaction::dot) inter_out = in + (F + 1) * F / 2;
+  if (d.interaction == Interaction::dcn) {
+    z.num_params += static_cast<int64_t>(d.dcn_num_layers) * (2 * inter_in * d.dcn_low_rank_dim + inter_in);
+    cross = static_cast<int64_t>(d.dcn_num_layers) * (2 * inter_in + d.dcn_low_rank_dim);
+  }
+  in = inter_out;
+  for (int w : d.top_mlp) {
+    z.num_params += in * w + w;
+    widths += w;
+    in = w;
+  }
+  // inputs and outputs of every layer, forward and backward
+  z.activation_floats_per_sample = 2 * (2 * inter_in + inter_out + widths + cross);
+  return z;
 }
 
 }  // namespace embedscope::engine

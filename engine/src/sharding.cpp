@@ -1,13 +1,16 @@
 #include "embedscope/engine/sharding.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/dense.h"
 #include "embedscope/engine/kernels.h"
+#include "layout.h"
 
 namespace embedscope::engine {
 
@@ -171,83 +174,65 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec) {
   return plan;
 }
 
-namespace {
-
-double mean_ids_per_bag(const FeatureSpec& f) { return f.pooling_factor.mean; }
-
-int64_t dense_param_count(const WorkloadSpec& spec) {
-  if (!spec.dense) return 0;
-  const DenseSpec& d = *spec.dense;
-  int64_t n = 0, in = d.num_dense_features;
-  for (int w : d.bottom_mlp) { n += in * w + w; in = w; }
-  int64_t num_feat = static_cast<int64_t>(spec.features.size());
-  int64_t sum_dims = 0;
-  for (size_t f = 0; f < spec.features.size(); ++f)
-    sum_dims += spec.tables[static_cast<size_t>(spec.table_of_feature(f))].embedding_dim;
-  int64_t inter = 0;
-  switch (d.interaction) {
-    case Interaction::dot: inter = in + (num_feat + 1) * num_feat / 2; break;
-    case Interaction::cat: inter = in + sum_dims; break;
-    case Interaction::dcn:
-      inter = in + sum_dims;
-      n += static_cast<int64_t>(d.dcn_num_layers) * (2 * inter * d.dcn_low_rank_dim + inter);
-      break;
-  }
-  in = inter;
-  for (int w : d.top_mlp) { n += in * w + w; in = w; }
-  return n;
-}
-
-}  // namespace
-
 std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec, const ShardingPlan& plan) {
-  const int world = plan.world_size;
-  const int64_t B = spec.batch_size;
-  std::vector<DeviceMemoryEstimate> est(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) est[static_cast<size_t>(r)].rank = r;
-  int64_t sum_dims = 0;
-  double local_ids = 0;
-  for (size_t f = 0; f < spec.features.size(); ++f) {
-    sum_dims += spec.tables[static_cast<size_t>(spec.table_of_feature(f))].embedding_dim;
-    local_ids += mean_ids_per_bag(spec.features[f]) * static_cast<double>(B);
+  // An upper bound of what the CPU executor accounts in a rank's DeviceArena: every per-step
+  // buffer it allocates counted as if all were alive at once, with every bag at its maximum
+  // length (so "plan fits" implies "run fits").
+  const detail::Layout L(spec, plan);
+  const int W = L.world;
+  const int64_t B = L.B;
+  const int64_t F = static_cast<int64_t>(spec.features.size());
+  std::vector<int64_t> max_len(spec.features.size());
+  for (size_t f = 0; f < spec.features.size(); ++f) max_len[f] = spec.features[f].pooling_factor.max;
+  const DenseSizes dense = dense_sizes(spec, L.dim);
+  int64_t sum_dims = 0, all_a2a_cols = 0, all_twrw_dims = 0;
+  for (int64_t f = 0; f < F; ++f) {
+    sum_dims += L.dim[static_cast<size_t>(f)];
   }
-  for (const TablePlan& tp : plan.tables) {
-    const TableSpec& t = spec.tables[static_cast<size_t>(tp.table)];
-    const int64_t nf = static_cast<int64_t>(t.feature_names.size());
-    double ids_per_sample = 0;
-    for (const auto& fname : t.feature_names)
-      ids_per_sample += mean_ids_per_bag(spec.features[static_cast<size_t>(spec.feature_index(fname))]);
-    for (const Shard& s : tp.shards) {
-      auto& e = est[static_cast<size_t>(s.rank)];
-      e.weights += s.num_rows * s.num_cols * 4;
-      e.optimizer_state += optimizer_state_bytes(spec.optimizer.type, s.num_rows, s.num_cols);
-      if (tp.type == ShardingType::data_parallel) {
-        // local lookup output + its gradient + the sparse gradient exchange (all ranks' rows)
-        e.buffers += 2 * B * nf * s.num_cols * 4;
-        e.buffers += static_cast<int64_t>(ids_per_sample * static_cast<double>(B * world)) * (s.num_cols * 4 + 8);
-        continue;
+  for (int r = 0; r < W; ++r)
+    for (int k : L.a2a_slots_to[static_cast<size_t>(r)]) all_a2a_cols += L.slots[static_cast<size_t>(k)].s.num_cols;
+  for (const auto& feats : L.twrw_features) all_twrw_dims += L.sum_dims(feats);
+  const int64_t rw_width = L.sum_dims(L.rw_features);
+
+  std::vector<DeviceMemoryEstimate> est(static_cast<size_t>(W));
+  for (int r = 0; r < W; ++r) {
+    auto& e = est[static_cast<size_t>(r)];
+    e.rank = r;
+    for (const TablePlan& tp : plan.tables)
+      for (const Shard& sh : tp.shards) {
+        if (sh.rank != r) continue;
+        e.weights += sh.num_rows * sh.num_cols * 4;
+        e.optimizer_state += optimizer_state_bytes(spec.optimizer.type, sh.num_rows, sh.num_cols);
       }
-      // received lengths and ids of the whole global batch, pooled output and its gradient
-      const double frac = (tp.type == ShardingType::row_wise || tp.type == ShardingType::table_row_wise)
-                              ? static_cast<double>(s.num_rows) / static_cast<double>(t.num_embeddings)
-                              : 1.0;
-      e.buffers += B * world * nf * 8 + static_cast<int64_t>(ids_per_sample * frac * static_cast<double>(B * world)) * 8;
-      e.buffers += 2 * B * world * nf * s.num_cols * 4;
+    e.dense = 2 * dense.num_params * 4 + B * dense.activation_floats_per_sample * 4;
+    int64_t floats = 0, int64s = 0;
+    // input dist: received lengths and ids of every local slot
+    int64_t my_a2a_cols = 0;
+    for (int k : L.slots_to[static_cast<size_t>(r)]) {
+      const auto& sl = L.slots[static_cast<size_t>(k)];
+      int64s += W * B + W * B * max_len[static_cast<size_t>(sl.feature)];
+      floats += 2 * W * B * sl.s.num_cols;  // lookup output and its gradient
     }
-  }
-  const int64_t dense_params = dense_param_count(spec);
-  int64_t act = 0;
-  if (spec.dense) {
-    int64_t widths = spec.dense->num_dense_features;
-    for (int w : spec.dense->bottom_mlp) widths += w;
-    for (int w : spec.dense->top_mlp) widths += w;
-    act = 2 * B * (widths + 2 * sum_dims + static_cast<int64_t>(spec.features.size() * spec.features.size())) * 4;
-  }
-  for (auto& e : est) {
-    e.dense = 2 * dense_params * 4 + act;
-    // local KJT (lengths + ids), received pooled embeddings and their gradients
-    e.buffers += B * static_cast<int64_t>(spec.features.size()) * 8 + static_cast<int64_t>(local_ids) * 8;
-    e.buffers += 2 * B * sum_dims * 4;
+    for (int k : L.a2a_slots_to[static_cast<size_t>(r)]) my_a2a_cols += L.slots[static_cast<size_t>(k)].s.num_cols;
+    floats += 2 * B * sum_dims;                              // pooled embeddings and their gradients
+    floats += 2 * (W * B * my_a2a_cols + B * all_a2a_cols);  // all-to-all out and back
+    if (!L.rw_features.empty()) floats += 2 * (W * B * rw_width + B * rw_width);
+    bool any_twrw = false;
+    for (const auto& tp : plan.tables) any_twrw |= tp.type == ShardingType::table_row_wise;
+    if (any_twrw) {
+      const int64_t width = L.sum_dims(L.twrw_features[static_cast<size_t>(r / L.local)]);
+      floats += L.local * L.nodes * B * width + 2 * L.nodes * B * width + B * all_twrw_dims;  // out
+      floats += B * all_twrw_dims + L.nodes * B * width + L.local * L.nodes * B * width;       // back
+    }
+    for (int t : L.dp_tables) {  // sparse row gradients of every replica
+      const TableSpec& ts = spec.tables[static_cast<size_t>(t)];
+      int64_t rows = 0;
+      for (const auto& fname : ts.feature_names) rows += B * max_len[static_cast<size_t>(spec.feature_index(fname))];
+      rows = W * std::min(rows, ts.num_embeddings);
+      int64s += rows;
+      floats += rows * ts.embedding_dim;
+    }
+    e.buffers = floats * 4 + int64s * 8;
   }
   return est;
 }

@@ -24,6 +24,7 @@
 #include "embedscope/engine/memory.h"
 #include "embedscope/profiler/tracer.h"
 #include "embedscope/sessions/session.h"
+#include "layout.h"
 
 namespace embedscope::engine {
 
@@ -40,73 +41,15 @@ const char* to_string(RunEnd e) {
 
 namespace {
 
+using detail::Layout;
+using detail::Slot;
+using detail::is_a2a;
+using detail::is_rw;
 using sessions::Lane;
 using sessions::OpCategory;
 using profiler::ScopedSpan;
 
 std::string host_name();
-
-bool is_a2a(ShardingType t) { return t == ShardingType::table_wise || t == ShardingType::column_wise; }
-bool is_rw(ShardingType t) { return t == ShardingType::row_wise || t == ShardingType::table_row_wise; }
-
-// ---- the step layout: the same on every rank ----------------------------------------------
-// A slot is one (table, feature, shard) that receives input through the KJT all-to-all.
-struct Slot {
-  int table = 0;
-  int feature = 0;
-  int shard = 0;  // index into TablePlan::shards
-  ShardingType type{};
-  Shard s;
-};
-
-struct Layout {
-  int world = 1, local = 1, nodes = 1;
-  int64_t B = 0;
-  std::vector<int64_t> dim;                    // per feature
-  std::vector<Slot> slots;                     // non data-parallel, (table, feature, shard) order
-  std::vector<std::vector<int>> slots_to;      // per rank: its slots, in order
-  std::vector<std::vector<int>> a2a_slots_to;  // per rank: its table_wise / column_wise slots
-  std::vector<int> rw_features;                // features of row_wise tables
-  std::vector<std::vector<int>> twrw_features; // per node: features of its table_row_wise tables
-  std::vector<int> dp_tables;
-
-  Layout(const WorkloadSpec& spec, const ShardingPlan& plan) {
-    world = plan.world_size;
-    local = plan.local_world_size;
-    nodes = world / local;
-    B = spec.batch_size;
-    for (size_t f = 0; f < spec.features.size(); ++f)
-      dim.push_back(spec.tables[static_cast<size_t>(spec.table_of_feature(f))].embedding_dim);
-    slots_to.resize(static_cast<size_t>(world));
-    a2a_slots_to.resize(static_cast<size_t>(world));
-    twrw_features.resize(static_cast<size_t>(nodes));
-    for (const TablePlan& tp : plan.tables) {
-      const TableSpec& t = spec.tables[static_cast<size_t>(tp.table)];
-      if (tp.type == ShardingType::data_parallel) {
-        dp_tables.push_back(tp.table);
-        continue;
-      }
-      for (const auto& fname : t.feature_names) {
-        const int f = spec.feature_index(fname);
-        if (tp.type == ShardingType::row_wise) rw_features.push_back(f);
-        if (tp.type == ShardingType::table_row_wise) twrw_features[static_cast<size_t>(tp.node)].push_back(f);
-        for (size_t s = 0; s < tp.shards.size(); ++s) {
-          const int idx = static_cast<int>(slots.size());
-          slots.push_back({tp.table, f, static_cast<int>(s), tp.type, tp.shards[s]});
-          slots_to[static_cast<size_t>(tp.shards[s].rank)].push_back(idx);
-          if (is_a2a(tp.type)) a2a_slots_to[static_cast<size_t>(tp.shards[s].rank)].push_back(idx);
-        }
-      }
-    }
-    std::sort(rw_features.begin(), rw_features.end());
-    for (auto& v : twrw_features) std::sort(v.begin(), v.end());
-  }
-  int64_t sum_dims(const std::vector<int>& feats) const {
-    int64_t s = 0;
-    for (int f : feats) s += dim[static_cast<size_t>(f)];
-    return s;
-  }
-};
 
 // ---- the comm worker: one thread per rank that runs its collectives -------------------------
 class CommWorker {
@@ -980,7 +923,7 @@ RunResult run_training(const WorkloadSpec& spec, const TrainerOptions& options) 
       } catch (const SplitMismatchError& e) {
         record(RunEnd::crashed, false, false, e.what());
       } catch (const CollectiveError& e) {
-        record(e.missing_ranks.empty() ? RunEnd::crashed : RunEnd::hang, false, e.missing_ranks.empty(),
+        record(e.timed_out ? RunEnd::hang : RunEnd::crashed, false, !e.timed_out,
                fmt::format("rank {}: {}", r, e.what()));
       } catch (const std::exception& e) {
         record(RunEnd::crashed, false, false, fmt::format("rank {}: {}", r, e.what()));

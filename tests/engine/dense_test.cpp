@@ -91,4 +91,10 @@ TEST(DenseModel, ParameterCountOfDlrmKaggle) {
   const int64_t bottom = 13 * 512 + 512 + 512 * 256 + 256 + 256 * 64 + 64 + 64 * 16 + 16;
   const int64_t top = 367 * 512 + 512 + 512 * 256 + 256 + 256 + 1;
   EXPECT_EQ(m.num_params(), bottom + top);
+  EXPECT_EQ(dense_sizes(s, std::vector<int64_t>(26, 16)).num_params, bottom + top);
+  for (Interaction i : {Interaction::cat, Interaction::dcn}) {  // the estimate agrees with the model
+    s.dense->interaction = i;
+    s.dense->dcn_low_rank_dim = 8;
+    EXPECT_EQ(dense_sizes(s, std::vector<int64_t>(26, 16)).num_params, DenseModel(s, std::vector<int64_t>(26, 16)).num_params());
+  }
 }

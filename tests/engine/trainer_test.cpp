@@ -165,3 +165,23 @@ TEST(Trainer, DivergedLossEndsTheRunOnEveryRank) {
   EXPECT_FALSE(r.bad_input);
   EXPECT_NE(r.error.find("training diverged: the loss is"), std::string::npos) << r.error;
 }
+
+// The memory estimate is an upper bound of what a rank really uses: a device sized exactly to
+// the estimate runs, for every sharding type.
+TEST(Trainer, PlanThatFitsRuns) {
+  for (ShardingType type : {ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,
+                            ShardingType::column_wise, ShardingType::table_row_wise}) {
+    WorkloadSpec s = tiny(4, type);
+    s.sharding.local_world_size = 2;
+    s.optimizer.type = OptimizerType::adam;
+    s.steps = 3;
+    const auto est = estimate_memory(s, plan_sharding(s));
+    int64_t most = 0;
+    for (const auto& e : est) most = std::max(most, e.total());
+    s.devices.memory_bytes = most;
+    RunResult r = run_training(s);
+    ASSERT_EQ(r.ended, RunEnd::complete) << to_string(type) << ": " << r.error;
+    for (size_t i = 0; i < est.size(); ++i)
+      EXPECT_LE(r.ranks[i].memory_bytes, est[i].total()) << to_string(type) << " rank " << i;
+  }
+}

@@ -29,11 +29,14 @@ namespace embedscope::engine {
 /// not arrive" or "... failed: <transport message>".
 class CollectiveError : public std::runtime_error {
  public:
-  CollectiveError(const std::string& msg, std::string group, uint64_t seq, std::vector<int> missing)
-      : std::runtime_error(msg), group(std::move(group)), sequence(seq), missing_ranks(std::move(missing)) {}
+  CollectiveError(const std::string& msg, std::string group, uint64_t seq, std::vector<int> missing,
+                  bool timed_out = false)
+      : std::runtime_error(msg), group(std::move(group)), sequence(seq), missing_ranks(std::move(missing)),
+        timed_out(timed_out) {}
   std::string group;
   uint64_t sequence;
-  std::vector<int> missing_ranks;  ///< global ranks that had not arrived (empty: peer failure)
+  std::vector<int> missing_ranks;  ///< global ranks that had not arrived
+  bool timed_out;                  ///< the timeout expired (else a peer failed: a consequence)
 };
 
 /// all-to-all split sizes that do not agree: send[i][j] != recv[j][i]. Thrown on every rank.

@@ -16,6 +16,14 @@
 
 namespace embedscope::engine {
 
+/// Sizes of the dense part, computed without building it.
+struct DenseSizes {
+  int64_t num_params = 0;              ///< fp32 parameters (the same count of gradients)
+  int64_t activation_floats_per_sample = 0;  ///< activations kept for backward, per sample
+};
+/// feature_dims[f] is the embedding_dim of feature f.
+DenseSizes dense_sizes(const WorkloadSpec& spec, const std::vector<int64_t>& feature_dims);
+
 class DenseModel {
  public:
   /// Builds and initialises the parameters from spec.seed (Xavier-uniform weights, zero
@@ -40,7 +48,7 @@ class DenseModel {
   /// params -= lr * grad (plain SGD on the dense part).
   void sgd_step(float lr, const float* grad);
 
-  /// Activation bytes for a batch of B (for memory estimates and accounting).
+  /// Activation bytes for a batch of B (for memory accounting; = dense_sizes(...) x B x 4).
   int64_t activation_bytes(int64_t B) const;
 
  private:
