@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -75,17 +76,6 @@ SessionWriter::SessionWriter(const std::string& path) : path_(path) {
     if (sqlite3_prepare_v3(db_, text, -1, SQLITE_PREPARE_PERSISTENT, &st, nullptr) != SQLITE_OK)
       throw SessionError(fmt::format("{}: {}", path_, sqlite3_errmsg(db_)));
     stmts_[key] = st;
-  }
-  {  // ops in groups of kOpsPerInsert rows per statement: less per-row statement overhead
-    std::string text = "INSERT INTO ops VALUES ";
-    for (int r = 0; r < kOpsPerInsert; ++r) {
-      text += r ? "," : "";
-      text += "(?,?,?,?,?,?,?,?,?,?)";
-    }
-    sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v3(db_, text.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &st, nullptr) != SQLITE_OK)
-      throw SessionError(fmt::format("{}: {}", path_, sqlite3_errmsg(db_)));
-    stmts_["ops"] = st;
   }
   set_metadata("format", "embedscope-session");
   set_metadata("ended", "running");
@@ -216,6 +206,8 @@ void SessionWriter::write(Pending& p) {
     step(st);
   }
   std::map<std::pair<int32_t, int32_t>, int64_t> max_dur;
+  std::pair<int32_t, int32_t> last_lane{-1, -1};
+  int64_t* last_max = nullptr;
   auto bind_op = [&](sqlite3_stmt* st, int base, size_t i) {
     const OpEvent& o = p.ops[i];
     sqlite3_bind_int(st, base + 1, o.rank);
@@ -228,17 +220,17 @@ void SessionWriter::write(Pending& p) {
     sqlite3_bind_int64(st, base + 8, o.step);
     sqlite3_bind_int64(st, base + 9, o.bytes);
     sqlite3_bind_int64(st, base + 10, static_cast<int64_t>(o.correlation));
-    auto& m = max_dur[{o.rank, static_cast<int32_t>(o.lane)}];
-    m = std::max(m, o.end_ns - o.start_ns);
+    const std::pair<int32_t, int32_t> lane{o.rank, static_cast<int32_t>(o.lane)};
+    if (lane != last_lane) {  // ops come in runs of one lane
+      last_lane = lane;
+      last_max = &max_dur[lane];
+    }
+    *last_max = std::max(*last_max, o.end_ns - o.start_ns);
   };
-  size_t i = 0;
-  for (auto* st = stmts_["ops"]; i + kOpsPerInsert <= p.ops.size(); i += kOpsPerInsert) {
-    for (int r = 0; r < kOpsPerInsert; ++r) bind_op(st, r * 10, i + static_cast<size_t>(r));
-    step(st);
-  }
-  for (auto* st = stmts_["op"]; i < p.ops.size(); ++i) {
-    bind_op(st, 0, i);
-    step(st);
+  auto* op_st = stmts_["op"];
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    bind_op(op_st, 0, i);
+    step(op_st);
   }
   for (auto& [key, d] : max_dur) {
     auto* st = stmts_["lane_max"];

@@ -92,7 +92,6 @@ class SessionWriter {
              steps.empty() && new_strings.empty();
     }
   };
-  static constexpr int kOpsPerInsert = 32;
   int32_t intern(const char* s);  // caller holds mu_
   void loop();
   void write(Pending& p);
