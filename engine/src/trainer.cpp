@@ -142,7 +142,6 @@ class Rank {
 
   void main();
 
-  int me_for_summary() const { return me_; }
   RankSummary summary;
   std::vector<int64_t> step_ns;     // per measured step
   std::vector<double> losses;       // per measured step (global mean)
@@ -185,8 +184,6 @@ class Rank {
   DenseModel dense_;
   std::unique_ptr<CommWorker> comm_;
   std::unique_ptr<ProcessGroup> world_, node_, cross_;
-  std::vector<int> shard_index_;  // slot -> index into shards (local slots only), -1 otherwise
-  std::vector<int> dp_shard_;     // per dp table: index into shards
   DeviceBuffer<float> dense_params_;  // accounting for the dense part
   std::vector<int64_t> counter_base_;
   std::atomic<int64_t> current_step_{0};
@@ -213,7 +210,6 @@ class Rank {
       if (pg) s += pg->counters().bytes_received;
     return s;
   }
-  int64_t peak_memory() const { return arena_.peak(); }
 };
 
 LocalShard& Rank::shard_of(int table, int shard_index) {
@@ -968,6 +964,7 @@ RunResult run_training(const WorkloadSpec& spec, const TrainerOptions& options) 
   result.tracer_overhead_ns = sh.tracer.overhead_ns();
   result.dropped_records = sh.tracer.dropped();
   if (session) {
+    for (int r = 0; r < W; ++r) session->add_ops(sh.tracer.take(r));  // spans of a step that failed midway
     session->set_metadata("tracer_overhead_ns", std::to_string(result.tracer_overhead_ns));
     session->set_metadata("dropped_records", std::to_string(result.dropped_records));
     session->set_metadata("spans_recorded", std::to_string(sh.tracer.recorded()));

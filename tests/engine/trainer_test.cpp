@@ -1,10 +1,14 @@
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 #include <numeric>
 
 #include "embedscope/engine/memory.h"
 #include "embedscope/engine/trainer.h"
+#include "embedscope/sessions/session.h"
 
 using namespace embedscope::engine;
 
@@ -84,6 +88,7 @@ TEST(Trainer, RankThatNeverArrivesEndsTheRunAsHang) {
   s.collective_timeout_ms = 800;
   TrainerOptions opt;
   opt.vanish = {2, 4};  // rank 2 stops at the world group's 4th collective
+  opt.session_path = (std::filesystem::temp_directory_path() / ("es_hang_" + std::to_string(getpid()) + ".db")).string();
   const auto t0 = std::chrono::steady_clock::now();
   RunResult r = run_training(s, opt);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
@@ -91,6 +96,13 @@ TEST(Trainer, RankThatNeverArrivesEndsTheRunAsHang) {
   EXPECT_NE(r.error.find("sequence 4"), std::string::npos) << r.error;
   EXPECT_NE(r.error.find("input_dist/lengths"), std::string::npos) << r.error;
   EXPECT_NE(r.error.find("rank(s) 2 did not arrive"), std::string::npos) << r.error;
+  // the session says how the run ended and keeps what ran until then
+  embedscope::sessions::SessionReader session(opt.session_path);
+  EXPECT_EQ(session.status(), "hang");
+  EXPECT_EQ(session.meta("end_message"), r.error);
+  EXPECT_GT(session.op_count(), 0);
+  EXPECT_FALSE(session.collectives().empty());
+  std::filesystem::remove(opt.session_path);
 }
 
 TEST(Trainer, InvalidIdsFailBeforeTheyAreSentAndNameTheFeature) {
