@@ -63,7 +63,7 @@ void BM_writer(benchmark::State& state) {
   const std::string path = tmp("writer.db");
   double close_ms = 0;
   for (auto _ : state) {
-    sessions::SessionWriter w(path);
+    sessions::SessionWriter w(path, /*overwrite=*/true);
     for (int r = 0; r < 4; ++r) w.add_lane({r, 0, "compute", "thread"});
     for (size_t i = 0; i < ops.size(); i += 50000)
       w.add_ops(std::vector<sessions::OpEvent>(ops.begin() + static_cast<long>(i),

@@ -4,6 +4,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -40,12 +44,18 @@ extern "C" void on_sigint(int) {
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
 }
 
+// embedscope-YYYYmmdd-HHMMSS.db, or -2, -3, ... when a run of the same second has it.
 std::string default_session_name() {
   char buf[64];
   const std::time_t t = std::time(nullptr);
-  std::strftime(buf, sizeof(buf), "embedscope-%Y%m%d-%H%M%S.db", std::localtime(&t));
-  return buf;
+  std::strftime(buf, sizeof(buf), "embedscope-%Y%m%d-%H%M%S", std::localtime(&t));
+  std::string name = std::string(buf) + ".db";
+  for (int i = 2; access(name.c_str(), F_OK) == 0; ++i) name = fmt::format("{}-{}.db", buf, i);
+  return name;
 }
+
+// JSON text that survives invalid UTF-8 in file names and messages.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 struct WorkloadArgs {
   std::string file;
@@ -163,7 +173,7 @@ int cmd_plan(WorkloadArgs& a, bool as_json) {
       j["memory"].push_back({{"rank", e.rank}, {"weights_bytes", e.weights}, {"optimizer_state_bytes", e.optimizer_state},
                              {"dense_bytes", e.dense}, {"buffers_bytes", e.buffers}, {"total_bytes", e.total()},
                              {"capacity_bytes", spec.devices.memory_bytes}});
-    std::cout << j.dump(2) << "\n";
+    std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
     std::cout << plan_table(spec, plan) << "\n";
     std::cout << fmt::format("{:<5} {:>12} {:>16} {:>12} {:>12} {:>12} {:>12}\n", "rank", "weights", "optimizer state",
@@ -178,7 +188,7 @@ int cmd_plan(WorkloadArgs& a, bool as_json) {
   return 0;
 }
 
-int cmd_run(WorkloadArgs& a, bool as_json, std::string output) {
+int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite) {
   const es::WorkloadSpec spec = load(a);
   if (output.empty()) output = default_session_name();
   const bool tty = isatty(STDERR_FILENO) != 0;
@@ -189,16 +199,20 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output) {
              spec.warmup_steps);
   es::TrainerOptions opt;
   opt.session_path = output;
+  opt.session_overwrite = overwrite;
   opt.keep_events = false;
   opt.cancel = &g_cancel;
   std::signal(SIGINT, on_sigint);
   const int64_t every = std::max<int64_t>(1, spec.steps / 10);
+  auto last_print = std::chrono::steady_clock::now();
   opt.on_step = [&](const es::StepProgress& p) {
     if (p.step == 0) {
       fmt::print(stderr, "{}warmup {}/{}{}", tty ? "\r" : "", p.warmup_done, spec.warmup_steps, tty ? "" : "\n");
       return;
     }
-    if (!tty && p.step % every != 0 && p.step != p.total_steps) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (!tty && p.step % every != 0 && p.step != p.total_steps && now - last_print < std::chrono::seconds(2)) return;
+    last_print = now;
     fmt::print(stderr, "{}step {}/{}  {:.0f} samples/s  ETA {:.1f} s  loss {:.4f}{}", tty ? "\r\033[K" : "", p.step,
                p.total_steps, p.samples_per_s, p.eta_s, p.loss, tty ? "" : "\n");
   };
@@ -207,13 +221,13 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output) {
   if (r.ended != es::RunEnd::complete && r.ended != es::RunEnd::cancelled) {
     fmt::print(stderr, "error: run ended {}: {}\nsession: {}\n", es::to_string(r.ended), r.error, r.session_path);
     if (as_json)
-      std::cout << json{{"ended", es::to_string(r.ended)}, {"error", r.error}, {"session", r.session_path}}.dump()
+      std::cout << dump(json{{"ended", es::to_string(r.ended)}, {"error", r.error}, {"session", r.session_path}})
                 << "\n";
     return r.bad_input ? 2 : 1;
   }
   if (r.step_time_ns.empty()) {
     fmt::print(stderr, "run cancelled before the first measured step\nsession: {}\n", r.session_path);
-    if (as_json) std::cout << json{{"ended", "cancelled"}, {"session", r.session_path}}.dump() << "\n";
+    if (as_json) std::cout << dump(json{{"ended", "cancelled"}, {"session", r.session_path}}) << "\n";
     return 0;
   }
   const auto d = embedscope::sessions::summarize(r.step_time_ns);
@@ -243,7 +257,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output) {
       j["ranks"].push_back({{"rank", rk.rank}, {"ids_looked_up", rk.ids_looked_up}, {"unique_ids", rk.unique_ids},
                             {"bytes_sent", rk.bytes_sent}, {"bytes_received", rk.bytes_received},
                             {"memory_bytes", rk.memory_bytes}});
-    std::cout << j.dump() << "\n";
+    std::cout << dump(j) << "\n";
     return 0;
   }
   std::cout << "sharding plan\n" << plan_table(spec, r.plan) << "\n";
@@ -298,7 +312,7 @@ int cmd_stats(const std::string& file, bool as_json) {
                             {"bytes_received", r.bytes_received}, {"by_category_ns", cats}});
     }
     if (!session.meta("end_message").empty()) j["end_message"] = session.meta("end_message");
-    std::cout << j.dump() << "\n";
+    std::cout << dump(j) << "\n";
     return 0;
   }
   std::cout << fmt::format("session      {} ({}, {})\n", file, st.ended, st.simulated ? "SIMULATED" : "measured");
@@ -333,12 +347,27 @@ int cmd_stats(const std::string& file, bool as_json) {
 
 int cmd_export(const std::string& file, const std::string& format, const std::string& out) {
   const ss::SessionReader session(file);
+  std::error_code ec;
+  if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(file, out, ec))
+    throw es::SpecError(fmt::format("{}: is the session being exported; choose another output", out));
   if (format == "chrome") {
-    std::ofstream f(out);
-    if (!f) throw es::SpecError(fmt::format("{}: cannot write", out));
-    ss::export_chrome_trace(session, f);
-    f.close();
-    if (!f) throw es::SpecError(fmt::format("{}: write failed", out));
+    // Written beside the target and renamed at the end: a failed export leaves nothing behind.
+    const std::string tmp = out + ".partial";
+    {
+      std::ofstream f(tmp);
+      if (!f) throw es::SpecError(fmt::format("{}: cannot write: {}", out, std::strerror(errno)));
+      ss::export_chrome_trace(session, f);
+      f.close();
+      if (!f) {
+        std::filesystem::remove(tmp, ec);
+        throw es::SpecError(fmt::format("{}: write failed: {}", out, std::strerror(errno)));
+      }
+    }
+    std::filesystem::rename(tmp, out, ec);
+    if (ec) {
+      std::filesystem::remove(tmp, ec);
+      throw es::SpecError(fmt::format("{}: cannot write: {}", out, ec.message()));
+    }
     fmt::print(stderr, "wrote {} (open it in https://ui.perfetto.dev or chrome://tracing)\n", out);
   } else {
     for (const auto& p : ss::export_csv(session, ss::analyze(session), out)) fmt::print(stderr, "wrote {}\n", p);
@@ -360,6 +389,8 @@ int main(int argc, char** argv) {
   std::string run_output;
   run->add_option("-o,--output", run_output,
                   "Session file to write (default: embedscope-YYYYmmdd-HHMMSS.db in the current directory)");
+  bool run_overwrite = false;
+  run->add_flag("--force-overwrite", run_overwrite, "Replace the session file if it exists");
   auto* plan = app.add_subcommand("plan", "Show the sharding plan and the memory each device needs, without running");
   add_workload_options(plan, plan_args);
   plan->add_flag("--json", plan_json, "Print the plan as JSON");
@@ -377,8 +408,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::RequiredError& e) {
-    if (argc > 1 && argv[1][0] != '-') {  // `embedscope frobnicate`
-      fmt::print(stderr, "error: unknown command '{}'; commands: run, plan, stats, export (see --help)\n", argv[1]);
+    const std::string first = argc > 1 ? argv[1] : "";
+    if (!first.empty() && first[0] != '-' && first != "run" && first != "plan" && first != "stats" &&
+        first != "export") {  // `embedscope frobnicate`
+      fmt::print(stderr, "error: unknown command '{}'; commands: run, plan, stats, export (see --help)\n", first);
       return 2;
     }
     app.exit(e);
@@ -395,16 +428,16 @@ int main(int argc, char** argv) {
   }
   const bool wants_json = (*run && run_json) || (*plan && plan_json) || (*stats && stats_json);
   try {
-    if (*run) return cmd_run(run_args, run_json, run_output);
+    if (*run) return cmd_run(run_args, run_json, run_output, run_overwrite);
     if (*plan) return cmd_plan(plan_args, plan_json);
     if (*stats) return cmd_stats(stats_file, stats_json);
     if (*exp) return cmd_export(export_file, export_format, export_out);
   } catch (const es::SpecError& e) {
     fmt::print(stderr, "error: {}\n", e.what());
-    if (wants_json) std::cout << json{{"ended", "bad_input"}, {"error", e.what()}}.dump() << "\n";
+    if (wants_json) std::cout << dump(json{{"ended", "bad_input"}, {"error", e.what()}}) << "\n";
     return 2;
   } catch (const ss::SessionError& e) {
-    if (wants_json) std::cout << json{{"ended", "bad_input"}, {"error", e.what()}}.dump() << "\n";
+    if (wants_json) std::cout << dump(json{{"ended", "bad_input"}, {"error", e.what()}}) << "\n";
     fmt::print(stderr, "error: {}\n", e.what());
     return 2;
   } catch (const std::exception& e) {

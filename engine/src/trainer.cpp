@@ -857,8 +857,9 @@ void write_run_metadata(sessions::SessionWriter& w, const WorkloadSpec& spec, co
   w.set_metadata("simulated", "0");
   w.set_metadata("backend", to_string(spec.devices.backend));
   w.set_metadata("workload_name", spec.name);
-  w.set_metadata("workload_json", to_json(spec).dump());
-  w.set_metadata("sharding_plan_json", to_json(spec, plan).dump());
+  constexpr auto replace = nlohmann::json::error_handler_t::replace;  // names may not be UTF-8
+  w.set_metadata("workload_json", to_json(spec).dump(-1, ' ', false, replace));
+  w.set_metadata("sharding_plan_json", to_json(spec, plan).dump(-1, ' ', false, replace));
   w.set_metadata("world_size", std::to_string(spec.devices.count));
   w.set_metadata("batch_size", std::to_string(spec.batch_size));
   w.set_metadata("samples_per_step", std::to_string(spec.batch_size * spec.devices.count));
@@ -890,7 +891,7 @@ RunResult run_training(const WorkloadSpec& spec, const TrainerOptions& options) 
   Shared sh(spec, result.plan, options);
   std::unique_ptr<sessions::SessionWriter> session;
   if (!options.session_path.empty()) {
-    session = std::make_unique<sessions::SessionWriter>(options.session_path);
+    session = std::make_unique<sessions::SessionWriter>(options.session_path, options.session_overwrite);
     sh.session = session.get();
     result.session_path = options.session_path;
     write_run_metadata(*session, spec, result.plan, sh.tracer.clock());

@@ -1,5 +1,7 @@
 #include "embedscope/sessions/export.h"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -17,11 +19,12 @@ std::string ns_to_us(int64_t ns) {
 }
 
 namespace {
-std::string quoted(const std::string& s) { return nlohmann::json(s).dump(); }
+constexpr auto kReplace = nlohmann::json::error_handler_t::replace;  // names may not be UTF-8
+std::string quoted(const std::string& s) { return nlohmann::json(s).dump(-1, ' ', false, kReplace); }
 }  // namespace
 
 void export_chrome_trace(const SessionReader& session, std::ostream& out) {
-  out << "{\"displayTimeUnit\":\"ns\",\"metadata\":" << nlohmann::json(session.metadata()).dump() << ",\n\"traceEvents\":[\n";
+  out << "{\"displayTimeUnit\":\"ns\",\"metadata\":" << nlohmann::json(session.metadata()).dump(-1, ' ', false, kReplace) << ",\n\"traceEvents\":[\n";
   bool first = true;
   auto emit = [&](const std::string& ev) {
     out << (first ? "" : ",\n") << ev;
@@ -93,7 +96,7 @@ std::vector<std::string> export_csv(const SessionReader& session, const RunStats
   auto open = [&](const char* name) {
     const std::string path = (std::filesystem::path(dir) / name).string();
     std::ofstream f(path);
-    if (!f) throw SessionError(fmt::format("{}: cannot write", path));
+    if (!f) throw SessionError(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
     written.push_back(path);
     return f;
   };
@@ -114,13 +117,15 @@ std::vector<std::string> export_csv(const SessionReader& session, const RunStats
                        o.correlation);
   }
   std::string cat_header;
-  for (int c = 0; c < kNumCategories; ++c) cat_header += fmt::format(",{}_ns", to_string(static_cast<OpCategory>(c)));
+  for (int c = 0; c < kNumCategories; ++c) cat_header += fmt::format(",cat_{}_ns", to_string(static_cast<OpCategory>(c)));
   {
     auto f = open("steps.csv");
-    f << "step,rank,window_ns,compute_ns,comm_ns,overlap_ns,exposed_comm_ns,idle_ns" << cat_header << "\n";
+    std::map<int64_t, double> loss;
+    for (const auto& s : session.steps()) loss[s.step] = s.loss;
+    f << "step,rank,loss,window_ns,compute_ns,comm_ns,overlap_ns,exposed_comm_ns,idle_ns" << cat_header << "\n";
     for (const auto& t : stats.per_step)
-      f << fmt::format("{},{},{},{},{},{},{},{},{}\n", t.step, t.rank, t.window_ns, t.compute_ns, t.comm_ns, t.overlap_ns,
-                       t.exposed_comm_ns, t.idle_ns, fmt::join(t.by_category_ns, ","));
+      f << fmt::format("{},{},{},{},{},{},{},{},{},{}\n", t.step, t.rank, loss[t.step], t.window_ns, t.compute_ns,
+                       t.comm_ns, t.overlap_ns, t.exposed_comm_ns, t.idle_ns, fmt::join(t.by_category_ns, ","));
   }
   {
     auto f = open("ranks.csv");

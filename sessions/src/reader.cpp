@@ -26,6 +26,12 @@ std::string this_host() {
   return buf;
 }
 
+// Column text, "" for NULL (a damaged or hand-edited file must not crash the reader).
+std::string col_text(sqlite3_stmt* st, int i) {
+  const unsigned char* t = sqlite3_column_text(st, i);
+  return t ? reinterpret_cast<const char*>(t) : "";
+}
+
 template <class T>
 std::vector<T> parse_array(const unsigned char* text) {
   std::vector<T> out;
@@ -49,6 +55,7 @@ void SessionReader::check(int rc, const char* what) const {
 
 SessionReader::SessionReader(const std::string& path) : path_(path) {
   struct stat sb {};
+  if (path.empty()) throw SessionError("the session file name is empty");
   if (stat(path.c_str(), &sb) != 0)
     throw SessionError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   if (S_ISDIR(sb.st_mode)) throw SessionError(fmt::format("{}: is a directory, not a session file", path));
@@ -74,7 +81,8 @@ SessionReader::SessionReader(const std::string& path) : path_(path) {
             "reading the schema");
       check(sqlite3_step(s.st), "reading the schema");
       if (sqlite3_column_int(s.st, 0) == 0)
-        throw SessionError(fmt::format("{}: an SQLite database, but not an Embedscope session (no metadata table)", path));
+        throw SessionError(fmt::format("{}: an SQLite database, but not an Embedscope session (no metadata table; a copy "
+                                       "of a running or killed session needs its -wal file beside it)", path));
     }
     if (version_ > kSchemaVersion)
       throw SessionError(fmt::format(
@@ -86,20 +94,24 @@ SessionReader::SessionReader(const std::string& path) : path_(path) {
       check(sqlite3_prepare_v2(db_, "SELECT key, value FROM metadata", -1, &s.st, nullptr), "reading metadata");
       int rc;
       while ((rc = sqlite3_step(s.st)) == SQLITE_ROW)
-        meta_[reinterpret_cast<const char*>(sqlite3_column_text(s.st, 0))] =
-            reinterpret_cast<const char*>(sqlite3_column_text(s.st, 1));
+        meta_[col_text(s.st, 0)] = col_text(s.st, 1);
       check(rc, "reading metadata");
     }
+    if (meta_.empty())
+      throw SessionError(fmt::format("{}: the session holds no metadata yet: its run was killed before the first commit",
+                                     path));
     if (meta("format") != "embedscope-session")
       throw SessionError(fmt::format("{}: not an Embedscope session (metadata 'format' is '{}')", path, meta("format")));
     {
       Stmt s;
       check(sqlite3_prepare_v2(db_, "SELECT id, value FROM strings ORDER BY id", -1, &s.st, nullptr), "reading strings");
       int rc;
-      while ((rc = sqlite3_step(s.st)) == SQLITE_ROW) {
-        const auto id = static_cast<size_t>(sqlite3_column_int(s.st, 0));
-        if (strings_.size() <= id) strings_.resize(id + 1);
-        strings_[id] = reinterpret_cast<const char*>(sqlite3_column_text(s.st, 1));
+      while ((rc = sqlite3_step(s.st)) == SQLITE_ROW) {  // ids are dense: 0, 1, 2, ...
+        const int64_t id = sqlite3_column_int64(s.st, 0);
+        if (id != static_cast<int64_t>(strings_.size()))
+          throw SessionError(fmt::format("{}: the session file is corrupt (strings id {} where {} was expected)", path,
+                                         id, strings_.size()));
+        strings_.push_back(col_text(s.st, 1));
       }
       check(rc, "reading strings");
     }
@@ -149,8 +161,7 @@ std::vector<RankInfo> SessionReader::ranks() const {
         "reading ranks");
   int rc;
   while ((rc = sqlite3_step(s.st)) == SQLITE_ROW)
-    out.push_back({sqlite3_column_int(s.st, 0), reinterpret_cast<const char*>(sqlite3_column_text(s.st, 1)),
-                   reinterpret_cast<const char*>(sqlite3_column_text(s.st, 2)), sqlite3_column_int64(s.st, 3)});
+    out.push_back({sqlite3_column_int(s.st, 0), col_text(s.st, 1), col_text(s.st, 2), sqlite3_column_int64(s.st, 3)});
   check(rc, "reading ranks");
   return out;
 }
@@ -162,20 +173,22 @@ std::vector<LaneInfo> SessionReader::lanes() const {
         "reading lanes");
   int rc;
   while ((rc = sqlite3_step(s.st)) == SQLITE_ROW)
-    out.push_back({sqlite3_column_int(s.st, 0), sqlite3_column_int(s.st, 1),
-                   reinterpret_cast<const char*>(sqlite3_column_text(s.st, 2)),
-                   reinterpret_cast<const char*>(sqlite3_column_text(s.st, 3))});
+    out.push_back({sqlite3_column_int(s.st, 0), sqlite3_column_int(s.st, 1), col_text(s.st, 2), col_text(s.st, 3)});
   check(rc, "reading lanes");
   return out;
 }
 
 namespace {
-constexpr const char* kOpColumns = "rank, lane, category, name_id, step, start_ns, end_ns, bytes, correlation";
-OpRecord op_from(sqlite3_stmt* st) {
+constexpr const char* kOpColumns =
+    "lane_key >> 8, lane_key & 255, category, name_id, step, start_ns, end_ns, bytes, correlation";
+OpRecord op_from(sqlite3_stmt* st, const std::string& path) {
   OpRecord o;
   o.rank = sqlite3_column_int(st, 0);
   o.lane = sqlite3_column_int(st, 1);
-  o.category = static_cast<OpCategory>(sqlite3_column_int(st, 2));
+  const int cat = sqlite3_column_int(st, 2);
+  if (cat < 0 || cat >= kNumCategories)
+    throw SessionError(fmt::format("{}: the session file is corrupt (an op of rank {} has category {})", path, o.rank, cat));
+  o.category = static_cast<OpCategory>(cat);
   o.name_id = sqlite3_column_int(st, 3);
   o.step = sqlite3_column_int64(st, 4);
   o.start_ns = sqlite3_column_int64(st, 5);
@@ -193,30 +206,29 @@ std::vector<OpRecord> SessionReader::ops(int32_t rank, int32_t lane, int64_t t0_
   if (auto it = max_duration_.find({rank, lane}); it != max_duration_.end()) longest = it->second;
   Stmt s;
   const std::string sql = fmt::format(
-      "SELECT {} FROM ops WHERE rank = ?1 AND lane = ?2 AND start_ns >= ?3 AND start_ns < ?4 AND end_ns > ?5 "
+      "SELECT {} FROM ops WHERE lane_key = ?1 AND start_ns >= ?2 AND start_ns < ?3 AND end_ns > ?4 "
       "ORDER BY start_ns",
       kOpColumns);
   check(sqlite3_prepare_v2(db_, sql.c_str(), -1, &s.st, nullptr), "querying ops");
-  sqlite3_bind_int(s.st, 1, rank);
-  sqlite3_bind_int(s.st, 2, lane);
-  sqlite3_bind_int64(s.st, 3, t0_ns - longest);
-  sqlite3_bind_int64(s.st, 4, t1_ns);
-  sqlite3_bind_int64(s.st, 5, t0_ns);
+  sqlite3_bind_int(s.st, 1, rank * 256 + lane);
+  sqlite3_bind_int64(s.st, 2, t0_ns - longest);
+  sqlite3_bind_int64(s.st, 3, t1_ns);
+  sqlite3_bind_int64(s.st, 4, t0_ns);
   std::vector<OpRecord> out;
   int rc;
-  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW) out.push_back(op_from(s.st));
+  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW) out.push_back(op_from(s.st, path_));
   check(rc, "querying ops");
   return out;
 }
 
 std::vector<OpRecord> SessionReader::all_ops() const {
   Stmt s;
-  check(sqlite3_prepare_v2(db_, fmt::format("SELECT {} FROM ops ORDER BY rank, lane, start_ns", kOpColumns).c_str(), -1,
+  check(sqlite3_prepare_v2(db_, fmt::format("SELECT {} FROM ops ORDER BY lane_key, start_ns", kOpColumns).c_str(), -1,
                            &s.st, nullptr),
         "reading ops");
   std::vector<OpRecord> out;
   int rc;
-  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW) out.push_back(op_from(s.st));
+  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW) out.push_back(op_from(s.st, path_));
   check(rc, "reading ops");
   return out;
 }
@@ -271,7 +283,7 @@ std::vector<CollectiveRecord> SessionReader::collectives() const {
         "reading collectives");
   std::vector<CollectiveRecord> out;
   int rc;
-  auto text = [&](int i) { return std::string(reinterpret_cast<const char*>(sqlite3_column_text(s.st, i))); };
+  auto text = [&](int i) { return col_text(s.st, i); };
   while ((rc = sqlite3_step(s.st)) == SQLITE_ROW) {
     CollectiveRecord c;
     c.rank = sqlite3_column_int(s.st, 0);

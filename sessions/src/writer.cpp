@@ -1,5 +1,9 @@
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cstring>
@@ -34,9 +38,21 @@ void SessionWriter::exec(const char* sql) {
   }
 }
 
-SessionWriter::SessionWriter(const std::string& path) : path_(path) {
-  std::remove(path.c_str());
+SessionWriter::SessionWriter(const std::string& path, bool overwrite) : path_(path) {
+  if (path.empty()) throw SessionError("the session file name is empty");
+  struct stat sb {};
+  if (lstat(path.c_str(), &sb) == 0) {
+    if (!S_ISREG(sb.st_mode)) throw SessionError(fmt::format("{}: exists and is not a regular file", path));
+    if (!overwrite)
+      throw SessionError(fmt::format("{}: already exists; choose another name or allow overwriting it "
+                                     "(embedscope run --force-overwrite)", path));
+    std::remove(path.c_str());
+  }
   for (const char* suffix : {"-wal", "-shm", "-journal"}) std::remove((path + suffix).c_str());
+  // Claim the name atomically, so two runs never share a file.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) throw SessionError(fmt::format("{}: cannot create the session file: {}", path, std::strerror(errno)));
+  ::close(fd);
   if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                       nullptr) != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
@@ -63,7 +79,7 @@ SessionWriter::SessionWriter(const std::string& path) : path_(path) {
       {"string", "INSERT INTO strings VALUES (?1, ?2)"},
       {"lane", "INSERT OR REPLACE INTO lanes (rank, lane, name, kind) VALUES (?1, ?2, ?3, ?4)"},
       {"lane_max", "UPDATE lanes SET max_duration_ns = max(max_duration_ns, ?3) WHERE rank = ?1 AND lane = ?2"},
-      {"op", "INSERT INTO ops VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"},
+      {"op", "INSERT INTO ops VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
       {"coll", "INSERT INTO collectives (rank, op, name, group_name, sequence, dtype, step, start_ns, end_ns, "
                "bytes_sent, bytes_received, peers, send_elements, recv_elements) VALUES "
                "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"},
@@ -210,16 +226,15 @@ void SessionWriter::write(Pending& p) {
   int64_t* last_max = nullptr;
   auto bind_op = [&](sqlite3_stmt* st, int base, size_t i) {
     const OpEvent& o = p.ops[i];
-    sqlite3_bind_int(st, base + 1, o.rank);
-    sqlite3_bind_int(st, base + 2, static_cast<int>(o.lane));
-    sqlite3_bind_int64(st, base + 3, o.start_ns);
-    sqlite3_bind_int64(st, base + 4, next_op_id_++);
-    sqlite3_bind_int64(st, base + 5, o.end_ns);
-    sqlite3_bind_int(st, base + 6, static_cast<int>(o.category));
-    sqlite3_bind_int(st, base + 7, p.op_names[i]);
-    sqlite3_bind_int64(st, base + 8, o.step);
-    sqlite3_bind_int64(st, base + 9, o.bytes);
-    sqlite3_bind_int64(st, base + 10, static_cast<int64_t>(o.correlation));
+    sqlite3_bind_int(st, base + 1, o.rank * 256 + static_cast<int>(o.lane));
+    sqlite3_bind_int64(st, base + 2, o.start_ns);
+    sqlite3_bind_int64(st, base + 3, next_op_id_++);
+    sqlite3_bind_int64(st, base + 4, o.end_ns);
+    sqlite3_bind_int(st, base + 5, static_cast<int>(o.category));
+    sqlite3_bind_int(st, base + 6, p.op_names[i]);
+    sqlite3_bind_int64(st, base + 7, o.step);
+    sqlite3_bind_int64(st, base + 8, o.bytes);
+    sqlite3_bind_int64(st, base + 9, static_cast<int64_t>(o.correlation));
     const std::pair<int32_t, int32_t> lane{o.rank, static_cast<int32_t>(o.lane)};
     if (lane != last_lane) {  // ops come in runs of one lane
       last_lane = lane;

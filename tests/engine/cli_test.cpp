@@ -98,6 +98,26 @@ TEST(Cli, RunJsonSummary) {
   EXPECT_TRUE(std::filesystem::exists(scratch() / "csv" / "ranks.csv"));
 }
 
+TEST(Cli, OutputFilesAreNeverClobberedSilently) {
+  const std::string db = (scratch() / "keep.db").string();
+  ASSERT_EQ(cli("run --preset tiny --steps 2 -o " + db).code, 0);
+  Result r = cli("run --preset tiny --steps 2 -o " + db);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("keep.db: already exists"), std::string::npos) << r.err;
+  EXPECT_EQ(cli("run --preset tiny --steps 3 --force-overwrite -o " + db).code, 0);
+  EXPECT_EQ(nlohmann::json::parse(cli("stats --json " + db).out)["steps"], 3);
+  r = cli("run --preset tiny --steps 2 -o /dev/null");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("/dev/null: exists and is not a regular file"), std::string::npos) << r.err;
+  r = cli("export " + db + " --format chrome -o " + db);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("is the session being exported"), std::string::npos) << r.err;
+  EXPECT_EQ(cli("stats " + db).code, 0);  // still a session
+  r = cli("stats");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.find("unknown command"), std::string::npos) << r.err;
+}
+
 TEST(Cli, StatsOnBadFilesExitsTwo) {
   Result r = cli("stats " + kData + "/specs/small_ok.json");
   EXPECT_EQ(r.code, 2);

@@ -336,3 +336,64 @@ TEST(Export, CsvFilesWithHeaders) {
   std::getline(ranks, line);
   EXPECT_EQ(line.rfind("0,160,300,60,240,600,20.000,30,100,32,48", 0), 0u) << line;
 }
+
+TEST(Session, WriterNeverReplacesWhatItShouldNot) {
+  const std::string path = make_session("exists.db");
+  try {
+    SessionWriter w(path);
+    ADD_FAILURE() << "an existing session was replaced";
+  } catch (const SessionError& e) {
+    EXPECT_NE(std::string(e.what()).find("exists.db: already exists"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(SessionReader(path).status(), "complete");  // untouched
+  try {
+    SessionWriter w(scratch().string(), true);  // a directory, even with overwrite
+    ADD_FAILURE() << "a directory was replaced";
+  } catch (const SessionError& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a regular file"), std::string::npos) << e.what();
+  }
+  {
+    SessionWriter w(path, true);
+    w.close("cancelled");
+  }
+  EXPECT_EQ(SessionReader(path).status(), "cancelled");
+}
+
+TEST(Session, DamagedRowsGiveAnErrorNotACrash) {
+  auto damaged = [&](const std::string& name, const char* sql) {
+    const std::string path = make_session(name);
+    sqlite3* db = nullptr;
+    sqlite3_open(path.c_str(), &db);
+    EXPECT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql;
+    sqlite3_close(db);
+    return path;
+  };
+  const std::string cat = damaged("cat.db", "UPDATE ops SET category = 7 WHERE step = 0");
+  SessionReader r(cat);
+  try {
+    analyze(r);
+    ADD_FAILURE() << "category 7 was accepted";
+  } catch (const SessionError& e) {
+    EXPECT_NE(std::string(e.what()).find("cat.db: the session file is corrupt (an op of rank 0 has category 7)"),
+              std::string::npos)
+        << e.what();
+  }
+  const std::string gap = damaged("gap.db", "UPDATE strings SET id = 2147483647 WHERE id = 1");
+  EXPECT_NE(error_of(gap).find("gap.db: the session file is corrupt (strings id 2 where 1 was expected)"),
+            std::string::npos)
+      << error_of(gap);
+  // a hand-made file with NULL values where the schema has none
+  const std::string null_meta = (scratch() / "nullmeta.db").string();
+  sqlite3* db = nullptr;
+  sqlite3_open(null_meta.c_str(), &db);
+  sqlite3_exec(db,
+               "PRAGMA user_version=1; CREATE TABLE metadata (key TEXT PRIMARY KEY, value TEXT);"
+               "INSERT INTO metadata VALUES ('format', 'embedscope-session'), ('ended', NULL);"
+               "CREATE TABLE strings (id INTEGER PRIMARY KEY, value TEXT); INSERT INTO strings VALUES (0, NULL);"
+               "CREATE TABLE lanes (rank, lane, name, kind, max_duration_ns);",
+               nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  SessionReader r2(null_meta);
+  EXPECT_EQ(r2.meta("ended", "x"), "");
+  EXPECT_EQ(r2.name(0), "");
+}

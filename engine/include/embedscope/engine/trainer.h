@@ -61,6 +61,8 @@ struct TrainerOptions {
   bool keep_events = true;
   /// Write the session (sessions/FORMAT.md) to this path; empty: no session file.
   std::string session_path;
+  /// Replace an existing regular file at session_path (otherwise that is an error).
+  bool session_overwrite = false;
   /// Set (e.g. from a SIGINT handler) to stop after the current step; the run ends "cancelled".
   const std::atomic<bool>* cancel = nullptr;
 };

@@ -50,9 +50,11 @@ struct LaneInfo {
 
 class SessionWriter {
  public:
-  /// Creates `path` (replacing an existing file), writes the schema, starts the writer
-  /// thread, and records ended = "running", the writer's pid and host. Throws SessionError.
-  explicit SessionWriter(const std::string& path);
+  /// Creates `path`, writes the schema, starts the writer thread, and records ended =
+  /// "running", the writer's pid and host. The name is claimed atomically (O_EXCL), so two
+  /// writers never share a file. Throws SessionError if `path` exists (unless `overwrite`
+  /// and it is a regular file) or cannot be created.
+  explicit SessionWriter(const std::string& path, bool overwrite = false);
   /// Closes with ended = "crashed" if close() was not called.
   ~SessionWriter();
   SessionWriter(const SessionWriter&) = delete;
