@@ -18,6 +18,9 @@
 namespace embedscope::sessions {
 
 namespace {
+constexpr size_t kOpsPerTransaction = 100000;  // commit within big batches: the dirty pages stay in cache
+constexpr size_t kWakeOps = 50000;             // pending ops that wake the writer before the interval
+
 std::string hostname() {
   char buf[256] = {};
   gethostname(buf, sizeof(buf) - 1);
@@ -39,6 +42,10 @@ void SessionWriter::exec(const char* sql) {
 }
 
 SessionWriter::SessionWriter(const std::string& path, bool overwrite) : path_(path) {
+  // SQLite's memory statistics take a global mutex on every allocation; nothing here reads
+  // them. Only possible before SQLite initialises (later calls return SQLITE_MISUSE: harmless).
+  static const int no_memstatus = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+  (void)no_memstatus;
   if (path.empty()) throw SessionError("the session file name is empty");
   struct stat sb {};
   if (lstat(path.c_str(), &sb) == 0) {
@@ -134,12 +141,17 @@ void SessionWriter::add_lane(const LaneInfo& lane) {
 }
 
 void SessionWriter::add_ops(const std::vector<OpEvent>& ops) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& op : ops) {
-    pending_.op_names.push_back(intern(op.name));
-    pending_.ops.push_back(op);
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& op : ops) {
+      pending_.op_names.push_back(intern(op.name));
+      pending_.ops.push_back(op);
+    }
+    ops_received_ += static_cast<int64_t>(ops.size());
+    wake = pending_.ops.size() >= kWakeOps;  // a burst: start writing before the interval ends
   }
-  ops_received_ += static_cast<int64_t>(ops.size());
+  if (wake) cv_.notify_all();
 }
 
 void SessionWriter::add_collective(CollectiveRecord c) {
@@ -165,7 +177,7 @@ int64_t SessionWriter::ops_received() const {
 void SessionWriter::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait_for(lock, kCommitInterval, [&] { return stop_; });
+    cv_.wait_for(lock, kCommitInterval, [&] { return stop_ || pending_.ops.size() >= kWakeOps; });
     Pending batch;
     std::swap(batch, pending_);
     const bool stopping = stop_;
@@ -246,6 +258,7 @@ void SessionWriter::write(Pending& p) {
   for (size_t i = 0; i < p.ops.size(); ++i) {
     bind_op(op_st, 0, i);
     step(op_st);
+    if (i % kOpsPerTransaction == kOpsPerTransaction - 1) exec("COMMIT; BEGIN");  // keep the dirty set in cache
   }
   for (auto& [key, d] : max_dur) {
     auto* st = stmts_["lane_max"];
