@@ -48,31 +48,17 @@ std::vector<sessions::OpEvent> Tracer::take(int rank) {
   return out;
 }
 
-int64_t Tracer::dropped() const {
+int64_t Tracer::sum(int64_t LaneBuffer::*field) const {
   int64_t n = 0;
   for (const auto& l : lanes_) {
     std::lock_guard<std::mutex> lock(l->mu);
-    n += l->dropped;
+    n += (*l).*field;
   }
   return n;
 }
 
-int64_t Tracer::overhead_ns() const {
-  int64_t n = 0;
-  for (const auto& l : lanes_) {
-    std::lock_guard<std::mutex> lock(l->mu);
-    n += l->overhead_ns;
-  }
-  return n;
-}
-
-int64_t Tracer::recorded() const {
-  int64_t n = 0;
-  for (const auto& l : lanes_) {
-    std::lock_guard<std::mutex> lock(l->mu);
-    n += l->recorded;
-  }
-  return n;
-}
+int64_t Tracer::dropped() const { return sum(&LaneBuffer::dropped); }
+int64_t Tracer::overhead_ns() const { return sum(&LaneBuffer::overhead_ns); }
+int64_t Tracer::recorded() const { return sum(&LaneBuffer::recorded); }
 
 }  // namespace embedscope::profiler

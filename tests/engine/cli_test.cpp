@@ -175,10 +175,10 @@ TEST(Cli, PlanShowsShardsAndMemory) {
   EXPECT_NE(r.out.find("run"), std::string::npos);
 }
 
-TEST(Cli, RunKilledHalfwayLeavesASessionThatSaysCrashed) {
-  const std::string db = (scratch() / "killed.db").string();
+// Starts `embedscope run --preset tiny --steps 100000 -o db` and returns once the session has
+// at least `steps` committed steps.
+pid_t start_long_run(const std::string& db, int steps) {
   const pid_t child = fork();
-  ASSERT_GE(child, 0);
   if (child == 0) {
     const int null = open("/dev/null", O_WRONLY);
     dup2(null, 1);
@@ -186,12 +186,18 @@ TEST(Cli, RunKilledHalfwayLeavesASessionThatSaysCrashed) {
     execl(EMBEDSCOPE_CLI, EMBEDSCOPE_CLI, "run", "--preset", "tiny", "--steps", "100000", "-o", db.c_str(), nullptr);
     _exit(127);
   }
-  // wait until some steps are committed, then SIGKILL the run
   for (int i = 0; i < 100; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     Result probe = cli("stats --json " + db);
-    if (probe.code == 0 && nlohmann::json::parse(probe.out)["steps"].get<int>() >= 5) break;
+    if (probe.code == 0 && nlohmann::json::parse(probe.out)["steps"].get<int>() >= steps) break;
   }
+  return child;
+}
+
+TEST(Cli, RunKilledHalfwayLeavesASessionThatSaysCrashed) {
+  const std::string db = (scratch() / "killed.db").string();
+  const pid_t child = start_long_run(db, 5);
+  ASSERT_GT(child, 0);
   kill(child, SIGKILL);
   int status = 0;
   waitpid(child, &status, 0);
@@ -206,20 +212,8 @@ TEST(Cli, RunKilledHalfwayLeavesASessionThatSaysCrashed) {
 
 TEST(Cli, SigintCancelsAndKeepsTheSession) {
   const std::string db = (scratch() / "cancelled.db").string();
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    const int null = open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    dup2(null, 2);
-    execl(EMBEDSCOPE_CLI, EMBEDSCOPE_CLI, "run", "--preset", "tiny", "--steps", "100000", "-o", db.c_str(), nullptr);
-    _exit(127);
-  }
-  for (int i = 0; i < 100; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    Result probe = cli("stats --json " + db);
-    if (probe.code == 0 && nlohmann::json::parse(probe.out)["steps"].get<int>() >= 3) break;
-  }
+  const pid_t child = start_long_run(db, 3);
+  ASSERT_GT(child, 0);
   kill(child, SIGINT);
   int status = 0;
   waitpid(child, &status, 0);

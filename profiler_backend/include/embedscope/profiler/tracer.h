@@ -59,6 +59,7 @@ class Tracer {
     int64_t recorded = 0;
     int64_t overhead_ns = 0;
   };
+  int64_t sum(int64_t LaneBuffer::*field) const;
   bool enabled_;
   size_t max_pending_;
   int64_t clock_read_ns_ = 0;
