@@ -1,0 +1,141 @@
+#pragma once
+// Device allocators: where every byte of a device lives, so that fragmentation can be seen
+// and an out-of-memory error explained.
+//
+// A device has `capacity` bytes. Allocators reserve *segments* of it (cudaMalloc on a GPU,
+// host memory on a CPU device) and carve *blocks* out of them for requests:
+//  - caching: PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp): sizes
+//    rounded up to 512 B; requests <= 1 MiB from a small pool of 2 MiB segments, larger ones
+//    from a large pool (segments of 20 MiB for requests < 10 MiB, else the request rounded up
+//    to 2 MiB); best-fit over cached free blocks; blocks split when the rest is worth keeping
+//    (>= 512 B small, > 1 MiB large) and coalesced with free neighbours when freed; blocks of
+//    max_split_size or more never split and not used for smaller requests; on failure the
+//    cached free segments are released and the request retried before OOM.
+//  - expandable: PyTorch's expandable_segments: one segment per pool that grows in 2 MiB pages
+//    at its end (a reserved address range committed page by page: mmap PROT_NONE + mprotect),
+//    so freed space at the end is reused by larger requests instead of stranding.
+//  - direct: one segment per allocation, released on free (what a cache saves you from).
+// Single-threaded per device (one rank owns it); not thread-safe.
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace embedscope::engine {
+
+enum class AllocatorKind { caching, expandable, direct };
+const char* to_string(AllocatorKind k);
+/// "caching" | "expandable" | "direct"; throws std::invalid_argument naming `where`.
+AllocatorKind allocator_kind_from_string(const std::string& s, const std::string& where);
+
+struct AllocatorConfig {
+  AllocatorKind kind = AllocatorKind::caching;
+  int64_t capacity_bytes = 0;
+  /// Blocks of this size or more are never split (PyTorch max_split_size_mb); 0 = unlimited.
+  int64_t max_split_size = 0;
+  /// Back segments with host memory (mmap); false: bookkeeping only (replays of big traces).
+  bool back_with_memory = true;
+};
+
+/// Constants of PyTorch's caching allocator (bytes).
+constexpr int64_t kMinBlockSize = 512;
+constexpr int64_t kSmallSize = int64_t{1} << 20;         // 1 MiB: largest small-pool request
+constexpr int64_t kSmallBuffer = int64_t{2} << 20;       // 2 MiB small-pool segment
+constexpr int64_t kLargeBuffer = int64_t{20} << 20;      // 20 MiB segment for requests < 10 MiB
+constexpr int64_t kMinLargeAlloc = int64_t{10} << 20;
+constexpr int64_t kRoundLarge = int64_t{2} << 20;        // large segments round to 2 MiB
+
+/// One live allocation. `address` is the block's address (bytes; a real pointer value).
+struct Allocation {
+  void* ptr = nullptr;
+  int64_t address = 0;
+  int64_t size = 0;       ///< block size (rounded)
+  int64_t requested = 0;  ///< bytes asked for
+  int64_t id = 0;
+};
+
+struct BlockInfo {
+  int64_t address = 0;
+  int64_t size = 0;
+  int64_t requested = 0;  ///< 0 for free blocks
+  bool allocated = false;
+  std::string tag;        ///< the allocation's tag ("" for free blocks)
+};
+
+struct SegmentInfo {
+  int64_t address = 0;
+  int64_t size = 0;
+  bool small_pool = false;
+  std::vector<BlockInfo> blocks;  ///< address order, covering the segment
+};
+
+/// Memory figures of a device (bytes unless noted).
+struct MemoryStats {
+  int64_t capacity = 0;
+  int64_t allocated = 0;         ///< sum of live block sizes
+  int64_t requested = 0;         ///< sum of live requested sizes
+  int64_t rounding_loss = 0;     ///< allocated - requested
+  int64_t reserved = 0;          ///< sum of segment sizes
+  int64_t peak_allocated = 0;
+  int64_t peak_reserved = 0;
+  int64_t free_in_segments = 0;  ///< reserved - allocated
+  int64_t largest_free_block = 0;
+  int64_t segments = 0;
+  int64_t alloc_retries = 0;     ///< requests that released cached segments and retried
+  int64_t ooms = 0;
+  /// 1 - largest free block / free bytes in reserved segments (0: no free bytes).
+  double external_fragmentation = 0;
+  /// PyTorch MemoryViz's measure: sum over free gaps of gap^2 / sum over segments of size^2.
+  double memviz_fragmentation = 0;
+};
+
+/// Fragmentation figures of a segment layout (used by MemoryStats and for hand-built layouts).
+void fragmentation_of(const std::vector<SegmentInfo>& segments, MemoryStats& out);
+
+/// An allocation the device cannot satisfy. `fragmentation` is true when the device had enough
+/// free bytes (capacity - allocated >= request) but no free block or unreserved capacity could
+/// hold the request; false for capacity (free bytes < request). what() says which, with the
+/// numbers, the tags holding the most memory and advice that fits the allocator settings.
+class DeviceOutOfMemory : public std::runtime_error {
+ public:
+  DeviceOutOfMemory(const std::string& msg, bool fragmentation, int64_t requested, int64_t free_bytes,
+                    int64_t largest_free_block)
+      : std::runtime_error(msg), fragmentation(fragmentation), requested(requested), free_bytes(free_bytes),
+        largest_free_block(largest_free_block) {}
+  bool fragmentation;
+  int64_t requested, free_bytes, largest_free_block;
+};
+
+class DeviceAllocator {
+ public:
+  virtual ~DeviceAllocator() = default;
+  /// Allocates `bytes` (> 0) tagged `tag` (weights, optimizer_state, kjt, ...). Throws
+  /// DeviceOutOfMemory; memory already allocated is untouched.
+  virtual Allocation allocate(int64_t bytes, const std::string& tag) = 0;
+  virtual void free(const Allocation& a) = 0;
+  /// Releases every segment that holds no live block (torch.cuda.empty_cache).
+  virtual void empty_cache() = 0;
+  virtual MemoryStats stats() const = 0;
+  /// Every segment and block, address order.
+  virtual std::vector<SegmentInfo> snapshot() const = 0;
+  /// Bytes held per tag, largest first.
+  std::vector<std::pair<std::string, int64_t>> bytes_by_tag() const;
+  const AllocatorConfig& config() const { return config_; }
+
+  static std::unique_ptr<DeviceAllocator> create(const AllocatorConfig& config);
+
+ protected:
+  explicit DeviceAllocator(AllocatorConfig c) : config_(c) {}
+  /// The OOM error for `bytes`, classified and explained.
+  DeviceOutOfMemory out_of_memory(int64_t bytes, const std::string& tag) const;
+  AllocatorConfig config_;
+};
+
+/// Rounds a request as PyTorch does (multiple of 512 B, at least 512).
+int64_t round_size(int64_t bytes);
+/// The segment size the caching allocator reserves for a rounded request.
+int64_t segment_size_for(int64_t rounded);
+
+}  // namespace embedscope::engine

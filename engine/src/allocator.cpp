@@ -1,0 +1,404 @@
+#include "embedscope/engine/allocator.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "embedscope/engine/sharding.h"  // format_bytes
+
+namespace embedscope::engine {
+
+const char* to_string(AllocatorKind k) {
+  switch (k) {
+    case AllocatorKind::caching: return "caching";
+    case AllocatorKind::expandable: return "expandable";
+    case AllocatorKind::direct: return "direct";
+  }
+  return "caching";
+}
+
+AllocatorKind allocator_kind_from_string(const std::string& s, const std::string& where) {
+  for (auto k : {AllocatorKind::caching, AllocatorKind::expandable, AllocatorKind::direct})
+    if (s == to_string(k)) return k;
+  throw std::invalid_argument(fmt::format("{}: must be one of caching, expandable, direct, got \"{}\"", where, s));
+}
+
+int64_t round_size(int64_t bytes) {
+  if (bytes < kMinBlockSize) return kMinBlockSize;
+  return (bytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
+
+int64_t segment_size_for(int64_t rounded) {
+  if (rounded <= kSmallSize) return kSmallBuffer;
+  if (rounded < kMinLargeAlloc) return kLargeBuffer;
+  return (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+}
+
+void fragmentation_of(const std::vector<SegmentInfo>& segments, MemoryStats& out) {
+  int64_t free_bytes = 0, largest = 0;
+  double gaps2 = 0, seg2 = 0;
+  for (const auto& s : segments) {
+    seg2 += static_cast<double>(s.size) * static_cast<double>(s.size);
+    for (const auto& b : s.blocks)
+      if (!b.allocated) {
+        free_bytes += b.size;
+        largest = std::max(largest, b.size);
+        gaps2 += static_cast<double>(b.size) * static_cast<double>(b.size);
+      }
+  }
+  out.free_in_segments = free_bytes;
+  out.largest_free_block = largest;
+  out.external_fragmentation = free_bytes > 0 ? 1.0 - static_cast<double>(largest) / static_cast<double>(free_bytes) : 0.0;
+  out.memviz_fragmentation = seg2 > 0 ? gaps2 / seg2 : 0.0;
+}
+
+std::vector<std::pair<std::string, int64_t>> DeviceAllocator::bytes_by_tag() const {
+  std::map<std::string, int64_t> by;
+  for (const auto& s : snapshot())
+    for (const auto& b : s.blocks)
+      if (b.allocated) by[b.tag] += b.size;
+  std::vector<std::pair<std::string, int64_t>> out(by.begin(), by.end());
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  return out;
+}
+
+DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::string& tag) const {
+  const MemoryStats st = stats();
+  const int64_t rounded = round_size(bytes);
+  const int64_t free_bytes = st.capacity - st.allocated;
+  const bool fragmentation = free_bytes >= rounded;
+  std::string holders;
+  int shown = 0;
+  for (const auto& [t, b] : bytes_by_tag()) {
+    if (shown++ == 3) break;
+    holders += fmt::format("{}{} {}", holders.empty() ? "" : ", ", t, format_bytes(b));
+  }
+  std::string why, advice;
+  if (!fragmentation) {
+    why = fmt::format("capacity: only {} of the device are free (capacity {} - allocated {})", format_bytes(free_bytes),
+                      format_bytes(st.capacity), format_bytes(st.allocated));
+    advice = "the live data does not fit this device: spread the largest tables over more devices (row_wise, "
+             "column_wise), lower batch_size, or use an optimizer with less state (sgd, rowwise_adagrad)";
+  } else {
+    why = fmt::format(
+        "fragmentation: {} are free, but the largest free block is {} and the {} of capacity not reserved cannot hold a "
+        "new segment for it",
+        format_bytes(free_bytes), format_bytes(st.largest_free_block), format_bytes(st.capacity - st.reserved));
+    std::vector<std::string> tips;
+    if (config_.kind != AllocatorKind::expandable)
+      tips.push_back("the expandable allocator (expandable_segments), whose segments grow into freed space at their end");
+    if (config_.kind != AllocatorKind::direct && config_.max_split_size == 0)
+      tips.push_back(fmt::format("a max_split_size (e.g. {}) so that large cached blocks are not split by small requests",
+                                 format_bytes(std::max(kLargeBuffer, rounded))));
+    if (config_.kind == AllocatorKind::direct) tips.push_back("the caching allocator, which reuses freed blocks");
+    tips.push_back("allocating the largest long-lived buffers first");
+    for (size_t i = 0; i < tips.size(); ++i) advice += (i == 0 ? "" : i + 1 == tips.size() ? ", or " : ", ") + tips[i];
+    advice = "try " + advice;
+  }
+  return DeviceOutOfMemory(
+      fmt::format("out of memory allocating {} for {} ({} allocator): {}. Allocated {}, reserved {} of {}; largest "
+                  "free block {}; most memory held by {}. Advice: {}",
+                  format_bytes(bytes), tag, to_string(config_.kind), why, format_bytes(st.allocated),
+                  format_bytes(st.reserved), format_bytes(st.capacity), format_bytes(st.largest_free_block),
+                  holders.empty() ? "nothing" : holders, advice),
+      fragmentation, bytes, free_bytes, st.largest_free_block);
+}
+
+namespace {
+
+// One allocator for the three kinds: segments of blocks, a best-fit index of free blocks.
+class BlockAllocator final : public DeviceAllocator {
+ public:
+  explicit BlockAllocator(const AllocatorConfig& c) : DeviceAllocator(c) {}
+  ~BlockAllocator() override {
+    for (auto& [addr, s] : segments_) unmap(s);
+  }
+
+  Allocation allocate(int64_t bytes, const std::string& tag) override {
+    if (bytes <= 0) throw std::invalid_argument(fmt::format("allocate: {} bytes for {}", bytes, tag));
+    const int64_t size = round_size(bytes);
+    const bool small = size <= kSmallSize;
+    int64_t at = -1;
+    for (int attempt = 0; attempt < 2 && at < 0; ++attempt) {
+      if (attempt == 1) {  // release cached segments and retry, as PyTorch does before an OOM
+        ++retries_;
+        empty_cache();
+      }
+      at = find_free(small, size);
+      if (at < 0) at = reserve(small, size);
+    }
+    if (at < 0) {
+      ++ooms_;
+      throw out_of_memory(bytes, tag);
+    }
+    Segment& seg = segment_of(at);
+    Block& b = seg.blocks.at(at);
+    free_.erase({small, b.size, at});
+    if (should_split(small, b.size, size)) {
+      seg.blocks[at + size] = Block{b.size - size, 0, false, {}};
+      free_.insert({small, b.size - size, at + size});
+      b.size = size;
+    }
+    b.allocated = true;
+    b.requested = bytes;
+    b.tag = tag;
+    allocated_ += b.size;
+    requested_ += bytes;
+    peak_allocated_ = std::max(peak_allocated_, allocated_);
+    return Allocation{seg.base ? seg.base + (at - seg.addr) : nullptr, at, b.size, bytes, ++next_id_};
+  }
+
+  void free(const Allocation& a) override {
+    Segment& seg = segment_of(a.address);
+    auto it = seg.blocks.find(a.address);
+    if (it == seg.blocks.end() || !it->second.allocated)
+      throw std::logic_error(fmt::format("free of an address that is not allocated: {:#x}", a.address));
+    Block& b = it->second;
+    allocated_ -= b.size;
+    requested_ -= b.requested;
+    b = Block{b.size, 0, false, {}};
+    if (config_.kind == AllocatorKind::direct) {
+      release(seg.addr);
+      return;
+    }
+    // coalesce with free neighbours in the segment
+    auto next = std::next(it);
+    if (next != seg.blocks.end() && !next->second.allocated) {
+      free_.erase({seg.small, next->second.size, next->first});
+      it->second.size += next->second.size;
+      seg.blocks.erase(next);
+    }
+    if (it != seg.blocks.begin()) {
+      auto prev = std::prev(it);
+      if (!prev->second.allocated) {
+        free_.erase({seg.small, prev->second.size, prev->first});
+        prev->second.size += it->second.size;
+        seg.blocks.erase(it);
+        it = prev;
+      }
+    }
+    free_.insert({seg.small, it->second.size, it->first});
+  }
+
+  void empty_cache() override {
+    std::vector<int64_t> empty;
+    for (auto& [addr, s] : segments_) {
+      if (s.blocks.size() == 1 && !s.blocks.begin()->second.allocated) {
+        empty.push_back(addr);
+      } else if (config_.kind == AllocatorKind::expandable) {
+        shrink_tail(s);
+      }
+    }
+    for (int64_t addr : empty) release(addr);
+  }
+
+  MemoryStats stats() const override {
+    MemoryStats st;
+    st.capacity = config_.capacity_bytes;
+    st.allocated = allocated_;
+    st.requested = requested_;
+    st.rounding_loss = allocated_ - requested_;
+    st.reserved = reserved_;
+    st.peak_allocated = peak_allocated_;
+    st.peak_reserved = peak_reserved_;
+    st.segments = static_cast<int64_t>(segments_.size());
+    st.alloc_retries = retries_;
+    st.ooms = ooms_;
+    fragmentation_of(snapshot(), st);
+    return st;
+  }
+
+  std::vector<SegmentInfo> snapshot() const override {
+    std::vector<SegmentInfo> out;
+    for (const auto& [addr, s] : segments_) {
+      SegmentInfo si{addr, s.size, s.small, {}};
+      for (const auto& [baddr, b] : s.blocks) si.blocks.push_back({baddr, b.size, b.requested, b.allocated, b.tag});
+      out.push_back(std::move(si));
+    }
+    return out;
+  }
+
+ private:
+  struct Block {
+    int64_t size = 0;
+    int64_t requested = 0;
+    bool allocated = false;
+    std::string tag;
+  };
+  struct Segment {
+    int64_t addr = 0;
+    int64_t size = 0;
+    bool small = false;
+    char* base = nullptr;        // host memory (nullptr: bookkeeping only)
+    int64_t reserved_range = 0;  // expandable: the mapped address range
+    std::map<int64_t, Block> blocks;
+  };
+
+  Segment& segment_of(int64_t address) {
+    auto it = segments_.upper_bound(address);
+    if (it == segments_.begin()) throw std::logic_error(fmt::format("address {:#x} is in no segment", address));
+    --it;
+    if (address >= it->first + it->second.size)
+      throw std::logic_error(fmt::format("address {:#x} is in no segment", address));
+    return it->second;
+  }
+
+  // Best fit in the pool, honouring max_split_size as PyTorch's get_free_block does.
+  int64_t find_free(bool small, int64_t size) const {
+    const int64_t max_split = config_.max_split_size;
+    for (auto it = free_.lower_bound({small, size, INT64_MIN}); it != free_.end() && std::get<0>(*it) == small; ++it) {
+      const int64_t bsize = std::get<1>(*it);
+      if (max_split > 0 && size < max_split && bsize >= max_split) return -1;  // do not split oversize blocks
+      if (max_split > 0 && size >= max_split && bsize >= size + kLargeBuffer) return -1;  // too much waste
+      return std::get<2>(*it);
+    }
+    return -1;
+  }
+
+  bool should_split(bool small, int64_t block_size, int64_t size) const {
+    if (config_.kind == AllocatorKind::direct) return false;
+    const int64_t remaining = block_size - size;
+    if (small) return remaining >= kMinBlockSize;
+    const bool oversize = config_.max_split_size > 0 && block_size >= config_.max_split_size;
+    return !oversize && remaining > kSmallSize;
+  }
+
+  // Reserves capacity for a request; returns the address of a free block that fits, or -1.
+  int64_t reserve(bool small, int64_t size) {
+    if (config_.kind == AllocatorKind::expandable) return grow(small, size);
+    const int64_t seg_size = config_.kind == AllocatorKind::direct ? size : segment_size_for(size);
+    if (reserved_ + seg_size > config_.capacity_bytes) return -1;
+    Segment s;
+    s.size = seg_size;
+    s.small = small;
+    if (!map(s, seg_size)) return -1;
+    s.blocks[s.addr] = Block{seg_size, 0, false, {}};
+    free_.insert({small, seg_size, s.addr});
+    reserved_ += seg_size;
+    peak_reserved_ = std::max(peak_reserved_, reserved_);
+    const int64_t addr = s.addr;
+    segments_.emplace(addr, std::move(s));
+    return addr;
+  }
+
+  // expandable: the pool's one segment grows at its end by whole 2 MiB pages.
+  int64_t grow(bool small, int64_t size) {
+    Segment* seg = nullptr;
+    for (auto& [addr, s] : segments_)
+      if (s.small == small) seg = &s;
+    if (seg == nullptr) {
+      Segment s;
+      s.small = small;
+      if (!map(s, 0)) return -1;
+      const int64_t addr = s.addr;
+      seg = &segments_.emplace(addr, std::move(s)).first->second;
+    }
+    int64_t tail_free = 0, tail_addr = seg->addr + seg->size;
+    if (!seg->blocks.empty() && !seg->blocks.rbegin()->second.allocated) {
+      tail_addr = seg->blocks.rbegin()->first;
+      tail_free = seg->blocks.rbegin()->second.size;
+    }
+    const int64_t grow_by = (size - tail_free + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+    if (reserved_ + grow_by > config_.capacity_bytes) return -1;
+    if (!commit(*seg, seg->size + grow_by)) return -1;
+    if (tail_free > 0) {
+      free_.erase({small, tail_free, tail_addr});
+      seg->blocks[tail_addr].size += grow_by;
+    } else {
+      seg->blocks[tail_addr] = Block{grow_by, 0, false, {}};
+    }
+    free_.insert({small, seg->blocks[tail_addr].size, tail_addr});
+    seg->size += grow_by;
+    reserved_ += grow_by;
+    peak_reserved_ = std::max(peak_reserved_, reserved_);
+    return tail_addr;
+  }
+
+  void shrink_tail(Segment& s) {
+    if (s.blocks.empty() || s.blocks.rbegin()->second.allocated) return;
+    const int64_t tail_addr = s.blocks.rbegin()->first;
+    const int64_t tail = s.blocks.rbegin()->second.size;
+    const int64_t cut = tail / kRoundLarge * kRoundLarge;
+    if (cut == 0) return;
+    free_.erase({s.small, tail, tail_addr});
+    if (cut == tail) {
+      s.blocks.erase(tail_addr);
+    } else {
+      s.blocks[tail_addr].size -= cut;
+      free_.insert({s.small, tail - cut, tail_addr});
+    }
+    s.size -= cut;
+    reserved_ -= cut;
+    commit(s, s.size);
+  }
+
+  void release(int64_t addr) {
+    Segment& s = segments_.at(addr);
+    for (const auto& [baddr, b] : s.blocks)
+      if (!b.allocated) free_.erase({s.small, b.size, baddr});
+    reserved_ -= s.size;
+    unmap(s);
+    segments_.erase(addr);
+  }
+
+  // Host memory of a segment. Expandable segments reserve the whole capacity as an address
+  // range (PROT_NONE) and commit pages with mprotect as they grow.
+  bool map(Segment& s, int64_t size) {
+    const bool expandable = config_.kind == AllocatorKind::expandable;
+    const int64_t range = expandable ? (config_.capacity_bytes + kRoundLarge - 1) / kRoundLarge * kRoundLarge : size;
+    if (back_memory_) {
+      void* p = mmap(nullptr, static_cast<size_t>(std::max<int64_t>(range, 4096)), expandable ? PROT_NONE : PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p == MAP_FAILED) return false;
+      s.base = static_cast<char*>(p);
+      s.addr = reinterpret_cast<int64_t>(p);
+    } else {
+      s.addr = next_fake_address_;
+      next_fake_address_ += std::max<int64_t>(range, 4096) + kRoundLarge;
+    }
+    s.reserved_range = std::max<int64_t>(range, 4096);
+    return true;
+  }
+
+  bool commit(Segment& s, int64_t new_size) {
+    if (!s.base) return true;
+    if (new_size > s.size)
+      return mprotect(s.base + s.size, static_cast<size_t>(new_size - s.size), PROT_READ | PROT_WRITE) == 0;
+    // shrinking: give the pages back and make them inaccessible again
+    madvise(s.base + new_size, static_cast<size_t>(s.size - new_size), MADV_DONTNEED);
+    mprotect(s.base + new_size, static_cast<size_t>(s.size - new_size), PROT_NONE);
+    return true;
+  }
+
+  void unmap(Segment& s) {
+    if (s.base) munmap(s.base, static_cast<size_t>(s.reserved_range));
+    s.base = nullptr;
+  }
+
+ public:
+  bool back_memory_ = true;
+
+ private:
+  std::map<int64_t, Segment> segments_;
+  std::set<std::tuple<bool, int64_t, int64_t>> free_;  // (small pool, size, address)
+  int64_t allocated_ = 0, requested_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
+  int64_t retries_ = 0, ooms_ = 0, next_id_ = 0;
+  int64_t next_fake_address_ = int64_t{1} << 32;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceAllocator> DeviceAllocator::create(const AllocatorConfig& config) {
+  if (config.capacity_bytes <= 0) throw std::invalid_argument("allocator capacity must be > 0");
+  auto a = std::make_unique<BlockAllocator>(config);
+  a->back_memory_ = config.back_with_memory;
+  return a;
+}
+
+}  // namespace embedscope::engine

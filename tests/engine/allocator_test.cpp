@@ -1,0 +1,152 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "embedscope/engine/allocator.h"
+
+using namespace embedscope::engine;
+
+namespace {
+constexpr int64_t MiB = int64_t{1} << 20;
+std::unique_ptr<DeviceAllocator> make(AllocatorKind kind, int64_t capacity, int64_t max_split = 0) {
+  return DeviceAllocator::create({kind, capacity, max_split, true});
+}
+}  // namespace
+
+TEST(Allocator, RoundingAndSegmentSizesFollowPyTorch) {
+  EXPECT_EQ(round_size(1), 512);
+  EXPECT_EQ(round_size(512), 512);
+  EXPECT_EQ(round_size(513), 1024);
+  EXPECT_EQ(segment_size_for(512), 2 * MiB);          // small pool
+  EXPECT_EQ(segment_size_for(MiB), 2 * MiB);
+  EXPECT_EQ(segment_size_for(MiB + 512), 20 * MiB);  // large, < 10 MiB
+  EXPECT_EQ(segment_size_for(11 * MiB), 12 * MiB);    // rounded to 2 MiB
+  auto a = make(AllocatorKind::caching, 64 * MiB);
+  Allocation x = a->allocate(1, "kjt");
+  EXPECT_EQ(x.size, 512);
+  MemoryStats st = a->stats();
+  EXPECT_EQ(st.allocated, 512);
+  EXPECT_EQ(st.rounding_loss, 511);
+  EXPECT_EQ(st.reserved, 2 * MiB);
+  std::memset(x.ptr, 0xab, 512);  // the memory is real
+}
+
+TEST(Allocator, SplitsBestFitAndCoalesces) {
+  auto a = make(AllocatorKind::caching, 64 * MiB);
+  Allocation p = a->allocate(3 * MiB, "a");  // large pool, 20 MiB segment, split
+  Allocation q = a->allocate(4 * MiB, "b");
+  Allocation r = a->allocate(5 * MiB, "c");
+  auto snap = a->snapshot();
+  ASSERT_EQ(snap.size(), 1u);
+  EXPECT_EQ(snap[0].size, 20 * MiB);
+  ASSERT_EQ(snap[0].blocks.size(), 4u);  // a, b, c, and the 8 MiB rest
+  EXPECT_EQ(q.address, p.address + 3 * MiB);
+  EXPECT_EQ(snap[0].blocks[3].size, 8 * MiB);
+  a->free(q);
+  a->free(p);  // coalesces with q's block
+  snap = a->snapshot();
+  ASSERT_EQ(snap[0].blocks.size(), 3u);
+  EXPECT_FALSE(snap[0].blocks[0].allocated);
+  EXPECT_EQ(snap[0].blocks[0].size, 7 * MiB);
+  // best fit: 6 MiB goes into the 7 MiB hole (not the 8 MiB rest); the remaining 1 MiB is not
+  // worth splitting in the large pool (<= 1 MiB), so the block stays 7 MiB
+  Allocation s6 = a->allocate(6 * MiB, "d");
+  EXPECT_EQ(s6.address, p.address);
+  EXPECT_EQ(s6.size, 7 * MiB);
+  a->free(r);
+  a->free(s6);
+  a->empty_cache();
+  EXPECT_EQ(a->stats().reserved, 0);
+}
+
+TEST(Allocator, MaxSplitSizeKeepsLargeBlocksWhole) {
+  auto a = make(AllocatorKind::caching, 200 * MiB, 32 * MiB);
+  Allocation big = a->allocate(40 * MiB, "weights");
+  a->free(big);
+  // a 2 MiB request may not split the cached 40 MiB block: it gets its own 20 MiB segment
+  Allocation small = a->allocate(2 * MiB, "kjt");
+  EXPECT_NE(small.address, big.address);
+  EXPECT_EQ(a->stats().reserved, 60 * MiB);
+  // a 40 MiB request reuses the whole cached block
+  Allocation again = a->allocate(40 * MiB, "weights");
+  EXPECT_EQ(again.address, big.address);
+}
+
+TEST(Fragmentation, MeasuresOnAHandBuiltLayout) {
+  // one 100-byte segment: [10 free][20 used][30 free][40 used]
+  std::vector<SegmentInfo> segs{{0, 100, false, {{0, 10, 0, false, ""}, {10, 20, 20, true, "a"},
+                                                  {30, 30, 0, false, ""}, {60, 40, 40, true, "b"}}}};
+  MemoryStats st;
+  fragmentation_of(segs, st);
+  EXPECT_EQ(st.free_in_segments, 40);
+  EXPECT_EQ(st.largest_free_block, 30);
+  EXPECT_DOUBLE_EQ(st.external_fragmentation, 1.0 - 30.0 / 40.0);
+  EXPECT_DOUBLE_EQ(st.memviz_fragmentation, (100.0 + 900.0) / 10000.0);
+}
+
+// One small live block pinned in a freed large block makes a later large request fail as
+// fragmentation while free bytes are enough; expandable segments fit it.
+TEST(Allocator, PinnedBlockCausesFragmentationOom) {
+  auto a = make(AllocatorKind::caching, 48 * MiB);
+  Allocation x = a->allocate(40 * MiB, "activations");
+  a->free(x);
+  Allocation pin = a->allocate(2 * MiB, "kjt");  // splits the cached 40 MiB block
+  EXPECT_EQ(pin.address, x.address);
+  try {
+    a->allocate(40 * MiB, "pooled_output");
+    FAIL() << "expected DeviceOutOfMemory";
+  } catch (const DeviceOutOfMemory& e) {
+    EXPECT_TRUE(e.fragmentation);
+    EXPECT_EQ(e.free_bytes, 46 * MiB);
+    EXPECT_EQ(e.largest_free_block, 38 * MiB);
+    const std::string m = e.what();
+    EXPECT_NE(m.find("fragmentation: 46.0 MiB are free, but the largest free block is 38.0 MiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("most memory held by kjt 2.0 MiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("expandable allocator"), std::string::npos) << m;
+    EXPECT_NE(m.find("max_split_size"), std::string::npos) << m;
+  }
+  EXPECT_EQ(a->stats().ooms, 1);
+  EXPECT_EQ(a->stats().alloc_retries, 1);
+  EXPECT_EQ(a->stats().allocated, 2 * MiB);  // nothing lost
+
+  auto e = make(AllocatorKind::expandable, 48 * MiB);
+  Allocation ex = e->allocate(40 * MiB, "activations");
+  e->free(ex);
+  Allocation epin = e->allocate(2 * MiB, "kjt");
+  Allocation y = e->allocate(40 * MiB, "pooled_output");  // the segment grows by 2 MiB
+  EXPECT_EQ(y.address, epin.address + 2 * MiB);
+  EXPECT_EQ(e->stats().reserved, 42 * MiB);
+  std::memset(y.ptr, 1, static_cast<size_t>(40 * MiB));  // committed pages are usable
+  // advice never repeats a setting already on
+  try {
+    e->allocate(30 * MiB, "x");
+    FAIL();
+  } catch (const DeviceOutOfMemory& err) {
+    EXPECT_FALSE(err.fragmentation);  // 4 MiB free < 30 MiB: capacity
+    EXPECT_EQ(std::string(err.what()).find("expandable allocator (expandable"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("capacity: only 6.0 MiB of the device are free"), std::string::npos) << err.what();
+  }
+}
+
+TEST(Allocator, DirectReleasesOnFreeAndExpandableShrinks) {
+  auto d = make(AllocatorKind::direct, 64 * MiB);
+  Allocation a = d->allocate(1000, "x");
+  EXPECT_EQ(d->stats().reserved, 1024);  // exactly the rounded request
+  d->free(a);
+  EXPECT_EQ(d->stats().reserved, 0);
+  EXPECT_EQ(d->stats().segments, 0);
+
+  auto e = make(AllocatorKind::expandable, 64 * MiB);
+  Allocation b = e->allocate(5 * MiB, "x");
+  Allocation c = e->allocate(5 * MiB, "y");
+  // each grows the segment by whole 2 MiB pages (6 MiB); the 1 MiB rest is not split off
+  EXPECT_EQ(e->stats().reserved, 12 * MiB);
+  EXPECT_EQ(c.address, b.address + 6 * MiB);
+  e->free(c);
+  e->empty_cache();  // the free tail goes back
+  EXPECT_EQ(e->stats().reserved, 6 * MiB);
+  e->free(b);
+  e->empty_cache();
+  EXPECT_EQ(e->stats().reserved, 0);
+  EXPECT_THROW(e->allocate(0, "zero"), std::invalid_argument);
+}
