@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-bench}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DEMBEDSCOPE_BUILD_BENCH=ON -DEMBEDSCOPE_BUILD_TESTS=OFF
-cmake --build "$build" -j2 --target bench_kernels bench_sessions
+cmake --build "$build" -j2 --target bench_kernels bench_sessions bench_allocator
 "$build/bench/bench_kernels"
 "$build/bench/bench_sessions"
+"$build/bench/bench_allocator"

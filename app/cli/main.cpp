@@ -22,6 +22,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/replay.h"
 #include "embedscope/engine/sharding.h"
 #include "embedscope/engine/spec.h"
 #include "embedscope/engine/trainer.h"
@@ -375,6 +376,53 @@ int cmd_export(const std::string& file, const std::string& format, const std::st
   return 0;
 }
 
+int cmd_replay(const std::string& file, const std::string& allocators, int64_t max_split, int64_t capacity,
+               bool as_json) {
+  const es::MemoryTrace trace = es::load_memory_trace(file);
+  const int64_t cap = capacity > 0 ? capacity : trace.capacity_bytes;
+  if (cap <= 0) throw es::SpecError(fmt::format("{}: no capacity: give --capacity or \"capacity_bytes\" in the trace", file));
+  std::vector<es::AllocatorConfig> settings;
+  std::string list = allocators.empty() ? "caching,expandable,direct" : allocators;
+  for (size_t start = 0; start <= list.size();) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const std::string name = list.substr(start, comma - start);
+    es::AllocatorKind kind;
+    try {
+      kind = es::allocator_kind_from_string(name, "--allocator");
+    } catch (const std::invalid_argument& e) {
+      throw es::SpecError(e.what());
+    }
+    settings.push_back({kind, cap, 0, false});
+    if (kind != es::AllocatorKind::direct && max_split > 0) settings.push_back({kind, cap, max_split, false});
+    start = comma + 1;
+  }
+  std::vector<es::ReplayResult> results;
+  for (const auto& c : settings) results.push_back(es::replay(trace, c, file));
+  if (as_json) {
+    json j = json::array();
+    for (const auto& r : results)
+      j.push_back({{"allocator", es::to_string(r.config.kind)}, {"max_split_size", r.config.max_split_size},
+                   {"oom", r.oom}, {"oom_action", r.oom_action}, {"oom_message", r.oom_message},
+                   {"peak_allocated_bytes", r.peak_allocated}, {"peak_reserved_bytes", r.peak_reserved},
+                   {"fragmentation_at_peak", r.fragmentation_at_peak}, {"memviz_fragmentation_at_peak", r.memviz_at_peak},
+                   {"segments_at_peak", r.segments_at_peak}, {"final_reserved_bytes", r.final_reserved}});
+    std::cout << dump(json{{"trace", file}, {"actions", trace.actions.size()}, {"capacity_bytes", cap}, {"results", j}})
+              << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("trace {}: {} actions, device capacity {}\n\n", file, trace.actions.size(), es::format_bytes(cap));
+  std::cout << fmt::format("{:<36} {:>14} {:>14} {:>14} {:>10} {:>9}  {}\n", "allocator", "peak allocated",
+                           "peak reserved", "frag at peak", "memviz", "segments", "result");
+  for (const auto& r : results)
+    std::cout << fmt::format("{:<36} {:>14} {:>14} {:>13.1f}% {:>10.3f} {:>9}  {}\n", r.label,
+                             es::format_bytes(r.peak_allocated), es::format_bytes(r.peak_reserved),
+                             100 * r.fragmentation_at_peak, r.memviz_at_peak, r.segments_at_peak,
+                             r.oom ? fmt::format("OOM at action {}", r.oom_action) : std::string("ok"));
+  for (const auto& r : results)
+    if (r.oom) std::cout << fmt::format("\n{}: {}\n", r.label, r.oom_message);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -399,6 +447,21 @@ int main(int argc, char** argv) {
   auto* stats = app.add_subcommand("stats", "Step time, overlap, exposed communication and load imbalance of a session");
   stats->add_option("session", stats_file, "Session file (.db)")->required();
   stats->add_flag("--json", stats_json, "Print the figures as one JSON object on stdout");
+  std::string replay_file, replay_allocators;
+  int64_t replay_max_split = 0, replay_capacity = 0;
+  bool replay_json = false;
+  auto* rep = app.add_subcommand("replay-memory",
+                                 "Replay alloc/free actions through allocator settings and compare reserved, peak "
+                                 "and fragmentation");
+  rep->add_option("trace", replay_file, "Trace JSON: {\"capacity_bytes\": N, \"actions\": [{\"action\": "
+                                        "\"alloc\"|\"free\", \"id\", \"size\", \"stream\", \"tag\"}]}")
+      ->required();
+  rep->add_option("--allocator", replay_allocators, "Comma-separated: caching, expandable, direct (default: all)");
+  rep->add_option("--max-split-size", replay_max_split, "Also replay caching/expandable with this max_split_size (bytes)")
+      ->check(CLI::Range(int64_t{1}, es::kMaxMemoryBytes));
+  rep->add_option("--capacity", replay_capacity, "Device capacity in bytes (default: the trace's capacity_bytes)")
+      ->check(CLI::Range(int64_t{1}, es::kMaxMemoryBytes));
+  rep->add_flag("--json", replay_json, "Print the comparison as JSON");
   auto* exp = app.add_subcommand("export", "Export a session as Chrome trace JSON (Perfetto) or CSV");
   exp->add_option("session", export_file, "Session file (.db)")->required();
   exp->add_option("--format", export_format, "chrome: Trace Event JSON; csv: a folder of CSV files")
@@ -410,8 +473,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::RequiredError& e) {
     const std::string first = argc > 1 ? argv[1] : "";
     if (!first.empty() && first[0] != '-' && first != "run" && first != "plan" && first != "stats" &&
-        first != "export") {  // `embedscope frobnicate`
-      fmt::print(stderr, "error: unknown command '{}'; commands: run, plan, stats, export (see --help)\n", first);
+        first != "export" && first != "replay-memory") {  // `embedscope frobnicate`
+      fmt::print(stderr, "error: unknown command '{}'; commands: run, plan, stats, export, replay-memory (see --help)\n", first);
       return 2;
     }
     app.exit(e);
@@ -426,12 +489,13 @@ int main(int argc, char** argv) {
     app.exit(e);
     return 2;
   }
-  const bool wants_json = (*run && run_json) || (*plan && plan_json) || (*stats && stats_json);
+  const bool wants_json = (*run && run_json) || (*plan && plan_json) || (*stats && stats_json) || (*rep && replay_json);
   try {
     if (*run) return cmd_run(run_args, run_json, run_output, run_overwrite);
     if (*plan) return cmd_plan(plan_args, plan_json);
     if (*stats) return cmd_stats(stats_file, stats_json);
     if (*exp) return cmd_export(export_file, export_format, export_out);
+    if (*rep) return cmd_replay(replay_file, replay_allocators, replay_max_split, replay_capacity, replay_json);
   } catch (const es::SpecError& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     if (wants_json) std::cout << dump(json{{"ended", "bad_input"}, {"error", e.what()}}) << "\n";

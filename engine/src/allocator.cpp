@@ -94,8 +94,7 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
     if (config_.kind != AllocatorKind::expandable)
       tips.push_back("the expandable allocator (expandable_segments), whose segments grow into freed space at their end");
     if (config_.kind != AllocatorKind::direct && config_.max_split_size == 0)
-      tips.push_back(fmt::format("a max_split_size (e.g. {}) so that large cached blocks are not split by small requests",
-                                 format_bytes(std::max(kLargeBuffer, rounded))));
+      tips.push_back("a max_split_size, so that large cached blocks are not split by small requests");
     if (config_.kind == AllocatorKind::direct) tips.push_back("the caching allocator, which reuses freed blocks");
     tips.push_back("allocating the largest long-lived buffers first");
     for (size_t i = 0; i < tips.size(); ++i) advice += (i == 0 ? "" : i + 1 == tips.size() ? ", or " : ", ") + tips[i];
@@ -213,6 +212,9 @@ class BlockAllocator final : public DeviceAllocator {
     fragmentation_of(snapshot(), st);
     return st;
   }
+
+  int64_t allocated_bytes() const override { return allocated_; }
+  int64_t reserved_bytes() const override { return reserved_; }
 
   std::vector<SegmentInfo> snapshot() const override {
     std::vector<SegmentInfo> out;

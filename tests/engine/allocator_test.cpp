@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstring>
 
 #include "embedscope/engine/allocator.h"
@@ -149,4 +151,57 @@ TEST(Allocator, DirectReleasesOnFreeAndExpandableShrinks) {
   e->empty_cache();
   EXPECT_EQ(e->stats().reserved, 0);
   EXPECT_THROW(e->allocate(0, "zero"), std::invalid_argument);
+}
+
+#include <filesystem>
+#include <fstream>
+
+#include "embedscope/engine/replay.h"
+
+namespace {
+std::string write_trace(const std::string& name, const std::string& text) {
+  const auto p = std::filesystem::temp_directory_path() / ("es_trace_" + std::to_string(::getpid()) + "_" + name);
+  std::ofstream(p) << text;
+  return p.string();
+}
+}  // namespace
+
+TEST(ReplayMemory, SettingsSideBySideOnThePinnedBlockTrace) {
+  const std::string path = std::string(EMBEDSCOPE_TEST_DATA) + "/memory/pinned_block.json";
+  MemoryTrace t = load_memory_trace(path);
+  ASSERT_EQ(t.actions.size(), 6u);
+  EXPECT_EQ(t.capacity_bytes, 48 * MiB);
+  ReplayResult caching = replay(t, {AllocatorKind::caching, t.capacity_bytes, 0, false}, path);
+  EXPECT_TRUE(caching.oom);
+  EXPECT_EQ(caching.oom_action, 3);
+  EXPECT_NE(caching.oom_message.find("fragmentation"), std::string::npos);
+  ReplayResult expandable = replay(t, {AllocatorKind::expandable, t.capacity_bytes, 0, false}, path);
+  EXPECT_FALSE(expandable.oom);
+  EXPECT_EQ(expandable.peak_reserved, 42 * MiB);
+  EXPECT_EQ(expandable.peak_allocated, 42 * MiB);
+  ReplayResult direct = replay(t, {AllocatorKind::direct, t.capacity_bytes, 0, false}, path);
+  EXPECT_FALSE(direct.oom);
+  EXPECT_EQ(direct.final_reserved, 0);
+}
+
+TEST(ReplayMemory, BadTracesNameTheAction) {
+  auto error = [](const std::string& path) {
+    try {
+      MemoryTrace t = load_memory_trace(path);
+      replay(t, {AllocatorKind::caching, 1 << 30, 0, false}, path);
+    } catch (const SpecError& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  EXPECT_NE(error(write_trace("a.json", R"({"actions": [{"action": "alloc", "id": 1, "size": 0}]})"))
+                .find("/actions/0/size: must be an integer in [1, "),
+            std::string::npos);
+  EXPECT_NE(error(write_trace("b.json", R"({"actions": [{"action": "grab", "id": 1}]})")).find("/actions/0/action"),
+            std::string::npos);
+  EXPECT_NE(error(write_trace("c.json", R"({"actions": [{"action": "free", "id": 7}]})"))
+                .find("/actions/0/id: free of id 7, which is not allocated"),
+            std::string::npos);
+  EXPECT_NE(error(write_trace("d.json", R"({"actions": [], "extra": 1})")).find("/extra: unknown key"), std::string::npos);
+  EXPECT_NE(error(write_trace("e.json", "[1,")).find("not a JSON trace"), std::string::npos);
 }

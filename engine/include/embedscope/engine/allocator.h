@@ -117,7 +117,10 @@ class DeviceAllocator {
   virtual void free(const Allocation& a) = 0;
   /// Releases every segment that holds no live block (torch.cuda.empty_cache).
   virtual void empty_cache() = 0;
+  /// All figures, including the fragmentation measures (walks every block).
   virtual MemoryStats stats() const = 0;
+  virtual int64_t allocated_bytes() const = 0;  ///< cheap
+  virtual int64_t reserved_bytes() const = 0;   ///< cheap
   /// Every segment and block, address order.
   virtual std::vector<SegmentInfo> snapshot() const = 0;
   /// Bytes held per tag, largest first.
