@@ -139,27 +139,30 @@ SparseGrad merge_sparse_grads(std::span<const SparseGrad> parts, int64_t dim) {
   return g;
 }
 
-int64_t optimizer_state_bytes(OptimizerType type, int64_t rows, int64_t dim) {
+std::pair<int64_t, int64_t> optimizer_state_floats(OptimizerType type, int64_t rows, int64_t dim) {
   switch (type) {
-    case OptimizerType::sgd: return 0;
-    case OptimizerType::rowwise_adagrad: return rows * 4;
-    case OptimizerType::adam: return 2 * rows * dim * 4;
+    case OptimizerType::sgd: return {0, 0};
+    case OptimizerType::rowwise_adagrad: return {rows, 0};
+    case OptimizerType::adam: return {rows * dim, rows * dim};
   }
-  return 0;
+  return {0, 0};
 }
 
-RowOptimizerState make_optimizer_state(OptimizerType type, int64_t rows, int64_t dim) {
-  RowOptimizerState s;
-  if (type == OptimizerType::rowwise_adagrad) s.momentum1.assign(static_cast<size_t>(rows), 0.0f);
-  if (type == OptimizerType::adam) {
-    s.momentum1.assign(static_cast<size_t>(rows * dim), 0.0f);
-    s.momentum2.assign(static_cast<size_t>(rows * dim), 0.0f);
-  }
+int64_t optimizer_state_bytes(OptimizerType type, int64_t rows, int64_t dim) {
+  const auto [a, b] = optimizer_state_floats(type, rows, dim);
+  return (a + b) * 4;
+}
+
+OptimizerStateBuffers make_optimizer_state(OptimizerType type, int64_t rows, int64_t dim) {
+  const auto [a, b] = optimizer_state_floats(type, rows, dim);
+  OptimizerStateBuffers s;
+  s.momentum1.assign(static_cast<size_t>(a), 0.0f);
+  s.momentum2.assign(static_cast<size_t>(b), 0.0f);
   return s;
 }
 
 void apply_row_optimizer(const OptimizerSpec& opt, int64_t iteration, float* weights,
-                         int64_t dim, RowOptimizerState& state, const SparseGrad& grad) {
+                         int64_t dim, RowOptimizerState state, const SparseGrad& grad) {
   const float lr = static_cast<float>(opt.learning_rate);
   const float eps = static_cast<float>(opt.eps);
   const size_t n = grad.rows.size();

@@ -80,6 +80,13 @@ struct EnumNames<Interaction> {
       {Interaction::dot, "dot"}, {Interaction::cat, "cat"}, {Interaction::dcn, "dcn"}};
 };
 
+template <>
+struct EnumNames<AllocatorKind> {
+  static constexpr std::pair<AllocatorKind, const char*> values[] = {{AllocatorKind::caching, "caching"},
+                                                                     {AllocatorKind::expandable, "expandable"},
+                                                                     {AllocatorKind::direct, "direct"}};
+};
+
 template <class E>
 const char* enum_name(E e) {
   for (const auto& [v, n] : EnumNames<E>::values) {
@@ -358,6 +365,8 @@ void validate_impl(const WorkloadSpec& s, const Checker& c) {
   }
 
   c.closed("/collective_timeout_ms", s.collective_timeout_ms, kMinCollectiveTimeoutMs, kMaxCollectiveTimeoutMs);
+  if (s.memory.max_split_size != 0)
+    c.closed("/memory/max_split_size", s.memory.max_split_size, kLargeBuffer, kMaxMemoryBytes);
 }
 
 // ---- JSON readers ---------------------------------------------------------------------------
@@ -692,7 +701,7 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
   const Reader r(origin);
   r.object(j, "", {"name", "description", "source", "tables", "features", "batch_size", "steps",
                    "warmup_steps", "seed", "devices", "optimizer", "dense", "sharding",
-                   "invalid_ids", "collective_timeout_ms"});
+                   "invalid_ids", "collective_timeout_ms", "memory"});
   WorkloadSpec s;
   s.name = "workload";
   if (auto* a = Reader::optional(j, "name")) s.name = r.string(*a, "/name");
@@ -767,6 +776,11 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
   }
   if (auto* a = Reader::optional(j, "collective_timeout_ms")) {
     s.collective_timeout_ms = r.integer(*a, "/collective_timeout_ms");
+  }
+  if (auto* a = Reader::optional(j, "memory")) {
+    r.object(*a, "/memory", {"allocator", "max_split_size"});
+    if (auto* b = Reader::optional(*a, "allocator")) s.memory.allocator = r.enumeration<AllocatorKind>(*b, "/memory/allocator");
+    if (auto* b = Reader::optional(*a, "max_split_size")) s.memory.max_split_size = r.integer(*b, "/memory/max_split_size");
   }
 
   validate_impl(s, r);
@@ -881,6 +895,7 @@ json to_json(const WorkloadSpec& s) {
                    {"tables", std::move(per_table)}};
   j["invalid_ids"] = to_string(s.invalid_ids);
   j["collective_timeout_ms"] = s.collective_timeout_ms;
+  j["memory"] = {{"allocator", enum_name(s.memory.allocator)}, {"max_split_size", s.memory.max_split_size}};
   return j;
 }
 

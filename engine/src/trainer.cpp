@@ -130,14 +130,19 @@ struct LocalShard {
   int shard_index = 0;  // index into TablePlan::shards
   Shard s;
   DeviceBuffer<float> weights;
-  RowOptimizerState state;
+  DeviceBuffer<float> momentum1, momentum2;  // optimizer state (FBGEMM layouts)
+  RowOptimizerState state() {
+    return {{momentum1.data(), momentum1.size()}, {momentum2.data(), momentum2.size()}};
+  }
 };
 
 // ---- one rank -------------------------------------------------------------------------------
 class Rank {
  public:
   Rank(Shared& sh, int rank)
-      : sh_(sh), L_(sh.layout), me_(rank), arena_(rank, sh.spec.devices.memory_bytes),
+      : sh_(sh), L_(sh.layout), me_(rank),
+        arena_(rank, AllocatorConfig{sh.spec.memory.allocator, sh.spec.devices.memory_bytes, sh.spec.memory.max_split_size,
+                                     true}),
         dense_(sh.spec, sh.layout.dim) {}
 
   void main();
@@ -259,8 +264,11 @@ void Rank::setup() {
       ls.s = s;
       ls.weights = DeviceBuffer<float>(&arena_, "weights");
       ls.weights.assign(static_cast<size_t>(s.num_rows * s.num_cols));
-      arena_.allocate("optimizer_state", optimizer_state_bytes(spec.optimizer.type, s.num_rows, s.num_cols));
-      ls.state = make_optimizer_state(spec.optimizer.type, s.num_rows, s.num_cols);
+      const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, s.num_rows, s.num_cols);
+      ls.momentum1 = DeviceBuffer<float>(&arena_, "optimizer_state");
+      ls.momentum2 = DeviceBuffer<float>(&arena_, "optimizer_state");
+      ls.momentum1.assign(static_cast<size_t>(m1));
+      ls.momentum2.assign(static_cast<size_t>(m2));
       init_shard(spec.seed, tp.table, t.num_embeddings, s.row_offset, s.num_rows, s.col_offset, s.num_cols,
                  ls.weights.data());
       shards.push_back(std::move(ls));
@@ -745,7 +753,7 @@ bool Rank::step(int64_t it) {
       SparseGrad g = parts.size() == 1 ? std::move(parts[0]) : merge_sparse_grads(parts, ls.s.num_cols);
       if (measured) summary.unique_ids += static_cast<int64_t>(g.rows.size());
       load_of(ls.table, ls.shard_index).unique_ids = static_cast<int64_t>(g.rows.size());
-      apply_row_optimizer(spec.optimizer, it + 1, ls.weights.data(), ls.s.num_cols, ls.state, g);
+      apply_row_optimizer(spec.optimizer, it + 1, ls.weights.data(), ls.s.num_cols, ls.state(), g);
     }
   }
   // data_parallel: sparse row gradients all-gathered, merged in rank order, applied on every replica
@@ -793,7 +801,7 @@ bool Rank::step(int64_t it) {
     SparseGrad g = merge_sparse_grads(parts, dim);
     if (measured) summary.unique_ids += static_cast<int64_t>(g.rows.size());
     load_of(t, ls.shard_index).unique_ids = static_cast<int64_t>(g.rows.size());
-    apply_row_optimizer(spec.optimizer, it + 1, ls.weights.data(), dim, ls.state, g);
+    apply_row_optimizer(spec.optimizer, it + 1, ls.weights.data(), dim, ls.state(), g);
   }
 
   // ---- dense gradients (and the loss) all-reduced, averaged, applied -------------------------

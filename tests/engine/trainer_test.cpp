@@ -146,25 +146,34 @@ TEST(Trainer, MemoryThatCannotFitIsRejectedBeforeRunning) {
   }
 }
 
-TEST(DeviceArena, OomNamesRequestAndHolders) {
-  DeviceArena a(2, 1000);
-  a.allocate("weights", 600);
+TEST(DeviceArena, OomNamesRankRequestAndHolders) {
+  DeviceArena a(2, AllocatorConfig{AllocatorKind::direct, 2048, 0, true});
+  Allocation w = a.allocate("weights", 1000);  // 1024 with rounding
   try {
-    a.allocate("kjt", 500);
+    a.allocate("kjt", 1500);
     FAIL();
   } catch (const OomError& e) {
-    EXPECT_EQ(e.requested, 500);
-    EXPECT_EQ(e.in_use, 600);
-    EXPECT_STREQ(e.what(), "rank 2: out of memory allocating 500 B for kjt: 600 B of 1000 B in use (weights 600 B)");
+    EXPECT_EQ(e.requested, 1500);
+    EXPECT_FALSE(e.fragmentation);
+    EXPECT_EQ(std::string(e.what()).rfind("rank 2: out of memory allocating 1.5 KiB for kjt (direct allocator): capacity: "
+                                          "only 1.0 KiB of the device are free", 0),
+              0u)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("most memory held by weights 1.0 KiB"), std::string::npos) << e.what();
   }
   {
     DeviceBuffer<float> b(&a, "kjt");
-    b.assign(100);
-    EXPECT_EQ(a.in_use(), 1000);
-    EXPECT_THROW(b.assign(101), OomError);
+    b.assign(256, 2.0f);  // 1 KiB: fills the device
+    EXPECT_EQ(a.in_use(), 2048);
+    EXPECT_FLOAT_EQ(b[255], 2.0f);
+    EXPECT_THROW(b.assign(257), OomError);
+    EXPECT_EQ(b.size(), 256u);  // unchanged
+    EXPECT_FLOAT_EQ(b[0], 2.0f);
   }
-  EXPECT_EQ(a.in_use(), 600);
-  EXPECT_EQ(a.peak(), 1000);
+  EXPECT_EQ(a.in_use(), 1024);
+  EXPECT_EQ(a.peak(), 2048);
+  a.release(w);
+  EXPECT_EQ(a.in_use(), 0);
 }
 
 TEST(Trainer, DivergedLossEndsTheRunOnEveryRank) {
@@ -178,9 +187,9 @@ TEST(Trainer, DivergedLossEndsTheRunOnEveryRank) {
   EXPECT_NE(r.error.find("training diverged: the loss is"), std::string::npos) << r.error;
 }
 
-// The memory estimate is an upper bound of what a rank really uses: a device sized exactly to
-// the estimate runs, for every sharding type.
-TEST(Trainer, PlanThatFitsRuns) {
+// The memory estimate is an upper bound of the bytes a rank allocates (before the allocator's
+// 512-byte rounding, at most 512 B per buffer): checked for every sharding type.
+TEST(Trainer, EstimateBoundsWhatRanksAllocate) {
   for (ShardingType type : {ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,
                             ShardingType::column_wise, ShardingType::table_row_wise}) {
     WorkloadSpec s = tiny(4, type);
@@ -188,12 +197,9 @@ TEST(Trainer, PlanThatFitsRuns) {
     s.optimizer.type = OptimizerType::adam;
     s.steps = 3;
     const auto est = estimate_memory(s, plan_sharding(s));
-    int64_t most = 0;
-    for (const auto& e : est) most = std::max(most, e.total());
-    s.devices.memory_bytes = most;
     RunResult r = run_training(s);
     ASSERT_EQ(r.ended, RunEnd::complete) << to_string(type) << ": " << r.error;
     for (size_t i = 0; i < est.size(); ++i)
-      EXPECT_LE(r.ranks[i].memory_bytes, est[i].total()) << to_string(type) << " rank " << i;
+      EXPECT_LE(r.ranks[i].memory_bytes, est[i].total() + 200 * 512) << to_string(type) << " rank " << i;
   }
 }

@@ -42,18 +42,27 @@ SparseGrad accumulate_sparse_grad(int64_t dim, const int64_t* ids, const int64_t
 /// replicas), in argument order per row, into one with sorted distinct rows.
 SparseGrad merge_sparse_grads(std::span<const SparseGrad> parts, int64_t dim);
 
-/// Optimizer state of one shard (FBGEMM layouts):
+/// Optimizer state of one shard (FBGEMM layouts), a view of memory held elsewhere:
 ///  sgd: none; rowwise_adagrad: momentum1[num_rows] (mean of squared grads per row);
 ///  adam: momentum1 and momentum2 [num_rows x dim].
 struct RowOptimizerState {
-  std::vector<float> momentum1;
-  std::vector<float> momentum2;
+  std::span<float> momentum1;
+  std::span<float> momentum2;
 };
 
+/// Host-owned optimizer state (tests, benchmarks); converts to the view.
+struct OptimizerStateBuffers {
+  std::vector<float> momentum1;
+  std::vector<float> momentum2;
+  operator RowOptimizerState() { return {momentum1, momentum2}; }
+};
+
+/// Floats of each optimizer state array for a shard of rows x dim: {momentum1, momentum2}.
+std::pair<int64_t, int64_t> optimizer_state_floats(OptimizerType type, int64_t rows, int64_t dim);
 /// Bytes of optimizer state for a shard of rows x dim (fp32).
 int64_t optimizer_state_bytes(OptimizerType type, int64_t rows, int64_t dim);
-/// Allocates zeroed state for rows x dim.
-RowOptimizerState make_optimizer_state(OptimizerType type, int64_t rows, int64_t dim);
+/// Allocates zeroed host state for rows x dim.
+OptimizerStateBuffers make_optimizer_state(OptimizerType type, int64_t rows, int64_t dim);
 
 /// Applies the row-sparse optimizer update to the rows in `grad` only (rows not in the batch
 /// are untouched, as in FBGEMM's fused backward). `iteration` counts from 1 (adam bias
@@ -64,6 +73,6 @@ RowOptimizerState make_optimizer_state(OptimizerType type, int64_t rows, int64_t
 ///                    w -= lr * (m1 / (1-b1^t)) / (sqrt(m2 / (1-b2^t)) + eps)
 /// `weights` and `state` describe the whole shard (num_rows x dim).
 void apply_row_optimizer(const OptimizerSpec& opt, int64_t iteration, float* weights,
-                         int64_t dim, RowOptimizerState& state, const SparseGrad& grad);
+                         int64_t dim, RowOptimizerState state, const SparseGrad& grad);
 
 }  // namespace embedscope::engine

@@ -1,52 +1,54 @@
 #pragma once
-// DeviceArena: the capacity-limited memory of one CPU device (rank). Every buffer the engine
-// keeps for a rank is accounted here under a tag, so a CPU device runs out of memory exactly
-// where a GPU of `memory_bytes` would. (The caching / expandable allocators and fragmentation
-// come with the memory issue; this arena counts bytes and enforces the capacity.)
+// DeviceArena: the memory of one device (rank), managed by a DeviceAllocator (caching,
+// expandable or direct; engine/allocator.h). Every buffer the engine keeps for a rank is a
+// DeviceBuffer allocated here under a tag (weights, optimizer_state, kjt, pooled_output,
+// gradients, comm_buffer, activations, dense), so a CPU device runs out of memory - and
+// fragments - exactly where a GPU of `memory_bytes` with that allocator would.
 
+#include <algorithm>
 #include <cstdint>
-#include <map>
-#include <mutex>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "embedscope/engine/allocator.h"
+
 namespace embedscope::engine {
 
 /// An allocation that the device cannot hold. CLI exit code 1; the run ends "oom".
-/// what(): "rank 2: out of memory allocating 1.2 GiB for weights: 3.1 GiB of 4.0 GiB in use
-/// (weights 2.0 GiB, optimizer_state 1.1 GiB)".
+/// what(): "rank 2: out of memory allocating 1.2 GiB for weights (caching allocator):
+/// fragmentation: ... Advice: ..." (the allocator's explanation, prefixed with the rank).
 class OomError : public std::runtime_error {
  public:
-  OomError(const std::string& msg, int rank, int64_t requested, int64_t in_use, int64_t capacity)
-      : std::runtime_error(msg), rank(rank), requested(requested), in_use(in_use), capacity(capacity) {}
+  OomError(const std::string& msg, int rank, bool fragmentation, int64_t requested)
+      : std::runtime_error(msg), rank(rank), fragmentation(fragmentation), requested(requested) {}
   int rank;
-  int64_t requested, in_use, capacity;
+  bool fragmentation;
+  int64_t requested;
 };
 
 class DeviceArena {
  public:
-  DeviceArena(int rank, int64_t capacity_bytes) : rank_(rank), capacity_(capacity_bytes) {}
-  /// Accounts `bytes` under `tag`; throws OomError (and accounts nothing) if it does not fit.
-  void allocate(const std::string& tag, int64_t bytes);
-  void release(const std::string& tag, int64_t bytes);
-  int64_t in_use() const;
-  int64_t peak() const;
-  int64_t capacity() const { return capacity_; }
-  std::map<std::string, int64_t> by_tag() const;
+  DeviceArena(int rank, const AllocatorConfig& config)
+      : rank_(rank), allocator_(DeviceAllocator::create(config)) {}
+  /// Allocates `bytes` (> 0) under `tag`; throws OomError (nothing else changes).
+  Allocation allocate(const std::string& tag, int64_t bytes);
+  void release(const Allocation& a) { allocator_->free(a); }
+  int64_t in_use() const { return allocator_->allocated_bytes(); }
+  int64_t peak() const { return allocator_->stats().peak_allocated; }
+  DeviceAllocator& allocator() { return *allocator_; }
+  const DeviceAllocator& allocator() const { return *allocator_; }
+  int rank() const { return rank_; }
 
  private:
   int rank_;
-  int64_t capacity_;
-  mutable std::mutex mu_;
-  int64_t in_use_ = 0;
-  int64_t peak_ = 0;
-  std::map<std::string, int64_t> by_tag_;
+  std::unique_ptr<DeviceAllocator> allocator_;
 };
 
-/// A std::vector whose bytes are accounted in a DeviceArena: growing it throws OomError
-/// before allocating when the device is full. Shrinking keeps the accounted bytes (as a
-/// cache would) until the buffer is destroyed.
+/// An array of trivially copyable T in device memory (a block of a DeviceArena), or in host
+/// memory when it has no arena. Growing it allocates a new block (and frees the old one)
+/// before anything is copied; OomError leaves it unchanged.
 template <class T>
 class DeviceBuffer {
  public:
@@ -58,10 +60,11 @@ class DeviceBuffer {
       release_all();
       arena_ = o.arena_;
       tag_ = std::move(o.tag_);
-      v_ = std::move(o.v_);
-      accounted_ = o.accounted_;
-      o.v_ = {};
-      o.accounted_ = 0;
+      block_ = o.block_;
+      host_ = std::move(o.host_);
+      n_ = o.n_;
+      o.block_ = {};
+      o.n_ = 0;
     }
     return *this;
   }
@@ -72,29 +75,34 @@ class DeviceBuffer {
   /// Resizes to n elements, all equal to `value`.
   void assign(size_t n, const T& value = T()) {
     const auto bytes = static_cast<int64_t>(n * sizeof(T));
-    if (bytes > accounted_) {
-      if (arena_) arena_->allocate(tag_, bytes - accounted_);
-      accounted_ = bytes;
+    if (arena_ == nullptr) {
+      host_.assign(n, value);
+    } else if (bytes > block_.size || block_.ptr == nullptr) {
+      Allocation fresh = bytes > 0 ? arena_->allocate(tag_, bytes) : Allocation{};
+      if (block_.ptr) arena_->release(block_);
+      block_ = fresh;
     }
-    v_.assign(n, value);
+    n_ = n;
+    std::fill_n(data(), n, value);
   }
-  T* data() { return v_.data(); }
-  const T* data() const { return v_.data(); }
-  size_t size() const { return v_.size(); }
-  T& operator[](size_t i) { return v_[i]; }
-  const T& operator[](size_t i) const { return v_[i]; }
-  const std::vector<T>& vec() const { return v_; }
+  T* data() { return arena_ ? static_cast<T*>(block_.ptr) : host_.data(); }
+  const T* data() const { return arena_ ? static_cast<const T*>(block_.ptr) : host_.data(); }
+  size_t size() const { return n_; }
+  T& operator[](size_t i) { return data()[i]; }
+  const T& operator[](size_t i) const { return data()[i]; }
 
  private:
   void release_all() {
-    if (arena_ && accounted_ > 0) arena_->release(tag_, accounted_);
-    accounted_ = 0;
-    v_ = {};
+    if (arena_ && block_.ptr) arena_->release(block_);
+    block_ = {};
+    host_.clear();
+    n_ = 0;
   }
   DeviceArena* arena_ = nullptr;
   std::string tag_;
-  std::vector<T> v_;
-  int64_t accounted_ = 0;
+  Allocation block_;
+  std::vector<T> host_;
+  size_t n_ = 0;
 };
 
 }  // namespace embedscope::engine

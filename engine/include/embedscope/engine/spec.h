@@ -15,6 +15,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "embedscope/engine/allocator.h"
+
 namespace embedscope::engine {
 
 /// Bad input: a spec, a flag or a file. The message names the JSON pointer (or the file or
@@ -143,6 +145,12 @@ struct DenseSpec {
   std::vector<int> top_mlp;       ///< layer widths, last must be 1, e.g. {512,256,1}
 };
 
+/// How each device's memory is managed (engine/allocator.h).
+struct MemorySpec {
+  AllocatorKind allocator = AllocatorKind::caching;
+  int64_t max_split_size = 0;  ///< bytes; 0 = unlimited, else >= 20 MiB (PyTorch's rule)
+};
+
 struct WorkloadSpec {
   std::string name;
   std::string description;
@@ -157,6 +165,7 @@ struct WorkloadSpec {
   OptimizerSpec optimizer;
   std::optional<DenseSpec> dense;  ///< nullopt: "dense": null (fixed projection head)
   ShardingSpec sharding;
+  MemorySpec memory;
   InvalidIdPolicy invalid_ids = InvalidIdPolicy::error;
   int64_t collective_timeout_ms = 30000;
 
