@@ -299,6 +299,8 @@ int cmd_stats(const std::string& file, bool as_json) {
            {"imbalance", {{"lookups_max_over_mean", st.lookups_max_over_mean},
                           {"lookup_time_max_over_mean", st.lookup_time_max_over_mean}}},
            {"loss", st.loss},
+           {"peak_allocated_bytes", st.peak_allocated_bytes},
+           {"peak_reserved_bytes", st.peak_reserved_bytes},
            {"tracer_overhead_ns", std::strtoll(session.meta("tracer_overhead_ns", "0").c_str(), nullptr, 10)},
            {"dropped_records", std::strtoll(session.meta("dropped_records", "0").c_str(), nullptr, 10)},
            {"ranks", json::array()}};
@@ -310,7 +312,9 @@ int cmd_stats(const std::string& file, bool as_json) {
                             {"overlap_ns", r.overlap_ns}, {"exposed_comm_ns", r.exposed_comm_ns}, {"idle_ns", r.idle_ns},
                             {"overlap_pct", r.overlap_pct}, {"ids_looked_up", r.ids_looked_up},
                             {"lookup_ns", r.lookup_ns}, {"bytes_sent", r.bytes_sent},
-                            {"bytes_received", r.bytes_received}, {"by_category_ns", cats}});
+                            {"bytes_received", r.bytes_received}, {"by_category_ns", cats},
+                            {"peak_allocated_bytes", r.peak_allocated_bytes}, {"peak_reserved_bytes", r.peak_reserved_bytes},
+                            {"fragmentation", r.fragmentation}, {"memviz_fragmentation", r.memviz_fragmentation}});
     }
     if (!session.meta("end_message").empty()) j["end_message"] = session.meta("end_message");
     std::cout << dump(j) << "\n";
@@ -336,6 +340,11 @@ int cmd_stats(const std::string& file, bool as_json) {
     std::cout << fmt::format("{:<5} {:>11} {:>11} {:>13} {:>11} {:>8.1f}% {:>14} {:>12} {:>14}\n", r.rank,
                              ms(r.compute_ns), ms(r.comm_ns), ms(r.exposed_comm_ns), ms(r.idle_ns), r.overlap_pct,
                              r.ids_looked_up, es::format_bytes(r.bytes_sent), es::format_bytes(r.bytes_received));
+  std::cout << fmt::format("\n{:<5} {:>16} {:>16} {:>15} {:>8}\n", "rank", "peak allocated", "peak reserved",
+                           "fragmentation", "memviz");
+  for (const auto& r : st.ranks)
+    std::cout << fmt::format("{:<5} {:>16} {:>16} {:>14.1f}% {:>8.3f}\n", r.rank, es::format_bytes(r.peak_allocated_bytes),
+                             es::format_bytes(r.peak_reserved_bytes), 100 * r.fragmentation, r.memviz_fragmentation);
   std::cout << "\nstep time by op category (all ranks, union per category)\n";
   for (int c = 0; c < ss::kNumCategories; ++c) {
     int64_t total = 0;

@@ -156,6 +156,7 @@ class Rank {
 
  private:
   void setup();
+  void run_steps();
   bool step(int64_t iteration);  // true: every rank agreed to stop (cancel)
   template <class T>
   DeviceBuffer<T> buf(const char* tag, size_t n) {
@@ -194,6 +195,33 @@ class Rank {
   std::atomic<int64_t> current_step_{0};
   double last_loss_ = 0;
   std::vector<sessions::LoadCounter> load_;  // this step's load counters
+  uint64_t last_layout_ = 0;                 // hash of the last snapshot's layout
+
+ public:
+  // Memory counters of the step, and a snapshot when the layout changed (or `force`, at an OOM).
+  void record_memory(int64_t step, const char* reason, bool force) {
+    if (!sh_.session) return;
+    const MemoryStats st = arena_.allocator().stats();
+    sh_.session->add_memory({step, me_, st.allocated, st.reserved, st.peak_allocated, st.peak_reserved,
+                             st.largest_free_block, st.rounding_loss, st.segments, st.external_fragmentation,
+                             st.memviz_fragmentation});
+    sessions::MemorySnapshot sn;
+    sn.rank = me_;
+    sn.step = step;
+    sn.time_ns = sh_.tracer.now_ns();
+    sn.reason = reason;
+    uint64_t h = 0x9e3779b97f4a7c15ULL;
+    for (const auto& seg : arena_.allocator().snapshot())
+      for (const auto& b : seg.blocks) {
+        sn.blocks.push_back({seg.address, seg.size, b.address, b.size, b.requested, b.allocated, b.tag});
+        h = mix64(h ^ static_cast<uint64_t>(b.address)) ^ mix64(static_cast<uint64_t>(b.size) * 2 + (b.allocated ? 1 : 0));
+      }
+    if (!force && h == last_layout_) return;  // steady state: the same layout every step
+    last_layout_ = h;
+    sh_.session->add_snapshot(std::move(sn));
+  }
+
+ private:
 
  public:
   friend RunResult run_training(const WorkloadSpec&, const TrainerOptions&);
@@ -279,6 +307,15 @@ void Rank::setup() {
 }
 
 void Rank::main() {
+  try {
+    run_steps();
+  } catch (const OomError&) {
+    record_memory(current_step_.load(), "oom", true);  // the layout that could not hold the request
+    throw;
+  }
+}
+
+void Rank::run_steps() {
   setup();
   const int64_t total = sh_.spec.warmup_steps + sh_.spec.steps;
   const int64_t samples_per_step = L_.B * L_.world;
@@ -303,6 +340,7 @@ void Rank::main() {
       sh_.session->add_ops(spans);
       sh_.session->add_step({step_of(it), me_, t0, t1, last_loss_, arena_.in_use(), arena_.peak()});
       for (const auto& c : load_) sh_.session->add_load(c);
+      record_memory(step_of(it), "step", false);
     }
     if (sh_.opt.keep_events) events.insert(events.end(), spans.begin(), spans.end());
     if (me_ == 0 && sh_.opt.on_step) {

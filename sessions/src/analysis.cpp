@@ -130,6 +130,15 @@ RunStats analyze(const SessionReader& session) {
     ranks[c.rank].bytes_sent += c.bytes_sent;
     ranks[c.rank].bytes_received += c.bytes_received;
   }
+  for (const auto& m : session.memory_counters()) {  // every step: peaks include warmup
+    RankStats& rs = ranks[m.rank];
+    rs.peak_allocated_bytes = std::max(rs.peak_allocated_bytes, m.peak_allocated);
+    rs.peak_reserved_bytes = std::max(rs.peak_reserved_bytes, m.peak_reserved);
+    rs.fragmentation = std::max(rs.fragmentation, m.external_fragmentation);
+    rs.memviz_fragmentation = std::max(rs.memviz_fragmentation, m.memviz_fragmentation);
+    st.peak_allocated_bytes = std::max(st.peak_allocated_bytes, m.peak_allocated);
+    st.peak_reserved_bytes = std::max(st.peak_reserved_bytes, m.peak_reserved);
+  }
   std::vector<double> lookups, lookup_time;
   int64_t exposed_sum = 0;
   for (auto& [r, rs] : ranks) {

@@ -97,6 +97,14 @@ SessionReader::SessionReader(const std::string& path) : path_(path) {
         meta_[col_text(s.st, 0)] = col_text(s.st, 1);
       check(rc, "reading metadata");
     }
+    {
+      Stmt s;
+      check(sqlite3_prepare_v2(db_, "SELECT count(*) FROM sqlite_schema WHERE name = 'memory_counters'", -1, &s.st,
+                               nullptr),
+            "reading the schema");
+      check(sqlite3_step(s.st), "reading the schema");
+      has_memory_tables_ = sqlite3_column_int(s.st, 0) > 0;
+    }
     if (meta_.empty())
       throw SessionError(fmt::format("{}: the session holds no metadata yet: its run was killed before the first commit",
                                      path));
@@ -307,6 +315,70 @@ std::vector<CollectiveRecord> SessionReader::collectives() const {
     out.push_back(std::move(c));
   }
   check(rc, "reading collectives");
+  return out;
+}
+
+std::vector<MemoryCounter> SessionReader::memory_counters() const {
+  std::vector<MemoryCounter> out;
+  if (!has_memory_tables_) return out;
+  Stmt s;
+  check(sqlite3_prepare_v2(db_,
+                           "SELECT step, rank, allocated_bytes, reserved_bytes, peak_allocated_bytes, peak_reserved_bytes, "
+                           "largest_free_block_bytes, rounding_loss_bytes, segments, external_fragmentation, "
+                           "memviz_fragmentation FROM memory_counters ORDER BY step, rank",
+                           -1, &s.st, nullptr),
+        "reading memory counters");
+  int rc;
+  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW) {
+    MemoryCounter m;
+    m.step = sqlite3_column_int64(s.st, 0);
+    m.rank = sqlite3_column_int(s.st, 1);
+    m.allocated = sqlite3_column_int64(s.st, 2);
+    m.reserved = sqlite3_column_int64(s.st, 3);
+    m.peak_allocated = sqlite3_column_int64(s.st, 4);
+    m.peak_reserved = sqlite3_column_int64(s.st, 5);
+    m.largest_free_block = sqlite3_column_int64(s.st, 6);
+    m.rounding_loss = sqlite3_column_int64(s.st, 7);
+    m.segments = sqlite3_column_int64(s.st, 8);
+    m.external_fragmentation = sqlite3_column_double(s.st, 9);
+    m.memviz_fragmentation = sqlite3_column_double(s.st, 10);
+    out.push_back(m);
+  }
+  check(rc, "reading memory counters");
+  return out;
+}
+
+std::vector<MemorySnapshot> SessionReader::memory_snapshots() const {
+  std::vector<MemorySnapshot> out;
+  if (!has_memory_tables_) return out;
+  Stmt s;
+  check(sqlite3_prepare_v2(db_, "SELECT id, rank, step, time_ns, reason FROM memory_snapshots ORDER BY id", -1, &s.st,
+                           nullptr),
+        "reading memory snapshots");
+  int rc;
+  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW)
+    out.push_back({sqlite3_column_int64(s.st, 0), sqlite3_column_int(s.st, 1), sqlite3_column_int64(s.st, 2),
+                   sqlite3_column_int64(s.st, 3), col_text(s.st, 4), {}});
+  check(rc, "reading memory snapshots");
+  return out;
+}
+
+std::vector<MemoryBlockRecord> SessionReader::memory_blocks(int64_t snapshot_id) const {
+  std::vector<MemoryBlockRecord> out;
+  if (!has_memory_tables_) return out;
+  Stmt s;
+  check(sqlite3_prepare_v2(db_,
+                           "SELECT segment_address, segment_size, address, size, requested, allocated, tag FROM "
+                           "memory_blocks WHERE snapshot_id = ?1 ORDER BY address",
+                           -1, &s.st, nullptr),
+        "reading memory blocks");
+  sqlite3_bind_int64(s.st, 1, snapshot_id);
+  int rc;
+  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW)
+    out.push_back({sqlite3_column_int64(s.st, 0), sqlite3_column_int64(s.st, 1), sqlite3_column_int64(s.st, 2),
+                   sqlite3_column_int64(s.st, 3), sqlite3_column_int64(s.st, 4), sqlite3_column_int(s.st, 5) != 0,
+                   col_text(s.st, 6)});
+  check(rc, "reading memory blocks");
   return out;
 }
 

@@ -1,5 +1,7 @@
 #pragma once
-// The session schema, version 1 (documented in sessions/FORMAT.md; keep both in step).
+// The session schema, version 2 (documented in sessions/FORMAT.md; keep both in step).
+// Version 2 added memory_counters, memory_snapshots and memory_blocks; version-1 files are read
+// as they are (no memory tables).
 // ops.lane_key = rank * 256 + lane: one integer key column makes inserts about 10% faster than
 // (rank, lane), and op_view gives the two back.
 
@@ -35,6 +37,19 @@ CREATE TABLE steps (
   step INTEGER NOT NULL, rank INTEGER NOT NULL, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
   loss REAL NOT NULL, memory_in_use_bytes INTEGER NOT NULL, memory_peak_bytes INTEGER NOT NULL,
   PRIMARY KEY (step, rank)) WITHOUT ROWID;
+CREATE TABLE memory_counters (
+  step INTEGER NOT NULL, rank INTEGER NOT NULL, allocated_bytes INTEGER NOT NULL, reserved_bytes INTEGER NOT NULL,
+  peak_allocated_bytes INTEGER NOT NULL, peak_reserved_bytes INTEGER NOT NULL,
+  largest_free_block_bytes INTEGER NOT NULL, rounding_loss_bytes INTEGER NOT NULL, segments INTEGER NOT NULL,
+  external_fragmentation REAL NOT NULL, memviz_fragmentation REAL NOT NULL,
+  PRIMARY KEY (step, rank)) WITHOUT ROWID;
+CREATE TABLE memory_snapshots (
+  id INTEGER PRIMARY KEY, rank INTEGER NOT NULL, step INTEGER NOT NULL, time_ns INTEGER NOT NULL, reason TEXT NOT NULL);
+CREATE TABLE memory_blocks (
+  snapshot_id INTEGER NOT NULL, address INTEGER NOT NULL, segment_address INTEGER NOT NULL,
+  segment_size INTEGER NOT NULL, size INTEGER NOT NULL, requested INTEGER NOT NULL, allocated INTEGER NOT NULL,
+  tag TEXT NOT NULL,
+  PRIMARY KEY (snapshot_id, address)) WITHOUT ROWID;
 CREATE VIEW op_view AS
   SELECT o.lane_key >> 8 AS rank, l.name AS lane, c.name AS category, s.value AS name, o.step, o.start_ns,
          o.end_ns, o.end_ns - o.start_ns AS dur_ns, o.bytes, o.correlation

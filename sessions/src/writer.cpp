@@ -93,6 +93,9 @@ SessionWriter::SessionWriter(const std::string& path, bool overwrite) : path_(pa
       {"load", "INSERT OR REPLACE INTO load_counters VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
       {"step", "INSERT OR REPLACE INTO steps VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"},
       {"rank", "INSERT OR REPLACE INTO ranks VALUES (?1, ?2, ?3, ?4)"},
+      {"memory", "INSERT OR REPLACE INTO memory_counters VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"},
+      {"snapshot", "INSERT INTO memory_snapshots VALUES (?1, ?2, ?3, ?4, ?5)"},
+      {"block", "INSERT OR REPLACE INTO memory_blocks VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
   };
   for (auto& [key, text] : sql) {
     sqlite3_stmt* st = nullptr;
@@ -167,6 +170,17 @@ void SessionWriter::add_load(const LoadCounter& c) {
 void SessionWriter::add_step(const StepMetric& s) {
   std::lock_guard<std::mutex> lock(mu_);
   pending_.steps.push_back(s);
+}
+
+void SessionWriter::add_memory(const MemoryCounter& m) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.memory.push_back(m);
+}
+
+void SessionWriter::add_snapshot(MemorySnapshot snapshot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  snapshot.id = next_snapshot_id_++;
+  pending_.snapshots.push_back(std::move(snapshot));
 }
 
 int64_t SessionWriter::ops_received() const {
@@ -308,6 +322,42 @@ void SessionWriter::write(Pending& p) {
     sqlite3_bind_int64(st, 6, s.memory_in_use_bytes);
     sqlite3_bind_int64(st, 7, s.memory_peak_bytes);
     step(st);
+  }
+  for (auto& m : p.memory) {
+    auto* st = stmts_["memory"];
+    sqlite3_bind_int64(st, 1, m.step);
+    sqlite3_bind_int(st, 2, m.rank);
+    sqlite3_bind_int64(st, 3, m.allocated);
+    sqlite3_bind_int64(st, 4, m.reserved);
+    sqlite3_bind_int64(st, 5, m.peak_allocated);
+    sqlite3_bind_int64(st, 6, m.peak_reserved);
+    sqlite3_bind_int64(st, 7, m.largest_free_block);
+    sqlite3_bind_int64(st, 8, m.rounding_loss);
+    sqlite3_bind_int64(st, 9, m.segments);
+    sqlite3_bind_double(st, 10, m.external_fragmentation);
+    sqlite3_bind_double(st, 11, m.memviz_fragmentation);
+    step(st);
+  }
+  for (auto& sn : p.snapshots) {
+    auto* st = stmts_["snapshot"];
+    sqlite3_bind_int64(st, 1, sn.id);
+    sqlite3_bind_int(st, 2, sn.rank);
+    sqlite3_bind_int64(st, 3, sn.step);
+    sqlite3_bind_int64(st, 4, sn.time_ns);
+    bind_text(st, 5, sn.reason);
+    step(st);
+    for (auto& b : sn.blocks) {
+      auto* bst = stmts_["block"];
+      sqlite3_bind_int64(bst, 1, sn.id);
+      sqlite3_bind_int64(bst, 2, b.address);
+      sqlite3_bind_int64(bst, 3, b.segment_address);
+      sqlite3_bind_int64(bst, 4, b.segment_size);
+      sqlite3_bind_int64(bst, 5, b.size);
+      sqlite3_bind_int64(bst, 6, b.requested);
+      sqlite3_bind_int(bst, 7, b.allocated ? 1 : 0);
+      bind_text(bst, 8, b.tag);
+      step(bst);
+    }
   }
   exec("COMMIT");
 }

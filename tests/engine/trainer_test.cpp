@@ -203,3 +203,31 @@ TEST(Trainer, EstimateBoundsWhatRanksAllocate) {
       EXPECT_LE(r.ranks[i].memory_bytes, est[i].total() + 200 * 512) << to_string(type) << " rank " << i;
   }
 }
+
+// Segment granularity on a small device: the plan fits, the caching allocator cannot reserve a
+// 2 MiB segment, the run ends "oom" with a fragmentation explanation and a snapshot; the direct
+// allocator (no segments beyond the request) runs.
+TEST(Trainer, RuntimeOomEndsTheRunWithASnapshot) {
+  WorkloadSpec s = tiny(2);
+  s.steps = 2;
+  const auto est = estimate_memory(s, plan_sharding(s));
+  s.devices.memory_bytes = std::max(est[0].total(), est[1].total()) + (64 << 10);
+  TrainerOptions opt;
+  opt.session_path = (std::filesystem::temp_directory_path() / ("es_oom_" + std::to_string(getpid()) + ".db")).string();
+  RunResult r = run_training(s, opt);
+  EXPECT_EQ(r.ended, RunEnd::oom);
+  EXPECT_NE(r.error.find("out of memory allocating"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("(caching allocator): fragmentation"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("Advice: try the expandable allocator"), std::string::npos) << r.error;
+  {
+    embedscope::sessions::SessionReader session(opt.session_path);
+    EXPECT_EQ(session.status(), "oom");
+    bool oom_snapshot = false;
+    for (const auto& sn : session.memory_snapshots()) oom_snapshot |= sn.reason == "oom";
+    EXPECT_TRUE(oom_snapshot);
+  }
+  std::filesystem::remove(opt.session_path);
+  s.memory.allocator = AllocatorKind::direct;
+  r = run_training(s);
+  EXPECT_EQ(r.ended, RunEnd::complete) << r.error;
+}

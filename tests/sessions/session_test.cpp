@@ -219,7 +219,7 @@ TEST(Session, BadFilesGiveOneClearError) {
     sqlite3_exec(db, "PRAGMA user_version = 99", nullptr, nullptr, nullptr);
     sqlite3_close(db);
   }
-  EXPECT_NE(error_of(newer).find("newer.db: written by a newer Embedscope (session schema version 99; this build reads up to 1)"),
+  EXPECT_NE(error_of(newer).find("newer.db: written by a newer Embedscope (session schema version 99; this build reads up to 2)"),
             std::string::npos)
       << error_of(newer);
   // truncated: half of a real session
@@ -396,4 +396,51 @@ TEST(Session, DamagedRowsGiveAnErrorNotACrash) {
   SessionReader r2(null_meta);
   EXPECT_EQ(r2.meta("ended", "x"), "");
   EXPECT_EQ(r2.name(0), "");
+}
+
+TEST(Session, MemoryCountersAndSnapshotsRoundTrip) {
+  const std::string path = (scratch() / "memory.db").string();
+  {
+    SessionWriter w(path);
+    w.add_memory({0, 1, 100, 2048, 150, 2048, 1024, 12, 1, 0.25, 0.125});
+    MemorySnapshot sn;
+    sn.rank = 1;
+    sn.step = 0;
+    sn.time_ns = 77;
+    sn.reason = "oom";
+    sn.blocks = {{4096, 2048, 4096, 1024, 1000, true, "weights"}, {4096, 2048, 5120, 1024, 0, false, ""}};
+    w.add_snapshot(sn);
+    w.close("oom", "rank 1: out of memory");
+  }
+  SessionReader r(path);
+  auto mc = r.memory_counters();
+  ASSERT_EQ(mc.size(), 1u);
+  EXPECT_EQ(mc[0].reserved, 2048);
+  EXPECT_DOUBLE_EQ(mc[0].external_fragmentation, 0.25);
+  auto snaps = r.memory_snapshots();
+  ASSERT_EQ(snaps.size(), 1u);
+  EXPECT_EQ(snaps[0].reason, "oom");
+  auto blocks = r.memory_blocks(snaps[0].id);
+  ASSERT_EQ(blocks.size(), 2u);
+  EXPECT_EQ(blocks[0].tag, "weights");
+  EXPECT_EQ(blocks[0].requested, 1000);
+  EXPECT_FALSE(blocks[1].allocated);
+  RunStats st = analyze(r);
+  EXPECT_EQ(st.peak_reserved_bytes, 2048);
+}
+
+TEST(Session, VersionOneFilesAreReadAsTheyAre) {
+  const std::string path = make_session("v1.db");
+  sqlite3* db = nullptr;
+  sqlite3_open(path.c_str(), &db);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "DROP TABLE memory_counters; DROP TABLE memory_snapshots; DROP TABLE memory_blocks;"
+                         "PRAGMA user_version = 1;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  SessionReader r(path);
+  EXPECT_EQ(r.schema_version(), 1);
+  EXPECT_TRUE(r.memory_counters().empty());
+  EXPECT_EQ(analyze(r).ranks[0].compute_ns, 160);
 }

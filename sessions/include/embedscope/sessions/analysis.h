@@ -61,6 +61,10 @@ struct RankStats {
   int64_t lookup_ns = 0;
   int64_t bytes_sent = 0, bytes_received = 0;
   std::array<int64_t, kNumCategories> by_category_ns{};
+  int64_t peak_allocated_bytes = 0;  ///< device memory (memory_counters; 0 in version-1 files)
+  int64_t peak_reserved_bytes = 0;
+  double fragmentation = 0;          ///< largest external fragmentation at a step end
+  double memviz_fragmentation = 0;   ///< largest MemoryViz fragmentation at a step end
 };
 
 /// The figures of `embedscope stats`, over the measured steps (step >= 0).
@@ -78,6 +82,8 @@ struct RunStats {
   std::vector<RankStats> ranks;
   std::vector<RankStepTimes> per_step;   ///< (step, rank) order
   std::vector<double> loss;              ///< per measured step
+  int64_t peak_allocated_bytes = 0;      ///< the largest over ranks
+  int64_t peak_reserved_bytes = 0;
 };
 
 /// Computes RunStats from a session. Throws SessionError on an unreadable file.

@@ -77,6 +77,42 @@ struct StepMetric {
   int64_t memory_peak_bytes = 0;    ///< peak device memory in use so far
 };
 
+/// Device memory of one rank at the end of one step (engine/allocator.h MemoryStats).
+struct MemoryCounter {
+  int64_t step = 0;
+  int32_t rank = 0;
+  int64_t allocated = 0;
+  int64_t reserved = 0;
+  int64_t peak_allocated = 0;
+  int64_t peak_reserved = 0;
+  int64_t largest_free_block = 0;
+  int64_t rounding_loss = 0;
+  int64_t segments = 0;
+  double external_fragmentation = 0;  ///< 1 - largest free block / free bytes in segments
+  double memviz_fragmentation = 0;    ///< sum of free gaps^2 / sum of segment sizes^2
+};
+
+/// One block of a memory snapshot.
+struct MemoryBlockRecord {
+  int64_t segment_address = 0;
+  int64_t segment_size = 0;
+  int64_t address = 0;
+  int64_t size = 0;
+  int64_t requested = 0;
+  bool allocated = false;
+  std::string tag;
+};
+
+/// Every segment and block of one rank's device at one moment.
+struct MemorySnapshot {
+  int64_t id = 0;       ///< assigned by the writer
+  int32_t rank = 0;
+  int64_t step = 0;
+  int64_t time_ns = 0;
+  std::string reason;   ///< "step" (the layout changed since the last snapshot) or "oom"
+  std::vector<MemoryBlockRecord> blocks;
+};
+
 /// A rank and the device it ran on.
 struct RankInfo {
   int32_t rank = 0;

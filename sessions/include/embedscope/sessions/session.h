@@ -37,7 +37,7 @@ class SessionError : public std::runtime_error {
 };
 
 /// The schema version this build writes and reads (PRAGMA user_version).
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 constexpr std::chrono::milliseconds kCommitInterval{250};
 
 /// A lane of a rank: a thread of the CPU executor (or, later, a CUDA stream).
@@ -69,6 +69,9 @@ class SessionWriter {
   void add_collective(CollectiveRecord c);
   void add_load(const LoadCounter& c);
   void add_step(const StepMetric& s);
+  void add_memory(const MemoryCounter& m);
+  /// Stores a snapshot (its id is assigned here).
+  void add_snapshot(MemorySnapshot snapshot);
   /// Flushes everything, records `ended` and `message`, checkpoints the WAL into the file and
   /// leaves a single self-contained file (journal_mode DELETE). Idempotent. Throws
   /// SessionError if the final write fails.
@@ -88,10 +91,12 @@ class SessionWriter {
     std::vector<CollectiveRecord> collectives;
     std::vector<LoadCounter> load;
     std::vector<StepMetric> steps;
+    std::vector<MemoryCounter> memory;
+    std::vector<MemorySnapshot> snapshots;
     std::vector<std::pair<int32_t, std::string>> new_strings;
     bool empty() const {
       return metadata.empty() && ranks.empty() && lanes.empty() && ops.empty() && collectives.empty() && load.empty() &&
-             steps.empty() && new_strings.empty();
+             steps.empty() && memory.empty() && snapshots.empty() && new_strings.empty();
     }
   };
   int32_t intern(const char* s);  // caller holds mu_
@@ -109,6 +114,7 @@ class SessionWriter {
   std::unordered_map<std::string, int32_t> by_text_;
   int64_t ops_received_ = 0;
   int64_t next_op_id_ = 0;
+  int64_t next_snapshot_id_ = 0;
   bool stop_ = false;
   bool closed_ = false;
   std::string write_error_;
@@ -158,6 +164,11 @@ class SessionReader {
   std::vector<StepMetric> steps() const;
   std::vector<LoadCounter> load() const;
   std::vector<CollectiveRecord> collectives() const;
+  /// Memory tables (schema 2; empty for version-1 files).
+  std::vector<MemoryCounter> memory_counters() const;
+  /// Snapshots without their blocks; memory_blocks() gives those.
+  std::vector<MemorySnapshot> memory_snapshots() const;
+  std::vector<MemoryBlockRecord> memory_blocks(int64_t snapshot_id) const;
 
  private:
   void check(int rc, const char* what) const;
@@ -167,6 +178,7 @@ class SessionReader {
   std::map<std::string, std::string> meta_;
   std::vector<std::string> strings_;
   std::map<std::pair<int32_t, int32_t>, int64_t> max_duration_;  // per lane
+  bool has_memory_tables_ = false;
 };
 
 }  // namespace embedscope::sessions
