@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "embedscope/engine/allocator.h"
+#include "embedscope/engine/trainer.h"
 
 namespace {
 using namespace embedscope::engine;
@@ -77,6 +78,28 @@ void BM_alloc_free_pairs(benchmark::State& state) {
   state.counters["ratio_vs_malloc"] = theirs / ours;
 }
 BENCHMARK(BM_alloc_free_pairs)->Arg(0)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
+
+// Share of criteo_kaggle's step time (4 ranks, table_wise) spent inside the caching allocator,
+// warmup and setup included: allocator time per rank / wall time per rank.
+void BM_allocator_share_of_step(benchmark::State& state) {
+  WorkloadSpec spec = load_preset("criteo_kaggle");
+  spec.devices.count = 4;
+  spec.steps = 10;
+  double share = 0;
+  for (auto _ : state) {
+    TrainerOptions opt;
+    opt.trace = false;
+    opt.keep_events = false;
+    const auto t0 = Clock::now();
+    RunResult r = run_training(spec, opt);
+    const double wall = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+    double alloc = 0;
+    for (const auto& rk : r.ranks) alloc += static_cast<double>(rk.allocator_ns);
+    share += alloc / static_cast<double>(r.ranks.size()) / wall;
+  }
+  state.counters["allocator_share"] = share / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_allocator_share_of_step)->Unit(benchmark::kSecond)->Iterations(1);
 
 }  // namespace
 

@@ -365,6 +365,7 @@ void Rank::run_steps() {
   summary.bytes_sent = bytes_sent() - (counter_base_.empty() ? 0 : counter_base_[0]);
   summary.bytes_received = bytes_received() - (counter_base_.empty() ? 0 : counter_base_[1]);
   summary.memory_bytes = arena_.peak();
+  summary.allocator_ns = arena_.allocator_ns();
 }
 
 bool Rank::step(int64_t it) {

@@ -34,7 +34,9 @@ class DeviceArena {
       : rank_(rank), allocator_(DeviceAllocator::create(config)) {}
   /// Allocates `bytes` (> 0) under `tag`; throws OomError (nothing else changes).
   Allocation allocate(const std::string& tag, int64_t bytes);
-  void release(const Allocation& a) { allocator_->free(a); }
+  void release(const Allocation& a);
+  /// Wall time spent inside allocate and release so far (ns).
+  int64_t allocator_ns() const { return allocator_ns_; }
   int64_t in_use() const { return allocator_->allocated_bytes(); }
   int64_t peak() const { return allocator_->stats().peak_allocated; }
   DeviceAllocator& allocator() { return *allocator_; }
@@ -44,6 +46,7 @@ class DeviceArena {
  private:
   int rank_;
   std::unique_ptr<DeviceAllocator> allocator_;
+  int64_t allocator_ns_ = 0;
 };
 
 /// An array of trivially copyable T in device memory (a block of a DeviceArena), or in host

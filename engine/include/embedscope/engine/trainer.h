@@ -75,6 +75,7 @@ struct RankSummary {
   int64_t bytes_received = 0;
   int64_t memory_bytes = 0;    ///< peak bytes in use on the device (arena)
   int64_t invalid_ids = 0;     ///< ids clamped or dropped (policy clamp / drop)
+  int64_t allocator_ns = 0;    ///< time inside the device allocator, whole run (incl. setup)
 };
 
 /// How a run ended (the session's `ended`). Exit codes (DESIGN.md): complete and cancelled 0;
