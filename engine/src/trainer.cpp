@@ -119,7 +119,6 @@ struct Shared {
   std::condition_variable cv;
   int finished = 0;
   std::vector<RankError> errors;
-  std::atomic<bool> failed{false};
 
   Shared(const WorkloadSpec& s, const ShardingPlan& p, const TrainerOptions& o)
       : spec(s), plan(p), opt(o), layout(s, p), gen(s), tracer(p.world_size, o.trace) {}
@@ -953,7 +952,6 @@ RunResult run_training(const WorkloadSpec& spec, const TrainerOptions& options) 
       auto record = [&](RunEnd kind, bool bad_input, bool consequence, const std::string& msg) {
         std::lock_guard<std::mutex> lock(sh.mu);
         sh.errors.push_back({r, sh.tracer.now_ns(), kind, bad_input, consequence, msg});
-        sh.failed = true;
       };
       bool vanished = false;
       try {
