@@ -1,6 +1,8 @@
 #include "embedscope/engine/memory.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -27,6 +29,37 @@ void DeviceArena::release(const Allocation& a) {
   const int64_t t0 = now_ns();
   allocator_->free(a);
   allocator_ns_ += now_ns() - t0;
+}
+
+DeviceArena::Compaction DeviceArena::compact() {
+  Compaction c;
+  const MemoryStats before = allocator_->stats();
+  c.reserved_before = before.reserved;
+  c.largest_free_before = before.largest_free_block;
+  std::vector<std::pair<Allocation*, std::string>> owners(tracked_.begin(), tracked_.end());
+  std::stable_sort(owners.begin(), owners.end(), [](const auto& a, const auto& b) {
+    return a.first->size != b.first->size ? a.first->size > b.first->size : a.first->address < b.first->address;
+  });
+  std::vector<std::vector<char>> saved;
+  saved.reserve(owners.size());
+  for (auto& [owner, tag] : owners) {
+    const auto* p = static_cast<const char*>(owner->ptr);
+    saved.emplace_back(p, p + owner->requested);
+    allocator_->free(*owner);
+  }
+  allocator_->empty_cache();
+  for (size_t i = 0; i < owners.size(); ++i) {
+    Allocation& owner = *owners[i].first;
+    const Allocation fresh = allocate(owners[i].second, owner.requested);
+    std::memcpy(fresh.ptr, saved[i].data(), saved[i].size());
+    c.bytes_moved += static_cast<int64_t>(saved[i].size());
+    ++c.blocks_moved;
+    owner = fresh;
+  }
+  const MemoryStats after = allocator_->stats();
+  c.reserved_after = after.reserved;
+  c.largest_free_after = after.largest_free_block;
+  return c;
 }
 
 }  // namespace embedscope::engine

@@ -367,6 +367,7 @@ void validate_impl(const WorkloadSpec& s, const Checker& c) {
   c.closed("/collective_timeout_ms", s.collective_timeout_ms, kMinCollectiveTimeoutMs, kMaxCollectiveTimeoutMs);
   if (s.memory.max_split_size != 0)
     c.closed("/memory/max_split_size", s.memory.max_split_size, kLargeBuffer, kMaxMemoryBytes);
+  c.ge0_max("/memory/compaction", s.memory.compaction, kMaxSteps);
 }
 
 // ---- JSON readers ---------------------------------------------------------------------------
@@ -778,9 +779,10 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
     s.collective_timeout_ms = r.integer(*a, "/collective_timeout_ms");
   }
   if (auto* a = Reader::optional(j, "memory")) {
-    r.object(*a, "/memory", {"allocator", "max_split_size"});
+    r.object(*a, "/memory", {"allocator", "max_split_size", "compaction"});
     if (auto* b = Reader::optional(*a, "allocator")) s.memory.allocator = r.enumeration<AllocatorKind>(*b, "/memory/allocator");
     if (auto* b = Reader::optional(*a, "max_split_size")) s.memory.max_split_size = r.integer(*b, "/memory/max_split_size");
+    if (auto* b = Reader::optional(*a, "compaction")) s.memory.compaction = r.integer(*b, "/memory/compaction");
   }
 
   validate_impl(s, r);
@@ -895,7 +897,9 @@ json to_json(const WorkloadSpec& s) {
                    {"tables", std::move(per_table)}};
   j["invalid_ids"] = to_string(s.invalid_ids);
   j["collective_timeout_ms"] = s.collective_timeout_ms;
-  j["memory"] = {{"allocator", enum_name(s.memory.allocator)}, {"max_split_size", s.memory.max_split_size}};
+  j["memory"] = {{"allocator", enum_name(s.memory.allocator)},
+                 {"max_split_size", s.memory.max_split_size},
+                 {"compaction", s.memory.compaction}};
   return j;
 }
 

@@ -328,6 +328,10 @@ void Rank::run_steps() {
     current_step_ = step_of(it);
     const int64_t t0 = sh_.tracer.now_ns();
     const bool stop = step(it);
+    if (sh_.spec.memory.compaction > 0 && (it + 1) % sh_.spec.memory.compaction == 0) {
+      ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::memcpy, "memory_compaction", step_of(it));
+      span.set_bytes(arena_.compact().bytes_moved);
+    }
     const int64_t t1 = sh_.tracer.now_ns();
     const int64_t dt = t1 - t0;
     if (it >= sh_.spec.warmup_steps) {

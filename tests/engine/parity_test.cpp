@@ -146,6 +146,16 @@ TEST(Parity, MixedShardingWithExplicitRanks) {
   }
 }
 
+// Periodic compaction moves every live buffer between steps; training is unchanged.
+TEST(Parity, CompactionEveryStepKeepsResults) {
+  for (ShardingType type : {ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,
+                            ShardingType::column_wise}) {
+    WorkloadSpec s = parity_spec(type, 3, Pooling::mean, OptimizerType::adam);
+    s.memory.compaction = 1;
+    check_parity(s);
+  }
+}
+
 // A rank whose whole batch is empty (every bag of every feature has no ids) at one step.
 TEST(Parity, RankWithEmptyBatch) {
   for (ShardingType type : {ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,

@@ -231,3 +231,29 @@ TEST(Trainer, RuntimeOomEndsTheRunWithASnapshot) {
   r = run_training(s);
   EXPECT_EQ(r.ended, RunEnd::complete) << r.error;
 }
+
+TEST(DeviceArena, CompactionPacksLiveBuffersAndKeepsTheirData) {
+  constexpr int64_t MiB = int64_t{1} << 20;
+  DeviceArena a(0, AllocatorConfig{AllocatorKind::caching, 64 * MiB, 0, true});
+  DeviceBuffer<float> x(&a, "weights"), z(&a, "optimizer_state");
+  {
+    DeviceBuffer<float> y(&a, "kjt");
+    x.assign(static_cast<size_t>(5 * MiB / 4), 1.0f);
+    y.assign(static_cast<size_t>(5 * MiB / 4), 2.0f);
+    z.assign(static_cast<size_t>(5 * MiB / 4), 3.0f);
+  }  // y freed: a 5 MiB hole between x and z
+  const auto before = a.allocator().stats();
+  EXPECT_EQ(before.largest_free_block, 5 * MiB);
+  const float* z_before = z.data();
+  const auto c = a.compact();
+  EXPECT_EQ(c.blocks_moved, 2);
+  EXPECT_EQ(c.bytes_moved, 10 * MiB);
+  EXPECT_EQ(c.largest_free_after, 10 * MiB);  // x and z packed at the start of one segment
+  EXPECT_LE(c.reserved_after, c.reserved_before);
+  EXPECT_NE(z.data(), z_before);
+  EXPECT_FLOAT_EQ(x[0], 1.0f);
+  EXPECT_FLOAT_EQ(x[x.size() - 1], 1.0f);
+  EXPECT_FLOAT_EQ(z[0], 3.0f);
+  EXPECT_FLOAT_EQ(z[z.size() - 1], 3.0f);
+  EXPECT_EQ(a.in_use(), 10 * MiB);
+}

@@ -10,6 +10,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "embedscope/engine/allocator.h"
@@ -43,10 +44,28 @@ class DeviceArena {
   const DeviceAllocator& allocator() const { return *allocator_; }
   int rank() const { return rank_; }
 
+  struct Compaction {
+    int64_t bytes_moved = 0;
+    int64_t blocks_moved = 0;
+    int64_t reserved_before = 0, reserved_after = 0;
+    int64_t largest_free_before = 0, largest_free_after = 0;
+  };
+  /// Packs the device ("periodic defragmentation"): every live DeviceBuffer is copied out, all
+  /// segments are released, and the buffers are allocated again largest first and copied back
+  /// (their owners see the new addresses). Call between steps, when no raw pointer into a
+  /// buffer is held. Throws OomError if the packed layout does not fit (it always does for the
+  /// caching and direct allocators, whose segments are never larger than before).
+  Compaction compact();
+
+  /// DeviceBuffer bookkeeping: the blocks that compact() may move.
+  void track(Allocation* owner, const std::string& tag) { tracked_[owner] = tag; }
+  void untrack(Allocation* owner) { tracked_.erase(owner); }
+
  private:
   int rank_;
   std::unique_ptr<DeviceAllocator> allocator_;
   int64_t allocator_ns_ = 0;
+  std::unordered_map<Allocation*, std::string> tracked_;
 };
 
 /// An array of trivially copyable T in device memory (a block of a DeviceArena), or in host
@@ -66,6 +85,10 @@ class DeviceBuffer {
       block_ = o.block_;
       host_ = std::move(o.host_);
       n_ = o.n_;
+      if (arena_ && block_.ptr) {
+        arena_->untrack(&o.block_);
+        arena_->track(&block_, tag_);
+      }
       o.block_ = {};
       o.n_ = 0;
     }
@@ -84,6 +107,7 @@ class DeviceBuffer {
       Allocation fresh = bytes > 0 ? arena_->allocate(tag_, bytes) : Allocation{};
       if (block_.ptr) arena_->release(block_);
       block_ = fresh;
+      if (block_.ptr) arena_->track(&block_, tag_);
     }
     n_ = n;
     std::fill_n(data(), n, value);
@@ -96,7 +120,10 @@ class DeviceBuffer {
 
  private:
   void release_all() {
-    if (arena_ && block_.ptr) arena_->release(block_);
+    if (arena_ && block_.ptr) {
+      arena_->untrack(&block_);
+      arena_->release(block_);
+    }
     block_ = {};
     host_.clear();
     n_ = 0;

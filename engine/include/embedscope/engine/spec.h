@@ -149,6 +149,7 @@ struct DenseSpec {
 struct MemorySpec {
   AllocatorKind allocator = AllocatorKind::caching;
   int64_t max_split_size = 0;  ///< bytes; 0 = unlimited, else >= 20 MiB (PyTorch's rule)
+  int64_t compaction = 0;      ///< pack each device every N steps (0 = never)
 };
 
 struct WorkloadSpec {
