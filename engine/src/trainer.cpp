@@ -195,11 +195,14 @@ class Rank {
   double last_loss_ = 0;
   std::vector<sessions::LoadCounter> load_;  // this step's load counters
   uint64_t last_layout_ = 0;                 // hash of the last snapshot's layout
+  std::vector<sessions::MemoryEvent> mem_events_;  // allocator actions since the last flush
 
  public:
   // Memory counters of the step, and a snapshot when the layout changed (or `force`, at an OOM).
   void record_memory(int64_t step, const char* reason, bool force) {
     if (!sh_.session) return;
+    sh_.session->add_memory_events(mem_events_);
+    mem_events_.clear();
     const MemoryStats st = arena_.allocator().stats();
     sh_.session->add_memory({step, me_, st.allocated, st.reserved, st.peak_allocated, st.peak_reserved,
                              st.largest_free_block, st.rounding_loss, st.segments, st.external_fragmentation,
@@ -225,6 +228,7 @@ class Rank {
  public:
   friend RunResult run_training(const WorkloadSpec&, const TrainerOptions&);
   void teardown() {
+    arena_.allocator().set_listener(nullptr);  // buffers freed after the run are not history
     comm_.reset();
     cross_.reset();
     node_.reset();
@@ -252,6 +256,7 @@ LocalShard& Rank::shard_of(int table, int shard_index) {
 
 void Rank::setup() {
   const auto& spec = sh_.spec;
+  current_step_ = step_of(0) - 1;  // setup's allocations belong to the step before the first
   const auto timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   comm_ = std::make_unique<CommWorker>();
   std::vector<int> all(static_cast<size_t>(L_.world));
@@ -269,6 +274,10 @@ void Rank::setup() {
     cross_ = std::make_unique<ProcessGroup>(sh_.rv, fmt::format("cross{}", l), cross_members, node, timeout);
   }
   if (sh_.session) {
+    arena_.allocator().set_listener([this](const AllocatorEvent& e) {
+      mem_events_.push_back({me_, sh_.tracer.now_ns(), current_step_.load(), to_string(e.kind), e.address, e.size,
+                             e.requested, e.tag});
+    });
     sh_.session->add_rank({me_, host_name(), "cpu (thread)", sh_.spec.devices.memory_bytes});
     sh_.session->add_lane({me_, static_cast<int32_t>(Lane::compute), "compute", "thread"});
     sh_.session->add_lane({me_, static_cast<int32_t>(Lane::comm), "comm", "thread"});

@@ -348,6 +348,23 @@ std::vector<MemoryCounter> SessionReader::memory_counters() const {
   return out;
 }
 
+std::vector<MemoryEvent> SessionReader::memory_events() const {
+  std::vector<MemoryEvent> out;
+  if (!has_memory_tables_) return out;
+  Stmt s;
+  check(sqlite3_prepare_v2(db_,
+                           "SELECT rank, time_ns, step, action, address, size, requested, tag FROM memory_events ORDER BY id",
+                           -1, &s.st, nullptr),
+        "reading memory events");
+  int rc;
+  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW)
+    out.push_back({sqlite3_column_int(s.st, 0), sqlite3_column_int64(s.st, 1), sqlite3_column_int64(s.st, 2),
+                   col_text(s.st, 3), sqlite3_column_int64(s.st, 4), sqlite3_column_int64(s.st, 5),
+                   sqlite3_column_int64(s.st, 6), col_text(s.st, 7)});
+  check(rc, "reading memory events");
+  return out;
+}
+
 std::vector<MemorySnapshot> SessionReader::memory_snapshots() const {
   std::vector<MemorySnapshot> out;
   if (!has_memory_tables_) return out;

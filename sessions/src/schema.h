@@ -1,6 +1,6 @@
 #pragma once
 // The session schema, version 2 (documented in sessions/FORMAT.md; keep both in step).
-// Version 2 added memory_counters, memory_snapshots and memory_blocks; version-1 files are read
+// Version 2 added memory_events, memory_counters, memory_snapshots and memory_blocks; version-1 files are read
 // as they are (no memory tables).
 // ops.lane_key = rank * 256 + lane: one integer key column makes inserts about 10% faster than
 // (rank, lane), and op_view gives the two back.
@@ -43,6 +43,10 @@ CREATE TABLE memory_counters (
   largest_free_block_bytes INTEGER NOT NULL, rounding_loss_bytes INTEGER NOT NULL, segments INTEGER NOT NULL,
   external_fragmentation REAL NOT NULL, memviz_fragmentation REAL NOT NULL,
   PRIMARY KEY (step, rank)) WITHOUT ROWID;
+CREATE TABLE memory_events (
+  id INTEGER PRIMARY KEY, rank INTEGER NOT NULL, time_ns INTEGER NOT NULL, step INTEGER NOT NULL,
+  action TEXT NOT NULL, address INTEGER NOT NULL, size INTEGER NOT NULL, requested INTEGER NOT NULL,
+  tag TEXT NOT NULL);
 CREATE TABLE memory_snapshots (
   id INTEGER PRIMARY KEY, rank INTEGER NOT NULL, step INTEGER NOT NULL, time_ns INTEGER NOT NULL, reason TEXT NOT NULL);
 CREATE TABLE memory_blocks (

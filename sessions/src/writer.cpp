@@ -95,6 +95,8 @@ SessionWriter::SessionWriter(const std::string& path, bool overwrite) : path_(pa
       {"rank", "INSERT OR REPLACE INTO ranks VALUES (?1, ?2, ?3, ?4)"},
       {"memory", "INSERT OR REPLACE INTO memory_counters VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"},
       {"snapshot", "INSERT INTO memory_snapshots VALUES (?1, ?2, ?3, ?4, ?5)"},
+      {"mem_event", "INSERT INTO memory_events (rank, time_ns, step, action, address, size, requested, tag) VALUES "
+                    "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
       {"block", "INSERT OR REPLACE INTO memory_blocks VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
   };
   for (auto& [key, text] : sql) {
@@ -175,6 +177,11 @@ void SessionWriter::add_step(const StepMetric& s) {
 void SessionWriter::add_memory(const MemoryCounter& m) {
   std::lock_guard<std::mutex> lock(mu_);
   pending_.memory.push_back(m);
+}
+
+void SessionWriter::add_memory_events(const std::vector<MemoryEvent>& events) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.memory_events.insert(pending_.memory_events.end(), events.begin(), events.end());
 }
 
 void SessionWriter::add_snapshot(MemorySnapshot snapshot) {
@@ -336,6 +343,18 @@ void SessionWriter::write(Pending& p) {
     sqlite3_bind_int64(st, 9, m.segments);
     sqlite3_bind_double(st, 10, m.external_fragmentation);
     sqlite3_bind_double(st, 11, m.memviz_fragmentation);
+    step(st);
+  }
+  for (auto& e : p.memory_events) {
+    auto* st = stmts_["mem_event"];
+    sqlite3_bind_int(st, 1, e.rank);
+    sqlite3_bind_int64(st, 2, e.time_ns);
+    sqlite3_bind_int64(st, 3, e.step);
+    bind_text(st, 4, e.action);
+    sqlite3_bind_int64(st, 5, e.address);
+    sqlite3_bind_int64(st, 6, e.size);
+    sqlite3_bind_int64(st, 7, e.requested);
+    bind_text(st, 8, e.tag);
     step(st);
   }
   for (auto& sn : p.snapshots) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <numeric>
 
 #include "embedscope/engine/memory.h"
@@ -225,11 +226,25 @@ TEST(Trainer, RuntimeOomEndsTheRunWithASnapshot) {
     bool oom_snapshot = false;
     for (const auto& sn : session.memory_snapshots()) oom_snapshot |= sn.reason == "oom";
     EXPECT_TRUE(oom_snapshot);
+    int ooms = 0;
+    for (const auto& e : session.memory_events()) ooms += e.action == "oom";
+    EXPECT_GE(ooms, 1);  // the failed request is in the memory history
   }
   std::filesystem::remove(opt.session_path);
   s.memory.allocator = AllocatorKind::direct;
-  r = run_training(s);
+  opt.session_path += ".direct";
+  r = run_training(s, opt);
   EXPECT_EQ(r.ended, RunEnd::complete) << r.error;
+  {  // replaying the memory history gives each rank's allocated bytes at the last step end
+    embedscope::sessions::SessionReader session(opt.session_path);
+    std::map<int32_t, int64_t> live;
+    for (const auto& e : session.memory_events())
+      live[e.rank] += e.action == "alloc" ? e.size : e.action == "free" ? -e.size : 0;
+    const auto mc = session.memory_counters();
+    ASSERT_EQ(mc.size(), 2u * static_cast<size_t>(s.steps));  // (step, rank) rows
+    for (size_t i = mc.size() - 2; i < mc.size(); ++i) EXPECT_EQ(live[mc[i].rank], mc[i].allocated) << mc[i].rank;
+  }
+  std::filesystem::remove(opt.session_path);
 }
 
 TEST(DeviceArena, CompactionPacksLiveBuffersAndKeepsTheirData) {

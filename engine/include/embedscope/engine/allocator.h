@@ -18,6 +18,7 @@
 // Single-threaded per device (one rank owns it); not thread-safe.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -108,8 +109,22 @@ class DeviceOutOfMemory : public std::runtime_error {
   int64_t requested, free_bytes, largest_free_block;
 };
 
+/// What an allocator did, for the memory history (PyTorch's _record_memory_history).
+struct AllocatorEvent {
+  enum class Kind { alloc, free, segment_alloc, segment_free, oom } kind = Kind::alloc;
+  int64_t address = 0;    ///< block or segment address (0 for oom)
+  int64_t size = 0;       ///< block / segment bytes; for oom the rounded request
+  int64_t requested = 0;  ///< bytes asked for (alloc, oom)
+  std::string tag;
+};
+const char* to_string(AllocatorEvent::Kind k);
+
 class DeviceAllocator {
  public:
+  using Listener = std::function<void(const AllocatorEvent&)>;
+  /// Receives every alloc, free, segment alloc/free and OOM (on the allocating thread).
+  void set_listener(Listener l) { listener_ = std::move(l); }
+
   virtual ~DeviceAllocator() = default;
   /// Allocates `bytes` (> 0) tagged `tag` (weights, optimizer_state, kjt, ...). Throws
   /// DeviceOutOfMemory; memory already allocated is untouched.
@@ -133,7 +148,11 @@ class DeviceAllocator {
   explicit DeviceAllocator(AllocatorConfig c) : config_(c) {}
   /// The OOM error for `bytes`, classified and explained.
   DeviceOutOfMemory out_of_memory(int64_t bytes, const std::string& tag) const;
+  void emit(AllocatorEvent::Kind k, int64_t address, int64_t size, int64_t requested, const std::string& tag) const {
+    if (listener_) listener_({k, address, size, requested, tag});
+  }
   AllocatorConfig config_;
+  Listener listener_;
 };
 
 /// Rounds a request as PyTorch does (multiple of 512 B, at least 512).

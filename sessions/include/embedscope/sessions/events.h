@@ -92,6 +92,18 @@ struct MemoryCounter {
   double memviz_fragmentation = 0;    ///< sum of free gaps^2 / sum of segment sizes^2
 };
 
+/// One allocator action: alloc, free, segment_alloc, segment_free or oom.
+struct MemoryEvent {
+  int32_t rank = 0;
+  int64_t time_ns = 0;
+  int64_t step = 0;
+  std::string action;
+  int64_t address = 0;
+  int64_t size = 0;       ///< block or segment bytes (oom: the rounded request)
+  int64_t requested = 0;  ///< bytes asked for (alloc, free, oom)
+  std::string tag;
+};
+
 /// One block of a memory snapshot.
 struct MemoryBlockRecord {
   int64_t segment_address = 0;

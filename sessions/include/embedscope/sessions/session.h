@@ -70,6 +70,7 @@ class SessionWriter {
   void add_load(const LoadCounter& c);
   void add_step(const StepMetric& s);
   void add_memory(const MemoryCounter& m);
+  void add_memory_events(const std::vector<MemoryEvent>& events);
   /// Stores a snapshot (its id is assigned here).
   void add_snapshot(MemorySnapshot snapshot);
   /// Flushes everything, records `ended` and `message`, checkpoints the WAL into the file and
@@ -92,11 +93,12 @@ class SessionWriter {
     std::vector<LoadCounter> load;
     std::vector<StepMetric> steps;
     std::vector<MemoryCounter> memory;
+    std::vector<MemoryEvent> memory_events;
     std::vector<MemorySnapshot> snapshots;
     std::vector<std::pair<int32_t, std::string>> new_strings;
     bool empty() const {
       return metadata.empty() && ranks.empty() && lanes.empty() && ops.empty() && collectives.empty() && load.empty() &&
-             steps.empty() && memory.empty() && snapshots.empty() && new_strings.empty();
+             steps.empty() && memory.empty() && memory_events.empty() && snapshots.empty() && new_strings.empty();
     }
   };
   int32_t intern(const char* s);  // caller holds mu_
@@ -166,6 +168,7 @@ class SessionReader {
   std::vector<CollectiveRecord> collectives() const;
   /// Memory tables (schema 2; empty for version-1 files).
   std::vector<MemoryCounter> memory_counters() const;
+  std::vector<MemoryEvent> memory_events() const;
   /// Snapshots without their blocks; memory_blocks() gives those.
   std::vector<MemorySnapshot> memory_snapshots() const;
   std::vector<MemoryBlockRecord> memory_blocks(int64_t snapshot_id) const;
