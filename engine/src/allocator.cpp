@@ -145,7 +145,7 @@ class BlockAllocator final : public DeviceAllocator {
     }
     if (at < 0) {
       ++ooms_;
-      emit(AllocatorEvent::Kind::oom, 0, size, bytes, tag);
+      notify(AllocatorEvent::Kind::oom, 0, size, bytes, tag);
       throw out_of_memory(bytes, tag);
     }
     Segment& seg = segment_of(at);
@@ -162,7 +162,7 @@ class BlockAllocator final : public DeviceAllocator {
     allocated_ += b.size;
     requested_ += bytes;
     peak_allocated_ = std::max(peak_allocated_, allocated_);
-    emit(AllocatorEvent::Kind::alloc, at, b.size, bytes, tag);
+    notify(AllocatorEvent::Kind::alloc, at, b.size, bytes, tag);
     return Allocation{seg.base ? seg.base + (at - seg.addr) : nullptr, at, b.size, bytes, ++next_id_};
   }
 
@@ -172,7 +172,7 @@ class BlockAllocator final : public DeviceAllocator {
     if (it == seg.blocks.end() || !it->second.allocated)
       throw std::logic_error(fmt::format("free of an address that is not allocated: {:#x}", a.address));
     Block& b = it->second;
-    emit(AllocatorEvent::Kind::free, a.address, b.size, b.requested, b.tag);
+    notify(AllocatorEvent::Kind::free, a.address, b.size, b.requested, b.tag);
     allocated_ -= b.size;
     requested_ -= b.requested;
     b = Block{b.size, 0, false, {}};
@@ -298,7 +298,7 @@ class BlockAllocator final : public DeviceAllocator {
     free_.insert({small, seg_size, s.addr});
     reserved_ += seg_size;
     peak_reserved_ = std::max(peak_reserved_, reserved_);
-    emit(AllocatorEvent::Kind::segment_alloc, s.addr, seg_size, 0, {});
+    notify(AllocatorEvent::Kind::segment_alloc, s.addr, seg_size, 0, {});
     const int64_t addr = s.addr;
     segments_.emplace(addr, std::move(s));
     return addr;
@@ -331,7 +331,7 @@ class BlockAllocator final : public DeviceAllocator {
       seg->blocks[tail_addr] = Block{grow_by, 0, false, {}};
     }
     free_.insert({small, seg->blocks[tail_addr].size, tail_addr});
-    emit(AllocatorEvent::Kind::segment_alloc, seg->addr + seg->size, grow_by, 0, {});  // the pages added
+    notify(AllocatorEvent::Kind::segment_alloc, seg->addr + seg->size, grow_by, 0, {});  // the pages added
     seg->size += grow_by;
     reserved_ += grow_by;
     peak_reserved_ = std::max(peak_reserved_, reserved_);
@@ -353,7 +353,7 @@ class BlockAllocator final : public DeviceAllocator {
     }
     s.size -= cut;
     reserved_ -= cut;
-    emit(AllocatorEvent::Kind::segment_free, s.addr + s.size, cut, 0, {});  // the pages returned
+    notify(AllocatorEvent::Kind::segment_free, s.addr + s.size, cut, 0, {});  // the pages returned
     commit(s, s.size);
   }
 
@@ -362,7 +362,7 @@ class BlockAllocator final : public DeviceAllocator {
     for (const auto& [baddr, b] : s.blocks)
       if (!b.allocated) free_.erase({s.small, b.size, baddr});
     reserved_ -= s.size;
-    if (s.size > 0) emit(AllocatorEvent::Kind::segment_free, addr, s.size, 0, {});
+    if (s.size > 0) notify(AllocatorEvent::Kind::segment_free, addr, s.size, 0, {});
     unmap(s);
     segments_.erase(addr);
   }

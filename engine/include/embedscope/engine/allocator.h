@@ -148,7 +148,7 @@ class DeviceAllocator {
   explicit DeviceAllocator(AllocatorConfig c) : config_(c) {}
   /// The OOM error for `bytes`, classified and explained.
   DeviceOutOfMemory out_of_memory(int64_t bytes, const std::string& tag) const;
-  void emit(AllocatorEvent::Kind k, int64_t address, int64_t size, int64_t requested, const std::string& tag) const {
+  void notify(AllocatorEvent::Kind k, int64_t address, int64_t size, int64_t requested, const std::string& tag) const {
     if (listener_) listener_({k, address, size, requested, tag});
   }
   AllocatorConfig config_;

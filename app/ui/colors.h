@@ -1,0 +1,23 @@
+#pragma once
+// One colour per op category, the same in every view.
+
+#include <QColor>
+
+#include "embedscope/sessions/events.h"
+
+namespace embedscope::ui {
+
+inline QColor category_color(sessions::OpCategory c) {
+  switch (c) {
+    case sessions::OpCategory::input: return QColor(0x8e, 0x8e, 0x8e);      // grey
+    case sessions::OpCategory::lookup: return QColor(0x2c, 0xa0, 0x2c);     // green
+    case sessions::OpCategory::comm: return QColor(0xd6, 0x27, 0x28);       // red
+    case sessions::OpCategory::dense: return QColor(0x1f, 0x77, 0xb4);      // blue
+    case sessions::OpCategory::optimizer: return QColor(0xff, 0x7f, 0x0e);  // orange
+    case sessions::OpCategory::memcpy: return QColor(0x94, 0x67, 0xbd);     // purple
+    case sessions::OpCategory::other: return QColor(0x7f, 0x7f, 0x00);      // olive
+  }
+  return Qt::gray;
+}
+
+}  // namespace embedscope::ui

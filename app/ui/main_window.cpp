@@ -1,0 +1,116 @@
+#include "main_window.h"
+
+#include <QApplication>
+#include <QDragEnterEvent>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHeaderView>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include <sqlite3.h>
+
+#include <memory>
+
+#include "embedscope/engine/comm.h"
+#include "embedscope/sessions/analysis.h"
+#include "rank_stats_model.h"
+#include "timeline_math.h"
+#include "timeline_widget.h"
+
+namespace embedscope::ui {
+
+namespace {
+QWidget* summary_page(const sessions::SessionReader& s, QWidget* parent) {
+  auto* page = new QWidget(parent);
+  auto* layout = new QVBoxLayout(page);
+  auto* model = new RankStatsModel(sessions::analyze(s), page);
+  const auto& st = model->stats();
+  QString text = QString("<b>%1</b> on %2 ranks, %3 &nbsp; <b>%4</b>%5<br>")
+                     .arg(QString::fromStdString(s.meta("workload_name")))
+                     .arg(st.ranks.size())
+                     .arg(QString::fromStdString(s.meta("backend")))
+                     .arg(QString::fromStdString(st.ended))
+                     .arg(st.simulated ? " &nbsp; <b>SIMULATED</b>" : "");
+  if (st.steps > 0)
+    text += QString("%1 measured steps: step time mean %2, p50 %3, p99 %4; %5 samples/s<br>"
+                    "overlap %6 %; exposed communication %7 per rank; imbalance (ids looked up max/mean) %8")
+                .arg(st.steps)
+                .arg(QString::fromStdString(format_duration(static_cast<int64_t>(st.step_time_ns.mean))))
+                .arg(QString::fromStdString(format_duration(st.step_time_ns.p50)))
+                .arg(QString::fromStdString(format_duration(st.step_time_ns.p99)))
+                .arg(st.samples_per_s, 0, 'f', 0)
+                .arg(st.overlap_pct, 0, 'f', 1)
+                .arg(QString::fromStdString(format_duration(st.exposed_comm_ns)))
+                .arg(st.lookups_max_over_mean, 0, 'f', 2);
+  if (!s.meta("end_message").empty()) text += "<br>" + QString::fromStdString(s.meta("end_message")).toHtmlEscaped();
+  auto* label = new QLabel(text, page);
+  label->setWordWrap(true);
+  label->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  auto* table = new QTableView(page);
+  table->setModel(model);
+  table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  layout->addWidget(label);
+  layout->addWidget(table, 1);
+  return page;
+}
+}  // namespace
+
+QString sqlite_version() { return QString::fromUtf8(sqlite3_libversion()); }
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), tabs_(new QTabWidget(this)) {
+  setWindowTitle("Embedscope");
+  tabs_->setTabsClosable(true);
+  connect(tabs_, &QTabWidget::tabCloseRequested, this, [this](int i) { delete tabs_->widget(i); });
+  setCentralWidget(tabs_);
+  setAcceptDrops(true);
+  auto* file = menuBar()->addMenu("&File");
+  file->addAction("&Open...", QKeySequence::Open, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, "Open session", {}, "Sessions (*.db);;All files (*)");
+    if (!path.isEmpty()) open_session(path);
+  });
+  file->addSeparator();
+  file->addAction("&Quit", QKeySequence::Quit, qApp, &QApplication::quit);
+  auto* help = menuBar()->addMenu("&Help");
+  help->addAction("&About", this, [this] {
+    QMessageBox::about(this, "About Embedscope",
+                       QString("Embedscope %1 - a workbench for embedding parallelism.<br>Qt %2, SQLite %3, Gloo %4")
+                           .arg(EMBEDSCOPE_VERSION)
+                           .arg(qVersion())
+                           .arg(sqlite_version())
+                           .arg(QString::fromStdString(engine::gloo_version())));
+  });
+  resize(1280, 800);
+}
+
+QString MainWindow::open_session(const QString& path, bool quiet) {
+  try {
+    auto session = std::make_shared<const sessions::SessionReader>(path.toStdString());
+    auto* page = new QTabWidget(tabs_);
+    page->addTab(new TimelineWidget(session, page), "Timeline");
+    page->addTab(summary_page(*session, page), "Summary");
+    const int i = tabs_->addTab(page, QFileInfo(path).fileName());
+    tabs_->setTabToolTip(i, path);
+    tabs_->setCurrentIndex(i);
+    return {};
+  } catch (const std::exception& e) {
+    const QString msg = QString::fromUtf8(e.what());
+    if (!quiet) QMessageBox::critical(this, "Cannot open session", msg);
+    return msg;
+  }
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
+  if (e->mimeData()->hasUrls()) e->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* e) {
+  for (const QUrl& url : e->mimeData()->urls())
+    if (url.isLocalFile()) open_session(url.toLocalFile());
+}
+
+}  // namespace embedscope::ui

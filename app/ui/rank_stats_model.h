@@ -1,0 +1,31 @@
+#pragma once
+// Per-rank figures of a session (the rows of `embedscope stats`) as a Qt item model.
+
+#include <QAbstractTableModel>
+
+#include "embedscope/sessions/analysis.h"
+
+namespace embedscope::ui {
+
+class RankStatsModel : public QAbstractTableModel {
+  Q_OBJECT
+
+ public:
+  enum Column { Rank, Compute, Comm, ExposedComm, Idle, Overlap, IdsLookedUp, BytesSent, BytesReceived, PeakReserved,
+                Fragmentation, ColumnCount };
+  explicit RankStatsModel(sessions::RunStats stats, QObject* parent = nullptr)
+      : QAbstractTableModel(parent), stats_(std::move(stats)) {}
+  int rowCount(const QModelIndex& parent = {}) const override {
+    return parent.isValid() ? 0 : static_cast<int>(stats_.ranks.size());
+  }
+  int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : ColumnCount; }
+  /// DisplayRole: formatted text; Qt::UserRole: the raw number (ns, bytes, percent).
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+  const sessions::RunStats& stats() const { return stats_; }
+
+ private:
+  sessions::RunStats stats_;
+};
+
+}  // namespace embedscope::ui

@@ -1,0 +1,55 @@
+#pragma once
+// Timeline math without Qt: the time <-> pixel mapping under zoom and pan, and the level of
+// detail that folds runs of sub-pixel ops into one box with a count (as Tracy does), so that
+// painting reads a prepared list whatever the number of events.
+
+#include <cstdint>
+#include <vector>
+
+#include "embedscope/sessions/session.h"
+
+namespace embedscope::ui {
+
+/// Maps [t0_ns, t1_ns) onto [0, width_px) pixels. Zoom and pan keep the view inside
+/// [min_ns, max_ns] (the session's extent) and never narrower than 1 us.
+class TimeScale {
+ public:
+  TimeScale(int64_t min_ns, int64_t max_ns, double width_px);
+  double x(int64_t t_ns) const { return (static_cast<double>(t_ns - t0_) / static_cast<double>(t1_ - t0_)) * width_; }
+  int64_t t(double x_px) const { return t0_ + static_cast<int64_t>(x_px / width_ * static_cast<double>(t1_ - t0_)); }
+  int64_t t0() const { return t0_; }
+  int64_t t1() const { return t1_; }
+  double width() const { return width_; }
+  double ns_per_px() const { return static_cast<double>(t1_ - t0_) / width_; }
+  void set_width(double width_px);
+  /// Shows [t0, t1) (clamped to the extent).
+  void show(int64_t t0_ns, int64_t t1_ns);
+  /// Zooms by `factor` (> 1 zooms in) keeping the time under `x_px` where it is.
+  void zoom_at(double x_px, double factor);
+  /// Moves the view by `dx_px` pixels (positive: later times come into view).
+  void pan(double dx_px);
+  void fit() { show(min_, max_); }
+
+ private:
+  int64_t min_, max_, t0_, t1_;
+  double width_;
+};
+
+/// One drawable box of a lane: a single op, or `count` > 1 consecutive ops narrower than a
+/// pixel folded together (category of the first; `first` indexes the lane's op list).
+struct LaneBox {
+  double x0 = 0, x1 = 0;
+  sessions::OpCategory category = sessions::OpCategory::other;
+  int64_t count = 1;
+  size_t first = 0;
+};
+
+/// Boxes for `ops` (sorted by start) in the visible range of `scale`: ops that end before the
+/// view or start after it are skipped by binary search; an op narrower than `min_px` is merged
+/// with the following ones while they stay within `min_px` of the box's start.
+std::vector<LaneBox> fold_lane(const std::vector<sessions::OpRecord>& ops, const TimeScale& scale, double min_px = 1.0);
+
+/// "12.5 ms", "340 us", "1.20 s": a readable duration.
+std::string format_duration(int64_t ns);
+
+}  // namespace embedscope::ui

@@ -1,0 +1,137 @@
+// The workbench as a person uses it, offscreen: the timeline math, the folding, the item model
+// (QAbstractItemModelTester), and the timeline widget rendered to an image with pixels checked
+// where ops must and must not be.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QImage>
+
+#include <filesystem>
+
+#include "colors.h"
+#include "main_window.h"
+#include "rank_stats_model.h"
+#include "timeline_math.h"
+#include "timeline_widget.h"
+
+using namespace embedscope;
+using namespace embedscope::ui;
+
+namespace {
+sessions::OpRecord op(int64_t s, int64_t e, sessions::OpCategory c = sessions::OpCategory::lookup) {
+  sessions::OpRecord o;
+  o.start_ns = s;
+  o.end_ns = e;
+  o.category = c;
+  return o;
+}
+
+// Two ranks; rank 0 computes [100, 400) us and communicates [500, 900) us; rank 1 idles.
+std::string fixture_session() {
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  sessions::SessionWriter w(path.string());
+  w.set_metadata("world_size", "2");
+  w.set_metadata("samples_per_step", "8");
+  w.set_metadata("workload_name", "fixture");
+  for (int r = 0; r < 2; ++r) {
+    w.add_lane({r, 0, "compute", "thread"});
+    w.add_lane({r, 1, "comm", "thread"});
+    w.add_step({0, r, 0, 1'000'000, 0.5, 0, 0});
+  }
+  w.add_ops({{0, sessions::Lane::compute, sessions::OpCategory::lookup, "lookup", 0, 100'000, 400'000, 0, 0},
+             {0, sessions::Lane::comm, sessions::OpCategory::comm, "output_dist/all_to_all", 0, 500'000, 900'000, 64, 3}});
+  w.add_load({0, 0, 0, 0, 10, 5, 80, 256, 1000});
+  w.close("complete");
+  return path.string();
+}
+}  // namespace
+
+TEST(TimeScale, MapsZoomsAndPans) {
+  TimeScale s(0, 1'000'000, 1000);  // 1 us per pixel
+  EXPECT_DOUBLE_EQ(s.x(250'000), 250.0);
+  EXPECT_EQ(s.t(500), 500'000);
+  s.zoom_at(250, 2.0);  // the time under x = 250 stays there
+  EXPECT_NEAR(s.x(250'000), 250.0, 1.0);
+  EXPECT_EQ(s.t1() - s.t0(), 500'000);
+  s.pan(100);  // 100 px = 50 us later
+  EXPECT_EQ(s.t0(), 125'000 + 50'000);
+  s.pan(-1e9);  // clamped to the extent
+  EXPECT_EQ(s.t0(), 0);
+  s.zoom_at(0, 1e9);  // never narrower than 1 us
+  EXPECT_EQ(s.t1() - s.t0(), 1000);
+  s.fit();
+  EXPECT_EQ(s.t1(), 1'000'000);
+  EXPECT_EQ(format_duration(1'500'000), "1.50 ms");
+  EXPECT_EQ(format_duration(999), "999 ns");
+}
+
+TEST(FoldLane, SubPixelRunsFoldIntoOneBoxWithACount) {
+  TimeScale s(0, 1'000'000, 1000);  // 1 us per pixel
+  std::vector<sessions::OpRecord> ops{op(0, 100),     op(200, 300),     op(400, 600),  // three ops in pixel 0
+                                      op(10'000, 20'000),                               // 10 px wide
+                                      op(2'000'000, 2'000'100)};                        // outside the view
+  auto boxes = fold_lane(ops, s);
+  ASSERT_EQ(boxes.size(), 2u);
+  EXPECT_EQ(boxes[0].count, 3);
+  EXPECT_EQ(boxes[0].first, 0u);
+  EXPECT_EQ(boxes[1].count, 1);
+  EXPECT_DOUBLE_EQ(boxes[1].x0, 10.0);
+  EXPECT_DOUBLE_EQ(boxes[1].x1, 20.0);
+  s.show(15'000, 40'000);  // the visible range starts inside the wide op: earlier ops skipped
+  boxes = fold_lane(ops, s);
+  ASSERT_EQ(boxes.size(), 1u);
+  EXPECT_EQ(boxes[0].first, 3u);
+  EXPECT_DOUBLE_EQ(boxes[0].x0, 0.0);
+}
+
+TEST(RankStatsModel, PassesTheModelTesterAndShowsFigures) {
+  sessions::SessionReader r(fixture_session());
+  RankStatsModel m(sessions::analyze(r));
+  QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  ASSERT_EQ(m.rowCount(), 2);
+  EXPECT_EQ(m.data(m.index(0, RankStatsModel::Compute), Qt::UserRole).toLongLong(), 300'000);
+  EXPECT_EQ(m.data(m.index(0, RankStatsModel::Comm), Qt::UserRole).toLongLong(), 400'000);
+  EXPECT_EQ(m.data(m.index(0, RankStatsModel::Compute)).toString(), "300.0 us");
+  EXPECT_EQ(m.data(m.index(0, RankStatsModel::IdsLookedUp)).toLongLong(), 10);
+  EXPECT_EQ(m.headerData(RankStatsModel::ExposedComm, Qt::Horizontal).toString(), "exposed comm");
+}
+
+TEST(TimelineWidget, DrawsOpsWhereTheyAreAndNothingElsewhere) {
+  auto session = std::make_shared<const sessions::SessionReader>(fixture_session());
+  TimelineWidget w(session);
+  w.resize(TimelineWidget::kGutter + 1000, 200);  // 1 px per us
+  w.scale().fit();
+  ASSERT_EQ(w.rows(), 4u);
+  const QImage img = w.grab().toImage();
+  auto pixel = [&](int64_t t_ns, size_t row) {
+    const int x = TimelineWidget::kGutter + static_cast<int>(w.scale().x(t_ns));
+    return img.pixelColor(x, w.row_y(row) + TimelineWidget::kRowHeight / 2);
+  };
+  EXPECT_EQ(pixel(250'000, 0), category_color(sessions::OpCategory::lookup));  // rank 0 compute
+  EXPECT_EQ(pixel(700'000, 1), category_color(sessions::OpCategory::comm));    // rank 0 comm
+  EXPECT_NE(pixel(450'000, 0), category_color(sessions::OpCategory::lookup));  // gap between ops
+  EXPECT_NE(pixel(250'000, 2), category_color(sessions::OpCategory::lookup));  // rank 1 is idle
+  w.scale().show(500'000, 600'000);  // zoomed into the comm op: it fills the row
+  const QImage zoomed = w.grab().toImage();
+  EXPECT_EQ(zoomed.pixelColor(TimelineWidget::kGutter + 500, w.row_y(1) + 10), category_color(sessions::OpCategory::comm));
+  EXPECT_NE(zoomed.pixelColor(TimelineWidget::kGutter + 500, w.row_y(0) + 10), category_color(sessions::OpCategory::lookup));
+}
+
+TEST(MainWindow, OpensSessionsAndRefusesBadFiles) {
+  MainWindow w;
+  EXPECT_EQ(w.open_session(QString::fromStdString(fixture_session()), true), QString());
+  EXPECT_EQ(w.tabs()->count(), 1);
+  const QString err = w.open_session("/nonexistent/x.db", true);
+  EXPECT_TRUE(err.contains("/nonexistent/x.db: cannot open")) << err.toStdString();
+  EXPECT_EQ(w.tabs()->count(), 1);
+}
+
+int main(int argc, char** argv) {
+  qputenv("QT_QPA_PLATFORM", "offscreen");
+  QApplication app(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
