@@ -20,4 +20,8 @@ inline QColor category_color(sessions::OpCategory c) {
   return Qt::gray;
 }
 
+/// Communication that ran while the same rank computed ("hidden", HTA's overlap) is drawn in
+/// this lighter colour; exposed communication keeps category_color(comm).
+inline QColor hidden_comm_color() { return QColor(0xf4, 0xb4, 0xb4); }
+
 }  // namespace embedscope::ui

@@ -34,6 +34,12 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
     end = std::max(end, st.end_ns);
   }
   if (begin > end) begin = end = 0;
+  std::map<int32_t, std::vector<sessions::Interval>> compute;
+  for (const auto& r : rows_)
+    for (const auto& o : r.ops)
+      if (o.category != sessions::OpCategory::comm && o.category != sessions::OpCategory::memcpy)
+        compute[o.rank].push_back({o.start_ns, o.end_ns});
+  for (auto& [rank, v] : compute) compute_[rank] = sessions::merge_intervals(std::move(v));
   std::set<int64_t> starts;
   for (const auto& st : session_->steps())
     if (st.rank == 0) starts.insert(st.start_ns);
@@ -73,11 +79,22 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     const int y = row_y(i);
     p.setPen(text);
     p.drawText(QRect(4, y, kGutter - 8, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft, rows_[i].label);
+    const auto& compute = compute_[rows_[i].rank];
     for (const LaneBox& b : fold_lane(rows_[i].ops, scale_)) {
       const QRectF r(kGutter + b.x0, y + 3, std::max(1.0, b.x1 - b.x0), kRowHeight - 6);
       QColor c = category_color(b.category);
       if (b.count > 1) c = c.lighter(130);  // folded: many ops in this pixel
       p.fillRect(r, c);
+      if (b.category != sessions::OpCategory::comm || b.count > 1) continue;
+      // hidden communication: the parts of this op that overlap the rank's compute
+      const auto& o = rows_[i].ops[b.first];
+      auto it = std::partition_point(compute.begin(), compute.end(),
+                                     [&](const sessions::Interval& iv) { return iv.end <= o.start_ns; });
+      for (; it != compute.end() && it->start < o.end_ns; ++it) {
+        const double x0 = std::max(0.0, scale_.x(std::max(it->start, o.start_ns)));
+        const double x1 = std::min(scale_.width(), scale_.x(std::min(it->end, o.end_ns)));
+        if (x1 > x0) p.fillRect(QRectF(kGutter + x0, y + 3, std::max(1.0, x1 - x0), kRowHeight - 6), hidden_comm_color());
+      }
     }
   }
 }

@@ -1,15 +1,19 @@
 #pragma once
 // The timeline: one row per rank and lane, ops as boxes coloured by category, step boundaries,
 // a time axis in readable units. Wheel and W/S zoom at the cursor, drag and A/D pan, F fits,
-// hovering shows the op's name, rank, lane, start, duration and bytes. Every lane's ops are
+// hovering shows the op's name, rank, lane, start, duration and bytes. Communication is split
+// as Holistic Trace Analysis counts it: the parts that ran while the same rank computed are
+// drawn light ("hidden"), the rest solid red ("exposed"). Every lane's ops are
 // loaded once; each paint binary-searches the visible range and folds sub-pixel runs
 // (fold_lane), so painting cost follows the pixels, not the events.
 
 #include <QWidget>
 
+#include <map>
 #include <memory>
 #include <vector>
 
+#include "embedscope/sessions/analysis.h"
 #include "embedscope/sessions/session.h"
 #include "timeline_math.h"
 
@@ -48,6 +52,7 @@ class TimelineWidget : public QWidget {
 
   std::shared_ptr<const sessions::SessionReader> session_;
   std::vector<Row> rows_;
+  std::map<int32_t, std::vector<sessions::Interval>> compute_;  // per rank: merged compute time
   std::vector<int64_t> step_starts_;
   TimeScale scale_;
   bool dragging_ = false;

@@ -120,6 +120,30 @@ TEST(TimelineWidget, DrawsOpsWhereTheyAreAndNothingElsewhere) {
   EXPECT_NE(zoomed.pixelColor(TimelineWidget::kGutter + 500, w.row_y(0) + 10), category_color(sessions::OpCategory::lookup));
 }
 
+TEST(TimelineWidget, CommunicationUnderComputeIsShadedAsHidden) {
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_overlap_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    w.add_lane({0, 0, "compute", "thread"});
+    w.add_lane({0, 1, "comm", "thread"});
+    w.add_step({0, 0, 0, 1'000'000, 0.5, 0, 0});
+    // compute [100, 400) us, communication [300, 600) us: [300, 400) hidden, [400, 600) exposed
+    w.add_ops({{0, sessions::Lane::compute, sessions::OpCategory::dense, "dense", 0, 100'000, 400'000, 0, 0},
+               {0, sessions::Lane::comm, sessions::OpCategory::comm, "a2a", 0, 300'000, 600'000, 8, 1}});
+    w.close("complete");
+  }
+  TimelineWidget w(std::make_shared<const sessions::SessionReader>(path.string()));
+  w.resize(TimelineWidget::kGutter + 1000, 120);
+  w.scale().show(0, 1'000'000);
+  const QImage img = w.grab().toImage();
+  auto at = [&](int64_t t) {
+    return img.pixelColor(TimelineWidget::kGutter + static_cast<int>(w.scale().x(t)), w.row_y(1) + 10);
+  };
+  EXPECT_EQ(at(350'000), hidden_comm_color());
+  EXPECT_EQ(at(500'000), category_color(sessions::OpCategory::comm));
+}
+
 TEST(MainWindow, OpensSessionsAndRefusesBadFiles) {
   MainWindow w;
   EXPECT_EQ(w.open_session(QString::fromStdString(fixture_session()), true), QString());
