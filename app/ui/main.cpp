@@ -1,42 +1,94 @@
 // embedscope-ui: the Qt workbench.
-// Usage: embedscope-ui [SESSION.db ...] [--screenshot FILE.png]
-//   --screenshot renders the window with the sessions opened to FILE.png and exits (works
-//   offscreen: QT_QPA_PLATFORM=offscreen), for documentation and checks without a display.
+// Usage: embedscope-ui [SESSION.db ...]
+//        embedscope-ui SESSION.db... --screenshot FILE.png   the window, rendered, then exit
+//        embedscope-ui --report SESSION.db -o DIR            every view to DIR/*.png + index.html
+// The last two work without a display (QT_QPA_PLATFORM=offscreen).
 
 #include <QApplication>
-#include <QTimer>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QTabWidget>
+#include <QTextStream>
 
 #include <cstdio>
 
 #include "main_window.h"
+
+namespace {
+
+int fail(const QString& msg) {
+  std::fprintf(stderr, "error: %s\n", qPrintable(msg));
+  return 2;
+}
+
+// Renders each view of the session's tab to DIR and writes DIR/index.html around them.
+int report(embedscope::ui::MainWindow& w, const QString& session, const QString& dir) {
+  if (const QString err = w.open_session(session, true); !err.isEmpty()) return fail(err);
+  if (!QDir().mkpath(dir)) return fail(dir + ": cannot create the report folder");
+  auto* views = qobject_cast<QTabWidget*>(w.tabs()->currentWidget());
+  w.resize(1600, 900);
+  w.show();
+  QString body;
+  for (int i = 0; i < views->count(); ++i) {
+    views->setCurrentIndex(i);
+    QApplication::processEvents();
+    const QString name = views->tabText(i).toLower() + ".png";
+    if (!w.grab().save(dir + "/" + name)) return fail(dir + "/" + name + ": cannot write");
+    body += QString("<h2>%1</h2>\n<img src=\"%2\" alt=\"%1\">\n").arg(views->tabText(i), name);
+  }
+  QFile html(dir + "/index.html");
+  if (!html.open(QIODevice::WriteOnly | QIODevice::Text)) return fail(html.fileName() + ": cannot write");
+  QTextStream(&html) << "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Embedscope report: "
+                     << QFileInfo(session).fileName().toHtmlEscaped() << "</title>\n"
+                     << "<style>body{font-family:sans-serif;margin:2em}img{max-width:100%;border:1px solid #ccc}</style>"
+                     << "</head><body>\n<h1>Embedscope report: " << QFileInfo(session).fileName().toHtmlEscaped()
+                     << "</h1>\n" << body << "</body></html>\n";
+  std::fprintf(stderr, "wrote %s/index.html\n", qPrintable(dir));
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
   QApplication::setApplicationName("Embedscope");
   QApplication::setOrganizationName("Embedscope");
   embedscope::ui::MainWindow w;
-  QString screenshot;
+  QString screenshot, report_session, report_dir;
+  QStringList sessions;
   const QStringList args = QApplication::arguments().mid(1);
   for (int i = 0; i < args.size(); ++i) {
-    if (args[i] == "--screenshot") {
-      if (i + 1 >= args.size()) {
-        std::fprintf(stderr, "error: --screenshot needs a file name\n");
-        return 2;
-      }
-      screenshot = args[++i];
-    } else if (!w.open_session(args[i], !screenshot.isNull() || args.contains("--screenshot")).isEmpty() &&
-               args.contains("--screenshot")) {
-      std::fprintf(stderr, "error: %s\n", qPrintable(w.open_session(args[i], true)));
-      return 2;
+    const QString& a = args[i];
+    auto value = [&](const char* flag) -> QString {
+      if (i + 1 >= args.size()) return {};
+      (void)flag;
+      return args[++i];
+    };
+    if (a == "--screenshot") {
+      if ((screenshot = value("--screenshot")).isEmpty()) return fail("--screenshot needs a file name");
+    } else if (a == "--report") {
+      if ((report_session = value("--report")).isEmpty()) return fail("--report needs a session file");
+    } else if (a == "-o") {
+      if ((report_dir = value("-o")).isEmpty()) return fail("-o needs a folder");
+    } else if (a.startsWith("-")) {
+      return fail("unknown option " + a + " (usage: embedscope-ui [SESSION.db ...] [--screenshot FILE.png] | "
+                  "--report SESSION.db -o DIR)");
+    } else {
+      sessions << a;
     }
   }
+  if (!report_session.isEmpty()) {
+    if (report_dir.isEmpty()) return fail("--report needs -o DIR");
+    return report(w, report_session, report_dir);
+  }
+  const bool batch = !screenshot.isEmpty();
+  for (const QString& s : sessions)
+    if (const QString err = w.open_session(s, batch); batch && !err.isEmpty()) return fail(err);
   w.show();
-  if (!screenshot.isEmpty()) {
+  if (batch) {
     QApplication::processEvents();
-    if (!w.grab().save(screenshot)) {
-      std::fprintf(stderr, "error: %s: cannot write the screenshot\n", qPrintable(screenshot));
-      return 2;
-    }
+    if (!w.grab().save(screenshot)) return fail(screenshot + ": cannot write the screenshot");
     return 0;
   }
   return QApplication::exec();

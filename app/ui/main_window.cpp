@@ -54,6 +54,7 @@ QWidget* summary_page(const sessions::SessionReader& s, QWidget* parent) {
   auto* table = new QTableView(page);
   table->setModel(model);
   table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table->verticalHeader()->hide();  // the rank column says it
   layout->addWidget(label);
   layout->addWidget(table, 1);
   return page;

@@ -8,7 +8,10 @@
 #include <QApplication>
 #include <QImage>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "colors.h"
 #include "main_window.h"
@@ -151,6 +154,24 @@ TEST(MainWindow, OpensSessionsAndRefusesBadFiles) {
   const QString err = w.open_session("/nonexistent/x.db", true);
   EXPECT_TRUE(err.contains("/nonexistent/x.db: cannot open")) << err.toStdString();
   EXPECT_EQ(w.tabs()->count(), 1);
+}
+
+TEST(Report, RendersEveryViewAndAPageWithoutADisplay) {
+  const auto dir = std::filesystem::temp_directory_path() / ("es_report_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  const std::string cmd = "QT_QPA_PLATFORM=offscreen " + std::string(EMBEDSCOPE_UI) + " --report " + fixture_session() +
+                          " -o " + dir.string() + " 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  for (const char* f : {"timeline.png", "summary.png", "index.html"}) EXPECT_TRUE(std::filesystem::exists(dir / f)) << f;
+  QImage timeline((dir / "timeline.png").c_str());
+  EXPECT_GT(timeline.width(), 1000);
+  std::ifstream html(dir / "index.html");
+  const std::string page((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  EXPECT_NE(page.find("<img src=\"timeline.png\""), std::string::npos);
+  EXPECT_NE(page.find("<img src=\"summary.png\""), std::string::npos);
+  const std::string bad = "QT_QPA_PLATFORM=offscreen " + std::string(EMBEDSCOPE_UI) + " --report /nonexistent.db -o " +
+                          dir.string() + " 2>/dev/null";
+  EXPECT_NE(std::system(bad.c_str()), 0);
 }
 
 int main(int argc, char** argv) {
