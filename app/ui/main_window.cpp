@@ -18,6 +18,7 @@
 
 #include "embedscope/engine/comm.h"
 #include "embedscope/sessions/analysis.h"
+#include "load_view.h"
 #include "rank_stats_model.h"
 #include "timeline_math.h"
 #include "timeline_widget.h"
@@ -94,6 +95,7 @@ QString MainWindow::open_session(const QString& path, bool quiet) {
     auto* page = new QTabWidget(tabs_);
     page->addTab(new TimelineWidget(session, page), "Timeline");
     page->addTab(summary_page(*session, page), "Summary");
+    page->addTab(new LoadView(session, page), "Load");
     const int i = tabs_->addTab(page, QFileInfo(path).fileName());
     tabs_->setTabToolTip(i, path);
     tabs_->setCurrentIndex(i);

@@ -7,6 +7,7 @@
 #include <QAbstractItemModelTester>
 #include <QApplication>
 #include <QImage>
+#include <QTabWidget>
 
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +15,8 @@
 #include <iterator>
 
 #include "colors.h"
+#include "load_data.h"
+#include "load_view.h"
 #include "main_window.h"
 #include "rank_stats_model.h"
 #include "timeline_math.h"
@@ -147,10 +150,48 @@ TEST(TimelineWidget, CommunicationUnderComputeIsShadedAsHidden) {
   EXPECT_EQ(at(500'000), category_color(sessions::OpCategory::comm));
 }
 
+TEST(LoadData, AggregatesPerShardPerStepAndImbalance) {
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_load_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    w.set_metadata("world_size", "2");
+    w.set_metadata("workload_json", R"({"tables": [{"name": "t_a"}, {"name": "t_b"}]})");
+    // step 0: rank 0 looks up 30 ids in t_a #0, rank 1 10 ids in t_b #1; step 1: 20 and 20; warmup ignored
+    w.add_load({0, 0, 0, 0, 30, 3, 0, 0, 100});
+    w.add_load({0, 1, 1, 1, 10, 1, 0, 0, 50});
+    w.add_load({1, 0, 0, 0, 20, 2, 0, 0, 100});
+    w.add_load({1, 1, 1, 1, 20, 2, 0, 0, 50});
+    w.add_load({-1, 0, 0, 0, 999, 9, 0, 0, 9});
+    w.close("complete");
+  }
+  sessions::SessionReader r(path.string());
+  LoadData d = load_data(r, LoadMetric::ids_looked_up);
+  ASSERT_EQ(d.ranks, 2);
+  ASSERT_EQ(d.shards, (std::vector<std::string>{"t_a #0", "t_b #1"}));
+  EXPECT_DOUBLE_EQ(d.at_shard(0, 0), 50);
+  EXPECT_DOUBLE_EQ(d.at_shard(1, 0), 0);
+  EXPECT_DOUBLE_EQ(d.at_shard(1, 1), 30);
+  ASSERT_EQ(d.steps, (std::vector<int64_t>{0, 1}));
+  EXPECT_DOUBLE_EQ(d.imbalance[0], 30.0 / 20.0);
+  EXPECT_DOUBLE_EQ(d.imbalance[1], 1.0);
+  EXPECT_EQ(d.per_rank, (std::vector<double>{50, 30}));
+  EXPECT_DOUBLE_EQ(load_data(r, LoadMetric::lookup_time).at_step(1, 0), 50);
+
+  LoadView view(std::make_shared<const sessions::SessionReader>(path.string()));
+  view.resize(900, 600);
+  view.set_metric(LoadMetric::unique_ids);
+  EXPECT_DOUBLE_EQ(view.data().at_shard(0, 0), 5);
+}
+
 TEST(MainWindow, OpensSessionsAndRefusesBadFiles) {
   MainWindow w;
   EXPECT_EQ(w.open_session(QString::fromStdString(fixture_session()), true), QString());
   EXPECT_EQ(w.tabs()->count(), 1);
+  auto* views = qobject_cast<QTabWidget*>(w.tabs()->widget(0));
+  ASSERT_NE(views, nullptr);
+  EXPECT_EQ(views->count(), 3);  // timeline, summary, load
+  EXPECT_EQ(views->tabText(2), "Load");
   const QString err = w.open_session("/nonexistent/x.db", true);
   EXPECT_TRUE(err.contains("/nonexistent/x.db: cannot open")) << err.toStdString();
   EXPECT_EQ(w.tabs()->count(), 1);
@@ -162,7 +203,7 @@ TEST(Report, RendersEveryViewAndAPageWithoutADisplay) {
   const std::string cmd = "QT_QPA_PLATFORM=offscreen " + std::string(EMBEDSCOPE_UI) + " --report " + fixture_session() +
                           " -o " + dir.string() + " 2>/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
-  for (const char* f : {"timeline.png", "summary.png", "index.html"}) EXPECT_TRUE(std::filesystem::exists(dir / f)) << f;
+  for (const char* f : {"timeline.png", "summary.png", "load.png", "index.html"}) EXPECT_TRUE(std::filesystem::exists(dir / f)) << f;
   QImage timeline((dir / "timeline.png").c_str());
   EXPECT_GT(timeline.width(), 1000);
   std::ifstream html(dir / "index.html");
