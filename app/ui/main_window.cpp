@@ -19,6 +19,7 @@
 #include "embedscope/engine/comm.h"
 #include "embedscope/sessions/analysis.h"
 #include "load_view.h"
+#include "memory_view.h"
 #include "rank_stats_model.h"
 #include "timeline_math.h"
 #include "timeline_widget.h"
@@ -96,6 +97,7 @@ QString MainWindow::open_session(const QString& path, bool quiet) {
     page->addTab(new TimelineWidget(session, page), "Timeline");
     page->addTab(summary_page(*session, page), "Summary");
     page->addTab(new LoadView(session, page), "Load");
+    page->addTab(new MemoryView(session, page), "Memory");
     const int i = tabs_->addTab(page, QFileInfo(path).fileName());
     tabs_->setTabToolTip(i, path);
     tabs_->setCurrentIndex(i);

@@ -17,6 +17,7 @@
 #include "colors.h"
 #include "load_data.h"
 #include "load_view.h"
+#include "memory_view.h"
 #include "main_window.h"
 #include "rank_stats_model.h"
 #include "timeline_math.h"
@@ -184,13 +185,49 @@ TEST(LoadData, AggregatesPerShardPerStepAndImbalance) {
   EXPECT_DOUBLE_EQ(view.data().at_shard(0, 0), 5);
 }
 
+TEST(MemoryView, BlockMapAndTheOomSnapshotFirst) {
+  // segment A (1000 B): [used 300 weights][free 200][used 500 kjt]; segment B (400 B): [free 400]
+  std::vector<sessions::MemoryBlockRecord> blocks{{5000, 1000, 5000, 300, 290, true, "weights"},
+                                                   {5000, 1000, 5300, 200, 0, false, ""},
+                                                   {5000, 1000, 5500, 500, 500, true, "kjt"},
+                                                   {9000, 400, 9000, 400, 0, false, ""}};
+  auto map = layout_blocks(blocks);
+  ASSERT_EQ(map.size(), 4u);
+  EXPECT_EQ(map[2].row, 0);
+  EXPECT_EQ(map[3].row, 1);
+  EXPECT_DOUBLE_EQ(map[1].x0, 0.3);
+  EXPECT_DOUBLE_EQ(map[1].x1, 0.5);
+  EXPECT_DOUBLE_EQ(map[3].x1, 0.4);
+  EXPECT_TRUE(map[3].largest_free);  // 400 > 200
+  EXPECT_FALSE(map[1].largest_free);
+
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_mem_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    for (int step = 0; step < 3; ++step) w.add_memory({step, 0, 100 * step, 1000, 300, 1000, 400, 0, 2, 0.3, 0.1});
+    w.add_snapshot({0, 0, 0, 0, "step", {blocks[0]}});
+    w.add_snapshot({0, 0, 2, 0, "oom", blocks});
+    w.close("oom", "rank 0: out of memory");
+  }
+  MemoryView view(std::make_shared<const sessions::SessionReader>(path.string()));
+  view.resize(900, 700);
+  EXPECT_EQ(view.map()->layout().size(), 4u);  // opened on the OOM snapshot
+  BlockMap& bm = *view.map();
+  bm.resize(1016, 60);  // 1000 px of blocks
+  const QImage img = bm.grab().toImage();
+  EXPECT_EQ(img.pixelColor(BlockMap::kMargin + 100, BlockMap::kMargin + 9), BlockMap::color_of(blocks[0]));
+  EXPECT_EQ(img.pixelColor(BlockMap::kMargin + 400, BlockMap::kMargin + 9), BlockMap::color_of(blocks[1]));  // free: grey
+  EXPECT_EQ(img.pixelColor(BlockMap::kMargin + 700, BlockMap::kMargin + 9), BlockMap::color_of(blocks[2]));
+}
+
 TEST(MainWindow, OpensSessionsAndRefusesBadFiles) {
   MainWindow w;
   EXPECT_EQ(w.open_session(QString::fromStdString(fixture_session()), true), QString());
   EXPECT_EQ(w.tabs()->count(), 1);
   auto* views = qobject_cast<QTabWidget*>(w.tabs()->widget(0));
   ASSERT_NE(views, nullptr);
-  EXPECT_EQ(views->count(), 3);  // timeline, summary, load
+  EXPECT_EQ(views->count(), 4);  // timeline, summary, load, memory
   EXPECT_EQ(views->tabText(2), "Load");
   const QString err = w.open_session("/nonexistent/x.db", true);
   EXPECT_TRUE(err.contains("/nonexistent/x.db: cannot open")) << err.toStdString();
@@ -203,7 +240,7 @@ TEST(Report, RendersEveryViewAndAPageWithoutADisplay) {
   const std::string cmd = "QT_QPA_PLATFORM=offscreen " + std::string(EMBEDSCOPE_UI) + " --report " + fixture_session() +
                           " -o " + dir.string() + " 2>/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
-  for (const char* f : {"timeline.png", "summary.png", "load.png", "index.html"}) EXPECT_TRUE(std::filesystem::exists(dir / f)) << f;
+  for (const char* f : {"timeline.png", "summary.png", "load.png", "memory.png", "index.html"}) EXPECT_TRUE(std::filesystem::exists(dir / f)) << f;
   QImage timeline((dir / "timeline.png").c_str());
   EXPECT_GT(timeline.width(), 1000);
   std::ifstream html(dir / "index.html");

@@ -1,0 +1,190 @@
+#include "memory_view.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QScrollArea>
+#include <QToolTip>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <qcustomplot.h>
+
+#include "embedscope/engine/sharding.h"  // format_bytes
+
+namespace embedscope::ui {
+
+std::vector<MapBlock> layout_blocks(const std::vector<sessions::MemoryBlockRecord>& blocks) {
+  std::map<int64_t, int64_t> segments;  // address -> size
+  for (const auto& b : blocks) segments[b.segment_address] = b.segment_size;
+  int64_t widest = 1;
+  for (const auto& [a, s] : segments) widest = std::max(widest, s);
+  std::map<int64_t, int> row;
+  for (const auto& [a, s] : segments) row.emplace(a, static_cast<int>(row.size()));
+  std::vector<MapBlock> out;
+  size_t largest = blocks.size();
+  for (size_t i = 0; i < blocks.size(); ++i)
+    if (!blocks[i].allocated && (largest == blocks.size() || blocks[i].size > blocks[largest].size)) largest = i;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const auto& b = blocks[i];
+    const double x0 = static_cast<double>(b.address - b.segment_address) / static_cast<double>(widest);
+    out.push_back({row[b.segment_address], x0, x0 + static_cast<double>(b.size) / static_cast<double>(widest), b,
+                   i == largest});
+  }
+  return out;
+}
+
+BlockMap::BlockMap(QWidget* parent) : QWidget(parent) { setMouseTracking(true); }
+
+QColor BlockMap::color_of(const sessions::MemoryBlockRecord& b) {
+  if (!b.allocated) return QColor(0xdd, 0xdd, 0xdd);
+  static const std::map<std::string, QColor> known = {
+      {"weights", QColor(0x1f, 0x77, 0xb4)},     {"optimizer_state", QColor(0xff, 0x7f, 0x0e)},
+      {"kjt", QColor(0x8e, 0x8e, 0x8e)},          {"pooled_output", QColor(0x2c, 0xa0, 0x2c)},
+      {"gradients", QColor(0x94, 0x67, 0xbd)},    {"comm_buffer", QColor(0xd6, 0x27, 0x28)},
+      {"activations", QColor(0x17, 0xbe, 0xcf)},  {"dense", QColor(0x8c, 0x56, 0x4b)}};
+  auto it = known.find(b.tag);
+  return it != known.end() ? it->second : QColor(0xbc, 0xbd, 0x22);
+}
+
+void BlockMap::set_blocks(std::vector<sessions::MemoryBlockRecord> blocks) {
+  layout_ = layout_blocks(blocks);
+  int rows = 0;
+  for (const auto& b : layout_) rows = std::max(rows, b.row + 1);
+  setMinimumHeight(2 * kMargin + rows * kRowHeight);
+  update();
+}
+
+void BlockMap::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  p.fillRect(rect(), palette().base());
+  const double w = width() - 2 * kMargin;
+  for (const auto& b : layout_) {
+    const QRectF r(kMargin + b.x0 * w, kMargin + b.row * kRowHeight + 2, std::max(1.0, (b.x1 - b.x0) * w),
+                   kRowHeight - 4);
+    p.fillRect(r, color_of(b.block));
+    if (b.largest_free) {
+      p.setPen(QPen(Qt::black, 2));
+      p.drawRect(r);
+    }
+  }
+}
+
+void BlockMap::mouseMoveEvent(QMouseEvent* e) {
+  const double w = width() - 2 * kMargin;
+  const double fx = (e->position().x() - kMargin) / w;
+  const int row = static_cast<int>((e->position().y() - kMargin) / kRowHeight);
+  for (const auto& b : layout_)
+    if (b.row == row && fx >= b.x0 && fx < b.x1) {
+      QToolTip::showText(e->globalPosition().toPoint(),
+                         b.block.allocated
+                             ? QString("%1: %2 (requested %3)\naddress %4")
+                                   .arg(QString::fromStdString(b.block.tag))
+                                   .arg(QString::fromStdString(engine::format_bytes(b.block.size)))
+                                   .arg(QString::fromStdString(engine::format_bytes(b.block.requested)))
+                                   .arg(b.block.address, 0, 16)
+                             : QString("free: %1%2").arg(QString::fromStdString(engine::format_bytes(b.block.size)))
+                                   .arg(b.largest_free ? " (largest free block)" : ""),
+                         this);
+      return;
+    }
+  QToolTip::hideText();
+}
+
+MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent)
+    : QWidget(parent), session_(std::move(session)), counters_(session_->memory_counters()),
+      snapshots_(session_->memory_snapshots()), rank_box_(new QComboBox(this)), snapshot_box_(new QComboBox(this)),
+      plot_(new QCustomPlot(this)), map_(new BlockMap(this)) {
+  std::set<int32_t> ranks;
+  for (const auto& c : counters_) ranks.insert(c.rank);
+  for (int32_t r : ranks) rank_box_->addItem(QString("rank %1").arg(r), r);
+  for (const auto& s : snapshots_)
+    snapshot_box_->addItem(QString("rank %1, step %2 (%3)").arg(s.rank).arg(s.step).arg(QString::fromStdString(s.reason)));
+  auto* layout = new QVBoxLayout(this);
+  auto* top = new QHBoxLayout;
+  top->addWidget(new QLabel("memory of", this));
+  top->addWidget(rank_box_);
+  top->addStretch(1);
+  layout->addLayout(top);
+  plot_->setMinimumSize(320, 220);
+  layout->addWidget(plot_, 3);
+  auto* mid = new QHBoxLayout;
+  mid->addWidget(new QLabel("segments and blocks of", this));
+  mid->addWidget(snapshot_box_);
+  mid->addStretch(1);
+  layout->addLayout(mid);
+  auto* scroll = new QScrollArea(this);
+  scroll->setWidget(map_);
+  scroll->setWidgetResizable(true);
+  layout->addWidget(scroll, 2);
+  if (counters_.empty()) layout->addWidget(new QLabel("this session has no memory records (schema version 1)", this));
+  connect(rank_box_, &QComboBox::currentIndexChanged, this, [this](int i) { show_rank(rank_box_->itemData(i).toInt()); });
+  connect(snapshot_box_, &QComboBox::currentIndexChanged, this, [this](int i) { show_snapshot(i); });
+  if (!ranks.empty()) show_rank(*ranks.begin());
+  // open on the OOM snapshot when there is one: that is the question a user comes with
+  int first = 0;
+  for (size_t i = 0; i < snapshots_.size(); ++i)
+    if (snapshots_[i].reason == "oom") first = static_cast<int>(i);
+  if (!snapshots_.empty()) {
+    snapshot_box_->setCurrentIndex(first);
+    show_snapshot(first);
+  }
+}
+
+void MemoryView::show_rank(int rank) {
+  plot_->clearGraphs();
+  plot_->clearItems();
+  QVector<double> steps, allocated, reserved, frag;
+  for (const auto& c : counters_)
+    if (c.rank == rank) {
+      steps << static_cast<double>(c.step);
+      allocated << static_cast<double>(c.allocated) / (1 << 20);
+      reserved << static_cast<double>(c.reserved) / (1 << 20);
+      frag << 100 * c.external_fragmentation;
+    }
+  auto* a = plot_->addGraph();
+  a->setName("allocated");
+  a->setData(steps, allocated);
+  a->setPen(QPen(QColor(0x1f, 0x77, 0xb4), 2));
+  auto* r = plot_->addGraph();
+  r->setName("reserved");
+  r->setData(steps, reserved);
+  r->setPen(QPen(QColor(0xff, 0x7f, 0x0e), 2));
+  auto* f = plot_->addGraph(plot_->xAxis, plot_->yAxis2);
+  f->setName("fragmentation %");
+  f->setData(steps, frag);
+  f->setPen(QPen(QColor(0x7f, 0x7f, 0x7f), 1, Qt::DashLine));
+  plot_->xAxis->setLabel("step");
+  plot_->yAxis->setLabel("MiB");
+  plot_->legend->setVisible(true);
+  plot_->rescaleAxes(true);
+  plot_->yAxis->setRangeLower(0);
+  plot_->yAxis->setRangeUpper(plot_->yAxis->range().upper * 1.1);
+  plot_->yAxis2->setVisible(true);
+  plot_->yAxis2->setLabel("fragmentation %");
+  plot_->yAxis2->setRange(0, 100);
+  for (const auto& s : snapshots_)  // OOM markers
+    if (s.rank == rank && s.reason == "oom") {
+      auto* line = new QCPItemStraightLine(plot_);
+      line->point1->setCoords(static_cast<double>(s.step), 0);
+      line->point2->setCoords(static_cast<double>(s.step), 1);
+      line->setPen(QPen(Qt::red, 2));
+      auto* label = new QCPItemText(plot_);
+      label->position->setCoords(static_cast<double>(s.step), plot_->yAxis->range().upper * 0.95);
+      label->setText("OOM");
+      label->setColor(Qt::red);
+    }
+  if (plot_->isVisible()) plot_->replot();
+}
+
+void MemoryView::show_snapshot(int index) {
+  if (index < 0 || static_cast<size_t>(index) >= snapshots_.size()) return;
+  map_->set_blocks(session_->memory_blocks(snapshots_[static_cast<size_t>(index)].id));
+}
+
+}  // namespace embedscope::ui

@@ -1,0 +1,68 @@
+#pragma once
+// The memory view: per rank, allocated / reserved bytes and fragmentation over the steps (with
+// OOM markers), and the segment and block map of a snapshot, like PyTorch's allocator state
+// history: one row per segment, blocks coloured by tag when allocated, grey when free, the
+// largest free block outlined; hovering a block shows its size, requested size and tag.
+
+#include <QWidget>
+
+#include <memory>
+#include <vector>
+
+#include "embedscope/sessions/session.h"
+
+class QCustomPlot;
+class QComboBox;
+
+namespace embedscope::ui {
+
+/// A block placed on the map: row = segment (address order), [x0, x1) as fractions of the
+/// largest segment's size.
+struct MapBlock {
+  int row = 0;
+  double x0 = 0, x1 = 0;
+  sessions::MemoryBlockRecord block;
+  bool largest_free = false;
+};
+/// Lays out a snapshot's blocks (the segments in address order).
+std::vector<MapBlock> layout_blocks(const std::vector<sessions::MemoryBlockRecord>& blocks);
+
+class BlockMap : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit BlockMap(QWidget* parent = nullptr);
+  void set_blocks(std::vector<sessions::MemoryBlockRecord> blocks);
+  static constexpr int kRowHeight = 18;
+  static constexpr int kMargin = 8;
+  const std::vector<MapBlock>& layout() const { return layout_; }
+  /// The fill colour of a block (free blocks share one grey).
+  static QColor color_of(const sessions::MemoryBlockRecord& b);
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+  void mouseMoveEvent(QMouseEvent*) override;
+
+ private:
+  std::vector<MapBlock> layout_;
+};
+
+class MemoryView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit MemoryView(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent = nullptr);
+  void show_rank(int rank);
+  void show_snapshot(int index);
+  BlockMap* map() { return map_; }
+
+ private:
+  std::shared_ptr<const sessions::SessionReader> session_;
+  std::vector<sessions::MemoryCounter> counters_;
+  std::vector<sessions::MemorySnapshot> snapshots_;
+  QComboBox *rank_box_, *snapshot_box_;
+  QCustomPlot* plot_;
+  BlockMap* map_;
+};
+
+}  // namespace embedscope::ui
