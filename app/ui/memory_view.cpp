@@ -99,7 +99,7 @@ void BlockMap::mouseMoveEvent(QMouseEvent* e) {
 MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent)
     : QWidget(parent), session_(std::move(session)), counters_(session_->memory_counters()),
       snapshots_(session_->memory_snapshots()), rank_box_(new QComboBox(this)), snapshot_box_(new QComboBox(this)),
-      plot_(new QCustomPlot(this)), map_(new BlockMap(this)) {
+      plot_(new QCustomPlot(this)), map_(new BlockMap(this)), why_(new QLabel(this)) {
   std::set<int32_t> ranks;
   for (const auto& c : counters_) ranks.insert(c.rank);
   for (int32_t r : ranks) rank_box_->addItem(QString("rank %1").arg(r), r);
@@ -118,6 +118,11 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   mid->addWidget(snapshot_box_);
   mid->addStretch(1);
   layout->addLayout(mid);
+  why_->setWordWrap(true);
+  why_->setStyleSheet("color: #b00000");
+  why_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  why_->hide();
+  layout->addWidget(why_);
   auto* scroll = new QScrollArea(this);
   scroll->setWidget(map_);
   scroll->setWidgetResizable(true);
@@ -184,7 +189,11 @@ void MemoryView::show_rank(int rank) {
 
 void MemoryView::show_snapshot(int index) {
   if (index < 0 || static_cast<size_t>(index) >= snapshots_.size()) return;
-  map_->set_blocks(session_->memory_blocks(snapshots_[static_cast<size_t>(index)].id));
+  const auto& sn = snapshots_[static_cast<size_t>(index)];
+  map_->set_blocks(session_->memory_blocks(sn.id));
+  const bool oom = sn.reason == "oom" && !session_->meta("end_message").empty();
+  why_->setText(oom ? QString::fromStdString(session_->meta("end_message")) : QString());
+  why_->setVisible(oom);
 }
 
 }  // namespace embedscope::ui

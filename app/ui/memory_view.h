@@ -13,6 +13,7 @@
 
 class QCustomPlot;
 class QComboBox;
+class QLabel;
 
 namespace embedscope::ui {
 
@@ -63,6 +64,7 @@ class MemoryView : public QWidget {
   QComboBox *rank_box_, *snapshot_box_;
   QCustomPlot* plot_;
   BlockMap* map_;
+  QLabel* why_;  // the OOM explanation, shown with the OOM snapshot
 };
 
 }  // namespace embedscope::ui
