@@ -466,8 +466,9 @@ int main(int argc, char** argv) {
                                         "\"alloc\"|\"free\", \"id\", \"size\", \"stream\", \"tag\"}]}")
       ->required();
   rep->add_option("--allocator", replay_allocators, "Comma-separated: caching, expandable, direct (default: all)");
-  rep->add_option("--max-split-size", replay_max_split, "Also replay caching/expandable with this max_split_size (bytes)")
-      ->check(CLI::Range(int64_t{1}, es::kMaxMemoryBytes));
+  rep->add_option("--max-split-size", replay_max_split,
+                  "Also replay caching/expandable with this max_split_size (bytes, >= 20 MiB as PyTorch requires)")
+      ->check(CLI::Range(es::kLargeBuffer, es::kMaxMemoryBytes));
   rep->add_option("--capacity", replay_capacity, "Device capacity in bytes (default: the trace's capacity_bytes)")
       ->check(CLI::Range(int64_t{1}, es::kMaxMemoryBytes));
   rep->add_flag("--json", replay_json, "Print the comparison as JSON");

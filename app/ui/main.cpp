@@ -12,6 +12,7 @@
 #include <QTextStream>
 
 #include <cstdio>
+#include <string>
 
 #include "main_window.h"
 
@@ -51,6 +52,20 @@ int report(embedscope::ui::MainWindow& w, const QString& session, const QString&
 }  // namespace
 
 int main(int argc, char** argv) {
+  bool batch_mode = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf("usage: embedscope-ui [SESSION.db ...]              open sessions in the workbench\n"
+                  "       embedscope-ui SESSION.db... --screenshot FILE.png\n"
+                  "       embedscope-ui --report SESSION.db -o DIR      every view as PNG + index.html\n"
+                  "(--screenshot and --report need no display)\n");
+      return 0;
+    }
+    batch_mode |= a == "--report" || a == "--screenshot";
+  }
+  // rendering to files needs no display: use the offscreen platform unless one was chosen
+  if (batch_mode && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
   QApplication app(argc, argv);
   QApplication::setApplicationName("Embedscope");
   QApplication::setOrganizationName("Embedscope");
@@ -68,7 +83,8 @@ int main(int argc, char** argv) {
     if (a == "--screenshot") {
       if ((screenshot = value("--screenshot")).isEmpty()) return fail("--screenshot needs a file name");
     } else if (a == "--report") {
-      if ((report_session = value("--report")).isEmpty()) return fail("--report needs a session file");
+      report_session = value("--report");
+      if (report_session.isEmpty() || report_session.startsWith("-")) return fail("--report needs a session file");
     } else if (a == "-o") {
       if ((report_dir = value("-o")).isEmpty()) return fail("-o needs a folder");
     } else if (a.startsWith("-")) {
@@ -80,6 +96,7 @@ int main(int argc, char** argv) {
   }
   if (!report_session.isEmpty()) {
     if (report_dir.isEmpty()) return fail("--report needs -o DIR");
+    if (!sessions.isEmpty()) return fail("--report takes one session; also given: " + sessions.join(", "));
     return report(w, report_session, report_dir);
   }
   const bool batch = !screenshot.isEmpty();
@@ -88,7 +105,8 @@ int main(int argc, char** argv) {
   w.show();
   if (batch) {
     QApplication::processEvents();
-    if (!w.grab().save(screenshot)) return fail(screenshot + ": cannot write the screenshot");
+    if (!w.grab().save(screenshot))
+      return fail(screenshot + ": cannot write the screenshot (the name must end in an image type, e.g. .png)");
     return 0;
   }
   return QApplication::exec();

@@ -10,6 +10,7 @@
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -18,6 +19,10 @@
 #include "embedscope/engine/sharding.h"  // format_bytes
 
 namespace embedscope::ui {
+
+namespace {
+std::string fmt_rank(int32_t rank) { return "rank " + std::to_string(rank) + ":"; }
+}  // namespace
 
 std::vector<MapBlock> layout_blocks(const std::vector<sessions::MemoryBlockRecord>& blocks) {
   std::map<int64_t, int64_t> segments;  // address -> size
@@ -131,10 +136,18 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   connect(rank_box_, &QComboBox::currentIndexChanged, this, [this](int i) { show_rank(rank_box_->itemData(i).toInt()); });
   connect(snapshot_box_, &QComboBox::currentIndexChanged, this, [this](int i) { show_snapshot(i); });
   if (!ranks.empty()) show_rank(*ranks.begin());
-  // open on the OOM snapshot when there is one: that is the question a user comes with
-  int first = 0;
+  // open on the OOM snapshot when there is one - of the rank the run's error names ("rank N: ...")
+  // - since that is the question a user comes with
+  int named_rank = -1;
+  if (const std::string msg = session_->meta("end_message"); msg.rfind("rank ", 0) == 0)
+    named_rank = std::atoi(msg.c_str() + 5);
+  int first = -1;
   for (size_t i = 0; i < snapshots_.size(); ++i)
-    if (snapshots_[i].reason == "oom") first = static_cast<int>(i);
+    if (snapshots_[i].reason == "oom" && (first < 0 || snapshots_[i].rank == named_rank)) {
+      first = static_cast<int>(i);
+      if (snapshots_[i].rank == named_rank) break;
+    }
+  if (first < 0) first = 0;
   if (!snapshots_.empty()) {
     snapshot_box_->setCurrentIndex(first);
     show_snapshot(first);
@@ -191,7 +204,10 @@ void MemoryView::show_snapshot(int index) {
   if (index < 0 || static_cast<size_t>(index) >= snapshots_.size()) return;
   const auto& sn = snapshots_[static_cast<size_t>(index)];
   map_->set_blocks(session_->memory_blocks(sn.id));
-  const bool oom = sn.reason == "oom" && !session_->meta("end_message").empty();
+  if (const int i = rank_box_->findData(sn.rank); i >= 0 && i != rank_box_->currentIndex())
+    rank_box_->setCurrentIndex(i);  // the chart follows the snapshot's rank
+  const std::string msg = session_->meta("end_message");
+  const bool oom = sn.reason == "oom" && msg.rfind(fmt_rank(sn.rank), 0) == 0;
   why_->setText(oom ? QString::fromStdString(session_->meta("end_message")) : QString());
   why_->setVisible(oom);
 }

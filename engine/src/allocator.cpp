@@ -83,7 +83,12 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
   const MemoryStats st = stats();
   const int64_t rounded = round_size(bytes);
   const int64_t free_bytes = st.capacity - st.allocated;
-  const bool fragmentation = free_bytes >= rounded;
+  // the smallest reservation that could hold the request: a caching segment, or expandable pages
+  const int64_t reservation = config_.kind == AllocatorKind::direct     ? rounded
+                              : config_.kind == AllocatorKind::caching ? segment_size_for(rounded)
+                                                                       : (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+  const bool too_small = reservation > st.capacity;  // no layout of this device could ever hold it
+  const bool fragmentation = free_bytes >= rounded && !too_small;
   std::string holders;
   int shown = 0;
   for (const auto& [t, b] : bytes_by_tag()) {
@@ -91,7 +96,14 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
     holders += fmt::format("{}{} {}", holders.empty() ? "" : ", ", t, format_bytes(b));
   }
   std::string why, advice;
-  if (!fragmentation) {
+  if (too_small) {
+    why = fmt::format("capacity: the device ({}) is smaller than the {} the {} allocator reserves for this request",
+                      format_bytes(st.capacity), format_bytes(reservation), to_string(config_.kind));
+    advice = config_.kind == AllocatorKind::direct ? "give the device more memory"
+                                                   : fmt::format("give the device at least {}, or use the direct allocator, "
+                                                                 "which reserves only what is asked for",
+                                                                 format_bytes(reservation));
+  } else if (!fragmentation) {
     why = fmt::format("capacity: only {} of the device are free (capacity {} - allocated {})", format_bytes(free_bytes),
                       format_bytes(st.capacity), format_bytes(st.allocated));
     advice = "the live data does not fit this device: spread the largest tables over more devices (row_wise, "

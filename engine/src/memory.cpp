@@ -21,6 +21,7 @@ Allocation DeviceArena::allocate(const std::string& tag, int64_t bytes) {
     allocator_ns_ += now_ns() - t0;
     return a;
   } catch (const DeviceOutOfMemory& e) {
+    if (on_oom_) on_oom_();
     throw OomError(fmt::format("rank {}: {}", rank_, e.what()), rank_, e.fragmentation, bytes);
   }
 }

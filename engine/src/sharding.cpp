@@ -246,6 +246,11 @@ std::string format_bytes(int64_t bytes) {
 }
 
 void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryEstimate>& est) {
+  if (spec.memory.allocator != AllocatorKind::direct && spec.devices.memory_bytes < kSmallBuffer)
+    throw SpecError(fmt::format("/devices/memory_bytes: {} is smaller than one {} segment of the {} allocator; give the "
+                                "devices more memory or use \"memory\": {{\"allocator\": \"direct\"}}",
+                                format_bytes(spec.devices.memory_bytes), format_bytes(kSmallBuffer),
+                                to_string(spec.memory.allocator)));
   std::string msg;
   for (const auto& e : est) {
     if (e.total() <= spec.devices.memory_bytes) continue;

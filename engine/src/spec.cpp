@@ -365,8 +365,9 @@ void validate_impl(const WorkloadSpec& s, const Checker& c) {
   }
 
   c.closed("/collective_timeout_ms", s.collective_timeout_ms, kMinCollectiveTimeoutMs, kMaxCollectiveTimeoutMs);
-  if (s.memory.max_split_size != 0)
-    c.closed("/memory/max_split_size", s.memory.max_split_size, kLargeBuffer, kMaxMemoryBytes);
+  if (s.memory.max_split_size != 0 && (s.memory.max_split_size < kLargeBuffer || s.memory.max_split_size > kMaxMemoryBytes))
+    c.fail("/memory/max_split_size", fmt::format("must be 0 (unlimited) or in [{}, {}], got {}", kLargeBuffer,
+                                                  kMaxMemoryBytes, s.memory.max_split_size));
   c.ge0_max("/memory/compaction", s.memory.compaction, kMaxSteps);
 }
 

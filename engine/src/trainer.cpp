@@ -155,7 +155,6 @@ class Rank {
 
  private:
   void setup();
-  void run_steps();
   bool step(int64_t iteration);  // true: every rank agreed to stop (cancel)
   template <class T>
   DeviceBuffer<T> buf(const char* tag, size_t n) {
@@ -229,6 +228,7 @@ class Rank {
   friend RunResult run_training(const WorkloadSpec&, const TrainerOptions&);
   void teardown() {
     arena_.allocator().set_listener(nullptr);  // buffers freed after the run are not history
+    arena_.set_oom_handler(nullptr);
     comm_.reset();
     cross_.reset();
     node_.reset();
@@ -274,6 +274,8 @@ void Rank::setup() {
     cross_ = std::make_unique<ProcessGroup>(sh_.rv, fmt::format("cross{}", l), cross_members, node, timeout);
   }
   if (sh_.session) {
+    // the layout that could not hold the request, while every buffer is still alive
+    arena_.set_oom_handler([this] { record_memory(current_step_.load(), "oom", true); });
     arena_.allocator().set_listener([this](const AllocatorEvent& e) {
       mem_events_.push_back({me_, sh_.tracer.now_ns(), current_step_.load(), to_string(e.kind), e.address, e.size,
                              e.requested, e.tag});
@@ -315,15 +317,6 @@ void Rank::setup() {
 }
 
 void Rank::main() {
-  try {
-    run_steps();
-  } catch (const OomError&) {
-    record_memory(current_step_.load(), "oom", true);  // the layout that could not hold the request
-    throw;
-  }
-}
-
-void Rank::run_steps() {
   setup();
   const int64_t total = sh_.spec.warmup_steps + sh_.spec.steps;
   const int64_t samples_per_step = L_.B * L_.world;

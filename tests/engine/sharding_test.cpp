@@ -91,6 +91,7 @@ TEST(Memory, EstimateAndBreakdownError) {
   WorkloadSpec s = spec4();
   s.optimizer.type = OptimizerType::adam;
   s.sharding.default_type = ShardingType::data_parallel;
+  s.memory.allocator = AllocatorKind::direct;  // no 2 MiB segment floor on these small devices
   ShardingPlan p = plan_sharding(s);
   auto est = estimate_memory(s, p);
   ASSERT_EQ(est.size(), 4u);
@@ -110,6 +111,14 @@ TEST(Memory, EstimateAndBreakdownError) {
   }
   s.devices.memory_bytes = est[0].total();
   EXPECT_NO_THROW(check_memory_fits(s, est));
+  s.memory.allocator = AllocatorKind::caching;  // the caching allocator needs one 2 MiB segment at least
+  try {
+    check_memory_fits(s, est);
+    FAIL() << "expected SpecError";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("smaller than one 2.0 MiB segment of the caching allocator"), std::string::npos)
+        << e.what();
+  }
   EXPECT_EQ(format_bytes(1536), "1.5 KiB");
   EXPECT_EQ(format_bytes(100), "100 B");
 }

@@ -500,7 +500,7 @@ const ErrorCase kErrorCases[] = {
     {"compaction_negative", R"([{"op": "add", "path": "/memory", "value": {"compaction": -1}}])",
      "test.json: /memory/compaction: must be >= 0, got -1"},
     {"max_split_small", R"([{"op": "add", "path": "/memory", "value": {"max_split_size": 1024}}])",
-     "test.json: /memory/max_split_size: must be in [20971520, 1125899906842624], got 1024"},
+     "test.json: /memory/max_split_size: must be 0 (unlimited) or in [20971520, 1125899906842624], got 1024"},
     {"allocator_unknown", R"([{"op": "add", "path": "/memory", "value": {"allocator": "buddy"}}])",
      "test.json: /memory/allocator: must be one of caching, expandable, direct, got \"buddy\""},
     {"timeout_huge", R"([{"op": "add", "path": "/collective_timeout_ms", "value": 9223372036854775807}])",

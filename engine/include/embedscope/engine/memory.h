@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -36,6 +37,9 @@ class DeviceArena {
   /// Allocates `bytes` (> 0) under `tag`; throws OomError (nothing else changes).
   Allocation allocate(const std::string& tag, int64_t bytes);
   void release(const Allocation& a);
+  /// Called when an allocation fails, before OomError is thrown (so the layout that could not
+  /// hold the request can be recorded while every buffer is still alive).
+  void set_oom_handler(std::function<void()> h) { on_oom_ = std::move(h); }
   /// Wall time spent inside allocate and release so far (ns).
   int64_t allocator_ns() const { return allocator_ns_; }
   int64_t in_use() const { return allocator_->allocated_bytes(); }
@@ -66,6 +70,7 @@ class DeviceArena {
   std::unique_ptr<DeviceAllocator> allocator_;
   int64_t allocator_ns_ = 0;
   std::unordered_map<Allocation*, std::string> tracked_;
+  std::function<void()> on_oom_;
 };
 
 /// An array of trivially copyable T in device memory (a block of a DeviceArena), or in host

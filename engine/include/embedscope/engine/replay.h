@@ -39,7 +39,8 @@ struct ReplayResult {
   std::string oom_message;
   int64_t peak_allocated = 0;
   int64_t peak_reserved = 0;
-  double fragmentation_at_peak = 0;  ///< external fragmentation when reserved peaked
+  double fragmentation_at_peak = 0;  ///< external fragmentation near the reserved peak (sampled at
+                                     ///< every 1% of growth of the peak)
   double memviz_at_peak = 0;
   int64_t final_reserved = 0;
   int64_t segments_at_peak = 0;
