@@ -635,8 +635,25 @@ ShardingSpec read_sharding(const Reader& r, const json& v) {
 
 /// Parses JSON text; syntax errors become SpecError "<origin>: line L, column C: <message>".
 json parse_text(const std::string& text, const std::string& origin) {
+  // JSON allows a key twice in one object and nlohmann keeps the last; a workload that says
+  // two things about one setting is a mistake, so it is refused, naming the key and its object.
+  std::vector<std::pair<std::string, std::set<std::string>>> objects;  // (key of the object, keys seen)
+  std::string last_key = "/";
+  const json::parser_callback_t no_duplicates = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      objects.emplace_back(last_key, std::set<std::string>{});
+    } else if (event == json::parse_event_t::object_end) {
+      if (!objects.empty()) objects.pop_back();
+    } else if (event == json::parse_event_t::key) {
+      last_key = parsed.get<std::string>();
+      if (!objects.empty() && !objects.back().second.insert(last_key).second)
+        throw SpecError(fmt::format("{}: key \"{}\" appears twice in the same object (in \"{}\")", origin, last_key,
+                                    objects.back().first));
+    }
+    return true;
+  };
   try {
-    return json::parse(text);
+    return json::parse(text, no_duplicates);
   } catch (const json::parse_error& e) {
     // e.byte is the 1-based count of characters read; the offending one is at index byte - 1
     // (index text.size() when the input ended early).

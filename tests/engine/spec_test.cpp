@@ -1110,3 +1110,18 @@ TEST(SpecRoundTrip, NullDenseAndVariablePooling) {
 }
 
 }  // namespace
+
+namespace embedscope::engine::detail {
+nlohmann::json parse_json_text(const std::string& text, const std::string& origin);  // spec.cpp
+}
+
+TEST(SpecFile, DuplicateKeysAreRefused) {
+  try {
+    es::detail::parse_json_text(R"({"batch_size": 4, "memory": {"allocator": "caching", "allocator": "direct"}})", "dup.json");
+    FAIL() << "duplicate accepted";
+  } catch (const es::SpecError& e) {
+    EXPECT_STREQ(e.what(), "dup.json: key \"allocator\" appears twice in the same object (in \"memory\")");
+  }
+  // the same key in different objects is fine
+  EXPECT_NO_THROW(es::detail::parse_json_text(R"({"a": {"name": 1}, "b": {"name": 2}})", "ok.json"));
+}
