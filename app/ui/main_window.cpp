@@ -1,6 +1,10 @@
 #include "main_window.h"
 
 #include <QApplication>
+#include <QCloseEvent>
+#include <QPainter>
+#include <QPdfWriter>
+#include <QSettings>
 #include <QDragEnterEvent>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -14,10 +18,12 @@
 
 #include <sqlite3.h>
 
+#include <fstream>
 #include <memory>
 
 #include "embedscope/engine/comm.h"
 #include "embedscope/sessions/analysis.h"
+#include "embedscope/sessions/export.h"
 #include "load_view.h"
 #include "memory_view.h"
 #include "rank_stats_model.h"
@@ -76,6 +82,22 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), tabs_(new QTabWid
     const QString path = QFileDialog::getOpenFileName(this, "Open session", {}, "Sessions (*.db);;All files (*)");
     if (!path.isEmpty()) open_session(path);
   });
+  recent_menu_ = file->addMenu("Open &Recent");
+  rebuild_recent_menu();
+  auto* exp = file->addMenu("&Export");
+  auto add_export = [&](const QString& label, const QString& format, const QString& filter, bool folder) {
+    exp->addAction(label, this, [this, format, filter, folder] {
+      const QString path = folder ? QFileDialog::getExistingDirectory(this, "Export to folder")
+                                  : QFileDialog::getSaveFileName(this, "Export", {}, filter);
+      if (path.isEmpty()) return;
+      if (const QString err = export_current(format, path); !err.isEmpty())
+        QMessageBox::critical(this, "Export failed", err);
+    });
+  };
+  add_export("Chrome / Perfetto trace (JSON)...", "chrome", "Trace (*.json)", false);
+  add_export("CSV tables (folder)...", "csv", {}, true);
+  add_export("Current view as PNG...", "png", "PNG image (*.png)", false);
+  add_export("Current view as PDF...", "pdf", "PDF (*.pdf)", false);
   file->addSeparator();
   file->addAction("&Quit", QKeySequence::Quit, qApp, &QApplication::quit);
   auto* help = menuBar()->addMenu("&Help");
@@ -88,6 +110,59 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), tabs_(new QTabWid
                            .arg(QString::fromStdString(engine::gloo_version())));
   });
   resize(1280, 800);
+  QSettings settings;
+  restoreGeometry(settings.value("window/geometry").toByteArray());
+}
+
+QStringList MainWindow::recent_files() { return QSettings().value("recent").toStringList(); }
+
+void MainWindow::rebuild_recent_menu() {
+  recent_menu_->clear();
+  for (const QString& path : recent_files())
+    recent_menu_->addAction(path, this, [this, path] { open_session(path); });
+  recent_menu_->setEnabled(!recent_menu_->isEmpty());
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  QSettings().setValue("window/geometry", saveGeometry());
+  QMainWindow::closeEvent(e);
+}
+
+QString MainWindow::export_current(const QString& format, const QString& path) {
+  auto* views = qobject_cast<QTabWidget*>(tabs_->currentWidget());
+  if (!views) return "no session is open";
+  const QString session = tabs_->tabToolTip(tabs_->currentIndex());
+  try {
+    if (format == "chrome" || format == "csv") {
+      const sessions::SessionReader reader(session.toStdString());
+      if (format == "chrome") {
+        std::ofstream out(path.toStdString());
+        if (!out) return path + ": cannot write";
+        sessions::export_chrome_trace(reader, out);
+        if (!out) return path + ": write failed";
+      } else {
+        sessions::export_csv(reader, sessions::analyze(reader), path.toStdString());
+      }
+      return {};
+    }
+    QWidget* view = views->currentWidget();
+    if (format == "png") return view->grab().save(path, "PNG") ? QString() : path + ": cannot write";
+    if (format == "pdf") {
+      QPdfWriter pdf(path);
+      pdf.setPageSize(QPageSize(QPageSize::A4));
+      pdf.setPageOrientation(QPageLayout::Landscape);
+      QPainter painter;
+      if (!painter.begin(&pdf)) return path + ": cannot write";
+      const QPixmap shot = view->grab();
+      const QRect page = painter.viewport();
+      const QSize size = shot.size().scaled(page.size(), Qt::KeepAspectRatio);
+      painter.drawPixmap(QRect(page.topLeft(), size), shot);
+      return {};
+    }
+    return "unknown export format " + format;
+  } catch (const std::exception& e) {
+    return QString::fromUtf8(e.what());
+  }
 }
 
 QString MainWindow::open_session(const QString& path, bool quiet) {
@@ -101,6 +176,12 @@ QString MainWindow::open_session(const QString& path, bool quiet) {
     const int i = tabs_->addTab(page, QFileInfo(path).fileName());
     tabs_->setTabToolTip(i, path);
     tabs_->setCurrentIndex(i);
+    QStringList recent = recent_files();
+    const QString absolute = QFileInfo(path).absoluteFilePath();
+    recent.removeAll(absolute);
+    recent.prepend(absolute);
+    QSettings().setValue("recent", recent.mid(0, 10));
+    if (recent_menu_) rebuild_recent_menu();
     return {};
   } catch (const std::exception& e) {
     const QString msg = QString::fromUtf8(e.what());

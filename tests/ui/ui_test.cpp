@@ -6,7 +6,9 @@
 
 #include <QAbstractItemModelTester>
 #include <QApplication>
+#include <QFileInfo>
 #include <QImage>
+#include <QSettings>
 #include <QTabWidget>
 
 #include <cstdlib>
@@ -252,9 +254,36 @@ TEST(Report, RendersEveryViewAndAPageWithoutADisplay) {
   EXPECT_NE(std::system(bad.c_str()), 0);
 }
 
+TEST(MainWindow, RecentFilesAndExports) {
+  MainWindow w;
+  const QString session = QString::fromStdString(fixture_session());
+  ASSERT_EQ(w.open_session(session, true), QString());
+  EXPECT_EQ(MainWindow::recent_files().value(0), QFileInfo(session).absoluteFilePath());
+  const auto dir = std::filesystem::temp_directory_path() / ("es_export_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  EXPECT_EQ(w.export_current("chrome", QString::fromStdString((dir / "t.json").string())), QString());
+  std::ifstream trace(dir / "t.json");
+  const std::string text((std::istreambuf_iterator<char>(trace)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"traceEvents\""), std::string::npos);
+  EXPECT_EQ(w.export_current("csv", QString::fromStdString((dir / "csv").string())), QString());
+  EXPECT_TRUE(std::filesystem::exists(dir / "csv" / "events.csv"));
+  EXPECT_EQ(w.export_current("png", QString::fromStdString((dir / "view.png").string())), QString());
+  EXPECT_FALSE(QImage(QString::fromStdString((dir / "view.png").string())).isNull());
+  EXPECT_EQ(w.export_current("pdf", QString::fromStdString((dir / "view.pdf").string())), QString());
+  EXPECT_GT(std::filesystem::file_size(dir / "view.pdf"), 1000u);
+  EXPECT_FALSE(w.export_current("svg", "x.svg").isEmpty());
+  MainWindow empty;
+  EXPECT_EQ(empty.export_current("png", "x.png"), "no session is open");
+}
+
 int main(int argc, char** argv) {
   qputenv("QT_QPA_PLATFORM", "offscreen");
   QApplication app(argc, argv);
+  // settings of the test run stay in a scratch folder
+  QSettings::setDefaultFormat(QSettings::IniFormat);
+  QSettings::setPath(QSettings::IniFormat, QSettings::UserScope,
+                     QString::fromStdString((std::filesystem::temp_directory_path() / "es_ui_settings").string()));
+  QApplication::setOrganizationName("EmbedscopeTest");
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
