@@ -161,28 +161,31 @@ const std::string& SessionReader::name(int32_t id) const {
   return id >= 0 && static_cast<size_t>(id) < strings_.size() ? strings_[static_cast<size_t>(id)] : unknown;
 }
 
+template <class Row>
+void SessionReader::each_row(const std::string& sql, const char* what, Row&& row,
+                             const std::function<void(sqlite3_stmt*)>& bind) const {
+  Stmt s;
+  check(sqlite3_prepare_v2(db_, sql.c_str(), -1, &s.st, nullptr), what);
+  if (bind) bind(s.st);
+  int rc;
+  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW) row(s.st);
+  check(rc, what);
+}
+
 std::vector<RankInfo> SessionReader::ranks() const {
   std::vector<RankInfo> out;
-  Stmt s;
-  check(sqlite3_prepare_v2(db_, "SELECT rank, host, device, memory_capacity_bytes FROM ranks ORDER BY rank", -1, &s.st,
-                           nullptr),
-        "reading ranks");
-  int rc;
-  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW)
-    out.push_back({sqlite3_column_int(s.st, 0), col_text(s.st, 1), col_text(s.st, 2), sqlite3_column_int64(s.st, 3)});
-  check(rc, "reading ranks");
+  each_row("SELECT rank, host, device, memory_capacity_bytes FROM ranks ORDER BY rank", "reading ranks",
+           [&](sqlite3_stmt* st) {
+             out.push_back({sqlite3_column_int(st, 0), col_text(st, 1), col_text(st, 2), sqlite3_column_int64(st, 3)});
+           });
   return out;
 }
 
 std::vector<LaneInfo> SessionReader::lanes() const {
   std::vector<LaneInfo> out;
-  Stmt s;
-  check(sqlite3_prepare_v2(db_, "SELECT rank, lane, name, kind FROM lanes ORDER BY rank, lane", -1, &s.st, nullptr),
-        "reading lanes");
-  int rc;
-  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW)
-    out.push_back({sqlite3_column_int(s.st, 0), sqlite3_column_int(s.st, 1), col_text(s.st, 2), col_text(s.st, 3)});
-  check(rc, "reading lanes");
+  each_row("SELECT rank, lane, name, kind FROM lanes ORDER BY rank, lane", "reading lanes", [&](sqlite3_stmt* st) {
+    out.push_back({sqlite3_column_int(st, 0), sqlite3_column_int(st, 1), col_text(st, 2), col_text(st, 3)});
+  });
   return out;
 }
 
@@ -209,193 +212,151 @@ OpRecord op_from(sqlite3_stmt* st, const std::string& path) {
 
 std::vector<OpRecord> SessionReader::ops(int32_t rank, int32_t lane, int64_t t0_ns, int64_t t1_ns) const {
   // An op overlapping [t0, t1) starts in [t0 - longest op of the lane, t1): a range scan of
-  // the clustered (rank, lane, start_ns) key.
+  // the clustered (lane_key, start_ns) key.
   int64_t longest = 0;
   if (auto it = max_duration_.find({rank, lane}); it != max_duration_.end()) longest = it->second;
-  Stmt s;
-  const std::string sql = fmt::format(
-      "SELECT {} FROM ops WHERE lane_key = ?1 AND start_ns >= ?2 AND start_ns < ?3 AND end_ns > ?4 "
-      "ORDER BY start_ns",
-      kOpColumns);
-  check(sqlite3_prepare_v2(db_, sql.c_str(), -1, &s.st, nullptr), "querying ops");
-  sqlite3_bind_int(s.st, 1, rank * 256 + lane);
-  sqlite3_bind_int64(s.st, 2, t0_ns - longest);
-  sqlite3_bind_int64(s.st, 3, t1_ns);
-  sqlite3_bind_int64(s.st, 4, t0_ns);
   std::vector<OpRecord> out;
-  int rc;
-  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW) out.push_back(op_from(s.st, path_));
-  check(rc, "querying ops");
+  each_row(
+      fmt::format("SELECT {} FROM ops WHERE lane_key = ?1 AND start_ns >= ?2 AND start_ns < ?3 AND end_ns > ?4 "
+                  "ORDER BY start_ns",
+                  kOpColumns),
+      "querying ops", [&](sqlite3_stmt* st) { out.push_back(op_from(st, path_)); },
+      [&](sqlite3_stmt* st) {
+        sqlite3_bind_int(st, 1, rank * 256 + lane);
+        sqlite3_bind_int64(st, 2, t0_ns - longest);
+        sqlite3_bind_int64(st, 3, t1_ns);
+        sqlite3_bind_int64(st, 4, t0_ns);
+      });
   return out;
 }
 
 std::vector<OpRecord> SessionReader::all_ops() const {
-  Stmt s;
-  check(sqlite3_prepare_v2(db_, fmt::format("SELECT {} FROM ops ORDER BY lane_key, start_ns", kOpColumns).c_str(), -1,
-                           &s.st, nullptr),
-        "reading ops");
   std::vector<OpRecord> out;
-  int rc;
-  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW) out.push_back(op_from(s.st, path_));
-  check(rc, "reading ops");
+  each_row(fmt::format("SELECT {} FROM ops ORDER BY lane_key, start_ns", kOpColumns), "reading ops",
+           [&](sqlite3_stmt* st) { out.push_back(op_from(st, path_)); });
   return out;
 }
 
 int64_t SessionReader::op_count() const {
-  Stmt s;
-  check(sqlite3_prepare_v2(db_, "SELECT count(*) FROM ops", -1, &s.st, nullptr), "counting ops");
-  check(sqlite3_step(s.st), "counting ops");
-  return sqlite3_column_int64(s.st, 0);
+  int64_t n = 0;
+  each_row("SELECT count(*) FROM ops", "counting ops", [&](sqlite3_stmt* st) { n = sqlite3_column_int64(st, 0); });
+  return n;
 }
 
 std::vector<StepMetric> SessionReader::steps() const {
-  Stmt s;
-  check(sqlite3_prepare_v2(db_,
-                           "SELECT step, rank, start_ns, end_ns, loss, memory_in_use_bytes, memory_peak_bytes FROM steps "
-                           "ORDER BY step, rank",
-                           -1, &s.st, nullptr),
-        "reading steps");
   std::vector<StepMetric> out;
-  int rc;
-  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW)
-    out.push_back({sqlite3_column_int64(s.st, 0), sqlite3_column_int(s.st, 1), sqlite3_column_int64(s.st, 2),
-                   sqlite3_column_int64(s.st, 3), sqlite3_column_double(s.st, 4), sqlite3_column_int64(s.st, 5),
-                   sqlite3_column_int64(s.st, 6)});
-  check(rc, "reading steps");
+  each_row("SELECT step, rank, start_ns, end_ns, loss, memory_in_use_bytes, memory_peak_bytes FROM steps "
+           "ORDER BY step, rank",
+           "reading steps", [&](sqlite3_stmt* st) {
+             out.push_back({sqlite3_column_int64(st, 0), sqlite3_column_int(st, 1), sqlite3_column_int64(st, 2),
+                            sqlite3_column_int64(st, 3), sqlite3_column_double(st, 4), sqlite3_column_int64(st, 5),
+                            sqlite3_column_int64(st, 6)});
+           });
   return out;
 }
 
 std::vector<LoadCounter> SessionReader::load() const {
-  Stmt s;
-  check(sqlite3_prepare_v2(db_,
-                           "SELECT step, rank, table_index, shard, ids, unique_ids, bytes_in, bytes_out, lookup_ns "
-                           "FROM load_counters ORDER BY step, rank, table_index, shard",
-                           -1, &s.st, nullptr),
-        "reading load counters");
   std::vector<LoadCounter> out;
-  int rc;
-  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW)
-    out.push_back({sqlite3_column_int64(s.st, 0), sqlite3_column_int(s.st, 1), sqlite3_column_int(s.st, 2),
-                   sqlite3_column_int(s.st, 3), sqlite3_column_int64(s.st, 4), sqlite3_column_int64(s.st, 5),
-                   sqlite3_column_int64(s.st, 6), sqlite3_column_int64(s.st, 7), sqlite3_column_int64(s.st, 8)});
-  check(rc, "reading load counters");
+  each_row("SELECT step, rank, table_index, shard, ids, unique_ids, bytes_in, bytes_out, lookup_ns "
+           "FROM load_counters ORDER BY step, rank, table_index, shard",
+           "reading load counters", [&](sqlite3_stmt* st) {
+             out.push_back({sqlite3_column_int64(st, 0), sqlite3_column_int(st, 1), sqlite3_column_int(st, 2),
+                            sqlite3_column_int(st, 3), sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5),
+                            sqlite3_column_int64(st, 6), sqlite3_column_int64(st, 7), sqlite3_column_int64(st, 8)});
+           });
   return out;
 }
 
 std::vector<CollectiveRecord> SessionReader::collectives() const {
-  Stmt s;
-  check(sqlite3_prepare_v2(db_,
-                           "SELECT rank, op, name, group_name, sequence, dtype, step, start_ns, end_ns, bytes_sent, "
-                           "bytes_received, peers, send_elements, recv_elements FROM collectives ORDER BY id",
-                           -1, &s.st, nullptr),
-        "reading collectives");
   std::vector<CollectiveRecord> out;
-  int rc;
-  auto text = [&](int i) { return col_text(s.st, i); };
-  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW) {
-    CollectiveRecord c;
-    c.rank = sqlite3_column_int(s.st, 0);
-    c.op = text(1);
-    c.name = text(2);
-    c.group = text(3);
-    c.sequence = static_cast<uint64_t>(sqlite3_column_int64(s.st, 4));
-    c.dtype = text(5);
-    c.step = sqlite3_column_int64(s.st, 6);
-    c.start_ns = sqlite3_column_int64(s.st, 7);
-    c.end_ns = sqlite3_column_int64(s.st, 8);
-    c.bytes_sent = sqlite3_column_int64(s.st, 9);
-    c.bytes_received = sqlite3_column_int64(s.st, 10);
-    try {
-      c.peers = parse_array<int32_t>(sqlite3_column_text(s.st, 11));
-      c.send_elements = parse_array<int64_t>(sqlite3_column_text(s.st, 12));
-      c.recv_elements = parse_array<int64_t>(sqlite3_column_text(s.st, 13));
-    } catch (const std::exception& e) {
-      throw SessionError(fmt::format("{}: collectives row {} {}: bad split list: {}", path_, c.group, c.sequence, e.what()));
-    }
-    out.push_back(std::move(c));
-  }
-  check(rc, "reading collectives");
+  each_row("SELECT rank, op, name, group_name, sequence, dtype, step, start_ns, end_ns, bytes_sent, "
+           "bytes_received, peers, send_elements, recv_elements FROM collectives ORDER BY id",
+           "reading collectives", [&](sqlite3_stmt* st) {
+             CollectiveRecord c;
+             c.rank = sqlite3_column_int(st, 0);
+             c.op = col_text(st, 1);
+             c.name = col_text(st, 2);
+             c.group = col_text(st, 3);
+             c.sequence = static_cast<uint64_t>(sqlite3_column_int64(st, 4));
+             c.dtype = col_text(st, 5);
+             c.step = sqlite3_column_int64(st, 6);
+             c.start_ns = sqlite3_column_int64(st, 7);
+             c.end_ns = sqlite3_column_int64(st, 8);
+             c.bytes_sent = sqlite3_column_int64(st, 9);
+             c.bytes_received = sqlite3_column_int64(st, 10);
+             try {
+               c.peers = parse_array<int32_t>(sqlite3_column_text(st, 11));
+               c.send_elements = parse_array<int64_t>(sqlite3_column_text(st, 12));
+               c.recv_elements = parse_array<int64_t>(sqlite3_column_text(st, 13));
+             } catch (const std::exception& e) {
+               throw SessionError(
+                   fmt::format("{}: collectives row {} {}: bad split list: {}", path_, c.group, c.sequence, e.what()));
+             }
+             out.push_back(std::move(c));
+           });
   return out;
 }
 
 std::vector<MemoryCounter> SessionReader::memory_counters() const {
   std::vector<MemoryCounter> out;
   if (!has_memory_tables_) return out;
-  Stmt s;
-  check(sqlite3_prepare_v2(db_,
-                           "SELECT step, rank, allocated_bytes, reserved_bytes, peak_allocated_bytes, peak_reserved_bytes, "
-                           "largest_free_block_bytes, rounding_loss_bytes, segments, external_fragmentation, "
-                           "memviz_fragmentation FROM memory_counters ORDER BY step, rank",
-                           -1, &s.st, nullptr),
-        "reading memory counters");
-  int rc;
-  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW) {
-    MemoryCounter m;
-    m.step = sqlite3_column_int64(s.st, 0);
-    m.rank = sqlite3_column_int(s.st, 1);
-    m.allocated = sqlite3_column_int64(s.st, 2);
-    m.reserved = sqlite3_column_int64(s.st, 3);
-    m.peak_allocated = sqlite3_column_int64(s.st, 4);
-    m.peak_reserved = sqlite3_column_int64(s.st, 5);
-    m.largest_free_block = sqlite3_column_int64(s.st, 6);
-    m.rounding_loss = sqlite3_column_int64(s.st, 7);
-    m.segments = sqlite3_column_int64(s.st, 8);
-    m.external_fragmentation = sqlite3_column_double(s.st, 9);
-    m.memviz_fragmentation = sqlite3_column_double(s.st, 10);
-    out.push_back(m);
-  }
-  check(rc, "reading memory counters");
+  each_row("SELECT step, rank, allocated_bytes, reserved_bytes, peak_allocated_bytes, peak_reserved_bytes, "
+           "largest_free_block_bytes, rounding_loss_bytes, segments, external_fragmentation, "
+           "memviz_fragmentation FROM memory_counters ORDER BY step, rank",
+           "reading memory counters", [&](sqlite3_stmt* st) {
+             MemoryCounter m;
+             m.step = sqlite3_column_int64(st, 0);
+             m.rank = sqlite3_column_int(st, 1);
+             m.allocated = sqlite3_column_int64(st, 2);
+             m.reserved = sqlite3_column_int64(st, 3);
+             m.peak_allocated = sqlite3_column_int64(st, 4);
+             m.peak_reserved = sqlite3_column_int64(st, 5);
+             m.largest_free_block = sqlite3_column_int64(st, 6);
+             m.rounding_loss = sqlite3_column_int64(st, 7);
+             m.segments = sqlite3_column_int64(st, 8);
+             m.external_fragmentation = sqlite3_column_double(st, 9);
+             m.memviz_fragmentation = sqlite3_column_double(st, 10);
+             out.push_back(m);
+           });
   return out;
 }
 
 std::vector<MemoryEvent> SessionReader::memory_events() const {
   std::vector<MemoryEvent> out;
   if (!has_memory_tables_) return out;
-  Stmt s;
-  check(sqlite3_prepare_v2(db_,
-                           "SELECT rank, time_ns, step, action, address, size, requested, tag FROM memory_events ORDER BY id",
-                           -1, &s.st, nullptr),
-        "reading memory events");
-  int rc;
-  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW)
-    out.push_back({sqlite3_column_int(s.st, 0), sqlite3_column_int64(s.st, 1), sqlite3_column_int64(s.st, 2),
-                   col_text(s.st, 3), sqlite3_column_int64(s.st, 4), sqlite3_column_int64(s.st, 5),
-                   sqlite3_column_int64(s.st, 6), col_text(s.st, 7)});
-  check(rc, "reading memory events");
+  each_row("SELECT rank, time_ns, step, action, address, size, requested, tag FROM memory_events ORDER BY id",
+           "reading memory events", [&](sqlite3_stmt* st) {
+             out.push_back({sqlite3_column_int(st, 0), sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
+                            col_text(st, 3), sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5),
+                            sqlite3_column_int64(st, 6), col_text(st, 7)});
+           });
   return out;
 }
 
 std::vector<MemorySnapshot> SessionReader::memory_snapshots() const {
   std::vector<MemorySnapshot> out;
   if (!has_memory_tables_) return out;
-  Stmt s;
-  check(sqlite3_prepare_v2(db_, "SELECT id, rank, step, time_ns, reason FROM memory_snapshots ORDER BY id", -1, &s.st,
-                           nullptr),
-        "reading memory snapshots");
-  int rc;
-  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW)
-    out.push_back({sqlite3_column_int64(s.st, 0), sqlite3_column_int(s.st, 1), sqlite3_column_int64(s.st, 2),
-                   sqlite3_column_int64(s.st, 3), col_text(s.st, 4), {}});
-  check(rc, "reading memory snapshots");
+  each_row("SELECT id, rank, step, time_ns, reason FROM memory_snapshots ORDER BY id", "reading memory snapshots",
+           [&](sqlite3_stmt* st) {
+             out.push_back({sqlite3_column_int64(st, 0), sqlite3_column_int(st, 1), sqlite3_column_int64(st, 2),
+                            sqlite3_column_int64(st, 3), col_text(st, 4), {}});
+           });
   return out;
 }
 
 std::vector<MemoryBlockRecord> SessionReader::memory_blocks(int64_t snapshot_id) const {
   std::vector<MemoryBlockRecord> out;
   if (!has_memory_tables_) return out;
-  Stmt s;
-  check(sqlite3_prepare_v2(db_,
-                           "SELECT segment_address, segment_size, address, size, requested, allocated, tag FROM "
-                           "memory_blocks WHERE snapshot_id = ?1 ORDER BY address",
-                           -1, &s.st, nullptr),
-        "reading memory blocks");
-  sqlite3_bind_int64(s.st, 1, snapshot_id);
-  int rc;
-  while ((rc = sqlite3_step(s.st)) == SQLITE_ROW)
-    out.push_back({sqlite3_column_int64(s.st, 0), sqlite3_column_int64(s.st, 1), sqlite3_column_int64(s.st, 2),
-                   sqlite3_column_int64(s.st, 3), sqlite3_column_int64(s.st, 4), sqlite3_column_int(s.st, 5) != 0,
-                   col_text(s.st, 6)});
-  check(rc, "reading memory blocks");
+  each_row(
+      "SELECT segment_address, segment_size, address, size, requested, allocated, tag FROM memory_blocks "
+      "WHERE snapshot_id = ?1 ORDER BY address",
+      "reading memory blocks",
+      [&](sqlite3_stmt* st) {
+        out.push_back({sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
+                       sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4), sqlite3_column_int(st, 5) != 0,
+                       col_text(st, 6)});
+      },
+      [&](sqlite3_stmt* st) { sqlite3_bind_int64(st, 1, snapshot_id); });
   return out;
 }
 

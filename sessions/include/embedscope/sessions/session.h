@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -175,6 +176,10 @@ class SessionReader {
 
  private:
   void check(int rc, const char* what) const;
+  /// Runs `sql` (after `bind`), calling `row` for each result row; errors name the file.
+  template <class Row>
+  void each_row(const std::string& sql, const char* what, Row&& row,
+                const std::function<void(sqlite3_stmt*)>& bind = {}) const;
   std::string path_;
   sqlite3* db_ = nullptr;
   int version_ = 0;
