@@ -316,6 +316,16 @@ int cmd_stats(const std::string& file, bool as_json) {
                             {"peak_allocated_bytes", r.peak_allocated_bytes}, {"peak_reserved_bytes", r.peak_reserved_bytes},
                             {"fragmentation", r.fragmentation}, {"memviz_fragmentation", r.memviz_fragmentation}});
     }
+    const auto name_of = [&](int32_t id) { return id < 0 ? std::string("(gap)") : session.name(id); };
+    j["critical_path"] = {{"total_ns", st.critical_path_ns}, {"ops", json::array()}};
+    for (const auto& e : st.critical_path)
+      j["critical_path"]["ops"].push_back({{"name", name_of(e.name_id)}, {"category", e.name_id < 0 ? "gap" : ss::to_string(e.category)},
+                                           {"ns", e.ns}, {"share", e.share}, {"top_rank", e.top_rank},
+                                           {"steps_bounded", e.steps_bounded}});
+    j["collectives"] = json::array();
+    for (const auto& c : st.collectives)
+      j["collectives"].push_back({{"name", name_of(c.name_id)}, {"count", c.count}, {"bytes", c.bytes}, {"time_ns", c.time_ns},
+                                  {"exposed_ns", c.exposed_ns}, {"wait_ns", c.wait_ns}});
     if (!session.meta("end_message").empty()) j["end_message"] = session.meta("end_message");
     std::cout << dump(j) << "\n";
     return 0;
@@ -351,6 +361,24 @@ int cmd_stats(const std::string& file, bool as_json) {
     for (const auto& r : st.ranks) total += r.by_category_ns[static_cast<size_t>(c)];
     if (total > 0)
       std::cout << fmt::format("  {:<10} {:>12}\n", ss::to_string(static_cast<ss::OpCategory>(c)), ms(total));
+  }
+  std::cout << fmt::format("\ncritical path: what bounded the steps (dependencies inferred), {} over {} steps\n",
+                           ms(st.critical_path_ns), st.steps);
+  std::cout << fmt::format("  {:<28} {:<10} {:>11} {:>7} {:>9} {:>14}\n", "op", "category", "on path", "share", "top rank",
+                           "steps bounded");
+  for (const auto& e : st.critical_path)
+    std::cout << fmt::format("  {:<28} {:<10} {:>11} {:>6.1f}% {:>9} {:>14}\n",
+                             e.name_id < 0 ? std::string("(gap: untraced)") : session.name(e.name_id),
+                             e.name_id < 0 ? "-" : ss::to_string(e.category), ms(e.ns), 100 * e.share, e.top_rank,
+                             e.steps_bounded);
+  if (!st.collectives.empty()) {
+    std::cout << "\ncollectives, per step (summed over ranks)\n";
+    std::cout << fmt::format("  {:<28} {:>7} {:>12} {:>11} {:>11} {:>17}\n", "name", "count", "bytes", "time",
+                             "exposed", "waiting for peers");
+    for (const auto& c : st.collectives)
+      std::cout << fmt::format("  {:<28} {:>7} {:>12} {:>11} {:>11} {:>17}\n", session.name(c.name_id), c.count / st.steps,
+                               es::format_bytes(c.bytes / st.steps), ms(c.time_ns / st.steps),
+                               ms(c.exposed_ns / st.steps), ms(c.wait_ns / st.steps));
   }
   return 0;
 }

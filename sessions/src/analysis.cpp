@@ -64,6 +64,53 @@ RankStepTimes rank_step_times(const std::vector<OpRecord>& ops, int64_t t0, int6
   return t;
 }
 
+namespace {
+// The critical path of every measured step and the per-collective times (critical_path.h).
+void critical_path_summary(const std::vector<CollectiveRecord>& collectives, const std::map<std::pair<int32_t, int64_t>, std::vector<OpRecord>>& grouped,
+                           RunStats& st) {
+  std::map<int64_t, std::vector<OpRecord>> ops_of_step;
+  for (const auto& [rank_step, ops] : grouped) {
+    auto& v = ops_of_step[rank_step.second];
+    v.insert(v.end(), ops.begin(), ops.end());
+  }
+  std::map<int64_t, std::vector<CollectiveRecord>> colls_of_step;
+  for (const auto& c : collectives)
+    if (c.step >= 0) colls_of_step[c.step].push_back(c);
+  std::map<int32_t, CriticalPathEntry> entries;           // by name_id (-1: gaps)
+  std::map<int32_t, std::map<int32_t, int64_t>> by_rank;  // name_id -> rank -> ns
+  std::map<int32_t, CollectiveTimes> colls;
+  for (const auto& [step, ops] : ops_of_step) {
+    const auto& step_colls = colls_of_step[step];
+    StepCriticalPath path = critical_path(ops, step_colls, step);
+    std::map<int32_t, int64_t> on_path;
+    for (const auto& seg : path.segments) {
+      const int32_t id = seg.kind == PathSegment::Kind::gap ? -1 : seg.name_id;
+      CriticalPathEntry& e = entries[id];
+      e.name_id = id;
+      e.category = seg.category;
+      e.ns += seg.end_ns - seg.start_ns;
+      on_path[id] += seg.end_ns - seg.start_ns;
+      by_rank[id][seg.rank] += seg.end_ns - seg.start_ns;
+      st.critical_path_ns += seg.end_ns - seg.start_ns;
+    }
+    if (!on_path.empty())
+      ++entries[std::max_element(on_path.begin(), on_path.end(), [](auto& a, auto& b) { return a.second < b.second; })->first]
+            .steps_bounded;
+    add_collective_times(ops, collective_instances(ops, step_colls), colls);
+    st.critical_paths.push_back(std::move(path));
+  }
+  for (auto& [id, e] : entries) {
+    e.share = st.critical_path_ns > 0 ? static_cast<double>(e.ns) / static_cast<double>(st.critical_path_ns) : 0;
+    const auto& ranks = by_rank[id];
+    e.top_rank = std::max_element(ranks.begin(), ranks.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+    st.critical_path.push_back(e);
+  }
+  std::stable_sort(st.critical_path.begin(), st.critical_path.end(), [](auto& a, auto& b) { return a.ns > b.ns; });
+  for (const auto& [id, c] : colls) st.collectives.push_back(c);
+  std::stable_sort(st.collectives.begin(), st.collectives.end(), [](auto& a, auto& b) { return a.exposed_ns > b.exposed_ns; });
+}
+}  // namespace
+
 double max_over_mean(const std::vector<double>& v) {
   if (v.empty()) return 1.0;
   const double mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
@@ -125,7 +172,8 @@ RunStats analyze(const SessionReader& session) {
     ranks[c.rank].ids_looked_up += c.ids;
     ranks[c.rank].lookup_ns += c.lookup_ns;
   }
-  for (const auto& c : session.collectives()) {
+  const std::vector<CollectiveRecord> collectives = session.collectives();
+  for (const auto& c : collectives) {
     if (c.step < 0) continue;
     ranks[c.rank].bytes_sent += c.bytes_sent;
     ranks[c.rank].bytes_received += c.bytes_received;
@@ -139,6 +187,7 @@ RunStats analyze(const SessionReader& session) {
     st.peak_allocated_bytes = std::max(st.peak_allocated_bytes, m.peak_allocated);
     st.peak_reserved_bytes = std::max(st.peak_reserved_bytes, m.peak_reserved);
   }
+  critical_path_summary(collectives, grouped, st);
   std::vector<double> lookups, lookup_time;
   int64_t exposed_sum = 0;
   for (auto& [r, rs] : ranks) {

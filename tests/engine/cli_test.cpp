@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -85,6 +86,20 @@ TEST(Cli, RunJsonSummary) {
   EXPECT_EQ(s["loss"], j["loss"]);
   for (const char* k : {"overlap_pct", "exposed_comm_ns", "samples_per_s"}) EXPECT_TRUE(s[k].is_number()) << k;
   EXPECT_GE(s["imbalance"]["lookups_max_over_mean"].get<double>(), 1.0);
+  // the critical path tiles each step from its first op on the path to the step's last op: it is
+  // never longer than the steps, and its entries add up to it
+  int64_t on_path = 0;
+  for (const auto& e : s["critical_path"]["ops"]) on_path += e["ns"].get<int64_t>();
+  EXPECT_EQ(on_path, s["critical_path"]["total_ns"].get<int64_t>());
+  EXPECT_GT(on_path, 0);
+  EXPECT_LE(on_path, 4 * s["step_time_ns"]["max"].get<int64_t>());
+  std::set<std::string> collective_names;
+  for (const auto& c : s["collectives"]) {
+    collective_names.insert(c["name"].get<std::string>());
+    EXPECT_LE(c["exposed_ns"].get<int64_t>(), c["time_ns"].get<int64_t>());
+    EXPECT_EQ(c["count"].get<int64_t>() % 3, 0);  // every instance on all 3 ranks
+  }
+  EXPECT_TRUE(collective_names.count("output_dist/all_to_all")) << st.out;
 
   const std::string trace = (scratch() / "t.json").string();
   Result ex = cli("export " + db + " --format chrome -o " + trace);

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "embedscope/sessions/critical_path.h"
 #include "embedscope/sessions/events.h"
 #include "embedscope/sessions/session.h"
 #include "embedscope/sessions/stats.h"
@@ -84,6 +85,10 @@ struct RunStats {
   std::vector<double> loss;              ///< per measured step
   int64_t peak_allocated_bytes = 0;      ///< the largest over ranks
   int64_t peak_reserved_bytes = 0;
+  std::vector<StepCriticalPath> critical_paths;  ///< per measured step (critical_path.h)
+  std::vector<CriticalPathEntry> critical_path;  ///< by op name over all steps, most time first
+  int64_t critical_path_ns = 0;                  ///< total length of the steps' critical paths
+  std::vector<CollectiveTimes> collectives;      ///< per collective name, most exposed first
 };
 
 /// Computes RunStats from a session. Throws SessionError on an unreadable file.

@@ -1,0 +1,100 @@
+#pragma once
+// What bounds a training step: its critical path through the ops of every rank, and how much of
+// each collective was exposed or spent waiting for the last rank to arrive.
+//
+// Dependencies are inferred, because the executors do not record them explicitly:
+//   - an op waited for the op of the same rank (any lane) that finished last before it started
+//     (the previous op of its lane, or the collective whose result it consumed, or the compute
+//     op that produced what a collective sends);
+//   - a collective cannot finish before its last member has joined it: the instance of a
+//     collective (process group, sequence number) on every rank finishes after the latest start
+//     of the instance on any rank.
+// Walking these edges backwards from the op that ends the step last gives the critical path,
+// as in Holistic Trace Analysis' critical_path_analysis (facebookresearch/HolisticTraceAnalysis,
+// which uses CUDA launch and event edges instead) and the classic longest-path view of a
+// program's activity graph. Time between an op and its inferred predecessor that no op covers is
+// a `gap` (untraced host work or scheduling).
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "embedscope/sessions/events.h"
+#include "embedscope/sessions/session.h"
+
+namespace embedscope::sessions {
+
+/// One piece of a step's critical path, [start_ns, end_ns).
+struct PathSegment {
+  enum class Kind : uint8_t { op, gap };
+  Kind kind = Kind::op;
+  int32_t rank = 0;
+  int32_t lane = 0;        ///< op only
+  int32_t name_id = 0;     ///< op only (SessionReader::name)
+  OpCategory category = OpCategory::other;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  friend bool operator==(const PathSegment&, const PathSegment&) = default;
+};
+
+/// The critical path of one step: segments in time order, tiling [start_ns, end_ns) without
+/// overlaps (start_ns = the first op on the path, end_ns = the last op of the step to end).
+struct StepCriticalPath {
+  int64_t step = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  std::vector<PathSegment> segments;
+};
+
+/// Key of one instance of a collective on every member: ops of several ranks with equal keys
+/// are the same collective. `group` comes from the matching CollectiveRecord ("" when none).
+struct CollectiveKey {
+  std::string group;
+  int32_t name_id = 0;
+  uint64_t sequence = 0;
+  auto operator<=>(const CollectiveKey&) const = default;
+};
+
+/// For every op of `ops`, the collective instance it belongs to: comm ops with a non-zero
+/// correlation (the group's sequence number). A CollectiveRecord of the same rank and sequence
+/// whose [start, end) lies inside the op gives the group. Result: key -> indices into `ops`.
+std::map<CollectiveKey, std::vector<size_t>> collective_instances(const std::vector<OpRecord>& ops,
+                                                                  const std::vector<CollectiveRecord>& collectives);
+
+/// The critical path of one step from its ops on every rank (any order; ops with end <= start
+/// are ignored) and the step's collective records (may be empty: then collectives are joined
+/// by op name and sequence number). Cost O(n log n) for n ops. An empty `ops` gives an empty path.
+StepCriticalPath critical_path(const std::vector<OpRecord>& ops, const std::vector<CollectiveRecord>& collectives,
+                               int64_t step = 0);
+
+/// One op name's share of the critical path over the measured steps.
+struct CriticalPathEntry {
+  int32_t name_id = -1;   ///< -1: the gaps (no op)
+  OpCategory category = OpCategory::other;
+  int64_t ns = 0;         ///< time on the path, summed over steps
+  double share = 0;       ///< ns / total path time
+  int32_t top_rank = 0;   ///< the rank contributing most of `ns`
+  int64_t steps_bounded = 0;  ///< steps in which this entry had the most time on the path
+};
+
+/// Per collective name (summed over ranks and measured steps), from the comm ops:
+/// `exposed_ns` = the op's time on which its rank computed nothing (HTA's exposed
+/// communication, per op); `wait_ns` = for each rank, the time from its own start of the
+/// instance to the latest start of the instance on any rank (waiting for a late peer).
+struct CollectiveTimes {
+  int32_t name_id = 0;
+  int64_t count = 0;       ///< ops (instances x members)
+  int64_t bytes = 0;
+  int64_t time_ns = 0;
+  int64_t exposed_ns = 0;
+  int64_t wait_ns = 0;
+};
+
+/// Adds the CollectiveTimes of one step's ops (every rank) to `out`, keyed by name_id.
+/// `instances` is collective_instances(ops, ...).
+void add_collective_times(const std::vector<OpRecord>& ops, const std::map<CollectiveKey, std::vector<size_t>>& instances,
+                          std::map<int32_t, CollectiveTimes>& out);
+
+}  // namespace embedscope::sessions
