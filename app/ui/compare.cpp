@@ -1,5 +1,6 @@
 #include "compare.h"
 
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -47,6 +48,27 @@ std::vector<int64_t> align_offsets(const std::vector<std::vector<sessions::StepM
     out.push_back(start.value_or(0));
   }
   return out;
+}
+
+std::vector<sessions::StepMetric> step_windows(const sessions::SessionReader& session) {
+  std::vector<sessions::StepMetric> steps = session.steps();
+  if (session.status() == "complete") return steps;
+  // a run that ended inside a step (out of memory, crashed, cancelled) recorded no window for it
+  std::map<std::pair<int64_t, int32_t>, std::pair<int64_t, int64_t>> spans;  // (step, rank) -> [start, end)
+  for (const auto& o : session.all_ops()) {
+    auto [it, fresh] = spans.try_emplace({o.step, o.rank}, o.start_ns, o.end_ns);
+    if (!fresh) it->second = {std::min(it->second.first, o.start_ns), std::max(it->second.second, o.end_ns)};
+  }
+  for (const auto& s : steps) spans.erase({s.step, s.rank});
+  for (const auto& [key, span] : spans) {
+    sessions::StepMetric m;
+    m.step = key.first;
+    m.rank = key.second;
+    m.start_ns = span.first;
+    m.end_ns = span.second;
+    steps.push_back(m);
+  }
+  return steps;
 }
 
 // ---- CompareModel ----------------------------------------------------------------------------
@@ -111,11 +133,15 @@ QVariant CompareModel::data(const QModelIndex& index, int role) const {
     return col == 0 ? QVariant(Qt::AlignLeft | Qt::AlignVCenter) : QVariant(Qt::AlignRight | Qt::AlignVCenter);
   if (col == 0) return role == Qt::DisplayRole ? QVariant(kFigureNames[f]) : QVariant();
   if (role != Qt::DisplayRole && role != Qt::UserRole) return {};
+  // a run without measured steps (e.g. out of memory in warmup) has no step figures, only memory
+  auto measured = [&](size_t i) { return stats_[i].steps > 0 || f == PeakAllocated || f == PeakReserved; };
   if (static_cast<size_t>(col) <= n) {  // a session's value
+    if (!measured(static_cast<size_t>(col) - 1)) return role == Qt::DisplayRole ? QVariant("-") : QVariant();
     const double v = value(stats_[static_cast<size_t>(col) - 1], f);
     return role == Qt::UserRole ? QVariant(v) : QVariant(format_figure(f, v, false));
   }
   const size_t other = static_cast<size_t>(col) - n;  // 1..n-1: session `other` minus session 0
+  if (!measured(0) || !measured(other)) return role == Qt::DisplayRole ? QVariant("-") : QVariant();
   const double base = value(stats_[0], f), diff = value(stats_[other], f) - base;
   if (role == Qt::UserRole) return diff;
   QString text = format_figure(f, diff, true);
@@ -143,7 +169,7 @@ TimelineStack::TimelineStack(const std::vector<LabelledSession>& sessions, int64
                              this);
     auto* w = new TimelineWidget(sessions[i].session, this);
     extents_.emplace_back(w->scale().t0(), w->scale().t1());  // a new timeline shows all it recorded
-    steps_.push_back(sessions[i].session->steps());
+    steps_.push_back(step_windows(*sessions[i].session));
     timelines_.push_back(w);
     layout->addWidget(label);
     layout->addWidget(w);
@@ -231,14 +257,20 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
   auto* fl = new QVBoxLayout(figures);
   QString head;
   for (size_t i = 0; i < sessions.size(); ++i)
-    head += QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b>: %3, %4 on %5 ranks, %6%7<br>")
+    head += QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b> &nbsp; %3: %4, %5 on %6 ranks, %7%8<br>")
                 .arg(session_color(i).name(), labels[i].toHtmlEscaped(),
+                     QFileInfo(QString::fromStdString(sessions[i].session->path())).fileName().toHtmlEscaped(),
                      QString::fromStdString(sessions[i].session->meta("workload_name")).toHtmlEscaped(),
                      QString::fromStdString(stats[i].ended))
                 .arg(stats[i].ranks.size())
                 .arg(QString::fromStdString(sessions[i].session->meta("backend")))
                 .arg(stats[i].simulated ? " (SIMULATED)" : "");
+  for (size_t i = 0; i < sessions.size(); ++i)  // how a run that failed ended, in its own words
+    if (const std::string msg = sessions[i].session->meta("end_message"); !msg.empty() && stats[i].ended != "complete")
+      head += QString("<span style=\"color:#b00000\"><b>%1</b>: %2</span><br>")
+                  .arg(labels[i].toHtmlEscaped(), QString::fromStdString(msg).toHtmlEscaped());
   auto* head_label = new QLabel(head, figures);
+  head_label->setWordWrap(true);
   head_label->setTextInteractionFlags(Qt::TextSelectableByMouse);
   fl->addWidget(head_label);
   model_ = new CompareModel(labels, stats, this);
@@ -246,7 +278,9 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
   table->setModel(model_);
   table->verticalHeader()->hide();
   table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  table->setMinimumHeight(table->horizontalHeader()->height() + CompareModel::FigureCount * 24 + 4);
+  table->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  table->setSizeAdjustPolicy(QAbstractScrollArea::AdjustToContents);  // every figure visible, no scrolling
+  table->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
   fl->addWidget(table);
   auto* charts = new QHBoxLayout;
   step_plot_ = new QCustomPlot(figures);
@@ -283,11 +317,15 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
     bars->setPen(Qt::NoPen);
     bars->setBarsGroup(group);
   }
+  QSharedPointer<QCPAxisTickerFixed> step_ticker(new QCPAxisTickerFixed);
+  step_ticker->setTickStep(1);
+  step_ticker->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+  step_plot_->xAxis->setTicker(step_ticker);
   step_plot_->xAxis->setLabel("step");
   step_plot_->yAxis->setLabel("step time (ms)");
   step_plot_->rescaleAxes();
   step_plot_->xAxis->setRange(step_plot_->xAxis->range().lower - 0.5, step_plot_->xAxis->range().upper + 0.5);
-  step_plot_->yAxis->setRange(0, step_plot_->yAxis->range().upper * 1.15);
+  step_plot_->yAxis->setRange(0, step_plot_->yAxis->range().upper * 1.4);  // room for the legend
   exposed_plot_->xAxis->setLabel("rank");
   exposed_plot_->yAxis->setLabel("exposed communication (ms, all steps)");
   QSharedPointer<QCPAxisTickerFixed> ticker(new QCPAxisTickerFixed);
@@ -295,7 +333,7 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
   exposed_plot_->xAxis->setTicker(ticker);
   exposed_plot_->rescaleAxes();
   exposed_plot_->xAxis->setRange(-0.6, max_ranks - 0.4);
-  exposed_plot_->yAxis->setRange(0, std::max(1e-3, exposed_plot_->yAxis->range().upper * 1.15));
+  exposed_plot_->yAxis->setRange(0, std::max(1e-3, exposed_plot_->yAxis->range().upper * 1.4));
   charts->addWidget(step_plot_);
   charts->addWidget(exposed_plot_);
   fl->addLayout(charts, 1);

@@ -30,6 +30,9 @@ struct LabelledSession {
   std::shared_ptr<const sessions::SessionReader> session;
 };
 
+/// The step windows of a session (steps table); for a run that did not complete, each (step,
+/// rank) that has ops but no recorded window gets the span of those ops (the step it ended in).
+std::vector<sessions::StepMetric> step_windows(const sessions::SessionReader& session);
 /// Start of `step` in a session: the earliest start over ranks (ns), nullopt if it has no such step.
 std::optional<int64_t> step_start(const std::vector<sessions::StepMetric>& steps, int64_t step);
 /// Per session, the offset (ns) that aligns `step`: drawing session i's time t at t - offset[i]
@@ -40,7 +43,8 @@ std::vector<int64_t> align_offsets(const std::vector<std::vector<sessions::StepM
 /// The `stats` figures of N sessions: one row per figure, columns
 /// [figure, session 0 .. session N-1, session 1 - session 0, ..., session N-1 - session 0].
 /// DisplayRole: formatted text ("+1.20 ms (+15.3 %)" for a difference); Qt::UserRole: the raw
-/// number (ns, samples/s, %, bytes, ratio; a difference as the plain difference).
+/// number (ns, samples/s, %, bytes, ratio; a difference as the plain difference). A session
+/// without measured steps shows "-" (and no UserRole value) for every figure but the memory ones.
 class CompareModel : public QAbstractTableModel {
   Q_OBJECT
 

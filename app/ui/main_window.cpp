@@ -222,7 +222,9 @@ QString MainWindow::open_compare(const QStringList& paths, bool quiet) {
     for (const QString& p : paths) {
       if (!error.isEmpty()) break;
       names << QFileInfo(p).fileName();
-      sessions.push_back({names.back(), std::make_shared<const sessions::SessionReader>(p.toStdString())});
+      const QString label = sessions.size() < 26 ? QString(QChar('A' + static_cast<int>(sessions.size())))
+                                                 : QString::number(sessions.size() + 1);
+      sessions.push_back({label, std::make_shared<const sessions::SessionReader>(p.toStdString())});
     }
     if (error.isEmpty()) {
       auto* view = new CompareView(sessions, 0, tabs_);

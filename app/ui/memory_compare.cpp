@@ -99,6 +99,7 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
       g->setName(label + " " + what);
       g->setData(steps, ys);
       g->setPen(QPen(color, right ? 1 : 2, style));
+      g->setScatterStyle(QCPScatterStyle(right ? QCPScatterStyle::ssCross : QCPScatterStyle::ssDisc, 5));  // one step shows too
     };
     add(allocated, "allocated", Qt::SolidLine, false);
     add(reserved, "reserved", Qt::DashLine, false);
@@ -121,6 +122,7 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
   plot_->yAxis->setLabel("MiB");
   plot_->legend->setVisible(true);
   plot_->legend->setFont(QFont(plot_->font().family(), 8));
+  plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
   plot_->rescaleAxes(true);
   plot_->xAxis->setRange(plot_->xAxis->range().lower - 0.5, plot_->xAxis->range().upper + 0.5);
   plot_->yAxis->setRange(0, std::max(1.0, plot_->yAxis->range().upper * 1.1));

@@ -7,6 +7,7 @@
 //    "title": "Row-wise versus table-wise",
 //    "explanation": ["paragraph", "paragraph", ...],  // or one string
 //    "align_step": 0,                                  // optional: the step aligned across runs
+//                                                      // and played (warmup steps are -1, -2, ...)
 //    "runs": [{"label": "table_wise", "preset": "criteo_kaggle", "overrides": {...}},
 //             {"label": "inline", "workload": {...a whole workload...}}]}
 // A run is either a built-in preset with optional overrides, applied as a JSON merge patch

@@ -298,7 +298,8 @@ void ScenarioView::load_play() {
     highlight_ = new OpHighlight(compare_->timelines()->timeline(play_session_));
   }
   const bool any = !play_.empty();
-  for (QWidget* w : std::initializer_list<QWidget*>{play_run_, back_, play_button_, forward_, slider_}) w->setEnabled(any);
+  for (QWidget* w : std::initializer_list<QWidget*>{back_, play_button_, forward_, slider_}) w->setEnabled(any);
+  play_run_->setEnabled(compare_ != nullptr);
   const QSignalBlocker block(slider_);
   slider_->setRange(0, std::max(0, static_cast<int>(play_.size()) - 1));
   position_ = -1;
@@ -307,7 +308,11 @@ void ScenarioView::load_play() {
                               .arg(play_.size())
                               .arg(compare_->timelines()->align_step())
                               .arg(play_run_->currentText())
-                        : QString("no ops to play"));
+                        : compare_ ? QString("%1 has no ops in step %2 (the run ended %3)")
+                                         .arg(play_run_->currentText())
+                                         .arg(compare_->timelines()->align_step())
+                                         .arg(QString::fromStdString(sessions_[compared_runs_[play_session_]]->status()))
+                                   : QString("no ops to play"));
 }
 
 QString ScenarioView::play_text() const {

@@ -389,6 +389,34 @@ TEST(Compare, ModelShowsAnalyzeFiguresAndDifferences) {
   EXPECT_EQ(view.pages()->count(), 3);
 }
 
+TEST(Compare, ARunThatEndedInsideAStepIsAlignedOnItsOpsAndHasNoStepFigures) {
+  // out of memory in step 0: no step row; rank 0's ops span [3.0, 3.5) ms, rank 1's [3.2, 3.4) ms
+  const auto path = std::filesystem::temp_directory_path() / ("es_cmp_oom_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    w.add_lane({0, 0, "compute", "thread"});
+    w.add_lane({1, 0, "compute", "thread"});
+    w.add_ops({{0, sessions::Lane::compute, sessions::OpCategory::input, "input", 0, 3'000'000, 3'100'000, 0, 0},
+               {0, sessions::Lane::compute, sessions::OpCategory::lookup, "lookup", 0, 3'200'000, 3'500'000, 0, 0},
+               {1, sessions::Lane::compute, sessions::OpCategory::input, "input", 0, 3'200'000, 3'400'000, 0, 0}});
+    w.close("oom", "rank 0: out of memory");
+  }
+  sessions::SessionReader oom(path.string());
+  const auto windows = step_windows(oom);
+  ASSERT_EQ(windows.size(), 2u);
+  EXPECT_EQ(windows[0].start_ns, 3'000'000);
+  EXPECT_EQ(windows[0].end_ns, 3'500'000);
+  EXPECT_EQ(step_start(windows, 0), 3'000'000);
+  auto ok = open_reader(step_session("es_cmp_ok", 0, {1'000'000}));
+  CompareModel m({"oom", "ok"}, {sessions::analyze(oom), sessions::analyze(*ok)});
+  EXPECT_EQ(m.data(m.index(CompareModel::StepMean, 1)).toString(), "-");
+  EXPECT_FALSE(m.data(m.index(CompareModel::StepMean, 1), Qt::UserRole).isValid());
+  EXPECT_EQ(m.data(m.index(CompareModel::StepMean, 3)).toString(), "-");
+  EXPECT_EQ(m.data(m.index(CompareModel::StepMean, 2)).toString(), "1.00 ms");
+  EXPECT_EQ(m.data(m.index(CompareModel::PeakAllocated, 1), Qt::UserRole).toDouble(), 0.0);  // memory: always shown
+}
+
 TEST(MemoryCompare, SnapshotsAtOneStepOnOneScale) {
   std::vector<sessions::MemorySnapshot> snaps{{1, 0, 0, 0, "step", {}}, {2, 0, 3, 0, "step", {}},
                                               {3, 0, 3, 0, "oom", {}},  {4, 1, 1, 0, "step", {}}};
