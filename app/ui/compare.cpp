@@ -199,8 +199,9 @@ void TimelineStack::align_to_step(int64_t step) {
 void TimelineStack::fit_step() {
   int64_t longest = 0;
   for (const auto& steps : steps_)
-    for (const auto& s : steps)
-      if (s.step == align_step_) longest = std::max(longest, s.end_ns - step_start(steps, align_step_).value_or(s.start_ns));
+    if (const std::optional<int64_t> start = step_start(steps, align_step_))
+      for (const auto& s : steps)
+        if (s.step == align_step_) longest = std::max(longest, s.end_ns - *start);
   if (longest <= 0) {
     for (TimelineWidget* w : timelines_) {
       w->scale().fit();

@@ -522,6 +522,20 @@ TEST(Scenario, PlayOrderAndWhatEachOpWaitsFor) {
   EXPECT_TRUE(view.play_text().contains("output_dist/all_to_all")) << view.play_text().toStdString();
   EXPECT_TRUE(view.play_text().contains("starts at 150.0 us")) << view.play_text().toStdString();
   EXPECT_TRUE(view.play_text().contains("rank 1 to join the collective")) << view.play_text().toStdString();
+  {  // the played op is framed in its run's timeline: rank 0's all-to-all (row 1) from 150 us
+    TimelineWidget* tl = view.compare()->timelines()->timeline(0);
+    const QImage img = tl->grab().toImage();
+    const int x0 = TimelineWidget::kGutter + static_cast<int>(tl->scale().x(1'150'000));
+    const int y = tl->row_y(1) + TimelineWidget::kRowHeight / 2;
+    int gold = 0;
+    for (int x = x0 - 5; x <= x0; ++x) gold += img.pixelColor(x, y) == QColor(0xff, 0xd7, 0x00);
+    EXPECT_GT(gold, 0) << "no frame left of the played op";
+    gold = 0;
+    const int y2 = tl->row_y(3) + TimelineWidget::kRowHeight / 2;  // rank 1's all-to-all is not framed
+    const int x2 = TimelineWidget::kGutter + static_cast<int>(tl->scale().x(1'320'000));
+    for (int x = x2 - 5; x <= x2; ++x) gold += img.pixelColor(x, y2) == QColor(0xff, 0xd7, 0x00);
+    EXPECT_EQ(gold, 0);
+  }
   QSignalSpy spy(&view, &ScenarioView::run_requested);
   QPushButton* run_b = nullptr;
   for (auto* b : view.findChildren<QPushButton*>())
@@ -547,6 +561,17 @@ TEST(MainWindow, OpensComparisonsAndScenarios) {
   EXPECT_EQ(w.open_scenario("row_wise_vs_table_wise", {}, true), QString());
   EXPECT_EQ(w.tabs()->count(), 2);
   EXPECT_TRUE(w.open_scenario("no_such_scenario", {}, true).startsWith("no scenario no_such_scenario (built in: "));
+
+  // the command line: --compare and --scenario render without a display
+  const auto shot = std::filesystem::temp_directory_path() / ("es_cmp_shot_" + std::to_string(getpid()) + ".png");
+  std::filesystem::remove(shot);
+  const std::string ui = "QT_QPA_PLATFORM=offscreen " + std::string(EMBEDSCOPE_UI);
+  ASSERT_EQ(std::system((ui + " --compare " + a.toStdString() + " " + b.toStdString() + " --screenshot " + shot.string() +
+                         " 2>/dev/null").c_str()), 0);
+  EXPECT_FALSE(QImage(QString::fromStdString(shot.string())).isNull());
+  EXPECT_NE(std::system((ui + " --compare " + a.toStdString() + " --screenshot " + shot.string() + " 2>/dev/null").c_str()), 0);
+  EXPECT_NE(std::system((ui + " --scenario row_wise_vs_table_wise --scenario-sessions /nonexistent --screenshot " +
+                         shot.string() + " 2>/dev/null").c_str()), 0);
 }
 
 int main(int argc, char** argv) {
