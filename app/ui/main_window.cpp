@@ -153,7 +153,9 @@ void MainWindow::closeEvent(QCloseEvent* e) {
 
 QString MainWindow::export_current(const QString& format, const QString& path) {
   auto* views = qobject_cast<QTabWidget*>(tabs_->currentWidget());
-  if (!views) return "no session is open";
+  if (!tabs_->currentWidget()) return "no session is open";
+  if (!views && (format == "chrome" || format == "csv"))  // a comparison or scenario tab: images only
+    return "export " + format + " from a session's own tab (this one compares sessions)";
   const QString session = tabs_->tabToolTip(tabs_->currentIndex());
   try {
     if (format == "chrome" || format == "csv") {
@@ -168,7 +170,7 @@ QString MainWindow::export_current(const QString& format, const QString& path) {
       }
       return {};
     }
-    QWidget* view = views->currentWidget();
+    QWidget* view = views ? views->currentWidget() : tabs_->currentWidget();
     if (format == "png") return view->grab().save(path, "PNG") ? QString() : path + ": cannot write";
     if (format == "pdf") {
       QPdfWriter pdf(path);

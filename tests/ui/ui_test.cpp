@@ -558,6 +558,10 @@ TEST(MainWindow, OpensComparisonsAndScenarios) {
   EXPECT_EQ(w.open_compare({a, b}, true), QString());
   ASSERT_EQ(w.tabs()->count(), 1);
   EXPECT_NE(qobject_cast<CompareView*>(w.tabs()->widget(0)), nullptr);
+  const auto png = std::filesystem::temp_directory_path() / ("es_cmp_export_" + std::to_string(getpid()) + ".png");
+  EXPECT_EQ(w.export_current("png", QString::fromStdString(png.string())), QString());  // the comparison as an image
+  EXPECT_FALSE(QImage(QString::fromStdString(png.string())).isNull());
+  EXPECT_TRUE(w.export_current("chrome", "x.json").startsWith("export chrome from a session's own tab"));
   EXPECT_EQ(w.open_scenario("row_wise_vs_table_wise", {}, true), QString());
   EXPECT_EQ(w.tabs()->count(), 2);
   EXPECT_TRUE(w.open_scenario("no_such_scenario", {}, true).startsWith("no scenario no_such_scenario (built in: "));
