@@ -2,6 +2,8 @@
 // Usage: embedscope-ui [SESSION.db ...]
 //        embedscope-ui SESSION.db... --screenshot FILE.png   the window, rendered, then exit
 //        embedscope-ui --report SESSION.db -o DIR            every view to DIR/*.png + index.html
+//        embedscope-ui --compare A.db B.db [...]            a comparison tab
+//        embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR]   a teaching scenario
 // The last two work without a display (QT_QPA_PLATFORM=offscreen).
 
 #include <QApplication>
@@ -59,6 +61,9 @@ int main(int argc, char** argv) {
       std::printf("usage: embedscope-ui [SESSION.db ...]              open sessions in the workbench\n"
                   "       embedscope-ui SESSION.db... --screenshot FILE.png\n"
                   "       embedscope-ui --report SESSION.db -o DIR      every view as PNG + index.html\n"
+                  "       embedscope-ui --compare A.db B.db [...]       compare sessions side by side\n"
+                  "       embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR]\n"
+                  "                                                     a teaching scenario (sessions DIR/ID-0.db, ...)\n"
                   "(--screenshot and --report need no display)\n");
       return 0;
     }
@@ -70,8 +75,9 @@ int main(int argc, char** argv) {
   QApplication::setApplicationName("Embedscope");
   QApplication::setOrganizationName("Embedscope");
   embedscope::ui::MainWindow w;
-  QString screenshot, report_session, report_dir;
+  QString screenshot, report_session, report_dir, scenario, scenario_sessions;
   QStringList sessions;
+  bool compare = false;
   const QStringList args = QApplication::arguments().mid(1);
   for (int i = 0; i < args.size(); ++i) {
     const QString& a = args[i];
@@ -85,11 +91,16 @@ int main(int argc, char** argv) {
     } else if (a == "--report") {
       report_session = value("--report");
       if (report_session.isEmpty() || report_session.startsWith("-")) return fail("--report needs a session file");
+    } else if (a == "--compare") {
+      compare = true;
+    } else if (a == "--scenario") {
+      if ((scenario = value("--scenario")).isEmpty()) return fail("--scenario needs a scenario id or file");
+    } else if (a == "--scenario-sessions") {
+      if ((scenario_sessions = value("--scenario-sessions")).isEmpty()) return fail("--scenario-sessions needs a folder");
     } else if (a == "-o") {
       if ((report_dir = value("-o")).isEmpty()) return fail("-o needs a folder");
     } else if (a.startsWith("-")) {
-      return fail("unknown option " + a + " (usage: embedscope-ui [SESSION.db ...] [--screenshot FILE.png] | "
-                  "--report SESSION.db -o DIR)");
+      return fail("unknown option " + a + " (see embedscope-ui --help)");
     } else {
       sessions << a;
     }
@@ -100,8 +111,18 @@ int main(int argc, char** argv) {
     return report(w, report_session, report_dir);
   }
   const bool batch = !screenshot.isEmpty();
-  for (const QString& s : sessions)
-    if (const QString err = w.open_session(s, batch); batch && !err.isEmpty()) return fail(err);
+  if (compare) {
+    if (const QString err = w.open_compare(sessions, batch); batch && !err.isEmpty()) return fail("--compare: " + err);
+  } else {
+    for (const QString& s : sessions)
+      if (const QString err = w.open_session(s, batch); batch && !err.isEmpty()) return fail(err);
+  }
+  if (!scenario.isEmpty()) {
+    if (const QString err = w.open_scenario(scenario, scenario_sessions, batch); batch && !err.isEmpty())
+      return fail(err);
+  } else if (!scenario_sessions.isEmpty()) {
+    return fail("--scenario-sessions goes with --scenario");
+  }
   w.show();
   if (batch) {
     QApplication::processEvents();

@@ -20,13 +20,17 @@
 
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include "embedscope/engine/comm.h"
 #include "embedscope/sessions/analysis.h"
 #include "embedscope/sessions/export.h"
+#include "compare.h"
 #include "load_view.h"
 #include "memory_view.h"
 #include "rank_stats_model.h"
+#include "scenario.h"
+#include "scenario_view.h"
 #include "timeline_math.h"
 #include "timeline_widget.h"
 
@@ -84,6 +88,25 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), tabs_(new QTabWid
   });
   recent_menu_ = file->addMenu("Open &Recent");
   rebuild_recent_menu();
+  file->addAction("&Compare Sessions...", this, [this] {
+    const QStringList paths =
+        QFileDialog::getOpenFileNames(this, "Compare sessions (choose two or more)", {}, "Sessions (*.db);;All files (*)");
+    if (!paths.isEmpty()) open_compare(paths);
+  });
+  auto* scenarios = file->addMenu("Open &Scenario");
+  try {
+    for (const Scenario& sc : builtin_scenarios()) {
+      const QString id = QString::fromStdString(sc.id);
+      scenarios->addAction(QString::fromStdString(sc.title), this, [this, id] { open_scenario(id); });
+    }
+  } catch (const std::exception& e) {
+    scenarios->addAction(QString::fromUtf8(e.what()))->setEnabled(false);
+  }
+  scenarios->addSeparator();
+  scenarios->addAction("From file...", this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, "Open scenario", {}, "Scenarios (*.json);;All files (*)");
+    if (!path.isEmpty()) open_scenario(path);
+  });
   auto* exp = file->addMenu("&Export");
   auto add_export = [&](const QString& label, const QString& format, const QString& filter, bool folder) {
     exp->addAction(label, this, [this, format, filter, folder] {
@@ -130,7 +153,9 @@ void MainWindow::closeEvent(QCloseEvent* e) {
 
 QString MainWindow::export_current(const QString& format, const QString& path) {
   auto* views = qobject_cast<QTabWidget*>(tabs_->currentWidget());
-  if (!views) return "no session is open";
+  if (!tabs_->currentWidget()) return "no session is open";
+  if (!views && (format == "chrome" || format == "csv"))  // a comparison or scenario tab: images only
+    return "export " + format + " from a session's own tab (this one compares sessions)";
   const QString session = tabs_->tabToolTip(tabs_->currentIndex());
   try {
     if (format == "chrome" || format == "csv") {
@@ -145,7 +170,7 @@ QString MainWindow::export_current(const QString& format, const QString& path) {
       }
       return {};
     }
-    QWidget* view = views->currentWidget();
+    QWidget* view = views ? views->currentWidget() : tabs_->currentWidget();
     if (format == "png") return view->grab().save(path, "PNG") ? QString() : path + ": cannot write";
     if (format == "pdf") {
       QPdfWriter pdf(path);
@@ -188,6 +213,62 @@ QString MainWindow::open_session(const QString& path, bool quiet) {
     if (!quiet) QMessageBox::critical(this, "Cannot open session", msg);
     return msg;
   }
+}
+
+QString MainWindow::open_compare(const QStringList& paths, bool quiet) {
+  QString error;
+  if (paths.size() < 2) error = "choose at least two sessions to compare";
+  try {
+    std::vector<LabelledSession> sessions;
+    QStringList names;
+    for (const QString& p : paths) {
+      if (!error.isEmpty()) break;
+      names << QFileInfo(p).fileName();
+      const QString label = sessions.size() < 26 ? QString(QChar('A' + static_cast<int>(sessions.size())))
+                                                 : QString::number(sessions.size() + 1);
+      sessions.push_back({label, std::make_shared<const sessions::SessionReader>(p.toStdString())});
+    }
+    if (error.isEmpty()) {
+      auto* view = new CompareView(sessions, 0, tabs_);
+      const int i = tabs_->addTab(view, "compare: " + names.join(" | "));
+      tabs_->setTabToolTip(i, paths.join("\n"));
+      tabs_->setCurrentIndex(i);
+    }
+  } catch (const std::exception& e) {
+    error = QString::fromUtf8(e.what());
+  }
+  if (!error.isEmpty() && !quiet) QMessageBox::critical(this, "Cannot compare", error);
+  return error;
+}
+
+QString MainWindow::open_scenario(const QString& scenario, const QString& sessions_dir, bool quiet) {
+  QString error;
+  try {
+    std::optional<Scenario> found;
+    if (scenario.endsWith(".json") || QFileInfo(scenario).isFile()) {
+      found = load_scenario_file(scenario.toStdString());
+    } else {
+      QStringList known;
+      for (Scenario& sc : builtin_scenarios()) {
+        known << QString::fromStdString(sc.id);
+        if (sc.id == scenario.toStdString()) found = std::move(sc);
+      }
+      if (!found) error = "no scenario " + scenario + " (built in: " + known.join(", ") + ")";
+    }
+    if (found) {
+      auto* view = new ScenarioView(std::move(*found), tabs_);
+      if (!sessions_dir.isEmpty() && view->open_folder(sessions_dir) == 0)
+        error = sessions_dir + ": none of the scenario's sessions (" +
+                QString::fromStdString(session_file_name(view->scenario(), 0)) + ", ...) is there";
+      const int i = tabs_->addTab(view, "scenario: " + QString::fromStdString(view->scenario().title));
+      tabs_->setTabToolTip(i, QString::fromStdString(view->scenario().origin));
+      tabs_->setCurrentIndex(i);
+    }
+  } catch (const std::exception& e) {
+    error = QString::fromUtf8(e.what());
+  }
+  if (!error.isEmpty() && !quiet) QMessageBox::critical(this, "Cannot open scenario", error);
+  return error;
 }
 
 void MainWindow::dragEnterEvent(QDragEnterEvent* e) {

@@ -17,6 +17,13 @@ class MainWindow : public QMainWindow {
   /// Opened files go to the front of the recent-files list (QSettings "recent").
   QString open_session(const QString& path, bool quiet = false);
   QTabWidget* tabs() { return tabs_; }
+  /// Opens a comparison tab (CompareView) of two or more sessions; returns the error, shown in a
+  /// dialog unless `quiet`.
+  QString open_compare(const QStringList& paths, bool quiet = false);
+  /// Opens a scenario tab (ScenarioView): `scenario` is a built-in scenario's id or a scenario
+  /// file; the runs' sessions are looked for in `sessions_dir` when given. Returns the error.
+  /// (Its run_requested signal is for the run machinery to connect.)
+  QString open_scenario(const QString& scenario, const QString& sessions_dir = {}, bool quiet = false);
   /// File > Export for the current session: "chrome" (Trace Event JSON), "csv" (a folder),
   /// "png" or "pdf" (the current view). Returns the error, or an empty string.
   QString export_current(const QString& format, const QString& path);

@@ -24,10 +24,10 @@ namespace {
 std::string fmt_rank(int32_t rank) { return "rank " + std::to_string(rank) + ":"; }
 }  // namespace
 
-std::vector<MapBlock> layout_blocks(const std::vector<sessions::MemoryBlockRecord>& blocks) {
+std::vector<MapBlock> layout_blocks(const std::vector<sessions::MemoryBlockRecord>& blocks, int64_t width_bytes) {
   std::map<int64_t, int64_t> segments;  // address -> size
   for (const auto& b : blocks) segments[b.segment_address] = b.segment_size;
-  int64_t widest = 1;
+  int64_t widest = std::max<int64_t>(1, width_bytes);
   for (const auto& [a, s] : segments) widest = std::max(widest, s);
   std::map<int64_t, int> row;
   for (const auto& [a, s] : segments) row.emplace(a, static_cast<int>(row.size()));
@@ -57,8 +57,8 @@ QColor BlockMap::color_of(const sessions::MemoryBlockRecord& b) {
   return it != known.end() ? it->second : QColor(0xbc, 0xbd, 0x22);
 }
 
-void BlockMap::set_blocks(std::vector<sessions::MemoryBlockRecord> blocks) {
-  layout_ = layout_blocks(blocks);
+void BlockMap::set_blocks(std::vector<sessions::MemoryBlockRecord> blocks, int64_t width_bytes) {
+  layout_ = layout_blocks(blocks, width_bytes);
   int rows = 0;
   for (const auto& b : layout_) rows = std::max(rows, b.row + 1);
   setMinimumHeight(2 * kMargin + rows * kRowHeight);

@@ -25,15 +25,17 @@ struct MapBlock {
   sessions::MemoryBlockRecord block;
   bool largest_free = false;
 };
-/// Lays out a snapshot's blocks (the segments in address order).
-std::vector<MapBlock> layout_blocks(const std::vector<sessions::MemoryBlockRecord>& blocks);
+/// Lays out a snapshot's blocks (the segments in address order). x is a fraction of the
+/// largest segment, or of `width_bytes` when that is larger (two maps drawn on one scale).
+std::vector<MapBlock> layout_blocks(const std::vector<sessions::MemoryBlockRecord>& blocks, int64_t width_bytes = 0);
 
 class BlockMap : public QWidget {
   Q_OBJECT
 
  public:
   explicit BlockMap(QWidget* parent = nullptr);
-  void set_blocks(std::vector<sessions::MemoryBlockRecord> blocks);
+  /// Shows `blocks`; `width_bytes` as in layout_blocks.
+  void set_blocks(std::vector<sessions::MemoryBlockRecord> blocks, int64_t width_bytes = 0);
   static constexpr int kRowHeight = 18;
   static constexpr int kMargin = 8;
   const std::vector<MapBlock>& layout() const { return layout_; }

@@ -62,10 +62,12 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
   const double mag = std::pow(10.0, std::floor(std::log10(std::max(raw, 1.0))));
   const double tick = raw / mag < 2 ? 2 * mag : raw / mag < 5 ? 5 * mag : 10 * mag;
   p.setPen(text);
-  for (double t = std::ceil(static_cast<double>(scale_.t0()) / tick) * tick; t < static_cast<double>(scale_.t1()); t += tick) {
+  const auto origin = static_cast<double>(origin_ns_);
+  for (double t = std::ceil((static_cast<double>(scale_.t0()) - origin) / tick) * tick + origin;
+       t < static_cast<double>(scale_.t1()); t += tick) {
     const int x = kGutter + static_cast<int>(scale_.x(static_cast<int64_t>(t)));
     p.drawLine(x, kAxis - 6, x, kAxis);
-    p.drawText(x + 3, kAxis - 8, QString::fromStdString(format_duration(static_cast<int64_t>(t))));
+    p.drawText(x + 3, kAxis - 8, QString::fromStdString(format_duration(static_cast<int64_t>(t - origin))));
   }
   // step boundaries
   p.setPen(QPen(palette().mid().color(), 1, Qt::DashLine));
@@ -116,6 +118,7 @@ const sessions::OpRecord* TimelineWidget::op_at(QPoint pt) const {
 void TimelineWidget::wheelEvent(QWheelEvent* e) {
   scale_.zoom_at(e->position().x() - kGutter, e->angleDelta().y() > 0 ? 1.25 : 0.8);
   update();
+  emit view_changed();
 }
 
 void TimelineWidget::mousePressEvent(QMouseEvent* e) {
@@ -129,6 +132,7 @@ void TimelineWidget::mouseMoveEvent(QMouseEvent* e) {
     scale_.pan(last_x_ - x);
     last_x_ = x;
     update();
+    emit view_changed();
     return;
   }
   if (const auto* o = op_at(e->position().toPoint())) {
@@ -159,6 +163,7 @@ void TimelineWidget::keyPressEvent(QKeyEvent* e) {
     default: QWidget::keyPressEvent(e); return;
   }
   update();
+  emit view_changed();
 }
 
 }  // namespace embedscope::ui

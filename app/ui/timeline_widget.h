@@ -32,6 +32,12 @@ class TimelineWidget : public QWidget {
   static constexpr int kRowHeight = 22;
   int row_y(size_t row) const { return kAxis + static_cast<int>(row) * kRowHeight; }
   size_t rows() const { return rows_.size(); }
+  /// The time axis labels t - origin (ns): a comparison aligns sessions on a step this way.
+  void set_time_origin(int64_t origin_ns) { origin_ns_ = origin_ns; update(); }
+
+ signals:
+  /// The user zoomed or panned (wheel, drag, keys); scale() holds the new view.
+  void view_changed();
 
  protected:
   void paintEvent(QPaintEvent*) override;
@@ -55,6 +61,7 @@ class TimelineWidget : public QWidget {
   std::map<int32_t, std::vector<sessions::Interval>> compute_;  // per rank: merged compute time
   std::vector<int64_t> step_starts_;
   TimeScale scale_;
+  int64_t origin_ns_ = 0;
   bool dragging_ = false;
   int last_x_ = 0;
 };

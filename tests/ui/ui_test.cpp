@@ -13,10 +13,19 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iterator>
 
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QTest>
+
 #include "colors.h"
+#include "compare.h"
+#include "memory_compare.h"
+#include "scenario.h"
+#include "scenario_view.h"
 #include "load_data.h"
 #include "load_view.h"
 #include "memory_view.h"
@@ -274,6 +283,299 @@ TEST(MainWindow, RecentFilesAndExports) {
   EXPECT_FALSE(w.export_current("svg", "x.svg").isEmpty());
   MainWindow empty;
   EXPECT_EQ(empty.export_current("png", "x.png"), "no session is open");
+}
+
+
+// ---- comparison and scenarios ------------------------------------------------------------------
+
+namespace {
+// A session of 2 ranks and 2 steps starting at `t0` ns; step s lasts `step_ns[s]`. Each step:
+// rank 0 looks up [0, 100) us, then its output all-to-all (sequence s + 1) runs [150, 400) us;
+// rank 1 looks up [0, 300) us and joins the all-to-all at 320 us until 400 us. Memory: one
+// snapshot per step with a segment of `segment` bytes.
+std::string step_session(const std::string& name, int64_t t0, std::vector<int64_t> step_ns, int64_t segment = 4096) {
+  const auto path = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  sessions::SessionWriter w(path.string());
+  w.set_metadata("world_size", "2");
+  w.set_metadata("samples_per_step", "8");
+  w.set_metadata("workload_name", name);
+  for (int r = 0; r < 2; ++r) {
+    w.add_lane({r, 0, "compute", "thread"});
+    w.add_lane({r, 1, "comm", "thread"});
+  }
+  int64_t start = t0;
+  for (int64_t s = 0; s < static_cast<int64_t>(step_ns.size()); ++s) {
+    const auto seq = static_cast<uint64_t>(s + 1);
+    for (int r = 0; r < 2; ++r) w.add_step({s, r, start, start + step_ns[static_cast<size_t>(s)], 0.5, 0, 0});
+    w.add_ops({{0, sessions::Lane::compute, sessions::OpCategory::lookup, "lookup", s, start, start + 100'000, 0, 0},
+               {0, sessions::Lane::comm, sessions::OpCategory::comm, "output_dist/all_to_all", s, start + 150'000,
+                start + 400'000, 64, seq},
+               {1, sessions::Lane::compute, sessions::OpCategory::lookup, "lookup", s, start, start + 300'000, 0, 0},
+               {1, sessions::Lane::comm, sessions::OpCategory::comm, "output_dist/all_to_all", s, start + 320'000,
+                start + 400'000, 64, seq}});
+    for (int r = 0; r < 2; ++r) w.add_memory({s, r, 1000 * (s + 1), segment, 1000 * (s + 1), segment, 0, 0, 1, 0, 0});
+    w.add_snapshot({0, 0, s, start, "step", {{1 << 20, segment, 1 << 20, 1000 * (s + 1), 1000 * (s + 1), true, "kjt"}}});
+    start += step_ns[static_cast<size_t>(s)];
+  }
+  w.close("complete");
+  return path.string();
+}
+std::shared_ptr<const sessions::SessionReader> open_reader(const std::string& path) {
+  return std::make_shared<const sessions::SessionReader>(path);
+}
+}  // namespace
+
+TEST(Compare, AlignOffsetsPutStepKOfEverySessionAtZero) {
+  // A: step 0 starts at 100 (rank 0) and 90 (rank 1), step 1 at 500; B: step 1 at 2000, no step 0
+  std::vector<sessions::StepMetric> a{{0, 0, 100, 500}, {0, 1, 90, 500}, {1, 0, 500, 900}, {1, 1, 505, 900}};
+  std::vector<sessions::StepMetric> b{{1, 0, 2000, 2600}, {2, 0, 2600, 3000}};
+  EXPECT_EQ(align_offsets({a, b}, 1), (std::vector<int64_t>{500, 2000}));
+  EXPECT_EQ(align_offsets({a, b}, 0), (std::vector<int64_t>{90, 2000}));  // B has no step 0: its first step
+  EXPECT_EQ(align_offsets({{}}, 3), (std::vector<int64_t>{0}));
+  EXPECT_FALSE(step_start(b, 0).has_value());
+
+  // two real sessions: A starts at 1 ms with steps of 1 ms; B at 7 ms with steps of 2 ms
+  auto sa = open_reader(step_session("es_align_a", 1'000'000, {1'000'000, 1'000'000}));
+  auto sb = open_reader(step_session("es_align_b", 7'000'000, {2'000'000, 2'000'000}));
+  TimelineStack stack({{"A", sa}, {"B", sb}}, 1);
+  stack.resize(TimelineWidget::kGutter + 1000, 600);
+  stack.show();
+  QApplication::processEvents();
+  EXPECT_EQ(stack.offset(0), 2'000'000);  // step 1 of A starts at 2 ms
+  EXPECT_EQ(stack.offset(1), 9'000'000);  // step 1 of B at 9 ms
+  auto x_of = [&](size_t i, int64_t t) { return stack.timeline(i)->scale().x(t); };
+  EXPECT_DOUBLE_EQ(x_of(0, 2'000'000), x_of(1, 9'000'000));          // step 1 starts at one x
+  EXPECT_DOUBLE_EQ(x_of(0, 2'400'000), x_of(1, 9'400'000));          // and 400 us into it too
+  stack.align_to_step(0);
+  EXPECT_DOUBLE_EQ(x_of(0, 1'000'000), x_of(1, 7'000'000));
+  EXPECT_EQ(stack.view_t0(), stack.timeline(1)->scale().t0() - 7'000'000);
+  // zooming one timeline (W) moves the other to the same aligned range
+  stack.timeline(1)->setFocus();
+  QTest::keyClick(stack.timeline(1), Qt::Key_W);
+  EXPECT_EQ(stack.timeline(0)->scale().t0() - stack.offset(0), stack.timeline(1)->scale().t0() - stack.offset(1));
+  EXPECT_EQ(stack.timeline(0)->scale().t1() - stack.offset(0), stack.timeline(1)->scale().t1() - stack.offset(1));
+  QTest::keyClick(stack.timeline(0), Qt::Key_D);  // pan the other one
+  EXPECT_EQ(stack.timeline(0)->scale().t0() - stack.offset(0), stack.timeline(1)->scale().t0() - stack.offset(1));
+  EXPECT_DOUBLE_EQ(x_of(0, 1'300'000), x_of(1, 7'300'000));
+}
+
+TEST(Compare, ModelShowsAnalyzeFiguresAndDifferences) {
+  auto sa = open_reader(step_session("es_cmp_a", 0, {1'000'000, 1'000'000}));
+  auto sb = open_reader(step_session("es_cmp_b", 0, {2'000'000, 4'000'000}));
+  const sessions::RunStats a = sessions::analyze(*sa), b = sessions::analyze(*sb);
+  CompareModel m({"A", "B"}, {a, b});
+  QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  ASSERT_EQ(m.rowCount(), CompareModel::FigureCount);
+  ASSERT_EQ(m.columnCount(), 4);  // figure, A, B, B - A
+  auto raw = [&](CompareModel::Figure f, int col) { return m.data(m.index(f, col), Qt::UserRole).toDouble(); };
+  EXPECT_DOUBLE_EQ(raw(CompareModel::StepMean, 1), a.step_time_ns.mean);
+  EXPECT_DOUBLE_EQ(raw(CompareModel::StepMean, 1), 1'000'000);
+  EXPECT_DOUBLE_EQ(raw(CompareModel::StepMean, 2), 3'000'000);  // (2 + 4) / 2 ms
+  EXPECT_DOUBLE_EQ(raw(CompareModel::StepP99, 2), static_cast<double>(b.step_time_ns.p99));
+  EXPECT_DOUBLE_EQ(raw(CompareModel::StepMean, 3), 2'000'000);  // B - A
+  EXPECT_DOUBLE_EQ(raw(CompareModel::Throughput, 1), a.samples_per_s);
+  EXPECT_DOUBLE_EQ(raw(CompareModel::Throughput, 1), 8 / 1e-3);  // 8 samples per 1 ms
+  EXPECT_DOUBLE_EQ(raw(CompareModel::ExposedComm, 2), static_cast<double>(b.exposed_comm_ns));
+  EXPECT_DOUBLE_EQ(raw(CompareModel::Overlap, 1), a.overlap_pct);
+  EXPECT_DOUBLE_EQ(raw(CompareModel::PeakAllocated, 2), static_cast<double>(b.peak_allocated_bytes));
+  EXPECT_DOUBLE_EQ(raw(CompareModel::LookupImbalance, 1), a.lookups_max_over_mean);
+  EXPECT_EQ(m.data(m.index(CompareModel::StepMean, 3)).toString(), "+2.00 ms (+200.0 %)");
+  EXPECT_EQ(m.data(m.index(CompareModel::StepMean, 1)).toString(), "1.00 ms");
+  EXPECT_EQ(m.headerData(3, Qt::Horizontal).toString(), "B - A");
+
+  CompareView view({{"A", sa}, {"B", sb}});
+  view.resize(1200, 800);
+  EXPECT_EQ(view.pages()->count(), 3);
+}
+
+TEST(Compare, ARunThatEndedInsideAStepIsAlignedOnItsOpsAndHasNoStepFigures) {
+  // out of memory in step 0: no step row; rank 0's ops span [3.0, 3.5) ms, rank 1's [3.2, 3.4) ms
+  const auto path = std::filesystem::temp_directory_path() / ("es_cmp_oom_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    w.add_lane({0, 0, "compute", "thread"});
+    w.add_lane({1, 0, "compute", "thread"});
+    w.add_ops({{0, sessions::Lane::compute, sessions::OpCategory::input, "input", 0, 3'000'000, 3'100'000, 0, 0},
+               {0, sessions::Lane::compute, sessions::OpCategory::lookup, "lookup", 0, 3'200'000, 3'500'000, 0, 0},
+               {1, sessions::Lane::compute, sessions::OpCategory::input, "input", 0, 3'200'000, 3'400'000, 0, 0}});
+    w.close("oom", "rank 0: out of memory");
+  }
+  sessions::SessionReader oom(path.string());
+  const auto windows = step_windows(oom);
+  ASSERT_EQ(windows.size(), 2u);
+  EXPECT_EQ(windows[0].start_ns, 3'000'000);
+  EXPECT_EQ(windows[0].end_ns, 3'500'000);
+  EXPECT_EQ(step_start(windows, 0), 3'000'000);
+  auto ok = open_reader(step_session("es_cmp_ok", 0, {1'000'000}));
+  CompareModel m({"oom", "ok"}, {sessions::analyze(oom), sessions::analyze(*ok)});
+  EXPECT_EQ(m.data(m.index(CompareModel::StepMean, 1)).toString(), "-");
+  EXPECT_FALSE(m.data(m.index(CompareModel::StepMean, 1), Qt::UserRole).isValid());
+  EXPECT_EQ(m.data(m.index(CompareModel::StepMean, 3)).toString(), "-");
+  EXPECT_EQ(m.data(m.index(CompareModel::StepMean, 2)).toString(), "1.00 ms");
+  EXPECT_EQ(m.data(m.index(CompareModel::PeakAllocated, 1), Qt::UserRole).toDouble(), 0.0);  // memory: always shown
+}
+
+TEST(MemoryCompare, SnapshotsAtOneStepOnOneScale) {
+  std::vector<sessions::MemorySnapshot> snaps{{1, 0, 0, 0, "step", {}}, {2, 0, 3, 0, "step", {}},
+                                              {3, 0, 3, 0, "oom", {}},  {4, 1, 1, 0, "step", {}}};
+  EXPECT_EQ(snapshot_at(snaps, 0, 2)->id, 1);  // the layout of step 0 still holds at step 2
+  EXPECT_EQ(snapshot_at(snaps, 0, 3)->id, 3);  // the OOM snapshot of step 3
+  EXPECT_EQ(snapshot_at(snaps, 1, 0), nullptr);
+  auto sa = open_reader(step_session("es_mem_a", 0, {1'000'000, 1'000'000}, 4096));
+  auto sb = open_reader(step_session("es_mem_b", 0, {1'000'000, 1'000'000}, 8192));
+  MemoryCompare mc({{"A", sa}, {"B", sb}});
+  mc.resize(1000, 700);
+  mc.show(0, 1);
+  EXPECT_EQ(mc.map_width_bytes(), 8192);
+  ASSERT_EQ(mc.map(0)->layout().size(), 1u);
+  EXPECT_DOUBLE_EQ(mc.map(0)->layout()[0].x1, 2000.0 / 8192);  // A's 2000 B block on B's scale
+  EXPECT_DOUBLE_EQ(mc.map(1)->layout()[0].x1, 2000.0 / 8192);
+}
+
+TEST(Scenario, LoadsGoodFilesAndNamesTheProblemInBadOnes) {
+  const nlohmann::json good = nlohmann::json::parse(R"({
+    "id": "demo", "title": "Demo", "explanation": ["one", "two"],
+    "runs": [{"label": "tw", "preset": "tiny", "overrides": {"steps": 3, "sharding": {"default": "row_wise"}}},
+             {"label": "inline", "workload": {"tables": [{"name": "t", "num_embeddings": 10, "embedding_dim": 4,
+              "feature_names": ["f"]}], "batch_size": 2, "steps": 2, "devices": {"count": 2, "memory_bytes": 16777216},
+              "dense": null}}]})");
+  const Scenario s = parse_scenario(good, "demo.json");
+  EXPECT_EQ(s.paragraphs, (std::vector<std::string>{"one", "two"}));
+  ASSERT_EQ(s.runs.size(), 2u);
+  EXPECT_EQ(s.runs[0].spec.steps, 3);
+  EXPECT_EQ(s.runs[0].spec.sharding.default_type, engine::ShardingType::row_wise);
+  EXPECT_EQ(s.runs[0].spec.tables.size(), engine::load_preset("tiny").tables.size());  // the rest from the preset
+  EXPECT_EQ(s.runs[1].spec.devices.count, 2);
+  EXPECT_EQ(session_file_name(s, 1), "demo-1.db");
+
+  auto error_of = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = good;
+    edit(j);
+    try {
+      parse_scenario(j, "demo.json");
+    } catch (const engine::SpecError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of([](auto& j) { j["runs"][0]["overrides"]["devices"] = {{"count", 0}}; }).rfind(
+                "demo.json: /runs/0/overrides/devices/count: ", 0), 0u);
+  EXPECT_EQ(error_of([](auto& j) { j["runs"][1]["workload"]["batch_size"] = -1; }).rfind(
+                "demo.json: /runs/1/workload/batch_size: ", 0), 0u);
+  EXPECT_EQ(error_of([](auto& j) { j["runs"][0]["overrides"]["colour"] = 1; }).rfind("demo.json: /runs/0/overrides/colour", 0),
+            0u);
+  EXPECT_EQ(error_of([](auto& j) { j["runs"].erase(1); }), "demo.json: /runs: must be an array of at least two runs");
+  EXPECT_EQ(error_of([](auto& j) { j["runs"][1]["label"] = "tw"; }), "demo.json: /runs/1/label: \"tw\" is used by another run");
+  EXPECT_EQ(error_of([](auto& j) { j["id"] = "Bad Id"; }).rfind("demo.json: /id: must be lower-case", 0), 0u);
+  EXPECT_EQ(error_of([](auto& j) { j["speed"] = 1; }), "demo.json: /speed: unknown key");
+  EXPECT_EQ(error_of([](auto& j) { j["runs"][0]["preset"] = "nope"; }).rfind("demo.json: /runs/0/preset: ", 0), 0u);
+  EXPECT_EQ(error_of([](auto& j) { j["runs"][1].erase("workload"); }),
+            "demo.json: /runs/1: needs either \"preset\" (with optional \"overrides\") or \"workload\"");
+
+  const auto path = std::filesystem::temp_directory_path() / ("es_scenario_" + std::to_string(getpid()) + ".json");
+  std::ofstream(path) << "{\"id\": \"x\",\n \"title\": }";
+  try {
+    load_scenario_file(path.string());
+    ADD_FAILURE() << "a syntax error was accepted";
+  } catch (const engine::SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find(path.string() + ": line 2"), std::string::npos) << e.what();
+  }
+  for (const Scenario& b : builtin_scenarios()) EXPECT_GE(b.runs.size(), 2u) << b.id;  // every shipped one loads
+  EXPECT_FALSE(builtin_scenarios().empty());
+}
+
+TEST(Scenario, PlayOrderAndWhatEachOpWaitsFor) {
+  sessions::SessionReader r(step_session("es_play", 0, {1'000'000, 1'000'000}));
+  const auto play = play_order(r, 1);
+  ASSERT_EQ(play.size(), 4u);
+  // by start, then rank: both lookups at 1 ms, rank 0's all-to-all at +150 us, rank 1's at +320 us
+  EXPECT_EQ(play[0].op.rank, 0);
+  EXPECT_EQ(r.name(play[0].op.name_id), "lookup");
+  EXPECT_EQ(play[1].op.rank, 1);
+  EXPECT_EQ(play[2].op.start_ns, 1'150'000);
+  EXPECT_EQ(play[3].op.start_ns, 1'320'000);
+  EXPECT_EQ(play[0].waits_for, "nothing: it starts the step on its rank");
+  EXPECT_EQ(play[2].waits_for, "rank 1 to join the collective (170.0 us later)");
+  EXPECT_EQ(play[3].waits_for, "lookup on the compute lane (ended 20.0 us before)");
+
+  // the view: opens the runs' sessions from a folder by name, plays, asks for runs
+  const auto dir = std::filesystem::temp_directory_path() / ("es_scen_dir_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  Scenario sc = parse_scenario(nlohmann::json::parse(R"({"id": "demo", "title": "Demo", "explanation": "text",
+      "align_step": 1, "runs": [{"label": "a", "preset": "tiny"}, {"label": "b", "preset": "tiny"}]})"), "demo.json");
+  std::filesystem::copy_file(step_session("es_scen_a", 0, {1'000'000, 1'000'000}), dir / "demo-0.db",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(step_session("es_scen_b", 5'000'000, {2'000'000, 2'000'000}), dir / "demo-1.db",
+                             std::filesystem::copy_options::overwrite_existing);
+  ScenarioView view(sc);
+  view.resize(1400, 800);
+  view.show();
+  EXPECT_EQ(view.compare(), nullptr);
+  EXPECT_EQ(view.open_folder(QString::fromStdString(dir.string())), 2);
+  ASSERT_NE(view.compare(), nullptr);
+  EXPECT_EQ(view.compare()->timelines()->size(), 2u);
+  EXPECT_EQ(view.compare()->timelines()->offset(1), 7'000'000);  // step 1 of run b
+  ASSERT_EQ(view.play_steps().size(), 4u);
+  view.set_play_position(2);
+  EXPECT_TRUE(view.play_text().contains("output_dist/all_to_all")) << view.play_text().toStdString();
+  EXPECT_TRUE(view.play_text().contains("starts at 150.0 us")) << view.play_text().toStdString();
+  EXPECT_TRUE(view.play_text().contains("rank 1 to join the collective")) << view.play_text().toStdString();
+  {  // the played op is framed in its run's timeline: rank 0's all-to-all (row 1) from 150 us
+    TimelineWidget* tl = view.compare()->timelines()->timeline(0);
+    const QImage img = tl->grab().toImage();
+    const int x0 = TimelineWidget::kGutter + static_cast<int>(tl->scale().x(1'150'000));
+    const int y = tl->row_y(1) + TimelineWidget::kRowHeight / 2;
+    int gold = 0;
+    for (int x = x0 - 5; x <= x0; ++x) gold += img.pixelColor(x, y) == QColor(0xff, 0xd7, 0x00);
+    EXPECT_GT(gold, 0) << "no frame left of the played op";
+    gold = 0;
+    const int y2 = tl->row_y(3) + TimelineWidget::kRowHeight / 2;  // rank 1's all-to-all is not framed
+    const int x2 = TimelineWidget::kGutter + static_cast<int>(tl->scale().x(1'320'000));
+    for (int x = x2 - 5; x <= x2; ++x) gold += img.pixelColor(x, y2) == QColor(0xff, 0xd7, 0x00);
+    EXPECT_EQ(gold, 0);
+  }
+  QSignalSpy spy(&view, &ScenarioView::run_requested);
+  QPushButton* run_b = nullptr;
+  for (auto* b : view.findChildren<QPushButton*>())
+    if (b->text() == "Run") run_b = b;  // the last one: run b
+  ASSERT_NE(run_b, nullptr);
+  run_b->click();
+  ASSERT_EQ(spy.count(), 1);
+  EXPECT_EQ(spy.at(0).at(0).toString(), "demo");
+  EXPECT_EQ(spy.at(0).at(1).toInt(), 1);
+  EXPECT_FALSE(view.open_run_session(0, "/nonexistent/x.db").isEmpty());
+}
+
+TEST(MainWindow, OpensComparisonsAndScenarios) {
+  MainWindow w;
+  const QString a = QString::fromStdString(step_session("es_mw_a", 0, {1'000'000}));
+  const QString b = QString::fromStdString(step_session("es_mw_b", 0, {2'000'000}));
+  EXPECT_EQ(w.open_compare({a}, true), "choose at least two sessions to compare");
+  EXPECT_TRUE(w.open_compare({a, "/nonexistent/x.db"}, true).contains("/nonexistent/x.db"));
+  EXPECT_EQ(w.tabs()->count(), 0);
+  EXPECT_EQ(w.open_compare({a, b}, true), QString());
+  ASSERT_EQ(w.tabs()->count(), 1);
+  EXPECT_NE(qobject_cast<CompareView*>(w.tabs()->widget(0)), nullptr);
+  const auto png = std::filesystem::temp_directory_path() / ("es_cmp_export_" + std::to_string(getpid()) + ".png");
+  EXPECT_EQ(w.export_current("png", QString::fromStdString(png.string())), QString());  // the comparison as an image
+  EXPECT_FALSE(QImage(QString::fromStdString(png.string())).isNull());
+  EXPECT_TRUE(w.export_current("chrome", "x.json").startsWith("export chrome from a session's own tab"));
+  EXPECT_EQ(w.open_scenario("row_wise_vs_table_wise", {}, true), QString());
+  EXPECT_EQ(w.tabs()->count(), 2);
+  EXPECT_TRUE(w.open_scenario("no_such_scenario", {}, true).startsWith("no scenario no_such_scenario (built in: "));
+
+  // the command line: --compare and --scenario render without a display
+  const auto shot = std::filesystem::temp_directory_path() / ("es_cmp_shot_" + std::to_string(getpid()) + ".png");
+  std::filesystem::remove(shot);
+  const std::string ui = "QT_QPA_PLATFORM=offscreen " + std::string(EMBEDSCOPE_UI);
+  ASSERT_EQ(std::system((ui + " --compare " + a.toStdString() + " " + b.toStdString() + " --screenshot " + shot.string() +
+                         " 2>/dev/null").c_str()), 0);
+  EXPECT_FALSE(QImage(QString::fromStdString(shot.string())).isNull());
+  EXPECT_NE(std::system((ui + " --compare " + a.toStdString() + " --screenshot " + shot.string() + " 2>/dev/null").c_str()), 0);
+  EXPECT_NE(std::system((ui + " --scenario row_wise_vs_table_wise --scenario-sessions /nonexistent --screenshot " +
+                         shot.string() + " 2>/dev/null").c_str()), 0);
 }
 
 int main(int argc, char** argv) {

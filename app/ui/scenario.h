@@ -1,0 +1,57 @@
+#pragma once
+// Teaching scenarios (resources/scenarios/*.json): a title, a short explanation and two or more
+// runs of a workload to compare. Without Qt, so that tests and tools can load them.
+//
+// File format (README "Teaching scenarios"):
+//   {"id": "row_wise_vs_table_wise",                 // [a-z0-9_]+, names the session files
+//    "title": "Row-wise versus table-wise",
+//    "explanation": ["paragraph", "paragraph", ...],  // or one string
+//    "align_step": 0,                                  // optional: the step aligned across runs
+//                                                      // and played (warmup steps are -1, -2, ...)
+//    "runs": [{"label": "table_wise", "preset": "criteo_kaggle", "overrides": {...}},
+//             {"label": "inline", "workload": {...a whole workload...}}]}
+// A run is either a built-in preset with optional overrides, applied as a JSON merge patch
+// (RFC 7386: objects merge key by key, arrays and values replace, null deletes), or an inline
+// workload. Either way the result is validated by the engine's own parser (parse_workload), so
+// any workload field the engine knows is accepted and nothing else is.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/spec.h"
+
+namespace embedscope::ui {
+
+struct ScenarioRun {
+  std::string label;
+  nlohmann::json workload;     ///< the complete workload JSON (preset + overrides applied)
+  engine::WorkloadSpec spec;   ///< the same, validated
+};
+
+struct Scenario {
+  std::string id;
+  std::string title;
+  std::vector<std::string> paragraphs;
+  int64_t align_step = 0;      ///< the step that starts at x = 0 in every run's timeline
+  std::vector<ScenarioRun> runs;
+  std::string origin;          ///< the file (or "scenario ID" for a built-in one)
+};
+
+/// Parses and validates a scenario. Throws engine::SpecError "<origin>: <JSON pointer>: <reason>"
+/// for a missing or mistyped key, an unknown key, fewer than two runs, a duplicate label, or a
+/// run whose workload the engine rejects; for the latter the pointer runs from the scenario's
+/// root into the run (e.g. "x.json: /runs/1/overrides/devices/count: must be in [1, 64], got 0";
+/// a problem in the preset's own part reads "x.json: /runs/1 (preset NAME): /pointer: ...").
+Scenario parse_scenario(const nlohmann::json& j, const std::string& origin);
+/// Reads a scenario file; SpecError names the file (and the line of a JSON syntax error).
+Scenario load_scenario_file(const std::string& path);
+/// The scenarios built into the program (resources/scenarios/*.json), sorted by id. Throws
+/// SpecError if one is broken (the unit tests load every one).
+std::vector<Scenario> builtin_scenarios();
+/// The session file name of run `index`: "<id>-<index>.db" (what "Open folder" looks for).
+std::string session_file_name(const Scenario& s, size_t index);
+
+}  // namespace embedscope::ui

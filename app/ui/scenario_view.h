@@ -1,0 +1,82 @@
+#pragma once
+// The teaching view of a scenario (scenario.h): the runs' timelines one above the other on one
+// time scale aligned by step (CompareView, which also gives their figures and memory), the
+// explanation beside them, a row per run to open its saved session or ask for a run, and a
+// play control that steps through one training step op by op.
+
+#include <QWidget>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compare.h"
+#include "scenario.h"
+
+class QComboBox;
+class QLabel;
+class QPushButton;
+class QSlider;
+class QTimer;
+class QVBoxLayout;
+
+namespace embedscope::ui {
+
+/// One op of the step being played, and what it waited for before it could start.
+struct PlayStep {
+  sessions::OpRecord op;
+  std::string waits_for;  ///< e.g. "rank 1 (joined 2.10 ms later)", "lookup (ended 1.0 us before)"
+};
+
+/// The ops of `step` in `session` in the order a player shows them: by start time, then rank,
+/// then lane. waits_for says, for a collective (an op of category comm with a sequence number),
+/// which peer joined last when that was after this rank's start, else which op of the same
+/// rank (any lane) ended last before this one started, else "nothing: it starts the step".
+std::vector<PlayStep> play_order(const sessions::SessionReader& session, int64_t step);
+
+class ScenarioView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit ScenarioView(Scenario scenario, QWidget* parent = nullptr);
+  const Scenario& scenario() const { return scenario_; }
+  /// Opens `path` as the session of run `index`; returns the error (empty on success).
+  QString open_run_session(size_t index, const QString& path);
+  /// Opens, for every run, DIR/session_file_name(scenario, i) when it exists; returns how many.
+  int open_folder(const QString& dir);
+  /// The comparison of the opened runs (nullptr while fewer than one is open).
+  CompareView* compare() { return compare_; }
+  /// The play control: the ops of the played step and the current position.
+  const std::vector<PlayStep>& play_steps() const { return play_; }
+  int play_position() const { return position_; }
+  void set_play_position(int i);
+  /// The text describing the current op.
+  QString play_text() const;
+
+ signals:
+  /// The user asked to run run `run_index` of the scenario (its workload: scenario().runs[i]);
+  /// whoever runs it calls open_run_session() with the session it wrote.
+  void run_requested(const QString& scenario_id, int run_index);
+
+ private:
+  void rebuild();
+  void load_play();
+  Scenario scenario_;
+  std::vector<std::shared_ptr<const sessions::SessionReader>> sessions_;  // per run, may be null
+  std::vector<QLabel*> run_status_;
+  QVBoxLayout* compare_box_;
+  CompareView* compare_ = nullptr;
+  QLabel* placeholder_;
+  QComboBox* play_run_;
+  QPushButton *back_, *play_button_, *forward_;
+  QSlider* slider_;
+  QLabel* op_text_;
+  QTimer* timer_;
+  QWidget* highlight_ = nullptr;
+  std::vector<PlayStep> play_;
+  size_t play_session_ = 0;  // index into the compared sessions
+  std::vector<size_t> compared_runs_;  // run index of each compared session
+  int position_ = -1;
+};
+
+}  // namespace embedscope::ui
