@@ -72,6 +72,7 @@ QWidget* summary_page(const sessions::SessionReader& s, QWidget* parent) {
   plan->setAlternatingRowColors(true);
   plan->expandAll();
   plan->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  plan->header()->setStretchLastSection(false);
   layout->addWidget(label);
   layout->addWidget(table, 1);
   layout->addWidget(new QLabel("<b>Sharding plan</b>: per rank the shards it holds, its planned and peak memory, and the ids "

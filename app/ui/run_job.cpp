@@ -2,9 +2,18 @@
 
 #include <QThread>
 
+#include <algorithm>
+
 #include "embedscope/engine/trainer.h"
 
 namespace embedscope::ui {
+
+QString format_eta(double seconds) {
+  if (seconds < 60) return QString("%1 s").arg(std::max(0.0, seconds), 0, 'f', 1);
+  const auto s = static_cast<int64_t>(seconds);
+  if (s < 3600) return QString("%1 min %2 s").arg(s / 60).arg(s % 60);
+  return QString("%1 h %2 min").arg(s / 3600).arg(s % 3600 / 60);
+}
 
 RunJob::RunJob(engine::WorkloadSpec spec, QString session_path, bool overwrite, QObject* parent)
     : QObject(parent), spec_(std::move(spec)), session_path_(std::move(session_path)), overwrite_(overwrite) {}

@@ -15,6 +15,10 @@ class QThread;
 
 namespace embedscope::ui {
 
+/// A time left for a progress line: "12.3 s" under a minute, "4 min 29 s" under an hour, else
+/// "4 h 29 min" (truncated, not rounded).
+QString format_eta(double seconds);
+
 class RunJob : public QObject {
   Q_OBJECT
 

@@ -184,6 +184,9 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   memory_table_->verticalHeader()->hide();
   memory_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   memory_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  memory_status_ = new QLabel(memory_box);
+  memory_status_->setWordWrap(true);
+  memory_layout->addWidget(memory_status_);
   memory_layout->addWidget(memory_table_);
   lower->addWidget(memory_box, 1);
   layout->addLayout(lower, 2);
@@ -202,7 +205,7 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   cancel_button_ = new QPushButton("Cancel", this);
   cancel_button_->setEnabled(false);
   progress_ = new QProgressBar(this);
-  progress_->setFormat("step %v / %m");
+  progress_->setFormat("not started");
   progress_->setValue(0);
   progress_label_ = new QLabel(this);
   run_row->addWidget(new QLabel("Session:", this));
@@ -323,6 +326,17 @@ void WorkloadDesigner::refresh() {
       memory_table_->setItem(static_cast<int>(i), c + 1, item);
     }
   }
+  if (mem.empty()) {
+    memory_status_->setText("No estimate until the workload is valid.");
+  } else {
+    int64_t most = 0;
+    for (const auto& e : mem) most = std::max(most, e.total());
+    memory_status_->setText(QString("The fullest device needs %1 of %2 (%3 %)%4.")
+                                .arg(QString::fromStdString(engine::format_bytes(most)))
+                                .arg(QString::fromStdString(engine::format_bytes(capacity)))
+                                .arg(capacity > 0 ? 100.0 * static_cast<double>(most) / static_cast<double>(capacity) : 0.0, 0, 'f', 1)
+                                .arg(most > capacity ? ": it does not fit" : ""));
+  }
   run_button_->setEnabled(model_->error().isEmpty() && !job_);
 }
 
@@ -336,11 +350,13 @@ QString WorkloadDesigner::run(const QString& session_path) {
   connect(job_.get(), &RunJob::progress, this, [this](qint64 step, qint64 steps, double sps, double eta) {
     progress_->setMaximum(static_cast<int>(std::min<qint64>(steps, INT_MAX)));
     progress_->setValue(static_cast<int>(std::min<qint64>(step, INT_MAX)));
-    progress_label_->setText(step == 0 ? QString("warmup") : QString("%1 samples/s, ETA %2 s").arg(sps, 0, 'f', 0).arg(eta, 0, 'f', 1));
+    progress_label_->setText(step == 0 ? QString("warmup")
+                                       : QString("%1 samples/s, ETA %2").arg(sps, 0, 'f', 0).arg(format_eta(eta)));
   });
   connect(job_.get(), &RunJob::finished, this, &WorkloadDesigner::on_finished);
   progress_->setMaximum(static_cast<int>(std::min<int64_t>(model_->spec()->steps, INT_MAX)));
   progress_->setValue(0);
+  progress_->setFormat("step %v / %m");
   progress_label_->setText("starting");
   run_button_->setEnabled(false);
   cancel_button_->setEnabled(true);

@@ -74,6 +74,7 @@ class WorkloadDesigner : public QWidget {
   std::map<QString, QLabel*> messages_;  // field pointer -> its message label
   QLabel* other_message_;
   QTableWidget* memory_table_;
+  QLabel* memory_status_;
   QLineEdit* session_edit_;
   QPushButton *run_button_, *cancel_button_;
   QProgressBar* progress_;

@@ -195,10 +195,11 @@ void WorkloadModel::revalidate() {
   error_index_ = {};
   spec_.reset();
   memory_.clear();
+  plan_.reset();
   try {
     spec_ = engine::parse_workload(doc_, kOrigin);
-    const engine::ShardingPlan plan = engine::plan_sharding(*spec_);
-    memory_ = engine::estimate_memory(*spec_, plan);
+    plan_ = engine::plan_sharding(*spec_);
+    memory_ = engine::estimate_memory(*spec_, *plan_);
     engine::check_memory_fits(*spec_, memory_);
   } catch (const std::exception& e) {
     // "<origin>: <pointer>: <reason>" from the validator, "<pointer>: <reason>" from the planner
@@ -233,7 +234,11 @@ QVariant WorkloadModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= rowCount() || index.column() >= ColumnCount) return {};
   const bool is_error = index == error_index_;
   if (role == Qt::BackgroundRole) return is_error ? QVariant(QBrush(QColor(0xff, 0x9e, 0x9e))) : QVariant();
-  if (role == Qt::ForegroundRole) return is_error ? QVariant(QBrush(Qt::black)) : QVariant();  // readable on red
+  const bool planned_ranks = index.column() == Ranks && !(sharding_of(index.row()) && sharding_of(index.row())->contains("ranks"));
+  if (role == Qt::ForegroundRole)  // black is readable on red; the planner's choice is grey
+    return is_error ? QVariant(QBrush(Qt::black)) : planned_ranks ? QVariant(QBrush(QColor(0x80, 0x80, 0x80))) : QVariant();
+  if (role == Qt::TextAlignmentRole && (index.column() == NumEmbeddings || index.column() == EmbeddingDim))
+    return int(Qt::AlignRight | Qt::AlignVCenter);
   if (role == Qt::ToolTipRole) return is_error ? QVariant(error_) : QVariant();
   if (role == ChoicesRole) {
     if (index.column() == Pooling) return kPoolings;
@@ -269,7 +274,15 @@ QVariant WorkloadModel::data(const QModelIndex& index, int role) const {
       return QString("default (%1)").arg(d.is_string() ? QString::fromStdString(d.get<std::string>()) : "table_wise");
     }
     case Ranks: {
-      if (!sh || !sh->contains("ranks")) return QString();
+      if (planned_ranks) {
+        if (role == Qt::EditRole || !plan_ || static_cast<size_t>(index.row()) >= plan_->tables.size()) return QString();
+        std::set<int> ranks;
+        for (const auto& shard : plan_->tables[static_cast<size_t>(index.row())].shards) ranks.insert(shard.rank);
+        if (static_cast<int>(ranks.size()) == plan_->world_size && plan_->world_size > 1) return QString("auto: all");
+        QStringList out;
+        for (int r : ranks) out << QString::number(r);
+        return "auto: " + out.join(", ");
+      }
       const json& r = sh->at("ranks");
       if (!r.is_array()) return QString::fromStdString(r.dump());
       QStringList out;

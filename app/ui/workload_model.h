@@ -69,8 +69,9 @@ class WorkloadModel : public QAbstractTableModel {
 
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : ColumnCount; }
-  /// DisplayRole/EditRole: the cell as text; BackgroundRole: red on the error cell;
-  /// ToolTipRole: the error on that cell; ChoicesRole: values of Pooling and Sharding.
+  /// DisplayRole/EditRole: the cell as text (Ranks without an override shows the planner's
+  /// choice, "auto: 0, 1", in grey; its EditRole is then empty); BackgroundRole: red on the
+  /// error cell; ToolTipRole: the error on that cell; ChoicesRole: values of Pooling and Sharding.
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   /// Stores the edit in the document as typed (an integer where the text is one, else the
   /// text), so the engine's validator judges it; returns false only for a bad index or role.
@@ -99,6 +100,7 @@ class WorkloadModel : public QAbstractTableModel {
   QModelIndex error_index_;
   std::optional<engine::WorkloadSpec> spec_;
   std::vector<engine::DeviceMemoryEstimate> memory_;
+  std::optional<engine::ShardingPlan> plan_;
 };
 
 }  // namespace embedscope::ui

@@ -303,6 +303,8 @@ TEST(WorkloadModel, PassesTheModelTesterAndPutsTheValidatorsMessageOnItsCell) {
   EXPECT_EQ(m.data(m.index(2, WorkloadModel::PoolingFactor)).toString(), "mean 3, max 6");  // both features of t_b
   EXPECT_EQ(m.data(m.index(3, WorkloadModel::Ids)).toString(), "zipf 1.1");
   EXPECT_EQ(m.data(m.index(0, WorkloadModel::Sharding)).toString(), "default (table_wise)");
+  EXPECT_EQ(m.data(m.index(3, WorkloadModel::Ranks)).toString(), "auto: 0");  // the planner's choice
+  EXPECT_EQ(m.data(m.index(3, WorkloadModel::Ranks), Qt::EditRole).toString(), "");
 
   // embedding_dim 0: the engine's message, on that cell, in red
   ASSERT_TRUE(m.setData(m.index(0, WorkloadModel::EmbeddingDim), "0"));
@@ -338,6 +340,7 @@ TEST(WorkloadModel, PassesTheModelTesterAndPutsTheValidatorsMessageOnItsCell) {
   EXPECT_EQ(m.error_index(), m.index(1, WorkloadModel::Ranks));
   ASSERT_TRUE(m.setData(m.index(1, WorkloadModel::Ranks), "1"));
   EXPECT_EQ(m.error(), QString());
+  EXPECT_EQ(m.data(m.index(1, WorkloadModel::Ranks)).toString(), "1");
   ASSERT_TRUE(m.setData(m.index(1, WorkloadModel::Name), "t_renamed"));  // the override follows the table
   EXPECT_EQ(m.workload()["sharding"]["tables"]["t_renamed"]["ranks"], nlohmann::json::array({1}));
   EXPECT_EQ(m.error(), QString());
@@ -407,6 +410,12 @@ TEST(WorkloadDesigner, ShowsTheMessageBesideTheFieldAndSavesJson) {
   std::ofstream(scratch("not.json")) << "not json";
   const QString err = d.load_file(QString::fromStdString(scratch("not.json").string()), true);
   EXPECT_TRUE(err.contains("not.json")) << err.toStdString();
+}
+
+TEST(RunJob, FormatsTheTimeLeft) {
+  EXPECT_EQ(format_eta(12.34), "12.3 s");
+  EXPECT_EQ(format_eta(269.9), "4 min 29 s");
+  EXPECT_EQ(format_eta(16149.6), "4 h 29 min");
 }
 
 TEST(RunJob, RunsOffTheGuiThreadToTheEnd) {
