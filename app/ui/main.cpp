@@ -60,7 +60,8 @@ bool no_display() {
 // "runs/criteo.db" -> "runs/criteo-report"
 QString report_dir_of(const QString& session) {
   const QFileInfo f(session);
-  return f.dir().filePath(f.completeBaseName() + "-report");
+  const QString name = f.completeBaseName() + "-report";
+  return f.path() == "." ? name : f.dir().filePath(name);
 }
 
 }  // namespace
