@@ -16,6 +16,8 @@
 #include <QTableWidget>
 #include <QTimer>
 
+#include <qcustomplot.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -534,6 +536,20 @@ TEST(Report, WithoutAnyDisplayTheSessionArgumentWritesTheReport) {
   const std::string none = "cd " + dir.string() + " && env -u DISPLAY -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM " +
                            std::string(EMBEDSCOPE_UI) + " 2>/dev/null";
   EXPECT_EQ(WEXITSTATUS(std::system(none.c_str())), 2);  // nothing to show and nowhere to show it
+}
+
+TEST(Palette, PlotsFollowADarkPalette) {
+  LoadView view(std::make_shared<const sessions::SessionReader>(fixture_session()));
+  view.resize(900, 600);
+  QPalette dark = view.palette();
+  dark.setColor(QPalette::Base, QColor(30, 30, 30));
+  dark.setColor(QPalette::Text, QColor(230, 230, 230));
+  view.setPalette(dark);  // as when the system switches to dark
+  QCustomPlot* plot = view.shard_map();
+  EXPECT_EQ(plot->grab().toImage().pixelColor(2, 2), QColor(30, 30, 30));
+  EXPECT_EQ(plot->axisRects().value(0)->axis(QCPAxis::atBottom)->tickLabelColor(), QColor(230, 230, 230));
+  view.set_metric(LoadMetric::bytes_in);  // rebuilt plots keep it
+  EXPECT_EQ(view.shard_map()->axisRects().value(0)->axis(QCPAxis::atLeft)->labelColor(), QColor(230, 230, 230));
 }
 
 TEST(About, NamesTheVersions) {
