@@ -51,6 +51,13 @@ int report(embedscope::ui::MainWindow& w, const QString& session, const QString&
   return 0;
 }
 
+// Qt's offscreen platform warns about window features it lacks; rendering to files needs none.
+void quiet_offscreen(QtMsgType type, const QMessageLogContext& context, const QString& msg) {
+  if (msg.contains("does not support propagateSizeHints") || msg.startsWith("QStandardPaths: XDG_RUNTIME_DIR not set"))
+    return;
+  std::fprintf(stderr, "%s\n", qPrintable(qFormatLogMessage(type, context, msg)));
+}
+
 // No display to show a window on: neither X11 nor Wayland, and no platform chosen.
 bool no_display() {
   return qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY") &&
@@ -82,7 +89,10 @@ int main(int argc, char** argv) {
     batch_mode |= a == "--report" || a == "--screenshot";
   }
   // rendering to files needs no display: use the offscreen platform unless one was chosen
-  if ((batch_mode || headless) && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  if ((batch_mode || headless) && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) {
+    qputenv("QT_QPA_PLATFORM", "offscreen");
+    qInstallMessageHandler(quiet_offscreen);
+  }
   QApplication app(argc, argv);
   QApplication::setApplicationName("Embedscope");
   QApplication::setOrganizationName("Embedscope");

@@ -220,7 +220,13 @@ QString MainWindow::open_session(const QString& path, bool quiet) {
 WorkloadDesigner* MainWindow::new_workload(const QString& preset) {
   auto* designer = new WorkloadDesigner(preset, tabs_);
   connect(designer, &WorkloadDesigner::session_written, this, [this](const QString& path) { open_session(path); });
-  tabs_->setCurrentIndex(tabs_->addTab(designer, "New workload"));
+  auto title = [designer] {
+    const auto name = designer->model()->value("/name");
+    return "Workload: " + (name.is_string() ? QString::fromStdString(name.get<std::string>()) : QString("(unnamed)"));
+  };
+  connect(designer->model(), &WorkloadModel::validated, this,
+          [this, designer, title] { tabs_->setTabText(tabs_->indexOf(designer), title()); });
+  tabs_->setCurrentIndex(tabs_->addTab(designer, title()));
   return designer;
 }
 

@@ -55,7 +55,7 @@ class ChoiceDelegate : public QStyledItemDelegate {
 
 constexpr int64_t kMiB = int64_t{1} << 20;
 
-QString pct_or_text(const json& v) { return v.is_string() ? QString::fromStdString(v.get<std::string>()) : QString(); }
+QString text_of(const json& v) { return v.is_string() ? QString::fromStdString(v.get<std::string>()) : QString(); }
 }  // namespace
 
 WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
@@ -284,11 +284,11 @@ void WorkloadDesigner::refresh() {
   batch_->setValue(int_at("/batch_size"));
   steps_->setValue(int_at("/steps"));
   warmup_->setValue(int_at("/warmup_steps"));
-  optimizer_->setCurrentText(pct_or_text(model_->value("/optimizer/type")));
+  optimizer_->setCurrentText(text_of(model_->value("/optimizer/type")));
   const json lr = model_->value("/optimizer/learning_rate");
   learning_rate_->setValue(lr.is_number() ? lr.get<double>() : 0.01);
-  allocator_->setCurrentText(pct_or_text(model_->value("/memory/allocator")));
-  default_sharding_->setCurrentText(pct_or_text(model_->value("/sharding/default")));
+  allocator_->setCurrentText(text_of(model_->value("/memory/allocator")));
+  default_sharding_->setCurrentText(text_of(model_->value("/sharding/default")));
   refreshing_ = false;
 
   // the message beside the field its pointer names (the longest field that is a prefix)

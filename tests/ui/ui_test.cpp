@@ -9,6 +9,7 @@
 #include <QApplication>
 #include <QFileInfo>
 #include <QImage>
+#include <QMessageBox>
 #include <QProgressBar>
 #include <QSettings>
 #include <QSignalSpy>
@@ -457,6 +458,7 @@ TEST(MainWindow, ACancelledRunFromTheDesignerOpensMarkedCancelled) {
   MainWindow w;
   WorkloadDesigner* d = w.new_workload("tiny");
   ASSERT_EQ(w.tabs()->count(), 1);
+  EXPECT_EQ(w.tabs()->tabText(0), "Workload: tiny");
   d->model()->set_value("/steps", 1'000'000);
   const auto path = scratch("cancelled.db");
   std::filesystem::remove(path);
@@ -475,6 +477,16 @@ TEST(MainWindow, ACancelledRunFromTheDesignerOpensMarkedCancelled) {
   EXPECT_EQ(r.meta("ended"), "cancelled");
   EXPECT_GE(sessions::analyze(r).steps, 1);
   EXPECT_LT(sessions::analyze(r).steps, 1'000'000);
+
+  // the engine refuses the run (the session file exists): its message in a dialog, no new tab
+  ASSERT_EQ(d->run(QString::fromStdString(path.string())), QString());
+  QSignalSpy refused(d->job(), &RunJob::finished);
+  ASSERT_TRUE(refused.wait(60'000));
+  auto* box = d->findChild<QMessageBox*>();
+  ASSERT_NE(box, nullptr);
+  EXPECT_TRUE(box->text().contains(QString::fromStdString(path.string()))) << box->text().toStdString();
+  EXPECT_EQ(w.tabs()->count(), 2);
+  EXPECT_EQ(d->job(), nullptr);
 }
 
 TEST(ShardingPlanModel, PerRankShardsMemoryAndLoad) {
