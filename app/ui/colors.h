@@ -5,6 +5,8 @@
 
 #include "embedscope/sessions/events.h"
 
+class QCustomPlot;
+
 namespace embedscope::ui {
 
 inline QColor category_color(sessions::OpCategory c) {
@@ -23,5 +25,10 @@ inline QColor category_color(sessions::OpCategory c) {
 /// Communication that ran while the same rank computed ("hidden", HTA's overlap) is drawn in
 /// this lighter colour; exposed communication keeps category_color(comm).
 inline QColor hidden_comm_color() { return QColor(0xf4, 0xb4, 0xb4); }
+
+/// Paints a QCustomPlot in the widget's palette (light or dark, as the system's): background
+/// from Base, axes, tick labels, titles and legend text from Text, grid from Mid. Call it after
+/// (re)building the plot's layout; it also restyles and replots when the palette changes.
+void follow_palette(QCustomPlot* plot);
 
 }  // namespace embedscope::ui

@@ -1,5 +1,7 @@
 #include "load_view.h"
 
+#include "colors.h"
+
 #include <QComboBox>
 #include <QGridLayout>
 #include <QLabel>
@@ -58,6 +60,7 @@ void fill_heatmap(QCustomPlot* plot, const QString& title, const QStringList& co
                            .arg(metric).arg(map->data()->cell(c, r), 0, 'f', 0),
                        plot);
   });
+  follow_palette(plot);
   if (plot->isVisible()) plot->replot();  // a hidden plot replots when it is first shown and sized
 }
 
@@ -119,6 +122,7 @@ void LoadView::rebuild() {
   imbalance_plot_->rescaleAxes();
   imbalance_plot_->yAxis->setRangeLower(0);
   imbalance_plot_->yAxis->setRangeUpper(std::max(1.1, imbalance_plot_->yAxis->range().upper * 1.1));
+  follow_palette(imbalance_plot_);
   if (imbalance_plot_->isVisible()) imbalance_plot_->replot();
   // bar per rank
   rank_plot_->clearPlottables();
@@ -135,6 +139,7 @@ void LoadView::rebuild() {
   rank_plot_->rescaleAxes();
   rank_plot_->xAxis->setRange(-0.6, data_.ranks - 0.4);
   rank_plot_->yAxis->setRangeLower(0);
+  follow_palette(rank_plot_);
   if (rank_plot_->isVisible()) rank_plot_->replot();
 }
 

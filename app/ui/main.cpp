@@ -4,7 +4,9 @@
 //        embedscope-ui --report SESSION.db -o DIR            every view to DIR/*.png + index.html
 //        embedscope-ui --compare A.db B.db [...]            a comparison tab
 //        embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR]   a teaching scenario
-// The last two work without a display (QT_QPA_PLATFORM=offscreen).
+// --screenshot and --report work without a display (QT_QPA_PLATFORM=offscreen). Where there is
+// no display at all (no DISPLAY, no WAYLAND_DISPLAY, QT_QPA_PLATFORM unset), `embedscope-ui
+// SESSION.db` writes the report of each session to SESSION-report/ beside it and says where.
 
 #include <QApplication>
 #include <QDir>
@@ -51,10 +53,31 @@ int report(embedscope::ui::MainWindow& w, const QString& session, const QString&
   return 0;
 }
 
+// Qt's offscreen platform warns about window features it lacks; rendering to files needs none.
+void quiet_offscreen(QtMsgType type, const QMessageLogContext& context, const QString& msg) {
+  if (msg.contains("does not support propagateSizeHints") || msg.startsWith("QStandardPaths: XDG_RUNTIME_DIR not set"))
+    return;
+  std::fprintf(stderr, "%s\n", qPrintable(qFormatLogMessage(type, context, msg)));
+}
+
+// No display to show a window on: neither X11 nor Wayland, and no platform chosen.
+bool no_display() {
+  return qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY") &&
+         qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM");
+}
+
+// "runs/criteo.db" -> "runs/criteo-report"
+QString report_dir_of(const QString& session) {
+  const QFileInfo f(session);
+  const QString name = f.completeBaseName() + "-report";
+  return f.path() == "." ? name : f.dir().filePath(name);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool batch_mode = false;
+  const bool headless = no_display();
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -64,13 +87,17 @@ int main(int argc, char** argv) {
                   "       embedscope-ui --compare A.db B.db [...]       compare sessions side by side\n"
                   "       embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR]\n"
                   "                                                     a teaching scenario (sessions DIR/ID-0.db, ...)\n"
-                  "(--screenshot and --report need no display)\n");
+                  "(--screenshot and --report need no display; without any display,\n"
+                  " embedscope-ui SESSION.db writes the report to SESSION-report/)\n");
       return 0;
     }
     batch_mode |= a == "--report" || a == "--screenshot";
   }
   // rendering to files needs no display: use the offscreen platform unless one was chosen
-  if (batch_mode && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  if ((batch_mode || headless) && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) {
+    qputenv("QT_QPA_PLATFORM", "offscreen");
+    qInstallMessageHandler(quiet_offscreen);
+  }
   QApplication app(argc, argv);
   QApplication::setApplicationName("Embedscope");
   QApplication::setOrganizationName("Embedscope");
@@ -111,6 +138,18 @@ int main(int argc, char** argv) {
     return report(w, report_session, report_dir);
   }
   const bool batch = !screenshot.isEmpty();
+  if (headless && !batch) {  // nowhere to show the window: write what it would show
+    if (sessions.isEmpty())
+      return fail("no display (DISPLAY and WAYLAND_DISPLAY are unset): give a session to write its report "
+                  "(embedscope-ui SESSION.db), or run where there is a display");
+    for (const QString& s : sessions) {
+      const QString dir = report_dir_of(s);
+      if (const int rc = report(w, s, dir); rc != 0) return rc;
+      std::printf("no display: the report of %s is in %s/index.html (open it in a browser)\n", qPrintable(s),
+                  qPrintable(dir));
+    }
+    return 0;
+  }
   if (compare) {
     if (const QString err = w.open_compare(sessions, batch); batch && !err.isEmpty()) return fail("--compare: " + err);
   } else {

@@ -14,6 +14,8 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QTableView>
+#include <QToolBar>
+#include <QTreeView>
 #include <QVBoxLayout>
 
 #include <sqlite3.h>
@@ -31,8 +33,10 @@
 #include "rank_stats_model.h"
 #include "scenario.h"
 #include "scenario_view.h"
+#include "sharding_plan_model.h"
 #include "timeline_math.h"
 #include "timeline_widget.h"
+#include "workload_designer.h"
 
 namespace embedscope::ui {
 
@@ -67,13 +71,34 @@ QWidget* summary_page(const sessions::SessionReader& s, QWidget* parent) {
   table->setModel(model);
   table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table->verticalHeader()->hide();  // the rank column says it
+  auto* plan = new QTreeView(page);
+  plan->setModel(new ShardingPlanModel(s, st, plan));
+  plan->setAlternatingRowColors(true);
+  plan->expandAll();
+  plan->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  plan->header()->setStretchLastSection(false);
   layout->addWidget(label);
   layout->addWidget(table, 1);
+  layout->addWidget(new QLabel("<b>Sharding plan</b>: per rank the shards it holds, its planned and peak memory, and the ids "
+                               "and bytes its lookups took in and gave out (measured steps)", page));
+  layout->addWidget(plan, 2);
   return page;
 }
 }  // namespace
 
 QString sqlite_version() { return QString::fromUtf8(sqlite3_libversion()); }
+
+QString about_text() {
+  QString text = QString("Embedscope %1 - a workbench for embedding parallelism.<br>Qt %2, SQLite %3, Gloo %4")
+                     .arg(EMBEDSCOPE_VERSION)
+                     .arg(qVersion())
+                     .arg(sqlite_version())
+                     .arg(QString::fromStdString(engine::gloo_version()));
+#ifdef EMBEDSCOPE_CUDA_VERSION
+  text += ", CUDA toolkit " EMBEDSCOPE_CUDA_VERSION;
+#endif
+  return text;
+}
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), tabs_(new QTabWidget(this)) {
   setWindowTitle("Embedscope");
@@ -82,10 +107,15 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), tabs_(new QTabWid
   setCentralWidget(tabs_);
   setAcceptDrops(true);
   auto* file = menuBar()->addMenu("&File");
-  file->addAction("&Open...", QKeySequence::Open, this, [this] {
+  auto* open = file->addAction("&Open...", QKeySequence::Open, this, [this] {
     const QString path = QFileDialog::getOpenFileName(this, "Open session", {}, "Sessions (*.db);;All files (*)");
     if (!path.isEmpty()) open_session(path);
   });
+  auto* design = file->addAction("&New Workload...", QKeySequence::New, this, [this] { new_workload(); });
+  auto* toolbar = addToolBar("Main");
+  toolbar->setObjectName("main_toolbar");
+  toolbar->addAction(open);
+  toolbar->addAction(design);
   recent_menu_ = file->addMenu("Open &Recent");
   rebuild_recent_menu();
   file->addAction("&Compare Sessions...", this, [this] {
@@ -125,12 +155,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), tabs_(new QTabWid
   file->addAction("&Quit", QKeySequence::Quit, qApp, &QApplication::quit);
   auto* help = menuBar()->addMenu("&Help");
   help->addAction("&About", this, [this] {
-    QMessageBox::about(this, "About Embedscope",
-                       QString("Embedscope %1 - a workbench for embedding parallelism.<br>Qt %2, SQLite %3, Gloo %4")
-                           .arg(EMBEDSCOPE_VERSION)
-                           .arg(qVersion())
-                           .arg(sqlite_version())
-                           .arg(QString::fromStdString(engine::gloo_version())));
+    QMessageBox::about(this, "About Embedscope", about_text());
   });
   resize(1280, 800);
   QSettings settings;
@@ -198,7 +223,9 @@ QString MainWindow::open_session(const QString& path, bool quiet) {
     page->addTab(summary_page(*session, page), "Summary");
     page->addTab(new LoadView(session, page), "Load");
     page->addTab(new MemoryView(session, page), "Memory");
-    const int i = tabs_->addTab(page, QFileInfo(path).fileName());
+    QString title = QFileInfo(path).fileName();
+    if (const std::string ended = session->meta("ended"); ended != "complete") title += QString(" [%1]").arg(QString::fromStdString(ended));
+    const int i = tabs_->addTab(page, title);
     tabs_->setTabToolTip(i, path);
     tabs_->setCurrentIndex(i);
     QStringList recent = recent_files();
@@ -269,6 +296,19 @@ QString MainWindow::open_scenario(const QString& scenario, const QString& sessio
   }
   if (!error.isEmpty() && !quiet) QMessageBox::critical(this, "Cannot open scenario", error);
   return error;
+}
+
+WorkloadDesigner* MainWindow::new_workload(const QString& preset) {
+  auto* designer = new WorkloadDesigner(preset, tabs_);
+  connect(designer, &WorkloadDesigner::session_written, this, [this](const QString& path) { open_session(path); });
+  auto title = [designer] {
+    const auto name = designer->model()->value("/name");
+    return "Workload: " + (name.is_string() ? QString::fromStdString(name.get<std::string>()) : QString("(unnamed)"));
+  };
+  connect(designer->model(), &WorkloadModel::validated, this,
+          [this, designer, title] { tabs_->setTabText(tabs_->indexOf(designer), title()); });
+  tabs_->setCurrentIndex(tabs_->addTab(designer, title()));
+  return designer;
 }
 
 void MainWindow::dragEnterEvent(QDragEnterEvent* e) {

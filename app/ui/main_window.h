@@ -1,6 +1,7 @@
 #pragma once
 // The workbench window: sessions in tabs (each with its timeline and summary), opened from the
-// command line, File > Open, or drag and drop. A bad or foreign file gives a dialog with the
+// command line, File > Open, or drag and drop, and workload designers (File > New Workload)
+// whose runs open their sessions in new tabs. A bad or foreign file gives a dialog with the
 // reader's message.
 
 #include <QMainWindow>
@@ -15,7 +16,11 @@ class MainWindow : public QMainWindow {
   explicit MainWindow(QWidget* parent = nullptr);
   /// Opens `path` in a new tab; on failure shows a dialog (unless `quiet`) and returns the error.
   /// Opened files go to the front of the recent-files list (QSettings "recent").
+  /// The tab is titled with the file name, plus the session's end in brackets when it did not
+  /// complete ("s.db [cancelled]").
   QString open_session(const QString& path, bool quiet = false);
+  /// File > New Workload: a workload designer in a new tab, on `preset`.
+  class WorkloadDesigner* new_workload(const QString& preset = "tiny");
   QTabWidget* tabs() { return tabs_; }
   /// Opens a comparison tab (CompareView) of two or more sessions; returns the error, shown in a
   /// dialog unless `quiet`.
@@ -43,5 +48,8 @@ class MainWindow : public QMainWindow {
 
 /// The SQLite library version, for About.
 QString sqlite_version();
+/// Help > About's text: Embedscope's version and those of Qt, SQLite, Gloo and, when built
+/// with it, the CUDA toolkit.
+QString about_text();
 
 }  // namespace embedscope::ui

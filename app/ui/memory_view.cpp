@@ -1,5 +1,7 @@
 #include "memory_view.h"
 
+#include "colors.h"
+
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -197,6 +199,7 @@ void MemoryView::show_rank(int rank) {
       label->setText("OOM");
       label->setColor(Qt::red);
     }
+  follow_palette(plot_);
   if (plot_->isVisible()) plot_->replot();
 }
 

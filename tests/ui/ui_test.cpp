@@ -2,14 +2,22 @@
 // (QAbstractItemModelTester), and the timeline widget rendered to an image with pixels checked
 // where ops must and must not be.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <QAbstractItemModelTester>
 #include <QApplication>
 #include <QFileInfo>
 #include <QImage>
+#include <QMessageBox>
+#include <QProgressBar>
 #include <QSettings>
+#include <QSignalSpy>
 #include <QTabWidget>
+#include <QTableWidget>
+#include <QTimer>
+
+#include <qcustomplot.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -30,9 +38,15 @@
 #include "load_view.h"
 #include "memory_view.h"
 #include "main_window.h"
+#include "embedscope/engine/comm.h"
+#include "embedscope/engine/sharding.h"
 #include "rank_stats_model.h"
+#include "run_job.h"
+#include "sharding_plan_model.h"
 #include "timeline_math.h"
 #include "timeline_widget.h"
+#include "workload_designer.h"
+#include "workload_model.h"
 
 using namespace embedscope;
 using namespace embedscope::ui;
@@ -576,6 +590,287 @@ TEST(MainWindow, OpensComparisonsAndScenarios) {
   EXPECT_NE(std::system((ui + " --compare " + a.toStdString() + " --screenshot " + shot.string() + " 2>/dev/null").c_str()), 0);
   EXPECT_NE(std::system((ui + " --scenario row_wise_vs_table_wise --scenario-sessions /nonexistent --screenshot " +
                          shot.string() + " 2>/dev/null").c_str()), 0);
+}
+
+std::filesystem::path scratch(const std::string& name) {
+  return std::filesystem::temp_directory_path() / ("es_ui_" + std::to_string(getpid()) + "_" + name);
+}
+
+TEST(WorkloadModel, PassesTheModelTesterAndPutsTheValidatorsMessageOnItsCell) {
+  WorkloadModel m;
+  QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  m.load_preset("tiny");
+  ASSERT_EQ(m.rowCount(), 4);
+  EXPECT_EQ(m.error(), QString());
+  EXPECT_EQ(m.data(m.index(1, WorkloadModel::Name)).toString(), "t_a");
+  EXPECT_EQ(m.data(m.index(3, WorkloadModel::NumEmbeddings)).toString(), "1000");
+  EXPECT_EQ(m.data(m.index(1, WorkloadModel::Pooling)).toString(), "mean");
+  EXPECT_EQ(m.data(m.index(2, WorkloadModel::PoolingFactor)).toString(), "mean 3, max 6");  // both features of t_b
+  EXPECT_EQ(m.data(m.index(3, WorkloadModel::Ids)).toString(), "zipf 1.1");
+  EXPECT_EQ(m.data(m.index(0, WorkloadModel::Sharding)).toString(), "default (table_wise)");
+  EXPECT_EQ(m.data(m.index(3, WorkloadModel::Ranks)).toString(), "auto: 0");  // the planner's choice
+  EXPECT_EQ(m.data(m.index(3, WorkloadModel::Ranks), Qt::EditRole).toString(), "");
+
+  // embedding_dim 0: the engine's message, on that cell, in red
+  ASSERT_TRUE(m.setData(m.index(0, WorkloadModel::EmbeddingDim), "0"));
+  EXPECT_EQ(m.error_pointer(), "/tables/0/embedding_dim");
+  EXPECT_EQ(m.error(), "/tables/0/embedding_dim: must be > 0, got 0");
+  EXPECT_EQ(m.error_index(), m.index(0, WorkloadModel::EmbeddingDim));
+  EXPECT_TRUE(m.data(m.index(0, WorkloadModel::EmbeddingDim), Qt::BackgroundRole).isValid());
+  EXPECT_FALSE(m.data(m.index(0, WorkloadModel::Name), Qt::BackgroundRole).isValid());
+  EXPECT_EQ(m.data(m.index(0, WorkloadModel::EmbeddingDim), Qt::ToolTipRole).toString(), m.error());
+  EXPECT_FALSE(m.spec().has_value());
+  EXPECT_TRUE(m.memory().empty());
+  ASSERT_TRUE(m.setData(m.index(0, WorkloadModel::EmbeddingDim), "four"));  // kept as typed, judged by the engine
+  EXPECT_TRUE(m.error().startsWith("/tables/0/embedding_dim: must be")) << m.error().toStdString();
+  ASSERT_TRUE(m.setData(m.index(0, WorkloadModel::EmbeddingDim), "4"));
+  EXPECT_EQ(m.error(), QString());
+  EXPECT_TRUE(m.spec().has_value());
+
+  // a feature's error lands on its table's row: t_b serves features 2 and 3
+  ASSERT_TRUE(m.setData(m.index(2, WorkloadModel::PoolingFactor), "mean 7, max 6"));
+  EXPECT_EQ(m.error_pointer(), "/features/2/pooling_factor/mean");
+  EXPECT_EQ(m.error_index(), m.index(2, WorkloadModel::PoolingFactor));
+  ASSERT_TRUE(m.setData(m.index(2, WorkloadModel::PoolingFactor), "2"));
+  EXPECT_EQ(m.error(), QString());
+  EXPECT_EQ(m.workload()["features"][3]["pooling_factor"], 2);
+  ASSERT_TRUE(m.setData(m.index(0, WorkloadModel::Ids), "zipf 1.3"));
+  EXPECT_EQ(m.workload()["features"][0]["ids"]["distribution"], "zipf");
+  EXPECT_DOUBLE_EQ(m.workload()["features"][0]["ids"]["alpha"].get<double>(), 1.3);
+
+  // a per-table override naming a rank the devices do not have: the ranks cell
+  ASSERT_TRUE(m.setData(m.index(1, WorkloadModel::Sharding), "table_wise"));
+  ASSERT_TRUE(m.setData(m.index(1, WorkloadModel::Ranks), "5"));
+  EXPECT_TRUE(m.error_pointer().startsWith("/sharding/tables/t_a/ranks")) << m.error().toStdString();
+  EXPECT_EQ(m.error_index(), m.index(1, WorkloadModel::Ranks));
+  ASSERT_TRUE(m.setData(m.index(1, WorkloadModel::Ranks), "1"));
+  EXPECT_EQ(m.error(), QString());
+  EXPECT_EQ(m.data(m.index(1, WorkloadModel::Ranks)).toString(), "1");
+  ASSERT_TRUE(m.setData(m.index(1, WorkloadModel::Name), "t_renamed"));  // the override follows the table
+  EXPECT_EQ(m.workload()["sharding"]["tables"]["t_renamed"]["ranks"], nlohmann::json::array({1}));
+  EXPECT_EQ(m.error(), QString());
+
+  EXPECT_EQ(m.add_table(), 4);
+  EXPECT_EQ(m.data(m.index(4, WorkloadModel::Name)).toString(), "t4");
+  EXPECT_EQ(m.error(), QString());
+  m.remove_table(4);
+  EXPECT_EQ(m.rowCount(), 4);
+  EXPECT_EQ(m.workload()["features"].size(), 5u);
+}
+
+TEST(WorkloadModel, MemoryEstimateOfTheTinyPreset) {
+  // tiny on 2 devices, table_wise, greedy largest first: t_c (1000 x 12) on rank 0; t_b (100 x 6),
+  // t_a (10 x 8), t_small (1 x 4) on rank 1. fp32 weights: 48000 B and 2400 + 320 + 16 = 2736 B.
+  WorkloadModel m;
+  m.load_preset("tiny");
+  ASSERT_EQ(m.memory().size(), 2u);
+  EXPECT_EQ(m.memory()[0].weights, 48000);
+  EXPECT_EQ(m.memory()[1].weights, 2736);
+  EXPECT_EQ(m.memory()[0].optimizer_state, 0);  // sgd
+  // rowwise_adagrad keeps one float per row (FBGEMM): 1000 x 4 and (100 + 10 + 1) x 4 bytes
+  m.set_value("/optimizer/type", "rowwise_adagrad");
+  EXPECT_EQ(m.memory()[0].optimizer_state, 4000);
+  EXPECT_EQ(m.memory()[1].optimizer_state, 444);
+  const auto est = engine::estimate_memory(*m.spec(), engine::plan_sharding(*m.spec()));
+  EXPECT_EQ(m.memory()[0].total(), est[0].total());
+
+  WorkloadDesigner d("tiny");
+  d.model()->set_value("/optimizer/type", "rowwise_adagrad");
+  QTableWidget* t = d.memory_table();
+  ASSERT_EQ(t->rowCount(), 2);
+  EXPECT_EQ(t->item(0, 1)->data(Qt::UserRole).toLongLong(), 48000);  // weights
+  EXPECT_EQ(t->item(1, 2)->data(Qt::UserRole).toLongLong(), 444);    // optimizer state
+  EXPECT_EQ(t->item(0, 6)->data(Qt::UserRole).toLongLong(), 64 << 20);  // capacity
+}
+
+TEST(WorkloadDesigner, ShowsTheMessageBesideTheFieldAndSavesJson) {
+  WorkloadDesigner d("tiny");
+  EXPECT_EQ(d.message_at("/tables"), QString());
+  d.model()->setData(d.model()->index(0, WorkloadModel::EmbeddingDim), "0");
+  EXPECT_EQ(d.message_at("/tables"), "/tables/0/embedding_dim: must be > 0, got 0");
+  EXPECT_EQ(d.message_at("/devices/memory_bytes"), QString());
+  EXPECT_FALSE(d.run().isEmpty());  // cannot run
+  d.model()->setData(d.model()->index(0, WorkloadModel::EmbeddingDim), "4");
+  EXPECT_EQ(d.message_at("/tables"), QString());
+  // 1 MiB devices: smaller than one segment of the caching allocator (the planner's check)
+  d.model()->set_value("/devices/memory_bytes", 1 << 20);
+  EXPECT_TRUE(d.message_at("/devices/memory_bytes").startsWith("/devices/memory_bytes: 1.0 MiB is smaller than one"))
+      << d.message_at("/devices/memory_bytes").toStdString();
+  EXPECT_EQ(d.message_at("/tables"), QString());
+  d.model()->set_value("/devices/memory_bytes", 64 << 20);
+  EXPECT_EQ(d.message_at("/devices/memory_bytes"), QString());
+
+  const auto path = scratch("workload.json");
+  EXPECT_EQ(d.save(QString::fromStdString(path.string())), QString());
+  const engine::WorkloadSpec saved = engine::load_workload_file(path.string());
+  EXPECT_EQ(saved.name, "tiny");
+  EXPECT_EQ(saved.tables.size(), 4u);
+  EXPECT_EQ(saved.devices.memory_bytes, 64 << 20);
+
+  // a file that fails validation opens as written, its error shown; one that is not JSON is refused
+  std::ofstream(scratch("bad.json")) << R"({"tables": [{"name": "t", "num_embeddings": 0, "embedding_dim": 4, "feature_names": ["f"]}], "batch_size": 4})";
+  EXPECT_EQ(d.load_file(QString::fromStdString(scratch("bad.json").string()), true), QString());
+  EXPECT_EQ(d.model()->error(), "/tables/0/num_embeddings: must be > 0, got 0");
+  EXPECT_EQ(d.model()->error_index(), d.model()->index(0, WorkloadModel::NumEmbeddings));
+  std::ofstream(scratch("not.json")) << "not json";
+  const QString err = d.load_file(QString::fromStdString(scratch("not.json").string()), true);
+  EXPECT_TRUE(err.contains("not.json")) << err.toStdString();
+}
+
+TEST(RunJob, FormatsTheTimeLeft) {
+  EXPECT_EQ(format_eta(12.34), "12.3 s");
+  EXPECT_EQ(format_eta(269.9), "4 min 29 s");
+  EXPECT_EQ(format_eta(16149.6), "4 h 29 min");
+}
+
+TEST(RunJob, RunsOffTheGuiThreadToTheEnd) {
+  engine::WorkloadSpec spec = engine::load_preset("tiny");
+  spec.steps = 5;
+  const auto path = scratch("run.db");
+  std::filesystem::remove(path);
+  RunJob job(spec, QString::fromStdString(path.string()));
+  QSignalSpy progress(&job, &RunJob::progress), finished(&job, &RunJob::finished);
+  int ticks_while_running = 0;  // the GUI thread's event loop keeps turning during the run
+  QTimer timer;
+  QObject::connect(&timer, &QTimer::timeout, [&] { ticks_while_running += job.running(); });
+  timer.start(0);
+  job.start();
+  EXPECT_TRUE(job.running());
+  ASSERT_TRUE(finished.wait(120'000));
+  EXPECT_GT(ticks_while_running, 0);
+  EXPECT_FALSE(job.running());
+  EXPECT_EQ(finished[0][1].toString(), "complete");
+  EXPECT_EQ(finished[0][0].toString(), QString::fromStdString(path.string()));
+  ASSERT_GE(progress.size(), 1);
+  EXPECT_EQ(progress.back()[0].toLongLong(), 5);  // the last measured step is always reported
+  EXPECT_EQ(progress.back()[1].toLongLong(), 5);
+  EXPECT_GT(progress.back()[2].toDouble(), 0.0);
+  EXPECT_EQ(sessions::SessionReader(path.string()).meta("ended"), "complete");
+
+  // the engine refusing the workload (the file exists) is a message, not a crash
+  RunJob again(spec, QString::fromStdString(path.string()));
+  QSignalSpy refused(&again, &RunJob::finished);
+  again.start();
+  ASSERT_TRUE(refused.wait(60'000));
+  EXPECT_EQ(refused[0][1].toString(), "error");
+  EXPECT_TRUE(refused[0][2].toString().contains(QString::fromStdString(path.string()))) << refused[0][2].toString().toStdString();
+}
+
+TEST(MainWindow, ACancelledRunFromTheDesignerOpensMarkedCancelled) {
+  MainWindow w;
+  WorkloadDesigner* d = w.new_workload("tiny");
+  ASSERT_EQ(w.tabs()->count(), 1);
+  EXPECT_EQ(w.tabs()->tabText(0), "Workload: tiny");
+  d->model()->set_value("/steps", 1'000'000);
+  const auto path = scratch("cancelled.db");
+  std::filesystem::remove(path);
+  ASSERT_EQ(d->run(QString::fromStdString(path.string())), QString());
+  ASSERT_NE(d->job(), nullptr);
+  QSignalSpy progress(d->job(), &RunJob::progress), written(d, &WorkloadDesigner::session_written);
+  while (progress.isEmpty() || progress.back()[0].toLongLong() < 1) ASSERT_TRUE(progress.wait(60'000));
+  EXPECT_EQ(d->progress_bar()->maximum(), 1'000'000);
+  EXPECT_TRUE(d->progress_text().contains("samples/s")) << d->progress_text().toStdString();
+  d->cancel();
+  ASSERT_TRUE(written.wait(60'000));
+  EXPECT_EQ(written[0][1].toString(), "cancelled");
+  ASSERT_EQ(w.tabs()->count(), 2);
+  EXPECT_EQ(w.tabs()->tabText(1), "es_ui_" + QString::number(getpid()) + "_cancelled.db [cancelled]");
+  sessions::SessionReader r(path.string());
+  EXPECT_EQ(r.meta("ended"), "cancelled");
+  EXPECT_GE(sessions::analyze(r).steps, 1);
+  EXPECT_LT(sessions::analyze(r).steps, 1'000'000);
+
+  // the engine refuses the run (the session file exists): its message in a dialog, no new tab
+  ASSERT_EQ(d->run(QString::fromStdString(path.string())), QString());
+  QSignalSpy refused(d->job(), &RunJob::finished);
+  ASSERT_TRUE(refused.wait(60'000));
+  auto* box = d->findChild<QMessageBox*>();
+  ASSERT_NE(box, nullptr);
+  EXPECT_TRUE(box->text().contains(QString::fromStdString(path.string()))) << box->text().toStdString();
+  EXPECT_EQ(w.tabs()->count(), 2);
+  EXPECT_EQ(d->job(), nullptr);
+}
+
+TEST(ShardingPlanModel, PerRankShardsMemoryAndLoad) {
+  const engine::WorkloadSpec spec = engine::load_preset("tiny");  // t_c on rank 0, the other three on rank 1
+  const engine::ShardingPlan plan = engine::plan_sharding(spec);
+  const auto path = scratch("plan.db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    w.set_metadata("world_size", "2");
+    w.set_metadata("workload_json", engine::to_json(spec).dump());
+    w.set_metadata("sharding_plan_json", engine::to_json(spec, plan).dump());
+    // t_c (table 3, shard 0) on rank 0: 10 ids in steps 0 and 1; the warmup step is not counted
+    w.add_load({0, 0, 3, 0, 10, 5, 80, 480, 100});
+    w.add_load({1, 0, 3, 0, 10, 5, 80, 480, 100});
+    w.add_load({-1, 0, 3, 0, 99, 9, 99, 99, 99});
+    w.add_load({0, 1, 1, 0, 4, 2, 32, 256, 50});  // t_a on rank 1
+    w.add_memory({0, 0, 4000, 8000, 6000, 8000, 2000, 0, 1, 0.0, 0.0});
+    w.close("complete");
+  }
+  sessions::SessionReader r(path.string());
+  ShardingPlanModel m(r, sessions::analyze(r));
+  QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  ASSERT_EQ(m.rowCount(), 2);
+  const QModelIndex rank0 = m.index(0, 0), rank1 = m.index(1, 0);
+  ASSERT_EQ(m.rowCount(rank0), 1);
+  ASSERT_EQ(m.rowCount(rank1), 3);
+  EXPECT_EQ(m.data(m.index(0, ShardingPlanModel::Sharding)).toString(), "TW: 1");
+  EXPECT_EQ(m.data(m.index(1, ShardingPlanModel::Sharding)).toString(), "TW: 3");
+  EXPECT_EQ(m.data(m.index(0, ShardingPlanModel::Name, rank0)).toString(), "t_c");
+  EXPECT_EQ(m.data(m.index(0, ShardingPlanModel::Size, rank0)).toString(), "1000 x 12 @ 0, 0");
+  EXPECT_EQ(m.data(m.index(0, ShardingPlanModel::Size), Qt::UserRole).toLongLong(), 48000);  // weights
+  EXPECT_EQ(m.data(m.index(0, ShardingPlanModel::IdsLookedUp)).toLongLong(), 20);
+  EXPECT_EQ(m.data(m.index(0, ShardingPlanModel::BytesIn), Qt::UserRole).toLongLong(), 160);
+  EXPECT_EQ(m.data(m.index(0, ShardingPlanModel::BytesOut, rank0), Qt::UserRole).toLongLong(), 960);
+  EXPECT_EQ(m.data(m.index(0, ShardingPlanModel::PeakMemory), Qt::UserRole).toLongLong(), 6000);
+  EXPECT_FALSE(m.data(m.index(1, ShardingPlanModel::PeakMemory), Qt::UserRole).isValid());  // no counters
+  const auto est = engine::estimate_memory(spec, plan);
+  EXPECT_EQ(m.data(m.index(1, ShardingPlanModel::PlannedMemory), Qt::UserRole).toLongLong(), est[1].total());
+  EXPECT_EQ(m.data(m.index(1, ShardingPlanModel::IdsLookedUp)).toLongLong(), 4);
+  // a session without a plan: an empty model
+  sessions::SessionReader bare(fixture_session());
+  EXPECT_EQ(ShardingPlanModel(bare, sessions::analyze(bare)).rowCount(), 0);
+}
+
+TEST(Report, WithoutAnyDisplayTheSessionArgumentWritesTheReport) {
+  const auto dir = scratch("nodisplay");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(fixture_session(), dir / "run.db");
+  const std::string cmd = "cd " + dir.string() + " && env -u DISPLAY -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM " +
+                          std::string(EMBEDSCOPE_UI) + " run.db > out.txt 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  EXPECT_TRUE(std::filesystem::exists(dir / "run-report" / "index.html"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "run-report" / "timeline.png"));
+  std::ifstream out(dir / "out.txt");
+  const std::string said((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  EXPECT_NE(said.find("run-report/index.html"), std::string::npos) << said;
+  const std::string none = "cd " + dir.string() + " && env -u DISPLAY -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM " +
+                           std::string(EMBEDSCOPE_UI) + " 2>/dev/null";
+  EXPECT_EQ(WEXITSTATUS(std::system(none.c_str())), 2);  // nothing to show and nowhere to show it
+}
+
+TEST(Palette, PlotsFollowADarkPalette) {
+  LoadView view(std::make_shared<const sessions::SessionReader>(fixture_session()));
+  view.resize(900, 600);
+  QPalette dark = view.palette();
+  dark.setColor(QPalette::Base, QColor(30, 30, 30));
+  dark.setColor(QPalette::Text, QColor(230, 230, 230));
+  view.setPalette(dark);  // as when the system switches to dark
+  QCustomPlot* plot = view.shard_map();
+  EXPECT_EQ(plot->grab().toImage().pixelColor(2, 2), QColor(30, 30, 30));
+  EXPECT_EQ(plot->axisRects().value(0)->axis(QCPAxis::atBottom)->tickLabelColor(), QColor(230, 230, 230));
+  view.set_metric(LoadMetric::bytes_in);  // rebuilt plots keep it
+  EXPECT_EQ(view.shard_map()->axisRects().value(0)->axis(QCPAxis::atLeft)->labelColor(), QColor(230, 230, 230));
+}
+
+TEST(About, NamesTheVersions) {
+  const QString text = about_text();
+  EXPECT_TRUE(text.contains("Qt " + QString(qVersion()))) << text.toStdString();
+  EXPECT_TRUE(text.contains("SQLite " + sqlite_version())) << text.toStdString();
+  EXPECT_TRUE(text.contains("Gloo " + QString::fromStdString(engine::gloo_version()))) << text.toStdString();
 }
 
 int main(int argc, char** argv) {

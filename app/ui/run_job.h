@@ -1,0 +1,64 @@
+#pragma once
+// RunJob: one training run (engine::run_training) off the GUI thread, with progress, cancel and
+// the session it wrote. Used by the workload designer and by any view that starts runs.
+
+#include <QObject>
+#include <QString>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+
+#include "embedscope/engine/spec.h"
+
+class QThread;
+
+namespace embedscope::ui {
+
+/// A time left for a progress line: "12.3 s" under a minute, "4 min 29 s" under an hour, else
+/// "4 h 29 min" (truncated, not rounded).
+QString format_eta(double seconds);
+
+class RunJob : public QObject {
+  Q_OBJECT
+
+ public:
+  /// `spec` must be valid (engine::validate); the session goes to `session_path`
+  /// (sessions/FORMAT.md), replacing a regular file there when `overwrite`.
+  RunJob(engine::WorkloadSpec spec, QString session_path, bool overwrite = false, QObject* parent = nullptr);
+  /// Cancels a run still going and waits for its thread.
+  ~RunJob() override;
+
+  /// Starts the run on a worker thread and returns at once. Call once.
+  void start();
+  /// Asks the run to stop after the current step (all ranks agree on it); it then ends
+  /// "cancelled" and keeps the steps run so far. Safe from any thread, also before start().
+  void cancel() { cancel_ = true; }
+  /// True from start() until finished() has been emitted.
+  bool running() const { return running_; }
+  const QString& session_path() const { return session_path_; }
+
+ signals:
+  /// After a step, in the thread that owns the job (at most about every 50 ms, and always for
+  /// the first and the last measured step). `step`: measured steps done (0 during warmup);
+  /// `samples_per_s`: global samples per second so far; `eta_s`: seconds left.
+  void progress(qint64 step, qint64 steps, double samples_per_s, double eta_s);
+  /// Once, when the run has ended and its thread is done, in the thread that owns the job.
+  /// `ended`: the session's `ended` (complete, cancelled, crashed, oom, hang), or "error" when the
+  /// engine refused the workload before running (no session was written; `session_path` empty).
+  /// `message`: the engine's message when not complete, else empty.
+  void finished(const QString& session_path, const QString& ended, const QString& message);
+
+ private:
+  engine::WorkloadSpec spec_;
+  QString session_path_;
+  bool overwrite_;
+  std::atomic<bool> cancel_{false};
+  bool running_ = false;
+  QThread* thread_ = nullptr;
+  std::chrono::steady_clock::time_point last_progress_{};
+  // results, written by the worker before it ends and read after QThread::finished
+  QString result_path_, result_ended_, result_message_;
+};
+
+}  // namespace embedscope::ui
