@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "run_job.h"
 #include "timeline_math.h"
 #include "timeline_widget.h"
 
@@ -207,14 +208,14 @@ ScenarioView::ScenarioView(Scenario scenario, QWidget* parent)
     auto* status = new QLabel("no session open", runs);
     status->setWordWrap(true);
     run_status_.push_back(status);
+    jobs_.push_back(nullptr);
     rl->addWidget(status);
     connect(open, &QPushButton::clicked, this, [this, i] {
       const QString path = QFileDialog::getOpenFileName(this, "Session of " + QString::fromStdString(scenario_.runs[i].label),
                                                         {}, "Sessions (*.db);;All files (*)");
       if (!path.isEmpty()) open_run_session(i, path);
     });
-    connect(start, &QPushButton::clicked, this,
-            [this, i] { emit run_requested(QString::fromStdString(scenario_.id), static_cast<int>(i)); });
+    connect(start, &QPushButton::clicked, this, [this, i, start] { run_or_cancel(i, start); });
   }
   auto* folder = new QPushButton("Open folder...", runs);
   folder->setToolTip(QString("opens %1-0.db, %1-1.db, ... from a folder").arg(QString::fromStdString(scenario_.id)));
@@ -244,7 +245,40 @@ QString ScenarioView::open_run_session(size_t index, const QString& path) {
   }
 }
 
+void ScenarioView::run_or_cancel(size_t i, QPushButton* button) {
+  if (jobs_[i] && jobs_[i]->running()) {
+    jobs_[i]->cancel();
+    run_status_[i]->setText("cancelling after the current step...");
+    return;
+  }
+  emit run_requested(QString::fromStdString(scenario_.id), static_cast<int>(i));
+  const QString path = QDir(run_dir_).filePath(QString::fromStdString(session_file_name(scenario_, i)));
+  delete jobs_[i];
+  jobs_[i] = new RunJob(scenario_.runs[i].spec, path, /*overwrite=*/true, this);
+  connect(jobs_[i], &RunJob::progress, this, [this, i](qint64 step, qint64 steps, double samples_per_s, double eta_s) {
+    run_status_[i]->setText(QString("running: step %1/%2, %3 samples/s, %4 left")
+                                .arg(step)
+                                .arg(steps)
+                                .arg(samples_per_s, 0, 'f', 0)
+                                .arg(format_eta(eta_s)));
+  });
+  connect(jobs_[i], &RunJob::finished, this,
+          [this, i, button](const QString& session, const QString& ended, const QString& message) {
+            button->setText("Run");
+            if (session.isEmpty()) {
+              run_status_[i]->setText(ended + ": " + message);
+              return;
+            }
+            open_run_session(i, session);
+            if (!message.isEmpty()) run_status_[i]->setToolTip(message);
+          });
+  button->setText("Cancel");
+  run_status_[i]->setText("starting " + QFileInfo(path).fileName() + "...");
+  jobs_[i]->start();
+}
+
 int ScenarioView::open_folder(const QString& dir) {
+  run_dir_ = dir;
   int opened = 0;
   for (size_t i = 0; i < scenario_.runs.size(); ++i) {
     const QString path = QDir(dir).filePath(QString::fromStdString(session_file_name(scenario_, i)));

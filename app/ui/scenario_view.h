@@ -22,6 +22,8 @@ class QVBoxLayout;
 
 namespace embedscope::ui {
 
+class RunJob;
+
 /// One op of the step being played, and what it waited for before it could start.
 struct PlayStep {
   sessions::OpRecord op;
@@ -43,7 +45,10 @@ class ScenarioView : public QWidget {
   /// Opens `path` as the session of run `index`; returns the error (empty on success).
   QString open_run_session(size_t index, const QString& path);
   /// Opens, for every run, DIR/session_file_name(scenario, i) when it exists; returns how many.
+  /// Also makes DIR the run_directory().
   int open_folder(const QString& dir);
+  /// Where runs started from the view write their sessions (default: the current directory).
+  const QString& run_directory() const { return run_dir_; }
   /// The comparison of the opened runs (nullptr while fewer than one is open).
   CompareView* compare() { return compare_; }
   /// The play control: the ops of the played step and the current position.
@@ -54,13 +59,16 @@ class ScenarioView : public QWidget {
   QString play_text() const;
 
  signals:
-  /// The user asked to run run `run_index` of the scenario (its workload: scenario().runs[i]);
-  /// whoever runs it calls open_run_session() with the session it wrote.
+  /// Run `run_index` of the scenario was started (its workload: scenario().runs[i]). The view runs
+  /// it itself (RunJob, off the GUI thread; its Run button turns into Cancel) into
+  /// run_directory()/session_file_name(...), replacing an older session of that run, and opens the
+  /// session when the run ends.
   void run_requested(const QString& scenario_id, int run_index);
 
  private:
   void rebuild();
   void load_play();
+  void run_or_cancel(size_t index, QPushButton* button);
   Scenario scenario_;
   std::vector<std::shared_ptr<const sessions::SessionReader>> sessions_;  // per run, may be null
   std::vector<QLabel*> run_status_;
@@ -77,6 +85,8 @@ class ScenarioView : public QWidget {
   size_t play_session_ = 0;  // index into the compared sessions
   std::vector<size_t> compared_runs_;  // run index of each compared session
   int position_ = -1;
+  QString run_dir_ = ".";
+  std::vector<RunJob*> jobs_;  // per run; children of the view
 };
 
 }  // namespace embedscope::ui

@@ -559,6 +559,13 @@ TEST(Scenario, PlayOrderAndWhatEachOpWaitsFor) {
   ASSERT_EQ(spy.count(), 1);
   EXPECT_EQ(spy.at(0).at(0).toString(), "demo");
   EXPECT_EQ(spy.at(0).at(1).toInt(), 1);
+  // the view runs it itself (tiny preset) into the folder it opened, then opens the new session
+  EXPECT_EQ(run_b->text(), "Cancel");
+  QTRY_COMPARE_WITH_TIMEOUT(run_b->text(), QString("Run"), 60000);
+  EXPECT_EQ(view.run_directory(), QString::fromStdString(dir.string()));
+  EXPECT_EQ(sessions::SessionReader((dir / "demo-1.db").string()).meta("workload_name"), "tiny");
+  ASSERT_NE(view.compare(), nullptr);
+  EXPECT_EQ(view.compare()->timelines()->size(), 2u);
   EXPECT_FALSE(view.open_run_session(0, "/nonexistent/x.db").isEmpty());
 }
 
