@@ -444,3 +444,36 @@ TEST(Session, VersionOneFilesAreReadAsTheyAre) {
   EXPECT_TRUE(r.memory_counters().empty());
   EXPECT_EQ(analyze(r).ranks[0].compute_ns, 160);
 }
+
+TEST(Session, IdHistogramRoundTripAndVersionTwoFilesWithoutIt) {
+  const std::string path = (scratch() / "idhist.db").string();
+  {
+    SessionWriter w(path);
+    w.add_id_histogram({{1, 0, 3, 30, 40, 7}, {0, 0, 3, 30, 40, 5}, {0, 1, 0, 0, 2, 9}});
+    w.close("complete");
+  }
+  {
+    SessionReader r(path);
+    EXPECT_EQ(r.schema_version(), 3);
+    ASSERT_TRUE(r.has_id_histogram());
+    const auto h = r.id_histogram();
+    ASSERT_EQ(h.size(), 3u);  // ordered by (table, bucket, rank)
+    EXPECT_EQ(h[0].rank, 0);
+    EXPECT_EQ(h[0].ids, 5);
+    EXPECT_EQ(h[1].rank, 1);
+    EXPECT_EQ(h[1].bucket, 3);
+    EXPECT_EQ(h[1].row_begin, 30);
+    EXPECT_EQ(h[1].row_end, 40);
+    EXPECT_EQ(h[1].ids, 7);
+    EXPECT_EQ(h[2].table, 1);
+    EXPECT_EQ(h[2].ids, 9);
+  }
+  sqlite3* db = nullptr;
+  sqlite3_open(path.c_str(), &db);
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE id_histogram; PRAGMA user_version = 2;", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  SessionReader r(path);
+  EXPECT_EQ(r.schema_version(), 2);
+  EXPECT_FALSE(r.has_id_histogram());
+  EXPECT_TRUE(r.id_histogram().empty());
+}
