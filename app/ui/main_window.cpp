@@ -5,6 +5,7 @@
 #include <QPainter>
 #include <QPdfWriter>
 #include <QSettings>
+#include <QSvgGenerator>
 #include <QDragEnterEvent>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -28,7 +29,7 @@
 #include "memory_view.h"
 #include "rank_stats_model.h"
 #include "timeline_math.h"
-#include "timeline_widget.h"
+#include "timeline_view.h"
 
 namespace embedscope::ui {
 
@@ -97,6 +98,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), tabs_(new QTabWid
   add_export("Chrome / Perfetto trace (JSON)...", "chrome", "Trace (*.json)", false);
   add_export("CSV tables (folder)...", "csv", {}, true);
   add_export("Current view as PNG...", "png", "PNG image (*.png)", false);
+  add_export("Current view as SVG...", "svg", "SVG image (*.svg)", false);
   add_export("Current view as PDF...", "pdf", "PDF (*.pdf)", false);
   file->addSeparator();
   file->addAction("&Quit", QKeySequence::Quit, qApp, &QApplication::quit);
@@ -147,6 +149,17 @@ QString MainWindow::export_current(const QString& format, const QString& path) {
     }
     QWidget* view = views->currentWidget();
     if (format == "png") return view->grab().save(path, "PNG") ? QString() : path + ": cannot write";
+    if (format == "svg") {  // vector: the widgets paint into the SVG generator
+      QSvgGenerator svg;
+      svg.setFileName(path);
+      svg.setSize(view->size());
+      svg.setViewBox(view->rect());
+      svg.setTitle(tabs_->tabText(tabs_->currentIndex()) + " - " + views->tabText(views->currentIndex()));
+      QPainter painter;
+      if (!painter.begin(&svg)) return path + ": cannot write";
+      view->render(&painter);
+      return painter.end() ? QString() : path + ": cannot write";
+    }
     if (format == "pdf") {
       QPdfWriter pdf(path);
       pdf.setPageSize(QPageSize(QPageSize::A4));
@@ -169,7 +182,7 @@ QString MainWindow::open_session(const QString& path, bool quiet) {
   try {
     auto session = std::make_shared<const sessions::SessionReader>(path.toStdString());
     auto* page = new QTabWidget(tabs_);
-    page->addTab(new TimelineWidget(session, page), "Timeline");
+    page->addTab(new TimelineView(session, page), "Timeline");
     page->addTab(summary_page(*session, page), "Summary");
     page->addTab(new LoadView(session, page), "Load");
     page->addTab(new MemoryView(session, page), "Memory");

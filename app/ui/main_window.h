@@ -18,7 +18,7 @@ class MainWindow : public QMainWindow {
   QString open_session(const QString& path, bool quiet = false);
   QTabWidget* tabs() { return tabs_; }
   /// File > Export for the current session: "chrome" (Trace Event JSON), "csv" (a folder),
-  /// "png" or "pdf" (the current view). Returns the error, or an empty string.
+  /// "png", "svg" (vector, QSvgGenerator) or "pdf" (the current view). Returns the error, or an empty string.
   QString export_current(const QString& format, const QString& path);
   /// The recent-files list, most recent first (at most 10).
   static QStringList recent_files();

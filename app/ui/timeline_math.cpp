@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -42,15 +44,121 @@ std::vector<LaneBox> fold_lane(const std::vector<sessions::OpRecord>& ops, const
   // first op that ends after the view starts: ops are sorted by start, and on one lane they do
   // not nest, so their ends are sorted too
   auto it = std::partition_point(ops.begin(), ops.end(), [&](const sessions::OpRecord& o) { return o.end_ns <= scale.t0(); });
-  for (; it != ops.end() && it->start_ns < scale.t1(); ++it) {
+  while (it != ops.end() && it->start_ns < scale.t1()) {
+    if (!out.empty() && out.back().x1 - out.back().x0 < min_px) {
+      // fold every following op that ends within min_px of the sub-pixel box's start; the ends
+      // are sorted, so one binary search skips the whole run (paint cost follows the pixels)
+      LaneBox& box = out.back();
+      auto stop = std::partition_point(it, ops.end(), [&](const sessions::OpRecord& o) {
+        return o.start_ns < scale.t1() && std::min(scale.width(), scale.x(o.end_ns)) - box.x0 <= min_px;
+      });
+      if (stop != it) {
+        box.x1 = std::max(box.x1, std::min(scale.width(), scale.x(std::prev(stop)->end_ns)));
+        box.count += stop - it;
+        it = stop;
+        continue;
+      }
+    }
     const double x0 = std::max(0.0, scale.x(it->start_ns));
     const double x1 = std::min(scale.width(), scale.x(it->end_ns));
-    if (!out.empty() && out.back().x1 - out.back().x0 < min_px && x1 - out.back().x0 <= min_px) {
-      out.back().x1 = std::max(out.back().x1, x1);  // fold into the sub-pixel box
-      ++out.back().count;
-      continue;
-    }
     out.push_back({x0, std::max(x1, x0), it->category, 1, static_cast<size_t>(it - ops.begin())});
+    ++it;
+  }
+  return out;
+}
+
+void ZoomHistory::visit(ViewRange r, bool coalesce) {
+  if (r == entries_[pos_]) return;
+  entries_.resize(pos_ + 1);  // a new visit drops the forward entries
+  if (coalesce && pos_ > 0) {
+    entries_[pos_] = r;
+    return;
+  }
+  entries_.push_back(r);
+  ++pos_;
+}
+
+ViewRange ZoomHistory::back() {
+  if (pos_ > 0) --pos_;
+  return entries_[pos_];
+}
+
+ViewRange ZoomHistory::forward() {
+  if (pos_ + 1 < entries_.size()) ++pos_;
+  return entries_[pos_];
+}
+
+std::optional<OpRef> find_op(const std::vector<const std::vector<sessions::OpRecord>*>& rows,
+                             const std::vector<bool>& match, std::optional<OpRef> from, bool forward) {
+  auto matches = [&](const sessions::OpRecord& o) {
+    return o.name_id >= 0 && static_cast<size_t>(o.name_id) < match.size() && match[static_cast<size_t>(o.name_id)];
+  };
+  using Key = std::tuple<int64_t, size_t, size_t>;
+  std::optional<Key> origin;
+  if (from) origin = Key{(*rows[from->row])[from->index].start_ns, from->row, from->index};
+  std::optional<Key> best;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const auto& ops = *rows[r];
+    if (forward) {
+      // first candidate: the first op whose key is past the origin
+      size_t i = 0;
+      if (origin) {
+        i = static_cast<size_t>(std::partition_point(ops.begin(), ops.end(), [&](const sessions::OpRecord& o) {
+                                  return o.start_ns < std::get<0>(*origin);
+                                }) - ops.begin());
+        while (i < ops.size() && Key{ops[i].start_ns, r, i} <= *origin) ++i;
+      }
+      for (; i < ops.size(); ++i) {
+        if (best && ops[i].start_ns > std::get<0>(*best)) break;
+        if (matches(ops[i])) {
+          if (!best || Key{ops[i].start_ns, r, i} < *best) best = Key{ops[i].start_ns, r, i};
+          break;
+        }
+      }
+    } else {
+      size_t i = ops.size();
+      if (origin) {
+        i = static_cast<size_t>(std::partition_point(ops.begin(), ops.end(), [&](const sessions::OpRecord& o) {
+                                  return o.start_ns <= std::get<0>(*origin);
+                                }) - ops.begin());
+        while (i > 0 && Key{ops[i - 1].start_ns, r, i - 1} >= *origin) --i;
+      }
+      for (; i > 0; --i) {
+        if (best && ops[i - 1].start_ns < std::get<0>(*best)) break;
+        if (matches(ops[i - 1])) {
+          if (!best || Key{ops[i - 1].start_ns, r, i - 1} > *best) best = Key{ops[i - 1].start_ns, r, i - 1};
+          break;
+        }
+      }
+    }
+  }
+  if (!best) return std::nullopt;
+  return OpRef{std::get<1>(*best), std::get<2>(*best)};
+}
+
+std::vector<OpTotal> range_totals(const std::vector<sessions::OpRecord>& ops, int64_t t0, int64_t t1, bool per_rank) {
+  std::map<std::pair<int32_t, int32_t>, OpTotal> by;
+  for (const auto& o : ops) {
+    if (o.end_ns <= t0 || o.start_ns >= t1) continue;
+    const int32_t rank = per_rank ? o.rank : -1;
+    OpTotal& t = by[{o.name_id, rank}];
+    t.name_id = o.name_id;
+    t.rank = rank;
+    ++t.count;
+    t.total_ns += std::min(o.end_ns, t1) - std::max(o.start_ns, t0);
+    t.bytes += o.bytes;
+  }
+  std::vector<OpTotal> out;
+  for (auto& [k, v] : by) out.push_back(v);
+  std::stable_sort(out.begin(), out.end(), [](const OpTotal& a, const OpTotal& b) { return a.total_ns > b.total_ns; });
+  return out;
+}
+
+std::map<int64_t, ViewRange> step_windows(const std::vector<sessions::StepMetric>& steps) {
+  std::map<int64_t, ViewRange> out;
+  for (const auto& s : steps) {
+    auto [it, fresh] = out.try_emplace(s.step, ViewRange{s.start_ns, s.end_ns});
+    if (!fresh) it->second = {std::min(it->second.t0, s.start_ns), std::max(it->second.t1, s.end_ns)};
   }
   return out;
 }

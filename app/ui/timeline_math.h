@@ -4,6 +4,9 @@
 // painting reads a prepared list whatever the number of events.
 
 #include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "embedscope/sessions/session.h"
@@ -48,6 +51,58 @@ struct LaneBox {
 /// view or start after it are skipped by binary search; an op narrower than `min_px` is merged
 /// with the following ones while they stay within `min_px` of the box's start.
 std::vector<LaneBox> fold_lane(const std::vector<sessions::OpRecord>& ops, const TimeScale& scale, double min_px = 1.0);
+
+/// A visible time range [t0, t1), ns.
+struct ViewRange {
+  int64_t t0 = 0, t1 = 0;
+  bool operator==(const ViewRange&) const = default;
+};
+
+/// Back / forward through the view ranges a user visited, as a browser's history: visiting a
+/// new range drops the forward entries. `coalesce` replaces the current entry instead of adding
+/// one (successive wheel notches or pans are one step of history).
+class ZoomHistory {
+ public:
+  explicit ZoomHistory(ViewRange initial) : entries_{initial} {}
+  void visit(ViewRange r, bool coalesce = false);
+  bool can_back() const { return pos_ > 0; }
+  bool can_forward() const { return pos_ + 1 < entries_.size(); }
+  /// The previous / next range (the current one when there is none).
+  ViewRange back();
+  ViewRange forward();
+  ViewRange current() const { return entries_[pos_]; }
+
+ private:
+  std::vector<ViewRange> entries_;
+  size_t pos_ = 0;
+};
+
+/// An op of a timeline row: rows[row][index].
+struct OpRef {
+  size_t row = 0, index = 0;
+  bool operator==(const OpRef&) const = default;
+};
+
+/// The next (`forward`) or previous op after / before `from` in the order (start_ns, row, index)
+/// whose name id is marked in `match` (indexed by name id; ids past its end do not match);
+/// without `from`, the first / last such op. nullopt when none. Each row is sorted by start.
+std::optional<OpRef> find_op(const std::vector<const std::vector<sessions::OpRecord>*>& rows,
+                             const std::vector<bool>& match, std::optional<OpRef> from, bool forward);
+
+/// Per op name (and per rank, or rank -1 for all ranks) over the ops that overlap [t0, t1):
+/// how many, their time inside the range (each op clipped to [t0, t1)), ns, and their bytes.
+struct OpTotal {
+  int32_t name_id = 0;
+  int32_t rank = -1;
+  int64_t count = 0;
+  int64_t total_ns = 0;
+  int64_t bytes = 0;
+};
+/// Totals sorted by total_ns, largest first (ties by name id, then rank).
+std::vector<OpTotal> range_totals(const std::vector<sessions::OpRecord>& ops, int64_t t0, int64_t t1, bool per_rank);
+
+/// Each step's window over all ranks: earliest start to latest end (ns), by step number.
+std::map<int64_t, ViewRange> step_windows(const std::vector<sessions::StepMetric>& steps);
 
 /// "12.5 ms", "340 us", "1.20 s": a readable duration.
 std::string format_duration(int64_t ns);
