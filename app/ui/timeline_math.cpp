@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <limits>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -89,25 +90,25 @@ ViewRange ZoomHistory::forward() {
 }
 
 std::optional<OpRef> find_op(const std::vector<const std::vector<sessions::OpRecord>*>& rows,
-                             const std::vector<bool>& match, std::optional<OpRef> from, bool forward) {
+                             const std::vector<bool>& match, std::optional<OpRef> from, bool forward,
+                             int64_t from_ns) {
   auto matches = [&](const sessions::OpRecord& o) {
     return o.name_id >= 0 && static_cast<size_t>(o.name_id) < match.size() && match[static_cast<size_t>(o.name_id)];
   };
   using Key = std::tuple<int64_t, size_t, size_t>;
-  std::optional<Key> origin;
-  if (from) origin = Key{(*rows[from->row])[from->index].start_ns, from->row, from->index};
+  constexpr size_t kEnd = std::numeric_limits<size_t>::max();
+  // without an op: just before (from_ns, first row) going forward, or at it going backward
+  const Key origin = from ? Key{(*rows[from->row])[from->index].start_ns, from->row, from->index}
+                          : forward ? Key{from_ns - 1, kEnd, kEnd} : Key{from_ns, 0, 0};
   std::optional<Key> best;
   for (size_t r = 0; r < rows.size(); ++r) {
     const auto& ops = *rows[r];
     if (forward) {
       // first candidate: the first op whose key is past the origin
-      size_t i = 0;
-      if (origin) {
-        i = static_cast<size_t>(std::partition_point(ops.begin(), ops.end(), [&](const sessions::OpRecord& o) {
-                                  return o.start_ns < std::get<0>(*origin);
-                                }) - ops.begin());
-        while (i < ops.size() && Key{ops[i].start_ns, r, i} <= *origin) ++i;
-      }
+      auto i = static_cast<size_t>(std::partition_point(ops.begin(), ops.end(), [&](const sessions::OpRecord& o) {
+                                     return o.start_ns < std::get<0>(origin);
+                                   }) - ops.begin());
+      while (i < ops.size() && Key{ops[i].start_ns, r, i} <= origin) ++i;
       for (; i < ops.size(); ++i) {
         if (best && ops[i].start_ns > std::get<0>(*best)) break;
         if (matches(ops[i])) {
@@ -116,13 +117,10 @@ std::optional<OpRef> find_op(const std::vector<const std::vector<sessions::OpRec
         }
       }
     } else {
-      size_t i = ops.size();
-      if (origin) {
-        i = static_cast<size_t>(std::partition_point(ops.begin(), ops.end(), [&](const sessions::OpRecord& o) {
-                                  return o.start_ns <= std::get<0>(*origin);
-                                }) - ops.begin());
-        while (i > 0 && Key{ops[i - 1].start_ns, r, i - 1} >= *origin) --i;
-      }
+      auto i = static_cast<size_t>(std::partition_point(ops.begin(), ops.end(), [&](const sessions::OpRecord& o) {
+                                     return o.start_ns <= std::get<0>(origin);
+                                   }) - ops.begin());
+      while (i > 0 && Key{ops[i - 1].start_ns, r, i - 1} >= origin) --i;
       for (; i > 0; --i) {
         if (best && ops[i - 1].start_ns < std::get<0>(*best)) break;
         if (matches(ops[i - 1])) {

@@ -85,9 +85,11 @@ struct OpRef {
 
 /// The next (`forward`) or previous op after / before `from` in the order (start_ns, row, index)
 /// whose name id is marked in `match` (indexed by name id; ids past its end do not match);
-/// without `from`, the first / last such op. nullopt when none. Each row is sorted by start.
+/// without `from`, the first such op starting at or after `from_ns` (forward) or the last one
+/// starting before it (backward). nullopt when none. Each row is sorted by start.
 std::optional<OpRef> find_op(const std::vector<const std::vector<sessions::OpRecord>*>& rows,
-                             const std::vector<bool>& match, std::optional<OpRef> from, bool forward);
+                             const std::vector<bool>& match, std::optional<OpRef> from, bool forward,
+                             int64_t from_ns = 0);
 
 /// Per op name (and per rank, or rank -1 for all ranks) over the ops that overlap [t0, t1):
 /// how many, their time inside the range (each op clipped to [t0, t1)), ns, and their bytes.

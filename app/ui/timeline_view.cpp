@@ -43,6 +43,7 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
   step_box_->setToolTip("Fit a step (keys 1..9: steps 0..8; double-click on a step)");
   bar->addWidget(step_box_);
   button(new QToolButton(this), "Fit step", "Show the step chosen on the left", [this] { timeline_->fit_step(step_box_->value()); });
+  step_box_->setValue(0);  // the first measured step
   bar->addSpacing(16);
   search_->setPlaceholderText("find op by name (Ctrl+F)");
   search_->setClearButtonEnabled(true);
@@ -80,8 +81,11 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
   auto* split = new QSplitter(Qt::Horizontal, this);
   split->addWidget(scroll);
   split->addWidget(side);
+  scroll->setMinimumWidth(400);
+  side->setMinimumWidth(260);
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 1);
+  split->setSizes({1100, 420});
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(bar);
   layout->addWidget(split, 1);

@@ -180,31 +180,30 @@ QString TimelineWidget::details(OpRef r) const {
                      .arg(o.rank)
                      .arg(row.lane_name.toHtmlEscaped())
                      .arg(sessions::to_string(o.category))
-                     .arg(o.step)
+                     .arg(o.step < 0 ? QString("%1 (warmup)").arg(o.step) : QString::number(o.step))
                      .arg(QString::fromStdString(format_duration(o.start_ns)))
                      .arg(QString::fromStdString(format_duration(o.end_ns - o.start_ns)));
   if (o.bytes) html += QString("<br>%1 (%2 bytes)").arg(QString::fromStdString(engine::format_bytes(o.bytes))).arg(o.bytes);
   if (o.category != sessions::OpCategory::comm) return html;
   if (!collectives_) collectives_ = session_->collectives();
-  // the collective record of this rank with the op's sequence number, preferring the same name
-  const sessions::CollectiveRecord* match = nullptr;
-  for (const auto& c : *collectives_)
-    if (c.rank == o.rank && c.sequence == o.correlation && c.step == o.step &&
-        (!match || c.name == session_->name(o.name_id)))
-      match = &c;
-  if (!match) return html;
-  html += QString("<br><br><b>%1</b> in group %2, sequence %3, %4<br>sent %5, received %6<br>peers %7")
-              .arg(QString::fromStdString(match->op))
-              .arg(QString::fromStdString(match->group).toHtmlEscaped())
-              .arg(match->sequence)
-              .arg(QString::fromStdString(match->dtype))
-              .arg(QString::fromStdString(engine::format_bytes(match->bytes_sent)))
-              .arg(QString::fromStdString(engine::format_bytes(match->bytes_received)))
-              .arg(join(match->peers));
-  if (!match->send_elements.empty())
-    html += QString("<br>elements sent to each peer: %1<br>received from each: %2")
-                .arg(join(match->send_elements))
-                .arg(join(match->recv_elements));
+  // the rank's collective records inside the span (the engine's split check, an all-gather,
+  // runs in the same span before the collective itself)
+  for (const auto& c : *collectives_) {
+    if (c.rank != o.rank || c.start_ns < o.start_ns || c.end_ns > o.end_ns) continue;
+    html += QString("<br><br><b>%1</b> %2<br>group %3, sequence %4, %5<br>sent %6, received %7<br>peers %8")
+                .arg(QString::fromStdString(c.op))
+                .arg(QString::fromStdString(c.name).toHtmlEscaped())
+                .arg(QString::fromStdString(c.group).toHtmlEscaped())
+                .arg(c.sequence)
+                .arg(QString::fromStdString(c.dtype))
+                .arg(QString::fromStdString(engine::format_bytes(c.bytes_sent)))
+                .arg(QString::fromStdString(engine::format_bytes(c.bytes_received)))
+                .arg(join(c.peers));
+    if (!c.send_elements.empty())
+      html += QString("<br>elements sent to each peer: %1<br>received from each: %2")
+                  .arg(join(c.send_elements))
+                  .arg(join(c.recv_elements));
+  }
   return html;
 }
 
@@ -269,8 +268,11 @@ bool TimelineWidget::find(const QString& text, bool forward) {
     match[i] = QString::fromStdString(names[i]).contains(text, Qt::CaseInsensitive);
   std::vector<const std::vector<sessions::OpRecord>*> lanes;
   for (const auto& r : rows_) lanes.push_back(&r.ops);
-  auto hit = find_op(lanes, match, selected_, forward);
-  if (!hit) hit = find_op(lanes, match, std::nullopt, forward);  // wrap around
+  // from the selection, else from the view's start (forward) or end (backward)
+  auto hit = find_op(lanes, match, selected_, forward, forward ? scale_.t0() : scale_.t1());
+  if (!hit)  // wrap around
+    hit = find_op(lanes, match, std::nullopt, forward, forward ? std::numeric_limits<int64_t>::min() / 2
+                                                               : std::numeric_limits<int64_t>::max() / 2);
   if (!hit) return false;
   select(hit, true);
   return true;

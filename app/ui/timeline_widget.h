@@ -45,8 +45,9 @@ class TimelineWidget : public QWidget {
   /// the view (zooming out when it is wider than the view), as a step of the zoom history.
   std::optional<OpRef> selected() const { return selected_; }
   void select(std::optional<OpRef> op, bool centre = false);
-  /// Name, rank, lane, step, start, duration, bytes and, for a collective, its group, sequence,
-  /// peers and per-peer element counts (from the session's collective records), as HTML.
+  /// Name, rank, lane, step, start, duration, bytes and, for a communication op, the rank's
+  /// collective records inside its span (op, group, sequence, bytes, peers, per-peer element
+  /// counts), as HTML.
   QString details(OpRef op) const;
 
   /// The selected time range [t0, t1), ns (nullopt: none).

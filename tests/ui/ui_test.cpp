@@ -232,7 +232,7 @@ TEST(TimelineWidget, ClickSelectsTheOpUnderThePixelAndShowsItsDetails) {
   ASSERT_TRUE(w->selected().has_value());
   EXPECT_EQ(*w->selected(), (OpRef{1, 0}));
   const QString c = w->details(*w->selected());
-  EXPECT_TRUE(c.contains("group world, sequence 1") && c.contains("peers 0, 1") &&
+  EXPECT_TRUE(c.contains("group world, sequence 1, float32") && c.contains("peers 0, 1") &&
               c.contains("elements sent to each peer: 3, 12") && c.contains("received from each: 3, 13") &&
               c.contains("(100 bytes)"))
       << c.toStdString();
@@ -378,7 +378,10 @@ TEST(FindOp, OrderByStartThenRow) {
   EXPECT_EQ(*r, (OpRef{0, 1}));  // 30 (b's 25 does not match)
   EXPECT_FALSE(find_op(rows, match, r, true));
   EXPECT_EQ(*find_op(rows, match, r, false), (OpRef{1, 0}));
-  EXPECT_EQ(*find_op(rows, match, std::nullopt, false), (OpRef{0, 1}));
+  EXPECT_EQ(*find_op(rows, match, std::nullopt, false, 100), (OpRef{0, 1}));  // the last starting before 100
+  EXPECT_EQ(*find_op(rows, match, std::nullopt, false, 30), (OpRef{1, 0}));   // before 30: b's 10 after a's 10
+  EXPECT_EQ(*find_op(rows, match, std::nullopt, true, 10), (OpRef{0, 0}));    // at or after 10
+  EXPECT_EQ(*find_op(rows, match, std::nullopt, true, 11), (OpRef{0, 1}));
 }
 
 TEST(LoadView, RowHistogramWithShardBoundaries) {
