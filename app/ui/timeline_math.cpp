@@ -40,32 +40,61 @@ void TimeScale::pan(double dx_px) {
   show(t0_ + dt, t1_ + dt);
 }
 
-std::vector<LaneBox> fold_lane(const std::vector<sessions::OpRecord>& ops, const TimeScale& scale, double min_px) {
-  std::vector<LaneBox> out;
-  // first op that ends after the view starts: ops are sorted by start, and on one lane they do
-  // not nest, so their ends are sorted too
-  auto it = std::partition_point(ops.begin(), ops.end(), [&](const sessions::OpRecord& o) { return o.end_ns <= scale.t0(); });
-  while (it != ops.end() && it->start_ns < scale.t1()) {
-    if (!out.empty() && out.back().x1 - out.back().x0 < min_px) {
-      // fold every following op that ends within min_px of the sub-pixel box's start; the ends
-      // are sorted, so one binary search skips the whole run (paint cost follows the pixels)
-      LaneBox& box = out.back();
-      auto stop = std::partition_point(it, ops.end(), [&](const sessions::OpRecord& o) {
-        return o.start_ns < scale.t1() && std::min(scale.width(), scale.x(o.end_ns)) - box.x0 <= min_px;
-      });
-      if (stop != it) {
-        box.x1 = std::max(box.x1, std::min(scale.width(), scale.x(std::prev(stop)->end_ns)));
-        box.count += stop - it;
-        it = stop;
-        continue;
-      }
+LaneIndex::LaneIndex(const std::vector<sessions::OpRecord>& ops) : key_(ops.size()) {
+  for (size_t i = 0; i < ops.size(); ++i)
+    key_[i] = std::max(ops[i].end_ns - ops[i].start_ns, i ? ops[i].start_ns - ops[i - 1].end_ns : 0);
+  for (size_t b = 0; b < key_.size(); b += kBlock)
+    block_max_.push_back(*std::max_element(key_.begin() + static_cast<std::ptrdiff_t>(b),
+                                           key_.begin() + static_cast<std::ptrdiff_t>(std::min(key_.size(), b + kBlock))));
+  for (size_t b = 0; b < block_max_.size(); b += kBlock)
+    super_max_.push_back(*std::max_element(block_max_.begin() + static_cast<std::ptrdiff_t>(b),
+                                           block_max_.begin() + static_cast<std::ptrdiff_t>(std::min(block_max_.size(), b + kBlock))));
+}
+
+size_t LaneIndex::run_end(size_t i, double threshold_ns) const {
+  const size_t n = key_.size();
+  auto small = [&](int64_t k) { return static_cast<double>(k) < threshold_ns; };
+  while (i < n) {
+    if (i % (kBlock * kBlock) == 0 && small(super_max_[i / (kBlock * kBlock)])) {
+      i += kBlock * kBlock;  // 4096 small ops at once
+    } else if (i % kBlock == 0 && small(block_max_[i / kBlock])) {
+      i += kBlock;
+    } else {
+      if (!small(key_[i])) return i;
+      ++i;
     }
-    const double x0 = std::max(0.0, scale.x(it->start_ns));
-    const double x1 = std::min(scale.width(), scale.x(it->end_ns));
-    out.push_back({x0, std::max(x1, x0), it->category, 1, static_cast<size_t>(it - ops.begin())});
-    ++it;
+  }
+  return n;
+}
+
+std::vector<LaneBox> fold_lane(const std::vector<sessions::OpRecord>& ops, const LaneIndex& index, const TimeScale& scale,
+                               double min_px) {
+  std::vector<LaneBox> out;
+  // the visible ops: ops are sorted by start, and on one lane they do not nest, so their ends
+  // are sorted too
+  const auto first = static_cast<size_t>(
+      std::partition_point(ops.begin(), ops.end(), [&](const sessions::OpRecord& o) { return o.end_ns <= scale.t0(); }) -
+      ops.begin());
+  const auto last = static_cast<size_t>(
+      std::partition_point(ops.begin(), ops.end(), [&](const sessions::OpRecord& o) { return o.start_ns < scale.t1(); }) -
+      ops.begin());
+  const double small_ns = min_px * scale.ns_per_px();  // narrower than min_px
+  for (size_t i = first; i < last;) {
+    const auto& o = ops[i];
+    const double x0 = std::max(0.0, scale.x(o.start_ns));
+    size_t k = i + 1;
+    // a sub-pixel op starts a run: the following ops that are narrow and start less than
+    // min_px after the previous one ends (LaneIndex skips them 64 or 4096 at a time)
+    if (static_cast<double>(o.end_ns - o.start_ns) < small_ns) k = std::min(last, std::max(k, index.run_end(k, small_ns)));
+    const double x1 = std::min(scale.width(), scale.x(ops[k - 1].end_ns));
+    out.push_back({x0, std::max(x0, x1), o.category, static_cast<int64_t>(k - i), i});
+    i = k;
   }
   return out;
+}
+
+std::vector<LaneBox> fold_lane(const std::vector<sessions::OpRecord>& ops, const TimeScale& scale, double min_px) {
+  return fold_lane(ops, LaneIndex(ops), scale, min_px);
 }
 
 void ZoomHistory::visit(ViewRange r, bool coalesce) {

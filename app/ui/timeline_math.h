@@ -38,8 +38,8 @@ class TimeScale {
   double width_;
 };
 
-/// One drawable box of a lane: a single op, or `count` > 1 consecutive ops narrower than a
-/// pixel folded together (category of the first; `first` indexes the lane's op list).
+/// One drawable box of a lane: a single op, or a run of `count` > 1 consecutive ops narrower
+/// than a pixel folded together (category of the first; `first` indexes the lane's op list).
 struct LaneBox {
   double x0 = 0, x1 = 0;
   sessions::OpCategory category = sessions::OpCategory::other;
@@ -47,9 +47,30 @@ struct LaneBox {
   size_t first = 0;
 };
 
-/// Boxes for `ops` (sorted by start) in the visible range of `scale`: ops that end before the
-/// view or start after it are skipped by binary search; an op narrower than `min_px` is merged
-/// with the following ones while they stay within `min_px` of the box's start.
+/// The summary of a lane that lets fold_lane skip runs of small ops: per op its key =
+/// max(duration, gap after the previous op's end) in ns, and the maximum key of every block of
+/// 64 ops and of every 4096 ops. O(n) to build, 8 bytes per op.
+class LaneIndex {
+ public:
+  /// `ops` sorted by start, not nested.
+  explicit LaneIndex(const std::vector<sessions::OpRecord>& ops);
+  /// The first index k >= i whose key is >= threshold_ns (ops.size() when none): ops [i, k) are
+  /// each narrower than threshold_ns and start less than threshold_ns after the previous op ends.
+  size_t run_end(size_t i, double threshold_ns) const;
+
+ private:
+  static constexpr size_t kBlock = 64;
+  std::vector<int64_t> key_, block_max_, super_max_;
+};
+
+/// Boxes for `ops` (sorted by start, not nested) in the visible range of `scale`: ops that end
+/// before the view or start after it are skipped by binary search; an op narrower than `min_px`
+/// starts a run that takes every following op narrower than `min_px` starting less than
+/// `min_px` after the previous one ends; the run is one box with their count (Tracy's folding).
+/// With the lane's LaneIndex a run costs O(run / 64) at most, so painting follows the pixels.
+std::vector<LaneBox> fold_lane(const std::vector<sessions::OpRecord>& ops, const LaneIndex& index, const TimeScale& scale,
+                               double min_px = 1.0);
+/// The same, building the index first (O(n): for tests and one-off use).
 std::vector<LaneBox> fold_lane(const std::vector<sessions::OpRecord>& ops, const TimeScale& scale, double min_px = 1.0);
 
 /// A visible time range [t0, t1), ns.

@@ -33,7 +33,9 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
   int64_t begin = std::numeric_limits<int64_t>::max(), end = 0;
   for (const auto& l : session_->lanes()) {
     const QString lane = QString::fromStdString(l.name);
-    rows_.push_back({l.rank, l.lane, lane, QString("rank %1 %2").arg(l.rank).arg(lane), session_->ops(l.rank, l.lane, -kAll, kAll)});
+    auto lane_ops = session_->ops(l.rank, l.lane, -kAll, kAll);
+    LaneIndex index(lane_ops);
+    rows_.push_back({l.rank, l.lane, lane, QString("rank %1 %2").arg(l.rank).arg(lane), std::move(lane_ops), std::move(index)});
     const auto& ops = rows_.back().ops;
     if (!ops.empty()) {
       begin = std::min(begin, ops.front().start_ns);
@@ -89,7 +91,7 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     p.drawText(x + 3, kAxis - 8, QString::fromStdString(format_duration(static_cast<int64_t>(t))));
   }
   // step boundaries
-  p.setPen(QPen(palette().mid().color(), 1, Qt::DashLine));
+  p.setPen(QPen(palette().mid().color(), 0, Qt::DashLine));  // cosmetic: the fast dashed path
   int last_x = -100;
   for (int64_t s : step_starts_) {
     if (s < scale_.t0() || s >= scale_.t1()) continue;
@@ -104,10 +106,10 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     p.setPen(text);
     p.drawText(QRect(4, y, kGutter - 8, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft, rows_[i].label);
     const auto& compute = compute_[rows_[i].rank];
-    for (const LaneBox& b : fold_lane(rows_[i].ops, scale_)) {
+    for (const LaneBox& b : fold_lane(rows_[i].ops, rows_[i].index, scale_)) {
       const QRectF r(kGutter + b.x0, y + 3, std::max(1.0, b.x1 - b.x0), kRowHeight - 6);
       QColor c = category_color(b.category);
-      if (b.count > 1) c = c.lighter(130);  // folded: many ops in this pixel
+      if (b.count > 1) c = c.lighter(130);  // folded: a run of sub-pixel ops
       p.fillRect(r, c);
       if (b.category != sessions::OpCategory::comm || b.count > 1) continue;
       // hidden communication: the parts of this op that overlap the rank's compute

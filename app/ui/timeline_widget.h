@@ -89,6 +89,7 @@ class TimelineWidget : public QWidget {
     int32_t rank = 0, lane = 0;
     QString lane_name, label;
     std::vector<sessions::OpRecord> ops;
+    LaneIndex index{ops};  // built from ops (declared before it)
   };
   enum class Nav { jump, zoom, pan };
   // Records the current view in the history; successive zooms (or pans) are one entry.

@@ -158,6 +158,23 @@ TEST(FoldLane, SubPixelRunsFoldIntoOneBoxWithACount) {
   EXPECT_DOUBLE_EQ(boxes[0].x0, 0.0);
 }
 
+TEST(FoldLane, ARunOfSubPixelOpsOverManyPixelsIsOneBox) {
+  TimeScale s(0, 1'000'000, 1000);  // 1 us per pixel
+  std::vector<sessions::OpRecord> ops;
+  for (int i = 0; i < 20; ++i) ops.push_back(op(100'000 + i * 700, 100'000 + i * 700 + 500));  // 0.5 px, 0.2 px gaps
+  ops.push_back(op(200'000, 200'400));  // narrow, but 86.2 px after the run
+  ops.push_back(op(200'900, 205'000));  // 4.1 px wide: its own box
+  const auto boxes = fold_lane(ops, s);
+  ASSERT_EQ(boxes.size(), 3u);
+  EXPECT_EQ(boxes[0].count, 20);
+  EXPECT_DOUBLE_EQ(boxes[0].x0, 100.0);
+  EXPECT_DOUBLE_EQ(boxes[0].x1, 113.8);  // the last op ends at 100 + 19 * 0.7 + 0.5 us
+  EXPECT_EQ(boxes[1].count, 1);
+  EXPECT_EQ(boxes[1].first, 20u);
+  EXPECT_EQ(boxes[2].count, 1);
+  EXPECT_DOUBLE_EQ(boxes[2].x1, 205.0);
+}
+
 TEST(RankStatsModel, PassesTheModelTesterAndShowsFigures) {
   sessions::SessionReader r(fixture_session());
   RankStatsModel m(sessions::analyze(r));
