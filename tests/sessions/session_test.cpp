@@ -219,7 +219,8 @@ TEST(Session, BadFilesGiveOneClearError) {
     sqlite3_exec(db, "PRAGMA user_version = 99", nullptr, nullptr, nullptr);
     sqlite3_close(db);
   }
-  EXPECT_NE(error_of(newer).find("newer.db: written by a newer Embedscope (session schema version 99; this build reads up to 2)"),
+  EXPECT_NE(error_of(newer).find("newer.db: written by a newer Embedscope (session schema version 99; this build reads up to " +
+                                 std::to_string(kSchemaVersion) + ")"),
             std::string::npos)
       << error_of(newer);
   // truncated: half of a real session
