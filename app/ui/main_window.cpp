@@ -20,6 +20,7 @@
 #include <sqlite3.h>
 
 #include <fstream>
+#include <functional>
 #include <memory>
 
 #include "embedscope/engine/comm.h"
@@ -67,6 +68,22 @@ QWidget* summary_page(const sessions::SessionReader& s, QWidget* parent) {
   layout->addWidget(label);
   layout->addWidget(table, 1);
   return page;
+}
+// A tab whose content is built when it is first shown, so that opening a big session reads only
+// what the timeline needs; a damaged file's error shows in the tab.
+void add_lazy_tab(QTabWidget* page, const QString& title, std::function<QWidget*(QWidget*)> build) {
+  auto* holder = new QWidget(page);
+  auto* layout = new QVBoxLayout(holder);
+  layout->setContentsMargins(0, 0, 0, 0);
+  const int index = page->addTab(holder, title);
+  QObject::connect(page, &QTabWidget::currentChanged, holder, [holder, layout, index, build](int i) {
+    if (i != index || layout->count() > 0) return;
+    try {
+      layout->addWidget(build(holder));
+    } catch (const std::exception& e) {
+      layout->addWidget(new QLabel(QString::fromUtf8(e.what()), holder));
+    }
+  });
 }
 }  // namespace
 
@@ -183,9 +200,9 @@ QString MainWindow::open_session(const QString& path, bool quiet) {
     auto session = std::make_shared<const sessions::SessionReader>(path.toStdString());
     auto* page = new QTabWidget(tabs_);
     page->addTab(new TimelineView(session, page), "Timeline");
-    page->addTab(summary_page(*session, page), "Summary");
-    page->addTab(new LoadView(session, page), "Load");
-    page->addTab(new MemoryView(session, page), "Memory");
+    add_lazy_tab(page, "Summary", [session](QWidget* parent) { return summary_page(*session, parent); });
+    add_lazy_tab(page, "Load", [session](QWidget* parent) { return new LoadView(session, parent); });
+    add_lazy_tab(page, "Memory", [session](QWidget* parent) { return new MemoryView(session, parent); });
     const int i = tabs_->addTab(page, QFileInfo(path).fileName());
     tabs_->setTabToolTip(i, path);
     tabs_->setCurrentIndex(i);

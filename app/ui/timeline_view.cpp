@@ -102,7 +102,11 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
   shortcut(QKeySequence(Qt::Key_F3), [this] { find_next(true); });
   shortcut(QKeySequence(Qt::SHIFT | Qt::Key_F3), [this] { find_next(false); });
   connect(per_rank_, &QCheckBox::toggled, this, [this] { update_totals(); });
-  connect(timeline_, &TimelineWidget::selection_changed, this, [this] { update_details(); });
+  connect(timeline_, &TimelineWidget::selection_changed, this, [this, scroll] {
+    update_details();
+    if (const auto sel = timeline_->selected())  // a search match in a row scrolled away
+      scroll->ensureVisible(0, timeline_->row_y(sel->row) + TimelineWidget::kRowHeight / 2, 0, TimelineWidget::kRowHeight);
+  });
   connect(timeline_, &TimelineWidget::range_changed, this, [this] { update_totals(); });
   connect(timeline_, &TimelineWidget::view_changed, this, [this] { update_buttons(); });
   update_details();
