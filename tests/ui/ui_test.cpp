@@ -334,6 +334,17 @@ TEST(TimelineView, SearchNextAndPreviousInTimeOrderAndCentresTheMatch) {
   view.search_box()->setText("lookup");
   QTest::keyClick(view.search_box(), Qt::Key_Return);
   EXPECT_EQ(*w.selected(), (OpRef{0, 2}));  // after rank 1's output_dist (250 us): rank 0's lookup at 600 us
+  // F3 / Shift+F3 and Ctrl+F are shortcuts of the page (its window must be active)
+  view.show();
+  view.activateWindow();
+  ASSERT_TRUE(QTest::qWaitForWindowActive(&view));
+  w.setFocus();
+  QTest::keyClick(&w, Qt::Key_F3);
+  EXPECT_EQ(*w.selected(), (OpRef{0, 0}));  // lookup at 100 us: wrapped around
+  QTest::keyClick(&w, Qt::Key_F3, Qt::ShiftModifier);
+  EXPECT_EQ(*w.selected(), (OpRef{0, 2}));
+  QTest::keyClick(&w, Qt::Key_F, Qt::ControlModifier);
+  EXPECT_TRUE(view.search_box()->hasFocus());
   view.search_box()->setText("nothing like this");
   EXPECT_FALSE(view.find_next(true));
 }
