@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/id_histogram.h"
 #include "embedscope/sessions/analysis.h"
 
 namespace embedscope::ui {
@@ -24,11 +26,7 @@ const char* to_string(LoadMetric m) {
 LoadData load_data(const sessions::SessionReader& session, LoadMetric metric) {
   LoadData d;
   std::vector<std::string> table_names;
-  try {
-    for (const auto& t : nlohmann::json::parse(session.meta("workload_json", "{}")).value("tables", nlohmann::json::array()))
-      table_names.push_back(t.value("name", ""));
-  } catch (const std::exception&) {
-  }
+  for (const auto& t : workload_tables(session)) table_names.push_back(t.name);
   const auto counters = session.load();
   std::set<std::pair<int32_t, int32_t>> shard_keys;
   std::set<int64_t> steps;
@@ -78,6 +76,53 @@ LoadData load_data(const sessions::SessionReader& session, LoadMetric metric) {
     d.imbalance.push_back(sessions::max_over_mean(col));
   }
   return d;
+}
+
+std::vector<WorkloadTable> workload_tables(const sessions::SessionReader& session) {
+  std::vector<WorkloadTable> out;
+  try {
+    for (const auto& t : nlohmann::json::parse(session.meta("workload_json", "{}")).value("tables", nlohmann::json::array()))
+      out.push_back({t.value("name", ""), t.value("num_embeddings", int64_t{0})});
+  } catch (const std::exception&) {
+    out.clear();
+  }
+  return out;
+}
+
+std::vector<int64_t> RowHistogram::boundaries() const {
+  std::set<int64_t> b;
+  if (sharding_type == "row_wise" || sharding_type == "table_row_wise")
+    for (const auto& s : shards)
+      if (s.row_offset > 0 && s.row_offset < num_rows) b.insert(s.row_offset);
+  return {b.begin(), b.end()};
+}
+
+RowHistogram row_histogram(const sessions::SessionReader& session, int table) {
+  const auto tables = workload_tables(session);
+  if (table < 0 || static_cast<size_t>(table) >= tables.size())
+    throw std::out_of_range(session.path() + ": the workload has no table " + std::to_string(table));
+  RowHistogram h;
+  h.table = tables[static_cast<size_t>(table)].name;
+  h.num_rows = tables[static_cast<size_t>(table)].num_embeddings;
+  const int64_t buckets = h.num_rows > 0 ? engine::IdHistogram::buckets_of(h.num_rows) : 0;
+  for (int64_t b = 0; b < buckets; ++b) {
+    h.row_begin.push_back(engine::IdHistogram::bucket_begin(h.num_rows, b));
+    h.row_end.push_back(engine::IdHistogram::bucket_begin(h.num_rows, b + 1));
+  }
+  h.ids.assign(static_cast<size_t>(buckets), 0);
+  for (const auto& b : session.id_histogram())
+    if (b.table == table && b.bucket >= 0 && b.bucket < buckets) h.ids[static_cast<size_t>(b.bucket)] += b.ids;
+  try {
+    for (const auto& t : nlohmann::json::parse(session.meta("sharding_plan_json", "{}")).value("tables", nlohmann::json::array())) {
+      if (t.value("name", "") != h.table) continue;
+      h.sharding_type = t.value("sharding_type", "");
+      for (const auto& s : t.value("shards", nlohmann::json::array()))
+        h.shards.push_back({s.value("rank", 0), s.value("row_offset", int64_t{0}), s.value("num_rows", int64_t{0})});
+    }
+  } catch (const std::exception&) {
+    h.shards.clear();  // no plan: the histogram without boundaries
+  }
+  return h;
 }
 
 }  // namespace embedscope::ui

@@ -30,4 +30,37 @@ struct LoadData {
 /// session's workload (metadata workload_json); an unreadable workload falls back to "table N".
 LoadData load_data(const sessions::SessionReader& session, LoadMetric metric);
 
+/// A table of the session's workload (metadata workload_json).
+struct WorkloadTable {
+  std::string name;
+  int64_t num_embeddings = 0;
+};
+/// The workload's tables in index order; empty when workload_json is missing or unreadable.
+std::vector<WorkloadTable> workload_tables(const sessions::SessionReader& session);
+
+/// How the ids of one table fell over its rows (session table id_histogram, summed over ranks
+/// and measured steps), with the table's shards from the sharding plan.
+struct RowHistogram {
+  std::string table;
+  std::string sharding_type;  ///< as in sharding_plan_json ("row_wise", ...); "" when unknown
+  int64_t num_rows = 0;
+  std::vector<int64_t> row_begin;  ///< per bucket (every bucket, empty ones too): its first row
+  std::vector<int64_t> row_end;    ///< one past its last row
+  std::vector<int64_t> ids;        ///< ids that fell into it
+  struct ShardRows {
+    int32_t rank = 0;
+    int64_t row_offset = 0, num_rows = 0;
+  };
+  std::vector<ShardRows> shards;  ///< the table's shards in plan order
+  /// The rows where one shard's row range ends and another's begins (row_wise and
+  /// table_row_wise tables; empty for the others, whose shards all span every row).
+  std::vector<int64_t> boundaries() const;
+};
+
+/// The row histogram of table `table` (an index into workload_tables). Throws
+/// std::out_of_range naming the table index when the workload has no such table. A session
+/// without the id_histogram table (schema < 3) gives empty buckets: check
+/// SessionReader::has_id_histogram first.
+RowHistogram row_histogram(const sessions::SessionReader& session, int table);
+
 }  // namespace embedscope::ui

@@ -67,8 +67,9 @@ void fill_heatmap(QCustomPlot* plot, const QString& title, const QStringList& co
 }  // namespace
 
 LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent)
-    : QWidget(parent), session_(std::move(session)), metric_box_(new QComboBox(this)), shard_plot_(new QCustomPlot(this)),
-      step_plot_(new QCustomPlot(this)), imbalance_plot_(new QCustomPlot(this)), rank_plot_(new QCustomPlot(this)) {
+    : QWidget(parent), session_(std::move(session)), metric_box_(new QComboBox(this)), table_box_(new QComboBox(this)), shard_plot_(new QCustomPlot(this)),
+      step_plot_(new QCustomPlot(this)), imbalance_plot_(new QCustomPlot(this)), rank_plot_(new QCustomPlot(this)),
+      row_plot_(new QCustomPlot(this)), row_note_(new QLabel(this)) {
   for (LoadMetric m : {LoadMetric::ids_looked_up, LoadMetric::unique_ids, LoadMetric::bytes_in, LoadMetric::bytes_out,
                        LoadMetric::lookup_time})
     metric_box_->addItem(to_string(m), static_cast<int>(m));
@@ -82,12 +83,89 @@ LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidg
   grid->addWidget(step_plot_, 1, 1);
   grid->addWidget(imbalance_plot_, 2, 0);
   grid->addWidget(rank_plot_, 2, 1);
+  auto* rows_bar = new QHBoxLayout;
+  rows_bar->addWidget(new QLabel("ids over the rows of table:", this));
+  for (const auto& t : workload_tables(*session_)) table_box_->addItem(QString::fromStdString(t.name));
+  rows_bar->addWidget(table_box_);
+  rows_bar->addWidget(row_note_, 1);
+  grid->addLayout(rows_bar, 3, 0, 1, 2);
+  grid->addWidget(row_plot_, 4, 0, 1, 2);
   grid->setRowStretch(1, 3);
   grid->setRowStretch(2, 2);
-  for (auto* plot : {shard_plot_, step_plot_, imbalance_plot_, rank_plot_}) plot->setMinimumSize(320, 200);
+  grid->setRowStretch(4, 2);
+  for (auto* plot : {shard_plot_, step_plot_, imbalance_plot_, rank_plot_, row_plot_}) plot->setMinimumSize(320, 200);
   connect(metric_box_, &QComboBox::currentIndexChanged, this,
           [this](int i) { set_metric(static_cast<LoadMetric>(metric_box_->itemData(i).toInt())); });
+  connect(table_box_, &QComboBox::currentIndexChanged, this, [this](int i) { set_table(i); });
   rebuild();
+  rebuild_rows();
+}
+
+void LoadView::set_table(int table) {
+  table_ = table;
+  if (table_box_->currentIndex() != table) table_box_->setCurrentIndex(table);
+  rebuild_rows();
+}
+
+void LoadView::rebuild_rows() {
+  row_plot_->clearPlottables();
+  row_plot_->clearItems();
+  rows_ = {};
+  if (!session_->has_id_histogram() || table_box_->count() == 0) {
+    row_note_->setText(session_->has_id_histogram() ? "the session names no tables"
+                                                    : "this session has no row histogram (recorded from session schema 3 on)");
+    if (row_plot_->isVisible()) row_plot_->replot();
+    return;
+  }
+  rows_ = row_histogram(*session_, table_);
+  int64_t total = 0, hottest = 0;
+  size_t hot = 0;
+  QVector<double> x, y;
+  for (size_t b = 0; b < rows_.ids.size(); ++b) {
+    x << 0.5 * static_cast<double>(rows_.row_begin[b] + rows_.row_end[b]);
+    y << static_cast<double>(rows_.ids[b]);
+    total += rows_.ids[b];
+    if (rows_.ids[b] > hottest) hottest = rows_.ids[b], hot = b;
+  }
+  auto* bars = new QCPBars(row_plot_->xAxis, row_plot_->yAxis);
+  bars->setWidthType(QCPBars::wtPlotCoords);
+  bars->setWidth(rows_.ids.empty() ? 1.0 : static_cast<double>(rows_.num_rows) / static_cast<double>(rows_.ids.size()));
+  bars->setData(x, y, true);
+  bars->setPen(Qt::NoPen);
+  bars->setBrush(QColor(0x2c, 0xa0, 0x2c));
+  row_plot_->xAxis->setLabel("row");
+  row_plot_->yAxis->setLabel("ids (measured steps, all ranks)");
+  row_plot_->xAxis->setRange(0, static_cast<double>(std::max<int64_t>(rows_.num_rows, 1)));
+  row_plot_->yAxis->setRange(0, std::max(1.0, static_cast<double>(hottest) * 1.15));
+  // shard boundaries: a dashed line where one rank's rows end, the rank over each row range
+  const QPen line(QColor(0xd6, 0x27, 0x28), 2, Qt::DashLine);
+  for (int64_t row : rows_.boundaries()) {
+    auto* l = new QCPItemStraightLine(row_plot_);
+    l->setPen(line);
+    l->point1->setCoords(static_cast<double>(row), 0);
+    l->point2->setCoords(static_cast<double>(row), 1);
+  }
+  if (!rows_.boundaries().empty())
+    for (const auto& s : rows_.shards) {
+      auto* label = new QCPItemText(row_plot_);
+      label->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+      label->position->setCoords(static_cast<double>(s.row_offset) + 0.5 * static_cast<double>(s.num_rows), 0.05);
+      label->setPositionAlignment(Qt::AlignTop | Qt::AlignHCenter);
+      label->setText(QString("rank %1").arg(s.rank));
+      label->setColor(QColor(0xd6, 0x27, 0x28));
+    }
+  QString ranks;
+  for (const auto& s : rows_.shards) ranks += (ranks.isEmpty() ? "" : ", ") + QString::number(s.rank);
+  row_note_->setText(QString("%1 rows in %2 buckets, %3 ids; hottest bucket rows %4..%5 (%6 % of the ids); %7 on rank(s) %8")
+                         .arg(rows_.num_rows)
+                         .arg(rows_.ids.size())
+                         .arg(total)
+                         .arg(rows_.row_begin.empty() ? 0 : rows_.row_begin[hot])
+                         .arg(rows_.row_end.empty() ? 0 : rows_.row_end[hot] - 1)
+                         .arg(total ? 100.0 * static_cast<double>(hottest) / static_cast<double>(total) : 0.0, 0, 'f', 1)
+                         .arg(QString::fromStdString(rows_.sharding_type.empty() ? "unplanned" : rows_.sharding_type))
+                         .arg(ranks));
+  if (row_plot_->isVisible()) row_plot_->replot();
 }
 
 void LoadView::set_metric(LoadMetric m) {

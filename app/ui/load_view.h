@@ -1,7 +1,8 @@
 #pragma once
 // The load view: heatmaps (QCPColorMap) of a load metric per rank x table shard and per
 // rank x step with a colour scale and hover values, the imbalance (max / mean) of each step,
-// and a bar per rank.
+// a bar per rank, and for a chosen table how its ids fall over its row range (hot rows) with
+// the shard boundaries drawn on it.
 
 #include <QWidget>
 
@@ -12,6 +13,7 @@
 
 class QCustomPlot;
 class QComboBox;
+class QLabel;
 
 namespace embedscope::ui {
 
@@ -23,14 +25,25 @@ class LoadView : public QWidget {
   void set_metric(LoadMetric m);
   const LoadData& data() const { return data_; }
   QCustomPlot* shard_map() { return shard_plot_; }
+  /// Shows the row histogram of table `table` (an index into the workload's tables).
+  void set_table(int table);
+  /// The histogram shown (empty buckets when the session has none: see row_note()).
+  const RowHistogram& rows() const { return rows_; }
+  QCustomPlot* row_plot() { return row_plot_; }
+  /// Says what the row histogram shows, or that the session has none.
+  QLabel* row_note() { return row_note_; }
 
  private:
   void rebuild();
+  void rebuild_rows();
   std::shared_ptr<const sessions::SessionReader> session_;
   LoadMetric metric_ = LoadMetric::ids_looked_up;
   LoadData data_;
-  QComboBox* metric_box_;
-  QCustomPlot *shard_plot_, *step_plot_, *imbalance_plot_, *rank_plot_;
+  QComboBox *metric_box_, *table_box_;
+  QCustomPlot *shard_plot_, *step_plot_, *imbalance_plot_, *rank_plot_, *row_plot_;
+  QLabel* row_note_;
+  int table_ = 0;
+  RowHistogram rows_;
 };
 
 }  // namespace embedscope::ui

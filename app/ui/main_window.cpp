@@ -5,6 +5,7 @@
 #include <QPainter>
 #include <QPdfWriter>
 #include <QSettings>
+#include <QSvgGenerator>
 #include <QDragEnterEvent>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -21,6 +22,7 @@
 #include <sqlite3.h>
 
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -35,6 +37,7 @@
 #include "scenario_view.h"
 #include "sharding_plan_model.h"
 #include "timeline_math.h"
+#include "timeline_view.h"
 #include "timeline_widget.h"
 #include "workload_designer.h"
 
@@ -83,6 +86,22 @@ QWidget* summary_page(const sessions::SessionReader& s, QWidget* parent) {
                                "and bytes its lookups took in and gave out (measured steps)", page));
   layout->addWidget(plan, 2);
   return page;
+}
+// A tab whose content is built when it is first shown, so that opening a big session reads only
+// what the timeline needs; a damaged file's error shows in the tab.
+void add_lazy_tab(QTabWidget* page, const QString& title, std::function<QWidget*(QWidget*)> build) {
+  auto* holder = new QWidget(page);
+  auto* layout = new QVBoxLayout(holder);
+  layout->setContentsMargins(0, 0, 0, 0);
+  const int index = page->addTab(holder, title);
+  QObject::connect(page, &QTabWidget::currentChanged, holder, [holder, layout, index, build](int i) {
+    if (i != index || layout->count() > 0) return;
+    try {
+      layout->addWidget(build(holder));
+    } catch (const std::exception& e) {
+      layout->addWidget(new QLabel(QString::fromUtf8(e.what()), holder));
+    }
+  });
 }
 }  // namespace
 
@@ -150,6 +169,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), tabs_(new QTabWid
   add_export("Chrome / Perfetto trace (JSON)...", "chrome", "Trace (*.json)", false);
   add_export("CSV tables (folder)...", "csv", {}, true);
   add_export("Current view as PNG...", "png", "PNG image (*.png)", false);
+  add_export("Current view as SVG...", "svg", "SVG image (*.svg)", false);
   add_export("Current view as PDF...", "pdf", "PDF (*.pdf)", false);
   file->addSeparator();
   file->addAction("&Quit", QKeySequence::Quit, qApp, &QApplication::quit);
@@ -197,6 +217,17 @@ QString MainWindow::export_current(const QString& format, const QString& path) {
     }
     QWidget* view = views ? views->currentWidget() : tabs_->currentWidget();
     if (format == "png") return view->grab().save(path, "PNG") ? QString() : path + ": cannot write";
+    if (format == "svg") {  // vector: the widgets paint into the SVG generator
+      QSvgGenerator svg;
+      svg.setFileName(path);
+      svg.setSize(view->size());
+      svg.setViewBox(view->rect());
+      svg.setTitle(tabs_->tabText(tabs_->currentIndex()) + " - " + views->tabText(views->currentIndex()));
+      QPainter painter;
+      if (!painter.begin(&svg)) return path + ": cannot write";
+      view->render(&painter);
+      return painter.end() ? QString() : path + ": cannot write";
+    }
     if (format == "pdf") {
       QPdfWriter pdf(path);
       pdf.setPageSize(QPageSize(QPageSize::A4));
@@ -219,10 +250,10 @@ QString MainWindow::open_session(const QString& path, bool quiet) {
   try {
     auto session = std::make_shared<const sessions::SessionReader>(path.toStdString());
     auto* page = new QTabWidget(tabs_);
-    page->addTab(new TimelineWidget(session, page), "Timeline");
-    page->addTab(summary_page(*session, page), "Summary");
-    page->addTab(new LoadView(session, page), "Load");
-    page->addTab(new MemoryView(session, page), "Memory");
+    page->addTab(new TimelineView(session, page), "Timeline");
+    add_lazy_tab(page, "Summary", [session](QWidget* parent) { return summary_page(*session, parent); });
+    add_lazy_tab(page, "Load", [session](QWidget* parent) { return new LoadView(session, parent); });
+    add_lazy_tab(page, "Memory", [session](QWidget* parent) { return new MemoryView(session, parent); });
     QString title = QFileInfo(path).fileName();
     if (const std::string ended = session->meta("ended"); ended != "complete") title += QString(" [%1]").arg(QString::fromStdString(ended));
     const int i = tabs_->addTab(page, title);

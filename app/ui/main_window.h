@@ -30,7 +30,7 @@ class MainWindow : public QMainWindow {
   /// (Its run_requested signal is for the run machinery to connect.)
   QString open_scenario(const QString& scenario, const QString& sessions_dir = {}, bool quiet = false);
   /// File > Export for the current session: "chrome" (Trace Event JSON), "csv" (a folder),
-  /// "png" or "pdf" (the current view). Returns the error, or an empty string.
+  /// "png", "svg" (vector, QSvgGenerator) or "pdf" (the current view). Returns the error, or an empty string.
   QString export_current(const QString& format, const QString& path);
   /// The recent-files list, most recent first (at most 10).
   static QStringList recent_files();

@@ -20,6 +20,7 @@
 
 #include "embedscope/engine/comm.h"
 #include "embedscope/engine/dense.h"
+#include "embedscope/engine/id_histogram.h"
 #include "embedscope/engine/kernels.h"
 #include "embedscope/engine/memory.h"
 #include "embedscope/profiler/tracer.h"
@@ -193,6 +194,7 @@ class Rank {
   std::atomic<int64_t> current_step_{0};
   double last_loss_ = 0;
   std::vector<sessions::LoadCounter> load_;  // this step's load counters
+  IdHistogram id_histogram_{sh_.spec};       // ids over row buckets, measured steps
   uint64_t last_layout_ = 0;                 // hash of the last snapshot's layout
   std::vector<sessions::MemoryEvent> mem_events_;  // allocator actions since the last flush
 
@@ -366,6 +368,7 @@ void Rank::main() {
       break;
     }
   }
+  if (sh_.session) sh_.session->add_id_histogram(id_histogram_.buckets(me_));
   summary.rank = me_;
   summary.bytes_sent = bytes_sent() - (counter_base_.empty() ? 0 : counter_base_[0]);
   summary.bytes_received = bytes_received() - (counter_base_.empty() ? 0 : counter_base_[1]);
@@ -401,6 +404,7 @@ bool Rank::step(int64_t it) {
     auto fixed = apply_invalid_id_policy(spec, batch.kjt, me_);
     if (measured) summary.invalid_ids += std::accumulate(fixed.begin(), fixed.end(), int64_t{0});
     off = batch.kjt.offsets();
+    if (measured) id_histogram_.add(spec, batch.kjt);
   }
   auto bag_len = [&](int f, int64_t b) { return batch.kjt.lengths[static_cast<size_t>(f * B + b)]; };
   const auto& lengths = batch.kjt.lengths;

@@ -97,14 +97,16 @@ SessionReader::SessionReader(const std::string& path) : path_(path) {
         meta_[col_text(s.st, 0)] = col_text(s.st, 1);
       check(rc, "reading metadata");
     }
-    {
+    auto has_table = [&](const char* name) {
       Stmt s;
-      check(sqlite3_prepare_v2(db_, "SELECT count(*) FROM sqlite_schema WHERE name = 'memory_counters'", -1, &s.st,
-                               nullptr),
+      check(sqlite3_prepare_v2(db_, "SELECT count(*) FROM sqlite_schema WHERE name = ?1", -1, &s.st, nullptr),
             "reading the schema");
+      sqlite3_bind_text(s.st, 1, name, -1, SQLITE_STATIC);
       check(sqlite3_step(s.st), "reading the schema");
-      has_memory_tables_ = sqlite3_column_int(s.st, 0) > 0;
-    }
+      return sqlite3_column_int(s.st, 0) > 0;
+    };
+    has_memory_tables_ = has_table("memory_counters");
+    has_id_histogram_ = has_table("id_histogram");
     if (meta_.empty())
       throw SessionError(fmt::format("{}: the session holds no metadata yet: its run was killed before the first commit",
                                      path));
@@ -357,6 +359,17 @@ std::vector<MemoryBlockRecord> SessionReader::memory_blocks(int64_t snapshot_id)
                        col_text(st, 6)});
       },
       [&](sqlite3_stmt* st) { sqlite3_bind_int64(st, 1, snapshot_id); });
+  return out;
+}
+
+std::vector<IdHistogramBucket> SessionReader::id_histogram() const {
+  std::vector<IdHistogramBucket> out;
+  if (!has_id_histogram_) return out;
+  each_row("SELECT rank, table_index, bucket, row_begin, row_end, ids FROM id_histogram ORDER BY table_index, bucket, rank",
+           "reading the id histogram", [&](sqlite3_stmt* st) {
+             out.push_back({sqlite3_column_int(st, 0), sqlite3_column_int(st, 1), sqlite3_column_int(st, 2),
+                            sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5)});
+           });
   return out;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
-// The session schema, version 2 (documented in sessions/FORMAT.md; keep both in step).
-// Version 2 added memory_events, memory_counters, memory_snapshots and memory_blocks; version-1 files are read
-// as they are (no memory tables).
+// The session schema, version 3 (documented in sessions/FORMAT.md; keep both in step).
+// Version 2 added memory_events, memory_counters, memory_snapshots and memory_blocks; version 3 added
+// id_histogram. Older files are read as they are (without those tables).
 // ops.lane_key = rank * 256 + lane: one integer key column makes inserts about 10% faster than
 // (rank, lane), and op_view gives the two back.
 
@@ -54,6 +54,10 @@ CREATE TABLE memory_blocks (
   segment_size INTEGER NOT NULL, size INTEGER NOT NULL, requested INTEGER NOT NULL, allocated INTEGER NOT NULL,
   tag TEXT NOT NULL,
   PRIMARY KEY (snapshot_id, address)) WITHOUT ROWID;
+CREATE TABLE id_histogram (
+  rank INTEGER NOT NULL, table_index INTEGER NOT NULL, bucket INTEGER NOT NULL,
+  row_begin INTEGER NOT NULL, row_end INTEGER NOT NULL, ids INTEGER NOT NULL,
+  PRIMARY KEY (table_index, bucket, rank)) WITHOUT ROWID;
 CREATE VIEW op_view AS
   SELECT o.lane_key >> 8 AS rank, l.name AS lane, c.name AS category, s.value AS name, o.step, o.start_ns,
          o.end_ns, o.end_ns - o.start_ns AS dur_ns, o.bytes, o.correlation

@@ -98,6 +98,7 @@ SessionWriter::SessionWriter(const std::string& path, bool overwrite) : path_(pa
       {"mem_event", "INSERT INTO memory_events (rank, time_ns, step, action, address, size, requested, tag) VALUES "
                     "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
       {"block", "INSERT OR REPLACE INTO memory_blocks VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
+      {"id_hist", "INSERT OR REPLACE INTO id_histogram VALUES (?1, ?2, ?3, ?4, ?5, ?6)"},
   };
   for (auto& [key, text] : sql) {
     sqlite3_stmt* st = nullptr;
@@ -182,6 +183,11 @@ void SessionWriter::add_memory(const MemoryCounter& m) {
 void SessionWriter::add_memory_events(const std::vector<MemoryEvent>& events) {
   std::lock_guard<std::mutex> lock(mu_);
   pending_.memory_events.insert(pending_.memory_events.end(), events.begin(), events.end());
+}
+
+void SessionWriter::add_id_histogram(const std::vector<IdHistogramBucket>& buckets) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.id_histogram.insert(pending_.id_histogram.end(), buckets.begin(), buckets.end());
 }
 
 void SessionWriter::add_snapshot(MemorySnapshot snapshot) {
@@ -377,6 +383,16 @@ void SessionWriter::write(Pending& p) {
       bind_text(bst, 8, b.tag);
       step(bst);
     }
+  }
+  for (auto& h : p.id_histogram) {
+    auto* st = stmts_["id_hist"];
+    sqlite3_bind_int(st, 1, h.rank);
+    sqlite3_bind_int(st, 2, h.table);
+    sqlite3_bind_int(st, 3, h.bucket);
+    sqlite3_bind_int64(st, 4, h.row_begin);
+    sqlite3_bind_int64(st, 5, h.row_end);
+    sqlite3_bind_int64(st, 6, h.ids);
+    step(st);
   }
   exec("COMMIT");
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <set>
 
+#include "embedscope/engine/id_histogram.h"
 #include "embedscope/engine/input.h"
 
 using namespace embedscope::engine;
@@ -122,4 +123,48 @@ TEST(InvalidIds, ClampAndDrop) {
   EXPECT_EQ(fixed, (std::vector<int64_t>{2, 1}));
   EXPECT_EQ(k.values, (std::vector<int64_t>{3, 4, 5}));
   EXPECT_EQ(k.lengths, (std::vector<int64_t>{1, 0, 0, 1, 0, 1}));
+}
+
+TEST(IdHistogram, CountsIdsPerRowBucketByHand) {
+  // table t (1000 rows: 256 buckets) serves f and g; table u (3 rows: 3 buckets) serves h
+  WorkloadSpec s;
+  s.name = "h";
+  s.tables = {{"t", 1000, 4, Pooling::sum, {"f", "g"}}, {"u", 3, 4, Pooling::sum, {"h"}}};
+  s.features = {FeatureSpec{"f", {}, {}}, FeatureSpec{"g", {}, {}}, FeatureSpec{"h", {}, {}}};
+  EXPECT_EQ(IdHistogram::buckets_of(1000), 256);
+  EXPECT_EQ(IdHistogram::buckets_of(3), 3);
+  // bucket b of 1000 rows starts at ceil(b * 1000 / 256): 0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, ...
+  EXPECT_EQ(IdHistogram::bucket_begin(1000, 1), 4);
+  EXPECT_EQ(IdHistogram::bucket_begin(1000, 3), 12);
+  EXPECT_EQ(IdHistogram::bucket_begin(1000, 255), 997);
+  EXPECT_EQ(IdHistogram::bucket_begin(1000, 256), 1000);
+  IdHistogram h(s);
+  KJT k;
+  k.batch_size = 2;
+  k.num_features = 3;
+  // f: bags [0, 3] and [999]; g: [4] and []; h: [2, 2] and [0]
+  k.lengths = {2, 1, 1, 0, 2, 1};
+  k.values = {0, 3, 999, 4, 2, 2, 0};
+  h.add(s, k);
+  h.add(s, k);  // a second step adds up
+  EXPECT_EQ(h.count(0, 0), 4);    // rows 0 and 3 (row 3: floor(3 * 256 / 1000) = 0), twice
+  EXPECT_EQ(h.count(0, 1), 2);    // row 4: floor(4 * 256 / 1000) = 1
+  EXPECT_EQ(h.count(0, 255), 2);  // row 999
+  EXPECT_EQ(h.count(1, 2), 4);
+  EXPECT_EQ(h.count(1, 0), 2);
+  EXPECT_EQ(h.count(1, 1), 0);
+  const auto rec = h.buckets(3);
+  ASSERT_EQ(rec.size(), 5u);  // only non-empty buckets
+  EXPECT_EQ(rec[1].rank, 3);
+  EXPECT_EQ(rec[1].bucket, 1);
+  EXPECT_EQ(rec[1].row_begin, 4);
+  EXPECT_EQ(rec[1].row_end, 8);
+  EXPECT_EQ(rec[2].row_begin, 997);
+  EXPECT_EQ(rec[2].row_end, 1000);
+  EXPECT_EQ(rec[4].table, 1);
+  EXPECT_EQ(rec[4].row_begin, 2);
+  EXPECT_EQ(rec[4].row_end, 3);
+  EXPECT_EQ(rec[4].ids, 4);
+  k.num_features = 2;
+  EXPECT_THROW(h.add(s, k), std::invalid_argument);
 }

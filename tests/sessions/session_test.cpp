@@ -219,7 +219,8 @@ TEST(Session, BadFilesGiveOneClearError) {
     sqlite3_exec(db, "PRAGMA user_version = 99", nullptr, nullptr, nullptr);
     sqlite3_close(db);
   }
-  EXPECT_NE(error_of(newer).find("newer.db: written by a newer Embedscope (session schema version 99; this build reads up to 2)"),
+  EXPECT_NE(error_of(newer).find("newer.db: written by a newer Embedscope (session schema version 99; this build reads up to " +
+                                 std::to_string(kSchemaVersion) + ")"),
             std::string::npos)
       << error_of(newer);
   // truncated: half of a real session
@@ -443,4 +444,37 @@ TEST(Session, VersionOneFilesAreReadAsTheyAre) {
   EXPECT_EQ(r.schema_version(), 1);
   EXPECT_TRUE(r.memory_counters().empty());
   EXPECT_EQ(analyze(r).ranks[0].compute_ns, 160);
+}
+
+TEST(Session, IdHistogramRoundTripAndVersionTwoFilesWithoutIt) {
+  const std::string path = (scratch() / "idhist.db").string();
+  {
+    SessionWriter w(path);
+    w.add_id_histogram({{1, 0, 3, 30, 40, 7}, {0, 0, 3, 30, 40, 5}, {0, 1, 0, 0, 2, 9}});
+    w.close("complete");
+  }
+  {
+    SessionReader r(path);
+    EXPECT_EQ(r.schema_version(), 3);
+    ASSERT_TRUE(r.has_id_histogram());
+    const auto h = r.id_histogram();
+    ASSERT_EQ(h.size(), 3u);  // ordered by (table, bucket, rank)
+    EXPECT_EQ(h[0].rank, 0);
+    EXPECT_EQ(h[0].ids, 5);
+    EXPECT_EQ(h[1].rank, 1);
+    EXPECT_EQ(h[1].bucket, 3);
+    EXPECT_EQ(h[1].row_begin, 30);
+    EXPECT_EQ(h[1].row_end, 40);
+    EXPECT_EQ(h[1].ids, 7);
+    EXPECT_EQ(h[2].table, 1);
+    EXPECT_EQ(h[2].ids, 9);
+  }
+  sqlite3* db = nullptr;
+  sqlite3_open(path.c_str(), &db);
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE id_histogram; PRAGMA user_version = 2;", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  SessionReader r(path);
+  EXPECT_EQ(r.schema_version(), 2);
+  EXPECT_FALSE(r.has_id_histogram());
+  EXPECT_TRUE(r.id_histogram().empty());
 }

@@ -3,6 +3,7 @@
 // where ops must and must not be.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <QAbstractItemModelTester>
@@ -13,11 +14,14 @@
 #include <QProgressBar>
 #include <QSettings>
 #include <QSignalSpy>
-#include <QTabWidget>
 #include <QTableWidget>
 #include <QTimer>
 
 #include <qcustomplot.h>
+#include <QLabel>
+#include <QLineEdit>
+#include <QTabWidget>
+#include <QTest>
 
 #include <cstdlib>
 #include <filesystem>
@@ -40,10 +44,12 @@
 #include "main_window.h"
 #include "embedscope/engine/comm.h"
 #include "embedscope/engine/sharding.h"
+#include "range_totals_model.h"
 #include "rank_stats_model.h"
 #include "run_job.h"
 #include "sharding_plan_model.h"
 #include "timeline_math.h"
+#include "timeline_view.h"
 #include "timeline_widget.h"
 #include "workload_designer.h"
 #include "workload_model.h"
@@ -78,6 +84,62 @@ std::string fixture_session() {
   w.add_load({0, 0, 0, 0, 10, 5, 80, 256, 1000});
   w.close("complete");
   return path.string();
+}
+
+// Two ranks, two steps ([0, 500) and [500, 1000) us), ops in us:
+//   row 0 rank 0 compute: lookup [100, 200), dense [300, 500), lookup [600, 700)
+//   row 1 rank 0 comm:    output_dist/all_to_all [200, 300) 100 B seq 1, grad_dist/all_to_all [700, 800) 50 B seq 2
+//   row 2 rank 1 compute: lookup [150, 250), dense [350, 450)
+//   row 3 rank 1 comm:    output_dist/all_to_all [250, 320) 100 B seq 1
+std::string busy_session() {
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_busy_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  sessions::SessionWriter w(path.string());
+  using sessions::Lane;
+  using sessions::OpCategory;
+  for (int r = 0; r < 2; ++r) {
+    w.add_lane({r, 0, "compute", "thread"});
+    w.add_lane({r, 1, "comm", "thread"});
+    w.add_step({0, r, 0, 500'000, 0.5, 0, 0});
+    w.add_step({1, r, 500'000, 1'000'000, 0.4, 0, 0});
+  }
+  w.add_ops({{0, Lane::compute, OpCategory::lookup, "lookup", 0, 100'000, 200'000, 0, 0},
+             {0, Lane::compute, OpCategory::dense, "dense", 0, 300'000, 500'000, 0, 0},
+             {0, Lane::compute, OpCategory::lookup, "lookup", 1, 600'000, 700'000, 0, 0},
+             {0, Lane::comm, OpCategory::comm, "output_dist/all_to_all", 0, 200'000, 300'000, 100, 1},
+             {0, Lane::comm, OpCategory::comm, "grad_dist/all_to_all", 1, 700'000, 800'000, 50, 2},
+             {1, Lane::compute, OpCategory::lookup, "lookup", 0, 150'000, 250'000, 0, 0},
+             {1, Lane::compute, OpCategory::dense, "dense", 0, 350'000, 450'000, 0, 0},
+             {1, Lane::comm, OpCategory::comm, "output_dist/all_to_all", 0, 250'000, 320'000, 100, 1}});
+  sessions::CollectiveRecord c;
+  c.rank = 0;
+  c.op = "all_to_all";
+  c.name = "output_dist/all_to_all";
+  c.group = "world";
+  c.sequence = 1;
+  c.dtype = "float32";
+  c.start_ns = 200'000;
+  c.end_ns = 300'000;
+  c.bytes_sent = 48;
+  c.bytes_received = 52;
+  c.peers = {0, 1};
+  c.send_elements = {3, 12};
+  c.recv_elements = {3, 13};
+  w.add_collective(c);
+  w.close("complete");
+  return path.string();
+}
+
+// A widget of 1000 px of time showing [0, 1000) us: 1 px per us.
+std::unique_ptr<TimelineWidget> busy_timeline() {
+  auto w = std::make_unique<TimelineWidget>(std::make_shared<const sessions::SessionReader>(busy_session()));
+  w->resize(TimelineWidget::kGutter + 1000, 200);
+  w->scale().set_width(1000);  // the resize event of a hidden widget comes later
+  w->scale().show(0, 1'000'000);
+  return w;
+}
+QPoint at_us(const TimelineWidget& w, int us, size_t row) {
+  return {TimelineWidget::kGutter + us, w.row_y(row) + TimelineWidget::kRowHeight / 2};
 }
 }  // namespace
 
@@ -117,6 +179,23 @@ TEST(FoldLane, SubPixelRunsFoldIntoOneBoxWithACount) {
   ASSERT_EQ(boxes.size(), 1u);
   EXPECT_EQ(boxes[0].first, 3u);
   EXPECT_DOUBLE_EQ(boxes[0].x0, 0.0);
+}
+
+TEST(FoldLane, ARunOfSubPixelOpsOverManyPixelsIsOneBox) {
+  TimeScale s(0, 1'000'000, 1000);  // 1 us per pixel
+  std::vector<sessions::OpRecord> ops;
+  for (int i = 0; i < 20; ++i) ops.push_back(op(100'000 + i * 700, 100'000 + i * 700 + 500));  // 0.5 px, 0.2 px gaps
+  ops.push_back(op(200'000, 200'400));  // narrow, but 86.2 px after the run
+  ops.push_back(op(200'900, 205'000));  // 4.1 px wide: its own box
+  const auto boxes = fold_lane(ops, s);
+  ASSERT_EQ(boxes.size(), 3u);
+  EXPECT_EQ(boxes[0].count, 20);
+  EXPECT_DOUBLE_EQ(boxes[0].x0, 100.0);
+  EXPECT_DOUBLE_EQ(boxes[0].x1, 113.8);  // the last op ends at 100 + 19 * 0.7 + 0.5 us
+  EXPECT_EQ(boxes[1].count, 1);
+  EXPECT_EQ(boxes[1].first, 20u);
+  EXPECT_EQ(boxes[2].count, 1);
+  EXPECT_DOUBLE_EQ(boxes[2].x1, 205.0);
 }
 
 TEST(RankStatsModel, PassesTheModelTesterAndShowsFigures) {
@@ -174,6 +253,233 @@ TEST(TimelineWidget, CommunicationUnderComputeIsShadedAsHidden) {
   };
   EXPECT_EQ(at(350'000), hidden_comm_color());
   EXPECT_EQ(at(500'000), category_color(sessions::OpCategory::comm));
+}
+
+TEST(TimelineWidget, ClickSelectsTheOpUnderThePixelAndShowsItsDetails) {
+  auto w = busy_timeline();
+  QTest::mouseClick(w.get(), Qt::LeftButton, Qt::NoModifier, at_us(*w, 650, 0));
+  ASSERT_TRUE(w->selected().has_value());
+  EXPECT_EQ(*w->selected(), (OpRef{0, 2}));  // rank 0's second lookup, [600, 700) us
+  const QString d = w->details(*w->selected());
+  EXPECT_TRUE(d.contains("<b>lookup</b>") && d.contains("rank 0, compute lane") && d.contains("step 1") &&
+              d.contains("start 600.0 us") && d.contains("duration 100.0 us"))
+      << d.toStdString();
+  const QImage img = w->grab().toImage();  // outlined in the text colour, inside it the lookup colour
+  EXPECT_EQ(img.pixelColor(TimelineWidget::kGutter + 650, w->row_y(0) + 1), w->palette().text().color());
+  EXPECT_EQ(img.pixelColor(TimelineWidget::kGutter + 650, w->row_y(0) + 11), category_color(sessions::OpCategory::lookup));
+  // the collective: its group, sequence, peers and splits from the collective records
+  QTest::mouseClick(w.get(), Qt::LeftButton, Qt::NoModifier, at_us(*w, 250, 1));
+  ASSERT_TRUE(w->selected().has_value());
+  EXPECT_EQ(*w->selected(), (OpRef{1, 0}));
+  const QString c = w->details(*w->selected());
+  EXPECT_TRUE(c.contains("group world, sequence 1, float32") && c.contains("peers 0, 1") &&
+              c.contains("elements sent to each peer: 3, 12") && c.contains("received from each: 3, 13") &&
+              c.contains("(100 bytes)"))
+      << c.toStdString();
+  QTest::mouseClick(w.get(), Qt::LeftButton, Qt::NoModifier, at_us(*w, 550, 0));  // nothing there
+  EXPECT_FALSE(w->selected().has_value());
+}
+
+TEST(TimelineView, RangeTotalsEqualTheSumsByHand) {
+  auto w = busy_timeline();
+  // Shift+drag from 150 us to 650 us
+  QTest::mousePress(w.get(), Qt::LeftButton, Qt::ShiftModifier, at_us(*w, 150, 0));
+  QTest::mouseMove(w.get(), at_us(*w, 400, 0));
+  QTest::mouseRelease(w.get(), Qt::LeftButton, Qt::ShiftModifier, at_us(*w, 650, 0));
+  ASSERT_TRUE(w->range().has_value());
+  EXPECT_EQ(*w->range(), (ViewRange{150'000, 650'000}));
+  // clipped to [150, 650): lookup 50 + 50 (rank 0) + 100 (rank 1); dense 200 + 100;
+  // output_dist 100 + 70 with 100 + 100 bytes; grad_dist is outside
+  const auto all = w->totals(false);
+  ASSERT_EQ(all.size(), 3u);
+  const auto& names = std::vector<std::string>{"dense", "lookup", "output_dist/all_to_all"};
+  const int64_t count[] = {2, 3, 2}, total[] = {300'000, 200'000, 170'000}, bytes[] = {0, 0, 200};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(all[i].rank, -1);
+    EXPECT_EQ(all[i].count, count[i]) << names[i];
+    EXPECT_EQ(all[i].total_ns, total[i]) << names[i];
+    EXPECT_EQ(all[i].bytes, bytes[i]) << names[i];
+  }
+  // the drag along the axis selects a range too
+  QTest::mousePress(w.get(), Qt::LeftButton, Qt::NoModifier, QPoint(TimelineWidget::kGutter + 600, 5));
+  QTest::mouseMove(w.get(), QPoint(TimelineWidget::kGutter + 700, 5));
+  QTest::mouseRelease(w.get(), Qt::LeftButton, Qt::NoModifier, QPoint(TimelineWidget::kGutter + 800, 5));
+  EXPECT_EQ(*w->range(), (ViewRange{600'000, 800'000}));
+  EXPECT_EQ(w->view(), (ViewRange{0, 1'000'000}));  // no pan
+
+  // the page: the model under the tester, all ranks or per rank
+  TimelineView view(std::make_shared<const sessions::SessionReader>(busy_session()));
+  QAbstractItemModelTester tester(view.totals(), QAbstractItemModelTester::FailureReportingMode::Fatal);
+  EXPECT_EQ(view.totals()->rowCount(), 0);
+  view.timeline()->set_range(ViewRange{150'000, 650'000});
+  auto* m = view.totals();
+  ASSERT_EQ(m->rowCount(), 3);
+  EXPECT_EQ(m->data(m->index(0, RangeTotalsModel::Name)).toString(), "dense");
+  EXPECT_EQ(m->data(m->index(0, RangeTotalsModel::Rank)).toString(), "all");
+  EXPECT_EQ(m->data(m->index(1, RangeTotalsModel::Count)).toLongLong(), 3);
+  EXPECT_EQ(m->data(m->index(1, RangeTotalsModel::Total), Qt::UserRole).toLongLong(), 200'000);
+  EXPECT_DOUBLE_EQ(m->data(m->index(1, RangeTotalsModel::Mean), Qt::UserRole).toDouble(), 200'000.0 / 3);
+  EXPECT_EQ(m->data(m->index(2, RangeTotalsModel::Bytes), Qt::UserRole).toLongLong(), 200);
+  EXPECT_EQ(m->data(m->index(0, RangeTotalsModel::Total)).toString(), "300.0 us");
+  view.set_per_rank(true);
+  ASSERT_EQ(m->rowCount(), 6);
+  EXPECT_EQ(m->data(m->index(0, RangeTotalsModel::Name)).toString(), "dense");  // rank 0: 200 us
+  EXPECT_EQ(m->data(m->index(0, RangeTotalsModel::Rank), Qt::UserRole).toInt(), 0);
+  EXPECT_EQ(m->data(m->index(0, RangeTotalsModel::Total), Qt::UserRole).toLongLong(), 200'000);
+  EXPECT_EQ(m->data(m->index(5, RangeTotalsModel::Name)).toString(), "output_dist/all_to_all");  // rank 1: 70 us
+  EXPECT_EQ(m->data(m->index(5, RangeTotalsModel::Total), Qt::UserRole).toLongLong(), 70'000);
+  view.timeline()->set_range(std::nullopt);
+  EXPECT_EQ(m->rowCount(), 0);
+}
+
+TEST(TimelineView, SearchNextAndPreviousInTimeOrderAndCentresTheMatch) {
+  TimelineView view(std::make_shared<const sessions::SessionReader>(busy_session()));
+  TimelineWidget& w = *view.timeline();
+  w.resize(TimelineWidget::kGutter + 1000, 200);
+  w.navigate({0, 100'000});  // a 100 us window
+  view.search_box()->setText("ALL_TO_ALL");  // case-insensitive
+  std::vector<OpRef> got;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(view.find_next(true));
+    got.push_back(*w.selected());
+  }
+  // by start: rank 0 output_dist (200 us), rank 1 output_dist (250 us), rank 0 grad_dist (700 us), then around
+  EXPECT_EQ(got, (std::vector<OpRef>{{1, 0}, {3, 0}, {1, 1}, {1, 0}}));
+  ASSERT_TRUE(view.find_next(false));  // previous of the first wraps to the last
+  EXPECT_EQ(*w.selected(), (OpRef{1, 1}));
+  ASSERT_TRUE(view.find_next(false));
+  EXPECT_EQ(*w.selected(), (OpRef{3, 0}));
+  // grad_dist (100 us) was wider than 80 % of the 100 us view: shown with 10 % either side
+  // (a 120 us span); this match is centred with that span kept: 285 us -+ 60 us
+  EXPECT_EQ(w.view(), (ViewRange{225'000, 345'000}));
+  EXPECT_TRUE(view.details()->text().contains("output_dist/all_to_all"));
+  // Enter in the box is "next"; F3 / Shift+F3 are shortcuts of the page
+  view.search_box()->setText("lookup");
+  QTest::keyClick(view.search_box(), Qt::Key_Return);
+  EXPECT_EQ(*w.selected(), (OpRef{0, 2}));  // after rank 1's output_dist (250 us): rank 0's lookup at 600 us
+  // F3 / Shift+F3 and Ctrl+F are shortcuts of the page (its window must be active)
+  view.show();
+  view.activateWindow();
+  ASSERT_TRUE(QTest::qWaitForWindowActive(&view));
+  w.setFocus();
+  QTest::keyClick(&w, Qt::Key_F3);
+  EXPECT_EQ(*w.selected(), (OpRef{0, 0}));  // lookup at 100 us: wrapped around
+  QTest::keyClick(&w, Qt::Key_F3, Qt::ShiftModifier);
+  EXPECT_EQ(*w.selected(), (OpRef{0, 2}));
+  QTest::keyClick(&w, Qt::Key_F, Qt::ControlModifier);
+  EXPECT_TRUE(view.search_box()->hasFocus());
+  view.search_box()->setText("nothing like this");
+  EXPECT_FALSE(view.find_next(true));
+}
+
+TEST(TimelineWidget, ZoomHistoryBackAndForwardRestoreTheExactRanges) {
+  auto w = busy_timeline();
+  w->navigate({0, 1'000'000});
+  const ViewRange first = w->view();
+  w->navigate({100'000, 200'000});
+  w->navigate({300'123, 400'456});
+  QTest::keyClick(w.get(), Qt::Key_Backspace);
+  EXPECT_EQ(w->view(), (ViewRange{100'000, 200'000}));
+  QTest::keyClick(w.get(), Qt::Key_Left, Qt::AltModifier);
+  EXPECT_EQ(w->view(), first);
+  EXPECT_FALSE(w->history().can_back());
+  QTest::keyClick(w.get(), Qt::Key_Backspace, Qt::ShiftModifier);
+  EXPECT_EQ(w->view(), (ViewRange{100'000, 200'000}));
+  QTest::keyClick(w.get(), Qt::Key_Right, Qt::AltModifier);
+  EXPECT_EQ(w->view(), (ViewRange{300'123, 400'456}));
+  EXPECT_FALSE(w->history().can_forward());
+  // successive zoom steps are one entry; a new visit drops the forward entries
+  w->back();
+  QTest::keyClick(w.get(), Qt::Key_W);
+  QTest::keyClick(w.get(), Qt::Key_W);
+  const ViewRange zoomed = w->view();
+  EXPECT_LT(zoomed.t1 - zoomed.t0, 100'000);
+  EXPECT_FALSE(w->history().can_forward());
+  w->back();
+  EXPECT_EQ(w->view(), (ViewRange{100'000, 200'000}));
+  w->forward();
+  EXPECT_EQ(w->view(), zoomed);
+  // fit a step: keys 1..9 and fit_step
+  QTest::keyClick(w.get(), Qt::Key_2);
+  EXPECT_EQ(w->view(), (ViewRange{500'000, 1'000'000}));
+  EXPECT_TRUE(w->fit_step(0));
+  EXPECT_EQ(w->view(), (ViewRange{0, 500'000}));
+  EXPECT_FALSE(w->fit_step(7));
+  w->back();
+  EXPECT_EQ(w->view(), (ViewRange{500'000, 1'000'000}));
+  w->navigate({0, 1'000'000});
+  QTest::mouseDClick(w.get(), Qt::LeftButton, Qt::NoModifier, at_us(*w, 550, 0));  // in step 1
+  EXPECT_EQ(w->view(), (ViewRange{500'000, 1'000'000}));
+}
+
+TEST(FindOp, OrderByStartThenRow) {
+  std::vector<sessions::OpRecord> a{op(10, 20), op(30, 40)}, b{op(10, 15), op(25, 26)};
+  a[0].name_id = 1;
+  a[1].name_id = 1;
+  b[0].name_id = 1;
+  b[1].name_id = 0;  // not a match
+  const std::vector<const std::vector<sessions::OpRecord>*> rows{&a, &b};
+  const std::vector<bool> match{false, true};
+  auto r = find_op(rows, match, std::nullopt, true);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, (OpRef{0, 0}));  // start 10, row 0 before row 1
+  r = find_op(rows, match, r, true);
+  EXPECT_EQ(*r, (OpRef{1, 0}));
+  r = find_op(rows, match, r, true);
+  EXPECT_EQ(*r, (OpRef{0, 1}));  // 30 (b's 25 does not match)
+  EXPECT_FALSE(find_op(rows, match, r, true));
+  EXPECT_EQ(*find_op(rows, match, r, false), (OpRef{1, 0}));
+  EXPECT_EQ(*find_op(rows, match, std::nullopt, false, 100), (OpRef{0, 1}));  // the last starting before 100
+  EXPECT_EQ(*find_op(rows, match, std::nullopt, false, 30), (OpRef{1, 0}));   // before 30: b's 10 after a's 10
+  EXPECT_EQ(*find_op(rows, match, std::nullopt, true, 10), (OpRef{0, 0}));    // at or after 10
+  EXPECT_EQ(*find_op(rows, match, std::nullopt, true, 11), (OpRef{0, 1}));
+}
+
+TEST(LoadView, RowHistogramWithShardBoundaries) {
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_rows_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    w.set_metadata("world_size", "2");
+    w.set_metadata("workload_json", R"({"tables": [{"name": "t_a", "num_embeddings": 1000}, {"name": "t_b", "num_embeddings": 10}]})");
+    w.set_metadata("sharding_plan_json",
+                   R"({"tables": [{"name": "t_a", "sharding_type": "row_wise", "shards": [)"
+                   R"({"rank": 0, "row_offset": 0, "num_rows": 500}, {"rank": 1, "row_offset": 500, "num_rows": 500}]},)"
+                   R"({"name": "t_b", "sharding_type": "table_wise", "shards": [{"rank": 1, "row_offset": 0, "num_rows": 10}]}]})");
+    w.add_id_histogram({{0, 0, 0, 0, 4, 5}, {1, 0, 0, 0, 4, 2}, {1, 0, 255, 997, 1000, 4}, {0, 1, 3, 3, 4, 9}});
+    w.close("complete");
+  }
+  sessions::SessionReader r(path.string());
+  RowHistogram h = row_histogram(r, 0);
+  EXPECT_EQ(h.table, "t_a");
+  ASSERT_EQ(h.ids.size(), 256u);
+  EXPECT_EQ(h.ids[0], 7);  // both ranks
+  EXPECT_EQ(h.ids[1], 0);
+  EXPECT_EQ(h.ids[255], 4);
+  EXPECT_EQ(h.row_begin[1], 4);
+  EXPECT_EQ(h.row_end[255], 1000);
+  EXPECT_EQ(h.boundaries(), (std::vector<int64_t>{500}));
+  RowHistogram b = row_histogram(r, 1);
+  ASSERT_EQ(b.ids.size(), 10u);  // one bucket per row
+  EXPECT_EQ(b.ids[3], 9);
+  EXPECT_TRUE(b.boundaries().empty());  // table-wise: no boundary inside
+  EXPECT_THROW(row_histogram(r, 2), std::out_of_range);
+
+  LoadView view(std::make_shared<const sessions::SessionReader>(path.string()));
+  view.resize(1000, 900);
+  EXPECT_EQ(view.rows().ids[0], 7);
+  EXPECT_TRUE(view.row_note()->text().contains("hottest bucket rows 0..3")) << view.row_note()->text().toStdString();
+  view.set_table(1);
+  EXPECT_EQ(view.rows().table, "t_b");
+  // an older session without the table opens, and says so
+  const std::string v2 = fixture_session();
+  sqlite3* db = nullptr;
+  sqlite3_open(v2.c_str(), &db);
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE id_histogram; PRAGMA user_version = 2;", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  LoadView old(std::make_shared<const sessions::SessionReader>(v2));
+  EXPECT_TRUE(old.row_note()->text().contains("no row histogram")) << old.row_note()->text().toStdString();
+  EXPECT_TRUE(old.rows().ids.empty());
 }
 
 TEST(LoadData, AggregatesPerShardPerStepAndImbalance) {
@@ -294,7 +600,12 @@ TEST(MainWindow, RecentFilesAndExports) {
   EXPECT_FALSE(QImage(QString::fromStdString((dir / "view.png").string())).isNull());
   EXPECT_EQ(w.export_current("pdf", QString::fromStdString((dir / "view.pdf").string())), QString());
   EXPECT_GT(std::filesystem::file_size(dir / "view.pdf"), 1000u);
-  EXPECT_FALSE(w.export_current("svg", "x.svg").isEmpty());
+  EXPECT_EQ(w.export_current("svg", QString::fromStdString((dir / "view.svg").string())), QString());
+  std::ifstream svg(dir / "view.svg");
+  const std::string vector((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+  EXPECT_NE(vector.find("<svg"), std::string::npos);
+  EXPECT_NE(vector.find("<rect"), std::string::npos);  // the ops are vector boxes, not a bitmap
+  EXPECT_FALSE(w.export_current("bmp", "x.bmp").isEmpty());
   MainWindow empty;
   EXPECT_EQ(empty.export_current("png", "x.png"), "no session is open");
 }

@@ -66,6 +66,19 @@ struct LoadCounter {
   int64_t lookup_ns = 0;   ///< time of the shard's pooled lookup
 };
 
+/// How one rank's input ids of one table fell into one bucket of the table's row range, summed
+/// over the measured steps (schema 3, table `id_histogram`). A table of N rows has
+/// min(256, N) equal buckets: row r is in bucket floor(r * buckets / N), so bucket b holds rows
+/// [row_begin, row_end) = [ceil(b N / buckets), ceil((b + 1) N / buckets)).
+struct IdHistogramBucket {
+  int32_t rank = 0;
+  int32_t table = 0;       ///< index into the workload's tables
+  int32_t bucket = 0;
+  int64_t row_begin = 0;   ///< first row of the bucket
+  int64_t row_end = 0;     ///< one past its last row
+  int64_t ids = 0;         ///< ids in [row_begin, row_end) in the rank's input batches
+};
+
 /// One rank's step.
 struct StepMetric {
   int64_t step = 0;

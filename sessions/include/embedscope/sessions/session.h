@@ -38,7 +38,7 @@ class SessionError : public std::runtime_error {
 };
 
 /// The schema version this build writes and reads (PRAGMA user_version).
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 constexpr std::chrono::milliseconds kCommitInterval{250};
 
 /// A lane of a rank: a thread of the CPU executor (or, later, a CUDA stream).
@@ -72,6 +72,8 @@ class SessionWriter {
   void add_step(const StepMetric& s);
   void add_memory(const MemoryCounter& m);
   void add_memory_events(const std::vector<MemoryEvent>& events);
+  /// Stores id histogram buckets (a rank's, at the end of its run).
+  void add_id_histogram(const std::vector<IdHistogramBucket>& buckets);
   /// Stores a snapshot (its id is assigned here).
   void add_snapshot(MemorySnapshot snapshot);
   /// Flushes everything, records `ended` and `message`, checkpoints the WAL into the file and
@@ -96,10 +98,12 @@ class SessionWriter {
     std::vector<MemoryCounter> memory;
     std::vector<MemoryEvent> memory_events;
     std::vector<MemorySnapshot> snapshots;
+    std::vector<IdHistogramBucket> id_histogram;
     std::vector<std::pair<int32_t, std::string>> new_strings;
     bool empty() const {
       return metadata.empty() && ranks.empty() && lanes.empty() && ops.empty() && collectives.empty() && load.empty() &&
-             steps.empty() && memory.empty() && memory_events.empty() && snapshots.empty() && new_strings.empty();
+             steps.empty() && memory.empty() && memory_events.empty() && snapshots.empty() && id_histogram.empty() &&
+             new_strings.empty();
     }
   };
   int32_t intern(const char* s);  // caller holds mu_
@@ -173,6 +177,10 @@ class SessionReader {
   /// Snapshots without their blocks; memory_blocks() gives those.
   std::vector<MemorySnapshot> memory_snapshots() const;
   std::vector<MemoryBlockRecord> memory_blocks(int64_t snapshot_id) const;
+  /// Whether the file has the id_histogram table (schema 3; older files do not).
+  bool has_id_histogram() const { return has_id_histogram_; }
+  /// Every stored bucket, ordered by (table, bucket, rank); empty without the table.
+  std::vector<IdHistogramBucket> id_histogram() const;
 
  private:
   void check(int rc, const char* what) const;
@@ -187,6 +195,7 @@ class SessionReader {
   std::vector<std::string> strings_;
   std::map<std::pair<int32_t, int32_t>, int64_t> max_duration_;  // per lane
   bool has_memory_tables_ = false;
+  bool has_id_histogram_ = false;
 };
 
 }  // namespace embedscope::sessions

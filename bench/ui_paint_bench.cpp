@@ -1,0 +1,177 @@
+// Google Benchmark of the timeline (issue 4, "Benchmark"): offscreen paint of the timeline at
+// 1920x1080 and the time to open a session up to its first painted timeline, each with its
+// ratio to the goal measured in this run (goal_ratio > 1 meets the goal):
+//   paint/1M/whole, paint/1M/zoomed     median frame of 1M events (goal <= 16 ms): 16 ms / median
+//   paint/10M/whole, paint/10M/zoomed   median frame of 10M events (goal <= 50 ms): 50 ms / median
+//   open_to_first_paint/1M              open a 1M-event session in the workbench window
+//                                       (MainWindow::open_session) and paint the window, on its
+//                                       timeline tab, once (goal < 1 s): 1 s / time
+// "whole" shows every event, "zoomed" 1% of the extent around its middle. The sessions are
+// generated once per run through SessionWriter into $TMPDIR (1M: ~50 MB, 10M: ~500 MB) and
+// deleted at exit.
+
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <QApplication>
+#include <QImage>
+#include <QPainter>
+#include <QSettings>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "embedscope/sessions/session.h"
+#include "main_window.h"
+#include "timeline_widget.h"
+
+namespace {
+using namespace embedscope;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kWidth = 1920, kHeight = 1080;
+constexpr int kRanks = 8, kLanes = 2;  // 16 rows
+constexpr int64_t kSteps = 100;
+
+fs::path scratch() {
+  static const fs::path dir = [] {
+    auto d = fs::temp_directory_path() / ("es_ui_bench_" + std::to_string(getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+// `n` ops over 8 ranks x 2 lanes in 100 steps: per lane, ops of 200 ns - 20 us with gaps of
+// 100 ns - 2 us (a profile's mix of tiny kernels and longer ones), named and coloured by a
+// cycle of op kinds; collectives carry bytes.
+std::string generated_session(int64_t n) {
+  static std::map<int64_t, std::string> made;
+  if (auto it = made.find(n); it != made.end()) return it->second;
+  const std::string path = (scratch() / (std::to_string(n) + ".db")).string();
+  sessions::SessionWriter w(path);
+  w.set_metadata("world_size", std::to_string(kRanks));
+  w.set_metadata("workload_name", "generated");
+  static const char* names[] = {"input", "lookup", "dense_forward_backward", "backward_fused_optimizer",
+                                "input_dist/ids", "output_dist/all_to_all", "grad_dist/all_to_all", "dense_all_reduce"};
+  const int64_t per_lane = n / (kRanks * kLanes);
+  int64_t lane_end = 0;
+  for (int r = 0; r < kRanks; ++r)
+    for (int l = 0; l < kLanes; ++l) {
+      w.add_lane({r, l, l ? "comm" : "compute", "thread"});
+      std::mt19937_64 rng(static_cast<uint64_t>(r * kLanes + l));
+      std::uniform_int_distribution<int64_t> dur(200, 20'000), gap(100, 2'000);
+      std::vector<sessions::OpEvent> batch;
+      int64_t t = 0;
+      for (int64_t i = 0; i < per_lane; ++i) {
+        const int kind = static_cast<int>(i % 4) + (l ? 4 : 0);
+        const int64_t d = dur(rng);
+        batch.push_back({r, static_cast<sessions::Lane>(l), l ? sessions::OpCategory::comm : static_cast<sessions::OpCategory>(i % 5),
+                         names[kind], i * kSteps / per_lane, t, t + d, l ? d * 100 : 0, l ? static_cast<uint64_t>(i) : 0});
+        t += d + gap(rng);
+        if (batch.size() == 100'000) {
+          w.add_ops(batch);
+          batch.clear();
+        }
+      }
+      w.add_ops(batch);
+      lane_end = std::max(lane_end, t);
+    }
+  for (int64_t s = 0; s < kSteps; ++s)
+    for (int r = 0; r < kRanks; ++r) w.add_step({s, r, s * lane_end / kSteps, (s + 1) * lane_end / kSteps, 0.5, 0, 0});
+  w.close("complete");
+  return made[n] = path;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// One timeline per session size, built once (building is what open_to_first_paint measures).
+ui::TimelineWidget& timeline(int64_t n) {
+  static std::map<int64_t, std::unique_ptr<ui::TimelineWidget>> built;
+  auto& w = built[n];
+  if (!w) {
+    w = std::make_unique<ui::TimelineWidget>(std::make_shared<const sessions::SessionReader>(generated_session(n)));
+    w->resize(kWidth, kHeight);
+    w->scale().set_width(kWidth - ui::TimelineWidget::kGutter);
+  }
+  return *w;
+}
+
+void BM_paint(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const bool zoomed = state.range(1) != 0;
+  const double goal_ms = n <= 1'000'000 ? 16.0 : 50.0;
+  ui::TimelineWidget& w = timeline(n);
+  w.scale().fit();
+  if (zoomed) {
+    const int64_t span = w.scale().t1() - w.scale().t0(), mid = w.scale().t0() + span / 2;
+    w.scale().show(mid - span / 200, mid + span / 200);
+  }
+  QImage frame(kWidth, kHeight, QImage::Format_ARGB32_Premultiplied);
+  std::vector<double> ms;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    w.render(&frame);
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    benchmark::DoNotOptimize(frame.constBits());
+  }
+  const double m = median(ms);
+  state.counters["events"] = static_cast<double>(n);
+  state.counters["median_frame_ms"] = m;
+  state.counters["goal_ratio"] = goal_ms / m;  // > 1: under the goal
+}
+BENCHMARK(BM_paint)
+    ->ArgNames({"events", "zoomed"})
+    ->Args({1'000'000, 0})
+    ->Args({1'000'000, 1})
+    ->Args({10'000'000, 0})
+    ->Args({10'000'000, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(30);
+
+void BM_open_to_first_paint(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const std::string path = generated_session(n);
+  QImage frame(kWidth, kHeight, QImage::Format_ARGB32_Premultiplied);
+  std::vector<double> s;
+  for (auto _ : state) {
+    ui::MainWindow window;
+    window.resize(kWidth, kHeight);
+    const auto t0 = Clock::now();
+    if (!window.open_session(QString::fromStdString(path), true).isEmpty()) state.SkipWithError("cannot open");
+    window.render(&frame);  // lays out and paints the window on its timeline tab
+    s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  const double m = median(s);
+  state.counters["median_s"] = m;
+  state.counters["goal_ratio"] = 1.0 / m;  // > 1: under 1 s
+}
+BENCHMARK(BM_open_to_first_paint)->Arg(1'000'000)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  qputenv("QT_QPA_PLATFORM", "offscreen");
+  QApplication app(argc, argv);
+  // the recent-files list of the benchmark's windows stays in the scratch folder
+  QSettings::setDefaultFormat(QSettings::IniFormat);
+  QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, QString::fromStdString(scratch().string()));
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  std::error_code ec;
+  fs::remove_all(scratch(), ec);  // the generated sessions
+  return 0;
+}

@@ -1,0 +1,57 @@
+#include "embedscope/engine/id_histogram.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace embedscope::engine {
+
+int64_t IdHistogram::buckets_of(int64_t num_rows) { return std::clamp<int64_t>(num_rows, 1, kMaxBuckets); }
+
+int64_t IdHistogram::bucket_begin(int64_t num_rows, int64_t b) {
+  const int64_t n = buckets_of(num_rows);  // num_rows <= 2^40, b <= 256: the product fits
+  return (b * num_rows + n - 1) / n;
+}
+
+IdHistogram::IdHistogram(const WorkloadSpec& spec) : table_of_feature_(spec.features.size(), -1) {
+  for (size_t t = 0; t < spec.tables.size(); ++t) {
+    rows_.push_back(spec.tables[t].num_embeddings);
+    counts_.emplace_back(static_cast<size_t>(buckets_of(spec.tables[t].num_embeddings)), 0);
+    for (const auto& f : spec.tables[t].feature_names)
+      if (const int i = spec.feature_index(f); i >= 0) table_of_feature_[static_cast<size_t>(i)] = static_cast<int>(t);
+  }
+}
+
+void IdHistogram::add(const WorkloadSpec& spec, const KJT& kjt) {
+  if (kjt.num_features != static_cast<int>(spec.features.size()))
+    throw std::invalid_argument("id histogram: the batch has " + std::to_string(kjt.num_features) +
+                                " features, the workload " + std::to_string(spec.features.size()));
+  int64_t pos = 0;
+  for (int f = 0; f < kjt.num_features; ++f) {
+    int64_t n = 0;
+    for (int64_t b = 0; b < kjt.batch_size; ++b) n += kjt.lengths[static_cast<size_t>(f * kjt.batch_size + b)];
+    const int t = table_of_feature_[static_cast<size_t>(f)];
+    if (t >= 0) {
+      const int64_t rows = rows_[static_cast<size_t>(t)], buckets = buckets_of(rows);
+      auto& counts = counts_[static_cast<size_t>(t)];
+      for (int64_t i = pos; i < pos + n; ++i) {
+        const int64_t id = kjt.values[static_cast<size_t>(i)];
+        if (id >= 0 && id < rows) ++counts[static_cast<size_t>(id * buckets / rows)];
+      }
+    }
+    pos += n;
+  }
+}
+
+std::vector<sessions::IdHistogramBucket> IdHistogram::buckets(int32_t rank) const {
+  std::vector<sessions::IdHistogramBucket> out;
+  for (size_t t = 0; t < counts_.size(); ++t)
+    for (size_t b = 0; b < counts_[t].size(); ++b)
+      if (counts_[t][b] > 0)
+        out.push_back({rank, static_cast<int32_t>(t), static_cast<int32_t>(b),
+                       bucket_begin(rows_[t], static_cast<int64_t>(b)), bucket_begin(rows_[t], static_cast<int64_t>(b) + 1),
+                       counts_[t][b]});
+  return out;
+}
+
+}  // namespace embedscope::engine
