@@ -102,8 +102,10 @@ struct Problem {
       // a small table (many duplicates) every other table, a larger one otherwise
       tab.num_rows = t % 2 == 0 ? 7 : 50 + static_cast<int64_t>(rng() % 200);
       tab.dim = dims[t];
-      tab.weights_offset = woff;
-      woff += tab.num_rows * tab.dim;
+      // FBGEMM-style: each table's rows start at a multiple of 8 elements (16-byte loads); the
+      // padding in between holds NaN, so a read past a row shows up in the results
+      tab.weights_offset = (woff + 7) / 8 * 8;
+      woff = tab.weights_offset + tab.num_rows * tab.dim;
       tab.out_offset = out_cols;
       out_cols += tab.dim;
       tab.pooling = pooling == Pooling::mean ? 1 : 0;
@@ -115,8 +117,10 @@ struct Problem {
       tables.push_back(tab);
     }
     for (auto& tab : tables) tab.out_stride = out_cols;
-    weights.resize(static_cast<size_t>(woff));
-    for (float& w : weights) w = round_to(p, val(rng));
+    weights.assign(static_cast<size_t>(woff), std::nanf(""));
+    for (const auto& tab : tables)
+      for (int64_t i = 0; i < tab.num_rows * tab.dim; ++i)
+        weights[static_cast<size_t>(tab.weights_offset + i)] = round_to(p, val(rng));
     // ids_base leading ids that no bag uses: offsets[0] > 0 as in a slice of a larger KJT
     ids.assign(static_cast<size_t>(ids_base), 123456789);
     offsets.push_back(ids_base);
@@ -145,7 +149,7 @@ struct Problem {
   }
 };
 
-// Compares got with expected elementwise; prints up to 10 mismatches with `where(i)`.
+// Compares got with expected elementwise (NaN expected: NaN required); prints up to 10 mismatches with `where(i)`.
 template <class Where>
 void expect_close(const std::vector<float>& got, const std::vector<float>& expected, double abs_tol, double rel_tol,
                   const std::string& what, Where where) {
@@ -154,7 +158,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& expec
   std::ostringstream msg;
   for (size_t i = 0; i < got.size(); ++i) {
     const double g = got[i], e = expected[i];
-    const bool ok = std::abs(g - e) <= abs_tol + rel_tol * std::abs(e) && !std::isnan(g);
+    const bool ok = std::isnan(e) ? std::isnan(g) : std::abs(g - e) <= abs_tol + rel_tol * std::abs(e);
     if (!ok && bad++ < 10) {
       char buf[160];
       std::snprintf(buf, sizeof buf, ": got %.9g expected %.9g (diff %.3g)\n", g, e, g - e);
@@ -175,19 +179,22 @@ std::string out_where(const Problem& pr, size_t i) {
              std::to_string(col - pr.tables[t].out_offset);
   return "?";
 }
-// (table, row, column) of element i of the weights (or adam state with the same layout).
-std::string row_where(const Problem& pr, size_t i, bool state1_rowwise = false) {
+enum class Layout { weights, momentum1_rowwise, momentum1, momentum2 };
+// (table, row, column) of element i of the weights or an optimizer state array.
+std::string row_where(const Problem& pr, size_t i, Layout layout = Layout::weights) {
   for (size_t t = 0; t < pr.tables.size(); ++t) {
     const auto& tab = pr.tables[t];
-    const int64_t per_row = state1_rowwise ? 1 : tab.dim;
-    const int64_t base = state1_rowwise ? tab.momentum1_offset : tab.weights_offset;
-    if (static_cast<int64_t>(i) < base + tab.num_rows * per_row) {
-      const int64_t k = static_cast<int64_t>(i) - base;
+    const int64_t per_row = layout == Layout::momentum1_rowwise ? 1 : tab.dim;
+    const int64_t base = layout == Layout::weights     ? tab.weights_offset
+                         : layout == Layout::momentum2 ? tab.momentum2_offset
+                                                       : tab.momentum1_offset;
+    const auto k = static_cast<int64_t>(i) - base;
+    if (k < 0) return "padding before table " + std::to_string(t);
+    if (k < tab.num_rows * per_row)
       return "table " + std::to_string(t) + " row " + std::to_string(k / per_row) + " column " +
              std::to_string(k % per_row);
-    }
   }
-  return "?";
+  return "padding after the last table";
 }
 
 const WeightsPrecision kPrecisions[] = {WeightsPrecision::fp32, WeightsPrecision::fp16, WeightsPrecision::bf16};
@@ -321,10 +328,10 @@ void check_backward(WeightsPrecision p, Pooling pooling, OptimizerType type, uin
   const double rel = p == WeightsPrecision::fp32 ? 1e-5 : p == WeightsPrecision::fp16 ? 1.0 / 1024 : 1.0 / 128;
   expect_close(w.download(), ref, 1e-6, rel, "weights", [&](size_t i) { return row_where(pr, i); });
   if (type == OptimizerType::rowwise_adagrad)
-    expect_close(m1.download(), rm1, 1e-6, 1e-5, "momentum1", [&](size_t i) { return row_where(pr, i, true); });
+    expect_close(m1.download(), rm1, 1e-6, 1e-5, "momentum1", [&](size_t i) { return row_where(pr, i, Layout::momentum1_rowwise); });
   if (type == OptimizerType::adam) {
-    expect_close(m1.download(), rm1, 1e-6, 1e-5, "momentum1", [&](size_t i) { return row_where(pr, i); });
-    expect_close(m2.download(), rm2, 1e-6, 1e-5, "momentum2", [&](size_t i) { return row_where(pr, i); });
+    expect_close(m1.download(), rm1, 1e-6, 1e-5, "momentum1", [&](size_t i) { return row_where(pr, i, Layout::momentum1); });
+    expect_close(m2.download(), rm2, 1e-6, 1e-5, "momentum2", [&](size_t i) { return row_where(pr, i, Layout::momentum2); });
   }
 }
 }  // namespace
@@ -356,7 +363,7 @@ TEST(GpuTbe, BackwardIsDeterministicWithDuplicates) {
   // one 3-row table, 4096 ids: every row occurs ~1365 times; two runs must agree bit for bit
   Problem pr({100}, 512, Pooling::sum, WeightsPrecision::fp32, OptimizerType::rowwise_adagrad, 9);
   pr.tables[0].num_rows = 3;
-  pr.weights.resize(300);
+  pr.weights.resize(300);  // table 0 starts at 0: its first 3 rows
   std::mt19937_64 rng(5);
   pr.ids.clear();
   pr.offsets = {0};
