@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -25,6 +26,7 @@
 
 #include "embedscope/engine/bucketize.h"
 #include "embedscope/engine/cuda_kernels.h"
+#include "embedscope/engine/dense.h"
 #include "embedscope/engine/kernels.h"
 #include "embedscope/engine/launch_config.h"
 
@@ -432,4 +434,49 @@ TEST(GpuBucketize, MatchesCpuReference) {
                                     splits.data()),
                  std::length_error);
   }
+}
+
+TEST(GpuDense, LinearForwardBackwardMatchCpuBlas) {
+  REQUIRE_DEVICE();
+  // Tolerance abs 1e-4 + rel 1e-4: cuBLAS sums the k products in another order than OpenBLAS
+  // (fp32, no TF32); values are O(1) and k <= 300. The bias gradient sums in the CPU's order.
+  std::mt19937_64 rng(21);
+  std::uniform_real_distribution<float> val(-1.0f, 1.0f);
+  Blas blas;
+  for (const auto& [B, in, out] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {37, 13, 64}, {256, 300, 1}, {5, 64, 129}})
+    for (bool relu : {false, true}) {
+      SCOPED_TRACE("B=" + std::to_string(B) + " in=" + std::to_string(in) + " out=" + std::to_string(out) +
+                   (relu ? " relu" : ""));
+      auto rnd = [&](int64_t n) {
+        std::vector<float> v(static_cast<size_t>(n));
+        for (float& f : v) f = val(rng);
+        return v;
+      };
+      const auto x = rnd(B * in), w = rnd(out * in), b = rnd(out), dy0 = rnd(B * out);
+      std::vector<float> y(static_cast<size_t>(B * out)), dy = dy0, dw(static_cast<size_t>(out * in)),
+          db(static_cast<size_t>(out)), dx(static_cast<size_t>(B * in));
+      linear_forward(B, in, out, x.data(), w.data(), b.data(), relu, y.data());
+      linear_backward(B, in, out, x.data(), w.data(), y.data(), relu, dy.data(), dw.data(), db.data(), dx.data());
+
+      auto d_x = to_device(x), d_w = to_device(w), d_b = to_device(b), d_dy = to_device(dy0);
+      DeviceArray<float> d_y(y.size()), d_dw(dw.size()), d_db(db.size()), d_dx(dx.size());
+      linear_forward_cuda(blas, B, in, out, d_x.data(), d_w.data(), d_b.data(), relu, d_y.data());
+      const auto got_y = d_y.download();
+      // backward from the CPU's y, so that the ReLU mask is the same even where y is ~0
+      auto d_yref = to_device(y);
+      linear_backward_cuda(blas, B, in, out, d_x.data(), d_w.data(), d_yref.data(), relu, d_dy.data(), d_dw.data(),
+                           d_db.data(), d_dx.data());
+      synchronize();
+      auto at2 = [](int64_t cols) {
+        return [cols](size_t i) {
+          return "row " + std::to_string(static_cast<int64_t>(i) / cols) + " column " +
+                 std::to_string(static_cast<int64_t>(i) % cols);
+        };
+      };
+      expect_close(got_y, y, 1e-4, 1e-4, "y", at2(out));
+      expect_close(d_dy.download(), dy, 0, 0, "dy (ReLU mask)", at2(out));
+      expect_close(d_dw.download(), dw, 1e-4, 1e-4, "dw", at2(in));
+      expect_close(d_db.download(), db, 1e-6, 1e-6, "db", at2(out));
+      expect_close(d_dx.download(), dx, 1e-4, 1e-4, "dx", at2(in));
+    }
 }

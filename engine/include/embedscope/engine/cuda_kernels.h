@@ -14,6 +14,8 @@
 //    row, then the fused row optimizer (sgd, rowwise_adagrad, adam) applied once per row, as
 //    accumulate_sparse_grad + apply_row_optimizer. Deterministic: no atomics.
 //  - bucketize_kjt_cuda: row-wise input bucketizing (bucketize_kjt).
+//  - linear_forward_cuda / linear_backward_cuda: the dense layers with cuBLAS (linear_forward /
+//    linear_backward in dense.h).
 
 #include <cstddef>
 #include <cstdint>
@@ -183,5 +185,34 @@ void tbe_backward_update(const TbePlan& plan, void* weights, float* momentum1, f
 int64_t bucketize_kjt_cuda(const int64_t* values, const int64_t* offsets, int64_t num_features,
                            int64_t batch_size, std::span<const BucketSlot> slots, int64_t* lengths,
                            int64_t* ids, int64_t ids_capacity, int64_t* splits, void* stream = nullptr);
+
+// ---- dense layers (cuBLAS) -----------------------------------------------------------------
+
+/// A cuBLAS handle (cublasCreate) whose work goes to `stream`; fp32 math, no TF32
+/// (CUBLAS_PEDANTIC_MATH), so results follow the CPU BLAS up to summation order.
+class Blas {
+ public:
+  explicit Blas(void* stream = nullptr);
+  ~Blas();
+  Blas(const Blas&) = delete;
+  Blas& operator=(const Blas&) = delete;
+  void* handle() const { return handle_; }
+  void* stream() const { return stream_; }
+
+ private:
+  void* handle_ = nullptr;
+  void* stream_ = nullptr;
+};
+
+/// linear_forward (dense.h) on the device: y[B x out] = relu?(x[B x in] W^T + b), row-major,
+/// W: out x in. One cublasSgemm and one bias (+ ReLU) kernel. Throws std::invalid_argument for
+/// negative sizes or sizes above 2^31 - 1.
+void linear_forward_cuda(Blas& blas, int64_t B, int64_t in, int64_t out, const float* x, const float* w,
+                         const float* b, bool relu, float* y);
+
+/// linear_backward (dense.h) on the device: with relu zeroes dy where y <= 0 (in place), then
+/// dw = dy^T x, db = column sums of dy (in batch order, as the CPU loop), dx = dy W if dx != nullptr.
+void linear_backward_cuda(Blas& blas, int64_t B, int64_t in, int64_t out, const float* x, const float* w,
+                          const float* y, bool relu, float* dy, float* dw, float* db, float* dx);
 
 }  // namespace embedscope::engine::cuda
