@@ -76,7 +76,7 @@ DeviceCount device_count() {
   } else {
     d.count = 0;
     d.status = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    cudaGetLastError();  // reset the last-error state (this error is not sticky)
   }
   return d;
 }
