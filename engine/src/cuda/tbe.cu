@@ -47,11 +47,12 @@ __device__ __forceinline__ float bag_scale_of(const float* bag_scale, int32_t po
 
 // One warp pools one bag over all its columns, V consecutive columns per lane per pass of
 // 32 * V columns. ids are read 32 at a time (one per lane) and broadcast with shuffles; rows
-// are loaded 4 ids ahead of the additions for memory-level parallelism, and added in id order.
+// are loaded 8 at a time before they are added (memory-level parallelism), and added in id
+// order.
 template <class T, int V>
 __device__ void pool_bag(const T* __restrict__ w, int64_t num_rows, int64_t dim, const int64_t* __restrict__ ids,
                          int64_t begin, int64_t end, float scale, float* __restrict__ out, int lane) {
-  constexpr int kAhead = 4;
+  constexpr int kAhead = 8;
   for (int64_t c0 = 0; c0 < dim; c0 += static_cast<int64_t>(kWarp) * V) {
     const int64_t c = c0 + static_cast<int64_t>(lane) * V;
     const bool active = c < dim;  // dim % V == 0: the whole vector is inside the row

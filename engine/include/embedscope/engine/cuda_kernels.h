@@ -2,9 +2,11 @@
 // CUDA embedding kernels (built with EMBEDSCOPE_WITH_CUDA; link embedscope::engine_cuda).
 // Host API only: no CUDA header is needed to include this one. Device buffers are raw device
 // pointers (or DeviceArray below); `stream` is a cudaStream_t passed as void* (nullptr: the
-// legacy default stream). Every launch goes through one checked launcher (launch_config.h):
-// zero-size work is not launched, and a bad configuration or failed launch throws LaunchError
-// naming the kernel and its shapes. Other CUDA runtime errors throw CudaError.
+// legacy default stream). Every launch of our kernels goes through one checked launcher
+// (launch_config.h): zero-size work is not launched, and a bad configuration or failed launch
+// throws LaunchError naming the kernel and its shapes. Other CUDA runtime errors (CUB's and
+// cuBLAS's launches included, checked by their return codes) throw CudaError. Kernel faults
+// surface at the next synchronizing call.
 //
 // Kernels (CPU references in kernels.h and bucketize.h):
 //  - tbe_forward: table-batched pooled lookup (FBGEMM's split_embedding_codegen_forward):
