@@ -245,7 +245,7 @@ TEST(GpuTbe, ForwardMatchesPooledLookupEveryPrecisionAndPooling) {
         TbePlan plan(pr.tables, pr.B, p);
         DeviceWeights w(p, pr.weights);
         auto ids = to_device(pr.ids);
-  auto off = to_device(pr.offsets);
+        auto off = to_device(pr.offsets);
         DeviceArray<float> out(static_cast<size_t>(pr.B * pr.out_cols));
         out.zero();
         tbe_forward(plan, w.data(), ids.data(), off.data(), nullptr, out.data());
@@ -382,7 +382,7 @@ TEST(GpuTbe, BackwardIsDeterministicWithDuplicates) {
     TbePlan plan(pr.tables, pr.B, WeightsPrecision::fp32);
     DeviceWeights w(WeightsPrecision::fp32, pr.weights);
     auto ids = to_device(pr.ids);
-  auto off = to_device(pr.offsets);
+    auto off = to_device(pr.offsets);
     auto g = to_device(grad);
     DeviceArray<float> m1(3);
     m1.zero();
