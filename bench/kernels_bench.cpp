@@ -23,7 +23,7 @@
 // The peer runs once per shape (lazily, before our first timed loop of that shape). If it
 // cannot run (no /usr/bin/python3, torch not importable), our benchmarks still run and report
 // GBps only, with a note on stderr and in the label.
-// Environment overrides: EMBEDSCOPE_TORCH_PYTHON (interpreter), EMBEDSCOPE_TORCH_PEER (script).
+// Environment overrides: see torch_peer.h.
 
 #include <benchmark/benchmark.h>
 
@@ -41,54 +41,13 @@
 #include <string>
 #include <vector>
 
-#include <sys/wait.h>
-
-#include <nlohmann/json.hpp>
-
 #include "embedscope/engine/kernels.h"
-
-#ifndef EMBEDSCOPE_TORCH_PEER_SCRIPT
-#define EMBEDSCOPE_TORCH_PEER_SCRIPT "bench/torch_embedding_bag.py"
-#endif
-#ifndef EMBEDSCOPE_TORCH_PYTHON
-#define EMBEDSCOPE_TORCH_PYTHON "/usr/bin/python3"
-#endif
+#include "torch_peer.h"
 
 namespace {
 
 using namespace embedscope::engine;
-
-constexpr uint64_t kSeed = 42;
-constexpr float kLearningRate = 0.01f;
-constexpr float kEps = 1e-8f;
-
-struct Shape {
-  int64_t rows, dim, bag, batch;
-  int64_t n_ids() const { return bag * batch; }
-  std::string name() const {
-    return std::to_string(rows) + "x" + std::to_string(dim) + "/bag" + std::to_string(bag) +
-           "/batch" + std::to_string(batch);
-  }
-};
-
-const Shape kShapes[] = {
-    {1'000'000, 128, 32, 4096},  // (a) 512 MB table: rows come from DRAM
-    {100'000, 64, 16, 4096},     // (b) 25.6 MB table: rows mostly from cache
-};
-
-// The id stream shared with the peer script (it implements the same function).
-struct SplitMix64 {
-  uint64_t x;
-  uint64_t next() {
-    uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  float uniform(float lo, float hi) {  // 24 random bits -> [lo, hi)
-    return lo + (hi - lo) * static_cast<float>(next() >> 40) * (1.0f / 16777216.0f);
-  }
-};
+using namespace embedscope::bench;
 
 // A 64-byte aligned fp32 array (as PyTorch's CPU allocator and our device arena align), so a
 // row of 64 or 128 floats spans exactly 4 or 8 cache lines. (A large std::vector is only
@@ -154,73 +113,11 @@ Workload& workload(int shape_index) {
   return *w;
 }
 
-// ---- the PyTorch peer ------------------------------------------------------------------------
-
-struct PeerResult {
-  std::optional<double> forward_GBps, backward_GBps;
-  std::string note;  // why there is no number, or a warning
-};
-
-std::string env_or(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return (v != nullptr && *v != '\0') ? v : fallback;
-}
-
-PeerResult run_peer(const Workload& w) {
-  const Shape& s = w.shape;
-  // Built with += (GCC 12 warns falsely, -Wrestrict, on `"literal" + std::string`).
-  std::string cmd = "'";
-  cmd += env_or("EMBEDSCOPE_TORCH_PYTHON", EMBEDSCOPE_TORCH_PYTHON);
-  cmd += "' '";
-  cmd += env_or("EMBEDSCOPE_TORCH_PEER", EMBEDSCOPE_TORCH_PEER_SCRIPT);
-  cmd += "'";
-  cmd += " --rows " + std::to_string(s.rows);
-  cmd += " --dim " + std::to_string(s.dim);
-  cmd += " --bag " + std::to_string(s.bag);
-  cmd += " --batch " + std::to_string(s.batch);
-  cmd += " --seed " + std::to_string(kSeed);
-  PeerResult r;
-  std::fflush(nullptr);
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) {
-    r.note = "torch peer not run: popen failed for: " + cmd;
-    return r;
-  }
-  // The JSON is the last non-empty line of stdout (torch may print warnings before it).
-  std::string line, last_line;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe) != nullptr) {
-    line += buf;
-    if (line.back() != '\n') continue;  // a line longer than buf
-    if (line.size() > 1) last_line = line;
-    line.clear();
-  }
-  if (!line.empty()) last_line = line;
-  const int status = pclose(pipe);
-  const auto j = nlohmann::json::parse(last_line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.note = "torch peer skipped: no JSON from `" + cmd + "` (exit code " +
-             std::to_string(code) + ")";
-    return r;
-  }
-  if (j.contains("error")) {
-    r.note = "torch peer skipped: " + j["error"].get<std::string>();
-    return r;
-  }
-  r.forward_GBps = j.at("forward_GBps").get<double>();
-  r.backward_GBps = j.at("backward_GBps").get<double>();
-  if (j.value("n_unique", int64_t{-1}) != w.n_unique)
-    r.note = "warning: torch peer saw " + std::to_string(j.value("n_unique", int64_t{-1})) +
-             " unique ids, we have " + std::to_string(w.n_unique);
-  return r;
-}
-
 const PeerResult& torch_peer(int shape_index) {
   static std::map<int, PeerResult> cache;
   auto it = cache.find(shape_index);
   if (it == cache.end()) {
-    it = cache.emplace(shape_index, run_peer(workload(shape_index))).first;
+    it = cache.emplace(shape_index, run_torch_peer(kShapes[shape_index], workload(shape_index).n_unique, "cpu")).first;
     if (!it->second.note.empty())
       std::fprintf(stderr, "[%s] %s\n", kShapes[shape_index].name().c_str(),
                    it->second.note.c_str());

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
-"""PyTorch CPU peer of bench/kernels_bench.cpp (run by it through popen, once per shape).
+"""PyTorch peer of bench/kernels_bench.cpp (--device cpu) and bench/gpu_kernels_bench.cpp
+(--device cuda), run by them through popen, once per shape.
 
-Measures, single-threaded, on the same shape and the same ids as the C++ benchmark:
+Measures, on the CPU single-threaded or on the first CUDA device, on the same shape and the
+same ids as the C++ benchmark:
   forward:  torch.nn.EmbeddingBag(mode="sum") on a num_rows x dim fp32 table,
             batch bags of exactly `bag` ids each;
   backward: the EmbeddingBag sparse backward (sparse=True) of a random grad_out, coalesced
@@ -15,7 +17,8 @@ Byte counts (identical to the C++ benchmark; n_ids = batch * bag, 4 bytes per fp
                    occurrence, plus each unique weight row read and written by the update)
 
 Prints one line of JSON: {"forward_GBps": ..., "backward_GBps": ..., ...} with the median of
---reps timed repetitions after --warmup untimed ones. If torch cannot be imported, prints
+--reps timed repetitions after --warmup untimed ones (cuda: each repetition timed by CUDA
+events around it). If torch cannot be imported, or --device cuda finds no device, prints
 {"error": "..."} and exits with status 3.
 """
 
@@ -42,14 +45,23 @@ def splitmix64_ids(n, num_rows, seed):
     return out
 
 
-def median_seconds(fn, warmup, reps):
+def median_seconds(fn, warmup, reps, cuda=None):
+    """Median seconds of fn(); with cuda (the torch.cuda module), timed by CUDA events."""
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
+        if cuda is None:
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        else:
+            start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1e-3)
     return statistics.median(times)
 
 
@@ -64,6 +76,8 @@ def main():
     ap.add_argument("--reps", type=int, default=11)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--eps", type=float, default=1e-8)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cpu: one thread; cuda: the first CUDA device")
     args = ap.parse_args()
 
     try:
@@ -72,27 +86,35 @@ def main():
         print(json.dumps({"error": f"torch not importable by {sys.executable}: {e}"}))
         return 3
 
-    torch.set_num_threads(1)
+    cuda = None
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            print(json.dumps({"error": f"torch {torch.__version__} sees no CUDA device"}))
+            return 3
+        cuda = torch.cuda
+    else:
+        torch.set_num_threads(1)
+    dev = torch.device(args.device)
     torch.manual_seed(args.seed)
     n_ids = args.batch * args.bag
 
-    ids = torch.tensor(splitmix64_ids(n_ids, args.rows, args.seed), dtype=torch.int64)
-    offsets = torch.arange(0, n_ids, args.bag, dtype=torch.int64)
+    ids = torch.tensor(splitmix64_ids(n_ids, args.rows, args.seed), dtype=torch.int64, device=dev)
+    offsets = torch.arange(0, n_ids, args.bag, dtype=torch.int64, device=dev)
     n_unique = int(torch.unique(ids).numel())
 
-    emb = torch.nn.EmbeddingBag(args.rows, args.dim, mode="sum", sparse=True)
+    emb = torch.nn.EmbeddingBag(args.rows, args.dim, mode="sum", sparse=True, device=dev)
     with torch.no_grad():
         emb.weight.uniform_(-0.1, 0.1)
     weight = emb.weight
-    state = torch.zeros(args.rows, dtype=torch.float32)
-    grad_out = torch.rand(args.batch, args.dim, dtype=torch.float32) - 0.5
+    state = torch.zeros(args.rows, dtype=torch.float32, device=dev)
+    grad_out = torch.rand(args.batch, args.dim, dtype=torch.float32, device=dev) - 0.5
 
     # ---- forward
     def forward():
         with torch.no_grad():
             return emb(ids, offsets)
 
-    fwd_s = median_seconds(forward, args.warmup, args.reps)
+    fwd_s = median_seconds(forward, args.warmup, args.reps, cuda)
 
     # ---- backward: sparse grad of the pooled lookup + row-wise Adagrad on the unique rows.
     # The graph is built once; each repetition runs its backward again (retain_graph), so the
@@ -110,12 +132,13 @@ def main():
             vals.mul_((args.lr / st.sqrt_().add_(args.eps)).unsqueeze(1))  # vals is ours: in place
             weight.index_add_(0, rows, vals, alpha=-1.0)
 
-    bwd_s = median_seconds(backward, args.warmup, args.reps)
+    bwd_s = median_seconds(backward, args.warmup, args.reps, cuda)
 
     fwd_bytes = n_ids * args.dim * 4
     bwd_bytes = (n_ids + 2 * n_unique) * args.dim * 4
     print(json.dumps({
         "torch_version": torch.__version__,
+        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
         "threads": torch.get_num_threads(),
         "rows": args.rows, "dim": args.dim, "bag": args.bag, "batch": args.batch,
         "n_unique": n_unique,

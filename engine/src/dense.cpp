@@ -93,27 +93,36 @@ DenseModel::DenseModel(const WorkloadSpec& spec, std::vector<int64_t> feature_di
   }
 }
 
-void DenseModel::linear_forward(const Linear& l, int64_t B, const float* x, float* y) const {
-  gemm(false, true, B, l.out, l.in, x, l.in, params_.data() + l.w, l.in, 0.0f, y, l.out);
-  const float* b = params_.data() + l.b;
+void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
+                    float* y) {
+  gemm(false, true, B, out, in, x, in, w, in, 0.0f, y, out);
   for (int64_t i = 0; i < B; ++i)
-    for (int o = 0; o < l.out; ++o) {
-      float& v = y[i * l.out + o];
+    for (int64_t o = 0; o < out; ++o) {
+      float& v = y[i * out + o];
       v += b[o];
-      if (l.relu && v < 0) v = 0;
+      if (relu && v < 0) v = 0;
     }
 }
 
-void DenseModel::linear_backward(const Linear& l, int64_t B, const float* x, const float* y, float* dy, float* dx) {
-  if (l.relu)
-    for (int64_t i = 0; i < B * l.out; ++i)
+void linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y, bool relu,
+                     float* dy, float* dw, float* db, float* dx) {
+  if (relu)
+    for (int64_t i = 0; i < B * out; ++i)
       if (y[i] <= 0) dy[i] = 0;
-  gemm(true, false, l.out, l.in, B, dy, l.out, x, l.in, 0.0f, grads_.data() + l.w, l.in);
-  float* db = grads_.data() + l.b;
-  std::fill(db, db + l.out, 0.0f);
+  gemm(true, false, out, in, B, dy, out, x, in, 0.0f, dw, in);
+  std::fill(db, db + out, 0.0f);
   for (int64_t i = 0; i < B; ++i)
-    for (int o = 0; o < l.out; ++o) db[o] += dy[i * l.out + o];
-  if (dx) gemm(false, false, B, l.in, l.out, dy, l.out, params_.data() + l.w, l.in, 0.0f, dx, l.in);
+    for (int64_t o = 0; o < out; ++o) db[o] += dy[i * out + o];
+  if (dx) gemm(false, false, B, in, out, dy, out, w, in, 0.0f, dx, in);
+}
+
+void DenseModel::linear_forward(const Linear& l, int64_t B, const float* x, float* y) const {
+  engine::linear_forward(B, l.in, l.out, x, params_.data() + l.w, params_.data() + l.b, l.relu, y);
+}
+
+void DenseModel::linear_backward(const Linear& l, int64_t B, const float* x, const float* y, float* dy, float* dx) {
+  engine::linear_backward(B, l.in, l.out, x, params_.data() + l.w, y, l.relu, dy, grads_.data() + l.w,
+                          grads_.data() + l.b, dx);
 }
 
 double DenseModel::forward_backward(int64_t B, const float* dense_x, std::span<const float* const> pooled,

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/bucketize.h"
 #include "embedscope/engine/comm.h"
 #include "embedscope/engine/dense.h"
 #include "embedscope/engine/id_histogram.h"
@@ -413,37 +414,29 @@ bool Rank::step(int64_t it) {
   // ---- input dist: KJT all-to-all (splits, lengths, ids) --------------------------------------
   const std::vector<int>& mine = L_.slots_to[static_cast<size_t>(me_)];
   const size_t nmine = mine.size();
-  std::vector<int64_t> send_splits, send_counts_splits(static_cast<size_t>(W)), recv_counts_splits(static_cast<size_t>(W), static_cast<int64_t>(nmine));
-  std::vector<int64_t> send_lengths, send_ids;
+  std::vector<int64_t> send_counts_splits(static_cast<size_t>(W)), recv_counts_splits(static_cast<size_t>(W), static_cast<int64_t>(nmine));
   std::vector<int64_t> send_ids_counts(static_cast<size_t>(W), 0);
+  BucketizedKjt sent;  // slots of rank 0, then rank 1, ...: splits, lengths, ids
   {
     ScopedSpan span(tr, me_, Lane::compute, OpCategory::input, "bucketize", step);
+    std::vector<BucketSlot> bslots;
     for (int d = 0; d < W; ++d) {
       const auto& to = L_.slots_to[static_cast<size_t>(d)];
       send_counts_splits[static_cast<size_t>(d)] = static_cast<int64_t>(to.size());
       for (int k : to) {
         const Slot& sl = L_.slots[static_cast<size_t>(k)];
-        int64_t count = 0;
-        for (int64_t b = 0; b < B; ++b) {
-          const int64_t begin = off[static_cast<size_t>(sl.feature * B + b)], end = off[static_cast<size_t>(sl.feature * B + b + 1)];
-          int64_t len = 0;
-          for (int64_t i = begin; i < end; ++i) {
-            int64_t id = values[static_cast<size_t>(i)];
-            if (is_rw(sl.type)) {
-              if (id < sl.s.row_offset || id >= sl.s.row_offset + sl.s.num_rows) continue;
-              id -= sl.s.row_offset;
-            }
-            send_ids.push_back(id);
-            ++len;
-          }
-          send_lengths.push_back(len);
-          count += len;
-        }
-        send_splits.push_back(count);
-        send_ids_counts[static_cast<size_t>(d)] += count;
+        bslots.push_back({sl.feature, is_rw(sl.type), sl.s.row_offset, sl.s.num_rows});
       }
     }
+    sent = bucketize_kjt(values, off, B, bslots);
+    size_t k = 0;
+    for (int d = 0; d < W; ++d)
+      for (size_t j = 0; j < L_.slots_to[static_cast<size_t>(d)].size(); ++j)
+        send_ids_counts[static_cast<size_t>(d)] += sent.splits[k++];
   }
+  const std::vector<int64_t>& send_splits = sent.splits;
+  const std::vector<int64_t>& send_lengths = sent.lengths;
+  const std::vector<int64_t>& send_ids = sent.ids;
   std::vector<int64_t> recv_splits(nmine * static_cast<size_t>(W));
   comm(*world_, "input_dist/splits", step, [&] {
     world_->all_to_all_v("input_dist/splits", send_splits.data(), send_counts_splits, recv_splits.data(),

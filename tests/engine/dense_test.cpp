@@ -98,3 +98,31 @@ TEST(DenseModel, ParameterCountOfDlrmKaggle) {
     EXPECT_EQ(dense_sizes(s, std::vector<int64_t>(26, 16)).num_params, DenseModel(s, std::vector<int64_t>(26, 16)).num_params());
   }
 }
+
+TEST(Linear, ForwardBackwardHandComputed) {
+  // B = 2, in = 2, out = 2, W = [[1, 2], [-3, 1]], b = [0.5, 0]
+  const float x[] = {1, 1, 2, -1}, w[] = {1, 2, -3, 1}, b[] = {0.5f, 0};
+  float y[4];
+  embedscope::engine::linear_forward(2, 2, 2, x, w, b, /*relu=*/true, y);
+  // sample 0: (1 + 2 + 0.5, -3 + 1) = (3.5, -2) -> relu (3.5, 0); sample 1: (2 - 2 + 0.5, -6 - 1) -> (0.5, 0)
+  EXPECT_FLOAT_EQ(y[0], 3.5f);
+  EXPECT_FLOAT_EQ(y[1], 0.0f);
+  EXPECT_FLOAT_EQ(y[2], 0.5f);
+  EXPECT_FLOAT_EQ(y[3], 0.0f);
+  float dy[] = {1, 5, 2, 7}, dw[4], db[2], dx[4];
+  embedscope::engine::linear_backward(2, 2, 2, x, w, y, true, dy, dw, db, dx);
+  EXPECT_FLOAT_EQ(dy[1], 0.0f);  // masked where the ReLU was off
+  EXPECT_FLOAT_EQ(dy[3], 0.0f);
+  // dw = dy^T x: row 0 = 1 * (1, 1) + 2 * (2, -1) = (5, -1); row 1 = 0
+  EXPECT_FLOAT_EQ(dw[0], 5.0f);
+  EXPECT_FLOAT_EQ(dw[1], -1.0f);
+  EXPECT_FLOAT_EQ(dw[2], 0.0f);
+  EXPECT_FLOAT_EQ(dw[3], 0.0f);
+  EXPECT_FLOAT_EQ(db[0], 3.0f);
+  EXPECT_FLOAT_EQ(db[1], 0.0f);
+  // dx = dy W: sample 0 = 1 * (1, 2) = (1, 2); sample 1 = 2 * (1, 2) = (2, 4)
+  EXPECT_FLOAT_EQ(dx[0], 1.0f);
+  EXPECT_FLOAT_EQ(dx[1], 2.0f);
+  EXPECT_FLOAT_EQ(dx[2], 2.0f);
+  EXPECT_FLOAT_EQ(dx[3], 4.0f);
+}

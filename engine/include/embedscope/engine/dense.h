@@ -24,6 +24,18 @@ struct DenseSizes {
 /// feature_dims[f] is the embedding_dim of feature f.
 DenseSizes dense_sizes(const WorkloadSpec& spec, const std::vector<int64_t>& feature_dims);
 
+/// One fully connected layer (nn.Linear, optionally followed by ReLU), row-major fp32:
+///   y[B x out] = relu?(x[B x in] W^T + b), W: out x in, b: out.
+/// The CPU reference of linear_forward_cuda (cuda_kernels.h).
+void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
+                    float* y);
+
+/// Backward of linear_forward, given its input x and output y: zeroes dy where the ReLU was off
+/// (y <= 0; in place, only with relu), then writes dw[out x in] = dy^T x, db[out] = the sum of
+/// dy over the batch, and dx[B x in] = dy W when dx != nullptr.
+void linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y, bool relu,
+                     float* dy, float* dw, float* db, float* dx);
+
 class DenseModel {
  public:
   /// Builds and initialises the parameters from spec.seed (Xavier-uniform weights, zero

@@ -1,0 +1,234 @@
+// Google Benchmark of the CUDA table-batched embedding kernels (engine/cuda_kernels.h) against
+// the device's own copy bandwidth and PyTorch's nn.EmbeddingBag on cuda, all in the same run.
+// Shapes, ids and byte counts are those of bench/kernels_bench.cpp (torch_peer.h):
+//   forward  bytes = n_ids * dim * 4                  (rows gathered; output writes not counted)
+//   backward bytes = (n_ids + 2 * n_unique) * dim * 4 (grad_out rows per id + each distinct
+//                    row read and written by rowwise_adagrad; its 1 float/row state not counted)
+// Per benchmark:
+//   GBps            bytes / median kernel time (CUDA events around each iteration)
+//   copy_GBps       the device's cudaMemcpy device-to-device bandwidth, measured once in this
+//                   run on a 1 GiB buffer, counted as read + write (2 x bytes, as CUDA's
+//                   bandwidthTest), median of 20 copies
+//   ratio_vs_copy   GBps / copy_GBps (the goal for forward: >= 0.6)
+//   torch_GBps      PyTorch nn.EmbeddingBag(mode="sum", sparse=True) on cuda, same shape and ids
+//                   (bench/torch_embedding_bag.py --device cuda)
+//   ratio_vs_torch  GBps / torch_GBps (the goal for forward: >= 1.5)
+// Without a CUDA device the program prints "no CUDA device: <what cudaGetDeviceCount said>"
+// and exits 0.
+
+#include <benchmark/benchmark.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "embedscope/engine/cuda_kernels.h"
+#include "torch_peer.h"
+
+namespace {
+
+using namespace embedscope::engine;
+using namespace embedscope::engine::cuda;
+using namespace embedscope::bench;
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// Times `fn` on the device with a pair of CUDA events; returns seconds.
+class EventTimer {
+ public:
+  EventTimer() {
+    check(cudaEventCreate(&start_), "cudaEventCreate");
+    check(cudaEventCreate(&stop_), "cudaEventCreate");
+  }
+  ~EventTimer() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  template <class F>
+  double seconds(F&& fn) {
+    check(cudaEventRecord(start_), "cudaEventRecord");
+    fn();
+    check(cudaEventRecord(stop_), "cudaEventRecord");
+    check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+    return ms * 1e-3;
+  }
+
+ private:
+  cudaEvent_t start_{}, stop_{};
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+// cudaMemcpy device-to-device bandwidth in GB/s (read + write), measured once.
+double copy_GBps() {
+  static const double gbps = [] {
+    const size_t bytes = size_t{1} << 30;
+    DeviceArray<char> a(bytes), b(bytes);
+    a.zero();
+    EventTimer timer;
+    std::vector<double> s;
+    for (int i = 0; i < 23; ++i) {
+      const double t = timer.seconds(
+          [&] { check(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice), "cudaMemcpyAsync"); });
+      if (i >= 3) s.push_back(t);  // 3 warm-up copies
+    }
+    return 2.0 * static_cast<double>(bytes) / median(s) / 1e9;
+  }();
+  return gbps;
+}
+
+// Inputs and state of one shape on the device, built once.
+struct Workload {
+  Shape shape;
+  int64_t n_unique = 0;
+  std::unique_ptr<TbePlan> plan;
+  DeviceArray<float> weights, grad_out, out, momentum1;
+  DeviceArray<int64_t> ids, offsets;
+
+  explicit Workload(const Shape& s) : shape(s) {
+    SplitMix64 id_rng{kSeed};
+    std::vector<int64_t> h_ids(static_cast<size_t>(s.n_ids())), h_off(static_cast<size_t>(s.batch + 1));
+    for (auto& id : h_ids) id = static_cast<int64_t>(id_rng.next() % static_cast<uint64_t>(s.rows));
+    for (int64_t b = 0; b <= s.batch; ++b) h_off[static_cast<size_t>(b)] = b * s.bag;
+    SplitMix64 value_rng{kSeed + 1};
+    std::vector<float> h_w(static_cast<size_t>(s.rows * s.dim)), h_g(static_cast<size_t>(s.batch * s.dim));
+    for (float& w : h_w) w = value_rng.uniform(-0.1f, 0.1f);
+    for (float& g : h_g) g = value_rng.uniform(-0.5f, 0.5f);
+    std::vector<int64_t> sorted = h_ids;
+    std::sort(sorted.begin(), sorted.end());
+    n_unique = std::unique(sorted.begin(), sorted.end()) - sorted.begin();
+
+    TbeTable t;
+    t.num_rows = s.rows;
+    t.dim = s.dim;
+    t.out_stride = s.dim;
+    plan = std::make_unique<TbePlan>(std::vector<TbeTable>{t}, s.batch, WeightsPrecision::fp32);
+    weights = DeviceArray<float>(std::span<const float>(h_w));
+    grad_out = DeviceArray<float>(std::span<const float>(h_g));
+    out = DeviceArray<float>(static_cast<size_t>(s.batch * s.dim));
+    momentum1 = DeviceArray<float>(static_cast<size_t>(s.rows));
+    momentum1.zero();
+    ids = DeviceArray<int64_t>(std::span<const int64_t>(h_ids));
+    offsets = DeviceArray<int64_t>(std::span<const int64_t>(h_off));
+  }
+  double forward_bytes() const { return 4.0 * static_cast<double>(shape.n_ids() * shape.dim); }
+  double backward_bytes() const { return 4.0 * static_cast<double>((shape.n_ids() + 2 * n_unique) * shape.dim); }
+};
+
+Workload& workload(int i) {
+  static std::map<int, std::unique_ptr<Workload>> cache;
+  auto& w = cache[i];
+  if (!w) w = std::make_unique<Workload>(kShapes[i]);
+  return *w;
+}
+
+const PeerResult& torch_peer(int i) {
+  static std::map<int, PeerResult> cache;
+  auto it = cache.find(i);
+  if (it == cache.end()) {
+    it = cache.emplace(i, run_torch_peer(kShapes[i], workload(i).n_unique, "cuda")).first;
+    if (!it->second.note.empty()) std::fprintf(stderr, "[%s] %s\n", kShapes[i].name().c_str(), it->second.note.c_str());
+  }
+  return it->second;
+}
+
+void report(benchmark::State& state, double bytes, double seconds, std::optional<double> torch_GBps,
+            const std::string& note) {
+  if (seconds <= 0) return;
+  const double ours = bytes / seconds / 1e9;
+  state.counters["GBps"] = ours;
+  state.counters["copy_GBps"] = copy_GBps();
+  state.counters["ratio_vs_copy"] = ours / copy_GBps();
+  if (torch_GBps && *torch_GBps > 0) {
+    state.counters["torch_GBps"] = *torch_GBps;
+    state.counters["ratio_vs_torch"] = ours / *torch_GBps;
+  } else {
+    state.SetLabel(note.empty() ? "no torch peer" : "no torch peer (see stderr)");
+  }
+}
+
+void BM_DeviceCopy(benchmark::State& state) {
+  for (auto _ : state) state.SetIterationTime(2.0 * (1 << 30) / (copy_GBps() * 1e9));
+  state.counters["copy_GBps"] = copy_GBps();
+}
+
+void BM_Forward(benchmark::State& state, int i) {
+  Workload& w = workload(i);
+  const PeerResult& peer = torch_peer(i);
+  EventTimer timer;
+  std::vector<double> s;
+  for (auto _ : state) {
+    const double t = timer.seconds(
+        [&] { tbe_forward(*w.plan, w.weights.data(), w.ids.data(), w.offsets.data(), nullptr, w.out.data()); });
+    state.SetIterationTime(t);
+    s.push_back(t);
+  }
+  report(state, w.forward_bytes(), median(s), peer.forward_GBps, peer.note);
+}
+
+void BM_BackwardRowwiseAdagrad(benchmark::State& state, int i) {
+  Workload& w = workload(i);
+  const PeerResult& peer = torch_peer(i);
+  OptimizerSpec opt;
+  opt.type = OptimizerType::rowwise_adagrad;
+  opt.learning_rate = kLearningRate;
+  opt.eps = kEps;
+  int64_t iteration = 0;
+  EventTimer timer;
+  std::vector<double> s;
+  for (auto _ : state) {
+    const double t = timer.seconds([&] {
+      tbe_backward_update(*w.plan, w.weights.data(), w.momentum1.data(), nullptr, w.ids.data(), w.offsets.data(),
+                          w.shape.n_ids(), nullptr, w.grad_out.data(), opt, ++iteration);
+    });
+    state.SetIterationTime(t);
+    s.push_back(t);
+  }
+  report(state, w.backward_bytes(), median(s), peer.backward_GBps, peer.note);
+}
+
+void register_all() {
+  benchmark::RegisterBenchmark("device_copy_d2d/1GiB", BM_DeviceCopy)->UseManualTime()->Iterations(1);
+  for (int i = 0; i < static_cast<int>(std::size(kShapes)); ++i) {
+    const std::string shape = kShapes[i].name();
+    benchmark::RegisterBenchmark(("gpu_forward_sum/" + shape).c_str(), BM_Forward, i)
+        ->Unit(benchmark::kMicrosecond)
+        ->UseManualTime()
+        ->MinWarmUpTime(0.1)
+        ->MinTime(0.5);
+    benchmark::RegisterBenchmark(("gpu_backward_rowwise_adagrad/" + shape).c_str(), BM_BackwardRowwiseAdagrad, i)
+        ->Unit(benchmark::kMicrosecond)
+        ->UseManualTime()
+        ->MinWarmUpTime(0.1)
+        ->MinTime(0.5);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const DeviceCount dc = device_count();
+  if (dc.count == 0) {
+    std::printf("no CUDA device: cudaGetDeviceCount returned %s with count 0; nothing measured\n", dc.status.c_str());
+    return 0;
+  }
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,389 @@
+// Table-batched embedding kernels: forward pooled lookup and backward with the fused row
+// optimizer (cuda_kernels.h). CPU references: pooled_lookup, accumulate_sparse_grad and
+// apply_row_optimizer (kernels.h); the arithmetic below mirrors theirs operation by operation
+// (explicit _rn intrinsics, so that nvcc does not contract a*b+c into an FMA the CPU code
+// does not use).
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_run_length_encode.cuh>
+#include <cub/device/device_scan.cuh>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "common.cuh"
+
+namespace embedscope::engine::cuda {
+
+using detail::check;
+using detail::from_float;
+using detail::kFullMask;
+using detail::kWarp;
+using detail::to_float;
+
+namespace {
+
+constexpr int kWarpsPerBlock = 4;  // 128 threads per block, one warp per bag / per row
+constexpr int kThreads = kWarpsPerBlock * kWarp;
+
+// V elements of T loaded by one instruction (4, 8 or 16 bytes when V > 1).
+template <class T, int V>
+struct alignas(sizeof(T) * V) Vec {
+  T v[V];
+};
+
+// The scale of bag `bag` (t * B + b): bag_scale[bag] if given, else 1 (sum) or 1/len (mean;
+// trainer.cpp's mean_scale, 0 for an empty bag whose output is 0 anyway).
+__device__ __forceinline__ float bag_scale_of(const float* bag_scale, int32_t pooling, const int64_t* offsets,
+                                              int64_t bag) {
+  if (bag_scale != nullptr) return bag_scale[bag];
+  if (pooling == 0) return 1.0f;
+  const int64_t len = offsets[bag + 1] - offsets[bag];
+  return len > 0 ? __fdiv_rn(1.0f, static_cast<float>(len)) : 0.0f;
+}
+
+// ---- forward ---------------------------------------------------------------------------------
+
+// One warp pools one bag over all its columns, V consecutive columns per lane per pass of
+// 32 * V columns. ids are read 32 at a time (one per lane) and broadcast with shuffles; rows
+// are loaded 8 at a time before they are added (memory-level parallelism), and added in id
+// order.
+template <class T, int V>
+__device__ void pool_bag(const T* __restrict__ w, int64_t num_rows, int64_t dim, const int64_t* __restrict__ ids,
+                         int64_t begin, int64_t end, float scale, float* __restrict__ out, int lane) {
+  constexpr int kAhead = 8;
+  for (int64_t c0 = 0; c0 < dim; c0 += static_cast<int64_t>(kWarp) * V) {
+    const int64_t c = c0 + static_cast<int64_t>(lane) * V;
+    const bool active = c < dim;  // dim % V == 0: the whole vector is inside the row
+    float acc[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[v] = 0.0f;
+    for (int64_t i0 = begin; i0 < end; i0 += kWarp) {
+      const int64_t rem = end - i0;
+      const int n = rem < kWarp ? static_cast<int>(rem) : kWarp;
+      const int64_t my_id = lane < n ? ids[i0 + lane] : -1;
+      for (int j0 = 0; j0 < n; j0 += kAhead) {
+        Vec<T, V> x[kAhead];
+        bool ok[kAhead];
+#pragma unroll
+        for (int k = 0; k < kAhead; ++k) {
+          const int64_t r = __shfl_sync(kFullMask, my_id, (j0 + k) & (kWarp - 1));
+          ok[k] = active && j0 + k < n && r >= 0 && r < num_rows;
+          if (ok[k]) x[k] = *reinterpret_cast<const Vec<T, V>*>(w + r * dim + c);
+        }
+#pragma unroll
+        for (int k = 0; k < kAhead; ++k)
+          if (ok[k]) {
+#pragma unroll
+            for (int v = 0; v < V; ++v) acc[v] = __fadd_rn(acc[v], to_float(x[k].v[v]));
+          }
+      }
+    }
+    if (active) {
+#pragma unroll
+      for (int v = 0; v < V; ++v) out[c + v] = scale == 1.0f ? acc[v] : __fmul_rn(acc[v], scale);
+    }
+  }
+}
+
+// Elements per lane for a table: the widest V (<= max_vec, a power of two) dividing dim and
+// the table's weights offset (aligned loads), narrowed while half of it still covers the row
+// in one pass (so that short rows keep every lane busy).
+__device__ __forceinline__ int vec_width(int max_vec, int64_t dim, int64_t weights_offset) {
+  int v = max_vec;
+  while (v > 1 && (dim % v != 0 || weights_offset % v != 0)) v >>= 1;
+  while (v > 1 && static_cast<int64_t>(kWarp) * (v / 2) >= dim) v >>= 1;
+  return v;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    tbe_forward_kernel(const TbeTable* __restrict__ tables, int64_t batch_size, int64_t num_bags,
+                       const T* __restrict__ weights, int max_vec, const int64_t* __restrict__ ids,
+                       const int64_t* __restrict__ offsets, const float* __restrict__ bag_scale,
+                       float* __restrict__ out) {
+  const int64_t bag = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  if (bag >= num_bags) return;  // whole warps leave together
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  const int64_t t = bag / batch_size, b = bag % batch_size;
+  const TbeTable tab = tables[t];
+  const int64_t begin = offsets[bag], end = offsets[bag + 1];
+  const float scale = bag_scale_of(bag_scale, tab.pooling, offsets, bag);
+  const T* w = weights + tab.weights_offset;
+  float* o = out + tab.out_offset + b * tab.out_stride;
+  constexpr int kMax = static_cast<int>(16 / sizeof(T));
+  switch (vec_width(max_vec, tab.dim, tab.weights_offset)) {
+    case 8:
+      if constexpr (kMax >= 8) {
+        pool_bag<T, 8>(w, tab.num_rows, tab.dim, ids, begin, end, scale, o, lane);
+        break;
+      }
+      [[fallthrough]];
+    case 4: pool_bag<T, 4>(w, tab.num_rows, tab.dim, ids, begin, end, scale, o, lane); break;
+    case 2: pool_bag<T, 2>(w, tab.num_rows, tab.dim, ids, begin, end, scale, o, lane); break;
+    default: pool_bag<T, 1>(w, tab.num_rows, tab.dim, ids, begin, end, scale, o, lane); break;
+  }
+}
+
+// The widest load (elements, <= 16 bytes) that the base pointer's alignment allows.
+int max_vec_of(const void* p, size_t elem) {
+  int v = static_cast<int>(16 / elem);
+  while (v > 1 && reinterpret_cast<uintptr_t>(p) % (static_cast<size_t>(v) * elem) != 0) v >>= 1;
+  return v;
+}
+
+std::string shapes_of(const TbePlan& plan, int64_t num_ids = -1) {
+  std::string s = "tables=" + std::to_string(plan.tables().size()) + " batch_size=" +
+                  std::to_string(plan.batch_size()) + " max_dim=" + std::to_string(plan.max_dim()) +
+                  " precision=" + to_string(plan.precision());
+  if (num_ids >= 0) s += " ids=" + std::to_string(num_ids);
+  return s;
+}
+
+template <class T>
+void forward_typed(const TbePlan& plan, const void* weights, const int64_t* ids, const int64_t* offsets,
+                   const float* bag_scale, float* out, cudaStream_t stream) {
+  const T* w = static_cast<const T*>(weights);
+  detail::launch("tbe_forward", shapes_of(plan), launch_1d(plan.num_bags(), kWarpsPerBlock, kThreads), stream,
+                 tbe_forward_kernel<T>, plan.device_tables(), plan.batch_size(), plan.num_bags(), w,
+                 max_vec_of(w, sizeof(T)), ids, offsets, bag_scale, out);
+}
+
+// ---- backward ----------------------------------------------------------------------------------
+
+// keys[p] = row_cumsum[t] + id (the row over all tables; total_rows, which sorts last and is
+// skipped, for an id outside [0, num_rows)), pos[p] = p, bag_of[p] = bag, for the id at
+// position p = i - offsets[0]. One warp per bag.
+__global__ void __launch_bounds__(kThreads)
+    tbe_linearize_kernel(const TbeTable* __restrict__ tables, const int64_t* __restrict__ row_cumsum,
+                         int64_t total_rows, int64_t batch_size, int64_t num_bags, const int64_t* __restrict__ ids,
+                         const int64_t* __restrict__ offsets, int64_t num_ids, uint64_t* __restrict__ keys,
+                         int32_t* __restrict__ pos, int32_t* __restrict__ bag_of) {
+  const int64_t bag = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  if (bag >= num_bags) return;
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  const int64_t t = bag / batch_size;
+  const int64_t rows = tables[t].num_rows, base = row_cumsum[t], first = offsets[0];
+  for (int64_t i = offsets[bag] + lane; i < offsets[bag + 1]; i += kWarp) {
+    const int64_t p = i - first;
+    if (p < 0 || p >= num_ids) continue;
+    const int64_t id = ids[i];
+    keys[p] = static_cast<uint64_t>(id >= 0 && id < rows ? base + id : total_rows);
+    pos[p] = static_cast<int32_t>(p);
+    bag_of[p] = static_cast<int32_t>(bag);
+  }
+}
+
+struct OptArgs {
+  int32_t type;  // OptimizerType
+  float lr, eps, b1, b2, one_minus_b1, one_minus_b2, c1, c2;
+};
+
+// The gradient of column c of the row: sum over its occurrences in sorted (= id) order of
+// scale * grad_out, as accumulate_sparse_grad (s * g rounded, then added).
+__device__ __forceinline__ float row_grad(const TbeTable& tab, int64_t t, int64_t batch_size, int64_t c,
+                                          const int32_t* __restrict__ sorted_pos, const int32_t* __restrict__ bag_of,
+                                          int64_t start, int64_t count, const float* __restrict__ bag_scale,
+                                          const int64_t* __restrict__ offsets, const float* __restrict__ grad_out) {
+  float g = 0.0f;
+  for (int64_t j = start; j < start + count; ++j) {
+    const int64_t bag = bag_of[sorted_pos[j]];
+    const int64_t b = bag - t * batch_size;
+    const float s = bag_scale_of(bag_scale, tab.pooling, offsets, bag);
+    g = __fadd_rn(g, __fmul_rn(s, grad_out[tab.out_offset + b * tab.out_stride + c]));
+  }
+  return g;
+}
+
+// One warp per distinct row u < *num_runs: its gradient (row_grad) and the optimizer update of
+// apply_row_optimizer, columns lane, lane + 32, ...
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    tbe_update_kernel(const TbeTable* __restrict__ tables, const int64_t* __restrict__ row_cumsum, int num_tables,
+                      int64_t total_rows, int64_t batch_size, int64_t max_runs, const int32_t* __restrict__ num_runs,
+                      const uint64_t* __restrict__ unique_keys, const int32_t* __restrict__ run_counts,
+                      const int32_t* __restrict__ run_starts, const int32_t* __restrict__ sorted_pos,
+                      const int32_t* __restrict__ bag_of, const float* __restrict__ bag_scale,
+                      const int64_t* __restrict__ offsets, const float* __restrict__ grad_out, T* __restrict__ weights,
+                      float* __restrict__ momentum1, float* __restrict__ momentum2, OptArgs opt) {
+  const int64_t u = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  if (u >= max_runs || u >= *num_runs) return;
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  const int64_t key = static_cast<int64_t>(unique_keys[u]);
+  if (key >= total_rows) return;  // ids outside their table
+  // the table: the last t with row_cumsum[t] <= key (tables without rows share a cumsum)
+  int lo = 0, hi = num_tables - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (row_cumsum[mid] <= key) lo = mid;
+    else hi = mid - 1;
+  }
+  const int64_t t = lo;
+  const TbeTable tab = tables[t];
+  const int64_t row = key - row_cumsum[t];
+  const int64_t start = run_starts[u], count = run_counts[u];
+  T* w = weights + tab.weights_offset + row * tab.dim;
+  auto grad = [&](int64_t c) {
+    return row_grad(tab, t, batch_size, c, sorted_pos, bag_of, start, count, bag_scale, offsets, grad_out);
+  };
+  switch (static_cast<OptimizerType>(opt.type)) {
+    case OptimizerType::sgd:
+      for (int64_t c = lane; c < tab.dim; c += kWarp)
+        w[c] = from_float<T>(__fsub_rn(to_float(w[c]), __fmul_rn(opt.lr, grad(c))));
+      break;
+    case OptimizerType::rowwise_adagrad: {
+      float sq = 0.0f;
+      for (int64_t c = lane; c < tab.dim; c += kWarp) {
+        const float g = grad(c);
+        sq = __fadd_rn(sq, __fmul_rn(g, g));
+      }
+#pragma unroll
+      for (int d = kWarp / 2; d > 0; d /= 2) sq = __fadd_rn(sq, __shfl_xor_sync(kFullMask, sq, d));
+      float* m = momentum1 + tab.momentum1_offset + row;
+      const float mv = __fadd_rn(*m, __fdiv_rn(sq, static_cast<float>(tab.dim)));
+      __syncwarp();
+      if (lane == 0) *m = mv;
+      const float step = __fdiv_rn(opt.lr, __fadd_rn(__fsqrt_rn(mv), opt.eps));
+      for (int64_t c = lane; c < tab.dim; c += kWarp)
+        w[c] = from_float<T>(__fsub_rn(to_float(w[c]), __fmul_rn(step, grad(c))));
+      break;
+    }
+    case OptimizerType::adam: {
+      float* m1 = momentum1 + tab.momentum1_offset + row * tab.dim;
+      float* m2 = momentum2 + tab.momentum2_offset + row * tab.dim;
+      for (int64_t c = lane; c < tab.dim; c += kWarp) {
+        const float g = grad(c);
+        const float a = __fadd_rn(__fmul_rn(opt.b1, m1[c]), __fmul_rn(opt.one_minus_b1, g));
+        const float v = __fadd_rn(__fmul_rn(opt.b2, m2[c]), __fmul_rn(__fmul_rn(opt.one_minus_b2, g), g));
+        m1[c] = a;
+        m2[c] = v;
+        const float upd = __fdiv_rn(__fmul_rn(opt.lr, __fdiv_rn(a, opt.c1)),
+                                    __fadd_rn(__fsqrt_rn(__fdiv_rn(v, opt.c2)), opt.eps));
+        w[c] = from_float<T>(__fsub_rn(to_float(w[c]), upd));
+      }
+      break;
+    }
+  }
+}
+
+template <class T>
+void backward_typed(const TbePlan& plan, void* weights, float* momentum1, float* momentum2, const int64_t* ids,
+                    const int64_t* offsets, int64_t num_ids, const float* bag_scale, const float* grad_out,
+                    const OptimizerSpec& spec, int64_t iteration, cudaStream_t stream) {
+  const std::string shapes = shapes_of(plan, num_ids);
+  if (num_ids <= 0 || plan.tables().empty()) return;  // nothing to update
+  const size_t n = static_cast<size_t>(num_ids);
+  // end_bit: the sort looks at the bits that keys in [0, total_rows] use
+  int end_bit = 1;
+  while (end_bit < 64 && (static_cast<uint64_t>(plan.total_rows()) >> end_bit) != 0) ++end_bit;
+
+  // scratch: keys in/out, unique keys (u64); pos in/out, bag_of, run counts, run starts (i32)
+  size_t sort_bytes = 0, rle_bytes = 0, scan_bytes = 0;
+  check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const uint64_t*>(nullptr),
+                                        static_cast<uint64_t*>(nullptr), static_cast<const int32_t*>(nullptr),
+                                        static_cast<int32_t*>(nullptr), num_ids, 0, end_bit, stream),
+        "cub::DeviceRadixSort::SortPairs (size)");
+  check(cub::DeviceRunLengthEncode::Encode(nullptr, rle_bytes, static_cast<const uint64_t*>(nullptr),
+                                           static_cast<uint64_t*>(nullptr), static_cast<int32_t*>(nullptr),
+                                           static_cast<int32_t*>(nullptr), num_ids, stream),
+        "cub::DeviceRunLengthEncode::Encode (size)");
+  check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<const int32_t*>(nullptr),
+                                      static_cast<int32_t*>(nullptr), num_ids, stream),
+        "cub::DeviceScan::ExclusiveSum (size)");
+  const size_t temp_bytes = std::max({sort_bytes, rle_bytes, scan_bytes});
+  auto round_up = [](size_t b) { return (b + 255) / 256 * 256; };
+  const size_t u64 = round_up(n * 8), i32 = round_up(n * 4);
+  detail::Scratch scratch(3 * u64 + 5 * i32 + 256 + round_up(temp_bytes), stream);
+  char* p = scratch.as<char>();
+  auto take = [&](size_t bytes) {
+    char* q = p;
+    p += bytes;
+    return q;
+  };
+  auto* keys_in = reinterpret_cast<uint64_t*>(take(u64));
+  auto* keys_out = reinterpret_cast<uint64_t*>(take(u64));
+  auto* unique_keys = reinterpret_cast<uint64_t*>(take(u64));
+  auto* pos_in = reinterpret_cast<int32_t*>(take(i32));
+  auto* pos_out = reinterpret_cast<int32_t*>(take(i32));
+  auto* bag_of = reinterpret_cast<int32_t*>(take(i32));
+  auto* run_counts = reinterpret_cast<int32_t*>(take(i32));
+  auto* run_starts = reinterpret_cast<int32_t*>(take(i32));
+  auto* num_runs = reinterpret_cast<int32_t*>(take(256));
+  void* temp = take(round_up(temp_bytes));
+
+  detail::launch("tbe_linearize", shapes, launch_1d(plan.num_bags(), kWarpsPerBlock, kThreads), stream,
+                 tbe_linearize_kernel, plan.device_tables(), plan.device_row_cumsum(), plan.total_rows(),
+                 plan.batch_size(), plan.num_bags(), ids, offsets, num_ids, keys_in, pos_in, bag_of);
+  size_t bytes = temp_bytes;
+  check(cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, pos_in, pos_out, num_ids, 0, end_bit, stream),
+        "cub::DeviceRadixSort::SortPairs");
+  check(cudaMemsetAsync(run_counts, 0, n * sizeof(int32_t), stream), "cudaMemsetAsync (run counts)");
+  bytes = temp_bytes;
+  check(cub::DeviceRunLengthEncode::Encode(temp, bytes, keys_out, unique_keys, run_counts, num_runs, num_ids, stream),
+        "cub::DeviceRunLengthEncode::Encode");
+  // counts past *num_runs are not written by Encode: zero them so the scan reads defined values
+  // (their starts are never used)
+  bytes = temp_bytes;
+  check(cub::DeviceScan::ExclusiveSum(temp, bytes, run_counts, run_starts, num_ids, stream),
+        "cub::DeviceScan::ExclusiveSum");
+
+  OptArgs o{};
+  o.type = static_cast<int32_t>(spec.type);
+  o.lr = static_cast<float>(spec.learning_rate);
+  o.eps = static_cast<float>(spec.eps);
+  o.b1 = static_cast<float>(spec.beta1);
+  o.b2 = static_cast<float>(spec.beta2);
+  o.one_minus_b1 = 1.0f - o.b1;  // as apply_row_optimizer: in float
+  o.one_minus_b2 = 1.0f - o.b2;
+  o.c1 = 1.0f - static_cast<float>(std::pow(spec.beta1, iteration));
+  o.c2 = 1.0f - static_cast<float>(std::pow(spec.beta2, iteration));
+  detail::launch("tbe_update", shapes + " optimizer=" + to_string(spec.type),
+                 launch_1d(num_ids, kWarpsPerBlock, kThreads), stream, tbe_update_kernel<T>, plan.device_tables(),
+                 plan.device_row_cumsum(), static_cast<int>(plan.tables().size()), plan.total_rows(),
+                 plan.batch_size(), num_ids, num_runs, unique_keys, run_counts, run_starts, pos_out, bag_of,
+                 bag_scale, offsets, grad_out, static_cast<T*>(weights), momentum1, momentum2, o);
+}
+
+}  // namespace
+
+void tbe_forward(const TbePlan& plan, const void* weights, const int64_t* ids, const int64_t* offsets,
+                 const float* bag_scale, float* out, void* stream) {
+  const cudaStream_t s = detail::as_stream(stream);
+  switch (plan.precision()) {
+    case WeightsPrecision::fp32: forward_typed<float>(plan, weights, ids, offsets, bag_scale, out, s); break;
+    case WeightsPrecision::fp16: forward_typed<__half>(plan, weights, ids, offsets, bag_scale, out, s); break;
+    case WeightsPrecision::bf16: forward_typed<__nv_bfloat16>(plan, weights, ids, offsets, bag_scale, out, s); break;
+  }
+}
+
+void tbe_backward_update(const TbePlan& plan, void* weights, float* momentum1, float* momentum2, const int64_t* ids,
+                         const int64_t* offsets, int64_t num_ids, const float* bag_scale, const float* grad_out,
+                         const OptimizerSpec& opt, int64_t iteration, void* stream) {
+  if (num_ids < 0 || num_ids > INT32_MAX)
+    throw std::invalid_argument("tbe_backward_update: num_ids " + std::to_string(num_ids) +
+                                " outside [0, 2^31 - 1]");
+  if (opt.type == OptimizerType::rowwise_adagrad && momentum1 == nullptr)
+    throw std::invalid_argument("tbe_backward_update: rowwise_adagrad needs momentum1");
+  if (opt.type == OptimizerType::adam && (momentum1 == nullptr || momentum2 == nullptr))
+    throw std::invalid_argument("tbe_backward_update: adam needs momentum1 and momentum2");
+  if (opt.type == OptimizerType::adam && iteration < 1)
+    throw std::invalid_argument("tbe_backward_update: adam iteration " + std::to_string(iteration) + " < 1");
+  const cudaStream_t s = detail::as_stream(stream);
+  switch (plan.precision()) {
+    case WeightsPrecision::fp32:
+      backward_typed<float>(plan, weights, momentum1, momentum2, ids, offsets, num_ids, bag_scale, grad_out, opt,
+                            iteration, s);
+      break;
+    case WeightsPrecision::fp16:
+      backward_typed<__half>(plan, weights, momentum1, momentum2, ids, offsets, num_ids, bag_scale, grad_out, opt,
+                             iteration, s);
+      break;
+    case WeightsPrecision::bf16:
+      backward_typed<__nv_bfloat16>(plan, weights, momentum1, momentum2, ids, offsets, num_ids, bag_scale, grad_out,
+                                    opt, iteration, s);
+      break;
+  }
+}
+
+}  // namespace embedscope::engine::cuda
