@@ -34,6 +34,7 @@ const CudaDevices& cuda_devices() {
 }
 
 std::string cuda_unavailable_reason(int needed) {
+  if (needed <= 0) return "";
   const CudaDevices& d = cuda_devices();
   const std::string head = "needs " + std::to_string(needed) + " CUDA device(s)";
   if (!d.error.empty()) return head + ": " + d.error;

@@ -48,10 +48,14 @@ TEST(Tracer, DisabledRecordsNothing) {
 TEST(CudaDevices, ReasonAgreesWithTheCount) {
   const auto& d = profiler::cuda_devices();
   EXPECT_EQ(&d, &profiler::cuda_devices());  // asked once
-  if (!d.error.empty()) EXPECT_EQ(d.count, 0);
+  if (!d.error.empty()) {
+    EXPECT_EQ(d.count, 0);
+  }
   EXPECT_EQ(d.names.size(), static_cast<size_t>(d.count));
   EXPECT_EQ(profiler::cuda_unavailable_reason(0), "");
-  EXPECT_EQ(profiler::cuda_unavailable_reason(d.count).empty(), d.error.empty());
+  if (d.count > 0) {
+    EXPECT_EQ(profiler::cuda_unavailable_reason(d.count), "");
+  }
   const std::string more = profiler::cuda_unavailable_reason(d.count + 1);
   EXPECT_EQ(more.rfind("needs " + std::to_string(d.count + 1) + " CUDA device(s)", 0), 0u) << more;
   EXPECT_NE(more.find(d.error.empty() ? "found " + std::to_string(d.count) : d.error), std::string::npos) << more;

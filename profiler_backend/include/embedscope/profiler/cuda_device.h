@@ -22,7 +22,7 @@ struct CudaDevices {
 /// The answer of cudaGetDeviceCount (asked once per process; later calls return the same).
 const CudaDevices& cuda_devices();
 
-/// "" when at least `needed` devices are present; else why not, naming what cudaGetDeviceCount
+/// "" when at least `needed` devices are present (always for needed <= 0); else why not, naming what cudaGetDeviceCount
 /// said: "needs 2 CUDA device(s), found 1" or "needs 1 CUDA device(s): cudaGetDeviceCount
 /// failed: cudaErrorNoDevice (no CUDA-capable device is detected)".
 std::string cuda_unavailable_reason(int needed = 1);
