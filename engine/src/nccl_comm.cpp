@@ -137,14 +137,12 @@ bool NcclWork::done() {
       return false;
     case WaitState::failed: {
       const std::string why = nccl_error(rc != ncclSuccess ? rc : async, c.comm_);
-      ncclCommAbort(c.comm_);
-      c.aborted_ = true;
+      c.abort();
       throw CollectiveError(fmt::format("{} failed on device {}: NCCL asynchronous error: {}", s.head, c.device_, why),
                             c.group_, s.record.sequence, {}, false);
     }
     case WaitState::timed_out:
-      ncclCommAbort(c.comm_);
-      c.aborted_ = true;
+      c.abort();
       throw CollectiveError(fmt::format("{} did not finish within {} ms on device {}: communicator aborted (a rank "
                                         "did not arrive or the transfer stalled)",
                                         s.head, c.timeout_.count(), c.device_),
@@ -182,8 +180,14 @@ NcclComm::NcclComm(ncclComm_t comm, int rank, int device, std::string group, std
 }
 
 NcclComm::~NcclComm() {
-  if (stream_) cudaStreamDestroy(stream_);
   if (comm_ && !aborted_) ncclCommDestroy(comm_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void NcclComm::abort() {
+  if (aborted_) return;
+  aborted_ = true;
+  ncclCommAbort(comm_);
 }
 
 std::unique_ptr<NcclComm> NcclComm::init_rank(const ncclUniqueId& id, int nranks, int rank, int device,

@@ -219,6 +219,12 @@ TEST(NcclCollectives, TimeoutAbortsAndNamesTheCollective) {
   // The compute stream spins, so the all-reduce (which waits for it) cannot finish in time.
   CUDA_OK(profiler::launch_probe_spin(dflag, compute));
   auto w = comms[0]->all_reduce_sum("dense/all_reduce", compute, buf.p, 16);
+  // ncclCommAbort synchronizes the comm stream, which waits for the spinning kernel: release it
+  // 2 s after the timeout, from another thread.
+  std::thread releaser([flag] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2300));
+    *reinterpret_cast<volatile int*>(flag) = 1;
+  });
   try {
     w.synchronize();
     FAIL() << "no CollectiveError";
@@ -231,7 +237,7 @@ TEST(NcclCollectives, TimeoutAbortsAndNamesTheCollective) {
         << e.what();
   }
   EXPECT_TRUE(comms[0]->aborted());
-  *flag = 1;  // release the spinning kernel
+  releaser.join();
   CUDA_OK(cudaStreamSynchronize(compute));
   cudaStreamDestroy(compute);
   cudaFreeHost(flag);

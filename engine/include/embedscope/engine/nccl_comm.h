@@ -6,10 +6,10 @@
 // the comm stream waits (cudaStreamWaitEvent) for the work enqueued on the compute stream so
 // far, the collective runs on the comm stream, and an event marks its end; NcclWork::wait_on()
 // makes a stream wait for it, NcclWork::synchronize() blocks the host. The host wait polls the
-// event and ncclCommGetAsyncError; when the collective is not done the communicator's timeout
-// after it was issued, it aborts the communicator
-// (ncclCommAbort) and throws the CPU path's CollectiveError (comm.h) naming the op and its
-// sequence number, so a GPU run ends `hang` like a CPU one, never hangs silently.
+// event and ncclCommGetAsyncError; a collective not done within the communicator's timeout
+// (counted from its issue) aborts the communicator (ncclCommAbort) and throws the CPU path's
+// CollectiveError (comm.h) naming the op and its sequence number, so a GPU run ends `hang` like
+// a CPU one and never hangs silently.
 //
 // Two ways to set up ranks:
 //  - one process per GPU: exchange_nccl_unique_id() through a Gloo FileStore on a shared file
@@ -42,7 +42,8 @@ namespace embedscope::engine {
 std::string nccl_version();
 
 /// Rank 0 creates the id (ncclGetUniqueId) and writes it under `key` in a Gloo FileStore at
-/// directory `store_dir`; the other ranks wait for it up to `timeout`. Throws CollectiveError
+/// directory `store_dir` (created if missing; use a fresh one per run, as a stale id would be
+/// read); the other ranks wait for it up to `timeout`. Throws CollectiveError
 /// (timed out) naming the key and directory when rank 0 never published it, std::runtime_error
 /// for an NCCL error.
 ncclUniqueId exchange_nccl_unique_id(const std::string& store_dir, const std::string& key, int rank,
@@ -92,6 +93,11 @@ class NcclComm {
   ncclComm_t handle() const { return comm_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   bool aborted() const { return aborted_; }
+  /// ncclCommAbort (idempotent). A collective that fails or times out aborts its own
+  /// communicator; when one thread drives several ranks, abort the others of the group too
+  /// before destroying them (ncclCommDestroy would wait for their stuck kernels). NCCL's abort
+  /// synchronizes the comm stream, so it returns once the kernels queued there have exited.
+  void abort();
   /// Sequence number of the last collective issued (0 before any).
   uint64_t sequence() const { return seq_; }
   const CommCounters& counters() const { return counters_; }
