@@ -175,8 +175,12 @@ NcclComm::NcclComm(ncclComm_t comm, int rank, int device, std::string group, std
     : comm_(comm), rank_(rank), device_(device), group_(std::move(group)), members_(std::move(members)),
       timeout_(timeout) {
   DeviceGuard g;
-  cuda_check(cudaSetDevice(device_), "cudaSetDevice");
-  cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  cudaError_t rc = cudaSetDevice(device_);
+  if (rc == cudaSuccess) rc = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+  if (rc != cudaSuccess) {
+    ncclCommDestroy(comm_);  // the destructor will not run
+    cuda_check(rc, "creating the comm stream");
+  }
 }
 
 NcclComm::~NcclComm() {
@@ -397,9 +401,10 @@ NcclWork NcclComm::all_to_all_v(const char* op_name, cudaStream_t compute, const
   const int n = size();
   check_counts("all_to_all", op_name, send_counts, n);
   check_counts("all_to_all", op_name, recv_counts, n);
-  if (!t_group && n > 1) {
+  if (!t_group) {
     // Outside a group the peers' splits are unknown here: all-gather them first (as the Gloo
-    // path does) and check every pair before data moves.
+    // path does, also on one rank, so sequence numbers match it) and check every pair before
+    // data moves.
     std::vector<int64_t> mine(send_counts.begin(), send_counts.end());
     mine.insert(mine.end(), recv_counts.begin(), recv_counts.end());
     const size_t total = static_cast<size_t>(2 * n * n);

@@ -1,11 +1,13 @@
 #include "embedscope/profiler/cupti_decode.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <tuple>
 
 #include <cupti_callbacks.h>
+#include <cxxabi.h>
 
 namespace embedscope::profiler {
 
@@ -21,7 +23,12 @@ ClockCalibration ClockCalibration::from_sample(int64_t host_before, uint64_t gpu
 }
 
 bool is_nccl_kernel(const char* name) {
-  return name && (std::strncmp(name, "ncclDevKernel_", 14) == 0 || std::strncmp(name, "ncclKernel_", 11) == 0);
+  if (!name) return false;
+  if (name[0] == '_' && name[1] == 'Z') {  // mangled: _Z<length><name>...
+    name += 2;
+    while (*name >= '0' && *name <= '9') ++name;
+  }
+  return std::strncmp(name, "ncclDevKernel_", 14) == 0 || std::strncmp(name, "ncclKernel_", 11) == 0;
 }
 
 const char* memcpy_name(uint8_t copy_kind) {
@@ -75,6 +82,18 @@ int32_t CuptiDecoder::rank_of(uint32_t device) const {
   return it == rank_of_device_.end() ? static_cast<int32_t>(device) : it->second;
 }
 
+const char* CuptiDecoder::kernel_name(const char* raw) {
+  if (!raw) return "kernel";
+  auto it = demangled_.find(raw);
+  if (it != demangled_.end()) return it->second;
+  int status = 0;
+  char* d = raw[0] == '_' && raw[1] == 'Z' ? abi::__cxa_demangle(raw, nullptr, nullptr, &status) : nullptr;
+  const char* name = names_.intern(d && status == 0 ? d : raw);
+  std::free(d);
+  demangled_.emplace(raw, name);
+  return name;
+}
+
 const char* CuptiDecoder::runtime_name(uint32_t cbid) {
   const char* n = nullptr;
   if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &n) == CUPTI_SUCCESS && n) return names_.intern(n);
@@ -115,14 +134,14 @@ void CuptiDecoder::add_record(const CUpti_Activity& record) {
         return;
       }
       GpuOp g;
-      g.nccl = is_nccl_kernel(k.name);
+      g.op.name = kernel_name(k.name);
+      g.nccl = is_nccl_kernel(g.op.name);
       if (g.nccl) ++stats_.nccl_kernels;
       auto lane_it = lane_of_stream_.find({k.deviceId, k.streamId});
       const Lane lane = g.nccl ? Lane::gpu_comm : lane_it != lane_of_stream_.end() ? lane_it->second : Lane::gpu_compute;
       g.op.rank = rank_of(k.deviceId);
       g.op.lane = lane;
       g.op.category = lane == Lane::gpu_comm ? OpCategory::comm : OpCategory::other;
-      g.op.name = names_.intern(k.name ? k.name : "kernel");
       g.op.start_ns = clock_.to_host(k.start);
       g.op.end_ns = clock_.to_host(k.end);
       g.device_id = k.deviceId;

@@ -3,6 +3,7 @@
 // where no device is present.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <numeric>
@@ -257,14 +258,17 @@ TEST(Cupti, SeesTheKernelsAndCopiesOfAKnownProgram) {
   tracer.map_stream(0, s, sessions::Lane::gpu_compute);
   float* d = nullptr;
   CUDA_OK(cudaMalloc(&d, kN * sizeof(float)));
-  std::vector<float> h(kN, 1.0f);
-  CUDA_OK(cudaMemcpyAsync(d, h.data(), kN * sizeof(float), cudaMemcpyHostToDevice, s));
+  float* h = nullptr;  // pinned: each copy is one DMA transfer, one CUPTI record
+  CUDA_OK(cudaMallocHost(&h, kN * sizeof(float)));
+  std::fill(h, h + kN, 1.0f);
+  CUDA_OK(cudaMemcpyAsync(d, h, kN * sizeof(float), cudaMemcpyHostToDevice, s));
   for (int i = 0; i < kLaunches; ++i) CUDA_OK(profiler::launch_probe_scale(d, kN, 1.0f, s));
-  CUDA_OK(cudaMemcpyAsync(h.data(), d, kN * sizeof(float), cudaMemcpyDeviceToHost, s));
+  CUDA_OK(cudaMemcpyAsync(h, d, kN * sizeof(float), cudaMemcpyDeviceToHost, s));
   CUDA_OK(cudaStreamSynchronize(s));
   const int64_t t1 = clock.now_ns();
   EXPECT_EQ(h[0], 1.0f + kLaunches);
   CUDA_OK(cudaFree(d));
+  CUDA_OK(cudaFreeHost(h));
   CUDA_OK(cudaDeviceSynchronize());
   auto ops = tracer.stop();
   const auto mem = tracer.take_memory_events();
@@ -292,10 +296,14 @@ TEST(Cupti, SeesTheKernelsAndCopiesOfAKnownProgram) {
   EXPECT_EQ(h2d, 1);
   EXPECT_EQ(d2h, 1);
   EXPECT_EQ(tracer.dropped(), 0);
-  int allocs = 0;
-  for (const auto& e : mem)
-    if (e.action == "alloc" && e.size == kN * 4) ++allocs;
+  int allocs = 0, frees = 0;
+  for (const auto& e : mem) {
+    if (e.tag != "cuda_device" || e.size != kN * 4) continue;
+    allocs += e.action == "alloc";
+    frees += e.action == "free";
+  }
   EXPECT_EQ(allocs, 1);
+  EXPECT_EQ(frees, 1);
   // Drift between the start and stop calibrations of a sub-second program: under 1 ms.
   EXPECT_LT(std::abs(tracer.drift_ns()), 1'000'000);
   cudaStreamDestroy(s);

@@ -76,7 +76,7 @@ TEST(CuptiClock, CalibrationIsTheMidpointOffset) {
 TEST(CuptiDecode, KernelJoinsItsLaunchByCorrelationId) {
   Buffer b;
   // The kernel's record can come before the runtime call's (separate queues in CUPTI).
-  kernel(b, "embedding_lookup_kernel", 0, 7, 11, 2'000'000, 2'003'000).gridX = 128;
+  kernel(b, "_ZN10embedscope6engine23embedding_lookup_kernelEPKfPfl", 0, 7, 11, 2'000'000, 2'003'000).gridX = 128;
   runtime(b, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 11, 1'990'000, 1'995'000);
   CuptiDecoder d(ClockCalibration{-1'000'000});
   d.add_buffer(b.data(), b.size());
@@ -86,7 +86,7 @@ TEST(CuptiDecode, KernelJoinsItsLaunchByCorrelationId) {
   auto ops = d.take(false);
   ASSERT_EQ(ops.size(), 1u);
   const auto& g = ops[0];
-  EXPECT_STREQ(g.op.name, "embedding_lookup_kernel");
+  EXPECT_STREQ(g.op.name, "embedscope::engine::embedding_lookup_kernel(float const*, float*, long)");
   EXPECT_EQ(g.op.lane, Lane::gpu_compute);
   EXPECT_EQ(g.op.category, OpCategory::other);
   EXPECT_EQ(g.op.rank, 0);
@@ -174,10 +174,12 @@ TEST(CuptiDecode, MemcpyAndMemsetGoToTheCopyLaneWithTheirBytes) {
 
 TEST(CuptiDecode, NcclKernelsAreCommunicationAndJoinTheirCollective) {
   Buffer b;
-  kernel(b, "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", 1, 9, 20, 10'000, 30'000);
+  // CUPTI reports mangled names (these two are symbols of NCCL 2.28's libnccl.so).
+  kernel(b, "_Z22ncclDevKernel_SendRecv24ncclDevKernelArgsStorageILm4096EE", 1, 9, 20, 10'000, 30'000);
   kernel(b, "ncclKernel_AllReduce_RING_LL_Sum_float", 1, 9, 21, 50'000, 70'000);
   kernel(b, "my_kernel", 1, 9, 22, 80'000, 90'000);  // comm stream mapped below
-  kernel(b, "ncclDevKernel_AllGather_RING_LL", 1, 9, 23, 200'000, 210'000);  // no record covers it
+  kernel(b, "_Z31ncclDevKernel_AllGather_RING_LL24ncclDevKernelArgsStorageILm4096EE", 1, 9, 23, 200'000,
+         210'000);  // no record covers it
   for (uint32_t c = 20; c <= 23; ++c) runtime(b, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, c, 1, 2);
   CuptiDecoder d;
   d.map_stream(1, 9, Lane::gpu_comm);
@@ -205,7 +207,8 @@ TEST(CuptiDecode, NcclKernelsAreCommunicationAndJoinTheirCollective) {
   EXPECT_STREQ(ops[1].op.name, "dense/all_reduce");
   EXPECT_EQ(ops[1].op.correlation, 6u);
   EXPECT_EQ(ops[1].op.bytes, 2000);
-  EXPECT_STREQ(ops[3].op.name, "ncclDevKernel_AllGather_RING_LL");  // not joined
+  EXPECT_STREQ(ops[3].op.name,  // not joined: keeps its demangled kernel name
+               "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
   EXPECT_EQ(d.stats().nccl_joined, 2);
 }
 
@@ -293,6 +296,8 @@ TEST(CuptiDecode, RecordsWithoutTimestampsAreCountedAndDropped) {
 TEST(CuptiDecode, NcclNamesAndCopyNames) {
   EXPECT_TRUE(profiler::is_nccl_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"));
   EXPECT_TRUE(profiler::is_nccl_kernel("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"));
+  EXPECT_TRUE(profiler::is_nccl_kernel("_Z21ncclDevKernel_Generic24ncclDevKernelArgsStorageILm4096EE"));
+  EXPECT_FALSE(profiler::is_nccl_kernel("_Z22embedscope_probe_scalePflf"));
   EXPECT_FALSE(profiler::is_nccl_kernel("nccl_like_kernel"));
   EXPECT_FALSE(profiler::is_nccl_kernel(nullptr));
   EXPECT_STREQ(profiler::memcpy_name(CUPTI_ACTIVITY_MEMCPY_KIND_DTOD), "memcpy_dtod");

@@ -108,7 +108,10 @@ class NcclComm {
 
   // Collectives. Buffers are device memory on device(); counts are elements of elem_size bytes.
   // `compute` is the stream whose prior work produces the inputs.
-  /// all-to-all(v) as grouped ncclSend / ncclRecv (the own block is a device copy).
+  /// all-to-all(v) as grouped ncclSend / ncclRecv (the own block is a device copy). Outside an
+  /// NcclGroup the split sizes are first all-gathered ("<op_name>/split_check", its own
+  /// sequence number, the host waits for it) and checked; inside one, NcclGroup::end() checks
+  /// them on the host. Throws SplitMismatchError naming the pair.
   NcclWork all_to_all_v(const char* op_name, cudaStream_t compute, const void* send,
                         std::span<const int64_t> send_counts, void* recv, std::span<const int64_t> recv_counts,
                         size_t elem_size);

@@ -9,7 +9,8 @@
 // mapped onto the run's host clock (RunClock ns) by a ClockCalibration.
 //
 // What becomes what:
-//  - kernels: GpuOp on lane gpu_compute (category other), or gpu_comm (category comm) for NCCL
+//  - kernels (names demangled, as Nsight Systems shows them): GpuOp on lane gpu_compute
+//    (category other), or gpu_comm (category comm) for NCCL
 //    kernels (names starting "ncclDevKernel_" or "ncclKernel_") and for kernels of a stream
 //    registered as a comm stream; joined with the runtime call that launched them by
 //    correlation id (launch_api, launch_start_ns, launch_thread).
@@ -86,7 +87,8 @@ struct DecodeStats {
   int64_t nccl_joined = 0;       ///< NCCL kernels joined with a collective record
 };
 
-/// True for NCCL's kernels: "ncclDevKernel_*" (NCCL >= 2.19) and "ncclKernel_*" (older).
+/// True for NCCL's kernels: "ncclDevKernel_*" (NCCL >= 2.19) and "ncclKernel_*" (older), as
+/// plain or mangled names (CUPTI reports "_Z21ncclDevKernel_Generic24ncclDevKernelArgs...").
 bool is_nccl_kernel(const char* name);
 
 /// Static name of a memcpy kind: "memcpy_htod", "memcpy_dtoh", "memcpy_dtod", "memcpy_htoh",
@@ -136,6 +138,7 @@ class CuptiDecoder {
   int32_t rank_of(uint32_t device) const;
   bool resolve(GpuOp& g, bool final);
   const char* runtime_name(uint32_t cbid);
+  const char* kernel_name(const char* raw);  // demangled (abi::__cxa_demangle), pooled
 
   ClockCalibration clock_;
   StringPool names_;
@@ -144,6 +147,7 @@ class CuptiDecoder {
   std::map<std::pair<uint32_t, uint32_t>, sessions::Lane> lane_of_stream_;
   std::unordered_map<uint32_t, Launch> launches_;        // correlation id -> runtime call
   std::unordered_map<uint32_t, uint32_t> device_of_context_;
+  std::unordered_map<std::string, const char*> demangled_;  // CUPTI's (mangled) name -> pooled
   std::vector<GpuOp> pending_;                           // waiting for their launch / context
   std::vector<sessions::MemoryEvent> memory_;
 };
