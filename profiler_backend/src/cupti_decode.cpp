@@ -22,6 +22,15 @@ ClockCalibration ClockCalibration::from_sample(int64_t host_before, uint64_t gpu
   return ClockCalibration{host_mid - static_cast<int64_t>(gpu_ns)};
 }
 
+void write_gpu_trace_metadata(sessions::SessionWriter& w, int64_t dropped, const DecodeStats& stats,
+                              const ClockCalibration& start, const ClockCalibration& end) {
+  w.set_metadata("cupti_dropped_records", std::to_string(dropped));
+  w.set_metadata("cupti_records", std::to_string(stats.records));
+  w.set_metadata("cupti_unknown_records", std::to_string(stats.unknown_kind));
+  w.set_metadata("gpu_clock_offset_ns", std::to_string(start.offset_ns));
+  w.set_metadata("gpu_clock_drift_ns", std::to_string(clock_drift_ns(start, end)));
+}
+
 bool is_nccl_kernel(const char* name) {
   if (!name) return false;
   if (name[0] == '_' && name[1] == 'Z') {  // mangled: _Z<length><name>...

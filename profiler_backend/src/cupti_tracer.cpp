@@ -186,12 +186,7 @@ DecodeStats CuptiTracer::stats() const {
 }
 
 void CuptiTracer::write_metadata(sessions::SessionWriter& w) const {
-  const DecodeStats s = stats();
-  w.set_metadata("cupti_dropped_records", std::to_string(dropped()));
-  w.set_metadata("cupti_records", std::to_string(s.records));
-  w.set_metadata("cupti_unknown_records", std::to_string(s.unknown_kind));
-  w.set_metadata("gpu_clock_offset_ns", std::to_string(start_clock_.offset_ns));
-  w.set_metadata("gpu_clock_drift_ns", std::to_string(drift_ns()));
+  write_gpu_trace_metadata(w, dropped(), stats(), start_clock_, end_clock_);
 }
 
 }  // namespace embedscope::profiler

@@ -10,6 +10,10 @@
 #include <cupti_runtime_cbid.h>
 
 #include "embedscope/profiler/cupti_decode.h"
+#include "embedscope/sessions/session.h"
+
+#include <filesystem>
+#include <unistd.h>
 
 using namespace embedscope;
 using profiler::ClockCalibration;
@@ -303,4 +307,53 @@ TEST(CuptiDecode, NcclNamesAndCopyNames) {
   EXPECT_STREQ(profiler::memcpy_name(CUPTI_ACTIVITY_MEMCPY_KIND_DTOD), "memcpy_dtod");
   EXPECT_STREQ(profiler::memcpy_name(CUPTI_ACTIVITY_MEMCPY_KIND_PTOP), "memcpy_ptop");
   EXPECT_STREQ(profiler::memcpy_name(CUPTI_ACTIVITY_MEMCPY_KIND_ATOA), "memcpy");
+}
+
+TEST(CuptiDecode, GpuOpsAndCountersGoIntoTheSession) {
+  Buffer b;
+  kernel(b, "_Z22ncclDevKernel_SendRecv24ncclDevKernelArgsStorageILm4096EE", 0, 9, 1, 1000, 3000);
+  kernel(b, "lookup", 0, 7, 2, 4000, 5000);
+  auto& m = b.add<CUpti_ActivityMemcpy6>();
+  m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+  m.bytes = 64;
+  m.start = 500;
+  m.end = 900;
+  m.correlationId = 3;
+  b.add<CUpti_ActivityMarker2>().kind = CUPTI_ACTIVITY_KIND_MARKER;
+  CuptiDecoder d(ClockCalibration{100});
+  d.add_buffer(b.data(), b.size());
+  auto ops = d.take(true);
+  ASSERT_EQ(ops.size(), 3u);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("cupti_test_" + std::to_string(::getpid()) + ".db")).string();
+  {
+    sessions::SessionWriter w(path, true);
+    for (Lane l : {Lane::gpu_compute, Lane::gpu_comm, Lane::gpu_copy})
+      w.add_lane({0, static_cast<int32_t>(l), sessions::to_string(l), "stream"});
+    std::vector<sessions::OpEvent> events;
+    for (const auto& g : ops) events.push_back(g.op);
+    w.add_ops(events);
+    profiler::write_gpu_trace_metadata(w, 7, d.stats(), ClockCalibration{100}, ClockCalibration{130});
+    w.close("complete");
+  }
+  sessions::SessionReader r(path);
+  EXPECT_EQ(r.metadata().at("cupti_dropped_records"), "7");
+  EXPECT_EQ(r.metadata().at("cupti_records"), "4");
+  EXPECT_EQ(r.metadata().at("cupti_unknown_records"), "1");
+  EXPECT_EQ(r.metadata().at("gpu_clock_offset_ns"), "100");
+  EXPECT_EQ(r.metadata().at("gpu_clock_drift_ns"), "30");
+  const auto comm = r.ops(0, static_cast<int32_t>(Lane::gpu_comm), 0, 10'000);
+  ASSERT_EQ(comm.size(), 1u);
+  EXPECT_EQ(r.name(comm[0].name_id), "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)");
+  EXPECT_EQ(comm[0].category, OpCategory::comm);
+  EXPECT_EQ(comm[0].start_ns, 1100);
+  const auto copies = r.ops(0, static_cast<int32_t>(Lane::gpu_copy), 0, 10'000);
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].bytes, 64);
+  EXPECT_EQ(r.ops(0, static_cast<int32_t>(Lane::gpu_compute), 0, 10'000).size(), 1u);
+  std::vector<std::string> lane_names;
+  for (const auto& l : r.lanes()) lane_names.push_back(l.name);
+  EXPECT_EQ(lane_names, (std::vector<std::string>{"gpu_compute", "gpu_comm", "gpu_copy"}));
+  std::filesystem::remove(path);
 }

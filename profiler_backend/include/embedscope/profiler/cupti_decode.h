@@ -33,6 +33,7 @@
 #include <cupti_activity.h>
 
 #include "embedscope/sessions/events.h"
+#include "embedscope/sessions/session.h"
 
 namespace embedscope::profiler {
 
@@ -94,6 +95,13 @@ bool is_nccl_kernel(const char* name);
 /// Static name of a memcpy kind: "memcpy_htod", "memcpy_dtoh", "memcpy_dtod", "memcpy_htoh",
 /// "memcpy_ptop", else "memcpy".
 const char* memcpy_name(uint8_t copy_kind);
+
+/// Stores the GPU tracer's counters in the session metadata (FORMAT.md), next to the CPU
+/// tracer's `dropped_records`: cupti_dropped_records (`dropped`), cupti_records,
+/// cupti_unknown_records, gpu_clock_offset_ns (`start`'s offset), gpu_clock_drift_ns
+/// (end - start offsets).
+void write_gpu_trace_metadata(sessions::SessionWriter& w, int64_t dropped, const DecodeStats& stats,
+                              const ClockCalibration& start, const ClockCalibration& end);
 
 class CuptiDecoder {
  public:

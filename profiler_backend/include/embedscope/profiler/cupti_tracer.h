@@ -69,8 +69,8 @@ class CuptiTracer {
   const ClockCalibration& end_clock() const { return end_clock_; }
   int64_t drift_ns() const { return clock_drift_ns(start_clock_, end_clock_); }
 
-  /// Session metadata (FORMAT.md): cupti_dropped_records, cupti_records, cupti_unknown_records,
-  /// gpu_clock_offset_ns (start), gpu_clock_drift_ns.
+  /// Session metadata (write_gpu_trace_metadata): dropped records, records decoded, clock
+  /// offset and drift.
   void write_metadata(sessions::SessionWriter& w) const;
 
  private:
