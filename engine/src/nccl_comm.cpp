@@ -9,6 +9,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gloo/rendezvous/file_store.h>
 
 #include "embedscope/engine/collective_math.h"
@@ -312,10 +313,10 @@ void issue(std::span<NcclComm::Op* const> ops) {
     cuda_check(cudaSetDevice(c.device()), "cudaSetDevice");
     cudaEvent_t ready = nullptr;
     cuda_check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    cuda_check(cudaEventRecord(ready, op->compute), "cudaEventRecord");
-    const cudaError_t w = cudaStreamWaitEvent(c.stream(), ready, 0);
+    cudaError_t w = cudaEventRecord(ready, op->compute);
+    if (w == cudaSuccess) w = cudaStreamWaitEvent(c.stream(), ready, 0);
     cudaEventDestroy(ready);  // released once it completed; the wait is already enqueued
-    cuda_check(w, "cudaStreamWaitEvent");
+    cuda_check(w, "ordering the comm stream after the compute stream");
     if (op->kind == NcclComm::Op::Kind::all_to_all) {  // the own block: a device copy
       const auto me = static_cast<size_t>(c.rank());
       const auto es = static_cast<int64_t>(op->elem_size);
@@ -517,13 +518,23 @@ void NcclGroup::end() {
   if (ended_) return;
   ended_ = true;
   t_group = nullptr;
-  // Cross-check the all-to-all splits of the ranks held here, per (group, sequence).
-  std::map<std::pair<std::string, uint64_t>, std::vector<NcclComm::Op*>> a2a;
-  for (auto& op : ops_)
-    if (op->kind == NcclComm::Op::Kind::all_to_all)
-      a2a[{op->comm->name(), op->state->record.sequence}].push_back(op.get());
-  for (auto& [key, parts] : a2a) {
-    const int n = parts.front()->comm->size();
+  // Cross-check the ranks held here, per (group, sequence): all-to-all splits pairwise, and the
+  // block counts of reduce-scatter / all-gather (the same on every rank).
+  std::map<std::pair<std::string, uint64_t>, std::vector<NcclComm::Op*>> by_collective;
+  for (auto& op : ops_) by_collective[{op->comm->name(), op->state->record.sequence}].push_back(op.get());
+  for (auto& [key, parts] : by_collective) {
+    const NcclComm::Op& first = *parts.front();
+    if (first.kind == NcclComm::Op::Kind::reduce_scatter || first.kind == NcclComm::Op::Kind::all_gather) {
+      for (const NcclComm::Op* p : parts)
+        if (p->recv_counts != first.recv_counts)
+          throw SplitMismatchError(fmt::format("{}: block counts differ between rank {} ({}) and rank {} ({})",
+                                               first.state->head, first.state->record.rank,
+                                               fmt::join(first.recv_counts, ","), p->state->record.rank,
+                                               fmt::join(p->recv_counts, ",")));
+      continue;
+    }
+    if (first.kind != NcclComm::Op::Kind::all_to_all) continue;
+    const int n = first.comm->size();
     if (static_cast<int>(parts.size()) != n) continue;  // not every rank here: the peers check their side
     std::vector<int64_t> all(static_cast<size_t>(2 * n * n));
     for (NcclComm::Op* p : parts) {

@@ -106,8 +106,9 @@ class NcclComm {
     observer_ = std::move(observer);
   }
 
-  // Collectives. Buffers are device memory on device(); counts are elements of elem_size bytes.
-  // `compute` is the stream whose prior work produces the inputs.
+  // Collectives. Buffers are device memory on device() (send and recv must not overlap, except
+  // in place as noted); counts are elements of elem_size bytes. `compute` is the stream whose
+  // prior work produces the inputs (nullptr: the legacy default stream).
   /// all-to-all(v) as grouped ncclSend / ncclRecv (the own block is a device copy). Outside an
   /// NcclGroup the split sizes are first all-gathered ("<op_name>/split_check", its own
   /// sequence number, the host waits for it) and checked; inside one, NcclGroup::end() checks
@@ -152,7 +153,8 @@ class NcclComm {
 
 /// Collects, on this thread, the collectives issued for several ranks until it ends, then
 /// cross-checks all-to-all splits between the ranks it holds (every rank of a group: no
-/// communication needed) and issues them in one ncclGroupStart / ncclGroupEnd. Required when one
+/// communication needed) and the block counts of each reduce-scatter / all-gather, and issues
+/// them in one ncclGroupStart / ncclGroupEnd. Required when one
 /// thread drives several ranks (init_all). The NcclWork handles become usable after end().
 /// Throws SplitMismatchError (nothing issued) on disagreeing splits.
 class NcclGroup {
