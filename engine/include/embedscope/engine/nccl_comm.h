@@ -108,7 +108,7 @@ class NcclComm {
 
   // Collectives. Buffers are device memory on device() (send and recv must not overlap, except
   // in place as noted); counts are elements of elem_size bytes. `compute` is the stream whose
-  // prior work produces the inputs (nullptr: the legacy default stream).
+  // prior work produces the inputs, a stream of device() (nullptr: its legacy default stream).
   /// all-to-all(v) as grouped ncclSend / ncclRecv (the own block is a device copy). Outside an
   /// NcclGroup the split sizes are first all-gathered ("<op_name>/split_check", its own
   /// sequence number, the host waits for it) and checked; inside one, NcclGroup::end() checks
