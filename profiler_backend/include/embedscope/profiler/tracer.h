@@ -40,7 +40,8 @@ class Tracer {
   bool enabled() const { return enabled_; }
   const RunClock& clock() const { return clock_; }
   int64_t now_ns() const { return clock_.now_ns(); }
-  /// Appends a span (called from the thread that owns ev.rank / ev.lane).
+  /// Appends a span (called from the thread that owns ev.rank / ev.lane). ev.lane is a host
+  /// lane (compute or comm); GPU lanes come from the CUPTI collector (cupti_tracer.h).
   void record(const sessions::OpEvent& ev);
   /// Moves out the spans recorded so far on every lane of `rank` (lane order, then time).
   std::vector<sessions::OpEvent> take(int rank);
