@@ -1,5 +1,7 @@
 #include "embedscope/engine/comm.h"
 
+#include "embedscope/engine/collective_math.h"
+
 #include <cstring>
 #include <mutex>
 #include <numeric>
@@ -112,7 +114,7 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
         missing.push_back(members_[static_cast<size_t>(r)]);
       }
     }
-    std::string head = fmt::format("{} '{}' (group {}, sequence {})", kind, op_name, name_, seq);
+    const std::string head = collective_head(kind, op_name, name_, seq);
     const std::string what = e.what();
     if (missing.empty() && what.find("Timed out") != std::string::npos)  // everyone came, too slowly
       throw CollectiveError(fmt::format("{} did not finish within {} ms (every rank arrived; the transfer was too "
@@ -162,23 +164,15 @@ void ProcessGroup::all_to_all_impl(const char* kind, const char* op_name, const 
   std::vector<int64_t> two_n(static_cast<size_t>(n), 2 * n);
   const std::string check_name = std::string(op_name) + "/split_check";
   all_gather_v(check_name.c_str(), mine.data(), all.data(), two_n, sizeof(int64_t));
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j) {
-      const int64_t sent = all[static_cast<size_t>(i * 2 * n + j)];
-      const int64_t expected = all[static_cast<size_t>(j * 2 * n + n + i)];
-      if (sent != expected)
-        throw SplitMismatchError(fmt::format(
-            "all_to_all '{}' (group {}, sequence {}): split sizes disagree: rank {} sends {} elements to "
-            "rank {}, which expects {}",
-            op_name, name_, seq_ + 1, members_[static_cast<size_t>(i)], sent, members_[static_cast<size_t>(j)],
-            expected));
-    }
+  if (auto bad = find_split_mismatch(all, n))
+    throw SplitMismatchError(fmt::format(
+        "{}: split sizes disagree: rank {} sends {} elements to rank {}, which expects {}",
+        collective_head("all_to_all", op_name, name_, seq_ + 1), members_[static_cast<size_t>(bad->from)], bad->sent,
+        members_[static_cast<size_t>(bad->to)], bad->expected));
   Splits splits{{send_counts.begin(), send_counts.end()}, {recv_counts.begin(), recv_counts.end()}, elem_size};
   run(kind, op_name, std::move(splits), [&](uint32_t tag) {
     gloo::AlltoallvOptions opts(impl_->ctx);
     std::vector<int64_t> in(send_counts.begin(), send_counts.end()), out(recv_counts.begin(), recv_counts.end());
-    const int64_t in_total = std::accumulate(in.begin(), in.end(), int64_t{0});
-    const int64_t out_total = std::accumulate(out.begin(), out.end(), int64_t{0});
     // Gloo's public setters are typed; move bytes.
     std::vector<int64_t> in_bytes(in), out_bytes(out);
     for (auto& v : in_bytes) v *= static_cast<int64_t>(elem_size);
@@ -188,9 +182,9 @@ void ProcessGroup::all_to_all_impl(const char* kind, const char* op_name, const 
     opts.setTag(tag);
     opts.setTimeout(timeout_);
     gloo::alltoallv(opts);
-    const auto me = static_cast<size_t>(group_rank_);
-    counters_.bytes_sent += (in_total - in[me]) * static_cast<int64_t>(elem_size);
-    counters_.bytes_received += (out_total - out[me]) * static_cast<int64_t>(elem_size);
+    const CollectiveBytes b = all_to_all_bytes(in, out, group_rank_, static_cast<int64_t>(elem_size));
+    counters_.bytes_sent += b.sent;
+    counters_.bytes_received += b.received;
   });
 }
 
@@ -217,7 +211,6 @@ void ProcessGroup::all_gather_v(const char* op_name, const void* send, void* rec
     gloo::AllgathervOptions opts(impl_->ctx);
     std::vector<size_t> elems(counts.begin(), counts.end());
     const auto me = static_cast<size_t>(group_rank_);
-    const size_t total = std::accumulate(elems.begin(), elems.end(), size_t{0});
     std::vector<size_t> bytes(elems);
     for (auto& v : bytes) v *= elem_size;
     opts.setInput(static_cast<char*>(nonnull(send)), bytes[me]);
@@ -225,8 +218,9 @@ void ProcessGroup::all_gather_v(const char* op_name, const void* send, void* rec
     opts.setTag(tag);
     opts.setTimeout(timeout_);
     gloo::allgatherv(opts);
-    counters_.bytes_sent += static_cast<int64_t>(elems[me] * elem_size) * (size() - 1);
-    counters_.bytes_received += static_cast<int64_t>((total - elems[me]) * elem_size);
+    const CollectiveBytes b = all_gather_bytes(counts, group_rank_, static_cast<int64_t>(elem_size));
+    counters_.bytes_sent += b.sent;
+    counters_.bytes_received += b.received;
   });
 }
 
@@ -243,9 +237,9 @@ void ProcessGroup::all_reduce_sum(const char* op_name, float* data, int64_t coun
     opts.setTimeout(timeout_);
     gloo::allreduce(opts);
     // Ring all-reduce: 2 (n-1)/n of the buffer each way (nccl-tests' bus bandwidth factor).
-    const int64_t bytes = 2 * (size() - 1) * count * 4 / size();
-    counters_.bytes_sent += bytes;
-    counters_.bytes_received += bytes;
+    const CollectiveBytes b = all_reduce_bytes(count, size(), sizeof(float));
+    counters_.bytes_sent += b.sent;
+    counters_.bytes_received += b.received;
   });
 }
 

@@ -1,5 +1,7 @@
 #include "embedscope/profiler/tracer.h"
 
+#include <cassert>
+
 namespace embedscope::profiler {
 
 RunClock::RunClock()
@@ -21,6 +23,7 @@ Tracer::Tracer(int world_size, bool enabled, size_t max_pending) : enabled_(enab
 
 void Tracer::record(const sessions::OpEvent& ev) {
   if (!enabled_) return;
+  assert(static_cast<int>(ev.lane) < kLanes);
   LaneBuffer& l = *lanes_[static_cast<size_t>(ev.rank * kLanes + static_cast<int>(ev.lane))];
   const int64_t t0 = clock_.now_ns();
   std::lock_guard<std::mutex> lock(l.mu);

@@ -15,7 +15,16 @@ const char* to_string(OpCategory c) {
   return "other";
 }
 
-const char* to_string(Lane l) { return l == Lane::compute ? "compute" : "comm"; }
+const char* to_string(Lane l) {
+  switch (l) {
+    case Lane::compute: return "compute";
+    case Lane::comm: return "comm";
+    case Lane::gpu_compute: return "gpu_compute";
+    case Lane::gpu_comm: return "gpu_comm";
+    case Lane::gpu_copy: return "gpu_copy";
+  }
+  return "compute";
+}
 
 bool category_from_string(const std::string& s, OpCategory& out) {
   for (int i = 0; i < kNumCategories; ++i)

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "embedscope/profiler/cuda_device.h"
 #include "embedscope/profiler/tracer.h"
 
 using namespace embedscope;
@@ -42,4 +43,20 @@ TEST(Tracer, DisabledRecordsNothing) {
   { profiler::ScopedSpan s(t, 0, sessions::Lane::compute, sessions::OpCategory::dense, "mlp", 0); }
   EXPECT_TRUE(t.take(0).empty());
   EXPECT_EQ(t.overhead_ns(), 0);
+}
+
+TEST(CudaDevices, ReasonAgreesWithTheCount) {
+  const auto& d = profiler::cuda_devices();
+  EXPECT_EQ(&d, &profiler::cuda_devices());  // asked once
+  if (!d.error.empty()) {
+    EXPECT_EQ(d.count, 0);
+  }
+  EXPECT_EQ(d.names.size(), static_cast<size_t>(d.count));
+  EXPECT_EQ(profiler::cuda_unavailable_reason(0), "");
+  if (d.count > 0) {
+    EXPECT_EQ(profiler::cuda_unavailable_reason(d.count), "");
+  }
+  const std::string more = profiler::cuda_unavailable_reason(d.count + 1);
+  EXPECT_EQ(more.rfind("needs " + std::to_string(d.count + 1) + " CUDA device(s)", 0), 0u) << more;
+  EXPECT_NE(more.find(d.error.empty() ? "found " + std::to_string(d.count) : d.error), std::string::npos) << more;
 }

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <vector>
 
+#include "embedscope/profiler/nvtx.h"
 #include "embedscope/sessions/events.h"
 
 namespace embedscope::profiler {
@@ -39,7 +40,8 @@ class Tracer {
   bool enabled() const { return enabled_; }
   const RunClock& clock() const { return clock_; }
   int64_t now_ns() const { return clock_.now_ns(); }
-  /// Appends a span (called from the thread that owns ev.rank / ev.lane).
+  /// Appends a span (called from the thread that owns ev.rank / ev.lane). ev.lane is a host
+  /// lane (compute or comm); GPU lanes come from the CUPTI collector (cupti_tracer.h).
   void record(const sessions::OpEvent& ev);
   /// Moves out the spans recorded so far on every lane of `rank` (lane order, then time).
   std::vector<sessions::OpEvent> take(int rank);
@@ -67,11 +69,12 @@ class Tracer {
   std::vector<std::unique_ptr<LaneBuffer>> lanes_;
 };
 
-/// RAII span: records [construction, destruction) on destruction.
+/// RAII span: records [construction, destruction) on destruction, and marks the same interval
+/// as an NVTX range of that name (nvtx.h), so Nsight Systems shows the engine's phases.
 class ScopedSpan {
  public:
   ScopedSpan(Tracer& t, int rank, sessions::Lane lane, sessions::OpCategory cat, const char* name, int64_t step)
-      : t_(t), ev_{rank, lane, cat, name, step, t.enabled() ? t.now_ns() : 0, 0, 0, 0} {}
+      : t_(t), nvtx_(name), ev_{rank, lane, cat, name, step, t.enabled() ? t.now_ns() : 0, 0, 0, 0} {}
   ~ScopedSpan() {
     if (t_.enabled()) {
       ev_.end_ns = t_.now_ns();
@@ -86,6 +89,7 @@ class ScopedSpan {
 
  private:
   Tracer& t_;
+  NvtxRange nvtx_;
   sessions::OpEvent ev_;
 };
 

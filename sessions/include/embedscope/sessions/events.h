@@ -13,8 +13,10 @@ namespace embedscope::sessions {
 enum class OpCategory : uint8_t { input = 0, lookup = 1, comm = 2, dense = 3, optimizer = 4, memcpy = 5, other = 6 };
 constexpr int kNumCategories = 7;
 
-/// Lanes of a CPU rank: the compute worker and the comm worker (threads).
-enum class Lane : uint8_t { compute = 0, comm = 1 };
+/// Lanes of a rank: the compute worker and the comm worker (threads of the CPU executor, or the
+/// host threads of a GPU rank), and on a GPU rank its streams as CUPTI saw them: kernels of the
+/// compute stream, NCCL kernels of the comm stream, and copies / memsets.
+enum class Lane : uint8_t { compute = 0, comm = 1, gpu_compute = 2, gpu_comm = 3, gpu_copy = 4 };
 
 const char* to_string(OpCategory c);
 const char* to_string(Lane l);

@@ -1,0 +1,163 @@
+#pragma once
+// Decoding of CUPTI Activity API buffers into session records, with no device needed.
+//
+// A buffer is what CUPTI hands to the buffer-completed callback: activity records back to back,
+// each the struct of its kind in this CUPTI's headers (CUpti_ActivityKernel10 for
+// CONCURRENT_KERNEL, CUpti_ActivityMemcpy6, CUpti_ActivityMemset4, CUpti_ActivityMemory4 for
+// MEMORY2, CUpti_ActivityAPI for RUNTIME, CUpti_ActivitySynchronization2), walked with
+// cuptiActivityGetNextRecord. Timestamps are CUPTI's (cuptiGetTimestamp's clock, ns) and are
+// mapped onto the run's host clock (RunClock ns) by a ClockCalibration.
+//
+// What becomes what:
+//  - kernels (names demangled, as Nsight Systems shows them): GpuOp on lane gpu_compute
+//    (category other), or gpu_comm (category comm) for NCCL
+//    kernels (names starting "ncclDevKernel_" or "ncclKernel_") and for kernels of a stream
+//    registered as a comm stream; joined with the runtime call that launched them by
+//    correlation id (launch_api, launch_start_ns, launch_thread).
+//  - memcpy / memset: GpuOp on lane gpu_copy, category memcpy, with their bytes.
+//  - synchronization (cudaStreamSynchronize, cudaEventSynchronize, ...): GpuOp on the host lane
+//    compute of the rank (the host thread waited), category other.
+//  - MEMORY2 (cudaMalloc / cudaFree and the async pool's): sessions::MemoryEvent "alloc" / "free".
+//  - any other kind: counted in DecodeStats::unknown_kind, never thrown; a record CUPTI itself
+//    cannot walk (invalid kind) ends the buffer, its remaining bytes counted.
+// Ranks: device d is rank d unless map_device() says otherwise.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <cupti_activity.h>
+
+#include "embedscope/sessions/events.h"
+#include "embedscope/sessions/session.h"
+
+namespace embedscope::profiler {
+
+/// host_ns = gpu_ns + offset_ns. Sources: cuptiGetTimestamp() read between two RunClock reads
+/// (the midpoint is taken as simultaneous), as Tracy and Kineto calibrate CUPTI clocks.
+struct ClockCalibration {
+  int64_t offset_ns = 0;
+  /// host_before <= (the moment cuptiGetTimestamp returned gpu_ns) <= host_after, host ns.
+  /// Throws std::invalid_argument when host_after < host_before.
+  static ClockCalibration from_sample(int64_t host_before, uint64_t gpu_ns, int64_t host_after);
+  int64_t to_host(uint64_t gpu_ns) const { return static_cast<int64_t>(gpu_ns) + offset_ns; }
+};
+
+/// Drift between a calibration at the start and one at the end: end.offset - start.offset, ns
+/// (positive: the GPU clock ran slower than the host clock).
+inline int64_t clock_drift_ns(const ClockCalibration& start, const ClockCalibration& end) {
+  return end.offset_ns - start.offset_ns;
+}
+
+/// Owns the names GpuOps point to (OpEvent::name needs stable storage): one copy per distinct
+/// string, stable until the pool is destroyed.
+class StringPool {
+ public:
+  const char* intern(const std::string& s) { return names_.insert(s).first->c_str(); }
+
+ private:
+  std::unordered_set<std::string> names_;  // nodes never move
+};
+
+/// One GPU activity on the host clock.
+struct GpuOp {
+  sessions::OpEvent op;          ///< rank, lane, category, name (pooled), start/end (host ns), bytes
+  uint32_t device_id = 0;
+  uint32_t context_id = 0;
+  uint32_t stream_id = 0;
+  uint32_t correlation_id = 0;   ///< CUPTI's correlation id (joins the runtime call)
+  bool nccl = false;             ///< an NCCL kernel
+  const char* launch_api = "";   ///< runtime function that launched it ("cudaLaunchKernel_v7000"); "" unknown
+  int64_t launch_start_ns = -1;  ///< host ns when that call began; -1 unknown
+  int64_t launch_end_ns = -1;
+  uint32_t launch_thread = 0;    ///< OS thread id of the caller
+};
+
+/// Counts of what the decoder saw.
+struct DecodeStats {
+  int64_t records = 0;           ///< records walked
+  int64_t kernels = 0, memcpys = 0, memsets = 0, runtime = 0, synchronizations = 0, memory = 0;
+  int64_t unknown_kind = 0;      ///< records of kinds not decoded (counted, skipped)
+  int64_t undecodable_bytes = 0; ///< bytes from a record CUPTI could not walk to the buffer end
+  int64_t no_timestamp = 0;      ///< kernels / copies with start 0 (CUPTI had no timing; dropped)
+  int64_t nccl_kernels = 0;
+  int64_t nccl_joined = 0;       ///< NCCL kernels joined with a collective record
+};
+
+/// True for NCCL's kernels: "ncclDevKernel_*" (NCCL >= 2.19) and "ncclKernel_*" (older), as
+/// plain or mangled names (CUPTI reports "_Z21ncclDevKernel_Generic24ncclDevKernelArgs...").
+bool is_nccl_kernel(const char* name);
+
+/// Static name of a memcpy kind: "memcpy_htod", "memcpy_dtoh", "memcpy_dtod", "memcpy_htoh",
+/// "memcpy_ptop", else "memcpy".
+const char* memcpy_name(uint8_t copy_kind);
+
+/// Stores the GPU tracer's counters in the session metadata (FORMAT.md), next to the CPU
+/// tracer's `dropped_records`: cupti_dropped_records (`dropped`), cupti_records,
+/// cupti_unknown_records, gpu_clock_offset_ns (`start`'s offset), gpu_clock_drift_ns
+/// (end - start offsets).
+void write_gpu_trace_metadata(sessions::SessionWriter& w, int64_t dropped, const DecodeStats& stats,
+                              const ClockCalibration& start, const ClockCalibration& end);
+
+class CuptiDecoder {
+ public:
+  explicit CuptiDecoder(ClockCalibration clock = {}) : clock_(clock) {}
+  /// Calibration used for records decoded from now on.
+  void set_clock(ClockCalibration c) { clock_ = c; }
+  const ClockCalibration& clock() const { return clock_; }
+  /// Device `device` (CUPTI deviceId = CUDA ordinal) is rank `rank`.
+  void map_device(uint32_t device, int32_t rank) { rank_of_device_[device] = rank; }
+  /// Kernels of (device, CUPTI stream id) go to `lane` (gpu_compute or gpu_comm).
+  void map_stream(uint32_t device, uint32_t stream, sessions::Lane lane) { lane_of_stream_[{device, stream}] = lane; }
+
+  /// Decodes the `valid_size` bytes of a CUPTI activity buffer (see the file comment).
+  void add_buffer(const uint8_t* buffer, size_t valid_size);
+  /// Decodes one record.
+  void add_record(const CUpti_Activity& record);
+
+  /// Moves out the GPU ops decoded so far, sorted by (rank, lane, start). Kernels and
+  /// synchronizations whose runtime call / context has not been seen yet stay for a later take
+  /// unless `final`.
+  std::vector<GpuOp> take(bool final);
+  /// Moves out the allocation events decoded so far (time order).
+  std::vector<sessions::MemoryEvent> take_memory_events();
+  const DecodeStats& stats() const { return stats_; }
+  StringPool& names() { return names_; }
+
+  /// Joins NCCL kernels (lane gpu_comm) with the collective records of the same rank: both in
+  /// start order, the k-th kernel joins the first record not yet joined that contains it
+  /// (record.start_ns - tolerance <= kernel start, kernel end <= record.end_ns + tolerance); a
+  /// record that ended before the kernel began launched none and is passed over. A joined op
+  /// takes the record's name, bytes (sent + received), its sequence number as correlation and
+  /// category comm. Returns the number joined (also added to stats().nccl_joined).
+  int64_t join_collectives(std::vector<GpuOp>& ops, const std::vector<sessions::CollectiveRecord>& records,
+                           int64_t tolerance_ns = 20000);
+
+ private:
+  struct Launch {
+    const char* api;
+    int64_t start_ns, end_ns;
+    uint32_t thread;
+  };
+  int32_t rank_of(uint32_t device) const;
+  bool resolve(GpuOp& g, bool final);
+  const char* runtime_name(uint32_t cbid);
+  const char* kernel_name(const char* raw);  // demangled (abi::__cxa_demangle), pooled
+
+  ClockCalibration clock_;
+  StringPool names_;
+  DecodeStats stats_;
+  std::map<uint32_t, int32_t> rank_of_device_;
+  std::map<std::pair<uint32_t, uint32_t>, sessions::Lane> lane_of_stream_;
+  std::unordered_map<uint32_t, Launch> launches_;        // correlation id -> runtime call
+  std::unordered_map<uint32_t, uint32_t> device_of_context_;
+  std::unordered_map<std::string, const char*> demangled_;  // CUPTI's (mangled) name -> pooled
+  std::vector<GpuOp> pending_;                           // waiting for their launch / context
+  std::vector<sessions::MemoryEvent> memory_;
+};
+
+}  // namespace embedscope::profiler

@@ -1,0 +1,45 @@
+#include "embedscope/profiler/cuda_device.h"
+
+#if EMBEDSCOPE_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace embedscope::profiler {
+
+namespace {
+CudaDevices query() {
+  CudaDevices d;
+#if EMBEDSCOPE_WITH_CUDA
+  int n = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&n);
+  if (rc != cudaSuccess) {
+    d.error = std::string("cudaGetDeviceCount failed: ") + cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ")";
+    return d;
+  }
+  d.count = n;
+  for (int i = 0; i < n; ++i) {
+    cudaDeviceProp p{};
+    d.names.push_back(cudaGetDeviceProperties(&p, i) == cudaSuccess ? std::string(p.name) : "unknown");
+  }
+#else
+  d.error = "built without CUDA (EMBEDSCOPE_WITH_CUDA=OFF)";
+#endif
+  return d;
+}
+}  // namespace
+
+const CudaDevices& cuda_devices() {
+  static const CudaDevices d = query();
+  return d;
+}
+
+std::string cuda_unavailable_reason(int needed) {
+  if (needed <= 0) return "";
+  const CudaDevices& d = cuda_devices();
+  const std::string head = "needs " + std::to_string(needed) + " CUDA device(s)";
+  if (!d.error.empty()) return head + ": " + d.error;
+  if (d.count < needed) return head + ", found " + std::to_string(d.count);
+  return "";
+}
+
+}  // namespace embedscope::profiler

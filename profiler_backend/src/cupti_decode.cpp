@@ -1,0 +1,320 @@
+#include "embedscope/profiler/cupti_decode.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <tuple>
+
+#include <cupti_callbacks.h>
+#include <cxxabi.h>
+
+namespace embedscope::profiler {
+
+using sessions::Lane;
+using sessions::OpCategory;
+
+ClockCalibration ClockCalibration::from_sample(int64_t host_before, uint64_t gpu_ns, int64_t host_after) {
+  if (host_after < host_before)
+    throw std::invalid_argument("clock calibration: host_after (" + std::to_string(host_after) +
+                                " ns) is before host_before (" + std::to_string(host_before) + " ns)");
+  const int64_t host_mid = host_before + (host_after - host_before) / 2;
+  return ClockCalibration{host_mid - static_cast<int64_t>(gpu_ns)};
+}
+
+void write_gpu_trace_metadata(sessions::SessionWriter& w, int64_t dropped, const DecodeStats& stats,
+                              const ClockCalibration& start, const ClockCalibration& end) {
+  w.set_metadata("cupti_dropped_records", std::to_string(dropped));
+  w.set_metadata("cupti_records", std::to_string(stats.records));
+  w.set_metadata("cupti_unknown_records", std::to_string(stats.unknown_kind));
+  w.set_metadata("gpu_clock_offset_ns", std::to_string(start.offset_ns));
+  w.set_metadata("gpu_clock_drift_ns", std::to_string(clock_drift_ns(start, end)));
+}
+
+bool is_nccl_kernel(const char* name) {
+  if (!name) return false;
+  if (name[0] == '_' && name[1] == 'Z') {  // mangled: _Z<length><name>...
+    name += 2;
+    while (*name >= '0' && *name <= '9') ++name;
+  }
+  return std::strncmp(name, "ncclDevKernel_", 14) == 0 || std::strncmp(name, "ncclKernel_", 11) == 0;
+}
+
+const char* memcpy_name(uint8_t copy_kind) {
+  switch (copy_kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "memcpy_htod";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "memcpy_dtoh";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "memcpy_dtod";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "memcpy_htoh";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "memcpy_ptop";
+    default: return "memcpy";
+  }
+}
+
+namespace {
+const char* sync_name(CUpti_ActivitySynchronizationType t) {
+  switch (t) {
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE: return "cudaEventSynchronize";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT: return "cudaStreamWaitEvent";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE: return "cudaStreamSynchronize";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE: return "cudaDeviceSynchronize";
+    default: return "synchronization";
+  }
+}
+
+const char* memory_tag(CUpti_ActivityMemoryKind k) {
+  switch (k) {
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE: return "cuda_device";
+    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED: return "cuda_pinned";
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED: return "cuda_managed";
+    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE: return "cuda_pageable";
+    default: return "cuda";
+  }
+}
+// Bytes of a record of a decoded kind (0 for others).
+size_t record_size(CUpti_ActivityKind kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return sizeof(CUpti_ActivityKernel10);
+    case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(CUpti_ActivityMemcpy6);
+    case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(CUpti_ActivityMemset4);
+    case CUPTI_ACTIVITY_KIND_RUNTIME: return sizeof(CUpti_ActivityAPI);
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return sizeof(CUpti_ActivitySynchronization2);
+    case CUPTI_ACTIVITY_KIND_MEMORY2: return sizeof(CUpti_ActivityMemory4);
+    default: return 0;
+  }
+}
+}  // namespace
+
+int32_t CuptiDecoder::rank_of(uint32_t device) const {
+  auto it = rank_of_device_.find(device);
+  return it == rank_of_device_.end() ? static_cast<int32_t>(device) : it->second;
+}
+
+const char* CuptiDecoder::kernel_name(const char* raw) {
+  if (!raw) return "kernel";
+  auto it = demangled_.find(raw);
+  if (it != demangled_.end()) return it->second;
+  int status = 0;
+  char* d = raw[0] == '_' && raw[1] == 'Z' ? abi::__cxa_demangle(raw, nullptr, nullptr, &status) : nullptr;
+  const char* name = names_.intern(d && status == 0 ? d : raw);
+  std::free(d);
+  demangled_.emplace(raw, name);
+  return name;
+}
+
+const char* CuptiDecoder::runtime_name(uint32_t cbid) {
+  const char* n = nullptr;
+  if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &n) == CUPTI_SUCCESS && n) return names_.intern(n);
+  return names_.intern("cuda_runtime_cbid_" + std::to_string(cbid));
+}
+
+void CuptiDecoder::add_buffer(const uint8_t* buffer, size_t valid_size) {
+  CUpti_Activity* record = nullptr;
+  // cuptiActivityGetNextRecord only reads the buffer (its signature is not const-qualified).
+  auto* buf = const_cast<uint8_t*>(buffer);
+  for (;;) {
+    const CUptiResult rc = cuptiActivityGetNextRecord(buf, valid_size, &record);
+    if (rc == CUPTI_ERROR_MAX_LIMIT_REACHED) return;
+    if (rc != CUPTI_SUCCESS) {
+      // CUPTI cannot walk past this record (invalid kind or truncated): count what is left.
+      // `record` still points to the last record walked (null if none); the bad one follows it.
+      ++stats_.unknown_kind;
+      const size_t at = record ? static_cast<size_t>(reinterpret_cast<const uint8_t*>(record) - buffer) +
+                                     record_size(record->kind)
+                               : 0;
+      stats_.undecodable_bytes += static_cast<int64_t>(valid_size - std::min(at, valid_size));
+      return;
+    }
+    add_record(*record);
+  }
+}
+
+void CuptiDecoder::add_record(const CUpti_Activity& record) {
+  ++stats_.records;
+  switch (record.kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+      const auto& k = reinterpret_cast<const CUpti_ActivityKernel10&>(record);
+      ++stats_.kernels;
+      device_of_context_[k.contextId] = k.deviceId;
+      if (k.start == 0 || k.end < k.start) {
+        ++stats_.no_timestamp;
+        return;
+      }
+      GpuOp g;
+      g.op.name = kernel_name(k.name);
+      g.nccl = is_nccl_kernel(g.op.name);
+      if (g.nccl) ++stats_.nccl_kernels;
+      auto lane_it = lane_of_stream_.find({k.deviceId, k.streamId});
+      const Lane lane = g.nccl ? Lane::gpu_comm : lane_it != lane_of_stream_.end() ? lane_it->second : Lane::gpu_compute;
+      g.op.rank = rank_of(k.deviceId);
+      g.op.lane = lane;
+      g.op.category = lane == Lane::gpu_comm ? OpCategory::comm : OpCategory::other;
+      g.op.start_ns = clock_.to_host(k.start);
+      g.op.end_ns = clock_.to_host(k.end);
+      g.device_id = k.deviceId;
+      g.context_id = k.contextId;
+      g.stream_id = k.streamId;
+      g.correlation_id = k.correlationId;
+      pending_.push_back(g);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      const auto& m = reinterpret_cast<const CUpti_ActivityMemcpy6&>(record);
+      ++stats_.memcpys;
+      device_of_context_[m.contextId] = m.deviceId;
+      if (m.start == 0 || m.end < m.start) {
+        ++stats_.no_timestamp;
+        return;
+      }
+      GpuOp g;
+      g.op = {rank_of(m.deviceId), Lane::gpu_copy, OpCategory::memcpy, memcpy_name(m.copyKind), 0,
+              clock_.to_host(m.start), clock_.to_host(m.end), static_cast<int64_t>(m.bytes), 0};
+      g.device_id = m.deviceId;
+      g.context_id = m.contextId;
+      g.stream_id = m.streamId;
+      g.correlation_id = m.correlationId;
+      pending_.push_back(g);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+      const auto& m = reinterpret_cast<const CUpti_ActivityMemset4&>(record);
+      ++stats_.memsets;
+      device_of_context_[m.contextId] = m.deviceId;
+      if (m.start == 0 || m.end < m.start) {
+        ++stats_.no_timestamp;
+        return;
+      }
+      GpuOp g;
+      g.op = {rank_of(m.deviceId), Lane::gpu_copy, OpCategory::memcpy, "memset", 0,
+              clock_.to_host(m.start), clock_.to_host(m.end), static_cast<int64_t>(m.bytes), 0};
+      g.device_id = m.deviceId;
+      g.context_id = m.contextId;
+      g.stream_id = m.streamId;
+      g.correlation_id = m.correlationId;
+      pending_.push_back(g);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME: {
+      const auto& a = reinterpret_cast<const CUpti_ActivityAPI&>(record);
+      ++stats_.runtime;
+      launches_[a.correlationId] = {runtime_name(a.cbid), clock_.to_host(a.start), clock_.to_host(a.end), a.threadId};
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+      const auto& s = reinterpret_cast<const CUpti_ActivitySynchronization2&>(record);
+      ++stats_.synchronizations;
+      GpuOp g;
+      g.op = {0, Lane::compute, OpCategory::other, sync_name(s.type), 0, clock_.to_host(s.start),
+              clock_.to_host(s.end), 0, 0};
+      g.context_id = s.contextId;
+      g.stream_id = s.streamId;
+      g.correlation_id = 0;  // resolved through its context, not a launch
+      g.device_id = UINT32_MAX;
+      pending_.push_back(g);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMORY2: {
+      const auto& m = reinterpret_cast<const CUpti_ActivityMemory4&>(record);
+      ++stats_.memory;
+      const bool alloc = m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+      if (!alloc && m.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) return;
+      sessions::MemoryEvent e;
+      e.rank = rank_of(m.deviceId);
+      e.time_ns = clock_.to_host(m.timestamp);
+      e.action = alloc ? "alloc" : "free";
+      e.address = static_cast<int64_t>(m.address);
+      e.size = static_cast<int64_t>(m.bytes);
+      e.requested = static_cast<int64_t>(m.bytes);
+      e.tag = memory_tag(m.memoryKind);
+      memory_.push_back(std::move(e));
+      return;
+    }
+    default:
+      ++stats_.unknown_kind;
+      return;
+  }
+}
+
+bool CuptiDecoder::resolve(GpuOp& g, bool final) {
+  if (g.device_id == UINT32_MAX) {  // a synchronization: its rank is its context's device's
+    auto it = device_of_context_.find(g.context_id);
+    if (it == device_of_context_.end()) return final;  // kept as rank 0 when never seen
+    g.op.rank = rank_of(it->second);
+    return true;
+  }
+  auto it = launches_.find(g.correlation_id);
+  if (it == launches_.end()) return final;
+  g.launch_api = it->second.api;
+  g.launch_start_ns = it->second.start_ns;
+  g.launch_end_ns = it->second.end_ns;
+  g.launch_thread = it->second.thread;
+  launches_.erase(it);  // one launch, one activity
+  return true;
+}
+
+std::vector<GpuOp> CuptiDecoder::take(bool final) {
+  std::vector<GpuOp> out, keep;
+  int64_t latest = INT64_MIN;
+  for (GpuOp& g : pending_) {
+    latest = std::max(latest, g.op.end_ns);
+    (resolve(g, final) ? out : keep).push_back(g);
+  }
+  pending_ = std::move(keep);
+  // Runtime calls that launched nothing (cudaMalloc, cudaEventQuery, ...) are forgotten once
+  // they are a minute older than the newest activity (no launch waits that long to run).
+  constexpr int64_t kLaunchHorizonNs = 60'000'000'000;
+  if (final) {
+    launches_.clear();
+  } else if (latest != INT64_MIN) {
+    for (auto it = launches_.begin(); it != launches_.end();)
+      it = it->second.end_ns < latest - kLaunchHorizonNs ? launches_.erase(it) : std::next(it);
+  }
+  std::sort(out.begin(), out.end(), [](const GpuOp& a, const GpuOp& b) {
+    return std::tie(a.op.rank, a.op.lane, a.op.start_ns) < std::tie(b.op.rank, b.op.lane, b.op.start_ns);
+  });
+  return out;
+}
+
+std::vector<sessions::MemoryEvent> CuptiDecoder::take_memory_events() {
+  std::vector<sessions::MemoryEvent> out = std::move(memory_);
+  memory_.clear();
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.time_ns < b.time_ns; });
+  return out;
+}
+
+int64_t CuptiDecoder::join_collectives(std::vector<GpuOp>& ops, const std::vector<sessions::CollectiveRecord>& records,
+                                       int64_t tolerance_ns) {
+  std::map<int32_t, std::vector<const sessions::CollectiveRecord*>> by_rank;
+  for (const auto& r : records) by_rank[r.rank].push_back(&r);
+  std::map<int32_t, std::vector<GpuOp*>> kernels;
+  for (auto& g : ops)
+    if (g.nccl) kernels[g.op.rank].push_back(&g);
+  int64_t joined = 0;
+  for (auto& [rank, ks] : kernels) {
+    auto& rs = by_rank[rank];
+    std::stable_sort(rs.begin(), rs.end(), [](auto* a, auto* b) { return a->start_ns < b->start_ns; });
+    std::stable_sort(ks.begin(), ks.end(), [](auto* a, auto* b) { return a->op.start_ns < b->op.start_ns; });
+    size_t i = 0;
+    for (GpuOp* k : ks) {
+      // Records that ended before this kernel began launched no kernel (size-1 group, no bytes).
+      while (i < rs.size() && rs[i]->end_ns + tolerance_ns < k->op.start_ns) ++i;
+      if (i == rs.size()) break;
+      const auto* r = rs[i];
+      if (r->start_ns - tolerance_ns > k->op.start_ns || k->op.end_ns > r->end_ns + tolerance_ns)
+        continue;  // not issued by a recorded collective (another communicator)
+      k->op.name = names_.intern(r->name);
+      k->op.bytes = r->bytes_sent + r->bytes_received;
+      k->op.correlation = r->sequence;
+      k->op.category = OpCategory::comm;
+      k->op.step = r->step;
+      ++joined;
+      ++i;
+    }
+  }
+  stats_.nccl_joined += joined;
+  return joined;
+}
+
+}  // namespace embedscope::profiler
