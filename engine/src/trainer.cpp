@@ -273,6 +273,8 @@ void Rank::setup() {
     node_ = std::make_unique<ProcessGroup>(sh_.rv, fmt::format("node{}", node), node_members, l, timeout);
     cross_ = std::make_unique<ProcessGroup>(sh_.rv, fmt::format("cross{}", l), cross_members, node, timeout);
   }
+  for (auto* pg : {world_.get(), node_.get(), cross_.get()})
+    if (pg) pg->set_network(spec.network, L_.local);
   if (sh_.session) {
     // the layout that could not hold the request, while every buffer is still alive
     arena_.set_oom_handler([this] { record_memory(current_step_.load(), "oom", true); });
@@ -917,6 +919,10 @@ void write_run_metadata(sessions::SessionWriter& w, const WorkloadSpec& spec, co
   w.set_metadata("samples_per_step", std::to_string(spec.batch_size * spec.devices.count));
   w.set_metadata("steps", std::to_string(spec.steps));
   w.set_metadata("warmup_steps", std::to_string(spec.warmup_steps));
+  w.set_metadata("pipeline", to_string(spec.pipeline));
+  w.set_metadata("qcomms_forward_precision", to_string(spec.qcomms.forward_precision));
+  w.set_metadata("qcomms_backward_precision", to_string(spec.qcomms.backward_precision));
+  w.set_metadata("network_json", to_json(spec)["network"].dump());
 }
 
 int64_t host_memory_bytes() {
