@@ -312,6 +312,10 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite) {
            {"loss_last", r.loss.back()},
            {"loss", r.loss},
            {"invalid_ids", invalid},
+           {"qcomms_error", {{"forward_max_abs_error", r.qcomms_error.forward_max_abs},
+                             {"forward_relative_error", r.qcomms_error.forward_relative},
+                             {"backward_max_abs_error", r.qcomms_error.backward_max_abs},
+                             {"backward_relative_error", r.qcomms_error.backward_relative}}},
            {"ranks", json::array()}};
     for (const auto& rk : r.ranks)
       j["ranks"].push_back({{"rank", rk.rank}, {"ids_looked_up", rk.ids_looked_up}, {"unique_ids", rk.unique_ids},
@@ -326,7 +330,12 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite) {
   std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", ms(d.mean), ms(static_cast<double>(d.p50)),
                            ms(static_cast<double>(d.p99)));
   std::cout << fmt::format("throughput   {:.0f} samples/s\n", sps);
-  std::cout << fmt::format("loss         first {:.4f}  last {:.4f}\n\n", r.loss.front(), r.loss.back());
+  std::cout << fmt::format("loss         first {:.4f}  last {:.4f}\n", r.loss.front(), r.loss.back());
+  if (spec.qcomms.forward_precision != es::CommPrecision::fp32 || spec.qcomms.backward_precision != es::CommPrecision::fp32)
+    std::cout << fmt::format("qcomms error forward max abs {:.3g} (relative {:.3g}); backward max abs {:.3g} (relative {:.3g})\n",
+                             r.qcomms_error.forward_max_abs, r.qcomms_error.forward_relative,
+                             r.qcomms_error.backward_max_abs, r.qcomms_error.backward_relative);
+  std::cout << "\n";
   std::cout << fmt::format("{:<5} {:>14} {:>12} {:>14} {:>14} {:>12}\n", "rank", "ids looked up", "unique rows",
                            "bytes sent", "bytes received", "memory peak");
   for (const auto& rk : r.ranks)
