@@ -239,6 +239,12 @@ class Rank {
   int64_t step_ = 0;        // the step being run (spans, load counters)
   bool measured_ = false;   // it is a measured step (not warmup)
   std::unique_ptr<Inflight> next_;  // the batch a pipeline carries into the next step
+  // DDP buckets of the dense gradients: [begin, end) in parameter order, in launch order (the
+  // last always exists and carries the loss), the reduce buffer and the launched buckets
+  std::vector<std::pair<int64_t, int64_t>> buckets_;
+  std::vector<float> red_;
+  std::vector<std::future<void>> bucket_done_;
+  void launch_bucket(size_t k, int64_t step);
   uint64_t last_layout_ = 0;                 // hash of the last snapshot's layout
   std::vector<sessions::MemoryEvent> mem_events_;  // allocator actions since the last flush
 
@@ -360,6 +366,8 @@ void Rank::setup() {
       shards.push_back(std::move(ls));
     }
   }
+  buckets_ = dense_buckets(dense_.param_tensors(), spec.dense ? spec.dense->bucket_cap_bytes : int64_t{25} << 20);
+  if (buckets_.empty()) buckets_.emplace_back(0, 0);  // no dense parameters: the loss alone
   dense_params_ = DeviceBuffer<float>(&arena_, "dense");
   dense_params_.assign(static_cast<size_t>(2 * dense_.num_params()));  // parameters + gradients
 }
@@ -861,7 +869,16 @@ bool Rank::train(Inflight& b, const std::function<void()>& before_dense) {
       pp[static_cast<size_t>(f)] = b.pooled[static_cast<size_t>(f)].data();
       dp[static_cast<size_t>(f)] = dpooled[static_cast<size_t>(f)].data();
     }
-    loss = dense_.forward_backward(B, b.batch.dense.data(), pp, b.batch.labels.data(), dp);
+    // DDP: each bucket of dense gradients is all-reduced on the comm worker as soon as the
+    // backward pass has produced it, under the rest of the backward pass
+    red_.assign(static_cast<size_t>(dense_.num_params()) + 2, 0.0f);
+    size_t next_bucket = 0;
+    loss = dense_.forward_backward(B, b.batch.dense.data(), pp, b.batch.labels.data(), dp, [&](int64_t ready_from) {
+      while (next_bucket + 1 < buckets_.size() && buckets_[next_bucket].first >= ready_from) launch_bucket(next_bucket++, step);
+    });
+    red_[0] = static_cast<float>(loss);
+    red_[1] = sh_.opt.cancel && sh_.opt.cancel->load() ? 1.0f : 0.0f;
+    while (next_bucket < buckets_.size()) launch_bucket(next_bucket++, step);
     // gradients of the global-batch mean loss
     const float inv_w = 1.0f / static_cast<float>(W);
     for (int f = 0; f < F; ++f)
@@ -1035,30 +1052,40 @@ bool Rank::train(Inflight& b, const std::function<void()>& before_dense) {
   }
 
   // ---- dense gradients (and the loss) all-reduced, averaged, applied -------------------------
-  // dense gradients, then the loss, then this rank's cancel vote
-  std::vector<float> red(dense_.grads());
-  red.push_back(static_cast<float>(loss));
-  red.push_back(sh_.opt.cancel && sh_.opt.cancel->load() ? 1.0f : 0.0f);
-  comm(*world_, "dense_all_reduce", step, [&] {
-    world_->all_reduce_sum("dense_all_reduce", red.data(), static_cast<int64_t>(red.size()));
-  });
+  // The buckets launched during the backward pass ran on the comm worker before the gradient
+  // dist (queue order); the last one, with the loss and the cancel vote, was queued after it.
+  for (auto& f : bucket_done_) f.get();
+  bucket_done_.clear();
   bool stop = false;
+  const float mean_loss = red_[0] / static_cast<float>(W);
   {
     ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "dense_optimizer", step);
     const float inv_w = 1.0f / static_cast<float>(W);
-    const bool cancel = red.back() > 0;
-    red.pop_back();
-    for (auto& v : red) v *= inv_w;
-    stop = cancel;
+    stop = red_[1] > 0;
+    for (size_t i = 2; i < red_.size(); ++i) red_[i] *= inv_w;
     const double lr = spec.optimizer.dense_learning_rate > 0 ? spec.optimizer.dense_learning_rate : spec.optimizer.learning_rate;
-    dense_.sgd_step(static_cast<float>(lr), red.data());
+    dense_.sgd_step(static_cast<float>(lr), red_.data() + 2);
   }
   // The loss is all-reduced, so every rank sees the same value and stops at the same step.
-  if (!std::isfinite(red.back()))
-    throw std::runtime_error(fmt::format("training diverged: the loss is {} at step {}", red.back(), step));
-  if (measured_) losses.push_back(static_cast<double>(red.back()));
-  last_loss_ = static_cast<double>(red.back());
+  if (!std::isfinite(mean_loss))
+    throw std::runtime_error(fmt::format("training diverged: the loss is {} at step {}", mean_loss, step));
+  if (measured_) losses.push_back(static_cast<double>(mean_loss));
+  last_loss_ = static_cast<double>(mean_loss);
   return stop;
+}
+
+void Rank::launch_bucket(size_t k, int64_t step) {
+  // red_ = [loss, cancel vote, gradients...]; the last bucket (parameters from 0) takes the
+  // loss and the vote with it
+  const auto [lo, hi] = buckets_[k];
+  const auto& g = dense_.grads();
+  std::copy(g.begin() + lo, g.begin() + hi, red_.begin() + 2 + lo);
+  const int64_t from = k + 1 == buckets_.size() ? 0 : 2 + lo;
+  float* data = red_.data() + from;
+  const int64_t count = 2 + hi - from;
+  bucket_done_.push_back(comm_->submit([this, data, count, step] {
+    on_comm_lane(*world_, "dense_all_reduce", step, [&] { world_->all_reduce_sum("dense_all_reduce", data, count); });
+  }));
 }
 
 std::string cpu_name() {

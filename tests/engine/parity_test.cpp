@@ -253,6 +253,7 @@ TEST_P(PipelinePrecisionParity, MixedPlanWithDenseMlp) {
   WorkloadSpec s = mixed_spec(OptimizerType::rowwise_adagrad);
   for (auto& t : s.tables) t.embedding_dim = 4;
   s.dense = DenseSpec{3, {8, 4}, Interaction::dot, 2, 3, {6, 1}};
+  s.dense->bucket_cap_bytes = 64;  // DDP buckets: every tensor of more than 16 values its own bucket
   s.pipeline = pipeline;
   s.qcomms = {precision, precision};
   s.warmup_steps = 1;  // the reference trains warmup + measured steps; the run reports measured ones

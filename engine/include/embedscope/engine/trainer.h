@@ -14,7 +14,8 @@
 //   grad_dist    the reverse collectives: all-to-all, all-gather, all-to-all + all-gather
 //   backward     embedding backward with the fused optimizer (data_parallel: sparse row
 //                gradients all-gathered, then applied on every replica)
-//   allreduce    dense gradients (and the loss) all-reduced, SGD on the dense part
+//   allreduce    dense gradients (and the loss) all-reduced in DDP buckets (dense.bucket_cap_bytes),
+//                each started on the comm worker during the backward pass; SGD on the dense part
 // Pipelines (spec.pipeline; the comm worker runs queued collectives one at a time, in order):
 //   base         the phases above, in order, one batch per step.
 //   sparse_dist  TrainPipelineSparseDist: just before the dense part of batch i, the input of
