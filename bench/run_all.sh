@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-bench}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DEMBEDSCOPE_BUILD_BENCH=ON -DEMBEDSCOPE_BUILD_TESTS=OFF
-cmake --build "$build" -j2 --target bench_kernels bench_sessions bench_allocator
+cmake --build "$build" -j2 --target bench_kernels bench_sessions bench_allocator bench_pipelines
 "$build/bench/bench_kernels"
 "$build/bench/bench_sessions"
 "$build/bench/bench_allocator"
+# criteo_kaggle, 4 ranks, 1 GB/s links: base / sparse_dist / semi_sync x fp32 / bf16, ratios to base
+"$build/bench/bench_pipelines"
