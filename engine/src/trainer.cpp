@@ -238,7 +238,8 @@ class Rank {
   std::map<std::pair<int, int>, sessions::LoadCounter> load_;  // this step's, by (table, shard index)
   int64_t step_ = 0;        // the step being run (spans, load counters)
   bool measured_ = false;   // it is a measured step (not warmup)
-  std::unique_ptr<Inflight> next_;  // the batch a pipeline carries into the next step
+  std::unique_ptr<Inflight> next_;        // semi_sync: the next batch, looked up, output dist queued
+  std::unique_ptr<Inflight> next_input_;  // the batch whose input dist was queued ahead
   // DDP buckets of the dense gradients: [begin, end) in parameter order, in launch order (the
   // last always exists and carries the loss), the reduce buffer and the launched buckets
   std::vector<std::pair<int64_t, int64_t>> buckets_;
@@ -434,7 +435,7 @@ bool Rank::step(int64_t it) {
   step_ = step_of(it);
   measured_ = it >= spec.warmup_steps;
   load_.clear();
-  const bool has_next = it + 1 < spec.warmup_steps + spec.steps;
+  auto has = [&](int64_t i) { return i < spec.warmup_steps + spec.steps; };
   std::unique_ptr<Inflight> cur = std::move(next_);
   switch (spec.pipeline) {
     case PipelineKind::base:
@@ -444,13 +445,13 @@ bool Rank::step(int64_t it) {
       start_output_dist(*cur, false);
       return train(*cur, [] {});
     case PipelineKind::sparse_dist:
-      if (!cur) cur = start_batch(it, false);  // the first batch: nothing was prefetched
+      cur = next_input_ ? std::move(next_input_) : start_batch(it, false);  // the first: nothing prefetched
       finish_input(*cur);
       lookup(*cur);
       start_output_dist(*cur, false);
       // The input dist of the next batch runs on the comm worker under the dense part.
       return train(*cur, [&] {
-        if (has_next) next_ = start_batch(it + 1, true);
+        if (has(it + 1)) next_input_ = start_batch(it + 1, true);
       });
     case PipelineKind::semi_sync:
       if (!cur) {  // the first batch: its lookup and output dist run in this step
@@ -460,13 +461,16 @@ bool Rank::step(int64_t it) {
         start_output_dist(*cur, false);
       }
       // The next batch is looked up now, before this batch's embedding update (one step of
-      // staleness), and its output dist runs on the comm worker under this batch's dense part.
+      // staleness), and its output dist runs on the comm worker under this batch's dense part,
+      // followed there by the input dist of the batch after it (as in sparse_dist).
       return train(*cur, [&] {
-        if (!has_next) return;
-        next_ = start_batch(it + 1, false);
-        finish_input(*next_);
-        lookup(*next_);
-        start_output_dist(*next_, true);
+        if (!has(it + 1)) return;
+        auto nb = next_input_ ? std::move(next_input_) : start_batch(it + 1, false);
+        finish_input(*nb);
+        lookup(*nb);
+        start_output_dist(*nb, true);
+        next_ = std::move(nb);
+        if (has(it + 2)) next_input_ = start_batch(it + 2, true);
       });
   }
   return false;

@@ -25,7 +25,9 @@
 //   semi_sync    TrainPipelineSemiSync: just before the dense part of batch i, batch i+1 is
 //                input-distributed and looked up and its output dist queued on the comm worker,
 //                so the embedding all-to-all of batch i+1 runs under the dense forward/backward
-//                of batch i. Staleness: batch i+1 is looked up before batch i's embedding update
+//                of batch i, followed on the comm worker by the input dist of batch i+2 (as in
+//                sparse_dist; TorchRec's TrainPipelineSemiSync extends TrainPipelineSparseDist).
+//                Staleness: batch i+1 is looked up before batch i's embedding update
 //                is applied, so batch 0 sees the initial tables and batch i >= 1 sees the tables
 //                after the updates of batches 0..i-2 (not i-1). The gradients of batch i+1 are
 //                applied to the current tables (after batch i's update) and optimizer state;
