@@ -169,7 +169,9 @@ void expect_same(const es::WorkloadSpec& a, const es::WorkloadSpec& b) {
   EXPECT_EQ(a.network.inter_node.bandwidth_bytes_per_s, b.network.inter_node.bandwidth_bytes_per_s);
   EXPECT_EQ(a.network.inter_node.latency_ns, b.network.inter_node.latency_ns);
   EXPECT_EQ(a.dense.has_value(), b.dense.has_value());
-  if (a.dense && b.dense) EXPECT_EQ(a.dense->bucket_cap_bytes, b.dense->bucket_cap_bytes);
+  if (a.dense && b.dense) {
+    EXPECT_EQ(a.dense->bucket_cap_bytes, b.dense->bucket_cap_bytes);
+  }
 }
 
 // ---- enums -----------------------------------------------------------------------------------

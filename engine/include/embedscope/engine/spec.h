@@ -58,10 +58,10 @@ enum class Backend { cpu };
 /// dcn: DCN-v2 low-rank cross network over the concatenation (MLPerf DLRM-DCNv2).
 enum class Interaction { dot, cat, dcn };
 /// Training pipelines, named as TorchRec names them (torchrec.distributed.train_pipeline):
-/// base = TrainPipelineBase (nothing overlaps), sparse_dist = TrainPipelineSparseDist (the
-/// input dist of batch i+1 runs while batch i computes), semi_sync = TrainPipelineSemiSync (the
-/// embedding lookup and output dist of batch i+1 run while the dense part of batch i computes;
-/// one step of staleness in the embedding weights, see trainer.h).
+/// base = TrainPipelineBase (each phase waits for the previous one), sparse_dist =
+/// TrainPipelineSparseDist (the input dist of batch i+1 runs while batch i computes), semi_sync
+/// = TrainPipelineSemiSync (the output dist of batch i+1 runs while the dense part of batch i
+/// computes; one step of staleness in the embedding weights, see trainer.h).
 enum class PipelineKind { base, sparse_dist, semi_sync };
 /// Precision of a communicated tensor (TorchRec qcomms' CommType FP32 / FP16 / BF16).
 enum class CommPrecision { fp32, fp16, bf16 };
