@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <csignal>
@@ -67,6 +68,9 @@ struct WorkloadArgs {
   int64_t warmup = -1;
   int64_t batch_size = 0;
   int local_world_size = -1;
+  std::string pipeline, qcomms;
+  double network_bandwidth = 0;  // a double so that 1e9 is accepted
+  int64_t network_latency = 0;
   std::map<std::string, CLI::Option*> given;  // flag -> option, to tell "absent" from "empty"
   std::string origin;                         // set by load(): the file or "preset NAME"
   bool was_given(const std::string& flag) const {
@@ -93,6 +97,45 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
                                   ->check(CLI::Range(int64_t{0}, es::kMaxSteps));
   a.given["--batch-size"] = cmd->add_option("--batch-size", a.batch_size, "Samples per rank per step")
                                 ->check(CLI::Range(int64_t{1}, es::kMaxBatchSize));
+  a.given["--pipeline"] = cmd->add_option("--pipeline", a.pipeline,
+                                          "Training pipeline (pipeline): base, sparse_dist, semi_sync");
+  a.given["--qcomms"] = cmd->add_option("--qcomms", a.qcomms,
+                                        "Precision of the output dist and gradient dist (qcomms.forward_precision and "
+                                        "backward_precision): fp32, fp16, bf16")
+                            ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  a.given["--network-bandwidth"] =
+      cmd->add_option("--network-bandwidth", a.network_bandwidth,
+                      "Emulated link bandwidth in bytes/s, within and across nodes "
+                      "(network.intra_node/inter_node.bandwidth_bytes_per_s), e.g. 1e9")
+          ->check(CLI::Range(1.0, static_cast<double>(es::kMaxBandwidthBytesPerS)));
+  a.given["--network-latency"] =
+      cmd->add_option("--network-latency", a.network_latency,
+                      "Emulated latency per collective in ns, within and across nodes (network.*.latency_ns)")
+          ->check(CLI::Range(int64_t{0}, es::kMaxLatencyNs));
+}
+
+// One line: "intra_node 1.00 GB/s, 5000 ns; inter_node unlimited".
+std::string network_text(const es::NetworkSpec& n) {
+  auto link = [](const es::LinkSpec& l) {
+    if (!l.limited()) return std::string("unlimited");
+    const std::string bw = l.bandwidth_bytes_per_s > 0
+                               ? fmt::format("{:.3g} GB/s", static_cast<double>(l.bandwidth_bytes_per_s) / 1e9)
+                               : std::string("unlimited bandwidth");
+    return fmt::format("{}, {} ns latency", bw, l.latency_ns);
+  };
+  return fmt::format("intra_node {}; inter_node {}", link(n.intra_node), link(n.inter_node));
+}
+
+// The overlap settings of a workload, for plan and run.
+std::string pipeline_text(const es::WorkloadSpec& spec) {
+  return fmt::format("pipeline     {}; qcomms forward {} backward {}\nnetwork      {}\n", es::to_string(spec.pipeline),
+                     es::to_string(spec.qcomms.forward_precision), es::to_string(spec.qcomms.backward_precision),
+                     network_text(spec.network));
+}
+
+json pipeline_json(const es::WorkloadSpec& spec) {
+  const json w = es::to_json(spec);
+  return {{"pipeline", w.at("pipeline")}, {"qcomms", w.at("qcomms")}, {"network", w.at("network")}};
 }
 
 // Loads the workload and applies the flags. A validation error about a field that a flag set
@@ -118,6 +161,17 @@ es::WorkloadSpec load(WorkloadArgs& a) {
     spec.sharding.local_world_size = a.local_world_size;
     set_by.emplace_back("/sharding/local_world_size", "--local-world-size");
   }
+  if (a.was_given("--pipeline")) spec.pipeline = es::pipeline_from_string(a.pipeline, "--pipeline");
+  if (a.was_given("--qcomms")) {
+    const auto p = a.qcomms == "bf16" ? es::CommPrecision::bf16
+                   : a.qcomms == "fp16" ? es::CommPrecision::fp16 : es::CommPrecision::fp32;
+    spec.qcomms.forward_precision = spec.qcomms.backward_precision = p;
+  }
+  if (a.was_given("--network-bandwidth"))
+    spec.network.intra_node.bandwidth_bytes_per_s = spec.network.inter_node.bandwidth_bytes_per_s =
+        static_cast<int64_t>(std::llround(a.network_bandwidth));
+  if (a.was_given("--network-latency"))
+    spec.network.intra_node.latency_ns = spec.network.inter_node.latency_ns = a.network_latency;
   if (a.was_given("--steps")) spec.steps = a.steps;
   if (a.was_given("--warmup-steps")) spec.warmup_steps = a.warmup;
   if (a.was_given("--batch-size")) {
@@ -169,6 +223,7 @@ int cmd_plan(WorkloadArgs& a, bool as_json) {
   const auto est = es::estimate_memory(spec, plan);
   if (as_json) {
     json j = es::to_json(spec, plan);
+    j.update(pipeline_json(spec));
     j["memory"] = json::array();
     for (const auto& e : est)
       j["memory"].push_back({{"rank", e.rank}, {"weights_bytes", e.weights}, {"optimizer_state_bytes", e.optimizer_state},
@@ -176,7 +231,7 @@ int cmd_plan(WorkloadArgs& a, bool as_json) {
                              {"capacity_bytes", spec.devices.memory_bytes}});
     std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
-    std::cout << plan_table(spec, plan) << "\n";
+    std::cout << plan_table(spec, plan) << "\n" << pipeline_text(spec) << "\n";
     std::cout << fmt::format("{:<5} {:>12} {:>16} {:>12} {:>12} {:>12} {:>12}\n", "rank", "weights", "optimizer state",
                              "dense", "buffers", "total", "capacity");
     for (const auto& e : est)
@@ -195,9 +250,10 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite) {
   const bool tty = isatty(STDERR_FILENO) != 0;
   std::string sharding = es::to_string(spec.sharding.default_type);
   if (!spec.sharding.per_table.empty()) sharding += " + per-table overrides";
-  fmt::print(stderr, "embedscope run: {} on {} {} ranks, {}, batch {} per rank, {} steps (+{} warmup)\n", spec.name,
-             spec.devices.count, es::to_string(spec.devices.backend), sharding, spec.batch_size, spec.steps,
-             spec.warmup_steps);
+  fmt::print(stderr, "embedscope run: {} on {} {} ranks, {}, batch {} per rank, {} steps (+{} warmup), {} pipeline\n",
+             spec.name, spec.devices.count, es::to_string(spec.devices.backend), sharding, spec.batch_size, spec.steps,
+             spec.warmup_steps, es::to_string(spec.pipeline));
+  if (spec.network.limited()) fmt::print(stderr, "network: {}\n", network_text(spec.network));
   es::TrainerOptions opt;
   opt.session_path = output;
   opt.session_overwrite = overwrite;
@@ -245,6 +301,9 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite) {
            {"backend", es::to_string(spec.devices.backend)},
            {"world_size", spec.devices.count},
            {"sharding", es::to_json(spec, r.plan)},
+           {"pipeline", es::to_string(spec.pipeline)},
+           {"qcomms", pipeline_json(spec).at("qcomms")},
+           {"network", pipeline_json(spec).at("network")},
            {"steps", static_cast<int64_t>(r.step_time_ns.size())},
            {"samples_per_step", r.samples_per_step},
            {"step_time_ns", {{"mean", d.mean}, {"p50", d.p50}, {"p99", d.p99}, {"min", d.min}, {"max", d.max}}},
@@ -253,6 +312,10 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite) {
            {"loss_last", r.loss.back()},
            {"loss", r.loss},
            {"invalid_ids", invalid},
+           {"qcomms_error", {{"forward_max_abs_error", r.qcomms_error.forward_max_abs},
+                             {"forward_relative_error", r.qcomms_error.forward_relative},
+                             {"backward_max_abs_error", r.qcomms_error.backward_max_abs},
+                             {"backward_relative_error", r.qcomms_error.backward_relative}}},
            {"ranks", json::array()}};
     for (const auto& rk : r.ranks)
       j["ranks"].push_back({{"rank", rk.rank}, {"ids_looked_up", rk.ids_looked_up}, {"unique_ids", rk.unique_ids},
@@ -261,13 +324,18 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite) {
     std::cout << dump(j) << "\n";
     return 0;
   }
-  std::cout << "sharding plan\n" << plan_table(spec, r.plan) << "\n";
+  std::cout << "sharding plan\n" << plan_table(spec, r.plan) << "\n" << pipeline_text(spec);
   std::cout << fmt::format("steps        {} measured, {} samples each ({} per rank x {} ranks)\n", r.step_time_ns.size(),
                            r.samples_per_step, spec.batch_size, spec.devices.count);
   std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", ms(d.mean), ms(static_cast<double>(d.p50)),
                            ms(static_cast<double>(d.p99)));
   std::cout << fmt::format("throughput   {:.0f} samples/s\n", sps);
-  std::cout << fmt::format("loss         first {:.4f}  last {:.4f}\n\n", r.loss.front(), r.loss.back());
+  std::cout << fmt::format("loss         first {:.4f}  last {:.4f}\n", r.loss.front(), r.loss.back());
+  if (spec.qcomms.forward_precision != es::CommPrecision::fp32 || spec.qcomms.backward_precision != es::CommPrecision::fp32)
+    std::cout << fmt::format("qcomms error forward max abs {:.3g} (relative {:.3g}); backward max abs {:.3g} (relative {:.3g})\n",
+                             r.qcomms_error.forward_max_abs, r.qcomms_error.forward_relative,
+                             r.qcomms_error.backward_max_abs, r.qcomms_error.backward_relative);
+  std::cout << "\n";
   std::cout << fmt::format("{:<5} {:>14} {:>12} {:>14} {:>14} {:>12}\n", "rank", "ids looked up", "unique rows",
                            "bytes sent", "bytes received", "memory peak");
   for (const auto& rk : r.ranks)

@@ -1,10 +1,13 @@
 #include "embedscope/engine/comm.h"
 
-#include "embedscope/engine/collective_math.h"
-
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <numeric>
+#include <thread>
+
+#include <Eigen/Core>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -18,6 +21,7 @@
 #include <gloo/rendezvous/hash_store.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
+#include "embedscope/engine/collective_math.h"
 
 namespace embedscope::engine {
 
@@ -60,6 +64,69 @@ std::string gloo_version() {
   return fmt::format("{}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
 }
 
+void QuantError::merge(const QuantError& o) {
+  max_abs_error = std::max(max_abs_error, o.max_abs_error);
+  max_abs_value = std::max(max_abs_value, o.max_abs_value);
+}
+
+__extension__ typedef __int128 int128;
+
+float round_to_precision(float v, CommPrecision p) {
+  switch (p) {
+    case CommPrecision::fp16: return static_cast<float>(Eigen::half(v));
+    case CommPrecision::bf16: return static_cast<float>(Eigen::bfloat16(v));
+    case CommPrecision::fp32: break;
+  }
+  return v;
+}
+
+size_t precision_bytes(CommPrecision p) { return p == CommPrecision::fp32 ? 4 : 2; }
+
+const char* precision_dtype(CommPrecision p) {
+  return p == CommPrecision::fp16 ? "float16" : p == CommPrecision::bf16 ? "bfloat16" : "float32";
+}
+
+int64_t emulated_transfer_ns(const LinkSpec& link, int64_t bytes) {
+  int64_t t = link.latency_ns;
+  if (link.bandwidth_bytes_per_s > 0 && bytes > 0) {
+    const int128 num = static_cast<int128>(bytes) * 1'000'000'000;  // exact: < 2^93
+    t += static_cast<int64_t>((num + link.bandwidth_bytes_per_s - 1) / link.bandwidth_bytes_per_s);
+  }
+  return t;
+}
+
+namespace {
+// n floats -> 2-byte codes of precision p (fp16 / bf16), accumulating the error.
+std::vector<uint16_t> quantize(const float* x, size_t n, CommPrecision p, QuantError* err) {
+  std::vector<uint16_t> q(n);
+  QuantError e;
+  for (size_t i = 0; i < n; ++i) {
+    float back;
+    if (p == CommPrecision::fp16) {
+      const Eigen::half h(x[i]);
+      q[i] = Eigen::numext::bit_cast<uint16_t>(h);
+      back = static_cast<float>(h);
+    } else {
+      const Eigen::bfloat16 b(x[i]);
+      q[i] = Eigen::numext::bit_cast<uint16_t>(b);
+      back = static_cast<float>(b);
+    }
+    e.max_abs_error = std::max(e.max_abs_error, static_cast<double>(std::abs(x[i] - back)));
+    e.max_abs_value = std::max(e.max_abs_value, static_cast<double>(std::abs(x[i])));
+  }
+  if (err) err->merge(e);
+  return q;
+}
+void dequantize(const uint16_t* q, size_t n, CommPrecision p, float* out) {
+  for (size_t i = 0; i < n; ++i)
+    out[i] = p == CommPrecision::fp16 ? static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(q[i]))
+                                      : static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(q[i]));
+}
+size_t total(std::span<const int64_t> counts) {
+  return static_cast<size_t>(std::accumulate(counts.begin(), counts.end(), int64_t{0}));
+}
+}  // namespace
+
 std::shared_ptr<Rendezvous> Rendezvous::in_process() { return std::make_shared<InProcessRendezvous>(); }
 
 struct ProcessGroup::Impl {
@@ -97,6 +164,7 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
   const uint64_t seq = ++seq_;
   const CommCounters before = counters_;
   const int64_t start = clock_ ? clock_->now_ns() : 0;
+  const auto steady_start = std::chrono::steady_clock::now();
   if (vanish_at_ != 0 && seq >= vanish_at_)
     throw RankVanished(fmt::format("rank {} vanished before {} '{}' (group {}, sequence {})",
                                    members_[static_cast<size_t>(group_rank_)], kind, op_name, name_, seq));
@@ -126,6 +194,23 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
                             name_, seq, missing, true);
     throw CollectiveError(fmt::format("{} failed: {}", head, e.what()), name_, seq, {});
   }
+  if (splits.paced && network_.limited() && size() > 1) {
+    const int n = size();
+    const auto me = static_cast<size_t>(group_rank_);
+    std::vector<int64_t> sent(static_cast<size_t>(n), 0), received(static_cast<size_t>(n), 0);
+    if (splits.ring_bytes > 0) {
+      sent[static_cast<size_t>((group_rank_ + 1) % n)] = splits.ring_bytes;
+      received[static_cast<size_t>((group_rank_ + n - 1) % n)] = splits.ring_bytes;
+    } else if (!splits.send.empty()) {
+      for (size_t j = 0; j < static_cast<size_t>(n); ++j) {
+        sent[j] = splits.send[j] * static_cast<int64_t>(splits.elem_size);
+        received[j] = splits.recv[j] * static_cast<int64_t>(splits.elem_size);
+      }
+    }
+    sent[me] = received[me] = 0;
+    const int64_t min_ns = emulated_min_ns(sent, received);
+    std::this_thread::sleep_until(steady_start + std::chrono::nanoseconds(min_ns));
+  }
   if (observer_) {
     sessions::CollectiveRecord r;
     r.rank = members_[static_cast<size_t>(group_rank_)];
@@ -133,7 +218,7 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
     r.name = op_name;
     r.group = name_;
     r.sequence = seq;
-    r.dtype = dtype_name(splits.elem_size);
+    r.dtype = splits.dtype ? splits.dtype : dtype_name(splits.elem_size);
     r.start_ns = start;
     r.end_ns = clock_ ? clock_->now_ns() : 0;
     r.bytes_sent = counters_.bytes_sent - before.bytes_sent;
@@ -150,9 +235,30 @@ void ProcessGroup::all_to_all_v(const char* op_name, const void* send, std::span
   all_to_all_impl("all_to_all", op_name, send, send_counts, recv, recv_counts, elem_size);
 }
 
+int64_t ProcessGroup::emulated_min_ns(std::span<const int64_t> sent_bytes,
+                                      std::span<const int64_t> received_bytes) const {
+  if (!network_.limited()) return 0;
+  const int lws = std::max(1, local_world_size_);
+  const int my_node = members_[static_cast<size_t>(group_rank_)] / lws;
+  bool has[2] = {false, false};
+  int64_t sent[2] = {0, 0}, received[2] = {0, 0};  // [0] intra-node, [1] inter-node
+  for (int j = 0; j < size(); ++j) {
+    if (j == group_rank_) continue;
+    const int c = members_[static_cast<size_t>(j)] / lws == my_node ? 0 : 1;
+    has[c] = true;
+    sent[c] += sent_bytes[static_cast<size_t>(j)];
+    received[c] += received_bytes[static_cast<size_t>(j)];
+  }
+  int64_t t = 0;
+  const LinkSpec* link[2] = {&network_.intra_node, &network_.inter_node};
+  for (int c = 0; c < 2; ++c)
+    if (has[c]) t = std::max(t, emulated_transfer_ns(*link[c], std::max(sent[c], received[c])));
+  return t;
+}
+
 void ProcessGroup::all_to_all_impl(const char* kind, const char* op_name, const void* send,
                                    std::span<const int64_t> send_counts, void* recv,
-                                   std::span<const int64_t> recv_counts, size_t elem_size) {
+                                   std::span<const int64_t> recv_counts, size_t elem_size, const char* dtype) {
   const int n = size();
   if (static_cast<int>(send_counts.size()) != n || static_cast<int>(recv_counts.size()) != n)
     throw std::invalid_argument(fmt::format("all_to_all '{}': {} send / {} recv counts for {} ranks", op_name,
@@ -163,13 +269,14 @@ void ProcessGroup::all_to_all_impl(const char* kind, const char* op_name, const 
   std::vector<int64_t> all(static_cast<size_t>(2 * n * n));
   std::vector<int64_t> two_n(static_cast<size_t>(n), 2 * n);
   const std::string check_name = std::string(op_name) + "/split_check";
-  all_gather_v(check_name.c_str(), mine.data(), all.data(), two_n, sizeof(int64_t));
+  all_gather_impl(check_name.c_str(), mine.data(), all.data(), two_n, sizeof(int64_t),
+                  {std::vector<int64_t>(static_cast<size_t>(n), 2 * n), two_n, sizeof(int64_t), nullptr, 0, false});
   if (auto bad = find_split_mismatch(all, n))
     throw SplitMismatchError(fmt::format(
         "{}: split sizes disagree: rank {} sends {} elements to rank {}, which expects {}",
         collective_head("all_to_all", op_name, name_, seq_ + 1), members_[static_cast<size_t>(bad->from)], bad->sent,
         members_[static_cast<size_t>(bad->to)], bad->expected));
-  Splits splits{{send_counts.begin(), send_counts.end()}, {recv_counts.begin(), recv_counts.end()}, elem_size};
+  Splits splits{{send_counts.begin(), send_counts.end()}, {recv_counts.begin(), recv_counts.end()}, elem_size, dtype};
   run(kind, op_name, std::move(splits), [&](uint32_t tag) {
     gloo::AlltoallvOptions opts(impl_->ctx);
     std::vector<int64_t> in(send_counts.begin(), send_counts.end()), out(recv_counts.begin(), recv_counts.end());
@@ -190,12 +297,24 @@ void ProcessGroup::all_to_all_impl(const char* kind, const char* op_name, const 
 
 void ProcessGroup::reduce_scatter(const char* op_name, const float* send, std::span<const int64_t> counts,
                                   float* recv) {
+  reduce_scatter_q(op_name, send, counts, recv, CommPrecision::fp32, nullptr);
+}
+
+void ProcessGroup::reduce_scatter_q(const char* op_name, const float* send, std::span<const int64_t> counts,
+                                    float* recv, CommPrecision p, QuantError* err) {
   const int n = size();
   const int64_t mine = counts[static_cast<size_t>(group_rank_)];
   // Pairwise exchange: block j goes to rank j; we receive our block from every rank.
   std::vector<float> gathered(static_cast<size_t>(mine * n));
   std::vector<int64_t> recv_counts(static_cast<size_t>(n), mine);
-  all_to_all_impl("reduce_scatter", op_name, send, counts, gathered.data(), recv_counts, sizeof(float));
+  if (p == CommPrecision::fp32) {
+    all_to_all_impl("reduce_scatter", op_name, send, counts, gathered.data(), recv_counts, sizeof(float));
+  } else {
+    const auto q = quantize(send, total(counts), p, err);
+    std::vector<uint16_t> rq(gathered.size());
+    all_to_all_impl("reduce_scatter", op_name, q.data(), counts, rq.data(), recv_counts, 2, precision_dtype(p));
+    dequantize(rq.data(), rq.size(), p, gathered.data());
+  }
   std::memset(recv, 0, sizeof(float) * static_cast<size_t>(mine));
   for (int r = 0; r < n; ++r) {
     const float* block = gathered.data() + static_cast<size_t>(r) * static_cast<size_t>(mine);
@@ -203,10 +322,41 @@ void ProcessGroup::reduce_scatter(const char* op_name, const float* send, std::s
   }
 }
 
+void ProcessGroup::all_to_all_q(const char* op_name, const float* send, std::span<const int64_t> send_counts,
+                                float* recv, std::span<const int64_t> recv_counts, CommPrecision p, QuantError* err) {
+  if (p == CommPrecision::fp32) {
+    all_to_all_impl("all_to_all", op_name, send, send_counts, recv, recv_counts, sizeof(float));
+    return;
+  }
+  const auto q = quantize(send, total(send_counts), p, err);
+  std::vector<uint16_t> rq(total(recv_counts));
+  all_to_all_impl("all_to_all", op_name, q.data(), send_counts, rq.data(), recv_counts, 2, precision_dtype(p));
+  dequantize(rq.data(), rq.size(), p, recv);
+}
+
+void ProcessGroup::all_gather_q(const char* op_name, const float* send, float* recv, std::span<const int64_t> counts,
+                                CommPrecision p, QuantError* err) {
+  if (p == CommPrecision::fp32) {
+    all_gather_v(op_name, send, recv, counts, sizeof(float));
+    return;
+  }
+  const auto q = quantize(send, static_cast<size_t>(counts[static_cast<size_t>(group_rank_)]), p, err);
+  std::vector<uint16_t> rq(total(counts));
+  all_gather_impl(op_name, q.data(), rq.data(), counts, 2,
+                  {std::vector<int64_t>(counts.size(), counts[static_cast<size_t>(group_rank_)]),
+                   {counts.begin(), counts.end()}, 2, precision_dtype(p), 0, true});
+  dequantize(rq.data(), rq.size(), p, recv);
+}
+
 void ProcessGroup::all_gather_v(const char* op_name, const void* send, void* recv,
                                 std::span<const int64_t> counts, size_t elem_size) {
-  Splits splits{std::vector<int64_t>(counts.size(), counts[static_cast<size_t>(group_rank_)]),
-                {counts.begin(), counts.end()}, elem_size};
+  all_gather_impl(op_name, send, recv, counts, elem_size,
+                  {std::vector<int64_t>(counts.size(), counts[static_cast<size_t>(group_rank_)]),
+                   {counts.begin(), counts.end()}, elem_size, nullptr, 0, true});
+}
+
+void ProcessGroup::all_gather_impl(const char* op_name, const void* send, void* recv,
+                                   std::span<const int64_t> counts, size_t elem_size, Splits splits) {
   run("all_gather", op_name, std::move(splits), [&](uint32_t tag) {
     gloo::AllgathervOptions opts(impl_->ctx);
     std::vector<size_t> elems(counts.begin(), counts.end());
@@ -229,7 +379,8 @@ void ProcessGroup::all_reduce_sum(const char* op_name, float* data, int64_t coun
     run("all_reduce", op_name, {{}, {}, sizeof(float)}, [](uint32_t) {});
     return;
   }
-  run("all_reduce", op_name, {{}, {}, sizeof(float)}, [&](uint32_t tag) {
+  const int64_t ring_bytes = all_reduce_bytes(count, size(), sizeof(float)).sent;
+  run("all_reduce", op_name, {{}, {}, sizeof(float), nullptr, ring_bytes, true}, [&](uint32_t tag) {
     gloo::AllreduceOptions opts(impl_->ctx);
     opts.setOutput(data, static_cast<size_t>(count));
     opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
@@ -237,9 +388,8 @@ void ProcessGroup::all_reduce_sum(const char* op_name, float* data, int64_t coun
     opts.setTimeout(timeout_);
     gloo::allreduce(opts);
     // Ring all-reduce: 2 (n-1)/n of the buffer each way (nccl-tests' bus bandwidth factor).
-    const CollectiveBytes b = all_reduce_bytes(count, size(), sizeof(float));
-    counters_.bytes_sent += b.sent;
-    counters_.bytes_received += b.received;
+    counters_.bytes_sent += ring_bytes;
+    counters_.bytes_received += ring_bytes;
   });
 }
 

@@ -126,7 +126,11 @@ void DenseModel::linear_backward(const Linear& l, int64_t B, const float* x, con
 }
 
 double DenseModel::forward_backward(int64_t B, const float* dense_x, std::span<const float* const> pooled,
-                                    const float* labels, std::span<float* const> d_pooled) {
+                                    const float* labels, std::span<float* const> d_pooled,
+                                    const std::function<void(int64_t)>& on_grads_ready) {
+  auto ready = [&](size_t from) {
+    if (on_grads_ready) on_grads_ready(static_cast<int64_t>(from));
+  };
   const auto F = static_cast<int64_t>(dims_.size());
   std::fill(grads_.begin(), grads_.end(), 0.0f);
   std::vector<float> logit(static_cast<size_t>(B), 0.0f), dlogit(static_cast<size_t>(B));
@@ -235,6 +239,7 @@ double DenseModel::forward_backward(int64_t B, const float* dense_x, std::span<c
   for (size_t i = top_.size(); i-- > 0;) {
     std::vector<float> dx(static_cast<size_t>(B * top_[i].in));
     linear_backward(top_[i], B, top[i].data(), top[i + 1].data(), dy.data(), dx.data());
+    ready(top_[i].w);
     dy = std::move(dx);
   }
   // dy = d r; turn it into d x0
@@ -279,6 +284,7 @@ double DenseModel::forward_backward(int64_t B, const float* dense_x, std::span<c
       gemm(true, false, inter_in_, rank, B, xl.data(), inter_in_, dsv.data(), rank, 0.0f, grads_.data() + cr.v, rank);
       // d x_l = d x_{l+1} (identity path) + ds V^T
       gemm(false, true, B, inter_in_, rank, dsv.data(), rank, params_.data() + cr.v, rank, 1.0f, dx.data(), inter_in_);
+      ready(cr.u);
     }
     for (size_t q = 0; q < dx0.size(); ++q) dx0[q] += dx[q];
   }
@@ -297,9 +303,46 @@ double DenseModel::forward_backward(int64_t B, const float* dense_x, std::span<c
   for (size_t i = bottom_.size(); i-- > 0;) {
     std::vector<float> dx(i > 0 ? static_cast<size_t>(B * bottom_[i].in) : 0);
     linear_backward(bottom_[i], B, bot[i].data(), bot[i + 1].data(), dz.data(), i > 0 ? dx.data() : nullptr);
+    ready(bottom_[i].w);
     dz = std::move(dx);
   }
   return loss;
+}
+
+std::vector<std::pair<int64_t, int64_t>> DenseModel::param_tensors() const {
+  std::vector<std::pair<int64_t, int64_t>> t;
+  auto add = [&](size_t at, int64_t count) { t.emplace_back(static_cast<int64_t>(at), count); };
+  for (const Linear& l : bottom_) {
+    add(l.w, int64_t{l.in} * l.out);
+    add(l.b, l.out);
+  }
+  const int64_t rank = spec_.dense ? spec_.dense->dcn_low_rank_dim : 0;
+  for (const Cross& c : cross_) {
+    add(c.u, inter_in_ * rank);
+    add(c.v, inter_in_ * rank);
+    add(c.b, inter_in_);
+  }
+  for (const Linear& l : top_) {
+    add(l.w, int64_t{l.in} * l.out);
+    add(l.b, l.out);
+  }
+  return t;
+}
+
+std::vector<std::pair<int64_t, int64_t>> dense_buckets(const std::vector<std::pair<int64_t, int64_t>>& tensors,
+                                                       int64_t bucket_cap_bytes) {
+  std::vector<std::pair<int64_t, int64_t>> buckets;
+  int64_t end = -1, begin = 0;
+  for (auto it = tensors.rbegin(); it != tensors.rend(); ++it) {
+    if (end < 0) end = it->first + it->second;
+    begin = it->first;
+    if ((end - begin) * 4 >= bucket_cap_bytes) {
+      buckets.emplace_back(begin, end);
+      end = -1;
+    }
+  }
+  if (end >= 0) buckets.emplace_back(begin, end);
+  return buckets;
 }
 
 void DenseModel::sgd_step(float lr, const float* grad) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <set>
 
+#include "embedscope/engine/comm.h"
 #include "embedscope/engine/dense.h"
 
 namespace embedscope::engine {
@@ -40,7 +41,15 @@ ReferenceResult run_reference(const WorkloadSpec& spec, int64_t iterations, cons
     m2[t].assign(spec.optimizer.type == OptimizerType::adam ? n : 0, 0.0);
   }
 
+  // semi_sync: batch it >= 1 is looked up in the tables as they were before batch it-1's update
+  const bool semi_sync = spec.pipeline == PipelineKind::semi_sync;
+  std::vector<std::vector<float>> before_last_update;
+  // qcomms: sharded tables' pooled outputs and pooled gradients are rounded as the output dist
+  // and the gradient dist round them; data-parallel tables communicate neither.
+  auto communicated = [&](int t) { return !plan || plan->tables[static_cast<size_t>(t)].type != ShardingType::data_parallel; };
+  const CommPrecision fwd = spec.qcomms.forward_precision, bwd = spec.qcomms.backward_precision;
   for (int64_t it = 0; it < iterations; ++it) {
+    const auto& lookup_tables = semi_sync && it > 0 ? before_last_update : res.tables;
     std::vector<std::vector<double>> grad(T);
     std::vector<std::set<int64_t>> touched(T);
     for (size_t t = 0; t < T; ++t) grad[t].assign(res.tables[t].size(), 0.0);
@@ -64,9 +73,11 @@ ReferenceResult run_reference(const WorkloadSpec& spec, int64_t iterations, cons
           for (int64_t c = 0; c < D; ++c) {
             double acc = 0;
             for (int64_t i = begin; i < end; ++i)
-              acc += res.tables[static_cast<size_t>(t)][static_cast<size_t>(batch.kjt.values[static_cast<size_t>(i)] * D + c)];
+              acc += lookup_tables[static_cast<size_t>(t)][static_cast<size_t>(batch.kjt.values[static_cast<size_t>(i)] * D + c)];
             if (ts.pooling == Pooling::mean && end > begin) acc /= static_cast<double>(end - begin);
-            pooled[static_cast<size_t>(f)][static_cast<size_t>(b * D + c)] = static_cast<float>(acc);
+            float v = static_cast<float>(acc);
+            if (communicated(t)) v = round_to_precision(v, fwd);
+            pooled[static_cast<size_t>(f)][static_cast<size_t>(b * D + c)] = v;
           }
         }
       }
@@ -85,17 +96,24 @@ ReferenceResult run_reference(const WorkloadSpec& spec, int64_t iterations, cons
         const int64_t D = ts.embedding_dim;
         for (int64_t b = 0; b < B; ++b) {
           const int64_t begin = off[static_cast<size_t>(f * B + b)], end = off[static_cast<size_t>(f * B + b + 1)];
-          const double scale = (ts.pooling == Pooling::mean && end > begin ? 1.0 / static_cast<double>(end - begin) : 1.0) / W;
+          const double mean = ts.pooling == Pooling::mean && end > begin ? 1.0 / static_cast<double>(end - begin) : 1.0;
+          const double scale = mean / W;
+          const bool rounded = communicated(t) && bwd != CommPrecision::fp32;
           for (int64_t i = begin; i < end; ++i) {
             const int64_t id = batch.kjt.values[static_cast<size_t>(i)];
             touched[static_cast<size_t>(t)].insert(id);
-            for (int64_t c = 0; c < D; ++c)
-              grad[static_cast<size_t>(t)][static_cast<size_t>(id * D + c)] += scale * dpooled[static_cast<size_t>(f)][static_cast<size_t>(b * D + c)];
+            for (int64_t c = 0; c < D; ++c) {
+              const float g = dpooled[static_cast<size_t>(f)][static_cast<size_t>(b * D + c)];
+              // rounded: the gradient of the global mean, g / W, as the gradient dist sends it
+              grad[static_cast<size_t>(t)][static_cast<size_t>(id * D + c)] +=
+                  rounded ? mean * round_to_precision(g * (1.0f / static_cast<float>(W)), bwd) : scale * g;
+            }
           }
         }
       }
       res.pooled.back().push_back(std::move(pooled));
     }
+    if (semi_sync) before_last_update = res.tables;
     // fused optimizer on the rows the global batch touched
     const double lr = spec.optimizer.learning_rate, eps = spec.optimizer.eps;
     const double b1 = spec.optimizer.beta1, b2 = spec.optimizer.beta2;

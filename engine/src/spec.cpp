@@ -81,6 +81,18 @@ struct EnumNames<Interaction> {
 };
 
 template <>
+struct EnumNames<PipelineKind> {
+  static constexpr std::pair<PipelineKind, const char*> values[] = {{PipelineKind::base, "base"},
+                                                                    {PipelineKind::sparse_dist, "sparse_dist"},
+                                                                    {PipelineKind::semi_sync, "semi_sync"}};
+};
+template <>
+struct EnumNames<CommPrecision> {
+  static constexpr std::pair<CommPrecision, const char*> values[] = {
+      {CommPrecision::fp32, "fp32"}, {CommPrecision::fp16, "fp16"}, {CommPrecision::bf16, "bf16"}};
+};
+
+template <>
 struct EnumNames<AllocatorKind> {
   static constexpr std::pair<AllocatorKind, const char*> values[] = {{AllocatorKind::caching, "caching"},
                                                                      {AllocatorKind::expandable, "expandable"},
@@ -369,6 +381,13 @@ void validate_impl(const WorkloadSpec& s, const Checker& c) {
     c.fail("/memory/max_split_size", fmt::format("must be 0 (unlimited) or in [{}, {}], got {}", kLargeBuffer,
                                                   kMaxMemoryBytes, s.memory.max_split_size));
   c.ge0_max("/memory/compaction", s.memory.compaction, kMaxSteps);
+  if (s.dense) c.gt0_max("/dense/bucket_cap_bytes", s.dense->bucket_cap_bytes, kMaxMemoryBytes);
+  for (const auto& [name, link] : {std::pair{"intra_node", &s.network.intra_node}, {"inter_node", &s.network.inter_node}}) {
+    const std::string p = ptr_key("/network", name);
+    if (link->bandwidth_bytes_per_s != 0)
+      c.gt0_max(p + "/bandwidth_bytes_per_s", link->bandwidth_bytes_per_s, kMaxBandwidthBytesPerS);
+    c.ge0_max(p + "/latency_ns", link->latency_ns, kMaxLatencyNs);
+  }
 }
 
 // ---- JSON readers ---------------------------------------------------------------------------
@@ -556,7 +575,7 @@ FeatureSpec read_feature(const Reader& r, const json& v, const std::string& p) {
 
 DenseSpec read_dense(const Reader& r, const json& v) {
   const std::string p = "/dense";
-  r.object(v, p, {"num_dense_features", "bottom_mlp", "interaction", "top_mlp", "dcn"});
+  r.object(v, p, {"num_dense_features", "bottom_mlp", "interaction", "top_mlp", "dcn", "bucket_cap_bytes"});
   DenseSpec d;
   if (auto* a = Reader::optional(v, "num_dense_features")) {
     d.num_dense_features = r.small_positive(*a, p + "/num_dense_features");
@@ -566,6 +585,9 @@ DenseSpec read_dense(const Reader& r, const json& v) {
     d.interaction = r.enumeration<Interaction>(*a, p + "/interaction");
   }
   d.top_mlp = r.widths(r.required(v, p, "top_mlp"), p + "/top_mlp");
+  if (auto* a = Reader::optional(v, "bucket_cap_bytes")) {
+    d.bucket_cap_bytes = r.gt0(p + "/bucket_cap_bytes", r.integer(*a, p + "/bucket_cap_bytes"));
+  }
   if (auto* a = Reader::optional(v, "dcn")) {
     if (d.interaction != Interaction::dcn) {
       r.fail(p + "/dcn", fmt::format("only allowed when interaction is \"dcn\", not \"{}\"",
@@ -693,6 +715,11 @@ const char* to_string(IdDistributionKind k) { return enum_name(k); }
 const char* to_string(InvalidIdPolicy p) { return enum_name(p); }
 const char* to_string(Backend b) { return enum_name(b); }
 const char* to_string(Interaction i) { return enum_name(i); }
+const char* to_string(PipelineKind p) { return enum_name(p); }
+const char* to_string(CommPrecision p) { return enum_name(p); }
+PipelineKind pipeline_from_string(const std::string& s, const std::string& where) {
+  return enum_from_string<PipelineKind>(s, where);
+}
 
 ShardingType sharding_type_from_string(const std::string& s, const std::string& where) {
   return enum_from_string<ShardingType>(s, where);
@@ -720,7 +747,7 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
   const Reader r(origin);
   r.object(j, "", {"name", "description", "source", "tables", "features", "batch_size", "steps",
                    "warmup_steps", "seed", "devices", "optimizer", "dense", "sharding",
-                   "invalid_ids", "collective_timeout_ms", "memory"});
+                   "invalid_ids", "collective_timeout_ms", "memory", "pipeline", "qcomms", "network"});
   WorkloadSpec s;
   s.name = "workload";
   if (auto* a = Reader::optional(j, "name")) s.name = r.string(*a, "/name");
@@ -801,6 +828,26 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
     if (auto* b = Reader::optional(*a, "allocator")) s.memory.allocator = r.enumeration<AllocatorKind>(*b, "/memory/allocator");
     if (auto* b = Reader::optional(*a, "max_split_size")) s.memory.max_split_size = r.integer(*b, "/memory/max_split_size");
     if (auto* b = Reader::optional(*a, "compaction")) s.memory.compaction = r.integer(*b, "/memory/compaction");
+  }
+  if (auto* a = Reader::optional(j, "pipeline")) s.pipeline = r.enumeration<PipelineKind>(*a, "/pipeline");
+  if (auto* a = Reader::optional(j, "qcomms")) {
+    r.object(*a, "/qcomms", {"forward_precision", "backward_precision"});
+    if (auto* b = Reader::optional(*a, "forward_precision"))
+      s.qcomms.forward_precision = r.enumeration<CommPrecision>(*b, "/qcomms/forward_precision");
+    if (auto* b = Reader::optional(*a, "backward_precision"))
+      s.qcomms.backward_precision = r.enumeration<CommPrecision>(*b, "/qcomms/backward_precision");
+  }
+  if (auto* a = Reader::optional(j, "network")) {
+    r.object(*a, "/network", {"intra_node", "inter_node"});
+    for (const auto& [name, link] : {std::pair{"intra_node", &s.network.intra_node}, {"inter_node", &s.network.inter_node}}) {
+      const json* b = Reader::optional(*a, name);
+      if (!b) continue;
+      const std::string p = ptr_key("/network", name);
+      r.object(*b, p, {"bandwidth_bytes_per_s", "latency_ns"});
+      if (auto* c = Reader::optional(*b, "bandwidth_bytes_per_s"))
+        link->bandwidth_bytes_per_s = r.gt0(p + "/bandwidth_bytes_per_s", r.integer(*c, p + "/bandwidth_bytes_per_s"));
+      if (auto* c = Reader::optional(*b, "latency_ns")) link->latency_ns = r.integer(*c, p + "/latency_ns");
+    }
   }
 
   validate_impl(s, r);
@@ -895,7 +942,8 @@ json to_json(const WorkloadSpec& s) {
     j["dense"] = {{"num_dense_features", d.num_dense_features},
                   {"bottom_mlp", d.bottom_mlp},
                   {"interaction", to_string(d.interaction)},
-                  {"top_mlp", d.top_mlp}};
+                  {"top_mlp", d.top_mlp},
+                  {"bucket_cap_bytes", d.bucket_cap_bytes}};
     if (d.interaction == Interaction::dcn) {
       j["dense"]["dcn"] = {{"num_layers", d.dcn_num_layers}, {"low_rank_dim", d.dcn_low_rank_dim}};
     }
@@ -918,6 +966,17 @@ json to_json(const WorkloadSpec& s) {
   j["memory"] = {{"allocator", enum_name(s.memory.allocator)},
                  {"max_split_size", s.memory.max_split_size},
                  {"compaction", s.memory.compaction}};
+  j["pipeline"] = enum_name(s.pipeline);
+  j["qcomms"] = {{"forward_precision", enum_name(s.qcomms.forward_precision)},
+                 {"backward_precision", enum_name(s.qcomms.backward_precision)}};
+  j["network"] = json::object();
+  for (const auto& [name, link] : {std::pair{"intra_node", &s.network.intra_node}, {"inter_node", &s.network.inter_node}}) {
+    if (!link->limited()) continue;  // absent = unlimited
+    json l = json::object();
+    if (link->bandwidth_bytes_per_s > 0) l["bandwidth_bytes_per_s"] = link->bandwidth_bytes_per_s;
+    l["latency_ns"] = link->latency_ns;
+    j["network"][name] = std::move(l);
+  }
   return j;
 }
 

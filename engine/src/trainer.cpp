@@ -65,8 +65,9 @@ class CommWorker {
     cv_.notify_all();
     thread_.join();
   }
-  /// Runs `fn` on the comm thread and waits for it (the base pipeline overlaps nothing).
-  void run(std::function<void()> fn) {
+  /// Queues `fn` on the comm thread (jobs run one at a time, in the order queued); the
+  /// future rethrows what it threw.
+  std::future<void> submit(std::function<void()> fn) {
     std::packaged_task<void()> task(std::move(fn));
     auto fut = task.get_future();
     {
@@ -74,8 +75,10 @@ class CommWorker {
       queue_.push_back(std::move(task));
     }
     cv_.notify_all();
-    fut.get();
+    return fut;
   }
+  /// Runs `fn` on the comm thread and waits for it.
+  void run(std::function<void()> fn) { submit(std::move(fn)).get(); }
 
  private:
   void loop() {
@@ -137,6 +140,29 @@ struct LocalShard {
   }
 };
 
+// ---- one batch on its way through the phases of a step ---------------------------------------
+struct Inflight {
+  int64_t it = -1;  // the batch's iteration (warmup included)
+  Batch batch;
+  std::vector<int64_t> off;
+  // input dist: what is sent, and what is received (into host vectors on the comm thread)
+  std::vector<int64_t> send_splits, send_counts_splits, recv_counts_splits, send_lengths, send_ids, send_ids_counts;
+  std::vector<int64_t> lsend, lrecv, recv_splits, irecv, recv_lengths_v, recv_ids_v;
+  std::future<void> input_dist;  // valid while the input dist runs unawaited
+  DeviceBuffer<int64_t> recv_lengths, recv_ids;
+  // per local slot: its W*B bags (source rank major)
+  std::vector<std::vector<int64_t>> slot_ids, slot_off, slot_len;
+  // lookup and output dist
+  std::vector<DeviceBuffer<float>> slot_out;
+  std::vector<std::vector<float>> slot_scale;  // per-bag scale used forward and backward
+  std::vector<DeviceBuffer<float>> pooled;     // per feature: B x dim
+  struct OutputDist {
+    DeviceBuffer<float> a2a_send, a2a_recv, rw_send, rw_recv, tw_send, tw_rs, tw_a2a_send, tw_recv;
+    std::vector<int64_t> a2a_scount, a2a_rcount, rw_counts, tw_counts, tw_scount, tw_rcount;
+  } od;
+  std::future<void> output_dist;  // valid while the output dist runs unawaited
+};
+
 // ---- one rank -------------------------------------------------------------------------------
 class Rank {
  public:
@@ -153,27 +179,44 @@ class Rank {
   std::vector<double> losses;       // per measured step (global mean)
   std::vector<sessions::OpEvent> events;  // kept spans (TrainerOptions::keep_events)
   bool cancelled = false;
+  QuantError fwd_error_, bwd_error_;  // qcomms: error of the values quantized (written on the comm thread)
   DenseModel& dense() { return dense_; }
 
  private:
   void setup();
   bool step(int64_t iteration);  // true: every rank agreed to stop (cancel)
+  // The phases of one batch (see step() for how each pipeline orders them).
+  std::unique_ptr<Inflight> start_batch(int64_t it, bool async);  // input, bucketize, input dist
+  void finish_input(Inflight& b);                                 // waits for the input dist; kjt_permute
+  void lookup(Inflight& b);
+  void start_output_dist(Inflight& b, bool async);
+  void finish_output_dist(Inflight& b);                           // waits; pooled outputs in place
+  /// dense forward/backward, grad dist, embedding backward + optimizers, dense all-reduce;
+  /// `before_dense` runs just before the dense part (the pipelines start the next batch there).
+  bool train(Inflight& b, const std::function<void()>& before_dense);
+  sessions::LoadCounter& load_of(int table, int shard_index);
+  static std::vector<float> mean_scale(const int64_t* lens, size_t n);
+  bool is_mean(int table) const;
+  size_t local_slot(int slot) const;
+  size_t slot_of_feature_on_me(int f) const;
+  void scale_rows_mean(const Inflight& b, int f, float* rows, int64_t dim) const;
   template <class T>
   DeviceBuffer<T> buf(const char* tag, size_t n) {
     DeviceBuffer<T> b(&arena_, tag);
     b.assign(n);
     return b;
   }
-  // Runs a collective on the comm worker, as a span on the comm lane.
-  void comm(ProcessGroup& pg, const char* name, int64_t iteration, const std::function<void()>& fn) {
-    comm_->run([&] {
-      ScopedSpan span(sh_.tracer, me_, Lane::comm, OpCategory::comm, name, iteration);
-      const CommCounters before = pg.counters();
-      span.set_correlation(pg.next_sequence());
-      fn();
-      span.set_bytes(pg.counters().bytes_sent - before.bytes_sent + pg.counters().bytes_received -
-                     before.bytes_received);
-    });
+  // Runs a collective (on the comm worker's thread) as a span on the comm lane.
+  void on_comm_lane(ProcessGroup& pg, const char* name, int64_t step, const std::function<void()>& fn) {
+    ScopedSpan span(sh_.tracer, me_, Lane::comm, OpCategory::comm, name, step);
+    const CommCounters before = pg.counters();
+    span.set_correlation(pg.next_sequence());
+    fn();
+    span.set_bytes(pg.counters().bytes_sent - before.bytes_sent + pg.counters().bytes_received - before.bytes_received);
+  }
+  // Runs a collective on the comm worker and waits for it.
+  void comm(ProcessGroup& pg, const char* name, int64_t step, const std::function<void()>& fn) {
+    comm_->run([&] { on_comm_lane(pg, name, step, fn); });
   }
   LocalShard& shard_of(int table, int shard_index);
   int64_t step_of(int64_t iteration) const { return iteration - sh_.spec.warmup_steps; }
@@ -194,8 +237,18 @@ class Rank {
   std::vector<int64_t> counter_base_;
   std::atomic<int64_t> current_step_{0};
   double last_loss_ = 0;
-  std::vector<sessions::LoadCounter> load_;  // this step's load counters
-  IdHistogram id_histogram_{sh_.spec};       // ids over row buckets, measured steps
+  std::map<std::pair<int, int>, sessions::LoadCounter> load_;  // this step's, by (table, shard index)
+  IdHistogram id_histogram_{sh_.spec};  // ids over row buckets, measured steps
+  int64_t step_ = 0;        // the step being run (spans, load counters)
+  bool measured_ = false;   // it is a measured step (not warmup)
+  std::unique_ptr<Inflight> next_;        // semi_sync: the next batch, looked up, output dist queued
+  std::unique_ptr<Inflight> next_input_;  // the batch whose input dist was queued ahead
+  // DDP buckets of the dense gradients: [begin, end) in parameter order, in launch order (the
+  // last always exists and carries the loss), the reduce buffer and the launched buckets
+  std::vector<std::pair<int64_t, int64_t>> buckets_;
+  std::vector<float> red_;
+  std::vector<std::future<void>> bucket_done_;
+  void launch_bucket(size_t k, int64_t step);
   uint64_t last_layout_ = 0;                 // hash of the last snapshot's layout
   std::vector<sessions::MemoryEvent> mem_events_;  // allocator actions since the last flush
 
@@ -276,6 +329,8 @@ void Rank::setup() {
     node_ = std::make_unique<ProcessGroup>(sh_.rv, fmt::format("node{}", node), node_members, l, timeout);
     cross_ = std::make_unique<ProcessGroup>(sh_.rv, fmt::format("cross{}", l), cross_members, node, timeout);
   }
+  for (auto* pg : {world_.get(), node_.get(), cross_.get()})
+    if (pg) pg->set_network(spec.network, L_.local);
   if (sh_.session) {
     // the layout that could not hold the request, while every buffer is still alive
     arena_.set_oom_handler([this] { record_memory(current_step_.load(), "oom", true); });
@@ -315,6 +370,8 @@ void Rank::setup() {
       shards.push_back(std::move(ls));
     }
   }
+  buckets_ = dense_buckets(dense_.param_tensors(), spec.dense ? spec.dense->bucket_cap_bytes : int64_t{25} << 20);
+  if (buckets_.empty()) buckets_.emplace_back(0, 0);  // no dense parameters: the loss alone
   dense_params_ = DeviceBuffer<float>(&arena_, "dense");
   dense_params_.assign(static_cast<size_t>(2 * dense_.num_params()));  // parameters + gradients
 }
@@ -347,7 +404,7 @@ void Rank::main() {
     if (sh_.session) {
       sh_.session->add_ops(spans);
       sh_.session->add_step({step_of(it), me_, t0, t1, last_loss_, arena_.in_use(), arena_.peak()});
-      for (const auto& c : load_) sh_.session->add_load(c);
+      for (const auto& [key, c] : load_) sh_.session->add_load(c);
       record_memory(step_of(it), "step", false);
     }
     if (sh_.opt.keep_events) events.insert(events.end(), spans.begin(), spans.end());
@@ -379,287 +436,425 @@ void Rank::main() {
 
 bool Rank::step(int64_t it) {
   const WorkloadSpec& spec = sh_.spec;
+  step_ = step_of(it);
+  measured_ = it >= spec.warmup_steps;
+  load_.clear();
+  auto has = [&](int64_t i) { return i < spec.warmup_steps + spec.steps; };
+  std::unique_ptr<Inflight> cur = std::move(next_);
+  switch (spec.pipeline) {
+    case PipelineKind::base:
+      cur = start_batch(it, false);
+      finish_input(*cur);
+      lookup(*cur);
+      start_output_dist(*cur, false);
+      return train(*cur, [] {});
+    case PipelineKind::sparse_dist:
+      cur = next_input_ ? std::move(next_input_) : start_batch(it, false);  // the first: nothing prefetched
+      finish_input(*cur);
+      lookup(*cur);
+      start_output_dist(*cur, false);
+      // The input dist of the next batch runs on the comm worker under the dense part.
+      return train(*cur, [&] {
+        if (has(it + 1)) next_input_ = start_batch(it + 1, true);
+      });
+    case PipelineKind::semi_sync:
+      if (!cur) {  // the first batch: its lookup and output dist run in this step
+        cur = start_batch(it, false);
+        finish_input(*cur);
+        lookup(*cur);
+        start_output_dist(*cur, false);
+      }
+      // The next batch is looked up now, before this batch's embedding update (one step of
+      // staleness), and its output dist runs on the comm worker under this batch's dense part,
+      // followed there by the input dist of the batch after it (as in sparse_dist).
+      return train(*cur, [&] {
+        if (!has(it + 1)) return;
+        auto nb = next_input_ ? std::move(next_input_) : start_batch(it + 1, false);
+        finish_input(*nb);
+        lookup(*nb);
+        start_output_dist(*nb, true);
+        next_ = std::move(nb);
+        if (has(it + 2)) next_input_ = start_batch(it + 2, true);
+      });
+  }
+  return false;
+}
+
+sessions::LoadCounter& Rank::load_of(int table, int shard_index) {
+  auto& c = load_[{table, shard_index}];
+  c.step = step_;
+  c.rank = me_;
+  c.table = table;
+  c.shard = shard_index;
+  return c;
+}
+
+std::unique_ptr<Inflight> Rank::start_batch(int64_t it, bool async) {
+  const WorkloadSpec& spec = sh_.spec;
   const int W = L_.world;
   const int64_t B = L_.B;
-  const int F = static_cast<int>(spec.features.size());
-  const bool measured = it >= spec.warmup_steps;
-  const int64_t step = step_of(it);
   auto& tr = sh_.tracer;
-  std::map<std::pair<int, int>, sessions::LoadCounter> load;  // (table, shard index) -> counters
-  auto load_of = [&](int table, int shard_index) -> sessions::LoadCounter& {
-    auto& c = load[{table, shard_index}];
-    c.step = step;
-    c.rank = me_;
-    c.table = table;
-    c.shard = shard_index;
-    return c;
-  };
-
+  auto bp = std::make_unique<Inflight>();
+  Inflight& b = *bp;
+  b.it = it;
   // ---- input: this rank's batch, ids checked before anything is sent ----------------------
-  Batch batch;
-  std::vector<int64_t> off;
   {
-    ScopedSpan span(tr, me_, Lane::compute, OpCategory::input, "input", step);
+    ScopedSpan span(tr, me_, Lane::compute, OpCategory::input, "input", step_);
     std::optional<Batch> given = sh_.opt.batch_source ? sh_.opt.batch_source(it, me_) : std::nullopt;
-    batch = given ? std::move(*given) : sh_.gen.make(it, me_);
-    auto fixed = apply_invalid_id_policy(spec, batch.kjt, me_);
-    if (measured) summary.invalid_ids += std::accumulate(fixed.begin(), fixed.end(), int64_t{0});
-    off = batch.kjt.offsets();
-    if (measured) id_histogram_.add(spec, batch.kjt);
+    b.batch = given ? std::move(*given) : sh_.gen.make(it, me_);
+    auto fixed = apply_invalid_id_policy(spec, b.batch.kjt, me_);
+    if (measured_) summary.invalid_ids += std::accumulate(fixed.begin(), fixed.end(), int64_t{0});
+    b.off = b.batch.kjt.offsets();
+    if (it >= spec.warmup_steps) id_histogram_.add(spec, b.batch.kjt);  // the batch of a measured step
   }
-  auto bag_len = [&](int f, int64_t b) { return batch.kjt.lengths[static_cast<size_t>(f * B + b)]; };
-  const auto& lengths = batch.kjt.lengths;
-  const auto& values = batch.kjt.values;
+  const auto& values = b.batch.kjt.values;
+  const auto& off = b.off;
 
   // ---- input dist: KJT all-to-all (splits, lengths, ids) --------------------------------------
   const std::vector<int>& mine = L_.slots_to[static_cast<size_t>(me_)];
   const size_t nmine = mine.size();
-  std::vector<int64_t> send_counts_splits(static_cast<size_t>(W)), recv_counts_splits(static_cast<size_t>(W), static_cast<int64_t>(nmine));
-  std::vector<int64_t> send_ids_counts(static_cast<size_t>(W), 0);
-  BucketizedKjt sent;  // slots of rank 0, then rank 1, ...: splits, lengths, ids
+  b.send_counts_splits.assign(static_cast<size_t>(W), 0);
+  b.recv_counts_splits.assign(static_cast<size_t>(W), static_cast<int64_t>(nmine));
+  b.send_ids_counts.assign(static_cast<size_t>(W), 0);
   {
-    ScopedSpan span(tr, me_, Lane::compute, OpCategory::input, "bucketize", step);
-    std::vector<BucketSlot> bslots;
+    ScopedSpan span(tr, me_, Lane::compute, OpCategory::input, "bucketize", step_);
+    std::vector<BucketSlot> slots;  // slots of rank 0, then rank 1, ...
     for (int d = 0; d < W; ++d) {
       const auto& to = L_.slots_to[static_cast<size_t>(d)];
-      send_counts_splits[static_cast<size_t>(d)] = static_cast<int64_t>(to.size());
+      b.send_counts_splits[static_cast<size_t>(d)] = static_cast<int64_t>(to.size());
       for (int k : to) {
         const Slot& sl = L_.slots[static_cast<size_t>(k)];
-        bslots.push_back({sl.feature, is_rw(sl.type), sl.s.row_offset, sl.s.num_rows});
+        slots.push_back({sl.feature, is_rw(sl.type), sl.s.row_offset, sl.s.num_rows});
       }
     }
-    sent = bucketize_kjt(values, off, B, bslots);
+    BucketizedKjt sent = bucketize_kjt(values, off, B, slots);
     size_t k = 0;
     for (int d = 0; d < W; ++d)
       for (size_t j = 0; j < L_.slots_to[static_cast<size_t>(d)].size(); ++j)
-        send_ids_counts[static_cast<size_t>(d)] += sent.splits[k++];
+        b.send_ids_counts[static_cast<size_t>(d)] += sent.splits[k++];
+    b.send_splits = std::move(sent.splits);
+    b.send_lengths = std::move(sent.lengths);
+    b.send_ids = std::move(sent.ids);
   }
-  const std::vector<int64_t>& send_splits = sent.splits;
-  const std::vector<int64_t>& send_lengths = sent.lengths;
-  const std::vector<int64_t>& send_ids = sent.ids;
-  std::vector<int64_t> recv_splits(nmine * static_cast<size_t>(W));
-  comm(*world_, "input_dist/splits", step, [&] {
-    world_->all_to_all_v("input_dist/splits", send_splits.data(), send_counts_splits, recv_splits.data(),
-                         recv_counts_splits, sizeof(int64_t));
-  });
-  std::vector<int64_t> lsend(static_cast<size_t>(W)), lrecv(static_cast<size_t>(W));
+  b.recv_splits.assign(nmine * static_cast<size_t>(W), 0);
+  b.lsend.assign(static_cast<size_t>(W), 0);
+  b.lrecv.assign(static_cast<size_t>(W), 0);
   for (int d = 0; d < W; ++d) {
-    lsend[static_cast<size_t>(d)] = send_counts_splits[static_cast<size_t>(d)] * B;
-    lrecv[static_cast<size_t>(d)] = static_cast<int64_t>(nmine) * B;
+    b.lsend[static_cast<size_t>(d)] = b.send_counts_splits[static_cast<size_t>(d)] * B;
+    b.lrecv[static_cast<size_t>(d)] = static_cast<int64_t>(nmine) * B;
   }
-  auto recv_lengths = buf<int64_t>("kjt", nmine * static_cast<size_t>(W * B));
-  comm(*world_, "input_dist/lengths", step, [&] {
-    world_->all_to_all_v("input_dist/lengths", send_lengths.data(), lsend, recv_lengths.data(), lrecv,
-                         sizeof(int64_t));
-  });
-  std::vector<int64_t> irecv(static_cast<size_t>(W), 0);
-  for (int s = 0; s < W; ++s)
-    for (size_t k = 0; k < nmine; ++k) irecv[static_cast<size_t>(s)] += recv_splits[static_cast<size_t>(s) * nmine + k];
-  auto recv_ids = buf<int64_t>("kjt", static_cast<size_t>(std::accumulate(irecv.begin(), irecv.end(), int64_t{0})));
-  comm(*world_, "input_dist/ids", step, [&] {
-    world_->all_to_all_v("input_dist/ids", send_ids.data(), send_ids_counts, recv_ids.data(), irecv,
-                         sizeof(int64_t));
-  });
+  b.recv_lengths_v.assign(nmine * static_cast<size_t>(W * B), 0);
+  // The three collectives run on the comm worker (received into host vectors: the device
+  // allocator belongs to this thread); ids counts come from the splits received first.
+  const int64_t step = step_;
+  auto job = [this, &b, nmine, W, step] {
+    on_comm_lane(*world_, "input_dist/splits", step, [&] {
+      world_->all_to_all_v("input_dist/splits", b.send_splits.data(), b.send_counts_splits, b.recv_splits.data(),
+                           b.recv_counts_splits, sizeof(int64_t));
+    });
+    on_comm_lane(*world_, "input_dist/lengths", step, [&] {
+      world_->all_to_all_v("input_dist/lengths", b.send_lengths.data(), b.lsend, b.recv_lengths_v.data(), b.lrecv,
+                           sizeof(int64_t));
+    });
+    b.irecv.assign(static_cast<size_t>(W), 0);
+    for (int s = 0; s < W; ++s)
+      for (size_t k = 0; k < nmine; ++k) b.irecv[static_cast<size_t>(s)] += b.recv_splits[static_cast<size_t>(s) * nmine + k];
+    b.recv_ids_v.assign(static_cast<size_t>(std::accumulate(b.irecv.begin(), b.irecv.end(), int64_t{0})), 0);
+    on_comm_lane(*world_, "input_dist/ids", step, [&] {
+      world_->all_to_all_v("input_dist/ids", b.send_ids.data(), b.send_ids_counts, b.recv_ids_v.data(), b.irecv,
+                           sizeof(int64_t));
+    });
+  };
+  if (async)
+    b.input_dist = comm_->submit(std::move(job));
+  else
+    comm_->run(std::move(job));
+  return bp;
+}
 
+void Rank::finish_input(Inflight& b) {
+  if (b.input_dist.valid()) b.input_dist.get();
+  const int W = L_.world;
+  const int64_t B = L_.B;
+  const size_t nmine = L_.slots_to[static_cast<size_t>(me_)].size();
   // Per local slot: its W*B bags (source rank major), ids and offsets.
-  std::vector<std::vector<int64_t>> slot_ids(nmine), slot_off(nmine), slot_len(nmine);
-  {
-    ScopedSpan span(tr, me_, Lane::compute, OpCategory::input, "kjt_permute", step);
-    int64_t base = 0;
-    for (int s = 0; s < W; ++s) {
-      int64_t pos = base;
-      for (size_t k = 0; k < nmine; ++k) {
-        const int64_t n = recv_splits[static_cast<size_t>(s) * nmine + k];
-        slot_ids[k].insert(slot_ids[k].end(), recv_ids.data() + pos, recv_ids.data() + pos + n);
-        const int64_t* lp = recv_lengths.data() + (static_cast<size_t>(s) * nmine + k) * static_cast<size_t>(B);
-        slot_len[k].insert(slot_len[k].end(), lp, lp + B);
-        pos += n;
-      }
-      base += irecv[static_cast<size_t>(s)];
-    }
+  b.slot_ids.assign(nmine, {});
+  b.slot_off.assign(nmine, {});
+  b.slot_len.assign(nmine, {});
+  ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::input, "kjt_permute", step_);
+  b.recv_lengths = buf<int64_t>("kjt", b.recv_lengths_v.size());
+  b.recv_ids = buf<int64_t>("kjt", b.recv_ids_v.size());
+  std::copy(b.recv_lengths_v.begin(), b.recv_lengths_v.end(), b.recv_lengths.data());
+  std::copy(b.recv_ids_v.begin(), b.recv_ids_v.end(), b.recv_ids.data());
+  b.recv_lengths_v = {};
+  b.recv_ids_v = {};
+  int64_t base = 0;
+  for (int s = 0; s < W; ++s) {
+    int64_t pos = base;
     for (size_t k = 0; k < nmine; ++k) {
-      slot_off[k].assign(static_cast<size_t>(W * B) + 1, 0);
-      std::partial_sum(slot_len[k].begin(), slot_len[k].end(), slot_off[k].begin() + 1);
-      if (measured) summary.ids_looked_up += static_cast<int64_t>(slot_ids[k].size());
+      const int64_t n = b.recv_splits[static_cast<size_t>(s) * nmine + k];
+      b.slot_ids[k].insert(b.slot_ids[k].end(), b.recv_ids.data() + pos, b.recv_ids.data() + pos + n);
+      const int64_t* lp = b.recv_lengths.data() + (static_cast<size_t>(s) * nmine + k) * static_cast<size_t>(B);
+      b.slot_len[k].insert(b.slot_len[k].end(), lp, lp + B);
+      pos += n;
     }
+    base += b.irecv[static_cast<size_t>(s)];
   }
-  auto mean_scale = [&](const std::vector<int64_t>& lens) {
-    std::vector<float> sc(lens.size());
-    for (size_t i = 0; i < lens.size(); ++i) sc[i] = lens[i] > 0 ? 1.0f / static_cast<float>(lens[i]) : 0.0f;
-    return sc;
-  };
-  auto is_mean = [&](int table) { return spec.tables[static_cast<size_t>(table)].pooling == Pooling::mean; };
+  for (size_t k = 0; k < nmine; ++k) {
+    b.slot_off[k].assign(static_cast<size_t>(W * B) + 1, 0);
+    std::partial_sum(b.slot_len[k].begin(), b.slot_len[k].end(), b.slot_off[k].begin() + 1);
+    if (measured_) summary.ids_looked_up += static_cast<int64_t>(b.slot_ids[k].size());
+  }
+}
 
-  // ---- lookup --------------------------------------------------------------------------------
-  std::vector<DeviceBuffer<float>> slot_out(nmine);
-  std::vector<std::vector<float>> slot_scale(nmine);  // per-bag scale used forward and backward
-  std::vector<DeviceBuffer<float>> pooled(static_cast<size_t>(F));
-  for (int f = 0; f < F; ++f) pooled[static_cast<size_t>(f)] = buf<float>("pooled_output", static_cast<size_t>(B * L_.dim[static_cast<size_t>(f)]));
-  {
-    ScopedSpan span(tr, me_, Lane::compute, OpCategory::lookup, "lookup", step);
-    for (size_t k = 0; k < nmine; ++k) {
-      const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
-      LocalShard& ls = shard_of(sl.table, sl.shard);
-      slot_out[k] = buf<float>("pooled_output", static_cast<size_t>(W * B * sl.s.num_cols));
-      if (is_a2a(sl.type) && is_mean(sl.table)) slot_scale[k] = mean_scale(slot_len[k]);
+std::vector<float> Rank::mean_scale(const int64_t* lens, size_t n) {
+  std::vector<float> sc(n);
+  for (size_t i = 0; i < n; ++i) sc[i] = lens[i] > 0 ? 1.0f / static_cast<float>(lens[i]) : 0.0f;
+  return sc;
+}
+
+bool Rank::is_mean(int table) const { return sh_.spec.tables[static_cast<size_t>(table)].pooling == Pooling::mean; }
+
+size_t Rank::local_slot(int slot) const {
+  const auto& mine = L_.slots_to[static_cast<size_t>(me_)];
+  for (size_t k = 0; k < mine.size(); ++k)
+    if (mine[k] == slot) return k;
+  throw std::logic_error("slot not local");
+}
+
+size_t Rank::slot_of_feature_on_me(int f) const {
+  const auto& mine = L_.slots_to[static_cast<size_t>(me_)];
+  for (size_t k = 0; k < mine.size(); ++k)
+    if (L_.slots[static_cast<size_t>(mine[k])].feature == f) return k;
+  throw std::logic_error("feature has no local slot");
+}
+
+void Rank::scale_rows_mean(const Inflight& b, int f, float* rows, int64_t dim) const {
+  const int64_t B = L_.B;
+  for (int64_t s = 0; s < B; ++s) {
+    const int64_t len = b.batch.kjt.lengths[static_cast<size_t>(f * B + s)];
+    const float sc = len > 0 ? 1.0f / static_cast<float>(len) : 0.0f;
+    for (int64_t c = 0; c < dim; ++c) rows[s * dim + c] *= sc;
+  }
+}
+
+void Rank::lookup(Inflight& b) {
+  const WorkloadSpec& spec = sh_.spec;
+  const int W = L_.world;
+  const int64_t B = L_.B;
+  const int F = static_cast<int>(spec.features.size());
+  auto& tr = sh_.tracer;
+  const std::vector<int>& mine = L_.slots_to[static_cast<size_t>(me_)];
+  const size_t nmine = mine.size();
+  b.slot_out.clear();
+  b.slot_out.resize(nmine);
+  b.slot_scale.assign(nmine, {});
+  b.pooled.clear();
+  b.pooled.resize(static_cast<size_t>(F));
+  for (int f = 0; f < F; ++f) b.pooled[static_cast<size_t>(f)] = buf<float>("pooled_output", static_cast<size_t>(B * L_.dim[static_cast<size_t>(f)]));
+  ScopedSpan span(tr, me_, Lane::compute, OpCategory::lookup, "lookup", step_);
+  for (size_t k = 0; k < nmine; ++k) {
+    const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
+    LocalShard& ls = shard_of(sl.table, sl.shard);
+    b.slot_out[k] = buf<float>("pooled_output", static_cast<size_t>(W * B * sl.s.num_cols));
+    if (is_a2a(sl.type) && is_mean(sl.table)) b.slot_scale[k] = mean_scale(b.slot_len[k].data(), b.slot_len[k].size());
+    const int64_t t0 = tr.now_ns();
+    pooled_lookup(ls.weights.data(), ls.s.num_rows, ls.s.num_cols, b.slot_ids[k].data(), b.slot_off[k].data(), W * B,
+                  b.slot_scale[k].empty() ? nullptr : b.slot_scale[k].data(), b.slot_out[k].data(), ls.s.num_cols);
+    auto& c = load_of(ls.table, ls.shard_index);
+    c.lookup_ns += tr.now_ns() - t0;
+    c.ids += static_cast<int64_t>(b.slot_ids[k].size());
+    c.bytes_in += static_cast<int64_t>(b.slot_ids[k].size() + b.slot_len[k].size()) * 8;
+    c.bytes_out += W * B * ls.s.num_cols * 4;
+  }
+  // data-parallel tables: local lookup on the replica
+  const auto& lengths = b.batch.kjt.lengths;
+  for (int t : L_.dp_tables) {
+    LocalShard& ls = shard_of(t, me_);
+    for (const auto& fname : spec.tables[static_cast<size_t>(t)].feature_names) {
+      const int f = spec.feature_index(fname);
+      std::vector<float> sc;
+      if (is_mean(t)) sc = mean_scale(lengths.data() + f * B, static_cast<size_t>(B));
       const int64_t t0 = tr.now_ns();
-      pooled_lookup(ls.weights.data(), ls.s.num_rows, ls.s.num_cols, slot_ids[k].data(), slot_off[k].data(), W * B,
-                    slot_scale[k].empty() ? nullptr : slot_scale[k].data(), slot_out[k].data(), ls.s.num_cols);
-      auto& c = load_of(ls.table, ls.shard_index);
+      pooled_lookup(ls.weights.data(), ls.s.num_rows, ls.s.num_cols, b.batch.kjt.values.data(), b.off.data() + f * B, B,
+                    sc.empty() ? nullptr : sc.data(), b.pooled[static_cast<size_t>(f)].data(), ls.s.num_cols);
+      const int64_t ids = b.off[static_cast<size_t>((f + 1) * B)] - b.off[static_cast<size_t>(f * B)];
+      auto& c = load_of(t, ls.shard_index);
       c.lookup_ns += tr.now_ns() - t0;
-      c.ids += static_cast<int64_t>(slot_ids[k].size());
-      c.bytes_in += static_cast<int64_t>(slot_ids[k].size() + slot_len[k].size()) * 8;
-      c.bytes_out += W * B * ls.s.num_cols * 4;
-    }
-    // data-parallel tables: local lookup on the replica
-    for (int t : L_.dp_tables) {
-      LocalShard& ls = shard_of(t, me_);
-      for (const auto& fname : spec.tables[static_cast<size_t>(t)].feature_names) {
-        const int f = spec.feature_index(fname);
-        std::vector<float> sc;
-        if (is_mean(t)) sc = mean_scale(std::vector<int64_t>(lengths.begin() + f * B, lengths.begin() + (f + 1) * B));
-        const int64_t t0 = tr.now_ns();
-        pooled_lookup(ls.weights.data(), ls.s.num_rows, ls.s.num_cols, values.data(), off.data() + f * B, B,
-                      sc.empty() ? nullptr : sc.data(), pooled[static_cast<size_t>(f)].data(), ls.s.num_cols);
-        const int64_t ids = off[static_cast<size_t>((f + 1) * B)] - off[static_cast<size_t>(f * B)];
-        auto& c = load_of(t, ls.shard_index);
-        c.lookup_ns += tr.now_ns() - t0;
-        c.ids += ids;
-        c.bytes_out += B * ls.s.num_cols * 4;
-        if (measured) summary.ids_looked_up += ids;
-      }
+      c.ids += ids;
+      c.bytes_out += B * ls.s.num_cols * 4;
+      if (measured_) summary.ids_looked_up += ids;
     }
   }
-  auto local_slot = [&](int slot) {
-    for (size_t k = 0; k < nmine; ++k)
-      if (mine[k] == slot) return k;
-    throw std::logic_error("slot not local");
-  };
+}
 
-  // ---- output dist -----------------------------------------------------------------------------
-  // table_wise / column_wise: all-to-all of B x cols blocks
+void Rank::start_output_dist(Inflight& b, bool async) {
+  const int W = L_.world;
+  const int64_t B = L_.B;
+  const CommPrecision prec = sh_.spec.qcomms.forward_precision;
+  auto& od = b.od;
+  const int64_t step = step_;
+  std::vector<std::function<void()>> jobs;  // run in order on the comm worker
   {
-    std::vector<int64_t> scount(static_cast<size_t>(W), 0), rcount(static_cast<size_t>(W), 0);
+    // table_wise / column_wise: all-to-all of B x cols blocks
+    od.a2a_scount.assign(static_cast<size_t>(W), 0);
+    od.a2a_rcount.assign(static_cast<size_t>(W), 0);
     const auto& my_a2a = L_.a2a_slots_to[static_cast<size_t>(me_)];
     int64_t my_cols = 0;
     for (int k : my_a2a) my_cols += L_.slots[static_cast<size_t>(k)].s.num_cols;
     for (int r = 0; r < W; ++r) {
-      scount[static_cast<size_t>(r)] = B * my_cols;
-      for (int k : L_.a2a_slots_to[static_cast<size_t>(r)]) rcount[static_cast<size_t>(r)] += B * L_.slots[static_cast<size_t>(k)].s.num_cols;
+      od.a2a_scount[static_cast<size_t>(r)] = B * my_cols;
+      for (int k : L_.a2a_slots_to[static_cast<size_t>(r)]) od.a2a_rcount[static_cast<size_t>(r)] += B * L_.slots[static_cast<size_t>(k)].s.num_cols;
     }
-    auto sendb = buf<float>("comm_buffer", static_cast<size_t>(W * B * my_cols));
+    od.a2a_send = buf<float>("comm_buffer", static_cast<size_t>(W * B * my_cols));
     size_t p = 0;
     for (int r = 0; r < W; ++r)
       for (int k : my_a2a) {
         const size_t lk = local_slot(k);
         const int64_t cols = L_.slots[static_cast<size_t>(k)].s.num_cols;
-        std::memcpy(sendb.data() + p, slot_out[lk].data() + r * B * cols, sizeof(float) * static_cast<size_t>(B * cols));
+        std::memcpy(od.a2a_send.data() + p, b.slot_out[lk].data() + r * B * cols, sizeof(float) * static_cast<size_t>(B * cols));
         p += static_cast<size_t>(B * cols);
       }
-    auto recvb = buf<float>("comm_buffer", static_cast<size_t>(std::accumulate(rcount.begin(), rcount.end(), int64_t{0})));
-    comm(*world_, "output_dist/all_to_all", step, [&] {
-      world_->all_to_all_v("output_dist/all_to_all", sendb.data(), scount, recvb.data(), rcount, sizeof(float));
+    od.a2a_recv = buf<float>("comm_buffer", static_cast<size_t>(std::accumulate(od.a2a_rcount.begin(), od.a2a_rcount.end(), int64_t{0})));
+    jobs.push_back([this, &od, prec, step] {
+      on_comm_lane(*world_, "output_dist/all_to_all", step, [&] {
+        world_->all_to_all_q("output_dist/all_to_all", od.a2a_send.data(), od.a2a_scount, od.a2a_recv.data(),
+                             od.a2a_rcount, prec, &fwd_error_);
+      });
     });
-    p = 0;
+    // row_wise: reduce-scatter of partial sums over the world
+    const int64_t rw_width = L_.sum_dims(L_.rw_features);
+    if (!L_.rw_features.empty()) {
+      od.rw_send = buf<float>("comm_buffer", static_cast<size_t>(W * B * rw_width));
+      p = 0;
+      for (int j = 0; j < W; ++j)
+        for (int f : L_.rw_features) {
+          const size_t k = slot_of_feature_on_me(f);
+          const int64_t dim = L_.dim[static_cast<size_t>(f)];
+          std::memcpy(od.rw_send.data() + p, b.slot_out[k].data() + j * B * dim, sizeof(float) * static_cast<size_t>(B * dim));
+          p += static_cast<size_t>(B * dim);
+        }
+      od.rw_recv = buf<float>("comm_buffer", static_cast<size_t>(B * rw_width));
+      od.rw_counts.assign(static_cast<size_t>(W), B * rw_width);
+      jobs.push_back([this, &od, prec, step] {
+        on_comm_lane(*world_, "output_dist/reduce_scatter", step, [&] {
+          world_->reduce_scatter_q("output_dist/reduce_scatter", od.rw_send.data(), od.rw_counts, od.rw_recv.data(), prec,
+                                   &fwd_error_);
+        });
+      });
+    }
+    // table_row_wise: reduce-scatter inside the node, then all-to-all across nodes
+    if (node_) {
+      const int my_node = me_ / L_.local;
+      const auto& feats = L_.twrw_features[static_cast<size_t>(my_node)];
+      const int64_t width = L_.sum_dims(feats);
+      // block for local rank l: [feature][node m][B x dim] rows of sample owner m*local + l
+      od.tw_send = buf<float>("comm_buffer", static_cast<size_t>(L_.local * L_.nodes * B * width));
+      p = 0;
+      for (int l = 0; l < L_.local; ++l)
+        for (int f : feats) {
+          const size_t k = slot_of_feature_on_me(f);
+          const int64_t dim = L_.dim[static_cast<size_t>(f)];
+          for (int m = 0; m < L_.nodes; ++m) {
+            std::memcpy(od.tw_send.data() + p, b.slot_out[k].data() + (m * L_.local + l) * B * dim, sizeof(float) * static_cast<size_t>(B * dim));
+            p += static_cast<size_t>(B * dim);
+          }
+        }
+      od.tw_rs = buf<float>("comm_buffer", static_cast<size_t>(L_.nodes * B * width));
+      od.tw_counts.assign(static_cast<size_t>(L_.local), L_.nodes * B * width);
+      od.tw_scount.assign(static_cast<size_t>(L_.nodes), B * width);
+      od.tw_rcount.assign(static_cast<size_t>(L_.nodes), 0);
+      for (int m = 0; m < L_.nodes; ++m) od.tw_rcount[static_cast<size_t>(m)] = B * L_.sum_dims(L_.twrw_features[static_cast<size_t>(m)]);
+      od.tw_a2a_send = buf<float>("comm_buffer", od.tw_rs.size());
+      od.tw_recv = buf<float>("comm_buffer", static_cast<size_t>(std::accumulate(od.tw_rcount.begin(), od.tw_rcount.end(), int64_t{0})));
+      jobs.push_back([this, &od, &feats, B, prec, step] {
+        on_comm_lane(*node_, "output_dist/reduce_scatter_intra_node", step, [&] {
+          node_->reduce_scatter_q("output_dist/reduce_scatter_intra_node", od.tw_send.data(), od.tw_counts, od.tw_rs.data(),
+                                  prec, &fwd_error_);
+        });
+        // rs: [feature][node m][B x dim] -> send block m to node m
+        size_t q0 = 0;
+        for (int m = 0; m < L_.nodes; ++m) {
+          size_t q = 0;
+          for (int f : feats) {
+            const int64_t dim = L_.dim[static_cast<size_t>(f)];
+            std::memcpy(od.tw_a2a_send.data() + q0, od.tw_rs.data() + q + static_cast<size_t>(m * B * dim), sizeof(float) * static_cast<size_t>(B * dim));
+            q0 += static_cast<size_t>(B * dim);
+            q += static_cast<size_t>(L_.nodes * B * dim);
+          }
+        }
+        on_comm_lane(*cross_, "output_dist/all_to_all_cross_node", step, [&] {
+          cross_->all_to_all_q("output_dist/all_to_all_cross_node", od.tw_a2a_send.data(), od.tw_scount, od.tw_recv.data(),
+                               od.tw_rcount, prec, &fwd_error_);
+        });
+      });
+    }
+  }
+  auto job = [jobs = std::move(jobs)] {
+    for (const auto& j : jobs) j();
+  };
+  if (async)
+    b.output_dist = comm_->submit(std::move(job));
+  else
+    comm_->run(std::move(job));
+}
+
+void Rank::finish_output_dist(Inflight& b) {
+  if (b.output_dist.valid()) b.output_dist.get();
+  const int W = L_.world;
+  const int64_t B = L_.B;
+  const int F = static_cast<int>(sh_.spec.features.size());
+  auto& od = b.od;
+  {
+    size_t p = 0;
     for (int d = 0; d < W; ++d)
       for (int k : L_.a2a_slots_to[static_cast<size_t>(d)]) {
         const Slot& sl = L_.slots[static_cast<size_t>(k)];
         const int64_t dim = L_.dim[static_cast<size_t>(sl.feature)], cols = sl.s.num_cols;
-        float* dst = pooled[static_cast<size_t>(sl.feature)].data();
-        for (int64_t b = 0; b < B; ++b) std::memcpy(dst + b * dim + sl.s.col_offset, recvb.data() + p + static_cast<size_t>(b * cols), sizeof(float) * static_cast<size_t>(cols));
+        float* dst = b.pooled[static_cast<size_t>(sl.feature)].data();
+        for (int64_t s = 0; s < B; ++s) std::memcpy(dst + s * dim + sl.s.col_offset, od.a2a_recv.data() + p + static_cast<size_t>(s * cols), sizeof(float) * static_cast<size_t>(cols));
         p += static_cast<size_t>(B * cols);
       }
-  }
-  auto scale_rows_mean = [&](int f, float* rows, int64_t dim) {
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t len = bag_len(f, b);
-      const float s = len > 0 ? 1.0f / static_cast<float>(len) : 0.0f;
-      for (int64_t c = 0; c < dim; ++c) rows[b * dim + c] *= s;
-    }
-  };
-  auto feature_table = [&](int f) { return spec.table_of_feature(static_cast<size_t>(f)); };
-  auto slot_of_feature_on_me = [&](int f) {
-    for (size_t k = 0; k < nmine; ++k)
-      if (L_.slots[static_cast<size_t>(mine[k])].feature == f) return k;
-    throw std::logic_error("feature has no local slot");
-  };
-  // row_wise: reduce-scatter of partial sums over the world
-  const int64_t rw_width = L_.sum_dims(L_.rw_features);
-  if (!L_.rw_features.empty()) {
-    auto sendb = buf<float>("comm_buffer", static_cast<size_t>(W * B * rw_width));
-    size_t p = 0;
-    for (int j = 0; j < W; ++j)
-      for (int f : L_.rw_features) {
-        const size_t k = slot_of_feature_on_me(f);
-        const int64_t dim = L_.dim[static_cast<size_t>(f)];
-        std::memcpy(sendb.data() + p, slot_out[k].data() + j * B * dim, sizeof(float) * static_cast<size_t>(B * dim));
-        p += static_cast<size_t>(B * dim);
-      }
-    auto recvb = buf<float>("comm_buffer", static_cast<size_t>(B * rw_width));
-    std::vector<int64_t> counts(static_cast<size_t>(W), B * rw_width);
-    comm(*world_, "output_dist/reduce_scatter", step, [&] {
-      world_->reduce_scatter("output_dist/reduce_scatter", sendb.data(), counts, recvb.data());
-    });
+    auto feature_table = [&](int f) { return sh_.spec.table_of_feature(static_cast<size_t>(f)); };
     p = 0;
     for (int f : L_.rw_features) {
       const int64_t dim = L_.dim[static_cast<size_t>(f)];
-      std::memcpy(pooled[static_cast<size_t>(f)].data(), recvb.data() + p, sizeof(float) * static_cast<size_t>(B * dim));
-      if (is_mean(feature_table(f))) scale_rows_mean(f, pooled[static_cast<size_t>(f)].data(), dim);
+      std::memcpy(b.pooled[static_cast<size_t>(f)].data(), od.rw_recv.data() + p, sizeof(float) * static_cast<size_t>(B * dim));
+      if (is_mean(feature_table(f))) scale_rows_mean(b, f, b.pooled[static_cast<size_t>(f)].data(), dim);
       p += static_cast<size_t>(B * dim);
     }
-  }
-  // table_row_wise: reduce-scatter inside the node, then all-to-all across nodes
-  const int my_node = me_ / L_.local, my_l = me_ % L_.local;
-  if (node_) {
-    const auto& feats = L_.twrw_features[static_cast<size_t>(my_node)];
-    const int64_t width = L_.sum_dims(feats);
-    // block for local rank l: [feature][node m][B x dim] rows of sample owner m*local + l
-    auto sendb = buf<float>("comm_buffer", static_cast<size_t>(L_.local * L_.nodes * B * width));
-    size_t p = 0;
-    for (int l = 0; l < L_.local; ++l)
-      for (int f : feats) {
-        const size_t k = slot_of_feature_on_me(f);
-        const int64_t dim = L_.dim[static_cast<size_t>(f)];
-        for (int m = 0; m < L_.nodes; ++m) {
-          std::memcpy(sendb.data() + p, slot_out[k].data() + (m * L_.local + l) * B * dim, sizeof(float) * static_cast<size_t>(B * dim));
+    if (node_) {
+      p = 0;
+      for (int m = 0; m < L_.nodes; ++m)
+        for (int f : L_.twrw_features[static_cast<size_t>(m)]) {
+          const int64_t dim = L_.dim[static_cast<size_t>(f)];
+          std::memcpy(b.pooled[static_cast<size_t>(f)].data(), od.tw_recv.data() + p, sizeof(float) * static_cast<size_t>(B * dim));
+          if (is_mean(feature_table(f))) scale_rows_mean(b, f, b.pooled[static_cast<size_t>(f)].data(), dim);
           p += static_cast<size_t>(B * dim);
         }
-      }
-    auto rs = buf<float>("comm_buffer", static_cast<size_t>(L_.nodes * B * width));
-    std::vector<int64_t> counts(static_cast<size_t>(L_.local), L_.nodes * B * width);
-    comm(*node_, "output_dist/reduce_scatter_intra_node", step, [&] {
-      node_->reduce_scatter("output_dist/reduce_scatter_intra_node", sendb.data(), counts, rs.data());
-    });
-    // rs: [feature][node m][B x dim] -> send block m to node m
-    std::vector<int64_t> scount(static_cast<size_t>(L_.nodes), B * width), rcount(static_cast<size_t>(L_.nodes));
-    auto a2a_send = buf<float>("comm_buffer", rs.size());
-    p = 0;
-    for (int m = 0; m < L_.nodes; ++m) {
-      rcount[static_cast<size_t>(m)] = B * L_.sum_dims(L_.twrw_features[static_cast<size_t>(m)]);
-      size_t q = 0;
-      for (int f : feats) {
-        const int64_t dim = L_.dim[static_cast<size_t>(f)];
-        std::memcpy(a2a_send.data() + p, rs.data() + q + static_cast<size_t>(m * B * dim), sizeof(float) * static_cast<size_t>(B * dim));
-        p += static_cast<size_t>(B * dim);
-        q += static_cast<size_t>(L_.nodes * B * dim);
-      }
     }
-    auto recvb = buf<float>("comm_buffer", static_cast<size_t>(std::accumulate(rcount.begin(), rcount.end(), int64_t{0})));
-    comm(*cross_, "output_dist/all_to_all_cross_node", step, [&] {
-      cross_->all_to_all_v("output_dist/all_to_all_cross_node", a2a_send.data(), scount, recvb.data(), rcount, sizeof(float));
-    });
-    p = 0;
-    for (int m = 0; m < L_.nodes; ++m)
-      for (int f : L_.twrw_features[static_cast<size_t>(m)]) {
-        const int64_t dim = L_.dim[static_cast<size_t>(f)];
-        std::memcpy(pooled[static_cast<size_t>(f)].data(), recvb.data() + p, sizeof(float) * static_cast<size_t>(B * dim));
-        if (is_mean(feature_table(f))) scale_rows_mean(f, pooled[static_cast<size_t>(f)].data(), dim);
-        p += static_cast<size_t>(B * dim);
-      }
   }
+  od = {};  // the comm buffers go back to the allocator
   if (sh_.opt.on_pooled)
     for (int f = 0; f < F; ++f)
-      sh_.opt.on_pooled(me_, it, f, pooled[static_cast<size_t>(f)].data(), B, L_.dim[static_cast<size_t>(f)]);
+      sh_.opt.on_pooled(me_, b.it, f, b.pooled[static_cast<size_t>(f)].data(), B, L_.dim[static_cast<size_t>(f)]);
+}
+
+bool Rank::train(Inflight& b, const std::function<void()>& before_dense) {
+  const WorkloadSpec& spec = sh_.spec;
+  const int W = L_.world;
+  const int64_t B = L_.B;
+  const int F = static_cast<int>(spec.features.size());
+  const int64_t step = step_;
+  const int64_t it = b.it;
+  auto& tr = sh_.tracer;
+  const std::vector<int>& mine = L_.slots_to[static_cast<size_t>(me_)];
+  const size_t nmine = mine.size();
+  const CommPrecision prec = spec.qcomms.backward_precision;
+  auto feature_table = [&](int f) { return spec.table_of_feature(static_cast<size_t>(f)); };
+  const auto& lengths = b.batch.kjt.lengths;
+  finish_output_dist(b);
+  before_dense();
 
   // ---- dense forward / loss / backward --------------------------------------------------------
   std::vector<DeviceBuffer<float>> dpooled(static_cast<size_t>(F));
@@ -672,15 +867,25 @@ bool Rank::step(int64_t it) {
     std::vector<const float*> pp(static_cast<size_t>(F));
     std::vector<float*> dp(static_cast<size_t>(F));
     for (int f = 0; f < F; ++f) {
-      pp[static_cast<size_t>(f)] = pooled[static_cast<size_t>(f)].data();
+      pp[static_cast<size_t>(f)] = b.pooled[static_cast<size_t>(f)].data();
       dp[static_cast<size_t>(f)] = dpooled[static_cast<size_t>(f)].data();
     }
-    loss = dense_.forward_backward(B, batch.dense.data(), pp, batch.labels.data(), dp);
+    // DDP: each bucket of dense gradients is all-reduced on the comm worker as soon as the
+    // backward pass has produced it, under the rest of the backward pass
+    red_.assign(static_cast<size_t>(dense_.num_params()) + 2, 0.0f);
+    size_t next_bucket = 0;
+    loss = dense_.forward_backward(B, b.batch.dense.data(), pp, b.batch.labels.data(), dp, [&](int64_t ready_from) {
+      while (next_bucket + 1 < buckets_.size() && buckets_[next_bucket].first >= ready_from) launch_bucket(next_bucket++, step);
+    });
+    red_[0] = static_cast<float>(loss);
+    red_[1] = sh_.opt.cancel && sh_.opt.cancel->load() ? 1.0f : 0.0f;
+    while (next_bucket < buckets_.size()) launch_bucket(next_bucket++, step);
     // gradients of the global-batch mean loss
     const float inv_w = 1.0f / static_cast<float>(W);
     for (int f = 0; f < F; ++f)
       for (size_t i = 0; i < dpooled[static_cast<size_t>(f)].size(); ++i) dpooled[static_cast<size_t>(f)][i] *= inv_w;
   }
+  b.pooled.clear();
 
   // ---- gradient dist ---------------------------------------------------------------------------
   std::vector<DeviceBuffer<float>> slot_grad(nmine);
@@ -702,13 +907,13 @@ bool Rank::step(int64_t it) {
         const Slot& sl = L_.slots[static_cast<size_t>(k)];
         const int64_t dim = L_.dim[static_cast<size_t>(sl.feature)], cols = sl.s.num_cols;
         const float* src = dpooled[static_cast<size_t>(sl.feature)].data();
-        for (int64_t b = 0; b < B; ++b)
-          std::memcpy(sendb.data() + p + static_cast<size_t>(b * cols), src + b * dim + sl.s.col_offset, sizeof(float) * static_cast<size_t>(cols));
+        for (int64_t s = 0; s < B; ++s)
+          std::memcpy(sendb.data() + p + static_cast<size_t>(s * cols), src + s * dim + sl.s.col_offset, sizeof(float) * static_cast<size_t>(cols));
         p += static_cast<size_t>(B * cols);
       }
     auto recvb = buf<float>("comm_buffer", static_cast<size_t>(W * B * my_cols));
     comm(*world_, "grad_dist/all_to_all", step, [&] {
-      world_->all_to_all_v("grad_dist/all_to_all", sendb.data(), scount, recvb.data(), rcount, sizeof(float));
+      world_->all_to_all_q("grad_dist/all_to_all", sendb.data(), scount, recvb.data(), rcount, prec, &bwd_error_);
     });
     p = 0;
     for (int s = 0; s < W; ++s)
@@ -719,19 +924,20 @@ bool Rank::step(int64_t it) {
         p += static_cast<size_t>(B * cols);
       }
   }
+  const int64_t rw_width = L_.sum_dims(L_.rw_features);
   if (!L_.rw_features.empty()) {  // row_wise: all-gather of the (mean-scaled) gradients
     auto sendb = buf<float>("comm_buffer", static_cast<size_t>(B * rw_width));
     size_t p = 0;
     for (int f : L_.rw_features) {
       const int64_t dim = L_.dim[static_cast<size_t>(f)];
       std::memcpy(sendb.data() + p, dpooled[static_cast<size_t>(f)].data(), sizeof(float) * static_cast<size_t>(B * dim));
-      if (is_mean(feature_table(f))) scale_rows_mean(f, sendb.data() + p, dim);
+      if (is_mean(feature_table(f))) scale_rows_mean(b, f, sendb.data() + p, dim);
       p += static_cast<size_t>(B * dim);
     }
     auto recvb = buf<float>("comm_buffer", static_cast<size_t>(W * B * rw_width));
     std::vector<int64_t> counts(static_cast<size_t>(W), B * rw_width);
     comm(*world_, "grad_dist/all_gather", step, [&] {
-      world_->all_gather_v("grad_dist/all_gather", sendb.data(), recvb.data(), counts, sizeof(float));
+      world_->all_gather_q("grad_dist/all_gather", sendb.data(), recvb.data(), counts, prec, &bwd_error_);
     });
     p = 0;
     for (int s = 0; s < W; ++s)
@@ -742,6 +948,7 @@ bool Rank::step(int64_t it) {
       }
   }
   if (node_) {  // table_row_wise: all-to-all across nodes, then all-gather inside the node
+    const int my_node = me_ / L_.local;
     const auto& feats = L_.twrw_features[static_cast<size_t>(my_node)];
     const int64_t width = L_.sum_dims(feats);
     std::vector<int64_t> scount(static_cast<size_t>(L_.nodes)), rcount(static_cast<size_t>(L_.nodes), B * width);
@@ -752,19 +959,21 @@ bool Rank::step(int64_t it) {
         const int64_t dim = L_.dim[static_cast<size_t>(f)];
         const size_t at = sendv.size();
         sendv.insert(sendv.end(), dpooled[static_cast<size_t>(f)].data(), dpooled[static_cast<size_t>(f)].data() + B * dim);
-        if (is_mean(feature_table(f))) scale_rows_mean(f, sendv.data() + at, dim);
+        if (is_mean(feature_table(f))) scale_rows_mean(b, f, sendv.data() + at, dim);
       }
     }
     auto sendb = buf<float>("comm_buffer", sendv.size());
     std::copy(sendv.begin(), sendv.end(), sendb.data());
     auto cross_recv = buf<float>("comm_buffer", static_cast<size_t>(L_.nodes * B * width));  // [m][feature][B x dim]
     comm(*cross_, "grad_dist/all_to_all_cross_node", step, [&] {
-      cross_->all_to_all_v("grad_dist/all_to_all_cross_node", sendb.data(), scount, cross_recv.data(), rcount, sizeof(float));
+      cross_->all_to_all_q("grad_dist/all_to_all_cross_node", sendb.data(), scount, cross_recv.data(), rcount, prec,
+                           &bwd_error_);
     });
     auto gathered = buf<float>("comm_buffer", static_cast<size_t>(L_.local * L_.nodes * B * width));  // [l][m][feature][B x dim]
     std::vector<int64_t> counts(static_cast<size_t>(L_.local), L_.nodes * B * width);
+    // the values are already rounded to `prec`: sending them in it again is exact
     comm(*node_, "grad_dist/all_gather_intra_node", step, [&] {
-      node_->all_gather_v("grad_dist/all_gather_intra_node", cross_recv.data(), gathered.data(), counts, sizeof(float));
+      node_->all_gather_q("grad_dist/all_gather_intra_node", cross_recv.data(), gathered.data(), counts, prec, nullptr);
     });
     size_t p = 0;
     for (int l = 0; l < L_.local; ++l)
@@ -776,8 +985,6 @@ bool Rank::step(int64_t it) {
           p += static_cast<size_t>(B * dim);
         }
   }
-  (void)my_l;
-
   // ---- embedding backward + fused optimizer ----------------------------------------------------
   {
     ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "backward_fused_optimizer", step);
@@ -787,12 +994,12 @@ bool Rank::step(int64_t it) {
       for (size_t k = 0; k < nmine; ++k) {
         const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
         if (sl.table != ls.table || sl.s.row_offset != ls.s.row_offset || sl.s.col_offset != ls.s.col_offset) continue;
-        parts.push_back(accumulate_sparse_grad(ls.s.num_cols, slot_ids[k].data(), slot_off[k].data(), W * B,
-                                               slot_scale[k].empty() ? nullptr : slot_scale[k].data(),
+        parts.push_back(accumulate_sparse_grad(ls.s.num_cols, b.slot_ids[k].data(), b.slot_off[k].data(), W * B,
+                                               b.slot_scale[k].empty() ? nullptr : b.slot_scale[k].data(),
                                                slot_grad[k].data(), ls.s.num_cols));
       }
       SparseGrad g = parts.size() == 1 ? std::move(parts[0]) : merge_sparse_grads(parts, ls.s.num_cols);
-      if (measured) summary.unique_ids += static_cast<int64_t>(g.rows.size());
+      if (measured_) summary.unique_ids += static_cast<int64_t>(g.rows.size());
       load_of(ls.table, ls.shard_index).unique_ids = static_cast<int64_t>(g.rows.size());
       apply_row_optimizer(spec.optimizer, it + 1, ls.weights.data(), ls.s.num_cols, ls.state(), g);
     }
@@ -808,8 +1015,8 @@ bool Rank::step(int64_t it) {
       for (const auto& fname : spec.tables[static_cast<size_t>(t)].feature_names) {
         const int f = spec.feature_index(fname);
         std::vector<float> sc;
-        if (is_mean(t)) sc = mean_scale(std::vector<int64_t>(lengths.begin() + f * B, lengths.begin() + (f + 1) * B));
-        parts.push_back(accumulate_sparse_grad(dim, values.data(), off.data() + f * B, B, sc.empty() ? nullptr : sc.data(),
+        if (is_mean(t)) sc = mean_scale(lengths.data() + f * B, static_cast<size_t>(B));
+        parts.push_back(accumulate_sparse_grad(dim, b.batch.kjt.values.data(), b.off.data() + f * B, B, sc.empty() ? nullptr : sc.data(),
                                                dpooled[static_cast<size_t>(f)].data(), dim));
       }
       local = parts.size() == 1 ? std::move(parts[0]) : merge_sparse_grads(parts, dim);
@@ -840,38 +1047,46 @@ bool Rank::step(int64_t it) {
       at += n;
     }
     SparseGrad g = merge_sparse_grads(parts, dim);
-    if (measured) summary.unique_ids += static_cast<int64_t>(g.rows.size());
+    if (measured_) summary.unique_ids += static_cast<int64_t>(g.rows.size());
     load_of(t, ls.shard_index).unique_ids = static_cast<int64_t>(g.rows.size());
     apply_row_optimizer(spec.optimizer, it + 1, ls.weights.data(), dim, ls.state(), g);
   }
 
   // ---- dense gradients (and the loss) all-reduced, averaged, applied -------------------------
-  // dense gradients, then the loss, then this rank's cancel vote
-  std::vector<float> red(dense_.grads());
-  red.push_back(static_cast<float>(loss));
-  red.push_back(sh_.opt.cancel && sh_.opt.cancel->load() ? 1.0f : 0.0f);
-  comm(*world_, "dense_all_reduce", step, [&] {
-    world_->all_reduce_sum("dense_all_reduce", red.data(), static_cast<int64_t>(red.size()));
-  });
+  // The buckets launched during the backward pass ran on the comm worker before the gradient
+  // dist (queue order); the last one, with the loss and the cancel vote, was queued after it.
+  for (auto& f : bucket_done_) f.get();
+  bucket_done_.clear();
   bool stop = false;
+  const float mean_loss = red_[0] / static_cast<float>(W);
   {
     ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "dense_optimizer", step);
     const float inv_w = 1.0f / static_cast<float>(W);
-    const bool cancel = red.back() > 0;
-    red.pop_back();
-    for (auto& v : red) v *= inv_w;
-    stop = cancel;
+    stop = red_[1] > 0;
+    for (size_t i = 2; i < red_.size(); ++i) red_[i] *= inv_w;
     const double lr = spec.optimizer.dense_learning_rate > 0 ? spec.optimizer.dense_learning_rate : spec.optimizer.learning_rate;
-    dense_.sgd_step(static_cast<float>(lr), red.data());
+    dense_.sgd_step(static_cast<float>(lr), red_.data() + 2);
   }
   // The loss is all-reduced, so every rank sees the same value and stops at the same step.
-  if (!std::isfinite(red.back()))
-    throw std::runtime_error(fmt::format("training diverged: the loss is {} at step {}", red.back(), step));
-  if (measured) losses.push_back(static_cast<double>(red.back()));
-  last_loss_ = static_cast<double>(red.back());
-  load_.clear();
-  for (auto& [key, c] : load) load_.push_back(c);
+  if (!std::isfinite(mean_loss))
+    throw std::runtime_error(fmt::format("training diverged: the loss is {} at step {}", mean_loss, step));
+  if (measured_) losses.push_back(static_cast<double>(mean_loss));
+  last_loss_ = static_cast<double>(mean_loss);
   return stop;
+}
+
+void Rank::launch_bucket(size_t k, int64_t step) {
+  // red_ = [loss, cancel vote, gradients...]; the last bucket (parameters from 0) takes the
+  // loss and the vote with it
+  const auto [lo, hi] = buckets_[k];
+  const auto& g = dense_.grads();
+  std::copy(g.begin() + lo, g.begin() + hi, red_.begin() + 2 + lo);
+  const int64_t from = k + 1 == buckets_.size() ? 0 : 2 + lo;
+  float* data = red_.data() + from;
+  const int64_t count = 2 + hi - from;
+  bucket_done_.push_back(comm_->submit([this, data, count, step] {
+    on_comm_lane(*world_, "dense_all_reduce", step, [&] { world_->all_reduce_sum("dense_all_reduce", data, count); });
+  }));
 }
 
 std::string cpu_name() {
@@ -914,6 +1129,10 @@ void write_run_metadata(sessions::SessionWriter& w, const WorkloadSpec& spec, co
   w.set_metadata("samples_per_step", std::to_string(spec.batch_size * spec.devices.count));
   w.set_metadata("steps", std::to_string(spec.steps));
   w.set_metadata("warmup_steps", std::to_string(spec.warmup_steps));
+  w.set_metadata("pipeline", to_string(spec.pipeline));
+  w.set_metadata("qcomms_forward_precision", to_string(spec.qcomms.forward_precision));
+  w.set_metadata("qcomms_backward_precision", to_string(spec.qcomms.backward_precision));
+  w.set_metadata("network_json", to_json(spec)["network"].dump());
 }
 
 int64_t host_memory_bytes() {
@@ -996,6 +1215,12 @@ RunResult run_training(const WorkloadSpec& spec, const TrainerOptions& options) 
     result.error = errs.front().message;
   }
   for (auto& r : ranks) result.ranks.push_back(r->summary);
+  QuantError fwd, bwd;
+  for (auto& r : ranks) {
+    fwd.merge(r->fwd_error_);
+    bwd.merge(r->bwd_error_);
+  }
+  result.qcomms_error = {fwd.max_abs_error, fwd.relative(), bwd.max_abs_error, bwd.relative()};
   if (result.ended == RunEnd::complete) {  // also cancelled runs: the steps that ran
     const size_t n = ranks[0]->step_ns.size();
     for (size_t i = 0; i < n; ++i) {
@@ -1017,6 +1242,12 @@ RunResult run_training(const WorkloadSpec& spec, const TrainerOptions& options) 
     session->set_metadata("tracer_overhead_ns", std::to_string(result.tracer_overhead_ns));
     session->set_metadata("dropped_records", std::to_string(result.dropped_records));
     session->set_metadata("spans_recorded", std::to_string(sh.tracer.recorded()));
+    const auto& q = result.qcomms_error;
+    session->set_metadata("qcomms_error_json", nlohmann::json{{"forward_max_abs_error", q.forward_max_abs},
+                                                              {"forward_relative_error", q.forward_relative},
+                                                              {"backward_max_abs_error", q.backward_max_abs},
+                                                              {"backward_relative_error", q.backward_relative}}
+                                                   .dump());
     session->close(to_string(result.ended), result.error);
   }
   if (options.keep_tables && result.ended == RunEnd::complete) {

@@ -14,7 +14,11 @@
 #include <set>
 #include <sstream>
 
+#include <map>
+
 #include <nlohmann/json.hpp>
+
+#include "embedscope/sessions/session.h"
 
 namespace {
 struct Result {
@@ -239,4 +243,53 @@ TEST(Cli, SigintCancelsAndKeepsTheSession) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["ended"], "cancelled");
   EXPECT_GE(j["steps"].get<int>(), 3);
+}
+
+// --pipeline, --qcomms and the network flags reach the workload, the plan, the run summary and
+// the session; bf16 comms move half the bytes of the output dist (collective records).
+TEST(Cli, PipelineQcommsAndNetworkFlags) {
+  Result r = cli("plan --preset tiny --pipeline semi_sync --qcomms bf16 --network-bandwidth 1e9 --network-latency 5000 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["pipeline"], "semi_sync");
+  EXPECT_EQ(j["qcomms"]["forward_precision"], "bf16");
+  EXPECT_EQ(j["qcomms"]["backward_precision"], "bf16");
+  const auto link = nlohmann::json::parse(R"({"bandwidth_bytes_per_s": 1000000000, "latency_ns": 5000})");
+  EXPECT_EQ(j["network"]["intra_node"], link);
+  EXPECT_EQ(j["network"]["inter_node"], link);
+  r = cli("plan --preset tiny --network-bandwidth 1e9");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("network      intra_node 1 GB/s, 0 ns latency; inter_node 1 GB/s, 0 ns latency"),
+            std::string::npos) << r.out;
+  r = cli("run --preset tiny --pipeline async");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--pipeline: must be one of base, sparse_dist, semi_sync, got \"async\""), std::string::npos) << r.err;
+
+  std::map<std::string, int64_t> output_bytes;  // precision -> output dist bytes sent, all ranks and steps
+  for (const std::string p : {"fp32", "bf16"}) {
+    const std::string db = (scratch() / ("q_" + p + ".db")).string();
+    r = cli("run --preset tiny --devices 2 --sharding table_wise --steps 2 --pipeline sparse_dist --qcomms " + p +
+            " --network-latency 1000 --force-overwrite --json -o " + db);
+    ASSERT_EQ(r.code, 0) << r.err;
+    j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["pipeline"], "sparse_dist");
+    const double err = j["qcomms_error"]["forward_max_abs_error"].get<double>();
+    if (p == "fp32") {
+      EXPECT_EQ(err, 0.0);
+    } else {
+      EXPECT_GT(err, 0.0);
+    }
+    const embedscope::sessions::SessionReader s(db);
+    EXPECT_EQ(s.meta("pipeline"), "sparse_dist");
+    EXPECT_EQ(s.meta("qcomms_forward_precision"), p);
+    EXPECT_EQ(nlohmann::json::parse(s.meta("network_json")),
+              nlohmann::json::parse(R"({"intra_node": {"latency_ns": 1000}, "inter_node": {"latency_ns": 1000}})"));
+    for (const auto& c : s.collectives())
+      if (c.name == "output_dist/all_to_all") {
+        EXPECT_EQ(c.dtype, p == "bf16" ? "bfloat16" : "float32");
+        output_bytes[p] += c.bytes_sent;
+      }
+  }
+  EXPECT_GT(output_bytes["fp32"], 0);
+  EXPECT_EQ(output_bytes["bf16"] * 2, output_bytes["fp32"]);
 }

@@ -117,3 +117,122 @@ TEST(ProcessGroup, TimeoutNamesOpSequenceAndMissingRank) {
   }
   EXPECT_EQ(errors[2], "");
 }
+
+// ---- slow-network emulation ---------------------------------------------------------------------
+
+TEST(NetworkEmulation, TransferTimeArithmetic) {
+  EXPECT_EQ(emulated_transfer_ns({64 << 20, 0}, 8 << 20), 125'000'000);  // 8 MiB at 64 MiB/s
+  EXPECT_EQ(emulated_transfer_ns({1'000'000'000, 5000}, 1000), 6000);    // 5 us + 1 us
+  EXPECT_EQ(emulated_transfer_ns({3, 0}, 1), 333'333'334);               // rounded up
+  EXPECT_EQ(emulated_transfer_ns({0, 7}, int64_t{1} << 40), 7);          // latency only
+  EXPECT_EQ(emulated_transfer_ns({}, int64_t{1} << 40), 0);              // unlimited
+}
+
+TEST(NetworkEmulation, LinkClassesFollowLocalWorldSize) {
+  // 4 ranks, 2 per node: rank 0's peer 1 is intra-node, 2 and 3 inter-node.
+  auto errors = on_ranks(4, 10s, [](ProcessGroup& pg) {
+    NetworkSpec net;
+    net.intra_node = {int64_t{1} << 30, 0};        // 1 GiB/s
+    net.inter_node = {100 << 20, 1'000'000};       // 100 MiB/s, 1 ms
+    pg.set_network(net, 2);
+    if (pg.rank() != 0) return;
+    const int64_t MiB = 1 << 20;
+    // 1 MiB to each peer: intra 1 MiB / 1 GiB/s = 976563 ns; inter 1 ms + 2 MiB / 100 MiB/s = 21 ms
+    EXPECT_EQ(pg.emulated_min_ns(std::vector<int64_t>{0, MiB, MiB, MiB}, std::vector<int64_t>{0, 0, 0, 0}), 21'000'000);
+    // only intra-node bytes: the inter-node class still pays its latency (its peers take part)
+    EXPECT_EQ(pg.emulated_min_ns(std::vector<int64_t>{0, 4 * MiB, 0, 0}, std::vector<int64_t>{0, 0, 0, 0}), 3'906'250);
+    // full duplex: the larger of sent and received counts
+    EXPECT_EQ(pg.emulated_min_ns(std::vector<int64_t>{0, 0, 0, 0}, std::vector<int64_t>{0, 0, 0, 10 * MiB}),
+              101'000'000);
+    pg.set_network(NetworkSpec{}, 2);
+    EXPECT_EQ(pg.emulated_min_ns(std::vector<int64_t>{0, MiB, MiB, MiB}, std::vector<int64_t>{0, 0, 0, 0}), 0);
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+}
+
+// The limit is enforced on a real transfer: 16 MiB each way at 64 MiB/s takes 250 ms, and the
+// collective's duration (its record: from the start of the transfer, after the split-size check
+// in which a late peer would be waited for) is at least that and at most 10% more (localhost TCP
+// moves 16 MiB in a few ms, so the pacing, not the transfer, sets the time). The caller's own
+// wall time around the call is at least the emulated minimum too.
+TEST(NetworkEmulation, TransferRateWithinTenPercentOfTheLimit) {
+  constexpr int64_t kBytes = 16 << 20, kBandwidth = 64 << 20;
+  std::vector<int64_t> elapsed(2), records_bytes(2), records_ns(2);
+  auto errors = on_ranks(2, 20s, [&](ProcessGroup& pg) {
+    NetworkSpec net;
+    net.intra_node = {kBandwidth, 0};
+    pg.set_network(net, 2);
+    embedscope::profiler::RunClock clock;
+    pg.set_observer(&clock, [&](embedscope::sessions::CollectiveRecord&& r) {
+      if (r.name != std::string("big")) return;
+      records_bytes[static_cast<size_t>(pg.rank())] = r.bytes_sent;
+      records_ns[static_cast<size_t>(pg.rank())] = r.end_ns - r.start_ns;
+    });
+    float one = 1;
+    pg.all_reduce_sum("barrier", &one, 1);  // both ranks start the transfer together
+    const int peer = 1 - pg.rank();
+    std::vector<int64_t> sc(2, 0), rc(2, 0);
+    sc[static_cast<size_t>(peer)] = rc[static_cast<size_t>(peer)] = kBytes;
+    std::vector<char> send(kBytes, static_cast<char>(pg.rank() + 1)), recv(kBytes);
+    const auto t0 = std::chrono::steady_clock::now();
+    pg.all_to_all_v("big", send.data(), sc, recv.data(), rc, 1);
+    elapsed[static_cast<size_t>(pg.rank())] =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(recv.front(), static_cast<char>(peer + 1));  // the bytes really moved
+    EXPECT_EQ(recv.back(), static_cast<char>(peer + 1));
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  const int64_t min_ns = emulated_transfer_ns({kBandwidth, 0}, kBytes);
+  EXPECT_EQ(min_ns, 250'000'000);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(records_bytes[static_cast<size_t>(r)], kBytes);
+    EXPECT_GE(elapsed[static_cast<size_t>(r)], min_ns) << "rank " << r;
+    const int64_t took = records_ns[static_cast<size_t>(r)];
+    EXPECT_GE(took, min_ns) << "rank " << r;
+    EXPECT_LE(took, min_ns + min_ns / 10) << "rank " << r;
+    const double rate = static_cast<double>(kBytes) / (static_cast<double>(took) * 1e-9);
+    EXPECT_NEAR(rate / static_cast<double>(kBandwidth), 1.0, 0.1) << "rank " << r;
+  }
+}
+
+// Quantized comms: values rounded to fp16 / bf16 travel as 2-byte elements.
+TEST(QuantizedComms, HalfTheBytesAndRoundedValues) {
+  for (CommPrecision p : {CommPrecision::fp32, CommPrecision::fp16, CommPrecision::bf16}) {
+    std::vector<std::string> dtypes(2);
+    std::vector<int64_t> bytes(2);
+    auto errors = on_ranks(2, 10s, [&](ProcessGroup& pg) {
+      embedscope::profiler::RunClock clock;
+      pg.set_observer(&clock, [&](embedscope::sessions::CollectiveRecord&& r) {
+        if (r.name == std::string("q")) {
+          dtypes[static_cast<size_t>(pg.rank())] = r.dtype;
+          bytes[static_cast<size_t>(pg.rank())] = r.bytes_sent;
+        }
+      });
+      // 1 + 2^-10 is exact in fp16 (10 mantissa bits) and rounds to 1 in bf16 (7 bits)
+      const float x = 1.0f + 1.0f / 1024, y = 3.0f;
+      std::vector<float> send{x, y, x, y}, recv(4);
+      std::vector<int64_t> c(2, 2);
+      QuantError err;
+      pg.all_to_all_q("q", send.data(), c, recv.data(), c, p, &err);
+      const float want = p == CommPrecision::bf16 ? 1.0f : x;
+      EXPECT_EQ(recv, (std::vector<float>{want, y, want, y}));
+      EXPECT_DOUBLE_EQ(err.max_abs_error, p == CommPrecision::bf16 ? 1.0 / 1024 : 0.0);
+      EXPECT_DOUBLE_EQ(err.max_abs_value, p == CommPrecision::fp32 ? 0.0 : 3.0);
+      // reduce-scatter: two ranks' x summed after dequantization
+      float out[2];
+      pg.reduce_scatter_q("rs", send.data(), c, out, p, nullptr);
+      EXPECT_EQ(out[0], 2 * want);
+      std::vector<float> all(4);
+      pg.all_gather_q("ag", send.data(), all.data(), c, p, nullptr);
+      EXPECT_EQ(all, (std::vector<float>{want, y, want, y}));
+    });
+    for (const auto& e : errors) EXPECT_EQ(e, "");
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(dtypes[static_cast<size_t>(r)], precision_dtype(p));
+      EXPECT_EQ(bytes[static_cast<size_t>(r)], p == CommPrecision::fp32 ? 8 : 4);  // 2 values to the peer
+    }
+  }
+  EXPECT_EQ(round_to_precision(1.0f + 1.0f / 256, CommPrecision::bf16), 1.0f);  // tie -> even
+  EXPECT_EQ(round_to_precision(1.0f + 3.0f / 256, CommPrecision::bf16), 1.0f + 4.0f / 256);
+  EXPECT_EQ(round_to_precision(65520.0f, CommPrecision::fp16), std::numeric_limits<float>::infinity());
+}

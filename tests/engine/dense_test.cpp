@@ -126,3 +126,50 @@ TEST(Linear, ForwardBackwardHandComputed) {
   EXPECT_FLOAT_EQ(dx[2], 2.0f);
   EXPECT_FLOAT_EQ(dx[3], 4.0f);
 }
+
+// DDP bucket assignment: tensors in reverse order, a bucket closes once it holds >= the cap.
+TEST(DenseBuckets, ReverseOrderClosedAtTheCap) {
+  const std::vector<std::pair<int64_t, int64_t>> tensors{{0, 24}, {24, 8}, {32, 32}, {64, 4}, {68, 60}, {128, 6}};
+  // cap 100 B = 25 floats: {128..134) 24 B open, + {68..) = 264 B closes; {64..) 16 B, + {32..) = 144 B
+  // closes; {24..) 32 B, + {0..) = 128 B closes
+  using B = std::vector<std::pair<int64_t, int64_t>>;
+  EXPECT_EQ(dense_buckets(tensors, 100), (B{{68, 134}, {32, 68}, {0, 32}}));
+  EXPECT_EQ(dense_buckets(tensors, 25 << 20), (B{{0, 134}}));            // DDP's default: one bucket
+  EXPECT_EQ(dense_buckets(tensors, 4), (B{{128, 134}, {68, 128}, {64, 68}, {32, 64}, {24, 32}, {0, 24}}));
+  EXPECT_EQ(dense_buckets({}, 4), B{});
+}
+
+// The backward pass reports gradients final in reverse layer order: each report's suffix
+// already equals the completed backward's gradients.
+TEST(DenseModel, GradientsReadyInReverseLayerOrder) {
+  WorkloadSpec s;
+  s.tables = {{"t", 10, 4, Pooling::sum, {"f"}}};
+  s.features = {{"f", {}, {}}};
+  s.batch_size = 3;
+  s.dense = DenseSpec{2, {5, 4}, Interaction::dcn, 2, 3, {6, 1}};
+  DenseModel m(s, {4});
+  const std::vector<float> x{0.1f, -0.2f, 0.3f, 0.4f, -0.5f, 0.6f}, pooled(12, 0.25f), labels{1, 0, 1};
+  std::vector<float> dp(12);
+  const float* pp[] = {pooled.data()};
+  float* dpp[] = {dp.data()};
+  std::vector<int64_t> reports;
+  std::vector<std::vector<float>> suffixes;
+  m.forward_backward(3, x.data(), pp, labels.data(), dpp, [&](int64_t from) {
+    reports.push_back(from);
+    suffixes.emplace_back(m.grads().begin() + from, m.grads().end());
+  });
+  const auto tensors = m.param_tensors();
+  // bottom (w, b) x 2, cross (U, V, b) x 2, top (w, b) x 2; reported: the first tensor of each
+  // layer, last layer first
+  ASSERT_EQ(tensors.size(), 4u + 6u + 4u);
+  EXPECT_EQ(reports, (std::vector<int64_t>{tensors[12].first, tensors[10].first, tensors[7].first, tensors[4].first,
+                                           tensors[2].first, 0}));
+  int64_t total = 0;
+  for (const auto& [at, n] : tensors) {
+    EXPECT_EQ(at, total);
+    total += n;
+  }
+  EXPECT_EQ(total, m.num_params());
+  for (size_t i = 0; i < reports.size(); ++i)
+    EXPECT_EQ(suffixes[i], std::vector<float>(m.grads().begin() + reports[i], m.grads().end())) << i;
+}

@@ -161,6 +161,17 @@ void expect_same(const es::WorkloadSpec& a, const es::WorkloadSpec& b) {
   }
   EXPECT_EQ(a.invalid_ids, b.invalid_ids);
   EXPECT_EQ(a.collective_timeout_ms, b.collective_timeout_ms);
+  EXPECT_EQ(a.pipeline, b.pipeline);
+  EXPECT_EQ(a.qcomms.forward_precision, b.qcomms.forward_precision);
+  EXPECT_EQ(a.qcomms.backward_precision, b.qcomms.backward_precision);
+  EXPECT_EQ(a.network.intra_node.bandwidth_bytes_per_s, b.network.intra_node.bandwidth_bytes_per_s);
+  EXPECT_EQ(a.network.intra_node.latency_ns, b.network.intra_node.latency_ns);
+  EXPECT_EQ(a.network.inter_node.bandwidth_bytes_per_s, b.network.inter_node.bandwidth_bytes_per_s);
+  EXPECT_EQ(a.network.inter_node.latency_ns, b.network.inter_node.latency_ns);
+  EXPECT_EQ(a.dense.has_value(), b.dense.has_value());
+  if (a.dense && b.dense) {
+    EXPECT_EQ(a.dense->bucket_cap_bytes, b.dense->bucket_cap_bytes);
+  }
 }
 
 // ---- enums -----------------------------------------------------------------------------------
@@ -185,6 +196,12 @@ TEST(SpecEnums, ToStringSpellsEveryValue) {
   EXPECT_STREQ(es::to_string(es::Interaction::dot), "dot");
   EXPECT_STREQ(es::to_string(es::Interaction::cat), "cat");
   EXPECT_STREQ(es::to_string(es::Interaction::dcn), "dcn");
+  EXPECT_STREQ(es::to_string(es::PipelineKind::base), "base");
+  EXPECT_STREQ(es::to_string(es::PipelineKind::sparse_dist), "sparse_dist");
+  EXPECT_STREQ(es::to_string(es::PipelineKind::semi_sync), "semi_sync");
+  EXPECT_STREQ(es::to_string(es::CommPrecision::fp32), "fp32");
+  EXPECT_STREQ(es::to_string(es::CommPrecision::fp16), "fp16");
+  EXPECT_STREQ(es::to_string(es::CommPrecision::bf16), "bf16");
 }
 
 TEST(SpecEnums, ShardingTypeFromString) {
@@ -247,6 +264,38 @@ TEST(SpecParse, MinimalSpecGetsDefaults) {
   EXPECT_TRUE(s.sharding.per_table.empty());
   EXPECT_EQ(s.invalid_ids, es::InvalidIdPolicy::error);
   EXPECT_EQ(s.collective_timeout_ms, 30000);
+  EXPECT_EQ(s.pipeline, es::PipelineKind::base);
+  EXPECT_EQ(s.qcomms.forward_precision, es::CommPrecision::fp32);
+  EXPECT_EQ(s.qcomms.backward_precision, es::CommPrecision::fp32);
+  EXPECT_FALSE(s.network.limited());
+}
+
+TEST(SpecParse, PipelineQcommsNetworkAndBuckets) {
+  json j = base_spec();
+  j["pipeline"] = "semi_sync";
+  j["qcomms"] = json::parse(R"({"forward_precision": "bf16", "backward_precision": "fp16"})");
+  j["network"] = json::parse(R"({"inter_node": {"bandwidth_bytes_per_s": 1e9, "latency_ns": 5000}})");
+  j["dense"]["bucket_cap_bytes"] = 4096;
+  const es::WorkloadSpec s = es::parse_workload(j, "t.json");
+  EXPECT_EQ(s.pipeline, es::PipelineKind::semi_sync);
+  EXPECT_EQ(s.qcomms.forward_precision, es::CommPrecision::bf16);
+  EXPECT_EQ(s.qcomms.backward_precision, es::CommPrecision::fp16);
+  EXPECT_FALSE(s.network.intra_node.limited());  // absent = unlimited
+  EXPECT_EQ(s.network.inter_node.bandwidth_bytes_per_s, 1'000'000'000);
+  EXPECT_EQ(s.network.inter_node.latency_ns, 5000);
+  EXPECT_EQ(s.dense->bucket_cap_bytes, 4096);
+  EXPECT_EQ(es::parse_workload(base_spec(), "t.json").dense->bucket_cap_bytes, 25 << 20);  // DDP's 25 MiB
+  const json out = es::to_json(s);
+  EXPECT_EQ(out.at("network"), json::parse(R"({"inter_node": {"bandwidth_bytes_per_s": 1000000000, "latency_ns": 5000}})"));
+  EXPECT_EQ(out.at("pipeline"), "semi_sync");
+  expect_same(es::parse_workload(json::parse(out.dump()), "rt"), s);
+  EXPECT_EQ(es::pipeline_from_string("sparse_dist", "--pipeline"), es::PipelineKind::sparse_dist);
+  try {
+    es::pipeline_from_string("async", "--pipeline");
+    FAIL() << "no error";
+  } catch (const es::SpecError& e) {
+    EXPECT_STREQ(e.what(), "--pipeline: must be one of base, sparse_dist, semi_sync, got \"async\"");
+  }
 }
 
 TEST(SpecParse, OmittedFeaturesAreAppendedInTableOrder) {
@@ -497,6 +546,24 @@ const ErrorCase kErrorCases[] = {
      "test.json: /optimizer/beta2: must be in [0, 1), got -0.1"},
     {"timeout_zero", R"([{"op": "add", "path": "/collective_timeout_ms", "value": 0}])",
      "test.json: /collective_timeout_ms: must be in [100, 86400000], got 0"},
+    {"pipeline_unknown", R"([{"op": "add", "path": "/pipeline", "value": "async"}])",
+     "test.json: /pipeline: must be one of base, sparse_dist, semi_sync, got \"async\""},
+    {"qcomms_unknown_key", R"([{"op": "add", "path": "/qcomms", "value": {"fwd": "bf16"}}])",
+     "test.json: /qcomms/fwd: unknown key"},
+    {"qcomms_precision", R"([{"op": "add", "path": "/qcomms", "value": {"backward_precision": "int8"}}])",
+     "test.json: /qcomms/backward_precision: must be one of fp32, fp16, bf16, got \"int8\""},
+    {"network_unknown_class", R"([{"op": "add", "path": "/network", "value": {"nvlink": {}}}])",
+     "test.json: /network/nvlink: unknown key"},
+    {"network_bandwidth_zero", R"([{"op": "add", "path": "/network", "value": {"intra_node": {"bandwidth_bytes_per_s": 0}}}])",
+     "test.json: /network/intra_node/bandwidth_bytes_per_s: must be > 0, got 0"},
+    {"network_latency_negative", R"([{"op": "add", "path": "/network", "value": {"inter_node": {"latency_ns": -1}}}])",
+     "test.json: /network/inter_node/latency_ns: must be >= 0, got -1"},
+    {"network_latency_huge", R"([{"op": "add", "path": "/network", "value": {"inter_node": {"latency_ns": 1e11}}}])",
+     "test.json: /network/inter_node/latency_ns: must be <= 10000000000, got 100000000000"},
+    {"network_not_object", R"([{"op": "add", "path": "/network", "value": {"inter_node": 5}}])",
+     "test.json: /network/inter_node: must be an object, got number"},
+    {"bucket_cap_zero", R"([{"op": "add", "path": "/dense/bucket_cap_bytes", "value": 0}])",
+     "test.json: /dense/bucket_cap_bytes: must be > 0, got 0"},
     {"compaction_negative", R"([{"op": "add", "path": "/memory", "value": {"compaction": -1}}])",
      "test.json: /memory/compaction: must be >= 0, got -1"},
     {"max_split_small", R"([{"op": "add", "path": "/memory", "value": {"max_split_size": 1024}}])",

@@ -287,3 +287,23 @@ TEST(DeviceArena, CompactionPacksLiveBuffersAndKeepsTheirData) {
   EXPECT_FLOAT_EQ(z[z.size() - 1], 3.0f);
   EXPECT_EQ(a.in_use(), 10 * MiB);
 }
+
+// DDP buckets: one all-reduce per bucket per step. tiny's dense part (4 dense features, bottom
+// [8], cat, top [16, 1]) has 6 tensors; a 4-byte cap gives each its own bucket, the default
+// 25 MiB one bucket. The bytes all-reduced add up to the parameters plus loss and vote.
+TEST(Trainer, DenseGradientsAllReducedPerBucket) {
+  for (const auto& [cap, buckets] : {std::pair{int64_t{4}, 6}, std::pair{int64_t{25} << 20, 1}}) {
+    WorkloadSpec s = tiny(2);
+    s.steps = 2;
+    s.dense->bucket_cap_bytes = cap;
+    for (PipelineKind p : {PipelineKind::base, PipelineKind::semi_sync}) {
+      s.pipeline = p;
+      RunResult r = run_training(s);
+      ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
+      int count = 0;
+      for (const auto& e : r.events)
+        if (e.rank == 0 && e.step == 1 && std::string(e.name) == "dense_all_reduce") ++count;
+      EXPECT_EQ(count, buckets) << "cap " << cap << " " << to_string(p);
+    }
+  }
+}

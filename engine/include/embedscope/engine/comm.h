@@ -8,7 +8,10 @@
 //  - marks the caller's arrival in the rendezvous store, so that a timeout can name the ranks
 //    that never arrived,
 //  - counts bytes sent to and received from other ranks (a rank's own slice is not counted),
-//  - fails after the group's timeout with a CollectiveError, never hangs.
+//  - fails after the group's timeout with a CollectiveError, never hangs,
+//  - with a network limit (set_network), takes at least the emulated time of its transfers,
+//  - float collectives can travel as fp16 / bf16 (TorchRec qcomms): quantized before the
+//    collective, dequantized after it, half the bytes on the wire.
 
 #include <chrono>
 #include <cstdint>
@@ -19,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "embedscope/engine/spec.h"
 #include "embedscope/profiler/tracer.h"
 #include "embedscope/sessions/events.h"
 
@@ -53,6 +57,27 @@ class RankVanished : public std::runtime_error {
 
 /// The linked Gloo's version, "0.5.0".
 std::string gloo_version();
+
+/// Quantization error of the values a rank sent through fp16 / bf16 collectives.
+struct QuantError {
+  double max_abs_error = 0;  ///< max |x - dequantize(quantize(x))|
+  double max_abs_value = 0;  ///< max |x|
+  /// Norm-wise relative error max_abs_error / max_abs_value (0 when nothing was quantized).
+  double relative() const { return max_abs_value > 0 ? max_abs_error / max_abs_value : 0.0; }
+  void merge(const QuantError& o);
+};
+
+/// `v` rounded to precision `p` (round to nearest even, as Eigen::half / Eigen::bfloat16 and
+/// PyTorch's .to(torch.bfloat16) do) and back to fp32; fp32 returns v unchanged.
+float round_to_precision(float v, CommPrecision p);
+/// Bytes per element on the wire: 4 (fp32), 2 (fp16, bf16).
+size_t precision_bytes(CommPrecision p);
+/// The dtype name in collective records: float32, float16, bfloat16.
+const char* precision_dtype(CommPrecision p);
+
+/// Emulated duration of moving `bytes` over `link`, in ns:
+/// latency_ns + ceil(bytes * 1e9 / bandwidth_bytes_per_s) (no bandwidth term when unlimited).
+int64_t emulated_transfer_ns(const LinkSpec& link, int64_t bytes);
 
 /// The key-value store through which ranks find each other (Gloo rendezvous). In-process for
 /// ranks that are threads of one process.
@@ -109,6 +134,38 @@ class ProcessGroup {
   /// all-reduce (sum, fp32), in place.
   void all_reduce_sum(const char* op_name, float* data, int64_t count);
 
+  /// all_to_all_v of floats sent in precision `p`: every value (the rank's own slice too) is
+  /// rounded to `p` before the collective, which moves 2-byte elements for fp16 / bf16, and
+  /// widened to fp32 after it. `err` (may be null) accumulates the error of the values sent.
+  void all_to_all_q(const char* op_name, const float* send, std::span<const int64_t> send_counts, float* recv,
+                    std::span<const int64_t> recv_counts, CommPrecision p, QuantError* err);
+  /// reduce_scatter with blocks sent in precision `p`, summed in fp32 after dequantization.
+  void reduce_scatter_q(const char* op_name, const float* send, std::span<const int64_t> counts, float* recv,
+                        CommPrecision p, QuantError* err);
+  /// all_gather_v of floats sent in precision `p`.
+  void all_gather_q(const char* op_name, const float* send, float* recv, std::span<const int64_t> counts,
+                    CommPrecision p, QuantError* err);
+
+  /// Slow-network emulation. Members r and s of this group are on the same node when
+  /// r / local_world_size == s / local_world_size (global ranks), and their link is then of
+  /// class `net.intra_node`, else `net.inter_node`. From then on every collective (except the
+  /// split-size check of an all-to-all, which TorchRec does not make) returns no earlier than
+  ///   start + max over the link classes c of this rank's peers of
+  ///           latency_ns(c) + n_c * 1e9 / bandwidth_bytes_per_s(c),
+  /// where n_c is the larger of the bytes this rank sent to and received from the peers of
+  /// class c (all-to-all and all-gather: the per-peer splits; all-reduce: the ring's
+  /// 2 (n-1)/n of the buffer to the next rank and from the previous one), i.e. each rank has
+  /// one full-duplex port per link class. The bytes still move over Gloo; the collective is
+  /// held until the emulated time has passed. An unlimited class adds nothing.
+  void set_network(const NetworkSpec& net, int local_world_size) {
+    network_ = net;
+    local_world_size_ = local_world_size;
+  }
+  /// The emulated minimum duration of one collective for this rank, given the bytes sent to
+  /// and received from each group rank (group order; its own entry is ignored). 0 without a
+  /// network limit.
+  int64_t emulated_min_ns(std::span<const int64_t> sent_bytes, std::span<const int64_t> received_bytes) const;
+
   /// Receives a record of every collective this rank completes (on the calling thread), with
   /// times on `clock`. `step` is filled in by the observer.
   using Observer = std::function<void(sessions::CollectiveRecord&&)>;
@@ -128,11 +185,17 @@ class ProcessGroup {
   struct Splits {
     std::vector<int64_t> send, recv;  // elements per peer (empty: no per-peer split)
     size_t elem_size = 4;
+    const char* dtype = nullptr;      // record's dtype; null: from elem_size
+    int64_t ring_bytes = 0;           // all-reduce: bytes to the next rank (and from the previous)
+    bool paced = true;                // false: exempt from the network emulation
   };
   template <class F>
   void run(const char* kind, const char* op_name, Splits splits, F&& body);
   void all_to_all_impl(const char* kind, const char* op_name, const void* send, std::span<const int64_t> send_counts,
-                       void* recv, std::span<const int64_t> recv_counts, size_t elem_size);
+                       void* recv, std::span<const int64_t> recv_counts, size_t elem_size,
+                       const char* dtype = nullptr);
+  void all_gather_impl(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
+                       size_t elem_size, Splits splits);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
@@ -146,6 +209,8 @@ class ProcessGroup {
   CommCounters counters_;
   const profiler::RunClock* clock_ = nullptr;
   Observer observer_;
+  NetworkSpec network_;
+  int local_world_size_ = 1;
 };
 
 }  // namespace embedscope::engine

@@ -9,7 +9,9 @@
 // Matrix products use BLAS (OpenBLAS sgemm).
 
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "embedscope/engine/spec.h"
@@ -36,6 +38,14 @@ void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const fl
 void linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y, bool relu,
                      float* dy, float* dw, float* db, float* dx);
 
+/// DDP's gradient buckets (torch.distributed's compute_bucket_assignment_by_size): the tensors
+/// (offset, count of fp32 values), taken in reverse order, are packed into buckets; a bucket is
+/// closed once it holds >= bucket_cap_bytes. Returns the buckets as [begin, end) value ranges
+/// in the order they become ready in the backward pass (last parameters first). Tensors must be
+/// contiguous and in forward order. DDP's smaller first bucket (1 MiB) is not modelled.
+std::vector<std::pair<int64_t, int64_t>> dense_buckets(const std::vector<std::pair<int64_t, int64_t>>& tensors,
+                                                       int64_t bucket_cap_bytes);
+
 class DenseModel {
  public:
   /// Builds and initialises the parameters from spec.seed (Xavier-uniform weights, zero
@@ -54,8 +64,15 @@ class DenseModel {
   ///  labels: B values in {0, 1}
   ///  d_pooled[f]: receives B x feature_dims[f], d(mean loss)/d(pooled)
   /// Overwrites grads() with d(mean loss)/d(params). Returns the mean BCE loss of the batch.
+  /// on_grads_ready (may be empty) is called during the backward pass, after each layer's
+  /// gradients are final, with the offset `ready_from` such that grads()[ready_from, end) are
+  /// final (layers finish in reverse order, and parameters are laid out in forward order).
   double forward_backward(int64_t B, const float* dense_x, std::span<const float* const> pooled,
-                          const float* labels, std::span<float* const> d_pooled);
+                          const float* labels, std::span<float* const> d_pooled,
+                          const std::function<void(int64_t ready_from)>& on_grads_ready = {});
+  /// The parameter tensors (offset, count) in params(), in forward order: per bottom layer its
+  /// weight and bias, per DCN layer U, V, bias, per top layer weight and bias.
+  std::vector<std::pair<int64_t, int64_t>> param_tensors() const;
 
   /// params -= lr * grad (plain SGD on the dense part).
   void sgd_step(float lr, const float* grad);

@@ -22,6 +22,14 @@ struct ReferenceResult {
   std::vector<double> loss;                ///< per iteration, mean over the global batch
 };
 
+/// spec.pipeline semi_sync: batch 0 is looked up in the initial tables and batch i >= 1 in the
+/// tables as they were before batch i-1's embedding update (one step of staleness; the dense
+/// part and the optimizer state are not stale), as the semi_sync pipeline runs it. base and
+/// sparse_dist train the same model. spec.qcomms: the pooled outputs of sharded (not
+/// data_parallel) tables are rounded to forward_precision, and their pooled gradients (of the
+/// global mean loss, i.e. divided by devices.count) to backward_precision, as the collectives
+/// round them (sharded row_wise / table_row_wise sums round per-rank partial sums instead, which
+/// the parity tests allow for).
 /// Trains `iterations` steps on the global batch (devices.count local batches) with whole
 /// tables. `plan` only supplies FBGEMM's per-shard row-wise state: under column_wise sharding
 /// rowwise_adagrad keeps one accumulator per row and column shard (as TorchRec does), and the

@@ -36,6 +36,8 @@ constexpr int64_t kMaxSteps = 1'000'000'000;
 constexpr int64_t kMaxMemoryBytes = int64_t{1} << 50;     ///< 1 PiB per device
 constexpr int64_t kMinCollectiveTimeoutMs = 100;
 constexpr int64_t kMaxCollectiveTimeoutMs = 86'400'000;   ///< one day
+constexpr int64_t kMaxBandwidthBytesPerS = int64_t{1} << 50;  ///< 1 PiB/s
+constexpr int64_t kMaxLatencyNs = 10'000'000'000;              ///< 10 s
 constexpr size_t kMaxWorkloadFileBytes = size_t{64} << 20;
 
 enum class Pooling { sum, mean };
@@ -55,6 +57,14 @@ enum class Backend { cpu };
 /// dot: DLRM pairwise dot products (all dims equal the bottom MLP output); cat: concatenation;
 /// dcn: DCN-v2 low-rank cross network over the concatenation (MLPerf DLRM-DCNv2).
 enum class Interaction { dot, cat, dcn };
+/// Training pipelines, named as TorchRec names them (torchrec.distributed.train_pipeline):
+/// base = TrainPipelineBase (each phase waits for the previous one), sparse_dist =
+/// TrainPipelineSparseDist (the input dist of batch i+1 runs while batch i computes), semi_sync
+/// = TrainPipelineSemiSync (the output dist of batch i+1 runs while the dense part of batch i
+/// computes; one step of staleness in the embedding weights, see trainer.h).
+enum class PipelineKind { base, sparse_dist, semi_sync };
+/// Precision of a communicated tensor (TorchRec qcomms' CommType FP32 / FP16 / BF16).
+enum class CommPrecision { fp32, fp16, bf16 };
 
 const char* to_string(Pooling p);
 const char* to_string(ShardingType s);
@@ -63,6 +73,10 @@ const char* to_string(IdDistributionKind k);
 const char* to_string(InvalidIdPolicy p);
 const char* to_string(Backend b);
 const char* to_string(Interaction i);
+const char* to_string(PipelineKind p);
+const char* to_string(CommPrecision p);
+/// Parses "base" | "sparse_dist" | "semi_sync"; throws SpecError naming `where`.
+PipelineKind pipeline_from_string(const std::string& s, const std::string& where);
 /// Parses the spelling used in JSON and on the command line ("row_wise", ...).
 /// Throws SpecError naming `where` and listing the accepted values.
 ShardingType sharding_type_from_string(const std::string& s, const std::string& where);
@@ -143,6 +157,10 @@ struct DenseSpec {
   int dcn_num_layers = 3;         ///< dcn: cross layers
   int dcn_low_rank_dim = 512;     ///< dcn: rank of each cross layer's W = U V^T
   std::vector<int> top_mlp;       ///< layer widths, last must be 1, e.g. {512,256,1}
+  /// Dense gradients are all-reduced in buckets of at most this many bytes (PyTorch DDP's
+  /// bucket_cap_mb, in bytes; default 25 MiB as DDP), each started as soon as the backward pass
+  /// has produced its gradients (reverse layer order).
+  int64_t bucket_cap_bytes = int64_t{25} << 20;
 };
 
 /// How each device's memory is managed (engine/allocator.h).
@@ -150,6 +168,27 @@ struct MemorySpec {
   AllocatorKind allocator = AllocatorKind::caching;
   int64_t max_split_size = 0;  ///< bytes; 0 = unlimited, else >= 20 MiB (PyTorch's rule)
   int64_t compaction = 0;      ///< pack each device every N steps (0 = never)
+};
+
+/// One link class of the slow-network emulation (comm.h: ProcessGroup::set_network).
+struct LinkSpec {
+  int64_t bandwidth_bytes_per_s = 0;  ///< bytes per second, > 0; 0 = unlimited
+  int64_t latency_ns = 0;             ///< added once per collective, >= 0
+  bool limited() const { return bandwidth_bytes_per_s > 0 || latency_ns > 0; }
+};
+/// Emulated network: links within a node (ranks r, s with r / local_world_size ==
+/// s / local_world_size, as table_row_wise groups them) and across nodes. Absent = unlimited.
+struct NetworkSpec {
+  LinkSpec intra_node;
+  LinkSpec inter_node;
+  bool limited() const { return intra_node.limited() || inter_node.limited(); }
+};
+/// TorchRec qcomms (QCommsConfig): the precision of the embedding output dist (forward) and of
+/// the gradient dist (backward). Values are quantized before the collective and dequantized
+/// after it, so fp16 / bf16 send half the bytes of fp32.
+struct QCommsSpec {
+  CommPrecision forward_precision = CommPrecision::fp32;
+  CommPrecision backward_precision = CommPrecision::fp32;
 };
 
 struct WorkloadSpec {
@@ -169,6 +208,9 @@ struct WorkloadSpec {
   MemorySpec memory;
   InvalidIdPolicy invalid_ids = InvalidIdPolicy::error;
   int64_t collective_timeout_ms = 30000;
+  PipelineKind pipeline = PipelineKind::base;
+  QCommsSpec qcomms;
+  NetworkSpec network;
 
   /// Index of the table that serves feature `f`, and the feature index of a name.
   int table_of_feature(size_t f) const;

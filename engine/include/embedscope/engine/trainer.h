@@ -3,7 +3,7 @@
 // plus one comm worker thread per rank, real Gloo collectives over TCP on 127.0.0.1, and a
 // capacity-limited DeviceArena per rank.
 //
-// One training step, as TorchRec runs it (base pipeline, nothing overlapped yet):
+// One training step, as TorchRec runs it (base pipeline: each op waits for the previous one):
 //   input_dist   KJT all-to-all: id counts per (shard, feature), then lengths, then ids
 //                (row-wise tables bucketize ids by row range first)
 //   lookup       pooled lookup of every local shard (sum / mean)
@@ -14,7 +14,26 @@
 //   grad_dist    the reverse collectives: all-to-all, all-gather, all-to-all + all-gather
 //   backward     embedding backward with the fused optimizer (data_parallel: sparse row
 //                gradients all-gathered, then applied on every replica)
-//   allreduce    dense gradients (and the loss) all-reduced, SGD on the dense part
+//   allreduce    dense gradients (and the loss) all-reduced in DDP buckets (dense.bucket_cap_bytes),
+//                each started on the comm worker during the backward pass; SGD on the dense part
+// Pipelines (spec.pipeline; the comm worker runs queued collectives one at a time, in order):
+//   base         the phases above, in order, one batch per step.
+//   sparse_dist  TrainPipelineSparseDist: just before the dense part of batch i, the input of
+//                batch i+1 is made and bucketized and its input dist queued on the comm
+//                worker, so the KJT all-to-all runs under the dense forward/backward; step i+1
+//                starts from the received KJT. Same results as base.
+//   semi_sync    TrainPipelineSemiSync: just before the dense part of batch i, batch i+1 is
+//                input-distributed and looked up and its output dist queued on the comm worker,
+//                so the embedding all-to-all of batch i+1 runs under the dense forward/backward
+//                of batch i, followed on the comm worker by the input dist of batch i+2 (as in
+//                sparse_dist; TorchRec's TrainPipelineSemiSync extends TrainPipelineSparseDist).
+//                Staleness: batch i+1 is looked up before batch i's embedding update
+//                is applied, so batch 0 sees the initial tables and batch i >= 1 sees the tables
+//                after the updates of batches 0..i-2 (not i-1). The gradients of batch i+1 are
+//                applied to the current tables (after batch i's update) and optimizer state;
+//                the dense part is not stale. run_reference() trains the same way.
+// The queued collectives of batch i+1 are always followed in the queue by a collective of
+// batch i that the step waits for, so every step's collectives end inside the step.
 // Gradients are those of the mean loss over the global batch (B x world samples): the
 // pooled-embedding gradients are divided by the world size before the gradient dist, and the
 // dense all-reduce is averaged, so every sharding type trains the same model as the
@@ -100,6 +119,14 @@ struct RunResult {
   /// keep_tables: full tables (num_embeddings x embedding_dim) and dense parameters.
   std::vector<std::vector<float>> tables;
   std::vector<float> dense_params;
+  /// qcomms: the numerical error of the values sent in fp16 / bf16 against their fp32 values,
+  /// over the whole run and every rank: max |x - dequantize(quantize(x))|, and that divided by
+  /// max |x| (norm-wise relative error). forward: the output dist (pooled embeddings, or the
+  /// per-rank partial sums of row-wise tables); backward: the gradient dist. 0 for fp32.
+  struct QCommsError {
+    double forward_max_abs = 0, forward_relative = 0;
+    double backward_max_abs = 0, backward_relative = 0;
+  } qcomms_error;
 };
 
 /// Runs the workload. Throws SpecError for a spec that cannot run (before any thread
