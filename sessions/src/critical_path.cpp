@@ -1,6 +1,7 @@
 #include "embedscope/sessions/critical_path.h"
 
 #include <algorithm>
+#include <climits>
 #include <tuple>
 
 #include "embedscope/sessions/analysis.h"
@@ -8,6 +9,11 @@
 namespace embedscope::sessions {
 
 namespace {
+// How long after its predecessor ended an op may start and still count as started by it
+// (thread hand-over and wake-up); past that, an op of the rank running across its start is the
+// one it was launched from.
+constexpr int64_t kLaunchSlackNs = 50'000;
+
 bool is_compute(OpCategory c) { return c != OpCategory::comm && c != OpCategory::memcpy; }
 }  // namespace
 
@@ -36,12 +42,15 @@ StepCriticalPath critical_path(const std::vector<OpRecord>& ops, const std::vect
   StepCriticalPath path;
   path.step = step;
   // Per rank, the valid ops ordered by (end, start): the predecessor of time t on a rank is the
-  // last entry with end <= t.
+  // last entry with end <= t. Per (rank, lane), the valid ops ordered by start: the op of a lane
+  // running at time t is the last one starting before t, if it ends after t.
   std::map<int32_t, std::vector<size_t>> by_end;
+  std::map<std::pair<int32_t, int32_t>, std::vector<size_t>> by_start;
   size_t last = ops.size();
   for (size_t i = 0; i < ops.size(); ++i) {
     if (ops[i].end_ns <= ops[i].start_ns) continue;
     by_end[ops[i].rank].push_back(i);
+    by_start[{ops[i].rank, ops[i].lane}].push_back(i);
     if (last == ops.size() || ops[i].end_ns > ops[last].end_ns) last = i;
   }
   if (last == ops.size()) return path;
@@ -49,13 +58,28 @@ StepCriticalPath critical_path(const std::vector<OpRecord>& ops, const std::vect
     std::sort(v.begin(), v.end(), [&](size_t a, size_t b) {
       return std::tie(ops[a].end_ns, ops[a].start_ns) < std::tie(ops[b].end_ns, ops[b].start_ns);
     });
+  for (auto& [lane, v] : by_start)
+    std::sort(v.begin(), v.end(), [&](size_t a, size_t b) { return ops[a].start_ns < ops[b].start_ns; });
+  // The op of `rank` (any lane) running across t that started last, or ops.size().
+  auto running_at = [&](int32_t rank, int64_t t) {
+    size_t found = ops.size();
+    for (auto it = by_start.lower_bound({rank, INT32_MIN}); it != by_start.end() && it->first.first == rank; ++it) {
+      const auto& v = it->second;
+      auto after = std::partition_point(v.begin(), v.end(), [&](size_t i) { return ops[i].start_ns < t; });
+      if (after == v.begin()) continue;
+      const size_t i = *std::prev(after);
+      if (ops[i].end_ns > t && (found == ops.size() || ops[i].start_ns > ops[found].start_ns)) found = i;
+    }
+    return found;
+  };
   std::vector<const std::vector<size_t>*> instance_of(ops.size(), nullptr);
   const auto instances = collective_instances(ops, collectives);
   for (const auto& [key, members] : instances)
     for (size_t i : members) instance_of[i] = &members;
 
   // Walk back from the op that ends last. Time strictly decreases at every hop (a predecessor
-  // ends at or before the current start and starts before it ends), so the walk terminates.
+  // ends at or before the current start, an op running across it started before it), so the
+  // walk terminates.
   std::vector<PathSegment> reversed;
   size_t cur = last;
   int64_t seg_end = ops[cur].end_ns;
@@ -65,15 +89,24 @@ StepCriticalPath critical_path(const std::vector<OpRecord>& ops, const std::vect
     if (instance_of[cur])
       for (size_t m : *instance_of[cur])
         if (ops[m].end_ns > ops[m].start_ns && ops[m].start_ns > ops[from].start_ns && ops[m].start_ns < seg_end) from = m;
-    const int64_t t = ops[from].start_ns;
+    const int64_t t = std::min(ops[from].start_ns, seg_end);
     reversed.push_back({PathSegment::Kind::op, c.rank, c.lane, c.name_id, c.category, t, seg_end});
-    const auto& candidates = by_end[ops[from].rank];
+    const int32_t rank = ops[from].rank;
+    const auto& candidates = by_end[rank];
     auto it = std::upper_bound(candidates.begin(), candidates.end(), t,
                                [&](int64_t value, size_t i) { return value < ops[i].end_ns; });
-    if (it == candidates.begin()) break;
-    const size_t pred = *std::prev(it);
+    const size_t pred = it == candidates.begin() ? ops.size() : *std::prev(it);
+    // An op that starts while another op of its rank runs, long after anything before it ended,
+    // was launched from inside that op (e.g. a DDP bucket's all-reduce during the backward pass).
+    const size_t running = running_at(rank, t);
+    if (running != ops.size() && (pred == ops.size() || t - ops[pred].end_ns > kLaunchSlackNs)) {
+      cur = running;
+      seg_end = t;
+      continue;
+    }
+    if (pred == ops.size()) break;
     if (ops[pred].end_ns < t)
-      reversed.push_back({PathSegment::Kind::gap, ops[from].rank, 0, 0, OpCategory::other, ops[pred].end_ns, t});
+      reversed.push_back({PathSegment::Kind::gap, rank, 0, 0, OpCategory::other, ops[pred].end_ns, t});
     cur = pred;
     seg_end = ops[pred].end_ns;
   }

@@ -61,6 +61,23 @@ TEST(CriticalPath, CrossLaneDependencyIsTheLastOpToFinish) {
   EXPECT_EQ(p.segments[2], (PathSegment{K::gap, 0, 0, 0, OpCategory::other, 250, 260}));
 }
 
+TEST(CriticalPath, AnOpLaunchedFromInsideARunningOpContinuesIntoIt) {
+  // rank 0: input [0, 100); dense [200 us, 1 ms) launches a bucket all-reduce at 900 us on the
+  // comm lane (until 1.5 ms); the optimizer waits for it. The path runs through the part of the
+  // dense op before the launch, not through a gap back to the input.
+  std::vector<OpRecord> ops{rec(0, 0, OpCategory::input, kLookup, 0, 100),
+                            rec(0, 0, OpCategory::dense, kDense, 200'000, 1'000'000),
+                            rec(0, 1, OpCategory::comm, kA2a, 900'000, 1'500'000),
+                            rec(0, 0, OpCategory::optimizer, 3, 1'500'000, 1'600'000)};
+  const StepCriticalPath p = critical_path(ops, {});
+  ASSERT_EQ(p.segments.size(), 5u);
+  EXPECT_EQ(p.segments[0], (PathSegment{K::op, 0, 0, kLookup, OpCategory::input, 0, 100}));
+  EXPECT_EQ(p.segments[1], (PathSegment{K::gap, 0, 0, 0, OpCategory::other, 100, 200'000}));
+  EXPECT_EQ(p.segments[2], (PathSegment{K::op, 0, 0, kDense, OpCategory::dense, 200'000, 900'000}));
+  EXPECT_EQ(p.segments[3], (PathSegment{K::op, 0, 1, kA2a, OpCategory::comm, 900'000, 1'500'000}));
+  EXPECT_EQ(p.segments[4], (PathSegment{K::op, 0, 0, 3, OpCategory::optimizer, 1'500'000, 1'600'000}));
+}
+
 TEST(CriticalPath, CollectiveRecordsSeparateGroupsWithEqualSequences) {
   // Two node groups run their own all-to-all, both with sequence 1 and the same name.
   std::vector<OpRecord> ops;

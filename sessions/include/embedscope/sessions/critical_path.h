@@ -6,6 +6,10 @@
 //   - an op waited for the op of the same rank (any lane) that finished last before it started
 //     (the previous op of its lane, or the collective whose result it consumed, or the compute
 //     op that produced what a collective sends);
+//   - an op that starts while another op of its rank is running, more than 50 us after the
+//     last op of the rank ended, was launched from inside the running op (a DDP bucket's
+//     all-reduce issued during the backward pass, a queued input dist): the path continues
+//     into the running op at that moment;
 //   - a collective cannot finish before its last member has joined it: the instance of a
 //     collective (process group, sequence number) on every rank finishes after the latest start
 //     of the instance on any rank.
