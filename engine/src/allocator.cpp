@@ -109,10 +109,27 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
     advice = "the live data does not fit this device: spread the largest tables over more devices (row_wise, "
              "column_wise), lower batch_size, or use an optimizer with less state (sgd, rowwise_adagrad)";
   } else {
-    why = fmt::format(
-        "fragmentation: {} are free, but the largest free block is {} and the {} of capacity not reserved cannot hold a "
-        "new segment for it",
-        format_bytes(free_bytes), format_bytes(st.largest_free_block), format_bytes(st.capacity - st.reserved));
+    // The caching allocator serves requests of at most 1 MiB from its small pool (2 MiB
+    // segments) and larger ones from the large pool; a free block of the other pool does not count.
+    int64_t pool_largest = st.largest_free_block;
+    const bool small = rounded <= kSmallSize;
+    if (config_.kind == AllocatorKind::caching) {
+      pool_largest = 0;
+      for (const auto& seg : snapshot())
+        if (seg.small_pool == small)
+          for (const auto& b : seg.blocks)
+            if (!b.allocated) pool_largest = std::max(pool_largest, b.size);
+    }
+    const std::string largest =
+        pool_largest == st.largest_free_block
+            ? fmt::format("the largest free block is {}", format_bytes(st.largest_free_block))
+            : fmt::format("requests {} 1 MiB come from the {} pool, whose largest free block is {} (the largest free block "
+                          "of the other pool, {}, cannot serve them)",
+                          small ? "up to" : "above", small ? "small" : "large", format_bytes(pool_largest),
+                          format_bytes(st.largest_free_block));
+    why = fmt::format("fragmentation: {} are free, but {}, and the {} of capacity not reserved cannot hold a new {} segment "
+                      "for it",
+                      format_bytes(free_bytes), largest, format_bytes(st.capacity - st.reserved), format_bytes(reservation));
     std::vector<std::string> tips;
     if (config_.kind != AllocatorKind::expandable)
       tips.push_back("the expandable allocator (expandable_segments), whose segments grow into freed space at their end");

@@ -86,6 +86,31 @@ TEST(Fragmentation, MeasuresOnAHandBuiltLayout) {
   EXPECT_DOUBLE_EQ(st.memviz_fragmentation, (100.0 + 900.0) / 10000.0);
 }
 
+// A small request cannot use the free space of the large pool (PyTorch's two pools): with the
+// small pool's 2 MiB segment full and no room for another, it fails as fragmentation, and the
+// explanation says which pool's free blocks count.
+TEST(Allocator, SmallRequestsCannotUseTheLargePool) {
+  auto a = make(AllocatorKind::caching, 22 * MiB + MiB / 2);
+  Allocation big = a->allocate(5 * MiB, "weights");  // a 20 MiB large-pool segment, 15 MiB free in it
+  Allocation s1 = a->allocate(MiB, "kjt"), s2 = a->allocate(MiB, "kjt");  // fill one 2 MiB small segment
+  try {
+    a->allocate(512 * 1024, "comm_buffer");
+    FAIL() << "expected DeviceOutOfMemory";
+  } catch (const DeviceOutOfMemory& e) {
+    EXPECT_TRUE(e.fragmentation);
+    EXPECT_EQ(e.free_bytes, 15 * MiB + MiB / 2);
+    const std::string m = e.what();
+    EXPECT_NE(m.find("fragmentation: 15.5 MiB are free, but requests up to 1 MiB come from the small pool, whose largest "
+                     "free block is 0 B (the largest free block of the other pool, 15.0 MiB, cannot serve them), and the "
+                     "512.0 KiB of capacity not reserved cannot hold a new 2.0 MiB segment"),
+              std::string::npos)
+        << m;
+  }
+  a->free(big);
+  a->free(s1);
+  a->free(s2);
+}
+
 // One small live block pinned in a freed large block makes a later large request fail as
 // fragmentation while free bytes are enough; expandable segments fit it.
 TEST(Allocator, PinnedBlockCausesFragmentationOom) {

@@ -214,6 +214,27 @@ TEST(Trainer, EstimateBoundsWhatRanksAllocate) {
   }
 }
 
+// Periodic compaction rescues a run that fragments over its steps: under semi_sync the next
+// batch's buffers stay alive across the step boundary, pinned between the step's freed
+// temporaries, and the caching allocator of a 645 MiB device runs out of small-pool space in
+// step 1 while 20 MiB are free; packing the device after step 0 lets the run complete.
+TEST(Trainer, CompactionRescuesAFragmentingRun) {
+  WorkloadSpec s = load_preset("criteo_kaggle");
+  s.steps = 3;
+  s.warmup_steps = 1;
+  s.pipeline = PipelineKind::semi_sync;
+  s.devices.memory_bytes = 645LL << 20;
+  TrainerOptions opt;
+  opt.keep_events = false;
+  RunResult r = run_training(s, opt);
+  ASSERT_EQ(r.ended, RunEnd::oom) << r.error;
+  EXPECT_NE(r.error.find("fragmentation: "), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("come from the small pool"), std::string::npos) << r.error;
+  s.memory.compaction = 2;  // after iterations 1 and 3: the first measured step and the last
+  r = run_training(s, opt);
+  EXPECT_EQ(r.ended, RunEnd::complete) << r.error;
+}
+
 // A mid-step OOM: the plan fits, the caching allocator's segments do not. The run ends "oom" with
 // an explanation, and the session keeps the layout at the moment of failure (the step's buffers
 // still alive) and the failed request in the memory history; the direct allocator runs.
