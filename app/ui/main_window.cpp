@@ -17,6 +17,7 @@
 #include <QTableView>
 #include <QToolBar>
 #include <QTreeView>
+#include <QHBoxLayout>
 #include <QVBoxLayout>
 
 #include <sqlite3.h>
@@ -30,6 +31,7 @@
 #include "embedscope/sessions/analysis.h"
 #include "embedscope/sessions/export.h"
 #include "compare.h"
+#include "critical_path_model.h"
 #include "load_view.h"
 #include "memory_view.h"
 #include "rank_stats_model.h"
@@ -74,14 +76,39 @@ QWidget* summary_page(const sessions::SessionReader& s, QWidget* parent) {
   table->setModel(model);
   table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table->verticalHeader()->hide();  // the rank column says it
+  table->verticalHeader()->setDefaultSectionSize(table->fontMetrics().height() + 6);
   auto* plan = new QTreeView(page);
   plan->setModel(new ShardingPlanModel(s, st, plan));
   plan->setAlternatingRowColors(true);
   plan->expandAll();
   plan->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
   plan->header()->setStretchLastSection(false);
+  // what bounded the steps, and what each collective cost (the tables of `embedscope stats`)
+  auto* paths = new QHBoxLayout;
+  auto add_table = [&](QAbstractItemModel* m, const QString& title, const QString& tip) {
+    auto* box = new QVBoxLayout;
+    auto* caption = new QLabel(title, page);
+    caption->setToolTip(tip);
+    auto* view = new QTableView(page);
+    view->setModel(m);
+    m->setParent(view);
+    view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    view->verticalHeader()->hide();
+    view->verticalHeader()->setDefaultSectionSize(view->fontMetrics().height() + 6);
+    box->addWidget(caption);
+    box->addWidget(view);
+    paths->addLayout(box, 1);
+  };
+  add_table(new CriticalPathModel(st, s), "<b>Critical path</b>: what bounded the steps",
+            "Walked back from the op that ended each step last; an op waits for the op of its rank that ended last "
+            "before it started (or the op it was launched from), a collective for its last member (dependencies "
+            "inferred). Summed over the measured steps.");
+  add_table(new CollectiveTimesModel(st, s), "<b>Collectives</b> per step, summed over ranks",
+            "exposed: time with no compute under it on its rank; waiting for peers: time from a rank joining a "
+            "collective to its last member joining");
   layout->addWidget(label);
   layout->addWidget(table, 1);
+  layout->addLayout(paths, 1);
   layout->addWidget(new QLabel("<b>Sharding plan</b>: per rank the shards it holds, its planned and peak memory, and the ids "
                                "and bytes its lookups took in and gave out (measured steps)", page));
   layout->addWidget(plan, 2);

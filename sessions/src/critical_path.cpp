@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <set>
 #include <tuple>
 
 #include "embedscope/sessions/analysis.h"
@@ -21,7 +22,10 @@ std::map<CollectiveKey, std::vector<size_t>> collective_instances(const std::vec
                                                                   const std::vector<CollectiveRecord>& collectives) {
   std::map<std::pair<int32_t, uint64_t>, std::vector<const CollectiveRecord*>> by_rank_seq;
   for (const auto& c : collectives) by_rank_seq[{c.rank, c.sequence}].push_back(&c);
-  std::map<CollectiveKey, std::vector<size_t>> out;
+  // The group of each comm op from its rank's records; an op without a record of its own joins
+  // the group of the others of its (name, sequence) when they agree on one.
+  std::vector<std::pair<size_t, CollectiveKey>> keyed;
+  std::map<std::pair<int32_t, uint64_t>, std::set<std::string>> groups;
   for (size_t i = 0; i < ops.size(); ++i) {
     const OpRecord& o = ops[i];
     if (o.category != OpCategory::comm || o.correlation == 0) continue;
@@ -30,8 +34,16 @@ std::map<CollectiveKey, std::vector<size_t>> collective_instances(const std::vec
       for (const CollectiveRecord* c : it->second)
         if (c->start_ns >= o.start_ns && c->end_ns <= o.end_ns) {
           key.group = c->group;
+          groups[{o.name_id, o.correlation}].insert(c->group);
           break;
         }
+    keyed.emplace_back(i, std::move(key));
+  }
+  std::map<CollectiveKey, std::vector<size_t>> out;
+  for (auto& [i, key] : keyed) {
+    if (key.group.empty())
+      if (auto it = groups.find({key.name_id, key.sequence}); it != groups.end() && it->second.size() == 1)
+        key.group = *it->second.begin();
     out[key].push_back(i);
   }
   return out;

@@ -97,6 +97,13 @@ TEST(CriticalPath, CollectiveRecordsSeparateGroupsWithEqualSequences) {
   EXPECT_EQ((with[{"node0", kA2a, 1}]), (std::vector<size_t>{0, 1}));
   EXPECT_EQ((with[{"node1", kA2a, 1}]), (std::vector<size_t>{2, 3}));
   EXPECT_EQ(collective_instances(ops, {}).size(), 1u);  // without records: joined by name and sequence
+  // an op without a record joins the one group its name and sequence have, if only one
+  const std::vector<OpRecord> pair(ops.begin(), ops.begin() + 2);
+  EXPECT_EQ((collective_instances(pair, {colls[0]})[{"node0", kA2a, 1}]), (std::vector<size_t>{0, 1}));
+  colls.pop_back();  // rank 3 has no record and two groups are named: it stays on its own
+  auto ambiguous = collective_instances(ops, colls);
+  EXPECT_EQ((ambiguous[{"node1", kA2a, 1}]), (std::vector<size_t>{2}));
+  EXPECT_EQ((ambiguous[{"", kA2a, 1}]), (std::vector<size_t>{3}));
 }
 
 TEST(CriticalPath, CollectiveTimesByHand) {

@@ -35,6 +35,7 @@
 
 #include "colors.h"
 #include "compare.h"
+#include "critical_path_model.h"
 #include "memory_compare.h"
 #include "scenario.h"
 #include "scenario_view.h"
@@ -208,6 +209,36 @@ TEST(RankStatsModel, PassesTheModelTesterAndShowsFigures) {
   EXPECT_EQ(m.data(m.index(0, RankStatsModel::Compute)).toString(), "300.0 us");
   EXPECT_EQ(m.data(m.index(0, RankStatsModel::IdsLookedUp)).toLongLong(), 10);
   EXPECT_EQ(m.headerData(RankStatsModel::ExposedComm, Qt::Horizontal).toString(), "exposed comm");
+}
+
+// busy_session's critical paths by hand: step 0 runs rank 1's lookup [150, 250) us, the
+// output all-to-all from rank 1's join at 250 to 300, rank 0's dense part [300, 500); step 1
+// rank 0's lookup [600, 700) and its gradient all-to-all [700, 800). 550 us in all.
+TEST(CriticalPathModel, PassesTheModelTesterAndShowsThePath) {
+  sessions::SessionReader r(busy_session());
+  const auto st = sessions::analyze(r);
+  CriticalPathModel m(st, r);
+  QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  std::map<QString, qlonglong> on_path;
+  for (int i = 0; i < m.rowCount(); ++i)
+    on_path[m.data(m.index(i, CriticalPathModel::Op)).toString()] = m.data(m.index(i, CriticalPathModel::OnPath), Qt::UserRole).toLongLong();
+  EXPECT_EQ(on_path, (std::map<QString, qlonglong>{{"dense", 200'000}, {"lookup", 200'000},
+                                                   {"output_dist/all_to_all", 50'000}, {"grad_dist/all_to_all", 100'000}}));
+  for (int i = 0; i < m.rowCount(); ++i)
+    if (m.data(m.index(i, CriticalPathModel::Op)).toString() == "dense") {
+      EXPECT_EQ(m.data(m.index(i, CriticalPathModel::Share)).toString(), "36.4 %");
+      EXPECT_EQ(m.data(m.index(i, CriticalPathModel::TopRank)).toInt(), 0);
+      EXPECT_EQ(m.data(m.index(i, CriticalPathModel::StepsBounded)).toLongLong(), 1);
+    }
+  CollectiveTimesModel c(st, r);
+  QAbstractItemModelTester ctester(&c, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  ASSERT_EQ(c.rowCount(), 2);
+  // most exposed first: output_dist 100 + 70 us over 2 steps (rank 0 waited 50 us for rank 1)
+  EXPECT_EQ(c.data(c.index(0, CollectiveTimesModel::Name)).toString(), "output_dist/all_to_all");
+  EXPECT_EQ(c.data(c.index(0, CollectiveTimesModel::Exposed), Qt::UserRole).toLongLong(), 85'000);
+  EXPECT_EQ(c.data(c.index(0, CollectiveTimesModel::Waiting), Qt::UserRole).toLongLong(), 25'000);
+  EXPECT_EQ(c.data(c.index(0, CollectiveTimesModel::Count)).toLongLong(), 1);
+  EXPECT_EQ(c.data(c.index(1, CollectiveTimesModel::Time)).toString(), "50.0 us");
 }
 
 TEST(TimelineWidget, DrawsOpsWhereTheyAreAndNothingElsewhere) {

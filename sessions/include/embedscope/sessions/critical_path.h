@@ -63,7 +63,9 @@ struct CollectiveKey {
 
 /// For every op of `ops`, the collective instance it belongs to: comm ops with a non-zero
 /// correlation (the group's sequence number). A CollectiveRecord of the same rank and sequence
-/// whose [start, end) lies inside the op gives the group. Result: key -> indices into `ops`.
+/// whose [start, end) lies inside the op gives the group; an op without one takes the group of
+/// the other ops of its name and sequence when they name exactly one. Result: key -> indices
+/// into `ops`.
 std::map<CollectiveKey, std::vector<size_t>> collective_instances(const std::vector<OpRecord>& ops,
                                                                   const std::vector<CollectiveRecord>& collectives);
 

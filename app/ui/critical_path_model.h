@@ -1,0 +1,54 @@
+#pragma once
+// The critical path and per-collective times of a session (sessions/critical_path.h, the
+// tables of `embedscope stats`) as Qt item models for the Summary tab.
+
+#include <QAbstractTableModel>
+#include <QStringList>
+
+#include "embedscope/sessions/analysis.h"
+#include "embedscope/sessions/session.h"
+
+namespace embedscope::ui {
+
+/// One row per op name on the critical path (and one for the gaps), most time first:
+/// op, category, time on the path (summed over the measured steps), share of the path, the rank
+/// where most of it ran, steps in which it held the most path time.
+class CriticalPathModel : public QAbstractTableModel {
+  Q_OBJECT
+
+ public:
+  enum Column { Op, Category, OnPath, Share, TopRank, StepsBounded, ColumnCount };
+  CriticalPathModel(const sessions::RunStats& stats, const sessions::SessionReader& session, QObject* parent = nullptr);
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : ColumnCount; }
+  /// DisplayRole: formatted text; Qt::UserRole: the raw number (ns, share 0..1, count).
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+
+ private:
+  std::vector<sessions::CriticalPathEntry> entries_;
+  QStringList names_;
+};
+
+/// One row per collective name, most exposed first, per measured step and summed over ranks:
+/// name, ops, bytes, time, exposed time (no compute under it on its rank), time waiting for the
+/// last member to join.
+class CollectiveTimesModel : public QAbstractTableModel {
+  Q_OBJECT
+
+ public:
+  enum Column { Name, Count, Bytes, Time, Exposed, Waiting, ColumnCount };
+  CollectiveTimesModel(const sessions::RunStats& stats, const sessions::SessionReader& session, QObject* parent = nullptr);
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : ColumnCount; }
+  /// DisplayRole: formatted text; Qt::UserRole: the raw per-step number (ns, bytes, count).
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+
+ private:
+  std::vector<sessions::CollectiveTimes> rows_;
+  QStringList names_;
+  int64_t steps_ = 1;
+};
+
+}  // namespace embedscope::ui
