@@ -30,6 +30,9 @@
 #include "embedscope/engine/comm.h"
 #include "embedscope/sessions/analysis.h"
 #include "embedscope/sessions/export.h"
+#ifdef EMBEDSCOPE_CUDA_VERSION
+#include "embedscope/engine/nccl_comm.h"
+#endif
 #include "compare.h"
 #include "critical_path_model.h"
 #include "load_view.h"
@@ -141,7 +144,7 @@ QString about_text() {
                      .arg(sqlite_version())
                      .arg(QString::fromStdString(engine::gloo_version()));
 #ifdef EMBEDSCOPE_CUDA_VERSION
-  text += ", CUDA toolkit " EMBEDSCOPE_CUDA_VERSION;
+  text += ", CUDA toolkit " EMBEDSCOPE_CUDA_VERSION ", NCCL " + QString::fromStdString(engine::nccl_version());
 #endif
   return text;
 }

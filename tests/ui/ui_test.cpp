@@ -1220,6 +1220,9 @@ TEST(About, NamesTheVersions) {
   EXPECT_TRUE(text.contains("Qt " + QString(qVersion()))) << text.toStdString();
   EXPECT_TRUE(text.contains("SQLite " + sqlite_version())) << text.toStdString();
   EXPECT_TRUE(text.contains("Gloo " + QString::fromStdString(engine::gloo_version()))) << text.toStdString();
+#ifdef EMBEDSCOPE_WITH_CUDA  // NCCL 2.x, from the library itself
+  EXPECT_TRUE(text.contains(QRegularExpression("CUDA toolkit \\d+\\.\\d+.*, NCCL 2\\.\\d+\\.\\d+"))) << text.toStdString();
+#endif
 }
 
 int main(int argc, char** argv) {
