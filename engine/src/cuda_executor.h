@@ -1,0 +1,63 @@
+#pragma once
+// The device side of the cuda executor (trainer.cpp runs the step program; built with
+// EMBEDSCOPE_WITH_CUDA, defined in cuda_executor.cpp of embedscope_engine_cuda). Internal.
+//
+// One CudaRankDevice per rank: its GPU, a compute stream for its kernels and copies, the
+// allocator of its device memory, the lookup (tbe_forward) and the fused row optimizer
+// (tbe_backward_update) on the shard weights held there, and the rank's NCCL collectives.
+
+#include <cstdint>
+#include <memory>
+
+#include <cuda_runtime_api.h>
+
+#include "collectives.h"
+#include "embedscope/engine/allocator.h"
+#include "embedscope/engine/kernels.h"
+#include "embedscope/engine/nccl_comm.h"
+#include "embedscope/engine/spec.h"
+
+namespace embedscope::engine::detail {
+
+class CudaRankDevice {
+ public:
+  /// Creates the compute stream on `device` (the calling thread's current device becomes it).
+  explicit CudaRankDevice(int device);
+  ~CudaRankDevice();
+  CudaRankDevice(const CudaRankDevice&) = delete;
+  CudaRankDevice& operator=(const CudaRankDevice&) = delete;
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  /// cudaSetDevice(device()) on the calling thread.
+  void bind_thread() const;
+  /// The allocator of this GPU for `config` (capacity capped at the GPU's free memory): caching
+  /// and direct on cudaMalloc segments, expandable on CUDA VMM, cuda_async on a memory pool.
+  std::unique_ptr<DeviceAllocator> make_allocator(AllocatorConfig config) const;
+
+  /// Copies on the compute stream; to_host waits for it.
+  void to_device(void* dst, const void* src, int64_t bytes) const;
+  void to_host(void* dst, const void* src, int64_t bytes) const;
+  /// pooled_lookup (kernels.h) of one shard on the GPU: all pointers are device memory;
+  /// out: n_bags x cols. scale: per bag, or nullptr (sum).
+  void lookup(const float* weights, int64_t rows, int64_t cols, const int64_t* ids, const int64_t* offsets, int64_t n_bags,
+              const float* scale, float* out) const;
+  /// apply_row_optimizer (kernels.h) on the GPU for the rows of a sparse gradient: rows
+  /// (n distinct local row indices) and values (n x cols) are device memory; offsets: the
+  /// device array 0, 1, ..., n (one bag per row).
+  void update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1, float* momentum2,
+              int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets, int64_t n,
+              const float* values) const;
+
+ private:
+  int device_;
+  cudaStream_t stream_ = nullptr;
+};
+
+/// Collectives on host buffers over an NCCL communicator: each call copies the send buffer to
+/// a device staging buffer (outside the rank's allocator), runs the collective on the
+/// communicator's comm stream after the copy (an event orders them), waits for it and copies
+/// the result back. fp32 qcomms only (the spec refuses others on the cuda backend).
+std::unique_ptr<Collectives> nccl_collectives(NcclComm& comm);
+
+}  // namespace embedscope::engine::detail
