@@ -428,7 +428,7 @@ class BlockAllocator final : public DeviceAllocator {
     s.size -= cut;
     reserved_ -= cut;
     notify(AllocatorEvent::Kind::segment_free, s.addr + s.size, cut, 0, {});  // the pages returned
-    commit(s, s.size);
+    if (s.base) source_->decommit(s.base, s.size, s.size + cut);
   }
 
   void release(int64_t addr) {

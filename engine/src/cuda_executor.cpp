@@ -32,7 +32,8 @@ cuda::TbePlan shard_plan(int64_t rows, int64_t cols, int64_t bags) {
 
 CudaRankDevice::CudaRankDevice(int device) : device_(device) {
   bind_thread();
-  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  // a blocking stream: it waits for the legacy default stream, on which TbePlan uploads its tables
+  check(cudaStreamCreate(&stream_), "cudaStreamCreate");
 }
 
 CudaRankDevice::~CudaRankDevice() {

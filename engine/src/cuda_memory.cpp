@@ -117,10 +117,8 @@ class CudaVmmSource final : public SegmentSource {
       vmm_.check(rc, "cuMemCreate");
       vmm_.check(vmm_.map(addr(base, i), static_cast<size_t>(granularity_), 0, h, 0), "cuMemMap");
       r.handles.push_back(h);
+      vmm_.check(vmm_.set_access(addr(base, i), static_cast<size_t>(granularity_), &access_, 1), "cuMemSetAccess");
     }
-    if (last > first)
-      vmm_.check(vmm_.set_access(addr(base, first), static_cast<size_t>((last - first) * granularity_), &access_, 1),
-                 "cuMemSetAccess");
     return true;
   }
   void decommit(void* base, int64_t from, int64_t) override {

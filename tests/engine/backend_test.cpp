@@ -193,12 +193,18 @@ TEST(SegmentSource, CachingAndExpandableGetTheirMemoryFromTheSource) {
   src->log.clear();
   {
     auto a = es::DeviceAllocator::create({es::AllocatorKind::expandable, 64 * MiB, 0, true}, src);
-    const es::Allocation x = a->allocate(3 * MiB, "weights");  // grows by 2 pages of 2 MiB
+    // grows by 2 pages of 2 MiB, [0, 4 MiB); the 1 MiB rest is not split off (large-pool blocks
+    // split only when more than 1 MiB remains), so x holds all 4 MiB
+    const es::Allocation x = a->allocate(3 * MiB, "weights");
     static_cast<char*>(x.ptr)[3 * MiB - 1] = 1;
+    const es::Allocation y = a->allocate(3 * MiB, "weights");  // no free tail: grows by 4 MiB
+    static_cast<char*>(y.ptr)[3 * MiB - 1] = 1;
+    a->free(y);
+    a->empty_cache();  // the free 4 MiB tail goes back
     a->free(x);
-    a->empty_cache();  // the free tail goes back
+    a->empty_cache();  // the whole segment goes back
   }
-  EXPECT_EQ(src->log, (std::vector<std::string>{"reserve 67108864", "commit 0 4194304", "decommit 0 4194304",
-                                                "release 67108864"}));
+  EXPECT_EQ(src->log, (std::vector<std::string>{"reserve 67108864", "commit 0 4194304", "commit 4194304 8388608",
+                                                "decommit 4194304 8388608", "decommit 0 4194304", "release 67108864"}));
   EXPECT_THROW(es::DeviceAllocator::create({es::AllocatorKind::cuda_async, 64 * MiB, 0, true}), std::invalid_argument);
 }
