@@ -34,9 +34,11 @@ CudaRankDevice::CudaRankDevice(int device) : device_(device) {
   bind_thread();
   // a blocking stream: it waits for the legacy default stream, on which TbePlan uploads its tables
   check(cudaStreamCreate(&stream_), "cudaStreamCreate");
+  blas_ = std::make_unique<cuda::Blas>(stream_);
 }
 
 CudaRankDevice::~CudaRankDevice() {
+  blas_.reset();
   if (stream_) {
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
@@ -86,6 +88,18 @@ void CudaRankDevice::update(const OptimizerSpec& opt, int64_t iteration, float* 
   const cuda::TbePlan plan = shard_plan(rows, cols, n);
   cuda::tbe_backward_update(plan, weights, momentum1, momentum2, row_ids, offsets, n, nullptr, values, opt, iteration,
                             stream_);
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+void CudaRankDevice::linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b,
+                                    bool relu, float* y) const {
+  cuda::linear_forward_cuda(*blas_, B, in, out, x, w, b, relu, y);
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+void CudaRankDevice::linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y,
+                                     bool relu, float* dy, float* dw, float* db, float* dx) const {
+  cuda::linear_backward_cuda(*blas_, B, in, out, x, w, y, relu, dy, dw, db, dx);
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
 }
 

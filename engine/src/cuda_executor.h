@@ -17,6 +17,10 @@
 #include "embedscope/engine/nccl_comm.h"
 #include "embedscope/engine/spec.h"
 
+namespace embedscope::engine::cuda {
+class Blas;
+}
+
 namespace embedscope::engine::detail {
 
 class CudaRankDevice {
@@ -48,10 +52,17 @@ class CudaRankDevice {
   void update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1, float* momentum2,
               int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets, int64_t n,
               const float* values) const;
+  /// linear_forward / linear_backward (dense.h) on cuBLAS (linear_forward_cuda /
+  /// linear_backward_cuda) on the compute stream; device pointers; waits for the result.
+  void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
+                      float* y) const;
+  void linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y, bool relu,
+                       float* dy, float* dw, float* db, float* dx) const;
 
  private:
   int device_;
   cudaStream_t stream_ = nullptr;
+  std::unique_ptr<cuda::Blas> blas_;  // on stream_
 };
 
 /// Collectives on host buffers over an NCCL communicator: each call copies the send buffer to

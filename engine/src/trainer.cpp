@@ -252,6 +252,15 @@ class Rank {
   void to_gpu(DeviceBuffer<T>& b) {
     if (gpu_) gpu_->to_device(b.device_data(), b.data(), static_cast<int64_t>(b.size() * sizeof(T)));
   }
+  // A block of the arena (GPU memory) holding a copy of n host floats.
+  DeviceBuffer<float> on_gpu(const char* tag, const float* host, int64_t n) {
+    auto b = buf<float>(tag, static_cast<size_t>(n));
+    gpu_->to_device(b.device_data(), host, n * static_cast<int64_t>(sizeof(float)));
+    return b;
+  }
+  // The dense part's fully connected layers on cuBLAS, each with its inputs and parameters
+  // copied to the GPU and its outputs back (the interaction and the loss stay on the host).
+  void dense_layers_on_gpu();
 #else
   static const NoGpu* gpu_of(const Shared&, int) { return nullptr; }
 #endif
@@ -410,6 +419,35 @@ void Rank::shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g) 
   apply_row_optimizer(sh_.spec.optimizer, iteration, ls.weights.data(), ls.s.num_cols, ls.state(), g);
 }
 
+#if EMBEDSCOPE_WITH_CUDA
+void Rank::dense_layers_on_gpu() {
+  constexpr int64_t f = sizeof(float);
+  DenseModel::LinearOps ops;
+  ops.forward = [this](int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
+                       float* y) {
+    auto d_x = on_gpu("activations", x, B * in), d_w = on_gpu("dense", w, out * in), d_b = on_gpu("dense", b, out);
+    auto d_y = buf<float>("activations", static_cast<size_t>(B * out));
+    gpu_->linear_forward(B, in, out, d_x.device_data(), d_w.device_data(), d_b.device_data(), relu, d_y.device_data());
+    gpu_->to_host(y, d_y.device_data(), B * out * f);
+  };
+  ops.backward = [this](int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y, bool relu,
+                        float* dy, float* dw, float* db, float* dx) {
+    auto d_x = on_gpu("activations", x, B * in), d_w = on_gpu("dense", w, out * in);
+    auto d_y = on_gpu("activations", y, B * out), d_dy = on_gpu("gradients", dy, B * out);
+    auto d_dw = buf<float>("gradients", static_cast<size_t>(out * in)), d_db = buf<float>("gradients", static_cast<size_t>(out));
+    DeviceBuffer<float> d_dx;
+    if (dx) d_dx = buf<float>("gradients", static_cast<size_t>(B * in));
+    gpu_->linear_backward(B, in, out, d_x.device_data(), d_w.device_data(), d_y.device_data(), relu, d_dy.device_data(),
+                          d_dw.device_data(), d_db.device_data(), dx ? d_dx.device_data() : nullptr);
+    gpu_->to_host(dy, d_dy.device_data(), B * out * f);  // ReLU-masked in place, as the CPU function does
+    gpu_->to_host(dw, d_dw.device_data(), out * in * f);
+    gpu_->to_host(db, d_db.device_data(), out * f);
+    if (dx) gpu_->to_host(dx, d_dx.device_data(), B * in * f);
+  };
+  dense_.set_linear_ops(std::move(ops));
+}
+#endif
+
 void Rank::setup() {
   const auto& spec = sh_.spec;
   current_step_ = step_of(0) - 1;  // setup's allocations belong to the step before the first
@@ -507,6 +545,9 @@ void Rank::setup() {
       shards.push_back(std::move(ls));
     }
   }
+#if EMBEDSCOPE_WITH_CUDA
+  if (gpu_) dense_layers_on_gpu();
+#endif
   buckets_ = dense_buckets(dense_.param_tensors(), spec.dense ? spec.dense->bucket_cap_bytes : int64_t{25} << 20);
   if (buckets_.empty()) buckets_.emplace_back(0, 0);  // no dense parameters: the loss alone
   dense_params_ = DeviceBuffer<float>(&arena_, "dense");
