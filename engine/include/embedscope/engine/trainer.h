@@ -5,9 +5,10 @@
 //  - cuda (EMBEDSCOPE_WITH_CUDA): rank r on GPU r, the same threads, NCCL collectives
 //    (ncclCommInitAll) instead of Gloo, and the DeviceArena over the GPU's memory (cudaMalloc,
 //    CUDA VMM or a cudaMallocAsync pool; cuda_memory.h). The shard weights and optimizer state
-//    live on the GPU, where the lookup (tbe_forward) and the row optimizer
-//    (tbe_backward_update) run; bucketizing, the KJT permute, packing of the dist buffers, the
-//    sparse-gradient accumulation and the dense part run on the host, with explicit copies.
+//    live on the GPU, where the lookup (tbe_forward), the row optimizer (tbe_backward_update)
+//    and the MLP layers (cuBLAS) run; bucketizing, the KJT permute, packing of the dist
+//    buffers, the sparse-gradient accumulation, the interaction and the loss run on the host,
+//    with explicit copies.
 //    base pipeline, fp32 qcomms, no network emulation or compaction (validate refuses the
 //    rest). With a session and options.trace, CUPTI records the GPU work into it (GPU lanes).
 //
