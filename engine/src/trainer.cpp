@@ -1346,17 +1346,11 @@ RunResult run_training(const WorkloadSpec& requested, const TrainerOptions& opti
         spec.devices.count, format_bytes(need), format_bytes(host)));
 
   Shared sh(spec, result.plan, options);
-  std::unique_ptr<sessions::SessionWriter> session;
-  if (!options.session_path.empty()) {
-    session = std::make_unique<sessions::SessionWriter>(options.session_path, options.session_overwrite);
-    sh.session = session.get();
-    result.session_path = options.session_path;
-    write_run_metadata(*session, spec, result.plan, sh.tracer.clock());
-  }
   const int W = spec.devices.count;
 #if EMBEDSCOPE_WITH_CUDA
   // cuda backend: rank r on GPU r, one NCCL communicator per rank and group (ncclCommInitAll),
-  // and CUPTI for the whole run. Declared before the ranks, which use them, so they outlive them.
+  // and CUPTI for the whole run, set up before the session file exists (an NCCL error throws).
+  // Declared before the ranks, which use them, so they outlive them.
   std::vector<std::unique_ptr<NcclComm>> comms;
   std::unique_ptr<profiler::CuptiTracer> cupti;
   std::string cupti_error;
@@ -1389,7 +1383,7 @@ RunResult run_training(const WorkloadSpec& requested, const TrainerOptions& opti
         adopt(NcclComm::init_all(m, fmt::format("cross{}", l), timeout, m), sh.nccl_cross, m);
       }
     }
-    if (options.trace && session) {
+    if (options.trace && !options.session_path.empty()) {
       try {
         cupti = std::make_unique<profiler::CuptiTracer>(sh.tracer.clock());
         for (int r = 0; r < W; ++r) cupti->map_device(r, r);
@@ -1407,8 +1401,20 @@ RunResult run_training(const WorkloadSpec& requested, const TrainerOptions& opti
     }
   }
 #endif
+  std::unique_ptr<sessions::SessionWriter> session;
+  if (!options.session_path.empty()) {
+    session = std::make_unique<sessions::SessionWriter>(options.session_path, options.session_overwrite);
+    sh.session = session.get();
+    result.session_path = options.session_path;
+    write_run_metadata(*session, spec, result.plan, sh.tracer.clock());
+  }
   std::vector<std::unique_ptr<Rank>> ranks;
-  for (int r = 0; r < W; ++r) ranks.push_back(std::make_unique<Rank>(sh, r));
+  try {
+    for (int r = 0; r < W; ++r) ranks.push_back(std::make_unique<Rank>(sh, r));
+  } catch (const std::exception& e) {  // e.g. a GPU allocator that cannot be set up: the session says so
+    if (session) session->close(to_string(RunEnd::crashed), e.what());
+    throw;
+  }
   std::vector<std::thread> threads;
   for (int r = 0; r < W; ++r) {
     threads.emplace_back([&, r] {
