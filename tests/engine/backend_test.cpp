@@ -208,3 +208,61 @@ TEST(SegmentSource, CachingAndExpandableGetTheirMemoryFromTheSource) {
                                                 "decommit 4194304 8388608", "decommit 0 4194304", "release 67108864"}));
   EXPECT_THROW(es::DeviceAllocator::create({es::AllocatorKind::cuda_async, 64 * MiB, 0, true}), std::invalid_argument);
 }
+
+namespace {
+// The figures a cuda_async pool reports (allocated = used, reserved = the pool's), without a
+// device: how its OOM is explained.
+class FakePool final : public es::DeviceAllocator {
+ public:
+  FakePool(int64_t capacity, int64_t used, int64_t reserved)
+      : DeviceAllocator({es::AllocatorKind::cuda_async, capacity, 0, true}), used_(used), reserved_(reserved) {}
+  es::Allocation allocate(int64_t bytes, const std::string& tag) override { throw out_of_memory(bytes, tag); }
+  void free(const es::Allocation&) override {}
+  void empty_cache() override {}
+  es::MemoryStats stats() const override {
+    es::MemoryStats st;
+    st.capacity = config_.capacity_bytes;
+    st.allocated = used_;
+    st.reserved = reserved_;
+    es::fragmentation_of(snapshot(), st);
+    return st;
+  }
+  int64_t allocated_bytes() const override { return used_; }
+  int64_t reserved_bytes() const override { return reserved_; }
+  std::vector<es::SegmentInfo> snapshot() const override {
+    return {{0x1000, reserved_, false, {{0x1000, used_, used_, true, "weights"}, {0x1000 + used_, reserved_ - used_, 0, false, ""}}}};
+  }
+
+ private:
+  int64_t used_, reserved_;
+};
+}  // namespace
+
+TEST(CudaAsyncOom, CapacityOrPoolFragmentationByFreeBytesAgainstTheRequest) {
+  constexpr int64_t MiB = 1 << 20;
+  FakePool pool(100 * MiB, 90 * MiB, 96 * MiB);
+  try {
+    pool.allocate(20 * MiB, "kjt");
+    FAIL();
+  } catch (const es::DeviceOutOfMemory& e) {
+    EXPECT_FALSE(e.fragmentation);
+    EXPECT_EQ(e.free_bytes, 10 * MiB);
+    EXPECT_NE(std::string(e.what()).find("capacity: only 10.0 MiB of the device are free (capacity 100.0 MiB - allocated "
+                                         "90.0 MiB)"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    pool.allocate(5 * MiB, "kjt");
+    FAIL();
+  } catch (const es::DeviceOutOfMemory& e) {
+    EXPECT_TRUE(e.fragmentation);
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("out of memory allocating 5.0 MiB for kjt (cuda_async allocator): pool fragmentation: 10.0 MiB "
+                       "are free, but the cudaMallocAsync pool (reserved 96.0 MiB) could not place 5.0 MiB in one piece"),
+              std::string::npos)
+        << msg;
+    EXPECT_EQ(msg.find("max_split_size"), std::string::npos) << "no advice for a setting the pool does not have";
+    EXPECT_NE(msg.find("most memory held by weights 90.0 MiB"), std::string::npos) << msg;
+  }
+}
