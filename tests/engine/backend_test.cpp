@@ -11,6 +11,7 @@
 
 #include "embedscope/engine/allocator.h"
 #include "embedscope/engine/backend.h"
+#include "embedscope/engine/memory.h"
 #include "embedscope/engine/trainer.h"
 
 namespace es = embedscope::engine;
@@ -265,4 +266,29 @@ TEST(CudaAsyncOom, CapacityOrPoolFragmentationByFreeBytesAgainstTheRequest) {
     EXPECT_EQ(msg.find("max_split_size"), std::string::npos) << "no advice for a setting the pool does not have";
     EXPECT_NE(msg.find("most memory held by weights 90.0 MiB"), std::string::npos) << msg;
   }
+}
+
+// On an arena of GPU memory a DeviceBuffer's block is the device copy and data() a host copy
+// of the same size (here the "GPU" is host memory, so both can be checked).
+TEST(DeviceBuffer, OnAGpuArenaTheBlockIsTheDeviceCopyAndDataAHostCopy) {
+  constexpr int64_t MiB = 1 << 20;
+  es::DeviceArena arena(0, es::DeviceAllocator::create({es::AllocatorKind::caching, 64 * MiB, 0, true}), true);
+  ASSERT_TRUE(arena.device_memory());
+  {
+    es::DeviceBuffer<float> b(&arena, "weights");
+    b.assign(1000, 2.0f);  // 4000 bytes, a 4096-byte block
+    EXPECT_NE(static_cast<void*>(b.data()), static_cast<void*>(b.device_data()));
+    EXPECT_EQ(b.data()[999], 2.0f);
+    EXPECT_EQ(arena.in_use(), 4096);
+    b.assign(10);  // smaller: the block is kept
+    EXPECT_EQ(arena.in_use(), 4096);
+    EXPECT_EQ(b.size(), 10u);
+    b.assign(2000);  // larger: a new block, the old one freed
+    EXPECT_EQ(arena.in_use(), 8192);
+    es::DeviceBuffer<float> c = std::move(b);
+    EXPECT_EQ(arena.in_use(), 8192);
+    EXPECT_EQ(c.size(), 2000u);
+    EXPECT_THROW(arena.compact(), std::logic_error);
+  }
+  EXPECT_EQ(arena.in_use(), 0);
 }
