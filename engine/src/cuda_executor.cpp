@@ -8,6 +8,7 @@
 
 #include "embedscope/engine/cuda_kernels.h"
 #include "embedscope/engine/cuda_memory.h"
+#include "embedscope/profiler/cuda_device.h"
 
 namespace embedscope::engine::detail {
 
@@ -44,6 +45,12 @@ CudaRankDevice::~CudaRankDevice() {
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
   }
+}
+
+std::string CudaRankDevice::name() const {
+  const auto& names = profiler::cuda_devices().names;
+  return fmt::format("{} (cuda:{})", static_cast<size_t>(device_) < names.size() ? names[static_cast<size_t>(device_)] : "GPU",
+                     device_);
 }
 
 void CudaRankDevice::bind_thread() const { check(cudaSetDevice(device_), "cudaSetDevice"); }

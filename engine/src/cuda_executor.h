@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include "collectives.h"
+#include "rank_device.h"
 #include "embedscope/engine/allocator.h"
 #include "embedscope/engine/kernels.h"
 #include "embedscope/engine/nccl_comm.h"
@@ -23,41 +24,38 @@ class Blas;
 
 namespace embedscope::engine::detail {
 
-class CudaRankDevice {
+class CudaRankDevice final : public RankDevice {
  public:
   /// Creates the compute stream on `device` (the calling thread's current device becomes it).
   explicit CudaRankDevice(int device);
-  ~CudaRankDevice();
+  ~CudaRankDevice() override;
   CudaRankDevice(const CudaRankDevice&) = delete;
   CudaRankDevice& operator=(const CudaRankDevice&) = delete;
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
+  /// "NVIDIA H200 (cuda:0)".
+  std::string name() const override;
   /// cudaSetDevice(device()) on the calling thread.
-  void bind_thread() const;
+  void bind_thread() const override;
   /// The allocator of this GPU for `config` (capacity capped at the GPU's free memory): caching
   /// and direct on cudaMalloc segments, expandable on CUDA VMM, cuda_async on a memory pool.
-  std::unique_ptr<DeviceAllocator> make_allocator(AllocatorConfig config) const;
-
+  std::unique_ptr<DeviceAllocator> make_allocator(AllocatorConfig config) const override;
   /// Copies on the compute stream; to_host waits for it.
-  void to_device(void* dst, const void* src, int64_t bytes) const;
-  void to_host(void* dst, const void* src, int64_t bytes) const;
-  /// pooled_lookup (kernels.h) of one shard on the GPU: all pointers are device memory;
-  /// out: n_bags x cols. scale: per bag, or nullptr (sum).
+  void to_device(void* dst, const void* src, int64_t bytes) const override;
+  void to_host(void* dst, const void* src, int64_t bytes) const override;
+  /// tbe_forward with a one-table plan of n_bags bags (sum, the scale per bag); waits for it.
   void lookup(const float* weights, int64_t rows, int64_t cols, const int64_t* ids, const int64_t* offsets, int64_t n_bags,
-              const float* scale, float* out) const;
-  /// apply_row_optimizer (kernels.h) on the GPU for the rows of a sparse gradient: rows
-  /// (n distinct local row indices) and values (n x cols) are device memory; offsets: the
-  /// device array 0, 1, ..., n (one bag per row).
+              const float* scale, float* out) const override;
+  /// tbe_backward_update with a one-table plan of n one-row bags; waits for it.
   void update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1, float* momentum2,
               int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets, int64_t n,
-              const float* values) const;
-  /// linear_forward / linear_backward (dense.h) on cuBLAS (linear_forward_cuda /
-  /// linear_backward_cuda) on the compute stream; device pointers; waits for the result.
+              const float* values) const override;
+  /// linear_forward_cuda / linear_backward_cuda (cuBLAS) on the compute stream; waits for them.
   void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
-                      float* y) const;
+                      float* y) const override;
   void linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y, bool relu,
-                       float* dy, float* dw, float* db, float* dx) const;
+                       float* dy, float* dw, float* db, float* dx) const override;
 
  private:
   int device_;

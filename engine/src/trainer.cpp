@@ -29,6 +29,7 @@
 #include "embedscope/profiler/tracer.h"
 #include "embedscope/sessions/session.h"
 #include "layout.h"
+#include "rank_device.h"
 #if EMBEDSCOPE_WITH_CUDA
 #include <cuda_runtime_api.h>
 
@@ -135,10 +136,11 @@ struct Shared {
   std::condition_variable cv;
   int finished = 0;
   std::vector<RankError> errors;
+  // the device of each rank (cuda backend, or TrainerOptions::emulate_device); empty: none
+  std::vector<std::unique_ptr<detail::RankDevice>> gpus;
 #if EMBEDSCOPE_WITH_CUDA
-  // cuda backend: the GPU of each rank and its NCCL communicators (owned by run_training);
-  // every collective record, for joining NCCL kernels with them (records_mu)
-  std::vector<std::unique_ptr<detail::CudaRankDevice>> gpus;
+  // cuda backend: the NCCL communicators of each rank (owned by run_training); every
+  // collective record, for joining NCCL kernels with them (records_mu)
   std::vector<NcclComm*> nccl_world, nccl_node, nccl_cross;
   std::mutex records_mu;
   std::vector<sessions::CollectiveRecord> records;
@@ -241,13 +243,13 @@ class Rank {
   }
   LocalShard& shard_of(int table, int shard_index);
   int64_t step_of(int64_t iteration) const { return iteration - sh_.spec.warmup_steps; }
-  // The executor-specific pieces: on the cuda backend the shard weights and optimizer state
-  // live on the rank's GPU (the host copies of their DeviceBuffers are not kept current).
+  // The executor-specific pieces: on a device (the cuda backend's GPU) the shard weights and
+  // optimizer state live in its memory (the host copies of their DeviceBuffers are not kept
+  // current), and the lookup, the row optimizer and the MLP layers run there.
   static std::unique_ptr<DeviceAllocator> make_allocator(Shared& sh, int rank);
-  struct NoGpu {};
-#if EMBEDSCOPE_WITH_CUDA
-  using Gpu = detail::CudaRankDevice;
-  static const Gpu* gpu_of(const Shared& sh, int rank) { return sh.gpus.empty() ? nullptr : sh.gpus[static_cast<size_t>(rank)].get(); }
+  static const detail::RankDevice* gpu_of(const Shared& sh, int rank) {
+    return sh.gpus.empty() ? nullptr : sh.gpus[static_cast<size_t>(rank)].get();
+  }
   template <class T>
   void to_gpu(DeviceBuffer<T>& b) {
     if (gpu_) gpu_->to_device(b.device_data(), b.data(), static_cast<int64_t>(b.size() * sizeof(T)));
@@ -261,9 +263,6 @@ class Rank {
   // The dense part's fully connected layers on cuBLAS, each with its inputs and parameters
   // copied to the GPU and its outputs back (the interaction and the loss stay on the host).
   void dense_layers_on_gpu();
-#else
-  static const NoGpu* gpu_of(const Shared&, int) { return nullptr; }
-#endif
   /// pooled_lookup of one local shard into `out` (n_bags x cols; ids indexed by `off`).
   void shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
                     DeviceBuffer<float>& out);
@@ -273,9 +272,7 @@ class Rank {
   Shared& sh_;
   const Layout& L_;
   int me_;
-#if EMBEDSCOPE_WITH_CUDA
-  const Gpu* gpu_ = gpu_of(sh_, me_);  // nullptr on the cpu backend
-#endif
+  const detail::RankDevice* gpu_ = gpu_of(sh_, me_);  // nullptr on the cpu backend
   DeviceArena arena_;  // declared before every buffer it accounts, so it outlives them
 
  public:
@@ -364,15 +361,12 @@ LocalShard& Rank::shard_of(int table, int shard_index) {
 
 std::unique_ptr<DeviceAllocator> Rank::make_allocator(Shared& sh, int rank) {
   const AllocatorConfig config{sh.spec.memory.allocator, sh.spec.devices.memory_bytes, sh.spec.memory.max_split_size, true};
-#if EMBEDSCOPE_WITH_CUDA
-  if (const Gpu* gpu = gpu_of(sh, rank)) return gpu->make_allocator(config);
-#endif
+  if (const detail::RankDevice* gpu = gpu_of(sh, rank)) return gpu->make_allocator(config);
   return DeviceAllocator::create(config);
 }
 
 void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
                         DeviceBuffer<float>& out) {
-#if EMBEDSCOPE_WITH_CUDA
   if (gpu_) {  // the bags' ids, offsets (rebased to 0) and scales to the GPU, the pooled rows back
     const int64_t base = off[0], n_ids = off[n_bags] - off[0];
     auto d_ids = buf<int64_t>("kjt", static_cast<size_t>(n_ids));
@@ -392,12 +386,10 @@ void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, 
     gpu_->to_host(out.data(), out.device_data(), static_cast<int64_t>(out.size() * sizeof(float)));
     return;
   }
-#endif
   pooled_lookup(ls.weights.data(), ls.s.num_rows, ls.s.num_cols, ids, off, n_bags, scale, out.data(), ls.s.num_cols);
 }
 
 void Rank::shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g) {
-#if EMBEDSCOPE_WITH_CUDA
   if (gpu_) {  // the rows and their gradients to the GPU: one bag per row, each row once
     const auto n = g.rows.size();
     if (n == 0) return;
@@ -415,11 +407,9 @@ void Rank::shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g) 
                  static_cast<int64_t>(n), d_vals.device_data());
     return;
   }
-#endif
   apply_row_optimizer(sh_.spec.optimizer, iteration, ls.weights.data(), ls.s.num_cols, ls.state(), g);
 }
 
-#if EMBEDSCOPE_WITH_CUDA
 void Rank::dense_layers_on_gpu() {
   constexpr int64_t f = sizeof(float);
   DenseModel::LinearOps ops;
@@ -446,7 +436,6 @@ void Rank::dense_layers_on_gpu() {
   };
   dense_.set_linear_ops(std::move(ops));
 }
-#endif
 
 void Rank::setup() {
   const auto& spec = sh_.spec;
@@ -459,7 +448,7 @@ void Rank::setup() {
   for (const auto& tp : sh_.plan.tables) any_twrw |= tp.type == ShardingType::table_row_wise;
   const int node = me_ / L_.local, l = me_ % L_.local;
 #if EMBEDSCOPE_WITH_CUDA
-  if (gpu_) {
+  if (!sh_.nccl_world.empty()) {
     world_ = detail::nccl_collectives(*sh_.nccl_world[static_cast<size_t>(me_)]);
     if (any_twrw) {
       node_ = detail::nccl_collectives(*sh_.nccl_node[static_cast<size_t>(me_)]);
@@ -491,18 +480,12 @@ void Rank::setup() {
       mem_events_.push_back({me_, sh_.tracer.now_ns(), current_step_.load(), to_string(e.kind), e.address, e.size,
                              e.requested, e.tag});
     });
-    std::string device = "cpu (thread)";
-#if EMBEDSCOPE_WITH_CUDA
-    if (gpu_) {
-      const auto& names = profiler::cuda_devices().names;
-      device = fmt::format("{} (cuda:{})", static_cast<size_t>(gpu_->device()) < names.size()
-                                               ? names[static_cast<size_t>(gpu_->device())] : "GPU", gpu_->device());
+    if (sh_.spec.devices.backend == Backend::cuda)  // CUPTI's lanes
       for (auto [lane, name] : {std::pair{Lane::gpu_compute, "gpu_compute"}, {Lane::gpu_comm, "gpu_comm"},
                                 {Lane::gpu_copy, "gpu_copy"}})
         sh_.session->add_lane({me_, static_cast<int32_t>(lane), name, "stream"});
-    }
-#endif
-    sh_.session->add_rank({me_, host_name(), device, arena_.allocator().config().capacity_bytes});
+    sh_.session->add_rank({me_, host_name(), gpu_ ? gpu_->name() : std::string("cpu (thread)"),
+                           arena_.allocator().config().capacity_bytes});
     sh_.session->add_lane({me_, static_cast<int32_t>(Lane::compute), "compute", "thread"});
     sh_.session->add_lane({me_, static_cast<int32_t>(Lane::comm), "comm", "thread"});
     for (auto* pg : {world_.get(), node_.get(), cross_.get()})
@@ -510,7 +493,7 @@ void Rank::setup() {
         pg->set_observer(&sh_.tracer.clock(), [this](sessions::CollectiveRecord&& r) {
           r.step = current_step_.load();
 #if EMBEDSCOPE_WITH_CUDA
-          if (gpu_) {
+          if (!sh_.nccl_world.empty()) {
             std::lock_guard<std::mutex> lock(sh_.records_mu);
             sh_.records.push_back(r);
           }
@@ -537,17 +520,13 @@ void Rank::setup() {
       ls.momentum2.assign(static_cast<size_t>(m2));
       init_shard(spec.seed, tp.table, t.num_embeddings, s.row_offset, s.num_rows, s.col_offset, s.num_cols,
                  ls.weights.data());
-#if EMBEDSCOPE_WITH_CUDA
       to_gpu(ls.weights);
       to_gpu(ls.momentum1);
       to_gpu(ls.momentum2);
-#endif
       shards.push_back(std::move(ls));
     }
   }
-#if EMBEDSCOPE_WITH_CUDA
   if (gpu_) dense_layers_on_gpu();
-#endif
   buckets_ = dense_buckets(dense_.param_tensors(), spec.dense ? spec.dense->bucket_cap_bytes : int64_t{25} << 20);
   if (buckets_.empty()) buckets_.emplace_back(0, 0);  // no dense parameters: the loss alone
   dense_params_ = DeviceBuffer<float>(&arena_, "dense");
@@ -606,11 +585,9 @@ void Rank::main() {
     }
   }
   if (sh_.session) sh_.session->add_id_histogram(id_histogram_.buckets(me_));
-#if EMBEDSCOPE_WITH_CUDA
   if (gpu_ && sh_.opt.keep_tables)
     for (auto& ls : shards)
       gpu_->to_host(ls.weights.data(), ls.weights.device_data(), static_cast<int64_t>(ls.weights.size() * sizeof(float)));
-#endif
   summary.rank = me_;
   summary.bytes_sent = bytes_sent() - (counter_base_.empty() ? 0 : counter_base_[0]);
   summary.bytes_received = bytes_received() - (counter_base_.empty() ? 0 : counter_base_[1]);
@@ -1401,6 +1378,8 @@ RunResult run_training(const WorkloadSpec& requested, const TrainerOptions& opti
     }
   }
 #endif
+  if (options.emulate_device && !on_cuda)
+    for (int r = 0; r < W; ++r) sh.gpus.push_back(detail::host_rank_device());
   std::unique_ptr<sessions::SessionWriter> session;
   if (!options.session_path.empty()) {
     session = std::make_unique<sessions::SessionWriter>(options.session_path, options.session_overwrite);
@@ -1419,9 +1398,7 @@ RunResult run_training(const WorkloadSpec& requested, const TrainerOptions& opti
   for (int r = 0; r < W; ++r) {
     threads.emplace_back([&, r] {
       Rank& rank = *ranks[static_cast<size_t>(r)];
-#if EMBEDSCOPE_WITH_CUDA
-      if (on_cuda) sh.gpus[static_cast<size_t>(r)]->bind_thread();
-#endif
+      if (!sh.gpus.empty()) sh.gpus[static_cast<size_t>(r)]->bind_thread();
       auto record = [&](RunEnd kind, bool bad_input, bool consequence, const std::string& msg) {
         std::lock_guard<std::mutex> lock(sh.mu);
         sh.errors.push_back({r, sh.tracer.now_ns(), kind, bad_input, consequence, msg});

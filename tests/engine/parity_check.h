@@ -91,9 +91,12 @@ struct Captured {
   std::map<std::tuple<int64_t, int, int>, std::vector<float>> pooled;
 };
 
-inline RunResult check_parity(const WorkloadSpec& spec, const std::function<std::optional<Batch>(int64_t, int)>& source = {}) {
+/// `emulate_device`: TrainerOptions::emulate_device (the cuda executor's device path on the host).
+inline RunResult check_parity(const WorkloadSpec& spec, const std::function<std::optional<Batch>(int64_t, int)>& source = {},
+                              bool emulate_device = false) {
   Captured cap;
   TrainerOptions opt;
+  opt.emulate_device = emulate_device;
   opt.keep_tables = true;
   opt.trace = false;
   opt.batch_source = source;

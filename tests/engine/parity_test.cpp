@@ -201,4 +201,26 @@ TEST(Parity, SparseDistIsBitIdenticalToBaseAndSemiSyncIsStale) {
   EXPECT_NE(ref_semi.tables, ref_base.tables);
 }
 
+// The cuda executor's device path (shard weights and optimizer state, lookup, row optimizer
+// and MLP layers behind the copies to and from a device), with host memory standing in for the
+// GPU (TrainerOptions::emulate_device): every sharding type, optimizer and pooling.
+using DeviceParam = std::tuple<ShardingType, OptimizerType>;
+class DevicePathEqualsReference : public ::testing::TestWithParam<DeviceParam> {};
+
+TEST_P(DevicePathEqualsReference, ForwardAndTablesAfterThreeSteps) {
+  const auto [type, opt] = GetParam();
+  for (Pooling pooling : {Pooling::sum, Pooling::mean}) check_parity(parity_spec(type, 2, pooling, opt), {}, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllTypes, DevicePathEqualsReference,
+    ::testing::Combine(::testing::Values(ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,
+                                         ShardingType::column_wise, ShardingType::table_row_wise),
+                       ::testing::Values(OptimizerType::sgd, OptimizerType::rowwise_adagrad, OptimizerType::adam)),
+    [](const ::testing::TestParamInfo<DeviceParam>& p) {
+      return fmt::format("{}_{}", to_string(std::get<0>(p.param)), to_string(std::get<1>(p.param)));
+    });
+
+TEST(DevicePath, MixedPlanOnFourRanks) { check_parity(mixed_spec(OptimizerType::adam), {}, true); }
+
 }  // namespace

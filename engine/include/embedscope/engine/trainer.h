@@ -93,6 +93,10 @@ struct TrainerOptions {
   bool session_overwrite = false;
   /// Set (e.g. from a SIGINT handler) to stop after the current step; the run ends "cancelled".
   const std::atomic<bool>* cancel = nullptr;
+  /// Test hook: on the cpu backend, run the cuda executor's device path with host memory
+  /// standing in for each GPU (the weights, lookup, row optimizer and MLP layers behind the same
+  /// copies, on the CPU kernels; Gloo collectives), so that path is tested without a GPU.
+  bool emulate_device = false;
 };
 
 struct RankSummary {
