@@ -39,9 +39,9 @@ CudaRankDevice::CudaRankDevice(int device) : device_(device) {
 }
 
 CudaRankDevice::~CudaRankDevice() {
+  cudaSetDevice(device_);
   blas_.reset();
   if (stream_) {
-    cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
   }
