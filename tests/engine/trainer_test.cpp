@@ -340,3 +340,31 @@ TEST(Trainer, EmulatedDevicePathTrainsExactlyAsTheCpuBackend) {
   }
   std::filesystem::remove(opt.session_path);
 }
+
+// An OOM on the device path (GPU arena: blocks without host access, host copies beside them)
+// ends the run the same way: status oom and the layout at the failure in the session.
+TEST(Trainer, EmulatedDevicePathOomEndsOomWithTheSnapshot) {
+  WorkloadSpec s = tiny(2);
+  s.steps = 2;
+  s.batch_size = 2000;
+  s.devices.memory_bytes = 5'900'000;
+  TrainerOptions opt;
+  opt.emulate_device = true;
+  opt.session_path = (std::filesystem::temp_directory_path() / ("es_emulated_oom_" + std::to_string(getpid()) + ".db")).string();
+  const RunResult r = run_training(s, opt);
+  EXPECT_EQ(r.ended, RunEnd::oom) << r.error;
+  EXPECT_NE(r.error.find("out of memory allocating"), std::string::npos) << r.error;
+  {
+    embedscope::sessions::SessionReader session(opt.session_path);
+    EXPECT_EQ(session.status(), "oom");
+    int64_t snapshot = -1;
+    for (const auto& sn : session.memory_snapshots())
+      if (sn.reason == "oom" && snapshot < 0) snapshot = sn.id;
+    ASSERT_GE(snapshot, 0);
+    std::set<std::string> tags;
+    for (const auto& b : session.memory_blocks(snapshot))
+      if (b.allocated) tags.insert(b.tag);
+    EXPECT_TRUE(tags.count("weights"));
+  }
+  std::filesystem::remove(opt.session_path);
+}
