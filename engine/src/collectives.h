@@ -15,6 +15,10 @@ class Collectives {
   virtual ~Collectives() = default;
   /// Sequence number the next collective will get.
   virtual uint64_t next_sequence() const = 0;
+  /// The sequence number a span of collectives is joined by, given next_sequence() before it
+  /// began: that one (the span's first collective) unless the group numbers more collectives
+  /// than the span's own (NCCL's all-to-all check of split sizes is one), then the last.
+  virtual uint64_t span_correlation(uint64_t next_before) const { return next_before; }
   virtual const CommCounters& counters() const = 0;
   virtual void set_observer(const profiler::RunClock* clock, ProcessGroup::Observer observer) = 0;
   virtual void all_to_all_v(const char* op_name, const void* send, std::span<const int64_t> send_counts, void* recv,

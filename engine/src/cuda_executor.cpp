@@ -124,6 +124,8 @@ class NcclCollectives final : public Collectives {
     cudaStreamDestroy(copy_);
   }
   uint64_t next_sequence() const override { return comm_.sequence() + 1; }
+  // an all-to-all's split check takes a sequence number of its own before the data collective
+  uint64_t span_correlation(uint64_t) const override { return comm_.sequence(); }
   const CommCounters& counters() const override { return comm_.counters(); }
   void set_observer(const profiler::RunClock* clock, ProcessGroup::Observer observer) override {
     comm_.set_observer(clock, std::move(observer));

@@ -233,8 +233,10 @@ class Rank {
   void on_comm_lane(Collectives& pg, const char* name, int64_t step, const std::function<void()>& fn) {
     ScopedSpan span(sh_.tracer, me_, Lane::comm, OpCategory::comm, name, step);
     const CommCounters before = pg.counters();
-    span.set_correlation(pg.next_sequence());
+    const uint64_t next = pg.next_sequence();
+    span.set_correlation(next);  // kept if the collective throws
     fn();
+    span.set_correlation(pg.span_correlation(next));
     span.set_bytes(pg.counters().bytes_sent - before.bytes_sent + pg.counters().bytes_received - before.bytes_received);
   }
   // Runs a collective on the comm worker and waits for it.
