@@ -23,6 +23,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/backend.h"
 #include "embedscope/engine/replay.h"
 #include "embedscope/engine/sharding.h"
 #include "embedscope/engine/spec.h"
@@ -68,7 +69,7 @@ struct WorkloadArgs {
   int64_t warmup = -1;
   int64_t batch_size = 0;
   int local_world_size = -1;
-  std::string pipeline, qcomms;
+  std::string pipeline, qcomms, backend;
   double network_bandwidth = 0;  // a double so that 1e9 is accepted
   int64_t network_latency = 0;
   std::map<std::string, CLI::Option*> given;  // flag -> option, to tell "absent" from "empty"
@@ -97,6 +98,10 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
                                   ->check(CLI::Range(int64_t{0}, es::kMaxSteps));
   a.given["--batch-size"] = cmd->add_option("--batch-size", a.batch_size, "Samples per rank per step")
                                 ->check(CLI::Range(int64_t{1}, es::kMaxBatchSize));
+  a.given["--backend"] = cmd->add_option("--backend", a.backend,
+                                         "Executor (devices.backend): cpu, cuda (one GPU per rank), auto (cuda when a GPU "
+                                         "is present)")
+                             ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   a.given["--pipeline"] = cmd->add_option("--pipeline", a.pipeline,
                                           "Training pipeline (pipeline): base, sparse_dist, semi_sync");
   a.given["--qcomms"] = cmd->add_option("--qcomms", a.qcomms,
@@ -138,6 +143,18 @@ json pipeline_json(const es::WorkloadSpec& spec) {
   return {{"pipeline", w.at("pipeline")}, {"qcomms", w.at("qcomms")}, {"network", w.at("network")}};
 }
 
+// Errors that start with a JSON pointer get the workload's origin in front.
+template <class F>
+auto with_origin_prefix(const std::string& origin, F&& f) {
+  try {
+    return f();
+  } catch (const es::SpecError& e) {
+    const std::string msg = e.what();
+    if (!msg.empty() && msg[0] == '/') throw es::SpecError(origin + ": " + msg);
+    throw;
+  }
+}
+
 // Loads the workload and applies the flags. A validation error about a field that a flag set
 // names the flag too.
 es::WorkloadSpec load(WorkloadArgs& a) {
@@ -162,6 +179,10 @@ es::WorkloadSpec load(WorkloadArgs& a) {
     set_by.emplace_back("/sharding/local_world_size", "--local-world-size");
   }
   if (a.was_given("--pipeline")) spec.pipeline = es::pipeline_from_string(a.pipeline, "--pipeline");
+  if (a.was_given("--backend")) {
+    spec.devices.backend = a.backend == "cuda" ? es::Backend::cuda : a.backend == "auto" ? es::Backend::auto_ : es::Backend::cpu;
+    set_by.emplace_back("/devices/backend", "--backend");
+  }
   if (a.was_given("--qcomms")) {
     const auto p = a.qcomms == "bf16" ? es::CommPrecision::bf16
                    : a.qcomms == "fp16" ? es::CommPrecision::fp16 : es::CommPrecision::fp32;
@@ -180,6 +201,8 @@ es::WorkloadSpec load(WorkloadArgs& a) {
   }
   try {
     es::validate(spec, a.origin);
+    // auto becomes cpu or cuda here, so that plan and run say which; cuda without GPUs is refused
+    spec = with_origin_prefix(a.origin, [&] { return es::with_resolved_backend(spec, a.origin); });
   } catch (const es::SpecError& e) {
     std::string msg = e.what();
     for (const auto& [ptr, flag] : set_by)
@@ -193,13 +216,7 @@ es::WorkloadSpec load(WorkloadArgs& a) {
 // Plan and memory errors name JSON pointers only; put the workload's origin in front.
 template <class F>
 auto with_origin(const WorkloadArgs& a, F&& f) {
-  try {
-    return f();
-  } catch (const es::SpecError& e) {
-    const std::string msg = e.what();
-    if (!msg.empty() && msg[0] == '/') throw es::SpecError(a.origin + ": " + msg);
-    throw;
-  }
+  return with_origin_prefix(a.origin, std::forward<F>(f));
 }
 
 std::string ms(double ns) { return fmt::format("{:.2f} ms", ns / 1e6); }
@@ -497,6 +514,9 @@ int cmd_replay(const std::string& file, const std::string& allocators, int64_t m
     } catch (const std::invalid_argument& e) {
       throw es::SpecError(e.what());
     }
+    if (kind == es::AllocatorKind::cuda_async)
+      throw es::SpecError("--allocator: cuda_async cannot be replayed: its cudaMallocAsync pool needs a GPU and hides its "
+                          "layout; replay caching, expandable or direct");
     settings.push_back({kind, cap, 0, false});
     if (kind != es::AllocatorKind::direct && max_split > 0) settings.push_back({kind, cap, max_split, false});
     start = comma + 1;

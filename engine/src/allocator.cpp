@@ -19,14 +19,16 @@ const char* to_string(AllocatorKind k) {
     case AllocatorKind::caching: return "caching";
     case AllocatorKind::expandable: return "expandable";
     case AllocatorKind::direct: return "direct";
+    case AllocatorKind::cuda_async: return "cuda_async";
   }
   return "caching";
 }
 
 AllocatorKind allocator_kind_from_string(const std::string& s, const std::string& where) {
-  for (auto k : {AllocatorKind::caching, AllocatorKind::expandable, AllocatorKind::direct})
+  for (auto k : {AllocatorKind::caching, AllocatorKind::expandable, AllocatorKind::direct, AllocatorKind::cuda_async})
     if (s == to_string(k)) return k;
-  throw std::invalid_argument(fmt::format("{}: must be one of caching, expandable, direct, got \"{}\"", where, s));
+  throw std::invalid_argument(
+      fmt::format("{}: must be one of caching, expandable, direct, cuda_async, got \"{}\"", where, s));
 }
 
 const char* to_string(AllocatorEvent::Kind k) {
@@ -84,7 +86,8 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
   const int64_t rounded = round_size(bytes);
   const int64_t free_bytes = st.capacity - st.allocated;
   // the smallest reservation that could hold the request: a caching segment, or expandable pages
-  const int64_t reservation = config_.kind == AllocatorKind::direct     ? rounded
+  const bool pool = config_.kind == AllocatorKind::cuda_async;  // its layout is hidden: no block sizes
+  const int64_t reservation = config_.kind == AllocatorKind::direct || pool ? rounded
                               : config_.kind == AllocatorKind::caching ? segment_size_for(rounded)
                                                                        : (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
   const bool too_small = reservation > st.capacity;  // no layout of this device could ever hold it
@@ -108,6 +111,13 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
                       format_bytes(st.capacity), format_bytes(st.allocated));
     advice = "the live data does not fit this device: spread the largest tables over more devices (row_wise, "
              "column_wise), lower batch_size, or use an optimizer with less state (sgd, rowwise_adagrad)";
+  } else if (pool) {
+    why = fmt::format("pool fragmentation: {} are free, but the cudaMallocAsync pool (reserved {}) could not place {} in "
+                      "one piece, even after trimming it (the pool hides its layout)",
+                      format_bytes(free_bytes), format_bytes(st.reserved), format_bytes(bytes));
+    advice = "try the expandable allocator (expandable_segments), whose segments grow into freed space at their end, or "
+             "the caching allocator, whose blocks this session can show, or allocating the largest long-lived buffers "
+             "first";
   } else {
     // The caching allocator serves requests of at most 1 MiB from its small pool (2 MiB
     // segments) and larger ones from the large pool; a free block of the other pool does not count.
@@ -147,6 +157,58 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
                   format_bytes(st.reserved), format_bytes(st.capacity), format_bytes(st.largest_free_block),
                   holders.empty() ? "nothing" : holders, advice),
       fragmentation, bytes, free_bytes, st.largest_free_block);
+}
+
+VmmPages::VmmPages(int64_t granularity) : granularity_(granularity) {
+  if (granularity <= 0) throw std::invalid_argument(fmt::format("VmmPages: granularity must be > 0, got {}", granularity));
+}
+
+std::pair<int64_t, int64_t> VmmPages::grow_to(int64_t bytes) {
+  const int64_t need = round_up(std::max<int64_t>(bytes, 0)) / granularity_;
+  if (need <= pages_) return {pages_, pages_};
+  const std::pair<int64_t, int64_t> r{pages_, need};
+  pages_ = need;
+  return r;
+}
+
+std::pair<int64_t, int64_t> VmmPages::shrink_to(int64_t bytes) {
+  const int64_t need = round_up(std::max<int64_t>(bytes, 0)) / granularity_;
+  if (need >= pages_) return {pages_, pages_};
+  const std::pair<int64_t, int64_t> r{need, pages_};
+  pages_ = need;
+  return r;
+}
+
+namespace {
+
+class HostSegmentSource final : public SegmentSource {
+ public:
+  const char* name() const override { return "host"; }
+  void* map(int64_t bytes) override { return mmap_bytes(bytes, PROT_READ | PROT_WRITE); }
+  void unmap(void* p, int64_t bytes) override { munmap(p, page_bytes(bytes)); }
+  void* reserve_range(int64_t bytes) override { return mmap_bytes(bytes, PROT_NONE); }
+  bool commit(void* base, int64_t from, int64_t to) override {
+    return mprotect(static_cast<char*>(base) + from, static_cast<size_t>(to - from), PROT_READ | PROT_WRITE) == 0;
+  }
+  void decommit(void* base, int64_t from, int64_t to) override {
+    madvise(static_cast<char*>(base) + from, static_cast<size_t>(to - from), MADV_DONTNEED);
+    mprotect(static_cast<char*>(base) + from, static_cast<size_t>(to - from), PROT_NONE);
+  }
+  void release_range(void* base, int64_t bytes) override { munmap(base, page_bytes(bytes)); }
+
+ private:
+  static size_t page_bytes(int64_t bytes) { return static_cast<size_t>(std::max<int64_t>(bytes, 4096)); }
+  static void* mmap_bytes(int64_t bytes, int prot) {
+    void* p = mmap(nullptr, page_bytes(bytes), prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<SegmentSource> host_segment_source() {
+  static const auto s = std::make_shared<HostSegmentSource>();
+  return s;
 }
 
 namespace {
@@ -383,7 +445,7 @@ class BlockAllocator final : public DeviceAllocator {
     s.size -= cut;
     reserved_ -= cut;
     notify(AllocatorEvent::Kind::segment_free, s.addr + s.size, cut, 0, {});  // the pages returned
-    commit(s, s.size);
+    if (s.base) source_->decommit(s.base, s.size, s.size + cut);
   }
 
   void release(int64_t addr) {
@@ -396,42 +458,46 @@ class BlockAllocator final : public DeviceAllocator {
     segments_.erase(addr);
   }
 
-  // Host memory of a segment. Expandable segments reserve the whole capacity as an address
-  // range (PROT_NONE) and commit pages with mprotect as they grow.
+  // Memory of a segment, from the config's SegmentSource. Expandable segments reserve the
+  // whole capacity as an address range and commit pages as they grow.
   bool map(Segment& s, int64_t size) {
     const bool expandable = config_.kind == AllocatorKind::expandable;
     const int64_t range = expandable ? (config_.capacity_bytes + kRoundLarge - 1) / kRoundLarge * kRoundLarge : size;
     if (back_memory_) {
-      void* p = mmap(nullptr, static_cast<size_t>(std::max<int64_t>(range, 4096)), expandable ? PROT_NONE : PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-      if (p == MAP_FAILED) return false;
+      void* p = expandable ? source_->reserve_range(range) : source_->map(range);
+      if (p == nullptr) return false;
       s.base = static_cast<char*>(p);
       s.addr = reinterpret_cast<int64_t>(p);
     } else {
       s.addr = next_fake_address_;
       next_fake_address_ += std::max<int64_t>(range, 4096) + kRoundLarge;
     }
-    s.reserved_range = std::max<int64_t>(range, 4096);
+    s.reserved_range = range;
     return true;
   }
 
   bool commit(Segment& s, int64_t new_size) {
-    if (!s.base) return true;
-    if (new_size > s.size)
-      return mprotect(s.base + s.size, static_cast<size_t>(new_size - s.size), PROT_READ | PROT_WRITE) == 0;
-    // shrinking: give the pages back and make them inaccessible again
-    madvise(s.base + new_size, static_cast<size_t>(s.size - new_size), MADV_DONTNEED);
-    mprotect(s.base + new_size, static_cast<size_t>(s.size - new_size), PROT_NONE);
+    if (!s.base || new_size == s.size) return true;
+    if (new_size > s.size) return source_->commit(s.base, s.size, new_size);
+    source_->decommit(s.base, new_size, s.size);  // shrinking: give the pages back
     return true;
   }
 
   void unmap(Segment& s) {
-    if (s.base) munmap(s.base, static_cast<size_t>(s.reserved_range));
+    if (s.base) {
+      if (config_.kind == AllocatorKind::expandable) {
+        if (s.size > 0) source_->decommit(s.base, 0, s.size);
+        source_->release_range(s.base, s.reserved_range);
+      } else {
+        source_->unmap(s.base, s.reserved_range);
+      }
+    }
     s.base = nullptr;
   }
 
  public:
   bool back_memory_ = true;
+  std::shared_ptr<SegmentSource> source_;
 
  private:
   std::map<int64_t, Segment> segments_;
@@ -443,10 +509,14 @@ class BlockAllocator final : public DeviceAllocator {
 
 }  // namespace
 
-std::unique_ptr<DeviceAllocator> DeviceAllocator::create(const AllocatorConfig& config) {
+std::unique_ptr<DeviceAllocator> DeviceAllocator::create(const AllocatorConfig& config,
+                                                         std::shared_ptr<SegmentSource> source) {
   if (config.capacity_bytes <= 0) throw std::invalid_argument("allocator capacity must be > 0");
+  if (config.kind == AllocatorKind::cuda_async)
+    throw std::invalid_argument("the cuda_async allocator (cudaMallocAsync pools) runs on the cuda backend only");
   auto a = std::make_unique<BlockAllocator>(config);
   a->back_memory_ = config.back_with_memory;
+  a->source_ = source ? std::move(source) : host_segment_source();
   return a;
 }
 

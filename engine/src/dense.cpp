@@ -117,12 +117,20 @@ void linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const f
 }
 
 void DenseModel::linear_forward(const Linear& l, int64_t B, const float* x, float* y) const {
-  engine::linear_forward(B, l.in, l.out, x, params_.data() + l.w, params_.data() + l.b, l.relu, y);
+  const float *w = params_.data() + l.w, *b = params_.data() + l.b;
+  if (ops_.forward)
+    ops_.forward(B, l.in, l.out, x, w, b, l.relu, y);
+  else
+    engine::linear_forward(B, l.in, l.out, x, w, b, l.relu, y);
 }
 
 void DenseModel::linear_backward(const Linear& l, int64_t B, const float* x, const float* y, float* dy, float* dx) {
-  engine::linear_backward(B, l.in, l.out, x, params_.data() + l.w, y, l.relu, dy, grads_.data() + l.w,
-                          grads_.data() + l.b, dx);
+  const float* w = params_.data() + l.w;
+  float *dw = grads_.data() + l.w, *db = grads_.data() + l.b;
+  if (ops_.backward)
+    ops_.backward(B, l.in, l.out, x, w, y, l.relu, dy, dw, db, dx);
+  else
+    engine::linear_backward(B, l.in, l.out, x, w, y, l.relu, dy, dw, db, dx);
 }
 
 double DenseModel::forward_backward(int64_t B, const float* dense_x, std::span<const float* const> pooled,

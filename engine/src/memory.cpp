@@ -33,6 +33,7 @@ void DeviceArena::release(const Allocation& a) {
 }
 
 DeviceArena::Compaction DeviceArena::compact() {
+  if (device_memory_) throw std::logic_error("compaction of GPU memory is not supported (spec validation refuses it)");
   Compaction c;
   const MemoryStats before = allocator_->stats();
   c.reserved_before = before.reserved;

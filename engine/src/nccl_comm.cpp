@@ -213,13 +213,18 @@ std::unique_ptr<NcclComm> NcclComm::init_rank(const ncclUniqueId& id, int nranks
 }
 
 std::vector<std::unique_ptr<NcclComm>> NcclComm::init_all(const std::vector<int>& devices, std::string group,
-                                                          std::chrono::milliseconds timeout) {
+                                                          std::chrono::milliseconds timeout, std::vector<int> members) {
   const int n = static_cast<int>(devices.size());
   if (n == 0) throw std::invalid_argument("NcclComm::init_all: no devices");
+  if (!members.empty() && members.size() != devices.size())
+    throw std::invalid_argument("NcclComm::init_all: " + std::to_string(members.size()) + " members for " +
+                                std::to_string(devices.size()) + " devices");
   std::vector<ncclComm_t> comms(devices.size());
   nccl_check(ncclCommInitAll(comms.data(), n, devices.data()), "ncclCommInitAll");
-  std::vector<int> members(devices.size());
-  std::iota(members.begin(), members.end(), 0);
+  if (members.empty()) {
+    members.resize(devices.size());
+    std::iota(members.begin(), members.end(), 0);
+  }
   std::vector<std::unique_ptr<NcclComm>> out;
   for (int r = 0; r < n; ++r)
     out.push_back(std::unique_ptr<NcclComm>(

@@ -246,7 +246,8 @@ std::string format_bytes(int64_t bytes) {
 }
 
 void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryEstimate>& est) {
-  if (spec.memory.allocator != AllocatorKind::direct && spec.devices.memory_bytes < kSmallBuffer)
+  if (spec.memory.allocator != AllocatorKind::direct && spec.memory.allocator != AllocatorKind::cuda_async &&
+      spec.devices.memory_bytes < kSmallBuffer)
     throw SpecError(fmt::format("/devices/memory_bytes: {} is smaller than one {} segment of the {} allocator; give the "
                                 "devices more memory or use \"memory\": {{\"allocator\": \"direct\"}}",
                                 format_bytes(spec.devices.memory_bytes), format_bytes(kSmallBuffer),

@@ -72,7 +72,7 @@ struct EnumNames<InvalidIdPolicy> {
 };
 template <>
 struct EnumNames<Backend> {
-  static constexpr std::pair<Backend, const char*> values[] = {{Backend::cpu, "cpu"}};
+  static constexpr std::pair<Backend, const char*> values[] = {{Backend::cpu, "cpu"}, {Backend::cuda, "cuda"}, {Backend::auto_, "auto"}};
 };
 template <>
 struct EnumNames<Interaction> {
@@ -96,7 +96,8 @@ template <>
 struct EnumNames<AllocatorKind> {
   static constexpr std::pair<AllocatorKind, const char*> values[] = {{AllocatorKind::caching, "caching"},
                                                                      {AllocatorKind::expandable, "expandable"},
-                                                                     {AllocatorKind::direct, "direct"}};
+                                                                     {AllocatorKind::direct, "direct"},
+                                                                     {AllocatorKind::cuda_async, "cuda_async"}};
 };
 
 template <class E>
@@ -387,6 +388,20 @@ void validate_impl(const WorkloadSpec& s, const Checker& c) {
     if (link->bandwidth_bytes_per_s != 0)
       c.gt0_max(p + "/bandwidth_bytes_per_s", link->bandwidth_bytes_per_s, kMaxBandwidthBytesPerS);
     c.ge0_max(p + "/latency_ns", link->latency_ns, kMaxLatencyNs);
+  }
+  if (s.memory.allocator == AllocatorKind::cuda_async && s.devices.backend == Backend::cpu)
+    c.fail("/memory/allocator", "cuda_async (cudaMallocAsync pools) needs devices.backend cuda, got cpu");
+  if (s.devices.backend == Backend::cuda) {
+    // What the cuda executor does not run yet (README: GPU path): refused here, never a fallback.
+    constexpr const char* kNotYet = "not supported on the cuda backend yet";
+    if (s.pipeline != PipelineKind::base)
+      c.fail("/pipeline", fmt::format("{} is {} (base only)", enum_name(s.pipeline), kNotYet));
+    if (s.qcomms.forward_precision != CommPrecision::fp32)
+      c.fail("/qcomms/forward_precision", fmt::format("{} is {} (fp32 only)", enum_name(s.qcomms.forward_precision), kNotYet));
+    if (s.qcomms.backward_precision != CommPrecision::fp32)
+      c.fail("/qcomms/backward_precision", fmt::format("{} is {} (fp32 only)", enum_name(s.qcomms.backward_precision), kNotYet));
+    if (s.network.limited()) c.fail("/network", fmt::format("network emulation is {}", kNotYet));
+    if (s.memory.compaction > 0) c.fail("/memory/compaction", fmt::format("compaction is {}", kNotYet));
   }
 }
 

@@ -18,6 +18,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "collectives.h"
+#include "embedscope/engine/backend.h"
 #include "embedscope/engine/bucketize.h"
 #include "embedscope/engine/comm.h"
 #include "embedscope/engine/dense.h"
@@ -27,6 +29,14 @@
 #include "embedscope/profiler/tracer.h"
 #include "embedscope/sessions/session.h"
 #include "layout.h"
+#include "rank_device.h"
+#if EMBEDSCOPE_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "cuda_executor.h"
+#include "embedscope/engine/nccl_comm.h"
+#include "embedscope/profiler/cupti_tracer.h"
+#endif
 
 namespace embedscope::engine {
 
@@ -43,6 +53,8 @@ const char* to_string(RunEnd e) {
 
 namespace {
 
+using detail::Collectives;
+using detail::GlooCollectives;
 using detail::Layout;
 using detail::Slot;
 using detail::is_a2a;
@@ -124,6 +136,15 @@ struct Shared {
   std::condition_variable cv;
   int finished = 0;
   std::vector<RankError> errors;
+  // the device of each rank (cuda backend, or TrainerOptions::emulate_device); empty: none
+  std::vector<std::unique_ptr<detail::RankDevice>> gpus;
+#if EMBEDSCOPE_WITH_CUDA
+  // cuda backend: the NCCL communicators of each rank (owned by run_training); every
+  // collective record, for joining NCCL kernels with them (records_mu)
+  std::vector<NcclComm*> nccl_world, nccl_node, nccl_cross;
+  std::mutex records_mu;
+  std::vector<sessions::CollectiveRecord> records;
+#endif
 
   Shared(const WorkloadSpec& s, const ShardingPlan& p, const TrainerOptions& o)
       : spec(s), plan(p), opt(o), layout(s, p), gen(s), tracer(p.world_size, o.trace) {}
@@ -167,14 +188,16 @@ struct Inflight {
 class Rank {
  public:
   Rank(Shared& sh, int rank)
-      : sh_(sh), L_(sh.layout), me_(rank),
-        arena_(rank, AllocatorConfig{sh.spec.memory.allocator, sh.spec.devices.memory_bytes, sh.spec.memory.max_split_size,
-                                     true}),
+      : sh_(sh), L_(sh.layout), me_(rank), arena_(rank, make_allocator(sh, rank), gpu_of(sh, rank) != nullptr),
         dense_(sh.spec, sh.layout.dim) {}
 
   void main();
 
   RankSummary summary;
+  struct StepWindow {
+    int64_t step, start_ns, end_ns;
+  };
+  std::vector<StepWindow> windows;  // host time of every step run (GPU records take their step from it)
   std::vector<int64_t> step_ns;     // per measured step
   std::vector<double> losses;       // per measured step (global mean)
   std::vector<sessions::OpEvent> events;  // kept spans (TrainerOptions::keep_events)
@@ -207,23 +230,51 @@ class Rank {
     return b;
   }
   // Runs a collective (on the comm worker's thread) as a span on the comm lane.
-  void on_comm_lane(ProcessGroup& pg, const char* name, int64_t step, const std::function<void()>& fn) {
+  void on_comm_lane(Collectives& pg, const char* name, int64_t step, const std::function<void()>& fn) {
     ScopedSpan span(sh_.tracer, me_, Lane::comm, OpCategory::comm, name, step);
     const CommCounters before = pg.counters();
-    span.set_correlation(pg.next_sequence());
+    const uint64_t next = pg.next_sequence();
+    span.set_correlation(next);  // kept if the collective throws
     fn();
+    span.set_correlation(pg.span_correlation(next));
     span.set_bytes(pg.counters().bytes_sent - before.bytes_sent + pg.counters().bytes_received - before.bytes_received);
   }
   // Runs a collective on the comm worker and waits for it.
-  void comm(ProcessGroup& pg, const char* name, int64_t step, const std::function<void()>& fn) {
+  void comm(Collectives& pg, const char* name, int64_t step, const std::function<void()>& fn) {
     comm_->run([&] { on_comm_lane(pg, name, step, fn); });
   }
   LocalShard& shard_of(int table, int shard_index);
   int64_t step_of(int64_t iteration) const { return iteration - sh_.spec.warmup_steps; }
+  // The executor-specific pieces: on a device (the cuda backend's GPU) the shard weights and
+  // optimizer state live in its memory (the host copies of their DeviceBuffers are not kept
+  // current), and the lookup, the row optimizer and the MLP layers run there.
+  static std::unique_ptr<DeviceAllocator> make_allocator(Shared& sh, int rank);
+  static const detail::RankDevice* gpu_of(const Shared& sh, int rank) {
+    return sh.gpus.empty() ? nullptr : sh.gpus[static_cast<size_t>(rank)].get();
+  }
+  template <class T>
+  void to_gpu(DeviceBuffer<T>& b) {
+    if (gpu_) gpu_->to_device(b.device_data(), b.data(), static_cast<int64_t>(b.size() * sizeof(T)));
+  }
+  // A block of the arena (GPU memory) holding a copy of n host floats.
+  DeviceBuffer<float> on_gpu(const char* tag, const float* host, int64_t n) {
+    auto b = buf<float>(tag, static_cast<size_t>(n));
+    gpu_->to_device(b.device_data(), host, n * static_cast<int64_t>(sizeof(float)));
+    return b;
+  }
+  // The dense part's fully connected layers on cuBLAS, each with its inputs and parameters
+  // copied to the GPU and its outputs back (the interaction and the loss stay on the host).
+  void dense_layers_on_gpu();
+  /// pooled_lookup of one local shard into `out` (n_bags x cols; ids indexed by `off`).
+  void shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
+                    DeviceBuffer<float>& out);
+  /// apply_row_optimizer of one local shard.
+  void shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g);
 
   Shared& sh_;
   const Layout& L_;
   int me_;
+  const detail::RankDevice* gpu_ = gpu_of(sh_, me_);  // nullptr on the cpu backend
   DeviceArena arena_;  // declared before every buffer it accounts, so it outlives them
 
  public:
@@ -232,7 +283,7 @@ class Rank {
  private:
   DenseModel dense_;
   std::unique_ptr<CommWorker> comm_;
-  std::unique_ptr<ProcessGroup> world_, node_, cross_;
+  std::unique_ptr<Collectives> world_, node_, cross_;
   DeviceBuffer<float> dense_params_;  // accounting for the dense part
   std::vector<int64_t> counter_base_;
   std::atomic<int64_t> current_step_{0};
@@ -310,6 +361,84 @@ LocalShard& Rank::shard_of(int table, int shard_index) {
   throw std::logic_error("shard not local");
 }
 
+std::unique_ptr<DeviceAllocator> Rank::make_allocator(Shared& sh, int rank) {
+  const AllocatorConfig config{sh.spec.memory.allocator, sh.spec.devices.memory_bytes, sh.spec.memory.max_split_size, true};
+  if (const detail::RankDevice* gpu = gpu_of(sh, rank)) return gpu->make_allocator(config);
+  return DeviceAllocator::create(config);
+}
+
+void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
+                        DeviceBuffer<float>& out) {
+  if (gpu_) {  // the bags' ids, offsets (rebased to 0) and scales to the GPU, the pooled rows back
+    const int64_t base = off[0], n_ids = off[n_bags] - off[0];
+    auto d_ids = buf<int64_t>("kjt", static_cast<size_t>(n_ids));
+    auto d_off = buf<int64_t>("kjt", static_cast<size_t>(n_bags + 1));
+    for (int64_t i = 0; i <= n_bags; ++i) d_off[static_cast<size_t>(i)] = off[i] - base;
+    std::copy(ids + base, ids + base + n_ids, d_ids.data());
+    to_gpu(d_ids);
+    to_gpu(d_off);
+    DeviceBuffer<float> d_scale;
+    if (scale) {
+      d_scale = buf<float>("kjt", static_cast<size_t>(n_bags));
+      std::copy(scale, scale + n_bags, d_scale.data());
+      to_gpu(d_scale);
+    }
+    gpu_->lookup(ls.weights.device_data(), ls.s.num_rows, ls.s.num_cols, d_ids.device_data(), d_off.device_data(), n_bags,
+                 scale ? d_scale.device_data() : nullptr, out.device_data());
+    gpu_->to_host(out.data(), out.device_data(), static_cast<int64_t>(out.size() * sizeof(float)));
+    return;
+  }
+  pooled_lookup(ls.weights.data(), ls.s.num_rows, ls.s.num_cols, ids, off, n_bags, scale, out.data(), ls.s.num_cols);
+}
+
+void Rank::shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g) {
+  if (gpu_) {  // the rows and their gradients to the GPU: one bag per row, each row once
+    const auto n = g.rows.size();
+    if (n == 0) return;
+    auto d_rows = buf<int64_t>("gradients", n);
+    auto d_off = buf<int64_t>("gradients", n + 1);
+    auto d_vals = buf<float>("gradients", g.values.size());
+    std::copy(g.rows.begin(), g.rows.end(), d_rows.data());
+    std::iota(d_off.data(), d_off.data() + n + 1, int64_t{0});
+    std::copy(g.values.begin(), g.values.end(), d_vals.data());
+    to_gpu(d_rows);
+    to_gpu(d_off);
+    to_gpu(d_vals);
+    gpu_->update(sh_.spec.optimizer, iteration, ls.weights.device_data(), ls.momentum1.device_data(),
+                 ls.momentum2.device_data(), ls.s.num_rows, ls.s.num_cols, d_rows.device_data(), d_off.device_data(),
+                 static_cast<int64_t>(n), d_vals.device_data());
+    return;
+  }
+  apply_row_optimizer(sh_.spec.optimizer, iteration, ls.weights.data(), ls.s.num_cols, ls.state(), g);
+}
+
+void Rank::dense_layers_on_gpu() {
+  constexpr int64_t f = sizeof(float);
+  DenseModel::LinearOps ops;
+  ops.forward = [this](int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
+                       float* y) {
+    auto d_x = on_gpu("activations", x, B * in), d_w = on_gpu("dense", w, out * in), d_b = on_gpu("dense", b, out);
+    auto d_y = buf<float>("activations", static_cast<size_t>(B * out));
+    gpu_->linear_forward(B, in, out, d_x.device_data(), d_w.device_data(), d_b.device_data(), relu, d_y.device_data());
+    gpu_->to_host(y, d_y.device_data(), B * out * f);
+  };
+  ops.backward = [this](int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y, bool relu,
+                        float* dy, float* dw, float* db, float* dx) {
+    auto d_x = on_gpu("activations", x, B * in), d_w = on_gpu("dense", w, out * in);
+    auto d_y = on_gpu("activations", y, B * out), d_dy = on_gpu("gradients", dy, B * out);
+    auto d_dw = buf<float>("gradients", static_cast<size_t>(out * in)), d_db = buf<float>("gradients", static_cast<size_t>(out));
+    DeviceBuffer<float> d_dx;
+    if (dx) d_dx = buf<float>("gradients", static_cast<size_t>(B * in));
+    gpu_->linear_backward(B, in, out, d_x.device_data(), d_w.device_data(), d_y.device_data(), relu, d_dy.device_data(),
+                          d_dw.device_data(), d_db.device_data(), dx ? d_dx.device_data() : nullptr);
+    gpu_->to_host(dy, d_dy.device_data(), B * out * f);  // ReLU-masked in place, as the CPU function does
+    gpu_->to_host(dw, d_dw.device_data(), out * in * f);
+    gpu_->to_host(db, d_db.device_data(), out * f);
+    if (dx) gpu_->to_host(dx, d_dx.device_data(), B * in * f);
+  };
+  dense_.set_linear_ops(std::move(ops));
+}
+
 void Rank::setup() {
   const auto& spec = sh_.spec;
   current_step_ = step_of(0) - 1;  // setup's allocations belong to the step before the first
@@ -317,20 +446,35 @@ void Rank::setup() {
   comm_ = std::make_unique<CommWorker>();
   std::vector<int> all(static_cast<size_t>(L_.world));
   std::iota(all.begin(), all.end(), 0);
-  world_ = std::make_unique<ProcessGroup>(sh_.rv, "world", all, me_, timeout);
-  if (sh_.opt.vanish.rank == me_) world_->vanish_at(sh_.opt.vanish.sequence);
   bool any_twrw = false;
   for (const auto& tp : sh_.plan.tables) any_twrw |= tp.type == ShardingType::table_row_wise;
-  if (any_twrw) {
-    const int node = me_ / L_.local, l = me_ % L_.local;
-    std::vector<int> node_members, cross_members;
-    for (int i = 0; i < L_.local; ++i) node_members.push_back(node * L_.local + i);
-    for (int m = 0; m < L_.nodes; ++m) cross_members.push_back(m * L_.local + l);
-    node_ = std::make_unique<ProcessGroup>(sh_.rv, fmt::format("node{}", node), node_members, l, timeout);
-    cross_ = std::make_unique<ProcessGroup>(sh_.rv, fmt::format("cross{}", l), cross_members, node, timeout);
+  const int node = me_ / L_.local, l = me_ % L_.local;
+#if EMBEDSCOPE_WITH_CUDA
+  if (!sh_.nccl_world.empty()) {
+    world_ = detail::nccl_collectives(*sh_.nccl_world[static_cast<size_t>(me_)]);
+    if (any_twrw) {
+      node_ = detail::nccl_collectives(*sh_.nccl_node[static_cast<size_t>(me_)]);
+      cross_ = detail::nccl_collectives(*sh_.nccl_cross[static_cast<size_t>(me_)]);
+    }
   }
-  for (auto* pg : {world_.get(), node_.get(), cross_.get()})
-    if (pg) pg->set_network(spec.network, L_.local);
+#endif
+  auto gloo = [&](std::string name, std::vector<int> members, int group_rank) {
+    auto pg = std::make_unique<ProcessGroup>(sh_.rv, std::move(name), std::move(members), group_rank, timeout);
+    pg->set_network(spec.network, L_.local);
+    return pg;
+  };
+  if (!world_) {
+    auto pg = gloo("world", all, me_);
+    if (sh_.opt.vanish.rank == me_) pg->vanish_at(sh_.opt.vanish.sequence);
+    world_ = std::make_unique<GlooCollectives>(std::move(pg));
+    if (any_twrw) {
+      std::vector<int> node_members, cross_members;
+      for (int i = 0; i < L_.local; ++i) node_members.push_back(node * L_.local + i);
+      for (int m = 0; m < L_.nodes; ++m) cross_members.push_back(m * L_.local + l);
+      node_ = std::make_unique<GlooCollectives>(gloo(fmt::format("node{}", node), node_members, l));
+      cross_ = std::make_unique<GlooCollectives>(gloo(fmt::format("cross{}", l), cross_members, node));
+    }
+  }
   if (sh_.session) {
     // the layout that could not hold the request, while every buffer is still alive
     arena_.set_oom_handler([this] { record_memory(current_step_.load(), "oom", true); });
@@ -338,13 +482,24 @@ void Rank::setup() {
       mem_events_.push_back({me_, sh_.tracer.now_ns(), current_step_.load(), to_string(e.kind), e.address, e.size,
                              e.requested, e.tag});
     });
-    sh_.session->add_rank({me_, host_name(), "cpu (thread)", sh_.spec.devices.memory_bytes});
+    if (sh_.spec.devices.backend == Backend::cuda)  // CUPTI's lanes
+      for (auto [lane, name] : {std::pair{Lane::gpu_compute, "gpu_compute"}, {Lane::gpu_comm, "gpu_comm"},
+                                {Lane::gpu_copy, "gpu_copy"}})
+        sh_.session->add_lane({me_, static_cast<int32_t>(lane), name, "stream"});
+    sh_.session->add_rank({me_, host_name(), gpu_ ? gpu_->name() : std::string("cpu (thread)"),
+                           arena_.allocator().config().capacity_bytes});
     sh_.session->add_lane({me_, static_cast<int32_t>(Lane::compute), "compute", "thread"});
     sh_.session->add_lane({me_, static_cast<int32_t>(Lane::comm), "comm", "thread"});
     for (auto* pg : {world_.get(), node_.get(), cross_.get()})
       if (pg)
         pg->set_observer(&sh_.tracer.clock(), [this](sessions::CollectiveRecord&& r) {
           r.step = current_step_.load();
+#if EMBEDSCOPE_WITH_CUDA
+          if (!sh_.nccl_world.empty()) {
+            std::lock_guard<std::mutex> lock(sh_.records_mu);
+            sh_.records.push_back(r);
+          }
+#endif
           sh_.session->add_collective(std::move(r));
         });
   }
@@ -367,9 +522,13 @@ void Rank::setup() {
       ls.momentum2.assign(static_cast<size_t>(m2));
       init_shard(spec.seed, tp.table, t.num_embeddings, s.row_offset, s.num_rows, s.col_offset, s.num_cols,
                  ls.weights.data());
+      to_gpu(ls.weights);
+      to_gpu(ls.momentum1);
+      to_gpu(ls.momentum2);
       shards.push_back(std::move(ls));
     }
   }
+  if (gpu_) dense_layers_on_gpu();
   buckets_ = dense_buckets(dense_.param_tensors(), spec.dense ? spec.dense->bucket_cap_bytes : int64_t{25} << 20);
   if (buckets_.empty()) buckets_.emplace_back(0, 0);  // no dense parameters: the loss alone
   dense_params_ = DeviceBuffer<float>(&arena_, "dense");
@@ -396,6 +555,7 @@ void Rank::main() {
     }
     const int64_t t1 = sh_.tracer.now_ns();
     const int64_t dt = t1 - t0;
+    windows.push_back({step_of(it), t0, t1});
     if (it >= sh_.spec.warmup_steps) {
       step_ns.push_back(dt);
       measured_ns += dt;
@@ -427,6 +587,9 @@ void Rank::main() {
     }
   }
   if (sh_.session) sh_.session->add_id_histogram(id_histogram_.buckets(me_));
+  if (gpu_ && sh_.opt.keep_tables)
+    for (auto& ls : shards)
+      gpu_->to_host(ls.weights.data(), ls.weights.device_data(), static_cast<int64_t>(ls.weights.size() * sizeof(float)));
   summary.rank = me_;
   summary.bytes_sent = bytes_sent() - (counter_base_.empty() ? 0 : counter_base_[0]);
   summary.bytes_received = bytes_received() - (counter_base_.empty() ? 0 : counter_base_[1]);
@@ -659,8 +822,8 @@ void Rank::lookup(Inflight& b) {
     b.slot_out[k] = buf<float>("pooled_output", static_cast<size_t>(W * B * sl.s.num_cols));
     if (is_a2a(sl.type) && is_mean(sl.table)) b.slot_scale[k] = mean_scale(b.slot_len[k].data(), b.slot_len[k].size());
     const int64_t t0 = tr.now_ns();
-    pooled_lookup(ls.weights.data(), ls.s.num_rows, ls.s.num_cols, b.slot_ids[k].data(), b.slot_off[k].data(), W * B,
-                  b.slot_scale[k].empty() ? nullptr : b.slot_scale[k].data(), b.slot_out[k].data(), ls.s.num_cols);
+    shard_lookup(ls, b.slot_ids[k].data(), b.slot_off[k].data(), W * B,
+                 b.slot_scale[k].empty() ? nullptr : b.slot_scale[k].data(), b.slot_out[k]);
     auto& c = load_of(ls.table, ls.shard_index);
     c.lookup_ns += tr.now_ns() - t0;
     c.ids += static_cast<int64_t>(b.slot_ids[k].size());
@@ -676,8 +839,8 @@ void Rank::lookup(Inflight& b) {
       std::vector<float> sc;
       if (is_mean(t)) sc = mean_scale(lengths.data() + f * B, static_cast<size_t>(B));
       const int64_t t0 = tr.now_ns();
-      pooled_lookup(ls.weights.data(), ls.s.num_rows, ls.s.num_cols, b.batch.kjt.values.data(), b.off.data() + f * B, B,
-                    sc.empty() ? nullptr : sc.data(), b.pooled[static_cast<size_t>(f)].data(), ls.s.num_cols);
+      shard_lookup(ls, b.batch.kjt.values.data(), b.off.data() + f * B, B, sc.empty() ? nullptr : sc.data(),
+                   b.pooled[static_cast<size_t>(f)]);
       const int64_t ids = b.off[static_cast<size_t>((f + 1) * B)] - b.off[static_cast<size_t>(f * B)];
       auto& c = load_of(t, ls.shard_index);
       c.lookup_ns += tr.now_ns() - t0;
@@ -1001,7 +1164,7 @@ bool Rank::train(Inflight& b, const std::function<void()>& before_dense) {
       SparseGrad g = parts.size() == 1 ? std::move(parts[0]) : merge_sparse_grads(parts, ls.s.num_cols);
       if (measured_) summary.unique_ids += static_cast<int64_t>(g.rows.size());
       load_of(ls.table, ls.shard_index).unique_ids = static_cast<int64_t>(g.rows.size());
-      apply_row_optimizer(spec.optimizer, it + 1, ls.weights.data(), ls.s.num_cols, ls.state(), g);
+      shard_update(ls, it + 1, g);
     }
   }
   // data_parallel: sparse row gradients all-gathered, merged in rank order, applied on every replica
@@ -1049,7 +1212,7 @@ bool Rank::train(Inflight& b, const std::function<void()>& before_dense) {
     SparseGrad g = merge_sparse_grads(parts, dim);
     if (measured_) summary.unique_ids += static_cast<int64_t>(g.rows.size());
     load_of(t, ls.shard_index).unique_ids = static_cast<int64_t>(g.rows.size());
-    apply_row_optimizer(spec.optimizer, it + 1, ls.weights.data(), dim, ls.state(), g);
+    shard_update(ls, it + 1, g);
   }
 
   // ---- dense gradients (and the loss) all-reduced, averaged, applied -------------------------
@@ -1135,6 +1298,9 @@ void write_run_metadata(sessions::SessionWriter& w, const WorkloadSpec& spec, co
   w.set_metadata("network_json", to_json(spec)["network"].dump());
 }
 
+// The step of work before the first step (setup): as Rank::setup counts it.
+[[maybe_unused]] int64_t step_of_setup(const WorkloadSpec& spec) { return -spec.warmup_steps - 1; }
+
 int64_t host_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
@@ -1142,21 +1308,80 @@ int64_t host_memory_bytes() {
 
 }  // namespace
 
-RunResult run_training(const WorkloadSpec& spec, const TrainerOptions& options) {
-  validate(spec, spec.name.empty() ? "workload" : spec.name);
+RunResult run_training(const WorkloadSpec& requested, const TrainerOptions& options) {
+  // auto becomes cpu or cuda; a cuda run without (enough) GPUs is refused here
+  const WorkloadSpec spec = with_resolved_backend(requested, requested.name.empty() ? "workload" : requested.name);
+  const bool on_cuda = spec.devices.backend == Backend::cuda;
   RunResult result;
   result.plan = plan_sharding(spec);
   const auto est = estimate_memory(spec, result.plan);
   check_memory_fits(spec, est);
   int64_t need = 0;
   for (const auto& e : est) need += e.total();
-  if (const int64_t host = host_memory_bytes(); host > 0 && need > host * 9 / 10)
+  if (const int64_t host = host_memory_bytes(); !on_cuda && host > 0 && need > host * 9 / 10)
     throw SpecError(fmt::format(
         "/devices: the cpu backend runs all {} ranks in this process and they need {} in all, but this machine "
         "has {}; use fewer devices, a smaller batch or a scaled preset",
         spec.devices.count, format_bytes(need), format_bytes(host)));
 
   Shared sh(spec, result.plan, options);
+  const int W = spec.devices.count;
+#if EMBEDSCOPE_WITH_CUDA
+  // cuda backend: rank r on GPU r, one NCCL communicator per rank and group (ncclCommInitAll),
+  // and CUPTI for the whole run, set up before the session file exists (an NCCL error throws).
+  // Declared before the ranks, which use them, so they outlive them.
+  std::vector<std::unique_ptr<NcclComm>> comms;
+  std::unique_ptr<profiler::CuptiTracer> cupti;
+  std::string cupti_error;
+  if (on_cuda) {
+    const auto timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
+    for (int r = 0; r < W; ++r) sh.gpus.push_back(std::make_unique<detail::CudaRankDevice>(r));
+    auto adopt = [&](std::vector<std::unique_ptr<NcclComm>> group, std::vector<NcclComm*>& of_rank,
+                     const std::vector<int>& members) {
+      of_rank.resize(static_cast<size_t>(W));
+      for (size_t i = 0; i < group.size(); ++i) {
+        of_rank[static_cast<size_t>(members[i])] = group[i].get();
+        comms.push_back(std::move(group[i]));
+      }
+    };
+    std::vector<int> all(static_cast<size_t>(W));
+    std::iota(all.begin(), all.end(), 0);
+    adopt(NcclComm::init_all(all, "world", timeout, all), sh.nccl_world, all);
+    bool any_twrw = false;
+    for (const auto& tp : result.plan.tables) any_twrw |= tp.type == ShardingType::table_row_wise;
+    if (any_twrw) {  // the same groups as the cpu backend's (Rank::setup)
+      const Layout& L = sh.layout;
+      for (int n = 0; n < L.nodes; ++n) {
+        std::vector<int> m;
+        for (int i = 0; i < L.local; ++i) m.push_back(n * L.local + i);
+        adopt(NcclComm::init_all(m, fmt::format("node{}", n), timeout, m), sh.nccl_node, m);
+      }
+      for (int l = 0; l < L.local; ++l) {
+        std::vector<int> m;
+        for (int n = 0; n < L.nodes; ++n) m.push_back(n * L.local + l);
+        adopt(NcclComm::init_all(m, fmt::format("cross{}", l), timeout, m), sh.nccl_cross, m);
+      }
+    }
+    if (options.trace && !options.session_path.empty()) {
+      try {
+        cupti = std::make_unique<profiler::CuptiTracer>(sh.tracer.clock());
+        for (int r = 0; r < W; ++r) cupti->map_device(r, r);
+        for (const auto& c : comms) {
+          sh.gpus[static_cast<size_t>(c->device())]->bind_thread();
+          try {  // NCCL's kernels are recognised by their names too: a stream CUPTI does not know yet is no loss
+            cupti->map_stream(c->device(), c->stream(), Lane::gpu_comm);
+          } catch (const std::runtime_error&) {
+          }
+        }
+      } catch (const std::exception& e) {  // the run goes on; the session says why it has no GPU ops
+        cupti.reset();
+        cupti_error = e.what();
+      }
+    }
+  }
+#endif
+  if (options.emulate_device && !on_cuda)
+    for (int r = 0; r < W; ++r) sh.gpus.push_back(detail::host_rank_device());
   std::unique_ptr<sessions::SessionWriter> session;
   if (!options.session_path.empty()) {
     session = std::make_unique<sessions::SessionWriter>(options.session_path, options.session_overwrite);
@@ -1164,13 +1389,18 @@ RunResult run_training(const WorkloadSpec& spec, const TrainerOptions& options) 
     result.session_path = options.session_path;
     write_run_metadata(*session, spec, result.plan, sh.tracer.clock());
   }
-  const int W = spec.devices.count;
   std::vector<std::unique_ptr<Rank>> ranks;
-  for (int r = 0; r < W; ++r) ranks.push_back(std::make_unique<Rank>(sh, r));
+  try {
+    for (int r = 0; r < W; ++r) ranks.push_back(std::make_unique<Rank>(sh, r));
+  } catch (const std::exception& e) {  // e.g. a GPU allocator that cannot be set up: the session says so
+    if (session) session->close(to_string(RunEnd::crashed), e.what());
+    throw;
+  }
   std::vector<std::thread> threads;
   for (int r = 0; r < W; ++r) {
     threads.emplace_back([&, r] {
       Rank& rank = *ranks[static_cast<size_t>(r)];
+      if (!sh.gpus.empty()) sh.gpus[static_cast<size_t>(r)]->bind_thread();
       auto record = [&](RunEnd kind, bool bad_input, bool consequence, const std::string& msg) {
         std::lock_guard<std::mutex> lock(sh.mu);
         sh.errors.push_back({r, sh.tracer.now_ns(), kind, bad_input, consequence, msg});
@@ -1237,6 +1467,48 @@ RunResult run_training(const WorkloadSpec& spec, const TrainerOptions& options) 
   if (result.ended == RunEnd::complete && ranks[0]->cancelled) result.ended = RunEnd::cancelled;
   result.tracer_overhead_ns = sh.tracer.overhead_ns();
   result.dropped_records = sh.tracer.dropped();
+#if EMBEDSCOPE_WITH_CUDA
+  if (on_cuda) {
+    // a failed rank may have left its peers' kernels waiting: abort every communicator before
+    // they are destroyed (ncclCommDestroy would wait for them)
+    if (!sh.errors.empty())
+      for (auto& c : comms) c->abort();
+    for (auto& g : sh.gpus) {
+      g->bind_thread();
+      cudaDeviceSynchronize();
+    }
+    if (cupti) {
+      std::vector<profiler::GpuOp> gpu_ops = cupti->stop();
+      cupti->join_collectives(gpu_ops, sh.records);
+      std::vector<sessions::OpEvent> ops;
+      for (auto& g : gpu_ops) {
+        // the step whose host time window holds the op's start (before the first: setup)
+        const auto& win = ranks[static_cast<size_t>(std::clamp(g.op.rank, 0, W - 1))]->windows;
+        g.op.step = win.empty() ? step_of_setup(spec) : win.front().step - 1;
+        for (const auto& w : win)
+          if (g.op.start_ns >= w.start_ns) g.op.step = w.step;
+        ops.push_back(g.op);
+      }
+      if (session) {
+        session->add_ops(ops);
+        cupti->write_metadata(*session);
+      }
+    }
+    if (session) {
+      int runtime = 0;
+      cudaRuntimeGetVersion(&runtime);
+      session->set_metadata("cuda_version", fmt::format("{}.{}", runtime / 1000, runtime % 1000 / 10));
+      session->set_metadata("nccl_version", nccl_version());
+      std::string names;
+      for (int r = 0; r < W; ++r) {
+        const auto& n = profiler::cuda_devices().names;
+        names += (r ? "," : "") + (static_cast<size_t>(r) < n.size() ? n[static_cast<size_t>(r)] : std::string("GPU"));
+      }
+      session->set_metadata("gpu_names", names);
+      if (!cupti_error.empty()) session->set_metadata("gpu_trace_error", cupti_error);
+    }
+  }
+#endif
   if (session) {
     for (int r = 0; r < W; ++r) session->add_ops(sh.tracer.take(r));  // spans of a step that failed midway
     session->set_metadata("tracer_overhead_ns", std::to_string(result.tracer_overhead_ns));

@@ -328,3 +328,64 @@ TEST(Trainer, DenseGradientsAllReducedPerBucket) {
     }
   }
 }
+
+// The cuda executor's device path with host memory standing in for the GPU runs the same
+// arithmetic as the cpu backend, so the tables, dense parameters and losses are bit-equal; the
+// session names the emulated device, and the device path's own buffers (ids and offsets copied
+// for the lookup) appear in the memory history.
+TEST(Trainer, EmulatedDevicePathTrainsExactlyAsTheCpuBackend) {
+  WorkloadSpec s = tiny(2, ShardingType::row_wise);
+  s.steps = 3;
+  s.optimizer.type = OptimizerType::adam;
+  TrainerOptions opt;
+  opt.keep_tables = true;
+  const RunResult cpu = run_training(s, opt);
+  opt.emulate_device = true;
+  opt.session_path = (std::filesystem::temp_directory_path() / ("es_emulated_" + std::to_string(getpid()) + ".db")).string();
+  const RunResult dev = run_training(s, opt);
+  ASSERT_EQ(cpu.ended, RunEnd::complete) << cpu.error;
+  ASSERT_EQ(dev.ended, RunEnd::complete) << dev.error;
+  EXPECT_EQ(dev.tables, cpu.tables);
+  EXPECT_EQ(dev.dense_params, cpu.dense_params);
+  EXPECT_EQ(dev.loss, cpu.loss);
+  {
+    embedscope::sessions::SessionReader session(opt.session_path);
+    ASSERT_EQ(session.ranks().size(), 2u);
+    EXPECT_EQ(session.ranks()[0].device, "host memory (device emulation)");
+    int64_t kjt_allocs = 0, cpu_kjt_allocs = 0;
+    for (const auto& e : session.memory_events()) kjt_allocs += e.action == "alloc" && e.tag == "kjt";
+    // the cpu path allocates two kjt buffers per step and rank (received lengths and ids); the
+    // device path adds the ids and offsets of every lookup
+    cpu_kjt_allocs = 2 * 2 * s.steps;
+    EXPECT_GT(kjt_allocs, cpu_kjt_allocs);
+  }
+  std::filesystem::remove(opt.session_path);
+}
+
+// An OOM on the device path (GPU arena: blocks without host access, host copies beside them)
+// ends the run the same way: status oom and the layout at the failure in the session.
+TEST(Trainer, EmulatedDevicePathOomEndsOomWithTheSnapshot) {
+  WorkloadSpec s = tiny(2);
+  s.steps = 2;
+  s.batch_size = 2000;
+  s.devices.memory_bytes = 5'900'000;
+  TrainerOptions opt;
+  opt.emulate_device = true;
+  opt.session_path = (std::filesystem::temp_directory_path() / ("es_emulated_oom_" + std::to_string(getpid()) + ".db")).string();
+  const RunResult r = run_training(s, opt);
+  EXPECT_EQ(r.ended, RunEnd::oom) << r.error;
+  EXPECT_NE(r.error.find("out of memory allocating"), std::string::npos) << r.error;
+  {
+    embedscope::sessions::SessionReader session(opt.session_path);
+    EXPECT_EQ(session.status(), "oom");
+    int64_t snapshot = -1;
+    for (const auto& sn : session.memory_snapshots())
+      if (sn.reason == "oom" && snapshot < 0) snapshot = sn.id;
+    ASSERT_GE(snapshot, 0);
+    std::set<std::string> tags;
+    for (const auto& b : session.memory_blocks(snapshot))
+      if (b.allocated) tags.insert(b.tag);
+    EXPECT_TRUE(tags.count("weights"));
+  }
+  std::filesystem::remove(opt.session_path);
+}

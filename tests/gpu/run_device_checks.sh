@@ -2,7 +2,9 @@
 # Device checks of the GPU path, in one go (about 5 minutes on one H200; must stay under 8):
 #   1. configure and build Release with CUDA (-j from nproc; the Qt workbench is left out),
 #   2. `ctest -L gpu --output-on-failure` (every GPU test; each skips with cudaGetDeviceCount's
-#      answer where no device is present),
+#      answer where no device is present), the cuda executor's tests (cuda_executor_test:
+#      parity of every sharding type and optimizer, a scaled criteo_kaggle session, OOM,
+#      cuda_async) as their own row `cuda-executor`,
 #   3. every GPU benchmark that was built (bench_gpu_kernels, bench_gpu_runtime),
 #   4. a summary table, printed last.
 # Without a device it says so after the build and exits 0. Exit 1 when a step failed.
@@ -36,7 +38,7 @@ step() {  # step NAME LIMIT_S CMD... : runs CMD under min(LIMIT_S, what is left 
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then result=TIMEOUT; failed=1
   elif [ "$rc" -ne 0 ]; then result="FAILED (exit $rc)"; failed=1; fi
   case $name in
-    ctest-gpu) detail=$(grep -E "tests passed|tests failed" "$log_dir/$name.log" | tail -1)
+    ctest-gpu|cuda-executor) detail=$(grep -E "tests passed|tests failed" "$log_dir/$name.log" | tail -1)
                skipped=$(grep -c "(Skipped)" "$log_dir/$name.log"); detail="$detail; $skipped skipped" ;;
   esac
   rows+=("$name|$result|$secs|$detail")
@@ -87,7 +89,10 @@ if ! "$BUILD/tests/cuda_devices" >"$log_dir/devices.txt" 2>&1; then
 fi
 rows+=("devices|$(wc -l <"$log_dir/devices.txt") GPU(s)|0|$(head -1 "$log_dir/devices.txt" | cut -d: -f2-)")
 
-step ctest-gpu 150 ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 120
+# the cuda executor end to end (cuda_executor_test: parity, session, OOM, cuda_async) on its own row
+executor_tests='CudaEqualsReference|CudaExecutor'
+step ctest-gpu 150 ctest --test-dir "$BUILD" -L gpu -E "$executor_tests" --output-on-failure --timeout 120
+step cuda-executor 150 ctest --test-dir "$BUILD" -L gpu -R "$executor_tests" --output-on-failure --timeout 120
 
 for b in bench_gpu_kernels bench_gpu_runtime; do
   exe="$BUILD/bench/$b"

@@ -15,6 +15,12 @@
 //    at its end (a reserved address range committed page by page: mmap PROT_NONE + mprotect),
 //    so freed space at the end is reused by larger requests instead of stranding.
 //  - direct: one segment per allocation, released on free (what a cache saves you from).
+//  - cuda_async (cuda backend only, cuda_memory.h): cudaMallocAsync from a per-device memory
+//    pool; the pool hides its layout, so a snapshot is one opaque segment per pool.
+// Where segments come from is a SegmentSource: host memory (mmap) by default; on the cuda
+// backend cudaMalloc / cudaFree (caching, direct) and CUDA virtual memory management
+// (cuMemAddressReserve / cuMemCreate / cuMemMap, expandable), so the same allocators, stats,
+// snapshots and OOM explanations hold for GPU memory.
 // Single-threaded per device (one rank owns it); not thread-safe.
 
 #include <cstdint>
@@ -26,17 +32,66 @@
 
 namespace embedscope::engine {
 
-enum class AllocatorKind { caching, expandable, direct };
+enum class AllocatorKind { caching, expandable, direct, cuda_async };
 const char* to_string(AllocatorKind k);
-/// "caching" | "expandable" | "direct"; throws std::invalid_argument naming `where`.
+/// "caching" | "expandable" | "direct" | "cuda_async"; throws std::invalid_argument naming `where`.
 AllocatorKind allocator_kind_from_string(const std::string& s, const std::string& where);
+
+/// Where an allocator's segments live. map / unmap: a whole segment (caching, direct);
+/// reserve_range / commit / decommit / release_range: the one growing segment of each pool of
+/// the expandable allocator (an address range reserved up front, committed at its end).
+/// map and commit return nullptr / false when the memory is not available (the allocator then
+/// declares OOM); other failures throw std::runtime_error naming the call.
+class SegmentSource {
+ public:
+  virtual ~SegmentSource() = default;
+  /// "host", "cudaMalloc", "cuMemMap" (session metadata, messages).
+  virtual const char* name() const = 0;
+  virtual void* map(int64_t bytes) = 0;
+  virtual void unmap(void* p, int64_t bytes) = 0;
+  virtual void* reserve_range(int64_t bytes) = 0;
+  /// Makes [base + from, base + to) usable (from < to, both multiples of 2 MiB).
+  virtual bool commit(void* base, int64_t from, int64_t to) = 0;
+  /// Gives [base + from, base + to) back (from < to).
+  virtual void decommit(void* base, int64_t from, int64_t to) = 0;
+  virtual void release_range(void* base, int64_t bytes) = 0;
+};
+
+/// The host source: mmap'ed anonymous memory; ranges reserved PROT_NONE and committed with
+/// mprotect (madvise(MADV_DONTNEED) on decommit).
+std::shared_ptr<SegmentSource> host_segment_source();
+
+/// Page bookkeeping of a range committed in pages of `granularity` bytes (the CUDA VMM path:
+/// cuMemCreate needs sizes that are multiples of cuMemGetAllocationGranularity's answer).
+/// Pure logic, no device needed.
+class VmmPages {
+ public:
+  /// Throws std::invalid_argument for granularity <= 0.
+  explicit VmmPages(int64_t granularity);
+  int64_t granularity() const { return granularity_; }
+  /// Pages mapped now.
+  int64_t pages() const { return pages_; }
+  /// Bytes mapped now (pages() x granularity).
+  int64_t mapped_bytes() const { return pages_ * granularity_; }
+  /// The range of page indices [first, last) to map so that `bytes` from the range start are
+  /// usable (bytes rounded up to the granularity); empty when already mapped. Records them.
+  std::pair<int64_t, int64_t> grow_to(int64_t bytes);
+  /// The page indices [first, last) no longer needed to hold `bytes` (rounded up); records it.
+  std::pair<int64_t, int64_t> shrink_to(int64_t bytes);
+  /// `bytes` rounded up to a multiple of the granularity.
+  int64_t round_up(int64_t bytes) const { return (bytes + granularity_ - 1) / granularity_ * granularity_; }
+
+ private:
+  int64_t granularity_;
+  int64_t pages_ = 0;
+};
 
 struct AllocatorConfig {
   AllocatorKind kind = AllocatorKind::caching;
   int64_t capacity_bytes = 0;
   /// Blocks of this size or more are never split (PyTorch max_split_size_mb); 0 = unlimited.
   int64_t max_split_size = 0;
-  /// Back segments with host memory (mmap); false: bookkeeping only (replays of big traces).
+  /// Back segments with memory; false: bookkeeping only (replays of big traces).
   bool back_with_memory = true;
 };
 
@@ -142,7 +197,11 @@ class DeviceAllocator {
   std::vector<std::pair<std::string, int64_t>> bytes_by_tag() const;
   const AllocatorConfig& config() const { return config_; }
 
-  static std::unique_ptr<DeviceAllocator> create(const AllocatorConfig& config);
+  /// caching / expandable / direct, with segments from `source` (back_with_memory only;
+  /// nullptr: host_segment_source()). cuda_async throws std::invalid_argument: it is made by
+  /// create_cuda_async_allocator (cuda_memory.h) on the cuda backend only.
+  static std::unique_ptr<DeviceAllocator> create(const AllocatorConfig& config,
+                                                 std::shared_ptr<SegmentSource> source = nullptr);
 
  protected:
   explicit DeviceAllocator(AllocatorConfig c) : config_(c) {}

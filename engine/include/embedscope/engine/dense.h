@@ -80,6 +80,19 @@ class DenseModel {
   /// Activation bytes for a batch of B (for memory accounting; = dense_sizes(...) x B x 4).
   int64_t activation_bytes(int64_t B) const;
 
+  /// Where the fully connected layers (bottom and top MLP) run: by default the functions
+  /// linear_forward / linear_backward above; the cuda executor runs them on cuBLAS. Same
+  /// arguments and contract (host pointers). The interaction and the loss stay here.
+  struct LinearOps {
+    std::function<void(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
+                       float* y)>
+        forward;
+    std::function<void(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y, bool relu,
+                       float* dy, float* dw, float* db, float* dx)>
+        backward;
+  };
+  void set_linear_ops(LinearOps ops) { ops_ = std::move(ops); }
+
  private:
   struct Linear { int in, out; size_t w, b; bool relu; };
   void linear_forward(const Linear& l, int64_t B, const float* x, float* y) const;
@@ -94,6 +107,7 @@ class DenseModel {
   int64_t inter_in_ = 0;   // width of the interaction's input (bottom output + embeddings)
   int64_t inter_out_ = 0;  // width of the top MLP input
   std::vector<float> fixed_projection_;  // no dense part: the fixed head (not a parameter)
+  LinearOps ops_;                         // empty: the CPU functions
 };
 
 }  // namespace embedscope::engine

@@ -34,6 +34,11 @@ class DeviceArena {
  public:
   DeviceArena(int rank, const AllocatorConfig& config)
       : rank_(rank), allocator_(DeviceAllocator::create(config)) {}
+  /// An arena over a given allocator. `device_memory`: its blocks are GPU memory, which the
+  /// host cannot touch (DeviceBuffer then keeps a host copy; compact() is refused).
+  DeviceArena(int rank, std::unique_ptr<DeviceAllocator> allocator, bool device_memory)
+      : rank_(rank), allocator_(std::move(allocator)), device_memory_(device_memory) {}
+  bool device_memory() const { return device_memory_; }
   /// Allocates `bytes` (> 0) under `tag`; throws OomError (nothing else changes).
   Allocation allocate(const std::string& tag, int64_t bytes);
   void release(const Allocation& a);
@@ -71,11 +76,14 @@ class DeviceArena {
   int64_t allocator_ns_ = 0;
   std::unordered_map<Allocation*, std::string> tracked_;
   std::function<void()> on_oom_;
+  bool device_memory_ = false;
 };
 
 /// An array of trivially copyable T in device memory (a block of a DeviceArena), or in host
 /// memory when it has no arena. Growing it allocates a new block (and frees the old one)
-/// before anything is copied; OomError leaves it unchanged.
+/// before anything is copied; OomError leaves it unchanged. On an arena of GPU memory
+/// (DeviceArena::device_memory) the block is GPU memory (device_data()) and data() is a host
+/// copy of the same size; the owner moves bytes between them (cuda executor).
 template <class T>
 class DeviceBuffer {
  public:
@@ -90,7 +98,7 @@ class DeviceBuffer {
       block_ = o.block_;
       host_ = std::move(o.host_);
       n_ = o.n_;
-      if (arena_ && block_.ptr) {
+      if (arena_ && block_.ptr && !arena_->device_memory()) {
         arena_->untrack(&o.block_);
         arena_->track(&block_, tag_);
       }
@@ -108,6 +116,16 @@ class DeviceBuffer {
     const auto bytes = static_cast<int64_t>(n * sizeof(T));
     if (arena_ == nullptr) {
       host_.assign(n, value);
+    } else if (arena_->device_memory()) {
+      if (bytes > block_.size || block_.ptr == nullptr) {
+        Allocation fresh = bytes > 0 ? arena_->allocate(tag_, bytes) : Allocation{};
+        if (block_.ptr) {
+          arena_->untrack(&block_);
+          arena_->release(block_);
+        }
+        block_ = fresh;
+      }
+      host_.assign(n, value);
     } else if (bytes > block_.size || block_.ptr == nullptr) {
       Allocation fresh = bytes > 0 ? arena_->allocate(tag_, bytes) : Allocation{};
       if (block_.ptr) arena_->release(block_);
@@ -117,8 +135,10 @@ class DeviceBuffer {
     n_ = n;
     std::fill_n(data(), n, value);
   }
-  T* data() { return arena_ ? static_cast<T*>(block_.ptr) : host_.data(); }
-  const T* data() const { return arena_ ? static_cast<const T*>(block_.ptr) : host_.data(); }
+  T* data() { return arena_ && !arena_->device_memory() ? static_cast<T*>(block_.ptr) : host_.data(); }
+  const T* data() const { return arena_ && !arena_->device_memory() ? static_cast<const T*>(block_.ptr) : host_.data(); }
+  /// The block (GPU memory on a device_memory arena); nullptr when empty or without an arena.
+  T* device_data() { return static_cast<T*>(block_.ptr); }
   size_t size() const { return n_; }
   T& operator[](size_t i) { return data()[i]; }
   const T& operator[](size_t i) const { return data()[i]; }

@@ -76,9 +76,11 @@ class NcclComm {
   static std::unique_ptr<NcclComm> init_rank(const ncclUniqueId& id, int nranks, int rank, int device,
                                              std::string group, std::chrono::milliseconds timeout,
                                              std::vector<int> members = {});
-  /// One process, every GPU in `devices` (group rank i on devices[i]).
+  /// One process, every GPU in `devices` (group rank i on devices[i]); `members` as for
+  /// init_rank (default 0..n-1). Throws std::invalid_argument when members has another size.
   static std::vector<std::unique_ptr<NcclComm>> init_all(const std::vector<int>& devices, std::string group,
-                                                          std::chrono::milliseconds timeout);
+                                                          std::chrono::milliseconds timeout,
+                                                          std::vector<int> members = {});
   /// ncclCommDestroy (or nothing after an abort); destroys the comm stream.
   ~NcclComm();
   NcclComm(const NcclComm&) = delete;

@@ -52,7 +52,9 @@ enum class IdDistributionKind { uniform, zipf };
 /// What the input pipeline does with ids outside [0, num_embeddings).
 enum class InvalidIdPolicy { error, clamp, drop };
 
-enum class Backend { cpu };
+/// Executor of a run: cpu (rank threads, Gloo), cuda (one GPU per rank, NCCL; trainer.h lists
+/// what it runs), auto (cuda when cudaGetDeviceCount reports a device, else cpu; backend.h).
+enum class Backend { cpu, cuda, auto_ };
 
 /// dot: DLRM pairwise dot products (all dims equal the bottom MLP output); cat: concatenation;
 /// dcn: DCN-v2 low-rank cross network over the concatenation (MLPerf DLRM-DCNv2).

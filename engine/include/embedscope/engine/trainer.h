@@ -1,7 +1,16 @@
 #pragma once
-// The CPU executor: sharded embedding training with one thread per rank (the compute worker)
-// plus one comm worker thread per rank, real Gloo collectives over TCP on 127.0.0.1, and a
-// capacity-limited DeviceArena per rank.
+// The executors of sharded embedding training (devices.backend), one step program for both:
+//  - cpu: one thread per rank (the compute worker) plus one comm worker thread per rank, real
+//    Gloo collectives over TCP on 127.0.0.1, and a capacity-limited DeviceArena per rank.
+//  - cuda (EMBEDSCOPE_WITH_CUDA): rank r on GPU r, the same threads, NCCL collectives
+//    (ncclCommInitAll) instead of Gloo, and the DeviceArena over the GPU's memory (cudaMalloc,
+//    CUDA VMM or a cudaMallocAsync pool; cuda_memory.h). The shard weights and optimizer state
+//    live on the GPU, where the lookup (tbe_forward), the row optimizer (tbe_backward_update)
+//    and the MLP layers (cuBLAS) run; bucketizing, the KJT permute, packing of the dist
+//    buffers, the sparse-gradient accumulation, the interaction and the loss run on the host,
+//    with explicit copies.
+//    base pipeline, fp32 qcomms, no network emulation or compaction (validate refuses the
+//    rest). With a session and options.trace, CUPTI records the GPU work into it (GPU lanes).
 //
 // One training step, as TorchRec runs it (base pipeline: each op waits for the previous one):
 //   input_dist   KJT all-to-all: id counts per (shard, feature), then lengths, then ids
@@ -84,6 +93,10 @@ struct TrainerOptions {
   bool session_overwrite = false;
   /// Set (e.g. from a SIGINT handler) to stop after the current step; the run ends "cancelled".
   const std::atomic<bool>* cancel = nullptr;
+  /// Test hook: on the cpu backend, run the cuda executor's device path with host memory
+  /// standing in for each GPU (the weights, lookup, row optimizer and MLP layers behind the same
+  /// copies, on the CPU kernels; Gloo collectives), so that path is tested without a GPU.
+  bool emulate_device = false;
 };
 
 struct RankSummary {
@@ -131,8 +144,9 @@ struct RunResult {
 
 /// Runs the workload. Throws SpecError for a spec that cannot run (before any thread
 /// starts and before a session file is created: plan errors, memory that does not fit the
-/// devices or this host), and sessions::SessionError when the session file cannot be
-/// created. Failures during the run (OOM, collective timeout, invalid ids, split mismatch)
+/// devices or this host, a cuda backend without enough GPUs: backend.h), and
+/// sessions::SessionError when the session file cannot be created; on the cuda backend,
+/// std::runtime_error when NCCL cannot set up its communicators. Failures during the run (OOM, collective timeout, invalid ids, split mismatch)
 /// end the run and are reported in RunResult and the session, never thrown and never hung.
 RunResult run_training(const WorkloadSpec& spec, const TrainerOptions& options = {});
 

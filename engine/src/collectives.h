@@ -1,0 +1,73 @@
+#pragma once
+// The collectives one rank of an executor calls, on host buffers: Gloo (cpu backend) or NCCL
+// (cuda backend, cuda_executor.h), so both executors share one step program (trainer.cpp).
+// Same arguments and semantics as ProcessGroup's (comm.h). Internal to the engine.
+
+#include <memory>
+#include <span>
+
+#include "embedscope/engine/comm.h"
+
+namespace embedscope::engine::detail {
+
+class Collectives {
+ public:
+  virtual ~Collectives() = default;
+  /// Sequence number the next collective will get.
+  virtual uint64_t next_sequence() const = 0;
+  /// The sequence number a span of collectives is joined by, given next_sequence() before it
+  /// began: that one (the span's first collective) unless the group numbers more collectives
+  /// than the span's own (NCCL's all-to-all check of split sizes is one), then the last.
+  virtual uint64_t span_correlation(uint64_t next_before) const { return next_before; }
+  virtual const CommCounters& counters() const = 0;
+  virtual void set_observer(const profiler::RunClock* clock, ProcessGroup::Observer observer) = 0;
+  virtual void all_to_all_v(const char* op_name, const void* send, std::span<const int64_t> send_counts, void* recv,
+                            std::span<const int64_t> recv_counts, size_t elem_size) = 0;
+  virtual void all_gather_v(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
+                            size_t elem_size) = 0;
+  virtual void all_reduce_sum(const char* op_name, float* data, int64_t count) = 0;
+  virtual void all_to_all_q(const char* op_name, const float* send, std::span<const int64_t> send_counts, float* recv,
+                            std::span<const int64_t> recv_counts, CommPrecision p, QuantError* err) = 0;
+  virtual void reduce_scatter_q(const char* op_name, const float* send, std::span<const int64_t> counts, float* recv,
+                                CommPrecision p, QuantError* err) = 0;
+  virtual void all_gather_q(const char* op_name, const float* send, float* recv, std::span<const int64_t> counts,
+                            CommPrecision p, QuantError* err) = 0;
+};
+
+/// The cpu backend's: a Gloo ProcessGroup.
+class GlooCollectives final : public Collectives {
+ public:
+  explicit GlooCollectives(std::unique_ptr<ProcessGroup> pg) : pg_(std::move(pg)) {}
+  ProcessGroup& group() { return *pg_; }
+  uint64_t next_sequence() const override { return pg_->next_sequence(); }
+  const CommCounters& counters() const override { return pg_->counters(); }
+  void set_observer(const profiler::RunClock* clock, ProcessGroup::Observer observer) override {
+    pg_->set_observer(clock, std::move(observer));
+  }
+  void all_to_all_v(const char* op_name, const void* send, std::span<const int64_t> send_counts, void* recv,
+                    std::span<const int64_t> recv_counts, size_t elem_size) override {
+    pg_->all_to_all_v(op_name, send, send_counts, recv, recv_counts, elem_size);
+  }
+  void all_gather_v(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
+                    size_t elem_size) override {
+    pg_->all_gather_v(op_name, send, recv, counts, elem_size);
+  }
+  void all_reduce_sum(const char* op_name, float* data, int64_t count) override { pg_->all_reduce_sum(op_name, data, count); }
+  void all_to_all_q(const char* op_name, const float* send, std::span<const int64_t> send_counts, float* recv,
+                    std::span<const int64_t> recv_counts, CommPrecision p, QuantError* err) override {
+    pg_->all_to_all_q(op_name, send, send_counts, recv, recv_counts, p, err);
+  }
+  void reduce_scatter_q(const char* op_name, const float* send, std::span<const int64_t> counts, float* recv,
+                        CommPrecision p, QuantError* err) override {
+    pg_->reduce_scatter_q(op_name, send, counts, recv, p, err);
+  }
+  void all_gather_q(const char* op_name, const float* send, float* recv, std::span<const int64_t> counts, CommPrecision p,
+                    QuantError* err) override {
+    pg_->all_gather_q(op_name, send, recv, counts, p, err);
+  }
+
+ private:
+  std::unique_ptr<ProcessGroup> pg_;
+};
+
+}  // namespace embedscope::engine::detail

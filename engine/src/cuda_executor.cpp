@@ -1,0 +1,214 @@
+#include "cuda_executor.h"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "embedscope/engine/cuda_kernels.h"
+#include "embedscope/engine/cuda_memory.h"
+#include "embedscope/profiler/cuda_device.h"
+
+namespace embedscope::engine::detail {
+
+namespace {
+
+void check(cudaError_t rc, const char* call) {
+  if (rc != cudaSuccess)
+    throw cuda::CudaError(fmt::format("{} failed: {} ({})", call, cudaGetErrorName(rc), cudaGetErrorString(rc)));
+}
+
+// A single-table TBE plan over one shard with `bags` bags of `cols` floats each.
+cuda::TbePlan shard_plan(int64_t rows, int64_t cols, int64_t bags) {
+  cuda::TbeTable t;
+  t.num_rows = rows;
+  t.dim = cols;
+  t.out_stride = cols;
+  t.pooling = 0;  // sum; the mean scale comes as a per-bag scale, as pooled_lookup takes it
+  return cuda::TbePlan({t}, bags, cuda::WeightsPrecision::fp32);
+}
+
+}  // namespace
+
+CudaRankDevice::CudaRankDevice(int device) : device_(device) {
+  bind_thread();
+  // a blocking stream: it waits for the legacy default stream, on which TbePlan uploads its tables
+  check(cudaStreamCreate(&stream_), "cudaStreamCreate");
+  blas_ = std::make_unique<cuda::Blas>(stream_);
+}
+
+CudaRankDevice::~CudaRankDevice() {
+  cudaSetDevice(device_);
+  blas_.reset();
+  if (stream_) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+}
+
+std::string CudaRankDevice::name() const {
+  const auto& names = profiler::cuda_devices().names;
+  return fmt::format("{} (cuda:{})", static_cast<size_t>(device_) < names.size() ? names[static_cast<size_t>(device_)] : "GPU",
+                     device_);
+}
+
+void CudaRankDevice::bind_thread() const { check(cudaSetDevice(device_), "cudaSetDevice"); }
+
+std::unique_ptr<DeviceAllocator> CudaRankDevice::make_allocator(AllocatorConfig config) const {
+  bind_thread();
+  config.capacity_bytes = std::min(config.capacity_bytes, cuda_free_memory());
+  config.back_with_memory = true;
+  switch (config.kind) {
+    case AllocatorKind::cuda_async: return create_cuda_async_allocator(config, device_, stream_);
+    case AllocatorKind::expandable: return DeviceAllocator::create(config, cuda_vmm_source(device_));
+    case AllocatorKind::caching:
+    case AllocatorKind::direct: break;
+  }
+  return DeviceAllocator::create(config, cuda_malloc_source());
+}
+
+void CudaRankDevice::to_device(void* dst, const void* src, int64_t bytes) const {
+  if (bytes <= 0) return;
+  check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync host to device");
+}
+
+void CudaRankDevice::to_host(void* dst, const void* src, int64_t bytes) const {
+  if (bytes <= 0) return;
+  check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync device to host");
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+void CudaRankDevice::lookup(const float* weights, int64_t rows, int64_t cols, const int64_t* ids, const int64_t* offsets,
+                            int64_t n_bags, const float* scale, float* out) const {
+  if (n_bags <= 0 || cols <= 0) return;
+  const cuda::TbePlan plan = shard_plan(rows, cols, n_bags);
+  cuda::tbe_forward(plan, weights, ids, offsets, scale, out, stream_);
+  // the plan's device tables are freed when it goes out of scope: finish with them first
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+void CudaRankDevice::update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1,
+                            float* momentum2, int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets,
+                            int64_t n, const float* values) const {
+  if (n <= 0 || cols <= 0) return;
+  const cuda::TbePlan plan = shard_plan(rows, cols, n);
+  cuda::tbe_backward_update(plan, weights, momentum1, momentum2, row_ids, offsets, n, nullptr, values, opt, iteration,
+                            stream_);
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+void CudaRankDevice::linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b,
+                                    bool relu, float* y) const {
+  cuda::linear_forward_cuda(*blas_, B, in, out, x, w, b, relu, y);
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+void CudaRankDevice::linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y,
+                                     bool relu, float* dy, float* dw, float* db, float* dx) const {
+  cuda::linear_backward_cuda(*blas_, B, in, out, x, w, y, relu, dy, dw, db, dx);
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+namespace {
+
+class NcclCollectives final : public Collectives {
+ public:
+  explicit NcclCollectives(NcclComm& comm) : comm_(comm) {
+    check(cudaSetDevice(comm.device()), "cudaSetDevice");
+    check(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  }
+  ~NcclCollectives() override {
+    cudaSetDevice(comm_.device());
+    cudaStreamSynchronize(copy_);
+    cudaStreamDestroy(copy_);
+  }
+  uint64_t next_sequence() const override { return comm_.sequence() + 1; }
+  // an all-to-all's split check takes a sequence number of its own before the data collective
+  uint64_t span_correlation(uint64_t) const override { return comm_.sequence(); }
+  const CommCounters& counters() const override { return comm_.counters(); }
+  void set_observer(const profiler::RunClock* clock, ProcessGroup::Observer observer) override {
+    comm_.set_observer(clock, std::move(observer));
+  }
+
+  void all_to_all_v(const char* op_name, const void* send, std::span<const int64_t> send_counts, void* recv,
+                    std::span<const int64_t> recv_counts, size_t elem_size) override {
+    const int64_t sb = total(send_counts) * static_cast<int64_t>(elem_size);
+    const int64_t rb = total(recv_counts) * static_cast<int64_t>(elem_size);
+    stage_in(send, sb, rb);
+    finish(comm_.all_to_all_v(op_name, copy_, send_.data(), send_counts, recv_.data(), recv_counts, elem_size), recv, rb);
+  }
+  void all_gather_v(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
+                    size_t elem_size) override {
+    const int64_t sb = counts[static_cast<size_t>(comm_.rank())] * static_cast<int64_t>(elem_size);
+    const int64_t rb = total(counts) * static_cast<int64_t>(elem_size);
+    stage_in(send, sb, rb);
+    finish(comm_.all_gather_v(op_name, copy_, send_.data(), recv_.data(), counts, elem_size), recv, rb);
+  }
+  void all_reduce_sum(const char* op_name, float* data, int64_t count) override {
+    const int64_t b = count * static_cast<int64_t>(sizeof(float));
+    stage_in(data, 0, b);
+    check(cudaMemcpyAsync(recv_.data(), data, static_cast<size_t>(b), cudaMemcpyHostToDevice, copy_), "cudaMemcpyAsync");
+    finish(comm_.all_reduce_sum(op_name, copy_, reinterpret_cast<float*>(recv_.data()), count), data, b);
+  }
+  void all_to_all_q(const char* op_name, const float* send, std::span<const int64_t> send_counts, float* recv,
+                    std::span<const int64_t> recv_counts, CommPrecision p, QuantError*) override {
+    fp32_only(p, op_name);
+    all_to_all_v(op_name, send, send_counts, recv, recv_counts, sizeof(float));
+  }
+  void reduce_scatter_q(const char* op_name, const float* send, std::span<const int64_t> counts, float* recv,
+                        CommPrecision p, QuantError*) override {
+    fp32_only(p, op_name);
+    const int64_t sb = total(counts) * static_cast<int64_t>(sizeof(float));
+    const int64_t rb = counts[static_cast<size_t>(comm_.rank())] * static_cast<int64_t>(sizeof(float));
+    stage_in(send, sb, rb);
+    finish(comm_.reduce_scatter(op_name, copy_, reinterpret_cast<const float*>(send_.data()), counts,
+                                reinterpret_cast<float*>(recv_.data())),
+           recv, rb);
+  }
+  void all_gather_q(const char* op_name, const float* send, float* recv, std::span<const int64_t> counts, CommPrecision p,
+                    QuantError*) override {
+    fp32_only(p, op_name);
+    all_gather_v(op_name, send, recv, counts, sizeof(float));
+  }
+
+ private:
+  static int64_t total(std::span<const int64_t> c) { return std::accumulate(c.begin(), c.end(), int64_t{0}); }
+  static void fp32_only(CommPrecision p, const char* op_name) {
+    if (p != CommPrecision::fp32)
+      throw std::logic_error(fmt::format("{}: qcomms {} on the cuda backend (the spec should have refused it)", op_name,
+                                         to_string(p)));
+  }
+  // Grows the staging buffers (never shrinks) and copies `send_bytes` of `send` in, on the copy
+  // stream, which the collective waits for (it is the collective's `compute` stream).
+  void stage_in(const void* send, int64_t send_bytes, int64_t recv_bytes) {
+    check(cudaSetDevice(comm_.device()), "cudaSetDevice");  // the calling thread may be the comm worker
+    // at least one byte, so that the buffers are valid pointers for empty collectives
+    if (send_.size() < static_cast<size_t>(std::max<int64_t>(send_bytes, 1)))
+      send_ = cuda::DeviceArray<char>(static_cast<size_t>(std::max<int64_t>(send_bytes, 1)));
+    if (recv_.size() < static_cast<size_t>(std::max<int64_t>(recv_bytes, 1)))
+      recv_ = cuda::DeviceArray<char>(static_cast<size_t>(std::max<int64_t>(recv_bytes, 1)));
+    if (send_bytes > 0)
+      check(cudaMemcpyAsync(send_.data(), send, static_cast<size_t>(send_bytes), cudaMemcpyHostToDevice, copy_),
+            "cudaMemcpyAsync host to device");
+  }
+  // Waits for the collective (CollectiveError on an NCCL error or the timeout) and copies the
+  // result back to the host.
+  void finish(NcclWork work, void* recv, int64_t recv_bytes) {
+    work.synchronize();
+    if (recv_bytes <= 0) return;
+    check(cudaMemcpyAsync(recv, recv_.data(), static_cast<size_t>(recv_bytes), cudaMemcpyDeviceToHost, copy_),
+          "cudaMemcpyAsync device to host");
+    check(cudaStreamSynchronize(copy_), "cudaStreamSynchronize");
+  }
+
+  NcclComm& comm_;
+  cudaStream_t copy_ = nullptr;
+  cuda::DeviceArray<char> send_, recv_;
+};
+
+}  // namespace
+
+std::unique_ptr<Collectives> nccl_collectives(NcclComm& comm) { return std::make_unique<NcclCollectives>(comm); }
+
+}  // namespace embedscope::engine::detail

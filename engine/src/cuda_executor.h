@@ -1,0 +1,72 @@
+#pragma once
+// The device side of the cuda executor (trainer.cpp runs the step program; built with
+// EMBEDSCOPE_WITH_CUDA, defined in cuda_executor.cpp of embedscope_engine_cuda). Internal.
+//
+// One CudaRankDevice per rank: its GPU, a compute stream for its kernels and copies, the
+// allocator of its device memory, the lookup (tbe_forward) and the fused row optimizer
+// (tbe_backward_update) on the shard weights held there, and the rank's NCCL collectives.
+
+#include <cstdint>
+#include <memory>
+
+#include <cuda_runtime_api.h>
+
+#include "collectives.h"
+#include "rank_device.h"
+#include "embedscope/engine/allocator.h"
+#include "embedscope/engine/kernels.h"
+#include "embedscope/engine/nccl_comm.h"
+#include "embedscope/engine/spec.h"
+
+namespace embedscope::engine::cuda {
+class Blas;
+}
+
+namespace embedscope::engine::detail {
+
+class CudaRankDevice final : public RankDevice {
+ public:
+  /// Creates the compute stream on `device` (the calling thread's current device becomes it).
+  explicit CudaRankDevice(int device);
+  ~CudaRankDevice() override;
+  CudaRankDevice(const CudaRankDevice&) = delete;
+  CudaRankDevice& operator=(const CudaRankDevice&) = delete;
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  /// "NVIDIA H200 (cuda:0)".
+  std::string name() const override;
+  /// cudaSetDevice(device()) on the calling thread.
+  void bind_thread() const override;
+  /// The allocator of this GPU for `config` (capacity capped at the GPU's free memory): caching
+  /// and direct on cudaMalloc segments, expandable on CUDA VMM, cuda_async on a memory pool.
+  std::unique_ptr<DeviceAllocator> make_allocator(AllocatorConfig config) const override;
+  /// Copies on the compute stream; to_host waits for it.
+  void to_device(void* dst, const void* src, int64_t bytes) const override;
+  void to_host(void* dst, const void* src, int64_t bytes) const override;
+  /// tbe_forward with a one-table plan of n_bags bags (sum, the scale per bag); waits for it.
+  void lookup(const float* weights, int64_t rows, int64_t cols, const int64_t* ids, const int64_t* offsets, int64_t n_bags,
+              const float* scale, float* out) const override;
+  /// tbe_backward_update with a one-table plan of n one-row bags; waits for it.
+  void update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1, float* momentum2,
+              int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets, int64_t n,
+              const float* values) const override;
+  /// linear_forward_cuda / linear_backward_cuda (cuBLAS) on the compute stream; waits for them.
+  void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
+                      float* y) const override;
+  void linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y, bool relu,
+                       float* dy, float* dw, float* db, float* dx) const override;
+
+ private:
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<cuda::Blas> blas_;  // on stream_
+};
+
+/// Collectives on host buffers over an NCCL communicator: each call copies the send buffer to
+/// a device staging buffer (outside the rank's allocator), runs the collective on the
+/// communicator's comm stream after the copy (an event orders them), waits for it and copies
+/// the result back. fp32 qcomms only (the spec refuses others on the cuda backend).
+std::unique_ptr<Collectives> nccl_collectives(NcclComm& comm);
+
+}  // namespace embedscope::engine::detail

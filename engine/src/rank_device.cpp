@@ -1,0 +1,57 @@
+#include "rank_device.h"
+
+#include <cstring>
+
+#include "embedscope/engine/dense.h"
+#include "embedscope/engine/kernels.h"
+
+namespace embedscope::engine::detail {
+
+namespace {
+
+class HostRankDevice final : public RankDevice {
+ public:
+  std::string name() const override { return "host memory (device emulation)"; }
+  void bind_thread() const override {}
+  std::unique_ptr<DeviceAllocator> make_allocator(AllocatorConfig config) const override {
+    return DeviceAllocator::create(config);
+  }
+  void to_device(void* dst, const void* src, int64_t bytes) const override { copy(dst, src, bytes); }
+  void to_host(void* dst, const void* src, int64_t bytes) const override { copy(dst, src, bytes); }
+  void lookup(const float* weights, int64_t rows, int64_t cols, const int64_t* ids, const int64_t* offsets,
+              int64_t n_bags, const float* scale, float* out) const override {
+    pooled_lookup(weights, rows, cols, ids, offsets, n_bags, scale, out, cols);
+  }
+  void update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1, float* momentum2,
+              int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets, int64_t n,
+              const float* values) const override {
+    SparseGrad g;
+    g.dim = cols;
+    for (int64_t i = 0; i < n; ++i) {  // one bag per row, as the GPU kernel reads them
+      g.rows.push_back(row_ids[offsets[i]]);
+      g.values.insert(g.values.end(), values + i * cols, values + (i + 1) * cols);
+    }
+    const auto [m1, m2] = optimizer_state_floats(opt.type, rows, cols);
+    const RowOptimizerState state{{momentum1, static_cast<size_t>(m1)}, {momentum2, static_cast<size_t>(m2)}};
+    apply_row_optimizer(opt, iteration, weights, cols, state, g);
+  }
+  void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
+                      float* y) const override {
+    engine::linear_forward(B, in, out, x, w, b, relu, y);
+  }
+  void linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y, bool relu,
+                       float* dy, float* dw, float* db, float* dx) const override {
+    engine::linear_backward(B, in, out, x, w, y, relu, dy, dw, db, dx);
+  }
+
+ private:
+  static void copy(void* dst, const void* src, int64_t bytes) {
+    if (bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<RankDevice> host_rank_device() { return std::make_unique<HostRankDevice>(); }
+
+}  // namespace embedscope::engine::detail

@@ -1,0 +1,52 @@
+#pragma once
+// The device of one rank of the cuda executor, as the step program (trainer.cpp) uses it: its
+// memory (an allocator whose blocks the host cannot touch: DeviceBuffer keeps host copies),
+// copies, the shard lookup and row optimizer, and the MLP layers. Implementations: the GPU
+// (CudaRankDevice, cuda_executor.h) and host memory standing in for one
+// (host_rank_device: TrainerOptions::emulate_device, so the device path is tested without a
+// GPU). Internal to the engine.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "embedscope/engine/allocator.h"
+#include "embedscope/engine/spec.h"
+
+namespace embedscope::engine::detail {
+
+class RankDevice {
+ public:
+  virtual ~RankDevice() = default;
+  /// What the session's ranks table shows, e.g. "NVIDIA H200 (cuda:0)".
+  virtual std::string name() const = 0;
+  /// Makes the device current on the calling thread (cudaSetDevice).
+  virtual void bind_thread() const = 0;
+  /// The allocator of the device's memory for `config` (its capacity may be capped).
+  virtual std::unique_ptr<DeviceAllocator> make_allocator(AllocatorConfig config) const = 0;
+  /// Host to device; in order with the device's work.
+  virtual void to_device(void* dst, const void* src, int64_t bytes) const = 0;
+  /// Device to host; returns when the bytes are there.
+  virtual void to_host(void* dst, const void* src, int64_t bytes) const = 0;
+  /// pooled_lookup (kernels.h) of one shard: every pointer is device memory; offsets n_bags + 1
+  /// from 0; out: n_bags x cols; scale: per bag or nullptr.
+  virtual void lookup(const float* weights, int64_t rows, int64_t cols, const int64_t* ids, const int64_t* offsets,
+                      int64_t n_bags, const float* scale, float* out) const = 0;
+  /// apply_row_optimizer (kernels.h) to the rows of a sparse gradient: row_ids (n distinct local
+  /// rows), offsets (0, 1, ..., n) and values (n x cols) are device memory, as are the weights
+  /// and the optimizer state (FBGEMM layouts; nullptr where the optimizer has none).
+  virtual void update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1, float* momentum2,
+                      int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets, int64_t n,
+                      const float* values) const = 0;
+  /// linear_forward / linear_backward (dense.h) on device memory.
+  virtual void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b,
+                              bool relu, float* y) const = 0;
+  virtual void linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y,
+                               bool relu, float* dy, float* dw, float* db, float* dx) const = 0;
+};
+
+/// Host memory standing in for a GPU: the allocators on host segments, copies as memcpy, the
+/// CPU kernels (pooled_lookup, apply_row_optimizer, linear_forward / linear_backward).
+std::unique_ptr<RankDevice> host_rank_device();
+
+}  // namespace embedscope::engine::detail

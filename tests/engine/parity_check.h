@@ -1,0 +1,141 @@
+#pragma once
+// The parity check shared by the cpu parity tests (parity_test.cpp: tolerances and why) and the
+// cuda executor's (tests/gpu/cuda_executor_test.cpp): a run's forward outputs, tables, dense
+// parameters and loss against run_reference.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "embedscope/engine/reference.h"
+#include "embedscope/engine/trainer.h"
+
+namespace embedscope::engine::parity {
+
+constexpr double kAbs = 2e-5, kRel = 1e-4;
+
+// Uneven rows and dims: 10 rows x 6 (row-wise over 4: 3,3,2,2), 1 row, 3 rows (one row-wise
+// rank is empty at world 4) shared by two features, 50 rows x 16 with Zipf ids; bag lengths
+// vary (Poisson mean 3, max 6), so empty bags happen.
+inline WorkloadSpec parity_spec(ShardingType type, int world, Pooling pooling, OptimizerType opt) {
+  WorkloadSpec s;
+  s.name = "parity";
+  s.tables = {
+      {"t0", 10, 6, pooling, {"f0"}},
+      {"t1", 1, 4, pooling, {"f1"}},
+      {"t2", 3, 5, pooling, {"f2a", "f2b"}},
+      {"t3", 50, 16, pooling, {"f3"}},
+  };
+  auto feature = [](std::string n, bool fixed, double mean, int64_t max, bool zipf) {
+    FeatureSpec f;
+    f.name = std::move(n);
+    f.pooling_factor = {fixed, mean, max};
+    if (zipf) f.ids.kind = IdDistributionKind::zipf;
+    return f;
+  };
+  s.features = {feature("f0", false, 3, 6, false), feature("f1", true, 2, 2, false),
+                feature("f2a", false, 1.5, 4, false), feature("f2b", true, 1, 1, false),
+                feature("f3", false, 4, 8, true)};
+  s.batch_size = 5;
+  s.steps = 3;
+  s.seed = 7;
+  s.devices.count = world;
+  s.devices.memory_bytes = 64 << 20;
+  s.optimizer.type = opt;
+  s.optimizer.learning_rate = opt == OptimizerType::sgd ? 0.5 : 0.05;
+  s.optimizer.dense_learning_rate = s.optimizer.learning_rate;
+  s.sharding.default_type = type;
+  s.sharding.local_world_size = type == ShardingType::table_row_wise && world == 4 ? 2 : (type == ShardingType::table_row_wise ? 1 : 0);
+  s.collective_timeout_ms = 20000;
+  return s;
+}
+
+// Every sharding type at once on 4 ranks in 2 nodes, explicit ranks, mean pooling.
+inline WorkloadSpec mixed_spec(OptimizerType opt) {
+  WorkloadSpec s = parity_spec(ShardingType::table_wise, 4, Pooling::mean, opt);
+  s.sharding.local_world_size = 2;
+  s.sharding.per_table["t0"] = {ShardingType::row_wise, {}, -1};
+  s.sharding.per_table["t1"] = {ShardingType::data_parallel, {}, -1};
+  s.sharding.per_table["t2"] = {ShardingType::table_row_wise, {}, 1};
+  s.sharding.per_table["t3"] = {ShardingType::column_wise, {2, 0, 2}, -1};
+  return s;
+}
+
+// qcomms tolerance term per unit of max|reference| (see the header).
+inline double quantized_slack(const WorkloadSpec& spec) {
+  auto u = [](CommPrecision p) { return p == CommPrecision::bf16 ? 1.0 / 256 : p == CommPrecision::fp16 ? 1.0 / 2048 : 0.0; };
+  return 2.0 * spec.devices.count * std::max(u(spec.qcomms.forward_precision), u(spec.qcomms.backward_precision));
+}
+
+inline void expect_close(const std::vector<float>& got, const std::vector<float>& want, const std::string& what,
+                  double slack = 0) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double max_ref = 0;
+  for (float v : want) max_ref = std::max(max_ref, static_cast<double>(std::abs(v)));
+  int reported = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double tol = kAbs + kRel * std::abs(want[i]) + slack * max_ref;
+    if (std::abs(got[i] - want[i]) > tol && reported++ < 5)
+      ADD_FAILURE() << what << " [" << i << "]: sharded " << got[i] << " vs reference " << want[i];
+  }
+}
+
+struct Captured {
+  std::mutex mu;
+  // [iteration][rank][feature]
+  std::map<std::tuple<int64_t, int, int>, std::vector<float>> pooled;
+};
+
+/// `emulate_device`: TrainerOptions::emulate_device (the cuda executor's device path on the host).
+inline RunResult check_parity(const WorkloadSpec& spec, const std::function<std::optional<Batch>(int64_t, int)>& source = {},
+                              bool emulate_device = false) {
+  Captured cap;
+  TrainerOptions opt;
+  opt.emulate_device = emulate_device;
+  opt.keep_tables = true;
+  opt.trace = false;
+  opt.batch_source = source;
+  opt.on_pooled = [&](int rank, int64_t it, int f, const float* p, int64_t B, int64_t dim) {
+    std::lock_guard<std::mutex> lock(cap.mu);
+    cap.pooled[{it, rank, f}] = std::vector<float>(p, p + B * dim);
+  };
+  RunResult run = run_training(spec, opt);
+  EXPECT_EQ(run.ended, RunEnd::complete) << run.error;
+  if (run.ended != RunEnd::complete) return run;
+  ReferenceResult ref = run_reference(spec, spec.steps, &run.plan, source);
+  const int F = static_cast<int>(spec.features.size());
+  const double slack = quantized_slack(spec);
+  EXPECT_EQ(cap.pooled.size(), static_cast<size_t>(spec.steps * spec.devices.count * F));
+  if (cap.pooled.size() != static_cast<size_t>(spec.steps * spec.devices.count * F)) return run;
+  for (int64_t it = 0; it < spec.steps; ++it)
+    for (int r = 0; r < spec.devices.count; ++r)
+      for (int f = 0; f < F; ++f)
+        expect_close(cap.pooled[{it, r, f}], ref.pooled[static_cast<size_t>(it)][static_cast<size_t>(r)][static_cast<size_t>(f)],
+                     fmt::format("forward step {} rank {} feature {}", it, r, spec.features[static_cast<size_t>(f)].name),
+                     slack);
+  EXPECT_EQ(run.tables.size(), ref.tables.size());
+  if (run.tables.size() != ref.tables.size()) return run;
+  double moved = 0;  // training really changed the tables: equality is not the initial weights
+  for (size_t t = 0; t < ref.tables.size(); ++t) {
+    expect_close(run.tables[t], ref.tables[t], "table " + spec.tables[t].name + " after training", slack);
+    const int64_t D = spec.tables[t].embedding_dim;
+    for (int64_t r = 0; r < spec.tables[t].num_embeddings; ++r)
+      for (int64_t c = 0; c < D; ++c)
+        moved += std::abs(ref.tables[t][static_cast<size_t>(r * D + c)] -
+                          initial_weight(spec.seed, static_cast<int>(t), r, c, spec.tables[t].num_embeddings));
+  }
+  EXPECT_GT(moved, 1e-2);
+  expect_close(run.dense_params, ref.dense_params, "dense parameters after training", slack);
+  EXPECT_EQ(run.loss.size(), ref.loss.size());
+  if (run.loss.size() != ref.loss.size()) return run;
+  for (size_t i = 0; i < ref.loss.size(); ++i)
+    EXPECT_NEAR(run.loss[i], ref.loss[i], slack > 0 ? 1e-3 : 1e-5) << "loss step " << i;
+  return run;
+}
+
+}  // namespace embedscope::engine::parity

@@ -1,0 +1,192 @@
+// The cuda executor end to end on real GPUs (label `gpu`): every sharding type and optimizer
+// against the unsharded reference with the cpu parity tests' tolerances (parity_check.h: the
+// GPU lookup and row optimizer sum in fp32 in id order as the cpu kernels do, and the rest of
+// the step is the same host code, so no looser bound is needed), a scaled criteo_kaggle into
+// a session with GPU lanes, kernel names and collective records, an OOM on a small device,
+// and the cuda_async allocator's figures. Skipped, with cudaGetDeviceCount's answer, where no
+// device is present. World size: min(2, GPUs) (4 for the mixed plan).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "../engine/parity_check.h"
+#include "embedscope/engine/trainer.h"
+#include "embedscope/profiler/cuda_device.h"
+#include "embedscope/sessions/session.h"
+
+using namespace embedscope;
+using namespace embedscope::engine;
+using namespace embedscope::engine::parity;
+
+#define REQUIRE_GPUS(n)                                                                     \
+  do {                                                                                      \
+    if (auto why = profiler::cuda_unavailable_reason(n); !why.empty()) GTEST_SKIP() << why; \
+  } while (0)
+
+namespace {
+int world() { return std::min(2, profiler::cuda_devices().count); }
+
+std::string temp_session(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("es_cuda_" + name + "_" + std::to_string(getpid()) + ".db")).string();
+}
+
+// criteo_kaggle with every table cut to at most 20,000 rows, 3 steps of 128 samples per rank.
+WorkloadSpec scaled_criteo(int ranks) {
+  WorkloadSpec s = load_preset("criteo_kaggle");
+  for (auto& t : s.tables) t.num_embeddings = std::min<int64_t>(t.num_embeddings, 20000);
+  s.devices.count = ranks;
+  s.devices.backend = Backend::cuda;
+  s.devices.memory_bytes = int64_t{2} << 30;
+  s.batch_size = 128;
+  s.steps = 3;
+  s.warmup_steps = 1;
+  s.sharding.per_table.clear();
+  return s;
+}
+}  // namespace
+
+using Param = std::tuple<ShardingType, OptimizerType>;
+class CudaEqualsReference : public ::testing::TestWithParam<Param> {};
+
+TEST_P(CudaEqualsReference, ForwardAndTablesAfterThreeSteps) {
+  REQUIRE_GPUS(1);
+  const auto [type, opt] = GetParam();
+  for (Pooling pooling : {Pooling::sum, Pooling::mean}) {
+    WorkloadSpec s = parity_spec(type, world(), pooling, opt);
+    s.devices.backend = Backend::cuda;
+    check_parity(s);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllTypes, CudaEqualsReference,
+    ::testing::Combine(::testing::Values(ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,
+                                         ShardingType::column_wise, ShardingType::table_row_wise),
+                       ::testing::Values(OptimizerType::sgd, OptimizerType::rowwise_adagrad, OptimizerType::adam)),
+    [](const ::testing::TestParamInfo<Param>& p) {
+      return fmt::format("{}_{}", to_string(std::get<0>(p.param)), to_string(std::get<1>(p.param)));
+    });
+
+TEST(CudaExecutor, MixedPlanOnFourGpus) {
+  REQUIRE_GPUS(4);
+  WorkloadSpec s = mixed_spec(OptimizerType::adam);
+  s.devices.backend = Backend::cuda;
+  check_parity(s);
+}
+
+// The same workload on the cpu and the cuda backend trains the same model.
+TEST(CudaExecutor, TinyPresetMatchesTheCpuBackend) {
+  REQUIRE_GPUS(1);
+  WorkloadSpec s = load_preset("tiny");
+  s.devices.count = world();
+  s.steps = 5;
+  TrainerOptions opt;
+  opt.keep_tables = true;
+  opt.trace = false;
+  const RunResult cpu = run_training(s, opt);
+  s.devices.backend = Backend::cuda;
+  const RunResult gpu = run_training(s, opt);
+  ASSERT_EQ(gpu.ended, RunEnd::complete) << gpu.error;
+  ASSERT_EQ(cpu.ended, RunEnd::complete) << cpu.error;
+  for (size_t t = 0; t < cpu.tables.size(); ++t) expect_close(gpu.tables[t], cpu.tables[t], "table " + s.tables[t].name);
+  expect_close(gpu.dense_params, cpu.dense_params, "dense parameters");
+  ASSERT_EQ(gpu.loss.size(), cpu.loss.size());
+  for (size_t i = 0; i < cpu.loss.size(); ++i) EXPECT_NEAR(gpu.loss[i], cpu.loss[i], 1e-5) << "step " << i;
+}
+
+TEST(CudaExecutor, ScaledCriteoWritesASessionWithGpuLanesKernelsAndCollectives) {
+  REQUIRE_GPUS(1);
+  const WorkloadSpec s = scaled_criteo(world());
+  TrainerOptions opt;
+  opt.session_path = temp_session("criteo");
+  opt.session_overwrite = true;
+  const RunResult r = run_training(s, opt);
+  ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
+  ASSERT_EQ(r.loss.size(), 3u);
+  sessions::SessionReader session(opt.session_path);
+  EXPECT_EQ(session.status(), "complete");
+  EXPECT_EQ(session.meta("backend"), "cuda");
+  EXPECT_EQ(session.meta("gpu_trace_error"), "");
+  EXPECT_EQ(session.meta("cupti_dropped_records"), "0");
+  EXPECT_NE(session.meta("nccl_version"), "not used (cpu backend)");
+  std::set<std::string> lanes;
+  for (const auto& l : session.lanes()) lanes.insert(l.name);
+  EXPECT_TRUE(lanes.count("gpu_compute") && lanes.count("gpu_comm") && lanes.count("gpu_copy"));
+  int64_t gpu_compute = 0, gpu_copy = 0, tbe = 0, measured = 0;
+  for (const auto& op : session.all_ops()) {
+    if (op.lane == static_cast<int32_t>(sessions::Lane::gpu_compute)) {
+      ++gpu_compute;
+      if (session.name(op.name_id).find("tbe") != std::string::npos) ++tbe;
+    }
+    if (op.lane == static_cast<int32_t>(sessions::Lane::gpu_copy)) ++gpu_copy;
+    if (op.lane >= static_cast<int32_t>(sessions::Lane::gpu_compute) && op.step >= 0) ++measured;
+  }
+  EXPECT_GT(gpu_compute, 0);
+  EXPECT_GT(tbe, 0) << "the lookup and update kernels are named";
+  EXPECT_GT(gpu_copy, 0);
+  EXPECT_GT(measured, 0) << "GPU ops take the step of their time window";
+  EXPECT_FALSE(session.collectives().empty());
+  std::filesystem::remove(opt.session_path);
+}
+
+// The plan fits, the device does not: the run ends oom with the layout at the failure.
+TEST(CudaExecutor, SmallDeviceEndsOomWithTheSnapshot) {
+  REQUIRE_GPUS(1);
+  WorkloadSpec s = load_preset("tiny");
+  s.devices.count = world();
+  s.devices.backend = Backend::cuda;
+  s.steps = 2;
+  s.batch_size = 2000;
+  s.devices.memory_bytes = 5'900'000;
+  TrainerOptions opt;
+  opt.session_path = temp_session("oom");
+  opt.session_overwrite = true;
+  const RunResult r = run_training(s, opt);
+  EXPECT_EQ(r.ended, RunEnd::oom) << r.error;
+  EXPECT_NE(r.error.find("out of memory allocating"), std::string::npos) << r.error;
+  sessions::SessionReader session(opt.session_path);
+  EXPECT_EQ(session.status(), "oom");
+  int64_t snapshot = -1;
+  for (const auto& sn : session.memory_snapshots())
+    if (sn.reason == "oom" && snapshot < 0) snapshot = sn.id;
+  ASSERT_GE(snapshot, 0);
+  std::set<std::string> tags;
+  for (const auto& b : session.memory_blocks(snapshot))
+    if (b.allocated) tags.insert(b.tag);
+  EXPECT_TRUE(tags.count("weights"));
+  std::filesystem::remove(opt.session_path);
+}
+
+TEST(CudaExecutor, CudaAsyncAllocatorReportsItsPoolFigures) {
+  REQUIRE_GPUS(1);
+  WorkloadSpec s = load_preset("tiny");
+  s.devices.count = world();
+  s.devices.backend = Backend::cuda;
+  s.memory.allocator = AllocatorKind::cuda_async;
+  s.steps = 3;
+  TrainerOptions opt;
+  opt.session_path = temp_session("async");
+  opt.session_overwrite = true;
+  opt.keep_tables = true;
+  const RunResult r = run_training(s, opt);
+  ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
+  sessions::SessionReader session(opt.session_path);
+  int64_t allocated = 0, reserved = 0;
+  for (const auto& m : session.memory_counters()) {
+    allocated = std::max(allocated, m.allocated);
+    reserved = std::max(reserved, m.reserved);
+  }
+  EXPECT_GT(allocated, 0);
+  EXPECT_GE(reserved, allocated);
+  int64_t segments = 0;
+  for (const auto& sn : session.memory_snapshots()) {
+    std::set<int64_t> seg;
+    for (const auto& b : session.memory_blocks(sn.id)) seg.insert(b.segment_address);
+    segments = std::max<int64_t>(segments, static_cast<int64_t>(seg.size()));
+  }
+  EXPECT_EQ(segments, 1) << "one opaque segment per pool";
+  for (const auto& rk : r.ranks) EXPECT_GT(rk.memory_bytes, 0);
+  std::filesystem::remove(opt.session_path);
+}
