@@ -135,17 +135,22 @@ TEST(NetworkEmulation, LinkClassesFollowLocalWorldSize) {
     net.intra_node = {int64_t{1} << 30, 0};        // 1 GiB/s
     net.inter_node = {100 << 20, 1'000'000};       // 100 MiB/s, 1 ms
     pg.set_network(net, 2);
-    if (pg.rank() != 0) return;
-    const int64_t MiB = 1 << 20;
-    // 1 MiB to each peer: intra 1 MiB / 1 GiB/s = 976563 ns; inter 1 ms + 2 MiB / 100 MiB/s = 21 ms
-    EXPECT_EQ(pg.emulated_min_ns(std::vector<int64_t>{0, MiB, MiB, MiB}, std::vector<int64_t>{0, 0, 0, 0}), 21'000'000);
-    // only intra-node bytes: the inter-node class still pays its latency (its peers take part)
-    EXPECT_EQ(pg.emulated_min_ns(std::vector<int64_t>{0, 4 * MiB, 0, 0}, std::vector<int64_t>{0, 0, 0, 0}), 3'906'250);
-    // full duplex: the larger of sent and received counts
-    EXPECT_EQ(pg.emulated_min_ns(std::vector<int64_t>{0, 0, 0, 0}, std::vector<int64_t>{0, 0, 0, 10 * MiB}),
-              101'000'000);
-    pg.set_network(NetworkSpec{}, 2);
-    EXPECT_EQ(pg.emulated_min_ns(std::vector<int64_t>{0, MiB, MiB, MiB}, std::vector<int64_t>{0, 0, 0, 0}), 0);
+    if (pg.rank() == 0) {
+      const int64_t MiB = 1 << 20;
+      // 1 MiB to each peer: intra 1 MiB / 1 GiB/s = 976563 ns; inter 1 ms + 2 MiB / 100 MiB/s = 21 ms
+      EXPECT_EQ(pg.emulated_min_ns(std::vector<int64_t>{0, MiB, MiB, MiB}, std::vector<int64_t>{0, 0, 0, 0}), 21'000'000);
+      // only intra-node bytes: the inter-node class still pays its latency (its peers take part)
+      EXPECT_EQ(pg.emulated_min_ns(std::vector<int64_t>{0, 4 * MiB, 0, 0}, std::vector<int64_t>{0, 0, 0, 0}), 3'906'250);
+      // full duplex: the larger of sent and received counts
+      EXPECT_EQ(pg.emulated_min_ns(std::vector<int64_t>{0, 0, 0, 0}, std::vector<int64_t>{0, 0, 0, 10 * MiB}),
+                101'000'000);
+      pg.set_network(NetworkSpec{}, 2);
+      EXPECT_EQ(pg.emulated_min_ns(std::vector<int64_t>{0, MiB, MiB, MiB}, std::vector<int64_t>{0, 0, 0, 0}), 0);
+    }
+    // every rank stays until the others are done: a rank leaving while a peer still connects
+    // to it would close that connection under it
+    float one = 1;
+    pg.all_reduce_sum("done", &one, 1);
   });
   for (const auto& e : errors) EXPECT_EQ(e, "");
 }
