@@ -255,7 +255,7 @@ QString MainWindow::open_session(const QString& path, bool quiet) {
     add_lazy_tab(page, "Load", [session](QWidget* parent) { return new LoadView(session, parent); });
     add_lazy_tab(page, "Memory", [session](QWidget* parent) { return new MemoryView(session, parent); });
     QString title = QFileInfo(path).fileName();
-    if (const std::string ended = session->meta("ended"); ended != "complete") title += QString(" [%1]").arg(QString::fromStdString(ended));
+    if (const std::string ended = session->status(); ended != "complete") title += QString(" [%1]").arg(QString::fromStdString(ended));
     const int i = tabs_->addTab(page, title);
     tabs_->setTabToolTip(i, path);
     tabs_->setCurrentIndex(i);

@@ -565,6 +565,25 @@ TEST(MainWindow, OpensSessionsAndRefusesBadFiles) {
   EXPECT_EQ(w.tabs()->count(), 1);
 }
 
+// A session whose writer was killed still says `running` in its metadata; its tab says
+// `crashed`, as `embedscope stats` does (the writer's pid is gone on this host).
+TEST(MainWindow, TabOfAKilledRunSaysCrashed) {
+  const std::string path = fixture_session();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  waitpid(child, nullptr, 0);  // reaped: its pid names no process
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const std::string sql = "UPDATE metadata SET value = 'running' WHERE key = 'ended';"
+                          "UPDATE metadata SET value = '" + std::to_string(child) + "' WHERE key = 'writer_pid';";
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  MainWindow w;
+  ASSERT_EQ(w.open_session(QString::fromStdString(path), true), QString());
+  EXPECT_EQ(w.tabs()->tabText(0).toStdString(), std::filesystem::path(path).filename().string() + " [crashed]");
+}
+
 TEST(Report, RendersEveryViewAndAPageWithoutADisplay) {
   const auto dir = std::filesystem::temp_directory_path() / ("es_report_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
