@@ -584,6 +584,27 @@ TEST(MainWindow, TabOfAKilledRunSaysCrashed) {
   EXPECT_EQ(w.tabs()->tabText(0).toStdString(), std::filesystem::path(path).filename().string() + " [crashed]");
 }
 
+// The run labels of a built-in scenario are shown whole in a 1280 x 800 window (the side panel
+// is at most 420 px wide): "1 Gb Ethernet (125 MB/s, 50 us)" is wider than its row.
+TEST(ScenarioView, RunLabelsAreNotClipped) {
+  for (const Scenario& sc : builtin_scenarios()) {
+    if (sc.id != "communication_storm") continue;
+    ScenarioView view(sc);
+    view.resize(1280, 800);
+    view.show();
+    QApplication::processEvents();
+    int checked = 0;
+    for (auto* label : view.findChildren<QLabel*>()) {
+      if (!label->text().contains("</b>") || !label->text().contains("&#9632;")) continue;  // a run's name
+      ++checked;
+      const bool whole = label->wordWrap() ? label->height() >= label->heightForWidth(label->width())
+                                           : label->width() >= label->sizeHint().width();
+      EXPECT_TRUE(whole) << label->text().toStdString() << ": " << label->width() << " x " << label->height();
+    }
+    EXPECT_EQ(checked, 2);
+  }
+}
+
 TEST(Report, RendersEveryViewAndAPageWithoutADisplay) {
   const auto dir = std::filesystem::temp_directory_path() / ("es_report_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
