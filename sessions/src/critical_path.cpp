@@ -49,13 +49,23 @@ StepCriticalPath critical_path(const std::vector<OpRecord>& ops, const std::vect
     std::sort(v.begin(), v.end(), [&](size_t a, size_t b) {
       return std::tie(ops[a].end_ns, ops[a].start_ns) < std::tie(ops[b].end_ns, ops[b].start_ns);
     });
+  // Per rank, the valid ops by start and, for each prefix, the op that ends last: the op still
+  // running at time t (if any) is the prefix of ops starting before t whose latest end is > t.
+  std::map<int32_t, std::vector<size_t>> by_start, running;
+  for (const auto& [rank, v] : by_end) {
+    auto& s = by_start[rank] = v;
+    std::sort(s.begin(), s.end(), [&](size_t a, size_t b) { return ops[a].start_ns < ops[b].start_ns; });
+    auto& m = running[rank];
+    for (size_t i : s) m.push_back(m.empty() || ops[i].end_ns > ops[m.back()].end_ns ? i : m.back());
+  }
   std::vector<const std::vector<size_t>*> instance_of(ops.size(), nullptr);
   const auto instances = collective_instances(ops, collectives);
   for (const auto& [key, members] : instances)
     for (size_t i : members) instance_of[i] = &members;
 
   // Walk back from the op that ends last. Time strictly decreases at every hop (a predecessor
-  // ends at or before the current start and starts before it ends), so the walk terminates.
+  // ends at or before the current start, or runs over it, and starts before it), so the walk
+  // terminates.
   std::vector<PathSegment> reversed;
   size_t cur = last;
   int64_t seg_end = ops[cur].end_ns;
@@ -70,6 +80,19 @@ StepCriticalPath critical_path(const std::vector<OpRecord>& ops, const std::vect
     const auto& candidates = by_end[ops[from].rank];
     auto it = std::upper_bound(candidates.begin(), candidates.end(), t,
                                [&](int64_t value, size_t i) { return value < ops[i].end_ns; });
+    const auto& starts = by_start[ops[from].rank];
+    const auto started = std::lower_bound(starts.begin(), starts.end(), t,
+                                          [&](size_t i, int64_t value) { return ops[i].start_ns < value; });
+    const size_t busy = started == starts.begin() ? ops.size() : running[ops[from].rank][static_cast<size_t>(started - starts.begin()) - 1];
+    const bool ended_at_t = it != candidates.begin() && ops[*std::prev(it)].end_ns == t;
+    if (busy != ops.size() && ops[busy].end_ns > t && !ended_at_t) {
+      // An op of the rank was still running at t (a DDP bucket's all-reduce launched during the
+      // backward, a prefetch under compute): the rank was busy, not in a gap; the path goes
+      // through that op up to t.
+      cur = busy;
+      seg_end = t;
+      continue;
+    }
     if (it == candidates.begin()) break;
     const size_t pred = *std::prev(it);
     if (ops[pred].end_ns < t)

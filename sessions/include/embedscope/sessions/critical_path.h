@@ -5,7 +5,9 @@
 // Dependencies are inferred, because the executors do not record them explicitly:
 //   - an op waited for the op of the same rank (any lane) that finished last before it started
 //     (the previous op of its lane, or the collective whose result it consumed, or the compute
-//     op that produced what a collective sends);
+//     op that produced what a collective sends); when another op of the rank was still running
+//     at its start (and none ended exactly then), it waited for that one, up to its start (a
+//     DDP bucket all-reduce launched during the backward waited for the backward so far);
 //   - a collective cannot finish before its last member has joined it: the instance of a
 //     collective (process group, sequence number) on every rank finishes after the latest start
 //     of the instance on any rank.
