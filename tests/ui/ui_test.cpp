@@ -1208,6 +1208,21 @@ TEST(Report, WithoutAnyDisplayTheSessionArgumentWritesTheReport) {
   const std::string none = "cd " + dir.string() + " && env -u DISPLAY -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM " +
                            std::string(EMBEDSCOPE_UI) + " 2>/dev/null";
   EXPECT_EQ(WEXITSTATUS(std::system(none.c_str())), 2);  // nothing to show and nowhere to show it
+  // a comparison or a scenario has no report: a clear error, not the sessions' reports one by one
+  std::filesystem::copy_file(fixture_session(), dir / "other.db");
+  for (const std::string& args : {std::string("--compare run.db other.db"), std::string("--scenario communication_storm"),
+                                  std::string("--scenario-sessions . run.db")}) {
+    std::filesystem::remove_all(dir / "run-report");
+    const std::string c = "cd " + dir.string() + " && env -u DISPLAY -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM " +
+                          std::string(EMBEDSCOPE_UI) + " " + args + " > out.txt 2> err.txt";
+    EXPECT_EQ(WEXITSTATUS(std::system(c.c_str())), 2) << args;
+    std::ifstream err(dir / "err.txt");
+    const std::string e((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+    const std::string flag = args.substr(0, args.find(' '));
+    EXPECT_NE(e.find(flag == "--scenario-sessions" ? "--scenario-sessions goes with --scenario" : flag + " needs a window"),
+              std::string::npos) << args << ": " << e;
+    EXPECT_FALSE(std::filesystem::exists(dir / "run-report")) << args;
+  }
 }
 
 TEST(Palette, PlotsFollowADarkPalette) {
