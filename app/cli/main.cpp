@@ -358,6 +358,10 @@ int cmd_stats(const std::string& file, bool as_json) {
            {"workload", session.meta("workload_name")},
            {"world_size", st.ranks.size()},
            {"steps", st.steps},
+           {"pipeline", session.meta("pipeline", "base")},
+           {"qcomms", {{"forward_precision", session.meta("qcomms_forward_precision", "fp32")},
+                       {"backward_precision", session.meta("qcomms_backward_precision", "fp32")}}},
+           {"network", json::parse(session.meta("network_json", "{}"), nullptr, false)},
            {"samples_per_step", st.samples_per_step},
            {"step_time_ns", {{"mean", st.step_time_ns.mean}, {"p50", st.step_time_ns.p50}, {"p99", st.step_time_ns.p99},
                              {"min", st.step_time_ns.min}, {"max", st.step_time_ns.max}}},
@@ -403,7 +407,16 @@ int cmd_stats(const std::string& file, bool as_json) {
   std::cout << fmt::format("workload     {} on {} {} ranks, {} measured steps of {} samples\n",
                            session.meta("workload_name"), st.ranks.size(), session.meta("backend"), st.steps,
                            st.samples_per_step);
-  if (st.steps == 0) return 0;
+  if (!session.meta("workload_json").empty()) try {  // the workload as run: pipeline, comm precisions, network
+    std::cout << pipeline_text(es::parse_workload(json::parse(session.meta("workload_json")), file + ": workload_json"));
+  } catch (const std::exception& e) {
+    std::cout << fmt::format("pipeline     {} (the stored workload is unreadable: {})\n", session.meta("pipeline", "base"),
+                             e.what());
+  }
+  if (st.steps == 0) {
+    std::cout << "no measured steps: nothing to analyse (the run ended before its first measured step)\n";
+    return 0;
+  }
   std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", ms(st.step_time_ns.mean), ms(st.step_time_ns.p50),
                            ms(st.step_time_ns.p99));
   std::cout << fmt::format("throughput   {:.0f} samples/s\n", st.samples_per_s);

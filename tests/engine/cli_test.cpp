@@ -245,6 +245,24 @@ TEST(Cli, SigintCancelsAndKeepsTheSession) {
   EXPECT_GE(j["steps"].get<int>(), 3);
 }
 
+// A run cancelled in its warmup has no measured step: stats says so, and that there is nothing
+// to analyse, instead of stopping after the workload line.
+TEST(Cli, StatsWithoutMeasuredStepsSaysSo) {
+  const std::string db = (scratch() / "warmup_only.db").string();
+  std::filesystem::remove(db);
+  {
+    embedscope::sessions::SessionWriter w(db);
+    w.set_metadata("workload_name", "tiny");
+    w.set_metadata("world_size", "1");
+    w.add_step({-1, 0, 0, 1000, 0.5, 0, 0});  // a warmup step only
+    w.close("cancelled");
+  }
+  const Result r = cli("stats " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("0 measured steps"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no measured steps: nothing to analyse"), std::string::npos) << r.out;
+}
+
 // --pipeline, --qcomms and the network flags reach the workload, the plan, the run summary and
 // the session; bf16 comms move half the bytes of the output dist (collective records).
 TEST(Cli, PipelineQcommsAndNetworkFlags) {
@@ -284,6 +302,15 @@ TEST(Cli, PipelineQcommsAndNetworkFlags) {
     EXPECT_EQ(s.meta("qcomms_forward_precision"), p);
     EXPECT_EQ(nlohmann::json::parse(s.meta("network_json")),
               nlohmann::json::parse(R"({"intra_node": {"latency_ns": 1000}, "inter_node": {"latency_ns": 1000}})"));
+    const Result stats = cli("stats " + db);  // stats says how the session was run
+    EXPECT_NE(stats.out.find("pipeline     sparse_dist; qcomms forward " + p + " backward " + p +
+                             "\nnetwork      intra_node unlimited bandwidth, 1000 ns latency; inter_node unlimited "
+                             "bandwidth, 1000 ns latency\n"),
+              std::string::npos) << stats.out;
+    const auto sj = nlohmann::json::parse(cli("stats --json " + db).out);
+    EXPECT_EQ(sj["pipeline"], "sparse_dist");
+    EXPECT_EQ(sj["qcomms"]["backward_precision"], p);
+    EXPECT_EQ(sj["network"]["inter_node"]["latency_ns"], 1000);
     for (const auto& c : s.collectives())
       if (c.name == "output_dist/all_to_all") {
         EXPECT_EQ(c.dtype, p == "bf16" ? "bfloat16" : "float32");
