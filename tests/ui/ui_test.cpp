@@ -231,6 +231,26 @@ TEST(TimelineWidget, DrawsOpsWhereTheyAreAndNothingElsewhere) {
   EXPECT_NE(zoomed.pixelColor(TimelineWidget::kGutter + 500, w.row_y(0) + 10), category_color(sessions::OpCategory::lookup));
 }
 
+TEST(TimelineWidget, AxisLabelsAreWholeOrNotDrawn) {
+  auto session = std::make_shared<const sessions::SessionReader>(fixture_session());
+  TimelineWidget w(session);
+  w.resize(TimelineWidget::kGutter + 1000, 200);
+  (void)w.grab();  // laid out: the scale is 1000 px wide
+  w.scale().show(0, 810'000);  // ticks every 200 us: the one at 800 us falls 12 px before the right edge
+  ASSERT_NEAR(w.scale().x(800'000), 987.7, 0.5);
+  const QImage img = w.grab().toImage();
+  const QColor background = img.pixelColor(TimelineWidget::kGutter + 700, 2);  // between the 400 and 600 us labels
+  int ink = 0;
+  for (int x = TimelineWidget::kGutter + 991; x < img.width(); ++x)
+    for (int y = 2; y < TimelineWidget::kAxis - 7; ++y) ink += img.pixelColor(x, y) != background;
+  EXPECT_EQ(ink, 0) << "a clipped '800.00 us' label at the right edge";
+  int left = 0;  // the label at 600 us is drawn
+  const int x600 = TimelineWidget::kGutter + static_cast<int>(w.scale().x(600'000));
+  for (int x = x600 + 3; x < x600 + 40; ++x)
+    for (int y = 2; y < TimelineWidget::kAxis - 7; ++y) left += img.pixelColor(x, y) != background;
+  EXPECT_GT(left, 0);
+}
+
 TEST(TimelineWidget, CommunicationUnderComputeIsShadedAsHidden) {
   const auto path = std::filesystem::temp_directory_path() / ("es_ui_overlap_" + std::to_string(getpid()) + ".db");
   std::filesystem::remove(path);
