@@ -37,6 +37,9 @@ namespace ss = embedscope::sessions;
 using nlohmann::json;
 
 namespace {
+// Checked before a CLI::Range, which alone calls a word "not in range" ("--steps: Value abc not in
+// range 1 to ..."): a non-number is named as such.
+const CLI::Validator kInteger = CLI::TypeValidator<int64_t>("INTEGER");
 
 constexpr const char* kDefaultPreset = "criteo_kaggle";
 
@@ -85,18 +88,18 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
   a.given["workload"] = cmd->add_option("workload", a.file, "Workload JSON file (see README: Configuration reference)");
   a.given["--preset"] =
       cmd->add_option("--preset", a.preset, fmt::format("Built-in workload: {} (default {})", names, kDefaultPreset));
-  a.given["--devices"] = cmd->add_option("--devices", a.devices, "Number of ranks (devices.count)")->check(CLI::Range(1, 64));
+  a.given["--devices"] = cmd->add_option("--devices", a.devices, "Number of ranks (devices.count)")->check(kInteger)->check(CLI::Range(1, 64));
   a.given["--sharding"] = cmd->add_option("--sharding", a.sharding,
                                           "Sharding type for every table (drops per-table overrides): data_parallel, "
                                           "table_wise, row_wise, column_wise, table_row_wise");
   a.given["--local-world-size"] =
       cmd->add_option("--local-world-size", a.local_world_size, "Ranks per node for table_row_wise (sharding.local_world_size)")
-          ->check(CLI::Range(1, 64));
-  a.given["--steps"] = cmd->add_option("--steps", a.steps, "Measured steps")->check(CLI::Range(int64_t{1}, es::kMaxSteps));
+          ->check(kInteger)->check(CLI::Range(1, 64));
+  a.given["--steps"] = cmd->add_option("--steps", a.steps, "Measured steps")->check(kInteger)->check(CLI::Range(int64_t{1}, es::kMaxSteps));
   a.given["--warmup-steps"] = cmd->add_option("--warmup-steps", a.warmup, "Steps run before measuring")
-                                  ->check(CLI::Range(int64_t{0}, es::kMaxSteps));
+                                  ->check(kInteger)->check(CLI::Range(int64_t{0}, es::kMaxSteps));
   a.given["--batch-size"] = cmd->add_option("--batch-size", a.batch_size, "Samples per rank per step")
-                                ->check(CLI::Range(int64_t{1}, es::kMaxBatchSize));
+                                ->check(kInteger)->check(CLI::Range(int64_t{1}, es::kMaxBatchSize));
   a.given["--pipeline"] = cmd->add_option("--pipeline", a.pipeline,
                                           "Training pipeline (pipeline): base, sparse_dist, semi_sync");
   a.given["--qcomms"] = cmd->add_option("--qcomms", a.qcomms,
@@ -107,11 +110,11 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
       cmd->add_option("--network-bandwidth", a.network_bandwidth,
                       "Emulated link bandwidth in bytes/s, within and across nodes "
                       "(network.intra_node/inter_node.bandwidth_bytes_per_s), e.g. 1e9")
-          ->check(CLI::Range(1.0, static_cast<double>(es::kMaxBandwidthBytesPerS)));
+          ->check(CLI::Number)->check(CLI::Range(1.0, static_cast<double>(es::kMaxBandwidthBytesPerS)));
   a.given["--network-latency"] =
       cmd->add_option("--network-latency", a.network_latency,
                       "Emulated latency per collective in ns, within and across nodes (network.*.latency_ns)")
-          ->check(CLI::Range(int64_t{0}, es::kMaxLatencyNs));
+          ->check(kInteger)->check(CLI::Range(int64_t{0}, es::kMaxLatencyNs));
 }
 
 // One line: "intra_node 1.00 GB/s, 5000 ns; inter_node unlimited".
@@ -577,9 +580,9 @@ int main(int argc, char** argv) {
   rep->add_option("--allocator", replay_allocators, "Comma-separated: caching, expandable, direct (default: all)");
   rep->add_option("--max-split-size", replay_max_split,
                   "Also replay caching/expandable with this max_split_size (bytes, >= 20 MiB as PyTorch requires)")
-      ->check(CLI::Range(es::kLargeBuffer, es::kMaxMemoryBytes));
+      ->check(kInteger)->check(CLI::Range(es::kLargeBuffer, es::kMaxMemoryBytes));
   rep->add_option("--capacity", replay_capacity, "Device capacity in bytes (default: the trace's capacity_bytes)")
-      ->check(CLI::Range(int64_t{1}, es::kMaxMemoryBytes));
+      ->check(kInteger)->check(CLI::Range(int64_t{1}, es::kMaxMemoryBytes));
   rep->add_flag("--json", replay_json, "Print the comparison as JSON");
   auto* exp = app.add_subcommand("export", "Export a session as Chrome trace JSON (Perfetto) or CSV");
   exp->add_option("session", export_file, "Session file (.db)")->required();

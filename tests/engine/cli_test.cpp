@@ -171,6 +171,13 @@ TEST(Cli, BadInputExitsTwoWithAClearMessage) {
   EXPECT_NE(r.err.find("criteo_kaggle"), std::string::npos) << r.err;  // lists the known presets
   r = cli("run --preset tiny --steps 0");
   EXPECT_EQ(r.code, 2);
+  // a word where a number goes is named as such, not "not in range"
+  r = cli("plan --preset tiny --steps abc");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--steps: Failed parsing abc"), std::string::npos) << r.err;
+  r = cli("plan --preset tiny --network-bandwidth fast");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--network-bandwidth: Failed parsing fast"), std::string::npos) << r.err;
   r = cli("frobnicate");
   EXPECT_EQ(r.code, 2);
   r = cli("run " + kData + "/specs/too_small.json");
