@@ -88,14 +88,18 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
   a.given["workload"] = cmd->add_option("workload", a.file, "Workload JSON file (see README: Configuration reference)");
   a.given["--preset"] =
       cmd->add_option("--preset", a.preset, fmt::format("Built-in workload: {} (default {})", names, kDefaultPreset));
-  a.given["--devices"] = cmd->add_option("--devices", a.devices, "Number of ranks (devices.count)")->check(kInteger)->check(CLI::Range(1, 64));
+  a.given["--devices"] = cmd->add_option("--devices", a.devices, "Number of ranks (devices.count)")
+                             ->check(kInteger)
+                             ->check(CLI::Range(1, 64));
   a.given["--sharding"] = cmd->add_option("--sharding", a.sharding,
                                           "Sharding type for every table (drops per-table overrides): data_parallel, "
                                           "table_wise, row_wise, column_wise, table_row_wise");
   a.given["--local-world-size"] =
       cmd->add_option("--local-world-size", a.local_world_size, "Ranks per node for table_row_wise (sharding.local_world_size)")
           ->check(kInteger)->check(CLI::Range(1, 64));
-  a.given["--steps"] = cmd->add_option("--steps", a.steps, "Measured steps")->check(kInteger)->check(CLI::Range(int64_t{1}, es::kMaxSteps));
+  a.given["--steps"] = cmd->add_option("--steps", a.steps, "Measured steps")
+                           ->check(kInteger)
+                           ->check(CLI::Range(int64_t{1}, es::kMaxSteps));
   a.given["--warmup-steps"] = cmd->add_option("--warmup-steps", a.warmup, "Steps run before measuring")
                                   ->check(kInteger)->check(CLI::Range(int64_t{0}, es::kMaxSteps));
   a.given["--batch-size"] = cmd->add_option("--batch-size", a.batch_size, "Samples per rank per step")
