@@ -47,6 +47,8 @@ std::atomic<bool> g_cancel{false};
 extern "C" void on_sigint(int) {
   g_cancel = true;
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+  static constexpr char kSaid[] = "\ncancelling after the current step (Ctrl-C again stops at once)\n";
+  [[maybe_unused]] const auto n = write(STDERR_FILENO, kSaid, sizeof kSaid - 1);  // async-signal-safe
 }
 
 // embedscope-YYYYmmdd-HHMMSS.db, or -2, -3, ... when a run of the same second has it.

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <iterator>
 #include <sstream>
 
 #include <map>
@@ -203,12 +204,12 @@ TEST(Cli, PlanShowsShardsAndMemory) {
 
 // Starts `embedscope run --preset tiny --steps 100000 -o db` and returns once the session has
 // at least `steps` committed steps.
-pid_t start_long_run(const std::string& db, int steps) {
+pid_t start_long_run(const std::string& db, int steps, const std::string& err = "/dev/null") {
   const pid_t child = fork();
   if (child == 0) {
     const int null = open("/dev/null", O_WRONLY);
     dup2(null, 1);
-    dup2(null, 2);
+    dup2(open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
     execl(EMBEDSCOPE_CLI, EMBEDSCOPE_CLI, "run", "--preset", "tiny", "--steps", "100000", "-o", db.c_str(), nullptr);
     _exit(127);
   }
@@ -238,7 +239,8 @@ TEST(Cli, RunKilledHalfwayLeavesASessionThatSaysCrashed) {
 
 TEST(Cli, SigintCancelsAndKeepsTheSession) {
   const std::string db = (scratch() / "cancelled.db").string();
-  const pid_t child = start_long_run(db, 3);
+  const std::string err = (scratch() / "cancelled_err.txt").string();
+  const pid_t child = start_long_run(db, 3, err);
   ASSERT_GT(child, 0);
   kill(child, SIGINT);
   int status = 0;
@@ -250,6 +252,9 @@ TEST(Cli, SigintCancelsAndKeepsTheSession) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["ended"], "cancelled");
   EXPECT_GE(j["steps"].get<int>(), 3);
+  std::ifstream in(err);  // the Ctrl-C was heard at once, not only when the step ended
+  const std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(said.find("cancelling after the current step (Ctrl-C again stops at once)"), std::string::npos) << said;
 }
 
 // A run cancelled in its warmup has no measured step: stats says so, and that there is nothing
