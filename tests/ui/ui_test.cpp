@@ -251,6 +251,18 @@ TEST(TimelineWidget, AxisLabelsAreWholeOrNotDrawn) {
   EXPECT_GT(left, 0);
 }
 
+TEST(TimelineView, SearchFieldShowsItsWholePlaceholder) {
+  TimelineView view(std::make_shared<const sessions::SessionReader>(fixture_session()));
+  view.resize(1280, 700);
+  view.show();
+  QApplication::processEvents();
+  auto* search = view.findChild<QLineEdit*>();
+  ASSERT_NE(search, nullptr);
+  EXPECT_EQ(search->placeholderText(), "find op by name (Ctrl+F)");
+  EXPECT_GE(search->width(), search->fontMetrics().horizontalAdvance(search->placeholderText()) + 30)
+      << "'find op by name (...' clipped";
+}
+
 TEST(TimelineWidget, CommunicationUnderComputeIsShadedAsHidden) {
   const auto path = std::filesystem::temp_directory_path() / ("es_ui_overlap_" + std::to_string(getpid()) + ".db");
   std::filesystem::remove(path);
