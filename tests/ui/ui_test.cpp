@@ -8,6 +8,7 @@
 
 #include <QAbstractItemModelTester>
 #include <QApplication>
+#include <QComboBox>
 #include <QFileInfo>
 #include <QImage>
 #include <QMessageBox>
@@ -582,6 +583,27 @@ TEST(MemoryView, BlockMapAndTheOomSnapshotFirst) {
   EXPECT_EQ(img.pixelColor(BlockMap::kMargin + 100, BlockMap::kMargin + 9), BlockMap::color_of(blocks[0]));
   EXPECT_EQ(img.pixelColor(BlockMap::kMargin + 400, BlockMap::kMargin + 9), BlockMap::color_of(blocks[1]));  // free: grey
   EXPECT_EQ(img.pixelColor(BlockMap::kMargin + 700, BlockMap::kMargin + 9), BlockMap::color_of(blocks[2]));
+}
+
+// Ranks write their snapshots in any order (criteo's first is rank 1's); without an OOM the view
+// opens on rank 0's earliest snapshot, and its chart on rank 0.
+TEST(MemoryView, OpensOnTheLowestRankWithoutAnOom) {
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_mem_order_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    for (int r : {1, 0}) w.add_memory({0, r, 0, 1000, 300, 1000, 400, 0, 2, 0.3, 0.1});
+    const sessions::MemoryBlockRecord block{0, 1 << 20, 0, 512, 512, true, "kjt"};
+    w.add_snapshot({0, 1, 0, 10, "step", {block}});
+    w.add_snapshot({0, 0, 1, 20, "step", {block}});
+    w.add_snapshot({0, 0, 0, 5, "step", {block}});
+    w.close("complete");
+  }
+  MemoryView view(std::make_shared<const sessions::SessionReader>(path.string()));
+  const auto boxes = view.findChildren<QComboBox*>();
+  ASSERT_EQ(boxes.size(), 2);  // rank, snapshot
+  EXPECT_EQ(boxes[0]->currentText().toStdString(), "rank 0");
+  EXPECT_EQ(boxes[1]->currentIndex(), 2);  // rank 0, step 0
 }
 
 TEST(MainWindow, OpensSessionsAndRefusesBadFiles) {
