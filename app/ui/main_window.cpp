@@ -49,12 +49,16 @@ QWidget* summary_page(const sessions::SessionReader& s, QWidget* parent) {
   auto* layout = new QVBoxLayout(page);
   auto* model = new RankStatsModel(sessions::analyze(s), page);
   const auto& st = model->stats();
-  QString text = QString("<b>%1</b> on %2 ranks, %3 &nbsp; <b>%4</b>%5<br>")
+  QString text = QString("<b>%1</b> on %2 ranks, %3, %4 pipeline (qcomms forward %5, backward %6) &nbsp; <b>%7</b>%8<br>")
                      .arg(QString::fromStdString(s.meta("workload_name")))
                      .arg(st.ranks.size())
                      .arg(QString::fromStdString(s.meta("backend")))
+                     .arg(QString::fromStdString(s.meta("pipeline", "base")))
+                     .arg(QString::fromStdString(s.meta("qcomms_forward_precision", "fp32")))
+                     .arg(QString::fromStdString(s.meta("qcomms_backward_precision", "fp32")))
                      .arg(QString::fromStdString(st.ended))
                      .arg(st.simulated ? " &nbsp; <b>SIMULATED</b>" : "");
+  if (st.steps == 0) text += "no measured steps: nothing to analyse (the run ended before its first measured step)";
   if (st.steps > 0)
     text += QString("%1 measured steps: step time mean %2, p50 %3, p99 %4; %5 samples/s<br>"
                     "overlap %6 %; exposed communication %7 per rank; imbalance (ids looked up max/mean) %8")

@@ -619,6 +619,31 @@ TEST(MainWindow, OpensSessionsAndRefusesBadFiles) {
   EXPECT_EQ(w.tabs()->count(), 1);
 }
 
+// The summary names the pipeline and comm precisions of the run, and says when nothing was measured.
+TEST(MainWindow, SummarySaysThePipelineAndWhenNothingWasMeasured) {
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_warmup_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    w.set_metadata("workload_name", "tiny");
+    w.set_metadata("world_size", "1");
+    w.set_metadata("pipeline", "semi_sync");
+    w.set_metadata("qcomms_forward_precision", "bf16");
+    w.set_metadata("qcomms_backward_precision", "fp16");
+    w.add_step({-1, 0, 0, 1000, 0.5, 0, 0});  // a warmup step only
+    w.close("cancelled");
+  }
+  MainWindow w;
+  ASSERT_EQ(w.open_session(QString::fromStdString(path.string()), true), QString());
+  auto* views = qobject_cast<QTabWidget*>(w.tabs()->widget(0));
+  ASSERT_NE(views, nullptr);
+  views->setCurrentIndex(1);  // Summary, built when first shown
+  QString said;
+  for (auto* label : views->widget(1)->findChildren<QLabel*>()) said += label->text() + "\n";
+  EXPECT_TRUE(said.contains("semi_sync pipeline (qcomms forward bf16, backward fp16)")) << said.toStdString();
+  EXPECT_TRUE(said.contains("no measured steps: nothing to analyse")) << said.toStdString();
+}
+
 // A session whose writer was killed still says `running` in its metadata; its tab says
 // `crashed`, as `embedscope stats` does (the writer's pid is gone on this host).
 TEST(MainWindow, TabOfAKilledRunSaysCrashed) {
