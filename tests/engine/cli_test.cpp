@@ -27,10 +27,13 @@ struct Result {
   std::string out, err;
 };
 
-// A fresh scratch directory per process (ctest runs tests in parallel).
+// A fresh scratch directory per process (ctest runs tests in parallel). Emptied first: a
+// directory left by an earlier process with the same pid (pids are reused; several people run
+// the suite on one machine) held its h.db, and `run -o h.db` refused to overwrite it.
 std::filesystem::path scratch() {
   static const auto dir = [] {
     auto d = std::filesystem::temp_directory_path() / ("es_cli_" + std::to_string(getpid()));
+    std::filesystem::remove_all(d);
     std::filesystem::create_directories(d);
     return d;
   }();
@@ -147,6 +150,23 @@ TEST(Cli, StatsOnBadFilesExitsTwo) {
   EXPECT_NE(r.err.find("/nonexistent.db: cannot open"), std::string::npos) << r.err;
   r = cli("export /nonexistent.db --format pdf -o x");
   EXPECT_EQ(r.code, 2);
+}
+
+// scratch() of a process whose pid an earlier process used starts empty (ctest runs one test
+// per process, so scratch() is first called in the child here).
+TEST(Cli, ScratchDirectoryStartsEmpty) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const auto stale = std::filesystem::temp_directory_path() / ("es_cli_" + std::to_string(getpid()));
+    std::filesystem::create_directories(stale);
+    std::ofstream(stale / "h.db") << "left by an earlier process";
+    _exit(std::filesystem::exists(scratch() / "h.db") ? 1 : 0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(Cli, RunWorkloadFileHumanSummary) {
