@@ -38,6 +38,9 @@ namespace ss = embedscope::sessions;
 using nlohmann::json;
 
 namespace {
+// Checked before a CLI::Range, which alone calls a word "not in range" ("--steps: Value abc not in
+// range 1 to ..."): a non-number is named as such.
+const CLI::Validator kInteger = CLI::TypeValidator<int64_t>("INTEGER");
 
 constexpr const char* kDefaultPreset = "criteo_kaggle";
 
@@ -45,6 +48,8 @@ std::atomic<bool> g_cancel{false};
 extern "C" void on_sigint(int) {
   g_cancel = true;
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+  static constexpr char kSaid[] = "\ncancelling after the current step (Ctrl-C again stops at once)\n";
+  [[maybe_unused]] const auto n = write(STDERR_FILENO, kSaid, sizeof kSaid - 1);  // async-signal-safe
 }
 
 // embedscope-YYYYmmdd-HHMMSS.db, or -2, -3, ... when a run of the same second has it.
@@ -86,18 +91,22 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
   a.given["workload"] = cmd->add_option("workload", a.file, "Workload JSON file (see README: Configuration reference)");
   a.given["--preset"] =
       cmd->add_option("--preset", a.preset, fmt::format("Built-in workload: {} (default {})", names, kDefaultPreset));
-  a.given["--devices"] = cmd->add_option("--devices", a.devices, "Number of ranks (devices.count)")->check(CLI::Range(1, 64));
+  a.given["--devices"] = cmd->add_option("--devices", a.devices, "Number of ranks (devices.count)")
+                             ->check(kInteger)
+                             ->check(CLI::Range(1, 64));
   a.given["--sharding"] = cmd->add_option("--sharding", a.sharding,
                                           "Sharding type for every table (drops per-table overrides): data_parallel, "
                                           "table_wise, row_wise, column_wise, table_row_wise");
   a.given["--local-world-size"] =
       cmd->add_option("--local-world-size", a.local_world_size, "Ranks per node for table_row_wise (sharding.local_world_size)")
-          ->check(CLI::Range(1, 64));
-  a.given["--steps"] = cmd->add_option("--steps", a.steps, "Measured steps")->check(CLI::Range(int64_t{1}, es::kMaxSteps));
+          ->check(kInteger)->check(CLI::Range(1, 64));
+  a.given["--steps"] = cmd->add_option("--steps", a.steps, "Measured steps")
+                           ->check(kInteger)
+                           ->check(CLI::Range(int64_t{1}, es::kMaxSteps));
   a.given["--warmup-steps"] = cmd->add_option("--warmup-steps", a.warmup, "Steps run before measuring")
-                                  ->check(CLI::Range(int64_t{0}, es::kMaxSteps));
+                                  ->check(kInteger)->check(CLI::Range(int64_t{0}, es::kMaxSteps));
   a.given["--batch-size"] = cmd->add_option("--batch-size", a.batch_size, "Samples per rank per step")
-                                ->check(CLI::Range(int64_t{1}, es::kMaxBatchSize));
+                                ->check(kInteger)->check(CLI::Range(int64_t{1}, es::kMaxBatchSize));
   a.given["--backend"] = cmd->add_option("--backend", a.backend,
                                          "Executor (devices.backend): cpu, cuda (one GPU per rank), auto (cuda when a GPU "
                                          "is present)")
@@ -112,11 +121,11 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
       cmd->add_option("--network-bandwidth", a.network_bandwidth,
                       "Emulated link bandwidth in bytes/s, within and across nodes "
                       "(network.intra_node/inter_node.bandwidth_bytes_per_s), e.g. 1e9")
-          ->check(CLI::Range(1.0, static_cast<double>(es::kMaxBandwidthBytesPerS)));
+          ->check(CLI::Number)->check(CLI::Range(1.0, static_cast<double>(es::kMaxBandwidthBytesPerS)));
   a.given["--network-latency"] =
       cmd->add_option("--network-latency", a.network_latency,
                       "Emulated latency per collective in ns, within and across nodes (network.*.latency_ns)")
-          ->check(CLI::Range(int64_t{0}, es::kMaxLatencyNs));
+          ->check(kInteger)->check(CLI::Range(int64_t{0}, es::kMaxLatencyNs));
 }
 
 // One line: "intra_node 1.00 GB/s, 5000 ns; inter_node unlimited".
@@ -375,6 +384,10 @@ int cmd_stats(const std::string& file, bool as_json) {
            {"workload", session.meta("workload_name")},
            {"world_size", st.ranks.size()},
            {"steps", st.steps},
+           {"pipeline", session.meta("pipeline", "base")},
+           {"qcomms", {{"forward_precision", session.meta("qcomms_forward_precision", "fp32")},
+                       {"backward_precision", session.meta("qcomms_backward_precision", "fp32")}}},
+           {"network", json::parse(session.meta("network_json", "{}"), nullptr, false)},
            {"samples_per_step", st.samples_per_step},
            {"step_time_ns", {{"mean", st.step_time_ns.mean}, {"p50", st.step_time_ns.p50}, {"p99", st.step_time_ns.p99},
                              {"min", st.step_time_ns.min}, {"max", st.step_time_ns.max}}},
@@ -420,7 +433,16 @@ int cmd_stats(const std::string& file, bool as_json) {
   std::cout << fmt::format("workload     {} on {} {} ranks, {} measured steps of {} samples\n",
                            session.meta("workload_name"), st.ranks.size(), session.meta("backend"), st.steps,
                            st.samples_per_step);
-  if (st.steps == 0) return 0;
+  if (!session.meta("workload_json").empty()) try {  // the workload as run: pipeline, comm precisions, network
+    std::cout << pipeline_text(es::parse_workload(json::parse(session.meta("workload_json")), file + ": workload_json"));
+  } catch (const std::exception& e) {
+    std::cout << fmt::format("pipeline     {} (the stored workload is unreadable: {})\n", session.meta("pipeline", "base"),
+                             e.what());
+  }
+  if (st.steps == 0) {
+    std::cout << "no measured steps: nothing to analyse (the run ended before its first measured step)\n";
+    return 0;
+  }
   std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", ms(st.step_time_ns.mean), ms(st.step_time_ns.p50),
                            ms(st.step_time_ns.p99));
   std::cout << fmt::format("throughput   {:.0f} samples/s\n", st.samples_per_s);
@@ -584,9 +606,9 @@ int main(int argc, char** argv) {
   rep->add_option("--allocator", replay_allocators, "Comma-separated: caching, expandable, direct (default: all)");
   rep->add_option("--max-split-size", replay_max_split,
                   "Also replay caching/expandable with this max_split_size (bytes, >= 20 MiB as PyTorch requires)")
-      ->check(CLI::Range(es::kLargeBuffer, es::kMaxMemoryBytes));
+      ->check(kInteger)->check(CLI::Range(es::kLargeBuffer, es::kMaxMemoryBytes));
   rep->add_option("--capacity", replay_capacity, "Device capacity in bytes (default: the trace's capacity_bytes)")
-      ->check(CLI::Range(int64_t{1}, es::kMaxMemoryBytes));
+      ->check(kInteger)->check(CLI::Range(int64_t{1}, es::kMaxMemoryBytes));
   rep->add_flag("--json", replay_json, "Print the comparison as JSON");
   auto* exp = app.add_subcommand("export", "Export a session as Chrome trace JSON (Perfetto) or CSV");
   exp->add_option("session", export_file, "Session file (.db)")->required();

@@ -137,7 +137,12 @@ int main(int argc, char** argv) {
     if (!sessions.isEmpty()) return fail("--report takes one session; also given: " + sessions.join(", "));
     return report(w, report_session, report_dir);
   }
+  if (!scenario_sessions.isEmpty() && scenario.isEmpty()) return fail("--scenario-sessions goes with --scenario");
   const bool batch = !screenshot.isEmpty();
+  if (headless && !batch && (compare || !scenario.isEmpty()))  // a report has no comparison or scenario page
+    return fail(QString("no display (DISPLAY and WAYLAND_DISPLAY are unset): %1 needs a window; add --screenshot "
+                        "FILE.png to render it, or run where there is a display")
+                    .arg(compare ? "--compare" : "--scenario"));
   if (headless && !batch) {  // nowhere to show the window: write what it would show
     if (sessions.isEmpty())
       return fail("no display (DISPLAY and WAYLAND_DISPLAY are unset): give a session to write its report "
@@ -159,8 +164,6 @@ int main(int argc, char** argv) {
   if (!scenario.isEmpty()) {
     if (const QString err = w.open_scenario(scenario, scenario_sessions, batch); batch && !err.isEmpty())
       return fail(err);
-  } else if (!scenario_sessions.isEmpty()) {
-    return fail("--scenario-sessions goes with --scenario");
   }
   w.show();
   if (batch) {

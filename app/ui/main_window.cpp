@@ -54,12 +54,16 @@ QWidget* summary_page(const sessions::SessionReader& s, QWidget* parent) {
   auto* layout = new QVBoxLayout(page);
   auto* model = new RankStatsModel(sessions::analyze(s), page);
   const auto& st = model->stats();
-  QString text = QString("<b>%1</b> on %2 ranks, %3 &nbsp; <b>%4</b>%5<br>")
+  QString text = QString("<b>%1</b> on %2 ranks, %3, %4 pipeline (qcomms forward %5, backward %6) &nbsp; <b>%7</b>%8<br>")
                      .arg(QString::fromStdString(s.meta("workload_name")))
                      .arg(st.ranks.size())
                      .arg(QString::fromStdString(s.meta("backend")))
+                     .arg(QString::fromStdString(s.meta("pipeline", "base")))
+                     .arg(QString::fromStdString(s.meta("qcomms_forward_precision", "fp32")))
+                     .arg(QString::fromStdString(s.meta("qcomms_backward_precision", "fp32")))
                      .arg(QString::fromStdString(st.ended))
                      .arg(st.simulated ? " &nbsp; <b>SIMULATED</b>" : "");
+  if (st.steps == 0) text += "no measured steps: nothing to analyse (the run ended before its first measured step)";
   if (st.steps > 0)
     text += QString("%1 measured steps: step time mean %2, p50 %3, p99 %4; %5 samples/s<br>"
                     "overlap %6 %; exposed communication %7 per rank; imbalance (ids looked up max/mean) %8")
@@ -285,7 +289,7 @@ QString MainWindow::open_session(const QString& path, bool quiet) {
     add_lazy_tab(page, "Load", [session](QWidget* parent) { return new LoadView(session, parent); });
     add_lazy_tab(page, "Memory", [session](QWidget* parent) { return new MemoryView(session, parent); });
     QString title = QFileInfo(path).fileName();
-    if (const std::string ended = session->meta("ended"); ended != "complete") title += QString(" [%1]").arg(QString::fromStdString(ended));
+    if (const std::string ended = session->status(); ended != "complete") title += QString(" [%1]").arg(QString::fromStdString(ended));
     const int i = tabs_->addTab(page, title);
     tabs_->setTabToolTip(i, path);
     tabs_->setCurrentIndex(i);

@@ -2,6 +2,7 @@
 
 #include "colors.h"
 
+#include <tuple>
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <qcustomplot.h>
 
@@ -149,6 +151,10 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
       first = static_cast<int>(i);
       if (snapshots_[i].rank == named_rank) break;
     }
+  if (first < 0 && !snapshots_.empty())  // no OOM: the lowest rank's earliest snapshot (ranks write in any order)
+    first = static_cast<int>(std::min_element(snapshots_.begin(), snapshots_.end(), [](const auto& a, const auto& b) {
+                               return std::tie(a.rank, a.step) < std::tie(b.rank, b.step);
+                             }) - snapshots_.begin());
   if (first < 0) first = 0;
   if (!snapshots_.empty()) {
     snapshot_box_->setCurrentIndex(first);

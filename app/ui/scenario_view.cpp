@@ -198,6 +198,7 @@ ScenarioView::ScenarioView(Scenario scenario, QWidget* parent)
                                 .arg(session_color(i).name(), QString::fromStdString(run.label).toHtmlEscaped()),
                             runs);
     name->setToolTip(QString::fromStdString(run.workload.dump(2)));
+    name->setWordWrap(true);  // long labels ("1 Gb Ethernet (125 MB/s, 50 us)") wrap, never clipped
     row->addWidget(name, 1);
     auto* open = new QPushButton("Open...", runs);
     auto* start = new QPushButton("Run", runs);

@@ -48,6 +48,8 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
   search_->setPlaceholderText("find op by name (Ctrl+F)");
   search_->setClearButtonEnabled(true);
   search_->setMaximumWidth(260);
+  // the whole placeholder, plus the clear button and the frame
+  search_->setMinimumWidth(search_->fontMetrics().horizontalAdvance(search_->placeholderText()) + 40);
   bar->addWidget(search_);
   button(new QToolButton(this), "Prev", "Previous match (Shift+F3)", [this] { find_next(false); });
   button(new QToolButton(this), "Next", "Next match (Enter, F3)", [this] { find_next(true); });

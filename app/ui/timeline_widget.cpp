@@ -90,7 +90,8 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
        t < static_cast<double>(scale_.t1()); t += tick) {
     const int x = kGutter + static_cast<int>(scale_.x(static_cast<int64_t>(t)));
     p.drawLine(x, kAxis - 6, x, kAxis);
-    p.drawText(x + 3, kAxis - 8, QString::fromStdString(format_duration(static_cast<int64_t>(t - origin))));
+    const QString label = QString::fromStdString(format_duration(static_cast<int64_t>(t - origin)));
+    if (x + 3 + p.fontMetrics().horizontalAdvance(label) <= width()) p.drawText(x + 3, kAxis - 8, label);  // whole or not at all
   }
   // step boundaries
   p.setPen(QPen(palette().mid().color(), 0, Qt::DashLine));  // cosmetic: the fast dashed path

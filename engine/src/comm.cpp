@@ -209,6 +209,15 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
     }
     sent[me] = received[me] = 0;
     const int64_t min_ns = emulated_min_ns(sent, received);
+    const int64_t timeout_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout_).count();
+    if (min_ns > timeout_ns) {  // a link this slow times out, as a real one would: never a hang
+      std::this_thread::sleep_until(steady_start + timeout_);
+      throw CollectiveError(fmt::format("{} did not finish within {} ms (every rank arrived; the emulated network "
+                                        "needs {:.1f} ms for this rank's transfers)",
+                                        collective_head(kind, op_name, name_, seq), timeout_.count(),
+                                        static_cast<double>(min_ns) / 1e6),
+                            name_, seq, {}, true);
+    }
     std::this_thread::sleep_until(steady_start + std::chrono::nanoseconds(min_ns));
   }
   if (observer_) {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <iterator>
 #include <sstream>
 
 #include <map>
@@ -26,10 +27,13 @@ struct Result {
   std::string out, err;
 };
 
-// A fresh scratch directory per process (ctest runs tests in parallel).
+// A fresh scratch directory per process (ctest runs tests in parallel). Emptied first: a
+// directory left by an earlier process with the same pid (pids are reused; several people run
+// the suite on one machine) held its h.db, and `run -o h.db` refused to overwrite it.
 std::filesystem::path scratch() {
   static const auto dir = [] {
     auto d = std::filesystem::temp_directory_path() / ("es_cli_" + std::to_string(getpid()));
+    std::filesystem::remove_all(d);
     std::filesystem::create_directories(d);
     return d;
   }();
@@ -148,6 +152,23 @@ TEST(Cli, StatsOnBadFilesExitsTwo) {
   EXPECT_EQ(r.code, 2);
 }
 
+// scratch() of a process whose pid an earlier process used starts empty (ctest runs one test
+// per process, so scratch() is first called in the child here).
+TEST(Cli, ScratchDirectoryStartsEmpty) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const auto stale = std::filesystem::temp_directory_path() / ("es_cli_" + std::to_string(getpid()));
+    std::filesystem::create_directories(stale);
+    std::ofstream(stale / "h.db") << "left by an earlier process";
+    _exit(std::filesystem::exists(scratch() / "h.db") ? 1 : 0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
 TEST(Cli, RunWorkloadFileHumanSummary) {
   Result r = cli("run " + kData + "/specs/small_ok.json --sharding column_wise -o " + (scratch() / "h.db").string());
   ASSERT_EQ(r.code, 0) << r.err;
@@ -171,6 +192,13 @@ TEST(Cli, BadInputExitsTwoWithAClearMessage) {
   EXPECT_NE(r.err.find("criteo_kaggle"), std::string::npos) << r.err;  // lists the known presets
   r = cli("run --preset tiny --steps 0");
   EXPECT_EQ(r.code, 2);
+  // a word where a number goes is named as such, not "not in range"
+  r = cli("plan --preset tiny --steps abc");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--steps: Failed parsing abc"), std::string::npos) << r.err;
+  r = cli("plan --preset tiny --network-bandwidth fast");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--network-bandwidth: Failed parsing fast"), std::string::npos) << r.err;
   r = cli("frobnicate");
   EXPECT_EQ(r.code, 2);
   r = cli("run " + kData + "/specs/too_small.json");
@@ -196,12 +224,12 @@ TEST(Cli, PlanShowsShardsAndMemory) {
 
 // Starts `embedscope run --preset tiny --steps 100000 -o db` and returns once the session has
 // at least `steps` committed steps.
-pid_t start_long_run(const std::string& db, int steps) {
+pid_t start_long_run(const std::string& db, int steps, const std::string& err = "/dev/null") {
   const pid_t child = fork();
   if (child == 0) {
     const int null = open("/dev/null", O_WRONLY);
     dup2(null, 1);
-    dup2(null, 2);
+    dup2(open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
     execl(EMBEDSCOPE_CLI, EMBEDSCOPE_CLI, "run", "--preset", "tiny", "--steps", "100000", "-o", db.c_str(), nullptr);
     _exit(127);
   }
@@ -231,7 +259,8 @@ TEST(Cli, RunKilledHalfwayLeavesASessionThatSaysCrashed) {
 
 TEST(Cli, SigintCancelsAndKeepsTheSession) {
   const std::string db = (scratch() / "cancelled.db").string();
-  const pid_t child = start_long_run(db, 3);
+  const std::string err = (scratch() / "cancelled_err.txt").string();
+  const pid_t child = start_long_run(db, 3, err);
   ASSERT_GT(child, 0);
   kill(child, SIGINT);
   int status = 0;
@@ -243,6 +272,27 @@ TEST(Cli, SigintCancelsAndKeepsTheSession) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["ended"], "cancelled");
   EXPECT_GE(j["steps"].get<int>(), 3);
+  std::ifstream in(err);  // the Ctrl-C was heard at once, not only when the step ended
+  const std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(said.find("cancelling after the current step (Ctrl-C again stops at once)"), std::string::npos) << said;
+}
+
+// A run cancelled in its warmup has no measured step: stats says so, and that there is nothing
+// to analyse, instead of stopping after the workload line.
+TEST(Cli, StatsWithoutMeasuredStepsSaysSo) {
+  const std::string db = (scratch() / "warmup_only.db").string();
+  std::filesystem::remove(db);
+  {
+    embedscope::sessions::SessionWriter w(db);
+    w.set_metadata("workload_name", "tiny");
+    w.set_metadata("world_size", "1");
+    w.add_step({-1, 0, 0, 1000, 0.5, 0, 0});  // a warmup step only
+    w.close("cancelled");
+  }
+  const Result r = cli("stats " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("0 measured steps"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no measured steps: nothing to analyse"), std::string::npos) << r.out;
 }
 
 // --pipeline, --qcomms and the network flags reach the workload, the plan, the run summary and
@@ -284,6 +334,15 @@ TEST(Cli, PipelineQcommsAndNetworkFlags) {
     EXPECT_EQ(s.meta("qcomms_forward_precision"), p);
     EXPECT_EQ(nlohmann::json::parse(s.meta("network_json")),
               nlohmann::json::parse(R"({"intra_node": {"latency_ns": 1000}, "inter_node": {"latency_ns": 1000}})"));
+    const Result stats = cli("stats " + db);  // stats says how the session was run
+    EXPECT_NE(stats.out.find("pipeline     sparse_dist; qcomms forward " + p + " backward " + p +
+                             "\nnetwork      intra_node unlimited bandwidth, 1000 ns latency; inter_node unlimited "
+                             "bandwidth, 1000 ns latency\n"),
+              std::string::npos) << stats.out;
+    const auto sj = nlohmann::json::parse(cli("stats --json " + db).out);
+    EXPECT_EQ(sj["pipeline"], "sparse_dist");
+    EXPECT_EQ(sj["qcomms"]["backward_precision"], p);
+    EXPECT_EQ(sj["network"]["inter_node"]["latency_ns"], 1000);
     for (const auto& c : s.collectives())
       if (c.name == "output_dist/all_to_all") {
         EXPECT_EQ(c.dtype, p == "bf16" ? "bfloat16" : "float32");

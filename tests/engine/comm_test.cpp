@@ -200,6 +200,35 @@ TEST(NetworkEmulation, TransferRateWithinTenPercentOfTheLimit) {
   }
 }
 
+// A link too slow for the timeout fails the collective at the timeout (every rank arrived), not
+// after the emulated time: 4000 bytes each way at 1000 B/s is 4 s, the timeout 300 ms (sequence 1
+// is the split-size exchange, which is not paced).
+TEST(NetworkEmulation, TransferSlowerThanTheTimeoutFailsAtTheTimeout) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto errors = on_ranks(2, 300ms, [](ProcessGroup& pg) {
+    NetworkSpec net;
+    net.intra_node = {1000, 0};
+    pg.set_network(net, 2);
+    const int peer = 1 - pg.rank();
+    std::vector<int64_t> sc(2, 0), rc(2, 0);
+    sc[static_cast<size_t>(peer)] = rc[static_cast<size_t>(peer)] = 4000;
+    std::vector<char> send(4000), recv(4000);
+    try {
+      pg.all_to_all_v("slow", send.data(), sc, recv.data(), rc, 1);
+    } catch (const CollectiveError& e) {
+      EXPECT_TRUE(e.timed_out);
+      EXPECT_TRUE(e.missing_ranks.empty());
+      throw;
+    }
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 4s);  // not the emulated 4 s
+  for (const auto& e : errors)
+    EXPECT_NE(e.find("all_to_all 'slow' (group world, sequence 2) did not finish within 300 ms (every rank arrived; "
+                     "the emulated network needs 4000.0 ms"),
+              std::string::npos)
+        << e;
+}
+
 // Quantized comms: values rounded to fp16 / bf16 travel as 2-byte elements.
 TEST(QuantizedComms, HalfTheBytesAndRoundedValues) {
   for (CommPrecision p : {CommPrecision::fp32, CommPrecision::fp16, CommPrecision::bf16}) {

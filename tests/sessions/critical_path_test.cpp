@@ -78,6 +78,24 @@ TEST(CriticalPath, AnOpLaunchedFromInsideARunningOpContinuesIntoIt) {
   EXPECT_EQ(p.segments[4], (PathSegment{K::op, 0, 0, 3, OpCategory::optimizer, 1'500'000, 1'600'000}));
 }
 
+TEST(CriticalPath, AnOpRunningAtTheStartIsThePredecessorNotAGap) {
+  // rank 0: the backward [0,100) launches a bucket's all-reduce at 50 (comm [50,120)); the
+  // optimizer [120,130) waits for the all-reduce. [0,50) is the backward's, not untraced.
+  std::vector<OpRecord> ops{rec(0, 0, OpCategory::dense, kDense, 0, 100), rec(0, 1, OpCategory::comm, kA2a, 50, 120),
+                            rec(0, 0, OpCategory::optimizer, kLookup, 120, 130)};
+  const StepCriticalPath p = critical_path(ops, {});
+  ASSERT_EQ(p.segments.size(), 3u);
+  EXPECT_EQ(p.segments[0], (PathSegment{K::op, 0, 0, kDense, OpCategory::dense, 0, 50}));
+  EXPECT_EQ(p.segments[1], (PathSegment{K::op, 0, 1, kA2a, OpCategory::comm, 50, 120}));
+  EXPECT_EQ(p.segments[2], (PathSegment{K::op, 0, 0, kLookup, OpCategory::optimizer, 120, 130}));
+  // an op that ended exactly at the start wins over one running across it
+  ops.push_back(rec(0, 2, OpCategory::input, kLookup, 20, 50));
+  const StepCriticalPath q = critical_path(ops, {});
+  ASSERT_EQ(q.segments.size(), 4u);
+  EXPECT_EQ(q.segments[0], (PathSegment{K::op, 0, 0, kDense, OpCategory::dense, 0, 20}));
+  EXPECT_EQ(q.segments[1], (PathSegment{K::op, 0, 2, kLookup, OpCategory::input, 20, 50}));
+}
+
 TEST(CriticalPath, CollectiveRecordsSeparateGroupsWithEqualSequences) {
   // Two node groups run their own all-to-all, both with sequence 1 and the same name.
   std::vector<OpRecord> ops;

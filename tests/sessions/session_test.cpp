@@ -21,9 +21,12 @@ using namespace embedscope::sessions;
 namespace fs = std::filesystem;
 
 namespace {
+// Emptied first: a folder left by an earlier process with the same pid would hold files that
+// SessionWriter refuses to overwrite.
 fs::path scratch() {
   static const auto dir = [] {
     auto d = fs::temp_directory_path() / ("es_sessions_" + std::to_string(getpid()));
+    fs::remove_all(d);
     fs::create_directories(d);
     return d;
   }();
@@ -41,6 +44,23 @@ std::string error_of(const std::string& path) {
     return e.what();
   }
   return "";
+}
+
+// scratch() of a process whose pid an earlier process used starts empty (ctest runs one test per
+// process, so scratch() is first called in the child here).
+TEST(Session, ScratchDirectoryStartsEmpty) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const auto stale = fs::temp_directory_path() / ("es_sessions_" + std::to_string(getpid()));
+    fs::create_directories(stale);
+    std::ofstream(stale / "killed.db") << "left by an earlier process";
+    _exit(fs::exists(scratch() / "killed.db") ? 1 : 0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 // A small two-rank session: step 0 on both ranks, step -1 (warmup) on rank 0.

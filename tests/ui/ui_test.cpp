@@ -8,6 +8,7 @@
 
 #include <QAbstractItemModelTester>
 #include <QApplication>
+#include <QComboBox>
 #include <QFileInfo>
 #include <QImage>
 #include <QMessageBox>
@@ -260,6 +261,38 @@ TEST(TimelineWidget, DrawsOpsWhereTheyAreAndNothingElsewhere) {
   const QImage zoomed = w.grab().toImage();
   EXPECT_EQ(zoomed.pixelColor(TimelineWidget::kGutter + 500, w.row_y(1) + 10), category_color(sessions::OpCategory::comm));
   EXPECT_NE(zoomed.pixelColor(TimelineWidget::kGutter + 500, w.row_y(0) + 10), category_color(sessions::OpCategory::lookup));
+}
+
+TEST(TimelineWidget, AxisLabelsAreWholeOrNotDrawn) {
+  auto session = std::make_shared<const sessions::SessionReader>(fixture_session());
+  TimelineWidget w(session);
+  w.resize(TimelineWidget::kGutter + 1000, 200);
+  (void)w.grab();  // laid out: the scale is 1000 px wide
+  w.scale().show(0, 810'000);  // ticks every 200 us: the one at 800 us falls 12 px before the right edge
+  ASSERT_NEAR(w.scale().x(800'000), 987.7, 0.5);
+  const QImage img = w.grab().toImage();
+  const QColor background = img.pixelColor(TimelineWidget::kGutter + 700, 2);  // between the 400 and 600 us labels
+  int ink = 0;
+  for (int x = TimelineWidget::kGutter + 991; x < img.width(); ++x)
+    for (int y = 2; y < TimelineWidget::kAxis - 7; ++y) ink += img.pixelColor(x, y) != background;
+  EXPECT_EQ(ink, 0) << "a clipped '800.00 us' label at the right edge";
+  int left = 0;  // the label at 600 us is drawn
+  const int x600 = TimelineWidget::kGutter + static_cast<int>(w.scale().x(600'000));
+  for (int x = x600 + 3; x < x600 + 40; ++x)
+    for (int y = 2; y < TimelineWidget::kAxis - 7; ++y) left += img.pixelColor(x, y) != background;
+  EXPECT_GT(left, 0);
+}
+
+TEST(TimelineView, SearchFieldShowsItsWholePlaceholder) {
+  TimelineView view(std::make_shared<const sessions::SessionReader>(fixture_session()));
+  view.resize(1280, 700);
+  view.show();
+  QApplication::processEvents();
+  auto* search = view.findChild<QLineEdit*>();
+  ASSERT_NE(search, nullptr);
+  EXPECT_EQ(search->placeholderText(), "find op by name (Ctrl+F)");
+  EXPECT_GE(search->width(), search->fontMetrics().horizontalAdvance(search->placeholderText()) + 30)
+      << "'find op by name (...' clipped";
 }
 
 TEST(TimelineWidget, CommunicationUnderComputeIsShadedAsHidden) {
@@ -583,6 +616,27 @@ TEST(MemoryView, BlockMapAndTheOomSnapshotFirst) {
   EXPECT_EQ(img.pixelColor(BlockMap::kMargin + 700, BlockMap::kMargin + 9), BlockMap::color_of(blocks[2]));
 }
 
+// Ranks write their snapshots in any order (criteo's first is rank 1's); without an OOM the view
+// opens on rank 0's earliest snapshot, and its chart on rank 0.
+TEST(MemoryView, OpensOnTheLowestRankWithoutAnOom) {
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_mem_order_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    for (int r : {1, 0}) w.add_memory({0, r, 0, 1000, 300, 1000, 400, 0, 2, 0.3, 0.1});
+    const sessions::MemoryBlockRecord block{0, 1 << 20, 0, 512, 512, true, "kjt"};
+    w.add_snapshot({0, 1, 0, 10, "step", {block}});
+    w.add_snapshot({0, 0, 1, 20, "step", {block}});
+    w.add_snapshot({0, 0, 0, 5, "step", {block}});
+    w.close("complete");
+  }
+  MemoryView view(std::make_shared<const sessions::SessionReader>(path.string()));
+  const auto boxes = view.findChildren<QComboBox*>();
+  ASSERT_EQ(boxes.size(), 2);  // rank, snapshot
+  EXPECT_EQ(boxes[0]->currentText().toStdString(), "rank 0");
+  EXPECT_EQ(boxes[1]->currentIndex(), 2);  // rank 0, step 0
+}
+
 TEST(MainWindow, OpensSessionsAndRefusesBadFiles) {
   MainWindow w;
   EXPECT_EQ(w.open_session(QString::fromStdString(fixture_session()), true), QString());
@@ -594,6 +648,71 @@ TEST(MainWindow, OpensSessionsAndRefusesBadFiles) {
   const QString err = w.open_session("/nonexistent/x.db", true);
   EXPECT_TRUE(err.contains("/nonexistent/x.db: cannot open")) << err.toStdString();
   EXPECT_EQ(w.tabs()->count(), 1);
+}
+
+// The summary names the pipeline and comm precisions of the run, and says when nothing was measured.
+TEST(MainWindow, SummarySaysThePipelineAndWhenNothingWasMeasured) {
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_warmup_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    w.set_metadata("workload_name", "tiny");
+    w.set_metadata("world_size", "1");
+    w.set_metadata("pipeline", "semi_sync");
+    w.set_metadata("qcomms_forward_precision", "bf16");
+    w.set_metadata("qcomms_backward_precision", "fp16");
+    w.add_step({-1, 0, 0, 1000, 0.5, 0, 0});  // a warmup step only
+    w.close("cancelled");
+  }
+  MainWindow w;
+  ASSERT_EQ(w.open_session(QString::fromStdString(path.string()), true), QString());
+  auto* views = qobject_cast<QTabWidget*>(w.tabs()->widget(0));
+  ASSERT_NE(views, nullptr);
+  views->setCurrentIndex(1);  // Summary, built when first shown
+  QString said;
+  for (auto* label : views->widget(1)->findChildren<QLabel*>()) said += label->text() + "\n";
+  EXPECT_TRUE(said.contains("semi_sync pipeline (qcomms forward bf16, backward fp16)")) << said.toStdString();
+  EXPECT_TRUE(said.contains("no measured steps: nothing to analyse")) << said.toStdString();
+}
+
+// A session whose writer was killed still says `running` in its metadata; its tab says
+// `crashed`, as `embedscope stats` does (the writer's pid is gone on this host).
+TEST(MainWindow, TabOfAKilledRunSaysCrashed) {
+  const std::string path = fixture_session();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  waitpid(child, nullptr, 0);  // reaped: its pid names no process
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const std::string sql = "UPDATE metadata SET value = 'running' WHERE key = 'ended';"
+                          "UPDATE metadata SET value = '" + std::to_string(child) + "' WHERE key = 'writer_pid';";
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  MainWindow w;
+  ASSERT_EQ(w.open_session(QString::fromStdString(path), true), QString());
+  EXPECT_EQ(w.tabs()->tabText(0).toStdString(), std::filesystem::path(path).filename().string() + " [crashed]");
+}
+
+// The run labels of a built-in scenario are shown whole in a 1280 x 800 window (the side panel
+// is at most 420 px wide): "1 Gb Ethernet (125 MB/s, 50 us)" is wider than its row.
+TEST(ScenarioView, RunLabelsAreNotClipped) {
+  for (const Scenario& sc : builtin_scenarios()) {
+    if (sc.id != "communication_storm") continue;
+    ScenarioView view(sc);
+    view.resize(1280, 800);
+    view.show();
+    QApplication::processEvents();
+    int checked = 0;
+    for (auto* label : view.findChildren<QLabel*>()) {
+      if (!label->text().contains("</b>") || !label->text().contains("&#9632;")) continue;  // a run's name
+      ++checked;
+      const bool whole = label->wordWrap() ? label->height() >= label->heightForWidth(label->width())
+                                           : label->width() >= label->sizeHint().width();
+      EXPECT_TRUE(whole) << label->text().toStdString() << ": " << label->width() << " x " << label->height();
+    }
+    EXPECT_EQ(checked, 2);
+  }
 }
 
 TEST(Report, RendersEveryViewAndAPageWithoutADisplay) {
@@ -1199,6 +1318,21 @@ TEST(Report, WithoutAnyDisplayTheSessionArgumentWritesTheReport) {
   const std::string none = "cd " + dir.string() + " && env -u DISPLAY -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM " +
                            std::string(EMBEDSCOPE_UI) + " 2>/dev/null";
   EXPECT_EQ(WEXITSTATUS(std::system(none.c_str())), 2);  // nothing to show and nowhere to show it
+  // a comparison or a scenario has no report: a clear error, not the sessions' reports one by one
+  std::filesystem::copy_file(fixture_session(), dir / "other.db");
+  for (const std::string& args : {std::string("--compare run.db other.db"), std::string("--scenario communication_storm"),
+                                  std::string("--scenario-sessions . run.db")}) {
+    std::filesystem::remove_all(dir / "run-report");
+    const std::string c = "cd " + dir.string() + " && env -u DISPLAY -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM " +
+                          std::string(EMBEDSCOPE_UI) + " " + args + " > out.txt 2> err.txt";
+    EXPECT_EQ(WEXITSTATUS(std::system(c.c_str())), 2) << args;
+    std::ifstream err(dir / "err.txt");
+    const std::string e((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+    const std::string flag = args.substr(0, args.find(' '));
+    EXPECT_NE(e.find(flag == "--scenario-sessions" ? "--scenario-sessions goes with --scenario" : flag + " needs a window"),
+              std::string::npos) << args << ": " << e;
+    EXPECT_FALSE(std::filesystem::exists(dir / "run-report")) << args;
+  }
 }
 
 TEST(Palette, PlotsFollowADarkPalette) {

@@ -9,7 +9,8 @@
 //    that never arrived,
 //  - counts bytes sent to and received from other ranks (a rank's own slice is not counted),
 //  - fails after the group's timeout with a CollectiveError, never hangs,
-//  - with a network limit (set_network), takes at least the emulated time of its transfers,
+//  - with a network limit (set_network), takes at least the emulated time of its transfers
+//    (a transfer whose emulated time exceeds the timeout fails at the timeout),
 //  - float collectives can travel as fp16 / bf16 (TorchRec qcomms): quantized before the
 //    collective, dequantized after it, half the bytes on the wire.
 
