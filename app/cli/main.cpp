@@ -483,7 +483,8 @@ int cmd_stats(const std::string& file, bool as_json) {
     std::cout << fmt::format("  {:<28} {:>7} {:>12} {:>11} {:>11} {:>17}\n", "name", "count", "bytes", "time",
                              "exposed", "waiting for peers");
     for (const auto& c : st.collectives)
-      std::cout << fmt::format("  {:<28} {:>7} {:>12} {:>11} {:>11} {:>17}\n", session.name(c.name_id), c.count / st.steps,
+      std::cout << fmt::format("  {:<28} {:>7.1f} {:>12} {:>11} {:>11} {:>17}\n", session.name(c.name_id),
+                               static_cast<double>(c.count) / static_cast<double>(st.steps),
                                es::format_bytes(c.bytes / st.steps), ms(c.time_ns / st.steps),
                                ms(c.exposed_ns / st.steps), ms(c.wait_ns / st.steps));
   }

@@ -64,7 +64,10 @@ QVariant CollectiveTimesModel::data(const QModelIndex& index, int role) const {
   if (role != Qt::DisplayRole && role != Qt::UserRole) return {};
   switch (index.column()) {
     case Name: return names_[index.row()];
-    case Count: return QVariant::fromValue<qlonglong>(c.count / steps_);
+    case Count: {
+      const double per_step = static_cast<double>(c.count) / static_cast<double>(steps_);
+      return role == Qt::UserRole ? QVariant(per_step) : QString::number(per_step, 'f', 1);
+    }
     case Bytes:
       return role == Qt::UserRole ? QVariant::fromValue<qlonglong>(c.bytes / steps_)
                                   : QString::fromStdString(engine::format_bytes(c.bytes / steps_));

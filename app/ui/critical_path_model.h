@@ -41,7 +41,8 @@ class CollectiveTimesModel : public QAbstractTableModel {
   CollectiveTimesModel(const sessions::RunStats& stats, const sessions::SessionReader& session, QObject* parent = nullptr);
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : ColumnCount; }
-  /// DisplayRole: formatted text; Qt::UserRole: the raw per-step number (ns, bytes, count).
+  /// DisplayRole: formatted text; Qt::UserRole: the raw per-step number (ns, bytes; ops as a double:
+  /// a pipeline that prefetches has fewer dists inside the measured steps than steps).
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 

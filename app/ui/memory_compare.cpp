@@ -149,12 +149,16 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
       if (b.allocated) allocated += b.size;
     }
     map_labels_[i]->setText(
-        shown[i] ? QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b>: rank %3, snapshot of step %4 (%5): "
-                           "%6 segments, %7 reserved, %8 allocated")
+        shown[i] ? QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b>: rank %3, %4: "
+                           "%5 segments, %6 reserved, %7 allocated")
                        .arg(session_color(i).name(), entries_[i].s.label.toHtmlEscaped())
                        .arg(rank)
-                       .arg(shown[i]->step)
-                       .arg(QString::fromStdString(shown[i]->reason))
+                       .arg(shown[i]->reason == "oom"
+                                ? QString("the layout at its OOM in step %1").arg(shown[i]->step)
+                                : shown[i]->step == step
+                                      ? QString("snapshot of step %1").arg(step)
+                                      // snapshots are taken when the layout changes (FORMAT.md)
+                                      : QString("unchanged since the snapshot of step %1").arg(shown[i]->step))
                        .arg(segments.size())
                        .arg(QString::fromStdString(engine::format_bytes(reserved)),
                             QString::fromStdString(engine::format_bytes(allocated)))
