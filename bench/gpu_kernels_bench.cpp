@@ -135,15 +135,7 @@ Workload& workload(int i) {
   return *w;
 }
 
-const PeerResult& torch_peer(int i) {
-  static std::map<int, PeerResult> cache;
-  auto it = cache.find(i);
-  if (it == cache.end()) {
-    it = cache.emplace(i, run_torch_peer(kShapes[i], workload(i).n_unique, "cuda")).first;
-    if (!it->second.note.empty()) std::fprintf(stderr, "[%s] %s\n", kShapes[i].name().c_str(), it->second.note.c_str());
-  }
-  return it->second;
-}
+const PeerResult& torch_peer(int i) { return torch_peer_once(i, workload(i).n_unique, "cuda"); }
 
 void report(benchmark::State& state, double bytes, double seconds, std::optional<double> torch_GBps,
             const std::string& note) {
@@ -152,12 +144,7 @@ void report(benchmark::State& state, double bytes, double seconds, std::optional
   state.counters["GBps"] = ours;
   state.counters["copy_GBps"] = copy_GBps();
   state.counters["ratio_vs_copy"] = ours / copy_GBps();
-  if (torch_GBps && *torch_GBps > 0) {
-    state.counters["torch_GBps"] = *torch_GBps;
-    state.counters["ratio_vs_torch"] = ours / *torch_GBps;
-  } else {
-    state.SetLabel(note.empty() ? "no torch peer" : "no torch peer (see stderr)");
-  }
+  report_vs_torch(state, ours, torch_GBps, note);
 }
 
 void BM_DeviceCopy(benchmark::State& state) {

@@ -31,7 +31,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <iterator>
 #include <map>
@@ -114,15 +113,7 @@ Workload& workload(int shape_index) {
 }
 
 const PeerResult& torch_peer(int shape_index) {
-  static std::map<int, PeerResult> cache;
-  auto it = cache.find(shape_index);
-  if (it == cache.end()) {
-    it = cache.emplace(shape_index, run_torch_peer(kShapes[shape_index], workload(shape_index).n_unique, "cpu")).first;
-    if (!it->second.note.empty())
-      std::fprintf(stderr, "[%s] %s\n", kShapes[shape_index].name().c_str(),
-                   it->second.note.c_str());
-  }
-  return it->second;
+  return torch_peer_once(shape_index, workload(shape_index).n_unique, "cpu");
 }
 
 // Wall time of each iteration of a benchmark loop.
@@ -148,12 +139,7 @@ void report(benchmark::State& state, double bytes, double median_seconds,
   if (median_seconds <= 0) return;
   const double ours = bytes / median_seconds / 1e9;
   state.counters["GBps"] = ours;
-  if (torch_GBps && *torch_GBps > 0) {
-    state.counters["torch_GBps"] = *torch_GBps;
-    state.counters["ratio_vs_torch"] = ours / *torch_GBps;
-  } else {
-    state.SetLabel(note.empty() ? "no torch peer" : "no torch peer (see stderr)");
-  }
+  report_vs_torch(state, ours, torch_GBps, note);
 }
 
 // ---- benchmarks ------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds and runs every benchmark (and, once the GPU path lands, every GPU check).
+# Builds and runs every CPU benchmark (the GPU ones run from tests/gpu/run_device_checks.sh).
 # Usage: bench/run_all.sh [BUILD_DIR]   (default: build-bench, Release)
 set -euo pipefail
 cd "$(dirname "$0")/.."

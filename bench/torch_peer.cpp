@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include <sys/wait.h>
 
@@ -70,6 +71,27 @@ PeerResult run_torch_peer(const Shape& s, int64_t n_unique, const std::string& d
     r.note = "warning: torch peer saw " + std::to_string(j.value("n_unique", int64_t{-1})) +
              " unique ids, we have " + std::to_string(n_unique);
   return r;
+}
+
+const PeerResult& torch_peer_once(int shape_index, int64_t n_unique, const std::string& device) {
+  static std::map<int, PeerResult> cache;
+  auto it = cache.find(shape_index);
+  if (it == cache.end()) {
+    const Shape& s = kShapes[shape_index];
+    it = cache.emplace(shape_index, run_torch_peer(s, n_unique, device)).first;
+    if (!it->second.note.empty()) std::fprintf(stderr, "[%s] %s\n", s.name().c_str(), it->second.note.c_str());
+  }
+  return it->second;
+}
+
+void report_vs_torch(benchmark::State& state, double ours_GBps, std::optional<double> torch_GBps,
+                     const std::string& note) {
+  if (torch_GBps && *torch_GBps > 0) {
+    state.counters["torch_GBps"] = *torch_GBps;
+    state.counters["ratio_vs_torch"] = ours_GBps / *torch_GBps;
+  } else {
+    state.SetLabel(note.empty() ? "no torch peer" : "no torch peer (see stderr)");
+  }
 }
 
 }  // namespace embedscope::bench

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include <benchmark/benchmark.h>
+
 namespace embedscope::bench {
 
 constexpr uint64_t kSeed = 42;
@@ -51,5 +53,15 @@ struct PeerResult {
 /// JSON line. Never throws: a peer that cannot run gives a PeerResult with only `note` set.
 /// `n_unique` (distinct ids of our stream) is compared with the peer's as a sanity check.
 PeerResult run_torch_peer(const Shape& s, int64_t n_unique, const std::string& device);
+
+/// run_torch_peer for kShapes[shape_index], run once per shape in this process (later calls
+/// return the first result); its note, if any, goes to stderr prefixed with the shape's name.
+const PeerResult& torch_peer_once(int shape_index, int64_t n_unique, const std::string& device);
+
+/// Sets the counters torch_GBps and ratio_vs_torch (`ours_GBps` / torch_GBps, both GB/s) when the
+/// peer gave a positive `torch_GBps`; otherwise labels the benchmark "no torch peer" (plus
+/// "(see stderr)" when `note` says why).
+void report_vs_torch(benchmark::State& state, double ours_GBps, std::optional<double> torch_GBps,
+                     const std::string& note);
 
 }  // namespace embedscope::bench

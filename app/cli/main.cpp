@@ -152,9 +152,10 @@ json pipeline_json(const es::WorkloadSpec& spec) {
   return {{"pipeline", w.at("pipeline")}, {"qcomms", w.at("qcomms")}, {"network", w.at("network")}};
 }
 
-// Errors that start with a JSON pointer get the workload's origin in front.
+// Runs f; a SpecError that starts with a JSON pointer (plan, memory and backend errors name
+// pointers only) is rethrown with the workload's origin in front ("x.json: /devices/count: ...").
 template <class F>
-auto with_origin_prefix(const std::string& origin, F&& f) {
+auto with_origin(const std::string& origin, F&& f) {
   try {
     return f();
   } catch (const es::SpecError& e) {
@@ -211,7 +212,7 @@ es::WorkloadSpec load(WorkloadArgs& a) {
   try {
     es::validate(spec, a.origin);
     // auto becomes cpu or cuda here, so that plan and run say which; cuda without GPUs is refused
-    spec = with_origin_prefix(a.origin, [&] { return es::with_resolved_backend(spec, a.origin); });
+    spec = with_origin(a.origin, [&] { return es::with_resolved_backend(spec, a.origin); });
   } catch (const es::SpecError& e) {
     std::string msg = e.what();
     for (const auto& [ptr, flag] : set_by)
@@ -220,12 +221,6 @@ es::WorkloadSpec load(WorkloadArgs& a) {
     throw es::SpecError(msg);
   }
   return spec;
-}
-
-// Plan and memory errors name JSON pointers only; put the workload's origin in front.
-template <class F>
-auto with_origin(const WorkloadArgs& a, F&& f) {
-  return with_origin_prefix(a.origin, std::forward<F>(f));
 }
 
 std::string ms(double ns) { return fmt::format("{:.2f} ms", ns / 1e6); }
@@ -245,7 +240,7 @@ std::string plan_table(const es::WorkloadSpec& spec, const es::ShardingPlan& pla
 
 int cmd_plan(WorkloadArgs& a, bool as_json) {
   const es::WorkloadSpec spec = load(a);
-  const es::ShardingPlan plan = with_origin(a, [&] { return es::plan_sharding(spec); });
+  const es::ShardingPlan plan = with_origin(a.origin, [&] { return es::plan_sharding(spec); });
   const auto est = es::estimate_memory(spec, plan);
   if (as_json) {
     json j = es::to_json(spec, plan);
@@ -266,7 +261,7 @@ int cmd_plan(WorkloadArgs& a, bool as_json) {
                                es::format_bytes(e.buffers), es::format_bytes(e.total()),
                                es::format_bytes(spec.devices.memory_bytes));
   }
-  with_origin(a, [&] { es::check_memory_fits(spec, est); });
+  with_origin(a.origin, [&] { es::check_memory_fits(spec, est); });
   return 0;
 }
 
@@ -299,7 +294,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite) {
     fmt::print(stderr, "{}step {}/{}  {:.0f} samples/s  ETA {:.1f} s  loss {:.4f}{}", tty ? "\r\033[K" : "", p.step,
                p.total_steps, p.samples_per_s, p.eta_s, p.loss, tty ? "" : "\n");
   };
-  const es::RunResult r = with_origin(a, [&] { return es::run_training(spec, opt); });
+  const es::RunResult r = with_origin(a.origin, [&] { return es::run_training(spec, opt); });
   if (tty) fmt::print(stderr, "\n");
   if (r.ended != es::RunEnd::complete && r.ended != es::RunEnd::cancelled) {
     fmt::print(stderr, "error: run ended {}: {}\nsession: {}\n", es::to_string(r.ended), r.error, r.session_path);
@@ -321,6 +316,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite) {
     fmt::print(stderr, "warning: {} ids outside their table were {} (invalid_ids policy)\n", invalid,
                spec.invalid_ids == es::InvalidIdPolicy::clamp ? "clamped" : "dropped");
   if (as_json) {
+    const json overlap = pipeline_json(spec);  // pipeline, qcomms, network
     json j{{"ended", es::to_string(r.ended)},
            {"session", r.session_path},
            {"workload", spec.name},
@@ -328,8 +324,8 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite) {
            {"world_size", spec.devices.count},
            {"sharding", es::to_json(spec, r.plan)},
            {"pipeline", es::to_string(spec.pipeline)},
-           {"qcomms", pipeline_json(spec).at("qcomms")},
-           {"network", pipeline_json(spec).at("network")},
+           {"qcomms", overlap.at("qcomms")},
+           {"network", overlap.at("network")},
            {"steps", static_cast<int64_t>(r.step_time_ns.size())},
            {"samples_per_step", r.samples_per_step},
            {"step_time_ns", {{"mean", d.mean}, {"p50", d.p50}, {"p99", d.p99}, {"min", d.min}, {"max", d.max}}},

@@ -108,24 +108,20 @@ int main(int argc, char** argv) {
   const QStringList args = QApplication::arguments().mid(1);
   for (int i = 0; i < args.size(); ++i) {
     const QString& a = args[i];
-    auto value = [&](const char* flag) -> QString {
-      if (i + 1 >= args.size()) return {};
-      (void)flag;
-      return args[++i];
-    };
+    auto value = [&]() -> QString { return i + 1 < args.size() ? args[++i] : QString(); };
     if (a == "--screenshot") {
-      if ((screenshot = value("--screenshot")).isEmpty()) return fail("--screenshot needs a file name");
+      if ((screenshot = value()).isEmpty()) return fail("--screenshot needs a file name");
     } else if (a == "--report") {
-      report_session = value("--report");
+      report_session = value();
       if (report_session.isEmpty() || report_session.startsWith("-")) return fail("--report needs a session file");
     } else if (a == "--compare") {
       compare = true;
     } else if (a == "--scenario") {
-      if ((scenario = value("--scenario")).isEmpty()) return fail("--scenario needs a scenario id or file");
+      if ((scenario = value()).isEmpty()) return fail("--scenario needs a scenario id or file");
     } else if (a == "--scenario-sessions") {
-      if ((scenario_sessions = value("--scenario-sessions")).isEmpty()) return fail("--scenario-sessions needs a folder");
+      if ((scenario_sessions = value()).isEmpty()) return fail("--scenario-sessions needs a folder");
     } else if (a == "-o") {
-      if ((report_dir = value("-o")).isEmpty()) return fail("-o needs a folder");
+      if ((report_dir = value()).isEmpty()) return fail("-o needs a folder");
     } else if (a.startsWith("-")) {
       return fail("unknown option " + a + " (see embedscope-ui --help)");
     } else {

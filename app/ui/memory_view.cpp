@@ -2,7 +2,6 @@
 
 #include "colors.h"
 
-#include <tuple>
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>

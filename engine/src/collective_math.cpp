@@ -55,6 +55,8 @@ double bus_bandwidth_factor(const std::string& op, int n) {
                               "' (all_reduce, all_gather, reduce_scatter, all_to_all)");
 }
 
+const char* dtype_name(size_t elem_size) { return elem_size == 4 ? "float32" : elem_size == 8 ? "int64" : "bytes"; }
+
 std::string collective_head(const char* op, const char* name, const std::string& group, uint64_t sequence) {
   return fmt::format("{} '{}' (group {}, sequence {})", op, name, group, sequence);
 }

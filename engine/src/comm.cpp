@@ -153,12 +153,6 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Rendezvous> rv, std::string name, std
 
 ProcessGroup::~ProcessGroup() = default;
 
-namespace {
-const char* dtype_name(size_t elem_size) {
-  return elem_size == 4 ? "float32" : elem_size == 8 ? "int64" : "bytes";
-}
-}  // namespace
-
 template <class F>
 void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&& body) {
   const uint64_t seq = ++seq_;

@@ -31,8 +31,6 @@ void nccl_check(ncclResult_t rc, const char* call, ncclComm_t comm = nullptr) {
   if (rc != ncclSuccess) throw std::runtime_error(fmt::format("NCCL: {} failed: {}", call, nccl_error(rc, comm)));
 }
 
-const char* dtype_name(size_t elem_size) { return elem_size == 4 ? "float32" : elem_size == 8 ? "int64" : "bytes"; }
-
 std::vector<int64_t> offsets(std::span<const int64_t> counts) {
   std::vector<int64_t> off(counts.size() + 1, 0);
   std::partial_sum(counts.begin(), counts.end(), off.begin() + 1);

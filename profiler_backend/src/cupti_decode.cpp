@@ -130,6 +130,23 @@ void CuptiDecoder::add_buffer(const uint8_t* buffer, size_t valid_size) {
   }
 }
 
+template <class CopyRecord>
+void CuptiDecoder::add_copy(const CopyRecord& m, const char* name) {
+  device_of_context_[m.contextId] = m.deviceId;
+  if (m.start == 0 || m.end < m.start) {
+    ++stats_.no_timestamp;
+    return;
+  }
+  GpuOp g;
+  g.op = {rank_of(m.deviceId), Lane::gpu_copy, OpCategory::memcpy, name, 0,
+          clock_.to_host(m.start), clock_.to_host(m.end), static_cast<int64_t>(m.bytes), 0};
+  g.device_id = m.deviceId;
+  g.context_id = m.contextId;
+  g.stream_id = m.streamId;
+  g.correlation_id = m.correlationId;
+  pending_.push_back(g);
+}
+
 void CuptiDecoder::add_record(const CUpti_Activity& record) {
   ++stats_.records;
   switch (record.kind) {
@@ -163,39 +180,13 @@ void CuptiDecoder::add_record(const CUpti_Activity& record) {
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto& m = reinterpret_cast<const CUpti_ActivityMemcpy6&>(record);
       ++stats_.memcpys;
-      device_of_context_[m.contextId] = m.deviceId;
-      if (m.start == 0 || m.end < m.start) {
-        ++stats_.no_timestamp;
-        return;
-      }
-      GpuOp g;
-      g.op = {rank_of(m.deviceId), Lane::gpu_copy, OpCategory::memcpy, memcpy_name(m.copyKind), 0,
-              clock_.to_host(m.start), clock_.to_host(m.end), static_cast<int64_t>(m.bytes), 0};
-      g.device_id = m.deviceId;
-      g.context_id = m.contextId;
-      g.stream_id = m.streamId;
-      g.correlation_id = m.correlationId;
-      pending_.push_back(g);
+      add_copy(m, memcpy_name(m.copyKind));
       return;
     }
-    case CUPTI_ACTIVITY_KIND_MEMSET: {
-      const auto& m = reinterpret_cast<const CUpti_ActivityMemset4&>(record);
+    case CUPTI_ACTIVITY_KIND_MEMSET:
       ++stats_.memsets;
-      device_of_context_[m.contextId] = m.deviceId;
-      if (m.start == 0 || m.end < m.start) {
-        ++stats_.no_timestamp;
-        return;
-      }
-      GpuOp g;
-      g.op = {rank_of(m.deviceId), Lane::gpu_copy, OpCategory::memcpy, "memset", 0,
-              clock_.to_host(m.start), clock_.to_host(m.end), static_cast<int64_t>(m.bytes), 0};
-      g.device_id = m.deviceId;
-      g.context_id = m.contextId;
-      g.stream_id = m.streamId;
-      g.correlation_id = m.correlationId;
-      pending_.push_back(g);
+      add_copy(reinterpret_cast<const CUpti_ActivityMemset4&>(record), "memset");
       return;
-    }
     case CUPTI_ACTIVITY_KIND_RUNTIME: {
       const auto& a = reinterpret_cast<const CUpti_ActivityAPI&>(record);
       ++stats_.runtime;

@@ -66,3 +66,9 @@ TEST(CollectiveMath, WaitStateMachine) {
   EXPECT_EQ(collective_head("all_to_all", "input_dist/ids", "world", 7),
             "all_to_all 'input_dist/ids' (group world, sequence 7)");
 }
+
+TEST(CollectiveMath, RecordDtypeFromElementSize) {
+  EXPECT_STREQ(dtype_name(4), "float32");
+  EXPECT_STREQ(dtype_name(8), "int64");
+  EXPECT_STREQ(dtype_name(2), "bytes");  // 2-byte floats carry their dtype (qcomms) explicitly
+}

@@ -11,28 +11,25 @@
 #include <QComboBox>
 #include <QFileInfo>
 #include <QImage>
+#include <QLabel>
+#include <QLineEdit>
 #include <QMessageBox>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QTabWidget>
 #include <QTableWidget>
+#include <QTest>
 #include <QTimer>
 
 #include <qcustomplot.h>
-#include <QLabel>
-#include <QLineEdit>
-#include <QTabWidget>
-#include <QTest>
 
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <fstream>
 #include <iterator>
-
-#include <QPushButton>
-#include <QSignalSpy>
-#include <QTest>
 
 #include "colors.h"
 #include "compare.h"

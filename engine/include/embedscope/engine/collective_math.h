@@ -3,6 +3,7 @@
 // benchmarks: bytes each rank moves, split cross-checks, nccl-tests' bus bandwidth, and the
 // wait/timeout decision of a GPU collective. Pure functions; no device needed.
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -48,6 +49,10 @@ double bus_bandwidth_factor(const std::string& op, int n);
 
 /// "<op> '<name>' (group <g>, sequence <n>)": how every collective error names its collective.
 std::string collective_head(const char* op, const char* name, const std::string& group, uint64_t sequence);
+
+/// The dtype of a collective record whose elements are `elem_size` bytes: "float32" (4),
+/// "int64" (8), else "bytes".
+const char* dtype_name(size_t elem_size);
 
 /// Where a host wait on a GPU collective stands after one poll.
 enum class WaitState { done, pending, failed, timed_out };

@@ -43,6 +43,7 @@ struct DeviceCount {
   int count = 0;
   std::string status;
 };
+/// Asks cudaGetDeviceCount; never throws: on failure `count` is 0 and `status` says why.
 DeviceCount device_count();
 
 // ---- device memory -------------------------------------------------------------------------
@@ -83,6 +84,7 @@ class DeviceArray {
     if (host.size() > n_) throw std::out_of_range("DeviceArray::upload: more elements than the array holds");
     copy_to_device(p_, host.data(), host.size() * sizeof(T));
   }
+  /// Copies the whole array back to the host (synchronous).
   std::vector<T> download() const {
     std::vector<T> h(n_);
     copy_to_host(h.data(), p_, bytes());
@@ -99,7 +101,9 @@ class DeviceArray {
 
 /// Storage precision of embedding weights (FBGEMM SparseType names: FP32, FP16, BF16).
 enum class WeightsPrecision : int32_t { fp32, fp16, bf16 };
+/// Bytes per stored weight: 4 (fp32), 2 (fp16, bf16).
 size_t element_bytes(WeightsPrecision p);
+/// "fp32", "fp16" or "bf16".
 const char* to_string(WeightsPrecision p);
 
 /// Round-to-nearest-even conversions of host floats to the 16-bit storage formats (the bits of

@@ -103,6 +103,8 @@ const char* memcpy_name(uint8_t copy_kind);
 void write_gpu_trace_metadata(sessions::SessionWriter& w, int64_t dropped, const DecodeStats& stats,
                               const ClockCalibration& start, const ClockCalibration& end);
 
+/// Turns CUPTI activity records into GpuOps and MemoryEvents on the host clock (see the file
+/// comment). Not thread-safe: CuptiTracer calls it under one mutex.
 class CuptiDecoder {
  public:
   explicit CuptiDecoder(ClockCalibration clock = {}) : clock_(clock) {}
@@ -145,6 +147,9 @@ class CuptiDecoder {
   };
   int32_t rank_of(uint32_t device) const;
   bool resolve(GpuOp& g, bool final);
+  // A memcpy or memset record (CUpti_ActivityMemcpy6 / CUpti_ActivityMemset4) as a gpu_copy op.
+  template <class CopyRecord>
+  void add_copy(const CopyRecord& m, const char* name);
   const char* runtime_name(uint32_t cbid);
   const char* kernel_name(const char* raw);  // demangled (abi::__cxa_demangle), pooled
 
