@@ -108,12 +108,14 @@ int main(int argc, char** argv) {
   const QStringList args = QApplication::arguments().mid(1);
   for (int i = 0; i < args.size(); ++i) {
     const QString& a = args[i];
-    auto value = [&]() -> QString { return i + 1 < args.size() ? args[++i] : QString(); };
+    // the value of an option: the next argument, unless it is missing or another option
+    auto value = [&]() -> QString {
+      return i + 1 < args.size() && !args[i + 1].startsWith("-") ? args[++i] : QString();
+    };
     if (a == "--screenshot") {
       if ((screenshot = value()).isEmpty()) return fail("--screenshot needs a file name");
     } else if (a == "--report") {
-      report_session = value();
-      if (report_session.isEmpty() || report_session.startsWith("-")) return fail("--report needs a session file");
+      if ((report_session = value()).isEmpty()) return fail("--report needs a session file");
     } else if (a == "--compare") {
       compare = true;
     } else if (a == "--scenario") {

@@ -115,7 +115,11 @@ class CudaVmmSource final : public SegmentSource {
         return false;
       }
       vmm_.check(rc, "cuMemCreate");
-      vmm_.check(vmm_.map(addr(base, i), static_cast<size_t>(granularity_), 0, h, 0), "cuMemMap");
+      if (const CUresult mapped = vmm_.map(addr(base, i), static_cast<size_t>(granularity_), 0, h, 0);
+          mapped != CUDA_SUCCESS) {
+        vmm_.release(h);  // not mapped: the handle would leak
+        vmm_.check(mapped, "cuMemMap");
+      }
       r.handles.push_back(h);
       vmm_.check(vmm_.set_access(addr(base, i), static_cast<size_t>(granularity_), &access_, 1), "cuMemSetAccess");
     }

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -149,8 +150,14 @@ std::vector<GpuOp> CuptiTracer::drain() {
 std::vector<GpuOp> CuptiTracer::stop() {
   if (!stopped_) {
     for (CUpti_ActivityKind k : kKinds) cuptiActivityDisable(k);
-    check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
-    end_clock_ = calibrate();
+    // the collector thread is joined whatever fails: a running std::thread must not be destroyed
+    std::exception_ptr error;
+    try {
+      check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
+      end_clock_ = calibrate();
+    } catch (...) {
+      error = std::current_exception();
+    }
     {
       std::lock_guard<std::mutex> lock(queue_mu_);
       stopping_ = true;
@@ -160,6 +167,7 @@ std::vector<GpuOp> CuptiTracer::stop() {
     decode_queued();
     g_tracer.store(nullptr);
     stopped_ = true;
+    if (error) std::rethrow_exception(error);
   }
   std::lock_guard<std::mutex> lock(decode_mu_);
   return decoder_.take(true);

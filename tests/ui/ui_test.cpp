@@ -728,6 +728,11 @@ TEST(Report, RendersEveryViewAndAPageWithoutADisplay) {
   const std::string bad = "QT_QPA_PLATFORM=offscreen " + std::string(EMBEDSCOPE_UI) + " --report /nonexistent.db -o " +
                           dir.string() + " 2>/dev/null";
   EXPECT_NE(std::system(bad.c_str()), 0);
+  // an option where a value belongs is not taken as the value
+  const std::string flag_as_value = "QT_QPA_PLATFORM=offscreen " + std::string(EMBEDSCOPE_UI) + " --screenshot --compare " +
+                                    fixture_session() + " " + fixture_session() + " 2>/dev/null";
+  EXPECT_EQ(WEXITSTATUS(std::system(flag_as_value.c_str())), 2);
+  EXPECT_FALSE(std::filesystem::exists("--compare"));
 }
 
 TEST(MainWindow, RecentFilesAndExports) {
