@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "embedscope/sessions/critical_path.h"
 #include "run_job.h"
 #include "timeline_math.h"
 #include "timeline_widget.h"
@@ -35,31 +36,34 @@ std::vector<PlayStep> play_order(const sessions::SessionReader& session, int64_t
   std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) {
     return std::tie(a.start_ns, a.rank, a.lane) < std::tie(b.start_ns, b.rank, b.lane);
   });
+  std::vector<sessions::CollectiveRecord> collectives;
+  for (auto& c : session.collectives())
+    if (c.step == step) collectives.push_back(std::move(c));
   std::map<std::pair<int32_t, int32_t>, std::string> lane_names;
   for (const auto& l : session.lanes()) lane_names[{l.rank, l.lane}] = l.name;
+  // what each op waited for: the analysis' inferred dependencies (sessions/critical_path.h)
+  const sessions::StepDependencies deps(ops, collectives);
   std::vector<PlayStep> out;
-  for (const auto& o : ops) {
-    PlayStep p{o, {}};
-    if (o.category == sessions::OpCategory::comm && o.correlation != 0) {
-      const sessions::OpRecord* last = nullptr;  // the peer that joined the collective last
-      for (const auto& q : ops)
-        if (q.rank != o.rank && q.name_id == o.name_id && q.correlation == o.correlation &&
-            (!last || q.start_ns > last->start_ns))
-          last = &q;
-      if (last && last->start_ns > o.start_ns)
-        p.waits_for = fmt::format("rank {} to join the collective ({} later)", last->rank,
-                                  format_duration(last->start_ns - o.start_ns));
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const auto& o = ops[i];
+    const sessions::OpWait w = deps.wait_of(i);
+    const auto& q = ops[w.op];
+    std::string waits;
+    switch (w.kind) {
+      case sessions::OpWait::Kind::collective_peer:
+        waits = fmt::format("rank {} to join the collective ({} later)", q.rank, format_duration(q.start_ns - o.start_ns));
+        break;
+      case sessions::OpWait::Kind::ended_before:
+        waits = fmt::format("{} on the {} lane (ended {} before)", session.name(q.name_id), lane_names[{q.rank, q.lane}],
+                            format_duration(o.start_ns - q.end_ns));
+        break;
+      case sessions::OpWait::Kind::launched_from:
+        waits = fmt::format("{} on the {} lane, which launched it ({} after that op began)", session.name(q.name_id),
+                            lane_names[{q.rank, q.lane}], format_duration(o.start_ns - q.start_ns));
+        break;
+      case sessions::OpWait::Kind::nothing: waits = "nothing: it starts the step on its rank"; break;
     }
-    if (p.waits_for.empty()) {
-      const sessions::OpRecord* before = nullptr;  // same rank, ended last before this started
-      for (const auto& q : ops)
-        if (q.rank == o.rank && &q != &o && q.end_ns <= o.start_ns && (!before || q.end_ns > before->end_ns)) before = &q;
-      p.waits_for = before ? fmt::format("{} on the {} lane (ended {} before)", session.name(before->name_id),
-                                         lane_names[{before->rank, before->lane}],
-                                         format_duration(o.start_ns - before->end_ns))
-                           : "nothing: it starts the step on its rank";
-    }
-    out.push_back(std::move(p));
+    out.push_back({o, std::move(waits)});
   }
   return out;
 }

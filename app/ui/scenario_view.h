@@ -31,9 +31,10 @@ struct PlayStep {
 };
 
 /// The ops of `step` in `session` in the order a player shows them: by start time, then rank,
-/// then lane. waits_for says, for a collective (an op of category comm with a sequence number),
-/// which peer joined last when that was after this rank's start, else which op of the same
-/// rank (any lane) ended last before this one started, else "nothing: it starts the step".
+/// then lane. waits_for says what the op waited for, by the critical-path analysis' inferred
+/// dependencies (sessions::StepDependencies): the peer that joined its collective last (when
+/// after this rank), the op of its rank that ended last before it, the op it was launched from,
+/// or "nothing: it starts the step on its rank".
 std::vector<PlayStep> play_order(const sessions::SessionReader& session, int64_t step);
 
 class ScenarioView : public QWidget {

@@ -10,11 +10,6 @@
 namespace embedscope::sessions {
 
 namespace {
-// How long after its predecessor ended an op may start and still count as started by it
-// (thread hand-over and wake-up); past that, an op of the rank running across its start is the
-// one it was launched from.
-constexpr int64_t kLaunchSlackNs = 50'000;
-
 bool is_compute(OpCategory c) { return c != OpCategory::comm && c != OpCategory::memcpy; }
 }  // namespace
 
@@ -49,78 +44,92 @@ std::map<CollectiveKey, std::vector<size_t>> collective_instances(const std::vec
   return out;
 }
 
+StepDependencies::StepDependencies(const std::vector<OpRecord>& ops, const std::vector<CollectiveRecord>& collectives)
+    : ops_(ops), instance_of_(ops.size(), nullptr) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].end_ns <= ops[i].start_ns) continue;
+    by_end_[ops[i].rank].push_back(i);
+    by_start_[{ops[i].rank, ops[i].lane}].push_back(i);
+  }
+  for (auto& [rank, v] : by_end_)
+    std::sort(v.begin(), v.end(), [&](size_t a, size_t b) {
+      return std::tie(ops[a].end_ns, ops[a].start_ns) < std::tie(ops[b].end_ns, ops[b].start_ns);
+    });
+  for (auto& [lane, v] : by_start_)
+    std::sort(v.begin(), v.end(), [&](size_t a, size_t b) { return ops[a].start_ns < ops[b].start_ns; });
+  instances_ = collective_instances(ops, collectives);
+  for (const auto& [key, members] : instances_)
+    for (size_t i : members) instance_of_[i] = &members;
+}
+
+std::optional<size_t> StepDependencies::last_member(size_t op, int64_t before_ns) const {
+  if (!instance_of_[op]) return std::nullopt;
+  size_t from = op;
+  for (size_t m : *instance_of_[op])
+    if (ops_[m].end_ns > ops_[m].start_ns && ops_[m].start_ns > ops_[from].start_ns && ops_[m].start_ns < before_ns) from = m;
+  return from == op ? std::nullopt : std::optional<size_t>(from);
+}
+
+OpWait StepDependencies::before(int32_t rank, int64_t t) const {
+  // the op of the rank that ended last at or before t
+  size_t pred = ops_.size();
+  if (auto e = by_end_.find(rank); e != by_end_.end()) {
+    auto it = std::upper_bound(e->second.begin(), e->second.end(), t,
+                               [&](int64_t value, size_t i) { return value < ops_[i].end_ns; });
+    if (it != e->second.begin()) pred = *std::prev(it);
+  }
+  // the op of the rank (any lane) running across t that started last
+  size_t running = ops_.size();
+  for (auto it = by_start_.lower_bound({rank, INT32_MIN}); it != by_start_.end() && it->first.first == rank; ++it) {
+    const auto& v = it->second;
+    auto after = std::partition_point(v.begin(), v.end(), [&](size_t i) { return ops_[i].start_ns < t; });
+    if (after == v.begin()) continue;
+    const size_t i = *std::prev(after);
+    if (ops_[i].end_ns > t && (running == ops_.size() || ops_[i].start_ns > ops_[running].start_ns)) running = i;
+  }
+  if (running != ops_.size() && (pred == ops_.size() || t - ops_[pred].end_ns > kLaunchSlackNs))
+    return {OpWait::Kind::launched_from, running};
+  if (pred != ops_.size()) return {OpWait::Kind::ended_before, pred};
+  return {};
+}
+
+OpWait StepDependencies::wait_of(size_t op) const {
+  if (auto late = last_member(op, ops_[op].end_ns)) return {OpWait::Kind::collective_peer, *late};
+  return before(ops_[op].rank, ops_[op].start_ns);
+}
+
 StepCriticalPath critical_path(const std::vector<OpRecord>& ops, const std::vector<CollectiveRecord>& collectives,
                                int64_t step) {
   StepCriticalPath path;
   path.step = step;
-  // Per rank, the valid ops ordered by (end, start): the predecessor of time t on a rank is the
-  // last entry with end <= t. Per (rank, lane), the valid ops ordered by start: the op of a lane
-  // running at time t is the last one starting before t, if it ends after t.
-  std::map<int32_t, std::vector<size_t>> by_end;
-  std::map<std::pair<int32_t, int32_t>, std::vector<size_t>> by_start;
   size_t last = ops.size();
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (ops[i].end_ns <= ops[i].start_ns) continue;
-    by_end[ops[i].rank].push_back(i);
-    by_start[{ops[i].rank, ops[i].lane}].push_back(i);
-    if (last == ops.size() || ops[i].end_ns > ops[last].end_ns) last = i;
-  }
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].end_ns > ops[i].start_ns && (last == ops.size() || ops[i].end_ns > ops[last].end_ns)) last = i;
   if (last == ops.size()) return path;
-  for (auto& [rank, v] : by_end)
-    std::sort(v.begin(), v.end(), [&](size_t a, size_t b) {
-      return std::tie(ops[a].end_ns, ops[a].start_ns) < std::tie(ops[b].end_ns, ops[b].start_ns);
-    });
-  for (auto& [lane, v] : by_start)
-    std::sort(v.begin(), v.end(), [&](size_t a, size_t b) { return ops[a].start_ns < ops[b].start_ns; });
-  // The op of `rank` (any lane) running across t that started last, or ops.size().
-  auto running_at = [&](int32_t rank, int64_t t) {
-    size_t found = ops.size();
-    for (auto it = by_start.lower_bound({rank, INT32_MIN}); it != by_start.end() && it->first.first == rank; ++it) {
-      const auto& v = it->second;
-      auto after = std::partition_point(v.begin(), v.end(), [&](size_t i) { return ops[i].start_ns < t; });
-      if (after == v.begin()) continue;
-      const size_t i = *std::prev(after);
-      if (ops[i].end_ns > t && (found == ops.size() || ops[i].start_ns > ops[found].start_ns)) found = i;
-    }
-    return found;
-  };
-  std::vector<const std::vector<size_t>*> instance_of(ops.size(), nullptr);
-  const auto instances = collective_instances(ops, collectives);
-  for (const auto& [key, members] : instances)
-    for (size_t i : members) instance_of[i] = &members;
+  const StepDependencies deps(ops, collectives);
 
   // Walk back from the op that ends last. Time strictly decreases at every hop (a predecessor
-  // ends at or before the current start, an op running across it started before it), so the
-  // walk terminates.
+  // ends at or before the current start, an op running across it started before it, a late
+  // member starts before the segment ends), so the walk terminates.
   std::vector<PathSegment> reversed;
   size_t cur = last;
   int64_t seg_end = ops[cur].end_ns;
   for (;;) {
     const OpRecord& c = ops[cur];
-    size_t from = cur;  // the op whose start the path continues from
-    if (instance_of[cur])
-      for (size_t m : *instance_of[cur])
-        if (ops[m].end_ns > ops[m].start_ns && ops[m].start_ns > ops[from].start_ns && ops[m].start_ns < seg_end) from = m;
+    const size_t from = deps.last_member(cur, seg_end).value_or(cur);  // the op whose start the path continues from
     const int64_t t = std::min(ops[from].start_ns, seg_end);
     reversed.push_back({PathSegment::Kind::op, c.rank, c.lane, c.name_id, c.category, t, seg_end});
-    const int32_t rank = ops[from].rank;
-    const auto& candidates = by_end[rank];
-    auto it = std::upper_bound(candidates.begin(), candidates.end(), t,
-                               [&](int64_t value, size_t i) { return value < ops[i].end_ns; });
-    const size_t pred = it == candidates.begin() ? ops.size() : *std::prev(it);
-    // An op that starts while another op of its rank runs, long after anything before it ended,
-    // was launched from inside that op (e.g. a DDP bucket's all-reduce during the backward pass).
-    const size_t running = running_at(rank, t);
-    if (running != ops.size() && (pred == ops.size() || t - ops[pred].end_ns > kLaunchSlackNs)) {
-      cur = running;
+    const OpWait w = deps.before(ops[from].rank, t);
+    if (w.kind == OpWait::Kind::launched_from) {
+      cur = w.op;
       seg_end = t;
       continue;
     }
-    if (pred == ops.size()) break;
-    if (ops[pred].end_ns < t)
-      reversed.push_back({PathSegment::Kind::gap, rank, 0, 0, OpCategory::other, ops[pred].end_ns, t});
-    cur = pred;
-    seg_end = ops[pred].end_ns;
+    if (w.kind == OpWait::Kind::nothing) break;
+    if (ops[w.op].end_ns < t)
+      reversed.push_back({PathSegment::Kind::gap, ops[from].rank, 0, 0, OpCategory::other, ops[w.op].end_ns, t});
+    cur = w.op;
+    seg_end = ops[w.op].end_ns;
   }
   path.segments.assign(reversed.rbegin(), reversed.rend());
   path.start_ns = path.segments.front().start_ns;

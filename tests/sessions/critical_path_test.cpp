@@ -96,6 +96,28 @@ TEST(CriticalPath, AnOpRunningAtTheStartIsThePredecessorNotAGap) {
   EXPECT_EQ(q.segments[1], (PathSegment{K::op, 0, 2, kLookup, OpCategory::input, 20, 50}));
 }
 
+TEST(CriticalPath, WhatEachOpWaitedFor) {
+  using W = OpWait::Kind;
+  const auto ops = straggler_step();
+  const StepDependencies deps(ops, {});
+  // rank 0's all-to-all waited for rank 1 to join; rank 1's for nobody later, so for its lookup
+  EXPECT_EQ(deps.wait_of(1).kind, W::collective_peer);
+  EXPECT_EQ(deps.wait_of(1).op, 4u);
+  EXPECT_EQ(deps.wait_of(4).kind, W::ended_before);
+  EXPECT_EQ(deps.wait_of(4).op, 3u);
+  EXPECT_EQ(deps.wait_of(2).kind, W::ended_before);  // rank 0's dense part: its all-to-all
+  EXPECT_EQ(deps.wait_of(2).op, 1u);
+  EXPECT_EQ(deps.wait_of(0).kind, W::nothing);       // the first op of rank 0
+  // launched from inside a running op: the all-reduce started 900 us into nothing but the dense op
+  const std::vector<OpRecord> launched{rec(0, 0, OpCategory::input, kLookup, 0, 100),
+                                       rec(0, 0, OpCategory::dense, kDense, 200'000, 1'000'000),
+                                       rec(0, 1, OpCategory::comm, kA2a, 900'000, 1'500'000)};
+  const StepDependencies d2(launched, {});
+  EXPECT_EQ(d2.wait_of(2).kind, W::launched_from);
+  EXPECT_EQ(d2.wait_of(2).op, 1u);
+  EXPECT_EQ(d2.wait_of(1).kind, W::ended_before);  // 200 us after the input, nothing running
+}
+
 TEST(CriticalPath, CollectiveRecordsSeparateGroupsWithEqualSequences) {
   // Two node groups run their own all-to-all, both with sequence 1 and the same name.
   std::vector<OpRecord> ops;

@@ -22,6 +22,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,43 @@ struct CollectiveKey {
 /// into `ops`.
 std::map<CollectiveKey, std::vector<size_t>> collective_instances(const std::vector<OpRecord>& ops,
                                                                   const std::vector<CollectiveRecord>& collectives);
+
+/// How long after its predecessor ended an op may start and still count as started by it
+/// (thread hand-over and wake-up); past that, an op of the rank running across its start is the
+/// op it was launched from (ns).
+constexpr int64_t kLaunchSlackNs = 50'000;
+
+/// What an op waited for before it could start (or, for a collective, finish), by the rules
+/// above: the member of its collective that joined last (when after it), the op of its rank
+/// that ended last before it started, or the op of its rank it was launched from.
+struct OpWait {
+  enum class Kind : uint8_t { nothing, collective_peer, ended_before, launched_from };
+  Kind kind = Kind::nothing;
+  size_t op = 0;  ///< index into the step's ops (not for `nothing`)
+};
+
+/// The inferred dependencies of one step's ops (every rank; ops with end <= start take no part),
+/// indexed once: O(n log n) to build, O(log n + lanes) per query. Keeps a reference to `ops`.
+class StepDependencies {
+ public:
+  StepDependencies(const std::vector<OpRecord>& ops, const std::vector<CollectiveRecord>& collectives);
+  /// The member of op's collective instance that started last, when that is later than `op`
+  /// and before `before_ns`; nullopt otherwise (also for an op that is no collective).
+  std::optional<size_t> last_member(size_t op, int64_t before_ns) const;
+  /// What `rank` was waiting for at time t: launched_from (an op of the rank running across t,
+  /// when nothing ended within kLaunchSlackNs before t), ended_before (the op that ended last at
+  /// or before t), or nothing.
+  OpWait before(int32_t rank, int64_t t) const;
+  /// What op waited for: its collective's last member, else before(op's rank, op's start).
+  OpWait wait_of(size_t op) const;
+
+ private:
+  const std::vector<OpRecord>& ops_;
+  std::map<int32_t, std::vector<size_t>> by_end_;                       // per rank, by (end, start)
+  std::map<std::pair<int32_t, int32_t>, std::vector<size_t>> by_start_;  // per (rank, lane), by start
+  std::map<CollectiveKey, std::vector<size_t>> instances_;
+  std::vector<const std::vector<size_t>*> instance_of_;
+};
 
 /// The critical path of one step from its ops on every rank (any order; ops with end <= start
 /// are ignored) and the step's collective records (may be empty: then collectives are joined
