@@ -137,7 +137,27 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   learning_rate_->setRange(0.0001, 1000);
   learning_rate_->setKeyboardTracking(false);
   allocator_ = new QComboBox(form_box);
-  allocator_->addItems({"caching", "expandable", "direct"});
+  allocator_->addItems({"caching", "expandable", "direct", "cuda_async"});
+  backend_ = new QComboBox(form_box);
+  backend_->addItems({"cpu", "cuda", "auto"});
+  pipeline_ = new QComboBox(form_box);
+  pipeline_->addItems({"base", "sparse_dist", "semi_sync"});
+  pipeline_->setToolTip("TorchRec's training pipelines: base overlaps nothing; sparse_dist sends the next batch's "
+                        "ids while this one computes; semi_sync also sends the next batch's embeddings under this "
+                        "one's dense part (one step of staleness)");
+  qcomms_ = new QComboBox(form_box);
+  qcomms_->addItems({"fp32", "fp16", "bf16"});
+  qcomms_->setToolTip("precision of the output dist and the gradient dist (TorchRec's quantized comms)");
+  bandwidth_mbs_ = new QDoubleSpinBox(form_box);
+  bandwidth_mbs_->setRange(0, 1e9);
+  bandwidth_mbs_->setDecimals(1);
+  bandwidth_mbs_->setSuffix(" MB/s");
+  bandwidth_mbs_->setSpecialValueText("unlimited");
+  bandwidth_mbs_->setKeyboardTracking(false);
+  latency_us_ = new QSpinBox(form_box);
+  latency_us_->setRange(0, 10'000'000);
+  latency_us_->setSuffix(" us");
+  latency_us_->setKeyboardTracking(false);
   default_sharding_ = new QComboBox(form_box);
   default_sharding_->addItems({"data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise"});
   row("Devices (ranks)", devices_, "/devices/count");
@@ -154,6 +174,17 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   row("Optimizer", opt, "/optimizer");
   row("Allocator", allocator_, "/memory");
   row("Default sharding", default_sharding_, "/sharding/default");
+  row("Backend", backend_, "/devices/backend");
+  row("Pipeline", pipeline_, "/pipeline");
+  row("Comm precision", qcomms_, "/qcomms");
+  auto* net = new QWidget(form_box);
+  auto* net_layout = new QHBoxLayout(net);
+  net_layout->setContentsMargins(0, 0, 0, 0);
+  net_layout->addWidget(bandwidth_mbs_);
+  net_layout->addWidget(new QLabel("latency", net));
+  net_layout->addWidget(latency_us_);
+  net->setToolTip("emulated links, within and across nodes alike (1 Gb Ethernet: 125 MB/s, about 50 us)");
+  row("Network", net, "/network");
   auto set_int = [this](QSpinBox* s, const char* field, int64_t unit = 1) {
     connect(s, &QSpinBox::valueChanged, this, [this, field, unit](int v) {
       if (!refreshing_) model_->set_value(field, static_cast<int64_t>(v) * unit);
@@ -172,6 +203,14 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   set_text(optimizer_, "/optimizer/type");
   set_text(allocator_, "/memory/allocator");
   set_text(default_sharding_, "/sharding/default");
+  set_text(backend_, "/devices/backend");
+  set_text(pipeline_, "/pipeline");
+  connect(qcomms_, &QComboBox::currentTextChanged, this, [this](const QString& v) {
+    if (!refreshing_)
+      model_->set_value("/qcomms", json{{"forward_precision", v.toStdString()}, {"backward_precision", v.toStdString()}});
+  });
+  connect(bandwidth_mbs_, &QDoubleSpinBox::valueChanged, this, [this] { set_network(); });
+  connect(latency_us_, &QSpinBox::valueChanged, this, [this] { set_network(); });
   connect(learning_rate_, &QDoubleSpinBox::valueChanged, this, [this](double v) {
     if (!refreshing_) model_->set_value("/optimizer/learning_rate", v);
   });
@@ -273,6 +312,18 @@ QString WorkloadDesigner::save(const QString& path) {
   return out ? QString() : path + ": write failed";
 }
 
+void WorkloadDesigner::set_network() {
+  if (refreshing_) return;
+  json net = json::object();  // {}: no limit
+  if (bandwidth_mbs_->value() > 0 || latency_us_->value() > 0) {
+    json link = json::object();
+    if (bandwidth_mbs_->value() > 0) link["bandwidth_bytes_per_s"] = static_cast<int64_t>(bandwidth_mbs_->value() * 1e6);
+    link["latency_ns"] = static_cast<int64_t>(latency_us_->value()) * 1000;
+    net = {{"intra_node", link}, {"inter_node", link}};
+  }
+  model_->set_value("/network", net);
+}
+
 void WorkloadDesigner::refresh() {
   refreshing_ = true;
   auto int_at = [this](const char* p, int64_t unit = 1) {
@@ -289,6 +340,16 @@ void WorkloadDesigner::refresh() {
   learning_rate_->setValue(lr.is_number() ? lr.get<double>() : 0.01);
   allocator_->setCurrentText(text_of(model_->value("/memory/allocator")));
   default_sharding_->setCurrentText(text_of(model_->value("/sharding/default")));
+  auto text_or = [this](const char* p, const char* fallback) {
+    const json v = model_->value(p);
+    return v.is_string() ? QString::fromStdString(v.get<std::string>()) : QString(fallback);
+  };
+  backend_->setCurrentText(text_or("/devices/backend", "cpu"));
+  pipeline_->setCurrentText(text_or("/pipeline", "base"));
+  qcomms_->setCurrentText(text_or("/qcomms/forward_precision", "fp32"));
+  const json bw = model_->value("/network/intra_node/bandwidth_bytes_per_s"), lat = model_->value("/network/intra_node/latency_ns");
+  bandwidth_mbs_->setValue(bw.is_number() ? bw.get<double>() / 1e6 : 0);
+  latency_us_->setValue(lat.is_number() ? static_cast<int>(lat.get<double>() / 1e3) : 0);
   refreshing_ = false;
 
   // the message beside the field its pointer names (the longest field that is a prefix)

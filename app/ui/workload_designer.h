@@ -69,8 +69,10 @@ class WorkloadDesigner : public QWidget {
   QTableView* table_;
   QComboBox* preset_box_;
   QSpinBox *devices_, *memory_mib_, *batch_, *steps_, *warmup_;
-  QComboBox *optimizer_, *allocator_, *default_sharding_;
-  QDoubleSpinBox* learning_rate_;
+  QComboBox *optimizer_, *allocator_, *default_sharding_, *backend_, *pipeline_, *qcomms_;
+  QDoubleSpinBox *learning_rate_, *bandwidth_mbs_;
+  QSpinBox* latency_us_;
+  void set_network();  // /network from the bandwidth and latency fields
   std::map<QString, QLabel*> messages_;  // field pointer -> its message label
   QLabel* other_message_;
   QTableWidget* memory_table_;

@@ -8,6 +8,8 @@
 
 #include <QAbstractItemModelTester>
 #include <QApplication>
+#include <QSpinBox>
+#include <QDoubleSpinBox>
 #include <QComboBox>
 #include <QFileInfo>
 #include <QImage>
@@ -1170,12 +1172,29 @@ TEST(WorkloadDesigner, ShowsTheMessageBesideTheFieldAndSavesJson) {
   d.model()->set_value("/devices/memory_bytes", 64 << 20);
   EXPECT_EQ(d.message_at("/devices/memory_bytes"), QString());
 
+  // pipeline, comm precision and an emulated network from the form
+  for (auto* c : d.findChildren<QComboBox*>()) {
+    if (c->findText("semi_sync") >= 0) c->setCurrentText("semi_sync");
+    if (c->findText("bf16") >= 0) c->setCurrentText("bf16");
+  }
+  for (auto* b : d.findChildren<QDoubleSpinBox*>())
+    if (b->suffix() == " MB/s") b->setValue(125);
+  for (auto* l : d.findChildren<QSpinBox*>())
+    if (l->suffix() == " us") l->setValue(50);
+  EXPECT_EQ(d.model()->value("/pipeline"), "semi_sync");
+  EXPECT_EQ(d.model()->value("/qcomms/backward_precision"), "bf16");
+  EXPECT_EQ(d.model()->value("/network/inter_node/bandwidth_bytes_per_s"), 125'000'000);
+  EXPECT_EQ(d.model()->value("/network/intra_node/latency_ns"), 50'000);
+  EXPECT_EQ(d.model()->error(), QString());
+
   const auto path = scratch("workload.json");
   EXPECT_EQ(d.save(QString::fromStdString(path.string())), QString());
   const engine::WorkloadSpec saved = engine::load_workload_file(path.string());
   EXPECT_EQ(saved.name, "tiny");
   EXPECT_EQ(saved.tables.size(), 4u);
   EXPECT_EQ(saved.devices.memory_bytes, 64 << 20);
+  EXPECT_EQ(saved.pipeline, engine::PipelineKind::semi_sync);
+  EXPECT_EQ(saved.network.inter_node.bandwidth_bytes_per_s, 125'000'000);
 
   // a file that fails validation opens as written, its error shown; one that is not JSON is refused
   std::ofstream(scratch("bad.json")) << R"({"tables": [{"name": "t", "num_embeddings": 0, "embedding_dim": 4, "feature_names": ["f"]}], "batch_size": 4})";
