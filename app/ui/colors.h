@@ -26,6 +26,9 @@ inline QColor category_color(sessions::OpCategory c) {
 /// this lighter colour; exposed communication keeps category_color(comm).
 inline QColor hidden_comm_color() { return QColor(0xf4, 0xb4, 0xb4); }
 
+/// The critical path (sessions/critical_path.h) drawn under the ops that bound each step.
+inline QColor critical_path_color() { return QColor(0xc0, 0x00, 0xc0); }
+
 /// Paints a QCustomPlot in the widget's palette (light or dark, as the system's): background
 /// from Base, axes, tick labels, titles and legend text from Text, grid from Mid. Call it after
 /// (re)building the plot's layout; it also restyles and replots when the palette changes.

@@ -13,6 +13,7 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include "embedscope/sessions/analysis.h"
 #include "range_totals_model.h"
 #include "timeline_widget.h"
 
@@ -22,7 +23,8 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
     : QWidget(parent), timeline_(new TimelineWidget(session, this)), totals_(new RangeTotalsModel(session, this)),
       search_(new QLineEdit(this)), details_(new QLabel(this)), range_label_(new QLabel(this)),
       search_status_(new QLabel(this)), per_rank_(new QCheckBox("per rank", this)), step_box_(new QSpinBox(this)),
-      back_(new QToolButton(this)), forward_(new QToolButton(this)) {
+      back_(new QToolButton(this)), forward_(new QToolButton(this)),
+      critical_path_(new QCheckBox("critical path", this)), session_(session) {
   auto* bar = new QHBoxLayout;
   auto button = [&](QToolButton* b, const QString& text, const QString& tip, auto fn) {
     b->setText(text);
@@ -54,6 +56,12 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
   button(new QToolButton(this), "Prev", "Previous match (Shift+F3)", [this] { find_next(false); });
   button(new QToolButton(this), "Next", "Next match (Enter, F3)", [this] { find_next(true); });
   bar->addWidget(search_status_);
+  bar->addSpacing(16);
+  critical_path_->setToolTip("Underline the ops that bounded each step, walked back from its last op (P)");
+  connect(critical_path_, &QCheckBox::toggled, this, [this](bool on) { show_critical_path(on); });
+  auto* toggle = new QShortcut(QKeySequence(Qt::Key_P), this);
+  connect(toggle, &QShortcut::activated, critical_path_, &QCheckBox::toggle);
+  bar->addWidget(critical_path_);
   bar->addStretch(1);
 
   auto* side = new QWidget(this);
@@ -115,6 +123,16 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
   update_totals();
   update_buttons();
   timeline_->setFocus();
+}
+
+void TimelineView::show_critical_path(bool on) {
+  if (critical_path_->isChecked() != on) critical_path_->setChecked(on);  // comes back here
+  if (on && !path_loaded_) {
+    for (const auto& step : sessions::analyze(*session_).critical_paths)
+      path_.insert(path_.end(), step.segments.begin(), step.segments.end());
+    path_loaded_ = true;
+  }
+  timeline_->set_critical_path(on ? path_ : std::vector<sessions::PathSegment>{});
 }
 
 bool TimelineView::find_next(bool forward) {

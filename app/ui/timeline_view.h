@@ -7,7 +7,9 @@
 #include <QWidget>
 
 #include <memory>
+#include <vector>
 
+#include "embedscope/sessions/critical_path.h"
 #include "embedscope/sessions/session.h"
 
 class QLabel;
@@ -36,6 +38,9 @@ class TimelineView : public QWidget {
   bool find_next(bool forward = true);
   /// Sums the range totals per rank (true) or over all ranks.
   void set_per_rank(bool per_rank);
+  /// Draws the critical path of every measured step on the timeline (analysed on first use:
+  /// sessions::analyze) or hides it. Key P.
+  void show_critical_path(bool on);
 
  private:
   void update_details();
@@ -45,7 +50,10 @@ class TimelineView : public QWidget {
   RangeTotalsModel* totals_;
   QLineEdit* search_;
   QLabel *details_, *range_label_, *search_status_;
-  QCheckBox* per_rank_;
+  QCheckBox *per_rank_, *critical_path_;
+  std::shared_ptr<const sessions::SessionReader> session_;
+  std::vector<sessions::PathSegment> path_;  // every measured step's, once analysed
+  bool path_loaded_ = false;
   QSpinBox* step_box_;
   QToolButton *back_, *forward_;
 };

@@ -126,6 +126,28 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
       }
     }
   }
+  // the critical path: a bar under each op on it, dotted under a gap, a line where it changes row
+  if (!path_.empty()) {
+    const QColor c = critical_path_color();
+    auto first = std::partition_point(path_.begin(), path_.end(),
+                                      [&](const sessions::PathSegment& g) { return g.end_ns <= scale_.t0(); });
+    if (first != path_.begin()) --first;  // the segment before the view: its row joins the first one
+    size_t prev_row = rows_.size();
+    for (auto it = first; it != path_.end() && it->start_ns < scale_.t1(); ++it) {
+      // a gap has no lane: it is drawn on the rank's first row
+      const size_t row = it->kind == sessions::PathSegment::Kind::gap ? row_of(it->rank, 0) : row_of(it->rank, it->lane);
+      if (row >= rows_.size()) continue;
+      const double x0 = std::max(-1.0, scale_.x(it->start_ns)), x1 = std::min(scale_.width() + 1, scale_.x(it->end_ns));
+      const int y = row_y(row) + kRowHeight - 3;
+      p.setPen(QPen(c, 3, it->kind == sessions::PathSegment::Kind::gap ? Qt::DotLine : Qt::SolidLine, Qt::FlatCap));
+      if (x1 > x0) p.drawLine(QPointF(kGutter + x0, y), QPointF(kGutter + std::max(x0 + 1, x1), y));
+      if (prev_row < rows_.size() && prev_row != row && x0 >= 0) {
+        p.setPen(QPen(c, 1));
+        p.drawLine(QPointF(kGutter + x0, row_y(prev_row) + kRowHeight - 3), QPointF(kGutter + x0, y));
+      }
+      prev_row = row;
+    }
+  }
   // the selected op, outlined (at least 3 px wide so that a thin op stays visible)
   if (selected_) {
     const auto& o = op(*selected_);
@@ -149,6 +171,19 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
   }
   p.setPen(palette().mid().color());
   p.drawLine(kGutter, kAxis, width(), kAxis);
+}
+
+void TimelineWidget::set_critical_path(std::vector<sessions::PathSegment> segments) {
+  std::sort(segments.begin(), segments.end(),
+            [](const sessions::PathSegment& a, const sessions::PathSegment& b) { return a.start_ns < b.start_ns; });
+  path_ = std::move(segments);
+  update();
+}
+
+size_t TimelineWidget::row_of(int32_t rank, int32_t lane) const {
+  for (size_t i = 0; i < rows_.size(); ++i)
+    if (rows_[i].rank == rank && rows_[i].lane == lane) return i;
+  return rows_.size();
 }
 
 std::optional<OpRef> TimelineWidget::op_at(QPoint pt) const {

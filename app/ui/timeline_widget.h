@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "embedscope/sessions/analysis.h"
+#include "embedscope/sessions/critical_path.h"
 #include "embedscope/sessions/session.h"
 #include "timeline_math.h"
 
@@ -68,6 +69,13 @@ class TimelineWidget : public QWidget {
   /// Each step's window over all ranks; fit_step shows one (false when the step is unknown).
   const std::map<int64_t, ViewRange>& steps() const { return steps_; }
   bool fit_step(int64_t step);
+  /// The critical path to draw (segments of every step, any order; empty: none): a bar under
+  /// each op segment on its row, a dotted bar for a gap, and a line where the path moves to
+  /// another row.
+  void set_critical_path(std::vector<sessions::PathSegment> segments);
+  const std::vector<sessions::PathSegment>& critical_path() const { return path_; }
+  /// The row of (rank, lane), or rows() when there is none.
+  size_t row_of(int32_t rank, int32_t lane) const;
   /// Selects and centres the next (or previous) op after the selection whose name contains
   /// `text` (case-insensitive), in the order of start time, then row. False when none matches.
   bool find(const QString& text, bool forward = true);
@@ -101,6 +109,7 @@ class TimelineWidget : public QWidget {
 
   std::shared_ptr<const sessions::SessionReader> session_;
   std::vector<Row> rows_;
+  std::vector<sessions::PathSegment> path_;  // by start
   std::map<int32_t, std::vector<sessions::Interval>> compute_;  // per rank: merged compute time
   std::vector<int64_t> step_starts_;
   std::map<int64_t, ViewRange> steps_;

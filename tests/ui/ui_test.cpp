@@ -318,6 +318,41 @@ TEST(TimelineWidget, CommunicationUnderComputeIsShadedAsHidden) {
   EXPECT_EQ(at(500'000), category_color(sessions::OpCategory::comm));
 }
 
+// busy_session's critical path (see CriticalPathModel's test): step 0 runs rank 1's lookup
+// [150, 250) us (row 2), the all-to-all from 250 to 300 (row 1), rank 0's dense part to 500
+// (row 0); step 1 rank 0's lookup [600, 700) and its gradient all-to-all [700, 800).
+TEST(TimelineWidget, DrawsTheCriticalPathUnderTheOpsOnIt) {
+  auto w = busy_timeline();
+  sessions::SessionReader r(busy_session());
+  std::vector<sessions::PathSegment> path;
+  for (const auto& step : sessions::analyze(r).critical_paths) path.insert(path.end(), step.segments.begin(), step.segments.end());
+  ASSERT_EQ(path.size(), 5u);
+  w->set_critical_path(path);
+  const QImage img = w->grab().toImage();
+  auto under = [&](int us, size_t row) {
+    return img.pixelColor(TimelineWidget::kGutter + us, w->row_y(row) + TimelineWidget::kRowHeight - 3);
+  };
+  EXPECT_EQ(under(200, 2), critical_path_color());  // rank 1's lookup bounds step 0
+  EXPECT_EQ(under(275, 1), critical_path_color());  // the all-to-all after rank 1 joined
+  EXPECT_EQ(under(400, 0), critical_path_color());  // rank 0's dense part
+  EXPECT_EQ(under(750, 1), critical_path_color());  // step 1's gradient all-to-all
+  EXPECT_NE(under(150, 0), critical_path_color());  // rank 0's lookup of step 0 is not on the path
+  EXPECT_NE(under(400, 2), critical_path_color());  // nor rank 1's dense part
+  // the jump from rank 1's lookup (row 2) to the all-to-all (row 1) at 250 us
+  EXPECT_EQ(img.pixelColor(TimelineWidget::kGutter + 250, w->row_y(2) + 8), critical_path_color());
+  w->set_critical_path({});
+  EXPECT_NE(w->grab().toImage().pixelColor(TimelineWidget::kGutter + 200, w->row_y(2) + TimelineWidget::kRowHeight - 3),
+            critical_path_color());
+
+  TimelineView view(std::make_shared<const sessions::SessionReader>(busy_session()));
+  view.show_critical_path(true);
+  EXPECT_EQ(view.timeline()->critical_path().size(), 5u);
+  view.show_critical_path(false);
+  EXPECT_TRUE(view.timeline()->critical_path().empty());
+  view.show_critical_path(true);  // from the analysis already made
+  EXPECT_EQ(view.timeline()->critical_path().size(), 5u);
+}
+
 TEST(TimelineWidget, ClickSelectsTheOpUnderThePixelAndShowsItsDetails) {
   auto w = busy_timeline();
   QTest::mouseClick(w.get(), Qt::LeftButton, Qt::NoModifier, at_us(*w, 650, 0));
