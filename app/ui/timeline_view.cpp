@@ -22,9 +22,9 @@ namespace embedscope::ui {
 TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent)
     : QWidget(parent), timeline_(new TimelineWidget(session, this)), totals_(new RangeTotalsModel(session, this)),
       search_(new QLineEdit(this)), details_(new QLabel(this)), range_label_(new QLabel(this)),
-      search_status_(new QLabel(this)), per_rank_(new QCheckBox("per rank", this)), step_box_(new QSpinBox(this)),
-      back_(new QToolButton(this)), forward_(new QToolButton(this)),
-      critical_path_(new QCheckBox("critical path", this)), session_(session) {
+      search_status_(new QLabel(this)), per_rank_(new QCheckBox("per rank", this)),
+      critical_path_(new QCheckBox("critical path", this)), session_(session), step_box_(new QSpinBox(this)),
+      back_(new QToolButton(this)), forward_(new QToolButton(this)) {
   auto* bar = new QHBoxLayout;
   auto button = [&](QToolButton* b, const QString& text, const QString& tip, auto fn) {
     b->setText(text);
