@@ -91,7 +91,7 @@ void BM_allocator_share_of_step(benchmark::State& state) {
     opt.trace = false;
     opt.keep_events = false;
     const auto t0 = Clock::now();
-    RunResult r = run_training(spec, opt);
+    RunResult r = run_training(spec, plan_sharding(spec), opt);
     const double wall = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
     double alloc = 0;
     for (const auto& rk : r.ranks) alloc += static_cast<double>(rk.allocator_ns);

@@ -47,7 +47,7 @@ Measured measure(engine::PipelineKind pipeline, engine::CommPrecision precision)
   opt.keep_events = false;
   opt.session_path = (fs::temp_directory_path() / ("es_bench_pipeline_" + std::to_string(getpid()) + ".db")).string();
   opt.session_overwrite = true;
-  const engine::RunResult r = engine::run_training(spec, opt);
+  const engine::RunResult r = engine::run_training(spec, engine::plan_sharding(spec), opt);
   if (r.ended != engine::RunEnd::complete) throw std::runtime_error("criteo_kaggle run failed: " + r.error);
   const sessions::RunStats st = sessions::analyze(sessions::SessionReader(opt.session_path));
   fs::remove(opt.session_path);

@@ -132,7 +132,7 @@ void BM_tracing_overhead(benchmark::State& state) {
     opt.trace = on;
     opt.keep_events = false;
     if (on) opt.session_path = tmp("overhead.db").string();
-    auto r = engine::run_training(spec, opt);
+    auto r = engine::run_training(spec, engine::plan_sharding(spec), opt);
     if (on) fs::remove(opt.session_path);
     return std::accumulate(r.step_time_ns.begin(), r.step_time_ns.end(), 0.0) / static_cast<double>(r.step_time_ns.size());
   };

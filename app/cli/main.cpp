@@ -294,7 +294,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite) {
     fmt::print(stderr, "{}step {}/{}  {:.0f} samples/s  ETA {:.1f} s  loss {:.4f}{}", tty ? "\r\033[K" : "", p.step,
                p.total_steps, p.samples_per_s, p.eta_s, p.loss, tty ? "" : "\n");
   };
-  const es::RunResult r = with_origin(a.origin, [&] { return es::run_training(spec, opt); });
+  const es::RunResult r = with_origin(a.origin, [&] { return es::run_training(spec, es::plan_sharding(spec), opt); });
   if (tty) fmt::print(stderr, "\n");
   if (r.ended != es::RunEnd::complete && r.ended != es::RunEnd::cancelled) {
     fmt::print(stderr, "error: run ended {}: {}\nsession: {}\n", es::to_string(r.ended), r.error, r.session_path);

@@ -42,7 +42,7 @@ void RunJob::start() {
           this, [this, p] { emit progress(p.step, p.total_steps, p.samples_per_s, p.eta_s); }, Qt::QueuedConnection);
     };
     try {
-      const engine::RunResult r = engine::run_training(spec_, opt);
+      const engine::RunResult r = engine::run_training(spec_, engine::plan_sharding(spec_), opt);
       result_path_ = QString::fromStdString(r.session_path);
       result_ended_ = engine::to_string(r.ended);
       result_message_ = QString::fromStdString(r.error);

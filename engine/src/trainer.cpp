@@ -26,6 +26,7 @@
 #include "embedscope/engine/id_histogram.h"
 #include "embedscope/engine/kernels.h"
 #include "embedscope/engine/memory.h"
+#include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/profiler/tracer.h"
 #include "embedscope/sessions/session.h"
 #include "layout.h"
@@ -332,7 +333,7 @@ class Rank {
  private:
 
  public:
-  friend RunResult run_training(const WorkloadSpec&, const TrainerOptions&);
+  friend RunResult run_training(const WorkloadSpec&, const ShardingPlan&, const TrainerOptions&);
   void teardown() {
     arena_.allocator().set_listener(nullptr);  // buffers freed after the run are not history
     arena_.set_oom_handler(nullptr);
@@ -1308,12 +1309,14 @@ int64_t host_memory_bytes() {
 
 }  // namespace
 
-RunResult run_training(const WorkloadSpec& requested, const TrainerOptions& options) {
+RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, const TrainerOptions& options) {
   // auto becomes cpu or cuda; a cuda run without (enough) GPUs is refused here
-  const WorkloadSpec spec = with_resolved_backend(requested, requested.name.empty() ? "workload" : requested.name);
+  const std::string origin = requested.name.empty() ? "workload" : requested.name;
+  const WorkloadSpec spec = with_resolved_backend(requested, origin);
+  validate_plan(spec, plan, "sharding plan");
   const bool on_cuda = spec.devices.backend == Backend::cuda;
   RunResult result;
-  result.plan = plan_sharding(spec);
+  result.plan = plan;
   const auto est = estimate_memory(spec, result.plan);
   check_memory_fits(spec, est);
   int64_t need = 0;

@@ -73,7 +73,7 @@ TEST(Backend, RunTrainingRefusesCudaWithoutADeviceBeforeWritingASession) {
   opt.session_path = (std::filesystem::temp_directory_path() / ("es_backend_" + std::to_string(getpid()) + ".db")).string();
   std::string msg;
   try {
-    es::run_training(spec, opt);
+    es::run_training(spec, es::plan_sharding(spec), opt);
   } catch (const es::SpecError& e) {
     msg = e.what();
   }

@@ -104,7 +104,7 @@ inline RunResult check_parity(const WorkloadSpec& spec, const std::function<std:
     std::lock_guard<std::mutex> lock(cap.mu);
     cap.pooled[{it, rank, f}] = std::vector<float>(p, p + B * dim);
   };
-  RunResult run = run_training(spec, opt);
+  RunResult run = run_training(spec, plan_sharding(spec), opt);
   EXPECT_EQ(run.ended, RunEnd::complete) << run.error;
   if (run.ended != RunEnd::complete) return run;
   ReferenceResult ref = run_reference(spec, spec.steps, &run.plan, source);

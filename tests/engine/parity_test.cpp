@@ -185,9 +185,9 @@ TEST(Parity, SparseDistIsBitIdenticalToBaseAndSemiSyncIsStale) {
   TrainerOptions opt;
   opt.keep_tables = true;
   opt.trace = false;
-  const RunResult base = run_training(s, opt);
+  const RunResult base = run_training(s, plan_sharding(s), opt);
   s.pipeline = PipelineKind::sparse_dist;
-  const RunResult sparse = run_training(s, opt);
+  const RunResult sparse = run_training(s, plan_sharding(s), opt);
   ASSERT_EQ(base.ended, RunEnd::complete) << base.error;
   ASSERT_EQ(sparse.ended, RunEnd::complete) << sparse.error;
   EXPECT_EQ(sparse.tables, base.tables);

@@ -32,7 +32,7 @@ TEST(Trainer, LossFallsOnTinyWithFourRanks) {
   for (ShardingType type : {ShardingType::table_wise, ShardingType::row_wise}) {
     WorkloadSpec s = tiny(4, type);
     s.steps = 40;
-    RunResult r = run_training(s);
+    RunResult r = run_training(s, plan_sharding(s));
     ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
     ASSERT_EQ(r.loss.size(), 40u);
     EXPECT_LT(mean(r.loss, 30, 40), mean(r.loss, 0, 10) - 0.05) << to_string(type);
@@ -46,7 +46,7 @@ TEST(Trainer, LossFallsOnCriteoKaggleWithFourRanks) {
   s.warmup_steps = 0;
   TrainerOptions opt;
   opt.trace = false;
-  RunResult r = run_training(s, opt);
+  RunResult r = run_training(s, plan_sharding(s), opt);
   ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
   EXPECT_LT(mean(r.loss, 10, 15), mean(r.loss, 0, 5) - 0.02);
 }
@@ -55,7 +55,7 @@ TEST(Trainer, CountersAddUp) {
   WorkloadSpec s = tiny(3);
   s.steps = 4;
   s.warmup_steps = 2;
-  RunResult r = run_training(s);
+  RunResult r = run_training(s, plan_sharding(s));
   ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
   EXPECT_EQ(r.step_time_ns.size(), 4u);
   EXPECT_EQ(r.samples_per_step, 24);
@@ -92,7 +92,7 @@ TEST(Trainer, RankThatNeverArrivesEndsTheRunAsHang) {
   opt.vanish = {2, 4};  // rank 2 stops at the world group's 4th collective
   opt.session_path = (std::filesystem::temp_directory_path() / ("es_hang_" + std::to_string(getpid()) + ".db")).string();
   const auto t0 = std::chrono::steady_clock::now();
-  RunResult r = run_training(s, opt);
+  RunResult r = run_training(s, plan_sharding(s), opt);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
   EXPECT_EQ(r.ended, RunEnd::hang);
   EXPECT_NE(r.error.find("sequence 4"), std::string::npos) << r.error;
@@ -118,14 +118,14 @@ TEST(Trainer, InvalidIdsFailBeforeTheyAreSentAndNameTheFeature) {
     return b;
   };
   const auto t0 = std::chrono::steady_clock::now();
-  RunResult r = run_training(s, opt);
+  RunResult r = run_training(s, plan_sharding(s), opt);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
   EXPECT_EQ(r.ended, RunEnd::crashed);
   EXPECT_TRUE(r.bad_input);
   EXPECT_NE(r.error.find("rank 1: feature 'f_small': 1 id(s) outside [0, 1)"), std::string::npos) << r.error;
 
   s.invalid_ids = InvalidIdPolicy::clamp;
-  r = run_training(s, opt);
+  r = run_training(s, plan_sharding(s), opt);
   ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
   EXPECT_EQ(r.ranks[1].invalid_ids, 1);
 }
@@ -134,7 +134,7 @@ TEST(Trainer, MemoryThatCannotFitIsRejectedBeforeRunning) {
   WorkloadSpec s = tiny(2);
   s.devices.memory_bytes = 4096;
   try {  // below one segment of the caching allocator
-    run_training(s);
+    run_training(s, plan_sharding(s));
     FAIL() << "expected SpecError";
   } catch (const SpecError& e) {
     EXPECT_NE(std::string(e.what()).find("smaller than one 2.0 MiB segment of the caching allocator"), std::string::npos)
@@ -142,14 +142,14 @@ TEST(Trainer, MemoryThatCannotFitIsRejectedBeforeRunning) {
   }
   s.memory.allocator = AllocatorKind::direct;
   try {
-    run_training(s);
+    run_training(s, plan_sharding(s));
     FAIL() << "expected SpecError";
   } catch (const SpecError& e) {
     EXPECT_NE(std::string(e.what()).find("rank 0: needs"), std::string::npos) << e.what();
   }
   WorkloadSpec huge = load_preset("mlperf_dlrm_dcnv2");
   try {
-    run_training(huge);
+    run_training(huge, plan_sharding(huge));
     FAIL() << "expected SpecError";
   } catch (const SpecError& e) {
     EXPECT_NE(std::string(e.what()).find("cpu backend runs all 8 ranks in this process"), std::string::npos) << e.what();
@@ -191,7 +191,7 @@ TEST(Trainer, DivergedLossEndsTheRunOnEveryRank) {
   s.optimizer.learning_rate = 1e30;
   s.optimizer.dense_learning_rate = 1e30;
   s.steps = 10;
-  RunResult r = run_training(s);
+  RunResult r = run_training(s, plan_sharding(s));
   EXPECT_EQ(r.ended, RunEnd::crashed);
   EXPECT_FALSE(r.bad_input);
   EXPECT_NE(r.error.find("training diverged: the loss is"), std::string::npos) << r.error;
@@ -207,7 +207,7 @@ TEST(Trainer, EstimateBoundsWhatRanksAllocate) {
     s.optimizer.type = OptimizerType::adam;
     s.steps = 3;
     const auto est = estimate_memory(s, plan_sharding(s));
-    RunResult r = run_training(s);
+    RunResult r = run_training(s, plan_sharding(s));
     ASSERT_EQ(r.ended, RunEnd::complete) << to_string(type) << ": " << r.error;
     for (size_t i = 0; i < est.size(); ++i)
       EXPECT_LE(r.ranks[i].memory_bytes, est[i].total() + 200 * 512) << to_string(type) << " rank " << i;
@@ -226,12 +226,12 @@ TEST(Trainer, CompactionRescuesAFragmentingRun) {
   s.devices.memory_bytes = 645LL << 20;
   TrainerOptions opt;
   opt.keep_events = false;
-  RunResult r = run_training(s, opt);
+  RunResult r = run_training(s, plan_sharding(s), opt);
   ASSERT_EQ(r.ended, RunEnd::oom) << r.error;
   EXPECT_NE(r.error.find("fragmentation: "), std::string::npos) << r.error;
   EXPECT_NE(r.error.find("come from the small pool"), std::string::npos) << r.error;
   s.memory.compaction = 2;  // after iterations 1 and 3: the first measured step and the last
-  r = run_training(s, opt);
+  r = run_training(s, plan_sharding(s), opt);
   EXPECT_EQ(r.ended, RunEnd::complete) << r.error;
 }
 
@@ -245,7 +245,7 @@ TEST(Trainer, RuntimeOomEndsTheRunWithASnapshot) {
   s.devices.memory_bytes = 5'900'000;
   TrainerOptions opt;
   opt.session_path = (std::filesystem::temp_directory_path() / ("es_oom_" + std::to_string(getpid()) + ".db")).string();
-  RunResult r = run_training(s, opt);
+  RunResult r = run_training(s, plan_sharding(s), opt);
   EXPECT_EQ(r.ended, RunEnd::oom);
   EXPECT_NE(r.error.find("out of memory allocating"), std::string::npos) << r.error;
   EXPECT_NE(r.error.find("(caching allocator)"), std::string::npos) << r.error;
@@ -269,7 +269,7 @@ TEST(Trainer, RuntimeOomEndsTheRunWithASnapshot) {
   std::filesystem::remove(opt.session_path);
   s.memory.allocator = AllocatorKind::direct;
   opt.session_path += ".direct";
-  r = run_training(s, opt);
+  r = run_training(s, plan_sharding(s), opt);
   EXPECT_EQ(r.ended, RunEnd::complete) << r.error;
   {  // replaying the memory history gives each rank's allocated bytes at the last step end
     embedscope::sessions::SessionReader session(opt.session_path);
@@ -319,7 +319,7 @@ TEST(Trainer, DenseGradientsAllReducedPerBucket) {
     s.dense->bucket_cap_bytes = cap;
     for (PipelineKind p : {PipelineKind::base, PipelineKind::semi_sync}) {
       s.pipeline = p;
-      RunResult r = run_training(s);
+      RunResult r = run_training(s, plan_sharding(s));
       ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
       int count = 0;
       for (const auto& e : r.events)
@@ -339,10 +339,10 @@ TEST(Trainer, EmulatedDevicePathTrainsExactlyAsTheCpuBackend) {
   s.optimizer.type = OptimizerType::adam;
   TrainerOptions opt;
   opt.keep_tables = true;
-  const RunResult cpu = run_training(s, opt);
+  const RunResult cpu = run_training(s, plan_sharding(s), opt);
   opt.emulate_device = true;
   opt.session_path = (std::filesystem::temp_directory_path() / ("es_emulated_" + std::to_string(getpid()) + ".db")).string();
-  const RunResult dev = run_training(s, opt);
+  const RunResult dev = run_training(s, plan_sharding(s), opt);
   ASSERT_EQ(cpu.ended, RunEnd::complete) << cpu.error;
   ASSERT_EQ(dev.ended, RunEnd::complete) << dev.error;
   EXPECT_EQ(dev.tables, cpu.tables);
@@ -372,7 +372,7 @@ TEST(Trainer, EmulatedDevicePathOomEndsOomWithTheSnapshot) {
   TrainerOptions opt;
   opt.emulate_device = true;
   opt.session_path = (std::filesystem::temp_directory_path() / ("es_emulated_oom_" + std::to_string(getpid()) + ".db")).string();
-  const RunResult r = run_training(s, opt);
+  const RunResult r = run_training(s, plan_sharding(s), opt);
   EXPECT_EQ(r.ended, RunEnd::oom) << r.error;
   EXPECT_NE(r.error.find("out of memory allocating"), std::string::npos) << r.error;
   {

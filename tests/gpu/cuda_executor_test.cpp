@@ -85,9 +85,9 @@ TEST(CudaExecutor, TinyPresetMatchesTheCpuBackend) {
   TrainerOptions opt;
   opt.keep_tables = true;
   opt.trace = false;
-  const RunResult cpu = run_training(s, opt);
+  const RunResult cpu = run_training(s, plan_sharding(s), opt);
   s.devices.backend = Backend::cuda;
-  const RunResult gpu = run_training(s, opt);
+  const RunResult gpu = run_training(s, plan_sharding(s), opt);
   ASSERT_EQ(gpu.ended, RunEnd::complete) << gpu.error;
   ASSERT_EQ(cpu.ended, RunEnd::complete) << cpu.error;
   for (size_t t = 0; t < cpu.tables.size(); ++t) expect_close(gpu.tables[t], cpu.tables[t], "table " + s.tables[t].name);
@@ -102,7 +102,7 @@ TEST(CudaExecutor, ScaledCriteoWritesASessionWithGpuLanesKernelsAndCollectives) 
   TrainerOptions opt;
   opt.session_path = temp_session("criteo");
   opt.session_overwrite = true;
-  const RunResult r = run_training(s, opt);
+  const RunResult r = run_training(s, plan_sharding(s), opt);
   ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
   ASSERT_EQ(r.loss.size(), 3u);
   sessions::SessionReader session(opt.session_path);
@@ -143,7 +143,7 @@ TEST(CudaExecutor, SmallDeviceEndsOomWithTheSnapshot) {
   TrainerOptions opt;
   opt.session_path = temp_session("oom");
   opt.session_overwrite = true;
-  const RunResult r = run_training(s, opt);
+  const RunResult r = run_training(s, plan_sharding(s), opt);
   EXPECT_EQ(r.ended, RunEnd::oom) << r.error;
   EXPECT_NE(r.error.find("out of memory allocating"), std::string::npos) << r.error;
   sessions::SessionReader session(opt.session_path);
@@ -170,7 +170,7 @@ TEST(CudaExecutor, CudaAsyncAllocatorReportsItsPoolFigures) {
   opt.session_path = temp_session("async");
   opt.session_overwrite = true;
   opt.keep_tables = true;
-  const RunResult r = run_training(s, opt);
+  const RunResult r = run_training(s, plan_sharding(s), opt);
   ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
   sessions::SessionReader session(opt.session_path);
   int64_t allocated = 0, reserved = 0;

@@ -142,12 +142,15 @@ struct RunResult {
   } qcomms_error;
 };
 
-/// Runs the workload. Throws SpecError for a spec that cannot run (before any thread
-/// starts and before a session file is created: plan errors, memory that does not fit the
-/// devices or this host, a cuda backend without enough GPUs: backend.h), and
-/// sessions::SessionError when the session file cannot be created; on the cuda backend,
-/// std::runtime_error when NCCL cannot set up its communicators. Failures during the run (OOM, collective timeout, invalid ids, split mismatch)
-/// end the run and are reported in RunResult and the session, never thrown and never hung.
-RunResult run_training(const WorkloadSpec& spec, const TrainerOptions& options = {});
+/// Runs the workload under exactly `plan` (from plan_sharding, or a hand-edited plan read by
+/// plan_from_json; run_training does not plan). Throws SpecError for a spec or plan that cannot
+/// run (before any thread starts and before a session file is created: a plan that does not
+/// fit the workload (validate_plan), memory that does not fit the devices or this host, a cuda
+/// backend without enough GPUs: backend.h), and sessions::SessionError when the session file
+/// cannot be created; on the cuda backend, std::runtime_error when NCCL cannot set up its
+/// communicators. Failures during the run (OOM, collective timeout, invalid ids, split
+/// mismatch) end the run and are reported in RunResult and the session, never thrown and never
+/// hung.
+RunResult run_training(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options = {});
 
 }  // namespace embedscope::engine

@@ -1,0 +1,116 @@
+#pragma once
+// StepProgram: what one training step does on one rank, as data (DESIGN.md "The data flow of
+// one run", step 3). Per rank, the ordered ops of one step on the rank's two lanes (the compute
+// worker and the comm worker), each with its category, the collectives it runs (kind, process
+// group, elements per peer), the embedding rows or dense flops it touches, and the ops it
+// waits for. Built from (workload spec, sharding plan, rank, iteration); the pipeline
+// (spec.pipeline) is a schedule over the phases of a batch:
+//   base         every phase of the step's batch, in order.
+//   sparse_dist  before the dense part of batch i, the input and the input dist of batch i+1
+//                (the input dist queued on the comm lane ahead of the dense all-reduces).
+//   semi_sync    before the dense part of batch i, batch i+1's kjt_permute, lookup and output
+//                dist, then batch i+2's input and input dist.
+// Op names are the span names the executors record in the session (sessions/FORMAT.md), so a
+// program can be read against a recorded step op by op. `embedscope program` prints it.
+//
+// Example (preset tiny, 2 ranks, table_wise, base, rank 0): input, bucketize (compute);
+// input_dist/splits, input_dist/lengths, input_dist/ids (comm, world all-to-alls); kjt_permute,
+// lookup; output_dist/all_to_all; dense_forward_backward, during which the DDP buckets'
+// dense_all_reduce ops are queued on the comm lane; grad_dist/all_to_all;
+// backward_fused_optimizer; dense_optimizer.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "embedscope/engine/sharding.h"
+#include "embedscope/engine/spec.h"
+#include "embedscope/sessions/events.h"
+
+namespace embedscope::engine {
+
+/// The collectives an op can run (NCCL / Gloo names).
+enum class CollectiveKind { all_to_all, reduce_scatter, all_gather, all_reduce };
+const char* to_string(CollectiveKind k);
+
+/// One collective of an op, as the session's `collectives` table will record it.
+struct CollectiveCall {
+  CollectiveKind kind = CollectiveKind::all_to_all;
+  std::string name;          ///< the record's name, e.g. "input_dist/ids"
+  std::string group;         ///< process group: "world", "node<n>", "cross<l>"
+  std::vector<int> peers;    ///< global ranks of the group, in group order
+  int group_rank = 0;        ///< this rank's index in peers
+  /// Elements sent to / received from each peer (group order; this rank's own slice included,
+  /// as the session's collective records hold it). Empty for all_reduce, whose `count` says the buffer.
+  std::vector<int64_t> send_elements, recv_elements;
+  int64_t count = 0;         ///< all_reduce: elements reduced
+  int64_t elem_bytes = 4;    ///< bytes per element on the wire (int64 8, float32 4, fp16/bf16 2)
+  std::string dtype;         ///< "int64", "float32", "float16", "bfloat16"
+  /// false: the element counts depend on the batch's ids (id counts of row-wise buckets, or
+  /// Poisson bag lengths); the figures are their expectation at the mean pooling factor with ids
+  /// spread evenly over a table's rows.
+  bool exact = true;
+  /// Bytes this rank sends to / receives from other ranks (own slice excluded), as the
+  /// records' bytes_sent / bytes_received (collective_math.h).
+  int64_t bytes_sent() const;
+  int64_t bytes_received() const;
+};
+
+/// One op of a step.
+struct ProgramOp {
+  int id = 0;                 ///< index in StepProgram::ops
+  std::string name;           ///< the span name ("input_dist/ids", "lookup", ...)
+  sessions::Lane lane = sessions::Lane::compute;  ///< compute or comm
+  sessions::OpCategory category = sessions::OpCategory::other;
+  /// The batch it works on, relative to the step's own batch: 0, or 1 / 2 for a batch a
+  /// pipeline starts ahead.
+  int batch = 0;
+  /// comm ops: what they run, in order. Every all-to-all and reduce-scatter is preceded by its
+  /// split check ("<name>/split_check": an all-gather of each member's 2 x group-size send and
+  /// receive counts, comm.h), which the cpu and cuda executors run before data moves.
+  std::vector<CollectiveCall> collectives;
+  int64_t rows = 0;           ///< lookup: ids looked up (embedding rows read); optimizer: rows updated (both expected)
+  int64_t flops = 0;          ///< dense_forward_backward: 2 x multiply-adds of forward and backward of the MLPs
+  /// Ops that must have ended before this one starts: the previous op of its lane (the lanes
+  /// run their ops one at a time, in order) and the ops of the other lane whose results it needs.
+  std::vector<int> waits_for;
+  /// -1, or the op during which this one is issued (the DDP buckets' all-reduces are queued
+  /// from inside the backward pass, as soon as their gradients are final).
+  int launched_by = -1;
+  std::string what;           ///< one line for people: what the op does
+};
+
+/// The program of one step of one rank.
+struct StepProgram {
+  int rank = 0;
+  int world_size = 1;
+  int64_t iteration = 0;       ///< 0-based, warmup steps included
+  int64_t step = 0;            ///< as the session numbers steps (iteration - warmup_steps)
+  PipelineKind pipeline = PipelineKind::base;
+  std::vector<ProgramOp> ops;  ///< in the order the rank issues them
+  /// Ops on one lane, in order.
+  std::vector<const ProgramOp*> lane(sessions::Lane l) const;
+};
+
+/// Builds the program of `rank` in iteration `iteration` (0-based, warmup included; the first
+/// and last iterations of a pipeline differ from the steady state: the first starts its own
+/// batch, the last starts none ahead). Memory compaction (memory.compaction) is not part of
+/// the program. Throws SpecError for a rank outside [0, world_size) or an iteration outside
+/// [0, warmup_steps + steps), and what validate_plan throws for a plan that does not fit.
+StepProgram build_step_program(const WorkloadSpec& spec, const ShardingPlan& plan, int rank, int64_t iteration);
+
+/// The first iteration whose program is the pipeline's steady state (base 0; sparse_dist and
+/// semi_sync 1), or the last iteration when the run is too short to have one.
+int64_t steady_iteration(const WorkloadSpec& spec);
+
+/// {"rank", "world_size", "iteration", "step", "pipeline", "ops": [{"id", "name", "lane",
+/// "category", "batch", "waits_for", "launched_by"?, "rows"?, "flops"?, "what", "collectives":
+/// [{"kind", "name", "group", "peers", "send_elements", "recv_elements", "count"?, "dtype",
+/// "bytes_sent", "bytes_received", "exact"}]}]}
+nlohmann::json to_json(const StepProgram& program);
+/// A table for people: one line per op (id, lane, batch, name, collectives with bytes, waits).
+std::string to_text(const StepProgram& program);
+
+}  // namespace embedscope::engine

@@ -1,0 +1,43 @@
+#pragma once
+// A sharding plan read from JSON (`embedscope run --plan PLAN.json`): the document that
+// `embedscope plan --json` prints, possibly edited by hand, checked against the workload so
+// that the executors can trust every shard.
+
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "embedscope/engine/sharding.h"
+#include "embedscope/engine/spec.h"
+
+namespace embedscope::engine {
+
+/// Reads a plan in the format of to_json(spec, plan):
+///   {"world_size": W, "local_world_size": L, "tables": [{"name": "t0", "sharding_type":
+///    "table_wise", "node": 0 (table_row_wise only), "shards": [{"rank", "row_offset",
+///    "num_rows", "col_offset", "num_cols"}, ...]}, ...]}
+/// The keys `plan --json` adds for reading ("pipeline", "qcomms", "network", "memory") are
+/// accepted and ignored (the workload decides them); any other key is an error. Tables are
+/// matched by name and may come in any order; every table of the workload must appear once.
+/// The plan is validated (validate_plan). Throws SpecError "<origin>: <json pointer>: <reason>",
+/// e.g. "p.json: /tables/1/shards/0: rows [0, 120) are outside table t1 (100 rows)".
+ShardingPlan plan_from_json(const WorkloadSpec& spec, const nlohmann::json& j, const std::string& origin);
+
+/// Reads and parses a plan file (plan_from_json); SpecError names the file, and the line of a
+/// JSON syntax error.
+ShardingPlan load_plan_file(const WorkloadSpec& spec, const std::string& path);
+
+/// Checks that a plan can run the workload: world_size = devices.count, local_world_size
+/// divides it, one TablePlan per table in table order, and per sharding type the shards the
+/// executors expect:
+///  - every shard inside its table (rows and columns), ranks in [0, world_size), num_cols > 0;
+///  - data_parallel: one full replica on every rank;
+///  - table_wise: one shard with all rows and columns;
+///  - row_wise: one shard per rank, all columns, the row ranges covering the table exactly once
+///    (no overlap, no gap; a rank may hold 0 rows);
+///  - table_row_wise: node in [0, nodes), one shard per rank of that node, rows as row_wise;
+///  - column_wise: all rows, column ranges covering the columns exactly once.
+/// Throws SpecError "<origin>: /tables/<i>[/shards/<k>]: <reason>" naming the table.
+void validate_plan(const WorkloadSpec& spec, const ShardingPlan& plan, const std::string& origin);
+
+}  // namespace embedscope::engine

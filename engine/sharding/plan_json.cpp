@@ -1,0 +1,235 @@
+#include "embedscope/engine/sharding/plan_json.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace embedscope::engine {
+
+namespace detail {
+nlohmann::json parse_json_text(const std::string& text, const std::string& origin);  // workload reader
+}
+
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void fail(const std::string& origin, const std::string& where, const std::string& why) {
+  throw SpecError(fmt::format("{}: {}: {}", origin, where.empty() ? "/" : where, why));
+}
+
+void only_keys(const json& j, std::initializer_list<const char*> keys, const std::string& origin,
+               const std::string& where) {
+  for (const auto& [k, v] : j.items())
+    if (std::none_of(keys.begin(), keys.end(), [&](const char* a) { return k == a; })) {
+      std::string list;
+      for (const char* a : keys) list += (list.empty() ? "" : ", ") + std::string(a);
+      fail(origin, where + "/" + k, fmt::format("unknown key (expected one of: {})", list));
+    }
+}
+
+int64_t get_int(const json& j, const char* key, const std::string& origin, const std::string& where,
+                bool required = true, int64_t dflt = 0) {
+  if (!j.contains(key)) {
+    if (required) fail(origin, where, fmt::format("missing \"{}\"", key));
+    return dflt;
+  }
+  const json& v = j.at(key);
+  if (!v.is_number_integer()) fail(origin, where + "/" + key, fmt::format("must be an integer, got {}", v.dump()));
+  return v.get<int64_t>();
+}
+
+// Ranges [offset, offset + size) must tile [0, total) exactly: returns the first problem, or "".
+std::string tiling_problem(std::vector<std::pair<int64_t, int64_t>> ranges, int64_t total, const char* what) {
+  std::sort(ranges.begin(), ranges.end());
+  int64_t at = 0;
+  for (const auto& [off, n] : ranges) {
+    if (n == 0) continue;
+    if (off > at) return fmt::format("{} [{}, {}) are held by no shard", what, at, off);
+    if (off < at) return fmt::format("{} [{}, {}) are held by two shards", what, off, std::min(at, off + n));
+    at = off + n;
+  }
+  if (at < total) return fmt::format("{} [{}, {}) are held by no shard", what, at, total);
+  return "";
+}
+
+}  // namespace
+
+void validate_plan(const WorkloadSpec& spec, const ShardingPlan& plan, const std::string& origin) {
+  const int W = plan.world_size;
+  if (W != spec.devices.count)
+    fail(origin, "/world_size", fmt::format("the plan is for {} ranks but the workload has devices.count {}", W,
+                                            spec.devices.count));
+  if (plan.local_world_size < 1 || W % plan.local_world_size != 0)
+    fail(origin, "/local_world_size", fmt::format("{} does not divide world_size {}", plan.local_world_size, W));
+  const int nodes = W / plan.local_world_size;
+  if (plan.tables.size() != spec.tables.size())
+    fail(origin, "/tables", fmt::format("{} tables planned, the workload has {}", plan.tables.size(), spec.tables.size()));
+  for (size_t i = 0; i < plan.tables.size(); ++i) {
+    const TablePlan& tp = plan.tables[i];
+    const std::string where = fmt::format("/tables/{}", i);
+    if (tp.table != static_cast<int>(i)) fail(origin, where, fmt::format("plans table {}, expected table {}", tp.table, i));
+    const TableSpec& t = spec.tables[i];
+    const std::string tname = fmt::format("table {} ({} rows x {} columns, {})", t.name, t.num_embeddings,
+                                          t.embedding_dim, to_string(tp.type));
+    if (tp.shards.empty()) fail(origin, where + "/shards", fmt::format("{} has no shard", tname));
+    std::vector<std::pair<int64_t, int64_t>> rows, cols;
+    std::vector<int> ranks;
+    for (size_t k = 0; k < tp.shards.size(); ++k) {
+      const Shard& s = tp.shards[k];
+      const std::string sw = fmt::format("{}/shards/{}", where, k);
+      if (s.rank < 0 || s.rank >= W) fail(origin, sw, fmt::format("rank {} is outside [0, {})", s.rank, W));
+      if (s.row_offset < 0 || s.num_rows < 0 || s.row_offset + s.num_rows > t.num_embeddings)
+        fail(origin, sw, fmt::format("rows [{}, {}) are outside {}", s.row_offset, s.row_offset + s.num_rows, tname));
+      if (s.col_offset < 0 || s.num_cols <= 0 || s.col_offset + s.num_cols > t.embedding_dim)
+        fail(origin, sw, fmt::format("columns [{}, {}) are outside {} (a shard has at least one column)",
+                                     s.col_offset, s.col_offset + s.num_cols, tname));
+      const bool all_rows = s.row_offset == 0 && s.num_rows == t.num_embeddings;
+      const bool all_cols = s.col_offset == 0 && s.num_cols == t.embedding_dim;
+      if ((tp.type == ShardingType::data_parallel || tp.type == ShardingType::table_wise ||
+           tp.type == ShardingType::column_wise) && !all_rows)
+        fail(origin, sw, fmt::format("{}: a shard holds every row, got rows [{}, {})", tname, s.row_offset,
+                                     s.row_offset + s.num_rows));
+      if (tp.type != ShardingType::column_wise && !all_cols)
+        fail(origin, sw, fmt::format("{}: a shard holds every column, got columns [{}, {})", tname, s.col_offset,
+                                     s.col_offset + s.num_cols));
+      rows.emplace_back(s.row_offset, s.num_rows);
+      cols.emplace_back(s.col_offset, s.num_cols);
+      ranks.push_back(s.rank);
+    }
+    auto expect_ranks = [&](std::vector<int> want, const char* what) {
+      std::vector<int> got = ranks;
+      std::sort(got.begin(), got.end());
+      if (got != want) {
+        std::string w, g;
+        for (int r : want) w += (w.empty() ? "" : ", ") + std::to_string(r);
+        for (int r : got) g += (g.empty() ? "" : ", ") + std::to_string(r);
+        fail(origin, where + "/shards", fmt::format("{}: {} ranks [{}], got [{}]", tname, what, w, g));
+      }
+    };
+    std::vector<int> all(static_cast<size_t>(W));
+    for (int r = 0; r < W; ++r) all[static_cast<size_t>(r)] = r;
+    std::string gap;
+    switch (tp.type) {
+      case ShardingType::data_parallel: expect_ranks(all, "a replica on each of the"); break;
+      case ShardingType::table_wise:
+        if (tp.shards.size() != 1) fail(origin, where + "/shards", fmt::format("{}: one shard, got {}", tname, tp.shards.size()));
+        break;
+      case ShardingType::row_wise:
+        expect_ranks(all, "one shard on each of the");
+        gap = tiling_problem(rows, t.num_embeddings, "rows");
+        break;
+      case ShardingType::table_row_wise: {
+        if (tp.node < 0 || tp.node >= nodes)
+          fail(origin, where + "/node", fmt::format("{}: node {} is outside [0, {})", tname, tp.node, nodes));
+        std::vector<int> node_ranks;
+        for (int l = 0; l < plan.local_world_size; ++l) node_ranks.push_back(tp.node * plan.local_world_size + l);
+        expect_ranks(node_ranks, fmt::format("one shard on each of node {}'s", tp.node).c_str());
+        gap = tiling_problem(rows, t.num_embeddings, "rows");
+        break;
+      }
+      case ShardingType::column_wise: gap = tiling_problem(cols, t.embedding_dim, "columns"); break;
+    }
+    if (!gap.empty()) fail(origin, where + "/shards", fmt::format("{}: {}", tname, gap));
+  }
+}
+
+ShardingPlan plan_from_json(const WorkloadSpec& spec, const json& j, const std::string& origin) {
+  if (!j.is_object()) fail(origin, "", "a sharding plan is a JSON object (as `embedscope plan --json` prints)");
+  only_keys(j, {"world_size", "local_world_size", "tables", "pipeline", "qcomms", "network", "memory"}, origin, "");
+  ShardingPlan plan;
+  plan.world_size = static_cast<int>(get_int(j, "world_size", origin, ""));
+  plan.local_world_size = static_cast<int>(get_int(j, "local_world_size", origin, "", false, plan.world_size));
+  if (!j.contains("tables") || !j.at("tables").is_array()) fail(origin, "/tables", "must be an array of tables");
+  plan.tables.resize(spec.tables.size());
+  std::vector<bool> seen(spec.tables.size(), false);
+  const json& tables = j.at("tables");
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const json& tj = tables[i];
+    const std::string where = fmt::format("/tables/{}", i);
+    if (!tj.is_object()) fail(origin, where, "must be an object");
+    only_keys(tj, {"name", "sharding_type", "node", "shards"}, origin, where);
+    if (!tj.contains("name") || !tj.at("name").is_string()) fail(origin, where + "/name", "must be a table name");
+    const std::string name = tj.at("name").get<std::string>();
+    int t = -1;
+    for (size_t k = 0; k < spec.tables.size(); ++k)
+      if (spec.tables[k].name == name) t = static_cast<int>(k);
+    if (t < 0) fail(origin, where + "/name", fmt::format("the workload has no table '{}'", name));
+    if (seen[static_cast<size_t>(t)]) fail(origin, where + "/name", fmt::format("table '{}' is planned twice", name));
+    seen[static_cast<size_t>(t)] = true;
+    TablePlan& tp = plan.tables[static_cast<size_t>(t)];
+    tp.table = t;
+    if (!tj.contains("sharding_type") || !tj.at("sharding_type").is_string())
+      fail(origin, where + "/sharding_type", "must be a sharding type name");
+    try {
+      tp.type = sharding_type_from_string(tj.at("sharding_type").get<std::string>(), where + "/sharding_type");
+    } catch (const SpecError& e) {
+      throw SpecError(fmt::format("{}: {}", origin, e.what()));
+    }
+    tp.node = static_cast<int>(get_int(tj, "node", origin, where, false, -1));
+    if (tp.type != ShardingType::table_row_wise && tp.node != -1)
+      fail(origin, where + "/node", fmt::format("only table_row_wise tables have a node ({} is {})", name, to_string(tp.type)));
+    if (!tj.contains("shards") || !tj.at("shards").is_array()) fail(origin, where + "/shards", "must be an array of shards");
+    const json& shards = tj.at("shards");
+    for (size_t k = 0; k < shards.size(); ++k) {
+      const json& sj = shards[k];
+      const std::string sw = fmt::format("{}/shards/{}", where, k);
+      if (!sj.is_object()) fail(origin, sw, "must be an object");
+      only_keys(sj, {"rank", "row_offset", "num_rows", "col_offset", "num_cols"}, origin, sw);
+      Shard s;
+      s.rank = static_cast<int>(get_int(sj, "rank", origin, sw));
+      s.row_offset = get_int(sj, "row_offset", origin, sw);
+      s.num_rows = get_int(sj, "num_rows", origin, sw);
+      s.col_offset = get_int(sj, "col_offset", origin, sw);
+      s.num_cols = get_int(sj, "num_cols", origin, sw);
+      tp.shards.push_back(s);
+    }
+  }
+  for (size_t t = 0; t < seen.size(); ++t)
+    if (!seen[t]) fail(origin, "/tables", fmt::format("table '{}' of the workload is not planned", spec.tables[t].name));
+  // validate_plan names tables by their index in the workload; report the plan file's index
+  try {
+    validate_plan(spec, plan, origin);
+  } catch (const SpecError& e) {
+    std::string msg = e.what();
+    const std::string prefix = origin + ": /tables/";
+    if (msg.rfind(prefix, 0) == 0) {
+      const size_t at = prefix.size();
+      size_t end = at;
+      while (end < msg.size() && std::isdigit(static_cast<unsigned char>(msg[end]))) ++end;
+      const std::string name = spec.tables[std::stoul(msg.substr(at, end - at))].name;
+      for (size_t i = 0; i < tables.size(); ++i)
+        if (tables[i].value("name", "") == name) msg = prefix + std::to_string(i) + msg.substr(end);
+    }
+    throw SpecError(msg);
+  }
+  return plan;
+}
+
+ShardingPlan load_plan_file(const WorkloadSpec& spec, const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) throw SpecError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  std::string text;
+  char buf[1 << 16];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    text.append(buf, n);
+    if (text.size() > kMaxWorkloadFileBytes) {
+      std::fclose(f);
+      throw SpecError(fmt::format("{}: larger than {} MiB; not a sharding plan", path, kMaxWorkloadFileBytes >> 20));
+    }
+  }
+  const bool failed = std::ferror(f) != 0;
+  const int err = errno;
+  std::fclose(f);
+  if (failed) throw SpecError(fmt::format("{}: cannot read: {}", path, std::strerror(err)));
+  return plan_from_json(spec, detail::parse_json_text(text, path), path);
+}
+
+}  // namespace embedscope::engine
