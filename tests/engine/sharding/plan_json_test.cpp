@@ -1,0 +1,154 @@
+// Plans read from JSON (`embedscope run --plan`): round trip, every validation error, and a run
+// of a hand-edited plan.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/sharding/plan_json.h"
+#include "embedscope/engine/trainer.h"
+
+using namespace embedscope::engine;
+using nlohmann::json;
+
+namespace {
+WorkloadSpec tiny(int world, ShardingType type = ShardingType::table_wise) {
+  WorkloadSpec s = load_preset("tiny");
+  s.devices.count = world;
+  s.sharding.default_type = type;
+  s.sharding.per_table.clear();
+  s.steps = 3;
+  return s;
+}
+bool same(const ShardingPlan& a, const ShardingPlan& b) { return to_json(load_preset("tiny"), a) == to_json(load_preset("tiny"), b); }
+
+std::string error_of(const WorkloadSpec& s, const json& j) {
+  try {
+    plan_from_json(s, j, "p.json");
+  } catch (const SpecError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+}  // namespace
+
+TEST(PlanJson, RoundTripsEveryShardingType) {
+  for (ShardingType t : {ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,
+                         ShardingType::column_wise, ShardingType::table_row_wise}) {
+    WorkloadSpec s = tiny(4, t);
+    if (t == ShardingType::table_row_wise) s.sharding.local_world_size = 2;
+    const ShardingPlan p = plan_sharding(s);
+    EXPECT_TRUE(same(plan_from_json(s, to_json(s, p), "p.json"), p)) << to_string(t);
+  }
+}
+
+TEST(PlanJson, AcceptsWhatPlanJsonPrintsAndTablesInAnyOrder) {
+  const WorkloadSpec s = tiny(2);
+  json j = to_json(s, plan_sharding(s));
+  j["pipeline"] = "base";
+  j["qcomms"] = json::object();
+  j["network"] = json::object();
+  j["memory"] = json::array();
+  std::swap(j["tables"][0], j["tables"][3]);
+  EXPECT_TRUE(same(plan_from_json(s, j, "p.json"), plan_sharding(s)));
+}
+
+TEST(PlanJson, ErrorsNameTheFileTheShardAndTheReason) {
+  const WorkloadSpec s = tiny(2);
+  const json good = to_json(s, plan_sharding(s));  // t_small, t_a, t_b on rank 1; t_c on rank 0
+  json j = good;
+  j["tables"][3]["shards"][0]["num_rows"] = 1200;
+  EXPECT_EQ(error_of(s, j),
+            "p.json: /tables/3/shards/0: rows [0, 1200) are outside table t_c (1000 rows x 12 columns, table_wise)");
+  j = good;
+  j["tables"][1]["shards"][0]["rank"] = 2;
+  EXPECT_EQ(error_of(s, j), "p.json: /tables/1/shards/0: rank 2 is outside [0, 2)");
+  j = good;
+  j["world_size"] = 3;
+  EXPECT_EQ(error_of(s, j), "p.json: /world_size: the plan is for 3 ranks but the workload has devices.count 2");
+  j = good;
+  j["tables"].erase(2);
+  EXPECT_EQ(error_of(s, j), "p.json: /tables: table 't_b' of the workload is not planned");
+  j = good;
+  j["tables"][2]["name"] = "t_x";
+  EXPECT_EQ(error_of(s, j), "p.json: /tables/2/name: the workload has no table 't_x'");
+  j = good;
+  j["tables"][1]["name"] = "t_small";
+  EXPECT_EQ(error_of(s, j), "p.json: /tables/1/name: table 't_small' is planned twice");
+  j = good;
+  j["tables"][0]["shards"][0]["extra"] = 1;
+  EXPECT_EQ(error_of(s, j),
+            "p.json: /tables/0/shards/0/extra: unknown key (expected one of: rank, row_offset, num_rows, col_offset, "
+            "num_cols)");
+  j = good;
+  j["tables"][0]["sharding_type"] = "diagonal";
+  EXPECT_NE(error_of(s, j).find("p.json: /tables/0/sharding_type"), std::string::npos) << error_of(s, j);
+  j = good;
+  j["tables"][3]["shards"][0]["num_rows"] = "many";
+  EXPECT_EQ(error_of(s, j), "p.json: /tables/3/shards/0/num_rows: must be an integer, got \"many\"");
+  j = good;
+  j["tables"][3]["shards"].push_back(j["tables"][3]["shards"][0]);
+  EXPECT_EQ(error_of(s, j), "p.json: /tables/3/shards: table t_c (1000 rows x 12 columns, table_wise): one shard, got 2");
+  EXPECT_EQ(error_of(s, json::array()), "p.json: /: a sharding plan is a JSON object (as `embedscope plan --json` prints)");
+}
+
+TEST(PlanJson, RowAndColumnRangesMustCoverTheTableOnce) {
+  const WorkloadSpec rw = tiny(2, ShardingType::row_wise);
+  const json good = to_json(rw, plan_sharding(rw));  // t_c rows [0, 500) on rank 0, [500, 1000) on rank 1
+  json j = good;
+  j["tables"][3]["shards"][1]["row_offset"] = 400;
+  j["tables"][3]["shards"][1]["num_rows"] = 600;
+  EXPECT_EQ(error_of(rw, j),
+            "p.json: /tables/3/shards: table t_c (1000 rows x 12 columns, row_wise): rows [400, 500) are held by two shards");
+  j = good;
+  j["tables"][3]["shards"][1]["num_rows"] = 400;
+  EXPECT_EQ(error_of(rw, j),
+            "p.json: /tables/3/shards: table t_c (1000 rows x 12 columns, row_wise): rows [900, 1000) are held by no shard");
+  j = good;
+  j["tables"][3]["shards"][1]["rank"] = 0;
+  EXPECT_EQ(error_of(rw, j),
+            "p.json: /tables/3/shards: table t_c (1000 rows x 12 columns, row_wise): one shard on each of the ranks [0, 1], "
+            "got [0, 0]");
+  // uneven but complete row ranges are a valid plan
+  j = good;
+  j["tables"][3]["shards"][0]["num_rows"] = 100;
+  j["tables"][3]["shards"][1]["row_offset"] = 100;
+  j["tables"][3]["shards"][1]["num_rows"] = 900;
+  EXPECT_EQ(plan_from_json(rw, j, "p.json").tables[3].shards[1].num_rows, 900);
+
+  const WorkloadSpec cw = tiny(2, ShardingType::column_wise);
+  json c = to_json(cw, plan_sharding(cw));
+  c["tables"][3]["shards"][0]["num_cols"] = 3;  // t_c: 12 columns as 8 + 4; now 3 + 4
+  EXPECT_NE(error_of(cw, c).find("columns [3, 8) are held by no shard"), std::string::npos) << error_of(cw, c);
+  c = to_json(cw, plan_sharding(cw));
+  c["tables"][3]["shards"][0]["row_offset"] = 1;
+  c["tables"][3]["shards"][0]["num_rows"] = 999;
+  EXPECT_NE(error_of(cw, c).find("a shard holds every row, got rows [1, 1000)"), std::string::npos) << error_of(cw, c);
+}
+
+TEST(PlanJson, RunTrainingValidatesTheGivenPlan) {
+  const WorkloadSpec s = tiny(2);
+  ShardingPlan p = plan_sharding(s);
+  p.tables[3].shards[0].rank = 5;
+  EXPECT_THROW(run_training(s, p), SpecError);
+}
+
+// A hand-edited plan runs as written: t_c (1000 x 12, 2 ids per bag) moves from rank 0 to rank
+// 1, so rank 0 looks up nothing and rank 1 every id.
+TEST(PlanJson, AHandEditedPlanRunsAsWritten) {
+  const WorkloadSpec s = tiny(2);
+  json j = to_json(s, plan_sharding(s));
+  ASSERT_EQ(j["tables"][3]["shards"][0]["rank"], 0);
+  j["tables"][3]["shards"][0]["rank"] = 1;
+  const ShardingPlan p = plan_from_json(s, j, "moved.json");
+  TrainerOptions opt;
+  opt.trace = false;
+  const RunResult r = run_training(s, p, opt);
+  ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
+  EXPECT_EQ(r.plan.tables[3].shards[0].rank, 1);
+  EXPECT_EQ(r.ranks[0].ids_looked_up, 0);
+  EXPECT_GT(r.ranks[1].ids_looked_up, 0);
+  // under the planner's plan rank 0 looks up f_c: 3 steps x 2 ranks x 8 bags x 2 ids
+  const RunResult planned = run_training(s, plan_sharding(s), opt);
+  EXPECT_EQ(planned.ranks[0].ids_looked_up, 3 * 2 * 8 * 2);
+  EXPECT_EQ(r.ranks[1].ids_looked_up, planned.ranks[0].ids_looked_up + planned.ranks[1].ids_looked_up);
+}
