@@ -37,6 +37,16 @@ int64_t CollectiveCall::bytes_received() const {
   return all_to_all_bytes(send_elements, recv_elements, group_rank, elem_bytes).received;
 }
 
+const char* to_string(PhaseKind k) {
+  switch (k) {
+    case PhaseKind::start_batch: return "start_batch";
+    case PhaseKind::lookup: return "lookup";
+    case PhaseKind::finish_output_dist: return "finish_output_dist";
+    case PhaseKind::train: return "train";
+  }
+  return "start_batch";
+}
+
 std::vector<const ProgramOp*> StepProgram::lane(sessions::Lane l) const {
   std::vector<const ProgramOp*> out;
   for (const auto& op : ops)
@@ -109,6 +119,20 @@ class Emitter {
   int last_compute_ = -1, last_comm_ = -1, sync_comm_ = -1;
 };
 
+// Records one schedule entry around the ops a phase emits.
+class PhaseScope {
+ public:
+  PhaseScope(StepProgram& p, PhaseKind kind, int batch, bool sync) : p_(p) {
+    p_.schedule.push_back({kind, batch, sync, static_cast<int>(p_.ops.size()), 0});
+  }
+  ~PhaseScope() { p_.schedule.back().num_ops = static_cast<int>(p_.ops.size()) - p_.schedule.back().first_op; }
+  PhaseScope(const PhaseScope&) = delete;
+  PhaseScope& operator=(const PhaseScope&) = delete;
+
+ private:
+  StepProgram& p_;
+};
+
 class Builder {
  public:
   Builder(const WorkloadSpec& spec, const ShardingPlan& plan, int rank, StepProgram& p)
@@ -126,6 +150,7 @@ class Builder {
   // ---- the phases of one batch (trainer.cpp runs the same ones) -------------------------------
   /// input, bucketize, and the KJT all-to-all (splits, lengths, ids).
   void start_batch(int batch, bool sync) {
+    PhaseScope ph(p_, PhaseKind::start_batch, batch, sync);
     e_.compute("input", OpCategory::input, batch,
                fmt::format("make this rank's batch ({} samples, {} features) and check its ids", B_, spec_.features.size()));
     e_.compute("bucketize", OpCategory::input, batch,
@@ -156,6 +181,7 @@ class Builder {
 
   /// kjt_permute, lookup and the output dist (pooled embeddings to the ranks owning the samples).
   void lookup_and_output_dist(int batch, bool sync, bool input_dist_earlier) {
+    PhaseScope ph(p_, PhaseKind::lookup, batch, sync);
     e_.compute("kjt_permute", OpCategory::input, batch,
                input_dist_earlier ? "arrange the received ids per local shard (their input dist ran in the previous step)"
                                   : "arrange the received ids per local shard");
@@ -208,7 +234,10 @@ class Builder {
   }
 
   /// The dense part, the gradient dist, the embedding update and the dense all-reduce.
+  void finish_output_dist(int batch) { PhaseScope ph(p_, PhaseKind::finish_output_dist, batch, true); }
+
   void train(int batch, bool output_dist_earlier) {
+    PhaseScope ph(p_, PhaseKind::train, batch, true);
     DenseModel dense(spec_, L_.dim);
     auto buckets = dense_buckets(dense.param_tensors(), spec_.dense ? spec_.dense->bucket_cap_bytes : int64_t{25} << 20);
     if (buckets.empty()) buckets.emplace_back(0, 0);
@@ -388,19 +417,22 @@ StepProgram build_step_program(const WorkloadSpec& spec, const ShardingPlan& pla
     case PipelineKind::base:
       b.start_batch(0, true);
       b.lookup_and_output_dist(0, true, false);
+      b.finish_output_dist(0);
       b.train(0, false);
       break;
-    case PipelineKind::sparse_dist:
+    case PipelineKind::sparse_dist:  // the next batch's input dist runs under the dense part
       if (iteration == 0) b.start_batch(0, true);
       b.lookup_and_output_dist(0, true, iteration > 0);
+      b.finish_output_dist(0);
       if (has(iteration + 1)) b.start_batch(1, false);
       b.train(0, false);
       break;
-    case PipelineKind::semi_sync:
+    case PipelineKind::semi_sync:  // the next batch's lookup and output dist run under the dense part
       if (iteration == 0) {
         b.start_batch(0, true);
         b.lookup_and_output_dist(0, true, false);
       }
+      b.finish_output_dist(0);
       if (has(iteration + 1)) {
         if (iteration == 0) b.start_batch(1, true);
         b.lookup_and_output_dist(1, false, iteration > 0);
@@ -425,6 +457,12 @@ nlohmann::json to_json(const StepProgram& p) {
   j["iteration"] = p.iteration;
   j["step"] = p.step;
   j["pipeline"] = to_string(p.pipeline);
+  auto& sched = j["schedule"] = nlohmann::json::array();
+  for (const auto& ph : p.schedule) {
+    std::vector<int> ids(static_cast<size_t>(ph.num_ops));
+    std::iota(ids.begin(), ids.end(), ph.first_op);
+    sched.push_back({{"phase", to_string(ph.kind)}, {"batch", ph.batch}, {"sync", ph.sync}, {"ops", ids}});
+  }
   auto& ops = j["ops"] = nlohmann::json::array();
   for (const auto& op : p.ops) {
     nlohmann::json o;
@@ -454,8 +492,11 @@ nlohmann::json to_json(const StepProgram& p) {
 }
 
 std::string to_text(const StepProgram& p) {
-  std::string out = fmt::format("rank {} of {}, iteration {} (step {}), pipeline {}\n", p.rank, p.world_size, p.iteration,
-                                p.step, to_string(p.pipeline));
+  std::string out = fmt::format("rank {} of {}, iteration {} (step {}), pipeline {}\nschedule:", p.rank, p.world_size,
+                                p.iteration, p.step, to_string(p.pipeline));
+  for (const auto& ph : p.schedule)
+    out += fmt::format(" {}({:+}{})", to_string(ph.kind), ph.batch, ph.sync ? "" : ", async");
+  out += "\n";
   out += fmt::format("{:>3}  {:<7} {:>5}  {:<40} {:<14} {}\n", "id", "lane", "batch", "op", "waits for", "collectives");
   for (const auto& op : p.ops) {
     std::string waits;

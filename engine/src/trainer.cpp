@@ -26,6 +26,7 @@
 #include "embedscope/engine/id_histogram.h"
 #include "embedscope/engine/kernels.h"
 #include "embedscope/engine/memory.h"
+#include "embedscope/engine/program/step_program.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/profiler/tracer.h"
 #include "embedscope/sessions/session.h"
@@ -215,9 +216,9 @@ class Rank {
   void lookup(Inflight& b);
   void start_output_dist(Inflight& b, bool async);
   void finish_output_dist(Inflight& b);                           // waits; pooled outputs in place
-  /// dense forward/backward, grad dist, embedding backward + optimizers, dense all-reduce;
-  /// `before_dense` runs just before the dense part (the pipelines start the next batch there).
-  bool train(Inflight& b, const std::function<void()>& before_dense);
+  /// dense forward/backward, grad dist, embedding backward + optimizers, dense all-reduce
+  /// (after finish_output_dist of the batch).
+  bool train(Inflight& b);
   sessions::LoadCounter& load_of(int table, int shard_index);
   static std::vector<float> mean_scale(const int64_t* lens, size_t n);
   bool is_mean(int table) const;
@@ -293,8 +294,9 @@ class Rank {
   IdHistogram id_histogram_{sh_.spec};  // ids over row buckets, measured steps
   int64_t step_ = 0;        // the step being run (spans, load counters)
   bool measured_ = false;   // it is a measured step (not warmup)
-  std::unique_ptr<Inflight> next_;        // semi_sync: the next batch, looked up, output dist queued
-  std::unique_ptr<Inflight> next_input_;  // the batch whose input dist was queued ahead
+  std::map<int64_t, std::unique_ptr<Inflight>> inflight_;  // batches started, by iteration
+  std::map<int, std::vector<Phase>> schedules_;             // by place in the run (schedule_of)
+  const std::vector<Phase>& schedule_of(int64_t it);
   // DDP buckets of the dense gradients: [begin, end) in parameter order, in launch order (the
   // last always exists and carries the loss), the reduce buffer and the launched buckets
   std::vector<std::pair<int64_t, int64_t>> buckets_;
@@ -598,50 +600,44 @@ void Rank::main() {
   summary.allocator_ns = arena_.allocator_ns();
 }
 
+// The executor does not know the pipelines: it runs the phases of the step's program in the
+// order of its schedule (program/step_program.h), each on the batch it names.
 bool Rank::step(int64_t it) {
   const WorkloadSpec& spec = sh_.spec;
   step_ = step_of(it);
   measured_ = it >= spec.warmup_steps;
   load_.clear();
-  auto has = [&](int64_t i) { return i < spec.warmup_steps + spec.steps; };
-  std::unique_ptr<Inflight> cur = std::move(next_);
-  switch (spec.pipeline) {
-    case PipelineKind::base:
-      cur = start_batch(it, false);
-      finish_input(*cur);
-      lookup(*cur);
-      start_output_dist(*cur, false);
-      return train(*cur, [] {});
-    case PipelineKind::sparse_dist:
-      cur = next_input_ ? std::move(next_input_) : start_batch(it, false);  // the first: nothing prefetched
-      finish_input(*cur);
-      lookup(*cur);
-      start_output_dist(*cur, false);
-      // The input dist of the next batch runs on the comm worker under the dense part.
-      return train(*cur, [&] {
-        if (has(it + 1)) next_input_ = start_batch(it + 1, true);
-      });
-    case PipelineKind::semi_sync:
-      if (!cur) {  // the first batch: its lookup and output dist run in this step
-        cur = start_batch(it, false);
-        finish_input(*cur);
-        lookup(*cur);
-        start_output_dist(*cur, false);
+  bool stop = false;
+  for (const Phase& ph : schedule_of(it)) {
+    const int64_t bi = it + ph.batch;
+    switch (ph.kind) {
+      case PhaseKind::start_batch: inflight_[bi] = start_batch(bi, !ph.sync); break;
+      case PhaseKind::lookup: {
+        Inflight& b = *inflight_.at(bi);
+        finish_input(b);
+        lookup(b);
+        start_output_dist(b, !ph.sync);
+        break;
       }
-      // The next batch is looked up now, before this batch's embedding update (one step of
-      // staleness), and its output dist runs on the comm worker under this batch's dense part,
-      // followed there by the input dist of the batch after it (as in sparse_dist).
-      return train(*cur, [&] {
-        if (!has(it + 1)) return;
-        auto nb = next_input_ ? std::move(next_input_) : start_batch(it + 1, false);
-        finish_input(*nb);
-        lookup(*nb);
-        start_output_dist(*nb, true);
-        next_ = std::move(nb);
-        if (has(it + 2)) next_input_ = start_batch(it + 2, true);
-      });
+      case PhaseKind::finish_output_dist: finish_output_dist(*inflight_.at(bi)); break;
+      case PhaseKind::train:
+        stop = train(*inflight_.at(bi));
+        inflight_.erase(bi);
+        break;
+    }
   }
-  return false;
+  return stop;
+}
+
+const std::vector<Phase>& Rank::schedule_of(int64_t it) {
+  // The schedule depends on the iteration only through its place in the run (first, last
+  // two, steady state): one program per place.
+  const int64_t total = sh_.spec.warmup_steps + sh_.spec.steps;
+  const int key = (it == 0 ? 1 : 0) | (it + 1 < total ? 2 : 0) | (it + 2 < total ? 4 : 0);
+  auto found = schedules_.find(key);
+  if (found == schedules_.end())
+    found = schedules_.emplace(key, build_step_program(sh_.spec, sh_.plan, me_, it).schedule).first;
+  return found->second;
 }
 
 sessions::LoadCounter& Rank::load_of(int table, int shard_index) {
@@ -1004,7 +1000,7 @@ void Rank::finish_output_dist(Inflight& b) {
       sh_.opt.on_pooled(me_, b.it, f, b.pooled[static_cast<size_t>(f)].data(), B, L_.dim[static_cast<size_t>(f)]);
 }
 
-bool Rank::train(Inflight& b, const std::function<void()>& before_dense) {
+bool Rank::train(Inflight& b) {
   const WorkloadSpec& spec = sh_.spec;
   const int W = L_.world;
   const int64_t B = L_.B;
@@ -1017,8 +1013,6 @@ bool Rank::train(Inflight& b, const std::function<void()>& before_dense) {
   const CommPrecision prec = spec.qcomms.backward_precision;
   auto feature_table = [&](int f) { return spec.table_of_feature(static_cast<size_t>(f)); };
   const auto& lengths = b.batch.kjt.lengths;
-  finish_output_dist(b);
-  before_dense();
 
   // ---- dense forward / loss / backward --------------------------------------------------------
   std::vector<DeviceBuffer<float>> dpooled(static_cast<size_t>(F));

@@ -197,6 +197,15 @@ TEST(StepProgram, PipelinesAreSchedulesOverTheBatchPhases) {
     EXPECT_EQ(names(build_step_program(s, plan, 0, 3)), train);
     const StepProgram p = build_step_program(s, plan, 0, 1);
     for (int w : op_named(p, "dense_forward_backward").waits_for) EXPECT_NE(p.ops[w].lane, Lane::comm);
+    // the schedule the executors follow: wait for this batch's output dist (queued in the
+    // previous step), look up the next batch and queue its output dist, start the one after
+    std::vector<std::string> sched;
+    for (const Phase& ph : p.schedule)
+      sched.push_back(std::string(to_string(ph.kind)) + "@" + std::to_string(ph.batch) + (ph.sync ? "" : " async"));
+    EXPECT_EQ(sched, (std::vector<std::string>{"finish_output_dist@0", "lookup@1 async", "start_batch@2 async", "train@0"}));
+    EXPECT_EQ(p.schedule[1].first_op, 0);
+    EXPECT_EQ(p.schedule[1].num_ops, 3);
+    EXPECT_EQ(p.schedule[0].num_ops, 0);
   }
   EXPECT_EQ(steady_iteration(tiny(2, ShardingType::table_wise, PipelineKind::semi_sync)), 1);
   EXPECT_EQ(steady_iteration(tiny(2, ShardingType::table_wise)), 0);

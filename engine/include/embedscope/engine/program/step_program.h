@@ -82,6 +82,27 @@ struct ProgramOp {
   std::string what;           ///< one line for people: what the op does
 };
 
+/// The phases of a batch, the units a pipeline schedules (each a run of ops of one batch).
+enum class PhaseKind {
+  start_batch,        ///< input, bucketize, input dist (KJT all-to-all)
+  lookup,             ///< kjt_permute, lookup, output dist (queued; `sync`: waited for)
+  finish_output_dist, ///< waits for the batch's output dist and unpacks the pooled embeddings (no op of its own)
+  train,              ///< dense forward/backward, DDP buckets, grad dist, embedding and dense optimizers
+};
+const char* to_string(PhaseKind k);
+
+/// One entry of a step's schedule: a phase of batch `batch` (relative to the step's own), its
+/// ops [first_op, first_op + num_ops) in StepProgram::ops.
+struct Phase {
+  PhaseKind kind = PhaseKind::start_batch;
+  int batch = 0;
+  /// start_batch / lookup: the compute worker waits for the phase's collectives (false: they
+  /// run on the comm lane under what follows, and a later phase waits for them).
+  bool sync = true;
+  int first_op = 0;
+  int num_ops = 0;
+};
+
 /// The program of one step of one rank.
 struct StepProgram {
   int rank = 0;
@@ -90,6 +111,8 @@ struct StepProgram {
   int64_t step = 0;            ///< as the session numbers steps (iteration - warmup_steps)
   PipelineKind pipeline = PipelineKind::base;
   std::vector<ProgramOp> ops;  ///< in the order the rank issues them
+  /// The pipeline's schedule of this step: the phases in the order the executors run them.
+  std::vector<Phase> schedule;
   /// Ops on one lane, in order.
   std::vector<const ProgramOp*> lane(sessions::Lane l) const;
 };
@@ -105,7 +128,8 @@ StepProgram build_step_program(const WorkloadSpec& spec, const ShardingPlan& pla
 /// semi_sync 1), or the last iteration when the run is too short to have one.
 int64_t steady_iteration(const WorkloadSpec& spec);
 
-/// {"rank", "world_size", "iteration", "step", "pipeline", "ops": [{"id", "name", "lane",
+/// {"rank", "world_size", "iteration", "step", "pipeline", "schedule": [{"phase", "batch",
+/// "sync", "ops": [ids]}], "ops": [{"id", "name", "lane",
 /// "category", "batch", "waits_for", "launched_by"?, "rows"?, "flops"?, "what", "collectives":
 /// [{"kind", "name", "group", "peers", "send_elements", "recv_elements", "count"?, "dtype",
 /// "bytes_sent", "bytes_received", "exact"}]}]}
