@@ -1,6 +1,6 @@
 #pragma once
 // The collectives one rank of an executor calls, on host buffers: Gloo (cpu backend) or NCCL
-// (cuda backend, cuda_executor.h), so both executors share one step program (trainer.cpp).
+// (cuda backend, cuda_executor.h), so both executors share one step program (exec/threaded/).
 // Same arguments and semantics as ProcessGroup's (comm.h). Internal to the engine.
 
 #include <memory>

@@ -1,5 +1,5 @@
 #pragma once
-// The device side of the cuda executor (trainer.cpp runs the step program; built with
+// The device side of the cuda executor (exec/threaded/ runs the step program; built with
 // EMBEDSCOPE_WITH_CUDA, defined in cuda_executor.cpp of embedscope_engine_cuda). Internal.
 //
 // One CudaRankDevice per rank: its GPU, a compute stream for its kernels and copies, the

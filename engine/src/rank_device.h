@@ -1,5 +1,5 @@
 #pragma once
-// The device of one rank of the cuda executor, as the step program (trainer.cpp) uses it: its
+// The device of one rank of the cuda executor, as the threaded executor (exec/threaded/) uses it: its
 // memory (an allocator whose blocks the host cannot touch: DeviceBuffer keeps host copies),
 // copies, the shard lookup and row optimizer, and the MLP layers. Implementations: the GPU
 // (CudaRankDevice, cuda_executor.h) and host memory standing in for one

@@ -34,7 +34,7 @@ struct alignas(sizeof(T) * V) Vec {
 };
 
 // The scale of bag `bag` (t * B + b): bag_scale[bag] if given, else 1 (sum) or 1/len (mean;
-// trainer.cpp's mean_scale, 0 for an empty bag whose output is 0 anyway).
+// the threaded executor's mean_scale (exec/threaded/rank_input.cpp), 0 for an empty bag whose output is 0 anyway).
 __device__ __forceinline__ float bag_scale_of(const float* bag_scale, int32_t pooling, const int64_t* offsets,
                                               int64_t bag) {
   if (bag_scale != nullptr) return bag_scale[bag];

@@ -1,0 +1,297 @@
+// The threaded executor's rank: devices and shards, setup, the step loop over the program's
+// schedule, memory records.
+#include "rank.h"
+
+#include "embedscope/engine/bucketize.h"
+#if EMBEDSCOPE_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "../../src/cuda_executor.h"
+#endif
+
+namespace embedscope::engine::threaded {
+
+LocalShard& Rank::shard_of(int table, int shard_index) {
+  for (auto& ls : shards)
+    if (ls.table == table && ls.shard_index == shard_index) return ls;
+  throw std::logic_error("shard not local");
+}
+
+std::unique_ptr<DeviceAllocator> Rank::make_allocator(Shared& sh, int rank) {
+  const AllocatorConfig config{sh.spec.memory.allocator, sh.spec.devices.memory_bytes, sh.spec.memory.max_split_size, true};
+  if (const detail::RankDevice* gpu = gpu_of(sh, rank)) return gpu->make_allocator(config);
+  return DeviceAllocator::create(config);
+}
+
+void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
+                        DeviceBuffer<float>& out) {
+  if (gpu_) {  // the bags' ids, offsets (rebased to 0) and scales to the GPU, the pooled rows back
+    const int64_t base = off[0], n_ids = off[n_bags] - off[0];
+    auto d_ids = buf<int64_t>("kjt", static_cast<size_t>(n_ids));
+    auto d_off = buf<int64_t>("kjt", static_cast<size_t>(n_bags + 1));
+    for (int64_t i = 0; i <= n_bags; ++i) d_off[static_cast<size_t>(i)] = off[i] - base;
+    std::copy(ids + base, ids + base + n_ids, d_ids.data());
+    to_gpu(d_ids);
+    to_gpu(d_off);
+    DeviceBuffer<float> d_scale;
+    if (scale) {
+      d_scale = buf<float>("kjt", static_cast<size_t>(n_bags));
+      std::copy(scale, scale + n_bags, d_scale.data());
+      to_gpu(d_scale);
+    }
+    gpu_->lookup(ls.weights.device_data(), ls.s.num_rows, ls.s.num_cols, d_ids.device_data(), d_off.device_data(), n_bags,
+                 scale ? d_scale.device_data() : nullptr, out.device_data());
+    gpu_->to_host(out.data(), out.device_data(), static_cast<int64_t>(out.size() * sizeof(float)));
+    return;
+  }
+  pooled_lookup(ls.weights.data(), ls.s.num_rows, ls.s.num_cols, ids, off, n_bags, scale, out.data(), ls.s.num_cols);
+}
+
+void Rank::shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g) {
+  if (gpu_) {  // the rows and their gradients to the GPU: one bag per row, each row once
+    const auto n = g.rows.size();
+    if (n == 0) return;
+    auto d_rows = buf<int64_t>("gradients", n);
+    auto d_off = buf<int64_t>("gradients", n + 1);
+    auto d_vals = buf<float>("gradients", g.values.size());
+    std::copy(g.rows.begin(), g.rows.end(), d_rows.data());
+    std::iota(d_off.data(), d_off.data() + n + 1, int64_t{0});
+    std::copy(g.values.begin(), g.values.end(), d_vals.data());
+    to_gpu(d_rows);
+    to_gpu(d_off);
+    to_gpu(d_vals);
+    gpu_->update(sh_.spec.optimizer, iteration, ls.weights.device_data(), ls.momentum1.device_data(),
+                 ls.momentum2.device_data(), ls.s.num_rows, ls.s.num_cols, d_rows.device_data(), d_off.device_data(),
+                 static_cast<int64_t>(n), d_vals.device_data());
+    return;
+  }
+  apply_row_optimizer(sh_.spec.optimizer, iteration, ls.weights.data(), ls.s.num_cols, ls.state(), g);
+}
+
+void Rank::dense_layers_on_gpu() {
+  constexpr int64_t f = sizeof(float);
+  DenseModel::LinearOps ops;
+  ops.forward = [this](int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
+                       float* y) {
+    auto d_x = on_gpu("activations", x, B * in), d_w = on_gpu("dense", w, out * in), d_b = on_gpu("dense", b, out);
+    auto d_y = buf<float>("activations", static_cast<size_t>(B * out));
+    gpu_->linear_forward(B, in, out, d_x.device_data(), d_w.device_data(), d_b.device_data(), relu, d_y.device_data());
+    gpu_->to_host(y, d_y.device_data(), B * out * f);
+  };
+  ops.backward = [this](int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y, bool relu,
+                        float* dy, float* dw, float* db, float* dx) {
+    auto d_x = on_gpu("activations", x, B * in), d_w = on_gpu("dense", w, out * in);
+    auto d_y = on_gpu("activations", y, B * out), d_dy = on_gpu("gradients", dy, B * out);
+    auto d_dw = buf<float>("gradients", static_cast<size_t>(out * in)), d_db = buf<float>("gradients", static_cast<size_t>(out));
+    DeviceBuffer<float> d_dx;
+    if (dx) d_dx = buf<float>("gradients", static_cast<size_t>(B * in));
+    gpu_->linear_backward(B, in, out, d_x.device_data(), d_w.device_data(), d_y.device_data(), relu, d_dy.device_data(),
+                          d_dw.device_data(), d_db.device_data(), dx ? d_dx.device_data() : nullptr);
+    gpu_->to_host(dy, d_dy.device_data(), B * out * f);  // ReLU-masked in place, as the CPU function does
+    gpu_->to_host(dw, d_dw.device_data(), out * in * f);
+    gpu_->to_host(db, d_db.device_data(), out * f);
+    if (dx) gpu_->to_host(dx, d_dx.device_data(), B * in * f);
+  };
+  dense_.set_linear_ops(std::move(ops));
+}
+
+void Rank::setup() {
+  const auto& spec = sh_.spec;
+  current_step_ = step_of(0) - 1;  // setup's allocations belong to the step before the first
+  const auto timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
+  comm_ = std::make_unique<CommWorker>();
+  std::vector<int> all(static_cast<size_t>(L_.world));
+  std::iota(all.begin(), all.end(), 0);
+  bool any_twrw = false;
+  for (const auto& tp : sh_.plan.tables) any_twrw |= tp.type == ShardingType::table_row_wise;
+  const int node = me_ / L_.local, l = me_ % L_.local;
+#if EMBEDSCOPE_WITH_CUDA
+  if (!sh_.nccl_world.empty()) {
+    world_ = detail::nccl_collectives(*sh_.nccl_world[static_cast<size_t>(me_)]);
+    if (any_twrw) {
+      node_ = detail::nccl_collectives(*sh_.nccl_node[static_cast<size_t>(me_)]);
+      cross_ = detail::nccl_collectives(*sh_.nccl_cross[static_cast<size_t>(me_)]);
+    }
+  }
+#endif
+  auto gloo = [&](std::string name, std::vector<int> members, int group_rank) {
+    auto pg = std::make_unique<ProcessGroup>(sh_.rv, std::move(name), std::move(members), group_rank, timeout);
+    pg->set_network(spec.network, L_.local);
+    return pg;
+  };
+  if (!world_) {
+    auto pg = gloo("world", all, me_);
+    if (sh_.opt.vanish.rank == me_) pg->vanish_at(sh_.opt.vanish.sequence);
+    world_ = std::make_unique<GlooCollectives>(std::move(pg));
+    if (any_twrw) {
+      std::vector<int> node_members, cross_members;
+      for (int i = 0; i < L_.local; ++i) node_members.push_back(node * L_.local + i);
+      for (int m = 0; m < L_.nodes; ++m) cross_members.push_back(m * L_.local + l);
+      node_ = std::make_unique<GlooCollectives>(gloo(fmt::format("node{}", node), node_members, l));
+      cross_ = std::make_unique<GlooCollectives>(gloo(fmt::format("cross{}", l), cross_members, node));
+    }
+  }
+  if (sh_.session) {
+    // the layout that could not hold the request, while every buffer is still alive
+    arena_.set_oom_handler([this] { record_memory(current_step_.load(), "oom", true); });
+    arena_.allocator().set_listener([this](const AllocatorEvent& e) {
+      mem_events_.push_back({me_, sh_.tracer.now_ns(), current_step_.load(), to_string(e.kind), e.address, e.size,
+                             e.requested, e.tag});
+    });
+    if (sh_.spec.devices.backend == Backend::cuda)  // CUPTI's lanes
+      for (auto [lane, name] : {std::pair{Lane::gpu_compute, "gpu_compute"}, {Lane::gpu_comm, "gpu_comm"},
+                                {Lane::gpu_copy, "gpu_copy"}})
+        sh_.session->add_lane({me_, static_cast<int32_t>(lane), name, "stream"});
+    sh_.session->add_rank({me_, host_name(), gpu_ ? gpu_->name() : std::string("cpu (thread)"),
+                           arena_.allocator().config().capacity_bytes});
+    sh_.session->add_lane({me_, static_cast<int32_t>(Lane::compute), "compute", "thread"});
+    sh_.session->add_lane({me_, static_cast<int32_t>(Lane::comm), "comm", "thread"});
+    for (auto* pg : {world_.get(), node_.get(), cross_.get()})
+      if (pg)
+        pg->set_observer(&sh_.tracer.clock(), [this](sessions::CollectiveRecord&& r) {
+          r.step = current_step_.load();
+#if EMBEDSCOPE_WITH_CUDA
+          if (!sh_.nccl_world.empty()) {
+            std::lock_guard<std::mutex> lock(sh_.records_mu);
+            sh_.records.push_back(r);
+          }
+#endif
+          sh_.session->add_collective(std::move(r));
+        });
+  }
+  // Shards of this rank: weights initialised from the seed, optimizer state zeroed.
+  for (const TablePlan& tp : sh_.plan.tables) {
+    const TableSpec& t = spec.tables[static_cast<size_t>(tp.table)];
+    for (size_t si = 0; si < tp.shards.size(); ++si) {
+      const Shard& s = tp.shards[si];
+      if (s.rank != me_) continue;
+      LocalShard ls;
+      ls.table = tp.table;
+      ls.shard_index = static_cast<int>(si);
+      ls.s = s;
+      ls.weights = DeviceBuffer<float>(&arena_, "weights");
+      ls.weights.assign(static_cast<size_t>(s.num_rows * s.num_cols));
+      const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, s.num_rows, s.num_cols);
+      ls.momentum1 = DeviceBuffer<float>(&arena_, "optimizer_state");
+      ls.momentum2 = DeviceBuffer<float>(&arena_, "optimizer_state");
+      ls.momentum1.assign(static_cast<size_t>(m1));
+      ls.momentum2.assign(static_cast<size_t>(m2));
+      init_shard(spec.seed, tp.table, t.num_embeddings, s.row_offset, s.num_rows, s.col_offset, s.num_cols,
+                 ls.weights.data());
+      to_gpu(ls.weights);
+      to_gpu(ls.momentum1);
+      to_gpu(ls.momentum2);
+      shards.push_back(std::move(ls));
+    }
+  }
+  if (gpu_) dense_layers_on_gpu();
+  buckets_ = dense_buckets(dense_.param_tensors(), spec.dense ? spec.dense->bucket_cap_bytes : int64_t{25} << 20);
+  if (buckets_.empty()) buckets_.emplace_back(0, 0);  // no dense parameters: the loss alone
+  dense_params_ = DeviceBuffer<float>(&arena_, "dense");
+  dense_params_.assign(static_cast<size_t>(2 * dense_.num_params()));  // parameters + gradients
+}
+
+void Rank::main() {
+  setup();
+  const int64_t total = sh_.spec.warmup_steps + sh_.spec.steps;
+  const int64_t samples_per_step = L_.B * L_.world;
+  int64_t measured_ns = 0;
+  for (int64_t it = 0; it < total; ++it) {
+    if (it == sh_.spec.warmup_steps) {
+      summary = {};
+      summary.rank = me_;
+      counter_base_ = {bytes_sent(), bytes_received()};
+    }
+    current_step_ = step_of(it);
+    const int64_t t0 = sh_.tracer.now_ns();
+    const bool stop = step(it);
+    if (sh_.spec.memory.compaction > 0 && (it + 1) % sh_.spec.memory.compaction == 0) {
+      ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::memcpy, "memory_compaction", step_of(it));
+      span.set_bytes(arena_.compact().bytes_moved);
+    }
+    const int64_t t1 = sh_.tracer.now_ns();
+    const int64_t dt = t1 - t0;
+    windows.push_back({step_of(it), t0, t1});
+    if (it >= sh_.spec.warmup_steps) {
+      step_ns.push_back(dt);
+      measured_ns += dt;
+    }
+    auto spans = sh_.tracer.take(me_);
+    if (sh_.session) {
+      sh_.session->add_ops(spans);
+      sh_.session->add_step({step_of(it), me_, t0, t1, last_loss_, arena_.in_use(), arena_.peak()});
+      for (const auto& [key, c] : load_) sh_.session->add_load(c);
+      record_memory(step_of(it), "step", false);
+    }
+    if (sh_.opt.keep_events) events.insert(events.end(), spans.begin(), spans.end());
+    if (me_ == 0 && sh_.opt.on_step) {
+      StepProgress p;
+      p.total_steps = sh_.spec.steps;
+      p.step = std::max<int64_t>(0, it - sh_.spec.warmup_steps + 1);
+      p.warmup_done = std::min(it + 1, sh_.spec.warmup_steps);
+      p.loss = losses.empty() ? 0.0 : losses.back();
+      if (p.step > 0 && measured_ns > 0) {
+        p.samples_per_s = static_cast<double>(samples_per_step * p.step) / (static_cast<double>(measured_ns) * 1e-9);
+        p.eta_s = static_cast<double>(measured_ns) * 1e-9 / static_cast<double>(p.step) *
+                  static_cast<double>(p.total_steps - p.step);
+      }
+      sh_.opt.on_step(p);
+    }
+    if (stop) {
+      cancelled = true;
+      break;
+    }
+  }
+  if (sh_.session) sh_.session->add_id_histogram(id_histogram_.buckets(me_));
+  if (gpu_ && sh_.opt.keep_tables)
+    for (auto& ls : shards)
+      gpu_->to_host(ls.weights.data(), ls.weights.device_data(), static_cast<int64_t>(ls.weights.size() * sizeof(float)));
+  summary.rank = me_;
+  summary.bytes_sent = bytes_sent() - (counter_base_.empty() ? 0 : counter_base_[0]);
+  summary.bytes_received = bytes_received() - (counter_base_.empty() ? 0 : counter_base_[1]);
+  summary.memory_bytes = arena_.peak();
+  summary.allocator_ns = arena_.allocator_ns();
+}
+
+// The executor does not know the pipelines: it runs the phases of the step's program in the
+// order of its schedule (program/step_program.h), each on the batch it names.
+bool Rank::step(int64_t it) {
+  const WorkloadSpec& spec = sh_.spec;
+  step_ = step_of(it);
+  measured_ = it >= spec.warmup_steps;
+  load_.clear();
+  bool stop = false;
+  for (const Phase& ph : schedule_of(it)) {
+    const int64_t bi = it + ph.batch;
+    switch (ph.kind) {
+      case PhaseKind::start_batch: inflight_[bi] = start_batch(bi, !ph.sync); break;
+      case PhaseKind::lookup: {
+        Inflight& b = *inflight_.at(bi);
+        finish_input(b);
+        lookup(b);
+        start_output_dist(b, !ph.sync);
+        break;
+      }
+      case PhaseKind::finish_output_dist: finish_output_dist(*inflight_.at(bi)); break;
+      case PhaseKind::train:
+        stop = train(*inflight_.at(bi));
+        inflight_.erase(bi);
+        break;
+    }
+  }
+  return stop;
+}
+
+const std::vector<Phase>& Rank::schedule_of(int64_t it) {
+  // The schedule depends on the iteration only through its place in the run (first, last
+  // two, steady state): one program per place.
+  const int64_t total = sh_.spec.warmup_steps + sh_.spec.steps;
+  const int key = (it == 0 ? 1 : 0) | (it + 1 < total ? 2 : 0) | (it + 2 < total ? 4 : 0);
+  auto found = schedules_.find(key);
+  if (found == schedules_.end())
+    found = schedules_.emplace(key, build_step_program(sh_.spec, sh_.plan, me_, it).schedule).first;
+  return found->second;
+}
+
+
+}  // namespace embedscope::engine::threaded

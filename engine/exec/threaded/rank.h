@@ -1,0 +1,302 @@
+#pragma once
+// The threaded executor's rank: the compute worker of one rank (its own thread) with its comm
+// worker, its device arena and local shards, running the phases of each step's program
+// (program/step_program.h) in the order of the step's schedule. Shared by the cpu backend (Gloo,
+// host memory) and the cuda backend (NCCL, a RankDevice). Internal to the engine; the phases
+// are defined in rank.cpp (setup, the step loop), rank_input.cpp (input, input dist, lookup),
+// rank_dist.cpp (output dist) and rank_train.cpp (dense part, grad dist, optimizers).
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "../../src/collectives.h"
+#include "../../src/layout.h"
+#include "../../src/rank_device.h"
+#include "embedscope/engine/comm.h"
+#include "embedscope/engine/dense.h"
+#include "embedscope/engine/id_histogram.h"
+#include "embedscope/engine/input.h"
+#include "embedscope/engine/kernels.h"
+#include "embedscope/engine/memory.h"
+#include "embedscope/engine/program/step_program.h"
+#include "embedscope/engine/trainer.h"
+#include "embedscope/profiler/tracer.h"
+#include "embedscope/sessions/session.h"
+#include "comm_worker.h"
+#if EMBEDSCOPE_WITH_CUDA
+#include "embedscope/engine/nccl_comm.h"
+#endif
+
+namespace embedscope::engine::threaded {
+
+using detail::Collectives;
+using detail::GlooCollectives;
+using detail::Layout;
+using detail::Slot;
+using detail::is_a2a;
+using detail::is_rw;
+using sessions::Lane;
+using sessions::OpCategory;
+using profiler::ScopedSpan;
+
+/// The machine's host name (gethostname).
+std::string host_name();
+
+// ---- shared run state -------------------------------------------------------------------------
+struct RankError {
+  int rank = 0;
+  int64_t time_ns = 0;
+  RunEnd kind = RunEnd::crashed;
+  bool bad_input = false;
+  bool consequence = false;  // a peer's failure seen from here
+  std::string message;
+};
+
+struct Shared {
+  const WorkloadSpec& spec;
+  const ShardingPlan& plan;
+  const TrainerOptions& opt;
+  Layout layout;
+  BatchGenerator gen;
+  profiler::Tracer tracer;
+  std::shared_ptr<Rendezvous> rv = Rendezvous::in_process();
+  sessions::SessionWriter* session = nullptr;
+  std::mutex mu;
+  std::condition_variable cv;
+  int finished = 0;
+  std::vector<RankError> errors;
+  // the device of each rank (cuda backend, or TrainerOptions::emulate_device); empty: none
+  std::vector<std::unique_ptr<detail::RankDevice>> gpus;
+#if EMBEDSCOPE_WITH_CUDA
+  // cuda backend: the NCCL communicators of each rank (owned by run_training); every
+  // collective record, for joining NCCL kernels with them (records_mu)
+  std::vector<NcclComm*> nccl_world, nccl_node, nccl_cross;
+  std::mutex records_mu;
+  std::vector<sessions::CollectiveRecord> records;
+#endif
+
+  Shared(const WorkloadSpec& s, const ShardingPlan& p, const TrainerOptions& o)
+      : spec(s), plan(p), opt(o), layout(s, p), gen(s), tracer(p.world_size, o.trace) {}
+};
+
+struct LocalShard {
+  int table = 0;
+  int shard_index = 0;  // index into TablePlan::shards
+  Shard s;
+  DeviceBuffer<float> weights;
+  DeviceBuffer<float> momentum1, momentum2;  // optimizer state (FBGEMM layouts)
+  RowOptimizerState state() {
+    return {{momentum1.data(), momentum1.size()}, {momentum2.data(), momentum2.size()}};
+  }
+};
+
+// ---- one batch on its way through the phases of a step ---------------------------------------
+struct Inflight {
+  int64_t it = -1;  // the batch's iteration (warmup included)
+  Batch batch;
+  std::vector<int64_t> off;
+  // input dist: what is sent, and what is received (into host vectors on the comm thread)
+  std::vector<int64_t> send_splits, send_counts_splits, recv_counts_splits, send_lengths, send_ids, send_ids_counts;
+  std::vector<int64_t> lsend, lrecv, recv_splits, irecv, recv_lengths_v, recv_ids_v;
+  std::future<void> input_dist;  // valid while the input dist runs unawaited
+  DeviceBuffer<int64_t> recv_lengths, recv_ids;
+  // per local slot: its W*B bags (source rank major)
+  std::vector<std::vector<int64_t>> slot_ids, slot_off, slot_len;
+  // lookup and output dist
+  std::vector<DeviceBuffer<float>> slot_out;
+  std::vector<std::vector<float>> slot_scale;  // per-bag scale used forward and backward
+  std::vector<DeviceBuffer<float>> pooled;     // per feature: B x dim
+  struct OutputDist {
+    DeviceBuffer<float> a2a_send, a2a_recv, rw_send, rw_recv, tw_send, tw_rs, tw_a2a_send, tw_recv;
+    std::vector<int64_t> a2a_scount, a2a_rcount, rw_counts, tw_counts, tw_scount, tw_rcount;
+  } od;
+  std::future<void> output_dist;  // valid while the output dist runs unawaited
+};
+
+// ---- one rank -------------------------------------------------------------------------------
+class Rank {
+ public:
+  Rank(Shared& sh, int rank)
+      : sh_(sh), L_(sh.layout), me_(rank), arena_(rank, make_allocator(sh, rank), gpu_of(sh, rank) != nullptr),
+        dense_(sh.spec, sh.layout.dim) {}
+
+  void main();
+
+  RankSummary summary;
+  struct StepWindow {
+    int64_t step, start_ns, end_ns;
+  };
+  std::vector<StepWindow> windows;  // host time of every step run (GPU records take their step from it)
+  std::vector<int64_t> step_ns;     // per measured step
+  std::vector<double> losses;       // per measured step (global mean)
+  std::vector<sessions::OpEvent> events;  // kept spans (TrainerOptions::keep_events)
+  bool cancelled = false;
+  QuantError fwd_error_, bwd_error_;  // qcomms: error of the values quantized (written on the comm thread)
+  DenseModel& dense() { return dense_; }
+
+ private:
+  void setup();
+  bool step(int64_t iteration);  // true: every rank agreed to stop (cancel)
+  // The phases of one batch (see step() for how each pipeline orders them).
+  std::unique_ptr<Inflight> start_batch(int64_t it, bool async);  // input, bucketize, input dist
+  void finish_input(Inflight& b);                                 // waits for the input dist; kjt_permute
+  void lookup(Inflight& b);
+  void start_output_dist(Inflight& b, bool async);
+  void finish_output_dist(Inflight& b);                           // waits; pooled outputs in place
+  /// dense forward/backward, grad dist, embedding backward + optimizers, dense all-reduce
+  /// (after finish_output_dist of the batch).
+  bool train(Inflight& b);
+  sessions::LoadCounter& load_of(int table, int shard_index);
+  static std::vector<float> mean_scale(const int64_t* lens, size_t n);
+  bool is_mean(int table) const;
+  size_t local_slot(int slot) const;
+  size_t slot_of_feature_on_me(int f) const;
+  void scale_rows_mean(const Inflight& b, int f, float* rows, int64_t dim) const;
+  template <class T>
+  DeviceBuffer<T> buf(const char* tag, size_t n) {
+    DeviceBuffer<T> b(&arena_, tag);
+    b.assign(n);
+    return b;
+  }
+  // Runs a collective (on the comm worker's thread) as a span on the comm lane.
+  void on_comm_lane(Collectives& pg, const char* name, int64_t step, const std::function<void()>& fn) {
+    ScopedSpan span(sh_.tracer, me_, Lane::comm, OpCategory::comm, name, step);
+    const CommCounters before = pg.counters();
+    const uint64_t next = pg.next_sequence();
+    span.set_correlation(next);  // kept if the collective throws
+    fn();
+    span.set_correlation(pg.span_correlation(next));
+    span.set_bytes(pg.counters().bytes_sent - before.bytes_sent + pg.counters().bytes_received - before.bytes_received);
+  }
+  // Runs a collective on the comm worker and waits for it.
+  void comm(Collectives& pg, const char* name, int64_t step, const std::function<void()>& fn) {
+    comm_->run([&] { on_comm_lane(pg, name, step, fn); });
+  }
+  LocalShard& shard_of(int table, int shard_index);
+  int64_t step_of(int64_t iteration) const { return iteration - sh_.spec.warmup_steps; }
+  // The executor-specific pieces: on a device (the cuda backend's GPU) the shard weights and
+  // optimizer state live in its memory (the host copies of their DeviceBuffers are not kept
+  // current), and the lookup, the row optimizer and the MLP layers run there.
+  static std::unique_ptr<DeviceAllocator> make_allocator(Shared& sh, int rank);
+  static const detail::RankDevice* gpu_of(const Shared& sh, int rank) {
+    return sh.gpus.empty() ? nullptr : sh.gpus[static_cast<size_t>(rank)].get();
+  }
+  template <class T>
+  void to_gpu(DeviceBuffer<T>& b) {
+    if (gpu_) gpu_->to_device(b.device_data(), b.data(), static_cast<int64_t>(b.size() * sizeof(T)));
+  }
+  // A block of the arena (GPU memory) holding a copy of n host floats.
+  DeviceBuffer<float> on_gpu(const char* tag, const float* host, int64_t n) {
+    auto b = buf<float>(tag, static_cast<size_t>(n));
+    gpu_->to_device(b.device_data(), host, n * static_cast<int64_t>(sizeof(float)));
+    return b;
+  }
+  // The dense part's fully connected layers on cuBLAS, each with its inputs and parameters
+  // copied to the GPU and its outputs back (the interaction and the loss stay on the host).
+  void dense_layers_on_gpu();
+  /// pooled_lookup of one local shard into `out` (n_bags x cols; ids indexed by `off`).
+  void shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
+                    DeviceBuffer<float>& out);
+  /// apply_row_optimizer of one local shard.
+  void shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g);
+
+  Shared& sh_;
+  const Layout& L_;
+  int me_;
+  const detail::RankDevice* gpu_ = gpu_of(sh_, me_);  // nullptr on the cpu backend
+  DeviceArena arena_;  // declared before every buffer it accounts, so it outlives them
+
+ public:
+  std::vector<LocalShard> shards;
+
+ private:
+  DenseModel dense_;
+  std::unique_ptr<CommWorker> comm_;
+  std::unique_ptr<Collectives> world_, node_, cross_;
+  DeviceBuffer<float> dense_params_;  // accounting for the dense part
+  std::vector<int64_t> counter_base_;
+  std::atomic<int64_t> current_step_{0};
+  double last_loss_ = 0;
+  std::map<std::pair<int, int>, sessions::LoadCounter> load_;  // this step's, by (table, shard index)
+  IdHistogram id_histogram_{sh_.spec};  // ids over row buckets, measured steps
+  int64_t step_ = 0;        // the step being run (spans, load counters)
+  bool measured_ = false;   // it is a measured step (not warmup)
+  std::map<int64_t, std::unique_ptr<Inflight>> inflight_;  // batches started, by iteration
+  std::map<int, std::vector<Phase>> schedules_;             // by place in the run (schedule_of)
+  const std::vector<Phase>& schedule_of(int64_t it);
+  // DDP buckets of the dense gradients: [begin, end) in parameter order, in launch order (the
+  // last always exists and carries the loss), the reduce buffer and the launched buckets
+  std::vector<std::pair<int64_t, int64_t>> buckets_;
+  std::vector<float> red_;
+  std::vector<std::future<void>> bucket_done_;
+  void launch_bucket(size_t k, int64_t step);
+  uint64_t last_layout_ = 0;                 // hash of the last snapshot's layout
+  std::vector<sessions::MemoryEvent> mem_events_;  // allocator actions since the last flush
+
+ public:
+  // Memory counters of the step, and a snapshot when the layout changed (or `force`, at an OOM).
+  void record_memory(int64_t step, const char* reason, bool force) {
+    if (!sh_.session) return;
+    sh_.session->add_memory_events(mem_events_);
+    mem_events_.clear();
+    const MemoryStats st = arena_.allocator().stats();
+    sh_.session->add_memory({step, me_, st.allocated, st.reserved, st.peak_allocated, st.peak_reserved,
+                             st.largest_free_block, st.rounding_loss, st.segments, st.external_fragmentation,
+                             st.memviz_fragmentation});
+    sessions::MemorySnapshot sn;
+    sn.rank = me_;
+    sn.step = step;
+    sn.time_ns = sh_.tracer.now_ns();
+    sn.reason = reason;
+    uint64_t h = 0x9e3779b97f4a7c15ULL;
+    for (const auto& seg : arena_.allocator().snapshot())
+      for (const auto& b : seg.blocks) {
+        sn.blocks.push_back({seg.address, seg.size, b.address, b.size, b.requested, b.allocated, b.tag});
+        h = mix64(h ^ static_cast<uint64_t>(b.address)) ^ mix64(static_cast<uint64_t>(b.size) * 2 + (b.allocated ? 1 : 0));
+      }
+    if (!force && h == last_layout_) return;  // steady state: the same layout every step
+    last_layout_ = h;
+    sh_.session->add_snapshot(std::move(sn));
+  }
+
+ private:
+
+ public:
+  friend RunResult engine::run_training(const WorkloadSpec&, const ShardingPlan&, const TrainerOptions&);
+  void teardown() {
+    arena_.allocator().set_listener(nullptr);  // buffers freed after the run are not history
+    arena_.set_oom_handler(nullptr);
+    comm_.reset();
+    cross_.reset();
+    node_.reset();
+    world_.reset();
+  }
+  int64_t bytes_sent() const {
+    int64_t s = 0;
+    for (auto* pg : {world_.get(), node_.get(), cross_.get()})
+      if (pg) s += pg->counters().bytes_sent;
+    return s;
+  }
+  int64_t bytes_received() const {
+    int64_t s = 0;
+    for (auto* pg : {world_.get(), node_.get(), cross_.get()})
+      if (pg) s += pg->counters().bytes_received;
+    return s;
+  }
+};
+
+
+}  // namespace embedscope::engine::threaded

@@ -1,0 +1,217 @@
+// Input phases of a batch: the batch, bucketizing, the KJT all-to-all, kjt_permute, the
+// pooled lookup of every local shard.
+#include "rank.h"
+#include "embedscope/engine/bucketize.h"
+
+namespace embedscope::engine::threaded {
+
+sessions::LoadCounter& Rank::load_of(int table, int shard_index) {
+  auto& c = load_[{table, shard_index}];
+  c.step = step_;
+  c.rank = me_;
+  c.table = table;
+  c.shard = shard_index;
+  return c;
+}
+
+std::unique_ptr<Inflight> Rank::start_batch(int64_t it, bool async) {
+  const WorkloadSpec& spec = sh_.spec;
+  const int W = L_.world;
+  const int64_t B = L_.B;
+  auto& tr = sh_.tracer;
+  auto bp = std::make_unique<Inflight>();
+  Inflight& b = *bp;
+  b.it = it;
+  // ---- input: this rank's batch, ids checked before anything is sent ----------------------
+  {
+    ScopedSpan span(tr, me_, Lane::compute, OpCategory::input, "input", step_);
+    std::optional<Batch> given = sh_.opt.batch_source ? sh_.opt.batch_source(it, me_) : std::nullopt;
+    b.batch = given ? std::move(*given) : sh_.gen.make(it, me_);
+    auto fixed = apply_invalid_id_policy(spec, b.batch.kjt, me_);
+    if (measured_) summary.invalid_ids += std::accumulate(fixed.begin(), fixed.end(), int64_t{0});
+    b.off = b.batch.kjt.offsets();
+    if (it >= spec.warmup_steps) id_histogram_.add(spec, b.batch.kjt);  // the batch of a measured step
+  }
+  const auto& values = b.batch.kjt.values;
+  const auto& off = b.off;
+
+  // ---- input dist: KJT all-to-all (splits, lengths, ids) --------------------------------------
+  const std::vector<int>& mine = L_.slots_to[static_cast<size_t>(me_)];
+  const size_t nmine = mine.size();
+  b.send_counts_splits.assign(static_cast<size_t>(W), 0);
+  b.recv_counts_splits.assign(static_cast<size_t>(W), static_cast<int64_t>(nmine));
+  b.send_ids_counts.assign(static_cast<size_t>(W), 0);
+  {
+    ScopedSpan span(tr, me_, Lane::compute, OpCategory::input, "bucketize", step_);
+    std::vector<BucketSlot> slots;  // slots of rank 0, then rank 1, ...
+    for (int d = 0; d < W; ++d) {
+      const auto& to = L_.slots_to[static_cast<size_t>(d)];
+      b.send_counts_splits[static_cast<size_t>(d)] = static_cast<int64_t>(to.size());
+      for (int k : to) {
+        const Slot& sl = L_.slots[static_cast<size_t>(k)];
+        slots.push_back({sl.feature, is_rw(sl.type), sl.s.row_offset, sl.s.num_rows});
+      }
+    }
+    BucketizedKjt sent = bucketize_kjt(values, off, B, slots);
+    size_t k = 0;
+    for (int d = 0; d < W; ++d)
+      for (size_t j = 0; j < L_.slots_to[static_cast<size_t>(d)].size(); ++j)
+        b.send_ids_counts[static_cast<size_t>(d)] += sent.splits[k++];
+    b.send_splits = std::move(sent.splits);
+    b.send_lengths = std::move(sent.lengths);
+    b.send_ids = std::move(sent.ids);
+  }
+  b.recv_splits.assign(nmine * static_cast<size_t>(W), 0);
+  b.lsend.assign(static_cast<size_t>(W), 0);
+  b.lrecv.assign(static_cast<size_t>(W), 0);
+  for (int d = 0; d < W; ++d) {
+    b.lsend[static_cast<size_t>(d)] = b.send_counts_splits[static_cast<size_t>(d)] * B;
+    b.lrecv[static_cast<size_t>(d)] = static_cast<int64_t>(nmine) * B;
+  }
+  b.recv_lengths_v.assign(nmine * static_cast<size_t>(W * B), 0);
+  // The three collectives run on the comm worker (received into host vectors: the device
+  // allocator belongs to this thread); ids counts come from the splits received first.
+  const int64_t step = step_;
+  auto job = [this, &b, nmine, W, step] {
+    on_comm_lane(*world_, "input_dist/splits", step, [&] {
+      world_->all_to_all_v("input_dist/splits", b.send_splits.data(), b.send_counts_splits, b.recv_splits.data(),
+                           b.recv_counts_splits, sizeof(int64_t));
+    });
+    on_comm_lane(*world_, "input_dist/lengths", step, [&] {
+      world_->all_to_all_v("input_dist/lengths", b.send_lengths.data(), b.lsend, b.recv_lengths_v.data(), b.lrecv,
+                           sizeof(int64_t));
+    });
+    b.irecv.assign(static_cast<size_t>(W), 0);
+    for (int s = 0; s < W; ++s)
+      for (size_t k = 0; k < nmine; ++k) b.irecv[static_cast<size_t>(s)] += b.recv_splits[static_cast<size_t>(s) * nmine + k];
+    b.recv_ids_v.assign(static_cast<size_t>(std::accumulate(b.irecv.begin(), b.irecv.end(), int64_t{0})), 0);
+    on_comm_lane(*world_, "input_dist/ids", step, [&] {
+      world_->all_to_all_v("input_dist/ids", b.send_ids.data(), b.send_ids_counts, b.recv_ids_v.data(), b.irecv,
+                           sizeof(int64_t));
+    });
+  };
+  if (async)
+    b.input_dist = comm_->submit(std::move(job));
+  else
+    comm_->run(std::move(job));
+  return bp;
+}
+
+void Rank::finish_input(Inflight& b) {
+  if (b.input_dist.valid()) b.input_dist.get();
+  const int W = L_.world;
+  const int64_t B = L_.B;
+  const size_t nmine = L_.slots_to[static_cast<size_t>(me_)].size();
+  // Per local slot: its W*B bags (source rank major), ids and offsets.
+  b.slot_ids.assign(nmine, {});
+  b.slot_off.assign(nmine, {});
+  b.slot_len.assign(nmine, {});
+  ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::input, "kjt_permute", step_);
+  b.recv_lengths = buf<int64_t>("kjt", b.recv_lengths_v.size());
+  b.recv_ids = buf<int64_t>("kjt", b.recv_ids_v.size());
+  std::copy(b.recv_lengths_v.begin(), b.recv_lengths_v.end(), b.recv_lengths.data());
+  std::copy(b.recv_ids_v.begin(), b.recv_ids_v.end(), b.recv_ids.data());
+  b.recv_lengths_v = {};
+  b.recv_ids_v = {};
+  int64_t base = 0;
+  for (int s = 0; s < W; ++s) {
+    int64_t pos = base;
+    for (size_t k = 0; k < nmine; ++k) {
+      const int64_t n = b.recv_splits[static_cast<size_t>(s) * nmine + k];
+      b.slot_ids[k].insert(b.slot_ids[k].end(), b.recv_ids.data() + pos, b.recv_ids.data() + pos + n);
+      const int64_t* lp = b.recv_lengths.data() + (static_cast<size_t>(s) * nmine + k) * static_cast<size_t>(B);
+      b.slot_len[k].insert(b.slot_len[k].end(), lp, lp + B);
+      pos += n;
+    }
+    base += b.irecv[static_cast<size_t>(s)];
+  }
+  for (size_t k = 0; k < nmine; ++k) {
+    b.slot_off[k].assign(static_cast<size_t>(W * B) + 1, 0);
+    std::partial_sum(b.slot_len[k].begin(), b.slot_len[k].end(), b.slot_off[k].begin() + 1);
+    if (measured_) summary.ids_looked_up += static_cast<int64_t>(b.slot_ids[k].size());
+  }
+}
+
+std::vector<float> Rank::mean_scale(const int64_t* lens, size_t n) {
+  std::vector<float> sc(n);
+  for (size_t i = 0; i < n; ++i) sc[i] = lens[i] > 0 ? 1.0f / static_cast<float>(lens[i]) : 0.0f;
+  return sc;
+}
+
+bool Rank::is_mean(int table) const { return sh_.spec.tables[static_cast<size_t>(table)].pooling == Pooling::mean; }
+
+size_t Rank::local_slot(int slot) const {
+  const auto& mine = L_.slots_to[static_cast<size_t>(me_)];
+  for (size_t k = 0; k < mine.size(); ++k)
+    if (mine[k] == slot) return k;
+  throw std::logic_error("slot not local");
+}
+
+size_t Rank::slot_of_feature_on_me(int f) const {
+  const auto& mine = L_.slots_to[static_cast<size_t>(me_)];
+  for (size_t k = 0; k < mine.size(); ++k)
+    if (L_.slots[static_cast<size_t>(mine[k])].feature == f) return k;
+  throw std::logic_error("feature has no local slot");
+}
+
+void Rank::scale_rows_mean(const Inflight& b, int f, float* rows, int64_t dim) const {
+  const int64_t B = L_.B;
+  for (int64_t s = 0; s < B; ++s) {
+    const int64_t len = b.batch.kjt.lengths[static_cast<size_t>(f * B + s)];
+    const float sc = len > 0 ? 1.0f / static_cast<float>(len) : 0.0f;
+    for (int64_t c = 0; c < dim; ++c) rows[s * dim + c] *= sc;
+  }
+}
+
+void Rank::lookup(Inflight& b) {
+  const WorkloadSpec& spec = sh_.spec;
+  const int W = L_.world;
+  const int64_t B = L_.B;
+  const int F = static_cast<int>(spec.features.size());
+  auto& tr = sh_.tracer;
+  const std::vector<int>& mine = L_.slots_to[static_cast<size_t>(me_)];
+  const size_t nmine = mine.size();
+  b.slot_out.clear();
+  b.slot_out.resize(nmine);
+  b.slot_scale.assign(nmine, {});
+  b.pooled.clear();
+  b.pooled.resize(static_cast<size_t>(F));
+  for (int f = 0; f < F; ++f) b.pooled[static_cast<size_t>(f)] = buf<float>("pooled_output", static_cast<size_t>(B * L_.dim[static_cast<size_t>(f)]));
+  ScopedSpan span(tr, me_, Lane::compute, OpCategory::lookup, "lookup", step_);
+  for (size_t k = 0; k < nmine; ++k) {
+    const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
+    LocalShard& ls = shard_of(sl.table, sl.shard);
+    b.slot_out[k] = buf<float>("pooled_output", static_cast<size_t>(W * B * sl.s.num_cols));
+    if (is_a2a(sl.type) && is_mean(sl.table)) b.slot_scale[k] = mean_scale(b.slot_len[k].data(), b.slot_len[k].size());
+    const int64_t t0 = tr.now_ns();
+    shard_lookup(ls, b.slot_ids[k].data(), b.slot_off[k].data(), W * B,
+                 b.slot_scale[k].empty() ? nullptr : b.slot_scale[k].data(), b.slot_out[k]);
+    auto& c = load_of(ls.table, ls.shard_index);
+    c.lookup_ns += tr.now_ns() - t0;
+    c.ids += static_cast<int64_t>(b.slot_ids[k].size());
+    c.bytes_in += static_cast<int64_t>(b.slot_ids[k].size() + b.slot_len[k].size()) * 8;
+    c.bytes_out += W * B * ls.s.num_cols * 4;
+  }
+  // data-parallel tables: local lookup on the replica
+  const auto& lengths = b.batch.kjt.lengths;
+  for (int t : L_.dp_tables) {
+    LocalShard& ls = shard_of(t, me_);
+    for (const auto& fname : spec.tables[static_cast<size_t>(t)].feature_names) {
+      const int f = spec.feature_index(fname);
+      std::vector<float> sc;
+      if (is_mean(t)) sc = mean_scale(lengths.data() + f * B, static_cast<size_t>(B));
+      const int64_t t0 = tr.now_ns();
+      shard_lookup(ls, b.batch.kjt.values.data(), b.off.data() + f * B, B, sc.empty() ? nullptr : sc.data(),
+                   b.pooled[static_cast<size_t>(f)]);
+      const int64_t ids = b.off[static_cast<size_t>((f + 1) * B)] - b.off[static_cast<size_t>(f * B)];
+      auto& c = load_of(t, ls.shard_index);
+      c.lookup_ns += tr.now_ns() - t0;
+      c.ids += ids;
+      c.bytes_out += B * ls.s.num_cols * 4;
+      if (measured_) summary.ids_looked_up += ids;
+    }
+  }
+}
+
+
+}  // namespace embedscope::engine::threaded

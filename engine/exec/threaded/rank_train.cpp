@@ -1,0 +1,255 @@
+// The train phase of a batch: dense forward/backward with the DDP bucket all-reduces, the
+// gradient dist, the embedding backward with the fused optimizer, the dense optimizer.
+#include "rank.h"
+
+namespace embedscope::engine::threaded {
+
+bool Rank::train(Inflight& b) {
+  const WorkloadSpec& spec = sh_.spec;
+  const int W = L_.world;
+  const int64_t B = L_.B;
+  const int F = static_cast<int>(spec.features.size());
+  const int64_t step = step_;
+  const int64_t it = b.it;
+  auto& tr = sh_.tracer;
+  const std::vector<int>& mine = L_.slots_to[static_cast<size_t>(me_)];
+  const size_t nmine = mine.size();
+  const CommPrecision prec = spec.qcomms.backward_precision;
+  auto feature_table = [&](int f) { return spec.table_of_feature(static_cast<size_t>(f)); };
+  const auto& lengths = b.batch.kjt.lengths;
+
+  // ---- dense forward / loss / backward --------------------------------------------------------
+  std::vector<DeviceBuffer<float>> dpooled(static_cast<size_t>(F));
+  for (int f = 0; f < F; ++f) dpooled[static_cast<size_t>(f)] = buf<float>("gradients", static_cast<size_t>(B * L_.dim[static_cast<size_t>(f)]));
+  double loss = 0;
+  {
+    ScopedSpan span(tr, me_, Lane::compute, OpCategory::dense, "dense_forward_backward", step);
+    DeviceBuffer<float> act(&arena_, "activations");
+    act.assign(static_cast<size_t>(dense_.activation_bytes(B) / 4));
+    std::vector<const float*> pp(static_cast<size_t>(F));
+    std::vector<float*> dp(static_cast<size_t>(F));
+    for (int f = 0; f < F; ++f) {
+      pp[static_cast<size_t>(f)] = b.pooled[static_cast<size_t>(f)].data();
+      dp[static_cast<size_t>(f)] = dpooled[static_cast<size_t>(f)].data();
+    }
+    // DDP: each bucket of dense gradients is all-reduced on the comm worker as soon as the
+    // backward pass has produced it, under the rest of the backward pass
+    red_.assign(static_cast<size_t>(dense_.num_params()) + 2, 0.0f);
+    size_t next_bucket = 0;
+    loss = dense_.forward_backward(B, b.batch.dense.data(), pp, b.batch.labels.data(), dp, [&](int64_t ready_from) {
+      while (next_bucket + 1 < buckets_.size() && buckets_[next_bucket].first >= ready_from) launch_bucket(next_bucket++, step);
+    });
+    red_[0] = static_cast<float>(loss);
+    red_[1] = sh_.opt.cancel && sh_.opt.cancel->load() ? 1.0f : 0.0f;
+    while (next_bucket < buckets_.size()) launch_bucket(next_bucket++, step);
+    // gradients of the global-batch mean loss
+    const float inv_w = 1.0f / static_cast<float>(W);
+    for (int f = 0; f < F; ++f)
+      for (size_t i = 0; i < dpooled[static_cast<size_t>(f)].size(); ++i) dpooled[static_cast<size_t>(f)][i] *= inv_w;
+  }
+  b.pooled.clear();
+
+  // ---- gradient dist ---------------------------------------------------------------------------
+  std::vector<DeviceBuffer<float>> slot_grad(nmine);
+  for (size_t k = 0; k < nmine; ++k)
+    slot_grad[k] = buf<float>("gradients", static_cast<size_t>(W * B * L_.slots[static_cast<size_t>(mine[k])].s.num_cols));
+  {  // table_wise / column_wise: reverse all-to-all
+    std::vector<int64_t> scount(static_cast<size_t>(W), 0), rcount(static_cast<size_t>(W), 0);
+    const auto& my_a2a = L_.a2a_slots_to[static_cast<size_t>(me_)];
+    int64_t my_cols = 0;
+    for (int k : my_a2a) my_cols += L_.slots[static_cast<size_t>(k)].s.num_cols;
+    for (int d = 0; d < W; ++d) {
+      rcount[static_cast<size_t>(d)] = B * my_cols;
+      for (int k : L_.a2a_slots_to[static_cast<size_t>(d)]) scount[static_cast<size_t>(d)] += B * L_.slots[static_cast<size_t>(k)].s.num_cols;
+    }
+    auto sendb = buf<float>("comm_buffer", static_cast<size_t>(std::accumulate(scount.begin(), scount.end(), int64_t{0})));
+    size_t p = 0;
+    for (int d = 0; d < W; ++d)
+      for (int k : L_.a2a_slots_to[static_cast<size_t>(d)]) {
+        const Slot& sl = L_.slots[static_cast<size_t>(k)];
+        const int64_t dim = L_.dim[static_cast<size_t>(sl.feature)], cols = sl.s.num_cols;
+        const float* src = dpooled[static_cast<size_t>(sl.feature)].data();
+        for (int64_t s = 0; s < B; ++s)
+          std::memcpy(sendb.data() + p + static_cast<size_t>(s * cols), src + s * dim + sl.s.col_offset, sizeof(float) * static_cast<size_t>(cols));
+        p += static_cast<size_t>(B * cols);
+      }
+    auto recvb = buf<float>("comm_buffer", static_cast<size_t>(W * B * my_cols));
+    comm(*world_, "grad_dist/all_to_all", step, [&] {
+      world_->all_to_all_q("grad_dist/all_to_all", sendb.data(), scount, recvb.data(), rcount, prec, &bwd_error_);
+    });
+    p = 0;
+    for (int s = 0; s < W; ++s)
+      for (int k : my_a2a) {
+        const size_t lk = local_slot(k);
+        const int64_t cols = L_.slots[static_cast<size_t>(k)].s.num_cols;
+        std::memcpy(slot_grad[lk].data() + s * B * cols, recvb.data() + p, sizeof(float) * static_cast<size_t>(B * cols));
+        p += static_cast<size_t>(B * cols);
+      }
+  }
+  const int64_t rw_width = L_.sum_dims(L_.rw_features);
+  if (!L_.rw_features.empty()) {  // row_wise: all-gather of the (mean-scaled) gradients
+    auto sendb = buf<float>("comm_buffer", static_cast<size_t>(B * rw_width));
+    size_t p = 0;
+    for (int f : L_.rw_features) {
+      const int64_t dim = L_.dim[static_cast<size_t>(f)];
+      std::memcpy(sendb.data() + p, dpooled[static_cast<size_t>(f)].data(), sizeof(float) * static_cast<size_t>(B * dim));
+      if (is_mean(feature_table(f))) scale_rows_mean(b, f, sendb.data() + p, dim);
+      p += static_cast<size_t>(B * dim);
+    }
+    auto recvb = buf<float>("comm_buffer", static_cast<size_t>(W * B * rw_width));
+    std::vector<int64_t> counts(static_cast<size_t>(W), B * rw_width);
+    comm(*world_, "grad_dist/all_gather", step, [&] {
+      world_->all_gather_q("grad_dist/all_gather", sendb.data(), recvb.data(), counts, prec, &bwd_error_);
+    });
+    p = 0;
+    for (int s = 0; s < W; ++s)
+      for (int f : L_.rw_features) {
+        const int64_t dim = L_.dim[static_cast<size_t>(f)];
+        std::memcpy(slot_grad[slot_of_feature_on_me(f)].data() + s * B * dim, recvb.data() + p, sizeof(float) * static_cast<size_t>(B * dim));
+        p += static_cast<size_t>(B * dim);
+      }
+  }
+  if (node_) {  // table_row_wise: all-to-all across nodes, then all-gather inside the node
+    const int my_node = me_ / L_.local;
+    const auto& feats = L_.twrw_features[static_cast<size_t>(my_node)];
+    const int64_t width = L_.sum_dims(feats);
+    std::vector<int64_t> scount(static_cast<size_t>(L_.nodes)), rcount(static_cast<size_t>(L_.nodes), B * width);
+    std::vector<float> sendv;
+    for (int m = 0; m < L_.nodes; ++m) {
+      scount[static_cast<size_t>(m)] = B * L_.sum_dims(L_.twrw_features[static_cast<size_t>(m)]);
+      for (int f : L_.twrw_features[static_cast<size_t>(m)]) {
+        const int64_t dim = L_.dim[static_cast<size_t>(f)];
+        const size_t at = sendv.size();
+        sendv.insert(sendv.end(), dpooled[static_cast<size_t>(f)].data(), dpooled[static_cast<size_t>(f)].data() + B * dim);
+        if (is_mean(feature_table(f))) scale_rows_mean(b, f, sendv.data() + at, dim);
+      }
+    }
+    auto sendb = buf<float>("comm_buffer", sendv.size());
+    std::copy(sendv.begin(), sendv.end(), sendb.data());
+    auto cross_recv = buf<float>("comm_buffer", static_cast<size_t>(L_.nodes * B * width));  // [m][feature][B x dim]
+    comm(*cross_, "grad_dist/all_to_all_cross_node", step, [&] {
+      cross_->all_to_all_q("grad_dist/all_to_all_cross_node", sendb.data(), scount, cross_recv.data(), rcount, prec,
+                           &bwd_error_);
+    });
+    auto gathered = buf<float>("comm_buffer", static_cast<size_t>(L_.local * L_.nodes * B * width));  // [l][m][feature][B x dim]
+    std::vector<int64_t> counts(static_cast<size_t>(L_.local), L_.nodes * B * width);
+    // the values are already rounded to `prec`: sending them in it again is exact
+    comm(*node_, "grad_dist/all_gather_intra_node", step, [&] {
+      node_->all_gather_q("grad_dist/all_gather_intra_node", cross_recv.data(), gathered.data(), counts, prec, nullptr);
+    });
+    size_t p = 0;
+    for (int l = 0; l < L_.local; ++l)
+      for (int m = 0; m < L_.nodes; ++m)
+        for (int f : feats) {
+          const int64_t dim = L_.dim[static_cast<size_t>(f)];
+          const int owner = m * L_.local + l;
+          std::memcpy(slot_grad[slot_of_feature_on_me(f)].data() + owner * B * dim, gathered.data() + p, sizeof(float) * static_cast<size_t>(B * dim));
+          p += static_cast<size_t>(B * dim);
+        }
+  }
+  // ---- embedding backward + fused optimizer ----------------------------------------------------
+  {
+    ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "backward_fused_optimizer", step);
+    for (auto& ls : shards) {
+      if (sh_.plan.tables[static_cast<size_t>(ls.table)].type == ShardingType::data_parallel) continue;
+      std::vector<SparseGrad> parts;
+      for (size_t k = 0; k < nmine; ++k) {
+        const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
+        if (sl.table != ls.table || sl.s.row_offset != ls.s.row_offset || sl.s.col_offset != ls.s.col_offset) continue;
+        parts.push_back(accumulate_sparse_grad(ls.s.num_cols, b.slot_ids[k].data(), b.slot_off[k].data(), W * B,
+                                               b.slot_scale[k].empty() ? nullptr : b.slot_scale[k].data(),
+                                               slot_grad[k].data(), ls.s.num_cols));
+      }
+      SparseGrad g = parts.size() == 1 ? std::move(parts[0]) : merge_sparse_grads(parts, ls.s.num_cols);
+      if (measured_) summary.unique_ids += static_cast<int64_t>(g.rows.size());
+      load_of(ls.table, ls.shard_index).unique_ids = static_cast<int64_t>(g.rows.size());
+      shard_update(ls, it + 1, g);
+    }
+  }
+  // data_parallel: sparse row gradients all-gathered, merged in rank order, applied on every replica
+  for (int t : L_.dp_tables) {
+    LocalShard& ls = shard_of(t, me_);
+    const int64_t dim = ls.s.num_cols;
+    SparseGrad local;
+    {
+      ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "backward_data_parallel", step);
+      std::vector<SparseGrad> parts;
+      for (const auto& fname : spec.tables[static_cast<size_t>(t)].feature_names) {
+        const int f = spec.feature_index(fname);
+        std::vector<float> sc;
+        if (is_mean(t)) sc = mean_scale(lengths.data() + f * B, static_cast<size_t>(B));
+        parts.push_back(accumulate_sparse_grad(dim, b.batch.kjt.values.data(), b.off.data() + f * B, B, sc.empty() ? nullptr : sc.data(),
+                                               dpooled[static_cast<size_t>(f)].data(), dim));
+      }
+      local = parts.size() == 1 ? std::move(parts[0]) : merge_sparse_grads(parts, dim);
+    }
+    std::vector<int64_t> n_rows(static_cast<size_t>(W)), one(static_cast<size_t>(W), 1);
+    const int64_t mine_rows = static_cast<int64_t>(local.rows.size());
+    comm(*world_, "grad_dist/data_parallel_counts", step, [&] {
+      world_->all_gather_v("grad_dist/data_parallel_counts", &mine_rows, n_rows.data(), one, sizeof(int64_t));
+    });
+    const int64_t total_rows = std::accumulate(n_rows.begin(), n_rows.end(), int64_t{0});
+    auto all_rows = buf<int64_t>("comm_buffer", static_cast<size_t>(total_rows));
+    auto all_vals = buf<float>("comm_buffer", static_cast<size_t>(total_rows * dim));
+    std::vector<int64_t> val_counts(static_cast<size_t>(W));
+    for (int r = 0; r < W; ++r) val_counts[static_cast<size_t>(r)] = n_rows[static_cast<size_t>(r)] * dim;
+    comm(*world_, "grad_dist/data_parallel_all_gather", step, [&] {
+      world_->all_gather_v("grad_dist/data_parallel_rows", local.rows.data(), all_rows.data(), n_rows, sizeof(int64_t));
+      world_->all_gather_v("grad_dist/data_parallel_values", local.values.data(), all_vals.data(), val_counts, sizeof(float));
+    });
+    ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "optimizer_data_parallel", step);
+    std::vector<SparseGrad> parts(static_cast<size_t>(W));
+    int64_t at = 0;
+    for (int r = 0; r < W; ++r) {
+      auto& pr = parts[static_cast<size_t>(r)];
+      pr.dim = dim;
+      const int64_t n = n_rows[static_cast<size_t>(r)];
+      pr.rows.assign(all_rows.data() + at, all_rows.data() + at + n);
+      pr.values.assign(all_vals.data() + at * dim, all_vals.data() + (at + n) * dim);
+      at += n;
+    }
+    SparseGrad g = merge_sparse_grads(parts, dim);
+    if (measured_) summary.unique_ids += static_cast<int64_t>(g.rows.size());
+    load_of(t, ls.shard_index).unique_ids = static_cast<int64_t>(g.rows.size());
+    shard_update(ls, it + 1, g);
+  }
+
+  // ---- dense gradients (and the loss) all-reduced, averaged, applied -------------------------
+  // The buckets launched during the backward pass ran on the comm worker before the gradient
+  // dist (queue order); the last one, with the loss and the cancel vote, was queued after it.
+  for (auto& f : bucket_done_) f.get();
+  bucket_done_.clear();
+  bool stop = false;
+  const float mean_loss = red_[0] / static_cast<float>(W);
+  {
+    ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "dense_optimizer", step);
+    const float inv_w = 1.0f / static_cast<float>(W);
+    stop = red_[1] > 0;
+    for (size_t i = 2; i < red_.size(); ++i) red_[i] *= inv_w;
+    const double lr = spec.optimizer.dense_learning_rate > 0 ? spec.optimizer.dense_learning_rate : spec.optimizer.learning_rate;
+    dense_.sgd_step(static_cast<float>(lr), red_.data() + 2);
+  }
+  // The loss is all-reduced, so every rank sees the same value and stops at the same step.
+  if (!std::isfinite(mean_loss))
+    throw std::runtime_error(fmt::format("training diverged: the loss is {} at step {}", mean_loss, step));
+  if (measured_) losses.push_back(static_cast<double>(mean_loss));
+  last_loss_ = static_cast<double>(mean_loss);
+  return stop;
+}
+
+void Rank::launch_bucket(size_t k, int64_t step) {
+  // red_ = [loss, cancel vote, gradients...]; the last bucket (parameters from 0) takes the
+  // loss and the vote with it
+  const auto [lo, hi] = buckets_[k];
+  const auto& g = dense_.grads();
+  std::copy(g.begin() + lo, g.begin() + hi, red_.begin() + 2 + lo);
+  const int64_t from = k + 1 == buckets_.size() ? 0 : 2 + lo;
+  float* data = red_.data() + from;
+  const int64_t count = 2 + hi - from;
+  bucket_done_.push_back(comm_->submit([this, data, count, step] {
+    on_comm_lane(*world_, "dense_all_reduce", step, [&] { world_->all_reduce_sum("dense_all_reduce", data, count); });
+  }));
+}
+
+
+}  // namespace embedscope::engine::threaded
