@@ -140,9 +140,7 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
     std::vector<int> all(static_cast<size_t>(W));
     std::iota(all.begin(), all.end(), 0);
     adopt(NcclComm::init_all(all, "world", timeout, all), sh.nccl_world, all);
-    bool any_twrw = false;
-    for (const auto& tp : result.plan.tables) any_twrw |= tp.type == ShardingType::table_row_wise;
-    if (any_twrw) {  // the same groups as the cpu backend's (Rank::setup)
+    if (sh.layout.hierarchical) {  // the node and cross groups, as the cpu backend's (Rank::setup)
       const Layout& L = sh.layout;
       for (int n = 0; n < L.nodes; ++n) {
         std::vector<int> m;
@@ -321,7 +319,7 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
       std::vector<float> full(static_cast<size_t>(ts.num_embeddings * ts.embedding_dim));
       const TablePlan& tp = result.plan.tables[t];
       for (const Shard& s : tp.shards) {
-        if (tp.type == ShardingType::data_parallel && s.rank != 0) continue;
+        if (sh.layout.replicated(static_cast<int>(t)) && s.rank != 0) continue;  // one replica
         for (auto& ls : ranks[static_cast<size_t>(s.rank)]->shards) {
           if (ls.table != static_cast<int>(t) || ls.s.row_offset != s.row_offset || ls.s.col_offset != s.col_offset) continue;
           for (int64_t r = 0; r < s.num_rows; ++r)

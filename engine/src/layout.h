@@ -22,6 +22,12 @@ struct Slot {
   int shard = 0;  // index into TablePlan::shards
   ShardingType type{};
   Shard s;
+  /// The input dist sends a bag's ids to this slot only where they fall in its row range
+  /// (row_wise, table_row_wise); otherwise every id of the bag.
+  bool bucketize_by_rows = false;
+  /// The slot's pooled rows are final at the lookup (whole rows: table_wise, column_wise), so
+  /// mean pooling scales them there; otherwise after the reduction of partial sums.
+  bool final_at_lookup = false;
 };
 
 struct Layout {
@@ -33,7 +39,9 @@ struct Layout {
   std::vector<std::vector<int>> a2a_slots_to;  // per rank: its table_wise / column_wise slots
   std::vector<int> rw_features;                // features of row_wise tables
   std::vector<std::vector<int>> twrw_features; // per node: features of its table_row_wise tables
-  std::vector<int> dp_tables;
+  std::vector<int> dp_tables;                  // data_parallel: replicated, no dist
+  bool hierarchical = false;                   // table_row_wise tables: node and cross groups
+  bool replicated(int table) const { return std::find(dp_tables.begin(), dp_tables.end(), table) != dp_tables.end(); }
 
   Layout(const WorkloadSpec& spec, const ShardingPlan& plan) {
     world = plan.world_size;
@@ -54,10 +62,13 @@ struct Layout {
       for (const auto& fname : t.feature_names) {
         const int f = spec.feature_index(fname);
         if (tp.type == ShardingType::row_wise) rw_features.push_back(f);
-        if (tp.type == ShardingType::table_row_wise) twrw_features[static_cast<size_t>(tp.node)].push_back(f);
+        if (tp.type == ShardingType::table_row_wise) {
+          twrw_features[static_cast<size_t>(tp.node)].push_back(f);
+          hierarchical = true;
+        }
         for (size_t s = 0; s < tp.shards.size(); ++s) {
           const int idx = static_cast<int>(slots.size());
-          slots.push_back({tp.table, f, static_cast<int>(s), tp.type, tp.shards[s]});
+          slots.push_back({tp.table, f, static_cast<int>(s), tp.type, tp.shards[s], is_rw(tp.type), is_a2a(tp.type)});
           slots_to[static_cast<size_t>(tp.shards[s].rank)].push_back(idx);
           if (is_a2a(tp.type)) a2a_slots_to[static_cast<size_t>(tp.shards[s].rank)].push_back(idx);
         }

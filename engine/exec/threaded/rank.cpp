@@ -102,8 +102,7 @@ void Rank::setup() {
   comm_ = std::make_unique<CommWorker>();
   std::vector<int> all(static_cast<size_t>(L_.world));
   std::iota(all.begin(), all.end(), 0);
-  bool any_twrw = false;
-  for (const auto& tp : sh_.plan.tables) any_twrw |= tp.type == ShardingType::table_row_wise;
+  const bool any_twrw = L_.hierarchical;  // node and cross groups
   const int node = me_ / L_.local, l = me_ % L_.local;
 #if EMBEDSCOPE_WITH_CUDA
   if (!sh_.nccl_world.empty()) {

@@ -35,6 +35,7 @@
 #include "embedscope/engine/trainer.h"
 #include "embedscope/profiler/tracer.h"
 #include "embedscope/sessions/session.h"
+#include "../../sharding/embedding_sharding.h"
 #include "comm_worker.h"
 #if EMBEDSCOPE_WITH_CUDA
 #include "embedscope/engine/nccl_comm.h"
@@ -46,8 +47,6 @@ using detail::Collectives;
 using detail::GlooCollectives;
 using detail::Layout;
 using detail::Slot;
-using detail::is_a2a;
-using detail::is_rw;
 using sessions::Lane;
 using sessions::OpCategory;
 using profiler::ScopedSpan;
@@ -119,15 +118,12 @@ struct Inflight {
   std::vector<DeviceBuffer<float>> slot_out;
   std::vector<std::vector<float>> slot_scale;  // per-bag scale used forward and backward
   std::vector<DeviceBuffer<float>> pooled;     // per feature: B x dim
-  struct OutputDist {
-    DeviceBuffer<float> a2a_send, a2a_recv, rw_send, rw_recv, tw_send, tw_rs, tw_a2a_send, tw_recv;
-    std::vector<int64_t> a2a_scount, a2a_rcount, rw_counts, tw_counts, tw_scount, tw_rcount;
-  } od;
+  std::vector<std::unique_ptr<sharding::OutputDistJob>> output_jobs;  // one per sharding module, in order
   std::future<void> output_dist;  // valid while the output dist runs unawaited
 };
 
 // ---- one rank -------------------------------------------------------------------------------
-class Rank {
+class Rank final : public sharding::RankContext {
  public:
   Rank(Shared& sh, int rank)
       : sh_(sh), L_(sh.layout), me_(rank), arena_(rank, make_allocator(sh, rank), gpu_of(sh, rank) != nullptr),
@@ -162,9 +158,27 @@ class Rank {
   sessions::LoadCounter& load_of(int table, int shard_index);
   static std::vector<float> mean_scale(const int64_t* lens, size_t n);
   bool is_mean(int table) const;
-  size_t local_slot(int slot) const;
-  size_t slot_of_feature_on_me(int f) const;
-  void scale_rows_mean(const Inflight& b, int f, float* rows, int64_t dim) const;
+  // ---- sharding::RankContext: what the sharding modules use ------------------------------------
+ public:
+  int rank() const override { return me_; }
+  const WorkloadSpec& spec() const override { return sh_.spec; }
+  const Layout& layout() const override { return L_; }
+  DeviceBuffer<float> buffer(const char* tag, size_t n) override { return buf<float>(tag, n); }
+  Collectives& group(sharding::GroupKind g) override {
+    return g == sharding::GroupKind::world ? *world_ : g == sharding::GroupKind::node ? *node_ : *cross_;
+  }
+  void on_comm_lane(sharding::GroupKind g, const char* name, const std::function<void()>& fn) override {
+    on_comm_lane(group(g), name, comm_step_, fn);
+  }
+  void comm(sharding::GroupKind g, const char* name, const std::function<void()>& fn) override {
+    comm(group(g), name, step_, fn);
+  }
+  QuantError* forward_error() override { return &fwd_error_; }
+  QuantError* backward_error() override { return &bwd_error_; }
+  size_t local_slot(int slot) const override;
+  size_t local_slot_of_feature(int f) const override;
+
+ private:
   template <class T>
   DeviceBuffer<T> buf(const char* tag, size_t n) {
     DeviceBuffer<T> b(&arena_, tag);
@@ -226,6 +240,8 @@ class Rank {
   DenseModel dense_;
   std::unique_ptr<CommWorker> comm_;
   std::unique_ptr<Collectives> world_, node_, cross_;
+  std::vector<std::unique_ptr<sharding::EmbeddingSharding>> shardings_ = sharding::embedding_shardings(L_);
+  int64_t comm_step_ = 0;  // the step of the job the comm worker runs (written and read on the comm thread)
   DeviceBuffer<float> dense_params_;  // accounting for the dense part
   std::vector<int64_t> counter_base_;
   std::atomic<int64_t> current_step_{0};

@@ -49,7 +49,7 @@ std::unique_ptr<Inflight> Rank::start_batch(int64_t it, bool async) {
       b.send_counts_splits[static_cast<size_t>(d)] = static_cast<int64_t>(to.size());
       for (int k : to) {
         const Slot& sl = L_.slots[static_cast<size_t>(k)];
-        slots.push_back({sl.feature, is_rw(sl.type), sl.s.row_offset, sl.s.num_rows});
+        slots.push_back({sl.feature, sl.bucketize_by_rows, sl.s.row_offset, sl.s.num_rows});
       }
     }
     BucketizedKjt sent = bucketize_kjt(values, off, B, slots);
@@ -147,20 +147,11 @@ size_t Rank::local_slot(int slot) const {
   throw std::logic_error("slot not local");
 }
 
-size_t Rank::slot_of_feature_on_me(int f) const {
+size_t Rank::local_slot_of_feature(int f) const {
   const auto& mine = L_.slots_to[static_cast<size_t>(me_)];
   for (size_t k = 0; k < mine.size(); ++k)
     if (L_.slots[static_cast<size_t>(mine[k])].feature == f) return k;
   throw std::logic_error("feature has no local slot");
-}
-
-void Rank::scale_rows_mean(const Inflight& b, int f, float* rows, int64_t dim) const {
-  const int64_t B = L_.B;
-  for (int64_t s = 0; s < B; ++s) {
-    const int64_t len = b.batch.kjt.lengths[static_cast<size_t>(f * B + s)];
-    const float sc = len > 0 ? 1.0f / static_cast<float>(len) : 0.0f;
-    for (int64_t c = 0; c < dim; ++c) rows[s * dim + c] *= sc;
-  }
 }
 
 void Rank::lookup(Inflight& b) {
@@ -182,7 +173,7 @@ void Rank::lookup(Inflight& b) {
     const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
     LocalShard& ls = shard_of(sl.table, sl.shard);
     b.slot_out[k] = buf<float>("pooled_output", static_cast<size_t>(W * B * sl.s.num_cols));
-    if (is_a2a(sl.type) && is_mean(sl.table)) b.slot_scale[k] = mean_scale(b.slot_len[k].data(), b.slot_len[k].size());
+    if (sl.final_at_lookup && is_mean(sl.table)) b.slot_scale[k] = mean_scale(b.slot_len[k].data(), b.slot_len[k].size());
     const int64_t t0 = tr.now_ns();
     shard_lookup(ls, b.slot_ids[k].data(), b.slot_off[k].data(), W * B,
                  b.slot_scale[k].empty() ? nullptr : b.slot_scale[k].data(), b.slot_out[k]);

@@ -14,8 +14,6 @@ bool Rank::train(Inflight& b) {
   auto& tr = sh_.tracer;
   const std::vector<int>& mine = L_.slots_to[static_cast<size_t>(me_)];
   const size_t nmine = mine.size();
-  const CommPrecision prec = spec.qcomms.backward_precision;
-  auto feature_table = [&](int f) { return spec.table_of_feature(static_cast<size_t>(f)); };
   const auto& lengths = b.batch.kjt.lengths;
 
   // ---- dense forward / loss / backward --------------------------------------------------------
@@ -53,105 +51,12 @@ bool Rank::train(Inflight& b) {
   std::vector<DeviceBuffer<float>> slot_grad(nmine);
   for (size_t k = 0; k < nmine; ++k)
     slot_grad[k] = buf<float>("gradients", static_cast<size_t>(W * B * L_.slots[static_cast<size_t>(mine[k])].s.num_cols));
-  {  // table_wise / column_wise: reverse all-to-all
-    std::vector<int64_t> scount(static_cast<size_t>(W), 0), rcount(static_cast<size_t>(W), 0);
-    const auto& my_a2a = L_.a2a_slots_to[static_cast<size_t>(me_)];
-    int64_t my_cols = 0;
-    for (int k : my_a2a) my_cols += L_.slots[static_cast<size_t>(k)].s.num_cols;
-    for (int d = 0; d < W; ++d) {
-      rcount[static_cast<size_t>(d)] = B * my_cols;
-      for (int k : L_.a2a_slots_to[static_cast<size_t>(d)]) scount[static_cast<size_t>(d)] += B * L_.slots[static_cast<size_t>(k)].s.num_cols;
-    }
-    auto sendb = buf<float>("comm_buffer", static_cast<size_t>(std::accumulate(scount.begin(), scount.end(), int64_t{0})));
-    size_t p = 0;
-    for (int d = 0; d < W; ++d)
-      for (int k : L_.a2a_slots_to[static_cast<size_t>(d)]) {
-        const Slot& sl = L_.slots[static_cast<size_t>(k)];
-        const int64_t dim = L_.dim[static_cast<size_t>(sl.feature)], cols = sl.s.num_cols;
-        const float* src = dpooled[static_cast<size_t>(sl.feature)].data();
-        for (int64_t s = 0; s < B; ++s)
-          std::memcpy(sendb.data() + p + static_cast<size_t>(s * cols), src + s * dim + sl.s.col_offset, sizeof(float) * static_cast<size_t>(cols));
-        p += static_cast<size_t>(B * cols);
-      }
-    auto recvb = buf<float>("comm_buffer", static_cast<size_t>(W * B * my_cols));
-    comm(*world_, "grad_dist/all_to_all", step, [&] {
-      world_->all_to_all_q("grad_dist/all_to_all", sendb.data(), scount, recvb.data(), rcount, prec, &bwd_error_);
-    });
-    p = 0;
-    for (int s = 0; s < W; ++s)
-      for (int k : my_a2a) {
-        const size_t lk = local_slot(k);
-        const int64_t cols = L_.slots[static_cast<size_t>(k)].s.num_cols;
-        std::memcpy(slot_grad[lk].data() + s * B * cols, recvb.data() + p, sizeof(float) * static_cast<size_t>(B * cols));
-        p += static_cast<size_t>(B * cols);
-      }
-  }
-  const int64_t rw_width = L_.sum_dims(L_.rw_features);
-  if (!L_.rw_features.empty()) {  // row_wise: all-gather of the (mean-scaled) gradients
-    auto sendb = buf<float>("comm_buffer", static_cast<size_t>(B * rw_width));
-    size_t p = 0;
-    for (int f : L_.rw_features) {
-      const int64_t dim = L_.dim[static_cast<size_t>(f)];
-      std::memcpy(sendb.data() + p, dpooled[static_cast<size_t>(f)].data(), sizeof(float) * static_cast<size_t>(B * dim));
-      if (is_mean(feature_table(f))) scale_rows_mean(b, f, sendb.data() + p, dim);
-      p += static_cast<size_t>(B * dim);
-    }
-    auto recvb = buf<float>("comm_buffer", static_cast<size_t>(W * B * rw_width));
-    std::vector<int64_t> counts(static_cast<size_t>(W), B * rw_width);
-    comm(*world_, "grad_dist/all_gather", step, [&] {
-      world_->all_gather_q("grad_dist/all_gather", sendb.data(), recvb.data(), counts, prec, &bwd_error_);
-    });
-    p = 0;
-    for (int s = 0; s < W; ++s)
-      for (int f : L_.rw_features) {
-        const int64_t dim = L_.dim[static_cast<size_t>(f)];
-        std::memcpy(slot_grad[slot_of_feature_on_me(f)].data() + s * B * dim, recvb.data() + p, sizeof(float) * static_cast<size_t>(B * dim));
-        p += static_cast<size_t>(B * dim);
-      }
-  }
-  if (node_) {  // table_row_wise: all-to-all across nodes, then all-gather inside the node
-    const int my_node = me_ / L_.local;
-    const auto& feats = L_.twrw_features[static_cast<size_t>(my_node)];
-    const int64_t width = L_.sum_dims(feats);
-    std::vector<int64_t> scount(static_cast<size_t>(L_.nodes)), rcount(static_cast<size_t>(L_.nodes), B * width);
-    std::vector<float> sendv;
-    for (int m = 0; m < L_.nodes; ++m) {
-      scount[static_cast<size_t>(m)] = B * L_.sum_dims(L_.twrw_features[static_cast<size_t>(m)]);
-      for (int f : L_.twrw_features[static_cast<size_t>(m)]) {
-        const int64_t dim = L_.dim[static_cast<size_t>(f)];
-        const size_t at = sendv.size();
-        sendv.insert(sendv.end(), dpooled[static_cast<size_t>(f)].data(), dpooled[static_cast<size_t>(f)].data() + B * dim);
-        if (is_mean(feature_table(f))) scale_rows_mean(b, f, sendv.data() + at, dim);
-      }
-    }
-    auto sendb = buf<float>("comm_buffer", sendv.size());
-    std::copy(sendv.begin(), sendv.end(), sendb.data());
-    auto cross_recv = buf<float>("comm_buffer", static_cast<size_t>(L_.nodes * B * width));  // [m][feature][B x dim]
-    comm(*cross_, "grad_dist/all_to_all_cross_node", step, [&] {
-      cross_->all_to_all_q("grad_dist/all_to_all_cross_node", sendb.data(), scount, cross_recv.data(), rcount, prec,
-                           &bwd_error_);
-    });
-    auto gathered = buf<float>("comm_buffer", static_cast<size_t>(L_.local * L_.nodes * B * width));  // [l][m][feature][B x dim]
-    std::vector<int64_t> counts(static_cast<size_t>(L_.local), L_.nodes * B * width);
-    // the values are already rounded to `prec`: sending them in it again is exact
-    comm(*node_, "grad_dist/all_gather_intra_node", step, [&] {
-      node_->all_gather_q("grad_dist/all_gather_intra_node", cross_recv.data(), gathered.data(), counts, prec, nullptr);
-    });
-    size_t p = 0;
-    for (int l = 0; l < L_.local; ++l)
-      for (int m = 0; m < L_.nodes; ++m)
-        for (int f : feats) {
-          const int64_t dim = L_.dim[static_cast<size_t>(f)];
-          const int owner = m * L_.local + l;
-          std::memcpy(slot_grad[slot_of_feature_on_me(f)].data() + owner * B * dim, gathered.data() + p, sizeof(float) * static_cast<size_t>(B * dim));
-          p += static_cast<size_t>(B * dim);
-        }
-  }
+  for (const auto& m : shardings_) m->grad_dist(*this, dpooled, lengths, slot_grad);
   // ---- embedding backward + fused optimizer ----------------------------------------------------
   {
     ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "backward_fused_optimizer", step);
     for (auto& ls : shards) {
-      if (sh_.plan.tables[static_cast<size_t>(ls.table)].type == ShardingType::data_parallel) continue;
+      if (L_.replicated(ls.table)) continue;
       std::vector<SparseGrad> parts;
       for (size_t k = 0; k < nmine; ++k) {
         const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];

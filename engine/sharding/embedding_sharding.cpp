@@ -1,0 +1,27 @@
+#include "embedding_sharding.h"
+
+namespace embedscope::engine::sharding {
+
+using detail::Layout;
+
+std::vector<std::unique_ptr<EmbeddingSharding>> embedding_shardings(const Layout& layout) {
+  std::vector<std::unique_ptr<EmbeddingSharding>> out;
+  out.push_back(pooled_all_to_all_sharding());
+  if (!layout.rw_features.empty()) out.push_back(row_wise_sharding());
+  if (layout.hierarchical) out.push_back(table_row_wise_sharding());
+  return out;
+}
+
+void scale_rows_mean(const std::vector<int64_t>& lengths, int64_t B, int f, float* rows, int64_t dim) {
+  for (int64_t s = 0; s < B; ++s) {
+    const int64_t len = lengths[static_cast<size_t>(f * B + s)];
+    const float sc = len > 0 ? 1.0f / static_cast<float>(len) : 0.0f;
+    for (int64_t c = 0; c < dim; ++c) rows[s * dim + c] *= sc;
+  }
+}
+
+bool is_mean(const WorkloadSpec& spec, int feature) {
+  return spec.tables[static_cast<size_t>(spec.table_of_feature(static_cast<size_t>(feature)))].pooling == Pooling::mean;
+}
+
+}  // namespace embedscope::engine::sharding

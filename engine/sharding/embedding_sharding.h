@@ -1,0 +1,104 @@
+#pragma once
+// One sharding type's part of a step, behind one interface (TorchRec's EmbeddingSharding: the
+// output dist of the pooled embeddings and, in reverse, the gradient dist). Each module emits
+// its ops into the step program (program/program_sink.h) and, when an executor runs them,
+// packs, sends and unpacks its buffers through the rank's RankContext. The executors hold the
+// modules a plan needs (embedding_shardings) and never name a sharding type.
+//   pooled_all_to_all.cpp  table_wise and column_wise: all-to-all of B x cols blocks
+//   row_wise.cpp           row_wise: reduce-scatter of partial sums / all-gather of gradients
+//   table_row_wise.cpp     table_row_wise: reduce-scatter in the node, all-to-all across nodes
+// data_parallel tables have no dist of their own (local lookups on every replica; their sparse
+// gradients are all-gathered in the train phase). A new sharding type is a new file here plus
+// its entry in the spec's enum table and in embedding_shardings(). Internal to the engine.
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "../src/collectives.h"
+#include "../src/layout.h"
+#include "embedscope/engine/memory.h"
+
+namespace embedscope::engine {
+namespace program {
+class ProgramSink;
+}
+
+namespace sharding {
+
+/// The process groups of a rank: every rank, the ranks of its node, the ranks with its local
+/// rank across nodes (table_row_wise's hierarchy).
+enum class GroupKind { world, node, cross };
+
+/// What a sharding module needs of the rank that runs it.
+class RankContext {
+ public:
+  virtual ~RankContext() = default;
+  virtual int rank() const = 0;
+  virtual const WorkloadSpec& spec() const = 0;
+  virtual const detail::Layout& layout() const = 0;
+  /// n floats in the rank's device arena, tagged for the memory view (compute thread only:
+  /// the arena belongs to it). Throws OomError when the device is full.
+  virtual DeviceBuffer<float> buffer(const char* tag, size_t n) = 0;
+  /// The rank's process group (node and cross exist when layout().hierarchical).
+  virtual detail::Collectives& group(GroupKind g) = 0;
+  /// On the comm thread: runs `fn` (one collective on group g) as a span `name` on the comm lane.
+  virtual void on_comm_lane(GroupKind g, const char* name, const std::function<void()>& fn) = 0;
+  /// On the compute thread: runs `fn` on the comm worker as a span `name` and waits for it.
+  virtual void comm(GroupKind g, const char* name, const std::function<void()>& fn) = 0;
+  /// Where the quantization error of the forward (output dist) and backward (grad dist)
+  /// collectives accumulates (qcomms; written on the comm thread).
+  virtual QuantError* forward_error() = 0;
+  virtual QuantError* backward_error() = 0;
+  /// Index among this rank's slots (layout().slots_to[rank]) of global slot `slot`, and of the
+  /// slot of feature `f` on this rank (row-wise tables have one on every rank). Throw
+  /// std::logic_error when absent.
+  virtual size_t local_slot(int slot) const = 0;
+  virtual size_t local_slot_of_feature(int f) const = 0;
+};
+
+/// One batch's output dist after its buffers are packed: run() on the comm thread, finish() on
+/// the compute thread once run() has returned.
+class OutputDistJob {
+ public:
+  virtual ~OutputDistJob() = default;
+  virtual void run(RankContext& ctx) = 0;
+  /// Writes the received pooled embeddings into pooled[f] (B x dim of feature f); lengths are
+  /// the batch's bag lengths (feature-major, F x B) for mean pooling after a reduction.
+  virtual void finish(RankContext& ctx, std::vector<DeviceBuffer<float>>& pooled, const std::vector<int64_t>& lengths) = 0;
+};
+
+class EmbeddingSharding {
+ public:
+  virtual ~EmbeddingSharding() = default;
+  /// Appends the output dist ops of batch `batch` (`sync`: the compute worker waits for them).
+  virtual void emit_output_dist(program::ProgramSink& sink, int batch, bool sync) const = 0;
+  /// Appends the gradient dist ops (the compute worker waits for each).
+  virtual void emit_grad_dist(program::ProgramSink& sink, int batch) const = 0;
+  /// Packs the looked-up rows of this rank's slots (slot_out[k]: W*B x cols of local slot k,
+  /// source rank major) for the output dist.
+  virtual std::unique_ptr<OutputDistJob> start_output_dist(RankContext& ctx,
+                                                           const std::vector<DeviceBuffer<float>>& slot_out) const = 0;
+  /// The gradient dist: dpooled[f] (B x dim) to the shards; writes slot_grad[k] (W*B x cols of
+  /// local slot k, source rank major).
+  virtual void grad_dist(RankContext& ctx, const std::vector<DeviceBuffer<float>>& dpooled,
+                         const std::vector<int64_t>& lengths, std::vector<DeviceBuffer<float>>& slot_grad) const = 0;
+};
+
+/// The modules of a plan, in the order their collectives run: the all-to-all of table_wise and
+/// column_wise shards always (every rank joins, with empty splits when it has none), then
+/// row_wise when the plan has row-wise tables, then table_row_wise when it has those.
+std::vector<std::unique_ptr<EmbeddingSharding>> embedding_shardings(const detail::Layout& layout);
+
+std::unique_ptr<EmbeddingSharding> pooled_all_to_all_sharding();
+std::unique_ptr<EmbeddingSharding> row_wise_sharding();
+std::unique_ptr<EmbeddingSharding> table_row_wise_sharding();
+
+/// rows[s] *= 1 / lengths[f * B + s] (0 for an empty bag): mean pooling applied after a
+/// reduction of sums (row-wise tables); rows is B x dim.
+void scale_rows_mean(const std::vector<int64_t>& lengths, int64_t B, int f, float* rows, int64_t dim);
+/// Whether feature f's table pools by mean.
+bool is_mean(const WorkloadSpec& spec, int feature);
+
+}  // namespace sharding
+}  // namespace embedscope::engine

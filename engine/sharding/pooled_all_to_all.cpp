@@ -1,0 +1,149 @@
+// table_wise and column_wise: every shard holds whole rows (all of a table's, or a range of its
+// columns), so each rank's pooled rows of the shard are final: an all-to-all sends each sample
+// owner its B x cols block, and the reverse all-to-all brings the gradients back.
+#include <cstring>
+#include <numeric>
+
+#include "../program/program_sink.h"
+#include "embedding_sharding.h"
+
+namespace embedscope::engine::sharding {
+
+namespace {
+
+using detail::Layout;
+using detail::Slot;
+
+int64_t a2a_cols(const Layout& L, int r) {
+  int64_t c = 0;
+  for (int k : L.a2a_slots_to[static_cast<size_t>(r)]) c += L.slots[static_cast<size_t>(k)].s.num_cols;
+  return c;
+}
+
+class Job final : public OutputDistJob {
+ public:
+  DeviceBuffer<float> send, recv;  // allocation order: send, then recv
+  // the buffers go back to the allocator in the order they were taken (as the step always freed them)
+  ~Job() override { send = {}; recv = {}; }
+  std::vector<int64_t> scount, rcount;
+  void run(RankContext& ctx) override {
+    const CommPrecision prec = ctx.spec().qcomms.forward_precision;
+    ctx.on_comm_lane(GroupKind::world, "output_dist/all_to_all", [&] {
+      ctx.group(GroupKind::world)
+          .all_to_all_q("output_dist/all_to_all", send.data(), scount, recv.data(), rcount, prec, ctx.forward_error());
+    });
+  }
+  void finish(RankContext& ctx, std::vector<DeviceBuffer<float>>& pooled, const std::vector<int64_t>&) override {
+    const Layout& L = ctx.layout();
+    size_t p = 0;
+    for (int d = 0; d < L.world; ++d)
+      for (int k : L.a2a_slots_to[static_cast<size_t>(d)]) {
+        const Slot& sl = L.slots[static_cast<size_t>(k)];
+        const int64_t dim = L.dim[static_cast<size_t>(sl.feature)], cols = sl.s.num_cols;
+        float* dst = pooled[static_cast<size_t>(sl.feature)].data();
+        for (int64_t s = 0; s < L.B; ++s)
+          std::memcpy(dst + s * dim + sl.s.col_offset, recv.data() + p + static_cast<size_t>(s * cols),
+                      sizeof(float) * static_cast<size_t>(cols));
+        p += static_cast<size_t>(L.B * cols);
+      }
+  }
+};
+
+class PooledAllToAll final : public EmbeddingSharding {
+ public:
+  void emit_output_dist(program::ProgramSink& sink, int batch, bool sync) const override {
+    const Layout& L = sink.layout;
+    const CommPrecision prec = sink.spec.qcomms.forward_precision;
+    std::vector<int64_t> sc(static_cast<size_t>(L.world)), rc(static_cast<size_t>(L.world));
+    for (int r = 0; r < L.world; ++r) {
+      sc[static_cast<size_t>(r)] = L.B * a2a_cols(L, sink.rank);
+      rc[static_cast<size_t>(r)] = L.B * a2a_cols(L, r);
+    }
+    sink.comm("output_dist/all_to_all", batch,
+              {sink.all_to_all("output_dist/all_to_all", sink.world_ranks, "world", sc, rc,
+                               program::ProgramSink::elem_bytes(prec), program::ProgramSink::dtype(prec))},
+              sync, "all-to-all of the pooled embeddings of table-wise and column-wise shards");
+  }
+  void emit_grad_dist(program::ProgramSink& sink, int batch) const override {
+    const Layout& L = sink.layout;
+    const CommPrecision prec = sink.spec.qcomms.backward_precision;
+    std::vector<int64_t> sc(static_cast<size_t>(L.world)), rc(static_cast<size_t>(L.world), L.B * a2a_cols(L, sink.rank));
+    for (int d = 0; d < L.world; ++d) sc[static_cast<size_t>(d)] = L.B * a2a_cols(L, d);
+    sink.comm("grad_dist/all_to_all", batch,
+              {sink.all_to_all("grad_dist/all_to_all", sink.world_ranks, "world", sc, rc,
+                               program::ProgramSink::elem_bytes(prec), program::ProgramSink::dtype(prec))},
+              true, "all-to-all of the pooled-embedding gradients back to the table-wise and column-wise shards");
+  }
+  std::unique_ptr<OutputDistJob> start_output_dist(RankContext& ctx,
+                                                   const std::vector<DeviceBuffer<float>>& slot_out) const override {
+    const Layout& L = ctx.layout();
+    const int W = L.world, me = ctx.rank();
+    const int64_t B = L.B;
+    auto job = std::make_unique<Job>();
+    job->scount.assign(static_cast<size_t>(W), 0);
+    job->rcount.assign(static_cast<size_t>(W), 0);
+    const auto& my_a2a = L.a2a_slots_to[static_cast<size_t>(me)];
+    const int64_t my_cols = a2a_cols(L, me);
+    for (int r = 0; r < W; ++r) {
+      job->scount[static_cast<size_t>(r)] = B * my_cols;
+      job->rcount[static_cast<size_t>(r)] = B * a2a_cols(L, r);
+    }
+    job->send = ctx.buffer("comm_buffer", static_cast<size_t>(W * B * my_cols));
+    size_t p = 0;
+    for (int r = 0; r < W; ++r)
+      for (int k : my_a2a) {
+        const size_t lk = ctx.local_slot(k);
+        const int64_t cols = L.slots[static_cast<size_t>(k)].s.num_cols;
+        std::memcpy(job->send.data() + p, slot_out[lk].data() + r * B * cols, sizeof(float) * static_cast<size_t>(B * cols));
+        p += static_cast<size_t>(B * cols);
+      }
+    job->recv = ctx.buffer("comm_buffer",
+                           static_cast<size_t>(std::accumulate(job->rcount.begin(), job->rcount.end(), int64_t{0})));
+    return job;
+  }
+  void grad_dist(RankContext& ctx, const std::vector<DeviceBuffer<float>>& dpooled, const std::vector<int64_t>&,
+                 std::vector<DeviceBuffer<float>>& slot_grad) const override {
+    const Layout& L = ctx.layout();
+    const int W = L.world, me = ctx.rank();
+    const int64_t B = L.B;
+    const CommPrecision prec = ctx.spec().qcomms.backward_precision;
+    std::vector<int64_t> scount(static_cast<size_t>(W), 0), rcount(static_cast<size_t>(W), 0);
+    const auto& my_a2a = L.a2a_slots_to[static_cast<size_t>(me)];
+    const int64_t my_cols = a2a_cols(L, me);
+    for (int d = 0; d < W; ++d) {
+      rcount[static_cast<size_t>(d)] = B * my_cols;
+      scount[static_cast<size_t>(d)] = B * a2a_cols(L, d);
+    }
+    auto sendb = ctx.buffer("comm_buffer", static_cast<size_t>(std::accumulate(scount.begin(), scount.end(), int64_t{0})));
+    size_t p = 0;
+    for (int d = 0; d < W; ++d)
+      for (int k : L.a2a_slots_to[static_cast<size_t>(d)]) {
+        const Slot& sl = L.slots[static_cast<size_t>(k)];
+        const int64_t dim = L.dim[static_cast<size_t>(sl.feature)], cols = sl.s.num_cols;
+        const float* src = dpooled[static_cast<size_t>(sl.feature)].data();
+        for (int64_t s = 0; s < B; ++s)
+          std::memcpy(sendb.data() + p + static_cast<size_t>(s * cols), src + s * dim + sl.s.col_offset,
+                      sizeof(float) * static_cast<size_t>(cols));
+        p += static_cast<size_t>(B * cols);
+      }
+    auto recvb = ctx.buffer("comm_buffer", static_cast<size_t>(W * B * my_cols));
+    ctx.comm(GroupKind::world, "grad_dist/all_to_all", [&] {
+      ctx.group(GroupKind::world)
+          .all_to_all_q("grad_dist/all_to_all", sendb.data(), scount, recvb.data(), rcount, prec, ctx.backward_error());
+    });
+    p = 0;
+    for (int s = 0; s < W; ++s)
+      for (int k : my_a2a) {
+        const size_t lk = ctx.local_slot(k);
+        const int64_t cols = L.slots[static_cast<size_t>(k)].s.num_cols;
+        std::memcpy(slot_grad[lk].data() + s * B * cols, recvb.data() + p, sizeof(float) * static_cast<size_t>(B * cols));
+        p += static_cast<size_t>(B * cols);
+      }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<EmbeddingSharding> pooled_all_to_all_sharding() { return std::make_unique<PooledAllToAll>(); }
+
+}  // namespace embedscope::engine::sharding

@@ -1,0 +1,115 @@
+// row_wise: each rank holds a row range of the table, so its pooled rows are partial sums over
+// the ids that fell in its range: a reduce-scatter over the world sums them and gives each rank
+// its samples' bags (mean pooling divides after the sum); every shard needs every sample's
+// gradient, so the gradients are all-gathered.
+#include <cstring>
+
+#include "../program/program_sink.h"
+#include "embedding_sharding.h"
+
+namespace embedscope::engine::sharding {
+
+namespace {
+
+using detail::Layout;
+
+class Job final : public OutputDistJob {
+ public:
+  DeviceBuffer<float> send, recv;
+  // the buffers go back to the allocator in the order they were taken (as the step always freed them)
+  ~Job() override { send = {}; recv = {}; }
+  std::vector<int64_t> counts;
+  void run(RankContext& ctx) override {
+    const CommPrecision prec = ctx.spec().qcomms.forward_precision;
+    ctx.on_comm_lane(GroupKind::world, "output_dist/reduce_scatter", [&] {
+      ctx.group(GroupKind::world)
+          .reduce_scatter_q("output_dist/reduce_scatter", send.data(), counts, recv.data(), prec, ctx.forward_error());
+    });
+  }
+  void finish(RankContext& ctx, std::vector<DeviceBuffer<float>>& pooled, const std::vector<int64_t>& lengths) override {
+    const Layout& L = ctx.layout();
+    size_t p = 0;
+    for (int f : L.rw_features) {
+      const int64_t dim = L.dim[static_cast<size_t>(f)];
+      std::memcpy(pooled[static_cast<size_t>(f)].data(), recv.data() + p, sizeof(float) * static_cast<size_t>(L.B * dim));
+      if (is_mean(ctx.spec(), f)) scale_rows_mean(lengths, L.B, f, pooled[static_cast<size_t>(f)].data(), dim);
+      p += static_cast<size_t>(L.B * dim);
+    }
+  }
+};
+
+class RowWise final : public EmbeddingSharding {
+ public:
+  void emit_output_dist(program::ProgramSink& sink, int batch, bool sync) const override {
+    const CommPrecision prec = sink.spec.qcomms.forward_precision;
+    const int64_t width = sink.layout.sum_dims(sink.layout.rw_features);
+    sink.comm("output_dist/reduce_scatter", batch,
+              {sink.reduce_scatter("output_dist/reduce_scatter", sink.world_ranks, "world",
+                                   std::vector<int64_t>(static_cast<size_t>(sink.world), sink.B * width),
+                                   program::ProgramSink::elem_bytes(prec), program::ProgramSink::dtype(prec))},
+              sync, "reduce-scatter of the row-wise shards' partial sums (each rank gets its samples' sums)");
+  }
+  void emit_grad_dist(program::ProgramSink& sink, int batch) const override {
+    const CommPrecision prec = sink.spec.qcomms.backward_precision;
+    const int64_t width = sink.layout.sum_dims(sink.layout.rw_features);
+    sink.comm("grad_dist/all_gather", batch,
+              {sink.all_gather("grad_dist/all_gather", sink.world_ranks, "world",
+                               std::vector<int64_t>(static_cast<size_t>(sink.world), sink.B * width),
+                               program::ProgramSink::elem_bytes(prec), program::ProgramSink::dtype(prec))},
+              true, "all-gather of the row-wise gradients (every shard needs every sample's)");
+  }
+  std::unique_ptr<OutputDistJob> start_output_dist(RankContext& ctx,
+                                                   const std::vector<DeviceBuffer<float>>& slot_out) const override {
+    const Layout& L = ctx.layout();
+    const int W = L.world;
+    const int64_t B = L.B, width = L.sum_dims(L.rw_features);
+    auto job = std::make_unique<Job>();
+    job->send = ctx.buffer("comm_buffer", static_cast<size_t>(W * B * width));
+    size_t p = 0;
+    for (int j = 0; j < W; ++j)
+      for (int f : L.rw_features) {
+        const size_t k = ctx.local_slot_of_feature(f);
+        const int64_t dim = L.dim[static_cast<size_t>(f)];
+        std::memcpy(job->send.data() + p, slot_out[k].data() + j * B * dim, sizeof(float) * static_cast<size_t>(B * dim));
+        p += static_cast<size_t>(B * dim);
+      }
+    job->recv = ctx.buffer("comm_buffer", static_cast<size_t>(B * width));
+    job->counts.assign(static_cast<size_t>(W), B * width);
+    return job;
+  }
+  void grad_dist(RankContext& ctx, const std::vector<DeviceBuffer<float>>& dpooled, const std::vector<int64_t>& lengths,
+                 std::vector<DeviceBuffer<float>>& slot_grad) const override {
+    const Layout& L = ctx.layout();
+    const int W = L.world;
+    const int64_t B = L.B, width = L.sum_dims(L.rw_features);
+    const CommPrecision prec = ctx.spec().qcomms.backward_precision;
+    auto sendb = ctx.buffer("comm_buffer", static_cast<size_t>(B * width));
+    size_t p = 0;
+    for (int f : L.rw_features) {  // mean-scaled gradients of the bags' sums
+      const int64_t dim = L.dim[static_cast<size_t>(f)];
+      std::memcpy(sendb.data() + p, dpooled[static_cast<size_t>(f)].data(), sizeof(float) * static_cast<size_t>(B * dim));
+      if (is_mean(ctx.spec(), f)) scale_rows_mean(lengths, B, f, sendb.data() + p, dim);
+      p += static_cast<size_t>(B * dim);
+    }
+    auto recvb = ctx.buffer("comm_buffer", static_cast<size_t>(W * B * width));
+    std::vector<int64_t> counts(static_cast<size_t>(W), B * width);
+    ctx.comm(GroupKind::world, "grad_dist/all_gather", [&] {
+      ctx.group(GroupKind::world)
+          .all_gather_q("grad_dist/all_gather", sendb.data(), recvb.data(), counts, prec, ctx.backward_error());
+    });
+    p = 0;
+    for (int s = 0; s < W; ++s)
+      for (int f : L.rw_features) {
+        const int64_t dim = L.dim[static_cast<size_t>(f)];
+        std::memcpy(slot_grad[ctx.local_slot_of_feature(f)].data() + s * B * dim, recvb.data() + p,
+                    sizeof(float) * static_cast<size_t>(B * dim));
+        p += static_cast<size_t>(B * dim);
+      }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<EmbeddingSharding> row_wise_sharding() { return std::make_unique<RowWise>(); }
+
+}  // namespace embedscope::engine::sharding

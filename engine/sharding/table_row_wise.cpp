@@ -1,0 +1,180 @@
+// table_row_wise: a table's rows are split over the ranks of one node (TorchRec's TWRW): the
+// partial sums are reduce-scattered inside the node (fast links), then an all-to-all across
+// nodes brings each sample owner its bags; gradients take the reverse path (all-to-all across
+// nodes, all-gather inside the node).
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "../program/program_sink.h"
+#include "embedding_sharding.h"
+
+namespace embedscope::engine::sharding {
+
+namespace {
+
+using detail::Layout;
+
+class Job final : public OutputDistJob {
+ public:
+  DeviceBuffer<float> send, rs, a2a_send, recv;  // allocation order
+  // the buffers go back to the allocator in the order they were taken (as the step always freed them)
+  ~Job() override { send = {}; rs = {}; a2a_send = {}; recv = {}; }
+  std::vector<int64_t> counts, scount, rcount;
+  void run(RankContext& ctx) override {
+    const Layout& L = ctx.layout();
+    const CommPrecision prec = ctx.spec().qcomms.forward_precision;
+    const auto& feats = L.twrw_features[static_cast<size_t>(ctx.rank() / L.local)];
+    ctx.on_comm_lane(GroupKind::node, "output_dist/reduce_scatter_intra_node", [&] {
+      ctx.group(GroupKind::node)
+          .reduce_scatter_q("output_dist/reduce_scatter_intra_node", send.data(), counts, rs.data(), prec,
+                            ctx.forward_error());
+    });
+    // rs: [feature][node m][B x dim] -> send block m to node m
+    size_t q0 = 0;
+    for (int m = 0; m < L.nodes; ++m) {
+      size_t q = 0;
+      for (int f : feats) {
+        const int64_t dim = L.dim[static_cast<size_t>(f)];
+        std::memcpy(a2a_send.data() + q0, rs.data() + q + static_cast<size_t>(m * L.B * dim),
+                    sizeof(float) * static_cast<size_t>(L.B * dim));
+        q0 += static_cast<size_t>(L.B * dim);
+        q += static_cast<size_t>(L.nodes * L.B * dim);
+      }
+    }
+    ctx.on_comm_lane(GroupKind::cross, "output_dist/all_to_all_cross_node", [&] {
+      ctx.group(GroupKind::cross)
+          .all_to_all_q("output_dist/all_to_all_cross_node", a2a_send.data(), scount, recv.data(), rcount, prec,
+                        ctx.forward_error());
+    });
+  }
+  void finish(RankContext& ctx, std::vector<DeviceBuffer<float>>& pooled, const std::vector<int64_t>& lengths) override {
+    const Layout& L = ctx.layout();
+    size_t p = 0;
+    for (int m = 0; m < L.nodes; ++m)
+      for (int f : L.twrw_features[static_cast<size_t>(m)]) {
+        const int64_t dim = L.dim[static_cast<size_t>(f)];
+        std::memcpy(pooled[static_cast<size_t>(f)].data(), recv.data() + p, sizeof(float) * static_cast<size_t>(L.B * dim));
+        if (is_mean(ctx.spec(), f)) scale_rows_mean(lengths, L.B, f, pooled[static_cast<size_t>(f)].data(), dim);
+        p += static_cast<size_t>(L.B * dim);
+      }
+  }
+};
+
+int64_t node_width(const Layout& L, int node) { return L.sum_dims(L.twrw_features[static_cast<size_t>(node)]); }
+
+class TableRowWise final : public EmbeddingSharding {
+ public:
+  void emit_output_dist(program::ProgramSink& sink, int batch, bool sync) const override {
+    const Layout& L = sink.layout;
+    const CommPrecision prec = sink.spec.qcomms.forward_precision;
+    const int64_t eb = program::ProgramSink::elem_bytes(prec);
+    const char* dt = program::ProgramSink::dtype(prec);
+    const int64_t width = node_width(L, sink.rank / L.local);
+    sink.comm("output_dist/reduce_scatter_intra_node", batch,
+              {sink.reduce_scatter("output_dist/reduce_scatter_intra_node", sink.node_ranks, sink.node_group,
+                                   std::vector<int64_t>(static_cast<size_t>(L.local), L.nodes * L.B * width), eb, dt)},
+              sync, "reduce-scatter of the table-row-wise partial sums inside the node");
+    std::vector<int64_t> sc(static_cast<size_t>(L.nodes), L.B * width), rc(static_cast<size_t>(L.nodes));
+    for (int m = 0; m < L.nodes; ++m) rc[static_cast<size_t>(m)] = L.B * node_width(L, m);
+    sink.comm("output_dist/all_to_all_cross_node", batch,
+              {sink.all_to_all("output_dist/all_to_all_cross_node", sink.cross_ranks, sink.cross_group, sc, rc, eb, dt)},
+              sync, "all-to-all of the table-row-wise sums across nodes, to the ranks owning the samples");
+  }
+  void emit_grad_dist(program::ProgramSink& sink, int batch) const override {
+    const Layout& L = sink.layout;
+    const CommPrecision prec = sink.spec.qcomms.backward_precision;
+    const int64_t eb = program::ProgramSink::elem_bytes(prec);
+    const char* dt = program::ProgramSink::dtype(prec);
+    const int64_t width = node_width(L, sink.rank / L.local);
+    std::vector<int64_t> sc(static_cast<size_t>(L.nodes)), rc(static_cast<size_t>(L.nodes), L.B * width);
+    for (int m = 0; m < L.nodes; ++m) sc[static_cast<size_t>(m)] = L.B * node_width(L, m);
+    sink.comm("grad_dist/all_to_all_cross_node", batch,
+              {sink.all_to_all("grad_dist/all_to_all_cross_node", sink.cross_ranks, sink.cross_group, sc, rc, eb, dt)},
+              true, "all-to-all of the table-row-wise gradients across nodes");
+    sink.comm("grad_dist/all_gather_intra_node", batch,
+              {sink.all_gather("grad_dist/all_gather_intra_node", sink.node_ranks, sink.node_group,
+                               std::vector<int64_t>(static_cast<size_t>(L.local), L.nodes * L.B * width), eb, dt)},
+              true, "all-gather of the table-row-wise gradients inside the node");
+  }
+  std::unique_ptr<OutputDistJob> start_output_dist(RankContext& ctx,
+                                                   const std::vector<DeviceBuffer<float>>& slot_out) const override {
+    const Layout& L = ctx.layout();
+    const int64_t B = L.B;
+    const auto& feats = L.twrw_features[static_cast<size_t>(ctx.rank() / L.local)];
+    const int64_t width = L.sum_dims(feats);
+    auto job = std::make_unique<Job>();
+    // block for local rank l: [feature][node m][B x dim] rows of sample owner m*local + l
+    job->send = ctx.buffer("comm_buffer", static_cast<size_t>(L.local * L.nodes * B * width));
+    size_t p = 0;
+    for (int l = 0; l < L.local; ++l)
+      for (int f : feats) {
+        const size_t k = ctx.local_slot_of_feature(f);
+        const int64_t dim = L.dim[static_cast<size_t>(f)];
+        for (int m = 0; m < L.nodes; ++m) {
+          std::memcpy(job->send.data() + p, slot_out[k].data() + (m * L.local + l) * B * dim,
+                      sizeof(float) * static_cast<size_t>(B * dim));
+          p += static_cast<size_t>(B * dim);
+        }
+      }
+    job->rs = ctx.buffer("comm_buffer", static_cast<size_t>(L.nodes * B * width));
+    job->counts.assign(static_cast<size_t>(L.local), L.nodes * B * width);
+    job->scount.assign(static_cast<size_t>(L.nodes), B * width);
+    job->rcount.assign(static_cast<size_t>(L.nodes), 0);
+    for (int m = 0; m < L.nodes; ++m) job->rcount[static_cast<size_t>(m)] = B * node_width(L, m);
+    job->a2a_send = ctx.buffer("comm_buffer", job->rs.size());
+    job->recv = ctx.buffer("comm_buffer",
+                           static_cast<size_t>(std::accumulate(job->rcount.begin(), job->rcount.end(), int64_t{0})));
+    return job;
+  }
+  void grad_dist(RankContext& ctx, const std::vector<DeviceBuffer<float>>& dpooled, const std::vector<int64_t>& lengths,
+                 std::vector<DeviceBuffer<float>>& slot_grad) const override {
+    const Layout& L = ctx.layout();
+    const int64_t B = L.B;
+    const CommPrecision prec = ctx.spec().qcomms.backward_precision;
+    const auto& feats = L.twrw_features[static_cast<size_t>(ctx.rank() / L.local)];
+    const int64_t width = L.sum_dims(feats);
+    std::vector<int64_t> scount(static_cast<size_t>(L.nodes)), rcount(static_cast<size_t>(L.nodes), B * width);
+    std::vector<float> sendv;
+    for (int m = 0; m < L.nodes; ++m) {
+      scount[static_cast<size_t>(m)] = B * node_width(L, m);
+      for (int f : L.twrw_features[static_cast<size_t>(m)]) {
+        const int64_t dim = L.dim[static_cast<size_t>(f)];
+        const size_t at = sendv.size();
+        sendv.insert(sendv.end(), dpooled[static_cast<size_t>(f)].data(), dpooled[static_cast<size_t>(f)].data() + B * dim);
+        if (is_mean(ctx.spec(), f)) scale_rows_mean(lengths, B, f, sendv.data() + at, dim);
+      }
+    }
+    auto sendb = ctx.buffer("comm_buffer", sendv.size());
+    std::copy(sendv.begin(), sendv.end(), sendb.data());
+    auto cross_recv = ctx.buffer("comm_buffer", static_cast<size_t>(L.nodes * B * width));  // [m][feature][B x dim]
+    ctx.comm(GroupKind::cross, "grad_dist/all_to_all_cross_node", [&] {
+      ctx.group(GroupKind::cross)
+          .all_to_all_q("grad_dist/all_to_all_cross_node", sendb.data(), scount, cross_recv.data(), rcount, prec,
+                        ctx.backward_error());
+    });
+    auto gathered = ctx.buffer("comm_buffer", static_cast<size_t>(L.local * L.nodes * B * width));  // [l][m][feature][B x dim]
+    std::vector<int64_t> counts(static_cast<size_t>(L.local), L.nodes * B * width);
+    // the values are already rounded to `prec`: sending them in it again is exact
+    ctx.comm(GroupKind::node, "grad_dist/all_gather_intra_node", [&] {
+      ctx.group(GroupKind::node)
+          .all_gather_q("grad_dist/all_gather_intra_node", cross_recv.data(), gathered.data(), counts, prec, nullptr);
+    });
+    size_t p = 0;
+    for (int l = 0; l < L.local; ++l)
+      for (int m = 0; m < L.nodes; ++m)
+        for (int f : feats) {
+          const int64_t dim = L.dim[static_cast<size_t>(f)];
+          const int owner = m * L.local + l;
+          std::memcpy(slot_grad[ctx.local_slot_of_feature(f)].data() + owner * B * dim, gathered.data() + p,
+                      sizeof(float) * static_cast<size_t>(B * dim));
+          p += static_cast<size_t>(B * dim);
+        }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<EmbeddingSharding> table_row_wise_sharding() { return std::make_unique<TableRowWise>(); }
+
+}  // namespace embedscope::engine::sharding
