@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "embedscope/engine/workload/presets.h"
+
 namespace embedscope::ui {
 
 namespace {
@@ -17,8 +19,14 @@ using json = nlohmann::json;
 /// The origin the designer gives the validator; stripped from the messages it shows.
 constexpr const char* kOrigin = "workload";
 
-const QStringList kPoolings{"sum", "mean"};
-const QStringList kShardingChoices{"default", "data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise"};
+// The spellings of enum E (engine/workload/enums.h), in table order, after `first`.
+template <class E>
+QStringList choices_of(QStringList first = {}) {
+  for (const std::string& n : engine::enum_names<E>()) first << QString::fromStdString(n);
+  return first;
+}
+const QStringList kPoolings = choices_of<engine::Pooling>();
+const QStringList kShardingChoices = choices_of<engine::ShardingType>({"default"});
 
 // RFC 6901 tokens of a pointer, unescaped.
 std::vector<std::string> tokens_of(const std::string& pointer) {
