@@ -279,7 +279,8 @@ QVariant WorkloadModel::data(const QModelIndex& index, int role) const {
       if (sh && sh->contains("type")) return QString::fromStdString(sh->at("type").is_string() ? sh->at("type").get<std::string>() : sh->at("type").dump());
       if (role == Qt::EditRole) return QString("default");
       const json d = value("/sharding/default");
-      return QString("default (%1)").arg(d.is_string() ? QString::fromStdString(d.get<std::string>()) : "table_wise");
+      return QString("default (%1)").arg(QString::fromStdString(d.is_string() ? d.get<std::string>()
+                                                                             : engine::to_string(engine::ShardingSpec{}.default_type)));
     }
     case Ranks: {
       if (planned_ranks) {
@@ -362,7 +363,7 @@ void WorkloadModel::edit(const QModelIndex& index, const QString& text) {
 
 std::string WorkloadModel::value_or_default_type() const {
   const json d = value("/sharding/default");
-  return d.is_string() ? d.get<std::string>() : "table_wise";
+  return d.is_string() ? d.get<std::string>() : engine::to_string(engine::ShardingSpec{}.default_type);
 }
 
 Qt::ItemFlags WorkloadModel::flags(const QModelIndex& index) const {
