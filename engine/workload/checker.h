@@ -116,6 +116,6 @@ void validate_spec(const WorkloadSpec& s, const Checker& c);
 namespace embedscope::engine::detail {
 /// Parses JSON text; syntax errors become SpecError "<origin>: line L, column C: <message>",
 /// a key given twice in one object SpecError naming the key (reader.cpp). Not in a public
-/// header: presets.cpp, the workbench's scenario loader and the tests declare it themselves.
+/// header: presets.cpp includes this one; the workbench's scenario loader and the tests declare it.
 nlohmann::json parse_json_text(const std::string& text, const std::string& origin);
 }  // namespace embedscope::engine::detail
