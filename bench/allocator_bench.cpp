@@ -15,6 +15,7 @@
 
 #include "embedscope/engine/allocator.h"
 #include "embedscope/engine/trainer.h"
+#include "embedscope/engine/workload/presets.h"
 
 namespace {
 using namespace embedscope::engine;

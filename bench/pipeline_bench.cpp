@@ -20,6 +20,7 @@
 #include <string>
 
 #include "embedscope/engine/trainer.h"
+#include "embedscope/engine/workload/presets.h"
 #include "embedscope/sessions/analysis.h"
 #include "embedscope/sessions/session.h"
 

@@ -20,8 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "embedscope/engine/spec.h"
+#include "embedscope/engine/workload/spec.h"
 #include "embedscope/engine/trainer.h"
+#include "embedscope/engine/workload/presets.h"
 #include "embedscope/sessions/session.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <memory>
 
-#include "embedscope/engine/spec.h"
+#include "embedscope/engine/workload/spec.h"
 
 class QThread;
 

@@ -8,11 +8,13 @@
 #include <set>
 #include <sstream>
 
+#include "embedscope/engine/workload/presets.h"
+
 namespace embedscope::resources {
 const std::map<std::string, std::string>& scenario_files();  // generated (resources/CMakeLists.txt)
 }
 namespace embedscope::engine::detail {
-// engine/src/spec.cpp: JSON text to json, refusing duplicate keys; errors name the line.
+// engine/workload/reader.cpp: JSON text to json, refusing duplicate keys; errors name the line.
 nlohmann::json parse_json_text(const std::string& text, const std::string& origin);
 }  // namespace embedscope::engine::detail
 

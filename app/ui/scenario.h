@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "embedscope/engine/spec.h"
+#include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::ui {
 

@@ -12,12 +12,17 @@ namespace embedscope::ui {
 namespace {
 using json = nlohmann::json;
 
+// TorchRec's abbreviations (DESIGN.md vocabulary) of the spellings in engine/workload/enums.h.
 const char* short_type(const std::string& t) {
-  if (t == "data_parallel") return "DP";
-  if (t == "table_wise") return "TW";
-  if (t == "row_wise") return "RW";
-  if (t == "column_wise") return "CW";
-  if (t == "table_row_wise") return "TWRW";
+  const auto type = engine::enum_from_name<engine::ShardingType>(t);
+  if (!type) return t.c_str();
+  switch (*type) {
+    case engine::ShardingType::data_parallel: return "DP";
+    case engine::ShardingType::table_wise: return "TW";
+    case engine::ShardingType::row_wise: return "RW";
+    case engine::ShardingType::column_wise: return "CW";
+    case engine::ShardingType::table_row_wise: return "TWRW";
+  }
   return t.c_str();
 }
 

@@ -23,10 +23,20 @@
 
 #include <fstream>
 
+#include "embedscope/engine/workload/presets.h"
+
 namespace embedscope::ui {
 
 namespace {
 using json = nlohmann::json;
+
+// The spellings of enum E (engine/workload/enums.h), in table order, for a combo box.
+template <class E>
+QStringList choices_of() {
+  QStringList out;
+  for (const std::string& n : engine::enum_names<E>()) out << QString::fromStdString(n);
+  return out;
+}
 
 // A combo box for the columns whose values are enumerated (WorkloadModel::ChoicesRole).
 class ChoiceDelegate : public QStyledItemDelegate {
@@ -131,22 +141,22 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   steps_ = spin(1, 1'000'000'000);
   warmup_ = spin(0, 1'000'000'000);
   optimizer_ = new QComboBox(form_box);
-  optimizer_->addItems({"sgd", "rowwise_adagrad", "adam"});
+  optimizer_->addItems(choices_of<engine::OptimizerType>());
   learning_rate_ = new QDoubleSpinBox(form_box);
   learning_rate_->setDecimals(4);
   learning_rate_->setRange(0.0001, 1000);
   learning_rate_->setKeyboardTracking(false);
   allocator_ = new QComboBox(form_box);
-  allocator_->addItems({"caching", "expandable", "direct", "cuda_async"});
+  allocator_->addItems(choices_of<engine::AllocatorKind>());
   backend_ = new QComboBox(form_box);
-  backend_->addItems({"cpu", "cuda", "auto"});
+  backend_->addItems(choices_of<engine::Backend>());
   pipeline_ = new QComboBox(form_box);
-  pipeline_->addItems({"base", "sparse_dist", "semi_sync"});
+  pipeline_->addItems(choices_of<engine::PipelineKind>());
   pipeline_->setToolTip("TorchRec's training pipelines: base overlaps nothing; sparse_dist sends the next batch's "
                         "ids while this one computes; semi_sync also sends the next batch's embeddings under this "
                         "one's dense part (one step of staleness)");
   qcomms_ = new QComboBox(form_box);
-  qcomms_->addItems({"fp32", "fp16", "bf16"});
+  qcomms_->addItems(choices_of<engine::CommPrecision>());
   qcomms_->setToolTip("precision of the output dist and the gradient dist (TorchRec's quantized comms)");
   bandwidth_mbs_ = new QDoubleSpinBox(form_box);
   bandwidth_mbs_->setRange(0, 1e9);
@@ -159,7 +169,7 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   latency_us_->setSuffix(" us");
   latency_us_->setKeyboardTracking(false);
   default_sharding_ = new QComboBox(form_box);
-  default_sharding_->addItems({"data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise"});
+  default_sharding_->addItems(choices_of<engine::ShardingType>());
   row("Devices (ranks)", devices_, "/devices/count");
   row("Memory per device", memory_mib_, "/devices/memory_bytes");
   row("Batch size per rank", batch_, "/batch_size");

@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "embedscope/engine/workload/presets.h"
+
 namespace embedscope::ui {
 
 namespace {
@@ -17,8 +19,14 @@ using json = nlohmann::json;
 /// The origin the designer gives the validator; stripped from the messages it shows.
 constexpr const char* kOrigin = "workload";
 
-const QStringList kPoolings{"sum", "mean"};
-const QStringList kShardingChoices{"default", "data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise"};
+// The spellings of enum E (engine/workload/enums.h), in table order, after `first`.
+template <class E>
+QStringList choices_of(QStringList first = {}) {
+  for (const std::string& n : engine::enum_names<E>()) first << QString::fromStdString(n);
+  return first;
+}
+const QStringList kPoolings = choices_of<engine::Pooling>();
+const QStringList kShardingChoices = choices_of<engine::ShardingType>({"default"});
 
 // RFC 6901 tokens of a pointer, unescaped.
 std::vector<std::string> tokens_of(const std::string& pointer) {
@@ -271,7 +279,8 @@ QVariant WorkloadModel::data(const QModelIndex& index, int role) const {
       if (sh && sh->contains("type")) return QString::fromStdString(sh->at("type").is_string() ? sh->at("type").get<std::string>() : sh->at("type").dump());
       if (role == Qt::EditRole) return QString("default");
       const json d = value("/sharding/default");
-      return QString("default (%1)").arg(d.is_string() ? QString::fromStdString(d.get<std::string>()) : "table_wise");
+      return QString("default (%1)").arg(QString::fromStdString(d.is_string() ? d.get<std::string>()
+                                                                             : engine::to_string(engine::ShardingSpec{}.default_type)));
     }
     case Ranks: {
       if (planned_ranks) {
@@ -354,7 +363,7 @@ void WorkloadModel::edit(const QModelIndex& index, const QString& text) {
 
 std::string WorkloadModel::value_or_default_type() const {
   const json d = value("/sharding/default");
-  return d.is_string() ? d.get<std::string>() : "table_wise";
+  return d.is_string() ? d.get<std::string>() : engine::to_string(engine::ShardingSpec{}.default_type);
 }
 
 Qt::ItemFlags WorkloadModel::flags(const QModelIndex& index) const {

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/sharding.h"
-#include "embedscope/engine/spec.h"
+#include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::ui {
 

@@ -1,20 +1,16 @@
 #include "embedscope/engine/sharding/plan_json.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <set>
 #include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "../workload/checker.h"
+
 namespace embedscope::engine {
 
-namespace detail {
-nlohmann::json parse_json_text(const std::string& text, const std::string& origin);  // workload reader
-}
 
 namespace {
 
@@ -213,23 +209,7 @@ ShardingPlan plan_from_json(const WorkloadSpec& spec, const json& j, const std::
 }
 
 ShardingPlan load_plan_file(const WorkloadSpec& spec, const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) throw SpecError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  std::string text;
-  char buf[1 << 16];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
-    text.append(buf, n);
-    if (text.size() > kMaxWorkloadFileBytes) {
-      std::fclose(f);
-      throw SpecError(fmt::format("{}: larger than {} MiB; not a sharding plan", path, kMaxWorkloadFileBytes >> 20));
-    }
-  }
-  const bool failed = std::ferror(f) != 0;
-  const int err = errno;
-  std::fclose(f);
-  if (failed) throw SpecError(fmt::format("{}: cannot read: {}", path, std::strerror(err)));
-  return plan_from_json(spec, detail::parse_json_text(text, path), path);
+  return plan_from_json(spec, detail::read_json_file(path, "sharding plan"), path);
 }
 
 }  // namespace embedscope::engine

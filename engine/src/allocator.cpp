@@ -14,23 +14,6 @@
 
 namespace embedscope::engine {
 
-const char* to_string(AllocatorKind k) {
-  switch (k) {
-    case AllocatorKind::caching: return "caching";
-    case AllocatorKind::expandable: return "expandable";
-    case AllocatorKind::direct: return "direct";
-    case AllocatorKind::cuda_async: return "cuda_async";
-  }
-  return "caching";
-}
-
-AllocatorKind allocator_kind_from_string(const std::string& s, const std::string& where) {
-  for (auto k : {AllocatorKind::caching, AllocatorKind::expandable, AllocatorKind::direct, AllocatorKind::cuda_async})
-    if (s == to_string(k)) return k;
-  throw std::invalid_argument(
-      fmt::format("{}: must be one of caching, expandable, direct, cuda_async, got \"{}\"", where, s));
-}
-
 const char* to_string(AllocatorEvent::Kind k) {
   switch (k) {
     case AllocatorEvent::Kind::alloc: return "alloc";

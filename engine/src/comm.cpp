@@ -156,6 +156,7 @@ ProcessGroup::~ProcessGroup() = default;
 template <class F>
 void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&& body) {
   const uint64_t seq = ++seq_;
+  last_emulated_ns_ = 0;
   const CommCounters before = counters_;
   const int64_t start = clock_ ? clock_->now_ns() : 0;
   const auto steady_start = std::chrono::steady_clock::now();
@@ -203,6 +204,7 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
     }
     sent[me] = received[me] = 0;
     const int64_t min_ns = emulated_min_ns(sent, received);
+    last_emulated_ns_ = min_ns;
     const int64_t timeout_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout_).count();
     if (min_ns > timeout_ns) {  // a link this slow times out, as a real one would: never a hang
       std::this_thread::sleep_until(steady_start + timeout_);
@@ -238,25 +240,31 @@ void ProcessGroup::all_to_all_v(const char* op_name, const void* send, std::span
   all_to_all_impl("all_to_all", op_name, send, send_counts, recv, recv_counts, elem_size);
 }
 
-int64_t ProcessGroup::emulated_min_ns(std::span<const int64_t> sent_bytes,
-                                      std::span<const int64_t> received_bytes) const {
-  if (!network_.limited()) return 0;
-  const int lws = std::max(1, local_world_size_);
-  const int my_node = members_[static_cast<size_t>(group_rank_)] / lws;
+int64_t emulated_collective_ns(const NetworkSpec& net, int local_world_size, std::span<const int> members,
+                               int group_rank, std::span<const int64_t> sent_bytes,
+                               std::span<const int64_t> received_bytes) {
+  if (!net.limited()) return 0;
+  const int lws = std::max(1, local_world_size);
+  const int my_node = members[static_cast<size_t>(group_rank)] / lws;
   bool has[2] = {false, false};
   int64_t sent[2] = {0, 0}, received[2] = {0, 0};  // [0] intra-node, [1] inter-node
-  for (int j = 0; j < size(); ++j) {
-    if (j == group_rank_) continue;
-    const int c = members_[static_cast<size_t>(j)] / lws == my_node ? 0 : 1;
+  for (size_t j = 0; j < members.size(); ++j) {
+    if (static_cast<int>(j) == group_rank) continue;
+    const int c = members[j] / lws == my_node ? 0 : 1;
     has[c] = true;
-    sent[c] += sent_bytes[static_cast<size_t>(j)];
-    received[c] += received_bytes[static_cast<size_t>(j)];
+    sent[c] += sent_bytes[j];
+    received[c] += received_bytes[j];
   }
   int64_t t = 0;
-  const LinkSpec* link[2] = {&network_.intra_node, &network_.inter_node};
+  const LinkSpec* link[2] = {&net.intra_node, &net.inter_node};
   for (int c = 0; c < 2; ++c)
     if (has[c]) t = std::max(t, emulated_transfer_ns(*link[c], std::max(sent[c], received[c])));
   return t;
+}
+
+int64_t ProcessGroup::emulated_min_ns(std::span<const int64_t> sent_bytes,
+                                      std::span<const int64_t> received_bytes) const {
+  return emulated_collective_ns(network_, local_world_size_, members_, group_rank_, sent_bytes, received_bytes);
 }
 
 void ProcessGroup::all_to_all_impl(const char* kind, const char* op_name, const void* send,

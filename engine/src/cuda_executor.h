@@ -16,7 +16,7 @@
 #include "embedscope/engine/allocator.h"
 #include "embedscope/engine/kernels.h"
 #include "embedscope/engine/nccl_comm.h"
-#include "embedscope/engine/spec.h"
+#include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine::cuda {
 class Blas;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "embedscope/engine/sharding.h"
-#include "embedscope/engine/spec.h"
+#include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine::detail {
 

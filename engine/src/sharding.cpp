@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/allocator.h"
 #include "embedscope/engine/dense.h"
 #include "embedscope/engine/kernels.h"
 #include "layout.h"

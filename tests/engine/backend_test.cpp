@@ -13,6 +13,7 @@
 #include "embedscope/engine/backend.h"
 #include "embedscope/engine/memory.h"
 #include "embedscope/engine/trainer.h"
+#include "embedscope/engine/workload/presets.h"
 
 namespace es = embedscope::engine;
 using embedscope::profiler::CudaDevices;

@@ -155,14 +155,37 @@ TEST(NetworkEmulation, LinkClassesFollowLocalWorldSize) {
   for (const auto& e : errors) EXPECT_EQ(e, "");
 }
 
-// The limit is enforced on a real transfer: 16 MiB each way at 64 MiB/s takes 250 ms, and the
-// collective's duration (its record: from the start of the transfer, after the split-size check
-// in which a late peer would be waited for) is at least that and at most 10% more (localhost TCP
-// moves 16 MiB in a few ms, so the pacing, not the transfer, sets the time). The caller's own
-// wall time around the call is at least the emulated minimum too.
-TEST(NetworkEmulation, TransferRateWithinTenPercentOfTheLimit) {
+// The link model is a pure function of the bytes and the links: hand-computed durations.
+TEST(NetworkEmulation, CollectiveDurationOfTheLinkModel) {
+  const int64_t MiB = 1 << 20;
+  NetworkSpec net;
+  net.intra_node = {int64_t{1} << 30, 0};   // 1 GiB/s
+  net.inter_node = {100 << 20, 1'000'000};  // 100 MiB/s, 1 ms
+  const std::vector<int> members{0, 1, 2, 3};
+  const std::vector<int64_t> none{0, 0, 0, 0};
+  // 2 ranks per node; rank 0 sends 1 MiB to each peer: intra 1 MiB / 1 GiB/s = 976563 ns,
+  // inter 1 ms + 2 MiB / 100 MiB/s = 21 ms
+  EXPECT_EQ(emulated_collective_ns(net, 2, members, 0, std::vector<int64_t>{0, MiB, MiB, MiB}, none), 21'000'000);
+  // rank 3 (node 1) receives 3 MiB from rank 0 (inter) and 1 MiB from rank 2 (intra): 1 ms + 30 ms
+  EXPECT_EQ(emulated_collective_ns(net, 2, members, 3, none, std::vector<int64_t>{3 * MiB, 0, MiB, 0}), 31'000'000);
+  // one node (local_world_size 4): every peer intra-node, 3 MiB at 1 GiB/s = 2929688 ns (rounded up)
+  EXPECT_EQ(emulated_collective_ns(net, 4, members, 0, std::vector<int64_t>{0, MiB, MiB, MiB}, none), 2'929'688);
+  // a subgroup of global ranks {1, 3} with 2 ranks per node: the peer is on the other node
+  EXPECT_EQ(emulated_collective_ns(net, 2, std::vector<int>{1, 3}, 0, std::vector<int64_t>{0, MiB}, none), 11'000'000);
+  // the own entry is ignored; unlimited links add nothing
+  EXPECT_EQ(emulated_collective_ns(net, 2, members, 1, std::vector<int64_t>{0, 64 * MiB, 0, 0}, none), 1'000'000);
+  EXPECT_EQ(emulated_collective_ns(NetworkSpec{}, 2, members, 0, std::vector<int64_t>{0, MiB, MiB, MiB}, none), 0);
+}
+
+// The limit is enforced on a real transfer: 16 MiB each way at 64 MiB/s is modelled as 250 ms
+// (the link model's figure for the collective, asserted exactly), and the collective is held at
+// least that long: its record (from the start of the transfer, after the split-size check in
+// which a late peer would be waited for) and the caller's own wall time around the call are
+// both >= the modelled time. No upper bound on the clock (DESIGN.md: tests never assert on wall
+// time); the modelled duration is what the emulation promises.
+TEST(NetworkEmulation, TransferHeldForTheModelledDuration) {
   constexpr int64_t kBytes = 16 << 20, kBandwidth = 64 << 20;
-  std::vector<int64_t> elapsed(2), records_bytes(2), records_ns(2);
+  std::vector<int64_t> elapsed(2), records_bytes(2), records_ns(2), modelled(2);
   auto errors = on_ranks(2, 20s, [&](ProcessGroup& pg) {
     NetworkSpec net;
     net.intra_node = {kBandwidth, 0};
@@ -183,6 +206,7 @@ TEST(NetworkEmulation, TransferRateWithinTenPercentOfTheLimit) {
     pg.all_to_all_v("big", send.data(), sc, recv.data(), rc, 1);
     elapsed[static_cast<size_t>(pg.rank())] =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+    modelled[static_cast<size_t>(pg.rank())] = pg.last_emulated_ns();
     EXPECT_EQ(recv.front(), static_cast<char>(peer + 1));  // the bytes really moved
     EXPECT_EQ(recv.back(), static_cast<char>(peer + 1));
   });
@@ -191,12 +215,9 @@ TEST(NetworkEmulation, TransferRateWithinTenPercentOfTheLimit) {
   EXPECT_EQ(min_ns, 250'000'000);
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(records_bytes[static_cast<size_t>(r)], kBytes);
+    EXPECT_EQ(modelled[static_cast<size_t>(r)], 250'000'000) << "rank " << r;  // 16 MiB / 64 MiB/s
     EXPECT_GE(elapsed[static_cast<size_t>(r)], min_ns) << "rank " << r;
-    const int64_t took = records_ns[static_cast<size_t>(r)];
-    EXPECT_GE(took, min_ns) << "rank " << r;
-    EXPECT_LE(took, min_ns + min_ns / 10) << "rank " << r;
-    const double rate = static_cast<double>(kBytes) / (static_cast<double>(took) * 1e-9);
-    EXPECT_NEAR(rate / static_cast<double>(kBandwidth), 1.0, 0.1) << "rank " << r;
+    EXPECT_GE(records_ns[static_cast<size_t>(r)], min_ns) << "rank " << r;
   }
 }
 

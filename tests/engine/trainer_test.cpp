@@ -10,6 +10,7 @@
 
 #include "embedscope/engine/memory.h"
 #include "embedscope/engine/trainer.h"
+#include "embedscope/engine/workload/presets.h"
 #include "embedscope/sessions/session.h"
 
 using namespace embedscope::engine;

@@ -13,6 +13,7 @@
 
 #include "../engine/parity_check.h"
 #include "embedscope/engine/trainer.h"
+#include "embedscope/engine/workload/presets.h"
 #include "embedscope/profiler/cuda_device.h"
 #include "embedscope/sessions/session.h"
 

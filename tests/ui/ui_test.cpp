@@ -45,6 +45,7 @@
 #include "main_window.h"
 #include "embedscope/engine/comm.h"
 #include "embedscope/engine/sharding.h"
+#include "embedscope/engine/workload/presets.h"
 #include "range_totals_model.h"
 #include "rank_stats_model.h"
 #include "run_job.h"

@@ -12,6 +12,7 @@
 
 #include "embedscope/engine/program/step_program.h"
 #include "embedscope/engine/trainer.h"
+#include "embedscope/engine/workload/presets.h"
 #include "embedscope/sessions/session.h"
 
 using namespace embedscope::engine;

@@ -6,6 +6,7 @@
 
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/trainer.h"
+#include "embedscope/engine/workload/presets.h"
 
 using namespace embedscope::engine;
 using nlohmann::json;

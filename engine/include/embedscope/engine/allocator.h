@@ -30,12 +30,9 @@
 #include <string>
 #include <vector>
 
-namespace embedscope::engine {
+#include "embedscope/engine/workload/enums.h"  // AllocatorKind, its to_string and allocator_kind_from_string
 
-enum class AllocatorKind { caching, expandable, direct, cuda_async };
-const char* to_string(AllocatorKind k);
-/// "caching" | "expandable" | "direct" | "cuda_async"; throws std::invalid_argument naming `where`.
-AllocatorKind allocator_kind_from_string(const std::string& s, const std::string& where);
+namespace embedscope::engine {
 
 /// Where an allocator's segments live. map / unmap: a whole segment (caching, direct);
 /// reserve_range / commit / decommit / release_range: the one growing segment of each pool of

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "embedscope/engine/spec.h"
+#include "embedscope/engine/workload/spec.h"
 #include "embedscope/profiler/cuda_device.h"
 
 namespace embedscope::engine {

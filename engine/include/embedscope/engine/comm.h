@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "embedscope/engine/spec.h"
+#include "embedscope/engine/workload/spec.h"
 #include "embedscope/profiler/tracer.h"
 #include "embedscope/sessions/events.h"
 
@@ -79,6 +79,23 @@ const char* precision_dtype(CommPrecision p);
 /// Emulated duration of moving `bytes` over `link`, in ns:
 /// latency_ns + ceil(bytes * 1e9 / bandwidth_bytes_per_s) (no bandwidth term when unlimited).
 int64_t emulated_transfer_ns(const LinkSpec& link, int64_t bytes);
+
+/// The link model of the slow-network emulation (ProcessGroup::set_network): the emulated
+/// minimum duration, in ns, of one collective for the group member at index `group_rank`, i.e.
+///   max over the link classes c of that member's peers of emulated_transfer_ns(link(c), n_c),
+/// where a peer j is of class intra_node when members[j] / local_world_size ==
+/// members[group_rank] / local_world_size (global ranks; local_world_size < 1 counts as 1), else
+/// inter_node, and n_c = max(sum of sent_bytes[j], sum of received_bytes[j]) over the peers j
+/// of class c (one full-duplex port per link class). The member's own entry is ignored; a class
+/// with no peers adds nothing, a class with peers but no bytes still pays its latency.
+/// `sent_bytes` and `received_bytes` are bytes per member, in group order (size members.size()).
+/// 0 when `net` is unlimited. Pure: no clock, no sleep.
+/// Example: members {0,1,2,3}, local_world_size 2, member 0 sends 1 MiB to each peer;
+/// intra_node 1 GiB/s, inter_node 100 MiB/s + 1 ms: intra 1 MiB -> 976563 ns, inter 2 MiB ->
+/// 1 ms + 20 ms; the result is 21'000'000.
+int64_t emulated_collective_ns(const NetworkSpec& net, int local_world_size, std::span<const int> members,
+                               int group_rank, std::span<const int64_t> sent_bytes,
+                               std::span<const int64_t> received_bytes);
 
 /// The key-value store through which ranks find each other (Gloo rendezvous). In-process for
 /// ranks that are threads of one process.
@@ -166,6 +183,10 @@ class ProcessGroup {
   /// and received from each group rank (group order; its own entry is ignored). 0 without a
   /// network limit.
   int64_t emulated_min_ns(std::span<const int64_t> sent_bytes, std::span<const int64_t> received_bytes) const;
+  /// The emulated minimum duration (emulated_min_ns of its bytes, in ns) that the last
+  /// collective this rank completed was held for; 0 when it was not paced (no network limit,
+  /// one rank, or the split-size check of an all-to-all).
+  int64_t last_emulated_ns() const { return last_emulated_ns_; }
 
   /// Receives a record of every collective this rank completes (on the calling thread), with
   /// times on `clock`. `step` is filled in by the observer.
@@ -212,6 +233,7 @@ class ProcessGroup {
   Observer observer_;
   NetworkSpec network_;
   int local_world_size_ = 1;
+  int64_t last_emulated_ns_ = 0;
 };
 
 }  // namespace embedscope::engine

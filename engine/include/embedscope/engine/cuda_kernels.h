@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "embedscope/engine/bucketize.h"
-#include "embedscope/engine/spec.h"
+#include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine::cuda {
 

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "embedscope/engine/spec.h"
+#include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "embedscope/engine/input.h"
-#include "embedscope/engine/spec.h"
+#include "embedscope/engine/workload/spec.h"
 #include "embedscope/sessions/events.h"
 
 namespace embedscope::engine {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "embedscope/engine/spec.h"
+#include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine {
 

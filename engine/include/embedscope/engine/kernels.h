@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "embedscope/engine/spec.h"
+#include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine {
 

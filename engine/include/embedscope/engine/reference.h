@@ -10,7 +10,7 @@
 
 #include "embedscope/engine/input.h"
 #include "embedscope/engine/sharding.h"
-#include "embedscope/engine/spec.h"
+#include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "embedscope/engine/allocator.h"
-#include "embedscope/engine/spec.h"
+#include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine {
 

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "embedscope/engine/spec.h"
+#include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine {
 

@@ -57,7 +57,7 @@
 
 #include "embedscope/engine/input.h"
 #include "embedscope/engine/sharding.h"
-#include "embedscope/engine/spec.h"
+#include "embedscope/engine/workload/spec.h"
 #include "embedscope/sessions/events.h"
 
 namespace embedscope::engine {

@@ -26,7 +26,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "embedscope/engine/sharding.h"
-#include "embedscope/engine/spec.h"
+#include "embedscope/engine/workload/spec.h"
 #include "embedscope/sessions/events.h"
 
 namespace embedscope::engine {

@@ -1,5 +1,7 @@
 #pragma once
-// WorkloadSpec: the validated, typed form of a workload JSON file.
+// WorkloadSpec: the validated, typed form of a workload JSON file (engine/workload: the
+// reader and validator in reader.cpp / validate.cpp, to_json in to_json.cpp; the enums and
+// their spellings in enums.h; the built-in presets in presets.h).
 //
 // The JSON schema (every key, its unit and default) is documented in README.md
 // ("Configuration reference"); parse_workload() is the only way to build a spec
@@ -9,22 +11,15 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "embedscope/engine/allocator.h"
+#include "embedscope/engine/workload/enums.h"
+#include "embedscope/engine/workload/spec_error.h"
 
 namespace embedscope::engine {
-
-/// Bad input: a spec, a flag or a file. The message names the JSON pointer (or the file or
-/// flag) and the reason, e.g. "/tables/3/embedding_dim: must be > 0, got 0". CLI exit code 2.
-class SpecError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 /// Upper bounds that keep every size computation inside 64 bits (a workload beyond them is
 /// rejected naming the field rather than overflowing).
@@ -39,49 +34,9 @@ constexpr int64_t kMaxCollectiveTimeoutMs = 86'400'000;   ///< one day
 constexpr int64_t kMaxBandwidthBytesPerS = int64_t{1} << 50;  ///< 1 PiB/s
 constexpr int64_t kMaxLatencyNs = 10'000'000'000;              ///< 10 s
 constexpr size_t kMaxWorkloadFileBytes = size_t{64} << 20;
-
-enum class Pooling { sum, mean };
-
-/// TorchRec's sharding types that the CPU engine runs.
-enum class ShardingType { data_parallel, table_wise, row_wise, column_wise, table_row_wise };
-
-enum class OptimizerType { sgd, rowwise_adagrad, adam };
-
-enum class IdDistributionKind { uniform, zipf };
-
-/// What the input pipeline does with ids outside [0, num_embeddings).
-enum class InvalidIdPolicy { error, clamp, drop };
-
-/// Executor of a run: cpu (rank threads, Gloo), cuda (one GPU per rank, NCCL; trainer.h lists
-/// what it runs), auto (cuda when cudaGetDeviceCount reports a device, else cpu; backend.h).
-enum class Backend { cpu, cuda, auto_ };
-
-/// dot: DLRM pairwise dot products (all dims equal the bottom MLP output); cat: concatenation;
-/// dcn: DCN-v2 low-rank cross network over the concatenation (MLPerf DLRM-DCNv2).
-enum class Interaction { dot, cat, dcn };
-/// Training pipelines, named as TorchRec names them (torchrec.distributed.train_pipeline):
-/// base = TrainPipelineBase (each phase waits for the previous one), sparse_dist =
-/// TrainPipelineSparseDist (the input dist of batch i+1 runs while batch i computes), semi_sync
-/// = TrainPipelineSemiSync (the output dist of batch i+1 runs while the dense part of batch i
-/// computes; one step of staleness in the embedding weights, see trainer.h).
-enum class PipelineKind { base, sparse_dist, semi_sync };
-/// Precision of a communicated tensor (TorchRec qcomms' CommType FP32 / FP16 / BF16).
-enum class CommPrecision { fp32, fp16, bf16 };
-
-const char* to_string(Pooling p);
-const char* to_string(ShardingType s);
-const char* to_string(OptimizerType o);
-const char* to_string(IdDistributionKind k);
-const char* to_string(InvalidIdPolicy p);
-const char* to_string(Backend b);
-const char* to_string(Interaction i);
-const char* to_string(PipelineKind p);
-const char* to_string(CommPrecision p);
-/// Parses "base" | "sparse_dist" | "semi_sync"; throws SpecError naming `where`.
-PipelineKind pipeline_from_string(const std::string& s, const std::string& where);
-/// Parses the spelling used in JSON and on the command line ("row_wise", ...).
-/// Throws SpecError naming `where` and listing the accepted values.
-ShardingType sharding_type_from_string(const std::string& s, const std::string& where);
+/// The smallest non-zero memory.max_split_size, in bytes: 20 MiB, PyTorch's rule (its caching
+/// allocator's kLargeBuffer, engine/allocator.h; tests/engine/workload checks they agree).
+constexpr int64_t kMinMaxSplitSizeBytes = int64_t{20} << 20;
 
 /// Ids per bag of one feature. fixed: every bag has `mean` ids (max == mean).
 /// Otherwise lengths are Poisson(mean) clamped to [0, max] (so empty bags happen).
@@ -165,7 +120,7 @@ struct DenseSpec {
   int64_t bucket_cap_bytes = int64_t{25} << 20;
 };
 
-/// How each device's memory is managed (engine/allocator.h).
+/// How each device's memory is managed (engine/allocator.h; memory.max_split_size >= kMinMaxSplitSizeBytes).
 struct MemorySpec {
   AllocatorKind allocator = AllocatorKind::caching;
   int64_t max_split_size = 0;  ///< bytes; 0 = unlimited, else >= 20 MiB (PyTorch's rule)
@@ -228,12 +183,6 @@ WorkloadSpec parse_workload(const nlohmann::json& j, const std::string& origin);
 WorkloadSpec load_workload_file(const std::string& path);
 /// Serializes back to JSON (round-trips through parse_workload).
 nlohmann::json to_json(const WorkloadSpec& spec);
-
-/// Names of the built-in presets (resources/workloads/*.json, embedded at build time).
-std::vector<std::string> preset_names();
-/// The preset's JSON text; throws SpecError listing the known names if absent.
-const std::string& preset_json(const std::string& name);
-WorkloadSpec load_preset(const std::string& name);
 
 /// Re-validates a spec after command-line overrides (devices, sharding, steps).
 void validate(const WorkloadSpec& spec, const std::string& origin);

@@ -1,5 +1,5 @@
 // Built-in workload presets: resources/workloads/*.json, embedded at build time by
-// cmake/embed_files.cmake (key = file stem).
+// resources/cmake/embed_files.cmake (key = file stem).
 
 #include <map>
 #include <string>
@@ -9,18 +9,14 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "embedscope/engine/spec.h"
+#include "checker.h"
+#include "embedscope/engine/workload/presets.h"
 
 namespace embedscope::resources {
 const std::map<std::string, std::string>& workload_presets();
 }  // namespace embedscope::resources
 
 namespace embedscope::engine {
-namespace detail {
-// Defined in spec.cpp: json::parse with "<origin>: line L, column C: ..." errors.
-nlohmann::json parse_json_text(const std::string& text, const std::string& origin);
-}  // namespace detail
-
 std::vector<std::string> preset_names() {
   std::vector<std::string> names;
   for (const auto& [name, text] : resources::workload_presets()) names.push_back(name);

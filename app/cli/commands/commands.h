@@ -1,0 +1,40 @@
+#pragma once
+// The commands of `embedscope`, one file each (commands/<command>.cpp). main.cpp adds them in
+// the order --help lists them, parses, and runs the one given.
+//
+// Adding a command NAME: write commands/NAME.cpp defining `Command add_NAME_command(CLI::App&)`
+// (add a subcommand, bind its options to state the returned closures own, return what runs it),
+// declare it below, and add one line to the list in main.cpp. The sources of this folder are
+// globbed (app/cli/CMakeLists.txt).
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace embedscope::cli {
+
+/// One subcommand: the CLI11 subcommand and what runs it after parsing.
+struct Command {
+  CLI::App* app = nullptr;  ///< the subcommand (owned by the parent CLI::App)
+  /// Runs the command; returns the exit code (0 ok, 1 the job failed, 2 bad input). Bad input
+  /// is thrown (engine::SpecError, sessions::SessionError): main prints it and returns 2.
+  std::function<int()> run;
+  /// True when the command was asked for JSON (--json): main then also prints an error as
+  /// {"ended": "bad_input", "error": ...} on stdout. Null: the command has no JSON output.
+  std::function<bool()> wants_json;
+};
+
+/// `run`: runs a workload and writes a session (commands/run.cpp).
+Command add_run_command(CLI::App& app);
+/// `plan`: the sharding plan and each device's memory, without running (commands/plan.cpp).
+Command add_plan_command(CLI::App& app);
+/// `program`: the step program of one rank (commands/program.cpp).
+Command add_program_command(CLI::App& app);
+/// `stats`: the figures of a session (commands/stats.cpp).
+Command add_stats_command(CLI::App& app);
+/// `replay-memory`: alloc/free actions through allocator settings (commands/replay_memory.cpp).
+Command add_replay_memory_command(CLI::App& app);
+/// `export`: a session as Chrome trace JSON or CSV (commands/export.cpp).
+Command add_export_command(CLI::App& app);
+
+}  // namespace embedscope::cli

@@ -1,0 +1,72 @@
+// `embedscope export`: a session as Chrome trace JSON (Perfetto) or a folder of CSV files.
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "embedscope/engine/workload/spec_error.h"
+#include "embedscope/sessions/analysis.h"
+#include "embedscope/sessions/export.h"
+#include "embedscope/sessions/session.h"
+
+namespace embedscope::cli {
+
+namespace es = embedscope::engine;
+namespace ss = embedscope::sessions;
+
+namespace {
+
+int cmd_export(const std::string& file, const std::string& format, const std::string& out) {
+  const ss::SessionReader session(file);
+  std::error_code ec;
+  if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(file, out, ec))
+    throw es::SpecError(fmt::format("{}: is the session being exported; choose another output", out));
+  if (format == "chrome") {
+    // Written beside the target and renamed at the end: a failed export leaves nothing behind.
+    const std::string tmp = out + ".partial";
+    {
+      std::ofstream f(tmp);
+      if (!f) throw es::SpecError(fmt::format("{}: cannot write: {}", out, std::strerror(errno)));
+      ss::export_chrome_trace(session, f);
+      f.close();
+      if (!f) {
+        std::filesystem::remove(tmp, ec);
+        throw es::SpecError(fmt::format("{}: write failed: {}", out, std::strerror(errno)));
+      }
+    }
+    std::filesystem::rename(tmp, out, ec);
+    if (ec) {
+      std::filesystem::remove(tmp, ec);
+      throw es::SpecError(fmt::format("{}: cannot write: {}", out, ec.message()));
+    }
+    fmt::print(stderr, "wrote {} (open it in https://ui.perfetto.dev or chrome://tracing)\n", out);
+  } else {
+    for (const auto& p : ss::export_csv(session, ss::analyze(session), out)) fmt::print(stderr, "wrote {}\n", p);
+  }
+  return 0;
+}
+
+struct ExportState {
+  std::string file, format, out;
+};
+
+}  // namespace
+
+Command add_export_command(CLI::App& app) {
+  auto s = std::make_shared<ExportState>();
+  auto* exp = app.add_subcommand("export", "Export a session as Chrome trace JSON (Perfetto) or CSV");
+  exp->add_option("session", s->file, "Session file (.db)")->required();
+  exp->add_option("--format", s->format, "chrome: Trace Event JSON; csv: a folder of CSV files")
+      ->required()
+      ->check(CLI::IsMember({"chrome", "csv"}));
+  exp->add_option("-o,--output", s->out, "Output file (chrome) or folder (csv)")->required();
+  return {exp, [s] { return cmd_export(s->file, s->format, s->out); }, nullptr};
+}
+
+}  // namespace embedscope::cli

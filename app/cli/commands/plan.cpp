@@ -1,0 +1,63 @@
+// `embedscope plan`: the sharding plan and the memory each device needs, without running.
+
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "embedscope/engine/sharding.h"
+#include "output/output.h"
+#include "workload_args.h"
+
+namespace embedscope::cli {
+
+namespace es = embedscope::engine;
+using nlohmann::json;
+
+namespace {
+
+int cmd_plan(WorkloadArgs& a, bool as_json) {
+  const es::WorkloadSpec spec = load(a);
+  const es::ShardingPlan plan = with_origin(a.origin, [&] { return es::plan_sharding(spec); });
+  const auto est = es::estimate_memory(spec, plan);
+  if (as_json) {
+    json j = es::to_json(spec, plan);
+    j.update(pipeline_json(spec));
+    j["memory"] = json::array();
+    for (const auto& e : est)
+      j["memory"].push_back({{"rank", e.rank}, {"weights_bytes", e.weights}, {"optimizer_state_bytes", e.optimizer_state},
+                             {"dense_bytes", e.dense}, {"buffers_bytes", e.buffers}, {"total_bytes", e.total()},
+                             {"capacity_bytes", spec.devices.memory_bytes}});
+    std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+  } else {
+    std::cout << plan_table(spec, plan) << "\n" << pipeline_text(spec) << "\n";
+    std::cout << fmt::format("{:<5} {:>12} {:>16} {:>12} {:>12} {:>12} {:>12}\n", "rank", "weights", "optimizer state",
+                             "dense", "buffers", "total", "capacity");
+    for (const auto& e : est)
+      std::cout << fmt::format("{:<5} {:>12} {:>16} {:>12} {:>12} {:>12} {:>12}\n", e.rank, es::format_bytes(e.weights),
+                               es::format_bytes(e.optimizer_state), es::format_bytes(e.dense),
+                               es::format_bytes(e.buffers), es::format_bytes(e.total()),
+                               es::format_bytes(spec.devices.memory_bytes));
+  }
+  with_origin(a.origin, [&] { es::check_memory_fits(spec, est); });
+  return 0;
+}
+
+struct PlanState {
+  WorkloadArgs args;
+  bool json = false;
+};
+
+}  // namespace
+
+Command add_plan_command(CLI::App& app) {
+  auto s = std::make_shared<PlanState>();
+  auto* plan = app.add_subcommand("plan", "Show the sharding plan and the memory each device needs, without running");
+  add_workload_options(plan, s->args);
+  plan->add_flag("--json", s->json, "Print the plan as JSON");
+  return {plan, [s] { return cmd_plan(s->args, s->json); }, [s] { return s->json; }};
+}
+
+}  // namespace embedscope::cli

@@ -1,0 +1,60 @@
+// `embedscope program`: the step program of one rank (engine program/step_program.h): every op
+// of one training step on the compute and comm lanes, what it waits for, and the collectives it
+// runs with their elements per peer, in the order the executors run them.
+
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "embedscope/engine/program/step_program.h"
+#include "embedscope/engine/sharding/plan_json.h"
+#include "output/output.h"
+#include "workload_args.h"
+
+namespace embedscope::cli {
+
+namespace es = embedscope::engine;
+
+namespace {
+
+struct ProgramState {
+  WorkloadArgs args;
+  int rank = 0;
+  int64_t iteration = -1;
+  std::string plan;
+  bool json = false;
+};
+
+int cmd_program(ProgramState& s) {
+  const es::WorkloadSpec spec = load(s.args);
+  const es::ShardingPlan plan = s.plan.empty() ? with_origin(s.args.origin, [&] { return es::plan_sharding(spec); })
+                                               : es::load_plan_file(spec, s.plan);
+  const int64_t it = s.iteration >= 0 ? s.iteration : es::steady_iteration(spec);
+  const es::StepProgram p = es::build_step_program(spec, plan, s.rank, it);
+  if (s.json)
+    std::cout << dump(es::to_json(p)) << "\n";
+  else
+    std::cout << es::to_text(p);
+  return 0;
+}
+
+}  // namespace
+
+Command add_program_command(CLI::App& app) {
+  auto s = std::make_shared<ProgramState>();
+  auto* cmd = app.add_subcommand("program", "Print the step program of one rank: the ops of one training step, "
+                                            "their lanes, dependencies and collectives");
+  add_workload_options(cmd, s->args);
+  cmd->add_option("--rank", s->rank, "The rank whose program to print (default 0)")->check(kInteger);
+  cmd->add_option("--iteration", s->iteration,
+                  "The iteration, 0-based with warmup steps (default: the first steady-state one; pipelines start "
+                  "and end differently)")
+      ->check(kInteger);
+  cmd->add_option("--plan", s->plan, "A sharding plan file (as `embedscope plan --json` prints) instead of planning");
+  cmd->add_flag("--json", s->json, "Print the program as JSON");
+  return {cmd, [s] { return cmd_program(*s); }, [s] { return s->json; }};
+}
+
+}  // namespace embedscope::cli

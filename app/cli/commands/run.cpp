@@ -1,0 +1,181 @@
+// `embedscope run`: runs a workload, writes its session, prints a summary (text or --json).
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "embedscope/engine/sharding/plan_json.h"
+#include "embedscope/engine/trainer.h"
+#include "embedscope/sessions/stats.h"
+#include "output/output.h"
+#include "workload_args.h"
+
+namespace embedscope::cli {
+
+namespace es = embedscope::engine;
+using nlohmann::json;
+
+namespace {
+
+std::atomic<bool> g_cancel{false};
+extern "C" void on_sigint(int) {
+  g_cancel = true;
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+  static constexpr char kSaid[] = "\ncancelling after the current step (Ctrl-C again stops at once)\n";
+  [[maybe_unused]] const auto n = write(STDERR_FILENO, kSaid, sizeof kSaid - 1);  // async-signal-safe
+}
+
+// embedscope-YYYYmmdd-HHMMSS.db, or -2, -3, ... when a run of the same second has it.
+std::string default_session_name() {
+  char buf[64];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof(buf), "embedscope-%Y%m%d-%H%M%S", std::localtime(&t));
+  std::string name = std::string(buf) + ".db";
+  for (int i = 2; access(name.c_str(), F_OK) == 0; ++i) name = fmt::format("{}-{}.db", buf, i);
+  return name;
+}
+
+int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, const std::string& plan_file) {
+  const es::WorkloadSpec spec = load(a);
+  // a given plan runs exactly as written (validated against the workload); else the planner's
+  const es::ShardingPlan plan = plan_file.empty() ? with_origin(a.origin, [&] { return es::plan_sharding(spec); })
+                                                  : es::load_plan_file(spec, plan_file);
+  if (output.empty()) output = default_session_name();
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  std::string sharding = es::to_string(spec.sharding.default_type);
+  if (!spec.sharding.per_table.empty()) sharding += " + per-table overrides";
+  if (!plan_file.empty()) sharding = "the plan in " + plan_file;
+  fmt::print(stderr, "embedscope run: {} on {} {} ranks, {}, batch {} per rank, {} steps (+{} warmup), {} pipeline\n",
+             spec.name, spec.devices.count, es::to_string(spec.devices.backend), sharding, spec.batch_size, spec.steps,
+             spec.warmup_steps, es::to_string(spec.pipeline));
+  if (spec.network.limited()) fmt::print(stderr, "network: {}\n", network_text(spec.network));
+  es::TrainerOptions opt;
+  opt.session_path = output;
+  opt.session_overwrite = overwrite;
+  opt.keep_events = false;
+  opt.cancel = &g_cancel;
+  std::signal(SIGINT, on_sigint);
+  const int64_t every = std::max<int64_t>(1, spec.steps / 10);
+  auto last_print = std::chrono::steady_clock::now();
+  opt.on_step = [&](const es::StepProgress& p) {
+    if (p.step == 0) {
+      fmt::print(stderr, "{}warmup {}/{}{}", tty ? "\r" : "", p.warmup_done, spec.warmup_steps, tty ? "" : "\n");
+      return;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (!tty && p.step % every != 0 && p.step != p.total_steps && now - last_print < std::chrono::seconds(2)) return;
+    last_print = now;
+    fmt::print(stderr, "{}step {}/{}  {:.0f} samples/s  ETA {:.1f} s  loss {:.4f}{}", tty ? "\r\033[K" : "", p.step,
+               p.total_steps, p.samples_per_s, p.eta_s, p.loss, tty ? "" : "\n");
+  };
+  const es::RunResult r = with_origin(a.origin, [&] { return es::run_training(spec, plan, opt); });
+  if (tty) fmt::print(stderr, "\n");
+  if (r.ended != es::RunEnd::complete && r.ended != es::RunEnd::cancelled) {
+    fmt::print(stderr, "error: run ended {}: {}\nsession: {}\n", es::to_string(r.ended), r.error, r.session_path);
+    if (as_json)
+      std::cout << dump(json{{"ended", es::to_string(r.ended)}, {"error", r.error}, {"session", r.session_path}})
+                << "\n";
+    return r.bad_input ? 2 : 1;
+  }
+  if (r.step_time_ns.empty()) {
+    fmt::print(stderr, "run cancelled before the first measured step\nsession: {}\n", r.session_path);
+    if (as_json) std::cout << dump(json{{"ended", "cancelled"}, {"session", r.session_path}}) << "\n";
+    return 0;
+  }
+  const auto d = embedscope::sessions::summarize(r.step_time_ns);
+  const double sps = d.mean > 0 ? static_cast<double>(r.samples_per_step) / (d.mean * 1e-9) : 0.0;
+  int64_t invalid = 0;
+  for (const auto& rk : r.ranks) invalid += rk.invalid_ids;
+  if (invalid > 0)
+    fmt::print(stderr, "warning: {} ids outside their table were {} (invalid_ids policy)\n", invalid,
+               spec.invalid_ids == es::InvalidIdPolicy::clamp ? "clamped" : "dropped");
+  if (as_json) {
+    const json overlap = pipeline_json(spec);  // pipeline, qcomms, network
+    json j{{"ended", es::to_string(r.ended)},
+           {"session", r.session_path},
+           {"workload", spec.name},
+           {"backend", es::to_string(spec.devices.backend)},
+           {"world_size", spec.devices.count},
+           {"sharding", es::to_json(spec, r.plan)},
+           {"pipeline", es::to_string(spec.pipeline)},
+           {"qcomms", overlap.at("qcomms")},
+           {"network", overlap.at("network")},
+           {"steps", static_cast<int64_t>(r.step_time_ns.size())},
+           {"samples_per_step", r.samples_per_step},
+           {"step_time_ns", {{"mean", d.mean}, {"p50", d.p50}, {"p99", d.p99}, {"min", d.min}, {"max", d.max}}},
+           {"samples_per_s", sps},
+           {"loss_first", r.loss.front()},
+           {"loss_last", r.loss.back()},
+           {"loss", r.loss},
+           {"invalid_ids", invalid},
+           {"qcomms_error", {{"forward_max_abs_error", r.qcomms_error.forward_max_abs},
+                             {"forward_relative_error", r.qcomms_error.forward_relative},
+                             {"backward_max_abs_error", r.qcomms_error.backward_max_abs},
+                             {"backward_relative_error", r.qcomms_error.backward_relative}}},
+           {"ranks", json::array()}};
+    for (const auto& rk : r.ranks)
+      j["ranks"].push_back({{"rank", rk.rank}, {"ids_looked_up", rk.ids_looked_up}, {"unique_ids", rk.unique_ids},
+                            {"bytes_sent", rk.bytes_sent}, {"bytes_received", rk.bytes_received},
+                            {"memory_bytes", rk.memory_bytes}});
+    std::cout << dump(j) << "\n";
+    return 0;
+  }
+  std::cout << "sharding plan\n" << plan_table(spec, r.plan) << "\n" << pipeline_text(spec);
+  std::cout << fmt::format("steps        {} measured, {} samples each ({} per rank x {} ranks)\n", r.step_time_ns.size(),
+                           r.samples_per_step, spec.batch_size, spec.devices.count);
+  std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", ms(d.mean), ms(static_cast<double>(d.p50)),
+                           ms(static_cast<double>(d.p99)));
+  std::cout << fmt::format("throughput   {:.0f} samples/s\n", sps);
+  std::cout << fmt::format("loss         first {:.4f}  last {:.4f}\n", r.loss.front(), r.loss.back());
+  if (spec.qcomms.forward_precision != es::CommPrecision::fp32 || spec.qcomms.backward_precision != es::CommPrecision::fp32)
+    std::cout << fmt::format("qcomms error forward max abs {:.3g} (relative {:.3g}); backward max abs {:.3g} (relative {:.3g})\n",
+                             r.qcomms_error.forward_max_abs, r.qcomms_error.forward_relative,
+                             r.qcomms_error.backward_max_abs, r.qcomms_error.backward_relative);
+  std::cout << "\n";
+  std::cout << fmt::format("{:<5} {:>14} {:>12} {:>14} {:>14} {:>12}\n", "rank", "ids looked up", "unique rows",
+                           "bytes sent", "bytes received", "memory peak");
+  for (const auto& rk : r.ranks)
+    std::cout << fmt::format("{:<5} {:>14} {:>12} {:>14} {:>14} {:>12}\n", rk.rank, rk.ids_looked_up, rk.unique_ids,
+                             es::format_bytes(rk.bytes_sent), es::format_bytes(rk.bytes_received),
+                             es::format_bytes(rk.memory_bytes));
+  std::cout << fmt::format("\n{}session: {}\n", r.ended == es::RunEnd::cancelled ? "cancelled; " : "", r.session_path);
+  return 0;
+}
+
+struct RunState {
+  WorkloadArgs args;
+  bool json = false;
+  std::string output;
+  bool overwrite = false;
+  std::string plan;
+};
+
+}  // namespace
+
+Command add_run_command(CLI::App& app) {
+  auto s = std::make_shared<RunState>();
+  auto* run = app.add_subcommand("run", "Run a workload on CPU ranks (Gloo) and print a summary");
+  add_workload_options(run, s->args);
+  run->add_flag("--json", s->json, "Print the summary as one JSON object on stdout");
+  run->add_option("-o,--output", s->output,
+                  "Session file to write (default: embedscope-YYYYmmdd-HHMMSS.db in the current directory)");
+  run->add_flag("--force-overwrite", s->overwrite, "Replace the session file if it exists");
+  run->add_option("--plan", s->plan,
+                  "Run exactly this sharding plan (the JSON `embedscope plan --json` prints, edited by hand) instead "
+                  "of planning; validated against the workload");
+  return {run, [s] { return cmd_run(s->args, s->json, s->output, s->overwrite, s->plan); }, [s] { return s->json; }};
+}
+
+}  // namespace embedscope::cli

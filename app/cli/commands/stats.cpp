@@ -1,0 +1,158 @@
+// `embedscope stats`: step time, overlap, exposed communication, load imbalance, memory, the
+// critical path and the collectives of a session (text or --json).
+
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "embedscope/engine/sharding.h"
+#include "embedscope/sessions/analysis.h"
+#include "embedscope/sessions/session.h"
+#include "output/output.h"
+
+namespace embedscope::cli {
+
+namespace es = embedscope::engine;
+namespace ss = embedscope::sessions;
+using nlohmann::json;
+
+namespace {
+
+int cmd_stats(const std::string& file, bool as_json) {
+  const ss::SessionReader session(file);
+  const ss::RunStats st = ss::analyze(session);
+  if (as_json) {
+    json j{{"session", file},
+           {"ended", st.ended},
+           {"simulated", st.simulated},
+           {"workload", session.meta("workload_name")},
+           {"world_size", st.ranks.size()},
+           {"steps", st.steps},
+           {"pipeline", session.meta("pipeline", "base")},
+           {"qcomms", {{"forward_precision", session.meta("qcomms_forward_precision", "fp32")},
+                       {"backward_precision", session.meta("qcomms_backward_precision", "fp32")}}},
+           {"network", json::parse(session.meta("network_json", "{}"), nullptr, false)},
+           {"samples_per_step", st.samples_per_step},
+           {"step_time_ns", {{"mean", st.step_time_ns.mean}, {"p50", st.step_time_ns.p50}, {"p99", st.step_time_ns.p99},
+                             {"min", st.step_time_ns.min}, {"max", st.step_time_ns.max}}},
+           {"samples_per_s", st.samples_per_s},
+           {"overlap_pct", st.overlap_pct},
+           {"exposed_comm_ns", st.exposed_comm_ns},
+           {"imbalance", {{"lookups_max_over_mean", st.lookups_max_over_mean},
+                          {"lookup_time_max_over_mean", st.lookup_time_max_over_mean}}},
+           {"loss", st.loss},
+           {"peak_allocated_bytes", st.peak_allocated_bytes},
+           {"peak_reserved_bytes", st.peak_reserved_bytes},
+           {"tracer_overhead_ns", std::strtoll(session.meta("tracer_overhead_ns", "0").c_str(), nullptr, 10)},
+           {"dropped_records", std::strtoll(session.meta("dropped_records", "0").c_str(), nullptr, 10)},
+           {"ranks", json::array()}};
+    for (const auto& r : st.ranks) {
+      json cats = json::object();
+      for (int c = 0; c < ss::kNumCategories; ++c)
+        cats[ss::to_string(static_cast<ss::OpCategory>(c))] = r.by_category_ns[static_cast<size_t>(c)];
+      j["ranks"].push_back({{"rank", r.rank}, {"compute_ns", r.compute_ns}, {"comm_ns", r.comm_ns},
+                            {"overlap_ns", r.overlap_ns}, {"exposed_comm_ns", r.exposed_comm_ns}, {"idle_ns", r.idle_ns},
+                            {"overlap_pct", r.overlap_pct}, {"ids_looked_up", r.ids_looked_up},
+                            {"lookup_ns", r.lookup_ns}, {"bytes_sent", r.bytes_sent},
+                            {"bytes_received", r.bytes_received}, {"by_category_ns", cats},
+                            {"peak_allocated_bytes", r.peak_allocated_bytes}, {"peak_reserved_bytes", r.peak_reserved_bytes},
+                            {"fragmentation", r.fragmentation}, {"memviz_fragmentation", r.memviz_fragmentation}});
+    }
+    const auto name_of = [&](int32_t id) { return id < 0 ? std::string("(gap)") : session.name(id); };
+    j["critical_path"] = {{"total_ns", st.critical_path_ns}, {"ops", json::array()}};
+    for (const auto& e : st.critical_path)
+      j["critical_path"]["ops"].push_back({{"name", name_of(e.name_id)}, {"category", e.name_id < 0 ? "gap" : ss::to_string(e.category)},
+                                           {"ns", e.ns}, {"share", e.share}, {"top_rank", e.top_rank},
+                                           {"steps_bounded", e.steps_bounded}});
+    j["collectives"] = json::array();
+    for (const auto& c : st.collectives)
+      j["collectives"].push_back({{"name", name_of(c.name_id)}, {"count", c.count}, {"bytes", c.bytes}, {"time_ns", c.time_ns},
+                                  {"exposed_ns", c.exposed_ns}, {"wait_ns", c.wait_ns}});
+    if (!session.meta("end_message").empty()) j["end_message"] = session.meta("end_message");
+    std::cout << dump(j) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("session      {} ({}, {})\n", file, st.ended, st.simulated ? "SIMULATED" : "measured");
+  if (!session.meta("end_message").empty()) std::cout << fmt::format("             {}\n", session.meta("end_message"));
+  std::cout << fmt::format("workload     {} on {} {} ranks, {} measured steps of {} samples\n",
+                           session.meta("workload_name"), st.ranks.size(), session.meta("backend"), st.steps,
+                           st.samples_per_step);
+  if (!session.meta("workload_json").empty()) try {  // the workload as run: pipeline, comm precisions, network
+    std::cout << pipeline_text(es::parse_workload(json::parse(session.meta("workload_json")), file + ": workload_json"));
+  } catch (const std::exception& e) {
+    std::cout << fmt::format("pipeline     {} (the stored workload is unreadable: {})\n", session.meta("pipeline", "base"),
+                             e.what());
+  }
+  if (st.steps == 0) {
+    std::cout << "no measured steps: nothing to analyse (the run ended before its first measured step)\n";
+    return 0;
+  }
+  std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", ms(st.step_time_ns.mean), ms(st.step_time_ns.p50),
+                           ms(st.step_time_ns.p99));
+  std::cout << fmt::format("throughput   {:.0f} samples/s\n", st.samples_per_s);
+  std::cout << fmt::format("overlap      {:.1f}% of communication ran while the rank computed; exposed communication "
+                           "{} per rank ({} per step)\n",
+                           st.overlap_pct, ms(st.exposed_comm_ns), ms(st.exposed_comm_ns / st.steps));
+  std::cout << fmt::format("imbalance    ids looked up max/mean {:.2f}; lookup time max/mean {:.2f}\n\n",
+                           st.lookups_max_over_mean, st.lookup_time_max_over_mean);
+  std::cout << fmt::format("{:<5} {:>11} {:>11} {:>13} {:>11} {:>9} {:>14} {:>12} {:>14}\n", "rank", "compute", "comm",
+                           "exposed comm", "idle", "overlap", "ids looked up", "bytes sent", "bytes received");
+  for (const auto& r : st.ranks)
+    std::cout << fmt::format("{:<5} {:>11} {:>11} {:>13} {:>11} {:>8.1f}% {:>14} {:>12} {:>14}\n", r.rank,
+                             ms(r.compute_ns), ms(r.comm_ns), ms(r.exposed_comm_ns), ms(r.idle_ns), r.overlap_pct,
+                             r.ids_looked_up, es::format_bytes(r.bytes_sent), es::format_bytes(r.bytes_received));
+  std::cout << fmt::format("\n{:<5} {:>16} {:>16} {:>15} {:>8}\n", "rank", "peak allocated", "peak reserved",
+                           "fragmentation", "memviz");
+  for (const auto& r : st.ranks)
+    std::cout << fmt::format("{:<5} {:>16} {:>16} {:>14.1f}% {:>8.3f}\n", r.rank, es::format_bytes(r.peak_allocated_bytes),
+                             es::format_bytes(r.peak_reserved_bytes), 100 * r.fragmentation, r.memviz_fragmentation);
+  std::cout << "\nstep time by op category (all ranks, union per category)\n";
+  for (int c = 0; c < ss::kNumCategories; ++c) {
+    int64_t total = 0;
+    for (const auto& r : st.ranks) total += r.by_category_ns[static_cast<size_t>(c)];
+    if (total > 0)
+      std::cout << fmt::format("  {:<10} {:>12}\n", ss::to_string(static_cast<ss::OpCategory>(c)), ms(total));
+  }
+  std::cout << fmt::format("\ncritical path: what bounded the steps (dependencies inferred), {} over {} steps\n",
+                           ms(st.critical_path_ns), st.steps);
+  std::cout << fmt::format("  {:<28} {:<10} {:>11} {:>7} {:>9} {:>14}\n", "op", "category", "on path", "share", "top rank",
+                           "steps bounded");
+  for (const auto& e : st.critical_path)
+    std::cout << fmt::format("  {:<28} {:<10} {:>11} {:>6.1f}% {:>9} {:>14}\n",
+                             e.name_id < 0 ? std::string("(gap: untraced)") : session.name(e.name_id),
+                             e.name_id < 0 ? "-" : ss::to_string(e.category), ms(e.ns), 100 * e.share, e.top_rank,
+                             e.steps_bounded);
+  if (!st.collectives.empty()) {
+    std::cout << "\ncollectives, per step (summed over ranks)\n";
+    std::cout << fmt::format("  {:<28} {:>7} {:>12} {:>11} {:>11} {:>17}\n", "name", "count", "bytes", "time",
+                             "exposed", "waiting for peers");
+    for (const auto& c : st.collectives)
+      std::cout << fmt::format("  {:<28} {:>7.1f} {:>12} {:>11} {:>11} {:>17}\n", session.name(c.name_id),
+                               static_cast<double>(c.count) / static_cast<double>(st.steps),
+                               es::format_bytes(c.bytes / st.steps), ms(c.time_ns / st.steps),
+                               ms(c.exposed_ns / st.steps), ms(c.wait_ns / st.steps));
+  }
+  return 0;
+}
+
+struct StatsState {
+  std::string file;
+  bool json = false;
+};
+
+}  // namespace
+
+Command add_stats_command(CLI::App& app) {
+  auto s = std::make_shared<StatsState>();
+  auto* stats = app.add_subcommand("stats", "Step time, overlap, exposed communication and load imbalance of a session");
+  stats->add_option("session", s->file, "Session file (.db)")->required();
+  stats->add_flag("--json", s->json, "Print the figures as one JSON object on stdout");
+  return {stats, [s] { return cmd_stats(s->file, s->json); }, [s] { return s->json; }};
+}
+
+}  // namespace embedscope::cli

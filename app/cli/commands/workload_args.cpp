@@ -1,0 +1,117 @@
+// The workload options shared by run and plan (workload_args.h).
+
+#include "workload_args.h"
+
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "embedscope/engine/backend.h"
+#include "embedscope/engine/workload/presets.h"
+
+namespace embedscope::cli {
+
+namespace es = embedscope::engine;
+
+void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
+  std::string names;
+  for (const auto& n : es::preset_names()) names += (names.empty() ? "" : ", ") + n;
+  a.given["workload"] = cmd->add_option("workload", a.file, "Workload JSON file (see README: Configuration reference)");
+  a.given["--preset"] =
+      cmd->add_option("--preset", a.preset, fmt::format("Built-in workload: {} (default {})", names, kDefaultPreset));
+  a.given["--devices"] = cmd->add_option("--devices", a.devices, "Number of ranks (devices.count)")
+                             ->check(kInteger)
+                             ->check(CLI::Range(1, 64));
+  a.given["--sharding"] = cmd->add_option("--sharding", a.sharding,
+                                          "Sharding type for every table (drops per-table overrides): " +
+                                              es::enum_names_joined<es::ShardingType>());
+  a.given["--local-world-size"] =
+      cmd->add_option("--local-world-size", a.local_world_size, "Ranks per node for table_row_wise (sharding.local_world_size)")
+          ->check(kInteger)->check(CLI::Range(1, 64));
+  a.given["--steps"] = cmd->add_option("--steps", a.steps, "Measured steps")
+                           ->check(kInteger)
+                           ->check(CLI::Range(int64_t{1}, es::kMaxSteps));
+  a.given["--warmup-steps"] = cmd->add_option("--warmup-steps", a.warmup, "Steps run before measuring")
+                                  ->check(kInteger)->check(CLI::Range(int64_t{0}, es::kMaxSteps));
+  a.given["--batch-size"] = cmd->add_option("--batch-size", a.batch_size, "Samples per rank per step")
+                                ->check(kInteger)->check(CLI::Range(int64_t{1}, es::kMaxBatchSize));
+  a.given["--backend"] = cmd->add_option("--backend", a.backend,
+                                         "Executor (devices.backend): cpu, cuda (one GPU per rank), auto (cuda when a GPU "
+                                         "is present)")
+                             ->check(CLI::IsMember(es::enum_names<es::Backend>()));
+  a.given["--pipeline"] = cmd->add_option("--pipeline", a.pipeline,
+                                          "Training pipeline (pipeline): " + es::enum_names_joined<es::PipelineKind>());
+  a.given["--qcomms"] = cmd->add_option("--qcomms", a.qcomms,
+                                        "Precision of the output dist and gradient dist (qcomms.forward_precision and "
+                                        "backward_precision): " + es::enum_names_joined<es::CommPrecision>())
+                            ->check(CLI::IsMember(es::enum_names<es::CommPrecision>()));
+  a.given["--network-bandwidth"] =
+      cmd->add_option("--network-bandwidth", a.network_bandwidth,
+                      "Emulated link bandwidth in bytes/s, within and across nodes "
+                      "(network.intra_node/inter_node.bandwidth_bytes_per_s), e.g. 1e9")
+          ->check(CLI::Number)->check(CLI::Range(1.0, static_cast<double>(es::kMaxBandwidthBytesPerS)));
+  a.given["--network-latency"] =
+      cmd->add_option("--network-latency", a.network_latency,
+                      "Emulated latency per collective in ns, within and across nodes (network.*.latency_ns)")
+          ->check(kInteger)->check(CLI::Range(int64_t{0}, es::kMaxLatencyNs));
+}
+
+es::WorkloadSpec load(WorkloadArgs& a) {
+  if (a.was_given("workload") && a.file.empty()) throw es::SpecError("the workload file name is empty");
+  if (a.was_given("--preset") && a.preset.empty())
+    throw es::SpecError(fmt::format("--preset: empty; known presets: {}", fmt::join(es::preset_names(), ", ")));
+  if (!a.file.empty() && !a.preset.empty()) throw es::SpecError("give either a workload file or --preset, not both");
+  es::WorkloadSpec spec = !a.file.empty() ? es::load_workload_file(a.file)
+                                          : es::load_preset(a.preset.empty() ? kDefaultPreset : a.preset);
+  a.origin = !a.file.empty() ? a.file : "preset " + (a.preset.empty() ? kDefaultPreset : a.preset);
+  std::vector<std::pair<std::string, std::string>> set_by;  // JSON pointer, flag
+  if (a.was_given("--devices")) {
+    spec.devices.count = a.devices;
+    set_by.emplace_back("/devices/count", "--devices");
+  }
+  if (a.was_given("--sharding")) {
+    spec.sharding.default_type = es::sharding_type_from_string(a.sharding, "--sharding");
+    spec.sharding.per_table.clear();
+  }
+  if (a.was_given("--local-world-size")) {
+    spec.sharding.local_world_size = a.local_world_size;
+    set_by.emplace_back("/sharding/local_world_size", "--local-world-size");
+  }
+  if (a.was_given("--pipeline")) spec.pipeline = es::pipeline_from_string(a.pipeline, "--pipeline");
+  if (a.was_given("--backend")) {
+    spec.devices.backend = es::enum_from_string<es::Backend>(a.backend, "--backend");  // IsMember checked it
+    set_by.emplace_back("/devices/backend", "--backend");
+  }
+  if (a.was_given("--qcomms")) {
+    const auto p = es::enum_from_string<es::CommPrecision>(a.qcomms, "--qcomms");  // IsMember checked it
+    spec.qcomms.forward_precision = spec.qcomms.backward_precision = p;
+  }
+  if (a.was_given("--network-bandwidth"))
+    spec.network.intra_node.bandwidth_bytes_per_s = spec.network.inter_node.bandwidth_bytes_per_s =
+        static_cast<int64_t>(std::llround(a.network_bandwidth));
+  if (a.was_given("--network-latency"))
+    spec.network.intra_node.latency_ns = spec.network.inter_node.latency_ns = a.network_latency;
+  if (a.was_given("--steps")) spec.steps = a.steps;
+  if (a.was_given("--warmup-steps")) spec.warmup_steps = a.warmup;
+  if (a.was_given("--batch-size")) {
+    spec.batch_size = a.batch_size;
+    set_by.emplace_back("/batch_size", "--batch-size");
+  }
+  try {
+    es::validate(spec, a.origin);
+    // auto becomes cpu or cuda here, so that plan and run say which; cuda without GPUs is refused
+    spec = with_origin(a.origin, [&] { return es::with_resolved_backend(spec, a.origin); });
+  } catch (const es::SpecError& e) {
+    std::string msg = e.what();
+    for (const auto& [ptr, flag] : set_by)
+      if (msg.find(": " + ptr + ":") != std::string::npos || msg.find(": " + ptr + "/") != std::string::npos)
+        msg += fmt::format(" (set by {})", flag);
+    throw es::SpecError(msg);
+  }
+  return spec;
+}
+
+}  // namespace embedscope::cli

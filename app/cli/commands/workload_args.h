@@ -1,0 +1,66 @@
+#pragma once
+// The workload options that run and plan share (a workload file or --preset, and the flags that
+// override its fields), and load(), which reads the workload and applies them.
+
+#include <map>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "embedscope/engine/workload/spec.h"
+
+namespace embedscope::cli {
+
+/// The preset used when neither a workload file nor --preset is given.
+constexpr const char* kDefaultPreset = "criteo_kaggle";
+
+/// Checked before a CLI::Range, which alone calls a word "not in range" ("--steps: Value abc not
+/// in range 1 to ..."): a non-number is named as such.
+inline const CLI::Validator kInteger = CLI::TypeValidator<int64_t>("INTEGER");
+
+/// The values of the workload options after parsing (add_workload_options binds them).
+struct WorkloadArgs {
+  std::string file;
+  std::string preset;
+  int devices = 0;
+  std::string sharding;
+  int64_t steps = 0;
+  int64_t warmup = -1;
+  int64_t batch_size = 0;
+  int local_world_size = -1;
+  std::string pipeline, qcomms, backend;
+  double network_bandwidth = 0;  // a double so that 1e9 is accepted
+  int64_t network_latency = 0;
+  std::map<std::string, CLI::Option*> given;  // flag -> option, to tell "absent" from "empty"
+  std::string origin;                         // set by load(): the file or "preset NAME"
+  bool was_given(const std::string& flag) const {
+    auto it = given.find(flag);
+    return it != given.end() && it->second->count() > 0;
+  }
+};
+
+/// Adds the positional `workload` and --preset, --devices, --sharding, --local-world-size,
+/// --steps, --warmup-steps, --batch-size, --backend, --pipeline, --qcomms, --network-bandwidth,
+/// --network-latency to `cmd`, bound to `a` (which must outlive parsing). The enumerated flags
+/// list and check the spellings of engine/workload/enums.h.
+void add_workload_options(CLI::App* cmd, WorkloadArgs& a);
+
+/// Loads the workload (file, --preset or kDefaultPreset), applies the flags, validates, and
+/// resolves backend auto. Throws engine::SpecError; a validation error about a field that a
+/// flag set names the flag too (" (set by --devices)").
+engine::WorkloadSpec load(WorkloadArgs& a);
+
+// Runs f; a SpecError that starts with a JSON pointer (plan, memory and backend errors name
+// pointers only) is rethrown with the workload's origin in front ("x.json: /devices/count: ...").
+template <class F>
+auto with_origin(const std::string& origin, F&& f) {
+  try {
+    return f();
+  } catch (const engine::SpecError& e) {
+    const std::string msg = e.what();
+    if (!msg.empty() && msg[0] == '/') throw engine::SpecError(origin + ": " + msg);
+    throw;
+  }
+}
+
+}  // namespace embedscope::cli

@@ -1,0 +1,52 @@
+// Text and JSON shared by the commands (output.h).
+
+#include "output.h"
+
+#include <fmt/format.h>
+
+namespace embedscope::cli {
+
+namespace es = embedscope::engine;
+using nlohmann::json;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string ms(double ns) { return fmt::format("{:.2f} ms", ns / 1e6); }
+std::string ms(int64_t ns) { return ms(static_cast<double>(ns)); }
+
+std::string network_text(const es::NetworkSpec& n) {
+  auto link = [](const es::LinkSpec& l) {
+    if (!l.limited()) return std::string("unlimited");
+    const std::string bw = l.bandwidth_bytes_per_s > 0
+                               ? fmt::format("{:.3g} GB/s", static_cast<double>(l.bandwidth_bytes_per_s) / 1e9)
+                               : std::string("unlimited bandwidth");
+    return fmt::format("{}, {} ns latency", bw, l.latency_ns);
+  };
+  return fmt::format("intra_node {}; inter_node {}", link(n.intra_node), link(n.inter_node));
+}
+
+std::string pipeline_text(const es::WorkloadSpec& spec) {
+  return fmt::format("pipeline     {}; qcomms forward {} backward {}\nnetwork      {}\n", es::to_string(spec.pipeline),
+                     es::to_string(spec.qcomms.forward_precision), es::to_string(spec.qcomms.backward_precision),
+                     network_text(spec.network));
+}
+
+json pipeline_json(const es::WorkloadSpec& spec) {
+  const json w = es::to_json(spec);
+  return {{"pipeline", w.at("pipeline")}, {"qcomms", w.at("qcomms")}, {"network", w.at("network")}};
+}
+
+std::string plan_table(const es::WorkloadSpec& spec, const es::ShardingPlan& plan) {
+  std::string out = fmt::format("{:<24} {:<15} {}\n", "table", "sharding", "shards (rank: rows x cols @ row,col)");
+  for (const auto& tp : plan.tables) {
+    std::string shards;
+    for (const auto& s : tp.shards)
+      shards += fmt::format("{}{}: {}x{} @{},{}", shards.empty() ? "" : "  ", s.rank, s.num_rows, s.num_cols,
+                            s.row_offset, s.col_offset);
+    out += fmt::format("{:<24} {:<15} {}\n", spec.tables[static_cast<size_t>(tp.table)].name, es::to_string(tp.type),
+                       shards);
+  }
+  return out;
+}
+
+}  // namespace embedscope::cli

@@ -1,0 +1,37 @@
+#pragma once
+// Text and JSON shared by the commands: the JSON dump every --json output uses, durations in
+// ms, the sharding plan table, and the pipeline / comm precision / network lines of a workload.
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/sharding.h"
+#include "embedscope/engine/workload/spec.h"
+
+namespace embedscope::cli {
+
+/// One line of JSON (no indent) that survives invalid UTF-8 in file names and messages
+/// (replaced by U+FFFD).
+std::string dump(const nlohmann::json& j);
+
+/// A duration in ns as "12.34 ms" (two decimals).
+std::string ms(double ns);
+std::string ms(int64_t ns);
+
+/// One line: "intra_node 1.00 GB/s, 5000 ns latency; inter_node unlimited".
+std::string network_text(const engine::NetworkSpec& n);
+
+/// The overlap settings of a workload, two lines ending in '\n':
+/// "pipeline     base; qcomms forward fp32 backward fp32\nnetwork      <network_text>\n".
+std::string pipeline_text(const engine::WorkloadSpec& spec);
+
+/// {"pipeline", "qcomms", "network"} as to_json(spec) writes them.
+nlohmann::json pipeline_json(const engine::WorkloadSpec& spec);
+
+/// The plan as a table: a header line, then per table its name, sharding type and shards
+/// ("rank: rows x cols @ row,col"), each line ending in '\n'.
+std::string plan_table(const engine::WorkloadSpec& spec, const engine::ShardingPlan& plan);
+
+}  // namespace embedscope::cli

@@ -1,0 +1,103 @@
+// WorkloadSpec to JSON: every field, defaults included, so that the result round-trips
+// through parse_workload (sessions store it as workload_json).
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/workload/spec.h"
+
+namespace embedscope::engine {
+
+using nlohmann::json;
+
+json to_json(const WorkloadSpec& s) {
+  json j;
+  j["name"] = s.name;
+  j["description"] = s.description;
+  j["source"] = s.source;
+
+  json tables = json::array();
+  for (const TableSpec& t : s.tables) {
+    tables.push_back({{"name", t.name},
+                      {"num_embeddings", t.num_embeddings},
+                      {"embedding_dim", t.embedding_dim},
+                      {"pooling", to_string(t.pooling)},
+                      {"feature_names", t.feature_names}});
+  }
+  j["tables"] = std::move(tables);
+
+  json features = json::array();
+  for (const FeatureSpec& f : s.features) {
+    json pf;
+    if (f.pooling_factor.fixed) {
+      pf = f.pooling_factor.max;
+    } else {
+      pf = {{"mean", f.pooling_factor.mean}, {"max", f.pooling_factor.max}};
+    }
+    features.push_back({{"name", f.name},
+                        {"pooling_factor", std::move(pf)},
+                        {"ids",
+                         {{"distribution", to_string(f.ids.kind)},
+                          {"alpha", f.ids.alpha},
+                          {"permute", f.ids.permute},
+                          {"permute_seed", f.ids.permute_seed}}}});
+  }
+  j["features"] = std::move(features);
+
+  j["batch_size"] = s.batch_size;
+  j["steps"] = s.steps;
+  j["warmup_steps"] = s.warmup_steps;
+  j["seed"] = s.seed;
+  j["devices"] = {{"count", s.devices.count},
+                  {"backend", to_string(s.devices.backend)},
+                  {"memory_bytes", s.devices.memory_bytes}};
+  const OptimizerSpec& o = s.optimizer;
+  j["optimizer"] = {{"type", to_string(o.type)}, {"learning_rate", o.learning_rate},
+                    {"eps", o.eps},              {"beta1", o.beta1},
+                    {"beta2", o.beta2}};
+  if (o.dense_learning_rate != -1.0) j["optimizer"]["dense_learning_rate"] = o.dense_learning_rate;
+
+  if (s.dense) {
+    const DenseSpec& d = *s.dense;
+    j["dense"] = {{"num_dense_features", d.num_dense_features},
+                  {"bottom_mlp", d.bottom_mlp},
+                  {"interaction", to_string(d.interaction)},
+                  {"top_mlp", d.top_mlp},
+                  {"bucket_cap_bytes", d.bucket_cap_bytes}};
+    if (d.interaction == Interaction::dcn) {
+      j["dense"]["dcn"] = {{"num_layers", d.dcn_num_layers}, {"low_rank_dim", d.dcn_low_rank_dim}};
+    }
+  } else {
+    j["dense"] = nullptr;
+  }
+
+  json per_table = json::object();
+  for (const auto& [name, ts] : s.sharding.per_table) {
+    json e = {{"type", to_string(ts.type)}};
+    if (!ts.ranks.empty()) e["ranks"] = ts.ranks;
+    if (ts.node != -1) e["node"] = ts.node;
+    per_table[name] = std::move(e);
+  }
+  j["sharding"] = {{"default", to_string(s.sharding.default_type)},
+                   {"local_world_size", s.sharding.local_world_size},
+                   {"tables", std::move(per_table)}};
+  j["invalid_ids"] = to_string(s.invalid_ids);
+  j["collective_timeout_ms"] = s.collective_timeout_ms;
+  j["memory"] = {{"allocator", enum_name(s.memory.allocator)},
+                 {"max_split_size", s.memory.max_split_size},
+                 {"compaction", s.memory.compaction}};
+  j["pipeline"] = enum_name(s.pipeline);
+  j["qcomms"] = {{"forward_precision", enum_name(s.qcomms.forward_precision)},
+                 {"backward_precision", enum_name(s.qcomms.backward_precision)}};
+  j["network"] = json::object();
+  for (const auto& [name, link] : {std::pair{"intra_node", &s.network.intra_node}, {"inter_node", &s.network.inter_node}}) {
+    if (!link->limited()) continue;  // absent = unlimited
+    json l = json::object();
+    if (link->bandwidth_bytes_per_s > 0) l["bandwidth_bytes_per_s"] = link->bandwidth_bytes_per_s;
+    l["latency_ns"] = link->latency_ns;
+    j["network"][name] = std::move(l);
+  }
+  return j;
+}
+
+
+}  // namespace embedscope::engine

@@ -1,0 +1,222 @@
+// WorkloadSpec validation: every range and cross reference, on the typed spec (README:
+// "Configuration reference" lists each rule). parse_workload runs it after reading; validate()
+// runs it again after command-line overrides.
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "checker.h"
+#include "embedscope/engine/workload/spec.h"
+
+namespace embedscope::engine {
+namespace workload_detail {
+
+void validate_spec(const WorkloadSpec& s, const Checker& c) {
+  if (s.name.empty()) c.fail("/name", "must not be empty");
+
+  // Tables.
+  if (s.tables.empty()) c.fail("/tables", "must not be empty");
+  std::map<std::string, size_t> table_index;
+  for (size_t t = 0; t < s.tables.size(); ++t) {
+    const TableSpec& tb = s.tables[t];
+    const std::string p = ptr_idx("/tables", t);
+    if (tb.name.empty()) c.fail(p + "/name", "must not be empty");
+    if (!table_index.emplace(tb.name, t).second) {
+      c.fail(p + "/name", fmt::format("duplicate table name \"{}\"", tb.name));
+    }
+    c.gt0_max(p + "/num_embeddings", tb.num_embeddings, kMaxNumEmbeddings);
+    c.gt0_max(p + "/embedding_dim", tb.embedding_dim, kMaxEmbeddingDim);
+    if (tb.feature_names.empty()) c.fail(p + "/feature_names", "must not be empty");
+    for (size_t k = 0; k < tb.feature_names.size(); ++k) {
+      if (tb.feature_names[k].empty()) c.fail(ptr_idx(p + "/feature_names", k), "must not be empty");
+    }
+  }
+
+  // Features.
+  std::map<std::string, size_t> feature_idx;
+  for (size_t f = 0; f < s.features.size(); ++f) {
+    const FeatureSpec& fs = s.features[f];
+    const std::string p = ptr_idx("/features", f);
+    if (fs.name.empty()) c.fail(p + "/name", "must not be empty");
+    if (!feature_idx.emplace(fs.name, f).second) {
+      c.fail(p + "/name", fmt::format("duplicate feature name \"{}\"", fs.name));
+    }
+    const PoolingFactor& pf = fs.pooling_factor;
+    const std::string pp = p + "/pooling_factor";
+    if (pf.fixed) {
+      c.ge0_max(pp, pf.mean, static_cast<double>(kMaxPoolingFactor));
+      if (pf.mean != std::floor(pf.mean)) {
+        c.fail(pp, fmt::format("fixed pooling factor must be an integer, got {}", pf.mean));
+      }
+      if (static_cast<double>(pf.max) != pf.mean) {
+        c.fail(pp, fmt::format("fixed pooling factor needs max == mean, got mean {} and max {}",
+                               pf.mean, pf.max));
+      }
+    } else {
+      c.ge0(pp + "/mean", pf.mean);
+      c.ge0_max(pp + "/max", pf.max, kMaxPoolingFactor);
+      if (pf.mean > static_cast<double>(pf.max)) {
+        c.fail(pp + "/mean", fmt::format("must be <= max ({}), got {}", pf.max, pf.mean));
+      }
+    }
+    c.gt0_max(p + "/ids/alpha", fs.ids.alpha, 100.0);
+  }
+
+  // Every table feature names a feature; every feature is used by exactly one table.
+  std::vector<int> user(s.features.size(), -1);
+  for (size_t t = 0; t < s.tables.size(); ++t) {
+    const TableSpec& tb = s.tables[t];
+    for (size_t k = 0; k < tb.feature_names.size(); ++k) {
+      const std::string p = ptr_idx(ptr_idx("/tables", t) + "/feature_names", k);
+      auto it = feature_idx.find(tb.feature_names[k]);
+      if (it == feature_idx.end()) {
+        c.fail(p, fmt::format("no feature named \"{}\"", tb.feature_names[k]));
+      }
+      int& u = user[it->second];
+      if (u >= 0) {
+        c.fail(p, fmt::format("feature \"{}\" is already used by table \"{}\"",
+                              tb.feature_names[k], s.tables[static_cast<size_t>(u)].name));
+      }
+      u = static_cast<int>(t);
+    }
+  }
+  for (size_t f = 0; f < s.features.size(); ++f) {
+    if (user[f] < 0) {
+      c.fail(ptr_idx("/features", f),
+             fmt::format("feature \"{}\" is not used by any table", s.features[f].name));
+    }
+  }
+
+  c.gt0_max("/batch_size", s.batch_size, kMaxBatchSize);
+  c.gt0_max("/steps", s.steps, kMaxSteps);
+  c.ge0_max("/warmup_steps", s.warmup_steps, kMaxSteps);
+
+  c.closed("/devices/count", s.devices.count, 1, kMaxDevices);
+  c.gt0_max("/devices/memory_bytes", s.devices.memory_bytes, kMaxMemoryBytes);
+
+  const OptimizerSpec& o = s.optimizer;
+  c.gt0_max("/optimizer/learning_rate", o.learning_rate, 1e30);
+  c.gt0_max("/optimizer/eps", o.eps, 1e30);
+  c.half_open("/optimizer/beta1", o.beta1, 0.0, 1.0);
+  c.half_open("/optimizer/beta2", o.beta2, 0.0, 1.0);
+  if (o.dense_learning_rate != -1.0) c.gt0_max("/optimizer/dense_learning_rate", o.dense_learning_rate, 1e30);
+
+  if (s.dense) {
+    const DenseSpec& d = *s.dense;
+    c.gt0("/dense/num_dense_features", d.num_dense_features);
+    if (d.bottom_mlp.empty()) c.fail("/dense/bottom_mlp", "must not be empty");
+    for (size_t k = 0; k < d.bottom_mlp.size(); ++k) {
+      c.gt0(ptr_idx("/dense/bottom_mlp", k), d.bottom_mlp[k]);
+    }
+    if (d.top_mlp.empty()) c.fail("/dense/top_mlp", "must not be empty");
+    for (size_t k = 0; k < d.top_mlp.size(); ++k) {
+      c.gt0(ptr_idx("/dense/top_mlp", k), d.top_mlp[k]);
+    }
+    if (d.top_mlp.back() != 1) {
+      c.fail(ptr_idx("/dense/top_mlp", d.top_mlp.size() - 1),
+             fmt::format("the last layer must have width 1 (one logit), got {}", d.top_mlp.back()));
+    }
+    if (d.interaction == Interaction::dcn) {
+      c.ge("/dense/dcn/num_layers", d.dcn_num_layers, 1);
+      c.ge("/dense/dcn/low_rank_dim", d.dcn_low_rank_dim, 1);
+    }
+    if (d.interaction == Interaction::dot) {
+      // DLRM's pairwise dot products need the bottom MLP output and every pooled embedding
+      // to have the same width.
+      const int64_t want = d.bottom_mlp.back();
+      for (const TableSpec& tb : s.tables) {
+        if (tb.embedding_dim != want) {
+          c.fail("/dense/interaction",
+                 fmt::format("dot needs every table's embedding_dim to equal the last bottom_mlp "
+                             "width ({}); table \"{}\" has embedding_dim {}",
+                             want, tb.name, tb.embedding_dim));
+        }
+      }
+    }
+  }
+
+  // Sharding.
+  const ShardingSpec& sh = s.sharding;
+  const int count = s.devices.count;
+  c.ge0("/sharding/local_world_size", sh.local_world_size);
+  if (sh.local_world_size > 0 && count % sh.local_world_size != 0) {
+    c.fail("/sharding/local_world_size",
+           fmt::format("must divide devices.count ({}), got {}", count, sh.local_world_size));
+  }
+  const int lws = sh.local_world_size == 0 ? count : sh.local_world_size;
+  const int nodes = count / lws;
+  for (const auto& [tname, ts] : sh.per_table) {
+    const std::string p = ptr_key("/sharding/tables", tname);
+    auto it = table_index.find(tname);
+    if (it == table_index.end()) c.fail(p, fmt::format("no table named \"{}\"", tname));
+    const TableSpec& tb = s.tables[it->second];
+    const char* type = enum_name(ts.type);
+    const size_t n = ts.ranks.size();
+    switch (ts.type) {
+      case ShardingType::table_wise:
+        if (n > 1) {
+          c.fail(p + "/ranks", fmt::format("table_wise takes exactly 1 rank, got {}", n));
+        }
+        break;
+      case ShardingType::column_wise:
+        if (static_cast<int64_t>(n) > tb.embedding_dim) {
+          c.fail(p + "/ranks",
+                 fmt::format("column_wise takes 1 to {} ranks (the table's embedding_dim), got {}",
+                             tb.embedding_dim, n));
+        }
+        break;
+      default:
+        if (n > 0) c.fail(p + "/ranks", fmt::format("not allowed for {}", type));
+        break;
+    }
+    const std::string note = fmt::format(" (devices.count is {})", count);
+    for (size_t k = 0; k < n; ++k) c.half_open(ptr_idx(p + "/ranks", k), ts.ranks[k], 0, count, note);
+    if (ts.node != -1) {
+      if (ts.type != ShardingType::table_row_wise) {
+        c.fail(p + "/node", fmt::format("only allowed for table_row_wise, not {}", type));
+      }
+      c.half_open(p + "/node", ts.node, 0, nodes,
+                  fmt::format(" ({} node(s) of local_world_size {})", nodes, lws));
+    }
+  }
+
+  c.closed("/collective_timeout_ms", s.collective_timeout_ms, kMinCollectiveTimeoutMs, kMaxCollectiveTimeoutMs);
+  if (s.memory.max_split_size != 0 && (s.memory.max_split_size < kMinMaxSplitSizeBytes || s.memory.max_split_size > kMaxMemoryBytes))
+    c.fail("/memory/max_split_size", fmt::format("must be 0 (unlimited) or in [{}, {}], got {}", kMinMaxSplitSizeBytes,
+                                                  kMaxMemoryBytes, s.memory.max_split_size));
+  c.ge0_max("/memory/compaction", s.memory.compaction, kMaxSteps);
+  if (s.dense) c.gt0_max("/dense/bucket_cap_bytes", s.dense->bucket_cap_bytes, kMaxMemoryBytes);
+  for (const auto& [name, link] : {std::pair{"intra_node", &s.network.intra_node}, {"inter_node", &s.network.inter_node}}) {
+    const std::string p = ptr_key("/network", name);
+    if (link->bandwidth_bytes_per_s != 0)
+      c.gt0_max(p + "/bandwidth_bytes_per_s", link->bandwidth_bytes_per_s, kMaxBandwidthBytesPerS);
+    c.ge0_max(p + "/latency_ns", link->latency_ns, kMaxLatencyNs);
+  }
+  if (s.memory.allocator == AllocatorKind::cuda_async && s.devices.backend == Backend::cpu)
+    c.fail("/memory/allocator", "cuda_async (cudaMallocAsync pools) needs devices.backend cuda, got cpu");
+  if (s.devices.backend == Backend::cuda) {
+    // What the cuda executor does not run yet (README: GPU path): refused here, never a fallback.
+    constexpr const char* kNotYet = "not supported on the cuda backend yet";
+    if (s.pipeline != PipelineKind::base)
+      c.fail("/pipeline", fmt::format("{} is {} (base only)", enum_name(s.pipeline), kNotYet));
+    if (s.qcomms.forward_precision != CommPrecision::fp32)
+      c.fail("/qcomms/forward_precision", fmt::format("{} is {} (fp32 only)", enum_name(s.qcomms.forward_precision), kNotYet));
+    if (s.qcomms.backward_precision != CommPrecision::fp32)
+      c.fail("/qcomms/backward_precision", fmt::format("{} is {} (fp32 only)", enum_name(s.qcomms.backward_precision), kNotYet));
+    if (s.network.limited()) c.fail("/network", fmt::format("network emulation is {}", kNotYet));
+    if (s.memory.compaction > 0) c.fail("/memory/compaction", fmt::format("compaction is {}", kNotYet));
+  }
+}
+
+}  // namespace workload_detail
+
+void validate(const WorkloadSpec& spec, const std::string& origin) {
+  workload_detail::validate_spec(spec, workload_detail::Checker(origin));
+}
+
+
+}  // namespace embedscope::engine

@@ -1,0 +1,37 @@
+// to_json: the JSON round trip through parse_workload.
+
+#include "spec_test_support.h"
+
+namespace es = embedscope::engine;
+using nlohmann::json;
+using namespace spec_testing;
+
+namespace {
+
+TEST(SpecRoundTrip, EveryPreset) {
+  for (const auto& name : es::preset_names()) {
+    SCOPED_TRACE(name);
+    const es::WorkloadSpec s = es::load_preset(name);
+    const json j = es::to_json(s);
+    // Through the typed spec and through text.
+    const es::WorkloadSpec back = es::parse_workload(j, "roundtrip");
+    expect_same(s, back);
+    EXPECT_EQ(es::to_json(back), j);
+    const es::WorkloadSpec from_text = es::parse_workload(json::parse(j.dump()), "roundtrip");
+    expect_same(s, from_text);
+  }
+}
+
+TEST(SpecRoundTrip, NullDenseAndVariablePooling) {
+  json j = base_spec();
+  j["dense"] = nullptr;
+  j["features"][1]["pooling_factor"] = json::parse(R"({"mean": 0.25, "max": 3})");
+  j["seed"] = 18446744073709551615ull;
+  const es::WorkloadSpec s = es::parse_workload(j, "t.json");
+  const json out = es::to_json(s);
+  EXPECT_TRUE(out.at("dense").is_null());
+  EXPECT_EQ(out.at("features").at(1).at("pooling_factor"), json::parse(R"({"mean": 0.25, "max": 3})"));
+  expect_same(es::parse_workload(json::parse(out.dump()), "rt"), s);
+}
+
+}  // namespace
