@@ -20,8 +20,8 @@
 #include <string>
 
 #include "embedscope/engine/trainer.h"
-#include "embedscope/sessions/analysis.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/store/session.h"
 
 namespace {
 using namespace embedscope;

@@ -22,7 +22,7 @@
 
 #include "embedscope/engine/spec.h"
 #include "embedscope/engine/trainer.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/store/session.h"
 
 namespace {
 using namespace embedscope;

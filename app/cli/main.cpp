@@ -28,10 +28,10 @@
 #include "embedscope/engine/sharding.h"
 #include "embedscope/engine/spec.h"
 #include "embedscope/engine/trainer.h"
-#include "embedscope/sessions/analysis.h"
-#include "embedscope/sessions/export.h"
-#include "embedscope/sessions/session.h"
-#include "embedscope/sessions/stats.h"
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/exporters/export.h"
+#include "embedscope/sessions/store/session.h"
+#include "embedscope/sessions/analysis/stats.h"
 
 namespace es = embedscope::engine;
 namespace ss = embedscope::sessions;

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/id_histogram.h"
-#include "embedscope/sessions/analysis.h"
+#include "embedscope/sessions/analysis/analysis.h"
 
 namespace embedscope::ui {
 

@@ -28,8 +28,8 @@
 #include <optional>
 
 #include "embedscope/engine/comm.h"
-#include "embedscope/sessions/analysis.h"
-#include "embedscope/sessions/export.h"
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/exporters/export.h"
 #ifdef EMBEDSCOPE_CUDA_VERSION
 #include "embedscope/engine/nccl_comm.h"
 #endif

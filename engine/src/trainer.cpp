@@ -27,7 +27,7 @@
 #include "embedscope/engine/kernels.h"
 #include "embedscope/engine/memory.h"
 #include "embedscope/profiler/tracer.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/store/session.h"
 #include "layout.h"
 #include "rank_device.h"
 #if EMBEDSCOPE_WITH_CUDA

@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/store/session.h"
 
 namespace {
 struct Result {

@@ -10,7 +10,7 @@
 
 #include "embedscope/engine/memory.h"
 #include "embedscope/engine/trainer.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/store/session.h"
 
 using namespace embedscope::engine;
 

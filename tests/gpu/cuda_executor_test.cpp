@@ -14,7 +14,7 @@
 #include "../engine/parity_check.h"
 #include "embedscope/engine/trainer.h"
 #include "embedscope/profiler/cuda_device.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/store/session.h"
 
 using namespace embedscope;
 using namespace embedscope::engine;

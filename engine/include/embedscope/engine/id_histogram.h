@@ -1,14 +1,14 @@
 #pragma once
 // How the ids of each table fall over its row range: a histogram over equal row buckets, counted
 // by a rank from its own input batches over the measured steps, so the load view can show hot
-// rows against the shard boundaries (session table id_histogram, sessions/FORMAT.md).
+// rows against the shard boundaries (session table id_histogram, sessions/schema/FORMAT.md).
 
 #include <cstdint>
 #include <vector>
 
 #include "embedscope/engine/input.h"
 #include "embedscope/engine/spec.h"
-#include "embedscope/sessions/events.h"
+#include "embedscope/sessions/model/events.h"
 
 namespace embedscope::engine {
 

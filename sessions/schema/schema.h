@@ -1,5 +1,5 @@
 #pragma once
-// The session schema, version 3 (documented in sessions/FORMAT.md; keep both in step).
+// The session schema, version 3 (documented in sessions/schema/FORMAT.md; keep both in step).
 // Version 2 added memory_events, memory_counters, memory_snapshots and memory_blocks; version 3 added
 // id_histogram. Older files are read as they are (without those tables).
 // ops.lane_key = rank * 256 + lane: one integer key column makes inserts about 10% faster than

@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "embedscope/sessions/session.h"
-#include "schema.h"
+#include "embedscope/sessions/store/session.h"
+#include "schema/schema.h"
 
 namespace embedscope::sessions {
 

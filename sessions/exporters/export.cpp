@@ -1,4 +1,4 @@
-#include "embedscope/sessions/export.h"
+#include "embedscope/sessions/exporters/export.h"
 
 #include <cerrno>
 #include <cstring>

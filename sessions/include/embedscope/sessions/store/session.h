@@ -1,5 +1,5 @@
 #pragma once
-// The session file: one SQLite database per run (schema: sessions/FORMAT.md).
+// The session file: one SQLite database per run (schema: sessions/schema/FORMAT.md).
 //
 // SessionWriter owns one writer thread. Producers (the tracer, the engine) hand it records;
 // the thread inserts them in batched transactions, committing at least every
@@ -23,7 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "embedscope/sessions/events.h"
+#include "embedscope/sessions/model/events.h"
 
 struct sqlite3;
 struct sqlite3_stmt;

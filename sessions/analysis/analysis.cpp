@@ -1,4 +1,4 @@
-#include "embedscope/sessions/analysis.h"
+#include "embedscope/sessions/analysis/analysis.h"
 
 #include <algorithm>
 #include <map>

@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "embedscope/sessions/analysis.h"
-#include "embedscope/sessions/export.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/exporters/export.h"
+#include "embedscope/sessions/store/session.h"
 
 using namespace embedscope::sessions;
 namespace fs = std::filesystem;
