@@ -32,6 +32,8 @@
 #include "embedscope/sessions/exporters/export.h"
 #include "embedscope/sessions/store/session.h"
 #include "embedscope/sessions/analysis/stats.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/model/units.h"
 
 namespace es = embedscope::engine;
 namespace ss = embedscope::sessions;
@@ -256,10 +258,10 @@ int cmd_plan(WorkloadArgs& a, bool as_json) {
     std::cout << fmt::format("{:<5} {:>12} {:>16} {:>12} {:>12} {:>12} {:>12}\n", "rank", "weights", "optimizer state",
                              "dense", "buffers", "total", "capacity");
     for (const auto& e : est)
-      std::cout << fmt::format("{:<5} {:>12} {:>16} {:>12} {:>12} {:>12} {:>12}\n", e.rank, es::format_bytes(e.weights),
-                               es::format_bytes(e.optimizer_state), es::format_bytes(e.dense),
-                               es::format_bytes(e.buffers), es::format_bytes(e.total()),
-                               es::format_bytes(spec.devices.memory_bytes));
+      std::cout << fmt::format("{:<5} {:>12} {:>16} {:>12} {:>12} {:>12} {:>12}\n", e.rank, ss::format_bytes(e.weights),
+                               ss::format_bytes(e.optimizer_state), ss::format_bytes(e.dense),
+                               ss::format_bytes(e.buffers), ss::format_bytes(e.total()),
+                               ss::format_bytes(spec.devices.memory_bytes));
   }
   with_origin(a.origin, [&] { es::check_memory_fits(spec, est); });
   return 0;
@@ -362,8 +364,8 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite) {
                            "bytes sent", "bytes received", "memory peak");
   for (const auto& rk : r.ranks)
     std::cout << fmt::format("{:<5} {:>14} {:>12} {:>14} {:>14} {:>12}\n", rk.rank, rk.ids_looked_up, rk.unique_ids,
-                             es::format_bytes(rk.bytes_sent), es::format_bytes(rk.bytes_received),
-                             es::format_bytes(rk.memory_bytes));
+                             ss::format_bytes(rk.bytes_sent), ss::format_bytes(rk.bytes_received),
+                             ss::format_bytes(rk.memory_bytes));
   std::cout << fmt::format("\n{}session: {}\n", r.ended == es::RunEnd::cancelled ? "cancelled; " : "", r.session_path);
   return 0;
 }
@@ -377,13 +379,13 @@ int cmd_stats(const std::string& file, bool as_json) {
     json j{{"session", file},
            {"ended", st.ended},
            {"simulated", st.simulated},
-           {"workload", session.meta("workload_name")},
+           {"workload", session.meta(ss::meta::kWorkloadName)},
            {"world_size", st.ranks.size()},
            {"steps", st.steps},
-           {"pipeline", session.meta("pipeline", "base")},
-           {"qcomms", {{"forward_precision", session.meta("qcomms_forward_precision", "fp32")},
-                       {"backward_precision", session.meta("qcomms_backward_precision", "fp32")}}},
-           {"network", json::parse(session.meta("network_json", "{}"), nullptr, false)},
+           {"pipeline", session.meta(ss::meta::kPipeline, "base")},
+           {"qcomms", {{"forward_precision", session.meta(ss::meta::kQcommsForwardPrecision, "fp32")},
+                       {"backward_precision", session.meta(ss::meta::kQcommsBackwardPrecision, "fp32")}}},
+           {"network", json::parse(session.meta(ss::meta::kNetworkJson, "{}"), nullptr, false)},
            {"samples_per_step", st.samples_per_step},
            {"step_time_ns", {{"mean", st.step_time_ns.mean}, {"p50", st.step_time_ns.p50}, {"p99", st.step_time_ns.p99},
                              {"min", st.step_time_ns.min}, {"max", st.step_time_ns.max}}},
@@ -395,8 +397,8 @@ int cmd_stats(const std::string& file, bool as_json) {
            {"loss", st.loss},
            {"peak_allocated_bytes", st.peak_allocated_bytes},
            {"peak_reserved_bytes", st.peak_reserved_bytes},
-           {"tracer_overhead_ns", std::strtoll(session.meta("tracer_overhead_ns", "0").c_str(), nullptr, 10)},
-           {"dropped_records", std::strtoll(session.meta("dropped_records", "0").c_str(), nullptr, 10)},
+           {"tracer_overhead_ns", std::strtoll(session.meta(ss::meta::kTracerOverheadNs, "0").c_str(), nullptr, 10)},
+           {"dropped_records", std::strtoll(session.meta(ss::meta::kDroppedRecords, "0").c_str(), nullptr, 10)},
            {"ranks", json::array()}};
     for (const auto& r : st.ranks) {
       json cats = json::object();
@@ -420,19 +422,19 @@ int cmd_stats(const std::string& file, bool as_json) {
     for (const auto& c : st.collectives)
       j["collectives"].push_back({{"name", name_of(c.name_id)}, {"count", c.count}, {"bytes", c.bytes}, {"time_ns", c.time_ns},
                                   {"exposed_ns", c.exposed_ns}, {"wait_ns", c.wait_ns}});
-    if (!session.meta("end_message").empty()) j["end_message"] = session.meta("end_message");
+    if (!session.meta(ss::meta::kEndMessage).empty()) j["end_message"] = session.meta(ss::meta::kEndMessage);
     std::cout << dump(j) << "\n";
     return 0;
   }
   std::cout << fmt::format("session      {} ({}, {})\n", file, st.ended, st.simulated ? "SIMULATED" : "measured");
-  if (!session.meta("end_message").empty()) std::cout << fmt::format("             {}\n", session.meta("end_message"));
+  if (!session.meta(ss::meta::kEndMessage).empty()) std::cout << fmt::format("             {}\n", session.meta(ss::meta::kEndMessage));
   std::cout << fmt::format("workload     {} on {} {} ranks, {} measured steps of {} samples\n",
-                           session.meta("workload_name"), st.ranks.size(), session.meta("backend"), st.steps,
+                           session.meta(ss::meta::kWorkloadName), st.ranks.size(), session.meta(ss::meta::kBackend), st.steps,
                            st.samples_per_step);
-  if (!session.meta("workload_json").empty()) try {  // the workload as run: pipeline, comm precisions, network
-    std::cout << pipeline_text(es::parse_workload(json::parse(session.meta("workload_json")), file + ": workload_json"));
+  if (!session.meta(ss::meta::kWorkloadJson).empty()) try {  // the workload as run: pipeline, comm precisions, network
+    std::cout << pipeline_text(es::parse_workload(json::parse(session.meta(ss::meta::kWorkloadJson)), file + ": workload_json"));
   } catch (const std::exception& e) {
-    std::cout << fmt::format("pipeline     {} (the stored workload is unreadable: {})\n", session.meta("pipeline", "base"),
+    std::cout << fmt::format("pipeline     {} (the stored workload is unreadable: {})\n", session.meta(ss::meta::kPipeline, "base"),
                              e.what());
   }
   if (st.steps == 0) {
@@ -452,12 +454,12 @@ int cmd_stats(const std::string& file, bool as_json) {
   for (const auto& r : st.ranks)
     std::cout << fmt::format("{:<5} {:>11} {:>11} {:>13} {:>11} {:>8.1f}% {:>14} {:>12} {:>14}\n", r.rank,
                              ms(r.compute_ns), ms(r.comm_ns), ms(r.exposed_comm_ns), ms(r.idle_ns), r.overlap_pct,
-                             r.ids_looked_up, es::format_bytes(r.bytes_sent), es::format_bytes(r.bytes_received));
+                             r.ids_looked_up, ss::format_bytes(r.bytes_sent), ss::format_bytes(r.bytes_received));
   std::cout << fmt::format("\n{:<5} {:>16} {:>16} {:>15} {:>8}\n", "rank", "peak allocated", "peak reserved",
                            "fragmentation", "memviz");
   for (const auto& r : st.ranks)
-    std::cout << fmt::format("{:<5} {:>16} {:>16} {:>14.1f}% {:>8.3f}\n", r.rank, es::format_bytes(r.peak_allocated_bytes),
-                             es::format_bytes(r.peak_reserved_bytes), 100 * r.fragmentation, r.memviz_fragmentation);
+    std::cout << fmt::format("{:<5} {:>16} {:>16} {:>14.1f}% {:>8.3f}\n", r.rank, ss::format_bytes(r.peak_allocated_bytes),
+                             ss::format_bytes(r.peak_reserved_bytes), 100 * r.fragmentation, r.memviz_fragmentation);
   std::cout << "\nstep time by op category (all ranks, union per category)\n";
   for (int c = 0; c < ss::kNumCategories; ++c) {
     int64_t total = 0;
@@ -481,7 +483,7 @@ int cmd_stats(const std::string& file, bool as_json) {
     for (const auto& c : st.collectives)
       std::cout << fmt::format("  {:<28} {:>7.1f} {:>12} {:>11} {:>11} {:>17}\n", session.name(c.name_id),
                                static_cast<double>(c.count) / static_cast<double>(st.steps),
-                               es::format_bytes(c.bytes / st.steps), ms(c.time_ns / st.steps),
+                               ss::format_bytes(c.bytes / st.steps), ms(c.time_ns / st.steps),
                                ms(c.exposed_ns / st.steps), ms(c.wait_ns / st.steps));
   }
   return 0;
@@ -554,12 +556,12 @@ int cmd_replay(const std::string& file, const std::string& allocators, int64_t m
               << "\n";
     return 0;
   }
-  std::cout << fmt::format("trace {}: {} actions, device capacity {}\n\n", file, trace.actions.size(), es::format_bytes(cap));
+  std::cout << fmt::format("trace {}: {} actions, device capacity {}\n\n", file, trace.actions.size(), ss::format_bytes(cap));
   std::cout << fmt::format("{:<36} {:>14} {:>14} {:>14} {:>10} {:>9}  {}\n", "allocator", "peak allocated",
                            "peak reserved", "frag at peak", "memviz", "segments", "result");
   for (const auto& r : results)
     std::cout << fmt::format("{:<36} {:>14} {:>14} {:>13.1f}% {:>10.3f} {:>9}  {}\n", r.label,
-                             es::format_bytes(r.peak_allocated), es::format_bytes(r.peak_reserved),
+                             ss::format_bytes(r.peak_allocated), ss::format_bytes(r.peak_reserved),
                              100 * r.fragmentation_at_peak, r.memviz_at_peak, r.segments_at_peak,
                              r.oom ? fmt::format("OOM at action {}", r.oom_action) : std::string("ok"));
   for (const auto& r : results)
