@@ -21,8 +21,8 @@
 
 #include "embedscope/engine/trainer.h"
 #include "embedscope/engine/workload/presets.h"
-#include "embedscope/sessions/analysis.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/store/session.h"
 
 namespace {
 using namespace embedscope;

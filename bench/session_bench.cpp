@@ -23,7 +23,7 @@
 #include "embedscope/engine/workload/spec.h"
 #include "embedscope/engine/trainer.h"
 #include "embedscope/engine/workload/presets.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/store/session.h"
 
 namespace {
 using namespace embedscope;

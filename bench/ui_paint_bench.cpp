@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/store/session.h"
 #include "main_window.h"
 #include "timeline_widget.h"
 

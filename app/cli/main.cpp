@@ -15,7 +15,7 @@
 
 #include "commands/commands.h"
 #include "embedscope/engine/workload/spec_error.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/store/session.h"
 #include "output/output.h"
 
 namespace cli = embedscope::cli;

@@ -3,7 +3,7 @@
 
 #include <QColor>
 
-#include "embedscope/sessions/events.h"
+#include "embedscope/sessions/model/events.h"
 
 class QCustomPlot;
 

@@ -17,10 +17,11 @@
 
 #include <qcustomplot.h>
 
-#include "embedscope/engine/sharding.h"  // format_bytes
+#include "embedscope/sessions/model/units.h"
 #include "memory_compare.h"
 #include "timeline_math.h"
 #include "timeline_widget.h"
+#include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::ui {
 
@@ -91,7 +92,7 @@ QString format_figure(CompareModel::Figure f, double v, bool signed_value) {
     case CompareModel::Overlap: return sign + QString::number(v, 'f', 1) + " %";
     case CompareModel::PeakAllocated:
     case CompareModel::PeakReserved:
-      return (v < 0 ? "-" : sign) + QString::fromStdString(engine::format_bytes(static_cast<int64_t>(std::abs(v))));
+      return (v < 0 ? "-" : sign) + QString::fromStdString(sessions::format_bytes(static_cast<int64_t>(std::abs(v))));
     case CompareModel::LookupImbalance:
     case CompareModel::LookupTimeImbalance: return sign + QString::number(v, 'f', 2);
     case CompareModel::FigureCount: break;
@@ -261,13 +262,13 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
     head += QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b> &nbsp; %3: %4, %5 on %6 ranks, %7%8<br>")
                 .arg(session_color(i).name(), labels[i].toHtmlEscaped(),
                      QFileInfo(QString::fromStdString(sessions[i].session->path())).fileName().toHtmlEscaped(),
-                     QString::fromStdString(sessions[i].session->meta("workload_name")).toHtmlEscaped(),
+                     QString::fromStdString(sessions[i].session->meta(sessions::meta::kWorkloadName)).toHtmlEscaped(),
                      QString::fromStdString(stats[i].ended))
                 .arg(stats[i].ranks.size())
-                .arg(QString::fromStdString(sessions[i].session->meta("backend")))
+                .arg(QString::fromStdString(sessions[i].session->meta(sessions::meta::kBackend)))
                 .arg(stats[i].simulated ? " (SIMULATED)" : "");
   for (size_t i = 0; i < sessions.size(); ++i)  // how a run that failed ended, in its own words
-    if (const std::string msg = sessions[i].session->meta("end_message"); !msg.empty() && stats[i].ended != "complete")
+    if (const std::string msg = sessions[i].session->meta(sessions::meta::kEndMessage); !msg.empty() && stats[i].ended != "complete")
       head += QString("<span style=\"color:#b00000\"><b>%1</b>: %2</span><br>")
                   .arg(labels[i].toHtmlEscaped(), QString::fromStdString(msg).toHtmlEscaped());
   auto* head_label = new QLabel(head, figures);

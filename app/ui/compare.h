@@ -11,8 +11,8 @@
 #include <optional>
 #include <vector>
 
-#include "embedscope/sessions/analysis.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/store/session.h"
 
 class QCustomPlot;
 class QSpinBox;

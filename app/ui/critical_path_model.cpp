@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "embedscope/engine/sharding.h"  // format_bytes
+#include "embedscope/sessions/model/units.h"
 #include "timeline_math.h"
 
 namespace embedscope::ui {
@@ -70,7 +70,7 @@ QVariant CollectiveTimesModel::data(const QModelIndex& index, int role) const {
     }
     case Bytes:
       return role == Qt::UserRole ? QVariant::fromValue<qlonglong>(c.bytes / steps_)
-                                  : QString::fromStdString(engine::format_bytes(c.bytes / steps_));
+                                  : QString::fromStdString(sessions::format_bytes(c.bytes / steps_));
     case Time: return duration(c.time_ns / steps_, role);
     case Exposed: return duration(c.exposed_ns / steps_, role);
     case Waiting: return duration(c.wait_ns / steps_, role);

@@ -7,8 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "embedscope/engine/id_histogram.h"
-#include "embedscope/sessions/analysis.h"
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/model/id_buckets.h"
+#include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::ui {
 
@@ -37,7 +38,7 @@ LoadData load_data(const sessions::SessionReader& session, LoadMetric metric) {
     steps.insert(c.step);
     max_rank = std::max(max_rank, c.rank);
   }
-  d.ranks = std::max<int32_t>(max_rank + 1, static_cast<int32_t>(std::strtol(session.meta("world_size", "0").c_str(), nullptr, 10)));
+  d.ranks = std::max<int32_t>(max_rank + 1, static_cast<int32_t>(std::strtol(session.meta(sessions::meta::kWorldSize, "0").c_str(), nullptr, 10)));
   std::map<std::pair<int32_t, int32_t>, size_t> shard_col;
   for (const auto& k : shard_keys) {
     shard_col[k] = d.shards.size();
@@ -81,7 +82,7 @@ LoadData load_data(const sessions::SessionReader& session, LoadMetric metric) {
 std::vector<WorkloadTable> workload_tables(const sessions::SessionReader& session) {
   std::vector<WorkloadTable> out;
   try {
-    for (const auto& t : nlohmann::json::parse(session.meta("workload_json", "{}")).value("tables", nlohmann::json::array()))
+    for (const auto& t : nlohmann::json::parse(session.meta(sessions::meta::kWorkloadJson, "{}")).value("tables", nlohmann::json::array()))
       out.push_back({t.value("name", ""), t.value("num_embeddings", int64_t{0})});
   } catch (const std::exception&) {
     out.clear();
@@ -104,16 +105,16 @@ RowHistogram row_histogram(const sessions::SessionReader& session, int table) {
   RowHistogram h;
   h.table = tables[static_cast<size_t>(table)].name;
   h.num_rows = tables[static_cast<size_t>(table)].num_embeddings;
-  const int64_t buckets = h.num_rows > 0 ? engine::IdHistogram::buckets_of(h.num_rows) : 0;
+  const int64_t buckets = h.num_rows > 0 ? sessions::id_buckets_of(h.num_rows) : 0;
   for (int64_t b = 0; b < buckets; ++b) {
-    h.row_begin.push_back(engine::IdHistogram::bucket_begin(h.num_rows, b));
-    h.row_end.push_back(engine::IdHistogram::bucket_begin(h.num_rows, b + 1));
+    h.row_begin.push_back(sessions::id_bucket_begin(h.num_rows, b));
+    h.row_end.push_back(sessions::id_bucket_begin(h.num_rows, b + 1));
   }
   h.ids.assign(static_cast<size_t>(buckets), 0);
   for (const auto& b : session.id_histogram())
     if (b.table == table && b.bucket >= 0 && b.bucket < buckets) h.ids[static_cast<size_t>(b.bucket)] += b.ids;
   try {
-    for (const auto& t : nlohmann::json::parse(session.meta("sharding_plan_json", "{}")).value("tables", nlohmann::json::array())) {
+    for (const auto& t : nlohmann::json::parse(session.meta(sessions::meta::kShardingPlanJson, "{}")).value("tables", nlohmann::json::array())) {
       if (t.value("name", "") != h.table) continue;
       h.sharding_type = t.value("sharding_type", "");
       for (const auto& s : t.value("shards", nlohmann::json::array()))

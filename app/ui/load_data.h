@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/store/session.h"
 
 namespace embedscope::ui {
 

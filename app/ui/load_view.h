@@ -8,7 +8,7 @@
 
 #include <memory>
 
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/store/session.h"
 #include "load_data.h"
 
 class QCustomPlot;

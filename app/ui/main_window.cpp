@@ -20,7 +20,6 @@
 #include <QHBoxLayout>
 #include <QVBoxLayout>
 
-#include <sqlite3.h>
 
 #include <fstream>
 #include <functional>
@@ -28,8 +27,9 @@
 #include <optional>
 
 #include "embedscope/engine/comm.h"
-#include "embedscope/sessions/analysis.h"
-#include "embedscope/sessions/export.h"
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/exporters/export.h"
+#include "embedscope/sessions/model/metadata_keys.h"
 #ifdef EMBEDSCOPE_CUDA_VERSION
 #include "embedscope/engine/nccl_comm.h"
 #endif
@@ -55,12 +55,12 @@ QWidget* summary_page(const sessions::SessionReader& s, QWidget* parent) {
   auto* model = new RankStatsModel(sessions::analyze(s), page);
   const auto& st = model->stats();
   QString text = QString("<b>%1</b> on %2 ranks, %3, %4 pipeline (qcomms forward %5, backward %6) &nbsp; <b>%7</b>%8<br>")
-                     .arg(QString::fromStdString(s.meta("workload_name")))
+                     .arg(QString::fromStdString(s.meta(sessions::meta::kWorkloadName)))
                      .arg(st.ranks.size())
-                     .arg(QString::fromStdString(s.meta("backend")))
-                     .arg(QString::fromStdString(s.meta("pipeline", "base")))
-                     .arg(QString::fromStdString(s.meta("qcomms_forward_precision", "fp32")))
-                     .arg(QString::fromStdString(s.meta("qcomms_backward_precision", "fp32")))
+                     .arg(QString::fromStdString(s.meta(sessions::meta::kBackend)))
+                     .arg(QString::fromStdString(s.meta(sessions::meta::kPipeline, "base")))
+                     .arg(QString::fromStdString(s.meta(sessions::meta::kQcommsForwardPrecision, "fp32")))
+                     .arg(QString::fromStdString(s.meta(sessions::meta::kQcommsBackwardPrecision, "fp32")))
                      .arg(QString::fromStdString(st.ended))
                      .arg(st.simulated ? " &nbsp; <b>SIMULATED</b>" : "");
   if (st.steps == 0) text += "no measured steps: nothing to analyse (the run ended before its first measured step)";
@@ -75,7 +75,7 @@ QWidget* summary_page(const sessions::SessionReader& s, QWidget* parent) {
                 .arg(st.overlap_pct, 0, 'f', 1)
                 .arg(QString::fromStdString(format_duration(st.exposed_comm_ns)))
                 .arg(st.lookups_max_over_mean, 0, 'f', 2);
-  if (!s.meta("end_message").empty()) text += "<br>" + QString::fromStdString(s.meta("end_message")).toHtmlEscaped();
+  if (!s.meta(sessions::meta::kEndMessage).empty()) text += "<br>" + QString::fromStdString(s.meta(sessions::meta::kEndMessage)).toHtmlEscaped();
   auto* label = new QLabel(text, page);
   label->setWordWrap(true);
   label->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -139,7 +139,7 @@ void add_lazy_tab(QTabWidget* page, const QString& title, std::function<QWidget*
 }
 }  // namespace
 
-QString sqlite_version() { return QString::fromUtf8(sqlite3_libversion()); }
+QString sqlite_version() { return QString::fromStdString(sessions::sqlite_version()); }
 
 QString about_text() {
   QString text = QString("Embedscope %1 - a workbench for embedding parallelism.<br>Qt %2, SQLite %3, Gloo %4")

@@ -13,7 +13,7 @@
 
 #include <qcustomplot.h>
 
-#include "embedscope/engine/sharding.h"  // format_bytes
+#include "embedscope/sessions/model/units.h"
 #include "memory_view.h"
 
 namespace embedscope::ui {
@@ -160,8 +160,8 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
                                       // snapshots are taken when the layout changes (FORMAT.md)
                                       : QString("unchanged since the snapshot of step %1").arg(shown[i]->step))
                        .arg(segments.size())
-                       .arg(QString::fromStdString(engine::format_bytes(reserved)),
-                            QString::fromStdString(engine::format_bytes(allocated)))
+                       .arg(QString::fromStdString(sessions::format_bytes(reserved)),
+                            QString::fromStdString(sessions::format_bytes(allocated)))
                  : QString("<b>%1</b>: no snapshot of rank %2 at or before step %3")
                        .arg(entries_[i].s.label.toHtmlEscaped())
                        .arg(rank)

@@ -19,7 +19,8 @@
 
 #include <qcustomplot.h>
 
-#include "embedscope/engine/sharding.h"  // format_bytes
+#include "embedscope/sessions/model/units.h"
+#include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::ui {
 
@@ -93,10 +94,10 @@ void BlockMap::mouseMoveEvent(QMouseEvent* e) {
                          b.block.allocated
                              ? QString("%1: %2 (requested %3)\naddress %4")
                                    .arg(QString::fromStdString(b.block.tag))
-                                   .arg(QString::fromStdString(engine::format_bytes(b.block.size)))
-                                   .arg(QString::fromStdString(engine::format_bytes(b.block.requested)))
+                                   .arg(QString::fromStdString(sessions::format_bytes(b.block.size)))
+                                   .arg(QString::fromStdString(sessions::format_bytes(b.block.requested)))
                                    .arg(b.block.address, 0, 16)
-                             : QString("free: %1%2").arg(QString::fromStdString(engine::format_bytes(b.block.size)))
+                             : QString("free: %1%2").arg(QString::fromStdString(sessions::format_bytes(b.block.size)))
                                    .arg(b.largest_free ? " (largest free block)" : ""),
                          this);
       return;
@@ -142,7 +143,7 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   // open on the OOM snapshot when there is one - of the rank the run's error names ("rank N: ...")
   // - since that is the question a user comes with
   int named_rank = -1;
-  if (const std::string msg = session_->meta("end_message"); msg.rfind("rank ", 0) == 0)
+  if (const std::string msg = session_->meta(sessions::meta::kEndMessage); msg.rfind("rank ", 0) == 0)
     named_rank = std::atoi(msg.c_str() + 5);
   int first = -1;
   for (size_t i = 0; i < snapshots_.size(); ++i)
@@ -214,9 +215,9 @@ void MemoryView::show_snapshot(int index) {
   map_->set_blocks(session_->memory_blocks(sn.id));
   if (const int i = rank_box_->findData(sn.rank); i >= 0 && i != rank_box_->currentIndex())
     rank_box_->setCurrentIndex(i);  // the chart follows the snapshot's rank
-  const std::string msg = session_->meta("end_message");
+  const std::string msg = session_->meta(sessions::meta::kEndMessage);
   const bool oom = sn.reason == "oom" && msg.rfind(fmt_rank(sn.rank), 0) == 0;
-  why_->setText(oom ? QString::fromStdString(session_->meta("end_message")) : QString());
+  why_->setText(oom ? QString::fromStdString(session_->meta(sessions::meta::kEndMessage)) : QString());
   why_->setVisible(oom);
 }
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/store/session.h"
 
 class QCustomPlot;
 class QComboBox;

@@ -1,6 +1,6 @@
 #include "range_totals_model.h"
 
-#include "embedscope/engine/sharding.h"  // format_bytes
+#include "embedscope/sessions/model/units.h"
 
 namespace embedscope::ui {
 
@@ -24,7 +24,7 @@ QVariant RangeTotalsModel::data(const QModelIndex& index, int role) const {
     case Count: return QVariant::fromValue<qlonglong>(t.count);
     case Total: return raw ? QVariant::fromValue<qlonglong>(t.total_ns) : QString::fromStdString(format_duration(t.total_ns));
     case Mean: return raw ? QVariant(mean) : QString::fromStdString(format_duration(static_cast<int64_t>(mean)));
-    case Bytes: return raw ? QVariant::fromValue<qlonglong>(t.bytes) : QString::fromStdString(engine::format_bytes(t.bytes));
+    case Bytes: return raw ? QVariant::fromValue<qlonglong>(t.bytes) : QString::fromStdString(sessions::format_bytes(t.bytes));
     default: return {};
   }
 }

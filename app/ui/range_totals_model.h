@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/store/session.h"
 #include "timeline_math.h"
 
 namespace embedscope::ui {

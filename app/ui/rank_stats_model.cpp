@@ -1,6 +1,6 @@
 #include "rank_stats_model.h"
 
-#include "embedscope/engine/sharding.h"  // format_bytes
+#include "embedscope/sessions/model/units.h"
 #include "timeline_math.h"
 
 namespace embedscope::ui {
@@ -12,7 +12,7 @@ QVariant RankStatsModel::data(const QModelIndex& index, int role) const {
     return role == Qt::UserRole ? QVariant::fromValue<qlonglong>(ns) : QString::fromStdString(format_duration(ns));
   };
   auto bytes = [&](int64_t b) -> QVariant {
-    return role == Qt::UserRole ? QVariant::fromValue<qlonglong>(b) : QString::fromStdString(engine::format_bytes(b));
+    return role == Qt::UserRole ? QVariant::fromValue<qlonglong>(b) : QString::fromStdString(sessions::format_bytes(b));
   };
   auto pct = [&](double v) -> QVariant { return role == Qt::UserRole ? QVariant(v) : QString::number(v, 'f', 1) + " %"; };
   if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);

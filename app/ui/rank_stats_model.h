@@ -3,7 +3,7 @@
 
 #include <QAbstractTableModel>
 
-#include "embedscope/sessions/analysis.h"
+#include "embedscope/sessions/analysis/analysis.h"
 
 namespace embedscope::ui {
 

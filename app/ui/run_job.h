@@ -24,7 +24,7 @@ class RunJob : public QObject {
 
  public:
   /// `spec` must be valid (engine::validate); the session goes to `session_path`
-  /// (sessions/FORMAT.md), replacing a regular file there when `overwrite`.
+  /// (sessions/schema/FORMAT.md), replacing a regular file there when `overwrite`.
   RunJob(engine::WorkloadSpec spec, QString session_path, bool overwrite = false, QObject* parent = nullptr);
   /// Cancels a run still going and waits for its thread.
   ~RunJob() override;

@@ -22,7 +22,7 @@
 
 #include <fmt/format.h>
 
-#include "embedscope/sessions/critical_path.h"
+#include "embedscope/sessions/analysis/critical_path.h"
 #include "run_job.h"
 #include "timeline_math.h"
 #include "timeline_widget.h"

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/sharding.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/model/units.h"
 
 namespace embedscope::ui {
 
@@ -35,7 +37,7 @@ engine::ShardingPlan plan_from_json(const json& j) {
   for (const auto& tj : j.at("tables")) {
     engine::TablePlan tp;
     tp.table = t++;
-    tp.type = engine::sharding_type_from_string(tj.at("sharding_type").get<std::string>(), "sharding_plan_json");
+    tp.type = engine::sharding_type_from_string(tj.at("sharding_type").get<std::string>(), sessions::meta::kShardingPlanJson);
     tp.node = tj.value("node", -1);
     for (const auto& s : tj.at("shards"))
       tp.shards.push_back({s.at("rank").get<int>(), s.at("row_offset").get<int64_t>(), s.at("num_rows").get<int64_t>(),
@@ -51,7 +53,7 @@ ShardingPlanModel::ShardingPlanModel(const sessions::SessionReader& session, con
     : QAbstractItemModel(parent) {
   json plan;
   try {
-    plan = json::parse(session.meta("sharding_plan_json", "{}"));
+    plan = json::parse(session.meta(sessions::meta::kShardingPlanJson, "{}"));
   } catch (const std::exception&) {
     return;
   }
@@ -100,7 +102,7 @@ ShardingPlanModel::ShardingPlanModel(const sessions::SessionReader& session, con
     if (rs.rank >= 0 && rs.rank < world && rs.peak_allocated_bytes > 0)
       ranks_[static_cast<size_t>(rs.rank)].peak_bytes = rs.peak_allocated_bytes;
   try {  // the planner's estimate for the workload as run
-    const engine::WorkloadSpec spec = engine::parse_workload(json::parse(session.meta("workload_json", "{}")), "workload_json");
+    const engine::WorkloadSpec spec = engine::parse_workload(json::parse(session.meta(sessions::meta::kWorkloadJson, "{}")), sessions::meta::kWorkloadJson);
     for (const auto& e : engine::estimate_memory(spec, plan_from_json(plan)))
       if (e.rank >= 0 && e.rank < world) ranks_[static_cast<size_t>(e.rank)].planned_bytes = e.total();
   } catch (const std::exception&) {  // a session without its workload (hand-built, imported): no estimate
@@ -136,7 +138,7 @@ QVariant ShardingPlanModel::data(const QModelIndex& index, int role) const {
   if (role != Qt::DisplayRole && role != Qt::UserRole) return {};
   auto bytes = [&](int64_t b) -> QVariant {
     if (b < 0) return role == Qt::UserRole ? QVariant() : QVariant(QString());
-    return role == Qt::UserRole ? QVariant::fromValue<qlonglong>(b) : QString::fromStdString(engine::format_bytes(b));
+    return role == Qt::UserRole ? QVariant::fromValue<qlonglong>(b) : QString::fromStdString(sessions::format_bytes(b));
   };
   auto count = [&](int64_t n) -> QVariant { return QVariant::fromValue<qlonglong>(n); };
   if (is_rank) {
@@ -154,7 +156,7 @@ QVariant ShardingPlanModel::data(const QModelIndex& index, int role) const {
         int64_t weights = 0;
         for (const auto& s : r.shards) weights += s.weight_bytes;
         if (role == Qt::UserRole) return QVariant::fromValue<qlonglong>(weights);
-        return "weights " + QString::fromStdString(engine::format_bytes(weights));
+        return "weights " + QString::fromStdString(sessions::format_bytes(weights));
       }
       case PlannedMemory: return bytes(r.planned_bytes);
       case PeakMemory: return bytes(r.peak_bytes);

@@ -4,15 +4,15 @@
 // the bytes its lookups took in and gave out), with one child row per shard (table, sharding
 // type, rows x cols at its offset, its weight bytes and its own load). Sources: the session's
 // sharding_plan_json and workload_json metadata, load_counters (measured steps) and the
-// per-rank peak allocated memory of sessions::analyze (sessions/FORMAT.md).
+// per-rank peak allocated memory of sessions::analyze (sessions/schema/FORMAT.md).
 
 #include <QAbstractItemModel>
 
 #include <string>
 #include <vector>
 
-#include "embedscope/sessions/analysis.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/store/session.h"
 
 namespace embedscope::ui {
 

@@ -13,7 +13,7 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
-#include "embedscope/sessions/analysis.h"
+#include "embedscope/sessions/analysis/analysis.h"
 #include "range_totals_model.h"
 #include "timeline_widget.h"
 

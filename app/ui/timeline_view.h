@@ -9,8 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include "embedscope/sessions/critical_path.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/analysis/critical_path.h"
+#include "embedscope/sessions/store/session.h"
 
 class QLabel;
 class QLineEdit;

@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "colors.h"
-#include "embedscope/engine/sharding.h"  // format_bytes
+#include "embedscope/sessions/model/units.h"
 
 namespace embedscope::ui {
 
@@ -223,7 +223,7 @@ QString TimelineWidget::details(OpRef r) const {
                      .arg(o.step < 0 ? QString("%1 (warmup)").arg(o.step) : QString::number(o.step))
                      .arg(QString::fromStdString(format_duration(o.start_ns)))
                      .arg(QString::fromStdString(format_duration(o.end_ns - o.start_ns)));
-  if (o.bytes) html += QString("<br>%1 (%2 bytes)").arg(QString::fromStdString(engine::format_bytes(o.bytes))).arg(o.bytes);
+  if (o.bytes) html += QString("<br>%1 (%2 bytes)").arg(QString::fromStdString(sessions::format_bytes(o.bytes))).arg(o.bytes);
   if (o.category != sessions::OpCategory::comm) return html;
   if (!collectives_) collectives_ = session_->collectives();
   // the rank's collective records inside the span (the engine's split check, an all-gather,
@@ -236,8 +236,8 @@ QString TimelineWidget::details(OpRef r) const {
                 .arg(QString::fromStdString(c.group).toHtmlEscaped())
                 .arg(c.sequence)
                 .arg(QString::fromStdString(c.dtype))
-                .arg(QString::fromStdString(engine::format_bytes(c.bytes_sent)))
-                .arg(QString::fromStdString(engine::format_bytes(c.bytes_received)))
+                .arg(QString::fromStdString(sessions::format_bytes(c.bytes_sent)))
+                .arg(QString::fromStdString(sessions::format_bytes(c.bytes_received)))
                 .arg(join(c.peers));
     if (!c.send_elements.empty())
       html += QString("<br>elements sent to each peer: %1<br>received from each: %2")

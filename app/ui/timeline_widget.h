@@ -16,9 +16,9 @@
 #include <optional>
 #include <vector>
 
-#include "embedscope/sessions/analysis.h"
-#include "embedscope/sessions/critical_path.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/analysis/critical_path.h"
+#include "embedscope/sessions/store/session.h"
 #include "timeline_math.h"
 
 namespace embedscope::ui {

@@ -1,4 +1,5 @@
 #include "workload_designer.h"
+#include "embedscope/sessions/model/units.h"
 
 #include <QComboBox>
 #include <QDateTime>
@@ -386,7 +387,7 @@ void WorkloadDesigner::refresh() {
     auto* rank = new QTableWidgetItem(QString::number(e.rank));
     memory_table_->setItem(static_cast<int>(i), 0, rank);
     for (int c = 0; c < 6; ++c) {
-      auto* item = new QTableWidgetItem(QString::fromStdString(engine::format_bytes(values[c])));
+      auto* item = new QTableWidgetItem(QString::fromStdString(sessions::format_bytes(values[c])));
       item->setData(Qt::UserRole, QVariant::fromValue<qlonglong>(values[c]));
       item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
       if (c == 4 && e.total() > capacity) {
@@ -403,8 +404,8 @@ void WorkloadDesigner::refresh() {
     int64_t most = 0;
     for (const auto& e : mem) most = std::max(most, e.total());
     memory_status_->setText(QString("The fullest device needs %1 of %2 (%3 %)%4.")
-                                .arg(QString::fromStdString(engine::format_bytes(most)))
-                                .arg(QString::fromStdString(engine::format_bytes(capacity)))
+                                .arg(QString::fromStdString(sessions::format_bytes(most)))
+                                .arg(QString::fromStdString(sessions::format_bytes(capacity)))
                                 .arg(capacity > 0 ? 100.0 * static_cast<double>(most) / static_cast<double>(capacity) : 0.0, 0, 'f', 1)
                                 .arg(most > capacity ? ": it does not fit" : ""));
   }

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/backend.h"
+#include "embedscope/engine/kernels.h"
+#include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "threaded/rank.h"
 #if EMBEDSCOPE_WITH_CUDA
@@ -62,31 +64,42 @@ std::string cpu_name() {
 
 void write_run_metadata(sessions::SessionWriter& w, const WorkloadSpec& spec, const ShardingPlan& plan,
                         const profiler::RunClock& clock) {
-  w.set_metadata("tool_version", EMBEDSCOPE_VERSION);
-  w.set_metadata("created_unix_ns", std::to_string(clock.wall_anchor_ns()));
-  w.set_metadata("wall_anchor_unix_ns", std::to_string(clock.wall_anchor_ns()));
-  w.set_metadata("clock", "steady_clock ns since the run's start");
-  w.set_metadata("host", host_name());
-  w.set_metadata("cpu_name", cpu_name());
-  w.set_metadata("gpu_names", "");
-  w.set_metadata("gloo_version", gloo_version());
-  w.set_metadata("cuda_version", "not used (cpu backend)");
-  w.set_metadata("nccl_version", "not used (cpu backend)");
-  w.set_metadata("simulated", "0");
-  w.set_metadata("backend", to_string(spec.devices.backend));
-  w.set_metadata("workload_name", spec.name);
+  w.set_metadata(sessions::meta::kToolVersion, EMBEDSCOPE_VERSION);
+  w.set_metadata(sessions::meta::kCreatedUnixNs, std::to_string(clock.wall_anchor_ns()));
+  w.set_metadata(sessions::meta::kWallAnchorUnixNs, std::to_string(clock.wall_anchor_ns()));
+  w.set_metadata(sessions::meta::kClock, "steady_clock ns since the run's start");
+  w.set_metadata(sessions::meta::kHost, host_name());
+  w.set_metadata(sessions::meta::kCpuName, cpu_name());
+  w.set_metadata(sessions::meta::kGpuNames, "");
+  w.set_metadata(sessions::meta::kGlooVersion, gloo_version());
+  w.set_metadata(sessions::meta::kCudaVersion, "not used (cpu backend)");
+  w.set_metadata(sessions::meta::kNcclVersion, "not used (cpu backend)");
+  w.set_metadata(sessions::meta::kSimulated, "0");
+  w.set_metadata(sessions::meta::kBackend, to_string(spec.devices.backend));
+  w.set_metadata(sessions::meta::kWorkloadName, spec.name);
   constexpr auto replace = nlohmann::json::error_handler_t::replace;  // names may not be UTF-8
-  w.set_metadata("workload_json", to_json(spec).dump(-1, ' ', false, replace));
-  w.set_metadata("sharding_plan_json", to_json(spec, plan).dump(-1, ' ', false, replace));
-  w.set_metadata("world_size", std::to_string(spec.devices.count));
-  w.set_metadata("batch_size", std::to_string(spec.batch_size));
-  w.set_metadata("samples_per_step", std::to_string(spec.batch_size * spec.devices.count));
-  w.set_metadata("steps", std::to_string(spec.steps));
-  w.set_metadata("warmup_steps", std::to_string(spec.warmup_steps));
-  w.set_metadata("pipeline", to_string(spec.pipeline));
-  w.set_metadata("qcomms_forward_precision", to_string(spec.qcomms.forward_precision));
-  w.set_metadata("qcomms_backward_precision", to_string(spec.qcomms.backward_precision));
-  w.set_metadata("network_json", to_json(spec)["network"].dump());
+  w.set_metadata(sessions::meta::kWorkloadJson, to_json(spec).dump(-1, ' ', false, replace));
+  w.set_metadata(sessions::meta::kShardingPlanJson, to_json(spec, plan).dump(-1, ' ', false, replace));
+  // the plan as rows (table `shards`), with each shard's planned weights and optimizer state
+  std::vector<sessions::ShardRecord> shards;
+  for (const TablePlan& tp : plan.tables)
+    for (size_t k = 0; k < tp.shards.size(); ++k) {
+      const Shard& sh = tp.shards[k];
+      const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, sh.num_rows, sh.num_cols);
+      shards.push_back({tp.table, spec.tables[static_cast<size_t>(tp.table)].name, to_string(tp.type), tp.node,
+                        static_cast<int32_t>(k), sh.rank, sh.row_offset, sh.num_rows, sh.col_offset, sh.num_cols,
+                        (sh.num_rows * sh.num_cols + m1 + m2) * static_cast<int64_t>(sizeof(float))});
+    }
+  w.add_shards(std::move(shards));
+  w.set_metadata(sessions::meta::kWorldSize, std::to_string(spec.devices.count));
+  w.set_metadata(sessions::meta::kBatchSize, std::to_string(spec.batch_size));
+  w.set_metadata(sessions::meta::kSamplesPerStep, std::to_string(spec.batch_size * spec.devices.count));
+  w.set_metadata(sessions::meta::kSteps, std::to_string(spec.steps));
+  w.set_metadata(sessions::meta::kWarmupSteps, std::to_string(spec.warmup_steps));
+  w.set_metadata(sessions::meta::kPipeline, to_string(spec.pipeline));
+  w.set_metadata(sessions::meta::kQcommsForwardPrecision, to_string(spec.qcomms.forward_precision));
+  w.set_metadata(sessions::meta::kQcommsBackwardPrecision, to_string(spec.qcomms.backward_precision));
+  w.set_metadata(sessions::meta::kNetworkJson, to_json(spec)["network"].dump());
 }
 
 // The step of work before the first step (setup): as Rank::setup counts it.
@@ -288,25 +301,25 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
     if (session) {
       int runtime = 0;
       cudaRuntimeGetVersion(&runtime);
-      session->set_metadata("cuda_version", fmt::format("{}.{}", runtime / 1000, runtime % 1000 / 10));
-      session->set_metadata("nccl_version", nccl_version());
+      session->set_metadata(sessions::meta::kCudaVersion, fmt::format("{}.{}", runtime / 1000, runtime % 1000 / 10));
+      session->set_metadata(sessions::meta::kNcclVersion, nccl_version());
       std::string names;
       for (int r = 0; r < W; ++r) {
         const auto& n = profiler::cuda_devices().names;
         names += (r ? "," : "") + (static_cast<size_t>(r) < n.size() ? n[static_cast<size_t>(r)] : std::string("GPU"));
       }
-      session->set_metadata("gpu_names", names);
-      if (!cupti_error.empty()) session->set_metadata("gpu_trace_error", cupti_error);
+      session->set_metadata(sessions::meta::kGpuNames, names);
+      if (!cupti_error.empty()) session->set_metadata(sessions::meta::kGpuTraceError, cupti_error);
     }
   }
 #endif
   if (session) {
     for (int r = 0; r < W; ++r) session->add_ops(sh.tracer.take(r));  // spans of a step that failed midway
-    session->set_metadata("tracer_overhead_ns", std::to_string(result.tracer_overhead_ns));
-    session->set_metadata("dropped_records", std::to_string(result.dropped_records));
-    session->set_metadata("spans_recorded", std::to_string(sh.tracer.recorded()));
+    session->set_metadata(sessions::meta::kTracerOverheadNs, std::to_string(result.tracer_overhead_ns));
+    session->set_metadata(sessions::meta::kDroppedRecords, std::to_string(result.dropped_records));
+    session->set_metadata(sessions::meta::kSpansRecorded, std::to_string(sh.tracer.recorded()));
     const auto& q = result.qcomms_error;
-    session->set_metadata("qcomms_error_json", nlohmann::json{{"forward_max_abs_error", q.forward_max_abs},
+    session->set_metadata(sessions::meta::kQcommsErrorJson, nlohmann::json{{"forward_max_abs_error", q.forward_max_abs},
                                                               {"forward_relative_error", q.forward_relative},
                                                               {"backward_max_abs_error", q.backward_max_abs},
                                                               {"backward_relative_error", q.backward_relative}}

@@ -10,6 +10,7 @@
 #include "program_sink.h"
 #include "embedscope/engine/collective_math.h"
 #include "embedscope/engine/dense.h"
+#include "embedscope/sessions/model/units.h"
 #include "embedscope/engine/sharding/plan_json.h"
 
 namespace embedscope::engine {
@@ -344,11 +345,17 @@ std::string to_text(const StepProgram& p) {
     for (int w : op.waits_for) waits += (waits.empty() ? "" : ",") + std::to_string(w);
     if (op.launched_by >= 0) waits += (waits.empty() ? "" : ",") + fmt::format("in {}", op.launched_by);
     std::string cs;
-    for (const auto& c : op.collectives)
-      cs += fmt::format("{}{} {} {} elements", cs.empty() ? "" : "; ", to_string(c.kind), c.group,
-                        c.kind == CollectiveKind::all_reduce
-                            ? c.count
-                            : std::accumulate(c.send_elements.begin(), c.send_elements.end(), int64_t{0}));
+    bool checked = false;
+    for (const auto& c : op.collectives) {
+      if (c.name.size() > 12 && c.name.compare(c.name.size() - 12, 12, "/split_check") == 0) {
+        checked = true;  // shown as "+ split check" on the collective it checks
+        continue;
+      }
+      cs += fmt::format("{}{} {}, {} out / {} in{}{}", cs.empty() ? "" : "; ", to_string(c.kind), c.group,
+                        sessions::format_bytes(c.bytes_sent()), sessions::format_bytes(c.bytes_received()),
+                        c.exact ? "" : " (expected)", checked ? " + split check" : "");
+      checked = false;
+    }
     out += fmt::format("{:>3}  {:<7} {:>+5}  {:<40} {:<14} {}\n", op.id, sessions::to_string(op.lane), op.batch, op.name,
                        waits, cs);
   }

@@ -10,9 +10,11 @@
 
 #include <fmt/format.h>
 
-#include "embedscope/engine/sharding.h"  // format_bytes
+#include "embedscope/sessions/model/units.h"
 
 namespace embedscope::engine {
+
+using sessions::format_bytes;
 
 const char* to_string(AllocatorEvent::Kind k) {
   switch (k) {

@@ -6,13 +6,6 @@
 
 namespace embedscope::engine {
 
-int64_t IdHistogram::buckets_of(int64_t num_rows) { return std::clamp<int64_t>(num_rows, 1, kMaxBuckets); }
-
-int64_t IdHistogram::bucket_begin(int64_t num_rows, int64_t b) {
-  const int64_t n = buckets_of(num_rows);  // num_rows <= 2^40, b <= 256: the product fits
-  return (b * num_rows + n - 1) / n;
-}
-
 IdHistogram::IdHistogram(const WorkloadSpec& spec) : table_of_feature_(spec.features.size(), -1) {
   for (size_t t = 0; t < spec.tables.size(); ++t) {
     rows_.push_back(spec.tables[t].num_embeddings);
@@ -32,11 +25,11 @@ void IdHistogram::add(const WorkloadSpec& spec, const KJT& kjt) {
     for (int64_t b = 0; b < kjt.batch_size; ++b) n += kjt.lengths[static_cast<size_t>(f * kjt.batch_size + b)];
     const int t = table_of_feature_[static_cast<size_t>(f)];
     if (t >= 0) {
-      const int64_t rows = rows_[static_cast<size_t>(t)], buckets = buckets_of(rows);
+      const int64_t rows = rows_[static_cast<size_t>(t)];
       auto& counts = counts_[static_cast<size_t>(t)];
       for (int64_t i = pos; i < pos + n; ++i) {
         const int64_t id = kjt.values[static_cast<size_t>(i)];
-        if (id >= 0 && id < rows) ++counts[static_cast<size_t>(id * buckets / rows)];
+        if (id >= 0 && id < rows) ++counts[static_cast<size_t>(sessions::id_bucket_of_row(rows, id))];
       }
     }
     pos += n;

@@ -1,4 +1,5 @@
 #include "embedscope/profiler/cupti_decode.h"
+#include "embedscope/sessions/model/metadata_keys.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -24,11 +25,11 @@ ClockCalibration ClockCalibration::from_sample(int64_t host_before, uint64_t gpu
 
 void write_gpu_trace_metadata(sessions::SessionWriter& w, int64_t dropped, const DecodeStats& stats,
                               const ClockCalibration& start, const ClockCalibration& end) {
-  w.set_metadata("cupti_dropped_records", std::to_string(dropped));
-  w.set_metadata("cupti_records", std::to_string(stats.records));
-  w.set_metadata("cupti_unknown_records", std::to_string(stats.unknown_kind));
-  w.set_metadata("gpu_clock_offset_ns", std::to_string(start.offset_ns));
-  w.set_metadata("gpu_clock_drift_ns", std::to_string(clock_drift_ns(start, end)));
+  w.set_metadata(sessions::meta::kCuptiDroppedRecords, std::to_string(dropped));
+  w.set_metadata(sessions::meta::kCuptiRecords, std::to_string(stats.records));
+  w.set_metadata(sessions::meta::kCuptiUnknownRecords, std::to_string(stats.unknown_kind));
+  w.set_metadata(sessions::meta::kGpuClockOffsetNs, std::to_string(start.offset_ns));
+  w.set_metadata(sessions::meta::kGpuClockDriftNs, std::to_string(clock_drift_ns(start, end)));
 }
 
 bool is_nccl_kernel(const char* name) {

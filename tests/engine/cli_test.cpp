@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/store/session.h"
 
 namespace {
 struct Result {
@@ -351,4 +351,77 @@ TEST(Cli, PipelineQcommsAndNetworkFlags) {
   }
   EXPECT_GT(output_bytes["fp32"], 0);
   EXPECT_EQ(output_bytes["bf16"] * 2, output_bytes["fp32"]);
+}
+
+// `embedscope program`: the example (tiny, 2 ranks, table_wise, base, rank 0): the input
+// dist is 3 all-to-alls before any lookup, the DDP bucket follows the backward pass it is
+// launched from.
+TEST(Cli, ProgramPrintsTheStepOfOneRank) {
+  Result r = cli("program --preset tiny --devices 2 --sharding table_wise --rank 0 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["rank"], 0);
+  EXPECT_EQ(j["pipeline"], "base");
+  std::vector<std::string> names;
+  for (const auto& op : j["ops"]) names.push_back(op["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"input", "bucketize", "input_dist/splits", "input_dist/lengths",
+                                             "input_dist/ids", "kjt_permute", "lookup", "output_dist/all_to_all",
+                                             "dense_forward_backward", "dense_all_reduce", "grad_dist/all_to_all",
+                                             "backward_fused_optimizer", "dense_optimizer"}));
+  EXPECT_EQ(j["ops"][9]["launched_by"], 8);
+  EXPECT_EQ(j["ops"][4]["collectives"][1]["kind"], "all_to_all");
+  EXPECT_EQ(j["ops"][4]["collectives"][1]["send_elements"], nlohmann::json::parse("[16, 72]"));
+  Result text = cli("program --preset tiny --devices 2 --pipeline semi_sync --rank 1");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("schedule: finish_output_dist(+0) lookup(+1, async) start_batch(+2, async) train(+0)"),
+            std::string::npos)
+      << text.out;
+  Result bad = cli("program --preset tiny --devices 2 --rank 2");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--rank: 2 is outside [0, 2)"), std::string::npos) << bad.err;
+}
+
+// `run --plan`: a hand-edited plan of criteo_kaggle (a table moved from rank 0 to rank 1) runs as
+// written; the session stores it as rows and the load counters follow it.
+TEST(Cli, RunsAHandEditedPlan) {
+  Result plan = cli("plan --preset criteo_kaggle --json");
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  auto j = nlohmann::json::parse(plan.out);
+  int moved = -1;
+  for (size_t t = 0; t < j["tables"].size() && moved < 0; ++t)
+    if (j["tables"][t]["shards"][0]["rank"] == 0) moved = static_cast<int>(t);
+  ASSERT_GE(moved, 0);
+  const std::string name = j["tables"][moved]["name"];
+  j["tables"][moved]["shards"][0]["rank"] = 1;
+  const std::string file = (scratch() / "moved.json").string(), db = (scratch() / "moved.db").string();
+  std::ofstream(file) << j.dump(2);
+  Result r = cli("run --preset criteo_kaggle --steps 2 --warmup-steps 0 --plan " + file + " --json -o " + db +
+                 " --force-overwrite");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto run = nlohmann::json::parse(r.out);
+  embedscope::sessions::SessionReader s(db);
+  int64_t rows = 0;
+  for (const auto& sh : s.shards())
+    if (sh.table_name == name) {
+      EXPECT_EQ(sh.rank, 1);
+      EXPECT_EQ(sh.sharding_type, "table_wise");
+      rows = sh.num_rows;
+      EXPECT_EQ(sh.planned_bytes, sh.num_rows * sh.num_cols * 4);  // sgd: no optimizer state
+    }
+  EXPECT_GT(rows, 0);
+  std::map<int, int64_t> ids;  // per rank, from the load counters
+  int64_t moved_ids = 0;
+  for (const auto& c : s.load()) {
+    ids[c.rank] += c.ids;
+    if (c.table == moved) {
+      EXPECT_EQ(c.rank, 1);
+      moved_ids += c.ids;
+    }
+  }
+  // 2 steps x 4 ranks x 512 samples x the feature's ids per bag (1 for criteo's categorical features)
+  EXPECT_EQ(moved_ids, 2 * 4 * 512);
+  for (const auto& rk : run["ranks"]) EXPECT_EQ(rk["ids_looked_up"].get<int64_t>(), ids[rk["rank"].get<int>()]);
+  Result bad = cli("run --preset criteo_kaggle --plan " + kData + "/specs/does_not_exist.json -o " + db);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("does_not_exist.json: cannot open"), std::string::npos) << bad.err;
 }

@@ -11,7 +11,7 @@
 #include "embedscope/engine/memory.h"
 #include "embedscope/engine/trainer.h"
 #include "embedscope/engine/workload/presets.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/store/session.h"
 
 using namespace embedscope::engine;
 

@@ -15,7 +15,7 @@
 #include "embedscope/engine/trainer.h"
 #include "embedscope/engine/workload/presets.h"
 #include "embedscope/profiler/cuda_device.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/store/session.h"
 
 using namespace embedscope;
 using namespace embedscope::engine;

@@ -10,7 +10,7 @@
 #include <cupti_runtime_cbid.h>
 
 #include "embedscope/profiler/cupti_decode.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/store/session.h"
 
 #include <filesystem>
 #include <unistd.h>

@@ -11,9 +11,9 @@
 
 #include "commands.h"
 #include "embedscope/engine/workload/spec_error.h"
-#include "embedscope/sessions/analysis.h"
-#include "embedscope/sessions/export.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/exporters/export.h"
+#include "embedscope/sessions/store/session.h"
 
 namespace embedscope::cli {
 

@@ -11,8 +11,8 @@
 
 #include "commands.h"
 #include "embedscope/engine/sharding.h"
-#include "embedscope/sessions/analysis.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/store/session.h"
 #include "output/output.h"
 
 namespace embedscope::cli {

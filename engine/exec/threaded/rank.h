@@ -34,7 +34,7 @@
 #include "embedscope/engine/program/step_program.h"
 #include "embedscope/engine/trainer.h"
 #include "embedscope/profiler/tracer.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/store/session.h"
 #include "../../sharding/embedding_sharding.h"
 #include "comm_worker.h"
 #if EMBEDSCOPE_WITH_CUDA

@@ -13,7 +13,7 @@
 #include "embedscope/engine/program/step_program.h"
 #include "embedscope/engine/trainer.h"
 #include "embedscope/engine/workload/presets.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/store/session.h"
 
 using namespace embedscope::engine;
 using embedscope::sessions::Lane;

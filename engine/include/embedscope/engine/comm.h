@@ -25,7 +25,7 @@
 
 #include "embedscope/engine/workload/spec.h"
 #include "embedscope/profiler/tracer.h"
-#include "embedscope/sessions/events.h"
+#include "embedscope/sessions/model/events.h"
 
 namespace embedscope::engine {
 

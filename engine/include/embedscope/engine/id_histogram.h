@@ -1,25 +1,29 @@
 #pragma once
 // How the ids of each table fall over its row range: a histogram over equal row buckets, counted
 // by a rank from its own input batches over the measured steps, so the load view can show hot
-// rows against the shard boundaries (session table id_histogram, sessions/FORMAT.md).
+// rows against the shard boundaries (session table id_histogram, sessions/schema/FORMAT.md).
+// The bucket arithmetic is the session model's (embedscope/sessions/model/id_buckets.h); this
+// is the accumulator.
 
 #include <cstdint>
 #include <vector>
 
 #include "embedscope/engine/input.h"
 #include "embedscope/engine/workload/spec.h"
-#include "embedscope/sessions/events.h"
+#include "embedscope/sessions/model/events.h"
+#include "embedscope/sessions/model/id_buckets.h"
 
 namespace embedscope::engine {
 
 class IdHistogram {
  public:
-  static constexpr int64_t kMaxBuckets = 256;
-  /// Buckets of a table of `num_rows` rows: min(kMaxBuckets, num_rows).
-  static int64_t buckets_of(int64_t num_rows);
+  static constexpr int64_t kMaxBuckets = sessions::kMaxIdBuckets;
+  /// Buckets of a table of `num_rows` rows: min(kMaxBuckets, num_rows) (sessions::id_buckets_of).
+  static int64_t buckets_of(int64_t num_rows) { return sessions::id_buckets_of(num_rows); }
   /// First row of bucket `b` (0 <= b <= buckets_of(num_rows); b = buckets gives num_rows):
-  /// ceil(b * num_rows / buckets), the inverse of bucket(row) = floor(row * buckets / num_rows).
-  static int64_t bucket_begin(int64_t num_rows, int64_t b);
+  /// ceil(b * num_rows / buckets), the inverse of bucket(row) = floor(row * buckets / num_rows)
+  /// (sessions::id_bucket_begin).
+  static int64_t bucket_begin(int64_t num_rows, int64_t b) { return sessions::id_bucket_begin(num_rows, b); }
 
   explicit IdHistogram(const WorkloadSpec& spec);
   /// Counts every id of `kjt` (features in spec.features order, as the input generator makes

@@ -10,6 +10,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "embedscope/engine/workload/spec.h"
+#include "embedscope/sessions/model/units.h"
 
 namespace embedscope::engine {
 
@@ -75,7 +76,8 @@ void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryE
 /// The plan as JSON (per table: name, sharding type, shards with rank, rows and columns).
 nlohmann::json to_json(const WorkloadSpec& spec, const ShardingPlan& plan);
 
-/// "12.5 MiB"-style byte counts for messages.
-std::string format_bytes(int64_t bytes);
+/// "12.5 MiB"-style byte counts: sessions::format_bytes (embedscope/sessions/model/units.h),
+/// named here for the engine's own callers.
+using sessions::format_bytes;
 
 }  // namespace embedscope::engine

@@ -58,7 +58,7 @@
 #include "embedscope/engine/input.h"
 #include "embedscope/engine/sharding.h"
 #include "embedscope/engine/workload/spec.h"
-#include "embedscope/sessions/events.h"
+#include "embedscope/sessions/model/events.h"
 
 namespace embedscope::engine {
 
@@ -87,7 +87,7 @@ struct TrainerOptions {
   bool keep_tables = false;
   /// Keep every span in RunResult::events (they also go to the session when there is one).
   bool keep_events = true;
-  /// Write the session (sessions/FORMAT.md) to this path; empty: no session file.
+  /// Write the session (sessions/schema/FORMAT.md) to this path; empty: no session file.
   std::string session_path;
   /// Replace an existing regular file at session_path (otherwise that is an error).
   bool session_overwrite = false;

@@ -32,8 +32,8 @@
 
 #include <cupti_activity.h>
 
-#include "embedscope/sessions/events.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/model/events.h"
+#include "embedscope/sessions/store/session.h"
 
 namespace embedscope::profiler {
 

@@ -24,7 +24,7 @@
 
 #include "embedscope/profiler/cupti_decode.h"
 #include "embedscope/profiler/tracer.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/store/session.h"
 
 namespace embedscope::profiler {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "embedscope/profiler/nvtx.h"
-#include "embedscope/sessions/events.h"
+#include "embedscope/sessions/model/events.h"
 
 namespace embedscope::profiler {
 

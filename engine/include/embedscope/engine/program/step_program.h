@@ -27,7 +27,7 @@
 
 #include "embedscope/engine/sharding.h"
 #include "embedscope/engine/workload/spec.h"
-#include "embedscope/sessions/events.h"
+#include "embedscope/sessions/model/events.h"
 
 namespace embedscope::engine {
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "embedscope/sessions/analysis.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/store/session.h"
 
 namespace embedscope::sessions {
 

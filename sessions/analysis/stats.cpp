@@ -1,4 +1,4 @@
-#include "embedscope/sessions/stats.h"
+#include "embedscope/sessions/analysis/stats.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,6 @@
 #pragma once
-// Summary statistics used by `embedscope run` and, later, `embedscope stats`.
+// Summary statistics: the step-time distribution that `embedscope run` prints and analyze()
+// gives as RunStats::step_time_ns (`embedscope stats`, the exporters, the workbench).
 
 #include <cstdint>
 #include <vector>

@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "embedscope/sessions/analysis.h"
-#include "embedscope/sessions/export.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/exporters/export.h"
+#include "embedscope/sessions/store/session.h"
 
 using namespace embedscope::sessions;
 namespace fs = std::filesystem;
@@ -475,7 +475,7 @@ TEST(Session, IdHistogramRoundTripAndVersionTwoFilesWithoutIt) {
   }
   {
     SessionReader r(path);
-    EXPECT_EQ(r.schema_version(), 3);
+    EXPECT_EQ(r.schema_version(), 4);  // schema 4 added the shards table
     ASSERT_TRUE(r.has_id_histogram());
     const auto h = r.id_histogram();
     ASSERT_EQ(h.size(), 3u);  // ordered by (table, bucket, rank)

@@ -1,11 +1,11 @@
-#include "embedscope/sessions/critical_path.h"
+#include "embedscope/sessions/analysis/critical_path.h"
 
 #include <algorithm>
 #include <climits>
 #include <set>
 #include <tuple>
 
-#include "embedscope/sessions/analysis.h"
+#include "embedscope/sessions/analysis/analysis.h"
 
 namespace embedscope::sessions {
 

@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "embedscope/sessions/critical_path.h"
-#include "embedscope/sessions/events.h"
-#include "embedscope/sessions/session.h"
-#include "embedscope/sessions/stats.h"
+#include "embedscope/sessions/analysis/critical_path.h"
+#include "embedscope/sessions/model/events.h"
+#include "embedscope/sessions/store/session.h"
+#include "embedscope/sessions/analysis/stats.h"
 
 namespace embedscope::sessions {
 

@@ -140,6 +140,40 @@ struct MemorySnapshot {
   std::vector<MemoryBlockRecord> blocks;
 };
 
+/// One shard of the sharding plan a run used (table `shards`, schema 4).
+struct ShardRecord {
+  int32_t table = 0;          ///< index into the workload's tables
+  std::string table_name;
+  std::string sharding_type;  ///< TorchRec spelling: "data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise"
+  int32_t node = -1;          ///< table_row_wise: the node holding the table; otherwise -1
+  int32_t shard_index = 0;    ///< index among the table's shards (= load_counters.shard)
+  int32_t rank = 0;
+  int64_t row_offset = 0, num_rows = 0, col_offset = 0, num_cols = 0;
+  int64_t planned_bytes = -1; ///< weights + optimizer state of this shard as planned, bytes; -1 unknown
+};
+
+/// A lane of a rank: a host thread (the CPU executor's workers, a GPU rank's host threads) or
+/// a CUDA stream as CUPTI saw it (kind "stream": gpu_compute, gpu_comm, gpu_copy).
+struct LaneInfo {
+  int32_t rank = 0;
+  int32_t lane = 0;
+  std::string name;   ///< "compute", "comm", "gpu_compute", "gpu_comm", "gpu_copy"
+  std::string kind;   ///< "thread" or "stream"
+};
+
+/// An op as stored: the name is an index into SessionReader::strings().
+struct OpRecord {
+  int32_t rank = 0;
+  int32_t lane = 0;
+  OpCategory category = OpCategory::other;
+  int32_t name_id = 0;
+  int64_t step = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int64_t bytes = 0;
+  uint64_t correlation = 0;
+};
+
 /// A rank and the device it ran on.
 struct RankInfo {
   int32_t rank = 0;

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "embedscope/sessions/stats.h"
+#include "embedscope/sessions/analysis/stats.h"
 
 using namespace embedscope::sessions;
 

@@ -1,4 +1,5 @@
-#include "embedscope/sessions/export.h"
+#include "embedscope/sessions/exporters/export.h"
+#include "embedscope/sessions/model/metadata_keys.h"
 
 #include <cerrno>
 #include <cstring>
@@ -30,7 +31,7 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
     out << (first ? "" : ",\n") << ev;
     first = false;
   };
-  const bool simulated = session.meta("simulated", "0") == "1";
+  const bool simulated = session.meta(meta::kSimulated, "0") == "1";
   std::map<int32_t, bool> seen_rank;
   for (const auto& l : session.lanes()) {
     if (!seen_rank[l.rank]) {

@@ -1,4 +1,5 @@
-#include "embedscope/sessions/analysis.h"
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/model/metadata_keys.h"
 
 #include <algorithm>
 #include <map>
@@ -120,9 +121,9 @@ double max_over_mean(const std::vector<double>& v) {
 RunStats analyze(const SessionReader& session) {
   RunStats st;
   st.ended = session.status();
-  st.simulated = session.meta("simulated", "0") == "1";
-  st.samples_per_step = std::strtoll(session.meta("samples_per_step", "0").c_str(), nullptr, 10);
-  const int world = static_cast<int>(std::strtol(session.meta("world_size", "0").c_str(), nullptr, 10));
+  st.simulated = session.meta(meta::kSimulated, "0") == "1";
+  st.samples_per_step = std::strtoll(session.meta(meta::kSamplesPerStep, "0").c_str(), nullptr, 10);
+  const int world = static_cast<int>(std::strtol(session.meta(meta::kWorldSize, "0").c_str(), nullptr, 10));
   std::map<int32_t, RankStats> ranks;
   for (int r = 0; r < world; ++r) ranks[r].rank = r;
 

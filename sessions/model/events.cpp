@@ -1,4 +1,4 @@
-#include "embedscope/sessions/events.h"
+#include "embedscope/sessions/model/events.h"
 
 namespace embedscope::sessions {
 

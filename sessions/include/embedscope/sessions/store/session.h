@@ -1,5 +1,7 @@
 #pragma once
-// The session file: one SQLite database per run (schema: sessions/FORMAT.md).
+// The session file: one SQLite database per run (schema: sessions/schema/FORMAT.md, tables
+// described once in embedscope/sessions/schema/tables.h). SQLite stays behind this interface:
+// nothing here names it.
 //
 // SessionWriter owns one writer thread. Producers (the tracer, the engine) hand it records;
 // the thread inserts them in batched transactions, committing at least every
@@ -8,25 +10,19 @@
 //
 // SessionReader opens a file read-only (it never changes it) and answers the app's queries:
 // metadata, lanes, the ops of one lane in a time range (a clustered index on
-// (rank, lane, start_ns)), steps, load counters and collectives, as plain structs.
+// (rank, lane, start_ns)), steps, load counters and collectives, as plain structs. It reads
+// every older schema version as it is (tables a version lacks read as empty).
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <string>
-#include <thread>
-#include <unordered_map>
 #include <vector>
 
-#include "embedscope/sessions/events.h"
-
-struct sqlite3;
-struct sqlite3_stmt;
+#include "embedscope/sessions/model/events.h"
+#include "embedscope/sessions/schema/tables.h"  // kSchemaVersion
 
 namespace embedscope::sessions {
 
@@ -37,17 +33,11 @@ class SessionError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// The schema version this build writes and reads (PRAGMA user_version).
-constexpr int kSchemaVersion = 3;
+/// The writer commits at least this often.
 constexpr std::chrono::milliseconds kCommitInterval{250};
 
-/// A lane of a rank: a thread of the CPU executor (or, later, a CUDA stream).
-struct LaneInfo {
-  int32_t rank = 0;
-  int32_t lane = 0;
-  std::string name;   ///< "compute", "comm"
-  std::string kind;   ///< "thread" or "stream"
-};
+/// The version of the SQLite library that reads and writes session files, e.g. "3.46.1".
+std::string sqlite_version();
 
 class SessionWriter {
  public:
@@ -61,19 +51,30 @@ class SessionWriter {
   SessionWriter(const SessionWriter&) = delete;
   SessionWriter& operator=(const SessionWriter&) = delete;
 
+  /// Sets metadata `key` (model/metadata_keys.h) to `value`; a later value replaces it.
   void set_metadata(const std::string& key, const std::string& value);
+  /// A rank and its device (table `ranks`; a second record of a rank replaces the first).
   void add_rank(const RankInfo& rank);
+  /// A lane of a rank (table `lanes`).
   void add_lane(const LaneInfo& lane);
   /// Takes a batch of spans (names must outlive the call only until it returns: they are
   /// interned before it returns).
   void add_ops(const std::vector<OpEvent>& ops);
+  /// One rank's row of a collective (table `collectives`).
   void add_collective(CollectiveRecord c);
+  /// One shard's load in one step (table `load_counters`).
   void add_load(const LoadCounter& c);
+  /// One rank's step (table `steps`).
   void add_step(const StepMetric& s);
+  /// One rank's device memory at a step end (table `memory_counters`).
   void add_memory(const MemoryCounter& m);
+  /// Allocator actions, in order (table `memory_events`).
   void add_memory_events(const std::vector<MemoryEvent>& events);
   /// Stores id histogram buckets (a rank's, at the end of its run).
   void add_id_histogram(const std::vector<IdHistogramBucket>& buckets);
+  /// Stores the sharding plan the run used, one record per shard (table `shards`, schema 4);
+  /// a second record of the same (table, shard_index) replaces the first.
+  void add_shards(std::vector<ShardRecord> shards);
   /// Stores a snapshot (its id is assigned here).
   void add_snapshot(MemorySnapshot snapshot);
   /// Flushes everything, records `ended` and `message`, checkpoints the WAL into the file and
@@ -81,64 +82,13 @@ class SessionWriter {
   /// SessionError if the final write fails.
   void close(const std::string& ended, const std::string& message = "");
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const;
   /// Ops handed to the writer so far.
   int64_t ops_received() const;
 
  private:
-  struct Pending {
-    std::vector<std::pair<std::string, std::string>> metadata;
-    std::vector<RankInfo> ranks;
-    std::vector<LaneInfo> lanes;
-    std::vector<OpEvent> ops;
-    std::vector<int32_t> op_names;  // interned name id per op
-    std::vector<CollectiveRecord> collectives;
-    std::vector<LoadCounter> load;
-    std::vector<StepMetric> steps;
-    std::vector<MemoryCounter> memory;
-    std::vector<MemoryEvent> memory_events;
-    std::vector<MemorySnapshot> snapshots;
-    std::vector<IdHistogramBucket> id_histogram;
-    std::vector<std::pair<int32_t, std::string>> new_strings;
-    bool empty() const {
-      return metadata.empty() && ranks.empty() && lanes.empty() && ops.empty() && collectives.empty() && load.empty() &&
-             steps.empty() && memory.empty() && memory_events.empty() && snapshots.empty() && id_histogram.empty() &&
-             new_strings.empty();
-    }
-  };
-  int32_t intern(const char* s);  // caller holds mu_
-  void loop();
-  void write(Pending& p);
-  void exec(const char* sql);
-
-  std::string path_;
-  sqlite3* db_ = nullptr;
-  std::map<std::string, sqlite3_stmt*> stmts_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  Pending pending_;
-  std::unordered_map<const char*, int32_t> by_pointer_;
-  std::unordered_map<std::string, int32_t> by_text_;
-  int64_t ops_received_ = 0;
-  int64_t next_op_id_ = 0;
-  int64_t next_snapshot_id_ = 0;
-  bool stop_ = false;
-  bool closed_ = false;
-  std::string write_error_;
-  std::thread thread_;
-};
-
-/// An op as stored: the name is an index into SessionReader::strings().
-struct OpRecord {
-  int32_t rank = 0;
-  int32_t lane = 0;
-  OpCategory category = OpCategory::other;
-  int32_t name_id = 0;
-  int64_t step = 0;
-  int64_t start_ns = 0;
-  int64_t end_ns = 0;
-  int64_t bytes = 0;
-  uint64_t correlation = 0;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 class SessionReader {
@@ -152,6 +102,7 @@ class SessionReader {
   SessionReader& operator=(const SessionReader&) = delete;
 
   const std::string& path() const { return path_; }
+  /// PRAGMA user_version of the file: 1 .. kSchemaVersion.
   int schema_version() const { return version_; }
   const std::map<std::string, std::string>& metadata() const { return meta_; }
   /// The metadata value, or `fallback` when absent.
@@ -159,7 +110,9 @@ class SessionReader {
   /// How the run ended: complete, cancelled, crashed, oom, hang, failed, or running. A file
   /// that still says running while its writer process (same host) is gone reads "crashed".
   std::string status() const;
+  /// The interned op names; OpRecord::name_id indexes them.
   const std::vector<std::string>& strings() const { return strings_; }
+  /// strings()[id], or "?" for an id out of range.
   const std::string& name(int32_t id) const;
   std::vector<RankInfo> ranks() const;
   std::vector<LaneInfo> lanes() const;
@@ -168,8 +121,11 @@ class SessionReader {
   /// Every op, ordered by (rank, lane, start).
   std::vector<OpRecord> all_ops() const;
   int64_t op_count() const;
+  /// Ordered by (step, rank).
   std::vector<StepMetric> steps() const;
+  /// Ordered by (step, rank, table, shard).
   std::vector<LoadCounter> load() const;
+  /// In insertion order.
   std::vector<CollectiveRecord> collectives() const;
   /// Memory tables (schema 2; empty for version-1 files).
   std::vector<MemoryCounter> memory_counters() const;
@@ -181,21 +137,26 @@ class SessionReader {
   bool has_id_histogram() const { return has_id_histogram_; }
   /// Every stored bucket, ordered by (table, bucket, rank); empty without the table.
   std::vector<IdHistogramBucket> id_histogram() const;
+  /// Whether the file has the shards table (schema 4; older files do not).
+  bool has_shards_table() const { return has_shards_; }
+  /// The sharding plan the run used, ordered by (table, shard_index). From the `shards` table
+  /// where the file has rows in it; otherwise (older files, or a writer that stored no shards)
+  /// built from the metadata `sharding_plan_json` (table = the
+  /// position in its "tables" list, shard_index = the position in "shards", node from "node"
+  /// or -1, planned_bytes -1); empty when neither is there. Throws SessionError naming the file
+  /// when sharding_plan_json is not valid JSON of that shape.
+  std::vector<ShardRecord> shards() const;
 
  private:
-  void check(int rc, const char* what) const;
-  /// Runs `sql` (after `bind`), calling `row` for each result row; errors name the file.
-  template <class Row>
-  void each_row(const std::string& sql, const char* what, Row&& row,
-                const std::function<void(sqlite3_stmt*)>& bind = {}) const;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
   std::string path_;
-  sqlite3* db_ = nullptr;
   int version_ = 0;
   std::map<std::string, std::string> meta_;
   std::vector<std::string> strings_;
-  std::map<std::pair<int32_t, int32_t>, int64_t> max_duration_;  // per lane
   bool has_memory_tables_ = false;
   bool has_id_histogram_ = false;
+  bool has_shards_ = false;
 };
 
 }  // namespace embedscope::sessions

@@ -4,9 +4,9 @@
 
 #include <filesystem>
 
-#include "embedscope/sessions/analysis.h"
-#include "embedscope/sessions/critical_path.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/analysis/critical_path.h"
+#include "embedscope/sessions/store/session.h"
 
 using namespace embedscope::sessions;
 

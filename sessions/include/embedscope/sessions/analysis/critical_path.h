@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "embedscope/sessions/events.h"
-#include "embedscope/sessions/session.h"
+#include "embedscope/sessions/model/events.h"
+#include "embedscope/sessions/store/session.h"
 
 namespace embedscope::sessions {
 

@@ -1,0 +1,106 @@
+#pragma once
+// The keys of the session's `metadata` table (key TEXT, value TEXT; schema/FORMAT.md). Every
+// value is text; numbers are decimal integers, JSON values are compact JSON. Writers and readers
+// spell a key only through these constants.
+//
+//   w.set_metadata(meta::kWorldSize, std::to_string(4));
+//   const auto ws = reader.meta(meta::kWorldSize, "0");
+
+namespace embedscope::sessions::meta {
+
+// --- the file itself (written by SessionWriter) -------------------------------------------
+/// Always "embedscope-session"; a reader refuses a file without it.
+inline constexpr const char* kFormat = "format";
+/// How the run ended: "running" (until close), "complete", "cancelled", "crashed", "oom", "hang"
+/// (SessionReader::status() reads a dead writer's "running" as "crashed").
+inline constexpr const char* kEnded = "ended";
+/// The root cause when not complete (e.g. "rank 1: all_to_all ... did not finish"); "" otherwise.
+inline constexpr const char* kEndMessage = "end_message";
+/// Decimal pid of the writing process (with kWriterHost: is a "running" writer still alive).
+inline constexpr const char* kWriterPid = "writer_pid";
+/// Host name of the writing process.
+inline constexpr const char* kWriterHost = "writer_host";
+/// SQLite library version that wrote the file, e.g. "3.46.1".
+inline constexpr const char* kSqliteVersion = "sqlite_version";
+
+// --- versions and clock (engine) ------------------------------------------------------------
+/// Embedscope version that ran, e.g. "0.1.0".
+inline constexpr const char* kToolVersion = "tool_version";
+/// Gloo version, or "not used (...)".
+inline constexpr const char* kGlooVersion = "gloo_version";
+/// CUDA runtime version "12.4", or "not used (cpu backend)".
+inline constexpr const char* kCudaVersion = "cuda_version";
+/// NCCL version, or "not used (cpu backend)".
+inline constexpr const char* kNcclVersion = "nccl_version";
+/// Unix time (ns, system clock) when the run started, decimal.
+inline constexpr const char* kCreatedUnixNs = "created_unix_ns";
+/// Unix time (ns) of the steady clock's zero: wall = wall_anchor_unix_ns + t.
+inline constexpr const char* kWallAnchorUnixNs = "wall_anchor_unix_ns";
+/// The clock of every timestamp, in words ("steady_clock ns since the run's start").
+inline constexpr const char* kClock = "clock";
+
+// --- where it ran ----------------------------------------------------------------------------
+/// Host name of the run.
+inline constexpr const char* kHost = "host";
+/// CPU model name.
+inline constexpr const char* kCpuName = "cpu_name";
+/// GPU names, comma separated ("" without GPUs).
+inline constexpr const char* kGpuNames = "gpu_names";
+/// "0" measured, "1" timed by a cost model (shown as SIMULATED everywhere).
+inline constexpr const char* kSimulated = "simulated";
+/// The executor that ran: "cpu" or "cuda" ("auto" is resolved before the run).
+inline constexpr const char* kBackend = "backend";
+
+// --- the workload and plan -------------------------------------------------------------------
+/// The workload's name.
+inline constexpr const char* kWorkloadName = "workload_name";
+/// The workload as run (after command-line overrides), JSON (engine to_json(spec)).
+inline constexpr const char* kWorkloadJson = "workload_json";
+/// The sharding plan as JSON: {"world_size", "local_world_size", "tables": [{"name",
+/// "sharding_type", "node"?, "shards": [{"rank", "row_offset", "num_rows", "col_offset",
+/// "num_cols"}]}]}. Schema 4 also stores it as rows (table `shards`).
+inline constexpr const char* kShardingPlanJson = "sharding_plan_json";
+/// Ranks of the run, decimal.
+inline constexpr const char* kWorldSize = "world_size";
+/// Samples per rank per step, decimal.
+inline constexpr const char* kBatchSize = "batch_size";
+/// Samples per step over all ranks (batch_size * world_size), decimal.
+inline constexpr const char* kSamplesPerStep = "samples_per_step";
+/// Measured steps, decimal.
+inline constexpr const char* kSteps = "steps";
+/// Warmup steps (negative step numbers), decimal.
+inline constexpr const char* kWarmupSteps = "warmup_steps";
+/// The training pipeline: "base", "sparse_dist" or "semi_sync" (absent in older files = base).
+inline constexpr const char* kPipeline = "pipeline";
+/// Precision of the output dist: "fp32", "fp16" or "bf16" (absent = fp32).
+inline constexpr const char* kQcommsForwardPrecision = "qcomms_forward_precision";
+/// Precision of the gradient dist: "fp32", "fp16" or "bf16" (absent = fp32).
+inline constexpr const char* kQcommsBackwardPrecision = "qcomms_backward_precision";
+/// Quantization error of the values sent, JSON {"forward_max_abs_error",
+/// "forward_relative_error", "backward_max_abs_error", "backward_relative_error"}; at close.
+inline constexpr const char* kQcommsErrorJson = "qcomms_error_json";
+/// The emulated network, JSON {"intra_node": {"bandwidth_bytes_per_s", "latency_ns"},
+/// "inter_node": {...}}; an absent class is unlimited.
+inline constexpr const char* kNetworkJson = "network_json";
+
+// --- the collectors --------------------------------------------------------------------------
+/// The tracer's estimated own cost over all lanes, ns, decimal.
+inline constexpr const char* kTracerOverheadNs = "tracer_overhead_ns";
+/// Spans the tracer wrote, decimal.
+inline constexpr const char* kSpansRecorded = "spans_recorded";
+/// Spans dropped by a full tracer buffer, decimal.
+inline constexpr const char* kDroppedRecords = "dropped_records";
+/// GPU runs: CUPTI activity records dropped for lack of buffer space, decimal.
+inline constexpr const char* kCuptiDroppedRecords = "cupti_dropped_records";
+/// GPU runs: CUPTI records decoded, decimal.
+inline constexpr const char* kCuptiRecords = "cupti_records";
+/// GPU runs: CUPTI records of kinds not decoded, decimal.
+inline constexpr const char* kCuptiUnknownRecords = "cupti_unknown_records";
+/// GPU runs: host ns minus CUPTI ns at the start, decimal.
+inline constexpr const char* kGpuClockOffsetNs = "gpu_clock_offset_ns";
+/// GPU runs: how much that offset changed by the end, ns, decimal.
+inline constexpr const char* kGpuClockDriftNs = "gpu_clock_drift_ns";
+/// cuda runs whose CUPTI tracer could not start: why; absent otherwise.
+inline constexpr const char* kGpuTraceError = "gpu_trace_error";
+
+}  // namespace embedscope::sessions::meta

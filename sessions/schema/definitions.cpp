@@ -1,0 +1,272 @@
+#include "schema/definitions.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+namespace embedscope::sessions::schema::detail {
+
+namespace {
+using T = SqlType;
+
+template <class V>
+std::string json_array(const std::vector<V>& v) {
+  return fmt::format("[{}]", fmt::join(v, ","));
+}
+template <class V>
+std::vector<V> parse_array(const unsigned char* text) {
+  std::vector<V> out;
+  if (!text) return out;
+  for (const auto& v : nlohmann::json::parse(reinterpret_cast<const char*>(text))) out.push_back(v.get<V>());
+  return out;
+}
+/// A collectives column holding one of the record's per-peer lists as a JSON array.
+template <auto M>
+Col<CollectiveRecord> split_list(const char* name, const char* meaning) {
+  Col<CollectiveRecord> c;
+  c.info = {name, T::text, true, "", meaning, 1};
+  c.codec.put = [](sqlite3_stmt* st, int i, const CollectiveRecord& r) { bind_value(st, i, json_array(r.*M)); };
+  c.codec.get = [](sqlite3_stmt* st, int i, CollectiveRecord& r) {
+    using V = typename decltype(value_of(M))::value_type;
+    try {
+      r.*M = parse_array<V>(sqlite3_column_text(st, i));
+    } catch (const std::exception& e) {
+      throw RowError(fmt::format("collectives row {} {}: bad split list: {}", r.group, r.sequence, e.what()));
+    }
+  };
+  return c;
+}
+}  // namespace
+
+const TableInfo& metadata_table() {
+  static const TableInfo t = RecordTable<void*>(
+      {"metadata", "one row per key: what ran, where, how it ended (the keys: section Metadata below)", {"key"}, true},
+      {column<void*>("key", T::text, "the key (model/metadata_keys.h)", false),
+       column<void*>("value", T::text, "its value, as text")}).info;
+  return t;
+}
+
+const TableInfo& strings_table() {
+  static const TableInfo t = RecordTable<void*>(
+      {"strings", "interned op names; ids are dense from 0", {"id"}, false},
+      {column<void*>("id", T::integer, "the name's id (`ops.name_id`)", false),
+       column<void*>("value", T::text, "the op name")}).info;
+  return t;
+}
+
+const TableInfo& categories_table() {
+  static const TableInfo t = RecordTable<void*>(
+      {"categories", "the op categories: 0 input, 1 lookup, 2 comm, 3 dense, 4 optimizer, 5 memcpy, 6 other", {"id"},
+       false},
+      {column<void*>("id", T::integer, "`ops.category`", false), column<void*>("name", T::text, "its name")}).info;
+  return t;
+}
+
+const RecordTable<RankInfo>& ranks_table() {
+  static const RecordTable<RankInfo> t(
+      {"ranks", "one row per rank: the host it ran on and its device", {"rank"}, false},
+      {field<&RankInfo::rank>("rank", "the rank"), field<&RankInfo::host>("host", "host name"),
+       field<&RankInfo::device>("device", "`cpu (thread)` for the CPU executor, `NVIDIA H200 (cuda:0)` for the cuda executor"),
+       field<&RankInfo::memory_capacity_bytes>(
+           "memory_capacity_bytes", "device capacity, bytes (`devices.memory_bytes`; on a GPU capped at its free memory when the run started)")});
+  return t;
+}
+
+const RecordTable<LaneInfo>& lanes_table() {
+  static const RecordTable<LaneInfo> t(
+      {"lanes", "one row per lane of a rank", {"rank", "lane"}, true,  1,
+       "Lane 0 `compute` and lane 1 `comm` (`kind` `thread`: the CPU executor's workers, or a GPU rank's host "
+       "threads), and on GPU ranks (`kind` `stream`, from CUPTI) lane 2 `gpu_compute` (kernels), 3 `gpu_comm` (NCCL "
+       "kernels, comm stream), 4 `gpu_copy` (memcpy / memset)."},
+      {field<&LaneInfo::rank>("rank", "the rank"), field<&LaneInfo::lane>("lane", "the lane number (0..255)"),
+       field<&LaneInfo::name>("name", "`compute`, `comm`, `gpu_compute`, `gpu_comm`, `gpu_copy`"),
+       field<&LaneInfo::kind>("kind", "`thread` or `stream`"),
+       column<LaneInfo>("max_duration_ns", T::integer, "the longest op on the lane, ns: a range query uses it to bound its index scan",
+                        true, "0")});
+  return t;
+}
+
+const TableInfo& ops_table() {
+  static const TableInfo t = RecordTable<void*>(
+      {"ops", "op spans", {"lane_key", "start_ns", "id"}, true, 1,
+       "The primary key clusters the ops of a lane by start time: \"the ops of rank r, lane l that overlap [t0, t1)\" "
+       "is one range scan (`lane_key = r * 256 + l AND start_ns BETWEEN t0 - max_duration_ns AND t1`)."},
+      {column<void*>("lane_key", T::integer, "`rank * 256 + lane` (one integer key inserts faster than two; `op_view` splits it)", false),
+       column<void*>("start_ns", T::integer, "start of the span, ns", false),
+       column<void*>("id", T::integer, "insertion order, unique", false),
+       column<void*>("end_ns", T::integer, "end of the span, ns", false),
+       column<void*>("category", T::integer, "`categories.id`", false),
+       column<void*>("name_id", T::integer,
+                     "`strings.id` of the op name (`lookup`, `input_dist/ids`, `output_dist/reduce_scatter`, `dense_forward_backward`, ...)", false),
+       column<void*>("step", T::integer, "training step", false),
+       column<void*>("bytes", T::integer, "for a collective: bytes sent + received by this rank; 0 otherwise", false),
+       column<void*>("correlation", T::integer,
+                     "for a collective: its sequence number in its group (joins `collectives.sequence`); 0 otherwise", false)})
+                                .info;
+  return t;
+}
+
+const RecordTable<CollectiveRecord>& collectives_table() {
+  static const RecordTable<CollectiveRecord> t(
+      {"collectives", "one row per collective per rank", {"id"}, false, 1,
+       "The full split matrix of a collective is the rows of all ranks with the same (`group_name`, `sequence`).",
+       {{"collectives_by_sequence", {"group_name", "sequence"}}}},
+      {column<CollectiveRecord>("id", T::integer, "insertion order", false),
+       field<&CollectiveRecord::rank>("rank", "the rank"),
+       field<&CollectiveRecord::op>("op", "`all_to_all`, `reduce_scatter`, `all_gather`, `all_reduce`"),
+       field<&CollectiveRecord::name>("name", "the engine's name of the step it serves, e.g. `output_dist/all_to_all`; "
+                                              "split-size checks are `.../split_check` all-gathers"),
+       field<&CollectiveRecord::group>("group_name", "process group: `world`, `node<n>`, `cross<l>`"),
+       field<&CollectiveRecord::sequence>("sequence", "sequence number within the group (the same on every member)"),
+       field<&CollectiveRecord::dtype>("dtype", "`float32`, `int64`, and `float16` / `bfloat16` for quantized comms"),
+       field<&CollectiveRecord::step>("step", "training step"),
+       field<&CollectiveRecord::start_ns>("start_ns", "start, ns"), field<&CollectiveRecord::end_ns>("end_ns", "end, ns"),
+       field<&CollectiveRecord::bytes_sent>("bytes_sent", "bytes to other ranks (a ring all-reduce counts 2 (n-1)/n of the buffer each way)"),
+       field<&CollectiveRecord::bytes_received>("bytes_received", "bytes from other ranks"),
+       split_list<&CollectiveRecord::peers>("peers", "JSON array: global ranks of the group, in group order"),
+       split_list<&CollectiveRecord::send_elements>(
+           "send_elements", "JSON array: elements sent to each peer (group order; empty for all-reduce, which has no per-peer split)"),
+       split_list<&CollectiveRecord::recv_elements>("recv_elements", "JSON array: elements received from each peer")});
+  return t;
+}
+
+const RecordTable<LoadCounter>& load_counters_table() {
+  static const RecordTable<LoadCounter> t(
+      {"load_counters", "per step x rank x table shard", {"step", "rank", "table_index", "shard"}, true},
+      {field<&LoadCounter::step>("step", "training step"), field<&LoadCounter::rank>("rank", "the rank"),
+       field<&LoadCounter::table>("table_index", "index into `workload_json` tables"),
+       field<&LoadCounter::shard>("shard", "index into that table's shards (`shards.shard_index`, `sharding_plan_json`)"),
+       field<&LoadCounter::ids>("ids", "ids looked up in the shard"),
+       field<&LoadCounter::unique_ids>("unique_ids", "distinct rows the fused optimizer updated"),
+       field<&LoadCounter::bytes_in>("bytes_in", "ids and lengths received for the lookup, bytes"),
+       field<&LoadCounter::bytes_out>("bytes_out", "pooled rows the lookup produced, bytes"),
+       field<&LoadCounter::lookup_ns>("lookup_ns", "time of the shard's pooled lookup, ns")});
+  return t;
+}
+
+const RecordTable<StepMetric>& steps_table() {
+  static const RecordTable<StepMetric> t(
+      {"steps", "per step x rank", {"step", "rank"}, true},
+      {field<&StepMetric::step>("step", "training step"), field<&StepMetric::rank>("rank", "the rank"),
+       field<&StepMetric::start_ns>("start_ns", "start of the rank's step window, ns"),
+       field<&StepMetric::end_ns>("end_ns", "its end, ns"),
+       field<&StepMetric::loss>("loss", "global mean loss of the step (the same on every rank)"),
+       field<&StepMetric::memory_in_use_bytes>("memory_in_use_bytes", "device memory the rank holds at the end of the step, bytes"),
+       field<&StepMetric::memory_peak_bytes>("memory_peak_bytes", "the most it held so far, bytes")});
+  return t;
+}
+
+const RecordTable<MemoryCounter>& memory_counters_table() {
+  static const RecordTable<MemoryCounter> t(
+      {"memory_counters", "device memory per step x rank, at the end of every step (warmup included)", {"step", "rank"},
+       true, 2},
+      {field<&MemoryCounter::step>("step", "training step"), field<&MemoryCounter::rank>("rank", "the rank"),
+       field<&MemoryCounter::allocated>("allocated_bytes", "live blocks, bytes"),
+       field<&MemoryCounter::reserved>("reserved_bytes", "segments, bytes"),
+       field<&MemoryCounter::peak_allocated>("peak_allocated_bytes", "peak of allocated_bytes so far"),
+       field<&MemoryCounter::peak_reserved>("peak_reserved_bytes", "peak of reserved_bytes so far"),
+       field<&MemoryCounter::largest_free_block>("largest_free_block_bytes", "the largest free block, bytes"),
+       field<&MemoryCounter::rounding_loss>("rounding_loss_bytes", "allocated - requested: the 512-byte rounding"),
+       field<&MemoryCounter::segments>("segments", "segments reserved"),
+       field<&MemoryCounter::external_fragmentation>("external_fragmentation",
+                                                     "1 - largest free block / free bytes in reserved segments"),
+       field<&MemoryCounter::memviz_fragmentation>(
+           "memviz_fragmentation", "PyTorch MemoryViz's measure: sum of squared free gaps / sum of squared segment sizes")});
+  return t;
+}
+
+const RecordTable<MemoryEvent>& memory_events_table() {
+  static const RecordTable<MemoryEvent> t(
+      {"memory_events", "the memory history: every allocator action of every rank, in order", {"id"}, false, 2,
+       "As PyTorch's `_record_memory_history` keeps them. Replaying `alloc` and `free` of a rank gives its allocated "
+       "bytes at any moment."},
+      {column<MemoryEvent>("id", T::integer, "order of the actions", false),
+       field<&MemoryEvent::rank>("rank", "the rank"), field<&MemoryEvent::time_ns>("time_ns", "when, ns"),
+       field<&MemoryEvent::step>("step", "training step (setup's allocations carry the step before the first)"),
+       field<&MemoryEvent::action>("action", "`alloc`, `free`, `segment_alloc`, `segment_free`, `oom`"),
+       field<&MemoryEvent::address>("address", "block or segment; for `expandable` the pages added or returned"),
+       field<&MemoryEvent::size>("size", "block or segment bytes; for `oom` the rounded request"),
+       field<&MemoryEvent::requested>("requested", "bytes asked for"), field<&MemoryEvent::tag>("tag", "what the memory holds")});
+  return t;
+}
+
+const RecordTable<MemorySnapshot>& memory_snapshots_table() {
+  static const RecordTable<MemorySnapshot> t(
+      {"memory_snapshots", "a snapshot of every segment and block of a rank's device (its blocks: `memory_blocks`)",
+       {"id"}, false, 2,
+       "Taken at a step end when the layout changed since the rank's previous snapshot (`reason` `step`; a steady run "
+       "stores one per rank), and at an out-of-memory error (`reason` `oom`: taken inside the failing allocation, so "
+       "it is the layout that could not hold the request, with every buffer of that moment still alive)."},
+      {field<&MemorySnapshot::id>("id", "the snapshot (assigned by the writer)"),
+       field<&MemorySnapshot::rank>("rank", "the rank"), field<&MemorySnapshot::step>("step", "training step"),
+       field<&MemorySnapshot::time_ns>("time_ns", "when, ns"), field<&MemorySnapshot::reason>("reason", "`step` or `oom`")});
+  return t;
+}
+
+const RecordTable<BlockRow>& memory_blocks_table() {
+  static const RecordTable<BlockRow> t(
+      {"memory_blocks", "the blocks of a memory snapshot", {"snapshot_id", "address"}, true, 2,
+       "With the `cuda_async` allocator a snapshot has one opaque segment (the memory pool, `segment_address` the pool "
+       "handle, size its reserved bytes): the pool does not reveal where its allocations are, so the live allocations "
+       "are listed packed in address order from the segment start (their addresses are not the pool's), then one free "
+       "block for the rest."},
+      {field<&BlockRow::snapshot_id>("snapshot_id", "`memory_snapshots.id`"),
+       nested<&BlockRow::block, &MemoryBlockRecord::address>("address", "the block's address"),
+       nested<&BlockRow::block, &MemoryBlockRecord::segment_address>("segment_address", "its segment's address"),
+       nested<&BlockRow::block, &MemoryBlockRecord::segment_size>("segment_size", "its segment's size, bytes"),
+       nested<&BlockRow::block, &MemoryBlockRecord::size>("size", "block bytes"),
+       nested<&BlockRow::block, &MemoryBlockRecord::requested>("requested", "bytes asked for (0 when free)"),
+       nested<&BlockRow::block, &MemoryBlockRecord::allocated>("allocated", "0 free, 1 allocated"),
+       nested<&BlockRow::block, &MemoryBlockRecord::tag>(
+           "tag", "`weights`, `optimizer_state`, `kjt`, `pooled_output`, `gradients`, `comm_buffer`, `activations`, "
+                  "`dense`; empty when free")});
+  return t;
+}
+
+const RecordTable<IdHistogramBucket>& id_histogram_table() {
+  static const RecordTable<IdHistogramBucket> t(
+      {"id_histogram", "ids over each table's row range, per (table, bucket, rank) with ids",
+       {"table_index", "bucket", "rank"}, true, 3,
+       "For the load view's hot rows against the shard boundaries: a table of N rows has min(256, N) equal buckets, "
+       "row r falls in bucket floor(r * buckets / N) (model/id_buckets.h). Each id of the global batch is counted once, "
+       "by the rank whose batch holds it, whatever the sharding. Written when a rank's run ends (complete, or "
+       "cancelled with the steps run so far; a run that ended `crashed`, `oom` or `hang` has none); empty buckets "
+       "have no row."},
+      {field<&IdHistogramBucket::rank>("rank", "whose input batches were counted"),
+       field<&IdHistogramBucket::table>("table_index", "index into `workload_json` tables"),
+       field<&IdHistogramBucket::bucket>("bucket", "the bucket"),
+       field<&IdHistogramBucket::row_begin>("row_begin", "first row of the bucket"),
+       field<&IdHistogramBucket::row_end>("row_end", "one past its last row"),
+       field<&IdHistogramBucket::ids>("ids", "ids in [row_begin, row_end), summed over the measured steps")});
+  return t;
+}
+
+const RecordTable<ShardRecord>& shards_table() {
+  static const RecordTable<ShardRecord> t(
+      {"shards", "the sharding plan the run used: one row per shard of each table", {"table_index", "shard_index"},
+       true, 4,
+       "Older files have no such table: their plan is the metadata `sharding_plan_json`, from which "
+       "SessionReader::shards() builds the same rows (with `planned_bytes` -1)."},
+      {field<&ShardRecord::table>("table_index", "index into `workload_json` tables"),
+       field<&ShardRecord::table_name>("table_name", "the table's name"),
+       field<&ShardRecord::sharding_type>(
+           "sharding_type", "TorchRec spelling: `data_parallel`, `table_wise`, `row_wise`, `column_wise`, `table_row_wise`"),
+       field<&ShardRecord::node>("node", "`table_row_wise`: the node holding the table; otherwise -1"),
+       field<&ShardRecord::shard_index>("shard_index", "index among the table's shards (= `load_counters.shard`)"),
+       field<&ShardRecord::rank>("rank", "the rank holding the shard"),
+       field<&ShardRecord::row_offset>("row_offset", "first row of the shard"),
+       field<&ShardRecord::num_rows>("num_rows", "rows in the shard"),
+       field<&ShardRecord::col_offset>("col_offset", "first column (embedding dimension) of the shard"),
+       field<&ShardRecord::num_cols>("num_cols", "columns in the shard"),
+       field<&ShardRecord::planned_bytes>("planned_bytes",
+                                          "weights + optimizer state of the shard as planned, bytes; -1 unknown")});
+  return t;
+}
+
+const char* const kOpViewSql = R"sql(CREATE VIEW op_view AS
+  SELECT o.lane_key >> 8 AS rank, l.name AS lane, c.name AS category, s.value AS name, o.step, o.start_ns,
+         o.end_ns, o.end_ns - o.start_ns AS dur_ns, o.bytes, o.correlation
+  FROM ops o JOIN strings s ON s.id = o.name_id JOIN categories c ON c.id = o.category
+       JOIN lanes l ON l.rank = o.lane_key >> 8 AND l.lane = o.lane_key & 255;)sql";
+
+}  // namespace embedscope::sessions::schema::detail

@@ -1,0 +1,298 @@
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/store/session.h"
+#include "schema/definitions.h"
+#include "store/plan_json.h"
+
+namespace embedscope::sessions {
+
+namespace sd = schema::detail;
+
+namespace {
+
+struct Stmt {
+  sqlite3_stmt* st = nullptr;
+  ~Stmt() { sqlite3_finalize(st); }
+};
+
+std::string this_host() {
+  char buf[256] = {};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+std::string col_text(sqlite3_stmt* st, int i) {
+  std::string s;
+  sd::read_value(st, i, s);
+  return s;
+}
+
+}  // namespace
+
+struct SessionReader::Impl {
+  const std::string& path;
+  sqlite3* db = nullptr;
+  int version = 0;
+  std::map<std::pair<int32_t, int32_t>, int64_t> max_duration;  // per lane
+
+  explicit Impl(const std::string& p) : path(p) {}
+  ~Impl() { sqlite3_close(db); }
+
+  void check(int rc, const char* what) const {
+    if (rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE) return;
+    const int primary = rc & 0xff;
+    const std::string detail = sqlite3_errmsg(db);
+    if (primary == SQLITE_NOTADB) throw SessionError(fmt::format("{}: not an SQLite database ({})", path, detail));
+    if (primary == SQLITE_CORRUPT)
+      throw SessionError(fmt::format("{}: the session file is truncated or corrupt ({}, while {})", path, detail, what));
+    throw SessionError(fmt::format("{}: {} while {}", path, detail, what));
+  }
+
+  /// Runs `sql` (after `bind`), calling `row` for each result row; errors name the file.
+  template <class Row>
+  void each_row(const std::string& sql, const char* what, Row&& row,
+                const std::function<void(sqlite3_stmt*)>& bind = {}) const {
+    Stmt s;
+    check(sqlite3_prepare_v2(db, sql.c_str(), -1, &s.st, nullptr), what);
+    if (bind) bind(s.st);
+    int rc;
+    while ((rc = sqlite3_step(s.st)) == SQLITE_ROW) {
+      try {
+        row(s.st);
+      } catch (const sd::RowError& e) {
+        throw SessionError(fmt::format("{}: {}", path, e.what()));
+      }
+    }
+    check(rc, what);
+  }
+
+  /// Every row of a record table, `order` appended to its SELECT (which names the columns the
+  /// file's version has).
+  template <class R>
+  std::vector<R> records(const sd::RecordTable<R>& t, const std::string& tail, const char* what,
+                         const std::function<void(sqlite3_stmt*)>& bind = {}) const {
+    std::vector<R> out;
+    each_row(
+        t.select_sql(version) + " " + tail, what,
+        [&](sqlite3_stmt* st) {
+          R r{};
+          t.read(st, version, r);
+          out.push_back(std::move(r));
+        },
+        bind);
+    return out;
+  }
+
+  bool has_table(const char* name) const {
+    Stmt s;
+    check(sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_schema WHERE name = ?1", -1, &s.st, nullptr),
+          "reading the schema");
+    sqlite3_bind_text(s.st, 1, name, -1, SQLITE_STATIC);
+    check(sqlite3_step(s.st), "reading the schema");
+    return sqlite3_column_int(s.st, 0) > 0;
+  }
+};
+
+SessionReader::SessionReader(const std::string& path) : impl_(std::make_unique<Impl>(path_)), path_(path) {
+  struct stat sb {};
+  if (path.empty()) throw SessionError("the session file name is empty");
+  if (stat(path.c_str(), &sb) != 0)
+    throw SessionError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  if (S_ISDIR(sb.st_mode)) throw SessionError(fmt::format("{}: is a directory, not a session file", path));
+  if (sb.st_size == 0) throw SessionError(fmt::format("{}: the file is empty (not a session)", path));
+  Impl& m = *impl_;
+  const std::string uri = "file:" + path + "?mode=ro";
+  if (sqlite3_open_v2(uri.c_str(), &m.db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr) !=
+      SQLITE_OK) {
+    std::string msg = m.db ? sqlite3_errmsg(m.db) : "out of memory";
+    sqlite3_close(m.db);
+    m.db = nullptr;
+    throw SessionError(fmt::format("{}: cannot open: {}", path, msg));
+  }
+  {
+    Stmt s;
+    m.check(sqlite3_prepare_v2(m.db, "PRAGMA user_version", -1, &s.st, nullptr), "reading the schema version");
+    m.check(sqlite3_step(s.st), "reading the schema version");
+    version_ = m.version = sqlite3_column_int(s.st, 0);
+  }
+  if (!m.has_table("metadata"))
+    throw SessionError(fmt::format("{}: an SQLite database, but not an Embedscope session (no metadata table; a copy "
+                                   "of a running or killed session needs its -wal file beside it)", path));
+  if (version_ > kSchemaVersion)
+    throw SessionError(fmt::format(
+        "{}: written by a newer Embedscope (session schema version {}; this build reads up to {}); update Embedscope",
+        path, version_, kSchemaVersion));
+  if (version_ < 1) throw SessionError(fmt::format("{}: not an Embedscope session (schema version {})", path, version_));
+  m.each_row("SELECT key, value FROM metadata", "reading metadata",
+             [&](sqlite3_stmt* st) { meta_[col_text(st, 0)] = col_text(st, 1); });
+  has_memory_tables_ = m.has_table("memory_counters");
+  has_id_histogram_ = m.has_table("id_histogram");
+  has_shards_ = m.has_table("shards");
+  if (meta_.empty())
+    throw SessionError(fmt::format("{}: the session holds no metadata yet: its run was killed before the first commit",
+                                   path));
+  if (meta(meta::kFormat) != "embedscope-session")
+    throw SessionError(
+        fmt::format("{}: not an Embedscope session (metadata 'format' is '{}')", path, meta(meta::kFormat)));
+  m.each_row("SELECT id, value FROM strings ORDER BY id", "reading strings", [&](sqlite3_stmt* st) {
+    const int64_t id = sqlite3_column_int64(st, 0);  // ids are dense: 0, 1, 2, ...
+    if (id != static_cast<int64_t>(strings_.size()))
+      throw SessionError(fmt::format("{}: the session file is corrupt (strings id {} where {} was expected)", path, id,
+                                     strings_.size()));
+    strings_.push_back(col_text(st, 1));
+  });
+  m.each_row("SELECT rank, lane, max_duration_ns FROM lanes", "reading lanes", [&](sqlite3_stmt* st) {
+    m.max_duration[{sqlite3_column_int(st, 0), sqlite3_column_int(st, 1)}] = sqlite3_column_int64(st, 2);
+  });
+}
+
+SessionReader::~SessionReader() = default;
+
+std::string SessionReader::meta(const std::string& key, const std::string& fallback) const {
+  auto it = meta_.find(key);
+  return it == meta_.end() ? fallback : it->second;
+}
+
+std::string SessionReader::status() const {
+  const std::string ended = meta(meta::kEnded, "running");
+  if (ended != "running") return ended;
+  const std::string pid = meta(meta::kWriterPid);
+  if (!pid.empty() && meta(meta::kWriterHost) == this_host()) {
+    const long p = std::strtol(pid.c_str(), nullptr, 10);
+    if (p > 0 && kill(static_cast<pid_t>(p), 0) != 0 && errno == ESRCH) return "crashed";
+  }
+  return "running";
+}
+
+const std::string& SessionReader::name(int32_t id) const {
+  static const std::string unknown = "?";
+  return id >= 0 && static_cast<size_t>(id) < strings_.size() ? strings_[static_cast<size_t>(id)] : unknown;
+}
+
+std::vector<RankInfo> SessionReader::ranks() const {
+  return impl_->records(sd::ranks_table(), "ORDER BY rank", "reading ranks");
+}
+
+std::vector<LaneInfo> SessionReader::lanes() const {
+  return impl_->records(sd::lanes_table(), "ORDER BY rank, lane", "reading lanes");
+}
+
+namespace {
+// The columns of ops_table() as OpRecord holds them.
+constexpr const char* kOpColumns =
+    "lane_key >> 8, lane_key & 255, category, name_id, step, start_ns, end_ns, bytes, correlation";
+OpRecord op_from(sqlite3_stmt* st, const std::string& path) {
+  OpRecord o;
+  o.rank = sqlite3_column_int(st, 0);
+  o.lane = sqlite3_column_int(st, 1);
+  const int cat = sqlite3_column_int(st, 2);
+  if (cat < 0 || cat >= kNumCategories)
+    throw SessionError(fmt::format("{}: the session file is corrupt (an op of rank {} has category {})", path, o.rank, cat));
+  o.category = static_cast<OpCategory>(cat);
+  o.name_id = sqlite3_column_int(st, 3);
+  o.step = sqlite3_column_int64(st, 4);
+  o.start_ns = sqlite3_column_int64(st, 5);
+  o.end_ns = sqlite3_column_int64(st, 6);
+  o.bytes = sqlite3_column_int64(st, 7);
+  o.correlation = static_cast<uint64_t>(sqlite3_column_int64(st, 8));
+  return o;
+}
+}  // namespace
+
+std::vector<OpRecord> SessionReader::ops(int32_t rank, int32_t lane, int64_t t0_ns, int64_t t1_ns) const {
+  // An op overlapping [t0, t1) starts in [t0 - longest op of the lane, t1): a range scan of
+  // the clustered (lane_key, start_ns) key.
+  int64_t longest = 0;
+  if (auto it = impl_->max_duration.find({rank, lane}); it != impl_->max_duration.end()) longest = it->second;
+  std::vector<OpRecord> out;
+  impl_->each_row(
+      fmt::format("SELECT {} FROM ops WHERE lane_key = ?1 AND start_ns >= ?2 AND start_ns < ?3 AND end_ns > ?4 "
+                  "ORDER BY start_ns",
+                  kOpColumns),
+      "querying ops", [&](sqlite3_stmt* st) { out.push_back(op_from(st, path_)); },
+      [&](sqlite3_stmt* st) {
+        sqlite3_bind_int(st, 1, rank * 256 + lane);
+        sqlite3_bind_int64(st, 2, t0_ns - longest);
+        sqlite3_bind_int64(st, 3, t1_ns);
+        sqlite3_bind_int64(st, 4, t0_ns);
+      });
+  return out;
+}
+
+std::vector<OpRecord> SessionReader::all_ops() const {
+  std::vector<OpRecord> out;
+  impl_->each_row(fmt::format("SELECT {} FROM ops ORDER BY lane_key, start_ns", kOpColumns), "reading ops",
+                  [&](sqlite3_stmt* st) { out.push_back(op_from(st, path_)); });
+  return out;
+}
+
+int64_t SessionReader::op_count() const {
+  int64_t n = 0;
+  impl_->each_row("SELECT count(*) FROM ops", "counting ops", [&](sqlite3_stmt* st) { n = sqlite3_column_int64(st, 0); });
+  return n;
+}
+
+std::vector<StepMetric> SessionReader::steps() const {
+  return impl_->records(sd::steps_table(), "ORDER BY step, rank", "reading steps");
+}
+
+std::vector<LoadCounter> SessionReader::load() const {
+  return impl_->records(sd::load_counters_table(), "ORDER BY step, rank, table_index, shard", "reading load counters");
+}
+
+std::vector<CollectiveRecord> SessionReader::collectives() const {
+  return impl_->records(sd::collectives_table(), "ORDER BY id", "reading collectives");
+}
+
+std::vector<MemoryCounter> SessionReader::memory_counters() const {
+  if (!has_memory_tables_) return {};
+  return impl_->records(sd::memory_counters_table(), "ORDER BY step, rank", "reading memory counters");
+}
+
+std::vector<MemoryEvent> SessionReader::memory_events() const {
+  if (!has_memory_tables_) return {};
+  return impl_->records(sd::memory_events_table(), "ORDER BY id", "reading memory events");
+}
+
+std::vector<MemorySnapshot> SessionReader::memory_snapshots() const {
+  if (!has_memory_tables_) return {};
+  return impl_->records(sd::memory_snapshots_table(), "ORDER BY id", "reading memory snapshots");
+}
+
+std::vector<MemoryBlockRecord> SessionReader::memory_blocks(int64_t snapshot_id) const {
+  if (!has_memory_tables_) return {};
+  std::vector<MemoryBlockRecord> out;
+  for (auto& b : impl_->records(sd::memory_blocks_table(), "WHERE snapshot_id = ?1 ORDER BY address",
+                                "reading memory blocks", [&](sqlite3_stmt* st) { sqlite3_bind_int64(st, 1, snapshot_id); }))
+    out.push_back(std::move(b.block));
+  return out;
+}
+
+std::vector<IdHistogramBucket> SessionReader::id_histogram() const {
+  if (!has_id_histogram_) return {};
+  return impl_->records(sd::id_histogram_table(), "ORDER BY table_index, bucket, rank", "reading the id histogram");
+}
+
+std::vector<ShardRecord> SessionReader::shards() const {
+  if (has_shards_) {
+    auto rows = impl_->records(sd::shards_table(), "ORDER BY table_index, shard_index", "reading shards");
+    if (!rows.empty()) return rows;
+  }
+  try {
+    return detail::shards_from_plan_json(meta(meta::kShardingPlanJson));
+  } catch (const std::exception& e) {
+    throw SessionError(fmt::format("{}: metadata {}: {}", path_, meta::kShardingPlanJson, e.what()));
+  }
+}
+
+}  // namespace embedscope::sessions

@@ -1,0 +1,399 @@
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/store/session.h"
+#include "schema/definitions.h"
+
+namespace embedscope::sessions {
+
+namespace {
+constexpr size_t kOpsPerTransaction = 100000;  // commit within big batches: the dirty pages stay in cache
+constexpr size_t kWakeOps = 50000;             // pending ops that wake the writer before the interval
+
+std::string hostname() {
+  char buf[256] = {};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+}  // namespace
+
+std::string sqlite_version() { return sqlite3_libversion(); }
+
+struct SessionWriter::Impl {
+  struct Pending {
+    std::vector<std::pair<std::string, std::string>> metadata;
+    std::vector<RankInfo> ranks;
+    std::vector<LaneInfo> lanes;
+    std::vector<OpEvent> ops;
+    std::vector<int32_t> op_names;  // interned name id per op
+    std::vector<CollectiveRecord> collectives;
+    std::vector<LoadCounter> load;
+    std::vector<StepMetric> steps;
+    std::vector<MemoryCounter> memory;
+    std::vector<MemoryEvent> memory_events;
+    std::vector<MemorySnapshot> snapshots;
+    std::vector<IdHistogramBucket> id_histogram;
+    std::vector<ShardRecord> shards;
+    std::vector<std::pair<int32_t, std::string>> new_strings;
+    bool empty() const {
+      return metadata.empty() && ranks.empty() && lanes.empty() && ops.empty() && collectives.empty() && load.empty() &&
+             steps.empty() && memory.empty() && memory_events.empty() && snapshots.empty() && id_histogram.empty() &&
+             shards.empty() && new_strings.empty();
+    }
+  };
+
+  explicit Impl(std::string p) : path(std::move(p)) {}
+  int32_t intern(const char* s);  // caller holds mu
+  void loop();
+  void write(Pending& p);
+  void exec(const char* sql);
+  /// Prepares `sql` as statement `key`; checks that it takes the columns of `table` it names.
+  void prepare(const char* key, const std::string& sql, const schema::TableInfo* table = nullptr, int columns = -1);
+  template <class R>
+  void insert_all(const char* key, const schema::detail::RecordTable<R>& t, const std::vector<R>& rows);
+
+  std::string path;
+  sqlite3* db = nullptr;
+  std::map<std::string, sqlite3_stmt*> stmts;
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  Pending pending;
+  std::unordered_map<const char*, int32_t> by_pointer;
+  std::unordered_map<std::string, int32_t> by_text;
+  int64_t ops_received = 0;
+  int64_t next_op_id = 0;
+  int64_t next_snapshot_id = 0;
+  bool stop = false;
+  bool closed = false;
+  std::string write_error;
+  std::thread thread;
+};
+
+void SessionWriter::Impl::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errmsg(db);
+    sqlite3_free(err);
+    throw SessionError(fmt::format("{}: {}", path, msg));
+  }
+}
+
+void SessionWriter::Impl::prepare(const char* key, const std::string& sql, const schema::TableInfo* table, int columns) {
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v3(db, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &st, nullptr) != SQLITE_OK)
+    throw SessionError(fmt::format("{}: {}", path, sqlite3_errmsg(db)));
+  stmts[key] = st;
+  // A hand-bound statement must bind every column of its table's description.
+  if (table && sqlite3_bind_parameter_count(st) != (columns < 0 ? static_cast<int>(table->columns.size()) : columns))
+    throw std::logic_error(fmt::format("session writer: statement '{}' binds {} parameters, table {} has {} columns",
+                                       key, sqlite3_bind_parameter_count(st), table->name, table->columns.size()));
+}
+
+SessionWriter::SessionWriter(const std::string& path, bool overwrite) : impl_(std::make_unique<Impl>(path)) {
+  // SQLite's memory statistics take a global mutex on every allocation; nothing here reads
+  // them. Only possible before SQLite initialises (later calls return SQLITE_MISUSE: harmless).
+  static const int no_memstatus = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+  (void)no_memstatus;
+  if (path.empty()) throw SessionError("the session file name is empty");
+  struct stat sb {};
+  if (lstat(path.c_str(), &sb) == 0) {
+    if (!S_ISREG(sb.st_mode)) throw SessionError(fmt::format("{}: exists and is not a regular file", path));
+    if (!overwrite)
+      throw SessionError(fmt::format("{}: already exists; choose another name or allow overwriting it "
+                                     "(embedscope run --force-overwrite)", path));
+    std::remove(path.c_str());
+  }
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) std::remove((path + suffix).c_str());
+  // Claim the name atomically, so two runs never share a file.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) throw SessionError(fmt::format("{}: cannot create the session file: {}", path, std::strerror(errno)));
+  ::close(fd);
+  Impl& m = *impl_;
+  if (sqlite3_open_v2(path.c_str(), &m.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      nullptr) != SQLITE_OK) {
+    std::string msg = m.db ? sqlite3_errmsg(m.db) : "out of memory";
+    sqlite3_close(m.db);
+    m.db = nullptr;
+    throw SessionError(fmt::format("{}: cannot create the session file: {}", path, msg));
+  }
+  namespace sd = schema::detail;
+  try {
+    // Large pages: fewer B-tree splits for the append-mostly ops table. NORMAL sync in WAL mode
+    // never loses a commit to a killed process (only to a power cut).
+    m.exec("PRAGMA page_size=65536; PRAGMA cache_size=-65536; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+    m.exec("BEGIN");
+    m.exec(schema::schema_sql().c_str());
+    m.exec(fmt::format("PRAGMA user_version={}", kSchemaVersion).c_str());
+    for (int i = 0; i < kNumCategories; ++i)
+      m.exec(fmt::format("INSERT INTO categories VALUES ({}, '{}')", i, to_string(static_cast<OpCategory>(i))).c_str());
+    m.exec("COMMIT");
+    // Hand-bound statements (tables without a record type), checked against their descriptions.
+    m.prepare("meta", "INSERT OR REPLACE INTO metadata VALUES (?1, ?2)", &sd::metadata_table());
+    m.prepare("string", "INSERT INTO strings VALUES (?1, ?2)", &sd::strings_table());
+    m.prepare("op", "INSERT INTO ops VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", &sd::ops_table());
+    m.prepare("lane_max", "UPDATE lanes SET max_duration_ns = max(max_duration_ns, ?3) WHERE rank = ?1 AND lane = ?2");
+    // Record tables: statements generated from their descriptions.
+    m.prepare("lane", sd::lanes_table().insert_sql(true));
+    m.prepare("coll", sd::collectives_table().insert_sql(false));
+    m.prepare("load", sd::load_counters_table().insert_sql(true));
+    m.prepare("step", sd::steps_table().insert_sql(true));
+    m.prepare("rank", sd::ranks_table().insert_sql(true));
+    m.prepare("memory", sd::memory_counters_table().insert_sql(true));
+    m.prepare("snapshot", sd::memory_snapshots_table().insert_sql(false));
+    m.prepare("mem_event", sd::memory_events_table().insert_sql(false));
+    m.prepare("block", sd::memory_blocks_table().insert_sql(true));
+    m.prepare("id_hist", sd::id_histogram_table().insert_sql(true));
+    m.prepare("shard", sd::shards_table().insert_sql(true));
+  } catch (...) {
+    for (auto& [k, st] : m.stmts) sqlite3_finalize(st);
+    sqlite3_close(m.db);
+    throw;
+  }
+  set_metadata(meta::kFormat, "embedscope-session");
+  set_metadata(meta::kEnded, "running");
+  set_metadata(meta::kWriterPid, std::to_string(getpid()));
+  set_metadata(meta::kWriterHost, hostname());
+  set_metadata(meta::kSqliteVersion, sqlite3_libversion());
+  m.thread = std::thread([&m] { m.loop(); });
+}
+
+SessionWriter::~SessionWriter() {
+  try {
+    close("crashed", "the session was not closed by the run");
+  } catch (...) {
+  }
+  for (auto& [k, st] : impl_->stmts) sqlite3_finalize(st);
+  if (impl_->db) sqlite3_close(impl_->db);
+}
+
+const std::string& SessionWriter::path() const { return impl_->path; }
+
+int32_t SessionWriter::Impl::intern(const char* s) {
+  if (auto it = by_pointer.find(s); it != by_pointer.end()) return it->second;
+  auto [it, inserted] = by_text.try_emplace(s, static_cast<int32_t>(by_text.size()));
+  if (inserted) pending.new_strings.emplace_back(it->second, s);
+  by_pointer[s] = it->second;
+  return it->second;
+}
+
+void SessionWriter::set_metadata(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->pending.metadata.emplace_back(key, value);
+}
+
+void SessionWriter::add_rank(const RankInfo& rank) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->pending.ranks.push_back(rank);
+}
+
+void SessionWriter::add_lane(const LaneInfo& lane) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->pending.lanes.push_back(lane);
+}
+
+void SessionWriter::add_ops(const std::vector<OpEvent>& ops) {
+  bool wake = false;
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    for (const auto& op : ops) {
+      m.pending.op_names.push_back(m.intern(op.name));
+      m.pending.ops.push_back(op);
+    }
+    m.ops_received += static_cast<int64_t>(ops.size());
+    wake = m.pending.ops.size() >= kWakeOps;  // a burst: start writing before the interval ends
+  }
+  if (wake) m.cv.notify_all();
+}
+
+void SessionWriter::add_collective(CollectiveRecord c) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->pending.collectives.push_back(std::move(c));
+}
+
+void SessionWriter::add_load(const LoadCounter& c) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->pending.load.push_back(c);
+}
+
+void SessionWriter::add_step(const StepMetric& s) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->pending.steps.push_back(s);
+}
+
+void SessionWriter::add_memory(const MemoryCounter& mc) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->pending.memory.push_back(mc);
+}
+
+void SessionWriter::add_memory_events(const std::vector<MemoryEvent>& events) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->pending.memory_events.insert(impl_->pending.memory_events.end(), events.begin(), events.end());
+}
+
+void SessionWriter::add_id_histogram(const std::vector<IdHistogramBucket>& buckets) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->pending.id_histogram.insert(impl_->pending.id_histogram.end(), buckets.begin(), buckets.end());
+}
+
+void SessionWriter::add_shards(std::vector<ShardRecord> shards) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto& p = impl_->pending.shards;
+  p.insert(p.end(), std::make_move_iterator(shards.begin()), std::make_move_iterator(shards.end()));
+}
+
+void SessionWriter::add_snapshot(MemorySnapshot snapshot) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  snapshot.id = impl_->next_snapshot_id++;
+  impl_->pending.snapshots.push_back(std::move(snapshot));
+}
+
+int64_t SessionWriter::ops_received() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->ops_received;
+}
+
+void SessionWriter::Impl::loop() {
+  std::unique_lock<std::mutex> lock(mu);
+  for (;;) {
+    cv.wait_for(lock, kCommitInterval, [&] { return stop || pending.ops.size() >= kWakeOps; });
+    Pending batch;
+    std::swap(batch, pending);
+    const bool stopping = stop;
+    lock.unlock();
+    if (!batch.empty()) {
+      try {
+        write(batch);
+      } catch (const std::exception& e) {
+        lock.lock();
+        if (write_error.empty()) write_error = e.what();
+        lock.unlock();
+      }
+    }
+    lock.lock();
+    if (stopping && pending.empty()) return;
+  }
+}
+
+namespace {
+void step_or_throw(sqlite3* db, sqlite3_stmt* st, const std::string& path) {
+  if (sqlite3_step(st) != SQLITE_DONE) throw SessionError(fmt::format("{}: {}", path, sqlite3_errmsg(db)));
+  sqlite3_reset(st);
+}
+}  // namespace
+
+template <class R>
+void SessionWriter::Impl::insert_all(const char* key, const schema::detail::RecordTable<R>& t, const std::vector<R>& rows) {
+  auto* st = stmts[key];
+  for (const auto& r : rows) {
+    t.bind(st, r);
+    step_or_throw(db, st, path);
+  }
+}
+
+void SessionWriter::Impl::write(Pending& p) {
+  namespace sd = schema::detail;
+  using sd::bind_value;
+  auto step = [&](sqlite3_stmt* st) { step_or_throw(db, st, path); };
+  exec("BEGIN");
+  for (auto& [id, text] : p.new_strings) {
+    auto* st = stmts["string"];
+    bind_value(st, 1, id);
+    bind_value(st, 2, text);
+    step(st);
+  }
+  for (auto& [k, v] : p.metadata) {
+    auto* st = stmts["meta"];
+    bind_value(st, 1, k);
+    bind_value(st, 2, v);
+    step(st);
+  }
+  insert_all("rank", sd::ranks_table(), p.ranks);
+  insert_all("lane", sd::lanes_table(), p.lanes);
+  std::map<std::pair<int32_t, int32_t>, int64_t> max_dur;
+  std::pair<int32_t, int32_t> last_lane{-1, -1};
+  int64_t* last_max = nullptr;
+  auto bind_op = [&](sqlite3_stmt* st, size_t i) {  // the columns of ops_table(), in order
+    const OpEvent& o = p.ops[i];
+    sqlite3_bind_int(st, 1, o.rank * 256 + static_cast<int>(o.lane));
+    sqlite3_bind_int64(st, 2, o.start_ns);
+    sqlite3_bind_int64(st, 3, next_op_id++);
+    sqlite3_bind_int64(st, 4, o.end_ns);
+    sqlite3_bind_int(st, 5, static_cast<int>(o.category));
+    sqlite3_bind_int(st, 6, p.op_names[i]);
+    sqlite3_bind_int64(st, 7, o.step);
+    sqlite3_bind_int64(st, 8, o.bytes);
+    sqlite3_bind_int64(st, 9, static_cast<int64_t>(o.correlation));
+    const std::pair<int32_t, int32_t> lane{o.rank, static_cast<int32_t>(o.lane)};
+    if (lane != last_lane) {  // ops come in runs of one lane
+      last_lane = lane;
+      last_max = &max_dur[lane];
+    }
+    *last_max = std::max(*last_max, o.end_ns - o.start_ns);
+  };
+  auto* op_st = stmts["op"];
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    bind_op(op_st, i);
+    step(op_st);
+    if (i % kOpsPerTransaction == kOpsPerTransaction - 1) exec("COMMIT; BEGIN");  // keep the dirty set in cache
+  }
+  for (auto& [key, d] : max_dur) {
+    auto* st = stmts["lane_max"];
+    sqlite3_bind_int(st, 1, key.first);
+    sqlite3_bind_int(st, 2, key.second);
+    sqlite3_bind_int64(st, 3, d);
+    step(st);
+  }
+  insert_all("coll", sd::collectives_table(), p.collectives);
+  insert_all("load", sd::load_counters_table(), p.load);
+  insert_all("step", sd::steps_table(), p.steps);
+  insert_all("memory", sd::memory_counters_table(), p.memory);
+  insert_all("mem_event", sd::memory_events_table(), p.memory_events);
+  std::vector<sd::BlockRow> blocks;
+  for (auto& sn : p.snapshots) {
+    auto* st = stmts["snapshot"];
+    sd::memory_snapshots_table().bind(st, sn);
+    step(st);
+    blocks.clear();
+    for (auto& b : sn.blocks) blocks.push_back({sn.id, std::move(b)});
+    insert_all("block", sd::memory_blocks_table(), blocks);
+  }
+  insert_all("id_hist", sd::id_histogram_table(), p.id_histogram);
+  insert_all("shard", sd::shards_table(), p.shards);
+  exec("COMMIT");
+}
+
+void SessionWriter::close(const std::string& ended, const std::string& message) {
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (m.closed) return;
+    m.closed = true;
+    m.pending.metadata.emplace_back(meta::kEnded, ended);
+    m.pending.metadata.emplace_back(meta::kEndMessage, message);
+    m.stop = true;
+  }
+  m.cv.notify_all();
+  if (m.thread.joinable()) m.thread.join();
+  // One self-contained file from here on.
+  m.exec("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;");
+  if (!m.write_error.empty()) throw SessionError(m.write_error);
+}
+
+}  // namespace embedscope::sessions
