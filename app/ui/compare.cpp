@@ -30,47 +30,6 @@ QColor session_color(size_t i) {
   return colors[i % std::size(colors)];
 }
 
-std::optional<int64_t> step_start(const std::vector<sessions::StepMetric>& steps, int64_t step) {
-  std::optional<int64_t> start;
-  for (const auto& s : steps)
-    if (s.step == step && (!start || s.start_ns < *start)) start = s.start_ns;
-  return start;
-}
-
-std::vector<int64_t> align_offsets(const std::vector<std::vector<sessions::StepMetric>>& per_session, int64_t step) {
-  std::vector<int64_t> out;
-  for (const auto& steps : per_session) {
-    std::optional<int64_t> start = step_start(steps, step);
-    if (!start && !steps.empty())
-      start = step_start(steps, std::min_element(steps.begin(), steps.end(), [](const auto& a, const auto& b) {
-                                  return a.step < b.step;
-                                })->step);
-    out.push_back(start.value_or(0));
-  }
-  return out;
-}
-
-std::vector<sessions::StepMetric> step_windows(const sessions::SessionReader& session) {
-  std::vector<sessions::StepMetric> steps = session.steps();
-  if (session.status() == "complete") return steps;
-  // a run that ended inside a step (out of memory, crashed, cancelled) recorded no window for it
-  std::map<std::pair<int64_t, int32_t>, std::pair<int64_t, int64_t>> spans;  // (step, rank) -> [start, end)
-  for (const auto& o : session.all_ops()) {
-    auto [it, fresh] = spans.try_emplace({o.step, o.rank}, o.start_ns, o.end_ns);
-    if (!fresh) it->second = {std::min(it->second.first, o.start_ns), std::max(it->second.second, o.end_ns)};
-  }
-  for (const auto& s : steps) spans.erase({s.step, s.rank});
-  for (const auto& [key, span] : spans) {
-    sessions::StepMetric m;
-    m.step = key.first;
-    m.rank = key.second;
-    m.start_ns = span.first;
-    m.end_ns = span.second;
-    steps.push_back(m);
-  }
-  return steps;
-}
-
 // ---- CompareModel ----------------------------------------------------------------------------
 
 namespace {
@@ -169,7 +128,7 @@ TimelineStack::TimelineStack(const std::vector<LabelledSession>& sessions, int64
                              this);
     auto* w = new TimelineWidget(sessions[i].session, this);
     extents_.emplace_back(w->scale().t0(), w->scale().t1());  // a new timeline shows all it recorded
-    steps_.push_back(step_windows(*sessions[i].session));
+    steps_.push_back(sessions::step_windows(*sessions[i].session));
     timelines_.push_back(w);
     layout->addWidget(label);
     layout->addWidget(w);
@@ -181,7 +140,7 @@ TimelineStack::TimelineStack(const std::vector<LabelledSession>& sessions, int64
 
 void TimelineStack::align_to_step(int64_t step) {
   align_step_ = step;
-  offsets_ = align_offsets(steps_, step);
+  offsets_ = sessions::align_offsets(steps_, step);
   // the union of the aligned extents, so that every view can show the same aligned range
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
   for (size_t i = 0; i < timelines_.size(); ++i) {
@@ -199,7 +158,7 @@ void TimelineStack::align_to_step(int64_t step) {
 void TimelineStack::fit_step() {
   int64_t longest = 0;
   for (const auto& steps : steps_)
-    if (const std::optional<int64_t> start = step_start(steps, align_step_))
+    if (const std::optional<int64_t> start = sessions::step_start(steps, align_step_))
       for (const auto& s : steps)
         if (s.step == align_step_) longest = std::max(longest, s.end_ns - *start);
   if (longest <= 0) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "embedscope/sessions/analysis.h"
+#include "embedscope/sessions/analysis/step_windows.h"
 #include "embedscope/sessions/session.h"
 
 class QCustomPlot;
@@ -29,16 +30,6 @@ struct LabelledSession {
   QString label;
   std::shared_ptr<const sessions::SessionReader> session;
 };
-
-/// The step windows of a session (steps table); for a run that did not complete, each (step,
-/// rank) that has ops but no recorded window gets the span of those ops (the step it ended in).
-std::vector<sessions::StepMetric> step_windows(const sessions::SessionReader& session);
-/// Start of `step` in a session: the earliest start over ranks (ns), nullopt if it has no such step.
-std::optional<int64_t> step_start(const std::vector<sessions::StepMetric>& steps, int64_t step);
-/// Per session, the offset (ns) that aligns `step`: drawing session i's time t at t - offset[i]
-/// puts the start of `step` of every session at 0. A session without that step is aligned on
-/// its first step (0 if it has none).
-std::vector<int64_t> align_offsets(const std::vector<std::vector<sessions::StepMetric>>& per_session, int64_t step);
 
 /// The `stats` figures of N sessions: one row per figure, columns
 /// [figure, session 0 .. session N-1, session 1 - session 0, ..., session N-1 - session 0].
@@ -66,7 +57,7 @@ class CompareModel : public QAbstractTableModel {
 };
 
 /// The timelines of N sessions one above the other on one time scale: each session is shifted
-/// so that the chosen step starts at 0 in all of them (align_offsets), and zooming or panning
+/// so that the chosen step starts at 0 in all of them (sessions::align_offsets), and zooming or panning
 /// any one of them moves all (they share the aligned extent, so the views stay equal).
 class TimelineStack : public QWidget {
   Q_OBJECT

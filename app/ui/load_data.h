@@ -1,42 +1,15 @@
 #pragma once
-// The numbers behind the load view, without Qt: a chosen load metric per rank x table shard
-// and per rank x step (measured steps), the imbalance (max / mean over ranks) of each step and
-// the total per rank.
+// The row histogram behind the load view, without Qt. The load per rank x shard and per step,
+// and its imbalance, are a sessions analysis (embedscope/sessions/analysis/load_imbalance.h).
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "embedscope/sessions/analysis/load_imbalance.h"
 #include "embedscope/sessions/session.h"
 
 namespace embedscope::ui {
-
-enum class LoadMetric { ids_looked_up, unique_ids, bytes_in, bytes_out, lookup_time };
-const char* to_string(LoadMetric m);
-
-struct LoadData {
-  int ranks = 0;
-  std::vector<std::string> shards;  ///< "table #shard", one per column of by_shard
-  std::vector<double> by_shard;     ///< ranks x shards, row-major by rank (0 where a rank holds no such shard)
-  std::vector<int64_t> steps;       ///< measured steps, one per column of by_step
-  std::vector<double> by_step;      ///< ranks x steps (summed over shards)
-  std::vector<double> imbalance;    ///< per step: max / mean over ranks (1 = balanced)
-  std::vector<double> per_rank;     ///< summed over shards and measured steps
-  double at_shard(int rank, size_t shard) const { return by_shard[static_cast<size_t>(rank) * shards.size() + shard]; }
-  double at_step(int rank, size_t step) const { return by_step[static_cast<size_t>(rank) * steps.size() + step]; }
-};
-
-/// Aggregates the session's load counters (measured steps only). Table names come from the
-/// session's workload (metadata workload_json); an unreadable workload falls back to "table N".
-LoadData load_data(const sessions::SessionReader& session, LoadMetric metric);
-
-/// A table of the session's workload (metadata workload_json).
-struct WorkloadTable {
-  std::string name;
-  int64_t num_embeddings = 0;
-};
-/// The workload's tables in index order; empty when workload_json is missing or unreadable.
-std::vector<WorkloadTable> workload_tables(const sessions::SessionReader& session);
 
 /// How the ids of one table fell over its rows (session table id_histogram, summed over ranks
 /// and measured steps), with the table's shards from the sharding plan.
@@ -57,7 +30,7 @@ struct RowHistogram {
   std::vector<int64_t> boundaries() const;
 };
 
-/// The row histogram of table `table` (an index into workload_tables). Throws
+/// The row histogram of table `table` (an index into sessions::workload_tables). Throws
 /// std::out_of_range naming the table index when the workload has no such table. A session
 /// without the id_histogram table (schema < 3) gives empty buckets: check
 /// SessionReader::has_id_histogram first.

@@ -70,9 +70,10 @@ LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidg
     : QWidget(parent), session_(std::move(session)), metric_box_(new QComboBox(this)), table_box_(new QComboBox(this)), shard_plot_(new QCustomPlot(this)),
       step_plot_(new QCustomPlot(this)), imbalance_plot_(new QCustomPlot(this)), rank_plot_(new QCustomPlot(this)),
       row_plot_(new QCustomPlot(this)), row_note_(new QLabel(this)) {
+  using sessions::LoadMetric;
   for (LoadMetric m : {LoadMetric::ids_looked_up, LoadMetric::unique_ids, LoadMetric::bytes_in, LoadMetric::bytes_out,
                        LoadMetric::lookup_time})
-    metric_box_->addItem(to_string(m), static_cast<int>(m));
+    metric_box_->addItem(sessions::to_string(m), static_cast<int>(m));
   auto* grid = new QGridLayout(this);
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel("metric:", this));
@@ -85,7 +86,7 @@ LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidg
   grid->addWidget(rank_plot_, 2, 1);
   auto* rows_bar = new QHBoxLayout;
   rows_bar->addWidget(new QLabel("ids over the rows of table:", this));
-  for (const auto& t : workload_tables(*session_)) table_box_->addItem(QString::fromStdString(t.name));
+  for (const auto& t : sessions::workload_tables(*session_)) table_box_->addItem(QString::fromStdString(t.name));
   rows_bar->addWidget(table_box_);
   rows_bar->addWidget(row_note_, 1);
   grid->addLayout(rows_bar, 3, 0, 1, 2);
@@ -95,7 +96,7 @@ LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidg
   grid->setRowStretch(4, 2);
   for (auto* plot : {shard_plot_, step_plot_, imbalance_plot_, rank_plot_, row_plot_}) plot->setMinimumSize(320, 200);
   connect(metric_box_, &QComboBox::currentIndexChanged, this,
-          [this](int i) { set_metric(static_cast<LoadMetric>(metric_box_->itemData(i).toInt())); });
+          [this](int i) { set_metric(static_cast<sessions::LoadMetric>(metric_box_->itemData(i).toInt())); });
   connect(table_box_, &QComboBox::currentIndexChanged, this, [this](int i) { set_table(i); });
   rebuild();
   rebuild_rows();
@@ -168,7 +169,7 @@ void LoadView::rebuild_rows() {
   if (row_plot_->isVisible()) row_plot_->replot();
 }
 
-void LoadView::set_metric(LoadMetric m) {
+void LoadView::set_metric(sessions::LoadMetric m) {
   metric_ = m;
   const int i = metric_box_->findData(static_cast<int>(m));
   if (i >= 0 && metric_box_->currentIndex() != i) metric_box_->setCurrentIndex(i);
@@ -176,8 +177,8 @@ void LoadView::set_metric(LoadMetric m) {
 }
 
 void LoadView::rebuild() {
-  data_ = load_data(*session_, metric_);
-  const QString metric = to_string(metric_);
+  data_ = sessions::load_data(*session_, metric_);
+  const QString metric = sessions::to_string(metric_);
   QStringList shards, steps;
   for (const auto& s : data_.shards) shards << QString::fromStdString(s);
   for (int64_t s : data_.steps) steps << QString::number(s);

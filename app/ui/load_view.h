@@ -22,8 +22,8 @@ class LoadView : public QWidget {
 
  public:
   explicit LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent = nullptr);
-  void set_metric(LoadMetric m);
-  const LoadData& data() const { return data_; }
+  void set_metric(sessions::LoadMetric m);
+  const sessions::LoadData& data() const { return data_; }
   QCustomPlot* shard_map() { return shard_plot_; }
   /// Shows the row histogram of table `table` (an index into the workload's tables).
   void set_table(int table);
@@ -37,8 +37,8 @@ class LoadView : public QWidget {
   void rebuild();
   void rebuild_rows();
   std::shared_ptr<const sessions::SessionReader> session_;
-  LoadMetric metric_ = LoadMetric::ids_looked_up;
-  LoadData data_;
+  sessions::LoadMetric metric_ = sessions::LoadMetric::ids_looked_up;
+  sessions::LoadData data_;
   QComboBox *metric_box_, *table_box_;
   QCustomPlot *shard_plot_, *step_plot_, *imbalance_plot_, *rank_plot_, *row_plot_;
   QLabel* row_note_;

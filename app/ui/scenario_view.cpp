@@ -18,55 +18,12 @@
 #include <QVBoxLayout>
 
 #include <algorithm>
-#include <map>
 
-#include <fmt/format.h>
-
-#include "embedscope/sessions/critical_path.h"
 #include "run_job.h"
 #include "timeline_math.h"
 #include "timeline_widget.h"
 
 namespace embedscope::ui {
-
-std::vector<PlayStep> play_order(const sessions::SessionReader& session, int64_t step) {
-  std::vector<sessions::OpRecord> ops;
-  for (const auto& o : session.all_ops())
-    if (o.step == step) ops.push_back(o);
-  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.start_ns, a.rank, a.lane) < std::tie(b.start_ns, b.rank, b.lane);
-  });
-  std::vector<sessions::CollectiveRecord> collectives;
-  for (auto& c : session.collectives())
-    if (c.step == step) collectives.push_back(std::move(c));
-  std::map<std::pair<int32_t, int32_t>, std::string> lane_names;
-  for (const auto& l : session.lanes()) lane_names[{l.rank, l.lane}] = l.name;
-  // what each op waited for: the analysis' inferred dependencies (sessions/critical_path.h)
-  const sessions::StepDependencies deps(ops, collectives);
-  std::vector<PlayStep> out;
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const auto& o = ops[i];
-    const sessions::OpWait w = deps.wait_of(i);
-    const auto& q = ops[w.op];
-    std::string waits;
-    switch (w.kind) {
-      case sessions::OpWait::Kind::collective_peer:
-        waits = fmt::format("rank {} to join the collective ({} later)", q.rank, format_duration(q.start_ns - o.start_ns));
-        break;
-      case sessions::OpWait::Kind::ended_before:
-        waits = fmt::format("{} on the {} lane (ended {} before)", session.name(q.name_id), lane_names[{q.rank, q.lane}],
-                            format_duration(o.start_ns - q.end_ns));
-        break;
-      case sessions::OpWait::Kind::launched_from:
-        waits = fmt::format("{} on the {} lane, which launched it ({} after that op began)", session.name(q.name_id),
-                            lane_names[{q.rank, q.lane}], format_duration(o.start_ns - q.start_ns));
-        break;
-      case sessions::OpWait::Kind::nothing: waits = "nothing: it starts the step on its rank"; break;
-    }
-    out.push_back({o, std::move(waits)});
-  }
-  return out;
-}
 
 namespace {
 // A frame around the played op, drawn over a timeline (the timeline itself is not changed).
@@ -333,7 +290,7 @@ void ScenarioView::load_play() {
   delete highlight_;
   highlight_ = nullptr;
   if (compare_ && play_session_ < compare_->timelines()->size()) {
-    play_ = play_order(*sessions_[compared_runs_[play_session_]], compare_->timelines()->align_step());
+    play_ = sessions::play_order(*sessions_[compared_runs_[play_session_]], compare_->timelines()->align_step());
     highlight_ = new OpHighlight(compare_->timelines()->timeline(play_session_));
   }
   const bool any = !play_.empty();

@@ -2,7 +2,7 @@
 // The teaching view of a scenario (scenario.h): the runs' timelines one above the other on one
 // time scale aligned by step (CompareView, which also gives their figures and memory), the
 // explanation beside them, a row per run to open its saved session or ask for a run, and a
-// play control that steps through one training step op by op.
+// play control that steps through one training step op by op (sessions::play_order).
 
 #include <QWidget>
 
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compare.h"
+#include "embedscope/sessions/analysis/scenario_order.h"
 #include "scenario.h"
 
 class QComboBox;
@@ -23,19 +24,6 @@ class QVBoxLayout;
 namespace embedscope::ui {
 
 class RunJob;
-
-/// One op of the step being played, and what it waited for before it could start.
-struct PlayStep {
-  sessions::OpRecord op;
-  std::string waits_for;  ///< e.g. "rank 1 (joined 2.10 ms later)", "lookup (ended 1.0 us before)"
-};
-
-/// The ops of `step` in `session` in the order a player shows them: by start time, then rank,
-/// then lane. waits_for says what the op waited for, by the critical-path analysis' inferred
-/// dependencies (sessions::StepDependencies): the peer that joined its collective last (when
-/// after this rank), the op of its rank that ended last before it, the op it was launched from,
-/// or "nothing: it starts the step on its rank".
-std::vector<PlayStep> play_order(const sessions::SessionReader& session, int64_t step);
 
 class ScenarioView : public QWidget {
   Q_OBJECT
@@ -53,7 +41,7 @@ class ScenarioView : public QWidget {
   /// The comparison of the opened runs (nullptr while fewer than one is open).
   CompareView* compare() { return compare_; }
   /// The play control: the ops of the played step and the current position.
-  const std::vector<PlayStep>& play_steps() const { return play_; }
+  const std::vector<sessions::PlayStep>& play_steps() const { return play_; }
   int play_position() const { return position_; }
   void set_play_position(int i);
   /// The text describing the current op.
@@ -82,7 +70,7 @@ class ScenarioView : public QWidget {
   QLabel* op_text_;
   QTimer* timer_;
   QWidget* highlight_ = nullptr;
-  std::vector<PlayStep> play_;
+  std::vector<sessions::PlayStep> play_;
   size_t play_session_ = 0;  // index into the compared sessions
   std::vector<size_t> compared_runs_;  // run index of each compared session
   int position_ = -1;

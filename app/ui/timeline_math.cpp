@@ -6,7 +6,6 @@
 #include <limits>
 #include <tuple>
 
-#include <fmt/format.h>
 
 namespace embedscope::ui {
 
@@ -188,14 +187,6 @@ std::map<int64_t, ViewRange> step_windows(const std::vector<sessions::StepMetric
     if (!fresh) it->second = {std::min(it->second.t0, s.start_ns), std::max(it->second.t1, s.end_ns)};
   }
   return out;
-}
-
-std::string format_duration(int64_t ns) {
-  const double v = static_cast<double>(ns);
-  if (std::abs(v) >= 1e9) return fmt::format("{:.2f} s", v / 1e9);
-  if (std::abs(v) >= 1e6) return fmt::format("{:.2f} ms", v / 1e6);
-  if (std::abs(v) >= 1e3) return fmt::format("{:.1f} us", v / 1e3);
-  return fmt::format("{} ns", ns);
 }
 
 }  // namespace embedscope::ui

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "embedscope/sessions/analysis/scenario_order.h"  // format_duration
 #include "embedscope/sessions/session.h"
 
 namespace embedscope::ui {
@@ -127,7 +128,7 @@ std::vector<OpTotal> range_totals(const std::vector<sessions::OpRecord>& ops, in
 /// Each step's window over all ranks: earliest start to latest end (ns), by step number.
 std::map<int64_t, ViewRange> step_windows(const std::vector<sessions::StepMetric>& steps);
 
-/// "12.5 ms", "340 us", "1.20 s": a readable duration.
-std::string format_duration(int64_t ns);
+/// "12.5 ms", "340.0 us", "1.20 s": a readable duration (the sessions' formatter).
+using sessions::format_duration;
 
 }  // namespace embedscope::ui

@@ -54,6 +54,7 @@
 #include "timeline_widget.h"
 #include "workload_designer.h"
 #include "workload_model.h"
+#include "support/step_sessions.h"
 
 using namespace embedscope;
 using namespace embedscope::ui;
@@ -581,36 +582,11 @@ TEST(LoadView, RowHistogramWithShardBoundaries) {
 }
 
 TEST(LoadData, AggregatesPerShardPerStepAndImbalance) {
-  const auto path = std::filesystem::temp_directory_path() / ("es_ui_load_" + std::to_string(getpid()) + ".db");
-  std::filesystem::remove(path);
-  {
-    sessions::SessionWriter w(path.string());
-    w.set_metadata("world_size", "2");
-    w.set_metadata("workload_json", R"({"tables": [{"name": "t_a"}, {"name": "t_b"}]})");
-    // step 0: rank 0 looks up 30 ids in t_a #0, rank 1 10 ids in t_b #1; step 1: 20 and 20; warmup ignored
-    w.add_load({0, 0, 0, 0, 30, 3, 0, 0, 100});
-    w.add_load({0, 1, 1, 1, 10, 1, 0, 0, 50});
-    w.add_load({1, 0, 0, 0, 20, 2, 0, 0, 100});
-    w.add_load({1, 1, 1, 1, 20, 2, 0, 0, 50});
-    w.add_load({-1, 0, 0, 0, 999, 9, 0, 0, 9});
-    w.close("complete");
-  }
-  sessions::SessionReader r(path.string());
-  LoadData d = load_data(r, LoadMetric::ids_looked_up);
-  ASSERT_EQ(d.ranks, 2);
-  ASSERT_EQ(d.shards, (std::vector<std::string>{"t_a #0", "t_b #1"}));
-  EXPECT_DOUBLE_EQ(d.at_shard(0, 0), 50);
-  EXPECT_DOUBLE_EQ(d.at_shard(1, 0), 0);
-  EXPECT_DOUBLE_EQ(d.at_shard(1, 1), 30);
-  ASSERT_EQ(d.steps, (std::vector<int64_t>{0, 1}));
-  EXPECT_DOUBLE_EQ(d.imbalance[0], 30.0 / 20.0);
-  EXPECT_DOUBLE_EQ(d.imbalance[1], 1.0);
-  EXPECT_EQ(d.per_rank, (std::vector<double>{50, 30}));
-  EXPECT_DOUBLE_EQ(load_data(r, LoadMetric::lookup_time).at_step(1, 0), 50);
-
-  LoadView view(std::make_shared<const sessions::SessionReader>(path.string()));
+  // the aggregation itself: sessions/analysis/load_imbalance_test.cpp
+  const std::string path = test_support::load_session();
+  LoadView view(std::make_shared<const sessions::SessionReader>(path));
   view.resize(900, 600);
-  view.set_metric(LoadMetric::unique_ids);
+  view.set_metric(sessions::LoadMetric::unique_ids);
   EXPECT_DOUBLE_EQ(view.data().at_shard(0, 0), 5);
 }
 
@@ -803,52 +779,13 @@ TEST(MainWindow, RecentFilesAndExports) {
 // ---- comparison and scenarios ------------------------------------------------------------------
 
 namespace {
-// A session of 2 ranks and 2 steps starting at `t0` ns; step s lasts `step_ns[s]`. Each step:
-// rank 0 looks up [0, 100) us, then its output all-to-all (sequence s + 1) runs [150, 400) us;
-// rank 1 looks up [0, 300) us and joins the all-to-all at 320 us until 400 us. Memory: one
-// snapshot per step with a segment of `segment` bytes.
-std::string step_session(const std::string& name, int64_t t0, std::vector<int64_t> step_ns, int64_t segment = 4096) {
-  const auto path = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid()) + ".db");
-  std::filesystem::remove(path);
-  sessions::SessionWriter w(path.string());
-  w.set_metadata("world_size", "2");
-  w.set_metadata("samples_per_step", "8");
-  w.set_metadata("workload_name", name);
-  for (int r = 0; r < 2; ++r) {
-    w.add_lane({r, 0, "compute", "thread"});
-    w.add_lane({r, 1, "comm", "thread"});
-  }
-  int64_t start = t0;
-  for (int64_t s = 0; s < static_cast<int64_t>(step_ns.size()); ++s) {
-    const auto seq = static_cast<uint64_t>(s + 1);
-    for (int r = 0; r < 2; ++r) w.add_step({s, r, start, start + step_ns[static_cast<size_t>(s)], 0.5, 0, 0});
-    w.add_ops({{0, sessions::Lane::compute, sessions::OpCategory::lookup, "lookup", s, start, start + 100'000, 0, 0},
-               {0, sessions::Lane::comm, sessions::OpCategory::comm, "output_dist/all_to_all", s, start + 150'000,
-                start + 400'000, 64, seq},
-               {1, sessions::Lane::compute, sessions::OpCategory::lookup, "lookup", s, start, start + 300'000, 0, 0},
-               {1, sessions::Lane::comm, sessions::OpCategory::comm, "output_dist/all_to_all", s, start + 320'000,
-                start + 400'000, 64, seq}});
-    for (int r = 0; r < 2; ++r) w.add_memory({s, r, 1000 * (s + 1), segment, 1000 * (s + 1), segment, 0, 0, 1, 0, 0});
-    w.add_snapshot({0, 0, s, start, "step", {{1 << 20, segment, 1 << 20, 1000 * (s + 1), 1000 * (s + 1), true, "kjt"}}});
-    start += step_ns[static_cast<size_t>(s)];
-  }
-  w.close("complete");
-  return path.string();
-}
+using test_support::step_session;
 std::shared_ptr<const sessions::SessionReader> open_reader(const std::string& path) {
   return std::make_shared<const sessions::SessionReader>(path);
 }
 }  // namespace
 
 TEST(Compare, AlignOffsetsPutStepKOfEverySessionAtZero) {
-  // A: step 0 starts at 100 (rank 0) and 90 (rank 1), step 1 at 500; B: step 1 at 2000, no step 0
-  std::vector<sessions::StepMetric> a{{0, 0, 100, 500}, {0, 1, 90, 500}, {1, 0, 500, 900}, {1, 1, 505, 900}};
-  std::vector<sessions::StepMetric> b{{1, 0, 2000, 2600}, {2, 0, 2600, 3000}};
-  EXPECT_EQ(align_offsets({a, b}, 1), (std::vector<int64_t>{500, 2000}));
-  EXPECT_EQ(align_offsets({a, b}, 0), (std::vector<int64_t>{90, 2000}));  // B has no step 0: its first step
-  EXPECT_EQ(align_offsets({{}}, 3), (std::vector<int64_t>{0}));
-  EXPECT_FALSE(step_start(b, 0).has_value());
-
   // two real sessions: A starts at 1 ms with steps of 1 ms; B at 7 ms with steps of 2 ms
   auto sa = open_reader(step_session("es_align_a", 1'000'000, {1'000'000, 1'000'000}));
   auto sb = open_reader(step_session("es_align_b", 7'000'000, {2'000'000, 2'000'000}));
@@ -904,24 +841,8 @@ TEST(Compare, ModelShowsAnalyzeFiguresAndDifferences) {
 }
 
 TEST(Compare, ARunThatEndedInsideAStepIsAlignedOnItsOpsAndHasNoStepFigures) {
-  // out of memory in step 0: no step row; rank 0's ops span [3.0, 3.5) ms, rank 1's [3.2, 3.4) ms
-  const auto path = std::filesystem::temp_directory_path() / ("es_cmp_oom_" + std::to_string(getpid()) + ".db");
-  std::filesystem::remove(path);
-  {
-    sessions::SessionWriter w(path.string());
-    w.add_lane({0, 0, "compute", "thread"});
-    w.add_lane({1, 0, "compute", "thread"});
-    w.add_ops({{0, sessions::Lane::compute, sessions::OpCategory::input, "input", 0, 3'000'000, 3'100'000, 0, 0},
-               {0, sessions::Lane::compute, sessions::OpCategory::lookup, "lookup", 0, 3'200'000, 3'500'000, 0, 0},
-               {1, sessions::Lane::compute, sessions::OpCategory::input, "input", 0, 3'200'000, 3'400'000, 0, 0}});
-    w.close("oom", "rank 0: out of memory");
-  }
-  sessions::SessionReader oom(path.string());
-  const auto windows = step_windows(oom);
-  ASSERT_EQ(windows.size(), 2u);
-  EXPECT_EQ(windows[0].start_ns, 3'000'000);
-  EXPECT_EQ(windows[0].end_ns, 3'500'000);
-  EXPECT_EQ(step_start(windows, 0), 3'000'000);
+  // out of memory in step 0 (step windows: sessions/analysis/step_windows_test.cpp)
+  sessions::SessionReader oom(test_support::oom_in_step_session());
   auto ok = open_reader(step_session("es_cmp_ok", 0, {1'000'000}));
   CompareModel m({"oom", "ok"}, {sessions::analyze(oom), sessions::analyze(*ok)});
   EXPECT_EQ(m.data(m.index(CompareModel::StepMean, 1)).toString(), "-");
@@ -1001,19 +922,7 @@ TEST(Scenario, LoadsGoodFilesAndNamesTheProblemInBadOnes) {
 }
 
 TEST(Scenario, PlayOrderAndWhatEachOpWaitsFor) {
-  sessions::SessionReader r(step_session("es_play", 0, {1'000'000, 1'000'000}));
-  const auto play = play_order(r, 1);
-  ASSERT_EQ(play.size(), 4u);
-  // by start, then rank: both lookups at 1 ms, rank 0's all-to-all at +150 us, rank 1's at +320 us
-  EXPECT_EQ(play[0].op.rank, 0);
-  EXPECT_EQ(r.name(play[0].op.name_id), "lookup");
-  EXPECT_EQ(play[1].op.rank, 1);
-  EXPECT_EQ(play[2].op.start_ns, 1'150'000);
-  EXPECT_EQ(play[3].op.start_ns, 1'320'000);
-  EXPECT_EQ(play[0].waits_for, "nothing: it starts the step on its rank");
-  EXPECT_EQ(play[2].waits_for, "rank 1 to join the collective (170.0 us later)");
-  EXPECT_EQ(play[3].waits_for, "lookup on the compute lane (ended 20.0 us before)");
-
+  // the play order itself: sessions/analysis/scenario_order_test.cpp
   // the view: opens the runs' sessions from a folder by name, plays, asks for runs
   const auto dir = std::filesystem::temp_directory_path() / ("es_scen_dir_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
@@ -1401,7 +1310,7 @@ TEST(Palette, PlotsFollowADarkPalette) {
   QCustomPlot* plot = view.shard_map();
   EXPECT_EQ(plot->grab().toImage().pixelColor(2, 2), QColor(30, 30, 30));
   EXPECT_EQ(plot->axisRects().value(0)->axis(QCPAxis::atBottom)->tickLabelColor(), QColor(230, 230, 230));
-  view.set_metric(LoadMetric::bytes_in);  // rebuilt plots keep it
+  view.set_metric(sessions::LoadMetric::bytes_in);  // rebuilt plots keep it
   EXPECT_EQ(view.shard_map()->axisRects().value(0)->axis(QCPAxis::atLeft)->labelColor(), QColor(230, 230, 230));
 }
 
