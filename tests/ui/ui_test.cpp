@@ -33,27 +33,28 @@
 #include <fstream>
 #include <iterator>
 
-#include "colors.h"
-#include "compare.h"
-#include "critical_path_model.h"
-#include "memory_compare.h"
-#include "scenario.h"
-#include "scenario_view.h"
-#include "load_data.h"
-#include "load_view.h"
-#include "memory_view.h"
-#include "main_window.h"
+#include "charts/colors.h"
+#include "views/compare_view.h"
+#include "models/critical_path_model.h"
+#include "views/memory_compare.h"
+#include "core/scenario.h"
+#include "views/scenario_view.h"
+#include "core/load_data.h"
+#include "views/load_view.h"
+#include "views/memory_view.h"
+#include "shell/main_window.h"
 #include "embedscope/engine/comm.h"
 #include "embedscope/engine/sharding.h"
-#include "range_totals_model.h"
-#include "rank_stats_model.h"
-#include "run_job.h"
-#include "sharding_plan_model.h"
-#include "timeline_math.h"
-#include "timeline_view.h"
-#include "timeline_widget.h"
-#include "workload_designer.h"
-#include "workload_model.h"
+#include "models/range_totals_model.h"
+#include "models/rank_stats_model.h"
+#include "jobs/analysis_job.h"
+#include "jobs/run_job.h"
+#include "models/sharding_plan_model.h"
+#include "core/timeline_math.h"
+#include "timeline/timeline_view.h"
+#include "timeline/timeline_widget.h"
+#include "views/workload_designer.h"
+#include "models/workload_model.h"
 #include "support/step_sessions.h"
 
 using namespace embedscope;
@@ -347,6 +348,7 @@ TEST(TimelineWidget, DrawsTheCriticalPathUnderTheOpsOnIt) {
 
   TimelineView view(std::make_shared<const sessions::SessionReader>(busy_session()));
   view.show_critical_path(true);
+  QTRY_VERIFY(!view.critical_path_job()->busy());  // analysed off the GUI thread
   EXPECT_EQ(view.timeline()->critical_path().size(), 5u);
   view.show_critical_path(false);
   EXPECT_TRUE(view.timeline()->critical_path().empty());
