@@ -1,7 +1,10 @@
 #include "jobs/analysis_job.h"
 
+#include <QCoreApplication>
+#include <QElapsedTimer>
 #include <QMetaObject>
 #include <QRunnable>
+#include <QThread>
 #include <QThreadPool>
 
 #include <mutex>
@@ -47,6 +50,23 @@ void AnalysisJob::deliver(quint64 id, const Delivery& d) {
   busy_ = false;
   d();
   emit finished(id);
+}
+
+bool wait_for_analyses(QObject* root, int timeout_ms) {
+  auto busy = [root] {
+    if (auto* job = qobject_cast<AnalysisJob*>(root); job && job->busy()) return true;
+    for (const AnalysisJob* job : root->findChildren<AnalysisJob*>())
+      if (job->busy()) return true;
+    return false;
+  };
+  QElapsedTimer clock;
+  clock.start();
+  while (busy()) {
+    if (clock.elapsed() > timeout_ms) return false;
+    QCoreApplication::processEvents(QEventLoop::AllEvents, 10);
+    QThread::msleep(1);
+  }
+  return true;
 }
 
 }  // namespace embedscope::ui

@@ -74,4 +74,9 @@ class AnalysisJob : public QObject {
   bool busy_ = false;
 };
 
+/// Processes this thread's events until no AnalysisJob in `root` (itself or a descendant) is
+/// busy, or `timeout_ms` passed. True when none is busy. For batch renderers (reports, image
+/// exports) and tests that need a view's figures rather than its "computing..." state.
+bool wait_for_analyses(QObject* root, int timeout_ms = 120000);
+
 }  // namespace embedscope::ui

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <string>
 
+#include "jobs/analysis_job.h"
 #include "shell/main_window.h"
 
 namespace {
@@ -37,6 +38,8 @@ int report(embedscope::ui::MainWindow& w, const QString& session, const QString&
   QString body;
   for (int i = 0; i < views->count(); ++i) {
     views->setCurrentIndex(i);
+    QApplication::processEvents();
+    embedscope::ui::wait_for_analyses(views->widget(i));  // the figures, not "Analysing ..."
     QApplication::processEvents();
     const QString name = views->tabText(i).toLower() + ".png";
     if (!w.grab().save(dir + "/" + name)) return fail(dir + "/" + name + ": cannot write");

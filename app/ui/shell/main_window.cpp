@@ -38,6 +38,7 @@
 #include "core/scenario.h"
 #include "views/scenario_view.h"
 #include "views/summary_view.h"
+#include "jobs/analysis_job.h"
 #include "core/timeline_math.h"
 #include "timeline/timeline_view.h"
 #include "timeline/timeline_widget.h"
@@ -175,6 +176,8 @@ QString MainWindow::export_current(const QString& format, const QString& path) {
       return {};
     }
     QWidget* view = views ? views->currentWidget() : tabs_->currentWidget();
+    wait_for_analyses(view);  // an image of the figures, not of "Analysing ..."
+    QApplication::processEvents();
     if (format == "png") return view->grab().save(path, "PNG") ? QString() : path + ": cannot write";
     if (format == "svg") {  // vector: the widgets paint into the SVG generator
       QSvgGenerator svg;
@@ -210,7 +213,7 @@ QString MainWindow::open_session(const QString& path, bool quiet) {
     auto session = std::make_shared<const sessions::SessionReader>(path.toStdString());
     auto* page = new QTabWidget(tabs_);
     page->addTab(new TimelineView(session, page), "Timeline");
-    add_lazy_tab(page, "Summary", [session](QWidget* parent) { return summary_page(*session, parent); });
+    add_lazy_tab(page, "Summary", [session](QWidget* parent) { return new SummaryView(session, parent); });
     add_lazy_tab(page, "Load", [session](QWidget* parent) { return new LoadView(session, parent); });
     add_lazy_tab(page, "Memory", [session](QWidget* parent) { return new MemoryView(session, parent); });
     QString title = QFileInfo(path).fileName();

@@ -7,7 +7,10 @@
 #include <QTreeView>
 #include <QVBoxLayout>
 
+#include <utility>
+
 #include "core/timeline_math.h"
+#include "jobs/analysis_job.h"
 #include "embedscope/sessions/analysis.h"
 #include "models/critical_path_model.h"
 #include "models/rank_stats_model.h"
@@ -15,10 +18,11 @@
 
 namespace embedscope::ui {
 
-QWidget* summary_page(const sessions::SessionReader& s, QWidget* parent) {
+namespace {
+QWidget* summary_page(const sessions::SessionReader& s, sessions::RunStats stats, QWidget* parent) {
   auto* page = new QWidget(parent);
   auto* layout = new QVBoxLayout(page);
-  auto* model = new RankStatsModel(sessions::analyze(s), page);
+  auto* model = new RankStatsModel(std::move(stats), page);
   const auto& st = model->stats();
   QString text = QString("<b>%1</b> on %2 ranks, %3, %4 pipeline (qcomms forward %5, backward %6) &nbsp; <b>%7</b>%8<br>")
                      .arg(QString::fromStdString(s.meta("workload_name")))
@@ -86,6 +90,25 @@ QWidget* summary_page(const sessions::SessionReader& s, QWidget* parent) {
                                "and bytes its lookups took in and gave out (measured steps)", page));
   layout->addWidget(plan, 2);
   return page;
+}
+}  // namespace
+
+SummaryView::SummaryView(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent)
+    : QWidget(parent), session_(std::move(session)), job_(new AnalysisJob(this)),
+      status_(new QLabel("Analysing the session (step times, overlap, critical path)...", this)) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  status_->setAlignment(Qt::AlignCenter);
+  status_->setWordWrap(true);
+  layout->addWidget(status_);
+  job_->start<sessions::RunStats>(
+      [file = session_->path()] { return sessions::analyze(sessions::SessionReader(file)); },
+      [this](sessions::RunStats& stats) {
+        delete status_;
+        status_ = nullptr;
+        this->layout()->addWidget(summary_page(*session_, std::move(stats), this));
+      },
+      [this](const QString& error) { status_->setText(error); });
 }
 
 }  // namespace embedscope::ui

@@ -6,12 +6,30 @@
 
 #include <QWidget>
 
+#include <memory>
+
 #include "embedscope/sessions/session.h"
+
+class QLabel;
 
 namespace embedscope::ui {
 
-/// Builds the summary page of `s` as a child of `parent` (sessions::analyze runs once, here).
-/// Throws sessions::SessionError on an unreadable file.
-QWidget* summary_page(const sessions::SessionReader& s, QWidget* parent);
+class AnalysisJob;
+
+/// The figures come from sessions::analyze, run off the GUI thread when the view is made (the
+/// Summary tab is built when first shown): until they arrive the page says "Analysing the
+/// session ..." and job()->busy() is true; an analysis that throws leaves its message there.
+class SummaryView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit SummaryView(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent = nullptr);
+  AnalysisJob* job() { return job_; }
+
+ private:
+  std::shared_ptr<const sessions::SessionReader> session_;
+  AnalysisJob* job_;
+  QLabel* status_;  // "Analysing ...", or the analysis' error; null once the figures are shown
+};
 
 }  // namespace embedscope::ui
