@@ -1,6 +1,7 @@
 #include "views/load_view.h"
 
 #include "charts/colors.h"
+#include "jobs/analysis_job.h"
 
 #include <QComboBox>
 #include <QGridLayout>
@@ -69,7 +70,7 @@ void fill_heatmap(QCustomPlot* plot, const QString& title, const QStringList& co
 LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent)
     : QWidget(parent), session_(std::move(session)), metric_box_(new QComboBox(this)), table_box_(new QComboBox(this)), shard_plot_(new QCustomPlot(this)),
       step_plot_(new QCustomPlot(this)), imbalance_plot_(new QCustomPlot(this)), rank_plot_(new QCustomPlot(this)),
-      row_plot_(new QCustomPlot(this)), row_note_(new QLabel(this)) {
+      row_plot_(new QCustomPlot(this)), row_note_(new QLabel(this)), status_(new QLabel(this)), job_(new AnalysisJob(this)) {
   using sessions::LoadMetric;
   for (LoadMetric m : {LoadMetric::ids_looked_up, LoadMetric::unique_ids, LoadMetric::bytes_in, LoadMetric::bytes_out,
                        LoadMetric::lookup_time})
@@ -78,6 +79,7 @@ LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidg
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel("metric:", this));
   top->addWidget(metric_box_);
+  top->addWidget(status_);
   top->addStretch(1);
   grid->addLayout(top, 0, 0, 1, 2);
   grid->addWidget(shard_plot_, 1, 0);
@@ -95,6 +97,8 @@ LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidg
   grid->setRowStretch(2, 2);
   grid->setRowStretch(4, 2);
   for (auto* plot : {shard_plot_, step_plot_, imbalance_plot_, rank_plot_, row_plot_}) plot->setMinimumSize(320, 200);
+  // the aggregated plots follow the palette from the start, also while their figures are computed
+  for (auto* plot : {shard_plot_, step_plot_, imbalance_plot_, rank_plot_}) follow_palette(plot);
   connect(metric_box_, &QComboBox::currentIndexChanged, this,
           [this](int i) { set_metric(static_cast<sessions::LoadMetric>(metric_box_->itemData(i).toInt())); });
   connect(table_box_, &QComboBox::currentIndexChanged, this, [this](int i) { set_table(i); });
@@ -177,7 +181,18 @@ void LoadView::set_metric(sessions::LoadMetric m) {
 }
 
 void LoadView::rebuild() {
-  data_ = sessions::load_data(*session_, metric_);
+  status_->setText("computing...");
+  job_->start<sessions::LoadData>(
+      [file = session_->path(), metric = metric_] { return sessions::load_data(sessions::SessionReader(file), metric); },
+      [this](sessions::LoadData& d) {
+        data_ = std::move(d);
+        status_->clear();
+        draw();
+      },
+      [this](const QString& error) { status_->setText(error); });
+}
+
+void LoadView::draw() {
   const QString metric = sessions::to_string(metric_);
   QStringList shards, steps;
   for (const auto& s : data_.shards) shards << QString::fromStdString(s);

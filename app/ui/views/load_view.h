@@ -17,13 +17,19 @@ class QLabel;
 
 namespace embedscope::ui {
 
+class AnalysisJob;
+
 class LoadView : public QWidget {
   Q_OBJECT
 
  public:
   explicit LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent = nullptr);
+  /// Shows `m`. The aggregation (sessions::load_data) runs off the GUI thread: until it arrives
+  /// the metric row says "computing...", data() keeps the previous metric's figures and
+  /// job()->busy() is true; a metric chosen before the last one arrived is dropped.
   void set_metric(sessions::LoadMetric m);
   const sessions::LoadData& data() const { return data_; }
+  AnalysisJob* job() { return job_; }
   QCustomPlot* shard_map() { return shard_plot_; }
   /// Shows the row histogram of table `table` (an index into the workload's tables).
   void set_table(int table);
@@ -34,7 +40,8 @@ class LoadView : public QWidget {
   QLabel* row_note() { return row_note_; }
 
  private:
-  void rebuild();
+  void rebuild();  // starts the aggregation of metric_
+  void draw();     // the plots of data_
   void rebuild_rows();
   std::shared_ptr<const sessions::SessionReader> session_;
   sessions::LoadMetric metric_ = sessions::LoadMetric::ids_looked_up;
@@ -42,6 +49,8 @@ class LoadView : public QWidget {
   QComboBox *metric_box_, *table_box_;
   QCustomPlot *shard_plot_, *step_plot_, *imbalance_plot_, *rank_plot_, *row_plot_;
   QLabel* row_note_;
+  QLabel* status_;  // "computing...", the aggregation's error, or nothing
+  AnalysisJob* job_;
   int table_ = 0;
   RowHistogram rows_;
 };

@@ -67,5 +67,6 @@ TEST(Palette, PlotsFollowADarkPalette) {
   EXPECT_EQ(plot->grab().toImage().pixelColor(2, 2), QColor(30, 30, 30));
   EXPECT_EQ(plot->axisRects().value(0)->axis(QCPAxis::atBottom)->tickLabelColor(), QColor(230, 230, 230));
   view.set_metric(sessions::LoadMetric::bytes_in);  // rebuilt plots keep it
+  ASSERT_TRUE(wait_for_analyses(&view));  // aggregated off the GUI thread
   EXPECT_EQ(view.shard_map()->axisRects().value(0)->axis(QCPAxis::atLeft)->labelColor(), QColor(230, 230, 230));
 }

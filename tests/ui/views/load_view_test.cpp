@@ -109,5 +109,6 @@ TEST(LoadData, AggregatesPerShardPerStepAndImbalance) {
   LoadView view(std::make_shared<const sessions::SessionReader>(path));
   view.resize(900, 600);
   view.set_metric(sessions::LoadMetric::unique_ids);
+  ASSERT_TRUE(wait_for_analyses(&view));  // aggregated off the GUI thread
   EXPECT_DOUBLE_EQ(view.data().at_shard(0, 0), 5);
 }
