@@ -25,6 +25,9 @@ struct MapBlock {
 /// largest segment, or of `width_bytes` when that is larger (two maps drawn on one scale).
 std::vector<MapBlock> layout_blocks(const std::vector<sessions::MemoryBlockRecord>& blocks, int64_t width_bytes = 0);
 
+/// The map of one snapshot: a row of kRowHeight px per segment, each block a box of its tag's
+/// colour (grey when free), the largest free block outlined; a tooltip names the block under
+/// the mouse.
 class BlockMap : public QWidget {
   Q_OBJECT
 

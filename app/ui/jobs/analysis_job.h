@@ -22,6 +22,8 @@
 
 namespace embedscope::ui {
 
+/// One kind of result of a view, computed off the GUI thread (see the top of this file). Not
+/// copyable; lives on the GUI thread, usually as a child of its view.
 class AnalysisJob : public QObject {
   Q_OBJECT
 

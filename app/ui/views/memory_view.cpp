@@ -5,10 +5,7 @@
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
-#include <QMouseEvent>
-#include <QPainter>
 #include <QScrollArea>
-#include <QToolTip>
 #include <QVBoxLayout>
 
 #include <algorithm>
