@@ -169,6 +169,8 @@ int main(int argc, char** argv) {
   w.show();
   if (batch) {
     QApplication::processEvents();
+    embedscope::ui::wait_for_analyses(&w);  // what the analyses found, not "computing ..."
+    QApplication::processEvents();
     if (!w.grab().save(screenshot))
       return fail(screenshot + ": cannot write the screenshot (the name must end in an image type, e.g. .png)");
     return 0;

@@ -20,6 +20,7 @@
 #include <algorithm>
 
 #include "charts/colors.h"  // session_color
+#include "jobs/analysis_job.h"
 #include "jobs/run_job.h"
 #include "core/timeline_math.h"
 #include "timeline/timeline_widget.h"
@@ -75,7 +76,7 @@ ScenarioView::ScenarioView(Scenario scenario, QWidget* parent)
     : QWidget(parent), scenario_(std::move(scenario)), sessions_(scenario_.runs.size()), compare_box_(new QVBoxLayout),
       placeholder_(new QLabel(this)), play_run_(new QComboBox(this)), back_(new QPushButton(this)),
       play_button_(new QPushButton(this)), forward_(new QPushButton(this)), slider_(new QSlider(Qt::Horizontal, this)),
-      op_text_(new QLabel(this)), timer_(new QTimer(this)) {
+      op_text_(new QLabel(this)), timer_(new QTimer(this)), play_job_(new AnalysisJob(this)) {
   auto* layout = new QHBoxLayout(this);
   auto* left = new QVBoxLayout;
   placeholder_->setText("Open the saved sessions of this scenario's runs (Open folder..., or Open... per run), or "
@@ -290,10 +291,29 @@ void ScenarioView::load_play() {
   play_.clear();
   delete highlight_;
   highlight_ = nullptr;
+  position_ = -1;
   if (compare_ && play_session_ < compare_->timelines()->size()) {
-    play_ = sessions::play_order(*sessions_[compared_runs_[play_session_]], compare_->timelines()->align_step());
     highlight_ = new OpHighlight(compare_->timelines()->timeline(play_session_));
+    // the order, and what each op waited for, off the GUI thread (a newer choice drops this one)
+    const int64_t step = compare_->timelines()->align_step();
+    for (QWidget* w : std::initializer_list<QWidget*>{back_, play_button_, forward_, slider_}) w->setEnabled(false);
+    op_text_->setText(QString("finding the order of the ops of step %1...").arg(step));
+    play_job_->start<std::vector<sessions::PlayStep>>(
+        [file = sessions_[compared_runs_[play_session_]]->path(), step] {
+          return sessions::play_order(sessions::SessionReader(file), step);
+        },
+        [this](std::vector<sessions::PlayStep>& play) {
+          play_ = std::move(play);
+          show_play();
+        },
+        [this](const QString& error) { op_text_->setText(error); });
+    return;
   }
+  play_job_->cancel();
+  show_play();
+}
+
+void ScenarioView::show_play() {
   const bool any = !play_.empty();
   for (QWidget* w : std::initializer_list<QWidget*>{back_, play_button_, forward_, slider_}) w->setEnabled(any);
   play_run_->setEnabled(compare_ != nullptr);

@@ -23,6 +23,7 @@ class QVBoxLayout;
 
 namespace embedscope::ui {
 
+class AnalysisJob;
 class RunJob;
 
 class ScenarioView : public QWidget {
@@ -40,8 +41,11 @@ class ScenarioView : public QWidget {
   const QString& run_directory() const { return run_dir_; }
   /// The comparison of the opened runs (nullptr while fewer than one is open).
   CompareView* compare() { return compare_; }
-  /// The play control: the ops of the played step and the current position.
+  /// The play control: the ops of the played step and the current position. The order
+  /// (sessions::play_order) is found off the GUI thread whenever the played run or the
+  /// comparison changes: empty until play_job() is no longer busy.
   const std::vector<sessions::PlayStep>& play_steps() const { return play_; }
+  AnalysisJob* play_job() { return play_job_; }
   int play_position() const { return position_; }
   void set_play_position(int i);
   /// The text describing the current op.
@@ -56,7 +60,8 @@ class ScenarioView : public QWidget {
 
  private:
   void rebuild();
-  void load_play();
+  void load_play();  // starts finding the play order of the chosen run
+  void show_play();  // the play control for play_
   void run_or_cancel(size_t index, QPushButton* button);
   Scenario scenario_;
   std::vector<std::shared_ptr<const sessions::SessionReader>> sessions_;  // per run, may be null
@@ -69,6 +74,7 @@ class ScenarioView : public QWidget {
   QSlider* slider_;
   QLabel* op_text_;
   QTimer* timer_;
+  AnalysisJob* play_job_;
   QWidget* highlight_ = nullptr;
   std::vector<sessions::PlayStep> play_;
   size_t play_session_ = 0;  // index into the compared sessions

@@ -96,6 +96,7 @@ TEST(Scenario, PlayOrderAndWhatEachOpWaitsFor) {
   ASSERT_NE(view.compare(), nullptr);
   EXPECT_EQ(view.compare()->timelines()->size(), 2u);
   EXPECT_EQ(view.compare()->timelines()->offset(1), 7'000'000);  // step 1 of run b
+  ASSERT_TRUE(wait_for_analyses(view.play_job()));  // the play order, found off the GUI thread
   ASSERT_EQ(view.play_steps().size(), 4u);
   view.set_play_position(2);
   EXPECT_TRUE(view.play_text().contains("output_dist/all_to_all")) << view.play_text().toStdString();
