@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "embedscope/sessions/store/session.h"
-#include "main_window.h"
-#include "timeline_widget.h"
+#include "shell/main_window.h"
+#include "timeline/timeline_widget.h"
 
 namespace {
 using namespace embedscope;

@@ -1,0 +1,67 @@
+#include "charts/colors.h"
+
+#include <QEvent>
+
+#include <iterator>
+
+#include <qcustomplot.h>
+
+namespace embedscope::ui {
+
+namespace {
+void apply_palette(QCustomPlot* plot) {
+  const QPalette& pal = plot->palette();
+  const QColor text = pal.color(QPalette::Text), grid = pal.color(QPalette::Mid);
+  plot->setBackground(pal.brush(QPalette::Base));
+  auto style_axis = [&](QCPAxis* a) {
+    a->setBasePen(QPen(text));
+    a->setTickPen(QPen(text));
+    a->setSubTickPen(QPen(text));
+    a->setTickLabelColor(text);
+    a->setLabelColor(text);
+    a->grid()->setPen(QPen(grid, 0, Qt::DotLine));
+  };
+  for (QCPAxisRect* rect : plot->axisRects())
+    for (QCPAxis* a : rect->axes()) style_axis(a);
+  for (QCPLayoutElement* e : plot->plotLayout()->elements(true)) {
+    if (auto* title = qobject_cast<QCPTextElement*>(e)) title->setTextColor(text);
+    if (auto* scale = qobject_cast<QCPColorScale*>(e)) style_axis(scale->axis());
+  }
+  if (plot->legend) {
+    plot->legend->setBrush(pal.brush(QPalette::Base));
+    plot->legend->setTextColor(text);
+    plot->legend->setBorderPen(QPen(grid));
+  }
+}
+
+// Re-applies the palette when it changes (the system switched between light and dark).
+class PaletteFollower : public QObject {
+ public:
+  explicit PaletteFollower(QCustomPlot* plot) : QObject(plot), plot_(plot) { plot->installEventFilter(this); }
+  bool eventFilter(QObject*, QEvent* e) override {
+    if (e->type() == QEvent::PaletteChange) {
+      apply_palette(plot_);
+      plot_->replot();
+    }
+    return false;
+  }
+
+ private:
+  QCustomPlot* plot_;
+};
+}  // namespace
+
+void follow_palette(QCustomPlot* plot) {
+  apply_palette(plot);
+  if (plot->property("embedscope_follows_palette").toBool()) return;
+  plot->setProperty("embedscope_follows_palette", true);
+  new PaletteFollower(plot);
+}
+
+QColor session_color(size_t i) {
+  static const QColor colors[] = {QColor(0x1f, 0x77, 0xb4), QColor(0xff, 0x7f, 0x0e), QColor(0x2c, 0xa0, 0x2c),
+                                  QColor(0x94, 0x67, 0xbd), QColor(0x8c, 0x56, 0x4b), QColor(0x17, 0xbe, 0xcf)};
+  return colors[i % std::size(colors)];
+}
+
+}  // namespace embedscope::ui

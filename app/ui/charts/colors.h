@@ -1,0 +1,43 @@
+#pragma once
+// One colour per op category, the same in every view, and one per compared session.
+
+#include <QColor>
+
+#include <cstddef>
+
+#include "embedscope/sessions/model/events.h"
+
+class QCustomPlot;
+
+namespace embedscope::ui {
+
+inline QColor category_color(sessions::OpCategory c) {
+  switch (c) {
+    case sessions::OpCategory::input: return QColor(0x8e, 0x8e, 0x8e);      // grey
+    case sessions::OpCategory::lookup: return QColor(0x2c, 0xa0, 0x2c);     // green
+    case sessions::OpCategory::comm: return QColor(0xd6, 0x27, 0x28);       // red
+    case sessions::OpCategory::dense: return QColor(0x1f, 0x77, 0xb4);      // blue
+    case sessions::OpCategory::optimizer: return QColor(0xff, 0x7f, 0x0e);  // orange
+    case sessions::OpCategory::memcpy: return QColor(0x94, 0x67, 0xbd);     // purple
+    case sessions::OpCategory::other: return QColor(0x7f, 0x7f, 0x00);      // olive
+  }
+  return Qt::gray;
+}
+
+/// Communication that ran while the same rank computed ("hidden", HTA's overlap) is drawn in
+/// this lighter colour; exposed communication keeps category_color(comm).
+inline QColor hidden_comm_color() { return QColor(0xf4, 0xb4, 0xb4); }
+
+/// The critical path (sessions/critical_path.h) drawn under the ops that bound each step.
+inline QColor critical_path_color() { return QColor(0xc0, 0x00, 0xc0); }
+
+/// Paints a QCustomPlot in the widget's palette (light or dark, as the system's): background
+/// from Base, axes, tick labels, titles and legend text from Text, grid from Mid. Call it after
+/// (re)building the plot's layout; it also restyles and replots when the palette changes.
+void follow_palette(QCustomPlot* plot);
+
+/// The colour of session i in every comparison chart.
+QColor session_color(size_t i);
+
+
+}  // namespace embedscope::ui

@@ -1,0 +1,46 @@
+#include "core/load_data.h"
+
+#include <set>
+#include <stdexcept>
+
+#include "embedscope/sessions/model/id_buckets.h"
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::ui {
+
+std::vector<int64_t> RowHistogram::boundaries() const {
+  std::set<int64_t> b;
+  if (sharding_type == "row_wise" || sharding_type == "table_row_wise")
+    for (const auto& s : shards)
+      if (s.row_offset > 0 && s.row_offset < num_rows) b.insert(s.row_offset);
+  return {b.begin(), b.end()};
+}
+
+RowHistogram row_histogram(const sessions::SessionReader& session, int table) {
+  const auto tables = sessions::workload_tables(session);
+  if (table < 0 || static_cast<size_t>(table) >= tables.size())
+    throw std::out_of_range(session.path() + ": the workload has no table " + std::to_string(table));
+  RowHistogram h;
+  h.table = tables[static_cast<size_t>(table)].name;
+  h.num_rows = tables[static_cast<size_t>(table)].num_embeddings;
+  const int64_t buckets = h.num_rows > 0 ? sessions::id_buckets_of(h.num_rows) : 0;
+  for (int64_t b = 0; b < buckets; ++b) {
+    h.row_begin.push_back(sessions::id_bucket_begin(h.num_rows, b));
+    h.row_end.push_back(sessions::id_bucket_begin(h.num_rows, b + 1));
+  }
+  h.ids.assign(static_cast<size_t>(buckets), 0);
+  for (const auto& b : session.id_histogram())
+    if (b.table == table && b.bucket >= 0 && b.bucket < buckets) h.ids[static_cast<size_t>(b.bucket)] += b.ids;
+  try {  // the shard boundaries (table `shards`, or the plan JSON of older files)
+    for (const auto& sh : session.shards()) {
+      if (sh.table_name != h.table) continue;
+      h.sharding_type = sh.sharding_type;
+      h.shards.push_back({sh.rank, sh.row_offset, sh.num_rows});
+    }
+  } catch (const std::exception&) {
+    h.shards.clear();  // no plan: the histogram without boundaries
+  }
+  return h;
+}
+
+}  // namespace embedscope::ui

@@ -1,0 +1,39 @@
+#pragma once
+// The row histogram behind the load view, without Qt. The load per rank x shard and per step,
+// and its imbalance, are a sessions analysis (embedscope/sessions/analysis/load_imbalance.h).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "embedscope/sessions/analysis/load_imbalance.h"
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::ui {
+
+/// How the ids of one table fell over its rows (session table id_histogram, summed over ranks
+/// and measured steps), with the table's shards from the sharding plan.
+struct RowHistogram {
+  std::string table;
+  std::string sharding_type;  ///< as in sharding_plan_json ("row_wise", ...); "" when unknown
+  int64_t num_rows = 0;
+  std::vector<int64_t> row_begin;  ///< per bucket (every bucket, empty ones too): its first row
+  std::vector<int64_t> row_end;    ///< one past its last row
+  std::vector<int64_t> ids;        ///< ids that fell into it
+  struct ShardRows {
+    int32_t rank = 0;
+    int64_t row_offset = 0, num_rows = 0;
+  };
+  std::vector<ShardRows> shards;  ///< the table's shards in plan order
+  /// The rows where one shard's row range ends and another's begins (row_wise and
+  /// table_row_wise tables; empty for the others, whose shards all span every row).
+  std::vector<int64_t> boundaries() const;
+};
+
+/// The row histogram of table `table` (an index into sessions::workload_tables). Throws
+/// std::out_of_range naming the table index when the workload has no such table. A session
+/// without the id_histogram table (schema < 3) gives empty buckets: check
+/// SessionReader::has_id_histogram first.
+RowHistogram row_histogram(const sessions::SessionReader& session, int table);
+
+}  // namespace embedscope::ui

@@ -1,0 +1,160 @@
+#include "core/scenario.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "embedscope/engine/workload/presets.h"
+
+namespace embedscope::resources {
+const std::map<std::string, std::string>& scenario_files();  // generated (resources/CMakeLists.txt)
+}
+namespace embedscope::engine::detail {
+// engine/workload/reader.cpp: JSON text to json, refusing duplicate keys; errors name the line.
+nlohmann::json parse_json_text(const std::string& text, const std::string& origin);
+}  // namespace embedscope::engine::detail
+
+namespace embedscope::ui {
+
+using engine::SpecError;
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& origin, const std::string& pointer, const std::string& reason) {
+  throw SpecError(fmt::format("{}: {}: {}", origin, pointer, reason));
+}
+
+std::string string_at(const json& obj, const char* key, const std::string& origin, const std::string& where) {
+  const auto it = obj.find(key);
+  if (it == obj.end()) fail(origin, where, fmt::format("missing \"{}\"", key));
+  if (!it->is_string() || it->get<std::string>().empty())
+    fail(origin, where + "/" + key, "must be a non-empty string");
+  return it->get<std::string>();
+}
+
+void only_keys(const json& obj, std::initializer_list<const char*> keys, const std::string& origin,
+               const std::string& where) {
+  for (const auto& [k, v] : obj.items())
+    if (std::none_of(keys.begin(), keys.end(), [&](const char* a) { return k == a; }))
+      fail(origin, where + "/" + k, "unknown key");
+}
+
+// Validates `workload` with the engine's parser; a pointer in its error is rewritten to run from
+// the scenario's root (`base`, e.g. "/runs/1/workload") when `patch` (what the file says at
+// `base`) holds that pointer, else it is left relative to `fallback` (e.g. "(preset NAME)").
+engine::WorkloadSpec validate_run(const json& workload, const json& patch, const std::string& origin,
+                                  const std::string& base, const std::string& fallback) {
+  const std::string tag = "\x1f";  // an origin that cannot occur in a message
+  try {
+    return engine::parse_workload(workload, tag);
+  } catch (const SpecError& e) {
+    std::string msg = e.what();
+    if (msg.rfind(tag + ": ", 0) != 0) throw SpecError(origin + ": " + base + ": " + msg);
+    msg = msg.substr(tag.size() + 2);  // "<pointer>: <reason>" (or just a reason)
+    const size_t colon = msg.find(": ");
+    if (msg.rfind('/', 0) == 0 && colon != std::string::npos) {
+      const std::string pointer = msg.substr(0, colon);
+      bool in_patch = false;
+      try {
+        in_patch = patch.contains(json::json_pointer(pointer));
+      } catch (const json::exception&) {
+      }
+      if (in_patch || fallback.empty()) throw SpecError(origin + ": " + base + pointer + msg.substr(colon));
+      throw SpecError(origin + ": " + fallback + ": " + msg);
+    }
+    throw SpecError(origin + ": " + base + ": " + msg);
+  }
+}
+
+}  // namespace
+
+Scenario parse_scenario(const json& j, const std::string& origin) {
+  if (!j.is_object()) fail(origin, "/", "a scenario must be a JSON object");
+  only_keys(j, {"id", "title", "explanation", "align_step", "runs"}, origin, "");
+  Scenario s;
+  s.origin = origin;
+  s.id = string_at(j, "id", origin, "/");
+  if (!std::regex_match(s.id, std::regex("[a-z0-9_]+")))
+    fail(origin, "/id", "must be lower-case letters, digits and '_' (it names session files), got \"" + s.id + "\"");
+  s.title = string_at(j, "title", origin, "/");
+  const auto ex = j.find("explanation");
+  if (ex == j.end()) fail(origin, "/", "missing \"explanation\"");
+  if (ex->is_string()) {
+    s.paragraphs.push_back(ex->get<std::string>());
+  } else if (ex->is_array() && !ex->empty()) {
+    for (size_t i = 0; i < ex->size(); ++i) {
+      if (!(*ex)[i].is_string()) fail(origin, fmt::format("/explanation/{}", i), "must be a string");
+      s.paragraphs.push_back((*ex)[i].get<std::string>());
+    }
+  } else {
+    fail(origin, "/explanation", "must be a string or a non-empty array of strings (paragraphs)");
+  }
+  if (const auto a = j.find("align_step"); a != j.end()) {
+    if (!a->is_number_integer()) fail(origin, "/align_step", "must be an integer (warmup steps are negative)");
+    s.align_step = a->get<int64_t>();
+  }
+  const auto runs = j.find("runs");
+  if (runs == j.end()) fail(origin, "/", "missing \"runs\"");
+  if (!runs->is_array() || runs->size() < 2) fail(origin, "/runs", "must be an array of at least two runs");
+  std::set<std::string> labels;
+  for (size_t i = 0; i < runs->size(); ++i) {
+    const std::string at = fmt::format("/runs/{}", i);
+    const json& r = (*runs)[i];
+    if (!r.is_object()) fail(origin, at, "a run must be an object");
+    only_keys(r, {"label", "preset", "overrides", "workload"}, origin, at);
+    ScenarioRun run;
+    run.label = string_at(r, "label", origin, at);
+    if (!labels.insert(run.label).second) fail(origin, at + "/label", "\"" + run.label + "\" is used by another run");
+    const bool preset = r.contains("preset"), inline_workload = r.contains("workload");
+    if (preset == inline_workload) fail(origin, at, "needs either \"preset\" (with optional \"overrides\") or \"workload\"");
+    if (inline_workload) {
+      if (r.contains("overrides")) fail(origin, at + "/overrides", "only goes with \"preset\"");
+      run.workload = r["workload"];
+      run.spec = validate_run(run.workload, run.workload, origin, at + "/workload", "");
+    } else {
+      const std::string name = string_at(r, "preset", origin, at);
+      try {
+        run.workload = engine::detail::parse_json_text(engine::preset_json(name), "preset " + name);
+      } catch (const SpecError& e) {
+        fail(origin, at + "/preset", e.what());
+      }
+      json patch = json::object();
+      if (const auto o = r.find("overrides"); o != r.end()) {
+        if (!o->is_object()) fail(origin, at + "/overrides", "must be an object (a JSON merge patch of the preset)");
+        patch = *o;
+      }
+      run.workload.merge_patch(patch);
+      run.spec = validate_run(run.workload, patch, origin, at + "/overrides", at + " (preset " + name + ")");
+    }
+    s.runs.push_back(std::move(run));
+  }
+  return s;
+}
+
+Scenario load_scenario_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw SpecError(path + ": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw SpecError(path + ": cannot read");
+  return parse_scenario(engine::detail::parse_json_text(text.str(), path), path);
+}
+
+std::vector<Scenario> builtin_scenarios() {
+  std::vector<Scenario> out;
+  for (const auto& [stem, text] : resources::scenario_files()) {
+    const std::string origin = "resources/scenarios/" + stem + ".json";
+    out.push_back(parse_scenario(engine::detail::parse_json_text(text, origin), origin));
+  }
+  std::sort(out.begin(), out.end(), [](const Scenario& a, const Scenario& b) { return a.id < b.id; });
+  return out;
+}
+
+std::string session_file_name(const Scenario& s, size_t index) { return fmt::format("{}-{}.db", s.id, index); }
+
+}  // namespace embedscope::ui

@@ -1,0 +1,192 @@
+#include "core/timeline_math.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <limits>
+#include <tuple>
+
+
+namespace embedscope::ui {
+
+namespace {
+constexpr int64_t kMinSpanNs = 1000;
+}
+
+TimeScale::TimeScale(int64_t min_ns, int64_t max_ns, double width_px)
+    : min_(min_ns), max_(std::max(max_ns, min_ns + kMinSpanNs)), t0_(min_), t1_(max_), width_(std::max(1.0, width_px)) {}
+
+void TimeScale::set_width(double width_px) { width_ = std::max(1.0, width_px); }
+
+void TimeScale::show(int64_t t0_ns, int64_t t1_ns) {
+  int64_t span = std::clamp<int64_t>(t1_ns - t0_ns, kMinSpanNs, max_ - min_);
+  int64_t a = std::clamp(t0_ns, min_, max_ - span);
+  t0_ = a;
+  t1_ = a + span;
+}
+
+void TimeScale::zoom_at(double x_px, double factor) {
+  if (factor <= 0) return;
+  const int64_t anchor = t(x_px);
+  const double span = static_cast<double>(t1_ - t0_) / factor;
+  const double left = x_px / width_ * span;
+  show(anchor - static_cast<int64_t>(std::llround(left)), anchor - static_cast<int64_t>(std::llround(left)) +
+                                                             static_cast<int64_t>(std::llround(span)));
+}
+
+void TimeScale::pan(double dx_px) {
+  const auto dt = static_cast<int64_t>(std::llround(dx_px * ns_per_px()));
+  show(t0_ + dt, t1_ + dt);
+}
+
+LaneIndex::LaneIndex(const std::vector<sessions::OpRecord>& ops) : key_(ops.size()) {
+  for (size_t i = 0; i < ops.size(); ++i)
+    key_[i] = std::max(ops[i].end_ns - ops[i].start_ns, i ? ops[i].start_ns - ops[i - 1].end_ns : 0);
+  for (size_t b = 0; b < key_.size(); b += kBlock)
+    block_max_.push_back(*std::max_element(key_.begin() + static_cast<std::ptrdiff_t>(b),
+                                           key_.begin() + static_cast<std::ptrdiff_t>(std::min(key_.size(), b + kBlock))));
+  for (size_t b = 0; b < block_max_.size(); b += kBlock)
+    super_max_.push_back(*std::max_element(block_max_.begin() + static_cast<std::ptrdiff_t>(b),
+                                           block_max_.begin() + static_cast<std::ptrdiff_t>(std::min(block_max_.size(), b + kBlock))));
+}
+
+size_t LaneIndex::run_end(size_t i, double threshold_ns) const {
+  const size_t n = key_.size();
+  auto small = [&](int64_t k) { return static_cast<double>(k) < threshold_ns; };
+  while (i < n) {
+    if (i % (kBlock * kBlock) == 0 && small(super_max_[i / (kBlock * kBlock)])) {
+      i += kBlock * kBlock;  // 4096 small ops at once
+    } else if (i % kBlock == 0 && small(block_max_[i / kBlock])) {
+      i += kBlock;
+    } else {
+      if (!small(key_[i])) return i;
+      ++i;
+    }
+  }
+  return n;
+}
+
+std::vector<LaneBox> fold_lane(const std::vector<sessions::OpRecord>& ops, const LaneIndex& index, const TimeScale& scale,
+                               double min_px) {
+  std::vector<LaneBox> out;
+  // the visible ops: ops are sorted by start, and on one lane they do not nest, so their ends
+  // are sorted too
+  const auto first = static_cast<size_t>(
+      std::partition_point(ops.begin(), ops.end(), [&](const sessions::OpRecord& o) { return o.end_ns <= scale.t0(); }) -
+      ops.begin());
+  const auto last = static_cast<size_t>(
+      std::partition_point(ops.begin(), ops.end(), [&](const sessions::OpRecord& o) { return o.start_ns < scale.t1(); }) -
+      ops.begin());
+  const double small_ns = min_px * scale.ns_per_px();  // narrower than min_px
+  for (size_t i = first; i < last;) {
+    const auto& o = ops[i];
+    const double x0 = std::max(0.0, scale.x(o.start_ns));
+    size_t k = i + 1;
+    // a sub-pixel op starts a run: the following ops that are narrow and start less than
+    // min_px after the previous one ends (LaneIndex skips them 64 or 4096 at a time)
+    if (static_cast<double>(o.end_ns - o.start_ns) < small_ns) k = std::min(last, std::max(k, index.run_end(k, small_ns)));
+    const double x1 = std::min(scale.width(), scale.x(ops[k - 1].end_ns));
+    out.push_back({x0, std::max(x0, x1), o.category, static_cast<int64_t>(k - i), i});
+    i = k;
+  }
+  return out;
+}
+
+std::vector<LaneBox> fold_lane(const std::vector<sessions::OpRecord>& ops, const TimeScale& scale, double min_px) {
+  return fold_lane(ops, LaneIndex(ops), scale, min_px);
+}
+
+void ZoomHistory::visit(ViewRange r, bool coalesce) {
+  if (r == entries_[pos_]) return;
+  entries_.resize(pos_ + 1);  // a new visit drops the forward entries
+  if (coalesce && pos_ > 0) {
+    entries_[pos_] = r;
+    return;
+  }
+  entries_.push_back(r);
+  ++pos_;
+}
+
+ViewRange ZoomHistory::back() {
+  if (pos_ > 0) --pos_;
+  return entries_[pos_];
+}
+
+ViewRange ZoomHistory::forward() {
+  if (pos_ + 1 < entries_.size()) ++pos_;
+  return entries_[pos_];
+}
+
+std::optional<OpRef> find_op(const std::vector<const std::vector<sessions::OpRecord>*>& rows,
+                             const std::vector<bool>& match, std::optional<OpRef> from, bool forward,
+                             int64_t from_ns) {
+  auto matches = [&](const sessions::OpRecord& o) {
+    return o.name_id >= 0 && static_cast<size_t>(o.name_id) < match.size() && match[static_cast<size_t>(o.name_id)];
+  };
+  using Key = std::tuple<int64_t, size_t, size_t>;
+  constexpr size_t kEnd = std::numeric_limits<size_t>::max();
+  // without an op: just before (from_ns, first row) going forward, or at it going backward
+  const Key origin = from ? Key{(*rows[from->row])[from->index].start_ns, from->row, from->index}
+                          : forward ? Key{from_ns - 1, kEnd, kEnd} : Key{from_ns, 0, 0};
+  std::optional<Key> best;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const auto& ops = *rows[r];
+    if (forward) {
+      // first candidate: the first op whose key is past the origin
+      auto i = static_cast<size_t>(std::partition_point(ops.begin(), ops.end(), [&](const sessions::OpRecord& o) {
+                                     return o.start_ns < std::get<0>(origin);
+                                   }) - ops.begin());
+      while (i < ops.size() && Key{ops[i].start_ns, r, i} <= origin) ++i;
+      for (; i < ops.size(); ++i) {
+        if (best && ops[i].start_ns > std::get<0>(*best)) break;
+        if (matches(ops[i])) {
+          if (!best || Key{ops[i].start_ns, r, i} < *best) best = Key{ops[i].start_ns, r, i};
+          break;
+        }
+      }
+    } else {
+      auto i = static_cast<size_t>(std::partition_point(ops.begin(), ops.end(), [&](const sessions::OpRecord& o) {
+                                     return o.start_ns <= std::get<0>(origin);
+                                   }) - ops.begin());
+      while (i > 0 && Key{ops[i - 1].start_ns, r, i - 1} >= origin) --i;
+      for (; i > 0; --i) {
+        if (best && ops[i - 1].start_ns < std::get<0>(*best)) break;
+        if (matches(ops[i - 1])) {
+          if (!best || Key{ops[i - 1].start_ns, r, i - 1} > *best) best = Key{ops[i - 1].start_ns, r, i - 1};
+          break;
+        }
+      }
+    }
+  }
+  if (!best) return std::nullopt;
+  return OpRef{std::get<1>(*best), std::get<2>(*best)};
+}
+
+std::vector<OpTotal> range_totals(const std::vector<sessions::OpRecord>& ops, int64_t t0, int64_t t1, bool per_rank) {
+  std::map<std::pair<int32_t, int32_t>, OpTotal> by;
+  for (const auto& o : ops) {
+    if (o.end_ns <= t0 || o.start_ns >= t1) continue;
+    const int32_t rank = per_rank ? o.rank : -1;
+    OpTotal& t = by[{o.name_id, rank}];
+    t.name_id = o.name_id;
+    t.rank = rank;
+    ++t.count;
+    t.total_ns += std::min(o.end_ns, t1) - std::max(o.start_ns, t0);
+    t.bytes += o.bytes;
+  }
+  std::vector<OpTotal> out;
+  for (auto& [k, v] : by) out.push_back(v);
+  std::stable_sort(out.begin(), out.end(), [](const OpTotal& a, const OpTotal& b) { return a.total_ns > b.total_ns; });
+  return out;
+}
+
+std::map<int64_t, ViewRange> step_windows(const std::vector<sessions::StepMetric>& steps) {
+  std::map<int64_t, ViewRange> out;
+  for (const auto& s : steps) {
+    auto [it, fresh] = out.try_emplace(s.step, ViewRange{s.start_ns, s.end_ns});
+    if (!fresh) it->second = {std::min(it->second.t0, s.start_ns), std::max(it->second.t1, s.end_ns)};
+  }
+  return out;
+}
+
+}  // namespace embedscope::ui

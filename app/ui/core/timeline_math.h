@@ -1,0 +1,134 @@
+#pragma once
+// Timeline math without Qt: the time <-> pixel mapping under zoom and pan, and the level of
+// detail that folds runs of sub-pixel ops into one box with a count (as Tracy does), so that
+// painting reads a prepared list whatever the number of events.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "embedscope/sessions/analysis/scenario_order.h"  // format_duration
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::ui {
+
+/// Maps [t0_ns, t1_ns) onto [0, width_px) pixels. Zoom and pan keep the view inside
+/// [min_ns, max_ns] (the session's extent) and never narrower than 1 us.
+class TimeScale {
+ public:
+  TimeScale(int64_t min_ns, int64_t max_ns, double width_px);
+  double x(int64_t t_ns) const { return (static_cast<double>(t_ns - t0_) / static_cast<double>(t1_ - t0_)) * width_; }
+  int64_t t(double x_px) const { return t0_ + static_cast<int64_t>(x_px / width_ * static_cast<double>(t1_ - t0_)); }
+  int64_t t0() const { return t0_; }
+  int64_t t1() const { return t1_; }
+  double width() const { return width_; }
+  double ns_per_px() const { return static_cast<double>(t1_ - t0_) / width_; }
+  void set_width(double width_px);
+  /// Shows [t0, t1) (clamped to the extent).
+  void show(int64_t t0_ns, int64_t t1_ns);
+  /// Zooms by `factor` (> 1 zooms in) keeping the time under `x_px` where it is.
+  void zoom_at(double x_px, double factor);
+  /// Moves the view by `dx_px` pixels (positive: later times come into view).
+  void pan(double dx_px);
+  void fit() { show(min_, max_); }
+
+ private:
+  int64_t min_, max_, t0_, t1_;
+  double width_;
+};
+
+/// One drawable box of a lane: a single op, or a run of `count` > 1 consecutive ops narrower
+/// than a pixel folded together (category of the first; `first` indexes the lane's op list).
+struct LaneBox {
+  double x0 = 0, x1 = 0;
+  sessions::OpCategory category = sessions::OpCategory::other;
+  int64_t count = 1;
+  size_t first = 0;
+};
+
+/// The summary of a lane that lets fold_lane skip runs of small ops: per op its key =
+/// max(duration, gap after the previous op's end) in ns, and the maximum key of every block of
+/// 64 ops and of every 4096 ops. O(n) to build, 8 bytes per op.
+class LaneIndex {
+ public:
+  /// `ops` sorted by start, not nested.
+  explicit LaneIndex(const std::vector<sessions::OpRecord>& ops);
+  /// The first index k >= i whose key is >= threshold_ns (ops.size() when none): ops [i, k) are
+  /// each narrower than threshold_ns and start less than threshold_ns after the previous op ends.
+  size_t run_end(size_t i, double threshold_ns) const;
+
+ private:
+  static constexpr size_t kBlock = 64;
+  std::vector<int64_t> key_, block_max_, super_max_;
+};
+
+/// Boxes for `ops` (sorted by start, not nested) in the visible range of `scale`: ops that end
+/// before the view or start after it are skipped by binary search; an op narrower than `min_px`
+/// starts a run that takes every following op narrower than `min_px` starting less than
+/// `min_px` after the previous one ends; the run is one box with their count (Tracy's folding).
+/// With the lane's LaneIndex a run costs O(run / 64) at most, so painting follows the pixels.
+std::vector<LaneBox> fold_lane(const std::vector<sessions::OpRecord>& ops, const LaneIndex& index, const TimeScale& scale,
+                               double min_px = 1.0);
+/// The same, building the index first (O(n): for tests and one-off use).
+std::vector<LaneBox> fold_lane(const std::vector<sessions::OpRecord>& ops, const TimeScale& scale, double min_px = 1.0);
+
+/// A visible time range [t0, t1), ns.
+struct ViewRange {
+  int64_t t0 = 0, t1 = 0;
+  bool operator==(const ViewRange&) const = default;
+};
+
+/// Back / forward through the view ranges a user visited, as a browser's history: visiting a
+/// new range drops the forward entries. `coalesce` replaces the current entry instead of adding
+/// one (successive wheel notches or pans are one step of history).
+class ZoomHistory {
+ public:
+  explicit ZoomHistory(ViewRange initial) : entries_{initial} {}
+  void visit(ViewRange r, bool coalesce = false);
+  bool can_back() const { return pos_ > 0; }
+  bool can_forward() const { return pos_ + 1 < entries_.size(); }
+  /// The previous / next range (the current one when there is none).
+  ViewRange back();
+  ViewRange forward();
+  ViewRange current() const { return entries_[pos_]; }
+
+ private:
+  std::vector<ViewRange> entries_;
+  size_t pos_ = 0;
+};
+
+/// An op of a timeline row: rows[row][index].
+struct OpRef {
+  size_t row = 0, index = 0;
+  bool operator==(const OpRef&) const = default;
+};
+
+/// The next (`forward`) or previous op after / before `from` in the order (start_ns, row, index)
+/// whose name id is marked in `match` (indexed by name id; ids past its end do not match);
+/// without `from`, the first such op starting at or after `from_ns` (forward) or the last one
+/// starting before it (backward). nullopt when none. Each row is sorted by start.
+std::optional<OpRef> find_op(const std::vector<const std::vector<sessions::OpRecord>*>& rows,
+                             const std::vector<bool>& match, std::optional<OpRef> from, bool forward,
+                             int64_t from_ns = 0);
+
+/// Per op name (and per rank, or rank -1 for all ranks) over the ops that overlap [t0, t1):
+/// how many, their time inside the range (each op clipped to [t0, t1)), ns, and their bytes.
+struct OpTotal {
+  int32_t name_id = 0;
+  int32_t rank = -1;
+  int64_t count = 0;
+  int64_t total_ns = 0;
+  int64_t bytes = 0;
+};
+/// Totals sorted by total_ns, largest first (ties by name id, then rank).
+std::vector<OpTotal> range_totals(const std::vector<sessions::OpRecord>& ops, int64_t t0, int64_t t1, bool per_rank);
+
+/// Each step's window over all ranks: earliest start to latest end (ns), by step number.
+std::map<int64_t, ViewRange> step_windows(const std::vector<sessions::StepMetric>& steps);
+
+/// "12.5 ms", "340.0 us", "1.20 s": a readable duration (the sessions' formatter).
+using sessions::format_duration;
+
+}  // namespace embedscope::ui

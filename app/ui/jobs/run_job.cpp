@@ -1,0 +1,63 @@
+#include "jobs/run_job.h"
+
+#include <QThread>
+
+#include <algorithm>
+
+#include "embedscope/engine/trainer.h"
+
+namespace embedscope::ui {
+
+QString format_eta(double seconds) {
+  if (seconds < 60) return QString("%1 s").arg(std::max(0.0, seconds), 0, 'f', 1);
+  const auto s = static_cast<int64_t>(seconds);
+  if (s < 3600) return QString("%1 min %2 s").arg(s / 60).arg(s % 60);
+  return QString("%1 h %2 min").arg(s / 3600).arg(s % 3600 / 60);
+}
+
+RunJob::RunJob(engine::WorkloadSpec spec, QString session_path, bool overwrite, QObject* parent)
+    : QObject(parent), spec_(std::move(spec)), session_path_(std::move(session_path)), overwrite_(overwrite) {}
+
+RunJob::~RunJob() {
+  if (!thread_) return;
+  cancel_ = true;
+  thread_->wait();
+  delete thread_;
+}
+
+void RunJob::start() {
+  if (thread_) return;
+  running_ = true;
+  thread_ = QThread::create([this] {
+    engine::TrainerOptions opt;
+    opt.session_path = session_path_.toStdString();
+    opt.session_overwrite = overwrite_;
+    opt.keep_events = false;
+    opt.cancel = &cancel_;
+    opt.on_step = [this](const engine::StepProgress& p) {  // rank 0's thread
+      const auto now = std::chrono::steady_clock::now();
+      if (p.step > 1 && p.step < p.total_steps && now - last_progress_ < std::chrono::milliseconds(50)) return;
+      last_progress_ = now;
+      QMetaObject::invokeMethod(
+          this, [this, p] { emit progress(p.step, p.total_steps, p.samples_per_s, p.eta_s); }, Qt::QueuedConnection);
+    };
+    try {
+      const engine::RunResult r = engine::run_training(spec_, engine::plan_sharding(spec_), opt);
+      result_path_ = QString::fromStdString(r.session_path);
+      result_ended_ = engine::to_string(r.ended);
+      result_message_ = QString::fromStdString(r.error);
+    } catch (const std::exception& e) {  // SpecError (plan, memory) or SessionError (the file)
+      result_ended_ = "error";
+      result_message_ = QString::fromUtf8(e.what());
+    }
+  });
+  // QThread::finished is emitted from the worker; the queued slot runs here after the pending
+  // progress events, so finished() always comes last.
+  connect(thread_, &QThread::finished, this, [this] {
+    running_ = false;
+    emit finished(result_path_, result_ended_, result_message_);
+  }, Qt::QueuedConnection);
+  thread_->start();
+}
+
+}  // namespace embedscope::ui

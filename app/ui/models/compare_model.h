@@ -1,0 +1,39 @@
+#pragma once
+// The `stats` figures of sessions side by side with their differences (File > Compare
+// Sessions, teaching scenarios). Figures come from sessions::analyze.
+
+#include <QAbstractTableModel>
+#include <QString>
+
+#include <vector>
+
+#include "embedscope/sessions/analysis/analysis.h"
+
+namespace embedscope::ui {
+
+/// The `stats` figures of N sessions: one row per figure, columns
+/// [figure, session 0 .. session N-1, session 1 - session 0, ..., session N-1 - session 0].
+/// DisplayRole: formatted text ("+1.20 ms (+15.3 %)" for a difference); Qt::UserRole: the raw
+/// number (ns, samples/s, %, bytes, ratio; a difference as the plain difference). A session
+/// without measured steps shows "-" (and no UserRole value) for every figure but the memory ones.
+class CompareModel : public QAbstractTableModel {
+  Q_OBJECT
+
+ public:
+  enum Figure { StepMean, StepP50, StepP99, Throughput, ExposedComm, Overlap, PeakAllocated, PeakReserved,
+                LookupImbalance, LookupTimeImbalance, FigureCount };
+  CompareModel(std::vector<QString> labels, std::vector<sessions::RunStats> stats, QObject* parent = nullptr);
+  int rowCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : FigureCount; }
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+  /// The raw value of `figure` in `stats` (units as above).
+  static double value(const sessions::RunStats& stats, Figure figure);
+  const std::vector<sessions::RunStats>& stats() const { return stats_; }
+
+ private:
+  std::vector<QString> labels_;
+  std::vector<sessions::RunStats> stats_;
+};
+
+}  // namespace embedscope::ui

@@ -1,0 +1,89 @@
+#include "models/critical_path_model.h"
+
+#include <algorithm>
+
+#include "embedscope/engine/sharding.h"  // format_bytes
+#include "core/timeline_math.h"
+#include "embedscope/sessions/model/units.h"
+
+namespace embedscope::ui {
+
+namespace {
+QVariant duration(int64_t ns, int role) {
+  return role == Qt::UserRole ? QVariant::fromValue<qlonglong>(ns) : QString::fromStdString(format_duration(ns));
+}
+}  // namespace
+
+CriticalPathModel::CriticalPathModel(const sessions::RunStats& stats, const sessions::SessionReader& session,
+                                     QObject* parent)
+    : QAbstractTableModel(parent), entries_(stats.critical_path) {
+  for (const auto& e : entries_)
+    names_ << (e.name_id < 0 ? QString("(gap: untraced)") : QString::fromStdString(session.name(e.name_id)));
+}
+
+int CriticalPathModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : static_cast<int>(entries_.size());
+}
+
+QVariant CriticalPathModel::data(const QModelIndex& index, int role) const {
+  if (!index.isValid() || index.row() >= rowCount() || index.column() >= ColumnCount) return {};
+  const auto& e = entries_[static_cast<size_t>(index.row())];
+  if (role == Qt::TextAlignmentRole)
+    return int((index.column() <= Category ? Qt::AlignLeft : Qt::AlignRight) | Qt::AlignVCenter);
+  if (role != Qt::DisplayRole && role != Qt::UserRole) return {};
+  switch (index.column()) {
+    case Op: return names_[index.row()];
+    case Category: return e.name_id < 0 ? QString("-") : QString(sessions::to_string(e.category));
+    case OnPath: return duration(e.ns, role);
+    case Share: return role == Qt::UserRole ? QVariant(e.share) : QString::number(100 * e.share, 'f', 1) + " %";
+    case TopRank: return e.top_rank;
+    case StepsBounded: return QVariant::fromValue<qlonglong>(e.steps_bounded);
+    default: return {};
+  }
+}
+
+QVariant CriticalPathModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return QAbstractTableModel::headerData(section, orientation, role);
+  static const char* names[] = {"op", "category", "on path", "share", "top rank", "steps bounded"};
+  return section >= 0 && section < ColumnCount ? QString(names[section]) : QVariant();
+}
+
+CollectiveTimesModel::CollectiveTimesModel(const sessions::RunStats& stats, const sessions::SessionReader& session,
+                                           QObject* parent)
+    : QAbstractTableModel(parent), rows_(stats.collectives), steps_(std::max<int64_t>(1, stats.steps)) {
+  for (const auto& c : rows_) names_ << QString::fromStdString(session.name(c.name_id));
+}
+
+int CollectiveTimesModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : static_cast<int>(rows_.size());
+}
+
+QVariant CollectiveTimesModel::data(const QModelIndex& index, int role) const {
+  if (!index.isValid() || index.row() >= rowCount() || index.column() >= ColumnCount) return {};
+  const auto& c = rows_[static_cast<size_t>(index.row())];
+  if (role == Qt::TextAlignmentRole) return int((index.column() == Name ? Qt::AlignLeft : Qt::AlignRight) | Qt::AlignVCenter);
+  if (role != Qt::DisplayRole && role != Qt::UserRole) return {};
+  switch (index.column()) {
+    case Name: return names_[index.row()];
+    case Count: {
+      const double per_step = static_cast<double>(c.count) / static_cast<double>(steps_);
+      return role == Qt::UserRole ? QVariant(per_step) : QString::number(per_step, 'f', 1);
+    }
+    case Bytes:
+      return role == Qt::UserRole ? QVariant::fromValue<qlonglong>(c.bytes / steps_)
+                                  : QString::fromStdString(sessions::format_bytes(c.bytes / steps_));
+    case Time: return duration(c.time_ns / steps_, role);
+    case Exposed: return duration(c.exposed_ns / steps_, role);
+    case Waiting: return duration(c.wait_ns / steps_, role);
+    default: return {};
+  }
+}
+
+QVariant CollectiveTimesModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return QAbstractTableModel::headerData(section, orientation, role);
+  static const char* names[] = {"collective", "ops / step", "bytes / step", "time / step", "exposed / step",
+                                "waiting for peers / step"};
+  return section >= 0 && section < ColumnCount ? QString(names[section]) : QVariant();
+}
+
+}  // namespace embedscope::ui

@@ -1,0 +1,44 @@
+#include "models/rank_stats_model.h"
+
+#include "embedscope/engine/sharding.h"  // format_bytes
+#include "core/timeline_math.h"
+#include "embedscope/sessions/model/units.h"
+
+namespace embedscope::ui {
+
+QVariant RankStatsModel::data(const QModelIndex& index, int role) const {
+  if (!index.isValid() || index.row() >= rowCount() || index.column() >= ColumnCount) return {};
+  const auto& r = stats_.ranks[static_cast<size_t>(index.row())];
+  auto dur = [&](int64_t ns) -> QVariant {
+    return role == Qt::UserRole ? QVariant::fromValue<qlonglong>(ns) : QString::fromStdString(format_duration(ns));
+  };
+  auto bytes = [&](int64_t b) -> QVariant {
+    return role == Qt::UserRole ? QVariant::fromValue<qlonglong>(b) : QString::fromStdString(sessions::format_bytes(b));
+  };
+  auto pct = [&](double v) -> QVariant { return role == Qt::UserRole ? QVariant(v) : QString::number(v, 'f', 1) + " %"; };
+  if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
+  if (role != Qt::DisplayRole && role != Qt::UserRole) return {};
+  switch (index.column()) {
+    case Rank: return r.rank;
+    case Compute: return dur(r.compute_ns);
+    case Comm: return dur(r.comm_ns);
+    case ExposedComm: return dur(r.exposed_comm_ns);
+    case Idle: return dur(r.idle_ns);
+    case Overlap: return pct(r.overlap_pct);
+    case IdsLookedUp: return QVariant::fromValue<qlonglong>(r.ids_looked_up);
+    case BytesSent: return bytes(r.bytes_sent);
+    case BytesReceived: return bytes(r.bytes_received);
+    case PeakReserved: return bytes(r.peak_reserved_bytes);
+    case Fragmentation: return pct(100 * r.fragmentation);
+    default: return {};
+  }
+}
+
+QVariant RankStatsModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return QAbstractTableModel::headerData(section, orientation, role);
+  static const char* names[] = {"rank", "compute", "comm", "exposed comm", "idle", "overlap", "ids looked up",
+                                "bytes sent", "bytes received", "peak reserved", "fragmentation"};
+  return section >= 0 && section < ColumnCount ? QString(names[section]) : QVariant();
+}
+
+}  // namespace embedscope::ui

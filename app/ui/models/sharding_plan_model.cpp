@@ -1,0 +1,190 @@
+#include "models/sharding_plan_model.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/sharding.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/model/units.h"
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::ui {
+
+namespace {
+using json = nlohmann::json;
+
+// TorchRec's abbreviations (DESIGN.md vocabulary) of the spellings in engine/workload/enums.h.
+const char* short_type(const std::string& t) {
+  const auto type = engine::enum_from_name<engine::ShardingType>(t);
+  if (!type) return t.c_str();
+  switch (*type) {
+    case engine::ShardingType::data_parallel: return "DP";
+    case engine::ShardingType::table_wise: return "TW";
+    case engine::ShardingType::row_wise: return "RW";
+    case engine::ShardingType::column_wise: return "CW";
+    case engine::ShardingType::table_row_wise: return "TWRW";
+  }
+  return t.c_str();
+}
+
+// The session's shards (table `shards`, or the plan JSON of older files) as an
+// engine::ShardingPlan over `world` ranks, for the planner's estimate. local_world_size is
+// the shard count of a table_row_wise table (one shard per rank of its node), else the world.
+engine::ShardingPlan plan_of(const std::vector<sessions::ShardRecord>& shards, int world) {
+  engine::ShardingPlan plan;
+  plan.world_size = world;
+  plan.local_world_size = world;
+  for (const auto& sh : shards) {
+    if (sh.table < 0) continue;
+    if (static_cast<size_t>(sh.table) >= plan.tables.size()) plan.tables.resize(static_cast<size_t>(sh.table) + 1);
+    engine::TablePlan& tp = plan.tables[static_cast<size_t>(sh.table)];
+    tp.table = sh.table;
+    tp.type = engine::sharding_type_from_string(sh.sharding_type, "shards");
+    tp.node = sh.node;
+    tp.shards.push_back({sh.rank, sh.row_offset, sh.num_rows, sh.col_offset, sh.num_cols});
+  }
+  for (const auto& tp : plan.tables)
+    if (tp.type == engine::ShardingType::table_row_wise) plan.local_world_size = static_cast<int>(tp.shards.size());
+  return plan;
+}
+}  // namespace
+
+ShardingPlanModel::ShardingPlanModel(const sessions::SessionReader& session, const sessions::RunStats& stats,
+                                     QObject* parent)
+    : QAbstractItemModel(parent) {
+  std::vector<sessions::ShardRecord> plan;  // the plan as the session stores it
+  try {
+    plan = session.shards();
+  } catch (const std::exception&) {  // an older file whose plan JSON is unreadable: no plan
+    return;
+  }
+  int world = static_cast<int>(std::strtol(session.meta(sessions::meta::kWorldSize, "0").c_str(), nullptr, 10));
+  for (const auto& sh : plan) world = std::max(world, sh.rank + 1);
+  if (plan.empty() || world <= 0) return;
+  ranks_.resize(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) ranks_[static_cast<size_t>(r)].rank = r;
+  std::map<std::tuple<int, int, int>, size_t> where;  // (rank, table, shard) -> index in that rank's shards
+  for (const auto& sh : plan) {
+    if (sh.rank < 0) continue;
+    ShardRow row;
+    row.table = sh.table_name;
+    row.type = sh.sharding_type;
+    row.shard = sh.shard_index;
+    row.num_rows = sh.num_rows;
+    row.num_cols = sh.num_cols;
+    row.row_offset = sh.row_offset;
+    row.col_offset = sh.col_offset;
+    row.weight_bytes = row.num_rows * row.num_cols * 4;
+    auto& shards = ranks_[static_cast<size_t>(sh.rank)].shards;
+    where[{sh.rank, sh.table, sh.shard_index}] = shards.size();
+    shards.push_back(std::move(row));
+  }
+  for (const auto& c : session.load()) {
+    if (c.step < 0 || c.rank < 0 || c.rank >= world) continue;  // warmup steps are not measured
+    RankRow& r = ranks_[static_cast<size_t>(c.rank)];
+    r.ids += c.ids;
+    r.bytes_in += c.bytes_in;
+    r.bytes_out += c.bytes_out;
+    if (auto it = where.find({c.rank, c.table, c.shard}); it != where.end()) {
+      ShardRow& s = r.shards[it->second];
+      s.ids += c.ids;
+      s.bytes_in += c.bytes_in;
+      s.bytes_out += c.bytes_out;
+    }
+  }
+  for (const auto& rs : stats.ranks)
+    if (rs.rank >= 0 && rs.rank < world && rs.peak_allocated_bytes > 0)
+      ranks_[static_cast<size_t>(rs.rank)].peak_bytes = rs.peak_allocated_bytes;
+  try {  // the planner's estimate for the workload as run
+    const engine::WorkloadSpec spec = engine::parse_workload(json::parse(session.meta(sessions::meta::kWorkloadJson, "{}")), sessions::meta::kWorkloadJson);
+    for (const auto& e : engine::estimate_memory(spec, plan_of(plan, world)))
+      if (e.rank >= 0 && e.rank < world) ranks_[static_cast<size_t>(e.rank)].planned_bytes = e.total();
+  } catch (const std::exception&) {  // a session without its workload (hand-built, imported): no estimate
+  }
+}
+
+QModelIndex ShardingPlanModel::index(int row, int column, const QModelIndex& parent) const {
+  if (row < 0 || column < 0 || column >= ColumnCount || row >= rowCount(parent)) return {};
+  // top-level rows carry id 0; a shard row carries its rank + 1
+  return createIndex(row, column, parent.isValid() ? static_cast<quintptr>(parent.row() + 1) : quintptr{0});
+}
+
+QModelIndex ShardingPlanModel::parent(const QModelIndex& child) const {
+  if (!child.isValid() || child.internalId() == 0) return {};
+  return createIndex(static_cast<int>(child.internalId() - 1), 0, quintptr{0});
+}
+
+int ShardingPlanModel::rowCount(const QModelIndex& parent) const {
+  if (!parent.isValid()) return static_cast<int>(ranks_.size());
+  if (parent.internalId() != 0 || parent.column() != 0) return 0;
+  return static_cast<int>(ranks_[static_cast<size_t>(parent.row())].shards.size());
+}
+
+int ShardingPlanModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() && parent.internalId() != 0 ? 0 : ColumnCount;
+}
+
+QVariant ShardingPlanModel::data(const QModelIndex& index, int role) const {
+  if (!index.isValid() || index.column() >= ColumnCount) return {};
+  const bool is_rank = index.internalId() == 0;
+  const RankRow& r = ranks_[static_cast<size_t>(is_rank ? index.row() : static_cast<int>(index.internalId() - 1))];
+  if (role == Qt::TextAlignmentRole && index.column() >= PlannedMemory) return int(Qt::AlignRight | Qt::AlignVCenter);
+  if (role != Qt::DisplayRole && role != Qt::UserRole) return {};
+  auto bytes = [&](int64_t b) -> QVariant {
+    if (b < 0) return role == Qt::UserRole ? QVariant() : QVariant(QString());
+    return role == Qt::UserRole ? QVariant::fromValue<qlonglong>(b) : QString::fromStdString(sessions::format_bytes(b));
+  };
+  auto count = [&](int64_t n) -> QVariant { return QVariant::fromValue<qlonglong>(n); };
+  if (is_rank) {
+    switch (index.column()) {
+      case Name: return role == Qt::UserRole ? QVariant(r.rank) : QVariant(QString("rank %1").arg(r.rank));
+      case Sharding: {
+        if (role == Qt::UserRole) return static_cast<int>(r.shards.size());
+        std::map<std::string, int> by_type;
+        for (const auto& s : r.shards) ++by_type[short_type(s.type)];
+        QStringList parts;
+        for (const auto& [type, n] : by_type) parts << QString("%1: %2").arg(QString::fromStdString(type)).arg(n);
+        return parts.isEmpty() ? QString("no shards") : parts.join(", ");
+      }
+      case Size: {
+        int64_t weights = 0;
+        for (const auto& s : r.shards) weights += s.weight_bytes;
+        if (role == Qt::UserRole) return QVariant::fromValue<qlonglong>(weights);
+        return "weights " + QString::fromStdString(sessions::format_bytes(weights));
+      }
+      case PlannedMemory: return bytes(r.planned_bytes);
+      case PeakMemory: return bytes(r.peak_bytes);
+      case IdsLookedUp: return count(r.ids);
+      case BytesIn: return bytes(r.bytes_in);
+      case BytesOut: return bytes(r.bytes_out);
+      default: return {};
+    }
+  }
+  const ShardRow& s = r.shards[static_cast<size_t>(index.row())];
+  switch (index.column()) {
+    case Name: return QString::fromStdString(s.table);
+    case Sharding: return QString("%1 #%2").arg(QString::fromStdString(s.type)).arg(s.shard);
+    case Size:
+      if (role == Qt::UserRole) return QVariant::fromValue<qlonglong>(s.num_rows * s.num_cols);
+      return QString("%1 x %2 @ %3, %4").arg(s.num_rows).arg(s.num_cols).arg(s.row_offset).arg(s.col_offset);
+    case PlannedMemory: return bytes(s.weight_bytes);
+    case PeakMemory: return role == Qt::UserRole ? QVariant() : QVariant(QString());
+    case IdsLookedUp: return count(s.ids);
+    case BytesIn: return bytes(s.bytes_in);
+    case BytesOut: return bytes(s.bytes_out);
+    default: return {};
+  }
+}
+
+QVariant ShardingPlanModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return QAbstractItemModel::headerData(section, orientation, role);
+  static const char* names[] = {"rank / table", "shards",       "rows x cols @ offset", "planned memory",
+                                "peak allocated", "ids looked up", "bytes in",             "bytes out"};
+  return section >= 0 && section < ColumnCount ? QString(names[section]) : QVariant();
+}
+
+}  // namespace embedscope::ui

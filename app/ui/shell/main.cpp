@@ -1,0 +1,179 @@
+// embedscope-ui: the Qt workbench.
+// Usage: embedscope-ui [SESSION.db ...]
+//        embedscope-ui SESSION.db... --screenshot FILE.png   the window, rendered, then exit
+//        embedscope-ui --report SESSION.db -o DIR            every view to DIR/*.png + index.html
+//        embedscope-ui --compare A.db B.db [...]            a comparison tab
+//        embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR]   a teaching scenario
+// --screenshot and --report work without a display (QT_QPA_PLATFORM=offscreen). Where there is
+// no display at all (no DISPLAY, no WAYLAND_DISPLAY, QT_QPA_PLATFORM unset), `embedscope-ui
+// SESSION.db` writes the report of each session to SESSION-report/ beside it and says where.
+
+#include <QApplication>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QTabWidget>
+#include <QTextStream>
+
+#include <cstdio>
+#include <string>
+
+#include "jobs/analysis_job.h"
+#include "shell/main_window.h"
+
+namespace {
+
+int fail(const QString& msg) {
+  std::fprintf(stderr, "error: %s\n", qPrintable(msg));
+  return 2;
+}
+
+// Renders each view of the session's tab to DIR and writes DIR/index.html around them.
+int report(embedscope::ui::MainWindow& w, const QString& session, const QString& dir) {
+  if (const QString err = w.open_session(session, true); !err.isEmpty()) return fail(err);
+  if (!QDir().mkpath(dir)) return fail(dir + ": cannot create the report folder");
+  auto* views = qobject_cast<QTabWidget*>(w.tabs()->currentWidget());
+  w.resize(1600, 900);
+  w.show();
+  QString body;
+  for (int i = 0; i < views->count(); ++i) {
+    views->setCurrentIndex(i);
+    QApplication::processEvents();
+    embedscope::ui::wait_for_analyses(views->widget(i));  // the figures, not "Analysing ..."
+    QApplication::processEvents();
+    const QString name = views->tabText(i).toLower() + ".png";
+    if (!w.grab().save(dir + "/" + name)) return fail(dir + "/" + name + ": cannot write");
+    body += QString("<h2>%1</h2>\n<img src=\"%2\" alt=\"%1\">\n").arg(views->tabText(i), name);
+  }
+  QFile html(dir + "/index.html");
+  if (!html.open(QIODevice::WriteOnly | QIODevice::Text)) return fail(html.fileName() + ": cannot write");
+  QTextStream(&html) << "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Embedscope report: "
+                     << QFileInfo(session).fileName().toHtmlEscaped() << "</title>\n"
+                     << "<style>body{font-family:sans-serif;margin:2em}img{max-width:100%;border:1px solid #ccc}</style>"
+                     << "</head><body>\n<h1>Embedscope report: " << QFileInfo(session).fileName().toHtmlEscaped()
+                     << "</h1>\n" << body << "</body></html>\n";
+  std::fprintf(stderr, "wrote %s/index.html\n", qPrintable(dir));
+  return 0;
+}
+
+// Qt's offscreen platform warns about window features it lacks; rendering to files needs none.
+void quiet_offscreen(QtMsgType type, const QMessageLogContext& context, const QString& msg) {
+  if (msg.contains("does not support propagateSizeHints") || msg.startsWith("QStandardPaths: XDG_RUNTIME_DIR not set"))
+    return;
+  std::fprintf(stderr, "%s\n", qPrintable(qFormatLogMessage(type, context, msg)));
+}
+
+// No display to show a window on: neither X11 nor Wayland, and no platform chosen.
+bool no_display() {
+  return qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY") &&
+         qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM");
+}
+
+// "runs/criteo.db" -> "runs/criteo-report"
+QString report_dir_of(const QString& session) {
+  const QFileInfo f(session);
+  const QString name = f.completeBaseName() + "-report";
+  return f.path() == "." ? name : f.dir().filePath(name);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool batch_mode = false;
+  const bool headless = no_display();
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf("usage: embedscope-ui [SESSION.db ...]              open sessions in the workbench\n"
+                  "       embedscope-ui SESSION.db... --screenshot FILE.png\n"
+                  "       embedscope-ui --report SESSION.db -o DIR      every view as PNG + index.html\n"
+                  "       embedscope-ui --compare A.db B.db [...]       compare sessions side by side\n"
+                  "       embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR]\n"
+                  "                                                     a teaching scenario (sessions DIR/ID-0.db, ...)\n"
+                  "(--screenshot and --report need no display; without any display,\n"
+                  " embedscope-ui SESSION.db writes the report to SESSION-report/)\n");
+      return 0;
+    }
+    batch_mode |= a == "--report" || a == "--screenshot";
+  }
+  // rendering to files needs no display: use the offscreen platform unless one was chosen
+  if ((batch_mode || headless) && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) {
+    qputenv("QT_QPA_PLATFORM", "offscreen");
+    qInstallMessageHandler(quiet_offscreen);
+  }
+  QApplication app(argc, argv);
+  QApplication::setApplicationName("Embedscope");
+  QApplication::setOrganizationName("Embedscope");
+  embedscope::ui::MainWindow w;
+  QString screenshot, report_session, report_dir, scenario, scenario_sessions;
+  QStringList sessions;
+  bool compare = false;
+  const QStringList args = QApplication::arguments().mid(1);
+  for (int i = 0; i < args.size(); ++i) {
+    const QString& a = args[i];
+    // the value of an option: the next argument, unless it is missing or another option
+    auto value = [&]() -> QString {
+      return i + 1 < args.size() && !args[i + 1].startsWith("-") ? args[++i] : QString();
+    };
+    if (a == "--screenshot") {
+      if ((screenshot = value()).isEmpty()) return fail("--screenshot needs a file name");
+    } else if (a == "--report") {
+      if ((report_session = value()).isEmpty()) return fail("--report needs a session file");
+    } else if (a == "--compare") {
+      compare = true;
+    } else if (a == "--scenario") {
+      if ((scenario = value()).isEmpty()) return fail("--scenario needs a scenario id or file");
+    } else if (a == "--scenario-sessions") {
+      if ((scenario_sessions = value()).isEmpty()) return fail("--scenario-sessions needs a folder");
+    } else if (a == "-o") {
+      if ((report_dir = value()).isEmpty()) return fail("-o needs a folder");
+    } else if (a.startsWith("-")) {
+      return fail("unknown option " + a + " (see embedscope-ui --help)");
+    } else {
+      sessions << a;
+    }
+  }
+  if (!report_session.isEmpty()) {
+    if (report_dir.isEmpty()) return fail("--report needs -o DIR");
+    if (!sessions.isEmpty()) return fail("--report takes one session; also given: " + sessions.join(", "));
+    return report(w, report_session, report_dir);
+  }
+  if (!scenario_sessions.isEmpty() && scenario.isEmpty()) return fail("--scenario-sessions goes with --scenario");
+  const bool batch = !screenshot.isEmpty();
+  if (headless && !batch && (compare || !scenario.isEmpty()))  // a report has no comparison or scenario page
+    return fail(QString("no display (DISPLAY and WAYLAND_DISPLAY are unset): %1 needs a window; add --screenshot "
+                        "FILE.png to render it, or run where there is a display")
+                    .arg(compare ? "--compare" : "--scenario"));
+  if (headless && !batch) {  // nowhere to show the window: write what it would show
+    if (sessions.isEmpty())
+      return fail("no display (DISPLAY and WAYLAND_DISPLAY are unset): give a session to write its report "
+                  "(embedscope-ui SESSION.db), or run where there is a display");
+    for (const QString& s : sessions) {
+      const QString dir = report_dir_of(s);
+      if (const int rc = report(w, s, dir); rc != 0) return rc;
+      std::printf("no display: the report of %s is in %s/index.html (open it in a browser)\n", qPrintable(s),
+                  qPrintable(dir));
+    }
+    return 0;
+  }
+  if (compare) {
+    if (const QString err = w.open_compare(sessions, batch); batch && !err.isEmpty()) return fail("--compare: " + err);
+  } else {
+    for (const QString& s : sessions)
+      if (const QString err = w.open_session(s, batch); batch && !err.isEmpty()) return fail(err);
+  }
+  if (!scenario.isEmpty()) {
+    if (const QString err = w.open_scenario(scenario, scenario_sessions, batch); batch && !err.isEmpty())
+      return fail(err);
+  }
+  w.show();
+  if (batch) {
+    QApplication::processEvents();
+    embedscope::ui::wait_for_analyses(&w);  // what the analyses found, not "computing ..."
+    QApplication::processEvents();
+    if (!w.grab().save(screenshot))
+      return fail(screenshot + ": cannot write the screenshot (the name must end in an image type, e.g. .png)");
+    return 0;
+  }
+  return QApplication::exec();
+}

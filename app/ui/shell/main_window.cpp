@@ -1,0 +1,315 @@
+#include "shell/main_window.h"
+
+#include <QApplication>
+#include <QCloseEvent>
+#include <QPainter>
+#include <QPdfWriter>
+#include <QSettings>
+#include <QSvgGenerator>
+#include <QDragEnterEvent>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHeaderView>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QTableView>
+#include <QToolBar>
+#include <QHBoxLayout>
+#include <QVBoxLayout>
+
+
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "embedscope/engine/comm.h"
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/exporters/export.h"
+#ifdef EMBEDSCOPE_CUDA_VERSION
+#include "embedscope/engine/nccl_comm.h"
+#endif
+#include "views/compare_view.h"
+#include "views/load_view.h"
+#include "views/memory_view.h"
+#include "core/scenario.h"
+#include "views/scenario_view.h"
+#include "views/summary_view.h"
+#include "jobs/analysis_job.h"
+#include "core/timeline_math.h"
+#include "timeline/timeline_view.h"
+#include "timeline/timeline_widget.h"
+#include "views/workload_designer.h"
+
+namespace embedscope::ui {
+
+namespace {
+// A tab whose content is built when it is first shown, so that opening a big session reads only
+// what the timeline needs; a damaged file's error shows in the tab.
+void add_lazy_tab(QTabWidget* page, const QString& title, std::function<QWidget*(QWidget*)> build) {
+  auto* holder = new QWidget(page);
+  auto* layout = new QVBoxLayout(holder);
+  layout->setContentsMargins(0, 0, 0, 0);
+  const int index = page->addTab(holder, title);
+  QObject::connect(page, &QTabWidget::currentChanged, holder, [holder, layout, index, build](int i) {
+    if (i != index || layout->count() > 0) return;
+    try {
+      layout->addWidget(build(holder));
+    } catch (const std::exception& e) {
+      layout->addWidget(new QLabel(QString::fromUtf8(e.what()), holder));
+    }
+  });
+}
+}  // namespace
+
+QString sqlite_version() { return QString::fromStdString(sessions::sqlite_version()); }
+
+QString about_text() {
+  QString text = QString("Embedscope %1 - a workbench for embedding parallelism.<br>Qt %2, SQLite %3, Gloo %4")
+                     .arg(EMBEDSCOPE_VERSION)
+                     .arg(qVersion())
+                     .arg(sqlite_version())
+                     .arg(QString::fromStdString(engine::gloo_version()));
+#ifdef EMBEDSCOPE_CUDA_VERSION
+  text += ", CUDA toolkit " EMBEDSCOPE_CUDA_VERSION ", NCCL " + QString::fromStdString(engine::nccl_version());
+#endif
+  return text;
+}
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), tabs_(new QTabWidget(this)) {
+  setWindowTitle("Embedscope");
+  tabs_->setTabsClosable(true);
+  connect(tabs_, &QTabWidget::tabCloseRequested, this, [this](int i) { delete tabs_->widget(i); });
+  setCentralWidget(tabs_);
+  setAcceptDrops(true);
+  auto* file = menuBar()->addMenu("&File");
+  auto* open = file->addAction("&Open...", QKeySequence::Open, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, "Open session", {}, "Sessions (*.db);;All files (*)");
+    if (!path.isEmpty()) open_session(path);
+  });
+  auto* design = file->addAction("&New Workload...", QKeySequence::New, this, [this] { new_workload(); });
+  auto* toolbar = addToolBar("Main");
+  toolbar->setObjectName("main_toolbar");
+  toolbar->addAction(open);
+  toolbar->addAction(design);
+  recent_menu_ = file->addMenu("Open &Recent");
+  rebuild_recent_menu();
+  file->addAction("&Compare Sessions...", this, [this] {
+    const QStringList paths =
+        QFileDialog::getOpenFileNames(this, "Compare sessions (choose two or more)", {}, "Sessions (*.db);;All files (*)");
+    if (!paths.isEmpty()) open_compare(paths);
+  });
+  auto* scenarios = file->addMenu("Open &Scenario");
+  try {
+    for (const Scenario& sc : builtin_scenarios()) {
+      const QString id = QString::fromStdString(sc.id);
+      scenarios->addAction(QString::fromStdString(sc.title), this, [this, id] { open_scenario(id); });
+    }
+  } catch (const std::exception& e) {
+    scenarios->addAction(QString::fromUtf8(e.what()))->setEnabled(false);
+  }
+  scenarios->addSeparator();
+  scenarios->addAction("From file...", this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, "Open scenario", {}, "Scenarios (*.json);;All files (*)");
+    if (!path.isEmpty()) open_scenario(path);
+  });
+  auto* exp = file->addMenu("&Export");
+  auto add_export = [&](const QString& label, const QString& format, const QString& filter, bool folder) {
+    exp->addAction(label, this, [this, format, filter, folder] {
+      const QString path = folder ? QFileDialog::getExistingDirectory(this, "Export to folder")
+                                  : QFileDialog::getSaveFileName(this, "Export", {}, filter);
+      if (path.isEmpty()) return;
+      if (const QString err = export_current(format, path); !err.isEmpty())
+        QMessageBox::critical(this, "Export failed", err);
+    });
+  };
+  add_export("Chrome / Perfetto trace (JSON)...", "chrome", "Trace (*.json)", false);
+  add_export("CSV tables (folder)...", "csv", {}, true);
+  add_export("Current view as PNG...", "png", "PNG image (*.png)", false);
+  add_export("Current view as SVG...", "svg", "SVG image (*.svg)", false);
+  add_export("Current view as PDF...", "pdf", "PDF (*.pdf)", false);
+  file->addSeparator();
+  file->addAction("&Quit", QKeySequence::Quit, qApp, &QApplication::quit);
+  auto* help = menuBar()->addMenu("&Help");
+  help->addAction("&About", this, [this] {
+    QMessageBox::about(this, "About Embedscope", about_text());
+  });
+  resize(1280, 800);
+  QSettings settings;
+  restoreGeometry(settings.value("window/geometry").toByteArray());
+}
+
+QStringList MainWindow::recent_files() { return QSettings().value("recent").toStringList(); }
+
+void MainWindow::rebuild_recent_menu() {
+  recent_menu_->clear();
+  for (const QString& path : recent_files())
+    recent_menu_->addAction(path, this, [this, path] { open_session(path); });
+  recent_menu_->setEnabled(!recent_menu_->isEmpty());
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  QSettings().setValue("window/geometry", saveGeometry());
+  QMainWindow::closeEvent(e);
+}
+
+QString MainWindow::export_current(const QString& format, const QString& path) {
+  auto* views = qobject_cast<QTabWidget*>(tabs_->currentWidget());
+  if (!tabs_->currentWidget()) return "no session is open";
+  if (!views && (format == "chrome" || format == "csv"))  // a comparison or scenario tab: images only
+    return "export " + format + " from a session's own tab (this one compares sessions)";
+  const QString session = tabs_->tabToolTip(tabs_->currentIndex());
+  try {
+    if (format == "chrome" || format == "csv") {
+      const sessions::SessionReader reader(session.toStdString());
+      if (format == "chrome") {
+        std::ofstream out(path.toStdString());
+        if (!out) return path + ": cannot write";
+        sessions::export_chrome_trace(reader, out);
+        if (!out) return path + ": write failed";
+      } else {
+        sessions::export_csv(reader, sessions::analyze(reader), path.toStdString());
+      }
+      return {};
+    }
+    QWidget* view = views ? views->currentWidget() : tabs_->currentWidget();
+    wait_for_analyses(view);  // an image of the figures, not of "Analysing ..."
+    QApplication::processEvents();
+    if (format == "png") return view->grab().save(path, "PNG") ? QString() : path + ": cannot write";
+    if (format == "svg") {  // vector: the widgets paint into the SVG generator
+      QSvgGenerator svg;
+      svg.setFileName(path);
+      svg.setSize(view->size());
+      svg.setViewBox(view->rect());
+      svg.setTitle(tabs_->tabText(tabs_->currentIndex()) + " - " + views->tabText(views->currentIndex()));
+      QPainter painter;
+      if (!painter.begin(&svg)) return path + ": cannot write";
+      view->render(&painter);
+      return painter.end() ? QString() : path + ": cannot write";
+    }
+    if (format == "pdf") {
+      QPdfWriter pdf(path);
+      pdf.setPageSize(QPageSize(QPageSize::A4));
+      pdf.setPageOrientation(QPageLayout::Landscape);
+      QPainter painter;
+      if (!painter.begin(&pdf)) return path + ": cannot write";
+      const QPixmap shot = view->grab();
+      const QRect page = painter.viewport();
+      const QSize size = shot.size().scaled(page.size(), Qt::KeepAspectRatio);
+      painter.drawPixmap(QRect(page.topLeft(), size), shot);
+      return {};
+    }
+    return "unknown export format " + format;
+  } catch (const std::exception& e) {
+    return QString::fromUtf8(e.what());
+  }
+}
+
+QString MainWindow::open_session(const QString& path, bool quiet) {
+  try {
+    auto session = std::make_shared<const sessions::SessionReader>(path.toStdString());
+    auto* page = new QTabWidget(tabs_);
+    page->addTab(new TimelineView(session, page), "Timeline");
+    add_lazy_tab(page, "Summary", [session](QWidget* parent) { return new SummaryView(session, parent); });
+    add_lazy_tab(page, "Load", [session](QWidget* parent) { return new LoadView(session, parent); });
+    add_lazy_tab(page, "Memory", [session](QWidget* parent) { return new MemoryView(session, parent); });
+    QString title = QFileInfo(path).fileName();
+    if (const std::string ended = session->status(); ended != "complete") title += QString(" [%1]").arg(QString::fromStdString(ended));
+    const int i = tabs_->addTab(page, title);
+    tabs_->setTabToolTip(i, path);
+    tabs_->setCurrentIndex(i);
+    QStringList recent = recent_files();
+    const QString absolute = QFileInfo(path).absoluteFilePath();
+    recent.removeAll(absolute);
+    recent.prepend(absolute);
+    QSettings().setValue("recent", recent.mid(0, 10));
+    if (recent_menu_) rebuild_recent_menu();
+    return {};
+  } catch (const std::exception& e) {
+    const QString msg = QString::fromUtf8(e.what());
+    if (!quiet) QMessageBox::critical(this, "Cannot open session", msg);
+    return msg;
+  }
+}
+
+QString MainWindow::open_compare(const QStringList& paths, bool quiet) {
+  QString error;
+  if (paths.size() < 2) error = "choose at least two sessions to compare";
+  try {
+    std::vector<LabelledSession> sessions;
+    QStringList names;
+    for (const QString& p : paths) {
+      if (!error.isEmpty()) break;
+      names << QFileInfo(p).fileName();
+      const QString label = sessions.size() < 26 ? QString(QChar('A' + static_cast<int>(sessions.size())))
+                                                 : QString::number(sessions.size() + 1);
+      sessions.push_back({label, std::make_shared<const sessions::SessionReader>(p.toStdString())});
+    }
+    if (error.isEmpty()) {
+      auto* view = new CompareView(sessions, 0, tabs_);
+      const int i = tabs_->addTab(view, "compare: " + names.join(" | "));
+      tabs_->setTabToolTip(i, paths.join("\n"));
+      tabs_->setCurrentIndex(i);
+    }
+  } catch (const std::exception& e) {
+    error = QString::fromUtf8(e.what());
+  }
+  if (!error.isEmpty() && !quiet) QMessageBox::critical(this, "Cannot compare", error);
+  return error;
+}
+
+QString MainWindow::open_scenario(const QString& scenario, const QString& sessions_dir, bool quiet) {
+  QString error;
+  try {
+    std::optional<Scenario> found;
+    if (scenario.endsWith(".json") || QFileInfo(scenario).isFile()) {
+      found = load_scenario_file(scenario.toStdString());
+    } else {
+      QStringList known;
+      for (Scenario& sc : builtin_scenarios()) {
+        known << QString::fromStdString(sc.id);
+        if (sc.id == scenario.toStdString()) found = std::move(sc);
+      }
+      if (!found) error = "no scenario " + scenario + " (built in: " + known.join(", ") + ")";
+    }
+    if (found) {
+      auto* view = new ScenarioView(std::move(*found), tabs_);
+      if (!sessions_dir.isEmpty() && view->open_folder(sessions_dir) == 0)
+        error = sessions_dir + ": none of the scenario's sessions (" +
+                QString::fromStdString(session_file_name(view->scenario(), 0)) + ", ...) is there";
+      const int i = tabs_->addTab(view, "scenario: " + QString::fromStdString(view->scenario().title));
+      tabs_->setTabToolTip(i, QString::fromStdString(view->scenario().origin));
+      tabs_->setCurrentIndex(i);
+    }
+  } catch (const std::exception& e) {
+    error = QString::fromUtf8(e.what());
+  }
+  if (!error.isEmpty() && !quiet) QMessageBox::critical(this, "Cannot open scenario", error);
+  return error;
+}
+
+WorkloadDesigner* MainWindow::new_workload(const QString& preset) {
+  auto* designer = new WorkloadDesigner(preset, tabs_);
+  connect(designer, &WorkloadDesigner::session_written, this, [this](const QString& path) { open_session(path); });
+  auto title = [designer] {
+    const auto name = designer->model()->value("/name");
+    return "Workload: " + (name.is_string() ? QString::fromStdString(name.get<std::string>()) : QString("(unnamed)"));
+  };
+  connect(designer->model(), &WorkloadModel::validated, this,
+          [this, designer, title] { tabs_->setTabText(tabs_->indexOf(designer), title()); });
+  tabs_->setCurrentIndex(tabs_->addTab(designer, title()));
+  return designer;
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
+  if (e->mimeData()->hasUrls()) e->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* e) {
+  for (const QUrl& url : e->mimeData()->urls())
+    if (url.isLocalFile()) open_session(url.toLocalFile());
+}
+
+}  // namespace embedscope::ui

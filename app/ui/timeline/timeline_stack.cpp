@@ -1,0 +1,88 @@
+#include "timeline/timeline_stack.h"
+
+#include <QLabel>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+
+#include "core/timeline_math.h"
+#include "embedscope/sessions/analysis/step_windows.h"
+#include "timeline/timeline_widget.h"
+
+namespace embedscope::ui {
+
+TimelineStack::TimelineStack(const std::vector<LabelledSession>& sessions, int64_t align_step, QWidget* parent)
+    : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    auto* label = new QLabel(QString("<b>%1</b> &nbsp; %2").arg(sessions[i].label.toHtmlEscaped(),
+                                                                QString::fromStdString(sessions[i].session->path()).toHtmlEscaped()),
+                             this);
+    auto* w = new TimelineWidget(sessions[i].session, this);
+    extents_.emplace_back(w->scale().t0(), w->scale().t1());  // a new timeline shows all it recorded
+    steps_.push_back(sessions::step_windows(*sessions[i].session));
+    timelines_.push_back(w);
+    layout->addWidget(label);
+    layout->addWidget(w);
+    connect(w, &TimelineWidget::view_changed, this, [this, i] { sync_from(i); });
+  }
+  layout->addStretch(1);
+  align_to_step(align_step);
+}
+
+void TimelineStack::align_to_step(int64_t step) {
+  align_step_ = step;
+  offsets_ = sessions::align_offsets(steps_, step);
+  // the union of the aligned extents, so that every view can show the same aligned range
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  for (size_t i = 0; i < timelines_.size(); ++i) {
+    lo = std::min(lo, extents_[i].first - offsets_[i]);
+    hi = std::max(hi, extents_[i].second - offsets_[i]);
+  }
+  for (size_t i = 0; i < timelines_.size(); ++i) {
+    TimelineWidget* w = timelines_[i];
+    w->scale() = TimeScale(lo + offsets_[i], hi + offsets_[i], w->scale().width());
+    w->set_time_origin(offsets_[i]);
+  }
+  fit_step();
+}
+
+void TimelineStack::fit_step() {
+  int64_t longest = 0;
+  for (const auto& steps : steps_)
+    if (const std::optional<int64_t> start = sessions::step_start(steps, align_step_))
+      for (const auto& s : steps)
+        if (s.step == align_step_) longest = std::max(longest, s.end_ns - *start);
+  if (longest <= 0) {
+    for (TimelineWidget* w : timelines_) {
+      w->scale().fit();
+      w->update();
+    }
+    return;
+  }
+  show_range(-longest / 50, longest + longest / 50);
+}
+
+void TimelineStack::show_range(int64_t t0_ns, int64_t t1_ns) {
+  for (size_t i = 0; i < timelines_.size(); ++i) {
+    timelines_[i]->scale().show(t0_ns + offsets_[i], t1_ns + offsets_[i]);
+    timelines_[i]->update();
+  }
+}
+
+int64_t TimelineStack::view_t0() const {
+  return timelines_.empty() ? 0 : timelines_[0]->scale().t0() - offsets_[0];
+}
+
+void TimelineStack::sync_from(size_t i) {
+  if (syncing_) return;
+  syncing_ = true;
+  const TimeScale& s = timelines_[i]->scale();
+  show_range(s.t0() - offsets_[i], s.t1() - offsets_[i]);
+  syncing_ = false;
+}
+
+}  // namespace embedscope::ui

@@ -1,0 +1,189 @@
+#include "timeline/timeline_view.h"
+
+#include <QCheckBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QScrollArea>
+#include <QShortcut>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTableView>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "embedscope/sessions/analysis/analysis.h"
+#include "jobs/analysis_job.h"
+#include "models/range_totals_model.h"
+#include "timeline/timeline_widget.h"
+
+namespace embedscope::ui {
+
+TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent)
+    : QWidget(parent), timeline_(new TimelineWidget(session, this)), totals_(new RangeTotalsModel(session, this)),
+      search_(new QLineEdit(this)), details_(new QLabel(this)), range_label_(new QLabel(this)),
+      search_status_(new QLabel(this)), per_rank_(new QCheckBox("per rank", this)),
+      critical_path_(new QCheckBox("critical path", this)), path_job_(new AnalysisJob(this)), session_(session), step_box_(new QSpinBox(this)),
+      back_(new QToolButton(this)), forward_(new QToolButton(this)) {
+  auto* bar = new QHBoxLayout;
+  auto button = [&](QToolButton* b, const QString& text, const QString& tip, auto fn) {
+    b->setText(text);
+    b->setToolTip(tip);
+    connect(b, &QToolButton::clicked, this, fn);
+    bar->addWidget(b);
+  };
+  button(back_, "<", "Back to the previous view (Backspace, Alt+Left)", [this] { timeline_->back(); });
+  button(forward_, ">", "Forward (Shift+Backspace, Alt+Right)", [this] { timeline_->forward(); });
+  button(new QToolButton(this), "Fit", "Show everything (F)", [this] {
+    timeline_->scale().fit();
+    timeline_->navigate(timeline_->view());
+  });
+  bar->addWidget(new QLabel("step:", this));
+  const auto& steps = timeline_->steps();
+  step_box_->setRange(steps.empty() ? 0 : static_cast<int>(steps.begin()->first),
+                      steps.empty() ? 0 : static_cast<int>(steps.rbegin()->first));
+  step_box_->setToolTip("Fit a step (keys 1..9: steps 0..8; double-click on a step)");
+  bar->addWidget(step_box_);
+  button(new QToolButton(this), "Fit step", "Show the step chosen on the left", [this] { timeline_->fit_step(step_box_->value()); });
+  step_box_->setValue(0);  // the first measured step
+  bar->addSpacing(16);
+  search_->setPlaceholderText("find op by name (Ctrl+F)");
+  search_->setClearButtonEnabled(true);
+  search_->setMaximumWidth(260);
+  // the whole placeholder, plus the clear button and the frame
+  search_->setMinimumWidth(search_->fontMetrics().horizontalAdvance(search_->placeholderText()) + 40);
+  bar->addWidget(search_);
+  button(new QToolButton(this), "Prev", "Previous match (Shift+F3)", [this] { find_next(false); });
+  button(new QToolButton(this), "Next", "Next match (Enter, F3)", [this] { find_next(true); });
+  bar->addWidget(search_status_);
+  bar->addSpacing(16);
+  critical_path_->setToolTip("Underline the ops that bounded each step, walked back from its last op (P)");
+  connect(critical_path_, &QCheckBox::toggled, this, [this](bool on) { show_critical_path(on); });
+  auto* toggle = new QShortcut(QKeySequence(Qt::Key_P), this);
+  connect(toggle, &QShortcut::activated, critical_path_, &QCheckBox::toggle);
+  bar->addWidget(critical_path_);
+  bar->addStretch(1);
+
+  auto* side = new QWidget(this);
+  auto* side_layout = new QVBoxLayout(side);
+  side_layout->setContentsMargins(0, 0, 0, 0);
+  details_->setWordWrap(true);
+  details_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  details_->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+  details_->setMinimumHeight(160);
+  side_layout->addWidget(new QLabel("<b>Selected op</b>", side));
+  side_layout->addWidget(details_);
+  auto* range_head = new QHBoxLayout;
+  range_head->addWidget(new QLabel("<b>Range</b> (Shift+drag, or drag on the axis)", side));
+  range_head->addStretch(1);
+  range_head->addWidget(per_rank_);
+  side_layout->addLayout(range_head);
+  side_layout->addWidget(range_label_);
+  auto* table = new QTableView(side);
+  table->setModel(totals_);
+  table->verticalHeader()->hide();
+  table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  side_layout->addWidget(table, 1);
+
+  auto* scroll = new QScrollArea(this);  // many ranks: the rows scroll, the axis scrolls with them
+  scroll->setWidget(timeline_);
+  scroll->setWidgetResizable(true);
+  auto* split = new QSplitter(Qt::Horizontal, this);
+  split->addWidget(scroll);
+  split->addWidget(side);
+  scroll->setMinimumWidth(400);
+  side->setMinimumWidth(260);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 1);
+  split->setSizes({1100, 420});
+  auto* layout = new QVBoxLayout(this);
+  layout->addLayout(bar);
+  layout->addWidget(split, 1);
+
+  connect(search_, &QLineEdit::returnPressed, this, [this] { find_next(true); });
+  auto shortcut = [&](const QKeySequence& keys, auto fn) {
+    auto* s = new QShortcut(keys, this, fn);
+    s->setContext(Qt::WidgetWithChildrenShortcut);
+  };
+  shortcut(QKeySequence::Find, [this] {
+    search_->setFocus();
+    search_->selectAll();
+  });
+  shortcut(QKeySequence(Qt::Key_F3), [this] { find_next(true); });
+  shortcut(QKeySequence(Qt::SHIFT | Qt::Key_F3), [this] { find_next(false); });
+  connect(per_rank_, &QCheckBox::toggled, this, [this] { update_totals(); });
+  connect(timeline_, &TimelineWidget::selection_changed, this, [this, scroll] {
+    update_details();
+    if (const auto sel = timeline_->selected())  // a search match in a row scrolled away
+      scroll->ensureVisible(0, timeline_->row_y(sel->row) + TimelineWidget::kRowHeight / 2, 0, TimelineWidget::kRowHeight);
+  });
+  connect(timeline_, &TimelineWidget::range_changed, this, [this] { update_totals(); });
+  connect(timeline_, &TimelineWidget::view_changed, this, [this] { update_buttons(); });
+  update_details();
+  update_totals();
+  update_buttons();
+  timeline_->setFocus();
+}
+
+void TimelineView::show_critical_path(bool on) {
+  if (critical_path_->isChecked() != on) critical_path_->setChecked(on);  // comes back here
+  if (on && !path_loaded_) {
+    if (path_job_->busy()) return;  // its result shows the path if the box is still checked
+    // analysed once, off the GUI thread, through a reader of the job's own
+    critical_path_->setText("critical path (computing...)");
+    path_job_->start<std::vector<sessions::PathSegment>>(
+        [file = session_->path()] {
+          std::vector<sessions::PathSegment> path;
+          for (const auto& step : sessions::analyze(sessions::SessionReader(file)).critical_paths)
+            path.insert(path.end(), step.segments.begin(), step.segments.end());
+          return path;
+        },
+        [this](std::vector<sessions::PathSegment>& path) {
+          path_ = std::move(path);
+          path_loaded_ = true;
+          critical_path_->setText("critical path");
+          timeline_->set_critical_path(critical_path_->isChecked() ? path_ : std::vector<sessions::PathSegment>{});
+        },
+        [this](const QString& error) {
+          critical_path_->setText("critical path");
+          critical_path_->setChecked(false);
+          critical_path_->setToolTip(error);
+        });
+    return;
+  }
+  timeline_->set_critical_path(on ? path_ : std::vector<sessions::PathSegment>{});
+}
+
+bool TimelineView::find_next(bool forward) {
+  const bool found = timeline_->find(search_->text(), forward);
+  search_status_->setText(found || search_->text().isEmpty() ? QString() : "no match");
+  return found;
+}
+
+void TimelineView::set_per_rank(bool per_rank) {
+  per_rank_->setChecked(per_rank);
+  update_totals();
+}
+
+void TimelineView::update_details() {
+  const auto sel = timeline_->selected();
+  details_->setText(sel ? timeline_->details(*sel) : QString("Click an op to see its details."));
+}
+
+void TimelineView::update_totals() {
+  const auto r = timeline_->range();
+  totals_->set_totals(timeline_->totals(per_rank_->isChecked()));
+  range_label_->setText(r ? QString("%1 .. %2 (%3)")
+                                .arg(QString::fromStdString(format_duration(r->t0)))
+                                .arg(QString::fromStdString(format_duration(r->t1)))
+                                .arg(QString::fromStdString(format_duration(r->t1 - r->t0)))
+                          : QString("no range selected"));
+}
+
+void TimelineView::update_buttons() {
+  back_->setEnabled(timeline_->history().can_back());
+  forward_->setEnabled(timeline_->history().can_forward());
+}
+
+}  // namespace embedscope::ui

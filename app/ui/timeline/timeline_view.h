@@ -1,0 +1,65 @@
+#pragma once
+// The timeline page: a toolbar (zoom history back / forward, fit, fit a step, search by name),
+// the TimelineWidget, and a side panel with the selected op's details and the per-op-name
+// totals of the selected time range (RangeTotalsModel, all ranks or per rank).
+// Keys: Ctrl+F search, Enter / F3 next match, Shift+F3 previous.
+
+#include <QWidget>
+
+#include <memory>
+#include <vector>
+
+#include "embedscope/sessions/analysis/critical_path.h"
+#include "embedscope/sessions/store/session.h"
+
+class QLabel;
+class QLineEdit;
+class QCheckBox;
+class QSpinBox;
+class QTableView;
+class QToolButton;
+
+namespace embedscope::ui {
+
+class TimelineWidget;
+class RangeTotalsModel;
+class AnalysisJob;
+
+class TimelineView : public QWidget {
+  Q_OBJECT
+
+ public:
+  /// Reads every lane of `session` (throws sessions::SessionError on a damaged file).
+  explicit TimelineView(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent = nullptr);
+  TimelineWidget* timeline() { return timeline_; }
+  RangeTotalsModel* totals() { return totals_; }
+  QLineEdit* search_box() { return search_; }
+  QLabel* details() { return details_; }
+  /// Next / previous match of the search box's text; false when none.
+  bool find_next(bool forward = true);
+  /// Sums the range totals per rank (true) or over all ranks.
+  void set_per_rank(bool per_rank);
+  /// Draws the critical path of every measured step on the timeline or hides it. Key P. The
+  /// path is analysed on first use (sessions::analyze) off the GUI thread: until it arrives the
+  /// box reads "critical path (computing...)" and critical_path_job()->busy() is true.
+  void show_critical_path(bool on);
+  AnalysisJob* critical_path_job() { return path_job_; }
+
+ private:
+  void update_details();
+  void update_totals();
+  void update_buttons();
+  TimelineWidget* timeline_;
+  RangeTotalsModel* totals_;
+  QLineEdit* search_;
+  QLabel *details_, *range_label_, *search_status_;
+  QCheckBox *per_rank_, *critical_path_;
+  AnalysisJob* path_job_;  // the critical path, analysed on first use
+  std::shared_ptr<const sessions::SessionReader> session_;
+  std::vector<sessions::PathSegment> path_;  // every measured step's, once analysed
+  bool path_loaded_ = false;
+  QSpinBox* step_box_;
+  QToolButton *back_, *forward_;
+};
+
+}  // namespace embedscope::ui

@@ -1,0 +1,420 @@
+#include "timeline/timeline_widget.h"
+
+#include <QKeyEvent>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QToolTip>
+#include <QWheelEvent>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <utility>
+
+#include "charts/colors.h"
+#include "embedscope/engine/sharding.h"  // format_bytes
+#include "embedscope/sessions/model/units.h"
+
+namespace embedscope::ui {
+
+namespace {
+template <class T>
+QString join(const std::vector<T>& v) {
+  QStringList parts;
+  for (const auto& x : v) parts << QString::number(x);
+  return parts.join(", ");
+}
+}  // namespace
+
+TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent)
+    : QWidget(parent), session_(std::move(session)), scale_(0, 1, 800) {
+  // one range query per lane (the clustered (lane, start) key): no regrouping of every op
+  constexpr int64_t kAll = std::numeric_limits<int64_t>::max() / 4;
+  int64_t begin = std::numeric_limits<int64_t>::max(), end = 0;
+  for (const auto& l : session_->lanes()) {
+    const QString lane = QString::fromStdString(l.name);
+    auto lane_ops = session_->ops(l.rank, l.lane, -kAll, kAll);
+    LaneIndex index(lane_ops);
+    rows_.push_back({l.rank, l.lane, lane, QString("rank %1 %2").arg(l.rank).arg(lane), std::move(lane_ops), std::move(index)});
+    const auto& ops = rows_.back().ops;
+    if (!ops.empty()) {
+      begin = std::min(begin, ops.front().start_ns);
+      end = std::max(end, ops.back().end_ns);  // ops of a lane do not nest: the last ends last
+    }
+  }
+  for (const auto& st : session_->steps()) {
+    begin = std::min(begin, st.start_ns);
+    end = std::max(end, st.end_ns);
+  }
+  if (begin > end) begin = end = 0;
+  std::map<int32_t, std::vector<sessions::Interval>> compute;
+  for (const auto& r : rows_)
+    for (const auto& o : r.ops)
+      if (o.category != sessions::OpCategory::comm && o.category != sessions::OpCategory::memcpy)
+        compute[o.rank].push_back({o.start_ns, o.end_ns});
+  for (auto& [rank, v] : compute) compute_[rank] = sessions::merge_intervals(std::move(v));
+  steps_ = step_windows(session_->steps());
+  std::set<int64_t> starts;
+  for (const auto& st : session_->steps())
+    if (st.rank == 0) starts.insert(st.start_ns);
+  step_starts_.assign(starts.begin(), starts.end());
+  scale_ = TimeScale(begin, end, 800);  // the extent of what was recorded (not the setup before it)
+  history_ = ZoomHistory(view());
+  setMouseTracking(true);
+  setFocusPolicy(Qt::StrongFocus);
+  setMinimumHeight(kAxis + kRowHeight * static_cast<int>(std::max<size_t>(rows_.size(), 1)) + 4);
+}
+
+void TimelineWidget::resizeEvent(QResizeEvent*) { scale_.set_width(std::max(1, width() - kGutter)); }
+
+void TimelineWidget::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  p.fillRect(rect(), palette().base());
+  const QColor text = palette().text().color();
+  const int bottom = kAxis + static_cast<int>(rows_.size()) * kRowHeight;
+  // selected range: shaded under everything, its length on the axis
+  if (range_ && range_->t1 > scale_.t0() && range_->t0 < scale_.t1()) {
+    const double x0 = std::max(0.0, scale_.x(range_->t0)), x1 = std::min(scale_.width(), scale_.x(range_->t1));
+    QColor shade = palette().highlight().color();
+    shade.setAlpha(50);
+    p.fillRect(QRectF(kGutter + x0, 0, std::max(1.0, x1 - x0), bottom), shade);
+  }
+  // time axis: ~8 ticks at round values
+  const double span = static_cast<double>(scale_.t1() - scale_.t0());
+  const double raw = span / 8;
+  const double mag = std::pow(10.0, std::floor(std::log10(std::max(raw, 1.0))));
+  const double tick = raw / mag < 2 ? 2 * mag : raw / mag < 5 ? 5 * mag : 10 * mag;
+  p.setPen(text);
+  const auto origin = static_cast<double>(origin_ns_);
+  for (double t = std::ceil((static_cast<double>(scale_.t0()) - origin) / tick) * tick + origin;
+       t < static_cast<double>(scale_.t1()); t += tick) {
+    const int x = kGutter + static_cast<int>(scale_.x(static_cast<int64_t>(t)));
+    p.drawLine(x, kAxis - 6, x, kAxis);
+    const QString label = QString::fromStdString(format_duration(static_cast<int64_t>(t - origin)));
+    if (x + 3 + p.fontMetrics().horizontalAdvance(label) <= width()) p.drawText(x + 3, kAxis - 8, label);  // whole or not at all
+  }
+  // step boundaries
+  p.setPen(QPen(palette().mid().color(), 0, Qt::DashLine));  // cosmetic: the fast dashed path
+  int last_x = -100;
+  for (int64_t s : step_starts_) {
+    if (s < scale_.t0() || s >= scale_.t1()) continue;
+    const int x = kGutter + static_cast<int>(scale_.x(s));
+    if (x - last_x < 6) continue;  // zoomed out over many steps: a line every few pixels at most
+    last_x = x;
+    p.drawLine(x, kAxis, x, bottom);
+  }
+  // rows
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    const int y = row_y(i);
+    p.setPen(text);
+    p.drawText(QRect(4, y, kGutter - 8, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft, rows_[i].label);
+    const auto& compute = compute_[rows_[i].rank];
+    for (const LaneBox& b : fold_lane(rows_[i].ops, rows_[i].index, scale_)) {
+      const QRectF r(kGutter + b.x0, y + 3, std::max(1.0, b.x1 - b.x0), kRowHeight - 6);
+      QColor c = category_color(b.category);
+      if (b.count > 1) c = c.lighter(130);  // folded: a run of sub-pixel ops
+      p.fillRect(r, c);
+      if (b.category != sessions::OpCategory::comm || b.count > 1) continue;
+      // hidden communication: the parts of this op that overlap the rank's compute
+      const auto& o = rows_[i].ops[b.first];
+      auto it = std::partition_point(compute.begin(), compute.end(),
+                                     [&](const sessions::Interval& iv) { return iv.end <= o.start_ns; });
+      for (; it != compute.end() && it->start < o.end_ns; ++it) {
+        const double x0 = std::max(0.0, scale_.x(std::max(it->start, o.start_ns)));
+        const double x1 = std::min(scale_.width(), scale_.x(std::min(it->end, o.end_ns)));
+        if (x1 > x0) p.fillRect(QRectF(kGutter + x0, y + 3, std::max(1.0, x1 - x0), kRowHeight - 6), hidden_comm_color());
+      }
+    }
+  }
+  // the critical path: a bar under each op on it, dotted under a gap, a line where it changes row
+  if (!path_.empty()) {
+    const QColor c = critical_path_color();
+    auto first = std::partition_point(path_.begin(), path_.end(),
+                                      [&](const sessions::PathSegment& g) { return g.end_ns <= scale_.t0(); });
+    if (first != path_.begin()) --first;  // the segment before the view: its row joins the first one
+    size_t prev_row = rows_.size();
+    for (auto it = first; it != path_.end() && it->start_ns < scale_.t1(); ++it) {
+      // a gap has no lane: it is drawn on the rank's first row
+      const size_t row = it->kind == sessions::PathSegment::Kind::gap ? row_of(it->rank, 0) : row_of(it->rank, it->lane);
+      if (row >= rows_.size()) continue;
+      const double x0 = std::max(-1.0, scale_.x(it->start_ns)), x1 = std::min(scale_.width() + 1, scale_.x(it->end_ns));
+      const int y = row_y(row) + kRowHeight - 3;
+      p.setPen(QPen(c, 3, it->kind == sessions::PathSegment::Kind::gap ? Qt::DotLine : Qt::SolidLine, Qt::FlatCap));
+      if (x1 > x0) p.drawLine(QPointF(kGutter + x0, y), QPointF(kGutter + std::max(x0 + 1, x1), y));
+      if (prev_row < rows_.size() && prev_row != row && x0 >= 0) {
+        p.setPen(QPen(c, 1));
+        p.drawLine(QPointF(kGutter + x0, row_y(prev_row) + kRowHeight - 3), QPointF(kGutter + x0, y));
+      }
+      prev_row = row;
+    }
+  }
+  // the selected op, outlined (at least 3 px wide so that a thin op stays visible)
+  if (selected_) {
+    const auto& o = op(*selected_);
+    if (o.end_ns > scale_.t0() && o.start_ns < scale_.t1()) {
+      const double x0 = std::max(-2.0, scale_.x(o.start_ns)), x1 = std::min(scale_.width() + 2, scale_.x(o.end_ns));
+      const double w = std::max(3.0, x1 - x0);
+      p.setPen(QPen(text, 2));
+      p.setBrush(Qt::NoBrush);
+      p.drawRect(QRectF(kGutter + x0 - (w - (x1 - x0)) / 2, row_y(selected_->row) + 1, w, kRowHeight - 2));
+    }
+  }
+  if (range_) {
+    p.setPen(text);
+    const QString label = QString::fromStdString(format_duration(range_->t1 - range_->t0));
+    const double xm = scale_.x((range_->t0 + range_->t1) / 2);
+    if (xm >= 0 && xm <= scale_.width()) {
+      const QRectF box(kGutter + xm - 40, 0, 80, kAxis - 8);
+      p.fillRect(box, palette().base());
+      p.drawText(box, Qt::AlignCenter, label);
+    }
+  }
+  p.setPen(palette().mid().color());
+  p.drawLine(kGutter, kAxis, width(), kAxis);
+}
+
+void TimelineWidget::set_critical_path(std::vector<sessions::PathSegment> segments) {
+  std::sort(segments.begin(), segments.end(),
+            [](const sessions::PathSegment& a, const sessions::PathSegment& b) { return a.start_ns < b.start_ns; });
+  path_ = std::move(segments);
+  update();
+}
+
+size_t TimelineWidget::row_of(int32_t rank, int32_t lane) const {
+  for (size_t i = 0; i < rows_.size(); ++i)
+    if (rows_[i].rank == rank && rows_[i].lane == lane) return i;
+  return rows_.size();
+}
+
+std::optional<OpRef> TimelineWidget::op_at(QPoint pt) const {
+  if (pt.x() < kGutter || pt.y() < kAxis) return std::nullopt;
+  const size_t row = static_cast<size_t>((pt.y() - kAxis) / kRowHeight);
+  if (row >= rows_.size()) return std::nullopt;
+  const int64_t t = scale_.t(pt.x() - kGutter);
+  const int64_t slack = static_cast<int64_t>(scale_.ns_per_px());
+  const auto& ops = rows_[row].ops;
+  auto it = std::partition_point(ops.begin(), ops.end(), [&](const sessions::OpRecord& o) { return o.end_ns + slack <= t; });
+  if (it == ops.end() || it->start_ns - slack > t) return std::nullopt;
+  return OpRef{row, static_cast<size_t>(it - ops.begin())};
+}
+
+void TimelineWidget::select(std::optional<OpRef> r, bool centre) {
+  selected_ = r;
+  if (r && centre) {
+    const auto& o = op(*r);
+    const int64_t span = scale_.t1() - scale_.t0(), dur = o.end_ns - o.start_ns;
+    if (dur > span * 8 / 10)
+      navigate({o.start_ns - dur / 10, o.end_ns + dur / 10});
+    else
+      navigate({o.start_ns + dur / 2 - span / 2, o.start_ns + dur / 2 - span / 2 + span});
+  }
+  update();
+  emit selection_changed();
+}
+
+QString TimelineWidget::details(OpRef r) const {
+  const auto& o = op(r);
+  const auto& row = rows_[r.row];
+  QString html = QString("<b>%1</b><br>rank %2, %3 lane, %4<br>step %5<br>start %6<br>duration %7")
+                     .arg(QString::fromStdString(session_->name(o.name_id)).toHtmlEscaped())
+                     .arg(o.rank)
+                     .arg(row.lane_name.toHtmlEscaped())
+                     .arg(sessions::to_string(o.category))
+                     .arg(o.step < 0 ? QString("%1 (warmup)").arg(o.step) : QString::number(o.step))
+                     .arg(QString::fromStdString(format_duration(o.start_ns)))
+                     .arg(QString::fromStdString(format_duration(o.end_ns - o.start_ns)));
+  if (o.bytes) html += QString("<br>%1 (%2 bytes)").arg(QString::fromStdString(sessions::format_bytes(o.bytes))).arg(o.bytes);
+  if (o.category != sessions::OpCategory::comm) return html;
+  if (!collectives_) collectives_ = session_->collectives();
+  // the rank's collective records inside the span (the engine's split check, an all-gather,
+  // runs in the same span before the collective itself)
+  for (const auto& c : *collectives_) {
+    if (c.rank != o.rank || c.start_ns < o.start_ns || c.end_ns > o.end_ns) continue;
+    html += QString("<br><br><b>%1</b> %2<br>group %3, sequence %4, %5<br>sent %6, received %7<br>peers %8")
+                .arg(QString::fromStdString(c.op))
+                .arg(QString::fromStdString(c.name).toHtmlEscaped())
+                .arg(QString::fromStdString(c.group).toHtmlEscaped())
+                .arg(c.sequence)
+                .arg(QString::fromStdString(c.dtype))
+                .arg(QString::fromStdString(sessions::format_bytes(c.bytes_sent)))
+                .arg(QString::fromStdString(sessions::format_bytes(c.bytes_received)))
+                .arg(join(c.peers));
+    if (!c.send_elements.empty())
+      html += QString("<br>elements sent to each peer: %1<br>received from each: %2")
+                  .arg(join(c.send_elements))
+                  .arg(join(c.recv_elements));
+  }
+  return html;
+}
+
+void TimelineWidget::set_range(std::optional<ViewRange> r) {
+  if (r && r->t1 < r->t0) std::swap(r->t0, r->t1);
+  range_ = r;
+  update();
+  emit range_changed();
+}
+
+std::vector<OpTotal> TimelineWidget::totals(bool per_rank) const {
+  if (!range_) return {};
+  std::vector<sessions::OpRecord> in_range;
+  for (const auto& row : rows_) {
+    auto it = std::partition_point(row.ops.begin(), row.ops.end(),
+                                   [&](const sessions::OpRecord& o) { return o.end_ns <= range_->t0; });
+    for (; it != row.ops.end() && it->start_ns < range_->t1; ++it) in_range.push_back(*it);
+  }
+  return range_totals(in_range, range_->t0, range_->t1, per_rank);
+}
+
+void TimelineWidget::commit(Nav kind) {
+  history_.visit(view(), kind != Nav::jump && kind == last_nav_);
+  last_nav_ = kind;
+  update();
+  emit view_changed();
+}
+
+void TimelineWidget::navigate(ViewRange r) {
+  scale_.show(r.t0, r.t1);
+  commit(Nav::jump);
+}
+
+void TimelineWidget::back() {
+  const ViewRange r = history_.back();
+  scale_.show(r.t0, r.t1);
+  last_nav_ = Nav::jump;
+  update();
+  emit view_changed();
+}
+
+void TimelineWidget::forward() {
+  const ViewRange r = history_.forward();
+  scale_.show(r.t0, r.t1);
+  last_nav_ = Nav::jump;
+  update();
+  emit view_changed();
+}
+
+bool TimelineWidget::fit_step(int64_t step) {
+  auto it = steps_.find(step);
+  if (it == steps_.end()) return false;
+  navigate(it->second);
+  return true;
+}
+
+bool TimelineWidget::find(const QString& text, bool forward) {
+  if (text.isEmpty()) return false;
+  const auto& names = session_->strings();
+  std::vector<bool> match(names.size());
+  for (size_t i = 0; i < names.size(); ++i)
+    match[i] = QString::fromStdString(names[i]).contains(text, Qt::CaseInsensitive);
+  std::vector<const std::vector<sessions::OpRecord>*> lanes;
+  for (const auto& r : rows_) lanes.push_back(&r.ops);
+  // from the selection, else from the view's start (forward) or end (backward)
+  auto hit = find_op(lanes, match, selected_, forward, forward ? scale_.t0() : scale_.t1());
+  if (!hit)  // wrap around
+    hit = find_op(lanes, match, std::nullopt, forward, forward ? std::numeric_limits<int64_t>::min() / 2
+                                                               : std::numeric_limits<int64_t>::max() / 2);
+  if (!hit) return false;
+  select(hit, true);
+  return true;
+}
+
+void TimelineWidget::wheelEvent(QWheelEvent* e) {
+  scale_.zoom_at(e->position().x() - kGutter, e->angleDelta().y() > 0 ? 1.25 : 0.8);
+  commit(Nav::zoom);
+}
+
+void TimelineWidget::mousePressEvent(QMouseEvent* e) {
+  if (e->button() != Qt::LeftButton) return;
+  press_x_ = last_x_ = static_cast<int>(e->position().x());
+  const bool on_axis = e->position().y() < kAxis;
+  if ((e->modifiers() & Qt::ShiftModifier) || on_axis) {
+    drag_ = Drag::range;
+    range_anchor_ = scale_.t(std::max(0, press_x_ - kGutter));
+  } else {
+    drag_ = Drag::pan;
+  }
+}
+
+void TimelineWidget::mouseMoveEvent(QMouseEvent* e) {
+  const int x = static_cast<int>(e->position().x());
+  if (drag_ == Drag::pan) {
+    scale_.pan(last_x_ - x);
+    last_x_ = x;
+    update();
+    emit view_changed();
+    return;
+  }
+  if (drag_ == Drag::range) {
+    const int64_t t = scale_.t(std::max(0, x - kGutter));
+    range_ = ViewRange{std::min(range_anchor_, t), std::max(range_anchor_, t)};
+    update();
+    return;
+  }
+  if (const auto r = op_at(e->position().toPoint())) {
+    const auto& o = op(*r);
+    QString tip = QString("%1\nrank %2, %3 lane, %4\nstart %5, duration %6")
+                      .arg(QString::fromStdString(session_->name(o.name_id)))
+                      .arg(o.rank)
+                      .arg(rows_[r->row].lane_name)
+                      .arg(sessions::to_string(o.category))
+                      .arg(QString::fromStdString(format_duration(o.start_ns)))
+                      .arg(QString::fromStdString(format_duration(o.end_ns - o.start_ns)));
+    if (o.bytes) tip += QString("\n%1 bytes, sequence %2").arg(o.bytes).arg(o.correlation);
+    QToolTip::showText(e->globalPosition().toPoint(), tip, this);
+  } else {
+    QToolTip::hideText();
+  }
+}
+
+void TimelineWidget::mouseReleaseEvent(QMouseEvent* e) {
+  const Drag was = std::exchange(drag_, Drag::none);
+  const bool moved = std::abs(static_cast<int>(e->position().x()) - press_x_) > 2;
+  if (was == Drag::range) {
+    const int64_t t = scale_.t(std::max(0, static_cast<int>(e->position().x()) - kGutter));
+    // a click on the axis clears the range
+    set_range(moved ? std::optional<ViewRange>({std::min(range_anchor_, t), std::max(range_anchor_, t)}) : std::nullopt);
+  } else if (was == Drag::pan) {
+    if (moved)
+      commit(Nav::pan);
+    else
+      select(op_at(e->position().toPoint()));  // a click: select (or clear on empty space)
+  }
+}
+
+void TimelineWidget::mouseDoubleClickEvent(QMouseEvent* e) {
+  if (e->position().x() < kGutter) return;
+  const int64_t t = scale_.t(e->position().x() - kGutter);
+  for (const auto& [step, w] : steps_)
+    if (t >= w.t0 && t < w.t1) {
+      navigate(w);
+      return;
+    }
+}
+
+void TimelineWidget::keyPressEvent(QKeyEvent* e) {
+  const double mid = scale_.width() / 2;
+  const bool alt = e->modifiers() & Qt::AltModifier, shift = e->modifiers() & Qt::ShiftModifier;
+  if (e->key() == Qt::Key_Backspace || (alt && (e->key() == Qt::Key_Left || e->key() == Qt::Key_Right))) {
+    (e->key() == Qt::Key_Right || (e->key() == Qt::Key_Backspace && shift)) ? forward() : back();
+    return;
+  }
+  if (e->key() >= Qt::Key_1 && e->key() <= Qt::Key_9 && !(e->modifiers() & Qt::ControlModifier)) {
+    fit_step(e->key() - Qt::Key_1);  // key n: measured step n - 1
+    return;
+  }
+  switch (e->key()) {
+    case Qt::Key_W: scale_.zoom_at(mid, 1.25); commit(Nav::zoom); return;
+    case Qt::Key_S: scale_.zoom_at(mid, 0.8); commit(Nav::zoom); return;
+    case Qt::Key_A: scale_.pan(-scale_.width() / 10); commit(Nav::pan); return;
+    case Qt::Key_D: scale_.pan(scale_.width() / 10); commit(Nav::pan); return;
+    case Qt::Key_F: scale_.fit(); commit(Nav::jump); return;
+    case Qt::Key_Escape:
+      select(std::nullopt);
+      set_range(std::nullopt);
+      return;
+    default: QWidget::keyPressEvent(e); return;
+  }
+}
+
+}  // namespace embedscope::ui

@@ -1,0 +1,128 @@
+#pragma once
+// The timeline: one row per rank and lane, ops as boxes coloured by category, step boundaries,
+// a time axis in readable units. Wheel and W/S zoom at the cursor, drag and A/D pan, F fits,
+// 1..9 or a double click fit a step, Backspace / Shift+Backspace (or Alt+Left / Alt+Right) go
+// back and forward through the zoom history; hovering shows the op's name, rank, lane, start,
+// duration and bytes; a click selects an op (outlined); Shift+drag, or a drag on the time axis,
+// selects a time range. Communication is split as Holistic Trace Analysis counts it: the parts
+// that ran while the same rank computed are drawn light ("hidden"), the rest solid red
+// ("exposed"). Every lane's ops are loaded once; each paint binary-searches the visible range
+// and folds sub-pixel runs (fold_lane), so painting cost follows the pixels, not the events.
+
+#include <QWidget>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/analysis/critical_path.h"
+#include "embedscope/sessions/store/session.h"
+#include "core/timeline_math.h"
+
+namespace embedscope::ui {
+
+class TimelineWidget : public QWidget {
+  Q_OBJECT
+
+ public:
+  /// Reads every lane of `session` (throws sessions::SessionError on a damaged file).
+  explicit TimelineWidget(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent = nullptr);
+  TimeScale& scale() { return scale_; }
+  /// Geometry: the first pixel column of the time area and the y of a row.
+  static constexpr int kGutter = 120;
+  static constexpr int kAxis = 24;
+  static constexpr int kRowHeight = 22;
+  int row_y(size_t row) const { return kAxis + static_cast<int>(row) * kRowHeight; }
+  size_t rows() const { return rows_.size(); }
+  /// The time axis labels t - origin (ns): a comparison aligns sessions on a step this way.
+  void set_time_origin(int64_t origin_ns) { origin_ns_ = origin_ns; update(); }
+
+  /// The ops of a row, sorted by start.
+  const std::vector<sessions::OpRecord>& row_ops(size_t row) const { return rows_[row].ops; }
+  const sessions::OpRecord& op(OpRef r) const { return rows_[r.row].ops[r.index]; }
+  /// The op under a widget pixel (a pixel of slack either side), if any.
+  std::optional<OpRef> op_at(QPoint p) const;
+
+  /// Selection: the op shown outlined and in the details. `centre` pans it into the middle of
+  /// the view (zooming out when it is wider than the view), as a step of the zoom history.
+  std::optional<OpRef> selected() const { return selected_; }
+  void select(std::optional<OpRef> op, bool centre = false);
+  /// Name, rank, lane, step, start, duration, bytes and, for a communication op, the rank's
+  /// collective records inside its span (op, group, sequence, bytes, peers, per-peer element
+  /// counts), as HTML.
+  QString details(OpRef op) const;
+
+  /// The selected time range [t0, t1), ns (nullopt: none).
+  std::optional<ViewRange> range() const { return range_; }
+  void set_range(std::optional<ViewRange> r);
+  /// range_totals over every row for the selected range (empty without one).
+  std::vector<OpTotal> totals(bool per_rank) const;
+
+  /// Shows `r` and records it in the zoom history.
+  void navigate(ViewRange r);
+  ViewRange view() const { return {scale_.t0(), scale_.t1()}; }
+  void back();
+  void forward();
+  const ZoomHistory& history() const { return history_; }
+  /// Each step's window over all ranks; fit_step shows one (false when the step is unknown).
+  const std::map<int64_t, ViewRange>& steps() const { return steps_; }
+  bool fit_step(int64_t step);
+  /// The critical path to draw (segments of every step, any order; empty: none): a bar under
+  /// each op segment on its row, a dotted bar for a gap, and a line where the path moves to
+  /// another row.
+  void set_critical_path(std::vector<sessions::PathSegment> segments);
+  const std::vector<sessions::PathSegment>& critical_path() const { return path_; }
+  /// The row of (rank, lane), or rows() when there is none.
+  size_t row_of(int32_t rank, int32_t lane) const;
+  /// Selects and centres the next (or previous) op after the selection whose name contains
+  /// `text` (case-insensitive), in the order of start time, then row. False when none matches.
+  bool find(const QString& text, bool forward = true);
+
+ signals:
+  void selection_changed();
+  void range_changed();
+  /// The user zoomed or panned (wheel, drag, keys, history); scale() holds the new view.
+  void view_changed();
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+  void resizeEvent(QResizeEvent*) override;
+  void wheelEvent(QWheelEvent*) override;
+  void mousePressEvent(QMouseEvent*) override;
+  void mouseMoveEvent(QMouseEvent*) override;
+  void mouseReleaseEvent(QMouseEvent*) override;
+  void mouseDoubleClickEvent(QMouseEvent*) override;
+  void keyPressEvent(QKeyEvent*) override;
+
+ private:
+  struct Row {
+    int32_t rank = 0, lane = 0;
+    QString lane_name, label;
+    std::vector<sessions::OpRecord> ops;
+    LaneIndex index{ops};  // built from ops (declared before it)
+  };
+  enum class Nav { jump, zoom, pan };
+  // Records the current view in the history; successive zooms (or pans) are one entry.
+  void commit(Nav kind);
+
+  std::shared_ptr<const sessions::SessionReader> session_;
+  std::vector<Row> rows_;
+  std::vector<sessions::PathSegment> path_;  // by start
+  std::map<int32_t, std::vector<sessions::Interval>> compute_;  // per rank: merged compute time
+  std::vector<int64_t> step_starts_;
+  std::map<int64_t, ViewRange> steps_;
+  TimeScale scale_;
+  int64_t origin_ns_ = 0;
+  ZoomHistory history_{{0, 1}};
+  Nav last_nav_ = Nav::jump;
+  std::optional<OpRef> selected_;
+  std::optional<ViewRange> range_;
+  enum class Drag { none, pan, range } drag_ = Drag::none;
+  int press_x_ = 0, last_x_ = 0;
+  int64_t range_anchor_ = 0;
+  mutable std::optional<std::vector<sessions::CollectiveRecord>> collectives_;  // read on first details()
+};
+
+}  // namespace embedscope::ui

@@ -1,0 +1,167 @@
+#include "views/compare_view.h"
+
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QScrollArea>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+#include <qcustomplot.h>
+
+#include "charts/colors.h"  // session_color
+#include "views/memory_compare.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+
+namespace embedscope::ui {
+
+// ---- CompareView -----------------------------------------------------------------------------
+
+namespace {
+void style_plot(QCustomPlot* plot) {
+  plot->legend->setVisible(true);
+  plot->legend->setFont(QFont(plot->font().family(), 8));
+  plot->setMinimumSize(300, 200);
+}
+}  // namespace
+
+CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t align_step, QWidget* parent)
+    : QWidget(parent), pages_(new QTabWidget(this)) {
+  std::vector<QString> labels;
+  std::vector<sessions::RunStats> stats;
+  for (const auto& s : sessions) {
+    labels.push_back(s.label);
+    stats.push_back(sessions::analyze(*s.session));
+  }
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(pages_);
+
+  // Figures: the table, then the two charts side by side
+  auto* figures = new QWidget(pages_);
+  auto* fl = new QVBoxLayout(figures);
+  QString head;
+  for (size_t i = 0; i < sessions.size(); ++i)
+    head += QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b> &nbsp; %3: %4, %5 on %6 ranks, %7%8<br>")
+                .arg(session_color(i).name(), labels[i].toHtmlEscaped(),
+                     QFileInfo(QString::fromStdString(sessions[i].session->path())).fileName().toHtmlEscaped(),
+                     QString::fromStdString(sessions[i].session->meta(sessions::meta::kWorkloadName)).toHtmlEscaped(),
+                     QString::fromStdString(stats[i].ended))
+                .arg(stats[i].ranks.size())
+                .arg(QString::fromStdString(sessions[i].session->meta(sessions::meta::kBackend)))
+                .arg(stats[i].simulated ? " (SIMULATED)" : "");
+  for (size_t i = 0; i < sessions.size(); ++i)  // how a run that failed ended, in its own words
+    if (const std::string msg = sessions[i].session->meta(sessions::meta::kEndMessage); !msg.empty() && stats[i].ended != "complete")
+      head += QString("<span style=\"color:#b00000\"><b>%1</b>: %2</span><br>")
+                  .arg(labels[i].toHtmlEscaped(), QString::fromStdString(msg).toHtmlEscaped());
+  auto* head_label = new QLabel(head, figures);
+  head_label->setWordWrap(true);
+  head_label->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  fl->addWidget(head_label);
+  model_ = new CompareModel(labels, stats, this);
+  auto* table = new QTableView(figures);
+  table->setModel(model_);
+  table->verticalHeader()->hide();
+  table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  table->setSizeAdjustPolicy(QAbstractScrollArea::AdjustToContents);  // every figure visible, no scrolling
+  table->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+  fl->addWidget(table);
+  auto* charts = new QHBoxLayout;
+  step_plot_ = new QCustomPlot(figures);
+  exposed_plot_ = new QCustomPlot(figures);
+  style_plot(step_plot_);
+  style_plot(exposed_plot_);
+  auto* group = new QCPBarsGroup(exposed_plot_);
+  int max_ranks = 0;
+  for (size_t i = 0; i < stats.size(); ++i) {
+    // step time per measured step: the slowest rank's window, as analyze() defines step time
+    std::map<int64_t, int64_t> per_step;
+    for (const auto& t : stats[i].per_step) per_step[t.step] = std::max(per_step[t.step], t.window_ns);
+    QVector<double> xs, ys;
+    for (const auto& [step, ns] : per_step) {
+      xs << static_cast<double>(step);
+      ys << static_cast<double>(ns) / 1e6;
+    }
+    auto* g = step_plot_->addGraph();
+    g->setName(labels[i]);
+    g->setData(xs, ys);
+    g->setPen(QPen(session_color(i), 2));
+    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 5));
+    QVector<double> ranks, exposed;
+    for (const auto& r : stats[i].ranks) {
+      ranks << r.rank;
+      exposed << static_cast<double>(r.exposed_comm_ns) / 1e6;
+    }
+    max_ranks = std::max(max_ranks, static_cast<int>(stats[i].ranks.size()));
+    auto* bars = new QCPBars(exposed_plot_->xAxis, exposed_plot_->yAxis);
+    bars->setName(labels[i]);
+    bars->setData(ranks, exposed);
+    bars->setWidth(0.8 / static_cast<double>(std::max<size_t>(1, stats.size())));
+    bars->setBrush(session_color(i));
+    bars->setPen(Qt::NoPen);
+    bars->setBarsGroup(group);
+  }
+  QSharedPointer<QCPAxisTickerFixed> step_ticker(new QCPAxisTickerFixed);
+  step_ticker->setTickStep(1);
+  step_ticker->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+  step_plot_->xAxis->setTicker(step_ticker);
+  step_plot_->xAxis->setLabel("step");
+  step_plot_->yAxis->setLabel("step time (ms)");
+  step_plot_->rescaleAxes();
+  step_plot_->xAxis->setRange(step_plot_->xAxis->range().lower - 0.5, step_plot_->xAxis->range().upper + 0.5);
+  step_plot_->yAxis->setRange(0, step_plot_->yAxis->range().upper * 1.4);  // room for the legend
+  exposed_plot_->xAxis->setLabel("rank");
+  exposed_plot_->yAxis->setLabel("exposed communication (ms, all steps)");
+  QSharedPointer<QCPAxisTickerFixed> ticker(new QCPAxisTickerFixed);
+  ticker->setTickStep(1);
+  exposed_plot_->xAxis->setTicker(ticker);
+  exposed_plot_->rescaleAxes();
+  exposed_plot_->xAxis->setRange(-0.6, max_ranks - 0.4);
+  exposed_plot_->yAxis->setRange(0, std::max(1e-3, exposed_plot_->yAxis->range().upper * 1.4));
+  charts->addWidget(step_plot_);
+  charts->addWidget(exposed_plot_);
+  fl->addLayout(charts, 1);
+  pages_->addTab(figures, "Figures");
+
+  // Timelines, aligned on a step
+  auto* tl = new QWidget(pages_);
+  auto* tll = new QVBoxLayout(tl);
+  auto* bar = new QHBoxLayout;
+  auto* step_box = new QSpinBox(tl);
+  int64_t first = std::numeric_limits<int64_t>::max(), last = std::numeric_limits<int64_t>::min();
+  for (const auto& s : sessions)
+    for (const auto& st : s.session->steps()) {
+      first = std::min(first, st.step);
+      last = std::max(last, st.step);
+    }
+  if (first > last) first = last = 0;
+  step_box->setRange(static_cast<int>(first), static_cast<int>(last));
+  step_box->setValue(static_cast<int>(std::clamp(align_step, first, last)));
+  bar->addWidget(new QLabel("align on step", tl));
+  bar->addWidget(step_box);
+  bar->addWidget(new QLabel("(it starts at 0 in every timeline; zoom or pan one and all follow; "
+                            "red: exposed communication, light red: hidden under compute)", tl));
+  bar->addStretch(1);
+  tll->addLayout(bar);
+  auto* scroll = new QScrollArea(tl);
+  stack_ = new TimelineStack(sessions, step_box->value(), scroll);
+  scroll->setWidget(stack_);
+  scroll->setWidgetResizable(true);
+  tll->addWidget(scroll, 1);
+  connect(step_box, &QSpinBox::valueChanged, stack_, [this](int v) { stack_->align_to_step(v); });
+  pages_->addTab(tl, "Timelines");
+
+  memory_ = new MemoryCompare(sessions, pages_);
+  pages_->addTab(memory_, "Memory");
+}
+
+}  // namespace embedscope::ui

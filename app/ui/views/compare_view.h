@@ -1,0 +1,49 @@
+#pragma once
+// Comparing sessions (two in File > Compare Sessions, two or more in a teaching scenario):
+// their `stats` figures side by side with differences, charts on shared axes, their timelines
+// one above the other on one time scale aligned by step, and their memory side by side.
+// Figures come from sessions::analyze (views never compute what an analysis can).
+
+#include <QWidget>
+
+#include <cstdint>
+#include <vector>
+
+#include "models/compare_model.h"
+#include "models/labelled_session.h"
+#include "timeline/timeline_stack.h"
+
+class QCustomPlot;
+class QSpinBox;
+class QTabWidget;
+class QTableView;
+
+namespace embedscope::ui {
+
+class MemoryCompare;
+
+/// The comparison page: "Figures" (CompareModel, step time per step and exposed communication
+/// per rank on shared axes), "Timelines" (TimelineStack with the step to align) and "Memory"
+/// (MemoryCompare). Throws sessions::SessionError if a session cannot be read.
+class CompareView : public QWidget {
+  Q_OBJECT
+
+ public:
+  CompareView(const std::vector<LabelledSession>& sessions, int64_t align_step = 0, QWidget* parent = nullptr);
+  CompareModel* model() { return model_; }
+  TimelineStack* timelines() { return stack_; }
+  MemoryCompare* memory() { return memory_; }
+  QTabWidget* pages() { return pages_; }
+  QCustomPlot* step_plot() { return step_plot_; }
+  QCustomPlot* exposed_plot() { return exposed_plot_; }
+
+ private:
+  QTabWidget* pages_;
+  CompareModel* model_ = nullptr;
+  TimelineStack* stack_ = nullptr;
+  MemoryCompare* memory_ = nullptr;
+  QCustomPlot* step_plot_ = nullptr;
+  QCustomPlot* exposed_plot_ = nullptr;
+};
+
+}  // namespace embedscope::ui

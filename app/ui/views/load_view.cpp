@@ -1,0 +1,240 @@
+#include "views/load_view.h"
+
+#include "charts/colors.h"
+#include "jobs/analysis_job.h"
+
+#include <QComboBox>
+#include <QGridLayout>
+#include <QLabel>
+#include <QToolTip>
+
+#include <qcustomplot.h>
+
+namespace embedscope::ui {
+
+namespace {
+
+// A rank x column colour map with a colour scale; hovering a cell shows its value.
+void fill_heatmap(QCustomPlot* plot, const QString& title, const QStringList& columns, int ranks,
+                  const std::function<double(int, int)>& value, const QString& metric) {
+  plot->clearPlottables();
+  plot->plotLayout()->clear();
+  plot->plotLayout()->addElement(0, 0, new QCPTextElement(plot, title, QFont("sans", 10, QFont::Bold)));
+  auto* rect = new QCPAxisRect(plot);
+  plot->plotLayout()->addElement(1, 0, rect);
+  auto* map = new QCPColorMap(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+  const int cols = std::max<int>(1, static_cast<int>(columns.size()));
+  map->data()->setSize(cols, std::max(ranks, 1));
+  map->data()->setRange(QCPRange(0, cols - 1), QCPRange(0, std::max(ranks, 1) - 1));
+  for (int c = 0; c < static_cast<int>(columns.size()); ++c)
+    for (int r = 0; r < ranks; ++r) map->data()->setCell(c, r, value(r, c));
+  auto* scale = new QCPColorScale(plot);
+  plot->plotLayout()->addElement(1, 1, scale);
+  scale->setLabel(metric);
+  map->setColorScale(scale);
+  map->setGradient(QCPColorGradient::gpThermal);
+  map->setInterpolate(false);  // one flat cell per (rank, column)
+  map->rescaleDataRange(true);
+  rect->axis(QCPAxis::atLeft)->setLabel("rank");
+  rect->axis(QCPAxis::atLeft)->setRange(-0.5, std::max(ranks, 1) - 0.5);
+  rect->axis(QCPAxis::atBottom)->setRange(-0.5, cols - 0.5);
+  if (columns.size() <= 40) {  // name the columns when they fit
+    auto ticker = QSharedPointer<QCPAxisTickerText>::create();
+    for (int c = 0; c < static_cast<int>(columns.size()); ++c) ticker->addTick(c, columns[c]);
+    rect->axis(QCPAxis::atBottom)->setTicker(ticker);
+    rect->axis(QCPAxis::atBottom)->setTickLabelRotation(60);
+  }
+  auto ranks_ticker = QSharedPointer<QCPAxisTickerFixed>::create();
+  ranks_ticker->setTickStep(1);
+  rect->axis(QCPAxis::atLeft)->setTicker(ranks_ticker);
+  QObject::disconnect(plot, &QCustomPlot::mouseMove, nullptr, nullptr);
+  QObject::connect(plot, &QCustomPlot::mouseMove, plot, [plot, map, columns, metric](QMouseEvent* e) {
+    double key = 0, val = 0;
+    map->pixelsToCoords(e->position(), key, val);
+    const int c = static_cast<int>(std::lround(key)), r = static_cast<int>(std::lround(val));
+    if (c < 0 || r < 0 || c >= map->data()->keySize() || r >= map->data()->valueSize()) {
+      QToolTip::hideText();
+      return;
+    }
+    QToolTip::showText(e->globalPosition().toPoint(),
+                       QString("rank %1, %2\n%3: %4").arg(r).arg(c < columns.size() ? columns[c] : QString::number(c))
+                           .arg(metric).arg(map->data()->cell(c, r), 0, 'f', 0),
+                       plot);
+  });
+  follow_palette(plot);
+  if (plot->isVisible()) plot->replot();  // a hidden plot replots when it is first shown and sized
+}
+
+}  // namespace
+
+LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent)
+    : QWidget(parent), session_(std::move(session)), metric_box_(new QComboBox(this)), table_box_(new QComboBox(this)), shard_plot_(new QCustomPlot(this)),
+      step_plot_(new QCustomPlot(this)), imbalance_plot_(new QCustomPlot(this)), rank_plot_(new QCustomPlot(this)),
+      row_plot_(new QCustomPlot(this)), row_note_(new QLabel(this)), status_(new QLabel(this)), job_(new AnalysisJob(this)) {
+  using sessions::LoadMetric;
+  for (LoadMetric m : {LoadMetric::ids_looked_up, LoadMetric::unique_ids, LoadMetric::bytes_in, LoadMetric::bytes_out,
+                       LoadMetric::lookup_time})
+    metric_box_->addItem(sessions::to_string(m), static_cast<int>(m));
+  auto* grid = new QGridLayout(this);
+  auto* top = new QHBoxLayout;
+  top->addWidget(new QLabel("metric:", this));
+  top->addWidget(metric_box_);
+  top->addWidget(status_);
+  top->addStretch(1);
+  grid->addLayout(top, 0, 0, 1, 2);
+  grid->addWidget(shard_plot_, 1, 0);
+  grid->addWidget(step_plot_, 1, 1);
+  grid->addWidget(imbalance_plot_, 2, 0);
+  grid->addWidget(rank_plot_, 2, 1);
+  auto* rows_bar = new QHBoxLayout;
+  rows_bar->addWidget(new QLabel("ids over the rows of table:", this));
+  for (const auto& t : sessions::workload_tables(*session_)) table_box_->addItem(QString::fromStdString(t.name));
+  rows_bar->addWidget(table_box_);
+  rows_bar->addWidget(row_note_, 1);
+  grid->addLayout(rows_bar, 3, 0, 1, 2);
+  grid->addWidget(row_plot_, 4, 0, 1, 2);
+  grid->setRowStretch(1, 3);
+  grid->setRowStretch(2, 2);
+  grid->setRowStretch(4, 2);
+  for (auto* plot : {shard_plot_, step_plot_, imbalance_plot_, rank_plot_, row_plot_}) plot->setMinimumSize(320, 200);
+  // the aggregated plots follow the palette from the start, also while their figures are computed
+  for (auto* plot : {shard_plot_, step_plot_, imbalance_plot_, rank_plot_}) follow_palette(plot);
+  connect(metric_box_, &QComboBox::currentIndexChanged, this,
+          [this](int i) { set_metric(static_cast<sessions::LoadMetric>(metric_box_->itemData(i).toInt())); });
+  connect(table_box_, &QComboBox::currentIndexChanged, this, [this](int i) { set_table(i); });
+  rebuild();
+  rebuild_rows();
+}
+
+void LoadView::set_table(int table) {
+  table_ = table;
+  if (table_box_->currentIndex() != table) table_box_->setCurrentIndex(table);
+  rebuild_rows();
+}
+
+void LoadView::rebuild_rows() {
+  row_plot_->clearPlottables();
+  row_plot_->clearItems();
+  rows_ = {};
+  if (!session_->has_id_histogram() || table_box_->count() == 0) {
+    row_note_->setText(session_->has_id_histogram() ? "the session names no tables"
+                                                    : "this session has no row histogram (recorded from session schema 3 on)");
+    if (row_plot_->isVisible()) row_plot_->replot();
+    return;
+  }
+  rows_ = row_histogram(*session_, table_);
+  int64_t total = 0, hottest = 0;
+  size_t hot = 0;
+  QVector<double> x, y;
+  for (size_t b = 0; b < rows_.ids.size(); ++b) {
+    x << 0.5 * static_cast<double>(rows_.row_begin[b] + rows_.row_end[b]);
+    y << static_cast<double>(rows_.ids[b]);
+    total += rows_.ids[b];
+    if (rows_.ids[b] > hottest) hottest = rows_.ids[b], hot = b;
+  }
+  auto* bars = new QCPBars(row_plot_->xAxis, row_plot_->yAxis);
+  bars->setWidthType(QCPBars::wtPlotCoords);
+  bars->setWidth(rows_.ids.empty() ? 1.0 : static_cast<double>(rows_.num_rows) / static_cast<double>(rows_.ids.size()));
+  bars->setData(x, y, true);
+  bars->setPen(Qt::NoPen);
+  bars->setBrush(QColor(0x2c, 0xa0, 0x2c));
+  row_plot_->xAxis->setLabel("row");
+  row_plot_->yAxis->setLabel("ids (measured steps, all ranks)");
+  row_plot_->xAxis->setRange(0, static_cast<double>(std::max<int64_t>(rows_.num_rows, 1)));
+  row_plot_->yAxis->setRange(0, std::max(1.0, static_cast<double>(hottest) * 1.15));
+  // shard boundaries: a dashed line where one rank's rows end, the rank over each row range
+  const QPen line(QColor(0xd6, 0x27, 0x28), 2, Qt::DashLine);
+  for (int64_t row : rows_.boundaries()) {
+    auto* l = new QCPItemStraightLine(row_plot_);
+    l->setPen(line);
+    l->point1->setCoords(static_cast<double>(row), 0);
+    l->point2->setCoords(static_cast<double>(row), 1);
+  }
+  if (!rows_.boundaries().empty())
+    for (const auto& s : rows_.shards) {
+      auto* label = new QCPItemText(row_plot_);
+      label->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+      label->position->setCoords(static_cast<double>(s.row_offset) + 0.5 * static_cast<double>(s.num_rows), 0.05);
+      label->setPositionAlignment(Qt::AlignTop | Qt::AlignHCenter);
+      label->setText(QString("rank %1").arg(s.rank));
+      label->setColor(QColor(0xd6, 0x27, 0x28));
+    }
+  QString ranks;
+  for (const auto& s : rows_.shards) ranks += (ranks.isEmpty() ? "" : ", ") + QString::number(s.rank);
+  row_note_->setText(QString("%1 rows in %2 buckets, %3 ids; hottest bucket rows %4..%5 (%6 % of the ids); %7 on rank(s) %8")
+                         .arg(rows_.num_rows)
+                         .arg(rows_.ids.size())
+                         .arg(total)
+                         .arg(rows_.row_begin.empty() ? 0 : rows_.row_begin[hot])
+                         .arg(rows_.row_end.empty() ? 0 : rows_.row_end[hot] - 1)
+                         .arg(total ? 100.0 * static_cast<double>(hottest) / static_cast<double>(total) : 0.0, 0, 'f', 1)
+                         .arg(QString::fromStdString(rows_.sharding_type.empty() ? "unplanned" : rows_.sharding_type))
+                         .arg(ranks));
+  if (row_plot_->isVisible()) row_plot_->replot();
+}
+
+void LoadView::set_metric(sessions::LoadMetric m) {
+  metric_ = m;
+  const int i = metric_box_->findData(static_cast<int>(m));
+  if (i >= 0 && metric_box_->currentIndex() != i) metric_box_->setCurrentIndex(i);
+  rebuild();
+}
+
+void LoadView::rebuild() {
+  status_->setText("computing...");
+  job_->start<sessions::LoadData>(
+      [file = session_->path(), metric = metric_] { return sessions::load_data(sessions::SessionReader(file), metric); },
+      [this](sessions::LoadData& d) {
+        data_ = std::move(d);
+        status_->clear();
+        draw();
+      },
+      [this](const QString& error) { status_->setText(error); });
+}
+
+void LoadView::draw() {
+  const QString metric = sessions::to_string(metric_);
+  QStringList shards, steps;
+  for (const auto& s : data_.shards) shards << QString::fromStdString(s);
+  for (int64_t s : data_.steps) steps << QString::number(s);
+  fill_heatmap(shard_plot_, "per rank x table shard (measured steps)", shards, data_.ranks,
+               [this](int r, int c) { return data_.at_shard(r, static_cast<size_t>(c)); }, metric);
+  fill_heatmap(step_plot_, "per rank x step", steps, data_.ranks,
+               [this](int r, int c) { return data_.at_step(r, static_cast<size_t>(c)); }, metric);
+  // imbalance per step
+  imbalance_plot_->clearGraphs();
+  auto* g = imbalance_plot_->addGraph();
+  QVector<double> x, y;
+  for (size_t i = 0; i < data_.steps.size(); ++i) {
+    x << static_cast<double>(data_.steps[i]);
+    y << data_.imbalance[i];
+  }
+  g->setData(x, y);
+  g->setPen(QPen(QColor(0xd6, 0x27, 0x28), 2));
+  imbalance_plot_->xAxis->setLabel("step");
+  imbalance_plot_->yAxis->setLabel("imbalance (max / mean)");
+  imbalance_plot_->rescaleAxes();
+  imbalance_plot_->yAxis->setRangeLower(0);
+  imbalance_plot_->yAxis->setRangeUpper(std::max(1.1, imbalance_plot_->yAxis->range().upper * 1.1));
+  follow_palette(imbalance_plot_);
+  if (imbalance_plot_->isVisible()) imbalance_plot_->replot();
+  // bar per rank
+  rank_plot_->clearPlottables();
+  auto* bars = new QCPBars(rank_plot_->xAxis, rank_plot_->yAxis);
+  QVector<double> rk, val;
+  for (int r = 0; r < data_.ranks; ++r) {
+    rk << r;
+    val << data_.per_rank[static_cast<size_t>(r)];
+  }
+  bars->setData(rk, val);
+  bars->setBrush(QColor(0x2c, 0xa0, 0x2c));
+  rank_plot_->xAxis->setLabel("rank");
+  rank_plot_->yAxis->setLabel(metric + " (total)");
+  rank_plot_->rescaleAxes();
+  rank_plot_->xAxis->setRange(-0.6, data_.ranks - 0.4);
+  rank_plot_->yAxis->setRangeLower(0);
+  follow_palette(rank_plot_);
+  if (rank_plot_->isVisible()) rank_plot_->replot();
+}
+
+}  // namespace embedscope::ui

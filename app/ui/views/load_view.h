@@ -1,0 +1,58 @@
+#pragma once
+// The load view: heatmaps (QCPColorMap) of a load metric per rank x table shard and per
+// rank x step with a colour scale and hover values, the imbalance (max / mean) of each step,
+// a bar per rank, and for a chosen table how its ids fall over its row range (hot rows) with
+// the shard boundaries drawn on it.
+
+#include <QWidget>
+
+#include <memory>
+
+#include "embedscope/sessions/store/session.h"
+#include "core/load_data.h"
+
+class QCustomPlot;
+class QComboBox;
+class QLabel;
+
+namespace embedscope::ui {
+
+class AnalysisJob;
+
+class LoadView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent = nullptr);
+  /// Shows `m`. The aggregation (sessions::load_data) runs off the GUI thread: until it arrives
+  /// the metric row says "computing...", data() keeps the previous metric's figures and
+  /// job()->busy() is true; a metric chosen before the last one arrived is dropped.
+  void set_metric(sessions::LoadMetric m);
+  const sessions::LoadData& data() const { return data_; }
+  AnalysisJob* job() { return job_; }
+  QCustomPlot* shard_map() { return shard_plot_; }
+  /// Shows the row histogram of table `table` (an index into the workload's tables).
+  void set_table(int table);
+  /// The histogram shown (empty buckets when the session has none: see row_note()).
+  const RowHistogram& rows() const { return rows_; }
+  QCustomPlot* row_plot() { return row_plot_; }
+  /// Says what the row histogram shows, or that the session has none.
+  QLabel* row_note() { return row_note_; }
+
+ private:
+  void rebuild();  // starts the aggregation of metric_
+  void draw();     // the plots of data_
+  void rebuild_rows();
+  std::shared_ptr<const sessions::SessionReader> session_;
+  sessions::LoadMetric metric_ = sessions::LoadMetric::ids_looked_up;
+  sessions::LoadData data_;
+  QComboBox *metric_box_, *table_box_;
+  QCustomPlot *shard_plot_, *step_plot_, *imbalance_plot_, *rank_plot_, *row_plot_;
+  QLabel* row_note_;
+  QLabel* status_;  // "computing...", the aggregation's error, or nothing
+  AnalysisJob* job_;
+  int table_ = 0;
+  RowHistogram rows_;
+};
+
+}  // namespace embedscope::ui

@@ -1,0 +1,177 @@
+#include "views/memory_compare.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QScrollArea>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include <qcustomplot.h>
+
+#include "embedscope/engine/sharding.h"  // format_bytes
+#include "charts/colors.h"  // session_color
+#include "views/memory_view.h"
+#include "embedscope/sessions/model/units.h"
+
+namespace embedscope::ui {
+
+const sessions::MemorySnapshot* snapshot_at(const std::vector<sessions::MemorySnapshot>& snapshots, int32_t rank,
+                                            int64_t step) {
+  const sessions::MemorySnapshot* best = nullptr;
+  for (const auto& s : snapshots) {
+    if (s.rank != rank || s.step > step) continue;
+    // later steps win; at one step the OOM snapshot (the state that failed) wins, then the later one
+    if (!best || s.step > best->step || (s.step == best->step && (s.reason == "oom" || best->reason != "oom")))
+      best = &s;
+  }
+  return best;
+}
+
+MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidget* parent)
+    : QWidget(parent), rank_box_(new QComboBox(this)), step_box_(new QSpinBox(this)), plot_(new QCustomPlot(this)) {
+  std::set<int32_t> ranks;
+  int64_t first = std::numeric_limits<int64_t>::max(), last = std::numeric_limits<int64_t>::min();
+  for (const auto& s : sessions) {
+    entries_.push_back({s, s.session->memory_counters(), s.session->memory_snapshots()});
+    for (const auto& c : entries_.back().counters) {
+      ranks.insert(c.rank);
+      first = std::min(first, c.step);
+      last = std::max(last, c.step);
+    }
+  }
+  if (first > last) first = last = 0;
+  for (int32_t r : ranks) rank_box_->addItem(QString("rank %1").arg(r), r);
+  step_box_->setRange(static_cast<int>(first), static_cast<int>(last));
+  step_box_->setValue(static_cast<int>(last));
+  auto* layout = new QVBoxLayout(this);
+  auto* top = new QHBoxLayout;
+  top->addWidget(new QLabel("memory of", this));
+  top->addWidget(rank_box_);
+  top->addWidget(new QLabel("blocks at the end of step", this));
+  top->addWidget(step_box_);
+  top->addWidget(new QLabel("(solid: allocated, dashed: reserved, dotted: fragmentation, right axis)", this));
+  top->addStretch(1);
+  layout->addLayout(top);
+  plot_->setMinimumSize(320, 200);
+  layout->addWidget(plot_, 2);
+  auto* maps = new QHBoxLayout;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    auto* col = new QVBoxLayout;
+    auto* label = new QLabel(this);
+    label->setWordWrap(true);
+    map_labels_.push_back(label);
+    auto* map = new BlockMap(this);
+    maps_.push_back(map);
+    auto* scroll = new QScrollArea(this);
+    scroll->setWidget(map);
+    scroll->setWidgetResizable(true);
+    col->addWidget(label);
+    col->addWidget(scroll, 1);
+    maps->addLayout(col, 1);
+  }
+  layout->addLayout(maps, 3);
+  if (ranks.empty()) layout->addWidget(new QLabel("these sessions have no memory records (schema version 1)", this));
+  auto refresh = [this] { show(rank_box_->currentData().toInt(), step_box_->value()); };
+  connect(rank_box_, &QComboBox::currentIndexChanged, this, refresh);
+  connect(step_box_, &QSpinBox::valueChanged, this, refresh);
+  if (!ranks.empty()) show(*ranks.begin(), last);
+}
+
+void MemoryCompare::show(int32_t rank, int64_t step) {
+  plot_->clearGraphs();
+  plot_->clearItems();
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    QVector<double> steps, allocated, reserved, frag;
+    for (const auto& c : entries_[i].counters)
+      if (c.rank == rank) {
+        steps << static_cast<double>(c.step);
+        allocated << static_cast<double>(c.allocated) / (1 << 20);
+        reserved << static_cast<double>(c.reserved) / (1 << 20);
+        frag << 100 * c.external_fragmentation;
+      }
+    const QColor color = session_color(i);
+    const QString& label = entries_[i].s.label;
+    auto add = [&](const QVector<double>& ys, const QString& what, Qt::PenStyle style, bool right) {
+      auto* g = plot_->addGraph(plot_->xAxis, right ? plot_->yAxis2 : plot_->yAxis);
+      g->setName(label + " " + what);
+      g->setData(steps, ys);
+      g->setPen(QPen(color, right ? 1 : 2, style));
+      g->setScatterStyle(QCPScatterStyle(right ? QCPScatterStyle::ssCross : QCPScatterStyle::ssDisc, 5));  // one step shows too
+    };
+    add(allocated, "allocated", Qt::SolidLine, false);
+    add(reserved, "reserved", Qt::DashLine, false);
+    add(frag, "fragmentation %", Qt::DotLine, true);
+    for (const auto& s : entries_[i].snapshots)  // OOM markers
+      if (s.rank == rank && s.reason == "oom") {
+        auto* line = new QCPItemStraightLine(plot_);
+        line->point1->setCoords(static_cast<double>(s.step), 0);
+        line->point2->setCoords(static_cast<double>(s.step), 1);
+        line->setPen(QPen(color, 2));
+        auto* text = new QCPItemText(plot_);
+        text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+        text->position->setType(QCPItemPosition::ptAxisRectRatio);
+        text->position->setCoords(0.01, 0.02 + 0.08 * static_cast<double>(i));
+        text->setText(QString("%1: OOM at step %2").arg(label).arg(s.step));
+        text->setColor(color);
+      }
+  }
+  plot_->xAxis->setLabel("step");
+  plot_->yAxis->setLabel("MiB");
+  plot_->legend->setVisible(true);
+  plot_->legend->setFont(QFont(plot_->font().family(), 8));
+  plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
+  plot_->rescaleAxes(true);
+  plot_->xAxis->setRange(plot_->xAxis->range().lower - 0.5, plot_->xAxis->range().upper + 0.5);
+  plot_->yAxis->setRange(0, std::max(1.0, plot_->yAxis->range().upper * 1.1));
+  plot_->yAxis2->setVisible(true);
+  plot_->yAxis2->setLabel("fragmentation %");
+  plot_->yAxis2->setRange(0, 100);
+  plot_->replot();
+
+  // the maps at `step`, on one scale: the widest segment of any of them spans the full width
+  std::vector<std::vector<sessions::MemoryBlockRecord>> blocks(entries_.size());
+  std::vector<const sessions::MemorySnapshot*> shown(entries_.size());
+  map_width_ = 1;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    shown[i] = snapshot_at(entries_[i].snapshots, rank, step);
+    if (!shown[i]) continue;
+    blocks[i] = entries_[i].s.session->memory_blocks(shown[i]->id);
+    for (const auto& b : blocks[i]) map_width_ = std::max(map_width_, b.segment_size);
+  }
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    int64_t reserved = 0, allocated = 0;
+    std::set<int64_t> segments;
+    for (const auto& b : blocks[i]) {
+      if (segments.insert(b.segment_address).second) reserved += b.segment_size;
+      if (b.allocated) allocated += b.size;
+    }
+    map_labels_[i]->setText(
+        shown[i] ? QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b>: rank %3, %4: "
+                           "%5 segments, %6 reserved, %7 allocated")
+                       .arg(session_color(i).name(), entries_[i].s.label.toHtmlEscaped())
+                       .arg(rank)
+                       .arg(shown[i]->reason == "oom"
+                                ? QString("the layout at its OOM in step %1").arg(shown[i]->step)
+                                : shown[i]->step == step
+                                      ? QString("snapshot of step %1").arg(step)
+                                      // snapshots are taken when the layout changes (FORMAT.md)
+                                      : QString("unchanged since the snapshot of step %1").arg(shown[i]->step))
+                       .arg(segments.size())
+                       .arg(QString::fromStdString(sessions::format_bytes(reserved)),
+                            QString::fromStdString(sessions::format_bytes(allocated)))
+                 : QString("<b>%1</b>: no snapshot of rank %2 at or before step %3")
+                       .arg(entries_[i].s.label.toHtmlEscaped())
+                       .arg(rank)
+                       .arg(step));
+    maps_[i]->set_blocks(std::move(blocks[i]), map_width_);
+  }
+  if (rank_box_->currentData().toInt() != rank) rank_box_->setCurrentIndex(rank_box_->findData(rank));
+  if (step_box_->value() != step) step_box_->setValue(static_cast<int>(step));
+}
+
+}  // namespace embedscope::ui

@@ -1,0 +1,87 @@
+#pragma once
+// The teaching view of a scenario (scenario.h): the runs' timelines one above the other on one
+// time scale aligned by step (CompareView, which also gives their figures and memory), the
+// explanation beside them, a row per run to open its saved session or ask for a run, and a
+// play control that steps through one training step op by op (sessions::play_order).
+
+#include <QWidget>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "views/compare_view.h"
+#include "embedscope/sessions/analysis/scenario_order.h"
+#include "core/scenario.h"
+
+class QComboBox;
+class QLabel;
+class QPushButton;
+class QSlider;
+class QTimer;
+class QVBoxLayout;
+
+namespace embedscope::ui {
+
+class AnalysisJob;
+class RunJob;
+
+class ScenarioView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit ScenarioView(Scenario scenario, QWidget* parent = nullptr);
+  const Scenario& scenario() const { return scenario_; }
+  /// Opens `path` as the session of run `index`; returns the error (empty on success).
+  QString open_run_session(size_t index, const QString& path);
+  /// Opens, for every run, DIR/session_file_name(scenario, i) when it exists; returns how many.
+  /// Also makes DIR the run_directory().
+  int open_folder(const QString& dir);
+  /// Where runs started from the view write their sessions (default: the current directory).
+  const QString& run_directory() const { return run_dir_; }
+  /// The comparison of the opened runs (nullptr while fewer than one is open).
+  CompareView* compare() { return compare_; }
+  /// The play control: the ops of the played step and the current position. The order
+  /// (sessions::play_order) is found off the GUI thread whenever the played run or the
+  /// comparison changes: empty until play_job() is no longer busy.
+  const std::vector<sessions::PlayStep>& play_steps() const { return play_; }
+  AnalysisJob* play_job() { return play_job_; }
+  int play_position() const { return position_; }
+  void set_play_position(int i);
+  /// The text describing the current op.
+  QString play_text() const;
+
+ signals:
+  /// Run `run_index` of the scenario was started (its workload: scenario().runs[i]). The view runs
+  /// it itself (RunJob, off the GUI thread; its Run button turns into Cancel) into
+  /// run_directory()/session_file_name(...), replacing an older session of that run, and opens the
+  /// session when the run ends.
+  void run_requested(const QString& scenario_id, int run_index);
+
+ private:
+  void rebuild();
+  void load_play();  // starts finding the play order of the chosen run
+  void show_play();  // the play control for play_
+  void run_or_cancel(size_t index, QPushButton* button);
+  Scenario scenario_;
+  std::vector<std::shared_ptr<const sessions::SessionReader>> sessions_;  // per run, may be null
+  std::vector<QLabel*> run_status_;
+  QVBoxLayout* compare_box_;
+  CompareView* compare_ = nullptr;
+  QLabel* placeholder_;
+  QComboBox* play_run_;
+  QPushButton *back_, *play_button_, *forward_;
+  QSlider* slider_;
+  QLabel* op_text_;
+  QTimer* timer_;
+  AnalysisJob* play_job_;
+  QWidget* highlight_ = nullptr;
+  std::vector<sessions::PlayStep> play_;
+  size_t play_session_ = 0;  // index into the compared sessions
+  std::vector<size_t> compared_runs_;  // run index of each compared session
+  int position_ = -1;
+  QString run_dir_ = ".";
+  std::vector<RunJob*> jobs_;  // per run; children of the view
+};
+
+}  // namespace embedscope::ui

@@ -1,0 +1,462 @@
+#include "views/workload_designer.h"
+#include "embedscope/sessions/model/units.h"
+
+#include <QComboBox>
+#include <QDateTime>
+#include <QDir>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QStyledItemDelegate>
+#include <QTableView>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+#include <fstream>
+
+#include "embedscope/engine/workload/presets.h"
+
+namespace embedscope::ui {
+
+namespace {
+using json = nlohmann::json;
+
+// The spellings of enum E (engine/workload/enums.h), in table order, for a combo box.
+template <class E>
+QStringList choices_of() {
+  QStringList out;
+  for (const std::string& n : engine::enum_names<E>()) out << QString::fromStdString(n);
+  return out;
+}
+
+// A combo box for the columns whose values are enumerated (WorkloadModel::ChoicesRole).
+class ChoiceDelegate : public QStyledItemDelegate {
+ public:
+  using QStyledItemDelegate::QStyledItemDelegate;
+  QWidget* createEditor(QWidget* parent, const QStyleOptionViewItem& option, const QModelIndex& index) const override {
+    const QStringList choices = index.data(WorkloadModel::ChoicesRole).toStringList();
+    if (choices.isEmpty()) return QStyledItemDelegate::createEditor(parent, option, index);
+    auto* box = new QComboBox(parent);
+    box->addItems(choices);
+    return box;
+  }
+  void setEditorData(QWidget* editor, const QModelIndex& index) const override {
+    if (auto* box = qobject_cast<QComboBox*>(editor))
+      box->setCurrentText(index.data(Qt::EditRole).toString());
+    else
+      QStyledItemDelegate::setEditorData(editor, index);
+  }
+  void setModelData(QWidget* editor, QAbstractItemModel* model, const QModelIndex& index) const override {
+    if (auto* box = qobject_cast<QComboBox*>(editor))
+      model->setData(index, box->currentText());
+    else
+      QStyledItemDelegate::setModelData(editor, model, index);
+  }
+};
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+QString text_of(const json& v) { return v.is_string() ? QString::fromStdString(v.get<std::string>()) : QString(); }
+}  // namespace
+
+WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
+    : QWidget(parent), model_(new WorkloadModel(this)) {
+  auto* layout = new QVBoxLayout(this);
+
+  // workload source
+  auto* source = new QHBoxLayout;
+  preset_box_ = new QComboBox(this);
+  for (const auto& name : engine::preset_names()) preset_box_->addItem(QString::fromStdString(name));
+  auto* open_button = new QPushButton("Open JSON...", this);
+  auto* save_button = new QPushButton("Save as JSON...", this);
+  source->addWidget(new QLabel("Preset:", this));
+  source->addWidget(preset_box_);
+  source->addWidget(open_button);
+  source->addWidget(save_button);
+  source->addStretch(1);
+  layout->addLayout(source);
+  connect(preset_box_, &QComboBox::activated, this, [this](int) { load_preset(preset_box_->currentText()); });
+  connect(open_button, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, "Open workload", {}, "Workloads (*.json);;All files (*)");
+    if (!path.isEmpty()) load_file(path);
+  });
+  connect(save_button, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getSaveFileName(this, "Save workload", QString::fromStdString(model_->value("/name").dump()).remove('"') + ".json",
+                                                      "Workloads (*.json)");
+    if (path.isEmpty()) return;
+    if (const QString err = save(path); !err.isEmpty()) QMessageBox::critical(this, "Cannot save the workload", err);
+  });
+
+  // tables
+  auto* tables_box = new QGroupBox("Embedding tables (double-click a cell to edit)", this);
+  auto* tables_layout = new QVBoxLayout(tables_box);
+  table_ = new QTableView(tables_box);
+  table_->setModel(model_);
+  table_->setItemDelegate(new ChoiceDelegate(table_));
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setStretchLastSection(true);
+  table_->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed |
+                          QAbstractItemView::AnyKeyPressed);
+  tables_layout->addWidget(table_, 1);
+  auto* table_buttons = new QHBoxLayout;
+  auto* add_button = new QPushButton("Add table", tables_box);
+  auto* remove_button = new QPushButton("Remove table", tables_box);
+  table_buttons->addWidget(add_button);
+  table_buttons->addWidget(remove_button);
+  table_buttons->addWidget(add_message("/tables"), 1);
+  tables_layout->addLayout(table_buttons);
+  connect(add_button, &QPushButton::clicked, this, [this] { table_->selectRow(model_->add_table()); });
+  connect(remove_button, &QPushButton::clicked, this, [this] { model_->remove_table(table_->currentIndex().row()); });
+  layout->addWidget(tables_box, 3);
+
+  // run shape
+  auto* lower = new QHBoxLayout;
+  auto* form_box = new QGroupBox("Devices and training", this);
+  auto* form = new QFormLayout(form_box);
+  auto spin = [&](int lo, int hi, const QString& suffix = {}) {
+    auto* s = new QSpinBox(form_box);
+    s->setRange(lo, hi);
+    s->setSuffix(suffix);
+    s->setKeyboardTracking(false);
+    return s;
+  };
+  auto row = [&](const QString& label, QWidget* w, const QString& field) {
+    auto* h = new QHBoxLayout;
+    h->addWidget(w);
+    h->addWidget(add_message(field), 1);
+    form->addRow(label, h);
+  };
+  devices_ = spin(1, 64);
+  memory_mib_ = spin(1, 1 << 30, " MiB");
+  batch_ = spin(1, 1 << 24);
+  steps_ = spin(1, 1'000'000'000);
+  warmup_ = spin(0, 1'000'000'000);
+  optimizer_ = new QComboBox(form_box);
+  optimizer_->addItems(choices_of<engine::OptimizerType>());
+  learning_rate_ = new QDoubleSpinBox(form_box);
+  learning_rate_->setDecimals(4);
+  learning_rate_->setRange(0.0001, 1000);
+  learning_rate_->setKeyboardTracking(false);
+  allocator_ = new QComboBox(form_box);
+  allocator_->addItems(choices_of<engine::AllocatorKind>());
+  backend_ = new QComboBox(form_box);
+  backend_->addItems(choices_of<engine::Backend>());
+  pipeline_ = new QComboBox(form_box);
+  pipeline_->addItems(choices_of<engine::PipelineKind>());
+  pipeline_->setToolTip("TorchRec's training pipelines: base overlaps nothing; sparse_dist sends the next batch's "
+                        "ids while this one computes; semi_sync also sends the next batch's embeddings under this "
+                        "one's dense part (one step of staleness)");
+  qcomms_ = new QComboBox(form_box);
+  qcomms_->addItems(choices_of<engine::CommPrecision>());
+  qcomms_->setToolTip("precision of the output dist and the gradient dist (TorchRec's quantized comms)");
+  bandwidth_mbs_ = new QDoubleSpinBox(form_box);
+  bandwidth_mbs_->setRange(0, 1e9);
+  bandwidth_mbs_->setDecimals(1);
+  bandwidth_mbs_->setSuffix(" MB/s");
+  bandwidth_mbs_->setSpecialValueText("unlimited");
+  bandwidth_mbs_->setKeyboardTracking(false);
+  latency_us_ = new QSpinBox(form_box);
+  latency_us_->setRange(0, 10'000'000);
+  latency_us_->setSuffix(" us");
+  latency_us_->setKeyboardTracking(false);
+  default_sharding_ = new QComboBox(form_box);
+  default_sharding_->addItems(choices_of<engine::ShardingType>());
+  row("Devices (ranks)", devices_, "/devices/count");
+  row("Memory per device", memory_mib_, "/devices/memory_bytes");
+  row("Batch size per rank", batch_, "/batch_size");
+  row("Measured steps", steps_, "/steps");
+  row("Warmup steps", warmup_, "/warmup_steps");
+  auto* opt = new QWidget(form_box);
+  auto* opt_layout = new QHBoxLayout(opt);
+  opt_layout->setContentsMargins(0, 0, 0, 0);
+  opt_layout->addWidget(optimizer_);
+  opt_layout->addWidget(new QLabel("learning rate", opt));
+  opt_layout->addWidget(learning_rate_);
+  row("Optimizer", opt, "/optimizer");
+  row("Allocator", allocator_, "/memory");
+  row("Default sharding", default_sharding_, "/sharding/default");
+  row("Backend", backend_, "/devices/backend");
+  row("Pipeline", pipeline_, "/pipeline");
+  row("Comm precision", qcomms_, "/qcomms");
+  auto* net = new QWidget(form_box);
+  auto* net_layout = new QHBoxLayout(net);
+  net_layout->setContentsMargins(0, 0, 0, 0);
+  net_layout->addWidget(bandwidth_mbs_);
+  net_layout->addWidget(new QLabel("latency", net));
+  net_layout->addWidget(latency_us_);
+  net->setToolTip("emulated links, within and across nodes alike (1 Gb Ethernet: 125 MB/s, about 50 us)");
+  row("Network", net, "/network");
+  auto set_int = [this](QSpinBox* s, const char* field, int64_t unit = 1) {
+    connect(s, &QSpinBox::valueChanged, this, [this, field, unit](int v) {
+      if (!refreshing_) model_->set_value(field, static_cast<int64_t>(v) * unit);
+    });
+  };
+  set_int(devices_, "/devices/count");
+  set_int(memory_mib_, "/devices/memory_bytes", kMiB);
+  set_int(batch_, "/batch_size");
+  set_int(steps_, "/steps");
+  set_int(warmup_, "/warmup_steps");
+  auto set_text = [this](QComboBox* c, const char* field) {
+    connect(c, &QComboBox::currentTextChanged, this, [this, field](const QString& v) {
+      if (!refreshing_) model_->set_value(field, v.toStdString());
+    });
+  };
+  set_text(optimizer_, "/optimizer/type");
+  set_text(allocator_, "/memory/allocator");
+  set_text(default_sharding_, "/sharding/default");
+  set_text(backend_, "/devices/backend");
+  set_text(pipeline_, "/pipeline");
+  connect(qcomms_, &QComboBox::currentTextChanged, this, [this](const QString& v) {
+    if (!refreshing_)
+      model_->set_value("/qcomms", json{{"forward_precision", v.toStdString()}, {"backward_precision", v.toStdString()}});
+  });
+  connect(bandwidth_mbs_, &QDoubleSpinBox::valueChanged, this, [this] { set_network(); });
+  connect(latency_us_, &QSpinBox::valueChanged, this, [this] { set_network(); });
+  connect(learning_rate_, &QDoubleSpinBox::valueChanged, this, [this](double v) {
+    if (!refreshing_) model_->set_value("/optimizer/learning_rate", v);
+  });
+  lower->addWidget(form_box, 1);
+
+  auto* memory_box = new QGroupBox("Estimated memory per device (before running)", this);
+  auto* memory_layout = new QVBoxLayout(memory_box);
+  memory_table_ = new QTableWidget(0, 7, memory_box);
+  memory_table_->setHorizontalHeaderLabels({"rank", "weights", "optimizer state", "dense", "buffers", "total", "capacity"});
+  memory_table_->verticalHeader()->hide();
+  memory_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  memory_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  memory_status_ = new QLabel(memory_box);
+  memory_status_->setWordWrap(true);
+  memory_layout->addWidget(memory_status_);
+  memory_layout->addWidget(memory_table_);
+  lower->addWidget(memory_box, 1);
+  layout->addLayout(lower, 2);
+
+  other_message_ = new QLabel(this);
+  other_message_->setStyleSheet("color: #d62728");
+  other_message_->setWordWrap(true);
+  layout->addWidget(other_message_);
+
+  // run
+  auto* run_row = new QHBoxLayout;
+  session_edit_ = new QLineEdit(this);
+  session_edit_->setPlaceholderText("session file (default: embedscope-YYYYmmdd-HHMMSS.db in " + QDir::currentPath() + ")");
+  auto* browse = new QPushButton("...", this);
+  run_button_ = new QPushButton("Run", this);
+  cancel_button_ = new QPushButton("Cancel", this);
+  cancel_button_->setEnabled(false);
+  progress_ = new QProgressBar(this);
+  progress_->setFormat("not started");
+  progress_->setValue(0);
+  progress_label_ = new QLabel(this);
+  run_row->addWidget(new QLabel("Session:", this));
+  run_row->addWidget(session_edit_, 2);
+  run_row->addWidget(browse);
+  run_row->addWidget(run_button_);
+  run_row->addWidget(progress_, 2);
+  run_row->addWidget(progress_label_, 1);
+  run_row->addWidget(cancel_button_);
+  layout->addLayout(run_row);
+  connect(browse, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getSaveFileName(this, "Session file", {}, "Sessions (*.db)");
+    if (!path.isEmpty()) session_edit_->setText(path);
+  });
+  connect(run_button_, &QPushButton::clicked, this, [this] {
+    if (const QString err = run(session_edit_->text()); !err.isEmpty()) QMessageBox::warning(this, "Cannot run", err);
+  });
+  connect(cancel_button_, &QPushButton::clicked, this, &WorkloadDesigner::cancel);
+
+  connect(model_, &WorkloadModel::validated, this, &WorkloadDesigner::refresh);
+  preset_box_->setCurrentText(preset);
+  load_preset(preset, true);
+}
+
+WorkloadDesigner::~WorkloadDesigner() = default;
+
+QLabel* WorkloadDesigner::add_message(const QString& field) {
+  auto* label = new QLabel(this);
+  label->setStyleSheet("color: #d62728");
+  label->setWordWrap(true);
+  label->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  messages_[field] = label;
+  return label;
+}
+
+QString WorkloadDesigner::message_at(const QString& field) const {
+  const auto it = messages_.find(field);
+  return it == messages_.end() ? QString() : it->second->text();
+}
+
+QString WorkloadDesigner::load_preset(const QString& name, bool quiet) {
+  try {
+    model_->load_preset(name.toStdString());
+    return {};
+  } catch (const std::exception& e) {
+    if (!quiet) QMessageBox::critical(this, "Cannot load the preset", QString::fromUtf8(e.what()));
+    return QString::fromUtf8(e.what());
+  }
+}
+
+QString WorkloadDesigner::load_file(const QString& path, bool quiet) {
+  try {
+    model_->load_file(path.toStdString());
+    return {};
+  } catch (const std::exception& e) {
+    if (!quiet) QMessageBox::critical(this, "Cannot open the workload", QString::fromUtf8(e.what()));
+    return QString::fromUtf8(e.what());
+  }
+}
+
+QString WorkloadDesigner::save(const QString& path) {
+  std::ofstream out(path.toStdString());
+  if (!out) return path + ": cannot write";
+  out << model_->workload().dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+  return out ? QString() : path + ": write failed";
+}
+
+void WorkloadDesigner::set_network() {
+  if (refreshing_) return;
+  json net = json::object();  // {}: no limit
+  if (bandwidth_mbs_->value() > 0 || latency_us_->value() > 0) {
+    json link = json::object();
+    if (bandwidth_mbs_->value() > 0) link["bandwidth_bytes_per_s"] = static_cast<int64_t>(bandwidth_mbs_->value() * 1e6);
+    link["latency_ns"] = static_cast<int64_t>(latency_us_->value()) * 1000;
+    net = {{"intra_node", link}, {"inter_node", link}};
+  }
+  model_->set_value("/network", net);
+}
+
+void WorkloadDesigner::refresh() {
+  refreshing_ = true;
+  auto int_at = [this](const char* p, int64_t unit = 1) {
+    const json v = model_->value(p);
+    return v.is_number() ? static_cast<int>(v.get<double>() / static_cast<double>(unit)) : 0;
+  };
+  devices_->setValue(int_at("/devices/count"));
+  memory_mib_->setValue(int_at("/devices/memory_bytes", kMiB));
+  batch_->setValue(int_at("/batch_size"));
+  steps_->setValue(int_at("/steps"));
+  warmup_->setValue(int_at("/warmup_steps"));
+  optimizer_->setCurrentText(text_of(model_->value("/optimizer/type")));
+  const json lr = model_->value("/optimizer/learning_rate");
+  learning_rate_->setValue(lr.is_number() ? lr.get<double>() : 0.01);
+  allocator_->setCurrentText(text_of(model_->value("/memory/allocator")));
+  default_sharding_->setCurrentText(text_of(model_->value("/sharding/default")));
+  auto text_or = [this](const char* p, const char* fallback) {
+    const json v = model_->value(p);
+    return v.is_string() ? QString::fromStdString(v.get<std::string>()) : QString(fallback);
+  };
+  backend_->setCurrentText(text_or("/devices/backend", "cpu"));
+  pipeline_->setCurrentText(text_or("/pipeline", "base"));
+  qcomms_->setCurrentText(text_or("/qcomms/forward_precision", "fp32"));
+  const json bw = model_->value("/network/intra_node/bandwidth_bytes_per_s"), lat = model_->value("/network/intra_node/latency_ns");
+  bandwidth_mbs_->setValue(bw.is_number() ? bw.get<double>() / 1e6 : 0);
+  latency_us_->setValue(lat.is_number() ? static_cast<int>(lat.get<double>() / 1e3) : 0);
+  refreshing_ = false;
+
+  // the message beside the field its pointer names (the longest field that is a prefix)
+  for (auto& [field, label] : messages_) label->clear();
+  other_message_->clear();
+  QString pointer = model_->error_pointer();
+  if (pointer.startsWith("/features") || pointer.startsWith("/sharding/tables")) pointer = "/tables";
+  QLabel* target = other_message_;
+  size_t best = 0;
+  for (auto& [field, label] : messages_)
+    if ((pointer == field || pointer.startsWith(field + "/")) && static_cast<size_t>(field.size()) > best) {
+      target = label;
+      best = static_cast<size_t>(field.size());
+    }
+  target->setText(model_->error());
+  if (model_->error_index().isValid()) table_->scrollTo(model_->error_index());
+
+  const auto& mem = model_->memory();
+  const int64_t capacity = model_->spec() ? model_->spec()->devices.memory_bytes : 0;
+  memory_table_->setRowCount(static_cast<int>(mem.size()));
+  for (size_t i = 0; i < mem.size(); ++i) {
+    const auto& e = mem[i];
+    const int64_t values[] = {e.weights, e.optimizer_state, e.dense, e.buffers, e.total(), capacity};
+    auto* rank = new QTableWidgetItem(QString::number(e.rank));
+    memory_table_->setItem(static_cast<int>(i), 0, rank);
+    for (int c = 0; c < 6; ++c) {
+      auto* item = new QTableWidgetItem(QString::fromStdString(sessions::format_bytes(values[c])));
+      item->setData(Qt::UserRole, QVariant::fromValue<qlonglong>(values[c]));
+      item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      if (c == 4 && e.total() > capacity) {
+        item->setBackground(QColor(0xff, 0x9e, 0x9e));
+        item->setForeground(Qt::black);
+        item->setToolTip("does not fit the device");
+      }
+      memory_table_->setItem(static_cast<int>(i), c + 1, item);
+    }
+  }
+  if (mem.empty()) {
+    memory_status_->setText("No estimate until the workload is valid.");
+  } else {
+    int64_t most = 0;
+    for (const auto& e : mem) most = std::max(most, e.total());
+    memory_status_->setText(QString("The fullest device needs %1 of %2 (%3 %)%4.")
+                                .arg(QString::fromStdString(sessions::format_bytes(most)))
+                                .arg(QString::fromStdString(sessions::format_bytes(capacity)))
+                                .arg(capacity > 0 ? 100.0 * static_cast<double>(most) / static_cast<double>(capacity) : 0.0, 0, 'f', 1)
+                                .arg(most > capacity ? ": it does not fit" : ""));
+  }
+  run_button_->setEnabled(model_->error().isEmpty() && !job_);
+}
+
+QString WorkloadDesigner::run(const QString& session_path) {
+  if (job_) return "a run is going; cancel it or wait for it to end";
+  if (!model_->error().isEmpty() || !model_->spec()) return "the workload cannot run: " + model_->error();
+  const QString path = session_path.isEmpty()
+                           ? QDir::current().filePath("embedscope-" + QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss") + ".db")
+                           : session_path;
+  job_ = std::make_unique<RunJob>(*model_->spec(), path);
+  connect(job_.get(), &RunJob::progress, this, [this](qint64 step, qint64 steps, double sps, double eta) {
+    progress_->setMaximum(static_cast<int>(std::min<qint64>(steps, INT_MAX)));
+    progress_->setValue(static_cast<int>(std::min<qint64>(step, INT_MAX)));
+    progress_label_->setText(step == 0 ? QString("warmup")
+                                       : QString("%1 samples/s, ETA %2").arg(sps, 0, 'f', 0).arg(format_eta(eta)));
+  });
+  connect(job_.get(), &RunJob::finished, this, &WorkloadDesigner::on_finished);
+  progress_->setMaximum(static_cast<int>(std::min<int64_t>(model_->spec()->steps, INT_MAX)));
+  progress_->setValue(0);
+  progress_->setFormat("step %v / %m");
+  progress_label_->setText("starting");
+  run_button_->setEnabled(false);
+  cancel_button_->setEnabled(true);
+  job_->start();
+  return {};
+}
+
+void WorkloadDesigner::cancel() {
+  if (!job_) return;
+  job_->cancel();
+  cancel_button_->setEnabled(false);
+  progress_label_->setText("cancelling after this step");
+}
+
+QString WorkloadDesigner::progress_text() const { return progress_->text() + "  " + progress_label_->text(); }
+
+void WorkloadDesigner::on_finished(const QString& path, const QString& ended, const QString& message) {
+  job_.release()->deleteLater();  // its thread is done; this slot runs inside its signal
+  cancel_button_->setEnabled(false);
+  run_button_->setEnabled(model_->error().isEmpty());
+  progress_label_->setText(ended);
+  if (ended != "complete" && ended != "cancelled") {
+    auto* box = new QMessageBox(QMessageBox::Critical, "The run ended " + ended,
+                                message.isEmpty() ? "The run ended " + ended : message, QMessageBox::Ok, this);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->open();  // not modal to the application: the workbench keeps working
+  }
+  if (!path.isEmpty()) emit session_written(path, ended);
+}
+
+}  // namespace embedscope::ui

@@ -1,0 +1,88 @@
+#pragma once
+// The workload designer: a preset or a JSON file, its tables edited in a table view, devices,
+// batch size, steps, optimizer and allocator in a form; the engine's validation message beside
+// the offending cell or field; the estimated memory of every device, updated as you edit; Save
+// as JSON; Run (a RunJob off the GUI thread) with a progress bar (step, samples/s, ETA) and
+// Cancel.
+
+#include <QWidget>
+
+#include <map>
+#include <memory>
+
+#include "jobs/run_job.h"
+#include "models/workload_model.h"
+
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
+class QTableView;
+class QTableWidget;
+
+namespace embedscope::ui {
+
+class WorkloadDesigner : public QWidget {
+  Q_OBJECT
+
+ public:
+  /// Opens on `preset` (engine::preset_names()).
+  explicit WorkloadDesigner(const QString& preset = "tiny", QWidget* parent = nullptr);
+  ~WorkloadDesigner() override;
+
+  WorkloadModel* model() { return model_; }
+  QTableView* table_view() { return table_; }
+  /// Loads a preset or a workload file; returns the error (also shown in a dialog unless quiet).
+  QString load_preset(const QString& name, bool quiet = false);
+  QString load_file(const QString& path, bool quiet = false);
+  /// Writes the workload as JSON; returns the error or an empty string.
+  QString save(const QString& path);
+  /// The message shown beside a form field ("/batch_size", "/devices/count",
+  /// "/devices/memory_bytes", "/steps", "/warmup_steps", "/optimizer", "/memory",
+  /// "/sharding/default") or under the table ("/tables"); empty when none.
+  QString message_at(const QString& field) const;
+  /// The estimated-memory table (rank, weights, optimizer state, dense, buffers, total, capacity).
+  QTableWidget* memory_table() { return memory_table_; }
+
+  /// Starts a run writing `session_path` (empty: embedscope-YYYYmmdd-HHMMSS.db in the current
+  /// folder). Returns the error when the workload cannot run or a run is going.
+  QString run(const QString& session_path = {});
+  void cancel();
+  /// The run going, or null.
+  RunJob* job() { return job_.get(); }
+  QProgressBar* progress_bar() { return progress_; }
+  QString progress_text() const;
+
+ signals:
+  /// A run ended and wrote a session (any `ended`, also cancelled, oom, hang).
+  void session_written(const QString& session_path, const QString& ended);
+
+ private:
+  void refresh();        // form values, messages and memory from the model
+  void on_finished(const QString& path, const QString& ended, const QString& message);
+  QLabel* add_message(const QString& field);
+
+  WorkloadModel* model_;
+  QTableView* table_;
+  QComboBox* preset_box_;
+  QSpinBox *devices_, *memory_mib_, *batch_, *steps_, *warmup_;
+  QComboBox *optimizer_, *allocator_, *default_sharding_, *backend_, *pipeline_, *qcomms_;
+  QDoubleSpinBox *learning_rate_, *bandwidth_mbs_;
+  QSpinBox* latency_us_;
+  void set_network();  // /network from the bandwidth and latency fields
+  std::map<QString, QLabel*> messages_;  // field pointer -> its message label
+  QLabel* other_message_;
+  QTableWidget* memory_table_;
+  QLabel* memory_status_;
+  QLineEdit* session_edit_;
+  QPushButton *run_button_, *cancel_button_;
+  QProgressBar* progress_;
+  QLabel* progress_label_;
+  std::unique_ptr<RunJob> job_;
+  bool refreshing_ = false;
+};
+
+}  // namespace embedscope::ui

@@ -1,0 +1,93 @@
+#include "embedscope/sessions/analysis/load_imbalance.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/sessions/analysis/analysis.h"  // max_over_mean
+#include "embedscope/sessions/model/metadata_keys.h"
+
+namespace embedscope::sessions {
+
+const char* to_string(LoadMetric m) {
+  switch (m) {
+    case LoadMetric::ids_looked_up: return "ids looked up";
+    case LoadMetric::unique_ids: return "unique rows";
+    case LoadMetric::bytes_in: return "bytes in";
+    case LoadMetric::bytes_out: return "bytes out";
+    case LoadMetric::lookup_time: return "lookup time (ns)";
+  }
+  return "?";
+}
+
+LoadData load_data(const SessionReader& session, LoadMetric metric) {
+  LoadData d;
+  std::vector<std::string> table_names;
+  for (const auto& t : workload_tables(session)) table_names.push_back(t.name);
+  const auto counters = session.load();
+  std::set<std::pair<int32_t, int32_t>> shard_keys;
+  std::set<int64_t> steps;
+  int32_t max_rank = -1;
+  for (const auto& c : counters) {
+    if (c.step < 0) continue;
+    shard_keys.insert({c.table, c.shard});
+    steps.insert(c.step);
+    max_rank = std::max(max_rank, c.rank);
+  }
+  d.ranks = std::max<int32_t>(max_rank + 1, static_cast<int32_t>(std::strtol(session.meta(sessions::meta::kWorldSize, "0").c_str(), nullptr, 10)));
+  std::map<std::pair<int32_t, int32_t>, size_t> shard_col;
+  for (const auto& k : shard_keys) {
+    shard_col[k] = d.shards.size();
+    const std::string table = static_cast<size_t>(k.first) < table_names.size() && !table_names[static_cast<size_t>(k.first)].empty()
+                                  ? table_names[static_cast<size_t>(k.first)]
+                                  : "table " + std::to_string(k.first);
+    d.shards.push_back(table + " #" + std::to_string(k.second));
+  }
+  std::map<int64_t, size_t> step_col;
+  for (int64_t s : steps) {
+    step_col[s] = d.steps.size();
+    d.steps.push_back(s);
+  }
+  const auto R = static_cast<size_t>(d.ranks);
+  d.by_shard.assign(R * d.shards.size(), 0.0);
+  d.by_step.assign(R * d.steps.size(), 0.0);
+  d.per_rank.assign(R, 0.0);
+  for (const auto& c : counters) {
+    if (c.step < 0 || c.rank < 0) continue;
+    double v = 0;
+    switch (metric) {
+      case LoadMetric::ids_looked_up: v = static_cast<double>(c.ids); break;
+      case LoadMetric::unique_ids: v = static_cast<double>(c.unique_ids); break;
+      case LoadMetric::bytes_in: v = static_cast<double>(c.bytes_in); break;
+      case LoadMetric::bytes_out: v = static_cast<double>(c.bytes_out); break;
+      case LoadMetric::lookup_time: v = static_cast<double>(c.lookup_ns); break;
+    }
+    const auto r = static_cast<size_t>(c.rank);
+    d.by_shard[r * d.shards.size() + shard_col[{c.table, c.shard}]] += v;
+    d.by_step[r * d.steps.size() + step_col[c.step]] += v;
+    d.per_rank[r] += v;
+  }
+  for (size_t s = 0; s < d.steps.size(); ++s) {
+    std::vector<double> col;
+    for (size_t r = 0; r < R; ++r) col.push_back(d.by_step[r * d.steps.size() + s]);
+    d.imbalance.push_back(max_over_mean(col));
+  }
+  return d;
+}
+
+std::vector<WorkloadTable> workload_tables(const SessionReader& session) {
+  std::vector<WorkloadTable> out;
+  try {
+    for (const auto& t : nlohmann::json::parse(session.meta(sessions::meta::kWorkloadJson, "{}")).value("tables", nlohmann::json::array()))
+      out.push_back({t.value("name", ""), t.value("num_embeddings", int64_t{0})});
+  } catch (const std::exception&) {
+    out.clear();
+  }
+  return out;
+}
+
+}  // namespace embedscope::sessions

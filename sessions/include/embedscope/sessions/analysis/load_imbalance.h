@@ -1,0 +1,48 @@
+#pragma once
+// Load aggregation and imbalance: a chosen load metric (session table load_counters) per
+// rank x table shard and per rank x measured step, the imbalance (max / mean over ranks) of
+// each step and the total per rank. What the workbench's load view draws; Qt-free.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::sessions {
+
+/// The load counter aggregated (LoadCounter fields ids, unique_ids, bytes_in, bytes_out,
+/// lookup_ns).
+enum class LoadMetric { ids_looked_up, unique_ids, bytes_in, bytes_out, lookup_time };
+/// "ids looked up", "unique rows", "bytes in", "bytes out", "lookup time (ns)"; "?" otherwise.
+const char* to_string(LoadMetric m);
+
+/// The aggregated load of a session; matrices are row-major by rank.
+struct LoadData {
+  int ranks = 0;                    ///< max(world_size metadata, largest rank + 1)
+  std::vector<std::string> shards;  ///< "table #shard", one per column of by_shard, by (table, shard)
+  std::vector<double> by_shard;     ///< ranks x shards (0 where a rank holds no such shard)
+  std::vector<int64_t> steps;       ///< measured steps (>= 0), ascending, one per column of by_step
+  std::vector<double> by_step;      ///< ranks x steps (summed over shards)
+  std::vector<double> imbalance;    ///< per step: max / mean over ranks (1 = balanced)
+  std::vector<double> per_rank;     ///< summed over shards and measured steps
+  double at_shard(int rank, size_t shard) const { return by_shard[static_cast<size_t>(rank) * shards.size() + shard]; }
+  double at_step(int rank, size_t step) const { return by_step[static_cast<size_t>(rank) * steps.size() + step]; }
+};
+
+/// Aggregates the session's load counters (measured steps only; warmup steps < 0 and counters
+/// of a negative rank are ignored). Table names come from the session's workload (metadata
+/// workload_json); a table without a name, or an unreadable workload, reads "table N".
+/// Throws SessionError on an unreadable file.
+LoadData load_data(const SessionReader& session, LoadMetric metric);
+
+/// A table of the session's workload (metadata workload_json).
+struct WorkloadTable {
+  std::string name;
+  int64_t num_embeddings = 0;  ///< rows
+};
+/// The workload's tables in index order; empty when workload_json is missing or unreadable.
+std::vector<WorkloadTable> workload_tables(const SessionReader& session);
+
+}  // namespace embedscope::sessions

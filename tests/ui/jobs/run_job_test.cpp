@@ -1,0 +1,97 @@
+// Runs off the GUI thread.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <sqlite3.h>
+#include <unistd.h>
+#include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QSpinBox>
+#include <QDoubleSpinBox>
+#include <QComboBox>
+#include <QFileInfo>
+#include <QImage>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QTabWidget>
+#include <QTableWidget>
+#include <QTest>
+#include <QTimer>
+#include <qcustomplot.h>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <iterator>
+#include "charts/colors.h"
+#include "views/compare_view.h"
+#include "models/critical_path_model.h"
+#include "views/memory_compare.h"
+#include "core/scenario.h"
+#include "views/scenario_view.h"
+#include "core/load_data.h"
+#include "views/load_view.h"
+#include "views/memory_view.h"
+#include "shell/main_window.h"
+#include "embedscope/engine/workload/presets.h"
+#include "embedscope/engine/comm.h"
+#include "embedscope/engine/sharding.h"
+#include "models/range_totals_model.h"
+#include "models/rank_stats_model.h"
+#include "jobs/analysis_job.h"
+#include "jobs/run_job.h"
+#include "models/sharding_plan_model.h"
+#include "core/timeline_math.h"
+#include "timeline/timeline_view.h"
+#include "timeline/timeline_widget.h"
+#include "views/workload_designer.h"
+#include "models/workload_model.h"
+#include "support/step_sessions.h"
+#include "ui/support/ui_fixtures.h"
+
+using namespace embedscope;
+using namespace embedscope::ui;
+using namespace embedscope::ui::fixtures;
+
+TEST(RunJob, FormatsTheTimeLeft) {
+  EXPECT_EQ(format_eta(12.34), "12.3 s");
+  EXPECT_EQ(format_eta(269.9), "4 min 29 s");
+  EXPECT_EQ(format_eta(16149.6), "4 h 29 min");
+}
+
+TEST(RunJob, RunsOffTheGuiThreadToTheEnd) {
+  engine::WorkloadSpec spec = engine::load_preset("tiny");
+  spec.steps = 5;
+  const auto path = scratch("run.db");
+  std::filesystem::remove(path);
+  RunJob job(spec, QString::fromStdString(path.string()));
+  QSignalSpy progress(&job, &RunJob::progress), finished(&job, &RunJob::finished);
+  int ticks_while_running = 0;  // the GUI thread's event loop keeps turning during the run
+  QTimer timer;
+  QObject::connect(&timer, &QTimer::timeout, [&] { ticks_while_running += job.running(); });
+  timer.start(0);
+  job.start();
+  EXPECT_TRUE(job.running());
+  ASSERT_TRUE(finished.wait(120'000));
+  EXPECT_GT(ticks_while_running, 0);
+  EXPECT_FALSE(job.running());
+  EXPECT_EQ(finished[0][1].toString(), "complete");
+  EXPECT_EQ(finished[0][0].toString(), QString::fromStdString(path.string()));
+  ASSERT_GE(progress.size(), 1);
+  EXPECT_EQ(progress.back()[0].toLongLong(), 5);  // the last measured step is always reported
+  EXPECT_EQ(progress.back()[1].toLongLong(), 5);
+  EXPECT_GT(progress.back()[2].toDouble(), 0.0);
+  EXPECT_EQ(sessions::SessionReader(path.string()).meta("ended"), "complete");
+
+  // the engine refusing the workload (the file exists) is a message, not a crash
+  RunJob again(spec, QString::fromStdString(path.string()));
+  QSignalSpy refused(&again, &RunJob::finished);
+  again.start();
+  ASSERT_TRUE(refused.wait(60'000));
+  EXPECT_EQ(refused[0][1].toString(), "error");
+  EXPECT_TRUE(refused[0][2].toString().contains(QString::fromStdString(path.string()))) << refused[0][2].toString().toStdString();
+}

@@ -1,0 +1,19 @@
+// The test main of ui_test: one QApplication (offscreen) for every workbench test.
+#include <gtest/gtest.h>
+
+#include <QApplication>
+#include <QSettings>
+
+#include <filesystem>
+
+int main(int argc, char** argv) {
+  qputenv("QT_QPA_PLATFORM", "offscreen");
+  QApplication app(argc, argv);
+  // settings of the test run stay in a scratch folder
+  QSettings::setDefaultFormat(QSettings::IniFormat);
+  QSettings::setPath(QSettings::IniFormat, QSettings::UserScope,
+                     QString::fromStdString((std::filesystem::temp_directory_path() / "es_ui_settings").string()));
+  QApplication::setOrganizationName("EmbedscopeTest");
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

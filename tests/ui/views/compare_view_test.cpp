@@ -1,0 +1,98 @@
+// The comparison page and its figures model.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <sqlite3.h>
+#include <unistd.h>
+#include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QSpinBox>
+#include <QDoubleSpinBox>
+#include <QComboBox>
+#include <QFileInfo>
+#include <QImage>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QTabWidget>
+#include <QTableWidget>
+#include <QTest>
+#include <QTimer>
+#include <qcustomplot.h>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <iterator>
+#include "charts/colors.h"
+#include "views/compare_view.h"
+#include "models/critical_path_model.h"
+#include "views/memory_compare.h"
+#include "core/scenario.h"
+#include "views/scenario_view.h"
+#include "core/load_data.h"
+#include "views/load_view.h"
+#include "views/memory_view.h"
+#include "shell/main_window.h"
+#include "embedscope/engine/comm.h"
+#include "embedscope/engine/sharding.h"
+#include "models/range_totals_model.h"
+#include "models/rank_stats_model.h"
+#include "jobs/analysis_job.h"
+#include "jobs/run_job.h"
+#include "models/sharding_plan_model.h"
+#include "core/timeline_math.h"
+#include "timeline/timeline_view.h"
+#include "timeline/timeline_widget.h"
+#include "views/workload_designer.h"
+#include "models/workload_model.h"
+#include "support/step_sessions.h"
+#include "ui/support/ui_fixtures.h"
+
+using namespace embedscope;
+using namespace embedscope::ui;
+using namespace embedscope::ui::fixtures;
+
+TEST(Compare, ModelShowsAnalyzeFiguresAndDifferences) {
+  auto sa = open_reader(step_session("es_cmp_a", 0, {1'000'000, 1'000'000}));
+  auto sb = open_reader(step_session("es_cmp_b", 0, {2'000'000, 4'000'000}));
+  const sessions::RunStats a = sessions::analyze(*sa), b = sessions::analyze(*sb);
+  CompareModel m({"A", "B"}, {a, b});
+  QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  ASSERT_EQ(m.rowCount(), CompareModel::FigureCount);
+  ASSERT_EQ(m.columnCount(), 4);  // figure, A, B, B - A
+  auto raw = [&](CompareModel::Figure f, int col) { return m.data(m.index(f, col), Qt::UserRole).toDouble(); };
+  EXPECT_DOUBLE_EQ(raw(CompareModel::StepMean, 1), a.step_time_ns.mean);
+  EXPECT_DOUBLE_EQ(raw(CompareModel::StepMean, 1), 1'000'000);
+  EXPECT_DOUBLE_EQ(raw(CompareModel::StepMean, 2), 3'000'000);  // (2 + 4) / 2 ms
+  EXPECT_DOUBLE_EQ(raw(CompareModel::StepP99, 2), static_cast<double>(b.step_time_ns.p99));
+  EXPECT_DOUBLE_EQ(raw(CompareModel::StepMean, 3), 2'000'000);  // B - A
+  EXPECT_DOUBLE_EQ(raw(CompareModel::Throughput, 1), a.samples_per_s);
+  EXPECT_DOUBLE_EQ(raw(CompareModel::Throughput, 1), 8 / 1e-3);  // 8 samples per 1 ms
+  EXPECT_DOUBLE_EQ(raw(CompareModel::ExposedComm, 2), static_cast<double>(b.exposed_comm_ns));
+  EXPECT_DOUBLE_EQ(raw(CompareModel::Overlap, 1), a.overlap_pct);
+  EXPECT_DOUBLE_EQ(raw(CompareModel::PeakAllocated, 2), static_cast<double>(b.peak_allocated_bytes));
+  EXPECT_DOUBLE_EQ(raw(CompareModel::LookupImbalance, 1), a.lookups_max_over_mean);
+  EXPECT_EQ(m.data(m.index(CompareModel::StepMean, 3)).toString(), "+2.00 ms (+200.0 %)");
+  EXPECT_EQ(m.data(m.index(CompareModel::StepMean, 1)).toString(), "1.00 ms");
+  EXPECT_EQ(m.headerData(3, Qt::Horizontal).toString(), "B - A");
+
+  CompareView view({{"A", sa}, {"B", sb}});
+  view.resize(1200, 800);
+  EXPECT_EQ(view.pages()->count(), 3);
+}
+
+TEST(Compare, ARunThatEndedInsideAStepIsAlignedOnItsOpsAndHasNoStepFigures) {
+  // out of memory in step 0 (step windows: sessions/analysis/step_windows_test.cpp)
+  sessions::SessionReader oom(test_support::oom_in_step_session());
+  auto ok = open_reader(step_session("es_cmp_ok", 0, {1'000'000}));
+  CompareModel m({"oom", "ok"}, {sessions::analyze(oom), sessions::analyze(*ok)});
+  EXPECT_EQ(m.data(m.index(CompareModel::StepMean, 1)).toString(), "-");
+  EXPECT_FALSE(m.data(m.index(CompareModel::StepMean, 1), Qt::UserRole).isValid());
+  EXPECT_EQ(m.data(m.index(CompareModel::StepMean, 3)).toString(), "-");
+  EXPECT_EQ(m.data(m.index(CompareModel::StepMean, 2)).toString(), "1.00 ms");
+  EXPECT_EQ(m.data(m.index(CompareModel::PeakAllocated, 1), Qt::UserRole).toDouble(), 0.0);  // memory: always shown
+}
