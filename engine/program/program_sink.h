@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "../src/layout.h"
+#include "sharding/layout.h"
 #include "embedscope/engine/program/step_program.h"
 
 namespace embedscope::engine::program {

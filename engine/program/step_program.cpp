@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "../sharding/embedding_sharding.h"
+#include "sharding/embedding_sharding.h"
 #include "program_sink.h"
 #include "embedscope/engine/collective_math.h"
 #include "embedscope/engine/dense.h"

@@ -15,8 +15,8 @@
 #include <memory>
 #include <vector>
 
-#include "../src/collectives.h"
-#include "../src/layout.h"
+#include "comm/collectives.h"
+#include "sharding/layout.h"
 #include "embedscope/engine/memory.h"
 
 namespace embedscope::engine {

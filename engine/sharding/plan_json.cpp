@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "../workload/checker.h"
+#include "workload/checker.h"
 
 namespace embedscope::engine {
 

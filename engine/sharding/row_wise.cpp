@@ -4,7 +4,7 @@
 // gradient, so the gradients are all-gathered.
 #include <cstring>
 
-#include "../program/program_sink.h"
+#include "program/program_sink.h"
 #include "embedding_sharding.h"
 
 namespace embedscope::engine::sharding {

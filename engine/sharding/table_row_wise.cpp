@@ -6,7 +6,7 @@
 #include <cstring>
 #include <numeric>
 
-#include "../program/program_sink.h"
+#include "program/program_sink.h"
 #include "embedding_sharding.h"
 
 namespace embedscope::engine::sharding {

@@ -16,7 +16,7 @@
 #include "embedscope/engine/nccl_comm.h"
 #include "embedscope/profiler/cuda_device.h"
 #include "embedscope/profiler/cupti_tracer.h"
-#include "embedscope/profiler/probe_kernels.h"
+#include "probe_kernels.h"
 
 using namespace embedscope;
 using engine::NcclComm;

@@ -6,7 +6,7 @@
 #if EMBEDSCOPE_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "../../src/cuda_executor.h"
+#include "exec/device/cuda_rank_device.h"
 #endif
 
 namespace embedscope::engine::threaded {

@@ -22,9 +22,9 @@
 
 #include <fmt/format.h>
 
-#include "../../src/collectives.h"
-#include "../../src/layout.h"
-#include "../../src/rank_device.h"
+#include "comm/collectives.h"
+#include "sharding/layout.h"
+#include "exec/device/rank_device.h"
 #include "embedscope/engine/comm.h"
 #include "embedscope/engine/dense.h"
 #include "embedscope/engine/id_histogram.h"
@@ -35,7 +35,7 @@
 #include "embedscope/engine/trainer.h"
 #include "embedscope/profiler/tracer.h"
 #include "embedscope/sessions/store/session.h"
-#include "../../sharding/embedding_sharding.h"
+#include "sharding/embedding_sharding.h"
 #include "comm_worker.h"
 #if EMBEDSCOPE_WITH_CUDA
 #include "embedscope/engine/nccl_comm.h"

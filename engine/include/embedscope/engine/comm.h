@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "embedscope/engine/quant/quant.h"
 #include "embedscope/engine/workload/spec.h"
 #include "embedscope/profiler/tracer.h"
 #include "embedscope/sessions/model/events.h"
@@ -58,23 +59,6 @@ class RankVanished : public std::runtime_error {
 
 /// The linked Gloo's version, "0.5.0".
 std::string gloo_version();
-
-/// Quantization error of the values a rank sent through fp16 / bf16 collectives.
-struct QuantError {
-  double max_abs_error = 0;  ///< max |x - dequantize(quantize(x))|
-  double max_abs_value = 0;  ///< max |x|
-  /// Norm-wise relative error max_abs_error / max_abs_value (0 when nothing was quantized).
-  double relative() const { return max_abs_value > 0 ? max_abs_error / max_abs_value : 0.0; }
-  void merge(const QuantError& o);
-};
-
-/// `v` rounded to precision `p` (round to nearest even, as Eigen::half / Eigen::bfloat16 and
-/// PyTorch's .to(torch.bfloat16) do) and back to fp32; fp32 returns v unchanged.
-float round_to_precision(float v, CommPrecision p);
-/// Bytes per element on the wire: 4 (fp32), 2 (fp16, bf16).
-size_t precision_bytes(CommPrecision p);
-/// The dtype name in collective records: float32, float16, bfloat16.
-const char* precision_dtype(CommPrecision p);
 
 /// Emulated duration of moving `bytes` over `link`, in ns:
 /// latency_ns + ceil(bytes * 1e9 / bandwidth_bytes_per_s) (no bandwidth term when unlimited).

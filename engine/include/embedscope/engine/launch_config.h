@@ -1,7 +1,7 @@
 #pragma once
 // Launch configuration of the CUDA kernels, computed and checked on the host. Pure host code
 // (no CUDA types), compiled in every build so that it is tested without a GPU; the CUDA
-// launcher (launch() in engine/src/cuda/common.cuh) calls check_launch() before every kernel launch.
+// launcher (launch() in engine/kernels/cuda/common.cuh) calls check_launch() before every kernel launch.
 
 #include <cstdint>
 #include <stdexcept>

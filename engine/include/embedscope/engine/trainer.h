@@ -12,7 +12,9 @@
 //    base pipeline, fp32 qcomms, no network emulation or compaction (validate refuses the
 //    rest). With a session and options.trace, CUPTI records the GPU work into it (GPU lanes).
 //
-// One training step, as TorchRec runs it (base pipeline: each op waits for the previous one):
+// One training step, as TorchRec runs it (base pipeline: each op waits for the previous one);
+// program/step_program.h holds it as data (the ops of every rank and iteration, and the
+// pipeline's schedule, which the executor follows), `embedscope program` prints it:
 //   input_dist   KJT all-to-all: id counts per (shard, feature), then lengths, then ids
 //                (row-wise tables bucketize ids by row range first)
 //   lookup       pooled lookup of every local shard (sum / mean)

@@ -1,4 +1,4 @@
-#include "embedscope/profiler/probe_kernels.h"
+#include "probe_kernels.h"
 
 namespace embedscope::profiler {
 

@@ -1,4 +1,4 @@
-#include "cuda_executor.h"
+#include "exec/device/cuda_rank_device.h"
 
 #include <algorithm>
 #include <numeric>

@@ -1,4 +1,4 @@
-#include "rank_device.h"
+#include "exec/device/rank_device.h"
 
 #include <cstring>
 

@@ -11,8 +11,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "collectives.h"
-#include "rank_device.h"
+#include "comm/collectives.h"
+#include "exec/device/rank_device.h"
 #include "embedscope/engine/allocator.h"
 #include "embedscope/engine/kernels.h"
 #include "embedscope/engine/nccl_comm.h"

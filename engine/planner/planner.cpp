@@ -11,7 +11,7 @@
 #include "embedscope/engine/allocator.h"
 #include "embedscope/engine/dense.h"
 #include "embedscope/engine/kernels.h"
-#include "layout.h"
+#include "sharding/layout.h"
 
 namespace embedscope::engine {
 
