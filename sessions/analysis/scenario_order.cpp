@@ -12,14 +12,6 @@
 
 namespace embedscope::sessions {
 
-std::string format_duration(int64_t ns) {
-  const double v = static_cast<double>(ns);
-  if (std::abs(v) >= 1e9) return fmt::format("{:.2f} s", v / 1e9);
-  if (std::abs(v) >= 1e6) return fmt::format("{:.2f} ms", v / 1e6);
-  if (std::abs(v) >= 1e3) return fmt::format("{:.1f} us", v / 1e3);
-  return fmt::format("{} ns", ns);
-}
-
 std::vector<PlayStep> play_order(const SessionReader& session, int64_t step) {
   std::vector<OpRecord> ops;
   for (const auto& o : session.all_ops())

@@ -14,4 +14,13 @@ std::string format_bytes(int64_t bytes) {
   return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, units[u]);
 }
 
+
+std::string format_duration(int64_t ns) {
+  const double v = static_cast<double>(ns);
+  if (std::abs(v) >= 1e9) return fmt::format("{:.2f} s", v / 1e9);
+  if (std::abs(v) >= 1e6) return fmt::format("{:.2f} ms", v / 1e6);
+  if (std::abs(v) >= 1e3) return fmt::format("{:.1f} us", v / 1e3);
+  return fmt::format("{} ns", ns);
+}
+
 }  // namespace embedscope::sessions

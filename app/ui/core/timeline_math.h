@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "embedscope/sessions/analysis/scenario_order.h"  // format_duration
+#include "embedscope/sessions/model/units.h"  // format_duration
 #include "embedscope/sessions/store/session.h"
 
 namespace embedscope::ui {

@@ -8,13 +8,10 @@
 #include <vector>
 
 #include "embedscope/sessions/model/events.h"
+#include "embedscope/sessions/model/units.h"
 #include "embedscope/sessions/store/session.h"
 
 namespace embedscope::sessions {
-
-/// "12.5 ms", "340.0 us", "1.20 s", "999 ns": a readable duration (2 decimals for s and ms,
-/// 1 for us, whole ns below 1 us; negative durations keep their sign).
-std::string format_duration(int64_t ns);
 
 /// One op of the step being played, and what it waited for before it could start.
 struct PlayStep {

@@ -1,5 +1,5 @@
 #pragma once
-// Units of the session's values, as people read them: byte counts.
+// Units of the session's values, as people read them: byte counts and durations.
 
 #include <cstdint>
 #include <string>
@@ -10,5 +10,9 @@ namespace embedscope::sessions {
 /// 1536 -> "1.5 KiB", 12.5 * 2^20 -> "12.5 MiB", up to TiB (larger values stay in TiB).
 /// Negative counts keep their sign ("-1.5 KiB"). Never throws except std::bad_alloc.
 std::string format_bytes(int64_t bytes);
+
+/// "12.5 ms", "340.0 us", "1.20 s", "999 ns": a readable duration (2 decimals for s and ms,
+/// 1 for us, whole ns below 1 us; negative durations keep their sign).
+std::string format_duration(int64_t ns);
 
 }  // namespace embedscope::sessions
