@@ -1,6 +1,7 @@
 #include "embedscope/engine/sharding/plan_json.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 #include <utility>
 
@@ -38,7 +39,26 @@ int64_t get_int(const json& j, const char* key, const std::string& origin, const
   }
   const json& v = j.at(key);
   if (!v.is_number_integer()) fail(origin, where + "/" + key, fmt::format("must be an integer, got {}", v.dump()));
+  // an unsigned number above INT64_MAX would wrap to a negative one
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    fail(origin, where + "/" + key, fmt::format("is too large, got {}", v.dump()));
   return v.get<int64_t>();
+}
+
+// A rank, node or world size: an int (4294967297 must not wrap to rank 1).
+int get_small_int(const json& j, const char* key, const std::string& origin, const std::string& where,
+                  bool required = true, int dflt = 0) {
+  const int64_t v = get_int(j, key, origin, where, required, dflt);
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
+    fail(origin, where + "/" + key, fmt::format("is too large, got {}", v));
+  return static_cast<int>(v);
+}
+
+// "[off, off + n)" without overflowing (a hand-edited offset may be near INT64_MAX)
+std::string range_text(int64_t off, int64_t n) {
+  int64_t end = 0;
+  if (__builtin_add_overflow(off, n, &end)) return fmt::format("[{}, {} + {})", off, off, n);
+  return fmt::format("[{}, {})", off, end);
 }
 
 // Ranges [offset, offset + size) must tile [0, total) exactly: returns the first problem, or "".
@@ -81,11 +101,11 @@ void validate_plan(const WorkloadSpec& spec, const ShardingPlan& plan, const std
       const Shard& s = tp.shards[k];
       const std::string sw = fmt::format("{}/shards/{}", where, k);
       if (s.rank < 0 || s.rank >= W) fail(origin, sw, fmt::format("rank {} is outside [0, {})", s.rank, W));
-      if (s.row_offset < 0 || s.num_rows < 0 || s.row_offset + s.num_rows > t.num_embeddings)
-        fail(origin, sw, fmt::format("rows [{}, {}) are outside {}", s.row_offset, s.row_offset + s.num_rows, tname));
-      if (s.col_offset < 0 || s.num_cols <= 0 || s.col_offset + s.num_cols > t.embedding_dim)
-        fail(origin, sw, fmt::format("columns [{}, {}) are outside {} (a shard has at least one column)",
-                                     s.col_offset, s.col_offset + s.num_cols, tname));
+      if (s.row_offset < 0 || s.num_rows < 0 || s.num_rows > t.num_embeddings - s.row_offset)
+        fail(origin, sw, fmt::format("rows {} are outside {}", range_text(s.row_offset, s.num_rows), tname));
+      if (s.col_offset < 0 || s.num_cols <= 0 || s.num_cols > t.embedding_dim - s.col_offset)
+        fail(origin, sw, fmt::format("columns {} are outside {} (a shard has at least one column)",
+                                     range_text(s.col_offset, s.num_cols), tname));
       const bool all_rows = s.row_offset == 0 && s.num_rows == t.num_embeddings;
       const bool all_cols = s.col_offset == 0 && s.num_cols == t.embedding_dim;
       if ((tp.type == ShardingType::data_parallel || tp.type == ShardingType::table_wise ||
@@ -140,8 +160,8 @@ ShardingPlan plan_from_json(const WorkloadSpec& spec, const json& j, const std::
   if (!j.is_object()) fail(origin, "", "a sharding plan is a JSON object (as `embedscope plan --json` prints)");
   only_keys(j, {"world_size", "local_world_size", "tables", "pipeline", "qcomms", "network", "memory"}, origin, "");
   ShardingPlan plan;
-  plan.world_size = static_cast<int>(get_int(j, "world_size", origin, ""));
-  plan.local_world_size = static_cast<int>(get_int(j, "local_world_size", origin, "", false, plan.world_size));
+  plan.world_size = get_small_int(j, "world_size", origin, "");
+  plan.local_world_size = get_small_int(j, "local_world_size", origin, "", false, plan.world_size);
   if (!j.contains("tables") || !j.at("tables").is_array()) fail(origin, "/tables", "must be an array of tables");
   plan.tables.resize(spec.tables.size());
   std::vector<bool> seen(spec.tables.size(), false);
@@ -168,7 +188,7 @@ ShardingPlan plan_from_json(const WorkloadSpec& spec, const json& j, const std::
     } catch (const SpecError& e) {
       throw SpecError(fmt::format("{}: {}", origin, e.what()));
     }
-    tp.node = static_cast<int>(get_int(tj, "node", origin, where, false, -1));
+    tp.node = get_small_int(tj, "node", origin, where, false, -1);
     if (tp.type != ShardingType::table_row_wise && tp.node != -1)
       fail(origin, where + "/node", fmt::format("only table_row_wise tables have a node ({} is {})", name, to_string(tp.type)));
     if (!tj.contains("shards") || !tj.at("shards").is_array()) fail(origin, where + "/shards", "must be an array of shards");
@@ -179,7 +199,7 @@ ShardingPlan plan_from_json(const WorkloadSpec& spec, const json& j, const std::
       if (!sj.is_object()) fail(origin, sw, "must be an object");
       only_keys(sj, {"rank", "row_offset", "num_rows", "col_offset", "num_cols"}, origin, sw);
       Shard s;
-      s.rank = static_cast<int>(get_int(sj, "rank", origin, sw));
+      s.rank = get_small_int(sj, "rank", origin, sw);
       s.row_offset = get_int(sj, "row_offset", origin, sw);
       s.num_rows = get_int(sj, "num_rows", origin, sw);
       s.col_offset = get_int(sj, "col_offset", origin, sw);

@@ -381,6 +381,35 @@ TEST(Cli, ProgramPrintsTheStepOfOneRank) {
   EXPECT_NE(bad.err.find("--rank: 2 is outside [0, 2)"), std::string::npos) << bad.err;
 }
 
+// A negative --iteration is bad input like one past the last step (it printed the default
+// iteration instead, exit 0).
+TEST(Cli, ProgramRefusesANegativeIteration) {
+  Result r = cli("program --preset tiny --devices 2 --iteration -5");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("--iteration: -5 is outside [0, 30)"), std::string::npos) << r.err;
+  Result last = cli("program --preset tiny --devices 2 --pipeline sparse_dist --iteration 29");
+  EXPECT_EQ(last.code, 0) << last.err;
+  EXPECT_NE(last.out.find("iteration 29 (step 29)"), std::string::npos) << last.out;
+}
+
+// With --plan, --sharding and --local-world-size were silently ignored (the plan ran, and the
+// session's workload recorded the flag's sharding): they are refused, before any session is made.
+TEST(Cli, PlanFileRefusesShardingFlags) {
+  Result plan = cli("plan --preset tiny --devices 2 --json");
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  const std::string file = (scratch() / "tiny_plan.json").string(), db = (scratch() / "refused.db").string();
+  std::ofstream(file) << plan.out;
+  Result r = cli("run --preset tiny --devices 2 --sharding row_wise --plan " + file + " -o " + db);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("--sharding: cannot be combined with --plan " + file), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(db));
+  Result p = cli("program --preset tiny --devices 2 --local-world-size 1 --plan " + file);
+  EXPECT_EQ(p.code, 2) << p.out;
+  EXPECT_NE(p.err.find("--local-world-size: cannot be combined with --plan"), std::string::npos) << p.err;
+  Result ok = cli("program --preset tiny --devices 2 --plan " + file);
+  EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
 // `run --plan`: a hand-edited plan of criteo_kaggle (a table moved from rank 0 to rank 1) runs as
 // written; the session stores it as rows and the load counters follow it.
 TEST(Cli, RunsAHandEditedPlan) {

@@ -22,16 +22,18 @@ namespace {
 struct ProgramState {
   WorkloadArgs args;
   int rank = 0;
-  int64_t iteration = -1;
+  int64_t iteration = 0;
+  CLI::Option* iteration_opt = nullptr;  // given: that iteration, checked (a negative one is bad input)
   std::string plan;
   bool json = false;
 };
 
 int cmd_program(ProgramState& s) {
+  refuse_flags_the_plan_overrides(s.args, s.plan);
   const es::WorkloadSpec spec = load(s.args);
   const es::ShardingPlan plan = s.plan.empty() ? with_origin(s.args.origin, [&] { return es::plan_sharding(spec); })
                                                : es::load_plan_file(spec, s.plan);
-  const int64_t it = s.iteration >= 0 ? s.iteration : es::steady_iteration(spec);
+  const int64_t it = s.iteration_opt->count() > 0 ? s.iteration : es::steady_iteration(spec);
   const es::StepProgram p = es::build_step_program(spec, plan, s.rank, it);
   if (s.json)
     std::cout << dump(es::to_json(p)) << "\n";
@@ -48,7 +50,7 @@ Command add_program_command(CLI::App& app) {
                                             "their lanes, dependencies and collectives");
   add_workload_options(cmd, s->args);
   cmd->add_option("--rank", s->rank, "The rank whose program to print (default 0)")->check(kInteger);
-  cmd->add_option("--iteration", s->iteration,
+  s->iteration_opt = cmd->add_option("--iteration", s->iteration,
                   "The iteration, 0-based with warmup steps (default: the first steady-state one; pipelines start "
                   "and end differently)")
       ->check(kInteger);

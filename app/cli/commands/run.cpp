@@ -48,6 +48,7 @@ std::string default_session_name() {
 }
 
 int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, const std::string& plan_file) {
+  refuse_flags_the_plan_overrides(a, plan_file);
   const es::WorkloadSpec spec = load(a);
   // a given plan runs exactly as written (validated against the workload); else the planner's
   const es::ShardingPlan plan = plan_file.empty() ? with_origin(a.origin, [&] { return es::plan_sharding(spec); })

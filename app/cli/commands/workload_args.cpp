@@ -114,4 +114,13 @@ es::WorkloadSpec load(WorkloadArgs& a) {
   return spec;
 }
 
+void refuse_flags_the_plan_overrides(const WorkloadArgs& a, const std::string& plan_file) {
+  if (plan_file.empty()) return;
+  for (const char* flag : {"--sharding", "--local-world-size"})
+    if (a.was_given(flag))
+      throw es::SpecError(fmt::format("{}: cannot be combined with --plan {} (the plan gives every table's sharding "
+                                      "type and local_world_size; edit the plan instead)",
+                                      flag, plan_file));
+}
+
 }  // namespace embedscope::cli

@@ -50,6 +50,11 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a);
 /// flag set names the flag too (" (set by --devices)").
 engine::WorkloadSpec load(WorkloadArgs& a);
 
+/// With --plan FILE the plan gives every table's sharding type and the ranks per node, so
+/// --sharding and --local-world-size would be ignored (and recorded in the session's workload as
+/// if they had run): refuses them (bad input, exit 2). Does nothing when plan_file is empty.
+void refuse_flags_the_plan_overrides(const WorkloadArgs& a, const std::string& plan_file);
+
 // Runs f; a SpecError that starts with a JSON pointer (plan, memory and backend errors name
 // pointers only) is rethrown with the workload's origin in front ("x.json: /devices/count: ...").
 template <class F>

@@ -2,6 +2,8 @@
 // of a hand-edited plan.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/sharding/plan_json.h"
@@ -90,6 +92,34 @@ TEST(PlanJson, ErrorsNameTheFileTheShardAndTheReason) {
   j["tables"][3]["shards"].push_back(j["tables"][3]["shards"][0]);
   EXPECT_EQ(error_of(s, j), "p.json: /tables/3/shards: table t_c (1000 rows x 12 columns, table_wise): one shard, got 2");
   EXPECT_EQ(error_of(s, json::array()), "p.json: /: a sharding plan is a JSON object (as `embedscope plan --json` prints)");
+}
+
+// Numbers a hand edit can make: a rank or world size beyond int must not wrap to a valid one
+// (4294967297 was read as rank 1 and ran), an offset near INT64_MAX must not overflow into a
+// garbage range, and an unsigned number above INT64_MAX must not wrap to a negative one.
+TEST(PlanJson, HugeNumbersAreBadInputNotWrapped) {
+  const WorkloadSpec s = tiny(2);
+  const json good = to_json(s, plan_sharding(s));  // t_c on rank 0
+  json j = good;
+  j["tables"][3]["shards"][0]["rank"] = int64_t{4294967297};
+  EXPECT_EQ(error_of(s, j), "p.json: /tables/3/shards/0/rank: is too large, got 4294967297");
+  j = good;
+  j["world_size"] = int64_t{4294967298};
+  EXPECT_EQ(error_of(s, j), "p.json: /world_size: is too large, got 4294967298");
+  j = good;
+  j["tables"][3]["shards"][0]["row_offset"] = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(error_of(s, j),
+            "p.json: /tables/3/shards/0: rows [9223372036854775807, 9223372036854775807 + 1000) are outside table t_c "
+            "(1000 rows x 12 columns, table_wise)");
+  j = good;
+  j["tables"][3]["shards"][0]["col_offset"] = std::numeric_limits<int64_t>::max();
+  EXPECT_NE(error_of(s, j).find("p.json: /tables/3/shards/0: columns [9223372036854775807, 9223372036854775807 + 12) "
+                                "are outside"),
+            std::string::npos)
+      << error_of(s, j);
+  j = good;
+  j["tables"][3]["shards"][0]["row_offset"] = std::numeric_limits<uint64_t>::max();
+  EXPECT_EQ(error_of(s, j), "p.json: /tables/3/shards/0/row_offset: is too large, got 18446744073709551615");
 }
 
 TEST(PlanJson, RowAndColumnRangesMustCoverTheTableOnce) {
