@@ -351,7 +351,8 @@ std::string to_text(const StepProgram& p) {
         checked = true;  // shown as "+ split check" on the collective it checks
         continue;
       }
-      cs += fmt::format("{}{} {}, {} out / {} in{}{}", cs.empty() ? "" : "; ", to_string(c.kind), c.group,
+      cs += fmt::format("{}{}{} {}, {} out / {} in{}{}", cs.empty() ? "" : "; ",
+                        c.name == op.name ? "" : c.name + ": ", to_string(c.kind), c.group,
                         sessions::format_bytes(c.bytes_sent()), sessions::format_bytes(c.bytes_received()),
                         c.exact ? "" : " (expected)", checked ? " + split check" : "");
       checked = false;

@@ -167,7 +167,8 @@ struct RunState {
 
 Command add_run_command(CLI::App& app) {
   auto s = std::make_shared<RunState>();
-  auto* run = app.add_subcommand("run", "Run a workload on CPU ranks (Gloo) and print a summary");
+  auto* run = app.add_subcommand(
+      "run", "Run a workload on CPU ranks (Gloo) or GPUs (--backend cuda, NCCL) and print a summary");
   add_workload_options(run, s->args);
   run->add_flag("--json", s->json, "Print the summary as one JSON object on stdout");
   run->add_option("-o,--output", s->output,
