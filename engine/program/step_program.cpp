@@ -127,7 +127,7 @@ class Builder {
     bool exact = true;
     double ids = 0;
     for (int k : mine_) ids += static_cast<double>(W_) * expected_ids(L_.slots[static_cast<size_t>(k)], exact);
-    for (int t : L_.dp_tables) ids += replica_ids(t);
+    for (const auto& m : shardings_) ids += m->local_lookup_ids(sink_);
     sink_.compute("lookup", OpCategory::lookup, batch,
                   fmt::format("pooled lookup of {} local shard bucket(s) and {} replicated table(s)", mine_.size(),
                               L_.dp_tables.size()),
@@ -175,7 +175,7 @@ class Builder {
                   fmt::format("sparse gradients of the local shards and the fused {} update of their rows",
                               to_string(spec_.optimizer.type)),
                   std::llround(ids));
-    for (int t : L_.dp_tables) replica_update(t, batch);
+    for (const auto& m : shardings_) m->emit_update(sink_, batch);
     const int opt = sink_.compute("dense_optimizer", OpCategory::optimizer, batch,
                                   "average the all-reduced dense gradients and apply SGD (waits for every bucket)");
     auto& waits = p_.ops[static_cast<size_t>(opt)].waits_for;
@@ -197,37 +197,6 @@ class Builder {
     if (!f.pooling_factor.fixed || spec_.invalid_ids == InvalidIdPolicy::drop) exact = false;
     return static_cast<double>(B_) * f.pooling_factor.mean * share;
   }
-  // Ids of this rank's batch in a replicated table's features.
-  double replica_ids(int t) const {
-    double n = 0;
-    for (const auto& fname : spec_.tables[static_cast<size_t>(t)].feature_names)
-      n += static_cast<double>(B_) * spec_.features[static_cast<size_t>(spec_.feature_index(fname))].pooling_factor.mean;
-    return n;
-  }
-  // A replicated (data_parallel) table's update: its sparse row gradients all-gathered, merged
-  // and applied on every replica.
-  void replica_update(int t, int batch) {
-    const TableSpec& ts = spec_.tables[static_cast<size_t>(t)];
-    const double n_ids = replica_ids(t);
-    // distinct rows among n uniform ids over N rows: N (1 - (1 - 1/N)^n)
-    const double N = static_cast<double>(ts.num_embeddings);
-    const int64_t rows = std::llround(N * (1.0 - std::pow(1.0 - 1.0 / N, n_ids)));
-    const auto& world = sink_.world_ranks;
-    sink_.compute("backward_data_parallel", OpCategory::optimizer, batch,
-                  fmt::format("sparse row gradients of data-parallel table {}", ts.name), std::llround(n_ids));
-    std::vector<int64_t> one(static_cast<size_t>(W_), 1), n_rows(static_cast<size_t>(W_), rows),
-        vals(static_cast<size_t>(W_), rows * ts.embedding_dim);
-    sink_.comm("grad_dist/data_parallel_counts", batch,
-               {sink_.all_gather("grad_dist/data_parallel_counts", world, "world", one, 8, "int64")}, true,
-               "all-gather of each replica's gradient row count");
-    sink_.comm("grad_dist/data_parallel_all_gather", batch,
-               {sink_.all_gather("grad_dist/data_parallel_rows", world, "world", n_rows, 8, "int64", false),
-                sink_.all_gather("grad_dist/data_parallel_values", world, "world", vals, 4, "float32", false)},
-               true, "all-gather of every replica's gradient rows and values");
-    sink_.compute("optimizer_data_parallel", OpCategory::optimizer, batch,
-                  fmt::format("merge the replicas' gradients and update every replica of {}", ts.name), W_ * rows);
-  }
-
   const WorkloadSpec& spec_;
   ProgramSink sink_;
   const Layout& L_;

@@ -9,6 +9,7 @@ std::vector<std::unique_ptr<EmbeddingSharding>> embedding_shardings(const Layout
   out.push_back(pooled_all_to_all_sharding());
   if (!layout.rw_features.empty()) out.push_back(row_wise_sharding());
   if (layout.hierarchical) out.push_back(table_row_wise_sharding());
+  if (!layout.dp_tables.empty()) out.push_back(data_parallel_sharding());
   return out;
 }
 
@@ -22,6 +23,12 @@ void scale_rows_mean(const std::vector<int64_t>& lengths, int64_t B, int f, floa
 
 bool is_mean(const WorkloadSpec& spec, int feature) {
   return spec.tables[static_cast<size_t>(spec.table_of_feature(static_cast<size_t>(feature)))].pooling == Pooling::mean;
+}
+
+std::vector<float> mean_scale(const int64_t* lens, size_t n) {
+  std::vector<float> sc(n);
+  for (size_t i = 0; i < n; ++i) sc[i] = lens[i] > 0 ? 1.0f / static_cast<float>(lens[i]) : 0.0f;
+  return sc;
 }
 
 }  // namespace embedscope::engine::sharding

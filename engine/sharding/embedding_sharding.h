@@ -7,9 +7,10 @@
 //   pooled_all_to_all.cpp  table_wise and column_wise: all-to-all of B x cols blocks
 //   row_wise.cpp           row_wise: reduce-scatter of partial sums / all-gather of gradients
 //   table_row_wise.cpp     table_row_wise: reduce-scatter in the node, all-to-all across nodes
-// data_parallel tables have no dist of their own (local lookups on every replica; their sparse
-// gradients are all-gathered in the train phase). A new sharding type is a new file here plus
-// its entry in the spec's enum table and in embedding_shardings(). Internal to the engine.
+//   data_parallel.cpp      data_parallel: no dist; local lookups on every replica, sparse
+//                          gradients all-gathered and applied on every replica
+// A new sharding type is a new file here plus its entry in the spec's enum table and in
+// embedding_shardings(). Internal to the engine.
 
 #include <functional>
 #include <memory>
@@ -17,7 +18,9 @@
 
 #include "comm/collectives.h"
 #include "sharding/layout.h"
+#include "embedscope/engine/kernels.h"
 #include "embedscope/engine/memory.h"
+#include "embedscope/sessions/model/events.h"
 
 namespace embedscope::engine {
 namespace program {
@@ -55,6 +58,27 @@ class RankContext {
   /// std::logic_error when absent.
   virtual size_t local_slot(int slot) const = 0;
   virtual size_t local_slot_of_feature(int f) const = 0;
+  /// n int64 elements in the rank's device arena, tagged (compute thread only).
+  virtual DeviceBuffer<int64_t> index_buffer(const char* tag, size_t n) = 0;
+  /// On the compute thread: runs `fn` as a span `name` of category `cat` on the compute lane.
+  virtual void compute(sessions::OpCategory cat, const char* name, const std::function<void()>& fn) = 0;
+  /// Pooled lookup of n_bags bags (ids[off[i], off[i+1]), off has n_bags + 1 entries, absolute
+  /// into ids) in the local shard (table, shard_index) into out (n_bags x the shard's columns),
+  /// each bag times scale[i] when scale is not null. Counts the ids, the lookup time and the
+  /// bytes out in the shard's load counter. Throws std::logic_error for a shard not on this rank.
+  virtual void lookup(int table, int shard_index, const int64_t* ids, const int64_t* off, int64_t n_bags,
+                      const float* scale, DeviceBuffer<float>& out) = 0;
+  /// The fused row optimizer of the local shard (table, shard_index) at `iteration` with the
+  /// sparse gradient g (rows local to the shard); counts g's rows as the shard's unique ids.
+  virtual void update(int table, int shard_index, int64_t iteration, const SparseGrad& g) = 0;
+};
+
+/// This rank's own batch, before any input dist: F x B bags, feature-major.
+struct LocalBatch {
+  const int64_t* values = nullptr;   ///< every id of the batch
+  const int64_t* offsets = nullptr;  ///< F * B + 1 bag offsets into values
+  const int64_t* lengths = nullptr;  ///< F * B bag lengths
+  int64_t iteration = 0;             ///< the batch's iteration (warmup included)
 };
 
 /// One batch's output dist after its buffers are packed: run() on the comm thread, finish() on
@@ -76,29 +100,44 @@ class EmbeddingSharding {
   /// Appends the gradient dist ops (the compute worker waits for each).
   virtual void emit_grad_dist(program::ProgramSink& sink, int batch) const = 0;
   /// Packs the looked-up rows of this rank's slots (slot_out[k]: W*B x cols of local slot k,
-  /// source rank major) for the output dist.
+  /// source rank major) for the output dist; nullptr when the module has none.
   virtual std::unique_ptr<OutputDistJob> start_output_dist(RankContext& ctx,
                                                            const std::vector<DeviceBuffer<float>>& slot_out) const = 0;
   /// The gradient dist: dpooled[f] (B x dim) to the shards; writes slot_grad[k] (W*B x cols of
   /// local slot k, source rank major).
   virtual void grad_dist(RankContext& ctx, const std::vector<DeviceBuffer<float>>& dpooled,
                          const std::vector<int64_t>& lengths, std::vector<DeviceBuffer<float>>& slot_grad) const = 0;
+
+  // Tables a module holds outside the slots of the input dist (data_parallel's replicas): by
+  // default none.
+  /// Expected ids the lookup op of a batch reads from them on rank `rank`.
+  virtual double local_lookup_ids(const program::ProgramSink&) const { return 0; }
+  /// Appends their update ops, after the local shards' fused optimizer.
+  virtual void emit_update(program::ProgramSink&, int /*batch*/) const {}
+  /// Their lookups, whose pooled result is final here: writes pooled[f] (B x dim of feature f).
+  virtual void local_lookup(RankContext&, const LocalBatch&, std::vector<DeviceBuffer<float>>& /*pooled*/) const {}
+  /// Their update from dpooled[f] (B x dim, the gradient of this rank's pooled outputs).
+  virtual void update(RankContext&, const LocalBatch&, const std::vector<DeviceBuffer<float>>& /*dpooled*/) const {}
 };
 
 /// The modules of a plan, in the order their collectives run: the all-to-all of table_wise and
 /// column_wise shards always (every rank joins, with empty splits when it has none), then
-/// row_wise when the plan has row-wise tables, then table_row_wise when it has those.
+/// row_wise when the plan has row-wise tables, then table_row_wise when it has those, then
+/// data_parallel when it has replicated tables.
 std::vector<std::unique_ptr<EmbeddingSharding>> embedding_shardings(const detail::Layout& layout);
 
 std::unique_ptr<EmbeddingSharding> pooled_all_to_all_sharding();
 std::unique_ptr<EmbeddingSharding> row_wise_sharding();
 std::unique_ptr<EmbeddingSharding> table_row_wise_sharding();
+std::unique_ptr<EmbeddingSharding> data_parallel_sharding();
 
 /// rows[s] *= 1 / lengths[f * B + s] (0 for an empty bag): mean pooling applied after a
 /// reduction of sums (row-wise tables); rows is B x dim.
 void scale_rows_mean(const std::vector<int64_t>& lengths, int64_t B, int f, float* rows, int64_t dim);
 /// Whether feature f's table pools by mean.
 bool is_mean(const WorkloadSpec& spec, int feature);
+/// Per-bag scales of mean pooling: 1 / lens[i] (0 for an empty bag), n bags.
+std::vector<float> mean_scale(const int64_t* lens, size_t n);
 
 }  // namespace sharding
 }  // namespace embedscope::engine

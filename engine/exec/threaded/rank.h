@@ -156,8 +156,7 @@ class Rank final : public sharding::RankContext {
   /// (after finish_output_dist of the batch).
   bool train(Inflight& b);
   sessions::LoadCounter& load_of(int table, int shard_index);
-  static std::vector<float> mean_scale(const int64_t* lens, size_t n);
-  bool is_mean(int table) const;
+  static sharding::LocalBatch local_batch(const Inflight& b);
   // ---- sharding::RankContext: what the sharding modules use ------------------------------------
  public:
   int rank() const override { return me_; }
@@ -177,6 +176,11 @@ class Rank final : public sharding::RankContext {
   QuantError* backward_error() override { return &bwd_error_; }
   size_t local_slot(int slot) const override;
   size_t local_slot_of_feature(int f) const override;
+  DeviceBuffer<int64_t> index_buffer(const char* tag, size_t n) override { return buf<int64_t>(tag, n); }
+  void compute(OpCategory cat, const char* name, const std::function<void()>& fn) override;
+  void lookup(int table, int shard_index, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
+              DeviceBuffer<float>& out) override;
+  void update(int table, int shard_index, int64_t iteration, const SparseGrad& g) override;
 
  private:
   template <class T>

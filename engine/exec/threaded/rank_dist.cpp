@@ -6,7 +6,8 @@ namespace embedscope::engine::threaded {
 
 void Rank::start_output_dist(Inflight& b, bool async) {
   b.output_jobs.clear();
-  for (const auto& m : shardings_) b.output_jobs.push_back(m->start_output_dist(*this, b.slot_out));
+  for (const auto& m : shardings_)
+    if (auto j = m->start_output_dist(*this, b.slot_out)) b.output_jobs.push_back(std::move(j));
   // the modules' collectives run in order on the comm worker
   auto job = [this, &b, step = step_] {
     comm_step_ = step;

@@ -128,17 +128,9 @@ void Rank::finish_input(Inflight& b) {
   for (size_t k = 0; k < nmine; ++k) {
     b.slot_off[k].assign(static_cast<size_t>(W * B) + 1, 0);
     std::partial_sum(b.slot_len[k].begin(), b.slot_len[k].end(), b.slot_off[k].begin() + 1);
-    if (measured_) summary.ids_looked_up += static_cast<int64_t>(b.slot_ids[k].size());
   }
 }
 
-std::vector<float> Rank::mean_scale(const int64_t* lens, size_t n) {
-  std::vector<float> sc(n);
-  for (size_t i = 0; i < n; ++i) sc[i] = lens[i] > 0 ? 1.0f / static_cast<float>(lens[i]) : 0.0f;
-  return sc;
-}
-
-bool Rank::is_mean(int table) const { return sh_.spec.tables[static_cast<size_t>(table)].pooling == Pooling::mean; }
 
 size_t Rank::local_slot(int slot) const {
   const auto& mine = L_.slots_to[static_cast<size_t>(me_)];
@@ -171,37 +163,44 @@ void Rank::lookup(Inflight& b) {
   ScopedSpan span(tr, me_, Lane::compute, OpCategory::lookup, "lookup", step_);
   for (size_t k = 0; k < nmine; ++k) {
     const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
-    LocalShard& ls = shard_of(sl.table, sl.shard);
     b.slot_out[k] = buf<float>("pooled_output", static_cast<size_t>(W * B * sl.s.num_cols));
-    if (sl.final_at_lookup && is_mean(sl.table)) b.slot_scale[k] = mean_scale(b.slot_len[k].data(), b.slot_len[k].size());
-    const int64_t t0 = tr.now_ns();
-    shard_lookup(ls, b.slot_ids[k].data(), b.slot_off[k].data(), W * B,
-                 b.slot_scale[k].empty() ? nullptr : b.slot_scale[k].data(), b.slot_out[k]);
-    auto& c = load_of(ls.table, ls.shard_index);
-    c.lookup_ns += tr.now_ns() - t0;
-    c.ids += static_cast<int64_t>(b.slot_ids[k].size());
-    c.bytes_in += static_cast<int64_t>(b.slot_ids[k].size() + b.slot_len[k].size()) * 8;
-    c.bytes_out += W * B * ls.s.num_cols * 4;
+    if (sl.final_at_lookup && sharding::is_mean(spec, sl.feature))
+      b.slot_scale[k] = sharding::mean_scale(b.slot_len[k].data(), b.slot_len[k].size());
+    lookup(sl.table, sl.shard, b.slot_ids[k].data(), b.slot_off[k].data(), W * B,
+           b.slot_scale[k].empty() ? nullptr : b.slot_scale[k].data(), b.slot_out[k]);
+    load_of(sl.table, sl.shard).bytes_in += static_cast<int64_t>(b.slot_ids[k].size() + b.slot_len[k].size()) * 8;
   }
-  // data-parallel tables: local lookup on the replica
-  const auto& lengths = b.batch.kjt.lengths;
-  for (int t : L_.dp_tables) {
-    LocalShard& ls = shard_of(t, me_);
-    for (const auto& fname : spec.tables[static_cast<size_t>(t)].feature_names) {
-      const int f = spec.feature_index(fname);
-      std::vector<float> sc;
-      if (is_mean(t)) sc = mean_scale(lengths.data() + f * B, static_cast<size_t>(B));
-      const int64_t t0 = tr.now_ns();
-      shard_lookup(ls, b.batch.kjt.values.data(), b.off.data() + f * B, B, sc.empty() ? nullptr : sc.data(),
-                   b.pooled[static_cast<size_t>(f)]);
-      const int64_t ids = b.off[static_cast<size_t>((f + 1) * B)] - b.off[static_cast<size_t>(f * B)];
-      auto& c = load_of(t, ls.shard_index);
-      c.lookup_ns += tr.now_ns() - t0;
-      c.ids += ids;
-      c.bytes_out += B * ls.s.num_cols * 4;
-      if (measured_) summary.ids_looked_up += ids;
-    }
-  }
+  // what the modules look up outside the slots (replicated tables)
+  const sharding::LocalBatch lb = local_batch(b);
+  for (const auto& m : shardings_) m->local_lookup(*this, lb, b.pooled);
+}
+
+void Rank::lookup(int table, int shard_index, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
+                  DeviceBuffer<float>& out) {
+  LocalShard& ls = shard_of(table, shard_index);
+  const int64_t t0 = sh_.tracer.now_ns();
+  shard_lookup(ls, ids, off, n_bags, scale, out);
+  auto& c = load_of(table, shard_index);
+  c.lookup_ns += sh_.tracer.now_ns() - t0;
+  const int64_t n_ids = off[n_bags] - off[0];
+  c.ids += n_ids;
+  c.bytes_out += n_bags * ls.s.num_cols * 4;
+  if (measured_) summary.ids_looked_up += n_ids;
+}
+
+void Rank::update(int table, int shard_index, int64_t iteration, const SparseGrad& g) {
+  if (measured_) summary.unique_ids += static_cast<int64_t>(g.rows.size());
+  load_of(table, shard_index).unique_ids = static_cast<int64_t>(g.rows.size());
+  shard_update(shard_of(table, shard_index), iteration, g);
+}
+
+void Rank::compute(OpCategory cat, const char* name, const std::function<void()>& fn) {
+  ScopedSpan span(sh_.tracer, me_, Lane::compute, cat, name, step_);
+  fn();
+}
+
+sharding::LocalBatch Rank::local_batch(const Inflight& b) {
+  return {b.batch.kjt.values.data(), b.off.data(), b.batch.kjt.lengths.data(), b.it};
 }
 
 

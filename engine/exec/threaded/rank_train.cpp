@@ -56,7 +56,6 @@ bool Rank::train(Inflight& b) {
   {
     ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "backward_fused_optimizer", step);
     for (auto& ls : shards) {
-      if (L_.replicated(ls.table)) continue;
       std::vector<SparseGrad> parts;
       for (size_t k = 0; k < nmine; ++k) {
         const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
@@ -65,59 +64,14 @@ bool Rank::train(Inflight& b) {
                                                b.slot_scale[k].empty() ? nullptr : b.slot_scale[k].data(),
                                                slot_grad[k].data(), ls.s.num_cols));
       }
-      SparseGrad g = parts.size() == 1 ? std::move(parts[0]) : merge_sparse_grads(parts, ls.s.num_cols);
-      if (measured_) summary.unique_ids += static_cast<int64_t>(g.rows.size());
-      load_of(ls.table, ls.shard_index).unique_ids = static_cast<int64_t>(g.rows.size());
-      shard_update(ls, it + 1, g);
+      if (parts.empty()) continue;  // a shard no slot reads (a replica: its module updates it)
+      update(ls.table, ls.shard_index, it + 1,
+             parts.size() == 1 ? std::move(parts[0]) : merge_sparse_grads(parts, ls.s.num_cols));
     }
   }
-  // data_parallel: sparse row gradients all-gathered, merged in rank order, applied on every replica
-  for (int t : L_.dp_tables) {
-    LocalShard& ls = shard_of(t, me_);
-    const int64_t dim = ls.s.num_cols;
-    SparseGrad local;
-    {
-      ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "backward_data_parallel", step);
-      std::vector<SparseGrad> parts;
-      for (const auto& fname : spec.tables[static_cast<size_t>(t)].feature_names) {
-        const int f = spec.feature_index(fname);
-        std::vector<float> sc;
-        if (is_mean(t)) sc = mean_scale(lengths.data() + f * B, static_cast<size_t>(B));
-        parts.push_back(accumulate_sparse_grad(dim, b.batch.kjt.values.data(), b.off.data() + f * B, B, sc.empty() ? nullptr : sc.data(),
-                                               dpooled[static_cast<size_t>(f)].data(), dim));
-      }
-      local = parts.size() == 1 ? std::move(parts[0]) : merge_sparse_grads(parts, dim);
-    }
-    std::vector<int64_t> n_rows(static_cast<size_t>(W)), one(static_cast<size_t>(W), 1);
-    const int64_t mine_rows = static_cast<int64_t>(local.rows.size());
-    comm(*world_, "grad_dist/data_parallel_counts", step, [&] {
-      world_->all_gather_v("grad_dist/data_parallel_counts", &mine_rows, n_rows.data(), one, sizeof(int64_t));
-    });
-    const int64_t total_rows = std::accumulate(n_rows.begin(), n_rows.end(), int64_t{0});
-    auto all_rows = buf<int64_t>("comm_buffer", static_cast<size_t>(total_rows));
-    auto all_vals = buf<float>("comm_buffer", static_cast<size_t>(total_rows * dim));
-    std::vector<int64_t> val_counts(static_cast<size_t>(W));
-    for (int r = 0; r < W; ++r) val_counts[static_cast<size_t>(r)] = n_rows[static_cast<size_t>(r)] * dim;
-    comm(*world_, "grad_dist/data_parallel_all_gather", step, [&] {
-      world_->all_gather_v("grad_dist/data_parallel_rows", local.rows.data(), all_rows.data(), n_rows, sizeof(int64_t));
-      world_->all_gather_v("grad_dist/data_parallel_values", local.values.data(), all_vals.data(), val_counts, sizeof(float));
-    });
-    ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "optimizer_data_parallel", step);
-    std::vector<SparseGrad> parts(static_cast<size_t>(W));
-    int64_t at = 0;
-    for (int r = 0; r < W; ++r) {
-      auto& pr = parts[static_cast<size_t>(r)];
-      pr.dim = dim;
-      const int64_t n = n_rows[static_cast<size_t>(r)];
-      pr.rows.assign(all_rows.data() + at, all_rows.data() + at + n);
-      pr.values.assign(all_vals.data() + at * dim, all_vals.data() + (at + n) * dim);
-      at += n;
-    }
-    SparseGrad g = merge_sparse_grads(parts, dim);
-    if (measured_) summary.unique_ids += static_cast<int64_t>(g.rows.size());
-    load_of(t, ls.shard_index).unique_ids = static_cast<int64_t>(g.rows.size());
-    shard_update(ls, it + 1, g);
-  }
+  // what the modules hold outside the slots (replicated tables)
+  const sharding::LocalBatch lb = local_batch(b);
+  for (const auto& m : shardings_) m->update(*this, lb, dpooled);
 
   // ---- dense gradients (and the loss) all-reduced, averaged, applied -------------------------
   // The buckets launched during the backward pass ran on the comm worker before the gradient
