@@ -80,7 +80,7 @@ struct Shared {
   // the device of each rank (cuda backend, or TrainerOptions::emulate_device); empty: none
   std::vector<std::unique_ptr<detail::RankDevice>> gpus;
 #if EMBEDSCOPE_WITH_CUDA
-  // cuda backend: the NCCL communicators of each rank (owned by run_training); every
+  // cuda backend: the NCCL communicators of each rank (owned by the cuda executor); every
   // collective record, for joining NCCL kernels with them (records_mu)
   std::vector<NcclComm*> nccl_world, nccl_node, nccl_cross;
   std::mutex records_mu;
@@ -295,7 +295,6 @@ class Rank final : public sharding::RankContext {
  private:
 
  public:
-  friend RunResult engine::run_training(const WorkloadSpec&, const ShardingPlan&, const TrainerOptions&);
   void teardown() {
     arena_.allocator().set_listener(nullptr);  // buffers freed after the run are not history
     arena_.set_oom_handler(nullptr);

@@ -1,0 +1,128 @@
+// The cuda executor: the threaded executor's ranks with rank r on GPU r (CudaRankDevice), one
+// NCCL communicator per rank and process group (ncclCommInitAll), and CUPTI for the whole run;
+// the GPU ops CUPTI saw join the session, each in the step whose host window holds its start.
+#include <cuda_runtime_api.h>
+
+#include "exec/device/cuda_rank_device.h"
+#include "exec/threaded/executor.h"
+#include "embedscope/engine/nccl_comm.h"
+#include "embedscope/profiler/cuda_device.h"
+#include "embedscope/profiler/cupti_tracer.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+
+namespace embedscope::engine::exec {
+
+namespace {
+
+using detail::Layout;
+
+class CudaExecutor final : public threaded::ThreadedExecutor {
+ public:
+  using ThreadedExecutor::ThreadedExecutor;
+  ~CudaExecutor() override { ranks_.clear(); }  // the ranks use the communicators below
+
+  /// The devices, the communicators and CUPTI, before the session exists (an NCCL error throws).
+  void prepare() override {
+    const WorkloadSpec& spec = sh_.spec;
+    const int W = spec.devices.count;
+    const auto timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
+    sh_.gpus.clear();
+    for (int r = 0; r < W; ++r) sh_.gpus.push_back(std::make_unique<detail::CudaRankDevice>(r));
+    auto adopt = [&](std::vector<std::unique_ptr<NcclComm>> group, std::vector<NcclComm*>& of_rank,
+                     const std::vector<int>& members) {
+      of_rank.resize(static_cast<size_t>(W));
+      for (size_t i = 0; i < group.size(); ++i) {
+        of_rank[static_cast<size_t>(members[i])] = group[i].get();
+        comms_.push_back(std::move(group[i]));
+      }
+    };
+    std::vector<int> all(static_cast<size_t>(W));
+    std::iota(all.begin(), all.end(), 0);
+    adopt(NcclComm::init_all(all, "world", timeout, all), sh_.nccl_world, all);
+    if (sh_.layout.hierarchical) {  // the node and cross groups, as the cpu backend's (Rank::setup)
+      const Layout& L = sh_.layout;
+      for (int n = 0; n < L.nodes; ++n) {
+        std::vector<int> m;
+        for (int i = 0; i < L.local; ++i) m.push_back(n * L.local + i);
+        adopt(NcclComm::init_all(m, fmt::format("node{}", n), timeout, m), sh_.nccl_node, m);
+      }
+      for (int l = 0; l < L.local; ++l) {
+        std::vector<int> m;
+        for (int n = 0; n < L.nodes; ++n) m.push_back(n * L.local + l);
+        adopt(NcclComm::init_all(m, fmt::format("cross{}", l), timeout, m), sh_.nccl_cross, m);
+      }
+    }
+    if (!sh_.opt.trace || sh_.opt.session_path.empty()) return;
+    try {
+      cupti_ = std::make_unique<profiler::CuptiTracer>(sh_.tracer.clock());
+      for (int r = 0; r < W; ++r) cupti_->map_device(r, r);
+      for (const auto& c : comms_) {
+        sh_.gpus[static_cast<size_t>(c->device())]->bind_thread();
+        try {  // NCCL's kernels are recognised by their names too: a stream CUPTI does not know yet is no loss
+          cupti_->map_stream(c->device(), c->stream(), sessions::Lane::gpu_comm);
+        } catch (const std::runtime_error&) {
+        }
+      }
+    } catch (const std::exception& e) {  // the run goes on; the session says why it has no GPU ops
+      cupti_.reset();
+      cupti_error_ = e.what();
+    }
+  }
+
+ protected:
+  void after_ranks(sessions::SessionWriter* session) override {
+    const int W = sh_.spec.devices.count;
+    // a failed rank may have left its peers' kernels waiting: abort every communicator before
+    // they are destroyed (ncclCommDestroy would wait for them)
+    if (!sh_.errors.empty())
+      for (auto& c : comms_) c->abort();
+    for (auto& g : sh_.gpus) {
+      g->bind_thread();
+      cudaDeviceSynchronize();
+    }
+    if (cupti_) {
+      std::vector<profiler::GpuOp> gpu_ops = cupti_->stop();
+      cupti_->join_collectives(gpu_ops, sh_.records);
+      std::vector<sessions::OpEvent> ops;
+      const int64_t setup_step = -sh_.spec.warmup_steps - 1;  // the step of work before the first (Rank::setup)
+      for (auto& g : gpu_ops) {
+        // the step whose host time window holds the op's start (before the first: setup)
+        const auto& win = ranks_[static_cast<size_t>(std::clamp(g.op.rank, 0, W - 1))]->windows;
+        g.op.step = win.empty() ? setup_step : win.front().step - 1;
+        for (const auto& w : win)
+          if (g.op.start_ns >= w.start_ns) g.op.step = w.step;
+        ops.push_back(g.op);
+      }
+      if (session) {
+        session->add_ops(ops);
+        cupti_->write_metadata(*session);
+      }
+    }
+    if (!session) return;
+    int runtime = 0;
+    cudaRuntimeGetVersion(&runtime);
+    session->set_metadata(sessions::meta::kCudaVersion, fmt::format("{}.{}", runtime / 1000, runtime % 1000 / 10));
+    session->set_metadata(sessions::meta::kNcclVersion, nccl_version());
+    std::string names;
+    for (int r = 0; r < W; ++r) {
+      const auto& n = profiler::cuda_devices().names;
+      names += (r ? "," : "") + (static_cast<size_t>(r) < n.size() ? n[static_cast<size_t>(r)] : std::string("GPU"));
+    }
+    session->set_metadata(sessions::meta::kGpuNames, names);
+    if (!cupti_error_.empty()) session->set_metadata(sessions::meta::kGpuTraceError, cupti_error_);
+  }
+
+ private:
+  std::vector<std::unique_ptr<NcclComm>> comms_;
+  std::unique_ptr<profiler::CuptiTracer> cupti_;
+  std::string cupti_error_;
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> make_cuda_executor(const WorkloadSpec& spec, const ShardingPlan& plan,
+                                             const TrainerOptions& options) {
+  return std::make_unique<CudaExecutor>(spec, plan, options);
+}
+
+}  // namespace embedscope::engine::exec

@@ -1,0 +1,22 @@
+#include "exec/executor.h"
+
+#include "exec/threaded/executor.h"
+
+namespace embedscope::engine::exec {
+
+#if EMBEDSCOPE_WITH_CUDA
+std::unique_ptr<Executor> make_cuda_executor(const WorkloadSpec&, const ShardingPlan&, const TrainerOptions&);
+#endif
+
+std::unique_ptr<Executor> make_executor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options) {
+  if (spec.devices.backend == Backend::cuda) {
+#if EMBEDSCOPE_WITH_CUDA
+    return make_cuda_executor(spec, plan, options);
+#else
+    throw std::logic_error("make_executor: the cuda backend in a build without CUDA");
+#endif
+  }
+  return std::make_unique<threaded::ThreadedExecutor>(spec, plan, options);
+}
+
+}  // namespace embedscope::engine::exec

@@ -1,0 +1,45 @@
+#pragma once
+// What runs the ranks of one run: the Executor interface the run facade (run.cpp) drives.
+//   threaded/  every rank a compute thread with a comm worker, interpreting its step programs on
+//              the host (Gloo collectives, host memory; TrainerOptions::emulate_device runs the
+//              device path over the host stand-in of RankDevice)
+//   cuda/      the same interpreter with rank r on GPU r (CudaRankDevice), NCCL communicators
+//              and CUPTI tracing
+// A new executor (a simulated cluster, ranks as processes) is a new folder implementing this and
+// a case in make_executor; nothing else in the engine changes. Internal to the engine.
+
+#include <memory>
+
+#include "embedscope/engine/trainer.h"
+#include "embedscope/profiler/tracer.h"
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::engine::exec {
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+
+  /// Sets up what the run needs before its session exists (devices, communicators, tracing),
+  /// so that a failure here (throws std::runtime_error naming the device or library) leaves no
+  /// session behind.
+  virtual void prepare() {}
+
+  /// The run's clock: every recorded time is ns since its start; its wall anchor dates the
+  /// session.
+  virtual const profiler::RunClock& clock() const = 0;
+
+  /// Runs every step of every rank, writing their records into `session` (null: none) and the
+  /// executor's metadata (device names, library versions), and fills `result`: how the run
+  /// ended (a rank's failure is recorded there, not thrown), per-rank summaries, step times,
+  /// losses, kept events, and the tables when TrainerOptions::keep_tables. Throws only when the
+  /// ranks cannot be set up (e.g. a device allocator), before the first step.
+  virtual void run(sessions::SessionWriter* session, RunResult& result) = 0;
+};
+
+/// The executor of spec's (resolved) backend: cuda -> cuda/, cpu -> threaded/. `spec`, `plan`
+/// and `options` must outlive it. Throws std::logic_error for cuda in a build without CUDA
+/// (with_resolved_backend refuses that earlier, with a SpecError).
+std::unique_ptr<Executor> make_executor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options);
+
+}  // namespace embedscope::engine::exec

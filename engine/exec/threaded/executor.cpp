@@ -1,0 +1,129 @@
+// The threaded executor: builds the ranks, runs each on its own thread, records how each ended,
+// and gathers the run's result.
+#include "executor.h"
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/sessions/model/metadata_keys.h"
+
+namespace embedscope::engine::threaded {
+
+ThreadedExecutor::ThreadedExecutor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options)
+    : sh_(spec, plan, options) {
+  if (options.emulate_device)
+    for (int r = 0; r < spec.devices.count; ++r) sh_.gpus.push_back(detail::host_rank_device());
+}
+
+ThreadedExecutor::~ThreadedExecutor() = default;
+
+void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) {
+  Shared& sh = sh_;
+  const WorkloadSpec& spec = sh.spec;
+  const int W = spec.devices.count;
+  sh.session = session;
+  for (int r = 0; r < W; ++r) ranks_.push_back(std::make_unique<Rank>(sh, r));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < W; ++r) {
+    threads.emplace_back([&, r] {
+      Rank& rank = *ranks_[static_cast<size_t>(r)];
+      if (!sh.gpus.empty()) sh.gpus[static_cast<size_t>(r)]->bind_thread();
+      auto record = [&](RunEnd kind, bool bad_input, bool consequence, const std::string& msg) {
+        std::lock_guard<std::mutex> lock(sh.mu);
+        sh.errors.push_back({r, sh.tracer.now_ns(), kind, bad_input, consequence, msg});
+      };
+      bool vanished = false;
+      try {
+        rank.main();
+      } catch (const RankVanished&) {
+        vanished = true;
+      } catch (const InvalidIdsError& e) {
+        record(RunEnd::crashed, true, false, e.what());
+      } catch (const OomError& e) {
+        record(RunEnd::oom, false, false, e.what());
+      } catch (const SplitMismatchError& e) {
+        record(RunEnd::crashed, false, false, e.what());
+      } catch (const CollectiveError& e) {
+        record(e.timed_out ? RunEnd::hang : RunEnd::crashed, false, !e.timed_out,
+               fmt::format("rank {}: {}", r, e.what()));
+      } catch (const std::exception& e) {
+        record(RunEnd::crashed, false, false, fmt::format("rank {}: {}", r, e.what()));
+      }
+      std::unique_lock<std::mutex> lock(sh.mu);
+      ++sh.finished;
+      sh.cv.notify_all();
+      // A vanished rank keeps its connections open (as a hung process would) until the others end.
+      if (vanished) sh.cv.wait(lock, [&] { return sh.finished == W; });
+      lock.unlock();
+      rank.teardown();  // closing the sockets makes peers still waiting on this rank fail fast
+    });
+  }
+  for (auto& t : threads) t.join();
+
+  result.samples_per_step = spec.batch_size * W;
+  if (!sh.errors.empty()) {  // the first failure that is not a consequence of another's
+    auto errs = sh.errors;
+    std::stable_sort(errs.begin(), errs.end(), [](const RankError& a, const RankError& b) {
+      if (a.consequence != b.consequence) return !a.consequence;
+      return a.time_ns < b.time_ns;
+    });
+    result.ended = errs.front().kind;
+    result.bad_input = errs.front().bad_input;
+    result.error = errs.front().message;
+  }
+  for (auto& r : ranks_) result.ranks.push_back(r->summary);
+  QuantError fwd, bwd;
+  for (auto& r : ranks_) {
+    fwd.merge(r->fwd_error_);
+    bwd.merge(r->bwd_error_);
+  }
+  result.qcomms_error = {fwd.max_abs_error, fwd.relative(), bwd.max_abs_error, bwd.relative()};
+  if (result.ended == RunEnd::complete) {  // also cancelled runs: the steps that ran
+    const size_t n = ranks_[0]->step_ns.size();
+    for (size_t i = 0; i < n; ++i) {
+      int64_t m = 0;
+      for (auto& r : ranks_) m = std::max(m, r->step_ns[i]);
+      result.step_time_ns.push_back(m);
+    }
+    result.loss = ranks_[0]->losses;
+  }
+  for (auto& r : ranks_) result.events.insert(result.events.end(), r->events.begin(), r->events.end());
+  std::sort(result.events.begin(), result.events.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.start_ns, a.rank, a.lane) < std::tie(b.start_ns, b.rank, b.lane);
+  });
+  if (result.ended == RunEnd::complete && ranks_[0]->cancelled) result.ended = RunEnd::cancelled;
+  result.tracer_overhead_ns = sh.tracer.overhead_ns();
+  result.dropped_records = sh.tracer.dropped();
+  after_ranks(session);
+  if (session) {
+    for (int r = 0; r < W; ++r) session->add_ops(sh.tracer.take(r));  // spans of a step that failed midway
+    session->set_metadata(sessions::meta::kTracerOverheadNs, std::to_string(result.tracer_overhead_ns));
+    session->set_metadata(sessions::meta::kDroppedRecords, std::to_string(result.dropped_records));
+    session->set_metadata(sessions::meta::kSpansRecorded, std::to_string(sh.tracer.recorded()));
+    const auto& q = result.qcomms_error;
+    session->set_metadata(sessions::meta::kQcommsErrorJson, nlohmann::json{{"forward_max_abs_error", q.forward_max_abs},
+                                                                           {"forward_relative_error", q.forward_relative},
+                                                                           {"backward_max_abs_error", q.backward_max_abs},
+                                                                           {"backward_relative_error", q.backward_relative}}
+                                                                .dump());
+  }
+  if (sh.opt.keep_tables && result.ended == RunEnd::complete) {
+    for (size_t t = 0; t < spec.tables.size(); ++t) {
+      const TableSpec& ts = spec.tables[t];
+      std::vector<float> full(static_cast<size_t>(ts.num_embeddings * ts.embedding_dim));
+      const TablePlan& tp = sh.plan.tables[t];
+      for (const Shard& s : tp.shards) {
+        if (sh.layout.replicated(static_cast<int>(t)) && s.rank != 0) continue;  // one replica
+        for (auto& ls : ranks_[static_cast<size_t>(s.rank)]->shards) {
+          if (ls.table != static_cast<int>(t) || ls.s.row_offset != s.row_offset || ls.s.col_offset != s.col_offset) continue;
+          for (int64_t r = 0; r < s.num_rows; ++r)
+            std::memcpy(full.data() + (s.row_offset + r) * ts.embedding_dim + s.col_offset,
+                        ls.weights.data() + r * s.num_cols, sizeof(float) * static_cast<size_t>(s.num_cols));
+        }
+      }
+      result.tables.push_back(std::move(full));
+    }
+    result.dense_params = ranks_[0]->dense().params();
+  }
+}
+
+}  // namespace embedscope::engine::threaded
