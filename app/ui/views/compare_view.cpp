@@ -18,6 +18,7 @@
 #include <qcustomplot.h>
 
 #include "charts/colors.h"  // session_color
+#include "jobs/analysis_job.h"
 #include "views/memory_compare.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 
@@ -34,20 +35,73 @@ void style_plot(QCustomPlot* plot) {
 }  // namespace
 
 CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t align_step, QWidget* parent)
-    : QWidget(parent), pages_(new QTabWidget(this)) {
-  std::vector<QString> labels;
-  std::vector<sessions::RunStats> stats;
-  for (const auto& s : sessions) {
-    labels.push_back(s.label);
-    stats.push_back(sessions::analyze(*s.session));
-  }
+    : QWidget(parent), pages_(new QTabWidget(this)), sessions_(sessions), job_(new AnalysisJob(this)) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(pages_);
 
-  // Figures: the table, then the two charts side by side
-  auto* figures = new QWidget(pages_);
-  auto* fl = new QVBoxLayout(figures);
+  // Figures: analysed off the GUI thread (each session through a reader of its own), then the
+  // table and the two charts side by side
+  figures_ = new QWidget(pages_);
+  auto* fl = new QVBoxLayout(figures_);
+  status_ = new QLabel(QString("Analysing %1 sessions (step times, overlap, memory)...").arg(sessions.size()), figures_);
+  status_->setAlignment(Qt::AlignCenter);
+  status_->setWordWrap(true);
+  fl->addWidget(status_);
+  pages_->addTab(figures_, "Figures");
+  std::vector<std::string> paths;
+  for (const auto& s : sessions) paths.push_back(s.session->path());
+  job_->start<std::vector<sessions::RunStats>>(
+      [paths] {
+        std::vector<sessions::RunStats> stats;
+        for (const auto& p : paths) stats.push_back(sessions::analyze(sessions::SessionReader(p)));
+        return stats;
+      },
+      [this](std::vector<sessions::RunStats>& stats) {
+        delete status_;
+        status_ = nullptr;
+        show_figures(std::move(stats));
+      },
+      [this](const QString& error) { status_->setText(error); });
+
+  // Timelines, aligned on a step
+  auto* tl = new QWidget(pages_);
+  auto* tll = new QVBoxLayout(tl);
+  auto* bar = new QHBoxLayout;
+  auto* step_box = new QSpinBox(tl);
+  int64_t first = std::numeric_limits<int64_t>::max(), last = std::numeric_limits<int64_t>::min();
+  for (const auto& s : sessions)
+    for (const auto& st : s.session->steps()) {
+      first = std::min(first, st.step);
+      last = std::max(last, st.step);
+    }
+  if (first > last) first = last = 0;
+  step_box->setRange(static_cast<int>(first), static_cast<int>(last));
+  step_box->setValue(static_cast<int>(std::clamp(align_step, first, last)));
+  bar->addWidget(new QLabel("align on step", tl));
+  bar->addWidget(step_box);
+  bar->addWidget(new QLabel("(it starts at 0 in every timeline; zoom or pan one and all follow; "
+                            "red: exposed communication, light red: hidden under compute)", tl));
+  bar->addStretch(1);
+  tll->addLayout(bar);
+  auto* scroll = new QScrollArea(tl);
+  stack_ = new TimelineStack(sessions, step_box->value(), scroll);
+  scroll->setWidget(stack_);
+  scroll->setWidgetResizable(true);
+  tll->addWidget(scroll, 1);
+  connect(step_box, &QSpinBox::valueChanged, stack_, [this](int v) { stack_->align_to_step(v); });
+  pages_->addTab(tl, "Timelines");
+
+  memory_ = new MemoryCompare(sessions, pages_);
+  pages_->addTab(memory_, "Memory");
+}
+
+void CompareView::show_figures(std::vector<sessions::RunStats> stats) {
+  std::vector<QString> labels;
+  for (const auto& s : sessions_) labels.push_back(s.label);
+  auto* figures = figures_;
+  auto* fl = static_cast<QVBoxLayout*>(figures->layout());
+  const auto& sessions = sessions_;
   QString head;
   for (size_t i = 0; i < sessions.size(); ++i)
     head += QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b> &nbsp; %3: %4, %5 on %6 ranks, %7%8<br>")
@@ -130,38 +184,7 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
   charts->addWidget(step_plot_);
   charts->addWidget(exposed_plot_);
   fl->addLayout(charts, 1);
-  pages_->addTab(figures, "Figures");
 
-  // Timelines, aligned on a step
-  auto* tl = new QWidget(pages_);
-  auto* tll = new QVBoxLayout(tl);
-  auto* bar = new QHBoxLayout;
-  auto* step_box = new QSpinBox(tl);
-  int64_t first = std::numeric_limits<int64_t>::max(), last = std::numeric_limits<int64_t>::min();
-  for (const auto& s : sessions)
-    for (const auto& st : s.session->steps()) {
-      first = std::min(first, st.step);
-      last = std::max(last, st.step);
-    }
-  if (first > last) first = last = 0;
-  step_box->setRange(static_cast<int>(first), static_cast<int>(last));
-  step_box->setValue(static_cast<int>(std::clamp(align_step, first, last)));
-  bar->addWidget(new QLabel("align on step", tl));
-  bar->addWidget(step_box);
-  bar->addWidget(new QLabel("(it starts at 0 in every timeline; zoom or pan one and all follow; "
-                            "red: exposed communication, light red: hidden under compute)", tl));
-  bar->addStretch(1);
-  tll->addLayout(bar);
-  auto* scroll = new QScrollArea(tl);
-  stack_ = new TimelineStack(sessions, step_box->value(), scroll);
-  scroll->setWidget(stack_);
-  scroll->setWidgetResizable(true);
-  tll->addWidget(scroll, 1);
-  connect(step_box, &QSpinBox::valueChanged, stack_, [this](int v) { stack_->align_to_step(v); });
-  pages_->addTab(tl, "Timelines");
-
-  memory_ = new MemoryCompare(sessions, pages_);
-  pages_->addTab(memory_, "Memory");
 }
 
 }  // namespace embedscope::ui

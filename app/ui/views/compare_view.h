@@ -14,17 +14,21 @@
 #include "timeline/timeline_stack.h"
 
 class QCustomPlot;
+class QLabel;
 class QSpinBox;
 class QTabWidget;
 class QTableView;
 
 namespace embedscope::ui {
 
+class AnalysisJob;
 class MemoryCompare;
 
 /// The comparison page: "Figures" (CompareModel, step time per step and exposed communication
 /// per rank on shared axes), "Timelines" (TimelineStack with the step to align) and "Memory"
-/// (MemoryCompare). Throws sessions::SessionError if a session cannot be read.
+/// (MemoryCompare). The figures are analysed off the GUI thread (an AnalysisJob; model() and
+/// the plots are null until they arrive, see wait_for_analyses); the page says why when a
+/// session cannot be analysed. Throws sessions::SessionError if a session cannot be read.
 class CompareView : public QWidget {
   Q_OBJECT
 
@@ -38,7 +42,13 @@ class CompareView : public QWidget {
   QCustomPlot* exposed_plot() { return exposed_plot_; }
 
  private:
+  void show_figures(std::vector<sessions::RunStats> stats);
+
   QTabWidget* pages_;
+  std::vector<LabelledSession> sessions_;
+  AnalysisJob* job_;
+  QWidget* figures_ = nullptr;
+  QLabel* status_ = nullptr;
   CompareModel* model_ = nullptr;
   TimelineStack* stack_ = nullptr;
   MemoryCompare* memory_ = nullptr;

@@ -83,6 +83,14 @@ TEST(Compare, ModelShowsAnalyzeFiguresAndDifferences) {
   CompareView view({{"A", sa}, {"B", sb}});
   view.resize(1200, 800);
   EXPECT_EQ(view.pages()->count(), 3);
+  // the figures arrive from the view's analysis job, off the GUI thread
+  EXPECT_EQ(view.model(), nullptr);
+  ASSERT_TRUE(wait_for_analyses(&view));
+  ASSERT_NE(view.model(), nullptr);
+  EXPECT_DOUBLE_EQ(view.model()->data(view.model()->index(CompareModel::StepMean, 2), Qt::UserRole).toDouble(), 3'000'000);
+  EXPECT_EQ(view.model()->data(view.model()->index(CompareModel::StepMean, 3)).toString(), "+2.00 ms (+200.0 %)");
+  ASSERT_NE(view.step_plot(), nullptr);
+  EXPECT_EQ(view.step_plot()->graphCount(), 2);
 }
 
 TEST(Compare, ARunThatEndedInsideAStepIsAlignedOnItsOpsAndHasNoStepFigures) {
