@@ -13,8 +13,8 @@
 #include <random>
 #include <vector>
 
-#include "embedscope/engine/allocator.h"
-#include "embedscope/engine/trainer.h"
+#include "embedscope/engine/memory/allocator.h"
+#include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/workload/presets.h"
 
 namespace {

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "embedscope/engine/cuda_kernels.h"
+#include "embedscope/engine/kernels/cuda_kernels.h"
 #include "torch_peer.h"
 
 namespace {

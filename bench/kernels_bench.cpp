@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "embedscope/engine/kernels.h"
+#include "embedscope/engine/kernels/kernels.h"
 #include "torch_peer.h"
 
 namespace {

@@ -19,7 +19,7 @@
 #include <map>
 #include <string>
 
-#include "embedscope/engine/trainer.h"
+#include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/workload/presets.h"
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/store/session.h"

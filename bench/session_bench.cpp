@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "embedscope/engine/workload/spec.h"
-#include "embedscope/engine/trainer.h"
+#include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/workload/presets.h"
 #include "embedscope/sessions/store/session.h"
 

@@ -1,4 +1,4 @@
-#include "embedscope/engine/collective_math.h"
+#include "embedscope/engine/comm/collective_math.h"
 
 #include <algorithm>
 #include <numeric>

@@ -1,12 +1,12 @@
 #pragma once
 // The collectives one rank of an executor calls, on host buffers: Gloo (cpu backend) or NCCL
 // (cuda backend, cuda_executor.h), so both executors share one step program (exec/threaded/).
-// Same arguments and semantics as ProcessGroup's (comm.h). Internal to the engine.
+// Same arguments and semantics as ProcessGroup's (comm/gloo_process_group.h). Internal to the engine.
 
 #include <memory>
 #include <span>
 
-#include "embedscope/engine/comm.h"
+#include "embedscope/engine/comm/gloo_process_group.h"
 
 namespace embedscope::engine::detail {
 

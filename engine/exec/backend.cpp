@@ -1,4 +1,4 @@
-#include "embedscope/engine/backend.h"
+#include "embedscope/engine/exec/backend.h"
 
 #include <fmt/format.h>
 

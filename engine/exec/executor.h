@@ -10,7 +10,7 @@
 
 #include <memory>
 
-#include "embedscope/engine/trainer.h"
+#include "embedscope/engine/exec/run.h"
 #include "embedscope/profiler/tracer.h"
 #include "embedscope/sessions/store/session.h"
 

@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "embedscope/engine/backend.h"
-#include "embedscope/engine/kernels.h"
+#include "embedscope/engine/exec/backend.h"
+#include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "exec/executor.h"

@@ -1,4 +1,4 @@
-#include "embedscope/engine/bucketize.h"
+#include "embedscope/engine/input/bucketize.h"
 
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-#include "embedscope/engine/id_histogram.h"
+#include "embedscope/engine/input/id_histogram.h"
 
 #include <algorithm>
 #include <stdexcept>

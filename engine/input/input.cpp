@@ -1,4 +1,4 @@
-#include "embedscope/engine/input.h"
+#include "embedscope/engine/input/input.h"
 
 #include <cmath>
 #include <numeric>

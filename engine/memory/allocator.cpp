@@ -1,4 +1,4 @@
-#include "embedscope/engine/allocator.h"
+#include "embedscope/engine/memory/allocator.h"
 
 #include <sys/mman.h>
 

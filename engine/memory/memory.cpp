@@ -1,4 +1,4 @@
-#include "embedscope/engine/memory.h"
+#include "embedscope/engine/memory/memory.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "embedscope/engine/replay.h"
+#include "embedscope/engine/memory/replay.h"
 
 #include <filesystem>
 #include <fstream>
@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "embedscope/engine/sharding.h"
+#include "embedscope/engine/sharding/sharding.h"
 
 namespace embedscope::engine {
 

@@ -1,4 +1,4 @@
-#include "embedscope/engine/dense.h"
+#include "embedscope/engine/model/dense.h"
 
 #include <cblas.h>
 
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <random>
 
-#include "embedscope/engine/input.h"
+#include "embedscope/engine/input/input.h"
 
 // OpenBLAS's own thread pool would fight the rank threads for cores: ranks are the
 // parallelism. Weak, so another BLAS links too.

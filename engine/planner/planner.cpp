@@ -1,4 +1,4 @@
-#include "embedscope/engine/sharding.h"
+#include "embedscope/engine/sharding/sharding.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "embedscope/engine/allocator.h"
-#include "embedscope/engine/dense.h"
-#include "embedscope/engine/kernels.h"
+#include "embedscope/engine/memory/allocator.h"
+#include "embedscope/engine/model/dense.h"
+#include "embedscope/engine/kernels/kernels.h"
 #include "sharding/layout.h"
 
 namespace embedscope::engine {

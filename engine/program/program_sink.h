@@ -30,7 +30,7 @@ class ProgramSink {
               int64_t flops = 0);
   /// A comm op queued after the last compute op (or, launched_by >= 0, from inside that op);
   /// `sync`: the compute worker waits for it. Every all-to-all and reduce-scatter in `calls`
-  /// is preceded by its split check ("<name>/split_check", comm.h).
+  /// is preceded by its split check ("<name>/split_check", comm/gloo_process_group.h).
   int comm(std::string name, int batch, std::vector<CollectiveCall> calls, bool sync, std::string what,
            int launched_by = -1);
 

@@ -8,8 +8,8 @@
 
 #include "sharding/embedding_sharding.h"
 #include "program_sink.h"
-#include "embedscope/engine/collective_math.h"
-#include "embedscope/engine/dense.h"
+#include "embedscope/engine/comm/collective_math.h"
+#include "embedscope/engine/model/dense.h"
 #include "embedscope/sessions/model/units.h"
 #include "embedscope/engine/sharding/plan_json.h"
 

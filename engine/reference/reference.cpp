@@ -1,10 +1,10 @@
-#include "embedscope/engine/reference.h"
+#include "embedscope/engine/reference/reference.h"
 
 #include <cmath>
 #include <set>
 
-#include "embedscope/engine/comm.h"
-#include "embedscope/engine/dense.h"
+#include "embedscope/engine/comm/gloo_process_group.h"
+#include "embedscope/engine/model/dense.h"
 
 namespace embedscope::engine {
 

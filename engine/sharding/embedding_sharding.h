@@ -18,8 +18,8 @@
 
 #include "comm/collectives.h"
 #include "sharding/layout.h"
-#include "embedscope/engine/kernels.h"
-#include "embedscope/engine/memory.h"
+#include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/memory/memory.h"
 #include "embedscope/sessions/model/events.h"
 
 namespace embedscope::engine {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "embedscope/engine/sharding.h"
+#include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine::detail {

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "embedscope/engine/allocator.h"
+#include "embedscope/engine/memory/allocator.h"
 
 using namespace embedscope::engine;
 
@@ -181,7 +181,7 @@ TEST(Allocator, DirectReleasesOnFreeAndExpandableShrinks) {
 #include <filesystem>
 #include <fstream>
 
-#include "embedscope/engine/replay.h"
+#include "embedscope/engine/memory/replay.h"
 
 namespace {
 std::string write_trace(const std::string& name, const std::string& text) {

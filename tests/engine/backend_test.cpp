@@ -9,10 +9,10 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 
-#include "embedscope/engine/allocator.h"
-#include "embedscope/engine/backend.h"
-#include "embedscope/engine/memory.h"
-#include "embedscope/engine/trainer.h"
+#include "embedscope/engine/memory/allocator.h"
+#include "embedscope/engine/exec/backend.h"
+#include "embedscope/engine/memory/memory.h"
+#include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/workload/presets.h"
 
 namespace es = embedscope::engine;

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "embedscope/engine/bucketize.h"
+#include "embedscope/engine/input/bucketize.h"
 
 using namespace embedscope::engine;
 

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "embedscope/engine/collective_math.h"
+#include "embedscope/engine/comm/collective_math.h"
 
 using namespace embedscope::engine;
 

@@ -7,7 +7,7 @@
 #include <future>
 #include <thread>
 
-#include "embedscope/engine/comm.h"
+#include "embedscope/engine/comm/gloo_process_group.h"
 
 using namespace embedscope::engine;
 using namespace std::chrono_literals;

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <random>
 
-#include "embedscope/engine/dense.h"
+#include "embedscope/engine/model/dense.h"
 
 using namespace embedscope::engine;
 

@@ -24,11 +24,11 @@
 #include <string>
 #include <vector>
 
-#include "embedscope/engine/bucketize.h"
-#include "embedscope/engine/cuda_kernels.h"
-#include "embedscope/engine/dense.h"
-#include "embedscope/engine/kernels.h"
-#include "embedscope/engine/launch_config.h"
+#include "embedscope/engine/input/bucketize.h"
+#include "embedscope/engine/kernels/cuda_kernels.h"
+#include "embedscope/engine/model/dense.h"
+#include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/kernels/launch_config.h"
 
 using namespace embedscope::engine;
 using namespace embedscope::engine::cuda;

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <set>
 
-#include "embedscope/engine/id_histogram.h"
-#include "embedscope/engine/input.h"
+#include "embedscope/engine/input/id_histogram.h"
+#include "embedscope/engine/input/input.h"
 
 using namespace embedscope::engine;
 

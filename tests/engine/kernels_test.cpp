@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "embedscope/engine/kernels.h"
+#include "embedscope/engine/kernels/kernels.h"
 
 using namespace embedscope::engine;
 

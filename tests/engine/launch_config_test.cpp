@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "embedscope/engine/launch_config.h"
+#include "embedscope/engine/kernels/launch_config.h"
 
 using namespace embedscope::engine;
 

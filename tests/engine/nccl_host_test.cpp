@@ -7,7 +7,7 @@
 
 #include <unistd.h>
 
-#include "embedscope/engine/nccl_comm.h"
+#include "embedscope/engine/comm/nccl_comm.h"
 
 using namespace embedscope::engine;
 

@@ -12,8 +12,8 @@
 
 #include <fmt/format.h>
 
-#include "embedscope/engine/reference.h"
-#include "embedscope/engine/trainer.h"
+#include "embedscope/engine/reference/reference.h"
+#include "embedscope/engine/exec/run.h"
 
 namespace embedscope::engine::parity {
 

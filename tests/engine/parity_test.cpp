@@ -22,8 +22,8 @@
 
 #include <fmt/format.h>
 
-#include "embedscope/engine/reference.h"
-#include "embedscope/engine/trainer.h"
+#include "embedscope/engine/reference/reference.h"
+#include "embedscope/engine/exec/run.h"
 #include "parity_check.h"
 
 using namespace embedscope::engine;

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "embedscope/engine/sharding.h"
+#include "embedscope/engine/sharding/sharding.h"
 
 using namespace embedscope::engine;
 

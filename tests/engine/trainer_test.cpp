@@ -8,8 +8,8 @@
 #include <set>
 #include <numeric>
 
-#include "embedscope/engine/memory.h"
-#include "embedscope/engine/trainer.h"
+#include "embedscope/engine/memory/memory.h"
+#include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/workload/presets.h"
 #include "embedscope/sessions/store/session.h"
 

@@ -12,7 +12,7 @@
 #include <set>
 
 #include "../engine/parity_check.h"
-#include "embedscope/engine/trainer.h"
+#include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/workload/presets.h"
 #include "embedscope/profiler/cuda_device.h"
 #include "embedscope/sessions/store/session.h"

@@ -12,8 +12,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "embedscope/engine/collective_math.h"
-#include "embedscope/engine/nccl_comm.h"
+#include "embedscope/engine/comm/collective_math.h"
+#include "embedscope/engine/comm/nccl_comm.h"
 #include "embedscope/profiler/cuda_device.h"
 #include "embedscope/profiler/cupti_tracer.h"
 #include "probe_kernels.h"

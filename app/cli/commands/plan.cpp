@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "embedscope/engine/sharding.h"
+#include "embedscope/engine/sharding/sharding.h"
 #include "output/output.h"
 #include "workload_args.h"
 

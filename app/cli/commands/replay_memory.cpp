@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "embedscope/engine/replay.h"
-#include "embedscope/engine/sharding.h"
+#include "embedscope/engine/memory/replay.h"
+#include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
 #include "output/output.h"
 #include "workload_args.h"  // kInteger

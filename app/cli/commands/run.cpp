@@ -17,7 +17,7 @@
 
 #include "commands.h"
 #include "embedscope/engine/sharding/plan_json.h"
-#include "embedscope/engine/trainer.h"
+#include "embedscope/engine/exec/run.h"
 #include "embedscope/sessions/analysis/stats.h"
 #include "output/output.h"
 #include "workload_args.h"

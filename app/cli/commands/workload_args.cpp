@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "embedscope/engine/backend.h"
+#include "embedscope/engine/exec/backend.h"
 #include "embedscope/engine/workload/presets.h"
 
 namespace embedscope::cli {

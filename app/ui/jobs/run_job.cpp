@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "embedscope/engine/trainer.h"
+#include "embedscope/engine/exec/run.h"
 
 namespace embedscope::ui {
 

@@ -4,7 +4,7 @@
 #include <iterator>
 
 #include "core/timeline_math.h"
-#include "embedscope/engine/sharding.h"  // format_bytes
+#include "embedscope/engine/sharding/sharding.h"  // format_bytes
 #include "embedscope/sessions/model/units.h"
 
 namespace embedscope::ui {

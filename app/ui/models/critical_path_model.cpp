@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "embedscope/engine/sharding.h"  // format_bytes
+#include "embedscope/engine/sharding/sharding.h"  // format_bytes
 #include "core/timeline_math.h"
 #include "embedscope/sessions/model/units.h"
 

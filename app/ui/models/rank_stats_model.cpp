@@ -1,6 +1,6 @@
 #include "models/rank_stats_model.h"
 
-#include "embedscope/engine/sharding.h"  // format_bytes
+#include "embedscope/engine/sharding/sharding.h"  // format_bytes
 #include "core/timeline_math.h"
 #include "embedscope/sessions/model/units.h"
 

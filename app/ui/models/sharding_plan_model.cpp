@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "embedscope/engine/sharding.h"
+#include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
 #include "embedscope/sessions/store/session.h"

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "embedscope/engine/sharding.h"
+#include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::ui {

@@ -25,11 +25,11 @@
 #include <memory>
 #include <optional>
 
-#include "embedscope/engine/comm.h"
+#include "embedscope/engine/comm/gloo_process_group.h"
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/exporters/export.h"
 #ifdef EMBEDSCOPE_CUDA_VERSION
-#include "embedscope/engine/nccl_comm.h"
+#include "embedscope/engine/comm/nccl_comm.h"
 #endif
 #include "views/compare_view.h"
 #include "views/load_view.h"

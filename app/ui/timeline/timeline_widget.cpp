@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "charts/colors.h"
-#include "embedscope/engine/sharding.h"  // format_bytes
+#include "embedscope/engine/sharding/sharding.h"  // format_bytes
 #include "embedscope/sessions/model/units.h"
 
 namespace embedscope::ui {

@@ -13,7 +13,7 @@
 
 #include <qcustomplot.h>
 
-#include "embedscope/engine/sharding.h"  // format_bytes
+#include "embedscope/engine/sharding/sharding.h"  // format_bytes
 #include "charts/colors.h"  // session_color
 #include "views/memory_view.h"
 #include "embedscope/sessions/model/units.h"

@@ -16,7 +16,7 @@
 
 #include <qcustomplot.h>
 
-#include "embedscope/engine/sharding.h"  // format_bytes
+#include "embedscope/engine/sharding/sharding.h"  // format_bytes
 #include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::ui {

@@ -1,4 +1,4 @@
-#include "embedscope/engine/comm.h"
+#include "embedscope/engine/comm/gloo_process_group.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,7 +19,7 @@
 #include <gloo/rendezvous/hash_store.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
-#include "embedscope/engine/collective_math.h"
+#include "embedscope/engine/comm/collective_math.h"
 
 namespace embedscope::engine {
 

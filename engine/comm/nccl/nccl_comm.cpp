@@ -1,4 +1,4 @@
-#include "embedscope/engine/nccl_comm.h"
+#include "embedscope/engine/comm/nccl_comm.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -12,7 +12,7 @@
 #include <fmt/ranges.h>
 #include <gloo/rendezvous/file_store.h>
 
-#include "embedscope/engine/collective_math.h"
+#include "embedscope/engine/comm/collective_math.h"
 
 namespace embedscope::engine {
 

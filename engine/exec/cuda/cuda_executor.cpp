@@ -5,7 +5,7 @@
 
 #include "exec/device/cuda_rank_device.h"
 #include "exec/threaded/executor.h"
-#include "embedscope/engine/nccl_comm.h"
+#include "embedscope/engine/comm/nccl_comm.h"
 #include "embedscope/profiler/cuda_device.h"
 #include "embedscope/profiler/cupti_tracer.h"
 #include "embedscope/sessions/model/metadata_keys.h"

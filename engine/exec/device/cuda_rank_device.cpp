@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "embedscope/engine/cuda_kernels.h"
-#include "embedscope/engine/cuda_memory.h"
+#include "embedscope/engine/kernels/cuda_kernels.h"
+#include "embedscope/engine/memory/cuda_memory.h"
 #include "embedscope/profiler/cuda_device.h"
 
 namespace embedscope::engine::detail {

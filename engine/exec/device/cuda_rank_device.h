@@ -13,9 +13,9 @@
 
 #include "comm/collectives.h"
 #include "exec/device/rank_device.h"
-#include "embedscope/engine/allocator.h"
-#include "embedscope/engine/kernels.h"
-#include "embedscope/engine/nccl_comm.h"
+#include "embedscope/engine/memory/allocator.h"
+#include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/comm/nccl_comm.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine::cuda {

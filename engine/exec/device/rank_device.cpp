@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include "embedscope/engine/dense.h"
-#include "embedscope/engine/kernels.h"
+#include "embedscope/engine/model/dense.h"
+#include "embedscope/engine/kernels/kernels.h"
 
 namespace embedscope::engine::detail {
 

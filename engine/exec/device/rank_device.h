@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "embedscope/engine/allocator.h"
+#include "embedscope/engine/memory/allocator.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine::detail {

@@ -2,7 +2,7 @@
 // schedule, memory records.
 #include "rank.h"
 
-#include "embedscope/engine/bucketize.h"
+#include "embedscope/engine/input/bucketize.h"
 #if EMBEDSCOPE_WITH_CUDA
 #include <cuda_runtime_api.h>
 

@@ -25,20 +25,20 @@
 #include "comm/collectives.h"
 #include "sharding/layout.h"
 #include "exec/device/rank_device.h"
-#include "embedscope/engine/comm.h"
-#include "embedscope/engine/dense.h"
-#include "embedscope/engine/id_histogram.h"
-#include "embedscope/engine/input.h"
-#include "embedscope/engine/kernels.h"
-#include "embedscope/engine/memory.h"
+#include "embedscope/engine/comm/gloo_process_group.h"
+#include "embedscope/engine/model/dense.h"
+#include "embedscope/engine/input/id_histogram.h"
+#include "embedscope/engine/input/input.h"
+#include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/memory/memory.h"
 #include "embedscope/engine/program/step_program.h"
-#include "embedscope/engine/trainer.h"
+#include "embedscope/engine/exec/run.h"
 #include "embedscope/profiler/tracer.h"
 #include "embedscope/sessions/store/session.h"
 #include "sharding/embedding_sharding.h"
 #include "comm_worker.h"
 #if EMBEDSCOPE_WITH_CUDA
-#include "embedscope/engine/nccl_comm.h"
+#include "embedscope/engine/comm/nccl_comm.h"
 #endif
 
 namespace embedscope::engine::threaded {

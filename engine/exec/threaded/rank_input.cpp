@@ -1,7 +1,7 @@
 // Input phases of a batch: the batch, bucketizing, the KJT all-to-all, kjt_permute, the
 // pooled lookup of every local shard.
 #include "rank.h"
-#include "embedscope/engine/bucketize.h"
+#include "embedscope/engine/input/bucketize.h"
 
 namespace embedscope::engine::threaded {
 

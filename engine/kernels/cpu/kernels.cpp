@@ -1,4 +1,4 @@
-#include "embedscope/engine/kernels.h"
+#include "embedscope/engine/kernels/kernels.h"
 
 #include <algorithm>
 #include <cmath>

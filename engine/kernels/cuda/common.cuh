@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <string>
 
-#include "embedscope/engine/cuda_kernels.h"
-#include "embedscope/engine/launch_config.h"
+#include "embedscope/engine/kernels/cuda_kernels.h"
+#include "embedscope/engine/kernels/launch_config.h"
 
 namespace embedscope::engine::cuda::detail {
 

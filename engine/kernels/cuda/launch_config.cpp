@@ -1,4 +1,4 @@
-#include "embedscope/engine/launch_config.h"
+#include "embedscope/engine/kernels/launch_config.h"
 
 #include <fmt/format.h>
 

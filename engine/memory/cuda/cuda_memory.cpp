@@ -1,4 +1,4 @@
-#include "embedscope/engine/cuda_memory.h"
+#include "embedscope/engine/memory/cuda_memory.h"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "embedscope/engine/program/step_program.h"
-#include "embedscope/engine/trainer.h"
+#include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/workload/presets.h"
 #include "embedscope/sessions/store/session.h"
 

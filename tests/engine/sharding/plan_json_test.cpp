@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/sharding/plan_json.h"
-#include "embedscope/engine/trainer.h"
+#include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/workload/presets.h"
 
 using namespace embedscope::engine;

@@ -2,7 +2,7 @@
 
 #include "spec_test_support.h"
 
-#include "embedscope/engine/allocator.h"
+#include "embedscope/engine/memory/allocator.h"
 
 namespace es = embedscope::engine;
 using nlohmann::json;

@@ -25,7 +25,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "embedscope/engine/sharding.h"
+#include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
 #include "embedscope/sessions/model/events.h"
 
@@ -69,7 +69,7 @@ struct ProgramOp {
   int batch = 0;
   /// comm ops: what they run, in order. Every all-to-all and reduce-scatter is preceded by its
   /// split check ("<name>/split_check": an all-gather of each member's 2 x group-size send and
-  /// receive counts, comm.h), which the cpu and cuda executors run before data moves.
+  /// receive counts, comm/gloo_process_group.h), which the cpu and cuda executors run before data moves.
   std::vector<CollectiveCall> collectives;
   int64_t rows = 0;           ///< lookup: ids looked up (embedding rows read); optimizer: rows updated (both expected)
   int64_t flops = 0;          ///< dense_forward_backward: 2 x multiply-adds of forward and backward of the MLPs

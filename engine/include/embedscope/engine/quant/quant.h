@@ -1,7 +1,7 @@
 #pragma once
 // Reduced-precision copies of fp32 values (TorchRec qcomms' CommType FP16 / BF16): rounding,
 // 2-byte codes and back, and the error they introduce. Used by the collectives that send in
-// fp16 / bf16 (comm.h) and by the unsharded reference (reference.h), which rounds at the same
+// fp16 / bf16 (comm/gloo_process_group.h) and by the unsharded reference (reference.h), which rounds at the same
 // points. Eigen::half / Eigen::bfloat16 do the rounding (round to nearest even).
 
 #include <cstddef>

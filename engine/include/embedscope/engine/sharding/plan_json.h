@@ -7,7 +7,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "embedscope/engine/sharding.h"
+#include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine {

@@ -31,7 +31,7 @@ enum class IdDistributionKind { uniform, zipf };
 /// What the input pipeline does with ids outside [0, num_embeddings).
 enum class InvalidIdPolicy { error, clamp, drop };
 
-/// Executor of a run: cpu (rank threads, Gloo), cuda (one GPU per rank, NCCL; trainer.h lists
+/// Executor of a run: cpu (rank threads, Gloo), cuda (one GPU per rank, NCCL; exec/run.h lists
 /// what it runs), auto (cuda when cudaGetDeviceCount reports a device, else cpu; backend.h).
 enum class Backend { cpu, cuda, auto_ };
 
@@ -42,7 +42,7 @@ enum class Interaction { dot, cat, dcn };
 /// base = TrainPipelineBase (each phase waits for the previous one), sparse_dist =
 /// TrainPipelineSparseDist (the input dist of batch i+1 runs while batch i computes), semi_sync
 /// = TrainPipelineSemiSync (the output dist of batch i+1 runs while the dense part of batch i
-/// computes; one step of staleness in the embedding weights, see trainer.h).
+/// computes; one step of staleness in the embedding weights, see exec/run.h).
 enum class PipelineKind { base, sparse_dist, semi_sync };
 /// Precision of a communicated tensor (TorchRec qcomms' CommType FP32 / FP16 / BF16).
 enum class CommPrecision { fp32, fp16, bf16 };

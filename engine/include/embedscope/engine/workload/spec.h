@@ -127,7 +127,7 @@ struct MemorySpec {
   int64_t compaction = 0;      ///< pack each device every N steps (0 = never)
 };
 
-/// One link class of the slow-network emulation (comm.h: ProcessGroup::set_network).
+/// One link class of the slow-network emulation (comm/gloo_process_group.h: ProcessGroup::set_network).
 struct LinkSpec {
   int64_t bandwidth_bytes_per_s = 0;  ///< bytes per second, > 0; 0 = unlimited
   int64_t latency_ns = 0;             ///< added once per collective, >= 0

@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "embedscope/engine/allocator.h"
+#include "embedscope/engine/memory/allocator.h"
 
 namespace embedscope::engine {
 

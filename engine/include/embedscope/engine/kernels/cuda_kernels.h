@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "embedscope/engine/bucketize.h"
+#include "embedscope/engine/input/bucketize.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine::cuda {

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "embedscope/engine/input.h"
+#include "embedscope/engine/input/input.h"
 #include "embedscope/engine/workload/spec.h"
 #include "embedscope/sessions/model/events.h"
 #include "embedscope/sessions/model/id_buckets.h"

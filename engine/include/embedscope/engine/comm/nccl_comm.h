@@ -8,7 +8,7 @@
 // makes a stream wait for it, NcclWork::synchronize() blocks the host. The host wait polls the
 // event and ncclCommGetAsyncError; a collective not done within the communicator's timeout
 // (counted from its issue) aborts the communicator (ncclCommAbort) and throws the CPU path's
-// CollectiveError (comm.h) naming the op and its sequence number, so a GPU run ends `hang` like
+// CollectiveError (comm/gloo_process_group.h) naming the op and its sequence number, so a GPU run ends `hang` like
 // a CPU one and never hangs silently.
 //
 // Two ways to set up ranks:
@@ -18,7 +18,7 @@
 //    drives several ranks issues each collective for all of them inside one NcclGroup (NCCL's
 //    group semantics); a thread per rank needs none.
 //
-// Every collective mirrors ProcessGroup's (comm.h): the same arguments, a sequence number per
+// Every collective mirrors ProcessGroup's (comm/gloo_process_group.h): the same arguments, a sequence number per
 // communicator, all-to-all split sizes cross-checked before data moves (SplitMismatchError),
 // bytes counted with collective_math.h's definitions, and a sessions::CollectiveRecord per
 // completed collective to the observer (start: host time of issue; end: host time its
@@ -34,7 +34,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include "embedscope/engine/comm.h"
+#include "embedscope/engine/comm/gloo_process_group.h"
 
 namespace embedscope::engine {
 

@@ -8,8 +8,8 @@
 #include <optional>
 #include <vector>
 
-#include "embedscope/engine/input.h"
-#include "embedscope/engine/sharding.h"
+#include "embedscope/engine/input/input.h"
+#include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "embedscope/engine/allocator.h"
+#include "embedscope/engine/memory/allocator.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine {

@@ -57,8 +57,8 @@
 #include <string>
 #include <vector>
 
-#include "embedscope/engine/input.h"
-#include "embedscope/engine/sharding.h"
+#include "embedscope/engine/input/input.h"
+#include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
 #include "embedscope/sessions/model/events.h"
 

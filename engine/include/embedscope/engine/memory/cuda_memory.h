@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "embedscope/engine/allocator.h"
+#include "embedscope/engine/memory/allocator.h"
 
 namespace embedscope::engine {
 
