@@ -263,6 +263,22 @@ const RecordTable<ShardRecord>& shards_table() {
   return t;
 }
 
+const RecordTable<ImportStat>& import_stats_table() {
+  static const RecordTable<ImportStat> t(
+      {"import_stats", "problems an importer met, one row per kind (Perfetto's stats table is the model)", {"name"}, true,
+       5,
+       "Written by `embedscope import` (importers/common/import_problems.h); sessions Embedscope ran have no rows. "
+       "Nothing listed here aborted the import: `info` lost nothing, `error` was repaired or kept as it was, "
+       "`data_loss` counts events that could not be imported."},
+      {field<&ImportStat::name>("name", "stable name of the problem, e.g. `negative_duration`, `truncated`"),
+       field<&ImportStat::severity>("severity", "`info`, `error` or `data_loss`"),
+       field<&ImportStat::count>("count", "occurrences"),
+       field<&ImportStat::source>("source", "file of the first occurrence (`` when not tied to one)"),
+       field<&ImportStat::byte_offset>("byte_offset", "its byte offset in the uncompressed text, -1 unknown"),
+       field<&ImportStat::example>("example", "what was wrong there, with line:column where known")});
+  return t;
+}
+
 const char* const kOpViewSql = R"sql(CREATE VIEW op_view AS
   SELECT o.lane_key >> 8 AS rank, l.name AS lane, c.name AS category, s.value AS name, o.step, o.start_ns,
          o.end_ns, o.end_ns - o.start_ns AS dur_ns, o.bytes, o.correlation
