@@ -77,10 +77,12 @@ const RecordTable<LaneInfo>& lanes_table() {
       {"lanes", "one row per lane of a rank", {"rank", "lane"}, true,  1,
        "Lane 0 `compute` and lane 1 `comm` (`kind` `thread`: the CPU executor's workers, or a GPU rank's host "
        "threads), and on GPU ranks (`kind` `stream`, from CUPTI) lane 2 `gpu_compute` (kernels), 3 `gpu_comm` (NCCL "
-       "kernels, comm stream), 4 `gpu_copy` (memcpy / memset)."},
+       "kernels, comm stream), 4 `gpu_copy` (memcpy / memset). Imported sessions number their lanes per rank: the "
+       "trace's threads (`thread`), then the user spans drawn on GPU tracks (`gpu_annotation`), then each GPU stream "
+       "(`stream`), each named after the trace (`thread 200 (trainer)`, `stream 7 (cuda:0 NVIDIA A100)`)."},
       {field<&LaneInfo::rank>("rank", "the rank"), field<&LaneInfo::lane>("lane", "the lane number (0..255)"),
        field<&LaneInfo::name>("name", "`compute`, `comm`, `gpu_compute`, `gpu_comm`, `gpu_copy`"),
-       field<&LaneInfo::kind>("kind", "`thread` or `stream`"),
+       field<&LaneInfo::kind>("kind", "`thread` or `stream`; imported sessions also `gpu_annotation`"),
        column<LaneInfo>("max_duration_ns", T::integer, "the longest op on the lane, ns: a range query uses it to bound its index scan",
                         true, "0")});
   return t;
@@ -101,7 +103,9 @@ const TableInfo& ops_table() {
        column<void*>("step", T::integer, "training step", false),
        column<void*>("bytes", T::integer, "for a collective: bytes sent + received by this rank; 0 otherwise", false),
        column<void*>("correlation", T::integer,
-                     "for a collective: its sequence number in its group (joins `collectives.sequence`); 0 otherwise", false)})
+                     "for a collective: its sequence number in its group (joins `collectives.sequence`); in imported sessions "
+                     "the trace's correlation id joining a GPU op and the host call that launched it; 0 otherwise",
+                     false)})
                                 .info;
   return t;
 }
