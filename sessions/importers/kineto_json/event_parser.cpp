@@ -118,8 +118,8 @@ void Parser::top_level(const std::string& key, const Span& sp) {
     std::string_view t = raw;
     if (t.size() >= 2 && t.front() == '"' && t.back() == '"') t = t.substr(1, t.size() - 2);
     if (!parse_integer(t, i, u, neg)) {
-      problems.add("bad_top_level_value", Severity::error, where(sp.begin),
-                   fmt::format("\"{}\" at {} is not an integer", key, at(sp.begin)));
+      problems.add_with("bad_top_level_value", Severity::error, where(sp.begin),
+                   [&] { return fmt::format("\"{}\" at {} is not an integer", key, at(sp.begin)); });
       return;
     }
     if (key == "baseTimeNanoseconds") tr.base_time_ns = i;
@@ -160,8 +160,8 @@ void Parser::top_level(const std::string& key, const Span& sp) {
       }
     }
   } catch (const simdjson::simdjson_error& e) {
-    problems.add("bad_top_level_value", Severity::error, where(sp.begin),
-                 fmt::format("\"{}\" at {}: {}", key, at(sp.begin), e.what()));
+    problems.add_with("bad_top_level_value", Severity::error, where(sp.begin),
+                 [&] { return fmt::format("\"{}\" at {}: {}", key, at(sp.begin), e.what()); });
   }
 }
 
@@ -232,14 +232,14 @@ void Parser::event(const Span& sp) {
       }
     }
   } catch (const simdjson::simdjson_error& e) {
-    problems.add("bad_event_json", Severity::data_loss, where(sp.begin),
-                 fmt::format("event at {} skipped: {}", at(sp.begin), e.what()));
+    problems.add_with("bad_event_json", Severity::data_loss, where(sp.begin),
+                 [&] { return fmt::format("event at {} skipped: {}", at(sp.begin), e.what()); });
     return;
   }
   ph = ph_copy, cat = cat_copy, name = name_copy, pid = pid_copy, tid = tid_copy, arg_name = arg_name_copy;
   if (ph.empty()) {
-    problems.add("event_without_ph", Severity::data_loss, where(sp.begin),
-                 fmt::format("event at {} has no \"ph\" (phase) and was skipped", at(sp.begin)));
+    problems.add_with("event_without_ph", Severity::data_loss, where(sp.begin),
+                 [&] { return fmt::format("event at {} has no \"ph\" (phase) and was skipped", at(sp.begin)); });
     return;
   }
   const char p = ph.size() == 1 ? ph[0] : '?';
@@ -261,22 +261,22 @@ void Parser::event(const Span& sp) {
     return;
   }
   if (p != 'X' && p != 'B' && p != 'E') {
-    problems.add("unknown_ph", Severity::data_loss, where(sp.begin),
-                 fmt::format("event at {}: unknown phase \"{}\"", at(sp.begin), ph));
+    problems.add_with("unknown_ph", Severity::data_loss, where(sp.begin),
+                 [&] { return fmt::format("event at {}: unknown phase \"{}\"", at(sp.begin), ph); });
     return;
   }
   if (cat == "Trace") return;  // the profiler's own span over the whole trace
   int64_t ts = 0;
   const DecimalResult tr_ts = has_ts ? parse_us_to_ns(ts_copy, ts) : DecimalResult::bad;
   if (tr_ts == DecimalResult::bad || tr_ts == DecimalResult::overflow) {
-    problems.add("bad_timestamp", Severity::data_loss, where(sp.begin),
-                 fmt::format("event at {}: \"ts\" {} is not a time in microseconds", at(sp.begin),
-                             has_ts ? "'" + ts_copy + "'" : std::string("missing")));
+    problems.add_with("bad_timestamp", Severity::data_loss, where(sp.begin),
+                 [&] { return fmt::format("event at {}: \"ts\" {} is not a time in microseconds", at(sp.begin),
+                             has_ts ? "'" + ts_copy + "'" : std::string("missing")); });
     return;
   }
   if (tr_ts == DecimalResult::rounded)
-    problems.add("sub_ns_timestamp_digits", Severity::info, where(sp.begin),
-                 fmt::format("event at {}: \"ts\" {} has digits below 1 ns (rounded)", at(sp.begin), ts_copy));
+    problems.add_with("sub_ns_timestamp_digits", Severity::info, where(sp.begin),
+                 [&] { return fmt::format("event at {}: \"ts\" {} has digits below 1 ns (rounded)", at(sp.begin), ts_copy); });
   // Lanes: GPU events by (device, stream), user spans on a GPU track by (pid, tid), the rest by thread.
   EventKind kind = EventKind::cpu;
   if (cat == "cuda_runtime" || cat == "cuda_driver") kind = EventKind::runtime;
@@ -287,9 +287,9 @@ void Parser::event(const Span& sp) {
            : cat == "gpu_memset" ? EventKind::gpu_memset
                                  : EventKind::gpu_other;
   } else if (cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset") {
-    problems.add("gpu_event_without_stream", Severity::error, where(sp.begin),
-                 fmt::format("event at {}: a GPU {} without a numeric args.stream, kept on its thread's lane "
-                             "(not a GPU kernel for the kernel analyses)", at(sp.begin), cat));
+    problems.add_with("gpu_event_without_stream", Severity::error, where(sp.begin),
+                 [&] { return fmt::format("event at {}: a GPU {} without a numeric args.stream, kept on its thread's lane "
+                             "(not a GPU kernel for the kernel analyses)", at(sp.begin), cat); });
   }
   const std::string stream_text = std::to_string(stream);
   const uint32_t lane_id = on_stream(kind)                      ? lane("stream", pid, stream_text, pid_str, false)
@@ -304,8 +304,8 @@ void Parser::event(const Span& sp) {
   if (p == 'E') {
     auto& stack = open_begins[std::to_string(lane_id)];
     if (stack.empty()) {
-      problems.add("unmatched_end", Severity::error, where(sp.begin),
-                   fmt::format("event at {}: an \"E\" without a \"B\" on its thread, skipped", at(sp.begin)));
+      problems.add_with("unmatched_end", Severity::error, where(sp.begin),
+                   [&] { return fmt::format("event at {}: an \"E\" without a \"B\" on its thread, skipped", at(sp.begin)); });
       return;
     }
     end = ts;
@@ -316,15 +316,15 @@ void Parser::event(const Span& sp) {
     int64_t dur = 0;
     const DecimalResult dr = has_dur ? parse_us_to_ns(dur_copy, dur) : DecimalResult::bad;
     if (dr == DecimalResult::bad || dr == DecimalResult::overflow) {
-      problems.add("bad_duration", Severity::data_loss, where(sp.begin),
-                   fmt::format("event at {}: \"dur\" {} is not a duration in microseconds, skipped", at(sp.begin),
-                               has_dur ? "'" + dur_copy + "'" : std::string("missing")));
+      problems.add_with("bad_duration", Severity::data_loss, where(sp.begin),
+                   [&] { return fmt::format("event at {}: \"dur\" {} is not a duration in microseconds, skipped", at(sp.begin),
+                               has_dur ? "'" + dur_copy + "'" : std::string("missing")); });
       return;
     }
     if (dur < 0) {
-      problems.add("negative_duration", Severity::error, where(sp.begin),
-                   fmt::format("event at {}: \"dur\" {} (unfinished: the profiler never saw it end), kept out of the "
-                               "session; the time range comes from valid events", at(sp.begin), dur_copy));
+      problems.add_with("negative_duration", Severity::error, where(sp.begin),
+                   [&] { return fmt::format("event at {}: \"dur\" {} (unfinished: the profiler never saw it end), kept out of the "
+                               "session; the time range comes from valid events", at(sp.begin), dur_copy); });
       return;
     }
     end = ts + dur;

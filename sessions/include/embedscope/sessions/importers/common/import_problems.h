@@ -39,6 +39,14 @@ class ImportProblems {
   /// Counts `n` occurrences of `name`; the first call per name keeps `severity`, `where` and
   /// `example` (a short text: what was wrong, with line:column when known).
   void add(const std::string& name, Severity severity, const Where& where, const std::string& example, int64_t n = 1);
+  /// As add(), building the example only for the first occurrence (`make_example()` returns a
+  /// std::string): a file with a million bad events costs one message, not a million.
+  template <class F>
+  void add_with(const std::string& name, Severity severity, const Where& where, F&& make_example, int64_t n = 1) {
+    auto it = by_name_.find(name);
+    if (it != by_name_.end()) it->second.count += n;
+    else add(name, severity, where, make_example(), n);
+  }
   /// Occurrences of `name` so far (0 when never seen).
   int64_t count(const std::string& name) const;
   /// Every problem as session records, ordered by name.
