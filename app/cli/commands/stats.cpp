@@ -98,9 +98,13 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   }
   const std::string kernel_text = gpu_kernels_text(kernels, keep_last_step);
   if (!session.meta("end_message").empty()) std::cout << fmt::format("             {}\n", session.meta("end_message"));
-  std::cout << fmt::format("workload     {} on {} {} ranks, {} measured steps of {} samples\n",
-                           session.meta("workload_name"), st.ranks.size(), session.meta("backend"), st.steps,
-                           st.samples_per_step);
+  if (imported)  // a trace has no workload: its ranks (world size as the trace says) and profiler steps
+    std::cout << fmt::format("trace        world size {} (ranks without a trace read as empty), {} profiler steps\n",
+                             st.ranks.size(), st.steps);
+  else
+    std::cout << fmt::format("workload     {} on {} {} ranks, {} measured steps of {} samples\n",
+                             session.meta("workload_name"), st.ranks.size(), session.meta("backend"), st.steps,
+                             st.samples_per_step);
   if (!session.meta("workload_json").empty()) try {  // the workload as run: pipeline, comm precisions, network
     std::cout << pipeline_text(es::parse_workload(json::parse(session.meta("workload_json")), file + ": workload_json"));
   } catch (const std::exception& e) {
@@ -114,7 +118,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   }
   std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", ms(st.step_time_ns.mean), ms(st.step_time_ns.p50),
                            ms(st.step_time_ns.p99));
-  std::cout << fmt::format("throughput   {:.0f} samples/s\n", st.samples_per_s);
+  if (!imported) std::cout << fmt::format("throughput   {:.0f} samples/s\n", st.samples_per_s);
   std::cout << fmt::format("overlap      {:.1f}% of communication ran while the rank computed (thread level: host "
                            "spans of compute vs comm ops, clipped to step windows); exposed communication "
                            "{} per rank ({} per step)\n",
