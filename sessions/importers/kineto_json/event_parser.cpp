@@ -172,21 +172,22 @@ void Parser::event(const Span& sp) {
   bool has_stream = false;
   uint64_t correlation = 0;
   CommParams cp;
-  std::string name_copy, cat_copy, ph_copy, pid_copy, tid_copy, ts_copy, dur_copy, arg_name_copy;
+  // Views into the event's text (numbers) or into the parser's string buffer (strings): both
+  // stay valid until the next iterate(), i.e. through this function.
+  std::string_view name_copy, cat_copy, ph_copy, pid_copy, tid_copy, ts_copy, dur_copy, arg_name_copy;
   try {
     od::document doc = parser.iterate(simdjson::padded_string_view(in.data() + sp.begin, sp.end - sp.begin,
                                                                    in.size + kTextPadding - sp.begin));
     for (auto f : doc.get_object()) {
       const std::string_view k = f.unescaped_key();
       od::value v = f.value();
-      // Views into the parser's string buffer live until the next iterate(): copied here.
-      if (k == "ph") ph_copy = std::string(scalar_text(v));
-      else if (k == "cat") cat_copy = std::string(scalar_text(v));
-      else if (k == "name") name_copy = std::string(scalar_text(v));
-      else if (k == "pid") pid_copy = std::string(scalar_text(v, &pid_str));
-      else if (k == "tid") tid_copy = std::string(scalar_text(v, &tid_str));
-      else if (k == "ts") ts_copy = std::string(scalar_text(v)), has_ts = true;
-      else if (k == "dur") dur_copy = std::string(scalar_text(v)), has_dur = true;
+      if (k == "ph") ph_copy = scalar_text(v);
+      else if (k == "cat") cat_copy = scalar_text(v);
+      else if (k == "name") name_copy = scalar_text(v);
+      else if (k == "pid") pid_copy = scalar_text(v, &pid_str);
+      else if (k == "tid") tid_copy = scalar_text(v, &tid_str);
+      else if (k == "ts") ts_copy = scalar_text(v), has_ts = true;
+      else if (k == "dur") dur_copy = scalar_text(v), has_dur = true;
       else if (k == "args" && v.type() == od::json_type::object) {
         for (auto a : v.get_object()) {
           const std::string_view ak = a.unescaped_key();
@@ -204,7 +205,7 @@ void Parser::event(const Span& sp) {
           } else if (ak == "bytes") {
             bytes = int_or(av, 0);
           } else if (ak == "name") {
-            arg_name_copy = std::string(scalar_text(av));
+            arg_name_copy = scalar_text(av);
           } else if (ak == "Collective name") {
             cp.collective = std::string(scalar_text(av)), cp.has_args = true;
           } else if (ak == "Process Group Name") {
@@ -244,8 +245,8 @@ void Parser::event(const Span& sp) {
   }
   const char p = ph.size() == 1 ? ph[0] : '?';
   if (p == 'M') {
-    if (name == "thread_name") tr.thread_names[pid_copy + "/" + tid_copy] = arg_name_copy;
-    else if (name == "process_name") process_names[pid_copy] = arg_name_copy;
+    if (name == "thread_name") tr.thread_names[std::string(pid_copy) + "/" + std::string(tid_copy)] = std::string(arg_name_copy);
+    else if (name == "process_name") process_names[std::string(pid_copy)] = std::string(arg_name_copy);
     return;
   }
   if (p == 's' || p == 't' || p == 'f') {
@@ -271,7 +272,7 @@ void Parser::event(const Span& sp) {
   if (tr_ts == DecimalResult::bad || tr_ts == DecimalResult::overflow) {
     problems.add_with("bad_timestamp", Severity::data_loss, where(sp.begin),
                  [&] { return fmt::format("event at {}: \"ts\" {} is not a time in microseconds", at(sp.begin),
-                             has_ts ? "'" + ts_copy + "'" : std::string("missing")); });
+                             has_ts ? "'" + std::string(ts_copy) + "'" : std::string("missing")); });
     return;
   }
   if (tr_ts == DecimalResult::rounded)
@@ -318,7 +319,7 @@ void Parser::event(const Span& sp) {
     if (dr == DecimalResult::bad || dr == DecimalResult::overflow) {
       problems.add_with("bad_duration", Severity::data_loss, where(sp.begin),
                    [&] { return fmt::format("event at {}: \"dur\" {} is not a duration in microseconds, skipped", at(sp.begin),
-                               has_dur ? "'" + dur_copy + "'" : std::string("missing")); });
+                               has_dur ? "'" + std::string(dur_copy) + "'" : std::string("missing")); });
       return;
     }
     if (dur < 0) {
