@@ -77,10 +77,12 @@ const RecordTable<LaneInfo>& lanes_table() {
       {"lanes", "one row per lane of a rank", {"rank", "lane"}, true,  1,
        "Lane 0 `compute` and lane 1 `comm` (`kind` `thread`: the CPU executor's workers, or a GPU rank's host "
        "threads), and on GPU ranks (`kind` `stream`, from CUPTI) lane 2 `gpu_compute` (kernels), 3 `gpu_comm` (NCCL "
-       "kernels, comm stream), 4 `gpu_copy` (memcpy / memset)."},
+       "kernels, comm stream), 4 `gpu_copy` (memcpy / memset). Imported sessions number their lanes per rank: the "
+       "trace's threads (`thread`), then the user spans drawn on GPU tracks (`gpu_annotation`), then each GPU stream "
+       "(`stream`), each named after the trace (`thread 200 (trainer)`, `stream 7 (cuda:0 NVIDIA A100)`)."},
       {field<&LaneInfo::rank>("rank", "the rank"), field<&LaneInfo::lane>("lane", "the lane number (0..255)"),
        field<&LaneInfo::name>("name", "`compute`, `comm`, `gpu_compute`, `gpu_comm`, `gpu_copy`"),
-       field<&LaneInfo::kind>("kind", "`thread` or `stream`"),
+       field<&LaneInfo::kind>("kind", "`thread` or `stream`; imported sessions also `gpu_annotation`"),
        column<LaneInfo>("max_duration_ns", T::integer, "the longest op on the lane, ns: a range query uses it to bound its index scan",
                         true, "0")});
   return t;
@@ -101,7 +103,9 @@ const TableInfo& ops_table() {
        column<void*>("step", T::integer, "training step", false),
        column<void*>("bytes", T::integer, "for a collective: bytes sent + received by this rank; 0 otherwise", false),
        column<void*>("correlation", T::integer,
-                     "for a collective: its sequence number in its group (joins `collectives.sequence`); 0 otherwise", false)})
+                     "for a collective: its sequence number in its group (joins `collectives.sequence`); in imported sessions "
+                     "the trace's correlation id joining a GPU op and the host call that launched it; 0 otherwise",
+                     false)})
                                 .info;
   return t;
 }
@@ -260,6 +264,22 @@ const RecordTable<ShardRecord>& shards_table() {
        field<&ShardRecord::num_cols>("num_cols", "columns in the shard"),
        field<&ShardRecord::planned_bytes>("planned_bytes",
                                           "weights + optimizer state of the shard as planned, bytes; -1 unknown")});
+  return t;
+}
+
+const RecordTable<ImportStat>& import_stats_table() {
+  static const RecordTable<ImportStat> t(
+      {"import_stats", "problems an importer met, one row per kind (Perfetto's stats table is the model)", {"name"}, true,
+       5,
+       "Written by `embedscope import` (importers/common/import_problems.h); sessions Embedscope ran have no rows. "
+       "Nothing listed here aborted the import: `info` lost nothing, `error` was repaired or kept as it was, "
+       "`data_loss` counts events that could not be imported."},
+      {field<&ImportStat::name>("name", "stable name of the problem, e.g. `negative_duration`, `truncated`"),
+       field<&ImportStat::severity>("severity", "`info`, `error` or `data_loss`"),
+       field<&ImportStat::count>("count", "occurrences"),
+       field<&ImportStat::source>("source", "file of the first occurrence (`` when not tied to one)"),
+       field<&ImportStat::byte_offset>("byte_offset", "its byte offset in the uncompressed text, -1 unknown"),
+       field<&ImportStat::example>("example", "what was wrong there, with line:column where known")});
   return t;
 }
 

@@ -210,6 +210,7 @@ const RecordTable<MemorySnapshot>& memory_snapshots_table();
 const RecordTable<BlockRow>& memory_blocks_table();
 const RecordTable<IdHistogramBucket>& id_histogram_table();
 const RecordTable<ShardRecord>& shards_table();
+const RecordTable<ImportStat>& import_stats_table();
 
 /// The view over ops with names resolved (part of every new file).
 extern const char* const kOpViewSql;

@@ -138,6 +138,7 @@ SessionReader::SessionReader(const std::string& path) : impl_(std::make_unique<I
   has_memory_tables_ = m.has_table("memory_counters");
   has_id_histogram_ = m.has_table("id_histogram");
   has_shards_ = m.has_table("shards");
+  has_import_stats_ = m.has_table("import_stats");
   if (meta_.empty())
     throw SessionError(fmt::format("{}: the session holds no metadata yet: its run was killed before the first commit",
                                    path));
@@ -281,6 +282,11 @@ std::vector<MemoryBlockRecord> SessionReader::memory_blocks(int64_t snapshot_id)
 std::vector<IdHistogramBucket> SessionReader::id_histogram() const {
   if (!has_id_histogram_) return {};
   return impl_->records(sd::id_histogram_table(), "ORDER BY table_index, bucket, rank", "reading the id histogram");
+}
+
+std::vector<ImportStat> SessionReader::import_stats() const {
+  if (!has_import_stats_) return {};
+  return impl_->records(sd::import_stats_table(), "ORDER BY name", "reading import_stats");
 }
 
 std::vector<ShardRecord> SessionReader::shards() const {

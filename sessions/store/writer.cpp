@@ -50,11 +50,12 @@ struct SessionWriter::Impl {
     std::vector<MemorySnapshot> snapshots;
     std::vector<IdHistogramBucket> id_histogram;
     std::vector<ShardRecord> shards;
+    std::vector<ImportStat> import_stats;
     std::vector<std::pair<int32_t, std::string>> new_strings;
     bool empty() const {
       return metadata.empty() && ranks.empty() && lanes.empty() && ops.empty() && collectives.empty() && load.empty() &&
              steps.empty() && memory.empty() && memory_events.empty() && snapshots.empty() && id_histogram.empty() &&
-             shards.empty() && new_strings.empty();
+             shards.empty() && import_stats.empty() && new_strings.empty();
     }
   };
 
@@ -160,6 +161,7 @@ SessionWriter::SessionWriter(const std::string& path, bool overwrite) : impl_(st
     m.prepare("block", sd::memory_blocks_table().insert_sql(true));
     m.prepare("id_hist", sd::id_histogram_table().insert_sql(true));
     m.prepare("shard", sd::shards_table().insert_sql(true));
+    m.prepare("import_stat", sd::import_stats_table().insert_sql(true));
   } catch (...) {
     for (auto& [k, st] : m.stmts) sqlite3_finalize(st);
     sqlite3_close(m.db);
@@ -256,6 +258,12 @@ void SessionWriter::add_shards(std::vector<ShardRecord> shards) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto& p = impl_->pending.shards;
   p.insert(p.end(), std::make_move_iterator(shards.begin()), std::make_move_iterator(shards.end()));
+}
+
+void SessionWriter::add_import_stats(std::vector<ImportStat> stats) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto& p = impl_->pending.import_stats;
+  p.insert(p.end(), std::make_move_iterator(stats.begin()), std::make_move_iterator(stats.end()));
 }
 
 void SessionWriter::add_snapshot(MemorySnapshot snapshot) {
@@ -376,6 +384,7 @@ void SessionWriter::Impl::write(Pending& p) {
   }
   insert_all("id_hist", sd::id_histogram_table(), p.id_histogram);
   insert_all("shard", sd::shards_table(), p.shards);
+  insert_all("import_stat", sd::import_stats_table(), p.import_stats);
   exec("COMMIT");
 }
 

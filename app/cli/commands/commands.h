@@ -34,6 +34,8 @@ Command add_program_command(CLI::App& app);
 Command add_stats_command(CLI::App& app);
 /// `replay-memory`: alloc/free actions through allocator settings (commands/replay_memory.cpp).
 Command add_replay_memory_command(CLI::App& app);
+/// `import`: other tools' traces as a session (commands/import.cpp).
+Command add_import_command(CLI::App& app);
 /// `export`: a session as Chrome trace JSON or CSV (commands/export.cpp).
 Command add_export_command(CLI::App& app);
 

@@ -12,7 +12,9 @@
 #include "commands.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/analysis/gpu_kernels.h"
 #include "embedscope/sessions/store/session.h"
+#include "output/gpu_kernels_text.h"
 #include "output/output.h"
 
 namespace embedscope::cli {
@@ -23,9 +25,12 @@ using nlohmann::json;
 
 namespace {
 
-int cmd_stats(const std::string& file, bool as_json) {
+int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   const ss::SessionReader session(file);
   const ss::RunStats st = ss::analyze(session);
+  const auto kernels = ss::gpu_kernel_figures(session, {keep_last_step});
+  const auto problems = session.import_stats();
+  const bool imported = session.meta("imported") == "1";
   if (as_json) {
     json j{{"session", file},
            {"ended", st.ended},
@@ -74,14 +79,32 @@ int cmd_stats(const std::string& file, bool as_json) {
       j["collectives"].push_back({{"name", name_of(c.name_id)}, {"count", c.count}, {"bytes", c.bytes}, {"time_ns", c.time_ns},
                                   {"exposed_ns", c.exposed_ns}, {"wait_ns", c.wait_ns}});
     if (!session.meta("end_message").empty()) j["end_message"] = session.meta("end_message");
+    j["overlap_definition"] = "thread level: host spans of compute vs comm ops per rank, clipped to step windows";
+    if (!kernels.empty()) j["gpu_kernels"] = gpu_kernels_json(kernels, keep_last_step);
+    if (imported) {
+      j["imported"] = {{"format", session.meta("import_format")}, {"producer", session.meta("import_producer")},
+                       {"sources", json::parse(session.meta("import_sources_json", "[]"), nullptr, false)}};
+      j["import_problems"] = import_problems_json(problems);
+    }
     std::cout << dump(j) << "\n";
     return 0;
   }
-  std::cout << fmt::format("session      {} ({}, {})\n", file, st.ended, st.simulated ? "SIMULATED" : "measured");
+  std::cout << fmt::format("session      {} ({}, {})\n", file, st.ended,
+                           imported ? "IMPORTED from " + session.meta("import_format")
+                                    : std::string(st.simulated ? "SIMULATED" : "measured"));
+  if (imported) {
+    std::cout << fmt::format("imported     {}; {}\n", session.meta("import_producer"), session.meta("import_sources_json"));
+    std::cout << "import problems\n" << import_problems_text(problems);
+  }
+  const std::string kernel_text = gpu_kernels_text(kernels, keep_last_step);
   if (!session.meta("end_message").empty()) std::cout << fmt::format("             {}\n", session.meta("end_message"));
-  std::cout << fmt::format("workload     {} on {} {} ranks, {} measured steps of {} samples\n",
-                           session.meta("workload_name"), st.ranks.size(), session.meta("backend"), st.steps,
-                           st.samples_per_step);
+  if (imported)  // a trace has no workload: its ranks (world size as the trace says) and profiler steps
+    std::cout << fmt::format("trace        world size {} (ranks without a trace read as empty), {} profiler steps\n",
+                             st.ranks.size(), st.steps);
+  else
+    std::cout << fmt::format("workload     {} on {} {} ranks, {} measured steps of {} samples\n",
+                             session.meta("workload_name"), st.ranks.size(), session.meta("backend"), st.steps,
+                             st.samples_per_step);
   if (!session.meta("workload_json").empty()) try {  // the workload as run: pipeline, comm precisions, network
     std::cout << pipeline_text(es::parse_workload(json::parse(session.meta("workload_json")), file + ": workload_json"));
   } catch (const std::exception& e) {
@@ -90,12 +113,14 @@ int cmd_stats(const std::string& file, bool as_json) {
   }
   if (st.steps == 0) {
     std::cout << "no measured steps: nothing to analyse (the run ended before its first measured step)\n";
+    if (!kernel_text.empty()) std::cout << "\n" << kernel_text;
     return 0;
   }
   std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", ms(st.step_time_ns.mean), ms(st.step_time_ns.p50),
                            ms(st.step_time_ns.p99));
-  std::cout << fmt::format("throughput   {:.0f} samples/s\n", st.samples_per_s);
-  std::cout << fmt::format("overlap      {:.1f}% of communication ran while the rank computed; exposed communication "
+  if (!imported) std::cout << fmt::format("throughput   {:.0f} samples/s\n", st.samples_per_s);
+  std::cout << fmt::format("overlap      {:.1f}% of communication ran while the rank computed (thread level: host "
+                           "spans of compute vs comm ops, clipped to step windows); exposed communication "
                            "{} per rank ({} per step)\n",
                            st.overlap_pct, ms(st.exposed_comm_ns), ms(st.exposed_comm_ns / st.steps));
   std::cout << fmt::format("imbalance    ids looked up max/mean {:.2f}; lookup time max/mean {:.2f}\n\n",
@@ -106,6 +131,7 @@ int cmd_stats(const std::string& file, bool as_json) {
     std::cout << fmt::format("{:<5} {:>11} {:>11} {:>13} {:>11} {:>8.1f}% {:>14} {:>12} {:>14}\n", r.rank,
                              ms(r.compute_ns), ms(r.comm_ns), ms(r.exposed_comm_ns), ms(r.idle_ns), r.overlap_pct,
                              r.ids_looked_up, es::format_bytes(r.bytes_sent), es::format_bytes(r.bytes_received));
+  if (!kernel_text.empty()) std::cout << "\n" << kernel_text;
   std::cout << fmt::format("\n{:<5} {:>16} {:>16} {:>15} {:>8}\n", "rank", "peak allocated", "peak reserved",
                            "fragmentation", "memviz");
   for (const auto& r : st.ranks)
@@ -143,6 +169,7 @@ int cmd_stats(const std::string& file, bool as_json) {
 struct StatsState {
   std::string file;
   bool json = false;
+  bool keep_last_step = false;
 };
 
 }  // namespace
@@ -152,7 +179,9 @@ Command add_stats_command(CLI::App& app) {
   auto* stats = app.add_subcommand("stats", "Step time, overlap, exposed communication and load imbalance of a session");
   stats->add_option("session", s->file, "Session file (.db)")->required();
   stats->add_flag("--json", s->json, "Print the figures as one JSON object on stdout");
-  return {stats, [s] { return cmd_stats(s->file, s->json); }, [s] { return s->json; }};
+  stats->add_flag("--keep-last-step", s->keep_last_step,
+                  "GPU kernel figures: keep the last profiler step (HTA drops it by default)");
+  return {stats, [s] { return cmd_stats(s->file, s->json, s->keep_last_step); }, [s] { return s->json; }};
 }
 
 }  // namespace embedscope::cli

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the session files of older schema versions that migration_test.cpp reads:
-v1.db, v2.db, v3.db, each with the DDL of its version exactly as the writer of that version
-created it (sessions/src/schema.h at commits 7271985 = v1, a9f22bd = v2, cdc92e4 = v3) and a
+v1.db, v2.db, v3.db, v4.db, each with the DDL of its version exactly as the writer of that version
+created it (sessions/src/schema.h at commits 7271985 = v1, a9f22bd = v2, cdc92e4 = v3; v4 = v3 plus
+`shards`, as schema::create_sql wrote it at 4ceb5e9, read back from a file that build wrote) and a
 small, hand-chosen run: 2 ranks, 2 lanes each, 2 steps (one warmup), a table-wise and a
 row-wise table. Run from this folder: python3 make_old_sessions.py"""
 import json, os, sqlite3
@@ -154,6 +155,8 @@ CREATE VIEW op_view AS
   FROM ops o JOIN strings s ON s.id = o.name_id JOIN categories c ON c.id = o.category
        JOIN lanes l ON l.rank = o.lane_key >> 8 AND l.lane = o.lane_key & 255;
 """
+DDL_V4 = DDL_V3.replace("CREATE VIEW op_view AS", """CREATE TABLE shards (table_index INTEGER NOT NULL, table_name TEXT NOT NULL, sharding_type TEXT NOT NULL, node INTEGER NOT NULL, shard_index INTEGER NOT NULL, rank INTEGER NOT NULL, row_offset INTEGER NOT NULL, num_rows INTEGER NOT NULL, col_offset INTEGER NOT NULL, num_cols INTEGER NOT NULL, planned_bytes INTEGER NOT NULL, PRIMARY KEY (table_index, shard_index)) WITHOUT ROWID;
+CREATE VIEW op_view AS""")
 WORKLOAD = {"name": "old_tiny", "batch_size": 4, "steps": 1, "warmup_steps": 1,
             "tables": [{"name": "t_user", "num_embeddings": 100, "embedding_dim": 8, "feature_names": ["user"]},
                        {"name": "t_item", "num_embeddings": 1000, "embedding_dim": 16, "feature_names": ["item"]}]}
@@ -217,10 +220,15 @@ def write(version, ddl):
     if version >= 3:
         db.executemany("INSERT INTO id_histogram VALUES (?, ?, ?, ?, ?, ?)",
                        [(0, 1, 0, 0, 4, 7), (1, 1, 0, 0, 4, 2), (1, 0, 99, 99, 100, 5)])
+    if version >= 4:  # the plan as rows, with planned bytes (older files: only sharding_plan_json)
+        db.executemany("INSERT INTO shards VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       [(0, "t_user", "table_wise", -1, 0, 1, 0, 100, 0, 8, 6400),
+                        (1, "t_item", "row_wise", -1, 0, 0, 0, 500, 0, 16, 64000),
+                        (1, "t_item", "row_wise", -1, 1, 1, 500, 500, 0, 16, 64000)])
     db.commit()
     db.execute("VACUUM")
     db.close()
 
 
-for version, ddl in ((1, DDL_V1), (2, DDL_V2), (3, DDL_V3)):
+for version, ddl in ((1, DDL_V1), (2, DDL_V2), (3, DDL_V3), (4, DDL_V4)):
     write(version, ddl)

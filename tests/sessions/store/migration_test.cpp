@@ -1,5 +1,5 @@
 // Every older schema version stays readable: the session files under tests/data/sessions/ were
-// written with the DDL of schema versions 1, 2 and 3 (make_old_sessions.py beside them, which
+// written with the DDL of schema versions 1, 2, 3 and 4 (make_old_sessions.py beside them, which
 // copies it from the writer of each version) and hold a small hand-chosen run.
 #include <gtest/gtest.h>
 
@@ -130,7 +130,7 @@ TEST_P(OldSchema, OpensAndReadsEveryTableItHas) {
     EXPECT_EQ(h[2].ids, 2);
   }
   // shards: no table before version 4, built from sharding_plan_json
-  EXPECT_FALSE(r.has_shards_table());
+  EXPECT_EQ(r.has_shards_table(), v >= 4);
   const auto shards = r.shards();
   ASSERT_EQ(shards.size(), 3u);
   EXPECT_EQ(shards[0].table, 0);
@@ -140,16 +140,19 @@ TEST_P(OldSchema, OpensAndReadsEveryTableItHas) {
   EXPECT_EQ(shards[0].num_rows, 100);
   EXPECT_EQ(shards[0].num_cols, 8);
   EXPECT_EQ(shards[0].node, -1);
-  EXPECT_EQ(shards[0].planned_bytes, -1);
+  EXPECT_EQ(shards[0].planned_bytes, v >= 4 ? 6400 : -1);
   EXPECT_EQ(shards[2].table, 1);
   EXPECT_EQ(shards[2].shard_index, 1);
   EXPECT_EQ(shards[2].sharding_type, "row_wise");
   EXPECT_EQ(shards[2].row_offset, 500);
   EXPECT_EQ(shards[2].num_rows, 500);
   EXPECT_EQ(shards[2].num_cols, 16);
+  EXPECT_EQ(shards[2].planned_bytes, v >= 4 ? 64000 : -1);
+  // import_stats: version 5; older files read as empty
+  EXPECT_TRUE(r.import_stats().empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(Versions, OldSchema, ::testing::Values(1, 2, 3),
+INSTANTIATE_TEST_SUITE_P(Versions, OldSchema, ::testing::Values(1, 2, 3, 4),
                          [](const auto& p) { return std::string("v").append(std::to_string(p.param)); });
 
 }  // namespace

@@ -152,13 +152,24 @@ struct ShardRecord {
   int64_t planned_bytes = -1; ///< weights + optimizer state of this shard as planned, bytes; -1 unknown
 };
 
+/// One kind of problem an importer met, with its count and first example (table `import_stats`,
+/// schema 5; importers/common/import_problems.h).
+struct ImportStat {
+  std::string name;       ///< stable name, e.g. "negative_duration", "truncated"
+  std::string severity;   ///< "info", "error" or "data_loss"
+  int64_t count = 0;      ///< occurrences
+  std::string source;     ///< the file of the first occurrence ("" when not tied to one)
+  int64_t byte_offset = -1;  ///< its byte offset in the uncompressed text, -1 unknown
+  std::string example;    ///< what was wrong, with line:column where known
+};
+
 /// A lane of a rank: a host thread (the CPU executor's workers, a GPU rank's host threads) or
 /// a CUDA stream as CUPTI saw it (kind "stream": gpu_compute, gpu_comm, gpu_copy).
 struct LaneInfo {
   int32_t rank = 0;
   int32_t lane = 0;
   std::string name;   ///< "compute", "comm", "gpu_compute", "gpu_comm", "gpu_copy"
-  std::string kind;   ///< "thread" or "stream"
+  std::string kind;   ///< "thread" or "stream"; imported traces also "gpu_annotation" (user spans on a GPU stream's track)
 };
 
 /// An op as stored: the name is an index into SessionReader::strings().

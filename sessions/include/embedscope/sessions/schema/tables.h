@@ -13,6 +13,7 @@
 //   2  memory_counters, memory_events, memory_snapshots, memory_blocks
 //   3  id_histogram
 //   4  shards (the sharding plan as rows; older files carry it only as sharding_plan_json)
+//   5  import_stats (problems an importer counted; empty for sessions Embedscope ran)
 
 #include <string>
 #include <string_view>
@@ -21,7 +22,7 @@
 namespace embedscope::sessions {
 
 /// The schema version this build writes and reads (PRAGMA user_version).
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 
 }  // namespace embedscope::sessions
 

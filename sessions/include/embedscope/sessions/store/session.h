@@ -75,6 +75,9 @@ class SessionWriter {
   /// Stores the sharding plan the run used, one record per shard (table `shards`, schema 4);
   /// a second record of the same (table, shard_index) replaces the first.
   void add_shards(std::vector<ShardRecord> shards);
+  /// Stores the problems of an import (table `import_stats`, schema 5); a second record of the
+  /// same name replaces the first.
+  void add_import_stats(std::vector<ImportStat> stats);
   /// Stores a snapshot (its id is assigned here).
   void add_snapshot(MemorySnapshot snapshot);
   /// Flushes everything, records `ended` and `message`, checkpoints the WAL into the file and
@@ -146,6 +149,9 @@ class SessionReader {
   /// or -1, planned_bytes -1); empty when neither is there. Throws SessionError naming the file
   /// when sharding_plan_json is not valid JSON of that shape.
   std::vector<ShardRecord> shards() const;
+  /// The problems an importer counted, ordered by name (schema 5; empty for older files and for
+  /// sessions Embedscope ran).
+  std::vector<ImportStat> import_stats() const;
 
  private:
   struct Impl;
@@ -157,6 +163,7 @@ class SessionReader {
   bool has_memory_tables_ = false;
   bool has_id_histogram_ = false;
   bool has_shards_ = false;
+  bool has_import_stats_ = false;
 };
 
 }  // namespace embedscope::sessions

@@ -1,0 +1,117 @@
+// `embedscope import PATH... [-o SESSION.db] [--align none] [--json] [--force-overwrite]`: other
+// tools' traces as one session (today PyTorch profiler / Kineto JSON; the importer is chosen
+// by each file's content, sessions/importers/importer.h).
+
+#include <sys/stat.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "embedscope/sessions/analysis/gpu_kernels.h"
+#include "embedscope/sessions/importers/importer.h"
+#include "embedscope/sessions/store/session.h"
+#include "output/gpu_kernels_text.h"
+#include "output/output.h"
+
+namespace embedscope::cli {
+
+namespace ss = embedscope::sessions;
+namespace si = embedscope::sessions::importers;
+using nlohmann::json;
+
+namespace {
+
+struct ImportState {
+  std::vector<std::string> inputs;
+  std::string output;
+  std::string align = "none";
+  bool json = false;
+  bool overwrite = false;
+};
+
+/// nccl_data.json.gz -> nccl_data.db (in the current directory).
+std::string default_output(const std::string& input) {
+  std::string base = input;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  if (auto slash = base.rfind('/'); slash != std::string::npos) base = base.substr(slash + 1);
+  for (const char* ext : {".gz", ".json", ".pt.trace", ".trace"})
+    if (base.size() > std::string(ext).size() && base.compare(base.size() - std::string(ext).size(), std::string::npos, ext) == 0)
+      base.resize(base.size() - std::string(ext).size());
+  return (base.empty() ? std::string("imported") : base) + ".db";
+}
+
+int cmd_import(const ImportState& s) {
+  const std::vector<std::string> files = si::expand_inputs(s.inputs);
+  const si::Importer& importer = si::detect(files.front());
+  for (const auto& f : files)
+    if (&si::detect(f) != &importer)
+      throw si::ImportError(fmt::format("{}: a {} file among {} files; import one format at a time", f, si::detect(f).format,
+                                        importer.format));
+  const std::string out = s.output.empty() ? default_output(s.inputs.front()) : s.output;
+  struct stat sb {};
+  if (lstat(out.c_str(), &sb) == 0 && !s.overwrite)
+    throw ss::SessionError(fmt::format("{}: already exists; choose another name (-o) or allow overwriting it "
+                                       "(embedscope import --force-overwrite)", out));
+  si::ImportOptions opt;
+  opt.align = s.align;
+  opt.progress = [](const std::string& line) { fmt::print(stderr, "import: {}\n", line); };
+  ss::SessionWriter writer(out, s.overwrite);
+  const si::ImportSummary sum = importer.run(files, writer, opt);
+  writer.close("complete");
+  const ss::SessionReader session(out);
+  const auto figures = ss::gpu_kernel_figures(session);
+  if (s.json) {
+    json j{{"session", out},          {"format", sum.format},  {"files", sum.files},    {"ranks", sum.ranks},
+           {"events", sum.events},    {"start_ns", sum.start_ns}, {"end_ns", sum.end_ns}, {"origin_ns", sum.origin_ns},
+           {"problems", import_problems_json(sum.problems)},
+           {"gpu_kernels", gpu_kernels_json(figures, false)}};
+    std::cout << dump(j) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("imported     {} file(s) as {} ({})\n", files.size(), sum.format,
+                           session.meta("import_producer"));
+  for (const auto& f : files) std::cout << fmt::format("             {}\n", f);
+  std::cout << fmt::format("session      {}\n", out);
+  std::string ranks;
+  for (auto r : sum.ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  std::cout << fmt::format("ranks        {} ({} rank{})\n", ranks, sum.ranks.size(), sum.ranks.size() == 1 ? "" : "s");
+  std::string ev;
+  for (const auto& [k, n] : sum.events) ev += fmt::format("{}{} {}", ev.empty() ? "" : ", ", k, n);
+  std::cout << fmt::format("events       {}\n", ev.empty() ? std::string("none") : ev);
+  std::cout << fmt::format("time range   {} .. {} ({}; trace ts {} us is 0)\n", ms(sum.start_ns), ms(sum.end_ns),
+                           ms(sum.end_ns - sum.start_ns), sum.origin_ns / 1000);
+  std::cout << "import problems\n" << import_problems_text(sum.problems);
+  const std::string k = gpu_kernels_text(figures, false);
+  if (!k.empty()) std::cout << "\n" << k;
+  return 0;
+}
+
+}  // namespace
+
+Command add_import_command(CLI::App& app) {
+  auto s = std::make_shared<ImportState>();
+  auto* c = app.add_subcommand("import", "Import PyTorch profiler (Kineto) JSON traces (.json, .json.gz, a directory "
+                                         "of per-rank traces) into one session");
+  c->add_option("paths", s->inputs, "Trace files or directories (one file per rank)")->required();
+  c->add_option("-o,--output", s->output, "Session file to write (default: the first input's name with .db, here)");
+  c->add_option("--align", s->align, "How ranks' clocks are aligned: none (as recorded, one global minimum)")
+      ->check(CLI::IsMember({"none"}));
+  c->add_flag("--force-overwrite", s->overwrite, "Replace the session file if it exists");
+  c->add_flag("--json", s->json, "Print what was imported as one JSON object on stdout");
+  return {c, [s] {
+            try {
+              return cmd_import(*s);
+            } catch (const si::ImportError& e) {
+              throw ss::SessionError(e.what());  // bad input: exit 2
+            }
+          },
+          [s] { return s->json; }};
+}
+
+}  // namespace embedscope::cli

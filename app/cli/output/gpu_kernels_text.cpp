@@ -1,0 +1,74 @@
+#include "output/gpu_kernels_text.h"
+
+#include <fmt/format.h>
+
+namespace embedscope::cli {
+
+namespace {
+std::string us(int64_t ns) {
+  return ns % 1000 == 0 ? fmt::format("{} us", ns / 1000) : fmt::format("{:.3f} us", static_cast<double>(ns) / 1000.0);
+}
+}  // namespace
+
+std::string gpu_kernels_text(const std::vector<sessions::RankKernelFigures>& figures, bool keep_last_step) {
+  if (figures.empty()) return "";
+  std::string s = fmt::format(
+      "GPU kernels (Holistic Trace Analysis' definitions; {}{})\n"
+      "  overlap      time computation kernels ran while communication kernels ran / communication kernel time\n"
+      "               (merged intervals per class; memory and sync kernels in neither)\n"
+      "  kernel time  first GPU kernel start to last kernel end; idle = kernel time - union of all kernels;\n"
+      "               compute = union of computation kernels; non-compute = kernel time - compute - idle\n",
+      keep_last_step ? "last profiler step kept" : "last profiler step dropped, as HTA does",
+      figures.front().microsecond_rounding ? "; times rounded to whole us as HTA rounds them" : "");
+  s += fmt::format("  {:<5} {:>10} {:>14} {:>14} {:>14} {:>14} {:>9} {:>8}\n", "rank", "overlap", "kernel time", "idle",
+                   "compute", "non-compute", "kernels", "dropped");
+  for (const auto& f : figures)
+    s += fmt::format("  {:<5} {:>10} {:>14} {:>14} {:>14} {:>14} {:>9} {:>8}\n", f.rank,
+                     f.has_comm ? fmt::format("{:.2f}%", f.overlap_pct) : std::string("no comm"), us(f.kernel_time_ns),
+                     us(f.idle_ns), us(f.compute_ns), us(f.non_compute_ns), f.gpu_events, f.dropped_events);
+  for (const auto& f : figures)
+    if (!f.has_comm) {
+      s += "  (no comm: the rank has no communication kernels, so it has no overlap figure)\n";
+      break;
+    }
+  return s;
+}
+
+nlohmann::json gpu_kernels_json(const std::vector<sessions::RankKernelFigures>& figures, bool keep_last_step) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& f : figures)
+    ranks.push_back({{"rank", f.rank},
+                     {"communication", f.has_comm},
+                     {"overlap_pct", f.has_comm ? nlohmann::json(f.overlap_pct) : nlohmann::json(nullptr)},
+                     {"comm_ns", f.comm_ns},
+                     {"overlap_ns", f.overlap_ns},
+                     {"kernel_time_ns", f.kernel_time_ns},
+                     {"idle_ns", f.idle_ns},
+                     {"compute_ns", f.compute_ns},
+                     {"non_compute_ns", f.non_compute_ns},
+                     {"gpu_events", f.gpu_events},
+                     {"dropped_events", f.dropped_events},
+                     {"microsecond_rounding", f.microsecond_rounding}});
+  return {{"definition", "Holistic Trace Analysis: comm/comp overlap and temporal breakdown of GPU kernels"},
+          {"last_step", keep_last_step ? "kept" : "dropped"},
+          {"ranks", ranks}};
+}
+
+std::string import_problems_text(const std::vector<sessions::ImportStat>& stats) {
+  if (stats.empty()) return "  none\n";
+  std::string s = fmt::format("  {:<10} {:>9}  {:<26} {}\n", "severity", "count", "problem", "first example");
+  for (const auto& p : stats)
+    s += fmt::format("  {:<10} {:>9}  {:<26} {}{}\n", p.severity, p.count, p.name,
+                     p.source.empty() ? "" : p.source + ": ", p.example);
+  return s;
+}
+
+nlohmann::json import_problems_json(const std::vector<sessions::ImportStat>& stats) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& p : stats)
+    a.push_back({{"name", p.name}, {"severity", p.severity}, {"count", p.count}, {"source", p.source},
+                 {"byte_offset", p.byte_offset}, {"example", p.example}});
+  return a;
+}
+
+}  // namespace embedscope::cli

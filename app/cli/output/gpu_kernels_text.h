@@ -1,0 +1,24 @@
+#pragma once
+// HTA's GPU-kernel figures and an import's problems as `import` and `stats` print them (text and
+// JSON), each figure labelled with its definition.
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/sessions/analysis/gpu_kernels.h"
+#include "embedscope/sessions/model/events.h"
+
+namespace embedscope::cli {
+
+/// A table of the figures per rank, preceded by the definitions; "" when `figures` is empty.
+std::string gpu_kernels_text(const std::vector<sessions::RankKernelFigures>& figures, bool keep_last_step);
+/// [{"rank", "overlap_pct" (null without communication), "communication": bool, "idle_ns", ...}].
+nlohmann::json gpu_kernels_json(const std::vector<sessions::RankKernelFigures>& figures, bool keep_last_step);
+
+/// The import problems as a table (severity, count, name, first example); "none" when empty.
+std::string import_problems_text(const std::vector<sessions::ImportStat>& stats);
+nlohmann::json import_problems_json(const std::vector<sessions::ImportStat>& stats);
+
+}  // namespace embedscope::cli

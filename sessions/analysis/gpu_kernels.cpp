@@ -1,0 +1,176 @@
+#include "embedscope/sessions/analysis/gpu_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "embedscope/sessions/model/metadata_keys.h"
+
+namespace embedscope::sessions {
+
+using importers::KernelClass;
+
+std::vector<GpuSpan> hta_merge(std::vector<GpuSpan> v) {
+  std::stable_sort(v.begin(), v.end(), [](const GpuSpan& a, const GpuSpan& b) { return a.start < b.start; });
+  std::vector<GpuSpan> out;
+  int64_t max_end = std::numeric_limits<int64_t>::min();
+  for (const auto& s : v) {
+    if (out.empty() || s.start > max_end) out.push_back({s.start, s.end, s.cls});
+    else out.back().end = std::max(out.back().end, s.end);
+    max_end = std::max(max_end, s.end);
+  }
+  return out;
+}
+
+namespace {
+int64_t length(const std::vector<GpuSpan>& merged) {
+  int64_t n = 0;
+  for (const auto& s : merged) n += s.end - s.start;
+  return n;
+}
+
+std::vector<GpuSpan> of_class(const std::vector<GpuSpan>& spans, KernelClass c) {
+  std::vector<GpuSpan> v;
+  for (const auto& s : spans)
+    if (s.cls == c) v.push_back(s);
+  return hta_merge(std::move(v));
+}
+
+// HTA's sweep: +1/-1 at communication starts/ends, +2/-2 at computation ones; time where the
+// running sum is 3 is overlap. Equal times are summed before the test, as HTA's zero-length
+// rows between them add nothing.
+int64_t overlap(const std::vector<GpuSpan>& comm, const std::vector<GpuSpan>& comp) {
+  std::vector<std::pair<int64_t, int>> ev;
+  for (const auto& s : comm) ev.push_back({s.start, 1}), ev.push_back({s.end, -1});
+  for (const auto& s : comp) ev.push_back({s.start, 2}), ev.push_back({s.end, -2});
+  std::sort(ev.begin(), ev.end());
+  int64_t total = 0;
+  int running = 0;
+  for (size_t i = 0; i < ev.size();) {
+    const int64_t t = ev[i].first;
+    while (i < ev.size() && ev[i].first == t) running += ev[i++].second;
+    if (running == 3 && i < ev.size()) total += ev[i].first - t;
+  }
+  return total;
+}
+
+double to_double_us(int64_t ns) {
+  constexpr int64_t k53 = int64_t{1} << 53;
+  if (ns > -k53 && ns < k53) return static_cast<double>(ns) / 1000.0;  // exact / 1000: correctly rounded
+  if (ns % 1000 == 0) return static_cast<double>(ns / 1000);
+  return static_cast<double>(static_cast<long double>(ns) / 1000.0L);
+}
+}  // namespace
+
+GpuSpan hta_round(int64_t start, int64_t end, KernelClass cls) {
+  const double ts = to_double_us(start);
+  const double dur = static_cast<double>(end - start) / 1000.0;
+  return {static_cast<int64_t>(std::ceil(ts)) * 1000, static_cast<int64_t>(std::floor(ts + dur)) * 1000, cls};
+}
+
+RankKernelFigures kernel_figures(const std::vector<GpuSpan>& spans) {
+  RankKernelFigures f;
+  f.gpu_events = static_cast<int64_t>(spans.size());
+  if (spans.empty()) return f;
+  const auto all = hta_merge(spans);
+  f.kernel_time_ns = all.back().end - all.front().start;
+  f.idle_ns = f.kernel_time_ns - length(all);
+  const auto comp = of_class(spans, KernelClass::computation);
+  const auto comm = of_class(spans, KernelClass::communication);
+  f.compute_ns = length(comp);
+  f.non_compute_ns = f.kernel_time_ns - f.compute_ns - f.idle_ns;
+  f.comm_ns = length(comm);
+  f.has_comm = !comm.empty() && f.comm_ns != 0;
+  f.overlap_ns = overlap(comm, comp);
+  f.overlap_pct = f.has_comm ? 100.0 * static_cast<double>(f.overlap_ns) / static_cast<double>(f.comm_ns) : 0.0;
+  return f;
+}
+
+std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const GpuKernelOptions& opt) {
+  const auto lanes = r.lanes();
+  std::set<std::pair<int32_t, int32_t>> stream_lanes;
+  for (const auto& l : lanes)
+    if (l.kind == "stream") stream_lanes.insert({l.rank, l.lane});
+  if (stream_lanes.empty()) return {};
+  const std::string origin_text = r.meta(meta::kImportOriginNs);
+  const bool imported = !origin_text.empty();
+  const int64_t origin = imported ? std::strtoll(origin_text.c_str(), nullptr, 10) : 0;
+  // Times as HTA sees them: rounded trace microseconds on imported sessions, exact ns otherwise.
+  auto start_of = [&](int64_t s, int64_t e) { return imported ? hta_round(s + origin, e + origin, KernelClass::other).start : s; };
+  auto end_of = [&](int64_t s, int64_t e) { return imported ? hta_round(s + origin, e + origin, KernelClass::other).end : e; };
+
+  std::map<int32_t, std::vector<StepMetric>> steps;
+  std::set<int64_t> step_numbers;
+  for (const auto& s : r.steps()) steps[s.rank].push_back(s), step_numbers.insert(s.step);
+  const bool filter = step_numbers.size() >= 2;
+
+  struct RankOps {
+    std::vector<OpRecord> gpu;
+    std::unordered_map<uint64_t, int64_t> launch;  // correlation -> earliest host start (rounded)
+    int64_t first_host = std::numeric_limits<int64_t>::max();
+  };
+  std::map<int32_t, RankOps> by_rank;
+  for (const auto& o : r.all_ops()) {
+    const bool gpu = stream_lanes.count({o.rank, o.lane}) > 0;
+    RankOps& ro = by_rank[o.rank];
+    if (gpu) {
+      ro.gpu.push_back(o);
+    } else {
+      const int64_t s = start_of(o.start_ns, o.end_ns);
+      ro.first_host = std::min(ro.first_host, s);
+      if (imported && o.correlation) {
+        auto [it, fresh] = ro.launch.try_emplace(o.correlation, s);
+        if (!fresh) it->second = std::min(it->second, s);
+      }
+    }
+  }
+  std::vector<RankKernelFigures> out;
+  for (auto& [rank, ro] : by_rank) {
+    if (ro.gpu.empty()) continue;
+    // The rank's last step: HTA's last_profiler_start / last_profiler_end.
+    int64_t last_start = std::numeric_limits<int64_t>::max(), last_end = std::numeric_limits<int64_t>::max();
+    if (filter) {
+      auto it = steps.find(rank);
+      if (it != steps.end() && !it->second.empty()) {
+        last_start = last_end = std::numeric_limits<int64_t>::min();
+        for (const auto& s : it->second) {
+          last_start = std::max(last_start, start_of(s.start_ns, s.end_ns));
+          last_end = std::max(last_end, end_of(s.start_ns, s.end_ns));
+        }
+      } else {
+        last_start = last_end = ro.first_host;  // HTA: no ProfilerStep on the rank -> its first host op
+      }
+    }
+    std::vector<GpuSpan> spans;
+    int64_t dropped = 0;
+    for (const auto& o : ro.gpu) {
+      const std::string& name = r.name(o.name_id);
+      GpuSpan s = imported ? hta_round(o.start_ns + origin, o.end_ns + origin, importers::kernel_class(name))
+                           : GpuSpan{o.start_ns, o.end_ns, importers::kernel_class(name)};
+      if (filter) {
+        int64_t launch = s.start;  // a GPU event without a launch is judged by its own start
+        if (imported && o.correlation) {
+          auto l = ro.launch.find(o.correlation);
+          launch = l != ro.launch.end() ? l->second : std::numeric_limits<int64_t>::max();  // no launch: dropped
+        }
+        const bool keep = opt.keep_last_step ? launch <= last_end : launch < last_start;
+        if (!keep) {
+          ++dropped;
+          continue;
+        }
+      }
+      spans.push_back(s);
+    }
+    RankKernelFigures f = kernel_figures(spans);
+    f.rank = rank;
+    f.dropped_events = dropped;
+    f.microsecond_rounding = imported;
+    out.push_back(f);
+  }
+  return out;
+}
+
+}  // namespace embedscope::sessions

@@ -1,0 +1,78 @@
+#include "embedscope/sessions/importers/importer.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "embedscope/sessions/importers/kineto_json/kineto_json.h"
+
+namespace embedscope::sessions::importers {
+
+namespace fs = std::filesystem;
+
+const std::vector<Importer>& all_importers() {
+  static const std::vector<Importer> v{
+      {"kineto_json", "PyTorch profiler (Kineto) Chrome-trace JSON (.json, .json.gz)", &probe_kineto_json,
+       &import_kineto_json}};
+  return v;
+}
+
+namespace {
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+}  // namespace
+
+std::vector<std::string> expand_inputs(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
+      std::vector<std::string> found;
+      for (const auto& e : fs::directory_iterator(p, ec)) {
+        const std::string name = e.path().string();
+        if (e.is_regular_file() && (ends_with(name, ".json") || ends_with(name, ".json.gz"))) found.push_back(name);
+      }
+      if (found.empty()) throw ImportError(fmt::format("{}: a directory without .json or .json.gz files", p));
+      std::sort(found.begin(), found.end());
+      out.insert(out.end(), found.begin(), found.end());
+    } else if (fs::exists(p, ec)) {
+      out.push_back(p);
+    } else {
+      throw ImportError(fmt::format("{}: no such file or directory", p));
+    }
+  }
+  return out;
+}
+
+std::string read_head(const std::string& path, size_t max_bytes) {
+  gzFile f = gzopen(path.c_str(), "rb");  // reads plain files as they are
+  if (!f) return "";
+  std::string out(max_bytes, '\0');
+  const int n = gzread(f, out.data(), static_cast<unsigned>(max_bytes));
+  gzclose(f);
+  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return out;
+}
+
+const Importer& detect(const std::string& path) {
+  const std::string head = read_head(path);
+  for (const auto& imp : all_importers())
+    if (imp.probe(head)) return imp;
+  if (head.compare(0, 16, std::string("SQLite format 3\0", 16)) == 0)
+    throw ImportError(fmt::format("{}: an SQLite database (an Nsight Systems export or an Embedscope session?): "
+                                  "importing Nsight SQLite exports is not implemented yet; an Embedscope session "
+                                  "opens as it is (embedscope stats FILE)", path));
+  if (!head.empty() && static_cast<unsigned char>(head[0]) == 0x80)
+    throw ImportError(fmt::format("{}: a Python pickle (a PyTorch memory snapshot?): not imported yet", path));
+  if (ends_with(path, ".nsys-rep"))
+    throw ImportError(fmt::format("{}: an Nsight Systems report; export it first (nsys export --type sqlite {}); "
+                                  "importing the SQLite export is not implemented yet", path, path));
+  throw ImportError(fmt::format("{}: not a format embedscope import reads (it reads {})", path,
+                                all_importers().front().description));
+}
+
+}  // namespace embedscope::sessions::importers

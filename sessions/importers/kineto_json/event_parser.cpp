@@ -1,0 +1,403 @@
+#include "importers/kineto_json/event_parser.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "importers/common/decimal_time.h"
+#include "importers/common/input_file.h"
+#include "importers/kineto_json/framing.h"
+
+namespace embedscope::sessions::importers::kineto {
+
+namespace od = simdjson::ondemand;
+static_assert(kTextPadding >= simdjson::SIMDJSON_PADDING);
+
+namespace {
+
+/// A scalar as text: the raw token of a number, the content of a string ("" for others).
+std::string_view scalar_text(od::value v, bool* was_string = nullptr) {
+  const od::json_type t = v.type();
+  if (was_string) *was_string = t == od::json_type::string;
+  if (t == od::json_type::string) return v.get_string();
+  if (t == od::json_type::number) {
+    std::string_view r = v.raw_json_token();
+    while (!r.empty() && (r.back() == ' ' || r.back() == '\n' || r.back() == '\r' || r.back() == '\t')) r.remove_suffix(1);
+    return r;
+  }
+  return {};
+}
+
+int64_t int_or(od::value v, int64_t fallback) {
+  int64_t i = 0;
+  uint64_t u = 0;
+  bool neg = false;
+  const std::string_view t = scalar_text(v);
+  return parse_integer(t, i, u, neg) ? i : fallback;
+}
+
+/// A list of integers given as a JSON array or as a string "[1, 2]" (PyTorch writes both).
+std::vector<int64_t> int_list(od::value v) {
+  std::vector<int64_t> out;
+  if (v.type() == od::json_type::array) {
+    for (auto x : v.get_array()) out.push_back(int_or(x.value(), 0));
+    return out;
+  }
+  if (v.type() != od::json_type::string) return out;
+  const std::string_view s = v.get_string();
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && !(s[i] == '-' || (s[i] >= '0' && s[i] <= '9'))) ++i;
+    size_t j = i;
+    while (j < s.size() && (s[j] == '-' || (s[j] >= '0' && s[j] <= '9'))) ++j;
+    if (j > i) {
+      int64_t x = 0;
+      uint64_t u = 0;
+      bool neg = false;
+      if (parse_integer(s.substr(i, j - i), x, u, neg)) out.push_back(x);
+    }
+    i = j;
+  }
+  return out;
+}
+
+struct Parser {
+  RankTrace& tr;
+  Interner& names;
+  ImportProblems& problems;
+  const InputText& in;
+  od::parser parser;
+  std::unordered_map<std::string, std::vector<std::pair<int64_t, uint32_t>>> open_begins;  // B events per lane
+  std::unordered_map<std::string, std::string> process_names;
+
+  Where where(size_t offset) const { return {tr.file, static_cast<int64_t>(offset)}; }
+  std::string at(size_t offset) const {
+    auto [l, c] = line_column(in.data(), in.size, offset);
+    return fmt::format("line {}, column {}", l, c);
+  }
+
+  uint32_t lane(const std::string& kind, std::string_view pid, std::string_view tid, bool pid_str, bool tid_str) {
+    std::string key = kind;
+    key += '\x1f';
+    key.append(pid);
+    key += '\x1f';
+    key.append(tid);
+    auto it = tr.lane_index.find(key);
+    if (it != tr.lane_index.end()) return it->second;
+    LaneDesc d;
+    d.kind = kind;
+    d.pid = std::string(pid);
+    d.tid = std::string(tid);
+    int64_t i = 0;
+    uint64_t u = 0;
+    bool neg = false;
+    if (!pid_str && parse_integer(pid, i, u, neg)) d.order_pid = i;
+    if (!tid_str && parse_integer(tid, i, u, neg)) d.order_tid = i;
+    tr.lanes.push_back(std::move(d));
+    const auto idx = static_cast<uint32_t>(tr.lanes.size() - 1);
+    tr.lane_index.emplace(std::move(key), idx);
+    return idx;
+  }
+
+  void event(const Span& sp);
+  void top_level(const std::string& key, const Span& sp);
+};
+
+void Parser::top_level(const std::string& key, const Span& sp) {
+  if (key != "distributedInfo" && key != "baseTimeNanoseconds" && key != "deviceProperties" && key != "schemaVersion")
+    return;
+  // Scalars are read from their text (simdjson On-Demand has no value view of a scalar document).
+  const std::string_view raw(in.data() + sp.begin, sp.end - sp.begin);
+  if (key == "baseTimeNanoseconds" || key == "schemaVersion") {
+    int64_t i = 0;
+    uint64_t u = 0;
+    bool neg = false;
+    std::string_view t = raw;
+    if (t.size() >= 2 && t.front() == '"' && t.back() == '"') t = t.substr(1, t.size() - 2);
+    if (!parse_integer(t, i, u, neg)) {
+      problems.add_with("bad_top_level_value", Severity::error, where(sp.begin),
+                   [&] { return fmt::format("\"{}\" at {} is not an integer", key, at(sp.begin)); });
+      return;
+    }
+    if (key == "baseTimeNanoseconds") tr.base_time_ns = i;
+    else tr.producer = fmt::format("PyTorch profiler (Kineto) schemaVersion {}", i) + tr.producer;
+    return;
+  }
+  try {
+    od::document doc = parser.iterate(simdjson::padded_string_view(in.data() + sp.begin, sp.end - sp.begin,
+                                                                   in.size + kTextPadding - sp.begin));
+    od::value v = doc.get_value();
+    if (key == "distributedInfo") {
+      for (auto f : v.get_object()) {
+        const std::string_view k = f.unescaped_key();
+        if (k == "rank") {
+          tr.rank = static_cast<int32_t>(int_or(f.value(), 0));
+          tr.rank_known = true;
+        } else if (k == "world_size") {
+          tr.world_size = int_or(f.value(), 0);
+        } else if (k == "nccl_version") {
+          tr.producer += fmt::format("; NCCL {}", std::string_view(scalar_text(f.value())));
+        } else if (k == "backend") {
+          tr.producer += fmt::format("; backend {}", std::string_view(scalar_text(f.value())));
+        }
+      }
+    } else if (key == "deviceProperties") {
+      for (auto d : v.get_array()) {
+        int64_t id = -1;
+        std::string name;
+        for (auto f : d.get_object()) {
+          const std::string_view k = f.unescaped_key();
+          if (k == "id") id = int_or(f.value(), -1);
+          else if (k == "name") name = std::string(scalar_text(f.value()));
+        }
+        if (id >= 0 && id < 4096) {
+          if (tr.devices.size() <= static_cast<size_t>(id)) tr.devices.resize(static_cast<size_t>(id) + 1);
+          tr.devices[static_cast<size_t>(id)] = name;
+        }
+      }
+    }
+  } catch (const simdjson::simdjson_error& e) {
+    problems.add_with("bad_top_level_value", Severity::error, where(sp.begin),
+                 [&] { return fmt::format("\"{}\" at {}: {}", key, at(sp.begin), e.what()); });
+  }
+}
+
+void Parser::event(const Span& sp) {
+  std::string_view ph, cat, name, pid, tid, ts_text, dur_text, arg_name;
+  bool pid_str = false, tid_str = false, has_ts = false, has_dur = false;
+  int64_t stream = -1, bytes = 0;
+  bool has_stream = false;
+  uint64_t correlation = 0;
+  CommParams cp;
+  // Views into the event's text (numbers) or into the parser's string buffer (strings): both
+  // stay valid until the next iterate(), i.e. through this function.
+  std::string_view name_copy, cat_copy, ph_copy, pid_copy, tid_copy, ts_copy, dur_copy, arg_name_copy;
+  try {
+    od::document doc = parser.iterate(simdjson::padded_string_view(in.data() + sp.begin, sp.end - sp.begin,
+                                                                   in.size + kTextPadding - sp.begin));
+    for (auto f : doc.get_object()) {
+      const std::string_view k = f.unescaped_key();
+      od::value v = f.value();
+      if (k == "ph") ph_copy = scalar_text(v);
+      else if (k == "cat") cat_copy = scalar_text(v);
+      else if (k == "name") name_copy = scalar_text(v);
+      else if (k == "pid") pid_copy = scalar_text(v, &pid_str);
+      else if (k == "tid") tid_copy = scalar_text(v, &tid_str);
+      else if (k == "ts") ts_copy = scalar_text(v), has_ts = true;
+      else if (k == "dur") dur_copy = scalar_text(v), has_dur = true;
+      else if (k == "args" && v.type() == od::json_type::object) {
+        for (auto a : v.get_object()) {
+          const std::string_view ak = a.unescaped_key();
+          od::value av = a.value();
+          if (ak == "stream") {
+            int64_t i = 0;
+            uint64_t u = 0;
+            bool neg = false;
+            if (parse_integer(scalar_text(av), i, u, neg) && !neg) stream = i, has_stream = true;
+          } else if (ak == "correlation") {
+            int64_t i = 0;
+            uint64_t u = 0;
+            bool neg = false;
+            if (parse_integer(scalar_text(av), i, u, neg) && !neg) correlation = u;
+          } else if (ak == "bytes") {
+            bytes = int_or(av, 0);
+          } else if (ak == "name") {
+            arg_name_copy = scalar_text(av);
+          } else if (ak == "Collective name") {
+            cp.collective = std::string(scalar_text(av)), cp.has_args = true;
+          } else if (ak == "Process Group Name") {
+            cp.group = std::string(scalar_text(av)), cp.has_args = true;
+          } else if (ak == "Process Group Description") {
+            cp.group_desc = std::string(scalar_text(av));
+          } else if (ak == "dtype") {
+            cp.dtype = std::string(scalar_text(av));
+          } else if (ak == "In msg nelems") {
+            cp.in_nelems = int_or(av, -1), cp.has_args = true;
+          } else if (ak == "Out msg nelems") {
+            cp.out_nelems = int_or(av, -1), cp.has_args = true;
+          } else if (ak == "Group size") {
+            cp.group_size = int_or(av, -1);
+          } else if (ak == "Seq") {
+            cp.seq = int_or(av, -1);
+          } else if (ak == "In split size") {
+            cp.in_split = int_list(av);
+          } else if (ak == "Out split size") {
+            cp.out_split = int_list(av);
+          } else if (ak == "Process Group Ranks") {
+            for (int64_t r : int_list(av)) cp.ranks.push_back(static_cast<int32_t>(r));
+          }
+        }
+      }
+    }
+  } catch (const simdjson::simdjson_error& e) {
+    problems.add_with("bad_event_json", Severity::data_loss, where(sp.begin),
+                 [&] { return fmt::format("event at {} skipped: {}", at(sp.begin), e.what()); });
+    return;
+  }
+  ph = ph_copy, cat = cat_copy, name = name_copy, pid = pid_copy, tid = tid_copy, arg_name = arg_name_copy;
+  if (ph.empty()) {
+    problems.add_with("event_without_ph", Severity::data_loss, where(sp.begin),
+                 [&] { return fmt::format("event at {} has no \"ph\" (phase) and was skipped", at(sp.begin)); });
+    return;
+  }
+  const char p = ph.size() == 1 ? ph[0] : '?';
+  if (p == 'M') {
+    if (name == "thread_name") tr.thread_names[std::string(pid_copy) + "/" + std::string(tid_copy)] = std::string(arg_name_copy);
+    else if (name == "process_name") process_names[std::string(pid_copy)] = std::string(arg_name_copy);
+    return;
+  }
+  if (p == 's' || p == 't' || p == 'f') {
+    problems.add("flow_events", Severity::info, where(sp.begin),
+                 "flow events (ac2g, async_cpu_to_gpu, fwdbwd) are not stored: launches join their kernels by "
+                 "args.correlation");
+    return;
+  }
+  if (p == 'i' || p == 'I' || p == 'C' || p == 'b' || p == 'e' || p == 'n' || p == 'P' || p == 'O' || p == 'N' ||
+      p == 'D') {
+    problems.add(fmt::format("not_stored_ph_{}", p), Severity::info, where(sp.begin),
+                 fmt::format("events of phase '{}' (instants, counters, async, objects) are not stored", p));
+    return;
+  }
+  if (p != 'X' && p != 'B' && p != 'E') {
+    problems.add_with("unknown_ph", Severity::data_loss, where(sp.begin),
+                 [&] { return fmt::format("event at {}: unknown phase \"{}\"", at(sp.begin), ph); });
+    return;
+  }
+  if (cat == "Trace") return;  // the profiler's own span over the whole trace
+  int64_t ts = 0;
+  const DecimalResult tr_ts = has_ts ? parse_us_to_ns(ts_copy, ts) : DecimalResult::bad;
+  if (tr_ts == DecimalResult::bad || tr_ts == DecimalResult::overflow) {
+    problems.add_with("bad_timestamp", Severity::data_loss, where(sp.begin),
+                 [&] { return fmt::format("event at {}: \"ts\" {} is not a time in microseconds", at(sp.begin),
+                             has_ts ? "'" + std::string(ts_copy) + "'" : std::string("missing")); });
+    return;
+  }
+  if (tr_ts == DecimalResult::rounded)
+    problems.add_with("sub_ns_timestamp_digits", Severity::info, where(sp.begin),
+                 [&] { return fmt::format("event at {}: \"ts\" {} has digits below 1 ns (rounded)", at(sp.begin), ts_copy); });
+  // Lanes: GPU events by (device, stream), user spans on a GPU track by (pid, tid), the rest by thread.
+  EventKind kind = EventKind::cpu;
+  if (cat == "cuda_runtime" || cat == "cuda_driver") kind = EventKind::runtime;
+  else if (cat == "gpu_user_annotation") kind = EventKind::gpu_annotation;
+  else if (has_stream) {
+    kind = cat == "kernel" ? EventKind::kernel
+           : cat == "gpu_memcpy" ? EventKind::gpu_memcpy
+           : cat == "gpu_memset" ? EventKind::gpu_memset
+                                 : EventKind::gpu_other;
+  } else if (cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset") {
+    problems.add_with("gpu_event_without_stream", Severity::error, where(sp.begin),
+                 [&] { return fmt::format("event at {}: a GPU {} without a numeric args.stream, kept on its thread's lane "
+                             "(not a GPU kernel for the kernel analyses)", at(sp.begin), cat); });
+  }
+  const std::string stream_text = std::to_string(stream);
+  const uint32_t lane_id = on_stream(kind)                      ? lane("stream", pid, stream_text, pid_str, false)
+                           : kind == EventKind::gpu_annotation ? lane("gpu_annotation", pid, tid, pid_str, tid_str)
+                                                                : lane("thread", pid, tid, pid_str, tid_str);
+  int64_t end = ts;
+  if (p == 'B') {
+    open_begins[std::to_string(lane_id)].push_back({ts, names.id(name)});
+    return;
+  }
+  uint32_t name_id = 0;
+  if (p == 'E') {
+    auto& stack = open_begins[std::to_string(lane_id)];
+    if (stack.empty()) {
+      problems.add_with("unmatched_end", Severity::error, where(sp.begin),
+                   [&] { return fmt::format("event at {}: an \"E\" without a \"B\" on its thread, skipped", at(sp.begin)); });
+      return;
+    }
+    end = ts;
+    ts = stack.back().first;
+    name_id = stack.back().second;
+    stack.pop_back();
+  } else {
+    int64_t dur = 0;
+    const DecimalResult dr = has_dur ? parse_us_to_ns(dur_copy, dur) : DecimalResult::bad;
+    if (dr == DecimalResult::bad || dr == DecimalResult::overflow) {
+      problems.add_with("bad_duration", Severity::data_loss, where(sp.begin),
+                   [&] { return fmt::format("event at {}: \"dur\" {} is not a duration in microseconds, skipped", at(sp.begin),
+                               has_dur ? "'" + std::string(dur_copy) + "'" : std::string("missing")); });
+      return;
+    }
+    if (dur < 0) {
+      problems.add_with("negative_duration", Severity::error, where(sp.begin),
+                   [&] { return fmt::format("event at {}: \"dur\" {} (unfinished: the profiler never saw it end), kept out of the "
+                               "session; the time range comes from valid events", at(sp.begin), dur_copy); });
+      return;
+    }
+    end = ts + dur;
+    name_id = names.id(name);
+  }
+  static const std::string_view kStep = "ProfilerStep#";
+  const std::string& nm = names.text(name_id);
+  if (kind == EventKind::cpu && nm.compare(0, kStep.size(), kStep) == 0) {
+    int64_t n = 0;
+    uint64_t u = 0;
+    bool neg = false;
+    if (parse_integer(std::string_view(nm).substr(kStep.size()), n, u, neg)) {
+      tr.steps.push_back({n, ts, end});
+      return;
+    }
+  }
+  Event e;
+  e.ts = ts;
+  e.end = end;
+  e.correlation = correlation;
+  e.bytes = bytes;
+  e.name = name_id;
+  e.lane = lane_id;
+  e.kind = kind;
+  if (kind == EventKind::cpu && nm == "record_param_comms") {
+    e.comm_param = static_cast<int32_t>(tr.comm_params.size());
+    tr.comm_params.push_back(std::move(cp));
+  }
+  tr.events.push_back(e);
+}
+
+}  // namespace
+
+RankTrace parse_trace_file(const std::string& path, Interner& names, ImportProblems& problems) {
+  RankTrace tr;
+  tr.file = path;
+  const InputText in = read_input(path);
+  tr.file_bytes = in.file_bytes;
+  tr.text_bytes = static_cast<int64_t>(in.size);
+  if (!in.gzip_error.empty())
+    problems.add("gzip_cut_short", Severity::data_loss, {path, static_cast<int64_t>(in.size)},
+                 fmt::format("gzip data damaged after {} uncompressed bytes ({}); the events before it are imported",
+                             in.size, in.gzip_error));
+  Parser ps{tr, names, problems, in, od::parser{}, {}, {}};
+  const Framing f = frame_document(in.data(), in.size);
+  for (const auto& [k, sp] : f.keys) ps.top_level(k, sp);
+  tr.events.reserve(f.events.size());
+  for (const Span& sp : f.events) ps.event(sp);
+  if (f.truncated)
+    problems.add("truncated", Severity::data_loss, {path, static_cast<int64_t>(f.truncated_at)},
+                 fmt::format("the text ends at {} inside the trace (no closing ']' or '}}'): truncated after {} events",
+                             ps.at(f.truncated_at), f.events.size()));
+  if (!f.structure_error.empty())
+    problems.add("broken_structure", Severity::data_loss, {path, static_cast<int64_t>(f.error_offset)},
+                 fmt::format("{} at {}: the rest of the file was not read ({} events before it imported)",
+                             f.structure_error, ps.at(f.error_offset), f.events.size()));
+  if (!f.found_trace_events && f.structure_error.empty() && !f.truncated)
+    problems.add("no_trace_events", Severity::data_loss, {path, -1}, "the document has no \"traceEvents\" array");
+  if (f.non_object_events)
+    problems.add("non_object_events", Severity::data_loss, {path, -1},
+                 "elements of traceEvents that are not objects were skipped", static_cast<int64_t>(f.non_object_events));
+  if (f.trailing_data)
+    problems.add("trailing_data", Severity::info, {path, static_cast<int64_t>(f.trailing_offset)},
+                 fmt::format("text after the end of the document at {} was ignored", ps.at(f.trailing_offset)));
+  for (auto& [lane, stack] : ps.open_begins)
+    if (!stack.empty())
+      problems.add("unfinished_begin", Severity::error, {path, -1},
+                   "\"B\" events without their \"E\" (unfinished), kept out of the session",
+                   static_cast<int64_t>(stack.size()));
+  // Thread labels from thread_name metadata.
+  (void)ps.process_names;
+  return tr;
+}
+
+}  // namespace embedscope::sessions::importers::kineto

@@ -1,0 +1,186 @@
+#include "importers/kineto_json/framing.h"
+
+#include <cstring>
+#include <string_view>
+
+namespace embedscope::sessions::importers::kineto {
+
+namespace {
+constexpr size_t npos = static_cast<size_t>(-1);
+
+struct Scanner {
+  const char* t;
+  size_t n;
+
+  size_t ws(size_t p) const {
+    while (p < n && (t[p] == ' ' || t[p] == '\n' || t[p] == '\r' || t[p] == '\t')) ++p;
+    return p;
+  }
+  /// p at '"': the position after the closing quote, npos at the end of the text.
+  size_t string_end(size_t p) const {
+    ++p;
+    for (;;) {
+      const void* q = std::memchr(t + p, '"', n - p);
+      if (!q) return npos;
+      size_t e = static_cast<size_t>(static_cast<const char*>(q) - t);
+      size_t bs = 0;  // an odd run of backslashes escapes the quote
+      while (e - bs > p && t[e - bs - 1] == '\\') ++bs;
+      if (bs % 2 == 0) return e + 1;
+      p = e + 1;
+    }
+  }
+  /// The end of the value starting at p, npos when the text ends inside it.
+  size_t value_end(size_t p) const {
+    if (p >= n) return npos;
+    const char c = t[p];
+    if (c == '"') return string_end(p);
+    if (c == '{' || c == '[') {
+      int depth = 0;
+      while (p < n) {
+        const char d = t[p];
+        if (d == '"') {
+          p = string_end(p);
+          if (p == npos) return npos;
+          continue;
+        }
+        if (d == '{' || d == '[') ++depth;
+        else if (d == '}' || d == ']') {
+          if (--depth == 0) return p + 1;
+        }
+        ++p;
+      }
+      return npos;
+    }
+    while (p < n && t[p] != ',' && t[p] != '}' && t[p] != ']' && t[p] != ' ' && t[p] != '\n' && t[p] != '\r' &&
+           t[p] != '\t')
+      ++p;
+    return p;  // a scalar may run to the end of the text
+  }
+};
+
+// The elements of the array whose '[' is at p; returns the position after ']' or npos.
+size_t frame_events(const Scanner& s, size_t p, Framing& f) {
+  p = s.ws(p + 1);
+  if (p < s.n && s.t[p] == ']') return p + 1;
+  for (;;) {
+    p = s.ws(p);
+    if (p >= s.n) {
+      f.truncated = true;
+      f.truncated_at = p;
+      return npos;
+    }
+    const size_t e = s.value_end(p);
+    if (e == npos || (s.t[p] != '{' && e >= s.n)) {
+      f.truncated = true;
+      f.truncated_at = p;
+      return npos;
+    }
+    if (s.t[p] == '{') f.events.push_back({p, e});
+    else ++f.non_object_events;
+    p = s.ws(e);
+    if (p >= s.n) {
+      f.truncated = true;
+      f.truncated_at = p;
+      return npos;
+    }
+    if (s.t[p] == ',') {
+      ++p;
+      continue;
+    }
+    if (s.t[p] == ']') return p + 1;
+    f.structure_error = std::string("expected ',' or ']' after an event, found '") + s.t[p] + "'";
+    f.error_offset = p;
+    return npos;
+  }
+}
+}  // namespace
+
+Framing frame_document(const char* text, size_t size) {
+  Framing f;
+  const Scanner s{text, size};
+  size_t p = s.ws(0);
+  if (p + 3 <= size && static_cast<unsigned char>(text[p]) == 0xEF && static_cast<unsigned char>(text[p + 1]) == 0xBB &&
+      static_cast<unsigned char>(text[p + 2]) == 0xBF)
+    p = s.ws(p + 3);  // a UTF-8 byte order mark
+  if (p >= size) {
+    f.truncated = true;
+    f.truncated_at = p;
+    return f;
+  }
+  size_t end = npos;
+  if (text[p] == '[') {
+    f.bare_array = f.found_trace_events = true;
+    end = frame_events(s, p, f);
+  } else if (text[p] == '{') {
+    p = s.ws(p + 1);
+    for (;;) {
+      if (p >= size) {
+        f.truncated = true;
+        f.truncated_at = p;
+        break;
+      }
+      if (text[p] == '}') {
+        end = p + 1;
+        break;
+      }
+      if (text[p] != '"') {
+        f.structure_error = std::string("expected a key, found '") + text[p] + "'";
+        f.error_offset = p;
+        break;
+      }
+      const size_t ke = s.string_end(p);
+      if (ke == npos) {
+        f.truncated = true;
+        f.truncated_at = p;
+        break;
+      }
+      const std::string key(text + p + 1, ke - p - 2);
+      size_t v = s.ws(ke);
+      if (v >= size || text[v] != ':') {
+        if (v >= size) {
+          f.truncated = true;
+          f.truncated_at = v;
+        } else {
+          f.structure_error = "expected ':' after key \"" + key + "\"";
+          f.error_offset = v;
+        }
+        break;
+      }
+      v = s.ws(v + 1);
+      size_t ve;
+      if (key == "traceEvents" && v < size && text[v] == '[') {
+        f.found_trace_events = true;
+        ve = frame_events(s, v, f);
+        if (ve == npos) break;
+      } else {
+        ve = s.value_end(v);
+        if (ve == npos || ve >= size) {
+          f.truncated = true;
+          f.truncated_at = v;
+          break;
+        }
+        f.keys.emplace_back(key, Span{v, ve});
+      }
+      p = s.ws(ve);
+      if (p < size && text[p] == ',') p = s.ws(p + 1);
+      else if (p < size && text[p] != '}') {
+        f.structure_error = std::string("expected ',' or '}' after the value of \"") + key + "\"";
+        f.error_offset = p;
+        break;
+      }
+    }
+  } else {
+    f.structure_error = std::string("a Chrome trace starts with '{' or '[', found '") + text[p] + "'";
+    f.error_offset = p;
+  }
+  if (end != npos) {
+    const size_t rest = s.ws(end);
+    if (rest < size) {
+      f.trailing_data = true;
+      f.trailing_offset = rest;
+    }
+  }
+  return f;
+}
+
+}  // namespace embedscope::sessions::importers::kineto

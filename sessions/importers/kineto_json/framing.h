@@ -1,0 +1,36 @@
+#pragma once
+// The first pass over a Chrome-trace text: where each event object of `traceEvents` lies, and
+// the other top-level keys, without parsing the events. It only tracks strings and bracket
+// depth (about 1 GB/s), so a damaged event costs that event only (it is parsed on its own
+// later), and a text cut anywhere keeps every complete event before the cut.
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace embedscope::sessions::importers::kineto {
+
+/// [begin, end) byte range in the text.
+struct Span {
+  size_t begin = 0, end = 0;
+};
+
+struct Framing {
+  std::vector<Span> events;                           ///< each a complete `{...}` element of traceEvents
+  std::vector<std::pair<std::string, Span>> keys;     ///< other top-level keys (raw key text) and their values
+  bool bare_array = false;                            ///< the document is a bare array of events
+  bool found_trace_events = false;
+  bool truncated = false;                             ///< the text ended inside traceEvents or the document
+  size_t truncated_at = 0;                            ///< where the incomplete part began
+  size_t non_object_events = 0;                       ///< elements of traceEvents that are not objects
+  std::string structure_error;                        ///< a character that breaks the structure; "" none
+  size_t error_offset = 0;
+  bool trailing_data = false;                         ///< text after the closing bracket of the document
+  size_t trailing_offset = 0;
+};
+
+/// Frames `text` (size bytes). Never throws; problems are described in the result.
+Framing frame_document(const char* text, size_t size);
+
+}  // namespace embedscope::sessions::importers::kineto

@@ -1,0 +1,114 @@
+#include "embedscope/sessions/importers/kineto_json/kineto_json.h"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "embedscope/sessions/importers/common/import_problems.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "importers/kineto_json/event_parser.h"
+#include "importers/kineto_json/trace_builder.h"
+
+namespace embedscope::sessions::importers {
+
+bool probe_kineto_json(std::string_view head) {
+  size_t i = 0;
+  if (head.substr(0, 3) == "\xEF\xBB\xBF") i = 3;
+  while (i < head.size() && (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' || head[i] == '\t')) ++i;
+  if (i >= head.size()) return false;
+  if (head[i] == '{') return head.find("\"traceEvents\"") != std::string_view::npos || head.find("\"ph\"") != std::string_view::npos ||
+                             head.find("\"schemaVersion\"") != std::string_view::npos;
+  if (head[i] == '[') return head.find("\"ph\"") != std::string_view::npos;
+  return false;
+}
+
+ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionWriter& w, const ImportOptions& opt) {
+  if (opt.align != "none")
+    throw ImportError(fmt::format("--align {}: only 'none' is implemented (each rank as recorded, shifted by one "
+                                  "global minimum)", opt.align));
+  ImportSummary summary;
+  summary.format = "kineto_json";
+  summary.files = files;
+  ImportProblems problems;
+  kineto::Interner names;
+  std::vector<kineto::RankTrace> ranks;
+  int64_t bytes_done = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (opt.progress) opt.progress(fmt::format("reading {} ({}/{})", files[i], i + 1, files.size()));
+    try {
+      ranks.push_back(kineto::parse_trace_file(files[i], names, problems));
+    } catch (const std::runtime_error& e) {
+      throw ImportError(e.what());
+    }
+    bytes_done += ranks.back().text_bytes;
+    if (opt.progress)
+      opt.progress(fmt::format("read {}: {} events, {:.1f} MB of JSON so far", files[i], ranks.back().events.size(),
+                               static_cast<double>(bytes_done) / 1e6));
+  }
+  // Ranks: distributedInfo.rank; a file without it takes the lowest free rank; a second file of
+  // a rank is refused, naming both.
+  std::map<int32_t, size_t> owner;
+  std::vector<kineto::RankTrace> kept;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    if (ranks[i].rank_known) {
+      auto [it, fresh] = owner.try_emplace(ranks[i].rank, i);
+      if (!fresh) {
+        problems.add("duplicate_rank", Severity::data_loss, {ranks[i].file, -1},
+                     fmt::format("{} and {} both claim rank {} (distributedInfo.rank); {} was not imported",
+                                 ranks[it->second].file, ranks[i].file, ranks[i].rank, ranks[i].file));
+        ranks[i].events.clear();
+        ranks[i].steps.clear();
+        ranks[i].rank = -1;
+      }
+    }
+  for (auto& r : ranks) {
+    if (r.rank_known) continue;
+    int32_t free_rank = 0;
+    while (owner.count(free_rank)) ++free_rank;
+    owner[free_rank] = 0;
+    r.rank = free_rank;
+    problems.add("no_rank", Severity::info, {r.file, -1},
+                 fmt::format("{} has no distributedInfo.rank: imported as rank {} (the lowest free rank)", r.file, free_rank));
+  }
+  nlohmann::json sources = nlohmann::json::array();
+  std::set<std::string> producers;
+  int64_t world = 0, base_time = -1;
+  for (auto& r : ranks) {
+    sources.push_back({{"file", r.file}, {"bytes", r.file_bytes}, {"uncompressed_bytes", r.text_bytes},
+                       {"rank", r.rank}});
+    if (r.rank < 0) continue;
+    if (!r.producer.empty()) producers.insert(r.producer);
+    world = std::max(world, r.world_size);
+    if (r.base_time_ns >= 0 && base_time < 0) base_time = r.base_time_ns;
+    kept.push_back(std::move(r));
+  }
+  std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  const int64_t origin = kineto::session_origin_ns(kept);
+  summary.origin_ns = origin;
+  if (opt.progress) opt.progress(fmt::format("writing {} rank(s)", kept.size()));
+  kineto::write_ranks(kept, names, origin, w, problems, summary);
+  std::string producer;
+  for (const auto& p : producers) producer += (producer.empty() ? "" : " | ") + p;
+  w.set_metadata(meta::kImported, "1");
+  w.set_metadata(meta::kImportFormat, "kineto_json");
+  w.set_metadata(meta::kImportProducer, producer.empty() ? "unknown (no schemaVersion)" : producer);
+  w.set_metadata(meta::kImportSources, sources.dump());
+  w.set_metadata(meta::kImportAlign, opt.align);
+  w.set_metadata(meta::kImportOriginNs, std::to_string(origin));
+  w.set_metadata(meta::kSimulated, "0");
+  w.set_metadata(meta::kBackend, "imported");
+  w.set_metadata(meta::kWorldSize, std::to_string(std::max<int64_t>(world, kept.empty() ? 0 : kept.back().rank + 1)));
+  w.set_metadata(meta::kClock, fmt::format("the trace's own clock (Kineto ts x 1000), ns since its ts {} ns", origin));
+  if (base_time >= 0)  // Kineto: ts is relative to baseTimeNanoseconds (Unix ns)
+    w.set_metadata(meta::kWallAnchorUnixNs, std::to_string(base_time + origin));
+  int64_t steps = 0;
+  for (const auto& r : kept) steps = std::max<int64_t>(steps, static_cast<int64_t>(r.steps.size()));
+  w.set_metadata(meta::kSteps, std::to_string(steps));
+  summary.problems = problems.records();
+  w.add_import_stats(summary.problems);
+  return summary;
+}
+
+}  // namespace embedscope::sessions::importers

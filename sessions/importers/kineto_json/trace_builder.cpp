@@ -1,0 +1,278 @@
+#include "importers/kineto_json/trace_builder.h"
+
+#include <algorithm>
+#include <cctype>
+#include <limits>
+#include <numeric>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "embedscope/sessions/importers/common/kernel_classes.h"
+
+namespace embedscope::sessions::importers::kineto {
+
+namespace {
+constexpr int kMaxLanes = 256;  // ops.lane_key = rank * 256 + lane
+
+int64_t floor_us(int64_t ns) { return ns >= 0 ? ns / 1000 * 1000 : -((-ns + 999) / 1000) * 1000; }
+
+/// PyTorch dtype names (c10::ScalarType) -> the session's spelling and the element size.
+std::pair<std::string, int64_t> dtype_of(const std::string& t) {
+  static const std::vector<std::tuple<const char*, const char*, int64_t>> k{
+      {"Float", "float32", 4}, {"Double", "float64", 8}, {"Half", "float16", 2}, {"BFloat16", "bfloat16", 2},
+      {"Long", "int64", 8},    {"Int", "int32", 4},      {"Short", "int16", 2},  {"Char", "int8", 1},
+      {"Byte", "uint8", 1},    {"Bool", "bool", 1}};
+  for (auto& [py, ours, size] : k)
+    if (t == py) return {ours, size};
+  return {t.empty() ? "unknown" : t, 0};
+}
+
+/// The session's op name for a PyTorch collective name ("allreduce", "all_to_allv", ...).
+std::string collective_op(const std::string& name) {
+  std::string n;
+  for (char c : name) if (c != '_') n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (n.find("alltoall") != std::string::npos) return "all_to_all";
+  if (n.find("allreduce") != std::string::npos) return "all_reduce";
+  if (n.find("allgather") != std::string::npos) return "all_gather";
+  if (n.find("reducescatter") != std::string::npos) return "reduce_scatter";
+  if (n.find("broadcast") != std::string::npos) return "broadcast";
+  return name.empty() ? "unknown" : name;
+}
+
+struct LaneOrder {
+  int kind_rank;
+  const LaneDesc* d;
+  uint32_t index;
+};
+
+std::string lane_label(const RankTrace& tr, const LaneDesc& d) {
+  if (d.kind == "stream") {
+    int64_t dev = d.order_pid;
+    const std::string dev_name =
+        dev >= 0 && static_cast<size_t>(dev) < tr.devices.size() && !tr.devices[static_cast<size_t>(dev)].empty()
+            ? fmt::format("cuda:{} {}", dev, tr.devices[static_cast<size_t>(dev)])
+            : fmt::format("device {}", d.pid);
+    return fmt::format("stream {} ({})", d.tid, dev_name);
+  }
+  if (d.kind == "gpu_annotation") return fmt::format("annotations of stream {} (device {})", d.tid, d.pid);
+  auto it = tr.thread_names.find(d.pid + "/" + d.tid);
+  const std::string name = it != tr.thread_names.end() && !it->second.empty() ? it->second : "pid " + d.pid;
+  return fmt::format("thread {} ({})", d.tid, name);
+}
+
+struct Collective {
+  CollectiveRecord rec;
+  bool started = false;
+};
+}  // namespace
+
+int64_t session_origin_ns(const std::vector<RankTrace>& ranks) {
+  int64_t lo = std::numeric_limits<int64_t>::max();
+  for (const auto& r : ranks) {
+    for (const auto& e : r.events) lo = std::min(lo, e.ts);
+    for (const auto& s : r.steps) lo = std::min(lo, s.ts);
+  }
+  return lo == std::numeric_limits<int64_t>::max() ? 0 : floor_us(lo);
+}
+
+void write_ranks(const std::vector<RankTrace>& ranks, const Interner& names, int64_t origin, SessionWriter& w,
+                 ImportProblems& problems, ImportSummary& summary) {
+  int64_t t_lo = std::numeric_limits<int64_t>::max(), t_hi = std::numeric_limits<int64_t>::min();
+  for (const RankTrace& tr : ranks) {
+    const int32_t rank = tr.rank;
+    summary.ranks.push_back(rank);
+    // --- lanes: threads, then user spans on GPU tracks, then streams; each by its numbers
+    std::vector<LaneOrder> order;
+    for (uint32_t i = 0; i < tr.lanes.size(); ++i) {
+      const auto& d = tr.lanes[i];
+      order.push_back({d.kind == "thread" ? 0 : d.kind == "gpu_annotation" ? 1 : 2, &d, i});
+    }
+    std::sort(order.begin(), order.end(), [](const LaneOrder& a, const LaneOrder& b) {
+      return std::tie(a.kind_rank, a.d->order_pid, a.d->pid, a.d->order_tid, a.d->tid) <
+             std::tie(b.kind_rank, b.d->order_pid, b.d->pid, b.d->order_tid, b.d->tid);
+    });
+    std::vector<int32_t> lane_no(tr.lanes.size());
+    for (size_t k = 0; k < order.size(); ++k) {
+      const int32_t no = static_cast<int32_t>(std::min<size_t>(k, kMaxLanes - 1));
+      lane_no[order[k].index] = no;
+      if (k < kMaxLanes - 1 || (k == kMaxLanes - 1 && order.size() == kMaxLanes)) {
+        w.add_lane({rank, no, lane_label(tr, *order[k].d), order[k].d->kind});
+      } else if (k == kMaxLanes - 1) {
+        w.add_lane({rank, no, "more lanes (merged)", "thread"});
+        problems.add("too_many_lanes", Severity::error, {tr.file, -1},
+                     fmt::format("rank {} has {} threads and streams; a session holds 256 lanes per rank, lanes from "
+                                 "the 256th on are drawn on one merged lane",
+                                 rank, order.size()));
+      }
+    }
+    RankInfo ri;
+    ri.rank = rank;
+    ri.host = "";
+    ri.device = tr.devices.empty() ? "" : fmt::format("{} (imported)", tr.devices.front());
+    w.add_rank(ri);
+    // --- steps
+    std::vector<Step> steps = tr.steps;
+    std::sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) { return a.ts < b.ts; });
+    for (const Step& s : steps) {
+      StepMetric m;
+      m.step = s.number;
+      m.rank = rank;
+      m.start_ns = s.ts - origin;
+      m.end_ns = s.end - origin;
+      w.add_step(m);
+    }
+    summary.events["steps"] += static_cast<int64_t>(steps.size());
+    // HTA (hta/common/trace.py add_iteration): a host event belongs to the step s with
+    // s.ts <= ts < s.ts + s.dur; a GPU event to the step of its launch; else -1.
+    auto step_of = [&](int64_t ts) -> int64_t {
+      auto it = std::upper_bound(steps.begin(), steps.end(), ts, [](int64_t t, const Step& s) { return t < s.ts; });
+      while (it != steps.begin()) {
+        --it;
+        if (ts < it->end) return it->number;
+        break;
+      }
+      return -1;
+    };
+    // --- launches by correlation, record_param_comms spans by lane
+    std::unordered_map<uint64_t, uint32_t> launch;
+    std::unordered_map<uint32_t, std::vector<uint32_t>> params_on_lane;
+    for (uint32_t i = 0; i < tr.events.size(); ++i) {
+      const Event& e = tr.events[i];
+      if (!on_stream(e.kind) && e.correlation) launch.try_emplace(e.correlation, i);
+      if (e.comm_param >= 0) params_on_lane[e.lane].push_back(i);
+    }
+    for (auto& [lane, v] : params_on_lane)
+      std::sort(v.begin(), v.end(), [&](uint32_t a, uint32_t b) { return tr.events[a].ts < tr.events[b].ts; });
+    auto enclosing_param = [&](const Event& host) -> int32_t {
+      auto it = params_on_lane.find(host.lane);
+      if (it == params_on_lane.end()) return -1;
+      const auto& v = it->second;
+      auto p = std::upper_bound(v.begin(), v.end(), host.ts, [&](int64_t t, uint32_t i) { return t < tr.events[i].ts; });
+      for (int back = 0; p != v.begin() && back < 8; ++back) {  // the innermost span that holds the launch
+        --p;
+        if (host.ts < tr.events[*p].end) return static_cast<int32_t>(*p);
+      }
+      return -1;
+    };
+    // --- ops
+    std::vector<OpEvent> ops;
+    ops.reserve(tr.events.size());
+    std::map<int32_t, Collective> colls;  // by the record_param_comms event index
+    for (const Event& e : tr.events) {
+      OpEvent o;
+      o.rank = rank;
+      o.lane = static_cast<Lane>(lane_no[e.lane]);
+      o.name = names.text(e.name).c_str();
+      o.start_ns = e.ts - origin;
+      o.end_ns = e.end - origin;
+      o.correlation = e.correlation;
+      const std::string& nm = names.text(e.name);
+      if (on_stream(e.kind)) {
+        const bool copy = e.kind == EventKind::gpu_memcpy || e.kind == EventKind::gpu_memset;
+        o.category = gpu_op_category(nm, copy);
+        if (copy) o.bytes = e.bytes;
+        auto l = e.correlation ? launch.find(e.correlation) : launch.end();
+        o.step = l != launch.end() ? step_of(tr.events[l->second].ts) : -1;
+        if (o.category == OpCategory::comm && l != launch.end()) {
+          const int32_t pi = enclosing_param(tr.events[l->second]);
+          if (pi >= 0 && tr.comm_params[static_cast<size_t>(tr.events[static_cast<size_t>(pi)].comm_param)].has_args) {
+            Collective& c = colls[pi];
+            if (!c.started || o.start_ns < c.rec.start_ns) c.rec.start_ns = o.start_ns;
+            if (!c.started || o.end_ns > c.rec.end_ns) c.rec.end_ns = o.end_ns;
+            if (!c.started) c.rec.step = o.step;
+            c.started = true;
+          }
+        }
+        ++summary.events[e.kind == EventKind::kernel       ? "kernels"
+                         : e.kind == EventKind::gpu_memcpy ? "memcpy"
+                         : e.kind == EventKind::gpu_memset ? "memset"
+                                                           : "gpu_other"];
+      } else {
+        o.category = e.kind == EventKind::gpu_annotation ? OpCategory::other : host_op_category(nm);
+        o.step = step_of(e.ts);
+        ++summary.events[e.kind == EventKind::runtime          ? "runtime_calls"
+                         : e.kind == EventKind::gpu_annotation ? "gpu_annotations"
+                                                               : "cpu_ops"];
+      }
+      t_lo = std::min(t_lo, o.start_ns);
+      t_hi = std::max(t_hi, o.end_ns);
+      ops.push_back(o);
+    }
+    // --- collectives: one record per record_param_comms span that launched NCCL kernels
+    std::map<std::string, uint64_t> next_seq;
+    for (auto& [pi, c] : colls) {
+      const CommParams& p = tr.comm_params[static_cast<size_t>(tr.events[static_cast<size_t>(pi)].comm_param)];
+      CollectiveRecord& r = c.rec;
+      r.rank = rank;
+      r.op = collective_op(p.collective);
+      r.name = p.collective;
+      r.group = p.group.empty() ? "world" : p.group;
+      r.sequence = p.seq >= 0 ? static_cast<uint64_t>(p.seq) : next_seq[r.group]++;
+      const auto [dtype, elem] = dtype_of(p.dtype);
+      r.dtype = dtype;
+      const int64_t n = p.group_size > 0 ? p.group_size : static_cast<int64_t>(p.ranks.size());
+      if (!p.ranks.empty()) r.peers = p.ranks;
+      else for (int32_t i = 0; i < n; ++i) r.peers.push_back(i);
+      r.send_elements = p.in_split;
+      r.recv_elements = p.out_split;
+      // Bytes moved by this rank (the engine's convention, collective_math.h): a ring all-reduce
+      // sends and receives 2 (n-1)/n of the buffer; reduce-scatter and all-gather (n-1)/n; an
+      // all-to-all what goes to / comes from the other peers.
+      const int64_t in_b = std::max<int64_t>(0, p.in_nelems) * elem, out_b = std::max<int64_t>(0, p.out_nelems) * elem;
+      if (n > 1) {
+        if (r.op == "all_reduce") r.bytes_sent = r.bytes_received = 2 * (n - 1) * in_b / n;
+        else if (r.op == "reduce_scatter") r.bytes_sent = r.bytes_received = (n - 1) * in_b / n;
+        else if (r.op == "all_gather") r.bytes_sent = r.bytes_received = (n - 1) * out_b / n;
+        else if (r.op == "all_to_all") {
+          auto self = std::find(r.peers.begin(), r.peers.end(), rank);
+          const size_t si = static_cast<size_t>(self - r.peers.begin());
+          auto others = [&](const std::vector<int64_t>& s, int64_t total) {
+            if (s.size() == r.peers.size() && self != r.peers.end())
+              return (std::accumulate(s.begin(), s.end(), int64_t{0}) - s[si]) * elem;
+            return (n - 1) * total / n;
+          };
+          r.bytes_sent = others(p.in_split, in_b);
+          r.bytes_received = others(p.out_split, out_b);
+        } else {
+          r.bytes_sent = in_b;
+          r.bytes_received = out_b;
+        }
+      }
+      w.add_collective(r);
+      ++summary.events["collectives"];
+    }
+    // --- partially overlapping spans on one lane (kept; busy time is their union)
+    std::sort(ops.begin(), ops.end(), [](const OpEvent& a, const OpEvent& b) {
+      return std::tie(a.lane, a.start_ns, b.end_ns) < std::tie(b.lane, b.start_ns, a.end_ns);
+    });
+    std::vector<int64_t> open;
+    Lane cur{};
+    int64_t partial = 0;
+    const OpEvent* first = nullptr;
+    for (const OpEvent& o : ops) {
+      if (o.lane != cur) open.clear(), cur = o.lane;
+      while (!open.empty() && open.back() <= o.start_ns) open.pop_back();
+      if (!open.empty() && o.end_ns > open.back()) {
+        if (!partial) first = &o;
+        ++partial;
+      }
+      open.push_back(o.end_ns);
+    }
+    if (partial)
+      problems.add("overlapping_spans", Severity::error, {tr.file, -1},
+                   fmt::format("spans on one lane that overlap without nesting, kept (busy time counts their union); "
+                               "first: rank {} lane {} '{}' at {} ns",
+                               rank, static_cast<int>(first->lane), first->name, first->start_ns),
+                   partial);
+    for (size_t i = 0; i < ops.size(); i += 100000) {
+      std::vector<OpEvent> batch(ops.begin() + static_cast<std::ptrdiff_t>(i),
+                                 ops.begin() + static_cast<std::ptrdiff_t>(std::min(ops.size(), i + 100000)));
+      w.add_ops(batch);
+    }
+  }
+  summary.start_ns = t_lo == std::numeric_limits<int64_t>::max() ? 0 : t_lo;
+  summary.end_ns = t_hi == std::numeric_limits<int64_t>::min() ? 0 : t_hi;
+}
+
+}  // namespace embedscope::sessions::importers::kineto

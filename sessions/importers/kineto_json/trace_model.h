@@ -1,0 +1,100 @@
+#pragma once
+// What the Kineto importer holds of one rank's trace between parsing and writing: events with
+// exact integer-ns times on the trace's own clock, interned names, lanes by their original
+// (pid, tid) or (device, stream), ProfilerStep windows and the args of record_param_comms.
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace embedscope::sessions::importers::kineto {
+
+/// Names with stable addresses for the whole import (SessionWriter caches names by pointer).
+class Interner {
+ public:
+  uint32_t id(std::string_view s) {
+    if (auto it = ids_.find(s); it != ids_.end()) return it->second;
+    store_.emplace_back(s);
+    const auto id = static_cast<uint32_t>(store_.size() - 1);
+    ids_.emplace(store_.back(), id);
+    return id;
+  }
+  const std::string& text(uint32_t id) const { return store_[id]; }
+
+ private:
+  std::deque<std::string> store_;
+  std::unordered_map<std::string_view, uint32_t> ids_;
+};
+
+/// What an event is, from its `cat` and args.
+enum class EventKind : uint8_t {
+  cpu,            ///< host op (cpu_op, user_annotation, python_function, ...)
+  runtime,        ///< cuda_runtime / cuda_driver call: a launch, a copy, a sync from the host
+  kernel,         ///< GPU kernel (cat kernel, numeric args.stream)
+  gpu_memcpy,     ///< cat gpu_memcpy
+  gpu_memset,     ///< cat gpu_memset
+  gpu_other,      ///< any other event with a numeric args.stream (cuda_sync, ...)
+  gpu_annotation  ///< gpu_user_annotation: a user span drawn on a GPU stream's track
+};
+
+inline bool on_stream(EventKind k) {
+  return k == EventKind::kernel || k == EventKind::gpu_memcpy || k == EventKind::gpu_memset || k == EventKind::gpu_other;
+}
+
+/// A lane as the trace names it: kind "thread" (pid, tid), "stream" (pid = device, stream) or
+/// "gpu_annotation" (pid, tid of the GPU track).
+struct LaneDesc {
+  std::string kind;
+  std::string pid, tid;  ///< original text (numbers as written, strings as they are)
+  int64_t order_pid = 0, order_tid = 0;  ///< numeric value for ordering (0 for strings)
+};
+
+struct Event {
+  int64_t ts = 0, end = 0;   ///< ns, trace clock (Kineto ts x 1000)
+  uint64_t correlation = 0;  ///< args.correlation (0: none)
+  int64_t bytes = 0;         ///< args.bytes of copies and memsets
+  uint32_t name = 0;         ///< Interner id
+  uint32_t lane = 0;         ///< index into RankTrace::lanes
+  int32_t comm_param = -1;   ///< record_param_comms: index into RankTrace::comm_params
+  EventKind kind = EventKind::cpu;
+};
+
+/// The args of one record_param_comms span (PyTorch's names in comments).
+struct CommParams {
+  std::string collective;        ///< "Collective name": allreduce, all_to_allv, _allgather_base, ...
+  std::string group;             ///< "Process Group Name" ("" absent)
+  std::string group_desc;        ///< "Process Group Description"
+  std::string dtype;             ///< "dtype": Float, Long, BFloat16, ...
+  int64_t in_nelems = -1, out_nelems = -1, group_size = -1;  ///< "In/Out msg nelems", "Group size"
+  int64_t seq = -1;              ///< "Seq" (absent in older traces)
+  std::vector<int64_t> in_split, out_split;  ///< "In/Out split size" (elements per peer)
+  std::vector<int32_t> ranks;    ///< "Process Group Ranks"
+  bool has_args = false;         ///< any of the above was present
+};
+
+struct Step {
+  int64_t number = 0;  ///< N of ProfilerStep#N
+  int64_t ts = 0, end = 0;
+};
+
+struct RankTrace {
+  std::string file;
+  int64_t file_bytes = 0, text_bytes = 0;
+  int32_t rank = 0;
+  bool rank_known = false;       ///< distributedInfo.rank was present
+  int64_t world_size = 0;
+  std::string producer;          ///< schemaVersion, NCCL version, ...
+  int64_t base_time_ns = -1;     ///< baseTimeNanoseconds, -1 absent
+  std::vector<std::string> devices;  ///< deviceProperties names, by id
+  std::vector<LaneDesc> lanes;
+  std::unordered_map<std::string, uint32_t> lane_index;  ///< kind/pid/tid -> lanes index
+  std::unordered_map<std::string, std::string> thread_names;  ///< "pid/tid" -> thread_name
+  std::vector<Event> events;
+  std::vector<CommParams> comm_params;
+  std::vector<Step> steps;
+};
+
+}  // namespace embedscope::sessions::importers::kineto

@@ -1,0 +1,41 @@
+#pragma once
+// How GPU kernels are classified, by name, as Holistic Trace Analysis does it
+// (facebookresearch/HolisticTraceAnalysis hta/common/types.py at f4d0062, `get_kernel_type` in
+// hta/utils/utils.py), and the session op category an imported op gets.
+//
+//   communication  re.match("(^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*)")   (covers ncclDevKernel_*)
+//   memory         re.match("(^(hip)?Memcpy)|(^(hip)?Memset)|(^dma)")
+//   computation    everything that does NOT re.match "(^nccl)|(.*Memcpy)|(.*Memset)|(.*dma)|(^.*Sync)|
+//                  (^Stream Wait Event)|(cuda.*LaunchKernel)|(^runFunction)|(^hip)|(^job_exe)|(^packet)|
+//                  (^pe_exe)|(^cpum_exe_subgraph)|(^hccl)|(^collective_subgraph_execution)"
+//   other          the rest (sync records such as "Event Sync", "Stream Wait Event")
+// re.match anchors at the start only: ".*Memcpy" is "contains Memcpy".
+
+#include <string_view>
+
+#include "embedscope/sessions/model/events.h"
+
+namespace embedscope::sessions::importers {
+
+enum class KernelClass : uint8_t { communication, memory, computation, other };
+
+/// "communication", "memory", "computation", "other".
+const char* to_string(KernelClass k);
+
+/// HTA's class of a GPU event by its name (first matching rule above).
+KernelClass kernel_class(std::string_view name);
+
+/// The session category of an imported GPU op (stream lane): comm for communication kernels;
+/// memcpy for memory kernels and copies / memsets; lookup for FBGEMM TBE forward kernels (names
+/// with "embedding" and "forward"); optimizer for TBE backward (names with "embedding" and
+/// "backward": FBGEMM fuses the optimizer update into it); input for permute / bucketize
+/// kernels; other for sync records (HTA class other); dense for the remaining compute kernels.
+OpCategory gpu_op_category(std::string_view name, bool is_copy);
+
+/// The session category of an imported host op (thread lane): comm for record_param_comms,
+/// `nccl:*`, `c10d::*` and ProcessGroup calls; memcpy for host calls named *Memcpy* / *Memset*;
+/// lookup / optimizer / input by the same name rules as kernels; other for the rest (host ops,
+/// runtime calls, Python frames).
+OpCategory host_op_category(std::string_view name);
+
+}  // namespace embedscope::sessions::importers

@@ -1,0 +1,73 @@
+#pragma once
+// Importers of other tools' traces into an Embedscope session, chosen by content: each importer
+// has a probe that looks at the first bytes of a file (gunzipped when gzip) and says whether the
+// file is its format. `embedscope import` expands directories, probes each file and hands all
+// the files of one format to that importer, which writes one session through a SessionWriter.
+//
+// Today: kineto_json (PyTorch profiler / Kineto Chrome-trace JSON, `.json` / `.json.gz`).
+// Nsight Systems SQLite exports and PyTorch memory snapshot pickles are recognised by their
+// magic bytes so the error can say so, and plug in here with a probe and a run function.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "embedscope/sessions/model/events.h"
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::sessions::importers {
+
+/// Bad input that stops an import before anything is written (no file of a known format, a
+/// path that does not exist). what() names the file.
+class ImportError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ImportOptions {
+  /// How the ranks' clocks are put on one axis; only "none" exists (each rank as recorded,
+  /// shifted by one global minimum, as Holistic Trace Analysis does).
+  std::string align = "none";
+  /// Called with a line of progress (file, bytes, events) now and then; may be empty.
+  std::function<void(const std::string&)> progress;
+};
+
+/// What an import wrote, for `embedscope import` to print.
+struct ImportSummary {
+  std::string format;                       ///< e.g. "kineto_json"
+  std::vector<std::string> files;           ///< the files read
+  std::vector<int32_t> ranks;               ///< ranks written, ascending
+  std::map<std::string, int64_t> events;    ///< count per kind: cpu_ops, runtime_calls, kernels, memcpy, ...
+  int64_t start_ns = 0, end_ns = 0;         ///< time range of the valid events, session ns
+  int64_t origin_ns = 0;                    ///< trace ts (ns) of session time 0 (metadata import_origin_ns)
+  std::vector<ImportStat> problems;         ///< also stored in import_stats
+};
+
+/// One importer: a format name, a probe over the first bytes of a file's text, and the import.
+struct Importer {
+  const char* format;
+  const char* description;
+  bool (*probe)(std::string_view head);
+  ImportSummary (*run)(const std::vector<std::string>& files, SessionWriter& writer, const ImportOptions& options);
+};
+
+/// Every importer, in probing order.
+const std::vector<Importer>& all_importers();
+
+/// The files named by `paths`: files as given, directories replaced by their regular files
+/// ending in .json or .json.gz, sorted by name. Throws ImportError naming a path that does not
+/// exist or a directory without such files.
+std::vector<std::string> expand_inputs(const std::vector<std::string>& paths);
+
+/// Up to `max_bytes` of a file's text from its start (gunzipped when it is gzip); "" when it
+/// cannot be read.
+std::string read_head(const std::string& path, size_t max_bytes = 1 << 16);
+
+/// The importer for `path` by content. Throws ImportError naming the file and what it looks
+/// like when no importer takes it (an Nsight SQLite export, a pickle, something else).
+const Importer& detect(const std::string& path);
+
+}  // namespace embedscope::sessions::importers

@@ -1,0 +1,221 @@
+// The Kineto JSON importer on hand-written fixtures (tests/data/traces/), one rule each, with the
+// counts each must give; and the two real traces of ../shared/data/traces against HTA's figures.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "embedscope/sessions/analysis/gpu_kernels.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "import_test_support.h"
+
+using namespace embedscope::sessions;
+using namespace embedscope::sessions::testing;
+
+namespace {
+std::map<std::string, OpRecord> ops_by_name(const SessionReader& r) {
+  std::map<std::string, OpRecord> m;
+  for (const auto& o : r.all_ops()) m[r.name(o.name_id)] = o;
+  return m;
+}
+}  // namespace
+
+TEST(KinetoImport, ToleranceFixtureImportsEveryValidEventAndCountsTheRest) {
+  const auto sum = import_into({trace_fixture("tolerance.json")}, "tolerance.db");
+  ASSERT_EQ(sum.ranks, (std::vector<int32_t>{2}));  // distributedInfo.rank
+  EXPECT_EQ(sum.events.at("cpu_ops"), 9);
+  EXPECT_EQ(sum.events.at("runtime_calls"), 2);
+  EXPECT_EQ(sum.events.at("kernels"), 2);
+  EXPECT_EQ(sum.events.at("gpu_annotations"), 1);
+  EXPECT_EQ(sum.events.at("steps"), 1);
+  EXPECT_EQ(sum.origin_ns, 1000000);  // ts 1000 us
+  EXPECT_EQ(sum.start_ns, 2);         // 1000.0015 us -> 1000002 ns
+  EXPECT_EQ(sum.end_ns, 95000);       // begin_end ends at 1095 us
+
+  const auto& p = sum.problems;
+  EXPECT_EQ(problem_count(p, "negative_duration"), 2);
+  EXPECT_EQ(problem_count(p, "overlapping_spans"), 1);
+  EXPECT_EQ(problem_count(p, "bad_event_json"), 3);  // invalid UTF-8, a raw control byte, "\q"
+  ASSERT_NE(problem(p, "bad_event_json"), nullptr);
+  EXPECT_NE(problem(p, "bad_event_json")->example.find("line 11, column 1"), std::string::npos)
+      << problem(p, "bad_event_json")->example;
+  EXPECT_EQ(problem(p, "bad_event_json")->severity, "data_loss");
+  EXPECT_EQ(problem_count(p, "flow_events"), 2);
+  EXPECT_EQ(problem_count(p, "unfinished_begin"), 1);
+  EXPECT_EQ(problem_count(p, "not_stored_ph_i"), 1);
+  EXPECT_EQ(problem_count(p, "bad_timestamp"), 1);
+  EXPECT_EQ(problem_count(p, "event_without_ph"), 1);
+  EXPECT_EQ(problem_count(p, "sub_ns_timestamp_digits"), 1);
+  EXPECT_EQ(problem_count(p, "truncated"), 0);
+  EXPECT_EQ(problem_count(p, "bad_top_level_value"), 0);
+
+  const SessionReader r(scratch_db("tolerance.db"));
+  EXPECT_EQ(r.schema_version(), kSchemaVersion);
+  EXPECT_EQ(r.meta(meta::kImported), "1");
+  EXPECT_EQ(r.meta(meta::kImportFormat), "kineto_json");
+  EXPECT_EQ(r.meta(meta::kImportOriginNs), "1000000");
+  EXPECT_NE(r.meta(meta::kImportProducer).find("schemaVersion 1"), std::string::npos);
+  EXPECT_NE(r.meta(meta::kImportSources).find("tolerance.json"), std::string::npos);
+  EXPECT_EQ(r.import_stats().size(), p.size());
+  EXPECT_EQ(problem_count(r.import_stats(), "negative_duration"), 2);
+
+  const auto ops = ops_by_name(r);
+  EXPECT_EQ(r.op_count(), 14);  // 9 host ops, 2 launches, 2 kernels, 1 GPU annotation
+  ASSERT_TRUE(ops.count("嵌入/запрос"));  // valid Unicode round-trips byte for byte
+  EXPECT_EQ(ops.at("嵌入/запрос").start_ns, 2);
+  EXPECT_EQ(ops.at("嵌入/запрос").end_ns, 2502);
+  EXPECT_EQ(ops.at("嵌入/запрос").step, 7);
+  ASSERT_TRUE(ops.count("say \"hi\" C:\\path"));  // escapes decoded; ts and dur given as strings
+  EXPECT_EQ(ops.at("say \"hi\" C:\\path").start_ns, 10250);
+  EXPECT_EQ(ops.at("say \"hi\" C:\\path").end_ns, 11250);
+  EXPECT_EQ(ops.at("overlap_b").start_ns, 35000);  // kept, though it overlaps overlap_a
+  EXPECT_EQ(ops.at("begin_end").start_ns, 90000);
+  EXPECT_EQ(ops.at("begin_end").end_ns, 95000);
+  EXPECT_FALSE(ops.count("negative"));
+  EXPECT_FALSE(ops.count("never_ends"));
+  // Kernels join their launches by correlation ids above 2^53, kept distinct.
+  EXPECT_EQ(ops.at("kernel_a").correlation, 9007199254740993u);
+  EXPECT_EQ(ops.at("kernel_b").correlation, 9007199254740992u);
+  EXPECT_EQ(ops.at("kernel_a").step, 7);
+  EXPECT_EQ(ops.at("kernel_a").category, OpCategory::dense);
+
+  // Lanes: 5 threads (a string pid/tid, and tids 2^53, 2^53 + 1, 2^64 - 1 distinct), the
+  // annotations drawn on stream 7's track, stream 7.
+  const auto lanes = r.lanes();
+  ASSERT_EQ(lanes.size(), 7u);
+  EXPECT_EQ(lanes[0].name, "thread worker (pid Spans)");
+  EXPECT_EQ(lanes[1].name, "thread 200 (trainer)");
+  EXPECT_EQ(lanes[2].name, "thread 9007199254740992 (pid 100)");
+  EXPECT_EQ(lanes[3].name, "thread 9007199254740993 (pid 100)");
+  EXPECT_EQ(lanes[4].name, "thread 18446744073709551615 (pid 100)");
+  EXPECT_EQ(lanes[5].kind, "gpu_annotation");
+  EXPECT_EQ(lanes[6].kind, "stream");
+  EXPECT_EQ(lanes[6].name, "stream 7 (device 0)");
+  EXPECT_EQ(ops.at("tid 2^53").lane, 2);
+  EXPECT_EQ(ops.at("tid 2^53+1").lane, 3);
+  EXPECT_EQ(ops.at("## forward:all2all_global_emb ##").lane, 5);
+  EXPECT_EQ(ops.at("kernel_a").lane, 6);
+  const auto steps = r.steps();
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].step, 7);
+  EXPECT_EQ(steps[0].rank, 2);
+  EXPECT_EQ(steps[0].start_ns, 0);
+  EXPECT_EQ(steps[0].end_ns, 100000);
+}
+
+TEST(KinetoImport, EpochTimestampsKeepEveryNanosecond) {
+  const auto sum = import_into({trace_fixture("epoch.json")}, "epoch.db");
+  EXPECT_EQ(sum.origin_ns, 1700000000000000000);
+  const SessionReader r(scratch_db("epoch.db"));
+  const auto ops = ops_by_name(r);
+  EXPECT_EQ(ops.at("epoch_a").start_ns, 1);
+  EXPECT_EQ(ops.at("epoch_a").end_ns, 2);
+  EXPECT_EQ(ops.at("epoch_b").start_ns, 2);
+  EXPECT_EQ(ops.at("epoch_b").end_ns, 1001);
+  EXPECT_EQ(ops.at("epoch_c").start_ns, 1000);
+  EXPECT_EQ(ops.at("epoch_c").end_ns, 2000);
+  EXPECT_EQ(problem_count(sum.problems, "no_rank"), 1);  // no distributedInfo: rank 0
+  EXPECT_EQ(sum.ranks, (std::vector<int32_t>{0}));
+}
+
+TEST(KinetoImport, MissingClosingBracketsKeepTheCompleteEvents) {
+  const auto sum = import_into({trace_fixture("truncated.json")}, "truncated.db");
+  EXPECT_EQ(sum.events.at("cpu_ops"), 3);
+  const ImportStat* t = problem(sum.problems, "truncated");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->severity, "data_loss");
+  EXPECT_NE(t->example.find("truncated after 3 events"), std::string::npos) << t->example;
+  EXPECT_NE(t->example.find("line 5, column 1"), std::string::npos) << t->example;
+}
+
+TEST(KinetoImport, GzipCutShortKeepsWhatWasDecoded) {
+  const auto whole = import_into({trace_fixture("whole.json.gz")}, "whole.db");
+  EXPECT_TRUE(whole.problems.empty() || problem_count(whole.problems, "gzip_cut_short") == 0);
+  EXPECT_EQ(whole.events.at("kernels"), 5);
+  const auto sum = import_into({trace_fixture("gzip_cut_short.json.gz")}, "cut.db");
+  EXPECT_EQ(problem_count(sum.problems, "gzip_cut_short"), 1);
+  EXPECT_EQ(problem_count(sum.problems, "truncated"), 1);
+  // The 1333 bytes decoded hold the metadata, 3 steps, 2 launches, a kernel and a record_param_comms.
+  EXPECT_EQ(sum.events.at("steps"), 3);
+  EXPECT_EQ(sum.events.at("runtime_calls"), 2);
+  EXPECT_EQ(sum.events.at("kernels"), 1);
+  EXPECT_EQ(sum.events.at("cpu_ops"), 1);
+}
+
+TEST(KinetoImport, TwoFilesClaimingOneRankAreAProblemNamingBoth) {
+  const auto sum = import_into({trace_fixture("dup_rank")}, "dup.db");
+  EXPECT_EQ(sum.ranks, (std::vector<int32_t>{0}));
+  const ImportStat* d = problem(sum.problems, "duplicate_rank");
+  ASSERT_NE(d, nullptr);
+  EXPECT_NE(d->example.find("a.json"), std::string::npos);
+  EXPECT_NE(d->example.find("b.json"), std::string::npos);
+  EXPECT_EQ(sum.events.at("collectives"), 2);  // a.json's, the one imported
+}
+
+TEST(KinetoImport, RecordParamCommsBecomeCollectivesOfTheirNcclKernels) {
+  const auto sum = import_into({trace_fixture("hta_small")}, "hta_small.db");
+  EXPECT_EQ(sum.ranks, (std::vector<int32_t>{0, 1}));
+  const SessionReader r(scratch_db("hta_small.db"));
+  EXPECT_EQ(r.meta(meta::kWorldSize), "2");
+  EXPECT_EQ(r.meta(meta::kWallAnchorUnixNs), "1700000000000000000");  // baseTimeNanoseconds + origin 0
+  const auto c = r.collectives();
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].rank, 0);
+  EXPECT_EQ(c[0].op, "all_reduce");
+  EXPECT_EQ(c[0].name, "allreduce");
+  EXPECT_EQ(c[0].group, "0");
+  EXPECT_EQ(c[0].sequence, 0u);
+  EXPECT_EQ(c[0].dtype, "float32");
+  EXPECT_EQ(c[0].step, 1);
+  EXPECT_EQ(c[0].start_ns, 40000);  // the NCCL kernel's span
+  EXPECT_EQ(c[0].end_ns, 90000);
+  EXPECT_EQ(c[0].bytes_sent, 4000);  // 2 (n-1)/n x 1000 x 4 bytes
+  EXPECT_EQ(c[0].peers, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(c[1].op, "all_to_all");
+  EXPECT_EQ(c[1].dtype, "int64");
+  EXPECT_EQ(c[1].sequence, 1u);
+  EXPECT_EQ(c[1].step, 2);
+  EXPECT_EQ(c[1].send_elements, (std::vector<int64_t>{20, 40}));
+  EXPECT_EQ(c[1].recv_elements, (std::vector<int64_t>{30, 60}));
+  EXPECT_EQ(c[1].bytes_sent, 320);      // 40 elements to rank 1, 8 bytes each
+  EXPECT_EQ(c[1].bytes_received, 480);  // 60 from rank 1
+  const auto ops = r.all_ops();
+  std::map<std::string, OpCategory> cat;
+  for (const auto& o : ops) cat[r.name(o.name_id)] = o.category;
+  EXPECT_EQ(cat["ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"], OpCategory::comm);
+  EXPECT_EQ(cat["Memcpy DtoD (Device -> Device)"], OpCategory::memcpy);
+  EXPECT_EQ(cat["gemm_kernel"], OpCategory::dense);
+  EXPECT_EQ(cat["record_param_comms"], OpCategory::comm);
+  EXPECT_EQ(cat["cudaLaunchKernel"], OpCategory::other);
+}
+
+// The real traces (HTA's test data, ../shared/data/traces/README.md) against the figures HTA
+// computes for them: overlap % to 0.01, idle / compute / non-compute to 1 us.
+TEST(KinetoImport, SharedTracesGiveHtasNumbers) {
+  const std::string dir = std::string(EMBEDSCOPE_SHARED_DATA) + "/traces";
+  if (!std::filesystem::exists(dir + "/nccl_data.json.gz")) GTEST_SKIP() << dir << " is absent (shared test data)";
+  struct Case {
+    const char* file;
+    int32_t rank;
+    double overlap_pct;
+    int64_t idle_us, compute_us, non_compute_us;
+  };
+  for (const Case& k : {Case{"nccl_data.json.gz", 0, 14.31, 338781, 75169, 21636},
+                        Case{"trace_diff_test.json.gz", 1, 68.80, 46910, 429216, 152245}}) {
+    SCOPED_TRACE(k.file);
+    const std::string db = std::string(k.file) + ".db";
+    const auto sum = import_into({dir + "/" + k.file}, db);
+    ASSERT_EQ(sum.ranks, (std::vector<int32_t>{k.rank}));
+    const SessionReader r(scratch_db(db));
+    const auto f = gpu_kernel_figures(r);
+    ASSERT_EQ(f.size(), 1u);
+    EXPECT_EQ(f[0].rank, k.rank);
+    EXPECT_TRUE(f[0].has_comm);
+    EXPECT_NEAR(f[0].overlap_pct, k.overlap_pct, 0.005);
+    EXPECT_NEAR(f[0].idle_ns / 1000.0, k.idle_us, 1.0);
+    EXPECT_NEAR(f[0].compute_ns / 1000.0, k.compute_us, 1.0);
+    EXPECT_NEAR(f[0].non_compute_ns / 1000.0, k.non_compute_us, 1.0);
+  }
+}
