@@ -54,6 +54,7 @@ struct Path {
   const char* key = nullptr;  // nullptr: an index
   size_t index = 0;
   std::string str() const {
+    if (!parent && !key) return "";  // the root
     std::string up = parent ? parent->str() : "";
     if (key) return up.empty() ? key : up + "." + key;
     return up + fmt::format("[{}]", index);
