@@ -475,7 +475,7 @@ TEST(Session, IdHistogramRoundTripAndVersionTwoFilesWithoutIt) {
   }
   {
     SessionReader r(path);
-    EXPECT_EQ(r.schema_version(), 4);  // schema 4 added the shards table
+    EXPECT_EQ(r.schema_version(), kSchemaVersion);
     ASSERT_TRUE(r.has_id_histogram());
     const auto h = r.id_histogram();
     ASSERT_EQ(h.size(), 3u);  // ordered by (table, bucket, rank)

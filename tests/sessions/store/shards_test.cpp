@@ -54,7 +54,7 @@ TEST(Shards, RoundTripOrderedByTableAndShard) {
     w.close("complete");
   }
   SessionReader r(path);
-  EXPECT_EQ(r.schema_version(), 4);
+  EXPECT_EQ(r.schema_version(), kSchemaVersion);
   EXPECT_TRUE(r.has_shards_table());
   const auto s = r.shards();  // the table wins over sharding_plan_json
   ASSERT_EQ(s.size(), 4u);

@@ -103,4 +103,14 @@ inline constexpr const char* kGpuClockDriftNs = "gpu_clock_drift_ns";
 /// cuda runs whose CUPTI tracer could not start: why; absent otherwise.
 inline constexpr const char* kGpuTraceError = "gpu_trace_error";
 
+// --- imported files (embedscope import) -------------------------------------------------------
+/// The format a session was imported from: "torch_memory_snapshot"; absent for runs.
+inline constexpr const char* kImportedFrom = "imported_from";
+/// The path of the imported file, as given.
+inline constexpr const char* kImportSource = "import_source";
+/// PyTorch's allocator_settings of an imported memory snapshot, JSON.
+inline constexpr const char* kAllocatorSettingsJson = "allocator_settings_json";
+/// "process_start" or "mid_way": whether every device's trace starts with an empty allocator.
+inline constexpr const char* kMemoryTraceStart = "memory_trace_start";
+
 }  // namespace embedscope::sessions::meta

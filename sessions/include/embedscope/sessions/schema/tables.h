@@ -13,6 +13,8 @@
 //   2  memory_counters, memory_events, memory_snapshots, memory_blocks
 //   3  id_histogram
 //   4  shards (the sharding plan as rows; older files carry it only as sharding_plan_json)
+//   5  memory_frames, memory_stacks, memory_timeline; memory_events.stream / stack_id,
+//      memory_blocks.stream / stack_id / pending_free (imported PyTorch memory snapshots)
 
 #include <string>
 #include <string_view>
@@ -21,7 +23,7 @@
 namespace embedscope::sessions {
 
 /// The schema version this build writes and reads (PRAGMA user_version).
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 
 }  // namespace embedscope::sessions
 
