@@ -17,6 +17,7 @@ int64_t round512(int64_t n) { return std::max<int64_t>(512, (n + 511) / 512 * 51
 struct Live {
   int64_t size = 0;
   bool pending = false;  // free_requested, not yet free_completed
+  int64_t stream = 0;
 };
 
 // Segments and live blocks, with the free-gap figures kept per segment so that one entry
@@ -166,7 +167,7 @@ TimelineWalk walk_timeline(const MemorySnapshotFile& snap, int64_t device, int64
     if (s.device != device) continue;
     l.segs[s.address] = s.total_size;
     for (const auto& b : s.blocks)
-      if (b.state != BlockState::inactive) l.blocks[b.address] = {b.size, b.state == BlockState::active_pending_free};
+      if (b.state != BlockState::inactive) l.blocks[b.address] = {b.size, b.state == BlockState::active_pending_free, s.stream};
   }
   auto problem = [&](size_t i, const std::string& why) {
     out.problems.push_back(fmt::format("device {} entry {} ({}): {}", device, i, to_string(trace[i].action), why));
@@ -201,7 +202,7 @@ TimelineWalk walk_timeline(const MemorySnapshotFile& snap, int64_t device, int64
           problem(i, fmt::format("block {:#x} is live after its free completed", a));
           skip[i] = true;
         } else {
-          l.blocks[a] = {round512(e.size), true};
+          l.blocks[a] = {round512(e.size), true, e.stream};
         }
         break;
       case TraceAction::segment_alloc:
@@ -244,6 +245,7 @@ TimelineWalk walk_timeline(const MemorySnapshotFile& snap, int64_t device, int64
   out.starts_empty = l.segs.empty() && l.blocks.empty();
   out.initial_blocks = static_cast<int64_t>(l.blocks.size());
   out.initial_segments = static_cast<int64_t>(l.segs.size());
+  for (const auto& [a, b] : l.blocks) out.initial_live.push_back({a, b.size, b.stream, b.pending});
   // forward from the first entry
   l.start_figures();
   out.points.reserve(trace.size());
@@ -251,7 +253,7 @@ TimelineWalk walk_timeline(const MemorySnapshotFile& snap, int64_t device, int64
     const TraceEntry& e = trace[i];
     const uint64_t a = e.addr;
     if (!skip[i]) switch (e.action) {
-        case TraceAction::alloc: l.add_block(a, {size_of[i], false}); break;
+        case TraceAction::alloc: l.add_block(a, {size_of[i], false, e.stream}); break;
         case TraceAction::free_requested: l.set_pending(a, true); break;
         case TraceAction::free_completed: l.remove_block(a); break;
         case TraceAction::segment_alloc: l.add_segment(a, e.size); break;

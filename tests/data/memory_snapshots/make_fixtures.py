@@ -118,6 +118,9 @@ class Emulator:
                 self.segments.remove(seg)
 
     def oom(self, requested, device_free, stream=0):
+        # before it gives up, PyTorch releases every cached segment that holds no block
+        # (release_cached_blocks) and retries: their segment_free entries precede the oom
+        self.empty_cache()
         self.time_us += 7
         self.trace.append({"action": "oom", "device_free": device_free, "size": requested, "stream": stream,
                            "time_us": self.time_us, "frames": self._frames("backward", 99)})
@@ -255,9 +258,23 @@ def main():
 
     # an OOM: a request that does not fit, recorded as PyTorch does (device_free instead of addr)
     o = [training_device(0, 0x7F3A00000000, 1)]
-    o[0].oom(200 * MiB, 150 * MiB)
+    # a device 10 MiB larger than the trace's peak: device_free is what the reserved bytes leave
+    o[0].empty_cache()
+    capacity = peak_reserved(o[0].trace) + 10 * MiB
+    o[0].oom(200 * MiB, capacity - sum(s["total_size"] for s in o[0].segments))
     write("oom_p5.pickle", snapshot_of(o), 5)
-    expected["oom_p5.pickle"] = counts(o)
+    expected["oom_p5.pickle"] = dict(counts(o), capacity=capacity, oom_entry=len(o[0].trace) - 1)
+
+    # fragmentation: a 40 MiB block is freed, a 2 MiB request splits it (PyTorch's best fit), and
+    # a new 40 MiB request finds 46 MiB free but no block or room for a 40 MiB segment on a
+    # 48 MiB device: the caching allocator runs out of memory where expandable segments would not
+    f = Emulator(0, 0x7F3A00000000, settings())
+    big = f.alloc(40 * MiB, 0, "activations", 30)
+    f.free(big)
+    f.alloc(2 * MiB, 0, "kjt", 31)
+    f.oom(40 * MiB, 8 * MiB)  # device_free: 48 MiB - the 40 MiB segment
+    write("fragmented_oom_p4.pickle", snapshot_of([f]), 4)
+    expected["fragmented_oom_p4.pickle"] = dict(counts([f]), capacity=48 * MiB, oom_entry=len(f.trace) - 1)
 
     # hostile files
     hostile = {}

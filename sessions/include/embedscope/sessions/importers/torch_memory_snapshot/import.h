@@ -33,6 +33,14 @@ struct TimelineWalk {
   bool starts_empty = true;
   /// Live blocks and segments at the first entry (mid-way traces).
   int64_t initial_blocks = 0, initial_segments = 0;
+  struct LiveBlock {
+    uint64_t address = 0;
+    int64_t size = 0;     ///< bytes (see above)
+    int64_t stream = 0;   ///< its segment's stream at the dump, or its free's stream in the trace
+    bool pending = false; ///< free requested before the first entry, completed in the trace
+  };
+  /// The blocks live at the first entry, address order (empty when starts_empty).
+  std::vector<LiveBlock> initial_live;
   /// One point per trace entry (rank = the device).
   std::vector<MemoryTimelinePoint> points;
   /// Entries that contradict the layout (a free of a block that is not live, a segment_free of
