@@ -203,7 +203,8 @@ const RecordTable<MemorySnapshot>& memory_snapshots_table() {
        "it is the layout that could not hold the request, with every buffer of that moment still alive)."},
       {field<&MemorySnapshot::id>("id", "the snapshot (assigned by the writer)"),
        field<&MemorySnapshot::rank>("rank", "the rank"), field<&MemorySnapshot::step>("step", "training step"),
-       field<&MemorySnapshot::time_ns>("time_ns", "when, ns"), field<&MemorySnapshot::reason>("reason", "`step` or `oom`")});
+       field<&MemorySnapshot::time_ns>("time_ns", "when, ns"), field<&MemorySnapshot::reason>(
+           "reason", "`step`, `oom`, or `dump` (an imported PyTorch memory snapshot: its segments and blocks at `_dump_snapshot`)")});
   return t;
 }
 
@@ -220,7 +221,7 @@ const RecordTable<BlockRow>& memory_blocks_table() {
        nested<&BlockRow::block, &MemoryBlockRecord::segment_size>("segment_size", "its segment's size, bytes"),
        nested<&BlockRow::block, &MemoryBlockRecord::size>("size", "block bytes"),
        nested<&BlockRow::block, &MemoryBlockRecord::requested>("requested", "bytes asked for (0 when free)"),
-       nested<&BlockRow::block, &MemoryBlockRecord::allocated>("allocated", "0 free, 1 allocated"),
+       nested<&BlockRow::block, &MemoryBlockRecord::allocated>("allocated", "0 free, 1 allocated (or freed but `pending_free`)"),
        nested<&BlockRow::block, &MemoryBlockRecord::tag>(
            "tag", "`weights`, `optimizer_state`, `kjt`, `pooled_output`, `gradients`, `comm_buffer`, `activations`, "
                   "`dense`; empty when free"),
