@@ -206,7 +206,9 @@ class BlockAllocator final : public DeviceAllocator {
     for (auto& [addr, s] : segments_) unmap(s);
   }
 
-  Allocation allocate(int64_t bytes, const std::string& tag) override {
+  Allocation allocate(int64_t bytes, const std::string& tag) override { return allocate_on(bytes, tag, 0); }
+
+  Allocation allocate_on(int64_t bytes, const std::string& tag, int64_t stream) override {
     if (bytes <= 0) throw std::invalid_argument(fmt::format("allocate: {} bytes for {}", bytes, tag));
     const int64_t size = round_size(bytes);
     const bool small = size <= kSmallSize;
@@ -216,8 +218,8 @@ class BlockAllocator final : public DeviceAllocator {
         ++retries_;
         empty_cache();
       }
-      at = find_free(small, size);
-      if (at < 0) at = reserve(small, size);
+      at = find_free(small, stream, size);
+      if (at < 0) at = reserve(small, stream, size);
     }
     if (at < 0) {
       ++ooms_;
@@ -226,10 +228,10 @@ class BlockAllocator final : public DeviceAllocator {
     }
     Segment& seg = segment_of(at);
     Block& b = seg.blocks.at(at);
-    free_.erase({small, b.size, at});
+    free_.erase({small, seg.stream, b.size, at});
     if (should_split(small, b.size, size)) {
       seg.blocks[at + size] = Block{b.size - size, 0, false, {}};
-      free_.insert({small, b.size - size, at + size});
+      free_.insert({small, seg.stream, b.size - size, at + size});
       b.size = size;
     }
     b.allocated = true;
@@ -259,20 +261,20 @@ class BlockAllocator final : public DeviceAllocator {
     // coalesce with free neighbours in the segment
     auto next = std::next(it);
     if (next != seg.blocks.end() && !next->second.allocated) {
-      free_.erase({seg.small, next->second.size, next->first});
+      free_.erase({seg.small, seg.stream, next->second.size, next->first});
       it->second.size += next->second.size;
       seg.blocks.erase(next);
     }
     if (it != seg.blocks.begin()) {
       auto prev = std::prev(it);
       if (!prev->second.allocated) {
-        free_.erase({seg.small, prev->second.size, prev->first});
+        free_.erase({seg.small, seg.stream, prev->second.size, prev->first});
         prev->second.size += it->second.size;
         seg.blocks.erase(it);
         it = prev;
       }
     }
-    free_.insert({seg.small, it->second.size, it->first});
+    free_.insert({seg.small, seg.stream, it->second.size, it->first});
   }
 
   void empty_cache() override {
@@ -309,7 +311,7 @@ class BlockAllocator final : public DeviceAllocator {
   std::vector<SegmentInfo> snapshot() const override {
     std::vector<SegmentInfo> out;
     for (const auto& [addr, s] : segments_) {
-      SegmentInfo si{addr, s.size, s.small, {}};
+      SegmentInfo si{addr, s.size, s.small, {}, s.stream};
       for (const auto& [baddr, b] : s.blocks) si.blocks.push_back({baddr, b.size, b.requested, b.allocated, b.tag});
       out.push_back(std::move(si));
     }
@@ -327,6 +329,7 @@ class BlockAllocator final : public DeviceAllocator {
     int64_t addr = 0;
     int64_t size = 0;
     bool small = false;
+    int64_t stream = 0;          // the stream whose requests it serves
     char* base = nullptr;        // host memory (nullptr: bookkeeping only)
     int64_t reserved_range = 0;  // expandable: the mapped address range
     std::map<int64_t, Block> blocks;
@@ -341,14 +344,15 @@ class BlockAllocator final : public DeviceAllocator {
     return it->second;
   }
 
-  // Best fit in the pool, honouring max_split_size as PyTorch's get_free_block does.
-  int64_t find_free(bool small, int64_t size) const {
+  // Best fit in the pool of `stream`, honouring max_split_size as PyTorch's get_free_block does.
+  int64_t find_free(bool small, int64_t stream, int64_t size) const {
     const int64_t max_split = config_.max_split_size;
-    for (auto it = free_.lower_bound({small, size, INT64_MIN}); it != free_.end() && std::get<0>(*it) == small; ++it) {
-      const int64_t bsize = std::get<1>(*it);
+    for (auto it = free_.lower_bound({small, stream, size, INT64_MIN});
+         it != free_.end() && std::get<0>(*it) == small && std::get<1>(*it) == stream; ++it) {
+      const int64_t bsize = std::get<2>(*it);
       if (max_split > 0 && size < max_split && bsize >= max_split) return -1;  // do not split oversize blocks
       if (max_split > 0 && size >= max_split && bsize >= size + kLargeBuffer) return -1;  // too much waste
-      return std::get<2>(*it);
+      return std::get<3>(*it);
     }
     return -1;
   }
@@ -362,16 +366,17 @@ class BlockAllocator final : public DeviceAllocator {
   }
 
   // Reserves capacity for a request; returns the address of a free block that fits, or -1.
-  int64_t reserve(bool small, int64_t size) {
-    if (config_.kind == AllocatorKind::expandable) return grow(small, size);
+  int64_t reserve(bool small, int64_t stream, int64_t size) {
+    if (config_.kind == AllocatorKind::expandable) return grow(small, stream, size);
     const int64_t seg_size = config_.kind == AllocatorKind::direct ? size : segment_size_for(size);
     if (reserved_ + seg_size > config_.capacity_bytes) return -1;
     Segment s;
     s.size = seg_size;
     s.small = small;
+    s.stream = stream;
     if (!map(s, seg_size)) return -1;
     s.blocks[s.addr] = Block{seg_size, 0, false, {}};
-    free_.insert({small, seg_size, s.addr});
+    free_.insert({small, stream, seg_size, s.addr});
     reserved_ += seg_size;
     peak_reserved_ = std::max(peak_reserved_, reserved_);
     notify(AllocatorEvent::Kind::segment_alloc, s.addr, seg_size, 0, {});
@@ -380,14 +385,15 @@ class BlockAllocator final : public DeviceAllocator {
     return addr;
   }
 
-  // expandable: the pool's one segment grows at its end by whole 2 MiB pages.
-  int64_t grow(bool small, int64_t size) {
+  // expandable: the pool's one segment (per stream) grows at its end by whole 2 MiB pages.
+  int64_t grow(bool small, int64_t stream, int64_t size) {
     Segment* seg = nullptr;
     for (auto& [addr, s] : segments_)
-      if (s.small == small) seg = &s;
+      if (s.small == small && s.stream == stream) seg = &s;
     if (seg == nullptr) {
       Segment s;
       s.small = small;
+      s.stream = stream;
       if (!map(s, 0)) return -1;
       const int64_t addr = s.addr;
       seg = &segments_.emplace(addr, std::move(s)).first->second;
@@ -397,16 +403,22 @@ class BlockAllocator final : public DeviceAllocator {
       tail_addr = seg->blocks.rbegin()->first;
       tail_free = seg->blocks.rbegin()->second.size;
     }
+    // A free tail that already holds the request (find_free refused it: a max_split_size
+    // oversize block) is handed out as it is, as PyTorch's try_allocate_expandable_block maps
+    // nothing when its candidate is large enough; it is not split (should_split), so a small
+    // request takes the whole oversize block and the next large one maps new pages: the
+    // reserved growth of max_split_size with expandable_segments (issue 20, defect 5).
+    if (tail_free >= size) return tail_addr;
     const int64_t grow_by = (size - tail_free + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
     if (reserved_ + grow_by > config_.capacity_bytes) return -1;
     if (!commit(*seg, seg->size + grow_by)) return -1;
     if (tail_free > 0) {
-      free_.erase({small, tail_free, tail_addr});
+      free_.erase({small, stream, tail_free, tail_addr});
       seg->blocks[tail_addr].size += grow_by;
     } else {
       seg->blocks[tail_addr] = Block{grow_by, 0, false, {}};
     }
-    free_.insert({small, seg->blocks[tail_addr].size, tail_addr});
+    free_.insert({small, stream, seg->blocks[tail_addr].size, tail_addr});
     notify(AllocatorEvent::Kind::segment_alloc, seg->addr + seg->size, grow_by, 0, {});  // the pages added
     seg->size += grow_by;
     reserved_ += grow_by;
@@ -420,12 +432,12 @@ class BlockAllocator final : public DeviceAllocator {
     const int64_t tail = s.blocks.rbegin()->second.size;
     const int64_t cut = tail / kRoundLarge * kRoundLarge;
     if (cut == 0) return;
-    free_.erase({s.small, tail, tail_addr});
+    free_.erase({s.small, s.stream, tail, tail_addr});
     if (cut == tail) {
       s.blocks.erase(tail_addr);
     } else {
       s.blocks[tail_addr].size -= cut;
-      free_.insert({s.small, tail - cut, tail_addr});
+      free_.insert({s.small, s.stream, tail - cut, tail_addr});
     }
     s.size -= cut;
     reserved_ -= cut;
@@ -436,7 +448,7 @@ class BlockAllocator final : public DeviceAllocator {
   void release(int64_t addr) {
     Segment& s = segments_.at(addr);
     for (const auto& [baddr, b] : s.blocks)
-      if (!b.allocated) free_.erase({s.small, b.size, baddr});
+      if (!b.allocated) free_.erase({s.small, s.stream, b.size, baddr});
     reserved_ -= s.size;
     if (s.size > 0) notify(AllocatorEvent::Kind::segment_free, addr, s.size, 0, {});
     unmap(s);
@@ -486,7 +498,7 @@ class BlockAllocator final : public DeviceAllocator {
 
  private:
   std::map<int64_t, Segment> segments_;
-  std::set<std::tuple<bool, int64_t, int64_t>> free_;  // (small pool, size, address)
+  std::set<std::tuple<bool, int64_t, int64_t, int64_t>> free_;  // (small pool, stream, size, address)
   int64_t allocated_ = 0, requested_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
   int64_t retries_ = 0, ooms_ = 0, next_id_ = 0;
   int64_t next_fake_address_ = int64_t{1} << 32;

@@ -1,9 +1,11 @@
 #include "embedscope/engine/memory/replay.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -45,11 +47,14 @@ MemoryTrace load_memory_trace(const std::string& path) {
         fail(p + "/" + it.key(), "unknown key");
     MemoryAction m;
     const std::string kind = a.value("action", "");
-    if (kind != "alloc" && kind != "free") fail(p + "/action", "must be \"alloc\" or \"free\"");
-    m.alloc = kind == "alloc";
+    if (kind == "alloc") m.kind = MemoryAction::Kind::alloc;
+    else if (kind == "free") m.kind = MemoryAction::Kind::free;
+    else if (kind == "free_requested") m.kind = MemoryAction::Kind::free_requested;
+    else if (kind == "free_completed") m.kind = MemoryAction::Kind::free_completed;
+    else fail(p + "/action", "must be \"alloc\", \"free\", \"free_requested\" or \"free_completed\"");
     if (!a.contains("id") || !a["id"].is_number_integer()) fail(p + "/id", "must be an integer");
     m.id = a["id"].get<int64_t>();
-    if (m.alloc) {
+    if (m.kind == MemoryAction::Kind::alloc) {
       if (!a.contains("size") || !a["size"].is_number_integer() || a["size"].get<int64_t>() <= 0 ||
           a["size"].get<int64_t>() > kMaxMemoryBytes)
         fail(p + "/size", fmt::format("must be an integer in [1, {}]", kMaxMemoryBytes));
@@ -68,50 +73,164 @@ MemoryTrace load_memory_trace(const std::string& path) {
   return t;
 }
 
-ReplayResult replay(const MemoryTrace& trace, const AllocatorConfig& config, const std::string& origin) {
+GrowthVerdict detect_unbounded_growth(const std::vector<std::pair<int64_t, int64_t>>& samples) {
+  GrowthVerdict g;
+  const size_t n = samples.size();
+  if (n < 16) return g;
+  auto peaks = [&](size_t q) {
+    std::pair<int64_t, int64_t> p{0, 0};
+    for (size_t i = q * n / 4; i < (q + 1) * n / 4; ++i) {
+      p.first = std::max(p.first, samples[i].first);
+      p.second = std::max(p.second, samples[i].second);
+    }
+    return p;
+  };
+  const auto q2 = peaks(1), q3 = peaks(2), q4 = peaks(3);
+  g.reserved_from = q2.first;
+  g.reserved_to = q4.first;
+  g.held_peak_early = q2.second;
+  g.held_peak_late = q4.second;
+  const int64_t rise = q4.first - q2.first;
+  const bool rising = q2.first < q3.first && q3.first < q4.first &&
+                      rise >= std::max<int64_t>(int64_t{2} << 20, q2.first / 20);
+  const bool flat = q4.second <= q2.second + q2.second / 100 + (int64_t{1} << 20);
+  if (!rising || !flat) return g;
+  g.unbounded = true;
+  g.bytes_per_1000_actions = static_cast<double>(rise) * 1000.0 / static_cast<double>(n / 2);
+  g.message = fmt::format("reserved grows without bound: +{} per 1000 actions ({} -> {} over the second half) while "
+                          "the bytes the program holds peak at {} throughout",
+                          format_bytes(static_cast<int64_t>(g.bytes_per_1000_actions)), format_bytes(q2.first),
+                          format_bytes(q4.first), format_bytes(q4.second));
+  return g;
+}
+
+std::string ReplayResult::verdict() const {
+  if (oom)
+    return fmt::format("OOM at action {}{}", oom_action, oom_pending ? " (pending frees)" : "");
+  if (growth.unbounded)
+    return fmt::format("grows +{} per 1000 actions", format_bytes(static_cast<int64_t>(growth.bytes_per_1000_actions)));
+  return "ok";
+}
+
+std::string setting_label(const AllocatorConfig& c) {
+  std::string l = to_string(c.kind);
+  if (c.max_split_size > 0) l += ", max_split_size " + format_bytes(c.max_split_size);
+  return l;
+}
+
+ReplayResult replay_actions(const std::vector<MemoryAction>& actions, const std::vector<InitialBlock>& initial,
+                            const AllocatorConfig& config, const std::string& origin, bool lenient) {
   ReplayResult r;
   r.config = config;
   r.config.back_with_memory = false;
-  r.label = to_string(config.kind);
-  if (config.max_split_size > 0) r.label += ", max_split_size " + format_bytes(config.max_split_size);
+  r.label = setting_label(config);
   auto alloc = DeviceAllocator::create(r.config);
-  std::unordered_map<int64_t, Allocation> live;
+  struct Live {
+    Allocation a;
+    bool pending = false;
+  };
+  int64_t requested = 0;  // bytes the program holds (asked for and not freed): the growth test's "allocated"
+  std::unordered_map<int64_t, Live> live;
+  int64_t pending_bytes = 0;
   int64_t sampled_peak = 0;
-  for (size_t i = 0; i < trace.actions.size(); ++i) {
-    const MemoryAction& a = trace.actions[i];
-    if (a.alloc) {
-      if (live.count(a.id)) throw SpecError(fmt::format("{}: /actions/{}/id: id {} is already allocated", origin, i, a.id));
-      try {
-        live[a.id] = alloc->allocate(a.size, a.tag.empty() ? "unknown" : a.tag);
-      } catch (const DeviceOutOfMemory& e) {
-        r.oom = true;
-        r.oom_action = static_cast<int64_t>(i);
-        r.oom_message = e.what();
-        break;
+  std::vector<std::pair<int64_t, int64_t>> samples;
+  samples.reserve(actions.size());
+  auto where = [&](size_t i) { return actions[i].entry >= 0 ? actions[i].entry : static_cast<int64_t>(i); };
+  auto on_oom = [&](const DeviceOutOfMemory& e, int64_t at, int64_t bytes) {
+    r.oom = true;
+    r.oom_action = at;
+    r.oom_message = e.what();
+    r.pending_bytes_at_oom = pending_bytes;
+    const MemoryStats st = alloc->stats();
+    const int64_t rounded = round_size(bytes);
+    if (pending_bytes > 0 && st.capacity - st.allocated < rounded && st.capacity - st.allocated + pending_bytes >= rounded) {
+      r.oom_pending = true;
+      r.oom_message += fmt::format(
+          " Pending frees: {} in blocks freed on another stream (free_requested) had not completed (free_completed); "
+          "they were not reusable yet, and with them the request of {} would have had enough free bytes",
+          format_bytes(pending_bytes), format_bytes(bytes));
+    } else if (pending_bytes > 0) {
+      r.oom_message += fmt::format(" ({} were pending in blocks whose free had not completed)", format_bytes(pending_bytes));
+    }
+  };
+  auto after = [&]() {
+    const int64_t reserved = alloc->reserved_bytes();
+    if (reserved > r.peak_reserved) {
+      // a new peak; the full figures walk every block, so they are taken when the peak grew
+      // by 1% or more since they were last taken (keeps long traces linear)
+      if (reserved >= sampled_peak + sampled_peak / 100 || sampled_peak == 0) {
+        const MemoryStats st = alloc->stats();
+        r.fragmentation_at_peak = st.external_fragmentation;
+        r.memviz_at_peak = st.memviz_fragmentation;
+        r.segments_at_peak = st.segments;
+        sampled_peak = reserved;
       }
-      const int64_t reserved = alloc->reserved_bytes();
-      if (reserved > r.peak_reserved) {
-        // a new peak; the full figures walk every block, so they are taken when the peak grew
-        // by 1% or more since they were last taken (keeps long traces linear)
-        if (reserved >= sampled_peak + sampled_peak / 100 || sampled_peak == 0) {
-          const MemoryStats st = alloc->stats();
-          r.fragmentation_at_peak = st.external_fragmentation;
-          r.memviz_at_peak = st.memviz_fragmentation;
-          r.segments_at_peak = st.segments;
-          sampled_peak = reserved;
-        }
-        r.peak_reserved = reserved;
-      }
-      r.peak_allocated = std::max(r.peak_allocated, alloc->allocated_bytes());
-    } else {
-      auto it = live.find(a.id);
-      if (it == live.end()) throw SpecError(fmt::format("{}: /actions/{}/id: free of id {}, which is not allocated", origin, i, a.id));
-      alloc->free(it->second);
-      live.erase(it);
+      r.peak_reserved = reserved;
+    }
+    r.peak_allocated = std::max(r.peak_allocated, alloc->allocated_bytes());
+    samples.emplace_back(reserved, requested);
+  };
+  for (const auto& b : initial) {
+    try {
+      live[b.id] = {alloc->allocate_on(b.size, "before the trace", b.stream), b.pending};
+      if (b.pending) pending_bytes += live[b.id].a.size;
+      else requested += b.size;
+    } catch (const DeviceOutOfMemory& e) {
+      on_oom(e, -1, b.size);
+      break;
     }
   }
-  r.final_reserved = alloc->stats().reserved;
+  for (size_t i = 0; i < actions.size() && !r.oom; ++i) {
+    const MemoryAction& a = actions[i];
+    auto it = live.find(a.id);
+    switch (a.kind) {
+      case MemoryAction::Kind::alloc:
+        if (it != live.end()) {
+          if (!lenient) throw SpecError(fmt::format("{}: /actions/{}/id: id {} is already allocated", origin, i, a.id));
+          break;
+        }
+        try {
+          live[a.id] = {alloc->allocate_on(a.size, a.tag.empty() ? "unknown" : a.tag, a.stream), false};
+          requested += a.size;
+        } catch (const DeviceOutOfMemory& e) {
+          on_oom(e, where(i), a.size);
+        }
+        break;
+      case MemoryAction::Kind::free:
+      case MemoryAction::Kind::free_requested:
+      case MemoryAction::Kind::free_completed:
+        if (it == live.end()) {
+          if (!lenient)
+            throw SpecError(fmt::format("{}: /actions/{}/id: free of id {}, which is not allocated", origin, i, a.id));
+          ++r.skipped_frees;
+          break;
+        }
+        if (a.kind == MemoryAction::Kind::free_requested) {
+          if (!it->second.pending) {
+            pending_bytes += it->second.a.size;
+            requested -= it->second.a.requested;
+          }
+          it->second.pending = true;
+          break;
+        }
+        if (it->second.pending) pending_bytes -= it->second.a.size;
+        else requested -= it->second.a.requested;
+        alloc->free(it->second.a);
+        live.erase(it);
+        break;
+      case MemoryAction::Kind::empty_cache: alloc->empty_cache(); break;
+    }
+    if (!r.oom) after();
+  }
+  const MemoryStats end = alloc->stats();
+  r.final_reserved = end.reserved;
+  r.final_segments = end.segments;
+  r.growth = detect_unbounded_growth(samples);
   return r;
+}
+
+ReplayResult replay(const MemoryTrace& trace, const AllocatorConfig& config, const std::string& origin) {
+  return replay_actions(trace.actions, {}, config, origin, false);
 }
 
 }  // namespace embedscope::engine

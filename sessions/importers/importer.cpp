@@ -67,7 +67,7 @@ const Importer& detect(const std::string& path) {
                                   "importing Nsight SQLite exports is not implemented yet; an Embedscope session "
                                   "opens as it is (embedscope stats FILE)", path));
   if (!head.empty() && static_cast<unsigned char>(head[0]) == 0x80)
-    throw ImportError(fmt::format("{}: a Python pickle (a PyTorch memory snapshot?): not imported yet", path));
+    throw ImportError(fmt::format("{}: a Python pickle that is not a PyTorch memory snapshot (those are pickle protocol 2 to 5)", path));
   if (ends_with(path, ".nsys-rep"))
     throw ImportError(fmt::format("{}: an Nsight Systems report; export it first (nsys export --type sqlite {}); "
                                   "importing the SQLite export is not implemented yet", path, path));

@@ -183,14 +183,18 @@ const RecordTable<MemoryEvent>& memory_events_table() {
   static const RecordTable<MemoryEvent> t(
       {"memory_events", "the memory history: every allocator action of every rank, in order", {"id"}, false, 2,
        "As PyTorch's `_record_memory_history` keeps them. Replaying `alloc` and `free` of a rank gives its allocated "
-       "bytes at any moment."},
+       "bytes at any moment. An imported PyTorch memory snapshot keeps PyTorch's actions: `alloc`, `free_requested`, "
+       "`free_completed` (a block is reusable from here), `segment_alloc`, `segment_free`, `segment_map`, "
+       "`segment_unmap`, `oom` (`address` = the device's free bytes), `snapshot`, `annotate`."},
       {column<MemoryEvent>("id", T::integer, "order of the actions", false),
        field<&MemoryEvent::rank>("rank", "the rank"), field<&MemoryEvent::time_ns>("time_ns", "when, ns"),
        field<&MemoryEvent::step>("step", "training step (setup's allocations carry the step before the first)"),
        field<&MemoryEvent::action>("action", "`alloc`, `free`, `segment_alloc`, `segment_free`, `oom`"),
        field<&MemoryEvent::address>("address", "block or segment; for `expandable` the pages added or returned"),
        field<&MemoryEvent::size>("size", "block or segment bytes; for `oom` the rounded request"),
-       field<&MemoryEvent::requested>("requested", "bytes asked for"), field<&MemoryEvent::tag>("tag", "what the memory holds")});
+       field<&MemoryEvent::requested>("requested", "bytes asked for"), field<&MemoryEvent::tag>("tag", "what the memory holds"),
+       field<&MemoryEvent::stream>("stream", "the CUDA stream (0: the default stream, and every engine run)", 5),
+       field<&MemoryEvent::stack_id>("stack_id", "`memory_stacks.stack_id` of the stack that asked; 0 = none", 5)});
   return t;
 }
 
@@ -203,7 +207,8 @@ const RecordTable<MemorySnapshot>& memory_snapshots_table() {
        "it is the layout that could not hold the request, with every buffer of that moment still alive)."},
       {field<&MemorySnapshot::id>("id", "the snapshot (assigned by the writer)"),
        field<&MemorySnapshot::rank>("rank", "the rank"), field<&MemorySnapshot::step>("step", "training step"),
-       field<&MemorySnapshot::time_ns>("time_ns", "when, ns"), field<&MemorySnapshot::reason>("reason", "`step` or `oom`")});
+       field<&MemorySnapshot::time_ns>("time_ns", "when, ns"), field<&MemorySnapshot::reason>(
+           "reason", "`step`, `oom`, or `dump` (an imported PyTorch memory snapshot: its segments and blocks at `_dump_snapshot`)")});
   return t;
 }
 
@@ -220,10 +225,14 @@ const RecordTable<BlockRow>& memory_blocks_table() {
        nested<&BlockRow::block, &MemoryBlockRecord::segment_size>("segment_size", "its segment's size, bytes"),
        nested<&BlockRow::block, &MemoryBlockRecord::size>("size", "block bytes"),
        nested<&BlockRow::block, &MemoryBlockRecord::requested>("requested", "bytes asked for (0 when free)"),
-       nested<&BlockRow::block, &MemoryBlockRecord::allocated>("allocated", "0 free, 1 allocated"),
+       nested<&BlockRow::block, &MemoryBlockRecord::allocated>("allocated", "0 free, 1 allocated (or freed but `pending_free`)"),
        nested<&BlockRow::block, &MemoryBlockRecord::tag>(
            "tag", "`weights`, `optimizer_state`, `kjt`, `pooled_output`, `gradients`, `comm_buffer`, `activations`, "
-                  "`dense`; empty when free")});
+                  "`dense`; empty when free"),
+       nested<&BlockRow::block, &MemoryBlockRecord::stream>("stream", "its segment's CUDA stream", 5),
+       nested<&BlockRow::block, &MemoryBlockRecord::stack_id>("stack_id", "`memory_stacks.stack_id` where it was allocated; 0 = none", 5),
+       nested<&BlockRow::block, &MemoryBlockRecord::pending_free>(
+           "pending_free", "1: freed, but still in use on another stream (PyTorch's `active_pending_free`)", 5)});
   return t;
 }
 
@@ -280,6 +289,46 @@ const RecordTable<ImportStat>& import_stats_table() {
        field<&ImportStat::source>("source", "file of the first occurrence (`` when not tied to one)"),
        field<&ImportStat::byte_offset>("byte_offset", "its byte offset in the uncompressed text, -1 unknown"),
        field<&ImportStat::example>("example", "what was wrong there, with line:column where known")});
+  return t;
+}
+
+const RecordTable<MemoryFrame>& memory_frames_table() {
+  static const RecordTable<MemoryFrame> t(
+      {"memory_frames", "the distinct frames of the stacks of memory events and blocks", {"id"}, false, 5,
+       "Filled by imported PyTorch memory snapshots (`frames` of their trace entries, segments and blocks)."},
+      {field<&MemoryFrame::id>("id", "the frame"), field<&MemoryFrame::filename>("filename", "source file"),
+       field<&MemoryFrame::line>("line", "line in it"), field<&MemoryFrame::name>("name", "the function")});
+  return t;
+}
+
+const RecordTable<MemoryStackFrame>& memory_stacks_table() {
+  static const RecordTable<MemoryStackFrame> t(
+      {"memory_stacks", "the distinct stacks: frame `depth` of stack `stack_id`", {"stack_id", "depth"}, true, 5,
+       "Depth 0 is the innermost frame (PyTorch's order). Stack 0 is the empty stack and has no rows."},
+      {field<&MemoryStackFrame::stack_id>("stack_id", "the stack (`memory_events.stack_id`, `memory_blocks.stack_id`)"),
+       field<&MemoryStackFrame::depth>("depth", "0 innermost"),
+       field<&MemoryStackFrame::frame_id>("frame_id", "`memory_frames.id`")});
+  return t;
+}
+
+const RecordTable<MemoryTimelinePoint>& memory_timeline_table() {
+  static const RecordTable<MemoryTimelinePoint> t(
+      {"memory_timeline", "a rank's device memory after each entry of its allocator trace", {"rank", "entry"}, true, 5,
+       "The counters over time of an imported PyTorch memory snapshot, derived from its trace: the layout is walked "
+       "back from the segments at the dump to the first entry, then forward. Where the trace starts mid-way (a ring "
+       "buffer that dropped its oldest entries) the walk back gives the layout at its first entry exactly for what the "
+       "trace touches; metadata `memory_trace_start` says which."},
+      {field<&MemoryTimelinePoint::rank>("rank", "the rank (one per device)"),
+       field<&MemoryTimelinePoint::entry>("entry", "index of the trace entry"),
+       field<&MemoryTimelinePoint::time_ns>("time_ns", "when, ns"),
+       field<&MemoryTimelinePoint::allocated>("allocated_bytes", "live blocks, bytes"),
+       field<&MemoryTimelinePoint::reserved>("reserved_bytes", "segments, bytes"),
+       field<&MemoryTimelinePoint::active>("active_bytes", "live blocks and blocks whose free is pending, bytes"),
+       field<&MemoryTimelinePoint::largest_free_block>("largest_free_block_bytes", "the largest free block, bytes"),
+       field<&MemoryTimelinePoint::external_fragmentation>("external_fragmentation",
+                                                           "1 - largest free block / free bytes in reserved segments"),
+       field<&MemoryTimelinePoint::memviz_fragmentation>(
+           "memviz_fragmentation", "PyTorch MemoryViz's measure: sum of squared free gaps / sum of squared segment sizes")});
   return t;
 }
 

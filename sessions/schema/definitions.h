@@ -211,6 +211,9 @@ const RecordTable<BlockRow>& memory_blocks_table();
 const RecordTable<IdHistogramBucket>& id_histogram_table();
 const RecordTable<ShardRecord>& shards_table();
 const RecordTable<ImportStat>& import_stats_table();
+const RecordTable<MemoryFrame>& memory_frames_table();
+const RecordTable<MemoryStackFrame>& memory_stacks_table();
+const RecordTable<MemoryTimelinePoint>& memory_timeline_table();
 
 /// The view over ops with names resolved (part of every new file).
 extern const char* const kOpViewSql;

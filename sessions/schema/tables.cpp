@@ -32,7 +32,8 @@ const std::vector<TableInfo>& tables() {
       lanes_table().info,        ops_table(),             collectives_table().info,   load_counters_table().info,
       steps_table().info,        memory_counters_table().info, memory_events_table().info,
       memory_snapshots_table().info, memory_blocks_table().info, id_histogram_table().info, shards_table().info,
-      import_stats_table().info};
+      import_stats_table().info,
+      memory_frames_table().info, memory_stacks_table().info, memory_timeline_table().info};
   return all;
 }
 

@@ -139,6 +139,7 @@ SessionReader::SessionReader(const std::string& path) : impl_(std::make_unique<I
   has_id_histogram_ = m.has_table("id_histogram");
   has_shards_ = m.has_table("shards");
   has_import_stats_ = m.has_table("import_stats");
+  has_memory_stacks_ = m.has_table("memory_stacks");
   if (meta_.empty())
     throw SessionError(fmt::format("{}: the session holds no metadata yet: its run was killed before the first commit",
                                    path));
@@ -299,6 +300,25 @@ std::vector<ShardRecord> SessionReader::shards() const {
   } catch (const std::exception& e) {
     throw SessionError(fmt::format("{}: metadata {}: {}", path_, meta::kShardingPlanJson, e.what()));
   }
+}
+
+}  // namespace embedscope::sessions
+
+namespace embedscope::sessions {
+
+std::vector<MemoryFrame> SessionReader::memory_frames() const {
+  if (!has_memory_stacks_) return {};
+  return impl_->records(sd::memory_frames_table(), "ORDER BY id", "reading memory frames");
+}
+
+std::vector<MemoryStackFrame> SessionReader::memory_stacks() const {
+  if (!has_memory_stacks_) return {};
+  return impl_->records(sd::memory_stacks_table(), "ORDER BY stack_id, depth", "reading memory stacks");
+}
+
+std::vector<MemoryTimelinePoint> SessionReader::memory_timeline() const {
+  if (!has_memory_stacks_) return {};
+  return impl_->records(sd::memory_timeline_table(), "ORDER BY rank, entry", "reading the memory timeline");
 }
 
 }  // namespace embedscope::sessions

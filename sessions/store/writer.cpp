@@ -51,11 +51,14 @@ struct SessionWriter::Impl {
     std::vector<IdHistogramBucket> id_histogram;
     std::vector<ShardRecord> shards;
     std::vector<ImportStat> import_stats;
+    std::vector<MemoryFrame> frames;
+    std::vector<MemoryStackFrame> stacks;
+    std::vector<MemoryTimelinePoint> timeline;
     std::vector<std::pair<int32_t, std::string>> new_strings;
     bool empty() const {
       return metadata.empty() && ranks.empty() && lanes.empty() && ops.empty() && collectives.empty() && load.empty() &&
              steps.empty() && memory.empty() && memory_events.empty() && snapshots.empty() && id_histogram.empty() &&
-             shards.empty() && import_stats.empty() && new_strings.empty();
+             shards.empty() && import_stats.empty() && frames.empty() && stacks.empty() && timeline.empty() && new_strings.empty();
     }
   };
 
@@ -162,6 +165,9 @@ SessionWriter::SessionWriter(const std::string& path, bool overwrite) : impl_(st
     m.prepare("id_hist", sd::id_histogram_table().insert_sql(true));
     m.prepare("shard", sd::shards_table().insert_sql(true));
     m.prepare("import_stat", sd::import_stats_table().insert_sql(true));
+    m.prepare("mem_frame", sd::memory_frames_table().insert_sql(true));
+    m.prepare("mem_stack", sd::memory_stacks_table().insert_sql(true));
+    m.prepare("mem_timeline", sd::memory_timeline_table().insert_sql(true));
   } catch (...) {
     for (auto& [k, st] : m.stmts) sqlite3_finalize(st);
     sqlite3_close(m.db);
@@ -264,6 +270,21 @@ void SessionWriter::add_import_stats(std::vector<ImportStat> stats) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto& p = impl_->pending.import_stats;
   p.insert(p.end(), std::make_move_iterator(stats.begin()), std::make_move_iterator(stats.end()));
+}
+
+void SessionWriter::add_memory_frames(const std::vector<MemoryFrame>& frames) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->pending.frames.insert(impl_->pending.frames.end(), frames.begin(), frames.end());
+}
+
+void SessionWriter::add_memory_stacks(const std::vector<MemoryStackFrame>& rows) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->pending.stacks.insert(impl_->pending.stacks.end(), rows.begin(), rows.end());
+}
+
+void SessionWriter::add_memory_timeline(const std::vector<MemoryTimelinePoint>& points) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->pending.timeline.insert(impl_->pending.timeline.end(), points.begin(), points.end());
 }
 
 void SessionWriter::add_snapshot(MemorySnapshot snapshot) {
@@ -385,6 +406,9 @@ void SessionWriter::Impl::write(Pending& p) {
   insert_all("id_hist", sd::id_histogram_table(), p.id_histogram);
   insert_all("shard", sd::shards_table(), p.shards);
   insert_all("import_stat", sd::import_stats_table(), p.import_stats);
+  insert_all("mem_frame", sd::memory_frames_table(), p.frames);
+  insert_all("mem_stack", sd::memory_stacks_table(), p.stacks);
+  insert_all("mem_timeline", sd::memory_timeline_table(), p.timeline);
   exec("COMMIT");
 }
 

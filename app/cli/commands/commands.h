@@ -8,6 +8,7 @@
 // globbed (app/cli/CMakeLists.txt).
 
 #include <functional>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -38,5 +39,11 @@ Command add_replay_memory_command(CLI::App& app);
 Command add_import_command(CLI::App& app);
 /// `export`: a session as Chrome trace JSON or CSV (commands/export.cpp).
 Command add_export_command(CLI::App& app);
+/// Whether `path` is a PyTorch memory snapshot by content: a pickle (0x80, protocol 2..5), as
+/// it is or gzip-compressed. `import` dispatches such a file to import_memory_snapshot.
+bool is_memory_snapshot_file(const std::string& path);
+/// Imports the snapshot `file` into the session `out` ("": the file's name with .db) and prints
+/// a summary (or JSON). Returns 0; bad input throws SessionError (PickleError, SnapshotError).
+int import_memory_snapshot(const std::string& file, const std::string& out, bool overwrite, bool as_json);
 
 }  // namespace embedscope::cli

@@ -48,6 +48,12 @@ std::string default_output(const std::string& input) {
 
 int cmd_import(const ImportState& s) {
   const std::vector<std::string> files = si::expand_inputs(s.inputs);
+  if (std::any_of(files.begin(), files.end(), is_memory_snapshot_file)) {  // commands/import_memory_snapshot.cpp
+    if (files.size() != 1)
+      throw si::ImportError(fmt::format("{}: a PyTorch memory snapshot among {} files; import a snapshot on its own",
+                                        *std::find_if(files.begin(), files.end(), is_memory_snapshot_file), files.size()));
+    return import_memory_snapshot(files.front(), s.output, s.overwrite, s.json);
+  }
   const si::Importer& importer = si::detect(files.front());
   for (const auto& f : files)
     if (&si::detect(f) != &importer)
@@ -97,7 +103,8 @@ int cmd_import(const ImportState& s) {
 Command add_import_command(CLI::App& app) {
   auto s = std::make_shared<ImportState>();
   auto* c = app.add_subcommand("import", "Import PyTorch profiler (Kineto) JSON traces (.json, .json.gz, a directory "
-                                         "of per-rank traces) into one session");
+                                         "of per-rank traces) or a PyTorch CUDA memory snapshot (.pickle, gzip too) "
+                                         "into one session");
   c->add_option("paths", s->inputs, "Trace files or directories (one file per rank)")->required();
   c->add_option("-o,--output", s->output, "Session file to write (default: the first input's name with .db, here)");
   c->add_option("--align", s->align, "How ranks' clocks are aligned: none (as recorded, one global minimum)")

@@ -1,5 +1,7 @@
-// `embedscope replay-memory`: replays a trace of alloc/free actions through allocator settings
-// and compares reserved bytes, peaks and fragmentation (text or --json).
+// `embedscope replay-memory`: replays a trace of alloc/free actions (JSON), or the device traces
+// of a PyTorch CUDA memory snapshot (a pickle or gzip, detected by content), through allocator
+// settings and compares reserved bytes, peaks, fragmentation, OOMs and unbounded growth (text or
+// --json).
 
 #include <algorithm>
 #include <iostream>
@@ -14,6 +16,7 @@
 #include "commands.h"
 #include "embedscope/engine/memory/replay.h"
 #include "embedscope/engine/sharding/sharding.h"
+#include "embedscope/engine/memory/snapshot_replay.h"
 #include "embedscope/engine/workload/spec.h"
 #include "output/output.h"
 #include "workload_args.h"  // kInteger
@@ -21,15 +24,12 @@
 namespace embedscope::cli {
 
 namespace es = embedscope::engine;
+namespace ss = embedscope::sessions;
 using nlohmann::json;
 
 namespace {
 
-int cmd_replay(const std::string& file, const std::string& allocators, int64_t max_split, int64_t capacity,
-               bool as_json) {
-  const es::MemoryTrace trace = es::load_memory_trace(file);
-  const int64_t cap = capacity > 0 ? capacity : trace.capacity_bytes;
-  if (cap <= 0) throw es::SpecError(fmt::format("{}: no capacity: give --capacity or \"capacity_bytes\" in the trace", file));
+std::vector<es::AllocatorConfig> parse_settings(const std::string& allocators, int64_t max_split, int64_t cap) {
   std::vector<es::AllocatorConfig> settings;
   std::string list = allocators.empty() ? "caching,expandable,direct" : allocators;
   for (size_t start = 0; start <= list.size();) {
@@ -48,36 +48,114 @@ int cmd_replay(const std::string& file, const std::string& allocators, int64_t m
     if (kind != es::AllocatorKind::direct && max_split > 0) settings.push_back({kind, cap, max_split, false});
     start = comma + 1;
   }
+  return settings;
+}
+
+json result_json(const es::ReplayResult& r) {
+  return {{"allocator", es::to_string(r.config.kind)}, {"max_split_size", r.config.max_split_size},
+          {"label", r.label}, {"result", r.verdict()},
+          {"oom", r.oom}, {"oom_action", r.oom_action}, {"oom_message", r.oom_message},
+          {"oom_pending", r.oom_pending}, {"pending_bytes_at_oom", r.pending_bytes_at_oom},
+          {"peak_allocated_bytes", r.peak_allocated}, {"peak_reserved_bytes", r.peak_reserved},
+          {"fragmentation_at_peak", r.fragmentation_at_peak}, {"memviz_fragmentation_at_peak", r.memviz_at_peak},
+          {"segments_at_peak", r.segments_at_peak}, {"final_reserved_bytes", r.final_reserved},
+          {"final_segments", r.final_segments},
+          {"unbounded_growth", r.growth.unbounded},
+          {"growth_bytes_per_1000_actions", r.growth.bytes_per_1000_actions},
+          {"growth_message", r.growth.message}};
+}
+
+void print_table(const std::vector<es::ReplayResult>& results) {
+  std::cout << fmt::format("{:<40} {:>14} {:>14} {:>14} {:>10} {:>9}  {}\n", "allocator", "peak allocated",
+                           "peak reserved", "frag at peak", "memviz", "segments", "result");
+  for (const auto& r : results)
+    std::cout << fmt::format("{:<40} {:>14} {:>14} {:>13.1f}% {:>10.3f} {:>9}  {}\n", r.label,
+                             es::format_bytes(r.peak_allocated), es::format_bytes(r.peak_reserved),
+                             100 * r.fragmentation_at_peak, r.memviz_at_peak, r.segments_at_peak, r.verdict());
+  for (const auto& r : results) {
+    if (r.oom) std::cout << fmt::format("\n{}: {}\n", r.label, r.oom_message);
+    if (r.growth.unbounded) std::cout << fmt::format("\n{}: {}\n", r.label, r.growth.message);
+  }
+}
+
+int cmd_replay_snapshot(const std::string& file, const std::string& allocators, int64_t max_split, int64_t capacity,
+                        int64_t device, bool as_json) {
+  const ss::torch_snapshot::MemorySnapshotFile snap = ss::torch_snapshot::load_snapshot(file);
+  const int64_t devices = snap.device_count();
+  if (device >= devices)
+    throw es::SpecError(fmt::format("--device {}: {} has {} device(s)", device, file, devices));
+  json jdevs = json::array();
+  for (int64_t d = device < 0 ? 0 : device; d < (device < 0 ? devices : device + 1); ++d) {
+    const int64_t known = es::snapshot_capacity(snap, d);
+    const int64_t cap = capacity > 0 ? capacity : known > 0 ? known : es::kMaxMemoryBytes;
+    std::vector<es::AllocatorConfig> settings{es::recorded_config(snap, cap)};
+    for (const auto& c : parse_settings(allocators, max_split, cap)) settings.push_back(c);
+    const es::SnapshotReplay rep = es::replay_snapshot(snap, d, settings, file);
+    const es::ReplayResult& own = rep.results.front();
+    const bool reproduces = own.final_segments == rep.snapshot_segments && own.final_reserved == rep.snapshot_reserved;
+    const std::string cap_text = capacity > 0   ? es::format_bytes(cap) + " (--capacity)"
+                                 : known > 0    ? es::format_bytes(cap) + " (free + reserved at the recorded OOM)"
+                                                : "unknown (no OOM in the trace; give --capacity): unlimited";
+    if (as_json) {
+      json rs = json::array();
+      for (size_t i = 0; i < rep.results.size(); ++i) {
+        json r = result_json(rep.results[i]);
+        r["recorded_settings"] = i == 0;
+        rs.push_back(r);
+      }
+      jdevs.push_back({{"device", d}, {"entries", rep.entries}, {"capacity_bytes", capacity > 0 || known > 0 ? cap : 0},
+                       {"memory_trace_start", rep.starts_at_process_start ? "process_start" : "mid_way"},
+                       {"initial_blocks", rep.initial_blocks}, {"recorded_ooms", rep.recorded_ooms},
+                       {"snapshot_segments", rep.snapshot_segments}, {"snapshot_reserved_bytes", rep.snapshot_reserved},
+                       {"recorded_settings_reproduce_the_dump", reproduces}, {"results", rs}});
+      continue;
+    }
+    std::cout << fmt::format("{} device {}: {} trace entries, device capacity {}\n", file, d, rep.entries, cap_text);
+    if (!rep.recorded_ooms.empty())
+      std::cout << fmt::format("the recorded run ran out of memory at entry {}\n", rep.recorded_ooms.front());
+    std::vector<es::ReplayResult> rows = rep.results;
+    rows.front().label += " (recorded)";
+    print_table(rows);
+    if (rep.starts_at_process_start)
+      std::cout << fmt::format("\nunder the recorded settings the replay ends with {} segments, {} reserved; the dump "
+                               "has {} segments, {} reserved{}\n\n",
+                               own.final_segments, es::format_bytes(own.final_reserved), rep.snapshot_segments,
+                               es::format_bytes(rep.snapshot_reserved), reproduces ? " (reproduced)" : " (differs)");
+    else
+      std::cout << fmt::format("\nthe trace starts mid-way (a ring buffer dropped its oldest entries): {} blocks live at "
+                               "its first entry were allocated first, in address order; their real order and the "
+                               "segments they shared are unknown, so the dump's {} segments ({} reserved) are not "
+                               "expected to be reproduced (the replay ends with {}, {})\n\n",
+                               rep.initial_blocks, rep.snapshot_segments, es::format_bytes(rep.snapshot_reserved),
+                               own.final_segments, es::format_bytes(own.final_reserved));
+  }
+  if (as_json) std::cout << dump(json{{"snapshot", file}, {"devices", jdevs}}) << "\n";
+  return 0;
+}
+
+int cmd_replay(const std::string& file, const std::string& allocators, int64_t max_split, int64_t capacity,
+               int64_t device, bool as_json) {
+  if (is_memory_snapshot_file(file)) return cmd_replay_snapshot(file, allocators, max_split, capacity, device, as_json);
+  const es::MemoryTrace trace = es::load_memory_trace(file);
+  const int64_t cap = capacity > 0 ? capacity : trace.capacity_bytes;
+  if (cap <= 0) throw es::SpecError(fmt::format("{}: no capacity: give --capacity or \"capacity_bytes\" in the trace", file));
   std::vector<es::ReplayResult> results;
-  for (const auto& c : settings) results.push_back(es::replay(trace, c, file));
+  for (const auto& c : parse_settings(allocators, max_split, cap)) results.push_back(es::replay(trace, c, file));
   if (as_json) {
     json j = json::array();
-    for (const auto& r : results)
-      j.push_back({{"allocator", es::to_string(r.config.kind)}, {"max_split_size", r.config.max_split_size},
-                   {"oom", r.oom}, {"oom_action", r.oom_action}, {"oom_message", r.oom_message},
-                   {"peak_allocated_bytes", r.peak_allocated}, {"peak_reserved_bytes", r.peak_reserved},
-                   {"fragmentation_at_peak", r.fragmentation_at_peak}, {"memviz_fragmentation_at_peak", r.memviz_at_peak},
-                   {"segments_at_peak", r.segments_at_peak}, {"final_reserved_bytes", r.final_reserved}});
+    for (const auto& r : results) j.push_back(result_json(r));
     std::cout << dump(json{{"trace", file}, {"actions", trace.actions.size()}, {"capacity_bytes", cap}, {"results", j}})
               << "\n";
     return 0;
   }
   std::cout << fmt::format("trace {}: {} actions, device capacity {}\n\n", file, trace.actions.size(), es::format_bytes(cap));
-  std::cout << fmt::format("{:<36} {:>14} {:>14} {:>14} {:>10} {:>9}  {}\n", "allocator", "peak allocated",
-                           "peak reserved", "frag at peak", "memviz", "segments", "result");
-  for (const auto& r : results)
-    std::cout << fmt::format("{:<36} {:>14} {:>14} {:>13.1f}% {:>10.3f} {:>9}  {}\n", r.label,
-                             es::format_bytes(r.peak_allocated), es::format_bytes(r.peak_reserved),
-                             100 * r.fragmentation_at_peak, r.memviz_at_peak, r.segments_at_peak,
-                             r.oom ? fmt::format("OOM at action {}", r.oom_action) : std::string("ok"));
-  for (const auto& r : results)
-    if (r.oom) std::cout << fmt::format("\n{}: {}\n", r.label, r.oom_message);
+  print_table(results);
   return 0;
 }
 
 struct ReplayState {
   std::string file, allocators;
-  int64_t max_split = 0, capacity = 0;
+  int64_t max_split = 0, capacity = 0, device = -1;
   bool json = false;
 };
 
@@ -89,16 +167,21 @@ Command add_replay_memory_command(CLI::App& app) {
                                  "Replay alloc/free actions through allocator settings and compare reserved, peak "
                                  "and fragmentation");
   rep->add_option("trace", s->file, "Trace JSON: {\"capacity_bytes\": N, \"actions\": [{\"action\": "
-                                    "\"alloc\"|\"free\", \"id\", \"size\", \"stream\", \"tag\"}]}")
+                                    "\"alloc\"|\"free\"|\"free_requested\"|\"free_completed\", \"id\", \"size\", "
+                                    "\"stream\", \"tag\"}]}, or a PyTorch memory snapshot (.pickle, gzip)")
       ->required();
+  rep->add_option("--device", s->device, "Snapshots: replay this device only (default: every device)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   rep->add_option("--allocator", s->allocators, "Comma-separated: caching, expandable, direct (default: all)");
   rep->add_option("--max-split-size", s->max_split,
                   "Also replay caching/expandable with this max_split_size (bytes, >= 20 MiB as PyTorch requires)")
       ->check(kInteger)->check(CLI::Range(es::kMinMaxSplitSizeBytes, es::kMaxMemoryBytes));
-  rep->add_option("--capacity", s->capacity, "Device capacity in bytes (default: the trace's capacity_bytes)")
+  rep->add_option("--capacity", s->capacity,
+                  "Device capacity in bytes (default: the trace's capacity_bytes; for a snapshot the device's free + "
+                  "reserved bytes at its recorded OOM)")
       ->check(kInteger)->check(CLI::Range(int64_t{1}, es::kMaxMemoryBytes));
   rep->add_flag("--json", s->json, "Print the comparison as JSON");
-  return {rep, [s] { return cmd_replay(s->file, s->allocators, s->max_split, s->capacity, s->json); },
+  return {rep, [s] { return cmd_replay(s->file, s->allocators, s->max_split, s->capacity, s->device, s->json); },
           [s] { return s->json; }};
 }
 

@@ -94,7 +94,13 @@ TEST(SchemaTables, GeneratedDdlEqualsTheDdlOfEarlierWriters) {
   const auto old_tables = old.rows("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name");
   ASSERT_EQ(old_tables.size(), 14u);
   for (const auto& t : old_tables) {
-    EXPECT_EQ(now.shape(t), old.shape(t)) << t;
+    // columns added later (since > 3, e.g. schema 5's memory_events.stream) are not in the old file
+    std::vector<std::string> now_shape;
+    for (const auto& row : now.shape(t)) {
+      const auto* c = schema::table(t).column(row.substr(0, row.find('|')));
+      if (!c || c->since <= 3) now_shape.push_back(row);
+    }
+    EXPECT_EQ(now_shape, old.shape(t)) << t;
     EXPECT_EQ(schema::table(t).since <= 3, true) << t;
   }
   EXPECT_EQ(now.rows("SELECT sql FROM sqlite_schema WHERE name = 'op_view'"),

@@ -10,8 +10,11 @@
 //    to 2 MiB); best-fit over cached free blocks; blocks split when the rest is worth keeping
 //    (>= 512 B small, > 1 MiB large) and coalesced with free neighbours when freed; blocks of
 //    max_split_size or more never split and not used for smaller requests; on failure the
-//    cached free segments are released and the request retried before OOM.
-//  - expandable: PyTorch's expandable_segments: one segment per pool that grows in 2 MiB pages
+//    cached free segments are released and the request retried before OOM. Segments belong to
+//    the stream that reserved them and serve only that stream's requests (per-stream free
+//    lists, as PyTorch's BlockPool orders blocks by stream first): a block freed on stream 0
+//    is never handed to a request on stream 1.
+//  - expandable: PyTorch's expandable_segments: one segment per pool and stream that grows in 2 MiB pages
 //    at its end (a reserved address range committed page by page: mmap PROT_NONE + mprotect),
 //    so freed space at the end is reused by larger requests instead of stranding.
 //  - direct: one segment per allocation, released on free (what a cache saves you from).
@@ -122,6 +125,7 @@ struct SegmentInfo {
   int64_t size = 0;
   bool small_pool = false;
   std::vector<BlockInfo> blocks;  ///< address order, covering the segment
+  int64_t stream = 0;             ///< the stream whose requests it serves
 };
 
 /// Memory figures of a device (bytes unless noted).
@@ -181,6 +185,13 @@ class DeviceAllocator {
   /// Allocates `bytes` (> 0) tagged `tag` (weights, optimizer_state, kjt, ...). Throws
   /// DeviceOutOfMemory; memory already allocated is untouched.
   virtual Allocation allocate(int64_t bytes, const std::string& tag) = 0;
+  /// allocate() for a request on `stream`: only free blocks of that stream's segments serve it
+  /// (caching, expandable; direct ignores streams). The default (cuda_async, whose pool does
+  /// its own stream ordering) ignores the stream.
+  virtual Allocation allocate_on(int64_t bytes, const std::string& tag, int64_t stream) {
+    (void)stream;
+    return allocate(bytes, tag);
+  }
   virtual void free(const Allocation& a) = 0;
   /// Releases every segment that holds no live block (torch.cuda.empty_cache).
   virtual void empty_cache() = 0;

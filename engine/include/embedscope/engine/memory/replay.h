@@ -1,10 +1,19 @@
 #pragma once
-// Replays a recorded list of alloc/free actions through allocator settings, so a user can try
-// a setting on their own allocation pattern (`embedscope replay-memory`).
+// Replays a recorded list of allocator actions through allocator settings, so a user can try
+// a setting on their own allocation pattern (`embedscope replay-memory`): a JSON trace of
+// alloc/free actions, or the device trace of a PyTorch CUDA memory snapshot
+// (snapshot_replay.h).
 //
 // Trace JSON: {"capacity_bytes": 17179869184,            (optional; --capacity overrides)
 //              "actions": [{"action": "alloc", "id": 1, "size": 4096, "stream": 0, "tag": "kjt"},
 //                          {"action": "free", "id": 1}, ...]}
+// "free" frees at once; "free_requested" then "free_completed" (same id) is a free that
+// completes later (the block was used on another stream, record_stream-style): the block is
+// reusable only from free_completed.
+//
+// Streams are honoured: a request on stream s is served only from segments of stream s
+// (allocator.h). Every replay also watches for reserved memory that keeps growing while
+// allocated memory does not (detect_unbounded_growth): such a setting is not `ok`.
 
 #include <cstdint>
 #include <string>
@@ -16,11 +25,13 @@
 namespace embedscope::engine {
 
 struct MemoryAction {
-  bool alloc = true;
-  int64_t id = 0;
-  int64_t size = 0;   ///< alloc only
+  enum class Kind { alloc, free, free_requested, free_completed, empty_cache };
+  Kind kind = Kind::alloc;
+  int64_t id = 0;     ///< the block: a trace id, or a snapshot's block address
+  int64_t size = 0;   ///< alloc only: bytes asked for
   int64_t stream = 0;
   std::string tag;
+  int64_t entry = -1; ///< index of the source entry (snapshot trace entry, JSON action); -1: the action's index
 };
 
 struct MemoryTrace {
@@ -31,24 +42,67 @@ struct MemoryTrace {
 /// Parses a trace; SpecError names the file and the JSON pointer ("/actions/3/size: ...").
 MemoryTrace load_memory_trace(const std::string& path);
 
+/// Reserved memory growing without bound while allocated memory does not.
+struct GrowthVerdict {
+  bool unbounded = false;
+  double bytes_per_1000_actions = 0;  ///< the reserved trend over the second half of the replay
+  int64_t reserved_from = 0, reserved_to = 0;  ///< peaks of reserved in the second and last quarter
+  int64_t held_peak_early = 0, held_peak_late = 0;  ///< peaks of the bytes held in the same quarters
+  std::string message;                ///< "reserved grows without bound: +140.0 MiB per 1000 actions ..."
+};
+
+/// Looks at (reserved, held) after each action, held = the bytes the program asked for and has
+/// not freed (not the block sizes: a small request that takes a whole unsplit block is what
+/// makes the block sizes grow). Unbounded when, over the quarters Q2 < Q3 < Q4 of the replay,
+/// the peak of reserved rises in each, by at least max(2 MiB, 5% of Q2's peak) from Q2 to Q4,
+/// while held's peak in Q4 is at most 1% (+ 1 MiB) above Q2's. Needs
+/// at least 16 samples. The rate is (Q4 peak - Q2 peak) over the actions between the quarters'
+/// middles, per 1000 actions.
+GrowthVerdict detect_unbounded_growth(const std::vector<std::pair<int64_t, int64_t>>& reserved_allocated);
+
 struct ReplayResult {
   AllocatorConfig config;
   std::string label;             ///< e.g. "caching, max_split_size 32.0 MiB"
   bool oom = false;
-  int64_t oom_action = -1;       ///< index of the action that failed
+  int64_t oom_action = -1;       ///< index of the action that failed (MemoryAction::entry where given)
   std::string oom_message;
+  bool oom_pending = false;      ///< the OOM is explained by blocks whose free was still pending
+  int64_t pending_bytes_at_oom = 0;
   int64_t peak_allocated = 0;
   int64_t peak_reserved = 0;
   double fragmentation_at_peak = 0;  ///< external fragmentation near the reserved peak (sampled at
                                      ///< every 1% of growth of the peak)
   double memviz_at_peak = 0;
   int64_t final_reserved = 0;
+  int64_t final_segments = 0;
   int64_t segments_at_peak = 0;
+  GrowthVerdict growth;
+  int64_t skipped_frees = 0;     ///< frees of blocks the replay never allocated (mid-way snapshots)
+
+  /// "ok", "OOM at action N", "OOM at action N (pending frees)", or "grows +X per 1000 actions".
+  std::string verdict() const;
+};
+
+/// Blocks live before the first action (a snapshot trace that starts mid-way): allocated first,
+/// in the given order, under these ids.
+struct InitialBlock {
+  int64_t id = 0;
+  int64_t size = 0;
+  int64_t stream = 0;
+  bool pending = false;
 };
 
 /// Replays `trace` through one allocator setting (bookkeeping only: no host memory is used).
 /// Stops at the first OOM. A free of an unknown id, or a repeated alloc id, throws SpecError
 /// naming the action.
 ReplayResult replay(const MemoryTrace& trace, const AllocatorConfig& config, const std::string& origin);
+
+/// The same for actions that may free blocks the replay never saw (counted in skipped_frees,
+/// not errors, when `lenient`) after `initial` blocks.
+ReplayResult replay_actions(const std::vector<MemoryAction>& actions, const std::vector<InitialBlock>& initial,
+                            const AllocatorConfig& config, const std::string& origin, bool lenient);
+
+/// "caching", "expandable, max_split_size 32.0 MiB", ...
+std::string setting_label(const AllocatorConfig& c);
 
 }  // namespace embedscope::engine

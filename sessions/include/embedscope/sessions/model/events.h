@@ -117,6 +117,8 @@ struct MemoryEvent {
   int64_t size = 0;       ///< block or segment bytes (oom: the rounded request)
   int64_t requested = 0;  ///< bytes asked for (alloc, free, oom)
   std::string tag;
+  int64_t stream = 0;     ///< the CUDA stream (schema 5; 0 in older files and engine runs)
+  int32_t stack_id = 0;   ///< `memory_stacks.stack_id` of the allocating stack; 0 = none (schema 5)
 };
 
 /// One block of a memory snapshot.
@@ -128,6 +130,9 @@ struct MemoryBlockRecord {
   int64_t requested = 0;
   bool allocated = false;
   std::string tag;
+  int64_t stream = 0;         ///< the segment's CUDA stream (schema 5)
+  int32_t stack_id = 0;       ///< `memory_stacks.stack_id` where the block was allocated; 0 = none (schema 5)
+  bool pending_free = false;  ///< freed, but in use on another stream until an event completes (schema 5)
 };
 
 /// Every segment and block of one rank's device at one moment.
@@ -138,6 +143,36 @@ struct MemorySnapshot {
   int64_t time_ns = 0;
   std::string reason;   ///< "step" (the layout changed since the last snapshot) or "oom"
   std::vector<MemoryBlockRecord> blocks;
+};
+
+/// One distinct frame of the stacks of memory events and blocks (schema 5, table
+/// `memory_frames`; imported PyTorch memory snapshots).
+struct MemoryFrame {
+  int32_t id = 0;
+  std::string filename;
+  int64_t line = 0;
+  std::string name;  ///< the function
+};
+
+/// Frame `depth` (0 innermost) of stack `stack_id` (schema 5, table `memory_stacks`).
+struct MemoryStackFrame {
+  int32_t stack_id = 0;
+  int32_t depth = 0;
+  int32_t frame_id = 0;
+};
+
+/// A rank's device memory after one entry of its allocator trace (schema 5, table
+/// `memory_timeline`; the counters over time of an imported memory snapshot). Bytes.
+struct MemoryTimelinePoint {
+  int32_t rank = 0;
+  int64_t entry = 0;    ///< index of the trace entry (`memory_events` of the rank, in order)
+  int64_t time_ns = 0;
+  int64_t allocated = 0;
+  int64_t reserved = 0;
+  int64_t active = 0;   ///< allocated + blocks freed but still pending on another stream
+  int64_t largest_free_block = 0;
+  double external_fragmentation = 0;  ///< 1 - largest free block / free bytes in segments
+  double memviz_fragmentation = 0;    ///< sum of free gaps^2 / sum of segment sizes^2
 };
 
 /// One shard of the sharding plan a run used (table `shards`, schema 4).

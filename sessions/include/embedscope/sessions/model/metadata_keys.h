@@ -106,7 +106,8 @@ inline constexpr const char* kGpuTraceError = "gpu_trace_error";
 // --- imported sessions (embedscope import; absent in sessions Embedscope ran) -----------------
 /// "1" when the session was imported from another tool's trace (shown as IMPORTED).
 inline constexpr const char* kImported = "imported";
-/// The format read: "kineto_json" (PyTorch profiler / Kineto Chrome-trace JSON).
+/// The format read: "kineto_json" (PyTorch profiler / Kineto Chrome-trace JSON) or
+/// "torch_memory_snapshot" (a PyTorch CUDA memory snapshot pickle).
 inline constexpr const char* kImportFormat = "import_format";
 /// What produced the trace, in words, e.g. "PyTorch profiler (Kineto) schemaVersion 1; NCCL 2.17.1".
 inline constexpr const char* kImportProducer = "import_producer";
@@ -118,5 +119,10 @@ inline constexpr const char* kImportAlign = "import_align";
 /// The trace timestamp (ns, the trace's own clock: Kineto `ts` x 1000) of session time 0, decimal:
 /// trace ts = import_origin_ns + t. A multiple of 1000, so whole trace microseconds stay whole.
 inline constexpr const char* kImportOriginNs = "import_origin_ns";
+// --- imported memory snapshots ----------------------------------------------------------------
+/// PyTorch's allocator_settings of an imported memory snapshot, JSON.
+inline constexpr const char* kAllocatorSettingsJson = "allocator_settings_json";
+/// "process_start" or "mid_way": whether every device's trace starts with an empty allocator.
+inline constexpr const char* kMemoryTraceStart = "memory_trace_start";
 
 }  // namespace embedscope::sessions::meta

@@ -13,7 +13,9 @@
 //   2  memory_counters, memory_events, memory_snapshots, memory_blocks
 //   3  id_histogram
 //   4  shards (the sharding plan as rows; older files carry it only as sharding_plan_json)
-//   5  import_stats (problems an importer counted; empty for sessions Embedscope ran)
+//   5  import_stats (problems an importer counted; empty for sessions Embedscope ran);
+//      memory_frames, memory_stacks, memory_timeline; memory_events.stream / stack_id,
+//      memory_blocks.stream / stack_id / pending_free (imported PyTorch memory snapshots)
 
 #include <string>
 #include <string_view>

@@ -78,6 +78,12 @@ class SessionWriter {
   /// Stores the problems of an import (table `import_stats`, schema 5); a second record of the
   /// same name replaces the first.
   void add_import_stats(std::vector<ImportStat> stats);
+  /// Distinct stack frames (table `memory_frames`, schema 5).
+  void add_memory_frames(const std::vector<MemoryFrame>& frames);
+  /// The frames of each stack (table `memory_stacks`, schema 5).
+  void add_memory_stacks(const std::vector<MemoryStackFrame>& rows);
+  /// Memory counters after trace entries (table `memory_timeline`, schema 5).
+  void add_memory_timeline(const std::vector<MemoryTimelinePoint>& points);
   /// Stores a snapshot (its id is assigned here).
   void add_snapshot(MemorySnapshot snapshot);
   /// Flushes everything, records `ended` and `message`, checkpoints the WAL into the file and
@@ -136,6 +142,14 @@ class SessionReader {
   /// Snapshots without their blocks; memory_blocks() gives those.
   std::vector<MemorySnapshot> memory_snapshots() const;
   std::vector<MemoryBlockRecord> memory_blocks(int64_t snapshot_id) const;
+  /// Whether the file has the memory_frames, memory_stacks and memory_timeline tables (schema 5).
+  bool has_memory_stacks() const { return has_memory_stacks_; }
+  /// Ordered by id; empty without the table.
+  std::vector<MemoryFrame> memory_frames() const;
+  /// Ordered by (stack_id, depth); empty without the table.
+  std::vector<MemoryStackFrame> memory_stacks() const;
+  /// Ordered by (rank, entry); empty without the table.
+  std::vector<MemoryTimelinePoint> memory_timeline() const;
   /// Whether the file has the id_histogram table (schema 3; older files do not).
   bool has_id_histogram() const { return has_id_histogram_; }
   /// Every stored bucket, ordered by (table, bucket, rank); empty without the table.
@@ -164,6 +178,7 @@ class SessionReader {
   bool has_id_histogram_ = false;
   bool has_shards_ = false;
   bool has_import_stats_ = false;
+  bool has_memory_stacks_ = false;
 };
 
 }  // namespace embedscope::sessions

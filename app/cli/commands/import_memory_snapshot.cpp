@@ -1,0 +1,78 @@
+// `embedscope import x.pickle [-o S.db]` for PyTorch CUDA memory snapshots
+// (torch.cuda.memory._dump_snapshot; gzip-compressed too): one rank per device, the trace, the
+// segment map at the dump, the allocator settings and the counters over time
+// (sessions/importers/torch_memory_snapshot/import.h).
+//
+// import_memory_snapshot() is what `import` (commands/import.cpp) calls once content detection
+// says the file is a snapshot (is_memory_snapshot_file: a pickle starts 0x80 + protocol 2..5,
+// as it is or gunzipped).
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "embedscope/sessions/importers/importer.h"
+#include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
+#include "embedscope/sessions/model/units.h"
+#include "embedscope/sessions/store/session.h"
+#include "output/output.h"
+
+namespace embedscope::cli {
+
+namespace ss = embedscope::sessions;
+namespace ts = embedscope::sessions::torch_snapshot;
+using nlohmann::json;
+
+bool is_memory_snapshot_file(const std::string& path) {
+  return ss::pickle::is_pickle(ss::importers::read_head(path, 2));  // gunzipped when gzip
+}
+
+int import_memory_snapshot(const std::string& file, const std::string& out, bool overwrite, bool as_json) {
+  const ts::MemorySnapshotFile snap = ts::load_snapshot(file);  // before the session exists: bad input leaves nothing
+  std::string target = out;
+  if (target.empty()) {
+    std::string stem = std::filesystem::path(file).filename().string();
+    for (const char* ext : {".gz", ".pickle", ".pkl"})
+      if (stem.size() > std::string(ext).size() && stem.substr(stem.size() - std::string(ext).size()) == ext)
+        stem.resize(stem.size() - std::string(ext).size());
+    target = stem + ".db";
+  }
+  ss::SessionWriter w(target, overwrite);
+  const ts::ImportSummary sum = ts::import_torch_memory_snapshot(snap, file, w);
+  w.close("complete");
+  if (as_json) {
+    std::cout << dump(json{{"session", target},
+                           {"format", "torch_memory_snapshot"},
+                           {"devices", sum.devices},
+                           {"segments", sum.segments},
+                           {"blocks", sum.blocks},
+                           {"trace_entries", sum.trace_entries},
+                           {"frames", sum.frames},
+                           {"stacks", sum.stacks},
+                           {"memory_trace_start", sum.starts_at_process_start ? "process_start" : "mid_way"},
+                           {"problems", sum.problems}})
+              << "\n";
+    return 0;
+  }
+  int64_t reserved = 0;
+  for (const auto& s : snap.segments) reserved += s.total_size;
+  std::cout << fmt::format("{}: PyTorch memory snapshot, {} device(s), {} segments ({} reserved), {} blocks, {} trace "
+                           "entries, {} distinct frames\n",
+                           file, sum.devices, sum.segments, ss::format_bytes(reserved), sum.blocks, sum.trace_entries,
+                           sum.frames);
+  if (!sum.starts_at_process_start)
+    std::cout << "the trace starts mid-way (a ring buffer dropped its oldest entries): the layout at its first entry is "
+                 "walked back from the dump; blocks allocated before it have no stack or time\n";
+  for (size_t i = 0; i < sum.problems.size() && i < 10; ++i) std::cout << "problem: " << sum.problems[i] << "\n";
+  if (sum.problems.size() > 10) std::cout << fmt::format("... and {} more problems\n", sum.problems.size() - 10);
+  std::cout << fmt::format("session written: {}\n", target);
+  return 0;
+}
+
+}  // namespace embedscope::cli

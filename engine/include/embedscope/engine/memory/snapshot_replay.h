@@ -1,0 +1,59 @@
+#pragma once
+// Replays the device trace of a PyTorch CUDA memory snapshot (sessions torch_snapshot, issue 13)
+// through allocator settings: "would expandable_segments or a max_split_size have avoided this
+// OOM?" (`embedscope replay-memory x.pickle`).
+//
+// The trace's entries become replay actions: alloc (the block's address is its id, its stream
+// and its request as recorded), free_requested (the block stays in use: pending), free_completed
+// (reusable from here), and segment_free / segment_unmap as torch.cuda.empty_cache() at that
+// point (a run of them is one call: the trace does not say whether the program or the
+// allocator's retry before an OOM released them). segment_alloc / segment_map are the
+// allocator's own decisions and are not replayed. An oom entry is the request that failed: it
+// is replayed as that request (and freed at once: in the recorded run it never got memory), so
+// a setting that serves it would have avoided the OOM.
+//
+// A trace that starts at the process start replayed under its own settings (caching or
+// expandable, its max_split_size) ends with the segments of the dump: the same number and the
+// same reserved bytes (a test holds it for the fixtures). A trace that starts mid-way (a ring
+// buffer dropped its oldest entries) begins with the blocks live at its first entry, found by
+// walking back from the dump (sessions walk_timeline), allocated first in address order: their
+// real order, and so the segments they shared, is unknown, and the segments of the dump are then
+// not expected to be reproduced (SnapshotReplay::starts_at_process_start says which).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "embedscope/engine/memory/replay.h"
+#include "embedscope/sessions/importers/torch_memory_snapshot/snapshot.h"
+
+namespace embedscope::engine {
+
+struct SnapshotReplay {
+  int64_t device = 0;
+  int64_t entries = 0;                 ///< trace entries of the device
+  bool starts_at_process_start = true;
+  int64_t initial_blocks = 0;          ///< blocks live at the first entry (mid-way traces)
+  int64_t snapshot_segments = 0;       ///< the dump's segments of the device
+  int64_t snapshot_reserved = 0;       ///< and their bytes
+  std::vector<int64_t> recorded_ooms;  ///< entry indices of the trace's oom entries
+  int64_t capacity_bytes = 0;          ///< the capacity replayed against
+  std::vector<ReplayResult> results;   ///< one per setting, in the order given
+};
+
+/// The actions of `device`'s trace (see above) and the blocks live at its first entry.
+std::vector<MemoryAction> snapshot_actions(const sessions::torch_snapshot::MemorySnapshotFile& snap, int64_t device);
+
+/// The recorded settings as an AllocatorConfig of `capacity`: expandable when
+/// expandable_segments, else caching; its max_split_size (0 = unlimited).
+AllocatorConfig recorded_config(const sessions::torch_snapshot::MemorySnapshotFile& snap, int64_t capacity);
+
+/// The device's capacity as far as the snapshot tells it: at its first oom entry, the
+/// device's free bytes (device_free) + the bytes reserved then; 0 when the trace has no oom.
+int64_t snapshot_capacity(const sessions::torch_snapshot::MemorySnapshotFile& snap, int64_t device);
+
+/// Replays `device`'s trace through every setting (their capacity_bytes used as given).
+SnapshotReplay replay_snapshot(const sessions::torch_snapshot::MemorySnapshotFile& snap, int64_t device,
+                               const std::vector<AllocatorConfig>& settings, const std::string& origin);
+
+}  // namespace embedscope::engine

@@ -1,0 +1,202 @@
+// import_torch_memory_snapshot: a PyTorch CUDA memory snapshot into a session (import.h).
+
+#include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
+
+#include <algorithm>
+#include <climits>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "embedscope/sessions/model/metadata_keys.h"
+
+namespace embedscope::sessions::torch_snapshot {
+
+namespace {
+
+// A value of an unknown key as JSON (settings keep every key PyTorch wrote).
+nlohmann::json to_json(const pickle::Value& v, int depth = 0) {
+  using K = pickle::Value::Kind;
+  if (depth > 32) return nullptr;
+  switch (v.kind()) {
+    case K::none: return nullptr;
+    case K::boolean: return v.as_bool();
+    case K::integer: return v.as_int();
+    case K::unsigned_integer: return v.as_uint();
+    case K::floating: return v.as_double();
+    case K::string: return v.as_string();
+    case K::bytes: return fmt::format("<{} bytes>", v.as_string().size());
+    case K::list:
+    case K::tuple: {
+      nlohmann::json a = nlohmann::json::array();
+      for (const auto& x : v.items()) a.push_back(to_json(x, depth + 1));
+      return a;
+    }
+    case K::dict: {
+      nlohmann::json o = nlohmann::json::object();
+      for (const auto& [k, x] : v.pairs()) o[k.is_string() ? k.as_string() : to_json(k).dump()] = to_json(x, depth + 1);
+      return o;
+    }
+  }
+  return nullptr;
+}
+
+std::string settings_json(const AllocatorSettings& s) {
+  nlohmann::json j = nlohmann::json::object();
+  if (!s.present) return j.dump();
+  j["max_split_size"] = s.max_split_size;
+  j["expandable_segments"] = s.expandable_segments;
+  j["garbage_collection_threshold"] = s.garbage_collection_threshold;
+  j["PYTORCH_CUDA_ALLOC_CONF"] = s.conf;
+  nlohmann::json r = nlohmann::json::object();
+  for (const auto& [k, v] : s.roundup_power2_divisions) r[k] = v;
+  j["roundup_power2_divisions"] = r;
+  for (const auto& [k, v] : s.extra) j[k] = to_json(v);
+  return j.dump();
+}
+
+std::string innermost(const MemorySnapshotFile& s, int32_t stack) {
+  const auto& frames = s.stacks.at(static_cast<size_t>(stack));
+  return frames.empty() ? "" : s.frames[static_cast<size_t>(frames[0])].name;
+}
+
+}  // namespace
+
+ImportSummary import_torch_memory_snapshot(const MemorySnapshotFile& snap, const std::string& source, SessionWriter& w) {
+  ImportSummary sum;
+  sum.devices = snap.device_count();
+  sum.frames = static_cast<int64_t>(snap.frames.size());
+  sum.stacks = static_cast<int64_t>(snap.stacks.size());
+  int64_t t0 = INT64_MAX;
+  for (const auto& t : snap.device_traces)
+    for (const auto& e : t)
+      if (e.time_us > 0) t0 = std::min(t0, e.time_us);
+  if (t0 == INT64_MAX) t0 = 0;
+
+  w.set_metadata(meta::kImported, "1");
+  w.set_metadata(meta::kImportFormat, "torch_memory_snapshot");
+  w.set_metadata(meta::kImportProducer, "PyTorch CUDA caching allocator (torch.cuda.memory._dump_snapshot)");
+  {
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(source, ec);
+    w.set_metadata(meta::kImportSources,
+                   nlohmann::json::array({{{"file", source}, {"bytes", ec ? -1 : static_cast<int64_t>(bytes)}}}).dump());
+  }
+  w.set_metadata(meta::kAllocatorSettingsJson, settings_json(snap.settings));
+  w.set_metadata(meta::kWorldSize, std::to_string(sum.devices));
+  w.set_metadata(meta::kSimulated, "0");
+  w.set_metadata(meta::kBackend, "cuda");
+  w.set_metadata(meta::kWorkloadName, source.substr(source.find_last_of('/') + 1));
+  w.set_metadata(meta::kClock, "PyTorch memory history time_us x 1000: ns since the earliest trace entry");
+  w.set_metadata(meta::kWallAnchorUnixNs, std::to_string(t0 * 1000));
+
+  std::vector<MemoryFrame> frames;
+  for (size_t i = 0; i < snap.frames.size(); ++i)
+    frames.push_back({static_cast<int32_t>(i), snap.frames[i].filename, snap.frames[i].line, snap.frames[i].name});
+  w.add_memory_frames(frames);
+  std::vector<MemoryStackFrame> stacks;
+  for (size_t s = 1; s < snap.stacks.size(); ++s)
+    for (size_t d = 0; d < snap.stacks[s].size(); ++d)
+      stacks.push_back({static_cast<int32_t>(s), static_cast<int32_t>(d), snap.stacks[s][d]});
+  w.add_memory_stacks(stacks);
+
+  for (int64_t dev = 0; dev < sum.devices; ++dev) {
+    const auto rank = static_cast<int32_t>(dev);
+    w.add_rank({rank, "", fmt::format("cuda:{} (PyTorch memory snapshot)", dev), 0});
+    // the trace
+    static const std::vector<TraceEntry> none;
+    const auto& trace = dev < static_cast<int64_t>(snap.device_traces.size()) ? snap.device_traces[static_cast<size_t>(dev)] : none;
+    std::vector<MemoryEvent> events;
+    events.reserve(trace.size());
+    int64_t last_ns = 0;
+    for (const auto& e : trace) {
+      MemoryEvent m;
+      m.rank = rank;
+      m.time_ns = e.time_us > 0 ? (e.time_us - t0) * 1000 : 0;
+      last_ns = std::max(last_ns, m.time_ns);
+      m.action = to_string(e.action);
+      m.address = static_cast<int64_t>(e.addr);
+      m.size = e.size;
+      m.requested = e.action == TraceAction::alloc || e.action == TraceAction::free_requested ||
+                            e.action == TraceAction::free_completed || e.action == TraceAction::oom
+                        ? e.size
+                        : 0;
+      m.tag = innermost(snap, e.stack);
+      m.stream = e.stream;
+      m.stack_id = e.stack;
+      events.push_back(std::move(m));
+    }
+    sum.trace_entries += static_cast<int64_t>(events.size());
+    w.add_memory_events(events);
+    // the segments and blocks at the dump
+    MemorySnapshot shot;
+    shot.rank = rank;
+    shot.time_ns = last_ns;
+    shot.reason = "dump";
+    MemoryCounter at_dump;
+    at_dump.rank = rank;
+    for (const auto& s : snap.segments) {
+      if (s.device != dev) continue;
+      ++sum.segments;
+      at_dump.reserved += s.total_size;
+      ++at_dump.segments;
+      for (const auto& b : s.blocks) {
+        ++sum.blocks;
+        MemoryBlockRecord r;
+        r.segment_address = static_cast<int64_t>(s.address);
+        r.segment_size = s.total_size;
+        r.address = static_cast<int64_t>(b.address);
+        r.size = b.size;
+        r.requested = b.state == BlockState::inactive ? 0 : b.requested_size;
+        r.allocated = b.state != BlockState::inactive;
+        r.pending_free = b.state == BlockState::active_pending_free;
+        r.tag = r.allocated ? innermost(snap, b.stack) : "";
+        r.stream = s.stream;
+        r.stack_id = b.stack;
+        if (b.state == BlockState::active_allocated) {
+          at_dump.allocated += b.size;
+          at_dump.rounding_loss += b.size - b.requested_size;
+        }
+        shot.blocks.push_back(std::move(r));
+      }
+    }
+    // the counters over time
+    TimelineWalk walk = walk_timeline(snap, dev, t0);
+    sum.starts_at_process_start = sum.starts_at_process_start && walk.starts_empty;
+    for (auto& p : walk.problems) sum.problems.push_back(std::move(p));
+    for (const auto& p : walk.points) {
+      at_dump.peak_allocated = std::max(at_dump.peak_allocated, p.allocated);
+      at_dump.peak_reserved = std::max(at_dump.peak_reserved, p.reserved);
+    }
+    at_dump.peak_allocated = std::max(at_dump.peak_allocated, at_dump.allocated);
+    at_dump.peak_reserved = std::max(at_dump.peak_reserved, at_dump.reserved);
+    // fragmentation at the dump, from its inactive blocks (allocator.h's definitions)
+    int64_t free_bytes = 0;
+    double gap_sq = 0, seg_sq = 0;
+    for (const auto& s : snap.segments) {
+      if (s.device != dev) continue;
+      seg_sq += static_cast<double>(s.total_size) * static_cast<double>(s.total_size);
+      for (const auto& b : s.blocks)
+        if (b.state == BlockState::inactive) {
+          free_bytes += b.size;
+          at_dump.largest_free_block = std::max(at_dump.largest_free_block, b.size);
+          gap_sq += static_cast<double>(b.size) * static_cast<double>(b.size);
+        }
+    }
+    at_dump.external_fragmentation =
+        free_bytes > 0 ? 1.0 - static_cast<double>(at_dump.largest_free_block) / static_cast<double>(free_bytes) : 0.0;
+    at_dump.memviz_fragmentation = seg_sq > 0 ? gap_sq / seg_sq : 0.0;
+    w.add_memory_timeline(walk.points);
+    w.add_memory(at_dump);
+    w.add_snapshot(std::move(shot));
+  }
+  w.set_metadata(meta::kMemoryTraceStart, sum.starts_at_process_start ? "process_start" : "mid_way");
+  return sum;
+}
+
+ImportSummary import_torch_memory_snapshot(const std::string& path, SessionWriter& w) {
+  return import_torch_memory_snapshot(load_snapshot(path), path, w);
+}
+
+}  // namespace embedscope::sessions::torch_snapshot

@@ -1,0 +1,283 @@
+// walk_timeline: the layout of a device's memory after every entry of its trace (import.h).
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
+
+namespace embedscope::sessions::torch_snapshot {
+
+namespace {
+
+int64_t round512(int64_t n) { return std::max<int64_t>(512, (n + 511) / 512 * 512); }
+
+struct Live {
+  int64_t size = 0;
+  bool pending = false;  // free_requested, not yet free_completed
+  int64_t stream = 0;
+};
+
+// Segments and live blocks, with the free-gap figures kept per segment so that one entry
+// costs the blocks of one segment, not of the device.
+class Layout {
+ public:
+  std::map<uint64_t, int64_t> segs;  // address -> bytes
+  std::map<uint64_t, Live> blocks;
+
+  void start_figures() {
+    gaps_.clear();
+    largest_.clear();
+    free_ = 0;
+    gap_sq_ = seg_sq_ = 0;
+    reserved_ = allocated_ = active_ = 0;
+    for (const auto& [a, s] : segs) {
+      reserved_ += s;
+      seg_sq_ += static_cast<double>(s) * static_cast<double>(s);
+      refresh(a);
+    }
+    for (const auto& [a, b] : blocks) {
+      active_ += b.size;
+      if (!b.pending) allocated_ += b.size;
+    }
+  }
+
+  /// The segment holding `addr`, or segs.end().
+  std::map<uint64_t, int64_t>::iterator segment_of(uint64_t addr) {
+    auto it = segs.upper_bound(addr);
+    if (it == segs.begin()) return segs.end();
+    --it;
+    return addr < it->first + static_cast<uint64_t>(it->second) ? it : segs.end();
+  }
+
+  void add_segment(uint64_t a, int64_t s) {
+    segs[a] = s;
+    reserved_ += s;
+    seg_sq_ += static_cast<double>(s) * static_cast<double>(s);
+    refresh(a);
+  }
+  void remove_segment(uint64_t a) {
+    const int64_t s = segs.at(a);
+    forget(a);
+    segs.erase(a);
+    reserved_ -= s;
+    seg_sq_ -= static_cast<double>(s) * static_cast<double>(s);
+  }
+  void resize_segment(uint64_t a, int64_t s) {
+    const int64_t old = segs.at(a);
+    remove_segment(a);
+    (void)old;
+    if (s > 0) add_segment(a, s);
+  }
+  void add_block(uint64_t a, Live b) {
+    blocks[a] = b;
+    active_ += b.size;
+    if (!b.pending) allocated_ += b.size;
+    touch(a);
+  }
+  void remove_block(uint64_t a) {
+    const Live b = blocks.at(a);
+    blocks.erase(a);
+    active_ -= b.size;
+    if (!b.pending) allocated_ -= b.size;
+    touch(a);
+  }
+  void set_pending(uint64_t a, bool pending) {
+    Live& b = blocks.at(a);
+    if (b.pending == pending) return;
+    b.pending = pending;
+    allocated_ += pending ? -b.size : b.size;
+  }
+
+  MemoryTimelinePoint point() const {
+    MemoryTimelinePoint p;
+    p.allocated = allocated_;
+    p.reserved = reserved_;
+    p.active = active_;
+    p.largest_free_block = largest_.empty() ? 0 : *largest_.rbegin();
+    p.external_fragmentation = free_ > 0 ? 1.0 - static_cast<double>(p.largest_free_block) / static_cast<double>(free_) : 0.0;
+    p.memviz_fragmentation = seg_sq_ > 0 ? std::max(0.0, gap_sq_) / seg_sq_ : 0.0;
+    return p;
+  }
+
+ private:
+  struct Gaps {
+    int64_t free = 0, largest = 0;
+    double sq = 0;
+  };
+  void touch(uint64_t addr) {
+    auto it = segment_of(addr);
+    if (it != segs.end()) refresh(it->first);
+  }
+  void forget(uint64_t seg) {
+    auto g = gaps_.find(seg);
+    if (g == gaps_.end()) return;
+    free_ -= g->second.free;
+    gap_sq_ -= g->second.sq;
+    largest_.erase(largest_.find(g->second.largest));
+    gaps_.erase(g);
+  }
+  void refresh(uint64_t seg) {
+    forget(seg);
+    const uint64_t end = seg + static_cast<uint64_t>(segs.at(seg));
+    Gaps g;
+    uint64_t at = seg;
+    auto gap = [&](uint64_t to) {
+      if (to > at) {
+        const auto n = static_cast<int64_t>(to - at);
+        g.free += n;
+        g.largest = std::max(g.largest, n);
+        g.sq += static_cast<double>(n) * static_cast<double>(n);
+      }
+    };
+    for (auto it = blocks.lower_bound(seg); it != blocks.end() && it->first < end; ++it) {
+      gap(it->first);
+      at = std::max(at, it->first + static_cast<uint64_t>(it->second.size));
+    }
+    gap(end);
+    gaps_[seg] = g;
+    free_ += g.free;
+    gap_sq_ += g.sq;
+    largest_.insert(g.largest);
+  }
+
+  std::map<uint64_t, Gaps> gaps_;
+  std::multiset<int64_t> largest_;
+  int64_t free_ = 0, reserved_ = 0, allocated_ = 0, active_ = 0;
+  double gap_sq_ = 0, seg_sq_ = 0;
+};
+
+// The expandable segment that ends at `addr` (segment_map grows it there), or end().
+std::map<uint64_t, int64_t>::iterator ending_at(Layout& l, uint64_t addr) {
+  for (auto it = l.segs.begin(); it != l.segs.end(); ++it)
+    if (it->first + static_cast<uint64_t>(it->second) == addr) return it;
+  return l.segs.end();
+}
+
+}  // namespace
+
+TimelineWalk walk_timeline(const MemorySnapshotFile& snap, int64_t device, int64_t t0_us) {
+  TimelineWalk out;
+  static const std::vector<TraceEntry> none;
+  const auto& trace = device < static_cast<int64_t>(snap.device_traces.size()) ? snap.device_traces[static_cast<size_t>(device)] : none;
+  Layout l;
+  for (const auto& s : snap.segments) {
+    if (s.device != device) continue;
+    l.segs[s.address] = s.total_size;
+    for (const auto& b : s.blocks)
+      if (b.state != BlockState::inactive) l.blocks[b.address] = {b.size, b.state == BlockState::active_pending_free, s.stream};
+  }
+  auto problem = [&](size_t i, const std::string& why) {
+    out.problems.push_back(fmt::format("device {} entry {} ({}): {}", device, i, to_string(trace[i].action), why));
+  };
+  // back from the dump: undo every entry; remember the size of each block an alloc made
+  std::vector<int64_t> size_of(trace.size(), 0);
+  std::vector<bool> skip(trace.size(), false);
+  for (size_t i = trace.size(); i-- > 0;) {
+    const TraceEntry& e = trace[i];
+    const uint64_t a = e.addr;
+    auto blk = l.blocks.find(a);
+    switch (e.action) {
+      case TraceAction::alloc:
+        if (blk == l.blocks.end() || blk->second.pending) {
+          problem(i, fmt::format("block {:#x} is not live after it", a));
+          skip[i] = true;
+        } else {
+          size_of[i] = blk->second.size;
+          l.blocks.erase(blk);
+        }
+        break;
+      case TraceAction::free_requested:
+        if (blk == l.blocks.end() || !blk->second.pending) {
+          problem(i, fmt::format("block {:#x} is not pending after it", a));
+          skip[i] = true;
+        } else {
+          blk->second.pending = false;
+        }
+        break;
+      case TraceAction::free_completed:
+        if (blk != l.blocks.end()) {
+          problem(i, fmt::format("block {:#x} is live after its free completed", a));
+          skip[i] = true;
+        } else {
+          l.blocks[a] = {round512(e.size), true, e.stream};
+        }
+        break;
+      case TraceAction::segment_alloc:
+        if (!l.segs.count(a)) {
+          problem(i, fmt::format("segment {:#x} is not there after it", a));
+          skip[i] = true;
+        } else {
+          l.segs.erase(a);
+        }
+        break;
+      case TraceAction::segment_free:
+        if (l.segs.count(a)) {
+          problem(i, fmt::format("segment {:#x} is still there after it", a));
+          skip[i] = true;
+        } else {
+          l.segs[a] = e.size;
+        }
+        break;
+      case TraceAction::segment_map: {  // undo: the expandable segment ends at addr + size again before it
+        auto it = ending_at(l, a + static_cast<uint64_t>(e.size));
+        if (it == l.segs.end() || it->second < e.size) {
+          problem(i, fmt::format("no segment ends at {:#x} after it", a + static_cast<uint64_t>(e.size)));
+          skip[i] = true;
+        } else if (it->second == e.size) {
+          l.segs.erase(it);
+        } else {
+          it->second -= e.size;
+        }
+        break;
+      }
+      case TraceAction::segment_unmap: {
+        auto it = ending_at(l, a);
+        if (it != l.segs.end()) it->second += e.size;
+        else l.segs[a] = e.size;
+        break;
+      }
+      default: break;
+    }
+  }
+  out.starts_empty = l.segs.empty() && l.blocks.empty();
+  out.initial_blocks = static_cast<int64_t>(l.blocks.size());
+  out.initial_segments = static_cast<int64_t>(l.segs.size());
+  for (const auto& [a, b] : l.blocks) out.initial_live.push_back({a, b.size, b.stream, b.pending});
+  // forward from the first entry
+  l.start_figures();
+  out.points.reserve(trace.size());
+  for (size_t i = 0; i < trace.size(); ++i) {
+    const TraceEntry& e = trace[i];
+    const uint64_t a = e.addr;
+    if (!skip[i]) switch (e.action) {
+        case TraceAction::alloc: l.add_block(a, {size_of[i], false, e.stream}); break;
+        case TraceAction::free_requested: l.set_pending(a, true); break;
+        case TraceAction::free_completed: l.remove_block(a); break;
+        case TraceAction::segment_alloc: l.add_segment(a, e.size); break;
+        case TraceAction::segment_free: l.remove_segment(a); break;
+        case TraceAction::segment_map: {
+          auto it = ending_at(l, a);
+          if (it != l.segs.end()) l.resize_segment(it->first, it->second + e.size);
+          else l.add_segment(a, e.size);
+          break;
+        }
+        case TraceAction::segment_unmap: {
+          auto it = ending_at(l, a + static_cast<uint64_t>(e.size));
+          if (it != l.segs.end()) l.resize_segment(it->first, it->second - e.size);
+          break;
+        }
+        default: break;
+      }
+    MemoryTimelinePoint p = l.point();
+    p.rank = static_cast<int32_t>(device);
+    p.entry = static_cast<int64_t>(i);
+    p.time_ns = e.time_us > 0 ? (e.time_us - t0_us) * 1000 : 0;
+    out.points.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace embedscope::sessions::torch_snapshot

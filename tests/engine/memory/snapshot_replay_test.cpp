@@ -1,0 +1,223 @@
+// Replays honour streams and deferred frees (issue 20 defect 4), flag unbounded reserved growth
+// (defect 5), and replay PyTorch memory snapshots under other settings (issue 13).
+#include "embedscope/engine/memory/snapshot_replay.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/memory/allocator.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/store/session.h"
+
+using namespace embedscope::engine;
+namespace ts = embedscope::sessions::torch_snapshot;
+
+namespace {
+constexpr int64_t MiB = int64_t{1} << 20;
+std::string fixture(const std::string& name) { return std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/" + name; }
+const nlohmann::json& expected() {
+  static const nlohmann::json j = nlohmann::json::parse(std::ifstream(fixture("expected.json")));
+  return j;
+}
+MemoryAction act(MemoryAction::Kind k, int64_t id, int64_t size = 0, int64_t stream = 0) {
+  MemoryAction a;
+  a.kind = k;
+  a.id = id;
+  a.size = size;
+  a.stream = stream;
+  return a;
+}
+using K = MemoryAction::Kind;
+}  // namespace
+
+// Defect 4: a block freed on stream 0 is not reused by an allocation on stream 1 (PyTorch keeps
+// blocks per stream); before the fix the replay handed stream 1 the same block.
+TEST(AllocatorStreams, ABlockFreedOnOneStreamIsNotReusedByAnother) {
+  auto a = DeviceAllocator::create({AllocatorKind::caching, 128 * MiB, 0, false});
+  const Allocation x = a->allocate_on(4 * MiB, "s0", 0);
+  a->free(x);
+  const Allocation y = a->allocate_on(4 * MiB, "s1", 1);
+  EXPECT_NE(y.address, x.address);
+  EXPECT_EQ(a->stats().reserved, 40 * MiB);  // a second 20 MiB segment, for stream 1
+  const Allocation z = a->allocate_on(4 * MiB, "s0 again", 0);
+  EXPECT_EQ(z.address, x.address);  // stream 0 reuses its own block
+  const auto snap = a->snapshot();
+  ASSERT_EQ(snap.size(), 2u);
+  EXPECT_EQ(snap[0].stream + snap[1].stream, 1);
+
+  auto e = DeviceAllocator::create({AllocatorKind::expandable, 128 * MiB, 0, false});
+  const Allocation p = e->allocate_on(4 * MiB, "s0", 0);
+  e->free(p);
+  const Allocation q = e->allocate_on(4 * MiB, "s1", 1);
+  EXPECT_NE(q.address, p.address);
+  EXPECT_EQ(e->stats().segments, 2);  // one growing segment per stream
+
+  MemoryTrace t;
+  t.actions = {act(K::alloc, 1, 4 * MiB, 0), act(K::free, 1), act(K::alloc, 2, 4 * MiB, 1)};
+  const ReplayResult r = replay(t, {AllocatorKind::caching, 128 * MiB, 0, false}, "t.json");
+  EXPECT_EQ(r.peak_reserved, 40 * MiB);
+  EXPECT_EQ(r.final_segments, 2);
+}
+
+// A block is reusable at free_completed, not at free_requested; an OOM that a pending block
+// causes is explained as such.
+TEST(AllocatorStreams, DeferredFreesAndTheOomTheyCause) {
+  MemoryTrace t;
+  t.actions = {act(K::alloc, 1, 15 * MiB), act(K::free_requested, 1), act(K::alloc, 2, 15 * MiB)};
+  const ReplayResult pending = replay(t, {AllocatorKind::caching, 20 * MiB, 0, false}, "t.json");
+  ASSERT_TRUE(pending.oom);
+  EXPECT_EQ(pending.oom_action, 2);
+  EXPECT_TRUE(pending.oom_pending);
+  EXPECT_EQ(pending.pending_bytes_at_oom, 16 * MiB);  // 15 MiB rounded to a 16 MiB segment (>= 10 MiB: 2 MiB rounding)
+  EXPECT_EQ(pending.verdict(), "OOM at action 2 (pending frees)");
+  EXPECT_NE(pending.oom_message.find("Pending frees: 16.0 MiB in blocks freed on another stream (free_requested) had not "
+                                     "completed (free_completed); they were not reusable yet"),
+            std::string::npos)
+      << pending.oom_message;
+  t.actions.insert(t.actions.begin() + 2, act(K::free_completed, 1));
+  const ReplayResult done = replay(t, {AllocatorKind::caching, 20 * MiB, 0, false}, "t.json");
+  EXPECT_FALSE(done.oom);
+  EXPECT_EQ(done.peak_reserved, 16 * MiB);  // the completed block is reused
+}
+
+// Defect 5: max_split_size with expandable segments grows reserved by ~140 MiB per cycle
+// (13.7 GiB after 100 cycles) while the program holds 150 MiB; the result was "ok".
+TEST(ReplayGrowth, MaxSplitSizeWithExpandableGrowsWithoutBoundAndSaysSo) {
+  MemoryTrace t;
+  int64_t id = 0;
+  for (int c = 0; c < 100; ++c) {  // a 140 MiB buffer, then a 10 MiB one beside the next 140 MiB
+    const int64_t a = ++id, s = ++id, b = ++id;
+    t.actions.push_back(act(K::alloc, a, 140 * MiB));
+    t.actions.push_back(act(K::free, a));
+    t.actions.push_back(act(K::alloc, s, 10 * MiB));
+    t.actions.push_back(act(K::alloc, b, 140 * MiB));
+    t.actions.push_back(act(K::free, s));
+    t.actions.push_back(act(K::free, b));
+  }
+  const int64_t cap = int64_t{80} << 30;
+  const ReplayResult grows = replay(t, {AllocatorKind::expandable, cap, 32 * MiB, false}, "t.json");
+  EXPECT_FALSE(grows.oom);
+  EXPECT_GT(grows.peak_reserved, int64_t{13} << 30);
+  ASSERT_TRUE(grows.growth.unbounded);
+  const double per_cycle = grows.growth.bytes_per_1000_actions * 6 / 1000;
+  EXPECT_GT(per_cycle, 130.0 * MiB);
+  EXPECT_LT(per_cycle, 145.0 * MiB);
+  EXPECT_EQ(grows.verdict().rfind("grows +", 0), 0u) << grows.verdict();
+  EXPECT_NE(grows.growth.message.find("while the bytes the program holds peak at 150.0 MiB"), std::string::npos)
+      << grows.growth.message;
+  for (const AllocatorConfig& c : {AllocatorConfig{AllocatorKind::expandable, cap, 0, false},
+                                   AllocatorConfig{AllocatorKind::caching, cap, 32 * MiB, false},
+                                   AllocatorConfig{AllocatorKind::caching, cap, 0, false}}) {
+    const ReplayResult r = replay(t, c, "t.json");
+    EXPECT_FALSE(r.growth.unbounded) << r.label;
+    EXPECT_EQ(r.verdict(), "ok") << r.label;
+    EXPECT_LE(r.peak_reserved, 280 * MiB) << r.label;
+  }
+}
+
+// Issue 13: a trace from the process start replayed under its own settings ends with the dump's
+// segments (count and reserved bytes).
+TEST(SnapshotReplay, RecordedSettingsReproduceTheDump) {
+  for (const char* name : {"training_p2.pickle", "training_p4.pickle", "training_p5.pickle", "training_p4.pickle.gz",
+                           "high_address_p4.pickle", "oom_p5.pickle", "fragmented_oom_p4.pickle"}) {
+    SCOPED_TRACE(name);
+    const ts::MemorySnapshotFile s = ts::load_snapshot(fixture(name));
+    const auto& e = expected()[name];
+    for (int64_t d = 0; d < s.device_count(); ++d) {
+      const int64_t cap = snapshot_capacity(s, d) > 0 ? snapshot_capacity(s, d) : int64_t{1} << 40;
+      const SnapshotReplay rep = replay_snapshot(s, d, {recorded_config(s, cap)}, name);
+      EXPECT_TRUE(rep.starts_at_process_start);
+      EXPECT_EQ(rep.initial_blocks, 0);
+      int64_t segments = 0;
+      for (const auto& x : e["segments"]) segments += x["device"].get<int64_t>() == d;
+      EXPECT_EQ(rep.snapshot_segments, segments);
+      EXPECT_EQ(rep.snapshot_reserved, e["reserved_at_dump"][static_cast<size_t>(d)].get<int64_t>());
+      EXPECT_EQ(rep.results[0].final_segments, segments) << "device " << d;
+      EXPECT_EQ(rep.results[0].final_reserved, e["reserved_at_dump"][static_cast<size_t>(d)].get<int64_t>()) << "device " << d;
+      EXPECT_EQ(rep.results[0].peak_reserved, e["peak_reserved"][static_cast<size_t>(d)].get<int64_t>()) << "device " << d;
+    }
+  }
+  const ts::MemorySnapshotFile mid = ts::load_snapshot(fixture("midway_p4.pickle"));
+  const SnapshotReplay rep = replay_snapshot(mid, 0, {recorded_config(mid, int64_t{1} << 40)}, "midway");
+  EXPECT_FALSE(rep.starts_at_process_start);
+  EXPECT_GT(rep.initial_blocks, 0);
+  EXPECT_EQ(rep.results[0].skipped_frees, 0);  // every free in the trace finds its block
+}
+
+// The done-when of issue 13: caching vs expandable on a fragmenting snapshot.
+TEST(SnapshotReplay, ExpandableAvoidsTheRecordedFragmentationOom) {
+  const ts::MemorySnapshotFile s = ts::load_snapshot(fixture("fragmented_oom_p4.pickle"));
+  const auto& e = expected()["fragmented_oom_p4.pickle"];
+  const int64_t cap = snapshot_capacity(s, 0);
+  EXPECT_EQ(cap, e["capacity"].get<int64_t>());
+  const SnapshotReplay rep = replay_snapshot(
+      s, 0, {{AllocatorKind::caching, cap, 0, false}, {AllocatorKind::expandable, cap, 0, false}}, "f.pickle");
+  ASSERT_EQ(rep.recorded_ooms.size(), 1u);
+  EXPECT_EQ(rep.recorded_ooms[0], e["oom_entry"].get<int64_t>());
+  const ReplayResult& caching = rep.results[0];
+  ASSERT_TRUE(caching.oom);
+  EXPECT_EQ(caching.oom_action, e["oom_entry"].get<int64_t>());
+  EXPECT_NE(caching.oom_message.find("fragmentation: 46.0 MiB are free, but the largest free block is 38.0 MiB"),
+            std::string::npos)
+      << caching.oom_message;
+  const ReplayResult& expandable = rep.results[1];
+  EXPECT_FALSE(expandable.oom);
+  EXPECT_EQ(expandable.peak_reserved, 42 * MiB);
+}
+
+namespace {
+int cli(const std::string& args, std::string& out, std::string& err) {
+  const auto dir = std::filesystem::temp_directory_path() / ("es_snapcli_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string o = (dir / "out.txt").string(), e = (dir / "err.txt").string();
+  const int st = std::system((std::string(EMBEDSCOPE_CLI) + " " + args + " >" + o + " 2>" + e).c_str());
+  auto slurp = [](const std::string& p) {
+    std::ifstream f(p);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+  };
+  out = slurp(o);
+  err = slurp(e);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+}  // namespace
+
+TEST(SnapshotCli, ReplayMemoryAndImportDetectSnapshotsByContent) {
+  std::string out, err;
+  ASSERT_EQ(cli("replay-memory " + fixture("fragmented_oom_p4.pickle") + " --allocator caching,expandable --json", out, err), 0)
+      << err;
+  const auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["devices"].size(), 1u);
+  const auto& d = j["devices"][0];
+  EXPECT_EQ(d["capacity_bytes"].get<int64_t>(), 48 * MiB);
+  EXPECT_TRUE(d["recorded_settings_reproduce_the_dump"].get<bool>());
+  ASSERT_EQ(d["results"].size(), 3u);  // recorded, caching, expandable
+  EXPECT_TRUE(d["results"][0]["recorded_settings"].get<bool>());
+  EXPECT_EQ(d["results"][1]["result"], "OOM at action 5");
+  EXPECT_EQ(d["results"][2]["result"], "ok");
+
+  ASSERT_EQ(cli("replay-memory " + fixture("midway_p4.pickle") + " --allocator caching", out, err), 0) << err;
+  EXPECT_NE(out.find("the trace starts mid-way (a ring buffer dropped its oldest entries)"), std::string::npos) << out;
+
+  const std::string db = (std::filesystem::temp_directory_path() / ("es_snapcli_" + std::to_string(::getpid())) / "t.db").string();
+  ASSERT_EQ(cli("import " + fixture("training_p4.pickle.gz") + " -o " + db + " --force-overwrite", out, err), 0) << err;
+  EXPECT_NE(out.find("2 device(s), 13 segments"), std::string::npos) << out;
+  embedscope::sessions::SessionReader r(db);
+  EXPECT_EQ(r.meta(embedscope::sessions::meta::kWorldSize), "2");
+  EXPECT_EQ(r.status(), "complete");
+
+  EXPECT_EQ(cli("import " + fixture("global_reduce.pickle") + " -o " + db + ".bad", out, err), 2);
+  EXPECT_NE(err.find("byte 2: opcode GLOBAL (0x63) refused"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(db + ".bad"));  // bad input leaves no session behind
+  EXPECT_EQ(cli("import " + std::string(EMBEDSCOPE_TEST_DATA) + "/memory/pinned_block.json -o " + db + ".json", out, err), 2);
+  EXPECT_NE(err.find("not a format embedscope import reads"), std::string::npos) << err;  // JSON, not a Kineto trace
+}
