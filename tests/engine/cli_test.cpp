@@ -216,7 +216,17 @@ TEST(Cli, PlanShowsShardsAndMemory) {
   EXPECT_EQ(j["memory"].size(), 4u);
   int64_t weights = 0;
   for (const auto& m : j["memory"]) weights += m["weights_bytes"].get<int64_t>();
-  EXPECT_EQ(weights, int64_t{33762577} * 16 * 4);  // every row of the 26 tables, once
+  // every row of the 26 tables, once, each shard's buffer rounded up to the allocator's 512 B
+  int64_t rows = 0, rounded = 0;
+  for (const auto& t : j["tables"])
+    for (const auto& sh : t["shards"]) {
+      const int64_t b = sh["num_rows"].get<int64_t>() * sh["num_cols"].get<int64_t>() * 4;
+      rows += sh["num_rows"].get<int64_t>();
+      rounded += (b + 511) / 512 * 512;
+    }
+  EXPECT_EQ(rows, 33762577);
+  EXPECT_EQ(weights, rounded);
+  EXPECT_LT(weights - int64_t{33762577} * 16 * 4, 52 * 512);  // 26 tables x 2 shards
   r = cli("--help");
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("run"), std::string::npos);

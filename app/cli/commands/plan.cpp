@@ -28,7 +28,8 @@ int cmd_plan(WorkloadArgs& a, bool as_json) {
     j["memory"] = json::array();
     for (const auto& e : est)
       j["memory"].push_back({{"rank", e.rank}, {"weights_bytes", e.weights}, {"optimizer_state_bytes", e.optimizer_state},
-                             {"dense_bytes", e.dense}, {"buffers_bytes", e.buffers}, {"total_bytes", e.total()},
+                             {"dense_bytes", e.dense}, {"buffers_bytes", e.buffers},
+                             {"pipeline_buffers_bytes", e.pipeline_buffers}, {"total_bytes", e.total()},
                              {"capacity_bytes", spec.devices.memory_bytes}});
     std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
