@@ -62,7 +62,7 @@ std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec, cons
   for (int t : L.dp_tables) {
     const TableSpec& ts = spec.tables[static_cast<size_t>(t)];
     int64_t rows = 0;
-    for (const auto& fname : ts.feature_names) rows += B * max_len[static_cast<size_t>(spec.feature_index(fname))];
+    for (const int f : L.table_features[static_cast<size_t>(t)]) rows += B * max_len[static_cast<size_t>(f)];
     dp_rows.push_back(W * std::min(rows, ts.num_embeddings));
   }
   // per-rank shard bytes in one pass over the plan

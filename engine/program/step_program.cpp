@@ -200,8 +200,8 @@ class Builder {
   // Ids of this rank's batch in a replicated table's features.
   double replica_ids(int t) const {
     double n = 0;
-    for (const auto& fname : spec_.tables[static_cast<size_t>(t)].feature_names)
-      n += static_cast<double>(B_) * spec_.features[static_cast<size_t>(spec_.feature_index(fname))].pooling_factor.mean;
+    for (const int f : L_.table_features[static_cast<size_t>(t)])
+      n += static_cast<double>(B_) * spec_.features[static_cast<size_t>(f)].pooling_factor.mean;
     return n;
   }
   // A replicated (data_parallel) table's update: its sparse row gradients all-gathered, merged

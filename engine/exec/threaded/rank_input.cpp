@@ -187,8 +187,7 @@ void Rank::lookup(Inflight& b) {
   const auto& lengths = b.batch.kjt.lengths;
   for (int t : L_.dp_tables) {
     LocalShard& ls = shard_of(t, me_);
-    for (const auto& fname : spec.tables[static_cast<size_t>(t)].feature_names) {
-      const int f = spec.feature_index(fname);
+    for (const int f : L_.table_features[static_cast<size_t>(t)]) {
       std::vector<float> sc;
       if (is_mean(t)) sc = mean_scale(lengths.data() + f * B, static_cast<size_t>(B));
       const int64_t t0 = tr.now_ns();

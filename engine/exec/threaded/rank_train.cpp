@@ -79,8 +79,7 @@ bool Rank::train(Inflight& b) {
     {
       ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "backward_data_parallel", step);
       std::vector<SparseGrad> parts;
-      for (const auto& fname : spec.tables[static_cast<size_t>(t)].feature_names) {
-        const int f = spec.feature_index(fname);
+      for (const int f : L_.table_features[static_cast<size_t>(t)]) {
         std::vector<float> sc;
         if (is_mean(t)) sc = mean_scale(lengths.data() + f * B, static_cast<size_t>(B));
         parts.push_back(accumulate_sparse_grad(dim, b.batch.kjt.values.data(), b.off.data() + f * B, B, sc.empty() ? nullptr : sc.data(),
