@@ -464,3 +464,38 @@ TEST(Cli, RunsAHandEditedPlan) {
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("does_not_exist.json: cannot open"), std::string::npos) << bad.err;
 }
+
+// --network-bandwidth nan passes CLI::Number and every range (no comparison with nan holds): it
+// is refused naming the flag, not as the -9223372036854775808 it rounded to (issue 20, defect 7).
+TEST(Cli, NetworkBandwidthNanNamesTheFlag) {
+  for (const char* v : {"nan", "NaN", "-nan"}) {
+    Result r = cli(std::string("plan --preset tiny --network-bandwidth ") + v);
+    EXPECT_EQ(r.code, 2) << v;
+    EXPECT_NE(r.err.find(std::string("--network-bandwidth: not a number (got '") + v + "')"), std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find("-9223372036854775808"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(cli("plan --preset tiny --network-bandwidth 1e9").code, 0);
+}
+
+// plan --json of a plan that does not fit prints one JSON document: the plan and the memory of
+// every device, with the error inside (before: the plan, then a second document with the error).
+TEST(Cli, PlanJsonThatDoesNotFitIsOneDocument) {
+  Result r = cli("plan --preset tiny --batch-size 65536 --json");
+  EXPECT_EQ(r.code, 2);
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(r.out)) << r.out;  // a second document would not parse
+  EXPECT_EQ(j["fits"], false);
+  EXPECT_EQ(j["ended"], "bad_input");
+  EXPECT_NE(j["error"].get<std::string>().find("preset tiny: /devices/memory_bytes: the workload does not fit"),
+            std::string::npos)
+      << j["error"];
+  ASSERT_EQ(j["memory"].size(), 2u);
+  EXPECT_GT(j["memory"][0]["total_bytes"].get<int64_t>(), j["memory"][0]["capacity_bytes"].get<int64_t>());
+  EXPECT_NE(r.err.find("error: preset tiny: /devices/memory_bytes"), std::string::npos) << r.err;
+  r = cli("plan --preset tiny --json");
+  EXPECT_EQ(r.code, 0);
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["fits"], true);
+  EXPECT_FALSE(j.contains("error"));
+}
