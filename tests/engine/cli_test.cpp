@@ -498,4 +498,9 @@ TEST(Cli, PlanJsonThatDoesNotFitIsOneDocument) {
   j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["fits"], true);
   EXPECT_FALSE(j.contains("error"));
+  // what plan --json prints runs as a plan file (its fits key ignored like memory)
+  const std::string plan_file = (scratch() / "fits_plan.json").string();
+  std::ofstream(plan_file) << r.out;
+  r = cli("run --preset tiny --steps 1 --plan " + plan_file + " --force-overwrite -o " + (scratch() / "fits.db").string());
+  EXPECT_EQ(r.code, 0) << r.err;
 }
