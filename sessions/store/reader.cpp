@@ -114,7 +114,9 @@ SessionReader::SessionReader(const std::string& path) : impl_(std::make_unique<I
     if (const std::string who = detail::live_writer(path); !who.empty())
       throw SessionError(fmt::format("{}: nothing committed yet: {} and has just started; try again in a moment",
                                      path, who));
-    throw SessionError(fmt::format("{}: the file is empty (not a session)", path));
+    // no live writer now: empty for good, unless a writer filled and closed it since the stat
+    if (stat(path.c_str(), &sb) != 0 || sb.st_size == 0)
+      throw SessionError(fmt::format("{}: the file is empty (not a session)", path));
   }
   Impl& m = *impl_;
   const std::string uri = "file:" + path + "?mode=ro";
@@ -131,13 +133,20 @@ SessionReader::SessionReader(const std::string& path) : impl_(std::make_unique<I
   // commit, its final checkpoint and change of journal mode).
   sqlite3_db_config(m.db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
   sqlite3_busy_timeout(m.db, 10000);
-  {
+  auto read_version = [&] {
     Stmt s;
     m.check(sqlite3_prepare_v2(m.db, "PRAGMA user_version", -1, &s.st, nullptr), "reading the schema version");
     m.check(sqlite3_step(s.st), "reading the schema version");
     version_ = m.version = sqlite3_column_int(s.st, 0);
-  }
-  // A run that has only just claimed the file has committed nothing yet: say so.
+  };
+  auto read_metadata = [&] {
+    m.each_row("SELECT key, value FROM metadata", "reading metadata",
+               [&](sqlite3_stmt* st) { meta_[col_text(st, 0)] = col_text(st, 1); });
+  };
+  read_version();
+  // A run that has only just claimed the file has committed nothing yet: say so. Where its
+  // writer has gone meanwhile, what it committed since is read again (each query sees the
+  // latest commit).
   auto just_started = [&] {
     if (const std::string who = detail::live_writer(path); !who.empty())
       throw SessionError(fmt::format("{}: nothing committed yet: {} and has just started; try again in a moment",
@@ -151,14 +160,19 @@ SessionReader::SessionReader(const std::string& path) : impl_(std::make_unique<I
     throw SessionError(fmt::format(
         "{}: written by a newer Embedscope (session schema version {}; this build reads up to {}); update Embedscope",
         path, version_, kSchemaVersion));
-  if (version_ < 1) just_started();  // the schema was committed after the version was read
+  if (version_ < 1) {  // the schema was committed after the version was read
+    just_started();
+    read_version();
+  }
   if (version_ < 1) throw SessionError(fmt::format("{}: not an Embedscope session (schema version {})", path, version_));
-  m.each_row("SELECT key, value FROM metadata", "reading metadata",
-             [&](sqlite3_stmt* st) { meta_[col_text(st, 0)] = col_text(st, 1); });
+  read_metadata();
   has_memory_tables_ = m.has_table("memory_counters");
   has_id_histogram_ = m.has_table("id_histogram");
   has_shards_ = m.has_table("shards");
-  if (meta_.empty()) just_started();
+  if (meta_.empty()) {
+    just_started();
+    read_metadata();
+  }
   if (meta_.empty())
     throw SessionError(fmt::format("{}: the session holds no metadata yet: its run was killed before the first commit",
                                    path));

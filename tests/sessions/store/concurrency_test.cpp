@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -120,6 +121,7 @@ TEST(SessionConcurrency, ReaderProcessNeverMakesTheWriterFail) {
     if (child == 0) {  // only async-safe-enough work: no threads of the parent are used here
       std::vector<std::string> errors;
       while (!fs::exists(stop) && errors.empty()) read_once(path, errors);
+      if (!errors.empty()) std::fprintf(stderr, "reader: %s\n", errors.front().c_str());
       _exit(errors.empty() ? 0 : 3);
     }
     std::string close_error;
