@@ -5,12 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-bench}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DEMBEDSCOPE_BUILD_BENCH=ON -DEMBEDSCOPE_BUILD_TESTS=OFF
-targets=(bench_kernels bench_sessions bench_allocator bench_pipelines)
+targets=(bench_kernels bench_sessions bench_allocator bench_planner bench_pipelines)
 if grep -q "EMBEDSCOPE_BUILD_UI:BOOL=ON" "$build/CMakeCache.txt"; then targets+=(bench_ui_paint); fi
 cmake --build "$build" -j2 --target "${targets[@]}"
 "$build/bench/bench_kernels"
 "$build/bench/bench_sessions"
 "$build/bench/bench_allocator"
+# plan with N and 10 N tables: ratio_10x_tables ~10 (O(n log n)), ~100 would be quadratic
+"$build/bench/bench_planner"
 # criteo_kaggle, 4 ranks, 1 GB/s links: base / sparse_dist / semi_sync x fp32 / bf16, ratios to base
 "$build/bench/bench_pipelines"
 if [[ -x "$build/bench/bench_ui_paint" ]]; then "$build/bench/bench_ui_paint"; fi

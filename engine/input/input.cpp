@@ -103,9 +103,9 @@ void init_shard(uint64_t seed, int table, int64_t num_embeddings, int64_t row_of
 }
 
 // ---- batches ------------------------------------------------------------------------------
-BatchGenerator::BatchGenerator(const WorkloadSpec& spec) : spec_(spec) {
+BatchGenerator::BatchGenerator(const WorkloadSpec& spec) : spec_(spec), table_of_(FeatureIndex(spec).table_of_feature()) {
   for (size_t f = 0; f < spec.features.size(); ++f) {
-    const auto& t = spec.tables[static_cast<size_t>(spec.table_of_feature(f))];
+    const auto& t = spec.tables[static_cast<size_t>(table_of_[f])];
     const auto& ids = spec.features[f].ids;
     zipf_.emplace_back(t.num_embeddings, ids.kind == IdDistributionKind::zipf ? ids.alpha : 1.0);
     const uint64_t pseed = ids.permute_seed != 0 ? ids.permute_seed : seed_of(spec.seed, 0x9e37ULL, f);
@@ -124,7 +124,7 @@ Batch BatchGenerator::make(int64_t iteration, int rank) const {
   std::vector<double> teacher(static_cast<size_t>(B), 0.0);
   for (int f = 0; f < F; ++f) {
     const FeatureSpec& fs = spec_.features[static_cast<size_t>(f)];
-    const int t = spec_.table_of_feature(static_cast<size_t>(f));
+    const int t = table_of_[static_cast<size_t>(f)];
     const int64_t n = spec_.tables[static_cast<size_t>(t)].num_embeddings;
     std::mt19937_64 rng(seed_of(spec_.seed, static_cast<uint64_t>(iteration), static_cast<uint64_t>(rank),
                                 static_cast<uint64_t>(f) + 1));
@@ -174,8 +174,9 @@ std::vector<int64_t> apply_invalid_id_policy(const WorkloadSpec& spec, KJT& kjt,
   std::vector<int64_t> out_values;
   bool changed = false;
   int64_t pos = 0;
+  const std::vector<int> table_of = FeatureIndex(spec).table_of_feature();  // O(n log n), not a scan per feature
   for (int f = 0; f < kjt.num_features; ++f) {
-    const int64_t n = spec.tables[static_cast<size_t>(spec.table_of_feature(static_cast<size_t>(f)))].num_embeddings;
+    const int64_t n = spec.tables[static_cast<size_t>(table_of[static_cast<size_t>(f)])].num_embeddings;
     std::vector<int64_t> examples;
     int64_t bad = 0;
     for (int64_t b = 0; b < B; ++b) {
@@ -200,7 +201,7 @@ std::vector<int64_t> apply_invalid_id_policy(const WorkloadSpec& spec, KJT& kjt,
           "rank {}: feature '{}': {} id(s) outside [0, {}) (num_embeddings of table '{}'), e.g. {}; set "
           "\"invalid_ids\" to \"clamp\" or \"drop\" to continue with them",
           rank, spec.features[static_cast<size_t>(f)].name, bad, n,
-          spec.tables[static_cast<size_t>(spec.table_of_feature(static_cast<size_t>(f)))].name,
+          spec.tables[static_cast<size_t>(table_of[static_cast<size_t>(f)])].name,
           fmt::join(examples, ", ")));
     fixed[static_cast<size_t>(f)] = bad;
     if (bad > 0) changed = true;

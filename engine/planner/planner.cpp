@@ -175,69 +175,6 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec) {
   return plan;
 }
 
-std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec, const ShardingPlan& plan) {
-  // An upper bound of what the CPU executor accounts in a rank's DeviceArena: every per-step
-  // buffer it allocates counted as if all were alive at once, with every bag at its maximum
-  // length (so "plan fits" implies "run fits").
-  const detail::Layout L(spec, plan);
-  const int W = L.world;
-  const int64_t B = L.B;
-  const int64_t F = static_cast<int64_t>(spec.features.size());
-  std::vector<int64_t> max_len(spec.features.size());
-  for (size_t f = 0; f < spec.features.size(); ++f) max_len[f] = spec.features[f].pooling_factor.max;
-  const DenseSizes dense = dense_sizes(spec, L.dim);
-  int64_t sum_dims = 0, all_a2a_cols = 0, all_twrw_dims = 0;
-  for (int64_t f = 0; f < F; ++f) {
-    sum_dims += L.dim[static_cast<size_t>(f)];
-  }
-  for (int r = 0; r < W; ++r)
-    for (int k : L.a2a_slots_to[static_cast<size_t>(r)]) all_a2a_cols += L.slots[static_cast<size_t>(k)].s.num_cols;
-  for (const auto& feats : L.twrw_features) all_twrw_dims += L.sum_dims(feats);
-  const int64_t rw_width = L.sum_dims(L.rw_features);
-
-  std::vector<DeviceMemoryEstimate> est(static_cast<size_t>(W));
-  for (int r = 0; r < W; ++r) {
-    auto& e = est[static_cast<size_t>(r)];
-    e.rank = r;
-    for (const TablePlan& tp : plan.tables)
-      for (const Shard& sh : tp.shards) {
-        if (sh.rank != r) continue;
-        e.weights += sh.num_rows * sh.num_cols * 4;
-        e.optimizer_state += optimizer_state_bytes(spec.optimizer.type, sh.num_rows, sh.num_cols);
-      }
-    e.dense = 2 * dense.num_params * 4 + B * dense.activation_floats_per_sample * 4;
-    int64_t floats = 0, int64s = 0;
-    // input dist: received lengths and ids of every local slot
-    int64_t my_a2a_cols = 0;
-    for (int k : L.slots_to[static_cast<size_t>(r)]) {
-      const auto& sl = L.slots[static_cast<size_t>(k)];
-      int64s += W * B + W * B * max_len[static_cast<size_t>(sl.feature)];
-      floats += 2 * W * B * sl.s.num_cols;  // lookup output and its gradient
-    }
-    for (int k : L.a2a_slots_to[static_cast<size_t>(r)]) my_a2a_cols += L.slots[static_cast<size_t>(k)].s.num_cols;
-    floats += 2 * B * sum_dims;                              // pooled embeddings and their gradients
-    floats += 2 * (W * B * my_a2a_cols + B * all_a2a_cols);  // all-to-all out and back
-    if (!L.rw_features.empty()) floats += 2 * (W * B * rw_width + B * rw_width);
-    bool any_twrw = false;
-    for (const auto& tp : plan.tables) any_twrw |= tp.type == ShardingType::table_row_wise;
-    if (any_twrw) {
-      const int64_t width = L.sum_dims(L.twrw_features[static_cast<size_t>(r / L.local)]);
-      floats += L.local * L.nodes * B * width + 2 * L.nodes * B * width + B * all_twrw_dims;  // out
-      floats += B * all_twrw_dims + L.nodes * B * width + L.local * L.nodes * B * width;       // back
-    }
-    for (int t : L.dp_tables) {  // sparse row gradients of every replica
-      const TableSpec& ts = spec.tables[static_cast<size_t>(t)];
-      int64_t rows = 0;
-      for (const auto& fname : ts.feature_names) rows += B * max_len[static_cast<size_t>(spec.feature_index(fname))];
-      rows = W * std::min(rows, ts.num_embeddings);
-      int64s += rows;
-      floats += rows * ts.embedding_dim;
-    }
-    e.buffers = floats * 4 + int64s * 8;
-  }
-  return est;
-}
-
 void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryEstimate>& est) {
   if (spec.memory.allocator != AllocatorKind::direct && spec.memory.allocator != AllocatorKind::cuda_async &&
       spec.devices.memory_bytes < kSmallBuffer)
@@ -248,9 +185,13 @@ void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryE
   std::string msg;
   for (const auto& e : est) {
     if (e.total() <= spec.devices.memory_bytes) continue;
-    msg += fmt::format("\n  rank {}: needs {} (weights {}, optimizer state {}, dense {}, buffers {}) > {}",
+    msg += fmt::format("\n  rank {}: needs {} (weights {}, optimizer state {}, dense {}, buffers {}{}) > {}",
                        e.rank, format_bytes(e.total()), format_bytes(e.weights),
                        format_bytes(e.optimizer_state), format_bytes(e.dense), format_bytes(e.buffers),
+                       e.pipeline_buffers > 0
+                           ? fmt::format(", of which {} for the batch the {} pipeline keeps ahead",
+                                         format_bytes(e.pipeline_buffers), to_string(spec.pipeline))
+                           : std::string(),
                        format_bytes(spec.devices.memory_bytes));
   }
   if (!msg.empty())

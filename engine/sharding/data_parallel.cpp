@@ -61,10 +61,9 @@ class DataParallel final : public EmbeddingSharding {
     const WorkloadSpec& spec = ctx.spec();
     const int64_t B = ctx.layout().B;
     for (int t : ctx.layout().dp_tables)
-      for (const auto& fname : spec.tables[static_cast<size_t>(t)].feature_names) {
-        const int f = spec.feature_index(fname);
+      for (const int f : ctx.layout().table_features[static_cast<size_t>(t)]) {
         std::vector<float> sc;
-        if (is_mean(spec, f)) sc = mean_scale(b.lengths + f * B, static_cast<size_t>(B));
+        if (is_mean(spec, ctx.layout(), f)) sc = mean_scale(b.lengths + f * B, static_cast<size_t>(B));
         ctx.lookup(t, ctx.rank(), b.values, b.offsets + f * B, B, sc.empty() ? nullptr : sc.data(),
                    pooled[static_cast<size_t>(f)]);
       }
@@ -79,10 +78,9 @@ class DataParallel final : public EmbeddingSharding {
       SparseGrad local;
       ctx.compute(OpCategory::optimizer, "backward_data_parallel", [&] {
         std::vector<SparseGrad> parts;
-        for (const auto& fname : spec.tables[static_cast<size_t>(t)].feature_names) {
-          const int f = spec.feature_index(fname);
+        for (const int f : ctx.layout().table_features[static_cast<size_t>(t)]) {
           std::vector<float> sc;
-          if (is_mean(spec, f)) sc = mean_scale(b.lengths + f * B, static_cast<size_t>(B));
+          if (is_mean(spec, ctx.layout(), f)) sc = mean_scale(b.lengths + f * B, static_cast<size_t>(B));
           parts.push_back(accumulate_sparse_grad(dim, b.values, b.offsets + f * B, B, sc.empty() ? nullptr : sc.data(),
                                                  dpooled[static_cast<size_t>(f)].data(), dim));
         }
@@ -124,9 +122,8 @@ class DataParallel final : public EmbeddingSharding {
   // Expected ids of this rank's batch in a replicated table's features.
   static double replica_ids(const program::ProgramSink& sink, int t) {
     double n = 0;
-    for (const auto& fname : sink.spec.tables[static_cast<size_t>(t)].feature_names)
-      n += static_cast<double>(sink.B) *
-           sink.spec.features[static_cast<size_t>(sink.spec.feature_index(fname))].pooling_factor.mean;
+    for (const int f : sink.layout.table_features[static_cast<size_t>(t)])
+      n += static_cast<double>(sink.B) * sink.spec.features[static_cast<size_t>(f)].pooling_factor.mean;
     return n;
   }
 };

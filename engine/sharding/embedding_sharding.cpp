@@ -21,8 +21,8 @@ void scale_rows_mean(const std::vector<int64_t>& lengths, int64_t B, int f, floa
   }
 }
 
-bool is_mean(const WorkloadSpec& spec, int feature) {
-  return spec.tables[static_cast<size_t>(spec.table_of_feature(static_cast<size_t>(feature)))].pooling == Pooling::mean;
+bool is_mean(const WorkloadSpec& spec, const detail::Layout& layout, int feature) {
+  return spec.tables[static_cast<size_t>(layout.table_of[static_cast<size_t>(feature)])].pooling == Pooling::mean;
 }
 
 std::vector<float> mean_scale(const int64_t* lens, size_t n) {

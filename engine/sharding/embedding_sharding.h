@@ -134,8 +134,8 @@ std::unique_ptr<EmbeddingSharding> data_parallel_sharding();
 /// rows[s] *= 1 / lengths[f * B + s] (0 for an empty bag): mean pooling applied after a
 /// reduction of sums (row-wise tables); rows is B x dim.
 void scale_rows_mean(const std::vector<int64_t>& lengths, int64_t B, int f, float* rows, int64_t dim);
-/// Whether feature f's table pools by mean.
-bool is_mean(const WorkloadSpec& spec, int feature);
+/// Whether feature f's table pools by mean (O(1): the layout's table of each feature).
+bool is_mean(const WorkloadSpec& spec, const detail::Layout& layout, int feature);
 /// Per-bag scales of mean pooling: 1 / lens[i] (0 for an empty bag), n bags.
 std::vector<float> mean_scale(const int64_t* lens, size_t n);
 

@@ -41,26 +41,31 @@ struct Layout {
   std::vector<std::vector<int>> twrw_features; // per node: features of its table_row_wise tables
   std::vector<int> dp_tables;                  // data_parallel: replicated, no dist
   bool hierarchical = false;                   // table_row_wise tables: node and cross groups
-  bool replicated(int table) const { return std::find(dp_tables.begin(), dp_tables.end(), table) != dp_tables.end(); }
+  std::vector<int> table_of;                   // per feature: the table serving it (FeatureIndex)
+  std::vector<std::vector<int>> table_features;  // per table: its features' indices, in order
+  bool replicated(int table) const { return std::find(dp_tables.begin(), dp_tables.end(), table) != dp_tables.end(); }  // O(dp tables)
 
   Layout(const WorkloadSpec& spec, const ShardingPlan& plan) {
     world = plan.world_size;
     local = plan.local_world_size;
     nodes = world / local;
     B = spec.batch_size;
+    {  // O(n log n) in tables and features (a linear lookup per feature would be quadratic)
+      const FeatureIndex index(spec);
+      table_of = index.table_of_feature();
+      table_features = index.features_of_table();
+    }
     for (size_t f = 0; f < spec.features.size(); ++f)
-      dim.push_back(spec.tables[static_cast<size_t>(spec.table_of_feature(f))].embedding_dim);
+      dim.push_back(spec.tables[static_cast<size_t>(table_of[f])].embedding_dim);
     slots_to.resize(static_cast<size_t>(world));
     a2a_slots_to.resize(static_cast<size_t>(world));
     twrw_features.resize(static_cast<size_t>(nodes));
     for (const TablePlan& tp : plan.tables) {
-      const TableSpec& t = spec.tables[static_cast<size_t>(tp.table)];
       if (tp.type == ShardingType::data_parallel) {
         dp_tables.push_back(tp.table);
         continue;
       }
-      for (const auto& fname : t.feature_names) {
-        const int f = spec.feature_index(fname);
+      for (const int f : table_features[static_cast<size_t>(tp.table)]) {
         if (tp.type == ShardingType::row_wise) rw_features.push_back(f);
         if (tp.type == ShardingType::table_row_wise) {
           twrw_features[static_cast<size_t>(tp.node)].push_back(f);

@@ -158,7 +158,11 @@ void validate_plan(const WorkloadSpec& spec, const ShardingPlan& plan, const std
 
 ShardingPlan plan_from_json(const WorkloadSpec& spec, const json& j, const std::string& origin) {
   if (!j.is_object()) fail(origin, "", "a sharding plan is a JSON object (as `embedscope plan --json` prints)");
-  only_keys(j, {"world_size", "local_world_size", "tables", "pipeline", "qcomms", "network", "memory"}, origin, "");
+  // what `plan --json` prints besides the plan (ignored): pipeline, qcomms, network, memory,
+  // and whether it fits (fits; ended and error when it does not)
+  only_keys(j, {"world_size", "local_world_size", "tables", "pipeline", "qcomms", "network", "memory", "fits", "ended",
+                "error"},
+            origin, "");
   ShardingPlan plan;
   plan.world_size = get_small_int(j, "world_size", origin, "");
   plan.local_world_size = get_small_int(j, "local_world_size", origin, "", false, plan.world_size);

@@ -32,7 +32,7 @@ class Job final : public OutputDistJob {
     for (int f : L.rw_features) {
       const int64_t dim = L.dim[static_cast<size_t>(f)];
       std::memcpy(pooled[static_cast<size_t>(f)].data(), recv.data() + p, sizeof(float) * static_cast<size_t>(L.B * dim));
-      if (is_mean(ctx.spec(), f)) scale_rows_mean(lengths, L.B, f, pooled[static_cast<size_t>(f)].data(), dim);
+      if (is_mean(ctx.spec(), ctx.layout(), f)) scale_rows_mean(lengths, L.B, f, pooled[static_cast<size_t>(f)].data(), dim);
       p += static_cast<size_t>(L.B * dim);
     }
   }
@@ -88,7 +88,7 @@ class RowWise final : public EmbeddingSharding {
     for (int f : L.rw_features) {  // mean-scaled gradients of the bags' sums
       const int64_t dim = L.dim[static_cast<size_t>(f)];
       std::memcpy(sendb.data() + p, dpooled[static_cast<size_t>(f)].data(), sizeof(float) * static_cast<size_t>(B * dim));
-      if (is_mean(ctx.spec(), f)) scale_rows_mean(lengths, B, f, sendb.data() + p, dim);
+      if (is_mean(ctx.spec(), ctx.layout(), f)) scale_rows_mean(lengths, B, f, sendb.data() + p, dim);
       p += static_cast<size_t>(B * dim);
     }
     auto recvb = ctx.buffer("comm_buffer", static_cast<size_t>(W * B * width));

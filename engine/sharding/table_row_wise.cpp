@@ -55,7 +55,7 @@ class Job final : public OutputDistJob {
       for (int f : L.twrw_features[static_cast<size_t>(m)]) {
         const int64_t dim = L.dim[static_cast<size_t>(f)];
         std::memcpy(pooled[static_cast<size_t>(f)].data(), recv.data() + p, sizeof(float) * static_cast<size_t>(L.B * dim));
-        if (is_mean(ctx.spec(), f)) scale_rows_mean(lengths, L.B, f, pooled[static_cast<size_t>(f)].data(), dim);
+        if (is_mean(ctx.spec(), ctx.layout(), f)) scale_rows_mean(lengths, L.B, f, pooled[static_cast<size_t>(f)].data(), dim);
         p += static_cast<size_t>(L.B * dim);
       }
   }
@@ -142,7 +142,7 @@ class TableRowWise final : public EmbeddingSharding {
         const int64_t dim = L.dim[static_cast<size_t>(f)];
         const size_t at = sendv.size();
         sendv.insert(sendv.end(), dpooled[static_cast<size_t>(f)].data(), dpooled[static_cast<size_t>(f)].data() + B * dim);
-        if (is_mean(ctx.spec(), f)) scale_rows_mean(lengths, B, f, sendv.data() + at, dim);
+        if (is_mean(ctx.spec(), ctx.layout(), f)) scale_rows_mean(lengths, B, f, sendv.data() + at, dim);
       }
     }
     auto sendb = ctx.buffer("comm_buffer", sendv.size());

@@ -307,23 +307,47 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& origi
   using nlohmann::json;
   // JSON allows a key twice in one object and nlohmann keeps the last; a workload that says
   // two things about one setting is a mistake, so it is refused, naming the key and its object.
-  std::vector<std::pair<std::string, std::set<std::string>>> objects;  // (key of the object, keys seen)
-  std::string last_key = "/";
-  const json::parser_callback_t no_duplicates = [&](int, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) {
+  // A SAX pass checks the keys, then a plain parse builds the document: both linear (the
+  // parser with a callback re-scans an array at the end of each of its objects, which is
+  // quadratic in the number of tables).
+  struct DuplicateKeys final : nlohmann::json_sax<json> {
+    const std::string& origin;
+    std::vector<std::pair<std::string, std::set<std::string>>> objects;  // (key of the object, keys seen)
+    std::string last_key = "/";
+    explicit DuplicateKeys(const std::string& o) : origin(o) {}
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override {
       objects.emplace_back(last_key, std::set<std::string>{});
-    } else if (event == json::parse_event_t::object_end) {
-      if (!objects.empty()) objects.pop_back();
-    } else if (event == json::parse_event_t::key) {
-      last_key = parsed.get<std::string>();
+      return true;
+    }
+    bool key(string_t& k) override {
+      last_key = k;
       if (!objects.empty() && !objects.back().second.insert(last_key).second)
         throw SpecError(fmt::format("{}: key \"{}\" appears twice in the same object (in \"{}\")", origin, last_key,
                                     objects.back().first));
+      return true;
     }
-    return true;
+    bool end_object() override {
+      if (!objects.empty()) objects.pop_back();
+      return true;
+    }
+    bool start_array(std::size_t) override { return true; }
+    bool end_array() override { return true; }
+    // a syntax error: the plain parse below reports it, with its line and column
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
   };
+  {
+    DuplicateKeys check(origin);
+    json::sax_parse(text, &check);
+  }
   try {
-    return json::parse(text, no_duplicates);
+    return json::parse(text);
   } catch (const json::parse_error& e) {
     // e.byte is the 1-based count of characters read; the offending one is at index byte - 1
     // (index text.size() when the input ended early).
@@ -382,12 +406,16 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
     }
   }
   // Table features without an entry get the default FeatureSpec, in table order.
-  for (const TableSpec& t : s.tables) {
-    for (const std::string& n : t.feature_names) {
-      if (s.feature_index(n) < 0) {
-        FeatureSpec f;
-        f.name = n;
-        s.features.push_back(std::move(f));
+  {
+    std::set<std::string> known;  // a set, not a scan per name: many tables stay O(n log n)
+    for (const FeatureSpec& f : s.features) known.insert(f.name);
+    for (const TableSpec& t : s.tables) {
+      for (const std::string& n : t.feature_names) {
+        if (known.insert(n).second) {
+          FeatureSpec f;
+          f.name = n;
+          s.features.push_back(std::move(f));
+        }
       }
     }
   }

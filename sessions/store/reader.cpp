@@ -13,6 +13,7 @@
 #include "embedscope/sessions/store/session.h"
 #include "schema/definitions.h"
 #include "store/plan_json.h"
+#include "store/writer_lock.h"
 
 namespace embedscope::sessions {
 
@@ -109,7 +110,14 @@ SessionReader::SessionReader(const std::string& path) : impl_(std::make_unique<I
   if (stat(path.c_str(), &sb) != 0)
     throw SessionError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   if (S_ISDIR(sb.st_mode)) throw SessionError(fmt::format("{}: is a directory, not a session file", path));
-  if (sb.st_size == 0) throw SessionError(fmt::format("{}: the file is empty (not a session)", path));
+  if (sb.st_size == 0) {
+    if (const std::string who = detail::live_writer(path); !who.empty())
+      throw SessionError(fmt::format("{}: nothing committed yet: {} and has just started; try again in a moment",
+                                     path, who));
+    // no live writer now: empty for good, unless a writer filled and closed it since the stat
+    if (stat(path.c_str(), &sb) != 0 || sb.st_size == 0)
+      throw SessionError(fmt::format("{}: the file is empty (not a session)", path));
+  }
   Impl& m = *impl_;
   const std::string uri = "file:" + path + "?mode=ro";
   if (sqlite3_open_v2(uri.c_str(), &m.db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr) !=
@@ -119,12 +127,32 @@ SessionReader::SessionReader(const std::string& path) : impl_(std::make_unique<I
     m.db = nullptr;
     throw SessionError(fmt::format("{}: cannot open: {}", path, msg));
   }
-  {
+  // A reader never writes and never makes the writer fail: no checkpoint when this connection
+  // closes (as the last connection of a WAL file SQLite would copy the WAL into the database),
+  // and a wait, rather than an error, while the writer holds a lock for a moment (its first
+  // commit, its final checkpoint and change of journal mode).
+  sqlite3_db_config(m.db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+  sqlite3_busy_timeout(m.db, 10000);
+  auto read_version = [&] {
     Stmt s;
     m.check(sqlite3_prepare_v2(m.db, "PRAGMA user_version", -1, &s.st, nullptr), "reading the schema version");
     m.check(sqlite3_step(s.st), "reading the schema version");
     version_ = m.version = sqlite3_column_int(s.st, 0);
-  }
+  };
+  auto read_metadata = [&] {
+    m.each_row("SELECT key, value FROM metadata", "reading metadata",
+               [&](sqlite3_stmt* st) { meta_[col_text(st, 0)] = col_text(st, 1); });
+  };
+  read_version();
+  // A run that has only just claimed the file has committed nothing yet: say so. Where its
+  // writer has gone meanwhile, what it committed since is read again (each query sees the
+  // latest commit).
+  auto just_started = [&] {
+    if (const std::string who = detail::live_writer(path); !who.empty())
+      throw SessionError(fmt::format("{}: nothing committed yet: {} and has just started; try again in a moment",
+                                     path, who));
+  };
+  if (!m.has_table("metadata")) just_started();
   if (!m.has_table("metadata"))
     throw SessionError(fmt::format("{}: an SQLite database, but not an Embedscope session (no metadata table; a copy "
                                    "of a running or killed session needs its -wal file beside it)", path));
@@ -132,14 +160,21 @@ SessionReader::SessionReader(const std::string& path) : impl_(std::make_unique<I
     throw SessionError(fmt::format(
         "{}: written by a newer Embedscope (session schema version {}; this build reads up to {}); update Embedscope",
         path, version_, kSchemaVersion));
+  if (version_ < 1) {  // the schema was committed after the version was read
+    just_started();
+    read_version();
+  }
   if (version_ < 1) throw SessionError(fmt::format("{}: not an Embedscope session (schema version {})", path, version_));
-  m.each_row("SELECT key, value FROM metadata", "reading metadata",
-             [&](sqlite3_stmt* st) { meta_[col_text(st, 0)] = col_text(st, 1); });
+  read_metadata();
   has_memory_tables_ = m.has_table("memory_counters");
   has_id_histogram_ = m.has_table("id_histogram");
   has_shards_ = m.has_table("shards");
   has_import_stats_ = m.has_table("import_stats");
   has_memory_stacks_ = m.has_table("memory_stacks");
+  if (meta_.empty()) {
+    just_started();
+    read_metadata();
+  }
   if (meta_.empty())
     throw SessionError(fmt::format("{}: the session holds no metadata yet: its run was killed before the first commit",
                                    path));

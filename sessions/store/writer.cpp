@@ -19,12 +19,17 @@
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "schema/definitions.h"
+#include "store/writer_lock.h"
 
 namespace embedscope::sessions {
 
 namespace {
 constexpr size_t kOpsPerTransaction = 100000;  // commit within big batches: the dirty pages stay in cache
 constexpr size_t kWakeOps = 50000;             // pending ops that wake the writer before the interval
+// How long a statement waits for a reader's lock (SQLITE_BUSY) before it fails.
+constexpr std::chrono::milliseconds kBusyTimeout{10000};
+// How long close() tries to leave WAL mode while readers hold the file open.
+constexpr std::chrono::milliseconds kLeaveWalFor{500};
 
 std::string hostname() {
   char buf[256] = {};
@@ -67,6 +72,8 @@ struct SessionWriter::Impl {
   void loop();
   void write(Pending& p);
   void exec(const char* sql);
+  /// After the last commit: checkpoints the WAL and leaves WAL mode where readers allow it.
+  void finish_wal();
   /// Prepares `sql` as statement `key`; checks that it takes the columns of `table` it names.
   void prepare(const char* key, const std::string& sql, const schema::TableInfo* table = nullptr, int columns = -1);
   template <class R>
@@ -74,6 +81,7 @@ struct SessionWriter::Impl {
 
   std::string path;
   sqlite3* db = nullptr;
+  int lock_fd = -1;  // holds the writer lock (writer_lock.h)
   std::map<std::string, sqlite3_stmt*> stmts;
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -121,21 +129,30 @@ SessionWriter::SessionWriter(const std::string& path, bool overwrite) : impl_(st
     if (!overwrite)
       throw SessionError(fmt::format("{}: already exists; choose another name or allow overwriting it "
                                      "(embedscope run --force-overwrite)", path));
+    // A session that a live run is still writing is never replaced: its data would be lost.
+    if (const std::string who = detail::live_writer(path); !who.empty())
+      throw SessionError(fmt::format("{}: not overwritten: {}; wait for it to end, stop it, or choose another name",
+                                     path, who));
     std::remove(path.c_str());
   }
   for (const char* suffix : {"-wal", "-shm", "-journal"}) std::remove((path + suffix).c_str());
-  // Claim the name atomically, so two runs never share a file.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-  if (fd < 0) throw SessionError(fmt::format("{}: cannot create the session file: {}", path, std::strerror(errno)));
-  ::close(fd);
+  // Claim the name atomically, so two runs never share a file, and hold the writer lock
+  // (writer_lock.h) until SQLite has closed it.
   Impl& m = *impl_;
+  m.lock_fd = detail::claim_session_file(path);
   if (sqlite3_open_v2(path.c_str(), &m.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                       nullptr) != SQLITE_OK) {
     std::string msg = m.db ? sqlite3_errmsg(m.db) : "out of memory";
     sqlite3_close(m.db);
     m.db = nullptr;
+    ::close(m.lock_fd);
+    m.lock_fd = -1;
     throw SessionError(fmt::format("{}: cannot create the session file: {}", path, msg));
   }
+  // A reader opening the file (stats, the workbench) may hold a lock for a moment: wait for it
+  // rather than fail (commits in WAL mode never wait for readers; the schema's first commit,
+  // made before WAL mode is on, and the final checkpoint can).
+  sqlite3_busy_timeout(m.db, static_cast<int>(kBusyTimeout.count()));
   namespace sd = schema::detail;
   try {
     // Large pages: fewer B-tree splits for the append-mostly ops table. NORMAL sync in WAL mode
@@ -171,6 +188,9 @@ SessionWriter::SessionWriter(const std::string& path, bool overwrite) : impl_(st
   } catch (...) {
     for (auto& [k, st] : m.stmts) sqlite3_finalize(st);
     sqlite3_close(m.db);
+    m.db = nullptr;
+    ::close(m.lock_fd);
+    m.lock_fd = -1;
     throw;
   }
   set_metadata(meta::kFormat, "embedscope-session");
@@ -188,6 +208,7 @@ SessionWriter::~SessionWriter() {
   }
   for (auto& [k, st] : impl_->stmts) sqlite3_finalize(st);
   if (impl_->db) sqlite3_close(impl_->db);
+  if (impl_->lock_fd >= 0) ::close(impl_->lock_fd);  // after SQLite's close: see writer_lock.h
 }
 
 const std::string& SessionWriter::path() const { return impl_->path; }
@@ -424,9 +445,42 @@ void SessionWriter::close(const std::string& ended, const std::string& message) 
   }
   m.cv.notify_all();
   if (m.thread.joinable()) m.thread.join();
-  // One self-contained file from here on.
-  m.exec("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;");
+  m.finish_wal();
+  // Closed here, not in the destructor: the writer lock goes with it, so the session may be
+  // overwritten from now on.
+  for (auto& [k, st] : m.stmts) sqlite3_finalize(st);
+  m.stmts.clear();
+  sqlite3_close(m.db);
+  m.db = nullptr;
+  if (m.lock_fd >= 0) ::close(m.lock_fd);  // after SQLite's close: see writer_lock.h
+  m.lock_fd = -1;
   if (!m.write_error.empty()) throw SessionError(m.write_error);
+}
+
+void SessionWriter::Impl::finish_wal() {
+  // Everything is committed: the data is safe in the database and its -wal file whatever
+  // happens here, so nothing below is an error (SQLite: "WAL mode keeps the data").
+  // 1. Copy the WAL into the database. TRUNCATE waits (busy handler) for readers in a read
+  //    transaction; readers that merely hold the file open do not block it. A checkpoint that
+  //    cannot complete leaves the rest in the WAL, which every reader sees.
+  int log = 0, done = 0;
+  if (sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_TRUNCATE, &log, &done) != SQLITE_OK)
+    sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+  // 2. Leave WAL mode (one self-contained file). That needs an exclusive lock, which an open
+  //    reader connection prevents (in WAL mode every connection holds a shared lock on the
+  //    file while open), and the change does not call the busy handler: retry for a while,
+  //    then stay in WAL mode. The file is then complete (after step 1) beside an empty -wal.
+  const auto deadline = std::chrono::steady_clock::now() + kLeaveWalFor;
+  for (;;) {
+    sqlite3_stmt* st = nullptr;
+    std::string mode;
+    if (sqlite3_prepare_v2(db, "PRAGMA journal_mode=DELETE", -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+      if (const auto* t = sqlite3_column_text(st, 0)) mode = reinterpret_cast<const char*>(t);
+    sqlite3_finalize(st);
+    if (mode == "delete" || std::chrono::steady_clock::now() >= deadline) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 }  // namespace embedscope::sessions

@@ -22,13 +22,27 @@ int cmd_plan(WorkloadArgs& a, bool as_json) {
   const es::WorkloadSpec spec = load(a);
   const es::ShardingPlan plan = with_origin(a.origin, [&] { return es::plan_sharding(spec); });
   const auto est = es::estimate_memory(spec, plan);
+  // A plan that does not fit is still printed (what each device would need), then refused
+  // (exit 2); with --json as one document that carries the error ("ended": "bad_input").
+  std::string does_not_fit;
+  try {
+    with_origin(a.origin, [&] { es::check_memory_fits(spec, est); });
+  } catch (const es::SpecError& e) {
+    does_not_fit = e.what();
+  }
   if (as_json) {
     json j = es::to_json(spec, plan);
+    j["fits"] = does_not_fit.empty();
+    if (!does_not_fit.empty()) {
+      j["ended"] = "bad_input";
+      j["error"] = does_not_fit;
+    }
     j.update(pipeline_json(spec));
     j["memory"] = json::array();
     for (const auto& e : est)
       j["memory"].push_back({{"rank", e.rank}, {"weights_bytes", e.weights}, {"optimizer_state_bytes", e.optimizer_state},
-                             {"dense_bytes", e.dense}, {"buffers_bytes", e.buffers}, {"total_bytes", e.total()},
+                             {"dense_bytes", e.dense}, {"buffers_bytes", e.buffers},
+                             {"pipeline_buffers_bytes", e.pipeline_buffers}, {"total_bytes", e.total()},
                              {"capacity_bytes", spec.devices.memory_bytes}});
     std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
@@ -41,7 +55,10 @@ int cmd_plan(WorkloadArgs& a, bool as_json) {
                                es::format_bytes(e.buffers), es::format_bytes(e.total()),
                                es::format_bytes(spec.devices.memory_bytes));
   }
-  with_origin(a.origin, [&] { es::check_memory_fits(spec, est); });
+  if (!does_not_fit.empty()) {
+    fmt::print(stderr, "error: {}\n", does_not_fit);
+    return 2;
+  }
   return 0;
 }
 

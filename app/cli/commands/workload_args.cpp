@@ -52,7 +52,7 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
       cmd->add_option("--network-bandwidth", a.network_bandwidth,
                       "Emulated link bandwidth in bytes/s, within and across nodes "
                       "(network.intra_node/inter_node.bandwidth_bytes_per_s), e.g. 1e9")
-          ->check(CLI::Number)->check(CLI::Range(1.0, static_cast<double>(es::kMaxBandwidthBytesPerS)));
+          ->check(CLI::Number)->check(kNotNan)->check(CLI::Range(1.0, static_cast<double>(es::kMaxBandwidthBytesPerS)));
   a.given["--network-latency"] =
       cmd->add_option("--network-latency", a.network_latency,
                       "Emulated latency per collective in ns, within and across nodes (network.*.latency_ns)")

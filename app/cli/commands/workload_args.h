@@ -5,6 +5,8 @@
 #include <map>
 #include <string>
 
+#include <cmath>
+
 #include <CLI/CLI.hpp>
 
 #include "embedscope/engine/workload/spec.h"
@@ -17,6 +19,16 @@ constexpr const char* kDefaultPreset = "criteo_kaggle";
 /// Checked before a CLI::Range, which alone calls a word "not in range" ("--steps: Value abc not
 /// in range 1 to ..."): a non-number is named as such.
 inline const CLI::Validator kInteger = CLI::TypeValidator<int64_t>("INTEGER");
+/// Refuses nan (which passes CLI::Number and every CLI::Range, as no comparison with it holds):
+/// "--network-bandwidth: not a number (got 'nan'); give bytes per second, e.g. 1e9".
+inline const CLI::Validator kNotNan(
+    [](std::string& text) -> std::string {
+      double v = 0;
+      if (CLI::detail::lexical_cast(text, v) && std::isnan(v))
+        return "not a number (got '" + text + "'); give bytes per second, e.g. 1e9";
+      return "";
+    },
+    "", "NOT_NAN");
 
 /// The values of the workload options after parsing (add_workload_options binds them).
 struct WorkloadArgs {

@@ -69,4 +69,14 @@ bool wait_for_analyses(QObject* root, int timeout_ms) {
   return true;
 }
 
+QStringList analysis_errors(QObject* root) {
+  QStringList out;
+  auto add = [&out](const AnalysisJob* job) {
+    if (!job->error().isEmpty() && !out.contains(job->error())) out << job->error();
+  };
+  if (auto* job = qobject_cast<AnalysisJob*>(root)) add(job);
+  for (const AnalysisJob* job : root->findChildren<AnalysisJob*>()) add(job);
+  return out;
+}
+
 }  // namespace embedscope::ui

@@ -12,6 +12,7 @@
 
 #include <QObject>
 #include <QString>
+#include <QStringList>
 
 #include <cstdint>
 #include <exception>
@@ -40,13 +41,18 @@ class AnalysisJob : public QObject {
   /// SessionReader.
   template <class T>
   quint64 start(std::function<T()> work, std::function<void(T&)> apply, std::function<void(const QString&)> failed = {}) {
-    return launch([work = std::move(work), apply = std::move(apply), failed = std::move(failed)]() -> Delivery {
+    // the deliveries run on this object's thread, only while it lives (deliver())
+    return launch([this, work = std::move(work), apply = std::move(apply), failed = std::move(failed)]() -> Delivery {
       try {
         auto result = std::make_shared<T>(work());
-        return [apply, result] { apply(*result); };
+        return [this, apply, result] {
+          error_.clear();
+          apply(*result);
+        };
       } catch (const std::exception& e) {
         const QString what = QString::fromUtf8(e.what());
-        return [failed, what] {
+        return [this, failed, what] {
+          error_ = what;
           if (failed) failed(what);
         };
       }
@@ -58,6 +64,9 @@ class AnalysisJob : public QObject {
   quint64 current() const { return current_; }
   /// True while the latest request's result has not arrived ("computing...").
   bool busy() const { return busy_; }
+  /// What the latest applied request threw (e.g. "s.db: the session file is truncated or
+  /// corrupt (...)"); empty when it returned.
+  const QString& error() const { return error_; }
 
  signals:
   void started(quint64 id);
@@ -74,11 +83,16 @@ class AnalysisJob : public QObject {
   std::shared_ptr<Guard> guard_;
   quint64 current_ = 0;
   bool busy_ = false;
+  QString error_;
 };
 
 /// Processes this thread's events until no AnalysisJob in `root` (itself or a descendant) is
 /// busy, or `timeout_ms` passed. True when none is busy. For batch renderers (reports, image
 /// exports) and tests that need a view's figures rather than its "computing..." state.
 bool wait_for_analyses(QObject* root, int timeout_ms = 120000);
+
+/// The distinct error() of every AnalysisJob in `root` (itself and its descendants), in the
+/// order found: a batch renderer fails with them where the CLI would (a corrupt table).
+QStringList analysis_errors(QObject* root);
 
 }  // namespace embedscope::ui

@@ -36,11 +36,14 @@ int report(embedscope::ui::MainWindow& w, const QString& session, const QString&
   w.resize(1600, 900);
   w.show();
   QString body;
+  QStringList errors;  // what the views' analyses could not read: the report fails as `stats` does
   for (int i = 0; i < views->count(); ++i) {
     views->setCurrentIndex(i);
     QApplication::processEvents();
     embedscope::ui::wait_for_analyses(views->widget(i));  // the figures, not "Analysing ..."
     QApplication::processEvents();
+    for (const QString& e : embedscope::ui::analysis_errors(views->widget(i)))
+      if (!errors.contains(e)) errors << e;
     const QString name = views->tabText(i).toLower() + ".png";
     if (!w.grab().save(dir + "/" + name)) return fail(dir + "/" + name + ": cannot write");
     body += QString("<h2>%1</h2>\n<img src=\"%2\" alt=\"%1\">\n").arg(views->tabText(i), name);
@@ -53,6 +56,7 @@ int report(embedscope::ui::MainWindow& w, const QString& session, const QString&
                      << "</head><body>\n<h1>Embedscope report: " << QFileInfo(session).fileName().toHtmlEscaped()
                      << "</h1>\n" << body << "</body></html>\n";
   std::fprintf(stderr, "wrote %s/index.html\n", qPrintable(dir));
+  if (!errors.isEmpty()) return fail(errors.join("\nerror: "));  // exit 2, as the CLI for the same file
   return 0;
 }
 

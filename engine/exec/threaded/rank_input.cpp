@@ -164,7 +164,7 @@ void Rank::lookup(Inflight& b) {
   for (size_t k = 0; k < nmine; ++k) {
     const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
     b.slot_out[k] = buf<float>("pooled_output", static_cast<size_t>(W * B * sl.s.num_cols));
-    if (sl.final_at_lookup && sharding::is_mean(spec, sl.feature))
+    if (sl.final_at_lookup && sharding::is_mean(spec, L_, sl.feature))
       b.slot_scale[k] = sharding::mean_scale(b.slot_len[k].data(), b.slot_len[k].size());
     lookup(sl.table, sl.shard, b.slot_ids[k].data(), b.slot_off[k].data(), W * B,
            b.slot_scale[k].empty() ? nullptr : b.slot_scale[k].data(), b.slot_out[k]);

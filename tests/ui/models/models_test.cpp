@@ -167,13 +167,16 @@ TEST(WorkloadModel, MemoryEstimateOfTheTinyPreset) {
   WorkloadModel m;
   m.load_preset("tiny");
   ASSERT_EQ(m.memory().size(), 2u);
-  EXPECT_EQ(m.memory()[0].weights, 48000);
-  EXPECT_EQ(m.memory()[1].weights, 2736);
+  // each shard buffer rounded up to the allocator's 512 B: 1000 x 12 x 4 = 48,000 -> 48,128;
+  // 16, 320 and 2,400 B -> 512 + 512 + 2,560
+  EXPECT_EQ(m.memory()[0].weights, 48128);
+  EXPECT_EQ(m.memory()[1].weights, 3584);
   EXPECT_EQ(m.memory()[0].optimizer_state, 0);  // sgd
-  // rowwise_adagrad keeps one float per row (FBGEMM): 1000 x 4 and (100 + 10 + 1) x 4 bytes
+  // rowwise_adagrad keeps one float per row (FBGEMM): 1000 x 4 (-> 4,096) and 100 x 4, 10 x 4
+  // and 1 x 4 bytes (512 each)
   m.set_value("/optimizer/type", "rowwise_adagrad");
-  EXPECT_EQ(m.memory()[0].optimizer_state, 4000);
-  EXPECT_EQ(m.memory()[1].optimizer_state, 444);
+  EXPECT_EQ(m.memory()[0].optimizer_state, 4096);
+  EXPECT_EQ(m.memory()[1].optimizer_state, 1536);
   const auto est = engine::estimate_memory(*m.spec(), engine::plan_sharding(*m.spec()));
   EXPECT_EQ(m.memory()[0].total(), est[0].total());
 
@@ -181,8 +184,8 @@ TEST(WorkloadModel, MemoryEstimateOfTheTinyPreset) {
   d.model()->set_value("/optimizer/type", "rowwise_adagrad");
   QTableWidget* t = d.memory_table();
   ASSERT_EQ(t->rowCount(), 2);
-  EXPECT_EQ(t->item(0, 1)->data(Qt::UserRole).toLongLong(), 48000);  // weights
-  EXPECT_EQ(t->item(1, 2)->data(Qt::UserRole).toLongLong(), 444);    // optimizer state
+  EXPECT_EQ(t->item(0, 1)->data(Qt::UserRole).toLongLong(), 48128);  // weights
+  EXPECT_EQ(t->item(1, 2)->data(Qt::UserRole).toLongLong(), 1536);   // optimizer state
   EXPECT_EQ(t->item(0, 6)->data(Qt::UserRole).toLongLong(), 64 << 20);  // capacity
 }
 

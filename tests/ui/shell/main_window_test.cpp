@@ -137,6 +137,57 @@ TEST(Report, RendersEveryViewAndAPageWithoutADisplay) {
   EXPECT_FALSE(std::filesystem::exists("--compare"));
 }
 
+// A session whose table the views read is corrupt (its root page overwritten): the report fails
+// as `embedscope stats` fails for the same file, exit 2 with the reader's message (issue 20,
+// defect 8: the report exited 0 with the views showing the error).
+TEST(Report, FailsLikeTheCliForACorruptTable) {
+  const std::string path = fixture_session();
+  int64_t root = 0, page_size = 0;
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT rootpage, (SELECT page_size FROM pragma_page_size) FROM sqlite_schema "
+                                     "WHERE name = 'collectives'", -1, &st, nullptr),
+              SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    root = sqlite3_column_int64(st, 0);
+    page_size = sqlite3_column_int64(st, 1);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+  }
+  ASSERT_GT(root, 1);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp((root - 1) * page_size);
+    const std::string garbage(64, '\xff');  // not a b-tree page header
+    f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  }
+  const auto dir = std::filesystem::temp_directory_path() / ("es_report_corrupt_" + std::to_string(getpid()));
+  const std::string out = dir.string() + ".err";
+  const std::string cli = std::string(EMBEDSCOPE_CLI) + " stats " + path + " >/dev/null 2>" + out;
+  const int cli_status = std::system(cli.c_str());
+  std::string cli_err;
+  {
+    std::ifstream f(out);
+    cli_err.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  ASSERT_EQ(WEXITSTATUS(cli_status), 2) << cli_err;
+  const std::string ui = "QT_QPA_PLATFORM=offscreen " + std::string(EMBEDSCOPE_UI) + " --report " + path + " -o " +
+                         dir.string() + " >/dev/null 2>" + out;
+  const int ui_status = std::system(ui.c_str());
+  std::string ui_err;
+  {
+    std::ifstream f(out);
+    ui_err.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  EXPECT_EQ(WEXITSTATUS(ui_status), 2) << ui_err;
+  EXPECT_NE(ui_err.find("error: " + path + ": the session file is truncated or corrupt"), std::string::npos) << ui_err;
+  EXPECT_NE(cli_err.find("error: " + path + ": the session file is truncated or corrupt"), std::string::npos) << cli_err;
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(out);
+}
+
 TEST(MainWindow, RecentFilesAndExports) {
   MainWindow w;
   const QString session = QString::fromStdString(fixture_session());

@@ -76,6 +76,7 @@ class BatchGenerator {
 
  private:
   const WorkloadSpec& spec_;
+  std::vector<int> table_of_;              // per feature: its table (FeatureIndex)
   std::vector<ZipfSampler> zipf_;          // per feature (unused for uniform)
   std::vector<RowPermutation> perm_;       // per feature
 };

@@ -61,11 +61,26 @@ struct DeviceMemoryEstimate {
   int64_t weights = 0;          ///< embedding shards, fp32
   int64_t optimizer_state = 0;  ///< FBGEMM state of those shards
   int64_t dense = 0;            ///< dense parameters, gradients and activations
-  int64_t buffers = 0;          ///< KJT, pooled outputs and their gradients, comm buffers
+  int64_t buffers = 0;          ///< KJT, pooled outputs and their gradients, comm buffers (pipeline_buffers included)
+  int64_t pipeline_buffers = 0; ///< the part of `buffers` held by the batches the pipeline keeps ahead
   int64_t total() const { return weights + optimizer_state + dense + buffers; }
 };
 
-/// Estimates every device's memory for one step of the spec under the plan.
+/// Batches beyond the current one whose buffers the pipeline keeps in device memory while the
+/// current batch trains: base 0; sparse_dist 0 (its next batch's input dist is received into
+/// host memory and reaches the device only after the current batch ends); semi_sync 1 (the
+/// next batch's KJT, looked-up rows, pooled outputs and output-dist buffers; the batch after
+/// it is in its input dist, in host memory). step_program.cpp gives each pipeline's schedule.
+int64_t device_batches_ahead(PipelineKind pipeline);
+
+/// Estimates every device's memory (bytes) for the spec under the plan: an upper bound of the
+/// bytes the threaded executor allocates in a rank's device arena on the cpu backend (its peak
+/// allocated bytes): every buffer at its largest (bags at their maximum length), rounded up to
+/// the caching allocator's 512 B, one batch's buffers as if all were alive at once, plus the
+/// forward buffers of device_batches_ahead(spec.pipeline) batches (`pipeline_buffers`). Not
+/// counted: blocks the caching allocator leaves unsplit (a large-pool block keeps a remainder
+/// of up to 1 MiB: PyTorch counts it as allocated), fragmentation of reserved segments, and the
+/// cuda backend's staging copies of lookups and dense layers.
 std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec,
                                                   const ShardingPlan& plan);
 

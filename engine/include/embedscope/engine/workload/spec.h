@@ -169,9 +169,31 @@ struct WorkloadSpec {
   QCommsSpec qcomms;
   NetworkSpec network;
 
-  /// Index of the table that serves feature `f`, and the feature index of a name.
+  /// Index of the table that serves feature `f` (-1 if none), and the feature index of a name
+  /// (-1 if absent). Each is a linear scan: O(tables x features) or O(features) per call; code
+  /// that asks for every feature or table builds a FeatureIndex once instead.
   int table_of_feature(size_t f) const;
   int feature_index(const std::string& name) const;  ///< -1 if absent
+};
+
+/// The feature <-> table maps of a spec, built once in O(n log n) (n = tables + features), with
+/// the answers of WorkloadSpec::table_of_feature and feature_index (the first match where a
+/// name repeats). A snapshot: edits of the spec after construction are not seen.
+class FeatureIndex {
+ public:
+  explicit FeatureIndex(const WorkloadSpec& spec);
+  /// WorkloadSpec::feature_index in O(log n).
+  int feature_index(const std::string& name) const;
+  /// Per feature: the table serving it, -1 if none (WorkloadSpec::table_of_feature).
+  const std::vector<int>& table_of_feature() const { return table_of_feature_; }
+  /// Per table: the feature index of each of its feature_names, in order (-1 for a name
+  /// without a feature).
+  const std::vector<std::vector<int>>& features_of_table() const { return features_of_table_; }
+
+ private:
+  std::map<std::string, int> by_name_;
+  std::vector<int> table_of_feature_;
+  std::vector<std::vector<int>> features_of_table_;
 };
 
 /// Parses and validates a workload JSON document. `origin` names the file (or "preset NAME")

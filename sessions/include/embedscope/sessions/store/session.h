@@ -42,9 +42,11 @@ std::string sqlite_version();
 class SessionWriter {
  public:
   /// Creates `path`, writes the schema, starts the writer thread, and records ended =
-  /// "running", the writer's pid and host. The name is claimed atomically (O_EXCL), so two
-  /// writers never share a file. Throws SessionError if `path` exists (unless `overwrite`
-  /// and it is a regular file) or cannot be created.
+  /// "running", the writer's pid and host. The name is claimed atomically (O_EXCL) and held
+  /// with an advisory lock (flock) until close(), so two writers never share a file. Throws
+  /// SessionError if `path` exists (unless `overwrite` and it is a regular file), if a live
+  /// writer holds it ("run.db: not overwritten: a run (pid 4242) is still writing it; ..."),
+  /// or if it cannot be created.
   explicit SessionWriter(const std::string& path, bool overwrite = false);
   /// Closes with ended = "crashed" if close() was not called.
   ~SessionWriter();
@@ -86,9 +88,12 @@ class SessionWriter {
   void add_memory_timeline(const std::vector<MemoryTimelinePoint>& points);
   /// Stores a snapshot (its id is assigned here).
   void add_snapshot(MemorySnapshot snapshot);
-  /// Flushes everything, records `ended` and `message`, checkpoints the WAL into the file and
-  /// leaves a single self-contained file (journal_mode DELETE). Idempotent. Throws
-  /// SessionError if the final write fails.
+  /// Flushes everything, records `ended` and `message`, checkpoints the WAL into the file,
+  /// leaves WAL mode (one self-contained file, journal_mode DELETE) and closes the file, which
+  /// releases the writer lock. Readers never make it fail: a checkpoint waits for them (up to
+  /// 10 s), and where open readers keep the file in WAL mode for more than 0.5 s it stays in WAL
+  /// mode (complete in the database beside an empty -wal). Idempotent. Throws SessionError if
+  /// a write of the run failed.
   void close(const std::string& ended, const std::string& message = "");
 
   const std::string& path() const;
