@@ -24,7 +24,8 @@ QString format_figure(CompareModel::Figure f, double v, bool signed_value) {
     case CompareModel::StepP99:
     case CompareModel::ExposedComm: return sign + QString::fromStdString(format_duration(static_cast<int64_t>(v)));
     case CompareModel::Throughput: return sign + QString::number(v, 'f', 0);
-    case CompareModel::Overlap: return sign + QString::number(v, 'f', 1) + " %";
+    // a difference of two percentages is in percentage points, not a percentage
+    case CompareModel::Overlap: return sign + QString::number(v, 'f', 1) + (signed_value ? " points" : " %");
     case CompareModel::PeakAllocated:
     case CompareModel::PeakReserved:
       return (v < 0 ? "-" : sign) + QString::fromStdString(sessions::format_bytes(static_cast<int64_t>(std::abs(v))));

@@ -104,12 +104,12 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats) {
   const auto& sessions = sessions_;
   QString head;
   for (size_t i = 0; i < sessions.size(); ++i)
-    head += QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b> &nbsp; %3: %4, %5 on %6 ranks, %7%8<br>")
+    head += QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b> &nbsp; %3: %4, %5 on %6, %7%8<br>")
                 .arg(session_color(i).name(), labels[i].toHtmlEscaped(),
                      QFileInfo(QString::fromStdString(sessions[i].session->path())).fileName().toHtmlEscaped(),
                      QString::fromStdString(sessions[i].session->meta(sessions::meta::kWorkloadName)).toHtmlEscaped(),
                      QString::fromStdString(stats[i].ended))
-                .arg(stats[i].ranks.size())
+                .arg(stats[i].ranks.size() == 1 ? QString("1 rank") : QString("%1 ranks").arg(stats[i].ranks.size()))
                 .arg(QString::fromStdString(sessions[i].session->meta(sessions::meta::kBackend)))
                 .arg(stats[i].simulated ? " (SIMULATED)" : "");
   for (size_t i = 0; i < sessions.size(); ++i)  // how a run that failed ended, in its own words

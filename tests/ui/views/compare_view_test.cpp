@@ -74,6 +74,11 @@ TEST(Compare, ModelShowsAnalyzeFiguresAndDifferences) {
   EXPECT_DOUBLE_EQ(raw(CompareModel::Throughput, 1), 8 / 1e-3);  // 8 samples per 1 ms
   EXPECT_DOUBLE_EQ(raw(CompareModel::ExposedComm, 2), static_cast<double>(b.exposed_comm_ns));
   EXPECT_DOUBLE_EQ(raw(CompareModel::Overlap, 1), a.overlap_pct);
+  // a difference of percentages is in points, with no relative change after it
+  const double d_overlap = b.overlap_pct - a.overlap_pct;
+  EXPECT_EQ(m.data(m.index(CompareModel::Overlap, 3)).toString(),
+            (d_overlap > 0 ? "+" : "") + QString::number(d_overlap, 'f', 1) + " points");
+  EXPECT_TRUE(m.data(m.index(CompareModel::Overlap, 1)).toString().endsWith(" %"));
   EXPECT_DOUBLE_EQ(raw(CompareModel::PeakAllocated, 2), static_cast<double>(b.peak_allocated_bytes));
   EXPECT_DOUBLE_EQ(raw(CompareModel::LookupImbalance, 1), a.lookups_max_over_mean);
   EXPECT_EQ(m.data(m.index(CompareModel::StepMean, 3)).toString(), "+2.00 ms (+200.0 %)");
