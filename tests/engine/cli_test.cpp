@@ -20,13 +20,9 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/sessions/store/session.h"
+#include "support/cli_run.h"
 
 namespace {
-struct Result {
-  int code;
-  std::string out, err;
-};
-
 // A fresh scratch directory per process (ctest runs tests in parallel). Emptied first: a
 // directory left by an earlier process with the same pid (pids are reused; several people run
 // the suite on one machine) held its h.db, and `run -o h.db` refused to overwrite it.
@@ -40,18 +36,8 @@ std::filesystem::path scratch() {
   return dir;
 }
 
-Result cli(const std::string& args) {
-  const std::string out = (scratch() / "out.txt").string(), err = (scratch() / "err.txt").string();
-  const std::string cmd = std::string(EMBEDSCOPE_CLI) + " " + args + " >" + out + " 2>" + err;
-  const int status = std::system(cmd.c_str());
-  auto slurp = [](const std::string& p) {
-    std::ifstream f(p);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-  };
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
+using Result = embedscope::test_support::CliResult;
+Result cli(const std::string& args) { return embedscope::test_support::run_cli(EMBEDSCOPE_CLI, args, scratch()); }
 const std::string kData = EMBEDSCOPE_TEST_DATA;
 }  // namespace
 

@@ -16,6 +16,7 @@
 #include "embedscope/engine/memory/allocator.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
+#include "support/cli_run.h"
 
 using namespace embedscope::engine;
 namespace ts = embedscope::sessions::torch_snapshot;
@@ -177,17 +178,10 @@ namespace {
 int cli(const std::string& args, std::string& out, std::string& err) {
   const auto dir = std::filesystem::temp_directory_path() / ("es_snapcli_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  const std::string o = (dir / "out.txt").string(), e = (dir / "err.txt").string();
-  const int st = std::system((std::string(EMBEDSCOPE_CLI) + " " + args + " >" + o + " 2>" + e).c_str());
-  auto slurp = [](const std::string& p) {
-    std::ifstream f(p);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-  };
-  out = slurp(o);
-  err = slurp(e);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  auto r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, args, dir);
+  out = std::move(r.out);
+  err = std::move(r.err);
+  return r.code;
 }
 }  // namespace
 

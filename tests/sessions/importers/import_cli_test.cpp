@@ -9,24 +9,14 @@
 #include <nlohmann/json.hpp>
 
 #include "import_test_support.h"
+#include "support/cli_run.h"
 
 using namespace embedscope::sessions::testing;
 
 namespace {
-struct Result {
-  int code;
-  std::string out, err;
-};
+using Result = embedscope::test_support::CliResult;
 Result cli(const std::string& args) {
-  const std::string out = (import_scratch() / "cli_out.txt").string(), err = (import_scratch() / "cli_err.txt").string();
-  const int status = std::system((std::string(EMBEDSCOPE_CLI) + " " + args + " >" + out + " 2>" + err).c_str());
-  auto slurp = [](const std::string& p) {
-    std::ifstream f(p);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-  };
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  return embedscope::test_support::run_cli(EMBEDSCOPE_CLI, args, import_scratch());
 }
 }  // namespace
 
