@@ -1,11 +1,15 @@
 #include "embedscope/engine/exec/backend.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
+
+#include "embedscope/engine/cost/hardware_profile.h"
 
 namespace embedscope::engine {
 
 Backend resolve_backend(Backend requested, int ranks, const profiler::CudaDevices& devices, bool built_with_cuda) {
-  if (requested == Backend::cpu) return Backend::cpu;
+  if (requested == Backend::cpu || requested == Backend::simulated) return requested;
   if (requested == Backend::auto_ && (!built_with_cuda || devices.count < 1)) return Backend::cpu;
   if (!built_with_cuda)
     throw SpecError("/devices/backend: cuda: this embedscope was built without CUDA (EMBEDSCOPE_WITH_CUDA=OFF); use cpu or auto");
@@ -26,10 +30,30 @@ WorkloadSpec with_resolved_backend(const WorkloadSpec& spec, const std::string& 
   constexpr bool kBuiltWithCuda = false;
 #endif
   WorkloadSpec out = spec;
-  out.devices.backend = spec.devices.backend == Backend::cpu
-                            ? Backend::cpu
-                            : resolve_backend(spec.devices.backend, spec.devices.count, profiler::cuda_devices(), kBuiltWithCuda);
+  const Backend b = spec.devices.backend;
+  out.devices.backend = b == Backend::cpu || b == Backend::simulated
+                            ? b
+                            : resolve_backend(b, spec.devices.count, profiler::cuda_devices(), kBuiltWithCuda);
   validate(out, origin);
+  if (out.devices.backend == Backend::simulated) {  // the cluster's shape from the profile
+    const HardwareProfile hw = load_hardware_profile(out.devices.hardware);
+    const int count = out.devices.count;
+    int& per_node = out.sharding.local_world_size;
+    if (per_node == 0) {
+      per_node = std::min(count, hw.gpus_per_node);
+      if (count % per_node != 0)
+        throw SpecError(fmt::format("/devices/count: {} ranks do not fill nodes of {} GPUs (hardware profile {}); give a "
+                                    "multiple of {} or set sharding.local_world_size (--gpus-per-node)",
+                                    count, per_node, hw.name, per_node));
+    }
+    if (per_node > hw.gpus_per_node)
+      throw SpecError(fmt::format("/sharding/local_world_size: {} GPUs per node, but a node of hardware profile {} has {}",
+                                  per_node, hw.name, hw.gpus_per_node));
+    if (count / per_node > hw.max_nodes)
+      throw SpecError(fmt::format("/devices/count: {} ranks need {} nodes of {} GPUs, but hardware profile {} describes "
+                                  "clusters of at most {} nodes",
+                                  count, count / per_node, per_node, hw.name, hw.max_nodes));
+  }
   return out;
 }
 

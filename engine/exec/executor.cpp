@@ -1,5 +1,6 @@
 #include "exec/executor.h"
 
+#include "exec/simulated/executor.h"
 #include "exec/threaded/executor.h"
 
 namespace embedscope::engine::exec {
@@ -16,6 +17,8 @@ std::unique_ptr<Executor> make_executor(const WorkloadSpec& spec, const Sharding
     throw std::logic_error("make_executor: the cuda backend in a build without CUDA");
 #endif
   }
+  if (spec.devices.backend == Backend::simulated)
+    return std::make_unique<simulated::SimulatedExecutor>(spec, plan, options);
   return std::make_unique<threaded::ThreadedExecutor>(spec, plan, options);
 }
 

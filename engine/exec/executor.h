@@ -5,6 +5,8 @@
 //              device path over the host stand-in of RankDevice)
 //   cuda/      the same interpreter with rank r on GPU r (CudaRankDevice), NCCL communicators
 //              and CUPTI tracing
+//   simulated/ every rank's program timed by the cost model of a hardware profile, nothing
+//              computed (a cluster of up to 1,024 GPUs on this machine)
 // A new executor (a simulated cluster, ranks as processes) is a new folder implementing this and
 // a case in make_executor; nothing else in the engine changes. Internal to the engine.
 
@@ -37,7 +39,7 @@ class Executor {
   virtual void run(sessions::SessionWriter* session, RunResult& result) = 0;
 };
 
-/// The executor of spec's (resolved) backend: cuda -> cuda/, cpu -> threaded/. `spec`, `plan`
+/// The executor of spec's (resolved) backend: cuda -> cuda/, cpu -> threaded/, simulated -> simulated/. `spec`, `plan`
 /// and `options` must outlive it. Throws std::logic_error for cuda in a build without CUDA
 /// (with_resolved_backend refuses that earlier, with a SpecError).
 std::unique_ptr<Executor> make_executor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options);

@@ -111,7 +111,8 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
   check_memory_fits(spec, est);
   int64_t need = 0;
   for (const auto& e : est) need += e.total();
-  if (const int64_t host = host_memory_bytes(); !on_cuda && host > 0 && need > host * 9 / 10)
+  const bool in_this_process = !on_cuda && spec.devices.backend != Backend::simulated;  // a simulation allocates none
+  if (const int64_t host = host_memory_bytes(); in_this_process && host > 0 && need > host * 9 / 10)
     throw SpecError(fmt::format(
         "/devices: the cpu backend runs all {} ranks in this process and they need {} in all, but this machine "
         "has {}; use fewer devices, a smaller batch or a scaled preset",

@@ -24,7 +24,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int
 }
 }  // namespace
 
-DenseModel::DenseModel(const WorkloadSpec& spec, std::vector<int64_t> feature_dims)
+DenseModel::DenseModel(const WorkloadSpec& spec, std::vector<int64_t> feature_dims, bool layout_only)
     : spec_(spec), dims_(std::move(feature_dims)) {
   static const bool once = [] {
     if (openblas_set_num_threads) openblas_set_num_threads(1);
@@ -70,6 +70,8 @@ DenseModel::DenseModel(const WorkloadSpec& spec, std::vector<int64_t> feature_di
       in = w;
     }
   }
+  num_params_ = static_cast<int64_t>(n);
+  if (layout_only) return;
   params_.assign(n, 0.0f);
   grads_.assign(n, 0.0f);
   auto xavier = [&](size_t at, int64_t fan_in, int64_t fan_out, size_t count) {

@@ -5,13 +5,37 @@
 
 #include <fmt/format.h>
 
+#include "embedscope/engine/kernels/kernels.h"
+
 namespace embedscope::engine::program {
 
 using sessions::Lane;
 using sessions::OpCategory;
 
+double expected_slot_ids(const WorkloadSpec& spec, const detail::Slot& sl, bool& exact) {
+  const FeatureSpec& f = spec.features[static_cast<size_t>(sl.feature)];
+  const int64_t N = spec.tables[static_cast<size_t>(sl.table)].num_embeddings;
+  double share = 1.0;
+  if (sl.bucketize_by_rows && sl.s.num_rows != N) {
+    share = static_cast<double>(sl.s.num_rows) / static_cast<double>(N);
+    exact = false;
+  }
+  if (!f.pooling_factor.fixed || spec.invalid_ids == InvalidIdPolicy::drop) exact = false;
+  return static_cast<double>(spec.batch_size) * f.pooling_factor.mean * share;
+}
+
 ProgramSink::ProgramSink(const WorkloadSpec& s, const ShardingPlan& plan, int r, StepProgram& p)
-    : spec(s), layout(s, plan), rank(r), world(layout.world), B(layout.B), program(p) {
+    : owned_layout_(std::in_place, s, plan), spec(s), layout(*owned_layout_), rank(r), world(layout.world), B(layout.B),
+      program(p) {
+  init_groups();
+}
+
+ProgramSink::ProgramSink(const WorkloadSpec& s, const detail::Layout& l, int r, StepProgram& p)
+    : spec(s), layout(l), rank(r), world(layout.world), B(layout.B), program(p) {
+  init_groups();
+}
+
+void ProgramSink::init_groups() {
   world_ranks.resize(static_cast<size_t>(world));
   std::iota(world_ranks.begin(), world_ranks.end(), 0);
   const int node = rank / layout.local, l = rank % layout.local;
@@ -38,10 +62,17 @@ void ProgramSink::wait(int op, int on) {
   if (on >= 0 && std::find(w.begin(), w.end(), on) == w.end()) w.push_back(on);
 }
 
-int ProgramSink::compute(std::string name, OpCategory cat, int batch, std::string what, int64_t rows, int64_t flops) {
+double ProgramSink::update_bytes(double ids, int64_t dim, double bags, OptimizerType type) {
+  const auto [m1, m2] = optimizer_state_floats(type, 1, dim);  // state floats per row
+  return bags * 4.0 * dim + ids * (8.0 + 2.0 * 4.0 * (static_cast<double>(dim) + static_cast<double>(m1 + m2)));
+}
+
+int ProgramSink::compute(std::string name, OpCategory cat, int batch, std::string what, int64_t rows, int64_t flops,
+                         int64_t bytes) {
   const int id = add(std::move(name), Lane::compute, cat, batch, std::move(what));
   program.ops[static_cast<size_t>(id)].rows = rows;
   program.ops[static_cast<size_t>(id)].flops = flops;
+  program.ops[static_cast<size_t>(id)].bytes = bytes;
   wait(id, last_compute_);
   wait(id, sync_comm_);
   sync_comm_ = -1;

@@ -3,6 +3,7 @@
 // modules (sharding/embedding_sharding.h) append ops through it. Derives what each op waits for
 // from the order of issue (see Emitter in program_sink.cpp). Internal to the engine.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,13 +12,30 @@
 
 namespace embedscope::engine::program {
 
+/// Expected ids of slot `sl` that one rank sends per batch (B bags of the slot's feature at
+/// the mean pooling factor, times the slot's share of the table's rows for row-bucketized
+/// slots, ids spread evenly over the rows); `exact` becomes false where the count depends on
+/// the ids (row ranges, Poisson lengths, dropped ids).
+double expected_slot_ids(const WorkloadSpec& spec, const detail::Slot& sl, bool& exact);
+
+/// build_step_program (step_program.h) of a plan already validated, over its layout: what an
+/// executor that builds every rank's programs uses (the layout is built once, not per rank).
+StepProgram build_step_program(const WorkloadSpec& spec, const ShardingPlan& plan, const detail::Layout& layout, int rank,
+                               int64_t iteration);
+
 class ProgramSink {
  public:
   /// Throws what detail::Layout throws for a plan that does not fit the spec.
   ProgramSink(const WorkloadSpec& spec, const ShardingPlan& plan, int rank, StepProgram& p);
+  /// Over a layout built once for every rank (it must outlive the sink).
+  ProgramSink(const WorkloadSpec& spec, const detail::Layout& layout, int rank, StepProgram& p);
 
+ private:
+  std::optional<detail::Layout> owned_layout_;
+
+ public:
   const WorkloadSpec& spec;
-  const detail::Layout layout;
+  const detail::Layout& layout;
   const int rank, world;
   const int64_t B;
   std::vector<int> world_ranks, node_ranks, cross_ranks;  ///< members of this rank's groups
@@ -27,7 +45,15 @@ class ProgramSink {
   /// A compute op; it waits for the previous compute op and the last comm op queued
   /// synchronously since.
   int compute(std::string name, sessions::OpCategory cat, int batch, std::string what, int64_t rows = 0,
-              int64_t flops = 0);
+              int64_t flops = 0, int64_t bytes = 0);
+
+  /// Device-memory bytes of a pooled lookup of `ids` ids into rows of `dim` fp32 columns,
+  /// pooled into `bags` bags: the rows and the ids read, the pooled rows written.
+  static double lookup_bytes(double ids, int64_t dim, double bags) { return ids * (4.0 * dim + 8) + bags * 4.0 * dim; }
+  /// Device-memory bytes of the backward of that lookup with the fused optimizer `type` (TBE
+  /// backward): the bags' gradients and the ids read, every row and its optimizer state
+  /// read and written back (counted once per id: duplicates are not merged in the estimate).
+  static double update_bytes(double ids, int64_t dim, double bags, OptimizerType type);
   /// A comm op queued after the last compute op (or, launched_by >= 0, from inside that op);
   /// `sync`: the compute worker waits for it. Every all-to-all and reduce-scatter in `calls`
   /// is preceded by its split check ("<name>/split_check", comm/gloo_process_group.h).
@@ -53,6 +79,7 @@ class ProgramSink {
   }
 
  private:
+  void init_groups();
   int add(std::string name, sessions::Lane lane, sessions::OpCategory cat, int batch, std::string what);
   void wait(int op, int on);
   int last_compute_ = -1, last_comm_ = -1, sync_comm_ = -1;

@@ -81,18 +81,25 @@ class PhaseScope {
 // the sharding types come from their modules (sharding/embedding_sharding.h).
 class Builder {
  public:
-  Builder(const WorkloadSpec& spec, const ShardingPlan& plan, int rank, StepProgram& p)
-      : spec_(spec), sink_(spec, plan, rank, p), L_(sink_.layout), me_(rank), W_(L_.world), B_(L_.B), p_(p),
+  Builder(const WorkloadSpec& spec, const detail::Layout& layout, int rank, StepProgram& p)
+      : spec_(spec), sink_(spec, layout, rank, p), L_(sink_.layout), me_(rank), W_(L_.world), B_(L_.B), p_(p),
         shardings_(sharding::embedding_shardings(L_)), mine_(L_.slots_to[static_cast<size_t>(rank)]) {}
 
   /// input, bucketize, and the KJT all-to-all (splits, lengths, ids).
   void start_batch(int batch, bool sync) {
     PhaseScope ph(p_, PhaseKind::start_batch, batch, sync);
+    // the batch in device memory: ids and bag lengths (int64), dense features (fp32)
+    double batch_ids = 0;
+    for (const auto& f : spec_.features) batch_ids += static_cast<double>(B_) * f.pooling_factor.mean;
+    const double kjt_bytes = 8.0 * (batch_ids + static_cast<double>(B_ * static_cast<int64_t>(spec_.features.size())));
+    const double dense_in = spec_.dense ? 4.0 * static_cast<double>(B_ * (spec_.dense->num_dense_features + 1)) : 0.0;
     sink_.compute("input", OpCategory::input, batch,
                   fmt::format("make this rank's batch ({} samples, {} features) and check its ids", B_,
-                              spec_.features.size()));
+                              spec_.features.size()),
+                  0, 0, std::llround(kjt_bytes + dense_in));
     sink_.compute("bucketize", OpCategory::input, batch,
-                  "group the ids by destination shard (row-wise tables: by row range)");
+                  "group the ids by destination shard (row-wise tables: by row range)", 0, 0,
+                  std::llround(2 * kjt_bytes));
     const size_t nmine = mine_.size();
     std::vector<int64_t> ss(static_cast<size_t>(W_)), sr(static_cast<size_t>(W_), static_cast<int64_t>(nmine));
     std::vector<int64_t> ls(static_cast<size_t>(W_)), lr(static_cast<size_t>(W_), static_cast<int64_t>(nmine) * B_);
@@ -121,17 +128,28 @@ class Builder {
   /// kjt_permute, lookup and the output dist (pooled embeddings to the ranks owning the samples).
   void lookup_and_output_dist(int batch, bool sync, bool input_dist_earlier) {
     PhaseScope ph(p_, PhaseKind::lookup, batch, sync);
+    bool exact = true;
+    double ids = 0, bytes = 0;
+    const double bags = static_cast<double>(W_ * B_);  // every rank's B bags of each slot
+    for (int k : mine_) {
+      const Slot& sl = L_.slots[static_cast<size_t>(k)];
+      const double n = static_cast<double>(W_) * expected_ids(sl, exact);
+      ids += n;
+      bytes += ProgramSink::lookup_bytes(n, sl.s.num_cols, bags);
+    }
     sink_.compute("kjt_permute", OpCategory::input, batch,
                   input_dist_earlier ? "arrange the received ids per local shard (their input dist ran in the previous step)"
-                                     : "arrange the received ids per local shard");
-    bool exact = true;
-    double ids = 0;
-    for (int k : mine_) ids += static_cast<double>(W_) * expected_ids(L_.slots[static_cast<size_t>(k)], exact);
-    for (const auto& m : shardings_) ids += m->local_lookup_ids(sink_);
+                                     : "arrange the received ids per local shard",
+                  0, 0, std::llround(2 * 8.0 * (ids + bags * static_cast<double>(mine_.size()))));
+    for (const auto& m : shardings_) {
+      const auto w = m->local_lookup_work(sink_);
+      ids += w.ids;
+      bytes += w.bytes;
+    }
     sink_.compute("lookup", OpCategory::lookup, batch,
                   fmt::format("pooled lookup of {} local shard bucket(s) and {} replicated table(s)", mine_.size(),
                               L_.dp_tables.size()),
-                  std::llround(ids));
+                  std::llround(ids), 0, std::llround(bytes));
     for (const auto& m : shardings_) m->emit_output_dist(sink_, batch, sync);
   }
 
@@ -140,7 +158,7 @@ class Builder {
   /// The dense part, the gradient dist, the embedding update and the dense all-reduce.
   void train(int batch, bool output_dist_earlier) {
     PhaseScope ph(p_, PhaseKind::train, batch, true);
-    DenseModel dense(spec_, L_.dim);
+    const DenseModel dense(spec_, L_.dim, /*layout_only=*/true);
     auto buckets = dense_buckets(dense.param_tensors(), spec_.dense ? spec_.dense->bucket_cap_bytes : int64_t{25} << 20);
     if (buckets.empty()) buckets.emplace_back(0, 0);
     const int fb = sink_.compute(
@@ -169,34 +187,28 @@ class Builder {
     }
     for (const auto& m : shardings_) m->emit_grad_dist(sink_, batch);
     bool exact = true;
-    double ids = 0;
-    for (int k : mine_) ids += static_cast<double>(W_) * expected_ids(L_.slots[static_cast<size_t>(k)], exact);
+    double ids = 0, bytes = 0;
+    for (int k : mine_) {
+      const Slot& sl = L_.slots[static_cast<size_t>(k)];
+      const double n = static_cast<double>(W_) * expected_ids(sl, exact);
+      ids += n;
+      bytes += ProgramSink::update_bytes(n, sl.s.num_cols, static_cast<double>(W_ * B_), spec_.optimizer.type);
+    }
     sink_.compute("backward_fused_optimizer", OpCategory::optimizer, batch,
                   fmt::format("sparse gradients of the local shards and the fused {} update of their rows",
                               to_string(spec_.optimizer.type)),
-                  std::llround(ids));
+                  std::llround(ids), 0, std::llround(bytes));
     for (const auto& m : shardings_) m->emit_update(sink_, batch);
     const int opt = sink_.compute("dense_optimizer", OpCategory::optimizer, batch,
-                                  "average the all-reduced dense gradients and apply SGD (waits for every bucket)");
+                                  "average the all-reduced dense gradients and apply SGD (waits for every bucket)", 0, 0,
+                                  3 * 4 * dense.num_params());
     auto& waits = p_.ops[static_cast<size_t>(opt)].waits_for;
     for (int id : bucket_ops)
       if (std::find(waits.begin(), waits.end(), id) == waits.end()) waits.push_back(id);
   }
 
  private:
-  // Expected ids of a slot that one rank sends (B bags of the slot's feature); `exact` becomes
-  // false where the count depends on the ids (row ranges, Poisson lengths, dropped ids).
-  double expected_ids(const Slot& sl, bool& exact) const {
-    const FeatureSpec& f = spec_.features[static_cast<size_t>(sl.feature)];
-    const int64_t N = spec_.tables[static_cast<size_t>(sl.table)].num_embeddings;
-    double share = 1.0;
-    if (sl.bucketize_by_rows && sl.s.num_rows != N) {
-      share = static_cast<double>(sl.s.num_rows) / static_cast<double>(N);
-      exact = false;
-    }
-    if (!f.pooling_factor.fixed || spec_.invalid_ids == InvalidIdPolicy::drop) exact = false;
-    return static_cast<double>(B_) * f.pooling_factor.mean * share;
-  }
+  double expected_ids(const Slot& sl, bool& exact) const { return program::expected_slot_ids(spec_, sl, exact); }
   const WorkloadSpec& spec_;
   ProgramSink sink_;
   const Layout& L_;
@@ -211,6 +223,11 @@ class Builder {
 
 StepProgram build_step_program(const WorkloadSpec& spec, const ShardingPlan& plan, int rank, int64_t iteration) {
   validate_plan(spec, plan, "sharding plan");
+  return program::build_step_program(spec, plan, detail::Layout(spec, plan), rank, iteration);
+}
+
+StepProgram program::build_step_program(const WorkloadSpec& spec, const ShardingPlan& plan, const detail::Layout& layout,
+                                        int rank, int64_t iteration) {
   if (rank < 0 || rank >= plan.world_size)
     throw SpecError(fmt::format("--rank: {} is outside [0, {})", rank, plan.world_size));
   const int64_t total = spec.warmup_steps + spec.steps;
@@ -222,7 +239,7 @@ StepProgram build_step_program(const WorkloadSpec& spec, const ShardingPlan& pla
   p.iteration = iteration;
   p.step = iteration - spec.warmup_steps;
   p.pipeline = spec.pipeline;
-  Builder b(spec, plan, rank, p);
+  Builder b(spec, layout, rank, p);
   auto has = [&](int64_t i) { return i < total; };
   switch (spec.pipeline) {
     case PipelineKind::base:
@@ -286,6 +303,7 @@ nlohmann::json to_json(const StepProgram& p) {
     if (op.launched_by >= 0) o["launched_by"] = op.launched_by;
     if (op.rows) o["rows"] = op.rows;
     if (op.flops) o["flops"] = op.flops;
+    if (op.bytes) o["bytes"] = op.bytes;
     o["what"] = op.what;
     auto& cs = o["collectives"] = nlohmann::json::array();
     for (const auto& c : op.collectives) {

@@ -26,10 +26,15 @@ class DataParallel final : public EmbeddingSharding {
   void grad_dist(RankContext&, const std::vector<DeviceBuffer<float>>&, const std::vector<int64_t>&,
                  std::vector<DeviceBuffer<float>>&) const override {}
 
-  double local_lookup_ids(const program::ProgramSink& sink) const override {
-    double ids = 0;
-    for (int t : sink.layout.dp_tables) ids += replica_ids(sink, t);
-    return ids;
+  LookupWork local_lookup_work(const program::ProgramSink& sink) const override {
+    LookupWork w;
+    for (int t : sink.layout.dp_tables) {
+      const double n = replica_ids(sink, t);
+      const int64_t dim = sink.spec.tables[static_cast<size_t>(t)].embedding_dim;
+      w.ids += n;
+      w.bytes += program::ProgramSink::lookup_bytes(n, dim, bags(sink, t));
+    }
+    return w;
   }
 
   void emit_update(program::ProgramSink& sink, int batch) const override {
@@ -41,8 +46,10 @@ class DataParallel final : public EmbeddingSharding {
       const int64_t rows = std::llround(N * (1.0 - std::pow(1.0 - 1.0 / N, n_ids)));
       const auto& world = sink.world_ranks;
       const auto W = static_cast<size_t>(sink.world);
+      const double bag_bytes = bags(sink, t) * 4.0 * static_cast<double>(ts.embedding_dim);
       sink.compute("backward_data_parallel", OpCategory::optimizer, batch,
-                   fmt::format("sparse row gradients of data-parallel table {}", ts.name), std::llround(n_ids));
+                   fmt::format("sparse row gradients of data-parallel table {}", ts.name), std::llround(n_ids), 0,
+                   std::llround(bag_bytes + n_ids * (8.0 + 4.0 * static_cast<double>(ts.embedding_dim))));
       std::vector<int64_t> one(W, 1), n_rows(W, rows), vals(W, rows * ts.embedding_dim);
       sink.comm("grad_dist/data_parallel_counts", batch,
                 {sink.all_gather("grad_dist/data_parallel_counts", world, "world", one, 8, "int64")}, true,
@@ -53,7 +60,9 @@ class DataParallel final : public EmbeddingSharding {
                 true, "all-gather of every replica's gradient rows and values");
       sink.compute("optimizer_data_parallel", OpCategory::optimizer, batch,
                    fmt::format("merge the replicas' gradients and update every replica of {}", ts.name),
-                   sink.world * rows);
+                   sink.world * rows, 0,
+                   std::llround(program::ProgramSink::update_bytes(static_cast<double>(sink.world * rows), ts.embedding_dim,
+                                                                   0, sink.spec.optimizer.type)));
     }
   }
 
@@ -125,6 +134,10 @@ class DataParallel final : public EmbeddingSharding {
     for (const int f : sink.layout.table_features[static_cast<size_t>(t)])
       n += static_cast<double>(sink.B) * sink.spec.features[static_cast<size_t>(f)].pooling_factor.mean;
     return n;
+  }
+  // Bags the lookup of table t pools into on one rank: B per feature it serves.
+  static double bags(const program::ProgramSink& sink, int t) {
+    return static_cast<double>(sink.B) * static_cast<double>(sink.layout.table_features[static_cast<size_t>(t)].size());
   }
 };
 

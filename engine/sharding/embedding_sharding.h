@@ -110,8 +110,12 @@ class EmbeddingSharding {
 
   // Tables a module holds outside the slots of the input dist (data_parallel's replicas): by
   // default none.
-  /// Expected ids the lookup op of a batch reads from them on rank `rank`.
-  virtual double local_lookup_ids(const program::ProgramSink&) const { return 0; }
+  /// Expected ids the lookup op of a batch reads from them on the sink's rank, and the device
+  /// bytes that reading moves (ProgramSink::lookup_bytes).
+  struct LookupWork {
+    double ids = 0, bytes = 0;
+  };
+  virtual LookupWork local_lookup_work(const program::ProgramSink&) const { return {}; }
   /// Appends their update ops, after the local shards' fused optimizer.
   virtual void emit_update(program::ProgramSink&, int /*batch*/) const {}
   /// Their lookups, whose pooled result is final here: writes pooled[f] (B x dim of feature f).

@@ -92,28 +92,30 @@ void validate_plan(const WorkloadSpec& spec, const ShardingPlan& plan, const std
     const std::string where = fmt::format("/tables/{}", i);
     if (tp.table != static_cast<int>(i)) fail(origin, where, fmt::format("plans table {}, expected table {}", tp.table, i));
     const TableSpec& t = spec.tables[i];
-    const std::string tname = fmt::format("table {} ({} rows x {} columns, {})", t.name, t.num_embeddings,
-                                          t.embedding_dim, to_string(tp.type));
-    if (tp.shards.empty()) fail(origin, where + "/shards", fmt::format("{} has no shard", tname));
+    const auto tname_of = [&] {
+      return fmt::format("table {} ({} rows x {} columns, {})", t.name, t.num_embeddings, t.embedding_dim,
+                         to_string(tp.type));
+    };
+    if (tp.shards.empty()) fail(origin, where + "/shards", fmt::format("{} has no shard", tname_of()));
     std::vector<std::pair<int64_t, int64_t>> rows, cols;
     std::vector<int> ranks;
     for (size_t k = 0; k < tp.shards.size(); ++k) {
       const Shard& s = tp.shards[k];
-      const std::string sw = fmt::format("{}/shards/{}", where, k);
-      if (s.rank < 0 || s.rank >= W) fail(origin, sw, fmt::format("rank {} is outside [0, {})", s.rank, W));
+      const auto sw = [&] { return fmt::format("{}/shards/{}", where, k); };  // formatted only on failure
+      if (s.rank < 0 || s.rank >= W) fail(origin, sw(), fmt::format("rank {} is outside [0, {})", s.rank, W));
       if (s.row_offset < 0 || s.num_rows < 0 || s.num_rows > t.num_embeddings - s.row_offset)
-        fail(origin, sw, fmt::format("rows {} are outside {}", range_text(s.row_offset, s.num_rows), tname));
+        fail(origin, sw(), fmt::format("rows {} are outside {}", range_text(s.row_offset, s.num_rows), tname_of()));
       if (s.col_offset < 0 || s.num_cols <= 0 || s.num_cols > t.embedding_dim - s.col_offset)
-        fail(origin, sw, fmt::format("columns {} are outside {} (a shard has at least one column)",
-                                     range_text(s.col_offset, s.num_cols), tname));
+        fail(origin, sw(), fmt::format("columns {} are outside {} (a shard has at least one column)",
+                                     range_text(s.col_offset, s.num_cols), tname_of()));
       const bool all_rows = s.row_offset == 0 && s.num_rows == t.num_embeddings;
       const bool all_cols = s.col_offset == 0 && s.num_cols == t.embedding_dim;
       if ((tp.type == ShardingType::data_parallel || tp.type == ShardingType::table_wise ||
            tp.type == ShardingType::column_wise) && !all_rows)
-        fail(origin, sw, fmt::format("{}: a shard holds every row, got rows [{}, {})", tname, s.row_offset,
+        fail(origin, sw(), fmt::format("{}: a shard holds every row, got rows [{}, {})", tname_of(), s.row_offset,
                                      s.row_offset + s.num_rows));
       if (tp.type != ShardingType::column_wise && !all_cols)
-        fail(origin, sw, fmt::format("{}: a shard holds every column, got columns [{}, {})", tname, s.col_offset,
+        fail(origin, sw(), fmt::format("{}: a shard holds every column, got columns [{}, {})", tname_of(), s.col_offset,
                                      s.col_offset + s.num_cols));
       rows.emplace_back(s.row_offset, s.num_rows);
       cols.emplace_back(s.col_offset, s.num_cols);
@@ -126,7 +128,7 @@ void validate_plan(const WorkloadSpec& spec, const ShardingPlan& plan, const std
         std::string w, g;
         for (int r : want) w += (w.empty() ? "" : ", ") + std::to_string(r);
         for (int r : got) g += (g.empty() ? "" : ", ") + std::to_string(r);
-        fail(origin, where + "/shards", fmt::format("{}: {} ranks [{}], got [{}]", tname, what, w, g));
+        fail(origin, where + "/shards", fmt::format("{}: {} ranks [{}], got [{}]", tname_of(), what, w, g));
       }
     };
     std::vector<int> all(static_cast<size_t>(W));
@@ -135,7 +137,7 @@ void validate_plan(const WorkloadSpec& spec, const ShardingPlan& plan, const std
     switch (tp.type) {
       case ShardingType::data_parallel: expect_ranks(all, "a replica on each of the"); break;
       case ShardingType::table_wise:
-        if (tp.shards.size() != 1) fail(origin, where + "/shards", fmt::format("{}: one shard, got {}", tname, tp.shards.size()));
+        if (tp.shards.size() != 1) fail(origin, where + "/shards", fmt::format("{}: one shard, got {}", tname_of(), tp.shards.size()));
         break;
       case ShardingType::row_wise:
         expect_ranks(all, "one shard on each of the");
@@ -143,7 +145,7 @@ void validate_plan(const WorkloadSpec& spec, const ShardingPlan& plan, const std
         break;
       case ShardingType::table_row_wise: {
         if (tp.node < 0 || tp.node >= nodes)
-          fail(origin, where + "/node", fmt::format("{}: node {} is outside [0, {})", tname, tp.node, nodes));
+          fail(origin, where + "/node", fmt::format("{}: node {} is outside [0, {})", tname_of(), tp.node, nodes));
         std::vector<int> node_ranks;
         for (int l = 0; l < plan.local_world_size; ++l) node_ranks.push_back(tp.node * plan.local_world_size + l);
         expect_ranks(node_ranks, fmt::format("one shard on each of node {}'s", tp.node).c_str());
@@ -152,7 +154,7 @@ void validate_plan(const WorkloadSpec& spec, const ShardingPlan& plan, const std
       }
       case ShardingType::column_wise: gap = tiling_problem(cols, t.embedding_dim, "columns"); break;
     }
-    if (!gap.empty()) fail(origin, where + "/shards", fmt::format("{}: {}", tname, gap));
+    if (!gap.empty()) fail(origin, where + "/shards", fmt::format("{}: {}", tname_of(), gap));
   }
 }
 

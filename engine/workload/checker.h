@@ -18,6 +18,8 @@ namespace embedscope::engine::workload_detail {
 
 /// Devices per workload (devices.count), 1..kMaxDevices.
 constexpr int kMaxDevices = 64;
+/// Ranks of a simulated cluster (devices.backend simulated), 1..kMaxSimulatedDevices.
+constexpr int kMaxSimulatedDevices = kMaxSimulatedRanks;
 
 
 /// Appends one reference token (RFC 6901: "~" -> "~0", "/" -> "~1").

@@ -427,15 +427,16 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
 
   s.devices.memory_bytes = kDefaultMemoryBytes;
   if (auto* a = Reader::optional(j, "devices")) {
-    r.object(*a, "/devices", {"count", "backend", "memory_bytes"});
-    if (auto* b = Reader::optional(*a, "count")) {
-      s.devices.count = r.narrow("/devices/count", r.closed<int64_t>("/devices/count",
-                                                                     r.integer(*b, "/devices/count"),
-                                                                     1, kMaxDevices));
-    }
+    r.object(*a, "/devices", {"count", "backend", "memory_bytes", "hardware"});
     if (auto* b = Reader::optional(*a, "backend")) {
       s.devices.backend = r.enumeration<Backend>(*b, "/devices/backend");
     }
+    if (auto* b = Reader::optional(*a, "count")) {
+      const int max = s.devices.backend == Backend::simulated ? kMaxSimulatedDevices : kMaxDevices;
+      s.devices.count = r.narrow("/devices/count", r.closed<int64_t>("/devices/count",
+                                                                     r.integer(*b, "/devices/count"), 1, max));
+    }
+    if (auto* b = Reader::optional(*a, "hardware")) s.devices.hardware = r.string(*b, "/devices/hardware");
     if (auto* b = Reader::optional(*a, "memory_bytes")) {
       s.devices.memory_bytes = r.integer(*b, "/devices/memory_bytes");
     }

@@ -50,6 +50,7 @@ json to_json(const WorkloadSpec& s) {
   j["devices"] = {{"count", s.devices.count},
                   {"backend", to_string(s.devices.backend)},
                   {"memory_bytes", s.devices.memory_bytes}};
+  if (!s.devices.hardware.empty()) j["devices"]["hardware"] = s.devices.hardware;
   const OptimizerSpec& o = s.optimizer;
   j["optimizer"] = {{"type", to_string(o.type)}, {"learning_rate", o.learning_rate},
                     {"eps", o.eps},              {"beta1", o.beta1},

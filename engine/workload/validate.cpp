@@ -95,7 +95,14 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
   c.gt0_max("/steps", s.steps, kMaxSteps);
   c.ge0_max("/warmup_steps", s.warmup_steps, kMaxSteps);
 
-  c.closed("/devices/count", s.devices.count, 1, kMaxDevices);
+  const bool simulated = s.devices.backend == Backend::simulated;
+  c.closed("/devices/count", s.devices.count, 1, simulated ? kMaxSimulatedDevices : kMaxDevices);
+  if (simulated && s.devices.hardware.empty())
+    c.fail("/devices/hardware", "backend simulated needs a hardware profile (a built-in name such as h100_sxm, or a "
+                                "profile JSON file); embedscope run --simulate PROFILE sets it");
+  if (!simulated && !s.devices.hardware.empty())
+    c.fail("/devices/hardware", fmt::format("a hardware profile is used by backend simulated only, got backend {}",
+                                            enum_name(s.devices.backend)));
   c.gt0_max("/devices/memory_bytes", s.devices.memory_bytes, kMaxMemoryBytes);
 
   const OptimizerSpec& o = s.optimizer;

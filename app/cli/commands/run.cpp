@@ -62,6 +62,10 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
              spec.name, spec.devices.count, es::to_string(spec.devices.backend), sharding, spec.batch_size, spec.steps,
              spec.warmup_steps, es::to_string(spec.pipeline));
   if (spec.network.limited()) fmt::print(stderr, "network: {}\n", network_text(spec.network));
+  const bool simulated = spec.devices.backend == es::Backend::simulated;
+  if (simulated)
+    fmt::print(stderr, "SIMULATED: {} nodes x {} GPUs of hardware profile {}; every time below is the cost model's\n",
+               spec.devices.count / spec.sharding.local_world_size, spec.sharding.local_world_size, spec.devices.hardware);
   es::TrainerOptions opt;
   opt.session_path = output;
   opt.session_overwrite = overwrite;
@@ -70,7 +74,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   std::signal(SIGINT, on_sigint);
   const int64_t every = std::max<int64_t>(1, spec.steps / 10);
   auto last_print = std::chrono::steady_clock::now();
-  opt.on_step = [&](const es::StepProgress& p) {
+  opt.on_step = [&, simulated](const es::StepProgress& p) {
     if (p.step == 0) {
       fmt::print(stderr, "{}warmup {}/{}{}", tty ? "\r" : "", p.warmup_done, spec.warmup_steps, tty ? "" : "\n");
       return;
@@ -78,6 +82,11 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
     const auto now = std::chrono::steady_clock::now();
     if (!tty && p.step % every != 0 && p.step != p.total_steps && now - last_print < std::chrono::seconds(2)) return;
     last_print = now;
+    if (simulated) {
+      fmt::print(stderr, "{}step {}/{}  {:.0f} samples/s (simulated){}", tty ? "\r\033[K" : "", p.step, p.total_steps,
+                 p.samples_per_s, tty ? "" : "\n");
+      return;
+    }
     fmt::print(stderr, "{}step {}/{}  {:.0f} samples/s  ETA {:.1f} s  loss {:.4f}{}", tty ? "\r\033[K" : "", p.step,
                p.total_steps, p.samples_per_s, p.eta_s, p.loss, tty ? "" : "\n");
   };
@@ -117,8 +126,9 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
            {"samples_per_step", r.samples_per_step},
            {"step_time_ns", {{"mean", d.mean}, {"p50", d.p50}, {"p99", d.p99}, {"min", d.min}, {"max", d.max}}},
            {"samples_per_s", sps},
-           {"loss_first", r.loss.front()},
-           {"loss_last", r.loss.back()},
+           {"simulated", simulated},
+           {"loss_first", r.loss.empty() ? json() : json(r.loss.front())},
+           {"loss_last", r.loss.empty() ? json() : json(r.loss.back())},
            {"loss", r.loss},
            {"invalid_ids", invalid},
            {"qcomms_error", {{"forward_max_abs_error", r.qcomms_error.forward_max_abs},
@@ -138,8 +148,11 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
                            r.samples_per_step, spec.batch_size, spec.devices.count);
   std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", ms(d.mean), ms(static_cast<double>(d.p50)),
                            ms(static_cast<double>(d.p99)));
-  std::cout << fmt::format("throughput   {:.0f} samples/s\n", sps);
-  std::cout << fmt::format("loss         first {:.4f}  last {:.4f}\n", r.loss.front(), r.loss.back());
+  std::cout << fmt::format("throughput   {:.0f} samples/s{}\n", sps, simulated ? " (SIMULATED)" : "");
+  if (r.loss.empty())
+    std::cout << "loss         none (simulated: nothing is trained)\n";
+  else
+    std::cout << fmt::format("loss         first {:.4f}  last {:.4f}\n", r.loss.front(), r.loss.back());
   if (spec.qcomms.forward_precision != es::CommPrecision::fp32 || spec.qcomms.backward_precision != es::CommPrecision::fp32)
     std::cout << fmt::format("qcomms error forward max abs {:.3g} (relative {:.3g}); backward max abs {:.3g} (relative {:.3g})\n",
                              r.qcomms_error.forward_max_abs, r.qcomms_error.forward_relative,

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/exec/backend.h"
 #include "embedscope/engine/workload/presets.h"
 
@@ -22,9 +23,9 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
   a.given["workload"] = cmd->add_option("workload", a.file, "Workload JSON file (see README: Configuration reference)");
   a.given["--preset"] =
       cmd->add_option("--preset", a.preset, fmt::format("Built-in workload: {} (default {})", names, kDefaultPreset));
-  a.given["--devices"] = cmd->add_option("--devices", a.devices, "Number of ranks (devices.count)")
+  a.given["--devices"] = cmd->add_option("--devices", a.devices, "Number of ranks (devices.count; 1-64, simulated 1-1024)")
                              ->check(kInteger)
-                             ->check(CLI::Range(1, 64));
+                             ->check(CLI::Range(1, es::kMaxSimulatedRanks));
   a.given["--sharding"] = cmd->add_option("--sharding", a.sharding,
                                           "Sharding type for every table (drops per-table overrides): " +
                                               es::enum_names_joined<es::ShardingType>());
@@ -48,6 +49,18 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
                                         "Precision of the output dist and gradient dist (qcomms.forward_precision and "
                                         "backward_precision): " + es::enum_names_joined<es::CommPrecision>())
                             ->check(CLI::IsMember(es::enum_names<es::CommPrecision>()));
+  a.given["--simulate"] = cmd->add_option("--simulate", a.simulate,
+                                          "Simulate a cluster of this hardware profile (devices.backend simulated, "
+                                          "devices.hardware): " +
+                                              fmt::format("{}", fmt::join(es::hardware_profile_names(), ", ")) +
+                                              ", or a profile JSON file; device memory from the profile");
+  a.given["--nodes"] = cmd->add_option("--nodes", a.nodes, "With --simulate: nodes of the cluster (devices.count = nodes x "
+                                                           "GPUs per node)")
+                           ->check(kInteger)->check(CLI::Range(1, es::kMaxSimulatedRanks));
+  a.given["--gpus-per-node"] =
+      cmd->add_option("--gpus-per-node", a.gpus_per_node,
+                      "With --simulate: GPUs per node (sharding.local_world_size; default the profile's)")
+          ->check(kInteger)->check(CLI::Range(1, es::kMaxSimulatedRanks));
   a.given["--network-bandwidth"] =
       cmd->add_option("--network-bandwidth", a.network_bandwidth,
                       "Emulated link bandwidth in bytes/s, within and across nodes "
@@ -84,6 +97,27 @@ es::WorkloadSpec load(WorkloadArgs& a) {
   if (a.was_given("--backend")) {
     spec.devices.backend = es::enum_from_string<es::Backend>(a.backend, "--backend");  // IsMember checked it
     set_by.emplace_back("/devices/backend", "--backend");
+  }
+  if (a.was_given("--simulate")) {
+    const es::HardwareProfile hw = es::load_hardware_profile(a.simulate);
+    spec.devices.backend = es::Backend::simulated;
+    spec.devices.hardware = a.simulate;
+    spec.devices.memory_bytes = hw.gpu.memory_bytes;
+    set_by.emplace_back("/devices/hardware", "--simulate");
+    if (a.was_given("--nodes") || a.was_given("--gpus-per-node")) {
+      const int per_node = a.was_given("--gpus-per-node") ? a.gpus_per_node : hw.gpus_per_node;
+      const int nodes = a.was_given("--nodes") ? a.nodes : 1;
+      if (static_cast<int64_t>(nodes) * per_node > es::kMaxSimulatedRanks)
+        throw es::SpecError(fmt::format("--nodes {} x --gpus-per-node {} is {} ranks; a simulated cluster has at most {}",
+                                        nodes, per_node, static_cast<int64_t>(nodes) * per_node, es::kMaxSimulatedRanks));
+      spec.devices.count = nodes * per_node;
+      spec.sharding.local_world_size = per_node;
+      set_by.emplace_back("/devices/count", "--nodes");
+      set_by.emplace_back("/sharding/local_world_size", "--gpus-per-node");
+    }
+  } else {
+    for (const char* flag : {"--nodes", "--gpus-per-node"})
+      if (a.was_given(flag)) throw es::SpecError(fmt::format("{}: only with --simulate PROFILE (a modelled cluster)", flag));
   }
   if (a.was_given("--qcomms")) {
     const auto p = es::enum_from_string<es::CommPrecision>(a.qcomms, "--qcomms");  // IsMember checked it

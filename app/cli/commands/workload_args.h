@@ -41,6 +41,8 @@ struct WorkloadArgs {
   int64_t batch_size = 0;
   int local_world_size = -1;
   std::string pipeline, qcomms, backend;
+  std::string simulate;          // --simulate PROFILE
+  int nodes = 0, gpus_per_node = 0;
   double network_bandwidth = 0;  // a double so that 1e9 is accepted
   int64_t network_latency = 0;
   std::map<std::string, CLI::Option*> given;  // flag -> option, to tell "absent" from "empty"
@@ -53,7 +55,8 @@ struct WorkloadArgs {
 
 /// Adds the positional `workload` and --preset, --devices, --sharding, --local-world-size,
 /// --steps, --warmup-steps, --batch-size, --backend, --pipeline, --qcomms, --network-bandwidth,
-/// --network-latency to `cmd`, bound to `a` (which must outlive parsing). The enumerated flags
+/// --network-latency, --simulate, --nodes, --gpus-per-node to `cmd`, bound to `a` (which must
+/// outlive parsing). The enumerated flags
 /// list and check the spellings of engine/workload/enums.h.
 void add_workload_options(CLI::App* cmd, WorkloadArgs& a);
 

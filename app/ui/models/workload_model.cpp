@@ -131,7 +131,12 @@ json WorkloadModel::value(const std::string& pointer) const {
 }
 
 void WorkloadModel::set_value(const std::string& pointer, json v) {
-  doc_[json::json_pointer(pointer)] = std::move(v);
+  const json::json_pointer p(pointer);
+  if (v.is_null()) {
+    if (doc_.contains(p)) doc_[p.parent_pointer()].erase(p.back());
+  } else {
+    doc_[p] = std::move(v);
+  }
   revalidate();
 }
 

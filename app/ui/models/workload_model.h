@@ -44,7 +44,8 @@ class WorkloadModel : public QAbstractTableModel {
 
   /// The value at a JSON pointer ("/batch_size"), or null when absent.
   nlohmann::json value(const std::string& pointer) const;
-  /// Sets the value at a JSON pointer (creating objects on the way) and re-validates.
+  /// Sets the value at a JSON pointer (creating objects on the way) and re-validates; null
+  /// removes the key (an optional field left out).
   void set_value(const std::string& pointer, nlohmann::json v);
 
   /// Appends a table (1000 x the last table's dim, one feature "f_NAME" of pooling factor 1,

@@ -1,4 +1,5 @@
 #include "views/workload_designer.h"
+#include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/sessions/model/units.h"
 
 #include <QComboBox>
@@ -136,7 +137,7 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
     h->addWidget(add_message(field), 1);
     form->addRow(label, h);
   };
-  devices_ = spin(1, 64);
+  devices_ = spin(1, engine::kMaxSimulatedRanks);  // validation says 64 unless the backend is simulated
   memory_mib_ = spin(1, 1 << 30, " MiB");
   batch_ = spin(1, 1 << 24);
   steps_ = spin(1, 1'000'000'000);
@@ -151,6 +152,11 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   allocator_->addItems(choices_of<engine::AllocatorKind>());
   backend_ = new QComboBox(form_box);
   backend_->addItems(choices_of<engine::Backend>());
+  hardware_ = new QComboBox(form_box);
+  for (const auto& n : engine::hardware_profile_names()) hardware_->addItem(QString::fromStdString(n));
+  hardware_->setCurrentText("h100_sxm");
+  hardware_->setToolTip("backend simulated: the cluster the step programs are timed on (resources/hardware/*.json; "
+                        "nodes of the profile's GPUs, memory per device from the profile)");
   pipeline_ = new QComboBox(form_box);
   pipeline_->addItems(choices_of<engine::PipelineKind>());
   pipeline_->setToolTip("TorchRec's training pipelines: base overlaps nothing; sparse_dist sends the next batch's "
@@ -185,7 +191,13 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   row("Optimizer", opt, "/optimizer");
   row("Allocator", allocator_, "/memory");
   row("Default sharding", default_sharding_, "/sharding/default");
-  row("Backend", backend_, "/devices/backend");
+  auto* backend_row = new QWidget(form_box);
+  auto* backend_layout = new QHBoxLayout(backend_row);
+  backend_layout->setContentsMargins(0, 0, 0, 0);
+  backend_layout->addWidget(backend_);
+  backend_layout->addWidget(new QLabel("hardware (simulated)", backend_row));
+  backend_layout->addWidget(hardware_);
+  row("Backend", backend_row, "/devices/backend");
   row("Pipeline", pipeline_, "/pipeline");
   row("Comm precision", qcomms_, "/qcomms");
   auto* net = new QWidget(form_box);
@@ -215,6 +227,20 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   set_text(allocator_, "/memory/allocator");
   set_text(default_sharding_, "/sharding/default");
   set_text(backend_, "/devices/backend");
+  // simulated takes a hardware profile (and its device memory); the other backends none
+  auto set_hardware = [this] {
+    if (refreshing_) return;
+    const bool sim = backend_->currentText() == "simulated";
+    if (!sim) {
+      model_->set_value("/devices/hardware", nullptr);
+      return;
+    }
+    const std::string name = hardware_->currentText().toStdString();
+    model_->set_value("/devices/memory_bytes", engine::load_hardware_profile(name).gpu.memory_bytes);
+    model_->set_value("/devices/hardware", name);
+  };
+  connect(backend_, &QComboBox::currentTextChanged, this, set_hardware);
+  connect(hardware_, &QComboBox::currentTextChanged, this, set_hardware);
   set_text(pipeline_, "/pipeline");
   connect(qcomms_, &QComboBox::currentTextChanged, this, [this](const QString& v) {
     if (!refreshing_)
@@ -356,6 +382,8 @@ void WorkloadDesigner::refresh() {
     return v.is_string() ? QString::fromStdString(v.get<std::string>()) : QString(fallback);
   };
   backend_->setCurrentText(text_or("/devices/backend", "cpu"));
+  hardware_->setEnabled(backend_->currentText() == "simulated");
+  if (model_->value("/devices/hardware").is_string()) hardware_->setCurrentText(text_or("/devices/hardware", "h100_sxm"));
   pipeline_->setCurrentText(text_or("/pipeline", "base"));
   qcomms_->setCurrentText(text_or("/qcomms/forward_precision", "fp32"));
   const json bw = model_->value("/network/intra_node/bandwidth_bytes_per_s"), lat = model_->value("/network/intra_node/latency_ns");

@@ -70,6 +70,7 @@ class WorkloadDesigner : public QWidget {
   QComboBox* preset_box_;
   QSpinBox *devices_, *memory_mib_, *batch_, *steps_, *warmup_;
   QComboBox *optimizer_, *allocator_, *default_sharding_, *backend_, *pipeline_, *qcomms_;
+  QComboBox* hardware_;  // backend simulated: the hardware profile (engine cost/hardware_profile.h)
   QDoubleSpinBox *learning_rate_, *bandwidth_mbs_;
   QSpinBox* latency_us_;
   void set_network();  // /network from the bandwidth and latency fields

@@ -62,7 +62,7 @@ TEST(SpecEnums, NameTablesListEverySpellingInOrder) {
   EXPECT_EQ(es::enum_names<es::AllocatorKind>(), (std::vector<std::string>{"caching", "expandable", "direct", "cuda_async"}));
   EXPECT_EQ(es::enum_names_joined<es::PipelineKind>(), "base, sparse_dist, semi_sync");
   EXPECT_EQ(es::enum_names_joined<es::CommPrecision>(" | "), "fp32 | fp16 | bf16");
-  EXPECT_EQ(es::enum_names<es::Backend>(), (std::vector<std::string>{"cpu", "cuda", "auto"}));
+  EXPECT_EQ(es::enum_names<es::Backend>(), (std::vector<std::string>{"cpu", "cuda", "auto", "simulated"}));
   EXPECT_EQ(es::enum_from_name<es::Backend>("auto"), es::Backend::auto_);
   EXPECT_EQ(es::enum_from_name<es::OptimizerType>("Adam"), std::nullopt);  // exact spelling only
   static_assert(es::enum_name(es::InvalidIdPolicy::drop) == std::string_view("drop"));

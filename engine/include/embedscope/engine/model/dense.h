@@ -50,9 +50,12 @@ class DenseModel {
  public:
   /// Builds and initialises the parameters from spec.seed (Xavier-uniform weights, zero
   /// biases; identical on every rank). feature_dims[f] is the embedding_dim of feature f.
-  DenseModel(const WorkloadSpec& spec, std::vector<int64_t> feature_dims);
+  /// layout_only: the layers, offsets and param_tensors() only, no parameters (params() and
+  /// grads() empty, forward_backward unusable): what the step program needs of the model,
+  /// without initialising millions of parameters per program built.
+  DenseModel(const WorkloadSpec& spec, std::vector<int64_t> feature_dims, bool layout_only = false);
 
-  int64_t num_params() const { return static_cast<int64_t>(params_.size()); }
+  int64_t num_params() const { return num_params_; }
   std::vector<float>& params() { return params_; }
   const std::vector<float>& params() const { return params_; }
   /// Gradients of the last forward_backward (same layout as params()).
@@ -101,6 +104,7 @@ class DenseModel {
   const WorkloadSpec& spec_;
   std::vector<int64_t> dims_;
   std::vector<float> params_, grads_;
+  int64_t num_params_ = 0;
   std::vector<Linear> bottom_, top_;
   struct Cross { size_t u, v, b; };  // DCN-v2 layer: x_{l+1} = x0 * (U (V^T x_l) + b) + x_l
   std::vector<Cross> cross_;

@@ -73,6 +73,10 @@ struct ProgramOp {
   std::vector<CollectiveCall> collectives;
   int64_t rows = 0;           ///< lookup: ids looked up (embedding rows read); optimizer: rows updated (both expected)
   int64_t flops = 0;          ///< dense_forward_backward: 2 x multiply-adds of forward and backward of the MLPs
+  /// compute ops: bytes the op reads and writes in device memory (expected), the memory-bound
+  /// term of its cost (cost/cost_model.h): rows and ids read, pooled rows written, rows and
+  /// optimizer state read and written back.
+  int64_t bytes = 0;
   /// Ops that must have ended before this one starts: the previous op of its lane (the lanes
   /// run their ops one at a time, in order) and the ops of the other lane whose results it needs.
   std::vector<int> waits_for;
@@ -130,7 +134,7 @@ int64_t steady_iteration(const WorkloadSpec& spec);
 
 /// {"rank", "world_size", "iteration", "step", "pipeline", "schedule": [{"phase", "batch",
 /// "sync", "ops": [ids]}], "ops": [{"id", "name", "lane",
-/// "category", "batch", "waits_for", "launched_by"?, "rows"?, "flops"?, "what", "collectives":
+/// "category", "batch", "waits_for", "launched_by"?, "rows"?, "flops"?, "bytes"?, "what", "collectives":
 /// [{"kind", "name", "group", "peers", "send_elements", "recv_elements", "count"?, "dtype",
 /// "bytes_sent", "bytes_received", "exact"}]}]}
 nlohmann::json to_json(const StepProgram& program);

@@ -32,8 +32,9 @@ enum class IdDistributionKind { uniform, zipf };
 enum class InvalidIdPolicy { error, clamp, drop };
 
 /// Executor of a run: cpu (rank threads, Gloo), cuda (one GPU per rank, NCCL; exec/run.h lists
-/// what it runs), auto (cuda when cudaGetDeviceCount reports a device, else cpu; backend.h).
-enum class Backend { cpu, cuda, auto_ };
+/// what it runs), auto (cuda when cudaGetDeviceCount reports a device, else cpu; backend.h),
+/// simulated (the step programs timed by the cost model of devices.hardware: exec/simulated/).
+enum class Backend { cpu, cuda, auto_, simulated };
 
 /// dot: DLRM pairwise dot products (all dims equal the bottom MLP output); cat: concatenation;
 /// dcn: DCN-v2 low-rank cross network over the concatenation (MLPerf DLRM-DCNv2).
@@ -85,7 +86,7 @@ struct EnumNames<InvalidIdPolicy> {
 template <>
 struct EnumNames<Backend> {
   static constexpr std::pair<Backend, const char*> values[] = {
-      {Backend::cpu, "cpu"}, {Backend::cuda, "cuda"}, {Backend::auto_, "auto"}};
+      {Backend::cpu, "cpu"}, {Backend::cuda, "cuda"}, {Backend::auto_, "auto"}, {Backend::simulated, "simulated"}};
 };
 template <>
 struct EnumNames<Interaction> {

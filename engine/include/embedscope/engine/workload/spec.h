@@ -34,6 +34,8 @@ constexpr int64_t kMaxCollectiveTimeoutMs = 86'400'000;   ///< one day
 constexpr int64_t kMaxBandwidthBytesPerS = int64_t{1} << 50;  ///< 1 PiB/s
 constexpr int64_t kMaxLatencyNs = 10'000'000'000;              ///< 10 s
 constexpr size_t kMaxWorkloadFileBytes = size_t{64} << 20;
+/// Ranks of a simulated cluster (devices.backend simulated); the real executors run at most 64.
+constexpr int kMaxSimulatedRanks = 1024;
 /// The smallest non-zero memory.max_split_size, in bytes: 20 MiB, PyTorch's rule (its caching
 /// allocator's kLargeBuffer, engine/allocator.h; tests/engine/workload checks they agree).
 constexpr int64_t kMinMaxSplitSizeBytes = int64_t{20} << 20;
@@ -90,9 +92,13 @@ struct ShardingSpec {
 };
 
 struct DevicesSpec {
-  int count = 1;                  ///< ranks, 1..64
+  int count = 1;                  ///< ranks, 1..64 (backend simulated: 1..1024)
   Backend backend = Backend::cpu;
   int64_t memory_bytes = 0;       ///< capacity per device in bytes, > 0
+  /// backend simulated only (required there): the hardware profile the cluster is modelled on,
+  /// a built-in name (resources/hardware/*.json, e.g. "h100_sxm") or a path to a profile JSON
+  /// (engine/cost/hardware_profile.h). Ranks per node: sharding.local_world_size.
+  std::string hardware;
 };
 
 struct OptimizerSpec {

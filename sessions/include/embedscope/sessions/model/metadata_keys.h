@@ -48,6 +48,10 @@ inline constexpr const char* kCpuName = "cpu_name";
 inline constexpr const char* kGpuNames = "gpu_names";
 /// "0" measured, "1" timed by a cost model (shown as SIMULATED everywhere).
 inline constexpr const char* kSimulated = "simulated";
+/// Simulated sessions: the hardware profile the cluster was modelled on, as JSON: {"name",
+/// "description", "gpu", "gpus_per_node", "nodes", "intra_node", "inter_node"} (engine
+/// cost/hardware_profile.h).
+inline constexpr const char* kSimulatedHardwareJson = "simulated_hardware_json";
 /// The executor that ran: "cpu" or "cuda" ("auto" is resolved before the run).
 inline constexpr const char* kBackend = "backend";
 

@@ -1,0 +1,51 @@
+// The cost model (cost/cost_model.h): nccl-tests' bus-bandwidth model for collectives, a
+// roofline for compute ops.
+#include "embedscope/engine/cost/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace embedscope::engine {
+
+namespace {
+
+int64_t ns(double seconds) { return static_cast<int64_t>(std::llround(seconds * 1e9)); }
+
+}  // namespace
+
+int64_t collective_ns(const CollectiveCall& c, int rank, int gpus_per_node, const HardwareProfile& hw) {
+  const int node = rank / gpus_per_node;
+  bool spans_nodes = false;
+  for (int p : c.peers) spans_nodes |= p / gpus_per_node != node;
+  const LinkProfile& slowest = spans_nodes ? hw.inter_node : hw.intra_node;
+  const double lat = static_cast<double>(slowest.latency_ns) * 1e-9;
+  if (c.kind == CollectiveKind::all_reduce) {
+    const double bytes = static_cast<double>(std::max(c.bytes_sent(), c.bytes_received()));
+    return ns(lat + bytes / slowest.bus_bandwidth_bytes_per_s);
+  }
+  // per-peer bytes (own slice excluded), split by the link they take
+  double intra_sent = 0, intra_recv = 0, inter_sent = 0, inter_recv = 0;
+  for (size_t j = 0; j < c.peers.size(); ++j) {
+    if (static_cast<int>(j) == c.group_rank) continue;
+    const bool same_node = c.peers[j] / gpus_per_node == node;
+    const double s = j < c.send_elements.size() ? static_cast<double>(c.send_elements[j] * c.elem_bytes) : 0.0;
+    const double r = j < c.recv_elements.size() ? static_cast<double>(c.recv_elements[j] * c.elem_bytes) : 0.0;
+    (same_node ? intra_sent : inter_sent) += s;
+    (same_node ? intra_recv : inter_recv) += r;
+  }
+  const double intra = std::max(intra_sent, intra_recv) / hw.intra_node.bus_bandwidth_bytes_per_s;
+  const double inter = std::max(inter_sent, inter_recv) / hw.inter_node.bus_bandwidth_bytes_per_s;
+  return ns(lat + std::max(intra, inter));
+}
+
+int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw) {
+  const GpuProfile& g = hw.gpu;
+  double eff = g.memory_kernel_efficiency;
+  if (op.category == sessions::OpCategory::lookup) eff = g.tbe_forward_efficiency;
+  else if (op.category == sessions::OpCategory::optimizer && op.rows > 0) eff = g.tbe_backward_efficiency;
+  const double memory = static_cast<double>(op.bytes) / (g.hbm_bandwidth_bytes_per_s * eff);
+  const double math = static_cast<double>(op.flops) / (g.dense_flops_per_s * g.dense_efficiency);
+  return g.kernel_launch_ns + ns(std::max(memory, math));
+}
+
+}  // namespace embedscope::engine

@@ -1,0 +1,138 @@
+// Hardware profiles (cost/hardware_profile.h): parsed from JSON with every field checked and
+// named by its JSON pointer.
+#include "embedscope/engine/cost/hardware_profile.h"
+
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/workload/spec_error.h"
+#include "workload/checker.h"
+
+namespace embedscope::resources {
+const std::map<std::string, std::string>& hardware_profiles();
+}  // namespace embedscope::resources
+
+namespace embedscope::engine {
+
+namespace {
+
+using nlohmann::json;
+
+// Reads the fields of one object, each by its JSON pointer; refuses unknown keys.
+class Fields {
+ public:
+  Fields(const json& root, std::string origin, std::string ptr, std::set<std::string> keys)
+      : origin_(std::move(origin)), ptr_(std::move(ptr)) {
+    const json* v = &root;
+    if (!ptr_.empty()) {
+      const std::string key = ptr_.substr(1);
+      if (!root.contains(key)) fail("", "missing");
+      v = &root.at(key);
+    }
+    if (!v->is_object()) fail("", fmt::format("must be an object, got {}", v->type_name()));
+    obj_ = v;
+    for (const auto& [k, _] : v->items())
+      if (!keys.count(k)) fail("/" + k, fmt::format("unknown key \"{}\" (known: {})", k, fmt::join(keys, ", ")));
+  }
+  [[noreturn]] void fail(const std::string& field, const std::string& reason) const {
+    throw SpecError(fmt::format("{}: {}{}: {}", origin_, ptr_, field, reason));
+  }
+  const json& get(const std::string& key) const {
+    if (!obj_->contains(key)) fail("/" + key, "missing");
+    return obj_->at(key);
+  }
+  std::string text(const std::string& key) const {
+    const json& v = get(key);
+    if (!v.is_string()) fail("/" + key, fmt::format("must be a string, got {}", v.type_name()));
+    return v.get<std::string>();
+  }
+  double number(const std::string& key, double lo, double hi, bool lo_open) const {
+    const json& v = get(key);
+    if (!v.is_number()) fail("/" + key, fmt::format("must be a number, got {}", v.type_name()));
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || (lo_open ? !(x > lo) : !(x >= lo)) || x > hi)
+      fail("/" + key, fmt::format("must be in {}{:g}, {:g}], got {}", lo_open ? "(" : "[", lo, hi, v.dump()));
+    return x;
+  }
+  int64_t integer(const std::string& key, int64_t lo, int64_t hi) const {
+    const json& v = get(key);
+    if (!v.is_number_integer()) fail("/" + key, fmt::format("must be an integer, got {}", v.dump()));
+    const auto x = v.get<int64_t>();
+    if (x < lo || x > hi) fail("/" + key, fmt::format("must be in [{}, {}], got {}", lo, hi, x));
+    return x;
+  }
+
+ private:
+  std::string origin_, ptr_;
+  const json* obj_ = nullptr;
+};
+
+LinkProfile link(const json& j, const std::string& origin, const char* key) {
+  Fields f(j, origin, std::string("/") + key, {"name", "bus_bandwidth_bytes_per_s", "latency_ns"});
+  return {f.text("name"), f.number("bus_bandwidth_bytes_per_s", 0, 1e15, true), f.integer("latency_ns", 0, int64_t{1} << 40)};
+}
+
+HardwareProfile from_json(const json& j, const std::string& origin) {
+  Fields top(j, origin, "", {"name", "description", "gpu", "cluster", "intra_node", "inter_node", "sources"});
+  HardwareProfile p;
+  p.name = top.text("name");
+  if (j.contains("description")) p.description = top.text("description");
+  Fields g(j, origin, "/gpu",
+           {"name", "memory_bytes", "hbm_bandwidth_bytes_per_s", "dense_flops_per_s", "dense_efficiency",
+            "tbe_forward_efficiency", "tbe_backward_efficiency", "memory_kernel_efficiency", "kernel_launch_ns"});
+  p.gpu.name = g.text("name");
+  p.gpu.memory_bytes = g.integer("memory_bytes", 1, int64_t{1} << 50);
+  p.gpu.hbm_bandwidth_bytes_per_s = g.number("hbm_bandwidth_bytes_per_s", 0, 1e15, true);
+  p.gpu.dense_flops_per_s = g.number("dense_flops_per_s", 0, 1e18, true);
+  p.gpu.dense_efficiency = g.number("dense_efficiency", 0, 1, true);
+  p.gpu.tbe_forward_efficiency = g.number("tbe_forward_efficiency", 0, 1, true);
+  p.gpu.tbe_backward_efficiency = g.number("tbe_backward_efficiency", 0, 1, true);
+  p.gpu.memory_kernel_efficiency = g.number("memory_kernel_efficiency", 0, 1, true);
+  p.gpu.kernel_launch_ns = g.integer("kernel_launch_ns", 0, int64_t{1} << 40);
+  Fields c(j, origin, "/cluster", {"gpus_per_node", "max_nodes"});
+  p.gpus_per_node = static_cast<int>(c.integer("gpus_per_node", 1, 1024));
+  p.max_nodes = static_cast<int>(c.integer("max_nodes", 1, 1 << 20));
+  p.intra_node = link(j, origin, "intra_node");
+  p.inter_node = link(j, origin, "inter_node");
+  if (j.contains("sources")) {  // any JSON pointer -> a citation
+    if (!j.at("sources").is_object()) top.fail("/sources", "must be an object (JSON pointer -> citation)");
+    for (const auto& [k, v] : j.at("sources").items()) {
+      if (!v.is_string()) top.fail("/sources/" + k, "must be a string (a citation)");
+      p.sources[k] = v.get<std::string>();
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+HardwareProfile parse_hardware_profile(const std::string& json_text, const std::string& origin) {
+  return from_json(detail::parse_json_text(json_text, origin), origin);
+}
+
+std::vector<std::string> hardware_profile_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, text] : resources::hardware_profiles()) names.push_back(name);
+  return names;
+}
+
+HardwareProfile load_hardware_profile(const std::string& name_or_path) {
+  const bool is_path = name_or_path.find('/') != std::string::npos ||
+                       (name_or_path.size() > 5 && name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0);
+  if (is_path) {
+    return from_json(detail::read_json_file(name_or_path, "hardware profile"), name_or_path);
+  }
+  const auto& built_in = resources::hardware_profiles();
+  const auto it = built_in.find(name_or_path);
+  if (it == built_in.end())
+    throw SpecError(fmt::format("/devices/hardware: unknown hardware profile \"{}\" (built in: {}; or give a profile JSON "
+                                "file)",
+                                name_or_path, fmt::join(hardware_profile_names(), ", ")));
+  return parse_hardware_profile(it->second, "hardware profile " + name_or_path);
+}
+
+}  // namespace embedscope::engine

@@ -1,0 +1,400 @@
+// The simulated executor (exec/simulated/executor.h): every rank's step program timed by the
+// cost model, collectives matched across their groups, a session written as a run would.
+#include "executor.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/cost/cost_model.h"
+#include "embedscope/engine/program/step_program.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "program/program_sink.h"
+#include "sharding/layout.h"
+
+namespace embedscope::engine::simulated {
+
+namespace {
+
+using sessions::Lane;
+
+/// Per-peer splits are recorded for worlds up to the real executors' size; beyond it a
+/// session would hold world^2 numbers per collective.
+constexpr int kMaxRecordedPeers = 64;
+
+struct SimCollective {
+  int group = 0;               // index into Simulation::group_names
+  int64_t duration_ns = 0;     // this member's cost model figure
+  const CollectiveCall* call;  // in the rank's program (kept alive while the key is current)
+};
+
+struct SimOp {
+  const ProgramOp* op = nullptr;
+  int64_t duration_ns = 0;     // compute ops
+  double launch_fraction = 0;  // launched_by ops: when in the launching op they are ready
+  std::vector<SimCollective> collectives;
+};
+
+// One rank's step: its program, the ops' timed form, per-lane order, and progress.
+struct RankStep {
+  StepProgram program;
+  std::vector<SimOp> ops;
+  std::vector<int> lane_ops[2];  // op ids per lane (compute, comm), in order
+};
+
+struct Rendezvous {
+  int arrived = 0, consumed = 0;
+  int64_t ready_ns = 0, duration_ns = 0;
+};
+
+int lane_index(Lane l) { return l == Lane::comm ? 1 : 0; }
+
+}  // namespace
+
+SimulatedExecutor::SimulatedExecutor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options)
+    : spec_(spec), plan_(plan), opt_(options) {}
+
+void SimulatedExecutor::prepare() {
+  hw_ = load_hardware_profile(spec_.devices.hardware);
+  prepared_ = true;
+}
+
+void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result) {
+  if (!prepared_) prepare();
+  const int W = spec_.devices.count;
+  const int gpn = plan_.local_world_size;
+  const int64_t total = spec_.warmup_steps + spec_.steps;
+  const detail::Layout layout(spec_, plan_);
+  const auto memory = estimate_memory(spec_, plan_);
+  result.samples_per_step = spec_.batch_size * W;
+
+  if (session) {
+    session->set_metadata(sessions::meta::kSimulated, "1");
+    session->set_metadata(sessions::meta::kGpuNames, hw_.gpu.name + " (simulated)");
+    session->set_metadata(sessions::meta::kClock, "simulated ns since the run's start (cost model, no clock read)");
+    session->set_metadata(sessions::meta::kGlooVersion, "not used (simulated)");
+    session->set_metadata(sessions::meta::kCudaVersion, "not used (simulated)");
+    session->set_metadata(sessions::meta::kNcclVersion, "not used (simulated)");
+    auto link = [](const LinkProfile& l) {
+      return nlohmann::json{{"name", l.name}, {"bus_bandwidth_bytes_per_s", l.bus_bandwidth_bytes_per_s},
+                            {"latency_ns", l.latency_ns}};
+    };
+    session->set_metadata(sessions::meta::kSimulatedHardwareJson,
+                          nlohmann::json{{"name", hw_.name},
+                                         {"description", hw_.description},
+                                         {"gpu", hw_.gpu.name},
+                                         {"gpus_per_node", gpn},
+                                         {"nodes", W / gpn},
+                                         {"intra_node", link(hw_.intra_node)},
+                                         {"inter_node", link(hw_.inter_node)}}
+                              .dump());
+    for (int r = 0; r < W; ++r) {
+      session->add_rank({r, fmt::format("node{} (simulated)", r / gpn), hw_.gpu.name + " (simulated)",
+                         spec_.devices.memory_bytes});
+      session->add_lane({r, static_cast<int32_t>(Lane::compute), "compute", "stream"});
+      session->add_lane({r, static_cast<int32_t>(Lane::comm), "comm", "stream"});
+    }
+  }
+
+  // Groups by name ("world", "node<n>", "cross<l>"), interned.
+  std::map<std::string, int> group_ids;
+  auto group_of = [&](const std::string& name) {
+    return group_ids.emplace(name, static_cast<int>(group_ids.size())).first->second;
+  };
+  auto intern = [&](const std::string& s) { return names_.insert(s).first->c_str(); };
+
+  // The timed programs of every rank for the current place in the run (first, steady, last
+  // two), rebuilt when the place changes (at most four times).
+  std::vector<RankStep> steps(static_cast<size_t>(W));
+  int current_key = -1;
+  auto build_rank = [&](int r, int64_t it) {
+    RankStep& rs = steps[static_cast<size_t>(r)];
+    {
+      rs.program = program::build_step_program(spec_, plan_, layout, r, it);
+      rs.ops.clear();
+      rs.lane_ops[0].clear();
+      rs.lane_ops[1].clear();
+      std::map<int, int> buckets;  // launching op -> launched ops so far
+      std::map<int, int> bucket_count;
+      for (const ProgramOp& op : rs.program.ops)
+        if (op.launched_by >= 0) ++bucket_count[op.launched_by];
+      for (const ProgramOp& op : rs.program.ops) {
+        SimOp s;
+        s.op = &op;
+        if (op.lane == Lane::comm) {
+          for (const CollectiveCall& c : op.collectives) s.collectives.push_back({-1, collective_ns(c, r, gpn, hw_), &c});
+        } else {
+          s.duration_ns = compute_ns(op, hw_);
+        }
+        if (op.launched_by >= 0) {
+          const int k = buckets[op.launched_by]++;
+          s.launch_fraction = 1.0 / 3.0 + 2.0 / 3.0 * static_cast<double>(k + 1) / bucket_count[op.launched_by];
+        }
+        rs.lane_ops[lane_index(op.lane)].push_back(op.id);
+        rs.ops.push_back(std::move(s));
+      }
+    }
+  };
+  // The programs depend on the iteration only through its place in the run (first, last two,
+  // steady state; base: none), so they are built at most four times, on every core: building
+  // 1,024 ranks' programs is most of a simulation's time.
+  const unsigned threads = std::max(1u, std::min(std::thread::hardware_concurrency(), 16u));
+  auto build = [&](int64_t it) {
+    const int key = spec_.pipeline == PipelineKind::base
+                        ? 0
+                        : (it == 0 ? 1 : 0) | (it + 1 < total ? 2 : 0) | (it + 2 < total ? 4 : 0);
+    if (key == current_key) return;
+    current_key = key;
+    std::vector<std::thread> pool;
+    std::exception_ptr failed;
+    std::mutex mu;
+    for (unsigned t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        try {
+          for (int r = static_cast<int>(t); r < W; r += static_cast<int>(threads)) build_rank(r, it);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mu);
+          failed = std::current_exception();
+        }
+      });
+    for (auto& th : pool) th.join();
+    if (failed) std::rethrow_exception(failed);
+    for (RankStep& rs : steps)  // group names interned in one thread
+      for (SimOp& s : rs.ops)
+        for (SimCollective& c : s.collectives) c.group = group_of(c.call->group);
+  };
+
+  std::vector<int64_t> rank_clock(static_cast<size_t>(W), 0);  // when each rank starts its next step
+  std::vector<std::vector<uint64_t>> group_seq(static_cast<size_t>(W));
+  std::vector<std::vector<int64_t>> step_ns(static_cast<size_t>(W));
+  std::vector<RankSummary> summary(static_cast<size_t>(W));
+  for (int r = 0; r < W; ++r) {
+    summary[static_cast<size_t>(r)].rank = r;
+    summary[static_cast<size_t>(r)].memory_bytes = memory[static_cast<size_t>(r)].total();
+  }
+  int64_t measured_ns = 0;
+
+  for (int64_t it = 0; it < total; ++it) {
+    build(it);
+    const int64_t step = it - spec_.warmup_steps;
+    const bool measured = it >= spec_.warmup_steps;
+    struct Progress {
+      size_t next[2] = {0, 0};
+      int coll = 0;               // the comm op in progress: its next collective
+      int64_t cursor = 0;         // and when it gets there
+      bool registered = false;    // that collective's arrival is counted
+      uint64_t seq = 0;
+      std::vector<int64_t> start, end;
+      int64_t lane_free[2] = {0, 0};
+    };
+    std::vector<Progress> pr(static_cast<size_t>(W));
+    for (int r = 0; r < W; ++r) {
+      auto& p = pr[static_cast<size_t>(r)];
+      const auto n = steps[static_cast<size_t>(r)].ops.size();
+      p.start.assign(n, -1);
+      p.end.assign(n, -1);
+      p.lane_free[0] = p.lane_free[1] = rank_clock[static_cast<size_t>(r)];
+      group_seq[static_cast<size_t>(r)].resize(group_ids.size(), 0);
+    }
+    std::unordered_map<uint64_t, Rendezvous> rendezvous;
+    std::vector<sessions::OpEvent> events;
+    std::vector<sessions::CollectiveRecord> records;
+
+    // Advances rank r as far as it can; true if anything changed.
+    auto advance = [&](int r) {
+      RankStep& rs = steps[static_cast<size_t>(r)];
+      Progress& p = pr[static_cast<size_t>(r)];
+      bool any = false;
+      for (bool moved = true; moved;) {
+        moved = false;
+        for (int lane = 0; lane < 2; ++lane) {
+          if (p.next[lane] >= rs.lane_ops[lane].size()) continue;
+          const int id = rs.lane_ops[lane][p.next[lane]];
+          const SimOp& s = rs.ops[static_cast<size_t>(id)];
+          const ProgramOp& op = *s.op;
+          int64_t ready = p.lane_free[lane];
+          bool blocked = false;
+          for (int w : op.waits_for) {
+            if (p.end[static_cast<size_t>(w)] < 0) blocked = true;
+            else ready = std::max(ready, p.end[static_cast<size_t>(w)]);
+          }
+          if (op.launched_by >= 0) {
+            const auto lb = static_cast<size_t>(op.launched_by);
+            if (p.start[lb] < 0) blocked = true;
+            else
+              ready = std::max(ready, p.start[lb] + static_cast<int64_t>(s.launch_fraction *
+                                                                         static_cast<double>(rs.ops[lb].duration_ns)));
+          }
+          if (blocked) continue;
+          if (lane == 0) {
+            p.start[static_cast<size_t>(id)] = ready;
+            p.end[static_cast<size_t>(id)] = p.lane_free[0] = ready + s.duration_ns;
+            ++p.next[0];
+            moved = any = true;
+            continue;
+          }
+          if (p.start[static_cast<size_t>(id)] < 0) {
+            p.start[static_cast<size_t>(id)] = p.cursor = ready;
+            p.coll = 0;
+            p.registered = false;
+            any = true;
+          }
+          while (p.coll < static_cast<int>(s.collectives.size())) {
+            const SimCollective& c = s.collectives[static_cast<size_t>(p.coll)];
+            const int n = static_cast<int>(c.call->peers.size());
+            if (!p.registered) {
+              p.seq = group_seq[static_cast<size_t>(r)][static_cast<size_t>(c.group)]++;
+              Rendezvous& rv = rendezvous[(static_cast<uint64_t>(c.group) << 40) | p.seq];
+              ++rv.arrived;
+              rv.ready_ns = std::max(rv.ready_ns, p.cursor);
+              rv.duration_ns = std::max(rv.duration_ns, c.duration_ns);
+              p.registered = any = true;
+            }
+            const uint64_t key = (static_cast<uint64_t>(c.group) << 40) | p.seq;
+            Rendezvous& rv = rendezvous.at(key);
+            if (rv.arrived < n) break;  // waiting for the group's other members
+            const int64_t end = rv.ready_ns + rv.duration_ns;
+            if (session) {
+              const CollectiveCall& cc = *c.call;
+              sessions::CollectiveRecord rec;
+              rec.rank = r;
+              rec.op = to_string(cc.kind);
+              rec.name = cc.name;
+              rec.group = cc.group;
+              rec.sequence = p.seq;
+              rec.dtype = cc.dtype;
+              rec.step = step;
+              rec.start_ns = p.cursor;
+              rec.end_ns = end;
+              rec.bytes_sent = cc.bytes_sent();
+              rec.bytes_received = cc.bytes_received();
+              if (W <= kMaxRecordedPeers) {
+                rec.peers.assign(cc.peers.begin(), cc.peers.end());
+                rec.send_elements = cc.send_elements;
+                rec.recv_elements = cc.recv_elements;
+              }
+              records.push_back(std::move(rec));
+            }
+            if (measured) {
+              summary[static_cast<size_t>(r)].bytes_sent += c.call->bytes_sent();
+              summary[static_cast<size_t>(r)].bytes_received += c.call->bytes_received();
+            }
+            if (++rv.consumed == n) rendezvous.erase(key);
+            p.cursor = end;
+            ++p.coll;
+            p.registered = false;
+            any = true;
+          }
+          if (p.coll < static_cast<int>(s.collectives.size())) continue;  // blocked in a collective
+          p.end[static_cast<size_t>(id)] = p.lane_free[1] = p.cursor;
+          ++p.next[1];
+          moved = any = true;
+        }
+      }
+      return any;
+    };
+
+    for (bool done = false; !done;) {
+      bool progress = false;
+      done = true;
+      for (int r = 0; r < W; ++r) {
+        progress |= advance(r);
+        const auto& p = pr[static_cast<size_t>(r)];
+        const auto& rs = steps[static_cast<size_t>(r)];
+        done &= p.next[0] == rs.lane_ops[0].size() && p.next[1] == rs.lane_ops[1].size();
+      }
+      if (!done && !progress)
+        throw std::logic_error(fmt::format("simulated step {}: the ranks' programs wait on each other (a collective "
+                                           "not issued by every member of its group)",
+                                           step));
+    }
+
+    // The step's records.
+    int64_t slowest = 0;
+    for (int r = 0; r < W; ++r) {
+      const RankStep& rs = steps[static_cast<size_t>(r)];
+      const Progress& p = pr[static_cast<size_t>(r)];
+      const int64_t t0 = rank_clock[static_cast<size_t>(r)];
+      int64_t t1 = t0;
+      for (size_t i = 0; i < rs.ops.size(); ++i) {
+        const ProgramOp& op = *rs.ops[i].op;
+        t1 = std::max(t1, p.end[i]);
+        if (measured && op.category == sessions::OpCategory::lookup) summary[static_cast<size_t>(r)].ids_looked_up += op.rows;
+        if (!session && !opt_.keep_events) continue;
+        sessions::OpEvent ev;
+        ev.rank = r;
+        ev.lane = op.lane;
+        ev.category = op.category;
+        ev.name = intern(op.name);
+        ev.step = step;
+        ev.start_ns = p.start[i];
+        ev.end_ns = p.end[i];
+        for (const auto& c : op.collectives) ev.bytes += c.bytes_sent() + c.bytes_received();
+        events.push_back(ev);
+      }
+      rank_clock[static_cast<size_t>(r)] = t1;
+      if (measured) step_ns[static_cast<size_t>(r)].push_back(t1 - t0);
+      slowest = std::max(slowest, t1 - t0);
+      if (session) {
+        const int64_t bytes = memory[static_cast<size_t>(r)].total();
+        session->add_step({step, r, t0, t1, 0.0, bytes, bytes});
+        sessions::MemoryCounter m;
+        m.step = step;
+        m.rank = r;
+        m.allocated = m.reserved = m.peak_allocated = m.peak_reserved = bytes;
+        session->add_memory(m);
+        // expected load of every local shard (program/program_sink.h expected_slot_ids)
+        std::map<std::pair<int, int>, sessions::LoadCounter> load;
+        for (int k : layout.slots_to[static_cast<size_t>(r)]) {
+          const detail::Slot& sl = layout.slots[static_cast<size_t>(k)];
+          bool exact = true;
+          const double ids = static_cast<double>(W) * program::expected_slot_ids(spec_, sl, exact);
+          auto& c = load[{sl.table, sl.shard}];
+          c.step = step;
+          c.rank = r;
+          c.table = sl.table;
+          c.shard = sl.shard;
+          c.ids += std::llround(ids);
+          c.bytes_in += std::llround(ids * 8);
+          c.bytes_out += W * spec_.batch_size * sl.s.num_cols * 4;
+        }
+        for (const auto& [key, c] : load) session->add_load(c);
+      }
+    }
+    if (session) {
+      session->add_ops(events);
+      for (auto& rec : records) session->add_collective(std::move(rec));
+    }
+    if (opt_.keep_events) result.events.insert(result.events.end(), events.begin(), events.end());
+    if (measured) measured_ns += slowest;
+    if (opt_.on_step) {
+      StepProgress sp;
+      sp.total_steps = spec_.steps;
+      sp.step = measured ? step + 1 : 0;
+      sp.warmup_done = std::min(it + 1, spec_.warmup_steps);
+      if (sp.step > 0 && measured_ns > 0) {
+        sp.samples_per_s = static_cast<double>(result.samples_per_step * sp.step) / (static_cast<double>(measured_ns) * 1e-9);
+        sp.eta_s = 0;  // the simulation's own time is not the run's
+      }
+      opt_.on_step(sp);
+    }
+    if (opt_.cancel && opt_.cancel->load()) {
+      result.ended = RunEnd::cancelled;
+      break;
+    }
+  }
+  for (size_t i = 0; i < step_ns[0].size(); ++i) {
+    int64_t m = 0;
+    for (int r = 0; r < W; ++r) m = std::max(m, step_ns[static_cast<size_t>(r)][i]);
+    result.step_time_ns.push_back(m);
+  }
+  result.ranks = std::move(summary);
+}
+
+}  // namespace embedscope::engine::simulated

@@ -1,0 +1,52 @@
+#pragma once
+// The simulated executor (devices.backend simulated): runs the step programs of every rank of a
+// modelled cluster (devices.hardware: cost/hardware_profile.h) without computing anything, each
+// op timed by the cost model (cost/cost_model.h), and writes a normal session marked simulated.
+//
+// How the time goes (a discrete-event simulation over all ranks, one step at a time):
+//  - each rank has the program's two lanes (compute, comm), each running its ops one at a time
+//    in program order; an op starts when its lane is free and every op it waits for
+//    (ProgramOp::waits_for) has ended;
+//  - a DDP bucket all-reduce (launched_by the dense forward/backward) is ready when the backward
+//    pass has produced its gradients: at start + duration x (1/3 + 2/3 x (k+1)/buckets) of the
+//    launching op (the forward is a third of the flops: 2 of the 6 per parameter and sample);
+//  - a collective starts when every member of its group has reached it (matched by group and
+//    order of issue, as NCCL and Gloo match them) and lasts the largest of the members' cost
+//    model figures, so a fast rank waits for the slowest: load imbalance becomes exposed
+//    communication exactly as on a real cluster;
+//  - a comm op runs its collectives one after another; a step ends on a rank when its last op
+//    has ended (the pipelines' queued collectives always end inside the step).
+// Memory: the planner's storage estimate per rank (estimate_memory), recorded as the rank's
+// allocated and reserved bytes at every step; loads: the program's expected ids per shard.
+// Not modelled: losses (nothing is trained: the session has none), allocator events, per-peer
+// splits of collectives in worlds over 64 ranks (their bytes are kept).
+
+#include <memory>
+#include <string>
+#include <unordered_set>
+
+#include "embedscope/engine/cost/hardware_profile.h"
+#include "exec/executor.h"
+
+namespace embedscope::engine::simulated {
+
+class SimulatedExecutor final : public exec::Executor {
+ public:
+  /// `spec` must have backend simulated and a hardware profile; spec and plan outlive it.
+  SimulatedExecutor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options);
+  /// Loads the hardware profile: SpecError naming /devices/hardware.
+  void prepare() override;
+  const profiler::RunClock& clock() const override { return clock_; }
+  void run(sessions::SessionWriter* session, RunResult& result) override;
+
+ private:
+  const WorkloadSpec& spec_;
+  const ShardingPlan& plan_;
+  const TrainerOptions& opt_;
+  HardwareProfile hw_;
+  bool prepared_ = false;
+  profiler::RunClock clock_;
+  std::unordered_set<std::string> names_;  // op names: OpEvent::name points into it
+};
+
+}  // namespace embedscope::engine::simulated

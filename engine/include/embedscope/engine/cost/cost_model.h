@@ -1,0 +1,36 @@
+#pragma once
+// The cost model: how long one op of a step program takes on a modelled cluster
+// (hardware_profile.h). The simulated executor (exec/simulated/) times every op with it.
+//
+// Collectives (nccl-tests' bus-bandwidth model, github.com/NVIDIA/nccl-tests doc/PERFORMANCE.md):
+// a collective of S bytes on n ranks moves (n-1)/n x S per rank for all-to-all, all-gather and
+// reduce-scatter, and 2(n-1)/n x S for all-reduce (ring), at the link's bus bandwidth busbw. The
+// step program already counts those bytes per rank (CollectiveCall::bytes_sent / bytes_received,
+// comm/collective_math.h), so
+//   t = latency + max(sent, received) / busbw
+// with, for all-to-all, reduce-scatter and all-gather, the bytes to and from peers on the same
+// node over the intra-node link and the rest over the rank's NIC, in parallel (the slower
+// decides); an all-reduce whose group spans nodes runs at the NIC's busbw (a ring through every
+// node). latency: the inter-node link's when the group spans nodes, else the intra-node link's.
+//
+// Compute ops (roofline): t = kernel_launch + max(bytes / (HBM bandwidth x efficiency),
+// flops / (dense flop/s x dense efficiency)), with the efficiency of the op's kind: TBE
+// forward for lookups, TBE backward for the embedding optimizers that update rows (rows > 0),
+// the memory-kernel efficiency for the rest (input, bucketize, permute, dense optimizer).
+
+#include <cstdint>
+
+#include "embedscope/engine/cost/hardware_profile.h"
+#include "embedscope/engine/program/step_program.h"
+
+namespace embedscope::engine {
+
+/// Duration in ns (>= the link latency) of collective `c` on global rank `rank`, in a cluster
+/// of nodes of `gpus_per_node` ranks (rank r on node r / gpus_per_node). The members of a
+/// collective each get their own figure; a simulated collective lasts the largest.
+int64_t collective_ns(const CollectiveCall& c, int rank, int gpus_per_node, const HardwareProfile& hw);
+
+/// Duration in ns (>= kernel_launch_ns) of compute op `op` (lane compute) on one GPU of `hw`.
+int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw);
+
+}  // namespace embedscope::engine

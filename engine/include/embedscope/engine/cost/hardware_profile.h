@@ -1,0 +1,71 @@
+#pragma once
+// Hardware profiles: the GPU, node shape and links of a modelled cluster, read from JSON
+// (resources/hardware/*.json, embedded at build time, or a file given by path). The simulated
+// executor (exec/simulated/) times every op of a step program with them (cost_model.h). Every
+// number in a built-in profile has its source beside it in the file's "sources" object (a JSON
+// pointer -> citation); numbers that are assumptions say so there.
+//
+// Profile JSON (all fields required unless marked):
+//   {"name": "h100_sxm", "description": "...",
+//    "gpu": {"name", "memory_bytes", "hbm_bandwidth_bytes_per_s", "dense_flops_per_s",
+//            "dense_efficiency", "tbe_forward_efficiency", "tbe_backward_efficiency",
+//            "memory_kernel_efficiency", "kernel_launch_ns"},
+//    "cluster": {"gpus_per_node", "max_nodes"},
+//    "intra_node": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},
+//    "inter_node": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},
+//    "sources": {"/gpu/memory_bytes": "...", ...}}   (optional)
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace embedscope::engine {
+
+/// A link class between GPUs: NVLink / PCIe within a node, the NIC across nodes.
+struct LinkProfile {
+  std::string name;                     ///< e.g. "NVLink 4 (NVSwitch)"
+  /// NCCL bus bandwidth (nccl-tests' busbw: the per-rank link rate a large collective
+  /// achieves, independent of the rank count), bytes/s, > 0.
+  double bus_bandwidth_bytes_per_s = 0;
+  int64_t latency_ns = 0;               ///< fixed cost of one collective over this link, ns, >= 0
+};
+
+/// One GPU model and what its kernels achieve.
+struct GpuProfile {
+  std::string name;                     ///< e.g. "NVIDIA H100 80GB HBM3"
+  int64_t memory_bytes = 0;             ///< device memory, bytes, > 0
+  double hbm_bandwidth_bytes_per_s = 0; ///< peak device-memory bandwidth, bytes/s, > 0
+  double dense_flops_per_s = 0;         ///< peak fp32 flop/s of the dense layers' GEMMs, > 0
+  /// Fractions in (0, 1] of the peaks above that the kernels achieve: the dense GEMMs, the
+  /// TBE forward (pooled lookup), the TBE backward with its fused optimizer, and the small
+  /// memory-bound kernels (input, bucketize, permute, dense optimizer).
+  double dense_efficiency = 0, tbe_forward_efficiency = 0, tbe_backward_efficiency = 0, memory_kernel_efficiency = 0;
+  int64_t kernel_launch_ns = 0;         ///< fixed cost of one compute op, ns, >= 0
+};
+
+struct HardwareProfile {
+  std::string name;         ///< the built-in name or the file's "name"
+  std::string description;
+  GpuProfile gpu;
+  int gpus_per_node = 1;    ///< the node shape, > 0
+  int max_nodes = 1;        ///< the largest cluster the profile describes, > 0
+  LinkProfile intra_node, inter_node;
+  std::map<std::string, std::string> sources;  ///< JSON pointer -> citation
+};
+
+/// Parses a profile. `origin` names the text in errors. Throws SpecError
+/// "ORIGIN: /gpu/hbm_bandwidth_bytes_per_s: missing" (or "must be > 0, got -1", "unknown key
+/// \"x\"") naming the JSON pointer; a JSON syntax error names the byte.
+HardwareProfile parse_hardware_profile(const std::string& json_text, const std::string& origin);
+
+/// A built-in profile by name, or a profile JSON file when `name_or_path` contains '/' or ends
+/// in ".json". Throws SpecError "/devices/hardware: unknown hardware profile \"x\" (built in:
+/// a100_sxm_80gb, h100_sxm, h200_sxm; or give a profile JSON file)", or what
+/// parse_hardware_profile throws (with the file name as origin).
+HardwareProfile load_hardware_profile(const std::string& name_or_path);
+
+/// The built-in profiles' names, sorted.
+std::vector<std::string> hardware_profile_names();
+
+}  // namespace embedscope::engine

@@ -1,0 +1,201 @@
+// The simulated executor: step programs timed by the cost model, collectives matched across
+// their groups, and the session it writes (marked simulated, with the planner's memory).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/cost/cost_model.h"
+#include "embedscope/engine/exec/backend.h"
+#include "embedscope/engine/exec/run.h"
+#include "embedscope/engine/program/step_program.h"
+#include "embedscope/engine/workload/presets.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/store/session.h"
+#include "support/cli_run.h"
+
+namespace es = embedscope::engine;
+namespace ss = embedscope::sessions;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kProfile = EMBEDSCOPE_TEST_DATA "/hardware/round_numbers.json";
+
+es::WorkloadSpec simulated(const std::string& preset, int ranks, es::PipelineKind pipeline = es::PipelineKind::base) {
+  es::WorkloadSpec s = es::load_preset(preset);
+  s.devices.backend = es::Backend::simulated;
+  s.devices.hardware = kProfile;
+  s.devices.count = ranks;
+  s.pipeline = pipeline;
+  s.steps = 4;
+  s.warmup_steps = 1;
+  return es::with_resolved_backend(s, "test");
+}
+
+fs::path scratch(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("embedscope_simulated_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+es::RunResult run(const es::WorkloadSpec& s, const std::string& session = "") {
+  es::TrainerOptions o;
+  o.session_path = session;
+  o.keep_events = true;
+  return es::run_training(s, es::plan_sharding(s), o);
+}
+
+}  // namespace
+
+TEST(SimulatedExecutor, OneRankStepIsTheSumOfItsSerialOps) {
+  // One rank, base pipeline: every op waits for the one before on its lane and every comm op
+  // is waited for, except the DDP buckets, which the dense optimizer waits for at the end. With
+  // one rank each collective costs its latency (no peer, no bytes).
+  const es::WorkloadSpec s = simulated("tiny", 1);
+  const es::RunResult r = run(s);
+  ASSERT_EQ(r.ended, es::RunEnd::complete);
+  ASSERT_EQ(r.step_time_ns.size(), 4u);
+  const es::HardwareProfile hw = es::load_hardware_profile(kProfile);
+  const es::StepProgram p = es::build_step_program(s, es::plan_sharding(s), 0, 1);
+  int64_t expected = 0;
+  int64_t buckets = 0;
+  for (const auto& op : p.ops) {
+    if (op.lane == ss::Lane::compute) expected += es::compute_ns(op, hw);
+    else if (op.launched_by >= 0) ++buckets;
+    else
+      for (const auto& c : op.collectives) expected += es::collective_ns(c, 0, 1, hw);
+  }
+  ASSERT_EQ(buckets, 1) << "tiny has one DDP bucket";
+  // that bucket is ready at the end of the backward pass and ends one latency later, before
+  // the dense optimizer, which waits for it after the embedding backward
+  for (int64_t t : r.step_time_ns) EXPECT_GE(t, expected);
+  for (int64_t t : r.step_time_ns) EXPECT_LE(t, expected + hw.intra_node.latency_ns);
+  EXPECT_TRUE(r.loss.empty()) << "a simulation trains nothing";
+}
+
+TEST(SimulatedExecutor, EveryMemberOfACollectiveEndsItTogether) {
+  const fs::path dir = scratch("together");
+  const es::WorkloadSpec s = simulated("criteo_kaggle", 4);
+  const es::RunResult r = run(s, (dir / "s.db").string());
+  ASSERT_EQ(r.ended, es::RunEnd::complete);
+  ss::SessionReader reader((dir / "s.db").string());
+  std::map<std::pair<std::string, uint64_t>, std::vector<ss::CollectiveRecord>> by_key;
+  for (auto& c : reader.collectives()) by_key[{c.group, c.sequence}].push_back(c);
+  ASSERT_FALSE(by_key.empty());
+  int64_t waited = 0;
+  for (const auto& [key, members] : by_key) {
+    ASSERT_EQ(members.size(), 4u) << key.first << " #" << key.second;
+    for (const auto& m : members) {
+      EXPECT_EQ(m.end_ns, members[0].end_ns) << m.name;
+      EXPECT_EQ(m.name, members[0].name);
+      EXPECT_LE(m.start_ns, m.end_ns);
+    }
+    int64_t first = members[0].start_ns, last = members[0].start_ns;
+    for (const auto& m : members) {
+      first = std::min(first, m.start_ns);
+      last = std::max(last, m.start_ns);
+    }
+    waited += last - first;
+  }
+  // criteo_kaggle's tables are not equal: ranks reach the output dist at different times
+  EXPECT_GT(waited, 0);
+  EXPECT_EQ(reader.meta(ss::meta::kSimulated), "1");
+  EXPECT_EQ(reader.meta(ss::meta::kBackend), "simulated");
+  const auto hw = nlohmann::json::parse(reader.meta(ss::meta::kSimulatedHardwareJson));
+  EXPECT_EQ(hw.at("name"), "round_numbers");
+  EXPECT_EQ(hw.at("nodes"), 2);  // 4 ranks on nodes of 2
+  // memory: the planner's estimate of each rank at every step
+  const auto est = es::estimate_memory(s, r.plan);
+  for (const auto& st : reader.steps()) EXPECT_EQ(st.memory_peak_bytes, est[static_cast<size_t>(st.rank)].total());
+  EXPECT_EQ(reader.steps().size(), 4u * 5u);
+  EXPECT_FALSE(reader.load().empty());
+}
+
+TEST(SimulatedExecutor, PipelinesHideCommunicationUnderTheDensePart) {
+  // shorter steps: the input dist (sparse_dist) and the output dist too (semi_sync) run under
+  // the dense forward/backward of the batch before
+  auto mean = [](const std::vector<int64_t>& v) {
+    int64_t sum = 0;
+    for (size_t i = 1; i < v.size(); ++i) sum += v[i];  // the steady state
+    return sum / static_cast<int64_t>(v.size() - 1);
+  };
+  const auto base = run(simulated("criteo_kaggle", 4, es::PipelineKind::base));
+  const auto sparse = run(simulated("criteo_kaggle", 4, es::PipelineKind::sparse_dist));
+  const auto semi = run(simulated("criteo_kaggle", 4, es::PipelineKind::semi_sync));
+  EXPECT_LT(mean(sparse.step_time_ns), mean(base.step_time_ns));
+  EXPECT_LT(mean(semi.step_time_ns), mean(sparse.step_time_ns));
+}
+
+TEST(SimulatedExecutor, AThousandRanksOnH100sSimulate) {
+  es::WorkloadSpec s = es::load_preset("criteo_kaggle");
+  s.devices.backend = es::Backend::simulated;
+  s.devices.hardware = "h100_sxm";
+  s.devices.memory_bytes = es::load_hardware_profile("h100_sxm").gpu.memory_bytes;
+  s.devices.count = 1024;
+  s.steps = 2;
+  s.warmup_steps = 0;
+  s.sharding.default_type = es::ShardingType::row_wise;
+  s = es::with_resolved_backend(s, "test");
+  EXPECT_EQ(s.sharding.local_world_size, 8);
+  es::TrainerOptions o;
+  o.keep_events = false;
+  const auto r = es::run_training(s, es::plan_sharding(s), o);
+  ASSERT_EQ(r.ended, es::RunEnd::complete);
+  ASSERT_EQ(r.step_time_ns.size(), 2u);
+  EXPECT_GT(r.step_time_ns[1], 0);
+}
+
+TEST(SimulatedExecutor, BadClustersAreRefusedNamingTheField) {
+  auto error_of = [](es::WorkloadSpec s) {
+    try {
+      es::with_resolved_backend(s, "w.json");
+    } catch (const es::SpecError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  es::WorkloadSpec s = es::load_preset("tiny");
+  s.devices.backend = es::Backend::simulated;
+  EXPECT_EQ(error_of(s).rfind("w.json: /devices/hardware: backend simulated needs a hardware profile", 0), 0u) << error_of(s);
+  s.devices.hardware = "h100_sxm";
+  s.devices.count = 12;
+  EXPECT_EQ(error_of(s),
+            "/devices/count: 12 ranks do not fill nodes of 8 GPUs (hardware profile h100_sxm); give a multiple of 8 or "
+            "set sharding.local_world_size (--gpus-per-node)");
+  s.devices.hardware = kProfile;  // nodes of 2, at most 4 of them
+  s.devices.count = 10;
+  EXPECT_EQ(error_of(s),
+            "/devices/count: 10 ranks need 5 nodes of 2 GPUs, but hardware profile round_numbers describes clusters of "
+            "at most 4 nodes");
+  s.devices.count = 1025;
+  EXPECT_EQ(error_of(s), "w.json: /devices/count: must be in [1, 1024], got 1025");
+  s.devices.backend = es::Backend::cpu;
+  s.devices.count = 2;
+  EXPECT_EQ(error_of(s), "w.json: /devices/hardware: a hardware profile is used by backend simulated only, got backend cpu");
+}
+
+TEST(SimulatedCli, RunSimulateWritesASimulatedSessionThatStatsReads) {
+  const fs::path dir = scratch("cli");
+  const std::string db = (dir / "s.db").string();
+  auto r = embedscope::test_support::run_cli(
+      EMBEDSCOPE_CLI, "run --preset criteo_kaggle --simulate h100_sxm --nodes 2 --steps 3 --json -o " + db, dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("simulated"), true);
+  EXPECT_EQ(j.at("world_size"), 16);
+  EXPECT_TRUE(j.at("loss_first").is_null());
+  EXPECT_NE(r.err.find("SIMULATED: 2 nodes x 8 GPUs of hardware profile h100_sxm"), std::string::npos) << r.err;
+  r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "stats " + db, dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("SIMULATED"), std::string::npos) << r.out;
+  r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "run --preset tiny --nodes 2 -o " + db + "2", dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--nodes: only with --simulate PROFILE"), std::string::npos) << r.err;
+  r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "run --preset tiny --simulate b200 -o " + db + "3", dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unknown hardware profile \"b200\""), std::string::npos) << r.err;
+}
