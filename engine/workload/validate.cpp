@@ -100,6 +100,9 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
   if (simulated && s.devices.hardware.empty())
     c.fail("/devices/hardware", "backend simulated needs a hardware profile (a built-in name such as h100_sxm, or a "
                                 "profile JSON file); embedscope run --simulate PROFILE sets it");
+  if (simulated && s.network.limited())
+    c.fail("/network", "a simulated cluster's links are its hardware profile's (devices.hardware); network emulation is "
+                       "for the cpu backend");
   if (!simulated && !s.devices.hardware.empty())
     c.fail("/devices/hardware", fmt::format("a hardware profile is used by backend simulated only, got backend {}",
                                             enum_name(s.devices.backend)));

@@ -147,9 +147,11 @@ std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const 
     std::vector<GpuSpan> spans;
     int64_t dropped = 0;
     for (const auto& o : ro.gpu) {
-      const std::string& name = r.name(o.name_id);
-      GpuSpan s = imported ? hta_round(o.start_ns + origin, o.end_ns + origin, importers::kernel_class(name))
-                           : GpuSpan{o.start_ns, o.end_ns, importers::kernel_class(name)};
+      // by name, as HTA; an op the session already files as communication (a collective the
+      // engine ran or simulated under its own name) is communication whatever its name
+      const KernelClass k = o.category == OpCategory::comm ? KernelClass::communication
+                                                           : importers::kernel_class(r.name(o.name_id));
+      GpuSpan s = imported ? hta_round(o.start_ns + origin, o.end_ns + origin, k) : GpuSpan{o.start_ns, o.end_ns, k};
       if (filter) {
         int64_t launch = s.start;  // a GPU event without a launch is judged by its own start
         if (imported && o.correlation) {

@@ -102,9 +102,9 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     std::cout << fmt::format("trace        world size {} (ranks without a trace read as empty), {} profiler steps\n",
                              st.ranks.size(), st.steps);
   else
-    std::cout << fmt::format("workload     {} on {} {} ranks, {} measured steps of {} samples\n",
-                             session.meta("workload_name"), st.ranks.size(), session.meta("backend"), st.steps,
-                             st.samples_per_step);
+    std::cout << fmt::format("workload     {} on {} {} rank{}, {} measured step{} of {} samples\n",
+                             session.meta("workload_name"), st.ranks.size(), session.meta("backend"),
+                             st.ranks.size() == 1 ? "" : "s", st.steps, st.steps == 1 ? "" : "s", st.samples_per_step);
   if (!session.meta("workload_json").empty()) try {  // the workload as run: pipeline, comm precisions, network
     std::cout << pipeline_text(es::parse_workload(json::parse(session.meta("workload_json")), file + ": workload_json"));
   } catch (const std::exception& e) {
@@ -144,8 +144,8 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     if (total > 0)
       std::cout << fmt::format("  {:<10} {:>12}\n", ss::to_string(static_cast<ss::OpCategory>(c)), ms(total));
   }
-  std::cout << fmt::format("\ncritical path: what bounded the steps (dependencies inferred), {} over {} steps\n",
-                           ms(st.critical_path_ns), st.steps);
+  std::cout << fmt::format("\ncritical path: what bounded the steps (dependencies inferred), {} over {} step{}\n",
+                           ms(st.critical_path_ns), st.steps, st.steps == 1 ? "" : "s");
   std::cout << fmt::format("  {:<28} {:<10} {:>11} {:>7} {:>9} {:>14}\n", "op", "category", "on path", "share", "top rank",
                            "steps bounded");
   for (const auto& e : st.critical_path)

@@ -2,6 +2,8 @@
 
 #include "output.h"
 
+#include "embedscope/engine/cost/hardware_profile.h"
+
 #include <fmt/format.h>
 
 namespace embedscope::cli {
@@ -26,9 +28,16 @@ std::string network_text(const es::NetworkSpec& n) {
 }
 
 std::string pipeline_text(const es::WorkloadSpec& spec) {
+  std::string network = network_text(spec.network);
+  if (spec.devices.backend == es::Backend::simulated) try {  // the modelled links, not an emulation
+      const es::HardwareProfile hw = es::load_hardware_profile(spec.devices.hardware);
+      network = fmt::format("simulated: {} within a node, {} across nodes (hardware profile {})", hw.intra_node.name,
+                            hw.inter_node.name, hw.name);
+    } catch (const es::SpecError&) {
+      network = "simulated (hardware profile " + spec.devices.hardware + ", not found here)";
+    }
   return fmt::format("pipeline     {}; qcomms forward {} backward {}\nnetwork      {}\n", es::to_string(spec.pipeline),
-                     es::to_string(spec.qcomms.forward_precision), es::to_string(spec.qcomms.backward_precision),
-                     network_text(spec.network));
+                     es::to_string(spec.qcomms.forward_precision), es::to_string(spec.qcomms.backward_precision), network);
 }
 
 json pipeline_json(const es::WorkloadSpec& spec) {

@@ -12,6 +12,7 @@
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/program/step_program.h"
 #include "embedscope/engine/workload/presets.h"
+#include "embedscope/sessions/analysis/gpu_kernels.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "support/cli_run.h"
@@ -113,6 +114,13 @@ TEST(SimulatedExecutor, EveryMemberOfACollectiveEndsItTogether) {
   for (const auto& st : reader.steps()) EXPECT_EQ(st.memory_peak_bytes, est[static_cast<size_t>(st.rank)].total());
   EXPECT_EQ(reader.steps().size(), 4u * 5u);
   EXPECT_FALSE(reader.load().empty());
+  // HTA's figures read the simulated streams: the collectives are communication kernels
+  const auto figures = ss::gpu_kernel_figures(reader, {});
+  ASSERT_EQ(figures.size(), 4u);
+  for (const auto& f : figures) {
+    EXPECT_TRUE(f.has_comm) << "rank " << f.rank;
+    EXPECT_GT(f.compute_ns, 0);
+  }
 }
 
 TEST(SimulatedExecutor, PipelinesHideCommunicationUnderTheDensePart) {
@@ -171,6 +179,12 @@ TEST(SimulatedExecutor, BadClustersAreRefusedNamingTheField) {
   EXPECT_EQ(error_of(s),
             "/devices/count: 10 ranks need 5 nodes of 2 GPUs, but hardware profile round_numbers describes clusters of "
             "at most 4 nodes");
+  s.devices.count = 2;
+  s.network.inter_node.bandwidth_bytes_per_s = 1'000'000'000;
+  EXPECT_EQ(error_of(s),
+            "w.json: /network: a simulated cluster's links are its hardware profile's (devices.hardware); network "
+            "emulation is for the cpu backend");
+  s.network = {};
   s.devices.count = 1025;
   EXPECT_EQ(error_of(s), "w.json: /devices/count: must be in [1, 1024], got 1025");
   s.devices.backend = es::Backend::cpu;
