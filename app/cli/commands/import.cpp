@@ -1,6 +1,6 @@
 // `embedscope import PATH... [-o SESSION.db] [--align none] [--json] [--force-overwrite]`: other
-// tools' traces as one session (today PyTorch profiler / Kineto JSON; the importer is chosen
-// by each file's content, sessions/importers/importer.h).
+// tools' traces as one session (PyTorch profiler / Kineto JSON, Nsight Systems SQLite exports;
+// the importer is chosen by each file's content, sessions/importers/importer.h).
 
 #include <sys/stat.h>
 
@@ -40,7 +40,7 @@ std::string default_output(const std::string& input) {
   std::string base = input;
   while (!base.empty() && base.back() == '/') base.pop_back();
   if (auto slash = base.rfind('/'); slash != std::string::npos) base = base.substr(slash + 1);
-  for (const char* ext : {".gz", ".json", ".pt.trace", ".trace"})
+  for (const char* ext : {".gz", ".json", ".pt.trace", ".trace", ".sqlite"})
     if (base.size() > std::string(ext).size() && base.compare(base.size() - std::string(ext).size(), std::string::npos, ext) == 0)
       base.resize(base.size() - std::string(ext).size());
   return (base.empty() ? std::string("imported") : base) + ".db";
@@ -103,8 +103,8 @@ int cmd_import(const ImportState& s) {
 Command add_import_command(CLI::App& app) {
   auto s = std::make_shared<ImportState>();
   auto* c = app.add_subcommand("import", "Import PyTorch profiler (Kineto) JSON traces (.json, .json.gz, a directory "
-                                         "of per-rank traces) or a PyTorch CUDA memory snapshot (.pickle, gzip too) "
-                                         "into one session");
+                                         "of per-rank traces), Nsight Systems SQLite exports (.sqlite) or a PyTorch "
+                                         "CUDA memory snapshot (.pickle, gzip too) into one session");
   c->add_option("paths", s->inputs, "Trace files or directories (one file per rank)")->required();
   c->add_option("-o,--output", s->output, "Session file to write (default: the first input's name with .db, here)");
   c->add_option("--align", s->align, "How ranks' clocks are aligned: none (as recorded, one global minimum)")

@@ -32,7 +32,7 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
   summary.format = "kineto_json";
   summary.files = files;
   ImportProblems problems;
-  kineto::Interner names;
+  Interner names;
   std::vector<kineto::RankTrace> ranks;
   int64_t bytes_done = 0;
   for (size_t i = 0; i < files.size(); ++i) {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/sessions/importers/common/kernel_classes.h"
+#include "importers/common/lane_checks.h"
 
 namespace embedscope::sessions::importers::kineto {
 
@@ -243,28 +244,7 @@ void write_ranks(const std::vector<RankTrace>& ranks, const Interner& names, int
       ++summary.events["collectives"];
     }
     // --- partially overlapping spans on one lane (kept; busy time is their union)
-    std::sort(ops.begin(), ops.end(), [](const OpEvent& a, const OpEvent& b) {
-      return std::tie(a.lane, a.start_ns, b.end_ns) < std::tie(b.lane, b.start_ns, a.end_ns);
-    });
-    std::vector<int64_t> open;
-    Lane cur{};
-    int64_t partial = 0;
-    const OpEvent* first = nullptr;
-    for (const OpEvent& o : ops) {
-      if (o.lane != cur) open.clear(), cur = o.lane;
-      while (!open.empty() && open.back() <= o.start_ns) open.pop_back();
-      if (!open.empty() && o.end_ns > open.back()) {
-        if (!partial) first = &o;
-        ++partial;
-      }
-      open.push_back(o.end_ns);
-    }
-    if (partial)
-      problems.add("overlapping_spans", Severity::error, {tr.file, -1},
-                   fmt::format("spans on one lane that overlap without nesting, kept (busy time counts their union); "
-                               "first: rank {} lane {} '{}' at {} ns",
-                               rank, static_cast<int>(first->lane), first->name, first->start_ns),
-                   partial);
+    sort_and_check_overlaps(ops, problems, tr.file);
     for (size_t i = 0; i < ops.size(); i += 100000) {
       std::vector<OpEvent> batch(ops.begin() + static_cast<std::ptrdiff_t>(i),
                                  ops.begin() + static_cast<std::ptrdiff_t>(std::min(ops.size(), i + 100000)));

@@ -4,9 +4,9 @@
 // file is its format. `embedscope import` expands directories, probes each file and hands all
 // the files of one format to that importer, which writes one session through a SessionWriter.
 //
-// Today: kineto_json (PyTorch profiler / Kineto Chrome-trace JSON, `.json` / `.json.gz`).
-// Nsight Systems SQLite exports and PyTorch memory snapshot pickles are recognised by their
-// magic bytes so the error can say so, and plug in here with a probe and a run function.
+// Today: kineto_json (PyTorch profiler / Kineto Chrome-trace JSON, `.json` / `.json.gz`) and
+// nsys_sqlite (Nsight Systems SQLite exports). PyTorch memory snapshot pickles are recognised
+// by their magic bytes (the CLI imports them itself); other SQLite files are named as such.
 
 #include <cstdint>
 #include <functional>
@@ -46,11 +46,12 @@ struct ImportSummary {
   std::vector<ImportStat> problems;         ///< also stored in import_stats
 };
 
-/// One importer: a format name, a probe over the first bytes of a file's text, and the import.
+/// One importer: a format name, a probe over a file (its path, and the first bytes of its
+/// text, gunzipped when gzip), and the import.
 struct Importer {
   const char* format;
   const char* description;
-  bool (*probe)(std::string_view head);
+  bool (*probe)(const std::string& path, std::string_view head);
   ImportSummary (*run)(const std::vector<std::string>& files, SessionWriter& writer, const ImportOptions& options);
 };
 
@@ -58,7 +59,7 @@ struct Importer {
 const std::vector<Importer>& all_importers();
 
 /// The files named by `paths`: files as given, directories replaced by their regular files
-/// ending in .json or .json.gz, sorted by name. Throws ImportError naming a path that does not
+/// ending in .json, .json.gz or .sqlite, sorted by name. Throws ImportError naming a path that does not
 /// exist or a directory without such files.
 std::vector<std::string> expand_inputs(const std::vector<std::string>& paths);
 
