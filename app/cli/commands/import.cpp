@@ -4,6 +4,8 @@
 
 #include <sys/stat.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -15,6 +17,7 @@
 #include "commands.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
 #include "embedscope/sessions/importers/importer.h"
+#include "embedscope/sessions/importers/nsys_sqlite/nsys_sqlite.h"
 #include "embedscope/sessions/store/session.h"
 #include "output/gpu_kernels_text.h"
 #include "output/output.h"
@@ -40,14 +43,46 @@ std::string default_output(const std::string& input) {
   std::string base = input;
   while (!base.empty() && base.back() == '/') base.pop_back();
   if (auto slash = base.rfind('/'); slash != std::string::npos) base = base.substr(slash + 1);
-  for (const char* ext : {".gz", ".json", ".pt.trace", ".trace", ".sqlite"})
+  for (const char* ext : {".gz", ".json", ".pt.trace", ".trace", ".sqlite", ".nsys-rep"})
     if (base.size() > std::string(ext).size() && base.compare(base.size() - std::string(ext).size(), std::string::npos, ext) == 0)
       base.resize(base.size() - std::string(ext).size());
   return (base.empty() ? std::string("imported") : base) + ".db";
 }
 
+/// A temporary directory, removed with what is in it when this goes out of scope.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    const char* t = std::getenv("TMPDIR");
+    std::string tmpl = std::string(t && *t ? t : "/tmp") + "/embedscope-nsys-XXXXXX";
+    if (!mkdtemp(tmpl.data())) throw ss::SessionError(fmt::format("{}: cannot create a temporary directory", tmpl));
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+bool is_nsys_report(const std::string& f) {
+  const std::string ext = ".nsys-rep";
+  return f.size() > ext.size() && f.compare(f.size() - ext.size(), ext.size(), ext) == 0;
+}
+
 int cmd_import(const ImportState& s) {
-  const std::vector<std::string> files = si::expand_inputs(s.inputs);
+  std::vector<std::string> files = si::expand_inputs(s.inputs);
+  // .nsys-rep: exported to SQLite by nsys (from PATH) into a temporary directory, then imported.
+  std::unique_ptr<TempDir> tmp;
+  si::ImportOptions opt;
+  for (auto& f : files) {
+    if (!is_nsys_report(f)) continue;
+    if (!tmp) tmp = std::make_unique<TempDir>();
+    fmt::print(stderr, "import: exporting {} to SQLite with nsys ({})\n", f, si::find_nsys_on_path().empty()
+                                                                            ? std::string("not on PATH") : si::find_nsys_on_path());
+    const std::string out = si::export_nsys_report(f, tmp->path);
+    opt.source_names[out] = f + " (exported by nsys to SQLite)";
+    f = out;
+  }
   if (std::any_of(files.begin(), files.end(), is_memory_snapshot_file)) {  // commands/import_memory_snapshot.cpp
     if (files.size() != 1)
       throw si::ImportError(fmt::format("{}: a PyTorch memory snapshot among {} files; import a snapshot on its own",
@@ -64,7 +99,6 @@ int cmd_import(const ImportState& s) {
   if (lstat(out.c_str(), &sb) == 0 && !s.overwrite)
     throw ss::SessionError(fmt::format("{}: already exists; choose another name (-o) or allow overwriting it "
                                        "(embedscope import --force-overwrite)", out));
-  si::ImportOptions opt;
   opt.align = s.align;
   opt.progress = [](const std::string& line) { fmt::print(stderr, "import: {}\n", line); };
   ss::SessionWriter writer(out, s.overwrite);
@@ -82,7 +116,7 @@ int cmd_import(const ImportState& s) {
   }
   std::cout << fmt::format("imported     {} file(s) as {} ({})\n", files.size(), sum.format,
                            session.meta("import_producer"));
-  for (const auto& f : files) std::cout << fmt::format("             {}\n", f);
+  for (const auto& f : sum.files) std::cout << fmt::format("             {}\n", f);
   std::cout << fmt::format("session      {}\n", out);
   std::string ranks;
   for (auto r : sum.ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
@@ -103,7 +137,8 @@ int cmd_import(const ImportState& s) {
 Command add_import_command(CLI::App& app) {
   auto s = std::make_shared<ImportState>();
   auto* c = app.add_subcommand("import", "Import PyTorch profiler (Kineto) JSON traces (.json, .json.gz, a directory "
-                                         "of per-rank traces), Nsight Systems SQLite exports (.sqlite) or a PyTorch "
+                                         "of per-rank traces), Nsight Systems SQLite exports (.sqlite; .nsys-rep through "
+                                         "nsys export when nsys is on PATH) or a PyTorch "
                                          "CUDA memory snapshot (.pickle, gzip too) into one session");
   c->add_option("paths", s->inputs, "Trace files or directories (one file per rank)")->required();
   c->add_option("-o,--output", s->output, "Session file to write (default: the first input's name with .db, here)");

@@ -18,15 +18,15 @@ Database::~Database() {
   if (db_) sqlite3_close(db_);
 }
 
-Database Database::open_file(const std::string& path) {
+Database Database::open_file(const std::string& path, const std::string& name) {
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
   if (rc != SQLITE_OK) {
     const std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     if (db) sqlite3_close(db);
-    throw ImportError(fmt::format("{}: cannot open as SQLite (read-only): {}", path, msg));
+    throw ImportError(fmt::format("{}: cannot open as SQLite (read-only): {}", name.empty() ? path : name, msg));
   }
-  Database d(db, path);
+  Database d(db, name.empty() ? path : name);
   d.load_schema();
   return d;
 }

@@ -29,8 +29,9 @@ class Row {
 
 class Database {
  public:
-  /// Opens `path` read-only. Throws ImportError ("PATH: not an SQLite database: ...").
-  static Database open_file(const std::string& path);
+  /// Opens `path` read-only; `name` stands for it in messages ("" = the path). Throws
+  /// ImportError ("PATH: cannot open as SQLite (read-only): ...").
+  static Database open_file(const std::string& path, const std::string& name = "");
   /// Reads `bytes` (a whole database file) in place, read-only; `name` is used in messages.
   static Database open_buffer(std::string_view bytes, const std::string& name);
   Database(Database&& o) noexcept : db_(o.db_), name_(std::move(o.name_)), columns_(std::move(o.columns_)) { o.db_ = nullptr; }

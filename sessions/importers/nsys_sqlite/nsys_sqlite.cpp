@@ -283,7 +283,8 @@ ImportSummary import_nsys_sqlite(const std::vector<std::string>& files, SessionW
   std::vector<nsys::Capture> caps;
   for (size_t i = 0; i < files.size(); ++i) {
     if (opt.progress) opt.progress(fmt::format("reading {} ({}/{})", files[i], i + 1, files.size()));
-    const nsys::Database db = nsys::Database::open_file(files[i]);
+    auto named = opt.source_names.find(files[i]);
+    const nsys::Database db = nsys::Database::open_file(files[i], named != opt.source_names.end() ? named->second : "");
     caps.push_back(read_one(db, names, problems));
     struct stat sb {};
     if (stat(files[i].c_str(), &sb) == 0) caps.back().file_bytes = static_cast<int64_t>(sb.st_size);

@@ -272,3 +272,67 @@ TEST(NsysSqlite, CliImportAndStatsShowTheKernelFigures) {
   EXPECT_NE(r.out.find("393.539 us"), std::string::npos) << r.out;  // compute = the 19 kernels' 393,539 ns
   EXPECT_NE(r.out.find("no comm"), std::string::npos) << r.out;
 }
+
+namespace {
+/// A stand-in for nsys on PATH: `nsys export --type sqlite -o OUT FILE` records its arguments in
+/// bin/args.txt and copies `fixture` to OUT (or, with `fail`, prints a message and exits 1).
+std::string fake_nsys(const std::string& dir_name, const std::string& fixture_path, bool fail) {
+  const auto bin = import_scratch() / dir_name;
+  std::filesystem::create_directories(bin);
+  std::ofstream s(bin / "nsys");
+  s << "#!/bin/sh\n"
+    << "echo \"$@\" > " << (bin / "args.txt").string() << "\n"
+    << (fail ? "echo 'cannot open report: bad magic'; exit 1\n" : "")
+    << "out=''\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=\"$2\"; shift; done\n"
+    << "cp " << fixture_path << " \"$out\"\n";
+  s.close();
+  std::filesystem::permissions(bin / "nsys", std::filesystem::perms::owner_all);
+  return bin.string();
+}
+std::string slurp(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+TEST(NsysSqlite, NsysRepIsExportedThroughNsysOnPath) {
+  const std::string rep = (import_scratch() / "report1.nsys-rep").string();
+  std::ofstream(rep) << "not read by the fake nsys";
+  const std::string bin = fake_nsys("bin_ok", fixture("for_rep.sqlite", {}), false);
+  const std::string db = scratch_db("rep.db");
+  std::remove(db.c_str());
+  auto r = embedscope::test_support::run_cli("PATH=" + bin + ":$PATH " + std::string(EMBEDSCOPE_CLI),
+                                             "import " + rep + " -o " + db, import_scratch());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(rep + " (exported by nsys to SQLite)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kernels 2"), std::string::npos) << r.out;
+  // nsys was asked for exactly `export --type sqlite -o TMP/report1.sqlite REP`; TMP is gone after.
+  const std::string args = slurp(bin + "/args.txt");
+  ASSERT_EQ(args.rfind("export --type sqlite -o ", 0), 0u) << args;
+  const std::string out = args.substr(24, args.find(' ', 24) - 24);
+  EXPECT_EQ(out.substr(out.rfind('/') + 1), "report1.sqlite");
+  EXPECT_EQ(args.substr(24 + out.size() + 1), rep + "\n");
+  EXPECT_FALSE(std::filesystem::exists(out));
+  const SessionReader s(db);
+  EXPECT_NE(s.meta(meta::kImportSources).find("report1.nsys-rep (exported by nsys to SQLite)"), std::string::npos);
+}
+
+TEST(NsysSqlite, NsysRepWithoutNsysSaysTheCommandToRun) {
+  const std::string rep = (import_scratch() / "report2.nsys-rep").string();
+  std::ofstream(rep) << "x";
+  auto r = embedscope::test_support::run_cli("PATH=/nonexistent " + std::string(EMBEDSCOPE_CLI),
+                                             "import " + rep + " -o " + scratch_db("rep2.db"), import_scratch());
+  EXPECT_EQ(r.code, 2);
+  const std::string want = "nsys is not on PATH to export it; export it with `nsys export --type sqlite -o " +
+                           (import_scratch() / "report2.sqlite").string() + " " + rep + "` and import " +
+                           (import_scratch() / "report2.sqlite").string();
+  EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+  // nsys that fails: its status and what it printed.
+  const std::string bin = fake_nsys("bin_fail", "/nonexistent", true);
+  r = embedscope::test_support::run_cli("PATH=" + bin + ":$PATH " + std::string(EMBEDSCOPE_CLI),
+                                        "import " + rep + " -o " + scratch_db("rep3.db"), import_scratch());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("exited with status 1; it printed:\n  cannot open report: bad magic"), std::string::npos) << r.err;
+}

@@ -33,6 +33,10 @@ struct ImportOptions {
   std::string align = "none";
   /// Called with a line of progress (file, bytes, events) now and then; may be empty.
   std::function<void(const std::string&)> progress;
+  /// The name to record and report for an input file where it is not the file read: an
+  /// .nsys-rep exported to a temporary SQLite file is recorded as "report1.nsys-rep (exported
+  /// by nsys to SQLite)". Files not listed are recorded as given.
+  std::map<std::string, std::string> source_names;
 };
 
 /// What an import wrote, for `embedscope import` to print.

@@ -42,3 +42,22 @@ ImportSummary import_nsys_sqlite_buffer(std::string_view bytes, const std::strin
                                         const ImportOptions& options);
 
 }  // namespace embedscope::sessions::importers
+
+namespace embedscope::sessions::importers {
+
+/// The `nsys` executable on PATH ("" when there is none): the first PATH entry holding an
+/// executable regular file named nsys.
+std::string find_nsys_on_path();
+
+/// The command a user runs to export the report `rep` by hand:
+/// "nsys export --type sqlite -o report1.sqlite report1.nsys-rep".
+std::string nsys_export_command(const std::string& rep);
+
+/// Exports the Nsight Systems report `rep` (.nsys-rep) to SQLite by running `nsys export --type
+/// sqlite -o OUT rep` (nsys from PATH, its output in OUT.log), OUT = `out_dir`/<rep's name>.sqlite;
+/// returns OUT. Throws ImportError when nsys is not on PATH (saying the exact command to run and
+/// to import its output), or when nsys fails or writes no file (its exit status and the last
+/// lines it printed).
+std::string export_nsys_report(const std::string& rep, const std::string& out_dir);
+
+}  // namespace embedscope::sessions::importers
