@@ -110,6 +110,7 @@ int cmd_import(const ImportState& s) {
     json j{{"session", out},          {"format", sum.format},  {"files", sum.files},    {"ranks", sum.ranks},
            {"events", sum.events},    {"start_ns", sum.start_ns}, {"end_ns", sum.end_ns}, {"origin_ns", sum.origin_ns},
            {"problems", import_problems_json(sum.problems)},
+           {"alignment", sum.alignment_json.empty() ? json(nullptr) : json::parse(sum.alignment_json)},
            {"gpu_kernels", gpu_kernels_json(figures, false)}};
     std::cout << dump(j) << "\n";
     return 0;
@@ -126,6 +127,7 @@ int cmd_import(const ImportState& s) {
   std::cout << fmt::format("events       {}\n", ev.empty() ? std::string("none") : ev);
   std::cout << fmt::format("time range   {} .. {} ({}; trace ts {} us is 0)\n", ms(sum.start_ns), ms(sum.end_ns),
                            ms(sum.end_ns - sum.start_ns), sum.origin_ns / 1000);
+  if (!sum.alignment_text.empty()) std::cout << sum.alignment_text;
   std::cout << "import problems\n" << import_problems_text(sum.problems);
   const std::string k = gpu_kernels_text(figures, false);
   if (!k.empty()) std::cout << "\n" << k;
@@ -142,8 +144,9 @@ Command add_import_command(CLI::App& app) {
                                          "CUDA memory snapshot (.pickle, gzip too) into one session");
   c->add_option("paths", s->inputs, "Trace files or directories (one file per rank)")->required();
   c->add_option("-o,--output", s->output, "Session file to write (default: the first input's name with .db, here)");
-  c->add_option("--align", s->align, "How ranks' clocks are aligned: none (as recorded, one global minimum)")
-      ->check(CLI::IsMember({"none"}));
+  c->add_option("--align", s->align, "How ranks' clocks are aligned: none (as recorded, one global minimum) or "
+                                     "collectives (one offset per rank from matching collectives' ends)")
+      ->check(CLI::IsMember({"none", "collectives"}));
   c->add_flag("--force-overwrite", s->overwrite, "Replace the session file if it exists");
   c->add_flag("--json", s->json, "Print what was imported as one JSON object on stdout");
   return {c, [s] {

@@ -32,4 +32,13 @@ void sort_and_check_overlaps(std::vector<OpEvent>& ops, ImportProblems& problems
                  partial);
 }
 
+void count_kernel_before_launch(ImportProblems& problems, const std::string& source, int32_t rank,
+                                const std::string& name, int64_t kernel_start, int64_t launch_start) {
+  if (kernel_start >= launch_start) return;
+  problems.add_with("kernel_before_launch", Severity::error, {source, -1}, [&] {
+    return fmt::format("rank {}: GPU op '{}' starts {} ns before the host call that launched it (the trace's GPU and "
+                       "host clocks disagree); kept as recorded", rank, name, launch_start - kernel_start);
+  });
+}
+
 }  // namespace embedscope::sessions::importers

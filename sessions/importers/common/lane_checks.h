@@ -15,4 +15,10 @@ namespace embedscope::sessions::importers {
 /// Cost O(n log n).
 void sort_and_check_overlaps(std::vector<OpEvent>& ops, ImportProblems& problems, const std::string& source);
 
+/// Counts a GPU op that starts before the host call that launched it (same correlation id) as
+/// `kernel_before_launch` (severity error: impossible on one clock, it says the trace's GPU and
+/// host clocks disagree; the op is kept as recorded). Times in any one ns clock.
+void count_kernel_before_launch(ImportProblems& problems, const std::string& source, int32_t rank,
+                                const std::string& name, int64_t kernel_start, int64_t launch_start);
+
 }  // namespace embedscope::sessions::importers

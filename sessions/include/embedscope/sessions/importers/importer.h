@@ -28,8 +28,9 @@ class ImportError : public std::runtime_error {
 };
 
 struct ImportOptions {
-  /// How the ranks' clocks are put on one axis; only "none" exists (each rank as recorded,
-  /// shifted by one global minimum, as Holistic Trace Analysis does).
+  /// How the ranks' clocks are put on one axis: "none" (each rank as recorded, shifted by one
+  /// global minimum, as Holistic Trace Analysis does) or "collectives" (Kineto traces: one offset
+  /// per rank from the ends of matching collectives, importers/common/clock_align.h).
   std::string align = "none";
   /// Called with a line of progress (file, bytes, events) now and then; may be empty.
   std::function<void(const std::string&)> progress;
@@ -48,6 +49,9 @@ struct ImportSummary {
   int64_t start_ns = 0, end_ns = 0;         ///< time range of the valid events, session ns
   int64_t origin_ns = 0;                    ///< trace ts (ns) of session time 0 (metadata import_origin_ns)
   std::vector<ImportStat> problems;         ///< also stored in import_stats
+  /// --align collectives: the offsets and residual skew (clock_align.h), as metadata
+  /// import_align_json and as lines to print; "" otherwise.
+  std::string alignment_json, alignment_text;
 };
 
 /// One importer: a format name, a probe over a file (its path, and the first bytes of its

@@ -116,12 +116,18 @@ inline constexpr const char* kImportProducer = "import_producer";
 /// Nsight exports, which may hold several processes, have "ranks": [...] instead of "rank").
 inline constexpr const char* kImportSources = "import_sources_json";
 /// How the ranks' clocks were put on one axis: "none" (each rank as recorded, shifted by one
-/// global minimum, as Holistic Trace Analysis does).
+/// global minimum, as Holistic Trace Analysis does) or "collectives" (one offset per rank from
+/// the ends of matching collectives; kImportAlignJson holds them).
 inline constexpr const char* kImportAlign = "import_align";
 /// The trace timestamp (ns, the trace's own clock: Kineto `ts` x 1000) of session time 0, decimal:
 /// trace ts = import_origin_ns + t. A multiple of 1000 for Kineto, so whole trace microseconds
 /// stay whole; for Nsight exports the Unix ns of the earliest event (utcEpochNs + export ns).
 inline constexpr const char* kImportOriginNs = "import_origin_ns";
+/// import_align "collectives": JSON {"method", "reference_rank", "offsets_ns": {"1": 400000},
+/// "matches", "matched_collectives", "max_skew_ns", "median_skew_ns", "unaligned_ranks"}. The
+/// recorded time of rank r's event at session time t is t + offsets_ns[r] (trace ts = that +
+/// import_origin_ns): the raw times stay in the session.
+inline constexpr const char* kImportAlignJson = "import_align_json";
 // --- imported memory snapshots ----------------------------------------------------------------
 /// PyTorch's allocator_settings of an imported memory snapshot, JSON.
 inline constexpr const char* kAllocatorSettingsJson = "allocator_settings_json";
