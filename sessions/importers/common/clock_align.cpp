@@ -95,6 +95,26 @@ ClockAlignment align_by_collectives(const std::vector<RankRecords>& ranks) {
   return out;
 }
 
+ClockAlignment align_ranks(std::vector<RankRecords>& ranks, int64_t& origin, ImportProblems& problems) {
+  const ClockAlignment a = align_by_collectives(ranks);
+  int64_t min_t = 0;
+  for (auto& rec : ranks) {
+    shift_rank(rec, -a.offset_ns.at(rec.rank));
+    for (const auto& o : rec.ops) min_t = std::min(min_t, o.start_ns);
+    for (const auto& st : rec.steps) min_t = std::min(min_t, st.start_ns);
+  }
+  const int64_t rebase = min_t < 0 ? -((-min_t + 999) / 1000) * 1000 : 0;
+  if (rebase)
+    for (auto& rec : ranks) shift_rank(rec, -rebase);
+  origin += rebase;
+  for (int32_t r : a.unaligned)
+    problems.add_with("unaligned_rank", Severity::error, {"", -1}, [&] {
+      return fmt::format("rank {} shares no collective (process group and sequence number) with an aligned rank: its "
+                         "clock is kept as recorded", r);
+    });
+  return a;
+}
+
 std::string alignment_json(const ClockAlignment& a) {
   nlohmann::json offsets = nlohmann::json::object(), matches = nlohmann::json::object();
   for (const auto& [r, o] : a.offset_ns) offsets[std::to_string(r)] = o;

@@ -93,25 +93,8 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
   if (opt.align == "collectives") {
     std::vector<RankRecords> recs;
     for (const auto& r : kept) recs.push_back(kineto::build_rank(r, names, origin, problems, summary));
-    const ClockAlignment a = align_by_collectives(recs);
-    // aligned = recorded - offset; re-based by whole microseconds so that no time is negative
-    int64_t min_t = 0;
-    for (auto& rec : recs) {
-      shift_rank(rec, -a.offset_ns.at(rec.rank));
-      for (const auto& o : rec.ops) min_t = std::min(min_t, o.start_ns);
-      for (const auto& st : rec.steps) min_t = std::min(min_t, st.start_ns);
-    }
-    const int64_t rebase = min_t < 0 ? -((-min_t + 999) / 1000) * 1000 : 0;
-    for (auto& rec : recs) {
-      if (rebase) shift_rank(rec, -rebase);
-      write_rank(rec, w, lo, hi);
-    }
-    origin += rebase;
-    for (int32_t r : a.unaligned)
-      problems.add_with("unaligned_rank", Severity::error, {"", -1}, [&] {
-        return fmt::format("rank {} shares no collective (process group and sequence number) with an aligned rank: its "
-                           "clock is kept as recorded", r);
-      }, 1);
+    const ClockAlignment a = align_ranks(recs, origin, problems);
+    for (const auto& rec : recs) write_rank(rec, w, lo, hi);
     summary.alignment_json = alignment_json(a);
     summary.alignment_text = alignment_text(a);
     w.set_metadata(meta::kImportAlignJson, summary.alignment_json);

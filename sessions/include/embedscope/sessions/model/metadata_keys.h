@@ -128,6 +128,9 @@ inline constexpr const char* kImportOriginNs = "import_origin_ns";
 /// recorded time of rank r's event at session time t is t + offsets_ns[r] (trace ts = that +
 /// import_origin_ns): the raw times stay in the session.
 inline constexpr const char* kImportAlignJson = "import_align_json";
+/// Sessions `embedscope merge` wrote: JSON [{"file", "ranks": [...], "shift_ns"}], the inputs,
+/// their ranks and the ns added to each input's times (its time base minus the merged origin).
+inline constexpr const char* kMergedFromJson = "merged_from_json";
 // --- imported memory snapshots ----------------------------------------------------------------
 /// PyTorch's allocator_settings of an imported memory snapshot, JSON.
 inline constexpr const char* kAllocatorSettingsJson = "allocator_settings_json";

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "embedscope/sessions/importers/common/import_problems.h"
 #include "embedscope/sessions/model/events.h"
 #include "embedscope/sessions/store/session.h"
 
@@ -54,6 +55,12 @@ struct ClockAlignment {
 /// group_name + sequence match them). Ranks without collectives in common keep offset 0 and are
 /// listed in `unaligned`. Cost O(n log n) in collective records.
 ClockAlignment align_by_collectives(const std::vector<RankRecords>& ranks);
+
+/// align_by_collectives, then every rank shifted by -offset and all of them re-based by whole
+/// microseconds where that made a time negative (`origin_ns`, the trace ts of session time 0,
+/// moves with the re-base, so raw trace ts = origin_ns + t + offset). Ranks left unaligned are
+/// counted in `problems` as `unaligned_rank` (error).
+ClockAlignment align_ranks(std::vector<RankRecords>& ranks, int64_t& origin_ns, ImportProblems& problems);
 
 /// The metadata value import_align_json: {"method": "collectives", "reference_rank",
 /// "offsets_ns": {"1": 400000, ...}, "matches": {...}, "matched_collectives", "max_skew_ns",
