@@ -10,6 +10,10 @@ namespace embedscope::sessions::importers::nsys {
 
 namespace {
 
+/// Times beyond this (2^61 ns, 73 years) are refused, so that epoch + time and their
+/// differences never overflow int64.
+constexpr int64_t kMaxAbsNs = int64_t{1} << 61;
+
 /// A column the importer reads: required ones make the table unreadable when absent; optional
 /// ones read as NULL.
 struct Col {
@@ -90,6 +94,12 @@ uint32_t Reader::string_id(int64_t id) {
 }
 
 bool Reader::valid_span(int64_t start, int64_t end, const std::string& table, int64_t row) {
+  if (start < -kMaxAbsNs || start > kMaxAbsNs || end < -kMaxAbsNs || end > kMaxAbsNs) {
+    problems_.add_with("bad_timestamp", Severity::data_loss, {db_.name(), -1}, [&] {
+      return fmt::format("{} row {}: start {} / end {} ns is beyond +-2^61 ns (73 years), skipped", table, row, start, end);
+    });
+    return false;
+  }
   if (end >= start) return true;
   problems_.add_with("negative_duration", Severity::error, {db_.name(), -1}, [&] {
     return fmt::format("{} row {}: end {} before start {} (unfinished), kept out of the session; the time range comes "
@@ -143,13 +153,13 @@ void Reader::read_strings_and_enums() {
 void Reader::read_targets(Capture& c) {
   if (db_.has_column("TARGET_INFO_SESSION_START_TIME", "utcEpochNs")) {
     db_.each("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME", [&](const Row& r) {
-      if (c.epoch_ns < 0 && !r.null(0)) c.epoch_ns = r.i(0);
+      if (c.epoch_ns < 0 && !r.null(0) && r.i(0) >= 0 && r.i(0) <= kMaxAbsNs) c.epoch_ns = r.i(0);
     });
   }
   if (c.epoch_ns < 0)
     problems_.add("no_session_start_time", Severity::info, {db_.name(), -1},
-                  "TARGET_INFO_SESSION_START_TIME.utcEpochNs absent: times are the export's own ns, the session has no "
-                  "wall-clock anchor");
+                  "TARGET_INFO_SESSION_START_TIME.utcEpochNs absent (or not a Unix time in ns): times are the export's "
+                  "own ns, the session has no wall-clock anchor");
   if (db_.has_column("TARGET_INFO_SYSTEM_ENV", "name") && db_.has_column("TARGET_INFO_SYSTEM_ENV", "value"))
     db_.each("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1",
              [&](const Row& r) { c.host = r.text(0); });

@@ -220,12 +220,21 @@ TEST(NsysSqlite, MissingColumnsAreCountedOptionalReadAsNullRequiredSkipTheTable)
     }
 }
 
-TEST(NsysSqlite, NegativeDurationsAreCountedAndKeptOut) {
+TEST(NsysSqlite, NegativeDurationsAndOutOfRangeTimesAreCountedAndKeptOut) {
   NsysFixture f;
   f.negative_kernel = true;
-  const auto sum = import_nsys(fixture("neg.sqlite", f), "neg.db");
+  const std::string file = fixture("neg.sqlite", f);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+  // 2^62 ns: epoch + time would overflow int64 further on
+  ASSERT_EQ(sqlite3_exec(db, "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (4611686018427387904, 4611686018427387905, 0, 7,"
+                             " 0, 0, 3, 4)", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  const auto sum = import_nsys(file, "neg.db");
   EXPECT_EQ(count(sum, "kernels"), 2);
   EXPECT_EQ(problem_count(sum.problems, "negative_duration"), 1);
+  EXPECT_EQ(problem_count(sum.problems, "bad_timestamp"), 1);
+  EXPECT_EQ(problem(sum.problems, "bad_timestamp")->severity, "data_loss");
   EXPECT_EQ(sum.end_ns, 9500);  // the time range from valid events ('step body'), not the bad row's 20000
 }
 
