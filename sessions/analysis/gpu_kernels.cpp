@@ -97,10 +97,12 @@ std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const 
   if (stream_lanes.empty()) return {};
   const std::string origin_text = r.meta(meta::kImportOriginNs);
   const bool imported = !origin_text.empty();
+  // HTA rounds Kineto's float microseconds; an Nsight export has integer ns and is kept exact.
+  const bool rounded = imported && r.meta(meta::kImportFormat, "kineto_json") == "kineto_json";
   const int64_t origin = imported ? std::strtoll(origin_text.c_str(), nullptr, 10) : 0;
-  // Times as HTA sees them: rounded trace microseconds on imported sessions, exact ns otherwise.
-  auto start_of = [&](int64_t s, int64_t e) { return imported ? hta_round(s + origin, e + origin, KernelClass::other).start : s; };
-  auto end_of = [&](int64_t s, int64_t e) { return imported ? hta_round(s + origin, e + origin, KernelClass::other).end : e; };
+  // Times as HTA sees them: rounded trace microseconds on imported Kineto traces, exact ns otherwise.
+  auto start_of = [&](int64_t s, int64_t e) { return rounded ? hta_round(s + origin, e + origin, KernelClass::other).start : s; };
+  auto end_of = [&](int64_t s, int64_t e) { return rounded ? hta_round(s + origin, e + origin, KernelClass::other).end : e; };
 
   std::map<int32_t, std::vector<StepMetric>> steps;
   std::set<int64_t> step_numbers;
@@ -151,7 +153,7 @@ std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const 
       // engine ran or simulated under its own name) is communication whatever its name
       const KernelClass k = o.category == OpCategory::comm ? KernelClass::communication
                                                            : importers::kernel_class(r.name(o.name_id));
-      GpuSpan s = imported ? hta_round(o.start_ns + origin, o.end_ns + origin, k) : GpuSpan{o.start_ns, o.end_ns, k};
+      GpuSpan s = rounded ? hta_round(o.start_ns + origin, o.end_ns + origin, k) : GpuSpan{o.start_ns, o.end_ns, k};
       if (filter) {
         int64_t launch = s.start;  // a GPU event without a launch is judged by its own start
         if (imported && o.correlation) {
@@ -169,7 +171,7 @@ std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const 
     RankKernelFigures f = kernel_figures(spans);
     f.rank = rank;
     f.dropped_events = dropped;
-    f.microsecond_rounding = imported;
+    f.microsecond_rounding = rounded;
     out.push_back(f);
   }
   return out;

@@ -8,15 +8,22 @@
 #include <fmt/format.h>
 
 #include "embedscope/sessions/importers/kineto_json/kineto_json.h"
+#include "embedscope/sessions/importers/nsys_sqlite/nsys_sqlite.h"
 
 namespace embedscope::sessions::importers {
 
 namespace fs = std::filesystem;
 
+namespace {
+bool probe_kineto_file(const std::string&, std::string_view head) { return probe_kineto_json(head); }
+}  // namespace
+
 const std::vector<Importer>& all_importers() {
   static const std::vector<Importer> v{
-      {"kineto_json", "PyTorch profiler (Kineto) Chrome-trace JSON (.json, .json.gz)", &probe_kineto_json,
-       &import_kineto_json}};
+      {"kineto_json", "PyTorch profiler (Kineto) Chrome-trace JSON (.json, .json.gz)", &probe_kineto_file,
+       &import_kineto_json},
+      {"nsys_sqlite", "Nsight Systems SQLite exports (nsys export --type sqlite)", &probe_nsys_sqlite,
+       &import_nsys_sqlite}};
   return v;
 }
 
@@ -34,9 +41,9 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& paths) {
       std::vector<std::string> found;
       for (const auto& e : fs::directory_iterator(p, ec)) {
         const std::string name = e.path().string();
-        if (e.is_regular_file() && (ends_with(name, ".json") || ends_with(name, ".json.gz"))) found.push_back(name);
+        if (e.is_regular_file() && (ends_with(name, ".json") || ends_with(name, ".json.gz") || ends_with(name, ".sqlite"))) found.push_back(name);
       }
-      if (found.empty()) throw ImportError(fmt::format("{}: a directory without .json or .json.gz files", p));
+      if (found.empty()) throw ImportError(fmt::format("{}: a directory without .json, .json.gz or .sqlite files", p));
       std::sort(found.begin(), found.end());
       out.insert(out.end(), found.begin(), found.end());
     } else if (fs::exists(p, ec)) {
@@ -61,18 +68,19 @@ std::string read_head(const std::string& path, size_t max_bytes) {
 const Importer& detect(const std::string& path) {
   const std::string head = read_head(path);
   for (const auto& imp : all_importers())
-    if (imp.probe(head)) return imp;
+    if (imp.probe(path, head)) return imp;
   if (head.compare(0, 16, std::string("SQLite format 3\0", 16)) == 0)
-    throw ImportError(fmt::format("{}: an SQLite database (an Nsight Systems export or an Embedscope session?): "
-                                  "importing Nsight SQLite exports is not implemented yet; an Embedscope session "
-                                  "opens as it is (embedscope stats FILE)", path));
+    throw ImportError(fmt::format("{}: an SQLite database that is not an Nsight Systems export (no "
+                                  "META_DATA_EXPORT.EXPORT_SCHEMA_VERSION); an Embedscope session opens as it is "
+                                  "(embedscope stats FILE)", path));
   if (!head.empty() && static_cast<unsigned char>(head[0]) == 0x80)
     throw ImportError(fmt::format("{}: a Python pickle that is not a PyTorch memory snapshot (those are pickle protocol 2 to 5)", path));
   if (ends_with(path, ".nsys-rep"))
-    throw ImportError(fmt::format("{}: an Nsight Systems report; export it first (nsys export --type sqlite {}); "
-                                  "importing the SQLite export is not implemented yet", path, path));
-  throw ImportError(fmt::format("{}: not a format embedscope import reads (it reads {})", path,
-                                all_importers().front().description));
+    throw ImportError(fmt::format("{}: an Nsight Systems report; export it first with `{}` and import the .sqlite file",
+                                  path, nsys_export_command(path)));
+  std::string formats;
+  for (const auto& imp : all_importers()) formats += (formats.empty() ? "" : "; ") + std::string(imp.description);
+  throw ImportError(fmt::format("{}: not a format embedscope import reads (it reads {})", path, formats));
 }
 
 }  // namespace embedscope::sessions::importers

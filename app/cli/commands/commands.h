@@ -37,6 +37,8 @@ Command add_stats_command(CLI::App& app);
 Command add_replay_memory_command(CLI::App& app);
 /// `import`: other tools' traces as a session (commands/import.cpp).
 Command add_import_command(CLI::App& app);
+/// `merge`: per-rank sessions as one session (commands/merge.cpp).
+Command add_merge_command(CLI::App& app);
 /// `export`: a session as Chrome trace JSON or CSV (commands/export.cpp).
 Command add_export_command(CLI::App& app);
 /// Whether `path` is a PyTorch memory snapshot by content: a pickle (0x80, protocol 2..5), as

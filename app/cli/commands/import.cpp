@@ -1,9 +1,11 @@
 // `embedscope import PATH... [-o SESSION.db] [--align none] [--json] [--force-overwrite]`: other
-// tools' traces as one session (today PyTorch profiler / Kineto JSON; the importer is chosen
-// by each file's content, sessions/importers/importer.h).
+// tools' traces as one session (PyTorch profiler / Kineto JSON, Nsight Systems SQLite exports;
+// the importer is chosen by each file's content, sessions/importers/importer.h).
 
 #include <sys/stat.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -15,6 +17,7 @@
 #include "commands.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
 #include "embedscope/sessions/importers/importer.h"
+#include "embedscope/sessions/importers/nsys_sqlite/nsys_sqlite.h"
 #include "embedscope/sessions/store/session.h"
 #include "output/gpu_kernels_text.h"
 #include "output/output.h"
@@ -40,14 +43,46 @@ std::string default_output(const std::string& input) {
   std::string base = input;
   while (!base.empty() && base.back() == '/') base.pop_back();
   if (auto slash = base.rfind('/'); slash != std::string::npos) base = base.substr(slash + 1);
-  for (const char* ext : {".gz", ".json", ".pt.trace", ".trace"})
+  for (const char* ext : {".gz", ".json", ".pt.trace", ".trace", ".sqlite", ".nsys-rep"})
     if (base.size() > std::string(ext).size() && base.compare(base.size() - std::string(ext).size(), std::string::npos, ext) == 0)
       base.resize(base.size() - std::string(ext).size());
   return (base.empty() ? std::string("imported") : base) + ".db";
 }
 
+/// A temporary directory, removed with what is in it when this goes out of scope.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    const char* t = std::getenv("TMPDIR");
+    std::string tmpl = std::string(t && *t ? t : "/tmp") + "/embedscope-nsys-XXXXXX";
+    if (!mkdtemp(tmpl.data())) throw ss::SessionError(fmt::format("{}: cannot create a temporary directory", tmpl));
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+bool is_nsys_report(const std::string& f) {
+  const std::string ext = ".nsys-rep";
+  return f.size() > ext.size() && f.compare(f.size() - ext.size(), ext.size(), ext) == 0;
+}
+
 int cmd_import(const ImportState& s) {
-  const std::vector<std::string> files = si::expand_inputs(s.inputs);
+  std::vector<std::string> files = si::expand_inputs(s.inputs);
+  // .nsys-rep: exported to SQLite by nsys (from PATH) into a temporary directory, then imported.
+  std::unique_ptr<TempDir> tmp;
+  si::ImportOptions opt;
+  for (auto& f : files) {
+    if (!is_nsys_report(f)) continue;
+    if (!tmp) tmp = std::make_unique<TempDir>();
+    fmt::print(stderr, "import: exporting {} to SQLite with nsys ({})\n", f, si::find_nsys_on_path().empty()
+                                                                            ? std::string("not on PATH") : si::find_nsys_on_path());
+    const std::string out = si::export_nsys_report(f, tmp->path);
+    opt.source_names[out] = f + " (exported by nsys to SQLite)";
+    f = out;
+  }
   if (std::any_of(files.begin(), files.end(), is_memory_snapshot_file)) {  // commands/import_memory_snapshot.cpp
     if (files.size() != 1)
       throw si::ImportError(fmt::format("{}: a PyTorch memory snapshot among {} files; import a snapshot on its own",
@@ -64,7 +99,6 @@ int cmd_import(const ImportState& s) {
   if (lstat(out.c_str(), &sb) == 0 && !s.overwrite)
     throw ss::SessionError(fmt::format("{}: already exists; choose another name (-o) or allow overwriting it "
                                        "(embedscope import --force-overwrite)", out));
-  si::ImportOptions opt;
   opt.align = s.align;
   opt.progress = [](const std::string& line) { fmt::print(stderr, "import: {}\n", line); };
   ss::SessionWriter writer(out, s.overwrite);
@@ -76,13 +110,14 @@ int cmd_import(const ImportState& s) {
     json j{{"session", out},          {"format", sum.format},  {"files", sum.files},    {"ranks", sum.ranks},
            {"events", sum.events},    {"start_ns", sum.start_ns}, {"end_ns", sum.end_ns}, {"origin_ns", sum.origin_ns},
            {"problems", import_problems_json(sum.problems)},
+           {"alignment", sum.alignment_json.empty() ? json(nullptr) : json::parse(sum.alignment_json)},
            {"gpu_kernels", gpu_kernels_json(figures, false)}};
     std::cout << dump(j) << "\n";
     return 0;
   }
   std::cout << fmt::format("imported     {} file(s) as {} ({})\n", files.size(), sum.format,
                            session.meta("import_producer"));
-  for (const auto& f : files) std::cout << fmt::format("             {}\n", f);
+  for (const auto& f : sum.files) std::cout << fmt::format("             {}\n", f);
   std::cout << fmt::format("session      {}\n", out);
   std::string ranks;
   for (auto r : sum.ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
@@ -92,6 +127,7 @@ int cmd_import(const ImportState& s) {
   std::cout << fmt::format("events       {}\n", ev.empty() ? std::string("none") : ev);
   std::cout << fmt::format("time range   {} .. {} ({}; trace ts {} us is 0)\n", ms(sum.start_ns), ms(sum.end_ns),
                            ms(sum.end_ns - sum.start_ns), sum.origin_ns / 1000);
+  if (!sum.alignment_text.empty()) std::cout << sum.alignment_text;
   std::cout << "import problems\n" << import_problems_text(sum.problems);
   const std::string k = gpu_kernels_text(figures, false);
   if (!k.empty()) std::cout << "\n" << k;
@@ -103,12 +139,14 @@ int cmd_import(const ImportState& s) {
 Command add_import_command(CLI::App& app) {
   auto s = std::make_shared<ImportState>();
   auto* c = app.add_subcommand("import", "Import PyTorch profiler (Kineto) JSON traces (.json, .json.gz, a directory "
-                                         "of per-rank traces) or a PyTorch CUDA memory snapshot (.pickle, gzip too) "
-                                         "into one session");
+                                         "of per-rank traces), Nsight Systems SQLite exports (.sqlite; .nsys-rep through "
+                                         "nsys export when nsys is on PATH) or a PyTorch "
+                                         "CUDA memory snapshot (.pickle, gzip too) into one session");
   c->add_option("paths", s->inputs, "Trace files or directories (one file per rank)")->required();
   c->add_option("-o,--output", s->output, "Session file to write (default: the first input's name with .db, here)");
-  c->add_option("--align", s->align, "How ranks' clocks are aligned: none (as recorded, one global minimum)")
-      ->check(CLI::IsMember({"none"}));
+  c->add_option("--align", s->align, "How ranks' clocks are aligned: none (as recorded, one global minimum) or "
+                                     "collectives (one offset per rank from matching collectives' ends)")
+      ->check(CLI::IsMember({"none", "collectives"}));
   c->add_flag("--force-overwrite", s->overwrite, "Replace the session file if it exists");
   c->add_flag("--json", s->json, "Print what was imported as one JSON object on stdout");
   return {c, [s] {

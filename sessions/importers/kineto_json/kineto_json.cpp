@@ -1,6 +1,7 @@
 #include "embedscope/sessions/importers/kineto_json/kineto_json.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include <fmt/format.h>
@@ -25,14 +26,15 @@ bool probe_kineto_json(std::string_view head) {
 }
 
 ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionWriter& w, const ImportOptions& opt) {
-  if (opt.align != "none")
-    throw ImportError(fmt::format("--align {}: only 'none' is implemented (each rank as recorded, shifted by one "
-                                  "global minimum)", opt.align));
+  if (opt.align != "none" && opt.align != "collectives")
+    throw ImportError(fmt::format("--align {}: not a method (none: each rank as recorded, shifted by one global "
+                                  "minimum; collectives: one offset per rank from the ends of matching collectives)",
+                                  opt.align));
   ImportSummary summary;
   summary.format = "kineto_json";
   summary.files = files;
   ImportProblems problems;
-  kineto::Interner names;
+  Interner names;
   std::vector<kineto::RankTrace> ranks;
   int64_t bytes_done = 0;
   for (size_t i = 0; i < files.size(); ++i) {
@@ -85,10 +87,23 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
     kept.push_back(std::move(r));
   }
   std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
-  const int64_t origin = kineto::session_origin_ns(kept);
-  summary.origin_ns = origin;
+  int64_t origin = kineto::session_origin_ns(kept);
   if (opt.progress) opt.progress(fmt::format("writing {} rank(s)", kept.size()));
-  kineto::write_ranks(kept, names, origin, w, problems, summary);
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  if (opt.align == "collectives") {
+    std::vector<RankRecords> recs;
+    for (const auto& r : kept) recs.push_back(kineto::build_rank(r, names, origin, problems, summary));
+    const ClockAlignment a = align_ranks(recs, origin, problems);
+    for (const auto& rec : recs) write_rank(rec, w, lo, hi);
+    summary.alignment_json = alignment_json(a);
+    summary.alignment_text = alignment_text(a);
+    w.set_metadata(meta::kImportAlignJson, summary.alignment_json);
+  } else {
+    for (const auto& r : kept) write_rank(kineto::build_rank(r, names, origin, problems, summary), w, lo, hi);
+  }
+  summary.origin_ns = origin;
+  summary.start_ns = lo == std::numeric_limits<int64_t>::max() ? 0 : lo;
+  summary.end_ns = hi == std::numeric_limits<int64_t>::min() ? 0 : hi;
   std::string producer;
   for (const auto& p : producers) producer += (producer.empty() ? "" : " | ") + p;
   w.set_metadata(meta::kImported, "1");

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/sessions/importers/common/kernel_classes.h"
+#include "importers/common/lane_checks.h"
 
 namespace embedscope::sessions::importers::kineto {
 
@@ -76,10 +77,12 @@ int64_t session_origin_ns(const std::vector<RankTrace>& ranks) {
   return lo == std::numeric_limits<int64_t>::max() ? 0 : floor_us(lo);
 }
 
-void write_ranks(const std::vector<RankTrace>& ranks, const Interner& names, int64_t origin, SessionWriter& w,
-                 ImportProblems& problems, ImportSummary& summary) {
-  int64_t t_lo = std::numeric_limits<int64_t>::max(), t_hi = std::numeric_limits<int64_t>::min();
-  for (const RankTrace& tr : ranks) {
+RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origin, ImportProblems& problems,
+                       ImportSummary& summary) {
+  RankRecords rec;
+  rec.rank = tr.rank;
+  rec.file = tr.file;
+  {
     const int32_t rank = tr.rank;
     summary.ranks.push_back(rank);
     // --- lanes: threads, then user spans on GPU tracks, then streams; each by its numbers
@@ -97,9 +100,9 @@ void write_ranks(const std::vector<RankTrace>& ranks, const Interner& names, int
       const int32_t no = static_cast<int32_t>(std::min<size_t>(k, kMaxLanes - 1));
       lane_no[order[k].index] = no;
       if (k < kMaxLanes - 1 || (k == kMaxLanes - 1 && order.size() == kMaxLanes)) {
-        w.add_lane({rank, no, lane_label(tr, *order[k].d), order[k].d->kind});
+        rec.lanes.push_back({rank, no, lane_label(tr, *order[k].d), order[k].d->kind});
       } else if (k == kMaxLanes - 1) {
-        w.add_lane({rank, no, "more lanes (merged)", "thread"});
+        rec.lanes.push_back({rank, no, "more lanes (merged)", "thread"});
         problems.add("too_many_lanes", Severity::error, {tr.file, -1},
                      fmt::format("rank {} has {} threads and streams; a session holds 256 lanes per rank, lanes from "
                                  "the 256th on are drawn on one merged lane",
@@ -110,7 +113,7 @@ void write_ranks(const std::vector<RankTrace>& ranks, const Interner& names, int
     ri.rank = rank;
     ri.host = "";
     ri.device = tr.devices.empty() ? "" : fmt::format("{} (imported)", tr.devices.front());
-    w.add_rank(ri);
+    rec.info = ri;
     // --- steps
     std::vector<Step> steps = tr.steps;
     std::sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) { return a.ts < b.ts; });
@@ -120,7 +123,7 @@ void write_ranks(const std::vector<RankTrace>& ranks, const Interner& names, int
       m.rank = rank;
       m.start_ns = s.ts - origin;
       m.end_ns = s.end - origin;
-      w.add_step(m);
+      rec.steps.push_back(m);
     }
     summary.events["steps"] += static_cast<int64_t>(steps.size());
     // HTA (hta/common/trace.py add_iteration): a host event belongs to the step s with
@@ -174,6 +177,7 @@ void write_ranks(const std::vector<RankTrace>& ranks, const Interner& names, int
         if (copy) o.bytes = e.bytes;
         auto l = e.correlation ? launch.find(e.correlation) : launch.end();
         o.step = l != launch.end() ? step_of(tr.events[l->second].ts) : -1;
+        if (l != launch.end()) count_kernel_before_launch(problems, tr.file, rank, names.text(e.name), e.ts, tr.events[l->second].ts);
         if (o.category == OpCategory::comm && l != launch.end()) {
           const int32_t pi = enclosing_param(tr.events[l->second]);
           if (pi >= 0 && tr.comm_params[static_cast<size_t>(tr.events[static_cast<size_t>(pi)].comm_param)].has_args) {
@@ -195,8 +199,6 @@ void write_ranks(const std::vector<RankTrace>& ranks, const Interner& names, int
                          : e.kind == EventKind::gpu_annotation ? "gpu_annotations"
                                                                : "cpu_ops"];
       }
-      t_lo = std::min(t_lo, o.start_ns);
-      t_hi = std::max(t_hi, o.end_ns);
       ops.push_back(o);
     }
     // --- collectives: one record per record_param_comms span that launched NCCL kernels
@@ -239,40 +241,14 @@ void write_ranks(const std::vector<RankTrace>& ranks, const Interner& names, int
           r.bytes_received = out_b;
         }
       }
-      w.add_collective(r);
+      rec.collectives.push_back(r);
       ++summary.events["collectives"];
     }
     // --- partially overlapping spans on one lane (kept; busy time is their union)
-    std::sort(ops.begin(), ops.end(), [](const OpEvent& a, const OpEvent& b) {
-      return std::tie(a.lane, a.start_ns, b.end_ns) < std::tie(b.lane, b.start_ns, a.end_ns);
-    });
-    std::vector<int64_t> open;
-    Lane cur{};
-    int64_t partial = 0;
-    const OpEvent* first = nullptr;
-    for (const OpEvent& o : ops) {
-      if (o.lane != cur) open.clear(), cur = o.lane;
-      while (!open.empty() && open.back() <= o.start_ns) open.pop_back();
-      if (!open.empty() && o.end_ns > open.back()) {
-        if (!partial) first = &o;
-        ++partial;
-      }
-      open.push_back(o.end_ns);
-    }
-    if (partial)
-      problems.add("overlapping_spans", Severity::error, {tr.file, -1},
-                   fmt::format("spans on one lane that overlap without nesting, kept (busy time counts their union); "
-                               "first: rank {} lane {} '{}' at {} ns",
-                               rank, static_cast<int>(first->lane), first->name, first->start_ns),
-                   partial);
-    for (size_t i = 0; i < ops.size(); i += 100000) {
-      std::vector<OpEvent> batch(ops.begin() + static_cast<std::ptrdiff_t>(i),
-                                 ops.begin() + static_cast<std::ptrdiff_t>(std::min(ops.size(), i + 100000)));
-      w.add_ops(batch);
-    }
+    sort_and_check_overlaps(ops, problems, tr.file);
+    rec.ops = std::move(ops);
   }
-  summary.start_ns = t_lo == std::numeric_limits<int64_t>::max() ? 0 : t_lo;
-  summary.end_ns = t_hi == std::numeric_limits<int64_t>::min() ? 0 : t_hi;
+  return rec;
 }
 
 }  // namespace embedscope::sessions::importers::kineto

@@ -1,9 +1,11 @@
 #pragma once
 // From parsed rank traces to session records: lane numbers, steps, launch joins, categories,
-// collective records; written through a SessionWriter.
+// collective records (written through a SessionWriter by kineto_json.cpp, after aligning the
+// ranks' clocks where asked).
 
 #include <vector>
 
+#include "embedscope/sessions/importers/common/clock_align.h"
 #include "embedscope/sessions/importers/common/import_problems.h"
 #include "embedscope/sessions/importers/importer.h"
 #include "importers/kineto_json/trace_model.h"
@@ -15,10 +17,10 @@ namespace embedscope::sessions::importers::kineto {
 /// there are no events.
 int64_t session_origin_ns(const std::vector<RankTrace>& ranks);
 
-/// Writes every rank of `ranks` (ranks already unique) with times shifted by `origin_ns`, and
-/// fills the summary's ranks, event counts and time range. Problems met here (partially
-/// overlapping spans, too many lanes) go to `problems`.
-void write_ranks(const std::vector<RankTrace>& ranks, const Interner& names, int64_t origin_ns, SessionWriter& w,
-                 ImportProblems& problems, ImportSummary& summary);
+/// The session records of one rank (ranks already unique), times shifted by `origin_ns`; adds
+/// the rank and its event counts to the summary. Problems met here (partially overlapping spans,
+/// too many lanes, kernels that start before their launch) go to `problems`.
+RankRecords build_rank(const RankTrace& rank, const Interner& names, int64_t origin_ns, ImportProblems& problems,
+                       ImportSummary& summary);
 
 }  // namespace embedscope::sessions::importers::kineto

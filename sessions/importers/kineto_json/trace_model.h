@@ -10,24 +10,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "importers/common/interner.h"
+
 namespace embedscope::sessions::importers::kineto {
-
-/// Names with stable addresses for the whole import (SessionWriter caches names by pointer).
-class Interner {
- public:
-  uint32_t id(std::string_view s) {
-    if (auto it = ids_.find(s); it != ids_.end()) return it->second;
-    store_.emplace_back(s);
-    const auto id = static_cast<uint32_t>(store_.size() - 1);
-    ids_.emplace(store_.back(), id);
-    return id;
-  }
-  const std::string& text(uint32_t id) const { return store_[id]; }
-
- private:
-  std::deque<std::string> store_;
-  std::unordered_map<std::string_view, uint32_t> ids_;
-};
 
 /// What an event is, from its `cat` and args.
 enum class EventKind : uint8_t {

@@ -24,7 +24,9 @@
 // Rounding: HTA parses Kineto's float microseconds and rounds every event to [ceil(ts),
 // floor(ts + dur)] whole microseconds (float64 arithmetic) before anything else. On imported
 // sessions (metadata import_origin_ns present) the figures apply the same rounding to the
-// trace's own timestamps, so they equal HTA's to the microsecond; other sessions use exact ns.
+// trace's own timestamps, so they equal HTA's to the microsecond; other sessions (Embedscope's
+// runs, imported Nsight exports, whose times are integer ns) use exact ns. GPU events join their
+// launch by correlation id on every imported session.
 
 #include <cstdint>
 #include <vector>
@@ -54,7 +56,7 @@ struct RankKernelFigures {
   double overlap_pct = 0;      ///< 100 * overlap_ns / comm_ns
   int64_t kernel_time_ns = 0;  ///< first GPU event start to last end
   int64_t idle_ns = 0, compute_ns = 0, non_compute_ns = 0;
-  bool microsecond_rounding = false;  ///< HTA's us rounding applied (imported sessions)
+  bool microsecond_rounding = false;  ///< HTA's us rounding applied (imported Kineto traces)
 };
 
 /// HTA's merge: sorted by start, a new interval begins where start > the largest end so far;

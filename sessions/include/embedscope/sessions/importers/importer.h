@@ -4,9 +4,9 @@
 // file is its format. `embedscope import` expands directories, probes each file and hands all
 // the files of one format to that importer, which writes one session through a SessionWriter.
 //
-// Today: kineto_json (PyTorch profiler / Kineto Chrome-trace JSON, `.json` / `.json.gz`).
-// Nsight Systems SQLite exports and PyTorch memory snapshot pickles are recognised by their
-// magic bytes so the error can say so, and plug in here with a probe and a run function.
+// Today: kineto_json (PyTorch profiler / Kineto Chrome-trace JSON, `.json` / `.json.gz`) and
+// nsys_sqlite (Nsight Systems SQLite exports). PyTorch memory snapshot pickles are recognised
+// by their magic bytes (the CLI imports them itself); other SQLite files are named as such.
 
 #include <cstdint>
 #include <functional>
@@ -28,11 +28,16 @@ class ImportError : public std::runtime_error {
 };
 
 struct ImportOptions {
-  /// How the ranks' clocks are put on one axis; only "none" exists (each rank as recorded,
-  /// shifted by one global minimum, as Holistic Trace Analysis does).
+  /// How the ranks' clocks are put on one axis: "none" (each rank as recorded, shifted by one
+  /// global minimum, as Holistic Trace Analysis does) or "collectives" (Kineto traces: one offset
+  /// per rank from the ends of matching collectives, importers/common/clock_align.h).
   std::string align = "none";
   /// Called with a line of progress (file, bytes, events) now and then; may be empty.
   std::function<void(const std::string&)> progress;
+  /// The name to record and report for an input file where it is not the file read: an
+  /// .nsys-rep exported to a temporary SQLite file is recorded as "report1.nsys-rep (exported
+  /// by nsys to SQLite)". Files not listed are recorded as given.
+  std::map<std::string, std::string> source_names;
 };
 
 /// What an import wrote, for `embedscope import` to print.
@@ -44,13 +49,17 @@ struct ImportSummary {
   int64_t start_ns = 0, end_ns = 0;         ///< time range of the valid events, session ns
   int64_t origin_ns = 0;                    ///< trace ts (ns) of session time 0 (metadata import_origin_ns)
   std::vector<ImportStat> problems;         ///< also stored in import_stats
+  /// --align collectives: the offsets and residual skew (clock_align.h), as metadata
+  /// import_align_json and as lines to print; "" otherwise.
+  std::string alignment_json, alignment_text;
 };
 
-/// One importer: a format name, a probe over the first bytes of a file's text, and the import.
+/// One importer: a format name, a probe over a file (its path, and the first bytes of its
+/// text, gunzipped when gzip), and the import.
 struct Importer {
   const char* format;
   const char* description;
-  bool (*probe)(std::string_view head);
+  bool (*probe)(const std::string& path, std::string_view head);
   ImportSummary (*run)(const std::vector<std::string>& files, SessionWriter& writer, const ImportOptions& options);
 };
 
@@ -58,7 +67,7 @@ struct Importer {
 const std::vector<Importer>& all_importers();
 
 /// The files named by `paths`: files as given, directories replaced by their regular files
-/// ending in .json or .json.gz, sorted by name. Throws ImportError naming a path that does not
+/// ending in .json, .json.gz or .sqlite, sorted by name. Throws ImportError naming a path that does not
 /// exist or a directory without such files.
 std::vector<std::string> expand_inputs(const std::vector<std::string>& paths);
 

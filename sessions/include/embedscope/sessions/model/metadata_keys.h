@@ -110,19 +110,31 @@ inline constexpr const char* kGpuTraceError = "gpu_trace_error";
 // --- imported sessions (embedscope import; absent in sessions Embedscope ran) -----------------
 /// "1" when the session was imported from another tool's trace (shown as IMPORTED).
 inline constexpr const char* kImported = "imported";
-/// The format read: "kineto_json" (PyTorch profiler / Kineto Chrome-trace JSON) or
-/// "torch_memory_snapshot" (a PyTorch CUDA memory snapshot pickle).
+/// The format read: "kineto_json" (PyTorch profiler / Kineto Chrome-trace JSON), "nsys_sqlite"
+/// (an Nsight Systems SQLite export) or "torch_memory_snapshot" (a PyTorch CUDA memory snapshot
+/// pickle).
 inline constexpr const char* kImportFormat = "import_format";
 /// What produced the trace, in words, e.g. "PyTorch profiler (Kineto) schemaVersion 1; NCCL 2.17.1".
 inline constexpr const char* kImportProducer = "import_producer";
-/// The files read, JSON [{"file", "bytes", "uncompressed_bytes", "rank"}] (bytes as on disk).
+/// The files read, JSON [{"file", "bytes", "uncompressed_bytes", "rank"}] (bytes as on disk;
+/// Nsight exports, which may hold several processes, have "ranks": [...] instead of "rank").
 inline constexpr const char* kImportSources = "import_sources_json";
 /// How the ranks' clocks were put on one axis: "none" (each rank as recorded, shifted by one
-/// global minimum, as Holistic Trace Analysis does).
+/// global minimum, as Holistic Trace Analysis does) or "collectives" (one offset per rank from
+/// the ends of matching collectives; kImportAlignJson holds them).
 inline constexpr const char* kImportAlign = "import_align";
 /// The trace timestamp (ns, the trace's own clock: Kineto `ts` x 1000) of session time 0, decimal:
-/// trace ts = import_origin_ns + t. A multiple of 1000, so whole trace microseconds stay whole.
+/// trace ts = import_origin_ns + t. A multiple of 1000 for Kineto, so whole trace microseconds
+/// stay whole; for Nsight exports the Unix ns of the earliest event (utcEpochNs + export ns).
 inline constexpr const char* kImportOriginNs = "import_origin_ns";
+/// import_align "collectives": JSON {"method", "reference_rank", "offsets_ns": {"1": 400000},
+/// "matches", "matched_collectives", "max_skew_ns", "median_skew_ns", "unaligned_ranks"}. The
+/// recorded time of rank r's event at session time t is t + offsets_ns[r] (trace ts = that +
+/// import_origin_ns): the raw times stay in the session.
+inline constexpr const char* kImportAlignJson = "import_align_json";
+/// Sessions `embedscope merge` wrote: JSON [{"file", "ranks": [...], "shift_ns"}], the inputs,
+/// their ranks and the ns added to each input's times (its time base minus the merged origin).
+inline constexpr const char* kMergedFromJson = "merged_from_json";
 // --- imported memory snapshots ----------------------------------------------------------------
 /// PyTorch's allocator_settings of an imported memory snapshot, JSON.
 inline constexpr const char* kAllocatorSettingsJson = "allocator_settings_json";

@@ -1,0 +1,149 @@
+#include "embedscope/sessions/importers/common/clock_align.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace embedscope::sessions::importers {
+
+void shift_rank(RankRecords& r, int64_t d) {
+  for (auto& o : r.ops) o.start_ns += d, o.end_ns += d;
+  for (auto& s : r.steps) s.start_ns += d, s.end_ns += d;
+  for (auto& c : r.collectives) c.start_ns += d, c.end_ns += d;
+}
+
+void write_rank(const RankRecords& r, SessionWriter& w, int64_t& lo, int64_t& hi) {
+  w.add_rank(r.info);
+  for (const auto& l : r.lanes) w.add_lane(l);
+  for (const auto& s : r.steps) w.add_step(s);
+  for (const auto& c : r.collectives) w.add_collective(c);
+  for (const auto& o : r.ops) lo = std::min(lo, o.start_ns), hi = std::max(hi, o.end_ns);
+  for (size_t i = 0; i < r.ops.size(); i += 100000) {
+    std::vector<OpEvent> batch(r.ops.begin() + static_cast<std::ptrdiff_t>(i),
+                               r.ops.begin() + static_cast<std::ptrdiff_t>(std::min(r.ops.size(), i + 100000)));
+    w.add_ops(batch);
+  }
+}
+
+namespace {
+int64_t median(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  if (n == 0) return 0;
+  if (n % 2) return v[n / 2];
+  const int64_t a = v[n / 2 - 1], b = v[n / 2];
+  return a + (b - a) / 2;  // no overflow
+}
+}  // namespace
+
+ClockAlignment align_by_collectives(const std::vector<RankRecords>& ranks) {
+  ClockAlignment out;
+  // (group, sequence) -> rank -> end (the earliest record of the rank, should there be two)
+  std::map<std::pair<std::string, uint64_t>, std::map<int32_t, int64_t>> ends;
+  std::set<int32_t> all;
+  for (const auto& r : ranks) {
+    all.insert(r.rank);
+    for (const auto& c : r.collectives) {
+      auto [it, fresh] = ends[{c.group, c.sequence}].try_emplace(r.rank, c.end_ns);
+      if (!fresh) it->second = std::min(it->second, c.end_ns);
+    }
+  }
+  if (all.empty()) return out;
+  out.reference_rank = *all.begin();
+  std::map<int32_t, int64_t> aligned{{out.reference_rank, 0}};
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (int32_t r : all) {
+      if (aligned.count(r)) continue;
+      std::vector<int64_t> diffs;
+      for (const auto& [key, members] : ends) {
+        auto mine = members.find(r);
+        if (mine == members.end()) continue;
+        // the aligned member with the lowest rank stands for the collective's end
+        for (const auto& [m, end] : members)
+          if (auto a = aligned.find(m); a != aligned.end()) {
+            diffs.push_back(mine->second - (end - a->second));
+            break;
+          }
+      }
+      if (diffs.empty()) continue;
+      aligned[r] = median(diffs);
+      out.matches[r] = static_cast<int64_t>(diffs.size());
+      grew = true;
+    }
+  }
+  for (int32_t r : all) {
+    auto a = aligned.find(r);
+    out.offset_ns[r] = a == aligned.end() ? 0 : a->second;
+    if (a == aligned.end()) out.unaligned.push_back(r);
+  }
+  std::vector<int64_t> skews;
+  for (const auto& [key, members] : ends) {
+    if (members.size() < 2) continue;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (const auto& [m, end] : members) lo = std::min(lo, end - out.offset_ns[m]), hi = std::max(hi, end - out.offset_ns[m]);
+    skews.push_back(hi - lo);
+  }
+  out.matched_collectives = static_cast<int64_t>(skews.size());
+  if (!skews.empty()) {
+    out.max_skew_ns = *std::max_element(skews.begin(), skews.end());
+    out.median_skew_ns = median(skews);
+  }
+  return out;
+}
+
+ClockAlignment align_ranks(std::vector<RankRecords>& ranks, int64_t& origin, ImportProblems& problems) {
+  const ClockAlignment a = align_by_collectives(ranks);
+  int64_t min_t = 0;
+  for (auto& rec : ranks) {
+    shift_rank(rec, -a.offset_ns.at(rec.rank));
+    for (const auto& o : rec.ops) min_t = std::min(min_t, o.start_ns);
+    for (const auto& st : rec.steps) min_t = std::min(min_t, st.start_ns);
+  }
+  const int64_t rebase = min_t < 0 ? -((-min_t + 999) / 1000) * 1000 : 0;
+  if (rebase)
+    for (auto& rec : ranks) shift_rank(rec, -rebase);
+  origin += rebase;
+  for (int32_t r : a.unaligned)
+    problems.add_with("unaligned_rank", Severity::error, {"", -1}, [&] {
+      return fmt::format("rank {} shares no collective (process group and sequence number) with an aligned rank: its "
+                         "clock is kept as recorded", r);
+    });
+  return a;
+}
+
+std::string alignment_json(const ClockAlignment& a) {
+  nlohmann::json offsets = nlohmann::json::object(), matches = nlohmann::json::object();
+  for (const auto& [r, o] : a.offset_ns) offsets[std::to_string(r)] = o;
+  for (const auto& [r, n] : a.matches) matches[std::to_string(r)] = n;
+  return nlohmann::json{{"method", "collectives"},
+                        {"reference_rank", a.reference_rank},
+                        {"offsets_ns", offsets},
+                        {"matches", matches},
+                        {"matched_collectives", a.matched_collectives},
+                        {"max_skew_ns", a.max_skew_ns},
+                        {"median_skew_ns", a.median_skew_ns},
+                        {"unaligned_ranks", a.unaligned}}
+      .dump();
+}
+
+std::string alignment_text(const ClockAlignment& a) {
+  std::string s = fmt::format("clock alignment by collectives (same group and sequence end together), reference rank {}\n",
+                              a.reference_rank);
+  for (const auto& [r, o] : a.offset_ns) {
+    auto m = a.matches.find(r);
+    const bool unaligned = std::find(a.unaligned.begin(), a.unaligned.end(), r) != a.unaligned.end();
+    s += fmt::format("  rank {:<4} clock offset {:+.3f} us{}\n", r, static_cast<double>(o) / 1e3,
+                     r == a.reference_rank ? std::string(" (reference)")
+                     : unaligned           ? std::string(" (no collective in common: not aligned)")
+                                           : fmt::format(" (median of {} collective end(s))", m == a.matches.end() ? 0 : m->second));
+  }
+  s += fmt::format("  residual skew of {} matched collective(s): max {:.3f} us, median {:.3f} us\n", a.matched_collectives,
+                   static_cast<double>(a.max_skew_ns) / 1e3, static_cast<double>(a.median_skew_ns) / 1e3);
+  return s;
+}
+
+}  // namespace embedscope::sessions::importers

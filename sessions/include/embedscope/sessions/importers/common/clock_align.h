@@ -1,0 +1,73 @@
+#pragma once
+// One rank's records between an importer (or merge) and the SessionWriter, and putting the
+// ranks' clocks on one axis from their collectives (`--align collectives`).
+//
+// Ranks' clocks differ (hosts, one CUPTI clock per process). The members of one collective
+// (same process group, same sequence number) finish together: a ring or tree collective cannot
+// end on one rank before the last rank's data arrived, so their ends are the same moment up to
+// the completion latency. The offset of rank r is the median, over the collectives r shares with
+// an already aligned rank a, of end_r - (end_a - offset_a), starting from the lowest rank
+// (offset 0) and repeating until no rank can be added; the median ignores the few collectives
+// whose ends are late on one rank. Aligned time = recorded time - offset. The residual skew of a
+// collective is max - min of its members' aligned ends.
+//
+// Example: rank 1 runs 400 us ahead, its all-reduce ends are rank 0's + 400 us + {0, 2, -1, 3,
+// -2} us: offset 400 us, residual skews {0, 2, 1, 3, 2} us: max 3 us, median 2 us.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "embedscope/sessions/importers/common/import_problems.h"
+#include "embedscope/sessions/model/events.h"
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::sessions::importers {
+
+/// Everything a session holds of one rank, in session ns.
+struct RankRecords {
+  int32_t rank = 0;
+  std::string file;                        ///< where it came from (messages)
+  RankInfo info;
+  std::vector<LaneInfo> lanes;
+  std::vector<StepMetric> steps;
+  std::vector<OpEvent> ops;                ///< names must outlive the writing
+  std::vector<CollectiveRecord> collectives;
+};
+
+/// Adds `delta_ns` to every time of `r` (ops, steps, collectives).
+void shift_rank(RankRecords& r, int64_t delta_ns);
+
+/// Writes `r` (rank, lanes, steps, collectives, ops in batches) and widens [lo, hi] to its ops.
+void write_rank(const RankRecords& r, SessionWriter& w, int64_t& lo, int64_t& hi);
+
+struct ClockAlignment {
+  int32_t reference_rank = 0;
+  std::map<int32_t, int64_t> offset_ns;  ///< every rank: its clock minus the reference's (aligned = recorded - offset)
+  std::vector<int32_t> unaligned;        ///< ranks sharing no collective with an aligned rank (offset 0)
+  std::map<int32_t, int64_t> matches;    ///< per rank: collectives its offset was estimated from
+  int64_t matched_collectives = 0;       ///< (group, sequence) with members on two or more ranks
+  int64_t max_skew_ns = 0, median_skew_ns = 0;  ///< residual skew over those, after alignment
+};
+
+/// The offsets of `ranks` from the ends of their collectives (`collectives` of RankRecords;
+/// group_name + sequence match them). Ranks without collectives in common keep offset 0 and are
+/// listed in `unaligned`. Cost O(n log n) in collective records.
+ClockAlignment align_by_collectives(const std::vector<RankRecords>& ranks);
+
+/// align_by_collectives, then every rank shifted by -offset and all of them re-based by whole
+/// microseconds where that made a time negative (`origin_ns`, the trace ts of session time 0,
+/// moves with the re-base, so raw trace ts = origin_ns + t + offset). Ranks left unaligned are
+/// counted in `problems` as `unaligned_rank` (error).
+ClockAlignment align_ranks(std::vector<RankRecords>& ranks, int64_t& origin_ns, ImportProblems& problems);
+
+/// The metadata value import_align_json: {"method": "collectives", "reference_rank",
+/// "offsets_ns": {"1": 400000, ...}, "matches": {...}, "matched_collectives", "max_skew_ns",
+/// "median_skew_ns", "unaligned_ranks": [...]}.
+std::string alignment_json(const ClockAlignment& a);
+
+/// Lines for `import` to print: each rank's offset and the residual skew.
+std::string alignment_text(const ClockAlignment& a);
+
+}  // namespace embedscope::sessions::importers

@@ -1,0 +1,41 @@
+#pragma once
+// One session from per-rank sessions (`embedscope merge A.db B.db ... -o ALL.db`): imported
+// traces of one rank each, or sessions Embedscope processes wrote on different hosts.
+//
+// Each input's ranks are taken as its `ranks` table names them; a rank present in two inputs is
+// refused naming both files. Copied per rank: the rank, its lanes, ops, steps, collectives, load
+// and memory counters; the inputs' import problems are added up by name. Not merged (said as
+// the info problem `not_merged`): memory events, snapshots and timelines, id histograms, the
+// sharding plan rows. Times: each input's session time + its own time base (metadata
+// import_origin_ns where present, else wall_anchor_unix_ns, else 0) is its recorded time; the
+// merged session's time 0 is the earliest recorded event of any input rounded down to a whole
+// microsecond (what a directory import of the same traces gives), or, with align
+// "collectives", every rank shifted by its clock offset as `import --align collectives` does
+// (importers/common/clock_align.h). Metadata: the first input's, with world_size, steps, the
+// import keys and merged_from_json recomputed.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace embedscope::sessions {
+
+struct MergeOptions {
+  std::string align = "none";  ///< "none" or "collectives"
+  bool overwrite = false;      ///< replace `output` if it exists (never an input, never a live writer's)
+};
+
+struct MergeSummary {
+  std::vector<std::string> files;
+  std::vector<int32_t> ranks;                    ///< ascending
+  int64_t ops = 0;                               ///< ops written
+  std::string alignment_json, alignment_text;    ///< align "collectives"; "" otherwise
+};
+
+/// Writes `output` from `inputs` (at least two sessions). Throws SessionError (bad input, exit 2)
+/// naming the files for: a rank in two inputs ("b.db: rank 0 is also in a.db ..."), inputs of
+/// different import formats, an output that is one of the inputs, an output that exists
+/// without `overwrite` or that a live writer holds, an unreadable input.
+MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::string& output, const MergeOptions& options);
+
+}  // namespace embedscope::sessions

@@ -1,0 +1,216 @@
+#include "embedscope/sessions/merge/merge.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "embedscope/sessions/importers/common/clock_align.h"
+#include "embedscope/sessions/importers/common/import_problems.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::sessions {
+
+namespace {
+namespace si = importers;
+using nlohmann::json;
+
+int64_t meta_int(const SessionReader& r, const char* key, int64_t fallback) {
+  const std::string v = r.meta(key);
+  if (v.empty()) return fallback;
+  try {
+    return std::stoll(v);
+  } catch (const std::exception&) {
+    return fallback;
+  }
+}
+
+/// The recorded time of session time 0 of an input: import_origin_ns, else wall_anchor_unix_ns, else 0.
+int64_t time_base(const SessionReader& r) {
+  return meta_int(r, meta::kImportOriginNs, meta_int(r, meta::kWallAnchorUnixNs, 0));
+}
+
+int64_t floor_us(int64_t ns) { return ns >= 0 ? ns / 1000 * 1000 : -((-ns + 999) / 1000) * 1000; }
+
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return std::filesystem::equivalent(a, b, ec);
+}
+}  // namespace
+
+MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::string& output, const MergeOptions& opt) {
+  if (opt.align != "none" && opt.align != "collectives")
+    throw SessionError(fmt::format("--align {}: not a method (none or collectives)", opt.align));
+  if (inputs.size() < 2) throw SessionError("merge: give two or more sessions to merge");
+  for (const auto& in : inputs)
+    if (same_file(in, output))
+      throw SessionError(fmt::format("{}: the output is one of the inputs; write the merged session elsewhere (-o)", output));
+  struct stat sb {};
+  if (lstat(output.c_str(), &sb) == 0 && !opt.overwrite)
+    throw SessionError(fmt::format("{}: already exists; choose another name (-o) or allow overwriting it "
+                                   "(embedscope merge --force-overwrite)", output));
+  std::vector<std::unique_ptr<SessionReader>> readers;  // alive until written: op names point into them
+  std::map<int32_t, std::string> owner;
+  const std::string format0 = [&] {
+    readers.push_back(std::make_unique<SessionReader>(inputs[0]));
+    return readers[0]->meta(meta::kImportFormat);
+  }();
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    readers.push_back(std::make_unique<SessionReader>(inputs[i]));
+    if (readers[i]->meta(meta::kImportFormat) != format0)
+      throw SessionError(fmt::format("{}: {} but {} is {}; merge sessions of one kind at a time", inputs[i],
+                                     readers[i]->meta(meta::kImportFormat, "not imported"), inputs[0],
+                                     format0.empty() ? std::string("not imported") : format0));
+  }
+  for (size_t i = 0; i < readers.size(); ++i)
+    for (const auto& ri : readers[i]->ranks()) {
+      auto [it, fresh] = owner.try_emplace(ri.rank, inputs[i]);
+      if (!fresh)
+        throw SessionError(fmt::format("{}: rank {} is also in {}; each rank may come from one session only",
+                                       inputs[i], ri.rank, it->second));
+    }
+  // --- the records of every rank, on each input's recorded clock minus one common origin
+  int64_t first = std::numeric_limits<int64_t>::max();
+  std::vector<std::vector<si::RankRecords>> recs(readers.size());
+  si::ImportProblems problems;
+  std::map<std::string, ImportStat> stats;
+  std::vector<std::string> stat_order;
+  for (size_t i = 0; i < readers.size(); ++i) {
+    const SessionReader& r = *readers[i];
+    std::map<int32_t, si::RankRecords> by_rank;
+    for (const auto& ri : r.ranks()) by_rank[ri.rank].info = ri, by_rank[ri.rank].rank = ri.rank, by_rank[ri.rank].file = inputs[i];
+    auto rank = [&](int32_t k) -> si::RankRecords& {
+      auto& x = by_rank[k];
+      if (x.file.empty()) x.rank = k, x.file = inputs[i], x.info.rank = k;
+      return x;
+    };
+    for (const auto& l : r.lanes()) rank(l.rank).lanes.push_back(l);
+    for (const auto& s : r.steps()) rank(s.rank).steps.push_back(s);
+    for (const auto& c : r.collectives()) rank(c.rank).collectives.push_back(c);
+    for (const auto& o : r.all_ops()) {
+      OpEvent e;
+      e.rank = o.rank;
+      e.lane = static_cast<Lane>(o.lane);
+      e.category = o.category;
+      e.name = r.name(o.name_id).c_str();
+      e.step = o.step;
+      e.start_ns = o.start_ns;
+      e.end_ns = o.end_ns;
+      e.bytes = o.bytes;
+      e.correlation = o.correlation;
+      rank(o.rank).ops.push_back(e);
+    }
+    const int64_t base = time_base(r);
+    for (auto& [k, rr] : by_rank) {
+      for (const auto& o : rr.ops) first = std::min(first, base + o.start_ns);
+      for (const auto& s : rr.steps) first = std::min(first, base + s.start_ns);
+      recs[i].push_back(std::move(rr));
+    }
+    for (const auto& s : r.import_stats()) {
+      auto [it, fresh] = stats.try_emplace(s.name, s);
+      if (fresh) stat_order.push_back(s.name);
+      else it->second.count += s.count;
+    }
+    std::vector<std::string> left;
+    if (!r.memory_events().empty()) left.push_back("memory events");
+    if (!r.memory_snapshots().empty()) left.push_back("memory snapshots");
+    if (!r.memory_timeline().empty()) left.push_back("memory timeline");
+    if (r.has_id_histogram() && !r.id_histogram().empty()) left.push_back("id histogram");
+    if (r.has_shards_table() && !r.shards().empty()) left.push_back("sharding plan rows");
+    if (!left.empty()) {
+      std::string what;
+      for (const auto& w : left) what += (what.empty() ? "" : ", ") + w;
+      problems.add("not_merged", si::Severity::info, {inputs[i], -1},
+                   fmt::format("{}: {} not merged (merge takes ranks, lanes, ops, steps, collectives, load and memory "
+                               "counters)", inputs[i], what));
+    }
+  }
+  int64_t origin = first == std::numeric_limits<int64_t>::max() ? time_base(*readers[0]) : floor_us(first);
+  std::vector<si::RankRecords> all;
+  json merged_from = json::array();
+  for (size_t i = 0; i < readers.size(); ++i) {
+    const int64_t shift = time_base(*readers[i]) - origin;
+    std::vector<int32_t> rs;
+    for (auto& rr : recs[i]) {
+      si::shift_rank(rr, shift);
+      rs.push_back(rr.rank);
+      all.push_back(std::move(rr));
+    }
+    merged_from.push_back({{"file", inputs[i]}, {"ranks", rs}, {"shift_ns", shift}});
+  }
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  MergeSummary sum;
+  sum.files = inputs;
+  si::ClockAlignment alignment;
+  if (opt.align == "collectives") {
+    alignment = si::align_ranks(all, origin, problems);
+    sum.alignment_json = si::alignment_json(alignment);
+    sum.alignment_text = si::alignment_text(alignment);
+  }
+  // --- write
+  SessionWriter w(output, opt.overwrite);
+  static const std::set<std::string> kWriterKeys{meta::kFormat,    meta::kEnded,      meta::kEndMessage,
+                                                 meta::kWriterPid, meta::kWriterHost, meta::kSqliteVersion};
+  for (const auto& [k, v] : readers[0]->metadata())
+    if (!kWriterKeys.count(k)) w.set_metadata(k, v);
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  for (const auto& rr : all) {
+    si::write_rank(rr, w, lo, hi);
+    sum.ranks.push_back(rr.rank);
+    sum.ops += static_cast<int64_t>(rr.ops.size());
+  }
+  int64_t world = static_cast<int64_t>(all.size()), steps = 0;
+  json sources = json::array();
+  std::set<std::string> producers;
+  std::string ended = "complete", message;
+  for (size_t i = 0; i < readers.size(); ++i) {
+    const SessionReader& r = *readers[i];
+    world = std::max(world, meta_int(r, meta::kWorldSize, 0));
+    steps = std::max(steps, meta_int(r, meta::kSteps, 0));
+    const json src = json::parse(r.meta(meta::kImportSources, "[]"), nullptr, false);
+    if (src.is_array() && !src.empty())
+      for (const auto& s : src) sources.push_back(s);
+    else
+      sources.push_back({{"file", inputs[i]}, {"ranks", merged_from[i]["ranks"]}});
+    if (!r.meta(meta::kImportProducer).empty()) producers.insert(r.meta(meta::kImportProducer));
+    if (r.status() != "complete" && ended == "complete")
+      ended = r.status(), message = fmt::format("{}: {}", inputs[i], r.meta(meta::kEndMessage, r.status()));
+  }
+  if (world > 0 && world < static_cast<int64_t>(all.size())) world = static_cast<int64_t>(all.size());
+  w.set_metadata(meta::kWorldSize, std::to_string(world));
+  w.set_metadata(meta::kSteps, std::to_string(steps));
+  w.set_metadata(meta::kMergedFromJson, merged_from.dump());
+  if (!format0.empty()) {
+    std::string producer;
+    for (const auto& p : producers) producer += (producer.empty() ? "" : " | ") + p;
+    w.set_metadata(meta::kImportProducer, producer);
+    w.set_metadata(meta::kImportSources, sources.dump());
+    w.set_metadata(meta::kImportOriginNs, std::to_string(origin));
+  }
+  w.set_metadata(meta::kImportAlign, opt.align);
+  if (opt.align == "collectives") w.set_metadata(meta::kImportAlignJson, sum.alignment_json);
+  // wall time of the merged time 0, from the first input that has one (its time 0 moved by its shift)
+  for (size_t i = 0; i < readers.size(); ++i) {
+    const int64_t wall = meta_int(*readers[i], meta::kWallAnchorUnixNs, -1);
+    if (wall >= 0 && !readers[i]->meta(meta::kWallAnchorUnixNs).empty()) {
+      w.set_metadata(meta::kWallAnchorUnixNs, std::to_string(wall - merged_from[i]["shift_ns"].get<int64_t>()));
+      break;
+    }
+  }
+  std::vector<ImportStat> out_stats;
+  for (const auto& n : stat_order) out_stats.push_back(stats[n]);
+  for (const auto& s : problems.records()) out_stats.push_back(s);
+  w.add_import_stats(out_stats);
+  w.close(ended, message);
+  return sum;
+}
+
+}  // namespace embedscope::sessions
