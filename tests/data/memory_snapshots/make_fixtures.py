@@ -32,6 +32,8 @@ class Emulator:
         self.trace = []
         self.time_us = 1_000_000
         self.pending = {}  # address -> block awaiting free_completed
+        self.peak = None   # figures() when the allocated bytes first reached their maximum
+        self.ooms = []     # figures() at each oom entry, with the request and device_free
 
     def _frames(self, name, line):
         return [{"filename": "train.py", "line": line, "name": name},
@@ -43,6 +45,30 @@ class Emulator:
         if frames is not None:
             e["frames"] = frames
         self.trace.append(e)
+        if action == "alloc":  # the state already holds the block: is this the peak?
+            f = self.figures()
+            if self.peak is None or f["allocated"] > self.peak["allocated"]:
+                self.peak = f
+
+    def figures(self):
+        """The layout now, as `embedscope stats` reports it: allocated (blocks not pending),
+        requested, reserved, free bytes in segments, the largest free block, both fragmentation
+        measures, and the bytes held per innermost frame (active blocks, pending included)."""
+        blocks = [b for s in self.segments for b in s["blocks"]]
+        free = [b["size"] for b in blocks if b["state"] == "inactive"]
+        held = {}
+        for b in blocks:
+            if b["state"] != "inactive":
+                held[b["frames"][0]["name"]] = held.get(b["frames"][0]["name"], 0) + b["size"]
+        return {"entry": len(self.trace) - 1,
+                "allocated": sum(b["size"] for b in blocks if b["state"] == "active_allocated"),
+                "requested": sum(b["requested_size"] for b in blocks if b["state"] == "active_allocated"),
+                "reserved": sum(s["total_size"] for s in self.segments),
+                "free_in_segments": sum(free), "largest_free_block": max(free, default=0),
+                "external_fragmentation": 1 - max(free) / sum(free) if free else 0.0,
+                "memviz_fragmentation": sum(g * g for g in free) / sum(s["total_size"] ** 2 for s in self.segments)
+                if self.segments else 0.0,
+                "held_by_frame": held}
 
     @staticmethod
     def round(n):
@@ -124,6 +150,7 @@ class Emulator:
         self.time_us += 7
         self.trace.append({"action": "oom", "device_free": device_free, "size": requested, "stream": stream,
                            "time_us": self.time_us, "frames": self._frames("backward", 99)})
+        self.ooms.append(dict(self.figures(), request=requested, device_free=device_free))
 
     def segments_out(self):
         out = []
@@ -203,6 +230,8 @@ def counts(emulators):
         "reserved_at_dump": [sum(s["total_size"] for s in e.segments_out()) for e in emulators],
         "allocated_at_dump": [sum(s["allocated_size"] for s in e.segments_out()) for e in emulators],
         "peak_reserved": [peak_reserved(e.trace) for e in emulators],
+        "at_peak": [e.peak for e in emulators],
+        "at_ooms": [e.ooms for e in emulators],
     }
 
 
