@@ -43,6 +43,13 @@ int64_t byte_tick_step(int64_t width_bytes, int max_ticks) {
   return int64_t{1} << 40;
 }
 
+namespace {
+// The first row's y: below the legend and the byte scale (nothing above it on an empty map).
+int rows_top(bool empty, int legend_rows) {
+  return empty ? BlockMap::kMargin : BlockMap::kMargin + legend_rows * BlockMap::kLegendRow + BlockMap::kScaleHeight;
+}
+}  // namespace
+
 BlockMap::BlockMap(QWidget* parent) : QWidget(parent) { setMouseTracking(true); }
 
 QColor BlockMap::color_of_tag(const std::string& tag) {
@@ -97,8 +104,9 @@ int BlockMap::legend_rows() const {
 int BlockMap::block_at(double x, double y) const {
   const double w = width() - 2 * kMargin;
   const double fx = (x - kMargin) / w;
-  if (y < kMargin) return -1;
-  const int row = static_cast<int>((y - kMargin) / kRowHeight);
+  const int top = rows_top(layout_.empty(), legend_rows());
+  if (y < top) return -1;
+  const int row = static_cast<int>((y - top) / kRowHeight);
   for (size_t i = 0; i < layout_.size(); ++i)
     if (layout_[i].row == row && fx >= layout_[i].x0 && fx < layout_[i].x1) return static_cast<int>(i);
   return -1;
@@ -108,8 +116,9 @@ void BlockMap::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.fillRect(rect(), palette().base());
   const double w = width() - 2 * kMargin;
+  const int top = rows_top(layout_.empty(), legend_rows());
   for (const auto& b : layout_) {
-    const QRectF r(kMargin + b.x0 * w, kMargin + b.row * kRowHeight + 2, std::max(1.0, (b.x1 - b.x0) * w),
+    const QRectF r(kMargin + b.x0 * w, top + b.row * kRowHeight + 2, std::max(1.0, (b.x1 - b.x0) * w),
                    kRowHeight - 4);
     p.fillRect(r, color_of(b.block));
     if (b.block.pending_free) p.fillRect(r, QBrush(palette().color(QPalette::Base), Qt::BDiagPattern));
@@ -119,28 +128,15 @@ void BlockMap::paintEvent(QPaintEvent*) {
     }
   }
   if (layout_.empty()) return;
-  // the byte scale: an axis under the rows, ticks of byte_tick_step
+  // the legend (a swatch and the tag, entries of 200 px), then the byte scale: above the rows
   const QColor text = palette().color(QPalette::Text);
-  p.setPen(QPen(text, 1));
   QFont f = font();
   f.setPointSizeF(std::max(6.0, f.pointSizeF() * 0.85));
   p.setFont(f);
-  const int y0 = kMargin + rows_ * kRowHeight + 4;
-  p.drawLine(QPointF(kMargin, y0), QPointF(kMargin + w, y0));
-  const int64_t step = byte_tick_step(width_bytes_);
-  for (int64_t at = 0; at <= width_bytes_; at += step) {
-    const double x = kMargin + w * static_cast<double>(at) / static_cast<double>(width_bytes_);
-    p.drawLine(QPointF(x, y0), QPointF(x, y0 + 4));
-    const QString label = QString::fromStdString(sessions::format_bytes(at));
-    const double tw = p.fontMetrics().horizontalAdvance(label);
-    p.drawText(QPointF(std::clamp(x - tw / 2, 0.0, width() - tw), y0 + 4 + p.fontMetrics().ascent()), label);
-  }
-  // the legend: a swatch and the tag, entries of 200 px
   const int per_row = std::max(1, (std::max(width(), 400) - 2 * kMargin) / 200);
-  const int ly = y0 + kScaleHeight - 2;
   for (size_t i = 0; i < legend_.size(); ++i) {
     const int col = static_cast<int>(i) % per_row, row = static_cast<int>(i) / per_row;
-    const QRectF sw(kMargin + col * 200, ly + row * kLegendRow + 3, 12, 12);
+    const QRectF sw(kMargin + col * 200, kMargin / 2 + row * kLegendRow + 3, 12, 12);
     sessions::MemoryBlockRecord r;
     r.allocated = legend_[i] != "free";
     r.tag = legend_[i];
@@ -149,6 +145,17 @@ void BlockMap::paintEvent(QPaintEvent*) {
     const QString name = legend_[i] == "free" ? QString("free (largest outlined)") : QString::fromStdString(legend_[i]);
     p.drawText(QRectF(sw.right() + 4, sw.top() - 3, 180, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter,
                p.fontMetrics().elidedText(name, Qt::ElideRight, 180));
+  }
+  const int y0 = top - 4;  // the axis line just above the first row, labels above it
+  p.setPen(QPen(text, 1));
+  p.drawLine(QPointF(kMargin, y0), QPointF(kMargin + w, y0));
+  const int64_t step = byte_tick_step(width_bytes_);
+  for (int64_t at = 0; at <= width_bytes_; at += step) {
+    const double x = kMargin + w * static_cast<double>(at) / static_cast<double>(width_bytes_);
+    p.drawLine(QPointF(x, y0 - 4), QPointF(x, y0));
+    const QString label = QString::fromStdString(sessions::format_bytes(at));
+    const double tw = p.fontMetrics().horizontalAdvance(label);
+    p.drawText(QPointF(std::clamp(x - tw / 2, 0.0, std::max(0.0, width() - tw)), y0 - 6), label);
   }
 }
 

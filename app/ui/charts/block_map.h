@@ -1,8 +1,10 @@
 #pragma once
 // The segment and block map of an allocator snapshot, like PyTorch's allocator state history:
 // one row per segment, blocks coloured by tag when allocated (hatched while their free is
-// pending on another stream), grey when free, the largest free block outlined; below the rows a
-// byte scale (ticks of the widest segment's bytes) and a colour legend of the tags shown.
+// pending on another stream), grey when free, the largest free block outlined; above the rows a
+// colour legend of the tags shown (kLegendRow px per line of entries 200 px wide) and a byte
+// scale (kScaleHeight px: ticks of the widest segment's bytes), so the first row starts at
+// kMargin + legend lines x kLegendRow + kScaleHeight.
 // Hovering a block shows its size, requested size and tag; clicking it emits block_clicked.
 
 #include <QColor>

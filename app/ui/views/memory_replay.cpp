@@ -47,7 +47,7 @@ MemoryReplayPanel::MemoryReplayPanel(QWidget* parent)
   g->addWidget(button_, 2, 2);
   note_->setWordWrap(true);
   g->addWidget(note_, 3, 0, 1, 3);
-  table_->setHorizontalHeaderLabels({"setting", "peak reserved", "fragmentation at the peak", "result"});
+  table_->setHorizontalHeaderLabels({"setting", "peak reserved", "frag. at peak", "result"});
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->verticalHeader()->hide();
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);

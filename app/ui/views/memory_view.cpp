@@ -149,7 +149,7 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   details_->setText("click a block on the map: its stack, size, requested size and the entry that made it");
   details_->setMinimumHeight(120);
   rv->addWidget(details_, 2);
-  stacks_table_->setHorizontalHeaderLabels({"held", "bytes", "blocks", "allocating stack (innermost frame)"});
+  stacks_table_->setHorizontalHeaderLabels({"held", "bytes", "blocks", "allocating stack (innermost frame; hover: all)"});
   stacks_table_->horizontalHeader()->setStretchLastSection(true);
   stacks_table_->verticalHeader()->hide();
   stacks_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -410,12 +410,19 @@ void MemoryView::fill_fragmentation() {
   p->yAxis->setLabel("MiB");
   p->yAxis2->setVisible(true);
   p->yAxis2->setLabel("fragmentation %");
+  // the legend in a row of its own under the chart, not over the lines
   p->legend->setVisible(true);
   p->legend->setFont(QFont(font().family(), std::max(7, font().pointSize() - 1)));
-  p->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+  if (p->plotLayout()->rowCount() == 1) {
+    p->plotLayout()->addElement(1, 0, p->legend);
+    p->plotLayout()->setRowStretchFactor(1, 0.001);
+    p->legend->setFillOrder(QCPLegend::foColumnsFirst);
+    p->legend->setWrap(2);
+  }
   p->rescaleAxes();
-  p->xAxis->setRange(0, std::max<double>(1, static_cast<double>(data_.history->size())));
-  p->yAxis->setRange(0, std::max(1.0, p->yAxis->range().upper * 1.35));
+  const double n = std::max<double>(1, static_cast<double>(data_.history->size()));
+  p->xAxis->setRange(-0.01 * n, 1.02 * n);  // an OOM at the last entry stays in view
+  p->yAxis->setRange(0, std::max(1.0, p->yAxis->range().upper * 1.1));
   p->yAxis2->setRange(0, 100);
   follow_palette(p);
   if (p->isVisible()) p->replot();
@@ -436,7 +443,8 @@ void MemoryView::fill_stacks() {
           for (const auto& f : sessions::stack_frames(s.stack_id, data_.frames, data_.stacks))
             tip += QString::fromStdString(f) + "\n";
           item->setToolTip(tip.trimmed());
-          item->setForeground(BlockMap::color_of_tag(s.name.substr(0, s.name.find(" ("))).darker(130));
+          // the block map's colour of the blocks it holds (their tag is the innermost function)
+          item->setData(Qt::DecorationRole, BlockMap::color_of_tag(s.stack_id > 0 ? s.name.substr(0, s.name.find(" (")) : s.name));
         }
         stacks_table_->setItem(row, c, item);
       }

@@ -88,7 +88,9 @@ TEST(MemoryView, ScrubsTheImportedSnapshotEntryByEntry) {
   BlockMap& map = *view.map();
   const QRect r = map.rect();
   const int x = BlockMap::kMargin + static_cast<int>(0.02 * (r.width() - 2 * BlockMap::kMargin));
-  QTest::mouseClick(&map, Qt::LeftButton, {}, QPoint(x, BlockMap::kMargin + BlockMap::kRowHeight / 2));
+  const int y = BlockMap::kMargin + BlockMap::kLegendRow + BlockMap::kScaleHeight + BlockMap::kRowHeight / 2;
+  ASSERT_EQ(map.block_at(x, y), 0);
+  QTest::mouseClick(&map, Qt::LeftButton, {}, QPoint(x, y));
   const QString details = view.details()->text();
   EXPECT_TRUE(details.contains("made by entry 4 (alloc)")) << details.toStdString();
   EXPECT_TRUE(details.contains("kjt: 2.0 MiB (requested 2.0 MiB)")) << details.toStdString();
