@@ -6,14 +6,17 @@
 //   import        load_snapshot + import into a session file
 //   open_model    the view's model of one rank: MemoryHistory::load (events and the dump from the
 //                 session), analyze_memory_history, active_timeline in 1200 columns
-//   open_total    import + open_model, goal < 2 s: goal_ratio = 2 s / time (>= 1 meets it)
+//   open_total    import + open_model, goal < 2 s: goal_ratio = 2 s / wall time (>= 1 meets it),
+//                 goal_ratio_cpu the same on the process's CPU time (a shared machine's load
+//                 stretches the wall time)
 //   scrub_step    the state at a random entry (from its checkpoint) and its blocks for the map,
-//                 goal < 16 ms (one frame at 60 Hz): goal_ratio = 16 ms / time
+//                 goal < 16 ms (one frame at 60 Hz): goal_ratio = 16 ms / CPU time per step
 
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <ctime>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -43,16 +46,21 @@ const std::string& snapshot() {
   return path;
 }
 
-double import_once(const std::string& db) {
+// Wall seconds; *cpu gets the process CPU seconds of the same span (the machine may be shared).
+double import_once(const std::string& db, double* cpu) {
+  const std::string& src = snapshot();  // generated before the clock starts
   fs::remove(db);
+  const std::clock_t c0 = std::clock();
   const auto t0 = Clock::now();
   sessions::SessionWriter w(db, true);
-  sessions::torch_snapshot::import_torch_memory_snapshot(snapshot(), w);
+  sessions::torch_snapshot::import_torch_memory_snapshot(src, w);
   w.close("complete");
+  *cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-double open_once(const std::string& db, int64_t* entries) {
+double open_once(const std::string& db, int64_t* entries, double* cpu) {
+  const std::clock_t c0 = std::clock();
   const auto t0 = Clock::now();
   const sessions::SessionReader r(db);
   const auto h = sessions::MemoryHistory::load(r, 0);
@@ -61,42 +69,52 @@ double open_once(const std::string& db, int64_t* entries) {
   benchmark::DoNotOptimize(a.peak_allocated);
   benchmark::DoNotOptimize(cols.data());
   *entries = h.size();
+  *cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 void BM_import(benchmark::State& st) {
   const std::string db = tmp("import.db").string();
-  double s = 0;
-  for (auto _ : st) s = import_once(db);
+  double s = 0, cpu = 0;
+  for (auto _ : st) s = import_once(db, &cpu);
   st.counters["seconds"] = s;
+  st.counters["cpu_seconds"] = cpu;
   st.counters["file_MB"] = static_cast<double>(fs::file_size(snapshot())) / 1e6;
   fs::remove(db);
 }
 
 void BM_open_model(benchmark::State& st) {
   const std::string db = tmp("open.db").string();
-  import_once(db);
-  double s = 0;
+  double s = 0, cpu = 0;
+  import_once(db, &cpu);
   int64_t entries = 0;
-  for (auto _ : st) s = open_once(db, &entries);
+  for (auto _ : st) s = open_once(db, &entries, &cpu);
   st.counters["seconds"] = s;
+  st.counters["cpu_seconds"] = cpu;
   st.counters["entries"] = static_cast<double>(entries);
   fs::remove(db);
 }
 
 void BM_open_total(benchmark::State& st) {
   const std::string db = tmp("total.db").string();
-  double s = 0;
+  double s = 0, cpu = 0;
   int64_t entries = 0;
-  for (auto _ : st) s = import_once(db) + open_once(db, &entries);
+  for (auto _ : st) {
+    double c1 = 0, c2 = 0;
+    s = import_once(db, &c1) + open_once(db, &entries, &c2);
+    cpu = c1 + c2;
+  }
   st.counters["seconds"] = s;
-  st.counters["goal_ratio"] = 2.0 / s;  // >= 1: under the 2 s goal
+  st.counters["cpu_seconds"] = cpu;
+  st.counters["goal_ratio"] = 2.0 / s;          // wall time; >= 1: under the 2 s goal
+  st.counters["goal_ratio_cpu"] = 2.0 / cpu;    // the same on CPU time (what a shared machine leaves out)
   fs::remove(db);
 }
 
 void BM_scrub_step(benchmark::State& st) {
   const std::string db = tmp("scrub.db").string();
-  import_once(db);
+  double cpu = 0;
+  import_once(db, &cpu);
   const sessions::SessionReader r(db);
   const auto h = sessions::MemoryHistory::load(r, 0);
   std::mt19937_64 rng(7);
@@ -108,7 +126,7 @@ void BM_scrub_step(benchmark::State& st) {
     benchmark::DoNotOptimize(blocks);
   }
   st.counters["blocks_at_last"] = static_cast<double>(blocks);
-  // kIsRate divides by the elapsed seconds: 16 ms / (time per step)
+  // kIsRate divides by the benchmark's (CPU) seconds: 16 ms / (CPU time per step)
   st.counters["goal_ratio"] = benchmark::Counter(0.016 * static_cast<double>(st.iterations()), benchmark::Counter::kIsRate);
   fs::remove(db);
 }

@@ -107,12 +107,15 @@ void ActiveTimeline::render() {
   const double h = bands_.height(), scale = h / static_cast<double>(top_);
   for (size_t c = 0; c < columns_.size(); ++c) {
     const double x0 = std::floor(static_cast<double>(c) * cw), x1 = std::floor(static_cast<double>(c + 1) * cw);
+    // each band from its top down to the top of the last one drawn: no seams between bands, and
+    // a band under a quarter pixel is covered by the next one drawn
+    double below = h;
     for (const auto& b : columns_[c].bands) {
       const sessions::MemoryAllocation& al = history_->allocations()[static_cast<size_t>(b.allocation)];
-      const double y1 = h - static_cast<double>(b.offset) * scale;
       const double y0 = h - static_cast<double>(b.offset + al.size) * scale;
-      if (y1 - y0 < 0.25) continue;  // below a quarter pixel: the band above covers it
-      p.fillRect(QRectF(x0, y0, std::max(1.0, x1 - x0), y1 - y0), BlockMap::color_of_tag(al.tag));
+      if (below - y0 < 0.25) continue;
+      p.fillRect(QRectF(x0, y0, std::max(1.0, x1 - x0), below - y0), BlockMap::color_of_tag(al.tag));
+      below = y0;
     }
   }
   // reserved bytes as a line over the bands
@@ -153,7 +156,8 @@ void ActiveTimeline::paintEvent(QPaintEvent*) {
   for (int64_t e = 0; e < n; e += xstep) {
     const double x = r.left() + static_cast<double>(e) / static_cast<double>(n) * r.width();
     p.drawLine(QPointF(x, r.bottom()), QPointF(x, r.bottom() + 4));
-    p.drawText(QRectF(x - 40, r.bottom() + 4, 80, 14), Qt::AlignHCenter | Qt::AlignTop, QString::number(e));
+    const double lx = std::clamp(x - 40, 0.0, std::max(0.0, width() - 80.0));  // the last label stays inside
+    p.drawText(QRectF(lx, r.bottom() + 4, 80, 14), Qt::AlignHCenter | Qt::AlignTop, QString::number(e));
   }
   p.drawText(QRectF(r.left(), r.bottom() + 15, r.width(), 14), Qt::AlignHCenter | Qt::AlignTop, "trace entry");
   if (cursor_ >= 0 && n > 0) {

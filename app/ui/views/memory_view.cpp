@@ -122,6 +122,7 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   scrub->addWidget(slider_, 1);
   lv->addLayout(scrub);
   entry_label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  entry_label_->setWordWrap(true);
   lv->addWidget(entry_label_);
   auto* mid = new QHBoxLayout;
   mid->addWidget(new QLabel("or a recorded snapshot:", this));

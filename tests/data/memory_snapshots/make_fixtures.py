@@ -379,7 +379,8 @@ def realistic(path, entries, seed=13):
             e.empty_cache()
     reserved = sum(s["total_size"] for s in e.segments)
     free = [b["size"] for s in e.segments for b in s["blocks"] if b["state"] == "inactive"]
-    e.oom(max(free, default=0) + 64 * MiB, 32 * MiB)  # asks more than any free block and the device's rest
+    # asks more than any free block and than the device's rest, less than both together: fragmentation
+    e.oom(max(max(free, default=0), 16 * MiB) + 8 * MiB, 16 * MiB)
     e._entry("snapshot", 0, 0, 0)
     snap = snapshot_of([e])
     write_path = os.path.abspath(path)
