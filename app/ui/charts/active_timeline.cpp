@@ -36,8 +36,14 @@ void ActiveTimeline::set_data(std::shared_ptr<const sessions::MemoryHistory> his
   columns_ = std::move(columns);
   frames_ = std::move(frames);
   stacks_ = std::move(stacks);
-  top_ = 1;
-  for (const auto& c : columns_) top_ = std::max({top_, c.active, c.reserved});
+  // the y axis fits the active bytes; the reserved line joins them when it is at most twice as
+  // high (else it runs along the top, clipped: a 2 MiB segment must not flatten 70 KiB of blocks)
+  int64_t active = 1, reserved = 0;
+  for (const auto& c : columns_) {
+    active = std::max(active, c.active);
+    reserved = std::max(reserved, c.reserved);
+  }
+  top_ = reserved <= 2 * active ? std::max(active, reserved) : active;
   render();
   update();
 }
@@ -122,7 +128,7 @@ void ActiveTimeline::render() {
   p.setPen(QPen(QColor(0xff, 0x7f, 0x0e), 1.5));
   QPolygonF line;
   for (size_t c = 0; c < columns_.size(); ++c) {
-    const double y = h - static_cast<double>(columns_[c].reserved) * scale;
+    const double y = std::max(0.5, h - static_cast<double>(columns_[c].reserved) * scale);
     line << QPointF(static_cast<double>(c) * cw, y) << QPointF(static_cast<double>(c + 1) * cw, y);
   }
   p.drawPolyline(line);
@@ -135,7 +141,8 @@ void ActiveTimeline::paintEvent(QPaintEvent*) {
   const QRectF r = plot_rect();
   p.setPen(text);
   p.drawText(QRectF(kLeft, 0, r.width(), kTop), Qt::AlignLeft | Qt::AlignVCenter,
-             "active memory timeline: live blocks stacked in allocation order; orange line: reserved");
+             "active memory timeline: live blocks stacked in allocation order; orange line: reserved (along the top "
+             "when above it); dashed: the entry the map shows");
   if (!history_ || columns_.empty()) {
     p.drawText(r, Qt::AlignCenter, history_ ? "no allocator events" : "computing...");
     return;
@@ -162,7 +169,7 @@ void ActiveTimeline::paintEvent(QPaintEvent*) {
   p.drawText(QRectF(r.left(), r.bottom() + 15, r.width(), 14), Qt::AlignHCenter | Qt::AlignTop, "trace entry");
   if (cursor_ >= 0 && n > 0) {
     const double x = r.left() + (static_cast<double>(cursor_) + 0.5) / static_cast<double>(n) * r.width();
-    p.setPen(QPen(palette().color(QPalette::Highlight), 2));
+    p.setPen(QPen(palette().color(QPalette::Highlight), 1, Qt::DashLine));
     p.drawLine(QPointF(x, r.top()), QPointF(x, r.bottom()));
   }
 }

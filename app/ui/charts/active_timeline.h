@@ -28,7 +28,8 @@ class ActiveTimeline : public QWidget {
                 std::vector<sessions::MemoryFrame> frames, std::vector<sessions::MemoryStackFrame> stacks);
   void set_cursor(int64_t entry);
   const std::vector<sessions::TimelineColumn>& columns() const { return columns_; }
-  /// The bytes at the top of the y axis (the largest active or reserved bytes of any column).
+  /// The bytes at the top of the y axis: the largest active bytes of any column, or the largest
+  /// reserved bytes when those are at most twice as many.
   int64_t top_bytes() const { return top_; }
   /// Where the bands are drawn (widget coordinates).
   QRectF plot_rect() const;

@@ -378,11 +378,11 @@ void MemoryView::fill_fragmentation() {
     largest << static_cast<double>(c.figures.largest_free_block) / kMiB;
   }
   auto* g1 = p->addGraph(p->xAxis, p->yAxis);
-  g1->setName("largest free block (MiB)");
+  g1->setName("largest free block");
   g1->setData(x, largest);
   g1->setPen(QPen(QColor(0x2c, 0xa0, 0x2c), 2));
   auto* g2 = p->addGraph(p->xAxis, p->yAxis2);
-  g2->setName("fragmentation % (1 - largest free / free)");
+  g2->setName("fragmentation % (right axis)");
   g2->setData(x, frag);
   g2->setPen(QPen(QColor(0x7f, 0x7f, 0x7f), 1, Qt::DashLine));
   QVector<double> ox, req, lf;
@@ -397,12 +397,12 @@ void MemoryView::fill_fragmentation() {
   }
   if (!ox.isEmpty()) {
     auto* r = p->addGraph(p->xAxis, p->yAxis);
-    r->setName("OOM: the request (MiB)");
+    r->setName("OOM: the request");
     r->setData(ox, req);
     r->setLineStyle(QCPGraph::lsNone);
     r->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCross, Qt::red, 10));
     auto* l = p->addGraph(p->xAxis, p->yAxis);
-    l->setName("OOM: the largest free block then (MiB)");
+    l->setName("OOM: largest free block then");
     l->setData(ox, lf);
     l->setLineStyle(QCPGraph::lsNone);
     l->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QColor(0x2c, 0xa0, 0x2c), 9));
