@@ -5,8 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-bench}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DEMBEDSCOPE_BUILD_BENCH=ON -DEMBEDSCOPE_BUILD_TESTS=OFF
-targets=(bench_kernels bench_sessions bench_allocator bench_planner bench_pipelines bench_memory_view)
+targets=(bench_kernels bench_sessions bench_allocator bench_planner bench_pipelines)
 if grep -q "EMBEDSCOPE_BUILD_UI:BOOL=ON" "$build/CMakeCache.txt"; then targets+=(bench_ui_paint); fi
+targets+=(bench_memory_view)
 cmake --build "$build" -j2 --target "${targets[@]}"
 "$build/bench/bench_kernels"
 "$build/bench/bench_sessions"
@@ -15,6 +16,6 @@ cmake --build "$build" -j2 --target "${targets[@]}"
 "$build/bench/bench_planner"
 # criteo_kaggle, 4 ranks, 1 GB/s links: base / sparse_dist / semi_sync x fp32 / bf16, ratios to base
 "$build/bench/bench_pipelines"
+if [[ -x "$build/bench/bench_ui_paint" ]]; then "$build/bench/bench_ui_paint"; fi
 # a 10 MB PyTorch memory snapshot of 100k entries: import + the view's model (goal 2 s), one scrub step (goal 16 ms)
 "$build/bench/bench_memory_view"
-if [[ -x "$build/bench/bench_ui_paint" ]]; then "$build/bench/bench_ui_paint"; fi
