@@ -106,4 +106,75 @@ SnapshotReplay replay_snapshot(const ts::MemorySnapshotFile& snap, int64_t devic
   return out;
 }
 
+std::vector<MemoryAction> history_actions(const sessions::MemoryHistory& h) {
+  using K = sessions::MemoryEntryKind;
+  std::vector<MemoryAction> out;
+  out.reserve(static_cast<size_t>(h.size()));
+  bool releasing = false;
+  for (int64_t i = 0; i < h.size(); ++i) {
+    const sessions::MemoryEntry& e = h.entries()[static_cast<size_t>(i)];
+    MemoryAction a;
+    a.id = static_cast<int64_t>(e.address);
+    a.stream = e.stream;
+    a.entry = i;
+    const bool release = e.kind == K::segment_free || e.kind == K::segment_shrink;
+    if (release && releasing) continue;  // one empty_cache per run of releases
+    releasing = release;
+    switch (e.kind) {
+      case K::alloc: {
+        const sessions::MemoryAllocation& al = h.allocations()[static_cast<size_t>(e.allocation)];
+        a.kind = MemoryAction::Kind::alloc;
+        a.size = std::max<int64_t>(1, al.requested);
+        a.tag = al.tag;
+        break;
+      }
+      case K::free_requested: a.kind = MemoryAction::Kind::free_requested; break;
+      case K::free_completed: a.kind = MemoryAction::Kind::free_completed; break;
+      case K::segment_free:
+      case K::segment_shrink: a.kind = MemoryAction::Kind::empty_cache; break;
+      case K::oom: {
+        const int64_t asked = e.requested > 0 ? e.requested : e.size;
+        if (asked <= 0) continue;
+        a.kind = MemoryAction::Kind::alloc;
+        a.id = INT64_MIN + i;  // the request never got memory
+        a.size = asked;
+        a.tag = "the request that ran out of memory";
+        out.push_back(a);
+        a.kind = MemoryAction::Kind::free_completed;
+        a.size = 0;
+        break;
+      }
+      default: continue;
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+std::vector<InitialBlock> history_initial_blocks(const sessions::MemoryHistory& h) {
+  std::vector<InitialBlock> out;
+  for (const auto& [addr, a] : h.initial().blocks) {
+    const sessions::MemoryAllocation& al = h.allocations()[static_cast<size_t>(a)];
+    out.push_back({static_cast<int64_t>(addr), al.size, al.stream, al.pending_at_start});
+  }
+  return out;
+}
+
+int64_t history_capacity(const sessions::MemoryHistory& h) {
+  for (int64_t i = 0; i < h.size(); ++i) {
+    const sessions::MemoryEntry& e = h.entries()[static_cast<size_t>(i)];
+    if (e.kind == sessions::MemoryEntryKind::oom && e.address > 0) return static_cast<int64_t>(e.address) + h.reserved_after(i);
+  }
+  return 0;
+}
+
+std::vector<ReplayResult> replay_history(const sessions::MemoryHistory& h, const std::vector<AllocatorConfig>& settings,
+                                         const std::string& origin) {
+  const auto actions = history_actions(h);
+  const auto initial = history_initial_blocks(h);
+  std::vector<ReplayResult> out;
+  for (const auto& c : settings) out.push_back(replay_actions(actions, initial, c, origin, true));
+  return out;
+}
+
 }  // namespace embedscope::engine

@@ -15,6 +15,7 @@
 #include "embedscope/sessions/analysis/gpu_kernels.h"
 #include "embedscope/sessions/store/session.h"
 #include "output/gpu_kernels_text.h"
+#include "output/memory_text.h"
 #include "output/output.h"
 
 namespace embedscope::cli {
@@ -31,6 +32,11 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   const auto kernels = ss::gpu_kernel_figures(session, {keep_last_step});
   const auto problems = session.import_stats();
   const bool imported = session.meta("imported") == "1";
+  // the allocator history (imported memory snapshots, or a run that ended before its first step)
+  const bool memory_only = st.steps == 0 && !session.memory_events().empty();
+  const auto memory = memory_only || session.meta("import_format") == "torch_memory_snapshot"
+                          ? ss::analyze_memory(session)
+                          : std::vector<ss::RankMemoryAnalysis>{};
   if (as_json) {
     json j{{"session", file},
            {"ended", st.ended},
@@ -81,6 +87,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     if (!session.meta("end_message").empty()) j["end_message"] = session.meta("end_message");
     j["overlap_definition"] = "thread level: host spans of compute vs comm ops per rank, clipped to step windows";
     if (!kernels.empty()) j["gpu_kernels"] = gpu_kernels_json(kernels, keep_last_step);
+    if (!memory.empty()) j["memory"] = memory_json(memory);
     if (imported) {
       j["imported"] = {{"format", session.meta("import_format")}, {"producer", session.meta("import_producer")},
                        {"sources", json::parse(session.meta("import_sources_json", "[]"), nullptr, false)}};
@@ -110,6 +117,11 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   } catch (const std::exception& e) {
     std::cout << fmt::format("pipeline     {} (the stored workload is unreadable: {})\n", session.meta("pipeline", "base"),
                              e.what());
+  }
+  if (st.steps == 0 && !memory.empty()) {  // a memory snapshot: its allocator history is what there is
+    std::cout << "\n" << memory_text(memory);
+    if (!kernel_text.empty()) std::cout << "\n" << kernel_text;
+    return 0;
   }
   if (st.steps == 0) {
     std::cout << "no measured steps: nothing to analyse (the run ended before its first measured step)\n";

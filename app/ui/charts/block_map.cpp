@@ -10,17 +10,16 @@
 #include <tuple>
 
 #include "charts/colors.h"
-#include "embedscope/engine/sharding/sharding.h"  // format_bytes
 #include "embedscope/sessions/model/units.h"
 
 namespace embedscope::ui {
 
 std::vector<MapBlock> layout_blocks(const std::vector<sessions::MemoryBlockRecord>& blocks, int64_t width_bytes) {
-  std::map<int64_t, int64_t> segments;  // address -> size
-  for (const auto& b : blocks) segments[b.segment_address] = b.segment_size;
+  std::map<uint64_t, int64_t> segments;  // address -> size
+  for (const auto& b : blocks) segments[static_cast<uint64_t>(b.segment_address)] = b.segment_size;
   int64_t widest = std::max<int64_t>(1, width_bytes);
   for (const auto& [a, s] : segments) widest = std::max(widest, s);
-  std::map<int64_t, int> row;
+  std::map<uint64_t, int> row;
   for (const auto& [a, s] : segments) row.emplace(a, static_cast<int>(row.size()));
   std::vector<MapBlock> out;
   size_t largest = blocks.size();
@@ -28,68 +27,161 @@ std::vector<MapBlock> layout_blocks(const std::vector<sessions::MemoryBlockRecor
     if (!blocks[i].allocated && (largest == blocks.size() || blocks[i].size > blocks[largest].size)) largest = i;
   for (size_t i = 0; i < blocks.size(); ++i) {
     const auto& b = blocks[i];
-    const double x0 = static_cast<double>(b.address - b.segment_address) / static_cast<double>(widest);
-    out.push_back({row[b.segment_address], x0, x0 + static_cast<double>(b.size) / static_cast<double>(widest), b,
-                   i == largest});
+    const double x0 = static_cast<double>(static_cast<uint64_t>(b.address) - static_cast<uint64_t>(b.segment_address)) /
+                      static_cast<double>(widest);
+    out.push_back({row[static_cast<uint64_t>(b.segment_address)], x0,
+                   x0 + static_cast<double>(b.size) / static_cast<double>(widest), b, i == largest});
   }
   return out;
 }
 
+int64_t byte_tick_step(int64_t width_bytes, int max_ticks) {
+  const int64_t w = std::max<int64_t>(1, width_bytes);
+  for (int64_t unit = 1; unit <= (int64_t{1} << 40); unit <<= 10)
+    for (int64_t m : {1, 2, 5, 10, 20, 50, 100, 200, 500})
+      if (w / (m * unit) <= max_ticks) return m * unit;
+  return int64_t{1} << 40;
+}
+
+namespace {
+// The first row's y: below the legend and the byte scale (nothing above it on an empty map).
+int rows_top(bool empty, int legend_rows) {
+  return empty ? BlockMap::kMargin : BlockMap::kMargin + legend_rows * BlockMap::kLegendRow + BlockMap::kScaleHeight;
+}
+}  // namespace
+
 BlockMap::BlockMap(QWidget* parent) : QWidget(parent) { setMouseTracking(true); }
 
-QColor BlockMap::color_of(const sessions::MemoryBlockRecord& b) {
-  if (!b.allocated) return QColor(0xdd, 0xdd, 0xdd);
+QColor BlockMap::color_of_tag(const std::string& tag) {
   static const std::map<std::string, QColor> known = {
       {"weights", QColor(0x1f, 0x77, 0xb4)},     {"optimizer_state", QColor(0xff, 0x7f, 0x0e)},
       {"kjt", QColor(0x8e, 0x8e, 0x8e)},          {"pooled_output", QColor(0x2c, 0xa0, 0x2c)},
       {"gradients", QColor(0x94, 0x67, 0xbd)},    {"comm_buffer", QColor(0xd6, 0x27, 0x28)},
       {"activations", QColor(0x17, 0xbe, 0xcf)},  {"dense", QColor(0x8c, 0x56, 0x4b)}};
-  auto it = known.find(b.tag);
-  return it != known.end() ? it->second : QColor(0xbc, 0xbd, 0x22);
+  if (auto it = known.find(tag); it != known.end()) return it->second;
+  // Tableau 10 without its grey (free blocks are grey); FNV-1a of the name picks one
+  static const QColor ten[] = {QColor(0x4e, 0x79, 0xa7), QColor(0xf2, 0x8e, 0x2b), QColor(0xe1, 0x57, 0x59),
+                               QColor(0x76, 0xb7, 0xb2), QColor(0x59, 0xa1, 0x4f), QColor(0xed, 0xc9, 0x48),
+                               QColor(0xb0, 0x7a, 0xa1), QColor(0xff, 0x9d, 0xa7), QColor(0x9c, 0x75, 0x5f),
+                               QColor(0x6b, 0x4c, 0x9a)};
+  uint32_t h = 2166136261u;
+  for (unsigned char c : tag) h = (h ^ c) * 16777619u;
+  return ten[h % 10];
+}
+
+QColor BlockMap::color_of(const sessions::MemoryBlockRecord& b) {
+  if (!b.allocated) return QColor(0xdd, 0xdd, 0xdd);
+  return color_of_tag(b.tag);
 }
 
 void BlockMap::set_blocks(std::vector<sessions::MemoryBlockRecord> blocks, int64_t width_bytes) {
   layout_ = layout_blocks(blocks, width_bytes);
-  int rows = 0;
-  for (const auto& b : layout_) rows = std::max(rows, b.row + 1);
-  setMinimumHeight(2 * kMargin + rows * kRowHeight);
+  width_bytes_ = std::max<int64_t>(1, width_bytes);
+  for (const auto& b : blocks) width_bytes_ = std::max(width_bytes_, b.segment_size);
+  rows_ = 0;
+  std::map<std::string, int64_t> by_tag;
+  bool any_free = false;
+  for (const auto& b : layout_) {
+    rows_ = std::max(rows_, b.row + 1);
+    if (b.block.allocated) by_tag[b.block.tag] += b.block.size;
+    else any_free = true;
+  }
+  std::vector<std::pair<std::string, int64_t>> tags(by_tag.begin(), by_tag.end());
+  std::stable_sort(tags.begin(), tags.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  legend_.clear();
+  for (const auto& [t, n] : tags) legend_.push_back(t);
+  if (any_free) legend_.push_back("free");
+  setMinimumHeight(2 * kMargin + rows_ * kRowHeight + (layout_.empty() ? 0 : kScaleHeight + legend_rows() * kLegendRow));
   update();
+}
+
+int BlockMap::legend_rows() const {
+  // entries of at most 200 px side by side; at least one row when there is anything to name
+  const int per_row = std::max(1, (std::max(width(), 400) - 2 * kMargin) / 200);
+  return legend_.empty() ? 0 : static_cast<int>((legend_.size() + static_cast<size_t>(per_row) - 1) / static_cast<size_t>(per_row));
+}
+
+int BlockMap::block_at(double x, double y) const {
+  const double w = width() - 2 * kMargin;
+  const double fx = (x - kMargin) / w;
+  const int top = rows_top(layout_.empty(), legend_rows());
+  if (y < top) return -1;
+  const int row = static_cast<int>((y - top) / kRowHeight);
+  for (size_t i = 0; i < layout_.size(); ++i)
+    if (layout_[i].row == row && fx >= layout_[i].x0 && fx < layout_[i].x1) return static_cast<int>(i);
+  return -1;
 }
 
 void BlockMap::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.fillRect(rect(), palette().base());
   const double w = width() - 2 * kMargin;
+  const int top = rows_top(layout_.empty(), legend_rows());
   for (const auto& b : layout_) {
-    const QRectF r(kMargin + b.x0 * w, kMargin + b.row * kRowHeight + 2, std::max(1.0, (b.x1 - b.x0) * w),
+    const QRectF r(kMargin + b.x0 * w, top + b.row * kRowHeight + 2, std::max(1.0, (b.x1 - b.x0) * w),
                    kRowHeight - 4);
     p.fillRect(r, color_of(b.block));
+    if (b.block.pending_free) p.fillRect(r, QBrush(palette().color(QPalette::Base), Qt::BDiagPattern));
     if (b.largest_free) {
-      p.setPen(QPen(Qt::black, 2));
+      p.setPen(QPen(palette().color(QPalette::Text), 2));
       p.drawRect(r);
     }
+  }
+  if (layout_.empty()) return;
+  // the legend (a swatch and the tag, entries of 200 px), then the byte scale: above the rows
+  const QColor text = palette().color(QPalette::Text);
+  QFont f = font();
+  f.setPointSizeF(std::max(6.0, f.pointSizeF() * 0.85));
+  p.setFont(f);
+  const int per_row = std::max(1, (std::max(width(), 400) - 2 * kMargin) / 200);
+  for (size_t i = 0; i < legend_.size(); ++i) {
+    const int col = static_cast<int>(i) % per_row, row = static_cast<int>(i) / per_row;
+    const QRectF sw(kMargin + col * 200, kMargin / 2 + row * kLegendRow + 3, 12, 12);
+    sessions::MemoryBlockRecord r;
+    r.allocated = legend_[i] != "free";
+    r.tag = legend_[i];
+    p.fillRect(sw, color_of(r));
+    p.setPen(QPen(text, 1));
+    const QString name = legend_[i] == "free" ? QString("free (largest outlined)") : QString::fromStdString(legend_[i]);
+    p.drawText(QRectF(sw.right() + 4, sw.top() - 3, 180, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter,
+               p.fontMetrics().elidedText(name, Qt::ElideRight, 180));
+  }
+  const int y0 = top - 4;  // the axis line just above the first row, labels above it
+  p.setPen(QPen(text, 1));
+  p.drawLine(QPointF(kMargin, y0), QPointF(kMargin + w, y0));
+  const int64_t step = byte_tick_step(width_bytes_);
+  for (int64_t at = 0; at <= width_bytes_; at += step) {
+    const double x = kMargin + w * static_cast<double>(at) / static_cast<double>(width_bytes_);
+    p.drawLine(QPointF(x, y0 - 4), QPointF(x, y0));
+    const QString label = QString::fromStdString(sessions::format_bytes(at));
+    const double tw = p.fontMetrics().horizontalAdvance(label);
+    p.drawText(QPointF(std::clamp(x - tw / 2, 0.0, std::max(0.0, width() - tw)), y0 - 6), label);
   }
 }
 
 void BlockMap::mouseMoveEvent(QMouseEvent* e) {
-  const double w = width() - 2 * kMargin;
-  const double fx = (e->position().x() - kMargin) / w;
-  const int row = static_cast<int>((e->position().y() - kMargin) / kRowHeight);
-  for (const auto& b : layout_)
-    if (b.row == row && fx >= b.x0 && fx < b.x1) {
-      QToolTip::showText(e->globalPosition().toPoint(),
-                         b.block.allocated
-                             ? QString("%1: %2 (requested %3)\naddress %4")
-                                   .arg(QString::fromStdString(b.block.tag))
-                                   .arg(QString::fromStdString(sessions::format_bytes(b.block.size)))
-                                   .arg(QString::fromStdString(sessions::format_bytes(b.block.requested)))
-                                   .arg(b.block.address, 0, 16)
-                             : QString("free: %1%2").arg(QString::fromStdString(sessions::format_bytes(b.block.size)))
-                                   .arg(b.largest_free ? " (largest free block)" : ""),
-                         this);
-      return;
-    }
-  QToolTip::hideText();
+  const int i = block_at(e->position().x(), e->position().y());
+  if (i < 0) {
+    QToolTip::hideText();
+    return;
+  }
+  const MapBlock& b = layout_[static_cast<size_t>(i)];
+  QToolTip::showText(e->globalPosition().toPoint(),
+                     b.block.allocated
+                         ? QString("%1: %2 (requested %3)%4\naddress %5")
+                               .arg(QString::fromStdString(b.block.tag))
+                               .arg(QString::fromStdString(sessions::format_bytes(b.block.size)))
+                               .arg(QString::fromStdString(sessions::format_bytes(b.block.requested)))
+                               .arg(b.block.pending_free ? ", free pending on another stream" : "")
+                               .arg(static_cast<qulonglong>(b.block.address), 0, 16)
+                         : QString("free: %1%2").arg(QString::fromStdString(sessions::format_bytes(b.block.size)))
+                               .arg(b.largest_free ? " (largest free block)" : ""),
+                     this);
+}
+
+void BlockMap::mousePressEvent(QMouseEvent* e) {
+  const int i = block_at(e->position().x(), e->position().y());
+  if (i >= 0) emit block_clicked(i);
 }
 
 }  // namespace embedscope::ui

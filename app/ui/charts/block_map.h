@@ -1,12 +1,17 @@
 #pragma once
 // The segment and block map of an allocator snapshot, like PyTorch's allocator state history:
-// one row per segment, blocks coloured by tag when allocated, grey when free, the largest free
-// block outlined; hovering a block shows its size, requested size and tag.
+// one row per segment, blocks coloured by tag when allocated (hatched while their free is
+// pending on another stream), grey when free, the largest free block outlined; above the rows a
+// colour legend of the tags shown (kLegendRow px per line of entries 200 px wide) and a byte
+// scale (kScaleHeight px: ticks of the widest segment's bytes), so the first row starts at
+// kMargin + legend lines x kLegendRow + kScaleHeight.
+// Hovering a block shows its size, requested size and tag; clicking it emits block_clicked.
 
 #include <QColor>
 #include <QWidget>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "embedscope/sessions/model/events.h"
@@ -21,13 +26,16 @@ struct MapBlock {
   sessions::MemoryBlockRecord block;
   bool largest_free = false;
 };
-/// Lays out a snapshot's blocks (the segments in address order). x is a fraction of the
-/// largest segment, or of `width_bytes` when that is larger (two maps drawn on one scale).
+/// Lays out a snapshot's blocks (the segments in address order, unsigned: PyTorch addresses
+/// above 2^63 sort after the others). x is a fraction of the largest segment, or of
+/// `width_bytes` when that is larger (two maps drawn on one scale).
 std::vector<MapBlock> layout_blocks(const std::vector<sessions::MemoryBlockRecord>& blocks, int64_t width_bytes = 0);
 
-/// The map of one snapshot: a row of kRowHeight px per segment, each block a box of its tag's
-/// colour (grey when free), the largest free block outlined; a tooltip names the block under
-/// the mouse.
+/// Tick spacing of a byte axis `width_bytes` wide: the smallest of 1, 2, 5, 10, 20, 50, 100,
+/// 200, 500 B / KiB / MiB / GiB / TiB that gives at most `max_ticks` intervals (>= 1 B).
+int64_t byte_tick_step(int64_t width_bytes, int max_ticks = 6);
+
+/// The map of one snapshot (see the top of this file).
 class BlockMap : public QWidget {
   Q_OBJECT
 
@@ -37,16 +45,36 @@ class BlockMap : public QWidget {
   void set_blocks(std::vector<sessions::MemoryBlockRecord> blocks, int64_t width_bytes = 0);
   static constexpr int kRowHeight = 18;
   static constexpr int kMargin = 8;
+  static constexpr int kScaleHeight = 22;   ///< the byte scale below the rows
+  static constexpr int kLegendRow = 18;     ///< one row of the legend
   const std::vector<MapBlock>& layout() const { return layout_; }
+  /// The bytes the full width stands for.
+  int64_t width_bytes() const { return width_bytes_; }
+  /// The tags of the legend, in order (most bytes first), then "free".
+  const std::vector<std::string>& legend() const { return legend_; }
+  /// The layout index of the block at widget point (x, y), or -1.
+  int block_at(double x, double y) const;
   /// The fill colour of a block (free blocks share one grey).
   static QColor color_of(const sessions::MemoryBlockRecord& b);
+  /// The colour of an allocation tag: the engine's tags have fixed colours; any other (a PyTorch
+  /// snapshot's innermost function) one of ten by a hash of its name, so it is stable.
+  static QColor color_of_tag(const std::string& tag);
+
+ signals:
+  /// A block was clicked: its index in layout().
+  void block_clicked(int index);
 
  protected:
   void paintEvent(QPaintEvent*) override;
   void mouseMoveEvent(QMouseEvent*) override;
+  void mousePressEvent(QMouseEvent*) override;
 
  private:
+  int rows_ = 0;
+  int legend_rows() const;
   std::vector<MapBlock> layout_;
+  std::vector<std::string> legend_;
+  int64_t width_bytes_ = 0;
 };
 
 }  // namespace embedscope::ui

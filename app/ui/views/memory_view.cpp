@@ -1,64 +1,178 @@
 #include "views/memory_view.h"
 
-#include "charts/colors.h"
-
 #include <QComboBox>
 #include <QHBoxLayout>
+#include <QHeaderView>
 #include <QLabel>
 #include <QScrollArea>
+#include <QSlider>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QTabWidget>
 #include <QVBoxLayout>
 
 #include <algorithm>
 #include <cstdlib>
-#include <map>
 #include <set>
 #include <tuple>
 
+#include <nlohmann/json.hpp>
 #include <qcustomplot.h>
 
-#include "embedscope/engine/sharding/sharding.h"  // format_bytes
+#include "charts/colors.h"
+#include "embedscope/engine/memory/snapshot_replay.h"
 #include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/model/units.h"
+#include "jobs/analysis_job.h"
+#include "views/memory_replay.h"
 
 namespace embedscope::ui {
 
 namespace {
 std::string fmt_rank(int32_t rank) { return "rank " + std::to_string(rank) + ":"; }
+QString bytes(int64_t b) { return QString::fromStdString(sessions::format_bytes(b)); }
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// The allocator settings as "key: value" lines: an imported snapshot's allocator_settings, or
+// the memory section of the run's workload.
+QString settings_text(const sessions::SessionReader& s, std::string* recorded) {
+  QString out;
+  auto add = [&](const nlohmann::json& o) {
+    for (auto it = o.begin(); it != o.end(); ++it)
+      out += QString("%1: %2\n").arg(QString::fromStdString(it.key()),
+                                     QString::fromStdString(it->is_string() ? it->get<std::string>() : it->dump()));
+  };
+  const auto settings = nlohmann::json::parse(s.meta(sessions::meta::kAllocatorSettingsJson, "{}"), nullptr, false);
+  if (settings.is_object() && !settings.empty()) {
+    add(settings);
+    const int64_t split = settings.value("max_split_size", int64_t{0});
+    *recorded = std::string(settings.value("expandable_segments", false) ? "expandable_segments" : "caching") +
+                (split > 0 ? ", max_split_size " + sessions::format_bytes(split) : std::string());
+    return "allocator settings (PyTorch)\n" + out;
+  }
+  const auto w = nlohmann::json::parse(s.meta(sessions::meta::kWorkloadJson, "{}"), nullptr, false);
+  if (w.is_object() && w.contains("memory") && w["memory"].is_object()) {
+    add(w["memory"]);
+    *recorded = w["memory"].value("allocator", std::string("caching"));
+    return "allocator settings (the run's workload)\n" + out;
+  }
+  *recorded = "unknown";
+  return "allocator settings: not recorded";
+}
 }  // namespace
+
+MemoryViewData load_memory_view_data(const std::string& path, int32_t rank, int64_t columns) {
+  const sessions::SessionReader r(path);
+  MemoryViewData d;
+  d.frames = r.memory_frames();
+  d.stacks = r.memory_stacks();
+  auto h = std::make_shared<sessions::MemoryHistory>(sessions::MemoryHistory::load(r, rank));
+  d.analysis = sessions::analyze_memory_history(*h, rank, 8, d.frames, d.stacks);
+  d.columns = sessions::active_timeline(*h, columns);
+  d.capacity = engine::history_capacity(*h);
+  if (d.capacity == 0)
+    for (const auto& ri : r.ranks())
+      if (ri.rank == rank) d.capacity = ri.memory_capacity_bytes;
+  d.history = std::move(h);
+  return d;
+}
 
 MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent)
     : QWidget(parent), session_(std::move(session)), counters_(session_->memory_counters()),
       snapshots_(session_->memory_snapshots()), rank_box_(new QComboBox(this)), snapshot_box_(new QComboBox(this)),
-      plot_(new QCustomPlot(this)), map_(new BlockMap(this)), why_(new QLabel(this)) {
+      summary_(new QLabel(this)), charts_(new QTabWidget(this)), timeline_(new ActiveTimeline(this)),
+      frag_plot_(new QCustomPlot(this)), plot_(new QCustomPlot(this)), slider_(new QSlider(Qt::Horizontal, this)),
+      entry_box_(new QSpinBox(this)), entry_label_(new QLabel(this)), map_(new BlockMap(this)), why_(new QLabel(this)),
+      details_(new QLabel(this)), stacks_table_(new QTableWidget(0, 4, this)), settings_(new QLabel(this)),
+      replay_(new MemoryReplayPanel(this)), job_(new AnalysisJob(this)) {
   std::set<int32_t> ranks;
   for (const auto& c : counters_) ranks.insert(c.rank);
+  if (ranks.empty())  // no counters: the ranks of the session (their events, if any, are read off the GUI thread)
+    for (const auto& r : session_->ranks()) ranks.insert(r.rank);
   for (int32_t r : ranks) rank_box_->addItem(QString("rank %1").arg(r), r);
+  const bool imported = session_->meta(sessions::meta::kImportFormat) == "torch_memory_snapshot";
+  const int64_t warmup = std::atoll(session_->meta(sessions::meta::kWarmupSteps, "0").c_str());
   for (const auto& s : snapshots_)
-    snapshot_box_->addItem(QString("rank %1, step %2 (%3)").arg(s.rank).arg(s.step).arg(QString::fromStdString(s.reason)));
+    snapshot_box_->addItem(QString::fromStdString(sessions::snapshot_label(s, warmup, imported)));
+
   auto* layout = new QVBoxLayout(this);
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel("memory of", this));
   top->addWidget(rank_box_);
-  top->addStretch(1);
+  summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  top->addWidget(summary_, 1);
   layout->addLayout(top);
-  plot_->setMinimumSize(320, 220);
-  layout->addWidget(plot_, 3);
+
+  auto* split = new QSplitter(Qt::Horizontal, this);
+  layout->addWidget(split, 1);
+  // left: the charts over the trace, the scrubber and the block map
+  auto* left = new QWidget(split);
+  auto* lv = new QVBoxLayout(left);
+  lv->setContentsMargins(0, 0, 0, 0);
+  lv->addWidget(timeline_, 3);
+  frag_plot_->setMinimumSize(320, 150);
+  plot_->setMinimumSize(320, 150);
+  charts_->addTab(frag_plot_, "fragmentation over the trace");
+  charts_->addTab(plot_, "by step");
+  lv->addWidget(charts_, 2);
+  auto* scrub = new QHBoxLayout;
+  scrub->addWidget(new QLabel("allocator state after entry", this));
+  scrub->addWidget(entry_box_);
+  scrub->addWidget(slider_, 1);
+  lv->addLayout(scrub);
+  entry_label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  entry_label_->setWordWrap(true);
+  lv->addWidget(entry_label_);
   auto* mid = new QHBoxLayout;
-  mid->addWidget(new QLabel("segments and blocks of", this));
+  mid->addWidget(new QLabel("or a recorded snapshot:", this));
   mid->addWidget(snapshot_box_);
   mid->addStretch(1);
-  layout->addLayout(mid);
+  lv->addLayout(mid);
   why_->setWordWrap(true);
   why_->setStyleSheet("color: #b00000");
   why_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   why_->hide();
-  layout->addWidget(why_);
+  lv->addWidget(why_);
   auto* scroll = new QScrollArea(this);
   scroll->setWidget(map_);
   scroll->setWidgetResizable(true);
-  layout->addWidget(scroll, 2);
-  if (counters_.empty()) layout->addWidget(new QLabel("this session has no memory records (schema version 1)", this));
+  lv->addWidget(scroll, 3);
+  if (counters_.empty() && ranks.empty())
+    lv->addWidget(new QLabel("this session has no memory records (schema version 1)", this));
+  // right: the clicked block, the top stacks, the settings, the replay
+  auto* right = new QWidget(split);
+  auto* rv = new QVBoxLayout(right);
+  rv->setContentsMargins(0, 0, 0, 0);
+  details_->setWordWrap(true);
+  details_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  details_->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+  details_->setText("click a block on the map: its stack, size, requested size and the entry that made it");
+  details_->setMinimumHeight(120);
+  rv->addWidget(details_, 2);
+  stacks_table_->setHorizontalHeaderLabels({"held", "bytes", "blocks", "allocating stack (innermost frame; hover: all)"});
+  stacks_table_->horizontalHeader()->setStretchLastSection(true);
+  stacks_table_->verticalHeader()->hide();
+  stacks_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  rv->addWidget(stacks_table_, 3);
+  std::string recorded;
+  settings_->setText(settings_text(*session_, &recorded));
+  settings_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  settings_->setWordWrap(true);
+  rv->addWidget(settings_);
+  rv->addWidget(replay_, 2);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 2);
+  slider_->setEnabled(false);
+  entry_box_->setEnabled(false);
+  replay_->setProperty("recorded", QString::fromStdString(recorded));
+
   connect(rank_box_, &QComboBox::currentIndexChanged, this, [this](int i) { show_rank(rank_box_->itemData(i).toInt()); });
   connect(snapshot_box_, &QComboBox::currentIndexChanged, this, [this](int i) { show_snapshot(i); });
+  connect(slider_, &QSlider::valueChanged, this, [this](int v) { scrub_to(v); });
+  connect(entry_box_, &QSpinBox::valueChanged, this, [this](int v) { scrub_to(v); });
+  connect(timeline_, &ActiveTimeline::entry_clicked, this, [this](int64_t e) { scrub_to(e); });
+  connect(map_, &BlockMap::block_clicked, this, [this](int i) { show_block(i); });
   if (!ranks.empty()) show_rank(*ranks.begin());
   // open on the OOM snapshot when there is one - of the rank the run's error names ("rank N: ...")
   // - since that is the question a user comes with
@@ -77,12 +191,15 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
                              }) - snapshots_.begin());
   if (first < 0) first = 0;
   if (!snapshots_.empty()) {
+    QSignalBlocker block(snapshot_box_);
     snapshot_box_->setCurrentIndex(first);
     show_snapshot(first);
   }
 }
 
 void MemoryView::show_rank(int rank) {
+  if (rank == rank_) return;
+  rank_ = rank;
   plot_->clearGraphs();
   plot_->clearItems();
   QVector<double> steps, allocated, reserved, frag;
@@ -105,7 +222,11 @@ void MemoryView::show_rank(int rank) {
   f->setName("fragmentation %");
   f->setData(steps, frag);
   f->setPen(QPen(QColor(0x7f, 0x7f, 0x7f), 1, Qt::DashLine));
-  plot_->xAxis->setLabel("step");
+  plot_->xAxis->setLabel("step (negative: warm-up)");
+  auto ticker = QSharedPointer<QCPAxisTickerFixed>(new QCPAxisTickerFixed);
+  ticker->setTickStep(1.0);
+  ticker->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);  // integer steps only
+  plot_->xAxis->setTicker(ticker);
   plot_->yAxis->setLabel("MiB");
   plot_->legend->setVisible(true);
   plot_->rescaleAxes(true);
@@ -127,18 +248,226 @@ void MemoryView::show_rank(int rank) {
     }
   follow_palette(plot_);
   if (plot_->isVisible()) plot_->replot();
+  // the history of the rank, off the GUI thread
+  data_ = MemoryViewData{};
+  state_ = sessions::MemoryState{};
+  timeline_->set_data(nullptr, {}, {}, {});
+  summary_->setText("reading the allocator history ...");
+  const std::string path = session_->path();
+  job_->start<MemoryViewData>([path, rank] { return load_memory_view_data(path, rank); },
+                              [this](MemoryViewData& d) { apply(d); },
+                              [this](const QString& e) { summary_->setText("the allocator history is unreadable: " + e); });
+}
+
+void MemoryView::apply(MemoryViewData& d) {
+  data_ = std::move(d);
+  const auto& h = *data_.history;
+  const auto& a = data_.analysis;
+  timeline_->set_data(data_.history, data_.columns, data_.frames, data_.stacks);
+  if (h.size() == 0) {
+    summary_->setText(counters_.empty() ? "" : "no allocator events: the recorded snapshots below");
+    charts_->setCurrentWidget(plot_);
+    timeline_->hide();
+    return;
+  }
+  timeline_->show();
+  charts_->setCurrentWidget(frag_plot_);
+  QString sum = QString("%1 events; peak allocated %2 at entry %3 (reserved %4, peak reserved %5); at the peak "
+                        "fragmentation %6%, largest free block %7, %8 lost to rounding")
+                    .arg(a.entries)
+                    .arg(bytes(a.peak_allocated))
+                    .arg(a.peak_entry)
+                    .arg(bytes(a.at_peak.reserved), bytes(a.peak_reserved))
+                    .arg(100 * a.at_peak.external_fragmentation, 0, 'f', 1)
+                    .arg(bytes(a.at_peak.largest_free_block), bytes(a.rounding_loss_at_peak));
+  if (!a.ooms.empty()) sum += QString("; %1 OOM%2").arg(a.ooms.size()).arg(a.ooms.size() == 1 ? "" : "s");
+  if (!a.starts_empty) sum += "; the trace starts mid-way";
+  summary_->setText(sum);
+  fill_fragmentation();
+  fill_stacks();
+  replay_->set_history(data_.history, data_.capacity, a.peak_reserved, replay_->property("recorded").toString().toStdString());
+  {
+    const QSignalBlocker b1(slider_), b2(entry_box_);
+    slider_->setRange(0, static_cast<int>(h.size() - 1));
+    slider_->setPageStep(std::max<int>(1, static_cast<int>(h.size() / 50)));
+    entry_box_->setRange(0, static_cast<int>(h.size() - 1));
+  }
+  slider_->setEnabled(true);
+  entry_box_->setEnabled(true);
+  scrub_to(a.ooms.empty() ? a.peak_entry : a.ooms.front().entry);  // the question a user comes with
+}
+
+void MemoryView::scrub_to(int64_t entry) {
+  if (!data_.history || data_.history->size() == 0) return;
+  const auto& h = *data_.history;
+  entry = std::clamp<int64_t>(entry, 0, h.size() - 1);
+  if (state_.entry != entry || state_.segments.empty()) state_ = h.state_at(entry);
+  {
+    const QSignalBlocker b1(slider_), b2(entry_box_);
+    slider_->setValue(static_cast<int>(entry));
+    entry_box_->setValue(static_cast<int>(entry));
+  }
+  map_->set_blocks(h.blocks_of(state_));
+  timeline_->set_cursor(entry);
+  const sessions::MemoryEntry& e = h.entries()[static_cast<size_t>(entry)];
+  QString what = QString("entry %1 of %2: %3").arg(entry).arg(h.size()).arg(QString::fromStdString(e.action));
+  if (e.allocation >= 0) {
+    const auto& al = h.allocations()[static_cast<size_t>(e.allocation)];
+    what += QString(" %1 (requested %2) %3").arg(bytes(al.size), bytes(al.requested), QString::fromStdString(al.tag));
+  } else if (e.kind == sessions::MemoryEntryKind::oom) {
+    what += QString(" of %1").arg(bytes(e.requested > 0 ? e.requested : e.size));
+  } else if (e.size > 0) {
+    what += QString(" %1").arg(bytes(e.size));
+  }
+  const sessions::MemoryStateFigures f = h.figures(state_);
+  what += QString(" at %1 ms, stream %2 | allocated %3, reserved %4, %5 segments, largest free block %6, "
+                  "fragmentation %7%")
+              .arg(static_cast<double>(e.time_ns) / 1e6, 0, 'f', 3)
+              .arg(e.stream)
+              .arg(bytes(f.allocated), bytes(f.reserved))
+              .arg(f.segments)
+              .arg(bytes(f.largest_free_block))
+              .arg(100 * f.external_fragmentation, 0, 'f', 1);
+  entry_label_->setText(what);
+  why_->hide();
+}
+
+void MemoryView::show_block(int index) {
+  const auto& layout = map_->layout();
+  if (index < 0 || static_cast<size_t>(index) >= layout.size()) return;
+  const sessions::MemoryBlockRecord& b = layout[static_cast<size_t>(index)].block;
+  if (!b.allocated) {
+    details_->setText(QString("free block of %1 at %2 in the segment at %3 (%4)%5")
+                          .arg(bytes(b.size))
+                          .arg(static_cast<qulonglong>(b.address), 0, 16)
+                          .arg(static_cast<qulonglong>(b.segment_address), 0, 16)
+                          .arg(bytes(b.segment_size))
+                          .arg(layout[static_cast<size_t>(index)].largest_free ? ": the largest free block" : ""));
+    return;
+  }
+  int32_t a = -1;
+  if (data_.history && state_.entry >= 0) a = data_.history->allocation_at(state_, static_cast<uint64_t>(b.address));
+  if (a >= 0 && data_.history->allocations()[static_cast<size_t>(a)].address == static_cast<uint64_t>(b.address)) {
+    const auto& al = data_.history->allocations()[static_cast<size_t>(a)];
+    QString made = al.alloc_entry >= 0 ? QString("made by entry %1 (alloc)").arg(al.alloc_entry)
+                                       : QString("live before the first entry of the trace");
+    details_->setText(QString("block at %1, %2\n%3\n\n%4")
+                          .arg(static_cast<qulonglong>(b.address), 0, 16)
+                          .arg(b.pending_free ? "its free pending on another stream" : "allocated")
+                          .arg(made)
+                          .arg(timeline_->describe(a)));
+    return;
+  }
+  // a recorded snapshot's block (no history entry made it)
+  QString text = QString("%1: %2 (requested %3) at %4")
+                     .arg(QString::fromStdString(b.tag), bytes(b.size), bytes(b.requested))
+                     .arg(static_cast<qulonglong>(b.address), 0, 16);
+  for (const auto& f : sessions::stack_frames(b.stack_id, data_.frames, data_.stacks))
+    text += "\n  " + QString::fromStdString(f);
+  details_->setText(text);
+}
+
+void MemoryView::fill_fragmentation() {
+  QCustomPlot* p = frag_plot_;
+  p->clearGraphs();
+  p->clearItems();
+  QVector<double> x, frag, largest;
+  for (const auto& c : data_.columns) {
+    x << static_cast<double>(c.entry);
+    frag << 100 * c.figures.external_fragmentation;
+    largest << static_cast<double>(c.figures.largest_free_block) / kMiB;
+  }
+  auto* g1 = p->addGraph(p->xAxis, p->yAxis);
+  g1->setName("largest free block");
+  g1->setData(x, largest);
+  g1->setPen(QPen(QColor(0x2c, 0xa0, 0x2c), 2));
+  auto* g2 = p->addGraph(p->xAxis, p->yAxis2);
+  g2->setName("fragmentation % (right axis)");
+  g2->setData(x, frag);
+  g2->setPen(QPen(QColor(0x7f, 0x7f, 0x7f), 1, Qt::DashLine));
+  QVector<double> ox, req, lf;
+  for (const auto& o : data_.analysis.ooms) {
+    ox << static_cast<double>(o.entry);
+    req << static_cast<double>(o.requested) / kMiB;
+    lf << static_cast<double>(o.largest_free_block) / kMiB;
+    auto* line = new QCPItemStraightLine(p);
+    line->point1->setCoords(static_cast<double>(o.entry), 0);
+    line->point2->setCoords(static_cast<double>(o.entry), 1);
+    line->setPen(QPen(Qt::red, 1, Qt::DotLine));
+  }
+  if (!ox.isEmpty()) {
+    auto* r = p->addGraph(p->xAxis, p->yAxis);
+    r->setName("OOM: the request");
+    r->setData(ox, req);
+    r->setLineStyle(QCPGraph::lsNone);
+    r->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCross, Qt::red, 10));
+    auto* l = p->addGraph(p->xAxis, p->yAxis);
+    l->setName("OOM: largest free block then");
+    l->setData(ox, lf);
+    l->setLineStyle(QCPGraph::lsNone);
+    l->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QColor(0x2c, 0xa0, 0x2c), 9));
+  }
+  p->xAxis->setLabel("trace entry");
+  p->yAxis->setLabel("MiB");
+  p->yAxis2->setVisible(true);
+  p->yAxis2->setLabel("fragmentation %");
+  // the legend in a row of its own under the chart, not over the lines
+  p->legend->setVisible(true);
+  p->legend->setFont(QFont(font().family(), std::max(7, font().pointSize() - 1)));
+  if (p->plotLayout()->rowCount() == 1) {
+    p->plotLayout()->addElement(1, 0, p->legend);
+    p->plotLayout()->setRowStretchFactor(1, 0.001);
+    p->legend->setFillOrder(QCPLegend::foColumnsFirst);
+    p->legend->setWrap(2);
+  }
+  p->rescaleAxes();
+  const double n = std::max<double>(1, static_cast<double>(data_.history->size()));
+  p->xAxis->setRange(-0.01 * n, 1.02 * n);  // an OOM at the last entry stays in view
+  p->yAxis->setRange(0, std::max(1.0, p->yAxis->range().upper * 1.1));
+  p->yAxis2->setRange(0, 100);
+  follow_palette(p);
+  if (p->isVisible()) p->replot();
+}
+
+void MemoryView::fill_stacks() {
+  const auto& a = data_.analysis;
+  stacks_table_->setRowCount(0);
+  auto add = [&](const QString& where, const std::vector<sessions::MemoryStackHeld>& held) {
+    for (const auto& s : held) {
+      const int row = stacks_table_->rowCount();
+      stacks_table_->insertRow(row);
+      const QStringList cells{where, bytes(s.bytes), QString::number(s.blocks), QString::fromStdString(s.name)};
+      for (int c = 0; c < cells.size(); ++c) {
+        auto* item = new QTableWidgetItem(cells[c]);
+        if (c == 3) {
+          QString tip;
+          for (const auto& f : sessions::stack_frames(s.stack_id, data_.frames, data_.stacks))
+            tip += QString::fromStdString(f) + "\n";
+          item->setToolTip(tip.trimmed());
+          // the block map's colour of the blocks it holds (their tag is the innermost function)
+          item->setData(Qt::DecorationRole, BlockMap::color_of_tag(s.stack_id > 0 ? s.name.substr(0, s.name.find(" (")) : s.name));
+        }
+        stacks_table_->setItem(row, c, item);
+      }
+    }
+  };
+  add(QString("at the peak (entry %1)").arg(a.peak_entry), a.top_stacks_at_peak);
+  for (const auto& o : a.ooms) add(QString("at the OOM (entry %1)").arg(o.entry), o.top_stacks);
+  stacks_table_->resizeColumnsToContents();
 }
 
 void MemoryView::show_snapshot(int index) {
   if (index < 0 || static_cast<size_t>(index) >= snapshots_.size()) return;
   const auto& sn = snapshots_[static_cast<size_t>(index)];
   map_->set_blocks(session_->memory_blocks(sn.id));
+  state_ = sessions::MemoryState{};  // the map shows the recorded snapshot, not a replayed state
   if (const int i = rank_box_->findData(sn.rank); i >= 0 && i != rank_box_->currentIndex())
     rank_box_->setCurrentIndex(i);  // the chart follows the snapshot's rank
   const std::string msg = session_->meta(sessions::meta::kEndMessage);
   const bool oom = sn.reason == "oom" && msg.rfind(fmt_rank(sn.rank), 0) == 0;
   why_->setText(oom ? QString::fromStdString(session_->meta(sessions::meta::kEndMessage)) : QString());
   why_->setVisible(oom);
+  entry_label_->setText(QString("the recorded snapshot: %1").arg(snapshot_box_->itemText(index)));
 }
 
 }  // namespace embedscope::ui

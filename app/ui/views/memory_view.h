@@ -1,22 +1,54 @@
 #pragma once
-// The memory view: per rank, allocated / reserved bytes and fragmentation over the steps (with
-// OOM markers), and the segment and block map of a snapshot, like PyTorch's allocator state
-// history: one row per segment, blocks coloured by tag when allocated, grey when free, the
-// largest free block outlined; hovering a block shows its size, requested size and tag.
+// The memory view of one session. With a memory history (an imported PyTorch memory snapshot,
+// or an engine run's allocator events), per rank:
+//  - the active memory timeline (charts/active_timeline.h: live blocks as stacked bands over
+//    the trace entries, hover for size, stack and lifetime; click to scrub there);
+//  - fragmentation and the largest free block over the trace, and at every OOM the request
+//    against the largest free block;
+//  - the allocator state after any entry: the segment/block map of sessions MemoryHistory's
+//    replay (checkpointed: a scrub step costs the entries since the last checkpoint), scrubbed
+//    with the slider or the keyboard (arrows, Page Up/Down, Home/End on the slider);
+//  - clicking a block: its stack, size, requested size and the entry that made it;
+//  - the stacks holding the most bytes at the peak and at each OOM, the allocator settings, and
+//    the Replay panel (views/memory_replay.h).
+// Every session also has the by-step chart (allocated, reserved, fragmentation with OOM
+// markers) and its recorded snapshots, whose picker names warm-up steps as such. The history is
+// read and analysed off the GUI thread (jobs/analysis_job.h).
 
 #include <QWidget>
 
 #include <memory>
 #include <vector>
 
+#include "charts/active_timeline.h"
 #include "charts/block_map.h"
+#include "embedscope/sessions/analysis/memory_analysis.h"
 #include "embedscope/sessions/store/session.h"
 
 class QCustomPlot;
 class QComboBox;
 class QLabel;
+class QSlider;
+class QSpinBox;
+class QTableWidget;
+class QTabWidget;
 
 namespace embedscope::ui {
+
+class AnalysisJob;
+class MemoryReplayPanel;
+
+/// What the view's job computes for one rank (off the GUI thread).
+struct MemoryViewData {
+  std::shared_ptr<const sessions::MemoryHistory> history;
+  sessions::RankMemoryAnalysis analysis;
+  std::vector<sessions::TimelineColumn> columns;
+  std::vector<sessions::MemoryFrame> frames;
+  std::vector<sessions::MemoryStackFrame> stacks;
+  int64_t capacity = 0;  ///< the device's bytes when known (an OOM's device_free, the run's memory_bytes)
+};
+/// Loads and analyses `rank`'s history from the session at `path` (its own reader).
+MemoryViewData load_memory_view_data(const std::string& path, int32_t rank, int64_t columns = 1200);
 
 class MemoryView : public QWidget {
   Q_OBJECT
@@ -25,16 +57,47 @@ class MemoryView : public QWidget {
   explicit MemoryView(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent = nullptr);
   void show_rank(int rank);
   void show_snapshot(int index);
+  /// Shows the allocator state after history entry `entry` (clamped into the history).
+  void scrub_to(int64_t entry);
   BlockMap* map() { return map_; }
+  ActiveTimeline* timeline() { return timeline_; }
+  QSlider* slider() { return slider_; }
+  QCustomPlot* fragmentation_plot() { return frag_plot_; }
+  QTableWidget* stacks_table() { return stacks_table_; }
+  QLabel* details() { return details_; }
+  MemoryReplayPanel* replay() { return replay_; }
+  AnalysisJob* job() { return job_; }
+  /// The state the map shows (after slider()->value()); empty before the history arrives.
+  const sessions::MemoryState& state() const { return state_; }
+  const MemoryViewData& data() const { return data_; }
 
  private:
+  void apply(MemoryViewData& d);
+  void show_block(int index);
+  void fill_fragmentation();
+  void fill_stacks();
   std::shared_ptr<const sessions::SessionReader> session_;
   std::vector<sessions::MemoryCounter> counters_;
   std::vector<sessions::MemorySnapshot> snapshots_;
   QComboBox *rank_box_, *snapshot_box_;
-  QCustomPlot* plot_;
+  QLabel* summary_;
+  QTabWidget* charts_;
+  ActiveTimeline* timeline_;
+  QCustomPlot* frag_plot_;
+  QCustomPlot* plot_;  // by step
+  QSlider* slider_;
+  QSpinBox* entry_box_;
+  QLabel* entry_label_;
   BlockMap* map_;
   QLabel* why_;  // the OOM explanation, shown with the OOM snapshot
+  QLabel* details_;
+  QTableWidget* stacks_table_;
+  QLabel* settings_;
+  MemoryReplayPanel* replay_;
+  AnalysisJob* job_;
+  MemoryViewData data_;
+  sessions::MemoryState state_;
+  int rank_ = -1;
 };
 
 }  // namespace embedscope::ui

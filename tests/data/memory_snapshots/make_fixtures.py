@@ -32,6 +32,8 @@ class Emulator:
         self.trace = []
         self.time_us = 1_000_000
         self.pending = {}  # address -> block awaiting free_completed
+        self.peak = None   # figures() when the allocated bytes first reached their maximum
+        self.ooms = []     # figures() at each oom entry, with the request and device_free
 
     def _frames(self, name, line):
         return [{"filename": "train.py", "line": line, "name": name},
@@ -43,6 +45,30 @@ class Emulator:
         if frames is not None:
             e["frames"] = frames
         self.trace.append(e)
+        if action == "alloc":  # the state already holds the block: is this the peak?
+            f = self.figures()
+            if self.peak is None or f["allocated"] > self.peak["allocated"]:
+                self.peak = f
+
+    def figures(self):
+        """The layout now, as `embedscope stats` reports it: allocated (blocks not pending),
+        requested, reserved, free bytes in segments, the largest free block, both fragmentation
+        measures, and the bytes held per innermost frame (active blocks, pending included)."""
+        blocks = [b for s in self.segments for b in s["blocks"]]
+        free = [b["size"] for b in blocks if b["state"] == "inactive"]
+        held = {}
+        for b in blocks:
+            if b["state"] != "inactive":
+                held[b["frames"][0]["name"]] = held.get(b["frames"][0]["name"], 0) + b["size"]
+        return {"entry": len(self.trace) - 1,
+                "allocated": sum(b["size"] for b in blocks if b["state"] == "active_allocated"),
+                "requested": sum(b["requested_size"] for b in blocks if b["state"] == "active_allocated"),
+                "reserved": sum(s["total_size"] for s in self.segments),
+                "free_in_segments": sum(free), "largest_free_block": max(free, default=0),
+                "external_fragmentation": 1 - max(free) / sum(free) if free else 0.0,
+                "memviz_fragmentation": sum(g * g for g in free) / sum(s["total_size"] ** 2 for s in self.segments)
+                if self.segments else 0.0,
+                "held_by_frame": held}
 
     @staticmethod
     def round(n):
@@ -124,6 +150,7 @@ class Emulator:
         self.time_us += 7
         self.trace.append({"action": "oom", "device_free": device_free, "size": requested, "stream": stream,
                            "time_us": self.time_us, "frames": self._frames("backward", 99)})
+        self.ooms.append(dict(self.figures(), request=requested, device_free=device_free))
 
     def segments_out(self):
         out = []
@@ -203,6 +230,8 @@ def counts(emulators):
         "reserved_at_dump": [sum(s["total_size"] for s in e.segments_out()) for e in emulators],
         "allocated_at_dump": [sum(s["allocated_size"] for s in e.segments_out()) for e in emulators],
         "peak_reserved": [peak_reserved(e.trace) for e in emulators],
+        "at_peak": [e.peak for e in emulators],
+        "at_ooms": [e.ooms for e in emulators],
     }
 
 
@@ -311,5 +340,60 @@ def main():
         f.write("\n")
 
 
+def realistic(path, entries, seed=13):
+    """A training-like snapshot of about `entries` trace entries (not a committed fixture: for the
+    workbench's screenshots and bench/memory_view_bench): weights, then steps of activations of
+    varied sizes freed in varied order, gradients, comm buffers on stream 7 whose frees complete
+    later, an empty_cache every 25 steps, and at the end an OOM the fragmentation explains.
+    Each entry carries its own list of frames (a real snapshot's stacks are deep), so the file's
+    size grows with the entries as a real one's does."""
+    import random
+    rng = random.Random(seed)
+    e = Emulator(0, 0x7F3A00000000, settings())
+    depth = ["train.py", "torch/nn/modules/module.py", "torch/autograd/graph.py", "model/layers.py"]
+
+    def frames(name, line):
+        return [{"filename": depth[i % len(depth)], "line": line + 7 * i, "name": name if i == 0 else f"call_{i}"}
+                for i in range(6)]
+    e._frames = frames
+    for i in range(40):
+        e.alloc(rng.choice((256 * KiB, 3 * MiB, 16 * MiB + 512, 40 * MiB)), 0, "init_weights", 5 + i % 8)
+    step, carry = 0, []
+    while len(e.trace) < entries:
+        acts = [e.alloc(rng.randint(1, 24) * rng.choice((4 * KiB, 64 * KiB, 1 * MiB)) + rng.randint(0, 511), 0,
+                        "forward", 20 + i % 30) for i in range(rng.randint(20, 60))]
+        comm = [e.alloc(rng.choice((2, 8, 12)) * MiB, 7, "all_to_all", 40) for _ in range(2)]
+        grads = [e.alloc(rng.choice((512 * KiB, 3 * MiB, 9 * MiB)), 0, "backward", 60 + i % 10) for i in range(10)]
+        for c in comm:
+            e.free(c, deferred=True)
+        rng.shuffle(acts)
+        for a in carry + acts[: len(acts) * 9 // 10]:  # a tenth lives into the next step, fragmenting the segments
+            e.free(a)
+        carry = acts[len(acts) * 9 // 10:]
+        for c in comm:
+            e.complete_pending(c)
+        for g in grads:
+            e.free(g)
+        step += 1
+        if step % 25 == 0:
+            e.empty_cache()
+    reserved = sum(s["total_size"] for s in e.segments)
+    free = [b["size"] for s in e.segments for b in s["blocks"] if b["state"] == "inactive"]
+    # asks more than any free block and than the device's rest, less than both together: fragmentation
+    e.oom(max(max(free, default=0), 16 * MiB) + 8 * MiB, 16 * MiB)
+    e._entry("snapshot", 0, 0, 0)
+    snap = snapshot_of([e])
+    write_path = os.path.abspath(path)
+    with open(write_path, "wb") as f:
+        f.write(pickle.dumps(snap, protocol=4))
+    print(f"{write_path}: {len(e.trace)} trace entries, {len(e.segments)} segments, reserved {reserved} B, "
+          f"{os.path.getsize(write_path)} bytes")
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+    if len(sys.argv) >= 2 and sys.argv[1] == "--realistic":
+        # make_fixtures.py --realistic OUT.pickle [ENTRIES]
+        realistic(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 5000)
+    else:
+        main()

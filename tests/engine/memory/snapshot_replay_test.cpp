@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/memory/allocator.h"
+#include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "support/cli_run.h"
@@ -214,4 +215,49 @@ TEST(SnapshotCli, ReplayMemoryAndImportDetectSnapshotsByContent) {
   EXPECT_FALSE(std::filesystem::exists(db + ".bad"));  // bad input leaves no session behind
   EXPECT_EQ(cli("import " + std::string(EMBEDSCOPE_TEST_DATA) + "/memory/pinned_block.json -o " + db + ".json", out, err), 2);
   EXPECT_NE(err.find("not a format embedscope import reads"), std::string::npos) << err;  // JSON, not a Kineto trace
+}
+
+// The workbench's Replay button replays the session's memory history: for every fixture it
+// gives what replay-memory gives on the pickle itself (the same peaks, segments and OOMs).
+TEST(SnapshotReplay, HistoryOfTheImportedSessionReplaysAsTheSnapshot) {
+  const auto dir = std::filesystem::temp_directory_path() / ("es_hist_replay_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (const char* name : {"training_p4.pickle", "midway_p4.pickle", "oom_p5.pickle", "fragmented_oom_p4.pickle"}) {
+    SCOPED_TRACE(name);
+    const ts::MemorySnapshotFile s = ts::load_snapshot(fixture(name));
+    const std::string db = (dir / (std::string(name) + ".db")).string();
+    {
+      embedscope::sessions::SessionWriter w(db, true);
+      ts::import_torch_memory_snapshot(s, fixture(name), w);
+      w.close("complete");
+    }
+    const embedscope::sessions::SessionReader r(db);
+    for (int64_t d = 0; d < s.device_count(); ++d) {
+      const auto h = embedscope::sessions::MemoryHistory::load(r, static_cast<int32_t>(d));
+      EXPECT_EQ(history_capacity(h), snapshot_capacity(s, d));
+      EXPECT_EQ(history_actions(h).size(), snapshot_actions(s, d).size());
+      const int64_t cap = snapshot_capacity(s, d) > 0 ? snapshot_capacity(s, d) : 300 * MiB;
+      const std::vector<AllocatorConfig> settings{{AllocatorKind::caching, cap, 0, false},
+                                                  {AllocatorKind::expandable, cap, 0, false},
+                                                  {AllocatorKind::caching, cap, 16 * MiB, false}};
+      const SnapshotReplay want = replay_snapshot(s, d, settings, name);
+      const auto got = replay_history(h, settings, name);
+      ASSERT_EQ(got.size(), want.results.size());
+      for (size_t k = 0; k < got.size(); ++k) {
+        EXPECT_EQ(got[k].peak_reserved, want.results[k].peak_reserved) << k;
+        EXPECT_EQ(got[k].final_segments, want.results[k].final_segments) << k;
+        EXPECT_EQ(got[k].oom, want.results[k].oom) << k;
+        EXPECT_EQ(got[k].oom_action, want.results[k].oom_action) << k;
+        EXPECT_DOUBLE_EQ(got[k].fragmentation_at_peak, want.results[k].fragmentation_at_peak) << k;
+      }
+    }
+  }
+  // by hand: the fragmented OOM's 48 MiB device; caching fails at entry 5, expandable peaks at 42 MiB
+  const embedscope::sessions::SessionReader r((dir / "fragmented_oom_p4.pickle.db").string());
+  const auto h = embedscope::sessions::MemoryHistory::load(r, 0);
+  EXPECT_EQ(history_capacity(h), 48 * MiB);
+  const auto res = replay_history(h, {{AllocatorKind::caching, 48 * MiB, 0, false}, {AllocatorKind::expandable, 48 * MiB, 0, false}}, "f");
+  EXPECT_EQ(res[0].verdict(), "OOM at action 5");
+  EXPECT_EQ(res[1].verdict(), "ok");
+  EXPECT_EQ(res[1].peak_reserved, 42 * MiB);
 }

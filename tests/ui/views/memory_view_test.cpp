@@ -84,12 +84,16 @@ TEST(MemoryView, BlockMapAndTheOomSnapshotFirst) {
   MemoryView view(std::make_shared<const sessions::SessionReader>(path.string()));
   view.resize(900, 700);
   EXPECT_EQ(view.map()->layout().size(), 4u);  // opened on the OOM snapshot
-  BlockMap& bm = *view.map();
-  bm.resize(1016, 60);  // 1000 px of blocks
+  BlockMap bm;  // the map drawn at 1000 px of blocks (the view's sits in a scroll area beside the details)
+  bm.set_blocks(blocks);
+  bm.resize(1016, 60);
   const QImage img = bm.grab().toImage();
-  EXPECT_EQ(img.pixelColor(BlockMap::kMargin + 100, BlockMap::kMargin + 9), BlockMap::color_of(blocks[0]));
-  EXPECT_EQ(img.pixelColor(BlockMap::kMargin + 400, BlockMap::kMargin + 9), BlockMap::color_of(blocks[1]));  // free: grey
-  EXPECT_EQ(img.pixelColor(BlockMap::kMargin + 700, BlockMap::kMargin + 9), BlockMap::color_of(blocks[2]));
+  // the first row is under the legend (one line: weights, kjt, free) and the byte scale
+  const int row0 = BlockMap::kMargin + BlockMap::kLegendRow + BlockMap::kScaleHeight + 9;
+  EXPECT_EQ(img.pixelColor(BlockMap::kMargin + 100, row0), BlockMap::color_of(blocks[0]));
+  EXPECT_EQ(img.pixelColor(BlockMap::kMargin + 400, row0), BlockMap::color_of(blocks[1]));  // free: grey
+  EXPECT_EQ(img.pixelColor(BlockMap::kMargin + 700, row0), BlockMap::color_of(blocks[2]));
+  EXPECT_EQ(bm.block_at(BlockMap::kMargin + 700, row0), 2);
 }
 
 // Ranks write their snapshots in any order (criteo's first is rank 1's); without an OOM the view

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "embedscope/engine/memory/replay.h"
+#include "embedscope/sessions/analysis/memory_history.h"
 #include "embedscope/sessions/importers/torch_memory_snapshot/snapshot.h"
 
 namespace embedscope::engine {
@@ -55,5 +56,21 @@ int64_t snapshot_capacity(const sessions::torch_snapshot::MemorySnapshotFile& sn
 /// Replays `device`'s trace through every setting (their capacity_bytes used as given).
 SnapshotReplay replay_snapshot(const sessions::torch_snapshot::MemorySnapshotFile& snap, int64_t device,
                                const std::vector<AllocatorConfig>& settings, const std::string& origin);
+
+/// The same replay from a session's memory history (sessions/analysis/memory_history.h; the
+/// workbench's Replay button on an imported snapshot or an engine run): its entries become
+/// actions as snapshot_actions makes them (alloc with the recorded request, free_requested,
+/// free_completed - an engine run's "free" is one -, a run of segment_free / segment_unmap as one
+/// empty_cache, an oom as its request allocated and freed at once), after the blocks live
+/// before its first entry (MemoryHistory::initial, address order).
+std::vector<MemoryAction> history_actions(const sessions::MemoryHistory& h);
+std::vector<InitialBlock> history_initial_blocks(const sessions::MemoryHistory& h);
+/// As snapshot_capacity: at the first oom entry that records the device's free bytes,
+/// device_free + the bytes reserved then; 0 when there is none.
+int64_t history_capacity(const sessions::MemoryHistory& h);
+/// replay_actions of the history through every setting (lenient: frees of blocks it never saw
+/// are counted, not errors). ReplayResult::oom_action is the history entry that failed.
+std::vector<ReplayResult> replay_history(const sessions::MemoryHistory& h, const std::vector<AllocatorConfig>& settings,
+                                         const std::string& origin);
 
 }  // namespace embedscope::engine

@@ -1,0 +1,122 @@
+#include "views/memory_replay.h"
+
+#include <QCheckBox>
+#include <QDoubleSpinBox>
+#include <QGridLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPushButton>
+#include <QTableWidget>
+
+#include <cmath>
+
+#include "embedscope/engine/memory/snapshot_replay.h"
+#include "embedscope/sessions/model/units.h"
+#include "jobs/analysis_job.h"
+
+namespace embedscope::ui {
+
+namespace {
+constexpr double kMiB = 1024.0 * 1024.0;
+}
+
+MemoryReplayPanel::MemoryReplayPanel(QWidget* parent)
+    : QWidget(parent), caching_(new QCheckBox("caching", this)), expandable_(new QCheckBox("expandable", this)),
+      max_split_mib_(new QDoubleSpinBox(this)), capacity_mib_(new QDoubleSpinBox(this)),
+      button_(new QPushButton("Replay", this)), note_(new QLabel(this)), table_(new QTableWidget(0, 4, this)),
+      job_(new AnalysisJob(this)) {
+  auto* g = new QGridLayout(this);
+  g->setContentsMargins(0, 0, 0, 0);
+  caching_->setChecked(true);
+  expandable_->setChecked(true);
+  max_split_mib_->setRange(0, 1 << 20);
+  max_split_mib_->setDecimals(0);
+  max_split_mib_->setSuffix(" MiB");
+  max_split_mib_->setSpecialValueText("off");
+  max_split_mib_->setToolTip("max_split_size: blocks of this size or more are never split (0: off)");
+  capacity_mib_->setRange(1, 1 << 24);
+  capacity_mib_->setDecimals(0);
+  capacity_mib_->setSuffix(" MiB");
+  g->addWidget(new QLabel("replay under", this), 0, 0);
+  g->addWidget(caching_, 0, 1);
+  g->addWidget(expandable_, 0, 2);
+  g->addWidget(new QLabel("caching with max_split_size", this), 1, 0);
+  g->addWidget(max_split_mib_, 1, 1);
+  g->addWidget(new QLabel("device capacity", this), 2, 0);
+  g->addWidget(capacity_mib_, 2, 1);
+  g->addWidget(button_, 2, 2);
+  note_->setWordWrap(true);
+  g->addWidget(note_, 3, 0, 1, 3);
+  table_->setHorizontalHeaderLabels({"setting", "peak reserved", "frag. at peak", "result"});
+  table_->horizontalHeader()->setStretchLastSection(true);
+  table_->verticalHeader()->hide();
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table_->setMinimumHeight(110);
+  g->addWidget(table_, 4, 0, 1, 3);
+  button_->setEnabled(false);
+  connect(button_, &QPushButton::clicked, this, &MemoryReplayPanel::replay);
+}
+
+void MemoryReplayPanel::set_history(std::shared_ptr<const sessions::MemoryHistory> history, int64_t capacity,
+                                    int64_t peak_reserved, const std::string& recorded) {
+  history_ = std::move(history);
+  const int64_t cap = capacity > 0 ? capacity : std::max<int64_t>(peak_reserved, 1 << 20);
+  capacity_mib_->setValue(std::ceil(static_cast<double>(cap) / kMiB));
+  note_->setText(QString("Recorded settings: %1. Capacity: %2.")
+                     .arg(QString::fromStdString(recorded))
+                     .arg(capacity > 0 ? QString("the device's, %1").arg(QString::fromStdString(sessions::format_bytes(capacity)))
+                                       : QString("unknown (no OOM records the device's free bytes): the recorded peak "
+                                                 "reserved bytes are offered")));
+  button_->setEnabled(history_ && history_->size() > 0);
+  table_->setRowCount(0);
+  results_.clear();
+}
+
+std::vector<engine::AllocatorConfig> MemoryReplayPanel::settings() const {
+  std::vector<engine::AllocatorConfig> out;
+  const auto cap = static_cast<int64_t>(capacity_mib_->value() * kMiB);
+  const auto split = static_cast<int64_t>(max_split_mib_->value() * kMiB);
+  if (caching_->isChecked()) out.push_back({engine::AllocatorKind::caching, cap, 0, false});
+  if (expandable_->isChecked()) out.push_back({engine::AllocatorKind::expandable, cap, 0, false});
+  if (split > 0) out.push_back({engine::AllocatorKind::caching, cap, split, false});
+  return out;
+}
+
+void MemoryReplayPanel::replay() {
+  if (!history_) return;
+  const auto wanted = settings();
+  if (wanted.empty()) {
+    note_->setText("choose at least one setting");
+    return;
+  }
+  button_->setEnabled(false);
+  table_->setRowCount(0);
+  auto h = history_;
+  job_->start<std::vector<engine::ReplayResult>>(
+      [h, wanted] { return engine::replay_history(*h, wanted, "memory history"); },
+      [this](std::vector<engine::ReplayResult>& r) {
+        results_ = std::move(r);
+        table_->setRowCount(static_cast<int>(results_.size()));
+        for (size_t i = 0; i < results_.size(); ++i) {
+          const auto& x = results_[i];
+          const QString verdict = x.oom ? QString("OOM at entry %1%2").arg(x.oom_action).arg(x.oom_pending ? " (pending frees)" : "")
+                                        : QString::fromStdString(x.verdict());
+          const QStringList cells{QString::fromStdString(x.label), QString::fromStdString(sessions::format_bytes(x.peak_reserved)),
+                                  QString("%1%").arg(100 * x.fragmentation_at_peak, 0, 'f', 1), verdict};
+          for (int c = 0; c < cells.size(); ++c) {
+            auto* item = new QTableWidgetItem(cells[c]);
+            if (c == 3 && x.oom) item->setToolTip(QString::fromStdString(x.oom_message));
+            if (c == 3) item->setForeground(x.oom ? QColor(0xb0, 0, 0) : QColor(0x1a, 0x7f, 0x1a));
+            table_->setItem(static_cast<int>(i), c, item);
+          }
+        }
+        table_->resizeColumnsToContents();
+        button_->setEnabled(true);
+      },
+      [this](const QString& e) {
+        note_->setText("the replay failed: " + e);
+        button_->setEnabled(true);
+      });
+}
+
+}  // namespace embedscope::ui

@@ -1,0 +1,56 @@
+#pragma once
+// The memory view's Replay panel: the rank's memory history replayed (engine replay_history, the
+// library code of `embedscope replay-memory`) under the caching and expandable allocators and a
+// max_split_size, at a device capacity, off the GUI thread; side by side per setting the peak
+// reserved bytes, fragmentation at the peak and whether and where it would run out of memory.
+
+#include <QWidget>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "embedscope/engine/memory/replay.h"
+#include "embedscope/sessions/analysis/memory_history.h"
+
+class QCheckBox;
+class QDoubleSpinBox;
+class QLabel;
+class QPushButton;
+class QTableWidget;
+
+namespace embedscope::ui {
+
+class AnalysisJob;
+
+class MemoryReplayPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit MemoryReplayPanel(QWidget* parent = nullptr);
+  /// The history to replay and the device's capacity (bytes; 0 unknown: the peak reserved bytes
+  /// are offered, and said so); `recorded` names the recorded settings (for the label).
+  void set_history(std::shared_ptr<const sessions::MemoryHistory> history, int64_t capacity, int64_t peak_reserved,
+                   const std::string& recorded);
+  /// The settings the controls ask for: caching and/or expandable, and caching with the
+  /// max_split_size when it is > 0.
+  std::vector<engine::AllocatorConfig> settings() const;
+  /// Starts the replay (what the Replay button does).
+  void replay();
+  const std::vector<engine::ReplayResult>& results() const { return results_; }
+  QTableWidget* table() { return table_; }
+  AnalysisJob* job() { return job_; }
+
+ private:
+  std::shared_ptr<const sessions::MemoryHistory> history_;
+  QCheckBox *caching_, *expandable_;
+  QDoubleSpinBox *max_split_mib_, *capacity_mib_;
+  QPushButton* button_;
+  QLabel* note_;
+  QTableWidget* table_;
+  AnalysisJob* job_;
+  std::vector<engine::ReplayResult> results_;
+};
+
+}  // namespace embedscope::ui
