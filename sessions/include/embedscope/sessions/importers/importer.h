@@ -27,13 +27,29 @@ class ImportError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// The import was cancelled (ImportOptions::cancelled answered true). The caller closes its
+/// writer as "cancelled" and removes the file: nothing half-written is claimed complete.
+class ImportCancelled : public ImportError {
+ public:
+  ImportCancelled() : ImportError("import cancelled") {}
+};
+
 struct ImportOptions {
   /// How the ranks' clocks are put on one axis; only "none" exists (each rank as recorded,
   /// shifted by one global minimum, as Holistic Trace Analysis does).
   std::string align = "none";
   /// Called with a line of progress (file, bytes, events) now and then; may be empty.
   std::function<void(const std::string&)> progress;
+  /// Called with the fraction of the work done, 0..1, now and then (after each file read,
+  /// weighted by its size on disk, reading being 0..0.8; then writing, 0.8..1); may be empty.
+  std::function<void(double)> fraction;
+  /// Asked before each file and before writing; true stops the import by throwing
+  /// ImportCancelled (nothing is written after it). May be empty (never cancelled).
+  std::function<bool()> cancelled;
 };
+
+/// Throws ImportCancelled when `options.cancelled` says so.
+void check_cancelled(const ImportOptions& options);
 
 /// What an import wrote, for `embedscope import` to print.
 struct ImportSummary {
@@ -65,6 +81,13 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& paths);
 /// Up to `max_bytes` of a file's text from its start (gunzipped when it is gzip); "" when it
 /// cannot be read.
 std::string read_head(const std::string& path, size_t max_bytes = 1 << 16);
+
+/// Imports `paths` (files or directories, as `embedscope import` takes them) into `writer`,
+/// choosing the importer by content: a PyTorch memory snapshot pickle (one file on its own) or
+/// the files of one trace format. The caller closes the writer. Throws ImportError (mixed
+/// formats, nothing importable, a snapshot among other files), ImportCancelled, or the
+/// importers' errors (SessionError, PickleError). Used by the workbench's File > Open.
+ImportSummary import_paths(const std::vector<std::string>& paths, SessionWriter& writer, const ImportOptions& options);
 
 /// The importer for `path` by content. Throws ImportError naming the file and what it looks
 /// like when no importer takes it (an Nsight SQLite export, a pickle, something else).
