@@ -266,6 +266,20 @@ TEST(Trainer, RuntimeOomEndsTheRunWithASnapshot) {
     int ooms = 0;
     for (const auto& e : session.memory_events()) ooms += e.action == "oom";
     EXPECT_GE(ooms, 1);  // the failed request is in the memory history
+    // every rank's memory when the run ended: the rank that did not run out holds its weights
+    // too (it had no counter at all before, and the summary read "peak reserved 0 B")
+    std::map<int32_t, int64_t> reserved, allocated;
+    for (const auto& m : session.memory_counters()) {
+      reserved[m.rank] = std::max(reserved[m.rank], m.peak_reserved);
+      allocated[m.rank] = std::max(allocated[m.rank], m.peak_allocated);
+    }
+    for (int32_t rank = 0; rank < 2; ++rank) {
+      EXPECT_GE(reserved[rank], 2 << 20) << "rank " << rank << ": at least one 2 MiB segment";
+      EXPECT_GT(allocated[rank], 0) << "rank " << rank;
+    }
+    std::set<int32_t> history;
+    for (const auto& e : session.memory_events()) history.insert(e.rank);
+    EXPECT_EQ(history, (std::set<int32_t>{0, 1})) << "both ranks' allocator history";
   }
   std::filesystem::remove(opt.session_path);
   s.memory.allocator = AllocatorKind::direct;
