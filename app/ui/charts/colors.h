@@ -32,8 +32,9 @@ inline QColor hidden_comm_color() { return QColor(0xf4, 0xb4, 0xb4); }
 /// for a slower rank's set-up) is drawn in this tan, not as exposed communication.
 inline QColor setup_wait_color() { return QColor(0xc8, 0xb0, 0x7a); }
 
-/// The marker at the collective a hung run timed out in.
-inline QColor hang_marker_color() { return QColor(0xe0, 0x10, 0x10); }
+/// The marker at the collective a hung run timed out in: a cyan no category uses, so that it
+/// stands out on the red of exposed communication (on light and dark palettes).
+inline QColor hang_marker_color() { return QColor(0x00, 0xb4, 0xe6); }
 
 /// The critical path (sessions/critical_path.h) drawn under the ops that bound each step.
 inline QColor critical_path_color() { return QColor(0xc0, 0x00, 0xc0); }

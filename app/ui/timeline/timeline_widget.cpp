@@ -134,9 +134,12 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
   for (size_t i = 0; i < rows_.size(); ++i) {
     const int y = row_y(i);
     p.setPen(text);
-    // a long lane name (an imported trace's "stream 7 (compute)") is elided; hovering shows it whole
+    // a long lane name (an imported trace's "stream 7 (cuda:1 Tesla V100-SXM2-16GB)") loses its
+    // bracket first, then is elided; hovering shows it whole
+    QString label = rows_[i].label;
+    if (p.fontMetrics().horizontalAdvance(label) > kGutter - 8 && label.indexOf(" (") > 0) label = label.left(label.indexOf(" ("));
     p.drawText(QRect(4, y, kGutter - 8, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft,
-               p.fontMetrics().elidedText(rows_[i].label, Qt::ElideRight, kGutter - 8));
+               p.fontMetrics().elidedText(label, Qt::ElideRight, kGutter - 8));
     const auto& compute = compute_[rows_[i].rank];
     for (const LaneBox& b : fold_lane(rows_[i].ops, rows_[i].index, scale_)) {
       const QRectF r(kGutter + b.x0, y + 3, std::max(1.0, b.x1 - b.x0), kRowHeight - 6);
