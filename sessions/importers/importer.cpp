@@ -9,6 +9,8 @@
 
 #include "embedscope/sessions/importers/kineto_json/kineto_json.h"
 #include "embedscope/sessions/importers/nsys_sqlite/nsys_sqlite.h"
+#include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
+#include "embedscope/sessions/importers/torch_memory_snapshot/pickle.h"
 
 namespace embedscope::sessions::importers {
 
@@ -63,6 +65,39 @@ std::string read_head(const std::string& path, size_t max_bytes) {
   gzclose(f);
   out.resize(n > 0 ? static_cast<size_t>(n) : 0);
   return out;
+}
+
+void check_cancelled(const ImportOptions& options) {
+  if (options.cancelled && options.cancelled()) throw ImportCancelled();
+}
+
+ImportSummary import_paths(const std::vector<std::string>& paths, SessionWriter& writer, const ImportOptions& options) {
+  const std::vector<std::string> files = expand_inputs(paths);
+  check_cancelled(options);
+  auto is_snapshot = [](const std::string& f) { return pickle::is_pickle(read_head(f, 2)); };
+  if (std::any_of(files.begin(), files.end(), is_snapshot)) {
+    if (files.size() != 1)
+      throw ImportError(fmt::format("{}: a PyTorch memory snapshot among {} files; import a snapshot on its own",
+                                    *std::find_if(files.begin(), files.end(), is_snapshot), files.size()));
+    if (options.progress) options.progress("reading " + files.front());
+    const torch_snapshot::MemorySnapshotFile snap = torch_snapshot::load_snapshot(files.front());
+    check_cancelled(options);
+    if (options.fraction) options.fraction(0.8);
+    const auto sum = torch_snapshot::import_torch_memory_snapshot(snap, files.front(), writer);
+    if (options.fraction) options.fraction(1.0);
+    ImportSummary out;
+    out.format = "torch_memory_snapshot";
+    out.files = files;
+    for (int64_t d = 0; d < sum.devices; ++d) out.ranks.push_back(static_cast<int32_t>(d));
+    out.events = {{"trace_entries", sum.trace_entries}, {"segments", sum.segments}, {"blocks", sum.blocks}};
+    return out;
+  }
+  const Importer& importer = detect(files.front());
+  for (const auto& f : files)
+    if (&detect(f) != &importer)
+      throw ImportError(fmt::format("{}: a {} file among {} files; import one format at a time", f, detect(f).format,
+                                    importer.format));
+  return importer.run(files, writer, options);
 }
 
 const Importer& detect(const std::string& path) {

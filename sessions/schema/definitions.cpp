@@ -163,7 +163,10 @@ const RecordTable<StepMetric>& steps_table() {
 const RecordTable<MemoryCounter>& memory_counters_table() {
   static const RecordTable<MemoryCounter> t(
       {"memory_counters", "device memory per step x rank, at the end of every step (warmup included)", {"step", "rank"},
-       true, 2},
+       true, 2,
+       "A run that fails (`oom`, `hang`, `crashed`) also records each rank's row for the step it was in when the run "
+       "ended, unless that step's row exists (written at the OOM itself): a rank holding its weights when another "
+       "rank failed has its memory recorded too."},
       {field<&MemoryCounter::step>("step", "training step"), field<&MemoryCounter::rank>("rank", "the rank"),
        field<&MemoryCounter::allocated>("allocated_bytes", "live blocks, bytes"),
        field<&MemoryCounter::reserved>("reserved_bytes", "segments, bytes"),

@@ -105,6 +105,14 @@ TEST(Trainer, RankThatNeverArrivesEndsTheRunAsHang) {
   EXPECT_EQ(session.meta("end_message"), r.error);
   EXPECT_GT(session.op_count(), 0);
   EXPECT_FALSE(session.collectives().empty());
+  // the ranks that waited (0, 1) hold their tables in the step that hung: their memory is
+  // recorded though no step ended (before, they had no counters and read "peak reserved 0 B");
+  // the vanished rank, a dead process, records nothing
+  std::map<int32_t, int64_t> reserved;
+  for (const auto& m : session.memory_counters()) reserved[m.rank] = std::max(reserved[m.rank], m.peak_reserved);
+  EXPECT_GT(reserved[0], 0);
+  EXPECT_GT(reserved[1], 0);
+  EXPECT_EQ(reserved.count(2), 0u);
   std::filesystem::remove(opt.session_path);
 }
 
@@ -266,6 +274,20 @@ TEST(Trainer, RuntimeOomEndsTheRunWithASnapshot) {
     int ooms = 0;
     for (const auto& e : session.memory_events()) ooms += e.action == "oom";
     EXPECT_GE(ooms, 1);  // the failed request is in the memory history
+    // every rank's memory when the run ended (the hang test below is the one where a rank had no
+    // counter before failed runs recorded them)
+    std::map<int32_t, int64_t> reserved, allocated;
+    for (const auto& m : session.memory_counters()) {
+      reserved[m.rank] = std::max(reserved[m.rank], m.peak_reserved);
+      allocated[m.rank] = std::max(allocated[m.rank], m.peak_allocated);
+    }
+    for (int32_t rank = 0; rank < 2; ++rank) {
+      EXPECT_GE(reserved[rank], 2 << 20) << "rank " << rank << ": at least one 2 MiB segment";
+      EXPECT_GT(allocated[rank], 0) << "rank " << rank;
+    }
+    std::set<int32_t> history;
+    for (const auto& e : session.memory_events()) history.insert(e.rank);
+    EXPECT_EQ(history, (std::set<int32_t>{0, 1})) << "both ranks' allocator history";
   }
   std::filesystem::remove(opt.session_path);
   s.memory.allocator = AllocatorKind::direct;

@@ -2,6 +2,8 @@
 
 #include <QEvent>
 
+#include <algorithm>
+#include <cmath>
 #include <iterator>
 
 #include <qcustomplot.h>
@@ -56,6 +58,22 @@ void follow_palette(QCustomPlot* plot) {
   if (plot->property("embedscope_follows_palette").toBool()) return;
   plot->setProperty("embedscope_follows_palette", true);
   new PaletteFollower(plot);
+}
+
+QColor heat_color(double t) {
+  struct Stop {
+    double at;
+    QColor c;
+  };
+  static const Stop stops[] = {{0.0, QColor(0x1b, 0x0c, 0x5a)}, {0.35, QColor(0x7b, 0x1f, 0xa2)},
+                               {0.7, QColor(0xf5, 0x7c, 0x00)}, {1.0, QColor(0xd5, 0x00, 0x00)}};
+  t = std::clamp(t, 0.0, 1.0);
+  size_t i = 1;
+  while (i + 1 < std::size(stops) && t > stops[i].at) ++i;
+  const double f = (t - stops[i - 1].at) / (stops[i].at - stops[i - 1].at);
+  auto mix = [f](int a, int b) { return static_cast<int>(std::lround(a + f * (b - a))); };
+  const QColor &a = stops[i - 1].c, &b = stops[i].c;
+  return QColor(mix(a.red(), b.red()), mix(a.green(), b.green()), mix(a.blue(), b.blue()));
 }
 
 QColor session_color(size_t i) {

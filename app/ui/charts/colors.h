@@ -28,6 +28,14 @@ inline QColor category_color(sessions::OpCategory c) {
 /// this lighter colour; exposed communication keeps category_color(comm).
 inline QColor hidden_comm_color() { return QColor(0xf4, 0xb4, 0xb4); }
 
+/// Communication before every rank had started (ui::setup_waits: the first collective waiting
+/// for a slower rank's set-up) is drawn in this tan, not as exposed communication.
+inline QColor setup_wait_color() { return QColor(0xc8, 0xb0, 0x7a); }
+
+/// The marker at the collective a hung run timed out in: a cyan no category uses, so that it
+/// stands out on the red of exposed communication (on light and dark palettes).
+inline QColor hang_marker_color() { return QColor(0x00, 0xb4, 0xe6); }
+
 /// The critical path (sessions/critical_path.h) drawn under the ops that bound each step.
 inline QColor critical_path_color() { return QColor(0xc0, 0x00, 0xc0); }
 
@@ -35,6 +43,12 @@ inline QColor critical_path_color() { return QColor(0xc0, 0x00, 0xc0); }
 /// from Base, axes, tick labels, titles and legend text from Text, grid from Mid. Call it after
 /// (re)building the plot's layout; it also restyles and replots when the palette changes.
 void follow_palette(QCustomPlot* plot);
+
+/// The colour map of every heatmap: dark indigo (0) through purple and orange to a saturated
+/// red at the maximum (1), so that the hottest cell is clearly hot on light and dark palettes
+/// (QCustomPlot's gpThermal ends in white, which reads as an empty cell). Stops (0..1):
+/// 0 #1b0c5a, 0.35 #7b1fa2, 0.7 #f57c00, 1 #d50000.
+QColor heat_color(double t);
 
 /// The colour of session i in every comparison chart.
 QColor session_color(size_t i);

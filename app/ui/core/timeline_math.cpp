@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <regex>
 #include <limits>
 #include <tuple>
 
@@ -187,6 +188,76 @@ std::map<int64_t, ViewRange> step_windows(const std::vector<sessions::StepMetric
     if (!fresh) it->second = {std::min(it->second.t0, s.start_ns), std::max(it->second.t1, s.end_ns)};
   }
   return out;
+}
+
+std::optional<ViewRange> measured_extent(const std::map<int64_t, ViewRange>& steps) {
+  std::optional<ViewRange> out;
+  for (auto it = steps.lower_bound(0); it != steps.end(); ++it)
+    out = out ? ViewRange{std::min(out->t0, it->second.t0), std::max(out->t1, it->second.t1)} : it->second;
+  return out;
+}
+
+std::string step_name(int64_t step, int64_t warmup_steps) {
+  if (step >= 0) return "step " + std::to_string(step);
+  if (warmup_steps > 0 && step >= -warmup_steps)
+    return "warm-up " + std::to_string(step + warmup_steps + 1) + " of " + std::to_string(warmup_steps);
+  return "warm-up (step " + std::to_string(step) + ")";
+}
+
+std::map<int32_t, std::vector<ViewRange>> setup_waits(const std::map<int32_t, int64_t>& first_op_start,
+                                                       const std::map<int32_t, std::vector<ViewRange>>& comm) {
+  std::map<int32_t, std::vector<ViewRange>> out;
+  if (first_op_start.size() < 2) return out;  // one rank waits for nobody
+  int64_t setup_end = std::numeric_limits<int64_t>::min();
+  for (const auto& [rank, t] : first_op_start) setup_end = std::max(setup_end, t);
+  for (const auto& [rank, ops] : comm) {
+    std::vector<ViewRange> clipped;
+    for (const auto& c : ops)
+      if (c.t0 < setup_end && std::min(c.t1, setup_end) > c.t0) clipped.push_back({c.t0, std::min(c.t1, setup_end)});
+    std::sort(clipped.begin(), clipped.end(), [](const ViewRange& a, const ViewRange& b) { return a.t0 < b.t0; });
+    std::vector<ViewRange> waits;
+    for (const auto& w : clipped) {
+      if (!waits.empty() && w.t0 <= waits.back().t1)
+        waits.back().t1 = std::max(waits.back().t1, w.t1);
+      else
+        waits.push_back(w);
+    }
+    if (!waits.empty()) out[rank] = std::move(waits);
+  }
+  return out;
+}
+
+std::optional<HangSite> parse_hang_message(const std::string& msg) {
+  static const std::regex re(R"(^rank (\d+): (\w+) '([^']*)'(?: \(group ([^,]+), sequence (\d+)\))? did not finish)");
+  std::smatch m;
+  if (!std::regex_search(msg, m, re)) return std::nullopt;
+  HangSite site;
+  site.rank = static_cast<int32_t>(std::stol(m[1].str()));
+  site.op = m[2].str();
+  site.name = m[3].str();
+  site.group = m[4].str();
+  if (m[5].matched) site.sequence = std::stoll(m[5].str());
+  return site;
+}
+
+std::optional<OpRef> hung_op(const HangSite& site, const std::vector<const std::vector<sessions::OpRecord>*>& rows,
+                             const std::vector<int32_t>& row_ranks, const std::vector<std::string>& names) {
+  std::optional<OpRef> named, last;
+  auto later = [&](const std::optional<OpRef>& a, OpRef b) {
+    return !a || (*rows[b.row])[b.index].start_ns > (*rows[a->row])[a->index].start_ns;
+  };
+  for (size_t r = 0; r < rows.size() && r < row_ranks.size(); ++r) {
+    if (row_ranks[r] != site.rank) continue;
+    const auto& ops = *rows[r];
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].category != sessions::OpCategory::comm) continue;
+      const OpRef ref{r, i};
+      if (later(last, ref)) last = ref;
+      const auto id = static_cast<size_t>(ops[i].name_id);
+      if (ops[i].name_id >= 0 && id < names.size() && names[id] == site.name && later(named, ref)) named = ref;
+    }
+  }
+  return named ? named : last;
 }
 
 }  // namespace embedscope::ui

@@ -128,6 +128,49 @@ std::vector<OpTotal> range_totals(const std::vector<sessions::OpRecord>& ops, in
 /// Each step's window over all ranks: earliest start to latest end (ns), by step number.
 std::map<int64_t, ViewRange> step_windows(const std::vector<sessions::StepMetric>& steps);
 
+/// The window covering every measured step (step >= 0) of `steps` (step_windows' result):
+/// the first measured step's start to the last one's end; nullopt when no step is measured
+/// (a run that ended in its warm-up). The timeline fits this by default, so that the warm-up
+/// steps and the set-up before them do not squeeze the measured steps.
+std::optional<ViewRange> measured_extent(const std::map<int64_t, ViewRange>& steps);
+
+/// How a step is named in every view but the memory view: "step 3" for a measured step
+/// (step >= 0); "warm-up 1 of 2" for step -2 of a run with `warmup_steps` = 2 warm-up steps
+/// (steps -warmup_steps..-1 are warm-up 1..warmup_steps); "warm-up (step -3)" when
+/// `warmup_steps` does not cover the step (unknown count: pass 0).
+std::string step_name(int64_t step, int64_t warmup_steps);
+
+/// Set-up waits: on each rank, the part of its communication ops that lies before every rank
+/// has started (the latest of the ranks' first op starts, "set-up end"). A rank that enters
+/// the first collective while a slower rank is still building its tables and connections
+/// waits there for the other rank's set-up, not for its step's work, so the timeline marks
+/// this time as set-up rather than as exposed communication. `first_op_start`: per rank, its
+/// earliest op start (ns); `comm`: per rank, its communication intervals. Returns per rank the
+/// merged set-up-wait intervals, [comm start, min(comm end, set-up end)). O(total comm ops).
+/// Example: ranks start at 0 and 600 us, rank 0's all-to-all runs [100, 650) us: rank 0 has
+/// the set-up wait [100, 600) us; the 50 us after it are ordinary communication.
+std::map<int32_t, std::vector<ViewRange>> setup_waits(const std::map<int32_t, int64_t>& first_op_start,
+                                                       const std::map<int32_t, std::vector<ViewRange>>& comm);
+
+/// The collective a hung run timed out in, as the engine's end message names it:
+/// "rank 1: all_to_all 'input_dist/splits' (group world, sequence 2) did not finish within
+/// 300 ms (...)" gives rank 1, op "all_to_all", name "input_dist/splits", group "world",
+/// sequence 2. nullopt for any other message.
+struct HangSite {
+  int32_t rank = 0;
+  std::string op, name, group;
+  int64_t sequence = -1;  ///< -1 when the message names none
+  bool operator==(const HangSite&) const = default;
+};
+std::optional<HangSite> parse_hang_message(const std::string& end_message);
+
+/// The op of a row list that timed out: among `rows` of `site.rank` (rank of each row in
+/// `row_ranks`), the communication op named `site.name` (name ids via `names`) that starts
+/// last; the last communication op of the rank when none has the name. nullopt when the rank
+/// has no communication op.
+std::optional<OpRef> hung_op(const HangSite& site, const std::vector<const std::vector<sessions::OpRecord>*>& rows,
+                             const std::vector<int32_t>& row_ranks, const std::vector<std::string>& names);
+
 /// "12.5 ms", "340.0 us", "1.20 s": a readable duration (the sessions' formatter).
 using sessions::format_duration;
 

@@ -28,6 +28,7 @@ int CriticalPathModel::rowCount(const QModelIndex& parent) const {
 QVariant CriticalPathModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= rowCount() || index.column() >= ColumnCount) return {};
   const auto& e = entries_[static_cast<size_t>(index.row())];
+  if (role == Qt::ToolTipRole && index.column() == 0) return data(index, Qt::DisplayRole);  // a long name, whole
   if (role == Qt::TextAlignmentRole)
     return int((index.column() <= Category ? Qt::AlignLeft : Qt::AlignRight) | Qt::AlignVCenter);
   if (role != Qt::DisplayRole && role != Qt::UserRole) return {};
@@ -61,6 +62,7 @@ int CollectiveTimesModel::rowCount(const QModelIndex& parent) const {
 QVariant CollectiveTimesModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= rowCount() || index.column() >= ColumnCount) return {};
   const auto& c = rows_[static_cast<size_t>(index.row())];
+  if (role == Qt::ToolTipRole && index.column() == Name) return data(index, Qt::DisplayRole);
   if (role == Qt::TextAlignmentRole) return int((index.column() == Name ? Qt::AlignLeft : Qt::AlignRight) | Qt::AlignVCenter);
   if (role != Qt::DisplayRole && role != Qt::UserRole) return {};
   switch (index.column()) {

@@ -28,6 +28,7 @@ QVariant RankStatsModel::data(const QModelIndex& index, int role) const {
     case IdsLookedUp: return QVariant::fromValue<qlonglong>(r.ids_looked_up);
     case BytesSent: return bytes(r.bytes_sent);
     case BytesReceived: return bytes(r.bytes_received);
+    case PeakAllocated: return bytes(r.peak_allocated_bytes);
     case PeakReserved: return bytes(r.peak_reserved_bytes);
     case Fragmentation: return pct(100 * r.fragmentation);
     default: return {};
@@ -37,7 +38,7 @@ QVariant RankStatsModel::data(const QModelIndex& index, int role) const {
 QVariant RankStatsModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return QAbstractTableModel::headerData(section, orientation, role);
   static const char* names[] = {"rank", "compute", "comm", "exposed comm", "idle", "overlap", "ids looked up",
-                                "bytes sent", "bytes received", "peak reserved", "fragmentation"};
+                                "bytes sent", "bytes received", "peak allocated", "peak reserved", "fragmentation"};
   return section >= 0 && section < ColumnCount ? QString(names[section]) : QVariant();
 }
 

@@ -1,5 +1,7 @@
 #pragma once
-// Per-rank figures of a session (the rows of `embedscope stats`) as a Qt item model.
+// Per-rank figures of a session (the rows of `embedscope stats`) as a Qt item model: times over
+// the measured steps, device memory peaks (allocated and reserved) over every step, warm-up and
+// set-up included.
 
 #include <QAbstractTableModel>
 
@@ -11,7 +13,7 @@ class RankStatsModel : public QAbstractTableModel {
   Q_OBJECT
 
  public:
-  enum Column { Rank, Compute, Comm, ExposedComm, Idle, Overlap, IdsLookedUp, BytesSent, BytesReceived, PeakReserved,
+  enum Column { Rank, Compute, Comm, ExposedComm, Idle, Overlap, IdsLookedUp, BytesSent, BytesReceived, PeakAllocated, PeakReserved,
                 Fragmentation, ColumnCount };
   explicit RankStatsModel(sessions::RunStats stats, QObject* parent = nullptr)
       : QAbstractTableModel(parent), stats_(std::move(stats)) {}

@@ -5,6 +5,8 @@
 #include <map>
 #include <tuple>
 
+#include <QColor>
+
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/sharding/sharding.h"
@@ -107,6 +109,13 @@ ShardingPlanModel::ShardingPlanModel(const sessions::SessionReader& session, con
   }
 }
 
+std::vector<int> ShardingPlanModel::under_planned() const {
+  std::vector<int> out;
+  for (const auto& r : ranks_)
+    if (r.planned_bytes >= 0 && r.peak_bytes > r.planned_bytes) out.push_back(r.rank);
+  return out;
+}
+
 QModelIndex ShardingPlanModel::index(int row, int column, const QModelIndex& parent) const {
   if (row < 0 || column < 0 || column >= ColumnCount || row >= rowCount(parent)) return {};
   // top-level rows carry id 0; a shard row carries its rank + 1
@@ -133,6 +142,17 @@ QVariant ShardingPlanModel::data(const QModelIndex& index, int role) const {
   const bool is_rank = index.internalId() == 0;
   const RankRow& r = ranks_[static_cast<size_t>(is_rank ? index.row() : static_cast<int>(index.internalId() - 1))];
   if (role == Qt::TextAlignmentRole && index.column() >= PlannedMemory) return int(Qt::AlignRight | Qt::AlignVCenter);
+  const bool over = is_rank && index.column() == PeakMemory && r.planned_bytes >= 0 && r.peak_bytes > r.planned_bytes;
+  if (over && role == Qt::ForegroundRole) return QColor(0xd0, 0x10, 0x10);
+  if (over && role == Qt::ToolTipRole)
+    return QString("the plan under-estimated this rank: planned %1, measured peak %2 (%3 more)")
+        .arg(QString::fromStdString(sessions::format_bytes(r.planned_bytes)))
+        .arg(QString::fromStdString(sessions::format_bytes(r.peak_bytes)))
+        .arg(QString::fromStdString(sessions::format_bytes(r.peak_bytes - r.planned_bytes)));
+  if (over && role == Qt::DisplayRole)
+    return QString("%1 (+%2 over the plan)")
+        .arg(QString::fromStdString(sessions::format_bytes(r.peak_bytes)))
+        .arg(QString::fromStdString(sessions::format_bytes(r.peak_bytes - r.planned_bytes)));
   if (role != Qt::DisplayRole && role != Qt::UserRole) return {};
   auto bytes = [&](int64_t b) -> QVariant {
     if (b < 0) return role == Qt::UserRole ? QVariant() : QVariant(QString());

@@ -40,6 +40,10 @@ class ShardingPlanModel : public QAbstractItemModel {
   /// A session without a plan gives an empty model.
   ShardingPlanModel(const sessions::SessionReader& session, const sessions::RunStats& stats, QObject* parent = nullptr);
   const std::vector<RankRow>& ranks() const { return ranks_; }
+  /// The ranks whose measured peak allocated memory exceeds the plan's estimate (the plan
+  /// under-estimated them), ascending. Their peak cell reads "746.3 MiB (+1.0 MiB over the
+  /// plan)" in red, with the figures in its tooltip.
+  std::vector<int> under_planned() const;
 
   QModelIndex index(int row, int column, const QModelIndex& parent = {}) const override;
   QModelIndex parent(const QModelIndex& child) const override;

@@ -1,5 +1,5 @@
 // embedscope-ui: the Qt workbench.
-// Usage: embedscope-ui [SESSION.db ...]
+// Usage: embedscope-ui [SESSION.db | TRACE ...]   (a trace is imported first, in the background)
 //        embedscope-ui SESSION.db... --screenshot FILE.png   the window, rendered, then exit
 //        embedscope-ui --report SESSION.db -o DIR            every view to DIR/*.png + index.html
 //        embedscope-ui --compare A.db B.db [...]            a comparison tab
@@ -14,12 +14,15 @@
 #include <QFileInfo>
 #include <QTabWidget>
 #include <QTextStream>
+#include <QThread>
 
 #include <cstdio>
 #include <string>
 
 #include "jobs/analysis_job.h"
+#include "jobs/import_job.h"
 #include "shell/main_window.h"
+#include "shell/report_layout.h"
 
 namespace {
 
@@ -44,6 +47,10 @@ int report(embedscope::ui::MainWindow& w, const QString& session, const QString&
     QApplication::processEvents();
     for (const QString& e : embedscope::ui::analysis_errors(views->widget(i)))
       if (!errors.contains(e)) errors << e;
+    // every row of the scrolling panes (critical path, sharding plan, many ranks) on the image
+    w.resize(1600, 900);
+    if (const int cut = embedscope::ui::show_every_row(&w, views->widget(i)); cut > 0)
+      std::fprintf(stderr, "warning: %s: %d px of rows did not fit on the image\n", qPrintable(views->tabText(i)), cut);
     const QString name = views->tabText(i).toLower() + ".png";
     if (!w.grab().save(dir + "/" + name)) return fail(dir + "/" + name + ": cannot write");
     body += QString("<h2>%1</h2>\n<img src=\"%2\" alt=\"%1\">\n").arg(views->tabText(i), name);
@@ -163,8 +170,26 @@ int main(int argc, char** argv) {
   if (compare) {
     if (const QString err = w.open_compare(sessions, batch); batch && !err.isEmpty()) return fail("--compare: " + err);
   } else {
-    for (const QString& s : sessions)
-      if (const QString err = w.open_session(s, batch); batch && !err.isEmpty()) return fail(err);
+    for (const QString& s : sessions)  // sessions, or traces imported first
+      if (const QString err = w.open_path(s, batch); batch && !err.isEmpty()) return fail(err);
+    if (batch) {  // the imports' sessions, not their progress bars
+      QString import_error;
+      QObject::connect(&w, &embedscope::ui::MainWindow::import_finished, &w,
+                       [&](const QString&, const QString& ended, const QString& msg) {
+                         if (ended != "complete") import_error = msg;
+                       });
+      auto importing = [&] {
+        for (auto* job : w.findChildren<embedscope::ui::ImportJob*>())
+          if (job->running()) return true;
+        return false;
+      };
+      while (importing()) {
+        QApplication::processEvents();
+        QThread::msleep(20);
+      }
+      QApplication::processEvents();
+      if (!import_error.isEmpty()) return fail(import_error);
+    }
   }
   if (!scenario.isEmpty()) {
     if (const QString err = w.open_scenario(scenario, scenario_sessions, batch); batch && !err.isEmpty())

@@ -14,6 +14,9 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QStandardPaths>
 #include <QTableView>
 #include <QToolBar>
 #include <QHBoxLayout>
@@ -42,6 +45,10 @@
 #include "timeline/timeline_view.h"
 #include "timeline/timeline_widget.h"
 #include "views/workload_designer.h"
+#include "core/import_target.h"
+#include "jobs/import_job.h"
+#include "embedscope/sessions/importers/importer.h"
+#include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::ui {
 
@@ -82,12 +89,22 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), tabs_(new QTabWid
   setWindowTitle("Embedscope");
   tabs_->setTabsClosable(true);
   connect(tabs_, &QTabWidget::tabCloseRequested, this, [this](int i) { delete tabs_->widget(i); });
+  connect(tabs_, &QTabWidget::currentChanged, this, [this](int i) {
+    setWindowTitle(i < 0 ? QString("Embedscope") : "Embedscope - " + tabs_->tabText(i));
+  });
   setCentralWidget(tabs_);
   setAcceptDrops(true);
   auto* file = menuBar()->addMenu("&File");
   auto* open = file->addAction("&Open...", QKeySequence::Open, this, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, "Open session", {}, "Sessions (*.db);;All files (*)");
-    if (!path.isEmpty()) open_session(path);
+    const QString path = QFileDialog::getOpenFileName(
+        this, "Open a session or a trace", {},
+        "Sessions and traces (*.db *.json *.json.gz *.pickle *.pickle.gz *.pkl);;Sessions (*.db);;"
+        "PyTorch profiler traces (*.json *.json.gz);;PyTorch memory snapshots (*.pickle *.pickle.gz *.pkl);;All files (*)");
+    if (!path.isEmpty()) open_path(path);
+  });
+  file->addAction("Open Trace &Folder...", this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, "Import a folder of per-rank traces");
+    if (!dir.isEmpty()) open_path(dir);
   });
   auto* design = file->addAction("&New Workload...", QKeySequence::New, this, [this] { new_workload(); });
   auto* toolbar = addToolBar("Main");
@@ -217,9 +234,12 @@ QString MainWindow::open_session(const QString& path, bool quiet) {
     add_lazy_tab(page, "Memory", [session](QWidget* parent) { return new MemoryView(session, parent); });
     QString title = QFileInfo(path).fileName();
     if (const std::string ended = session->status(); ended != "complete") title += QString(" [%1]").arg(QString::fromStdString(ended));
+    if (session->meta(sessions::meta::kImported) == "1")
+      title += QString(" [imported: %1]").arg(QString::fromStdString(session->meta(sessions::meta::kImportFormat)));
     const int i = tabs_->addTab(page, title);
     tabs_->setTabToolTip(i, path);
     tabs_->setCurrentIndex(i);
+    setWindowTitle("Embedscope - " + title);
     QStringList recent = recent_files();
     const QString absolute = QFileInfo(path).absoluteFilePath();
     recent.removeAll(absolute);
@@ -309,7 +329,94 @@ void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
 
 void MainWindow::dropEvent(QDropEvent* e) {
   for (const QUrl& url : e->mimeData()->urls())
-    if (url.isLocalFile()) open_session(url.toLocalFile());
+    if (url.isLocalFile()) open_path(url.toLocalFile());
+}
+
+QString MainWindow::imports_folder() {
+  return QStandardPaths::writableLocation(QStandardPaths::CacheLocation) + "/imports";
+}
+
+QString MainWindow::open_path(const QString& path, bool quiet) {
+  const QFileInfo info(path);
+  // a session is an SQLite file: anything else that exists goes through the importers
+  const bool session = info.isFile() && sessions::importers::read_head(path.toStdString(), 16) ==
+                                           std::string("SQLite format 3\0", 16);
+  if (session || !info.exists()) return open_session(path, quiet);
+  QString error;
+  import_trace({path}, quiet, &error);
+  return error;
+}
+
+ImportJob* MainWindow::import_trace(const QStringList& sources, bool quiet, QString* error) {
+  ImportTarget target;
+  try {
+    std::vector<std::string> paths;
+    for (const QString& s : sources) paths.push_back(s.toStdString());
+    target = ui::import_target(paths, imports_folder().toStdString());
+  } catch (const std::exception& e) {
+    const QString msg = QString::fromUtf8(e.what());
+    if (error) *error = msg;
+    if (!quiet) QMessageBox::critical(this, "Cannot import", msg);
+    return nullptr;
+  }
+  const QString session = QString::fromStdString(target.path);
+  if (target.reuse) {  // imported before: the same files, unchanged
+    const QString err = open_session(session, quiet);
+    if (error) *error = err;
+    return nullptr;
+  }
+  // the import's tab: what is imported where, a progress bar and Cancel
+  auto* page = new QWidget(tabs_);
+  auto* layout = new QVBoxLayout(page);
+  auto* what = new QLabel(QString("Importing %1<br>into %2%3")
+                              .arg(sources.join(", ").toHtmlEscaped(), session.toHtmlEscaped(),
+                                   target.in_cache ? QString(" (the cache folder: the source's folder is not writable)")
+                                                   : QString(" (beside the source)")),
+                          page);
+  what->setWordWrap(true);
+  auto* bar = new QProgressBar(page);
+  bar->setRange(0, 1000);
+  auto* line = new QLabel(page);
+  auto* cancel = new QPushButton("Cancel", page);
+  cancel->setObjectName("import_cancel");
+  auto* row = new QHBoxLayout;
+  row->addWidget(bar, 1);
+  row->addWidget(cancel);
+  layout->addWidget(what);
+  layout->addLayout(row);
+  layout->addWidget(line);
+  layout->addStretch(1);
+  const int i = tabs_->addTab(page, "importing " + QFileInfo(sources.front()).fileName());
+  tabs_->setTabToolTip(i, session);
+  tabs_->setCurrentIndex(i);
+  auto* job = new ImportJob(sources, session, page);
+  connect(cancel, &QPushButton::clicked, job, [job, cancel, line] {
+    job->cancel();
+    cancel->setEnabled(false);
+    line->setText("cancelling...");
+  });
+  connect(job, &ImportJob::progress, page, [bar, line](double f, const QString& text) {
+    bar->setValue(static_cast<int>(f * 1000));
+    if (!text.isEmpty()) line->setText(text);
+  });
+  connect(job, &ImportJob::finished, this, [this, page, job, bar, line, cancel, quiet](const QString& ended, const QString& msg) {
+    if (ended == "complete") {
+      const QString path = job->target();
+      const int at = tabs_->indexOf(page);
+      page->deleteLater();  // the job (its child) goes with it, after this slot
+      if (at >= 0) tabs_->removeTab(at);
+      open_session(path, quiet);
+      emit import_finished(path, ended, msg);
+      return;
+    }
+    bar->setValue(0);
+    cancel->setEnabled(false);
+    line->setText(msg);  // cancelled or failed: the tab stays with the reason until closed
+    if (ended == "error" && !quiet) QMessageBox::critical(this, "Import failed", msg);
+    emit import_finished(QString(), ended, msg);
+  });
+  job->start();
+  return job;
 }
 
 }  // namespace embedscope::ui

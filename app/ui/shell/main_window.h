@@ -1,6 +1,6 @@
 #pragma once
 // The workbench window: sessions in tabs (each with its timeline and summary), opened from the
-// command line, File > Open, or drag and drop, and workload designers (File > New Workload)
+// command line, File > Open, or drag and drop (sessions, or traces imported in the background), and workload designers (File > New Workload)
 // whose runs open their sessions in new tabs. A bad or foreign file gives a dialog with the
 // reader's message.
 
@@ -17,8 +17,23 @@ class MainWindow : public QMainWindow {
   /// Opens `path` in a new tab; on failure shows a dialog (unless `quiet`) and returns the error.
   /// Opened files go to the front of the recent-files list (QSettings "recent").
   /// The tab is titled with the file name, plus the session's end in brackets when it did not
-  /// complete ("s.db [cancelled]").
+  /// complete ("s.db [cancelled]"), and "[imported: FORMAT]" for an imported session; the
+  /// window title follows the current tab ("Embedscope - s.db [imported: kineto_json]").
   QString open_session(const QString& path, bool quiet = false);
+  /// Opens what `path` is: a session (SQLite) in a tab as open_session does; a trace file
+  /// (.json, .json.gz, .pt.trace.json.gz), a directory of per-rank traces or a PyTorch memory
+  /// snapshot pickle is imported first (import_trace). Returns the error (empty when the
+  /// session opened or the import started).
+  QString open_path(const QString& path, bool quiet = false);
+  /// Imports `sources` in the background (ImportJob) into a session beside the first source,
+  /// or in the cache folder (imports_folder()) when that folder is not writable; a complete
+  /// earlier import of the same files is opened as it is. Meanwhile a tab shows a progress bar
+  /// and Cancel; when the import completes, the tab is replaced by the session's tab (marked
+  /// "[imported]"). Returns the job (nullptr when the session was reused or the target could
+  /// not be chosen: then `error` says why).
+  class ImportJob* import_trace(const QStringList& sources, bool quiet = false, QString* error = nullptr);
+  /// The cache folder for imported sessions of read-only sources.
+  static QString imports_folder();
   /// File > New Workload: a workload designer in a new tab, on `preset`.
   class WorkloadDesigner* new_workload(const QString& preset = "tiny");
   QTabWidget* tabs() { return tabs_; }
@@ -34,6 +49,11 @@ class MainWindow : public QMainWindow {
   QString export_current(const QString& format, const QString& path);
   /// The recent-files list, most recent first (at most 10).
   static QStringList recent_files();
+
+ signals:
+  /// An import started by import_trace ended: `ended` "complete" (its session is open in a tab,
+  /// `session` its path), "cancelled" or "error" (`session` empty, `message` why).
+  void import_finished(const QString& session, const QString& ended, const QString& message);
 
  protected:
   void dragEnterEvent(QDragEnterEvent*) override;

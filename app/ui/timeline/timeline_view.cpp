@@ -16,6 +16,9 @@
 #include "embedscope/sessions/analysis/analysis.h"
 #include "jobs/analysis_job.h"
 #include "models/range_totals_model.h"
+#include "charts/colors.h"
+#include "charts/legend.h"
+#include "timeline/step_box.h"
 #include "timeline/timeline_widget.h"
 
 namespace embedscope::ui {
@@ -24,7 +27,17 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
     : QWidget(parent), timeline_(new TimelineWidget(session, this)), totals_(new RangeTotalsModel(session, this)),
       search_(new QLineEdit(this)), details_(new QLabel(this)), range_label_(new QLabel(this)),
       search_status_(new QLabel(this)), per_rank_(new QCheckBox("per rank", this)),
-      critical_path_(new QCheckBox("critical path", this)), path_job_(new AnalysisJob(this)), session_(session), step_box_(new QSpinBox(this)),
+      critical_path_(new QCheckBox("critical path", this)), path_job_(new AnalysisJob(this)), session_(session),
+      step_box_(new StepBox(timeline_->steps().empty() ? 0 : timeline_->steps().begin()->first,
+                            timeline_->steps().empty() ? 0 : timeline_->steps().rbegin()->first, this)),
+      view_note_(new QLabel(this)), legend_(new ColourLegend(
+          [this] {
+            auto entries = timeline_legend();
+            if (timeline_->hung())
+              entries.push_back({"timed out", hang_marker_color(), "the collective this hung run timed out in", true});
+            return entries;
+          }(),
+          this)),
       back_(new QToolButton(this)), forward_(new QToolButton(this)) {
   auto* bar = new QHBoxLayout;
   auto button = [&](QToolButton* b, const QString& text, const QString& tip, auto fn) {
@@ -35,18 +48,25 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
   };
   button(back_, "<", "Back to the previous view (Backspace, Alt+Left)", [this] { timeline_->back(); });
   button(forward_, ">", "Forward (Shift+Backspace, Alt+Right)", [this] { timeline_->forward(); });
-  button(new QToolButton(this), "Fit", "Show everything (F)", [this] {
+  button(new QToolButton(this), "Fit", "Show the measured steps (F)", [this] {
+    timeline_->fit();
+    timeline_->navigate(timeline_->view());
+  });
+  button(new QToolButton(this), "All", "Show everything: warm-up steps and set-up too (Shift+F)", [this] {
     timeline_->scale().fit();
     timeline_->navigate(timeline_->view());
   });
   bar->addWidget(new QLabel("step:", this));
-  const auto& steps = timeline_->steps();
-  step_box_->setRange(steps.empty() ? 0 : static_cast<int>(steps.begin()->first),
-                      steps.empty() ? 0 : static_cast<int>(steps.rbegin()->first));
   step_box_->setToolTip("Fit a step (keys 1..9: steps 0..8; double-click on a step)");
   bar->addWidget(step_box_);
-  button(new QToolButton(this), "Fit step", "Show the step chosen on the left", [this] { timeline_->fit_step(step_box_->value()); });
-  step_box_->setValue(0);  // the first measured step
+  auto* fit_step = new QToolButton(this);
+  button(fit_step, "Fit step", "Show the step chosen on the left", [this] { timeline_->fit_step(step_box_->value()); });
+  const auto& steps = timeline_->steps();
+  step_box_->setValue(std::min(0, step_box_->maximum()));  // the first measured step
+  fit_step->setEnabled(!steps.empty());
+  step_box_->setEnabled(!steps.empty());
+  if (steps.empty()) step_box_->setToolTip("no step was recorded (the run ended before its first step ended)");
+  bar->addWidget(view_note_);
   bar->addSpacing(16);
   search_->setPlaceholderText("find op by name (Ctrl+F)");
   search_->setClearButtonEnabled(true);
@@ -99,6 +119,7 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
   split->setSizes({1100, 420});
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(bar);
+  layout->addWidget(legend_);
   layout->addWidget(split, 1);
 
   connect(search_, &QLineEdit::returnPressed, this, [this] { find_next(true); });
@@ -184,6 +205,13 @@ void TimelineView::update_totals() {
 void TimelineView::update_buttons() {
   back_->setEnabled(timeline_->history().can_back());
   forward_->setEnabled(timeline_->history().can_forward());
+  // say when warm-up steps or the set-up before them are out of view, and how to see them
+  const auto& steps = timeline_->steps();
+  const bool warmup_hidden = timeline_->warmup_steps() > 0 && steps.begin()->second.t0 < timeline_->view().t0;
+  view_note_->setText(warmup_hidden ? QString("%1 warm-up step%2 left of the view (Shift+F or All shows them)")
+                                          .arg(timeline_->warmup_steps())
+                                          .arg(timeline_->warmup_steps() == 1 ? "" : "s")
+                                    : QString());
 }
 
 }  // namespace embedscope::ui

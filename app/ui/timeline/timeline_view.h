@@ -1,6 +1,7 @@
 #pragma once
-// The timeline page: a toolbar (zoom history back / forward, fit, fit a step, search by name),
-// the TimelineWidget, and a side panel with the selected op's details and the per-op-name
+// The timeline page: a toolbar (zoom history back / forward, fit the measured steps (F), show
+// everything with the warm-up (Shift+F), fit a step, search by name), a colour legend, the
+// TimelineWidget, and a side panel with the selected op's details and the per-op-name
 // totals of the selected time range (RangeTotalsModel, all ranks or per rank).
 // Keys: Ctrl+F search, Enter / F3 next match, Shift+F3 previous.
 
@@ -23,6 +24,8 @@ namespace embedscope::ui {
 
 class TimelineWidget;
 class RangeTotalsModel;
+class StepBox;
+class ColourLegend;
 class AnalysisJob;
 
 class TimelineView : public QWidget {
@@ -35,6 +38,10 @@ class TimelineView : public QWidget {
   RangeTotalsModel* totals() { return totals_; }
   QLineEdit* search_box() { return search_; }
   QLabel* details() { return details_; }
+  /// The note that says when warm-up steps are out of view ("" when none are).
+  QLabel* view_note() { return view_note_; }
+  StepBox* step_box() { return step_box_; }
+  ColourLegend* legend() { return legend_; }
   /// Next / previous match of the search box's text; false when none.
   bool find_next(bool forward = true);
   /// Sums the range totals per rank (true) or over all ranks.
@@ -58,7 +65,9 @@ class TimelineView : public QWidget {
   std::shared_ptr<const sessions::SessionReader> session_;
   std::vector<sessions::PathSegment> path_;  // every measured step's, once analysed
   bool path_loaded_ = false;
-  QSpinBox* step_box_;
+  StepBox* step_box_;
+  QLabel* view_note_;  // "2 warm-up steps left of the view (Shift+F ...)"
+  ColourLegend* legend_;
   QToolButton *back_, *forward_;
 };
 

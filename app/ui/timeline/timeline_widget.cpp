@@ -14,6 +14,7 @@
 
 #include "charts/colors.h"
 #include "embedscope/engine/sharding/sharding.h"  // format_bytes
+#include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
 
 namespace embedscope::ui {
@@ -59,7 +60,32 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
   for (const auto& st : session_->steps())
     if (st.rank == 0) starts.insert(st.start_ns);
   step_starts_.assign(starts.begin(), starts.end());
+  // set-up waits: communication before every rank has started (the first collective waiting
+  // for a slower rank's set-up), drawn as set-up, not as exposed communication
+  std::map<int32_t, int64_t> first_start;
+  std::map<int32_t, std::vector<ViewRange>> comm;
+  for (const auto& r : rows_) {
+    if (r.ops.empty()) continue;
+    auto [it, fresh] = first_start.try_emplace(r.rank, r.ops.front().start_ns);
+    if (!fresh) it->second = std::min(it->second, r.ops.front().start_ns);
+    for (const auto& o : r.ops)
+      if (o.category == sessions::OpCategory::comm) comm[r.rank].push_back({o.start_ns, o.end_ns});
+  }
+  setup_ = setup_waits(first_start, comm);
+  if (!steps_.empty() && steps_.begin()->first < 0) warmup_steps_ = -steps_.begin()->first;
+  // a hung run: the collective that timed out, as the end message names it
+  if (session_->status() == "hang")
+    if (const auto site = parse_hang_message(session_->meta(sessions::meta::kEndMessage))) {
+      std::vector<const std::vector<sessions::OpRecord>*> lanes;
+      std::vector<int32_t> ranks;
+      for (const auto& r : rows_) {
+        lanes.push_back(&r.ops);
+        ranks.push_back(r.rank);
+      }
+      hung_ = hung_op(*site, lanes, ranks, session_->strings());
+    }
   scale_ = TimeScale(begin, end, 800);  // the extent of what was recorded (not the setup before it)
+  fit();  // the measured steps, when there are any (Shift+F: everything)
   history_ = ZoomHistory(view());
   setMouseTracking(true);
   setFocusPolicy(Qt::StrongFocus);
@@ -108,7 +134,12 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
   for (size_t i = 0; i < rows_.size(); ++i) {
     const int y = row_y(i);
     p.setPen(text);
-    p.drawText(QRect(4, y, kGutter - 8, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft, rows_[i].label);
+    // a long lane name (an imported trace's "stream 7 (cuda:1 Tesla V100-SXM2-16GB)") loses its
+    // bracket first, then is elided; hovering shows it whole
+    QString label = rows_[i].label;
+    if (p.fontMetrics().horizontalAdvance(label) > kGutter - 8 && label.indexOf(" (") > 0) label = label.left(label.indexOf(" ("));
+    p.drawText(QRect(4, y, kGutter - 8, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft,
+               p.fontMetrics().elidedText(label, Qt::ElideRight, kGutter - 8));
     const auto& compute = compute_[rows_[i].rank];
     for (const LaneBox& b : fold_lane(rows_[i].ops, rows_[i].index, scale_)) {
       const QRectF r(kGutter + b.x0, y + 3, std::max(1.0, b.x1 - b.x0), kRowHeight - 6);
@@ -125,6 +156,14 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
         const double x1 = std::min(scale_.width(), scale_.x(std::min(it->end, o.end_ns)));
         if (x1 > x0) p.fillRect(QRectF(kGutter + x0, y + 3, std::max(1.0, x1 - x0), kRowHeight - 6), hidden_comm_color());
       }
+      // set-up waits: the part of the op before every rank had started
+      if (auto s = setup_.find(o.rank); s != setup_.end())
+        for (const ViewRange& w : s->second) {
+          if (w.t1 <= o.start_ns || w.t0 >= o.end_ns) continue;
+          const double x0 = std::max(0.0, scale_.x(std::max(w.t0, o.start_ns)));
+          const double x1 = std::min(scale_.width(), scale_.x(std::min(w.t1, o.end_ns)));
+          if (x1 > x0) p.fillRect(QRectF(kGutter + x0, y + 3, std::max(1.0, x1 - x0), kRowHeight - 6), setup_wait_color());
+        }
     }
   }
   // the critical path: a bar under each op on it, dotted under a gap, a line where it changes row
@@ -147,6 +186,29 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
         p.drawLine(QPointF(kGutter + x0, row_y(prev_row) + kRowHeight - 3), QPointF(kGutter + x0, y));
       }
       prev_row = row;
+    }
+  }
+  // a hung run: the collective that timed out, outlined, a line at its end and a label
+  if (hung_) {
+    const auto& o = op(*hung_);
+    const QColor c = hang_marker_color();
+    const double x0 = scale_.x(o.start_ns), x1 = scale_.x(o.end_ns);
+    if (x1 >= 0 && x0 <= scale_.width()) {
+      p.setPen(QPen(c, 2));
+      p.setBrush(Qt::NoBrush);
+      const double a = std::max(-2.0, x0), b = std::min(scale_.width() + 2, x1);
+      p.drawRect(QRectF(kGutter + a, row_y(hung_->row) + 1, std::max(3.0, b - a), kRowHeight - 2));
+    }
+    if (x1 >= 0 && x1 <= scale_.width()) {
+      p.setPen(QPen(c, 2, Qt::DashLine));
+      p.drawLine(QPointF(kGutter + x1, kAxis), QPointF(kGutter + x1, bottom));
+      const QString label = "timed out";
+      const int w = p.fontMetrics().horizontalAdvance(label) + 6;
+      const double lx = std::min(kGutter + x1 + 3, static_cast<double>(width() - w));
+      const QRectF box(lx, row_y(hung_->row) - kRowHeight + 2, w, kRowHeight - 4);
+      p.fillRect(box, palette().base());
+      p.setPen(c);
+      p.drawText(box, Qt::AlignCenter, label);
     }
   }
   // the selected op, outlined (at least 3 px wide so that a thin op stays visible)
@@ -216,16 +278,22 @@ void TimelineWidget::select(std::optional<OpRef> r, bool centre) {
 QString TimelineWidget::details(OpRef r) const {
   const auto& o = op(r);
   const auto& row = rows_[r.row];
-  QString html = QString("<b>%1</b><br>rank %2, %3 lane, %4<br>step %5<br>start %6<br>duration %7")
+  QString html = QString("<b>%1</b><br>rank %2, %3 lane, %4<br>%5<br>start %6<br>duration %7")
                      .arg(QString::fromStdString(session_->name(o.name_id)).toHtmlEscaped())
                      .arg(o.rank)
                      .arg(row.lane_name.toHtmlEscaped())
                      .arg(sessions::to_string(o.category))
-                     .arg(o.step < 0 ? QString("%1 (warmup)").arg(o.step) : QString::number(o.step))
+                     .arg(QString::fromStdString(step_name(o.step, warmup_steps_)))
                      .arg(QString::fromStdString(format_duration(o.start_ns)))
                      .arg(QString::fromStdString(format_duration(o.end_ns - o.start_ns)));
   if (o.bytes) html += QString("<br>%1 (%2 bytes)").arg(QString::fromStdString(sessions::format_bytes(o.bytes))).arg(o.bytes);
   if (o.category != sessions::OpCategory::comm) return html;
+  if (hung_ && *hung_ == r)
+    html += QString("<br><b>timed out here</b>: %1")
+                .arg(QString::fromStdString(session_->meta(sessions::meta::kEndMessage)).toHtmlEscaped());
+  if (const int64_t wait = setup_wait_ns(r); wait > 0)
+    html += QString("<br>set-up wait %1 (before every rank had started; not exposed communication)")
+                .arg(QString::fromStdString(format_duration(wait)));
   if (!collectives_) collectives_ = session_->collectives();
   // the rank's collective records inside the span (the engine's split check, an all-gather,
   // runs in the same span before the collective itself)
@@ -294,6 +362,22 @@ void TimelineWidget::forward() {
   emit view_changed();
 }
 
+int64_t TimelineWidget::setup_wait_ns(OpRef r) const {
+  const auto& o = op(r);
+  auto s = setup_.find(o.rank);
+  if (o.category != sessions::OpCategory::comm || s == setup_.end()) return 0;
+  int64_t total = 0;
+  for (const ViewRange& w : s->second) total += std::max<int64_t>(0, std::min(w.t1, o.end_ns) - std::max(w.t0, o.start_ns));
+  return total;
+}
+
+void TimelineWidget::fit() {
+  if (const auto m = measured_extent(steps_))
+    scale_.show(m->t0, m->t1);
+  else
+    scale_.fit();
+}
+
 bool TimelineWidget::fit_step(int64_t step) {
   auto it = steps_.find(step);
   if (it == steps_.end()) return false;
@@ -351,6 +435,13 @@ void TimelineWidget::mouseMoveEvent(QMouseEvent* e) {
     update();
     return;
   }
+  if (e->position().x() < kGutter && e->position().y() >= kAxis) {  // the row's whole name
+    const auto row = static_cast<size_t>((e->position().y() - kAxis) / kRowHeight);
+    if (row < rows_.size()) {
+      QToolTip::showText(e->globalPosition().toPoint(), rows_[row].label, this);
+      return;
+    }
+  }
   if (const auto r = op_at(e->position().toPoint())) {
     const auto& o = op(*r);
     QString tip = QString("%1\nrank %2, %3 lane, %4\nstart %5, duration %6")
@@ -360,7 +451,10 @@ void TimelineWidget::mouseMoveEvent(QMouseEvent* e) {
                       .arg(sessions::to_string(o.category))
                       .arg(QString::fromStdString(format_duration(o.start_ns)))
                       .arg(QString::fromStdString(format_duration(o.end_ns - o.start_ns)));
+    tip += "\n" + QString::fromStdString(step_name(o.step, warmup_steps_));
     if (o.bytes) tip += QString("\n%1 bytes, sequence %2").arg(o.bytes).arg(o.correlation);
+    if (const int64_t wait = setup_wait_ns(*r); wait > 0)
+      tip += QString("\nset-up wait %1 (not exposed communication)").arg(QString::fromStdString(format_duration(wait)));
     QToolTip::showText(e->globalPosition().toPoint(), tip, this);
   } else {
     QToolTip::hideText();
@@ -408,7 +502,10 @@ void TimelineWidget::keyPressEvent(QKeyEvent* e) {
     case Qt::Key_S: scale_.zoom_at(mid, 0.8); commit(Nav::zoom); return;
     case Qt::Key_A: scale_.pan(-scale_.width() / 10); commit(Nav::pan); return;
     case Qt::Key_D: scale_.pan(scale_.width() / 10); commit(Nav::pan); return;
-    case Qt::Key_F: scale_.fit(); commit(Nav::jump); return;
+    case Qt::Key_F:  // the measured steps; Shift+F everything (warm-up and set-up too)
+      shift ? scale_.fit() : fit();
+      commit(Nav::jump);
+      return;
     case Qt::Key_Escape:
       select(std::nullopt);
       set_range(std::nullopt);

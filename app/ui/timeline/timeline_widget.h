@@ -1,12 +1,14 @@
 #pragma once
 // The timeline: one row per rank and lane, ops as boxes coloured by category, step boundaries,
-// a time axis in readable units. Wheel and W/S zoom at the cursor, drag and A/D pan, F fits,
+// a time axis in readable units. Wheel and W/S zoom at the cursor, drag and A/D pan, F fits the
+// measured steps (the default view), Shift+F everything (warm-up steps and set-up included),
 // 1..9 or a double click fit a step, Backspace / Shift+Backspace (or Alt+Left / Alt+Right) go
 // back and forward through the zoom history; hovering shows the op's name, rank, lane, start,
 // duration and bytes; a click selects an op (outlined); Shift+drag, or a drag on the time axis,
-// selects a time range. Communication is split as Holistic Trace Analysis counts it: the parts
+// selects a time range; a hung run's collective that timed out is marked. Communication is split as Holistic Trace Analysis counts it: the parts
 // that ran while the same rank computed are drawn light ("hidden"), the rest solid red
-// ("exposed"). Every lane's ops are loaded once; each paint binary-searches the visible range
+// ("exposed"), and the part before every rank had started (the first collective waiting for a
+// slower rank's set-up, setup_waits) in the set-up colour. Every lane's ops are loaded once; each paint binary-searches the visible range
 // and folds sub-pixel runs (fold_lane), so painting cost follows the pixels, not the events.
 
 #include <QWidget>
@@ -69,6 +71,17 @@ class TimelineWidget : public QWidget {
   /// Each step's window over all ranks; fit_step shows one (false when the step is unknown).
   const std::map<int64_t, ViewRange>& steps() const { return steps_; }
   bool fit_step(int64_t step);
+  /// Shows the measured steps (measured_extent), or everything when no step is measured (key F).
+  void fit();
+  /// Warm-up steps of the session (-(lowest step) when it is negative, else 0).
+  int64_t warmup_steps() const { return warmup_steps_; }
+  /// Per rank the set-up waits (setup_waits over the session's ops).
+  const std::map<int32_t, std::vector<ViewRange>>& setup_wait_ranges() const { return setup_; }
+  /// A hung session's collective that timed out (hung_op of the end message), drawn outlined
+  /// with a dashed line at its end and "timed out"; nullopt for other sessions.
+  std::optional<OpRef> hung() const { return hung_; }
+  /// How much of a communication op is set-up wait, ns (0 for other ops).
+  int64_t setup_wait_ns(OpRef op) const;
   /// The critical path to draw (segments of every step, any order; empty: none): a bar under
   /// each op segment on its row, a dotted bar for a gap, and a line where the path moves to
   /// another row.
@@ -111,6 +124,9 @@ class TimelineWidget : public QWidget {
   std::vector<Row> rows_;
   std::vector<sessions::PathSegment> path_;  // by start
   std::map<int32_t, std::vector<sessions::Interval>> compute_;  // per rank: merged compute time
+  std::map<int32_t, std::vector<ViewRange>> setup_;  // per rank: set-up waits
+  int64_t warmup_steps_ = 0;
+  std::optional<OpRef> hung_;
   std::vector<int64_t> step_starts_;
   std::map<int64_t, ViewRange> steps_;
   TimeScale scale_;

@@ -18,7 +18,9 @@
 #include <qcustomplot.h>
 
 #include "charts/colors.h"  // session_color
+#include "charts/plot_axes.h"
 #include "jobs/analysis_job.h"
+#include "timeline/step_box.h"
 #include "views/memory_compare.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 
@@ -68,7 +70,6 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
   auto* tl = new QWidget(pages_);
   auto* tll = new QVBoxLayout(tl);
   auto* bar = new QHBoxLayout;
-  auto* step_box = new QSpinBox(tl);
   int64_t first = std::numeric_limits<int64_t>::max(), last = std::numeric_limits<int64_t>::min();
   for (const auto& s : sessions)
     for (const auto& st : s.session->steps()) {
@@ -76,7 +77,7 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
       last = std::max(last, st.step);
     }
   if (first > last) first = last = 0;
-  step_box->setRange(static_cast<int>(first), static_cast<int>(last));
+  auto* step_box = new StepBox(first, last, tl);  // warm-up steps read "warm-up 1 of 2"
   step_box->setValue(static_cast<int>(std::clamp(align_step, first, last)));
   bar->addWidget(new QLabel("align on step", tl));
   bar->addWidget(step_box);
@@ -164,10 +165,7 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats) {
     bars->setPen(Qt::NoPen);
     bars->setBarsGroup(group);
   }
-  QSharedPointer<QCPAxisTickerFixed> step_ticker(new QCPAxisTickerFixed);
-  step_ticker->setTickStep(1);
-  step_ticker->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
-  step_plot_->xAxis->setTicker(step_ticker);
+  step_plot_->xAxis->setTicker(integer_ticker());
   step_plot_->xAxis->setLabel("step");
   step_plot_->yAxis->setLabel("step time (ms)");
   step_plot_->rescaleAxes();
@@ -175,9 +173,7 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats) {
   step_plot_->yAxis->setRange(0, step_plot_->yAxis->range().upper * 1.4);  // room for the legend
   exposed_plot_->xAxis->setLabel("rank");
   exposed_plot_->yAxis->setLabel("exposed communication (ms, all steps)");
-  QSharedPointer<QCPAxisTickerFixed> ticker(new QCPAxisTickerFixed);
-  ticker->setTickStep(1);
-  exposed_plot_->xAxis->setTicker(ticker);
+  exposed_plot_->xAxis->setTicker(integer_ticker());
   exposed_plot_->rescaleAxes();
   exposed_plot_->xAxis->setRange(-0.6, max_ranks - 0.4);
   exposed_plot_->yAxis->setRange(0, std::max(1e-3, exposed_plot_->yAxis->range().upper * 1.4));

@@ -1,6 +1,7 @@
 #include "views/load_view.h"
 
 #include "charts/colors.h"
+#include "charts/plot_axes.h"
 #include "jobs/analysis_job.h"
 
 #include <QComboBox>
@@ -32,7 +33,7 @@ void fill_heatmap(QCustomPlot* plot, const QString& title, const QStringList& co
   plot->plotLayout()->addElement(1, 1, scale);
   scale->setLabel(metric);
   map->setColorScale(scale);
-  map->setGradient(QCPColorGradient::gpThermal);
+  map->setGradient(heat_gradient());  // its top is red, not white
   map->setInterpolate(false);  // one flat cell per (rank, column)
   map->rescaleDataRange(true);
   rect->axis(QCPAxis::atLeft)->setLabel("rank");
@@ -44,9 +45,8 @@ void fill_heatmap(QCustomPlot* plot, const QString& title, const QStringList& co
     rect->axis(QCPAxis::atBottom)->setTicker(ticker);
     rect->axis(QCPAxis::atBottom)->setTickLabelRotation(60);
   }
-  auto ranks_ticker = QSharedPointer<QCPAxisTickerFixed>::create();
-  ranks_ticker->setTickStep(1);
-  rect->axis(QCPAxis::atLeft)->setTicker(ranks_ticker);
+  rect->axis(QCPAxis::atLeft)->setTicker(integer_ticker());
+  if (columns.size() > 40) rect->axis(QCPAxis::atBottom)->setTicker(integer_ticker());  // column indices
   QObject::disconnect(plot, &QCustomPlot::mouseMove, nullptr, nullptr);
   QObject::connect(plot, &QCustomPlot::mouseMove, plot, [plot, map, columns, metric](QMouseEvent* e) {
     double key = 0, val = 0;
@@ -139,6 +139,7 @@ void LoadView::rebuild_rows() {
   bars->setPen(Qt::NoPen);
   bars->setBrush(QColor(0x2c, 0xa0, 0x2c));
   row_plot_->xAxis->setLabel("row");
+  row_plot_->xAxis->setTicker(integer_ticker());
   row_plot_->yAxis->setLabel("ids (measured steps, all ranks)");
   row_plot_->xAxis->setRange(0, static_cast<double>(std::max<int64_t>(rows_.num_rows, 1)));
   row_plot_->yAxis->setRange(0, std::max(1.0, static_cast<double>(hottest) * 1.15));
@@ -212,6 +213,7 @@ void LoadView::draw() {
   g->setData(x, y);
   g->setPen(QPen(QColor(0xd6, 0x27, 0x28), 2));
   imbalance_plot_->xAxis->setLabel("step");
+  imbalance_plot_->xAxis->setTicker(integer_ticker());
   imbalance_plot_->yAxis->setLabel("imbalance (max / mean)");
   imbalance_plot_->rescaleAxes();
   imbalance_plot_->yAxis->setRangeLower(0);
@@ -229,6 +231,7 @@ void LoadView::draw() {
   bars->setData(rk, val);
   bars->setBrush(QColor(0x2c, 0xa0, 0x2c));
   rank_plot_->xAxis->setLabel("rank");
+  rank_plot_->xAxis->setTicker(integer_ticker());
   rank_plot_->yAxis->setLabel(metric + " (total)");
   rank_plot_->rescaleAxes();
   rank_plot_->xAxis->setRange(-0.6, data_.ranks - 0.4);

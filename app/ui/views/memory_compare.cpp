@@ -15,6 +15,7 @@
 
 #include "embedscope/engine/sharding/sharding.h"  // format_bytes
 #include "charts/colors.h"  // session_color
+#include "charts/plot_axes.h"
 #include "views/memory_view.h"
 #include "embedscope/sessions/model/units.h"
 
@@ -121,6 +122,7 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
       }
   }
   plot_->xAxis->setLabel("step");
+  plot_->xAxis->setTicker(integer_ticker());
   plot_->yAxis->setLabel("MiB");
   plot_->legend->setVisible(true);
   plot_->legend->setFont(QFont(plot_->font().family(), 8));

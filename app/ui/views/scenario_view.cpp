@@ -297,7 +297,7 @@ void ScenarioView::load_play() {
     // the order, and what each op waited for, off the GUI thread (a newer choice drops this one)
     const int64_t step = compare_->timelines()->align_step();
     for (QWidget* w : std::initializer_list<QWidget*>{back_, play_button_, forward_, slider_}) w->setEnabled(false);
-    op_text_->setText(QString("finding the order of the ops of step %1...").arg(step));
+    op_text_->setText(QString("finding the order of the ops of %1...").arg(play_step_name()));
     play_job_->start<std::vector<sessions::PlayStep>>(
         [file = sessions_[compared_runs_[play_session_]]->path(), step] {
           return sessions::play_order(sessions::SessionReader(file), step);
@@ -313,6 +313,12 @@ void ScenarioView::load_play() {
   show_play();
 }
 
+QString ScenarioView::play_step_name() const {
+  if (!compare_) return {};
+  const int64_t warmup = scenario_.runs.empty() ? 0 : scenario_.runs.front().spec.warmup_steps;
+  return QString::fromStdString(step_name(compare_->timelines()->align_step(), warmup));
+}
+
 void ScenarioView::show_play() {
   const bool any = !play_.empty();
   for (QWidget* w : std::initializer_list<QWidget*>{back_, play_button_, forward_, slider_}) w->setEnabled(any);
@@ -321,13 +327,13 @@ void ScenarioView::show_play() {
   slider_->setRange(0, std::max(0, static_cast<int>(play_.size()) - 1));
   position_ = -1;
   slider_->setValue(0);
-  op_text_->setText(any ? QString("%1 ops in step %2 of %3: press play or step through them")
+  op_text_->setText(any ? QString("%1 ops in %2 of %3: press play or step through them")
                               .arg(play_.size())
-                              .arg(compare_->timelines()->align_step())
+                              .arg(play_step_name())
                               .arg(play_run_->currentText())
-                        : compare_ ? QString("%1 has no ops in step %2 (the run ended %3)")
+                        : compare_ ? QString("%1 has no ops in %2 (the run ended %3)")
                                          .arg(play_run_->currentText())
-                                         .arg(compare_->timelines()->align_step())
+                                         .arg(play_step_name())
                                          .arg(QString::fromStdString(sessions_[compared_runs_[play_session_]]->status()))
                                    : QString("no ops to play"));
 }

@@ -59,6 +59,8 @@ class ScenarioView : public QWidget {
   void run_requested(const QString& scenario_id, int run_index);
 
  private:
+  // The aligned step as every view names it ("step 0", "warm-up 1 of 1").
+  QString play_step_name() const;
   void rebuild();
   void load_play();  // starts finding the play order of the chosen run
   void show_play();  // the play control for play_

@@ -3,38 +3,93 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QScrollBar>
 #include <QTableView>
 #include <QTreeView>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <utility>
+
+#include <nlohmann/json.hpp>
 
 #include "core/timeline_math.h"
 #include "jobs/analysis_job.h"
 #include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/analysis/gpu_kernels.h"
 #include "models/critical_path_model.h"
+#include "models/gpu_kernels_model.h"
 #include "models/rank_stats_model.h"
 #include "models/sharding_plan_model.h"
 #include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/model/units.h"
 
 namespace embedscope::ui {
 
 namespace {
-QWidget* summary_page(const sessions::SessionReader& s, sessions::RunStats stats, QWidget* parent) {
+// A table of a few rows (one per rank) is as tall as its rows, no taller: the space left goes to
+// the panes that need it (critical path, sharding plan).
+void fit_to_rows(QTableView* t) {
+  const int rows = t->model() ? t->model()->rowCount() : 0;
+  t->setMaximumHeight(t->horizontalHeader()->sizeHint().height() + rows * t->verticalHeader()->defaultSectionSize() +
+                      2 * t->frameWidth() + t->horizontalScrollBar()->sizeHint().height());
+}
+
+// What the summary shows: the run's figures and, for a session with GPU lanes, HTA's.
+struct SummaryFigures {
+  sessions::RunStats stats;
+  std::vector<sessions::RankKernelFigures> kernels;
+};
+
+// "IMPORTED from kineto_json (PyTorch Profiler (0)): trace.json.gz (1.5 MB)" for an imported
+// session, else "".
+QString import_origin(const sessions::SessionReader& s) {
+  if (s.meta(sessions::meta::kImported) != "1") return {};
+  QStringList files;
+  try {
+    for (const auto& src : nlohmann::json::parse(s.meta(sessions::meta::kImportSources, "[]")))
+      if (src.is_object() && src.contains("file"))
+        files << QString("%1 (%2)")
+                     .arg(QString::fromStdString(src["file"].get<std::string>()).toHtmlEscaped())
+                     .arg(QString::fromStdString(sessions::format_bytes(src.value("bytes", int64_t{0}))));
+  } catch (const std::exception&) {
+    files << "(sources unreadable)";
+  }
+  return QString("<b>IMPORTED</b> from %1 (%2): %3")
+      .arg(QString::fromStdString(s.meta(sessions::meta::kImportFormat)).toHtmlEscaped())
+      .arg(QString::fromStdString(s.meta(sessions::meta::kImportProducer)).toHtmlEscaped())
+      .arg(files.join(", "));
+}
+
+QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, QWidget* parent) {
   auto* page = new QWidget(parent);
   auto* layout = new QVBoxLayout(page);
-  auto* model = new RankStatsModel(std::move(stats), page);
+  auto* model = new RankStatsModel(std::move(figures.stats), page);
   const auto& st = model->stats();
-  QString text = QString("<b>%1</b> on %2 ranks, %3, %4 pipeline (qcomms forward %5, backward %6) &nbsp; <b>%7</b>%8<br>")
-                     .arg(QString::fromStdString(s.meta(sessions::meta::kWorkloadName)))
-                     .arg(st.ranks.size())
-                     .arg(QString::fromStdString(s.meta(sessions::meta::kBackend)))
-                     .arg(QString::fromStdString(s.meta(sessions::meta::kPipeline, "base")))
-                     .arg(QString::fromStdString(s.meta(sessions::meta::kQcommsForwardPrecision, "fp32")))
-                     .arg(QString::fromStdString(s.meta(sessions::meta::kQcommsBackwardPrecision, "fp32")))
-                     .arg(QString::fromStdString(st.ended))
-                     .arg(st.simulated ? " &nbsp; <b>SIMULATED</b>" : "");
-  if (st.steps == 0) text += "no measured steps: nothing to analyse (the run ended before its first measured step)";
+  const QString origin = import_origin(s);
+  QString text = origin.isEmpty()
+                     ? QString("<b>%1</b> on %2 ranks, %3, %4 pipeline (qcomms forward %5, backward %6) &nbsp; <b>%7</b>%8<br>")
+                           .arg(QString::fromStdString(s.meta(sessions::meta::kWorkloadName)))
+                           .arg(st.ranks.size())
+                           .arg(QString::fromStdString(s.meta(sessions::meta::kBackend)))
+                           .arg(QString::fromStdString(s.meta(sessions::meta::kPipeline, "base")))
+                           .arg(QString::fromStdString(s.meta(sessions::meta::kQcommsForwardPrecision, "fp32")))
+                           .arg(QString::fromStdString(s.meta(sessions::meta::kQcommsBackwardPrecision, "fp32")))
+                           .arg(QString::fromStdString(st.ended))
+                           .arg(st.simulated ? " &nbsp; <b>SIMULATED</b>" : "")
+                     : QString("%1<br>%2 ranks (world size %3) &nbsp; <b>%4</b><br>")
+                           .arg(origin)
+                           .arg(st.ranks.size())
+                           .arg(QString::fromStdString(s.meta(sessions::meta::kWorldSize, "?")))
+                           .arg(QString::fromStdString(st.ended));
+  if (st.steps == 0) {
+    // no step completed its measurement: no step times, but the ops recorded are analysed
+    const bool any_ops = !st.critical_paths.empty();
+    text += QString("no complete measured step (the run ended %1 %2): no step times, overlap or throughput")
+                .arg(QString::fromStdString(st.ended))
+                .arg(any_ops ? QString("in step %1").arg(st.critical_paths.back().step) : QString("before its first measured step"));
+    if (any_ops) text += "; the critical path and collectives below are those of the ops recorded before the end";
+  }
   if (st.steps > 0)
     text += QString("%1 measured steps: step time mean %2, p50 %3, p99 %4; %5 samples/s<br>"
                     "overlap %6 %; exposed communication %7 per rank; imbalance (ids looked up max/mean) %8")
@@ -56,7 +111,19 @@ QWidget* summary_page(const sessions::SessionReader& s, sessions::RunStats stats
   table->verticalHeader()->hide();  // the rank column says it
   table->verticalHeader()->setDefaultSectionSize(table->fontMetrics().height() + 6);
   auto* plan = new QTreeView(page);
-  plan->setModel(new ShardingPlanModel(s, st, plan));
+  auto* plan_model = new ShardingPlanModel(s, st, plan);
+  plan->setModel(plan_model);
+  if (const auto under = plan_model->under_planned(); !under.empty()) {  // planned vs measured peak
+    QStringList parts;
+    for (int r : under) {
+      const auto& row = plan_model->ranks()[static_cast<size_t>(r)];
+      parts << QString("rank %1 planned %2, peak %3").arg(r)
+                   .arg(QString::fromStdString(sessions::format_bytes(row.planned_bytes)))
+                   .arg(QString::fromStdString(sessions::format_bytes(row.peak_bytes)));
+    }
+    label->setText(label->text() + QString("<br><span style=\"color:#d01010\"><b>the plan under-estimated the measured "
+                                           "peak</b>: %1</span>").arg(parts.join("; ")));
+  }
   plan->setAlternatingRowColors(true);
   plan->expandAll();
   plan->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
@@ -71,6 +138,13 @@ QWidget* summary_page(const sessions::SessionReader& s, sessions::RunStats stats
     view->setModel(m);
     m->setParent(view);
     view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    // the name column: at most 40 characters wide (a C++ kernel name of an imported trace would
+    // push the figures out of view), elided in the middle, whole in its tooltip
+    view->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Interactive);
+    view->setTextElideMode(Qt::ElideMiddle);
+    view->setWordWrap(false);
+    view->resizeColumnToContents(0);
+    view->setColumnWidth(0, std::min(view->columnWidth(0), view->fontMetrics().averageCharWidth() * 40));
     view->verticalHeader()->hide();
     view->verticalHeader()->setDefaultSectionSize(view->fontMetrics().height() + 6);
     box->addWidget(caption);
@@ -84,8 +158,28 @@ QWidget* summary_page(const sessions::SessionReader& s, sessions::RunStats stats
   add_table(new CollectiveTimesModel(st, s), "<b>Collectives</b> per step, summed over ranks",
             "exposed: time with no compute under it on its rank; waiting for peers: time from a rank joining a "
             "collective to its last member joining");
+  fit_to_rows(table);
+  if (!origin.isEmpty())  // a trace has no embedding lookups or allocator counters of Embedscope's own
+    for (int c : {RankStatsModel::IdsLookedUp, RankStatsModel::BytesSent, RankStatsModel::BytesReceived,
+                  RankStatsModel::PeakAllocated, RankStatsModel::PeakReserved, RankStatsModel::Fragmentation})
+      table->setColumnHidden(c, true);
   layout->addWidget(label);
   layout->addWidget(table, 1);
+  if (!figures.kernels.empty()) {  // HTA's figures of the GPU kernels, beside the thread-level ones above
+    layout->addWidget(new QLabel(
+        QString("<b>GPU kernels</b> (Holistic Trace Analysis' definitions; last profiler step dropped, as HTA does%1): "
+                "overlap = computation kernels running during communication kernels / communication kernel time; "
+                "idle = first to last kernel minus the union of all kernels")
+            .arg(figures.kernels.front().microsecond_rounding ? "; times rounded to whole us as HTA rounds them" : ""),
+        page));
+    auto* kernels = new QTableView(page);
+    kernels->setModel(new GpuKernelsModel(std::move(figures.kernels), kernels));
+    kernels->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    kernels->verticalHeader()->hide();
+    kernels->verticalHeader()->setDefaultSectionSize(kernels->fontMetrics().height() + 6);
+    fit_to_rows(kernels);
+    layout->addWidget(kernels, 1);
+  }
   layout->addLayout(paths, 1);
   layout->addWidget(new QLabel("<b>Sharding plan</b>: per rank the shards it holds, its planned and peak memory, and the ids "
                                "and bytes its lookups took in and gave out (measured steps)", page));
@@ -102,9 +196,12 @@ SummaryView::SummaryView(std::shared_ptr<const sessions::SessionReader> session,
   status_->setAlignment(Qt::AlignCenter);
   status_->setWordWrap(true);
   layout->addWidget(status_);
-  job_->start<sessions::RunStats>(
-      [file = session_->path()] { return sessions::analyze(sessions::SessionReader(file)); },
-      [this](sessions::RunStats& stats) {
+  job_->start<SummaryFigures>(
+      [file = session_->path()] {
+        const sessions::SessionReader reader(file);
+        return SummaryFigures{sessions::analyze(reader), sessions::gpu_kernel_figures(reader)};
+      },
+      [this](SummaryFigures& stats) {
         delete status_;
         status_ = nullptr;
         this->layout()->addWidget(summary_page(*session_, std::move(stats), this));

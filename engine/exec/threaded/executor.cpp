@@ -27,7 +27,9 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     threads.emplace_back([&, r] {
       Rank& rank = *ranks_[static_cast<size_t>(r)];
       if (!sh.gpus.empty()) sh.gpus[static_cast<size_t>(r)]->bind_thread();
+      bool rank_failed = false;
       auto record = [&](RunEnd kind, bool bad_input, bool consequence, const std::string& msg) {
+        rank_failed = true;
         std::lock_guard<std::mutex> lock(sh.mu);
         sh.errors.push_back({r, sh.tracer.now_ns(), kind, bad_input, consequence, msg});
       };
@@ -48,6 +50,7 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
       } catch (const std::exception& e) {
         record(RunEnd::crashed, false, false, fmt::format("rank {}: {}", r, e.what()));
       }
+      if (!vanished && rank_failed) rank.record_memory_at_failure();  // what the rank held when the run ended
       std::unique_lock<std::mutex> lock(sh.mu);
       ++sh.finished;
       sh.cv.notify_all();

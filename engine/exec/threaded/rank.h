@@ -14,6 +14,7 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -264,18 +265,24 @@ class Rank final : public sharding::RankContext {
   std::vector<std::future<void>> bucket_done_;
   void launch_bucket(size_t k, int64_t step);
   uint64_t last_layout_ = 0;                 // hash of the last snapshot's layout
-  std::vector<sessions::MemoryEvent> mem_events_;  // allocator actions since the last flush
-
- public:
-  // Memory counters of the step, and a snapshot when the layout changed (or `force`, at an OOM).
-  void record_memory(int64_t step, const char* reason, bool force) {
-    if (!sh_.session) return;
+  int64_t memory_step_ = std::numeric_limits<int64_t>::min();  // the step of the last counters written
+  // The allocator history since the last flush and the counters of `step`.
+  void record_counters(int64_t step) {
     sh_.session->add_memory_events(mem_events_);
     mem_events_.clear();
     const MemoryStats st = arena_.allocator().stats();
     sh_.session->add_memory({step, me_, st.allocated, st.reserved, st.peak_allocated, st.peak_reserved,
                              st.largest_free_block, st.rounding_loss, st.segments, st.external_fragmentation,
                              st.memviz_fragmentation});
+    memory_step_ = step;
+  }
+  std::vector<sessions::MemoryEvent> mem_events_;  // allocator actions since the last flush
+
+ public:
+  // Memory counters of the step, and a snapshot when the layout changed (or `force`, at an OOM).
+  void record_memory(int64_t step, const char* reason, bool force) {
+    if (!sh_.session) return;
+    record_counters(step);
     sessions::MemorySnapshot sn;
     sn.rank = me_;
     sn.step = step;
@@ -290,6 +297,13 @@ class Rank final : public sharding::RankContext {
     if (!force && h == last_layout_) return;  // steady state: the same layout every step
     last_layout_ = h;
     sh_.session->add_snapshot(std::move(sn));
+  }
+  // After a failed run (this rank's error or another's): the counters and the allocator
+  // history of the step the rank was in, unless they were written (at the step's end or at its
+  // OOM). Without them a rank that held its weights when another rank ran out of memory in the
+  // warm-up had no counter at all, and the summary read "peak reserved 0 B" for it.
+  void record_memory_at_failure() {
+    if (sh_.session && memory_step_ != current_step_.load()) record_counters(current_step_.load());
   }
 
  private:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <filesystem>
 #include <set>
 
 #include <fmt/format.h>
@@ -36,8 +37,16 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
   ImportProblems problems;
   Interner names;
   std::vector<kineto::RankTrace> ranks;
-  int64_t bytes_done = 0;
+  int64_t bytes_done = 0, disk_total = 0, disk_done = 0;
+  std::vector<int64_t> disk(files.size(), 0);  // sizes on disk: the weights of the files' progress
   for (size_t i = 0; i < files.size(); ++i) {
+    std::error_code ec;
+    const auto n = std::filesystem::file_size(files[i], ec);
+    disk[i] = ec ? 0 : static_cast<int64_t>(n);
+    disk_total += disk[i];
+  }
+  for (size_t i = 0; i < files.size(); ++i) {
+    check_cancelled(opt);
     if (opt.progress) opt.progress(fmt::format("reading {} ({}/{})", files[i], i + 1, files.size()));
     try {
       ranks.push_back(kineto::parse_trace_file(files[i], names, problems));
@@ -45,6 +54,10 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
       throw ImportError(e.what());
     }
     bytes_done += ranks.back().text_bytes;
+    disk_done += disk[i];
+    if (opt.fraction)
+      opt.fraction(0.8 * (disk_total > 0 ? static_cast<double>(disk_done) / static_cast<double>(disk_total)
+                                         : static_cast<double>(i + 1) / static_cast<double>(files.size())));
     if (opt.progress)
       opt.progress(fmt::format("read {}: {} events, {:.1f} MB of JSON so far", files[i], ranks.back().events.size(),
                                static_cast<double>(bytes_done) / 1e6));
@@ -88,6 +101,7 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
   }
   std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   int64_t origin = kineto::session_origin_ns(kept);
+  check_cancelled(opt);
   if (opt.progress) opt.progress(fmt::format("writing {} rank(s)", kept.size()));
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
   if (opt.align == "collectives") {
@@ -123,6 +137,7 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
   w.set_metadata(meta::kSteps, std::to_string(steps));
   summary.problems = problems.records();
   w.add_import_stats(summary.problems);
+  if (opt.fraction) opt.fraction(1.0);
   return summary;
 }
 

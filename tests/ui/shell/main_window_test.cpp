@@ -92,7 +92,24 @@ TEST(MainWindow, SummarySaysThePipelineAndWhenNothingWasMeasured) {
   QString said;
   for (auto* label : views->widget(1)->findChildren<QLabel*>()) said += label->text() + "\n";
   EXPECT_TRUE(said.contains("semi_sync pipeline (qcomms forward bf16, backward fp16)")) << said.toStdString();
-  EXPECT_TRUE(said.contains("no measured steps: nothing to analyse")) << said.toStdString();
+  EXPECT_TRUE(said.contains("no complete measured step (the run ended cancelled before its first measured step): no "
+                            "step times, overlap or throughput")) << said.toStdString();
+  EXPECT_FALSE(said.contains("nothing to analyse")) << said.toStdString();
+}
+
+// An OOM in step 0 (no step row, ops recorded): the summary says which step the run ended in and
+// that the critical path below is that of the ops recorded, never "nothing to analyse".
+TEST(MainWindow, SummaryOfAnOomRunDoesNotSayNothingToAnalyse) {
+  MainWindow w;
+  ASSERT_EQ(w.open_session(QString::fromStdString(test_support::oom_in_step_session()), true), QString());
+  auto* views = qobject_cast<QTabWidget*>(w.tabs()->widget(0));
+  views->setCurrentIndex(1);
+  ASSERT_TRUE(wait_for_analyses(views->widget(1)));
+  QString said;
+  for (auto* label : views->widget(1)->findChildren<QLabel*>()) said += label->text() + "\n";
+  EXPECT_TRUE(said.contains("no complete measured step (the run ended oom in step 0)")) << said.toStdString();
+  EXPECT_TRUE(said.contains("the critical path and collectives below are those of the ops recorded before the end"));
+  EXPECT_FALSE(said.contains("nothing to analyse"));
 }
 
 // A session whose writer was killed still says `running` in its metadata; its tab says

@@ -27,6 +27,13 @@ class ImportError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// The import was cancelled (ImportOptions::cancelled answered true). The caller closes its
+/// writer as "cancelled" and removes the file: nothing half-written is claimed complete.
+class ImportCancelled : public ImportError {
+ public:
+  ImportCancelled() : ImportError("import cancelled") {}
+};
+
 struct ImportOptions {
   /// How the ranks' clocks are put on one axis: "none" (each rank as recorded, shifted by one
   /// global minimum, as Holistic Trace Analysis does) or "collectives" (Kineto traces: one offset
@@ -38,7 +45,16 @@ struct ImportOptions {
   /// .nsys-rep exported to a temporary SQLite file is recorded as "report1.nsys-rep (exported
   /// by nsys to SQLite)". Files not listed are recorded as given.
   std::map<std::string, std::string> source_names;
+  /// Called with the fraction of the work done, 0..1, now and then (after each file read,
+  /// weighted by its size on disk, reading being 0..0.8; then writing, 0.8..1); may be empty.
+  std::function<void(double)> fraction;
+  /// Asked before each file and before writing; true stops the import by throwing
+  /// ImportCancelled (nothing is written after it). May be empty (never cancelled).
+  std::function<bool()> cancelled;
 };
+
+/// Throws ImportCancelled when `options.cancelled` says so.
+void check_cancelled(const ImportOptions& options);
 
 /// What an import wrote, for `embedscope import` to print.
 struct ImportSummary {
@@ -74,6 +90,13 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& paths);
 /// Up to `max_bytes` of a file's text from its start (gunzipped when it is gzip); "" when it
 /// cannot be read.
 std::string read_head(const std::string& path, size_t max_bytes = 1 << 16);
+
+/// Imports `paths` (files or directories, as `embedscope import` takes them) into `writer`,
+/// choosing the importer by content: a PyTorch memory snapshot pickle (one file on its own) or
+/// the files of one trace format. The caller closes the writer. Throws ImportError (mixed
+/// formats, nothing importable, a snapshot among other files), ImportCancelled, or the
+/// importers' errors (SessionError, PickleError). Used by the workbench's File > Open.
+ImportSummary import_paths(const std::vector<std::string>& paths, SessionWriter& writer, const ImportOptions& options);
 
 /// The importer for `path` by content. Throws ImportError naming the file and what it looks
 /// like when no importer takes it (an Nsight SQLite export, a pickle, something else).

@@ -1,0 +1,91 @@
+#include "core/import_target.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/sessions/importers/importer.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::ui {
+
+namespace fs = std::filesystem;
+
+std::string import_stem(const std::string& source) {
+  std::string base = source;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  base = fs::path(base).filename().string();
+  for (const char* ext : {".gz", ".json", ".pt.trace", ".trace", ".pickle", ".pkl"}) {
+    const std::string e = ext;
+    if (base.size() > e.size() && base.compare(base.size() - e.size(), e.size(), e) == 0) base.resize(base.size() - e.size());
+  }
+  return base.empty() ? std::string("imported") : base;
+}
+
+namespace {
+// The session at `path` is a complete import of exactly `files` (name and size on disk).
+bool same_import(const std::string& path, const std::vector<std::string>& files) {
+  try {
+    const sessions::SessionReader s(path);
+    if (s.status() != "complete" || s.meta(sessions::meta::kImported) != "1") return false;
+    const auto sources = nlohmann::json::parse(s.meta(sessions::meta::kImportSources, "[]"));
+    std::map<std::string, int64_t> recorded;
+    for (const auto& src : sources)
+      if (src.is_object() && src.contains("file"))
+        recorded[fs::absolute(src["file"].get<std::string>()).lexically_normal().string()] = src.value("bytes", int64_t{-1});
+    if (recorded.size() != files.size()) return false;
+    for (const auto& f : files) {
+      auto it = recorded.find(fs::absolute(f).lexically_normal().string());
+      std::error_code ec;
+      const auto size = fs::file_size(f, ec);
+      if (it == recorded.end() || ec || (it->second >= 0 && it->second != static_cast<int64_t>(size))) return false;
+    }
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+}  // namespace
+
+ImportTarget import_target(const std::vector<std::string>& sources, const std::string& cache_dir) {
+  ImportTarget t;
+  if (sources.empty()) throw std::runtime_error("no trace to import");
+  std::string first = sources.front();
+  while (first.size() > 1 && first.back() == '/') first.pop_back();
+  fs::path folder = fs::absolute(first).parent_path();
+  if (access(folder.c_str(), W_OK) != 0) {
+    folder = cache_dir;
+    t.in_cache = true;
+    std::error_code ec;
+    fs::create_directories(folder, ec);
+    if (ec || access(folder.c_str(), W_OK) != 0)
+      throw std::runtime_error(folder.string() + ": cannot create the folder for imported sessions (" + ec.message() + ")");
+  }
+  std::vector<std::string> files;
+  try {
+    files = sessions::importers::expand_inputs(sources);
+  } catch (const std::exception&) {  // the import itself reports it
+  }
+  const std::string stem = import_stem(first);
+  for (int n = 1;; ++n) {
+    const fs::path p = folder / (n == 1 ? stem + ".db" : stem + "-" + std::to_string(n) + ".db");
+    std::error_code ec;
+    if (!fs::exists(p, ec)) {
+      t.path = p.string();
+      return t;
+    }
+    if (!files.empty() && same_import(p.string(), files)) {
+      t.path = p.string();
+      t.reuse = true;
+      return t;
+    }
+  }
+}
+
+}  // namespace embedscope::ui

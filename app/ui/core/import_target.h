@@ -1,0 +1,30 @@
+#pragma once
+// Where the workbench puts the session of a trace it imports (File > Open, drag and drop):
+// beside the source when that folder is writable, else in the cache folder the caller gives
+// (the workbench passes QStandardPaths::CacheLocation + "/imports"). Qt-free.
+
+#include <string>
+#include <vector>
+
+namespace embedscope::ui {
+
+struct ImportTarget {
+  std::string path;    ///< the session file
+  bool reuse = false;  ///< `path` already holds a complete import of the same sources: open it
+  bool in_cache = false;  ///< the source's folder was not writable: the cache folder is used
+};
+
+/// "trace_diff_test.json.gz" -> "trace_diff_test.db", "rank0.pt.trace.json.gz" -> "rank0.db",
+/// "snap.pickle.gz" -> "snap.db", a directory "run/" -> "run.db".
+std::string import_stem(const std::string& source);
+
+/// The session for importing `sources` (files or directories; the first names the session):
+/// <folder>/<stem>.db, where <folder> is the first source's folder (the directory's parent for
+/// a directory) when writable, else `cache_dir` (created when missing). When that file exists
+/// and is a complete imported session of the same sources (each source file's name and size
+/// as its import_sources_json records them), it is reused; when it exists otherwise,
+/// <stem>-2.db, <stem>-3.db, ... is taken instead. Throws std::runtime_error naming the
+/// folder when `cache_dir` cannot be created.
+ImportTarget import_target(const std::vector<std::string>& sources, const std::string& cache_dir);
+
+}  // namespace embedscope::ui

@@ -1,0 +1,83 @@
+#include "jobs/import_job.h"
+
+#include <QThread>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "embedscope/sessions/importers/importer.h"
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::ui {
+
+namespace {
+// The session file and SQLite's companions.
+void remove_session(const std::string& path) {
+  std::error_code ec;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix, ec);
+}
+}  // namespace
+
+ImportJob::ImportJob(QStringList sources, QString target, QObject* parent)
+    : QObject(parent), sources_(std::move(sources)), target_(std::move(target)) {}
+
+ImportJob::~ImportJob() {
+  if (!thread_) return;
+  cancel_ = true;
+  thread_->wait();
+  delete thread_;
+}
+
+void ImportJob::start() {
+  if (thread_) return;
+  running_ = true;
+  thread_ = QThread::create([this] {
+    namespace si = sessions::importers;
+    std::vector<std::string> paths;
+    for (const QString& s : sources_) paths.push_back(s.toStdString());
+    const std::string target = target_.toStdString();
+    si::ImportOptions opt;
+    opt.cancelled = [this] { return cancel_.load(); };
+    auto report = [this](double f, const QString& what) {
+      QMetaObject::invokeMethod(this, [this, f, what] { emit progress(f, what); }, Qt::QueuedConnection);
+    };
+    double last_fraction = 0;
+    opt.fraction = [&](double f) {
+      last_fraction = f;
+      report(f, {});
+    };
+    opt.progress = [&](const std::string& line) { report(last_fraction, QString::fromStdString(line)); };
+    std::unique_ptr<sessions::SessionWriter> writer;
+    try {
+      writer = std::make_unique<sessions::SessionWriter>(target);  // claims the name; never overwrites
+      si::import_paths(paths, *writer, opt);
+      if (cancel_) throw si::ImportCancelled();  // asked while the last part was written
+      writer->close("complete");
+      ended_ = "complete";
+    } catch (const si::ImportCancelled&) {
+      ended_ = "cancelled";
+      message_ = "import cancelled; nothing was kept";
+    } catch (const std::exception& e) {
+      ended_ = "error";
+      message_ = QString::fromUtf8(e.what());
+    }
+    if (ended_ != "complete" && writer) {
+      try {
+        writer->close(ended_ == "cancelled" ? "cancelled" : "crashed", message_.toStdString());
+      } catch (const std::exception&) {  // the file is removed below either way
+      }
+      writer.reset();
+      remove_session(target);
+    }
+  });
+  connect(thread_, &QThread::finished, this, [this] {
+    running_ = false;
+    emit finished(ended_, message_);
+  }, Qt::QueuedConnection);
+  thread_->start();
+}
+
+}  // namespace embedscope::ui

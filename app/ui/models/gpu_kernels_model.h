@@ -1,0 +1,36 @@
+#pragma once
+// Holistic Trace Analysis' GPU-kernel figures per rank (sessions/analysis/gpu_kernels.h) as a
+// Qt item model, for the summary of a session with GPU stream lanes (imported traces, cuda
+// runs): overlap %, kernel time, idle, compute, non-compute, kernels counted and dropped.
+
+#include <QAbstractTableModel>
+
+#include <vector>
+
+#include "embedscope/sessions/analysis/gpu_kernels.h"
+
+namespace embedscope::ui {
+
+class GpuKernelsModel : public QAbstractTableModel {
+  Q_OBJECT
+
+ public:
+  enum Column { Rank, Overlap, KernelTime, Idle, Compute, NonCompute, Kernels, Dropped, ColumnCount };
+  explicit GpuKernelsModel(std::vector<sessions::RankKernelFigures> figures, QObject* parent = nullptr)
+      : QAbstractTableModel(parent), figures_(std::move(figures)) {}
+  int rowCount(const QModelIndex& parent = {}) const override {
+    return parent.isValid() ? 0 : static_cast<int>(figures_.size());
+  }
+  int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : ColumnCount; }
+  /// DisplayRole: text ("68.80 %", "no communication" for a rank without communication
+  /// kernels, durations in us as HTA prints them: "46910 us"); Qt::UserRole: the raw number
+  /// (ns, percent; invalid for "no communication"); ToolTipRole of a header: its definition.
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+  const std::vector<sessions::RankKernelFigures>& figures() const { return figures_; }
+
+ private:
+  std::vector<sessions::RankKernelFigures> figures_;
+};
+
+}  // namespace embedscope::ui

@@ -1,0 +1,34 @@
+#include "timeline/step_box.h"
+
+#include <QRegularExpression>
+
+#include <algorithm>
+
+#include "core/timeline_math.h"
+
+namespace embedscope::ui {
+
+StepBox::StepBox(int64_t first, int64_t last, QWidget* parent) : QSpinBox(parent), warmup_(std::max<int64_t>(0, -first)) {
+  setRange(static_cast<int>(first), static_cast<int>(std::max(first, last)));
+  // room for the longest name ("warm-up 10 of 10")
+  setMinimumWidth(fontMetrics().horizontalAdvance(textFromValue(minimum())) + 40);
+}
+
+QString StepBox::textFromValue(int value) const { return QString::fromStdString(step_name(value, warmup_)); }
+
+int StepBox::valueFromText(const QString& text) const {
+  static const QRegularExpression warm(R"(^\s*warm-?up\s+(\d+)(\s+of\s+\d+)?\s*$)", QRegularExpression::CaseInsensitiveOption);
+  static const QRegularExpression step(R"(^\s*(step\s+)?(-?\d+)\s*$)", QRegularExpression::CaseInsensitiveOption);
+  if (const auto m = warm.match(text); m.hasMatch()) return m.captured(1).toInt() - static_cast<int>(warmup_) - 1;
+  if (const auto m = step.match(text); m.hasMatch()) return m.captured(2).toInt();
+  return value();
+}
+
+QValidator::State StepBox::validate(QString& text, int&) const {
+  static const QRegularExpression full(R"(^\s*(warm-?up\s+\d+(\s+of\s+\d+)?|(step\s+)?-?\d+|warm-up \(step -?\d+\))\s*$)",
+                                       QRegularExpression::CaseInsensitiveOption);
+  if (full.match(text).hasMatch()) return QValidator::Acceptable;
+  return QValidator::Intermediate;
+}
+
+}  // namespace embedscope::ui

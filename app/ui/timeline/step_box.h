@@ -1,0 +1,29 @@
+#pragma once
+// A spin box of steps that names warm-up steps as warm-up: step -2 of a run with 2 warm-up
+// steps reads "warm-up 1 of 2", step 3 reads "step 3" (step_name in core/timeline_math.h).
+
+#include <QSpinBox>
+
+#include <cstdint>
+
+namespace embedscope::ui {
+
+class StepBox : public QSpinBox {
+  Q_OBJECT
+
+ public:
+  /// Steps first..last (warm-up steps are negative: -warmup..-1).
+  StepBox(int64_t first, int64_t last, QWidget* parent = nullptr);
+  int64_t warmup_steps() const { return warmup_; }
+
+ protected:
+  QString textFromValue(int value) const override;
+  /// Accepts what textFromValue writes, a bare number ("-2", "3") and "step 3".
+  int valueFromText(const QString& text) const override;
+  QValidator::State validate(QString& text, int& pos) const override;
+
+ private:
+  int64_t warmup_ = 0;
+};
+
+}  // namespace embedscope::ui

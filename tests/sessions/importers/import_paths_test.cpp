@@ -1,0 +1,81 @@
+// import_paths: one entry for every format (traces and memory snapshots), with the fraction
+// of the work done and a cancel flag (the workbench's File > Open imports through it).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "embedscope/sessions/importers/importer.h"
+#include "embedscope/sessions/store/session.h"
+#include "import_test_support.h"
+
+using namespace embedscope::sessions;
+using namespace embedscope::sessions::testing;
+
+TEST(ImportPaths, ReportsTheFractionDoneByFileSizeUpToOne) {
+  // two rank files: after each one's parse, 0.8 x its share of the bytes on disk; then 1
+  const std::string dir = trace_fixture("hta_small");
+  const auto a = static_cast<double>(std::filesystem::file_size(dir + "/rank0.json"));
+  const auto b = static_cast<double>(std::filesystem::file_size(dir + "/rank1.json"));
+  std::vector<double> seen;
+  importers::ImportOptions opt;
+  opt.fraction = [&](double f) { seen.push_back(f); };
+  SessionWriter w(scratch_db("paths_fraction.db"), true);
+  const auto sum = importers::import_paths({dir}, w, opt);
+  w.close("complete");
+  EXPECT_EQ(sum.format, "kineto_json");
+  EXPECT_EQ(sum.ranks, (std::vector<int32_t>{0, 1}));
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_DOUBLE_EQ(seen[0], 0.8 * a / (a + b));
+  EXPECT_DOUBLE_EQ(seen[1], 0.8);
+  EXPECT_DOUBLE_EQ(seen[2], 1.0);
+}
+
+TEST(ImportPaths, CancelStopsBeforeTheNextFileAndWritesNothingMore) {
+  // cancelled after the first file was read: ImportCancelled, no ops written
+  const std::string dir = trace_fixture("hta_small");
+  int asked = 0;
+  importers::ImportOptions opt;
+  opt.cancelled = [&] { return ++asked >= 3; };  // 1: before expanding, 2: file 1, 3: file 2
+  const std::string db = scratch_db("paths_cancel.db");
+  {
+    SessionWriter w(db, true);
+    EXPECT_THROW(importers::import_paths({dir}, w, opt), importers::ImportCancelled);
+    EXPECT_EQ(asked, 3);
+    EXPECT_EQ(w.ops_received(), 0);
+    w.close("cancelled");
+  }
+  const SessionReader r(db);
+  EXPECT_EQ(r.status(), "cancelled");
+  EXPECT_TRUE(r.lanes().empty());
+  EXPECT_NE(r.meta("imported"), "1");  // never claimed as an import
+}
+
+TEST(ImportPaths, ImportsAMemorySnapshotAsTheCliDoes) {
+  importers::ImportOptions opt;
+  std::vector<double> seen;
+  opt.fraction = [&](double f) { seen.push_back(f); };
+  SessionWriter w(scratch_db("paths_snapshot.db"), true);
+  const auto sum =
+      importers::import_paths({std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/oom_p5.pickle"}, w, opt);
+  w.close("complete");
+  EXPECT_EQ(sum.format, "torch_memory_snapshot");
+  EXPECT_FALSE(sum.ranks.empty());
+  EXPECT_EQ(seen, (std::vector<double>{0.8, 1.0}));
+  const SessionReader r(scratch_db("paths_snapshot.db"));
+  EXPECT_EQ(r.meta("import_format"), "torch_memory_snapshot");
+}
+
+TEST(ImportPaths, RefusesASnapshotAmongTraces) {
+  SessionWriter w(scratch_db("paths_mixed.db"), true);
+  try {
+    importers::import_paths({trace_fixture("epoch.json"), std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/oom_p5.pickle"},
+                            w, {});
+    FAIL() << "no error";
+  } catch (const importers::ImportError& e) {
+    EXPECT_NE(std::string(e.what()).find("a PyTorch memory snapshot among 2 files"), std::string::npos) << e.what();
+  }
+  w.close("crashed");
+}
