@@ -209,8 +209,10 @@ void write_ranks(const std::vector<RankTrace>& ranks, const Interner& names, int
       r.name = p.collective;
       r.group = p.group.empty() ? "world" : p.group;
       r.sequence = p.seq >= 0 ? static_cast<uint64_t>(p.seq) : next_seq[r.group]++;
-      const auto [dtype, elem] = dtype_of(p.dtype);
-      r.dtype = dtype;
+      // Not a structured binding: the lambda below captures elem (clang 14 cannot capture bindings).
+      const auto dtype_elem = dtype_of(p.dtype);
+      const int64_t elem = dtype_elem.second;
+      r.dtype = dtype_elem.first;
       const int64_t n = p.group_size > 0 ? p.group_size : static_cast<int64_t>(p.ranks.size());
       if (!p.ranks.empty()) r.peers = p.ranks;
       else for (int32_t i = 0; i < n; ++i) r.peers.push_back(i);
