@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "embedscope/engine/workload/spec.h"
 #include "fuzz_support.h"
 
