@@ -46,7 +46,8 @@ MemoryTrace load_memory_trace(const std::string& path) {
       if (it.key() != "action" && it.key() != "id" && it.key() != "size" && it.key() != "stream" && it.key() != "tag")
         fail(p + "/" + it.key(), "unknown key");
     MemoryAction m;
-    const std::string kind = a.value("action", "");
+    // not a.value("action", ""): that throws nlohmann's type_error for a non-string action
+    const std::string kind = a.contains("action") && a["action"].is_string() ? a["action"].get<std::string>() : "";
     if (kind == "alloc") m.kind = MemoryAction::Kind::alloc;
     else if (kind == "free") m.kind = MemoryAction::Kind::free;
     else if (kind == "free_requested") m.kind = MemoryAction::Kind::free_requested;

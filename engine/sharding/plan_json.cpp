@@ -23,12 +23,14 @@ using nlohmann::json;
 
 void only_keys(const json& j, std::initializer_list<const char*> keys, const std::string& origin,
                const std::string& where) {
-  for (const auto& [k, v] : j.items())
+  for (const auto& item : j.items()) {
+    const std::string& k = item.key();  // not a structured binding: clang 14 cannot capture one
     if (std::none_of(keys.begin(), keys.end(), [&](const char* a) { return k == a; })) {
       std::string list;
       for (const char* a : keys) list += (list.empty() ? "" : ", ") + std::string(a);
       fail(origin, where + "/" + k, fmt::format("unknown key (expected one of: {})", list));
     }
+  }
 }
 
 int64_t get_int(const json& j, const char* key, const std::string& origin, const std::string& where,

@@ -3,9 +3,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -249,8 +251,14 @@ OpRecord op_from(sqlite3_stmt* st, const std::string& path) {
 std::vector<OpRecord> SessionReader::ops(int32_t rank, int32_t lane, int64_t t0_ns, int64_t t1_ns) const {
   // An op overlapping [t0, t1) starts in [t0 - longest op of the lane, t1): a range scan of
   // the clustered (lane_key, start_ns) key.
+  // The longest op is never negative (a damaged lanes row may say so), and t0 - longest stops at
+  // the smallest int64 (a caller asking for everything passes it as t0; the subtraction used
+  // to wrap around to a huge start, which found no op at all).
   int64_t longest = 0;
-  if (auto it = impl_->max_duration.find({rank, lane}); it != impl_->max_duration.end()) longest = it->second;
+  if (auto it = impl_->max_duration.find({rank, lane}); it != impl_->max_duration.end())
+    longest = std::max<int64_t>(0, it->second);
+  const int64_t from =
+      t0_ns < std::numeric_limits<int64_t>::min() + longest ? std::numeric_limits<int64_t>::min() : t0_ns - longest;
   std::vector<OpRecord> out;
   impl_->each_row(
       fmt::format("SELECT {} FROM ops WHERE lane_key = ?1 AND start_ns >= ?2 AND start_ns < ?3 AND end_ns > ?4 "
@@ -258,8 +266,8 @@ std::vector<OpRecord> SessionReader::ops(int32_t rank, int32_t lane, int64_t t0_
                   kOpColumns),
       "querying ops", [&](sqlite3_stmt* st) { out.push_back(op_from(st, path_)); },
       [&](sqlite3_stmt* st) {
-        sqlite3_bind_int(st, 1, rank * 256 + lane);
-        sqlite3_bind_int64(st, 2, t0_ns - longest);
+        sqlite3_bind_int64(st, 1, int64_t{rank} * 256 + lane);  // no int overflow for a rank read from a damaged file
+        sqlite3_bind_int64(st, 2, from);
         sqlite3_bind_int64(st, 3, t1_ns);
         sqlite3_bind_int64(st, 4, t0_ns);
       });

@@ -229,4 +229,8 @@ TEST(ReplayMemory, BadTracesNameTheAction) {
             std::string::npos);
   EXPECT_NE(error(write_trace("d.json", R"({"actions": [], "extra": 1})")).find("/extra: unknown key"), std::string::npos);
   EXPECT_NE(error(write_trace("e.json", "[1,")).find("not a JSON trace"), std::string::npos);
+  // An action that is not a string escaped as nlohmann's type_error (exit 1, no file or pointer).
+  EXPECT_NE(error(write_trace("f.json", R"({"actions": [{"action": 5, "id": 1}]})"))
+                .find("f.json: /actions/0/action: must be \"alloc\", \"free\""),
+            std::string::npos);
 }

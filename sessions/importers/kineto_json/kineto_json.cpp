@@ -123,7 +123,8 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
   w.set_metadata(meta::kImported, "1");
   w.set_metadata(meta::kImportFormat, "kineto_json");
   w.set_metadata(meta::kImportProducer, producer.empty() ? "unknown (no schemaVersion)" : producer);
-  w.set_metadata(meta::kImportSources, sources.dump());
+  // replace: a file name is any bytes, not always UTF-8 (plain dump() throws type_error 316)
+  w.set_metadata(meta::kImportSources, sources.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   w.set_metadata(meta::kImportAlign, opt.align);
   w.set_metadata(meta::kImportOriginNs, std::to_string(origin));
   w.set_metadata(meta::kSimulated, "0");

@@ -77,6 +77,11 @@ int64_t session_origin_ns(const std::vector<RankTrace>& ranks) {
   return lo == std::numeric_limits<int64_t>::max() ? 0 : floor_us(lo);
 }
 
+/// Bounds of a collective's arguments in a trace (record_param_comms): beyond them the trace is
+/// damaged (no job has a million ranks in a group, nor moves 2^40 elements in one collective).
+constexpr int64_t kMaxGroupSize = int64_t{1} << 20;
+constexpr int64_t kMaxCommElements = int64_t{1} << 40;
+
 RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origin, ImportProblems& problems,
                        ImportSummary& summary) {
   RankRecords rec;
@@ -211,28 +216,56 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
       r.name = p.collective;
       r.group = p.group.empty() ? "world" : p.group;
       r.sequence = p.seq >= 0 ? static_cast<uint64_t>(p.seq) : next_seq[r.group]++;
-      const auto [dtype, elem] = dtype_of(p.dtype);
-      r.dtype = dtype;
-      const int64_t n = p.group_size > 0 ? p.group_size : static_cast<int64_t>(p.ranks.size());
+      // Not a structured binding: the lambda below captures elem (clang 14 cannot capture bindings).
+      const auto dtype_elem = dtype_of(p.dtype);
+      const int64_t elem = dtype_elem.second;
+      r.dtype = dtype_elem.first;
+      // Counts beyond any real collective (a damaged or hand-edited trace) keep the record but not
+      // its bytes: products of them overflowed int64, and a group of 2^40 peers filled memory.
+      auto beyond = [](int64_t v) { return v > kMaxCommElements; };
+      const bool damaged = p.group_size > kMaxGroupSize || beyond(p.in_nelems) || beyond(p.out_nelems) ||
+                           std::any_of(p.in_split.begin(), p.in_split.end(), beyond) ||
+                           std::any_of(p.out_split.begin(), p.out_split.end(), beyond) ||
+                           std::any_of(p.in_split.begin(), p.in_split.end(), [](int64_t v) { return v < 0; }) ||
+                           std::any_of(p.out_split.begin(), p.out_split.end(), [](int64_t v) { return v < 0; });
+      if (damaged) {
+        problems.add_with("bad_comm_args", Severity::error, {tr.file, -1}, [&] {
+          return fmt::format("rank {} {} (seq {}): group size {}, in/out elements {} / {}: beyond any real collective "
+                             "(group size <= 2^20, elements <= 2^40, splits >= 0); its bytes are not counted",
+                             rank, p.collective, p.seq, p.group_size, p.in_nelems, p.out_nelems);
+        });
+      }
+      const int64_t n = p.group_size > 0 && p.group_size <= kMaxGroupSize ? p.group_size
+                                                                          : static_cast<int64_t>(p.ranks.size());
       if (!p.ranks.empty()) r.peers = p.ranks;
       else for (int32_t i = 0; i < n; ++i) r.peers.push_back(i);
       r.send_elements = p.in_split;
       r.recv_elements = p.out_split;
+      if (damaged) {
+        rec.collectives.push_back(r);
+        ++summary.events["collectives"];
+        continue;
+      }
       // Bytes moved by this rank (the engine's convention, collective_math.h): a ring all-reduce
       // sends and receives 2 (n-1)/n of the buffer; reduce-scatter and all-gather (n-1)/n; an
       // all-to-all what goes to / comes from the other peers.
+      // In 128 bits: elements <= 2^40 of <= 16 bytes times 2 (n - 1) <= 2^21 fits, and the result
+      // (at most twice the buffer) fits int64 again.
+      using i128 = __int128;
       const int64_t in_b = std::max<int64_t>(0, p.in_nelems) * elem, out_b = std::max<int64_t>(0, p.out_nelems) * elem;
       if (n > 1) {
-        if (r.op == "all_reduce") r.bytes_sent = r.bytes_received = 2 * (n - 1) * in_b / n;
-        else if (r.op == "reduce_scatter") r.bytes_sent = r.bytes_received = (n - 1) * in_b / n;
-        else if (r.op == "all_gather") r.bytes_sent = r.bytes_received = (n - 1) * out_b / n;
+        if (r.op == "all_reduce") r.bytes_sent = r.bytes_received = static_cast<int64_t>(i128{2} * (n - 1) * in_b / n);
+        else if (r.op == "reduce_scatter") r.bytes_sent = r.bytes_received = static_cast<int64_t>(i128{n - 1} * in_b / n);
+        else if (r.op == "all_gather") r.bytes_sent = r.bytes_received = static_cast<int64_t>(i128{n - 1} * out_b / n);
         else if (r.op == "all_to_all") {
           auto self = std::find(r.peers.begin(), r.peers.end(), rank);
           const size_t si = static_cast<size_t>(self - r.peers.begin());
           auto others = [&](const std::vector<int64_t>& s, int64_t total) {
-            if (s.size() == r.peers.size() && self != r.peers.end())
-              return (std::accumulate(s.begin(), s.end(), int64_t{0}) - s[si]) * elem;
-            return (n - 1) * total / n;
+            if (s.size() == r.peers.size() && self != r.peers.end()) {
+              const i128 others = std::accumulate(s.begin(), s.end(), i128{0}) - s[si];
+              return static_cast<int64_t>(std::min<i128>(others * elem, std::numeric_limits<int64_t>::max()));
+            }
+            return static_cast<int64_t>(i128{n - 1} * total / n);
           };
           r.bytes_sent = others(p.in_split, in_b);
           r.bytes_received = others(p.out_split, out_b);

@@ -15,6 +15,10 @@ namespace embedscope::sessions::torch_snapshot {
 
 namespace {
 
+/// JSON text of `j` with any string that is not valid UTF-8 (a pickle's str or bytes may hold
+/// anything) written with U+FFFD for its bad bytes: nlohmann's plain dump() throws type_error 316.
+std::string dump_text(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
 // A value of an unknown key as JSON (settings keep every key PyTorch wrote).
 nlohmann::json to_json(const pickle::Value& v, int depth = 0) {
   using K = pickle::Value::Kind;
@@ -35,7 +39,7 @@ nlohmann::json to_json(const pickle::Value& v, int depth = 0) {
     }
     case K::dict: {
       nlohmann::json o = nlohmann::json::object();
-      for (const auto& [k, x] : v.pairs()) o[k.is_string() ? k.as_string() : to_json(k).dump()] = to_json(x, depth + 1);
+      for (const auto& [k, x] : v.pairs()) o[k.is_string() ? k.as_string() : dump_text(to_json(k))] = to_json(x, depth + 1);
       return o;
     }
   }
@@ -44,7 +48,7 @@ nlohmann::json to_json(const pickle::Value& v, int depth = 0) {
 
 std::string settings_json(const AllocatorSettings& s) {
   nlohmann::json j = nlohmann::json::object();
-  if (!s.present) return j.dump();
+  if (!s.present) return dump_text(j);
   j["max_split_size"] = s.max_split_size;
   j["expandable_segments"] = s.expandable_segments;
   j["garbage_collection_threshold"] = s.garbage_collection_threshold;
@@ -53,7 +57,7 @@ std::string settings_json(const AllocatorSettings& s) {
   for (const auto& [k, v] : s.roundup_power2_divisions) r[k] = v;
   j["roundup_power2_divisions"] = r;
   for (const auto& [k, v] : s.extra) j[k] = to_json(v);
-  return j.dump();
+  return dump_text(j);
 }
 
 std::string innermost(const MemorySnapshotFile& s, int32_t stack) {
@@ -81,7 +85,7 @@ ImportSummary import_torch_memory_snapshot(const MemorySnapshotFile& snap, const
     std::error_code ec;
     const auto bytes = std::filesystem::file_size(source, ec);
     w.set_metadata(meta::kImportSources,
-                   nlohmann::json::array({{{"file", source}, {"bytes", ec ? -1 : static_cast<int64_t>(bytes)}}}).dump());
+                   dump_text(nlohmann::json::array({{{"file", source}, {"bytes", ec ? -1 : static_cast<int64_t>(bytes)}}})));
   }
   w.set_metadata(meta::kAllocatorSettingsJson, settings_json(snap.settings));
   w.set_metadata(meta::kWorldSize, std::to_string(sum.devices));

@@ -14,6 +14,27 @@ namespace embedscope::sessions::pickle {
 
 // ---- Value ---------------------------------------------------------------------------------
 
+Value::Payload::~Payload() {
+  // Children held only here are moved onto a heap stack and freed one at a time; each of them
+  // then runs this destructor with its own children already moved out, so the recursion is
+  // one level deep whatever the nesting. Shared children (memo references) are only released.
+  std::vector<std::shared_ptr<Payload>> pending;
+  auto take = [&pending](Payload& p) {
+    for (Value& v : p.items)
+      if (v.payload_ && v.payload_.use_count() == 1) pending.push_back(std::move(v.payload_));
+    for (auto& [key, value] : p.pairs) {
+      if (key.payload_ && key.payload_.use_count() == 1) pending.push_back(std::move(key.payload_));
+      if (value.payload_ && value.payload_.use_count() == 1) pending.push_back(std::move(value.payload_));
+    }
+  };
+  take(*this);
+  while (!pending.empty()) {
+    std::shared_ptr<Payload> p = std::move(pending.back());
+    pending.pop_back();
+    take(*p);
+  }  // p freed here, childless
+}
+
 Value Value::boolean(bool b) {
   Value v;
   v.kind_ = Kind::boolean;

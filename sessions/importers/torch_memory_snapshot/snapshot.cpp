@@ -174,7 +174,12 @@ class Parser {
     bool has_address = false, has_total = false, has_allocated = false, has_active = false;
     for (const auto& [k, x] : v.pairs()) {
       const std::string& key = k.as_string();
-      if (key == "device") s.device = size(x, p / "device");
+      if (key == "device") {
+        s.device = size(x, p / "device");
+        if (s.device >= kMaxDevices)
+          fail(p / "device", fmt::format("device {} is not a CUDA device index (PyTorch's are below 128; at most {} here)",
+                                         s.device, kMaxDevices - 1));
+      }
       else if (key == "address") s.address = address(x, p / "address"), has_address = true;
       else if (key == "total_size") s.total_size = size(x, p / "total_size"), has_total = true;
       else if (key == "allocated_size") s.allocated_size = size(x, p / "allocated_size"), has_allocated = true;

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "fixtures.h"
 
@@ -170,4 +172,24 @@ TEST(TorchSnapshotImport, TimelineFiguresOnAHandBuiltTrace) {
   const TimelineWalk bad = walk_timeline(s, 0, 100);
   ASSERT_EQ(bad.problems.size(), 1u);
   EXPECT_EQ(bad.problems[0], "device 0 entry 5 (alloc): block 0x10900000 is not live after it");
+}
+
+// Found by fuzz_memory_snapshot (tests/fuzz): fragmented_oom_p4.pickle with one byte of an
+// allocator setting's string changed to 0xb4, not UTF-8 (Python's pickle refuses it; this reader
+// keeps the bytes). Writing allocator_settings_json threw nlohmann's type_error 316 out of the
+// import (`embedscope import` exit 1); the bad byte is written as U+FFFD now.
+TEST(TorchSnapshotImport, SettingsThatAreNotUtf8AreStoredWithReplacementCharacters) {
+  const std::string fixture = std::string(EMBEDSCOPE_TEST_DATA) + "/fuzz/memory_snapshot/invalid_utf8_setting.pickle";
+  const std::string path = scratch("invalid_utf8_setting.db");
+  {
+    SessionWriter w(path, true);
+    import_torch_memory_snapshot(fixture, w);
+    w.close("complete");
+  }
+  const SessionReader r(path);
+  const std::string settings = r.meta(meta::kAllocatorSettingsJson);
+  const auto j = nlohmann::json::parse(settings);  // valid JSON
+  ASSERT_TRUE(j.is_object()) << settings;
+  EXPECT_NE(settings.find("\xef\xbf\xbd"), std::string::npos) << settings;  // U+FFFD in UTF-8
+  EXPECT_EQ(r.memory_snapshots().size(), 1u);
 }

@@ -195,3 +195,13 @@ TEST(Pickle, GzipAndContentDetection) {
   }
   EXPECT_NE(error_of(""s).find("t.pickle: empty: not a pickle"), std::string::npos);
 }
+
+// Found by fuzz_pickle (tests/fuzz) on deep_nesting.pickle under ASan: the refused value was
+// freed recursively, a chain of stack frames per level. At 1,000,000 levels (2 MB of pickle, well
+// inside the memory bound) a release build crashed the same way (SIGSEGV in `embedscope import`);
+// freeing is iterative now.
+TEST(Pickle, AMillionNestedListsAreRefusedWithoutExhaustingTheStack) {
+  const size_t n = 1'000'000;
+  const std::string deep = "\x80\x02"s + std::string(n, ']') + std::string(n - 1, 'a') + ".";
+  EXPECT_NE(error_of(deep).find("containers nested deeper than 200: refused as hostile"), std::string::npos);
+}

@@ -109,6 +109,20 @@ TEST(TorchSnapshot, BadStructureNamesTheKeyPath) {
                                 Value::list({Value::list({Value::dict({{Value::string("action"), Value::string("grab")}})})})}})),
             "x.pickle: device_traces[0][0].action: unknown action \"grab\" (alloc, free_requested, free_completed, "
             "segment_alloc, segment_free, segment_map, segment_unmap, oom, snapshot, annotate)");
+  // A device index past any real one (PyTorch's are int8_t) made device_count() walk 2^62 devices
+  // in the import and in replay-memory, and INT64_MAX + 1 overflowed.
+  auto on_device = [](int64_t device) {
+    return Value::dict({{Value::string("segments"),
+                         Value::list({Value::dict({{Value::string("device"), Value::integer(device)},
+                                                   {Value::string("address"), Value::integer(4096)},
+                                                   {Value::string("total_size"), Value::integer(0)},
+                                                   {Value::string("blocks"), Value::list()}})})}});
+  };
+  EXPECT_EQ(error(on_device(int64_t{1} << 62)),
+            "x.pickle: segments[0].device: device 4611686018427387904 is not a CUDA device index (PyTorch's are below "
+            "128; at most 1023 here)");
+  EXPECT_EQ(error(on_device(1024)).find("segments[0].device: device 1024 is not"), 10u);
+  EXPECT_EQ(parse_snapshot(on_device(1023), "x.pickle").device_count(), 1024);
   // unknown keys are kept; optional keys may be missing; the docstring's state spelling reads
   const Value ok = Value::dict(
       {{Value::string("segments"),

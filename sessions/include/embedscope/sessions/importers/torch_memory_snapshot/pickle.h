@@ -119,6 +119,9 @@ class Value {
     std::string text;
     List items;
     Dict pairs;
+    /// Releases nested containers iteratively: a value nested a million deep (which the reader
+    /// builds before its depth check refuses it) must not take a million stack frames to free.
+    ~Payload();
   };
   Kind kind_ = Kind::none;
   union {

@@ -60,8 +60,13 @@ struct Block {
   Extra extra;
 };
 
+/// Device indices a snapshot may name: [0, kMaxDevices). PyTorch's c10::DeviceIndex is an int8_t
+/// (c10/core/Device.h), so a real file names fewer than 128; a larger index is refused (it would
+/// make the import and replay-memory walk that many devices).
+constexpr int64_t kMaxDevices = 1024;
+
 struct Segment {
-  int64_t device = 0;
+  int64_t device = 0;           ///< [0, kMaxDevices)
   uint64_t address = 0;
   int64_t total_size = 0, allocated_size = 0, active_size = 0, requested_size = 0;  ///< bytes
   int64_t stream = 0;           ///< the cudaStream_t value (0: the default stream)
