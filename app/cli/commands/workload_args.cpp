@@ -41,7 +41,7 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
                                 ->check(kInteger)->check(CLI::Range(int64_t{1}, es::kMaxBatchSize));
   a.given["--backend"] = cmd->add_option("--backend", a.backend,
                                          "Executor (devices.backend): cpu, cuda (one GPU per rank), auto (cuda when a GPU "
-                                         "is present)")
+                                         "is present), simulated (a modelled cluster: give --simulate PROFILE)")
                              ->check(CLI::IsMember(es::enum_names<es::Backend>()));
   a.given["--pipeline"] = cmd->add_option("--pipeline", a.pipeline,
                                           "Training pipeline (pipeline): " + es::enum_names_joined<es::PipelineKind>());

@@ -84,7 +84,7 @@ const ErrorCase kErrorCases[] = {
     {"optimizer_type", R"([{"op": "add", "path": "/optimizer", "value": {"type": "adagrad"}}])",
      "test.json: /optimizer/type: must be one of sgd, rowwise_adagrad, adam, got \"adagrad\""},
     {"backend", R"([{"op": "add", "path": "/devices/backend", "value": "tpu"}])",
-     "test.json: /devices/backend: must be one of cpu, cuda, auto, got \"tpu\""},
+     "test.json: /devices/backend: must be one of cpu, cuda, auto, simulated, got \"tpu\""},
     // What the cuda backend does not run yet is refused at validation, naming the field.
     {"cuda_pipeline", R"([{"op": "add", "path": "/devices/backend", "value": "cuda"},
                           {"op": "add", "path": "/pipeline", "value": "sparse_dist"}])",
