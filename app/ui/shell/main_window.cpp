@@ -236,6 +236,7 @@ QString MainWindow::open_session(const QString& path, bool quiet) {
     if (const std::string ended = session->status(); ended != "complete") title += QString(" [%1]").arg(QString::fromStdString(ended));
     if (session->meta(sessions::meta::kImported) == "1")
       title += QString(" [imported: %1]").arg(QString::fromStdString(session->meta(sessions::meta::kImportFormat)));
+    if (session->meta(sessions::meta::kSimulated) == "1") title += " [SIMULATED]";  // timed by a cost model
     const int i = tabs_->addTab(page, title);
     tabs_->setTabToolTip(i, path);
     tabs_->setCurrentIndex(i);

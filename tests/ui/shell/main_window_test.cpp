@@ -37,6 +37,7 @@
 #include "views/load_view.h"
 #include "views/memory_view.h"
 #include "shell/main_window.h"
+#include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/engine/comm/gloo_process_group.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "models/range_totals_model.h"
@@ -95,6 +96,22 @@ TEST(MainWindow, SummarySaysThePipelineAndWhenNothingWasMeasured) {
   EXPECT_TRUE(said.contains("no complete measured step (the run ended cancelled before its first measured step): no "
                             "step times, overlap or throughput")) << said.toStdString();
   EXPECT_FALSE(said.contains("nothing to analyse")) << said.toStdString();
+}
+
+TEST(MainWindow, SimulatedSessionsSaySoInTheirTitle) {
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_simulated_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    w.set_metadata(sessions::meta::kSimulated, "1");
+    w.add_step({0, 0, 0, 1000, 0.0, 0, 0});
+    w.close("complete");
+  }
+  MainWindow w;
+  ASSERT_EQ(w.open_session(QString::fromStdString(path.string()), true), QString());
+  const QString name = QFileInfo(QString::fromStdString(path.string())).fileName();
+  EXPECT_EQ(w.tabs()->tabText(0), name + " [SIMULATED]");
+  EXPECT_EQ(w.windowTitle(), "Embedscope - " + name + " [SIMULATED]");
 }
 
 // An OOM in step 0 (no step row, ops recorded): the summary says which step the run ended in and
