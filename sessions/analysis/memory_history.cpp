@@ -362,7 +362,9 @@ MemoryStateFigures MemoryHistory::figures(const MemoryState& st) const {
 
 std::vector<MemoryBlockRecord> MemoryHistory::blocks_of(const MemoryState& st) const {
   std::vector<MemoryBlockRecord> out;
-  for (const auto& [sa, ss] : st.segments) {
+  for (const auto& seg : st.segments) {
+    const uint64_t sa = seg.first;  // not a structured binding: the lambda captures it (clang 14)
+    const auto ss = seg.second;
     const uint64_t end = sa + static_cast<uint64_t>(ss);
     uint64_t at = sa;
     auto gap = [&](uint64_t to) {
