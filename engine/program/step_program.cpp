@@ -278,6 +278,12 @@ int64_t steady_iteration(const WorkloadSpec& spec) {
   return std::min(want, total - 1);
 }
 
+int place_in_run(const WorkloadSpec& spec, int64_t iteration) {
+  if (spec.pipeline == PipelineKind::base) return 0;
+  const int64_t total = spec.warmup_steps + spec.steps;
+  return (iteration == 0 ? 1 : 0) | (iteration + 1 < total ? 2 : 0) | (iteration + 2 < total ? 4 : 0);
+}
+
 nlohmann::json to_json(const StepProgram& p) {
   nlohmann::json j;
   j["rank"] = p.rank;

@@ -115,30 +115,28 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
   int current_key = -1;
   auto build_rank = [&](int r, int64_t it) {
     RankStep& rs = steps[static_cast<size_t>(r)];
-    {
-      rs.program = program::build_step_program(spec_, plan_, layout, r, it);
-      rs.ops.clear();
-      rs.lane_ops[0].clear();
-      rs.lane_ops[1].clear();
-      std::map<int, int> buckets;  // launching op -> launched ops so far
-      std::map<int, int> bucket_count;
-      for (const ProgramOp& op : rs.program.ops)
-        if (op.launched_by >= 0) ++bucket_count[op.launched_by];
-      for (const ProgramOp& op : rs.program.ops) {
-        SimOp s;
-        s.op = &op;
-        if (op.lane == Lane::comm) {
-          for (const CollectiveCall& c : op.collectives) s.collectives.push_back({-1, collective_ns(c, r, gpn, hw_), &c});
-        } else {
-          s.duration_ns = compute_ns(op, hw_);
-        }
-        if (op.launched_by >= 0) {
-          const int k = buckets[op.launched_by]++;
-          s.launch_fraction = 1.0 / 3.0 + 2.0 / 3.0 * static_cast<double>(k + 1) / bucket_count[op.launched_by];
-        }
-        rs.lane_ops[lane_index(op.lane)].push_back(op.id);
-        rs.ops.push_back(std::move(s));
+    rs.program = program::build_step_program(spec_, plan_, layout, r, it);
+    rs.ops.clear();
+    rs.lane_ops[0].clear();
+    rs.lane_ops[1].clear();
+    std::map<int, int> buckets;  // launching op -> launched ops so far
+    std::map<int, int> bucket_count;
+    for (const ProgramOp& op : rs.program.ops)
+      if (op.launched_by >= 0) ++bucket_count[op.launched_by];
+    for (const ProgramOp& op : rs.program.ops) {
+      SimOp s;
+      s.op = &op;
+      if (op.lane == Lane::comm) {
+        for (const CollectiveCall& c : op.collectives) s.collectives.push_back({-1, collective_ns(c, r, gpn, hw_), &c});
+      } else {
+        s.duration_ns = compute_ns(op, hw_);
       }
+      if (op.launched_by >= 0) {
+        const int k = buckets[op.launched_by]++;
+        s.launch_fraction = 1.0 / 3.0 + 2.0 / 3.0 * static_cast<double>(k + 1) / bucket_count[op.launched_by];
+      }
+      rs.lane_ops[lane_index(op.lane)].push_back(op.id);
+      rs.ops.push_back(std::move(s));
     }
   };
   // The programs depend on the iteration only through its place in the run (first, last two,
@@ -146,9 +144,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
   // 1,024 ranks' programs is most of a simulation's time.
   const unsigned threads = std::max(1u, std::min(std::thread::hardware_concurrency(), 16u));
   auto build = [&](int64_t it) {
-    const int key = spec_.pipeline == PipelineKind::base
-                        ? 0
-                        : (it == 0 ? 1 : 0) | (it + 1 < total ? 2 : 0) | (it + 2 < total ? 4 : 0);
+    const int key = place_in_run(spec_, it);
     if (key == current_key) return;
     current_key = key;
     std::vector<std::thread> pool;

@@ -286,10 +286,8 @@ bool Rank::step(int64_t it) {
 }
 
 const std::vector<Phase>& Rank::schedule_of(int64_t it) {
-  // The schedule depends on the iteration only through its place in the run (first, last
-  // two, steady state): one program per place.
-  const int64_t total = sh_.spec.warmup_steps + sh_.spec.steps;
-  const int key = (it == 0 ? 1 : 0) | (it + 1 < total ? 2 : 0) | (it + 2 < total ? 4 : 0);
+  // One program per place in the run (program::place_in_run).
+  const int key = place_in_run(sh_.spec, it);
   auto found = schedules_.find(key);
   if (found == schedules_.end())
     found = schedules_.emplace(key, build_step_program(sh_.spec, sh_.plan, me_, it).schedule).first;

@@ -212,6 +212,33 @@ TEST(StepProgram, PipelinesAreSchedulesOverTheBatchPhases) {
   EXPECT_EQ(steady_iteration(tiny(2, ShardingType::table_wise)), 0);
 }
 
+// Executors build one program per place in the run: equal places must give equal programs.
+TEST(StepProgram, PlaceInRunDecidesTheProgram) {
+  for (PipelineKind pipeline : {PipelineKind::base, PipelineKind::sparse_dist, PipelineKind::semi_sync}) {
+    WorkloadSpec s = tiny(2, ShardingType::row_wise, pipeline);
+    s.warmup_steps = 1;  // 5 iterations
+    const ShardingPlan plan = plan_sharding(s);
+    std::map<int, nlohmann::json> by_place;
+    std::vector<int> places;
+    for (int64_t it = 0; it < 5; ++it) {
+      const int place = place_in_run(s, it);
+      places.push_back(place);
+      nlohmann::json j = to_json(build_step_program(s, plan, 1, it));
+      j.erase("iteration");
+      j.erase("step");
+      auto [found, fresh] = by_place.emplace(place, j);
+      if (!fresh) EXPECT_EQ(found->second, j) << to_string(pipeline) << " iteration " << it;
+    }
+    if (pipeline == PipelineKind::base) {
+      EXPECT_EQ(places, (std::vector<int>{0, 0, 0, 0, 0}));
+    } else {
+      EXPECT_EQ(places, (std::vector<int>{7, 6, 6, 2, 0}));
+      EXPECT_NE(by_place.at(7), by_place.at(6)) << to_string(pipeline);
+      EXPECT_NE(by_place.at(2), by_place.at(0)) << to_string(pipeline);
+    }
+  }
+}
+
 TEST(StepProgram, QCommsHalveTheEmbeddingCollectives) {
   WorkloadSpec s = tiny(2, ShardingType::table_wise);
   s.qcomms.forward_precision = CommPrecision::bf16;

@@ -132,6 +132,13 @@ StepProgram build_step_program(const WorkloadSpec& spec, const ShardingPlan& pla
 /// semi_sync 1), or the last iteration when the run is too short to have one.
 int64_t steady_iteration(const WorkloadSpec& spec);
 
+/// The iteration's place in the run, the only way a rank's program depends on the iteration:
+/// equal places give equal programs (up to `iteration` and `step`), so executors build one
+/// program per place. Bits: 1 first iteration, 2 a next iteration exists, 4 one after that
+/// exists; pipeline base has a single place, 0. At most four distinct places in a run.
+/// Example: 5 iterations of sparse_dist: places 7, 6, 6, 2, 0.
+int place_in_run(const WorkloadSpec& spec, int64_t iteration);
+
 /// {"rank", "world_size", "iteration", "step", "pipeline", "schedule": [{"phase", "batch",
 /// "sync", "ops": [ids]}], "ops": [{"id", "name", "lane",
 /// "category", "batch", "waits_for", "launched_by"?, "rows"?, "flops"?, "bytes"?, "what", "collectives":
