@@ -117,24 +117,28 @@ void SessionWriter::Impl::prepare(const char* key, const std::string& sql, const
                                        key, sqlite3_bind_parameter_count(st), table->name, table->columns.size()));
 }
 
+void SessionWriter::check_path(const std::string& path, bool overwrite) {
+  if (path.empty()) throw SessionError("the session file name is empty");
+  struct stat sb {};
+  if (lstat(path.c_str(), &sb) != 0) return;
+  if (!S_ISREG(sb.st_mode)) throw SessionError(fmt::format("{}: exists and is not a regular file", path));
+  if (!overwrite)
+    throw SessionError(fmt::format("{}: already exists; choose another name or allow overwriting it "
+                                   "(embedscope run --force-overwrite)", path));
+  // A session that a live run is still writing is never replaced: its data would be lost.
+  if (const std::string who = detail::live_writer(path); !who.empty())
+    throw SessionError(fmt::format("{}: not overwritten: {}; wait for it to end, stop it, or choose another name",
+                                   path, who));
+}
+
 SessionWriter::SessionWriter(const std::string& path, bool overwrite) : impl_(std::make_unique<Impl>(path)) {
   // SQLite's memory statistics take a global mutex on every allocation; nothing here reads
   // them. Only possible before SQLite initialises (later calls return SQLITE_MISUSE: harmless).
   static const int no_memstatus = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
   (void)no_memstatus;
-  if (path.empty()) throw SessionError("the session file name is empty");
+  check_path(path, overwrite);
   struct stat sb {};
-  if (lstat(path.c_str(), &sb) == 0) {
-    if (!S_ISREG(sb.st_mode)) throw SessionError(fmt::format("{}: exists and is not a regular file", path));
-    if (!overwrite)
-      throw SessionError(fmt::format("{}: already exists; choose another name or allow overwriting it "
-                                     "(embedscope run --force-overwrite)", path));
-    // A session that a live run is still writing is never replaced: its data would be lost.
-    if (const std::string who = detail::live_writer(path); !who.empty())
-      throw SessionError(fmt::format("{}: not overwritten: {}; wait for it to end, stop it, or choose another name",
-                                     path, who));
-    std::remove(path.c_str());
-  }
+  if (lstat(path.c_str(), &sb) == 0) std::remove(path.c_str());
   for (const char* suffix : {"-wal", "-shm", "-journal"}) std::remove((path + suffix).c_str());
   // Claim the name atomically, so two runs never share a file, and hold the writer lock
   // (writer_lock.h) until SQLite has closed it.

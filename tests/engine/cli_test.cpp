@@ -113,6 +113,7 @@ TEST(Cli, OutputFilesAreNeverClobberedSilently) {
   Result r = cli("run --preset tiny --steps 2 -o " + db);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("keep.db: already exists"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("embedscope run:"), std::string::npos) << "refused before announcing the run: " << r.err;
   EXPECT_EQ(cli("run --preset tiny --steps 3 --force-overwrite -o " + db).code, 0);
   EXPECT_EQ(nlohmann::json::parse(cli("stats --json " + db).out)["steps"], 3);
   r = cli("run --preset tiny --steps 2 -o /dev/null");

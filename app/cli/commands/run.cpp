@@ -19,6 +19,7 @@
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/sessions/analysis/stats.h"
+#include "embedscope/sessions/store/session.h"
 #include "output/output.h"
 #include "workload_args.h"
 
@@ -54,6 +55,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   const es::ShardingPlan plan = plan_file.empty() ? with_origin(a.origin, [&] { return es::plan_sharding(spec); })
                                                   : es::load_plan_file(spec, plan_file);
   if (output.empty()) output = default_session_name();
+  embedscope::sessions::SessionWriter::check_path(output, overwrite);  // refuse before announcing the run
   const bool tty = isatty(STDERR_FILENO) != 0;
   std::string sharding = es::to_string(spec.sharding.default_type);
   if (!spec.sharding.per_table.empty()) sharding += " + per-table overrides";

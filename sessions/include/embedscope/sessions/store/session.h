@@ -41,6 +41,11 @@ std::string sqlite_version();
 
 class SessionWriter {
  public:
+  /// The constructor's checks of an existing `path`, without creating anything: throws the
+  /// same SessionError the constructor would for a file that exists (and `overwrite` is
+  /// false, or it is not a regular file, or a live writer holds it). For a command to refuse
+  /// before it starts work; the constructor checks again (the name is claimed only there).
+  static void check_path(const std::string& path, bool overwrite);
   /// Creates `path`, writes the schema, starts the writer thread, and records ended =
   /// "running", the writer's pid and host. The name is claimed atomically (O_EXCL) and held
   /// with an advisory lock (flock) until close(), so two writers never share a file. Throws
