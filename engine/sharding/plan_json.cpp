@@ -160,13 +160,41 @@ void validate_plan(const WorkloadSpec& spec, const ShardingPlan& plan, const std
   }
 }
 
+namespace {
+
+// A key of `plan --json`'s output that the workload decides: what the plan file gives must
+// match the workload (objects compared key by key: a key left out is not checked), else the
+// user's edit would be ignored silently.
+void same_as_workload(const json& given, const json& workload, const std::string& origin, const std::string& where) {
+  if (given.is_object() && workload.is_object()) {
+    for (const auto& item : given.items()) {
+      const std::string& k = item.key();
+      if (!workload.contains(k)) fail(origin, where + "/" + k, fmt::format("the workload's {} has no key '{}'", where.substr(1), k));
+      same_as_workload(item.value(), workload.at(k), origin, where + "/" + k);
+    }
+    return;
+  }
+  if (given != workload)
+    fail(origin, where,
+         fmt::format("{} differs from the workload's {}; the workload decides {} (edit the workload or its command-line "
+                     "flag), the plan file gives only the sharding: remove the key or make it match",
+                     given.dump(), workload.dump(), where.substr(1, where.find('/', 1) - 1)));
+}
+
+}  // namespace
+
 ShardingPlan plan_from_json(const WorkloadSpec& spec, const json& j, const std::string& origin) {
   if (!j.is_object()) fail(origin, "", "a sharding plan is a JSON object (as `embedscope plan --json` prints)");
-  // what `plan --json` prints besides the plan (ignored): pipeline, qcomms, network, memory,
-  // and whether it fits (fits; ended and error when it does not)
+  // what `plan --json` prints besides the plan: pipeline, qcomms and network (checked against
+  // the workload), memory, and whether it fits (fits; ended and error when it does not): ignored
   only_keys(j, {"world_size", "local_world_size", "tables", "pipeline", "qcomms", "network", "memory", "fits", "ended",
                 "error"},
             origin, "");
+  if (j.contains("pipeline") || j.contains("qcomms") || j.contains("network")) {
+    const json w = to_json(spec);
+    for (const char* key : {"pipeline", "qcomms", "network"})
+      if (j.contains(key)) same_as_workload(j.at(key), w.at(key), origin, std::string("/") + key);
+  }
   ShardingPlan plan;
   plan.world_size = get_small_int(j, "world_size", origin, "");
   plan.local_world_size = get_small_int(j, "local_world_size", origin, "", false, plan.world_size);

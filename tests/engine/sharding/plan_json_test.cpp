@@ -55,6 +55,35 @@ TEST(PlanJson, AcceptsWhatPlanJsonPrintsAndTablesInAnyOrder) {
   EXPECT_TRUE(same(plan_from_json(s, j, "p.json"), plan_sharding(s)));
 }
 
+// pipeline / qcomms / network are the workload's: a plan file that says otherwise is refused
+// (the edit would be ignored), one that agrees (or leaves keys out) is accepted.
+TEST(PlanJson, RefusesPipelineKeysThatDifferFromTheWorkload) {
+  const WorkloadSpec s = tiny(2);
+  json j = to_json(s, plan_sharding(s));
+  j["pipeline"] = "base";
+  j["qcomms"] = to_json(s).at("qcomms");
+  EXPECT_NO_THROW(plan_from_json(s, j, "p.json"));
+  auto error = [&](const json& plan) {
+    try {
+      plan_from_json(s, plan, "p.json");
+    } catch (const SpecError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  json semi = j;
+  semi["pipeline"] = "semi_sync";
+  EXPECT_EQ(error(semi).rfind("p.json: /pipeline: \"semi_sync\" differs from the workload's \"base\"; the workload "
+                              "decides pipeline", 0), 0u) << error(semi);
+  json q = j;
+  q["qcomms"]["forward_precision"] = "bf16";
+  EXPECT_EQ(error(q).rfind("p.json: /qcomms/forward_precision: \"bf16\" differs from the workload's \"fp32\"", 0), 0u)
+      << error(q);
+  json unknown = j;
+  unknown["network"]["speed"] = 1;
+  EXPECT_EQ(error(unknown), "p.json: /network/speed: the workload's network has no key 'speed'");
+}
+
 TEST(PlanJson, ErrorsNameTheFileTheShardAndTheReason) {
   const WorkloadSpec s = tiny(2);
   const json good = to_json(s, plan_sharding(s));  // t_small, t_a, t_b on rank 1; t_c on rank 0

@@ -16,8 +16,11 @@ namespace embedscope::engine {
 ///   {"world_size": W, "local_world_size": L, "tables": [{"name": "t0", "sharding_type":
 ///    "table_wise", "node": 0 (table_row_wise only), "shards": [{"rank", "row_offset",
 ///    "num_rows", "col_offset", "num_cols"}, ...]}, ...]}
-/// The keys `plan --json` adds for reading ("pipeline", "qcomms", "network", "memory") are
-/// accepted and ignored (the workload decides them); any other key is an error. Tables are
+/// The keys `plan --json` adds for reading are accepted: "memory", "fits", "ended" and
+/// "error" are ignored; "pipeline", "qcomms" and "network" must match the workload (which
+/// decides them; objects key by key, a key left out is not checked), else SpecError
+/// "p.json: /pipeline: \"semi_sync\" differs from the workload's \"base\"; ...". Any other key
+/// is an error. Tables are
 /// matched by name and may come in any order; every table of the workload must appear once.
 /// The plan is validated (validate_plan). Throws SpecError "<origin>: <json pointer>: <reason>",
 /// e.g. "p.json: /tables/1/shards/0: rows [0, 120) are outside table t1 (100 rows)".
