@@ -9,21 +9,37 @@
 
 #include "core/timeline_math.h"
 #include "embedscope/sessions/analysis/step_windows.h"
+#include "jobs/analysis_job.h"
 #include "timeline/timeline_widget.h"
 
 namespace embedscope::ui {
+
+namespace {
+
+bool same_windows(const std::vector<std::vector<sessions::StepMetric>>& a,
+                  const std::vector<std::vector<sessions::StepMetric>>& b) {
+  auto same = [](const sessions::StepMetric& x, const sessions::StepMetric& y) {
+    return x.step == y.step && x.rank == y.rank && x.start_ns == y.start_ns && x.end_ns == y.end_ns;
+  };
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [&](const auto& u, const auto& v) { return std::equal(u.begin(), u.end(), v.begin(), v.end(), same); });
+}
+
+}  // namespace
 
 TimelineStack::TimelineStack(const std::vector<LabelledSession>& sessions, int64_t align_step, QWidget* parent)
     : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
+  std::vector<std::string> paths;
   for (size_t i = 0; i < sessions.size(); ++i) {
     auto* label = new QLabel(QString("<b>%1</b> &nbsp; %2").arg(sessions[i].label.toHtmlEscaped(),
                                                                 QString::fromStdString(sessions[i].session->path()).toHtmlEscaped()),
                              this);
     auto* w = new TimelineWidget(sessions[i].session, this);
     extents_.emplace_back(w->scale().t0(), w->scale().t1());  // a new timeline shows all it recorded
-    steps_.push_back(sessions::step_windows(*sessions[i].session));
+    steps_.push_back(sessions[i].session->steps());  // the steps table; windows of a run that ended inside a step below
+    paths.push_back(sessions[i].session->path());
     timelines_.push_back(w);
     layout->addWidget(label);
     layout->addWidget(w);
@@ -31,6 +47,20 @@ TimelineStack::TimelineStack(const std::vector<LabelledSession>& sessions, int64
   }
   layout->addStretch(1);
   align_to_step(align_step);
+  // A run that ended inside a step has no row for it: its window comes from a pass over every
+  // op (sessions::step_windows), off the GUI thread; a complete run's windows are its table's.
+  auto* job = new AnalysisJob(this);
+  job->start<std::vector<std::vector<sessions::StepMetric>>>(
+      [paths] {
+        std::vector<std::vector<sessions::StepMetric>> windows;
+        for (const auto& p : paths) windows.push_back(sessions::step_windows(sessions::SessionReader(p)));
+        return windows;
+      },
+      [this](std::vector<std::vector<sessions::StepMetric>>& windows) {
+        const bool changed = !same_windows(windows, steps_);
+        steps_ = std::move(windows);
+        if (changed) align_to_step(align_step_);  // else the view the user may have moved stays
+      });
 }
 
 void TimelineStack::align_to_step(int64_t step) {

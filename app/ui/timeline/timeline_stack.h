@@ -17,7 +17,10 @@ class TimelineWidget;
 
 /// The timelines of N sessions one above the other on one time scale: each session is shifted
 /// so that the chosen step starts at 0 in all of them (sessions::align_offsets), and zooming or panning
-/// any one of them moves all (they share the aligned extent, so the views stay equal).
+/// any one of them moves all (they share the aligned extent, so the views stay equal). The
+/// step windows of a run that ended inside a step (no row for it in its steps table) come
+/// from a pass over its ops on a worker (an AnalysisJob child; wait_for_analyses); until they
+/// arrive such a session is aligned on the steps it recorded.
 class TimelineStack : public QWidget {
   Q_OBJECT
 

@@ -81,3 +81,17 @@ TEST(Compare, AlignOffsetsPutStepKOfEverySessionAtZero) {
   EXPECT_EQ(stack.timeline(0)->scale().t0() - stack.offset(0), stack.timeline(1)->scale().t0() - stack.offset(1));
   EXPECT_DOUBLE_EQ(x_of(0, 1'300'000), x_of(1, 7'300'000));
 }
+
+TEST(Compare, ARunThatEndedInsideAStepIsAlignedOnceItsWindowsArrive) {
+  // the out-of-memory run has no step row: its step 0 window ([3.0, 3.5) ms, from its ops) is
+  // computed off the GUI thread, then the stack re-aligns on it
+  auto oom = open_reader(test_support::oom_in_step_session());
+  auto ok = open_reader(step_session("es_stack_ok", 1'000'000, {1'000'000}));
+  TimelineStack stack({{"oom", oom}, {"ok", ok}}, 0);
+  stack.resize(TimelineWidget::kGutter + 1000, 600);
+  EXPECT_EQ(stack.offset(0), 0);  // aligned on what its steps table says (nothing) until then
+  ASSERT_TRUE(wait_for_analyses(&stack));
+  EXPECT_EQ(stack.offset(0), 3'000'000);
+  EXPECT_EQ(stack.offset(1), 1'000'000);
+  EXPECT_DOUBLE_EQ(stack.timeline(0)->scale().x(3'000'000), stack.timeline(1)->scale().x(1'000'000));
+}
