@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <numeric>
 
 namespace embedscope::sessions {
@@ -189,6 +190,21 @@ RunStats analyze(const SessionReader& session) {
     st.peak_reserved_bytes = std::max(st.peak_reserved_bytes, m.peak_reserved);
   }
   critical_path_summary(collectives, grouped, st);
+  // An imported trace's world size is what the trace says; a rank with no trace in the
+  // session (no lane) has no figures, and is listed as untraced rather than shown as zeros.
+  st.world_size = world;
+  if (session.meta(meta::kImported, "0") == "1") {
+    std::set<int32_t> traced;
+    for (const auto& lane : session.lanes()) traced.insert(lane.rank);
+    if (!traced.empty())
+      for (auto it = ranks.begin(); it != ranks.end();)
+        if (traced.count(it->first) == 0) {
+          st.untraced_ranks.push_back(it->first);
+          it = ranks.erase(it);
+        } else {
+          ++it;
+        }
+  }
   std::vector<double> lookups, lookup_time;
   int64_t exposed_sum = 0;
   for (auto& [r, rs] : ranks) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -42,7 +43,8 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
            {"ended", st.ended},
            {"simulated", st.simulated},
            {"workload", session.meta("workload_name")},
-           {"world_size", st.ranks.size()},
+           {"world_size", std::max<size_t>(static_cast<size_t>(st.world_size), st.ranks.size())},
+           {"untraced_ranks", st.untraced_ranks},
            {"steps", st.steps},
            {"pipeline", session.meta("pipeline", "base")},
            {"qcomms", {{"forward_precision", session.meta("qcomms_forward_precision", "fp32")},
@@ -106,8 +108,11 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   const std::string kernel_text = gpu_kernels_text(kernels, keep_last_step);
   if (!session.meta("end_message").empty()) std::cout << fmt::format("             {}\n", session.meta("end_message"));
   if (imported)  // a trace has no workload: its ranks (world size as the trace says) and profiler steps
-    std::cout << fmt::format("trace        world size {} (ranks without a trace read as empty), {} profiler steps\n",
-                             st.ranks.size(), st.steps);
+    std::cout << fmt::format("trace        world size {}, {} profiler steps{}\n", std::max<size_t>(static_cast<size_t>(st.world_size), st.ranks.size()), st.steps,
+                             st.untraced_ranks.empty()
+                                 ? std::string()
+                                 : fmt::format("; rank{} {} without a trace in this session (left out of the figures below)",
+                                               st.untraced_ranks.size() == 1 ? "" : "s", fmt::join(st.untraced_ranks, ", ")));
   else
     std::cout << fmt::format("workload     {} on {} {} rank{}, {} measured step{} of {} samples\n",
                              session.meta("workload_name"), st.ranks.size(), session.meta("backend"),

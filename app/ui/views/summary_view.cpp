@@ -61,6 +61,14 @@ QString import_origin(const sessions::SessionReader& s) {
       .arg(files.join(", "));
 }
 
+// "; no trace of rank 1" / "; no trace of ranks 2, 3" / "" (imported sessions)
+QString untraced_text(const std::vector<int32_t>& untraced) {
+  if (untraced.empty()) return {};
+  QStringList ranks;
+  for (int32_t r : untraced) ranks << QString::number(r);
+  return QString("; no trace of rank%1 %2 in this session").arg(untraced.size() == 1 ? "" : "s", ranks.join(", "));
+}
+
 QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, QWidget* parent) {
   auto* page = new QWidget(parent);
   auto* layout = new QVBoxLayout(page);
@@ -77,10 +85,11 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                            .arg(QString::fromStdString(s.meta(sessions::meta::kQcommsBackwardPrecision, "fp32")))
                            .arg(QString::fromStdString(st.ended))
                            .arg(st.simulated ? " &nbsp; <b>SIMULATED</b>" : "")
-                     : QString("%1<br>%2 ranks (world size %3) &nbsp; <b>%4</b><br>")
+                     : QString("%1<br>%2 traced (world size %3%4) &nbsp; <b>%5</b><br>")
                            .arg(origin)
-                           .arg(st.ranks.size())
+                           .arg(st.ranks.size() == 1 ? QString("1 rank") : QString("%1 ranks").arg(st.ranks.size()))
                            .arg(QString::fromStdString(s.meta(sessions::meta::kWorldSize, "?")))
+                           .arg(untraced_text(st.untraced_ranks))
                            .arg(QString::fromStdString(st.ended));
   if (st.steps == 0) {
     // no step completed its measurement: no step times, but the ops recorded are analysed

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "import_test_support.h"
@@ -217,5 +218,11 @@ TEST(KinetoImport, SharedTracesGiveHtasNumbers) {
     EXPECT_NEAR(f[0].idle_ns / 1000.0, k.idle_us, 1.0);
     EXPECT_NEAR(f[0].compute_ns / 1000.0, k.compute_us, 1.0);
     EXPECT_NEAR(f[0].non_compute_ns / 1000.0, k.non_compute_us, 1.0);
+    // each trace says world size 2 and holds one rank: the other is untraced, not a row of zeros
+    const RunStats st = analyze(r);
+    EXPECT_EQ(st.world_size, 2);
+    ASSERT_EQ(st.ranks.size(), 1u);
+    EXPECT_EQ(st.ranks[0].rank, k.rank);
+    EXPECT_EQ(st.untraced_ranks, (std::vector<int32_t>{1 - k.rank}));
   }
 }
