@@ -97,6 +97,13 @@ json to_json(const WorkloadSpec& s) {
     l["latency_ns"] = link->latency_ns;
     j["network"][name] = std::move(l);
   }
+  if (s.input.kind != InputKind::synthetic) {  // absent = synthetic
+    j["input"] = {{"kind", enum_name(s.input.kind)},
+                  {"paths", s.input.paths},
+                  {"malformed_lines", enum_name(s.input.malformed_lines)},
+                  {"on_short", enum_name(s.input.on_short)},
+                  {"categorical", enum_name(s.input.categorical)}};
+  }
   return j;
 }
 
