@@ -2,6 +2,7 @@
 #include "embedscope/engine/input/source.h"
 
 #include "embedscope/engine/input/criteo.h"
+#include "embedscope/engine/input/kjt_file.h"
 
 namespace embedscope::engine {
 
@@ -20,6 +21,7 @@ std::unique_ptr<BatchSource> make_batch_source(const WorkloadSpec& spec) {
   switch (spec.input.kind) {
     case InputKind::synthetic: return std::make_unique<SyntheticSource>(spec);
     case InputKind::criteo_tsv: return std::make_unique<CriteoBatchSource>(spec);
+    case InputKind::kjt: return std::make_unique<KjtBatchSource>(spec);
   }
   throw SpecError("/input/kind: unknown input kind");
 }

@@ -298,14 +298,22 @@ ShardingSpec read_sharding(const Reader& r, const json& v) {
 
 InputSpec read_input(const Reader& r, const json& v) {
   const std::string p = "/input";
-  r.object(v, p, {"kind", "paths", "malformed_lines", "on_short", "categorical"});
+  r.object(v, p, {"kind", "paths", "path", "malformed_lines", "on_short", "categorical"});
   InputSpec in;
   in.kind = r.enumeration<InputKind>(r.required(v, p, "kind"), p + "/kind");
   if (in.kind == InputKind::synthetic) {
-    for (const char* key : {"paths", "malformed_lines", "on_short", "categorical"})
-      if (Reader::optional(v, key)) r.fail(ptr_key(p, key), "only allowed for a file source (kind criteo_tsv)");
+    for (const char* key : {"paths", "path", "malformed_lines", "on_short", "categorical"})
+      if (Reader::optional(v, key)) r.fail(ptr_key(p, key), "only allowed for a file source (kind criteo_tsv or kjt)");
     return in;
   }
+  if (in.kind == InputKind::kjt) {
+    for (const char* key : {"paths", "malformed_lines", "categorical"})
+      if (Reader::optional(v, key)) r.fail(ptr_key(p, key), "not allowed for kind kjt (one \"path\"; ids are rows as recorded)");
+    in.paths.push_back(r.string(r.required(v, p, "path"), p + "/path"));
+    if (auto* a = Reader::optional(v, "on_short")) in.on_short = r.enumeration<ShortInputPolicy>(*a, p + "/on_short");
+    return in;
+  }
+  if (Reader::optional(v, "path")) r.fail(p + "/path", "criteo_tsv takes \"paths\", an array");
   const json& paths = r.array(r.required(v, p, "paths"), p + "/paths");
   if (paths.empty()) r.fail(p + "/paths", "must not be empty");
   for (size_t k = 0; k < paths.size(); ++k) in.paths.push_back(r.string(paths[k], ptr_idx(p + "/paths", k)));

@@ -219,6 +219,8 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
     if (s.input.paths.empty()) c.fail("/input/paths", "must not be empty");
     for (size_t k = 0; k < s.input.paths.size(); ++k)
       if (s.input.paths[k].empty()) c.fail(ptr_idx("/input/paths", k), "must not be empty");
+  } else if (s.input.kind == InputKind::kjt) {
+    if (s.input.paths.size() != 1 || s.input.paths[0].empty()) c.fail("/input/path", "must be one non-empty path");
   } else if (!s.input.paths.empty()) {
     c.fail("/input/paths", fmt::format("only allowed for a file source, not {}", enum_name(s.input.kind)));
   }

@@ -77,6 +77,8 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
   }
   for (auto& r : ranks_) {
     result.ranks.push_back(r->summary);
+    // every iteration's skips, warmup included (the summary's other counters are measured steps)
+    result.ranks.back().skipped_lines = std::accumulate(r->skipped_per_iteration.begin(), r->skipped_per_iteration.end(), int64_t{0});
     auto& per = result.skipped_lines_per_step;
     if (per.size() < r->skipped_per_iteration.size()) per.resize(r->skipped_per_iteration.size(), 0);
     for (size_t i = 0; i < r->skipped_per_iteration.size(); ++i) per[i] += r->skipped_per_iteration[i];

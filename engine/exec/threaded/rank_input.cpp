@@ -27,7 +27,6 @@ std::unique_ptr<Inflight> Rank::start_batch(int64_t it, bool async) {
     ScopedSpan span(tr, me_, Lane::compute, OpCategory::input, "input", step_);
     std::optional<Batch> given = sh_.opt.batch_source ? sh_.opt.batch_source(it, me_) : std::nullopt;
     b.batch = given ? std::move(*given) : sh_.source->make(it, me_);
-    summary.skipped_lines += b.batch.skipped_lines;
     if (b.batch.skipped_lines > 0) {
       if (skipped_per_iteration.size() <= static_cast<size_t>(it)) skipped_per_iteration.resize(static_cast<size_t>(it) + 1, 0);
       skipped_per_iteration[static_cast<size_t>(it)] += b.batch.skipped_lines;

@@ -92,13 +92,30 @@ TEST(InputSpec, ErrorsNameThePointer) {
   EXPECT_NE(error_of(j).find("wrap"), std::string::npos) << error_of(j);
   j = criteo_json();
   j["input"]["path"] = "x";
-  EXPECT_EQ(error_of(j), "w.json: /input/path: unknown key");
+  EXPECT_EQ(error_of(j), "w.json: /input/path: criteo_tsv takes \"paths\", an array");
+  j = criteo_json();
+  j["input"]["colour"] = "x";
+  EXPECT_EQ(error_of(j), "w.json: /input/colour: unknown key");
   j = criteo_json();
   j["input"] = {{"kind", "synthetic"}, {"paths", {"a.tsv"}}};
-  EXPECT_EQ(error_of(j), "w.json: /input/paths: only allowed for a file source (kind criteo_tsv)");
+  EXPECT_EQ(error_of(j), "w.json: /input/paths: only allowed for a file source (kind criteo_tsv or kjt)");
   j = criteo_json();
   j["input"] = {{"kind", "parquet"}};
   EXPECT_NE(error_of(j).find("/input/kind"), std::string::npos) << error_of(j);
+}
+
+TEST(InputSpec, KjtTakesOnePathAndOnShort) {
+  json j = json::parse(preset_json("tiny"));
+  j["input"] = {{"kind", "kjt"}, {"path", "/data/rec.kjt"}, {"on_short", "wrap"}};
+  const WorkloadSpec s = parse_workload(j, "w.json");
+  EXPECT_EQ(s.input.kind, InputKind::kjt);
+  EXPECT_EQ(s.input.paths, (std::vector<std::string>{"/data/rec.kjt"}));
+  EXPECT_EQ(to_json(s)["input"], (json{{"kind", "kjt"}, {"path", "/data/rec.kjt"}, {"on_short", "wrap"}}));
+  EXPECT_EQ(parse_workload(to_json(s), "back").input.paths, s.input.paths);
+  j["input"] = {{"kind", "kjt"}, {"paths", {"a"}}};
+  EXPECT_EQ(error_of(j), "w.json: /input/paths: not allowed for kind kjt (one \"path\"; ids are rows as recorded)");
+  j["input"] = {{"kind", "kjt"}};
+  EXPECT_EQ(error_of(j), "w.json: /input/path: required");
 }
 
 TEST(InputSpec, RelativePathsAreRelativeToTheWorkloadFile) {

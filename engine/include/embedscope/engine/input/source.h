@@ -32,7 +32,7 @@ class BatchSource {
 };
 
 /// The source that spec.input names: the BatchGenerator for synthetic, CriteoBatchSource
-/// (criteo.h) for criteo_tsv. The spec must outlive the source. A file source opens its first
+/// (criteo.h) for criteo_tsv, KjtBatchSource (kjt_file.h) for kjt. The spec must outlive the source. A file source opens its first
 /// file here, so a missing or unreadable file throws InputFileError before anything runs.
 std::unique_ptr<BatchSource> make_batch_source(const WorkloadSpec& spec);
 

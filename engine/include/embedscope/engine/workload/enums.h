@@ -50,8 +50,9 @@ enum class CommPrecision { fp32, fp16, bf16 };
 /// How a device's memory is managed (engine/allocator.h describes each).
 enum class AllocatorKind { caching, expandable, direct, cuda_async };
 /// Where the training batches come from (spec.input; engine/input/source.h): synthetic (the
-/// seeded generator of input.h) or criteo_tsv (Criteo Kaggle / Terabyte text files).
-enum class InputKind { synthetic, criteo_tsv };
+/// seeded generator of input.h), criteo_tsv (Criteo Kaggle / Terabyte text files) or kjt
+/// (recorded KJT batches, engine/input/kjt/FORMAT.md).
+enum class InputKind { synthetic, criteo_tsv, kjt };
 /// What a file source does with a line it cannot parse: error (stop naming file, line, field)
 /// or skip (count it per step and go on).
 enum class MalformedLinePolicy { error, skip };
@@ -127,7 +128,8 @@ struct EnumNames<AllocatorKind> {
 template <>
 struct EnumNames<InputKind> {
   static constexpr std::pair<InputKind, const char*> values[] = {{InputKind::synthetic, "synthetic"},
-                                                                 {InputKind::criteo_tsv, "criteo_tsv"}};
+                                                                 {InputKind::criteo_tsv, "criteo_tsv"},
+                                                                 {InputKind::kjt, "kjt"}};
 };
 template <>
 struct EnumNames<MalformedLinePolicy> {

@@ -160,10 +160,12 @@ struct QCommsSpec {
 /// order, are the 26 categorical columns (so a criteo_tsv workload has exactly 26 features;
 /// their pooling_factor and ids are not used: each bag holds the sample's one id, or none for
 /// an empty field), the 13 integer columns are the dense features (dense.num_dense_features
-/// must be 13) and the label column the labels.
+/// must be 13) and the label column the labels. kjt: recorded batches ("path": one file,
+/// engine/input/kjt/FORMAT.md), features matched by name; on_short applies, malformed_lines
+/// and categorical do not.
 struct InputSpec {
   InputKind kind = InputKind::synthetic;
-  /// criteo_tsv: the files, read in order as one stream (plain text or gzip, told apart by
+  /// criteo_tsv: the files, read in order; kjt: one file (JSON "path") as one stream (plain text or gzip, told apart by
   /// zlib); relative paths are resolved against the workload file's folder when the spec is
   /// read from a file (load_workload_file), else against the working directory.
   std::vector<std::string> paths;
