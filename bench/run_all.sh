@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-bench}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DEMBEDSCOPE_BUILD_BENCH=ON -DEMBEDSCOPE_BUILD_TESTS=OFF
-targets=(bench_kernels bench_sessions bench_allocator bench_planner bench_pipelines bench_simulate)
+targets=(bench_kernels bench_sessions bench_allocator bench_planner bench_pipelines bench_simulate bench_input)
 if grep -q "EMBEDSCOPE_BUILD_UI:BOOL=ON" "$build/CMakeCache.txt"; then targets+=(bench_ui_paint); fi
 targets+=(bench_memory_view)
 cmake --build "$build" -j2 --target "${targets[@]}"
@@ -18,6 +18,8 @@ cmake --build "$build" -j2 --target "${targets[@]}"
 "$build/bench/bench_pipelines"
 # criteo_kaggle row-wise on 1,024 simulated H100s, 10 steps: ratio_to_5s_goal below 1 meets the goal
 "$build/bench/bench_simulate"
+# the Criteo reader (parse + batch + bucketize) vs a plain line scan of a generated 16 MB file
+"$build/bench/bench_input"
 if [[ -x "$build/bench/bench_ui_paint" ]]; then "$build/bench/bench_ui_paint"; fi
 # a 10 MB PyTorch memory snapshot of 100k entries: import + the view's model (goal 2 s), one scrub step (goal 16 ms)
 "$build/bench/bench_memory_view"

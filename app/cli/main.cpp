@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   const std::vector<cli::Command> commands = {
       cli::add_run_command(app),
       cli::add_plan_command(app),
+      cli::add_inspect_input_command(app),
       cli::add_program_command(app),
       cli::add_stats_command(app),
       cli::add_import_command(app),

@@ -168,7 +168,7 @@ Batch BatchGenerator::make(int64_t iteration, int rank) const {
   return batch;
 }
 
-std::vector<int64_t> apply_invalid_id_policy(const WorkloadSpec& spec, KJT& kjt, int rank) {
+std::vector<int64_t> apply_invalid_id_policy(const WorkloadSpec& spec, KJT& kjt, int rank, const std::string& origin) {
   const int64_t B = kjt.batch_size;
   std::vector<int64_t> fixed(static_cast<size_t>(kjt.num_features), 0);
   std::vector<int64_t> out_values;
@@ -198,9 +198,9 @@ std::vector<int64_t> apply_invalid_id_policy(const WorkloadSpec& spec, KJT& kjt,
     }
     if (bad > 0 && spec.invalid_ids == InvalidIdPolicy::error)
       throw InvalidIdsError(fmt::format(
-          "rank {}: feature '{}': {} id(s) outside [0, {}) (num_embeddings of table '{}'), e.g. {}; set "
+          "{}rank {}: feature '{}': {} id(s) outside [0, {}) (num_embeddings of table '{}'), e.g. {}; set "
           "\"invalid_ids\" to \"clamp\" or \"drop\" to continue with them",
-          rank, spec.features[static_cast<size_t>(f)].name, bad, n,
+          origin.empty() ? std::string() : origin + ", ", rank, spec.features[static_cast<size_t>(f)].name, bad, n,
           spec.tables[static_cast<size_t>(table_of[static_cast<size_t>(f)])].name,
           fmt::join(examples, ", ")));
     fixed[static_cast<size_t>(f)] = bad;

@@ -16,7 +16,7 @@ ReferenceResult run_reference(const WorkloadSpec& spec, int64_t iterations, cons
   const size_t T = spec.tables.size();
   std::vector<int64_t> dims;
   for (int f = 0; f < F; ++f) dims.push_back(spec.tables[static_cast<size_t>(spec.table_of_feature(static_cast<size_t>(f)))].embedding_dim);
-  BatchGenerator gen(spec);
+  const std::unique_ptr<BatchSource> source = make_batch_source(spec);
   DenseModel dense(spec, dims);
   ReferenceResult res;
   // tables, optimizer state
@@ -58,8 +58,8 @@ ReferenceResult run_reference(const WorkloadSpec& spec, int64_t iterations, cons
     res.pooled.emplace_back();
     for (int r = 0; r < W; ++r) {
       std::optional<Batch> given = batch_source ? batch_source(it, r) : std::nullopt;
-      Batch batch = given ? std::move(*given) : gen.make(it, r);
-      apply_invalid_id_policy(spec, batch.kjt, r);
+      Batch batch = given ? std::move(*given) : source->make(it, r);
+      apply_invalid_id_policy(spec, batch.kjt, r, batch.origin);
       const auto off = batch.kjt.offsets();
       std::vector<std::vector<float>> pooled(static_cast<size_t>(F)), dpooled(static_cast<size_t>(F));
       for (int f = 0; f < F; ++f) {

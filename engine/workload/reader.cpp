@@ -296,6 +296,34 @@ ShardingSpec read_sharding(const Reader& r, const json& v) {
   return sh;
 }
 
+InputSpec read_input(const Reader& r, const json& v) {
+  const std::string p = "/input";
+  r.object(v, p, {"kind", "paths", "path", "malformed_lines", "on_short", "categorical"});
+  InputSpec in;
+  in.kind = r.enumeration<InputKind>(r.required(v, p, "kind"), p + "/kind");
+  if (in.kind == InputKind::synthetic) {
+    for (const char* key : {"paths", "path", "malformed_lines", "on_short", "categorical"})
+      if (Reader::optional(v, key)) r.fail(ptr_key(p, key), "only allowed for a file source (kind criteo_tsv or kjt)");
+    return in;
+  }
+  if (in.kind == InputKind::kjt) {
+    for (const char* key : {"paths", "malformed_lines", "categorical"})
+      if (Reader::optional(v, key)) r.fail(ptr_key(p, key), "not allowed for kind kjt (one \"path\"; ids are rows as recorded)");
+    in.paths.push_back(r.string(r.required(v, p, "path"), p + "/path"));
+    if (auto* a = Reader::optional(v, "on_short")) in.on_short = r.enumeration<ShortInputPolicy>(*a, p + "/on_short");
+    return in;
+  }
+  if (Reader::optional(v, "path")) r.fail(p + "/path", "criteo_tsv takes \"paths\", an array");
+  const json& paths = r.array(r.required(v, p, "paths"), p + "/paths");
+  if (paths.empty()) r.fail(p + "/paths", "must not be empty");
+  for (size_t k = 0; k < paths.size(); ++k) in.paths.push_back(r.string(paths[k], ptr_idx(p + "/paths", k)));
+  if (auto* a = Reader::optional(v, "malformed_lines"))
+    in.malformed_lines = r.enumeration<MalformedLinePolicy>(*a, p + "/malformed_lines");
+  if (auto* a = Reader::optional(v, "on_short")) in.on_short = r.enumeration<ShortInputPolicy>(*a, p + "/on_short");
+  if (auto* a = Reader::optional(v, "categorical"))
+    in.categorical = r.enumeration<CategoricalMapping>(*a, p + "/categorical");
+  return in;
+}
 
 }  // namespace
 }  // namespace workload_detail
@@ -387,7 +415,7 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
   const Reader r(origin);
   r.object(j, "", {"name", "description", "source", "tables", "features", "batch_size", "steps",
                    "warmup_steps", "seed", "devices", "optimizer", "dense", "sharding",
-                   "invalid_ids", "collective_timeout_ms", "memory", "pipeline", "qcomms", "network"});
+                   "invalid_ids", "collective_timeout_ms", "memory", "pipeline", "qcomms", "network", "input"});
   WorkloadSpec s;
   s.name = "workload";
   if (auto* a = Reader::optional(j, "name")) s.name = r.string(*a, "/name");
@@ -495,6 +523,8 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
     }
   }
 
+  if (auto* a = Reader::optional(j, "input")) s.input = read_input(r, *a);
+
   validate_spec(s, r);
   return s;
 }
@@ -526,6 +556,10 @@ nlohmann::json read_json_file(const std::string& path, const char* what) {
 WorkloadSpec load_workload_file(const std::string& path) {
   const json j = detail::read_json_file(path, "workload file");
   WorkloadSpec s = parse_workload(j, path);
+  // input paths are relative to the workload file's folder
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  for (std::string& p : s.input.paths)
+    if (!p.empty() && std::filesystem::path(p).is_relative()) p = (dir / p).lexically_normal().string();
   if (j.is_object() && !j.contains("name")) {
     const std::string stem = std::filesystem::path(path).stem().string();
     if (!stem.empty()) s.name = stem;

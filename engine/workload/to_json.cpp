@@ -97,6 +97,15 @@ json to_json(const WorkloadSpec& s) {
     l["latency_ns"] = link->latency_ns;
     j["network"][name] = std::move(l);
   }
+  if (s.input.kind == InputKind::kjt) {
+    j["input"] = {{"kind", enum_name(s.input.kind)}, {"path", s.input.paths.at(0)}, {"on_short", enum_name(s.input.on_short)}};
+  } else if (s.input.kind != InputKind::synthetic) {  // absent = synthetic
+    j["input"] = {{"kind", enum_name(s.input.kind)},
+                  {"paths", s.input.paths},
+                  {"malformed_lines", enum_name(s.input.malformed_lines)},
+                  {"on_short", enum_name(s.input.on_short)},
+                  {"categorical", enum_name(s.input.categorical)}};
+  }
   return j;
 }
 

@@ -208,6 +208,22 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
   }
   if (s.memory.allocator == AllocatorKind::cuda_async && s.devices.backend == Backend::cpu)
     c.fail("/memory/allocator", "cuda_async (cudaMallocAsync pools) needs devices.backend cuda, got cpu");
+  if (s.input.kind == InputKind::criteo_tsv) {
+    // README "Your own data": the features in order are the 26 categorical columns.
+    if (s.features.size() != 26)
+      c.fail("/input", fmt::format("criteo_tsv has 26 categorical columns, mapped in order to the workload's features; "
+                                   "the workload has {} feature(s)", s.features.size()));
+    if (s.dense && s.dense->num_dense_features != 13)
+      c.fail("/dense/num_dense_features",
+             fmt::format("criteo_tsv has 13 integer (dense) columns, got num_dense_features {}", s.dense->num_dense_features));
+    if (s.input.paths.empty()) c.fail("/input/paths", "must not be empty");
+    for (size_t k = 0; k < s.input.paths.size(); ++k)
+      if (s.input.paths[k].empty()) c.fail(ptr_idx("/input/paths", k), "must not be empty");
+  } else if (s.input.kind == InputKind::kjt) {
+    if (s.input.paths.size() != 1 || s.input.paths[0].empty()) c.fail("/input/path", "must be one non-empty path");
+  } else if (!s.input.paths.empty()) {
+    c.fail("/input/paths", fmt::format("only allowed for a file source, not {}", enum_name(s.input.kind)));
+  }
   if (s.devices.backend == Backend::cuda) {
     // What the cuda executor does not run yet (README: GPU path): refused here, never a fallback.
     constexpr const char* kNotYet = "not supported on the cuda backend yet";

@@ -41,6 +41,8 @@ Command add_import_command(CLI::App& app);
 Command add_merge_command(CLI::App& app);
 /// `export`: a session as Chrome trace JSON or CSV (commands/export.cpp).
 Command add_export_command(CLI::App& app);
+/// `inspect-input`: per-feature figures of a workload's input (commands/inspect_input.cpp).
+Command add_inspect_input_command(CLI::App& app);
 /// Whether `path` is a PyTorch memory snapshot by content: a pickle (0x80, protocol 2..5), as
 /// it is or gzip-compressed. `import` dispatches such a file to import_memory_snapshot.
 bool is_memory_snapshot_file(const std::string& path);

@@ -13,6 +13,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -113,6 +114,11 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   if (invalid > 0)
     fmt::print(stderr, "warning: {} ids outside their table were {} (invalid_ids policy)\n", invalid,
                spec.invalid_ids == es::InvalidIdPolicy::clamp ? "clamped" : "dropped");
+  int64_t skipped = 0;
+  for (const auto& rk : r.ranks) skipped += rk.skipped_lines;
+  if (skipped > 0)
+    fmt::print(stderr, "warning: {} malformed input line(s) skipped (input.malformed_lines skip), per step: {}\n", skipped,
+               fmt::join(r.skipped_lines_per_step, " "));
   if (as_json) {
     const json overlap = pipeline_json(spec);  // pipeline, qcomms, network
     json j{{"ended", es::to_string(r.ended)},
@@ -133,6 +139,9 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
            {"loss_last", r.loss.empty() ? json() : json(r.loss.back())},
            {"loss", r.loss},
            {"invalid_ids", invalid},
+           {"input", es::enum_name(spec.input.kind)},
+           {"skipped_lines", skipped},
+           {"skipped_lines_per_step", r.skipped_lines_per_step},
            {"qcomms_error", {{"forward_max_abs_error", r.qcomms_error.forward_max_abs},
                              {"forward_relative_error", r.qcomms_error.forward_relative},
                              {"backward_max_abs_error", r.qcomms_error.backward_max_abs},

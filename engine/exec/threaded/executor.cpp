@@ -40,6 +40,8 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
         vanished = true;
       } catch (const InvalidIdsError& e) {
         record(RunEnd::crashed, true, false, e.what());
+      } catch (const InputFileError& e) {
+        record(RunEnd::crashed, true, false, e.what());
       } catch (const OomError& e) {
         record(RunEnd::oom, false, false, e.what());
       } catch (const SplitMismatchError& e) {
@@ -73,7 +75,14 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     result.bad_input = errs.front().bad_input;
     result.error = errs.front().message;
   }
-  for (auto& r : ranks_) result.ranks.push_back(r->summary);
+  for (auto& r : ranks_) {
+    result.ranks.push_back(r->summary);
+    // every iteration's skips, warmup included (the summary's other counters are measured steps)
+    result.ranks.back().skipped_lines = std::accumulate(r->skipped_per_iteration.begin(), r->skipped_per_iteration.end(), int64_t{0});
+    auto& per = result.skipped_lines_per_step;
+    if (per.size() < r->skipped_per_iteration.size()) per.resize(r->skipped_per_iteration.size(), 0);
+    for (size_t i = 0; i < r->skipped_per_iteration.size(); ++i) per[i] += r->skipped_per_iteration[i];
+  }
   QuantError fwd, bwd;
   for (auto& r : ranks_) {
     fwd.merge(r->fwd_error_);
@@ -102,6 +111,13 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     session->set_metadata(sessions::meta::kTracerOverheadNs, std::to_string(result.tracer_overhead_ns));
     session->set_metadata(sessions::meta::kDroppedRecords, std::to_string(result.dropped_records));
     session->set_metadata(sessions::meta::kSpansRecorded, std::to_string(sh.tracer.recorded()));
+    if (spec.input.kind != InputKind::synthetic) {
+      int64_t skipped = 0, invalid = 0;
+      for (const auto& r : result.ranks) skipped += r.skipped_lines, invalid += r.invalid_ids;
+      session->set_metadata(sessions::meta::kInputSkippedLines, std::to_string(skipped));
+      session->set_metadata(sessions::meta::kInputSkippedLinesPerStepJson, nlohmann::json(result.skipped_lines_per_step).dump());
+      session->set_metadata(sessions::meta::kInvalidIds, std::to_string(invalid));
+    }
     const auto& q = result.qcomms_error;
     session->set_metadata(sessions::meta::kQcommsErrorJson, nlohmann::json{{"forward_max_abs_error", q.forward_max_abs},
                                                                            {"forward_relative_error", q.forward_relative},

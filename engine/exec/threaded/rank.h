@@ -6,6 +6,7 @@
 // are defined in rank.cpp (setup, the step loop), rank_input.cpp (input, input dist, lookup),
 // rank_dist.cpp (output dist) and rank_train.cpp (dense part, grad dist, optimizers).
 
+#include "embedscope/engine/input/source.h"
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -70,7 +71,7 @@ struct Shared {
   const ShardingPlan& plan;
   const TrainerOptions& opt;
   Layout layout;
-  BatchGenerator gen;
+  std::unique_ptr<BatchSource> source;  // spec.input (make_batch_source)
   profiler::Tracer tracer;
   std::shared_ptr<Rendezvous> rv = Rendezvous::in_process();
   sessions::SessionWriter* session = nullptr;
@@ -89,7 +90,7 @@ struct Shared {
 #endif
 
   Shared(const WorkloadSpec& s, const ShardingPlan& p, const TrainerOptions& o)
-      : spec(s), plan(p), opt(o), layout(s, p), gen(s), tracer(p.world_size, o.trace) {}
+      : spec(s), plan(p), opt(o), layout(s, p), source(make_batch_source(s)), tracer(p.world_size, o.trace) {}
 };
 
 struct LocalShard {
@@ -139,6 +140,7 @@ class Rank final : public sharding::RankContext {
   std::vector<StepWindow> windows;  // host time of every step run (GPU records take their step from it)
   std::vector<int64_t> step_ns;     // per measured step
   std::vector<double> losses;       // per measured step (global mean)
+  std::vector<int64_t> skipped_per_iteration;  // malformed input lines skipped, per iteration (warmup included)
   std::vector<sessions::OpEvent> events;  // kept spans (TrainerOptions::keep_events)
   bool cancelled = false;
   QuantError fwd_error_, bwd_error_;  // qcomms: error of the values quantized (written on the comm thread)

@@ -26,8 +26,12 @@ std::unique_ptr<Inflight> Rank::start_batch(int64_t it, bool async) {
   {
     ScopedSpan span(tr, me_, Lane::compute, OpCategory::input, "input", step_);
     std::optional<Batch> given = sh_.opt.batch_source ? sh_.opt.batch_source(it, me_) : std::nullopt;
-    b.batch = given ? std::move(*given) : sh_.gen.make(it, me_);
-    auto fixed = apply_invalid_id_policy(spec, b.batch.kjt, me_);
+    b.batch = given ? std::move(*given) : sh_.source->make(it, me_);
+    if (b.batch.skipped_lines > 0) {
+      if (skipped_per_iteration.size() <= static_cast<size_t>(it)) skipped_per_iteration.resize(static_cast<size_t>(it) + 1, 0);
+      skipped_per_iteration[static_cast<size_t>(it)] += b.batch.skipped_lines;
+    }
+    auto fixed = apply_invalid_id_policy(spec, b.batch.kjt, me_, b.batch.origin);
     if (measured_) summary.invalid_ids += std::accumulate(fixed.begin(), fixed.end(), int64_t{0});
     b.off = b.batch.kjt.offsets();
     if (it >= spec.warmup_steps) id_histogram_.add(spec, b.batch.kjt);  // the batch of a measured step

@@ -109,6 +109,7 @@ struct RankSummary {
   int64_t bytes_received = 0;
   int64_t memory_bytes = 0;    ///< peak bytes in use on the device (arena)
   int64_t invalid_ids = 0;     ///< ids clamped or dropped (policy clamp / drop)
+  int64_t skipped_lines = 0;   ///< malformed input lines skipped for this rank's batches (input.malformed_lines skip), every step
   int64_t allocator_ns = 0;    ///< time inside the device allocator, whole run (incl. setup)
 };
 
@@ -131,6 +132,9 @@ struct RunResult {
   int64_t tracer_overhead_ns = 0;       ///< the tracer's estimated own cost
   int64_t dropped_records = 0;
   int64_t samples_per_step = 0;         ///< batch_size x world
+  /// File input with malformed_lines skip: lines skipped per iteration (warmup included),
+  /// over all ranks; empty when none was skipped.
+  std::vector<int64_t> skipped_lines_per_step;
   /// keep_tables: full tables (num_embeddings x embedding_dim) and dense parameters.
   std::vector<std::vector<float>> tables;
   std::vector<float> dense_params;

@@ -28,6 +28,11 @@ struct Batch {
   KJT kjt;
   std::vector<float> dense;   ///< batch_size x num_dense_features (empty without a dense part)
   std::vector<float> labels;  ///< batch_size, 0 or 1
+  /// Where the batch came from, for error messages ("train.tsv: batch 3 (lines 25-32)");
+  /// empty for synthetic input.
+  std::string origin;
+  /// Malformed lines a file source skipped while reading this batch (malformed_lines skip).
+  int64_t skipped_lines = 0;
 };
 
 /// Zipf sampler over ranks {0, ..., n-1} with P(k) ~ 1/(k+1)^alpha, by rejection-inversion
@@ -90,7 +95,8 @@ class InvalidIdsError : public SpecError {
 /// Applies the invalid-id policy to a KJT before anything is sent: `error` throws
 /// InvalidIdsError naming the feature, how many ids are bad, the valid range and up to 5
 /// examples; `clamp` moves them to the nearest valid row; `drop` removes them (shortening
-/// their bags). Returns the number of ids clamped or dropped per feature.
-std::vector<int64_t> apply_invalid_id_policy(const WorkloadSpec& spec, KJT& kjt, int rank);
+/// their bags). Returns the number of ids clamped or dropped per feature. `origin`
+/// (Batch::origin: file, batch, lines) starts the error message when not empty.
+std::vector<int64_t> apply_invalid_id_policy(const WorkloadSpec& spec, KJT& kjt, int rank, const std::string& origin = {});
 
 }  // namespace embedscope::engine

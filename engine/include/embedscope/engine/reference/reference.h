@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "embedscope/engine/input/input.h"
+#include "embedscope/engine/input/source.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
 

@@ -49,6 +49,20 @@ enum class PipelineKind { base, sparse_dist, semi_sync };
 enum class CommPrecision { fp32, fp16, bf16 };
 /// How a device's memory is managed (engine/allocator.h describes each).
 enum class AllocatorKind { caching, expandable, direct, cuda_async };
+/// Where the training batches come from (spec.input; engine/input/source.h): synthetic (the
+/// seeded generator of input.h), criteo_tsv (Criteo Kaggle / Terabyte text files) or kjt
+/// (recorded KJT batches, engine/input/kjt/FORMAT.md).
+enum class InputKind { synthetic, criteo_tsv, kjt };
+/// What a file source does with a line it cannot parse: error (stop naming file, line, field)
+/// or skip (count it per step and go on).
+enum class MalformedLinePolicy { error, skip };
+/// What a file source does when the files hold fewer samples than the run needs: error (stop
+/// naming how many were needed and found) or wrap (start again at the first file).
+enum class ShortInputPolicy { error, wrap };
+/// How a Criteo categorical value becomes a row: modulo (the hexadecimal value modulo the
+/// table's num_embeddings, as DLRM's --max-ind-range does) or raw (the value used as the row
+/// id itself, so ids outside the table reach the invalid_ids policy).
+enum class CategoricalMapping { modulo, raw };
 
 /// The name table of enum E: `values`, an array of (value, spelling) pairs. Specialized below
 /// for every enum of this header; a type without a specialization does not compile.
@@ -109,6 +123,28 @@ struct EnumNames<AllocatorKind> {
                                                                      {AllocatorKind::expandable, "expandable"},
                                                                      {AllocatorKind::direct, "direct"},
                                                                      {AllocatorKind::cuda_async, "cuda_async"}};
+};
+
+template <>
+struct EnumNames<InputKind> {
+  static constexpr std::pair<InputKind, const char*> values[] = {{InputKind::synthetic, "synthetic"},
+                                                                 {InputKind::criteo_tsv, "criteo_tsv"},
+                                                                 {InputKind::kjt, "kjt"}};
+};
+template <>
+struct EnumNames<MalformedLinePolicy> {
+  static constexpr std::pair<MalformedLinePolicy, const char*> values[] = {{MalformedLinePolicy::error, "error"},
+                                                                           {MalformedLinePolicy::skip, "skip"}};
+};
+template <>
+struct EnumNames<ShortInputPolicy> {
+  static constexpr std::pair<ShortInputPolicy, const char*> values[] = {{ShortInputPolicy::error, "error"},
+                                                                        {ShortInputPolicy::wrap, "wrap"}};
+};
+template <>
+struct EnumNames<CategoricalMapping> {
+  static constexpr std::pair<CategoricalMapping, const char*> values[] = {{CategoricalMapping::modulo, "modulo"},
+                                                                          {CategoricalMapping::raw, "raw"}};
 };
 
 /// The spelling of `e`; "?" for a value outside the table (a cast integer). O(table size).

@@ -154,6 +154,26 @@ struct QCommsSpec {
   CommPrecision backward_precision = CommPrecision::fp32;
 };
 
+/// Where the batches come from ("input" in the workload JSON; engine/input/source.h reads it).
+/// synthetic: the seeded generator (features' pooling_factor and ids). criteo_tsv: the Criteo
+/// Kaggle / Terabyte text format (engine/input/criteo/FORMAT.md): the workload's features, in
+/// order, are the 26 categorical columns (so a criteo_tsv workload has exactly 26 features;
+/// their pooling_factor and ids are not used: each bag holds the sample's one id, or none for
+/// an empty field), the 13 integer columns are the dense features (dense.num_dense_features
+/// must be 13) and the label column the labels. kjt: recorded batches ("path": one file,
+/// engine/input/kjt/FORMAT.md), features matched by name; on_short applies, malformed_lines
+/// and categorical do not.
+struct InputSpec {
+  InputKind kind = InputKind::synthetic;
+  /// criteo_tsv: the files, read in order; kjt: one file (JSON "path") as one stream (plain text or gzip, told apart by
+  /// zlib); relative paths are resolved against the workload file's folder when the spec is
+  /// read from a file (load_workload_file), else against the working directory.
+  std::vector<std::string> paths;
+  MalformedLinePolicy malformed_lines = MalformedLinePolicy::error;
+  ShortInputPolicy on_short = ShortInputPolicy::error;
+  CategoricalMapping categorical = CategoricalMapping::modulo;
+};
+
 struct WorkloadSpec {
   std::string name;
   std::string description;
@@ -174,6 +194,7 @@ struct WorkloadSpec {
   PipelineKind pipeline = PipelineKind::base;
   QCommsSpec qcomms;
   NetworkSpec network;
+  InputSpec input;
 
   /// Index of the table that serves feature `f` (-1 if none), and the feature index of a name
   /// (-1 if absent). Each is a linear scan: O(tables x features) or O(features) per call; code

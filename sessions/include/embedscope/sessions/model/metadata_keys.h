@@ -87,6 +87,13 @@ inline constexpr const char* kQcommsErrorJson = "qcomms_error_json";
 /// "inter_node": {...}}; an absent class is unlimited.
 inline constexpr const char* kNetworkJson = "network_json";
 
+/// File input (workload "input" other than synthetic): malformed lines skipped (input.malformed_lines
+/// skip) over the run, decimal; per iteration (warmup included) as a JSON array of integers
+/// ([] when none); and the ids clamped or dropped by the invalid_ids policy, decimal.
+inline constexpr const char* kInputSkippedLines = "input_skipped_lines";
+inline constexpr const char* kInputSkippedLinesPerStepJson = "input_skipped_lines_per_step_json";
+inline constexpr const char* kInvalidIds = "invalid_ids";
+
 // --- the collectors --------------------------------------------------------------------------
 /// The tracer's estimated own cost over all lanes, ns, decimal.
 inline constexpr const char* kTracerOverheadNs = "tracer_overhead_ns";

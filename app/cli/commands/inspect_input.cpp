@@ -1,0 +1,97 @@
+// `embedscope inspect-input`: what a workload's input looks like per feature (ids per bag,
+// distinct ids, skew, out-of-range ids), read from its source (synthetic generator or files)
+// over the batches a run would train on, without training.
+
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "embedscope/engine/input/input_stats.h"
+#include "embedscope/engine/input/source.h"
+#include "workload_args.h"
+
+namespace embedscope::cli {
+
+namespace es = embedscope::engine;
+using nlohmann::json;
+
+namespace {
+
+int cmd_inspect_input(WorkloadArgs& a, bool as_json) {
+  const es::WorkloadSpec spec = load(a);
+  const std::unique_ptr<es::BatchSource> source = es::make_batch_source(spec);
+  es::InputStats stats(spec);
+  const int64_t iterations = spec.warmup_steps + spec.steps;
+  int64_t skipped = 0;
+  for (int64_t it = 0; it < iterations; ++it)
+    for (int r = 0; r < spec.devices.count; ++r) {
+      const es::Batch b = source->make(it, r);
+      skipped += b.skipped_lines;
+      stats.add(b.kjt);
+    }
+  const auto result = stats.result();
+  const int64_t samples = iterations * spec.devices.count * spec.batch_size;
+  if (as_json) {
+    json j = {{"workload", spec.name},
+              {"input", es::enum_name(spec.input.kind)},
+              {"paths", spec.input.paths},
+              {"batches", iterations * spec.devices.count},
+              {"samples", samples},
+              {"skipped_lines", skipped},
+              {"features", json::array()}};
+    for (const auto& s : result)
+      j["features"].push_back({{"feature", s.feature},
+                               {"table", s.table},
+                               {"num_embeddings", s.num_embeddings},
+                               {"bags", s.bags},
+                               {"ids", s.ids},
+                               {"ids_per_bag_mean", s.ids_per_bag_mean},
+                               {"ids_per_bag_p99", s.ids_per_bag_p99},
+                               {"ids_per_bag_max", s.ids_per_bag_max},
+                               {"distinct_ids", s.distinct_ids},
+                               {"top1_rows", s.hot_rows_1},
+                               {"top1_share", s.top1_share},
+                               {"top10_rows", s.hot_rows_10},
+                               {"top10_share", s.top10_share},
+                               {"out_of_range_ids", s.out_of_range}});
+    std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{}: {} input{}; {} batches ((warmup {} + steps {}) x {} devices) of {} samples = {} samples",
+                           spec.name, es::enum_name(spec.input.kind),
+                           spec.input.paths.empty() ? "" : fmt::format(" {}", spec.input.paths), iterations * spec.devices.count,
+                           spec.warmup_steps, spec.steps, spec.devices.count, spec.batch_size, samples);
+  if (skipped > 0) std::cout << fmt::format("; {} malformed lines skipped", skipped);
+  std::cout << "\n";
+  std::cout << fmt::format("{:<16} {:<16} {:>12} {:>9} {:>5} {:>5} {:>10} {:>8} {:>8} {:>12}\n", "feature", "table", "rows",
+                           "ids/bag", "p99", "max", "distinct", "top 1%", "top 10%", "out of range");
+  for (const auto& s : result)
+    std::cout << fmt::format("{:<16} {:<16} {:>12} {:>9.3f} {:>5} {:>5} {:>10} {:>7.1f}% {:>7.1f}% {:>12}\n", s.feature,
+                             s.table, s.num_embeddings, s.ids_per_bag_mean, s.ids_per_bag_p99, s.ids_per_bag_max,
+                             s.distinct_ids, 100 * s.top1_share, 100 * s.top10_share, s.out_of_range);
+  std::cout << "top 1% / 10%: share of the in-range lookups on the hottest ceil(1% / 10% of the table's rows) rows\n";
+  return 0;
+}
+
+struct InspectInputState {
+  WorkloadArgs args;
+  bool json = false;
+};
+
+}  // namespace
+
+Command add_inspect_input_command(CLI::App& app) {
+  auto s = std::make_shared<InspectInputState>();
+  auto* cmd = app.add_subcommand(
+      "inspect-input", "Show per feature what a workload's input looks like (ids per bag, distinct ids, skew, out-of-range "
+                       "ids), from its synthetic generator or its files, without training");
+  add_workload_options(cmd, s->args);
+  cmd->add_flag("--json", s->json, "Print the figures as JSON");
+  return {cmd, [s] { return cmd_inspect_input(s->args, s->json); }, [s] { return s->json; }};
+}
+
+}  // namespace embedscope::cli

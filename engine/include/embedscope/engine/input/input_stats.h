@@ -1,0 +1,53 @@
+#pragma once
+// What a workload's input looks like, per feature, before any sharding: the figures
+// `embedscope inspect-input` prints (ids per bag, distinct ids, skew, out-of-range ids), counted
+// over the batches of a run from whichever source spec.input names.
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "embedscope/engine/input/input.h"
+#include "embedscope/engine/workload/spec.h"
+
+namespace embedscope::engine {
+
+/// The figures of one feature over the batches counted.
+struct FeatureInputStats {
+  std::string feature, table;
+  int64_t num_embeddings = 0;  ///< rows of the feature's table
+  int64_t bags = 0;            ///< bags counted (samples x batches)
+  int64_t ids = 0;             ///< ids counted, in range or not
+  double ids_per_bag_mean = 0;
+  /// Nearest-rank 99th percentile of the bag lengths: the smallest L such that at least 99% of
+  /// the bags hold <= L ids.
+  int64_t ids_per_bag_p99 = 0;
+  int64_t ids_per_bag_max = 0;
+  int64_t distinct_ids = 0;    ///< distinct in-range rows looked up
+  /// Share of the in-range lookups that fall on the hottest ceil(1% x num_embeddings) rows of the
+  /// table (at least one row), and the hottest ceil(10% x num_embeddings); 0 without lookups.
+  double top1_share = 0, top10_share = 0;
+  int64_t hot_rows_1 = 0, hot_rows_10 = 0;  ///< those row counts
+  int64_t out_of_range = 0;    ///< ids outside [0, num_embeddings) (before the invalid_ids policy)
+};
+
+/// Accumulates batches (in WorkloadSpec::features order) and reports FeatureInputStats.
+/// Memory: one counter per distinct row per feature, and per distinct bag length.
+class InputStats {
+ public:
+  explicit InputStats(const WorkloadSpec& spec);
+  /// Counts every bag and id of `kjt`. Throws std::invalid_argument when the KJT's feature count
+  /// is not the spec's.
+  void add(const KJT& kjt);
+  /// The figures so far, one per feature. O(distinct rows x log) per feature.
+  std::vector<FeatureInputStats> result() const;
+
+ private:
+  std::vector<FeatureInputStats> base_;                         // names and table sizes
+  std::vector<std::unordered_map<int64_t, int64_t>> row_count_; // per feature: row -> lookups
+  std::vector<std::unordered_map<int64_t, int64_t>> length_count_;  // per feature: bag length -> bags
+  std::vector<int64_t> out_of_range_;
+};
+
+}  // namespace embedscope::engine

@@ -1,0 +1,88 @@
+#pragma once
+// Recorded KJT batches as training input (engine/input/kjt/FORMAT.md): a header with the keys,
+// then N batches of lengths and ids (optional weights, labels, dense features), written by
+// resources/kjt/write_kjt.py. Read one batch at a time through zlib (plain or gzip).
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "embedscope/engine/input/source.h"
+
+namespace embedscope::engine {
+
+/// The header of a KJT file (FORMAT.md "Header").
+struct KjtFileHeader {
+  static constexpr uint32_t kVersion = 1;
+  static constexpr uint32_t kWeights = 1, kLabels = 2, kDense = 4;
+  uint32_t version = kVersion;
+  uint32_t flags = 0;
+  uint32_t num_dense = 0;         ///< D
+  uint64_t num_batches = 0;       ///< N
+  uint64_t batch_size = 0;        ///< S, samples per batch
+  std::vector<std::string> keys;  ///< the feature names, F of them
+};
+
+/// One recorded batch as in the file: lengths F x S (feature-major), ids, and the optional parts
+/// (empty when the file has none).
+struct KjtFileBatch {
+  std::vector<int64_t> lengths, ids;
+  std::vector<float> weights, labels, dense;
+};
+
+/// Reads a KJT file batch by batch. Memory: one batch. Every error is an InputFileError naming
+/// the file (and the batch, 0-based): cannot open, wrong magic ("not an Embedscope KJT file"),
+/// unknown version or flags, a header field out of range, a batch whose lengths do not sum to
+/// its id count or are negative, a file that ends early, bytes after the last batch.
+class KjtFileReader {
+ public:
+  explicit KjtFileReader(std::string path);
+  ~KjtFileReader();
+  KjtFileReader(const KjtFileReader&) = delete;
+  KjtFileReader& operator=(const KjtFileReader&) = delete;
+  const KjtFileHeader& header() const { return header_; }
+  const std::string& path() const { return path_; }
+  /// The next batch; false after the last (and then checks that nothing follows it).
+  bool next(KjtFileBatch& out);
+  /// Back to the first batch.
+  void rewind();
+
+ private:
+  void open();
+  void read_exact(void* dst, size_t bytes, const char* what);
+  std::string path_;
+  void* gz_ = nullptr;  // gzFile
+  KjtFileHeader header_;
+  uint64_t next_batch_ = 0;
+};
+
+/// spec.input kjt: each recorded batch is a global batch (S == batch_size x devices.count),
+/// rank r takes samples [r B, (r+1) B) of it; the workload's features are found by name among
+/// the keys. The constructor reads the header and refuses, before anything runs (InputFileError),
+/// a file whose keys lack a workload feature (naming both lists), whose S or D do not match the
+/// workload, that has weights, or that holds fewer batches than the run needs under on_short
+/// error. Thread-safe; once a read fails every later make() throws the same error.
+class KjtBatchSource final : public BatchSource {
+ public:
+  explicit KjtBatchSource(const WorkloadSpec& spec);
+  Batch make(int64_t iteration, int rank) override;
+
+ private:
+  struct Global {
+    std::vector<Batch> ranks;
+    int taken = 0;
+  };
+  Global read_global(int64_t iteration);
+  const WorkloadSpec& spec_;
+  KjtFileReader reader_;
+  std::vector<int> key_of_feature_;  // per workload feature: its key index in the file
+  std::mutex mu_;
+  int64_t next_it_ = 0;
+  std::map<int64_t, Global> cache_;
+  std::optional<std::string> error_;
+};
+
+}  // namespace embedscope::engine

@@ -1,0 +1,95 @@
+// InputStats: per-feature figures of a workload's input (input_stats.h).
+#include "embedscope/engine/input/input_stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace embedscope::engine {
+
+InputStats::InputStats(const WorkloadSpec& spec)
+    : row_count_(spec.features.size()), length_count_(spec.features.size()), out_of_range_(spec.features.size(), 0) {
+  const FeatureIndex index(spec);
+  for (size_t f = 0; f < spec.features.size(); ++f) {
+    FeatureInputStats s;
+    s.feature = spec.features[f].name;
+    const int t = index.table_of_feature()[f];
+    if (t >= 0) {
+      s.table = spec.tables[static_cast<size_t>(t)].name;
+      s.num_embeddings = spec.tables[static_cast<size_t>(t)].num_embeddings;
+    }
+    base_.push_back(std::move(s));
+  }
+}
+
+void InputStats::add(const KJT& kjt) {
+  if (static_cast<size_t>(kjt.num_features) != base_.size())
+    throw std::invalid_argument(fmt::format("InputStats::add: the batch has {} features, the workload {}", kjt.num_features,
+                                            base_.size()));
+  const int64_t B = kjt.batch_size;
+  size_t pos = 0;
+  for (size_t f = 0; f < base_.size(); ++f) {
+    const int64_t n = base_[f].num_embeddings;
+    auto& rows = row_count_[f];
+    auto& lengths = length_count_[f];
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t len = kjt.lengths[f * static_cast<size_t>(B) + static_cast<size_t>(b)];
+      ++lengths[len];
+      for (int64_t i = 0; i < len; ++i) {
+        const int64_t id = kjt.values[pos++];
+        if (id < 0 || id >= n)
+          ++out_of_range_[f];
+        else
+          ++rows[id];
+      }
+    }
+  }
+}
+
+std::vector<FeatureInputStats> InputStats::result() const {
+  std::vector<FeatureInputStats> out = base_;
+  for (size_t f = 0; f < out.size(); ++f) {
+    FeatureInputStats& s = out[f];
+    const std::map<int64_t, int64_t> lengths(length_count_[f].begin(), length_count_[f].end());
+    for (const auto& [len, bags] : lengths) {
+      s.bags += bags;
+      s.ids += len * bags;
+      s.ids_per_bag_max = len;
+    }
+    s.ids_per_bag_mean = s.bags > 0 ? static_cast<double>(s.ids) / static_cast<double>(s.bags) : 0.0;
+    const int64_t rank99 = (s.bags * 99 + 99) / 100;  // ceil(0.99 bags): nearest rank
+    int64_t seen = 0;
+    for (const auto& [len, bags] : lengths) {
+      seen += bags;
+      if (seen >= rank99) {
+        s.ids_per_bag_p99 = len;
+        break;
+      }
+    }
+    s.out_of_range = out_of_range_[f];
+    std::vector<int64_t> counts;
+    counts.reserve(row_count_[f].size());
+    int64_t lookups = 0;
+    for (const auto& [row, c] : row_count_[f]) {
+      counts.push_back(c);
+      lookups += c;
+    }
+    s.distinct_ids = static_cast<int64_t>(counts.size());
+    std::sort(counts.begin(), counts.end(), std::greater<>());
+    auto share_of_top = [&](int64_t k) {
+      int64_t sum = 0;
+      for (size_t i = 0; i < counts.size() && static_cast<int64_t>(i) < k; ++i) sum += counts[i];
+      return lookups > 0 ? static_cast<double>(sum) / static_cast<double>(lookups) : 0.0;
+    };
+    s.hot_rows_1 = std::max<int64_t>(1, (s.num_embeddings + 99) / 100);
+    s.hot_rows_10 = std::max<int64_t>(1, (s.num_embeddings + 9) / 10);
+    s.top1_share = share_of_top(s.hot_rows_1);
+    s.top10_share = share_of_top(s.hot_rows_10);
+  }
+  return out;
+}
+
+}  // namespace embedscope::engine

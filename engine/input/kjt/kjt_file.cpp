@@ -1,0 +1,228 @@
+// KjtFileReader and KjtBatchSource: recorded KJT batches (kjt_file.h, FORMAT.md).
+#include "embedscope/engine/input/kjt_file.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <zlib.h>
+
+namespace embedscope::engine {
+
+namespace {
+constexpr char kMagic[8] = {'E', 'S', 'K', 'J', 'T', 0, 0, 0};
+constexpr uint32_t kMaxFeatures = 65536, kMaxDense = 65536, kMaxKeyBytes = 4096;
+constexpr uint64_t kMaxIdsPerBatch = uint64_t{1} << 34;
+gzFile as_gz(void* p) { return static_cast<gzFile>(p); }
+}  // namespace
+
+KjtFileReader::KjtFileReader(std::string path) : path_(std::move(path)) { open(); }
+
+KjtFileReader::~KjtFileReader() {
+  if (gz_) gzclose(as_gz(gz_));
+}
+
+void KjtFileReader::read_exact(void* dst, size_t bytes, const char* what) {
+  char* p = static_cast<char*>(dst);
+  while (bytes > 0) {
+    const unsigned chunk = static_cast<unsigned>(std::min<size_t>(bytes, size_t{1} << 30));
+    const int n = gzread(as_gz(gz_), p, chunk);
+    if (n <= 0) {
+      int code = 0;
+      const char* msg = gzerror(as_gz(gz_), &code);
+      const std::string where = next_batch_ < header_.num_batches && header_.batch_size > 0
+                                    ? fmt::format("batch {} of {}", next_batch_, header_.num_batches)
+                                    : std::string("the header");
+      if (n == 0 && (code == Z_OK || code == Z_STREAM_END))
+        throw InputFileError(fmt::format("{}: the file ends inside {} (reading its {})", path_, where, what));
+      throw InputFileError(fmt::format("{}: cannot read {} ({}): {}", path_, where, what, code == Z_ERRNO ? std::strerror(errno) : msg));
+    }
+    p += n;
+    bytes -= static_cast<size_t>(n);
+  }
+}
+
+void KjtFileReader::open() {
+  if (gz_) gzclose(as_gz(gz_));
+  gz_ = nullptr;
+  next_batch_ = 0;
+  header_ = {};
+  errno = 0;
+  gzFile f = gzopen(path_.c_str(), "rb");
+  if (!f) throw InputFileError(fmt::format("{}: cannot open: {}", path_, errno ? std::strerror(errno) : "out of memory"));
+  gzbuffer(f, 256 * 1024);
+  gz_ = f;
+  char magic[8];
+  read_exact(magic, 8, "magic");
+  if (std::memcmp(magic, kMagic, 8) != 0)
+    throw InputFileError(fmt::format("{}: not an Embedscope KJT file (magic is not \"ESKJT\\0\\0\\0\"; "
+                                     "resources/kjt/write_kjt.py writes them)", path_));
+  uint32_t f32[4];
+  read_exact(f32, sizeof f32, "header");
+  header_.version = f32[0];
+  header_.flags = f32[1];
+  const uint32_t F = f32[2];
+  header_.num_dense = f32[3];
+  if (header_.version != KjtFileHeader::kVersion)
+    throw InputFileError(fmt::format("{}: KJT file version {}, this Embedscope reads version {}", path_, header_.version,
+                                     KjtFileHeader::kVersion));
+  if (header_.flags & ~uint32_t{7}) throw InputFileError(fmt::format("{}: unknown flags 0x{:x}", path_, header_.flags));
+  if (F == 0 || F > kMaxFeatures) throw InputFileError(fmt::format("{}: {} features, expected 1 .. {}", path_, F, kMaxFeatures));
+  const bool dense = header_.flags & KjtFileHeader::kDense;
+  if ((dense && (header_.num_dense == 0 || header_.num_dense > kMaxDense)) || (!dense && header_.num_dense != 0))
+    throw InputFileError(fmt::format("{}: {} dense features with the dense flag {}", path_, header_.num_dense, dense ? "set" : "clear"));
+  uint64_t u64[2];
+  read_exact(u64, sizeof u64, "header");
+  header_.num_batches = u64[0];
+  header_.batch_size = u64[1];
+  if (header_.num_batches == 0) throw InputFileError(fmt::format("{}: holds no batches", path_));
+  if (header_.batch_size == 0 || header_.batch_size > static_cast<uint64_t>(kMaxBatchSize))
+    throw InputFileError(fmt::format("{}: {} samples per batch, expected 1 .. {}", path_, header_.batch_size, kMaxBatchSize));
+  std::set<std::string> seen;
+  for (uint32_t k = 0; k < F; ++k) {
+    uint32_t n = 0;
+    read_exact(&n, 4, "feature names");
+    if (n == 0 || n > kMaxKeyBytes) throw InputFileError(fmt::format("{}: feature name {} is {} bytes, expected 1 .. {}", path_, k, n, kMaxKeyBytes));
+    std::string key(n, '\0');
+    read_exact(key.data(), n, "feature names");
+    if (!seen.insert(key).second) throw InputFileError(fmt::format("{}: feature name '{}' appears twice", path_, key));
+    header_.keys.push_back(std::move(key));
+  }
+}
+
+void KjtFileReader::rewind() { open(); }
+
+bool KjtFileReader::next(KjtFileBatch& out) {
+  if (next_batch_ >= header_.num_batches) {
+    char extra;
+    if (gzread(as_gz(gz_), &extra, 1) > 0)
+      throw InputFileError(fmt::format("{}: bytes after the last of its {} batches (the header's count is wrong?)", path_,
+                                       header_.num_batches));
+    return false;
+  }
+  const size_t F = header_.keys.size(), S = static_cast<size_t>(header_.batch_size);
+  uint64_t V = 0;
+  read_exact(&V, 8, "id count");
+  if (V > kMaxIdsPerBatch)
+    throw InputFileError(fmt::format("{}: batch {}: {} ids, more than {}", path_, next_batch_, V, kMaxIdsPerBatch));
+  out.lengths.resize(F * S);
+  read_exact(out.lengths.data(), out.lengths.size() * 8, "lengths");
+  uint64_t sum = 0;
+  for (size_t i = 0; i < out.lengths.size(); ++i) {
+    if (out.lengths[i] < 0)
+      throw InputFileError(fmt::format("{}: batch {}: feature '{}' sample {}: negative length {}", path_, next_batch_,
+                                       header_.keys[i / S], i % S, out.lengths[i]));
+    sum += static_cast<uint64_t>(out.lengths[i]);
+  }
+  if (sum != V)
+    throw InputFileError(fmt::format("{}: batch {}: the lengths sum to {} ids but the batch says it holds {}", path_,
+                                     next_batch_, sum, V));
+  out.ids.resize(V);
+  read_exact(out.ids.data(), V * 8, "ids");
+  out.weights.resize(header_.flags & KjtFileHeader::kWeights ? V : 0);
+  if (!out.weights.empty()) read_exact(out.weights.data(), V * 4, "weights");
+  out.labels.resize(header_.flags & KjtFileHeader::kLabels ? S : 0);
+  if (!out.labels.empty()) read_exact(out.labels.data(), S * 4, "labels");
+  out.dense.resize(S * header_.num_dense);
+  if (!out.dense.empty()) read_exact(out.dense.data(), out.dense.size() * 4, "dense features");
+  ++next_batch_;
+  return true;
+}
+
+// ---- the batch source -----------------------------------------------------------------------
+
+KjtBatchSource::KjtBatchSource(const WorkloadSpec& spec) : spec_(spec), reader_(spec.input.paths.at(0)) {
+  const KjtFileHeader& h = reader_.header();
+  const std::string& path = reader_.path();
+  std::vector<std::string> wanted, missing;
+  for (const auto& f : spec.features) {
+    wanted.push_back(f.name);
+    int k = -1;
+    for (size_t i = 0; i < h.keys.size(); ++i)
+      if (h.keys[i] == f.name) k = static_cast<int>(i);
+    if (k < 0) missing.push_back(f.name);
+    key_of_feature_.push_back(k);
+  }
+  if (!missing.empty())
+    throw InputFileError(fmt::format("{}: the file's features {} lack the workload's {} (the workload has {})", path, h.keys,
+                                     missing, wanted));
+  const uint64_t G = static_cast<uint64_t>(spec.batch_size) * static_cast<uint64_t>(spec.devices.count);
+  if (h.batch_size != G)
+    throw InputFileError(fmt::format("{}: batches of {} samples, but the workload's global batch is {} (batch_size {} x {} "
+                                     "devices)",
+                                     path, h.batch_size, G, spec.batch_size, spec.devices.count));
+  if (h.flags & KjtFileHeader::kWeights)
+    throw InputFileError(fmt::format("{}: has per-id weights, which Embedscope does not train on (its pooling is unweighted "
+                                     "sum / mean)", path));
+  if ((h.flags & KjtFileHeader::kDense) && spec.dense && h.num_dense != static_cast<uint32_t>(spec.dense->num_dense_features))
+    throw InputFileError(fmt::format("{}: {} dense features per sample, but dense.num_dense_features is {}", path, h.num_dense,
+                                     spec.dense->num_dense_features));
+  const uint64_t needed = static_cast<uint64_t>(spec.warmup_steps + spec.steps);
+  if (spec.input.on_short == ShortInputPolicy::error && h.num_batches < needed)
+    throw InputFileError(fmt::format("{}: holds {} batches, the run needs {} (warmup_steps {} + steps {}); set \"input\": "
+                                     "{{\"on_short\": \"wrap\"}} to read them again from the start",
+                                     path, h.num_batches, needed, spec.warmup_steps, spec.steps));
+}
+
+KjtBatchSource::Global KjtBatchSource::read_global(int64_t iteration) {
+  KjtFileBatch fb;
+  if (!reader_.next(fb)) {  // only under wrap: the constructor checked the count otherwise
+    reader_.rewind();
+    if (!reader_.next(fb)) throw InputFileError(fmt::format("{}: holds no batches", reader_.path()));
+  }
+  const int W = spec_.devices.count;
+  const int64_t B = spec_.batch_size, G = B * W;
+  const size_t F = spec_.features.size();
+  const int nd = spec_.dense ? spec_.dense->num_dense_features : 0;
+  const size_t keys = reader_.header().keys.size();
+  std::vector<int64_t> key_off(keys * static_cast<size_t>(G) + 1, 0);  // offsets of every (key, sample) bag
+  for (size_t i = 0; i < fb.lengths.size(); ++i) key_off[i + 1] = key_off[i] + fb.lengths[i];
+  Global g;
+  for (int r = 0; r < W; ++r) {
+    Batch b;
+    b.origin = fmt::format("{}: batch {}", reader_.path(), iteration);
+    b.kjt.batch_size = B;
+    b.kjt.num_features = static_cast<int>(F);
+    b.kjt.lengths.resize(F * static_cast<size_t>(B));
+    for (size_t f = 0; f < F; ++f) {
+      const size_t k = static_cast<size_t>(key_of_feature_[f]);
+      const size_t first = k * static_cast<size_t>(G) + static_cast<size_t>(r * B);
+      for (int64_t s = 0; s < B; ++s) b.kjt.lengths[f * static_cast<size_t>(B) + static_cast<size_t>(s)] = fb.lengths[first + static_cast<size_t>(s)];
+      b.kjt.values.insert(b.kjt.values.end(), fb.ids.begin() + key_off[first], fb.ids.begin() + key_off[first + static_cast<size_t>(B)]);
+    }
+    b.labels.assign(static_cast<size_t>(B), 0.0f);
+    if (!fb.labels.empty()) std::copy_n(fb.labels.begin() + r * B, B, b.labels.begin());
+    b.dense.assign(static_cast<size_t>(B * nd), 0.0f);
+    if (!fb.dense.empty() && nd > 0) std::copy_n(fb.dense.begin() + r * B * nd, B * nd, b.dense.begin());
+    g.ranks.push_back(std::move(b));
+  }
+  return g;
+}
+
+Batch KjtBatchSource::make(int64_t iteration, int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (error_) throw InputFileError(*error_);
+  try {
+    if (iteration < next_it_ && !cache_.count(iteration)) {
+      reader_.rewind();
+      cache_.clear();
+      next_it_ = 0;
+    }
+    while (next_it_ <= iteration) {
+      cache_[next_it_] = read_global(next_it_);
+      ++next_it_;
+    }
+  } catch (const InputFileError& e) {
+    error_ = e.what();
+    throw;
+  }
+  auto it = cache_.find(iteration);
+  Batch out = std::move(it->second.ranks[static_cast<size_t>(rank)]);  // each rank takes its slice once
+  if (++it->second.taken == spec_.devices.count) cache_.erase(it);
+  return out;
+}
+
+}  // namespace embedscope::engine
