@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -194,11 +196,14 @@ class Search {
         return cost_.perf(table_ids(i), s.num_cols, B * W_ * nf * static_cast<double>(s.num_cols), table_ids(i));
       case ShardingType::row_wise:
       case ShardingType::table_row_wise: {
+        // memoized: the Zipf share of a row range costs up to 2 x 4,096 powers (zipf_mass)
+        const auto key = std::make_tuple(i, type == ShardingType::row_wise, s.row_offset, s.num_rows);
+        if (auto it = row_perf_.find(key); it != row_perf_.end()) return it->second;
         double look = 0;
         for (int f : ti.features)
           look += B * W_ * spec_.features[static_cast<size_t>(f)].pooling_factor.mean *
                   row_range_share(spec_.features[static_cast<size_t>(f)], t.num_embeddings, s.row_offset, s.num_rows);
-        return cost_.perf(look, s.num_cols, B * W_ * nf * static_cast<double>(s.num_cols), look);
+        return row_perf_[key] = cost_.perf(look, s.num_cols, B * W_ * nf * static_cast<double>(s.num_cols), look);
       }
       case ShardingType::data_parallel: {
         // local lookups of the own batch; backward: the all-gather of every rank's sparse
@@ -450,6 +455,7 @@ class Search {
   }
 
   static constexpr size_t kDescentTables = 128;
+  mutable std::map<std::tuple<size_t, bool, int64_t, int64_t>, Perf> row_perf_;
   const WorkloadSpec& spec_;
   const HardwareProfile& hw_;
   ShardingPlan greedy_;

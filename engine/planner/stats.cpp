@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -19,9 +20,17 @@ namespace embedscope::engine {
 
 double zipf_mass(int64_t n, double alpha) {
   constexpr int64_t kExact = 4096;
-  double s = 0;
-  const int64_t m = std::min(n, kExact);
-  for (int64_t k = 1; k <= m; ++k) s += std::pow(static_cast<double>(k), -alpha);
+  // the exact prefix sums of one alpha, computed once per thread (a plan search asks for
+  // thousands of row ranges of a few alphas)
+  thread_local std::map<double, std::vector<double>> prefix_by_alpha;
+  auto& prefix = prefix_by_alpha[alpha];
+  if (prefix.empty()) {
+    prefix.resize(kExact + 1, 0.0);
+    for (int64_t k = 1; k <= kExact; ++k)
+      prefix[static_cast<size_t>(k)] = prefix[static_cast<size_t>(k - 1)] + std::pow(static_cast<double>(k), -alpha);
+  }
+  if (n <= 0) return 0.0;
+  double s = prefix[static_cast<size_t>(std::min(n, kExact))];
   if (n > kExact) {
     const double a = static_cast<double>(kExact) + 0.5, b = static_cast<double>(n) + 0.5;
     s += std::abs(alpha - 1.0) < 1e-12 ? std::log(b / a)
