@@ -182,7 +182,7 @@ class Search {
   }
 
  private:
-  // The shards a table of type `t` would have with `parts` column shards (ranks unset: -1).
+  // Every rank's ids of table i per step (batch x world x the features' mean pooling factors).
   double table_ids(size_t i) const { return cost_.batch() * W_ * tables_[i].pf_sum; }
 
   Perf shard_perf(size_t i, ShardingType type, const Shard& s) const {
@@ -422,7 +422,7 @@ class Search {
     for (size_t i = 0; i < tables_.size(); ++i) prop[i] = start->plan.tables[i].type;
     Candidate best = *start;
     std::stable_sort(open.begin(), open.end(), [&](size_t a, size_t b) { return table_ids(a) * spec_.tables[a].embedding_dim > table_ids(b) * spec_.tables[b].embedding_dim; });
-    if (open.size() > kDescentTables) open.resize(kDescentTables);
+    if (open.size() > static_cast<size_t>(kDescentTables)) open.resize(static_cast<size_t>(kDescentTables));
     for (size_t i : open)
       for (ShardingType t : tables_[i].allowed) {
         if (t == prop[i]) continue;
@@ -454,7 +454,6 @@ class Search {
     return s;
   }
 
-  static constexpr size_t kDescentTables = 128;
   mutable std::map<std::tuple<size_t, bool, int64_t, int64_t>, Perf> row_perf_;
   const WorkloadSpec& spec_;
   const HardwareProfile& hw_;

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include <random>
+
 #include "embedscope/engine/cost/hardware_profile.h"
+#include "embedscope/engine/input/input.h"
 #include "embedscope/engine/planner/stats.h"
 #include "embedscope/engine/workload/presets.h"
 
@@ -53,6 +56,29 @@ TEST(PlannerStats, ZipfMassAndRowRangeShare) {
   EXPECT_DOUBLE_EQ(row_range_share(f, 4, 0, 2), 0.5);
   f.ids.kind = IdDistributionKind::uniform;
   EXPECT_DOUBLE_EQ(row_range_share(f, 10, 0, 3), 0.3);
+}
+
+// The share the planner assumes is the share the input module draws: ZipfSampler (input.h) over
+// 100,000 rows, alpha 1.15, 400,000 draws; the first quarter of the rows (row 0 hottest).
+TEST(PlannerStats, RowRangeShareMatchesTheInputModulesZipfSampler) {
+  const int64_t n = 100000;
+  const ZipfSampler zipf(n, 1.15);
+  std::mt19937_64 rng(7);
+  const int draws = 400000;
+  int first_quarter = 0, last_half = 0;
+  for (int i = 0; i < draws; ++i) {
+    const int64_t k = zipf(rng);
+    first_quarter += k < n / 4;
+    last_half += k >= n / 2;
+  }
+  FeatureSpec f;
+  f.ids.kind = IdDistributionKind::zipf;
+  f.ids.alpha = 1.15;
+  f.ids.permute = false;
+  // binomial standard error at p ~ 0.9 over 400k draws: 0.0005; 0.003 is six of them
+  EXPECT_NEAR(static_cast<double>(first_quarter) / draws, row_range_share(f, n, 0, n / 4), 0.003);
+  EXPECT_NEAR(static_cast<double>(last_half) / draws, row_range_share(f, n, n / 2, n / 2), 0.003);
+  EXPECT_GT(row_range_share(f, n, 0, n / 4), 0.85);  // the hot rows: row_wise's rank 0 does most lookups
 }
 
 TEST(PlannerStats, LookupsPerRankCountTheZipfHotRowsOfRowWiseShards) {
