@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "embedscope/engine/planner/search.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "output/output.h"
 #include "workload_args.h"
@@ -18,7 +19,37 @@ using nlohmann::json;
 
 namespace {
 
-int cmd_plan(WorkloadArgs& a, bool as_json) {
+// `plan --auto`: the planner's search (planner/search.h) and TorchRec's planner statistics of
+// the plan it chose (planner/stats.h). No plan fitting is a SpecError naming the rank and term.
+int cmd_plan_auto(WorkloadArgs& a, bool as_json) {
+  if (a.was_given("--sharding"))
+    throw es::SpecError("--sharding: cannot be combined with --auto (the search picks every table's type; fix a "
+                        "table's type with a sharding.tables override in the workload instead)");
+  const es::WorkloadSpec spec = load(a);
+  const es::PlanSearchResult r = with_origin(a.origin, [&] { return es::plan_search(spec, es::planning_profile(spec)); });
+  if (as_json) {
+    json j = es::to_json(spec, r.plan);
+    j["fits"] = r.stats.fits;
+    j.update(pipeline_json(spec));
+    j["search"] = {{"proposer", r.proposer}, {"proposals", r.proposals}, {"feasible", r.feasible},
+                   {"seconds", r.seconds}};
+    j["stats"] = es::to_json(r.stats);
+    std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    return 0;
+  }
+  std::cout << plan_table(spec, r.plan) << "\n" << pipeline_text(spec) << "\n";
+  std::cout << fmt::format("planner search: evaluated {} proposal(s), found {} possible plan(s), ran for {:.2f} s; best: "
+                           "{}\n",
+                           r.proposals, r.feasible, r.seconds, r.proposer);
+  std::cout << es::to_text(r.stats);
+  if (spec.devices.backend != es::Backend::simulated && spec.devices.hardware.empty())
+    std::cout << fmt::format("(cpu ranks: the times are relative costs from hardware profile {}, not this machine's)\n",
+                             es::kDefaultPlanningProfile);
+  return 0;
+}
+
+int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan) {
+  if (auto_plan) return cmd_plan_auto(a, as_json);
   const es::WorkloadSpec spec = load(a);
   const es::ShardingPlan plan = with_origin(a.origin, [&] { return es::plan_sharding(spec); });
   const auto est = es::estimate_memory(spec, plan);
@@ -65,6 +96,7 @@ int cmd_plan(WorkloadArgs& a, bool as_json) {
 struct PlanState {
   WorkloadArgs args;
   bool json = false;
+  bool auto_plan = false;
 };
 
 }  // namespace
@@ -74,7 +106,10 @@ Command add_plan_command(CLI::App& app) {
   auto* plan = app.add_subcommand("plan", "Show the sharding plan and the memory each device needs, without running");
   add_workload_options(plan, s->args);
   plan->add_flag("--json", s->json, "Print the plan as JSON");
-  return {plan, [s] { return cmd_plan(s->args, s->json); }, [s] { return s->json; }};
+  plan->add_flag("--auto", s->auto_plan,
+                 "Search for the plan with the shortest estimated critical path that fits (proposers greedy, uniform, "
+                 "balanced, grid; LPT partitioner) and print TorchRec's planner statistics of it");
+  return {plan, [s] { return cmd_plan(s->args, s->json, s->auto_plan); }, [s] { return s->json; }};
 }
 
 }  // namespace embedscope::cli

@@ -19,6 +19,7 @@
 #include "commands.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/exec/run.h"
+#include "embedscope/engine/planner/search.h"
 #include "embedscope/sessions/analysis/stats.h"
 #include "embedscope/sessions/store/session.h"
 #include "output/output.h"
@@ -50,17 +51,32 @@ std::string default_session_name() {
 }
 
 int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, const std::string& plan_file) {
-  refuse_flags_the_plan_overrides(a, plan_file);
+  const bool auto_plan = plan_file == "auto";
+  if (auto_plan && a.was_given("--sharding"))
+    throw es::SpecError("--sharding: cannot be combined with --plan auto (the planner's search picks every table's "
+                        "type; fix a table's type with a sharding.tables override in the workload instead)");
+  if (!auto_plan) refuse_flags_the_plan_overrides(a, plan_file);
   const es::WorkloadSpec spec = load(a);
-  // a given plan runs exactly as written (validated against the workload); else the planner's
-  const es::ShardingPlan plan = plan_file.empty() ? with_origin(a.origin, [&] { return es::plan_sharding(spec); })
-                                                  : es::load_plan_file(spec, plan_file);
+  // a given plan runs exactly as written (validated against the workload); `auto`: the best plan of
+  // the planner's search (planner/search.h); else the greedy planner's
+  std::string auto_proposer;
+  const es::ShardingPlan plan = [&] {
+    if (auto_plan)
+      return with_origin(a.origin, [&] {
+        auto r = es::plan_search(spec, es::planning_profile(spec));
+        auto_proposer = r.proposer;
+        return r.plan;
+      });
+    return plan_file.empty() ? with_origin(a.origin, [&] { return es::plan_sharding(spec); })
+                             : es::load_plan_file(spec, plan_file);
+  }();
   if (output.empty()) output = default_session_name();
   embedscope::sessions::SessionWriter::check_path(output, overwrite);  // refuse before announcing the run
   const bool tty = isatty(STDERR_FILENO) != 0;
   std::string sharding = es::to_string(spec.sharding.default_type);
   if (!spec.sharding.per_table.empty()) sharding += " + per-table overrides";
   if (!plan_file.empty()) sharding = "the plan in " + plan_file;
+  if (auto_plan) sharding = "the planner's search (plan --auto; best proposal: " + auto_proposer + ")";
   fmt::print(stderr, "embedscope run: {} on {} {} ranks, {}, batch {} per rank, {} steps (+{} warmup), {} pipeline\n",
              spec.name, spec.devices.count, es::to_string(spec.devices.backend), sharding, spec.batch_size, spec.steps,
              spec.warmup_steps, es::to_string(spec.pipeline));
@@ -200,7 +216,8 @@ Command add_run_command(CLI::App& app) {
   run->add_flag("--force-overwrite", s->overwrite, "Replace the session file if it exists");
   run->add_option("--plan", s->plan,
                   "Run exactly this sharding plan (the JSON `embedscope plan --json` prints, edited by hand) instead "
-                  "of planning; validated against the workload");
+                  "of planning; validated against the workload. `--plan auto`: the best plan of the planner's search "
+                  "(`embedscope plan --auto`; a file named auto: ./auto)");
   return {run, [s] { return cmd_run(s->args, s->json, s->output, s->overwrite, s->plan); }, [s] { return s->json; }};
 }
 

@@ -1,0 +1,89 @@
+#pragma once
+// The planner's search (issue 15, "Search"): proposers suggest a sharding type per table,
+// a partitioner places the shards on ranks, and every candidate plan is scored by its estimated
+// critical path; the best plan that fits the devices' memory wins. Then `embedscope plan --auto`
+// prints TorchRec's planner statistics for it (stats.h of this folder: plan_stats).
+//
+// Proposers (TorchRec's torchrec/distributed/planner/proposers.py names in brackets):
+//   greedy     today's plan_sharding (largest tables first onto the rank with the fewest bytes).
+//   uniform:T  every open table of type T, for each type T the tables allow [UniformProposer].
+//   balanced   table_wise, except a table whose estimated time alone exceeds the mean time per
+//              rank goes row_wise: balances lookups and time, not only bytes.
+//   grid       a grid over the types each table allows [GridSearchProposer]: the full product
+//              when it has at most kMaxGridProposals members, else one pass of coordinate
+//              descent from the best proposal so far over the kDescentTables open tables of the
+//              most lookup bytes (largest first, each tries each allowed type, a change is
+//              kept when the shard-level critical path improves).
+// Open tables are those without an override in spec.sharding.tables: an override fixes the
+// type (and the ranks / node when it gives them). Allowed types of an open table: table_wise,
+// row_wise, column_wise (embedding_dim >= 8), table_row_wise (only when local_world_size <
+// world), data_parallel.
+//
+// Partitioner (every proposer but greedy): fixed shards first (overrides, row_wise,
+// data_parallel, table_row_wise's node rows), then the open shards largest estimated time
+// first (LPT, longest processing time; ties: larger bytes first) onto the rank with the least
+// estimated time so far (ties: the fewest bytes, then the lowest rank) among the ranks whose
+// shard bytes would stay within devices.memory_bytes less the non-shard bytes of the memory
+// estimate; a column_wise table's shards go to distinct ranks; table_row_wise tables go to the
+// node with the least time. Every candidate is then checked with estimate_memory +
+// check_memory_fits, and a candidate that does not fit is dropped.
+//
+// Time estimate of a shard (ns per step, the partitioner's and the proposers' unit): the
+// shard's expected lookups per step L (lookups.h: batch x world x mean pooling factor of the
+// table's features, times the shard's share of the ids) timed with the hardware profile:
+// forward = launch + L x cols x 4 B / (HBM bw x TBE forward efficiency); backward = launch +
+// L x cols x 4 B x (2 + optimizer state floats per element) / (HBM bw x TBE backward eff.);
+// comms = the bytes the shard's output dist sends (pooled rows, fp32) / the intra-node bus
+// bandwidth, twice (output dist forward, gradient dist backward). The plan itself is then
+// scored with plan_stats (its StepProgram ops timed by the cost model).
+//
+// Hardware: the workload's devices.hardware when set, else kDefaultPlanningProfile. On cpu
+// ranks this is honest only as *relative* costs (a lookup of 2x the bytes costs 2x): the
+// profile's absolute times are a GPU's, not this machine's; calibrating this_machine is
+// another slice of issue 15.
+//
+// Speed: O(P x (S log S + S x W)) for P proposals of S shards on W ranks, plus plan_stats of
+// the few best candidates (kStatsCandidates), which builds every rank's StepProgram (about
+// O(W^2 x tables)): 1,000 tables on 64 ranks take 0.4 s of CPU (bench/planner_bench.cpp);
+// mlperf_dlrm_dcnv2 on 128 simulated ranks 2.3 s.
+
+#include <string>
+#include <vector>
+
+#include "embedscope/engine/cost/hardware_profile.h"
+#include "embedscope/engine/planner/stats.h"
+#include "embedscope/engine/sharding/sharding.h"
+#include "embedscope/engine/workload/spec.h"
+
+namespace embedscope::engine {
+
+/// The built-in profile plan_search uses when the workload names none (devices.hardware empty).
+inline constexpr const char* kDefaultPlanningProfile = "h100_sxm";
+/// The grid proposer enumerates the full product of the tables' allowed types up to this size.
+inline constexpr int kMaxGridProposals = 256;
+/// The grid proposer's coordinate descent visits at most this many tables.
+inline constexpr int kDescentTables = 128;
+/// How many of the best candidates (by the shard-level estimate) are scored with plan_stats.
+inline constexpr int kStatsCandidates = 4;
+
+/// The hardware profile the planner times a workload with: devices.hardware if set, else
+/// kDefaultPlanningProfile. Throws what load_hardware_profile throws.
+HardwareProfile planning_profile(const WorkloadSpec& spec);
+
+/// The result of plan_search.
+struct PlanSearchResult {
+  ShardingPlan plan;        ///< the best plan that fits
+  PlanStats stats;          ///< its statistics (plan_stats)
+  std::string proposer;     ///< which proposer made it: "greedy", "uniform:row_wise", "balanced", "grid"
+  int proposals = 0;        ///< proposals evaluated (TorchRec's "Evaluated N proposal(s)")
+  int feasible = 0;         ///< of those, the plans that fit in memory ("found N possible plan(s)")
+  double seconds = 0;       ///< wall time of the search
+};
+
+/// Searches for the plan with the shortest estimated critical path (plan_stats) that fits the
+/// devices' memory, timed with `hw`. Throws SpecError what plan_sharding throws for an invalid
+/// override, and SpecError "/devices/memory_bytes: no plan fits ..." with the smallest
+/// candidate's check_memory_fits message (the rank and the term) when no candidate fits.
+PlanSearchResult plan_search(const WorkloadSpec& spec, const HardwareProfile& hw);
+
+}  // namespace embedscope::engine

@@ -1,0 +1,116 @@
+#pragma once
+// The planner's statistics of one plan, as TorchRec's planner prints them
+// (torchrec/distributed/planner/stats.py, EmbeddingStats): per rank the shards by type, the
+// estimated HBM (and DDR, always 0 here: nothing is offloaded to host memory), forward /
+// backward compute and comms, the critical path, and imbalance as max/mean plus TorchRec's
+// divergence measures of the per-rank distribution.
+//
+// Expected lookups (rows read per step) of a shard: batch_size x world x mean pooling factor,
+// summed over the table's features, times the shard's share of the table's ids:
+//   table_wise / column_wise: 1 (every id of the table; a column shard reads its columns);
+//   data_parallel: 1 / world per replica (each rank looks up its own batch only);
+//   row_wise / table_row_wise: the share of the ids in the shard's row range. Uniform ids and
+//     Zipf ids with permute = true (hot rows spread over the rows by a seeded permutation):
+//     rows / num_embeddings. Zipf with permute = false (the hottest row is row 0): the Zipf
+//     mass of the range, sum_{k=lo+1..hi} k^-alpha / sum_{k=1..N} k^-alpha, so row 0's shard
+//     is counted with the hot rows (zipf_mass below).
+// The StepProgram's own figures spread ids evenly over a table's rows (step_program.h,
+// CollectiveCall::exact): the compute and comms columns below come from the program and so
+// do not see the Zipf skew of permute = false; the lookups column does.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "embedscope/engine/cost/hardware_profile.h"
+#include "embedscope/engine/sharding/sharding.h"
+#include "embedscope/engine/workload/spec.h"
+
+namespace embedscope::engine {
+
+/// sum_{k=1..n} k^-alpha (the generalized harmonic number H(n, alpha)), n >= 0, alpha > 0:
+/// exact for the first 4,096 terms, then the midpoint integral of x^-alpha from 4096.5 to n + 0.5
+/// (relative error < 1e-9 there). zipf_mass(3, 1) = 1 + 1/2 + 1/3.
+double zipf_mass(int64_t n, double alpha);
+
+/// The expected share in [0, 1] of a table's ids that falls in rows [row_offset, row_offset +
+/// num_rows) for the distribution of feature `f` (see the header comment).
+double row_range_share(const FeatureSpec& f, int64_t num_embeddings, int64_t row_offset, int64_t num_rows);
+
+/// Expected rows looked up per step on each rank (size world), summed over the plan's shards.
+std::vector<double> expected_lookups_per_rank(const WorkloadSpec& spec, const ShardingPlan& plan);
+
+/// TorchRec's imbalance measures of a distribution p over k ranks (p normalized to sum 1; an
+/// empty p gives -1 as TorchRec does), stats.py:
+///   total_variation = max_i |p_i - 1/k|                    (_total_variation)
+///   total_distance  = sum_i |p_i - 1/k|                    (_total_distance)
+///   chi_divergence  = sum_i |p_i - 1/k|^alpha k^(alpha-1)  (_chi_divergence, alpha >= 1; TorchRec prints alpha = 1)
+///   kl_divergence   = sum_{p_i > 0} p_i ln(k p_i)          (_kl_divergence)
+/// and their upper bounds for k ranks: max_chi_divergence = (k-1)^alpha / k + (k-1) / k
+/// (_calc_max_chi_divergence), max_kl_divergence = ln k (_calc_max_kl_divergence).
+double total_variation(const std::vector<double>& p);
+double total_distance(const std::vector<double>& p);
+double chi_divergence(const std::vector<double>& p, double alpha = 1.0);
+double kl_divergence(const std::vector<double>& p);
+double max_chi_divergence(int k, double alpha = 1.0);
+double max_kl_divergence(int k);
+
+/// Imbalance of per-rank values x (e.g. lookups, ns, bytes): max/mean (1 when balanced; 0 for
+/// all-zero x) and TorchRec's measures of x normalized to sum 1.
+struct Imbalance {
+  double max_over_mean = 0, total_variation = 0, total_distance = 0, chi_divergence = 0, kl_divergence = 0;
+};
+Imbalance imbalance(const std::vector<double>& x);
+
+/// One rank's row of the stats table.
+struct RankStats {
+  int rank = 0;
+  /// shard count per sharding type, indexed by ShardingType (data_parallel .. table_row_wise)
+  std::array<int, 5> shards{};
+  double lookups = 0;           ///< expected rows looked up per step
+  int64_t hbm_bytes = 0;        ///< estimate_memory's total for the rank
+  int64_t ddr_bytes = 0;        ///< always 0 (no host-memory offload in Embedscope)
+  /// ns per step, from the rank's StepProgram ops timed by the cost model:
+  int64_t fwd_compute_ns = 0;   ///< bucketize, kjt_permute, lookup
+  int64_t fwd_comms_ns = 0;     ///< input dist (KJT all-to-alls) and output dist
+  int64_t bwd_compute_ns = 0;   ///< backward_fused_optimizer and the data-parallel updates
+  int64_t bwd_comms_ns = 0;     ///< gradient dist (and data-parallel gradient collectives)
+  int64_t total_ns() const { return fwd_compute_ns + fwd_comms_ns + bwd_compute_ns + bwd_comms_ns; }
+};
+
+/// The statistics of one plan.
+struct PlanStats {
+  std::string hardware;              ///< the profile the times are from
+  std::vector<RankStats> ranks;
+  /// TorchRec's "Sum of Maxima" (stats.py, _log_max_perf_and_max_hbm): sum over the four
+  /// phases (fwd compute, fwd comms, bwd compute, bwd comms) of the maximum over ranks, ns.
+  int64_t critical_path_ns = 0;
+  /// The longest rank's total (TorchRec's "Longest Critical Path (Maximum of Total Perf)"), ns.
+  int64_t max_rank_total_ns = 0;
+  Imbalance perf, hbm, lookups;      ///< of total_ns, hbm_bytes and lookups per rank
+  bool fits = true;                  ///< every rank's HBM within devices.memory_bytes
+  std::string does_not_fit;          ///< check_memory_fits's message (names the rank and the term)
+};
+
+/// Computes the statistics of `plan` (validated with validate_plan) with `hw`: builds each
+/// rank's program of the pipeline's steady iteration (steady_iteration) and times its ops with
+/// compute_ns / collective_ns (gpus per node: plan.local_world_size). The dense part (dense
+/// forward/backward, its all-reduces and optimizer) and the input op are the same under every
+/// plan and are left out, as TorchRec's planner leaves them out of its shards' perf.
+/// Throws what validate_plan throws.
+PlanStats plan_stats(const WorkloadSpec& spec, const ShardingPlan& plan, const HardwareProfile& hw);
+
+/// The stats table for people: one row per rank, then the critical path and the imbalance
+/// measures (TorchRec's layout, ns shown as ms, bytes as GiB/MiB).
+std::string to_text(const PlanStats& s);
+/// {"hardware", "critical_path_ns", "max_rank_total_ns", "fits", "does_not_fit"?, "ranks":
+/// [{"rank", "shards": {"table_wise": n, ...}, "lookups", "hbm_bytes", "ddr_bytes",
+/// "fwd_compute_ns", "fwd_comms_ns", "bwd_compute_ns", "bwd_comms_ns", "total_ns"}],
+/// "imbalance": {"perf"|"hbm"|"lookups": {"max_over_mean", "total_variation", "total_distance",
+/// "chi_divergence", "kl_divergence"}}, "max_chi_divergence", "max_kl_divergence"}
+nlohmann::json to_json(const PlanStats& s);
+
+}  // namespace embedscope::engine

@@ -1,0 +1,475 @@
+// The planner's search (planner/search.h): proposers, the LPT partitioner, and the choice of
+// the best candidate by its StepProgram critical path (planner/stats.h).
+#include "embedscope/engine/planner/search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/workload/spec_error.h"
+
+namespace embedscope::engine {
+
+HardwareProfile planning_profile(const WorkloadSpec& spec) {
+  return load_hardware_profile(spec.devices.hardware.empty() ? kDefaultPlanningProfile : spec.devices.hardware);
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The four phases of a shard's estimated time, ns per step.
+struct Perf {
+  double fwd_compute = 0, fwd_comms = 0, bwd_compute = 0, bwd_comms = 0;
+  double total() const { return fwd_compute + fwd_comms + bwd_compute + bwd_comms; }
+  void add(const Perf& o) {
+    fwd_compute += o.fwd_compute;
+    fwd_comms += o.fwd_comms;
+    bwd_compute += o.bwd_compute;
+    bwd_comms += o.bwd_comms;
+  }
+};
+
+struct TableInfo {
+  bool open = true;            // no override in spec.sharding.tables
+  TableSharding fixed;         // the override (open == false)
+  std::vector<ShardingType> allowed;
+  std::vector<int> features;   // indices into spec.features
+  double pf_sum = 0;           // sum of the features' mean pooling factors
+};
+
+// Shard-level cost model (search.h, "Time estimate of a shard").
+class ShardCost {
+ public:
+  ShardCost(const WorkloadSpec& spec, const HardwareProfile& hw, int world)
+      : spec_(spec), hw_(hw), W_(world), B_(static_cast<double>(spec.batch_size)) {
+    const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, 1, 1024);
+    state_per_elem_ = static_cast<double>(m1 + m2) / 1024.0;
+  }
+
+  // A shard of `cols` columns that serves `lookups` ids per step and sends `out_floats` pooled
+  // floats per step in its output dist (the same back in its gradient dist).
+  Perf perf(double lookups, int64_t cols, double out_floats, double in_ids) const {
+    const GpuProfile& g = hw_.gpu;
+    const double launch = static_cast<double>(g.kernel_launch_ns);
+    const double row_bytes = lookups * static_cast<double>(cols) * 4.0;
+    Perf p;
+    p.fwd_compute = launch + 1e9 * row_bytes / (g.hbm_bandwidth_bytes_per_s * g.tbe_forward_efficiency);
+    p.bwd_compute = launch + 1e9 * row_bytes * (2.0 + 2.0 * state_per_elem_) /
+                                 (g.hbm_bandwidth_bytes_per_s * g.tbe_backward_efficiency);
+    const double frac = W_ > 1 ? static_cast<double>(W_ - 1) / W_ : 0.0;
+    const double bw = hw_.intra_node.bus_bandwidth_bytes_per_s;
+    p.fwd_comms = 1e9 * frac * (out_floats * 4.0 + in_ids * 8.0) / bw;
+    p.bwd_comms = 1e9 * frac * out_floats * 4.0 / bw;
+    return p;
+  }
+  double shard_bytes(int64_t rows, int64_t cols) const {
+    return static_cast<double>(rows * cols) * 4.0 * (1.0 + state_per_elem_);
+  }
+  double batch() const { return B_; }
+
+ private:
+  const WorkloadSpec& spec_;
+  const HardwareProfile& hw_;
+  int W_;
+  double B_;
+  double state_per_elem_ = 0;
+};
+
+struct Candidate {
+  ShardingPlan plan;
+  std::string proposer;
+  double score = 0;           // shard-level critical path, ns
+  bool within_capacity = true;
+};
+
+class Search {
+ public:
+  Search(const WorkloadSpec& spec, const HardwareProfile& hw)
+      : spec_(spec), hw_(hw), greedy_(plan_sharding(spec)), W_(greedy_.world_size), L_(greedy_.local_world_size),
+        nodes_(W_ / L_), cost_(spec, hw, W_), index_(spec) {
+    tables_.resize(spec.tables.size());
+    for (size_t i = 0; i < spec.tables.size(); ++i) {
+      TableInfo& ti = tables_[i];
+      const TableSpec& t = spec.tables[i];
+      if (auto it = spec.sharding.per_table.find(t.name); it != spec.sharding.per_table.end()) {
+        ti.open = false;
+        ti.fixed = it->second;
+        ti.allowed = {it->second.type};
+      } else {
+        ti.allowed = {ShardingType::table_wise, ShardingType::row_wise};
+        if (t.embedding_dim >= 8 && W_ > 1) ti.allowed.push_back(ShardingType::column_wise);
+        if (L_ < W_) ti.allowed.push_back(ShardingType::table_row_wise);
+        ti.allowed.push_back(ShardingType::data_parallel);
+      }
+      for (int f : index_.features_of_table()[i])
+        if (f >= 0) {
+          ti.features.push_back(f);
+          ti.pf_sum += spec.features[static_cast<size_t>(f)].pooling_factor.mean;
+        }
+    }
+    // the bytes besides the shards' weights and state: the greedy plan's estimate, largest rank
+    int64_t overhead = 0;
+    for (const auto& e : estimate_memory(spec, greedy_)) overhead = std::max(overhead, e.dense + e.buffers);
+    capacity_ = static_cast<double>(spec.devices.memory_bytes - overhead);
+  }
+
+  PlanSearchResult run() {
+    const auto t0 = Clock::now();
+    std::vector<Candidate> cands;
+    cands.push_back({greedy_, "greedy", score(greedy_), true});
+    std::vector<ShardingType> types;
+    for (const TableInfo& ti : tables_)
+      for (ShardingType t : ti.allowed)
+        if (ti.open && std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
+    for (ShardingType t : types) {
+      std::vector<ShardingType> prop;
+      for (const TableInfo& ti : tables_) prop.push_back(ti.open ? t : ti.fixed.type);
+      cands.push_back(make(prop, std::string("uniform:") + to_string(t)));
+    }
+    cands.push_back(make(balanced(), "balanced"));
+    grid(cands);
+    PlanSearchResult res;
+    res.proposals = static_cast<int>(cands.size()) + grid_extra_;
+    res.feasible = grid_feasible_;
+    for (const Candidate& c : cands) res.feasible += c.within_capacity ? 1 : 0;
+    // the best few by the shard-level estimate, scored by their StepPrograms
+    std::vector<size_t> order(cands.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      if (cands[a].within_capacity != cands[b].within_capacity) return cands[a].within_capacity;
+      return cands[a].score < cands[b].score;
+    });
+    bool have = false;
+    int scored = 0;
+    std::string first_misfit;
+    std::set<std::string> seen;
+    for (size_t i : order) {
+      if (scored >= kStatsCandidates && have) break;
+      const Candidate& c = cands[i];
+      const std::string key = fingerprint(c.plan);
+      if (!seen.insert(key).second) continue;
+      PlanStats st = plan_stats(spec_, c.plan, hw_);
+      ++scored;
+      if (!st.fits) {
+        if (first_misfit.empty()) first_misfit = st.does_not_fit;
+        continue;
+      }
+      const auto max_hbm = [](const PlanStats& s) {
+        int64_t m = 0;
+        for (const auto& r : s.ranks) m = std::max(m, r.hbm_bytes);
+        return m;
+      };
+      if (!have || st.critical_path_ns < res.stats.critical_path_ns ||
+          (st.critical_path_ns == res.stats.critical_path_ns && max_hbm(st) < max_hbm(res.stats))) {
+        res.plan = c.plan;
+        res.stats = std::move(st);
+        res.proposer = c.proposer;
+        have = true;
+      }
+    }
+    if (!have)
+      throw SpecError("/devices/memory_bytes: no plan fits the devices; the best candidate: " + first_misfit);
+    res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    return res;
+  }
+
+ private:
+  // Every rank's ids of table i per step (batch x world x the features' mean pooling factors).
+  double table_ids(size_t i) const { return cost_.batch() * W_ * tables_[i].pf_sum; }
+
+  Perf shard_perf(size_t i, ShardingType type, const Shard& s) const {
+    const TableSpec& t = spec_.tables[i];
+    const TableInfo& ti = tables_[i];
+    const double B = cost_.batch();
+    const double nf = static_cast<double>(ti.features.size());
+    switch (type) {
+      case ShardingType::table_wise:
+      case ShardingType::column_wise:
+        return cost_.perf(table_ids(i), s.num_cols, B * W_ * nf * static_cast<double>(s.num_cols), table_ids(i));
+      case ShardingType::row_wise:
+      case ShardingType::table_row_wise: {
+        // memoized: the Zipf share of a row range costs up to 2 x 4,096 powers (zipf_mass)
+        const auto key = std::make_tuple(i, type == ShardingType::row_wise, s.row_offset, s.num_rows);
+        if (auto it = row_perf_.find(key); it != row_perf_.end()) return it->second;
+        double look = 0;
+        for (int f : ti.features)
+          look += B * W_ * spec_.features[static_cast<size_t>(f)].pooling_factor.mean *
+                  row_range_share(spec_.features[static_cast<size_t>(f)], t.num_embeddings, s.row_offset, s.num_rows);
+        return row_perf_[key] = cost_.perf(look, s.num_cols, B * W_ * nf * static_cast<double>(s.num_cols), look);
+      }
+      case ShardingType::data_parallel: {
+        // local lookups of the own batch; backward: the all-gather of every rank's sparse
+        // gradients (ids and rows)
+        const double look = B * ti.pf_sum;
+        Perf p = cost_.perf(look, s.num_cols, 0.0, 0.0);
+        const double rows = std::min(look, static_cast<double>(t.num_embeddings));
+        p.bwd_comms = 1e9 * (W_ - 1) * rows * (8.0 + 4.0 * static_cast<double>(s.num_cols)) /
+                      hw_.intra_node.bus_bandwidth_bytes_per_s;
+        p.bwd_compute += p.bwd_compute * (W_ - 1);  // every rank applies every rank's gradients
+        return p;
+      }
+    }
+    return {};
+  }
+
+  // Shard-level critical path of a full plan: sum over phases of the max over ranks.
+  double score(const ShardingPlan& plan) const {
+    std::vector<Perf> per(static_cast<size_t>(W_));
+    for (const TablePlan& tp : plan.tables)
+      for (const Shard& s : tp.shards) per[static_cast<size_t>(s.rank)].add(shard_perf(static_cast<size_t>(tp.table), tp.type, s));
+    return critical_path(per);
+  }
+  static double critical_path(const std::vector<Perf>& per) {
+    Perf m;
+    for (const Perf& p : per) {
+      m.fwd_compute = std::max(m.fwd_compute, p.fwd_compute);
+      m.fwd_comms = std::max(m.fwd_comms, p.fwd_comms);
+      m.bwd_compute = std::max(m.bwd_compute, p.bwd_compute);
+      m.bwd_comms = std::max(m.bwd_comms, p.bwd_comms);
+    }
+    return m.total();
+  }
+
+  // The LPT partitioner (search.h, "Partitioner").
+  Candidate make(const std::vector<ShardingType>& types, std::string name) const {
+    Candidate c;
+    c.proposer = std::move(name);
+    ShardingPlan& plan = c.plan;
+    plan.world_size = W_;
+    plan.local_world_size = L_;
+    plan.tables.resize(spec_.tables.size());
+    std::vector<Perf> per(static_cast<size_t>(W_));
+    std::vector<double> load(static_cast<size_t>(W_), 0.0), bytes(static_cast<size_t>(W_), 0.0);
+    std::vector<double> node_load(static_cast<size_t>(nodes_), 0.0);
+    auto put = [&](size_t i, ShardingType type, Shard s) {
+      const Perf p = shard_perf(i, type, s);
+      per[static_cast<size_t>(s.rank)].add(p);
+      load[static_cast<size_t>(s.rank)] += p.total();
+      bytes[static_cast<size_t>(s.rank)] += cost_.shard_bytes(s.num_rows, s.num_cols);
+      plan.tables[i].shards.push_back(s);
+    };
+    struct Item {
+      size_t table;
+      double cost, bytes;
+    };
+    std::vector<Item> open;
+    for (size_t i = 0; i < spec_.tables.size(); ++i) {
+      const TableSpec& t = spec_.tables[i];
+      const TableInfo& ti = tables_[i];
+      TablePlan& tp = plan.tables[i];
+      tp.table = static_cast<int>(i);
+      tp.type = types[i];
+      const std::vector<int> ranks = ti.open ? std::vector<int>{} : ti.fixed.ranks;
+      switch (tp.type) {
+        case ShardingType::data_parallel:
+          for (int r = 0; r < W_; ++r) put(i, tp.type, {r, 0, t.num_embeddings, 0, t.embedding_dim});
+          break;
+        case ShardingType::row_wise: {
+          const auto rows = even_split(t.num_embeddings, W_);
+          int64_t off = 0;
+          for (int r = 0; r < W_; ++r) {
+            put(i, tp.type, {r, off, rows[static_cast<size_t>(r)], 0, t.embedding_dim});
+            off += rows[static_cast<size_t>(r)];
+          }
+          break;
+        }
+        case ShardingType::table_wise:
+          if (ranks.size() == 1) put(i, tp.type, {ranks[0], 0, t.num_embeddings, 0, t.embedding_dim});
+          else open.push_back({i, shard_perf(i, tp.type, {0, 0, t.num_embeddings, 0, t.embedding_dim}).total(),
+                               cost_.shard_bytes(t.num_embeddings, t.embedding_dim)});
+          break;
+        case ShardingType::column_wise:
+          if (!ranks.empty()) {
+            const auto cols = column_split(t.embedding_dim, static_cast<int>(ranks.size()));
+            int64_t off = 0;
+            for (size_t s = 0; s < cols.size(); ++s) {
+              put(i, tp.type, {ranks[s], 0, t.num_embeddings, off, cols[s]});
+              off += cols[s];
+            }
+          } else {
+            open.push_back({i, shard_perf(i, tp.type, {0, 0, t.num_embeddings, 0, t.embedding_dim}).total(),
+                            cost_.shard_bytes(t.num_embeddings, t.embedding_dim)});
+          }
+          break;
+        case ShardingType::table_row_wise:
+          tp.node = ti.open ? -1 : ti.fixed.node;
+          if (tp.node >= 0) place_twrw(i, tp.node, put);
+          else open.push_back({i, shard_perf(i, tp.type, {0, 0, t.num_embeddings, 0, t.embedding_dim}).total(),
+                               cost_.shard_bytes(t.num_embeddings, t.embedding_dim)});
+          break;
+      }
+    }
+    std::stable_sort(open.begin(), open.end(), [](const Item& a, const Item& b) {
+      return a.cost != b.cost ? a.cost > b.cost : a.bytes > b.bytes;
+    });
+    auto pick = [&](double b, const std::vector<int>& exclude, bool& fit) {
+      int best = -1, any = -1;
+      for (int r = 0; r < W_; ++r) {
+        if (std::find(exclude.begin(), exclude.end(), r) != exclude.end()) continue;
+        const size_t u = static_cast<size_t>(r);
+        if (any < 0 || bytes[u] < bytes[static_cast<size_t>(any)]) any = r;
+        if (bytes[u] + b > capacity_) continue;
+        const size_t v = static_cast<size_t>(best);
+        if (best < 0 || load[u] < load[v] || (load[u] == load[v] && bytes[u] < bytes[v])) best = r;
+      }
+      if (best < 0) fit = false;
+      return best >= 0 ? best : any;
+    };
+    for (const Item& it : open) {
+      const TableSpec& t = spec_.tables[it.table];
+      TablePlan& tp = plan.tables[it.table];
+      if (tp.type == ShardingType::table_wise) {
+        put(it.table, tp.type, {pick(it.bytes, {}, c.within_capacity), 0, t.num_embeddings, 0, t.embedding_dim});
+      } else if (tp.type == ShardingType::column_wise) {
+        const int parts = static_cast<int>(std::min<int64_t>(W_, std::max<int64_t>(1, t.embedding_dim / 4)));
+        const auto cols = column_split(t.embedding_dim, parts);
+        std::vector<int> used;
+        int64_t off = 0;
+        for (int64_t w : cols) {
+          const int r = pick(cost_.shard_bytes(t.num_embeddings, w), used, c.within_capacity);
+          used.push_back(r);
+          put(it.table, tp.type, {r, 0, t.num_embeddings, off, w});
+          off += w;
+        }
+      } else {  // table_row_wise: the node with the least time
+        int n = 0;
+        for (int k = 1; k < nodes_; ++k)
+          if (node_load[static_cast<size_t>(k)] < node_load[static_cast<size_t>(n)]) n = k;
+        tp.node = n;
+        node_load[static_cast<size_t>(n)] += it.cost;
+        place_twrw(it.table, n, put);
+      }
+    }
+    for (int r = 0; r < W_; ++r)
+      if (bytes[static_cast<size_t>(r)] > capacity_) c.within_capacity = false;
+    c.score = critical_path(per);
+    return c;
+  }
+
+  template <class Put>
+  void place_twrw(size_t i, int node, Put& put) const {
+    const TableSpec& t = spec_.tables[i];
+    const auto rows = even_split(t.num_embeddings, L_);
+    int64_t off = 0;
+    for (int l = 0; l < L_; ++l) {
+      put(i, ShardingType::table_row_wise, {node * L_ + l, off, rows[static_cast<size_t>(l)], 0, t.embedding_dim});
+      off += rows[static_cast<size_t>(l)];
+    }
+  }
+
+  // table_wise, except a table whose table-wise time exceeds the mean time per rank: row_wise.
+  std::vector<ShardingType> balanced() const {
+    std::vector<double> tw(tables_.size());
+    double total = 0;
+    for (size_t i = 0; i < tables_.size(); ++i) {
+      const TableSpec& t = spec_.tables[i];
+      tw[i] = shard_perf(i, ShardingType::table_wise, {0, 0, t.num_embeddings, 0, t.embedding_dim}).total();
+      total += tw[i];
+    }
+    std::vector<ShardingType> out;
+    for (size_t i = 0; i < tables_.size(); ++i) {
+      const TableInfo& ti = tables_[i];
+      if (!ti.open) out.push_back(ti.fixed.type);
+      else out.push_back(tw[i] > total / W_ ? ShardingType::row_wise : ShardingType::table_wise);
+    }
+    return out;
+  }
+
+  // The grid proposer: the full product when small, else coordinate descent (search.h).
+  void grid(std::vector<Candidate>& cands) {
+    std::vector<size_t> open;
+    double product = 1;
+    for (size_t i = 0; i < tables_.size(); ++i)
+      if (tables_[i].open && tables_[i].allowed.size() > 1) {
+        open.push_back(i);
+        product *= static_cast<double>(tables_[i].allowed.size());
+      }
+    if (open.empty()) return;
+    std::vector<ShardingType> prop;
+    for (const TableInfo& ti : tables_) prop.push_back(ti.open ? ti.allowed[0] : ti.fixed.type);
+    if (product <= kMaxGridProposals) {
+      std::vector<size_t> digit(open.size(), 0);
+      Candidate best;
+      bool have = false;
+      for (;;) {
+        for (size_t k = 0; k < open.size(); ++k) prop[open[k]] = tables_[open[k]].allowed[digit[k]];
+        Candidate c = make(prop, "grid");
+        ++grid_extra_;
+        grid_feasible_ += c.within_capacity ? 1 : 0;
+        if (!have || better(c, best)) best = std::move(c), have = true;
+        size_t k = 0;
+        while (k < open.size() && ++digit[k] == tables_[open[k]].allowed.size()) digit[k++] = 0;
+        if (k == open.size()) break;
+      }
+      // the best of the grid is a candidate (counted among the grid's proposals above)
+      --grid_extra_;
+      grid_feasible_ -= best.within_capacity ? 1 : 0;
+      cands.push_back(std::move(best));
+      return;
+    }
+    // coordinate descent from the best candidate so far, most expensive tables first
+    const Candidate* start = &cands[0];
+    for (const Candidate& c : cands)
+      if (better(c, *start)) start = &c;
+    for (size_t i = 0; i < tables_.size(); ++i) prop[i] = start->plan.tables[i].type;
+    Candidate best = *start;
+    std::stable_sort(open.begin(), open.end(), [&](size_t a, size_t b) { return table_ids(a) * spec_.tables[a].embedding_dim > table_ids(b) * spec_.tables[b].embedding_dim; });
+    if (open.size() > static_cast<size_t>(kDescentTables)) open.resize(static_cast<size_t>(kDescentTables));
+    for (size_t i : open)
+      for (ShardingType t : tables_[i].allowed) {
+        if (t == prop[i]) continue;
+        const ShardingType keep = prop[i];
+        prop[i] = t;
+        Candidate c = make(prop, "grid");
+        ++grid_extra_;
+        grid_feasible_ += c.within_capacity ? 1 : 0;
+        if (better(c, best)) best = std::move(c);
+        else prop[i] = keep;
+      }
+    --grid_extra_;
+    grid_feasible_ -= best.within_capacity ? 1 : 0;
+    best.proposer = "grid";
+    cands.push_back(std::move(best));
+  }
+
+  static bool better(const Candidate& a, const Candidate& b) {
+    if (a.within_capacity != b.within_capacity) return a.within_capacity;
+    return a.score < b.score;
+  }
+
+  std::string fingerprint(const ShardingPlan& p) const {
+    std::string s;
+    for (const TablePlan& tp : p.tables) {
+      s += fmt::format("{}:{}:", static_cast<int>(tp.type), tp.node);
+      for (const Shard& sh : tp.shards) s += fmt::format("{},{},{};", sh.rank, sh.row_offset, sh.col_offset);
+    }
+    return s;
+  }
+
+  mutable std::map<std::tuple<size_t, bool, int64_t, int64_t>, Perf> row_perf_;
+  const WorkloadSpec& spec_;
+  const HardwareProfile& hw_;
+  ShardingPlan greedy_;
+  int W_, L_, nodes_;
+  ShardCost cost_;
+  FeatureIndex index_;
+  std::vector<TableInfo> tables_;
+  double capacity_ = 0;
+  int grid_extra_ = 0, grid_feasible_ = 0;
+};
+
+}  // namespace
+
+PlanSearchResult plan_search(const WorkloadSpec& spec, const HardwareProfile& hw) {
+  return Search(spec, hw).run();
+}
+
+}  // namespace embedscope::engine

@@ -1,0 +1,292 @@
+// The planner's statistics of one plan (planner/stats.h): expected lookups, TorchRec's
+// imbalance measures, and the per-rank phase times of the plan's StepPrograms.
+#include "embedscope/engine/planner/stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/cost/cost_model.h"
+#include "embedscope/engine/program/step_program.h"
+#include "embedscope/engine/sharding/plan_json.h"
+#include "program/program_sink.h"
+#include "sharding/layout.h"
+
+namespace embedscope::engine {
+
+double zipf_mass(int64_t n, double alpha) {
+  constexpr int64_t kExact = 4096;
+  // the exact prefix sums of one alpha, computed once per thread (a plan search asks for
+  // thousands of row ranges of a few alphas)
+  thread_local std::map<double, std::vector<double>> prefix_by_alpha;
+  auto& prefix = prefix_by_alpha[alpha];
+  if (prefix.empty()) {
+    prefix.resize(kExact + 1, 0.0);
+    for (int64_t k = 1; k <= kExact; ++k)
+      prefix[static_cast<size_t>(k)] = prefix[static_cast<size_t>(k - 1)] + std::pow(static_cast<double>(k), -alpha);
+  }
+  if (n <= 0) return 0.0;
+  double s = prefix[static_cast<size_t>(std::min(n, kExact))];
+  if (n > kExact) {
+    const double a = static_cast<double>(kExact) + 0.5, b = static_cast<double>(n) + 0.5;
+    s += std::abs(alpha - 1.0) < 1e-12 ? std::log(b / a)
+                                        : (std::pow(b, 1.0 - alpha) - std::pow(a, 1.0 - alpha)) / (1.0 - alpha);
+  }
+  return s;
+}
+
+double row_range_share(const FeatureSpec& f, int64_t num_embeddings, int64_t row_offset, int64_t num_rows) {
+  if (num_embeddings <= 0 || num_rows <= 0) return 0.0;
+  if (f.ids.kind == IdDistributionKind::zipf && !f.ids.permute) {
+    const double total = zipf_mass(num_embeddings, f.ids.alpha);
+    return (zipf_mass(row_offset + num_rows, f.ids.alpha) - zipf_mass(row_offset, f.ids.alpha)) / total;
+  }
+  return static_cast<double>(num_rows) / static_cast<double>(num_embeddings);
+}
+
+std::vector<double> expected_lookups_per_rank(const WorkloadSpec& spec, const ShardingPlan& plan) {
+  const FeatureIndex index(spec);
+  std::vector<double> out(static_cast<size_t>(plan.world_size), 0.0);
+  const double bw = static_cast<double>(spec.batch_size) * plan.world_size;
+  for (const TablePlan& tp : plan.tables) {
+    const TableSpec& t = spec.tables[static_cast<size_t>(tp.table)];
+    for (const int fi : index.features_of_table()[static_cast<size_t>(tp.table)]) {
+      if (fi < 0) continue;
+      const FeatureSpec& f = spec.features[static_cast<size_t>(fi)];
+      const double ids = bw * f.pooling_factor.mean;  // the table's ids per step, all ranks' batches
+      for (const Shard& s : tp.shards) {
+        double share = 1.0;
+        if (tp.type == ShardingType::data_parallel) share = 1.0 / plan.world_size;
+        else if (tp.type == ShardingType::row_wise || tp.type == ShardingType::table_row_wise)
+          share = row_range_share(f, t.num_embeddings, s.row_offset, s.num_rows);
+        out[static_cast<size_t>(s.rank)] += ids * share;
+      }
+    }
+  }
+  return out;
+}
+
+// ---- TorchRec's measures (torchrec/distributed/planner/stats.py)
+
+double total_variation(const std::vector<double>& p) {
+  if (p.empty()) return -1.0;
+  const double u = 1.0 / static_cast<double>(p.size());
+  double m = 0;
+  for (double x : p) m = std::max(m, std::abs(x - u));
+  return m;
+}
+
+double total_distance(const std::vector<double>& p) {
+  if (p.empty()) return -1.0;
+  const double u = 1.0 / static_cast<double>(p.size());
+  double s = 0;
+  for (double x : p) s += std::abs(x - u);
+  return s;
+}
+
+double chi_divergence(const std::vector<double>& p, double alpha) {
+  if (p.empty()) return -1.0;
+  const double k = static_cast<double>(p.size());
+  double s = 0;
+  for (double x : p) s += std::pow(std::abs(x - 1.0 / k), alpha) * std::pow(k, alpha - 1.0);
+  return s;
+}
+
+double kl_divergence(const std::vector<double>& p) {
+  if (p.empty()) return -1.0;
+  const double k = static_cast<double>(p.size());
+  double s = 0;
+  for (double x : p)
+    if (x > 0) s += x * std::log(k * x);
+  return s;
+}
+
+double max_chi_divergence(int k, double alpha) {
+  const double n = k;
+  return std::pow(n - 1.0, alpha) / n + (n - 1.0) / n;
+}
+
+double max_kl_divergence(int k) { return std::log(static_cast<double>(k)); }
+
+Imbalance imbalance(const std::vector<double>& x) {
+  Imbalance im;
+  const double sum = std::accumulate(x.begin(), x.end(), 0.0);
+  if (x.empty() || sum <= 0) return im;
+  const double mx = *std::max_element(x.begin(), x.end());
+  im.max_over_mean = mx / (sum / static_cast<double>(x.size()));
+  std::vector<double> p(x.size());
+  for (size_t i = 0; i < x.size(); ++i) p[i] = x[i] / sum;
+  im.total_variation = total_variation(p);
+  im.total_distance = total_distance(p);
+  im.chi_divergence = chi_divergence(p, 1.0);
+  im.kl_divergence = kl_divergence(p);
+  return im;
+}
+
+// ---- the plan's phase times
+
+namespace {
+
+enum class Phase4 { none, fwd_compute, fwd_comms, bwd_compute, bwd_comms };
+
+bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+
+Phase4 phase_of(const ProgramOp& op) {
+  if (op.lane == sessions::Lane::comm) {
+    if (starts_with(op.name, "input_dist") || starts_with(op.name, "output_dist")) return Phase4::fwd_comms;
+    if (starts_with(op.name, "grad_dist")) return Phase4::bwd_comms;
+    return Phase4::none;  // dense_all_reduce
+  }
+  if (op.name == "bucketize" || op.name == "kjt_permute" || op.name == "lookup") return Phase4::fwd_compute;
+  if (op.name == "backward_fused_optimizer" || op.name == "backward_data_parallel" ||
+      op.name == "optimizer_data_parallel")
+    return Phase4::bwd_compute;
+  return Phase4::none;  // input, dense_forward_backward, dense_optimizer
+}
+
+}  // namespace
+
+PlanStats plan_stats(const WorkloadSpec& spec, const ShardingPlan& plan, const HardwareProfile& hw) {
+  validate_plan(spec, plan, "sharding plan");
+  PlanStats st;
+  st.hardware = hw.name;
+  const int W = plan.world_size;
+  const int gpn = std::max(1, plan.local_world_size);
+  const detail::Layout layout(spec, plan);
+  const int64_t it = steady_iteration(spec);
+  const auto mem = estimate_memory(spec, plan);
+  const auto lookups = expected_lookups_per_rank(spec, plan);
+  st.ranks.resize(static_cast<size_t>(W));
+  for (int r = 0; r < W; ++r) {
+    RankStats& rs = st.ranks[static_cast<size_t>(r)];
+    rs.rank = r;
+    rs.lookups = lookups[static_cast<size_t>(r)];
+    rs.hbm_bytes = mem[static_cast<size_t>(r)].total();
+    const StepProgram p = program::build_step_program(spec, plan, layout, r, it);
+    for (const ProgramOp& op : p.ops) {
+      const Phase4 ph = phase_of(op);
+      if (ph == Phase4::none) continue;
+      int64_t ns = 0;
+      if (op.lane == sessions::Lane::comm)
+        for (const CollectiveCall& c : op.collectives) ns += collective_ns(c, r, gpn, hw);
+      else
+        ns = compute_ns(op, hw);
+      switch (ph) {
+        case Phase4::fwd_compute: rs.fwd_compute_ns += ns; break;
+        case Phase4::fwd_comms: rs.fwd_comms_ns += ns; break;
+        case Phase4::bwd_compute: rs.bwd_compute_ns += ns; break;
+        case Phase4::bwd_comms: rs.bwd_comms_ns += ns; break;
+        case Phase4::none: break;
+      }
+    }
+  }
+  for (const TablePlan& tp : plan.tables)
+    for (const Shard& s : tp.shards) ++st.ranks[static_cast<size_t>(s.rank)].shards[static_cast<size_t>(tp.type)];
+  int64_t m[4] = {0, 0, 0, 0};
+  std::vector<double> perf, hbm, look;
+  for (const RankStats& rs : st.ranks) {
+    m[0] = std::max(m[0], rs.fwd_compute_ns);
+    m[1] = std::max(m[1], rs.fwd_comms_ns);
+    m[2] = std::max(m[2], rs.bwd_compute_ns);
+    m[3] = std::max(m[3], rs.bwd_comms_ns);
+    st.max_rank_total_ns = std::max(st.max_rank_total_ns, rs.total_ns());
+    perf.push_back(static_cast<double>(rs.total_ns()));
+    hbm.push_back(static_cast<double>(rs.hbm_bytes));
+    look.push_back(rs.lookups);
+  }
+  st.critical_path_ns = m[0] + m[1] + m[2] + m[3];
+  st.perf = imbalance(perf);
+  st.hbm = imbalance(hbm);
+  st.lookups = imbalance(look);
+  try {
+    check_memory_fits(spec, mem);
+  } catch (const SpecError& e) {
+    st.fits = false;
+    st.does_not_fit = e.what();
+  }
+  return st;
+}
+
+namespace {
+
+std::string ms(int64_t ns) { return fmt::format("{:.3f}", static_cast<double>(ns) * 1e-6); }
+
+std::string shards_text(const RankStats& r) {
+  static const char* abbrev[5] = {"DP", "TW", "RW", "CW", "TWRW"};
+  std::string s;
+  for (int t = 0; t < 5; ++t)
+    if (r.shards[static_cast<size_t>(t)] > 0)
+      s += fmt::format("{}{} {}", s.empty() ? "" : ", ", abbrev[t], r.shards[static_cast<size_t>(t)]);
+  return s.empty() ? "-" : s;
+}
+
+void imbalance_lines(std::string& out, const char* name, const Imbalance& im) {
+  out += fmt::format("{} imbalance: max/mean {:.3f}, total variation {:.3f}, total distance {:.3f}, chi divergence "
+                     "{:.3f}, KL divergence {:.3f}\n",
+                     name, im.max_over_mean, im.total_variation, im.total_distance, im.chi_divergence,
+                     im.kl_divergence);
+}
+
+nlohmann::json imbalance_json(const Imbalance& im) {
+  return {{"max_over_mean", im.max_over_mean}, {"total_variation", im.total_variation},
+          {"total_distance", im.total_distance}, {"chi_divergence", im.chi_divergence},
+          {"kl_divergence", im.kl_divergence}};
+}
+
+}  // namespace
+
+std::string to_text(const PlanStats& s) {
+  std::string out = fmt::format("planner statistics (times from hardware profile {}, ms per step)\n", s.hardware);
+  out += fmt::format("{:<5} {:<22} {:>12} {:>11} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "rank", "shards", "lookups",
+                     "HBM", "DDR", "fwd comp", "fwd comm", "bwd comp", "bwd comm", "total");
+  for (const RankStats& r : s.ranks)
+    out += fmt::format("{:<5} {:<22} {:>12.0f} {:>11} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}\n", r.rank, shards_text(r),
+                       r.lookups, format_bytes(r.hbm_bytes), format_bytes(r.ddr_bytes), ms(r.fwd_compute_ns),
+                       ms(r.fwd_comms_ns), ms(r.bwd_compute_ns), ms(r.bwd_comms_ns), ms(r.total_ns()));
+  out += fmt::format("critical path (sum over phases of the max over ranks): {} ms; longest rank: {} ms\n",
+                     ms(s.critical_path_ns), ms(s.max_rank_total_ns));
+  imbalance_lines(out, "lookups", s.lookups);
+  imbalance_lines(out, "perf", s.perf);
+  imbalance_lines(out, "HBM", s.hbm);
+  const int k = static_cast<int>(s.ranks.size());
+  if (k > 0)
+    out += fmt::format("total variation and total distance range 0 to 1, chi divergence 0 to {:.3f}, KL divergence 0 "
+                       "to {:.3f} (higher: more imbalanced)\n",
+                       max_chi_divergence(k), max_kl_divergence(k));
+  if (!s.fits) out += s.does_not_fit + "\n";
+  return out;
+}
+
+nlohmann::json to_json(const PlanStats& s) {
+  static const char* names[5] = {"data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise"};
+  nlohmann::json j;
+  j["hardware"] = s.hardware;
+  j["critical_path_ns"] = s.critical_path_ns;
+  j["max_rank_total_ns"] = s.max_rank_total_ns;
+  j["fits"] = s.fits;
+  if (!s.fits) j["does_not_fit"] = s.does_not_fit;
+  auto& ranks = j["ranks"] = nlohmann::json::array();
+  for (const RankStats& r : s.ranks) {
+    nlohmann::json sh = nlohmann::json::object();
+    for (int t = 0; t < 5; ++t)
+      if (r.shards[static_cast<size_t>(t)] > 0) sh[names[t]] = r.shards[static_cast<size_t>(t)];
+    ranks.push_back({{"rank", r.rank}, {"shards", sh}, {"lookups", r.lookups}, {"hbm_bytes", r.hbm_bytes},
+                     {"ddr_bytes", r.ddr_bytes}, {"fwd_compute_ns", r.fwd_compute_ns},
+                     {"fwd_comms_ns", r.fwd_comms_ns}, {"bwd_compute_ns", r.bwd_compute_ns},
+                     {"bwd_comms_ns", r.bwd_comms_ns}, {"total_ns", r.total_ns()}});
+  }
+  j["imbalance"] = {{"perf", imbalance_json(s.perf)}, {"hbm", imbalance_json(s.hbm)},
+                    {"lookups", imbalance_json(s.lookups)}};
+  const int k = static_cast<int>(s.ranks.size());
+  if (k > 0) {
+    j["max_chi_divergence"] = max_chi_divergence(k);
+    j["max_kl_divergence"] = max_kl_divergence(k);
+  }
+  return j;
+}
+
+}  // namespace embedscope::engine

@@ -1,0 +1,87 @@
+// `embedscope plan --auto` and `embedscope run --plan auto` as a user runs them (issue 15):
+// TorchRec's stats in the JSON, the run of the plan the search printed, refusals with exit 2.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/workload/presets.h"
+#include "support/cli_run.h"
+
+namespace {
+std::filesystem::path scratch() {
+  static const auto dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("es_plan_auto_" + std::to_string(getpid()));
+    std::filesystem::remove_all(d);
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+using Result = embedscope::test_support::CliResult;
+Result cli(const std::string& args) { return embedscope::test_support::run_cli(EMBEDSCOPE_CLI, args, scratch()); }
+}  // namespace
+
+TEST(PlanAutoCli, CriteoKaggleJsonCarriesTheStatsTable) {
+  Result r = cli("plan --preset criteo_kaggle --devices 4 --auto --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["fits"].get<bool>());
+  EXPECT_EQ(j["tables"].size(), 26u);
+  EXPECT_FALSE(j["search"]["proposer"].get<std::string>().empty());
+  EXPECT_GE(j["search"]["proposals"].get<int>(), 6);
+  const auto& st = j["stats"];
+  EXPECT_EQ(st["hardware"], "h100_sxm");  // the default profile of cpu workloads
+  ASSERT_EQ(st["ranks"].size(), 4u);
+  double lookups = 0;
+  for (const auto& rk : st["ranks"]) {
+    EXPECT_LE(rk["hbm_bytes"].get<int64_t>(), int64_t{4} << 30);  // criteo_kaggle's devices.memory_bytes
+    EXPECT_EQ(rk["ddr_bytes"].get<int64_t>(), 0);
+    EXPECT_EQ(rk["total_ns"].get<int64_t>(), rk["fwd_compute_ns"].get<int64_t>() + rk["fwd_comms_ns"].get<int64_t>() +
+                                                 rk["bwd_compute_ns"].get<int64_t>() + rk["bwd_comms_ns"].get<int64_t>());
+    lookups += rk["lookups"].get<double>();
+  }
+  EXPECT_NEAR(lookups, 26.0 * 512 * 4, 1e-6);
+  EXPECT_LE(st["imbalance"]["lookups"]["max_over_mean"].get<double>(), 1.3);
+  EXPECT_NEAR(st["max_kl_divergence"].get<double>(), 1.3862944, 1e-7);  // ln 4
+  EXPECT_NEAR(st["max_chi_divergence"].get<double>(), 1.5, 1e-12);      // 3/4 + 3/4
+  Result text = cli("plan --preset criteo_kaggle --devices 4 --auto");
+  ASSERT_EQ(text.code, 0) << text.err;
+  for (const char* s : {"planner statistics", "critical path", "lookups imbalance: max/mean", "KL divergence",
+                        "relative costs"})
+    EXPECT_NE(text.out.find(s), std::string::npos) << s;
+}
+
+TEST(PlanAutoCli, RunPlanAutoRunsThePlanTheSearchPrints) {
+  Result plan = cli("plan --preset tiny --auto --json");
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  const std::string db = (scratch() / "auto.db").string();
+  Result run = cli("run --preset tiny --plan auto --steps 2 --json --force-overwrite -o " + db);
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_NE(run.err.find("the planner's search"), std::string::npos) << run.err;
+  const auto p = nlohmann::json::parse(plan.out), r = nlohmann::json::parse(run.out);
+  EXPECT_EQ(r["sharding"]["tables"], p["tables"]);
+}
+
+TEST(PlanAutoCli, RefusesShardingFlagAndWorkloadsThatCannotFit) {
+  Result s = cli("plan --preset tiny --auto --sharding row_wise");
+  EXPECT_EQ(s.code, 2);
+  EXPECT_NE(s.err.find("--sharding: cannot be combined with --auto"), std::string::npos) << s.err;
+  Result rs = cli("run --preset tiny --plan auto --sharding row_wise -o " + (scratch() / "x.db").string());
+  EXPECT_EQ(rs.code, 2);
+  EXPECT_NE(rs.err.find("--sharding: cannot be combined with --plan auto"), std::string::npos) << rs.err;
+  // criteo_kaggle's 2 GiB of weights on 4 x 256 MiB
+  auto j = nlohmann::json::parse(embedscope::engine::preset_json("criteo_kaggle"));
+  j["devices"]["memory_bytes"] = int64_t{256} << 20;
+  const std::string file = (scratch() / "small.json").string();
+  std::ofstream(file) << j.dump();
+  Result f = cli("plan " + file + " --auto");
+  EXPECT_EQ(f.code, 2);
+  EXPECT_NE(f.err.find("no plan fits"), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("rank "), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("weights"), std::string::npos) << f.err;
+}
