@@ -25,7 +25,7 @@ done
 python3 - "$OUT" <<'PY'
 import json, sys
 out = sys.argv[1]
-print(f"{'variant':<8} {'table bytes/rank (max)':>22} {'table bytes total':>18} {'peak/rank (max)':>16} {'loss first':>10} {'loss last':>10} {'max rel err':>11} {'collisions/step':>15}")
+print(f"{'variant':<8} {'table bytes/rank (max)':>22} {'table bytes total':>18} {'peak/rank (max)':>16} {'loss first':>10} {'loss last':>10} {'max rel err':>11} {'collisions/step':>15} {'step ms':>8}")
 for v in ["fp32", "fp16", "bf16", "int8", "hash10"]:
     j = json.load(open(f"{out}/{v}.out.json"))
     W = j["world_size"]
@@ -33,5 +33,5 @@ for v in ["fp32", "fp16", "bf16", "int8", "hash10"]:
     rel = max(t["relative_error"] for t in j["tables"])
     coll = sum(t["hash_collisions"] for t in j["tables"]) / j["steps"]
     peak = max(r["memory_bytes"] for r in j["ranks"])
-    print(f"{v:<8} {max(per_rank)/2**20:>19.1f} MiB {sum(per_rank)/2**20:>14.1f} MiB {peak/2**20:>12.1f} MiB {j['loss_first']:>10.4f} {j['loss_last']:>10.4f} {rel:>11.3g} {coll:>15.1f}")
+    print(f"{v:<8} {max(per_rank)/2**20:>19.1f} MiB {sum(per_rank)/2**20:>14.1f} MiB {peak/2**20:>12.1f} MiB {j['loss_first']:>10.4f} {j['loss_last']:>10.4f} {rel:>11.3g} {coll:>15.1f} {j['step_time_ns']['mean']/1e6:>8.0f}")
 PY
