@@ -182,24 +182,29 @@ void Rank::setup() {
       if (ls.data_type != TableDataType::fp32 && gpu_)
         throw std::invalid_argument(fmt::format("table \"{}\": data_type {} runs on the cpu backend only (the cuda "
                                                 "kernels read fp32 rows)", t.name, to_string(ls.data_type)));
-      // fp32 rows in `weights`; other types are initialised in fp32 and encoded row by row
-      std::vector<float> init;
+      // fp32 rows in `weights`; other types are initialised in fp32 and encoded, a block of rows
+      // at a time (no fp32 copy of the whole shard, not even on the host)
       ls.weights = DeviceBuffer<float>(&arena_, "weights");
       if (ls.data_type == TableDataType::fp32) ls.weights.assign(static_cast<size_t>(s.num_rows * s.num_cols));
-      else init.assign(static_cast<size_t>(s.num_rows * s.num_cols), 0.0f);
       const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, s.num_rows, s.num_cols);
       ls.momentum1 = DeviceBuffer<float>(&arena_, "optimizer_state");
       ls.momentum2 = DeviceBuffer<float>(&arena_, "optimizer_state");
       ls.momentum1.assign(static_cast<size_t>(m1));
       ls.momentum2.assign(static_cast<size_t>(m2));
-      init_shard(spec.seed, tp.table, t.rows(), s.row_offset, s.num_rows, s.col_offset, s.num_cols,
-                 ls.data_type == TableDataType::fp32 ? ls.weights.data() : init.data());
-      if (ls.data_type != TableDataType::fp32) {
+      if (ls.data_type == TableDataType::fp32) {
+        init_shard(spec.seed, tp.table, t.rows(), s.row_offset, s.num_rows, s.col_offset, s.num_cols, ls.weights.data());
+      } else {
         const int64_t rb = row_bytes(ls.data_type, s.num_cols);
         ls.packed = DeviceBuffer<uint8_t>(&arena_, "weights");
         ls.packed.assign(static_cast<size_t>(s.num_rows * rb));
-        for (int64_t r = 0; r < s.num_rows; ++r)
-          encode_row(ls.data_type, init.data() + r * s.num_cols, s.num_cols, ls.packed.data() + r * rb);
+        constexpr int64_t kBlockRows = 4096;
+        std::vector<float> block(static_cast<size_t>(std::min(s.num_rows, kBlockRows) * s.num_cols));
+        for (int64_t r0 = 0; r0 < s.num_rows; r0 += kBlockRows) {
+          const int64_t n = std::min(kBlockRows, s.num_rows - r0);
+          init_shard(spec.seed, tp.table, t.rows(), s.row_offset + r0, n, s.col_offset, s.num_cols, block.data());
+          for (int64_t r = 0; r < n; ++r)
+            encode_row(ls.data_type, block.data() + r * s.num_cols, s.num_cols, ls.packed.data() + (r0 + r) * rb);
+        }
       }
       to_gpu(ls.weights);
       to_gpu(ls.momentum1);

@@ -106,5 +106,5 @@ TEST(RowCodec, EncodedUpdateRoundsTheUpdatedRowAndCountsTheError) {
   EXPECT_EQ(back[0], 1.0f);
   EXPECT_EQ(back[1], 1.0f - 0x1p-9f);
   EXPECT_EQ(err.max_abs_error, 0x1p-12);
-  EXPECT_EQ(err.max_abs_value, 1.0);
+  EXPECT_EQ(err.max_abs_value, 1.0 - 0x1p-12);  // max |x| of the updated fp32 row
 }
