@@ -22,7 +22,7 @@ RowHistogram row_histogram(const sessions::SessionReader& session, int table) {
     throw std::out_of_range(session.path() + ": the workload has no table " + std::to_string(table));
   RowHistogram h;
   h.table = tables[static_cast<size_t>(table)].name;
-  h.num_rows = tables[static_cast<size_t>(table)].rows();
+  h.num_rows = tables[static_cast<size_t>(table)].num_embeddings;
   const int64_t buckets = h.num_rows > 0 ? sessions::id_buckets_of(h.num_rows) : 0;
   for (int64_t b = 0; b < buckets; ++b) {
     h.row_begin.push_back(sessions::id_bucket_begin(h.num_rows, b));
