@@ -16,6 +16,17 @@
 
 namespace embedscope::engine {
 
+int64_t RunResult::TableStorage::total_weight_bytes() const {
+  int64_t s = 0;
+  for (int64_t b : weight_bytes) s += b;
+  return s;
+}
+int64_t RunResult::TableStorage::total_optimizer_state_bytes() const {
+  int64_t s = 0;
+  for (int64_t b : optimizer_state_bytes) s += b;
+  return s;
+}
+
 const char* to_string(RunEnd e) {
   switch (e) {
     case RunEnd::complete: return "complete";

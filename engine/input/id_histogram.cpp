@@ -9,8 +9,8 @@ namespace embedscope::engine {
 IdHistogram::IdHistogram(const WorkloadSpec& spec) : table_of_feature_(spec.features.size(), -1) {
   const FeatureIndex index(spec);  // O(n log n) in tables and features
   for (size_t t = 0; t < spec.tables.size(); ++t) {
-    rows_.push_back(spec.tables[t].num_embeddings);
-    counts_.emplace_back(static_cast<size_t>(buckets_of(spec.tables[t].num_embeddings)), 0);
+    rows_.push_back(spec.tables[t].rows());
+    counts_.emplace_back(static_cast<size_t>(buckets_of(spec.tables[t].rows())), 0);
     for (const int i : index.features_of_table()[t])
       if (i >= 0) table_of_feature_[static_cast<size_t>(i)] = static_cast<int>(t);
   }

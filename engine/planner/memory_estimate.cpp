@@ -6,6 +6,7 @@
 #include "embedscope/engine/memory/allocator.h"
 #include "embedscope/engine/model/dense.h"
 #include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/quant/row_codec.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "sharding/layout.h"
 
@@ -63,13 +64,14 @@ std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec, cons
     const TableSpec& ts = spec.tables[static_cast<size_t>(t)];
     int64_t rows = 0;
     for (const int f : L.table_features[static_cast<size_t>(t)]) rows += B * max_len[static_cast<size_t>(f)];
-    dp_rows.push_back(W * std::min(rows, ts.num_embeddings));
+    dp_rows.push_back(W * std::min(rows, ts.rows()));
   }
   // per-rank shard bytes in one pass over the plan
   std::vector<int64_t> weights(static_cast<size_t>(W), 0), state(static_cast<size_t>(W), 0);
   for (const TablePlan& tp : plan.tables)
     for (const Shard& sh : tp.shards) {
-      weights[static_cast<size_t>(sh.rank)] += block(sh.num_rows * sh.num_cols * f32);
+      const TableDataType dt = spec.tables[static_cast<size_t>(tp.table)].data_type;
+      weights[static_cast<size_t>(sh.rank)] += block(sh.num_rows * row_bytes(dt, sh.num_cols));
       const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, sh.num_rows, sh.num_cols);
       state[static_cast<size_t>(sh.rank)] += block(m1 * f32) + block(m2 * f32);
     }

@@ -11,6 +11,7 @@
 #include "embedscope/engine/memory/allocator.h"
 #include "embedscope/engine/model/dense.h"
 #include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/quant/row_codec.h"
 #include "sharding/layout.h"
 
 namespace embedscope::engine {
@@ -37,7 +38,9 @@ std::vector<int64_t> column_split(int64_t dim, int parts) {
 
 namespace {
 
-int64_t table_bytes(const TableSpec& t) { return t.num_embeddings * t.embedding_dim * 4; }
+// Bytes of `cols` columns of every row of t as stored (its data_type; quant/row_codec.h).
+int64_t stored_bytes(const TableSpec& t, int64_t rows, int64_t cols) { return rows * row_bytes(t.data_type, cols); }
+int64_t table_bytes(const TableSpec& t) { return stored_bytes(t, t.rows(), t.embedding_dim); }
 
 int argmin_load(const std::vector<int64_t>& load, const std::vector<int>& exclude = {}) {
   int best = -1;
@@ -79,15 +82,15 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec) {
         throw SpecError(fmt::format("{}/ranks: rank {} is outside [0, {})", where, r, world));
     switch (ts.type) {
       case ShardingType::data_parallel:
-        for (int r = 0; r < world; ++r) tp.shards.push_back({r, 0, t.num_embeddings, 0, t.embedding_dim});
+        for (int r = 0; r < world; ++r) tp.shards.push_back({r, 0, t.rows(), 0, t.embedding_dim});
         for (auto& l : load) l += table_bytes(t);
         break;
       case ShardingType::row_wise: {
-        auto rows = even_split(t.num_embeddings, world);
+        auto rows = even_split(t.rows(), world);
         int64_t off = 0;
         for (int r = 0; r < world; ++r) {
           tp.shards.push_back({r, off, rows[static_cast<size_t>(r)], 0, t.embedding_dim});
-          load[static_cast<size_t>(r)] += rows[static_cast<size_t>(r)] * t.embedding_dim * 4;
+          load[static_cast<size_t>(r)] += stored_bytes(t, rows[static_cast<size_t>(r)], t.embedding_dim);
           off += rows[static_cast<size_t>(r)];
         }
         break;
@@ -96,7 +99,7 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec) {
         if (ts.ranks.size() > 1)
           throw SpecError(fmt::format("{}/ranks: table_wise takes one rank, got {}", where, ts.ranks.size()));
         if (ts.ranks.size() == 1) {
-          tp.shards.push_back({ts.ranks[0], 0, t.num_embeddings, 0, t.embedding_dim});
+          tp.shards.push_back({ts.ranks[0], 0, t.rows(), 0, t.embedding_dim});
           load[static_cast<size_t>(ts.ranks[0])] += table_bytes(t);
         } else {
           open.push_back(i);
@@ -110,8 +113,8 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec) {
           auto cols = column_split(t.embedding_dim, static_cast<int>(ts.ranks.size()));
           int64_t off = 0;
           for (size_t s = 0; s < cols.size(); ++s) {
-            tp.shards.push_back({ts.ranks[s], 0, t.num_embeddings, off, cols[s]});
-            load[static_cast<size_t>(ts.ranks[s])] += t.num_embeddings * cols[s] * 4;
+            tp.shards.push_back({ts.ranks[s], 0, t.rows(), off, cols[s]});
+            load[static_cast<size_t>(ts.ranks[s])] += stored_bytes(t, t.rows(), cols[s]);
             off += cols[s];
           }
         } else {
@@ -139,7 +142,7 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec) {
     TablePlan& tp = plan.tables[i];
     if (tp.type == ShardingType::table_wise) {
       int r = argmin_load(load);
-      tp.shards.push_back({r, 0, t.num_embeddings, 0, t.embedding_dim});
+      tp.shards.push_back({r, 0, t.rows(), 0, t.embedding_dim});
       load[static_cast<size_t>(r)] += table_bytes(t);
     } else if (tp.type == ShardingType::column_wise) {
       int parts = static_cast<int>(std::min<int64_t>(world, std::max<int64_t>(1, t.embedding_dim / 4)));
@@ -149,8 +152,8 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec) {
       for (int64_t w : cols) {
         int r = argmin_load(load, used);
         used.push_back(r);
-        tp.shards.push_back({r, 0, t.num_embeddings, off, w});
-        load[static_cast<size_t>(r)] += t.num_embeddings * w * 4;
+        tp.shards.push_back({r, 0, t.rows(), off, w});
+        load[static_cast<size_t>(r)] += stored_bytes(t, t.rows(), w);
         off += w;
       }
     } else {  // table_row_wise without a node
@@ -164,7 +167,7 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec) {
     TablePlan& tp = plan.tables[i];
     if (tp.type != ShardingType::table_row_wise) continue;
     const TableSpec& t = spec.tables[i];
-    auto rows = even_split(t.num_embeddings, plan.local_world_size);
+    auto rows = even_split(t.rows(), plan.local_world_size);
     int64_t off = 0;
     for (int l = 0; l < plan.local_world_size; ++l) {
       tp.shards.push_back({tp.node * plan.local_world_size + l, off, rows[static_cast<size_t>(l)], 0,

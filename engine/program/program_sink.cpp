@@ -14,7 +14,7 @@ using sessions::OpCategory;
 
 double expected_slot_ids(const WorkloadSpec& spec, const detail::Slot& sl, bool& exact) {
   const FeatureSpec& f = spec.features[static_cast<size_t>(sl.feature)];
-  const int64_t N = spec.tables[static_cast<size_t>(sl.table)].num_embeddings;
+  const int64_t N = spec.tables[static_cast<size_t>(sl.table)].rows();
   double share = 1.0;
   if (sl.bucketize_by_rows && sl.s.num_rows != N) {
     share = static_cast<double>(sl.s.num_rows) / static_cast<double>(N);

@@ -1,12 +1,47 @@
 #include "embedscope/engine/reference/reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
 #include "embedscope/engine/comm/gloo_process_group.h"
+#include "embedscope/engine/input/hashing.h"
 #include "embedscope/engine/model/dense.h"
 
 namespace embedscope::engine {
+
+namespace {
+// The values a row segment x[0, n) holds once stored as `t` (TableSpec::data_type), computed
+// here in double from the layouts' definitions (quant/row_codec.h), not by the codec the kernels
+// use: fp16 / bf16 round each value to nearest even; int8 is FBGEMM's fused 8-bit row-wise code,
+// scale = (max - min) / 255 and bias = min kept as fp32, q = round((x - min) * 255 / (max - min +
+// 1e-8)), value q * scale + bias. The kernels compute q in fp32, so a value exactly between two
+// codes may land one code apart (the parity tests allow one unit).
+void store_as(TableDataType t, float* x, int64_t n) {
+  switch (t) {
+    case TableDataType::fp32: return;
+    case TableDataType::fp16:
+    case TableDataType::bf16: {
+      const CommPrecision p = t == TableDataType::fp16 ? CommPrecision::fp16 : CommPrecision::bf16;
+      for (int64_t c = 0; c < n; ++c) x[c] = round_to_precision(x[c], p);
+      return;
+    }
+    case TableDataType::int8: {
+      double lo = n > 0 ? x[0] : 0.0, hi = lo;
+      for (int64_t c = 1; c < n; ++c) {
+        lo = std::min(lo, static_cast<double>(x[c]));
+        hi = std::max(hi, static_cast<double>(x[c]));
+      }
+      const double scale = static_cast<float>((hi - lo) / 255.0), bias = static_cast<float>(lo);
+      for (int64_t c = 0; c < n; ++c) {
+        const double q = std::clamp(std::nearbyint((x[c] - lo) * 255.0 / (hi - lo + 1e-8)), 0.0, 255.0);
+        x[c] = static_cast<float>(q * scale + bias);
+      }
+      return;
+    }
+  }
+}
+}  // namespace
 
 ReferenceResult run_reference(const WorkloadSpec& spec, int64_t iterations, const ShardingPlan* plan,
                               const std::function<std::optional<Batch>(int64_t, int)>& batch_source) {
@@ -23,21 +58,26 @@ ReferenceResult run_reference(const WorkloadSpec& spec, int64_t iterations, cons
   std::vector<std::vector<std::pair<int64_t, int64_t>>> groups(T);  // column groups (offset, width)
   for (size_t t = 0; t < T; ++t) {
     const auto& ts = spec.tables[t];
-    std::vector<float> w(static_cast<size_t>(ts.num_embeddings * ts.embedding_dim));
-    for (int64_t r = 0; r < ts.num_embeddings; ++r)
+    std::vector<float> w(static_cast<size_t>(ts.rows() * ts.embedding_dim));
+    for (int64_t r = 0; r < ts.rows(); ++r)
       for (int64_t c = 0; c < ts.embedding_dim; ++c)
-        w[static_cast<size_t>(r * ts.embedding_dim + c)] = initial_weight(spec.seed, static_cast<int>(t), r, c, ts.num_embeddings);
+        w[static_cast<size_t>(r * ts.embedding_dim + c)] = initial_weight(spec.seed, static_cast<int>(t), r, c, ts.rows());
     res.tables.push_back(std::move(w));
     if (plan && plan->tables[t].type == ShardingType::column_wise)
       for (const auto& s : plan->tables[t].shards) groups[t].push_back({s.col_offset, s.num_cols});
     else
       groups[t].push_back({0, ts.embedding_dim});
+    // reduced-precision tables start from the stored form of the fp32 initial rows, one
+    // encoded segment per column shard (each shard's rows carry their own int8 scale and bias)
+    auto& tw = res.tables.back();
+    for (int64_t r = 0; r < ts.rows(); ++r)
+      for (const auto& [c0, width] : groups[t]) store_as(ts.data_type, tw.data() + r * ts.embedding_dim + c0, width);
   }
   std::vector<std::vector<double>> m1(T), m2(T);
   for (size_t t = 0; t < T; ++t) {
     const auto& ts = spec.tables[t];
-    const size_t n = static_cast<size_t>(ts.num_embeddings * ts.embedding_dim);
-    m1[t].assign(spec.optimizer.type == OptimizerType::adam ? n : static_cast<size_t>(ts.num_embeddings) * groups[t].size(), 0.0);
+    const size_t n = static_cast<size_t>(ts.rows() * ts.embedding_dim);
+    m1[t].assign(spec.optimizer.type == OptimizerType::adam ? n : static_cast<size_t>(ts.rows()) * groups[t].size(), 0.0);
     m2[t].assign(spec.optimizer.type == OptimizerType::adam ? n : 0, 0.0);
   }
 
@@ -60,6 +100,7 @@ ReferenceResult run_reference(const WorkloadSpec& spec, int64_t iterations, cons
       std::optional<Batch> given = batch_source ? batch_source(it, r) : std::nullopt;
       Batch batch = given ? std::move(*given) : source->make(it, r);
       apply_invalid_id_policy(spec, batch.kjt, r, batch.origin);
+      apply_hashing(spec, batch.kjt);  // hashed tables: ids become their rows (input/hashing.h)
       const auto off = batch.kjt.offsets();
       std::vector<std::vector<float>> pooled(static_cast<size_t>(F)), dpooled(static_cast<size_t>(F));
       for (int f = 0; f < F; ++f) {
@@ -149,6 +190,8 @@ ReferenceResult run_reference(const WorkloadSpec& spec, int64_t iterations, cons
             break;
           }
         }
+        // the updated row stored again in the table's precision (no fp32 master copy)
+        for (const auto& [c0, width] : groups[t]) store_as(spec.tables[t].data_type, w.data() + at + static_cast<size_t>(c0), width);
       }
     }
     std::vector<float> avg(dense_grad.size());

@@ -42,7 +42,7 @@ class DataParallel final : public EmbeddingSharding {
       const TableSpec& ts = sink.spec.tables[static_cast<size_t>(t)];
       const double n_ids = replica_ids(sink, t);
       // distinct rows among n uniform ids over N rows: N (1 - (1 - 1/N)^n)
-      const double N = static_cast<double>(ts.num_embeddings);
+      const double N = static_cast<double>(ts.rows());
       const int64_t rows = std::llround(N * (1.0 - std::pow(1.0 - 1.0 / N, n_ids)));
       const auto& world = sink.world_ranks;
       const auto W = static_cast<size_t>(sink.world);

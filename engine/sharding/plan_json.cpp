@@ -95,7 +95,7 @@ void validate_plan(const WorkloadSpec& spec, const ShardingPlan& plan, const std
     if (tp.table != static_cast<int>(i)) fail(origin, where, fmt::format("plans table {}, expected table {}", tp.table, i));
     const TableSpec& t = spec.tables[i];
     const auto tname_of = [&] {
-      return fmt::format("table {} ({} rows x {} columns, {})", t.name, t.num_embeddings, t.embedding_dim,
+      return fmt::format("table {} ({} rows x {} columns, {})", t.name, t.rows(), t.embedding_dim,
                          to_string(tp.type));
     };
     if (tp.shards.empty()) fail(origin, where + "/shards", fmt::format("{} has no shard", tname_of()));
@@ -105,12 +105,12 @@ void validate_plan(const WorkloadSpec& spec, const ShardingPlan& plan, const std
       const Shard& s = tp.shards[k];
       const auto sw = [&] { return fmt::format("{}/shards/{}", where, k); };  // formatted only on failure
       if (s.rank < 0 || s.rank >= W) fail(origin, sw(), fmt::format("rank {} is outside [0, {})", s.rank, W));
-      if (s.row_offset < 0 || s.num_rows < 0 || s.num_rows > t.num_embeddings - s.row_offset)
+      if (s.row_offset < 0 || s.num_rows < 0 || s.num_rows > t.rows() - s.row_offset)
         fail(origin, sw(), fmt::format("rows {} are outside {}", range_text(s.row_offset, s.num_rows), tname_of()));
       if (s.col_offset < 0 || s.num_cols <= 0 || s.num_cols > t.embedding_dim - s.col_offset)
         fail(origin, sw(), fmt::format("columns {} are outside {} (a shard has at least one column)",
                                      range_text(s.col_offset, s.num_cols), tname_of()));
-      const bool all_rows = s.row_offset == 0 && s.num_rows == t.num_embeddings;
+      const bool all_rows = s.row_offset == 0 && s.num_rows == t.rows();
       const bool all_cols = s.col_offset == 0 && s.num_cols == t.embedding_dim;
       if ((tp.type == ShardingType::data_parallel || tp.type == ShardingType::table_wise ||
            tp.type == ShardingType::column_wise) && !all_rows)
@@ -143,7 +143,7 @@ void validate_plan(const WorkloadSpec& spec, const ShardingPlan& plan, const std
         break;
       case ShardingType::row_wise:
         expect_ranks(all, "one shard on each of the");
-        gap = tiling_problem(rows, t.num_embeddings, "rows");
+        gap = tiling_problem(rows, t.rows(), "rows");
         break;
       case ShardingType::table_row_wise: {
         if (tp.node < 0 || tp.node >= nodes)
@@ -151,7 +151,7 @@ void validate_plan(const WorkloadSpec& spec, const ShardingPlan& plan, const std
         std::vector<int> node_ranks;
         for (int l = 0; l < plan.local_world_size; ++l) node_ranks.push_back(tp.node * plan.local_world_size + l);
         expect_ranks(node_ranks, fmt::format("one shard on each of node {}'s", tp.node).c_str());
-        gap = tiling_problem(rows, t.num_embeddings, "rows");
+        gap = tiling_problem(rows, t.rows(), "rows");
         break;
       }
       case ShardingType::column_wise: gap = tiling_problem(cols, t.embedding_dim, "columns"); break;

@@ -22,6 +22,9 @@ json to_json(const WorkloadSpec& s) {
                       {"embedding_dim", t.embedding_dim},
                       {"pooling", to_string(t.pooling)},
                       {"feature_names", t.feature_names}});
+    // written only where it is not the default, so fp32 workloads serialize as before
+    if (t.data_type != TableDataType::fp32) tables.back()["data_type"] = to_string(t.data_type);
+    if (t.hash_size > 0) tables.back()["hash_size"] = t.hash_size;
   }
   j["tables"] = std::move(tables);
 

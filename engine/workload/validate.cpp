@@ -30,6 +30,9 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
     }
     c.gt0_max(p + "/num_embeddings", tb.num_embeddings, kMaxNumEmbeddings);
     c.gt0_max(p + "/embedding_dim", tb.embedding_dim, kMaxEmbeddingDim);
+    if (tb.hash_size != 0 && (tb.hash_size < 1 || tb.hash_size > tb.num_embeddings))
+      c.fail(p + "/hash_size",
+             fmt::format("must be in [1, num_embeddings = {}], got {}", tb.num_embeddings, tb.hash_size));
     if (tb.feature_names.empty()) c.fail(p + "/feature_names", "must not be empty");
     for (size_t k = 0; k < tb.feature_names.size(); ++k) {
       if (tb.feature_names[k].empty()) c.fail(ptr_idx(p + "/feature_names", k), "must not be empty");
@@ -235,6 +238,10 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
       c.fail("/qcomms/backward_precision", fmt::format("{} is {} (fp32 only)", enum_name(s.qcomms.backward_precision), kNotYet));
     if (s.network.limited()) c.fail("/network", fmt::format("network emulation is {}", kNotYet));
     if (s.memory.compaction > 0) c.fail("/memory/compaction", fmt::format("compaction is {}", kNotYet));
+    for (size_t t = 0; t < s.tables.size(); ++t)
+      if (s.tables[t].data_type != TableDataType::fp32)
+        c.fail(ptr_idx("/tables", t) + "/data_type",
+               fmt::format("{} (table \"{}\") is {} (fp32 only)", enum_name(s.tables[t].data_type), s.tables[t].name, kNotYet));
   }
 }
 

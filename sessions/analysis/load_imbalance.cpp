@@ -83,7 +83,10 @@ std::vector<WorkloadTable> workload_tables(const SessionReader& session) {
   std::vector<WorkloadTable> out;
   try {
     for (const auto& t : nlohmann::json::parse(session.meta(sessions::meta::kWorkloadJson, "{}")).value("tables", nlohmann::json::array()))
-      out.push_back({t.value("name", ""), t.value("num_embeddings", int64_t{0})});
+      // a hashed table (engine TableSpec::hash_size) stores hash_size rows: the rows its load and
+      // id histogram are counted over
+      out.push_back({t.value("name", ""), t.value("hash_size", int64_t{0}) > 0 ? t.value("hash_size", int64_t{0})
+                                                                               : t.value("num_embeddings", int64_t{0})});
   } catch (const std::exception&) {
     out.clear();
   }

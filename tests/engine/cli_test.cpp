@@ -491,3 +491,43 @@ TEST(Cli, PlanJsonThatDoesNotFitIsOneDocument) {
   r = cli("run --preset tiny --steps 1 --plan " + plan_file + " --force-overwrite -o " + (scratch() / "fits.db").string());
   EXPECT_EQ(r.code, 0) << r.err;
 }
+
+// Reduced-precision and hashed tables (issue 16): `run --json` reports each table's stored bytes
+// per rank, and `stats` shows the same from the session.
+TEST(Cli, RunAndStatsReportTableStorage) {
+  nlohmann::json w = nlohmann::json::parse(std::ifstream(kData + "/../../resources/workloads/tiny.json"));
+  w["tables"][2]["data_type"] = "fp16";   // t_b: 100 x 6
+  w["tables"][3]["data_type"] = "int8";   // t_c: 1000 ids x 12 on 100 rows
+  w["tables"][3]["hash_size"] = 100;
+  const auto path = scratch() / "compressed.json";
+  std::ofstream(path) << w.dump();
+  const std::string db = (scratch() / "compressed.db").string();
+  Result r = cli("run " + path.string() + " --steps 10 --json -o " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["tables"].size(), 4u);
+  auto total = [](const nlohmann::json& a) {
+    int64_t s = 0;
+    for (const auto& v : a) s += v.get<int64_t>();
+    return s;
+  };
+  EXPECT_EQ(j["tables"][2]["data_type"], "fp16");
+  EXPECT_EQ(total(j["tables"][2]["weight_bytes"]), 100 * 6 * 2);
+  EXPECT_EQ(j["tables"][3]["data_type"], "int8");
+  EXPECT_EQ(total(j["tables"][3]["weight_bytes"]), 100 * (12 + 8));
+  EXPECT_EQ(total(j["tables"][1]["weight_bytes"]), 10 * 8 * 4);  // t_a stays fp32
+  EXPECT_EQ(j["tables"][3]["hash_size"], 100);
+  EXPECT_GT(j["tables"][3]["hash_collisions"].get<int64_t>(), 0);
+  EXPECT_EQ(j["tables"][2]["hash_collisions"], 0);
+  EXPECT_GT(j["tables"][3]["relative_error"].get<double>(), 0.0);
+  EXPECT_LE(j["tables"][3]["relative_error"].get<double>(), 1.0 / 255);
+  EXPECT_EQ(j["tables"][1]["relative_error"], 0.0);
+  Result s = cli("stats " + db);
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_NE(s.out.find("collisions/step"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("int8"), std::string::npos) << s.out;
+  Result sj = cli("stats --json " + db);
+  ASSERT_EQ(sj.code, 0) << sj.err;
+  const auto st = nlohmann::json::parse(sj.out);
+  EXPECT_EQ(st["tables"], j["tables"]);
+}

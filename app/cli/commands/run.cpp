@@ -163,10 +163,21 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
                              {"backward_max_abs_error", r.qcomms_error.backward_max_abs},
                              {"backward_relative_error", r.qcomms_error.backward_relative}}},
            {"ranks", json::array()}};
+    j["tables"] = json::array();
+    for (const auto& ts : r.table_storage)
+      j["tables"].push_back({{"table", ts.name},
+                             {"data_type", es::to_string(ts.data_type)},
+                             {"weight_bytes", ts.weight_bytes},
+                             {"optimizer_state_bytes", ts.optimizer_state_bytes},
+                             {"master_copy_bytes", ts.master_copy_bytes},
+                             {"max_abs_error", ts.max_abs_error},
+                             {"relative_error", ts.relative_error},
+                             {"hash_size", ts.hash_size},
+                             {"hash_collisions", ts.hash_collisions}});
     for (const auto& rk : r.ranks)
       j["ranks"].push_back({{"rank", rk.rank}, {"ids_looked_up", rk.ids_looked_up}, {"unique_ids", rk.unique_ids},
                             {"bytes_sent", rk.bytes_sent}, {"bytes_received", rk.bytes_received},
-                            {"memory_bytes", rk.memory_bytes}});
+                            {"memory_bytes", rk.memory_bytes}, {"hash_collisions", rk.hash_collisions}});
     std::cout << dump(j) << "\n";
     return 0;
   }
@@ -185,6 +196,24 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
                              r.qcomms_error.forward_max_abs, r.qcomms_error.forward_relative,
                              r.qcomms_error.backward_max_abs, r.qcomms_error.backward_relative);
   std::cout << "\n";
+  if (std::any_of(spec.tables.begin(), spec.tables.end(),
+                  [](const auto& t) { return t.data_type != es::TableDataType::fp32 || t.hash_size > 0; })) {
+    // table storage: bytes over all ranks, the stored rows' error against their fp32 values,
+    // and the hash collisions per measured step (every rank's batch)
+    const auto steps = static_cast<double>(r.step_time_ns.size());
+    std::cout << fmt::format("{:<20} {:<9} {:>10} {:>12} {:>16} {:>12} {:>14} {:>10} {:>16}\n", "table", "data_type",
+                             "rows", "weights", "optimizer state", "master copy", "max abs error", "relative",
+                             "collisions/step");
+    for (size_t t = 0; t < r.table_storage.size(); ++t) {
+      const auto& ts = r.table_storage[t];
+      std::cout << fmt::format("{:<20} {:<9} {:>10} {:>12} {:>16} {:>12} {:>14.3g} {:>10.3g} {:>16.1f}\n", ts.name,
+                               es::to_string(ts.data_type), spec.tables[t].rows(), es::format_bytes(ts.total_weight_bytes()),
+                               es::format_bytes(ts.total_optimizer_state_bytes()), es::format_bytes(ts.master_copy_bytes),
+                               ts.max_abs_error, ts.relative_error,
+                               steps > 0 ? static_cast<double>(ts.hash_collisions) / steps : 0.0);
+    }
+    std::cout << "\n";
+  }
   std::cout << fmt::format("{:<5} {:>14} {:>12} {:>14} {:>14} {:>12}\n", "rank", "ids looked up", "unique rows",
                            "bytes sent", "bytes received", "memory peak");
   for (const auto& rk : r.ranks)

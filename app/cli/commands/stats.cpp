@@ -14,6 +14,7 @@
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
+#include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "output/gpu_kernels_text.h"
 #include "output/memory_text.h"
@@ -26,6 +27,39 @@ namespace ss = embedscope::sessions;
 using nlohmann::json;
 
 namespace {
+
+// The table storage block (metadata table_storage_json, FORMAT.md) when a table is stored in
+// reduced precision or hashed: bytes over all ranks, the stored rows' error against their fp32
+// values, hash collisions per measured step. Empty for fp32 tables without hashing, older files
+// and unreadable metadata.
+std::string table_storage_text(const std::string& meta, int64_t steps) {
+  const json tables = json::parse(meta, nullptr, false);
+  if (!tables.is_array()) return "";
+  bool any = false;
+  for (const auto& t : tables) any |= t.value("data_type", "fp32") != "fp32" || t.value("hash_size", int64_t{0}) > 0;
+  if (!any) return "";
+  auto sum = [](const json& a) {
+    int64_t s = 0;
+    if (a.is_array())
+      for (const auto& v : a) s += v.get<int64_t>();
+    return s;
+  };
+  std::string out = fmt::format("\n{:<20} {:<9} {:>10} {:>12} {:>16} {:>12} {:>14} {:>10} {:>16}\n", "table", "data_type",
+                                "hash_size", "weights", "optimizer state", "master copy", "max abs error", "relative",
+                                "collisions/step");
+  for (const auto& t : tables) {
+    const int64_t h = t.value("hash_size", int64_t{0});
+    out += fmt::format("{:<20} {:<9} {:>10} {:>12} {:>16} {:>12} {:>14.3g} {:>10.3g} {:>16.1f}\n", t.value("table", ""),
+                       t.value("data_type", "fp32"), h > 0 ? std::to_string(h) : std::string("-"),
+                       es::format_bytes(sum(t.value("weight_bytes", json::array()))),
+                       es::format_bytes(sum(t.value("optimizer_state_bytes", json::array()))),
+                       es::format_bytes(t.value("master_copy_bytes", int64_t{0})), t.value("max_abs_error", 0.0),
+                       t.value("relative_error", 0.0),
+                       steps > 0 ? static_cast<double>(t.value("hash_collisions", int64_t{0})) / static_cast<double>(steps)
+                                 : 0.0);
+  }
+  return out;
+}
 
 int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   const ss::SessionReader session(file);
@@ -87,6 +121,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
       j["collectives"].push_back({{"name", name_of(c.name_id)}, {"count", c.count}, {"bytes", c.bytes}, {"time_ns", c.time_ns},
                                   {"exposed_ns", c.exposed_ns}, {"wait_ns", c.wait_ns}});
     if (!session.meta("end_message").empty()) j["end_message"] = session.meta("end_message");
+    j["tables"] = json::parse(session.meta(ss::meta::kTableStorageJson, "[]"), nullptr, false);
     j["overlap_definition"] = "thread level: host spans of compute vs comm ops per rank, clipped to step windows";
     if (!kernels.empty()) j["gpu_kernels"] = gpu_kernels_json(kernels, keep_last_step);
     if (!memory.empty()) j["memory"] = memory_json(memory);
@@ -149,6 +184,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                              ms(r.compute_ns), ms(r.comm_ns), ms(r.exposed_comm_ns), ms(r.idle_ns), r.overlap_pct,
                              r.ids_looked_up, es::format_bytes(r.bytes_sent), es::format_bytes(r.bytes_received));
   if (!kernel_text.empty()) std::cout << "\n" << kernel_text;
+  std::cout << table_storage_text(session.meta(ss::meta::kTableStorageJson, "[]"), st.steps);
   std::cout << fmt::format("\n{:<5} {:>16} {:>16} {:>15} {:>8}\n", "rank", "peak allocated", "peak reserved",
                            "fragmentation", "memviz");
   for (const auto& r : st.ranks)

@@ -89,6 +89,30 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     bwd.merge(r->bwd_error_);
   }
   result.qcomms_error = {fwd.max_abs_error, fwd.relative(), bwd.max_abs_error, bwd.relative()};
+  // per table: the bytes each rank's shards allocated, and the error of the rows they stored
+  for (size_t t = 0; t < spec.tables.size(); ++t) {
+    RunResult::TableStorage ts;
+    ts.name = spec.tables[t].name;
+    ts.data_type = spec.tables[t].data_type;
+    ts.weight_bytes.assign(static_cast<size_t>(W), 0);
+    ts.optimizer_state_bytes.assign(static_cast<size_t>(W), 0);
+    QuantError err;
+    for (int r = 0; r < W; ++r)
+      for (const auto& ls : ranks_[static_cast<size_t>(r)]->shards) {
+        if (ls.table != static_cast<int>(t)) continue;
+        ts.weight_bytes[static_cast<size_t>(r)] +=
+            static_cast<int64_t>(ls.weights.size() * sizeof(float) + ls.packed.size());
+        ts.optimizer_state_bytes[static_cast<size_t>(r)] +=
+            static_cast<int64_t>((ls.momentum1.size() + ls.momentum2.size()) * sizeof(float));
+        err.merge(ls.storage_error);
+      }
+    ts.hash_size = spec.tables[t].hash_size;
+    for (auto& rk : ranks_)
+      if (t < rk->hash_collisions.size()) ts.hash_collisions += rk->hash_collisions[t];
+    ts.max_abs_error = err.max_abs_error;
+    ts.relative_error = err.relative();
+    result.table_storage.push_back(std::move(ts));
+  }
   if (result.ended == RunEnd::complete) {  // also cancelled runs: the steps that ran
     const size_t n = ranks_[0]->step_ns.size();
     for (size_t i = 0; i < n; ++i) {
@@ -124,19 +148,29 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
                                                                            {"backward_max_abs_error", q.backward_max_abs},
                                                                            {"backward_relative_error", q.backward_relative}}
                                                                 .dump());
+    nlohmann::json storage = nlohmann::json::array();
+    for (const auto& ts : result.table_storage)
+      storage.push_back({{"table", ts.name},
+                         {"data_type", to_string(ts.data_type)},
+                         {"weight_bytes", ts.weight_bytes},
+                         {"optimizer_state_bytes", ts.optimizer_state_bytes},
+                         {"master_copy_bytes", ts.master_copy_bytes},
+                         {"max_abs_error", ts.max_abs_error},
+                         {"relative_error", ts.relative_error},
+                         {"hash_size", ts.hash_size},
+                         {"hash_collisions", ts.hash_collisions}});
+    session->set_metadata(sessions::meta::kTableStorageJson, storage.dump());
   }
   if (sh.opt.keep_tables && result.ended == RunEnd::complete) {
     for (size_t t = 0; t < spec.tables.size(); ++t) {
       const TableSpec& ts = spec.tables[t];
-      std::vector<float> full(static_cast<size_t>(ts.num_embeddings * ts.embedding_dim));
+      std::vector<float> full(static_cast<size_t>(ts.rows() * ts.embedding_dim));
       const TablePlan& tp = sh.plan.tables[t];
       for (const Shard& s : tp.shards) {
         if (sh.layout.replicated(static_cast<int>(t)) && s.rank != 0) continue;  // one replica
         for (auto& ls : ranks_[static_cast<size_t>(s.rank)]->shards) {
           if (ls.table != static_cast<int>(t) || ls.s.row_offset != s.row_offset || ls.s.col_offset != s.col_offset) continue;
-          for (int64_t r = 0; r < s.num_rows; ++r)
-            std::memcpy(full.data() + (s.row_offset + r) * ts.embedding_dim + s.col_offset,
-                        ls.weights.data() + r * s.num_cols, sizeof(float) * static_cast<size_t>(s.num_cols));
+          for (int64_t r = 0; r < s.num_rows; ++r) ls.row(r, full.data() + (s.row_offset + r) * ts.embedding_dim + s.col_offset);
         }
       }
       result.tables.push_back(std::move(full));

@@ -44,6 +44,11 @@ void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, 
     gpu_->to_host(out.data(), out.device_data(), static_cast<int64_t>(out.size() * sizeof(float)));
     return;
   }
+  if (ls.data_type != TableDataType::fp32) {
+    pooled_lookup_encoded(ls.data_type, ls.packed.data(), ls.s.num_rows, ls.s.num_cols, ids, off, n_bags, scale,
+                          out.data(), ls.s.num_cols);
+    return;
+  }
   pooled_lookup(ls.weights.data(), ls.s.num_rows, ls.s.num_cols, ids, off, n_bags, scale, out.data(), ls.s.num_cols);
 }
 
@@ -63,6 +68,11 @@ void Rank::shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g) 
     gpu_->update(sh_.spec.optimizer, iteration, ls.weights.device_data(), ls.momentum1.device_data(),
                  ls.momentum2.device_data(), ls.s.num_rows, ls.s.num_cols, d_rows.device_data(), d_off.device_data(),
                  static_cast<int64_t>(n), d_vals.device_data());
+    return;
+  }
+  if (ls.data_type != TableDataType::fp32) {
+    apply_row_optimizer_encoded(sh_.spec.optimizer, iteration, ls.data_type, ls.packed.data(), ls.s.num_cols, ls.state(), g,
+                                measured_ ? &ls.storage_error : nullptr);
     return;
   }
   apply_row_optimizer(sh_.spec.optimizer, iteration, ls.weights.data(), ls.s.num_cols, ls.state(), g);
@@ -168,15 +178,34 @@ void Rank::setup() {
       ls.table = tp.table;
       ls.shard_index = static_cast<int>(si);
       ls.s = s;
+      ls.data_type = t.data_type;
+      if (ls.data_type != TableDataType::fp32 && gpu_)
+        throw std::invalid_argument(fmt::format("table \"{}\": data_type {} runs on the cpu backend only (the cuda "
+                                                "kernels read fp32 rows)", t.name, to_string(ls.data_type)));
+      // fp32 rows in `weights`; other types are initialised in fp32 and encoded, a block of rows
+      // at a time (no fp32 copy of the whole shard, not even on the host)
       ls.weights = DeviceBuffer<float>(&arena_, "weights");
-      ls.weights.assign(static_cast<size_t>(s.num_rows * s.num_cols));
+      if (ls.data_type == TableDataType::fp32) ls.weights.assign(static_cast<size_t>(s.num_rows * s.num_cols));
       const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, s.num_rows, s.num_cols);
       ls.momentum1 = DeviceBuffer<float>(&arena_, "optimizer_state");
       ls.momentum2 = DeviceBuffer<float>(&arena_, "optimizer_state");
       ls.momentum1.assign(static_cast<size_t>(m1));
       ls.momentum2.assign(static_cast<size_t>(m2));
-      init_shard(spec.seed, tp.table, t.num_embeddings, s.row_offset, s.num_rows, s.col_offset, s.num_cols,
-                 ls.weights.data());
+      if (ls.data_type == TableDataType::fp32) {
+        init_shard(spec.seed, tp.table, t.rows(), s.row_offset, s.num_rows, s.col_offset, s.num_cols, ls.weights.data());
+      } else {
+        const int64_t rb = row_bytes(ls.data_type, s.num_cols);
+        ls.packed = DeviceBuffer<uint8_t>(&arena_, "weights");
+        ls.packed.assign(static_cast<size_t>(s.num_rows * rb));
+        constexpr int64_t kBlockRows = 4096;
+        std::vector<float> block(static_cast<size_t>(std::min(s.num_rows, kBlockRows) * s.num_cols));
+        for (int64_t r0 = 0; r0 < s.num_rows; r0 += kBlockRows) {
+          const int64_t n = std::min(kBlockRows, s.num_rows - r0);
+          init_shard(spec.seed, tp.table, t.rows(), s.row_offset + r0, n, s.col_offset, s.num_cols, block.data());
+          for (int64_t r = 0; r < n; ++r)
+            encode_row(ls.data_type, block.data() + r * s.num_cols, s.num_cols, ls.packed.data() + (r0 + r) * rb);
+        }
+      }
       to_gpu(ls.weights);
       to_gpu(ls.momentum1);
       to_gpu(ls.momentum2);

@@ -29,10 +29,12 @@
 #include "exec/device/rank_device.h"
 #include "embedscope/engine/comm/gloo_process_group.h"
 #include "embedscope/engine/model/dense.h"
+#include "embedscope/engine/input/hashing.h"
 #include "embedscope/engine/input/id_histogram.h"
 #include "embedscope/engine/input/input.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/memory/memory.h"
+#include "embedscope/engine/quant/row_codec.h"
 #include "embedscope/engine/program/step_program.h"
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/profiler/tracer.h"
@@ -97,8 +99,20 @@ struct LocalShard {
   int table = 0;
   int shard_index = 0;  // index into TablePlan::shards
   Shard s;
+  // the rows: fp32 tables in `weights`; the other data types (TableSpec::data_type) encoded in
+  // `packed` (num_rows x row_bytes(data_type, num_cols), quant/row_codec.h), `weights` empty
+  TableDataType data_type = TableDataType::fp32;
   DeviceBuffer<float> weights;
+  DeviceBuffer<uint8_t> packed;
+  QuantError storage_error;  // of the rows encoded by the updates, measured steps (lookup error vs fp32)
   DeviceBuffer<float> momentum1, momentum2;  // optimizer state (FBGEMM layouts)
+  /// Row r of the shard (local row index) decoded to fp32 into out[0, num_cols).
+  void row(int64_t r, float* out) const {
+    if (data_type == TableDataType::fp32)
+      std::memcpy(out, weights.data() + r * s.num_cols, sizeof(float) * static_cast<size_t>(s.num_cols));
+    else
+      decode_row(data_type, packed.data() + r * row_bytes(data_type, s.num_cols), s.num_cols, out);
+  }
   RowOptimizerState state() {
     return {{momentum1.data(), momentum1.size()}, {momentum2.data(), momentum2.size()}};
   }
@@ -143,6 +157,7 @@ class Rank final : public sharding::RankContext {
   std::vector<int64_t> skipped_per_iteration;  // malformed input lines skipped, per iteration (warmup included)
   std::vector<sessions::OpEvent> events;  // kept spans (TrainerOptions::keep_events)
   bool cancelled = false;
+  std::vector<int64_t> hash_collisions;  // per table, measured steps (input/hashing.h)
   QuantError fwd_error_, bwd_error_;  // qcomms: error of the values quantized (written on the comm thread)
   DenseModel& dense() { return dense_; }
 

@@ -33,6 +33,12 @@ std::unique_ptr<Inflight> Rank::start_batch(int64_t it, bool async) {
     }
     auto fixed = apply_invalid_id_policy(spec, b.batch.kjt, me_, b.batch.origin);
     if (measured_) summary.invalid_ids += std::accumulate(fixed.begin(), fixed.end(), int64_t{0});
+    const auto collisions = apply_hashing(spec, b.batch.kjt);  // hashed tables' ids become their rows
+    if (measured_) {
+      if (hash_collisions.empty()) hash_collisions.assign(collisions.size(), 0);
+      for (size_t t = 0; t < collisions.size(); ++t) hash_collisions[t] += collisions[t];
+      summary.hash_collisions += std::accumulate(collisions.begin(), collisions.end(), int64_t{0});
+    }
     b.off = b.batch.kjt.offsets();
     if (it >= spec.warmup_steps) id_histogram_.add(spec, b.batch.kjt);  // the batch of a measured step
   }

@@ -1,5 +1,7 @@
 #include "embedscope/engine/kernels/kernels.h"
 
+#include "embedscope/engine/quant/row_codec.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -161,10 +163,45 @@ OptimizerStateBuffers make_optimizer_state(OptimizerType type, int64_t rows, int
   return s;
 }
 
-void apply_row_optimizer(const OptimizerSpec& opt, int64_t iteration, float* weights,
-                         int64_t dim, RowOptimizerState state, const SparseGrad& grad) {
+namespace {
+// The update of row r (its fp32 values at w) by the gradient g (dim values): the formulas of
+// apply_row_optimizer (kernels.h). The state is indexed by the shard row r.
+inline void update_row(const OptimizerSpec& opt, int64_t iteration, float* __restrict w, int64_t r, int64_t dim,
+                       RowOptimizerState& state, const float* __restrict g) {
   const float lr = static_cast<float>(opt.learning_rate);
   const float eps = static_cast<float>(opt.eps);
+  switch (opt.type) {
+    case OptimizerType::sgd:
+      for (int64_t c = 0; c < dim; ++c) w[c] -= lr * g[c];
+      break;
+    case OptimizerType::rowwise_adagrad: {
+      float sq = 0.0f;
+      for (int64_t c = 0; c < dim; ++c) sq += g[c] * g[c];
+      float& m = state.momentum1[static_cast<size_t>(r)];
+      m += sq / static_cast<float>(dim);
+      const float step = lr / (std::sqrt(m) + eps);
+      for (int64_t c = 0; c < dim; ++c) w[c] -= step * g[c];
+      break;
+    }
+    case OptimizerType::adam: {
+      const float b1 = static_cast<float>(opt.beta1), b2 = static_cast<float>(opt.beta2);
+      const float c1 = 1.0f - static_cast<float>(std::pow(opt.beta1, iteration));
+      const float c2 = 1.0f - static_cast<float>(std::pow(opt.beta2, iteration));
+      float* m1 = state.momentum1.data() + r * dim;
+      float* m2 = state.momentum2.data() + r * dim;
+      for (int64_t c = 0; c < dim; ++c) {
+        m1[c] = b1 * m1[c] + (1.0f - b1) * g[c];
+        m2[c] = b2 * m2[c] + (1.0f - b2) * g[c] * g[c];
+        w[c] -= lr * (m1[c] / c1) / (std::sqrt(m2[c] / c2) + eps);
+      }
+      break;
+    }
+  }
+}
+}  // namespace
+
+void apply_row_optimizer(const OptimizerSpec& opt, int64_t iteration, float* weights,
+                         int64_t dim, RowOptimizerState state, const SparseGrad& grad) {
   const size_t n = grad.rows.size();
   for (size_t u = 0; u < n; ++u) {
     const int64_t r = grad.rows[u];
@@ -178,35 +215,48 @@ void apply_row_optimizer(const OptimizerSpec& opt, int64_t iteration, float* wei
         prefetch_row(state.momentum2.data() + next * dim, dim);
       }
     }
-    float* w = weights + r * dim;
-    const float* g = grad.values.data() + u * static_cast<size_t>(dim);
-    switch (opt.type) {
-      case OptimizerType::sgd:
-        for (int64_t c = 0; c < dim; ++c) w[c] -= lr * g[c];
-        break;
-      case OptimizerType::rowwise_adagrad: {
-        float sq = 0.0f;
-        for (int64_t c = 0; c < dim; ++c) sq += g[c] * g[c];
-        float& m = state.momentum1[static_cast<size_t>(r)];
-        m += sq / static_cast<float>(dim);
-        const float step = lr / (std::sqrt(m) + eps);
-        for (int64_t c = 0; c < dim; ++c) w[c] -= step * g[c];
-        break;
-      }
-      case OptimizerType::adam: {
-        const float b1 = static_cast<float>(opt.beta1), b2 = static_cast<float>(opt.beta2);
-        const float c1 = 1.0f - static_cast<float>(std::pow(opt.beta1, iteration));
-        const float c2 = 1.0f - static_cast<float>(std::pow(opt.beta2, iteration));
-        float* m1 = state.momentum1.data() + r * dim;
-        float* m2 = state.momentum2.data() + r * dim;
-        for (int64_t c = 0; c < dim; ++c) {
-          m1[c] = b1 * m1[c] + (1.0f - b1) * g[c];
-          m2[c] = b2 * m2[c] + (1.0f - b2) * g[c] * g[c];
-          w[c] -= lr * (m1[c] / c1) / (std::sqrt(m2[c] / c2) + eps);
-        }
-        break;
-      }
+    update_row(opt, iteration, weights + r * dim, r, dim, state, grad.values.data() + u * static_cast<size_t>(dim));
+  }
+}
+
+void pooled_lookup_encoded(TableDataType type, const uint8_t* rows, int64_t num_rows, int64_t dim,
+                           const int64_t* ids, const int64_t* offsets, int64_t num_bags,
+                           const float* bag_scale, float* out, int64_t out_stride) {
+  if (type == TableDataType::fp32) {
+    pooled_lookup(reinterpret_cast<const float*>(rows), num_rows, dim, ids, offsets, num_bags, bag_scale, out,
+                  out_stride);
+    return;
+  }
+  const int64_t stride = row_bytes(type, dim);
+  std::vector<float> row(static_cast<size_t>(dim));
+  for (int64_t b = 0; b < num_bags; ++b) {
+    float* o = out + b * out_stride;
+    std::fill_n(o, dim, 0.0f);
+    for (int64_t i = offsets[b]; i < offsets[b + 1]; ++i) {
+      decode_row(type, rows + ids[i] * stride, dim, row.data());
+      add_row(o, row.data(), dim);
     }
+    if (bag_scale != nullptr && bag_scale[b] != 1.0f) {
+      const float s = bag_scale[b];
+      for (int64_t c = 0; c < dim; ++c) o[c] *= s;
+    }
+  }
+}
+
+void apply_row_optimizer_encoded(const OptimizerSpec& opt, int64_t iteration, TableDataType type, uint8_t* rows,
+                                 int64_t dim, RowOptimizerState state, const SparseGrad& grad, QuantError* err) {
+  if (type == TableDataType::fp32) {
+    apply_row_optimizer(opt, iteration, reinterpret_cast<float*>(rows), dim, state, grad);
+    return;
+  }
+  const int64_t stride = row_bytes(type, dim);
+  std::vector<float> w(static_cast<size_t>(dim));
+  for (size_t u = 0; u < grad.rows.size(); ++u) {
+    const int64_t r = grad.rows[u];
+    uint8_t* at = rows + r * stride;
+    decode_row(type, at, dim, w.data());
+    update_row(opt, iteration, w.data(), r, dim, state, grad.values.data() + u * static_cast<size_t>(dim));
+    encode_row(type, w.data(), dim, at, err);
   }
 }
 

@@ -119,3 +119,36 @@ TEST(MemoryEstimate, NeverBelowTheMeasuredPeakOfAnyPipelineOrShardingType) {
         EXPECT_GE(est[r].total(), peak[r]) << to_string(p) << " " << to_string(type) << " rank " << r;
     }
 }
+
+// Reduced-precision tables (TableSpec::data_type): the estimate counts the stored bytes of
+// every row (fp16 2 dim, int8 dim + 8), so a workload whose fp32 (and fp16) tables exceed the
+// devices' memory fits with int8 and runs, its measured peak under the estimate and the memory.
+TEST(MemoryEstimate, Int8TablesFitWhereFp32AndFp16DoNot) {
+  WorkloadSpec s = kjt_heavy(PipelineKind::base);
+  for (auto& t : s.tables) {  // 8 tables of 100000 x 16, two a rank: 12.8 MB a rank in fp32
+    t.num_embeddings = 100000;
+    t.embedding_dim = 16;
+  }
+  s.batch_size = 64;
+  s.devices.memory_bytes = 6 << 20;           // 6 MiB a rank
+  s.memory.allocator = AllocatorKind::direct;  // no 20 MiB segments of the caching allocator
+  s.optimizer.type = OptimizerType::sgd;
+  auto est = estimate_memory(s, plan_sharding(s));
+  EXPECT_EQ(est[0].weights, 2 * 6400000);  // 100000 x 64 bytes, a multiple of 512
+  EXPECT_THROW(check_memory_fits(s, est), SpecError);
+  for (auto& t : s.tables) t.data_type = TableDataType::fp16;
+  est = estimate_memory(s, plan_sharding(s));
+  EXPECT_EQ(est[0].weights, 2 * 3200000);  // 100000 x 32 bytes
+  EXPECT_THROW(check_memory_fits(s, est), SpecError);
+  for (auto& t : s.tables) t.data_type = TableDataType::int8;
+  const ShardingPlan p8 = plan_sharding(s);
+  est = estimate_memory(s, p8);
+  EXPECT_EQ(est[0].weights, 2 * 2400256);  // 100000 x (16 + 8) bytes, rounded up to 512
+  EXPECT_NO_THROW(check_memory_fits(s, est));
+  const auto peak = measured_peaks(s, p8);
+  ASSERT_EQ(peak.size(), est.size());
+  for (size_t r = 0; r < est.size(); ++r) {
+    EXPECT_GE(est[r].total(), peak[r]) << "rank " << r;
+    EXPECT_LE(peak[r], s.devices.memory_bytes) << "rank " << r;
+  }
+}

@@ -113,6 +113,8 @@ inline void expect_same(const es::WorkloadSpec& a, const es::WorkloadSpec& b) {
     EXPECT_EQ(a.tables[t].embedding_dim, b.tables[t].embedding_dim);
     EXPECT_EQ(a.tables[t].pooling, b.tables[t].pooling);
     EXPECT_EQ(a.tables[t].feature_names, b.tables[t].feature_names);
+    EXPECT_EQ(a.tables[t].data_type, b.tables[t].data_type);
+    EXPECT_EQ(a.tables[t].hash_size, b.tables[t].hash_size);
   }
   ASSERT_EQ(a.features.size(), b.features.size());
   for (size_t f = 0; f < a.features.size(); ++f) {

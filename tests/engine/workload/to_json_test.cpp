@@ -34,4 +34,24 @@ TEST(SpecRoundTrip, NullDenseAndVariablePooling) {
   expect_same(es::parse_workload(json::parse(out.dump()), "rt"), s);
 }
 
+// data_type and hash_size: written where they are not the default, read back; fp32 tables
+// without hashing serialize without either key (as before the keys existed).
+TEST(SpecRoundTrip, DataTypeAndHashSize) {
+  json j = base_spec();
+  j["tables"][1]["data_type"] = "int8";
+  j["tables"][1]["hash_size"] = 7;
+  const es::WorkloadSpec s = es::parse_workload(j, "t.json");
+  EXPECT_EQ(s.tables[0].data_type, es::TableDataType::fp32);
+  EXPECT_EQ(s.tables[1].data_type, es::TableDataType::int8);
+  EXPECT_EQ(s.tables[1].hash_size, 7);
+  EXPECT_EQ(s.tables[1].rows(), 7);
+  EXPECT_EQ(s.tables[0].rows(), 10);
+  const json out = es::to_json(s);
+  EXPECT_FALSE(out.at("tables").at(0).contains("data_type"));
+  EXPECT_FALSE(out.at("tables").at(0).contains("hash_size"));
+  EXPECT_EQ(out.at("tables").at(1).at("data_type"), "int8");
+  EXPECT_EQ(out.at("tables").at(1).at("hash_size"), 7);
+  expect_same(es::parse_workload(json::parse(out.dump()), "rt"), s);
+}
+
 }  // namespace

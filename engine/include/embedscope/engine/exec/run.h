@@ -110,6 +110,9 @@ struct RankSummary {
   int64_t memory_bytes = 0;    ///< peak bytes in use on the device (arena)
   int64_t invalid_ids = 0;     ///< ids clamped or dropped (policy clamp / drop)
   int64_t skipped_lines = 0;   ///< malformed input lines skipped for this rank's batches (input.malformed_lines skip), every step
+  /// hashed tables (TableSpec::hash_size): distinct ids of this rank's batches that shared their
+  /// row with another distinct id of the same batch (input/hashing.h), summed over measured steps
+  int64_t hash_collisions = 0;
   int64_t allocator_ns = 0;    ///< time inside the device allocator, whole run (incl. setup)
 };
 
@@ -146,6 +149,28 @@ struct RunResult {
     double forward_max_abs = 0, forward_relative = 0;
     double backward_max_abs = 0, backward_relative = 0;
   } qcomms_error;
+  /// Per table (spec order): what its rows and optimizer state take, measured from the buffers
+  /// each rank allocated (bytes, every replica of a data_parallel table counted on its rank), and
+  /// the error of its stored rows. No fp32 master copy is kept for reduced-precision tables
+  /// (quant/row_codec.h says why), so master_copy_bytes is 0 and reported as such.
+  struct TableStorage {
+    std::string name;
+    TableDataType data_type = TableDataType::fp32;
+    std::vector<int64_t> weight_bytes;           ///< per rank: bytes of the table's stored rows
+    std::vector<int64_t> optimizer_state_bytes;  ///< per rank: bytes of its fp32 optimizer state
+    int64_t master_copy_bytes = 0;               ///< fp32 master copy of the rows (none kept)
+    /// The lookup error against an fp32 copy of the same rows: over the rows the measured steps
+    /// updated, max |fp32 row after the update - the row as stored| and that over max |fp32 row|
+    /// (0 for fp32 tables; the cuda backend runs fp32 only).
+    double max_abs_error = 0, relative_error = 0;
+    int64_t hash_size = 0;        ///< TableSpec::hash_size (0: no hashing)
+    /// Hash collisions of the table (input/hashing.h: apply_hashing) in every rank's batches,
+    /// summed over the measured steps and ranks (each rank's local batch counted on its own).
+    int64_t hash_collisions = 0;
+    int64_t total_weight_bytes() const;
+    int64_t total_optimizer_state_bytes() const;
+  };
+  std::vector<TableStorage> table_storage;
 };
 
 /// Runs the workload under exactly `plan` (from plan_sharding, or a hand-edited plan read by

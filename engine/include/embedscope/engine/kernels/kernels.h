@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "embedscope/engine/quant/quant.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine {
@@ -74,5 +75,24 @@ OptimizerStateBuffers make_optimizer_state(OptimizerType type, int64_t rows, int
 /// `weights` and `state` describe the whole shard (num_rows x dim).
 void apply_row_optimizer(const OptimizerSpec& opt, int64_t iteration, float* weights,
                          int64_t dim, RowOptimizerState state, const SparseGrad& grad);
+
+/// pooled_lookup over a shard stored as `type` (TableSpec::data_type; each row
+/// row_bytes(type, dim) bytes, layouts in quant/row_codec.h): each looked-up row is decoded to
+/// fp32 and the bag summed in fp32 in id order (the order of pooled_lookup, so an fp32 shard
+/// gives pooled_lookup's result bit for bit; fp32 calls it). Cost: reads
+/// sum(len) * row_bytes(type, dim) bytes of rows.
+void pooled_lookup_encoded(TableDataType type, const uint8_t* rows, int64_t num_rows, int64_t dim,
+                           const int64_t* ids, const int64_t* offsets, int64_t num_bags,
+                           const float* bag_scale, float* out, int64_t out_stride);
+
+/// apply_row_optimizer on a shard stored as `type`: each row of `grad` is decoded to fp32,
+/// updated by the same formulas (the optimizer state stays fp32) and encoded again, rounded to
+/// nearest (quant/row_codec.h says why no master copy is kept). The encoding error of every
+/// updated row against its fp32 value is merged into *err when err is not null (the "lookup
+/// error against an fp32 copy of the same rows" that the run reports). fp32 calls
+/// apply_row_optimizer (error not measured: it is 0).
+void apply_row_optimizer_encoded(const OptimizerSpec& opt, int64_t iteration, TableDataType type, uint8_t* rows,
+                                 int64_t dim, RowOptimizerState state, const SparseGrad& grad,
+                                 QuantError* err = nullptr);
 
 }  // namespace embedscope::engine

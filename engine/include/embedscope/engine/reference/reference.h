@@ -31,6 +31,10 @@ struct ReferenceResult {
 /// global mean loss, i.e. divided by devices.count) to backward_precision, as the collectives
 /// round them (sharded row_wise / table_row_wise sums round per-rank partial sums instead, which
 /// the parity tests allow for).
+/// Tables with a reduced-precision data_type (TableSpec::data_type) hold the stored form of their
+/// rows: the initial rows and every updated row are rounded as the shard stores them (fp16 /
+/// bf16 per value, int8 per row and column shard, FBGEMM's fused 8-bit code; quant/row_codec.h),
+/// the update itself computed from the stored values in double.
 /// Trains `iterations` steps on the global batch (devices.count local batches) with whole
 /// tables. `plan` only supplies FBGEMM's per-shard row-wise state: under column_wise sharding
 /// rowwise_adagrad keeps one accumulator per row and column shard (as TorchRec does), and the

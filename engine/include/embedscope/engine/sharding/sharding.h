@@ -58,7 +58,7 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec);
 /// Planned bytes per device, before anything is allocated.
 struct DeviceMemoryEstimate {
   int rank = 0;
-  int64_t weights = 0;          ///< embedding shards, fp32
+  int64_t weights = 0;          ///< embedding shards, in each table's data_type (row_bytes of quant/row_codec.h)
   int64_t optimizer_state = 0;  ///< FBGEMM state of those shards
   int64_t dense = 0;            ///< dense parameters, gradients and activations
   int64_t buffers = 0;          ///< KJT, pooled outputs and their gradients, comm buffers (pipeline_buffers included)

@@ -47,6 +47,11 @@ enum class Interaction { dot, cat, dcn };
 enum class PipelineKind { base, sparse_dist, semi_sync };
 /// Precision of a communicated tensor (TorchRec qcomms' CommType FP32 / FP16 / BF16).
 enum class CommPrecision { fp32, fp16, bf16 };
+/// Storage precision of an embedding table's rows (TorchRec/FBGEMM SparseType FP32, FP16, BF16,
+/// INT8). int8 rows are FBGEMM's fused 8-bit row-wise layout: dim uint8 codes followed by an fp32
+/// scale and an fp32 bias per row (quant/row_codec.h). Lookups accumulate in fp32 whatever the
+/// storage; how training updates reduced-precision rows is described in quant/row_codec.h.
+enum class TableDataType { fp32, fp16, bf16, int8 };
 /// How a device's memory is managed (engine/allocator.h describes each).
 enum class AllocatorKind { caching, expandable, direct, cuda_async };
 /// Where the training batches come from (spec.input; engine/input/source.h): synthetic (the
@@ -116,6 +121,13 @@ template <>
 struct EnumNames<CommPrecision> {
   static constexpr std::pair<CommPrecision, const char*> values[] = {
       {CommPrecision::fp32, "fp32"}, {CommPrecision::fp16, "fp16"}, {CommPrecision::bf16, "bf16"}};
+};
+template <>
+struct EnumNames<TableDataType> {
+  static constexpr std::pair<TableDataType, const char*> values[] = {{TableDataType::fp32, "fp32"},
+                                                                     {TableDataType::fp16, "fp16"},
+                                                                     {TableDataType::bf16, "bf16"},
+                                                                     {TableDataType::int8, "int8"}};
 };
 template <>
 struct EnumNames<AllocatorKind> {
@@ -208,6 +220,7 @@ inline const char* to_string(Interaction i) { return enum_name(i); }
 inline const char* to_string(PipelineKind p) { return enum_name(p); }
 inline const char* to_string(CommPrecision p) { return enum_name(p); }
 inline const char* to_string(AllocatorKind k) { return enum_name(k); }
+inline const char* to_string(TableDataType t) { return enum_name(t); }
 
 /// Parses "base" | "sparse_dist" | "semi_sync"; throws SpecError naming `where`.
 inline PipelineKind pipeline_from_string(const std::string& s, const std::string& where) {

@@ -71,6 +71,17 @@ struct TableSpec {
   int64_t embedding_dim = 0;   ///< columns, > 0
   Pooling pooling = Pooling::sum;
   std::vector<std::string> feature_names;  ///< each names an entry of WorkloadSpec::features
+  /// Precision the rows are stored in (JSON "data_type", default fp32): fp16 / bf16 take 2
+  /// bytes a value, int8 1 byte a value plus 8 bytes a row (quant/row_codec.h). The cpu
+  /// backend runs every type; the cuda backend fp32 only (refused with an error otherwise).
+  TableDataType data_type = TableDataType::fp32;
+  /// The hashing trick (JSON "hash_size"; 0 = absent, no hashing): ids stay drawn over
+  /// [0, num_embeddings) but the table has hash_size rows, and id i is looked up in row
+  /// hashed_row(i, hash_size) (input/hashing.h: xxHash64, seed kIdHashSeed). In [1, num_embeddings].
+  int64_t hash_size = 0;
+  /// Rows the table stores: hash_size when hashing, else num_embeddings. Every shard, plan and
+  /// memory figure counts these rows; the ids (and invalid_ids) range over num_embeddings.
+  int64_t rows() const { return hash_size > 0 ? hash_size : num_embeddings; }
 };
 
 /// Per-table sharding override.

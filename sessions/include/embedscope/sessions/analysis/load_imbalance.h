@@ -40,7 +40,7 @@ LoadData load_data(const SessionReader& session, LoadMetric metric);
 /// A table of the session's workload (metadata workload_json).
 struct WorkloadTable {
   std::string name;
-  int64_t num_embeddings = 0;  ///< rows
+  int64_t num_embeddings = 0;  ///< rows stored: the workload's hash_size for a hashed table, else num_embeddings
 };
 /// The workload's tables in index order; empty when workload_json is missing or unreadable.
 std::vector<WorkloadTable> workload_tables(const SessionReader& session);

@@ -83,6 +83,11 @@ inline constexpr const char* kQcommsBackwardPrecision = "qcomms_backward_precisi
 /// Quantization error of the values sent, JSON {"forward_max_abs_error",
 /// "forward_relative_error", "backward_max_abs_error", "backward_relative_error"}; at close.
 inline constexpr const char* kQcommsErrorJson = "qcomms_error_json";
+/// Per table, how its rows are stored and what that costs, JSON array of {"table", "data_type",
+/// "weight_bytes": [per rank], "optimizer_state_bytes": [per rank], "master_copy_bytes",
+/// "max_abs_error", "relative_error", "hash_size", "hash_collisions"} (engine RunResult::TableStorage); at close. Absent in
+/// files written before reduced-precision tables (all fp32).
+inline constexpr const char* kTableStorageJson = "table_storage_json";
 /// The emulated network, JSON {"intra_node": {"bandwidth_bytes_per_s", "latency_ns"},
 /// "inter_node": {...}}; an absent class is unlimited.
 inline constexpr const char* kNetworkJson = "network_json";

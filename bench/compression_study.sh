@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The compression study of issue 16 (first slice): criteo_kaggle on 4 CPU ranks, seed 1, the
+# same steps (STEPS, default 20); tables stored fp32 / fp16 / bf16 / int8, and hash_size =
+# ceil(rows / 10) in fp32. Prints table bytes per rank, peak memory, loss, the stored rows'
+# error and hash collisions per step. Needs about 6 GB of host memory (the fp32 run: 2.2 GB of
+# tables plus the ranks' buffers). Usage: bench/compression_study.sh (BIN, STEPS, OUT optional).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${BIN:-$ROOT/build/app/cli/embedscope}
+STEPS=${STEPS:-20}
+OUT=${OUT:-$(mktemp -d)}
+WL=$ROOT/resources/workloads/criteo_kaggle.json
+for v in fp32 fp16 bf16 int8 hash10; do
+  python3 - "$WL" "$v" > "$OUT/$v.json" <<'PY'
+import json, math, sys
+j = json.load(open(sys.argv[1])); v = sys.argv[2]
+j["name"] = "criteo_kaggle_" + v
+for t in j["tables"]:
+    if v == "hash10": t["hash_size"] = max(1, math.ceil(t["num_embeddings"] / 10))
+    elif v != "fp32": t["data_type"] = v
+print(json.dumps(j))
+PY
+  "$BIN" run "$OUT/$v.json" --devices 4 --steps "$STEPS" -o "$OUT/$v.db" --force-overwrite --json > "$OUT/$v.out.json"
+done
+python3 - "$OUT" <<'PY'
+import json, sys
+out = sys.argv[1]
+print(f"{'variant':<8} {'table bytes/rank (max)':>22} {'table bytes total':>18} {'peak/rank (max)':>16} {'loss first':>10} {'loss last':>10} {'max rel err':>11} {'collisions/step':>15} {'step ms':>8}")
+for v in ["fp32", "fp16", "bf16", "int8", "hash10"]:
+    j = json.load(open(f"{out}/{v}.out.json"))
+    W = j["world_size"]
+    per_rank = [sum(t["weight_bytes"][r] for t in j["tables"]) for r in range(W)]
+    rel = max(t["relative_error"] for t in j["tables"])
+    coll = sum(t["hash_collisions"] for t in j["tables"]) / j["steps"]
+    peak = max(r["memory_bytes"] for r in j["ranks"])
+    print(f"{v:<8} {max(per_rank)/2**20:>19.1f} MiB {sum(per_rank)/2**20:>14.1f} MiB {peak/2**20:>12.1f} MiB {j['loss_first']:>10.4f} {j['loss_last']:>10.4f} {rel:>11.3g} {coll:>15.1f} {j['step_time_ns']['mean']/1e6:>8.0f}")
+PY
