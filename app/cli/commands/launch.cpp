@@ -3,9 +3,9 @@
 // removed at the end) and a fresh run id, starts N processes of this executable as
 // `run RUN-ARGS --rank R --world-size N --rendezvous file://DIR --run-id ID -o STEM.rank{rank}.db
 // --json`, each in a process group of its own, streams their stderr prefixed "[rank R] ",
-// forwards Ctrl-C (SIGINT) to every child, and, when a child dies of a signal, kills (SIGKILL)
-// the ones still running --kill-after seconds later (the others end on their own within their
-// collective timeout, naming the rank that is gone). Then it merges the rank sessions into the
+// forwards Ctrl-C (SIGINT) to every child, and, when a child dies of a signal, writes its
+// death into the store (report_dead_rank: the others, whose collectives broke, name it at once)
+// and kills (SIGKILL) the ones still running --kill-after seconds later. Then it merges the rank sessions into the
 // run's -o (default embedscope-YYYYmmdd-HHMMSS.db) with sessions::merge_sessions, as `embedscope
 // merge` does, and keeps the rank sessions beside it. Exit: 0 when every rank exited 0; else 2
 // when a rank said bad input (exit 2), else 1.
@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "embedscope/engine/exec/launch/rank_env.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/merge/merge.h"
 #include "output/output.h"
@@ -49,7 +50,7 @@ extern "C" void on_launch_sigint(int) { g_interrupts.fetch_add(1); }
 struct LaunchState {
   int n = 0;
   std::string align = "none";
-  int kill_after_s = 60;
+  int kill_after_s = 120;
   std::vector<std::string> rest;  // "run" and its arguments
 };
 
@@ -225,8 +226,12 @@ int cmd_launch(const LaunchState& s) {
         c.status = st;
         if (WIFSIGNALED(st) && first_death.empty()) {
           first_death = fmt::format("rank {} was {}", c.rank, how_ended(c));
-          fmt::print(stderr, "embedscope launch: {}; the other ranks end within their collective timeout (killed "
-                             "after {} s)\n", first_death, s.kill_after_s);
+          try {  // the others name it at once (they would otherwise wait out their collective timeout)
+            es::launch::report_dead_rank("file://" + dir, run_id, c.rank, "was " + how_ended(c) + " (seen by launch)");
+          } catch (const std::exception&) {
+          }
+          fmt::print(stderr, "embedscope launch: {}; the other ranks end on their own (those still running are "
+                             "killed after {} s)\n", first_death, s.kill_after_s);
           kill_armed = true;
           kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(s.kill_after_s);
         }

@@ -1,8 +1,11 @@
 #include "executor.h"
 
+#include <thread>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "embedscope/engine/exec/launch/rank_env.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 
@@ -52,18 +55,39 @@ void ProcessExecutor::on_rank_failed(int rank) {
 std::string ProcessExecutor::explain_peer_failure(int rank, const CollectiveError&) {
   if (!store_) return "";
   const int W = sh_.spec.devices.count;
-  std::vector<std::string> keys;
-  std::vector<int> ranks;
-  for (int r = 0; r < W; ++r)
-    if (r != rank) keys.push_back(fmt::format("failed/{}", r)), ranks.push_back(r);
   // a peer whose own collective times out reports at most the timeout after this failure
-  const auto timeout = std::chrono::milliseconds(sh_.spec.collective_timeout_ms + kReportSlackMs);
-  const auto missing = store_->wait_for(keys, timeout);
-  if (missing.empty()) return "";
-  std::vector<int> gone;
-  for (size_t i : missing) gone.push_back(ranks[i]);
-  return fmt::format(" (rank(s) {} reported no failure within {} ms: the process has exited or was killed)",
-                     fmt::join(gone, ", "), timeout.count());
+  const int64_t wait_ms = sh_.spec.collective_timeout_ms + kReportSlackMs;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  std::vector<int> open;  // ranks with neither a failure key nor a death key yet
+  for (int r = 0; r < W; ++r)
+    if (r != rank) open.push_back(r);
+  std::vector<std::pair<int, std::string>> died;  // the launcher saw them end
+  for (;;) {
+    std::vector<int> still;
+    for (int r : open) {
+      if (store_->has(fmt::format("failed/{}", r))) continue;
+      if (const std::string k = fmt::format("dead/{}", r); store_->has(k)) {
+        died.emplace_back(r, store_->get(k));
+        continue;
+      }
+      still.push_back(r);
+    }
+    open = std::move(still);
+    if (open.empty() || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::string out;
+  for (const auto& [r, how] : died) out += fmt::format(" (rank {} {})", r, how);
+  if (!open.empty())
+    out += fmt::format(" (rank(s) {} reported no failure within {} ms: the process has exited or was killed)",
+                       fmt::join(open, ", "), wait_ms);
+  return out;
+}
+
+void report_dead_rank(const std::string& url, const std::string& run_id, int rank, const std::string& how) {
+  RunStore store(url, run_id);
+  const std::string key = fmt::format("dead/{}", rank);
+  if (!store.has(key)) store.set(key, how);
 }
 
 }  // namespace embedscope::engine::launch

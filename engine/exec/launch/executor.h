@@ -5,7 +5,8 @@
 // A rank whose collective failed (the transport broke or it timed out: a peer process may have
 // died) sets its failure key ("failed/R") and waits for the other ranks'
 // for at most the collective timeout + 1 s, and names the ranks that never set one: a process
-// that is gone sets none. A run with a dead rank so ends within about twice the collective
+// that is gone sets none; a rank whose launcher wrote its death key ("dead/R",
+// report_dead_rank) is named at once, as the launcher saw it end. A run with a dead rank so ends within about twice the collective
 // timeout. Internal to the engine.
 
 #include <atomic>

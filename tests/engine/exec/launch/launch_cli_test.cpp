@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <dirent.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -56,10 +57,13 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
-// Starts `embedscope args` with stdout and stderr to files; returns the pid.
-pid_t start(const std::vector<std::string>& args, const fs::path& out, const fs::path& err) {
+// Starts `embedscope args` with stdout and stderr to files and `env` ("NAME=VALUE") added to
+// the environment; returns the pid.
+pid_t start(const std::vector<std::string>& args, const fs::path& out, const fs::path& err,
+            const std::vector<std::string>& env = {}) {
   const pid_t pid = fork();
   if (pid == 0) {
+    for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
     const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(o, 1), dup2(e, 2);
     std::vector<char*> argv{const_cast<char*>(EMBEDSCOPE_CLI)};
@@ -293,5 +297,82 @@ TEST(LaunchCli, TwoProcessesOverRedisGiveTheThreadsLosses) {
     EXPECT_EQ(j["loss"], json::parse(t.out)["loss"]) << "rank " << r;
     const SessionReader x(s(scratch() / ("r.rank" + std::to_string(r) + ".db")));
     EXPECT_EQ(x.meta("rendezvous"), redis.url("cli"));
+  }
+}
+
+// Slurm's variables (as srun sets them) give rank, world size and run id; no --rank needed.
+TEST(LaunchCli, SlurmVariablesGiveRankWorldAndRunId) {
+  const std::string dir = s(scratch() / "slurm_store");
+  fs::create_directories(dir);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r)
+    pids.push_back(start({"run", "--preset", "tiny", "--steps", "2", "--rendezvous", "file://" + dir, "--json", "-o",
+                          s(scratch() / "slurm.rank{rank}.db")},
+                         scratch() / ("s" + std::to_string(r) + ".out"), scratch() / ("s" + std::to_string(r) + ".err"),
+                         {"SLURM_PROCID=" + std::to_string(r), "SLURM_NTASKS=2", "SLURM_LOCALID=" + std::to_string(r),
+                          "SLURM_NODEID=0", "SLURM_JOB_ID=77", "SLURM_STEP_ID=0"}));
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(wait_for(pids[static_cast<size_t>(r)], std::chrono::seconds(60)), 0)
+        << slurp(scratch() / ("s" + std::to_string(r) + ".err"));
+    EXPECT_NE(slurp(scratch() / ("s" + std::to_string(r) + ".err"))
+                  .find("this process: rank " + std::to_string(r) + " of 2 (from Slurm's environment)"),
+              std::string::npos);
+    const SessionReader x(s(scratch() / ("slurm.rank" + std::to_string(r) + ".db")));
+    EXPECT_EQ(x.meta("process_rank"), std::to_string(r));
+    EXPECT_EQ(x.meta("run_id"), "slurm-77.0");
+    EXPECT_EQ(x.meta("world_size"), "2");
+  }
+}
+
+namespace {
+// The pid of the process whose command line holds every one of `parts` (NUL-separated args).
+pid_t find_process(const std::vector<std::string>& parts) {
+  DIR* d = opendir("/proc");
+  pid_t found = -1;
+  while (dirent* e = d ? readdir(d) : nullptr) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::string cmd = slurp(fs::path("/proc") / e->d_name / "cmdline");
+    bool all = !cmd.empty();
+    for (const auto& p : parts) all = all && cmd.find(p) != std::string::npos;
+    if (all) found = pid;
+  }
+  if (d) closedir(d);
+  return found;
+}
+}  // namespace
+
+// launch sees rank 1 die (SIGKILL) and says so in the store: the others name it at once rather
+// than after their 20 s collective timeout; the merged session is written and says how each ended.
+TEST(LaunchCli, LaunchNamesARankItSawDieAtOnce) {
+  const std::string w = tiny_file("t_launch_kill.json", 20000);
+  const std::string merged = s(scratch() / "ld.db");
+  const pid_t launch = start({"launch", "-n", "3", "run", w, "--steps", "100000", "--json", "-o", merged},
+                             scratch() / "ld.out", scratch() / "ld.err");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (slurp(scratch() / "ld.err").find("[rank 1] step ") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const std::string rank1_arg = std::string("--rank") + '\0' + "1" + '\0';
+  const pid_t child = find_process({"ld.rank{rank}.db", rank1_arg});
+  ASSERT_GT(child, 0) << slurp(scratch() / "ld.err");
+  kill(child, SIGKILL);
+  const auto t_kill = std::chrono::steady_clock::now();
+  EXPECT_EQ(wait_for(launch, std::chrono::seconds(60)), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - t_kill, std::chrono::seconds(15));  // not the 20 s timeout
+  const json j = json::parse(slurp(scratch() / "ld.out"));
+  EXPECT_EQ(j["first_death"], "rank 1 was killed by signal 9 (Killed)");
+  EXPECT_EQ(j["ranks"][1]["ended"], "killed by signal 9 (Killed)");
+  for (int r : {0, 2}) {
+    EXPECT_EQ(j["ranks"][static_cast<size_t>(r)]["ended"], "exit 1");
+    const std::string err = j["ranks"][static_cast<size_t>(r)]["result"]["error"].get<std::string>();
+    EXPECT_NE(err.find("(rank 1 was killed by signal 9 (Killed) (seen by launch))"), std::string::npos) << err;
+  }
+  const SessionReader m(merged);
+  const json from = json::parse(m.meta("merged_from_json"));
+  ASSERT_EQ(from.size(), 3u);
+  EXPECT_EQ(from[1]["ended"], "crashed");  // its writer is gone
+  for (int r : {0, 2}) {  // a broken transport (crashed) or a send that timed out on it (hang)
+    const std::string e = from[static_cast<size_t>(r)]["ended"].get<std::string>();
+    EXPECT_TRUE(e == "crashed" || e == "hang") << e;
   }
 }

@@ -36,4 +36,11 @@ std::optional<LaunchEnv> launch_from_environment(const std::map<std::string, std
 /// The variables of this process's environment that launch_from_environment reads.
 std::map<std::string, std::string> launcher_environment();
 
+/// For a launcher (embedscope launch) that saw the process of `rank` end (`how`, e.g. "was
+/// killed by signal 9 (Killed)"): sets the key "dead/<rank>" in the run's store (url and run id
+/// as the ranks were given), so that the ranks whose collectives broke name it at once instead
+/// of waiting out the collective timeout for its failure key. Throws SpecError when the store
+/// cannot be opened (TrainerOptions::ProcessRank).
+void report_dead_rank(const std::string& url, const std::string& run_id, int rank, const std::string& how);
+
 }  // namespace embedscope::engine::launch
