@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
       cli::add_stats_command(app),
       cli::add_import_command(app),
       cli::add_merge_command(app),
+      cli::add_launch_command(app),
       cli::add_replay_memory_command(app),
       cli::add_export_command(app),
   };

@@ -1,5 +1,6 @@
 #include "exec/executor.h"
 
+#include "exec/launch/executor.h"
 #include "exec/simulated/executor.h"
 #include "exec/threaded/executor.h"
 
@@ -19,6 +20,7 @@ std::unique_ptr<Executor> make_executor(const WorkloadSpec& spec, const Sharding
   }
   if (spec.devices.backend == Backend::simulated)
     return std::make_unique<simulated::SimulatedExecutor>(spec, plan, options);
+  if (options.process.rank >= 0) return std::make_unique<launch::ProcessExecutor>(spec, plan, options);
   return std::make_unique<threaded::ThreadedExecutor>(spec, plan, options);
 }
 

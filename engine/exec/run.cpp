@@ -120,14 +120,23 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
   result.plan = plan;
   const auto est = estimate_memory(spec, result.plan);
   check_memory_fits(spec, est);
+  const int process_rank = options.process.rank;
+  if (process_rank >= 0 && spec.devices.backend != Backend::cpu)
+    throw SpecError(fmt::format("/devices/backend: one rank per process runs on the cpu backend only, not {}",
+                                to_string(spec.devices.backend)));
+  if (process_rank >= spec.devices.count)
+    throw SpecError(fmt::format("--rank {}: not below the world size {} (ranks are 0..{})", process_rank,
+                                spec.devices.count, spec.devices.count - 1));
   int64_t need = 0;
-  for (const auto& e : est) need += e.total();
+  for (const auto& e : est)
+    if (process_rank < 0 || e.rank == process_rank) need += e.total();
   const bool in_this_process = !on_cuda && spec.devices.backend != Backend::simulated;  // a simulation allocates none
   if (const int64_t host = host_memory_bytes(); in_this_process && host > 0 && need > host * 9 / 10)
     throw SpecError(fmt::format(
-        "/devices: the cpu backend runs all {} ranks in this process and they need {} in all, but this machine "
+        "/devices: the cpu backend runs {} in this process and {} {} in all, but this machine "
         "has {}; use fewer devices, a smaller batch or a scaled preset",
-        spec.devices.count, format_bytes(need), format_bytes(host)));
+        process_rank >= 0 ? fmt::format("rank {}", process_rank) : fmt::format("all {} ranks", spec.devices.count),
+        process_rank >= 0 ? "it needs" : "they need", format_bytes(need), format_bytes(host)));
 
   auto executor = exec::make_executor(spec, result.plan, options);
   executor->prepare();  // devices and communicators, before the session file exists

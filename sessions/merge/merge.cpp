@@ -3,11 +3,14 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -33,9 +36,15 @@ int64_t meta_int(const SessionReader& r, const char* key, int64_t fallback) {
   }
 }
 
-/// The recorded time of session time 0 of an input: import_origin_ns, else wall_anchor_unix_ns, else 0.
+/// The recorded time of session time 0 of an input: import_origin_ns, else wall_anchor_unix_ns
+/// (on rank 0's wall clock: plus clock_offset_to_rank0_ns where that offset is larger than its
+/// uncertainty, i.e. was measured to be there), else 0.
 int64_t time_base(const SessionReader& r) {
-  return meta_int(r, meta::kImportOriginNs, meta_int(r, meta::kWallAnchorUnixNs, 0));
+  if (!r.meta(meta::kImportOriginNs).empty()) return meta_int(r, meta::kImportOriginNs, 0);
+  const int64_t wall = meta_int(r, meta::kWallAnchorUnixNs, 0);
+  const int64_t offset = meta_int(r, meta::kClockOffsetToRank0Ns, 0);
+  const int64_t uncertainty = meta_int(r, meta::kClockOffsetUncertaintyNs, 0);
+  return wall + (std::llabs(offset) > uncertainty ? offset : 0);
 }
 
 int64_t floor_us(int64_t ns) { return ns >= 0 ? ns / 1000 * 1000 : -((-ns + 999) / 1000) * 1000; }
@@ -80,6 +89,17 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
   // --- the records of every rank, on each input's recorded clock minus one common origin
   int64_t first = std::numeric_limits<int64_t>::max();
   std::vector<std::vector<si::RankRecords>> recs(readers.size());
+  // what merge copies besides the ranks' records: counters as they are, memory events and
+  // snapshots moved as their rank's ops are
+  struct PerRank {
+    std::vector<LoadCounter> load;
+    std::vector<MemoryCounter> memory;
+    std::vector<MemoryEvent> events;
+    std::vector<MemorySnapshot> snapshots;
+    std::vector<IdHistogramBucket> histogram;
+    std::vector<ShardRecord> shards;
+  };
+  std::vector<PerRank> extras(readers.size());
   si::ImportProblems problems;
   std::map<std::string, ImportStat> stats;
   std::vector<std::string> stat_order;
@@ -119,18 +139,21 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
       if (fresh) stat_order.push_back(s.name);
       else it->second.count += s.count;
     }
+    PerRank& extra = extras[i];
+    extra.load = r.load();
+    extra.memory = r.memory_counters();
+    extra.events = r.memory_events();
+    extra.snapshots = r.memory_snapshots();
+    if (r.has_id_histogram()) extra.histogram = r.id_histogram();
+    if (r.has_shards_table()) extra.shards = r.shards();
     std::vector<std::string> left;
-    if (!r.memory_events().empty()) left.push_back("memory events");
-    if (!r.memory_snapshots().empty()) left.push_back("memory snapshots");
     if (!r.memory_timeline().empty()) left.push_back("memory timeline");
-    if (r.has_id_histogram() && !r.id_histogram().empty()) left.push_back("id histogram");
-    if (r.has_shards_table() && !r.shards().empty()) left.push_back("sharding plan rows");
     if (!left.empty()) {
       std::string what;
       for (const auto& w : left) what += (what.empty() ? "" : ", ") + w;
       problems.add("not_merged", si::Severity::info, {inputs[i], -1},
                    fmt::format("{}: {} not merged (merge takes ranks, lanes, ops, steps, collectives, load and memory "
-                               "counters)", inputs[i], what));
+                               "counters, memory events and snapshots, id histograms and the plan's rows)", inputs[i], what));
     }
   }
   int64_t origin = first == std::numeric_limits<int64_t>::max() ? time_base(*readers[0]) : floor_us(first);
@@ -144,17 +167,28 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
       rs.push_back(rr.rank);
       all.push_back(std::move(rr));
     }
-    merged_from.push_back({{"file", inputs[i]}, {"ranks", rs}, {"shift_ns", shift}});
+    merged_from.push_back({{"file", inputs[i]}, {"ranks", rs}, {"shift_ns", shift}, {"ended", readers[i]->status()}});
   }
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   MergeSummary sum;
   sum.files = inputs;
   si::ClockAlignment alignment;
+  // a time of each rank (its first step or op) before the alignment moves it
+  auto probe = [](const si::RankRecords& rr) -> std::optional<int64_t> {
+    if (!rr.steps.empty()) return rr.steps.front().start_ns;
+    if (!rr.ops.empty()) return rr.ops.front().start_ns;
+    return std::nullopt;
+  };
+  std::map<int32_t, std::optional<int64_t>> before;
+  for (const auto& rr : all) before[rr.rank] = probe(rr);
   if (opt.align == "collectives") {
     alignment = si::align_ranks(all, origin, problems);
     sum.alignment_json = si::alignment_json(alignment);
     sum.alignment_text = si::alignment_text(alignment);
   }
+  std::map<int32_t, int64_t> moved;  // ns the alignment added to each rank's times
+  for (const auto& rr : all)
+    if (auto b = before[rr.rank], a = probe(rr); a && b) moved[rr.rank] = *a - *b;
   // --- write
   SessionWriter w(output, opt.overwrite);
   static const std::set<std::string> kWriterKeys{meta::kFormat,    meta::kEnded,      meta::kEndMessage,
@@ -166,6 +200,42 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
     si::write_rank(rr, w, lo, hi);
     sum.ranks.push_back(rr.rank);
     sum.ops += static_cast<int64_t>(rr.ops.size());
+  }
+  // counters, memory history and id histograms of every input; the plan's rows once, when
+  // every input that has them has the same (the ranks of one run)
+  bool same_shards = true;
+  const std::vector<ShardRecord>* shards = nullptr;
+  auto shard_key = [](const ShardRecord& x) {
+    return std::tie(x.table, x.table_name, x.sharding_type, x.node, x.shard_index, x.rank, x.row_offset, x.num_rows,
+                    x.col_offset, x.num_cols, x.planned_bytes);
+  };
+  for (size_t i = 0; i < extras.size(); ++i) {
+    PerRank& e = extras[i];
+    const int64_t shift = merged_from[i]["shift_ns"].get<int64_t>();
+    auto delta = [&](int32_t rank) {
+      auto it = moved.find(rank);
+      return shift + (it == moved.end() ? 0 : it->second);
+    };
+    for (const auto& l : e.load) w.add_load(l);
+    for (const auto& m : e.memory) w.add_memory(m);
+    for (auto& ev : e.events) ev.time_ns += delta(ev.rank);
+    if (!e.events.empty()) w.add_memory_events(e.events);
+    for (auto& sn : e.snapshots) {
+      sn.time_ns += delta(sn.rank);
+      w.add_snapshot(std::move(sn));
+    }
+    if (!e.histogram.empty()) w.add_id_histogram(e.histogram);
+    if (e.shards.empty()) continue;
+    if (!shards) {
+      shards = &e.shards;
+    } else if (!std::equal(shards->begin(), shards->end(), e.shards.begin(), e.shards.end(),
+                           [&](const ShardRecord& a, const ShardRecord& b) { return shard_key(a) == shard_key(b); })) {
+      same_shards = false;
+    }
+  }
+  if (shards && same_shards) w.add_shards(*shards);
+  if (shards && !same_shards) {
+    problems.add("not_merged", si::Severity::info, {inputs[0], -1}, "the inputs' sharding plan rows differ; none merged");
   }
   int64_t world = static_cast<int64_t>(all.size()), steps = 0;
   json sources = json::array();

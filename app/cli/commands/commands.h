@@ -39,6 +39,11 @@ Command add_replay_memory_command(CLI::App& app);
 Command add_import_command(CLI::App& app);
 /// `merge`: per-rank sessions as one session (commands/merge.cpp).
 Command add_merge_command(CLI::App& app);
+/// `launch`: one rank per process on this machine, merged (commands/launch.cpp).
+Command add_launch_command(CLI::App& app);
+/// embedscope-YYYYmmdd-HHMMSS.db (local time), or -2, -3, ... when a file of that name exists
+/// in the current directory (commands/run.cpp).
+std::string default_session_name();
 /// `export`: a session as Chrome trace JSON or CSV (commands/export.cpp).
 Command add_export_command(CLI::App& app);
 /// `inspect-input`: per-feature figures of a workload's input (commands/inspect_input.cpp).

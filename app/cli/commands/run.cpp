@@ -18,6 +18,7 @@
 
 #include "commands.h"
 #include "embedscope/engine/sharding/plan_json.h"
+#include "embedscope/engine/exec/launch/rank_env.h"
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/planner/search.h"
 #include "embedscope/sessions/analysis/stats.h"
@@ -30,6 +31,15 @@ namespace embedscope::cli {
 namespace es = embedscope::engine;
 using nlohmann::json;
 
+std::string default_session_name() {
+  char buf[64];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof(buf), "embedscope-%Y%m%d-%H%M%S", std::localtime(&t));
+  std::string name = std::string(buf) + ".db";
+  for (int i = 2; access(name.c_str(), F_OK) == 0; ++i) name = fmt::format("{}-{}.db", buf, i);
+  return name;
+}
+
 namespace {
 
 std::atomic<bool> g_cancel{false};
@@ -40,22 +50,74 @@ extern "C" void on_sigint(int) {
   [[maybe_unused]] const auto n = write(STDERR_FILENO, kSaid, sizeof kSaid - 1);  // async-signal-safe
 }
 
-// embedscope-YYYYmmdd-HHMMSS.db, or -2, -3, ... when a run of the same second has it.
-std::string default_session_name() {
-  char buf[64];
-  const std::time_t t = std::time(nullptr);
-  std::strftime(buf, sizeof(buf), "embedscope-%Y%m%d-%H%M%S", std::localtime(&t));
-  std::string name = std::string(buf) + ".db";
-  for (int i = 2; access(name.c_str(), F_OK) == 0; ++i) name = fmt::format("{}-{}.db", buf, i);
-  return name;
+
+// One rank per process: --rank / --world-size, or a launcher's environment (rank_env.h).
+struct ProcessArgs {
+  int rank = -1, world_size = 0;
+  std::string rendezvous, run_id, host = "127.0.0.1";
+  CLI::Option *rank_opt = nullptr, *world_opt = nullptr, *run_id_opt = nullptr;
+};
+
+// Fills p.rank / p.world_size / p.run_id from the flags or the environment; returns where they
+// came from ("" for a run of threads). Throws SpecError for a half-given pair, a rank not below
+// the world size, or no --rendezvous.
+std::string resolve_process(ProcessArgs& p, WorkloadArgs& a) {
+  std::string from;
+  const bool flags = p.rank_opt->count() > 0 || p.world_opt->count() > 0;
+  if (flags) {
+    if (p.rank_opt->count() == 0) throw es::SpecError("--world-size needs --rank (this process's rank)");
+    if (p.world_opt->count() == 0) throw es::SpecError("--rank needs --world-size (the number of processes)");
+    from = "--rank";
+    a.world_size_from = "--world-size";
+  } else if (auto env = es::launch::launch_from_environment(es::launch::launcher_environment())) {
+    p.rank = env->rank;
+    p.world_size = env->world_size;
+    if (p.run_id_opt->count() == 0 && !env->run_id.empty()) p.run_id = env->run_id;
+    from = env->launcher + "'s environment";
+    a.world_size_from = "the world size of " + from;
+  } else {
+    if (!p.rendezvous.empty()) throw es::SpecError("--rendezvous needs --rank and --world-size (or a launcher's environment)");
+    return "";
+  }
+  if (p.rank >= p.world_size)
+    throw es::SpecError(fmt::format("--rank {}: not below the world size {} (ranks are 0..{})", p.rank, p.world_size,
+                                    p.world_size - 1));
+  if (p.rendezvous.empty())
+    throw es::SpecError(fmt::format("rank {} of {} (from {}): give --rendezvous file:///shared/dir, a directory every "
+                                    "rank sees, for the ranks to find each other", p.rank, p.world_size, from));
+  a.world_size = p.world_size;
+  return from;
 }
 
-int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, const std::string& plan_file) {
+// -o of one rank: {rank} replaced; without -o NAME.rank{R}.db (NAME from the run id when there
+// is one, else the time).
+std::string rank_output(std::string output, const ProcessArgs& p) {
+  if (output.empty()) {
+    std::string base = default_session_name();
+    base = p.run_id != "default" ? "embedscope-" + p.run_id : base.substr(0, base.size() - 3);
+    output = base + ".rank{rank}.db";
+  }
+  const auto at = output.find("{rank}");
+  if (at == std::string::npos) {
+    if (p.world_size > 1)
+      throw es::SpecError(fmt::format("-o {}: every rank writes its own session; put {{rank}} in the name, e.g. "
+                                      "run.rank{{rank}}.db", output));
+    return output;
+  }
+  std::string out = output;
+  for (auto pos = out.find("{rank}"); pos != std::string::npos; pos = out.find("{rank}"))
+    out.replace(pos, 6, std::to_string(p.rank));
+  return out;
+}
+
+int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, const std::string& plan_file,
+            ProcessArgs& proc) {
   const bool auto_plan = plan_file == "auto";
   if (auto_plan && a.was_given("--sharding"))
     throw es::SpecError("--sharding: cannot be combined with --plan auto (the planner's search picks every table's "
                         "type; fix a table's type with a sharding.tables override in the workload instead)");
   if (!auto_plan) refuse_flags_the_plan_overrides(a, plan_file);
+  const std::string process_from = resolve_process(proc, a);
   const es::WorkloadSpec spec = load(a);
   // a given plan runs exactly as written (validated against the workload); `auto`: the best plan of
   // the planner's search (planner/search.h); else the greedy planner's
@@ -70,6 +132,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
     return plan_file.empty() ? with_origin(a.origin, [&] { return es::plan_sharding(spec); })
                              : es::load_plan_file(spec, plan_file);
   }();
+  if (!process_from.empty()) output = rank_output(output, proc);
   if (output.empty()) output = default_session_name();
   embedscope::sessions::SessionWriter::check_path(output, overwrite);  // refuse before announcing the run
   const bool tty = isatty(STDERR_FILENO) != 0;
@@ -80,6 +143,9 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   fmt::print(stderr, "embedscope run: {} on {} {} ranks, {}, batch {} per rank, {} steps (+{} warmup), {} pipeline\n",
              spec.name, spec.devices.count, es::to_string(spec.devices.backend), sharding, spec.batch_size, spec.steps,
              spec.warmup_steps, es::to_string(spec.pipeline));
+  if (!process_from.empty())
+    fmt::print(stderr, "this process: rank {} of {} (from {}), rendezvous {} (run id {})\n", proc.rank, proc.world_size,
+               process_from, proc.rendezvous, proc.run_id);
   if (spec.network.limited()) fmt::print(stderr, "network: {}\n", network_text(spec.network));
   const bool simulated = spec.devices.backend == es::Backend::simulated;
   if (simulated)
@@ -90,6 +156,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   opt.session_overwrite = overwrite;
   opt.keep_events = false;
   opt.cancel = &g_cancel;
+  if (!process_from.empty()) opt.process = {proc.rank, proc.rendezvous, proc.run_id, proc.host};
   std::signal(SIGINT, on_sigint);
   const int64_t every = std::max<int64_t>(1, spec.steps / 10);
   auto last_print = std::chrono::steady_clock::now();
@@ -174,6 +241,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
                              {"relative_error", ts.relative_error},
                              {"hash_size", ts.hash_size},
                              {"hash_collisions", ts.hash_collisions}});
+    if (!process_from.empty()) j["process_rank"] = proc.rank;
     for (const auto& rk : r.ranks)
       j["ranks"].push_back({{"rank", rk.rank}, {"ids_looked_up", rk.ids_looked_up}, {"unique_ids", rk.unique_ids},
                             {"bytes_sent", rk.bytes_sent}, {"bytes_received", rk.bytes_received},
@@ -230,6 +298,7 @@ struct RunState {
   std::string output;
   bool overwrite = false;
   std::string plan;
+  ProcessArgs process;
 };
 
 }  // namespace
@@ -241,13 +310,31 @@ Command add_run_command(CLI::App& app) {
   add_workload_options(run, s->args);
   run->add_flag("--json", s->json, "Print the summary as one JSON object on stdout");
   run->add_option("-o,--output", s->output,
-                  "Session file to write (default: embedscope-YYYYmmdd-HHMMSS.db in the current directory)");
+                  "Session file to write (default: embedscope-YYYYmmdd-HHMMSS.db in the current directory; one rank "
+                  "per process: {rank} in the name is the rank, default NAME.rank{rank}.db)");
   run->add_flag("--force-overwrite", s->overwrite, "Replace the session file if it exists");
   run->add_option("--plan", s->plan,
                   "Run exactly this sharding plan (the JSON `embedscope plan --json` prints, edited by hand) instead "
                   "of planning; validated against the workload. `--plan auto`: the best plan of the planner's search "
                   "(`embedscope plan --auto`; a file named auto: ./auto)");
-  return {run, [s] { return cmd_run(s->args, s->json, s->output, s->overwrite, s->plan); }, [s] { return s->json; }};
+  auto& p = s->process;
+  p.rank_opt = run->add_option("--rank", p.rank,
+                               "Run only this rank, one process per rank (with --world-size and --rendezvous; "
+                               "default: from mpirun's, srun's or torchrun's environment)")
+                   ->check(kInteger)
+                   ->check(CLI::Range(0, 1'000'000));
+  p.world_opt = run->add_option("--world-size", p.world_size, "The number of processes (ranks) of the run (sets --devices)")
+                    ->check(kInteger)
+                    ->check(CLI::Range(1, 1'000'000));
+  run->add_option("--rendezvous", p.rendezvous,
+                  "Where the ranks find each other: file:///shared/dir (a directory every rank sees; Gloo's FileStore)");
+  p.run_id_opt = run->add_option("--run-id", p.run_id,
+                                 "Namespace of this run's keys in the store (default: the launcher's job id, else "
+                                 "\"default\"); a rank already claimed under it is refused");
+  run->add_option("--host", p.host, "Address this rank's Gloo device listens on and advertises (default 127.0.0.1)");
+  p.run_id = "default";
+  return {run, [s] { return cmd_run(s->args, s->json, s->output, s->overwrite, s->plan, s->process); },
+          [s] { return s->json; }};
 }
 
 }  // namespace embedscope::cli

@@ -85,6 +85,13 @@ es::WorkloadSpec load(WorkloadArgs& a) {
     spec.devices.count = a.devices;
     set_by.emplace_back("/devices/count", "--devices");
   }
+  if (a.world_size > 0) {  // one rank per process: the world is the processes
+    if (a.was_given("--devices") && a.devices != a.world_size)
+      throw es::SpecError(fmt::format("--devices {} but {} {}: give one of them, or the same number",
+                                      a.devices, a.world_size_from, a.world_size));
+    spec.devices.count = a.world_size;
+    set_by.emplace_back("/devices/count", a.world_size_from);
+  }
   if (a.was_given("--sharding")) {
     spec.sharding.default_type = es::sharding_type_from_string(a.sharding, "--sharding");
     spec.sharding.per_table.clear();

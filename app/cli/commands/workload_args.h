@@ -45,6 +45,10 @@ struct WorkloadArgs {
   int nodes = 0, gpus_per_node = 0;
   double network_bandwidth = 0;  // a double so that 1e9 is accepted
   int64_t network_latency = 0;
+  /// One rank per process: the world size (run --world-size, or the launcher's variable named
+  /// by world_size_from); it sets devices.count. 0: not such a run.
+  int world_size = 0;
+  std::string world_size_from = "--world-size";
   std::map<std::string, CLI::Option*> given;  // flag -> option, to tell "absent" from "empty"
   std::string origin;                         // set by load(): the file or "preset NAME"
   bool was_given(const std::string& flag) const {

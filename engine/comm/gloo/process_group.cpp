@@ -24,7 +24,9 @@
 namespace embedscope::engine {
 
 struct Rendezvous::Impl {
-  gloo::rendezvous::HashStore store;
+  std::shared_ptr<gloo::rendezvous::Store> store;
+  std::function<bool(const std::string&)> has;  // is the key set? (never blocks)
+  std::string hostname = "127.0.0.1";
   std::mutex mu;
   std::shared_ptr<gloo::transport::Device> device;  // one TCP device (listener + loop) per process
 
@@ -32,7 +34,7 @@ struct Rendezvous::Impl {
     std::lock_guard<std::mutex> lock(mu);
     if (!device) {
       gloo::transport::tcp::attr attr;
-      attr.hostname = "127.0.0.1";
+      attr.hostname = hostname;
       device = gloo::transport::tcp::CreateDevice(attr);
     }
     return device;
@@ -40,11 +42,9 @@ struct Rendezvous::Impl {
 };
 
 namespace {
-class InProcessRendezvous : public Rendezvous {
+class StoreRendezvous : public Rendezvous {
  public:
   Impl& impl() override { return impl_; }
-
- private:
   Impl impl_;
 };
 
@@ -79,7 +79,26 @@ size_t total(std::span<const int64_t> counts) {
 }
 }  // namespace
 
-std::shared_ptr<Rendezvous> Rendezvous::in_process() { return std::make_shared<InProcessRendezvous>(); }
+std::shared_ptr<Rendezvous> Rendezvous::in_process() {
+  auto store = std::make_shared<gloo::rendezvous::HashStore>();
+  return over_store(store, [store](const std::string& key) {
+    try {
+      store->wait({key}, std::chrono::milliseconds(1));
+      return true;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }, "127.0.0.1");
+}
+
+std::shared_ptr<Rendezvous> Rendezvous::over_store(std::shared_ptr<gloo::rendezvous::Store> store,
+                                                   std::function<bool(const std::string&)> has, std::string hostname) {
+  auto rv = std::make_shared<StoreRendezvous>();
+  rv->impl_.store = std::move(store);
+  rv->impl_.has = std::move(has);
+  rv->impl_.hostname = std::move(hostname);
+  return rv;
+}
 
 struct ProcessGroup::Impl {
   std::shared_ptr<gloo::rendezvous::Context> ctx;
@@ -93,7 +112,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Rendezvous> rv, std::string name, std
   impl_->ctx = std::make_shared<gloo::rendezvous::Context>(group_rank_, size());
   impl_->ctx->setTimeout(timeout_);
   try {
-    gloo::rendezvous::PrefixStore prefixed(name_, rimpl.store);
+    gloo::rendezvous::PrefixStore prefixed(name_, *rimpl.store);
     auto device = rimpl.get_device();
     impl_->ctx->connectFullMesh(prefixed, device);
   } catch (const std::exception& e) {
@@ -115,20 +134,15 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
   if (vanish_at_ != 0 && seq >= vanish_at_)
     throw RankVanished(fmt::format("rank {} vanished before {} '{}' (group {}, sequence {})",
                                    members_[static_cast<size_t>(group_rank_)], kind, op_name, name_, seq));
-  auto& store = rv_->impl().store;
-  store.set(arrival_key(name_, seq, group_rank_), {1});
+  auto& rimpl = rv_->impl();
+  rimpl.store->set(arrival_key(name_, seq, group_rank_), {1});
   ++counters_.collectives;
   try {
     body(static_cast<uint32_t>(seq & 0xffffff));
   } catch (const gloo::Exception& e) {
     std::vector<int> missing;
-    for (int r = 0; r < size(); ++r) {
-      try {
-        store.wait({arrival_key(name_, seq, r)}, std::chrono::milliseconds(1));
-      } catch (const std::exception&) {
-        missing.push_back(members_[static_cast<size_t>(r)]);
-      }
-    }
+    for (int r = 0; r < size(); ++r)
+      if (!rimpl.has(arrival_key(name_, seq, r))) missing.push_back(members_[static_cast<size_t>(r)]);
     const std::string head = collective_head(kind, op_name, name_, seq);
     const std::string what = e.what();
     if (missing.empty() && what.find("Timed out") != std::string::npos)  // everyone came, too slowly

@@ -2,14 +2,30 @@
 // and gathers the run's result.
 #include "executor.h"
 
+#include <numeric>
+
 #include <nlohmann/json.hpp>
 
 #include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::engine::threaded {
 
+namespace {
+std::vector<int> all_ranks(int world) {
+  std::vector<int> v(static_cast<size_t>(world));
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+}  // namespace
+
 ThreadedExecutor::ThreadedExecutor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options)
-    : sh_(spec, plan, options) {
+    : ThreadedExecutor(spec, plan, options, all_ranks(spec.devices.count)) {}
+
+ThreadedExecutor::ThreadedExecutor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options,
+                                   std::vector<int> local_ranks)
+    : sh_(spec, plan, options), local_ranks_(std::move(local_ranks)) {
+  if (local_ranks_.empty()) throw std::logic_error("ThreadedExecutor: no local rank");
+  sh_.progress_rank = local_ranks_.front();
   if (options.emulate_device)
     for (int r = 0; r < spec.devices.count; ++r) sh_.gpus.push_back(detail::host_rank_device());
 }
@@ -20,16 +36,19 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
   Shared& sh = sh_;
   const WorkloadSpec& spec = sh.spec;
   const int W = spec.devices.count;
+  const int n_local = static_cast<int>(local_ranks_.size());
   sh.session = session;
-  for (int r = 0; r < W; ++r) ranks_.push_back(std::make_unique<Rank>(sh, r));
+  for (int r : local_ranks_) ranks_.push_back(std::make_unique<Rank>(sh, r));
   std::vector<std::thread> threads;
-  for (int r = 0; r < W; ++r) {
-    threads.emplace_back([&, r] {
-      Rank& rank = *ranks_[static_cast<size_t>(r)];
+  for (int i = 0; i < n_local; ++i) {
+    const int r = local_ranks_[static_cast<size_t>(i)];
+    threads.emplace_back([&, r, i] {
+      Rank& rank = *ranks_[static_cast<size_t>(i)];
       if (!sh.gpus.empty()) sh.gpus[static_cast<size_t>(r)]->bind_thread();
       bool rank_failed = false;
       auto record = [&](RunEnd kind, bool bad_input, bool consequence, const std::string& msg) {
         rank_failed = true;
+        on_rank_failed(r);
         std::lock_guard<std::mutex> lock(sh.mu);
         sh.errors.push_back({r, sh.tracer.now_ns(), kind, bad_input, consequence, msg});
       };
@@ -47,8 +66,10 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
       } catch (const SplitMismatchError& e) {
         record(RunEnd::crashed, false, false, e.what());
       } catch (const CollectiveError& e) {
+        on_rank_failed(r);  // before waiting for the peers' word (explain_peer_failure)
+        const std::string peer = explain_peer_failure(r, e);  // a peer may be gone (a process that died)
         record(e.timed_out ? RunEnd::hang : RunEnd::crashed, false, !e.timed_out,
-               fmt::format("rank {}: {}", r, e.what()));
+               fmt::format("rank {}: {}{}", r, e.what(), peer));
       } catch (const std::exception& e) {
         record(RunEnd::crashed, false, false, fmt::format("rank {}: {}", r, e.what()));
       }
@@ -57,7 +78,7 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
       ++sh.finished;
       sh.cv.notify_all();
       // A vanished rank keeps its connections open (as a hung process would) until the others end.
-      if (vanished) sh.cv.wait(lock, [&] { return sh.finished == W; });
+      if (vanished) sh.cv.wait(lock, [&] { return sh.finished == n_local; });
       lock.unlock();
       rank.teardown();  // closing the sockets makes peers still waiting on this rank fail fast
     });
@@ -114,24 +135,24 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     result.table_storage.push_back(std::move(ts));
   }
   if (result.ended == RunEnd::complete) {  // also cancelled runs: the steps that ran
-    const size_t n = ranks_[0]->step_ns.size();
+    const size_t n = ranks_.front()->step_ns.size();
     for (size_t i = 0; i < n; ++i) {
       int64_t m = 0;
       for (auto& r : ranks_) m = std::max(m, r->step_ns[i]);
       result.step_time_ns.push_back(m);
     }
-    result.loss = ranks_[0]->losses;
+    result.loss = ranks_.front()->losses;
   }
   for (auto& r : ranks_) result.events.insert(result.events.end(), r->events.begin(), r->events.end());
   std::sort(result.events.begin(), result.events.end(), [](const auto& a, const auto& b) {
     return std::tie(a.start_ns, a.rank, a.lane) < std::tie(b.start_ns, b.rank, b.lane);
   });
-  if (result.ended == RunEnd::complete && ranks_[0]->cancelled) result.ended = RunEnd::cancelled;
+  if (result.ended == RunEnd::complete && ranks_.front()->cancelled) result.ended = RunEnd::cancelled;
   result.tracer_overhead_ns = sh.tracer.overhead_ns();
   result.dropped_records = sh.tracer.dropped();
   after_ranks(session);
   if (session) {
-    for (int r = 0; r < W; ++r) session->add_ops(sh.tracer.take(r));  // spans of a step that failed midway
+    for (int r : local_ranks_) session->add_ops(sh.tracer.take(r));  // spans of a step that failed midway
     session->set_metadata(sessions::meta::kTracerOverheadNs, std::to_string(result.tracer_overhead_ns));
     session->set_metadata(sessions::meta::kDroppedRecords, std::to_string(result.dropped_records));
     session->set_metadata(sessions::meta::kSpansRecorded, std::to_string(sh.tracer.recorded()));
@@ -168,14 +189,16 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
       const TablePlan& tp = sh.plan.tables[t];
       for (const Shard& s : tp.shards) {
         if (sh.layout.replicated(static_cast<int>(t)) && s.rank != 0) continue;  // one replica
-        for (auto& ls : ranks_[static_cast<size_t>(s.rank)]->shards) {
+        const auto local = std::find(local_ranks_.begin(), local_ranks_.end(), s.rank);
+        if (local == local_ranks_.end()) continue;  // another process's shard: zeros here
+        for (auto& ls : ranks_[static_cast<size_t>(local - local_ranks_.begin())]->shards) {
           if (ls.table != static_cast<int>(t) || ls.s.row_offset != s.row_offset || ls.s.col_offset != s.col_offset) continue;
           for (int64_t r = 0; r < s.num_rows; ++r) ls.row(r, full.data() + (s.row_offset + r) * ts.embedding_dim + s.col_offset);
         }
       }
       result.tables.push_back(std::move(full));
     }
-    result.dense_params = ranks_[0]->dense().params();
+    result.dense_params = ranks_.front()->dense().params();
   }
 }
 

@@ -256,7 +256,7 @@ void Rank::main() {
       record_memory(step_of(it), "step", false);
     }
     if (sh_.opt.keep_events) events.insert(events.end(), spans.begin(), spans.end());
-    if (me_ == 0 && sh_.opt.on_step) {
+    if (me_ == sh_.progress_rank && sh_.opt.on_step) {
       StepProgress p;
       p.total_steps = sh_.spec.steps;
       p.step = std::max<int64_t>(0, it - sh_.spec.warmup_steps + 1);

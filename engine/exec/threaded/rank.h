@@ -77,6 +77,7 @@ struct Shared {
   profiler::Tracer tracer;
   std::shared_ptr<Rendezvous> rv = Rendezvous::in_process();
   sessions::SessionWriter* session = nullptr;
+  int progress_rank = 0;  // the local rank that calls TrainerOptions::on_step
   std::mutex mu;
   std::condition_variable cv;
   int finished = 0;

@@ -100,3 +100,50 @@ TEST(Merge, AlignCollectivesRecoversTheOffsetOfPerRankImports) {
   for (const auto& c : m.collectives()) end[std::make_pair(c.rank, c.sequence)] = c.end_ns;
   EXPECT_EQ(end[std::make_pair(1, uint64_t{0})], end[std::make_pair(0, uint64_t{0})]);
 }
+
+// Sessions of Embedscope processes (one rank each): counters, memory history, id histograms and
+// the plan's rows are merged; a measured clock offset to rank 0 moves the rank onto rank 0's
+// clock, one within its uncertainty does not.
+TEST(Merge, RankSessionsKeepCountersAndUseTheMeasuredClockOffset) {
+  auto write = [](const std::string& path, int32_t rank, int64_t wall, int64_t offset, int64_t uncertainty) {
+    SessionWriter w(path, true);
+    w.set_metadata(meta::kWallAnchorUnixNs, std::to_string(wall));
+    w.set_metadata(meta::kClockOffsetToRank0Ns, std::to_string(offset));
+    w.set_metadata(meta::kClockOffsetUncertaintyNs, std::to_string(uncertainty));
+    w.add_rank({rank, "h", "cpu (thread)", 1 << 20});
+    w.add_step({0, rank, 1000, 2000, 0.5, 10, 20});
+    LoadCounter l;
+    l.step = 0, l.rank = rank, l.table = 0, l.shard = rank, l.ids = 7 + rank;
+    w.add_load(l);
+    MemoryEvent e;
+    e.rank = rank, e.time_ns = 1500, e.step = 0, e.action = "alloc", e.address = 0, e.size = 512, e.requested = 500,
+    e.tag = "weights";
+    w.add_memory_events({e});
+    w.add_shards({{0, "t", "row_wise", -1, 0, 0, 0, 5, 0, 4, 80}, {0, "t", "row_wise", -1, 1, 1, 5, 5, 0, 4, 80}});
+    w.close("complete", "");
+  };
+  const std::string a = scratch_db("p_rank0.db"), b = scratch_db("p_rank1.db"), c = scratch_db("p_rank2.db");
+  write(a, 0, 1'000'000'000, 0, 0);
+  write(b, 1, 1'000'000'000, 3'000'000, 500'000);  // rank 0's clock is 3 ms ahead: measured
+  write(c, 2, 1'000'000'000, 200'000, 500'000);    // 0.2 ms, within the 0.5 ms uncertainty: not used
+  const std::string all = scratch_db("p_all.db");
+  merge_sessions({a, b, c}, all, {"none", true});
+  const SessionReader m(all);
+  const auto from = nlohmann::json::parse(m.meta(meta::kMergedFromJson));
+  ASSERT_EQ(from.size(), 3u);
+  // origin: the earliest recorded step start, 1e9 + 1000 ns (rank 0's and rank 2's); shift =
+  // time base - origin: -1000 ns, 3 ms - 1000 ns, -1000 ns
+  EXPECT_EQ(from[0]["shift_ns"], -1000);
+  EXPECT_EQ(from[1]["shift_ns"], 2'999'000);
+  EXPECT_EQ(from[2]["shift_ns"], -1000);
+  for (const auto& f : from) EXPECT_EQ(f["ended"], "complete");
+  ASSERT_EQ(m.load().size(), 3u);
+  EXPECT_EQ(m.load()[1].ids, 8);
+  const auto events = m.memory_events();
+  ASSERT_EQ(events.size(), 3u);
+  int64_t t1 = -1;
+  for (const auto& e : events)
+    if (e.rank == 1) t1 = e.time_ns;
+  EXPECT_EQ(t1, 1500 + 2'999'000);  // moved as rank 1's ops are
+  EXPECT_EQ(m.shards().size(), 2u);  // once, not three times
+}

@@ -28,6 +28,10 @@
 #include "embedscope/profiler/tracer.h"
 #include "embedscope/sessions/model/events.h"
 
+namespace gloo::rendezvous {
+class Store;
+}
+
 namespace embedscope::engine {
 
 /// A collective that did not finish: timeout (ranks missing) or a peer failure.
@@ -81,11 +85,18 @@ int64_t emulated_collective_ns(const NetworkSpec& net, int local_world_size, std
                                int group_rank, std::span<const int64_t> sent_bytes,
                                std::span<const int64_t> received_bytes);
 
-/// The key-value store through which ranks find each other (Gloo rendezvous). In-process for
-/// ranks that are threads of one process.
+/// The key-value store through which ranks find each other (Gloo rendezvous), and the address
+/// this process's Gloo TCP device listens on (one device per Rendezvous, made on first use).
 class Rendezvous {
  public:
+  /// For ranks that are threads of one process: a gloo HashStore, the device on 127.0.0.1.
   static std::shared_ptr<Rendezvous> in_process();
+  /// Over a store that other processes share (exec/launch/: a FileStore under a PrefixStore of
+  /// the run id). `has(key)` tells, without blocking, whether a key of `store` is set (for
+  /// naming the ranks that did not arrive at a collective); `hostname` is the address the
+  /// device binds to and advertises, e.g. "127.0.0.1".
+  static std::shared_ptr<Rendezvous> over_store(std::shared_ptr<gloo::rendezvous::Store> store,
+                                                std::function<bool(const std::string&)> has, std::string hostname);
   virtual ~Rendezvous() = default;
   struct Impl;
   virtual Impl& impl() = 0;

@@ -99,6 +99,23 @@ struct TrainerOptions {
   /// standing in for each GPU (the weights, lookup, row optimizer and MLP layers behind the same
   /// copies, on the CPU kernels; Gloo collectives), so that path is tested without a GPU.
   bool emulate_device = false;
+  /// One rank per process (exec/launch/, cpu backend): when `rank` >= 0 this process runs rank
+  /// `rank` of the workload's devices.count ranks only, and reaches the others through the
+  /// Gloo store at `rendezvous` ("file:///shared/dir": a gloo FileStore there) with every key
+  /// under the prefix "embedscope/<run_id>/". Before the session file exists, each rank claims
+  /// its rank in the store, publishes a digest of its workload and plan and compares it with
+  /// every other rank's, and measures its wall clock against rank 0's (a store round trip);
+  /// run_training throws SpecError (bad input, exit 2) when the rank is not below the world
+  /// size, is claimed already (another process, or keys an earlier run of this run id left),
+  /// another rank's workload or plan differs (naming both ranks and the first differing field
+  /// as a JSON pointer), the store cannot be opened, or a rank does not arrive within the
+  /// workload's collective_timeout_ms (naming it). The session holds this rank's records only.
+  struct ProcessRank {
+    int rank = -1;                   ///< -1: every rank is a thread of this process
+    std::string rendezvous;          ///< store URL: file:///dir
+    std::string run_id = "default";  ///< namespace of the run's keys in the store
+    std::string host = "127.0.0.1";  ///< address this rank's Gloo device binds to and advertises
+  } process;
 };
 
 struct RankSummary {

@@ -4,15 +4,18 @@
 //
 // Each input's ranks are taken as its `ranks` table names them; a rank present in two inputs is
 // refused naming both files. Copied per rank: the rank, its lanes, ops, steps, collectives, load
-// and memory counters; the inputs' import problems are added up by name. Not merged (said as
-// the info problem `not_merged`): memory events, snapshots and timelines, id histograms, the
-// sharding plan rows. Times: each input's session time + its own time base (metadata
-// import_origin_ns where present, else wall_anchor_unix_ns, else 0) is its recorded time; the
+// and memory counters, memory events and snapshots (moved as the rank's ops are), id histogram
+// buckets; the sharding plan rows once when every input that has them has the same rows (the
+// ranks of one run: `embedscope launch`); the inputs' import problems are added up by name. Not
+// merged (said as the info problem `not_merged`): memory timelines (imported snapshots), and
+// plan rows that differ between inputs. Times: each input's session time + its own time base (metadata
+// import_origin_ns where present, else wall_anchor_unix_ns moved onto rank 0's clock by
+// clock_offset_to_rank0_ns where that is larger than its uncertainty, else 0) is its recorded time; the
 // merged session's time 0 is the earliest recorded event of any input rounded down to a whole
 // microsecond (what a directory import of the same traces gives), or, with align
 // "collectives", every rank shifted by its clock offset as `import --align collectives` does
 // (importers/common/clock_align.h). Metadata: the first input's, with world_size, steps, the
-// import keys and merged_from_json recomputed.
+// import keys and merged_from_json recomputed (each input's file, ranks, shift and how it ended).
 
 #include <cstdint>
 #include <string>

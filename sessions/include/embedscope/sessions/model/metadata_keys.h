@@ -119,6 +119,21 @@ inline constexpr const char* kGpuClockDriftNs = "gpu_clock_drift_ns";
 /// cuda runs whose CUPTI tracer could not start: why; absent otherwise.
 inline constexpr const char* kGpuTraceError = "gpu_trace_error";
 
+// --- one rank per process (embedscope run --rank R --world-size N, embedscope launch) ----------
+/// The rank this process ran (of world_size), decimal; absent when every rank was a thread.
+inline constexpr const char* kProcessRank = "process_rank";
+/// The rendezvous store's URL, e.g. "file:///shared/dir".
+inline constexpr const char* kRendezvous = "rendezvous";
+/// The run id under which the run's keys sit in that store.
+inline constexpr const char* kRunId = "run_id";
+/// FNV-1a 64 (16 hex digits) of the workload and plan JSON every rank checked was equal.
+inline constexpr const char* kRunDigest = "run_digest";
+/// Rank 0's wall clock minus this process's at the start (a store round trip), ns, decimal.
+inline constexpr const char* kClockOffsetToRank0Ns = "clock_offset_to_rank0_ns";
+/// Half that round trip: the offset's uncertainty, ns, decimal.
+inline constexpr const char* kClockOffsetUncertaintyNs = "clock_offset_uncertainty_ns";
+/// From this rank's claim in the store until every rank had arrived, ns, decimal.
+inline constexpr const char* kRendezvousNs = "rendezvous_ns";
 // --- imported sessions (embedscope import; absent in sessions Embedscope ran) -----------------
 /// "1" when the session was imported from another tool's trace (shown as IMPORTED).
 inline constexpr const char* kImported = "imported";

@@ -1,0 +1,381 @@
+// `embedscope launch -n N [--align none|collectives] [--kill-after S] run RUN-ARGS...`: one
+// rank per process on this machine. Makes a private rendezvous directory (a gloo FileStore,
+// removed at the end) and a fresh run id, starts N processes of this executable as
+// `run RUN-ARGS --rank R --world-size N --rendezvous file://DIR --run-id ID -o STEM.rank{rank}.db
+// --json`, each in a process group of its own, streams their stderr prefixed "[rank R] ",
+// forwards Ctrl-C (SIGINT) to every child, and, when a child dies of a signal, writes its
+// death into the store (report_dead_rank: the others, whose collectives broke, name it at once)
+// and kills (SIGKILL) the ones still running --kill-after seconds later. Then it merges the rank sessions into the
+// run's -o (default embedscope-YYYYmmdd-HHMMSS.db) with sessions::merge_sessions, as `embedscope
+// merge` does, and keeps the rank sessions beside it. Exit: 0 when every rank exited 0; else 2
+// when a rank said bad input (exit 2), else 1.
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "embedscope/engine/exec/launch/rank_env.h"
+#include "embedscope/engine/workload/spec_error.h"
+#include "embedscope/sessions/merge/merge.h"
+#include "output/output.h"
+#include "workload_args.h"
+
+namespace embedscope::cli {
+
+namespace es = embedscope::engine;
+using nlohmann::json;
+
+namespace {
+
+std::atomic<int> g_interrupts{0};
+extern "C" void on_launch_sigint(int) { g_interrupts.fetch_add(1); }
+
+struct LaunchState {
+  int n = 0;
+  std::string align = "none";
+  int kill_after_s = 120;
+  std::vector<std::string> rest;  // "run" and its arguments
+};
+
+struct Child {
+  int rank = 0;
+  pid_t pid = -1;
+  int out_fd = -1, err_fd = -1;
+  std::string out, err_line;
+  bool exited = false;
+  int status = 0;
+  std::string session;
+};
+
+std::string signal_name(int sig) {
+  const char* d = strsignal(sig);
+  return fmt::format("signal {} ({})", sig, d ? d : "?");
+}
+
+std::string how_ended(const Child& c) {
+  if (WIFSIGNALED(c.status)) return "killed by " + signal_name(WTERMSIG(c.status));
+  return fmt::format("exit {}", WEXITSTATUS(c.status));
+}
+
+// Run arguments for the children, the merged session's path and whether to overwrite; throws
+// SpecError for flags launch sets itself.
+struct ChildArgs {
+  std::vector<std::string> args;  // after "run", without -o / --json
+  std::string output;             // the merged session
+  bool overwrite = false, json = false;
+};
+
+ChildArgs split_run_args(const std::vector<std::string>& rest) {
+  if (rest.empty() || rest[0] != "run")
+    throw es::SpecError("launch: give the command to launch, `run` and its arguments, e.g. embedscope launch -n 4 "
+                        "run --preset tiny");
+  ChildArgs c;
+  for (size_t i = 1; i < rest.size(); ++i) {
+    const std::string& a = rest[i];
+    for (const char* own : {"--rank", "--world-size", "--rendezvous", "--run-id"})
+      if (a == own || a.rfind(std::string(own) + "=", 0) == 0)
+        throw es::SpecError(fmt::format("launch: {} is set by launch for every rank; leave it out", own));
+    if (a == "-o" || a == "--output") {
+      if (i + 1 >= rest.size()) throw es::SpecError(fmt::format("launch run {}: needs a file name", a));
+      c.output = rest[++i];
+    } else if (a.rfind("--output=", 0) == 0) {
+      c.output = a.substr(9);
+    } else if (a == "--json") {
+      c.json = true;
+    } else {
+      if (a == "--force-overwrite") c.overwrite = true;
+      c.args.push_back(a);
+    }
+  }
+  if (c.output.empty()) c.output = default_session_name();
+  return c;
+}
+
+void set_cloexec(int fd) { fcntl(fd, F_SETFD, FD_CLOEXEC); }
+
+void spawn(Child& c, const std::string& exe, const std::vector<std::string>& args) {
+  int out[2], err[2];
+  if (pipe(out) != 0 || pipe(err) != 0) throw std::runtime_error(fmt::format("launch: pipe: {}", strerror(errno)));
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(exe.c_str()));
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(fmt::format("launch: fork: {}", strerror(errno)));
+  if (pid == 0) {
+    setpgid(0, 0);  // Ctrl-C at the terminal reaches launch only; launch forwards it once
+    signal(SIGINT, SIG_DFL);
+    dup2(out[1], STDOUT_FILENO);
+    dup2(err[1], STDERR_FILENO);
+    close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+    execv(exe.c_str(), argv.data());
+    const std::string msg = fmt::format("launch: cannot run {}: {}\n", exe, strerror(errno));
+    [[maybe_unused]] auto n = write(STDERR_FILENO, msg.data(), msg.size());
+    _exit(127);
+  }
+  close(out[1]), close(err[1]);
+  set_cloexec(out[0]), set_cloexec(err[0]);
+  c.pid = pid;
+  c.out_fd = out[0];
+  c.err_fd = err[0];
+}
+
+// Reads what is there; prints whole stderr lines prefixed by the rank. False at end of file.
+bool drain(Child& c, int fd) {
+  char buf[65536];
+  const ssize_t n = read(fd, buf, sizeof buf);
+  if (n <= 0) {
+    if (fd == c.err_fd && !c.err_line.empty()) fmt::print(stderr, "[rank {}] {}\n", c.rank, c.err_line), c.err_line.clear();
+    return false;
+  }
+  if (fd == c.out_fd) {
+    c.out.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+  for (ssize_t i = 0; i < n; ++i) {
+    const char ch = buf[i];
+    if (ch == '\n' || ch == '\r') {
+      if (!c.err_line.empty()) fmt::print(stderr, "[rank {}] {}\n", c.rank, c.err_line);
+      c.err_line.clear();
+    } else {
+      c.err_line += ch;
+    }
+  }
+  return true;
+}
+
+std::string random_id() {
+  std::random_device rd;
+  return fmt::format("launch-{:08x}{:08x}", rd(), rd());
+}
+
+int cmd_launch(const LaunchState& s) {
+  if (s.n < 1) throw es::SpecError("launch -n: give the number of processes, 1 or more");
+  const ChildArgs ca = split_run_args(s.rest);
+  namespace fs = std::filesystem;
+  if (fs::exists(ca.output) && !ca.overwrite)
+    throw es::SpecError(fmt::format("{}: already exists; choose another name (-o) or allow overwriting it "
+                                    "(--force-overwrite)", ca.output));
+  std::string stem = ca.output;
+  if (stem.size() > 3 && stem.compare(stem.size() - 3, 3, ".db") == 0) stem.resize(stem.size() - 3);
+  char tmpl[] = "/tmp/embedscope-launch-XXXXXX";
+  const char* tmpdir_env = std::getenv("TMPDIR");
+  std::string pattern = (tmpdir_env && *tmpdir_env ? std::string(tmpdir_env) : std::string("/tmp")) +
+                        "/embedscope-launch-XXXXXX";
+  std::vector<char> pat(pattern.begin(), pattern.end());
+  pat.push_back('\0');
+  const char* dir_c = mkdtemp(pat.data());
+  if (!dir_c) dir_c = mkdtemp(tmpl);
+  if (!dir_c) throw std::runtime_error(fmt::format("launch: cannot make a rendezvous directory: {}", strerror(errno)));
+  const std::string dir = dir_c;
+  const std::string run_id = random_id();
+  const std::string exe = fs::read_symlink("/proc/self/exe").string();
+  fmt::print(stderr, "embedscope launch: {} processes, rendezvous file://{} (run id {})\n", s.n, dir, run_id);
+
+  std::vector<Child> kids(static_cast<size_t>(s.n));
+  struct sigaction sa {}, old_sa {};
+  sa.sa_handler = on_launch_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_sa);
+  signal(SIGPIPE, SIG_IGN);
+  for (int r = 0; r < s.n; ++r) {
+    Child& c = kids[static_cast<size_t>(r)];
+    c.rank = r;
+    c.session = fmt::format("{}.rank{}.db", stem, r);
+    std::vector<std::string> args{"run"};
+    args.insert(args.end(), ca.args.begin(), ca.args.end());
+    for (const std::string& a : {std::string("--rank"), std::to_string(r), std::string("--world-size"), std::to_string(s.n),
+                                 std::string("--rendezvous"), "file://" + dir, std::string("--run-id"), run_id,
+                                 std::string("-o"), stem + ".rank{rank}.db", std::string("--json")})
+      args.push_back(a);
+    spawn(c, exe, args);
+  }
+  int forwarded = 0;
+  std::chrono::steady_clock::time_point kill_at{};
+  bool kill_armed = false, killed = false;
+  std::string first_death;
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Child*, int>> who;
+    for (auto& c : kids)
+      for (int* fd : {&c.out_fd, &c.err_fd})
+        if (*fd >= 0) fds.push_back({*fd, POLLIN, 0}), who.emplace_back(&c, *fd);
+    bool all_exited = true;
+    for (auto& c : kids) {
+      if (c.exited) continue;
+      int st = 0;
+      if (waitpid(c.pid, &st, WNOHANG) == c.pid) {
+        c.exited = true;
+        c.status = st;
+        if (WIFSIGNALED(st) && first_death.empty()) {
+          first_death = fmt::format("rank {} was {}", c.rank, how_ended(c));
+          try {  // the others name it at once (they would otherwise wait out their collective timeout)
+            es::launch::report_dead_rank("file://" + dir, run_id, c.rank, "was " + how_ended(c) + " (seen by launch)");
+          } catch (const std::exception&) {
+          }
+          fmt::print(stderr, "embedscope launch: {}; the other ranks end on their own (those still running are "
+                             "killed after {} s)\n", first_death, s.kill_after_s);
+          kill_armed = true;
+          kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(s.kill_after_s);
+        }
+      } else {
+        all_exited = false;
+      }
+    }
+    if (all_exited && fds.empty()) break;
+    const int interrupts = g_interrupts.load();
+    for (; forwarded < interrupts; ++forwarded) {
+      fmt::print(stderr, "embedscope launch: forwarding Ctrl-C to every rank\n");
+      for (auto& c : kids)
+        if (!c.exited) kill(c.pid, SIGINT);
+    }
+    if (kill_armed && !killed && std::chrono::steady_clock::now() >= kill_at) {
+      killed = true;
+      for (auto& c : kids)
+        if (!c.exited) {
+          fmt::print(stderr, "embedscope launch: rank {} still runs {} s after {}: killing it\n", c.rank,
+                     s.kill_after_s, first_death);
+          kill(c.pid, SIGKILL);
+        }
+    }
+    if (fds.empty()) {
+      usleep(10000);
+      continue;
+    }
+    const int ready = poll(fds.data(), fds.size(), 100);
+    if (ready <= 0) continue;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Child& c = *who[i].first;
+      if (!drain(c, fds[i].fd)) {
+        close(fds[i].fd);
+        (fds[i].fd == c.out_fd ? c.out_fd : c.err_fd) = -1;
+      }
+    }
+  }
+  sigaction(SIGINT, &old_sa, nullptr);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+
+  int code = 0;
+  json ranks = json::array();
+  std::vector<std::string> sessions;
+  for (auto& c : kids) {
+    const int exit = WIFEXITED(c.status) ? WEXITSTATUS(c.status) : -1;
+    if (exit != 0) code = std::max(code, exit == 2 ? 2 : 1);
+    if (exit == 2) code = 2;
+    json child = json::parse(c.out, nullptr, false);
+    if (child.is_discarded()) child = nullptr;
+    const bool has_session = fs::exists(c.session);
+    if (has_session) sessions.push_back(c.session);
+    ranks.push_back({{"rank", c.rank}, {"ended", how_ended(c)}, {"session", has_session ? json(c.session) : json()},
+                     {"result", child}});
+  }
+  if (code == 2 && sessions.size() < static_cast<size_t>(s.n)) {  // bad input: nothing ran
+    if (ca.json) std::cout << dump(json{{"ended", "bad_input"}, {"ranks", ranks}}) << "\n";
+    fmt::print(stderr, "error: launch: a rank refused its input (above)\n");
+    return 2;
+  }
+  std::string merged_status = "none", merge_error;
+  sessions::MergeSummary sum;
+  if (sessions.size() >= 2) {
+    sessions::MergeOptions mo;
+    mo.align = s.align;
+    mo.overwrite = ca.overwrite;
+    try {
+      sum = sessions::merge_sessions(sessions, ca.output, mo);
+      merged_status = "merged";
+    } catch (const std::exception& e) {
+      merge_error = e.what();
+    }
+  } else if (sessions.size() == 1) {
+    fs::copy_file(sessions[0], ca.output, ca.overwrite ? fs::copy_options::overwrite_existing : fs::copy_options::none, ec);
+    if (!ec) merged_status = "copied";
+    else merge_error = ec.message();
+  }
+  if (ca.json) {
+    json j{{"session", merged_status == "none" ? json() : json(ca.output)}, {"world_size", s.n}, {"ranks", ranks},
+           {"align", s.align}};
+    j["ended"] = code == 0 ? "complete" : "failed";
+    if (!merge_error.empty()) j["merge_error"] = merge_error;
+    if (!first_death.empty()) j["first_death"] = first_death;
+    if (!sum.alignment_json.empty()) j["alignment"] = json::parse(sum.alignment_json);
+    std::cout << dump(j) << "\n";
+  } else {
+    std::cout << fmt::format("{:<5} {:<28} {:>10} {:>14} {:>12}  {}\n", "rank", "ended", "steps", "step mean", "loss last",
+                             "session");
+    for (const auto& r : ranks) {
+      const json& res = r["result"];
+      const bool ok = res.is_object() && res.contains("step_time_ns");
+      std::cout << fmt::format("{:<5} {:<28} {:>10} {:>14} {:>12}  {}\n", r["rank"].get<int>(),
+                               r["ended"].get<std::string>() +
+                                   (res.is_object() && res.contains("ended") ? " (" + res["ended"].get<std::string>() + ")"
+                                                                             : ""),
+                               ok ? std::to_string(res["steps"].get<int64_t>()) : "-",
+                               ok ? ms(res["step_time_ns"]["mean"].get<double>()) : "-",
+                               ok && res["loss_last"].is_number() ? fmt::format("{:.4f}", res["loss_last"].get<double>())
+                                                                  : "-",
+                               r["session"].is_string() ? r["session"].get<std::string>() : "(none)");
+      if (res.is_object() && res.contains("error"))
+        std::cout << fmt::format("      {}\n", res["error"].get<std::string>());
+    }
+    if (!first_death.empty()) std::cout << fmt::format("first death  {}\n", first_death);
+    if (!sum.alignment_text.empty()) std::cout << sum.alignment_text;
+    if (merged_status != "none") std::cout << fmt::format("\nsession: {} ({} of {} rank sessions)\n", ca.output,
+                                                          sessions.size(), s.n);
+  }
+  if (!merge_error.empty()) {
+    fmt::print(stderr, "error: launch: the rank sessions could not be merged: {}\n", merge_error);
+    return code == 0 ? 1 : code;
+  }
+  return code;
+}
+
+}  // namespace
+
+Command add_launch_command(CLI::App& app) {
+  auto s = std::make_shared<LaunchState>();
+  auto* c = app.add_subcommand("launch", "Run one rank per process on this machine: start N processes of "
+                                         "`embedscope run ...` with a private rendezvous, stream their output, merge "
+                                         "their sessions into one");
+  c->add_option("-n,--processes", s->n, "Number of processes (ranks); sets the run's --devices")
+      ->required()
+      ->check(kInteger)
+      ->check(CLI::Range(1, 1024));
+  c->add_option("--align", s->align, "How the merge aligns the ranks' clocks: none (wall clocks, one machine) or "
+                                     "collectives (one offset per rank from matching collectives)")
+      ->check(CLI::IsMember({"none", "collectives"}));
+  c->add_option("--kill-after", s->kill_after_s, "Seconds after a rank died of a signal before the ranks still "
+                                                 "running are killed (they normally end on their own within the "
+                                                 "collective timeout)")
+      ->check(CLI::Range(1, 86400));
+  c->prefix_command();  // `run` and everything after it are the children's
+  return {c, [s, c] {
+            s->rest = c->remaining();
+            return cmd_launch(*s);
+          },
+          [s, c] {
+            for (const auto& a : c->remaining())
+              if (a == "--json") return true;
+            return false;
+          }};
+}
+
+}  // namespace embedscope::cli

@@ -1,0 +1,93 @@
+#include "executor.h"
+
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "embedscope/engine/exec/launch/rank_env.h"
+#include "embedscope/engine/sharding/plan_json.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+
+namespace embedscope::engine::launch {
+
+namespace {
+constexpr int64_t kReportSlackMs = 1000;  // beyond the collective timeout, for a peer's failure key
+}  // namespace
+
+ProcessExecutor::ProcessExecutor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options)
+    : ThreadedExecutor(spec, plan, options, {options.process.rank}) {}
+
+ProcessExecutor::~ProcessExecutor() = default;
+
+void ProcessExecutor::prepare() {
+  const auto& p = sh_.opt.process;
+  store_ = std::make_unique<RunStore>(p.rendezvous, p.run_id);
+  const nlohmann::json document{{"workload", to_json(sh_.spec)}, {"plan", to_json(sh_.spec, sh_.plan)}};
+  hs_ = handshake(*store_, p.rank, sh_.spec.devices.count, document,
+                  std::chrono::milliseconds(sh_.spec.collective_timeout_ms));
+  RunStore* store = store_.get();
+  sh_.rv = Rendezvous::over_store(store_->store(), [store](const std::string& k) { return store->has(k); }, p.host);
+}
+
+void ProcessExecutor::run(sessions::SessionWriter* session, RunResult& result) {
+  if (session) {
+    const auto& p = sh_.opt.process;
+    session->set_metadata(sessions::meta::kProcessRank, std::to_string(p.rank));
+    session->set_metadata(sessions::meta::kRendezvous, p.rendezvous);
+    session->set_metadata(sessions::meta::kRunId, p.run_id);
+    session->set_metadata(sessions::meta::kRunDigest, hs_.digest);
+    session->set_metadata(sessions::meta::kClockOffsetToRank0Ns, std::to_string(hs_.clock_offset_ns));
+    session->set_metadata(sessions::meta::kClockOffsetUncertaintyNs, std::to_string(hs_.clock_uncertainty_ns));
+    session->set_metadata(sessions::meta::kRendezvousNs, std::to_string(hs_.rendezvous_ns));
+  }
+  ThreadedExecutor::run(session, result);
+}
+
+void ProcessExecutor::on_rank_failed(int rank) {
+  if (failed_set_.exchange(true) || !store_) return;
+  try {
+    store_->set(fmt::format("failed/{}", rank), "1");
+  } catch (const std::exception&) {  // the store went away: the peers name this rank as gone
+  }
+}
+
+std::string ProcessExecutor::explain_peer_failure(int rank, const CollectiveError&) {
+  if (!store_) return "";
+  const int W = sh_.spec.devices.count;
+  // a peer whose own collective times out reports at most the timeout after this failure
+  const int64_t wait_ms = sh_.spec.collective_timeout_ms + kReportSlackMs;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  std::vector<int> open;  // ranks with neither a failure key nor a death key yet
+  for (int r = 0; r < W; ++r)
+    if (r != rank) open.push_back(r);
+  std::vector<std::pair<int, std::string>> died;  // the launcher saw them end
+  for (;;) {
+    std::vector<int> still;
+    for (int r : open) {
+      if (store_->has(fmt::format("failed/{}", r))) continue;
+      if (const std::string k = fmt::format("dead/{}", r); store_->has(k)) {
+        died.emplace_back(r, store_->get(k));
+        continue;
+      }
+      still.push_back(r);
+    }
+    open = std::move(still);
+    if (open.empty() || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::string out;
+  for (const auto& [r, how] : died) out += fmt::format(" (rank {} {})", r, how);
+  if (!open.empty())
+    out += fmt::format(" (rank(s) {} reported no failure within {} ms: the process has exited or was killed)",
+                       fmt::join(open, ", "), wait_ms);
+  return out;
+}
+
+void report_dead_rank(const std::string& url, const std::string& run_id, int rank, const std::string& how) {
+  RunStore store(url, run_id);
+  const std::string key = fmt::format("dead/{}", rank);
+  if (!store.has(key)) store.set(key, how);
+}
+
+}  // namespace embedscope::engine::launch

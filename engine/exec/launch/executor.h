@@ -1,0 +1,40 @@
+#pragma once
+// One rank per process: the threaded executor's interpreter running only this process's rank
+// (TrainerOptions::process), whose collectives reach the other processes' ranks through Gloo
+// over TCP, rendezvous through the run's store (store.h) after the handshake (handshake.h).
+// A rank whose collective failed (the transport broke or it timed out: a peer process may have
+// died) sets its failure key ("failed/R") and waits for the other ranks'
+// for at most the collective timeout + 1 s, and names the ranks that never set one: a process
+// that is gone sets none; a rank whose launcher wrote its death key ("dead/R",
+// report_dead_rank) is named at once, as the launcher saw it end. A run with a dead rank so ends within about twice the collective
+// timeout. Internal to the engine.
+
+#include <atomic>
+#include <memory>
+
+#include "exec/threaded/executor.h"
+#include "handshake.h"
+#include "store.h"
+
+namespace embedscope::engine::launch {
+
+class ProcessExecutor final : public threaded::ThreadedExecutor {
+ public:
+  ProcessExecutor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options);
+  ~ProcessExecutor() override;
+  /// Opens the store and runs the handshake; throws SpecError (handshake.h, store.h).
+  void prepare() override;
+  /// Writes the process metadata (process_rank, rendezvous, run id, clock offset), then runs.
+  void run(sessions::SessionWriter* session, RunResult& result) override;
+
+ protected:
+  std::string explain_peer_failure(int rank, const CollectiveError& e) override;
+  void on_rank_failed(int rank) override;
+
+ private:
+  std::unique_ptr<RunStore> store_;
+  HandshakeResult hs_;
+  std::atomic<bool> failed_set_{false};
+};
+
+}  // namespace embedscope::engine::launch

@@ -1,0 +1,160 @@
+#include "store.h"
+
+#include <sys/stat.h>
+
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gloo/common/error.h>
+#include <gloo/common/string.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#define HIREDIS_NESTED_INCLUDE 1
+#include <gloo/rendezvous/redis_store.h>
+
+#include "embedscope/engine/workload/spec_error.h"
+
+namespace embedscope::engine::launch {
+
+RendezvousUrl parse_rendezvous_url(const std::string& url) {
+  if (url.empty()) throw SpecError("--rendezvous: empty; give a store URL such as file:///shared/dir");
+  const auto sep = url.find("://");
+  if (sep == std::string::npos || sep == 0)
+    throw SpecError(fmt::format("--rendezvous {}: not a URL; give file:///shared/dir or redis://host:port", url));
+  RendezvousUrl u;
+  u.scheme = url.substr(0, sep);
+  const std::string rest = url.substr(sep + 3);
+  if (u.scheme == "file") {
+    u.path = rest;
+    if (u.path.empty()) throw SpecError(fmt::format("--rendezvous {}: no directory after file://", url));
+    return u;
+  }
+  if (u.scheme != "redis")
+    throw SpecError(fmt::format("--rendezvous {}: the scheme '{}' is not supported; use file:///shared/dir (a "
+                                "directory every rank sees) or redis://host:port[/prefix]", url, u.scheme));
+  const auto slash = rest.find('/');
+  const std::string hostport = rest.substr(0, slash);
+  if (slash != std::string::npos) u.path = rest.substr(slash + 1);
+  while (!u.path.empty() && u.path.back() == '/') u.path.pop_back();
+  const auto colon = hostport.rfind(':');
+  u.host = hostport.substr(0, colon);
+  if (u.host.empty()) throw SpecError(fmt::format("--rendezvous {}: no host after redis://", url));
+  if (colon != std::string::npos) {
+    const std::string port = hostport.substr(colon + 1);
+    size_t used = 0;
+    long p = 0;
+    try {
+      p = std::stol(port, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != port.size() || p < 1 || p > 65535)
+      throw SpecError(fmt::format("--rendezvous {}: port '{}' is not 1..65535", url, port));
+    u.port = static_cast<int>(p);
+  }
+  return u;
+}
+
+// The store under the prefix, with a non-blocking check and one lock (RedisStore's hiredis
+// context is not thread-safe; FileStore's key list is not either).
+struct RunStore::Base : gloo::rendezvous::Store {
+  std::unique_ptr<gloo::rendezvous::Store> store;
+  std::function<bool(const std::string&)> check;
+  std::mutex mu;
+  void set(const std::string& key, const std::vector<char>& data) override {
+    std::lock_guard<std::mutex> lock(mu);
+    store->set(key, data);
+  }
+  std::vector<char> get(const std::string& key) override {
+    wait({key}, kDefaultTimeout);
+    std::lock_guard<std::mutex> lock(mu);
+    return store->get(key);
+  }
+  bool has(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu);
+    return check(key);
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, kDefaultTimeout); }
+  // polls, so that the lock is not held while waiting
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      bool all = true;
+      for (const auto& k : keys) all = all && has(k);
+      if (all) return;
+      if (std::chrono::steady_clock::now() >= deadline)
+        GLOO_THROW_IO_EXCEPTION(GLOO_ERROR_MSG("Wait timeout for key(s): ", ::gloo::MakeString(keys)));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+};
+
+namespace {
+struct Files : gloo::rendezvous::FileStore {
+  using FileStore::FileStore;
+  bool has(const std::string& key) { return check({key}); }
+};
+}  // namespace
+
+RunStore::RunStore(const std::string& url, const std::string& run_id) : url_(url), run_id_(run_id) {
+  const RendezvousUrl u = parse_rendezvous_url(url);
+  if (run_id.empty() || run_id.find('/') != std::string::npos)
+    throw SpecError(fmt::format("--run-id '{}': must be non-empty and hold no '/'", run_id));
+  prefix_ = "embedscope/" + run_id;
+  base_ = std::make_shared<Base>();
+  if (u.scheme == "file") {
+    struct stat sb {};
+    if (stat(u.path.c_str(), &sb) != 0)
+      throw SpecError(fmt::format("--rendezvous {}: {} does not exist (create the directory, on a file system "
+                                  "every rank sees)", url, u.path));
+    if (!S_ISDIR(sb.st_mode)) throw SpecError(fmt::format("--rendezvous {}: {} is not a directory", url, u.path));
+    auto files = std::make_unique<Files>(u.path);
+    Files* f = files.get();
+    base_->check = [f](const std::string& k) { return f->has(k); };
+    base_->store = std::move(files);
+  } else {
+    if (!u.path.empty()) prefix_ = u.path + "/" + prefix_;
+    std::unique_ptr<gloo::rendezvous::RedisStore> redis;
+    try {
+      redis = std::make_unique<gloo::rendezvous::RedisStore>(u.host, u.port);
+    } catch (const std::exception& e) {
+      throw SpecError(fmt::format("--rendezvous {}: cannot reach the Redis server at {}:{}: {}", url, u.host, u.port,
+                                  e.what()));
+    }
+    auto* r = redis.get();
+    base_->check = [r](const std::string& k) { return r->check({k}); };
+    base_->store = std::move(redis);
+  }
+  prefixed_ = std::make_shared<gloo::rendezvous::PrefixStore>(prefix_, *base_);
+}
+
+RunStore::~RunStore() = default;
+
+bool RunStore::has(const std::string& key) const { return base_->has(prefix_ + "/" + key); }
+
+void RunStore::set(const std::string& key, const std::string& value) {
+  prefixed_->set(key, std::vector<char>(value.begin(), value.end()));
+}
+
+std::string RunStore::get(const std::string& key) {
+  const auto v = prefixed_->get(key);
+  return {v.begin(), v.end()};
+}
+
+std::vector<size_t> RunStore::wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<size_t> missing;
+  for (size_t i = 0; i < keys.size(); ++i) missing.push_back(i);
+  for (;;) {
+    std::vector<size_t> still;
+    for (size_t i : missing)
+      if (!has(keys[i])) still.push_back(i);
+    missing = std::move(still);
+    if (missing.empty() || std::chrono::steady_clock::now() >= deadline) return missing;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+}  // namespace embedscope::engine::launch

@@ -1,0 +1,64 @@
+#pragma once
+// The rendezvous store of a run of one rank per process: a gloo FileStore in a directory that
+// every rank sees, or a gloo RedisStore (a Redis server every rank reaches), under a gloo
+// PrefixStore of the run id, so that the keys of an earlier run
+// in the same directory are never read (another run id) or are refused (the same run id: the
+// rank's claim key exists already; handshake.h). Internal to the engine.
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gloo::rendezvous {
+class Store;
+}
+
+namespace embedscope::engine::launch {
+
+/// A parsed rendezvous URL: "file://PATH" (PATH a directory, usually absolute:
+/// file:///shared/dir) or "redis://HOST:PORT[/PREFIX]" (PORT default 6379).
+struct RendezvousUrl {
+  std::string scheme;  ///< "file" or "redis"
+  std::string path;    ///< file: the directory; redis: the key prefix ("" for none)
+  std::string host;    ///< redis
+  int port = 6379;     ///< redis
+};
+
+/// Parses `url`. Throws SpecError naming the URL: empty, no "scheme://", an empty path or host,
+/// a port that is not 1..65535, or another scheme.
+RendezvousUrl parse_rendezvous_url(const std::string& url);
+
+/// The run's keys: `store` is the namespaced store (what gloo's connectFullMesh and the
+/// collectives' arrival keys use), `has(key)` tells without blocking whether a key of it is set.
+class RunStore {
+ public:
+  /// Opens the store of `url` with every key under "embedscope/<run_id>" (redis with a prefix:
+  /// "<prefix>/embedscope/<run_id>"). Throws SpecError when the directory does not exist or is
+  /// not a directory ("file:///x: /x does not exist"), the Redis server cannot be reached
+  /// (hiredis's reason), or run_id is empty or holds a '/'. Safe to use from several threads
+  /// (one lock around the store: a hiredis connection is not thread-safe).
+  RunStore(const std::string& url, const std::string& run_id);
+  ~RunStore();
+  const std::string& url() const { return url_; }
+  const std::string& run_id() const { return run_id_; }
+  std::shared_ptr<gloo::rendezvous::Store> store() const { return prefixed_; }
+  bool has(const std::string& key) const;
+  /// Sets `key` (which must not be set: a FileStore refuses to overwrite one, gloo::EnforceNotMet).
+  void set(const std::string& key, const std::string& value);
+  /// The value of `key`, which must be set (call has() or wait_for() first: a FileStore's own
+  /// get waits 30 s for a missing key).
+  std::string get(const std::string& key);
+  /// Polls (every ms) until every key is set or `timeout` has passed; returns the indices into
+  /// `keys` of those still missing (empty: all set).
+  std::vector<size_t> wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) const;
+
+ private:
+  struct Base;
+  std::string url_, run_id_, prefix_;
+  std::shared_ptr<Base> base_;
+  std::shared_ptr<gloo::rendezvous::Store> prefixed_;
+};
+
+}  // namespace embedscope::engine::launch
