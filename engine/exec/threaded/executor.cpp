@@ -118,12 +118,13 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     ts.weight_bytes.assign(static_cast<size_t>(W), 0);
     ts.optimizer_state_bytes.assign(static_cast<size_t>(W), 0);
     QuantError err;
-    for (int r = 0; r < W; ++r)
-      for (const auto& ls : ranks_[static_cast<size_t>(r)]->shards) {
+    for (size_t i = 0; i < ranks_.size(); ++i)  // the ranks run here (one process: its own; others stay 0)
+      for (const auto& ls : ranks_[i]->shards) {
+        const auto r = static_cast<size_t>(local_ranks_[i]);
         if (ls.table != static_cast<int>(t)) continue;
-        ts.weight_bytes[static_cast<size_t>(r)] +=
+        ts.weight_bytes[r] +=
             static_cast<int64_t>(ls.weights.size() * sizeof(float) + ls.packed.size());
-        ts.optimizer_state_bytes[static_cast<size_t>(r)] +=
+        ts.optimizer_state_bytes[r] +=
             static_cast<int64_t>((ls.momentum1.size() + ls.momentum2.size()) * sizeof(float));
         err.merge(ls.storage_error);
       }
