@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/exec/backend.h"
+#include "embedscope/engine/exec/table_storage_json.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/engine/sharding/plan_json.h"
@@ -15,6 +16,21 @@
 #include "threaded/rank.h"
 
 namespace embedscope::engine {
+
+nlohmann::json table_storage_json(const std::vector<RunResult::TableStorage>& tables) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& ts : tables)
+    out.push_back({{"table", ts.name},
+                   {"data_type", to_string(ts.data_type)},
+                   {"weight_bytes", ts.weight_bytes},
+                   {"optimizer_state_bytes", ts.optimizer_state_bytes},
+                   {"master_copy_bytes", ts.master_copy_bytes},
+                   {"max_abs_error", ts.max_abs_error},
+                   {"relative_error", ts.relative_error},
+                   {"hash_size", ts.hash_size},
+                   {"hash_collisions", ts.hash_collisions}});
+  return out;
+}
 
 int64_t RunResult::TableStorage::total_weight_bytes() const {
   int64_t s = 0;

@@ -20,6 +20,7 @@
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/exec/launch/rank_env.h"
 #include "embedscope/engine/exec/run.h"
+#include "embedscope/engine/exec/table_storage_json.h"
 #include "embedscope/engine/planner/search.h"
 #include "embedscope/sessions/analysis/stats.h"
 #include "embedscope/sessions/store/session.h"
@@ -230,17 +231,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
                              {"backward_max_abs_error", r.qcomms_error.backward_max_abs},
                              {"backward_relative_error", r.qcomms_error.backward_relative}}},
            {"ranks", json::array()}};
-    j["tables"] = json::array();
-    for (const auto& ts : r.table_storage)
-      j["tables"].push_back({{"table", ts.name},
-                             {"data_type", es::to_string(ts.data_type)},
-                             {"weight_bytes", ts.weight_bytes},
-                             {"optimizer_state_bytes", ts.optimizer_state_bytes},
-                             {"master_copy_bytes", ts.master_copy_bytes},
-                             {"max_abs_error", ts.max_abs_error},
-                             {"relative_error", ts.relative_error},
-                             {"hash_size", ts.hash_size},
-                             {"hash_collisions", ts.hash_collisions}});
+    j["tables"] = es::table_storage_json(r.table_storage);
     if (!process_from.empty()) j["process_rank"] = proc.rank;
     for (const auto& rk : r.ranks)
       j["ranks"].push_back({{"rank", rk.rank}, {"ids_looked_up", rk.ids_looked_up}, {"unique_ids", rk.unique_ids},

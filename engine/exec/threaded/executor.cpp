@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/exec/table_storage_json.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::engine::threaded {
@@ -170,18 +171,7 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
                                                                            {"backward_max_abs_error", q.backward_max_abs},
                                                                            {"backward_relative_error", q.backward_relative}}
                                                                 .dump());
-    nlohmann::json storage = nlohmann::json::array();
-    for (const auto& ts : result.table_storage)
-      storage.push_back({{"table", ts.name},
-                         {"data_type", to_string(ts.data_type)},
-                         {"weight_bytes", ts.weight_bytes},
-                         {"optimizer_state_bytes", ts.optimizer_state_bytes},
-                         {"master_copy_bytes", ts.master_copy_bytes},
-                         {"max_abs_error", ts.max_abs_error},
-                         {"relative_error", ts.relative_error},
-                         {"hash_size", ts.hash_size},
-                         {"hash_collisions", ts.hash_collisions}});
-    session->set_metadata(sessions::meta::kTableStorageJson, storage.dump());
+    session->set_metadata(sessions::meta::kTableStorageJson, table_storage_json(result.table_storage).dump());
   }
   if (sh.opt.keep_tables && result.ended == RunEnd::complete) {
     for (size_t t = 0; t < spec.tables.size(); ++t) {

@@ -1,0 +1,18 @@
+#pragma once
+// RunResult::table_storage as JSON: one description for `embedscope run --json`'s "tables" and
+// the session metadata table_storage_json (sessions/schema/FORMAT.md).
+
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/exec/run.h"
+
+namespace embedscope::engine {
+
+/// An array with one object per table: {"table", "data_type", "weight_bytes": [per rank, bytes],
+/// "optimizer_state_bytes": [per rank, bytes], "master_copy_bytes", "max_abs_error",
+/// "relative_error", "hash_size", "hash_collisions"} (fields of RunResult::TableStorage).
+nlohmann::json table_storage_json(const std::vector<RunResult::TableStorage>& tables);
+
+}  // namespace embedscope::engine
