@@ -11,23 +11,49 @@ constexpr size_t npos = static_cast<size_t>(-1);
 struct Scanner {
   const char* t;
   size_t n;
+  /// Where a string was found to hold a raw line break (JSON strings never do: an unescaped
+  /// quote or a trailing backslash made the quotes pair wrongly); npos when none.
+  mutable size_t broken = npos;
 
   size_t ws(size_t p) const {
     while (p < n && (t[p] == ' ' || t[p] == '\n' || t[p] == '\r' || t[p] == '\t')) ++p;
     return p;
   }
-  /// p at '"': the position after the closing quote, npos at the end of the text.
+  /// p at '"': the position after the closing quote, npos at the end of the text or when the
+  /// string holds a raw line break (`broken` says where).
   size_t string_end(size_t p) const {
-    ++p;
+    const size_t open = ++p;
     for (;;) {
       const void* q = std::memchr(t + p, '"', n - p);
-      if (!q) return npos;
+      if (!q) {
+        if (const void* nl = std::memchr(t + open, '\n', n - open))
+          broken = static_cast<size_t>(static_cast<const char*>(nl) - t);
+        return npos;
+      }
       size_t e = static_cast<size_t>(static_cast<const char*>(q) - t);
       size_t bs = 0;  // an odd run of backslashes escapes the quote
       while (e - bs > p && t[e - bs - 1] == '\\') ++bs;
-      if (bs % 2 == 0) return e + 1;
+      if (bs % 2 == 0) {
+        if (const void* nl = std::memchr(t + open, '\n', e - open)) {
+          broken = static_cast<size_t>(static_cast<const char*>(nl) - t);
+          return npos;
+        }
+        return e + 1;
+      }
       p = e + 1;
     }
+  }
+  /// After a broken string at `from`: the first line that starts (after blanks) with '{' (the
+  /// next event, as profilers write one per line or per block of lines) or ']' (the end of
+  /// the array); npos when there is none.
+  size_t resync(size_t from) const {
+    for (size_t p = from; p < n;) {
+      const void* nl = std::memchr(t + p, '\n', n - p);
+      if (!nl) return npos;
+      p = ws(static_cast<size_t>(static_cast<const char*>(nl) - t) + 1);
+      if (p < n && (t[p] == '{' || t[p] == ']')) return p;
+    }
+    return npos;
   }
   /// The end of the value starting at p, npos when the text ends inside it.
   size_t value_end(size_t p) const {
@@ -69,7 +95,23 @@ size_t frame_events(const Scanner& s, size_t p, Framing& f) {
       f.truncated_at = p;
       return npos;
     }
+    s.broken = npos;
     const size_t e = s.value_end(p);
+    if (e == npos && s.broken != npos && s.t[p] == '{') {
+      // A broken string inside this event: the event (kept, so that parsing it reports it with
+      // its line) ends where the next line starts an event or closes the array.
+      const size_t next = s.resync(s.broken);
+      if (next != npos) {
+        size_t end = next;
+        while (end > p && (s.t[end - 1] == ' ' || s.t[end - 1] == '\n' || s.t[end - 1] == '\r' ||
+                           s.t[end - 1] == '\t' || s.t[end - 1] == ','))
+          --end;
+        f.events.push_back({p, end});
+        p = next;
+        if (s.t[p] == ']') return p + 1;
+        continue;
+      }
+    }
     if (e == npos || (s.t[p] != '{' && e >= s.n)) {
       f.truncated = true;
       f.truncated_at = p;

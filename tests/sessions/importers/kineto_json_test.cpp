@@ -226,3 +226,27 @@ TEST(KinetoImport, SharedTracesGiveHtasNumbers) {
     EXPECT_EQ(st.untraced_ranks, (std::vector<int32_t>{1 - k.rank}));
   }
 }
+
+// Names with raw quotes and backslashes (tests/data/traces/raw_quotes.json, Kineto's layout of
+// one event per block of lines): an unescaped quote pair costs that event; a trailing backslash
+// that escapes the closing quote shifts every later quote pair, which the framing notices at the
+// first line break inside a string and resumes at the next line starting an event. 4 bad events
+// (lines 9, 17, 25 and 27), the 3 kept ones around them and the step are imported, and the
+// document's closing keys are still read (not "truncated").
+TEST(KinetoImport, RawQuotesAndBackslashesCostOnlyTheirEvent) {
+  const auto sum = import_into({trace_fixture("raw_quotes.json")}, "raw_quotes.db");
+  const auto& p = sum.problems;
+  EXPECT_EQ(problem_count(p, "bad_event_json"), 4);
+  EXPECT_EQ(problem_count(p, "truncated"), 0);
+  ASSERT_NE(problem(p, "bad_event_json"), nullptr);
+  EXPECT_NE(problem(p, "bad_event_json")->example.find("line 9, column 3"), std::string::npos)
+      << problem(p, "bad_event_json")->example;
+  EXPECT_EQ(sum.events.at("cpu_ops"), 3);
+  EXPECT_EQ(sum.events.at("steps"), 1);
+  const SessionReader r(scratch_db("raw_quotes.db"));
+  const auto ops = ops_by_name(r);
+  EXPECT_EQ(ops.size(), 3u);  // the three kept (the step annotation becomes the step)
+  EXPECT_EQ(ops.at("kept_1").start_ns, 2000);
+  EXPECT_EQ(ops.at("kept_2").start_ns, 4000);
+  EXPECT_EQ(ops.at("kept_3 \"escaped\" C:\\ok\\").start_ns, 6000);
+}
