@@ -131,6 +131,10 @@ void SessionWriter::check_path(const std::string& path, bool overwrite) {
                                    path, who));
 }
 
+void SessionWriter::remove_files(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::remove((path + suffix).c_str());
+}
+
 SessionWriter::SessionWriter(const std::string& path, bool overwrite) : impl_(std::make_unique<Impl>(path)) {
   // SQLite's memory statistics take a global mutex on every allocation; nothing here reads
   // them. Only possible before SQLite initialises (later calls return SQLITE_MISUSE: harmless).

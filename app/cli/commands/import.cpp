@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "interrupt.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
 #include "embedscope/sessions/importers/importer.h"
 #include "embedscope/sessions/importers/nsys_sqlite/nsys_sqlite.h"
@@ -101,9 +103,29 @@ int cmd_import(const ImportState& s) {
                                        "(embedscope import --force-overwrite)", out));
   opt.align = s.align;
   opt.progress = [](const std::string& line) { fmt::print(stderr, "import: {}\n", line); };
-  ss::SessionWriter writer(out, s.overwrite);
-  const si::ImportSummary sum = importer.run(files, writer, opt);
-  writer.close("complete");
+  // Ctrl-C: the importer stops before its next file or rank; the session is closed "cancelled"
+  // and removed, so nothing half-written is left (a second Ctrl-C ends the process at once).
+  std::atomic<bool>& cancel = cancel_on_sigint("\ncancelling the import (Ctrl-C again stops at once)\n");
+  opt.cancelled = [&cancel] { return cancel.load(); };
+  si::ImportSummary sum;
+  bool cancelled = false;
+  {
+    ss::SessionWriter writer(out, s.overwrite);
+    try {
+      sum = importer.run(files, writer, opt);
+      si::check_cancelled(opt);  // asked while the last part was written
+      writer.close("complete");
+    } catch (const si::ImportCancelled&) {
+      writer.close("cancelled", "import cancelled; nothing was kept");
+      cancelled = true;
+    }
+  }
+  if (cancelled) {
+    ss::SessionWriter::remove_files(out);
+    fmt::print(stderr, "import cancelled; nothing was kept ({} removed)\n", out);
+    if (s.json) std::cout << dump(json{{"ended", "cancelled"}, {"session", nullptr}}) << "\n";
+    return 130;
+  }
   const ss::SessionReader session(out);
   const auto figures = ss::gpu_kernel_figures(session);
   if (s.json) {

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
@@ -17,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "interrupt.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/exec/launch/rank_env.h"
 #include "embedscope/engine/exec/run.h"
@@ -42,14 +42,6 @@ std::string default_session_name() {
 }
 
 namespace {
-
-std::atomic<bool> g_cancel{false};
-extern "C" void on_sigint(int) {
-  g_cancel = true;
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
-  static constexpr char kSaid[] = "\ncancelling after the current step (Ctrl-C again stops at once)\n";
-  [[maybe_unused]] const auto n = write(STDERR_FILENO, kSaid, sizeof kSaid - 1);  // async-signal-safe
-}
 
 
 // One rank per process: --rank / --world-size, or a launcher's environment (rank_env.h).
@@ -156,9 +148,8 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   opt.session_path = output;
   opt.session_overwrite = overwrite;
   opt.keep_events = false;
-  opt.cancel = &g_cancel;
   if (!process_from.empty()) opt.process = {proc.rank, proc.rendezvous, proc.run_id, proc.host};
-  std::signal(SIGINT, on_sigint);
+  opt.cancel = &cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
   const int64_t every = std::max<int64_t>(1, spec.steps / 10);
   auto last_print = std::chrono::steady_clock::now();
   opt.on_step = [&, simulated](const es::StepProgress& p) {

@@ -13,14 +13,6 @@
 
 namespace embedscope::ui {
 
-namespace {
-// The session file and SQLite's companions.
-void remove_session(const std::string& path) {
-  std::error_code ec;
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix, ec);
-}
-}  // namespace
-
 ImportJob::ImportJob(QStringList sources, QString target, QObject* parent)
     : QObject(parent), sources_(std::move(sources)), target_(std::move(target)) {}
 
@@ -70,7 +62,7 @@ void ImportJob::start() {
       } catch (const std::exception&) {  // the file is removed below either way
       }
       writer.reset();
-      remove_session(target);
+      sessions::SessionWriter::remove_files(target);
     }
   });
   connect(thread_, &QThread::finished, this, [this] {

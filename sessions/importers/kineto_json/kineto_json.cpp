@@ -106,14 +106,20 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
   if (opt.align == "collectives") {
     std::vector<RankRecords> recs;
-    for (const auto& r : kept) recs.push_back(kineto::build_rank(r, names, origin, problems, summary));
+    for (const auto& r : kept) {
+      check_cancelled(opt);
+      recs.push_back(kineto::build_rank(r, names, origin, problems, summary));
+    }
     const ClockAlignment a = align_ranks(recs, origin, problems);
     for (const auto& rec : recs) write_rank(rec, w, lo, hi);
     summary.alignment_json = alignment_json(a);
     summary.alignment_text = alignment_text(a);
     w.set_metadata(meta::kImportAlignJson, summary.alignment_json);
   } else {
-    for (const auto& r : kept) write_rank(kineto::build_rank(r, names, origin, problems, summary), w, lo, hi);
+    for (const auto& r : kept) {
+      check_cancelled(opt);
+      write_rank(kineto::build_rank(r, names, origin, problems, summary), w, lo, hi);
+    }
   }
   summary.origin_ns = origin;
   summary.start_ns = lo == std::numeric_limits<int64_t>::max() ? 0 : lo;

@@ -46,6 +46,10 @@ class SessionWriter {
   /// false, or it is not a regular file, or a live writer holds it). For a command to refuse
   /// before it starts work; the constructor checks again (the name is claimed only there).
   static void check_path(const std::string& path, bool overwrite);
+  /// Removes a session file and SQLite's companions (-wal, -shm, -journal) after its writer has
+  /// closed it: what a cancelled import does, so that nothing half-written is left. Missing
+  /// files are not an error; never throws.
+  static void remove_files(const std::string& path);
   /// Creates `path`, writes the schema, starts the writer thread, and records ended =
   /// "running", the writer's pid and host. The name is claimed atomically (O_EXCL) and held
   /// with an advisory lock (flock) until close(), so two writers never share a file. Throws

@@ -1,0 +1,296 @@
+// Google Benchmark of the Kineto importer on a large trace (issue 12: "streaming: peak RSS under
+// 1 GiB whatever the trace size, and import at >= 150 MB/s of uncompressed JSON on one core").
+// A Kineto-shaped trace is generated once per run into $TMPDIR (8 ranks x 250 MB = 2 GB by
+// default; EMBEDSCOPE_BENCH_IMPORT_MB sets the total) and removed at exit. The layout is
+// torch.profiler's (one event per block of lines, args on their own lines) and the mix is a
+// DLRM training step's: per op a cpu_op, its python_function caller, a cudaLaunchKernel, the
+// kernel and the ac2g flow pair; per step a ProfilerStep, record_param_comms spans with their
+// NCCL kernels (all-to-all of the embeddings, all-reduce of the dense gradients).
+//
+// Each measurement runs in a child process (fork, then wait4 for the child's peak RSS and CPU
+// time, so that the generator and earlier benchmarks do not count):
+//   import          embedscope's import of every rank file into one session:
+//                   MB_per_s (uncompressed JSON / wall), MB_per_s_cpu (/ the child's CPU time),
+//                   goal_ratio = MB_per_s_cpu / 150 (>= 1 meets the goal), peak_rss_MiB,
+//                   rss_goal_ratio = 1024 MiB / peak RSS (>= 1 meets it)
+//   python_json     python3's json.load of ONE rank file (all eight would need ~20 GB of RAM):
+//                   MB_per_s, peak_rss_MiB; import_over_python = import's MB_per_s over this
+//   hta             Holistic Trace Analysis's TraceAnalysis over the rank files, when the
+//                   `hta` Python package is importable; skipped with the reason otherwise
+
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "embedscope/sessions/importers/kineto_json/kineto_json.h"
+#include "embedscope/sessions/store/session.h"
+
+namespace {
+using namespace embedscope;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kRanks = 8;
+
+fs::path work_dir() {
+  static const fs::path d = fs::temp_directory_path() / ("es_bench_import_" + std::to_string(getpid()));
+  return d;
+}
+
+int64_t total_mb() {
+  const char* e = std::getenv("EMBEDSCOPE_BENCH_IMPORT_MB");
+  return e ? std::max<int64_t>(8, std::atoll(e)) : 2000;
+}
+
+// One rank's trace of about `bytes` bytes, in torch.profiler's layout.
+void write_rank(const fs::path& path, int rank, int64_t bytes) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) throw std::runtime_error("cannot write " + path.string());
+  std::vector<char> buf(1 << 20);
+  std::setvbuf(f, buf.data(), _IOFBF, buf.size());
+  std::fprintf(f,
+               "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [\n    {\"id\": 0, \"name\": \"NVIDIA H100 80GB "
+               "HBM3\", \"totalGlobalMem\": 85031714816}\n  ],\n  \"distributedInfo\": {\"backend\": \"nccl\", \"rank\": "
+               "%d, \"world_size\": %d},\n  \"traceEvents\": [\n",
+               rank, kRanks);
+  static const char* ops[] = {"aten::embedding_bag", "aten::linear", "aten::addmm", "aten::relu", "aten::mul",
+                              "aten::sum", "aten::copy_", "aten::cat", "aten::bmm", "aten::sigmoid"};
+  static const char* kernels[] = {
+      "void fbgemm_gpu::split_embedding_codegen_forward_unweighted_kernel<float, float, 32>(...)",
+      "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel",
+      "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar>",
+      "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float>>>"};
+  const int64_t base = 1'700'000'000'000'000LL + rank * 37;  // us, an epoch-like start as real traces
+  int64_t ts = 0, corr = 1, ext = 1, written = 0, step = 0;
+  bool first = true;
+  auto sep = [&] {
+    if (!first) written += std::fprintf(f, ",\n");
+    first = false;
+  };
+  while (written < bytes) {
+    const int64_t step_ts = ts;
+    sep();
+    written += std::fprintf(f,
+                            "  {\n    \"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#%lld\", "
+                            "\"pid\": 4242, \"tid\": 4242,\n    \"ts\": %lld.%03d, \"dur\": 9000.5,\n    \"args\": {\n"
+                            "      \"External id\": %lld, \"Record function id\": 0\n    }\n  }",
+                            static_cast<long long>(step), static_cast<long long>(base + step_ts), 0,
+                            static_cast<long long>(ext++));
+    for (int i = 0; i < 400 && written < bytes; ++i) {
+      const char* op = ops[(i * 7 + step) % 10];
+      sep();
+      written += std::fprintf(f,
+                              "  {\n    \"ph\": \"X\", \"cat\": \"python_function\", \"name\": \"torch/nn/modules/"
+                              "module.py(1736): _call_impl\", \"pid\": 4242, \"tid\": 4242,\n    \"ts\": %lld.%03d, "
+                              "\"dur\": 21.0,\n    \"args\": {\n      \"Python parent id\": %d, \"Python id\": %d, "
+                              "\"Python thread\": 0\n    }\n  },\n",
+                              static_cast<long long>(base + ts), i % 1000, i, i + 1);
+      written += std::fprintf(f,
+                              "  {\n    \"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"%s\", \"pid\": 4242, \"tid\": "
+                              "4242,\n    \"ts\": %lld.%03d, \"dur\": 18.250,\n    \"args\": {\n      \"External id\": "
+                              "%lld,\"Record function id\": 0, \"Concrete Inputs\": [\"\", \"\", \"\"], \"Input type\": "
+                              "[\"float\", \"float\", \"float\"], \"Input Strides\": [[512, 1], [512, 1], []], \"Input "
+                              "Dims\": [[2048, 512], [512, 512], [512]], \"Ev Idx\": %d\n    }\n  },\n",
+                              op, static_cast<long long>(base + ts + 1), i % 1000, static_cast<long long>(ext), i);
+      written += std::fprintf(f,
+                              "  {\n    \"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": "
+                              "4242, \"tid\": 4242,\n    \"ts\": %lld.%03d, \"dur\": 4.125,\n    \"args\": {\n      "
+                              "\"External id\": %lld, \"cbid\": 211, \"correlation\": %lld\n    }\n  },\n",
+                              static_cast<long long>(base + ts + 10), i % 1000, static_cast<long long>(ext),
+                              static_cast<long long>(corr));
+      written += std::fprintf(f,
+                              "  {\n    \"ph\": \"s\", \"id\": %lld, \"pid\": 4242, \"tid\": 4242, \"ts\": %lld.%03d,\n    "
+                              "\"cat\": \"ac2g\", \"name\": \"ac2g\"\n  },\n",
+                              static_cast<long long>(corr), static_cast<long long>(base + ts + 10), i % 1000);
+      written += std::fprintf(f,
+                              "  {\n    \"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"%s\", \"pid\": 0, \"tid\": 7,\n    "
+                              "\"ts\": %lld.%03d, \"dur\": 15.5,\n    \"args\": {\n      \"External id\": %lld,\n      "
+                              "\"queued\": 0, \"device\": 0, \"context\": 1,\n      \"stream\": 7, \"correlation\": %lld,\n"
+                              "      \"registers per thread\": 128,\n      \"shared memory\": 49152,\n      \"blocks per "
+                              "SM\": 8.0,\n      \"warps per SM\": 32.0,\n      \"grid\": [256, 1, 1],\n      \"block\": "
+                              "[256, 1, 1],\n      \"est. achieved occupancy %%\": 50\n    }\n  },\n",
+                              kernels[i % 4], static_cast<long long>(base + ts + 16), i % 1000,
+                              static_cast<long long>(ext), static_cast<long long>(corr));
+      written += std::fprintf(f,
+                              "  {\n    \"ph\": \"f\", \"id\": %lld, \"pid\": 0, \"tid\": 7, \"ts\": %lld.%03d,\n    \"cat\": "
+                              "\"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"\n  }",
+                              static_cast<long long>(corr), static_cast<long long>(base + ts + 16), i % 1000);
+      ++corr;
+      ++ext;
+      ts += 20;
+      if (i % 100 == 99) {  // a collective: record_param_comms and its NCCL kernel
+        const bool a2a = i < 200;
+        sep();
+        written += std::fprintf(
+            f,
+            "  {\n    \"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"record_param_comms\", \"pid\": 4242, \"tid\": "
+            "4242,\n    \"ts\": %lld.000, \"dur\": 30.0,\n    \"args\": {\n      \"External id\": %lld,\"Record function "
+            "id\": 0, \"Collective name\": \"%s\", \"dtype\": \"Float\", \"In msg nelems\": 1048576, \"Out msg "
+            "nelems\": 1048576, \"Group size\": 8, \"In split size\": \"[]\", \"Out split size\": \"[]\", \"Global "
+            "rank start\": 0, \"Global rank stride\": 1, \"Process Group Name\": \"0\", \"Process Group Description\": "
+            "\"default_pg\", \"Process Group Ranks\": \"[0, 1, 2, 3, 4, 5, 6, 7]\", \"Seq\": %lld\n    }\n  },\n",
+            static_cast<long long>(base + ts), static_cast<long long>(ext), a2a ? "all_to_allv" : "allreduce",
+            static_cast<long long>(step * 4 + i / 100));
+        written += std::fprintf(f,
+                                "  {\n    \"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"%s\", \"pid\": 0, \"tid\": 20,\n    "
+                                "\"ts\": %lld.000, \"dur\": 400.0,\n    \"args\": {\n      \"External id\": %lld, "
+                                "\"device\": 0, \"stream\": 20, \"correlation\": %lld\n    }\n  }",
+                                a2a ? "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
+                                    : "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+                                static_cast<long long>(base + ts + 40), static_cast<long long>(ext),
+                                static_cast<long long>(corr++));
+        ++ext;
+      }
+    }
+    ts = step_ts + 9001;
+    ++step;
+  }
+  std::fprintf(f, "\n  ],\n  \"traceName\": \"rank%d.pt.trace.json\"\n}\n", rank);
+  if (std::fclose(f) != 0) throw std::runtime_error("cannot write " + path.string());
+}
+
+// The rank files, generated once (before any clock starts).
+const std::vector<std::string>& trace_files() {
+  static const std::vector<std::string> files = [] {
+    fs::create_directories(work_dir());
+    std::atexit([] { fs::remove_all(work_dir()); });
+    std::vector<std::string> out;
+    const int64_t per_rank = total_mb() * 1'000'000 / kRanks;
+    for (int r = 0; r < kRanks; ++r) {
+      const fs::path p = work_dir() / fmt::format("rank{}.pt.trace.json", r);
+      write_rank(p, r, per_rank);
+      out.push_back(p.string());
+    }
+    return out;
+  }();
+  return files;
+}
+
+double total_bytes(const std::vector<std::string>& files) {
+  double b = 0;
+  for (const auto& f : files) b += static_cast<double>(fs::file_size(f));
+  return b;
+}
+
+struct ChildRun {
+  int status = -1;
+  double wall_s = 0, cpu_s = 0, peak_rss_mib = 0;
+};
+
+// Runs `body` in a forked child (exit status its return value) and measures it.
+template <class F>
+ChildRun in_child(F body) {
+  const auto t0 = Clock::now();
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) _exit(body());
+  int status = 0;
+  rusage ru{};
+  wait4(pid, &status, 0, &ru);
+  ChildRun r;
+  r.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.cpu_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+            static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+  r.peak_rss_mib = static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+  return r;
+}
+
+int run_python(const std::string& code, const std::vector<std::string>& args) {
+  std::vector<const char*> argv{"/usr/bin/python3", "-c", code.c_str()};
+  for (const auto& a : args) argv.push_back(a.c_str());
+  argv.push_back(nullptr);
+  const int null = open("/dev/null", O_WRONLY);
+  if (null >= 0) dup2(null, 1);
+  execv(argv[0], const_cast<char* const*>(argv.data()));
+  return 127;
+}
+
+double g_import_mb_per_s = 0;
+
+void BM_import(benchmark::State& state) {
+  const auto& files = trace_files();
+  const double mb = total_bytes(files) / 1e6;
+  const std::string db = (work_dir() / "imported.db").string();
+  ChildRun r;
+  for (auto _ : state) {
+    fs::remove(db);
+    r = in_child([&] {
+      try {
+        sessions::SessionWriter w(db, true);
+        sessions::importers::import_kineto_json(files, w, {});
+        w.close("complete");
+        return 0;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "import failed: %s\n", e.what());
+        return 1;
+      }
+    });
+    if (r.status != 0) state.SkipWithError("the import failed (see stderr)");
+    state.SetIterationTime(r.wall_s);
+  }
+  g_import_mb_per_s = mb / r.wall_s;
+  state.counters["trace_MB"] = mb;
+  state.counters["MB_per_s"] = mb / r.wall_s;
+  state.counters["MB_per_s_cpu"] = mb / r.cpu_s;
+  state.counters["goal_ratio"] = mb / r.cpu_s / 150.0;
+  state.counters["peak_rss_MiB"] = r.peak_rss_mib;
+  state.counters["rss_goal_ratio"] = 1024.0 / r.peak_rss_mib;
+  fs::remove(db);
+}
+BENCHMARK(BM_import)->Unit(benchmark::kSecond)->UseManualTime()->Iterations(1);
+
+void BM_python_json(benchmark::State& state) {
+  const std::string& file = trace_files().front();
+  const double mb = static_cast<double>(fs::file_size(file)) / 1e6;
+  ChildRun r;
+  for (auto _ : state) {
+    r = in_child([&] { return run_python("import json, sys\njson.load(open(sys.argv[1]))", {file}); });
+    if (r.status != 0) state.SkipWithError("python3 json.load failed");
+    state.SetIterationTime(r.wall_s);
+  }
+  state.counters["trace_MB"] = mb;
+  state.counters["MB_per_s"] = mb / r.wall_s;
+  state.counters["peak_rss_MiB"] = r.peak_rss_mib;
+  if (g_import_mb_per_s > 0) state.counters["import_over_python"] = g_import_mb_per_s / (mb / r.wall_s);
+}
+BENCHMARK(BM_python_json)->Unit(benchmark::kSecond)->UseManualTime()->Iterations(1);
+
+void BM_hta(benchmark::State& state) {
+  if (in_child([] { return run_python("import hta", {}); }).status != 0) {
+    state.SkipWithError("HTA is not installed (the hta Python package, HolisticTraceAnalysis on PyPI): not measured");
+    return;
+  }
+  const auto& files = trace_files();
+  const double mb = total_bytes(files) / 1e6;
+  ChildRun r;
+  for (auto _ : state) {
+    r = in_child([&] {
+      return run_python("import sys\nfrom hta.trace_analysis import TraceAnalysis\nTraceAnalysis(trace_dir=sys.argv[1])",
+                        {work_dir().string()});
+    });
+    if (r.status != 0) state.SkipWithError("HTA's TraceAnalysis failed on the generated trace");
+    state.SetIterationTime(r.wall_s);
+  }
+  state.counters["MB_per_s"] = mb / r.wall_s;
+  state.counters["peak_rss_MiB"] = r.peak_rss_mib;
+  if (g_import_mb_per_s > 0) state.counters["import_over_hta"] = g_import_mb_per_s / (mb / r.wall_s);
+}
+BENCHMARK(BM_hta)->Unit(benchmark::kSecond)->UseManualTime()->Iterations(1);
+
+}  // namespace
+
+BENCHMARK_MAIN();
