@@ -214,7 +214,10 @@ int run_python(const std::string& code, const std::vector<std::string>& args) {
   for (const auto& a : args) argv.push_back(a.c_str());
   argv.push_back(nullptr);
   const int null = open("/dev/null", O_WRONLY);
-  if (null >= 0) dup2(null, 1);
+  if (null >= 0) {  // the child's output is not the benchmark's (its exit status says how it went)
+    dup2(null, 1);
+    dup2(null, 2);
+  }
   execv(argv[0], const_cast<char* const*>(argv.data()));
   return 127;
 }

@@ -1,5 +1,8 @@
 #include "embedscope/sessions/importers/common/kernel_classes.h"
 
+#include <algorithm>
+#include <utility>
+
 namespace embedscope::sessions::importers {
 
 namespace {
@@ -61,6 +64,40 @@ OpCategory host_op_category(std::string_view n) {
   OpCategory c{};
   if (embedding_category(n, c)) return c;
   return OpCategory::other;
+}
+
+NcclKernel nccl_kernel(std::string_view name) {
+  NcclKernel k;
+  if (!starts(name, "nccl")) return k;
+  const std::string_view base = name.substr(0, name.find('('));
+  // Longest names first: "AllReduce" and "ReduceScatter" both hold "Reduce".
+  static constexpr std::pair<std::string_view, std::string_view> kOps[] = {
+      {"AllReduce", "all_reduce"}, {"ReduceScatter", "reduce_scatter"}, {"AllGather", "all_gather"},
+      {"Broadcast", "broadcast"},  {"SendRecv", "send_recv"},           {"Send", "send_recv"},
+      {"Recv", "send_recv"},       {"Reduce", "reduce"}};
+  for (const auto& [token, op] : kOps)
+    if (has(base, token)) {
+      k.op = op;
+      break;
+    }
+  // Only reductions are typed: the others move bytes (older names say int8_t for them).
+  if (k.op != "all_reduce" && k.op != "reduce_scatter" && k.op != "reduce") return k;
+  static constexpr std::pair<std::string_view, std::string_view> kTypes[] = {
+      {"f32", "float32"},   {"float", "float32"},  {"f16", "float16"},    {"half", "float16"},
+      {"bf16", "bfloat16"}, {"bfloat16", "bfloat16"}, {"f64", "float64"}, {"double", "float64"},
+      {"f8e4m3", "float8_e4m3"}, {"f8e5m2", "float8_e5m2"}, {"i8", "int8"}, {"int8", "int8"},
+      {"u8", "uint8"},      {"uint8", "uint8"},    {"i32", "int32"},      {"int32", "int32"},
+      {"u32", "uint32"},    {"uint32", "uint32"},  {"i64", "int64"},      {"int64", "int64"},
+      {"u64", "uint64"},    {"uint64", "uint64"}};  // "int8_t" is the tokens "int8" and "t"
+  for (size_t p = 0; p <= base.size();) {  // the '_'-separated tokens of the name
+    const size_t e = std::min(base.find('_', p), base.size());
+    const std::string_view tok = base.substr(p, e - p);
+    for (const auto& [t, dtype] : kTypes)
+      if (tok == t) k.dtype = dtype;
+    if (!k.dtype.empty()) break;
+    p = e + 1;
+  }
+  return k;
 }
 
 }  // namespace embedscope::sessions::importers

@@ -176,9 +176,11 @@ ImportSummary import_captures(std::vector<nsys::Capture>& caps, const Interner& 
     std::unordered_map<uint64_t, const nsys::Event*> launch;
     for (const auto* e : rb.events)
       if (e->kind == nsys::EventKind::runtime && e->correlation) launch.try_emplace(e->correlation, e);
-    // --- ops
+    // --- ops; a collective record per NCCL kernel, from its name (the export has no arguments)
     std::vector<OpEvent> ops;
     ops.reserve(rb.events.size());
+    std::map<std::string, uint64_t> next_seq;  // by group: the kernel's device and stream
+    int64_t collectives = 0;
     for (size_t i = 0; i < rb.events.size(); ++i) {
       const nsys::Event& e = *rb.events[i];
       OpEvent o;
@@ -195,6 +197,23 @@ ImportSummary import_captures(std::vector<nsys::Capture>& caps, const Interner& 
         if (copy) o.bytes = e.bytes;
         auto l = e.correlation ? launch.find(e.correlation) : launch.end();
         o.step = l != launch.end() ? step_of(l->second->start) : -1;
+        if (e.kind == nsys::EventKind::kernel) {
+          const NcclKernel nk = nccl_kernel(nm);
+          if (!nk.op.empty()) {
+            CollectiveRecord cr;
+            cr.rank = rb.rank;
+            cr.op = nk.op;
+            cr.name = nm.substr(0, nm.find('('));
+            cr.group = fmt::format("cuda:{} stream {}", e.device, e.stream);
+            cr.sequence = next_seq[cr.group]++;
+            cr.dtype = nk.dtype;
+            cr.step = o.step;
+            cr.start_ns = o.start_ns;
+            cr.end_ns = o.end_ns;
+            w.add_collective(std::move(cr));
+            ++collectives;
+          }
+        }
       } else {
         o.category = host_op_category(nm);
         o.step = step_of(e.start);
@@ -203,6 +222,13 @@ ImportSummary import_captures(std::vector<nsys::Capture>& caps, const Interner& 
       t_lo = std::min(t_lo, o.start_ns);
       t_hi = std::max(t_hi, o.end_ns);
       ops.push_back(o);
+    }
+    if (collectives > 0) {
+      summary.events["collectives"] += collectives;
+      problems.add("collective_args_not_captured", Severity::info, {c.file, -1},
+                   fmt::format("rank {}: {} collectives taken from NCCL kernel names (operation, element type, stream "
+                               "as the group); their bytes and peers are not in an Nsight export", rb.rank, collectives),
+                   collectives);
     }
     sort_and_check_overlaps(ops, problems, c.file);
     for (size_t i = 0; i < ops.size(); i += 100000) {

@@ -24,6 +24,29 @@ TEST(GpuKernels, HtaKernelClasses) {
   EXPECT_EQ(kernel_class("my_dmaKernel"), KernelClass::other);  // HTA's (.*dma): not compute, not memory
 }
 
+// The collective an NCCL kernel's name says, in the names of NCCL 2.19+, 2.1x and older.
+TEST(GpuKernels, NcclKernelNamesGiveTheCollective) {
+  using importers::nccl_kernel;
+  auto op_dtype = [](std::string_view n) {
+    const auto k = nccl_kernel(n);
+    return k.op + "/" + k.dtype;
+  };
+  EXPECT_EQ(op_dtype("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"), "all_reduce/float32");
+  EXPECT_EQ(op_dtype("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+            "reduce_scatter/bfloat16");
+  EXPECT_EQ(op_dtype("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"), "all_gather/");
+  EXPECT_EQ(op_dtype("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"), "send_recv/");
+  EXPECT_EQ(op_dtype("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"), "all_reduce/float32");
+  EXPECT_EQ(op_dtype("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"), "send_recv/");
+  EXPECT_EQ(op_dtype("ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"), "broadcast/");  // bytes
+  EXPECT_EQ(op_dtype("ncclKernel_Reduce_RING_LL_Sum___nv_bfloat16(ncclDevComm*)"), "reduce/bfloat16");
+  EXPECT_EQ(op_dtype("ncclAllReduceRingLLKernel_sum_f16(CollectiveArgs)"), "all_reduce/float16");
+  EXPECT_EQ(op_dtype("ncclKernel_ReduceScatter_RING_LL_Sum_int64_t(ncclDevComm*)"), "reduce_scatter/int64");
+  EXPECT_EQ(op_dtype("ncclDevKernel_AllReduce_Sum_f8e4m3_RING_LL(ncclDevKernelArgsStorage<4096ul>)"), "all_reduce/float8_e4m3");
+  EXPECT_EQ(op_dtype("void at::native::reduce_kernel<512, 1>()"), "/");  // not NCCL
+  EXPECT_EQ(op_dtype("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"), "/");  // NCCL, no collective named
+}
+
 TEST(GpuKernels, HandComputedFigures) {
   // compute [0,10) [5,20) -> [0,20); comm [15,30); memory [40,45); idle: span 0..45 minus 35.
   std::vector<GpuSpan> s{{0, 10, KernelClass::computation}, {5, 20, KernelClass::computation},

@@ -168,6 +168,20 @@ TEST(NsysSqlite, HandMadeExportRanksLanesStepsAndJoins) {
   EXPECT_EQ(fig[0].idle_ns, 0);
   EXPECT_EQ(fig[0].compute_ns, 3000);
   EXPECT_EQ(fig[0].non_compute_ns, 4000);
+  // The NCCL kernel is a collective record: operation and type from its name, no bytes.
+  EXPECT_EQ(count(sum, "collectives"), 1);
+  ASSERT_NE(problem(sum.problems, "collective_args_not_captured"), nullptr);
+  EXPECT_EQ(problem(sum.problems, "collective_args_not_captured")->severity, "info");
+  const auto colls = r.collectives();
+  ASSERT_EQ(colls.size(), 1u);
+  EXPECT_EQ(colls[0].op, "all_reduce");
+  EXPECT_EQ(colls[0].dtype, "float32");
+  EXPECT_EQ(colls[0].name, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  EXPECT_EQ(colls[0].group, "cuda:0 stream 13");
+  EXPECT_EQ(colls[0].start_ns, 4000);
+  EXPECT_EQ(colls[0].end_ns, 9000);
+  EXPECT_EQ(colls[0].step, 3);
+  EXPECT_EQ(colls[0].bytes_sent, 0);
 }
 
 TEST(NsysSqlite, NoNvtxTableIsSaidNotFailed) {

@@ -11,6 +11,7 @@
 //   other          the rest (sync records such as "Event Sync", "Stream Wait Event")
 // re.match anchors at the start only: ".*Memcpy" is "contains Memcpy".
 
+#include <string>
 #include <string_view>
 
 #include "embedscope/sessions/model/events.h"
@@ -37,5 +38,22 @@ OpCategory gpu_op_category(std::string_view name, bool is_copy);
 /// lookup / optimizer / input by the same name rules as kernels; other for the rest (host ops,
 /// runtime calls, Python frames).
 OpCategory host_op_category(std::string_view name);
+
+/// What an NCCL kernel's name says of its collective, for captures that record kernels but not
+/// the collective's arguments (Nsight Systems exports). Names as NCCL writes them:
+///   >= 2.19  ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)
+///   <  2.19  ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)
+///   older    ncclAllReduceRingLLKernel_sum_f32(...)
+struct NcclKernel {
+  /// all_reduce, reduce_scatter, all_gather, broadcast, reduce, or send_recv (NCCL's grouped
+  /// sends and receives: an all-to-all or point-to-point, which the kernel does not tell apart);
+  /// "" when the name is not an NCCL collective kernel.
+  std::string op;
+  /// float32, float16, bfloat16, float64, float8_e4m3, float8_e5m2, int8, uint8, int32, uint32,
+  /// int64, uint64 for reductions (all_reduce, reduce_scatter, reduce) whose name carries the
+  /// element type; "" otherwise (the other kernels move bytes: older names say int8_t for them).
+  std::string dtype;
+};
+NcclKernel nccl_kernel(std::string_view name);
 
 }  // namespace embedscope::sessions::importers
