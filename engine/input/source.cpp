@@ -26,4 +26,27 @@ std::unique_ptr<BatchSource> make_batch_source(const WorkloadSpec& spec) {
   throw SpecError("/input/kind: unknown input kind");
 }
 
+Batch SequentialBatchSource::make(int64_t iteration, int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (error_) throw InputFileError(*error_);
+  try {
+    if (iteration < next_it_ && !cache_.count(iteration)) {  // asked again for a batch all ranks took: read again
+      rewind();
+      cache_.clear();
+      next_it_ = 0;
+    }
+    while (next_it_ <= iteration) {
+      cache_[next_it_] = {read_global(next_it_), 0};
+      ++next_it_;
+    }
+  } catch (const InputFileError& e) {
+    error_ = e.what();
+    throw;
+  }
+  auto it = cache_.find(iteration);
+  Batch out = std::move(it->second.ranks[static_cast<size_t>(rank)]);  // each rank takes its slice once
+  if (++it->second.taken == ranks_) cache_.erase(it);
+  return out;
+}
+
 }  // namespace embedscope::engine

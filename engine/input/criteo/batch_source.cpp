@@ -6,7 +6,8 @@
 
 namespace embedscope::engine {
 
-CriteoBatchSource::CriteoBatchSource(const WorkloadSpec& spec) : spec_(spec), stream_(spec.input.paths) {
+CriteoBatchSource::CriteoBatchSource(const WorkloadSpec& spec)
+    : SequentialBatchSource(spec.devices.count), spec_(spec), stream_(spec.input.paths) {
   if (spec.features.size() != static_cast<size_t>(kCriteoCategoricalFeatures))
     throw InputFileError(fmt::format("criteo_tsv input: the files have {} categorical columns, mapped in order to the "
                                      "workload's features, but the workload has {} feature(s)",
@@ -45,12 +46,12 @@ bool CriteoBatchSource::next_sample(CriteoSample& s, int64_t& skipped) {
   }
 }
 
-CriteoBatchSource::Global CriteoBatchSource::read_global(int64_t iteration) {
+std::vector<Batch> CriteoBatchSource::read_global(int64_t iteration) {
   const int W = spec_.devices.count;
   const int64_t B = spec_.batch_size;
   const int F = kCriteoCategoricalFeatures;
   const int nd = spec_.dense ? kCriteoDenseFeatures : 0;
-  Global g;
+  std::vector<Batch> g;
   std::vector<CriteoSample> samples(static_cast<size_t>(B));
   for (int r = 0; r < W; ++r) {
     Batch batch;
@@ -94,33 +95,14 @@ CriteoBatchSource::Global CriteoBatchSource::read_global(int64_t iteration) {
       for (int j = 0; j < nd; ++j) batch.dense[static_cast<size_t>(b * nd + j)] = criteo_dense_value(s.dense[static_cast<size_t>(j)]);
       batch.labels[static_cast<size_t>(b)] = s.label;
     }
-    g.ranks.push_back(std::move(batch));
+    g.push_back(std::move(batch));
   }
   return g;
 }
 
-Batch CriteoBatchSource::make(int64_t iteration, int rank) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (error_) throw InputFileError(*error_);
-  try {
-    if (iteration < next_it_ && !cache_.count(iteration)) {  // asked again for a batch all ranks took: read again
-      stream_.rewind();
-      cache_.clear();
-      next_it_ = 0;
-      pass_samples_ = total_samples_ = 0;
-    }
-    while (next_it_ <= iteration) {
-      cache_[next_it_] = read_global(next_it_);
-      ++next_it_;
-    }
-  } catch (const InputFileError& e) {
-    error_ = e.what();
-    throw;
-  }
-  auto it = cache_.find(iteration);
-  Batch out = std::move(it->second.ranks[static_cast<size_t>(rank)]);  // each rank takes its slice once
-  if (++it->second.taken == spec_.devices.count) cache_.erase(it);
-  return out;
+void CriteoBatchSource::rewind() {
+  stream_.rewind();
+  pass_samples_ = total_samples_ = 0;
 }
 
 }  // namespace embedscope::engine

@@ -134,7 +134,8 @@ bool KjtFileReader::next(KjtFileBatch& out) {
 
 // ---- the batch source -----------------------------------------------------------------------
 
-KjtBatchSource::KjtBatchSource(const WorkloadSpec& spec) : spec_(spec), reader_(spec.input.paths.at(0)) {
+KjtBatchSource::KjtBatchSource(const WorkloadSpec& spec)
+    : SequentialBatchSource(spec.devices.count), spec_(spec), reader_(spec.input.paths.at(0)) {
   const KjtFileHeader& h = reader_.header();
   const std::string& path = reader_.path();
   std::vector<std::string> wanted, missing;
@@ -167,7 +168,7 @@ KjtBatchSource::KjtBatchSource(const WorkloadSpec& spec) : spec_(spec), reader_(
                                      path, h.num_batches, needed, spec.warmup_steps, spec.steps));
 }
 
-KjtBatchSource::Global KjtBatchSource::read_global(int64_t iteration) {
+std::vector<Batch> KjtBatchSource::read_global(int64_t iteration) {
   KjtFileBatch fb;
   if (!reader_.next(fb)) {  // only under wrap: the constructor checked the count otherwise
     reader_.rewind();
@@ -180,7 +181,7 @@ KjtBatchSource::Global KjtBatchSource::read_global(int64_t iteration) {
   const size_t keys = reader_.header().keys.size();
   std::vector<int64_t> key_off(keys * static_cast<size_t>(G) + 1, 0);  // offsets of every (key, sample) bag
   for (size_t i = 0; i < fb.lengths.size(); ++i) key_off[i + 1] = key_off[i] + fb.lengths[i];
-  Global g;
+  std::vector<Batch> g;
   for (int r = 0; r < W; ++r) {
     Batch b;
     b.origin = fmt::format("{}: batch {}", reader_.path(), iteration);
@@ -197,32 +198,11 @@ KjtBatchSource::Global KjtBatchSource::read_global(int64_t iteration) {
     if (!fb.labels.empty()) std::copy_n(fb.labels.begin() + r * B, B, b.labels.begin());
     b.dense.assign(static_cast<size_t>(B * nd), 0.0f);
     if (!fb.dense.empty() && nd > 0) std::copy_n(fb.dense.begin() + r * B * nd, B * nd, b.dense.begin());
-    g.ranks.push_back(std::move(b));
+    g.push_back(std::move(b));
   }
   return g;
 }
 
-Batch KjtBatchSource::make(int64_t iteration, int rank) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (error_) throw InputFileError(*error_);
-  try {
-    if (iteration < next_it_ && !cache_.count(iteration)) {
-      reader_.rewind();
-      cache_.clear();
-      next_it_ = 0;
-    }
-    while (next_it_ <= iteration) {
-      cache_[next_it_] = read_global(next_it_);
-      ++next_it_;
-    }
-  } catch (const InputFileError& e) {
-    error_ = e.what();
-    throw;
-  }
-  auto it = cache_.find(iteration);
-  Batch out = std::move(it->second.ranks[static_cast<size_t>(rank)]);  // each rank takes its slice once
-  if (++it->second.taken == spec_.devices.count) cache_.erase(it);
-  return out;
-}
+void KjtBatchSource::rewind() { reader_.rewind(); }
 
 }  // namespace embedscope::engine

@@ -103,27 +103,19 @@ class CriteoStream {
 /// (on_short error) or the stream starts again (wrap). Once a read fails, every later make()
 /// throws the same error (so every rank stops). Memory: the global batches not yet taken by
 /// every rank (at most a few: the ranks are in step).
-class CriteoBatchSource final : public BatchSource {
+class CriteoBatchSource final : public SequentialBatchSource {
  public:
   explicit CriteoBatchSource(const WorkloadSpec& spec);
-  Batch make(int64_t iteration, int rank) override;
 
  private:
-  struct Global {
-    std::vector<Batch> ranks;
-    int taken = 0;
-  };
-  Global read_global(int64_t iteration);
+  std::vector<Batch> read_global(int64_t iteration) override;
+  void rewind() override;
   bool next_sample(CriteoSample& s, int64_t& skipped);
   const WorkloadSpec& spec_;
   std::vector<int64_t> rows_;  // per feature: num_embeddings of its table
   CriteoStream stream_;
-  std::mutex mu_;
-  int64_t next_it_ = 0;        // the next global batch the stream holds
   int64_t pass_samples_ = 0;   // valid samples read in this pass over the files
   int64_t total_samples_ = 0;  // valid samples read in all
-  std::map<int64_t, Global> cache_;
-  std::optional<std::string> error_;
 };
 
 }  // namespace embedscope::engine

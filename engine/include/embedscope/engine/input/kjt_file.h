@@ -65,24 +65,16 @@ class KjtFileReader {
 /// a file whose keys lack a workload feature (naming both lists), whose S or D do not match the
 /// workload, that has weights, or that holds fewer batches than the run needs under on_short
 /// error. Thread-safe; once a read fails every later make() throws the same error.
-class KjtBatchSource final : public BatchSource {
+class KjtBatchSource final : public SequentialBatchSource {
  public:
   explicit KjtBatchSource(const WorkloadSpec& spec);
-  Batch make(int64_t iteration, int rank) override;
 
  private:
-  struct Global {
-    std::vector<Batch> ranks;
-    int taken = 0;
-  };
-  Global read_global(int64_t iteration);
+  std::vector<Batch> read_global(int64_t iteration) override;
+  void rewind() override;
   const WorkloadSpec& spec_;
   KjtFileReader reader_;
   std::vector<int> key_of_feature_;  // per workload feature: its key index in the file
-  std::mutex mu_;
-  int64_t next_it_ = 0;
-  std::map<int64_t, Global> cache_;
-  std::optional<std::string> error_;
 };
 
 }  // namespace embedscope::engine

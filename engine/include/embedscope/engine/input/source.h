@@ -4,8 +4,12 @@
 // rank)" without knowing which.
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "embedscope/engine/input/input.h"
 #include "embedscope/engine/workload/spec.h"
@@ -29,6 +33,35 @@ class BatchSource {
  public:
   virtual ~BatchSource() = default;
   virtual Batch make(int64_t iteration, int rank) = 0;
+};
+
+/// A BatchSource over files read front to back, one global batch (every rank's slice) per
+/// iteration: make() reads up to the iteration asked for, keeps each global batch until every
+/// rank has taken its slice, and reads again from the start when asked for an iteration it has
+/// already dropped. Thread-safe (one read at a time); once a read throws InputFileError every
+/// later make() throws the same error. A subclass reads one global batch and rewinds.
+class SequentialBatchSource : public BatchSource {
+ public:
+  /// `ranks`: the slices of a global batch (devices.count).
+  explicit SequentialBatchSource(int ranks) : ranks_(ranks) {}
+  Batch make(int64_t iteration, int rank) final;
+
+ protected:
+  /// The `ranks` batches of `iteration`, read where the previous call (or rewind()) left off.
+  virtual std::vector<Batch> read_global(int64_t iteration) = 0;
+  /// Back to the first global batch.
+  virtual void rewind() = 0;
+
+ private:
+  struct Global {
+    std::vector<Batch> ranks;
+    int taken = 0;
+  };
+  const int ranks_;
+  std::mutex mu_;
+  int64_t next_it_ = 0;  // the next global batch read_global() returns
+  std::map<int64_t, Global> cache_;
+  std::optional<std::string> error_;
 };
 
 /// The source that spec.input names: the BatchGenerator for synthetic, CriteoBatchSource
