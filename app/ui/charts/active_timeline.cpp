@@ -135,8 +135,8 @@ void ActiveTimeline::paintEvent(QPaintEvent*) {
   const QRectF r = plot_rect();
   p.setPen(text);
   p.drawText(QRectF(kLeft, 0, r.width(), kTop), Qt::AlignLeft | Qt::AlignVCenter,
-             "active memory timeline: live blocks stacked in allocation order; orange line: reserved (along the top "
-             "when above it); dashed: the entry the map shows");
+             "active memory timeline: live blocks, oldest at the bottom; orange: reserved (along the top when "
+             "above); dashed: the map's entry");
   if (!history_ || columns_.empty()) {
     p.drawText(r, Qt::AlignCenter, history_ ? "no allocator events" : "computing...");
     return;
