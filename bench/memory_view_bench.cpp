@@ -5,7 +5,8 @@
 // ratio to its goal, measured in this run:
 //   import        load_snapshot + import into a session file
 //   open_model    the view's model of one rank: MemoryHistory::load (events and the dump from the
-//                 session), analyze_memory_history, active_timeline in 1200 columns
+//                 session), analyze_memory_history, active_timeline and segment_timeline in 1200
+//                 columns
 //   open_total    import + open_model, goal < 2 s: goal_ratio = 2 s / wall time (>= 1 meets it),
 //                 goal_ratio_cpu the same on the process's CPU time (a shared machine's load
 //                 stretches the wall time)
@@ -24,6 +25,7 @@
 #include <string>
 
 #include "embedscope/sessions/analysis/memory_analysis.h"
+#include "embedscope/sessions/analysis/segment_timeline.h"
 #include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
 
 namespace {
@@ -66,8 +68,10 @@ double open_once(const std::string& db, int64_t* entries, double* cpu) {
   const auto h = sessions::MemoryHistory::load(r, 0);
   const auto a = sessions::analyze_memory_history(h, 0, 8, r.memory_frames(), r.memory_stacks());
   const auto cols = sessions::active_timeline(h, 1200);
+  const auto segs = sessions::segment_timeline(h, 1200);
   benchmark::DoNotOptimize(a.peak_allocated);
   benchmark::DoNotOptimize(cols.data());
+  benchmark::DoNotOptimize(segs.columns.data());
   *entries = h.size();
   *cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
   return std::chrono::duration<double>(Clock::now() - t0).count();

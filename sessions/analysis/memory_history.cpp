@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/model/torch_allocator.h"
 
 namespace embedscope::sessions {
 
@@ -47,8 +48,6 @@ struct BackBlock {
   bool exact = false;  // its size is the dump's, not a rounded request
 };
 
-constexpr int64_t kSmallSize = int64_t{1} << 20;    // PyTorch: requests up to 1 MiB use the small pool
-constexpr int64_t kSmallBuffer = int64_t{2} << 20;  // of 2 MiB segments
 
 }  // namespace
 
@@ -62,12 +61,9 @@ int64_t MemoryHistory::unsplit_size(const MemoryState& st, uint64_t a, int64_t r
   --seg;
   const uint64_t seg_end = seg->first + static_cast<uint64_t>(seg->second);
   if (a >= seg_end) return rounded;
-  const bool small_pool = seg->second == kSmallBuffer && rounded <= kSmallSize;
   uint64_t gap_end = seg_end;
   if (auto next = st.blocks.upper_bound(a); next != st.blocks.end() && next->first < gap_end) gap_end = next->first;
-  const auto gap = static_cast<int64_t>(gap_end - a);
-  const int64_t rest = gap - rounded;
-  return !small_pool && rest > 0 && rest <= kSmallSize ? gap : rounded;
+  return torch_block_bytes(rounded, static_cast<int64_t>(gap_end - a), seg->second);
 }
 
 MemoryHistory MemoryHistory::build(std::vector<MemoryEvent> events, const std::vector<MemoryBlockRecord>* dump,

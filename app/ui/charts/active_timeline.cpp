@@ -15,12 +15,6 @@ namespace embedscope::ui {
 namespace {
 constexpr int kLeft = 72, kRight = 12, kTop = 20, kBottom = 30;
 QString bytes(int64_t b) { return QString::fromStdString(sessions::format_bytes(b)); }
-// 1, 2, 5, 10, 20, 50, ... entries between ticks: at most max_ticks intervals over n
-int64_t count_step(int64_t n, int max_ticks) {
-  for (int64_t p = 1;; p *= 10)
-    for (int64_t m : {1, 2, 5})
-      if (n / (m * p) <= max_ticks) return m * p;
-}
 QString ms(int64_t ns) { return QString::number(static_cast<double>(ns) / 1e6, 'f', 3) + " ms"; }
 }  // namespace
 
@@ -141,8 +135,8 @@ void ActiveTimeline::paintEvent(QPaintEvent*) {
   const QRectF r = plot_rect();
   p.setPen(text);
   p.drawText(QRectF(kLeft, 0, r.width(), kTop), Qt::AlignLeft | Qt::AlignVCenter,
-             "active memory timeline: live blocks stacked in allocation order; orange line: reserved (along the top "
-             "when above it); dashed: the entry the map shows");
+             "active memory timeline: live blocks, oldest at the bottom; orange: reserved (along the top when "
+             "above); dashed: the map's entry");
   if (!history_ || columns_.empty()) {
     p.drawText(r, Qt::AlignCenter, history_ ? "no allocator events" : "computing...");
     return;
@@ -159,7 +153,7 @@ void ActiveTimeline::paintEvent(QPaintEvent*) {
     p.drawText(QRectF(0, y - 8, kLeft - 6, 16), Qt::AlignRight | Qt::AlignVCenter, bytes(b));
   }
   const int64_t n = history_->size();
-  const int64_t xstep = count_step(n, 8);
+  const int64_t xstep = count_tick_step(n, 8);
   for (int64_t e = 0; e < n; e += xstep) {
     const double x = r.left() + static_cast<double>(e) / static_cast<double>(n) * r.width();
     p.drawLine(QPointF(x, r.bottom()), QPointF(x, r.bottom() + 4));

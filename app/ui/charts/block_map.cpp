@@ -43,6 +43,12 @@ int64_t byte_tick_step(int64_t width_bytes, int max_ticks) {
   return int64_t{1} << 40;
 }
 
+int64_t count_tick_step(int64_t n, int max_ticks) {
+  for (int64_t p = 1;; p *= 10)
+    for (int64_t m : {1, 2, 5})
+      if (n / (m * p) <= max_ticks) return m * p;
+}
+
 namespace {
 // The first row's y: below the legend and the byte scale (nothing above it on an empty map).
 int rows_top(bool empty, int legend_rows) {
@@ -79,6 +85,7 @@ void BlockMap::set_blocks(std::vector<sessions::MemoryBlockRecord> blocks, int64
   width_bytes_ = std::max<int64_t>(1, width_bytes);
   for (const auto& b : blocks) width_bytes_ = std::max(width_bytes_, b.segment_size);
   rows_ = 0;
+  highlight_ = -1;
   std::map<std::string, int64_t> by_tag;
   bool any_free = false;
   for (const auto& b : layout_) {
@@ -99,6 +106,21 @@ int BlockMap::legend_rows() const {
   // entries of at most 200 px side by side; at least one row when there is anything to name
   const int per_row = std::max(1, (std::max(width(), 400) - 2 * kMargin) / 200);
   return legend_.empty() ? 0 : static_cast<int>((legend_.size() + static_cast<size_t>(per_row) - 1) / static_cast<size_t>(per_row));
+}
+
+void BlockMap::highlight_segment(int64_t segment_address) {
+  highlight_ = row_of_segment(segment_address);
+  update();
+}
+
+int BlockMap::row_of_segment(int64_t segment_address) const {
+  for (const auto& b : layout_)
+    if (b.block.segment_address == segment_address) return b.row;
+  return -1;
+}
+
+QRect BlockMap::row_rect(int row) const {
+  return QRect(0, rows_top(layout_.empty(), legend_rows()) + row * kRowHeight, width(), kRowHeight);
 }
 
 int BlockMap::block_at(double x, double y) const {
@@ -126,6 +148,11 @@ void BlockMap::paintEvent(QPaintEvent*) {
       p.setPen(QPen(palette().color(QPalette::Text), 2));
       p.drawRect(r);
     }
+  }
+  if (highlight_ >= 0) {  // the segment the segment timeline's click named
+    p.setPen(QPen(palette().color(QPalette::Highlight), 2));
+    p.setBrush(Qt::NoBrush);
+    p.drawRect(QRectF(kMargin - 3, top + highlight_ * kRowHeight, w + 6, kRowHeight));
   }
   if (layout_.empty()) return;
   // the legend (a swatch and the tag, entries of 200 px), then the byte scale: above the rows

@@ -35,6 +35,10 @@ std::vector<MapBlock> layout_blocks(const std::vector<sessions::MemoryBlockRecor
 /// 200, 500 B / KiB / MiB / GiB / TiB that gives at most `max_ticks` intervals (>= 1 B).
 int64_t byte_tick_step(int64_t width_bytes, int max_ticks = 6);
 
+/// Tick spacing of a count axis (trace entries) `n` long: the smallest of 1, 2, 5, 10, 20, 50,
+/// ... that gives at most `max_ticks` intervals.
+int64_t count_tick_step(int64_t n, int max_ticks);
+
 /// The map of one snapshot (see the top of this file).
 class BlockMap : public QWidget {
   Q_OBJECT
@@ -52,6 +56,14 @@ class BlockMap : public QWidget {
   int64_t width_bytes() const { return width_bytes_; }
   /// The tags of the legend, in order (most bytes first), then "free".
   const std::vector<std::string>& legend() const { return legend_; }
+  /// Outlines the row of the segment at `segment_address` (int64 bit pattern; the segment
+  /// timeline's click) until the next set_blocks; an address the map does not show outlines none.
+  void highlight_segment(int64_t segment_address);
+  /// The row of the segment at `segment_address`, or -1; and the widget rectangle of a row.
+  int row_of_segment(int64_t segment_address) const;
+  QRect row_rect(int row) const;
+  /// The highlighted row, or -1.
+  int highlighted_row() const { return highlight_; }
   /// The layout index of the block at widget point (x, y), or -1.
   int block_at(double x, double y) const;
   /// The fill colour of a block (free blocks share one grey).
@@ -71,6 +83,7 @@ class BlockMap : public QWidget {
 
  private:
   int rows_ = 0;
+  int highlight_ = -1;
   int legend_rows() const;
   std::vector<MapBlock> layout_;
   std::vector<std::string> legend_;

@@ -2,6 +2,8 @@
 // Usage: embedscope-ui [SESSION.db | TRACE ...]   (a trace is imported first, in the background)
 //        embedscope-ui SESSION.db... --screenshot FILE.png   the window, rendered, then exit
 //        embedscope-ui --report SESSION.db -o DIR            every view to DIR/*.png + index.html
+//                                                            (the memory view with its Replay run and
+//                                                            the largest block's details shown)
 //        embedscope-ui --compare A.db B.db [...]            a comparison tab
 //        embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR]   a teaching scenario
 // --screenshot and --report work without a display (QT_QPA_PLATFORM=offscreen). Where there is
@@ -23,6 +25,7 @@
 #include "jobs/import_job.h"
 #include "shell/main_window.h"
 #include "shell/report_layout.h"
+#include "views/memory_view.h"
 
 namespace {
 
@@ -45,6 +48,13 @@ int report(embedscope::ui::MainWindow& w, const QString& session, const QString&
     QApplication::processEvents();
     embedscope::ui::wait_for_analyses(views->widget(i));  // the figures, not "Analysing ..."
     QApplication::processEvents();
+    auto* memory = qobject_cast<embedscope::ui::MemoryView*>(views->widget(i));
+    if (!memory) memory = views->widget(i)->findChild<embedscope::ui::MemoryView*>();  // inside a lazy tab
+    if (memory) {
+      memory->show_for_report();  // the replay and a block's details, which the window shows on clicks
+      embedscope::ui::wait_for_analyses(memory);
+      QApplication::processEvents();
+    }
     for (const QString& e : embedscope::ui::analysis_errors(views->widget(i)))
       if (!errors.contains(e)) errors << e;
     // every row of the scrolling panes (critical path, sharding plan, many ranks) on the image

@@ -70,6 +70,7 @@ MemoryViewData load_memory_view_data(const std::string& path, int32_t rank, int6
   auto h = std::make_shared<sessions::MemoryHistory>(sessions::MemoryHistory::load(r, rank));
   d.analysis = sessions::analyze_memory_history(*h, rank, 8, d.frames, d.stacks);
   d.columns = sessions::active_timeline(*h, columns);
+  d.segments = sessions::segment_timeline(*h, columns);
   d.capacity = engine::history_capacity(*h);
   if (d.capacity == 0)
     for (const auto& ri : r.ranks())
@@ -82,6 +83,7 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
     : QWidget(parent), session_(std::move(session)), counters_(session_->memory_counters()),
       snapshots_(session_->memory_snapshots()), rank_box_(new QComboBox(this)), snapshot_box_(new QComboBox(this)),
       summary_(new QLabel(this)), charts_(new QTabWidget(this)), timeline_(new ActiveTimeline(this)),
+      segments_(new SegmentTimelineChart(this)), map_scroll_(new QScrollArea(this)),
       frag_plot_(new QCustomPlot(this)), plot_(new QCustomPlot(this)), slider_(new QSlider(Qt::Horizontal, this)),
       entry_box_(new QSpinBox(this)), entry_label_(new QLabel(this)), map_(new BlockMap(this)), why_(new QLabel(this)),
       details_(new QLabel(this)), stacks_table_(new QTableWidget(0, 4, this)), settings_(new QLabel(this)),
@@ -111,6 +113,7 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   auto* lv = new QVBoxLayout(left);
   lv->setContentsMargins(0, 0, 0, 0);
   lv->addWidget(timeline_, 3);
+  lv->addWidget(segments_, 2);
   frag_plot_->setMinimumSize(320, 150);
   plot_->setMinimumSize(320, 150);
   charts_->addTab(frag_plot_, "fragmentation over the trace");
@@ -134,10 +137,9 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   why_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   why_->hide();
   lv->addWidget(why_);
-  auto* scroll = new QScrollArea(this);
-  scroll->setWidget(map_);
-  scroll->setWidgetResizable(true);
-  lv->addWidget(scroll, 3);
+  map_scroll_->setWidget(map_);
+  map_scroll_->setWidgetResizable(true);
+  lv->addWidget(map_scroll_, 3);
   if (counters_.empty() && ranks.empty())
     lv->addWidget(new QLabel("this session has no memory records (schema version 1)", this));
   // right: the clicked block, the top stacks, the settings, the replay
@@ -172,6 +174,9 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   connect(slider_, &QSlider::valueChanged, this, [this](int v) { scrub_to(v); });
   connect(entry_box_, &QSpinBox::valueChanged, this, [this](int v) { scrub_to(v); });
   connect(timeline_, &ActiveTimeline::entry_clicked, this, [this](int64_t e) { scrub_to(e); });
+  connect(segments_, &SegmentTimelineChart::entry_clicked, this, [this](int64_t e) { scrub_to(e); });
+  connect(segments_, &SegmentTimelineChart::segment_clicked, this,
+          [this](int64_t e, int64_t address) { show_segment(e, address); });
   connect(map_, &BlockMap::block_clicked, this, [this](int i) { show_block(i); });
   if (!ranks.empty()) show_rank(*ranks.begin());
   // open on the OOM snapshot when there is one - of the rank the run's error names ("rank N: ...")
@@ -252,6 +257,7 @@ void MemoryView::show_rank(int rank) {
   data_ = MemoryViewData{};
   state_ = sessions::MemoryState{};
   timeline_->set_data(nullptr, {}, {}, {});
+  segments_->set_data(nullptr, {}, {}, {});
   summary_->setText("reading the allocator history ...");
   const std::string path = session_->path();
   job_->start<MemoryViewData>([path, rank] { return load_memory_view_data(path, rank); },
@@ -264,13 +270,16 @@ void MemoryView::apply(MemoryViewData& d) {
   const auto& h = *data_.history;
   const auto& a = data_.analysis;
   timeline_->set_data(data_.history, data_.columns, data_.frames, data_.stacks);
+  segments_->set_data(data_.history, data_.segments, data_.frames, data_.stacks);
   if (h.size() == 0) {
     summary_->setText(counters_.empty() ? "" : "no allocator events: the recorded snapshots below");
     charts_->setCurrentWidget(plot_);
     timeline_->hide();
+    segments_->hide();
     return;
   }
   timeline_->show();
+  segments_->show();
   charts_->setCurrentWidget(frag_plot_);
   QString sum = QString("%1 events; peak allocated %2 at entry %3 (reserved %4, peak reserved %5); at the peak "
                         "fragmentation %6%, largest free block %7, %8 lost to rounding")
@@ -309,6 +318,7 @@ void MemoryView::scrub_to(int64_t entry) {
   }
   map_->set_blocks(h.blocks_of(state_));
   timeline_->set_cursor(entry);
+  segments_->set_cursor(entry);
   const sessions::MemoryEntry& e = h.entries()[static_cast<size_t>(entry)];
   QString what = QString("entry %1 of %2: %3").arg(entry).arg(h.size()).arg(QString::fromStdString(e.action));
   if (e.allocation >= 0) {
@@ -330,6 +340,36 @@ void MemoryView::scrub_to(int64_t entry) {
               .arg(100 * f.external_fragmentation, 0, 'f', 1);
   entry_label_->setText(what);
   why_->hide();
+}
+
+void MemoryView::show_for_report() {
+  if (!data_.history || data_.history->size() == 0) return;
+  const auto& layout = map_->layout();
+  int largest = -1;
+  for (size_t i = 0; i < layout.size(); ++i)
+    if (layout[i].block.allocated &&
+        (largest < 0 || layout[i].block.size > layout[static_cast<size_t>(largest)].block.size))
+      largest = static_cast<int>(i);
+  show_block(largest);
+  replay_->replay();
+}
+
+void MemoryView::show_segment(int64_t entry, int64_t segment_address) {
+  scrub_to(entry);
+  map_->highlight_segment(segment_address);
+  const int row = map_->row_of_segment(segment_address);
+  if (row < 0) return;
+  const QRect r = map_->row_rect(row);
+  map_scroll_->ensureVisible(r.center().x(), r.center().y(), 0, r.height());
+  const auto& segs = data_.segments.segments;
+  const auto it = std::find_if(segs.begin(), segs.end(), [&](const sessions::SegmentLife& s) {
+    return static_cast<int64_t>(s.address) == segment_address && sessions::segment_live_at(s, state_.entry);
+  });
+  const auto& cols = data_.segments.columns;
+  const auto col = std::find_if(cols.begin(), cols.end(), [&](const sessions::SegmentColumn& c) { return c.entry == entry; });
+  if (it != segs.end())
+    details_->setText(segments_->describe(static_cast<int32_t>(it - segs.begin()),
+                                          col == cols.end() ? -1 : static_cast<int>(col - cols.begin())));
 }
 
 void MemoryView::show_block(int index) {

@@ -3,6 +3,9 @@
 // or an engine run's allocator events), per rank:
 //  - the active memory timeline (charts/active_timeline.h: live blocks as stacked bands over
 //    the trace entries, hover for size, stack and lifetime; click to scrub there);
+//  - the segment timeline (charts/segment_timeline_chart.h: reserved segments as stacked bands,
+//    their active share shaded; hover for address, bytes, stream, pool, stack and lifetime;
+//    click to scrub there with the segment's row marked on the block map);
 //  - fragmentation and the largest free block over the trace, and at every OOM the request
 //    against the largest free block;
 //  - the allocator state after any entry: the segment/block map of sessions MemoryHistory's
@@ -22,12 +25,14 @@
 
 #include "charts/active_timeline.h"
 #include "charts/block_map.h"
+#include "charts/segment_timeline_chart.h"
 #include "embedscope/sessions/analysis/memory_analysis.h"
 #include "embedscope/sessions/store/session.h"
 
 class QCustomPlot;
 class QComboBox;
 class QLabel;
+class QScrollArea;
 class QSlider;
 class QSpinBox;
 class QTableWidget;
@@ -43,6 +48,7 @@ struct MemoryViewData {
   std::shared_ptr<const sessions::MemoryHistory> history;
   sessions::RankMemoryAnalysis analysis;
   std::vector<sessions::TimelineColumn> columns;
+  sessions::SegmentTimeline segments;  ///< the segment timeline, in as many columns as `columns`
   std::vector<sessions::MemoryFrame> frames;
   std::vector<sessions::MemoryStackFrame> stacks;
   int64_t capacity = 0;  ///< the device's bytes when known (an OOM's device_free, the run's memory_bytes)
@@ -59,8 +65,16 @@ class MemoryView : public QWidget {
   void show_snapshot(int index);
   /// Shows the allocator state after history entry `entry` (clamped into the history).
   void scrub_to(int64_t entry);
+  /// What the report (embedscope-ui --report, which cannot click) shows beyond the opening
+  /// state: the Replay panel run with its default settings (it starts a job: wait_for_analyses)
+  /// and the largest allocated block on the map shown as a click shows it. Nothing without a
+  /// history.
+  void show_for_report();
   BlockMap* map() { return map_; }
   ActiveTimeline* timeline() { return timeline_; }
+  SegmentTimelineChart* segment_timeline() { return segments_; }
+  /// Scrubs to `entry` and marks the segment at `segment_address` on the map, scrolled into view.
+  void show_segment(int64_t entry, int64_t segment_address);
   QSlider* slider() { return slider_; }
   QCustomPlot* fragmentation_plot() { return frag_plot_; }
   QTableWidget* stacks_table() { return stacks_table_; }
@@ -83,6 +97,8 @@ class MemoryView : public QWidget {
   QLabel* summary_;
   QTabWidget* charts_;
   ActiveTimeline* timeline_;
+  SegmentTimelineChart* segments_;
+  QScrollArea* map_scroll_;
   QCustomPlot* frag_plot_;
   QCustomPlot* plot_;  // by step
   QSlider* slider_;

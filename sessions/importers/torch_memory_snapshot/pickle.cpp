@@ -230,6 +230,9 @@ class Reader {
             fail(at, fmt::format("STOP with {} values and {} marks on the stack (expected one value)", stack_.size(),
                                  marks_.size()));
           Value v = std::move(stack_.back());
+          stack_.clear();
+          memo_.clear();  // the memo's references are done: a container referenced once is now held once
+          sparse_memo_.clear();
           check_shape(v, at);
           ok_ = true;
           return v;
@@ -302,7 +305,7 @@ class Reader {
         case 'p': put(decimal_line(at), at); break;
         case 'q': put(u8(at), at); break;
         case 'r': put(uint_le(4, at), at); break;
-        case 0x94: put(memo_.size(), at); break;
+        case 0x94: put(memo_.size() + sparse_memo_.size(), at); break;  // len(memo), as Python's MEMOIZE
         case 'g': get(decimal_line(at), at); break;
         case 'h': get(u8(at), at); break;
         case 'j': get(uint_le(4, at), at); break;
@@ -450,11 +453,19 @@ class Reader {
   void put(uint64_t idx, size_t at) {
     if (stack_.empty()) fail(at, "memo PUT with an empty stack");
     charge(static_cast<int64_t>(sizeof(Value) + 32), at);
-    memo_[idx] = stack_.back();
+    if (idx < memo_.size()) {
+      memo_[idx] = stack_.back();
+    } else if (idx == memo_.size()) {  // Python's pickler numbers its memo 0, 1, 2, ...: a vector
+      sparse_memo_.erase(idx);
+      memo_.push_back(stack_.back());
+    } else {
+      sparse_memo_[idx] = stack_.back();
+    }
   }
   void get(uint64_t idx, size_t at) {
-    auto it = memo_.find(idx);
-    if (it == memo_.end()) fail(at, fmt::format("memo GET of {}, which was never PUT", idx));
+    if (idx < memo_.size()) return push(memo_[idx], at);
+    auto it = sparse_memo_.find(idx);
+    if (it == sparse_memo_.end()) fail(at, fmt::format("memo GET of {}, which was never PUT", idx));
     push(it->second, at);
   }
 
@@ -484,12 +495,18 @@ class Reader {
       const Value* c = child(*f.v, f.next++);
       if (!c) {
         const int h = f.height + 1;
-        seen[f.v->identity()] = {done, h};
+        if (f.v == &root || f.v->payload_.use_count() > 1) seen[f.v->identity()] = {done, h};
         path.pop_back();
         if (!path.empty()) path.back().height = std::max(path.back().height, h);
         continue;
       }
       if (!c->identity()) continue;
+      if (c->payload_.use_count() == 1) {  // held by this parent alone: reached once, in no cycle
+        if (static_cast<int>(path.size()) >= limits_.max_depth)
+          fail(at, fmt::format("containers nested deeper than {}: refused as hostile", limits_.max_depth));
+        path.push_back({c, 0, 0});
+        continue;
+      }
       auto it = seen.find(c->identity());
       if (it != seen.end()) {
         if (it->second.first == open) fail(at, "a container contains itself (a cycle through the memo): refused");
@@ -513,7 +530,8 @@ class Reader {
   bool ok_ = false;
   std::vector<Value> stack_;
   std::vector<size_t> marks_;
-  std::unordered_map<uint64_t, Value> memo_;
+  std::vector<Value> memo_;                          ///< memo ids 0 .. size - 1
+  std::unordered_map<uint64_t, Value> sparse_memo_;  ///< any other id (never one below memo_.size())
   std::vector<std::weak_ptr<Value::Payload>> containers_;
 };
 

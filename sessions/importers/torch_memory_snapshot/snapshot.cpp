@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <string_view>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -148,14 +149,20 @@ class Parser {
     for (size_t i = 0; i < items.size(); ++i) {
       const Path fp = p[i];
       const Value& f = dict(items[i], fp);
-      Frame fr;
-      if (const Value* x = f.get("filename")) fr.filename = text(*x, fp / "filename");
-      if (const Value* x = f.get("line")) fr.line = i64(*x, fp / "line");
-      if (const Value* x = f.get("name")) fr.name = text(*x, fp / "name");
-      auto key = std::make_tuple(fr.filename, fr.line, fr.name);
-      auto it = frame_ids_.find(key);
+      // looked up by views of the pickle's strings: a frame seen before costs no copies
+      const Value* file = f.get("filename");
+      const Value* line = f.get("line");
+      const Value* name = f.get("name");
+      const std::string_view file_text = file ? std::string_view(text(*file, fp / "filename")) : std::string_view();
+      const int64_t line_no = line ? i64(*line, fp / "line") : 0;
+      const std::string_view name_text = name ? std::string_view(text(*name, fp / "name")) : std::string_view();
+      auto it = frame_ids_.find(std::make_tuple(file_text, line_no, name_text));
       if (it == frame_ids_.end()) {
-        it = frame_ids_.emplace(std::move(key), static_cast<int32_t>(out_.frames.size())).first;
+        Frame fr;
+        fr.filename = file_text;
+        fr.line = line_no;
+        fr.name = name_text;
+        it = frame_ids_.emplace(std::make_tuple(fr.filename, fr.line, fr.name), static_cast<int32_t>(out_.frames.size())).first;
         out_.frames.push_back(std::move(fr));
       }
       ids.push_back(it->second);
@@ -311,7 +318,7 @@ class Parser {
 
   const std::string& source_;
   MemorySnapshotFile out_;
-  std::map<std::tuple<std::string, int64_t, std::string>, int32_t> frame_ids_;
+  std::map<std::tuple<std::string, int64_t, std::string>, int32_t, std::less<>> frame_ids_;  // found by string_views
   std::map<std::vector<int32_t>, int32_t> stack_ids_;
 };
 

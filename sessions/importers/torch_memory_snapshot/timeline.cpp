@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
+#include "embedscope/sessions/model/torch_allocator.h"
 
 namespace embedscope::sessions::torch_snapshot {
 
@@ -174,7 +175,8 @@ TimelineWalk walk_timeline(const MemorySnapshotFile& snap, int64_t device, int64
   };
   // back from the dump: undo every entry; remember the size of each block an alloc made
   std::vector<int64_t> size_of(trace.size(), 0);
-  std::vector<bool> skip(trace.size(), false);
+  std::vector<bool> skip(trace.size(), false), exact(trace.size(), false);
+  std::set<uint64_t> rounded;  // live blocks (walking back) whose size is a rounded request, not the dump's
   for (size_t i = trace.size(); i-- > 0;) {
     const TraceEntry& e = trace[i];
     const uint64_t a = e.addr;
@@ -186,6 +188,7 @@ TimelineWalk walk_timeline(const MemorySnapshotFile& snap, int64_t device, int64
           skip[i] = true;
         } else {
           size_of[i] = blk->second.size;
+          exact[i] = rounded.erase(a) == 0;
           l.blocks.erase(blk);
         }
         break;
@@ -203,6 +206,7 @@ TimelineWalk walk_timeline(const MemorySnapshotFile& snap, int64_t device, int64
           skip[i] = true;
         } else {
           l.blocks[a] = {round512(e.size), true, e.stream};
+          rounded.insert(a);
         }
         break;
       case TraceAction::segment_alloc:
@@ -253,7 +257,19 @@ TimelineWalk walk_timeline(const MemorySnapshotFile& snap, int64_t device, int64
     const TraceEntry& e = trace[i];
     const uint64_t a = e.addr;
     if (!skip[i]) switch (e.action) {
-        case TraceAction::alloc: l.add_block(a, {size_of[i], false, e.stream}); break;
+        case TraceAction::alloc: {
+          // a block freed before the dump: its rounded request, or the whole free gap it was
+          // placed in when PyTorch would not split that (as analysis/memory_history.cpp does)
+          int64_t size = size_of[i];
+          if (!exact[i])
+            if (auto seg = l.segment_of(a); seg != l.segs.end()) {
+              uint64_t gap_end = seg->first + static_cast<uint64_t>(seg->second);
+              if (auto next = l.blocks.upper_bound(a); next != l.blocks.end() && next->first < gap_end) gap_end = next->first;
+              size = torch_block_bytes(size, static_cast<int64_t>(gap_end - a), seg->second);
+            }
+          l.add_block(a, {size, false, e.stream});
+          break;
+        }
         case TraceAction::free_requested: l.set_pending(a, true); break;
         case TraceAction::free_completed: l.remove_block(a); break;
         case TraceAction::segment_alloc: l.add_segment(a, e.size); break;

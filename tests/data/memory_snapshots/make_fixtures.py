@@ -232,7 +232,28 @@ def counts(emulators):
         "peak_reserved": [peak_reserved(e.trace) for e in emulators],
         "at_peak": [e.peak for e in emulators],
         "at_ooms": [e.ooms for e in emulators],
+        "segment_lives": [segment_lives(e) for e in emulators],
     }
+
+
+def segment_lives(e):
+    """The segment timeline's bands of one device, in the order they appear: each segment from
+    its segment_alloc entry (-1: before the first entry of the trace) to its segment_free entry
+    (-1: live at the dump), with its address (a string: above 2^63 in one fixture) and bytes."""
+    lives, open_at = [], {}
+    for i, t in enumerate(e.trace):
+        if t["action"] == "segment_alloc":
+            open_at[t["addr"]] = len(lives)
+            lives.append({"address": str(t["addr"]), "size": t["size"], "start_entry": i, "end_entry": -1})
+        elif t["action"] == "segment_free":
+            if t["addr"] in open_at:
+                lives[open_at.pop(t["addr"])]["end_entry"] = i
+            else:  # made before the trace starts (a ring buffer that dropped it)
+                lives.append({"address": str(t["addr"]), "size": t["size"], "start_entry": -1, "end_entry": i})
+    for s in e.segments:  # live at the dump, made before the trace starts
+        if s["address"] not in open_at:
+            lives.append({"address": str(s["address"]), "size": s["total_size"], "start_entry": -1, "end_entry": -1})
+    return lives
 
 
 def peak_reserved(trace):

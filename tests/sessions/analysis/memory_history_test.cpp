@@ -128,6 +128,36 @@ TEST(MemoryHistory, ContradictionsAreNamedAndSkipped) {
   EXPECT_THROW(MemoryHistory::build({}, nullptr, 0), std::invalid_argument);
 }
 
+// The import's counters over time (memory_timeline, walk_timeline) and the analysis' state at
+// every entry give one answer on every fixture: the same block sizes, so the same free bytes,
+// largest free block and both fragmentation measures.
+TEST(MemoryHistory, ImportedCountersOverTimeAgreeWithTheStateAtEveryEntry) {
+  for (const char* name : {"training_p4.pickle", "high_address_p4.pickle", "midway_p4.pickle", "oom_p5.pickle",
+                           "fragmented_oom_p4.pickle"}) {
+    SCOPED_TRACE(name);
+    SessionReader r(imported(name));
+    const auto timeline = r.memory_timeline();
+    for (int32_t rank : MemoryHistory::ranks_with_history(r)) {
+      const MemoryHistory h = MemoryHistory::load(r, rank);
+      int64_t i = 0;
+      for (const auto& p : timeline) {
+        if (p.rank != rank) continue;
+        SCOPED_TRACE(i);
+        ASSERT_EQ(p.entry, i);
+        const MemoryStateFigures f = h.figures(h.state_at(i));
+        EXPECT_EQ(p.allocated, f.allocated);
+        EXPECT_EQ(p.active, f.active);
+        EXPECT_EQ(p.reserved, f.reserved);
+        EXPECT_EQ(p.largest_free_block, f.largest_free_block);
+        EXPECT_NEAR(p.external_fragmentation, f.external_fragmentation, 1e-12);
+        EXPECT_NEAR(p.memviz_fragmentation, f.memviz_fragmentation, 1e-12);
+        ++i;
+      }
+      EXPECT_EQ(i, h.size());
+    }
+  }
+}
+
 // Every fixture: the walk forward from the first entry ends in exactly the dump's layout, and a
 // state from a checkpoint equals the state walked entry by entry.
 TEST(MemoryHistory, FixturesEndInTheDumpAndCheckpointsAgree) {

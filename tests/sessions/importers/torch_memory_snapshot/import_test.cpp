@@ -174,6 +174,39 @@ TEST(TorchSnapshotImport, TimelineFiguresOnAHandBuiltTrace) {
   EXPECT_EQ(bad.problems[0], "device 0 entry 5 (alloc): block 0x10900000 is not live after it");
 }
 
+// A block freed before the dump whose request left at most 1 MiB of its gap: PyTorch does not
+// split the gap (should_split), so the block was the whole 20 MiB segment. The counters over time
+// stored 19.5 MiB allocated and a 0.5 MiB free block for it (round-up-to-512 only), so their
+// fragmentation differed from the analysis' (MemoryHistory sizes it as the whole gap).
+TEST(TorchSnapshotImport, TimelineSizesAnUnsplitBlockAsItsWholeGap) {
+  constexpr int64_t MiB = 1 << 20;
+  MemorySnapshotFile s;
+  s.stacks.push_back({});
+  const uint64_t base = 0x20000000;
+  Segment seg;
+  seg.address = base;
+  seg.total_size = 20 * MiB;
+  seg.blocks = {{base, 8 * MiB, 8 * MiB, BlockState::active_allocated, 0, {}},
+                {base + 8 * MiB, 12 * MiB, 0, BlockState::inactive, 0, {}}};
+  s.segments.push_back(seg);
+  auto entry = [](TraceAction a, uint64_t addr, int64_t size, int64_t t) { return TraceEntry{a, addr, size, 0, t, 0, {}}; };
+  s.device_traces = {{entry(TraceAction::segment_alloc, base, 20 * MiB, 100),
+                      entry(TraceAction::alloc, base, 19 * MiB + MiB / 2, 101),  // rest 0.5 MiB: not split
+                      entry(TraceAction::free_requested, base, 19 * MiB + MiB / 2, 102),
+                      entry(TraceAction::free_completed, base, 19 * MiB + MiB / 2, 103),
+                      entry(TraceAction::alloc, base, 8 * MiB, 104)}};  // rest 12 MiB: split
+  const TimelineWalk w = walk_timeline(s, 0, 100);
+  ASSERT_TRUE(w.problems.empty());
+  ASSERT_EQ(w.points.size(), 5u);
+  EXPECT_EQ(w.points[1].allocated, 20 * MiB);
+  EXPECT_EQ(w.points[1].largest_free_block, 0);
+  EXPECT_DOUBLE_EQ(w.points[1].memviz_fragmentation, 0.0);
+  EXPECT_EQ(w.points[3].allocated, 0);
+  EXPECT_EQ(w.points[4].allocated, 8 * MiB);
+  EXPECT_EQ(w.points[4].largest_free_block, 12 * MiB);
+  EXPECT_DOUBLE_EQ(w.points[4].memviz_fragmentation, 144.0 / 400.0);
+}
+
 // Found by fuzz_memory_snapshot (tests/fuzz): fragmented_oom_p4.pickle with one byte of an
 // allocator setting's string changed to 0xb4, not UTF-8 (Python's pickle refuses it; this reader
 // keeps the bytes). Writing allocator_settings_json threw nlohmann's type_error 316 out of the

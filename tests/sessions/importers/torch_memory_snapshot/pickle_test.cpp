@@ -96,6 +96,13 @@ TEST(Pickle, MemoSharesInsteadOfCopying) {
   const Value w = loads("\x80\x04\x95\x0b\x00\x00\x00\x00\x00\x00\x00]\x94(\x8c\x01z\x94j\x01\x00\x00\x00" "e."s);
   ASSERT_EQ(w.items().size(), 2u);
   EXPECT_EQ(w.items()[1].as_string(), "z");
+  // memo ids out of order (the reader keeps 0, 1, 2, ... in a vector, any other in a map): PUT 7
+  // between two MEMOIZEs, and MEMOIZE numbers len(memo) as Python does: ('a','b','c','c','b','a')
+  const Value m = loads("\x80\x04(\x8c\x01" "a\x94\x8c\x01" "bq\x07\x8c\x01" "c\x94h\x02h\x07h\x00t."s);
+  ASSERT_EQ(m.items().size(), 6u);
+  const char* want[] = {"a", "b", "c", "c", "b", "a"};
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(m.items()[i].as_string(), want[i]) << i;
+  EXPECT_THROW(loads("\x80\x02X\x01\x00\x00\x00" "aq\x05h\x04\x86."s), PickleError);  // GET of an id never PUT
 }
 
 TEST(Pickle, ReadsTheFixturesOfEveryProtocolAlike) {

@@ -25,8 +25,9 @@ namespace embedscope::sessions::torch_snapshot {
 /// segment_alloc / segment_free, and segment_map / segment_unmap growing and shrinking an
 /// expandable segment at its end) and live blocks (alloc; a block stays live, "pending", from
 /// free_requested to free_completed). A block's size is its size at the dump where the dump
-/// holds it, else its request rounded up to 512 bytes (the trace records requested bytes; a
-/// block that absorbed an unsplit remainder, <= 1 MiB, counts as its rounded request).
+/// holds it, else its request rounded up to 512 bytes - or the whole free gap it was placed in
+/// when PyTorch would not split that (sessions/model/torch_allocator.h torch_block_bytes: a
+/// rest of at most 1 MiB in the large pool), as analysis/memory_history.h sizes it.
 struct TimelineWalk {
   /// The layout at the first entry, found by walking back from the dump: true when it is empty
   /// (the trace starts at the process start), false when it starts mid-way (a ring buffer).

@@ -1,0 +1,77 @@
+#pragma once
+// The segment timeline, as PyTorch memory_viz's "Active Cached Segment Timeline": x is the trace
+// entry, y the bytes; every reserved segment is a band from the entry that made it to the one
+// that released it, stacked in the order the segments were made (the oldest at the bottom), its
+// height the segment's bytes, in a light shade of its colour with the bytes of its active blocks
+// (allocated or pending free) in the full colour at its foot, a line of the background between
+// bands. A segment's colour is that of the allocation that made it on the block map and the
+// active memory timeline (BlockMap::color_of_tag of its stack's innermost function); segments
+// without a stack (made before the trace, or an engine run's) share one slate blue. Each pixel column shows the
+// segments at its entry of most reserved bytes (sessions segment_timeline), so peaks are never
+// skipped. Hover a band: the segment's address, bytes, stream, pool, the stack that allocated
+// it and its lifetime; click: segment_clicked with that column's entry and the segment's
+// address (the memory view scrubs there and marks the segment's row on the block map). The
+// cursor marks the entry the block map shows. Draws only: the model is sessions'.
+
+#include <QColor>
+#include <QImage>
+#include <QWidget>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "embedscope/sessions/analysis/segment_timeline.h"
+
+namespace embedscope::ui {
+
+class SegmentTimelineChart : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit SegmentTimelineChart(QWidget* parent = nullptr);
+  /// Shows `timeline` of `history` (frames and stacks name the segments' stacks in tooltips).
+  void set_data(std::shared_ptr<const sessions::MemoryHistory> history, sessions::SegmentTimeline timeline,
+                std::vector<sessions::MemoryFrame> frames, std::vector<sessions::MemoryStackFrame> stacks);
+  void set_cursor(int64_t entry);
+  const sessions::SegmentTimeline& timeline() const { return timeline_; }
+  /// Where the bands are drawn (widget coordinates).
+  QRectF plot_rect() const;
+  /// The column under widget x, or -1.
+  int column_at(double x) const;
+  /// The segment (SegmentTimeline::segments index) under the widget point, or -1.
+  int32_t segment_at(double x, double y) const;
+  /// The tooltip of segment `s` in `column` (its bytes and active share there; column -1: none):
+  /// address, bytes, stream, pool, lifetime in entries and time, the allocating stack.
+  QString describe(int32_t s, int column = -1) const;
+  /// The colour of segment `s` (see the top of this file): its active share is drawn in it, the
+  /// rest of its band in reserved_color(s), the colour washed three quarters towards white.
+  QColor color_of(int32_t s) const;
+  QColor reserved_color(int32_t s) const;
+  /// The colour of segments without a stack.
+  static QColor no_stack_color() { return QColor(0x6a, 0x7f, 0x9a); }
+
+ signals:
+  /// A band was clicked: the column's entry and the segment's base address (int64 bit pattern).
+  void segment_clicked(int64_t entry, int64_t segment_address);
+  /// Clicked where no band is: the column's entry.
+  void entry_clicked(int64_t entry);
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+  void mouseMoveEvent(QMouseEvent*) override;
+  void mousePressEvent(QMouseEvent*) override;
+  void resizeEvent(QResizeEvent*) override;
+
+ private:
+  void render();
+  std::shared_ptr<const sessions::MemoryHistory> history_;
+  sessions::SegmentTimeline timeline_;
+  std::vector<sessions::MemoryFrame> frames_;
+  std::vector<sessions::MemoryStackFrame> stacks_;
+  std::vector<QColor> colors_;  // per segment
+  int64_t cursor_ = -1;
+  QImage bands_;  // rendered once per size
+};
+
+}  // namespace embedscope::ui
