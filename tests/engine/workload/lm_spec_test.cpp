@@ -88,3 +88,33 @@ TEST(LmSpec, BadInputNamesTheField) {
 }
 
 }  // namespace
+
+namespace {
+TEST(LmPresets, ShapesOfTheirSources) {
+  EXPECT_EQ(lm_preset_names(), (std::vector<std::string>{"gpt2_small_embedding", "llama3_8b_embedding",
+                                                         "llama3_8b_embedding_scaled"}));
+  const LmWorkloadSpec gpt2 = load_lm_preset("gpt2_small_embedding");
+  EXPECT_EQ(gpt2.vocab_size, 50257);
+  EXPECT_EQ(gpt2.hidden_size, 768);
+  EXPECT_EQ(gpt2.sequence_length, 1024);
+  EXPECT_TRUE(gpt2.tie_word_embeddings);
+  const LmWorkloadSpec llama = load_lm_preset("llama3_8b_embedding");
+  EXPECT_EQ(llama.vocab_size, 128256);
+  EXPECT_EQ(llama.hidden_size, 4096);
+  EXPECT_EQ(llama.sequence_length, 8192);
+  EXPECT_EQ(llama.data_type, LmDataType::bf16);
+  EXPECT_FALSE(llama.tie_word_embeddings);
+  const LmWorkloadSpec scaled = load_lm_preset("llama3_8b_embedding_scaled");
+  EXPECT_EQ(scaled.vocab_size, 128256);
+  EXPECT_EQ(scaled.world_size, 4);
+  for (const std::string& n : lm_preset_names()) EXPECT_NE(load_lm_preset(n).source.find("config.json"), std::string::npos) << n;
+  EXPECT_FALSE(is_lm_preset("tiny"));
+  try {
+    load_lm_preset("gpt3");
+    FAIL();
+  } catch (const SpecError& e) {
+    EXPECT_STREQ(e.what(), "unknown lm_embedding preset \"gpt3\"; known: gpt2_small_embedding, llama3_8b_embedding, "
+                           "llama3_8b_embedding_scaled");
+  }
+}
+}  // namespace

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -100,5 +101,15 @@ void validate(const LmWorkloadSpec& spec, const std::string& origin);
 nlohmann::json to_json(const LmWorkloadSpec& spec);
 /// True when `j` is an object whose "model" is "lm_embedding".
 bool is_lm_workload(const nlohmann::json& j);
+/// Reads `path` (SpecError as load_lm_workload_file for an unreadable file or bad JSON) and
+/// tells whether it is an lm_embedding workload.
+bool is_lm_workload_file(const std::string& path);
+
+/// The built-in lm_embedding presets (resources/workloads/lm/*.json, embedded at build time):
+/// gpt2_small_embedding, llama3_8b_embedding, llama3_8b_embedding_scaled.
+std::vector<std::string> lm_preset_names();
+bool is_lm_preset(const std::string& name);
+/// Parsed and validated (origin "preset NAME"); SpecError listing the names for an unknown one.
+LmWorkloadSpec load_lm_preset(const std::string& name);
 
 }  // namespace embedscope::engine
