@@ -6,6 +6,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -17,6 +18,16 @@
 #include "embedscope/sessions/store/session.h"
 
 namespace embedscope::engine {
+
+namespace {
+/// Collective names as static strings (OpEvent::name must outlive the writer): interned once.
+const char* intern(const std::string& name) {
+  static std::mutex mu;
+  static std::set<std::string> names;
+  std::lock_guard<std::mutex> lock(mu);
+  return names.insert(name).first->c_str();
+}
+}  // namespace
 
 sessions::OpCategory lm_op_category(const char* name, bool comm) {
   using sessions::OpCategory;
@@ -40,6 +51,9 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
     writer->set_metadata(meta::kWorkloadJson, to_json(spec).dump());
     writer->set_metadata(meta::kWorldSize, std::to_string(p));
     writer->set_metadata(meta::kBatchSize, std::to_string(spec.micro_batch_size));
+    // a sample is a sequence of S tokens: B per step (vocab_parallel), B p (the others)
+    writer->set_metadata(meta::kSamplesPerStep,
+                         std::to_string(spec.micro_batch_size * (spec.sharding == LmSharding::vocab_parallel ? 1 : p)));
     writer->set_metadata(meta::kSteps, std::to_string(spec.steps));
     writer->set_metadata(meta::kWarmupSteps, "0");
     writer->set_metadata(meta::kBackend, "cpu");
@@ -69,14 +83,27 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
       try {
         ProcessGroup pg(rv, "world", members, r, std::chrono::milliseconds(options.collective_timeout_ms));
         int64_t cur_step = 0;
+        std::vector<sessions::OpEvent> ops;
         pg.set_observer(&clock, [&](sessions::CollectiveRecord&& c) {
           c.step = cur_step;
+          // the comm lane: one span per collective, with its bytes and sequence number
+          sessions::OpEvent e;
+          e.rank = r;
+          e.lane = sessions::Lane::comm;
+          e.category = sessions::OpCategory::comm;
+          e.name = intern(c.name);
+          e.step = c.step;
+          e.start_ns = c.start_ns;
+          e.end_ns = c.end_ns;
+          e.bytes = c.bytes_sent + c.bytes_received;
+          e.correlation = c.sequence;
+          ops.push_back(e);
           std::lock_guard<std::mutex> lock(mu);
           if (writer) writer->add_collective(c);
           result.collectives.push_back(std::move(c));
         });
-        std::vector<sessions::OpEvent> ops;
         LmRank rank(spec, pg, [&clock] { return clock.now_ns(); }, [&](const LmOpSpan& s) {
+          if (s.comm) return;  // the collectives' own spans are recorded (above)
           sessions::OpEvent e;
           e.rank = r;
           e.lane = s.comm ? sessions::Lane::comm : sessions::Lane::compute;
@@ -99,7 +126,17 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
             result.losses[static_cast<size_t>(st)] = sr.loss;
             result.step_ns[static_cast<size_t>(st)] = t1 - t0;
           }
-          if (writer) writer->add_step({st, r, t0, t1, sr.loss, 0, 0});
+          if (writer) {
+            writer->add_step({st, r, t0, t1, sr.loss, 0, 0});
+            sessions::LoadCounter lc;
+            lc.step = st;
+            lc.rank = r;
+            lc.table = 0;
+            lc.shard = r;
+            lc.ids = sr.ids_looked_up;
+            lc.unique_ids = sr.unique_rows;
+            writer->add_load(lc);
+          }
         }
         out.rows = rank.rows();
         out.table = rank.table();
@@ -109,7 +146,16 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
         out.bytes_sent = pg.counters().bytes_sent;
         out.bytes_received = pg.counters().bytes_received;
         std::lock_guard<std::mutex> lock(mu);
-        if (writer) writer->add_ops(ops);
+        if (writer) {
+          writer->add_ops(ops);
+          std::vector<sessions::IdHistogramBucket> hist;
+          const auto& h = rank.token_histogram();
+          const int64_t vp = spec.padded_vocab_size();
+          const auto nb = static_cast<int64_t>(h.size());
+          for (int64_t k = 0; k < nb; ++k)
+            hist.push_back({r, 0, static_cast<int32_t>(k), k * vp / nb, (k + 1) * vp / nb, h[static_cast<size_t>(k)]});
+          writer->add_id_histogram(hist);
+        }
         result.ops.insert(result.ops.end(), ops.begin(), ops.end());
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(r)] = fmt::format("rank {}: {}", r, e.what());

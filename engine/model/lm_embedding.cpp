@@ -128,6 +128,8 @@ LmRank::StepResult LmRank::step(int64_t step) {
 
   StepResult result;
   embed_forward(b, result.embedding_out);
+  result.ids_looked_up = ids_;
+  result.unique_rows = unique_;
 
   // Body forward on the local rows, keeping each layer's input and tanh for the backward pass.
   t0 = now();

@@ -32,6 +32,18 @@ void LmRank::embed_forward(const Batch& b, std::vector<float>& e) {
   const int64_t H = hidden_, T = b.tokens;
   const LmDataType dt = spec_.data_type;
   int64_t t0 = now();
+  const int nb = kLmHistogramBuckets;
+  if (histogram_.empty()) histogram_.assign(static_cast<size_t>(nb), 0);
+  for (int64_t id : b.x) ++histogram_[static_cast<size_t>(std::min<int64_t>(nb - 1, id * nb / vocab_))];
+  // ids this rank reads from its shard, and their distinct rows
+  auto count_ids = [this](const std::vector<int64_t>& ids) {
+    std::vector<int64_t> mine;
+    for (int64_t id : ids)
+      if (id >= rows_.begin && id < rows_.end) mine.push_back(id);
+    ids_ = static_cast<int64_t>(mine.size());
+    std::sort(mine.begin(), mine.end());
+    unique_ = std::unique(mine.begin(), mine.end()) - mine.begin();
+  };
   if (spec_.sharding == LmSharding::row_wise) {
     // TorchRec RW sequence embedding: ids to their owners, rows back (all-to-alls).
     rw_send_.assign(static_cast<size_t>(world_), 0);
@@ -59,6 +71,7 @@ void LmRank::embed_forward(const Batch& b, std::vector<float>& e) {
     rw_ids_.assign(static_cast<size_t>(nrecv), 0);
     pg_.all_to_all_v("input_dist/ids", ids.data(), rw_send_, rw_ids_.data(), rw_recv_, sizeof(int64_t));
     span("input_dist", true, t0);
+    count_ids(rw_ids_);
     t0 = now();
     std::vector<float> rows(static_cast<size_t>(nrecv * H));
     for (int64_t i = 0; i < nrecv; ++i) {
@@ -81,6 +94,7 @@ void LmRank::embed_forward(const Batch& b, std::vector<float>& e) {
   }
   // vocab_parallel and data_parallel: a lookup of the rows this rank holds, ids outside them
   // masked to local row 0 and zeroed (Megatron).
+  count_ids(b.x);
   std::vector<float> part(static_cast<size_t>(T * H), 0.f);
   for (int64_t t = 0; t < T; ++t) {
     bool masked = false;

@@ -74,6 +74,8 @@ class LmRank {
   struct StepResult {
     double loss = 0;                  ///< the global batch's mean loss (the same on every rank)
     std::vector<float> embedding_out; ///< [local_tokens() x H]: the rows entering the body
+    int64_t ids_looked_up = 0;        ///< ids whose row this rank read from its shard (masked ids not counted)
+    int64_t unique_rows = 0;          ///< distinct rows among them
   };
   /// Runs step `step` (forward, backward, SGD) and returns its loss and embedding output.
   /// Throws CollectiveError from the collectives.
@@ -86,6 +88,11 @@ class LmRank {
   const std::vector<std::vector<float>>& body_weights() const { return w_; } ///< per layer [H x H] (in x out)
   /// Tokens whose rows enter the body on this rank (B S; vocab_parallel with sequence_parallel B S / p).
   int64_t local_tokens() const;
+  /// Token ids of this rank's batches so far (inputs; vocab_parallel: the group's batch) per
+  /// bucket of kLmHistogramBuckets equal row ranges of [0, V'): bucket k holds rows
+  /// [k V' / n, (k + 1) V' / n).
+  const std::vector<int64_t>& token_histogram() const { return histogram_; }
+  static constexpr int kLmHistogramBuckets = 64;
   /// (global sequence, position) of local token i.
   std::pair<int64_t, int64_t> token_of(int64_t i) const;
 
@@ -109,6 +116,8 @@ class LmRank {
   std::function<int64_t()> clock_;
   std::function<void(const LmOpSpan&)> on_op_;
   int64_t step_ = 0;
+  int64_t ids_ = 0, unique_ = 0;  // of the step's lookup
+  std::vector<int64_t> histogram_;
   // row_wise: the step's input dist, kept for the backward pass (elements per peer; the batch
   // position of each sent id in send order; the ids this rank received, in receive order)
   std::vector<int64_t> rw_send_, rw_recv_, rw_order_, rw_ids_;
