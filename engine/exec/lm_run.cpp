@@ -14,6 +14,7 @@
 
 #include "embedscope/engine/comm/gloo_process_group.h"
 #include "embedscope/profiler/tracer.h"
+#include "embedscope/sessions/model/id_buckets.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 
@@ -61,6 +62,15 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
     writer->set_metadata(meta::kGlooVersion, gloo_version());
     writer->set_metadata(meta::kWallAnchorUnixNs, std::to_string(clock.wall_anchor_ns()));
     writer->set_metadata(meta::kClock, "steady_clock ns since the run's start");
+    // the plan: one table, a shard per rank (data_parallel: every rank all rows)
+    std::vector<sessions::ShardRecord> shards;
+    for (int r = 0; r < p; ++r) {
+      const VocabRange rows = spec.sharding == LmSharding::data_parallel ? VocabRange{0, spec.padded_vocab_size()}
+                                                                         : vocab_range(spec.padded_vocab_size(), p, r);
+      shards.push_back({0, kLmTableName, to_string(spec.sharding), -1, r, r, rows.begin, rows.size(), 0,
+                        spec.hidden_size, rows.size() * spec.hidden_size * 4 * (spec.tie_word_embeddings ? 1 : 2)});
+    }
+    writer->add_shards(shards);
     for (int r = 0; r < p; ++r) {
       writer->add_rank({r, "localhost", "cpu (thread)", 0});
       writer->add_lane({r, static_cast<int32_t>(sessions::Lane::compute), "compute", "thread"});
@@ -151,9 +161,9 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
           std::vector<sessions::IdHistogramBucket> hist;
           const auto& h = rank.token_histogram();
           const int64_t vp = spec.padded_vocab_size();
-          const auto nb = static_cast<int64_t>(h.size());
-          for (int64_t k = 0; k < nb; ++k)
-            hist.push_back({r, 0, static_cast<int32_t>(k), k * vp / nb, (k + 1) * vp / nb, h[static_cast<size_t>(k)]});
+          for (int64_t k = 0; k < static_cast<int64_t>(h.size()); ++k)
+            hist.push_back({r, 0, static_cast<int32_t>(k), sessions::id_bucket_begin(vp, k),
+                            sessions::id_bucket_begin(vp, k + 1), h[static_cast<size_t>(k)]});
           writer->add_id_histogram(hist);
         }
         result.ops.insert(result.ops.end(), ops.begin(), ops.end());

@@ -11,6 +11,7 @@
 
 #include "embedscope/engine/comm/gloo_process_group.h"
 #include "embedscope/engine/model/lm_embedding.h"
+#include "embedscope/sessions/model/id_buckets.h"
 #include "model/lm_batch.h"
 
 namespace embedscope::engine {
@@ -32,9 +33,8 @@ void LmRank::embed_forward(const Batch& b, std::vector<float>& e) {
   const int64_t H = hidden_, T = b.tokens;
   const LmDataType dt = spec_.data_type;
   int64_t t0 = now();
-  const int nb = kLmHistogramBuckets;
-  if (histogram_.empty()) histogram_.assign(static_cast<size_t>(nb), 0);
-  for (int64_t id : b.x) ++histogram_[static_cast<size_t>(std::min<int64_t>(nb - 1, id * nb / vocab_))];
+  if (histogram_.empty()) histogram_.assign(static_cast<size_t>(sessions::id_buckets_of(vocab_)), 0);
+  for (int64_t id : b.x) ++histogram_[static_cast<size_t>(sessions::id_bucket_of_row(vocab_, id))];
   // ids this rank reads from its shard, and their distinct rows
   auto count_ids = [this](const std::vector<int64_t>& ids) {
     std::vector<int64_t> mine;

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/exec/lm_run.h"
+#include "embedscope/sessions/analysis/load_imbalance.h"
+#include "embedscope/sessions/store/session.h"
 #include "support/cli_run.h"
 
 using namespace embedscope::engine;
@@ -73,6 +75,34 @@ std::filesystem::path scratch() {
 }
 embedscope::test_support::CliResult cli(const std::string& args) {
   return embedscope::test_support::run_cli(EMBEDSCOPE_CLI, args, scratch());
+}
+
+TEST(LmRun, SessionHoldsThePlanLoadAndTokenHistogram) {
+  LmWorkloadSpec s = spec2(false);
+  s.world_size = 3;
+  s.make_vocab_size_divisible_by = 4;  // V' = ceil(40 / 12) * 12 = 48
+  s.steps = 2;
+  LmRunOptions opt;
+  opt.session_path = (scratch() / "plan.db").string();
+  opt.overwrite = true;
+  run_lm(s, opt);
+  embedscope::sessions::SessionReader session(opt.session_path);
+  const auto tables = embedscope::sessions::workload_tables(session);
+  ASSERT_EQ(tables.size(), 1u);
+  EXPECT_EQ(tables[0].name, "token_embedding");
+  EXPECT_EQ(tables[0].num_embeddings, 48);
+  const auto shards = session.shards();
+  ASSERT_EQ(shards.size(), 3u);
+  EXPECT_EQ(shards[1].row_offset, 16);
+  EXPECT_EQ(shards[1].num_rows, 16);
+  EXPECT_EQ(shards[1].sharding_type, "vocab_parallel");
+  // every rank saw the group's 24 input tokens in each of the 2 steps, bucketed over 48 rows
+  int64_t ids = 0;
+  for (const auto& b : session.id_histogram()) {
+    ids += b.ids;
+    EXPECT_EQ(b.row_end - b.row_begin, 1);  // 48 rows: 48 buckets of one row
+  }
+  EXPECT_EQ(ids, 3 * 2 * 24);
 }
 
 TEST(LmCli, RunPlanAndStatsOfAnLmWorkload) {

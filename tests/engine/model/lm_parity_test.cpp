@@ -109,10 +109,10 @@ INSTANTIATE_TEST_SUITE_P(AllModes, LmParity,
                          ::testing::Combine(::testing::Values(Mode::vocab_parallel, Mode::sequence_parallel,
                                                               Mode::data_parallel, Mode::row_wise),
                                             ::testing::Values(1, 2, 3, 4), ::testing::Bool()),
-                         [](const auto& info) {
-                           return std::string(name(std::get<0>(info.param))) + "_world" +
-                                  std::to_string(std::get<1>(info.param)) +
-                                  (std::get<2>(info.param) ? "_tied" : "_untied");
+                         [](const auto& tp) {
+                           return std::string(name(std::get<0>(tp.param))) + "_world" +
+                                  std::to_string(std::get<1>(tp.param)) +
+                                  (std::get<2>(tp.param) ? "_tied" : "_untied");
                          });
 
 TEST(LmParityExtra, MegatronPaddedVocabularyMatchesTheReference) {

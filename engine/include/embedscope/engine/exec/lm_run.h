@@ -41,9 +41,15 @@ struct LmRunResult {
   int64_t wall_ns = 0;
 };
 
-/// Runs spec.steps steps. Throws SpecError for an invalid spec, CollectiveError when a
-/// collective fails, sessions::SessionError when the session cannot be written; a run that
-/// fails after the session was created leaves it with ended = "crashed" and the message.
+/// The name of the vocabulary table in the session (shards, load_counters and id_histogram table 0).
+inline constexpr const char* kLmTableName = "token_embedding";
+
+/// Runs spec.steps steps. Throws SpecError for an invalid spec, sessions::SessionError when the
+/// session cannot be written, std::runtime_error "rank R: <what>" when a rank failed (a
+/// CollectiveError's text: the others time out after collective_timeout_ms); a run that fails
+/// after the session was created leaves it with ended = "crashed" and the message. The session
+/// also holds the plan (table `shards`: one table, one shard per rank, planned_bytes its master
+/// weights), every rank's load (ids its shard served per step) and token histogram.
 LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options = {});
 
 /// The session op category of an lm_embedding span name (lookup, comm, dense, optimizer, input).

@@ -89,10 +89,9 @@ class LmRank {
   /// Tokens whose rows enter the body on this rank (B S; vocab_parallel with sequence_parallel B S / p).
   int64_t local_tokens() const;
   /// Token ids of this rank's batches so far (inputs; vocab_parallel: the group's batch) per
-  /// bucket of kLmHistogramBuckets equal row ranges of [0, V'): bucket k holds rows
-  /// [k V' / n, (k + 1) V' / n).
+  /// row bucket of the session's id_histogram over V' rows (sessions/model/id_buckets.h:
+  /// id_buckets_of(V') buckets, id_bucket_of_row).
   const std::vector<int64_t>& token_histogram() const { return histogram_; }
-  static constexpr int kLmHistogramBuckets = 64;
   /// (global sequence, position) of local token i.
   std::pair<int64_t, int64_t> token_of(int64_t i) const;
 
