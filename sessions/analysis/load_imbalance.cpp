@@ -82,7 +82,17 @@ LoadData load_data(const SessionReader& session, LoadMetric metric) {
 std::vector<WorkloadTable> workload_tables(const SessionReader& session) {
   std::vector<WorkloadTable> out;
   try {
-    for (const auto& t : nlohmann::json::parse(session.meta(sessions::meta::kWorkloadJson, "{}")).value("tables", nlohmann::json::array()))
+    const auto w = nlohmann::json::parse(session.meta(sessions::meta::kWorkloadJson, "{}"));
+    if (w.value("model", "") == "lm_embedding") {
+      // an LLM token embedding (engine workload/lm_spec.h): one table of V' rows, V padded to a
+      // multiple of m p when make_vocab_size_divisible_by m > 1 (LmWorkloadSpec::padded_vocab_size)
+      const int64_t v = w.value("vocab_size", int64_t{0});
+      const int64_t m = w.value("sharding", nlohmann::json::object()).value("make_vocab_size_divisible_by", int64_t{1});
+      const int64_t mp = m * w.value("devices", nlohmann::json::object()).value("count", int64_t{1});
+      out.push_back({"token_embedding", m <= 1 || mp <= 0 ? v : (v + mp - 1) / mp * mp});
+      return out;
+    }
+    for (const auto& t : w.value("tables", nlohmann::json::array()))
       // a hashed table (engine TableSpec::hash_size) stores hash_size rows: the rows its load and
       // id histogram are counted over
       out.push_back({t.value("name", ""), t.value("hash_size", int64_t{0}) > 0 ? t.value("hash_size", int64_t{0})

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "lm.h"
 #include "embedscope/engine/planner/search.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "output/output.h"
@@ -49,6 +50,10 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json) {
 }
 
 int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan) {
+  if (is_lm_args(a)) {  // "model": "lm_embedding" (issue 19)
+    if (auto_plan) throw es::SpecError("--auto: not for an lm_embedding workload (no search over its sharding types yet)");
+    return cmd_plan_lm(a, as_json);
+  }
   if (auto_plan) return cmd_plan_auto(a, as_json);
   const es::WorkloadSpec spec = load(a);
   const es::ShardingPlan plan = with_origin(a.origin, [&] { return es::plan_sharding(spec); });

@@ -17,6 +17,7 @@
 
 #include "commands.h"
 #include "interrupt.h"
+#include "lm.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/exec/launch/rank_env.h"
 #include "embedscope/engine/exec/run.h"
@@ -105,6 +106,10 @@ std::string rank_output(std::string output, const ProcessArgs& p) {
 
 int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, const std::string& plan_file,
             ProcessArgs& proc) {
+  if (is_lm_args(a)) {  // "model": "lm_embedding" (issue 19): its own runner
+    if (!plan_file.empty()) throw es::SpecError("--plan: not for an lm_embedding workload (its plan is its sharding)");
+    return cmd_run_lm(a, as_json, output, overwrite);
+  }
   const bool auto_plan = plan_file == "auto";
   if (auto_plan && a.was_given("--sharding"))
     throw es::SpecError("--sharding: cannot be combined with --plan auto (the planner's search picks every table's "

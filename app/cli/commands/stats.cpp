@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "embedscope/engine/workload/lm_spec.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
@@ -153,7 +154,16 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                              session.meta("workload_name"), st.ranks.size(), session.meta("backend"),
                              st.ranks.size() == 1 ? "" : "s", st.steps, st.steps == 1 ? "" : "s", st.samples_per_step);
   if (!session.meta("workload_json").empty()) try {  // the workload as run: pipeline, comm precisions, network
-    std::cout << pipeline_text(es::parse_workload(json::parse(session.meta("workload_json")), file + ": workload_json"));
+    const json wj = json::parse(session.meta("workload_json"));
+    if (es::is_lm_workload(wj)) {  // issue 19: no pipeline; its shape and sharding
+      const es::LmWorkloadSpec lm = es::parse_lm_workload(wj, file + ": workload_json");
+      std::cout << fmt::format("model        lm_embedding {} x {} ({} rows with padding), {}, {}, sequence {}; {}{}\n",
+                               lm.vocab_size, lm.hidden_size, lm.padded_vocab_size(), es::to_string(lm.data_type),
+                               lm.tie_word_embeddings ? "tied" : "untied", lm.sequence_length, es::to_string(lm.sharding),
+                               lm.sequence_parallel ? " + sequence_parallel" : "");
+    } else {
+      std::cout << pipeline_text(es::parse_workload(wj, file + ": workload_json"));
+    }
   } catch (const std::exception& e) {
     std::cout << fmt::format("pipeline     {} (the stored workload is unreadable: {})\n", session.meta("pipeline", "base"),
                              e.what());

@@ -20,6 +20,7 @@ namespace es = embedscope::engine;
 void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
   std::string names;
   for (const auto& n : es::preset_names()) names += (names.empty() ? "" : ", ") + n;
+  for (const auto& n : es::lm_preset_names()) names += ", " + n;
   a.given["workload"] = cmd->add_option("workload", a.file, "Workload JSON file (see README: Configuration reference)");
   a.given["--preset"] =
       cmd->add_option("--preset", a.preset, fmt::format("Built-in workload: {} (default {})", names, kDefaultPreset));
@@ -70,9 +71,66 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
       cmd->add_option("--network-latency", a.network_latency,
                       "Emulated latency per collective in ns, within and across nodes (network.*.latency_ns)")
           ->check(kInteger)->check(CLI::Range(int64_t{0}, es::kMaxLatencyNs));
+  a.given["--sequence-parallel"] = cmd->add_flag(
+      "--sequence-parallel", a.sequence_parallel,
+      "lm_embedding workloads with vocab_parallel: reduce-scatter the lookup into token slices and all-gather before "
+      "the output projection (sharding.sequence_parallel)");
+}
+
+bool is_lm_args(const WorkloadArgs& a) {
+  if (!a.file.empty()) return es::is_lm_workload_file(a.file);
+  return !a.preset.empty() && es::is_lm_preset(a.preset);
+}
+
+es::LmWorkloadSpec load_lm(WorkloadArgs& a) {
+  if (!a.file.empty() && !a.preset.empty()) throw es::SpecError("give either a workload file or --preset, not both");
+  es::LmWorkloadSpec spec = !a.file.empty() ? es::load_lm_workload_file(a.file) : es::load_lm_preset(a.preset);
+  a.origin = !a.file.empty() ? a.file : "preset " + a.preset;
+  for (const char* flag : {"--local-world-size", "--warmup-steps", "--backend", "--pipeline", "--qcomms", "--simulate",
+                           "--nodes", "--gpus-per-node", "--network-bandwidth", "--network-latency"})
+    if (a.was_given(flag))
+      throw es::SpecError(fmt::format("{}: not for an lm_embedding workload ({} runs on CPU ranks; its flags: --devices, "
+                                      "--sharding, --sequence-parallel, --steps, --batch-size)",
+                                      flag, a.origin));
+  std::vector<std::pair<std::string, std::string>> set_by;
+  if (a.was_given("--devices")) {
+    spec.world_size = a.devices;
+    set_by.emplace_back("/devices/count", "--devices");
+  }
+  if (a.world_size > 0) throw es::SpecError("--world-size: an lm_embedding workload runs its ranks as threads of one process");
+  if (a.was_given("--sharding")) {
+    if (a.sharding == "vocab_parallel") spec.sharding = es::LmSharding::vocab_parallel;
+    else if (a.sharding == "data_parallel") spec.sharding = es::LmSharding::data_parallel;
+    else if (a.sharding == "row_wise") spec.sharding = es::LmSharding::row_wise;
+    else
+      throw es::SpecError(fmt::format("--sharding: \"{}\" is not a sharding type of an lm_embedding workload; valid: "
+                                      "vocab_parallel, data_parallel, row_wise", a.sharding));
+    if (spec.sharding != es::LmSharding::vocab_parallel) spec.sequence_parallel = false;
+    set_by.emplace_back("/sharding", "--sharding");
+  }
+  if (a.was_given("--sequence-parallel")) {
+    spec.sequence_parallel = a.sequence_parallel;
+    set_by.emplace_back("/sharding/sequence_parallel", "--sequence-parallel");
+  }
+  if (a.was_given("--steps")) spec.steps = a.steps;
+  if (a.was_given("--batch-size")) {
+    spec.micro_batch_size = a.batch_size;
+    set_by.emplace_back("/micro_batch_size", "--batch-size");
+  }
+  try {
+    es::validate(spec, a.origin);
+  } catch (const es::SpecError& e) {
+    std::string msg = e.what();
+    for (const auto& [ptr, flag] : set_by)
+      if (msg.find(": " + ptr) != std::string::npos) msg += fmt::format(" (set by {})", flag);
+    throw es::SpecError(msg);
+  }
+  return spec;
 }
 
 es::WorkloadSpec load(WorkloadArgs& a) {
+  if (a.was_given("--sequence-parallel"))
+    throw es::SpecError("--sequence-parallel: only for lm_embedding workloads (model \"lm_embedding\")");
   if (a.was_given("workload") && a.file.empty()) throw es::SpecError("the workload file name is empty");
   if (a.was_given("--preset") && a.preset.empty())
     throw es::SpecError(fmt::format("--preset: empty; known presets: {}", fmt::join(es::preset_names(), ", ")));

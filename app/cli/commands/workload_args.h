@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "embedscope/engine/workload/lm_spec.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::cli {
@@ -45,6 +46,7 @@ struct WorkloadArgs {
   int nodes = 0, gpus_per_node = 0;
   double network_bandwidth = 0;  // a double so that 1e9 is accepted
   int64_t network_latency = 0;
+  bool sequence_parallel = false;  // --sequence-parallel (lm_embedding workloads)
   /// One rank per process: the world size (run --world-size, or the launcher's variable named
   /// by world_size_from); it sets devices.count. 0: not such a run.
   int world_size = 0;
@@ -68,6 +70,14 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a);
 /// resolves backend auto. Throws engine::SpecError; a validation error about a field that a
 /// flag set names the flag too (" (set by --devices)").
 engine::WorkloadSpec load(WorkloadArgs& a);
+
+/// Whether the workload the arguments name (file or --preset) is an lm_embedding workload
+/// (workload/lm_spec.h); reads the file. Throws SpecError for an unreadable file.
+bool is_lm_args(const WorkloadArgs& a);
+/// Loads the lm_embedding workload and applies --devices, --sharding (vocab_parallel,
+/// data_parallel, row_wise), --sequence-parallel, --steps, --batch-size (micro_batch_size);
+/// refuses the flags that have no meaning for it (bad input naming the flag). Throws SpecError.
+engine::LmWorkloadSpec load_lm(WorkloadArgs& a);
 
 /// With --plan FILE the plan gives every table's sharding type and the ranks per node, so
 /// --sharding and --local-world-size would be ignored (and recorded in the session's workload as

@@ -74,6 +74,18 @@ TEST(ProcessGroup, CollectivesGiveHandComputedValues) {
   for (const auto& e : errors) EXPECT_EQ(e, "");
 }
 
+TEST(ProcessGroup, AllReduceMaxTakesTheElementwiseMaximum) {
+  auto errors = on_ranks(3, 10s, [](ProcessGroup& pg) {
+    const auto r = static_cast<float>(pg.rank());
+    std::vector<float> v{r, -r, 2.5f};  // maxima over ranks 0, 1, 2: 2, 0, 2.5
+    pg.all_reduce_max("max", v.data(), 3);
+    EXPECT_EQ(v, (std::vector<float>{2.0f, 0.0f, 2.5f}));
+    // ring bytes as the sum's: 2 (n - 1) / n of 12 bytes = 16
+    EXPECT_EQ(pg.counters().bytes_sent, 16);
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+}
+
 TEST(ProcessGroup, SplitMismatchNamesThePairOnEveryRank) {
   auto errors = on_ranks(3, 10s, [](ProcessGroup& pg) {
     std::vector<int64_t> sc(3, 1), rc(3, 1);

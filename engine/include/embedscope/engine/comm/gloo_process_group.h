@@ -146,6 +146,9 @@ class ProcessGroup {
                     std::span<const int64_t> counts, size_t elem_size);
   /// all-reduce (sum, fp32), in place.
   void all_reduce_sum(const char* op_name, float* data, int64_t count);
+  /// all-reduce (max, fp32), in place: the elementwise maximum over the ranks (Megatron's
+  /// vocab-parallel cross-entropy reduces its logits' maxima so). Bytes as all_reduce_sum.
+  void all_reduce_max(const char* op_name, float* data, int64_t count);
 
   /// all_to_all_v of floats sent in precision `p`: every value (the rank's own slice too) is
   /// rounded to `p` before the collective, which moves 2-byte elements for fp16 / bf16, and

@@ -1,0 +1,192 @@
+// run and plan of an lm_embedding workload (commands/lm.h).
+
+#include "lm.h"
+
+#include <algorithm>
+#include <iostream>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "embedscope/engine/exec/lm_run.h"
+#include "embedscope/engine/planner/lm_memory_estimate.h"
+#include "embedscope/sessions/analysis/stats.h"
+#include "embedscope/sessions/model/units.h"
+#include "embedscope/sessions/store/session.h"
+#include "output/output.h"
+
+namespace embedscope::cli {
+
+namespace es = embedscope::engine;
+using nlohmann::json;
+using sessions::format_bytes;
+
+namespace {
+
+std::string shape_text(const es::LmWorkloadSpec& s) {
+  const int64_t vp = s.padded_vocab_size();
+  return fmt::format("{} x {} {}{}, {}, sequence {} x micro batch {}, {} body layer{}", s.vocab_size, s.hidden_size,
+                     es::to_string(s.data_type), s.data_type == es::LmDataType::fp32 ? "" : " (fp32 master)",
+                     s.tie_word_embeddings ? "tied" : "untied", s.sequence_length, s.micro_batch_size, s.body_layers,
+                     s.body_layers == 1 ? "" : "s") +
+         (vp != s.vocab_size ? fmt::format("; vocabulary padded to {}", vp) : "");
+}
+
+std::string mode_text(const es::LmWorkloadSpec& s) {
+  return std::string(es::to_string(s.sharding)) + (s.sequence_parallel ? " + sequence_parallel" : "");
+}
+
+/// "vocabulary  ..." : V, V' and what Megatron's padding would give.
+std::string padding_text(const es::LmWorkloadSpec& s) {
+  const int64_t m = 128 * s.world_size;
+  const int64_t megatron = (s.vocab_size + m - 1) / m * m;
+  if (s.make_vocab_size_divisible_by <= 1)
+    return fmt::format("vocabulary   {} rows, not padded (make_vocab_size_divisible_by 1, the default; Megatron's 128 "
+                       "would pad to a multiple of 128 x {} = {}: {} rows)\n",
+                       s.vocab_size, s.world_size, m, megatron);
+  return fmt::format("vocabulary   {} rows padded to {} (make_vocab_size_divisible_by {} x {} ranks); the {} padded rows "
+                     "are never looked up but take part in the softmax\n",
+                     s.vocab_size, s.padded_vocab_size(), s.make_vocab_size_divisible_by, s.world_size,
+                     s.padded_vocab_size() - s.vocab_size);
+}
+
+std::string memory_table(const std::vector<es::LmMemoryEstimate>& est) {
+  std::string out = fmt::format("{:<5} {:>17} {:>11} {:>11} {:>11} {:>11} {:>9} {:>9} {:>11} {:>11} {:>11}\n", "rank",
+                                "rows", "table", "out proj", "read copy", "gradients", "opt state", "body", "logits",
+                                "activations", "total");
+  for (const auto& e : est)
+    out += fmt::format("{:<5} {:>17} {:>11} {:>11} {:>11} {:>11} {:>9} {:>9} {:>11} {:>11} {:>11}\n", e.rank,
+                       fmt::format("[{}, {})", e.rows.begin, e.rows.end), format_bytes(e.table_bytes),
+                       format_bytes(e.output_projection_bytes), format_bytes(e.read_copy_bytes),
+                       format_bytes(e.gradient_bytes), format_bytes(e.optimizer_state_bytes), format_bytes(e.body_bytes),
+                       format_bytes(e.logits_bytes), format_bytes(e.activation_bytes), format_bytes(e.total()));
+  return out;
+}
+
+}  // namespace
+
+int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
+  const es::LmWorkloadSpec spec = load_lm(a);
+  const auto est = es::estimate_lm_memory(spec);
+  if (as_json) {
+    json j = es::to_json(est);
+    j["workload"] = es::to_json(spec);
+    j["padded_vocab_size"] = spec.padded_vocab_size();
+    std::cout << dump(j) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("workload     {}: lm_embedding {}\n", spec.name, shape_text(spec));
+  std::cout << fmt::format("sharding     {} on {} ranks\n", mode_text(spec), spec.world_size);
+  std::cout << padding_text(spec);
+  std::cout << "\nmemory estimate per rank (planner/lm_memory_estimate.h; optimizer sgd: no state)\n" << memory_table(est);
+  return 0;
+}
+
+int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite) {
+  const es::LmWorkloadSpec spec = load_lm(a);
+  if (output.empty()) output = default_session_name();
+  sessions::SessionWriter::check_path(output, overwrite);
+  fmt::print(stderr, "embedscope run: {} (lm_embedding {}) on {} cpu ranks, {}, {} steps\n", spec.name, shape_text(spec),
+             spec.world_size, mode_text(spec), spec.steps);
+  es::LmRunOptions opt;
+  opt.session_path = output;
+  opt.overwrite = overwrite;
+  es::LmRunResult r;
+  try {
+    r = es::run_lm(spec, opt);
+  } catch (const sessions::SessionError&) {
+    throw;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: run failed: {}\nsession: {}\n", e.what(), output);
+    if (as_json) std::cout << dump(json{{"ended", "crashed"}, {"error", e.what()}, {"session", output}}) << "\n";
+    return 1;
+  }
+  const auto d = sessions::summarize(r.step_ns);
+  const int p = spec.world_size;
+  const int64_t tokens = spec.tokens_per_micro_batch() * (spec.sharding == es::LmSharding::vocab_parallel ? 1 : p);
+  const double tps = d.mean > 0 ? static_cast<double>(tokens) / (d.mean * 1e-9) : 0.0;
+  // communication on rank 0, by collective name: count, bytes sent, time
+  struct Coll {
+    int64_t count = 0, bytes_sent = 0, ns = 0;
+    std::string op;
+  };
+  std::map<std::string, Coll> by_name;
+  int64_t comm_ns = 0;
+  for (const auto& c : r.collectives) {
+    if (c.rank != 0) continue;
+    Coll& k = by_name[c.name];
+    ++k.count;
+    k.op = c.op;
+    k.bytes_sent += c.bytes_sent;
+    k.ns += c.end_ns - c.start_ns;
+  }
+  for (const auto& o : r.ops)
+    if (o.rank == 0 && o.lane == sessions::Lane::comm) comm_ns += o.end_ns - o.start_ns;
+  int64_t step_total = 0;
+  for (int64_t s : r.step_ns) step_total += s;
+  int64_t bytes_all = 0;
+  for (const auto& rk : r.ranks) bytes_all += rk.bytes_sent;
+  const double per_token = static_cast<double>(bytes_all) / static_cast<double>(tokens * spec.steps);
+  const double comm_share = step_total > 0 ? static_cast<double>(comm_ns) / static_cast<double>(step_total) : 0.0;
+  const auto est = es::estimate_lm_memory(spec);
+  if (as_json) {
+    json colls = json::array();
+    for (const auto& [name, k] : by_name)
+      colls.push_back({{"name", name}, {"op", k.op}, {"count", k.count}, {"bytes_sent", k.bytes_sent}, {"ns", k.ns}});
+    json ranks = json::array();
+    for (size_t i = 0; i < r.ranks.size(); ++i)
+      ranks.push_back({{"rank", i},
+                       {"row_begin", r.ranks[i].rows.begin},
+                       {"row_end", r.ranks[i].rows.end},
+                       {"bytes_sent", r.ranks[i].bytes_sent},
+                       {"bytes_received", r.ranks[i].bytes_received},
+                       {"memory_estimate_bytes", est[i].total()}});
+    std::cout << dump(json{{"ended", "complete"},
+                           {"session", output},
+                           {"workload", spec.name},
+                           {"model", "lm_embedding"},
+                           {"sharding", es::to_string(spec.sharding)},
+                           {"sequence_parallel", spec.sequence_parallel},
+                           {"world_size", p},
+                           {"padded_vocab_size", spec.padded_vocab_size()},
+                           {"steps", spec.steps},
+                           {"tokens_per_step", tokens},
+                           {"step_time_ns", {{"mean", d.mean}, {"p50", d.p50}, {"min", d.min}, {"max", d.max}}},
+                           {"tokens_per_s", tps},
+                           {"loss", r.losses},
+                           {"comm_share_rank0", comm_share},
+                           {"bytes_on_wire_per_token", per_token},
+                           {"collectives_rank0", colls},
+                           {"ranks", ranks}})
+              << "\n";
+    return 0;
+  }
+  std::cout << padding_text(spec);
+  std::cout << fmt::format("steps        {} of {} tokens ({})\n", spec.steps, tokens,
+                           spec.sharding == es::LmSharding::vocab_parallel ? "one tensor-parallel group, every rank the same tokens"
+                                                                           : fmt::format("{} per rank x {} ranks", tokens / p, p));
+  std::cout << fmt::format("step time    mean {}  p50 {}  min {}\n", ms(d.mean), ms(d.p50), ms(d.min));
+  std::cout << fmt::format("throughput   {:.0f} tokens/s\n", tps);
+  std::cout << fmt::format("loss         first {:.4f}  last {:.4f}\n", r.losses.front(), r.losses.back());
+  std::cout << fmt::format("comm         {:.1f}% of rank 0's step time in collectives (thread-level: the rank's one thread "
+                           "waits while they run); {:.0f} bytes on the wire per token (all ranks' bytes sent / tokens)\n\n",
+                           100.0 * comm_share, per_token);
+  std::cout << fmt::format("{:<40} {:<15} {:>6} {:>14} {:>12}\n", "collective (rank 0, whole run)", "op", "count",
+                           "bytes sent", "time");
+  for (const auto& [name, k] : by_name)
+    std::cout << fmt::format("{:<40} {:<15} {:>6} {:>14} {:>12}\n", name, k.op, k.count, format_bytes(k.bytes_sent),
+                             ms(k.ns));
+  std::cout << fmt::format("\n{:<5} {:>17} {:>14} {:>14} {:>16}\n", "rank", "rows", "bytes sent", "bytes received",
+                           "memory estimate");
+  for (size_t i = 0; i < r.ranks.size(); ++i)
+    std::cout << fmt::format("{:<5} {:>17} {:>14} {:>14} {:>16}\n", i,
+                             fmt::format("[{}, {})", r.ranks[i].rows.begin, r.ranks[i].rows.end),
+                             format_bytes(r.ranks[i].bytes_sent), format_bytes(r.ranks[i].bytes_received),
+                             format_bytes(est[i].total()));
+  std::cout << fmt::format("\nsession: {}\n", output);
+  return 0;
+}
+
+}  // namespace embedscope::cli

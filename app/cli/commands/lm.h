@@ -1,0 +1,20 @@
+#pragma once
+// `run` and `plan` of an lm_embedding workload (workload/lm_spec.h, exec/lm_run.h): run.cpp
+// and plan.cpp hand a workload with "model": "lm_embedding" to these (commands/lm.cpp).
+
+#include <string>
+
+#include "workload_args.h"
+
+namespace embedscope::cli {
+
+/// Runs the workload on CPU ranks, writes the session `output` ("" = the default name), and
+/// prints the summary: plan, step time, tokens/s, loss, communication by collective (bytes,
+/// time, share of the step), bytes on the wire per token, per rank bytes and memory estimate.
+/// Returns 0, or 1 when the run failed (the session says how). Bad input throws SpecError.
+int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite);
+/// Prints the plan of the workload: vocabulary padding, each rank's rows, and the memory
+/// estimate per rank (planner/lm_memory_estimate.h). Returns 0.
+int cmd_plan_lm(WorkloadArgs& a, bool as_json);
+
+}  // namespace embedscope::cli

@@ -1,0 +1,51 @@
+#pragma once
+// The planner's memory estimate of one rank of an lm_embedding workload (workload/lm_spec.h),
+// buffer by buffer as engine/model/lm_embedding.cpp and lm_sharding.cpp allocate them, all
+// counted as if alive at once (an upper bound of one step). Bytes; the vocabulary terms scale
+// with V'/p for vocab_parallel and row_wise (the table, its gradient, and the logits slice).
+
+#include <cstdint>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "embedscope/engine/sharding/vocab_parallel.h"
+#include "embedscope/engine/workload/lm_spec.h"
+
+namespace embedscope::engine {
+
+struct LmMemoryEstimate {
+  int rank = 0;
+  VocabRange rows;                  ///< the vocabulary rows this rank holds
+  int64_t table_bytes = 0;          ///< rows x H x 4: the fp32 master of E
+  int64_t output_projection_bytes = 0;  ///< rows x H x 4 when untied, else 0
+  /// bf16 / fp16: the rounded copy of the output projection (tied: of E) the logits read,
+  /// rows x H x 4 (stored as fp32 values here); 0 for fp32.
+  int64_t read_copy_bytes = 0;
+  int64_t gradient_bytes = 0;       ///< fp32 gradients of E (and O): as table + output projection
+  int64_t optimizer_state_bytes = 0;  ///< plain SGD: 0 (Adam would be 2 x the fp32 parameters)
+  int64_t body_bytes = 0;           ///< L (H^2 + H) x 4 x 2: body weights and gradients
+  /// Tc x rows x 4: the logits slice (exp and gradient computed in place), Tc = B S tokens
+  /// (vocab_parallel, data_parallel) or p B S (row_wise: every rank's tokens).
+  int64_t logits_bytes = 0;
+  /// Hidden states of the body's L + 1 inputs and L tanh outputs on the local tokens Tl (B S;
+  /// sequence_parallel B S / p), the lookup's [B S x H] partial sum (row_wise: the rows received
+  /// and sent), and the projection's input and gradient on Tc tokens (gathered where gathered).
+  int64_t activation_bytes = 0;
+  int64_t total() const {
+    return table_bytes + output_projection_bytes + read_copy_bytes + gradient_bytes + optimizer_state_bytes +
+           body_bytes + logits_bytes + activation_bytes;
+  }
+};
+
+/// One estimate per rank, rank order. Pure; the spec must have passed validate().
+/// Example: V = 10, H = 4, S = 6, B = 1, p = 2, vocab_parallel, untied, fp32, 1 body layer:
+/// rank 0 rows [0, 5): table 80, output projection 80, gradients 160, body 160, logits
+/// 6 x 5 x 4 = 120, activations (2 + 1) x 6 x 4 x 4 + 96 (partial sum) + 96 (gradient of the
+/// projection's input) = 480; total 1080.
+std::vector<LmMemoryEstimate> estimate_lm_memory(const LmWorkloadSpec& spec);
+
+/// {"ranks": [{"rank", "row_begin", "row_end", "table_bytes", ..., "total_bytes"}]}
+nlohmann::json to_json(const std::vector<LmMemoryEstimate>& est);
+
+}  // namespace embedscope::engine

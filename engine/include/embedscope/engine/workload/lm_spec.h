@@ -1,0 +1,115 @@
+#pragma once
+// LmWorkloadSpec: a workload with `"model": "lm_embedding"` - an LLM's token embedding (one
+// vocabulary table, pooling none: one row per token), a small stand-in for the transformer body
+// and the output projection with next-token cross-entropy over the vocabulary (issue 19).
+// Read by parse_lm_workload / load_lm_workload_file (engine/workload/lm_reader.cpp); the
+// trainer is engine/model/lm_embedding.h, the vocabulary split engine/sharding/vocab_parallel.h.
+//
+// JSON (every key but the four shapes optional; README "LLM token embeddings"):
+//   {"model": "lm_embedding", "name", "description", "source",
+//    "vocab_size": V, "hidden_size": H, "sequence_length": S, "micro_batch_size": B,
+//    "data_type": "fp32" | "bf16" | "fp16",     // default fp32; bf16/fp16: fp32 master copy
+//    "tie_word_embeddings": true,              // default true (Hugging Face's default)
+//    "padding_id": -1,                         // -1: none; else in [0, V): no gradient
+//    "body_layers": 2,                         // residual dense layers h += tanh(h W + b)
+//    "token_ids": {"distribution": "zipf", "alpha": 1.0},
+//    "sharding": {"type": "vocab_parallel" | "data_parallel" | "row_wise",
+//                 "sequence_parallel": false, "make_vocab_size_divisible_by": 1},
+//    "devices": {"count": p}, "optimizer": {"type": "sgd", "learning_rate": 0.1},
+//    "steps": 3, "seed": 0}
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "embedscope/engine/workload/spec_error.h"
+
+namespace embedscope::engine {
+
+/// How the vocabulary table (and an untied output projection) is split over the p ranks.
+enum class LmSharding {
+  /// Megatron VocabParallelEmbedding: rank r owns rows [floor(r V'/p), floor((r+1) V'/p)) of the
+  /// (padded) vocabulary V'; every rank sees the same tokens (one tensor-parallel group); the
+  /// lookups are combined by all-reduce (or reduce-scatter with sequence_parallel); the output
+  /// projection is vocab-parallel with a vocab-parallel cross-entropy.
+  vocab_parallel,
+  /// The whole table replicated; each rank its own micro batch; gradients all-reduced.
+  data_parallel,
+  /// TorchRec row_wise: rows split as vocab_parallel, each rank its own micro batch; ids and
+  /// rows travel by all-to-all; the output projection over the same row shards on all-gathered
+  /// hidden states (vocab-parallel cross-entropy), hidden-state gradients reduce-scattered back.
+  row_wise,
+};
+const char* to_string(LmSharding s);
+
+/// Precision of the rows the forward pass reads. bf16 / fp16: an fp32 master copy is trained,
+/// and the table and the output projection are rounded to the type (round to nearest even)
+/// where the forward pass reads them.
+enum class LmDataType { fp32, bf16, fp16 };
+const char* to_string(LmDataType t);
+
+struct LmWorkloadSpec {
+  std::string name = "lm_embedding";
+  std::string description;
+  std::string source;                 ///< where the shapes come from (presets: the HF config.json)
+  int64_t vocab_size = 0;             ///< V, >= 2
+  int64_t hidden_size = 0;            ///< H, > 0
+  int64_t sequence_length = 0;        ///< S tokens per sequence, > 0
+  int64_t micro_batch_size = 1;       ///< B sequences per rank (per tensor-parallel group for vocab_parallel)
+  LmDataType data_type = LmDataType::fp32;
+  bool tie_word_embeddings = true;    ///< output projection = the embedding table
+  int64_t padding_id = -1;            ///< -1 none; else in [0, V): its row starts at 0, gets no gradient, and targets equal to it are ignored
+  int body_layers = 2;                ///< residual dense layers on [tokens x hidden], >= 0
+  /// Token ids: P(k-th most frequent token) ~ 1/k^alpha, token id = k (frequent tokens at low
+  /// ids, as BPE numbers its merges in order of frequency; Sennrich et al. 2016). Default
+  /// alpha = 1.0, Zipf's law as measured on natural-language text (Piantadosi 2014, "Zipf's word
+  /// frequency law in natural language: a critical review and future directions", Psychon. Bull.
+  /// Rev. 21:1112-1130); BPE drives token frequencies toward the same law (Berman & Stapleton
+  /// 2026, arXiv:2601.03368). A SentencePiece-trained model on shipped text is a later slice.
+  double token_zipf_alpha = 1.0;
+  LmSharding sharding = LmSharding::vocab_parallel;
+  /// vocab_parallel only (Megatron --sequence-parallel): the lookup is reduce-scattered into
+  /// token slices, the body runs on a rank's slice, an all-gather precedes the output projection.
+  /// Needs sequence_length divisible by the rank count.
+  bool sequence_parallel = false;
+  /// Megatron's --make-vocab-size-divisible-by: the table gets V' = ceil(V / (m p)) * m p rows
+  /// (the padded rows are never looked up but take part in the softmax, as in Megatron).
+  /// Default 1 = no padding (Megatron's own default is 128); the plan states V'.
+  int64_t make_vocab_size_divisible_by = 1;
+  int world_size = 1;                 ///< devices.count, 1..64
+  double learning_rate = 0.1;         ///< plain SGD on every parameter
+  int64_t steps = 3;                  ///< > 0
+  uint64_t seed = 0;
+
+  /// V' (the padded vocabulary): ceil(V / (m p)) * m p, or V when m == 1.
+  int64_t padded_vocab_size() const;
+  /// Tokens one rank's micro batch holds: B x S.
+  int64_t tokens_per_micro_batch() const { return micro_batch_size * sequence_length; }
+};
+
+/// Parses and validates; SpecError "<origin>: <json pointer>: <reason>" naming the field and,
+/// for a divisibility problem, the values that would be valid. `j` must have "model":
+/// "lm_embedding".
+LmWorkloadSpec parse_lm_workload(const nlohmann::json& j, const std::string& origin);
+/// Reads a file (SpecError names the file; JSON syntax errors its line).
+LmWorkloadSpec load_lm_workload_file(const std::string& path);
+/// Re-validates after command-line overrides (devices.count, sharding).
+void validate(const LmWorkloadSpec& spec, const std::string& origin);
+/// Serializes back (round-trips through parse_lm_workload).
+nlohmann::json to_json(const LmWorkloadSpec& spec);
+/// True when `j` is an object whose "model" is "lm_embedding".
+bool is_lm_workload(const nlohmann::json& j);
+/// Reads `path` (SpecError as load_lm_workload_file for an unreadable file or bad JSON) and
+/// tells whether it is an lm_embedding workload.
+bool is_lm_workload_file(const std::string& path);
+
+/// The built-in lm_embedding presets (resources/workloads/lm/*.json, embedded at build time):
+/// gpt2_small_embedding, llama3_8b_embedding, llama3_8b_embedding_scaled.
+std::vector<std::string> lm_preset_names();
+bool is_lm_preset(const std::string& name);
+/// Parsed and validated (origin "preset NAME"); SpecError listing the names for an unknown one.
+LmWorkloadSpec load_lm_preset(const std::string& name);
+
+}  // namespace embedscope::engine

@@ -1,0 +1,186 @@
+// The lm_embedding model on one rank (model/lm_embedding.h): tokens, initial weights, the body
+// and the step; the parts that differ by sharding type are in model/lm_sharding.cpp.
+
+#include "embedscope/engine/model/lm_embedding.h"
+
+#include <cmath>
+#include <random>
+
+#include <Eigen/Core>
+
+#include "embedscope/engine/comm/gloo_process_group.h"
+#include "embedscope/engine/input/input.h"
+#include "embedscope/engine/quant/quant.h"
+#include "model/lm_batch.h"
+
+namespace embedscope::engine {
+
+namespace {
+using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MapM = Eigen::Map<Mat>;
+using CMapM = Eigen::Map<const Mat>;
+using Vec = Eigen::Matrix<float, 1, Eigen::Dynamic>;
+
+double unit_uniform(uint64_t seed, int which, int64_t index) {
+  const uint64_t h = mix64(seed * 0x9E3779B97F4A7C15ull ^ mix64(static_cast<uint64_t>(which) * 0xD1B54A32D192ED03ull ^
+                                                                 static_cast<uint64_t>(index)));
+  return static_cast<double>(h >> 11) * 0x1.0p-53;  // [0, 1)
+}
+}  // namespace
+
+std::vector<int64_t> lm_sequence_tokens(const LmWorkloadSpec& spec, int64_t step, int64_t sequence) {
+  std::mt19937_64 rng(mix64(spec.seed ^ mix64(static_cast<uint64_t>(step) * 0x100000001B3ull ^
+                                              mix64(static_cast<uint64_t>(sequence) + 0x51ED27ull))));
+  const ZipfSampler zipf(spec.vocab_size, spec.token_zipf_alpha);
+  std::vector<int64_t> out(static_cast<size_t>(spec.sequence_length + 1));
+  for (int64_t& t : out) t = zipf(rng);
+  return out;
+}
+
+float lm_initial_weight(uint64_t seed, int which, int64_t index, int64_t hidden_size) {
+  const double u = unit_uniform(seed, which, index) * 2.0 - 1.0;  // [-1, 1)
+  if (which <= 1) return static_cast<float>(0.1 * u);
+  return static_cast<float>(0.5 * u / std::sqrt(static_cast<double>(hidden_size)));
+}
+
+float lm_read_weight(float v, LmDataType t) {
+  switch (t) {
+    case LmDataType::fp32: return v;
+    case LmDataType::bf16: return round_to_precision(v, CommPrecision::bf16);
+    case LmDataType::fp16: return round_to_precision(v, CommPrecision::fp16);
+  }
+  return v;
+}
+
+LmRank::LmRank(const LmWorkloadSpec& spec, ProcessGroup& world, std::function<int64_t()> clock_ns,
+               std::function<void(const LmOpSpan&)> on_op)
+    : spec_(spec), pg_(world), rank_(world.rank()), world_(world.size()), vocab_(spec.padded_vocab_size()),
+      hidden_(spec.hidden_size), clock_(std::move(clock_ns)), on_op_(std::move(on_op)) {
+  rows_ = spec.sharding == LmSharding::data_parallel ? VocabRange{0, vocab_} : vocab_range(vocab_, world_, rank_);
+  const auto n = static_cast<size_t>(rows_.size() * hidden_);
+  table_.resize(n);
+  g_table_.assign(n, 0.f);
+  const bool untied = !spec.tie_word_embeddings;
+  if (untied) {
+    out_.resize(n);
+    g_out_.assign(n, 0.f);
+  }
+  for (int64_t r = rows_.begin; r < rows_.end; ++r) {
+    for (int64_t c = 0; c < hidden_; ++c) {
+      const auto i = static_cast<size_t>((r - rows_.begin) * hidden_ + c);
+      table_[i] = r == spec.padding_id ? 0.f : lm_initial_weight(spec.seed, 0, r * hidden_ + c, hidden_);
+      if (untied) out_[i] = lm_initial_weight(spec.seed, 1, r * hidden_ + c, hidden_);
+    }
+  }
+  for (int l = 0; l < spec.body_layers; ++l) {
+    std::vector<float> w(static_cast<size_t>(hidden_ * hidden_));
+    for (int64_t i = 0; i < hidden_ * hidden_; ++i) w[static_cast<size_t>(i)] = lm_initial_weight(spec.seed, 2 + l, i, hidden_);
+    w_.push_back(std::move(w));
+    b_.emplace_back(static_cast<size_t>(hidden_), 0.f);
+    g_w_.emplace_back(static_cast<size_t>(hidden_ * hidden_), 0.f);
+    g_b_.emplace_back(static_cast<size_t>(hidden_), 0.f);
+  }
+}
+
+int64_t LmRank::local_tokens() const {
+  const int64_t t = spec_.tokens_per_micro_batch();
+  return spec_.sequence_parallel ? t / world_ : t;
+}
+
+std::pair<int64_t, int64_t> LmRank::token_of(int64_t i) const {
+  const int64_t B = spec_.micro_batch_size;
+  const int64_t first = spec_.sequence_parallel ? rank_ * local_tokens() : 0;
+  const int64_t t = first + i;  // position-major within the rank's batch
+  const int64_t seq0 = spec_.sharding == LmSharding::vocab_parallel ? 0 : rank_ * B;
+  return {seq0 + t % B, t / B};
+}
+
+void LmRank::span(const char* name, bool comm, int64_t start) {
+  if (on_op_) on_op_({name, comm, start, now(), step_});
+}
+
+LmRank::StepResult LmRank::step(int64_t step) {
+  step_ = step;
+  const int64_t B = spec_.micro_batch_size, S = spec_.sequence_length, H = hidden_;
+  int64_t t0 = now();
+  // The batch: the rank's own sequences (data_parallel, row_wise) or the group's (vocab_parallel).
+  Batch b;
+  const bool shared = spec_.sharding == LmSharding::vocab_parallel;
+  const int64_t seq0 = shared ? 0 : rank_ * B;
+  b.tokens = B * S;
+  b.x.resize(static_cast<size_t>(b.tokens));
+  b.y.resize(static_cast<size_t>(b.tokens));
+  const int64_t global_seqs = shared ? B : B * world_;
+  b.n_targets = 0;
+  for (int64_t g = 0; g < global_seqs; ++g) {
+    const std::vector<int64_t> tok = lm_sequence_tokens(spec_, step, g);
+    for (int64_t s = 0; s < S; ++s) {
+      if (tok[static_cast<size_t>(s + 1)] != spec_.padding_id) ++b.n_targets;
+      if (g < seq0 || g >= seq0 + B) continue;
+      const auto t = static_cast<size_t>(s * B + (g - seq0));
+      b.x[t] = tok[static_cast<size_t>(s)];
+      b.y[t] = tok[static_cast<size_t>(s + 1)];
+    }
+  }
+  b.local_count = local_tokens();
+  b.local_begin = spec_.sequence_parallel ? rank_ * b.local_count : 0;
+  span("input", false, t0);
+
+  StepResult result;
+  embed_forward(b, result.embedding_out);
+  result.ids_looked_up = ids_;
+  result.unique_rows = unique_;
+
+  // Body forward on the local rows, keeping each layer's input and tanh for the backward pass.
+  t0 = now();
+  const int64_t T = b.local_count;
+  const int L = spec_.body_layers;
+  std::vector<Mat> hs(static_cast<size_t>(L) + 1), th(static_cast<size_t>(L));
+  hs[0] = CMapM(result.embedding_out.data(), T, H);
+  for (int l = 0; l < L; ++l) {
+    const auto li = static_cast<size_t>(l);
+    Mat a = hs[li] * CMapM(w_[li].data(), H, H);
+    a.rowwise() += Eigen::Map<const Vec>(b_[li].data(), H);
+    th[li] = a.array().tanh().matrix();
+    hs[li + 1] = hs[li] + th[li];
+  }
+  std::vector<float> z(hs[static_cast<size_t>(L)].data(), hs[static_cast<size_t>(L)].data() + T * H);
+  span("body_forward", false, t0);
+
+  std::vector<float> dz;
+  result.loss = project_loss(b, z, dz);
+
+  t0 = now();
+  Mat dh = CMapM(dz.data(), T, H);
+  for (int l = L - 1; l >= 0; --l) {
+    const auto li = static_cast<size_t>(l);
+    const Mat da = (dh.array() * (1.0f - th[li].array().square())).matrix();
+    MapM(g_w_[li].data(), H, H).noalias() += hs[li].transpose() * da;
+    Eigen::Map<Vec>(g_b_[li].data(), H) += da.colwise().sum();
+    dh.noalias() += da * CMapM(w_[li].data(), H, H).transpose();
+  }
+  std::vector<float> de(dh.data(), dh.data() + T * H);
+  span("body_backward", false, t0);
+
+  embed_backward(b, de);
+  all_reduce_grads();
+
+  t0 = now();
+  const auto lr = static_cast<float>(spec_.learning_rate);
+  auto sgd = [lr](std::vector<float>& p, std::vector<float>& g) {
+    for (size_t i = 0; i < p.size(); ++i) {
+      p[i] -= lr * g[i];
+      g[i] = 0.f;
+    }
+  };
+  sgd(table_, g_table_);
+  sgd(out_, g_out_);
+  for (size_t l = 0; l < w_.size(); ++l) {
+    sgd(w_[l], g_w_[l]);
+    sgd(b_[l], g_b_[l]);
+  }
+  span("optimizer", false, t0);
+  return result;
+}
+
+}  // namespace embedscope::engine

@@ -1,0 +1,117 @@
+// LmReference (reference/lm_reference.h): the lm_embedding model in double precision.
+
+#include "embedscope/engine/reference/lm_reference.h"
+
+#include <cmath>
+
+#include "embedscope/engine/model/lm_embedding.h"
+
+namespace embedscope::engine {
+
+LmReference::LmReference(const LmWorkloadSpec& spec)
+    : spec_(spec), V_(spec.padded_vocab_size()), H_(spec.hidden_size),
+      seqs_(spec.sharding == LmSharding::vocab_parallel ? spec.micro_batch_size
+                                                        : spec.micro_batch_size * spec.world_size) {
+  E_.resize(static_cast<size_t>(V_ * H_));
+  if (!spec.tie_word_embeddings) O_.resize(E_.size());
+  for (int64_t i = 0; i < V_ * H_; ++i) {
+    const int64_t row = i / H_;
+    E_[static_cast<size_t>(i)] = row == spec.padding_id ? 0.0 : lm_initial_weight(spec.seed, 0, i, H_);
+    if (!O_.empty()) O_[static_cast<size_t>(i)] = lm_initial_weight(spec.seed, 1, i, H_);
+  }
+  for (int l = 0; l < spec.body_layers; ++l) {
+    std::vector<double> w(static_cast<size_t>(H_ * H_));
+    for (int64_t i = 0; i < H_ * H_; ++i) w[static_cast<size_t>(i)] = lm_initial_weight(spec.seed, 2 + l, i, H_);
+    W_.push_back(std::move(w));
+    b_.emplace_back(static_cast<size_t>(H_), 0.0);
+  }
+}
+
+double LmReference::step(int64_t step) {
+  const int64_t S = spec_.sequence_length, H = H_, V = V_;
+  const int L = spec_.body_layers;
+  const auto rd = [&](double v) { return static_cast<double>(lm_read_weight(static_cast<float>(v), spec_.data_type)); };
+  const std::vector<double>& Om = spec_.tie_word_embeddings ? E_ : O_;
+  std::vector<double> gE(E_.size(), 0.0), gO(O_.size(), 0.0);
+  std::vector<std::vector<double>> gW(W_.size(), std::vector<double>(static_cast<size_t>(H * H), 0.0));
+  std::vector<std::vector<double>> gb(b_.size(), std::vector<double>(static_cast<size_t>(H), 0.0));
+  std::vector<std::vector<int64_t>> tok(static_cast<size_t>(seqs_));
+  int64_t n = 0;
+  for (int64_t g = 0; g < seqs_; ++g) {
+    tok[static_cast<size_t>(g)] = lm_sequence_tokens(spec_, step, g);
+    for (int64_t s = 1; s <= S; ++s) n += tok[static_cast<size_t>(g)][static_cast<size_t>(s)] != spec_.padding_id;
+  }
+  e_.assign(static_cast<size_t>(seqs_ * S * H), 0.0);
+  double loss = 0;
+  std::vector<std::vector<double>> h(static_cast<size_t>(L) + 1, std::vector<double>(static_cast<size_t>(H)));
+  std::vector<std::vector<double>> th(static_cast<size_t>(L), std::vector<double>(static_cast<size_t>(H)));
+  std::vector<double> p(static_cast<size_t>(V)), dh(static_cast<size_t>(H));
+  for (int64_t g = 0; g < seqs_; ++g) {
+    for (int64_t s = 0; s < S; ++s) {  // one token at a time: the model has no mixing across tokens
+      const int64_t x = tok[static_cast<size_t>(g)][static_cast<size_t>(s)];
+      const int64_t y = tok[static_cast<size_t>(g)][static_cast<size_t>(s + 1)];
+      for (int64_t c = 0; c < H; ++c) {
+        h[0][static_cast<size_t>(c)] = rd(E_[static_cast<size_t>(x * H + c)]);
+        e_[static_cast<size_t>((g * S + s) * H + c)] = h[0][static_cast<size_t>(c)];
+      }
+      for (int l = 0; l < L; ++l) {
+        const auto li = static_cast<size_t>(l);
+        for (int64_t j = 0; j < H; ++j) {
+          double a = b_[li][static_cast<size_t>(j)];
+          for (int64_t i = 0; i < H; ++i) a += h[li][static_cast<size_t>(i)] * W_[li][static_cast<size_t>(i * H + j)];
+          th[li][static_cast<size_t>(j)] = std::tanh(a);
+          h[li + 1][static_cast<size_t>(j)] = h[li][static_cast<size_t>(j)] + th[li][static_cast<size_t>(j)];
+        }
+      }
+      if (y == spec_.padding_id) continue;  // ignored target: no loss, no gradient
+      const std::vector<double>& z = h[static_cast<size_t>(L)];
+      double mx = -INFINITY;
+      for (int64_t v = 0; v < V; ++v) {
+        double a = 0;
+        for (int64_t c = 0; c < H; ++c) a += z[static_cast<size_t>(c)] * rd(Om[static_cast<size_t>(v * H + c)]);
+        p[static_cast<size_t>(v)] = a;
+        mx = std::max(mx, a);
+      }
+      double se = 0;
+      for (int64_t v = 0; v < V; ++v) se += std::exp(p[static_cast<size_t>(v)] - mx);
+      loss += std::log(se) + mx - p[static_cast<size_t>(y)];
+      // dlogits_v = (softmax_v - [v == y]) / N
+      std::fill(dh.begin(), dh.end(), 0.0);
+      std::vector<double>& gOut = spec_.tie_word_embeddings ? gE : gO;
+      for (int64_t v = 0; v < V; ++v) {
+        const double d = (std::exp(p[static_cast<size_t>(v)] - mx) / se - (v == y ? 1.0 : 0.0)) / static_cast<double>(n);
+        for (int64_t c = 0; c < H; ++c) {
+          gOut[static_cast<size_t>(v * H + c)] += d * z[static_cast<size_t>(c)];
+          dh[static_cast<size_t>(c)] += d * rd(Om[static_cast<size_t>(v * H + c)]);
+        }
+      }
+      for (int l = L - 1; l >= 0; --l) {
+        const auto li = static_cast<size_t>(l);
+        std::vector<double> da(static_cast<size_t>(H)), dprev(dh);
+        for (int64_t j = 0; j < H; ++j) {
+          const double t = th[li][static_cast<size_t>(j)];
+          da[static_cast<size_t>(j)] = dh[static_cast<size_t>(j)] * (1.0 - t * t);
+          gb[li][static_cast<size_t>(j)] += da[static_cast<size_t>(j)];
+        }
+        for (int64_t i = 0; i < H; ++i)
+          for (int64_t j = 0; j < H; ++j) {
+            gW[li][static_cast<size_t>(i * H + j)] += h[li][static_cast<size_t>(i)] * da[static_cast<size_t>(j)];
+            dprev[static_cast<size_t>(i)] += da[static_cast<size_t>(j)] * W_[li][static_cast<size_t>(i * H + j)];
+          }
+        dh = dprev;
+      }
+      if (x != spec_.padding_id)
+        for (int64_t c = 0; c < H; ++c) gE[static_cast<size_t>(x * H + c)] += dh[static_cast<size_t>(c)];
+    }
+  }
+  const double lr = spec_.learning_rate;
+  for (size_t i = 0; i < E_.size(); ++i) E_[i] -= lr * gE[i];
+  for (size_t i = 0; i < O_.size(); ++i) O_[i] -= lr * gO[i];
+  for (size_t l = 0; l < W_.size(); ++l) {
+    for (size_t i = 0; i < W_[l].size(); ++i) W_[l][i] -= lr * gW[l][i];
+    for (size_t i = 0; i < b_[l].size(); ++i) b_[l][i] -= lr * gb[l][i];
+  }
+  return n == 0 ? 0.0 : loss / static_cast<double>(n);
+}
+
+}  // namespace embedscope::engine

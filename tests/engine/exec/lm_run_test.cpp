@@ -1,0 +1,146 @@
+// run_lm's collectives (names and hand-computed bytes) and the CLI's run / plan / stats of an
+// lm_embedding workload end to end.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/exec/lm_run.h"
+#include "embedscope/sessions/analysis/load_imbalance.h"
+#include "embedscope/sessions/store/session.h"
+#include "support/cli_run.h"
+
+using namespace embedscope::engine;
+using nlohmann::json;
+
+namespace {
+
+LmWorkloadSpec spec2(bool sp) {
+  LmWorkloadSpec s;
+  s.vocab_size = 40;
+  s.hidden_size = 8;
+  s.sequence_length = 12;
+  s.micro_batch_size = 2;  // T = 24 tokens
+  s.world_size = 2;
+  s.steps = 1;
+  s.sequence_parallel = sp;
+  return s;
+}
+
+/// Rank 0's bytes_sent per collective name (first step).
+std::map<std::string, int64_t> rank0_bytes(const LmRunResult& r) {
+  std::map<std::string, int64_t> out;
+  for (const auto& c : r.collectives)
+    if (c.rank == 0 && c.name.find("split_check") == std::string::npos) out[c.name] += c.bytes_sent;
+  return out;
+}
+
+TEST(LmRun, VocabParallelAllReducesTokensTimesHidden) {
+  const auto b = rank0_bytes(run_lm(spec2(false)));
+  // ring all-reduce of T H floats: 2 (p - 1) / p x 24 x 8 x 4 = 768 bytes
+  EXPECT_EQ(b.at("embedding/all_reduce"), 768);
+  EXPECT_EQ(b.at("output_projection/grad_all_reduce"), 768);
+  // the cross-entropy's three all-reduces of T floats: 96 bytes each; the full logits never move
+  EXPECT_EQ(b.at("cross_entropy/max"), 96);
+  EXPECT_EQ(b.at("cross_entropy/predicted_logit"), 96);
+  EXPECT_EQ(b.at("cross_entropy/sum_exp"), 96);
+  EXPECT_EQ(b.count("sequence_parallel/all_gather"), 0u);
+  EXPECT_EQ(b.count("body/grad_all_reduce"), 0u);  // every rank ran the same tokens
+}
+
+TEST(LmRun, SequenceParallelReduceScattersAndGathers) {
+  const auto b = rank0_bytes(run_lm(spec2(true)));
+  // reduce-scatter of T H floats into T / p token slices: the other rank's slice, 12 x 8 x 4 = 384
+  EXPECT_EQ(b.at("embedding/reduce_scatter"), 384);
+  EXPECT_EQ(b.at("sequence_parallel/all_gather"), 384);
+  EXPECT_EQ(b.at("output_projection/grad_reduce_scatter"), 384);
+  EXPECT_EQ(b.at("embedding/grad_all_gather"), 384);
+  EXPECT_EQ(b.count("embedding/all_reduce"), 0u);
+  // the body's 2 layers of (8 x 8 + 8) floats: 2 (p - 1) / p x 144 x 4 = 576
+  EXPECT_EQ(b.at("body/grad_all_reduce"), 576);
+}
+
+std::filesystem::path scratch() {
+  static const auto dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("es_lm_cli_" + std::to_string(getpid()));
+    std::filesystem::remove_all(d);
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+embedscope::test_support::CliResult cli(const std::string& args) {
+  return embedscope::test_support::run_cli(EMBEDSCOPE_CLI, args, scratch());
+}
+
+TEST(LmRun, SessionHoldsThePlanLoadAndTokenHistogram) {
+  LmWorkloadSpec s = spec2(false);
+  s.world_size = 3;
+  s.make_vocab_size_divisible_by = 4;  // V' = ceil(40 / 12) * 12 = 48
+  s.steps = 2;
+  LmRunOptions opt;
+  opt.session_path = (scratch() / "plan.db").string();
+  opt.overwrite = true;
+  run_lm(s, opt);
+  embedscope::sessions::SessionReader session(opt.session_path);
+  const auto tables = embedscope::sessions::workload_tables(session);
+  ASSERT_EQ(tables.size(), 1u);
+  EXPECT_EQ(tables[0].name, "token_embedding");
+  EXPECT_EQ(tables[0].num_embeddings, 48);
+  const auto shards = session.shards();
+  ASSERT_EQ(shards.size(), 3u);
+  EXPECT_EQ(shards[1].row_offset, 16);
+  EXPECT_EQ(shards[1].num_rows, 16);
+  EXPECT_EQ(shards[1].sharding_type, "vocab_parallel");
+  // every rank saw the group's 24 input tokens in each of the 2 steps, bucketed over 48 rows
+  int64_t ids = 0;
+  for (const auto& b : session.id_histogram()) {
+    ids += b.ids;
+    EXPECT_EQ(b.row_end - b.row_begin, 1);  // 48 rows: 48 buckets of one row
+  }
+  EXPECT_EQ(ids, 3 * 2 * 24);
+}
+
+TEST(LmCli, RunPlanAndStatsOfAnLmWorkload) {
+  const auto file = scratch() / "lm.json";
+  std::ofstream(file) << to_json(spec2(false)).dump();
+  const std::string db = (scratch() / "lm.db").string();
+  auto r = cli("run " + file.string() + " --sequence-parallel --steps 2 --json -o " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j.at("ended"), "complete");
+  EXPECT_EQ(j.at("sharding"), "vocab_parallel");
+  EXPECT_TRUE(j.at("sequence_parallel").get<bool>());
+  EXPECT_EQ(j.at("loss").size(), 2u);
+  EXPECT_EQ(j.at("tokens_per_step"), 24);
+  r = cli("stats " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("model        lm_embedding 40 x 8 (40 rows with padding), fp32, tied, sequence 12; vocab_parallel + "
+                       "sequence_parallel"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("embedding/reduce_scatter"), std::string::npos) << r.out;
+  r = cli("plan --preset llama3_8b_embedding --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json p = json::parse(r.out);
+  ASSERT_EQ(p.at("ranks").size(), 8u);
+  EXPECT_EQ(p.at("ranks")[0].at("table_bytes"), 16032 * 4096 * 4);  // 128256 / 8 rows of fp32 master
+  EXPECT_EQ(p.at("ranks")[0].at("logits_bytes"), int64_t{8192} * 16032 * 4);
+  // bad input: exit 2, the field named, the flag that set it too
+  r = cli("run --preset llama3_8b_embedding_scaled --devices 3 --sequence-parallel -o " + (scratch() / "x.db").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("/sequence_length: sequence_parallel splits each sequence over the 3 ranks: must be a multiple of 3 "
+                       "(e.g. 255 or 258), got 256"),
+            std::string::npos)
+      << r.err;
+  r = cli("run --preset llama3_8b_embedding_scaled --sharding table_wise -o " + (scratch() / "x.db").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--sharding: \"table_wise\" is not a sharding type of an lm_embedding workload"), std::string::npos)
+      << r.err;
+}
+
+}  // namespace

@@ -1,0 +1,58 @@
+// estimate_lm_memory on hand-computed buffers (planner/lm_memory_estimate.h).
+#include <gtest/gtest.h>
+
+#include "embedscope/engine/planner/lm_memory_estimate.h"
+
+using namespace embedscope::engine;
+
+namespace {
+LmWorkloadSpec tiny() {
+  LmWorkloadSpec s;
+  s.vocab_size = 10;
+  s.hidden_size = 4;
+  s.sequence_length = 6;
+  s.micro_batch_size = 1;
+  s.world_size = 2;
+  s.body_layers = 1;
+  s.tie_word_embeddings = false;
+  return s;
+}
+}  // namespace
+
+TEST(LmMemoryEstimate, TheHeaderExample) {
+  const auto est = estimate_lm_memory(tiny());
+  ASSERT_EQ(est.size(), 2u);
+  EXPECT_EQ(est[0].rows.end, 5);
+  EXPECT_EQ(est[0].table_bytes, 80);
+  EXPECT_EQ(est[0].output_projection_bytes, 80);
+  EXPECT_EQ(est[0].gradient_bytes, 160);
+  EXPECT_EQ(est[0].body_bytes, 160);
+  EXPECT_EQ(est[0].logits_bytes, 120);
+  EXPECT_EQ(est[0].activation_bytes, 480);
+  EXPECT_EQ(est[0].total(), 1080);
+}
+
+TEST(LmMemoryEstimate, VocabTermsScaleWithOneOverP) {
+  LmWorkloadSpec s = tiny();
+  s.vocab_size = 128256;
+  s.hidden_size = 128;
+  s.sequence_length = 512;
+  s.data_type = LmDataType::bf16;
+  s.world_size = 1;
+  const LmMemoryEstimate one = estimate_lm_memory(s)[0];
+  s.world_size = 4;
+  const LmMemoryEstimate four = estimate_lm_memory(s)[0];
+  EXPECT_EQ(one.table_bytes, 128256 * 128 * 4);
+  EXPECT_EQ(four.table_bytes, 32064 * 128 * 4);  // V / 4 rows
+  EXPECT_EQ(four.logits_bytes * 4, one.logits_bytes);
+  EXPECT_EQ(four.read_copy_bytes, four.table_bytes);  // bf16 reads: a rounded copy of O
+  // sequence_parallel: the body's activations shrink by p, the gathered projection input appears
+  s.sequence_parallel = true;
+  const LmMemoryEstimate sp = estimate_lm_memory(s)[0];
+  // (2 L + 1) Tl H 4 with Tl = 512 / 4, + the partial sum, the gathered input and its gradient (512 H 4 each)
+  EXPECT_EQ(sp.activation_bytes, (3 * 128 + 3 * 512) * 128 * 4);
+  // data_parallel keeps the whole vocabulary on every rank
+  s.sequence_parallel = false;
+  s.sharding = LmSharding::data_parallel;
+  EXPECT_EQ(estimate_lm_memory(s)[3].table_bytes, one.table_bytes);
+}
