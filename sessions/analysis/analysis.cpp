@@ -196,14 +196,16 @@ RunStats analyze(const SessionReader& session) {
   if (session.meta(meta::kImported, "0") == "1") {
     std::set<int32_t> traced;
     for (const auto& lane : session.lanes()) traced.insert(lane.rank);
-    if (!traced.empty())
-      for (auto it = ranks.begin(); it != ranks.end();)
+    if (!traced.empty()) {
+      for (auto it = ranks.begin(); it != ranks.end();) {
         if (traced.count(it->first) == 0) {
           st.untraced_ranks.push_back(it->first);
           it = ranks.erase(it);
         } else {
           ++it;
         }
+      }
+    }
   }
   std::vector<double> lookups, lookup_time;
   int64_t exposed_sum = 0;

@@ -227,7 +227,9 @@ TEST(StepProgram, PlaceInRunDecidesTheProgram) {
       j.erase("iteration");
       j.erase("step");
       auto [found, fresh] = by_place.emplace(place, j);
-      if (!fresh) EXPECT_EQ(found->second, j) << to_string(pipeline) << " iteration " << it;
+      if (!fresh) {
+        EXPECT_EQ(found->second, j) << to_string(pipeline) << " iteration " << it;
+      }
     }
     if (pipeline == PipelineKind::base) {
       EXPECT_EQ(places, (std::vector<int>{0, 0, 0, 0, 0}));

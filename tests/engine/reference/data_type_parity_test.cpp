@@ -65,7 +65,9 @@ TEST_P(DataTypeParity, ForwardAndTablesAfterThreeSteps) {
     }
   EXPECT_GE(static_cast<double>(changed), 0.5 * static_cast<double>(n)) << "the rounding changed few values";
   EXPECT_EQ(off_grid, 0u) << "values of the run are not " << to_string(dt) << " values";
-  if (dt == TableDataType::int8) EXPECT_GE(tight_mismatch_fraction(b.tables, a.tables), 0.5);
+  if (dt == TableDataType::int8) {
+    EXPECT_GE(tight_mismatch_fraction(b.tables, a.tables), 0.5);
+  }
 
   // the stored bytes: every row of every shard in its precision (t3: 50 rows x 16 columns)
   ASSERT_EQ(run.table_storage.size(), s.tables.size());
@@ -75,8 +77,9 @@ TEST_P(DataTypeParity, ForwardAndTablesAfterThreeSteps) {
   int64_t want = 0;
   for (const Shard& sh : run.plan.tables[3].shards) want += sh.num_rows * row_bytes(dt, sh.num_cols);
   EXPECT_EQ(t3.total_weight_bytes(), want);
-  if (type != ShardingType::column_wise && type != ShardingType::data_parallel)
+  if (type != ShardingType::column_wise && type != ShardingType::data_parallel) {
     EXPECT_EQ(want, 50 * (dt == TableDataType::int8 ? 16 + 8 : 2 * 16));
+  }
   EXPECT_EQ(t3.master_copy_bytes, 0);
   // the measured rows' error against their fp32 values: non-zero, and at most one stored unit
   EXPECT_GT(t3.max_abs_error, 0.0);
