@@ -4,11 +4,41 @@
 # ceil(rows / 10) in fp32. Prints table bytes per rank, peak memory, loss, the stored rows'
 # error and hash collisions per step. Needs about 6 GB of host memory (the fp32 run: 2.2 GB of
 # tables plus the ranks' buffers). Usage: bench/compression_study.sh (BIN, STEPS, OUT optional).
+#
+# STUDY=tradeoffs runs instead the five runs of the scenario resources/scenarios/
+# compression_tradeoffs.json (8 tables of 100,000 x 32, Adam, 4 ranks: fp32, fp16 rows, int8
+# rows, hash_size 10x fewer rows, fp16 rows with bf16 optimizer state), each for STEPS measured
+# steps, and prints per run the bytes of rows and of optimizer state on the busiest rank, the
+# peak, the mean step time, the loss and the stored rows' error (about 1.5 GB of host memory).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$ROOT/build/app/cli/embedscope}
 STEPS=${STEPS:-20}
 OUT=${OUT:-$(mktemp -d)}
+if [ "${STUDY:-criteo}" = tradeoffs ]; then
+  SC=$ROOT/resources/scenarios/compression_tradeoffs.json
+  n=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["runs"]))' "$SC")
+  for ((i = 0; i < n; i++)); do
+    python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["runs"][int(sys.argv[2])]["workload"]))' \
+      "$SC" "$i" > "$OUT/run$i.json"
+    "$BIN" run "$OUT/run$i.json" --steps "$STEPS" -o "$OUT/run$i.db" --force-overwrite --json > "$OUT/run$i.out.json"
+  done
+  python3 - "$OUT" "$SC" <<'PY'
+import json, sys
+out, sc = sys.argv[1], json.load(open(sys.argv[2]))
+print(f"{'run':<22} {'rows/rank':>11} {'state/rank':>11} {'peak/rank':>11} {'step ms':>8} {'loss first':>10} {'loss last':>10} {'rows rel err':>12} {'collisions/step':>15}")
+for i, r in enumerate(sc["runs"]):
+    j = json.load(open(f"{out}/run{i}.out.json"))
+    W = j["world_size"]
+    rows = max(sum(t["weight_bytes"][k] for t in j["tables"]) for k in range(W))
+    state = max(sum(t["optimizer_state_bytes"][k] for t in j["tables"]) for k in range(W))
+    peak = max(k["memory_bytes"] for k in j["ranks"])
+    rel = max(t["relative_error"] for t in j["tables"])
+    coll = sum(t["hash_collisions"] for t in j["tables"]) / j["steps"]
+    print(f"{r['label']:<22} {rows/2**20:>7.1f} MiB {state/2**20:>7.1f} MiB {peak/2**20:>7.1f} MiB {j['step_time_ns']['mean']/1e6:>8.0f} {j['loss_first']:>10.4f} {j['loss_last']:>10.4f} {rel:>12.3g} {coll:>15.1f}")
+PY
+  exit 0
+fi
 WL=$ROOT/resources/workloads/criteo_kaggle.json
 for v in fp32 fp16 bf16 int8 hash10; do
   python3 - "$WL" "$v" > "$OUT/$v.json" <<'PY'

@@ -10,6 +10,7 @@
 #include "embedscope/engine/exec/backend.h"
 #include "embedscope/engine/exec/table_storage_json.h"
 #include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/quant/row_codec.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "exec/executor.h"
@@ -22,6 +23,7 @@ nlohmann::json table_storage_json(const std::vector<RunResult::TableStorage>& ta
   for (const auto& ts : tables)
     out.push_back({{"table", ts.name},
                    {"data_type", to_string(ts.data_type)},
+                   {"optimizer_state_type", enum_name(ts.optimizer_state_type)},
                    {"weight_bytes", ts.weight_bytes},
                    {"optimizer_state_bytes", ts.optimizer_state_bytes},
                    {"master_copy_bytes", ts.master_copy_bytes},
@@ -102,10 +104,12 @@ void write_run_metadata(sessions::SessionWriter& w, const WorkloadSpec& spec, co
   for (const TablePlan& tp : plan.tables)
     for (size_t k = 0; k < tp.shards.size(); ++k) {
       const Shard& sh = tp.shards[k];
-      const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, sh.num_rows, sh.num_cols);
-      shards.push_back({tp.table, spec.tables[static_cast<size_t>(tp.table)].name, to_string(tp.type), tp.node,
-                        static_cast<int32_t>(k), sh.rank, sh.row_offset, sh.num_rows, sh.col_offset, sh.num_cols,
-                        (sh.num_rows * sh.num_cols + m1 + m2) * static_cast<int64_t>(sizeof(float))});
+      const TableSpec& ts = spec.tables[static_cast<size_t>(tp.table)];
+      // the stored rows (row_bytes of the table's data_type) and the optimizer state (its optimizer_state_type)
+      const int64_t planned = sh.num_rows * row_bytes(ts.data_type, sh.num_cols) +
+                              optimizer_state_bytes(spec.optimizer.type, sh.num_rows, sh.num_cols, ts.optimizer_state_type);
+      shards.push_back({tp.table, ts.name, to_string(tp.type), tp.node, static_cast<int32_t>(k), sh.rank, sh.row_offset,
+                        sh.num_rows, sh.col_offset, sh.num_cols, planned});
     }
   w.add_shards(std::move(shards));
   w.set_metadata(sessions::meta::kWorldSize, std::to_string(spec.devices.count));

@@ -70,10 +70,12 @@ std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec, cons
   std::vector<int64_t> weights(static_cast<size_t>(W), 0), state(static_cast<size_t>(W), 0);
   for (const TablePlan& tp : plan.tables)
     for (const Shard& sh : tp.shards) {
-      const TableDataType dt = spec.tables[static_cast<size_t>(tp.table)].data_type;
-      weights[static_cast<size_t>(sh.rank)] += block(sh.num_rows * row_bytes(dt, sh.num_cols));
+      const TableSpec& ts = spec.tables[static_cast<size_t>(tp.table)];
+      weights[static_cast<size_t>(sh.rank)] += block(sh.num_rows * row_bytes(ts.data_type, sh.num_cols));
+      // momentum1 and momentum2, each its own buffer, 4 or 2 bytes a value (optimizer_state_type)
       const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, sh.num_rows, sh.num_cols);
-      state[static_cast<size_t>(sh.rank)] += block(m1 * f32) + block(m2 * f32);
+      const int64_t vb = optimizer_state_value_bytes(ts.optimizer_state_type);
+      state[static_cast<size_t>(sh.rank)] += block(m1 * vb) + block(m2 * vb);
     }
 
   std::vector<DeviceMemoryEstimate> est(static_cast<size_t>(W));
@@ -115,6 +117,26 @@ std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec, cons
     e.buffers = fwd + bwd + e.pipeline_buffers;
   }
   return est;
+}
+
+std::vector<TableStorageEstimate> estimate_table_storage(const WorkloadSpec& spec, const ShardingPlan& plan) {
+  std::vector<TableStorageEstimate> out;
+  for (const TablePlan& tp : plan.tables) {
+    const TableSpec& t = spec.tables[static_cast<size_t>(tp.table)];
+    TableStorageEstimate e;
+    e.table = tp.table;
+    e.data_type = t.data_type;
+    e.optimizer_state_type = t.optimizer_state_type;
+    e.rows = t.rows();
+    e.row_bytes = row_bytes(t.data_type, t.embedding_dim);
+    for (const Shard& sh : tp.shards) {
+      e.weight_bytes += sh.num_rows * row_bytes(t.data_type, sh.num_cols);
+      e.optimizer_state_bytes +=
+          optimizer_state_bytes(spec.optimizer.type, sh.num_rows, sh.num_cols, t.optimizer_state_type);
+    }
+    out.push_back(e);
+  }
+  return out;
 }
 
 }  // namespace embedscope::engine

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/quant/row_codec.h"
 #include "embedscope/engine/workload/spec_error.h"
 
 namespace embedscope::engine {
@@ -45,24 +46,25 @@ struct TableInfo {
   double pf_sum = 0;           // sum of the features' mean pooling factors
 };
 
-// Shard-level cost model (search.h, "Time estimate of a shard").
+// Shard-level cost model (search.h, "Time estimate of a shard"): each table's rows at their
+// stored size (row_bytes of its data_type, quant/row_codec.h) and its optimizer state (in its
+// optimizer_state_type).
 class ShardCost {
  public:
   ShardCost(const WorkloadSpec& spec, const HardwareProfile& hw, int world)
-      : spec_(spec), hw_(hw), W_(world), B_(static_cast<double>(spec.batch_size)) {
-    const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, 1, 1024);
-    state_per_elem_ = static_cast<double>(m1 + m2) / 1024.0;
-  }
+      : spec_(spec), hw_(hw), W_(world), B_(static_cast<double>(spec.batch_size)) {}
 
-  // A shard of `cols` columns that serves `lookups` ids per step and sends `out_floats` pooled
-  // floats per step in its output dist (the same back in its gradient dist).
-  Perf perf(double lookups, int64_t cols, double out_floats, double in_ids) const {
+  // A shard of `cols` columns of table t that serves `lookups` ids per step and sends
+  // `out_floats` pooled floats per step in its output dist (the same back in its gradient dist).
+  Perf perf(const TableSpec& t, double lookups, int64_t cols, double out_floats, double in_ids) const {
     const GpuProfile& g = hw_.gpu;
     const double launch = static_cast<double>(g.kernel_launch_ns);
-    const double row_bytes = lookups * static_cast<double>(cols) * 4.0;
+    const double rows_read = lookups * static_cast<double>(row_bytes(t.data_type, cols));
+    const double state_bytes =
+        lookups * static_cast<double>(optimizer_state_bytes(spec_.optimizer.type, 1, cols, t.optimizer_state_type));
     Perf p;
-    p.fwd_compute = launch + 1e9 * row_bytes / (g.hbm_bandwidth_bytes_per_s * g.tbe_forward_efficiency);
-    p.bwd_compute = launch + 1e9 * row_bytes * (2.0 + 2.0 * state_per_elem_) /
+    p.fwd_compute = launch + 1e9 * rows_read / (g.hbm_bandwidth_bytes_per_s * g.tbe_forward_efficiency);
+    p.bwd_compute = launch + 1e9 * 2.0 * (rows_read + state_bytes) /
                                  (g.hbm_bandwidth_bytes_per_s * g.tbe_backward_efficiency);
     const double frac = W_ > 1 ? static_cast<double>(W_ - 1) / W_ : 0.0;
     const double bw = hw_.intra_node.bus_bandwidth_bytes_per_s;
@@ -70,8 +72,10 @@ class ShardCost {
     p.bwd_comms = 1e9 * frac * out_floats * 4.0 / bw;
     return p;
   }
-  double shard_bytes(int64_t rows, int64_t cols) const {
-    return static_cast<double>(rows * cols) * 4.0 * (1.0 + state_per_elem_);
+  // Bytes of a shard of rows x cols of table t: its stored rows and its optimizer state.
+  double shard_bytes(const TableSpec& t, int64_t rows, int64_t cols) const {
+    return static_cast<double>(rows * row_bytes(t.data_type, cols) +
+                               optimizer_state_bytes(spec_.optimizer.type, rows, cols, t.optimizer_state_type));
   }
   double batch() const { return B_; }
 
@@ -80,7 +84,6 @@ class ShardCost {
   const HardwareProfile& hw_;
   int W_;
   double B_;
-  double state_per_elem_ = 0;
 };
 
 struct Candidate {
@@ -193,7 +196,7 @@ class Search {
     switch (type) {
       case ShardingType::table_wise:
       case ShardingType::column_wise:
-        return cost_.perf(table_ids(i), s.num_cols, B * W_ * nf * static_cast<double>(s.num_cols), table_ids(i));
+        return cost_.perf(t, table_ids(i), s.num_cols, B * W_ * nf * static_cast<double>(s.num_cols), table_ids(i));
       case ShardingType::row_wise:
       case ShardingType::table_row_wise: {
         // memoized: the Zipf share of a row range costs up to 2 x 4,096 powers (zipf_mass)
@@ -202,15 +205,15 @@ class Search {
         double look = 0;
         for (int f : ti.features)
           look += B * W_ * spec_.features[static_cast<size_t>(f)].pooling_factor.mean *
-                  row_range_share(spec_.features[static_cast<size_t>(f)], t.num_embeddings, s.row_offset, s.num_rows);
-        return row_perf_[key] = cost_.perf(look, s.num_cols, B * W_ * nf * static_cast<double>(s.num_cols), look);
+                  shard_id_share(t, spec_.features[static_cast<size_t>(f)], s.row_offset, s.num_rows);
+        return row_perf_[key] = cost_.perf(t, look, s.num_cols, B * W_ * nf * static_cast<double>(s.num_cols), look);
       }
       case ShardingType::data_parallel: {
         // local lookups of the own batch; backward: the all-gather of every rank's sparse
         // gradients (ids and rows)
         const double look = B * ti.pf_sum;
-        Perf p = cost_.perf(look, s.num_cols, 0.0, 0.0);
-        const double rows = std::min(look, static_cast<double>(t.num_embeddings));
+        Perf p = cost_.perf(t, look, s.num_cols, 0.0, 0.0);
+        const double rows = std::min(look, static_cast<double>(t.rows()));
         p.bwd_comms = 1e9 * (W_ - 1) * rows * (8.0 + 4.0 * static_cast<double>(s.num_cols)) /
                       hw_.intra_node.bus_bandwidth_bytes_per_s;
         p.bwd_compute += p.bwd_compute * (W_ - 1);  // every rank applies every rank's gradients
@@ -253,7 +256,7 @@ class Search {
       const Perf p = shard_perf(i, type, s);
       per[static_cast<size_t>(s.rank)].add(p);
       load[static_cast<size_t>(s.rank)] += p.total();
-      bytes[static_cast<size_t>(s.rank)] += cost_.shard_bytes(s.num_rows, s.num_cols);
+      bytes[static_cast<size_t>(s.rank)] += cost_.shard_bytes(spec_.tables[i], s.num_rows, s.num_cols);
       plan.tables[i].shards.push_back(s);
     };
     struct Item {
@@ -270,10 +273,10 @@ class Search {
       const std::vector<int> ranks = ti.open ? std::vector<int>{} : ti.fixed.ranks;
       switch (tp.type) {
         case ShardingType::data_parallel:
-          for (int r = 0; r < W_; ++r) put(i, tp.type, {r, 0, t.num_embeddings, 0, t.embedding_dim});
+          for (int r = 0; r < W_; ++r) put(i, tp.type, {r, 0, t.rows(), 0, t.embedding_dim});
           break;
         case ShardingType::row_wise: {
-          const auto rows = even_split(t.num_embeddings, W_);
+          const auto rows = even_split(t.rows(), W_);
           int64_t off = 0;
           for (int r = 0; r < W_; ++r) {
             put(i, tp.type, {r, off, rows[static_cast<size_t>(r)], 0, t.embedding_dim});
@@ -282,28 +285,28 @@ class Search {
           break;
         }
         case ShardingType::table_wise:
-          if (ranks.size() == 1) put(i, tp.type, {ranks[0], 0, t.num_embeddings, 0, t.embedding_dim});
-          else open.push_back({i, shard_perf(i, tp.type, {0, 0, t.num_embeddings, 0, t.embedding_dim}).total(),
-                               cost_.shard_bytes(t.num_embeddings, t.embedding_dim)});
+          if (ranks.size() == 1) put(i, tp.type, {ranks[0], 0, t.rows(), 0, t.embedding_dim});
+          else open.push_back({i, shard_perf(i, tp.type, {0, 0, t.rows(), 0, t.embedding_dim}).total(),
+                               cost_.shard_bytes(t, t.rows(), t.embedding_dim)});
           break;
         case ShardingType::column_wise:
           if (!ranks.empty()) {
             const auto cols = column_split(t.embedding_dim, static_cast<int>(ranks.size()));
             int64_t off = 0;
             for (size_t s = 0; s < cols.size(); ++s) {
-              put(i, tp.type, {ranks[s], 0, t.num_embeddings, off, cols[s]});
+              put(i, tp.type, {ranks[s], 0, t.rows(), off, cols[s]});
               off += cols[s];
             }
           } else {
-            open.push_back({i, shard_perf(i, tp.type, {0, 0, t.num_embeddings, 0, t.embedding_dim}).total(),
-                            cost_.shard_bytes(t.num_embeddings, t.embedding_dim)});
+            open.push_back({i, shard_perf(i, tp.type, {0, 0, t.rows(), 0, t.embedding_dim}).total(),
+                            cost_.shard_bytes(t, t.rows(), t.embedding_dim)});
           }
           break;
         case ShardingType::table_row_wise:
           tp.node = ti.open ? -1 : ti.fixed.node;
           if (tp.node >= 0) place_twrw(i, tp.node, put);
-          else open.push_back({i, shard_perf(i, tp.type, {0, 0, t.num_embeddings, 0, t.embedding_dim}).total(),
-                               cost_.shard_bytes(t.num_embeddings, t.embedding_dim)});
+          else open.push_back({i, shard_perf(i, tp.type, {0, 0, t.rows(), 0, t.embedding_dim}).total(),
+                               cost_.shard_bytes(t, t.rows(), t.embedding_dim)});
           break;
       }
     }
@@ -327,16 +330,16 @@ class Search {
       const TableSpec& t = spec_.tables[it.table];
       TablePlan& tp = plan.tables[it.table];
       if (tp.type == ShardingType::table_wise) {
-        put(it.table, tp.type, {pick(it.bytes, {}, c.within_capacity), 0, t.num_embeddings, 0, t.embedding_dim});
+        put(it.table, tp.type, {pick(it.bytes, {}, c.within_capacity), 0, t.rows(), 0, t.embedding_dim});
       } else if (tp.type == ShardingType::column_wise) {
         const int parts = static_cast<int>(std::min<int64_t>(W_, std::max<int64_t>(1, t.embedding_dim / 4)));
         const auto cols = column_split(t.embedding_dim, parts);
         std::vector<int> used;
         int64_t off = 0;
         for (int64_t w : cols) {
-          const int r = pick(cost_.shard_bytes(t.num_embeddings, w), used, c.within_capacity);
+          const int r = pick(cost_.shard_bytes(t, t.rows(), w), used, c.within_capacity);
           used.push_back(r);
-          put(it.table, tp.type, {r, 0, t.num_embeddings, off, w});
+          put(it.table, tp.type, {r, 0, t.rows(), off, w});
           off += w;
         }
       } else {  // table_row_wise: the node with the least time
@@ -357,7 +360,7 @@ class Search {
   template <class Put>
   void place_twrw(size_t i, int node, Put& put) const {
     const TableSpec& t = spec_.tables[i];
-    const auto rows = even_split(t.num_embeddings, L_);
+    const auto rows = even_split(t.rows(), L_);
     int64_t off = 0;
     for (int l = 0; l < L_; ++l) {
       put(i, ShardingType::table_row_wise, {node * L_ + l, off, rows[static_cast<size_t>(l)], 0, t.embedding_dim});
@@ -371,7 +374,7 @@ class Search {
     double total = 0;
     for (size_t i = 0; i < tables_.size(); ++i) {
       const TableSpec& t = spec_.tables[i];
-      tw[i] = shard_perf(i, ShardingType::table_wise, {0, 0, t.num_embeddings, 0, t.embedding_dim}).total();
+      tw[i] = shard_perf(i, ShardingType::table_wise, {0, 0, t.rows(), 0, t.embedding_dim}).total();
       total += tw[i];
     }
     std::vector<ShardingType> out;

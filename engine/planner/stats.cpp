@@ -48,6 +48,14 @@ double row_range_share(const FeatureSpec& f, int64_t num_embeddings, int64_t row
   return static_cast<double>(num_rows) / static_cast<double>(num_embeddings);
 }
 
+double shard_id_share(const TableSpec& t, const FeatureSpec& f, int64_t row_offset, int64_t num_rows) {
+  if (t.hash_size > 0) {
+    if (num_rows <= 0) return 0.0;
+    return static_cast<double>(num_rows) / static_cast<double>(t.hash_size);
+  }
+  return row_range_share(f, t.num_embeddings, row_offset, num_rows);
+}
+
 std::vector<double> expected_lookups_per_rank(const WorkloadSpec& spec, const ShardingPlan& plan) {
   const FeatureIndex index(spec);
   std::vector<double> out(static_cast<size_t>(plan.world_size), 0.0);
@@ -62,7 +70,7 @@ std::vector<double> expected_lookups_per_rank(const WorkloadSpec& spec, const Sh
         double share = 1.0;
         if (tp.type == ShardingType::data_parallel) share = 1.0 / plan.world_size;
         else if (tp.type == ShardingType::row_wise || tp.type == ShardingType::table_row_wise)
-          share = row_range_share(f, t.num_embeddings, s.row_offset, s.num_rows);
+          share = shard_id_share(t, f, s.row_offset, s.num_rows);
         out[static_cast<size_t>(s.rank)] += ids * share;
       }
     }

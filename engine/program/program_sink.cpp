@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/quant/row_codec.h"
 
 namespace embedscope::engine::program {
 
@@ -62,9 +63,15 @@ void ProgramSink::wait(int op, int on) {
   if (on >= 0 && std::find(w.begin(), w.end(), on) == w.end()) w.push_back(on);
 }
 
-double ProgramSink::update_bytes(double ids, int64_t dim, double bags, OptimizerType type) {
-  const auto [m1, m2] = optimizer_state_floats(type, 1, dim);  // state floats per row
-  return bags * 4.0 * dim + ids * (8.0 + 2.0 * 4.0 * (static_cast<double>(dim) + static_cast<double>(m1 + m2)));
+double ProgramSink::lookup_bytes(double ids, int64_t dim, double bags, TableDataType dt) {
+  return ids * (static_cast<double>(row_bytes(dt, dim)) + 8.0) + bags * 4.0 * static_cast<double>(dim);
+}
+
+double ProgramSink::update_bytes(double ids, int64_t dim, double bags, OptimizerType type, TableDataType dt,
+                                 OptimizerStateType st) {
+  const int64_t state = optimizer_state_bytes(type, 1, dim, st);  // state bytes per row
+  return bags * 4.0 * static_cast<double>(dim) +
+         ids * (8.0 + 2.0 * static_cast<double>(row_bytes(dt, dim)) + 2.0 * static_cast<double>(state));
 }
 
 int ProgramSink::compute(std::string name, OpCategory cat, int batch, std::string what, int64_t rows, int64_t flops,

@@ -47,13 +47,20 @@ class ProgramSink {
   int compute(std::string name, sessions::OpCategory cat, int batch, std::string what, int64_t rows = 0,
               int64_t flops = 0, int64_t bytes = 0);
 
-  /// Device-memory bytes of a pooled lookup of `ids` ids into rows of `dim` fp32 columns,
-  /// pooled into `bags` bags: the rows and the ids read, the pooled rows written.
-  static double lookup_bytes(double ids, int64_t dim, double bags) { return ids * (4.0 * dim + 8) + bags * 4.0 * dim; }
+  /// Device-memory bytes of a pooled lookup of `ids` ids into rows of `dim` columns stored as
+  /// `dt` (row_bytes(dt, dim) a row, quant/row_codec.h: fp32 4 dim, fp16 / bf16 2 dim, int8
+  /// dim + 8), pooled into `bags` fp32 bags (lookups accumulate in fp32): the rows and the
+  /// 8-byte ids read, the pooled rows written:
+  ///   ids x (row_bytes(dt, dim) + 8) + bags x 4 dim.
+  /// Example: 100 ids, dim 64, 10 bags: fp32 100 x 264 + 2,560 = 28,960; int8 100 x 80 + 2,560 = 10,560.
+  static double lookup_bytes(double ids, int64_t dim, double bags, TableDataType dt = TableDataType::fp32);
   /// Device-memory bytes of the backward of that lookup with the fused optimizer `type` (TBE
-  /// backward): the bags' gradients and the ids read, every row and its optimizer state
-  /// read and written back (counted once per id: duplicates are not merged in the estimate).
-  static double update_bytes(double ids, int64_t dim, double bags, OptimizerType type);
+  /// backward): the bags' fp32 gradients and the ids read, every row (stored as `dt`) and its
+  /// optimizer state (stored as `st`, 4 or 2 bytes a value) read and written back (counted
+  /// once per id: duplicates are not merged in the estimate):
+  ///   bags x 4 dim + ids x (8 + 2 row_bytes(dt, dim) + 2 x value bytes x (state values per row)).
+  static double update_bytes(double ids, int64_t dim, double bags, OptimizerType type,
+                             TableDataType dt = TableDataType::fp32, OptimizerStateType st = OptimizerStateType::fp32);
   /// A comm op queued after the last compute op (or, launched_by >= 0, from inside that op);
   /// `sync`: the compute worker waits for it. Every all-to-all and reduce-scatter in `calls`
   /// is preceded by its split check ("<name>/split_check", comm/gloo_process_group.h).

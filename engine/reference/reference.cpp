@@ -41,6 +41,19 @@ void store_as(TableDataType t, float* x, int64_t n) {
     }
   }
 }
+
+// The value an optimizer state entry holds once stored as `t` (TableSpec::optimizer_state_type),
+// after the step has used it: fp32 keeps the double (the reference's own precision); fp16 /
+// bf16 round it to nearest even. The weight step of the same update used the unrounded value,
+// as the kernels do (kernels.h, apply_row_optimizer).
+double stored_state(OptimizerStateType t, double v) {
+  switch (t) {
+    case OptimizerStateType::fp32: return v;
+    case OptimizerStateType::fp16: return round_to_precision(static_cast<float>(v), CommPrecision::fp16);
+    case OptimizerStateType::bf16: return round_to_precision(static_cast<float>(v), CommPrecision::bf16);
+  }
+  return v;
+}
 }  // namespace
 
 ReferenceResult run_reference(const WorkloadSpec& spec, int64_t iterations, const ShardingPlan* plan,
@@ -176,6 +189,7 @@ ReferenceResult run_reference(const WorkloadSpec& spec, int64_t iterations, cons
               m += sq / static_cast<double>(width);
               for (int64_t c = c0; c < c0 + width; ++c)
                 w[at + static_cast<size_t>(c)] -= static_cast<float>(lr * grad[t][at + static_cast<size_t>(c)] / (std::sqrt(m) + eps));
+              m = stored_state(spec.tables[t].optimizer_state_type, m);
             }
             break;
           case OptimizerType::adam: {
@@ -186,6 +200,8 @@ ReferenceResult run_reference(const WorkloadSpec& spec, int64_t iterations, cons
               m1[t][q] = b1 * m1[t][q] + (1 - b1) * g;
               m2[t][q] = b2 * m2[t][q] + (1 - b2) * g * g;
               w[q] -= static_cast<float>(lr * (m1[t][q] / c1) / (std::sqrt(m2[t][q] / c2) + eps));
+              m1[t][q] = stored_state(spec.tables[t].optimizer_state_type, m1[t][q]);
+              m2[t][q] = stored_state(spec.tables[t].optimizer_state_type, m2[t][q]);
             }
             break;
           }

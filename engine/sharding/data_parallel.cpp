@@ -30,9 +30,9 @@ class DataParallel final : public EmbeddingSharding {
     LookupWork w;
     for (int t : sink.layout.dp_tables) {
       const double n = replica_ids(sink, t);
-      const int64_t dim = sink.spec.tables[static_cast<size_t>(t)].embedding_dim;
+      const TableSpec& ts = sink.spec.tables[static_cast<size_t>(t)];
       w.ids += n;
-      w.bytes += program::ProgramSink::lookup_bytes(n, dim, bags(sink, t));
+      w.bytes += program::ProgramSink::lookup_bytes(n, ts.embedding_dim, bags(sink, t), ts.data_type);
     }
     return w;
   }
@@ -62,7 +62,8 @@ class DataParallel final : public EmbeddingSharding {
                    fmt::format("merge the replicas' gradients and update every replica of {}", ts.name),
                    sink.world * rows, 0,
                    std::llround(program::ProgramSink::update_bytes(static_cast<double>(sink.world * rows), ts.embedding_dim,
-                                                                   0, sink.spec.optimizer.type)));
+                                                                   0, sink.spec.optimizer.type, ts.data_type,
+                                                                   ts.optimizer_state_type)));
     }
   }
 

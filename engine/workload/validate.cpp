@@ -33,6 +33,11 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
     if (tb.hash_size != 0 && (tb.hash_size < 1 || tb.hash_size > tb.num_embeddings))
       c.fail(p + "/hash_size",
              fmt::format("must be in [1, num_embeddings = {}], got {}", tb.num_embeddings, tb.hash_size));
+    if (tb.optimizer_state_type != OptimizerStateType::fp32 && s.optimizer.type == OptimizerType::sgd)
+      c.fail(p + "/optimizer_state_type",
+             fmt::format("{} (table \"{}\") with /optimizer/type sgd, which keeps no state: leave it out (fp32) or "
+                         "use rowwise_adagrad or adam",
+                         enum_name(tb.optimizer_state_type), tb.name));
     if (tb.feature_names.empty()) c.fail(p + "/feature_names", "must not be empty");
     for (size_t k = 0; k < tb.feature_names.size(); ++k) {
       if (tb.feature_names[k].empty()) c.fail(ptr_idx(p + "/feature_names", k), "must not be empty");
@@ -242,6 +247,11 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
       if (s.tables[t].data_type != TableDataType::fp32)
         c.fail(ptr_idx("/tables", t) + "/data_type",
                fmt::format("{} (table \"{}\") is {} (fp32 only)", enum_name(s.tables[t].data_type), s.tables[t].name, kNotYet));
+    for (size_t t = 0; t < s.tables.size(); ++t)
+      if (s.tables[t].optimizer_state_type != OptimizerStateType::fp32)
+        c.fail(ptr_idx("/tables", t) + "/optimizer_state_type",
+               fmt::format("{} (table \"{}\") is {} (fp32 only)", enum_name(s.tables[t].optimizer_state_type),
+                           s.tables[t].name, kNotYet));
   }
 }
 

@@ -531,3 +531,47 @@ TEST(Cli, RunAndStatsReportTableStorage) {
   const auto st = nlohmann::json::parse(sj.out);
   EXPECT_EQ(st["tables"], j["tables"]);
 }
+
+// `plan` prints each table's stored rows and bytes as the run will allocate them (issue 16):
+// the same workload as above, planned: t_b fp16 100 x 6 (12 B a row), t_c int8 on 100 hashed
+// rows of 12 columns (20 B a row); the JSON's table_storage is read back by run --plan.
+TEST(Cli, PlanShowsEachTablesStoredBytes) {
+  nlohmann::json w = nlohmann::json::parse(std::ifstream(kData + "/../../resources/workloads/tiny.json"));
+  w["tables"][2]["data_type"] = "fp16";
+  w["tables"][3]["data_type"] = "int8";
+  w["tables"][3]["hash_size"] = 100;
+  w["optimizer"] = {{"type", "rowwise_adagrad"}, {"learning_rate", 0.1}};
+  const auto path = scratch() / "compressed_plan.json";
+  std::ofstream(path) << w.dump();
+  Result r = cli("plan " + path.string() + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["table_storage"].size(), 4u);
+  const auto& tb = j["table_storage"][2];
+  EXPECT_EQ(tb["table"], "t_b");
+  EXPECT_EQ(tb["data_type"], "fp16");
+  EXPECT_EQ(tb["rows"], 100);
+  EXPECT_EQ(tb["row_bytes"], 12);
+  EXPECT_EQ(tb["weight_bytes"], 1200);
+  EXPECT_EQ(tb["optimizer_state_bytes"], 400);  // rowwise_adagrad: one fp32 a row
+  const auto& tc = j["table_storage"][3];
+  EXPECT_EQ(tc["rows"], 100);
+  EXPECT_EQ(tc["row_bytes"], 20);
+  EXPECT_EQ(tc["weight_bytes"], 2000);
+  EXPECT_EQ(j["table_storage"][1]["weight_bytes"], 10 * 8 * 4);
+  Result t = cli("plan " + path.string());
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("row bytes"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("int8"), std::string::npos) << t.out;
+  const std::string plan_file = (scratch() / "compressed_plan_out.json").string();
+  std::ofstream(plan_file) << r.out;
+  const std::string db = (scratch() / "compressed_plan.db").string();
+  r = cli("run " + path.string() + " --steps 1 --plan " + plan_file + " --force-overwrite -o " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  // the session's shards carry the same stored bytes: t_c 100 x 20 + 100 x 4 (adagrad's row state)
+  embedscope::sessions::SessionReader s(db);
+  int64_t t_c = 0;
+  for (const auto& sh : s.shards())
+    if (sh.table_name == "t_c") t_c += sh.planned_bytes;
+  EXPECT_EQ(t_c, 100 * 20 + 100 * 4);
+}

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/quant/row_codec.h"
 
 using namespace embedscope::engine;
 
@@ -110,4 +111,59 @@ TEST(RowOptimizers, OneStepByHand) {
   EXPECT_EQ(optimizer_state_bytes(OptimizerType::adam, 10, 4), 320);
   EXPECT_EQ(optimizer_state_bytes(OptimizerType::rowwise_adagrad, 10, 4), 40);
   EXPECT_EQ(optimizer_state_bytes(OptimizerType::sgd, 10, 4), 0);
+}
+
+// Reduced-precision optimizer state (TableSpec::optimizer_state_type), by hand. rowwise_adagrad,
+// g = (0.1, 0.2): m = (0.01 + 0.04) / 2 = 0.025, not an fp16 value; the step uses the fp32 value
+// and fp16 stores 1638 x 2^-16 = 0.0249938965 (the nearest: 0.025 / 2^-16 = 1638.4). The second
+// step adds 0.025 to the stored value.
+TEST(RowOptimizers, ReducedPrecisionStateByHand) {
+  SparseGrad g{2, {1}, {0.1f, 0.2f}};
+  OptimizerSpec o;
+  o.learning_rate = 0.1;
+  o.eps = 1e-8;
+  o.type = OptimizerType::rowwise_adagrad;
+  std::vector<float> w{1, 1, 1, 1};
+  auto st = make_optimizer_state(o.type, 2, 2, OptimizerStateType::fp16);
+  EXPECT_TRUE(st.momentum1.empty());
+  ASSERT_EQ(st.packed1.size(), 4u);  // 2 rows x 2 bytes
+  apply_row_optimizer(o, 1, w.data(), 2, st, g);
+  float m = 0;
+  decode_row(TableDataType::fp16, st.packed1.data() + 2, 1, &m);
+  EXPECT_DOUBLE_EQ(m, 1638.0 / 65536.0);
+  const float m_fp32 = (0.1f * 0.1f + 0.2f * 0.2f) / 2.0f;
+  EXPECT_FLOAT_EQ(w[2], 1.0f - 0.1f * 0.1f / (std::sqrt(m_fp32) + 1e-8f));  // the unrounded m
+  EXPECT_FLOAT_EQ(w[0], 1.0f);                                             // row 0 untouched
+  decode_row(TableDataType::fp16, st.packed1.data(), 1, &m);
+  EXPECT_EQ(m, 0.0f);
+  const float w2 = w[2];
+  apply_row_optimizer(o, 2, w.data(), 2, st, g);
+  const float m2 = 1638.0f / 65536.0f + m_fp32;
+  EXPECT_FLOAT_EQ(w[2], w2 - 0.1f * 0.1f / (std::sqrt(m2) + 1e-8f));
+  // on an encoded (bf16) row, the same update: the rows rounded to bf16 after it
+  std::vector<uint8_t> rows(2 * row_bytes(TableDataType::bf16, 2));
+  const float ones[2] = {1, 1};
+  encode_row(TableDataType::bf16, ones, 2, rows.data());
+  encode_row(TableDataType::bf16, ones, 2, rows.data() + 4);
+  auto st16 = make_optimizer_state(o.type, 2, 2, OptimizerStateType::bf16);
+  apply_row_optimizer_encoded(o, 1, TableDataType::bf16, rows.data(), 2, st16, g);
+  decode_row(TableDataType::bf16, st16.packed1.data() + 2, 1, &m);
+  EXPECT_EQ(m, round_to_precision(m_fp32, CommPrecision::bf16));
+  EXPECT_NE(m, m_fp32);
+  // adam: m1 and m2 of the row, dim values each, 2 bytes a value
+  o.type = OptimizerType::adam;
+  auto sa = make_optimizer_state(o.type, 2, 2, OptimizerStateType::bf16);
+  EXPECT_EQ(sa.packed1.size(), 8u);
+  EXPECT_EQ(sa.packed2.size(), 8u);
+  std::vector<float> wa{1, 1, 1, 1};
+  apply_row_optimizer(o, 1, wa.data(), 2, sa, g);
+  float m1[2], v[2];
+  decode_row(TableDataType::bf16, sa.packed1.data() + 4, 2, m1);
+  decode_row(TableDataType::bf16, sa.packed2.data() + 4, 2, v);
+  EXPECT_EQ(m1[1], round_to_precision((1.0f - 0.9f) * 0.2f, CommPrecision::bf16));
+  EXPECT_EQ(v[1], round_to_precision((1.0f - 0.999f) * 0.2f * 0.2f, CommPrecision::bf16));
+  EXPECT_NEAR(wa[3], 1 - 0.1, 1e-6);  // the first Adam step: lr x sign(g), from the unrounded state
+  EXPECT_EQ(optimizer_state_bytes(OptimizerType::adam, 10, 4, OptimizerStateType::fp16), 160);
+  EXPECT_EQ(optimizer_state_bytes(OptimizerType::rowwise_adagrad, 10, 4, OptimizerStateType::bf16), 20);
+  EXPECT_EQ(optimizer_state_value_bytes(OptimizerStateType::fp32), 4);
 }

@@ -30,6 +30,7 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json) {
   const es::PlanSearchResult r = with_origin(a.origin, [&] { return es::plan_search(spec, es::planning_profile(spec)); });
   if (as_json) {
     json j = es::to_json(spec, r.plan);
+    j["table_storage"] = table_storage_estimate_json(spec, r.plan);
     j["fits"] = r.stats.fits;
     j.update(pipeline_json(spec));
     j["search"] = {{"proposer", r.proposer}, {"proposals", r.proposals}, {"feasible", r.feasible},
@@ -38,7 +39,8 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json) {
     std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     return 0;
   }
-  std::cout << plan_table(spec, r.plan) << "\n" << pipeline_text(spec) << "\n";
+  std::cout << plan_table(spec, r.plan) << "\n" << table_storage_text(spec, r.plan) << "\n" << pipeline_text(spec)
+            << "\n";
   std::cout << fmt::format("planner search: evaluated {} proposal(s), found {} possible plan(s), ran for {:.2f} s; best: "
                            "{}\n",
                            r.proposals, r.feasible, r.seconds, r.proposer);
@@ -68,6 +70,7 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan) {
   }
   if (as_json) {
     json j = es::to_json(spec, plan);
+    j["table_storage"] = table_storage_estimate_json(spec, plan);
     j["fits"] = does_not_fit.empty();
     if (!does_not_fit.empty()) {
       j["ended"] = "bad_input";
@@ -82,7 +85,8 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan) {
                              {"capacity_bytes", spec.devices.memory_bytes}});
     std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
-    std::cout << plan_table(spec, plan) << "\n" << pipeline_text(spec) << "\n";
+    std::cout << plan_table(spec, plan) << "\n" << table_storage_text(spec, plan) << "\n" << pipeline_text(spec)
+              << "\n";
     std::cout << fmt::format("{:<5} {:>12} {:>16} {:>12} {:>12} {:>12} {:>12}\n", "rank", "weights", "optimizer state",
                              "dense", "buffers", "total", "capacity");
     for (const auto& e : est)

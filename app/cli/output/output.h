@@ -34,4 +34,13 @@ nlohmann::json pipeline_json(const engine::WorkloadSpec& spec);
 /// ("rank: rows x cols @ row,col"), each line ending in '\n'.
 std::string plan_table(const engine::WorkloadSpec& spec, const engine::ShardingPlan& plan);
 
+/// The planned storage per table (engine::estimate_table_storage) as a table: a header line,
+/// then per table its name, data_type, stored rows, bytes a row, weights and optimizer state
+/// (format_bytes), each line ending in '\n'.
+std::string table_storage_text(const engine::WorkloadSpec& spec, const engine::ShardingPlan& plan);
+
+/// The same as a JSON array: [{"table", "data_type", "rows", "row_bytes", "weight_bytes",
+/// "optimizer_state_bytes"}] (bytes), `plan --json`'s "table_storage".
+nlohmann::json table_storage_estimate_json(const engine::WorkloadSpec& spec, const engine::ShardingPlan& plan);
+
 }  // namespace embedscope::cli

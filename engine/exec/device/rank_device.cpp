@@ -32,7 +32,9 @@ class HostRankDevice final : public RankDevice {
       g.values.insert(g.values.end(), values + i * cols, values + (i + 1) * cols);
     }
     const auto [m1, m2] = optimizer_state_floats(opt.type, rows, cols);
-    const RowOptimizerState state{{momentum1, static_cast<size_t>(m1)}, {momentum2, static_cast<size_t>(m2)}};
+    RowOptimizerState state;  // fp32 state (the device path runs fp32 optimizer state only)
+    state.momentum1 = {momentum1, static_cast<size_t>(m1)};
+    state.momentum2 = {momentum2, static_cast<size_t>(m2)};
     apply_row_optimizer(opt, iteration, weights, cols, state, g);
   }
   void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,

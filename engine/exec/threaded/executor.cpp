@@ -116,6 +116,7 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     RunResult::TableStorage ts;
     ts.name = spec.tables[t].name;
     ts.data_type = spec.tables[t].data_type;
+    ts.optimizer_state_type = spec.tables[t].optimizer_state_type;
     ts.weight_bytes.assign(static_cast<size_t>(W), 0);
     ts.optimizer_state_bytes.assign(static_cast<size_t>(W), 0);
     QuantError err;
@@ -126,7 +127,8 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
         ts.weight_bytes[r] +=
             static_cast<int64_t>(ls.weights.size() * sizeof(float) + ls.packed.size());
         ts.optimizer_state_bytes[r] +=
-            static_cast<int64_t>((ls.momentum1.size() + ls.momentum2.size()) * sizeof(float));
+            static_cast<int64_t>((ls.momentum1.size() + ls.momentum2.size()) * sizeof(float) +
+                                 ls.packed_state1.size() + ls.packed_state2.size());
         err.merge(ls.storage_error);
       }
     ts.hash_size = spec.tables[t].hash_size;

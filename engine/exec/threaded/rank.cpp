@@ -186,11 +186,23 @@ void Rank::setup() {
       // at a time (no fp32 copy of the whole shard, not even on the host)
       ls.weights = DeviceBuffer<float>(&arena_, "weights");
       if (ls.data_type == TableDataType::fp32) ls.weights.assign(static_cast<size_t>(s.num_rows * s.num_cols));
+      ls.state_type = t.optimizer_state_type;
+      if (ls.state_type != OptimizerStateType::fp32 && gpu_)
+        throw std::invalid_argument(fmt::format("table \"{}\": optimizer_state_type {} runs on the cpu backend only "
+                                                "(the cuda kernels update fp32 state)",
+                                                t.name, enum_name(ls.state_type)));
       const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, s.num_rows, s.num_cols);
       ls.momentum1 = DeviceBuffer<float>(&arena_, "optimizer_state");
       ls.momentum2 = DeviceBuffer<float>(&arena_, "optimizer_state");
-      ls.momentum1.assign(static_cast<size_t>(m1));
-      ls.momentum2.assign(static_cast<size_t>(m2));
+      ls.packed_state1 = DeviceBuffer<uint8_t>(&arena_, "optimizer_state");
+      ls.packed_state2 = DeviceBuffer<uint8_t>(&arena_, "optimizer_state");
+      if (ls.state_type == OptimizerStateType::fp32) {
+        ls.momentum1.assign(static_cast<size_t>(m1));
+        ls.momentum2.assign(static_cast<size_t>(m2));
+      } else {  // 2-byte codes; the code of 0.0 is 0 in fp16 and bf16
+        ls.packed_state1.assign(static_cast<size_t>(m1 * 2));
+        ls.packed_state2.assign(static_cast<size_t>(m2 * 2));
+      }
       if (ls.data_type == TableDataType::fp32) {
         init_shard(spec.seed, tp.table, t.rows(), s.row_offset, s.num_rows, s.col_offset, s.num_cols, ls.weights.data());
       } else {

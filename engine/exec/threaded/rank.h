@@ -106,7 +106,11 @@ struct LocalShard {
   DeviceBuffer<float> weights;
   DeviceBuffer<uint8_t> packed;
   QuantError storage_error;  // of the rows encoded by the updates, measured steps (lookup error vs fp32)
-  DeviceBuffer<float> momentum1, momentum2;  // optimizer state (FBGEMM layouts)
+  // optimizer state (FBGEMM layouts): fp32 in momentum1 / momentum2; fp16 / bf16
+  // (TableSpec::optimizer_state_type) as 2-byte codes in packed_state1 / packed_state2
+  OptimizerStateType state_type = OptimizerStateType::fp32;
+  DeviceBuffer<float> momentum1, momentum2;
+  DeviceBuffer<uint8_t> packed_state1, packed_state2;
   /// Row r of the shard (local row index) decoded to fp32 into out[0, num_cols).
   void row(int64_t r, float* out) const {
     if (data_type == TableDataType::fp32)
@@ -115,7 +119,11 @@ struct LocalShard {
       decode_row(data_type, packed.data() + r * row_bytes(data_type, s.num_cols), s.num_cols, out);
   }
   RowOptimizerState state() {
-    return {{momentum1.data(), momentum1.size()}, {momentum2.data(), momentum2.size()}};
+    return {{momentum1.data(), momentum1.size()},
+            {momentum2.data(), momentum2.size()},
+            state_type,
+            {packed_state1.data(), packed_state1.size()},
+            {packed_state2.data(), packed_state2.size()}};
   }
 };
 

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <optional>
+#include <vector>
 
 namespace embedscope::engine {
 
@@ -150,16 +152,24 @@ std::pair<int64_t, int64_t> optimizer_state_floats(OptimizerType type, int64_t r
   return {0, 0};
 }
 
-int64_t optimizer_state_bytes(OptimizerType type, int64_t rows, int64_t dim) {
+int64_t optimizer_state_value_bytes(OptimizerStateType st) { return st == OptimizerStateType::fp32 ? 4 : 2; }
+
+int64_t optimizer_state_bytes(OptimizerType type, int64_t rows, int64_t dim, OptimizerStateType st) {
   const auto [a, b] = optimizer_state_floats(type, rows, dim);
-  return (a + b) * 4;
+  return (a + b) * optimizer_state_value_bytes(st);
 }
 
-OptimizerStateBuffers make_optimizer_state(OptimizerType type, int64_t rows, int64_t dim) {
+OptimizerStateBuffers make_optimizer_state(OptimizerType type, int64_t rows, int64_t dim, OptimizerStateType st) {
   const auto [a, b] = optimizer_state_floats(type, rows, dim);
   OptimizerStateBuffers s;
-  s.momentum1.assign(static_cast<size_t>(a), 0.0f);
-  s.momentum2.assign(static_cast<size_t>(b), 0.0f);
+  s.type = st;
+  if (st == OptimizerStateType::fp32) {
+    s.momentum1.assign(static_cast<size_t>(a), 0.0f);
+    s.momentum2.assign(static_cast<size_t>(b), 0.0f);
+  } else {  // the 2-byte code of 0.0 is 0 in both fp16 and bf16
+    s.packed1.assign(static_cast<size_t>(a * 2), 0);
+    s.packed2.assign(static_cast<size_t>(b * 2), 0);
+  }
   return s;
 }
 
@@ -200,9 +210,51 @@ inline void update_row(const OptimizerSpec& opt, int64_t iteration, float* __res
 }
 }  // namespace
 
+namespace {
+// update_row with a reduced-precision state (RowOptimizerState::type fp16 / bf16): row r's
+// state decoded into tmp1 / tmp2 (n1 / n2 values), updated there as row 0 of a one-row view,
+// and encoded back in place.
+class ReducedStateRow {
+ public:
+  ReducedStateRow(const OptimizerSpec& opt, int64_t dim, const RowOptimizerState& st)
+      : code_(st.type == OptimizerStateType::fp16 ? TableDataType::fp16 : TableDataType::bf16), st_(st) {
+    const auto [a, b] = optimizer_state_floats(opt.type, 1, dim);
+    n1_ = a;
+    n2_ = b;
+    tmp1_.resize(static_cast<size_t>(n1_));
+    tmp2_.resize(static_cast<size_t>(n2_));
+  }
+  void update(const OptimizerSpec& opt, int64_t iteration, float* w, int64_t r, int64_t dim, const float* g) {
+    uint8_t* p1 = st_.packed1.data() + r * n1_ * 2;
+    uint8_t* p2 = st_.packed2.data() + r * n2_ * 2;
+    if (n1_ > 0) decode_row(code_, p1, n1_, tmp1_.data());
+    if (n2_ > 0) decode_row(code_, p2, n2_, tmp2_.data());
+    RowOptimizerState view;
+    view.momentum1 = tmp1_;
+    view.momentum2 = tmp2_;
+    update_row(opt, iteration, w, 0, dim, view, g);
+    if (n1_ > 0) encode_row(code_, tmp1_.data(), n1_, p1);
+    if (n2_ > 0) encode_row(code_, tmp2_.data(), n2_, p2);
+  }
+
+ private:
+  TableDataType code_;
+  const RowOptimizerState& st_;
+  int64_t n1_ = 0, n2_ = 0;
+  std::vector<float> tmp1_, tmp2_;
+};
+}  // namespace
+
 void apply_row_optimizer(const OptimizerSpec& opt, int64_t iteration, float* weights,
                          int64_t dim, RowOptimizerState state, const SparseGrad& grad) {
   const size_t n = grad.rows.size();
+  if (state.type != OptimizerStateType::fp32) {
+    ReducedStateRow rs(opt, dim, state);
+    for (size_t u = 0; u < n; ++u)
+      rs.update(opt, iteration, weights + grad.rows[u] * dim, grad.rows[u], dim,
+                grad.values.data() + u * static_cast<size_t>(dim));
+    return;
+  }
   for (size_t u = 0; u < n; ++u) {
     const int64_t r = grad.rows[u];
     if (u + kPrefetchIds < n) {  // the rows are scattered over the shard: prefetch ahead
@@ -251,11 +303,15 @@ void apply_row_optimizer_encoded(const OptimizerSpec& opt, int64_t iteration, Ta
   }
   const int64_t stride = row_bytes(type, dim);
   std::vector<float> w(static_cast<size_t>(dim));
+  std::optional<ReducedStateRow> rs;
+  if (state.type != OptimizerStateType::fp32) rs.emplace(opt, dim, state);
   for (size_t u = 0; u < grad.rows.size(); ++u) {
     const int64_t r = grad.rows[u];
     uint8_t* at = rows + r * stride;
     decode_row(type, at, dim, w.data());
-    update_row(opt, iteration, w.data(), r, dim, state, grad.values.data() + u * static_cast<size_t>(dim));
+    const float* g = grad.values.data() + u * static_cast<size_t>(dim);
+    if (rs) rs->update(opt, iteration, w.data(), r, dim, g);
+    else update_row(opt, iteration, w.data(), r, dim, state, g);
     encode_row(type, w.data(), dim, at, err);
   }
 }

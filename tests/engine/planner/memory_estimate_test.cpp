@@ -152,3 +152,53 @@ TEST(MemoryEstimate, Int8TablesFitWhereFp32AndFp16DoNot) {
     EXPECT_LE(peak[r], s.devices.memory_bytes) << "rank " << r;
   }
 }
+
+// estimate_table_storage: each table's stored rows and bytes over its shards, by hand.
+TEST(MemoryEstimate, TableStorageCountsStoredRowsOfEveryShard) {
+  WorkloadSpec s = kjt_heavy(PipelineKind::base);  // 8 tables of 1000 x 4, 4 ranks
+  s.optimizer.type = OptimizerType::adam;          // 2 fp32 a value
+  s.tables[0].data_type = TableDataType::int8;     // 1000 x (4 + 8)
+  s.tables[1].data_type = TableDataType::bf16;
+  s.tables[1].hash_size = 10;                      // 10 x 8
+  s.sharding.per_table["t2"] = TableSharding{ShardingType::column_wise, {0, 1}, -1};
+  s.tables[2].data_type = TableDataType::int8;     // 2 column shards of 2: 1000 x (2 + 8) each
+  s.sharding.per_table["t3"] = TableSharding{ShardingType::data_parallel, {}, -1};  // 4 replicas
+  const auto st = estimate_table_storage(s, plan_sharding(s));
+  ASSERT_EQ(st.size(), 8u);
+  EXPECT_EQ(st[0].rows, 1000);
+  EXPECT_EQ(st[0].row_bytes, 12);
+  EXPECT_EQ(st[0].weight_bytes, 12000);
+  EXPECT_EQ(st[0].optimizer_state_bytes, 1000 * 4 * 8);
+  EXPECT_EQ(st[1].rows, 10);
+  EXPECT_EQ(st[1].row_bytes, 8);
+  EXPECT_EQ(st[1].weight_bytes, 80);
+  EXPECT_EQ(st[1].optimizer_state_bytes, 10 * 4 * 8);
+  EXPECT_EQ(st[2].row_bytes, 12);
+  EXPECT_EQ(st[2].weight_bytes, 2 * 1000 * 10);
+  EXPECT_EQ(st[3].data_type, TableDataType::fp32);
+  EXPECT_EQ(st[3].weight_bytes, 4 * 1000 * 16);
+  EXPECT_EQ(st[3].optimizer_state_bytes, 4 * 1000 * 4 * 8);
+}
+
+// Reduced-precision optimizer state (TableSpec::optimizer_state_type): 2 bytes a value in the
+// estimate and in the buffers the run allocates. adam on 8 tables of 1000 x 4, two a rank:
+// fp32 2 tables x 2 buffers x 16,000 B (16,384 in 512 B blocks); fp16 2 x 2 x 8,000 (8,192).
+TEST(MemoryEstimate, ReducedOptimizerStateHalvesTheStateBytes) {
+  WorkloadSpec s = kjt_heavy(PipelineKind::base);
+  s.batch_size = 256;
+  s.optimizer.type = OptimizerType::adam;
+  const ShardingPlan plan = plan_sharding(s);
+  EXPECT_EQ(estimate_memory(s, plan)[0].optimizer_state, 2 * 2 * 16384);
+  for (auto& t : s.tables) t.optimizer_state_type = OptimizerStateType::fp16;
+  const auto est = estimate_memory(s, plan);
+  EXPECT_EQ(est[0].optimizer_state, 2 * 2 * 8192);
+  EXPECT_EQ(estimate_table_storage(s, plan)[0].optimizer_state_bytes, 2 * 1000 * 4 * 2);
+  TrainerOptions opt;
+  opt.trace = false;
+  const RunResult r = run_training(s, plan, opt);
+  ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
+  ASSERT_EQ(r.table_storage.size(), 8u);
+  EXPECT_EQ(r.table_storage[0].total_optimizer_state_bytes(), 2 * 1000 * 4 * 2);
+  EXPECT_EQ(r.table_storage[0].optimizer_state_type, OptimizerStateType::fp16);
+  for (size_t k = 0; k < r.ranks.size(); ++k) EXPECT_GE(est[k].total(), r.ranks[k].memory_bytes) << "rank " << k;
+}

@@ -86,3 +86,80 @@ TEST(PlanSearch, PartitionerKeepsShardsWithinTheDeviceMemory) {
   EXPECT_TRUE(r.stats.fits);
   for (const auto& e : estimate_memory(spec, r.plan)) EXPECT_LE(e.total(), spec.devices.memory_bytes);
 }
+
+namespace {
+
+// 4 tables of 1M x 16 on 2 ranks, batch 64, sgd: the shape of the partitioner test above.
+WorkloadSpec four_big_tables() {
+  WorkloadSpec spec = load_preset("tiny");
+  spec.tables.clear();
+  spec.features.clear();
+  spec.sharding.per_table.clear();
+  for (int i = 0; i < 4; ++i) {
+    FeatureSpec f;
+    f.name = "f" + std::to_string(i);
+    spec.features.push_back(f);
+    spec.tables.push_back({"t" + std::to_string(i), 1 << 20, 16, Pooling::sum, {f.name}});
+  }
+  spec.optimizer.type = OptimizerType::sgd;
+  return spec;
+}
+
+}  // namespace
+
+// The search counts each table's stored bytes (row_bytes of its data_type): 4 x 1M x 16 fp32
+// tables are 4 x 64 MiB, which 2 ranks of 100 MiB cannot hold (128 MiB a rank at best); in
+// int8 a table is 1M x 24 B = 24 MiB, two a rank fit.
+TEST(PlanSearch, Int8TablesAreFoundToFitWhereFp32DoesNot) {
+  WorkloadSpec spec = four_big_tables();
+  spec.devices.memory_bytes = int64_t{100} << 20;
+  EXPECT_THROW(plan_search(spec, planning_profile(spec)), SpecError);
+  for (auto& t : spec.tables) t.data_type = TableDataType::int8;
+  const PlanSearchResult r = plan_search(spec, planning_profile(spec));
+  EXPECT_TRUE(r.stats.fits) << r.stats.does_not_fit;
+  const auto est = estimate_memory(spec, r.plan);
+  int64_t weights = 0;
+  for (const auto& e : est) {
+    EXPECT_LE(e.total(), spec.devices.memory_bytes) << e.rank;
+    weights += e.weights;
+  }
+  // every shard's rows x (its columns + 8); 2^k rows, so no 512 B rounding in the estimate
+  int64_t stored = 0;
+  for (const auto& t : estimate_table_storage(spec, r.plan)) {
+    EXPECT_EQ(t.row_bytes, 24);
+    EXPECT_GE(t.weight_bytes, (int64_t{1} << 20) * 24);  // column shards carry a scale and bias each
+    stored += t.weight_bytes;
+  }
+  EXPECT_EQ(weights, stored);
+  // the partitioner saw the same bytes: every candidate it placed within capacity fits
+  EXPECT_GE(r.feasible, 1);
+}
+
+// A hashed table's shards cover its hash_size rows (not num_embeddings): 4 tables of 1M ids
+// hashed to 1,000 rows (64 KB each in fp32) fit where the unhashed ones (64 MiB each) do not,
+// the plan is valid for the stored rows (plan_stats validates it), and a row-wise shard's
+// share of the ids is its share of the hash_size rows.
+TEST(PlanSearch, HashedTablesArePlannedOnTheirHashSizeRows) {
+  WorkloadSpec spec = four_big_tables();
+  for (auto& t : spec.tables) t.hash_size = 1000;
+  spec.sharding.per_table["t0"] = TableSharding{ShardingType::row_wise, {}, -1};
+  spec.devices.memory_bytes = int64_t{64} << 20;  // the unhashed tables (64 MiB each) would not fit
+  const PlanSearchResult r = plan_search(spec, planning_profile(spec));
+  EXPECT_TRUE(r.stats.fits) << r.stats.does_not_fit;
+  for (const TablePlan& tp : r.plan.tables) {
+    int64_t rows = 0;
+    for (const Shard& s : tp.shards)
+      if (s.col_offset == 0) rows += s.num_rows;
+    if (tp.type == ShardingType::data_parallel) rows /= r.plan.world_size;
+    EXPECT_EQ(rows, 1000) << spec.tables[static_cast<size_t>(tp.table)].name;
+  }
+  const TablePlan& t0 = r.plan.tables[0];
+  ASSERT_EQ(t0.shards.size(), 2u);
+  EXPECT_EQ(t0.shards[0].num_rows, 500);
+  EXPECT_EQ(t0.shards[1].row_offset, 500);
+  // every table row_wise: each rank's 500 of the 1,000 hashed rows of a table serve half its ids:
+  // 4 tables x 2 ranks x 8 bags x 1 id / 2 = 32 a rank
+  for (auto& t : spec.tables) spec.sharding.per_table[t.name] = TableSharding{ShardingType::row_wise, {}, -1};
+  const PlanSearchResult rw = plan_search(spec, planning_profile(spec));
+  EXPECT_EQ(expected_lookups_per_rank(spec, rw.plan), (std::vector<double>{32.0, 32.0}));
+}

@@ -123,3 +123,20 @@ TEST(PlannerStats, CriticalPathIsTheSumOfPerPhaseMaxima) {
   // the greedy-by-bytes plan's lookup imbalance (README: 3.38x): every table serves 512 x 4 ids
   EXPECT_GT(st.lookups.max_over_mean, 3.0);
 }
+
+// A hashed table's rows are xxHash64 buckets: a row range's share of the ids is its share of
+// hash_size, even for Zipf ids with the hottest id at row 0 (permute = false), whose unhashed
+// share of the first quarter of 1,000 rows is far above 1/4.
+TEST(PlannerStats, HashedTablesShareTheIdsByStoredRows) {
+  FeatureSpec f;
+  f.ids.kind = IdDistributionKind::zipf;
+  f.ids.alpha = 1.1;
+  f.ids.permute = false;
+  TableSpec t{"t", 1000, 8, Pooling::sum, {"f"}};
+  EXPECT_GT(shard_id_share(t, f, 0, 250), 0.5);
+  EXPECT_DOUBLE_EQ(shard_id_share(t, f, 0, 250), row_range_share(f, 1000, 0, 250));
+  t.hash_size = 100;
+  EXPECT_DOUBLE_EQ(shard_id_share(t, f, 0, 25), 0.25);
+  EXPECT_DOUBLE_EQ(shard_id_share(t, f, 25, 75), 0.75);
+  EXPECT_DOUBLE_EQ(shard_id_share(t, f, 0, 0), 0.0);
+}

@@ -336,3 +336,43 @@ TEST(StepProgram, MatchesWhatTheCpuExecutorRecords) {
   }
   std::filesystem::remove(path);
 }
+
+// The lookup and the fused backward count each table's stored row size (quant/row_codec.h,
+// row_bytes: fp32 4 dim, fp16 2 dim, int8 dim + 8), not 4-byte values. One table of 1,000 x 64
+// (pooling factor 2, fixed) on rank 0 of 2, batch 8: 32 ids (2 ranks x 8 bags x 2), 16 bags.
+//   lookup   = ids x (row_bytes + 8) + bags x 4 x 64 (fp32 pooled):
+//              fp32 32 x 264 + 4,096 = 12,544; fp16 32 x 136 + 4,096 = 8,448; int8 32 x 80 + 4,096 = 6,656
+//   backward = bags x 256 + ids x (8 + 2 row_bytes + 2 x 4 x state floats a row), sgd (no state):
+//              fp32 4,096 + 32 x 520 = 20,736; fp16 4,096 + 32 x 264 = 12,544; int8 4,096 + 32 x 152 = 8,960
+//   rowwise_adagrad adds 1 state float a row: + 32 x 8 = 256.
+TEST(StepProgram, LookupAndBackwardBytesUseTheStoredRowSize) {
+  WorkloadSpec s = tiny(2, ShardingType::table_wise);
+  s.tables.clear();
+  s.features.clear();
+  FeatureSpec f;
+  f.name = "f";
+  f.pooling_factor = {true, 2.0, 2};
+  s.features.push_back(f);
+  s.tables.push_back({"t", 1000, 64, Pooling::sum, {"f"}});
+  s.optimizer.type = OptimizerType::sgd;
+  auto bytes = [&](TableDataType dt, const char* op) {
+    s.tables[0].data_type = dt;
+    const ShardingPlan plan = plan_sharding(s);
+    EXPECT_EQ(plan.tables[0].shards[0].rank, 0);
+    return op_named(build_step_program(s, plan, 0, 0), op).bytes;
+  };
+  EXPECT_EQ(bytes(TableDataType::fp32, "lookup"), 12544);
+  EXPECT_EQ(bytes(TableDataType::fp16, "lookup"), 8448);
+  EXPECT_EQ(bytes(TableDataType::bf16, "lookup"), 8448);
+  EXPECT_EQ(bytes(TableDataType::int8, "lookup"), 6656);
+  EXPECT_EQ(bytes(TableDataType::fp32, "backward_fused_optimizer"), 20736);
+  EXPECT_EQ(bytes(TableDataType::fp16, "backward_fused_optimizer"), 12544);
+  EXPECT_EQ(bytes(TableDataType::int8, "backward_fused_optimizer"), 8960);
+  s.optimizer.type = OptimizerType::rowwise_adagrad;
+  EXPECT_EQ(bytes(TableDataType::int8, "backward_fused_optimizer"), 8960 + 256);
+  // a data-parallel replica reads its own batch only: 16 ids, 8 bags
+  s.optimizer.type = OptimizerType::sgd;
+  s.sharding.default_type = ShardingType::data_parallel;
+  EXPECT_EQ(bytes(TableDataType::int8, "lookup"), 16 * 80 + 8 * 256);
+  EXPECT_EQ(bytes(TableDataType::fp32, "lookup"), 16 * 264 + 8 * 256);
+}

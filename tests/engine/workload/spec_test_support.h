@@ -115,6 +115,7 @@ inline void expect_same(const es::WorkloadSpec& a, const es::WorkloadSpec& b) {
     EXPECT_EQ(a.tables[t].feature_names, b.tables[t].feature_names);
     EXPECT_EQ(a.tables[t].data_type, b.tables[t].data_type);
     EXPECT_EQ(a.tables[t].hash_size, b.tables[t].hash_size);
+    EXPECT_EQ(a.tables[t].optimizer_state_type, b.tables[t].optimizer_state_type);
   }
   ASSERT_EQ(a.features.size(), b.features.size());
   for (size_t f = 0; f < a.features.size(); ++f) {

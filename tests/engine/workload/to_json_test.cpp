@@ -54,4 +54,18 @@ TEST(SpecRoundTrip, DataTypeAndHashSize) {
   expect_same(es::parse_workload(json::parse(out.dump()), "rt"), s);
 }
 
+// optimizer_state_type: written where it is not fp32, read back.
+TEST(SpecRoundTrip, OptimizerStateType) {
+  json j = base_spec();
+  j["optimizer"] = {{"type", "rowwise_adagrad"}};
+  j["tables"][1]["optimizer_state_type"] = "bf16";
+  const es::WorkloadSpec s = es::parse_workload(j, "t.json");
+  EXPECT_EQ(s.tables[0].optimizer_state_type, es::OptimizerStateType::fp32);
+  EXPECT_EQ(s.tables[1].optimizer_state_type, es::OptimizerStateType::bf16);
+  const json out = es::to_json(s);
+  EXPECT_FALSE(out.at("tables").at(0).contains("optimizer_state_type"));
+  EXPECT_EQ(out.at("tables").at(1).at("optimizer_state_type"), "bf16");
+  expect_same(es::parse_workload(json::parse(out.dump()), "rt"), s);
+}
+
 }  // namespace

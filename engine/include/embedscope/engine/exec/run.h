@@ -174,7 +174,8 @@ struct RunResult {
     std::string name;
     TableDataType data_type = TableDataType::fp32;
     std::vector<int64_t> weight_bytes;           ///< per rank: bytes of the table's stored rows
-    std::vector<int64_t> optimizer_state_bytes;  ///< per rank: bytes of its fp32 optimizer state
+    OptimizerStateType optimizer_state_type = OptimizerStateType::fp32;  ///< TableSpec::optimizer_state_type
+    std::vector<int64_t> optimizer_state_bytes;  ///< per rank: bytes of its optimizer state (in optimizer_state_type)
     int64_t master_copy_bytes = 0;               ///< fp32 master copy of the rows (none kept)
     /// The lookup error against an fp32 copy of the same rows: over the rows the measured steps
     /// updated, max |fp32 row after the update - the row as stored| and that over max |fp32 row|

@@ -46,24 +46,40 @@ SparseGrad merge_sparse_grads(std::span<const SparseGrad> parts, int64_t dim);
 /// Optimizer state of one shard (FBGEMM layouts), a view of memory held elsewhere:
 ///  sgd: none; rowwise_adagrad: momentum1[num_rows] (mean of squared grads per row);
 ///  adam: momentum1 and momentum2 [num_rows x dim].
+/// type fp32: the values in momentum1 / momentum2 (packed1 / packed2 empty). type fp16 / bf16
+/// (TableSpec::optimizer_state_type): the same arrays as 2-byte codes (IEEE binary16 /
+/// bfloat16, the layouts of quant/row_codec.h) in packed1 / packed2, 2 bytes a value
+/// (momentum1 / momentum2 empty).
 struct RowOptimizerState {
   std::span<float> momentum1;
   std::span<float> momentum2;
+  OptimizerStateType type = OptimizerStateType::fp32;
+  std::span<uint8_t> packed1;
+  std::span<uint8_t> packed2;
 };
 
 /// Host-owned optimizer state (tests, benchmarks); converts to the view.
 struct OptimizerStateBuffers {
   std::vector<float> momentum1;
   std::vector<float> momentum2;
-  operator RowOptimizerState() { return {momentum1, momentum2}; }
+  OptimizerStateType type = OptimizerStateType::fp32;
+  std::vector<uint8_t> packed1;
+  std::vector<uint8_t> packed2;
+  operator RowOptimizerState() { return {momentum1, momentum2, type, packed1, packed2}; }
 };
 
 /// Floats of each optimizer state array for a shard of rows x dim: {momentum1, momentum2}.
 std::pair<int64_t, int64_t> optimizer_state_floats(OptimizerType type, int64_t rows, int64_t dim);
-/// Bytes of optimizer state for a shard of rows x dim (fp32).
-int64_t optimizer_state_bytes(OptimizerType type, int64_t rows, int64_t dim);
-/// Allocates zeroed host state for rows x dim.
-OptimizerStateBuffers make_optimizer_state(OptimizerType type, int64_t rows, int64_t dim);
+/// Bytes of a value of optimizer state stored as `st`: 4 (fp32), 2 (fp16, bf16).
+int64_t optimizer_state_value_bytes(OptimizerStateType st);
+/// Bytes of optimizer state for a shard of rows x dim stored as `st`: the values of
+/// optimizer_state_floats x optimizer_state_value_bytes(st). Example: adam, 10 x 4, fp16:
+/// 2 x 40 x 2 = 160; rowwise_adagrad 10 x 4, fp32: 40.
+int64_t optimizer_state_bytes(OptimizerType type, int64_t rows, int64_t dim,
+                              OptimizerStateType st = OptimizerStateType::fp32);
+/// Allocates zeroed host state for rows x dim, stored as `st`.
+OptimizerStateBuffers make_optimizer_state(OptimizerType type, int64_t rows, int64_t dim,
+                                           OptimizerStateType st = OptimizerStateType::fp32);
 
 /// Applies the row-sparse optimizer update to the rows in `grad` only (rows not in the batch
 /// are untouched, as in FBGEMM's fused backward). `iteration` counts from 1 (adam bias
@@ -72,7 +88,10 @@ OptimizerStateBuffers make_optimizer_state(OptimizerType type, int64_t rows, int
 ///   rowwise_adagrad: m1[r] += mean_c(g^2); w -= lr * g / (sqrt(m1[r]) + eps)
 ///   adam:            m1 = b1 m1 + (1-b1) g; m2 = b2 m2 + (1-b2) g^2;
 ///                    w -= lr * (m1 / (1-b1^t)) / (sqrt(m2 / (1-b2^t)) + eps)
-/// `weights` and `state` describe the whole shard (num_rows x dim).
+/// `weights` and `state` describe the whole shard (num_rows x dim). A state of type fp16 / bf16
+/// is decoded to fp32 for each row of `grad`, updated by the same formulas (the weight step
+/// uses the updated fp32 value, as FBGEMM's kernels do with fp16 momentum) and stored again,
+/// rounded to nearest even (no stochastic rounding).
 void apply_row_optimizer(const OptimizerSpec& opt, int64_t iteration, float* weights,
                          int64_t dim, RowOptimizerState state, const SparseGrad& grad);
 

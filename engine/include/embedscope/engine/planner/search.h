@@ -23,7 +23,8 @@
 // data_parallel, table_row_wise's node rows), then the open shards largest estimated time
 // first (LPT, longest processing time; ties: larger bytes first) onto the rank with the least
 // estimated time so far (ties: the fewest bytes, then the lowest rank) among the ranks whose
-// shard bytes would stay within devices.memory_bytes less the non-shard bytes of the memory
+// shard bytes (stored rows at their data_type's row_bytes plus optimizer state; a hashed table
+// has hash_size rows) would stay within devices.memory_bytes less the non-shard bytes of the memory
 // estimate; a column_wise table's shards go to distinct ranks; table_row_wise tables go to the
 // node with the least time. Every candidate is then checked with estimate_memory +
 // check_memory_fits, and a candidate that does not fit is dropped.
@@ -31,8 +32,11 @@
 // Time estimate of a shard (ns per step, the partitioner's and the proposers' unit): the
 // shard's expected lookups per step L (lookups.h: batch x world x mean pooling factor of the
 // table's features, times the shard's share of the ids) timed with the hardware profile:
-// forward = launch + L x cols x 4 B / (HBM bw x TBE forward efficiency); backward = launch +
-// L x cols x 4 B x (2 + optimizer state floats per element) / (HBM bw x TBE backward eff.);
+// forward = launch + L x row_bytes(data_type, cols) / (HBM bw x TBE forward efficiency), with
+// the table's stored row size (quant/row_codec.h: fp32 4 cols, fp16 / bf16 2 cols, int8 cols +
+// 8); backward = launch + 2 L x (row_bytes + optimizer state bytes of one row in the table's
+// optimizer_state_type, 4 or 2 a value) / (HBM bw x TBE backward eff.) (rows and state read
+// and written back);
 // comms = the bytes the shard's output dist sends (pooled rows, fp32) / the intra-node bus
 // bandwidth, twice (output dist forward, gradient dist backward). The plan itself is then
 // scored with plan_stats (its StepProgram ops timed by the cost model).

@@ -9,7 +9,8 @@
 // summed over the table's features, times the shard's share of the table's ids:
 //   table_wise / column_wise: 1 (every id of the table; a column shard reads its columns);
 //   data_parallel: 1 / world per replica (each rank looks up its own batch only);
-//   row_wise / table_row_wise: the share of the ids in the shard's row range. Uniform ids and
+//   row_wise / table_row_wise: the share of the ids in the shard's row range (a hashed table:
+//     rows / hash_size, shard_id_share below). Uniform ids and
 //     Zipf ids with permute = true (hot rows spread over the rows by a seeded permutation):
 //     rows / num_embeddings. Zipf with permute = false (the hottest row is row 0): the Zipf
 //     mass of the range, sum_{k=lo+1..hi} k^-alpha / sum_{k=1..N} k^-alpha, so row 0's shard
@@ -39,6 +40,13 @@ double zipf_mass(int64_t n, double alpha);
 /// The expected share in [0, 1] of a table's ids that falls in rows [row_offset, row_offset +
 /// num_rows) for the distribution of feature `f` (see the header comment).
 double row_range_share(const FeatureSpec& f, int64_t num_embeddings, int64_t row_offset, int64_t num_rows);
+
+/// The expected share in [0, 1] of table t's ids (feature f's) that falls in stored rows
+/// [row_offset, row_offset + num_rows): row_range_share over num_embeddings for a table without
+/// hashing; for a hashed table (hash_size > 0) the rows are xxHash64 buckets, which spread any
+/// id distribution evenly (hot ids land on pseudo-random rows), so num_rows / hash_size.
+/// Example: hash_size 1,000, rows [0, 250): 0.25 whatever f's ids are.
+double shard_id_share(const TableSpec& t, const FeatureSpec& f, int64_t row_offset, int64_t num_rows);
 
 /// Expected rows looked up per step on each rank (size world), summed over the plan's shards.
 std::vector<double> expected_lookups_per_rank(const WorkloadSpec& spec, const ShardingPlan& plan);

@@ -59,7 +59,7 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec);
 struct DeviceMemoryEstimate {
   int rank = 0;
   int64_t weights = 0;          ///< embedding shards, in each table's data_type (row_bytes of quant/row_codec.h)
-  int64_t optimizer_state = 0;  ///< FBGEMM state of those shards
+  int64_t optimizer_state = 0;  ///< FBGEMM state of those shards, in each table's optimizer_state_type
   int64_t dense = 0;            ///< dense parameters, gradients and activations
   int64_t buffers = 0;          ///< KJT, pooled outputs and their gradients, comm buffers (pipeline_buffers included)
   int64_t pipeline_buffers = 0; ///< the part of `buffers` held by the batches the pipeline keeps ahead
@@ -83,6 +83,25 @@ int64_t device_batches_ahead(PipelineKind pipeline);
 /// cuda backend's staging copies of lookups and dense layers.
 std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec,
                                                   const ShardingPlan& plan);
+
+/// The planned storage of one table over all its shards (every replica of a data_parallel
+/// table counted), before anything is allocated: what `embedscope plan` prints per table.
+struct TableStorageEstimate {
+  int table = 0;                     ///< index into WorkloadSpec::tables
+  TableDataType data_type = TableDataType::fp32;
+  int64_t rows = 0;                  ///< stored rows: hash_size when hashing, else num_embeddings
+  int64_t row_bytes = 0;             ///< bytes of one full row (quant/row_codec.h: row_bytes(data_type, embedding_dim))
+  /// sum over the shards of num_rows x row_bytes(data_type, num_cols) (an int8 column shard keeps
+  /// its own 8-byte scale and bias a row), bytes; not rounded to allocator blocks
+  int64_t weight_bytes = 0;
+  OptimizerStateType optimizer_state_type = OptimizerStateType::fp32;
+  int64_t optimizer_state_bytes = 0; ///< the shards' FBGEMM state, in optimizer_state_type, bytes
+};
+
+/// Per table (spec order) its stored rows and bytes under the plan. Example: 100,000 x 16 int8
+/// rows, table_wise: rows 100,000, row_bytes 24, weight_bytes 2,400,000; with hash_size 1,000 and
+/// fp16: rows 1,000, row_bytes 32, weight_bytes 32,000. Cost O(shards).
+std::vector<TableStorageEstimate> estimate_table_storage(const WorkloadSpec& spec, const ShardingPlan& plan);
 
 /// Throws SpecError if a device's estimate exceeds devices.memory_bytes, with the per-device
 /// breakdown (weights, optimizer state, dense, buffers) of every device that does not fit.

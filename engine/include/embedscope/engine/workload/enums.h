@@ -52,6 +52,11 @@ enum class CommPrecision { fp32, fp16, bf16 };
 /// scale and an fp32 bias per row (quant/row_codec.h). Lookups accumulate in fp32 whatever the
 /// storage; how training updates reduced-precision rows is described in quant/row_codec.h.
 enum class TableDataType { fp32, fp16, bf16, int8 };
+/// Storage precision of a table's optimizer state (FBGEMM TBE's momentum1 / momentum2 dtype,
+/// TorchRec's optimizer state dtypes): fp32, or fp16 / bf16 2-byte codes. Every update decodes
+/// the touched rows' state to fp32, applies the fp32 formula and stores it again rounded to
+/// nearest even (kernels/kernels.h, apply_row_optimizer).
+enum class OptimizerStateType { fp32, fp16, bf16 };
 /// How a device's memory is managed (engine/allocator.h describes each).
 enum class AllocatorKind { caching, expandable, direct, cuda_async };
 /// Where the training batches come from (spec.input; engine/input/source.h): synthetic (the
@@ -128,6 +133,12 @@ struct EnumNames<TableDataType> {
                                                                      {TableDataType::fp16, "fp16"},
                                                                      {TableDataType::bf16, "bf16"},
                                                                      {TableDataType::int8, "int8"}};
+};
+template <>
+struct EnumNames<OptimizerStateType> {
+  static constexpr std::pair<OptimizerStateType, const char*> values[] = {{OptimizerStateType::fp32, "fp32"},
+                                                                          {OptimizerStateType::fp16, "fp16"},
+                                                                          {OptimizerStateType::bf16, "bf16"}};
 };
 template <>
 struct EnumNames<AllocatorKind> {

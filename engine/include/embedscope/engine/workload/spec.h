@@ -79,6 +79,12 @@ struct TableSpec {
   /// [0, num_embeddings) but the table has hash_size rows, and id i is looked up in row
   /// hashed_row(i, hash_size) (input/hashing.h: xxHash64, seed kIdHashSeed). In [1, num_embeddings].
   int64_t hash_size = 0;
+  /// Precision of the table's optimizer state (JSON "optimizer_state_type", default fp32):
+  /// fp16 / bf16 store rowwise_adagrad's momentum1 (one value a row) and adam's momentum1 and
+  /// momentum2 (dim values a row each) as 2-byte codes, half the bytes; updated in fp32 and
+  /// rounded to nearest even when stored (enums.h). Not allowed with sgd (no state) nor on the
+  /// cuda backend.
+  OptimizerStateType optimizer_state_type = OptimizerStateType::fp32;
   /// Rows the table stores: hash_size when hashing, else num_embeddings. Every shard, plan and
   /// memory figure counts these rows; the ids (and invalid_ids) range over num_embeddings.
   int64_t rows() const { return hash_size > 0 ? hash_size : num_embeddings; }
