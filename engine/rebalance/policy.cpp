@@ -63,9 +63,9 @@ struct State {
   int64_t budget;  // 0 = unlimited
   ShardingPlan plan;
   std::vector<int64_t> rank_load;
-  std::vector<TableMove> moves;
+  std::vector<int> origin;  // each table's rank (first shard) in the current plan
   std::vector<RefusedMove> refused;
-  int64_t bytes = 0;
+  int64_t bytes = 0;        // of the tables away from their origin (a table moved twice counts once)
 
   int64_t table_ids(int t) const { return load.ids[static_cast<size_t>(t)][0]; }
   int rank_of(int t) const { return plan.tables[static_cast<size_t>(t)].shards[0].rank; }
@@ -82,7 +82,10 @@ struct State {
                                                      format_bytes(b), from, to, why)});
       return false;
     };
-    if (budget > 0 && bytes + b > budget)
+    // net bytes: a table that goes back to its origin costs nothing, one moved on counts once
+    const int o = origin[static_cast<size_t>(t)];
+    const int64_t next_bytes = bytes - (from != o ? b : 0) + (to != o ? b : 0);
+    if (budget > 0 && next_bytes > budget)
       return refuse(fmt::format("exceeds max_bytes_per_move: {} already moved + {} > {}", format_bytes(bytes),
                                 format_bytes(b), format_bytes(budget)));
     ShardingPlan next = plan;
@@ -98,8 +101,7 @@ struct State {
     const int64_t ids = table_ids(t);
     rank_load[static_cast<size_t>(from)] -= ids;
     rank_load[static_cast<size_t>(to)] += ids;
-    moves.push_back({t, from, to, ids, b});
-    bytes += b;
+    bytes = next_bytes;
     return true;
   }
 };
@@ -175,7 +177,8 @@ State descent(State s) {
 Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const ObservedLoad& load,
                  int64_t max_bytes_per_move) {
   const std::vector<int64_t> before = load_per_rank(current, load);
-  const State start{spec, load, max_bytes_per_move, current, before, {}, {}, 0};
+  State start{spec, load, max_bytes_per_move, current, before, {}, {}, 0};
+  for (const TablePlan& tp : current.tables) start.origin.push_back(tp.shards.empty() ? -1 : tp.shards[0].rank);
   State a = lpt(start);
   State b = descent(start);
   // the lower predicted maximum; on a tie the fewer bytes (then LPT)
@@ -187,8 +190,14 @@ Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const Ob
   p.imbalance_before = imbalance(before);
   p.load_after = best.rank_load;
   p.imbalance_after = imbalance(best.rank_load);
+  // the net moves: every table-wise table whose rank differs from the current plan's, in table order
+  for (size_t t = 0; t < current.tables.size(); ++t) {
+    if (!movable(current.tables[t])) continue;
+    const int from = start.origin[t], to = best.plan.tables[t].shards[0].rank;
+    if (from == to) continue;
+    p.moves.push_back({static_cast<int>(t), from, to, load.ids[t][0], table_wise_move_bytes(spec, static_cast<int>(t))});
+  }
   p.plan = std::move(best.plan);
-  p.moves = std::move(best.moves);
   p.refused = std::move(best.refused);
   p.bytes_moved = best.bytes;
   return p;

@@ -233,3 +233,23 @@ TEST(RebalancePolicy, WhenTheImbalanceOverTheWindowExceedsTheThreshold) {
   when.imbalance_above = 1.5;                        // strictly above
   EXPECT_FALSE(should_rebalance(when, 2, -1, ids));
 }
+
+TEST(RebalancePolicy, ATableTheSearchMovesTwiceIsMovedAndCountedOnce) {
+  // six tables of 10 ids on rank 0 of 3; t4, t5 are 4x bigger. Descent: t0 -> 1, t1 -> 1,
+  // t2 -> 1, t3 -> 2, then t0 on from rank 1 to rank 2: {20, 20, 20} with t0 net 0 -> 2.
+  // LPT reaches {20, 20, 20} too but moves t4 and t5 (t1, t2, t4, t5): more bytes.
+  const WorkloadSpec s = tables_on(3, {0, 0, 0, 0, 0, 0}, {1000, 1000, 1000, 1000, 4000, 4000});
+  const Proposal p = propose(s, plan_sharding(s), table_load({10, 10, 10, 10, 10, 10}), 0);
+  EXPECT_EQ(p.load_after, (std::vector<int64_t>{20, 20, 20}));
+  EXPECT_EQ(ranks_of(p.plan), (std::vector<int>{2, 1, 1, 2, 0, 0}));
+  ASSERT_EQ(p.moves.size(), 4u);  // net, in table order
+  const int to[] = {2, 1, 1, 2};
+  for (size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(p.moves[k].table, static_cast<int>(k));
+    EXPECT_EQ(p.moves[k].from, 0);
+    EXPECT_EQ(p.moves[k].to, to[k]);
+  }
+  EXPECT_EQ(p.bytes_moved, 4 * 64000);  // not 5 hops
+  // a budget of four small tables is enough: the second hop of t0 costs nothing more
+  EXPECT_EQ(propose(s, plan_sharding(s), table_load({10, 10, 10, 10, 10, 10}), 4 * 64000).bytes_moved, 4 * 64000);
+}

@@ -65,13 +65,16 @@ struct RefusedMove {
 /// A proposed plan with its predicted gain and its cost.
 struct Proposal {
   ShardingPlan plan;                   ///< the new plan (the current one when moves is empty)
-  std::vector<TableMove> moves;        ///< in the order they were decided (heaviest table first)
+  /// The net moves, in table order: each table whose rank in `plan` differs from the current
+  /// plan's, once (a search may move a table twice; it is moved once, from where it was to
+  /// where it ends).
+  std::vector<TableMove> moves;
   std::vector<RefusedMove> refused;
   std::vector<int64_t> load_before;    ///< ids per rank under the current plan
   std::vector<int64_t> load_after;     ///< predicted ids per rank under `plan`
   double imbalance_before = 1.0;       ///< imbalance(load_before), observed
   double imbalance_after = 1.0;        ///< imbalance(load_after), predicted
-  int64_t bytes_moved = 0;             ///< sum of moves' bytes
+  int64_t bytes_moved = 0;             ///< sum of moves' bytes (what max_bytes_per_move bounds)
   /// Whether applying the plan is predicted to help: some move and a lower imbalance.
   bool worth_it() const { return !moves.empty() && imbalance_after < imbalance_before; }
 };
@@ -88,8 +91,8 @@ struct Proposal {
 ///    one rank is the straggler.
 /// The load of every other shard (row_wise, column_wise, table_row_wise, data_parallel) stays
 /// where it is, as the base load of its rank. A move is made only if
-///  - the bytes moved so far plus its bytes stay within `max_bytes_per_move` (0 = unlimited),
-///    and
+///  - the net bytes of the plan with the move (tables away from their current rank, each
+///    counted once) stay within `max_bytes_per_move` (0 = unlimited), and
 ///  - every device's estimate_memory of the plan with the move fits devices.memory_bytes;
 /// otherwise it is listed in `refused` with the reason (once per table and target) and the
 /// search tries its next candidate (LPT: the next rank in load order, up to the table's own rank,
