@@ -135,6 +135,12 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
   const std::string origin = requested.name.empty() ? "workload" : requested.name;
   const WorkloadSpec spec = with_resolved_backend(requested, origin);
   validate_plan(spec, plan, "sharding plan");
+  // The policy is read (engine/rebalance/policy.h, `embedscope rebalance SESSION`), but no
+  // executor moves shards mid-run yet: refused rather than silently ignored.
+  if (spec.rebalance.enabled())
+    throw SpecError(origin + ": /rebalance: live resharding is not implemented; a run keeps one plan. Run with "
+                             "\"rebalance\": \"off\" and let `embedscope rebalance SESSION` propose the plan that "
+                             "balances the load the run observed (then `run --plan FILE`)");
   const bool on_cuda = spec.devices.backend == Backend::cuda;
   RunResult result;
   result.plan = plan;

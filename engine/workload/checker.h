@@ -113,6 +113,14 @@ class Checker {
 /// Every range and cross-reference check of a typed spec (validate.cpp); throws through `c`.
 void validate_spec(const WorkloadSpec& s, const Checker& c);
 
+/// The workload's "rebalance" (rebalance_reader.cpp): read_rebalance checks the JSON's shape and
+/// types (a string "off" or an object with exactly one of "every" / "when"), validate_rebalance
+/// the ranges of RebalanceSpec (rebalance_spec.h) against the spec, rebalance_to_json writes it
+/// back ("off" or the object; parse_workload reads it again to the same value).
+RebalanceSpec read_rebalance(const Checker& c, const nlohmann::json& v);
+void validate_rebalance(const WorkloadSpec& s, const Checker& c);
+nlohmann::json rebalance_to_json(const RebalanceSpec& r);
+
 }  // namespace embedscope::engine::workload_detail
 
 namespace embedscope::engine::detail {

@@ -425,7 +425,8 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
   const Reader r(origin);
   r.object(j, "", {"name", "description", "source", "tables", "features", "batch_size", "steps",
                    "warmup_steps", "seed", "devices", "optimizer", "dense", "sharding",
-                   "invalid_ids", "collective_timeout_ms", "memory", "pipeline", "qcomms", "network", "input"});
+                   "invalid_ids", "collective_timeout_ms", "memory", "pipeline", "qcomms", "network", "input",
+                   "rebalance"});
   WorkloadSpec s;
   s.name = "workload";
   if (auto* a = Reader::optional(j, "name")) s.name = r.string(*a, "/name");
@@ -534,6 +535,7 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
   }
 
   if (auto* a = Reader::optional(j, "input")) s.input = read_input(r, *a);
+  if (auto* a = Reader::optional(j, "rebalance")) s.rebalance = read_rebalance(r, *a);
 
   validate_spec(s, r);
   return s;

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checker.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine {
@@ -111,6 +112,7 @@ json to_json(const WorkloadSpec& s) {
                   {"on_short", enum_name(s.input.on_short)},
                   {"categorical", enum_name(s.input.categorical)}};
   }
+  if (s.rebalance.enabled()) j["rebalance"] = workload_detail::rebalance_to_json(s.rebalance);  // absent = off
   return j;
 }
 

@@ -232,6 +232,7 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
   } else if (!s.input.paths.empty()) {
     c.fail("/input/paths", fmt::format("only allowed for a file source, not {}", enum_name(s.input.kind)));
   }
+  validate_rebalance(s, c);
   if (s.devices.backend == Backend::cuda) {
     // What the cuda executor does not run yet (README: GPU path): refused here, never a fallback.
     constexpr const char* kNotYet = "not supported on the cuda backend yet";

@@ -31,6 +31,8 @@ Command add_run_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
 /// `program`: the step program of one rank (commands/program.cpp).
 Command add_program_command(CLI::App& app);
+/// `rebalance`: table-wise moves that balance a session's observed load (commands/rebalance.cpp).
+Command add_rebalance_command(CLI::App& app);
 /// `stats`: the figures of a session (commands/stats.cpp).
 Command add_stats_command(CLI::App& app);
 /// `replay-memory`: alloc/free actions through allocator settings (commands/replay_memory.cpp).

@@ -17,6 +17,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "embedscope/engine/workload/enums.h"
+#include "embedscope/engine/workload/rebalance_spec.h"
 #include "embedscope/engine/workload/spec_error.h"
 
 namespace embedscope::engine {
@@ -212,6 +213,8 @@ struct WorkloadSpec {
   QCommsSpec qcomms;
   NetworkSpec network;
   InputSpec input;
+  /// Rebalancing while training (issue 17): off by default (rebalance_spec.h).
+  RebalanceSpec rebalance;
 
   /// Index of the table that serves feature `f` (-1 if none), and the feature index of a name
   /// (-1 if absent). Each is a linear scan: O(tables x features) or O(features) per call; code

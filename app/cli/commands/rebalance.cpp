@@ -1,0 +1,167 @@
+// `embedscope rebalance SESSION`: the rebalancing policy (engine/rebalance/policy.h) applied to
+// the load a session observed: the ids each rank looked up over the last steps, the table-wise
+// moves that would balance them within each device's memory, the imbalance before (observed)
+// and after (predicted), the bytes to move, and the new plan (--plan-out, for `run --plan`).
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "embedscope/engine/rebalance/policy.h"
+#include "embedscope/engine/sharding/plan_json.h"
+#include "embedscope/engine/sharding/sharding.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/store/session.h"
+#include "output/output.h"
+
+namespace embedscope::cli {
+
+namespace es = embedscope::engine;
+namespace rb = embedscope::engine::rebalance;
+namespace ss = embedscope::sessions;
+using nlohmann::json;
+
+namespace {
+
+struct RebalanceState {
+  std::string file;
+  int64_t window = 0;           // 0: the policy's (when: window, every: every), else every measured step
+  int64_t max_bytes = -1;       // -1: the policy's max_bytes_per_move
+  std::string plan_out;
+  bool json = false;
+};
+
+std::string policy_text(const es::RebalanceSpec& r) {
+  switch (r.trigger) {
+    case es::RebalanceTrigger::off: return "off";
+    case es::RebalanceTrigger::every: return fmt::format("every {} steps", r.every);
+    case es::RebalanceTrigger::when:
+      return fmt::format("when ids max/mean > {:.2f} over {} steps", r.imbalance_above, r.window);
+  }
+  return "off";
+}
+
+int cmd_rebalance(const RebalanceState& s) {
+  const ss::SessionReader session(s.file);
+  const std::string workload = session.meta(ss::meta::kWorkloadJson);
+  const std::string plan_text = session.meta(ss::meta::kShardingPlanJson);
+  if (workload.empty() || plan_text.empty())
+    throw es::SpecError(fmt::format("{}: no workload_json or sharding_plan_json metadata (not a session Embedscope ran)", s.file));
+  const es::WorkloadSpec spec = es::parse_workload(json::parse(workload), s.file + " (workload_json)");
+  const es::ShardingPlan plan = es::plan_from_json(spec, json::parse(plan_text), s.file + " (sharding_plan_json)");
+  if (spec.devices.backend == es::Backend::simulated)
+    throw es::SpecError(fmt::format("{}: a simulated session: its load counters are the program's, not observed", s.file));
+
+  const std::vector<ss::LoadCounter> counters = session.load();
+  int64_t last = -1;
+  for (const auto& c : counters) last = std::max(last, c.step);
+  if (last < 0) throw es::SpecError(fmt::format("{}: no load counters of a measured step", s.file));
+  int64_t window = s.window;
+  if (window == 0) window = spec.rebalance.trigger == es::RebalanceTrigger::when    ? spec.rebalance.window
+                            : spec.rebalance.trigger == es::RebalanceTrigger::every ? spec.rebalance.every
+                                                                                    : last + 1;
+  if (window < 1) throw es::SpecError(fmt::format("--window: must be > 0, got {}", window));
+  const int64_t first = std::max<int64_t>(0, last - window + 1);
+  const int64_t steps = last - first + 1;
+  const int64_t max_bytes = s.max_bytes >= 0 ? s.max_bytes : spec.rebalance.max_bytes_per_move;
+
+  rb::ObservedLoad load = rb::ObservedLoad::zeros(plan);
+  int64_t ids = 0, lookup_ns = 0;
+  for (const auto& c : counters) {
+    if (c.step < first || c.step > last) continue;
+    if (c.table < 0 || static_cast<size_t>(c.table) >= load.ids.size() || c.shard < 0 ||
+        static_cast<size_t>(c.shard) >= load.ids[static_cast<size_t>(c.table)].size())
+      throw es::SpecError(fmt::format("{}: load_counters: table {} shard {} is not in the session's plan", s.file, c.table, c.shard));
+    load.ids[static_cast<size_t>(c.table)][static_cast<size_t>(c.shard)] += c.ids;
+    ids += c.ids;
+    lookup_ns += c.lookup_ns;
+  }
+  const rb::Proposal p = rb::propose(spec, plan, load, max_bytes);
+  // the lookup time the slowest rank saves per step, at the session's mean lookup ns per id
+  const int64_t max_before = *std::max_element(p.load_before.begin(), p.load_before.end());
+  const int64_t max_after = *std::max_element(p.load_after.begin(), p.load_after.end());
+  const double ns_per_id = ids > 0 ? static_cast<double>(lookup_ns) / static_cast<double>(ids) : 0.0;
+  const double saved_ns_per_step = static_cast<double>(max_before - max_after) / static_cast<double>(steps) * ns_per_id;
+
+  if (!s.plan_out.empty()) {
+    json pj = es::to_json(spec, p.plan);
+    pj.update(pipeline_json(spec));
+    std::ofstream f(s.plan_out);
+    if (!(f << pj.dump(2) << "\n")) throw es::SpecError(fmt::format("--plan-out: cannot write {}", s.plan_out));
+  }
+  if (s.json) {
+    json j = {{"session", s.file},
+              {"policy", policy_text(spec.rebalance)},
+              {"first_step", first},
+              {"last_step", last},
+              {"ids_before", p.load_before},
+              {"ids_after", p.load_after},
+              {"imbalance_before", p.imbalance_before},
+              {"imbalance_after_predicted", p.imbalance_after},
+              {"bytes_moved", p.bytes_moved},
+              {"lookup_ns_per_id", ns_per_id},
+              {"lookup_ns_saved_per_step_predicted", saved_ns_per_step},
+              {"worth_it", p.worth_it()},
+              {"moves", json::array()},
+              {"refused", json::array()},
+              {"plan", es::to_json(spec, p.plan)}};
+    for (const auto& m : p.moves)
+      j["moves"].push_back({{"table", spec.tables[static_cast<size_t>(m.table)].name}, {"from", m.from}, {"to", m.to},
+                            {"ids", m.ids}, {"bytes", m.bytes}});
+    for (const auto& r : p.refused)
+      j["refused"].push_back({{"table", spec.tables[static_cast<size_t>(r.table)].name}, {"from", r.from}, {"to", r.to},
+                              {"bytes", r.bytes}, {"reason", r.reason}});
+    std::cout << dump(j) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("rebalance of {}: ids looked up in steps {}..{} ({} step(s)); policy {}\n", s.file, first, last,
+                           steps, policy_text(spec.rebalance));
+  std::cout << fmt::format("{:<5} {:>14} {:>14}\n", "rank", "ids before", "ids after");
+  for (size_t r = 0; r < p.load_before.size(); ++r)
+    std::cout << fmt::format("{:<5} {:>14} {:>14}\n", r, p.load_before[r], p.load_after[r]);
+  std::cout << fmt::format("imbalance    ids max/mean {:.2f} observed; {:.2f} predicted after the moves\n",
+                           p.imbalance_before, p.imbalance_after);
+  std::cout << fmt::format("moves        {} table(s), {} of weights and optimizer state{}\n", p.moves.size(),
+                           es::format_bytes(p.bytes_moved),
+                           max_bytes > 0 ? fmt::format(" (max_bytes_per_move {})", es::format_bytes(max_bytes)) : "");
+  for (const auto& m : p.moves)
+    std::cout << fmt::format("  {:<20} rank {} -> rank {}  {} ids  {}\n", spec.tables[static_cast<size_t>(m.table)].name,
+                             m.from, m.to, m.ids, es::format_bytes(m.bytes));
+  for (const auto& r : p.refused) std::cout << fmt::format("  refused: {}\n", r.reason);
+  std::cout << fmt::format("gain         the slowest rank looks up {:.0f} fewer ids a step: about {} of lookup a step at the "
+                           "session's {:.1f} ns per id\n",
+                           static_cast<double>(max_before - max_after) / static_cast<double>(steps),
+                           ms(saved_ns_per_step), ns_per_id);
+  std::cout << (p.worth_it() ? "verdict      worth it: run with the new plan"
+                             : "verdict      not worth it: keep the current plan")
+            << (s.plan_out.empty() ? "" : fmt::format(" (written to {})", s.plan_out)) << "\n";
+  return 0;
+}
+
+}  // namespace
+
+Command add_rebalance_command(CLI::App& app) {
+  auto s = std::make_shared<RebalanceState>();
+  auto* c = app.add_subcommand("rebalance",
+                               "Propose table-wise moves that balance the lookups a session observed, within each device's "
+                               "memory, with the predicted imbalance and the bytes to move");
+  c->add_option("session", s->file, "Session file of a run")->required();
+  c->add_option("--window", s->window,
+                "Last steps whose ids are counted (default: the workload's rebalance window or every, else all)")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--max-bytes-per-move", s->max_bytes,
+                "Bytes of weights and optimizer state the moves may total (default: the workload's "
+                "rebalance.max_bytes_per_move; 0 = unlimited)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--plan-out", s->plan_out, "Write the proposed plan as JSON (for run --plan)");
+  c->add_flag("--json", s->json, "Print the proposal as JSON");
+  return {c, [s] { return cmd_rebalance(*s); }, [s] { return s->json; }};
+}
+
+}  // namespace embedscope::cli

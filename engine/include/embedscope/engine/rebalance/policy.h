@@ -1,0 +1,122 @@
+#pragma once
+// The rebalancing policy (issue 17): when to rebalance, and which table-wise shards to move
+// where, from the lookups the engine observed (the ids of the session's load_counters), within
+// each device's memory (the planner's estimate_memory). Pure functions of their arguments: every
+// rank that has the same all-gathered counters computes the same proposal.
+//
+// Load is counted in ids looked up (load_counters.ids), the measure `embedscope stats` reports
+// as "ids looked up max/mean". A table's load is assumed to stay with the table when it moves
+// (the ids of a table come from the features, not from the rank holding it), so the load after
+// a move is predicted by moving the table's observed ids with it.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "embedscope/engine/sharding/sharding.h"
+#include "embedscope/engine/workload/spec.h"
+
+namespace embedscope::engine::rebalance {
+
+/// Ids looked up per table shard over a window of steps: ids[t][s] for shard s of table t
+/// (the order of ShardingPlan::tables[t].shards, = load_counters.shard), summed over the steps.
+struct ObservedLoad {
+  std::vector<std::vector<int64_t>> ids;
+  /// A load of every shard of `plan` set to 0.
+  static ObservedLoad zeros(const ShardingPlan& plan);
+};
+
+/// max/mean of `per_rank` (the imbalance of `embedscope stats`): 1.0 when every entry is 0 or
+/// the vector is empty, otherwise max / (sum / size). {30, 10, 10, 10} -> 30 / 15 = 2.0.
+double imbalance(const std::vector<int64_t>& per_rank);
+
+/// Ids per rank: the sum of load.ids[t][s] over the shards that rank holds in `plan`.
+/// Throws std::invalid_argument if load's shape differs from the plan's (tables, shards).
+std::vector<int64_t> load_per_rank(const ShardingPlan& plan, const ObservedLoad& load);
+
+/// Bytes that moving a whole table-wise shard of table `table` costs: its weights in the table's
+/// data_type (row_bytes of quant/row_codec.h: rows() x row_bytes) plus its optimizer state
+/// (optimizer_state_floats of kernels.h, 4 bytes each). E.g. 1000 rows x 16 fp32 with
+/// rowwise_adagrad: 1000 * 64 + 1000 * 4 = 68000.
+int64_t table_wise_move_bytes(const WorkloadSpec& spec, int table);
+
+/// One table moved between ranks.
+struct TableMove {
+  int table = 0;        ///< index into WorkloadSpec::tables
+  int from = 0;         ///< rank holding it before
+  int to = 0;           ///< rank holding it after
+  int64_t ids = 0;      ///< its observed load (ids over the window)
+  int64_t bytes = 0;    ///< weights + optimizer state moved (table_wise_move_bytes)
+};
+
+/// A move the balancing wanted (to the least-loaded rank that could take it) and did not make.
+struct RefusedMove {
+  int table = 0;
+  int from = 0;
+  int to = 0;
+  int64_t bytes = 0;
+  /// Why, in words: "table \"t3\" (1.2 MiB) to rank 2: rank 2 would need 9.1 MiB of 8.0 MiB
+  /// (weights ..., optimizer state ..., dense ..., buffers ...)" or "... exceeds
+  /// max_bytes_per_move: 1.2 MiB already moved + 1.2 MiB > 2.0 MiB".
+  std::string reason;
+};
+
+/// A proposed plan with its predicted gain and its cost.
+struct Proposal {
+  ShardingPlan plan;                   ///< the new plan (the current one when moves is empty)
+  /// The net moves, in table order: each table whose rank in `plan` differs from the current
+  /// plan's, once (a search may move a table twice; it is moved once, from where it was to
+  /// where it ends).
+  std::vector<TableMove> moves;
+  std::vector<RefusedMove> refused;
+  std::vector<int64_t> load_before;    ///< ids per rank under the current plan
+  std::vector<int64_t> load_after;     ///< predicted ids per rank under `plan`
+  double imbalance_before = 1.0;       ///< imbalance(load_before), observed
+  double imbalance_after = 1.0;        ///< imbalance(load_after), predicted
+  int64_t bytes_moved = 0;             ///< sum of moves' bytes (what max_bytes_per_move bounds)
+  /// Whether applying the plan is predicted to help: some move and a lower imbalance.
+  bool worth_it() const { return !moves.empty() && imbalance_after < imbalance_before; }
+};
+
+/// Proposes a plan that balances the observed load by moving whole table-wise shards between
+/// ranks. Two searches run from the current plan and the one with the lower predicted maximum
+/// rank load wins (on a tie, the fewer bytes moved; then LPT):
+///  - LPT (Graham's longest-processing-time rule for makespan scheduling): every table-wise
+///    table, heaviest observed load first (ties: lower table index), goes to the rank with the
+///    least load placed so far (ties: the rank it is on, then the lower rank);
+///  - descent: while the most-loaded rank (ties: the lower rank) holds a table that can go to a
+///    rank whose load stays below that rank's, make the move with the lowest resulting maximum of
+///    the two ranks (ties: fewer bytes, lower table, lower rank). Fewer moves than LPT when
+///    one rank is the straggler.
+/// The load of every other shard (row_wise, column_wise, table_row_wise, data_parallel) stays
+/// where it is, as the base load of its rank. A move is made only if
+///  - the net bytes of the plan with the move (tables away from their current rank, each
+///    counted once) stay within `max_bytes_per_move` (0 = unlimited), and
+///  - every device's estimate_memory of the plan with the move fits devices.memory_bytes;
+/// otherwise it is listed in `refused` with the reason (once per table and target) and the
+/// search tries its next candidate (LPT: the next rank in load order, up to the table's own rank,
+/// where it stays: the plan before the move was checked, so staying always fits).
+/// Deterministic in its arguments. When the result is not worth_it(), callers keep the current
+/// plan. Throws std::invalid_argument if `load` does not match `current`'s shape.
+/// Example (tests/engine/rebalance/policy_test.cpp): 4 ranks, tables t0..t7 of ids
+/// {400,300,50,50,50,50,50,50}, t0 and t1 on rank 0, two others on each of ranks 1..3: loads
+/// {700,100,100,100} (imbalance 2.8). LPT reaches {400,300,150,150} with 5 moves, descent
+/// {400,400,100,100} with one (t1 to rank 1); both have the maximum 400 (imbalance 1.6), and
+/// descent moves fewer bytes, so the proposal is the one move.
+Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const ObservedLoad& load,
+                 int64_t max_bytes_per_move);
+
+/// Whether the policy asks for a rebalance after measured step `step` (0-based), and why.
+/// `ids_per_step_rank[s][r]` are the ids rank r looked up in step s, for steps 0..step (at least
+/// step + 1 rows); `last_rebalance` is the step after which the last rebalance ran (-1: none).
+///  - never within cooldown_steps after the last rebalance (step - last_rebalance <= cooldown);
+///  - every: after steps every-1, 2*every-1, ...: "every N steps";
+///  - when: if at least `window` steps ran since the last rebalance and the imbalance of the
+///    ids summed over the steps step-window+1..step exceeds imbalance_above:
+///    "imbalance 2.80 > 1.50 over steps 3..4".
+/// nullopt when off or when nothing fires. Throws std::invalid_argument if fewer rows are given.
+std::optional<std::string> should_rebalance(const RebalanceSpec& policy, int64_t step, int64_t last_rebalance,
+                                            const std::vector<std::vector<int64_t>>& ids_per_step_rank);
+
+}  // namespace embedscope::engine::rebalance

@@ -1,0 +1,46 @@
+#pragma once
+// RebalanceSpec: the rebalancing policy of a workload ("rebalance" in the workload JSON, issue
+// 17). Read by engine/workload/rebalance_reader.cpp; the policy itself (when to rebalance, which
+// tables to move) is engine/rebalance/ (embedscope/engine/rebalance/policy.h).
+//
+// JSON forms (README "Configuration reference"):
+//   "rebalance": "off"                                          (the default)
+//   "rebalance": { "every": N, ... }                            every N steps
+//   "rebalance": { "when": { "imbalance_above": X, "window": W }, ... }
+//       when the imbalance (max/mean over ranks of the ids looked up) over the last W steps
+//       exceeds X
+// with, in both object forms, "max_bytes_per_move" (bytes of weights and optimizer state one
+// rebalance may move; absent = unlimited) and "cooldown_steps" (steps after a rebalance before
+// the next may happen; default 0).
+
+#include <cstdint>
+
+namespace embedscope::engine {
+
+/// When a rebalance is considered.
+enum class RebalanceTrigger {
+  off,    ///< never (the default)
+  every,  ///< after every `every` steps
+  when,   ///< when the ids' max/mean over ranks over the last `window` steps exceeds `imbalance_above`
+};
+
+/// Largest cooldown_steps / every / window accepted (the steps limit of a workload, kMaxSteps).
+/// Ranges (errors name the JSON pointer, exit 2):
+///   /rebalance/every                  integer in [1, 1e9]
+///   /rebalance/when/imbalance_above   number, 1 < X < devices.count (max/mean of W ranks is
+///                                     at most W, reached when one rank does all the lookups)
+///   /rebalance/when/window            integer in [1, 1e9]
+///   /rebalance/max_bytes_per_move     integer in [1, 2^50] (bytes)
+///   /rebalance/cooldown_steps         integer in [0, 1e9]
+///   /rebalance                        needs devices.count >= 2
+struct RebalanceSpec {
+  RebalanceTrigger trigger = RebalanceTrigger::off;
+  int64_t every = 0;               ///< steps between rebalances (trigger every), >= 1
+  double imbalance_above = 0.0;    ///< trigger when: threshold of max/mean ids over ranks, > 1
+  int64_t window = 0;              ///< trigger when: steps the imbalance is measured over, >= 1
+  int64_t max_bytes_per_move = 0;  ///< bytes one rebalance may move; 0 = unlimited
+  int64_t cooldown_steps = 0;      ///< steps after a rebalance during which none happens, >= 0
+  bool enabled() const { return trigger != RebalanceTrigger::off; }
+};
+
+}  // namespace embedscope::engine

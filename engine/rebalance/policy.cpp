@@ -1,0 +1,230 @@
+// The rebalancing policy (rebalance/policy.h): the trigger, and the proposal of table-wise
+// moves from the observed load, checked against each device's memory estimate.
+#include "embedscope/engine/rebalance/policy.h"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/quant/row_codec.h"
+
+namespace embedscope::engine::rebalance {
+
+ObservedLoad ObservedLoad::zeros(const ShardingPlan& plan) {
+  ObservedLoad l;
+  for (const TablePlan& tp : plan.tables) l.ids.emplace_back(tp.shards.size(), 0);
+  return l;
+}
+
+double imbalance(const std::vector<int64_t>& per_rank) {
+  if (per_rank.empty()) return 1.0;
+  const int64_t sum = std::accumulate(per_rank.begin(), per_rank.end(), int64_t{0});
+  if (sum <= 0) return 1.0;
+  const int64_t mx = *std::max_element(per_rank.begin(), per_rank.end());
+  return static_cast<double>(mx) * static_cast<double>(per_rank.size()) / static_cast<double>(sum);
+}
+
+std::vector<int64_t> load_per_rank(const ShardingPlan& plan, const ObservedLoad& load) {
+  if (load.ids.size() != plan.tables.size())
+    throw std::invalid_argument(fmt::format("rebalance: load of {} tables for a plan of {}", load.ids.size(), plan.tables.size()));
+  std::vector<int64_t> out(static_cast<size_t>(plan.world_size), 0);
+  for (size_t t = 0; t < plan.tables.size(); ++t) {
+    const auto& shards = plan.tables[t].shards;
+    if (load.ids[t].size() != shards.size())
+      throw std::invalid_argument(fmt::format("rebalance: load of {} shards for table {} of {} shards", load.ids[t].size(),
+                                              t, shards.size()));
+    for (size_t s = 0; s < shards.size(); ++s) {
+      const int r = shards[s].rank;
+      if (r < 0 || r >= plan.world_size) throw std::invalid_argument(fmt::format("rebalance: shard on rank {} of {}", r, plan.world_size));
+      out[static_cast<size_t>(r)] += load.ids[t][s];
+    }
+  }
+  return out;
+}
+
+int64_t table_wise_move_bytes(const WorkloadSpec& spec, int table) {
+  const TableSpec& ts = spec.tables.at(static_cast<size_t>(table));
+  const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, ts.rows(), ts.embedding_dim);
+  return ts.rows() * row_bytes(ts.data_type, ts.embedding_dim) + (m1 + m2) * 4;
+}
+
+namespace {
+
+bool movable(const TablePlan& tp) { return tp.type == ShardingType::table_wise && tp.shards.size() == 1; }
+
+/// What the search below carries: the plan so far, its loads, the bytes moved, the refusals.
+struct State {
+  const WorkloadSpec& spec;
+  const ObservedLoad& load;
+  int64_t budget;  // 0 = unlimited
+  ShardingPlan plan;
+  std::vector<int64_t> rank_load;
+  std::vector<int> origin;  // each table's rank (first shard) in the current plan
+  std::vector<RefusedMove> refused;
+  int64_t bytes = 0;        // of the tables away from their origin (a table moved twice counts once)
+
+  int64_t table_ids(int t) const { return load.ids[static_cast<size_t>(t)][0]; }
+  int rank_of(int t) const { return plan.tables[static_cast<size_t>(t)].shards[0].rank; }
+
+  /// Moves table t to rank `to` if budget and memory allow; else records why not.
+  bool try_move(int t, int to) {
+    const int from = rank_of(t);
+    const int64_t b = table_wise_move_bytes(spec, t);
+    const std::string& name = spec.tables[static_cast<size_t>(t)].name;
+    auto refuse = [&](std::string why) {
+      for (const RefusedMove& r : refused)
+        if (r.table == t && r.to == to) return false;  // said once
+      refused.push_back({t, from, to, b, fmt::format("table \"{}\" ({}) from rank {} to rank {}: {}", name,
+                                                     format_bytes(b), from, to, why)});
+      return false;
+    };
+    // net bytes: a table that goes back to its origin costs nothing, one moved on counts once
+    const int o = origin[static_cast<size_t>(t)];
+    const int64_t next_bytes = bytes - (from != o ? b : 0) + (to != o ? b : 0);
+    if (budget > 0 && next_bytes > budget)
+      return refuse(fmt::format("exceeds max_bytes_per_move: {} already moved + {} > {}", format_bytes(bytes),
+                                format_bytes(b), format_bytes(budget)));
+    ShardingPlan next = plan;
+    next.tables[static_cast<size_t>(t)].shards[0].rank = to;
+    for (const DeviceMemoryEstimate& e : estimate_memory(spec, next)) {
+      if (e.total() <= spec.devices.memory_bytes) continue;
+      return refuse(fmt::format("rank {} would need {} of {} (weights {}, optimizer state {}, dense {}, buffers {})",
+                                e.rank, format_bytes(e.total()), format_bytes(spec.devices.memory_bytes),
+                                format_bytes(e.weights), format_bytes(e.optimizer_state), format_bytes(e.dense),
+                                format_bytes(e.buffers)));
+    }
+    plan = std::move(next);
+    const int64_t ids = table_ids(t);
+    rank_load[static_cast<size_t>(from)] -= ids;
+    rank_load[static_cast<size_t>(to)] += ids;
+    bytes = next_bytes;
+    return true;
+  }
+};
+
+std::vector<int> movable_tables(const ShardingPlan& plan) {
+  std::vector<int> out;
+  for (size_t t = 0; t < plan.tables.size(); ++t)
+    if (movable(plan.tables[t])) out.push_back(static_cast<int>(t));
+  return out;
+}
+
+/// LPT: every table-wise table placed again, heaviest first, on the least-loaded rank.
+State lpt(State s) {
+  const int W = s.plan.world_size;
+  std::vector<int> order = movable_tables(s.plan);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return s.table_ids(a) > s.table_ids(b); });
+  // base load: everything but the table-wise tables; `placed` grows as tables are placed
+  std::vector<int64_t> placed = s.rank_load;
+  for (int t : order) placed[static_cast<size_t>(s.rank_of(t))] -= s.table_ids(t);
+  for (int t : order) {
+    const int cur = s.rank_of(t);
+    std::vector<int> ranks(static_cast<size_t>(W));
+    std::iota(ranks.begin(), ranks.end(), 0);
+    std::sort(ranks.begin(), ranks.end(), [&](int a, int b) {
+      return std::make_tuple(placed[static_cast<size_t>(a)], a != cur, a) <
+             std::make_tuple(placed[static_cast<size_t>(b)], b != cur, b);
+    });
+    int at = cur;
+    for (int r : ranks) {
+      if (r == cur || s.try_move(t, r)) {
+        at = r;
+        break;
+      }
+    }
+    placed[static_cast<size_t>(at)] += s.table_ids(t);
+  }
+  return s;
+}
+
+/// Descent: while the most-loaded rank has a table whose move lowers that rank's load without
+/// raising the target above it, make the best such move (the lowest resulting pair maximum).
+State descent(State s) {
+  const int W = s.plan.world_size;
+  const std::vector<int> tables = movable_tables(s.plan);
+  // each move lowers the sorted load vector lexicographically, so this ends; the bound is a guard
+  for (size_t guard = 0; guard < 4 * tables.size() * static_cast<size_t>(W) + 4; ++guard) {
+    const int hot = static_cast<int>(std::max_element(s.rank_load.begin(), s.rank_load.end()) - s.rank_load.begin());
+    const int64_t top = s.rank_load[static_cast<size_t>(hot)];
+    struct Cand { int64_t score; int64_t bytes; int t; int to; };
+    std::vector<Cand> cands;
+    for (int t : tables) {
+      if (s.rank_of(t) != hot) continue;
+      const int64_t ids = s.table_ids(t);
+      if (ids <= 0) continue;
+      for (int r = 0; r < W; ++r) {
+        if (r == hot || s.rank_load[static_cast<size_t>(r)] + ids >= top) continue;
+        cands.push_back({std::max(top - ids, s.rank_load[static_cast<size_t>(r)] + ids), table_wise_move_bytes(s.spec, t), t, r});
+      }
+    }
+    std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
+      return std::tie(a.score, a.bytes, a.t, a.to) < std::tie(b.score, b.bytes, b.t, b.to);
+    });
+    bool moved = false;
+    for (const Cand& c : cands)
+      if ((moved = s.try_move(c.t, c.to))) break;
+    if (!moved) break;
+  }
+  return s;
+}
+
+}  // namespace
+
+Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const ObservedLoad& load,
+                 int64_t max_bytes_per_move) {
+  const std::vector<int64_t> before = load_per_rank(current, load);
+  State start{spec, load, max_bytes_per_move, current, before, {}, {}, 0};
+  for (const TablePlan& tp : current.tables) start.origin.push_back(tp.shards.empty() ? -1 : tp.shards[0].rank);
+  State a = lpt(start);
+  State b = descent(start);
+  // the lower predicted maximum; on a tie the fewer bytes (then LPT)
+  const int64_t max_a = *std::max_element(a.rank_load.begin(), a.rank_load.end());
+  const int64_t max_b = *std::max_element(b.rank_load.begin(), b.rank_load.end());
+  State& best = std::tie(max_b, b.bytes) < std::tie(max_a, a.bytes) ? b : a;
+  Proposal p;
+  p.load_before = before;
+  p.imbalance_before = imbalance(before);
+  p.load_after = best.rank_load;
+  p.imbalance_after = imbalance(best.rank_load);
+  // the net moves: every table-wise table whose rank differs from the current plan's, in table order
+  for (size_t t = 0; t < current.tables.size(); ++t) {
+    if (!movable(current.tables[t])) continue;
+    const int from = start.origin[t], to = best.plan.tables[t].shards[0].rank;
+    if (from == to) continue;
+    p.moves.push_back({static_cast<int>(t), from, to, load.ids[t][0], table_wise_move_bytes(spec, static_cast<int>(t))});
+  }
+  p.plan = std::move(best.plan);
+  p.refused = std::move(best.refused);
+  p.bytes_moved = best.bytes;
+  return p;
+}
+
+std::optional<std::string> should_rebalance(const RebalanceSpec& policy, int64_t step, int64_t last_rebalance,
+                                            const std::vector<std::vector<int64_t>>& ids_per_step_rank) {
+  if (!policy.enabled()) return std::nullopt;
+  if (step < 0 || static_cast<int64_t>(ids_per_step_rank.size()) < step + 1)
+    throw std::invalid_argument(fmt::format("rebalance: step {} with the ids of {} steps", step, ids_per_step_rank.size()));
+  if (last_rebalance >= 0 && step - last_rebalance <= policy.cooldown_steps) return std::nullopt;
+  if (policy.trigger == RebalanceTrigger::every) {
+    if ((step + 1) % policy.every != 0) return std::nullopt;
+    return fmt::format("every {} steps", policy.every);
+  }
+  if (step - last_rebalance < policy.window) return std::nullopt;  // a window of steps since the last move
+  const int64_t first = step - policy.window + 1;
+  std::vector<int64_t> sum;
+  for (int64_t s = first; s <= step; ++s) {
+    const auto& row = ids_per_step_rank[static_cast<size_t>(s)];
+    if (sum.empty()) sum.assign(row.size(), 0);
+    if (row.size() != sum.size()) throw std::invalid_argument(fmt::format("rebalance: step {} has {} ranks, not {}", s, row.size(), sum.size()));
+    for (size_t r = 0; r < row.size(); ++r) sum[r] += row[r];
+  }
+  const double x = imbalance(sum);
+  if (!(x > policy.imbalance_above)) return std::nullopt;
+  return fmt::format("imbalance {:.2f} > {:.2f} over steps {}..{}", x, policy.imbalance_above, first, step);
+}
+
+}  // namespace embedscope::engine::rebalance

@@ -1,0 +1,120 @@
+// `embedscope rebalance SESSION` end to end (issue 17): a run whose hot tables the greedy plan
+// put on one rank, the moves the policy proposes from the session's load counters, the run of
+// the proposed plan (`run --plan`) with its load balanced; and `run` refusing a live policy.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "support/cli_run.h"
+
+using nlohmann::json;
+
+namespace {
+std::filesystem::path scratch() {
+  static const auto dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("es_rebalance_cli_" + std::to_string(getpid()));
+    std::filesystem::remove_all(d);
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+using Result = embedscope::test_support::CliResult;
+Result cli(const std::string& args) { return embedscope::test_support::run_cli(EMBEDSCOPE_CLI, args, scratch()); }
+
+// 4 ranks; c0..c2 (4000 rows, 1 id a bag) are the biggest, so the greedy plan puts one on each
+// of ranks 0..2 and the four small hot tables h0..h3 (500 rows, 6 ids a bag) on rank 3:
+// per step rank 3 looks up 4 x 6 x 8 x 4 = 768 ids, ranks 0..2 32 each.
+json straggler() {
+  json j = {{"name", "straggler"},
+            {"batch_size", 8},
+            {"steps", 3},
+            {"seed", 3},
+            {"devices", {{"count", 4}, {"memory_bytes", 64 << 20}}},
+            {"dense", {{"num_dense_features", 4}, {"bottom_mlp", {8}}, {"interaction", "cat"}, {"top_mlp", {8, 1}}}},
+            {"tables", json::array()},
+            {"features", json::array()}};
+  for (int t = 0; t < 3; ++t) {
+    j["tables"].push_back({{"name", "c" + std::to_string(t)}, {"num_embeddings", 4000}, {"embedding_dim", 8},
+                           {"feature_names", {"fc" + std::to_string(t)}}});
+    j["features"].push_back({{"name", "fc" + std::to_string(t)}, {"pooling_factor", 1}});
+  }
+  for (int t = 0; t < 4; ++t) {
+    j["tables"].push_back({{"name", "h" + std::to_string(t)}, {"num_embeddings", 500}, {"embedding_dim", 8},
+                           {"feature_names", {"fh" + std::to_string(t)}}});
+    j["features"].push_back({{"name", "fh" + std::to_string(t)}, {"pooling_factor", 6}});
+  }
+  return j;
+}
+}  // namespace
+
+TEST(RebalanceCli, ProposesTheMovesThatCureAStragglerAndItsPlanRunsBalanced) {
+  const auto wl = scratch() / "straggler.json";
+  std::ofstream(wl) << straggler().dump(2);
+  const auto before = scratch() / "before.db", after = scratch() / "after.db", plan = scratch() / "plan.json";
+  Result r = cli("run " + wl.string() + " -o " + before.string() + " --force-overwrite");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = cli("rebalance " + before.string() + " --json --plan-out " + plan.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json p = json::parse(r.out);
+  EXPECT_EQ(p["first_step"], 0);
+  EXPECT_EQ(p["last_step"], 2);
+  // 3 steps: ranks 0..2 96 ids each, rank 3 2304
+  EXPECT_EQ(p["ids_before"], json({96, 96, 96, 2304}));
+  EXPECT_NEAR(p["imbalance_before"].get<double>(), 2304.0 * 4 / 2592, 1e-12);
+  // one hot table each: 96 + 576 on ranks 0..2, 576 on rank 3
+  EXPECT_EQ(p["ids_after"], json({672, 672, 672, 576}));
+  EXPECT_NEAR(p["imbalance_after_predicted"].get<double>(), 672.0 * 4 / 2592, 1e-12);
+  ASSERT_EQ(p["moves"].size(), 3u);
+  for (const auto& m : p["moves"]) {
+    EXPECT_EQ(m["from"], 3);
+    EXPECT_EQ(m["bytes"], 500 * 8 * 4);  // sgd: weights only
+  }
+  EXPECT_EQ(p["bytes_moved"], 3 * 16000);
+  EXPECT_TRUE(p["worth_it"].get<bool>());
+  // the proposed plan runs, and its load is the predicted one
+  r = cli("run " + wl.string() + " --plan " + plan.string() + " -o " + after.string() + " --force-overwrite");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = cli("rebalance " + after.string() + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json q = json::parse(r.out);
+  EXPECT_EQ(q["ids_before"], json({672, 672, 672, 576}));
+  EXPECT_TRUE(q["moves"].empty());
+  EXPECT_FALSE(q["worth_it"].get<bool>());
+  // text form
+  r = cli("rebalance " + before.string() + " --window 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* s : {"steps 2..2 (1 step(s))", "ids max/mean 3.56 observed; 1.04 predicted", "moves        3 table(s)",
+                        "rank 3 -> rank 0", "verdict      worth it"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+}
+
+TEST(RebalanceCli, AByteBudgetBelowOneTableRefusesEveryMove) {
+  const auto wl = scratch() / "straggler_budget.json";
+  std::ofstream(wl) << straggler().dump(2);
+  const auto s = scratch() / "budget.db";
+  ASSERT_EQ(cli("run " + wl.string() + " -o " + s.string() + " --force-overwrite").code, 0);
+  Result r = cli("rebalance " + s.string() + " --json --max-bytes-per-move 1000");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json p = json::parse(r.out);
+  EXPECT_TRUE(p["moves"].empty());
+  EXPECT_FALSE(p["worth_it"].get<bool>());
+  ASSERT_FALSE(p["refused"].empty());
+  EXPECT_NE(p["refused"][0]["reason"].get<std::string>().find("exceeds max_bytes_per_move"), std::string::npos);
+}
+
+TEST(RebalanceCli, RunRefusesALivePolicyWithExit2) {
+  json j = straggler();
+  j["rebalance"] = {{"every", 2}};
+  const auto wl = scratch() / "live.json";
+  std::ofstream(wl) << j.dump(2);
+  Result r = cli("run " + wl.string() + " -o " + (scratch() / "live.db").string() + " --force-overwrite");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("/rebalance: live resharding is not implemented"), std::string::npos) << r.err;
+  EXPECT_EQ(cli("rebalance " + (scratch() / "missing.db").string()).code, 2);
+}
