@@ -351,7 +351,8 @@ void ProcessGroup::all_gather_impl(const char* op_name, const void* send, void* 
   });
 }
 
-void ProcessGroup::all_reduce_sum(const char* op_name, float* data, int64_t count) {
+void ProcessGroup::all_reduce_impl(const char* op_name, float* data, int64_t count,
+                                   void (*reduce)(void*, const void*, const void*, size_t)) {
   if (count == 0 || size() == 1) {
     run("all_reduce", op_name, {{}, {}, sizeof(float)}, [](uint32_t) {});
     return;
@@ -360,7 +361,7 @@ void ProcessGroup::all_reduce_sum(const char* op_name, float* data, int64_t coun
   run("all_reduce", op_name, {{}, {}, sizeof(float), nullptr, ring_bytes, true}, [&](uint32_t tag) {
     gloo::AllreduceOptions opts(impl_->ctx);
     opts.setOutput(data, static_cast<size_t>(count));
-    opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+    opts.setReduceFunction(reduce);
     opts.setTag(tag);
     opts.setTimeout(timeout_);
     gloo::allreduce(opts);
@@ -370,23 +371,12 @@ void ProcessGroup::all_reduce_sum(const char* op_name, float* data, int64_t coun
   });
 }
 
+void ProcessGroup::all_reduce_sum(const char* op_name, float* data, int64_t count) {
+  all_reduce_impl(op_name, data, count, static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+}
+
 void ProcessGroup::all_reduce_max(const char* op_name, float* data, int64_t count) {
-  if (count == 0 || size() == 1) {
-    run("all_reduce", op_name, {{}, {}, sizeof(float)}, [](uint32_t) {});
-    return;
-  }
-  const int64_t ring_bytes = all_reduce_bytes(count, size(), sizeof(float)).sent;
-  run("all_reduce", op_name, {{}, {}, sizeof(float), nullptr, ring_bytes, true}, [&](uint32_t tag) {
-    gloo::AllreduceOptions opts(impl_->ctx);
-    opts.setOutput(data, static_cast<size_t>(count));
-    opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::max<float>));
-    opts.setTag(tag);
-    opts.setTimeout(timeout_);
-    gloo::allreduce(opts);
-    // Ring all-reduce: 2 (n-1)/n of the buffer each way (nccl-tests' bus bandwidth factor).
-    counters_.bytes_sent += ring_bytes;
-    counters_.bytes_received += ring_bytes;
-  });
+  all_reduce_impl(op_name, data, count, static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::max<float>));
 }
 
 }  // namespace embedscope::engine

@@ -216,6 +216,9 @@ class ProcessGroup {
                        const char* dtype = nullptr);
   void all_gather_impl(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
                        size_t elem_size, Splits splits);
+  /// In-place float all-reduce with Gloo's reduce function `reduce` (gloo::sum / gloo::max).
+  void all_reduce_impl(const char* op_name, float* data, int64_t count,
+                       void (*reduce)(void*, const void*, const void*, size_t));
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
