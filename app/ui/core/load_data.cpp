@@ -10,7 +10,7 @@ namespace embedscope::ui {
 
 std::vector<int64_t> RowHistogram::boundaries() const {
   std::set<int64_t> b;
-  if (sharding_type == "row_wise" || sharding_type == "table_row_wise")
+  if (sharding_type == "row_wise" || sharding_type == "table_row_wise" || sharding_type == "vocab_parallel")
     for (const auto& s : shards)
       if (s.row_offset > 0 && s.row_offset < num_rows) b.insert(s.row_offset);
   return {b.begin(), b.end()};

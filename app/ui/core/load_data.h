@@ -25,8 +25,9 @@ struct RowHistogram {
     int64_t row_offset = 0, num_rows = 0;
   };
   std::vector<ShardRows> shards;  ///< the table's shards in plan order
-  /// The rows where one shard's row range ends and another's begins (row_wise and
-  /// table_row_wise tables; empty for the others, whose shards all span every row).
+  /// The rows where one shard's row range ends and another's begins (row_wise,
+  /// table_row_wise and vocab_parallel tables; empty for the others, whose shards all span
+  /// every row).
   std::vector<int64_t> boundaries() const;
 };
 

@@ -84,6 +84,11 @@ TEST(LoadView, RowHistogramWithShardBoundaries) {
   ASSERT_EQ(b.ids.size(), 10u);  // one bucket per row
   EXPECT_EQ(b.ids[3], 9);
   EXPECT_TRUE(b.boundaries().empty());  // table-wise: no boundary inside
+  RowHistogram v;  // an LM vocabulary split unevenly over 3 ranks (vocab_parallel): rows 4 | 3 | 3
+  v.sharding_type = "vocab_parallel";
+  v.num_rows = 10;
+  v.shards = {{0, 0, 4}, {1, 4, 3}, {2, 7, 3}};
+  EXPECT_EQ(v.boundaries(), (std::vector<int64_t>{4, 7}));
   EXPECT_THROW(row_histogram(r, 2), std::out_of_range);
 
   LoadView view(std::make_shared<const sessions::SessionReader>(path.string()));
