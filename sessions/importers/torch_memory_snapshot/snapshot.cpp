@@ -318,7 +318,18 @@ class Parser {
 
   const std::string& source_;
   MemorySnapshotFile out_;
-  std::map<std::tuple<std::string, int64_t, std::string>, int32_t, std::less<>> frame_ids_;  // found by string_views
+  // Found by string_views (a frame seen before costs no copies): a transparent order over both
+  // tuple kinds (libstdc++'s std::less<> cannot compare a tuple of strings with one of views
+  // under clang).
+  struct FrameKeyLess {
+    using is_transparent = void;
+    template <class A, class B>
+    bool operator()(const A& a, const B& b) const {
+      return std::tuple<std::string_view, int64_t, std::string_view>(std::get<0>(a), std::get<1>(a), std::get<2>(a)) <
+             std::tuple<std::string_view, int64_t, std::string_view>(std::get<0>(b), std::get<1>(b), std::get<2>(b));
+    }
+  };
+  std::map<std::tuple<std::string, int64_t, std::string>, int32_t, FrameKeyLess> frame_ids_;
   std::map<std::vector<int32_t>, int32_t> stack_ids_;
 };
 
