@@ -4,9 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "embedscope/engine/input/source.h"
 
 namespace embedscope::engine {
 
@@ -89,6 +92,23 @@ std::vector<FeatureInputStats> InputStats::result() const {
     s.top1_share = share_of_top(s.hot_rows_1);
     s.top10_share = share_of_top(s.hot_rows_10);
   }
+  return out;
+}
+
+InputInspection inspect_input(const WorkloadSpec& spec) {
+  const std::unique_ptr<BatchSource> source = make_batch_source(spec);
+  InputStats stats(spec);
+  InputInspection out;
+  const int64_t iterations = spec.warmup_steps + spec.steps;
+  for (int64_t it = 0; it < iterations; ++it)
+    for (int r = 0; r < spec.devices.count; ++r) {
+      const Batch b = source->make(it, r);
+      out.skipped_lines += b.skipped_lines;
+      stats.add(b.kjt);
+    }
+  out.features = stats.result();
+  out.batches = iterations * spec.devices.count;
+  out.samples = out.batches * spec.batch_size;
   return out;
 }
 

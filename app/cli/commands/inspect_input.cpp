@@ -3,7 +3,6 @@
 // over the batches a run would train on, without training.
 
 #include <iostream>
-#include <memory>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -11,7 +10,6 @@
 
 #include "commands.h"
 #include "embedscope/engine/input/input_stats.h"
-#include "embedscope/engine/input/source.h"
 #include "workload_args.h"
 
 namespace embedscope::cli {
@@ -23,23 +21,14 @@ namespace {
 
 int cmd_inspect_input(WorkloadArgs& a, bool as_json) {
   const es::WorkloadSpec spec = load(a);
-  const std::unique_ptr<es::BatchSource> source = es::make_batch_source(spec);
-  es::InputStats stats(spec);
-  const int64_t iterations = spec.warmup_steps + spec.steps;
-  int64_t skipped = 0;
-  for (int64_t it = 0; it < iterations; ++it)
-    for (int r = 0; r < spec.devices.count; ++r) {
-      const es::Batch b = source->make(it, r);
-      skipped += b.skipped_lines;
-      stats.add(b.kjt);
-    }
-  const auto result = stats.result();
-  const int64_t samples = iterations * spec.devices.count * spec.batch_size;
+  const es::InputInspection inspection = es::inspect_input(spec);
+  const auto& result = inspection.features;
+  const int64_t samples = inspection.samples, skipped = inspection.skipped_lines;
   if (as_json) {
     json j = {{"workload", spec.name},
               {"input", es::enum_name(spec.input.kind)},
               {"paths", spec.input.paths},
-              {"batches", iterations * spec.devices.count},
+              {"batches", inspection.batches},
               {"samples", samples},
               {"skipped_lines", skipped},
               {"features", json::array()}};
@@ -63,7 +52,7 @@ int cmd_inspect_input(WorkloadArgs& a, bool as_json) {
   }
   std::cout << fmt::format("{}: {} input{}; {} batches ((warmup {} + steps {}) x {} devices) of {} samples = {} samples",
                            spec.name, es::enum_name(spec.input.kind),
-                           spec.input.paths.empty() ? "" : fmt::format(" {}", spec.input.paths), iterations * spec.devices.count,
+                           spec.input.paths.empty() ? "" : fmt::format(" {}", spec.input.paths), inspection.batches,
                            spec.warmup_steps, spec.steps, spec.devices.count, spec.batch_size, samples);
   if (skipped > 0) std::cout << fmt::format("; {} malformed lines skipped", skipped);
   std::cout << "\n";

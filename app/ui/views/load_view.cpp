@@ -3,10 +3,13 @@
 #include "charts/colors.h"
 #include "charts/plot_axes.h"
 #include "jobs/analysis_job.h"
+#include "models/input_stats_model.h"
 
 #include <QComboBox>
 #include <QGridLayout>
+#include <QHeaderView>
 #include <QLabel>
+#include <QTableView>
 #include <QToolTip>
 
 #include <qcustomplot.h>
@@ -70,7 +73,9 @@ void fill_heatmap(QCustomPlot* plot, const QString& title, const QStringList& co
 LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent)
     : QWidget(parent), session_(std::move(session)), metric_box_(new QComboBox(this)), table_box_(new QComboBox(this)), shard_plot_(new QCustomPlot(this)),
       step_plot_(new QCustomPlot(this)), imbalance_plot_(new QCustomPlot(this)), rank_plot_(new QCustomPlot(this)),
-      row_plot_(new QCustomPlot(this)), row_note_(new QLabel(this)), status_(new QLabel(this)), job_(new AnalysisJob(this)) {
+      row_plot_(new QCustomPlot(this)), row_note_(new QLabel(this)), status_(new QLabel(this)), job_(new AnalysisJob(this)),
+      input_model_(new InputStatsModel(this)), input_table_(new QTableView(this)), input_note_(new QLabel(this)),
+      input_job_(new AnalysisJob(this)) {
   using sessions::LoadMetric;
   for (LoadMetric m : {LoadMetric::ids_looked_up, LoadMetric::unique_ids, LoadMetric::bytes_in, LoadMetric::bytes_out,
                        LoadMetric::lookup_time})
@@ -93,17 +98,48 @@ LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidg
   rows_bar->addWidget(row_note_, 1);
   grid->addLayout(rows_bar, 3, 0, 1, 2);
   grid->addWidget(row_plot_, 4, 0, 1, 2);
+  input_note_->setWordWrap(true);
+  grid->addWidget(input_note_, 5, 0, 1, 2);
+  input_table_->setModel(input_model_);
+  input_table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  input_table_->setSelectionMode(QAbstractItemView::SingleSelection);
+  input_table_->verticalHeader()->hide();
+  input_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  input_table_->setMinimumHeight(120);
+  grid->addWidget(input_table_, 6, 0, 1, 2);
   grid->setRowStretch(1, 3);
   grid->setRowStretch(2, 2);
   grid->setRowStretch(4, 2);
+  grid->setRowStretch(6, 1);
   for (auto* plot : {shard_plot_, step_plot_, imbalance_plot_, rank_plot_, row_plot_}) plot->setMinimumSize(320, 200);
   // the aggregated plots follow the palette from the start, also while their figures are computed
   for (auto* plot : {shard_plot_, step_plot_, imbalance_plot_, rank_plot_}) follow_palette(plot);
   connect(metric_box_, &QComboBox::currentIndexChanged, this,
           [this](int i) { set_metric(static_cast<sessions::LoadMetric>(metric_box_->itemData(i).toInt())); });
   connect(table_box_, &QComboBox::currentIndexChanged, this, [this](int i) { set_table(i); });
+  connect(input_table_, &QTableView::clicked, this, [this](const QModelIndex& index) {
+    const auto& features = input_model_->features();
+    if (index.row() < 0 || static_cast<size_t>(index.row()) >= features.size()) return;
+    const int t = table_box_->findText(QString::fromStdString(features[static_cast<size_t>(index.row())].table));
+    if (t >= 0) set_table(t);
+  });
   rebuild();
   rebuild_rows();
+  count_input();
+}
+
+void LoadView::count_input() {
+  input_note_->setText("input per feature: counting the run's input...");
+  input_job_->start<InputFigures>(
+      [file = session_->path()] { return input_figures(sessions::SessionReader(file)); },
+      [this](InputFigures& f) {
+        input_model_->set_features(std::move(f.inspection.features));
+        input_note_->setText(f.unavailable.empty()
+                                 ? QString("input per feature (as embedscope inspect-input counts it) - %1")
+                                       .arg(QString::fromStdString(f.source))
+                                 : QString("input per feature: %1").arg(QString::fromStdString(f.unavailable)));
+      },
+      [this](const QString& error) { input_note_->setText("input per feature: " + error); });
 }
 
 void LoadView::set_table(int table) {

@@ -1,23 +1,27 @@
 #pragma once
 // The load view: heatmaps (QCPColorMap) of a load metric per rank x table shard and per
 // rank x step with a colour scale and hover values, the imbalance (max / mean) of each step,
-// a bar per rank, and for a chosen table how its ids fall over its row range (hot rows) with
-// the shard boundaries drawn on it.
+// a bar per rank, for a chosen table how its ids fall over its row range (hot rows) with
+// the shard boundaries drawn on it, and the run's input per feature as `embedscope
+// inspect-input` prints it (ids per bag, distinct rows, top 1% / 10% share, out-of-range ids).
 
 #include <QWidget>
 
 #include <memory>
 
 #include "embedscope/sessions/store/session.h"
+#include "core/input_figures.h"
 #include "core/load_data.h"
 
 class QCustomPlot;
 class QComboBox;
 class QLabel;
+class QTableView;
 
 namespace embedscope::ui {
 
 class AnalysisJob;
+class InputStatsModel;
 
 class LoadView : public QWidget {
   Q_OBJECT
@@ -38,11 +42,19 @@ class LoadView : public QWidget {
   QCustomPlot* row_plot() { return row_plot_; }
   /// Says what the row histogram shows, or that the session has none.
   QLabel* row_note() { return row_note_; }
+  /// The input per feature (core/input_figures.h), counted off the GUI thread by input_job()
+  /// when the view is built; clicking a feature's row shows its table's row histogram.
+  InputStatsModel* input_model() { return input_model_; }
+  QTableView* input_table() { return input_table_; }
+  /// Where the input figures come from, "counting the input..." meanwhile, or why there are none.
+  QLabel* input_note() { return input_note_; }
+  AnalysisJob* input_job() { return input_job_; }
 
  private:
   void rebuild();  // starts the aggregation of metric_
   void draw();     // the plots of data_
   void rebuild_rows();
+  void count_input();  // starts input_job_
   std::shared_ptr<const sessions::SessionReader> session_;
   sessions::LoadMetric metric_ = sessions::LoadMetric::ids_looked_up;
   sessions::LoadData data_;
@@ -51,6 +63,10 @@ class LoadView : public QWidget {
   QLabel* row_note_;
   QLabel* status_;  // "computing...", the aggregation's error, or nothing
   AnalysisJob* job_;
+  InputStatsModel* input_model_;
+  QTableView* input_table_;
+  QLabel* input_note_;
+  AnalysisJob* input_job_;
   int table_ = 0;
   RowHistogram rows_;
 };

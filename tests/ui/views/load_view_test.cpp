@@ -27,6 +27,7 @@
 #include <functional>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include "charts/colors.h"
 #include "views/compare_view.h"
 #include "models/critical_path_model.h"
@@ -35,6 +36,9 @@
 #include "views/scenario_view.h"
 #include "core/load_data.h"
 #include "views/load_view.h"
+#include "models/input_stats_model.h"
+#include "engine/input/criteo_support.h"
+#include "embedscope/engine/workload/spec.h"
 #include "views/memory_view.h"
 #include "shell/main_window.h"
 #include "embedscope/engine/comm/gloo_process_group.h"
@@ -116,4 +120,78 @@ TEST(LoadData, AggregatesPerShardPerStepAndImbalance) {
   view.set_metric(sessions::LoadMetric::unique_ids);
   ASSERT_TRUE(wait_for_analyses(&view));  // aggregated off the GUI thread
   EXPECT_DOUBLE_EQ(view.data().at_shard(0, 0), 5);
+}
+
+// The load view's "input per feature" table counts the session's workload input again: a Criteo
+// file (figures checked against the generator's records, not the reader), and says why there is
+// nothing for a session without workload, an LM run, or a file that is gone.
+TEST(LoadView, InputPerFeatureCountsTheRunsCriteoFile) {
+  engine::criteo_test::Scratch dir("ui_input");
+  test_support::CriteoFixtureOptions o;
+  o.lines = 3 * 2 * 50;  // 3 steps x 2 ranks x 50 samples
+  o.alpha = 1.1;
+  o.distinct = 500;
+  o.empty_share = 0.2;
+  const auto records = test_support::write_criteo_fixture(dir / "day.tsv", o);
+  const engine::WorkloadSpec spec = engine::criteo_test::criteo_spec({dir / "day.tsv"}, 2, 50, 300);
+  auto session = [&](const std::string& name, const std::string& workload) {
+    const std::string path = dir / name;
+    sessions::SessionWriter w(path);
+    w.set_metadata("world_size", "2");
+    if (!workload.empty()) w.set_metadata("workload_json", workload);
+    w.close("complete");
+    return path;
+  };
+  const std::string good = session("good.db", engine::to_json(spec).dump());
+  LoadView view(std::make_shared<const sessions::SessionReader>(good));
+  view.resize(1200, 1000);
+  ASSERT_TRUE(wait_for_analyses(view.input_job()));
+  const InputStatsModel& m = *view.input_model();
+  ASSERT_EQ(m.rowCount(), 26) << view.input_note()->text().toStdString();
+  EXPECT_TRUE(view.input_note()->text().contains("criteo_tsv")) << view.input_note()->text().toStdString();
+  EXPECT_TRUE(view.input_note()->text().contains("6 batches, 300 samples")) << view.input_note()->text().toStdString();
+  for (int f = 0; f < 26; ++f) {
+    const int64_t n = spec.tables[static_cast<size_t>(f)].num_embeddings;  // criteo_kaggle: table f serves feature f
+    std::map<int64_t, int64_t> rows;
+    int64_t present = 0;
+    for (const auto& r : records)
+      if (const auto& c = r.cat[static_cast<size_t>(f)]) ++rows[static_cast<int64_t>(*c % static_cast<uint64_t>(n))], ++present;
+    std::vector<int64_t> counts;
+    for (const auto& [row, k] : rows) counts.push_back(k);
+    std::sort(counts.rbegin(), counts.rend());
+    const int64_t hot = (n + 99) / 100;  // ceil(1% of the rows)
+    int64_t top = 0;
+    for (size_t i = 0; i < counts.size() && static_cast<int64_t>(i) < hot; ++i) top += counts[i];
+    auto cell = [&](int column) { return m.data(m.index(f, column), Qt::UserRole); };
+    EXPECT_EQ(m.data(m.index(f, InputStatsModel::Feature)).toString().toStdString(), spec.features[static_cast<size_t>(f)].name);
+    EXPECT_EQ(cell(InputStatsModel::Rows).toLongLong(), n);
+    EXPECT_NEAR(cell(InputStatsModel::IdsPerBag).toDouble(), static_cast<double>(present) / 300.0, 1e-12) << f;
+    EXPECT_EQ(cell(InputStatsModel::Max).toLongLong(), present > 0 ? 1 : 0);
+    EXPECT_EQ(cell(InputStatsModel::Distinct).toLongLong(), static_cast<int64_t>(rows.size())) << f;
+    EXPECT_NEAR(cell(InputStatsModel::Top1).toDouble(), present ? static_cast<double>(top) / static_cast<double>(present) : 0.0, 1e-12) << f;
+    EXPECT_EQ(cell(InputStatsModel::OutOfRange).toLongLong(), 0);
+  }
+  EXPECT_EQ(m.data(m.index(0, InputStatsModel::Top1)).toString().right(1), "%");
+  // clicking a feature's row shows its table's rows
+  const QRect cell = view.input_table()->visualRect(m.index(5, 0));
+  view.show();
+  QTest::mouseClick(view.input_table()->viewport(), Qt::LeftButton, {}, cell.center());
+  EXPECT_EQ(view.rows().table, spec.tables[5].name);
+  view.hide();
+
+  // the file is gone: the view names it instead of figures
+  std::filesystem::remove(dir / "day.tsv");
+  LoadView gone(std::make_shared<const sessions::SessionReader>(good));
+  ASSERT_TRUE(wait_for_analyses(gone.input_job()));
+  EXPECT_EQ(gone.input_model()->rowCount(), 0);
+  EXPECT_TRUE(gone.input_note()->text().contains("can no longer be read")) << gone.input_note()->text().toStdString();
+  EXPECT_TRUE(gone.input_note()->text().contains("day.tsv")) << gone.input_note()->text().toStdString();
+  EXPECT_TRUE(analysis_errors(&gone).isEmpty());  // information, not a failure of the report
+  // an imported trace has no workload; an LM run counts tokens, not bags
+  LoadView imported(std::make_shared<const sessions::SessionReader>(session("imported.db", "")));
+  ASSERT_TRUE(wait_for_analyses(imported.input_job()));
+  EXPECT_TRUE(imported.input_note()->text().contains("no workload")) << imported.input_note()->text().toStdString();
+  LoadView lm(std::make_shared<const sessions::SessionReader>(session("lm.db", R"({"model": "lm_embedding"})")));
+  ASSERT_TRUE(wait_for_analyses(lm.input_job()));
+  EXPECT_TRUE(lm.input_note()->text().contains("lm_embedding run")) << lm.input_note()->text().toStdString();
 }

@@ -50,4 +50,18 @@ class InputStats {
   std::vector<int64_t> out_of_range_;
 };
 
+/// What `embedscope inspect-input` counts: the input of every batch a run of `spec` trains on.
+struct InputInspection {
+  std::vector<FeatureInputStats> features;  ///< one per feature, in WorkloadSpec::features order
+  int64_t batches = 0;                      ///< (warmup_steps + steps) x devices.count
+  int64_t samples = 0;                      ///< batches x batch_size
+  int64_t skipped_lines = 0;                ///< malformed file lines skipped (malformed_lines: skip)
+};
+
+/// Reads (or generates) the batches of a run of `spec` - every iteration of the warm-up and the
+/// measured steps, for every rank, from spec.input's source - and counts them with InputStats,
+/// without training. Throws what the source throws for bad or missing files (the message names
+/// the file and line).
+InputInspection inspect_input(const WorkloadSpec& spec);
+
 }  // namespace embedscope::engine

@@ -1,0 +1,54 @@
+#include "core/input_figures.h"
+
+#include <exception>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/workload/spec.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+
+namespace embedscope::ui {
+
+InputFigures input_figures(const sessions::SessionReader& session) {
+  InputFigures out;
+  const std::string text = session.meta(sessions::meta::kWorkloadJson, "");
+  if (text.empty()) {
+    out.unavailable = "this session has no workload (an imported trace?): input figures come from the workload of a run";
+    return out;
+  }
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    out.unavailable = "the session's workload_json is not a JSON object";
+    return out;
+  }
+  if (j.contains("model") && j["model"].is_string() && j["model"].get<std::string>() != "dense") {
+    out.unavailable = fmt::format("input figures are counted for pooled embedding bags (DLRM); this is a {} run",
+                                  j["model"].get<std::string>());
+    return out;
+  }
+  engine::WorkloadSpec spec;
+  try {
+    spec = engine::parse_workload(j, sessions::meta::kWorkloadJson);
+  } catch (const std::exception& e) {
+    out.unavailable = fmt::format("the session's workload no longer parses: {}", e.what());
+    return out;
+  }
+  try {
+    out.inspection = engine::inspect_input(spec);
+  } catch (const std::exception& e) {
+    out.unavailable = fmt::format("the run's input can no longer be read: {}", e.what());
+    return out;
+  }
+  const auto& in = out.inspection;
+  const std::string what =
+      spec.input.kind == engine::InputKind::synthetic
+          ? fmt::format("synthetic input (seed {}), regenerated", spec.seed)
+          : fmt::format("{} {}, re-read", engine::enum_name(spec.input.kind), fmt::join(spec.input.paths, ", "));
+  out.source = fmt::format("{}: {} batches, {} samples{}", what, in.batches, in.samples,
+                           in.skipped_lines > 0 ? fmt::format(", {} malformed lines skipped", in.skipped_lines) : "");
+  return out;
+}
+
+}  // namespace embedscope::ui

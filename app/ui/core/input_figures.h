@@ -1,0 +1,34 @@
+#pragma once
+// The input figures of `embedscope inspect-input` for a session, without Qt: the load view's
+// "input per feature" table (ids per bag, distinct ids, the share of the hottest 1% / 10% of
+// the rows, out-of-range ids). The session keeps its workload (workload_json), so the batches
+// its run trained on are counted again from the same source: the seeded generator regenerates
+// them exactly; a file source is re-read from the path the run used.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "embedscope/engine/input/input_stats.h"
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::ui {
+
+/// The figures of one session's input, or why there are none.
+struct InputFigures {
+  /// Why there are no figures ("" when there are): no workload in the session (an imported
+  /// trace), a model other than DLRM's pooled bags, a workload that no longer parses, or a file
+  /// source that can no longer be read (the message names the file and line).
+  std::string unavailable;
+  /// Where the figures come from, for the view's caption, e.g. "synthetic input (seed 7),
+  /// regenerated: 24 batches, 49,152 samples" or "criteo_tsv /data/day_0.gz, re-read: ...".
+  std::string source;
+  engine::InputInspection inspection;
+};
+
+/// The input figures of `session` (see the top of this file). Never throws for a session whose
+/// workload is missing, unreadable or whose files are gone: `unavailable` says why. Costs what
+/// `inspect-input` costs: every batch of the run is generated or read again.
+InputFigures input_figures(const sessions::SessionReader& session);
+
+}  // namespace embedscope::ui
