@@ -8,20 +8,10 @@
 #include <cmath>
 
 #include "charts/block_map.h"
-#include "embedscope/sessions/model/units.h"
 
 namespace embedscope::ui {
 
-namespace {
-constexpr int kLeft = 72, kRight = 12, kTop = 20, kBottom = 30;
-QString bytes(int64_t b) { return QString::fromStdString(sessions::format_bytes(b)); }
-QString ms(int64_t ns) { return QString::number(static_cast<double>(ns) / 1e6, 'f', 3) + " ms"; }
-}  // namespace
-
-ActiveTimeline::ActiveTimeline(QWidget* parent) : QWidget(parent) {
-  setMouseTracking(true);
-  setMinimumHeight(200);
-}
+ActiveTimeline::ActiveTimeline(QWidget* parent) : EntryChart(parent, 200) {}
 
 void ActiveTimeline::set_data(std::shared_ptr<const sessions::MemoryHistory> history,
                               std::vector<sessions::TimelineColumn> columns, std::vector<sessions::MemoryFrame> frames,
@@ -38,24 +28,7 @@ void ActiveTimeline::set_data(std::shared_ptr<const sessions::MemoryHistory> his
     reserved = std::max(reserved, c.reserved);
   }
   top_ = reserved <= 2 * active ? std::max(active, reserved) : active;
-  render();
-  update();
-}
-
-void ActiveTimeline::set_cursor(int64_t entry) {
-  cursor_ = entry;
-  update();
-}
-
-QRectF ActiveTimeline::plot_rect() const {
-  return QRectF(kLeft, kTop, std::max(1, width() - kLeft - kRight), std::max(1, height() - kTop - kBottom));
-}
-
-int ActiveTimeline::column_at(double x) const {
-  const QRectF r = plot_rect();
-  if (columns_.empty() || x < r.left() || x >= r.right()) return -1;
-  return std::min(static_cast<int>(columns_.size()) - 1,
-                  static_cast<int>((x - r.left()) / r.width() * static_cast<double>(columns_.size())));
+  refresh();
 }
 
 int32_t ActiveTimeline::allocation_at(double x, double y) const {
@@ -70,9 +43,7 @@ QString ActiveTimeline::describe(int32_t a) const {
   if (!history_ || a < 0) return {};
   const sessions::MemoryAllocation& al = history_->allocations()[static_cast<size_t>(a)];
   const auto& entries = history_->entries();
-  auto when = [&](int64_t e) {
-    return e < 0 ? QString("before the trace") : QString("entry %1 (%2)").arg(e).arg(ms(entries[static_cast<size_t>(e)].time_ns));
-  };
+  auto when = [&](int64_t e) { return e < 0 ? QString("before the trace") : entry_time(e); };
   QString life = QString("allocated at %1, ").arg(when(al.alloc_entry));
   if (al.free_entry >= 0) {
     life += QString("freed at %1").arg(when(al.free_entry));
@@ -94,17 +65,15 @@ QString ActiveTimeline::describe(int32_t a) const {
   return text;
 }
 
-void ActiveTimeline::resizeEvent(QResizeEvent*) { render(); }
+QString ActiveTimeline::title() const {
+  return "active memory timeline: live blocks, oldest at the bottom; orange: reserved (along the top when above); "
+         "dashed: the map's entry";
+}
 
-void ActiveTimeline::render() {
-  const QRectF r = plot_rect();
-  bands_ = QImage(std::max(1, static_cast<int>(r.width())), std::max(1, static_cast<int>(r.height())),
-                  QImage::Format_ARGB32_Premultiplied);
-  bands_.fill(Qt::transparent);
-  if (!history_ || columns_.empty()) return;
-  QPainter p(&bands_);
-  const double cw = static_cast<double>(bands_.width()) / static_cast<double>(columns_.size());
-  const double h = bands_.height(), scale = h / static_cast<double>(top_);
+void ActiveTimeline::render_bands(QImage& bands) const {
+  QPainter p(&bands);
+  const double cw = static_cast<double>(bands.width()) / static_cast<double>(columns_.size());
+  const double h = bands.height(), scale = h / static_cast<double>(top_);
   for (size_t c = 0; c < columns_.size(); ++c) {
     const double x0 = std::floor(static_cast<double>(c) * cw), x1 = std::floor(static_cast<double>(c + 1) * cw);
     // each band from its top down to the top of the last one drawn: no seams between bands, and
@@ -126,46 +95,6 @@ void ActiveTimeline::render() {
     line << QPointF(static_cast<double>(c) * cw, y) << QPointF(static_cast<double>(c + 1) * cw, y);
   }
   p.drawPolyline(line);
-}
-
-void ActiveTimeline::paintEvent(QPaintEvent*) {
-  QPainter p(this);
-  p.fillRect(rect(), palette().base());
-  const QColor text = palette().color(QPalette::Text);
-  const QRectF r = plot_rect();
-  p.setPen(text);
-  p.drawText(QRectF(kLeft, 0, r.width(), kTop), Qt::AlignLeft | Qt::AlignVCenter,
-             "active memory timeline: live blocks, oldest at the bottom; orange: reserved (along the top when "
-             "above); dashed: the map's entry");
-  if (!history_ || columns_.empty()) {
-    p.drawText(r, Qt::AlignCenter, history_ ? "no allocator events" : "computing...");
-    return;
-  }
-  p.drawImage(r.topLeft(), bands_);
-  p.setPen(QPen(text, 1));
-  p.drawLine(r.bottomLeft(), r.bottomRight());
-  p.drawLine(r.bottomLeft(), r.topLeft());
-  // byte ticks on y, entry ticks on x
-  const int64_t ystep = byte_tick_step(top_, 5);
-  for (int64_t b = 0; b <= top_; b += ystep) {
-    const double y = r.bottom() - static_cast<double>(b) / static_cast<double>(top_) * r.height();
-    p.drawLine(QPointF(r.left() - 4, y), QPointF(r.left(), y));
-    p.drawText(QRectF(0, y - 8, kLeft - 6, 16), Qt::AlignRight | Qt::AlignVCenter, bytes(b));
-  }
-  const int64_t n = history_->size();
-  const int64_t xstep = count_tick_step(n, 8);
-  for (int64_t e = 0; e < n; e += xstep) {
-    const double x = r.left() + static_cast<double>(e) / static_cast<double>(n) * r.width();
-    p.drawLine(QPointF(x, r.bottom()), QPointF(x, r.bottom() + 4));
-    const double lx = std::clamp(x - 40, 0.0, std::max(0.0, width() - 80.0));  // the last label stays inside
-    p.drawText(QRectF(lx, r.bottom() + 4, 80, 14), Qt::AlignHCenter | Qt::AlignTop, QString::number(e));
-  }
-  p.drawText(QRectF(r.left(), r.bottom() + 15, r.width(), 14), Qt::AlignHCenter | Qt::AlignTop, "trace entry");
-  if (cursor_ >= 0 && n > 0) {
-    const double x = r.left() + (static_cast<double>(cursor_) + 0.5) / static_cast<double>(n) * r.width();
-    p.setPen(QPen(palette().color(QPalette::Highlight), 1, Qt::DashLine));
-    p.drawLine(QPointF(x, r.top()), QPointF(x, r.bottom()));
-  }
 }
 
 void ActiveTimeline::mouseMoveEvent(QMouseEvent* e) {

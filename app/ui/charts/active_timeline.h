@@ -7,18 +7,17 @@
 // size, lifetime and stack; click: entry_clicked with that column's entry (the view scrubs
 // there). The cursor marks the entry the block map shows.
 
-#include <QImage>
-#include <QWidget>
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "charts/entry_chart.h"
 #include "embedscope/sessions/analysis/memory_analysis.h"
 
 namespace embedscope::ui {
 
-class ActiveTimeline : public QWidget {
+class ActiveTimeline : public EntryChart {
   Q_OBJECT
 
  public:
@@ -26,15 +25,10 @@ class ActiveTimeline : public QWidget {
   /// Shows `columns` of `history` (frames and stacks name the bands' stacks in tooltips).
   void set_data(std::shared_ptr<const sessions::MemoryHistory> history, std::vector<sessions::TimelineColumn> columns,
                 std::vector<sessions::MemoryFrame> frames, std::vector<sessions::MemoryStackFrame> stacks);
-  void set_cursor(int64_t entry);
   const std::vector<sessions::TimelineColumn>& columns() const { return columns_; }
   /// The bytes at the top of the y axis: the largest active bytes of any column, or the largest
   /// reserved bytes when those are at most twice as many.
   int64_t top_bytes() const { return top_; }
-  /// Where the bands are drawn (widget coordinates).
-  QRectF plot_rect() const;
-  /// The column under widget x, or -1.
-  int column_at(double x) const;
   /// The allocation (MemoryHistory::allocations index) under the widget point, or -1.
   int32_t allocation_at(double x, double y) const;
   /// The tooltip of allocation `a`: tag, size (requested), lifetime in entries and time, stack.
@@ -44,20 +38,18 @@ class ActiveTimeline : public QWidget {
   void entry_clicked(int64_t entry);
 
  protected:
-  void paintEvent(QPaintEvent*) override;
+  int column_count() const override { return static_cast<int>(columns_.size()); }
+  int64_t y_top() const override { return top_; }
+  void render_bands(QImage& bands) const override;
+  QString title() const override;
   void mouseMoveEvent(QMouseEvent*) override;
   void mousePressEvent(QMouseEvent*) override;
-  void resizeEvent(QResizeEvent*) override;
 
  private:
-  void render();
-  std::shared_ptr<const sessions::MemoryHistory> history_;
   std::vector<sessions::TimelineColumn> columns_;
   std::vector<sessions::MemoryFrame> frames_;
   std::vector<sessions::MemoryStackFrame> stacks_;
   int64_t top_ = 1;
-  int64_t cursor_ = -1;
-  QImage bands_;  // the bands, rendered once per size
 };
 
 }  // namespace embedscope::ui

@@ -9,20 +9,10 @@
 
 #include "charts/block_map.h"
 #include "embedscope/sessions/analysis/memory_analysis.h"
-#include "embedscope/sessions/model/units.h"
 
 namespace embedscope::ui {
 
-namespace {
-constexpr int kLeft = 72, kRight = 12, kTop = 20, kBottom = 30;
-QString bytes(int64_t b) { return QString::fromStdString(sessions::format_bytes(b)); }
-QString ms(int64_t ns) { return QString::number(static_cast<double>(ns) / 1e6, 'f', 3) + " ms"; }
-}  // namespace
-
-SegmentTimelineChart::SegmentTimelineChart(QWidget* parent) : QWidget(parent) {
-  setMouseTracking(true);
-  setMinimumHeight(160);
-}
+SegmentTimelineChart::SegmentTimelineChart(QWidget* parent) : EntryChart(parent, 160) { byte_ticks_ = 4; }
 
 QColor SegmentTimelineChart::color_of(int32_t s) const {
   return s >= 0 && static_cast<size_t>(s) < colors_.size() ? colors_[static_cast<size_t>(s)] : no_stack_color();
@@ -46,24 +36,7 @@ void SegmentTimelineChart::set_data(std::shared_ptr<const sessions::MemoryHistor
     // the tag of the allocations it made: the innermost function ("forward (train.py:20)" -> "forward")
     colors_.push_back(f.empty() ? no_stack_color() : BlockMap::color_of_tag(f[0].substr(0, f[0].find(" ("))));
   }
-  render();
-  update();
-}
-
-void SegmentTimelineChart::set_cursor(int64_t entry) {
-  cursor_ = entry;
-  update();
-}
-
-QRectF SegmentTimelineChart::plot_rect() const {
-  return QRectF(kLeft, kTop, std::max(1, width() - kLeft - kRight), std::max(1, height() - kTop - kBottom));
-}
-
-int SegmentTimelineChart::column_at(double x) const {
-  const QRectF r = plot_rect();
-  const auto& cols = timeline_.columns;
-  if (cols.empty() || x < r.left() || x >= r.right()) return -1;
-  return std::min(static_cast<int>(cols.size()) - 1, static_cast<int>((x - r.left()) / r.width() * static_cast<double>(cols.size())));
+  refresh();
 }
 
 int32_t SegmentTimelineChart::segment_at(double x, double y) const {
@@ -80,9 +53,7 @@ QString SegmentTimelineChart::describe(int32_t s, int column) const {
   if (!history_ || s < 0 || static_cast<size_t>(s) >= timeline_.segments.size()) return {};
   const sessions::SegmentLife& seg = timeline_.segments[static_cast<size_t>(s)];
   const auto& entries = history_->entries();
-  auto when = [&](int64_t e) {
-    return QString("entry %1 (%2)").arg(e).arg(ms(entries[static_cast<size_t>(e)].time_ns));
-  };
+  auto when = [&](int64_t e) { return entry_time(e); };
   QString text = QString("segment at 0x%1: %2%3, %4 pool (by its size), stream %5")
                      .arg(static_cast<qulonglong>(seg.address), 0, 16)
                      .arg(bytes(seg.size))
@@ -117,18 +88,16 @@ QString SegmentTimelineChart::describe(int32_t s, int column) const {
   return text;
 }
 
-void SegmentTimelineChart::resizeEvent(QResizeEvent*) { render(); }
+QString SegmentTimelineChart::title() const {
+  return "segment timeline: reserved segments, oldest at the bottom; full colour: active, light: cached; "
+         "click: the segment on the map";
+}
 
-void SegmentTimelineChart::render() {
-  const QRectF r = plot_rect();
-  bands_ = QImage(std::max(1, static_cast<int>(r.width())), std::max(1, static_cast<int>(r.height())),
-                  QImage::Format_ARGB32_Premultiplied);
-  bands_.fill(Qt::transparent);
+void SegmentTimelineChart::render_bands(QImage& bands) const {
   const auto& cols = timeline_.columns;
-  if (!history_ || cols.empty()) return;
-  QPainter p(&bands_);
-  const double cw = static_cast<double>(bands_.width()) / static_cast<double>(cols.size());
-  const double h = bands_.height(), scale = h / static_cast<double>(timeline_.peak_reserved);
+  QPainter p(&bands);
+  const double cw = static_cast<double>(bands.width()) / static_cast<double>(cols.size());
+  const double h = bands.height(), scale = h / static_cast<double>(timeline_.peak_reserved);
   const QColor separator = palette().color(QPalette::Base);
   for (size_t c = 0; c < cols.size(); ++c) {
     const double x0 = std::floor(static_cast<double>(c) * cw), x1 = std::floor(static_cast<double>(c + 1) * cw);
@@ -145,46 +114,6 @@ void SegmentTimelineChart::render() {
       if (below - y0 >= 4) p.fillRect(QRectF(x0, y0, w, 1), separator);  // where one band ends
       below = y0;
     }
-  }
-}
-
-void SegmentTimelineChart::paintEvent(QPaintEvent*) {
-  QPainter p(this);
-  p.fillRect(rect(), palette().base());
-  const QColor text = palette().color(QPalette::Text);
-  const QRectF r = plot_rect();
-  p.setPen(text);
-  p.drawText(QRectF(kLeft, 0, r.width(), kTop), Qt::AlignLeft | Qt::AlignVCenter,
-             "segment timeline: reserved segments, oldest at the bottom; full colour: active, light: cached; "
-             "click: the segment on the map");
-  if (!history_ || timeline_.columns.empty()) {
-    p.drawText(r, Qt::AlignCenter, history_ ? "no allocator events" : "computing...");
-    return;
-  }
-  p.drawImage(r.topLeft(), bands_);
-  p.setPen(QPen(text, 1));
-  p.drawLine(r.bottomLeft(), r.bottomRight());
-  p.drawLine(r.bottomLeft(), r.topLeft());
-  const int64_t top = timeline_.peak_reserved;
-  const int64_t ystep = byte_tick_step(top, 4);
-  for (int64_t b = 0; b <= top; b += ystep) {
-    const double y = r.bottom() - static_cast<double>(b) / static_cast<double>(top) * r.height();
-    p.drawLine(QPointF(r.left() - 4, y), QPointF(r.left(), y));
-    p.drawText(QRectF(0, y - 8, kLeft - 6, 16), Qt::AlignRight | Qt::AlignVCenter, bytes(b));
-  }
-  const int64_t n = history_->size();
-  const int64_t xstep = count_tick_step(n, 8);
-  for (int64_t e = 0; e < n; e += xstep) {
-    const double x = r.left() + static_cast<double>(e) / static_cast<double>(n) * r.width();
-    p.drawLine(QPointF(x, r.bottom()), QPointF(x, r.bottom() + 4));
-    const double lx = std::clamp(x - 40, 0.0, std::max(0.0, width() - 80.0));
-    p.drawText(QRectF(lx, r.bottom() + 4, 80, 14), Qt::AlignHCenter | Qt::AlignTop, QString::number(e));
-  }
-  p.drawText(QRectF(r.left(), r.bottom() + 15, r.width(), 14), Qt::AlignHCenter | Qt::AlignTop, "trace entry");
-  if (cursor_ >= 0 && n > 0) {
-    const double x = r.left() + (static_cast<double>(cursor_) + 0.5) / static_cast<double>(n) * r.width();
-    p.setPen(QPen(palette().color(QPalette::Highlight), 1, Qt::DashLine));
-    p.drawLine(QPointF(x, r.top()), QPointF(x, r.bottom()));
   }
 }
 

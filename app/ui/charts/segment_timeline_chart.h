@@ -14,18 +14,17 @@
 // cursor marks the entry the block map shows. Draws only: the model is sessions'.
 
 #include <QColor>
-#include <QImage>
-#include <QWidget>
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "charts/entry_chart.h"
 #include "embedscope/sessions/analysis/segment_timeline.h"
 
 namespace embedscope::ui {
 
-class SegmentTimelineChart : public QWidget {
+class SegmentTimelineChart : public EntryChart {
   Q_OBJECT
 
  public:
@@ -33,12 +32,7 @@ class SegmentTimelineChart : public QWidget {
   /// Shows `timeline` of `history` (frames and stacks name the segments' stacks in tooltips).
   void set_data(std::shared_ptr<const sessions::MemoryHistory> history, sessions::SegmentTimeline timeline,
                 std::vector<sessions::MemoryFrame> frames, std::vector<sessions::MemoryStackFrame> stacks);
-  void set_cursor(int64_t entry);
   const sessions::SegmentTimeline& timeline() const { return timeline_; }
-  /// Where the bands are drawn (widget coordinates).
-  QRectF plot_rect() const;
-  /// The column under widget x, or -1.
-  int column_at(double x) const;
   /// The segment (SegmentTimeline::segments index) under the widget point, or -1.
   int32_t segment_at(double x, double y) const;
   /// The tooltip of segment `s` in `column` (its bytes and active share there; column -1: none):
@@ -58,20 +52,18 @@ class SegmentTimelineChart : public QWidget {
   void entry_clicked(int64_t entry);
 
  protected:
-  void paintEvent(QPaintEvent*) override;
+  int column_count() const override { return static_cast<int>(timeline_.columns.size()); }
+  int64_t y_top() const override { return timeline_.peak_reserved; }
+  void render_bands(QImage& bands) const override;
+  QString title() const override;
   void mouseMoveEvent(QMouseEvent*) override;
   void mousePressEvent(QMouseEvent*) override;
-  void resizeEvent(QResizeEvent*) override;
 
  private:
-  void render();
-  std::shared_ptr<const sessions::MemoryHistory> history_;
   sessions::SegmentTimeline timeline_;
   std::vector<sessions::MemoryFrame> frames_;
   std::vector<sessions::MemoryStackFrame> stacks_;
   std::vector<QColor> colors_;  // per segment
-  int64_t cursor_ = -1;
-  QImage bands_;  // rendered once per size
 };
 
 }  // namespace embedscope::ui

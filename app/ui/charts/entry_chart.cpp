@@ -1,0 +1,94 @@
+#include "charts/entry_chart.h"
+
+#include <QPainter>
+
+#include <algorithm>
+
+#include "charts/block_map.h"
+#include "embedscope/sessions/model/units.h"
+
+namespace embedscope::ui {
+
+namespace {
+constexpr int kLeft = 72, kRight = 12, kTop = 20, kBottom = 30;
+}  // namespace
+
+EntryChart::EntryChart(QWidget* parent, int minimum_height) : QWidget(parent) {
+  setMouseTracking(true);
+  setMinimumHeight(minimum_height);
+}
+
+QString EntryChart::bytes(int64_t b) { return QString::fromStdString(sessions::format_bytes(b)); }
+QString EntryChart::ms(int64_t ns) { return QString::number(static_cast<double>(ns) / 1e6, 'f', 3) + " ms"; }
+
+QString EntryChart::entry_time(int64_t e) const {
+  return QString("entry %1 (%2)").arg(e).arg(ms(history_->entries()[static_cast<size_t>(e)].time_ns));
+}
+
+void EntryChart::set_cursor(int64_t entry) {
+  cursor_ = entry;
+  update();
+}
+
+QRectF EntryChart::plot_rect() const {
+  return QRectF(kLeft, kTop, std::max(1, width() - kLeft - kRight), std::max(1, height() - kTop - kBottom));
+}
+
+int EntryChart::column_at(double x) const {
+  const QRectF r = plot_rect();
+  const int n = column_count();
+  if (n <= 0 || x < r.left() || x >= r.right()) return -1;
+  return std::min(n - 1, static_cast<int>((x - r.left()) / r.width() * static_cast<double>(n)));
+}
+
+void EntryChart::refresh() {
+  const QRectF r = plot_rect();
+  bands_ = QImage(std::max(1, static_cast<int>(r.width())), std::max(1, static_cast<int>(r.height())),
+                  QImage::Format_ARGB32_Premultiplied);
+  bands_.fill(Qt::transparent);
+  if (history_ && column_count() > 0) render_bands(bands_);
+  update();
+}
+
+void EntryChart::resizeEvent(QResizeEvent*) { refresh(); }
+
+void EntryChart::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  p.fillRect(rect(), palette().base());
+  const QColor text = palette().color(QPalette::Text);
+  const QRectF r = plot_rect();
+  p.setPen(text);
+  p.drawText(QRectF(kLeft, 0, r.width(), kTop), Qt::AlignLeft | Qt::AlignVCenter, title());
+  if (!history_ || column_count() == 0) {
+    p.drawText(r, Qt::AlignCenter, history_ ? "no allocator events" : "computing...");
+    return;
+  }
+  p.drawImage(r.topLeft(), bands_);
+  p.setPen(QPen(text, 1));
+  p.drawLine(r.bottomLeft(), r.bottomRight());
+  p.drawLine(r.bottomLeft(), r.topLeft());
+  // byte ticks on y, entry ticks on x
+  const int64_t top = std::max<int64_t>(1, y_top());
+  const int64_t ystep = byte_tick_step(top, byte_ticks_);
+  for (int64_t b = 0; b <= top; b += ystep) {
+    const double y = r.bottom() - static_cast<double>(b) / static_cast<double>(top) * r.height();
+    p.drawLine(QPointF(r.left() - 4, y), QPointF(r.left(), y));
+    p.drawText(QRectF(0, y - 8, kLeft - 6, 16), Qt::AlignRight | Qt::AlignVCenter, bytes(b));
+  }
+  const int64_t n = history_->size();
+  const int64_t xstep = count_tick_step(n, 8);
+  for (int64_t e = 0; e < n; e += xstep) {
+    const double x = r.left() + static_cast<double>(e) / static_cast<double>(n) * r.width();
+    p.drawLine(QPointF(x, r.bottom()), QPointF(x, r.bottom() + 4));
+    const double lx = std::clamp(x - 40, 0.0, std::max(0.0, width() - 80.0));  // the last label stays inside
+    p.drawText(QRectF(lx, r.bottom() + 4, 80, 14), Qt::AlignHCenter | Qt::AlignTop, QString::number(e));
+  }
+  p.drawText(QRectF(r.left(), r.bottom() + 15, r.width(), 14), Qt::AlignHCenter | Qt::AlignTop, "trace entry");
+  if (cursor_ >= 0 && n > 0) {
+    const double x = r.left() + (static_cast<double>(cursor_) + 0.5) / static_cast<double>(n) * r.width();
+    p.setPen(QPen(palette().color(QPalette::Highlight), 1, Qt::DashLine));
+    p.drawLine(QPointF(x, r.top()), QPointF(x, r.bottom()));
+  }
+}
+
+}  // namespace embedscope::ui
