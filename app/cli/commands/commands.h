@@ -33,6 +33,8 @@ Command add_plan_command(CLI::App& app);
 Command add_program_command(CLI::App& app);
 /// `rebalance`: table-wise moves that balance a session's observed load (commands/rebalance.cpp).
 Command add_rebalance_command(CLI::App& app);
+/// `scaling`: one workload on simulated clusters of growing size (commands/scaling.cpp).
+Command add_scaling_command(CLI::App& app);
 /// `stats`: the figures of a session (commands/stats.cpp).
 Command add_stats_command(CLI::App& app);
 /// `replay-memory`: alloc/free actions through allocator settings (commands/replay_memory.cpp).

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -107,7 +108,14 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
   auto group_of = [&](const std::string& name) {
     return group_ids.emplace(name, static_cast<int>(group_ids.size())).first->second;
   };
-  auto intern = [&](const std::string& s) { return names_.insert(s).first->c_str(); };
+  // OpEvent::name must outlive the run (RunResult::events is read after the executor is gone):
+  // op names are interned for the process, once each (a handful of distinct names)
+  auto intern = [](const std::string& s) {
+    static std::mutex mu;
+    static std::unordered_set<std::string> names;
+    std::lock_guard<std::mutex> lock(mu);
+    return names.insert(s).first->c_str();
+  };
 
   // The timed programs of every rank for the current place in the run (first, steady, last
   // two), rebuilt when the place changes (at most four times).

@@ -23,7 +23,6 @@
 
 #include <memory>
 #include <string>
-#include <unordered_set>
 
 #include "embedscope/engine/cost/hardware_profile.h"
 #include "exec/executor.h"
@@ -46,7 +45,6 @@ class SimulatedExecutor final : public exec::Executor {
   HardwareProfile hw_;
   bool prepared_ = false;
   profiler::RunClock clock_;
-  std::unordered_set<std::string> names_;  // op names: OpEvent::name points into it
 };
 
 }  // namespace embedscope::engine::simulated

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -121,6 +122,22 @@ TEST(SimulatedExecutor, EveryMemberOfACollectiveEndsItTogether) {
     EXPECT_TRUE(f.has_comm) << "rank " << f.rank;
     EXPECT_GT(f.compute_ns, 0);
   }
+}
+
+// RunResult::events outlive the executor: their names (const char*) are those the session holds,
+// read after the run returned (they pointed into the destroyed executor before, and read as garbage).
+TEST(SimulatedExecutor, EventNamesOutliveTheRun) {
+  const fs::path dir = scratch("names");
+  const es::RunResult r = run(simulated("tiny", 2), (dir / "s.db").string());
+  ASSERT_EQ(r.ended, es::RunEnd::complete);
+  std::multiset<std::string> from_result, from_session;
+  for (const auto& e : r.events) from_result.insert(std::to_string(e.rank) + " " + std::to_string(e.step) + " " + e.name);
+  ss::SessionReader reader((dir / "s.db").string());
+  for (const auto& o : reader.all_ops())
+    from_session.insert(std::to_string(o.rank) + " " + std::to_string(o.step) + " " + reader.strings().at(static_cast<size_t>(o.name_id)));
+  ASSERT_FALSE(from_result.empty());
+  EXPECT_EQ(from_result, from_session);
+  EXPECT_EQ(from_result.count("0 0 dense_all_reduce"), 1u);
 }
 
 TEST(SimulatedExecutor, PipelinesHideCommunicationUnderTheDensePart) {

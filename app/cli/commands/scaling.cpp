@@ -1,0 +1,144 @@
+// `embedscope scaling`: a scaling study (engine/exec/scaling_study.h) - one workload on simulated
+// clusters of growing size, per sharding type: step time, throughput, weak-scaling efficiency,
+// the embedding communication share of the step, memory per GPU.
+
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "embedscope/engine/cost/hardware_profile.h"
+#include "embedscope/engine/exec/scaling_study.h"
+#include "embedscope/sessions/model/units.h"
+#include "output/output.h"
+#include "workload_args.h"
+
+namespace embedscope::cli {
+
+namespace es = embedscope::engine;
+using nlohmann::json;
+
+namespace {
+
+struct ScalingState {
+  WorkloadArgs args;
+  std::string gpus = "8,16,32,64,128,256,512,1024";
+  std::string shardings = "table_wise,row_wise,table_row_wise";
+  std::string output;
+  bool json = false;
+};
+
+// "8,16,32" -> {8, 16, 32}; a bad item is bad input naming the flag.
+template <class T, class F>
+std::vector<T> split_list(const std::string& text, const std::string& flag, F parse) {
+  std::vector<T> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) throw es::SpecError(fmt::format("{}: an empty item in \"{}\"", flag, text));
+    out.push_back(parse(item));
+  }
+  if (out.empty()) throw es::SpecError(fmt::format("{}: give at least one value", flag));
+  return out;
+}
+
+int parse_gpus(const std::string& item) {
+  size_t used = 0;
+  int v = 0;
+  try {
+    v = std::stoi(item, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != item.size() || v < 1 || v > es::kMaxSimulatedRanks)
+    throw es::SpecError(fmt::format("--gpus: \"{}\" is not a number of GPUs in [1, {}]", item, es::kMaxSimulatedRanks));
+  return v;
+}
+
+json point_json(const es::ScalingPoint& p) {
+  json j = {{"sharding", es::to_string(p.sharding)}, {"gpus", p.gpus}, {"nodes", p.nodes}};
+  if (!p.error.empty()) {
+    j["error"] = p.error;
+    return j;
+  }
+  j.update({{"step_time_ns", p.step_time_ns},
+            {"samples_per_s", p.samples_per_s},
+            {"samples_per_s_per_gpu", p.samples_per_s / p.gpus},
+            {"scaling_efficiency", p.scaling_efficiency},
+            {"embedding_comm_share", p.embedding_comm_share},
+            {"comm_share", p.comm_share},
+            {"memory_bytes_per_gpu", p.memory_bytes_per_gpu}});
+  if (!p.session_path.empty()) j["session"] = p.session_path;
+  return j;
+}
+
+std::string point_row(const es::ScalingPoint& p) {
+  const std::string head = fmt::format("{:<15} {:>5} {:>5}", es::to_string(p.sharding), p.gpus, p.nodes);
+  if (!p.error.empty()) return fmt::format("{}  {}", head, p.error);
+  return fmt::format("{} {:>11} {:>12.0f} {:>9.0f} {:>7.1f}% {:>8.1f}% {:>6.1f}% {:>11}", head, ms(p.step_time_ns),
+                     p.samples_per_s, p.samples_per_s / p.gpus, 100 * p.scaling_efficiency,
+                     100 * p.embedding_comm_share, 100 * p.comm_share, sessions::format_bytes(p.memory_bytes_per_gpu));
+}
+
+int cmd_scaling(ScalingState& s) {
+  WorkloadArgs& a = s.args;
+  if (!a.was_given("--simulate"))
+    throw es::SpecError("--simulate PROFILE is required: the study runs on modelled clusters (e.g. --simulate h100_sxm)");
+  for (const char* flag : {"--devices", "--nodes", "--sharding", "--local-world-size", "--backend"})
+    if (a.was_given(flag))
+      throw es::SpecError(fmt::format("{}: the scaling study sets it for every point (use --gpus, --gpus-per-node, --shardings)", flag));
+  const es::WorkloadSpec spec = load(a);
+  es::ScalingStudyOptions o;
+  o.hardware = a.simulate;
+  o.gpus = split_list<int>(s.gpus, "--gpus", parse_gpus);
+  o.shardings = split_list<es::ShardingType>(s.shardings, "--shardings",
+                                             [](const std::string& t) { return es::sharding_type_from_string(t, "--shardings"); });
+  if (a.was_given("--gpus-per-node")) o.gpus_per_node = a.gpus_per_node;
+  o.session_dir = s.output;
+  const es::HardwareProfile hw = es::load_hardware_profile(a.simulate);
+  const int per_node = o.gpus_per_node > 0 ? o.gpus_per_node : hw.gpus_per_node;
+  if (!s.json) {
+    std::cout << fmt::format(
+        "scaling study: {} on simulated {} ({} GPUs per node); {} samples per GPU per step (weak scaling), {} measured "
+        "steps\n",
+        spec.name, hw.name, per_node, spec.batch_size, spec.steps);
+    std::cout << fmt::format("{:<15} {:>5} {:>5} {:>11} {:>12} {:>9} {:>8} {:>9} {:>7} {:>11}\n", "sharding", "GPUs",
+                             "nodes", "step p50", "samples/s", "per GPU", "scaling", "emb comm", "comm", "memory/GPU");
+    o.on_point = [](const es::ScalingPoint& p) { std::cout << point_row(p) << std::endl; };
+  }
+  const auto points = es::run_scaling_study(spec, o);
+  if (s.json) {
+    json j = {{"workload", spec.name},         {"hardware", hw.name},       {"simulated", true},
+              {"gpus_per_node", per_node},      {"batch_size_per_gpu", spec.batch_size},
+              {"steps", spec.steps},            {"points", json::array()}};
+    for (const auto& p : points) j["points"].push_back(point_json(p));
+    std::cout << dump(j) << "\n";
+    return 0;
+  }
+  std::cout << "scaling: samples/s per GPU over that of the first size that ran, per sharding type (1 = perfect weak "
+               "scaling); emb comm: the input, output and gradient dists' share of the step (EMBark's figure), comm: "
+               "every collective's; all SIMULATED\n";
+  if (!s.output.empty()) std::cout << "sessions: " << s.output << "/<sharding>_<gpus>.db\n";
+  return 0;
+}
+
+}  // namespace
+
+Command add_scaling_command(CLI::App& app) {
+  auto s = std::make_shared<ScalingState>();
+  auto* cmd = app.add_subcommand("scaling",
+                                 "A scaling study on simulated clusters: one workload over growing GPU counts per sharding "
+                                 "type (step time, throughput, scaling efficiency, embedding comm share, memory per GPU)");
+  add_workload_options(cmd, s->args);
+  cmd->add_option("--gpus", s->gpus, "Cluster sizes, comma-separated (default 8,16,32,64,128,256,512,1024)");
+  cmd->add_option("--shardings", s->shardings,
+                  "Sharding types, comma-separated, each applied to every table (default table_wise,row_wise,table_row_wise)");
+  cmd->add_option("-o,--output", s->output, "Write each point's simulated session to DIR/<sharding>_<gpus>.db");
+  cmd->add_flag("--json", s->json, "Print the points as JSON");
+  return {cmd, [s] { return cmd_scaling(*s); }, [s] { return s->json; }};
+}
+
+}  // namespace embedscope::cli

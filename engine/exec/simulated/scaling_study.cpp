@@ -1,0 +1,121 @@
+// run_scaling_study (exec/scaling_study.h): the workload on simulated clusters of growing size.
+#include "embedscope/engine/exec/scaling_study.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "embedscope/engine/cost/hardware_profile.h"
+#include "embedscope/engine/exec/run.h"
+
+namespace embedscope::engine {
+
+namespace {
+int64_t median(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The measured steps' comm time per rank, embedding collectives and all of them, over the
+// measured time (the sum of the slowest rank's step times).
+void comm_shares(const RunResult& r, int gpus, ScalingPoint& p) {
+  int64_t measured = 0;
+  for (int64_t t : r.step_time_ns) measured += t;
+  if (measured <= 0 || gpus <= 0) return;
+  std::vector<int64_t> emb(static_cast<size_t>(gpus), 0), all(static_cast<size_t>(gpus), 0);
+  for (const auto& e : r.events) {
+    if (e.category != sessions::OpCategory::comm || e.step < 0 || e.rank < 0 || e.rank >= gpus) continue;
+    const int64_t d = std::max<int64_t>(0, e.end_ns - e.start_ns);
+    all[static_cast<size_t>(e.rank)] += d;
+    if (std::string_view(e.name) != "dense_all_reduce") emb[static_cast<size_t>(e.rank)] += d;
+  }
+  double se = 0, sa = 0;
+  for (int k = 0; k < gpus; ++k) {
+    se += static_cast<double>(emb[static_cast<size_t>(k)]) / static_cast<double>(measured);
+    sa += static_cast<double>(all[static_cast<size_t>(k)]) / static_cast<double>(measured);
+  }
+  p.embedding_comm_share = std::min(1.0, se / gpus);
+  p.comm_share = std::min(1.0, sa / gpus);
+}
+// A refusal lists every rank that does not fit (1,024 lines on a big cluster): the first line,
+// the first two ranks and how many more.
+std::string abbreviate(const std::string& error) {
+  std::vector<std::string> lines;
+  size_t at = 0;
+  while (at <= error.size()) {
+    const size_t nl = error.find('\n', at);
+    lines.push_back(error.substr(at, nl == std::string::npos ? std::string::npos : nl - at));
+    if (nl == std::string::npos) break;
+    at = nl + 1;
+  }
+  if (lines.size() <= 4) return error;
+  return fmt::format("{}\n{}\n{}\n  ... and {} more ranks", lines[0], lines[1], lines[2], lines.size() - 3);
+}
+}  // namespace
+
+std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& base, const ScalingStudyOptions& o) {
+  const HardwareProfile hw = load_hardware_profile(o.hardware);
+  if (o.gpus.empty()) throw SpecError("scaling study: no cluster sizes (give at least one number of GPUs)");
+  for (int g : o.gpus)
+    if (g < 1 || g > kMaxSimulatedRanks)
+      throw SpecError(fmt::format("scaling study: {} GPUs is outside [1, {}]", g, kMaxSimulatedRanks));
+  if (o.shardings.empty()) throw SpecError("scaling study: no sharding types");
+  if (o.gpus_per_node < 0) throw SpecError("scaling study: gpus per node must be positive");
+  const int per_node = o.gpus_per_node > 0 ? o.gpus_per_node : hw.gpus_per_node;
+  if (!o.session_dir.empty()) std::filesystem::create_directories(o.session_dir);
+  std::vector<ScalingPoint> out;
+  for (ShardingType type : o.shardings) {
+    double first_per_gpu = 0;  // samples/s per GPU of this type's first point that ran
+    for (int gpus : o.gpus) {
+      ScalingPoint p;
+      p.sharding = type;
+      p.gpus = gpus;
+      const int local = std::min(gpus, per_node);
+      p.nodes = (gpus + local - 1) / local;
+      WorkloadSpec spec = base;
+      spec.devices.backend = Backend::simulated;
+      spec.devices.hardware = o.hardware;
+      spec.devices.memory_bytes = hw.gpu.memory_bytes;
+      spec.devices.count = gpus;
+      spec.sharding.local_world_size = local;
+      spec.sharding.default_type = type;
+      spec.sharding.per_table.clear();
+      try {
+        validate(spec, "scaling study");
+        const ShardingPlan plan = plan_sharding(spec);
+        TrainerOptions opt;
+        if (!o.session_dir.empty()) {
+          p.session_path = (std::filesystem::path(o.session_dir) / fmt::format("{}_{}.db", to_string(type), gpus)).string();
+          opt.session_path = p.session_path;
+          opt.session_overwrite = true;
+        }
+        const RunResult r = run_training(spec, plan, opt);
+        if (r.ended != RunEnd::complete) {
+          p.error = fmt::format("{}: {}", to_string(r.ended), r.error);
+        } else {
+          p.step_time_ns = median(r.step_time_ns);
+          p.samples_per_s = p.step_time_ns > 0 ? static_cast<double>(r.samples_per_step) * 1e9 / static_cast<double>(p.step_time_ns) : 0;
+          for (const auto& rk : r.ranks) p.memory_bytes_per_gpu = std::max(p.memory_bytes_per_gpu, rk.memory_bytes);
+          comm_shares(r, gpus, p);
+          const double per_gpu = p.samples_per_s / gpus;
+          if (first_per_gpu <= 0) first_per_gpu = per_gpu;
+          p.scaling_efficiency = first_per_gpu > 0 ? per_gpu / first_per_gpu : 0;
+        }
+      } catch (const SpecError& e) {
+        p.error = e.what();
+      }
+      if (!p.error.empty()) {
+        p.error = abbreviate(p.error);
+        p.session_path.clear();
+      }
+      if (o.on_point) o.on_point(p);
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+}  // namespace embedscope::engine

@@ -1,0 +1,64 @@
+#pragma once
+// A scaling study: one workload on simulated clusters of growing size (exec/simulated), per
+// sharding type, with what a class needs to see where table_wise stops scaling and row_wise
+// starts paying its all-to-alls: step time, throughput, scaling efficiency, the share of the
+// step spent in embedding communication, and memory per GPU. Weak scaling, as DLRM training
+// scales: every GPU keeps the workload's batch_size, so the global batch grows with the cluster.
+// `embedscope scaling` prints it; the points can be written as simulated sessions.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "embedscope/engine/sharding/sharding.h"
+#include "embedscope/engine/workload/spec.h"
+
+namespace embedscope::engine {
+
+struct ScalingStudyOptions {
+  std::string hardware;            ///< hardware profile (load_hardware_profile's argument)
+  std::vector<int> gpus;           ///< cluster sizes, ranks, each in [1, kMaxSimulatedRanks]
+  std::vector<ShardingType> shardings;  ///< every table of the workload gets this type
+  int gpus_per_node = 0;           ///< node shape; 0: the profile's
+  /// When not empty, each point's session is written to session_dir/<sharding>_<gpus>.db
+  /// (replacing a file of that name).
+  std::string session_dir;
+  /// Called after each point (for progress); may be empty.
+  std::function<void(const struct ScalingPoint&)> on_point;
+};
+
+/// One (sharding type, cluster size) of the study.
+struct ScalingPoint {
+  ShardingType sharding = ShardingType::table_wise;
+  int gpus = 0, nodes = 0;
+  /// Why there are no figures ("" when the point ran): the plan does not fit the profile's
+  /// device memory (the refusal names the rank and the term; past two ranks, how many more), or
+  /// the run did not complete.
+  std::string error;
+  int64_t step_time_ns = 0;        ///< median over the measured steps of the slowest rank's step
+  double samples_per_s = 0;        ///< global batch (batch_size x gpus) / step_time
+  /// (samples_per_s / gpus) / (that of the study's first point that ran for this sharding
+  /// type): 1 = perfect weak scaling.
+  double scaling_efficiency = 0;
+  /// Time of the embedding collectives (input, output and gradient dists: every comm op but the
+  /// dense all-reduce) over the measured step time, mean over ranks, in [0, 1]: the figure
+  /// EMBark (Liu et al., RecSys 2024, "Embedding Optimization for Training Large-scale Deep
+  /// Learning Recommendation Systems with EMBark") gives as 25% of a DLRM-DCNv2 step on 8 H100s
+  /// and 51% on 128.
+  double embedding_comm_share = 0;
+  double comm_share = 0;           ///< the same for every collective (dense all-reduce too)
+  int64_t memory_bytes_per_gpu = 0;  ///< the largest rank's peak (the planner's storage estimate)
+  std::string session_path;        ///< the session written, or ""
+};
+
+/// Runs the study: for each sharding type, each cluster size in `options.gpus` order, the
+/// workload with devices.count = gpus, sharding.local_world_size = min(gpus, gpus per node),
+/// every table of that type (per-table overrides dropped), on the simulated backend of the
+/// profile (its device memory). O(points x ranks x ops). Throws SpecError for an unknown
+/// profile, an empty or out-of-range gpus list, no sharding types, or a workload the parser
+/// rejects for a reason other than memory; a point that does not fit or fails is kept with its
+/// error and the study goes on.
+std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& spec, const ScalingStudyOptions& options);
+
+}  // namespace embedscope::engine

@@ -1,0 +1,117 @@
+// The scaling study: each point is the simulated run of the workload at that size (checked
+// against a run the test makes itself), its figures are those of that run's session (comm shares
+// summed from the session's ops with SQL, not from the study's events), and a point that cannot
+// run keeps its reason while the study goes on.
+#include <gtest/gtest.h>
+
+#include <sqlite3.h>
+
+#include <filesystem>
+
+#include "embedscope/engine/exec/run.h"
+#include "embedscope/engine/exec/scaling_study.h"
+#include "embedscope/engine/workload/presets.h"
+
+namespace es = embedscope::engine;
+namespace fs = std::filesystem;
+
+namespace {
+const std::string kProfile = EMBEDSCOPE_TEST_DATA "/hardware/round_numbers.json";  // 2 GPUs a node, 4 nodes
+
+// Sum of the measured steps' comm op durations of `rank`, every op or all but the dense all-reduce.
+int64_t comm_ns(const std::string& session, int rank, bool embedding_only) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(session.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  const std::string sql = "SELECT coalesce(sum(dur_ns), 0) FROM op_view WHERE category = 'comm' AND step >= 0 AND rank = " +
+                          std::to_string(rank) + (embedding_only ? " AND name <> 'dense_all_reduce'" : "");
+  sqlite3_stmt* st = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  EXPECT_EQ(sqlite3_step(st), SQLITE_ROW);
+  const int64_t v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return v;
+}
+}  // namespace
+
+TEST(ScalingStudy, EachPointIsTheSimulatedRunAtThatSize) {
+  es::WorkloadSpec base = es::load_preset("tiny");
+  base.steps = 3;
+  base.warmup_steps = 1;
+  const fs::path dir = fs::temp_directory_path() / "embedscope_scaling_study";
+  fs::remove_all(dir);
+  es::ScalingStudyOptions o;
+  o.hardware = kProfile;
+  o.gpus = {1, 2, 4, 16};  // 16: more than the profile's 4 nodes x 2 GPUs
+  o.shardings = {es::ShardingType::table_wise, es::ShardingType::row_wise};
+  o.session_dir = dir.string();
+  int called = 0;
+  o.on_point = [&](const es::ScalingPoint&) { ++called; };
+  const auto points = es::run_scaling_study(base, o);
+  ASSERT_EQ(points.size(), 8u);
+  EXPECT_EQ(called, 8);
+  for (size_t k = 0; k < points.size(); ++k) {
+    const es::ScalingPoint& p = points[k];
+    EXPECT_EQ(p.sharding, k < 4 ? es::ShardingType::table_wise : es::ShardingType::row_wise);
+    EXPECT_EQ(p.gpus, o.gpus[k % 4]);
+    if (p.gpus == 16) {  // refused, the study went on
+      EXPECT_NE(p.error.find("16"), std::string::npos) << p.error;
+      EXPECT_EQ(p.step_time_ns, 0);
+      EXPECT_TRUE(p.session_path.empty());
+      continue;
+    }
+    ASSERT_TRUE(p.error.empty()) << p.error;
+    EXPECT_EQ(p.nodes, p.gpus <= 2 ? 1 : 2);
+    // the same run, made here: devices, node shape and sharding type set by hand
+    es::WorkloadSpec s = base;
+    s.devices.backend = es::Backend::simulated;
+    s.devices.hardware = kProfile;
+    s.devices.memory_bytes = int64_t{8} << 30;
+    s.devices.count = p.gpus;
+    s.sharding.local_world_size = std::min(p.gpus, 2);
+    s.sharding.default_type = p.sharding;
+    s.sharding.per_table.clear();
+    const es::RunResult r = es::run_training(s, es::plan_sharding(s));
+    ASSERT_EQ(r.step_time_ns.size(), 3u);
+    std::vector<int64_t> t = r.step_time_ns;
+    std::sort(t.begin(), t.end());
+    EXPECT_EQ(p.step_time_ns, t[1]);
+    EXPECT_DOUBLE_EQ(p.samples_per_s, static_cast<double>(base.batch_size * p.gpus) * 1e9 / static_cast<double>(t[1]));
+    const es::ScalingPoint& first = points[k < 4 ? 0 : 4];
+    EXPECT_DOUBLE_EQ(p.scaling_efficiency, (p.samples_per_s / p.gpus) / (first.samples_per_s / first.gpus));
+    // comm shares from the session's ops
+    ASSERT_EQ(p.session_path, (dir / (std::string(es::to_string(p.sharding)) + "_" + std::to_string(p.gpus) + ".db")).string());
+    int64_t measured = 0;
+    for (int64_t x : r.step_time_ns) measured += x;
+    double emb = 0, all = 0;
+    for (int rank = 0; rank < p.gpus; ++rank) {
+      emb += static_cast<double>(comm_ns(p.session_path, rank, true)) / static_cast<double>(measured) / p.gpus;
+      all += static_cast<double>(comm_ns(p.session_path, rank, false)) / static_cast<double>(measured) / p.gpus;
+    }
+    EXPECT_NEAR(p.embedding_comm_share, emb, 1e-12) << p.gpus;
+    EXPECT_NEAR(p.comm_share, all, 1e-12) << p.gpus;
+    if (p.gpus > 1) EXPECT_LT(p.embedding_comm_share, p.comm_share);  // the dense all-reduce is not embedding comm
+    int64_t peak = 0;
+    for (const auto& rk : r.ranks) peak = std::max(peak, rk.memory_bytes);
+    EXPECT_EQ(p.memory_bytes_per_gpu, peak);
+    EXPECT_GT(peak, 0);
+  }
+  EXPECT_DOUBLE_EQ(points[0].scaling_efficiency, 1.0);
+  fs::remove_all(dir);
+}
+
+TEST(ScalingStudy, RefusesWhatItCannotStudy) {
+  const es::WorkloadSpec base = es::load_preset("tiny");
+  es::ScalingStudyOptions o;
+  o.hardware = kProfile;
+  o.shardings = {es::ShardingType::table_wise};
+  EXPECT_THROW(es::run_scaling_study(base, o), es::SpecError);  // no sizes
+  o.gpus = {0};
+  EXPECT_THROW(es::run_scaling_study(base, o), es::SpecError);
+  o.gpus = {2};
+  o.shardings.clear();
+  EXPECT_THROW(es::run_scaling_study(base, o), es::SpecError);
+  o.shardings = {es::ShardingType::table_wise};
+  o.hardware = "no_such_profile";
+  EXPECT_THROW(es::run_scaling_study(base, o), es::SpecError);
+}
