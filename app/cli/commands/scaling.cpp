@@ -58,23 +58,6 @@ int parse_gpus(const std::string& item) {
   return v;
 }
 
-json point_json(const es::ScalingPoint& p) {
-  json j = {{"sharding", es::to_string(p.sharding)}, {"gpus", p.gpus}, {"nodes", p.nodes}};
-  if (!p.error.empty()) {
-    j["error"] = p.error;
-    return j;
-  }
-  j.update({{"step_time_ns", p.step_time_ns},
-            {"samples_per_s", p.samples_per_s},
-            {"samples_per_s_per_gpu", p.samples_per_s / p.gpus},
-            {"scaling_efficiency", p.scaling_efficiency},
-            {"embedding_comm_share", p.embedding_comm_share},
-            {"comm_share", p.comm_share},
-            {"memory_bytes_per_gpu", p.memory_bytes_per_gpu}});
-  if (!p.session_path.empty()) j["session"] = p.session_path;
-  return j;
-}
-
 std::string point_row(const es::ScalingPoint& p) {
   const std::string head = fmt::format("{:<15} {:>5} {:>5}", es::to_string(p.sharding), p.gpus, p.nodes);
   if (!p.error.empty()) return fmt::format("{}  {}", head, p.error);
@@ -111,10 +94,7 @@ int cmd_scaling(ScalingState& s) {
   }
   const auto points = es::run_scaling_study(spec, o);
   if (s.json) {
-    json j = {{"workload", spec.name},         {"hardware", hw.name},       {"simulated", true},
-              {"gpus_per_node", per_node},      {"batch_size_per_gpu", spec.batch_size},
-              {"steps", spec.steps},            {"points", json::array()}};
-    for (const auto& p : points) j["points"].push_back(point_json(p));
+    const json j = es::to_json(es::ScalingStudy{spec.name, hw.name, per_node, spec.batch_size, spec.steps, points});
     std::cout << dump(j) << "\n";
     return 0;
   }

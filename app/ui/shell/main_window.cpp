@@ -36,6 +36,7 @@
 #endif
 #include "views/compare_view.h"
 #include "views/load_view.h"
+#include "views/scaling_view.h"
 #include "views/memory_view.h"
 #include "core/scenario.h"
 #include "views/scenario_view.h"
@@ -281,6 +282,22 @@ QString MainWindow::open_compare(const QStringList& paths, bool quiet) {
   return error;
 }
 
+QString MainWindow::open_scaling(const QString& path, bool quiet) {
+  QString error;
+  try {
+    auto* view = new ScalingView(load_scaling_study_file(path), tabs_);
+    const int i = tabs_->addTab(view, QString("scaling: %1 on %2 (simulated)")
+                                          .arg(QString::fromStdString(view->study().workload),
+                                               QString::fromStdString(view->study().hardware)));
+    tabs_->setTabToolTip(i, path);
+    tabs_->setCurrentIndex(i);
+  } catch (const std::exception& e) {
+    error = QString::fromUtf8(e.what());
+  }
+  if (!error.isEmpty() && !quiet) QMessageBox::critical(this, "Cannot open scaling study", error);
+  return error;
+}
+
 QString MainWindow::open_scenario(const QString& scenario, const QString& sessions_dir, bool quiet) {
   QString error;
   try {
@@ -343,6 +360,7 @@ QString MainWindow::open_path(const QString& path, bool quiet) {
   const bool session = info.isFile() && sessions::importers::read_head(path.toStdString(), 16) ==
                                            std::string("SQLite format 3\0", 16);
   if (session || !info.exists()) return open_session(path, quiet);
+  if (info.isFile() && is_scaling_study_file(path)) return open_scaling(path, quiet);
   QString error;
   import_trace({path}, quiet, &error);
   return error;

@@ -44,6 +44,9 @@ class MainWindow : public QMainWindow {
   /// file; the runs' sessions are looked for in `sessions_dir` when given. Returns the error.
   /// (Its run_requested signal is for the run machinery to connect.)
   QString open_scenario(const QString& scenario, const QString& sessions_dir = {}, bool quiet = false);
+  /// Opens a scaling study tab (ScalingView) of the file `embedscope scaling --json` wrote (File >
+  /// Open and open_path recognise it by its first key); returns the error, shown unless `quiet`.
+  QString open_scaling(const QString& path, bool quiet = false);
   /// File > Export for the current session: "chrome" (Trace Event JSON), "csv" (a folder),
   /// "png", "svg" (vector, QSvgGenerator) or "pdf" (the current view). Returns the error, or an empty string.
   QString export_current(const QString& format, const QString& path);

@@ -6,6 +6,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/exec/run.h"
@@ -116,6 +117,78 @@ std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& base, const Scal
     }
   }
   return out;
+}
+
+nlohmann::json to_json(const ScalingStudy& st) {
+  nlohmann::json j = {{"workload", st.workload},       {"hardware", st.hardware},
+                      {"simulated", true},             {"gpus_per_node", st.gpus_per_node},
+                      {"batch_size_per_gpu", st.batch_size_per_gpu}, {"steps", st.steps},
+                      {"points", nlohmann::json::array()}};
+  for (const ScalingPoint& p : st.points) {
+    nlohmann::json q = {{"sharding", to_string(p.sharding)}, {"gpus", p.gpus}, {"nodes", p.nodes}};
+    if (!p.error.empty()) {
+      q["error"] = p.error;
+    } else {
+      q.update({{"step_time_ns", p.step_time_ns},
+                {"samples_per_s", p.samples_per_s},
+                {"samples_per_s_per_gpu", p.gpus > 0 ? p.samples_per_s / p.gpus : 0.0},
+                {"scaling_efficiency", p.scaling_efficiency},
+                {"embedding_comm_share", p.embedding_comm_share},
+                {"comm_share", p.comm_share},
+                {"memory_bytes_per_gpu", p.memory_bytes_per_gpu}});
+      if (!p.session_path.empty()) q["session"] = p.session_path;
+    }
+    j["points"].push_back(std::move(q));
+  }
+  return j;
+}
+
+ScalingStudy scaling_study_from_json(const nlohmann::json& j, const std::string& origin) {
+  using nlohmann::json;
+  auto fail = [&](const std::string& ptr, const std::string& why) -> void {
+    throw SpecError(fmt::format("{}: {}: {}", origin, ptr.empty() ? "/" : ptr, why));
+  };
+  auto get = [&](const json& o, const std::string& ptr, const char* key, json::value_t type) -> const json& {
+    if (!o.is_object()) fail(ptr, "must be an object");
+    const auto it = o.find(key);
+    if (it == o.end()) fail(ptr + "/" + key, "is missing");
+    const bool number = type == json::value_t::number_float;
+    if (number ? !it->is_number() : (type == json::value_t::number_integer ? !it->is_number_integer() : it->type() != type))
+      fail(ptr + "/" + key, number ? "must be a number" : type == json::value_t::number_integer ? "must be an integer"
+                                   : type == json::value_t::string ? "must be a string" : "must be an array");
+    return *it;
+  };
+  using V = json::value_t;
+  ScalingStudy st;
+  st.workload = get(j, "", "workload", V::string).get<std::string>();
+  st.hardware = get(j, "", "hardware", V::string).get<std::string>();
+  st.gpus_per_node = get(j, "", "gpus_per_node", V::number_integer).get<int>();
+  st.batch_size_per_gpu = get(j, "", "batch_size_per_gpu", V::number_integer).get<int64_t>();
+  st.steps = get(j, "", "steps", V::number_integer).get<int64_t>();
+  const json& points = get(j, "", "points", V::array);
+  for (size_t k = 0; k < points.size(); ++k) {
+    const std::string ptr = fmt::format("/points/{}", k);
+    const json& q = points[k];
+    ScalingPoint p;
+    const std::string type = get(q, ptr, "sharding", V::string).get<std::string>();
+    p.sharding = sharding_type_from_string(type, origin + ": " + ptr + "/sharding");
+    p.gpus = get(q, ptr, "gpus", V::number_integer).get<int>();
+    if (p.gpus < 1 || p.gpus > kMaxSimulatedRanks) fail(ptr + "/gpus", fmt::format("must be in [1, {}], got {}", kMaxSimulatedRanks, p.gpus));
+    p.nodes = get(q, ptr, "nodes", V::number_integer).get<int>();
+    if (q.contains("error")) {
+      p.error = get(q, ptr, "error", V::string).get<std::string>();
+    } else {
+      p.step_time_ns = get(q, ptr, "step_time_ns", V::number_integer).get<int64_t>();
+      p.samples_per_s = get(q, ptr, "samples_per_s", V::number_float).get<double>();
+      p.scaling_efficiency = get(q, ptr, "scaling_efficiency", V::number_float).get<double>();
+      p.embedding_comm_share = get(q, ptr, "embedding_comm_share", V::number_float).get<double>();
+      p.comm_share = get(q, ptr, "comm_share", V::number_float).get<double>();
+      p.memory_bytes_per_gpu = get(q, ptr, "memory_bytes_per_gpu", V::number_integer).get<int64_t>();
+      if (q.contains("session")) p.session_path = get(q, ptr, "session", V::string).get<std::string>();
+    }
+    st.points.push_back(std::move(p));
+  }
+  return st;
 }
 
 }  // namespace embedscope::engine

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
 
@@ -60,5 +62,24 @@ struct ScalingPoint {
 /// rejects for a reason other than memory; a point that does not fit or fails is kept with its
 /// error and the study goes on.
 std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& spec, const ScalingStudyOptions& options);
+
+/// A study as `embedscope scaling --json` writes it and the workbench opens it.
+struct ScalingStudy {
+  std::string workload;            ///< the workload's name
+  std::string hardware;            ///< the profile's name
+  int gpus_per_node = 0;
+  int64_t batch_size_per_gpu = 0;  ///< samples per GPU per step
+  int64_t steps = 0;               ///< measured steps per point
+  std::vector<ScalingPoint> points;
+};
+
+/// {"workload", "hardware", "simulated": true, "gpus_per_node", "batch_size_per_gpu", "steps",
+///  "points": [{"sharding", "gpus", "nodes", "error"} or {"sharding", "gpus", "nodes",
+///  "step_time_ns", "samples_per_s", "samples_per_s_per_gpu", "scaling_efficiency",
+///  "embedding_comm_share", "comm_share", "memory_bytes_per_gpu", "session"?}]}
+nlohmann::json to_json(const ScalingStudy& study);
+/// The inverse of to_json. Throws SpecError "<origin>: <JSON pointer>: <reason>" for a missing
+/// or mistyped key, an unknown sharding type, or a point with gpus outside [1, kMaxSimulatedRanks].
+ScalingStudy scaling_study_from_json(const nlohmann::json& j, const std::string& origin);
 
 }  // namespace embedscope::engine

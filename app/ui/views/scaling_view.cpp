@@ -1,0 +1,159 @@
+#include "views/scaling_view.h"
+
+#include <QFile>
+#include <QGridLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QTableWidget>
+
+#include <algorithm>
+#include <set>
+
+#include <nlohmann/json.hpp>
+#include <qcustomplot.h>
+
+#include "charts/colors.h"
+#include "embedscope/engine/workload/spec.h"
+#include "embedscope/sessions/model/units.h"
+
+namespace embedscope::ui {
+
+namespace {
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// x: GPUs on a log 2 axis, a tick at every size of the study
+void gpu_axis(QCPAxis* x, const std::set<int>& sizes) {
+  x->setScaleType(QCPAxis::stLogarithmic);
+  auto ticker = QSharedPointer<QCPAxisTickerText>::create();
+  for (int g : sizes) ticker->addTick(g, QString::number(g));
+  x->setTicker(ticker);
+  x->setLabel("GPUs (simulated)");
+  if (!sizes.empty()) x->setRange(*sizes.begin() / 1.3, *sizes.rbegin() * 1.3);
+}
+}  // namespace
+
+ScalingView::ScalingView(engine::ScalingStudy study, QWidget* parent)
+    : QWidget(parent), study_(std::move(study)), table_(new QTableWidget(this)), caption_(new QLabel(this)) {
+  auto* grid = new QGridLayout(this);
+  caption_->setWordWrap(true);
+  caption_->setText(QString("<b>SIMULATED</b> scaling study: %1 on %2 (%3 GPUs per node), %4 samples per GPU per step "
+                            "(weak scaling), %5 measured steps per point. Efficiency: samples/s per GPU over that of "
+                            "the smallest cluster that ran; embedding comm: the input, output and gradient dists' share "
+                            "of the step.")
+                        .arg(QString::fromStdString(study_.workload).toHtmlEscaped(),
+                             QString::fromStdString(study_.hardware).toHtmlEscaped())
+                        .arg(study_.gpus_per_node)
+                        .arg(study_.batch_size_per_gpu)
+                        .arg(study_.steps));
+  grid->addWidget(caption_, 0, 0, 1, 2);
+  std::vector<engine::ShardingType> types;
+  std::set<int> sizes;
+  for (const auto& p : study_.points) {
+    if (std::find(types.begin(), types.end(), p.sharding) == types.end()) types.push_back(p.sharding);
+    sizes.insert(p.gpus);
+  }
+  struct Metric {
+    const char* title;
+    const char* unit;
+    double (*value)(const engine::ScalingPoint&);
+  };
+  const Metric metrics[] = {
+      {"throughput", "samples/s", [](const engine::ScalingPoint& p) { return p.samples_per_s; }},
+      {"weak-scaling efficiency", "%", [](const engine::ScalingPoint& p) { return 100 * p.scaling_efficiency; }},
+      {"embedding communication share of the step", "%",
+       [](const engine::ScalingPoint& p) { return 100 * p.embedding_comm_share; }},
+      {"memory per GPU (largest rank)", "GiB",
+       [](const engine::ScalingPoint& p) { return static_cast<double>(p.memory_bytes_per_gpu) / kGiB; }}};
+  for (int m = 0; m < 4; ++m) {
+    auto* plot = new QCustomPlot(this);
+    plot->setMinimumSize(360, 220);
+    plot->plotLayout()->insertRow(0);
+    plot->plotLayout()->addElement(0, 0, new QCPTextElement(plot, metrics[m].title, QFont("sans", 10, QFont::Bold)));
+    double top = 0;
+    for (size_t t = 0; t < types.size(); ++t) {
+      auto* g = plot->addGraph();
+      g->setName(engine::to_string(types[t]));
+      g->setPen(QPen(session_color(t), 2));
+      g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 6));
+      for (const auto& p : study_.points)
+        if (p.sharding == types[t] && p.error.empty()) {
+          g->addData(p.gpus, metrics[m].value(p));
+          top = std::max(top, metrics[m].value(p));
+        }
+    }
+    gpu_axis(plot->xAxis, sizes);
+    plot->yAxis->setLabel(metrics[m].unit);
+    plot->yAxis->setRange(0, m == 1 || m == 2 ? std::max(100.0, top * 1.05) : std::max(1e-9, top * 1.1));
+    plot->legend->setVisible(true);
+    // where the lines are not: throughput and memory grow to the right, efficiency falls, the
+    // comm share rises
+    const Qt::Alignment corner[] = {Qt::AlignTop | Qt::AlignLeft, Qt::AlignTop | Qt::AlignRight,
+                                    Qt::AlignBottom | Qt::AlignRight, Qt::AlignTop | Qt::AlignLeft};
+    plot->axisRect()->insetLayout()->setInsetAlignment(0, corner[m]);
+    follow_palette(plot);
+    plots_.push_back(plot);
+    grid->addWidget(plot, 1 + m / 2, m % 2);
+  }
+  const QStringList headers = {"sharding", "GPUs", "nodes", "step p50", "samples/s", "per GPU", "efficiency",
+                               "emb comm", "comm", "memory/GPU", "note"};
+  table_->setColumnCount(static_cast<int>(headers.size()));
+  table_->setHorizontalHeaderLabels(headers);
+  table_->setRowCount(static_cast<int>(study_.points.size()));
+  table_->verticalHeader()->hide();
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  for (int r = 0; r < table_->rowCount(); ++r) {
+    const auto& p = study_.points[static_cast<size_t>(r)];
+    auto set = [&](int c, const QString& text) {
+      auto* item = new QTableWidgetItem(text);
+      item->setTextAlignment(c == 0 || c == 10 ? int(Qt::AlignLeft | Qt::AlignVCenter) : int(Qt::AlignRight | Qt::AlignVCenter));
+      table_->setItem(r, c, item);
+    };
+    set(0, engine::to_string(p.sharding));
+    set(1, QString::number(p.gpus));
+    set(2, QString::number(p.nodes));
+    if (!p.error.empty()) {
+      const std::string first = p.error.substr(0, p.error.find('\n'));
+      set(10, QString::fromStdString(first));
+      table_->item(r, 10)->setToolTip(QString::fromStdString(p.error));
+      table_->item(r, 10)->setForeground(QColor(0xd6, 0x27, 0x28));
+      continue;
+    }
+    set(3, QString::number(static_cast<double>(p.step_time_ns) / 1e6, 'f', 2) + " ms");
+    set(4, QString::number(p.samples_per_s, 'f', 0));
+    set(5, QString::number(p.samples_per_s / p.gpus, 'f', 0));
+    set(6, QString::number(100 * p.scaling_efficiency, 'f', 1) + " %");
+    set(7, QString::number(100 * p.embedding_comm_share, 'f', 1) + " %");
+    set(8, QString::number(100 * p.comm_share, 'f', 1) + " %");
+    set(9, QString::fromStdString(sessions::format_bytes(p.memory_bytes_per_gpu)));
+    if (!p.session_path.empty()) set(10, QString::fromStdString(p.session_path));
+  }
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setStretchLastSection(true);
+  grid->addWidget(table_, 3, 0, 1, 2);
+  grid->setRowStretch(1, 2);
+  grid->setRowStretch(2, 2);
+  grid->setRowStretch(3, 1);
+}
+
+bool is_scaling_study_file(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return false;
+  const QByteArray head = f.read(256).simplified().replace(" ", "");
+  return head.startsWith("{\"batch_size_per_gpu\"");
+}
+
+engine::ScalingStudy load_scaling_study_file(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly))
+    throw engine::SpecError(path.toStdString() + ": cannot read: " + f.errorString().toStdString());
+  const QByteArray text = f.readAll();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw engine::SpecError(path.toStdString() + ": not JSON: " + e.what());
+  }
+  return engine::scaling_study_from_json(j, path.toStdString());
+}
+
+}  // namespace embedscope::ui

@@ -1,0 +1,48 @@
+#pragma once
+// The scaling study page (`embedscope scaling --json`, engine/exec/scaling_study.h): one line
+// per sharding type over the simulated cluster sizes (x: GPUs, log 2) in four plots -
+// throughput (samples/s), weak-scaling efficiency, the embedding communication share of the
+// step, and memory per GPU (with the profile's device memory as a dashed line when known) - and
+// a table of every point, the ones that did not fit with their reason. Everything on it is
+// SIMULATED, and says so.
+
+#include <QWidget>
+
+#include <vector>
+
+#include "embedscope/engine/exec/scaling_study.h"
+
+class QCustomPlot;
+class QLabel;
+class QTableWidget;
+
+namespace embedscope::ui {
+
+class ScalingView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit ScalingView(engine::ScalingStudy study, QWidget* parent = nullptr);
+  const engine::ScalingStudy& study() const { return study_; }
+  /// The plots, in order: throughput, scaling efficiency, embedding comm share, memory per GPU.
+  /// Each has one graph per sharding type (in the study's order) holding the points that ran
+  /// (x = GPUs; y = samples/s, percent, percent, GiB).
+  QCustomPlot* plot(int i) const { return plots_[static_cast<size_t>(i)]; }
+  QTableWidget* table() const { return table_; }
+  QLabel* caption() const { return caption_; }
+
+ private:
+  engine::ScalingStudy study_;
+  std::vector<QCustomPlot*> plots_;
+  QTableWidget* table_;
+  QLabel* caption_;
+};
+
+/// True when the file at `path` is a scaling study (the JSON `embedscope scaling --json` writes:
+/// an object whose first key is "batch_size_per_gpu"), by its first bytes.
+bool is_scaling_study_file(const QString& path);
+/// Reads a scaling study file. Throws engine::SpecError naming the file (and the JSON pointer,
+/// or the line of a syntax error).
+engine::ScalingStudy load_scaling_study_file(const QString& path);
+
+}  // namespace embedscope::ui
