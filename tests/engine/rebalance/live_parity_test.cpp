@@ -2,8 +2,8 @@
 // table-wise tables between ranks mid-run ends with the forward outputs of every step, the
 // tables, the dense parameters and the losses of the reference (parity_check.h's tolerances:
 // 2e-5 absolute + 1e-4 relative, losses 1e-5), for sgd and for rowwise_adagrad, whose
-// accumulators move with the rows (a move that dropped them would restart the row's step size
-// and miss the reference by far more than the tolerance). Each case checks that tables moved.
+// accumulators move with the rows (the reference keeps them, so a move that dropped them would
+// change the moved rows' later steps). Each case checks that tables moved.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
