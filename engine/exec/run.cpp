@@ -11,6 +11,7 @@
 #include "embedscope/engine/exec/table_storage_json.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/quant/row_codec.h"
+#include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "exec/executor.h"
@@ -135,12 +136,15 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
   const std::string origin = requested.name.empty() ? "workload" : requested.name;
   const WorkloadSpec spec = with_resolved_backend(requested, origin);
   validate_plan(spec, plan, "sharding plan");
-  // The policy is read (engine/rebalance/policy.h, `embedscope rebalance SESSION`), but no
-  // executor moves shards mid-run yet: refused rather than silently ignored.
-  if (spec.rebalance.enabled())
-    throw SpecError(origin + ": /rebalance: live resharding is not implemented; a run keeps one plan. Run with "
-                             "\"rebalance\": \"off\" and let `embedscope rebalance SESSION` propose the plan that "
-                             "balances the load the run observed (then `run --plan FILE`)");
+  // Live rebalancing (engine/rebalance/reshard.h): the base pipeline, fp32 tables, cpu ranks in
+  // one process; anything else is refused before the run (exit 2) rather than ignored.
+  if (spec.rebalance.enabled()) {
+    const std::string where = options.process.rank >= 0 ? "launch (one rank per process)"
+                              : options.emulate_device   ? "an emulated device"
+                                                         : std::string(to_string(spec.devices.backend));
+    if (const std::string why = rebalance::live_rebalance_unsupported(spec, where); !why.empty())
+      throw SpecError(origin + ": " + why);
+  }
   const bool on_cuda = spec.devices.backend == Backend::cuda;
   RunResult result;
   result.plan = plan;
@@ -178,6 +182,7 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
     if (session) session->close(to_string(RunEnd::crashed), e.what());
     throw;
   }
+  if (result.final_plan.tables.empty()) result.final_plan = result.plan;  // executors that keep one plan
   if (session) session->close(to_string(result.ended), result.error);
   return result;
 }

@@ -211,7 +211,7 @@ const RecordTable<MemorySnapshot>& memory_snapshots_table() {
       {field<&MemorySnapshot::id>("id", "the snapshot (assigned by the writer)"),
        field<&MemorySnapshot::rank>("rank", "the rank"), field<&MemorySnapshot::step>("step", "training step"),
        field<&MemorySnapshot::time_ns>("time_ns", "when, ns"), field<&MemorySnapshot::reason>(
-           "reason", "`step`, `oom`, or `dump` (an imported PyTorch memory snapshot: its segments and blocks at `_dump_snapshot`)")});
+           "reason", "`step`, `oom`, `rebalance` (after a live rebalance moved shards: the new layout), or `dump` (an imported PyTorch memory snapshot: its segments and blocks at `_dump_snapshot`)")});
   return t;
 }
 
@@ -276,6 +276,46 @@ const RecordTable<ShardRecord>& shards_table() {
        field<&ShardRecord::num_cols>("num_cols", "columns in the shard"),
        field<&ShardRecord::planned_bytes>("planned_bytes",
                                           "weights + optimizer state of the shard as planned, bytes; -1 unknown")});
+  return t;
+}
+
+const RecordTable<RebalanceRecord>& rebalances_table() {
+  static const RecordTable<RebalanceRecord> t(
+      {"rebalances", "the live rebalances of a run: one row per time the `rebalance` policy fired", {"step"}, true, 6,
+       "After measured step `step` the ranks all-gathered their load counters (`rebalance_load_all_gather` on the comm "
+       "lane), computed the same proposal (engine/rebalance/policy.h) and moved its tables with one all-to-all of rows "
+       "(`reshard` on the comm lane, in `collectives`); the tables moved are `plan_changes` rows. A row with `moves` 0 "
+       "records a firing that moved nothing (no gain, or every move refused: `refused`). Older files and runs without a "
+       "policy have no rows."},
+      {field<&RebalanceRecord::step>("step", "measured step after which it ran; the new plan serves from step + 1"),
+       field<&RebalanceRecord::reason>("reason", "the trigger, e.g. `every 5 steps`, `imbalance 2.80 > 1.50 over steps 3..4`"),
+       field<&RebalanceRecord::moves>("moves", "tables moved"),
+       field<&RebalanceRecord::bytes_moved>("bytes_moved", "weights + optimizer state of the moved tables, bytes"),
+       field<&RebalanceRecord::window_steps>("window_steps", "steps the load before was observed over"),
+       field<&RebalanceRecord::imbalance_before>("imbalance_before", "max/mean ids looked up per rank over those steps"),
+       field<&RebalanceRecord::imbalance_predicted>(
+           "imbalance_predicted", "the same under the new plan, predicted (each table's ids moved with it)"),
+       field<&RebalanceRecord::imbalance_after>(
+           "imbalance_after", "observed over the next steps (at most `window_steps`, before the next rebalance); -1 none ran"),
+       field<&RebalanceRecord::after_steps>("after_steps", "steps `imbalance_after` was observed over"),
+       field<&RebalanceRecord::start_ns>("start_ns", "when the earliest rank began, ns"),
+       field<&RebalanceRecord::duration_ns>("duration_ns", "time spent by the slowest rank (all-gather, proposal, move, rebuild), ns"),
+       field<&RebalanceRecord::refused>("refused", "moves wanted and not made, with the reason, `; `-joined; empty if none")});
+  return t;
+}
+
+const RecordTable<PlanChangeRecord>& plan_changes_table() {
+  static const RecordTable<PlanChangeRecord> t(
+      {"plan_changes", "shards moved by live rebalances: the plan over time", {"step", "table_index", "shard_index"}, true, 6,
+       "The plan at measured step s is `shards` with every change of `step` <= s applied in `step` order. Older files "
+       "have no such table (their plan never changed)."},
+      {field<&PlanChangeRecord::step>("step", "first measured step under the new placement"),
+       field<&PlanChangeRecord::table>("table_index", "index into `workload_json` tables"),
+       field<&PlanChangeRecord::table_name>("table_name", "the table's name"),
+       field<&PlanChangeRecord::shard_index>("shard_index", "index among the table's shards (`shards.shard_index`)"),
+       field<&PlanChangeRecord::from_rank>("from_rank", "the rank that held it before"),
+       field<&PlanChangeRecord::to_rank>("to_rank", "the rank holding it from `step` on"),
+       field<&PlanChangeRecord::bytes>("bytes", "weights + optimizer state moved, bytes")});
   return t;
 }
 

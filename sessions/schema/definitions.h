@@ -211,6 +211,8 @@ const RecordTable<BlockRow>& memory_blocks_table();
 const RecordTable<IdHistogramBucket>& id_histogram_table();
 const RecordTable<ShardRecord>& shards_table();
 const RecordTable<ImportStat>& import_stats_table();
+const RecordTable<RebalanceRecord>& rebalances_table();
+const RecordTable<PlanChangeRecord>& plan_changes_table();
 const RecordTable<MemoryFrame>& memory_frames_table();
 const RecordTable<MemoryStackFrame>& memory_stacks_table();
 const RecordTable<MemoryTimelinePoint>& memory_timeline_table();

@@ -33,7 +33,8 @@ const std::vector<TableInfo>& tables() {
       steps_table().info,        memory_counters_table().info, memory_events_table().info,
       memory_snapshots_table().info, memory_blocks_table().info, id_histogram_table().info, shards_table().info,
       import_stats_table().info,
-      memory_frames_table().info, memory_stacks_table().info, memory_timeline_table().info};
+      memory_frames_table().info, memory_stacks_table().info, memory_timeline_table().info,
+      rebalances_table().info,   plan_changes_table().info};
   return all;
 }
 

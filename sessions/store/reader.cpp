@@ -172,6 +172,7 @@ SessionReader::SessionReader(const std::string& path) : impl_(std::make_unique<I
   has_id_histogram_ = m.has_table("id_histogram");
   has_shards_ = m.has_table("shards");
   has_import_stats_ = m.has_table("import_stats");
+  has_rebalances_ = m.has_table("rebalances") && m.has_table("plan_changes");
   has_memory_stacks_ = m.has_table("memory_stacks");
   if (meta_.empty()) {
     just_started();
@@ -326,6 +327,16 @@ std::vector<MemoryBlockRecord> SessionReader::memory_blocks(int64_t snapshot_id)
 std::vector<IdHistogramBucket> SessionReader::id_histogram() const {
   if (!has_id_histogram_) return {};
   return impl_->records(sd::id_histogram_table(), "ORDER BY table_index, bucket, rank", "reading the id histogram");
+}
+
+std::vector<RebalanceRecord> SessionReader::rebalances() const {
+  if (!has_rebalances_) return {};
+  return impl_->records(sd::rebalances_table(), "ORDER BY step", "reading rebalances");
+}
+
+std::vector<PlanChangeRecord> SessionReader::plan_changes() const {
+  if (!has_rebalances_) return {};
+  return impl_->records(sd::plan_changes_table(), "ORDER BY step, table_index, shard_index", "reading plan_changes");
 }
 
 std::vector<ImportStat> SessionReader::import_stats() const {

@@ -55,6 +55,8 @@ struct SessionWriter::Impl {
     std::vector<MemorySnapshot> snapshots;
     std::vector<IdHistogramBucket> id_histogram;
     std::vector<ShardRecord> shards;
+    std::vector<RebalanceRecord> rebalances;
+    std::vector<PlanChangeRecord> plan_changes;
     std::vector<ImportStat> import_stats;
     std::vector<MemoryFrame> frames;
     std::vector<MemoryStackFrame> stacks;
@@ -63,7 +65,7 @@ struct SessionWriter::Impl {
     bool empty() const {
       return metadata.empty() && ranks.empty() && lanes.empty() && ops.empty() && collectives.empty() && load.empty() &&
              steps.empty() && memory.empty() && memory_events.empty() && snapshots.empty() && id_histogram.empty() &&
-             shards.empty() && import_stats.empty() && frames.empty() && stacks.empty() && timeline.empty() && new_strings.empty();
+             shards.empty() && rebalances.empty() && plan_changes.empty() && import_stats.empty() && frames.empty() && stacks.empty() && timeline.empty() && new_strings.empty();
     }
   };
 
@@ -189,6 +191,8 @@ SessionWriter::SessionWriter(const std::string& path, bool overwrite) : impl_(st
     m.prepare("block", sd::memory_blocks_table().insert_sql(true));
     m.prepare("id_hist", sd::id_histogram_table().insert_sql(true));
     m.prepare("shard", sd::shards_table().insert_sql(true));
+    m.prepare("rebalance", sd::rebalances_table().insert_sql(true));
+    m.prepare("plan_change", sd::plan_changes_table().insert_sql(true));
     m.prepare("import_stat", sd::import_stats_table().insert_sql(true));
     m.prepare("mem_frame", sd::memory_frames_table().insert_sql(true));
     m.prepare("mem_stack", sd::memory_stacks_table().insert_sql(true));
@@ -293,6 +297,13 @@ void SessionWriter::add_shards(std::vector<ShardRecord> shards) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto& p = impl_->pending.shards;
   p.insert(p.end(), std::make_move_iterator(shards.begin()), std::make_move_iterator(shards.end()));
+}
+
+void SessionWriter::add_rebalances(std::vector<RebalanceRecord> rebalances, std::vector<PlanChangeRecord> changes) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto& p = impl_->pending;
+  p.rebalances.insert(p.rebalances.end(), std::make_move_iterator(rebalances.begin()), std::make_move_iterator(rebalances.end()));
+  p.plan_changes.insert(p.plan_changes.end(), std::make_move_iterator(changes.begin()), std::make_move_iterator(changes.end()));
 }
 
 void SessionWriter::add_import_stats(std::vector<ImportStat> stats) {
@@ -434,6 +445,8 @@ void SessionWriter::Impl::write(Pending& p) {
   }
   insert_all("id_hist", sd::id_histogram_table(), p.id_histogram);
   insert_all("shard", sd::shards_table(), p.shards);
+  insert_all("rebalance", sd::rebalances_table(), p.rebalances);
+  insert_all("plan_change", sd::plan_changes_table(), p.plan_changes);
   insert_all("import_stat", sd::import_stats_table(), p.import_stats);
   insert_all("mem_frame", sd::memory_frames_table(), p.frames);
   insert_all("mem_stack", sd::memory_stacks_table(), p.stacks);

@@ -15,6 +15,7 @@
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
+#include "embedscope/sessions/analysis/rebalance_effect.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "output/gpu_kernels_text.h"
@@ -65,6 +66,29 @@ std::string table_storage_text(const std::string& meta, int64_t steps) {
   return out;
 }
 
+// The live rebalances (tables `rebalances`, analysis/rebalance_effect.h): per rebalance the
+// step, the tables moved and bytes, ids max/mean before / predicted / observed after, the
+// median step time before and after, the time spent and the steps it took to pay for itself.
+// "" without rebalances.
+std::string rebalances_text(const std::vector<ss::RebalanceEffect>& effects) {
+  if (effects.empty()) return "";
+  auto t = [](int64_t ns) { return ns < 0 ? std::string("-") : ms(ns); };
+  std::string out = "live rebalances (ids max/mean before, predicted, observed after; median step time before -> after)\n";
+  out += fmt::format("  {:>5} {:>6} {:>10} {:>7} {:>9} {:>7} {:>11} {:>11} {:>11} {:>10}  {}\n", "step", "moves", "bytes",
+                     "before", "predicted", "after", "step before", "step after", "time spent", "amortised", "reason");
+  for (const auto& e : effects) {
+    const auto& r = e.rebalance;
+    out += fmt::format("  {:>5} {:>6} {:>10} {:>7.2f} {:>9.2f} {:>7} {:>11} {:>11} {:>11} {:>10}  {}\n", r.step, r.moves,
+                       es::format_bytes(r.bytes_moved), r.imbalance_before, r.imbalance_predicted,
+                       r.imbalance_after < 0 ? std::string("-") : fmt::format("{:.2f}", r.imbalance_after),
+                       t(e.step_p50_before_ns), t(e.step_p50_after_ns), ms(r.duration_ns),
+                       e.amortised_after_steps < 0 ? std::string("-") : fmt::format("{:.1f} steps", e.amortised_after_steps),
+                       r.reason);
+    if (!r.refused.empty()) out += "        refused: " + r.refused + "\n";
+  }
+  return out + "\n";
+}
+
 int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   const ss::SessionReader session(file);
   const ss::RunStats st = ss::analyze(session);
@@ -101,7 +125,17 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
            {"peak_reserved_bytes", st.peak_reserved_bytes},
            {"tracer_overhead_ns", std::strtoll(session.meta("tracer_overhead_ns", "0").c_str(), nullptr, 10)},
            {"dropped_records", std::strtoll(session.meta("dropped_records", "0").c_str(), nullptr, 10)},
-           {"ranks", json::array()}};
+           {"ranks", json::array()},
+           {"rebalances", json::array()}};
+    for (const auto& e : ss::rebalance_effects(session)) {
+      const auto& r = e.rebalance;
+      j["rebalances"].push_back({{"step", r.step}, {"reason", r.reason}, {"moves", r.moves}, {"bytes_moved", r.bytes_moved},
+                                 {"window_steps", r.window_steps}, {"imbalance_before", r.imbalance_before},
+                                 {"imbalance_predicted", r.imbalance_predicted}, {"imbalance_after", r.imbalance_after},
+                                 {"after_steps", r.after_steps}, {"duration_ns", r.duration_ns},
+                                 {"step_p50_before_ns", e.step_p50_before_ns}, {"step_p50_after_ns", e.step_p50_after_ns},
+                                 {"amortised_after_steps", e.amortised_after_steps}, {"refused", r.refused}});
+    }
     for (const auto& r : st.ranks) {
       json cats = json::object();
       for (int c = 0; c < ss::kNumCategories; ++c)
@@ -190,6 +224,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                            st.overlap_pct, ms(st.exposed_comm_ns), ms(st.exposed_comm_ns / st.steps));
   std::cout << fmt::format("imbalance    ids looked up max/mean {:.2f}; lookup time max/mean {:.2f}\n\n",
                            st.lookups_max_over_mean, st.lookup_time_max_over_mean);
+  std::cout << rebalances_text(ss::rebalance_effects(session));
   std::cout << fmt::format("{:<5} {:>11} {:>11} {:>13} {:>11} {:>9} {:>14} {:>12} {:>14}\n", "rank", "compute", "comm",
                            "exposed comm", "idle", "overlap", "ids looked up", "bytes sent", "bytes received");
   for (const auto& r : st.ranks)

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/exec/table_storage_json.h"
+#include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::engine::threaded {
@@ -152,6 +153,19 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     return std::tie(a.start_ns, a.rank, a.lane) < std::tie(b.start_ns, b.rank, b.lane);
   });
   if (result.ended == RunEnd::complete && ranks_.front()->cancelled) result.ended = RunEnd::cancelled;
+  // live rebalances: every rank took part in each (the same decisions); their times merged
+  result.final_plan = ranks_.front()->plan();
+  if (spec.rebalance.enabled() && result.ended != RunEnd::crashed && result.ended != RunEnd::oom && result.ended != RunEnd::hang) {
+    std::vector<std::vector<sessions::RebalanceRecord>> per_rank;
+    std::vector<std::vector<int64_t>> ids;
+    for (auto& r : ranks_) {
+      per_rank.push_back(r->rebalances);
+      ids.push_back(r->ids_per_step);
+    }
+    result.rebalances = rebalance::merge_rebalances(per_rank, ids);
+    result.plan_changes = ranks_.front()->plan_changes;
+    if (session) session->add_rebalances(result.rebalances, result.plan_changes);
+  }
   result.tracer_overhead_ns = sh.tracer.overhead_ns();
   result.dropped_records = sh.tracer.dropped();
   after_ranks(session);
@@ -179,7 +193,7 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     for (size_t t = 0; t < spec.tables.size(); ++t) {
       const TableSpec& ts = spec.tables[t];
       std::vector<float> full(static_cast<size_t>(ts.rows() * ts.embedding_dim));
-      const TablePlan& tp = sh.plan.tables[t];
+      const TablePlan& tp = result.final_plan.tables[t];  // where the shards ended (live rebalancing)
       for (const Shard& s : tp.shards) {
         if (sh.layout.replicated(static_cast<int>(t)) && s.rank != 0) continue;  // one replica
         const auto local = std::find(local_ranks_.begin(), local_ranks_.end(), s.rank);

@@ -169,7 +169,7 @@ void Rank::setup() {
         });
   }
   // Shards of this rank: weights initialised from the seed, optimizer state zeroed.
-  for (const TablePlan& tp : sh_.plan.tables) {
+  for (const TablePlan& tp : plan_.tables) {
     const TableSpec& t = spec.tables[static_cast<size_t>(tp.table)];
     for (size_t si = 0; si < tp.shards.size(); ++si) {
       const Shard& s = tp.shards[si];
@@ -285,6 +285,7 @@ void Rank::main() {
       cancelled = true;
       break;
     }
+    if (it >= sh_.spec.warmup_steps) after_step_rebalance(step_of(it), it + 1 == total);  // rank_rebalance.cpp
   }
   if (sh_.session) sh_.session->add_id_histogram(id_histogram_.buckets(me_));
   if (gpu_ && sh_.opt.keep_tables)
@@ -331,7 +332,7 @@ const std::vector<Phase>& Rank::schedule_of(int64_t it) {
   const int key = place_in_run(sh_.spec, it);
   auto found = schedules_.find(key);
   if (found == schedules_.end())
-    found = schedules_.emplace(key, build_step_program(sh_.spec, sh_.plan, me_, it).schedule).first;
+    found = schedules_.emplace(key, build_step_program(sh_.spec, plan_, me_, it).schedule).first;
   return found->second;
 }
 

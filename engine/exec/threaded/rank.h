@@ -36,6 +36,7 @@
 #include "embedscope/engine/memory/memory.h"
 #include "embedscope/engine/quant/row_codec.h"
 #include "embedscope/engine/program/step_program.h"
+#include "embedscope/engine/rebalance/policy.h"
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/profiler/tracer.h"
 #include "embedscope/sessions/store/session.h"
@@ -151,7 +152,7 @@ struct Inflight {
 class Rank final : public sharding::RankContext {
  public:
   Rank(Shared& sh, int rank)
-      : sh_(sh), L_(sh.layout), me_(rank), arena_(rank, make_allocator(sh, rank), gpu_of(sh, rank) != nullptr),
+      : sh_(sh), plan_(sh.plan), layout_(sh.layout), L_(layout_), me_(rank), arena_(rank, make_allocator(sh, rank), gpu_of(sh, rank) != nullptr),
         dense_(sh.spec, sh.layout.dim) {}
 
   void main();
@@ -169,6 +170,14 @@ class Rank final : public sharding::RankContext {
   std::vector<int64_t> hash_collisions;  // per table, measured steps (input/hashing.h)
   QuantError fwd_error_, bwd_error_;  // qcomms: error of the values quantized (written on the comm thread)
   DenseModel& dense() { return dense_; }
+  /// The plan this rank runs now: the run's, or the last live rebalance's (rank_rebalance.cpp).
+  const ShardingPlan& plan() const { return plan_; }
+  /// Live rebalances this rank took part in (its own time and memory; the executor merges the
+  /// ranks'), and the tables each moved, in order.
+  std::vector<sessions::RebalanceRecord> rebalances;
+  std::vector<sessions::PlanChangeRecord> plan_changes;
+  /// Ids this rank looked up per measured step (the sum of its load counters' ids).
+  std::vector<int64_t> ids_per_step;
 
  private:
   void setup();
@@ -183,6 +192,18 @@ class Rank final : public sharding::RankContext {
   /// (after finish_output_dist of the batch).
   bool train(Inflight& b);
   sessions::LoadCounter& load_of(int table, int shard_index);
+  // ---- live rebalancing (rank_rebalance.cpp) ---------------------------------------------------
+  /// After measured step `step` (0-based): keeps this step's ids per shard; unless it is the
+  /// `last` step, when the policy may
+  /// fire, all-gathers the ranks' ids over its window, and if should_rebalance fires and the
+  /// proposal is worth it, moves the tables (reshard). The same decision on every rank.
+  void after_step_rebalance(int64_t step, bool last);
+  /// Moves the proposal's tables (weights and optimizer state) with one all-to-all of rows,
+  /// frees the old shards, allocates the new ones, and rebuilds the layout, the sharding
+  /// modules and the step programs for `next`.
+  void reshard(const std::vector<rebalance::TableMove>& moves, const ShardingPlan& next, int64_t step);
+  std::vector<std::vector<int64_t>> shard_ids_per_step_;  // measured steps x flat shard (plan order)
+  int64_t last_rebalance_ = -1;                           // the step after which the last one ran
   static sharding::LocalBatch local_batch(const Inflight& b);
   // ---- sharding::RankContext: what the sharding modules use ------------------------------------
  public:
@@ -259,6 +280,8 @@ class Rank final : public sharding::RankContext {
   void shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g);
 
   Shared& sh_;
+  ShardingPlan plan_;  // the current plan (changes at a live rebalance)
+  Layout layout_;      // of plan_
   const Layout& L_;
   int me_;
   const detail::RankDevice* gpu_ = gpu_of(sh_, me_);  // nullptr on the cpu backend

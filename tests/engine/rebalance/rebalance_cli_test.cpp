@@ -108,13 +108,31 @@ TEST(RebalanceCli, AByteBudgetBelowOneTableRefusesEveryMove) {
   EXPECT_NE(p["refused"][0]["reason"].get<std::string>().find("exceeds max_bytes_per_move"), std::string::npos);
 }
 
-TEST(RebalanceCli, RunRefusesALivePolicyWithExit2) {
+// A live policy runs (base pipeline): `stats` lists the rebalance after step 1 (every 2); on
+// the sparse_dist pipeline the run is refused with exit 2 naming the pipeline.
+TEST(RebalanceCli, RunRebalancesLiveAndStatsListsIt) {
   json j = straggler();
   j["rebalance"] = {{"every", 2}};
   const auto wl = scratch() / "live.json";
   std::ofstream(wl) << j.dump(2);
-  Result r = cli("run " + wl.string() + " -o " + (scratch() / "live.db").string() + " --force-overwrite");
+  const auto db = scratch() / "live.db";
+  Result r = cli("run " + wl.string() + " -o " + db.string() + " --force-overwrite");
+  ASSERT_EQ(r.code, 0) << r.err;
+  Result st = cli("stats " + db.string() + " --json");
+  ASSERT_EQ(st.code, 0) << st.err;
+  const json s = json::parse(st.out);
+  ASSERT_EQ(s["rebalances"].size(), 1u);  // 3 steps: after step 1 (none after the last)
+  EXPECT_EQ(s["rebalances"][0]["step"], 1);
+  EXPECT_EQ(s["rebalances"][0]["reason"], "every 2 steps");
+  EXPECT_GE(s["rebalances"][0]["moves"].get<int>(), 1);
+  EXPECT_GT(s["rebalances"][0]["imbalance_before"].get<double>(), s["rebalances"][0]["imbalance_predicted"].get<double>());
+  Result text = cli("stats " + db.string());
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("live rebalances"), std::string::npos) << text.out;
+  j["pipeline"] = "sparse_dist";
+  std::ofstream(wl) << j.dump(2);
+  r = cli("run " + wl.string() + " -o " + db.string() + " --force-overwrite");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("/rebalance: live resharding is not implemented"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/pipeline: live rebalancing runs on the base pipeline, not \"sparse_dist\""), std::string::npos) << r.err;
   EXPECT_EQ(cli("rebalance " + (scratch() / "missing.db").string()).code, 2);
 }

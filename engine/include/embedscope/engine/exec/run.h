@@ -143,7 +143,13 @@ struct RunResult {
   RunEnd ended = RunEnd::complete;
   std::string error;                    ///< the root cause when not complete
   bool bad_input = false;               ///< the error is bad input (exit code 2)
-  ShardingPlan plan;
+  ShardingPlan plan;                    ///< the plan the run started with
+  /// Live rebalances (WorkloadSpec::rebalance, engine/rebalance/): one per firing of the policy
+  /// (moves 0 when nothing was moved), the tables moved, and the plan the run ended with
+  /// (= plan without a move). Also in the session's tables `rebalances` and `plan_changes`.
+  std::vector<sessions::RebalanceRecord> rebalances;
+  std::vector<sessions::PlanChangeRecord> plan_changes;
+  ShardingPlan final_plan;
   std::vector<int64_t> step_time_ns;    ///< measured steps: slowest rank's step time
   std::vector<double> loss;             ///< measured steps: global mean loss
   std::vector<RankSummary> ranks;

@@ -187,6 +187,37 @@ struct ShardRecord {
   int64_t planned_bytes = -1; ///< weights + optimizer state of this shard as planned, bytes; -1 unknown
 };
 
+/// One live rebalance of a run (table `rebalances`, schema 6; engine/rebalance/): the policy
+/// fired after measured step `step`, the ranks all-gathered their load counters, computed the
+/// same proposal and, when it was worth it, moved its tables (plan_changes) before step + 1.
+struct RebalanceRecord {
+  int64_t step = 0;                ///< measured step after which it ran; the new plan serves from step + 1
+  std::string reason;              ///< the trigger, e.g. "every 5 steps", "imbalance 2.80 > 1.50 over steps 3..4"
+  int32_t moves = 0;               ///< tables moved (0: nothing worth moving, or every move refused)
+  int64_t bytes_moved = 0;         ///< weights + optimizer state of the moved tables, bytes
+  int64_t window_steps = 0;        ///< steps the load before was observed over
+  double imbalance_before = 1.0;   ///< max/mean ids per rank over those steps, observed
+  double imbalance_predicted = 1.0;  ///< the same under the new plan, predicted (the tables' ids moved with them)
+  double imbalance_after = -1.0;   ///< observed over the next steps (up to window_steps, before the next rebalance); -1 none ran
+  int64_t after_steps = 0;         ///< steps imbalance_after was observed over
+  int64_t start_ns = 0;            ///< session clock, the earliest rank's start
+  int64_t duration_ns = 0;         ///< time spent (all-gather, proposal, move, rebuild), the slowest rank's
+  std::string refused;             ///< moves the proposal wanted and could not make (memory, max_bytes_per_move), "; "-joined
+};
+
+/// One table moved by a live rebalance (table `plan_changes`, schema 6): from `step` on, shard
+/// `shard_index` of table `table` is on `to_rank`. The plan at step s is table `shards` with the
+/// changes of step <= s applied in order.
+struct PlanChangeRecord {
+  int64_t step = 0;             ///< first measured step under the new placement
+  int32_t table = 0;            ///< index into the workload's tables
+  std::string table_name;
+  int32_t shard_index = 0;      ///< index among the table's shards (= shards.shard_index)
+  int32_t from_rank = 0;
+  int32_t to_rank = 0;
+  int64_t bytes = 0;            ///< weights + optimizer state moved
+};
+
 /// One kind of problem an importer met, with its count and first example (table `import_stats`,
 /// schema 5; importers/common/import_problems.h).
 struct ImportStat {

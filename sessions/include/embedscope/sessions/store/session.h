@@ -86,6 +86,9 @@ class SessionWriter {
   /// Stores the sharding plan the run used, one record per shard (table `shards`, schema 4);
   /// a second record of the same (table, shard_index) replaces the first.
   void add_shards(std::vector<ShardRecord> shards);
+  /// Stores a run's live rebalances and the shards they moved (tables `rebalances`,
+  /// `plan_changes`, schema 6); a second record of the same key replaces the first.
+  void add_rebalances(std::vector<RebalanceRecord> rebalances, std::vector<PlanChangeRecord> changes);
   /// Stores the problems of an import (table `import_stats`, schema 5); a second record of the
   /// same name replaces the first.
   void add_import_stats(std::vector<ImportStat> stats);
@@ -177,6 +180,12 @@ class SessionReader {
   /// or -1, planned_bytes -1); empty when neither is there. Throws SessionError naming the file
   /// when sharding_plan_json is not valid JSON of that shape.
   std::vector<ShardRecord> shards() const;
+  /// The live rebalances, ordered by step; empty for files before schema 6 (no such table) and
+  /// runs without a policy.
+  std::vector<RebalanceRecord> rebalances() const;
+  /// The shards live rebalances moved, ordered by (step, table, shard_index); empty for files
+  /// before schema 6 and runs whose plan never changed.
+  std::vector<PlanChangeRecord> plan_changes() const;
   /// The problems an importer counted, ordered by name (schema 5; empty for older files and for
   /// sessions Embedscope ran).
   std::vector<ImportStat> import_stats() const;
@@ -192,6 +201,7 @@ class SessionReader {
   bool has_id_histogram_ = false;
   bool has_shards_ = false;
   bool has_import_stats_ = false;
+  bool has_rebalances_ = false;
   bool has_memory_stacks_ = false;
 };
 

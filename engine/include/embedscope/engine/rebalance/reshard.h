@@ -1,0 +1,76 @@
+#pragma once
+// Live resharding (issue 17): the pure pieces every rank computes the same way at a step
+// boundary - how many steps of load the policy needs, the load over them from the ranks'
+// all-gathered counters, and the floats each rank sends to and receives from each peer when the
+// proposal's tables move. The executor's side (the collectives, the buffers) is
+// exec/threaded/rank_rebalance.cpp.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "embedscope/engine/rebalance/policy.h"
+#include "embedscope/sessions/model/events.h"
+
+namespace embedscope::engine::rebalance {
+
+/// Why `spec` cannot rebalance live, or "" when it can. Live resharding runs the base pipeline
+/// (no batch in flight across a step boundary) on the cpu backend in one process, with fp32 rows
+/// and fp32 optimizer state (what the all-to-all of rows moves). `where`: "cpu", "cuda",
+/// "simulated" or "launch" (one rank per process). The text names the JSON pointer:
+/// "/pipeline: live rebalancing runs on the base pipeline, not \"sparse_dist\" (...)".
+std::string live_rebalance_unsupported(const WorkloadSpec& spec, const std::string& where);
+
+/// The steps of load the policy looks at after measured step `step` (0-based) when the last
+/// rebalance ran after `last_rebalance` (-1: none), or 0 when it cannot fire there (off, within
+/// cooldown_steps, not an `every` step, fewer than `window` steps since the last one). The same
+/// gating as should_rebalance, without the counters: ranks call it before all-gathering them.
+///  - every N: min(N, step - last_rebalance) steps (the steps since the last move, at most N);
+///  - when: `window` steps.
+/// Example: every 4, cooldown 0, no rebalance yet: step 3 -> 4, step 4 -> 0, step 7 -> 4.
+int64_t policy_window(const RebalanceSpec& policy, int64_t step, int64_t last_rebalance);
+
+/// The load of a window from the ranks' counters. `gathered` is every rank's block, rank-major:
+/// block r holds `steps` rows of `shards` ids (the ids rank r looked up in each (table, shard) of
+/// `plan`, flattened in plan order, zero where it holds none), for steps step-steps+1..step.
+struct WindowLoad {
+  ObservedLoad load;                               ///< per (table, shard), summed over the window
+  std::vector<std::vector<int64_t>> ids_per_step_rank;  ///< steps 0..step; rows before the window are 0
+};
+/// Throws std::invalid_argument when gathered.size() != world * steps * (shards of plan).
+WindowLoad window_load(const ShardingPlan& plan, const std::vector<int64_t>& gathered, int world, int64_t steps,
+                       int64_t step);
+
+/// Shards of `plan`, all tables: the length of one row of window_load's blocks.
+int64_t flat_shard_count(const ShardingPlan& plan);
+
+/// The floats a moved table-wise table travels as: its rows (rows x embedding_dim), then
+/// optimizer_state_floats' two buffers (sgd: 0, 0; rowwise_adagrad: rows, 0; adam: 2 x rows x dim).
+struct MoveFloats {
+  int64_t weights = 0, state1 = 0, state2 = 0;
+  int64_t total() const { return weights + state1 + state2; }
+};
+MoveFloats move_floats(const WorkloadSpec& spec, int table);
+
+/// The all-to-all of a reshard seen from rank `me`: floats sent to / received from each rank, the
+/// moved tables concatenated in the order of `moves` (propose's: table order). A rank sends its
+/// tables that move away and receives those that move to it; nothing to itself.
+/// Example: moves {t1: 0 -> 1} (1000 x 16, rowwise_adagrad: 16000 + 1000 floats) on 4 ranks:
+/// rank 0 sends {0, 17000, 0, 0}, rank 1 receives {17000, 0, 0, 0}, ranks 2 and 3 nothing.
+struct ReshardCounts {
+  std::vector<int64_t> send, recv;
+};
+ReshardCounts reshard_counts(const WorkloadSpec& spec, const std::vector<TableMove>& moves, int me, int world);
+
+/// Merges the ranks' records of the same rebalances (`per_rank[r][i]`: rank r's record of the
+/// i-th): rank 0's, with start_ns the earliest rank's and duration_ns the slowest's. Then fills
+/// imbalance_after / after_steps: the imbalance of the ids per rank summed over the steps
+/// step + 1 .. step + window_steps, cut before the next rebalance's step + 1 and at the last step
+/// in `ids_per_rank_step[r][s]` (ids rank r looked up in measured step s); -1 / 0 when no step
+/// follows. Throws std::invalid_argument when the ranks hold different numbers of records.
+/// Example: a rebalance after step 3 with window 2, ids {{5,5,5,5,5,5}, {1,1,1,1,3,3}} (2 ranks):
+/// steps 4..5, per rank {10, 6}, imbalance 10 / 8 = 1.25.
+std::vector<sessions::RebalanceRecord> merge_rebalances(const std::vector<std::vector<sessions::RebalanceRecord>>& per_rank,
+                                                        const std::vector<std::vector<int64_t>>& ids_per_rank_step);
+
+}  // namespace embedscope::engine::rebalance

@@ -1,0 +1,119 @@
+// Live resharding's pure pieces (rebalance/reshard.h): the policy's window, the load over it from
+// the all-gathered counters, and the per-peer counts of the all-to-all of rows.
+#include "embedscope/engine/rebalance/reshard.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/workload/enums.h"
+
+namespace embedscope::engine::rebalance {
+
+std::string live_rebalance_unsupported(const WorkloadSpec& spec, const std::string& where) {
+  if (!spec.rebalance.enabled()) return "";
+  if (spec.pipeline != PipelineKind::base)
+    return fmt::format("/pipeline: live rebalancing runs on the base pipeline, not \"{}\" (its batches are bucketized "
+                       "for the plan a step ahead, across the step boundary where the tables move); use \"base\" or "
+                       "\"rebalance\": \"off\"",
+                       enum_name(spec.pipeline));
+  if (where != "cpu")
+    return fmt::format("/devices/backend: live rebalancing runs on the cpu backend in one process, not {}", where);
+  for (const TableSpec& t : spec.tables) {
+    if (t.data_type != TableDataType::fp32)
+      return fmt::format("/tables/{}/data_type: live rebalancing moves fp32 rows, not {}", t.name, enum_name(t.data_type));
+    if (t.optimizer_state_type != OptimizerStateType::fp32)
+      return fmt::format("/tables/{}/optimizer_state_type: live rebalancing moves fp32 optimizer state, not {}", t.name,
+                         enum_name(t.optimizer_state_type));
+  }
+  return "";
+}
+
+int64_t policy_window(const RebalanceSpec& policy, int64_t step, int64_t last_rebalance) {
+  if (!policy.enabled() || step < 0) return 0;
+  if (last_rebalance >= 0 && step - last_rebalance <= policy.cooldown_steps) return 0;
+  if (policy.trigger == RebalanceTrigger::every) {
+    if ((step + 1) % policy.every != 0) return 0;
+    return std::min(policy.every, step - last_rebalance);
+  }
+  if (step - last_rebalance < policy.window) return 0;
+  return policy.window;
+}
+
+int64_t flat_shard_count(const ShardingPlan& plan) {
+  int64_t n = 0;
+  for (const TablePlan& tp : plan.tables) n += static_cast<int64_t>(tp.shards.size());
+  return n;
+}
+
+WindowLoad window_load(const ShardingPlan& plan, const std::vector<int64_t>& gathered, int world, int64_t steps,
+                       int64_t step) {
+  const int64_t S = flat_shard_count(plan);
+  if (steps < 1 || steps > step + 1 || static_cast<int64_t>(gathered.size()) != world * steps * S)
+    throw std::invalid_argument(fmt::format("rebalance: {} counters for {} ranks x {} steps x {} shards (step {})",
+                                            gathered.size(), world, steps, S, step));
+  WindowLoad w;
+  w.load = ObservedLoad::zeros(plan);
+  w.ids_per_step_rank.assign(static_cast<size_t>(step + 1), std::vector<int64_t>(static_cast<size_t>(world), 0));
+  for (int r = 0; r < world; ++r)
+    for (int64_t i = 0; i < steps; ++i) {
+      const int64_t* row = gathered.data() + (r * steps + i) * S;
+      auto& per_rank = w.ids_per_step_rank[static_cast<size_t>(step - steps + 1 + i)];
+      int64_t k = 0;
+      for (size_t t = 0; t < plan.tables.size(); ++t)
+        for (size_t s = 0; s < plan.tables[t].shards.size(); ++s, ++k) {
+          w.load.ids[t][s] += row[k];
+          per_rank[static_cast<size_t>(r)] += row[k];
+        }
+    }
+  return w;
+}
+
+MoveFloats move_floats(const WorkloadSpec& spec, int table) {
+  const TableSpec& ts = spec.tables.at(static_cast<size_t>(table));
+  const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, ts.rows(), ts.embedding_dim);
+  return {ts.rows() * ts.embedding_dim, m1, m2};
+}
+
+ReshardCounts reshard_counts(const WorkloadSpec& spec, const std::vector<TableMove>& moves, int me, int world) {
+  ReshardCounts c{std::vector<int64_t>(static_cast<size_t>(world), 0), std::vector<int64_t>(static_cast<size_t>(world), 0)};
+  for (const TableMove& m : moves) {
+    if (m.from == m.to) continue;
+    const int64_t n = move_floats(spec, m.table).total();
+    if (m.from == me) c.send[static_cast<size_t>(m.to)] += n;
+    if (m.to == me) c.recv[static_cast<size_t>(m.from)] += n;
+  }
+  return c;
+}
+
+std::vector<sessions::RebalanceRecord> merge_rebalances(const std::vector<std::vector<sessions::RebalanceRecord>>& per_rank,
+                                                        const std::vector<std::vector<int64_t>>& ids_per_rank_step) {
+  if (per_rank.empty()) return {};
+  std::vector<sessions::RebalanceRecord> out = per_rank.front();
+  for (const auto& recs : per_rank) {
+    if (recs.size() != out.size())
+      throw std::invalid_argument(fmt::format("rebalance: ranks recorded {} and {} rebalances", out.size(), recs.size()));
+    for (size_t i = 0; i < recs.size(); ++i) {
+      out[i].start_ns = std::min(out[i].start_ns, recs[i].start_ns);
+      out[i].duration_ns = std::max(out[i].duration_ns, recs[i].duration_ns);
+    }
+  }
+  int64_t steps = 0;
+  for (const auto& r : ids_per_rank_step) steps = std::max(steps, static_cast<int64_t>(r.size()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t first = out[i].step + 1;
+    int64_t last = std::min(out[i].step + out[i].window_steps, steps - 1);
+    if (i + 1 < out.size()) last = std::min(last, out[i + 1].step);
+    std::vector<int64_t> per(ids_per_rank_step.size(), 0);
+    for (size_t r = 0; r < ids_per_rank_step.size(); ++r)
+      for (int64_t s = first; s <= last && s < static_cast<int64_t>(ids_per_rank_step[r].size()); ++s)
+        per[r] += ids_per_rank_step[r][static_cast<size_t>(s)];
+    out[i].after_steps = std::max<int64_t>(0, last - first + 1);
+    out[i].imbalance_after = out[i].after_steps > 0 ? imbalance(per) : -1.0;
+  }
+  return out;
+}
+
+}  // namespace embedscope::engine::rebalance

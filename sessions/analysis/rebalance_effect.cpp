@@ -1,0 +1,47 @@
+// The step time before and after each live rebalance (analysis/rebalance_effect.h).
+#include "embedscope/sessions/analysis/rebalance_effect.h"
+
+#include <algorithm>
+#include <map>
+
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::sessions {
+
+int64_t median_ns(std::vector<int64_t> v) {
+  if (v.empty()) return -1;
+  std::sort(v.begin(), v.end());
+  return v[(v.size() - 1) / 2];
+}
+
+std::vector<RebalanceEffect> rebalance_effects(const std::vector<RebalanceRecord>& rebalances,
+                                               const std::vector<StepMetric>& steps) {
+  std::map<int64_t, int64_t> step_ns;  // the slowest rank's time per measured step
+  for (const StepMetric& s : steps)
+    if (s.step >= 0) step_ns[s.step] = std::max(step_ns[s.step], s.end_ns - s.start_ns);
+  auto between = [&](int64_t first, int64_t last) {
+    std::vector<int64_t> v;
+    for (auto it = step_ns.lower_bound(first); it != step_ns.end() && it->first <= last; ++it) v.push_back(it->second);
+    return v;
+  };
+  std::vector<RebalanceEffect> out;
+  for (const RebalanceRecord& r : rebalances) {
+    RebalanceEffect e;
+    e.rebalance = r;
+    e.step_p50_before_ns = median_ns(between(r.step - r.window_steps + 1, r.step));
+    e.step_p50_after_ns = r.after_steps > 0 ? median_ns(between(r.step + 1, r.step + r.after_steps)) : -1;
+    if (e.step_p50_before_ns >= 0 && e.step_p50_after_ns >= 0 && e.step_p50_after_ns < e.step_p50_before_ns)
+      e.amortised_after_steps =
+          static_cast<double>(r.duration_ns) / static_cast<double>(e.step_p50_before_ns - e.step_p50_after_ns);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::vector<RebalanceEffect> rebalance_effects(const SessionReader& session) {
+  const auto rebalances = session.rebalances();
+  if (rebalances.empty()) return {};
+  return rebalance_effects(rebalances, session.steps());
+}
+
+}  // namespace embedscope::sessions

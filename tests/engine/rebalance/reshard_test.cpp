@@ -1,0 +1,146 @@
+// Live resharding's pure pieces (engine/rebalance/reshard.h) against hand-computed numbers: the
+// policy's window, the load of a window from all-gathered counters, the per-peer counts of the
+// all-to-all of rows, what is refused, and the merge of the ranks' records with the imbalance
+// observed after a move.
+#include <gtest/gtest.h>
+
+#include "embedscope/engine/rebalance/reshard.h"
+
+using namespace embedscope::engine;
+using namespace embedscope::engine::rebalance;
+
+namespace {
+
+RebalanceSpec every(int64_t n, int64_t cooldown = 0) {
+  RebalanceSpec p;
+  p.trigger = RebalanceTrigger::every;
+  p.every = n;
+  p.cooldown_steps = cooldown;
+  return p;
+}
+
+/// Two table_wise tables on ranks {0, 0}, one row_wise table over 2 ranks (3 shards in all).
+ShardingPlan two_rank_plan() {
+  ShardingPlan p;
+  p.world_size = 2;
+  p.local_world_size = 2;
+  TablePlan a{0, ShardingType::table_wise, -1, {}}, b{1, ShardingType::table_wise, -1, {}}, c{2, ShardingType::row_wise, -1, {}};
+  a.shards = {{0, 0, 10, 0, 4}};
+  b.shards = {{0, 0, 20, 0, 4}};
+  c.shards = {{0, 0, 5, 0, 4}, {1, 5, 5, 0, 4}};
+  p.tables = {a, b, c};
+  return p;
+}
+
+}  // namespace
+
+TEST(Reshard, PolicyWindowMirrorsTheTrigger) {
+  EXPECT_EQ(policy_window(every(4), 3, -1), 4);
+  EXPECT_EQ(policy_window(every(4), 4, -1), 0);
+  EXPECT_EQ(policy_window(every(4), 7, 3), 4);
+  EXPECT_EQ(policy_window(every(4), 1, -1), 0);
+  EXPECT_EQ(policy_window(every(2), 1, -1), 2);
+  EXPECT_EQ(policy_window(every(2, 2), 3, 1), 0);  // within the cooldown (3 - 1 <= 2)
+  EXPECT_EQ(policy_window(every(2, 2), 5, 1), 2);
+  RebalanceSpec when;
+  when.trigger = RebalanceTrigger::when;
+  when.imbalance_above = 1.5;
+  when.window = 3;
+  EXPECT_EQ(policy_window(when, 1, -1), 0);  // 2 steps ran, the window is 3
+  EXPECT_EQ(policy_window(when, 2, -1), 3);
+  EXPECT_EQ(policy_window(when, 4, 2), 0);   // 2 steps since the last rebalance
+  EXPECT_EQ(policy_window(when, 5, 2), 3);
+  EXPECT_EQ(policy_window(RebalanceSpec{}, 5, -1), 0);  // off
+}
+
+TEST(Reshard, WindowLoadSumsTheRanksBlocks) {
+  const ShardingPlan p = two_rank_plan();
+  ASSERT_EQ(flat_shard_count(p), 4);
+  // 2 steps (steps 2 and 3); rank 0 holds t0, t1 and t2's shard 0, rank 1 t2's shard 1
+  const std::vector<int64_t> g = {
+      3, 7, 1, 0,  // rank 0, step 2
+      4, 6, 2, 0,  // rank 0, step 3
+      0, 0, 0, 5,  // rank 1, step 2
+      0, 0, 0, 1,  // rank 1, step 3
+  };
+  const WindowLoad w = window_load(p, g, 2, 2, 3);
+  EXPECT_EQ(w.load.ids, (std::vector<std::vector<int64_t>>{{7}, {13}, {3, 6}}));
+  ASSERT_EQ(w.ids_per_step_rank.size(), 4u);
+  EXPECT_EQ(w.ids_per_step_rank[0], (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(w.ids_per_step_rank[2], (std::vector<int64_t>{11, 5}));
+  EXPECT_EQ(w.ids_per_step_rank[3], (std::vector<int64_t>{12, 1}));
+  EXPECT_THROW(window_load(p, std::vector<int64_t>(15), 2, 2, 3), std::invalid_argument);
+  EXPECT_THROW(window_load(p, g, 2, 2, 0), std::invalid_argument);  // 2 steps cannot end at step 0
+}
+
+TEST(Reshard, CountsOfTheAllToAllOfRows) {
+  WorkloadSpec s;
+  s.tables = {{"t0", 1000, 16, Pooling::sum, {"f0"}}, {"t1", 10, 4, Pooling::sum, {"f1"}}};
+  s.optimizer.type = OptimizerType::rowwise_adagrad;
+  const MoveFloats f = move_floats(s, 0);
+  EXPECT_EQ(f.weights, 16000);
+  EXPECT_EQ(f.state1, 1000);  // one accumulator a row
+  EXPECT_EQ(f.state2, 0);
+  EXPECT_EQ(f.total(), 17000);
+  const std::vector<TableMove> moves = {{0, 0, 1, 0, 0}, {1, 2, 0, 0, 0}};  // t0: 0 -> 1, t1: 2 -> 0
+  const ReshardCounts r0 = reshard_counts(s, moves, 0, 4), r1 = reshard_counts(s, moves, 1, 4),
+                      r2 = reshard_counts(s, moves, 2, 4), r3 = reshard_counts(s, moves, 3, 4);
+  EXPECT_EQ(r0.send, (std::vector<int64_t>{0, 17000, 0, 0}));
+  EXPECT_EQ(r0.recv, (std::vector<int64_t>{0, 0, 50, 0}));  // 10 x 4 + 10
+  EXPECT_EQ(r1.recv, (std::vector<int64_t>{17000, 0, 0, 0}));
+  EXPECT_EQ(r2.send, (std::vector<int64_t>{50, 0, 0, 0}));
+  EXPECT_EQ(r3.send, (std::vector<int64_t>(4, 0)));
+  EXPECT_EQ(r3.recv, (std::vector<int64_t>(4, 0)));
+  s.optimizer.type = OptimizerType::adam;
+  EXPECT_EQ(move_floats(s, 1).total(), 40 + 40 + 40);  // two moments of rows x dim
+  s.optimizer.type = OptimizerType::sgd;
+  EXPECT_EQ(move_floats(s, 1).total(), 40);
+}
+
+TEST(Reshard, UnsupportedConfigurationsNameTheField) {
+  WorkloadSpec s;
+  s.tables = {{"t0", 10, 4, Pooling::sum, {"f0"}}};
+  EXPECT_EQ(live_rebalance_unsupported(s, "cuda"), "");  // off: nothing to refuse
+  s.rebalance = every(2);
+  EXPECT_EQ(live_rebalance_unsupported(s, "cpu"), "");
+  EXPECT_NE(live_rebalance_unsupported(s, "cuda").find("/devices/backend"), std::string::npos);
+  s.pipeline = PipelineKind::sparse_dist;
+  const std::string why = live_rebalance_unsupported(s, "cpu");
+  EXPECT_EQ(why.rfind("/pipeline: live rebalancing runs on the base pipeline, not \"sparse_dist\"", 0), 0u) << why;
+  s.pipeline = PipelineKind::base;
+  s.tables[0].data_type = TableDataType::fp16;
+  EXPECT_EQ(live_rebalance_unsupported(s, "cpu").rfind("/tables/t0/data_type", 0), 0u);
+}
+
+TEST(Reshard, MergeTakesTheSlowestRankAndObservesTheNextWindow) {
+  embedscope::sessions::RebalanceRecord a;
+  a.step = 3;
+  a.window_steps = 2;
+  a.moves = 1;
+  a.start_ns = 100;
+  a.duration_ns = 50;
+  embedscope::sessions::RebalanceRecord b = a;
+  b.start_ns = 90;
+  b.duration_ns = 70;
+  const std::vector<std::vector<int64_t>> ids = {{5, 5, 5, 5, 5, 5}, {1, 1, 1, 1, 3, 3}};
+  auto out = merge_rebalances({{a}, {b}}, ids);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].start_ns, 90);
+  EXPECT_EQ(out[0].duration_ns, 70);
+  EXPECT_EQ(out[0].after_steps, 2);
+  EXPECT_DOUBLE_EQ(out[0].imbalance_after, 10.0 / 8.0);
+  // a second rebalance after step 4 cuts the first's window to step 4 (ids {6, 2}); the second
+  // sees step 5 only ({5, 3})
+  embedscope::sessions::RebalanceRecord c = a;
+  c.step = 4;
+  auto two = merge_rebalances({{a, c}}, {{5, 5, 5, 5, 6, 5}, {1, 1, 1, 1, 2, 3}});
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].after_steps, 1);
+  EXPECT_DOUBLE_EQ(two[0].imbalance_after, 6.0 / 4.0);
+  EXPECT_EQ(two[1].after_steps, 1);
+  EXPECT_DOUBLE_EQ(two[1].imbalance_after, 5.0 / 4.0);
+  c.step = 5;  // nothing follows the last step
+  EXPECT_DOUBLE_EQ(merge_rebalances({{c}}, ids)[0].imbalance_after, -1.0);
+  EXPECT_EQ(merge_rebalances({{c}}, ids)[0].after_steps, 0);
+  EXPECT_THROW(merge_rebalances({{a}, {}}, ids), std::invalid_argument);
+}
