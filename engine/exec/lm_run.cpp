@@ -2,6 +2,9 @@
 
 #include "embedscope/engine/exec/lm_run.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -13,6 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/comm/gloo_process_group.h"
+#include "embedscope/engine/input/input.h"
+#include "embedscope/engine/memory/memory.h"
 #include "embedscope/profiler/tracer.h"
 #include "embedscope/sessions/model/id_buckets.h"
 #include "embedscope/sessions/model/metadata_keys.h"
@@ -27,6 +32,32 @@ const char* intern(const std::string& name) {
   static std::set<std::string> names;
   std::lock_guard<std::mutex> lock(mu);
   return names.insert(name).first->c_str();
+}
+
+/// A CPU rank's device: the host's physical memory (bytes), shared by the ranks' threads.
+int64_t host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{1} << 40;
+}
+
+/// A snapshot of the arena's segments and blocks; `last` the hash of the previous one
+/// recorded: an unchanged layout (the steady state) is not recorded again.
+void record_snapshot(sessions::SessionWriter& w, const DeviceArena& arena, int rank, int64_t step, int64_t time_ns,
+                     uint64_t& last) {
+  sessions::MemorySnapshot sn;
+  sn.rank = rank;
+  sn.step = step;
+  sn.time_ns = time_ns;
+  sn.reason = "step";
+  uint64_t h = 0x9e3779b97f4a7c15ULL;
+  for (const auto& seg : arena.allocator().snapshot())
+    for (const auto& b : seg.blocks) {
+      sn.blocks.push_back({seg.address, seg.size, b.address, b.size, b.requested, b.allocated, b.tag});
+      h = mix64(h ^ static_cast<uint64_t>(b.address)) ^ mix64(static_cast<uint64_t>(b.size) * 2 + (b.allocated ? 1 : 0));
+    }
+  if (h == last) return;
+  last = h;
+  w.add_snapshot(std::move(sn));
 }
 }  // namespace
 
@@ -72,7 +103,7 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
     }
     writer->add_shards(shards);
     for (int r = 0; r < p; ++r) {
-      writer->add_rank({r, "localhost", "cpu (thread)", 0});
+      writer->add_rank({r, "localhost", "cpu (thread)", host_memory_bytes()});
       writer->add_lane({r, static_cast<int32_t>(sessions::Lane::compute), "compute", "thread"});
       writer->add_lane({r, static_cast<int32_t>(sessions::Lane::comm), "comm", "thread"});
     }
@@ -112,6 +143,20 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
           if (writer) writer->add_collective(c);
           result.collectives.push_back(std::move(c));
         });
+        // the rank's device memory: PyTorch's caching allocator over host memory
+        AllocatorConfig ac;
+        ac.kind = AllocatorKind::caching;
+        ac.capacity_bytes = host_memory_bytes();
+        DeviceArena arena(r, ac);
+        std::vector<sessions::MemoryEvent> mem_events;
+        int64_t requested = 0, peak_requested = 0;  // bytes asked for by live blocks (before rounding)
+        arena.allocator().set_listener([&](const AllocatorEvent& e) {
+          if (e.kind == AllocatorEvent::Kind::alloc) peak_requested = std::max(peak_requested, requested += e.requested);
+          if (e.kind == AllocatorEvent::Kind::free) requested -= e.requested;
+          if (writer)
+            mem_events.push_back({r, clock.now_ns(), cur_step, to_string(e.kind), e.address, e.size, e.requested, e.tag});
+        });
+        uint64_t last_layout = 0;
         LmRank rank(spec, pg, [&clock] { return clock.now_ns(); }, [&](const LmOpSpan& s) {
           if (s.comm) return;  // the collectives' own spans are recorded (above)
           sessions::OpEvent e;
@@ -123,7 +168,7 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
           e.start_ns = s.start_ns;
           e.end_ns = s.end_ns;
           ops.push_back(e);
-        });
+        }, &arena);
         LmRankResult& out = result.ranks[static_cast<size_t>(r)];
         for (int64_t st = 0; st < spec.steps; ++st) {
           cur_step = st;
@@ -137,7 +182,7 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
             result.step_ns[static_cast<size_t>(st)] = t1 - t0;
           }
           if (writer) {
-            writer->add_step({st, r, t0, t1, sr.loss, 0, 0});
+            writer->add_step({st, r, t0, t1, sr.loss, arena.in_use(), arena.peak()});
             sessions::LoadCounter lc;
             lc.step = st;
             lc.rank = r;
@@ -146,6 +191,13 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
             lc.ids = sr.ids_looked_up;
             lc.unique_ids = sr.unique_rows;
             writer->add_load(lc);
+            writer->add_memory_events(mem_events);
+            mem_events.clear();
+            const MemoryStats ms = arena.allocator().stats();
+            writer->add_memory({st, r, ms.allocated, ms.reserved, ms.peak_allocated, ms.peak_reserved,
+                                ms.largest_free_block, ms.rounding_loss, ms.segments, ms.external_fragmentation,
+                                ms.memviz_fragmentation});
+            record_snapshot(*writer, arena, r, st, t1, last_layout);
           }
         }
         out.rows = rank.rows();
@@ -155,6 +207,9 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
         for (int64_t i = 0; i < rank.local_tokens(); ++i) out.token_of.push_back(rank.token_of(i));
         out.bytes_sent = pg.counters().bytes_sent;
         out.bytes_received = pg.counters().bytes_received;
+        out.peak_allocated = arena.allocator().stats().peak_allocated;
+        out.peak_requested = peak_requested;
+        arena.allocator().set_listener(nullptr);  // buffers freed after the run are not history
         std::lock_guard<std::mutex> lock(mu);
         if (writer) {
           writer->add_ops(ops);

@@ -3,7 +3,10 @@
 // each, joined by a Gloo world group (comm/gloo_process_group.h), and optionally records it as
 // a session: every op as a span on the rank's compute or comm lane (the collectives are run
 // inline by the rank's one thread, so the compute lane waits while the comm lane is busy), every
-// collective as a row of `collectives` with its bytes, every step's loss in `steps`.
+// collective as a row of `collectives` with its bytes, every step's loss in `steps`. Each rank's
+// buffers live in its own DeviceArena (caching allocator, capacity the host's memory), whose
+// counters (`memory_counters`, per step), allocator history (`memory_events`) and block layout
+// (`memory_snapshots`, when it changed) the session holds, as the threaded executor records them.
 
 #include <cstdint>
 #include <string>
@@ -30,6 +33,11 @@ struct LmRankResult {
   std::vector<std::vector<float>> embedding_out;   ///< per step (keep_outputs), [local tokens x H]
   std::vector<std::pair<int64_t, int64_t>> token_of;  ///< local token -> (global sequence, position)
   int64_t bytes_sent = 0, bytes_received = 0;      ///< over the run, to / from other ranks
+  /// The rank's device memory over the run (its DeviceArena, caching allocator; LmRank's
+  /// buffers by tag, model/lm_embedding.h): the most bytes allocated at once (blocks rounded to
+  /// 512 B) and the most bytes requested at once (the buffers' own sizes, what
+  /// estimate_lm_memory counts).
+  int64_t peak_allocated = 0, peak_requested = 0;
 };
 
 struct LmRunResult {
