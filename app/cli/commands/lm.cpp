@@ -11,7 +11,10 @@
 
 #include "commands.h"
 #include "embedscope/engine/exec/lm_run.h"
+#include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/planner/lm_memory_estimate.h"
+#include "embedscope/engine/planner/search.h"
+#include "embedscope/engine/program/lm_program.h"
 #include "embedscope/sessions/analysis/stats.h"
 #include "embedscope/sessions/model/units.h"
 #include "embedscope/sessions/store/session.h"
@@ -65,15 +68,38 @@ std::string memory_table(const std::vector<es::LmMemoryEstimate>& est) {
   return out;
 }
 
+/// One step of the workload's program (program/lm_program.h) timed on hardware profile
+/// `profile` (--simulate, else the planner's default): step time, communication, bytes/token.
+json simulated_step_json(const es::LmWorkloadSpec& spec, const std::string& profile, int gpus_per_node) {
+  const es::HardwareProfile hw = es::load_hardware_profile(profile);
+  const int gpn = gpus_per_node > 0 ? gpus_per_node : std::min(spec.world_size, hw.gpus_per_node);
+  const es::LmSimulatedStep sim = es::simulate_lm_step(spec, hw, gpn);
+  const int64_t tokens = spec.tokens_per_micro_batch() * (spec.sharding == es::LmSharding::vocab_parallel ? 1 : spec.world_size);
+  const double step = static_cast<double>(sim.step_ns);
+  return {{"hardware", profile},
+          {"gpus_per_node", gpn},
+          {"step_ns", sim.step_ns},
+          {"comm_ns", sim.comm_ns},
+          {"embedding_comm_ns", sim.embedding_comm_ns},
+          {"comm_share", step > 0 ? static_cast<double>(sim.comm_ns) / step : 0.0},
+          {"embedding_comm_share", step > 0 ? static_cast<double>(sim.embedding_comm_ns) / step : 0.0},
+          {"bytes_sent_rank0", sim.bytes_sent},
+          // every rank sends as much as rank 0 in these programs (up to the uneven vocabulary split)
+          {"bytes_on_the_wire_per_token", static_cast<double>(sim.bytes_sent * spec.world_size) / static_cast<double>(tokens)}};
+}
+
 }  // namespace
 
 int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
-  const es::LmWorkloadSpec spec = load_lm(a);
+  const es::LmWorkloadSpec spec = load_lm(a, true);
   const auto est = es::estimate_lm_memory(spec);
+  const std::string profile = a.simulate.empty() ? std::string(es::kDefaultPlanningProfile) : a.simulate;
+  const json sim = simulated_step_json(spec, profile, a.gpus_per_node);
   if (as_json) {
     json j = es::to_json(est);
     j["workload"] = es::to_json(spec);
     j["padded_vocab_size"] = spec.padded_vocab_size();
+    j["simulated_step"] = sim;
     std::cout << dump(j) << "\n";
     return 0;
   }
@@ -81,6 +107,12 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
   std::cout << fmt::format("sharding     {} on {} ranks\n", mode_text(spec), spec.world_size);
   std::cout << padding_text(spec);
   std::cout << "\nmemory estimate per rank (planner/lm_memory_estimate.h; optimizer sgd: no state)\n" << memory_table(est);
+  std::cout << fmt::format(
+      "\nSIMULATED step on {} ({} GPUs per node; the step program timed by the cost model, not this machine): {:.3f} ms, "
+      "communication {:.1f}% (embedding {:.1f}%), {:.0f} bytes on the wire per token\n",
+      profile, sim.at("gpus_per_node").get<int>(), sim.at("step_ns").get<double>() * 1e-6,
+      100 * sim.at("comm_share").get<double>(), 100 * sim.at("embedding_comm_share").get<double>(),
+      sim.at("bytes_on_the_wire_per_token").get<double>());
   return 0;
 }
 

@@ -143,4 +143,25 @@ TEST(LmCli, RunPlanAndStatsOfAnLmWorkload) {
       << r.err;
 }
 
+TEST(LmCli, PlanSimulatesTheStepProgram) {
+  const auto file = scratch() / "lm_sim.json";
+  std::ofstream(file) << to_json(spec2(false)).dump();
+  auto r = cli("plan " + file.string() + " --simulate h100_sxm --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json sim = json::parse(r.out).at("simulated_step");
+  EXPECT_EQ(sim.at("hardware"), "h100_sxm");
+  // rank 0 sends 768 (embedding/all_reduce) + 768 (output_projection/grad_all_reduce) + 3 x 96
+  // (cross-entropy) = 1824 B (as VocabParallelAllReducesTokensTimesHidden measures); 2 ranks, 24 tokens
+  EXPECT_EQ(sim.at("bytes_sent_rank0"), 1824);
+  EXPECT_DOUBLE_EQ(sim.at("bytes_on_the_wire_per_token").get<double>(), 2 * 1824 / 24.0);
+  EXPECT_GT(sim.at("step_ns").get<int64_t>(), sim.at("comm_ns").get<int64_t>());
+  r = cli("plan " + file.string() + " --simulate no_such_gpu");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unknown hardware profile \"no_such_gpu\""), std::string::npos) << r.err;
+  // run has no simulated executor for these workloads: refused, naming the flag
+  r = cli("run " + file.string() + " --simulate h100_sxm -o " + (scratch() / "y.db").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--simulate: not for an lm_embedding workload"), std::string::npos) << r.err;
+}
+
 }  // namespace
