@@ -71,6 +71,30 @@ sessions::OpCategory lm_op_category(const char* name, bool comm) {
   return OpCategory::dense;
 }
 
+void write_lm_session_plan(sessions::SessionWriter& writer, const LmWorkloadSpec& spec, int64_t wall_anchor_ns) {
+  const int p = spec.world_size;
+  namespace meta = sessions::meta;
+  writer.set_metadata(meta::kWorkloadName, spec.name);
+  writer.set_metadata(meta::kWorkloadJson, to_json(spec).dump());
+  writer.set_metadata(meta::kWorldSize, std::to_string(p));
+  writer.set_metadata(meta::kBatchSize, std::to_string(spec.micro_batch_size));
+  // a sample is a sequence of S tokens: B per step (vocab_parallel), B p (the others)
+  writer.set_metadata(meta::kSamplesPerStep,
+                      std::to_string(spec.micro_batch_size * (spec.sharding == LmSharding::vocab_parallel ? 1 : p)));
+  writer.set_metadata(meta::kSteps, std::to_string(spec.steps));
+  writer.set_metadata(meta::kWarmupSteps, "0");
+  writer.set_metadata(meta::kWallAnchorUnixNs, std::to_string(wall_anchor_ns));
+  // the plan: one table, a shard per rank (data_parallel: every rank all rows)
+  std::vector<sessions::ShardRecord> shards;
+  for (int r = 0; r < p; ++r) {
+    const VocabRange rows = spec.sharding == LmSharding::data_parallel ? VocabRange{0, spec.padded_vocab_size()}
+                                                                       : vocab_range(spec.padded_vocab_size(), p, r);
+    shards.push_back({0, kLmTableName, to_string(spec.sharding), -1, r, r, rows.begin, rows.size(), 0,
+                      spec.hidden_size, rows.size() * spec.hidden_size * 4 * (spec.tie_word_embeddings ? 1 : 2)});
+  }
+  writer.add_shards(shards);
+}
+
 LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
   validate(spec, "workload");
   const int p = spec.world_size;
@@ -78,30 +102,12 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
   profiler::RunClock clock;
   if (!options.session_path.empty()) {
     writer = std::make_unique<sessions::SessionWriter>(options.session_path, options.overwrite);
+    write_lm_session_plan(*writer, spec, clock.wall_anchor_ns());
     namespace meta = sessions::meta;
-    writer->set_metadata(meta::kWorkloadName, spec.name);
-    writer->set_metadata(meta::kWorkloadJson, to_json(spec).dump());
-    writer->set_metadata(meta::kWorldSize, std::to_string(p));
-    writer->set_metadata(meta::kBatchSize, std::to_string(spec.micro_batch_size));
-    // a sample is a sequence of S tokens: B per step (vocab_parallel), B p (the others)
-    writer->set_metadata(meta::kSamplesPerStep,
-                         std::to_string(spec.micro_batch_size * (spec.sharding == LmSharding::vocab_parallel ? 1 : p)));
-    writer->set_metadata(meta::kSteps, std::to_string(spec.steps));
-    writer->set_metadata(meta::kWarmupSteps, "0");
     writer->set_metadata(meta::kBackend, "cpu");
     writer->set_metadata(meta::kSimulated, "0");
     writer->set_metadata(meta::kGlooVersion, gloo_version());
-    writer->set_metadata(meta::kWallAnchorUnixNs, std::to_string(clock.wall_anchor_ns()));
     writer->set_metadata(meta::kClock, "steady_clock ns since the run's start");
-    // the plan: one table, a shard per rank (data_parallel: every rank all rows)
-    std::vector<sessions::ShardRecord> shards;
-    for (int r = 0; r < p; ++r) {
-      const VocabRange rows = spec.sharding == LmSharding::data_parallel ? VocabRange{0, spec.padded_vocab_size()}
-                                                                         : vocab_range(spec.padded_vocab_size(), p, r);
-      shards.push_back({0, kLmTableName, to_string(spec.sharding), -1, r, r, rows.begin, rows.size(), 0,
-                        spec.hidden_size, rows.size() * spec.hidden_size * 4 * (spec.tie_word_embeddings ? 1 : 2)});
-    }
-    writer->add_shards(shards);
     for (int r = 0; r < p; ++r) {
       writer->add_rank({r, "localhost", "cpu (thread)", host_memory_bytes()});
       writer->add_lane({r, static_cast<int32_t>(sessions::Lane::compute), "compute", "thread"});

@@ -237,34 +237,42 @@ StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t 
 
 LmSimulatedStep simulate_lm_step(const LmWorkloadSpec& spec, const HardwareProfile& hw, int gpus_per_node) {
   const int p = spec.world_size;
-  std::vector<StepProgram> progs;
-  for (int r = 0; r < p; ++r) progs.push_back(build_lm_step_program(spec, r, 0));
+  const auto P = static_cast<size_t>(p);
   LmSimulatedStep out;
-  std::vector<int64_t> t(static_cast<size_t>(p), 0);
-  const size_t n = progs[0].ops.size();
+  for (int r = 0; r < p; ++r) out.programs.push_back(build_lm_step_program(spec, r, 0));
+  out.rank_start_ns.resize(P);
+  out.rank_end_ns.resize(P);
+  out.collective_ns.resize(P);
+  std::vector<int64_t> t(P, 0);
+  const size_t n = out.programs[0].ops.size();
   for (size_t k = 0; k < n; ++k) {
-    const ProgramOp& op0 = progs[0].ops[k];
-    out.start_ns.push_back(t[0]);
+    const ProgramOp& op0 = out.programs[0].ops[k];
+    for (size_t r = 0; r < P; ++r) out.rank_start_ns[r].push_back(t[r]);
     if (op0.lane == Lane::compute) {
-      for (int r = 0; r < p; ++r) t[static_cast<size_t>(r)] += compute_ns(progs[static_cast<size_t>(r)].ops[k], hw);
+      for (size_t r = 0; r < P; ++r) t[r] += compute_ns(out.programs[r].ops[k], hw);
     } else {
       for (size_t c = 0; c < op0.collectives.size(); ++c) {
         int64_t ready = 0, dur = 0;
-        for (int r = 0; r < p; ++r) {
-          ready = std::max(ready, t[static_cast<size_t>(r)]);
-          dur = std::max(dur, collective_ns(progs[static_cast<size_t>(r)].ops[k].collectives[c], r, gpus_per_node, hw));
+        for (size_t r = 0; r < P; ++r) {
+          ready = std::max(ready, t[r]);
+          dur = std::max(dur, collective_ns(out.programs[r].ops[k].collectives[c], static_cast<int>(r), gpus_per_node, hw));
         }
         const int64_t waited = ready - t[0];
-        for (int r = 0; r < p; ++r) t[static_cast<size_t>(r)] = ready + dur;
+        for (size_t r = 0; r < P; ++r) {
+          out.collective_ns[r].emplace_back(t[r], ready + dur);
+          t[r] = ready + dur;
+        }
         out.comm_ns += waited + dur;
         if (is_embedding_comm(op0.collectives[c].name)) out.embedding_comm_ns += waited + dur;
         out.bytes_sent += op0.collectives[c].bytes_sent();
       }
     }
-    out.end_ns.push_back(t[0]);
+    for (size_t r = 0; r < P; ++r) out.rank_end_ns[r].push_back(t[r]);
   }
   out.step_ns = *std::max_element(t.begin(), t.end());
-  out.program = std::move(progs[0]);
+  out.start_ns = out.rank_start_ns[0];
+  out.end_ns = out.rank_end_ns[0];
+  out.program = out.programs[0];
   return out;
 }
 

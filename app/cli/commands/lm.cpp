@@ -15,6 +15,7 @@
 #include "embedscope/engine/planner/lm_memory_estimate.h"
 #include "embedscope/engine/planner/search.h"
 #include "embedscope/engine/program/lm_program.h"
+#include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/analysis/stats.h"
 #include "embedscope/sessions/model/units.h"
 #include "embedscope/sessions/store/session.h"
@@ -117,17 +118,29 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
 }
 
 int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite) {
-  const es::LmWorkloadSpec spec = load_lm(a);
+  const es::LmWorkloadSpec spec = load_lm(a, true);
+  const bool simulated = !a.simulate.empty();
   if (output.empty()) output = default_session_name();
   sessions::SessionWriter::check_path(output, overwrite);
-  fmt::print(stderr, "embedscope run: {} (lm_embedding {}) on {} cpu ranks, {}, {} steps\n", spec.name, shape_text(spec),
-             spec.world_size, mode_text(spec), spec.steps);
+  fmt::print(stderr, "embedscope run: {} (lm_embedding {}) on {} {} ranks, {}, {} steps\n", spec.name, shape_text(spec),
+             spec.world_size, simulated ? "simulated" : "cpu", mode_text(spec), spec.steps);
   es::LmRunOptions opt;
   opt.session_path = output;
   opt.overwrite = overwrite;
+  es::LmSimulateOptions sim;
+  sim.session_path = output;
+  sim.overwrite = overwrite;
+  sim.hardware = a.simulate;
+  sim.gpus_per_node = a.gpus_per_node;
+  if (simulated)
+    fmt::print(stderr, "SIMULATED: {} ranks of hardware profile {}; every time below is the cost model's, nothing is "
+                       "trained\n",
+               spec.world_size, a.simulate);
   es::LmRunResult r;
   try {
-    r = es::run_lm(spec, opt);
+    r = simulated ? es::simulate_lm(spec, sim) : es::run_lm(spec, opt);
+  } catch (const es::SpecError&) {
+    throw;
   } catch (const sessions::SessionError&) {
     throw;
   } catch (const std::exception& e) {
@@ -174,11 +187,14 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
                        {"row_end", r.ranks[i].rows.end},
                        {"bytes_sent", r.ranks[i].bytes_sent},
                        {"bytes_received", r.ranks[i].bytes_received},
-                       {"memory_estimate_bytes", est[i].total()}});
+                       {"memory_estimate_bytes", est[i].total()},
+                       {"peak_allocated_bytes", r.ranks[i].peak_allocated},
+                       {"peak_requested_bytes", r.ranks[i].peak_requested}});
     std::cout << dump(json{{"ended", "complete"},
                            {"session", output},
                            {"workload", spec.name},
                            {"model", "lm_embedding"},
+                           {"simulated", simulated},
                            {"sharding", es::to_string(spec.sharding)},
                            {"sequence_parallel", spec.sequence_parallel},
                            {"world_size", p},
@@ -201,10 +217,16 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
                                                                            : fmt::format("{} per rank x {} ranks", tokens / p, p));
   std::cout << fmt::format("step time    mean {}  p50 {}  min {}\n", ms(d.mean), ms(d.p50), ms(d.min));
   std::cout << fmt::format("throughput   {:.0f} tokens/s\n", tps);
-  std::cout << fmt::format("loss         first {:.4f}  last {:.4f}\n", r.losses.front(), r.losses.back());
-  std::cout << fmt::format("comm         {:.1f}% of rank 0's step time in collectives (thread-level: the rank's one thread "
-                           "waits while they run); {:.0f} bytes on the wire per token (all ranks' bytes sent / tokens)\n\n",
-                           100.0 * comm_share, per_token);
+  if (r.losses.empty())
+    std::cout << "loss         none (SIMULATED: nothing is trained)\n";
+  else
+    std::cout << fmt::format("loss         first {:.4f}  last {:.4f}\n", r.losses.front(), r.losses.back());
+  std::cout << fmt::format("comm         {:.1f}% of rank 0's step time in collectives ({}); {:.0f} bytes on the wire "
+                           "per token (all ranks' bytes sent / tokens)\n\n",
+                           100.0 * comm_share,
+                           simulated ? "SIMULATED: the cost model's figures, one op at a time per rank"
+                                     : "thread-level: the rank's one thread waits while they run",
+                           per_token);
   std::cout << fmt::format("{:<40} {:<15} {:>6} {:>14} {:>12}\n", "collective (rank 0, whole run)", "op", "count",
                            "bytes sent", "time");
   for (const auto& [name, k] : by_name)

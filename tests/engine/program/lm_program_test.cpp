@@ -52,6 +52,7 @@ TEST_P(LmProgramVsRun, CollectivesMatchTheRecordedRunInOrderAndBytes) {
     for (const ProgramOp& op : p.ops)
       for (const CollectiveCall& c : op.collectives) prog.push_back(&c);
     ASSERT_EQ(rec.size(), prog.size());
+    ASSERT_GE(rec.size(), 3u);  // data_parallel tied: loss, embedding and body gradients; the others more
     for (size_t k = 0; k < rec.size(); ++k) {
       SCOPED_TRACE(rec[k]->name);
       EXPECT_EQ(rec[k]->name, prog[k]->name);

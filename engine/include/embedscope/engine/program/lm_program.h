@@ -48,6 +48,12 @@ struct LmSimulatedStep {
   int64_t bytes_sent = 0;                   ///< rank 0's, to other ranks
   std::vector<int64_t> start_ns, end_ns;    ///< rank 0's ops, program order
   StepProgram program;                      ///< rank 0's
+  std::vector<StepProgram> programs;        ///< every rank's
+  /// [rank][op]: every rank's ops (ns from the step's start)
+  std::vector<std::vector<int64_t>> rank_start_ns, rank_end_ns;
+  /// [rank][k]: the k-th collective of the rank's program (ops in order, then their collectives):
+  /// when the rank reached it and when it ended
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> collective_ns;
 };
 LmSimulatedStep simulate_lm_step(const LmWorkloadSpec& spec, const HardwareProfile& hw, int gpus_per_node);
 
