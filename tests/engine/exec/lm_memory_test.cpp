@@ -17,6 +17,7 @@
 
 #include <filesystem>
 #include <set>
+#include <string>
 
 #include "embedscope/engine/exec/lm_run.h"
 #include "embedscope/engine/planner/lm_memory_estimate.h"
@@ -54,6 +55,13 @@ int64_t lookup_term(const LmWorkloadSpec& s) {
   return s.sharding == LmSharding::row_wise ? 2 * tokens_hidden_bytes : tokens_hidden_bytes;
 }
 
+/// A stable test name (the default prints the struct's bytes, padding included).
+std::string name_of(const ::testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  return std::string(to_string(c.sharding)) + (c.sequence_parallel ? "_sequence_parallel" : "") + (c.tied ? "_tied" : "_untied") +
+         "_p" + std::to_string(c.world);
+}
+
 class LmMemory : public ::testing::TestWithParam<Case> {};
 
 TEST_P(LmMemory, PeakPerRankIsTheEstimateLessTheLookup) {
@@ -79,7 +87,8 @@ INSTANTIATE_TEST_SUITE_P(AllModes, LmMemory,
                                            Case{LmSharding::data_parallel, false, false, 2},
                                            Case{LmSharding::data_parallel, false, true, 4},
                                            Case{LmSharding::row_wise, false, false, 2},
-                                           Case{LmSharding::row_wise, false, true, 4}));
+                                           Case{LmSharding::row_wise, false, true, 4}),
+                         name_of);
 
 TEST(LmMemory, HandComputedPeakOfOneRank) {
   // V = 64, H = 8, T = 16, L = 2, p = 2 vocab_parallel untied fp32, rank 0 rows [0, 32):

@@ -36,6 +36,13 @@ LmWorkloadSpec spec_of(const Mode& m) {
   return s;
 }
 
+/// A stable test name (the default prints the struct's bytes, padding included).
+std::string name_of(const ::testing::TestParamInfo<Mode>& info) {
+  const Mode& c = info.param;
+  return std::string(to_string(c.sharding)) + (c.sequence_parallel ? "_sequence_parallel" : "") + (c.tied ? "_tied" : "_untied") +
+         "_p" + std::to_string(c.world);
+}
+
 class LmProgramVsRun : public ::testing::TestWithParam<Mode> {};
 
 TEST_P(LmProgramVsRun, CollectivesMatchTheRecordedRunInOrderAndBytes) {
@@ -79,7 +86,8 @@ INSTANTIATE_TEST_SUITE_P(AllModes, LmProgramVsRun,
                                            Mode{LmSharding::data_parallel, false, false, 2},
                                            Mode{LmSharding::data_parallel, false, true, 4},
                                            Mode{LmSharding::row_wise, false, false, 2},
-                                           Mode{LmSharding::row_wise, false, true, 4}));
+                                           Mode{LmSharding::row_wise, false, true, 4}),
+                         name_of);
 
 TEST(LmProgram, VocabParallelOpsByHand) {
   // p = 2, T = 16, H = 8, V = 48: rank 1 holds rows [24, 48)
