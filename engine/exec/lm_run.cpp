@@ -2,6 +2,9 @@
 
 #include "embedscope/engine/exec/lm_run.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -13,6 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/comm/gloo_process_group.h"
+#include "embedscope/engine/input/input.h"
+#include "embedscope/engine/memory/memory.h"
 #include "embedscope/profiler/tracer.h"
 #include "embedscope/sessions/model/id_buckets.h"
 #include "embedscope/sessions/model/metadata_keys.h"
@@ -28,6 +33,32 @@ const char* intern(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu);
   return names.insert(name).first->c_str();
 }
+
+/// A CPU rank's device: the host's physical memory (bytes), shared by the ranks' threads.
+int64_t host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{1} << 40;
+}
+
+/// A snapshot of the arena's segments and blocks; `last` the hash of the previous one
+/// recorded: an unchanged layout (the steady state) is not recorded again.
+void record_snapshot(sessions::SessionWriter& w, const DeviceArena& arena, int rank, int64_t step, int64_t time_ns,
+                     uint64_t& last) {
+  sessions::MemorySnapshot sn;
+  sn.rank = rank;
+  sn.step = step;
+  sn.time_ns = time_ns;
+  sn.reason = "step";
+  uint64_t h = 0x9e3779b97f4a7c15ULL;
+  for (const auto& seg : arena.allocator().snapshot())
+    for (const auto& b : seg.blocks) {
+      sn.blocks.push_back({seg.address, seg.size, b.address, b.size, b.requested, b.allocated, b.tag});
+      h = mix64(h ^ static_cast<uint64_t>(b.address)) ^ mix64(static_cast<uint64_t>(b.size) * 2 + (b.allocated ? 1 : 0));
+    }
+  if (h == last) return;
+  last = h;
+  w.add_snapshot(std::move(sn));
+}
 }  // namespace
 
 sessions::OpCategory lm_op_category(const char* name, bool comm) {
@@ -40,6 +71,30 @@ sessions::OpCategory lm_op_category(const char* name, bool comm) {
   return OpCategory::dense;
 }
 
+void write_lm_session_plan(sessions::SessionWriter& writer, const LmWorkloadSpec& spec, int64_t wall_anchor_ns) {
+  const int p = spec.world_size;
+  namespace meta = sessions::meta;
+  writer.set_metadata(meta::kWorkloadName, spec.name);
+  writer.set_metadata(meta::kWorkloadJson, to_json(spec).dump());
+  writer.set_metadata(meta::kWorldSize, std::to_string(p));
+  writer.set_metadata(meta::kBatchSize, std::to_string(spec.micro_batch_size));
+  // a sample is a sequence of S tokens: B per step (vocab_parallel), B p (the others)
+  writer.set_metadata(meta::kSamplesPerStep,
+                      std::to_string(spec.micro_batch_size * (spec.sharding == LmSharding::vocab_parallel ? 1 : p)));
+  writer.set_metadata(meta::kSteps, std::to_string(spec.steps));
+  writer.set_metadata(meta::kWarmupSteps, "0");
+  writer.set_metadata(meta::kWallAnchorUnixNs, std::to_string(wall_anchor_ns));
+  // the plan: one table, a shard per rank (data_parallel: every rank all rows)
+  std::vector<sessions::ShardRecord> shards;
+  for (int r = 0; r < p; ++r) {
+    const VocabRange rows = spec.sharding == LmSharding::data_parallel ? VocabRange{0, spec.padded_vocab_size()}
+                                                                       : vocab_range(spec.padded_vocab_size(), p, r);
+    shards.push_back({0, kLmTableName, to_string(spec.sharding), -1, r, r, rows.begin, rows.size(), 0,
+                      spec.hidden_size, rows.size() * spec.hidden_size * 4 * (spec.tie_word_embeddings ? 1 : 2)});
+  }
+  writer.add_shards(shards);
+}
+
 LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
   validate(spec, "workload");
   const int p = spec.world_size;
@@ -47,32 +102,14 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
   profiler::RunClock clock;
   if (!options.session_path.empty()) {
     writer = std::make_unique<sessions::SessionWriter>(options.session_path, options.overwrite);
+    write_lm_session_plan(*writer, spec, clock.wall_anchor_ns());
     namespace meta = sessions::meta;
-    writer->set_metadata(meta::kWorkloadName, spec.name);
-    writer->set_metadata(meta::kWorkloadJson, to_json(spec).dump());
-    writer->set_metadata(meta::kWorldSize, std::to_string(p));
-    writer->set_metadata(meta::kBatchSize, std::to_string(spec.micro_batch_size));
-    // a sample is a sequence of S tokens: B per step (vocab_parallel), B p (the others)
-    writer->set_metadata(meta::kSamplesPerStep,
-                         std::to_string(spec.micro_batch_size * (spec.sharding == LmSharding::vocab_parallel ? 1 : p)));
-    writer->set_metadata(meta::kSteps, std::to_string(spec.steps));
-    writer->set_metadata(meta::kWarmupSteps, "0");
     writer->set_metadata(meta::kBackend, "cpu");
     writer->set_metadata(meta::kSimulated, "0");
     writer->set_metadata(meta::kGlooVersion, gloo_version());
-    writer->set_metadata(meta::kWallAnchorUnixNs, std::to_string(clock.wall_anchor_ns()));
     writer->set_metadata(meta::kClock, "steady_clock ns since the run's start");
-    // the plan: one table, a shard per rank (data_parallel: every rank all rows)
-    std::vector<sessions::ShardRecord> shards;
     for (int r = 0; r < p; ++r) {
-      const VocabRange rows = spec.sharding == LmSharding::data_parallel ? VocabRange{0, spec.padded_vocab_size()}
-                                                                         : vocab_range(spec.padded_vocab_size(), p, r);
-      shards.push_back({0, kLmTableName, to_string(spec.sharding), -1, r, r, rows.begin, rows.size(), 0,
-                        spec.hidden_size, rows.size() * spec.hidden_size * 4 * (spec.tie_word_embeddings ? 1 : 2)});
-    }
-    writer->add_shards(shards);
-    for (int r = 0; r < p; ++r) {
-      writer->add_rank({r, "localhost", "cpu (thread)", 0});
+      writer->add_rank({r, "localhost", "cpu (thread)", host_memory_bytes()});
       writer->add_lane({r, static_cast<int32_t>(sessions::Lane::compute), "compute", "thread"});
       writer->add_lane({r, static_cast<int32_t>(sessions::Lane::comm), "comm", "thread"});
     }
@@ -112,6 +149,20 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
           if (writer) writer->add_collective(c);
           result.collectives.push_back(std::move(c));
         });
+        // the rank's device memory: PyTorch's caching allocator over host memory
+        AllocatorConfig ac;
+        ac.kind = AllocatorKind::caching;
+        ac.capacity_bytes = host_memory_bytes();
+        DeviceArena arena(r, ac);
+        std::vector<sessions::MemoryEvent> mem_events;
+        int64_t requested = 0, peak_requested = 0;  // bytes asked for by live blocks (before rounding)
+        arena.allocator().set_listener([&](const AllocatorEvent& e) {
+          if (e.kind == AllocatorEvent::Kind::alloc) peak_requested = std::max(peak_requested, requested += e.requested);
+          if (e.kind == AllocatorEvent::Kind::free) requested -= e.requested;
+          if (writer)
+            mem_events.push_back({r, clock.now_ns(), cur_step, to_string(e.kind), e.address, e.size, e.requested, e.tag});
+        });
+        uint64_t last_layout = 0;
         LmRank rank(spec, pg, [&clock] { return clock.now_ns(); }, [&](const LmOpSpan& s) {
           if (s.comm) return;  // the collectives' own spans are recorded (above)
           sessions::OpEvent e;
@@ -123,7 +174,7 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
           e.start_ns = s.start_ns;
           e.end_ns = s.end_ns;
           ops.push_back(e);
-        });
+        }, &arena);
         LmRankResult& out = result.ranks[static_cast<size_t>(r)];
         for (int64_t st = 0; st < spec.steps; ++st) {
           cur_step = st;
@@ -137,7 +188,7 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
             result.step_ns[static_cast<size_t>(st)] = t1 - t0;
           }
           if (writer) {
-            writer->add_step({st, r, t0, t1, sr.loss, 0, 0});
+            writer->add_step({st, r, t0, t1, sr.loss, arena.in_use(), arena.peak()});
             sessions::LoadCounter lc;
             lc.step = st;
             lc.rank = r;
@@ -146,6 +197,13 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
             lc.ids = sr.ids_looked_up;
             lc.unique_ids = sr.unique_rows;
             writer->add_load(lc);
+            writer->add_memory_events(mem_events);
+            mem_events.clear();
+            const MemoryStats ms = arena.allocator().stats();
+            writer->add_memory({st, r, ms.allocated, ms.reserved, ms.peak_allocated, ms.peak_reserved,
+                                ms.largest_free_block, ms.rounding_loss, ms.segments, ms.external_fragmentation,
+                                ms.memviz_fragmentation});
+            record_snapshot(*writer, arena, r, st, t1, last_layout);
           }
         }
         out.rows = rank.rows();
@@ -155,6 +213,9 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
         for (int64_t i = 0; i < rank.local_tokens(); ++i) out.token_of.push_back(rank.token_of(i));
         out.bytes_sent = pg.counters().bytes_sent;
         out.bytes_received = pg.counters().bytes_received;
+        out.peak_allocated = arena.allocator().stats().peak_allocated;
+        out.peak_requested = peak_requested;
+        arena.allocator().set_listener(nullptr);  // buffers freed after the run are not history
         std::lock_guard<std::mutex> lock(mu);
         if (writer) {
           writer->add_ops(ops);

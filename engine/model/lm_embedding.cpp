@@ -53,17 +53,17 @@ float lm_read_weight(float v, LmDataType t) {
 }
 
 LmRank::LmRank(const LmWorkloadSpec& spec, ProcessGroup& world, std::function<int64_t()> clock_ns,
-               std::function<void(const LmOpSpan&)> on_op)
+               std::function<void(const LmOpSpan&)> on_op, DeviceArena* arena)
     : spec_(spec), pg_(world), rank_(world.rank()), world_(world.size()), vocab_(spec.padded_vocab_size()),
-      hidden_(spec.hidden_size), clock_(std::move(clock_ns)), on_op_(std::move(on_op)) {
+      hidden_(spec.hidden_size), arena_(arena), clock_(std::move(clock_ns)), on_op_(std::move(on_op)) {
   rows_ = spec.sharding == LmSharding::data_parallel ? VocabRange{0, vocab_} : vocab_range(vocab_, world_, rank_);
   const auto n = static_cast<size_t>(rows_.size() * hidden_);
-  table_.resize(n);
-  g_table_.assign(n, 0.f);
+  table_ = buffer("weights", n);
+  g_table_ = buffer("gradients", n);
   const bool untied = !spec.tie_word_embeddings;
   if (untied) {
-    out_.resize(n);
-    g_out_.assign(n, 0.f);
+    out_ = buffer("weights", n);
+    g_out_ = buffer("gradients", n);
   }
   for (int64_t r = rows_.begin; r < rows_.end; ++r) {
     for (int64_t c = 0; c < hidden_; ++c) {
@@ -72,14 +72,27 @@ LmRank::LmRank(const LmWorkloadSpec& spec, ProcessGroup& world, std::function<in
       if (untied) out_[i] = lm_initial_weight(spec.seed, 1, r * hidden_ + c, hidden_);
     }
   }
+  const auto hh = static_cast<size_t>(hidden_ * hidden_);
   for (int l = 0; l < spec.body_layers; ++l) {
-    std::vector<float> w(static_cast<size_t>(hidden_ * hidden_));
-    for (int64_t i = 0; i < hidden_ * hidden_; ++i) w[static_cast<size_t>(i)] = lm_initial_weight(spec.seed, 2 + l, i, hidden_);
+    DeviceBuffer<float> w = buffer("dense", hh);
+    for (size_t i = 0; i < hh; ++i) w[i] = lm_initial_weight(spec.seed, 2 + l, static_cast<int64_t>(i), hidden_);
     w_.push_back(std::move(w));
-    b_.emplace_back(static_cast<size_t>(hidden_), 0.f);
-    g_w_.emplace_back(static_cast<size_t>(hidden_ * hidden_), 0.f);
-    g_b_.emplace_back(static_cast<size_t>(hidden_), 0.f);
+    b_.push_back(buffer("dense", static_cast<size_t>(hidden_)));
+    g_w_.push_back(buffer("dense", hh));
+    g_b_.push_back(buffer("dense", static_cast<size_t>(hidden_)));
   }
+}
+
+DeviceBuffer<float> LmRank::buffer(const char* tag, size_t n) {
+  DeviceBuffer<float> b(arena_, tag);
+  b.assign(n, 0.f);
+  return b;
+}
+
+std::vector<std::vector<float>> LmRank::body_weights() const {
+  std::vector<std::vector<float>> out;
+  for (const auto& w : w_) out.push_back(copy(w));
+  return out;
 }
 
 int64_t LmRank::local_tokens() const {
@@ -135,7 +148,11 @@ LmRank::StepResult LmRank::step(int64_t step) {
   t0 = now();
   const int64_t T = b.local_count;
   const int L = spec_.body_layers;
-  std::vector<Mat> hs(static_cast<size_t>(L) + 1), th(static_cast<size_t>(L));
+  // hs[0..L] and th[0..L-1]: (2 L + 1) [T x H] blocks of one activation buffer
+  DeviceBuffer<float> acts = buffer("activations", static_cast<size_t>((2 * L + 1) * T * H));
+  std::vector<MapM> hs, th;
+  for (int l = 0; l <= L; ++l) hs.emplace_back(acts.data() + static_cast<size_t>(l * T * H), T, H);
+  for (int l = 0; l < L; ++l) th.emplace_back(acts.data() + static_cast<size_t>((L + 1 + l) * T * H), T, H);
   hs[0] = CMapM(result.embedding_out.data(), T, H);
   for (int l = 0; l < L; ++l) {
     const auto li = static_cast<size_t>(l);
@@ -167,7 +184,7 @@ LmRank::StepResult LmRank::step(int64_t step) {
 
   t0 = now();
   const auto lr = static_cast<float>(spec_.learning_rate);
-  auto sgd = [lr](std::vector<float>& p, std::vector<float>& g) {
+  auto sgd = [lr](DeviceBuffer<float>& p, DeviceBuffer<float>& g) {
     for (size_t i = 0; i < p.size(); ++i) {
       p[i] -= lr * g[i];
       g[i] = 0.f;

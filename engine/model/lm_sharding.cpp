@@ -21,12 +21,6 @@ using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor
 using MapM = Eigen::Map<Mat>;
 using CMapM = Eigen::Map<const Mat>;
 
-/// The weights as the forward pass reads them (a rounded copy for bf16 / fp16).
-std::vector<float> read_copy(const std::vector<float>& w, LmDataType t) {
-  std::vector<float> out(w.size());
-  for (size_t i = 0; i < w.size(); ++i) out[i] = lm_read_weight(w[i], t);
-  return out;
-}
 }  // namespace
 
 void LmRank::embed_forward(const Batch& b, std::vector<float>& e) {
@@ -73,7 +67,7 @@ void LmRank::embed_forward(const Batch& b, std::vector<float>& e) {
     span("input_dist", true, t0);
     count_ids(rw_ids_);
     t0 = now();
-    std::vector<float> rows(static_cast<size_t>(nrecv * H));
+    DeviceBuffer<float> rows = buffer("activations", static_cast<size_t>(nrecv * H));
     for (int64_t i = 0; i < nrecv; ++i) {
       const int64_t local = rw_ids_[static_cast<size_t>(i)] - rows_.begin;
       for (int64_t c = 0; c < H; ++c)
@@ -84,7 +78,7 @@ void LmRank::embed_forward(const Batch& b, std::vector<float>& e) {
     std::vector<int64_t> send_el(rw_recv_), recv_el(rw_send_);
     for (auto& c : send_el) c *= H;
     for (auto& c : recv_el) c *= H;
-    std::vector<float> got(static_cast<size_t>(T * H));
+    DeviceBuffer<float> got = buffer("activations", static_cast<size_t>(T * H));
     pg_.all_to_all_v("output_dist/rows", rows.data(), send_el, got.data(), recv_el, sizeof(float));
     span("output_dist", true, t0);
     e.assign(static_cast<size_t>(T * H), 0.f);
@@ -95,7 +89,7 @@ void LmRank::embed_forward(const Batch& b, std::vector<float>& e) {
   // vocab_parallel and data_parallel: a lookup of the rows this rank holds, ids outside them
   // masked to local row 0 and zeroed (Megatron).
   count_ids(b.x);
-  std::vector<float> part(static_cast<size_t>(T * H), 0.f);
+  DeviceBuffer<float> part = buffer("activations", static_cast<size_t>(T * H));
   for (int64_t t = 0; t < T; ++t) {
     bool masked = false;
     const int64_t local = vocab_local_row(b.x[static_cast<size_t>(t)], rows_, masked);
@@ -104,13 +98,13 @@ void LmRank::embed_forward(const Batch& b, std::vector<float>& e) {
   }
   span("lookup", false, t0);
   if (spec_.sharding == LmSharding::data_parallel) {
-    e = std::move(part);
+    e = copy(part);
     return;
   }
   t0 = now();
   if (!spec_.sequence_parallel) {
     pg_.all_reduce_sum("embedding/all_reduce", part.data(), T * H);
-    e = std::move(part);
+    e = copy(part);
     span("embedding/all_reduce", true, t0);
   } else {
     const std::vector<int64_t> counts(static_cast<size_t>(world_), b.local_count * H);
@@ -124,13 +118,13 @@ void LmRank::embed_backward(const Batch& b, std::vector<float>& de) {
   const int64_t H = hidden_, T = b.tokens;
   int64_t t0 = now();
   if (spec_.sharding == LmSharding::row_wise) {
-    std::vector<float> send(rw_order_.size() * static_cast<size_t>(H));
+    DeviceBuffer<float> send = buffer("activations", rw_order_.size() * static_cast<size_t>(H));
     for (size_t k = 0; k < rw_order_.size(); ++k)
       std::copy_n(de.data() + rw_order_[k] * H, H, send.data() + k * static_cast<size_t>(H));
     std::vector<int64_t> send_el(rw_send_), recv_el(rw_recv_);
     for (auto& c : send_el) c *= H;
     for (auto& c : recv_el) c *= H;
-    std::vector<float> got(rw_ids_.size() * static_cast<size_t>(H));
+    DeviceBuffer<float> got = buffer("activations", rw_ids_.size() * static_cast<size_t>(H));
     pg_.all_to_all_v("grad_dist/rows", send.data(), send_el, got.data(), recv_el, sizeof(float));
     span("grad_dist", true, t0);
     t0 = now();
@@ -142,21 +136,21 @@ void LmRank::embed_backward(const Batch& b, std::vector<float>& de) {
     span("embedding_backward", false, t0);
     return;
   }
-  std::vector<float> full;
-  const std::vector<float>* d = &de;
+  DeviceBuffer<float> full;
+  const float* d = de.data();
   if (spec_.sequence_parallel) {  // backward of the reduce-scatter: gather every rank's slice
-    full.assign(static_cast<size_t>(T * H), 0.f);
+    full = buffer("activations", static_cast<size_t>(T * H));
     const std::vector<int64_t> counts(static_cast<size_t>(world_), b.local_count * H);
     pg_.all_gather_v("embedding/grad_all_gather", de.data(), full.data(), counts, sizeof(float));
     span("embedding/grad_all_gather", true, t0);
-    d = &full;
+    d = full.data();
     t0 = now();
   }
   for (int64_t t = 0; t < T; ++t) {
     const int64_t id = b.x[static_cast<size_t>(t)];
     if (id == spec_.padding_id || id < rows_.begin || id >= rows_.end) continue;
     float* g = g_table_.data() + (id - rows_.begin) * H;
-    const float* s = d->data() + t * H;
+    const float* s = d + t * H;
     for (int64_t c = 0; c < H; ++c) g[c] += s[c];
   }
   span("embedding_backward", false, t0);
@@ -168,18 +162,18 @@ double LmRank::project_loss(const Batch& b, const std::vector<float>& z, std::ve
   const bool rw = spec_.sharding == LmSharding::row_wise;
   // The hidden states and targets the projection runs on: vocab_parallel all T tokens (gathered
   // from the slices with sequence_parallel); row_wise every rank's T tokens; data_parallel its own.
-  std::vector<float> zg;
+  DeviceBuffer<float> zg;
   std::vector<int64_t> yg;
-  const std::vector<float>* zp = &z;
+  const float* zp = z.data();
   const std::vector<int64_t>* yp = &b.y;
   int64_t t0 = now();
   if (rw || spec_.sequence_parallel) {
     const int64_t per = rw ? b.tokens : b.local_count;
-    zg.assign(static_cast<size_t>(per * world_ * H), 0.f);
+    zg = buffer("activations", static_cast<size_t>(per * world_ * H));
     const std::vector<int64_t> counts(static_cast<size_t>(world_), per * H);
     pg_.all_gather_v(rw ? "output_projection/all_gather" : "sequence_parallel/all_gather", z.data(), zg.data(),
                      counts, sizeof(float));
-    zp = &zg;
+    zp = zg.data();
     if (rw) {
       yg.assign(static_cast<size_t>(per * world_), 0);
       const std::vector<int64_t> yc(static_cast<size_t>(world_), per);
@@ -191,12 +185,19 @@ double LmRank::project_loss(const Batch& b, const std::vector<float>& z, std::ve
   const auto Tc = static_cast<int64_t>(yp->size());
   const int64_t Vr = rows_.size();
   t0 = now();
-  const std::vector<float>& o_master = spec_.tie_word_embeddings ? table_ : out_;
-  const std::vector<float> o_read = spec_.data_type == LmDataType::fp32 ? std::vector<float>{} : read_copy(o_master, spec_.data_type);
-  const std::vector<float>& o = spec_.data_type == LmDataType::fp32 ? o_master : o_read;
-  const CMapM Z(zp->data(), Tc, H);
-  const CMapM O(o.data(), Vr, H);
-  Mat logits = Z * O.transpose();  // [Tc x Vr]: this rank's slice of the vocabulary
+  const DeviceBuffer<float>& o_master = spec_.tie_word_embeddings ? table_ : out_;
+  // the weights as the forward pass reads them: a rounded copy for bf16 / fp16
+  DeviceBuffer<float> o_read;
+  if (spec_.data_type != LmDataType::fp32) {
+    o_read = buffer("weights", o_master.size());
+    for (size_t i = 0; i < o_master.size(); ++i) o_read[i] = lm_read_weight(o_master[i], spec_.data_type);
+  }
+  const float* o = spec_.data_type == LmDataType::fp32 ? o_master.data() : o_read.data();
+  const CMapM Z(zp, Tc, H);
+  const CMapM O(o, Vr, H);
+  DeviceBuffer<float> logit_buf = buffer("logits", static_cast<size_t>(Tc * Vr));
+  MapM logits(logit_buf.data(), Tc, Vr);  // [Tc x Vr]: this rank's slice of the vocabulary
+  logits.noalias() = Z * O.transpose();
   std::vector<float> m(static_cast<size_t>(Tc)), pred(static_cast<size_t>(Tc), 0.f), se(static_cast<size_t>(Tc));
   for (int64_t t = 0; t < Tc; ++t) m[static_cast<size_t>(t)] = logits.row(t).maxCoeff();
   span("output_projection/logits", false, t0);
@@ -234,9 +235,9 @@ double LmRank::project_loss(const Batch& b, const std::vector<float>& z, std::ve
     if (y >= rows_.begin && y < rows_.end) logits(t, y - rows_.begin) -= static_cast<float>(1.0 / n);
   }
   // logits now hold dloss/dlogits. Gradients: dO = dlogits^T Z, dZ = dlogits O.
-  std::vector<float>& g_o = spec_.tie_word_embeddings ? g_table_ : g_out_;
+  DeviceBuffer<float>& g_o = spec_.tie_word_embeddings ? g_table_ : g_out_;
   MapM(g_o.data(), Vr, H).noalias() += logits.transpose() * Z;
-  std::vector<float> dzg(static_cast<size_t>(Tc * H));
+  DeviceBuffer<float> dzg = buffer("activations", static_cast<size_t>(Tc * H));
   MapM(dzg.data(), Tc, H).noalias() = logits * O;
   span("output_projection/backward", false, t0);
   t0 = now();
@@ -245,7 +246,7 @@ double LmRank::project_loss(const Batch& b, const std::vector<float>& z, std::ve
     pg_.all_reduce_sum("loss/all_reduce", &lf, 1);
     loss_sum = lf;
     span("loss/all_reduce", true, t0);
-    dz = std::move(dzg);
+    dz = copy(dzg);
   } else if (rw || spec_.sequence_parallel) {
     const int64_t per = rw ? b.tokens : b.local_count;
     dz.assign(static_cast<size_t>(per * H), 0.f);
@@ -254,7 +255,7 @@ double LmRank::project_loss(const Batch& b, const std::vector<float>& z, std::ve
     span("output_projection/grad_reduce_scatter", true, t0);
   } else {
     pg_.all_reduce_sum("output_projection/grad_all_reduce", dzg.data(), Tc * H);
-    dz = std::move(dzg);
+    dz = copy(dzg);
     span("output_projection/grad_all_reduce", true, t0);
   }
   return loss_sum / n;
@@ -266,17 +267,22 @@ void LmRank::all_reduce_grads() {
   const bool dp = spec_.sharding == LmSharding::data_parallel;
   if (dp) {
     pg_.all_reduce_sum("embedding/grad_all_reduce", g_table_.data(), static_cast<int64_t>(g_table_.size()));
-    if (!g_out_.empty())
+    if (g_out_.size() != 0)
       pg_.all_reduce_sum("output_projection/grad_all_reduce", g_out_.data(), static_cast<int64_t>(g_out_.size()));
   }
   // The body is replicated; its gradients differ by rank unless every rank ran the same tokens
   // (vocab_parallel without sequence_parallel, where they are equal and nothing is reduced).
   const bool body_differs = dp || spec_.sharding == LmSharding::row_wise || spec_.sequence_parallel;
   if (body_differs && !w_.empty()) {
-    std::vector<float> flat;
+    size_t total = 0;
+    for (size_t l = 0; l < w_.size(); ++l) total += g_w_[l].size() + g_b_[l].size();
+    DeviceBuffer<float> flat = buffer("comm_buffer", total);
+    size_t at = 0;
     for (size_t l = 0; l < w_.size(); ++l) {
-      flat.insert(flat.end(), g_w_[l].begin(), g_w_[l].end());
-      flat.insert(flat.end(), g_b_[l].begin(), g_b_[l].end());
+      std::copy_n(g_w_[l].data(), g_w_[l].size(), flat.data() + at);
+      at += g_w_[l].size();
+      std::copy_n(g_b_[l].data(), g_b_[l].size(), flat.data() + at);
+      at += g_b_[l].size();
     }
     pg_.all_reduce_sum("body/grad_all_reduce", flat.data(), static_cast<int64_t>(flat.size()));
     size_t k = 0;

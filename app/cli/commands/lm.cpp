@@ -11,7 +11,11 @@
 
 #include "commands.h"
 #include "embedscope/engine/exec/lm_run.h"
+#include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/planner/lm_memory_estimate.h"
+#include "embedscope/engine/planner/search.h"
+#include "embedscope/engine/program/lm_program.h"
+#include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/analysis/stats.h"
 #include "embedscope/sessions/model/units.h"
 #include "embedscope/sessions/store/session.h"
@@ -65,15 +69,38 @@ std::string memory_table(const std::vector<es::LmMemoryEstimate>& est) {
   return out;
 }
 
+/// One step of the workload's program (program/lm_program.h) timed on hardware profile
+/// `profile` (--simulate, else the planner's default): step time, communication, bytes/token.
+json simulated_step_json(const es::LmWorkloadSpec& spec, const std::string& profile, int gpus_per_node) {
+  const es::HardwareProfile hw = es::load_hardware_profile(profile);
+  const int gpn = gpus_per_node > 0 ? gpus_per_node : std::min(spec.world_size, hw.gpus_per_node);
+  const es::LmSimulatedStep sim = es::simulate_lm_step(spec, hw, gpn);
+  const int64_t tokens = spec.tokens_per_micro_batch() * (spec.sharding == es::LmSharding::vocab_parallel ? 1 : spec.world_size);
+  const double step = static_cast<double>(sim.step_ns);
+  return {{"hardware", profile},
+          {"gpus_per_node", gpn},
+          {"step_ns", sim.step_ns},
+          {"comm_ns", sim.comm_ns},
+          {"embedding_comm_ns", sim.embedding_comm_ns},
+          {"comm_share", step > 0 ? static_cast<double>(sim.comm_ns) / step : 0.0},
+          {"embedding_comm_share", step > 0 ? static_cast<double>(sim.embedding_comm_ns) / step : 0.0},
+          {"bytes_sent_rank0", sim.bytes_sent},
+          // every rank sends as much as rank 0 in these programs (up to the uneven vocabulary split)
+          {"bytes_on_the_wire_per_token", static_cast<double>(sim.bytes_sent * spec.world_size) / static_cast<double>(tokens)}};
+}
+
 }  // namespace
 
 int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
-  const es::LmWorkloadSpec spec = load_lm(a);
+  const es::LmWorkloadSpec spec = load_lm(a, true);
   const auto est = es::estimate_lm_memory(spec);
+  const std::string profile = a.simulate.empty() ? std::string(es::kDefaultPlanningProfile) : a.simulate;
+  const json sim = simulated_step_json(spec, profile, a.gpus_per_node);
   if (as_json) {
     json j = es::to_json(est);
     j["workload"] = es::to_json(spec);
     j["padded_vocab_size"] = spec.padded_vocab_size();
+    j["simulated_step"] = sim;
     std::cout << dump(j) << "\n";
     return 0;
   }
@@ -81,21 +108,39 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
   std::cout << fmt::format("sharding     {} on {} ranks\n", mode_text(spec), spec.world_size);
   std::cout << padding_text(spec);
   std::cout << "\nmemory estimate per rank (planner/lm_memory_estimate.h; optimizer sgd: no state)\n" << memory_table(est);
+  std::cout << fmt::format(
+      "\nSIMULATED step on {} ({} GPUs per node; the step program timed by the cost model, not this machine): {:.3f} ms, "
+      "communication {:.1f}% (embedding {:.1f}%), {:.0f} bytes on the wire per token\n",
+      profile, sim.at("gpus_per_node").get<int>(), sim.at("step_ns").get<double>() * 1e-6,
+      100 * sim.at("comm_share").get<double>(), 100 * sim.at("embedding_comm_share").get<double>(),
+      sim.at("bytes_on_the_wire_per_token").get<double>());
   return 0;
 }
 
 int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite) {
-  const es::LmWorkloadSpec spec = load_lm(a);
+  const es::LmWorkloadSpec spec = load_lm(a, true);
+  const bool simulated = !a.simulate.empty();
   if (output.empty()) output = default_session_name();
   sessions::SessionWriter::check_path(output, overwrite);
-  fmt::print(stderr, "embedscope run: {} (lm_embedding {}) on {} cpu ranks, {}, {} steps\n", spec.name, shape_text(spec),
-             spec.world_size, mode_text(spec), spec.steps);
+  fmt::print(stderr, "embedscope run: {} (lm_embedding {}) on {} {} ranks, {}, {} steps\n", spec.name, shape_text(spec),
+             spec.world_size, simulated ? "simulated" : "cpu", mode_text(spec), spec.steps);
   es::LmRunOptions opt;
   opt.session_path = output;
   opt.overwrite = overwrite;
+  es::LmSimulateOptions sim;
+  sim.session_path = output;
+  sim.overwrite = overwrite;
+  sim.hardware = a.simulate;
+  sim.gpus_per_node = a.gpus_per_node;
+  if (simulated)
+    fmt::print(stderr, "SIMULATED: {} ranks of hardware profile {}; every time below is the cost model's, nothing is "
+                       "trained\n",
+               spec.world_size, a.simulate);
   es::LmRunResult r;
   try {
-    r = es::run_lm(spec, opt);
+    r = simulated ? es::simulate_lm(spec, sim) : es::run_lm(spec, opt);
+  } catch (const es::SpecError&) {
+    throw;
   } catch (const sessions::SessionError&) {
     throw;
   } catch (const std::exception& e) {
@@ -142,11 +187,14 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
                        {"row_end", r.ranks[i].rows.end},
                        {"bytes_sent", r.ranks[i].bytes_sent},
                        {"bytes_received", r.ranks[i].bytes_received},
-                       {"memory_estimate_bytes", est[i].total()}});
+                       {"memory_estimate_bytes", est[i].total()},
+                       {"peak_allocated_bytes", r.ranks[i].peak_allocated},
+                       {"peak_requested_bytes", r.ranks[i].peak_requested}});
     std::cout << dump(json{{"ended", "complete"},
                            {"session", output},
                            {"workload", spec.name},
                            {"model", "lm_embedding"},
+                           {"simulated", simulated},
                            {"sharding", es::to_string(spec.sharding)},
                            {"sequence_parallel", spec.sequence_parallel},
                            {"world_size", p},
@@ -169,10 +217,16 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
                                                                            : fmt::format("{} per rank x {} ranks", tokens / p, p));
   std::cout << fmt::format("step time    mean {}  p50 {}  min {}\n", ms(d.mean), ms(d.p50), ms(d.min));
   std::cout << fmt::format("throughput   {:.0f} tokens/s\n", tps);
-  std::cout << fmt::format("loss         first {:.4f}  last {:.4f}\n", r.losses.front(), r.losses.back());
-  std::cout << fmt::format("comm         {:.1f}% of rank 0's step time in collectives (thread-level: the rank's one thread "
-                           "waits while they run); {:.0f} bytes on the wire per token (all ranks' bytes sent / tokens)\n\n",
-                           100.0 * comm_share, per_token);
+  if (r.losses.empty())
+    std::cout << "loss         none (SIMULATED: nothing is trained)\n";
+  else
+    std::cout << fmt::format("loss         first {:.4f}  last {:.4f}\n", r.losses.front(), r.losses.back());
+  std::cout << fmt::format("comm         {:.1f}% of rank 0's step time in collectives ({}); {:.0f} bytes on the wire "
+                           "per token (all ranks' bytes sent / tokens)\n\n",
+                           100.0 * comm_share,
+                           simulated ? "SIMULATED: the cost model's figures, one op at a time per rank"
+                                     : "thread-level: the rank's one thread waits while they run",
+                           per_token);
   std::cout << fmt::format("{:<40} {:<15} {:>6} {:>14} {:>12}\n", "collective (rank 0, whole run)", "op", "count",
                            "bytes sent", "time");
   for (const auto& [name, k] : by_name)

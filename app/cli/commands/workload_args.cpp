@@ -3,6 +3,7 @@
 #include "workload_args.h"
 
 #include <cmath>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -82,15 +83,15 @@ bool is_lm_args(const WorkloadArgs& a) {
   return !a.preset.empty() && es::is_lm_preset(a.preset);
 }
 
-es::LmWorkloadSpec load_lm(WorkloadArgs& a) {
+es::LmWorkloadSpec load_lm(WorkloadArgs& a, bool simulate_flags) {
   if (!a.file.empty() && !a.preset.empty()) throw es::SpecError("give either a workload file or --preset, not both");
   es::LmWorkloadSpec spec = !a.file.empty() ? es::load_lm_workload_file(a.file) : es::load_lm_preset(a.preset);
   a.origin = !a.file.empty() ? a.file : "preset " + a.preset;
   for (const char* flag : {"--local-world-size", "--warmup-steps", "--backend", "--pipeline", "--qcomms", "--simulate",
                            "--nodes", "--gpus-per-node", "--network-bandwidth", "--network-latency"})
-    if (a.was_given(flag))
+    if (a.was_given(flag) && !(simulate_flags && (std::string_view(flag) == "--simulate" || std::string_view(flag) == "--gpus-per-node")))
       throw es::SpecError(fmt::format("{}: not for an lm_embedding workload ({} runs on CPU ranks; its flags: --devices, "
-                                      "--sharding, --sequence-parallel, --steps, --batch-size)",
+                                      "--sharding, --sequence-parallel, --steps, --batch-size, --simulate, --gpus-per-node)",
                                       flag, a.origin));
   std::vector<std::pair<std::string, std::string>> set_by;
   if (a.was_given("--devices")) {

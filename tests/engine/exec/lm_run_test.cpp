@@ -143,4 +143,45 @@ TEST(LmCli, RunPlanAndStatsOfAnLmWorkload) {
       << r.err;
 }
 
+TEST(LmCli, PlanSimulatesTheStepProgram) {
+  const auto file = scratch() / "lm_sim.json";
+  std::ofstream(file) << to_json(spec2(false)).dump();
+  auto r = cli("plan " + file.string() + " --simulate h100_sxm --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json sim = json::parse(r.out).at("simulated_step");
+  EXPECT_EQ(sim.at("hardware"), "h100_sxm");
+  // rank 0 sends 768 (embedding/all_reduce) + 768 (output_projection/grad_all_reduce) + 3 x 96
+  // (cross-entropy) = 1824 B (as VocabParallelAllReducesTokensTimesHidden measures); 2 ranks, 24 tokens
+  EXPECT_EQ(sim.at("bytes_sent_rank0"), 1824);
+  EXPECT_DOUBLE_EQ(sim.at("bytes_on_the_wire_per_token").get<double>(), 2 * 1824 / 24.0);
+  EXPECT_GT(sim.at("step_ns").get<int64_t>(), sim.at("comm_ns").get<int64_t>());
+  r = cli("plan " + file.string() + " --simulate no_such_gpu");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unknown hardware profile \"no_such_gpu\""), std::string::npos) << r.err;
+  // run --simulate: the same program as a simulated session, the same bytes; nothing trained
+  const std::string db = (scratch() / "lm_sim.db").string();
+  std::filesystem::remove(db);
+  r = cli("run " + file.string() + " --simulate h100_sxm --steps 2 --json -o " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json run = json::parse(r.out);
+  EXPECT_TRUE(run.at("simulated").get<bool>());
+  EXPECT_TRUE(run.at("loss").empty());
+  EXPECT_DOUBLE_EQ(run.at("bytes_on_wire_per_token").get<double>(), 2 * 1824 / 24.0);
+  EXPECT_EQ(run.at("step_time_ns").at("mean").get<double>(), sim.at("step_ns").get<double>());
+  {
+    embedscope::sessions::SessionReader session(db);
+    EXPECT_EQ(session.meta("simulated"), "1");
+    EXPECT_EQ(session.steps().size(), 4u);  // 2 steps x 2 ranks
+    int64_t sent = 0;
+    for (const auto& c : session.collectives())
+      if (c.rank == 0 && c.step == 0 && c.name.find("split_check") == std::string::npos) sent += c.bytes_sent;
+    EXPECT_EQ(sent, 1824);
+  }
+  r = cli("stats " + db);
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = cli("run " + file.string() + " --pipeline sparse_dist -o " + (scratch() / "y.db").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--pipeline: not for an lm_embedding workload"), std::string::npos) << r.err;
+}
+
 }  // namespace

@@ -3,7 +3,10 @@
 // each, joined by a Gloo world group (comm/gloo_process_group.h), and optionally records it as
 // a session: every op as a span on the rank's compute or comm lane (the collectives are run
 // inline by the rank's one thread, so the compute lane waits while the comm lane is busy), every
-// collective as a row of `collectives` with its bytes, every step's loss in `steps`.
+// collective as a row of `collectives` with its bytes, every step's loss in `steps`. Each rank's
+// buffers live in its own DeviceArena (caching allocator, capacity the host's memory), whose
+// counters (`memory_counters`, per step), allocator history (`memory_events`) and block layout
+// (`memory_snapshots`, when it changed) the session holds, as the threaded executor records them.
 
 #include <cstdint>
 #include <string>
@@ -12,6 +15,10 @@
 #include "embedscope/engine/model/lm_embedding.h"
 #include "embedscope/engine/workload/lm_spec.h"
 #include "embedscope/sessions/model/events.h"
+
+namespace embedscope::sessions {
+class SessionWriter;
+}
 
 namespace embedscope::engine {
 
@@ -30,6 +37,11 @@ struct LmRankResult {
   std::vector<std::vector<float>> embedding_out;   ///< per step (keep_outputs), [local tokens x H]
   std::vector<std::pair<int64_t, int64_t>> token_of;  ///< local token -> (global sequence, position)
   int64_t bytes_sent = 0, bytes_received = 0;      ///< over the run, to / from other ranks
+  /// The rank's device memory over the run (its DeviceArena, caching allocator; LmRank's
+  /// buffers by tag, model/lm_embedding.h): the most bytes allocated at once (blocks rounded to
+  /// 512 B) and the most bytes requested at once (the buffers' own sizes, what
+  /// estimate_lm_memory counts).
+  int64_t peak_allocated = 0, peak_requested = 0;
 };
 
 struct LmRunResult {
@@ -51,6 +63,26 @@ inline constexpr const char* kLmTableName = "token_embedding";
 /// also holds the plan (table `shards`: one table, one shard per rank, planned_bytes its master
 /// weights), every rank's load (ids its shard served per step) and token histogram.
 LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options = {});
+
+/// The session metadata and plan both runs of an lm_embedding workload write (workload name and
+/// JSON, world size, batch and samples per step, steps, wall anchor; table `shards`).
+void write_lm_session_plan(sessions::SessionWriter& writer, const LmWorkloadSpec& spec, int64_t wall_anchor_ns);
+
+struct LmSimulateOptions {
+  std::string session_path;       ///< "" = no session
+  bool overwrite = false;
+  std::string hardware;           ///< a hardware profile name or file (cost/hardware_profile.h)
+  int gpus_per_node = 0;          ///< 0: min(world size, the profile's gpus_per_node)
+};
+
+/// The workload's step program (program/lm_program.h) on every rank of a modelled cluster,
+/// timed by the cost model (simulate_lm_step), spec.steps equal steps back to back, recorded as a
+/// session marked simulated (metadata simulated 1, the hardware JSON; ranks "node<n>
+/// (simulated)"): every op on its lane, every collective with bytes and per-peer elements,
+/// the planner's memory estimate per rank as allocated and reserved at every step, the
+/// expected ids per shard. Nothing is trained: losses are empty, the session's step losses 0.
+/// Throws SpecError for an invalid spec or an unknown profile, sessions::SessionError.
+LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& options);
 
 /// The session op category of an lm_embedding span name (lookup, comm, dense, optimizer, input).
 sessions::OpCategory lm_op_category(const char* name, bool comm);

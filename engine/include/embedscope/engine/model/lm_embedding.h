@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "embedscope/engine/memory/memory.h"
 #include "embedscope/engine/sharding/vocab_parallel.h"
 #include "embedscope/engine/workload/lm_spec.h"
 
@@ -64,12 +65,23 @@ struct LmOpSpan {
 };
 
 /// One rank's parameters and its training step. Not thread-safe; one per rank thread.
+///
+/// Memory: with an `arena`, every buffer the estimate (planner/lm_memory_estimate.h) counts is a
+/// block of it under a tag: "weights" (E, O and the bf16 / fp16 read copy), "gradients" (of E
+/// and O), "dense" (body weights and their gradients), "logits" (the [Tc x rows] slice, exp and
+/// gradient in place), "activations" (the body's inputs and tanh outputs [Tl x H], the lookup's
+/// partial sum or row_wise's rows sent and received, the gathered hidden states, the gradient
+/// of the projection's input [Tc x H]) and "comm_buffer" (the flattened body gradients of
+/// body/grad_all_reduce). The parameters live for the rank's lifetime; the others for the part
+/// of the step that uses them. Without an arena the same buffers are plain host memory.
+/// OomError from the arena when a buffer does not fit.
 class LmRank {
  public:
   /// `world` is this rank's group of spec.world_size ranks (group rank = rank). `clock_ns`
-  /// (may be empty) timestamps the op spans reported to `on_op` (may be empty).
+  /// (may be empty) timestamps the op spans reported to `on_op` (may be empty). `arena` (may
+  /// be null; outlives the rank) holds the rank's buffers.
   LmRank(const LmWorkloadSpec& spec, ProcessGroup& world, std::function<int64_t()> clock_ns = {},
-         std::function<void(const LmOpSpan&)> on_op = {});
+         std::function<void(const LmOpSpan&)> on_op = {}, DeviceArena* arena = nullptr);
 
   struct StepResult {
     double loss = 0;                  ///< the global batch's mean loss (the same on every rank)
@@ -83,9 +95,9 @@ class LmRank {
 
   /// Rows of E this rank holds ([0, V') for data_parallel).
   VocabRange rows() const { return rows_; }
-  const std::vector<float>& table() const { return table_; }           ///< [rows x H], fp32 master
-  const std::vector<float>& output_projection() const { return out_; } ///< [rows x H]; empty when tied
-  const std::vector<std::vector<float>>& body_weights() const { return w_; } ///< per layer [H x H] (in x out)
+  std::vector<float> table() const { return copy(table_); }           ///< [rows x H], fp32 master (a copy)
+  std::vector<float> output_projection() const { return copy(out_); } ///< [rows x H]; empty when tied (a copy)
+  std::vector<std::vector<float>> body_weights() const;  ///< per layer [H x H] (in x out) (a copy)
   /// Tokens whose rows enter the body on this rank (B S; vocab_parallel with sequence_parallel B S / p).
   int64_t local_tokens() const;
   /// Token ids of this rank's batches so far (inputs; vocab_parallel: the group's batch) per
@@ -104,14 +116,18 @@ class LmRank {
   void all_reduce_grads();
   void span(const char* name, bool comm, int64_t start);
   int64_t now() const { return clock_ ? clock_() : 0; }
+  /// A buffer of `n` zeros in the arena under `tag` (host memory without an arena).
+  DeviceBuffer<float> buffer(const char* tag, size_t n);
+  static std::vector<float> copy(const DeviceBuffer<float>& b) { return {b.data(), b.data() + b.size()}; }
 
   LmWorkloadSpec spec_;
   ProcessGroup& pg_;
   int rank_ = 0, world_ = 1;
   int64_t vocab_ = 0, hidden_ = 0;  // V', H
   VocabRange rows_;
-  std::vector<float> table_, out_, g_table_, g_out_;
-  std::vector<std::vector<float>> w_, b_, g_w_, g_b_;
+  DeviceArena* arena_ = nullptr;
+  DeviceBuffer<float> table_, out_, g_table_, g_out_;
+  std::vector<DeviceBuffer<float>> w_, b_, g_w_, g_b_;
   std::function<int64_t()> clock_;
   std::function<void(const LmOpSpan&)> on_op_;
   int64_t step_ = 0;

@@ -1,0 +1,148 @@
+// simulate_lm (exec/lm_run.h): an lm_embedding workload's step program timed by the cost model
+// on a modelled cluster, written as a session marked simulated.
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/cost/hardware_profile.h"
+#include "embedscope/engine/exec/lm_run.h"
+#include "embedscope/engine/planner/lm_memory_estimate.h"
+#include "embedscope/engine/program/lm_program.h"
+#include "embedscope/profiler/tracer.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::engine {
+
+namespace {
+/// Op names as static strings (OpEvent::name must outlive the writer and the result).
+const char* intern_name(const std::string& name) {
+  static std::mutex mu;
+  static std::set<std::string> names;
+  std::lock_guard<std::mutex> lock(mu);
+  return names.insert(name).first->c_str();
+}
+}  // namespace
+
+LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& options) {
+  validate(spec, "workload");
+  const HardwareProfile hw = load_hardware_profile(options.hardware);
+  const int p = spec.world_size;
+  const int gpn = options.gpus_per_node > 0 ? options.gpus_per_node : std::min(p, hw.gpus_per_node);
+  const LmSimulatedStep sim = simulate_lm_step(spec, hw, gpn);
+  const auto memory = estimate_lm_memory(spec);
+
+  std::unique_ptr<sessions::SessionWriter> writer;
+  if (!options.session_path.empty()) {
+    writer = std::make_unique<sessions::SessionWriter>(options.session_path, options.overwrite);
+    profiler::RunClock clock;
+    write_lm_session_plan(*writer, spec, clock.wall_anchor_ns());
+    namespace meta = sessions::meta;
+    writer->set_metadata(meta::kBackend, "simulated");
+    writer->set_metadata(meta::kSimulated, "1");
+    writer->set_metadata(meta::kGpuNames, hw.gpu.name + " (simulated)");
+    writer->set_metadata(meta::kClock, "simulated ns since the run's start (cost model, no clock read)");
+    writer->set_metadata(meta::kGlooVersion, "not used (simulated)");
+    auto link = [](const LinkProfile& l) {
+      return nlohmann::json{{"name", l.name}, {"bus_bandwidth_bytes_per_s", l.bus_bandwidth_bytes_per_s},
+                            {"latency_ns", l.latency_ns}};
+    };
+    writer->set_metadata(meta::kSimulatedHardwareJson,
+                         nlohmann::json{{"name", hw.name},
+                                        {"description", hw.description},
+                                        {"gpu", hw.gpu.name},
+                                        {"gpus_per_node", gpn},
+                                        {"nodes", (p + gpn - 1) / gpn},
+                                        {"intra_node", link(hw.intra_node)},
+                                        {"inter_node", link(hw.inter_node)}}
+                             .dump());
+    for (int r = 0; r < p; ++r) {
+      writer->add_rank({r, fmt::format("node{} (simulated)", r / gpn), hw.gpu.name + " (simulated)", 0});
+      writer->add_lane({r, static_cast<int32_t>(sessions::Lane::compute), "compute", "stream"});
+      writer->add_lane({r, static_cast<int32_t>(sessions::Lane::comm), "comm", "stream"});
+    }
+  }
+
+  LmRunResult result;
+  result.ranks.resize(static_cast<size_t>(p));
+  for (int64_t st = 0; st < spec.steps; ++st) {
+    const int64_t t0 = st * sim.step_ns;
+    result.step_ns.push_back(sim.step_ns);
+    for (int r = 0; r < p; ++r) {
+      const auto ri = static_cast<size_t>(r);
+      const StepProgram& prog = sim.programs[ri];
+      std::vector<sessions::OpEvent> events;
+      size_t k = 0;  // the rank's collectives, in order
+      const auto per_step = static_cast<int64_t>(sim.collective_ns[ri].size());  // the same on every rank
+      for (size_t i = 0; i < prog.ops.size(); ++i) {
+        const ProgramOp& op = prog.ops[i];
+        sessions::OpEvent e;
+        e.rank = r;
+        e.lane = op.lane;
+        e.category = op.category;
+        e.name = intern_name(op.name);
+        e.step = st;
+        e.start_ns = t0 + sim.rank_start_ns[ri][i];
+        e.end_ns = t0 + sim.rank_end_ns[ri][i];
+        for (const CollectiveCall& c : op.collectives) {
+          e.bytes += c.bytes_sent() + c.bytes_received();
+          sessions::CollectiveRecord rec;
+          rec.rank = r;
+          rec.op = to_string(c.kind);
+          rec.name = c.name;
+          rec.group = c.group;
+          rec.sequence = static_cast<uint64_t>(st * per_step + static_cast<int64_t>(k));
+          rec.dtype = c.dtype;
+          rec.step = st;
+          rec.start_ns = t0 + sim.collective_ns[ri][k].first;
+          rec.end_ns = t0 + sim.collective_ns[ri][k].second;
+          rec.bytes_sent = c.bytes_sent();
+          rec.bytes_received = c.bytes_received();
+          rec.peers.assign(c.peers.begin(), c.peers.end());
+          rec.send_elements = c.send_elements;
+          rec.recv_elements = c.recv_elements;
+          result.ranks[ri].bytes_sent += rec.bytes_sent;
+          result.ranks[ri].bytes_received += rec.bytes_received;
+          ++k;
+          if (writer) writer->add_collective(rec);
+          result.collectives.push_back(std::move(rec));
+        }
+        events.push_back(e);
+      }
+      if (writer) {
+        const int64_t bytes = memory[ri].total();
+        writer->add_step({st, r, t0, t0 + sim.step_ns, 0.0, bytes, bytes});
+        sessions::MemoryCounter m;
+        m.step = st;
+        m.rank = r;
+        m.allocated = m.reserved = m.peak_allocated = m.peak_reserved = bytes;
+        writer->add_memory(m);
+        sessions::LoadCounter lc;  // the program's expected ids served by the rank's shard
+        lc.step = st;
+        lc.rank = r;
+        lc.table = 0;
+        lc.shard = r;
+        for (const ProgramOp& op : prog.ops)
+          if (op.name == "lookup") lc.ids = op.rows;
+        writer->add_load(lc);
+        writer->add_ops(events);
+      }
+      result.ops.insert(result.ops.end(), events.begin(), events.end());
+    }
+  }
+  for (int r = 0; r < p; ++r) {
+    result.ranks[static_cast<size_t>(r)].rows = memory[static_cast<size_t>(r)].rows;
+    result.ranks[static_cast<size_t>(r)].peak_allocated = memory[static_cast<size_t>(r)].total();
+  }
+  result.wall_ns = spec.steps * sim.step_ns;
+  if (writer) writer->close("complete");
+  return result;
+}
+
+}  // namespace embedscope::engine

@@ -1,0 +1,60 @@
+#pragma once
+// The step program of an lm_embedding workload (workload/lm_spec.h, model/lm_embedding.h) as
+// data: per rank the ops of one training step in the order LmRank issues them, each on its lane
+// (compute, or comm with the collectives it runs, their element counts and bytes), with the
+// flops and device-memory bytes of the compute ops and what every op waits for. Op names are
+// LmRank's span names; collective names are those the session records (model/lm_embedding.h),
+// each all-to-all and reduce-scatter preceded by its "<name>/split_check" all-gather as
+// ProcessGroup runs it (step_program.h ProgramOp::collectives).
+//
+// The ops of a step, by sharding type (Tl local tokens, Tc projected tokens, R = rows held):
+//   input; [row_wise: bucketize, input_dist (splits, ids), lookup, output_dist (rows)]
+//   [else: lookup, vocab_parallel: embedding/all_reduce or embedding/reduce_scatter];
+//   body_forward; [row_wise / sequence_parallel: the all-gather of the hidden states];
+//   output_projection/logits; [not data_parallel: cross_entropy/max]; cross_entropy/exp;
+//   [not data_parallel: cross_entropy/all_reduce (predicted_logit, sum_exp)];
+//   output_projection/backward; loss/all_reduce (data_parallel) or the projection's gradient
+//   reduce-scatter (row_wise, sequence_parallel) or all-reduce (vocab_parallel); body_backward;
+//   [row_wise: grad_dist; sequence_parallel: embedding/grad_all_gather]; embedding_backward;
+//   [grad_all_reduce of replicated gradients]; optimizer.
+// LmRank runs them on one thread, so every op waits for the op issued before it.
+
+#include <cstdint>
+#include <vector>
+
+#include "embedscope/engine/cost/hardware_profile.h"
+#include "embedscope/engine/program/step_program.h"
+#include "embedscope/engine/workload/lm_spec.h"
+
+namespace embedscope::engine {
+
+/// The program of `rank` in step `step` (0-based). Counts that depend on the ids (row_wise's
+/// ids and rows per peer, the ids a vocabulary shard serves) are their expectation with ids
+/// spread evenly over the V' rows, marked exact = false. rows of lookup / embedding_backward:
+/// expected ids looked up on this rank. flops: 2 x multiply-adds (body forward 2 L Tl H^2,
+/// backward twice that; logits 2 Tc R H, their backward 4 Tc R H). bytes: the fp32 buffers the
+/// op reads and writes. Throws SpecError for an invalid spec or a rank outside [0, world_size).
+StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t step);
+
+/// One step of every rank's program timed by the cost model on hardware `hw` (cost/cost_model.h:
+/// compute_ns, collective_ns), with `gpus_per_node` ranks per node (rank r on node r /
+/// gpus_per_node). Every rank issues the same ops in the same order (one thread each), so an op
+/// starts when the rank has ended the one before, a collective when every rank has reached it,
+/// and it lasts the largest member's figure.
+struct LmSimulatedStep {
+  int64_t step_ns = 0;                      ///< the slowest rank's step
+  int64_t comm_ns = 0;                      ///< rank 0's time in collectives (none hidden: one thread)
+  int64_t embedding_comm_ns = 0;            ///< of which the embedding's ("embedding/...", input / output / grad dist)
+  int64_t bytes_sent = 0;                   ///< rank 0's, to other ranks
+  std::vector<int64_t> start_ns, end_ns;    ///< rank 0's ops, program order
+  StepProgram program;                      ///< rank 0's
+  std::vector<StepProgram> programs;        ///< every rank's
+  /// [rank][op]: every rank's ops (ns from the step's start)
+  std::vector<std::vector<int64_t>> rank_start_ns, rank_end_ns;
+  /// [rank][k]: the k-th collective of the rank's program (ops in order, then their collectives):
+  /// when the rank reached it and when it ended
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> collective_ns;
+};
+LmSimulatedStep simulate_lm_step(const LmWorkloadSpec& spec, const HardwareProfile& hw, int gpus_per_node);
+
+}  // namespace embedscope::engine

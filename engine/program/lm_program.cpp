@@ -1,0 +1,279 @@
+// build_lm_step_program and simulate_lm_step (program/lm_program.h).
+
+#include "embedscope/engine/program/lm_program.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "embedscope/engine/cost/cost_model.h"
+#include "embedscope/engine/sharding/vocab_parallel.h"
+#include "embedscope/engine/workload/spec_error.h"
+
+namespace embedscope::engine {
+
+namespace {
+
+using sessions::Lane;
+using sessions::OpCategory;
+
+/// Appends ops in issue order; each waits for the op issued before it (one thread runs them).
+struct LmProgramWriter {
+  StepProgram& p;
+  std::vector<int> world;
+  int rank = 0;
+
+  int add(const std::string& name, Lane lane, OpCategory cat, const std::string& what) {
+    ProgramOp op;
+    op.id = static_cast<int>(p.ops.size());
+    op.name = name;
+    op.lane = lane;
+    op.category = cat;
+    op.what = what;
+    for (int k = op.id - 1; k >= 0; --k)  // the previous op of its lane
+      if (p.ops[static_cast<size_t>(k)].lane == lane) {
+        op.waits_for.push_back(k);
+        break;
+      }
+    if (op.id > 0 && (op.waits_for.empty() || op.waits_for.back() != op.id - 1)) op.waits_for.push_back(op.id - 1);
+    p.ops.push_back(std::move(op));
+    return p.ops.back().id;
+  }
+  void compute(const std::string& name, OpCategory cat, const std::string& what, int64_t rows, int64_t flops,
+               int64_t bytes) {
+    ProgramOp& op = p.ops[static_cast<size_t>(add(name, Lane::compute, cat, what))];
+    op.rows = rows;
+    op.flops = flops;
+    op.bytes = bytes;
+  }
+  void comm(const std::string& name, std::vector<CollectiveCall> calls, const std::string& what) {
+    std::vector<CollectiveCall> checked;
+    for (auto& c : calls) {
+      if (c.kind == CollectiveKind::all_to_all || c.kind == CollectiveKind::reduce_scatter) {
+        const auto n = static_cast<int64_t>(world.size());
+        checked.push_back(all_gather(c.name + "/split_check", std::vector<int64_t>(world.size(), 2 * n), 8, "int64"));
+      }
+      checked.push_back(std::move(c));
+    }
+    p.ops[static_cast<size_t>(add(name, Lane::comm, OpCategory::comm, what))].collectives = std::move(checked);
+  }
+  CollectiveCall base(CollectiveKind k, const std::string& name, int64_t eb, const char* dt, bool exact = true) const {
+    CollectiveCall c;
+    c.kind = k;
+    c.name = name;
+    c.group = "world";
+    c.peers = world;
+    c.group_rank = rank;
+    c.elem_bytes = eb;
+    c.dtype = dt;
+    c.exact = exact;
+    return c;
+  }
+  CollectiveCall all_reduce(const std::string& name, int64_t count) const {
+    CollectiveCall c = base(CollectiveKind::all_reduce, name, 4, "float32");
+    c.count = count;
+    return c;
+  }
+  /// counts: elements each member contributes (group order).
+  CollectiveCall all_gather(const std::string& name, std::vector<int64_t> counts, int64_t eb = 4,
+                            const char* dt = "float32") const {
+    CollectiveCall c = base(CollectiveKind::all_gather, name, eb, dt);
+    c.send_elements.assign(counts.size(), counts[static_cast<size_t>(rank)]);
+    c.recv_elements = std::move(counts);
+    return c;
+  }
+  /// counts: elements of each member's block.
+  CollectiveCall reduce_scatter(const std::string& name, const std::vector<int64_t>& counts) const {
+    CollectiveCall c = base(CollectiveKind::reduce_scatter, name, 4, "float32");
+    c.send_elements = counts;
+    c.recv_elements.assign(counts.size(), counts[static_cast<size_t>(rank)]);
+    return c;
+  }
+  CollectiveCall all_to_all(const std::string& name, std::vector<int64_t> send, std::vector<int64_t> recv, int64_t eb,
+                            const char* dt, bool exact) const {
+    CollectiveCall c = base(CollectiveKind::all_to_all, name, eb, dt, exact);
+    c.send_elements = std::move(send);
+    c.recv_elements = std::move(recv);
+    return c;
+  }
+};
+
+bool is_embedding_comm(const std::string& name) {
+  for (const char* prefix : {"embedding/", "input_dist/", "output_dist/", "grad_dist/"})
+    if (name.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t step) {
+  validate(spec, "workload");
+  const int p = spec.world_size;
+  if (rank < 0 || rank >= p)
+    throw SpecError(fmt::format("workload: rank {} outside the {} ranks of /devices/count", rank, p));
+  StepProgram prog;
+  prog.rank = rank;
+  prog.world_size = p;
+  prog.iteration = prog.step = step;
+  LmProgramWriter w{prog, {}, rank};
+  for (int r = 0; r < p; ++r) w.world.push_back(r);
+
+  const bool dp = spec.sharding == LmSharding::data_parallel, rw = spec.sharding == LmSharding::row_wise;
+  const bool sp = spec.sequence_parallel;
+  const int64_t V = spec.padded_vocab_size(), H = spec.hidden_size, T = spec.tokens_per_micro_batch();
+  const int64_t L = spec.body_layers;
+  const int64_t Tl = sp ? T / p : T, Tc = rw ? T * p : T;
+  const VocabRange rows = dp ? VocabRange{0, V} : vocab_range(V, p, rank);
+  const int64_t R = rows.size();
+  auto share = [&](int r) {  // expected share of the ids in rank r's rows
+    return dp ? 1.0 : static_cast<double>(vocab_range(V, p, r).size()) / static_cast<double>(V);
+  };
+  const bool ids_exact = dp || p == 1;
+  const int64_t my_ids = std::llround(static_cast<double>(T) * share(rank));
+  constexpr int64_t f = 4;
+  const int64_t params = R * H * (spec.tie_word_embeddings ? 1 : 2) + L * (H * H + H);
+
+  w.compute("input", OpCategory::input, "draw the batch's tokens (inputs and next-token targets)", 0, 0, T * 16);
+  // the token embedding's forward
+  if (rw) {
+    std::vector<int64_t> send(static_cast<size_t>(p)), recv(static_cast<size_t>(p));
+    for (int r = 0; r < p; ++r) {
+      send[static_cast<size_t>(r)] = std::llround(static_cast<double>(T) * share(r));
+      recv[static_cast<size_t>(r)] = my_ids;
+    }
+    std::vector<int64_t> send_rows(send), recv_rows(recv);
+    for (auto& c : send_rows) c *= H;
+    for (auto& c : recv_rows) c *= H;
+    w.compute("bucketize", OpCategory::input, "group the batch's ids by the rank that owns their row", 0, 0, T * 16);
+    w.comm("input_dist",
+           {w.all_to_all("input_dist/splits", std::vector<int64_t>(static_cast<size_t>(p), 1),
+                         std::vector<int64_t>(static_cast<size_t>(p), 1), 8, "int64", true),
+            w.all_to_all("input_dist/ids", send, recv, 8, "int64", p == 1)},
+           "ids to the ranks that own their rows (all-to-alls of the counts and the ids)");
+    const int64_t got = p * my_ids;
+    w.compute("lookup", OpCategory::lookup, "read the rows of the ids received", got, 0, got * (H * f + 8) + got * H * f);
+    // the rows go back where the ids came from: this rank sends what it received
+    w.comm("output_dist", {w.all_to_all("output_dist/rows", recv_rows, send_rows, f, "float32", p == 1)},
+           "the rows back to the ranks whose tokens they are (all-to-all)");
+  } else {
+    w.compute("lookup", OpCategory::lookup,
+              dp ? "read the rows of every token" : "read the rows this rank holds; other ids masked to zero", my_ids, 0,
+              my_ids * (H * f + 8) + T * H * f);
+    if (!dp && !sp)
+      w.comm("embedding/all_reduce", {w.all_reduce("embedding/all_reduce", T * H)},
+             "sum the ranks' partial embeddings [T x H] (Megatron VocabParallelEmbedding)");
+    if (!dp && sp)
+      w.comm("embedding/reduce_scatter",
+             {w.reduce_scatter("embedding/reduce_scatter", std::vector<int64_t>(static_cast<size_t>(p), Tl * H))},
+             "sum the partial embeddings into each rank's T/p tokens (sequence parallel)");
+  }
+  w.compute("body_forward", OpCategory::dense, "the residual dense layers on the local tokens", 0, 2 * L * Tl * H * H,
+            ((2 * L + 1) * Tl * H + L * H * H) * f);
+  // the output projection with the vocab-parallel cross-entropy
+  if (rw || sp) {
+    const int64_t per = rw ? T : Tl;
+    const std::string name = rw ? "output_projection/all_gather" : "sequence_parallel/all_gather";
+    std::vector<CollectiveCall> calls{w.all_gather(name, std::vector<int64_t>(static_cast<size_t>(p), per * H))};
+    if (rw)
+      calls.push_back(w.all_gather("output_projection/targets_all_gather", std::vector<int64_t>(static_cast<size_t>(p), per),
+                                   8, "int64"));
+    w.comm(name, std::move(calls), "gather the hidden states of every rank's tokens for the projection");
+  }
+  w.compute("output_projection/logits", OpCategory::dense, "this rank's slice of the logits [Tc x rows] and its row max",
+            0, 2 * Tc * R * H, (Tc * H + R * H + Tc * R) * f);
+  if (!dp) w.comm("cross_entropy/max", {w.all_reduce("cross_entropy/max", Tc)}, "the logits' max over the vocabulary (all-reduce max)");
+  w.compute("cross_entropy/exp", OpCategory::dense, "exp of the shifted logits and their row sums", 0, 0, 2 * Tc * R * f);
+  if (!dp)
+    w.comm("cross_entropy/all_reduce",
+           {w.all_reduce("cross_entropy/predicted_logit", Tc), w.all_reduce("cross_entropy/sum_exp", Tc)},
+           "the target's logit and the sum of exps over the vocabulary (all-reduce sum)");
+  w.compute("output_projection/backward", OpCategory::dense, "softmax gradient, the projection's and its input's gradients",
+            0, 4 * Tc * R * H, (2 * Tc * R + 2 * R * H + 2 * Tc * H) * f);
+  if (dp)
+    w.comm("loss/all_reduce", {w.all_reduce("loss/all_reduce", 1)}, "the loss sum over every rank's tokens");
+  else if (rw || sp)
+    w.comm("output_projection/grad_reduce_scatter",
+           {w.reduce_scatter("output_projection/grad_reduce_scatter",
+                             std::vector<int64_t>(static_cast<size_t>(p), (rw ? T : Tl) * H))},
+           "sum the projection input's gradient into each rank's tokens");
+  else
+    w.comm("output_projection/grad_all_reduce", {w.all_reduce("output_projection/grad_all_reduce", T * H)},
+           "sum the projection input's gradient over the vocabulary slices");
+  w.compute("body_backward", OpCategory::dense, "the dense layers' backward", 0, 4 * L * Tl * H * H,
+            ((2 * L + 2) * Tl * H + 3 * L * H * H) * f);
+  // the token embedding's backward
+  if (rw) {
+    std::vector<int64_t> send(static_cast<size_t>(p)), recv(static_cast<size_t>(p), my_ids * H);
+    for (int r = 0; r < p; ++r) send[static_cast<size_t>(r)] = std::llround(static_cast<double>(T) * share(r)) * H;
+    w.comm("grad_dist", {w.all_to_all("grad_dist/rows", send, recv, f, "float32", p == 1)},
+           "the rows' gradients to the ranks that own them (all-to-all)");
+  } else if (sp) {
+    w.comm("embedding/grad_all_gather",
+           {w.all_gather("embedding/grad_all_gather", std::vector<int64_t>(static_cast<size_t>(p), Tl * H))},
+           "gather every rank's slice of the embedding gradient (backward of the reduce-scatter)");
+  }
+  const int64_t bwd_ids = rw ? p * my_ids : my_ids;
+  w.compute("embedding_backward", OpCategory::lookup, "accumulate the gradients of the rows looked up", bwd_ids, 0,
+            bwd_ids * (8 + 3 * H * f));
+  const bool body_differs = dp || rw || sp;
+  if (p > 1 && (dp || body_differs)) {
+    std::vector<CollectiveCall> calls;
+    if (dp) {
+      calls.push_back(w.all_reduce("embedding/grad_all_reduce", V * H));
+      if (!spec.tie_word_embeddings) calls.push_back(w.all_reduce("output_projection/grad_all_reduce", V * H));
+    }
+    if (L > 0) calls.push_back(w.all_reduce("body/grad_all_reduce", L * (H * H + H)));
+    if (!calls.empty()) w.comm("grad_all_reduce", std::move(calls), "sum the gradients of replicated parameters");
+  }
+  w.compute("optimizer", OpCategory::optimizer, "SGD on the rank's parameters (gradients zeroed)", R, 0, params * 4 * f);
+  for (ProgramOp& op : prog.ops)
+    if (!ids_exact)
+      for (CollectiveCall& c : op.collectives)
+        if (c.name == "input_dist/ids" || c.name == "output_dist/rows" || c.name == "grad_dist/rows") c.exact = false;
+  return prog;
+}
+
+LmSimulatedStep simulate_lm_step(const LmWorkloadSpec& spec, const HardwareProfile& hw, int gpus_per_node) {
+  const int p = spec.world_size;
+  const auto P = static_cast<size_t>(p);
+  LmSimulatedStep out;
+  for (int r = 0; r < p; ++r) out.programs.push_back(build_lm_step_program(spec, r, 0));
+  out.rank_start_ns.resize(P);
+  out.rank_end_ns.resize(P);
+  out.collective_ns.resize(P);
+  std::vector<int64_t> t(P, 0);
+  const size_t n = out.programs[0].ops.size();
+  for (size_t k = 0; k < n; ++k) {
+    const ProgramOp& op0 = out.programs[0].ops[k];
+    for (size_t r = 0; r < P; ++r) out.rank_start_ns[r].push_back(t[r]);
+    if (op0.lane == Lane::compute) {
+      for (size_t r = 0; r < P; ++r) t[r] += compute_ns(out.programs[r].ops[k], hw);
+    } else {
+      for (size_t c = 0; c < op0.collectives.size(); ++c) {
+        int64_t ready = 0, dur = 0;
+        for (size_t r = 0; r < P; ++r) {
+          ready = std::max(ready, t[r]);
+          dur = std::max(dur, collective_ns(out.programs[r].ops[k].collectives[c], static_cast<int>(r), gpus_per_node, hw));
+        }
+        const int64_t waited = ready - t[0];
+        for (size_t r = 0; r < P; ++r) {
+          out.collective_ns[r].emplace_back(t[r], ready + dur);
+          t[r] = ready + dur;
+        }
+        out.comm_ns += waited + dur;
+        if (is_embedding_comm(op0.collectives[c].name)) out.embedding_comm_ns += waited + dur;
+        out.bytes_sent += op0.collectives[c].bytes_sent();
+      }
+    }
+    for (size_t r = 0; r < P; ++r) out.rank_end_ns[r].push_back(t[r]);
+  }
+  out.step_ns = *std::max_element(t.begin(), t.end());
+  out.start_ns = out.rank_start_ns[0];
+  out.end_ns = out.rank_end_ns[0];
+  out.program = out.programs[0];
+  return out;
+}
+
+}  // namespace embedscope::engine

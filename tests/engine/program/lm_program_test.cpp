@@ -1,0 +1,140 @@
+// build_lm_step_program against what run_lm records (the same collectives, in order, with the
+// same bytes), hand-computed op lists, and simulate_lm_step on a hardware profile.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "embedscope/engine/cost/cost_model.h"
+#include "embedscope/engine/exec/lm_run.h"
+#include "embedscope/engine/program/lm_program.h"
+#include "embedscope/engine/workload/spec_error.h"
+
+using namespace embedscope::engine;
+
+namespace {
+
+struct Mode {
+  LmSharding sharding;
+  bool sequence_parallel;
+  bool tied;
+  int world;
+};
+
+LmWorkloadSpec spec_of(const Mode& m) {
+  LmWorkloadSpec s;
+  s.vocab_size = 48;
+  s.hidden_size = 8;
+  s.sequence_length = 8;
+  s.micro_batch_size = 2;  // T = 16
+  s.body_layers = 1;
+  s.world_size = m.world;
+  s.sharding = m.sharding;
+  s.sequence_parallel = m.sequence_parallel;
+  s.tie_word_embeddings = m.tied;
+  s.steps = 1;
+  return s;
+}
+
+/// A stable test name (the default prints the struct's bytes, padding included).
+std::string name_of(const ::testing::TestParamInfo<Mode>& info) {
+  const Mode& c = info.param;
+  return std::string(to_string(c.sharding)) + (c.sequence_parallel ? "_sequence_parallel" : "") + (c.tied ? "_tied" : "_untied") +
+         "_p" + std::to_string(c.world);
+}
+
+class LmProgramVsRun : public ::testing::TestWithParam<Mode> {};
+
+TEST_P(LmProgramVsRun, CollectivesMatchTheRecordedRunInOrderAndBytes) {
+  const LmWorkloadSpec s = spec_of(GetParam());
+  const LmRunResult run = run_lm(s);
+  for (int r = 0; r < s.world_size; ++r) {
+    SCOPED_TRACE(r);
+    std::vector<const embedscope::sessions::CollectiveRecord*> rec;
+    for (const auto& c : run.collectives)
+      if (c.rank == r) rec.push_back(&c);
+    std::sort(rec.begin(), rec.end(), [](auto* a, auto* b) { return a->start_ns < b->start_ns; });
+    std::vector<const CollectiveCall*> prog;
+    const StepProgram p = build_lm_step_program(s, r, 0);
+    for (const ProgramOp& op : p.ops)
+      for (const CollectiveCall& c : op.collectives) prog.push_back(&c);
+    ASSERT_EQ(rec.size(), prog.size());
+    ASSERT_GE(rec.size(), 3u);  // data_parallel tied: loss, embedding and body gradients; the others more
+    for (size_t k = 0; k < rec.size(); ++k) {
+      SCOPED_TRACE(rec[k]->name);
+      EXPECT_EQ(rec[k]->name, prog[k]->name);
+      EXPECT_EQ(rec[k]->op, to_string(prog[k]->kind));
+      if (!prog[k]->exact) continue;  // row_wise's ids and rows per peer depend on the batch
+      EXPECT_EQ(rec[k]->bytes_sent, prog[k]->bytes_sent());
+      EXPECT_EQ(rec[k]->bytes_received, prog[k]->bytes_received());
+    }
+    // the compute ops are LmRank's compute spans, in order
+    std::vector<std::string> spans, ops;
+    for (const auto& e : run.ops)
+      if (e.rank == r && e.lane == embedscope::sessions::Lane::compute) spans.emplace_back(e.name);
+    for (const ProgramOp& op : p.ops)
+      if (op.lane == embedscope::sessions::Lane::compute) ops.push_back(op.name);
+    EXPECT_EQ(spans, ops);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllModes, LmProgramVsRun,
+                         ::testing::Values(Mode{LmSharding::vocab_parallel, false, true, 2},
+                                           Mode{LmSharding::vocab_parallel, false, false, 4},
+                                           Mode{LmSharding::vocab_parallel, true, true, 2},
+                                           Mode{LmSharding::vocab_parallel, true, false, 4},
+                                           Mode{LmSharding::data_parallel, false, false, 2},
+                                           Mode{LmSharding::data_parallel, false, true, 4},
+                                           Mode{LmSharding::row_wise, false, false, 2},
+                                           Mode{LmSharding::row_wise, false, true, 4}),
+                         name_of);
+
+TEST(LmProgram, VocabParallelOpsByHand) {
+  // p = 2, T = 16, H = 8, V = 48: rank 1 holds rows [24, 48)
+  const StepProgram p = build_lm_step_program(spec_of({LmSharding::vocab_parallel, false, false, 2}), 1, 0);
+  std::vector<std::string> names;
+  for (const ProgramOp& op : p.ops) names.push_back(op.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"input", "lookup", "embedding/all_reduce", "body_forward",
+                                             "output_projection/logits", "cross_entropy/max", "cross_entropy/exp",
+                                             "cross_entropy/all_reduce", "output_projection/backward",
+                                             "output_projection/grad_all_reduce", "body_backward", "embedding_backward",
+                                             "optimizer"}));
+  const CollectiveCall& ar = p.ops[2].collectives.at(0);
+  EXPECT_EQ(ar.count, 16 * 8);
+  EXPECT_EQ(ar.bytes_sent(), 2 * 1 * 16 * 8 * 4 / 2);  // ring: 2 (p - 1) / p of 512 B
+  EXPECT_EQ(p.ops[4].flops, 2 * 16 * 24 * 8);          // logits [16 x 24], K = 8
+  EXPECT_EQ(p.ops[3].flops, 2 * 1 * 16 * 8 * 8);       // one body layer
+  EXPECT_EQ(p.ops[5].waits_for, (std::vector<int>{2, 4}));  // its lane's previous op and the op before it
+}
+
+TEST(LmProgram, RankOutsideTheWorldIsRefused) {
+  EXPECT_THROW(build_lm_step_program(spec_of({LmSharding::vocab_parallel, false, true, 2}), 2, 0), SpecError);
+}
+
+TEST(LmSimulation, SymmetricRanksStepIsTheSumOfTheirOps) {
+  const HardwareProfile hw = load_hardware_profile("h100_sxm");
+  const LmWorkloadSpec s = spec_of({LmSharding::vocab_parallel, false, false, 4});
+  const LmSimulatedStep sim = simulate_lm_step(s, hw, 4);
+  // every rank the same sizes (V' = 48 splits evenly): no waiting, so the step is the sum of
+  // rank 0's compute figures and each collective's figure (the largest member's, all equal)
+  int64_t sum = 0, comm = 0;
+  for (const ProgramOp& op : sim.program.ops) {
+    if (op.lane == embedscope::sessions::Lane::compute) sum += compute_ns(op, hw);
+    for (const CollectiveCall& c : op.collectives) {
+      int64_t d = 0;
+      for (int r = 0; r < 4; ++r) d = std::max(d, collective_ns(c, r, 4, hw));
+      sum += d;
+      comm += d;
+    }
+  }
+  EXPECT_EQ(sim.step_ns, sum);
+  EXPECT_EQ(sim.comm_ns, comm);
+  EXPECT_EQ(sim.end_ns.back(), sim.step_ns);
+  // bytes on the wire of rank 0: the ring all-reduces 2 x 3/4 x [16 x 8] x 4 B twice, three of
+  // 16 floats, and the embedding's own share is the first
+  EXPECT_EQ(sim.bytes_sent, 2 * (2 * 3 * 512 / 4) + 3 * (2 * 3 * 64 / 4));
+  EXPECT_GT(sim.embedding_comm_ns, 0);
+  EXPECT_LT(sim.embedding_comm_ns, sim.comm_ns);
+}
+
+}  // namespace
