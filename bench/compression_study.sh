@@ -7,9 +7,12 @@
 #
 # STUDY=tradeoffs runs instead the five runs of the scenario resources/scenarios/
 # compression_tradeoffs.json (8 tables of 100,000 x 32, Adam, 4 ranks: fp32, fp16 rows, int8
-# rows, hash_size 10x fewer rows, fp16 rows with bf16 optimizer state), each for STEPS measured
+# rows, hash_size 10x fewer rows, fp16 rows with bf16 optimizer state, low_rank_dim 8 and 4,
+# shared pairs: t1 shared_with t0, ...), each for STEPS measured
 # steps, and prints per run the bytes of rows and of optimizer state on the busiest rank, the
-# peak, the mean step time, the loss and the stored rows' error (about 1.5 GB of host memory).
+# peak, the mean step time, the loss and the stored rows' error (about 1.5 GB of host memory;
+# low-rank factors are fp32, so their stored error is 0: what the factorization costs shows in
+# the loss).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$ROOT/build/app/cli/embedscope}
@@ -26,7 +29,7 @@ if [ "${STUDY:-criteo}" = tradeoffs ]; then
   python3 - "$OUT" "$SC" <<'PY'
 import json, sys
 out, sc = sys.argv[1], json.load(open(sys.argv[2]))
-print(f"{'run':<22} {'rows/rank':>11} {'state/rank':>11} {'peak/rank':>11} {'step ms':>8} {'loss first':>10} {'loss last':>10} {'rows rel err':>12} {'collisions/step':>15}")
+print(f"{'run':<24} {'rows/rank':>11} {'state/rank':>11} {'peak/rank':>11} {'step ms':>8} {'loss first':>10} {'loss last':>10} {'rows rel err':>12} {'collisions/step':>15}")
 for i, r in enumerate(sc["runs"]):
     j = json.load(open(f"{out}/run{i}.out.json"))
     W = j["world_size"]
@@ -35,7 +38,7 @@ for i, r in enumerate(sc["runs"]):
     peak = max(k["memory_bytes"] for k in j["ranks"])
     rel = max(t["relative_error"] for t in j["tables"])
     coll = sum(t["hash_collisions"] for t in j["tables"]) / j["steps"]
-    print(f"{r['label']:<22} {rows/2**20:>7.1f} MiB {state/2**20:>7.1f} MiB {peak/2**20:>7.1f} MiB {j['step_time_ns']['mean']/1e6:>8.0f} {j['loss_first']:>10.4f} {j['loss_last']:>10.4f} {rel:>12.3g} {coll:>15.1f}")
+    print(f"{r['label']:<24} {rows/2**20:>7.1f} MiB {state/2**20:>7.1f} MiB {peak/2**20:>7.1f} MiB {j['step_time_ns']['mean']/1e6:>8.0f} {j['loss_first']:>10.4f} {j['loss_last']:>10.4f} {rel:>12.3g} {coll:>15.1f}")
 PY
   exit 0
 fi

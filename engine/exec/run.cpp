@@ -14,6 +14,7 @@
 #include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/engine/sharding/plan_json.h"
+#include "embedscope/engine/model/low_rank.h"
 #include "exec/executor.h"
 #include "threaded/rank.h"
 
@@ -31,6 +32,7 @@ nlohmann::json table_storage_json(const std::vector<RunResult::TableStorage>& ta
                    {"max_abs_error", ts.max_abs_error},
                    {"relative_error", ts.relative_error},
                    {"hash_size", ts.hash_size},
+                   {"low_rank_dim", ts.low_rank_dim},
                    {"hash_collisions", ts.hash_collisions}});
   return out;
 }
@@ -107,8 +109,8 @@ void write_run_metadata(sessions::SessionWriter& w, const WorkloadSpec& spec, co
       const Shard& sh = tp.shards[k];
       const TableSpec& ts = spec.tables[static_cast<size_t>(tp.table)];
       // the stored rows (row_bytes of the table's data_type) and the optimizer state (its optimizer_state_type)
-      const int64_t planned = sh.num_rows * row_bytes(ts.data_type, sh.num_cols) +
-                              optimizer_state_bytes(spec.optimizer.type, sh.num_rows, sh.num_cols, ts.optimizer_state_type);
+      const int64_t planned = shard_weight_bytes(ts, sh.num_rows, sh.num_cols) +
+                              shard_optimizer_state_bytes(spec.optimizer.type, ts, sh.num_rows, sh.num_cols);
       shards.push_back({tp.table, ts.name, to_string(tp.type), tp.node, static_cast<int32_t>(k), sh.rank, sh.row_offset,
                         sh.num_rows, sh.col_offset, sh.num_cols, planned});
     }

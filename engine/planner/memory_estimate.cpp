@@ -5,6 +5,7 @@
 
 #include "embedscope/engine/memory/allocator.h"
 #include "embedscope/engine/model/dense.h"
+#include "embedscope/engine/model/low_rank.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/quant/row_codec.h"
 #include "embedscope/engine/sharding/sharding.h"
@@ -71,11 +72,11 @@ std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec, cons
   for (const TablePlan& tp : plan.tables)
     for (const Shard& sh : tp.shards) {
       const TableSpec& ts = spec.tables[static_cast<size_t>(tp.table)];
-      weights[static_cast<size_t>(sh.rank)] += block(sh.num_rows * row_bytes(ts.data_type, sh.num_cols));
-      // momentum1 and momentum2, each its own buffer, 4 or 2 bytes a value (optimizer_state_type)
-      const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, sh.num_rows, sh.num_cols);
-      const int64_t vb = optimizer_state_value_bytes(ts.optimizer_state_type);
-      state[static_cast<size_t>(sh.rank)] += block(m1 * vb) + block(m2 * vb);
+      // the stored rows (a low-rank table: A and B, two buffers), and momentum1 and momentum2
+      // (of A and of B), each its own buffer, 4 or 2 bytes a value (optimizer_state_type)
+      const ShardBuffers b = shard_buffers(spec.optimizer.type, ts, sh.num_rows, sh.num_cols);
+      weights[static_cast<size_t>(sh.rank)] += block(b.weights[0]) + block(b.weights[1]);
+      for (int64_t s : b.state) state[static_cast<size_t>(sh.rank)] += block(s);
     }
 
   std::vector<DeviceMemoryEstimate> est(static_cast<size_t>(W));
@@ -128,11 +129,11 @@ std::vector<TableStorageEstimate> estimate_table_storage(const WorkloadSpec& spe
     e.data_type = t.data_type;
     e.optimizer_state_type = t.optimizer_state_type;
     e.rows = t.rows();
-    e.row_bytes = row_bytes(t.data_type, t.embedding_dim);
+    e.low_rank_dim = t.low_rank_dim;
+    e.row_bytes = t.low_rank_dim > 0 ? 4 * t.low_rank_dim : row_bytes(t.data_type, t.embedding_dim);
     for (const Shard& sh : tp.shards) {
-      e.weight_bytes += sh.num_rows * row_bytes(t.data_type, sh.num_cols);
-      e.optimizer_state_bytes +=
-          optimizer_state_bytes(spec.optimizer.type, sh.num_rows, sh.num_cols, t.optimizer_state_type);
+      e.weight_bytes += shard_weight_bytes(t, sh.num_rows, sh.num_cols);
+      e.optimizer_state_bytes += shard_optimizer_state_bytes(spec.optimizer.type, t, sh.num_rows, sh.num_cols);
     }
     out.push_back(e);
   }

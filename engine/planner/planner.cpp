@@ -10,6 +10,7 @@
 
 #include "embedscope/engine/memory/allocator.h"
 #include "embedscope/engine/model/dense.h"
+#include "embedscope/engine/model/low_rank.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/quant/row_codec.h"
 #include "sharding/layout.h"
@@ -39,7 +40,8 @@ std::vector<int64_t> column_split(int64_t dim, int parts) {
 namespace {
 
 // Bytes of `cols` columns of every row of t as stored (its data_type; quant/row_codec.h).
-int64_t stored_bytes(const TableSpec& t, int64_t rows, int64_t cols) { return rows * row_bytes(t.data_type, cols); }
+// A low-rank table: A and B (model/low_rank.h).
+int64_t stored_bytes(const TableSpec& t, int64_t rows, int64_t cols) { return shard_weight_bytes(t, rows, cols); }
 int64_t table_bytes(const TableSpec& t) { return stored_bytes(t, t.rows(), t.embedding_dim); }
 
 int argmin_load(const std::vector<int64_t>& load, const std::vector<int>& exclude = {}) {

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/model/low_rank.h"
 #include "embedscope/engine/quant/row_codec.h"
 #include "embedscope/engine/workload/spec_error.h"
 
@@ -59,9 +60,11 @@ class ShardCost {
   Perf perf(const TableSpec& t, double lookups, int64_t cols, double out_floats, double in_ids) const {
     const GpuProfile& g = hw_.gpu;
     const double launch = static_cast<double>(g.kernel_launch_ns);
-    const double rows_read = lookups * static_cast<double>(row_bytes(t.data_type, cols));
-    const double state_bytes =
-        lookups * static_cast<double>(optimizer_state_bytes(spec_.optimizer.type, 1, cols, t.optimizer_state_type));
+    // a low-rank table reads r fp32 values of A an id (and B once: small, left out here)
+    const int64_t stored_cols = t.low_rank_dim > 0 ? t.low_rank_dim : cols;
+    const double rows_read = lookups * static_cast<double>(t.low_rank_dim > 0 ? 4 * t.low_rank_dim : row_bytes(t.data_type, cols));
+    const double state_bytes = lookups * static_cast<double>(optimizer_state_bytes(spec_.optimizer.type, 1, stored_cols,
+                                                                                    t.optimizer_state_type));
     Perf p;
     p.fwd_compute = launch + 1e9 * rows_read / (g.hbm_bandwidth_bytes_per_s * g.tbe_forward_efficiency);
     p.bwd_compute = launch + 1e9 * 2.0 * (rows_read + state_bytes) /
@@ -74,8 +77,8 @@ class ShardCost {
   }
   // Bytes of a shard of rows x cols of table t: its stored rows and its optimizer state.
   double shard_bytes(const TableSpec& t, int64_t rows, int64_t cols) const {
-    return static_cast<double>(rows * row_bytes(t.data_type, cols) +
-                               optimizer_state_bytes(spec_.optimizer.type, rows, cols, t.optimizer_state_type));
+    return static_cast<double>(shard_weight_bytes(t, rows, cols) +
+                               shard_optimizer_state_bytes(spec_.optimizer.type, t, rows, cols));
   }
   double batch() const { return B_; }
 
@@ -106,6 +109,8 @@ class Search {
         ti.open = false;
         ti.fixed = it->second;
         ti.allowed = {it->second.type};
+      } else if (t.low_rank_dim > 0) {  // a factorized table: every shard needs B whole
+        ti.allowed = {ShardingType::table_wise, ShardingType::data_parallel};
       } else {
         ti.allowed = {ShardingType::table_wise, ShardingType::row_wise};
         if (t.embedding_dim >= 8 && W_ > 1) ti.allowed.push_back(ShardingType::column_wise);
@@ -134,7 +139,11 @@ class Search {
         if (ti.open && std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
     for (ShardingType t : types) {
       std::vector<ShardingType> prop;
-      for (const TableInfo& ti : tables_) prop.push_back(ti.open ? t : ti.fixed.type);
+      // a table that does not allow t (a low-rank table: table_wise / data_parallel) keeps its first choice
+      for (const TableInfo& ti : tables_)
+        prop.push_back(!ti.open ? ti.fixed.type
+                       : std::find(ti.allowed.begin(), ti.allowed.end(), t) != ti.allowed.end() ? t
+                                                                                                : ti.allowed.front());
       cands.push_back(make(prop, std::string("uniform:") + to_string(t)));
     }
     cands.push_back(make(balanced(), "balanced"));
@@ -381,6 +390,7 @@ class Search {
     for (size_t i = 0; i < tables_.size(); ++i) {
       const TableInfo& ti = tables_[i];
       if (!ti.open) out.push_back(ti.fixed.type);
+      else if (spec_.tables[i].low_rank_dim > 0) out.push_back(ShardingType::table_wise);
       else out.push_back(tw[i] > total / W_ ? ShardingType::row_wise : ShardingType::table_wise);
     }
     return out;

@@ -74,6 +74,21 @@ double ProgramSink::update_bytes(double ids, int64_t dim, double bags, Optimizer
          ids * (8.0 + 2.0 * static_cast<double>(row_bytes(dt, dim)) + 2.0 * static_cast<double>(state));
 }
 
+double ProgramSink::lookup_bytes(double ids, const TableSpec& t, int64_t cols, double bags) {
+  if (t.low_rank_dim <= 0) return lookup_bytes(ids, cols, bags, t.data_type);
+  const auto r = static_cast<double>(t.low_rank_dim), c = static_cast<double>(cols);
+  return ids * (4.0 * r + 8.0) + 4.0 * r * c + bags * 4.0 * c;
+}
+
+double ProgramSink::update_bytes(double ids, const TableSpec& t, int64_t cols, double bags, OptimizerType type) {
+  if (t.low_rank_dim <= 0) return update_bytes(ids, cols, bags, type, t.data_type, t.optimizer_state_type);
+  const int64_t r = t.low_rank_dim;
+  const auto a_state = static_cast<double>(optimizer_state_bytes(type, 1, r, t.optimizer_state_type));
+  const auto b_state = static_cast<double>(optimizer_state_bytes(type, r, cols, t.optimizer_state_type));
+  const auto rd = static_cast<double>(r), c = static_cast<double>(cols);
+  return bags * 4.0 * c + ids * (8.0 + 8.0 * rd + 2.0 * a_state) + 2.0 * (4.0 * rd * c + b_state);
+}
+
 int ProgramSink::compute(std::string name, OpCategory cat, int batch, std::string what, int64_t rows, int64_t flops,
                          int64_t bytes) {
   const int id = add(std::move(name), Lane::compute, cat, batch, std::move(what));

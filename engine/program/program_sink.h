@@ -61,6 +61,16 @@ class ProgramSink {
   ///   bags x 4 dim + ids x (8 + 2 row_bytes(dt, dim) + 2 x value bytes x (state values per row)).
   static double update_bytes(double ids, int64_t dim, double bags, OptimizerType type,
                              TableDataType dt = TableDataType::fp32, OptimizerStateType st = OptimizerStateType::fp32);
+  /// lookup_bytes / update_bytes of `cols` columns of table t as it is stored: its data_type and
+  /// optimizer_state_type, and for a low-rank table (TableSpec::low_rank_dim r, model/low_rank.h)
+  /// the A rows of r fp32 values read per id plus B (r x cols, 4 r cols bytes) read once:
+  ///   lookup: ids x (4 r + 8) + 4 r cols + bags x 4 cols
+  ///   update: bags x 4 cols + ids x (8 + 8 r + 2 x A state bytes a row)
+  ///           + 2 x (4 r cols + B state bytes)   (B read and written whole)
+  /// Example: 100 ids, cols 64, 10 bags, r 8: lookup 100 x 40 + 2,048 + 2,560 = 8,608 (fp32 full
+  /// table: 28,960).
+  static double lookup_bytes(double ids, const TableSpec& t, int64_t cols, double bags);
+  static double update_bytes(double ids, const TableSpec& t, int64_t cols, double bags, OptimizerType type);
   /// A comm op queued after the last compute op (or, launched_by >= 0, from inside that op);
   /// `sync`: the compute worker waits for it. Every all-to-all and reduce-scatter in `calls`
   /// is preceded by its split check ("<name>/split_check", comm/gloo_process_group.h).

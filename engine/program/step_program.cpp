@@ -135,7 +135,7 @@ class Builder {
       const Slot& sl = L_.slots[static_cast<size_t>(k)];
       const double n = static_cast<double>(W_) * expected_ids(sl, exact);
       ids += n;
-      bytes += ProgramSink::lookup_bytes(n, sl.s.num_cols, bags, spec_.tables[static_cast<size_t>(sl.table)].data_type);
+      bytes += ProgramSink::lookup_bytes(n, spec_.tables[static_cast<size_t>(sl.table)], sl.s.num_cols, bags);
     }
     sink_.compute("kjt_permute", OpCategory::input, batch,
                   input_dist_earlier ? "arrange the received ids per local shard (their input dist ran in the previous step)"
@@ -193,8 +193,7 @@ class Builder {
       const double n = static_cast<double>(W_) * expected_ids(sl, exact);
       ids += n;
       const TableSpec& ts = spec_.tables[static_cast<size_t>(sl.table)];
-      bytes += ProgramSink::update_bytes(n, sl.s.num_cols, static_cast<double>(W_ * B_), spec_.optimizer.type,
-                                         ts.data_type, ts.optimizer_state_type);
+      bytes += ProgramSink::update_bytes(n, ts, sl.s.num_cols, static_cast<double>(W_ * B_), spec_.optimizer.type);
     }
     sink_.compute("backward_fused_optimizer", OpCategory::optimizer, batch,
                   fmt::format("sparse gradients of the local shards and the fused {} update of their rows",

@@ -7,6 +7,7 @@
 #include "embedscope/engine/comm/gloo_process_group.h"
 #include "embedscope/engine/input/hashing.h"
 #include "embedscope/engine/model/dense.h"
+#include "low_rank_reference.h"
 
 namespace embedscope::engine {
 
@@ -86,6 +87,13 @@ ReferenceResult run_reference(const WorkloadSpec& spec, int64_t iterations, cons
     for (int64_t r = 0; r < ts.rows(); ++r)
       for (const auto& [c0, width] : groups[t]) store_as(ts.data_type, tw.data() + r * ts.embedding_dim + c0, width);
   }
+  // low-rank tables: the factors in double; res.tables[t] always holds A B (low_rank_reference.h)
+  std::vector<std::optional<reference_detail::LowRankTable>> low_rank(T);
+  for (size_t t = 0; t < T; ++t)
+    if (spec.tables[t].low_rank_dim > 0) {
+      low_rank[t] = reference_detail::make_low_rank_table(spec, static_cast<int>(t));
+      reference_detail::materialize(*low_rank[t], res.tables[t]);
+    }
   std::vector<std::vector<double>> m1(T), m2(T);
   for (size_t t = 0; t < T; ++t) {
     const auto& ts = spec.tables[t];
@@ -174,6 +182,11 @@ ReferenceResult run_reference(const WorkloadSpec& spec, int64_t iterations, cons
     for (size_t t = 0; t < T; ++t) {
       const int64_t D = spec.tables[t].embedding_dim;
       auto& w = res.tables[t];
+      if (low_rank[t]) {
+        reference_detail::low_rank_step(spec.optimizer, it + 1, *low_rank[t], grad[t], touched[t]);
+        reference_detail::materialize(*low_rank[t], w);
+        continue;
+      }
       for (int64_t row : touched[t]) {
         const size_t at = static_cast<size_t>(row * D);
         switch (spec.optimizer.type) {

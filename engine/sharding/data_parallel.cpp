@@ -32,7 +32,7 @@ class DataParallel final : public EmbeddingSharding {
       const double n = replica_ids(sink, t);
       const TableSpec& ts = sink.spec.tables[static_cast<size_t>(t)];
       w.ids += n;
-      w.bytes += program::ProgramSink::lookup_bytes(n, ts.embedding_dim, bags(sink, t), ts.data_type);
+      w.bytes += program::ProgramSink::lookup_bytes(n, ts, ts.embedding_dim, bags(sink, t));
     }
     return w;
   }
@@ -61,9 +61,8 @@ class DataParallel final : public EmbeddingSharding {
       sink.compute("optimizer_data_parallel", OpCategory::optimizer, batch,
                    fmt::format("merge the replicas' gradients and update every replica of {}", ts.name),
                    sink.world * rows, 0,
-                   std::llround(program::ProgramSink::update_bytes(static_cast<double>(sink.world * rows), ts.embedding_dim,
-                                                                   0, sink.spec.optimizer.type, ts.data_type,
-                                                                   ts.optimizer_state_type)));
+                   std::llround(program::ProgramSink::update_bytes(static_cast<double>(sink.world * rows), ts,
+                                                                   ts.embedding_dim, 0, sink.spec.optimizer.type)));
     }
   }
 

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checker.h"
+#include "shared_tables.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine {
@@ -189,7 +190,7 @@ IdDistribution read_ids(const Reader& r, const json& v, const std::string& p) {
 TableSpec read_table(const Reader& r, const json& v, const std::string& p) {
   r.object(v, p,
            {"name", "num_embeddings", "embedding_dim", "pooling", "feature_names", "data_type", "hash_size",
-            "optimizer_state_type"});
+            "optimizer_state_type", "low_rank_dim", "shared_with"});
   TableSpec t;
   t.name = r.string(r.required(v, p, "name"), p + "/name");
   t.num_embeddings = r.integer(r.required(v, p, "num_embeddings"), p + "/num_embeddings");
@@ -198,6 +199,12 @@ TableSpec read_table(const Reader& r, const json& v, const std::string& p) {
   if (auto* a = Reader::optional(v, "data_type")) t.data_type = r.enumeration<TableDataType>(*a, p + "/data_type");
   if (auto* a = Reader::optional(v, "optimizer_state_type"))
     t.optimizer_state_type = r.enumeration<OptimizerStateType>(*a, p + "/optimizer_state_type");
+  if (auto* a = Reader::optional(v, "low_rank_dim")) {
+    t.low_rank_dim = r.integer(*a, p + "/low_rank_dim");
+    // 0 in the typed spec means "a full table": given explicitly it is an error, not the default
+    if (t.low_rank_dim == 0)
+      r.fail(p + "/low_rank_dim", "must be in [1, embedding_dim), got 0 (leave it out for a full table)");
+  }
   if (auto* a = Reader::optional(v, "hash_size")) {
     t.hash_size = r.integer(*a, p + "/hash_size");
     // 0 in the typed spec means "no hashing": given explicitly it is an error, not the default
@@ -435,8 +442,13 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
 
   const json& tables = r.array(r.required(j, "", "tables"), "/tables");
   if (tables.empty()) r.fail("/tables", "must not be empty");
+  std::vector<std::string> shared_with(tables.size());  // folded after validation (shared_tables.h)
   for (size_t t = 0; t < tables.size(); ++t) {
     s.tables.push_back(read_table(r, tables[t], ptr_idx("/tables", t)));
+    if (auto* a = Reader::optional(tables[t], "shared_with")) {
+      shared_with[t] = r.string(*a, ptr_idx("/tables", t) + "/shared_with");
+      if (shared_with[t].empty()) r.fail(ptr_idx("/tables", t) + "/shared_with", "must not be empty");
+    }
   }
   if (auto* a = Reader::optional(j, "features")) {
     r.array(*a, "/features");
@@ -538,6 +550,7 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
   if (auto* a = Reader::optional(j, "rebalance")) s.rebalance = read_rebalance(r, *a);
 
   validate_spec(s, r);
+  fold_shared_tables(s, shared_with, r);
   return s;
 }
 

@@ -18,16 +18,31 @@ json to_json(const WorkloadSpec& s) {
 
   json tables = json::array();
   for (const TableSpec& t : s.tables) {
+    // the table's own features: those of the tables folded into it (shared_with) come last
+    size_t shared_features = 0;
+    for (const auto& st : t.shared_tables) shared_features += st.feature_names.size();
+    const std::vector<std::string> own(t.feature_names.begin(),
+                                       t.feature_names.end() - static_cast<std::ptrdiff_t>(shared_features));
     tables.push_back({{"name", t.name},
                       {"num_embeddings", t.num_embeddings},
                       {"embedding_dim", t.embedding_dim},
                       {"pooling", to_string(t.pooling)},
-                      {"feature_names", t.feature_names}});
+                      {"feature_names", own}});
     // written only where it is not the default, so fp32 workloads serialize as before
     if (t.data_type != TableDataType::fp32) tables.back()["data_type"] = to_string(t.data_type);
     if (t.hash_size > 0) tables.back()["hash_size"] = t.hash_size;
     if (t.optimizer_state_type != OptimizerStateType::fp32)
       tables.back()["optimizer_state_type"] = enum_name(t.optimizer_state_type);
+    if (t.low_rank_dim > 0) tables.back()["low_rank_dim"] = t.low_rank_dim;
+    // each shared table again as it was given, right after the table whose rows it uses
+    const json owner = tables.back();
+    for (const auto& st : t.shared_tables) {
+      json a = owner;
+      a["name"] = st.name;
+      a["feature_names"] = st.feature_names;
+      a["shared_with"] = t.name;
+      tables.push_back(std::move(a));
+    }
   }
   j["tables"] = std::move(tables);
 

@@ -38,6 +38,25 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
              fmt::format("{} (table \"{}\") with /optimizer/type sgd, which keeps no state: leave it out (fp32) or "
                          "use rowwise_adagrad or adam",
                          enum_name(tb.optimizer_state_type), tb.name));
+    if (tb.low_rank_dim != 0) {
+      if (tb.low_rank_dim < 1 || tb.low_rank_dim >= tb.embedding_dim)
+        c.fail(p + "/low_rank_dim", fmt::format("must be in [1, embedding_dim = {}), got {}", tb.embedding_dim,
+                                                tb.low_rank_dim));
+      if (tb.data_type != TableDataType::fp32)
+        c.fail(p + "/data_type", fmt::format("{} with low_rank_dim (table \"{}\"): the factors A and B are stored "
+                                             "in fp32; leave data_type out or drop low_rank_dim",
+                                             enum_name(tb.data_type), tb.name));
+      if (s.devices.backend == Backend::cuda)
+        c.fail(p + "/low_rank_dim", fmt::format("low_rank_dim (table \"{}\") runs on the cpu backend only (no "
+                                                "CUDA kernels for factorized tables)", tb.name));
+      const auto it = s.sharding.per_table.find(tb.name);
+      const ShardingType type = it != s.sharding.per_table.end() ? it->second.type : s.sharding.default_type;
+      if (type != ShardingType::table_wise && type != ShardingType::data_parallel)
+        c.fail(it != s.sharding.per_table.end() ? ptr_key("/sharding/tables", tb.name) + "/type" : std::string("/sharding/default"),
+               fmt::format("{} for table \"{}\" with low_rank_dim (/tables/{}/low_rank_dim): a factorized table is "
+                           "sharded table_wise or data_parallel (B is needed whole by every shard of A)",
+                           enum_name(type), tb.name, t));
+    }
     if (tb.feature_names.empty()) c.fail(p + "/feature_names", "must not be empty");
     for (size_t k = 0; k < tb.feature_names.size(); ++k) {
       if (tb.feature_names[k].empty()) c.fail(ptr_idx(p + "/feature_names", k), "must not be empty");

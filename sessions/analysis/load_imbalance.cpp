@@ -92,11 +92,14 @@ std::vector<WorkloadTable> workload_tables(const SessionReader& session) {
       out.push_back({"token_embedding", m <= 1 || mp <= 0 ? v : (v + mp - 1) / mp * mp});
       return out;
     }
-    for (const auto& t : w.value("tables", nlohmann::json::array()))
+    for (const auto& t : w.value("tables", nlohmann::json::array())) {
+      // a table that uses another's rows (engine TableSpec::shared_tables) is no table of the plan
+      if (t.contains("shared_with")) continue;
       // a hashed table (engine TableSpec::hash_size) stores hash_size rows: the rows its load and
       // id histogram are counted over
       out.push_back({t.value("name", ""), t.value("hash_size", int64_t{0}) > 0 ? t.value("hash_size", int64_t{0})
                                                                                : t.value("num_embeddings", int64_t{0})});
+    }
   } catch (const std::exception&) {
     out.clear();
   }

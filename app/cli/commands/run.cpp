@@ -253,20 +253,21 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   std::cout << "\n";
   if (std::any_of(spec.tables.begin(), spec.tables.end(),
                   [](const auto& t) {
-                    return t.data_type != es::TableDataType::fp32 || t.hash_size > 0 ||
+                    return t.data_type != es::TableDataType::fp32 || t.hash_size > 0 || t.low_rank_dim > 0 ||
                            t.optimizer_state_type != es::OptimizerStateType::fp32;
                   })) {
     // table storage: bytes over all ranks, the stored rows' error against their fp32 values,
     // and the hash collisions per measured step (every rank's batch)
     const auto steps = static_cast<double>(r.step_time_ns.size());
-    std::cout << fmt::format("{:<20} {:<9} {:<5} {:>10} {:>12} {:>16} {:>12} {:>14} {:>10} {:>16}\n", "table",
-                             "data_type", "state", "rows", "weights", "optimizer state", "master copy", "max abs error",
+    std::cout << fmt::format("{:<20} {:<9} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14} {:>10} {:>16}\n", "table",
+                             "data_type", "state", "rows", "low_rank", "weights", "optimizer state", "master copy", "max abs error",
                              "relative", "collisions/step");
     for (size_t t = 0; t < r.table_storage.size(); ++t) {
       const auto& ts = r.table_storage[t];
-      std::cout << fmt::format("{:<20} {:<9} {:<5} {:>10} {:>12} {:>16} {:>12} {:>14.3g} {:>10.3g} {:>16.1f}\n",
+      std::cout << fmt::format("{:<20} {:<9} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14.3g} {:>10.3g} {:>16.1f}\n",
                                ts.name, es::to_string(ts.data_type), es::enum_name(ts.optimizer_state_type),
-                               spec.tables[t].rows(), es::format_bytes(ts.total_weight_bytes()),
+                               spec.tables[t].rows(), ts.low_rank_dim > 0 ? std::to_string(ts.low_rank_dim) : std::string("-"),
+                               es::format_bytes(ts.total_weight_bytes()),
                                es::format_bytes(ts.total_optimizer_state_bytes()), es::format_bytes(ts.master_copy_bytes),
                                ts.max_abs_error, ts.relative_error,
                                steps > 0 ? static_cast<double>(ts.hash_collisions) / steps : 0.0);

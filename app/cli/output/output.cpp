@@ -59,11 +59,13 @@ std::string plan_table(const es::WorkloadSpec& spec, const es::ShardingPlan& pla
 }
 
 std::string table_storage_text(const es::WorkloadSpec& spec, const es::ShardingPlan& plan) {
-  std::string out = fmt::format("{:<24} {:<9} {:>12} {:>9} {:>12} {:>16}\n", "table", "data_type", "rows", "row bytes",
-                                "weights", "optimizer state");
+  std::string out = fmt::format("{:<24} {:<9} {:>12} {:>8} {:>9} {:>12} {:>16}\n", "table", "data_type", "rows",
+                                "low_rank", "row bytes", "weights", "optimizer state");
   for (const auto& e : es::estimate_table_storage(spec, plan))
-    out += fmt::format("{:<24} {:<9} {:>12} {:>9} {:>12} {:>16}\n", spec.tables[static_cast<size_t>(e.table)].name,
-                       es::to_string(e.data_type), e.rows, e.row_bytes, es::format_bytes(e.weight_bytes),
+    out += fmt::format("{:<24} {:<9} {:>12} {:>8} {:>9} {:>12} {:>16}\n", spec.tables[static_cast<size_t>(e.table)].name,
+                       es::to_string(e.data_type), e.rows,
+                       e.low_rank_dim > 0 ? std::to_string(e.low_rank_dim) : std::string("-"), e.row_bytes,
+                       es::format_bytes(e.weight_bytes),
                        es::format_bytes(e.optimizer_state_bytes));
   return out;
 }
@@ -72,7 +74,8 @@ json table_storage_estimate_json(const es::WorkloadSpec& spec, const es::Shardin
   json a = json::array();
   for (const auto& e : es::estimate_table_storage(spec, plan))
     a.push_back({{"table", spec.tables[static_cast<size_t>(e.table)].name}, {"data_type", es::to_string(e.data_type)},
-                 {"rows", e.rows}, {"row_bytes", e.row_bytes}, {"weight_bytes", e.weight_bytes},
+                 {"rows", e.rows}, {"low_rank_dim", e.low_rank_dim}, {"row_bytes", e.row_bytes},
+                 {"weight_bytes", e.weight_bytes},
                  {"optimizer_state_bytes", e.optimizer_state_bytes}});
   return a;
 }

@@ -35,11 +35,12 @@ nlohmann::json pipeline_json(const engine::WorkloadSpec& spec);
 std::string plan_table(const engine::WorkloadSpec& spec, const engine::ShardingPlan& plan);
 
 /// The planned storage per table (engine::estimate_table_storage) as a table: a header line,
-/// then per table its name, data_type, stored rows, bytes a row, weights and optimizer state
+/// then per table its name, data_type, stored rows, low_rank_dim ("-" for a full table), bytes
+/// a row (of A for a low-rank table), weights and optimizer state
 /// (format_bytes), each line ending in '\n'.
 std::string table_storage_text(const engine::WorkloadSpec& spec, const engine::ShardingPlan& plan);
 
-/// The same as a JSON array: [{"table", "data_type", "rows", "row_bytes", "weight_bytes",
+/// The same as a JSON array: [{"table", "data_type", "rows", "low_rank_dim", "row_bytes", "weight_bytes",
 /// "optimizer_state_bytes"}] (bytes), `plan --json`'s "table_storage".
 nlohmann::json table_storage_estimate_json(const engine::WorkloadSpec& spec, const engine::ShardingPlan& plan);
 

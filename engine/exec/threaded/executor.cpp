@@ -126,13 +126,14 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
         const auto r = static_cast<size_t>(local_ranks_[i]);
         if (ls.table != static_cast<int>(t)) continue;
         ts.weight_bytes[r] +=
-            static_cast<int64_t>(ls.weights.size() * sizeof(float) + ls.packed.size());
-        ts.optimizer_state_bytes[r] +=
-            static_cast<int64_t>((ls.momentum1.size() + ls.momentum2.size()) * sizeof(float) +
-                                 ls.packed_state1.size() + ls.packed_state2.size());
+            static_cast<int64_t>((ls.weights.size() + ls.factor_b.size()) * sizeof(float) + ls.packed.size());
+        ts.optimizer_state_bytes[r] += static_cast<int64_t>(
+            (ls.momentum1.size() + ls.momentum2.size() + ls.b_momentum1.size() + ls.b_momentum2.size()) * sizeof(float) +
+            ls.packed_state1.size() + ls.packed_state2.size() + ls.b_packed_state1.size() + ls.b_packed_state2.size());
         err.merge(ls.storage_error);
       }
     ts.hash_size = spec.tables[t].hash_size;
+    ts.low_rank_dim = spec.tables[t].low_rank_dim;
     for (auto& rk : ranks_)
       if (t < rk->hash_collisions.size()) ts.hash_collisions += rk->hash_collisions[t];
     ts.max_abs_error = err.max_abs_error;

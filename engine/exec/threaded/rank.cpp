@@ -44,6 +44,11 @@ void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, 
     gpu_->to_host(out.data(), out.device_data(), static_cast<int64_t>(out.size() * sizeof(float)));
     return;
   }
+  if (ls.low_rank_dim > 0) {
+    low_rank_pooled_lookup(ls.weights.data(), ls.s.num_rows, ls.low_rank_dim, ls.factor_b.data(), ls.s.num_cols, ids,
+                           off, n_bags, scale, out.data(), ls.s.num_cols);
+    return;
+  }
   if (ls.data_type != TableDataType::fp32) {
     pooled_lookup_encoded(ls.data_type, ls.packed.data(), ls.s.num_rows, ls.s.num_cols, ids, off, n_bags, scale,
                           out.data(), ls.s.num_cols);
@@ -68,6 +73,13 @@ void Rank::shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g) 
     gpu_->update(sh_.spec.optimizer, iteration, ls.weights.device_data(), ls.momentum1.device_data(),
                  ls.momentum2.device_data(), ls.s.num_rows, ls.s.num_cols, d_rows.device_data(), d_off.device_data(),
                  static_cast<int64_t>(n), d_vals.device_data());
+    return;
+  }
+  if (ls.low_rank_dim > 0) {  // dA and dB from A and B before the update, then both updated
+    const auto [da, db] = low_rank_backward(ls.weights.data(), ls.low_rank_dim, ls.factor_b.data(), ls.s.num_cols, g);
+    apply_row_optimizer(sh_.spec.optimizer, iteration, ls.weights.data(), ls.low_rank_dim, ls.state(), da);
+    if (!db.rows.empty())
+      apply_row_optimizer(sh_.spec.optimizer, iteration, ls.factor_b.data(), ls.s.num_cols, ls.b_state(), db);
     return;
   }
   if (ls.data_type != TableDataType::fp32) {
@@ -185,13 +197,19 @@ void Rank::setup() {
       // fp32 rows in `weights`; other types are initialised in fp32 and encoded, a block of rows
       // at a time (no fp32 copy of the whole shard, not even on the host)
       ls.weights = DeviceBuffer<float>(&arena_, "weights");
-      if (ls.data_type == TableDataType::fp32) ls.weights.assign(static_cast<size_t>(s.num_rows * s.num_cols));
+      if (ls.data_type == TableDataType::fp32 && t.low_rank_dim == 0)
+        ls.weights.assign(static_cast<size_t>(s.num_rows * s.num_cols));
       ls.state_type = t.optimizer_state_type;
       if (ls.state_type != OptimizerStateType::fp32 && gpu_)
         throw std::invalid_argument(fmt::format("table \"{}\": optimizer_state_type {} runs on the cpu backend only "
                                                 "(the cuda kernels update fp32 state)",
                                                 t.name, enum_name(ls.state_type)));
-      const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, s.num_rows, s.num_cols);
+      ls.low_rank_dim = t.low_rank_dim;
+      if (ls.low_rank_dim > 0 && gpu_)
+        throw std::invalid_argument(fmt::format("table \"{}\": low_rank_dim runs on the cpu backend only", t.name));
+      const int64_t lr = ls.low_rank_dim;
+      // A's state is that of a num_rows x r table; B's that of an r x num_cols one
+      const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, s.num_rows, lr > 0 ? lr : s.num_cols);
       ls.momentum1 = DeviceBuffer<float>(&arena_, "optimizer_state");
       ls.momentum2 = DeviceBuffer<float>(&arena_, "optimizer_state");
       ls.packed_state1 = DeviceBuffer<uint8_t>(&arena_, "optimizer_state");
@@ -203,7 +221,23 @@ void Rank::setup() {
         ls.packed_state1.assign(static_cast<size_t>(m1 * 2));
         ls.packed_state2.assign(static_cast<size_t>(m2 * 2));
       }
-      if (ls.data_type == TableDataType::fp32) {
+      if (lr > 0) {  // A initialised as a rows() x r table, B by low_rank_initial_b (model/low_rank.h)
+        ls.weights.assign(static_cast<size_t>(s.num_rows * lr));
+        init_shard(spec.seed, tp.table, t.rows(), s.row_offset, s.num_rows, 0, lr, ls.weights.data());
+        ls.factor_b = DeviceBuffer<float>(&arena_, "weights");
+        ls.factor_b.assign(static_cast<size_t>(lr * s.num_cols));
+        init_low_rank_b(spec.seed, tp.table, lr, s.num_cols, ls.factor_b.data());
+        const auto [b1, b2] = optimizer_state_floats(spec.optimizer.type, lr, s.num_cols);
+        for (auto* b : {&ls.b_momentum1, &ls.b_momentum2}) *b = DeviceBuffer<float>(&arena_, "optimizer_state");
+        for (auto* b : {&ls.b_packed_state1, &ls.b_packed_state2}) *b = DeviceBuffer<uint8_t>(&arena_, "optimizer_state");
+        if (ls.state_type == OptimizerStateType::fp32) {
+          ls.b_momentum1.assign(static_cast<size_t>(b1));
+          ls.b_momentum2.assign(static_cast<size_t>(b2));
+        } else {
+          ls.b_packed_state1.assign(static_cast<size_t>(b1 * 2));
+          ls.b_packed_state2.assign(static_cast<size_t>(b2 * 2));
+        }
+      } else if (ls.data_type == TableDataType::fp32) {
         init_shard(spec.seed, tp.table, t.rows(), s.row_offset, s.num_rows, s.col_offset, s.num_cols, ls.weights.data());
       } else {
         const int64_t rb = row_bytes(ls.data_type, s.num_cols);

@@ -33,6 +33,8 @@
 #include "embedscope/engine/input/id_histogram.h"
 #include "embedscope/engine/input/input.h"
 #include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/kernels/low_rank.h"
+#include "embedscope/engine/model/low_rank.h"
 #include "embedscope/engine/memory/memory.h"
 #include "embedscope/engine/quant/row_codec.h"
 #include "embedscope/engine/program/step_program.h"
@@ -112,9 +114,17 @@ struct LocalShard {
   OptimizerStateType state_type = OptimizerStateType::fp32;
   DeviceBuffer<float> momentum1, momentum2;
   DeviceBuffer<uint8_t> packed_state1, packed_state2;
-  /// Row r of the shard (local row index) decoded to fp32 into out[0, num_cols).
+  // low-rank tables (TableSpec::low_rank_dim r > 0, model/low_rank.h): `weights` holds A
+  // (num_rows x r), factor_b holds B (r x num_cols) and the b_* buffers B's optimizer state (the
+  // state above is A's)
+  int64_t low_rank_dim = 0;
+  DeviceBuffer<float> factor_b, b_momentum1, b_momentum2;
+  DeviceBuffer<uint8_t> b_packed_state1, b_packed_state2;
+  /// Row r of the shard (local row index) decoded to fp32 into out[0, num_cols) (low-rank: A_r B).
   void row(int64_t r, float* out) const {
-    if (data_type == TableDataType::fp32)
+    if (low_rank_dim > 0)
+      low_rank_row(weights.data(), low_rank_dim, factor_b.data(), s.num_cols, r, out);
+    else if (data_type == TableDataType::fp32)
       std::memcpy(out, weights.data() + r * s.num_cols, sizeof(float) * static_cast<size_t>(s.num_cols));
     else
       decode_row(data_type, packed.data() + r * row_bytes(data_type, s.num_cols), s.num_cols, out);
@@ -125,6 +135,13 @@ struct LocalShard {
             state_type,
             {packed_state1.data(), packed_state1.size()},
             {packed_state2.data(), packed_state2.size()}};
+  }
+  RowOptimizerState b_state() {
+    return {{b_momentum1.data(), b_momentum1.size()},
+            {b_momentum2.data(), b_momentum2.size()},
+            state_type,
+            {b_packed_state1.data(), b_packed_state1.size()},
+            {b_packed_state2.data(), b_packed_state2.size()}};
   }
 };
 

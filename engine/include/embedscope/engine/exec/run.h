@@ -188,6 +188,7 @@ struct RunResult {
     /// (0 for fp32 tables; the cuda backend runs fp32 only).
     double max_abs_error = 0, relative_error = 0;
     int64_t hash_size = 0;        ///< TableSpec::hash_size (0: no hashing)
+    int64_t low_rank_dim = 0;     ///< TableSpec::low_rank_dim (0: a full table; weight_bytes count A and B)
     /// Hash collisions of the table (input/hashing.h: apply_hashing) in every rank's batches,
     /// summed over the measured steps and ranks (each rank's local batch counted on its own).
     int64_t hash_collisions = 0;

@@ -35,6 +35,8 @@ struct ReferenceResult {
 /// rows: the initial rows and every updated row are rounded as the shard stores them (fp16 /
 /// bf16 per value, int8 per row and column shard, FBGEMM's fused 8-bit code; quant/row_codec.h),
 /// the update itself computed from the stored values in double.
+/// Low-rank tables (TableSpec::low_rank_dim): A and B in double, the lookup reads A B, and each
+/// step updates both from the full rows' gradient (reference/low_rank_reference.h).
 /// Trains `iterations` steps on the global batch (devices.count local batches) with whole
 /// tables. `plan` only supplies FBGEMM's per-shard row-wise state: under column_wise sharding
 /// rowwise_adagrad keeps one accumulator per row and column shard (as TorchRec does), and the

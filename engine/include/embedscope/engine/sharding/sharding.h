@@ -90,9 +90,13 @@ struct TableStorageEstimate {
   int table = 0;                     ///< index into WorkloadSpec::tables
   TableDataType data_type = TableDataType::fp32;
   int64_t rows = 0;                  ///< stored rows: hash_size when hashing, else num_embeddings
-  int64_t row_bytes = 0;             ///< bytes of one full row (quant/row_codec.h: row_bytes(data_type, embedding_dim))
+  /// bytes of one full row (quant/row_codec.h: row_bytes(data_type, embedding_dim)); a low-rank
+  /// table: of one row of A, 4 low_rank_dim
+  int64_t row_bytes = 0;
+  int64_t low_rank_dim = 0;          ///< TableSpec::low_rank_dim (0: a full table)
   /// sum over the shards of num_rows x row_bytes(data_type, num_cols) (an int8 column shard keeps
-  /// its own 8-byte scale and bias a row), bytes; not rounded to allocator blocks
+  /// its own 8-byte scale and bias a row), bytes; a low-rank table: A and B of every shard, 4 (rows
+  /// r + r dim) (model/low_rank.h: shard_weight_bytes); not rounded to allocator blocks
   int64_t weight_bytes = 0;
   OptimizerStateType optimizer_state_type = OptimizerStateType::fp32;
   int64_t optimizer_state_bytes = 0; ///< the shards' FBGEMM state, in optimizer_state_type, bytes
@@ -100,7 +104,8 @@ struct TableStorageEstimate {
 
 /// Per table (spec order) its stored rows and bytes under the plan. Example: 100,000 x 16 int8
 /// rows, table_wise: rows 100,000, row_bytes 24, weight_bytes 2,400,000; with hash_size 1,000 and
-/// fp16: rows 1,000, row_bytes 32, weight_bytes 32,000. Cost O(shards).
+/// fp16: rows 1,000, row_bytes 32, weight_bytes 32,000; fp32 with low_rank_dim 4: rows 100,000,
+/// row_bytes 16, weight_bytes 4 (400,000 + 64) = 1,600,256. Cost O(shards).
 std::vector<TableStorageEstimate> estimate_table_storage(const WorkloadSpec& spec, const ShardingPlan& plan);
 
 /// Throws SpecError if a device's estimate exceeds devices.memory_bytes, with the per-device

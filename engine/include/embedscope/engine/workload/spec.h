@@ -86,6 +86,20 @@ struct TableSpec {
   /// rounded to nearest even when stored (enums.h). Not allowed with sgd (no state) nor on the
   /// cuda backend.
   OptimizerStateType optimizer_state_type = OptimizerStateType::fp32;
+  /// Low-rank factorization (JSON "low_rank_dim" r; 0 = absent, a full table): the table is
+  /// A (rows() x r) times B (r x embedding_dim), both fp32 and trained (model/low_rank.h;
+  /// ALBERT's factorized embedding parameterization). In [1, embedding_dim); fp32 data_type
+  /// only; sharding table_wise or data_parallel only; cpu backend only.
+  int64_t low_rank_dim = 0;
+  /// Tables folded into this one by "shared_with" (JSON: a table {"name": "b", ...,
+  /// "shared_with": "a"} uses a's rows): TorchRec's one table config with several
+  /// feature_names. Their features are in feature_names after the table's own; the table is
+  /// stored, placed and counted once. Kept so that to_json writes them back as they were given.
+  struct SharedTable {
+    std::string name;
+    std::vector<std::string> feature_names;
+  };
+  std::vector<SharedTable> shared_tables;
   /// Rows the table stores: hash_size when hashing, else num_embeddings. Every shard, plan and
   /// memory figure counts these rows; the ids (and invalid_ids) range over num_embeddings.
   int64_t rows() const { return hash_size > 0 ? hash_size : num_embeddings; }
