@@ -99,7 +99,7 @@ struct TableSpec {
     std::string name;
     std::vector<std::string> feature_names;
   };
-  std::vector<SharedTable> shared_tables;
+  std::vector<SharedTable> shared_tables{};
   /// Rows the table stores: hash_size when hashing, else num_embeddings. Every shard, plan and
   /// memory figure counts these rows; the ids (and invalid_ids) range over num_embeddings.
   int64_t rows() const { return hash_size > 0 ? hash_size : num_embeddings; }
