@@ -32,6 +32,10 @@ class Collectives {
                                 CommPrecision p, QuantError* err) = 0;
   virtual void all_gather_q(const char* op_name, const float* send, float* recv, std::span<const int64_t> counts,
                             CommPrecision p, QuantError* err) = 0;
+  /// Closes this rank's connections to the group's peers, so that a peer blocked on this rank
+  /// fails at once (ProcessGroup::close_connections). Nothing by default (NCCL: the
+  /// communicator is aborted only at teardown).
+  virtual void close_connections() noexcept {}
 };
 
 /// The cpu backend's: a Gloo ProcessGroup.
@@ -65,6 +69,7 @@ class GlooCollectives final : public Collectives {
                     QuantError* err) override {
     pg_->all_gather_q(op_name, send, recv, counts, p, err);
   }
+  void close_connections() noexcept override { pg_->close_connections(); }
 
  private:
   std::unique_ptr<ProcessGroup> pg_;

@@ -124,6 +124,14 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Rendezvous> rv, std::string name, std
 
 ProcessGroup::~ProcessGroup() = default;
 
+void ProcessGroup::close_connections() noexcept {
+  if (closed_.exchange(true)) return;
+  try {
+    impl_->ctx->closeConnections();
+  } catch (const std::exception&) {  // a pair that is already broken: nothing left to close
+  }
+}
+
 template <class F>
 void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&& body) {
   const uint64_t seq = ++seq_;
@@ -134,6 +142,10 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
   if (vanish_at_ != 0 && seq >= vanish_at_)
     throw RankVanished(fmt::format("rank {} vanished before {} '{}' (group {}, sequence {})",
                                    members_[static_cast<size_t>(group_rank_)], kind, op_name, name_, seq));
+  if (closed_)
+    throw CollectiveError(fmt::format("{} not started: this rank closed its connections after an earlier failure",
+                                      collective_head(kind, op_name, name_, seq)),
+                          name_, seq, {});
   auto& rimpl = rv_->impl();
   rimpl.store->set(arrival_key(name_, seq, group_rank_), {1});
   ++counters_.collectives;

@@ -54,6 +54,12 @@ void ProcessExecutor::on_rank_failed(int rank) {
 
 std::string ProcessExecutor::explain_peer_failure(int rank, const CollectiveError&) {
   if (!store_) return "";
+  // Peers still blocked on a transfer from this rank (a ring's next hop, a pairwise exchange)
+  // would otherwise wait out their own collective timeout before they set their failure key,
+  // and this loop would wait for it: close this rank's connections first, so that every live
+  // peer fails now and the wait below ends as soon as the launcher's word on the dead rank is in.
+  for (size_t i = 0; i < local_ranks_.size(); ++i)
+    if (local_ranks_[i] == rank && i < ranks_.size()) ranks_[i]->close_connections();
   const int W = sh_.spec.devices.count;
   // a peer whose own collective times out reports at most the timeout after this failure
   const int64_t wait_ms = sh_.spec.collective_timeout_ms + kReportSlackMs;

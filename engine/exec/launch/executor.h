@@ -3,7 +3,8 @@
 // (TrainerOptions::process), whose collectives reach the other processes' ranks through Gloo
 // over TCP, rendezvous through the run's store (store.h) after the handshake (handshake.h).
 // A rank whose collective failed (the transport broke or it timed out: a peer process may have
-// died) sets its failure key ("failed/R") and waits for the other ranks'
+// died) sets its failure key ("failed/R"), closes its connections (so that a live peer blocked
+// on a transfer from it fails now rather than at its own timeout) and waits for the other ranks'
 // for at most the collective timeout + 1 s, and names the ranks that never set one: a process
 // that is gone sets none; a rank whose launcher wrote its death key ("dead/R",
 // report_dead_rank) is named at once, as the launcher saw it end. A run with a dead rank so ends within about twice the collective

@@ -383,6 +383,12 @@ class Rank final : public sharding::RankContext {
     node_.reset();
     world_.reset();
   }
+  /// Closes this rank's connections in every group it belongs to (Collectives::close_connections)
+  /// while keeping the groups and their counters: peers blocked on this rank fail at once.
+  void close_connections() noexcept {
+    for (auto* g : {world_.get(), node_.get(), cross_.get()})
+      if (g) g->close_connections();
+  }
   int64_t bytes_sent() const {
     int64_t s = 0;
     for (auto* pg : {world_.get(), node_.get(), cross_.get()})

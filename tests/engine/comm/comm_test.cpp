@@ -2,6 +2,7 @@
 // missing ranks (never a hang).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <future>
@@ -128,6 +129,50 @@ TEST(ProcessGroup, TimeoutNamesOpSequenceAndMissingRank) {
     EXPECT_NE(e.find("rank(s) 2 did not arrive"), std::string::npos) << e;
   }
   EXPECT_EQ(errors[2], "");
+}
+
+// A rank that closes its connections (close_connections, as a process rank does when its own
+// collective failed, before it waits for its peers' word) makes a peer blocked on a transfer
+// from it fail at once, not at the 20 s timeout; its own later collectives throw.
+TEST(ProcessGroup, ClosingConnectionsFailsABlockedPeerAtOnce) {
+  std::promise<void> done;
+  auto done_future = done.get_future().share();
+  std::atomic<bool> rank1_waiting{false};
+  std::chrono::steady_clock::duration rank1_blocked{};
+  std::string after_close;
+  auto errors = on_ranks(2, 20000ms, [&](ProcessGroup& pg) {
+    float v = 1;
+    pg.all_reduce_sum("warm", &v, 1);  // sequence 1: both arrive, the pair is connected
+    if (pg.rank() == 0) {              // never arrives at sequence 2: closes instead
+      while (!rank1_waiting) std::this_thread::sleep_for(1ms);
+      std::this_thread::sleep_for(100ms);  // rank 1 is inside its all_reduce by now
+      pg.close_connections();
+      try {
+        pg.all_reduce_sum("after_close", &v, 1);
+      } catch (const CollectiveError& e) {
+        after_close = e.what();
+      }
+      done_future.wait();  // keeps the group alive, as a rank waiting for its peers' word does
+      return;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    rank1_waiting = true;
+    try {
+      pg.all_reduce_sum("dense_all_reduce", &v, 1);
+    } catch (...) {
+      rank1_blocked = std::chrono::steady_clock::now() - t0;
+      done.set_value();
+      throw;
+    }
+    done.set_value();
+  });
+  EXPECT_LT(rank1_blocked, 5s);  // not the 20 s timeout
+  EXPECT_GT(rank1_blocked, 50ms);  // it was blocked on rank 0 until the close
+  EXPECT_NE(errors[1].find("all_reduce 'dense_all_reduce' (group world, sequence 2)"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[1].find("rank(s) 0 did not arrive"), std::string::npos) << errors[1];
+  EXPECT_EQ(after_close, "all_reduce 'after_close' (group world, sequence 2) not started: this rank closed its "
+                         "connections after an earlier failure");
+  EXPECT_EQ(errors[0], "");
 }
 
 // ---- slow-network emulation ---------------------------------------------------------------------

@@ -12,7 +12,7 @@ namespace es = embedscope::engine;
 
 namespace {
 
-es::HardwareProfile round_numbers() { return es::load_hardware_profile(EMBEDSCOPE_TEST_DATA "/hardware/round_numbers.json"); }
+es::HardwareProfile round_numbers() { return es::load_hardware_profile(std::string(EMBEDSCOPE_TEST_DATA) + "/hardware/round_numbers.json"); }
 
 std::string error_of(const std::string& text) {
   try {
@@ -24,7 +24,7 @@ std::string error_of(const std::string& text) {
 }
 
 nlohmann::json valid() {
-  std::ifstream f(EMBEDSCOPE_TEST_DATA "/hardware/round_numbers.json");
+  std::ifstream f(std::string(EMBEDSCOPE_TEST_DATA) + "/hardware/round_numbers.json");
   return nlohmann::json::parse(f);
 }
 

@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kProfile = EMBEDSCOPE_TEST_DATA "/hardware/round_numbers.json";
+const std::string kProfile = std::string(EMBEDSCOPE_TEST_DATA) + "/hardware/round_numbers.json";
 
 es::WorkloadSpec simulated(const std::string& preset, int ranks, es::PipelineKind pipeline = es::PipelineKind::base) {
   es::WorkloadSpec s = es::load_preset(preset);

@@ -14,6 +14,7 @@
 //  - float collectives can travel as fp16 / bf16 (TorchRec qcomms): quantized before the
 //    collective, dequantized after it, half the bytes on the wire.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -198,6 +199,16 @@ class ProcessGroup {
   /// instead of joining), so that its peers time out as they would with a hung rank.
   void vanish_at(uint64_t seq) { vanish_at_ = seq; }
 
+  /// Closes this rank's TCP connections to every peer of the group
+  /// (gloo::Context::closeConnections): a peer blocked on a transfer from this rank fails at
+  /// once (its pair sees the connection closed) instead of at its collective timeout. Called
+  /// by a rank whose collective failed before it waits for its peers' word (exec/launch/), so
+  /// that no live peer waits out its timeout on it. Later collectives of the group throw
+  /// CollectiveError (named as not started) without touching the transport; counters() is
+  /// kept. Safe while another thread runs a collective of the group (that one fails). Throws
+  /// nothing.
+  void close_connections() noexcept;
+
   /// Sequence number of the last collective started (0 before any).
   uint64_t sequence() const { return seq_; }
 
@@ -229,6 +240,7 @@ class ProcessGroup {
   std::chrono::milliseconds timeout_;
   uint64_t seq_ = 0;
   uint64_t vanish_at_ = 0;
+  std::atomic<bool> closed_{false};  // close_connections() was called
   CommCounters counters_;
   const profiler::RunClock* clock_ = nullptr;
   Observer observer_;
