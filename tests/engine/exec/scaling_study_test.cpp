@@ -16,7 +16,7 @@ namespace es = embedscope::engine;
 namespace fs = std::filesystem;
 
 namespace {
-const std::string kProfile = EMBEDSCOPE_TEST_DATA "/hardware/round_numbers.json";  // 2 GPUs a node, 4 nodes
+const std::string kProfile = std::string(EMBEDSCOPE_TEST_DATA) + "/hardware/round_numbers.json";  // 2 GPUs a node, 4 nodes
 
 // Sum of the measured steps' comm op durations of `rank`, every op or all but the dense all-reduce.
 int64_t comm_ns(const std::string& session, int rank, bool embedding_only) {

@@ -32,14 +32,14 @@ TEST(ScalingView, PlotsEveryPointThatRanAndNamesTheOnesThatDidNot) {
   engine::WorkloadSpec spec = engine::load_preset("tiny");
   spec.steps = 2;
   engine::ScalingStudyOptions o;
-  o.hardware = EMBEDSCOPE_TEST_DATA "/hardware/round_numbers.json";
+  o.hardware = std::string(EMBEDSCOPE_TEST_DATA) + "/hardware/round_numbers.json";
   o.gpus = {1, 2, 4, 16};  // 16: more than the profile's cluster
   o.shardings = {engine::ShardingType::table_wise, engine::ShardingType::row_wise};
   const auto points = engine::run_scaling_study(spec, o);
   const engine::ScalingStudy study{spec.name, "round_numbers", 2, spec.batch_size, spec.steps, points};
   const std::string path = write_study("es_scaling", engine::to_json(study));
   ASSERT_TRUE(is_scaling_study_file(QString::fromStdString(path)));
-  EXPECT_FALSE(is_scaling_study_file(EMBEDSCOPE_TEST_DATA "/traces/raw_quotes.json"));  // a Kineto trace
+  EXPECT_FALSE(is_scaling_study_file(QString(EMBEDSCOPE_TEST_DATA) + "/traces/raw_quotes.json"));  // a Kineto trace
 
   MainWindow w;
   ASSERT_EQ(w.open_path(QString::fromStdString(path), true), QString());
