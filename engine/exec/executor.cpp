@@ -1,5 +1,9 @@
 #include "exec/executor.h"
 
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
 #include "exec/launch/executor.h"
 #include "exec/simulated/executor.h"
 #include "exec/threaded/executor.h"
@@ -22,6 +26,13 @@ std::unique_ptr<Executor> make_executor(const WorkloadSpec& spec, const Sharding
     return std::make_unique<simulated::SimulatedExecutor>(spec, plan, options);
   if (options.process.rank >= 0) return std::make_unique<launch::ProcessExecutor>(spec, plan, options);
   return std::make_unique<threaded::ThreadedExecutor>(spec, plan, options);
+}
+
+const char* intern_op_name(const std::string& name) {
+  static std::mutex mu;
+  static std::unordered_set<std::string> names;  // node-based: a name's c_str() never moves
+  std::lock_guard<std::mutex> lock(mu);
+  return names.insert(name).first->c_str();
 }
 
 }  // namespace embedscope::engine::exec

@@ -45,4 +45,10 @@ class Executor {
 /// (with_resolved_backend refuses that earlier, with a SpecError).
 std::unique_ptr<Executor> make_executor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options);
 
+/// `name` as a string that lives as long as the process, for sessions::OpEvent::name (a const
+/// char* read by the session writer and in RunResult::events after the executor is gone). The
+/// executors that name ops at run time (simulated, the LM runs) intern through it; each distinct
+/// name is stored once. Thread-safe.
+const char* intern_op_name(const std::string& name);
+
 }  // namespace embedscope::engine::exec

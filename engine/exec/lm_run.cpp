@@ -1,6 +1,7 @@
 // run_lm (exec/lm_run.h): the ranks of an lm_embedding workload on threads, and its session.
 
 #include "embedscope/engine/exec/lm_run.h"
+#include "exec/executor.h"
 
 #include <unistd.h>
 
@@ -9,7 +10,6 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
-#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -26,14 +26,6 @@
 namespace embedscope::engine {
 
 namespace {
-/// Collective names as static strings (OpEvent::name must outlive the writer): interned once.
-const char* intern(const std::string& name) {
-  static std::mutex mu;
-  static std::set<std::string> names;
-  std::lock_guard<std::mutex> lock(mu);
-  return names.insert(name).first->c_str();
-}
-
 /// A CPU rank's device: the host's physical memory (bytes), shared by the ranks' threads.
 int64_t host_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -138,7 +130,7 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
           e.rank = r;
           e.lane = sessions::Lane::comm;
           e.category = sessions::OpCategory::comm;
-          e.name = intern(c.name);
+          e.name = exec::intern_op_name(c.name);
           e.step = c.step;
           e.start_ns = c.start_ns;
           e.end_ns = c.end_ns;

@@ -4,14 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
-#include <mutex>
-#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/exec/lm_run.h"
+#include "exec/executor.h"
 #include "embedscope/engine/planner/lm_memory_estimate.h"
 #include "embedscope/engine/program/lm_program.h"
 #include "embedscope/profiler/tracer.h"
@@ -20,15 +19,6 @@
 
 namespace embedscope::engine {
 
-namespace {
-/// Op names as static strings (OpEvent::name must outlive the writer and the result).
-const char* intern_name(const std::string& name) {
-  static std::mutex mu;
-  static std::set<std::string> names;
-  std::lock_guard<std::mutex> lock(mu);
-  return names.insert(name).first->c_str();
-}
-}  // namespace
 
 LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& options) {
   validate(spec, "workload");
@@ -86,7 +76,7 @@ LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& opt
         e.rank = r;
         e.lane = op.lane;
         e.category = op.category;
-        e.name = intern_name(op.name);
+        e.name = exec::intern_op_name(op.name);
         e.step = st;
         e.start_ns = t0 + sim.rank_start_ns[ri][i];
         e.end_ns = t0 + sim.rank_end_ns[ri][i];

@@ -8,7 +8,6 @@
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -108,14 +107,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
   auto group_of = [&](const std::string& name) {
     return group_ids.emplace(name, static_cast<int>(group_ids.size())).first->second;
   };
-  // OpEvent::name must outlive the run (RunResult::events is read after the executor is gone):
-  // op names are interned for the process, once each (a handful of distinct names)
-  auto intern = [](const std::string& s) {
-    static std::mutex mu;
-    static std::unordered_set<std::string> names;
-    std::lock_guard<std::mutex> lock(mu);
-    return names.insert(s).first->c_str();
-  };
+  const auto intern = [](const std::string& s) { return exec::intern_op_name(s); };  // names outlive the run
 
   // The timed programs of every rank for the current place in the run (first, steady, last
   // two), rebuilt when the place changes (at most four times).
