@@ -4,7 +4,7 @@
 
 #include <iostream>
 #include <memory>
-#include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -25,38 +25,11 @@ namespace {
 
 struct ScalingState {
   WorkloadArgs args;
-  std::string gpus = "8,16,32,64,128,256,512,1024";
-  std::string shardings = "table_wise,row_wise,table_row_wise";
+  std::vector<int> gpus = {8, 16, 32, 64, 128, 256, 512, 1024};
+  std::vector<std::string> shardings = {"table_wise", "row_wise", "table_row_wise"};
   std::string output;
   bool json = false;
 };
-
-// "8,16,32" -> {8, 16, 32}; a bad item is bad input naming the flag.
-template <class T, class F>
-std::vector<T> split_list(const std::string& text, const std::string& flag, F parse) {
-  std::vector<T> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (item.empty()) throw es::SpecError(fmt::format("{}: an empty item in \"{}\"", flag, text));
-    out.push_back(parse(item));
-  }
-  if (out.empty()) throw es::SpecError(fmt::format("{}: give at least one value", flag));
-  return out;
-}
-
-int parse_gpus(const std::string& item) {
-  size_t used = 0;
-  int v = 0;
-  try {
-    v = std::stoi(item, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != item.size() || v < 1 || v > es::kMaxSimulatedRanks)
-    throw es::SpecError(fmt::format("--gpus: \"{}\" is not a number of GPUs in [1, {}]", item, es::kMaxSimulatedRanks));
-  return v;
-}
 
 std::string point_row(const es::ScalingPoint& p) {
   const std::string head = fmt::format("{:<15} {:>5} {:>5}", es::to_string(p.sharding), p.gpus, p.nodes);
@@ -76,9 +49,8 @@ int cmd_scaling(ScalingState& s) {
   const es::WorkloadSpec spec = load(a);
   es::ScalingStudyOptions o;
   o.hardware = a.simulate;
-  o.gpus = split_list<int>(s.gpus, "--gpus", parse_gpus);
-  o.shardings = split_list<es::ShardingType>(s.shardings, "--shardings",
-                                             [](const std::string& t) { return es::sharding_type_from_string(t, "--shardings"); });
+  o.gpus = s.gpus;
+  for (const std::string& t : s.shardings) o.shardings.push_back(es::sharding_type_from_string(t, "--shardings"));
   if (a.was_given("--gpus-per-node")) o.gpus_per_node = a.gpus_per_node;
   o.session_dir = s.output;
   const es::HardwareProfile hw = es::load_hardware_profile(a.simulate);
@@ -113,9 +85,13 @@ Command add_scaling_command(CLI::App& app) {
                                  "A scaling study on simulated clusters: one workload over growing GPU counts per sharding "
                                  "type (step time, throughput, scaling efficiency, embedding comm share, memory per GPU)");
   add_workload_options(cmd, s->args);
-  cmd->add_option("--gpus", s->gpus, "Cluster sizes, comma-separated (default 8,16,32,64,128,256,512,1024)");
+  cmd->add_option("--gpus", s->gpus, "Cluster sizes, comma-separated (default 8,16,32,64,128,256,512,1024)")
+      ->delimiter(',')
+      ->check(kInteger)
+      ->check(CLI::Range(1, es::kMaxSimulatedRanks));
   cmd->add_option("--shardings", s->shardings,
-                  "Sharding types, comma-separated, each applied to every table (default table_wise,row_wise,table_row_wise)");
+                  "Sharding types, comma-separated, each applied to every table (default table_wise,row_wise,table_row_wise)")
+      ->delimiter(',');
   cmd->add_option("-o,--output", s->output, "Write each point's simulated session to DIR/<sharding>_<gpus>.db");
   cmd->add_flag("--json", s->json, "Print the points as JSON");
   return {cmd, [s] { return cmd_scaling(*s); }, [s] { return s->json; }};

@@ -11,6 +11,9 @@
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/exec/scaling_study.h"
 #include "embedscope/engine/workload/presets.h"
+#include "support/cli_run.h"
+
+#include <nlohmann/json.hpp>
 
 namespace es = embedscope::engine;
 namespace fs = std::filesystem;
@@ -114,4 +117,38 @@ TEST(ScalingStudy, RefusesWhatItCannotStudy) {
   o.shardings = {es::ShardingType::table_wise};
   o.hardware = "no_such_profile";
   EXPECT_THROW(es::run_scaling_study(base, o), es::SpecError);
+}
+
+TEST(ScalingCli, PrintsTheStudyAsJsonAndRefusesBadLists) {
+  const fs::path dir = fs::temp_directory_path() / "embedscope_scaling_cli";
+  fs::create_directories(dir);
+  namespace ts = embedscope::test_support;
+  auto r = ts::run_cli(EMBEDSCOPE_CLI, "scaling --preset tiny --simulate " + kProfile +
+                                           " --gpus 1,2 --shardings table_wise --steps 2 --warmup-steps 1 --json", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const es::ScalingStudy st = es::scaling_study_from_json(j, "stdout");
+  ASSERT_EQ(st.points.size(), 2u);
+  EXPECT_EQ(st.points[1].gpus, 2);
+  EXPECT_EQ(st.gpus_per_node, 2);
+  EXPECT_DOUBLE_EQ(st.points[0].scaling_efficiency, 1.0);
+  // the CLI's point is the engine's
+  es::WorkloadSpec base = es::load_preset("tiny");
+  base.steps = 2;
+  base.warmup_steps = 1;
+  es::ScalingStudyOptions o;
+  o.hardware = kProfile;
+  o.gpus = {1, 2};
+  o.shardings = {es::ShardingType::table_wise};
+  EXPECT_EQ(st.points[1].step_time_ns, es::run_scaling_study(base, o)[1].step_time_ns);
+  r = ts::run_cli(EMBEDSCOPE_CLI, "scaling --preset tiny --simulate " + kProfile + " --gpus 0", dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--gpus"), std::string::npos) << r.err;
+  r = ts::run_cli(EMBEDSCOPE_CLI, "scaling --preset tiny --simulate " + kProfile + " --shardings diagonal", dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("diagonal"), std::string::npos) << r.err;
+  r = ts::run_cli(EMBEDSCOPE_CLI, "scaling --preset tiny --devices 4", dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--simulate"), std::string::npos) << r.err;
+  fs::remove_all(dir);
 }
