@@ -98,9 +98,10 @@ struct Candidate {
 
 class Search {
  public:
-  Search(const WorkloadSpec& spec, const HardwareProfile& hw)
+  Search(const WorkloadSpec& spec, const HardwareProfile& hw, const PlanSearchOptions& options)
       : spec_(spec), hw_(hw), greedy_(plan_sharding(spec)), W_(greedy_.world_size), L_(greedy_.local_world_size),
         nodes_(W_ / L_), cost_(spec, hw, W_), index_(spec) {
+    const std::vector<ShardingType>& only = options.sharding_types;
     tables_.resize(spec.tables.size());
     for (size_t i = 0; i < spec.tables.size(); ++i) {
       TableInfo& ti = tables_[i];
@@ -114,9 +115,10 @@ class Search {
       } else {
         ti.allowed = {ShardingType::table_wise, ShardingType::row_wise};
         if (t.embedding_dim >= 8 && W_ > 1) ti.allowed.push_back(ShardingType::column_wise);
-        if (L_ < W_) ti.allowed.push_back(ShardingType::table_row_wise);
+        if (L_ < W_ || !only.empty()) ti.allowed.push_back(ShardingType::table_row_wise);
         ti.allowed.push_back(ShardingType::data_parallel);
       }
+      if (ti.open && !only.empty()) restrict_allowed(i, only);
       for (int f : index_.features_of_table()[i])
         if (f >= 0) {
           ti.features.push_back(f);
@@ -132,7 +134,7 @@ class Search {
   PlanSearchResult run() {
     const auto t0 = Clock::now();
     std::vector<Candidate> cands;
-    cands.push_back({greedy_, "greedy", score(greedy_), true});
+    if (within_allowed(greedy_)) cands.push_back({greedy_, "greedy", score(greedy_), true});
     std::vector<ShardingType> types;
     for (const TableInfo& ti : tables_)
       for (ShardingType t : ti.allowed)
@@ -146,7 +148,7 @@ class Search {
                                                                                                 : ti.allowed.front());
       cands.push_back(make(prop, std::string("uniform:") + to_string(t)));
     }
-    cands.push_back(make(balanced(), "balanced"));
+    if (Candidate b = make(balanced(), "balanced"); within_allowed(b.plan)) cands.push_back(std::move(b));
     grid(cands);
     PlanSearchResult res;
     res.proposals = static_cast<int>(cands.size()) + grid_extra_;
@@ -194,6 +196,33 @@ class Search {
   }
 
  private:
+  // PlanSearchOptions::sharding_types: an open table keeps the types it allows among `only`
+  // (column_wise needs 2 columns per shard at least; a low-rank table only table_wise and
+  // data_parallel); none left is a SpecError naming the table.
+  void restrict_allowed(size_t i, const std::vector<ShardingType>& only) {
+    TableInfo& ti = tables_[i];
+    std::vector<ShardingType> keep;
+    for (ShardingType t : only)
+      if (std::find(ti.allowed.begin(), ti.allowed.end(), t) != ti.allowed.end() &&
+          std::find(keep.begin(), keep.end(), t) == keep.end())
+        keep.push_back(t);
+    if (keep.empty()) {
+      std::string names;
+      for (ShardingType t : ti.allowed) names += (names.empty() ? "" : ", ") + std::string(to_string(t));
+      throw SpecError(fmt::format("/tables/{} ({}): none of the sharding types the search may use suits this table "
+                                  "(it allows {})", i, spec_.tables[i].name, names));
+    }
+    ti.allowed = std::move(keep);
+  }
+  // Whether every table of `plan` has a type its table allows (overrides are always allowed).
+  bool within_allowed(const ShardingPlan& plan) const {
+    for (size_t i = 0; i < tables_.size(); ++i)
+      if (tables_[i].open && std::find(tables_[i].allowed.begin(), tables_[i].allowed.end(), plan.tables[i].type) ==
+                                 tables_[i].allowed.end())
+        return false;
+    return true;
+  }
+
   // Every rank's ids of table i per step (batch x world x the features' mean pooling factors).
   double table_ids(size_t i) const { return cost_.batch() * W_ * tables_[i].pf_sum; }
 
@@ -481,8 +510,8 @@ class Search {
 
 }  // namespace
 
-PlanSearchResult plan_search(const WorkloadSpec& spec, const HardwareProfile& hw) {
-  return Search(spec, hw).run();
+PlanSearchResult plan_search(const WorkloadSpec& spec, const HardwareProfile& hw, const PlanSearchOptions& options) {
+  return Search(spec, hw, options).run();
 }
 
 }  // namespace embedscope::engine

@@ -34,9 +34,10 @@ struct ScalingState {
 std::string point_row(const es::ScalingPoint& p) {
   const std::string head = fmt::format("{:<15} {:>5} {:>5}", es::to_string(p.sharding), p.gpus, p.nodes);
   if (!p.error.empty()) return fmt::format("{}  {}", head, p.error);
-  return fmt::format("{} {:>11} {:>12.0f} {:>9.0f} {:>7.1f}% {:>8.1f}% {:>6.1f}% {:>11}", head, ms(p.step_time_ns),
+  return fmt::format("{} {:>11} {:>12.0f} {:>9.0f} {:>7.1f}% {:>8.1f}% {:>6.1f}% {:>11}  {}", head, ms(p.step_time_ns),
                      p.samples_per_s, p.samples_per_s / p.gpus, 100 * p.scaling_efficiency,
-                     100 * p.embedding_comm_share, 100 * p.comm_share, sessions::format_bytes(p.memory_bytes_per_gpu));
+                     100 * p.embedding_comm_share, 100 * p.comm_share, sessions::format_bytes(p.memory_bytes_per_gpu),
+                     p.placement == "greedy" ? "bytes" : "time");
 }
 
 int cmd_scaling(ScalingState& s) {
@@ -60,8 +61,9 @@ int cmd_scaling(ScalingState& s) {
         "scaling study: {} on simulated {} ({} GPUs per node); {} samples per GPU per step (weak scaling), {} measured "
         "steps\n",
         spec.name, hw.name, per_node, spec.batch_size, spec.steps);
-    std::cout << fmt::format("{:<15} {:>5} {:>5} {:>11} {:>12} {:>9} {:>8} {:>9} {:>7} {:>11}\n", "sharding", "GPUs",
-                             "nodes", "step p50", "samples/s", "per GPU", "scaling", "emb comm", "comm", "memory/GPU");
+    std::cout << fmt::format("{:<15} {:>5} {:>5} {:>11} {:>12} {:>9} {:>8} {:>9} {:>7} {:>11}  {}\n", "sharding", "GPUs",
+                             "nodes", "step p50", "samples/s", "per GPU", "scaling", "emb comm", "comm", "memory/GPU",
+                             "placed by");
     o.on_point = [](const es::ScalingPoint& p) { std::cout << point_row(p) << std::endl; };
   }
   const auto points = es::run_scaling_study(spec, o);
@@ -72,7 +74,8 @@ int cmd_scaling(ScalingState& s) {
   }
   std::cout << "scaling: samples/s per GPU over that of the first size that ran, per sharding type (1 = perfect weak "
                "scaling); emb comm: the input, output and gradient dists' share of the step (EMBark's figure), comm: "
-               "every collective's; all SIMULATED\n";
+               "every collective's; placed by: the planner's placement of that sharding type (time: by estimated time, LPT; bytes: "
+               "largest tables first onto the fewest bytes, when its estimate was shorter); all SIMULATED\n";
   if (!s.output.empty()) std::cout << "sessions: " << s.output << "/<sharding>_<gpus>.db\n";
   return 0;
 }

@@ -125,7 +125,11 @@ ScalingView::ScalingView(engine::ScalingStudy study, QWidget* parent)
     set(7, QString::number(100 * p.embedding_comm_share, 'f', 1) + " %");
     set(8, QString::number(100 * p.comm_share, 'f', 1) + " %");
     set(9, QString::fromStdString(sessions::format_bytes(p.memory_bytes_per_gpu)));
-    if (!p.session_path.empty()) set(10, QString::fromStdString(p.session_path));
+    // how the planner placed the tables (ScalingPoint::placement), and the point's session
+    QStringList note;
+    if (!p.placement.empty()) note << (p.placement == "greedy" ? "placed by bytes" : "placed by time");
+    if (!p.session_path.empty()) note << QString::fromStdString(p.session_path);
+    if (!note.isEmpty()) set(10, note.join("; "));
   }
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setStretchLastSection(true);

@@ -10,6 +10,7 @@
 
 #include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/exec/run.h"
+#include "embedscope/engine/planner/search.h"
 
 namespace embedscope::engine {
 
@@ -86,7 +87,10 @@ std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& base, const Scal
       spec.sharding.per_table.clear();
       try {
         validate(spec, "scaling study");
-        const ShardingPlan plan = plan_sharding(spec);
+        // TorchRec's planner with sharding_types = {type}: placed by estimated time, not bytes
+        const PlanSearchResult searched = plan_search(spec, hw, PlanSearchOptions{{type}});
+        const ShardingPlan& plan = searched.plan;
+        p.placement = searched.proposer;
         TrainerOptions opt;
         if (!o.session_dir.empty()) {
           p.session_path = (std::filesystem::path(o.session_dir) / fmt::format("{}_{}.db", to_string(type), gpus)).string();
@@ -136,6 +140,7 @@ nlohmann::json to_json(const ScalingStudy& st) {
                 {"embedding_comm_share", p.embedding_comm_share},
                 {"comm_share", p.comm_share},
                 {"memory_bytes_per_gpu", p.memory_bytes_per_gpu}});
+      if (!p.placement.empty()) q["placement"] = p.placement;
       if (!p.session_path.empty()) q["session"] = p.session_path;
     }
     j["points"].push_back(std::move(q));
@@ -184,6 +189,7 @@ ScalingStudy scaling_study_from_json(const nlohmann::json& j, const std::string&
       p.embedding_comm_share = get(q, ptr, "embedding_comm_share", V::number_float).get<double>();
       p.comm_share = get(q, ptr, "comm_share", V::number_float).get<double>();
       p.memory_bytes_per_gpu = get(q, ptr, "memory_bytes_per_gpu", V::number_integer).get<int64_t>();
+      if (q.contains("placement")) p.placement = get(q, ptr, "placement", V::string).get<std::string>();
       if (q.contains("session")) p.session_path = get(q, ptr, "session", V::string).get<std::string>();
     }
     st.points.push_back(std::move(p));

@@ -3,6 +3,7 @@
 // cannot fit refused with the rank and the term.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "embedscope/engine/planner/search.h"
@@ -162,4 +163,54 @@ TEST(PlanSearch, HashedTablesArePlannedOnTheirHashSizeRows) {
   for (auto& t : spec.tables) spec.sharding.per_table[t.name] = TableSharding{ShardingType::row_wise, {}, -1};
   const PlanSearchResult rw = plan_search(spec, planning_profile(spec));
   EXPECT_EQ(expected_lookups_per_rank(spec, rw.plan), (std::vector<double>{32.0, 32.0}));
+}
+
+// PlanSearchOptions::sharding_types (TorchRec's sharding_types constraint): every table of the
+// given type, placed by estimated time. criteo_kaggle's 26 tables each serve 512 x 4 ids a step
+// (pooling factor 1), so a time placement puts 7, 7, 6, 6 tables' ids on the 4 ranks (max/mean
+// 7 / 6.5), where plan_sharding by bytes gives one rank 3.38x the mean.
+TEST(PlanSearch, ShardingTypesRestrictTheSearchAndPlaceByTime) {
+  const WorkloadSpec spec = load_preset("criteo_kaggle");
+  const PlanSearchResult r = plan_search(spec, planning_profile(spec), PlanSearchOptions{{ShardingType::table_wise}});
+  EXPECT_EQ(r.proposer, "uniform:table_wise");
+  for (const TablePlan& tp : r.plan.tables) EXPECT_EQ(tp.type, ShardingType::table_wise) << tp.table;
+  const auto look = expected_lookups_per_rank(spec, r.plan);
+  ASSERT_EQ(look.size(), 4u);
+  std::vector<double> sorted = look;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_NEAR(sorted[0], 6.0 * 2048, 1e-6);
+  EXPECT_NEAR(sorted[1], 6.0 * 2048, 1e-6);
+  EXPECT_NEAR(sorted[2], 7.0 * 2048, 1e-6);
+  EXPECT_NEAR(sorted[3], 7.0 * 2048, 1e-6);
+  EXPECT_NEAR(r.stats.lookups.max_over_mean, 7.0 / 6.5, 1e-9);
+  EXPECT_LT(r.stats.critical_path_ns, plan_stats(spec, plan_sharding(spec), planning_profile(spec)).critical_path_ns);
+
+  // table_row_wise on 4 nodes of 2: each table's rows over both ranks of one node, 7/7/6/6 tables a node
+  WorkloadSpec s8 = spec;
+  s8.devices.count = 8;
+  s8.sharding.local_world_size = 2;
+  s8.sharding.default_type = ShardingType::table_row_wise;
+  const PlanSearchResult t = plan_search(s8, planning_profile(s8), PlanSearchOptions{{ShardingType::table_row_wise}});
+  std::vector<int> per_node(4, 0);
+  for (const TablePlan& tp : t.plan.tables) {
+    EXPECT_EQ(tp.type, ShardingType::table_row_wise);
+    ASSERT_GE(tp.node, 0);
+    ASSERT_EQ(tp.shards.size(), 2u);
+    EXPECT_EQ(tp.shards[0].rank, 2 * tp.node);
+    EXPECT_EQ(tp.shards[1].rank, 2 * tp.node + 1);
+    ++per_node[static_cast<size_t>(tp.node)];
+  }
+  std::sort(per_node.begin(), per_node.end());
+  EXPECT_EQ(per_node, (std::vector<int>{6, 6, 7, 7}));
+
+  // a type no table allows: named
+  WorkloadSpec lr = spec;
+  lr.tables[3].low_rank_dim = 4;
+  try {
+    plan_search(lr, planning_profile(lr), PlanSearchOptions{{ShardingType::row_wise}});
+    FAIL() << "expected SpecError";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("/tables/3 (" + lr.tables[3].name + ")"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("table_wise, data_parallel"), std::string::npos) << e.what();
+  }
 }

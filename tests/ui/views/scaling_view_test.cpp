@@ -71,6 +71,10 @@ TEST(ScalingView, PlotsEveryPointThatRanAndNamesTheOnesThatDidNot) {
   EXPECT_EQ(table->item(3, 1)->text(), "16");
   EXPECT_TRUE(table->item(3, 10)->text().contains("16")) << table->item(3, 10)->text().toStdString();
   EXPECT_EQ(table->item(3, 3), nullptr);  // no figures for a point that did not run
+  // the note says how the planner placed the tables; the JSON carries it through
+  ASSERT_EQ(view->study().points[1].placement, points[1].placement);
+  ASSERT_FALSE(points[1].placement.empty());
+  EXPECT_EQ(table->item(1, 10)->text(), points[1].placement == "greedy" ? "placed by bytes" : "placed by time");
   EXPECT_EQ(table->item(1, 6)->text(),
             QString::number(100 * points[1].scaling_efficiency, 'f', 1) + " %");
   std::filesystem::remove(path);

@@ -51,12 +51,18 @@ struct ScalingPoint {
   double embedding_comm_share = 0;
   double comm_share = 0;           ///< the same for every collective (dense all-reduce too)
   int64_t memory_bytes_per_gpu = 0;  ///< the largest rank's peak (the planner's storage estimate)
+  /// Which of plan_search's proposals placed the tables (planner/search.h): "uniform:<type>"
+  /// (by estimated time, LPT) or "greedy" (plan_sharding, by bytes) when that was faster.
+  std::string placement;
   std::string session_path;        ///< the session written, or ""
 };
 
 /// Runs the study: for each sharding type, each cluster size in `options.gpus` order, the
 /// workload with devices.count = gpus, sharding.local_world_size = min(gpus, gpus per node),
-/// every table of that type (per-table overrides dropped), on the simulated backend of the
+/// every table of that type (per-table overrides dropped) placed by plan_search restricted to
+/// that type (PlanSearchOptions::sharding_types, as TorchRec's planner with a sharding_types
+/// constraint: the shorter estimated critical path of the time-balanced and the bytes-greedy
+/// placement), on the simulated backend of the
 /// profile (its device memory). O(points x ranks x ops). Throws SpecError for an unknown
 /// profile, an empty or out-of-range gpus list, no sharding types, or a workload the parser
 /// rejects for a reason other than memory; a point that does not fit or fails is kept with its

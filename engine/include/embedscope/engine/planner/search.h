@@ -84,10 +84,23 @@ struct PlanSearchResult {
   double seconds = 0;       ///< wall time of the search
 };
 
+/// What the search may choose (TorchRec's ParameterConstraints.sharding_types, for every open table).
+struct PlanSearchOptions {
+  /// When not empty: the sharding types open tables may get (each table keeps those of them it
+  /// allows; table_row_wise is then allowed on one node too, where it is row_wise over the
+  /// node's ranks). The greedy and balanced proposals take part only when their types are
+  /// among these. E.g. {table_wise}: the tables placed table-wise by estimated time (LPT)
+  /// instead of plan_sharding's bytes.
+  std::vector<ShardingType> sharding_types;
+};
+
 /// Searches for the plan with the shortest estimated critical path (plan_stats) that fits the
 /// devices' memory, timed with `hw`. Throws SpecError what plan_sharding throws for an invalid
-/// override, and SpecError "/devices/memory_bytes: no plan fits ..." with the smallest
-/// candidate's check_memory_fits message (the rank and the term) when no candidate fits.
-PlanSearchResult plan_search(const WorkloadSpec& spec, const HardwareProfile& hw);
+/// override, SpecError "/tables/N (name): none of the sharding types ..." when
+/// options.sharding_types leaves a table nothing it allows, and SpecError
+/// "/devices/memory_bytes: no plan fits ..." with the smallest candidate's check_memory_fits
+/// message (the rank and the term) when no candidate fits.
+PlanSearchResult plan_search(const WorkloadSpec& spec, const HardwareProfile& hw,
+                             const PlanSearchOptions& options = {});
 
 }  // namespace embedscope::engine
