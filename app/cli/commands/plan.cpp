@@ -2,6 +2,8 @@
 
 #include <iostream>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -22,12 +24,16 @@ namespace {
 
 // `plan --auto`: the planner's search (planner/search.h) and TorchRec's planner statistics of
 // the plan it chose (planner/stats.h). No plan fitting is a SpecError naming the rank and term.
-int cmd_plan_auto(WorkloadArgs& a, bool as_json) {
+int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>& sharding_types) {
   if (a.was_given("--sharding"))
     throw es::SpecError("--sharding: cannot be combined with --auto (the search picks every table's type; fix a "
-                        "table's type with a sharding.tables override in the workload instead)");
+                        "table's type with a sharding.tables override in the workload, or give --sharding-types)");
+  es::PlanSearchOptions options;
+  for (const std::string& t : sharding_types)
+    options.sharding_types.push_back(es::sharding_type_from_string(t, "--sharding-types"));
   const es::WorkloadSpec spec = load(a);
-  const es::PlanSearchResult r = with_origin(a.origin, [&] { return es::plan_search(spec, es::planning_profile(spec)); });
+  const es::PlanSearchResult r =
+      with_origin(a.origin, [&] { return es::plan_search(spec, es::planning_profile(spec), options); });
   if (as_json) {
     json j = es::to_json(spec, r.plan);
     j["table_storage"] = table_storage_estimate_json(spec, r.plan);
@@ -51,12 +57,15 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json) {
   return 0;
 }
 
-int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan) {
+int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<std::string>& sharding_types) {
+  if (!sharding_types.empty() && !auto_plan)
+    throw es::SpecError("--sharding-types: only with --auto (it restricts the search; --sharding sets one type for every "
+                        "table without a search)");
   if (is_lm_args(a)) {  // "model": "lm_embedding" (issue 19)
     if (auto_plan) throw es::SpecError("--auto: not for an lm_embedding workload (no search over its sharding types yet)");
     return cmd_plan_lm(a, as_json);
   }
-  if (auto_plan) return cmd_plan_auto(a, as_json);
+  if (auto_plan) return cmd_plan_auto(a, as_json, sharding_types);
   const es::WorkloadSpec spec = load(a);
   const es::ShardingPlan plan = with_origin(a.origin, [&] { return es::plan_sharding(spec); });
   const auto est = es::estimate_memory(spec, plan);
@@ -106,6 +115,7 @@ struct PlanState {
   WorkloadArgs args;
   bool json = false;
   bool auto_plan = false;
+  std::vector<std::string> sharding_types;
 };
 
 }  // namespace
@@ -118,7 +128,11 @@ Command add_plan_command(CLI::App& app) {
   plan->add_flag("--auto", s->auto_plan,
                  "Search for the plan with the shortest estimated critical path that fits (proposers greedy, uniform, "
                  "balanced, grid; LPT partitioner) and print TorchRec's planner statistics of it");
-  return {plan, [s] { return cmd_plan(s->args, s->json, s->auto_plan); }, [s] { return s->json; }};
+  plan->add_option("--sharding-types", s->sharding_types,
+                   "With --auto: the sharding types the search may give tables, comma-separated (TorchRec's "
+                   "sharding_types constraint), e.g. table_wise: every table table-wise, placed by estimated time")
+      ->delimiter(',');
+  return {plan, [s] { return cmd_plan(s->args, s->json, s->auto_plan, s->sharding_types); }, [s] { return s->json; }};
 }
 
 }  // namespace embedscope::cli

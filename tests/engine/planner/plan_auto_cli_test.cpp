@@ -85,3 +85,24 @@ TEST(PlanAutoCli, RefusesShardingFlagAndWorkloadsThatCannotFit) {
   EXPECT_NE(f.err.find("rank "), std::string::npos) << f.err;
   EXPECT_NE(f.err.find("weights"), std::string::npos) << f.err;
 }
+
+// --sharding-types restricts the search (TorchRec's sharding_types constraint): every table of
+// the given types; a type it does not know and the flag without --auto are refused with exit 2.
+TEST(PlanAutoCli, ShardingTypesRestrictTheSearch) {
+  Result r = cli("plan --preset criteo_kaggle --devices 8 --local-world-size 2 --auto --sharding-types "
+                 "table_row_wise,row_wise --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["tables"].size(), 26u);
+  for (const auto& t : j["tables"]) {
+    const std::string type = t["sharding_type"].get<std::string>();
+    EXPECT_TRUE(type == "table_row_wise" || type == "row_wise") << type;
+  }
+  EXPECT_TRUE(j["search"]["proposer"].get<std::string>() != "greedy");  // greedy would be table_wise
+  r = cli("plan --preset criteo_kaggle --auto --sharding-types diagonal");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--sharding-types: must be one of"), std::string::npos) << r.err;
+  r = cli("plan --preset criteo_kaggle --sharding-types table_wise");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("only with --auto"), std::string::npos) << r.err;
+}
