@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "embedscope/engine/input/id_share.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/quant/row_codec.h"
 
@@ -15,10 +16,10 @@ using sessions::OpCategory;
 
 double expected_slot_ids(const WorkloadSpec& spec, const detail::Slot& sl, bool& exact) {
   const FeatureSpec& f = spec.features[static_cast<size_t>(sl.feature)];
-  const int64_t N = spec.tables[static_cast<size_t>(sl.table)].rows();
+  const TableSpec& t = spec.tables[static_cast<size_t>(sl.table)];
   double share = 1.0;
-  if (sl.bucketize_by_rows && sl.s.num_rows != N) {
-    share = static_cast<double>(sl.s.num_rows) / static_cast<double>(N);
+  if (sl.bucketize_by_rows && sl.s.num_rows != t.rows()) {
+    share = shard_id_share(t, f, sl.s.row_offset, sl.s.num_rows);
     exact = false;
   }
   if (!f.pooling_factor.fixed || spec.invalid_ids == InvalidIdPolicy::drop) exact = false;

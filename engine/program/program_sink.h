@@ -13,8 +13,9 @@
 namespace embedscope::engine::program {
 
 /// Expected ids of slot `sl` that one rank sends per batch (B bags of the slot's feature at
-/// the mean pooling factor, times the slot's share of the table's rows for row-bucketized
-/// slots, ids spread evenly over the rows); `exact` becomes false where the count depends on
+/// the mean pooling factor, times, for row-bucketized slots, the expected share of the table's
+/// ids in the slot's row range: input/id_share.h shard_id_share, so a row-wise shard holding
+/// Zipf ids' hot rows (permute = false) gets their mass); `exact` becomes false where the count depends on
 /// the ids (row ranges, Poisson lengths, dropped ids).
 double expected_slot_ids(const WorkloadSpec& spec, const detail::Slot& sl, bool& exact);
 

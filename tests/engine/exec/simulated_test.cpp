@@ -2,6 +2,7 @@
 // their groups, and the session it writes (marked simulated, with the planner's memory).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -229,4 +230,46 @@ TEST(SimulatedCli, RunSimulateWritesASimulatedSessionThatStatsReads) {
   r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "run --preset tiny --simulate b200 -o " + db + "3", dir);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("unknown hardware profile \"b200\""), std::string::npos) << r.err;
+}
+
+// Hot rows: a row-wise table of Zipf ids with permute = false has its hottest rows on rank 0,
+// and the simulation sees it (input/id_share.h): the load counters of t_c (1,000 rows, 4
+// shards of 250, f_c 2 ids a bag, 4 ranks x 1,000 bags) carry 8,000 x the Zipf(1.1) mass of each
+// shard's rows, summed here term by term, and rank 0's lookup takes longer than with the hot
+// rows spread by a permutation, rank 3's shorter.
+TEST(SimulatedExecutor, RowWiseShardsOfZipfIdsGetTheirRowsMass) {
+  auto spec_with = [](bool permute) {
+    es::WorkloadSpec s = simulated("tiny", 4);
+    s.batch_size = 1000;
+    s.sharding.default_type = es::ShardingType::row_wise;
+    s.features[4].ids.permute = permute;
+    return s;
+  };
+  const fs::path dir = scratch("hot_rows");
+  const es::WorkloadSpec hot = spec_with(false);
+  const es::RunResult r = run(hot, (dir / "hot.db").string());
+  ASSERT_EQ(r.ended, es::RunEnd::complete);
+  auto H = [](int n) {
+    double s = 0;
+    for (int k = 1; k <= n; ++k) s += std::pow(static_cast<double>(k), -1.1);
+    return s;
+  };
+  ss::SessionReader reader((dir / "hot.db").string());
+  int seen = 0;
+  for (const auto& c : reader.load()) {
+    if (c.table != 3 || c.step != 0) continue;
+    const double share = (H(250 * (c.rank + 1)) - H(250 * c.rank)) / H(1000);
+    EXPECT_EQ(c.ids, std::llround(8000 * share)) << "rank " << c.rank;
+    ++seen;
+  }
+  EXPECT_EQ(seen, 4);
+  const es::RunResult spread = run(spec_with(true));
+  auto lookup_ns = [](const es::RunResult& x, int rank) {
+    for (const auto& e : x.events)
+      if (e.rank == rank && e.step == 0 && std::string_view(e.name) == "lookup") return e.end_ns - e.start_ns;
+    return int64_t{-1};
+  };
+  EXPECT_GT(lookup_ns(r, 0), lookup_ns(spread, 0));
+  EXPECT_LT(lookup_ns(r, 3), lookup_ns(spread, 3));
+  EXPECT_GT(lookup_ns(spread, 3), 0);
 }

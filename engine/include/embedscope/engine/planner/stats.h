@@ -10,14 +10,13 @@
 //   table_wise / column_wise: 1 (every id of the table; a column shard reads its columns);
 //   data_parallel: 1 / world per replica (each rank looks up its own batch only);
 //   row_wise / table_row_wise: the share of the ids in the shard's row range (a hashed table:
-//     rows / hash_size, shard_id_share below). Uniform ids and
+//     rows / hash_size, shard_id_share in input/id_share.h). Uniform ids and
 //     Zipf ids with permute = true (hot rows spread over the rows by a seeded permutation):
 //     rows / num_embeddings. Zipf with permute = false (the hottest row is row 0): the Zipf
 //     mass of the range, sum_{k=lo+1..hi} k^-alpha / sum_{k=1..N} k^-alpha, so row 0's shard
-//     is counted with the hot rows (zipf_mass below).
-// The StepProgram's own figures spread ids evenly over a table's rows (step_program.h,
-// CollectiveCall::exact): the compute and comms columns below come from the program and so
-// do not see the Zipf skew of permute = false; the lookups column does.
+//     is counted with the hot rows (zipf_mass in input/id_share.h).
+// The StepProgram's figures use the same shares (program_sink.h expected_slot_ids), so the
+// compute and comms columns below see the skew of permute = false as the lookups column does.
 
 #include <array>
 #include <cstdint>
@@ -27,26 +26,11 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "embedscope/engine/cost/hardware_profile.h"
+#include "embedscope/engine/input/id_share.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine {
-
-/// sum_{k=1..n} k^-alpha (the generalized harmonic number H(n, alpha)), n >= 0, alpha > 0:
-/// exact for the first 4,096 terms, then the midpoint integral of x^-alpha from 4096.5 to n + 0.5
-/// (relative error < 1e-9 there). zipf_mass(3, 1) = 1 + 1/2 + 1/3.
-double zipf_mass(int64_t n, double alpha);
-
-/// The expected share in [0, 1] of a table's ids that falls in rows [row_offset, row_offset +
-/// num_rows) for the distribution of feature `f` (see the header comment).
-double row_range_share(const FeatureSpec& f, int64_t num_embeddings, int64_t row_offset, int64_t num_rows);
-
-/// The expected share in [0, 1] of table t's ids (feature f's) that falls in stored rows
-/// [row_offset, row_offset + num_rows): row_range_share over num_embeddings for a table without
-/// hashing; for a hashed table (hash_size > 0) the rows are xxHash64 buckets, which spread any
-/// id distribution evenly (hot ids land on pseudo-random rows), so num_rows / hash_size.
-/// Example: hash_size 1,000, rows [0, 250): 0.25 whatever f's ids are.
-double shard_id_share(const TableSpec& t, const FeatureSpec& f, int64_t row_offset, int64_t num_rows);
 
 /// Expected rows looked up per step on each rank (size world), summed over the plan's shards.
 std::vector<double> expected_lookups_per_rank(const WorkloadSpec& spec, const ShardingPlan& plan);

@@ -49,8 +49,9 @@ struct CollectiveCall {
   int64_t elem_bytes = 4;    ///< bytes per element on the wire (int64 8, float32 4, fp16/bf16 2)
   std::string dtype;         ///< "int64", "float32", "float16", "bfloat16"
   /// false: the element counts depend on the batch's ids (id counts of row-wise buckets, or
-  /// Poisson bag lengths); the figures are their expectation at the mean pooling factor with ids
-  /// spread evenly over a table's rows.
+  /// Poisson bag lengths); the figures are their expectation at the mean pooling factor, a
+  /// row range getting its expected share of the ids (input/id_share.h: the Zipf mass of the
+  /// range for Zipf ids with permute = false, else its share of the rows).
   bool exact = true;
   /// Bytes this rank sends to / receives from other ranks (own slice excluded), as the
   /// records' bytes_sent / bytes_received (collective_math.h).
