@@ -27,6 +27,8 @@ struct Command {
 
 /// `run`: runs a workload and writes a session (commands/run.cpp).
 Command add_run_command(CLI::App& app);
+/// `calibrate`: this machine's hardware profile fitted from sessions (commands/calibrate.cpp).
+Command add_calibrate_command(CLI::App& app);
 /// `plan`: the sharding plan and each device's memory, without running (commands/plan.cpp).
 Command add_plan_command(CLI::App& app);
 /// `program`: the step program of one rank (commands/program.cpp).

@@ -1,0 +1,116 @@
+// `embedscope calibrate`: this machine's cost-model coefficients fitted from measured sessions
+// (engine/cost/calibration.h), written as a hardware profile, and checked by simulating
+// sessions with it.
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "commands.h"
+#include "embedscope/engine/cost/calibration.h"
+#include "embedscope/engine/workload/spec_error.h"
+#include "embedscope/sessions/model/units.h"
+#include "output/output.h"
+
+namespace embedscope::cli {
+
+namespace es = embedscope::engine;
+using nlohmann::json;
+
+namespace {
+
+struct CalibrateState {
+  std::vector<std::string> sessions, check;
+  std::string output, name = "this_machine";
+  bool json = false;
+};
+
+std::string rate_text(const es::CalibrationFit& f) {
+  if (f.what == "dense") return fmt::format("{:.4g} GFLOP/s", f.rate / 1e9);
+  return fmt::format("{:.4g} GB/s", f.rate / 1e9);
+}
+
+int cmd_calibrate(const CalibrateState& s) {
+  const es::Calibration cal = es::calibrate(s.sessions, s.name);
+  const json profile = es::to_json(cal.profile);
+  // the checks (every session in-sample, --check held out) simulate with a profile file: -o,
+  // else a private temporary one
+  std::string path = s.output;
+  std::string temporary;
+  if (path.empty()) {
+    temporary = (std::filesystem::temp_directory_path() / fmt::format("embedscope_calibrate_{}.json", getpid())).string();
+    path = temporary;
+  }
+  if (!path.empty()) {
+    std::ofstream f(path);
+    if (!(f << profile.dump(2) << "\n")) throw es::SpecError(fmt::format("-o: cannot write {}", path));
+  }
+  std::vector<std::pair<es::CalibrationCheck, bool>> checks;  // (check, in sample)
+  try {
+    for (const auto& p : s.sessions) checks.emplace_back(es::check_calibration(p, path), true);
+    for (const auto& p : s.check) checks.emplace_back(es::check_calibration(p, path), false);
+  } catch (...) {
+    if (!temporary.empty()) std::remove(temporary.c_str());
+    throw;
+  }
+  if (!temporary.empty()) std::remove(temporary.c_str());
+  if (s.json) {
+    json j = {{"profile", profile}, {"compute_ops", cal.compute_ops}, {"compute_r2", cal.compute_r2},
+              {"collective_r2", cal.collective_r2}, {"skipped_rank_steps", cal.skipped_rank_steps},
+              {"fits", json::array()}, {"checks", json::array()}};
+    if (!s.output.empty()) j["written"] = s.output;
+    for (const auto& f : cal.fits)
+      j["fits"].push_back({{"what", f.what}, {"samples", f.samples}, {"rate", f.rate}, {"fitted", f.fitted}, {"note", f.note}});
+    for (const auto& [c, in] : checks)
+      j["checks"].push_back({{"session", c.session}, {"workload", c.workload}, {"in_sample", in},
+                             {"measured_step_ns", c.measured_ns}, {"simulated_step_ns", c.simulated_ns}, {"error", c.error()}});
+    std::cout << dump(j) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("calibration of {} from {} session(s): {} compute ops (R^2 {:.3f}), kernel launch {} ns{}\n",
+                           cal.profile.name, cal.sessions.size(), cal.compute_ops, cal.compute_r2, cal.kernel_launch_ns,
+                           cal.skipped_rank_steps > 0
+                               ? fmt::format("; {} (rank, step) pairs skipped (ops unlike the step program)",
+                                             cal.skipped_rank_steps)
+                               : "");
+  std::cout << fmt::format("{:<16} {:>8} {:>16}  {}\n", "class", "samples", "rate", "how");
+  for (const auto& f : cal.fits) std::cout << fmt::format("{:<16} {:>8} {:>16}  {}\n", f.what, f.samples, rate_text(f), f.note);
+  std::cout << fmt::format("collectives: latency {} ns within a node (R^2 {:.3f}), {} ns across\n",
+                           cal.profile.intra_node.latency_ns, cal.collective_r2, cal.profile.inter_node.latency_ns);
+  if (!checks.empty()) {
+    std::cout << fmt::format("\n{:<10} {:>12} {:>12} {:>8}  {}\n", "check", "measured", "simulated", "error", "session");
+    for (const auto& [c, in] : checks)
+      std::cout << fmt::format("{:<10} {:>12} {:>12} {:>+7.1f}%  {} ({})\n", in ? "in-sample" : "held-out", ms(c.measured_ns),
+                               ms(c.simulated_ns), 100 * c.error(), c.session, c.workload);
+    std::cout << "(median step time, slowest rank; simulated with the fitted profile)\n";
+  }
+  if (!s.output.empty()) std::cout << fmt::format("profile: {} (use --simulate {})\n", s.output, s.output);
+  return 0;
+}
+
+}  // namespace
+
+Command add_calibrate_command(CLI::App& app) {
+  auto s = std::make_shared<CalibrateState>();
+  auto* cmd = app.add_subcommand("calibrate",
+                                 "Fit this machine's cost-model coefficients (lookup, optimizer, dense, memory kernels, "
+                                 "collectives) from measured sessions into a hardware profile, and check it by "
+                                 "simulating sessions");
+  cmd->add_option("sessions", s->sessions, "Sessions of cpu runs to fit from")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--check", s->check, "Held-out sessions to simulate with the fitted profile (step time vs measured)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("-o,--output", s->output, "Write the profile JSON here (for run/plan/scaling --simulate FILE)");
+  cmd->add_option("--name", s->name, "The profile's name (default this_machine)");
+  cmd->add_flag("--json", s->json, "Print the fits, the profile and the checks as JSON");
+  return {cmd, [s] { return cmd_calibrate(*s); }, [s] { return s->json; }};
+}
+
+}  // namespace embedscope::cli

@@ -1,0 +1,89 @@
+#pragma once
+// Calibration (issue 15, `this_machine`): the cost model's coefficients (cost_model.h) fitted
+// to the ops and collectives that measured sessions of this engine recorded, written as a
+// hardware profile that `--simulate PROFILE.json` and `scaling` accept, and a check of that
+// profile: each session simulated with it, its median step time against the measured one.
+//
+// Compute ops: the session's compute-lane ops of every measured step, paired in order with the
+// StepProgram's ops of that rank and step (the threaded executor runs the program's compute ops
+// in program order; a (rank, step) whose names differ - a reshard, say - is skipped and counted).
+// One sample per (rank, place in the run, op): the median of its durations over the measured
+// steps (rank threads sharing cores have scheduling outliers of 10x). Each sample's duration t
+// is fitted to the cost model's form
+//   t = launch + x / rate_class
+// by least squares on relative errors (each row divided by t, so that a 0.1 ms permute weighs
+// as much as the dense part; an absolute fit hands the small ops' time to the intercept)
+// with x the op's bytes (lookup: TBE forward; optimizer with rows: TBE backward; the rest:
+// memory kernels) or flops (ops with flops: dense), one launch for all (the profile has one
+// kernel_launch_ns). A coefficient the fit makes <= 0 (too few or too uniform samples) is taken
+// out and the fit repeated (an active-set non-negative least squares, Lawson & Hanson 1974,
+// "Solving Least Squares Problems", ch. 23); a class without a usable slope gets the memory
+// kernels' rate (or its own mean x / t) and says so in the profile's sources.
+// Collectives: every member of every recorded collective: transfer time = its end - the last
+// member's start (the median per rank, place, name and occurrence in the step) (the waiting for peers left out, as the simulator adds waits itself), fitted
+// to latency + max(bytes sent, bytes received) / busbw (nccl-tests' model, cost_model.h),
+// separately for groups within a node and groups that span nodes (sharding.local_world_size);
+// without cross-node samples inter_node copies intra_node.
+// The profile: hbm_bandwidth = the largest of the three memory rates, efficiencies = each rate
+// over it, dense_flops = the dense rate at efficiency 1, one node of 64 ranks (the cpu
+// executor's most) with the sessions' devices.memory_bytes, max_nodes 1: this machine.
+// Fits are honest only for what the sessions covered: the contention of that many rank threads
+// on this machine's cores is inside every coefficient.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "embedscope/engine/cost/hardware_profile.h"
+
+namespace embedscope::engine {
+
+/// One fitted coefficient set t = intercept_ns + x / rate, with its samples and fit quality.
+struct CalibrationFit {
+  std::string what;         ///< "lookup", "tbe_backward", "dense", "memory_kernels", "intra_node", "inter_node"
+  int samples = 0;          ///< ops (or collective members) of this class
+  double rate = 0;          ///< bytes/s, or flop/s for dense
+  bool fitted = false;      ///< false: the rate was taken from elsewhere (see note)
+  std::string note;         ///< how the rate was obtained
+};
+
+/// The result of calibrate.
+struct Calibration {
+  HardwareProfile profile;
+  std::vector<CalibrationFit> fits;
+  int64_t kernel_launch_ns = 0;    ///< the fitted fixed cost of a compute op
+  double compute_r2 = 0;           ///< coefficient of determination of the compute fit, in (-inf, 1]
+  double collective_r2 = 0;        ///< the same of the intra-node collective fit
+  int compute_ops = 0;             ///< op samples used
+  int skipped_rank_steps = 0;      ///< (rank, step) pairs whose ops did not match the program
+  std::vector<std::string> sessions;
+};
+
+/// Fits this machine's profile (named `name`) from sessions this engine recorded on cpu ranks.
+/// Throws SpecError naming the file for a session without workload_json / sharding_plan_json,
+/// a simulated or imported session, an lm_embedding session, or one without a measured step;
+/// and when all sessions together give no compute op or no collective to fit.
+Calibration calibrate(const std::vector<std::string>& session_paths, const std::string& name = "this_machine");
+
+/// A hardware profile as the JSON parse_hardware_profile reads (round trip).
+nlohmann::json to_json(const HardwareProfile& p);
+
+/// One session simulated with a profile: the median over measured steps of the slowest rank's
+/// step time, measured (the session's steps table) and simulated.
+struct CalibrationCheck {
+  std::string session;
+  std::string workload;        ///< "criteo_kaggle, 4 ranks, row_wise, base" for people
+  int64_t measured_ns = 0, simulated_ns = 0;
+  double error() const {       ///< (simulated - measured) / measured
+    return measured_ns > 0 ? static_cast<double>(simulated_ns - measured_ns) / static_cast<double>(measured_ns) : 0.0;
+  }
+};
+
+/// Simulates the session's workload and plan with the profile file `profile_path` (its
+/// devices.backend set to simulated) and compares step times. Throws what calibrate throws for
+/// the session, and SpecError when the simulation does not complete.
+CalibrationCheck check_calibration(const std::string& session_path, const std::string& profile_path);
+
+}  // namespace embedscope::engine

@@ -1,0 +1,135 @@
+// Calibration (cost/calibration.h): fitted from a session whose every duration is the cost
+// model's own (a simulated run on the round-numbers profile, relabelled as measured), it must
+// give back that profile's coefficients; the written profile round-trips through the parser;
+// a session it cannot pair is refused naming the file; `embedscope calibrate` prints the checks.
+#include <gtest/gtest.h>
+
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/cost/calibration.h"
+#include "embedscope/engine/exec/backend.h"
+#include "embedscope/engine/exec/run.h"
+#include "embedscope/engine/workload/presets.h"
+#include "embedscope/engine/workload/spec_error.h"
+#include "support/cli_run.h"
+
+namespace es = embedscope::engine;
+namespace fs = std::filesystem;
+
+namespace {
+const std::string kProfile = std::string(EMBEDSCOPE_TEST_DATA) + "/hardware/round_numbers.json";
+
+fs::path scratch() {
+  static const fs::path d = [] {
+    const fs::path p = fs::temp_directory_path() / ("es_calibration_" + std::to_string(getpid()));
+    fs::remove_all(p);
+    fs::create_directories(p);
+    return p;
+  }();
+  return d;
+}
+
+// criteo_kaggle on 2 simulated ranks of one round-numbers node, written to `name`, then marked
+// measured (metadata simulated = 0), as if a machine had run exactly at the profile's rates.
+std::string simulated_as_measured(const std::string& name, es::ShardingType type) {
+  es::WorkloadSpec s = es::load_preset("criteo_kaggle");
+  s.devices.backend = es::Backend::simulated;
+  s.devices.hardware = kProfile;
+  s.devices.count = 2;
+  s.devices.memory_bytes = int64_t{8} << 30;
+  s.batch_size = 4096;
+  s.steps = 3;
+  s.warmup_steps = 1;
+  s.sharding.default_type = type;
+  s = es::with_resolved_backend(s, "test");
+  const std::string path = (scratch() / name).string();
+  es::TrainerOptions o;
+  o.session_path = path;
+  o.session_overwrite = true;
+  EXPECT_EQ(es::run_training(s, es::plan_sharding(s), o).ended, es::RunEnd::complete);
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db, "UPDATE metadata SET value = '0' WHERE key = 'simulated'", nullptr, nullptr, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  return path;
+}
+}  // namespace
+
+TEST(Calibration, RecoversTheCoefficientsOfTheModelThatTimedTheSession) {
+  const std::string a = simulated_as_measured("tw.db", es::ShardingType::table_wise);
+  const std::string b = simulated_as_measured("rw.db", es::ShardingType::row_wise);
+  const es::Calibration cal = es::calibrate({a, b});
+  // round_numbers: launch 1 us; HBM 1e12 B/s x efficiency: lookup 0.5, TBE backward 0.25,
+  // memory kernels 1.0; dense 1e13 x 0.5; within a node 1e11 B/s busbw, 1 us latency
+  EXPECT_NEAR(static_cast<double>(cal.kernel_launch_ns), 1000.0, 5.0);
+  std::map<std::string, double> rate;
+  for (const auto& f : cal.fits) rate[f.what] = f.rate;
+  EXPECT_NEAR(rate["lookup"] / 5e11, 1.0, 0.01);
+  EXPECT_NEAR(rate["tbe_backward"] / 2.5e11, 1.0, 0.01);
+  EXPECT_NEAR(rate["memory_kernels"] / 1e12, 1.0, 0.01);
+  EXPECT_NEAR(rate["dense"] / 5e12, 1.0, 0.01);
+  EXPECT_GT(cal.compute_r2, 0.999);
+  EXPECT_NEAR(cal.profile.intra_node.bus_bandwidth_bytes_per_s / 1e11, 1.0, 0.05);
+  EXPECT_NEAR(static_cast<double>(cal.profile.intra_node.latency_ns), 1000.0, 100.0);
+  EXPECT_EQ(cal.skipped_rank_steps, 0);
+  EXPECT_EQ(cal.profile.gpu.memory_bytes, int64_t{8} << 30);
+  // the profile as the parser reads it, equal field by field
+  const es::HardwareProfile back = es::parse_hardware_profile(es::to_json(cal.profile).dump(), "round trip");
+  EXPECT_EQ(es::to_json(back), es::to_json(cal.profile));
+  EXPECT_NEAR(back.gpu.hbm_bandwidth_bytes_per_s * back.gpu.tbe_forward_efficiency, rate["lookup"], 1.0);
+  // simulated again with the fitted profile, each session's step time comes back
+  const std::string file = (scratch() / "fitted.json").string();
+  std::ofstream(file) << es::to_json(cal.profile).dump(2);
+  for (const std::string& s : {a, b}) {
+    const es::CalibrationCheck c = es::check_calibration(s, file);
+    EXPECT_GT(c.measured_ns, 0);
+    EXPECT_LT(std::abs(c.error()), 0.02) << s << ": measured " << c.measured_ns << " simulated " << c.simulated_ns;
+  }
+}
+
+TEST(Calibration, RefusesSessionsItCannotPairNamingTheFile) {
+  es::WorkloadSpec s = es::load_preset("tiny");
+  s.devices.backend = es::Backend::simulated;
+  s.devices.hardware = kProfile;
+  s.steps = 1;
+  s = es::with_resolved_backend(s, "test");
+  const std::string sim = (scratch() / "simulated.db").string();
+  es::TrainerOptions o;
+  o.session_path = sim;
+  o.session_overwrite = true;
+  ASSERT_EQ(es::run_training(s, es::plan_sharding(s), o).ended, es::RunEnd::complete);
+  try {
+    es::calibrate({sim});
+    FAIL() << "expected SpecError";
+  } catch (const es::SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find(sim + ": a simulated session"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(es::calibrate({}), es::SpecError);
+  auto r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "calibrate " + sim, scratch());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("a simulated session"), std::string::npos) << r.err;
+}
+
+TEST(CalibrateCli, WritesTheProfileAndPrintsTheChecks) {
+  const std::string a = simulated_as_measured("cli_tw.db", es::ShardingType::table_wise);
+  const std::string held = simulated_as_measured("cli_cw.db", es::ShardingType::column_wise);
+  const std::string out = (scratch() / "this_machine.json").string();
+  auto r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "calibrate " + a + " --check " + held + " -o " + out + " --json",
+                                             scratch());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["checks"].size(), 2u);
+  EXPECT_TRUE(j["checks"][0]["in_sample"].get<bool>());
+  EXPECT_FALSE(j["checks"][1]["in_sample"].get<bool>());
+  // column_wise was not in the fit, but its ops are of the same kinds: the same model times it
+  EXPECT_LT(std::abs(j["checks"][1]["error"].get<double>()), 0.05) << j["checks"][1].dump();
+  EXPECT_EQ(es::load_hardware_profile(out).name, "this_machine");
+  EXPECT_EQ(j["profile"]["name"], "this_machine");
+}
