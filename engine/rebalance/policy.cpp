@@ -11,6 +11,7 @@
 
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/quant/row_codec.h"
+#include "embedscope/engine/rebalance/type_change.h"
 
 namespace embedscope::engine::rebalance {
 
@@ -59,7 +60,7 @@ bool movable(const TablePlan& tp) { return tp.type == ShardingType::table_wise &
 /// What the search below carries: the plan so far, its loads, the bytes moved, the refusals.
 struct State {
   const WorkloadSpec& spec;
-  const ObservedLoad& load;
+  ObservedLoad load;  // a table changed to row_wise carries its predicted ids per row shard
   int64_t budget;  // 0 = unlimited
   ShardingPlan plan;
   std::vector<int64_t> rank_load;
@@ -70,26 +71,21 @@ struct State {
   int64_t table_ids(int t) const { return load.ids[static_cast<size_t>(t)][0]; }
   int rank_of(int t) const { return plan.tables[static_cast<size_t>(t)].shards[0].rank; }
 
-  /// Moves table t to rank `to` if budget and memory allow; else records why not.
-  bool try_move(int t, int to) {
-    const int from = rank_of(t);
-    const int64_t b = table_wise_move_bytes(spec, t);
+  /// Why `next` (after a change of table t costing `b` bytes, `next_bytes` in all) cannot be
+  /// taken, recorded once per (table, target) with `what` ("to rank 2", "to row_wise over 4
+  /// ranks"); true when it can.
+  bool admit(int t, int from, int to, int64_t b, int64_t next_bytes, const ShardingPlan& next, const std::string& what) {
     const std::string& name = spec.tables[static_cast<size_t>(t)].name;
     auto refuse = [&](std::string why) {
       for (const RefusedMove& r : refused)
         if (r.table == t && r.to == to) return false;  // said once
-      refused.push_back({t, from, to, b, fmt::format("table \"{}\" ({}) from rank {} to rank {}: {}", name,
-                                                     format_bytes(b), from, to, why)});
+      refused.push_back({t, from, to, b, fmt::format("table \"{}\" ({}) from rank {} {}: {}", name, format_bytes(b),
+                                                     from, what, why)});
       return false;
     };
-    // net bytes: a table that goes back to its origin costs nothing, one moved on counts once
-    const int o = origin[static_cast<size_t>(t)];
-    const int64_t next_bytes = bytes - (from != o ? b : 0) + (to != o ? b : 0);
     if (budget > 0 && next_bytes > budget)
       return refuse(fmt::format("exceeds max_bytes_per_move: {} already moved + {} > {}", format_bytes(bytes),
                                 format_bytes(b), format_bytes(budget)));
-    ShardingPlan next = plan;
-    next.tables[static_cast<size_t>(t)].shards[0].rank = to;
     for (const DeviceMemoryEstimate& e : estimate_memory(spec, next)) {
       if (e.total() <= spec.devices.memory_bytes) continue;
       return refuse(fmt::format("rank {} would need {} of {} (weights {}, optimizer state {}, dense {}, buffers {})",
@@ -97,6 +93,38 @@ struct State {
                                 format_bytes(e.weights), format_bytes(e.optimizer_state), format_bytes(e.dense),
                                 format_bytes(e.buffers)));
     }
+    return true;
+  }
+
+  /// Changes table_wise table t to row_wise over every rank if budget and memory allow (the
+  /// refusal's `to` is -1); its ids go to the row shards as row_wise_predicted_ids.
+  bool try_row_wise(int t) {
+    const int from = rank_of(t), W = plan.world_size;
+    const int64_t b = row_wise_change_bytes(spec, t, from, W);
+    ShardingPlan next = plan;
+    next.tables[static_cast<size_t>(t)] = row_wise_table_plan(spec, t, W);
+    if (!admit(t, from, -1, b, bytes + b, next, fmt::format("to row_wise over {} ranks", W))) return false;
+    const int64_t ids = table_ids(t);
+    const TablePlan& tp = next.tables[static_cast<size_t>(t)];
+    load.ids[static_cast<size_t>(t)] = row_wise_predicted_ids(ids, tp);
+    rank_load[static_cast<size_t>(from)] -= ids;
+    for (size_t i = 0; i < tp.shards.size(); ++i)
+      rank_load[static_cast<size_t>(tp.shards[i].rank)] += load.ids[static_cast<size_t>(t)][i];
+    plan = std::move(next);
+    bytes += b;
+    return true;
+  }
+
+  /// Moves table t to rank `to` if budget and memory allow; else records why not.
+  bool try_move(int t, int to) {
+    const int from = rank_of(t);
+    const int64_t b = table_wise_move_bytes(spec, t);
+    // net bytes: a table that goes back to its origin costs nothing, one moved on counts once
+    const int o = origin[static_cast<size_t>(t)];
+    const int64_t next_bytes = bytes - (from != o ? b : 0) + (to != o ? b : 0);
+    ShardingPlan next = plan;
+    next.tables[static_cast<size_t>(t)].shards[0].rank = to;
+    if (!admit(t, from, to, b, next_bytes, next, fmt::format("to rank {}", to))) return false;
     plan = std::move(next);
     const int64_t ids = table_ids(t);
     rank_load[static_cast<size_t>(from)] -= ids;
@@ -172,6 +200,34 @@ State descent(State s) {
   return s;
 }
 
+/// The row_wise candidate's start: every table_wise table whose ids alone exceed the mean rank
+/// load (ids x world > all ids), heaviest first (ties: lower table), changed to row_wise where
+/// the budget and memory allow. Returns whether any table changed.
+bool split_hot_tables(State& s) {
+  const int W = s.plan.world_size;
+  const int64_t total = std::accumulate(s.rank_load.begin(), s.rank_load.end(), int64_t{0});
+  if (W < 2 || total <= 0) return false;
+  std::vector<int> order = movable_tables(s.plan);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return s.table_ids(a) > s.table_ids(b); });
+  bool changed = false;
+  for (int t : order) {
+    if (s.table_ids(t) * W <= total) break;
+    changed = s.try_row_wise(t) || changed;
+  }
+  return changed;
+}
+
+int64_t max_load(const State& s) { return *std::max_element(s.rank_load.begin(), s.rank_load.end()); }
+
+/// The better of LPT and descent from `start`: the lower predicted maximum; on a tie the fewer
+/// bytes (then LPT).
+State best_of_searches(const State& start) {
+  State a = lpt(start);
+  State b = descent(start);
+  if (std::make_tuple(max_load(b), b.bytes) < std::make_tuple(max_load(a), a.bytes)) return b;
+  return a;
+}
+
 }  // namespace
 
 Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const ObservedLoad& load,
@@ -179,12 +235,19 @@ Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const Ob
   const std::vector<int64_t> before = load_per_rank(current, load);
   State start{spec, load, max_bytes_per_move, current, before, {}, {}, 0};
   for (const TablePlan& tp : current.tables) start.origin.push_back(tp.shards.empty() ? -1 : tp.shards[0].rank);
-  State a = lpt(start);
-  State b = descent(start);
-  // the lower predicted maximum; on a tie the fewer bytes (then LPT)
-  const int64_t max_a = *std::max_element(a.rank_load.begin(), a.rank_load.end());
-  const int64_t max_b = *std::max_element(b.rank_load.begin(), b.rank_load.end());
-  State& best = std::tie(max_b, b.bytes) < std::tie(max_a, a.bytes) ? b : a;
+  State whole = best_of_searches(start);
+  std::optional<State> split;
+  if (spec.rebalance.row_wise_hot_tables) {
+    State s = start;
+    if (split_hot_tables(s)) {
+      split.emplace(best_of_searches(s));
+    } else {  // nothing could change (budget, memory): say why beside the whole-table moves
+      for (RefusedMove& r : s.refused) whole.refused.push_back(std::move(r));
+    }
+  }
+  const State& best = split && std::make_tuple(max_load(*split), split->bytes) < std::make_tuple(max_load(whole), whole.bytes)
+                          ? *split
+                          : whole;
   Proposal p;
   p.load_before = before;
   p.imbalance_before = imbalance(before);
@@ -193,12 +256,18 @@ Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const Ob
   // the net moves: every table-wise table whose rank differs from the current plan's, in table order
   for (size_t t = 0; t < current.tables.size(); ++t) {
     if (!movable(current.tables[t])) continue;
-    const int from = start.origin[t], to = best.plan.tables[t].shards[0].rank;
+    const int from = start.origin[t];
+    if (best.plan.tables[t].type == ShardingType::row_wise) {
+      p.changes.push_back({static_cast<int>(t), from, ShardingType::table_wise, ShardingType::row_wise, load.ids[t][0],
+                           row_wise_change_bytes(spec, static_cast<int>(t), from, current.world_size)});
+      continue;
+    }
+    const int to = best.plan.tables[t].shards[0].rank;
     if (from == to) continue;
     p.moves.push_back({static_cast<int>(t), from, to, load.ids[t][0], table_wise_move_bytes(spec, static_cast<int>(t))});
   }
-  p.plan = std::move(best.plan);
-  p.refused = std::move(best.refused);
+  p.plan = best.plan;
+  p.refused = best.refused;
   p.bytes_moved = best.bytes;
   return p;
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -27,6 +28,8 @@ std::string live_rebalance_unsupported(const WorkloadSpec& spec, const std::stri
     if (t.optimizer_state_type != OptimizerStateType::fp32)
       return fmt::format("/tables/{}/optimizer_state_type: live rebalancing moves fp32 optimizer state, not {}", t.name,
                          enum_name(t.optimizer_state_type));
+    if (t.low_rank_dim > 0)
+      return fmt::format("/tables/{}/low_rank_dim: live rebalancing moves full rows, not factorized tables (A x B)", t.name);
   }
   return "";
 }
@@ -77,13 +80,62 @@ MoveFloats move_floats(const WorkloadSpec& spec, int table) {
   return {ts.rows() * ts.embedding_dim, m1, m2};
 }
 
-ReshardCounts reshard_counts(const WorkloadSpec& spec, const std::vector<TableMove>& moves, int me, int world) {
+MoveFloats row_floats(const WorkloadSpec& spec, int table) {
+  const TableSpec& ts = spec.tables.at(static_cast<size_t>(table));
+  const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, 1, ts.embedding_dim);
+  return {ts.embedding_dim, m1, m2};
+}
+
+namespace {
+
+bool same_shards(const TablePlan& a, const TablePlan& b) {
+  if (a.type != b.type || a.shards.size() != b.shards.size()) return false;
+  for (size_t i = 0; i < a.shards.size(); ++i) {
+    const Shard &x = a.shards[i], &y = b.shards[i];
+    if (std::tie(x.rank, x.row_offset, x.num_rows, x.col_offset, x.num_cols) !=
+        std::tie(y.rank, y.row_offset, y.num_rows, y.col_offset, y.num_cols))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<RowTransfer> row_transfers(const ShardingPlan& from, const ShardingPlan& to) {
+  if (from.tables.size() != to.tables.size() || from.world_size != to.world_size)
+    throw std::invalid_argument(fmt::format("reshard: a plan of {} tables on {} ranks into one of {} on {}",
+                                            from.tables.size(), from.world_size, to.tables.size(), to.world_size));
+  std::vector<RowTransfer> out;
+  for (size_t t = 0; t < from.tables.size(); ++t) {
+    const TablePlan &a = from.tables[t], &b = to.tables[t];
+    if (same_shards(a, b)) continue;
+    for (const TablePlan* tp : {&a, &b})
+      if (tp->type != ShardingType::table_wise && tp->type != ShardingType::row_wise)
+        throw std::invalid_argument(fmt::format("reshard: table {} changes as {}; live resharding moves table_wise and "
+                                                "row_wise tables",
+                                                t, to_string(tp->type)));
+    for (size_t j = 0; j < b.shards.size(); ++j) {
+      const Shard& n = b.shards[j];
+      for (size_t i = 0; i < a.shards.size(); ++i) {
+        const Shard& o = a.shards[i];
+        const int64_t lo = std::max(n.row_offset, o.row_offset);
+        const int64_t hi = std::min(n.row_offset + n.num_rows, o.row_offset + o.num_rows);
+        if (hi <= lo) continue;
+        out.push_back({static_cast<int>(t), o.rank, n.rank, static_cast<int>(i), static_cast<int>(j), lo - o.row_offset,
+                       lo - n.row_offset, hi - lo});
+      }
+    }
+  }
+  return out;
+}
+
+ReshardCounts reshard_counts(const WorkloadSpec& spec, const std::vector<RowTransfer>& transfers, int me, int world) {
   ReshardCounts c{std::vector<int64_t>(static_cast<size_t>(world), 0), std::vector<int64_t>(static_cast<size_t>(world), 0)};
-  for (const TableMove& m : moves) {
-    if (m.from == m.to) continue;
-    const int64_t n = move_floats(spec, m.table).total();
-    if (m.from == me) c.send[static_cast<size_t>(m.to)] += n;
-    if (m.to == me) c.recv[static_cast<size_t>(m.from)] += n;
+  for (const RowTransfer& x : transfers) {
+    if (x.from == x.to) continue;
+    const int64_t n = x.rows * row_floats(spec, x.table).total();
+    if (x.from == me) c.send[static_cast<size_t>(x.to)] += n;
+    if (x.to == me) c.recv[static_cast<size_t>(x.from)] += n;
   }
   return c;
 }

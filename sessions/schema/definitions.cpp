@@ -289,7 +289,7 @@ const RecordTable<RebalanceRecord>& rebalances_table() {
        "policy have no rows."},
       {field<&RebalanceRecord::step>("step", "measured step after which it ran; the new plan serves from step + 1"),
        field<&RebalanceRecord::reason>("reason", "the trigger, e.g. `every 5 steps`, `imbalance 2.80 > 1.50 over steps 3..4`"),
-       field<&RebalanceRecord::moves>("moves", "tables moved"),
+       field<&RebalanceRecord::moves>("moves", "tables moved whole or changed to row_wise"),
        field<&RebalanceRecord::bytes_moved>("bytes_moved", "weights + optimizer state of the moved tables, bytes"),
        field<&RebalanceRecord::window_steps>("window_steps", "steps the load before was observed over"),
        field<&RebalanceRecord::imbalance_before>("imbalance_before", "max/mean ids looked up per rank over those steps"),
@@ -307,15 +307,21 @@ const RecordTable<RebalanceRecord>& rebalances_table() {
 const RecordTable<PlanChangeRecord>& plan_changes_table() {
   static const RecordTable<PlanChangeRecord> t(
       {"plan_changes", "shards moved by live rebalances: the plan over time", {"step", "table_index", "shard_index"}, true, 6,
-       "The plan at measured step s is `shards` with every change of `step` <= s applied in `step` order. Older files "
-       "have no such table (their plan never changed)."},
+       "The plan at measured step s is `shards` with every change of `step` <= s applied in `step` order; a change of "
+       "type (`from_type` table_wise, `to_type` row_wise: one row per new shard) replaces the table's shards by the rows of "
+       "that step. Older files have no such table (their plan never changed); version 6 files have no types or rows "
+       "(every change is a table_wise move of all rows)."},
       {field<&PlanChangeRecord::step>("step", "first measured step under the new placement"),
        field<&PlanChangeRecord::table>("table_index", "index into `workload_json` tables"),
        field<&PlanChangeRecord::table_name>("table_name", "the table's name"),
        field<&PlanChangeRecord::shard_index>("shard_index", "index among the table's shards (`shards.shard_index`)"),
        field<&PlanChangeRecord::from_rank>("from_rank", "the rank that held it before"),
        field<&PlanChangeRecord::to_rank>("to_rank", "the rank holding it from `step` on"),
-       field<&PlanChangeRecord::bytes>("bytes", "weights + optimizer state moved, bytes")});
+       field<&PlanChangeRecord::bytes>("bytes", "weights + optimizer state moved, bytes (0: the rows stayed on their rank)"),
+       field<&PlanChangeRecord::from_type>("from_type", "the table's sharding type before, e.g. `table_wise`", 7),
+       field<&PlanChangeRecord::to_type>("to_type", "its sharding type from `step` on: `table_wise` (a move) or `row_wise`", 7),
+       field<&PlanChangeRecord::row_offset>("row_offset", "first row of the shard", 7),
+       field<&PlanChangeRecord::num_rows>("num_rows", "rows of the shard; -1 in older files (all the table's rows)", 7)});
   return t;
 }
 

@@ -109,8 +109,13 @@ int cmd_rebalance(const RebalanceState& s) {
               {"lookup_ns_saved_per_step_predicted", saved_ns_per_step},
               {"worth_it", p.worth_it()},
               {"moves", json::array()},
+              {"changes", json::array()},
               {"refused", json::array()},
               {"plan", es::to_json(spec, p.plan)}};
+    for (const auto& c : p.changes)
+      j["changes"].push_back({{"table", spec.tables[static_cast<size_t>(c.table)].name}, {"from", c.from},
+                              {"from_type", es::to_string(c.from_type)}, {"to_type", es::to_string(c.to_type)},
+                              {"ids", c.ids}, {"bytes", c.bytes}});
     for (const auto& m : p.moves)
       j["moves"].push_back({{"table", spec.tables[static_cast<size_t>(m.table)].name}, {"from", m.from}, {"to", m.to},
                             {"ids", m.ids}, {"bytes", m.bytes}});
@@ -127,12 +132,17 @@ int cmd_rebalance(const RebalanceState& s) {
     std::cout << fmt::format("{:<5} {:>14} {:>14}\n", r, p.load_before[r], p.load_after[r]);
   std::cout << fmt::format("imbalance    ids max/mean {:.2f} observed; {:.2f} predicted after the moves\n",
                            p.imbalance_before, p.imbalance_after);
-  std::cout << fmt::format("moves        {} table(s), {} of weights and optimizer state{}\n", p.moves.size(),
+  std::cout << fmt::format("moves        {} table(s), {} of weights and optimizer state{}\n", p.moves.size() + p.changes.size(),
                            es::format_bytes(p.bytes_moved),
                            max_bytes > 0 ? fmt::format(" (max_bytes_per_move {})", es::format_bytes(max_bytes)) : "");
   for (const auto& m : p.moves)
     std::cout << fmt::format("  {:<20} rank {} -> rank {}  {} ids  {}\n", spec.tables[static_cast<size_t>(m.table)].name,
                              m.from, m.to, m.ids, es::format_bytes(m.bytes));
+  for (const auto& c : p.changes)
+    std::cout << fmt::format("  {:<20} rank {} -> {} over {} ranks ({} -> {})  {} ids  {}\n",
+                             spec.tables[static_cast<size_t>(c.table)].name, c.from, es::to_string(c.to_type),
+                             p.plan.world_size, es::to_string(c.from_type), es::to_string(c.to_type), c.ids,
+                             es::format_bytes(c.bytes));
   for (const auto& r : p.refused) std::cout << fmt::format("  refused: {}\n", r.reason);
   std::cout << fmt::format("gain         the slowest rank looks up {:.0f} fewer ids a step: about {} of lookup a step at the "
                            "session's {:.1f} ns per id\n",

@@ -71,8 +71,10 @@ std::string table_storage_text(const std::string& meta, int64_t steps) {
 // The live rebalances (tables `rebalances`, analysis/rebalance_effect.h): per rebalance the
 // step, the tables moved and bytes, ids max/mean before / predicted / observed after, the
 // median step time before and after, the time spent and the steps it took to pay for itself.
+// Under each rebalance its plan changes (table `plan_changes`): a table_wise move "t1 rank 0 ->
+// rank 1", a change of type "t3 table_wise -> row_wise: rank 0 -> shards on ranks 0..3".
 // "" without rebalances.
-std::string rebalances_text(const std::vector<ss::RebalanceEffect>& effects) {
+std::string rebalances_text(const std::vector<ss::RebalanceEffect>& effects, const std::vector<ss::PlanChangeRecord>& changes) {
   if (effects.empty()) return "";
   auto t = [](int64_t ns) { return ns < 0 ? std::string("-") : ms(ns); };
   std::string out = "live rebalances (ids max/mean before, predicted, observed after; median step time before -> after)\n";
@@ -87,6 +89,24 @@ std::string rebalances_text(const std::vector<ss::RebalanceEffect>& effects) {
                        e.amortised_after_steps < 0 ? std::string("-") : fmt::format("{:.1f} steps", e.amortised_after_steps),
                        r.reason);
     if (!r.refused.empty()) out += "        refused: " + r.refused + "\n";
+    for (size_t i = 0; i < changes.size(); ++i) {
+      const auto& c = changes[i];
+      if (c.step != r.step + 1) continue;
+      if (c.from_type == c.to_type) {
+        out += fmt::format("        {}: rank {} -> rank {} ({})\n", c.table_name, c.from_rank, c.to_rank, es::format_bytes(c.bytes));
+        continue;
+      }
+      // a change of type: its shards are consecutive rows of the same step and table
+      if (i > 0 && changes[i - 1].step == c.step && changes[i - 1].table == c.table) continue;
+      std::vector<std::string> ranks;
+      int64_t bytes = 0;
+      for (size_t k = i; k < changes.size() && changes[k].step == c.step && changes[k].table == c.table; ++k) {
+        ranks.push_back(std::to_string(changes[k].to_rank));
+        bytes += changes[k].bytes;
+      }
+      out += fmt::format("        {}: {} -> {}, rank {} -> shards on ranks {} ({})\n", c.table_name, c.from_type, c.to_type,
+                         c.from_rank, fmt::join(ranks, ","), es::format_bytes(bytes));
+    }
   }
   return out + "\n";
 }
@@ -138,6 +158,12 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                                  {"step_p50_before_ns", e.step_p50_before_ns}, {"step_p50_after_ns", e.step_p50_after_ns},
                                  {"amortised_after_steps", e.amortised_after_steps}, {"refused", r.refused}});
     }
+    j["plan_changes"] = json::array();
+    for (const auto& c : session.plan_changes())
+      j["plan_changes"].push_back({{"step", c.step}, {"table", c.table_name}, {"shard_index", c.shard_index},
+                                   {"from_rank", c.from_rank}, {"to_rank", c.to_rank}, {"from_type", c.from_type},
+                                   {"to_type", c.to_type}, {"row_offset", c.row_offset}, {"num_rows", c.num_rows},
+                                   {"bytes", c.bytes}});
     for (const auto& r : st.ranks) {
       json cats = json::object();
       for (int c = 0; c < ss::kNumCategories; ++c)
@@ -226,7 +252,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                            st.overlap_pct, ms(st.exposed_comm_ns), ms(st.exposed_comm_ns / st.steps));
   std::cout << fmt::format("imbalance    ids looked up max/mean {:.2f}; lookup time max/mean {:.2f}\n\n",
                            st.lookups_max_over_mean, st.lookup_time_max_over_mean);
-  std::cout << rebalances_text(ss::rebalance_effects(session));
+  std::cout << rebalances_text(ss::rebalance_effects(session), session.plan_changes());
   std::cout << fmt::format("{:<5} {:>11} {:>11} {:>13} {:>11} {:>9} {:>14} {:>12} {:>14}\n", "rank", "compute", "comm",
                            "exposed comm", "idle", "overlap", "ids looked up", "bytes sent", "bytes received");
   for (const auto& r : st.ranks)

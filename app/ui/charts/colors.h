@@ -36,6 +36,9 @@ inline QColor setup_wait_color() { return QColor(0xc8, 0xb0, 0x7a); }
 /// stands out on the red of exposed communication (on light and dark palettes).
 inline QColor hang_marker_color() { return QColor(0x00, 0xb4, 0xe6); }
 
+/// A live rebalance on the timeline (core/rebalance_marks.h): a dark green no category uses.
+inline QColor rebalance_marker_color() { return QColor(0x1a, 0x8a, 0x3a); }
+
 /// The critical path (sessions/critical_path.h) drawn under the ops that bound each step.
 inline QColor critical_path_color() { return QColor(0xc0, 0x00, 0xc0); }
 

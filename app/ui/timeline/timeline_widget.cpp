@@ -84,6 +84,7 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
       }
       hung_ = hung_op(*site, lanes, ranks, session_->strings());
     }
+  marks_ = ui::rebalance_marks(*session_);
   scale_ = TimeScale(begin, end, 800);  // the extent of what was recorded (not the setup before it)
   fit();  // the measured steps, when there are any (Shift+F: everything)
   history_ = ZoomHistory(view());
@@ -210,6 +211,20 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
       p.setPen(c);
       p.drawText(box, Qt::AlignCenter, label);
     }
+  }
+  // live rebalances: a line across the rows and a label on the axis
+  for (size_t i = 0; i < marks_.size(); ++i) {
+    if (marks_[i].t_ns < scale_.t0() || marks_[i].t_ns > scale_.t1()) continue;
+    const QColor c = rebalance_marker_color();
+    const double x = mark_x(i);
+    p.setPen(QPen(c, 2));
+    p.drawLine(QPointF(x, kAxis), QPointF(x, bottom));
+    const QString label = "rebalance";
+    const int w = p.fontMetrics().horizontalAdvance(label) + 6;
+    const QRectF box(std::min(x + 2, static_cast<double>(width() - w)), 1, w, kAxis - 10);
+    p.fillRect(box, c);
+    p.setPen(palette().base().color());
+    p.drawText(box, Qt::AlignCenter, label);
   }
   // the selected op, outlined (at least 3 px wide so that a thin op stays visible)
   if (selected_) {
@@ -442,6 +457,11 @@ void TimelineWidget::mouseMoveEvent(QMouseEvent* e) {
       return;
     }
   }
+  const auto mark = mark_at(e->position().toPoint());
+  if (mark && e->position().y() < kAxis) {  // the label on the axis
+    QToolTip::showText(e->globalPosition().toPoint(), QString::fromStdString(marks_[*mark].text), this);
+    return;
+  }
   if (const auto r = op_at(e->position().toPoint())) {
     const auto& o = op(*r);
     QString tip = QString("%1\nrank %2, %3 lane, %4\nstart %5, duration %6")
@@ -456,9 +476,23 @@ void TimelineWidget::mouseMoveEvent(QMouseEvent* e) {
     if (const int64_t wait = setup_wait_ns(*r); wait > 0)
       tip += QString("\nset-up wait %1 (not exposed communication)").arg(QString::fromStdString(format_duration(wait)));
     QToolTip::showText(e->globalPosition().toPoint(), tip, this);
+  } else if (mark) {
+    QToolTip::showText(e->globalPosition().toPoint(), QString::fromStdString(marks_[*mark].text), this);
   } else {
     QToolTip::hideText();
   }
+}
+
+double TimelineWidget::mark_x(size_t i) const { return kGutter + scale_.x(marks_.at(i).t_ns); }
+
+std::optional<size_t> TimelineWidget::mark_at(QPoint p) const {
+  for (size_t i = 0; i < marks_.size(); ++i) {
+    if (marks_[i].t_ns < scale_.t0() || marks_[i].t_ns > scale_.t1()) continue;
+    const double x = mark_x(i);
+    // the line, or the label to its right on the axis
+    if (std::abs(p.x() - x) <= 3 || (p.y() < kAxis && p.x() >= x && p.x() <= x + 70)) return i;
+  }
+  return std::nullopt;
 }
 
 void TimelineWidget::mouseReleaseEvent(QMouseEvent* e) {

@@ -21,6 +21,7 @@
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/critical_path.h"
 #include "embedscope/sessions/store/session.h"
+#include "core/rebalance_marks.h"
 #include "core/timeline_math.h"
 
 namespace embedscope::ui {
@@ -82,6 +83,14 @@ class TimelineWidget : public QWidget {
   std::optional<OpRef> hung() const { return hung_; }
   /// How much of a communication op is set-up wait, ns (0 for other ops).
   int64_t setup_wait_ns(OpRef op) const;
+  /// The live rebalances of the session (core/rebalance_marks.h), drawn as a line across the
+  /// rows at each one's start with "rebalance" on the time axis; hovering the label or the line
+  /// (where no op is under the cursor) shows its text.
+  const std::vector<RebalanceMark>& rebalance_marks() const { return marks_; }
+  /// The widget x of mark i (kGutter + the scale's x of its time).
+  double mark_x(size_t i) const;
+  /// The mark within 3 px of widget pixel p (the visible ones), if any.
+  std::optional<size_t> mark_at(QPoint p) const;
   /// The critical path to draw (segments of every step, any order; empty: none): a bar under
   /// each op segment on its row, a dotted bar for a gap, and a line where the path moves to
   /// another row.
@@ -127,6 +136,7 @@ class TimelineWidget : public QWidget {
   std::map<int32_t, std::vector<ViewRange>> setup_;  // per rank: set-up waits
   int64_t warmup_steps_ = 0;
   std::optional<OpRef> hung_;
+  std::vector<RebalanceMark> marks_;
   std::vector<int64_t> step_starts_;
   std::map<int64_t, ViewRange> steps_;
   TimeScale scale_;

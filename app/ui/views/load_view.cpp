@@ -2,6 +2,7 @@
 
 #include "charts/colors.h"
 #include "charts/plot_axes.h"
+#include "core/rebalance_marks.h"
 #include "jobs/analysis_job.h"
 #include "models/input_stats_model.h"
 
@@ -10,6 +11,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QTableView>
+#include <QTableWidget>
 #include <QToolTip>
 
 #include <qcustomplot.h>
@@ -75,7 +77,7 @@ LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidg
       step_plot_(new QCustomPlot(this)), imbalance_plot_(new QCustomPlot(this)), rank_plot_(new QCustomPlot(this)),
       row_plot_(new QCustomPlot(this)), row_note_(new QLabel(this)), status_(new QLabel(this)), job_(new AnalysisJob(this)),
       input_model_(new InputStatsModel(this)), input_table_(new QTableView(this)), input_note_(new QLabel(this)),
-      input_job_(new AnalysisJob(this)) {
+      input_job_(new AnalysisJob(this)), plan_title_(new QLabel(this)), plan_table_(new QTableWidget(this)) {
   using sessions::LoadMetric;
   for (LoadMetric m : {LoadMetric::ids_looked_up, LoadMetric::unique_ids, LoadMetric::bytes_in, LoadMetric::bytes_out,
                        LoadMetric::lookup_time})
@@ -107,6 +109,31 @@ LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidg
   input_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   input_table_->setMinimumHeight(120);
   grid->addWidget(input_table_, 6, 0, 1, 2);
+  // the plan over time: only when live rebalances changed it
+  {
+    const auto rows = plan_rows(sessions::plan_over_time(*session_));
+    plan_table_->setColumnCount(6);
+    plan_table_->setHorizontalHeaderLabels({"table", "sharding type", "shard", "rank", "rows", "steps"});
+    plan_table_->setRowCount(static_cast<int>(rows.size()));
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const PlanRow& r = rows[i];
+      int c = 0;
+      for (const std::string* v : {&r.table, &r.sharding_type, &r.shard, &r.rank, &r.rows, &r.steps})
+        plan_table_->setItem(static_cast<int>(i), c++, new QTableWidgetItem(QString::fromStdString(*v)));
+    }
+    plan_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    plan_table_->verticalHeader()->hide();
+    plan_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    plan_table_->setMinimumHeight(120);
+    const size_t changes = session_->plan_changes().size();
+    plan_title_->setText(QString("plan over time: %1 change(s) by live rebalances (which rank held each shard at which measured steps)")
+                             .arg(changes));
+    plan_title_->setVisible(changes > 0);
+    plan_table_->setVisible(changes > 0);
+    grid->addWidget(plan_title_, 7, 0, 1, 2);
+    grid->addWidget(plan_table_, 8, 0, 1, 2);
+    grid->setRowStretch(8, 1);
+  }
   grid->setRowStretch(1, 3);
   grid->setRowStretch(2, 2);
   grid->setRowStretch(4, 2);

@@ -17,6 +17,7 @@ class QCustomPlot;
 class QComboBox;
 class QLabel;
 class QTableView;
+class QTableWidget;
 
 namespace embedscope::ui {
 
@@ -49,6 +50,10 @@ class LoadView : public QWidget {
   /// Where the input figures come from, "counting the input..." meanwhile, or why there are none.
   QLabel* input_note() { return input_note_; }
   AnalysisJob* input_job() { return input_job_; }
+  /// The plan over time (core/rebalance_marks.h plan_rows): which rank held each shard from which
+  /// step to which, one row per span (table, type, shard, rank, rows, steps); shown with its
+  /// title only when the session's plan changed (live rebalances), hidden otherwise.
+  QTableWidget* plan_table() { return plan_table_; }
 
  private:
   void rebuild();  // starts the aggregation of metric_
@@ -67,6 +72,8 @@ class LoadView : public QWidget {
   QTableView* input_table_;
   QLabel* input_note_;
   AnalysisJob* input_job_;
+  QLabel* plan_title_;
+  QTableWidget* plan_table_;
   int table_ = 0;
   RowHistogram rows_;
 };

@@ -215,10 +215,12 @@ class Rank final : public sharding::RankContext {
   /// fire, all-gathers the ranks' ids over its window, and if should_rebalance fires and the
   /// proposal is worth it, moves the tables (reshard). The same decision on every rank.
   void after_step_rebalance(int64_t step, bool last);
-  /// Moves the proposal's tables (weights and optimizer state) with one all-to-all of rows,
-  /// frees the old shards, allocates the new ones, and rebuilds the layout, the sharding
-  /// modules and the step programs for `next`.
-  void reshard(const std::vector<rebalance::TableMove>& moves, const ShardingPlan& next, int64_t step);
+  /// Turns the current plan into `next`: the rows of every changed table (rebalance/reshard.h
+  /// row_transfers: table_wise moves, table_wise -> row_wise splits) go with their optimizer
+  /// state to their new shards in one all-to-all (local blocks are copied), the old shards are
+  /// freed after the new ones are allocated, and the layout, the sharding modules and the step
+  /// programs are rebuilt for `next`.
+  void reshard(const ShardingPlan& next, int64_t step);
   std::vector<std::vector<int64_t>> shard_ids_per_step_;  // measured steps x flat shard (plan order)
   int64_t last_rebalance_ = -1;                           // the step after which the last one ran
   static sharding::LocalBatch local_batch(const Inflight& b);

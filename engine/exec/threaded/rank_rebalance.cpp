@@ -1,12 +1,21 @@
 // Live rebalancing on a rank (rank.h): after each measured step the rank keeps its ids per shard;
 // where the policy may fire (rebalance/reshard.h policy_window) the ranks all-gather them, each
-// computes the same trigger and proposal (rebalance/policy.h), and the moved tables' rows and
-// optimizer state go to their new ranks in one all-to-all (`reshard` on the comm lane). The old
+// computes the same trigger and proposal (rebalance/policy.h), and the changed tables' rows and
+// optimizer state go to their new shards in one all-to-all (`reshard` on the comm lane): whole
+// table_wise tables to another rank, or a hot table_wise table split row_wise over every rank. The old
 // shards go back to the allocator, the new ones are allocated, and the layout, the sharding
 // modules and the step programs are rebuilt for the new plan before the next step.
 #include "rank.h"
 
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+#include <tuple>
+
+#include <fmt/format.h>
+
 #include "embedscope/engine/rebalance/reshard.h"
+#include "embedscope/engine/rebalance/type_change.h"
 
 namespace embedscope::engine::threaded {
 
@@ -58,11 +67,26 @@ void Rank::after_step_rebalance(int64_t step, bool last) {
     rec.imbalance_predicted = p.worth_it() ? p.imbalance_after : p.imbalance_before;
     for (const rb::RefusedMove& r : p.refused) rec.refused += (rec.refused.empty() ? "" : "; ") + r.reason;
     if (p.worth_it()) {
-      reshard(p.moves, p.plan, step);
-      rec.moves = static_cast<int32_t>(p.moves.size());
+      reshard(p.plan, step);
+      rec.moves = static_cast<int32_t>(p.moves.size() + p.changes.size());
       rec.bytes_moved = p.bytes_moved;
-      for (const rb::TableMove& m : p.moves)
-        plan_changes.push_back({step + 1, m.table, spec.tables[static_cast<size_t>(m.table)].name, 0, m.from, m.to, m.bytes});
+      for (const rb::TableMove& m : p.moves) {
+        const TableSpec& ts = spec.tables[static_cast<size_t>(m.table)];
+        plan_changes.push_back({step + 1, m.table, ts.name, 0, m.from, m.to, m.bytes, "table_wise", "table_wise", 0, ts.rows()});
+      }
+      for (const rb::TypeChange& c : p.changes) {
+        const TableSpec& ts = spec.tables[static_cast<size_t>(c.table)];
+        const auto& shards = p.plan.tables[static_cast<size_t>(c.table)].shards;
+        for (size_t i = 0; i < shards.size(); ++i) {
+          const Shard& sd = shards[i];
+          const int64_t bytes = sd.rank == c.from ? 0 : sd.num_rows * rb::row_move_bytes(spec, c.table);
+          plan_changes.push_back({step + 1, c.table, ts.name, static_cast<int32_t>(i), c.from, sd.rank, bytes,
+                                  to_string(c.from_type), to_string(c.to_type), sd.row_offset, sd.num_rows});
+        }
+      }
+      std::stable_sort(plan_changes.begin(), plan_changes.end(), [](const auto& a, const auto& b) {
+        return std::tie(a.step, a.table, a.shard_index) < std::tie(b.step, b.table, b.shard_index);
+      });
     }
   }
   rec.start_ns = t0;
@@ -70,45 +94,82 @@ void Rank::after_step_rebalance(int64_t step, bool last) {
   rebalances.push_back(std::move(rec));
 }
 
-void Rank::reshard(const std::vector<rb::TableMove>& moves, const ShardingPlan& next, int64_t step) {
+namespace {
+
+/// Calls fn(pointer, floats) for the weights, state1 and state2 of rows [row, row + rows) of `ls`
+/// (fp32 rows, fp32 state: live_rebalance_unsupported refuses the rest), `f` floats a row.
+template <class Fn>
+void for_each_part(LocalShard& ls, const rb::MoveFloats& f, int64_t row, int64_t rows, Fn&& fn) {
+  fn(ls.weights.data() + row * f.weights, static_cast<size_t>(rows * f.weights));
+  fn(ls.momentum1.data() + row * f.state1, static_cast<size_t>(rows * f.state1));
+  fn(ls.momentum2.data() + row * f.state2, static_cast<size_t>(rows * f.state2));
+}
+
+}  // namespace
+
+void Rank::reshard(const ShardingPlan& next, int64_t step) {
   const WorkloadSpec& spec = sh_.spec;
   const int W = L_.world;
-  const rb::ReshardCounts counts = rb::reshard_counts(spec, moves, me_, W);
+  const std::vector<rb::RowTransfer> transfers = rb::row_transfers(plan_, next);
+  const rb::ReshardCounts counts = rb::reshard_counts(spec, transfers, me_, W);
   const int64_t n_send = std::accumulate(counts.send.begin(), counts.send.end(), int64_t{0});
   const int64_t n_recv = std::accumulate(counts.recv.begin(), counts.recv.end(), int64_t{0});
   auto send = buf<float>("comm_buffer", static_cast<size_t>(n_send));
   auto recv = buf<float>("comm_buffer", static_cast<size_t>(n_recv));
-  // pack: per destination rank in rank order, its tables in the order of `moves`
+  // pack: per destination rank in rank order, its blocks in the order of `transfers`
   size_t o = 0;
   for (int r = 0; r < W; ++r)
-    for (const rb::TableMove& m : moves) {
-      if (m.from != me_ || m.to != r) continue;
-      LocalShard& ls = shard_of(m.table, 0);
-      for (const DeviceBuffer<float>* b : {&ls.weights, &ls.momentum1, &ls.momentum2}) {
-        std::copy(b->data(), b->data() + b->size(), send.data() + o);
-        o += b->size();
-      }
+    for (const rb::RowTransfer& x : transfers) {
+      if (x.from != me_ || x.to != r || r == me_) continue;
+      for_each_part(shard_of(x.table, x.from_shard), rb::row_floats(spec, x.table), x.from_row, x.rows,
+                    [&](const float* p, size_t n) {
+                      std::copy(p, p + n, send.data() + o);
+                      o += n;
+                    });
     }
-  // the new shards, allocated before the old ones are freed (both are live during the move)
+  // the new shards of the changed tables on this rank, allocated before the old ones are freed
+  // (both are live during the move)
+  std::vector<int> changed;
+  for (const rb::RowTransfer& x : transfers)
+    if (changed.empty() || changed.back() != x.table) changed.push_back(x.table);
   std::vector<LocalShard> arriving;
-  for (int r = 0; r < W; ++r)
-    for (const rb::TableMove& m : moves) {
-      if (m.to != me_ || m.from != r) continue;
-      const rb::MoveFloats f = rb::move_floats(spec, m.table);
+  for (int t : changed) {
+    const auto& shards_of_t = next.tables[static_cast<size_t>(t)].shards;
+    const rb::MoveFloats f = rb::row_floats(spec, t);
+    for (size_t i = 0; i < shards_of_t.size(); ++i) {
+      if (shards_of_t[i].rank != me_) continue;
       LocalShard ls;
-      ls.table = m.table;
-      ls.shard_index = 0;
-      ls.s = next.tables[static_cast<size_t>(m.table)].shards[0];
+      ls.table = t;
+      ls.shard_index = static_cast<int>(i);
+      ls.s = shards_of_t[i];
+      ls.data_type = spec.tables[static_cast<size_t>(t)].data_type;
+      ls.state_type = spec.tables[static_cast<size_t>(t)].optimizer_state_type;
       ls.weights = DeviceBuffer<float>(&arena_, "weights");
-      ls.weights.assign(static_cast<size_t>(f.weights));
+      ls.weights.assign(static_cast<size_t>(ls.s.num_rows * f.weights));
       ls.momentum1 = DeviceBuffer<float>(&arena_, "optimizer_state");
       ls.momentum2 = DeviceBuffer<float>(&arena_, "optimizer_state");
-      ls.momentum1.assign(static_cast<size_t>(f.state1));
-      ls.momentum2.assign(static_cast<size_t>(f.state2));
+      ls.momentum1.assign(static_cast<size_t>(ls.s.num_rows * f.state1));
+      ls.momentum2.assign(static_cast<size_t>(ls.s.num_rows * f.state2));
       ls.packed_state1 = DeviceBuffer<uint8_t>(&arena_, "optimizer_state");
       ls.packed_state2 = DeviceBuffer<uint8_t>(&arena_, "optimizer_state");
       arriving.push_back(std::move(ls));
     }
+  }
+  auto arrived = [&](int table, int shard_index) -> LocalShard& {
+    for (LocalShard& ls : arriving)
+      if (ls.table == table && ls.shard_index == shard_index) return ls;
+    throw std::logic_error(fmt::format("reshard: rank {} has no new shard {} of table {}", me_, shard_index, table));
+  };
+  // the blocks that stay on this rank (table_wise -> row_wise: the rows of its own shard)
+  for (const rb::RowTransfer& x : transfers) {
+    if (x.from != me_ || x.to != me_) continue;
+    const rb::MoveFloats f = rb::row_floats(spec, x.table);
+    std::vector<float*> dst;
+    for_each_part(arrived(x.table, x.to_shard), f, x.to_row, x.rows, [&](float* p, size_t) { dst.push_back(p); });
+    size_t k = 0;
+    for_each_part(shard_of(x.table, x.from_shard), f, x.from_row, x.rows,
+                  [&](const float* p, size_t n) { std::copy(p, p + n, dst[k++]); });
+  }
   comm(*world_, "reshard", step, [&] {
     world_->all_to_all_v("reshard", send.data(), counts.send, recv.data(), counts.recv, sizeof(float));
   });
@@ -116,16 +177,17 @@ void Rank::reshard(const std::vector<rb::TableMove>& moves, const ShardingPlan& 
     ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::memcpy, "reshard_unpack", step);
     span.set_bytes(n_recv * static_cast<int64_t>(sizeof(float)));
     size_t i = 0;
-    for (LocalShard& ls : arriving)
-      for (DeviceBuffer<float>* b : {&ls.weights, &ls.momentum1, &ls.momentum2}) {
-        std::copy(recv.data() + i, recv.data() + i + b->size(), b->data());
-        i += b->size();
+    for (int r = 0; r < W; ++r)
+      for (const rb::RowTransfer& x : transfers) {
+        if (x.to != me_ || x.from != r || r == me_) continue;
+        for_each_part(arrived(x.table, x.to_shard), rb::row_floats(spec, x.table), x.to_row, x.rows, [&](float* p, size_t n) {
+          std::copy(recv.data() + i, recv.data() + i + n, p);
+          i += n;
+        });
       }
   }
-  // the shards that left go back to the allocator
-  std::erase_if(shards, [&](const LocalShard& ls) {
-    return std::any_of(moves.begin(), moves.end(), [&](const rb::TableMove& m) { return m.table == ls.table && m.from == me_; });
-  });
+  // the shards of the changed tables go back to the allocator
+  std::erase_if(shards, [&](const LocalShard& ls) { return std::find(changed.begin(), changed.end(), ls.table) != changed.end(); });
   for (LocalShard& ls : arriving) shards.push_back(std::move(ls));
   std::stable_sort(shards.begin(), shards.end(), [](const LocalShard& a, const LocalShard& b) {
     return std::tie(a.table, a.shard_index) < std::tie(b.table, b.shard_index);

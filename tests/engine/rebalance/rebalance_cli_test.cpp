@@ -136,3 +136,54 @@ TEST(RebalanceCli, RunRebalancesLiveAndStatsListsIt) {
   EXPECT_NE(r.err.find("/pipeline: live rebalancing runs on the base pipeline, not \"sparse_dist\""), std::string::npos) << r.err;
   EXPECT_EQ(cli("rebalance " + (scratch() / "missing.db").string()).code, 2);
 }
+
+// One hot table (h0, 60 ids a bag of the 81 of a sample, above the mean of 20.25 a rank) that
+// no whole move can balance: with row_wise_hot_tables `rebalance` proposes changing it to
+// row_wise, and a live run does it - `stats` lists the change and its shards.
+TEST(RebalanceCli, AHotTableChangesToRowWiseAndStatsSaysSo) {
+  json j = straggler();
+  j["features"][3]["pooling_factor"] = 60;  // fh0
+  j["rebalance"] = {{"every", 2}, {"row_wise_hot_tables", true}};
+  const auto wl = scratch() / "hot_row_wise.json";
+  std::ofstream(wl) << j.dump(2);
+  const auto db = scratch() / "hot_row_wise.db";
+  Result r = cli("run " + wl.string() + " -o " + db.string() + " --force-overwrite");
+  ASSERT_EQ(r.code, 0) << r.err;
+  Result st = cli("stats " + db.string() + " --json");
+  ASSERT_EQ(st.code, 0) << st.err;
+  const json s = json::parse(st.out);
+  ASSERT_EQ(s["rebalances"].size(), 1u);
+  int h0 = 0;
+  for (const auto& c : s["plan_changes"]) {
+    if (c["table"] != "h0") continue;
+    EXPECT_EQ(c["from_type"], "table_wise");
+    EXPECT_EQ(c["to_type"], "row_wise");
+    EXPECT_EQ(c["from_rank"], 3);  // where greedy put every hot table
+    EXPECT_EQ(c["to_rank"], h0);
+    EXPECT_EQ(c["num_rows"], 125);  // 500 rows over 4 ranks
+    EXPECT_EQ(c["step"], 2);
+    ++h0;
+  }
+  EXPECT_EQ(h0, 4);
+  Result text = cli("stats " + db.string());
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("h0: table_wise -> row_wise, rank 3 -> shards on ranks 0,1,2,3"), std::string::npos) << text.out;
+  // offline: a policy that never fires live (rank 3 does 78 of 81 ids, 3.85 < 3.99) proposes
+  // the same change from the session's load
+  j["rebalance"] = {{"when", {{"imbalance_above", 3.99}, {"window", 3}}}, {"row_wise_hot_tables", true}};
+  std::ofstream(wl) << j.dump(2);
+  r = cli("run " + wl.string() + " -o " + db.string() + " --force-overwrite");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = cli("rebalance " + db.string() + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json p = json::parse(r.out);
+  ASSERT_EQ(p["changes"].size(), 1u) << r.out;
+  EXPECT_EQ(p["changes"][0]["table"], "h0");
+  EXPECT_EQ(p["changes"][0]["from"], 3);
+  EXPECT_EQ(p["changes"][0]["to_type"], "row_wise");
+  EXPECT_EQ(p["changes"][0]["bytes"], 375 * 8 * 4);  // sgd: the 375 rows that leave rank 3, 8 floats each
+  EXPECT_TRUE(p["worth_it"].get<bool>());
+  r = cli("rebalance " + db.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("rank 3 -> row_wise over 4 ranks (table_wise -> row_wise)"), std::string::npos) << r.out;
+}

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "embedscope/engine/rebalance/reshard.h"
+#include "embedscope/engine/rebalance/type_change.h"
 
 using namespace embedscope::engine;
 using namespace embedscope::engine::rebalance;
@@ -82,7 +83,18 @@ TEST(Reshard, CountsOfTheAllToAllOfRows) {
   EXPECT_EQ(f.state1, 1000);  // one accumulator a row
   EXPECT_EQ(f.state2, 0);
   EXPECT_EQ(f.total(), 17000);
-  const std::vector<TableMove> moves = {{0, 0, 1, 0, 0}, {1, 2, 0, 0, 0}};  // t0: 0 -> 1, t1: 2 -> 0
+  // t0: 0 -> 1, t1: 2 -> 0
+  ShardingPlan before;
+  before.world_size = 4;
+  before.tables = {{0, ShardingType::table_wise, -1, {{0, 0, 1000, 0, 16}}}, {1, ShardingType::table_wise, -1, {{2, 0, 10, 0, 4}}}};
+  ShardingPlan after = before;
+  after.tables[0].shards[0].rank = 1;
+  after.tables[1].shards[0].rank = 0;
+  const std::vector<RowTransfer> moves = row_transfers(before, after);
+  ASSERT_EQ(moves.size(), 2u);
+  EXPECT_EQ(moves[0].rows, 1000);
+  EXPECT_EQ(moves[1].from, 2);
+  EXPECT_EQ(row_floats(s, 0).total(), 17);
   const ReshardCounts r0 = reshard_counts(s, moves, 0, 4), r1 = reshard_counts(s, moves, 1, 4),
                       r2 = reshard_counts(s, moves, 2, 4), r3 = reshard_counts(s, moves, 3, 4);
   EXPECT_EQ(r0.send, (std::vector<int64_t>{0, 17000, 0, 0}));
@@ -95,6 +107,65 @@ TEST(Reshard, CountsOfTheAllToAllOfRows) {
   EXPECT_EQ(move_floats(s, 1).total(), 40 + 40 + 40);  // two moments of rows x dim
   s.optimizer.type = OptimizerType::sgd;
   EXPECT_EQ(move_floats(s, 1).total(), 40);
+}
+
+// A hot table of 10 rows on rank 1 split row_wise over 4 ranks ({3, 3, 2, 2} rows): one block per
+// new shard, the one for rank 1 a local copy; an unchanged table moves nothing.
+TEST(Reshard, TableWiseToRowWiseIsOneBlockPerRank) {
+  WorkloadSpec s;
+  s.tables = {{"hot", 10, 4, Pooling::sum, {"f0"}}, {"cold", 6, 4, Pooling::sum, {"f1"}}};
+  s.optimizer.type = OptimizerType::rowwise_adagrad;  // 4 + 1 floats a row
+  ShardingPlan before;
+  before.world_size = 4;
+  before.tables = {{0, ShardingType::table_wise, -1, {{1, 0, 10, 0, 4}}}, {1, ShardingType::table_wise, -1, {{3, 0, 6, 0, 4}}}};
+  ShardingPlan after = before;
+  after.tables[0] = row_wise_table_plan(s, 0, 4);
+  ASSERT_EQ(after.tables[0].shards.size(), 4u);
+  EXPECT_EQ(after.tables[0].shards[2].row_offset, 6);
+  EXPECT_EQ(after.tables[0].shards[2].num_rows, 2);
+  const std::vector<RowTransfer> x = row_transfers(before, after);
+  ASSERT_EQ(x.size(), 4u);
+  const int64_t first[4] = {0, 3, 6, 8}, rows[4] = {3, 3, 2, 2};
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(x[r].table, 0);
+    EXPECT_EQ(x[r].from, 1);
+    EXPECT_EQ(x[r].to, r);
+    EXPECT_EQ(x[r].from_shard, 0);
+    EXPECT_EQ(x[r].to_shard, r);
+    EXPECT_EQ(x[r].from_row, first[r]);  // local to the whole table
+    EXPECT_EQ(x[r].to_row, 0);
+    EXPECT_EQ(x[r].rows, rows[r]);
+  }
+  EXPECT_EQ(reshard_counts(s, x, 1, 4).send, (std::vector<int64_t>{15, 0, 10, 10}));  // nothing to itself
+  EXPECT_EQ(reshard_counts(s, x, 1, 4).recv, (std::vector<int64_t>(4, 0)));
+  EXPECT_EQ(reshard_counts(s, x, 2, 4).recv, (std::vector<int64_t>{0, 10, 0, 0}));
+  EXPECT_EQ(row_wise_change_bytes(s, 0, 1, 4), 7 * (16 + 4));  // 3 + 2 + 2 rows leave rank 1
+  // back from row_wise to table_wise on rank 1: the blocks of each old shard
+  const std::vector<RowTransfer> back = row_transfers(after, before);
+  ASSERT_EQ(back.size(), 4u);
+  EXPECT_EQ(back[2].from, 2);
+  EXPECT_EQ(back[2].to_row, 6);
+  EXPECT_EQ(back[2].from_row, 0);
+  ShardingPlan cw = before;
+  cw.tables[1].type = ShardingType::column_wise;
+  EXPECT_THROW(row_transfers(before, cw), std::invalid_argument);
+  ShardingPlan three = before;
+  three.world_size = 3;
+  EXPECT_THROW(row_transfers(before, three), std::invalid_argument);
+}
+
+TEST(Reshard, PredictedIdsOfRowShardsFollowTheirRows) {
+  WorkloadSpec s;
+  s.tables = {{"hot", 10, 4, Pooling::sum, {"f0"}}};
+  const TablePlan tp = row_wise_table_plan(s, 0, 4);
+  EXPECT_EQ(row_wise_predicted_ids(10, tp), (std::vector<int64_t>{3, 3, 2, 2}));
+  EXPECT_EQ(row_wise_predicted_ids(7, tp), (std::vector<int64_t>{3, 2, 1, 1}));  // floors {2, 2, 1, 1}, one left
+  EXPECT_EQ(row_wise_predicted_ids(0, tp), (std::vector<int64_t>(4, 0)));
+  TablePlan empty = tp;
+  for (auto& sd : empty.shards) sd.num_rows = 0;
+  EXPECT_THROW(row_wise_predicted_ids(5, empty), std::invalid_argument);
+  s.optimizer.type = OptimizerType::adam;
+  EXPECT_EQ(row_move_bytes(s, 0), 16 + 2 * 16);
 }
 
 TEST(Reshard, UnsupportedConfigurationsNameTheField) {
@@ -110,6 +181,9 @@ TEST(Reshard, UnsupportedConfigurationsNameTheField) {
   s.pipeline = PipelineKind::base;
   s.tables[0].data_type = TableDataType::fp16;
   EXPECT_EQ(live_rebalance_unsupported(s, "cpu").rfind("/tables/t0/data_type", 0), 0u);
+  s.tables[0].data_type = TableDataType::fp32;
+  s.tables[0].low_rank_dim = 2;  // weights are A (rows x 2) and B: not rows of the table
+  EXPECT_EQ(live_rebalance_unsupported(s, "cpu").rfind("/tables/t0/low_rank_dim: live rebalancing moves full rows", 0), 0u);
 }
 
 TEST(Reshard, MergeTakesTheSlowestRankAndObservesTheNextWindow) {

@@ -57,6 +57,12 @@ TEST(RebalanceSpec, EveryAndWhenFormsRoundTrip) {
   EXPECT_EQ(s.rebalance.cooldown_steps, 3);
   EXPECT_EQ(to_json(s)["rebalance"], json({{"every", 10}, {"max_bytes_per_move", 1 << 20}, {"cooldown_steps", 3}}));
   EXPECT_EQ(parse_workload(to_json(s), "again").rebalance.every, 10);
+  EXPECT_FALSE(s.rebalance.row_wise_hot_tables);  // default: only whole tables move
+  j["rebalance"]["row_wise_hot_tables"] = true;
+  s = parse_workload(j, "w");
+  EXPECT_TRUE(s.rebalance.row_wise_hot_tables);
+  EXPECT_EQ(to_json(s)["rebalance"]["row_wise_hot_tables"], json(true));
+  EXPECT_TRUE(parse_workload(to_json(s), "again").rebalance.row_wise_hot_tables);
 
   j["rebalance"] = {{"when", {{"imbalance_above", 1.5}, {"window", 4}}}};
   s = parse_workload(j, "w");
@@ -108,6 +114,8 @@ TEST(RebalanceSpec, EveryOutOfRangeValueNamesItsPointer) {
   EXPECT_EQ(error_of({{"every", 2}, {"cooldown_steps", -1}}), "w: /rebalance/cooldown_steps: must be >= 0, got -1");
   EXPECT_EQ(error_of({{"every", 2}, {"cooldown_steps", 1000000001}}),
             "w: /rebalance/cooldown_steps: must be <= 1000000000, got 1000000001");
+  EXPECT_EQ(error_of({{"every", 2}, {"row_wise_hot_tables", 1}}),
+            "w: /rebalance/row_wise_hot_tables: must be true or false, got number");
   EXPECT_EQ(error_of({{"every", 2}}, 1), "w: /rebalance: needs devices.count >= 2 (nothing to balance), got 1");
   EXPECT_EQ(error_of("off", 1), "(accepted)");
 }

@@ -50,11 +50,22 @@ struct TableMove {
   int64_t bytes = 0;    ///< weights + optimizer state moved (table_wise_move_bytes)
 };
 
+/// One table changed from table_wise to row_wise (RebalanceSpec::row_wise_hot_tables): its rows
+/// split over every rank as row_wise_table_plan (type_change.h) does, with their optimizer state.
+struct TypeChange {
+  int table = 0;                                     ///< index into WorkloadSpec::tables
+  int from = 0;                                      ///< the rank that held the whole table
+  ShardingType from_type = ShardingType::table_wise;
+  ShardingType to_type = ShardingType::row_wise;
+  int64_t ids = 0;                                   ///< its observed load (ids over the window)
+  int64_t bytes = 0;                                 ///< the rows that leave `from`, with their state (row_wise_change_bytes)
+};
+
 /// A move the balancing wanted (to the least-loaded rank that could take it) and did not make.
 struct RefusedMove {
   int table = 0;
   int from = 0;
-  int to = 0;
+  int to = 0;           ///< the target rank; -1 for a change to row_wise (TypeChange)
   int64_t bytes = 0;
   /// Why, in words: "table \"t3\" (1.2 MiB) to rank 2: rank 2 would need 9.1 MiB of 8.0 MiB
   /// (weights ..., optimizer state ..., dense ..., buffers ...)" or "... exceeds
@@ -69,14 +80,16 @@ struct Proposal {
   /// plan's, once (a search may move a table twice; it is moved once, from where it was to
   /// where it ends).
   std::vector<TableMove> moves;
+  /// Tables changed to row_wise, in table order (only with RebalanceSpec::row_wise_hot_tables).
+  std::vector<TypeChange> changes;
   std::vector<RefusedMove> refused;
   std::vector<int64_t> load_before;    ///< ids per rank under the current plan
   std::vector<int64_t> load_after;     ///< predicted ids per rank under `plan`
   double imbalance_before = 1.0;       ///< imbalance(load_before), observed
   double imbalance_after = 1.0;        ///< imbalance(load_after), predicted
-  int64_t bytes_moved = 0;             ///< sum of moves' bytes (what max_bytes_per_move bounds)
-  /// Whether applying the plan is predicted to help: some move and a lower imbalance.
-  bool worth_it() const { return !moves.empty() && imbalance_after < imbalance_before; }
+  int64_t bytes_moved = 0;             ///< sum of moves' and changes' bytes (what max_bytes_per_move bounds)
+  /// Whether applying the plan is predicted to help: some move or change and a lower imbalance.
+  bool worth_it() const { return (!moves.empty() || !changes.empty()) && imbalance_after < imbalance_before; }
 };
 
 /// Proposes a plan that balances the observed load by moving whole table-wise shards between
@@ -97,6 +110,13 @@ struct Proposal {
 /// otherwise it is listed in `refused` with the reason (once per table and target) and the
 /// search tries its next candidate (LPT: the next rank in load order, up to the table's own rank,
 /// where it stays: the plan before the move was checked, so staying always fits).
+/// With spec.rebalance.row_wise_hot_tables a third candidate runs: every table_wise table whose
+/// observed ids alone exceed the mean rank load (ids x world > all ids; heaviest first) is
+/// changed to row_wise over every rank (moving it whole cannot bring its rank below the mean),
+/// its ids predicted to spread over the shards in proportion to their rows
+/// (row_wise_predicted_ids), within the same byte budget and memory checks (refused:
+/// "table \"t0\" (...) from rank 0 to row_wise over 4 ranks: ..."); LPT and descent then run on
+/// the other tables, and this candidate wins if its (maximum, bytes) is lower than the others'.
 /// Deterministic in its arguments. When the result is not worth_it(), callers keep the current
 /// plan. Throws std::invalid_argument if `load` does not match `current`'s shape.
 /// Example (tests/engine/rebalance/policy_test.cpp): 4 ranks, tables t0..t7 of ids

@@ -52,15 +52,41 @@ struct MoveFloats {
 };
 MoveFloats move_floats(const WorkloadSpec& spec, int table);
 
-/// The all-to-all of a reshard seen from rank `me`: floats sent to / received from each rank, the
-/// moved tables concatenated in the order of `moves` (propose's: table order). A rank sends its
-/// tables that move away and receives those that move to it; nothing to itself.
-/// Example: moves {t1: 0 -> 1} (1000 x 16, rowwise_adagrad: 16000 + 1000 floats) on 4 ranks:
-/// rank 0 sends {0, 17000, 0, 0}, rank 1 receives {17000, 0, 0, 0}, ranks 2 and 3 nothing.
+/// Floats of one row of table `table`: embedding_dim weights, then optimizer_state_floats(type,
+/// 1, dim)'s two (sgd: 0, 0; rowwise_adagrad: 1, 0; adam: dim, dim). move_floats / rows.
+MoveFloats row_floats(const WorkloadSpec& spec, int table);
+
+/// A block of consecutive rows that a reshard copies from a shard of the old plan to a shard of
+/// the new one (with their optimizer state), over the wire when the ranks differ.
+struct RowTransfer {
+  int table = 0;
+  int from = 0, to = 0;              ///< ranks holding the old and the new shard
+  int from_shard = 0, to_shard = 0;  ///< indexes into the table's shards in the old / new plan
+  int64_t from_row = 0;              ///< first row, local to the old shard
+  int64_t to_row = 0;                ///< first row, local to the new shard
+  int64_t rows = 0;
+};
+
+/// The row blocks that turn `from` into `to`: for every table whose plan differs (type or any
+/// shard's rank / rows), the overlap of each new shard's rows with each old shard's, in table
+/// order, then new shard order, then old shard order; unchanged tables stay where they are.
+/// A table_wise move is one block of all rows; table_wise -> row_wise is one block per rank (the
+/// block for the old rank itself is a local copy). Changed tables must be table_wise or row_wise
+/// in both plans (every column in each shard). Throws std::invalid_argument for other types, or
+/// plans of different tables or world sizes.
+/// Example: 10 rows on rank 1 -> row_wise over 4: {1->0 rows 0-2, 1->1 rows 3-5 (local), 1->2
+/// rows 6-7, 1->3 rows 8-9}.
+std::vector<RowTransfer> row_transfers(const ShardingPlan& from, const ShardingPlan& to);
+
+/// The all-to-all of a reshard seen from rank `me`: floats sent to / received from each rank,
+/// the blocks of `transfers` concatenated in their order (rows x row_floats each); nothing to
+/// itself (local blocks are copies).
+/// Example: t0 (1000 x 16, rowwise_adagrad: 17 floats a row) moved 0 -> 1 on 4 ranks: rank 0
+/// sends {0, 17000, 0, 0}, rank 1 receives {17000, 0, 0, 0}, ranks 2 and 3 nothing.
 struct ReshardCounts {
   std::vector<int64_t> send, recv;
 };
-ReshardCounts reshard_counts(const WorkloadSpec& spec, const std::vector<TableMove>& moves, int me, int world);
+ReshardCounts reshard_counts(const WorkloadSpec& spec, const std::vector<RowTransfer>& transfers, int me, int world);
 
 /// Merges the ranks' records of the same rebalances (`per_rank[r][i]`: rank r's record of the
 /// i-th): rank 0's, with start_ns the earliest rank's and duration_ns the slowest's. Then fills

@@ -11,7 +11,9 @@
 //       exceeds X
 // with, in both object forms, "max_bytes_per_move" (bytes of weights and optimizer state one
 // rebalance may move; absent = unlimited) and "cooldown_steps" (steps after a rebalance before
-// the next may happen; default 0).
+// the next may happen; default 0), and "row_wise_hot_tables" (true: a table_wise table whose
+// load alone exceeds the mean rank load may be changed to row_wise, its rows split over every
+// rank; default false: only whole tables move).
 
 #include <cstdint>
 
@@ -32,6 +34,7 @@ enum class RebalanceTrigger {
 ///   /rebalance/when/window            integer in [1, 1e9]
 ///   /rebalance/max_bytes_per_move     integer in [1, 2^50] (bytes)
 ///   /rebalance/cooldown_steps         integer in [0, 1e9]
+///   /rebalance/row_wise_hot_tables    boolean
 ///   /rebalance                        needs devices.count >= 2
 struct RebalanceSpec {
   RebalanceTrigger trigger = RebalanceTrigger::off;
@@ -40,6 +43,8 @@ struct RebalanceSpec {
   int64_t window = 0;              ///< trigger when: steps the imbalance is measured over, >= 1
   int64_t max_bytes_per_move = 0;  ///< bytes one rebalance may move; 0 = unlimited
   int64_t cooldown_steps = 0;      ///< steps after a rebalance during which none happens, >= 0
+  /// Whether the policy may change a hot table_wise table to row_wise (rebalance/policy.h propose)
+  bool row_wise_hot_tables = false;
   bool enabled() const { return trigger != RebalanceTrigger::off; }
 };
 

@@ -193,7 +193,7 @@ struct ShardRecord {
 struct RebalanceRecord {
   int64_t step = 0;                ///< measured step after which it ran; the new plan serves from step + 1
   std::string reason;              ///< the trigger, e.g. "every 5 steps", "imbalance 2.80 > 1.50 over steps 3..4"
-  int32_t moves = 0;               ///< tables moved (0: nothing worth moving, or every move refused)
+  int32_t moves = 0;               ///< tables moved whole or changed to row_wise (0: nothing worth moving, or every move refused)
   int64_t bytes_moved = 0;         ///< weights + optimizer state of the moved tables, bytes
   int64_t window_steps = 0;        ///< steps the load before was observed over
   double imbalance_before = 1.0;   ///< max/mean ids per rank over those steps, observed
@@ -205,9 +205,13 @@ struct RebalanceRecord {
   std::string refused;             ///< moves the proposal wanted and could not make (memory, max_bytes_per_move), "; "-joined
 };
 
-/// One table moved by a live rebalance (table `plan_changes`, schema 6): from `step` on, shard
-/// `shard_index` of table `table` is on `to_rank`. The plan at step s is table `shards` with the
-/// changes of step <= s applied in order.
+/// One shard placed by a live rebalance (table `plan_changes`, schema 6; the types and rows,
+/// schema 7): from `step` on, shard `shard_index` of table `table` (rows row_offset ..
+/// row_offset + num_rows - 1) is on `to_rank`. A table_wise move is one row (table_wise ->
+/// table_wise, all rows); a change of a table to row_wise is one row per new shard, each
+/// from_rank the rank that held the whole table ("table_wise -> row_wise"). The plan at step s is
+/// table `shards` with the changes of step <= s applied in order (a type change replaces the
+/// table's shards by its rows of that step).
 struct PlanChangeRecord {
   int64_t step = 0;             ///< first measured step under the new placement
   int32_t table = 0;            ///< index into the workload's tables
@@ -215,7 +219,11 @@ struct PlanChangeRecord {
   int32_t shard_index = 0;      ///< index among the table's shards (= shards.shard_index)
   int32_t from_rank = 0;
   int32_t to_rank = 0;
-  int64_t bytes = 0;            ///< weights + optimizer state moved
+  int64_t bytes = 0;            ///< weights + optimizer state moved (0: the rows stayed on their rank)
+  std::string from_type = "table_wise";  ///< the table's sharding type before (schema 7; older files: table_wise)
+  std::string to_type = "table_wise";    ///< and from `step` on
+  int64_t row_offset = 0;       ///< first row of the shard (schema 7)
+  int64_t num_rows = -1;        ///< rows of the shard; -1 (files before schema 7): all the table's rows
 };
 
 /// One kind of problem an importer met, with its count and first example (table `import_stats`,

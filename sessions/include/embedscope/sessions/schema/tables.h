@@ -24,7 +24,7 @@
 namespace embedscope::sessions {
 
 /// The schema version this build writes and reads (PRAGMA user_version).
-constexpr int kSchemaVersion = 6;
+constexpr int kSchemaVersion = 7;
 
 }  // namespace embedscope::sessions
 

@@ -1,0 +1,51 @@
+// The live rebalances as the workbench shows them (core/rebalance_marks.h).
+#include "core/rebalance_marks.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "embedscope/sessions/model/units.h"
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::ui {
+
+std::string rebalance_text(const sessions::RebalanceRecord& r, const std::vector<sessions::PlanChangeRecord>& changes) {
+  std::string out = fmt::format("rebalance after step {}: {}\n", r.step, r.reason);
+  out += fmt::format("ids max/mean {:.2f} before, {:.2f} predicted, {} observed after\n", r.imbalance_before,
+                     r.imbalance_predicted, r.imbalance_after < 0 ? std::string("not") : fmt::format("{:.2f}", r.imbalance_after));
+  out += fmt::format("{} table(s) changed, {} moved in {}", r.moves, sessions::format_bytes(r.bytes_moved),
+                     sessions::format_duration(r.duration_ns));
+  for (size_t i = 0; i < changes.size(); ++i) {
+    const auto& c = changes[i];
+    if (c.step != r.step + 1) continue;
+    if (c.from_type == c.to_type) {
+      out += fmt::format("\n{}: rank {} -> rank {}", c.table_name, c.from_rank, c.to_rank);
+      continue;
+    }
+    if (i > 0 && changes[i - 1].step == c.step && changes[i - 1].table == c.table) continue;  // one line a table
+    std::vector<int32_t> ranks;
+    for (size_t k = i; k < changes.size() && changes[k].step == c.step && changes[k].table == c.table; ++k)
+      ranks.push_back(changes[k].to_rank);
+    out += fmt::format("\n{}: {} -> {} over ranks {}", c.table_name, c.from_type, c.to_type, fmt::join(ranks, ","));
+  }
+  if (!r.refused.empty()) out += "\nrefused: " + r.refused;
+  return out;
+}
+
+std::vector<RebalanceMark> rebalance_marks(const sessions::SessionReader& session) {
+  std::vector<RebalanceMark> out;
+  const auto changes = session.plan_changes();
+  for (const auto& r : session.rebalances()) out.push_back({r.start_ns, r.step, rebalance_text(r, changes)});
+  return out;
+}
+
+std::vector<PlanRow> plan_rows(const std::vector<sessions::PlanSpan>& spans) {
+  std::vector<PlanRow> out;
+  for (const auto& s : spans)
+    out.push_back({s.table_name, s.sharding_type, std::to_string(s.shard_index), fmt::format("rank {}", s.rank),
+                   fmt::format("rows {}-{}", s.row_offset, s.row_offset + s.num_rows - 1),
+                   fmt::format("steps {}-{}", s.first_step, s.last_step)});
+  return out;
+}
+
+}  // namespace embedscope::ui

@@ -1,0 +1,46 @@
+#pragma once
+// The live rebalances of a session as the workbench shows them (issue 17), without Qt: a marker
+// on the timeline per rebalance (where and what it says) and the rows of the load view's "plan
+// over time" (sessions/analysis/plan_over_time.h).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "embedscope/sessions/analysis/plan_over_time.h"
+#include "embedscope/sessions/model/events.h"
+
+namespace embedscope::sessions {
+class SessionReader;
+}
+
+namespace embedscope::ui {
+
+/// One rebalance on the timeline: a line at t_ns (its start on the session clock, between
+/// measured steps `step` and `step + 1`), labelled "rebalance", with `text` as its tooltip.
+struct RebalanceMark {
+  int64_t t_ns = 0;
+  int64_t step = 0;
+  std::string text;
+};
+
+/// The tooltip of a rebalance: the step and reason, the ids max/mean before, predicted and
+/// observed after, the tables moved and bytes, the time spent, each plan change of step + 1
+/// ("t1: rank 0 -> rank 1", "t3: table_wise -> row_wise over ranks 0,1") and the refusals. E.g.
+///   rebalance after step 1: every 2 steps
+///   ids max/mean 2.00 before, 1.10 predicted, 1.25 observed after
+///   2 table(s) changed, 1.6 KiB moved in 1.20 ms
+///   t1: rank 0 -> rank 1
+std::string rebalance_text(const sessions::RebalanceRecord& r, const std::vector<sessions::PlanChangeRecord>& changes);
+
+/// The marks of every rebalance of `session` (none for files before schema 6), by step.
+std::vector<RebalanceMark> rebalance_marks(const sessions::SessionReader& session);
+
+/// One row of the plan over time: "t0", "table_wise", "0", "rank 1", "rows 0-9", "steps 2-5".
+struct PlanRow {
+  std::string table, sharding_type, shard, rank, rows, steps;
+};
+/// The rows of plan_over_time(session), in its order.
+std::vector<PlanRow> plan_rows(const std::vector<sessions::PlanSpan>& spans);
+
+}  // namespace embedscope::ui
