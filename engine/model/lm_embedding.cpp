@@ -86,6 +86,20 @@ LmRank::LmRank(const LmWorkloadSpec& spec, ProcessGroup& world, DeviceArena* are
     g_w_.push_back(buffer("dense", hh));
     g_b_.push_back(buffer("dense", static_cast<size_t>(hidden_)));
   }
+  if (spec.optimizer == LmOptimizer::adam) {
+    m_table_ = buffer("optimizer_state", n);
+    v_table_ = buffer("optimizer_state", n);
+    if (untied) {
+      m_out_ = buffer("optimizer_state", n);
+      v_out_ = buffer("optimizer_state", n);
+    }
+    for (int l = 0; l < spec.body_layers; ++l) {
+      m_w_.push_back(buffer("optimizer_state", hh));
+      v_w_.push_back(buffer("optimizer_state", hh));
+      m_b_.push_back(buffer("optimizer_state", static_cast<size_t>(hidden_)));
+      v_b_.push_back(buffer("optimizer_state", static_cast<size_t>(hidden_)));
+    }
+  }
 }
 
 DeviceBuffer<float> LmRank::buffer(const char* tag, size_t n) {
@@ -236,6 +250,29 @@ void LmRank::op_body_backward() {
 }
 
 void LmRank::op_optimizer() {
+  if (spec_.optimizer == LmOptimizer::adam) {
+    // torch.optim.Adam's update (lm_spec.h LmOptimizer), its scalars in double, the tensors in fp32
+    const double t = static_cast<double>(++adam_steps_);
+    const auto b1 = static_cast<float>(spec_.adam_beta1), b2 = static_cast<float>(spec_.adam_beta2);
+    const auto step_size = static_cast<float>(spec_.learning_rate / (1.0 - std::pow(spec_.adam_beta1, t)));
+    const auto bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(spec_.adam_beta2, t)));
+    const auto eps = static_cast<float>(spec_.adam_eps);
+    auto adam = [&](DeviceBuffer<float>& p, DeviceBuffer<float>& g, DeviceBuffer<float>& m, DeviceBuffer<float>& v) {
+      for (size_t i = 0; i < p.size(); ++i) {
+        m[i] = b1 * m[i] + (1.f - b1) * g[i];
+        v[i] = b2 * v[i] + (1.f - b2) * g[i] * g[i];
+        p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
+        g[i] = 0.f;
+      }
+    };
+    adam(table_, g_table_, m_table_, v_table_);
+    adam(out_, g_out_, m_out_, v_out_);
+    for (size_t l = 0; l < w_.size(); ++l) {
+      adam(w_[l], g_w_[l], m_w_[l], v_w_[l]);
+      adam(b_[l], g_b_[l], m_b_[l], v_b_[l]);
+    }
+    return;
+  }
   const auto lr = static_cast<float>(spec_.learning_rate);
   auto sgd = [lr](DeviceBuffer<float>& p, DeviceBuffer<float>& g) {
     for (size_t i = 0; i < p.size(); ++i) {

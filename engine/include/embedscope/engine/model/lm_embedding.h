@@ -1,5 +1,5 @@
 #pragma once
-// The lm_embedding model (issue 19) on one rank of p, trained with plain SGD:
+// The lm_embedding model (issue 19) on one rank of p, trained with SGD or Adam (LmOptimizer):
 //   e_t   = E[x_t]                                   token embedding, pooling none
 //   h^0   = e,  h^{l+1} = h^l + tanh(h^l W_l + b_l)  body_layers residual dense layers, [T x H]
 //   z_v   = h^L . O_v                                logits; O = E when tie_word_embeddings
@@ -77,7 +77,8 @@ struct ProgramOp;
 ///
 /// Memory: with an `arena`, every buffer the estimate (planner/lm_memory_estimate.h) counts is a
 /// block of it under a tag: "weights" (E, O and the bf16 / fp16 read copy), "gradients" (of E
-/// and O), "dense" (body weights and their gradients), "logits" (the [Tc x rows] slice, exp and
+/// and O), "dense" (body weights and their gradients), "optimizer_state" (adam: the two moments
+/// of E, O and the body), "logits" (the [Tc x rows] slice, exp and
 /// gradient in place), "activations" (the body's inputs and tanh outputs [Tl x H], the lookup's
 /// partial sum or row_wise's rows sent and received, the gathered hidden states, the gradient
 /// of the projection's input [Tc x H]) and "comm_buffer" (the flattened body gradients of
@@ -167,6 +168,10 @@ class LmRank {
   DeviceArena* arena_ = nullptr;
   DeviceBuffer<float> table_, out_, g_table_, g_out_;
   std::vector<DeviceBuffer<float>> w_, b_, g_w_, g_b_;
+  // adam: the first and second moments of every parameter above ("optimizer_state"), the steps taken
+  DeviceBuffer<float> m_table_, v_table_, m_out_, v_out_;
+  std::vector<DeviceBuffer<float>> m_w_, v_w_, m_b_, v_b_;
+  int64_t adam_steps_ = 0;
   std::vector<int64_t> histogram_;
   std::unique_ptr<Step> st_;  // the step being run (null between steps)
 };

@@ -20,6 +20,7 @@
 // LmRank runs them on one thread, so every op waits for the op issued before it.
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "embedscope/engine/cost/hardware_profile.h"
@@ -35,6 +36,12 @@ namespace embedscope::engine {
 /// backward twice that; logits 2 Tc R H, their backward 4 Tc R H). bytes: the fp32 buffers the
 /// op reads and writes. Throws SpecError for an invalid spec or a rank outside [0, world_size).
 StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t step);
+
+/// True for a collective of the token embedding itself (its split checks included): names
+/// under "embedding/", "input_dist/", "output_dist/" or "grad_dist/" — not the output
+/// projection's, the cross-entropy's or the body's. The "embedding communication" of the
+/// simulated step and of `embedscope run`'s embedding comm share.
+bool is_lm_embedding_collective(std::string_view name);
 
 /// One step of every rank's program timed by the cost model on hardware `hw` (cost/cost_model.h:
 /// compute_ns, collective_ns), with `gpus_per_node` ranks per node (rank r on node r /
