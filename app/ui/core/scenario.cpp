@@ -39,9 +39,11 @@ std::string string_at(const json& obj, const char* key, const std::string& origi
 
 void only_keys(const json& obj, std::initializer_list<const char*> keys, const std::string& origin,
                const std::string& where) {
-  for (const auto& [k, v] : obj.items())
+  for (const auto& item : obj.items()) {
+    const std::string& k = item.key();  // not a structured binding: clang 14 cannot capture one
     if (std::none_of(keys.begin(), keys.end(), [&](const char* a) { return k == a; }))
       fail(origin, where + "/" + k, "unknown key");
+  }
 }
 
 // Validates `workload` with the engine's parser; a pointer in its error is rewritten to run from
