@@ -62,11 +62,16 @@ struct LmExecutor::StepVote {
       cv.wait(lock, [&] { return generation != gen; });
     return !stop;
   }
-  void drop() {
+  /// Rank `rank` votes no more (once; later calls change nothing).
+  void drop(int rank) {
     std::lock_guard<std::mutex> lock(mu);
+    if (dropped.size() <= static_cast<size_t>(rank)) dropped.resize(static_cast<size_t>(rank) + 1, false);
+    if (dropped[static_cast<size_t>(rank)]) return;
+    dropped[static_cast<size_t>(rank)] = true;
     --members;
     if (arrived > 0 && arrived == members) complete();
   }
+  std::vector<bool> dropped;
 };
 
 LmExecutor::LmExecutor(const LmWorkloadSpec& spec, const LmRunOptions& options)
@@ -246,7 +251,7 @@ void LmExecutor::run_rank(int r, LmRunResult& result) {
     }
   } catch (...) {
     RankError err = rank_error_of(r, tracer_.now_ns(), std::current_exception());
-    vote_->drop();
+    vote_->drop(r);
     pg.close_connections();  // peers blocked on this rank fail now, not at their timeout
     arena.allocator().set_listener(nullptr);
     keep_spans();  // the spans of the step that failed midway
@@ -265,7 +270,17 @@ void LmExecutor::run(sessions::SessionWriter* session, LmRunResult& result) {
   result.step_ns.clear();
   const int64_t start = tracer_.now_ns();
   std::vector<std::thread> threads;
-  for (int r = 0; r < p; ++r) threads.emplace_back([this, r, &result] { run_rank(r, result); });
+  for (int r = 0; r < p; ++r)
+    threads.emplace_back([this, r, &result] {
+      try {
+        run_rank(r, result);
+      } catch (...) {  // before the rank's model existed (its group's rendezvous) or while recording a failure
+        RankError err = rank_error_of(r, tracer_.now_ns(), std::current_exception());
+        vote_->drop(r);
+        std::lock_guard<std::mutex> lock(mu_);
+        errors_.push_back(std::move(err));
+      }
+    });
   for (auto& t : threads) t.join();
   result.wall_ns = tracer_.now_ns() - start;
   std::sort(result.ops.begin(), result.ops.end(), [](const auto& a, const auto& b) {
