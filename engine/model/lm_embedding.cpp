@@ -4,13 +4,19 @@
 #include "embedscope/engine/model/lm_embedding.h"
 
 #include <cmath>
+#include <map>
 #include <random>
+#include <stdexcept>
+#include <string>
 
 #include <Eigen/Core>
+#include <fmt/format.h>
 
 #include "embedscope/engine/comm/gloo_process_group.h"
 #include "embedscope/engine/input/input.h"
+#include "embedscope/engine/program/lm_program.h"
 #include "embedscope/engine/quant/quant.h"
+#include "embedscope/sessions/model/id_buckets.h"
 #include "model/lm_batch.h"
 
 namespace embedscope::engine {
@@ -52,10 +58,9 @@ float lm_read_weight(float v, LmDataType t) {
   return v;
 }
 
-LmRank::LmRank(const LmWorkloadSpec& spec, ProcessGroup& world, std::function<int64_t()> clock_ns,
-               std::function<void(const LmOpSpan&)> on_op, DeviceArena* arena)
+LmRank::LmRank(const LmWorkloadSpec& spec, ProcessGroup& world, DeviceArena* arena)
     : spec_(spec), pg_(world), rank_(world.rank()), world_(world.size()), vocab_(spec.padded_vocab_size()),
-      hidden_(spec.hidden_size), arena_(arena), clock_(std::move(clock_ns)), on_op_(std::move(on_op)) {
+      hidden_(spec.hidden_size), arena_(arena) {
   rows_ = spec.sharding == LmSharding::data_parallel ? VocabRange{0, vocab_} : vocab_range(vocab_, world_, rank_);
   const auto n = static_cast<size_t>(rows_.size() * hidden_);
   table_ = buffer("weights", n);
@@ -80,6 +85,20 @@ LmRank::LmRank(const LmWorkloadSpec& spec, ProcessGroup& world, std::function<in
     b_.push_back(buffer("dense", static_cast<size_t>(hidden_)));
     g_w_.push_back(buffer("dense", hh));
     g_b_.push_back(buffer("dense", static_cast<size_t>(hidden_)));
+  }
+  if (spec.optimizer == LmOptimizer::adam) {
+    m_table_ = buffer("optimizer_state", n);
+    v_table_ = buffer("optimizer_state", n);
+    if (untied) {
+      m_out_ = buffer("optimizer_state", n);
+      v_out_ = buffer("optimizer_state", n);
+    }
+    for (int l = 0; l < spec.body_layers; ++l) {
+      m_w_.push_back(buffer("optimizer_state", hh));
+      v_w_.push_back(buffer("optimizer_state", hh));
+      m_b_.push_back(buffer("optimizer_state", static_cast<size_t>(hidden_)));
+      v_b_.push_back(buffer("optimizer_state", static_cast<size_t>(hidden_)));
+    }
   }
 }
 
@@ -108,16 +127,67 @@ std::pair<int64_t, int64_t> LmRank::token_of(int64_t i) const {
   return {seq0 + t % B, t / B};
 }
 
-void LmRank::span(const char* name, bool comm, int64_t start) {
-  if (on_op_) on_op_({name, comm, start, now(), step_});
+LmRank::~LmRank() = default;
+
+void LmRank::begin_step(int64_t step) {
+  st_ = std::make_unique<Step>();
+  st_->step = step;
+}
+
+void LmRank::run(const ProgramOp& op) {
+  using Fn = void (LmRank::*)();
+  // the program's op names (program/lm_program.cpp) and what runs them
+  static const std::map<std::string, Fn, std::less<>> ops{
+      {"input", &LmRank::op_input},
+      {"bucketize", &LmRank::op_bucketize},
+      {"input_dist", &LmRank::op_input_dist},
+      {"lookup", &LmRank::op_lookup},
+      {"output_dist", &LmRank::op_output_dist},
+      {"embedding/all_reduce", &LmRank::op_embedding_combine},
+      {"embedding/reduce_scatter", &LmRank::op_embedding_combine},
+      {"body_forward", &LmRank::op_body_forward},
+      {"output_projection/all_gather", &LmRank::op_gather_hidden},
+      {"sequence_parallel/all_gather", &LmRank::op_gather_hidden},
+      {"output_projection/logits", &LmRank::op_logits},
+      {"cross_entropy/max", &LmRank::op_cross_entropy_max},
+      {"cross_entropy/exp", &LmRank::op_cross_entropy_exp},
+      {"cross_entropy/all_reduce", &LmRank::op_cross_entropy_all_reduce},
+      {"output_projection/backward", &LmRank::op_projection_backward},
+      {"loss/all_reduce", &LmRank::op_projection_grad_dist},
+      {"output_projection/grad_reduce_scatter", &LmRank::op_projection_grad_dist},
+      {"output_projection/grad_all_reduce", &LmRank::op_projection_grad_dist},
+      {"body_backward", &LmRank::op_body_backward},
+      {"grad_dist", &LmRank::op_embedding_grad_dist},
+      {"embedding/grad_all_gather", &LmRank::op_embedding_grad_dist},
+      {"embedding_backward", &LmRank::op_embedding_backward},
+      {"grad_all_reduce", &LmRank::op_grad_all_reduce},
+      {"optimizer", &LmRank::op_optimizer},
+  };
+  if (!st_) throw std::logic_error(fmt::format("lm_embedding op \"{}\" run outside a step (begin_step first)", op.name));
+  const auto found = ops.find(op.name);
+  if (found == ops.end()) throw std::logic_error(fmt::format("lm_embedding: no op named \"{}\"", op.name));
+  (this->*found->second)();
+}
+
+LmRank::StepResult LmRank::end_step() {
+  if (!st_) throw std::logic_error("lm_embedding: end_step without begin_step");
+  StepResult r = std::move(st_->result);
+  st_.reset();
+  return r;
 }
 
 LmRank::StepResult LmRank::step(int64_t step) {
-  step_ = step;
-  const int64_t B = spec_.micro_batch_size, S = spec_.sequence_length, H = hidden_;
-  int64_t t0 = now();
+  const StepProgram p = build_lm_step_program(spec_, rank_, step);
+  begin_step(step);
+  for (const ProgramOp& op : p.ops) run(op);
+  return end_step();
+}
+
+void LmRank::op_input() {
+  Step& st = *st_;
+  const int64_t B = spec_.micro_batch_size, S = spec_.sequence_length;
   // The batch: the rank's own sequences (data_parallel, row_wise) or the group's (vocab_parallel).
-  Batch b;
+  Batch& b = st.b;
   const bool shared = spec_.sharding == LmSharding::vocab_parallel;
   const int64_t seq0 = shared ? 0 : rank_ * B;
   b.tokens = B * S;
@@ -126,7 +196,7 @@ LmRank::StepResult LmRank::step(int64_t step) {
   const int64_t global_seqs = shared ? B : B * world_;
   b.n_targets = 0;
   for (int64_t g = 0; g < global_seqs; ++g) {
-    const std::vector<int64_t> tok = lm_sequence_tokens(spec_, step, g);
+    const std::vector<int64_t> tok = lm_sequence_tokens(spec_, st.step, g);
     for (int64_t s = 0; s < S; ++s) {
       if (tok[static_cast<size_t>(s + 1)] != spec_.padding_id) ++b.n_targets;
       if (g < seq0 || g >= seq0 + B) continue;
@@ -137,52 +207,72 @@ LmRank::StepResult LmRank::step(int64_t step) {
   }
   b.local_count = local_tokens();
   b.local_begin = spec_.sequence_parallel ? rank_ * b.local_count : 0;
-  span("input", false, t0);
+  if (histogram_.empty()) histogram_.assign(static_cast<size_t>(sessions::id_buckets_of(vocab_)), 0);
+  for (int64_t id : b.x) ++histogram_[static_cast<size_t>(sessions::id_bucket_of_row(vocab_, id))];
+}
 
-  StepResult result;
-  embed_forward(b, result.embedding_out);
-  result.ids_looked_up = ids_;
-  result.unique_rows = unique_;
-
+void LmRank::op_body_forward() {
   // Body forward on the local rows, keeping each layer's input and tanh for the backward pass.
-  t0 = now();
-  const int64_t T = b.local_count;
+  Step& st = *st_;
+  const int64_t T = st.b.local_count, H = hidden_;
   const int L = spec_.body_layers;
-  // hs[0..L] and th[0..L-1]: (2 L + 1) [T x H] blocks of one activation buffer
-  DeviceBuffer<float> acts = buffer("activations", static_cast<size_t>((2 * L + 1) * T * H));
-  std::vector<MapM> hs, th;
-  for (int l = 0; l <= L; ++l) hs.emplace_back(acts.data() + static_cast<size_t>(l * T * H), T, H);
-  for (int l = 0; l < L; ++l) th.emplace_back(acts.data() + static_cast<size_t>((L + 1 + l) * T * H), T, H);
-  hs[0] = CMapM(result.embedding_out.data(), T, H);
+  st.acts = buffer("activations", static_cast<size_t>((2 * L + 1) * T * H));
+  float* a0 = st.acts.data();
+  auto hs = [&](int l) { return MapM(a0 + static_cast<size_t>(l * T * H), T, H); };
+  auto th = [&](int l) { return MapM(a0 + static_cast<size_t>((L + 1 + l) * T * H), T, H); };
+  hs(0) = CMapM(st.result.embedding_out.data(), T, H);
   for (int l = 0; l < L; ++l) {
     const auto li = static_cast<size_t>(l);
-    Mat a = hs[li] * CMapM(w_[li].data(), H, H);
+    Mat a = hs(l) * CMapM(w_[li].data(), H, H);
     a.rowwise() += Eigen::Map<const Vec>(b_[li].data(), H);
-    th[li] = a.array().tanh().matrix();
-    hs[li + 1] = hs[li] + th[li];
+    th(l) = a.array().tanh().matrix();
+    hs(l + 1) = hs(l) + th(l);
   }
-  std::vector<float> z(hs[static_cast<size_t>(L)].data(), hs[static_cast<size_t>(L)].data() + T * H);
-  span("body_forward", false, t0);
+  st.z.assign(hs(L).data(), hs(L).data() + T * H);
+}
 
-  std::vector<float> dz;
-  result.loss = project_loss(b, z, dz);
-
-  t0 = now();
-  Mat dh = CMapM(dz.data(), T, H);
+void LmRank::op_body_backward() {
+  Step& st = *st_;
+  const int64_t T = st.b.local_count, H = hidden_;
+  const int L = spec_.body_layers;
+  float* a0 = st.acts.data();
+  auto hs = [&](int l) { return CMapM(a0 + static_cast<size_t>(l * T * H), T, H); };
+  auto th = [&](int l) { return CMapM(a0 + static_cast<size_t>((L + 1 + l) * T * H), T, H); };
+  Mat dh = CMapM(st.dz.data(), T, H);
   for (int l = L - 1; l >= 0; --l) {
     const auto li = static_cast<size_t>(l);
-    const Mat da = (dh.array() * (1.0f - th[li].array().square())).matrix();
-    MapM(g_w_[li].data(), H, H).noalias() += hs[li].transpose() * da;
+    const Mat da = (dh.array() * (1.0f - th(l).array().square())).matrix();
+    MapM(g_w_[li].data(), H, H).noalias() += hs(l).transpose() * da;
     Eigen::Map<Vec>(g_b_[li].data(), H) += da.colwise().sum();
     dh.noalias() += da * CMapM(w_[li].data(), H, H).transpose();
   }
-  std::vector<float> de(dh.data(), dh.data() + T * H);
-  span("body_backward", false, t0);
+  st.de.assign(dh.data(), dh.data() + T * H);
+}
 
-  embed_backward(b, de);
-  all_reduce_grads();
-
-  t0 = now();
+void LmRank::op_optimizer() {
+  if (spec_.optimizer == LmOptimizer::adam) {
+    // torch.optim.Adam's update (lm_spec.h LmOptimizer), its scalars in double, the tensors in fp32
+    const double t = static_cast<double>(++adam_steps_);
+    const auto b1 = static_cast<float>(spec_.adam_beta1), b2 = static_cast<float>(spec_.adam_beta2);
+    const auto step_size = static_cast<float>(spec_.learning_rate / (1.0 - std::pow(spec_.adam_beta1, t)));
+    const auto bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(spec_.adam_beta2, t)));
+    const auto eps = static_cast<float>(spec_.adam_eps);
+    auto adam = [&](DeviceBuffer<float>& p, DeviceBuffer<float>& g, DeviceBuffer<float>& m, DeviceBuffer<float>& v) {
+      for (size_t i = 0; i < p.size(); ++i) {
+        m[i] = b1 * m[i] + (1.f - b1) * g[i];
+        v[i] = b2 * v[i] + (1.f - b2) * g[i] * g[i];
+        p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
+        g[i] = 0.f;
+      }
+    };
+    adam(table_, g_table_, m_table_, v_table_);
+    adam(out_, g_out_, m_out_, v_out_);
+    for (size_t l = 0; l < w_.size(); ++l) {
+      adam(w_[l], g_w_[l], m_w_[l], v_w_[l]);
+      adam(b_[l], g_b_[l], m_b_[l], v_b_[l]);
+    }
+    return;
+  }
   const auto lr = static_cast<float>(spec_.learning_rate);
   auto sgd = [lr](DeviceBuffer<float>& p, DeviceBuffer<float>& g) {
     for (size_t i = 0; i < p.size(); ++i) {
@@ -196,8 +286,6 @@ LmRank::StepResult LmRank::step(int64_t step) {
     sgd(w_[l], g_w_[l]);
     sgd(b_[l], g_b_[l]);
   }
-  span("optimizer", false, t0);
-  return result;
 }
 
 }  // namespace embedscope::engine

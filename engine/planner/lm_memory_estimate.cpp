@@ -24,8 +24,10 @@ std::vector<LmMemoryEstimate> estimate_lm_memory(const LmWorkloadSpec& s) {
     e.output_projection_bytes = s.tie_word_embeddings ? 0 : rowb;
     e.read_copy_bytes = s.data_type == LmDataType::fp32 ? 0 : rowb;
     e.gradient_bytes = e.table_bytes + e.output_projection_bytes;
-    e.optimizer_state_bytes = 0;
     e.body_bytes = L * (H * H + H) * f32 * 2;
+    // adam: two fp32 moments of every parameter (E, O, the body); sgd none
+    e.optimizer_state_bytes =
+        s.optimizer == LmOptimizer::adam ? 2 * (e.table_bytes + e.output_projection_bytes + e.body_bytes / 2) : 0;
     e.logits_bytes = Tc * e.rows.size() * f32;
     const int64_t lookup = rw ? 2 * T * H * f32 : T * H * f32;  // rows received + sent, or the partial sum
     const int64_t gathered = (rw || s.sequence_parallel) ? Tc * H * f32 : 0;

@@ -100,13 +100,13 @@ struct LmProgramWriter {
   }
 };
 
-bool is_embedding_comm(const std::string& name) {
-  for (const char* prefix : {"embedding/", "input_dist/", "output_dist/", "grad_dist/"})
-    if (name.rfind(prefix, 0) == 0) return true;
+}  // namespace
+
+bool is_lm_embedding_collective(std::string_view name) {
+  for (std::string_view prefix : {"embedding/", "input_dist/", "output_dist/", "grad_dist/"})
+    if (name.substr(0, prefix.size()) == prefix) return true;
   return false;
 }
-
-}  // namespace
 
 StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t step) {
   validate(spec, "workload");
@@ -263,7 +263,7 @@ LmSimulatedStep simulate_lm_step(const LmWorkloadSpec& spec, const HardwareProfi
           t[r] = ready + dur;
         }
         out.comm_ns += waited + dur;
-        if (is_embedding_comm(op0.collectives[c].name)) out.embedding_comm_ns += waited + dur;
+        if (is_lm_embedding_collective(op0.collectives[c].name)) out.embedding_comm_ns += waited + dur;
         out.bytes_sent += op0.collectives[c].bytes_sent();
       }
     }

@@ -3,6 +3,8 @@
 #include "embedscope/engine/reference/lm_reference.h"
 
 #include <cmath>
+#include <map>
+#include <string>
 
 #include "embedscope/engine/model/lm_embedding.h"
 
@@ -105,6 +107,31 @@ double LmReference::step(int64_t step) {
     }
   }
   const double lr = spec_.learning_rate;
+  if (spec_.optimizer == LmOptimizer::adam) {
+    // Kingma & Ba 2015, Algorithm 1 with PyTorch's placement of eps (lm_spec.h LmOptimizer),
+    // written here on its own, in double
+    ++adam_t_;
+    const double b1 = spec_.adam_beta1, b2 = spec_.adam_beta2, eps = spec_.adam_eps;
+    const double c1 = 1 - std::pow(b1, static_cast<double>(adam_t_)), c2 = 1 - std::pow(b2, static_cast<double>(adam_t_));
+    auto update = [&](std::vector<double>& param, const std::vector<double>& g, const std::string& key) {
+      auto& [m, v] = moments_[key];
+      m.resize(param.size(), 0.0);
+      v.resize(param.size(), 0.0);
+      for (size_t i = 0; i < param.size(); ++i) {
+        m[i] = b1 * m[i] + (1 - b1) * g[i];
+        v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+        const double m_hat = m[i] / c1, v_hat = v[i] / c2;
+        param[i] -= lr * m_hat / (std::sqrt(v_hat) + eps);
+      }
+    };
+    update(E_, gE, "E");
+    update(O_, gO, "O");
+    for (size_t l = 0; l < W_.size(); ++l) {
+      update(W_[l], gW[l], "W" + std::to_string(l));
+      update(b_[l], gb[l], "b" + std::to_string(l));
+    }
+    return n == 0 ? 0.0 : loss / static_cast<double>(n);
+  }
   for (size_t i = 0; i < E_.size(); ++i) E_[i] -= lr * gE[i];
   for (size_t i = 0; i < O_.size(); ++i) O_[i] -= lr * gO[i];
   for (size_t l = 0; l < W_.size(); ++l) {

@@ -27,6 +27,7 @@ const char* to_string(LmSharding s) {
   }
   return "?";
 }
+const char* to_string(LmOptimizer o) { return o == LmOptimizer::adam ? "adam" : "sgd"; }
 const char* to_string(LmDataType t) {
   switch (t) {
     case LmDataType::fp32: return "fp32";
@@ -171,9 +172,16 @@ LmWorkloadSpec parse_lm_workload(const json& j, const std::string& origin) {
     if (auto* b = LmReader::optional(*a, "backend")) r.choice<int>(*b, "/devices/backend", {{0, "cpu"}});
   }
   if (auto* a = LmReader::optional(j, "optimizer")) {
-    r.object(*a, "/optimizer", {"type", "learning_rate"});
-    if (auto* b = LmReader::optional(*a, "type")) r.choice<int>(*b, "/optimizer/type", {{0, "sgd"}});
+    r.object(*a, "/optimizer", {"type", "learning_rate", "beta1", "beta2", "eps"});
+    if (auto* b = LmReader::optional(*a, "type"))
+      s.optimizer = static_cast<LmOptimizer>(r.choice<int>(*b, "/optimizer/type", {{0, "sgd"}, {1, "adam"}}));
     if (auto* b = LmReader::optional(*a, "learning_rate")) s.learning_rate = r.number(*b, "/optimizer/learning_rate");
+    for (auto [key, field] : {std::pair{"beta1", &s.adam_beta1}, {"beta2", &s.adam_beta2}, {"eps", &s.adam_eps}})
+      if (auto* b = LmReader::optional(*a, key)) {
+        if (s.optimizer != LmOptimizer::adam)
+          r.fail(std::string("/optimizer/") + key, "only with optimizer type adam");
+        *field = r.number(*b, std::string("/optimizer/") + key);
+      }
   }
   if (auto* a = LmReader::optional(j, "steps")) s.steps = r.integer(*a, "/steps");
   if (auto* a = LmReader::optional(j, "seed")) {
@@ -202,6 +210,9 @@ void validate(const LmWorkloadSpec& s, const std::string& origin) {
   c.closed<int>("/devices/count", s.world_size, 1, kMaxLmRanks);
   c.closed<int64_t>("/sharding/make_vocab_size_divisible_by", s.make_vocab_size_divisible_by, 1, 1 << 20);
   if (!(s.learning_rate > 0)) c.fail("/optimizer/learning_rate", fmt::format("must be > 0, got {}", s.learning_rate));
+  if (!(s.adam_beta1 >= 0 && s.adam_beta1 < 1)) c.fail("/optimizer/beta1", fmt::format("must be in [0, 1), got {}", s.adam_beta1));
+  if (!(s.adam_beta2 >= 0 && s.adam_beta2 < 1)) c.fail("/optimizer/beta2", fmt::format("must be in [0, 1), got {}", s.adam_beta2));
+  if (!(s.adam_eps > 0)) c.fail("/optimizer/eps", fmt::format("must be > 0, got {}", s.adam_eps));
   c.gt0_max<int64_t>("/steps", s.steps, 1'000'000'000);
   const int p = s.world_size;
   if (s.sequence_parallel) {
@@ -237,9 +248,14 @@ json to_json(const LmWorkloadSpec& s) {
               {"sequence_parallel", s.sequence_parallel},
               {"make_vocab_size_divisible_by", s.make_vocab_size_divisible_by}}},
             {"devices", {{"count", s.world_size}, {"backend", "cpu"}}},
-            {"optimizer", {{"type", "sgd"}, {"learning_rate", s.learning_rate}}},
+            {"optimizer", {{"type", to_string(s.optimizer)}, {"learning_rate", s.learning_rate}}},
             {"steps", s.steps},
             {"seed", s.seed}};
+  if (s.optimizer == LmOptimizer::adam) {
+    j["optimizer"]["beta1"] = s.adam_beta1;
+    j["optimizer"]["beta2"] = s.adam_beta2;
+    j["optimizer"]["eps"] = s.adam_eps;
+  }
   if (!s.description.empty()) j["description"] = s.description;
   if (!s.source.empty()) j["source"] = s.source;
   return j;

@@ -19,6 +19,7 @@
 #include "embedscope/sessions/analysis/stats.h"
 #include "embedscope/sessions/model/units.h"
 #include "embedscope/sessions/store/session.h"
+#include "interrupt.h"
 #include "output/output.h"
 
 namespace embedscope::cli {
@@ -107,7 +108,10 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
   std::cout << fmt::format("workload     {}: lm_embedding {}\n", spec.name, shape_text(spec));
   std::cout << fmt::format("sharding     {} on {} ranks\n", mode_text(spec), spec.world_size);
   std::cout << padding_text(spec);
-  std::cout << "\nmemory estimate per rank (planner/lm_memory_estimate.h; optimizer sgd: no state)\n" << memory_table(est);
+  std::cout << fmt::format("\nmemory estimate per rank (planner/lm_memory_estimate.h; optimizer {})\n",
+                           spec.optimizer == es::LmOptimizer::adam ? "adam: two fp32 moments per parameter"
+                                                                   : "sgd: no state")
+            << memory_table(est);
   std::cout << fmt::format(
       "\nSIMULATED step on {} ({} GPUs per node; the step program timed by the cost model, not this machine): {:.3f} ms, "
       "communication {:.1f}% (embedding {:.1f}%), {:.0f} bytes on the wire per token\n",
@@ -127,6 +131,7 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
   es::LmRunOptions opt;
   opt.session_path = output;
   opt.overwrite = overwrite;
+  if (!simulated) opt.cancel = &cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
   es::LmSimulateOptions sim;
   sim.session_path = output;
   sim.overwrite = overwrite;
@@ -144,8 +149,13 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
   } catch (const sessions::SessionError&) {
     throw;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "error: run failed: {}\nsession: {}\n", e.what(), output);
-    if (as_json) std::cout << dump(json{{"ended", "crashed"}, {"error", e.what()}, {"session", output}}) << "\n";
+    std::string ended = "crashed";  // the session says how the run ended (oom, hang, crashed)
+    try {
+      ended = sessions::SessionReader(output).status();
+    } catch (const std::exception&) {
+    }
+    fmt::print(stderr, "error: run failed ({}): {}\nsession: {}\n", ended, e.what(), output);
+    if (as_json) std::cout << dump(json{{"ended", ended}, {"error", e.what()}, {"session", output}}) << "\n";
     return 1;
   }
   const auto d = sessions::summarize(r.step_ns);
@@ -167,14 +177,20 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
     k.bytes_sent += c.bytes_sent;
     k.ns += c.end_ns - c.start_ns;
   }
+  int64_t embedding_comm_ns = 0;  // of which the token embedding's own collectives
   for (const auto& o : r.ops)
-    if (o.rank == 0 && o.lane == sessions::Lane::comm) comm_ns += o.end_ns - o.start_ns;
+    if (o.rank == 0 && o.lane == sessions::Lane::comm) {
+      comm_ns += o.end_ns - o.start_ns;
+      if (es::is_lm_embedding_collective(o.name)) embedding_comm_ns += o.end_ns - o.start_ns;
+    }
   int64_t step_total = 0;
   for (int64_t s : r.step_ns) step_total += s;
   int64_t bytes_all = 0;
   for (const auto& rk : r.ranks) bytes_all += rk.bytes_sent;
   const double per_token = static_cast<double>(bytes_all) / static_cast<double>(tokens * spec.steps);
   const double comm_share = step_total > 0 ? static_cast<double>(comm_ns) / static_cast<double>(step_total) : 0.0;
+  const double embedding_comm_share =
+      step_total > 0 ? static_cast<double>(embedding_comm_ns) / static_cast<double>(step_total) : 0.0;
   const auto est = es::estimate_lm_memory(spec);
   if (as_json) {
     json colls = json::array();
@@ -190,7 +206,7 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
                        {"memory_estimate_bytes", est[i].total()},
                        {"peak_allocated_bytes", r.ranks[i].peak_allocated},
                        {"peak_requested_bytes", r.ranks[i].peak_requested}});
-    std::cout << dump(json{{"ended", "complete"},
+    std::cout << dump(json{{"ended", es::to_string(r.ended)},
                            {"session", output},
                            {"workload", spec.name},
                            {"model", "lm_embedding"},
@@ -205,6 +221,7 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
                            {"tokens_per_s", tps},
                            {"loss", r.losses},
                            {"comm_share_rank0", comm_share},
+                           {"embedding_comm_share_rank0", embedding_comm_share},
                            {"bytes_on_wire_per_token", per_token},
                            {"collectives_rank0", colls},
                            {"ranks", ranks}})
@@ -221,9 +238,9 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
     std::cout << "loss         none (SIMULATED: nothing is trained)\n";
   else
     std::cout << fmt::format("loss         first {:.4f}  last {:.4f}\n", r.losses.front(), r.losses.back());
-  std::cout << fmt::format("comm         {:.1f}% of rank 0's step time in collectives ({}); {:.0f} bytes on the wire "
-                           "per token (all ranks' bytes sent / tokens)\n\n",
-                           100.0 * comm_share,
+  std::cout << fmt::format("comm         {:.1f}% of rank 0's step time in collectives, {:.1f}% in the token "
+                           "embedding's own ({}); {:.0f} bytes on the wire per token (all ranks' bytes sent / tokens)\n\n",
+                           100.0 * comm_share, 100.0 * embedding_comm_share,
                            simulated ? "SIMULATED: the cost model's figures, one op at a time per rank"
                                      : "thread-level: the rank's one thread waits while they run",
                            per_token);
@@ -232,13 +249,14 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
   for (const auto& [name, k] : by_name)
     std::cout << fmt::format("{:<40} {:<15} {:>6} {:>14} {:>12}\n", name, k.op, k.count, format_bytes(k.bytes_sent),
                              ms(k.ns));
-  std::cout << fmt::format("\n{:<5} {:>17} {:>14} {:>14} {:>16}\n", "rank", "rows", "bytes sent", "bytes received",
-                           "memory estimate");
+  std::cout << fmt::format("\n{:<5} {:>17} {:>14} {:>14} {:>16} {:>15}\n", "rank", "rows", "bytes sent",
+                           "bytes received", "memory estimate", "peak allocated");
   for (size_t i = 0; i < r.ranks.size(); ++i)
-    std::cout << fmt::format("{:<5} {:>17} {:>14} {:>14} {:>16}\n", i,
+    std::cout << fmt::format("{:<5} {:>17} {:>14} {:>14} {:>16} {:>15}\n", i,
                              fmt::format("[{}, {})", r.ranks[i].rows.begin, r.ranks[i].rows.end),
                              format_bytes(r.ranks[i].bytes_sent), format_bytes(r.ranks[i].bytes_received),
-                             format_bytes(est[i].total()));
+                             format_bytes(est[i].total()),
+                             simulated ? std::string("-") : format_bytes(r.ranks[i].peak_allocated));
   std::cout << fmt::format("\nsession: {}\n", output);
   return 0;
 }

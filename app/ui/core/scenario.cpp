@@ -39,19 +39,25 @@ std::string string_at(const json& obj, const char* key, const std::string& origi
 
 void only_keys(const json& obj, std::initializer_list<const char*> keys, const std::string& origin,
                const std::string& where) {
-  for (const auto& [k, v] : obj.items())
+  for (const auto& item : obj.items()) {
+    const std::string& k = item.key();  // not a structured binding: clang 14 cannot capture one
     if (std::none_of(keys.begin(), keys.end(), [&](const char* a) { return k == a; }))
       fail(origin, where + "/" + k, "unknown key");
+  }
 }
 
 // Validates `workload` with the engine's parser; a pointer in its error is rewritten to run from
 // the scenario's root (`base`, e.g. "/runs/1/workload") when `patch` (what the file says at
 // `base`) holds that pointer, else it is left relative to `fallback` (e.g. "(preset NAME)").
-engine::WorkloadSpec validate_run(const json& workload, const json& patch, const std::string& origin,
-                                  const std::string& base, const std::string& fallback) {
+// The run of `workload` with the engine's parser of its kind (DLRM or lm_embedding).
+void validate_run(ScenarioRun& run, const json& patch, const std::string& origin, const std::string& base,
+                  const std::string& fallback) {
   const std::string tag = "\x1f";  // an origin that cannot occur in a message
   try {
-    return engine::parse_workload(workload, tag);
+    if (engine::is_lm_workload(run.workload))
+      run.lm = engine::parse_lm_workload(run.workload, tag);
+    else
+      run.spec = engine::parse_workload(run.workload, tag);
   } catch (const SpecError& e) {
     std::string msg = e.what();
     if (msg.rfind(tag + ": ", 0) != 0) throw SpecError(origin + ": " + base + ": " + msg);
@@ -115,11 +121,12 @@ Scenario parse_scenario(const json& j, const std::string& origin) {
     if (inline_workload) {
       if (r.contains("overrides")) fail(origin, at + "/overrides", "only goes with \"preset\"");
       run.workload = r["workload"];
-      run.spec = validate_run(run.workload, run.workload, origin, at + "/workload", "");
+      validate_run(run, run.workload, origin, at + "/workload", "");
     } else {
       const std::string name = string_at(r, "preset", origin, at);
       try {
-        run.workload = engine::detail::parse_json_text(engine::preset_json(name), "preset " + name);
+        run.workload = engine::is_lm_preset(name) ? engine::to_json(engine::load_lm_preset(name))
+                                                  : engine::detail::parse_json_text(engine::preset_json(name), "preset " + name);
       } catch (const SpecError& e) {
         fail(origin, at + "/preset", e.what());
       }
@@ -129,7 +136,7 @@ Scenario parse_scenario(const json& j, const std::string& origin) {
         patch = *o;
       }
       run.workload.merge_patch(patch);
-      run.spec = validate_run(run.workload, patch, origin, at + "/overrides", at + " (preset " + name + ")");
+      validate_run(run, patch, origin, at + "/overrides", at + " (preset " + name + ")");
     }
     s.runs.push_back(std::move(run));
   }

@@ -12,8 +12,10 @@
 //             {"label": "inline", "workload": {...a whole workload...}}]}
 // A run is either a built-in preset with optional overrides, applied as a JSON merge patch
 // (RFC 7386: objects merge key by key, arrays and values replace, null deletes), or an inline
-// workload. Either way the result is validated by the engine's own parser (parse_workload), so
-// any workload field the engine knows is accepted and nothing else is.
+// workload. Either way the result is validated by the engine's own parser: parse_workload for a
+// DLRM workload, parse_lm_workload for an lm_embedding one ("model": "lm_embedding", or a preset
+// of resources/workloads/lm/, whose JSON is its to_json), so any workload field the engine knows
+// is accepted and nothing else is. A scenario may mix both kinds.
 
 #include <cstddef>
 #include <string>
@@ -21,6 +23,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
+
+#include "embedscope/engine/workload/lm_spec.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::ui {
@@ -28,7 +33,12 @@ namespace embedscope::ui {
 struct ScenarioRun {
   std::string label;
   nlohmann::json workload;     ///< the complete workload JSON (preset + overrides applied)
-  engine::WorkloadSpec spec;   ///< the same, validated
+  engine::WorkloadSpec spec;   ///< the same, validated (a DLRM workload; default for an lm_embedding one)
+  std::optional<engine::LmWorkloadSpec> lm;  ///< an lm_embedding workload, validated (then `spec` is unused)
+  /// Steps, warmup steps and ranks of the run, whichever kind it is.
+  int64_t steps() const { return lm ? lm->steps : spec.steps; }
+  int64_t warmup_steps() const { return lm ? 0 : spec.warmup_steps; }
+  int world_size() const { return lm ? lm->world_size : spec.devices.count; }
 };
 
 struct Scenario {

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 
+#include "embedscope/engine/exec/lm_run.h"
 #include "embedscope/engine/exec/run.h"
+#include "embedscope/sessions/store/session.h"
 
 namespace embedscope::ui {
 
@@ -18,6 +20,9 @@ QString format_eta(double seconds) {
 RunJob::RunJob(engine::WorkloadSpec spec, QString session_path, bool overwrite, QObject* parent)
     : QObject(parent), spec_(std::move(spec)), session_path_(std::move(session_path)), overwrite_(overwrite) {}
 
+RunJob::RunJob(engine::LmWorkloadSpec spec, QString session_path, bool overwrite, QObject* parent)
+    : QObject(parent), lm_(std::move(spec)), session_path_(std::move(session_path)), overwrite_(overwrite) {}
+
 RunJob::~RunJob() {
   if (!thread_) return;
   cancel_ = true;
@@ -25,10 +30,40 @@ RunJob::~RunJob() {
   delete thread_;
 }
 
+void RunJob::run_lm_job() {
+  engine::LmRunOptions opt;
+  opt.session_path = session_path_.toStdString();
+  opt.overwrite = overwrite_;
+  opt.cancel = &cancel_;
+  try {
+    const engine::LmRunResult r = engine::run_lm(*lm_, opt);
+    result_path_ = session_path_;
+    result_ended_ = engine::to_string(r.ended);
+  } catch (const engine::SpecError& e) {  // refused before the session was made
+    result_ended_ = "error";
+    result_message_ = QString::fromUtf8(e.what());
+  } catch (const sessions::SessionError& e) {
+    result_ended_ = "error";
+    result_message_ = QString::fromUtf8(e.what());
+  } catch (const std::exception& e) {  // a rank failed: the session says how the run ended
+    result_path_ = session_path_;
+    result_message_ = QString::fromUtf8(e.what());
+    try {
+      result_ended_ = QString::fromStdString(sessions::SessionReader(opt.session_path).status());
+    } catch (const std::exception&) {
+      result_ended_ = "crashed";
+    }
+  }
+}
+
 void RunJob::start() {
   if (thread_) return;
   running_ = true;
   thread_ = QThread::create([this] {
+    if (lm_) {
+      run_lm_job();
+      return;
+    }
     engine::TrainerOptions opt;
     opt.session_path = session_path_.toStdString();
     opt.session_overwrite = overwrite_;

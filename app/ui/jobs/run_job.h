@@ -9,6 +9,9 @@
 #include <chrono>
 #include <memory>
 
+#include <optional>
+
+#include "embedscope/engine/workload/lm_spec.h"
 #include "embedscope/engine/workload/spec.h"
 
 class QThread;
@@ -26,6 +29,9 @@ class RunJob : public QObject {
   /// `spec` must be valid (engine::validate); the session goes to `session_path`
   /// (sessions/schema/FORMAT.md), replacing a regular file there when `overwrite`.
   RunJob(engine::WorkloadSpec spec, QString session_path, bool overwrite = false, QObject* parent = nullptr);
+  /// An lm_embedding run (engine::run_lm) of `spec` (valid), the same way; it reports no
+  /// progress before finished().
+  RunJob(engine::LmWorkloadSpec spec, QString session_path, bool overwrite = false, QObject* parent = nullptr);
   /// Cancels a run still going and waits for its thread.
   ~RunJob() override;
 
@@ -51,6 +57,8 @@ class RunJob : public QObject {
 
  private:
   engine::WorkloadSpec spec_;
+  std::optional<engine::LmWorkloadSpec> lm_;  // an lm_embedding run instead
+  void run_lm_job();  // on the worker thread
   QString session_path_;
   bool overwrite_;
   std::atomic<bool> cancel_{false};

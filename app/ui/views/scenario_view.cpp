@@ -165,7 +165,7 @@ ScenarioView::ScenarioView(Scenario scenario, QWidget* parent)
     row->addWidget(name, 1);
     auto* open = new QPushButton("Open...", runs);
     auto* start = new QPushButton("Run", runs);
-    start->setToolTip(QString("run this workload (%1 steps on %2 ranks)").arg(run.spec.steps).arg(run.spec.devices.count));
+    start->setToolTip(QString("run this workload (%1 steps on %2 ranks)").arg(run.steps()).arg(run.world_size()));
     row->addWidget(open);
     row->addWidget(start);
     rl->addLayout(row);
@@ -218,7 +218,8 @@ void ScenarioView::run_or_cancel(size_t i, QPushButton* button) {
   emit run_requested(QString::fromStdString(scenario_.id), static_cast<int>(i));
   const QString path = QDir(run_dir_).filePath(QString::fromStdString(session_file_name(scenario_, i)));
   delete jobs_[i];
-  jobs_[i] = new RunJob(scenario_.runs[i].spec, path, /*overwrite=*/true, this);
+  const ScenarioRun& run = scenario_.runs[i];
+  jobs_[i] = run.lm ? new RunJob(*run.lm, path, /*overwrite=*/true, this) : new RunJob(run.spec, path, /*overwrite=*/true, this);
   connect(jobs_[i], &RunJob::progress, this, [this, i](qint64 step, qint64 steps, double samples_per_s, double eta_s) {
     run_status_[i]->setText(QString("running: step %1/%2, %3 samples/s, %4 left")
                                 .arg(step)
@@ -315,7 +316,7 @@ void ScenarioView::load_play() {
 
 QString ScenarioView::play_step_name() const {
   if (!compare_) return {};
-  const int64_t warmup = scenario_.runs.empty() ? 0 : scenario_.runs.front().spec.warmup_steps;
+  const int64_t warmup = scenario_.runs.empty() ? 0 : scenario_.runs.front().warmup_steps();
   return QString::fromStdString(step_name(compare_->timelines()->align_step(), warmup));
 }
 

@@ -47,33 +47,19 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     threads.emplace_back([&, r, i] {
       Rank& rank = *ranks_[static_cast<size_t>(i)];
       if (!sh.gpus.empty()) sh.gpus[static_cast<size_t>(r)]->bind_thread();
-      bool rank_failed = false;
-      auto record = [&](RunEnd kind, bool bad_input, bool consequence, const std::string& msg) {
-        rank_failed = true;
-        on_rank_failed(r);
-        std::lock_guard<std::mutex> lock(sh.mu);
-        sh.errors.push_back({r, sh.tracer.now_ns(), kind, bad_input, consequence, msg});
-      };
-      bool vanished = false;
+      bool rank_failed = false, vanished = false;
       try {
         rank.main();
       } catch (const RankVanished&) {
         vanished = true;
-      } catch (const InvalidIdsError& e) {
-        record(RunEnd::crashed, true, false, e.what());
-      } catch (const InputFileError& e) {
-        record(RunEnd::crashed, true, false, e.what());
-      } catch (const OomError& e) {
-        record(RunEnd::oom, false, false, e.what());
-      } catch (const SplitMismatchError& e) {
-        record(RunEnd::crashed, false, false, e.what());
-      } catch (const CollectiveError& e) {
+      } catch (...) {
+        rank_failed = true;
         on_rank_failed(r);  // before waiting for the peers' word (explain_peer_failure)
-        const std::string peer = explain_peer_failure(r, e);  // a peer may be gone (a process that died)
-        record(e.timed_out ? RunEnd::hang : RunEnd::crashed, false, !e.timed_out,
-               fmt::format("rank {}: {}{}", r, e.what(), peer));
-      } catch (const std::exception& e) {
-        record(RunEnd::crashed, false, false, fmt::format("rank {}: {}", r, e.what()));
+        RankError err = rank_error_of(r, sh.tracer.now_ns(), std::current_exception(),
+                                      [&](const CollectiveError& e) { return explain_peer_failure(r, e); });
+        err.time_ns = sh.tracer.now_ns();  // after the peers' word
+        std::lock_guard<std::mutex> lock(sh.mu);
+        sh.errors.push_back(std::move(err));
       }
       if (!vanished && rank_failed) rank.record_memory_at_failure();  // what the rank held when the run ended
       std::unique_lock<std::mutex> lock(sh.mu);
@@ -89,14 +75,10 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
 
   result.samples_per_step = spec.batch_size * W;
   if (!sh.errors.empty()) {  // the first failure that is not a consequence of another's
-    auto errs = sh.errors;
-    std::stable_sort(errs.begin(), errs.end(), [](const RankError& a, const RankError& b) {
-      if (a.consequence != b.consequence) return !a.consequence;
-      return a.time_ns < b.time_ns;
-    });
-    result.ended = errs.front().kind;
-    result.bad_input = errs.front().bad_input;
-    result.error = errs.front().message;
+    const RankError first = first_failure(sh.errors);
+    result.ended = first.kind;
+    result.bad_input = first.bad_input;
+    result.error = first.message;
   }
   for (auto& r : ranks_) {
     result.ranks.push_back(r->summary);

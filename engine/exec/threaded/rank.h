@@ -44,6 +44,7 @@
 #include "embedscope/sessions/store/session.h"
 #include "sharding/embedding_sharding.h"
 #include "comm_worker.h"
+#include "rank_failure.h"
 #if EMBEDSCOPE_WITH_CUDA
 #include "embedscope/engine/comm/nccl_comm.h"
 #endif
@@ -62,15 +63,6 @@ using profiler::ScopedSpan;
 std::string host_name();
 
 // ---- shared run state -------------------------------------------------------------------------
-struct RankError {
-  int rank = 0;
-  int64_t time_ns = 0;
-  RunEnd kind = RunEnd::crashed;
-  bool bad_input = false;
-  bool consequence = false;  // a peer's failure seen from here
-  std::string message;
-};
-
 struct Shared {
   const WorkloadSpec& spec;
   const ShardingPlan& plan;

@@ -102,6 +102,19 @@ TEST(LmMemory, HandComputedPeakOfOneRank) {
   EXPECT_EQ(r.ranks[0].peak_allocated, 4 * 1024 + 8 * 512 + 2560 + 2048 + 512);
 }
 
+TEST(LmMemory, AdamAddsTwoMomentsOfEveryParameter) {
+  // The case above with adam: m and v of E, O (32 x 8 x 4 = 1024 B each) and the body
+  // (2 x (64 + 8) x 4 = 576 B): 2 x (2048 + 576) = 5248 B more, in the estimate and measured.
+  LmWorkloadSpec s = spec_of({LmSharding::vocab_parallel, false, false, 2});
+  s.optimizer = LmOptimizer::adam;
+  s.learning_rate = 0.01;
+  const auto est = estimate_lm_memory(s);
+  EXPECT_EQ(est[0].optimizer_state_bytes, 5248);
+  const LmRunResult r = run_lm(s);
+  EXPECT_EQ(r.ranks[0].peak_requested, 10368 + 5248);
+  EXPECT_EQ(r.ranks[0].peak_requested, est[0].total() - lookup_term(s));
+}
+
 TEST(LmMemory, SessionHoldsCountersSnapshotsAndHistory) {
   const auto path = std::filesystem::temp_directory_path() / ("lm_memory_" + std::to_string(getpid()) + ".esdb");
   LmRunOptions opt;

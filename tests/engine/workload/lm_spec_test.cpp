@@ -39,6 +39,25 @@ TEST(LmSpec, DefaultsAndRoundTrip) {
   EXPECT_FALSE(is_lm_workload(json{{"tables", json::array()}}));
 }
 
+TEST(LmSpec, AdamWithTorchDefaultsAndItsBadInput) {
+  json j = base();
+  j["optimizer"] = {{"type", "adam"}, {"learning_rate", 0.001}};
+  const LmWorkloadSpec s = parse_lm_workload(j, "w.json");
+  EXPECT_EQ(s.optimizer, LmOptimizer::adam);
+  EXPECT_DOUBLE_EQ(s.adam_beta1, 0.9);
+  EXPECT_DOUBLE_EQ(s.adam_beta2, 0.999);
+  EXPECT_DOUBLE_EQ(s.adam_eps, 1e-8);
+  EXPECT_EQ(to_json(s)["optimizer"], (json{{"type", "adam"}, {"learning_rate", 0.001}, {"beta1", 0.9},
+                                           {"beta2", 0.999}, {"eps", 1e-8}}));
+  EXPECT_EQ(to_json(parse_lm_workload(to_json(s), "again")), to_json(s));
+  j["optimizer"]["beta2"] = 1.0;
+  EXPECT_EQ(error_of(j), "w.json: /optimizer/beta2: must be in [0, 1), got 1");
+  j["optimizer"] = {{"type", "sgd"}, {"beta1", 0.5}};
+  EXPECT_EQ(error_of(j), "w.json: /optimizer/beta1: only with optimizer type adam");
+  j["optimizer"] = {{"type", "adagrad"}};
+  EXPECT_EQ(error_of(j), "w.json: /optimizer/type: unknown value \"adagrad\"; valid: sgd, adam");
+}
+
 TEST(LmSpec, MegatronPaddingIsAMultipleOf128TimesTheRanks) {
   json j = base();
   j["sharding"] = {{"make_vocab_size_divisible_by", 128}};

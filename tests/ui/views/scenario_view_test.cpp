@@ -134,3 +134,38 @@ TEST(Scenario, PlayOrderAndWhatEachOpWaitsFor) {
   EXPECT_EQ(view.compare()->timelines()->size(), 2u);
   EXPECT_FALSE(view.open_run_session(0, "/nonexistent/x.db").isEmpty());
 }
+
+// A scenario of lm_embedding runs (inline workloads here; the built-in
+// vocab_parallel_vs_sequence_parallel uses the scaled Llama preset): the view lists them with
+// their steps and ranks, runs one itself (RunJob over run_lm) and opens its session.
+TEST(ScenarioView, RunsAnLmRunAndOpensItsSession) {
+  const auto dir = std::filesystem::temp_directory_path() / ("es_scen_lm_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  Scenario sc = parse_scenario(nlohmann::json::parse(R"({"id": "lm_demo", "title": "LM", "explanation": "text",
+      "runs": [{"label": "all-reduce", "workload": {"model": "lm_embedding", "vocab_size": 64, "hidden_size": 8,
+                "sequence_length": 8, "micro_batch_size": 2, "devices": {"count": 2}, "steps": 2}},
+               {"label": "sequence parallel", "workload": {"model": "lm_embedding", "vocab_size": 64, "hidden_size": 8,
+                "sequence_length": 8, "micro_batch_size": 2, "devices": {"count": 2}, "steps": 2,
+                "sharding": {"sequence_parallel": true}}}]})"), "lm_demo.json");
+  ASSERT_TRUE(sc.runs[1].lm.has_value());
+  EXPECT_TRUE(sc.runs[1].lm->sequence_parallel);
+  ScenarioView view(sc);
+  view.resize(1400, 800);
+  view.show();
+  EXPECT_EQ(view.open_folder(QString::fromStdString(dir.string())), 0);  // makes it the run directory
+  QPushButton* run_b = nullptr;
+  for (auto* b : view.findChildren<QPushButton*>())
+    if (b->text() == "Run") run_b = b;  // the last one: run b
+  ASSERT_NE(run_b, nullptr);
+  EXPECT_EQ(run_b->toolTip(), "run this workload (2 steps on 2 ranks)");
+  run_b->click();
+  QTRY_COMPARE_WITH_TIMEOUT(run_b->text(), QString("Run"), 60000);
+  const sessions::SessionReader s((dir / "lm_demo-1.db").string());
+  EXPECT_EQ(s.status(), "complete");
+  int reduce_scatters = 0;
+  for (const auto& c : s.collectives()) reduce_scatters += c.name == "embedding/reduce_scatter" ? 1 : 0;
+  EXPECT_EQ(reduce_scatters, 2 * 2);  // 2 ranks x 2 steps
+  ASSERT_NE(view.compare(), nullptr);
+  EXPECT_EQ(view.compare()->timelines()->size(), 1u);
+  std::filesystem::remove_all(dir);
+}

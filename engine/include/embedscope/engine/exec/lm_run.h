@@ -1,17 +1,21 @@
 #pragma once
-// Runs an lm_embedding workload (workload/lm_spec.h) on spec.world_size CPU ranks, one thread
-// each, joined by a Gloo world group (comm/gloo_process_group.h), and optionally records it as
-// a session: every op as a span on the rank's compute or comm lane (the collectives are run
-// inline by the rank's one thread, so the compute lane waits while the comm lane is busy), every
-// collective as a row of `collectives` with its bytes, every step's loss in `steps`. Each rank's
-// buffers live in its own DeviceArena (caching allocator, capacity the host's memory), whose
-// counters (`memory_counters`, per step), allocator history (`memory_events`) and block layout
-// (`memory_snapshots`, when it changed) the session holds, as the threaded executor records them.
+// Runs an lm_embedding workload (workload/lm_spec.h) on spec.world_size CPU ranks in this
+// process and optionally records it as a session. The threaded executor runs it
+// (exec/threaded/lm_executor.h): each rank a compute thread and a comm worker, joined by a Gloo
+// world group (comm/gloo_process_group.h), interpreting the rank's step program
+// (program/lm_program.h) op by op; every compute op is a span on the rank's compute lane and
+// every collective of a comm op one on its comm lane, with its bytes (the compute thread waits),
+// every collective a row of `collectives` with its bytes, every step's loss in `steps`. Each
+// rank's buffers live in its own DeviceArena (caching allocator), whose counters
+// (`memory_counters`, per step), allocator history (`memory_events`) and block layout
+// (`memory_snapshots`, when it changed, and at an OOM) the session holds, as for DLRM runs.
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/model/lm_embedding.h"
 #include "embedscope/engine/workload/lm_spec.h"
 #include "embedscope/sessions/model/events.h"
@@ -27,6 +31,12 @@ struct LmRunOptions {
   bool overwrite = false;         ///< replace an existing session file
   bool keep_outputs = false;      ///< keep every rank's embedding output of every step
   int64_t collective_timeout_ms = 60000;
+  /// Each rank's device memory (bytes; 0 = the host's physical memory): the capacity of its
+  /// caching allocator, past which a buffer ends the run "oom".
+  int64_t device_memory_bytes = 0;
+  /// Set (e.g. from a SIGINT handler) to stop every rank after the same step; the run ends
+  /// "cancelled" with the steps that ran.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 /// What one rank ended with.
@@ -45,23 +55,28 @@ struct LmRankResult {
 };
 
 struct LmRunResult {
-  std::vector<double> losses;              ///< per step (rank 0's; every rank has the same)
+  RunEnd ended = RunEnd::complete;         ///< complete or cancelled (run_lm throws for the others)
+  std::string error;                       ///< how a failed run failed ("" when it did not)
+  std::vector<double> losses;              ///< per step run (rank 0's; every rank has the same)
   std::vector<LmRankResult> ranks;
   std::vector<sessions::CollectiveRecord> collectives;  ///< every rank's, in completion order
   std::vector<sessions::OpEvent> ops;      ///< every span, names static
-  std::vector<int64_t> step_ns;            ///< per step: rank 0's wall time of the step
+  std::vector<int64_t> step_ns;            ///< per step run: rank 0's wall time of the step
   int64_t wall_ns = 0;
 };
 
 /// The name of the vocabulary table in the session (shards, load_counters and id_histogram table 0).
 inline constexpr const char* kLmTableName = "token_embedding";
 
-/// Runs spec.steps steps. Throws SpecError for an invalid spec, sessions::SessionError when the
-/// session cannot be written, std::runtime_error "rank R: <what>" when a rank failed (a
-/// CollectiveError's text: the others time out after collective_timeout_ms); a run that fails
-/// after the session was created leaves it with ended = "crashed" and the message. The session
-/// also holds the plan (table `shards`: one table, one shard per rank, planned_bytes its master
-/// weights), every rank's load (ids its shard served per step) and token histogram.
+/// Runs spec.steps steps (fewer when cancelled). Throws SpecError for an invalid spec,
+/// sessions::SessionError when the session cannot be written, std::runtime_error with the
+/// failure's text when a rank failed ("rank R: <what>" for a collective's error: the others fail
+/// at once or time out after collective_timeout_ms; OomError's text for a buffer that did not
+/// fit); a run that fails after the session was created leaves it with ended = "oom", "hang"
+/// (a collective timed out) or "crashed" and the message, its spans, collectives and memory
+/// records up to the failure. The session also holds the plan (table `shards`: one table, one
+/// shard per rank, planned_bytes its master weights), every rank's load (ids its shard served
+/// per step) and token histogram.
 LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options = {});
 
 /// The session metadata and plan both runs of an lm_embedding workload write (workload name and
@@ -83,8 +98,5 @@ struct LmSimulateOptions {
 /// expected ids per shard. Nothing is trained: losses are empty, the session's step losses 0.
 /// Throws SpecError for an invalid spec or an unknown profile, sessions::SessionError.
 LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& options);
-
-/// The session op category of an lm_embedding span name (lookup, comm, dense, optimizer, input).
-sessions::OpCategory lm_op_category(const char* name, bool comm);
 
 }  // namespace embedscope::engine

@@ -1,5 +1,5 @@
 #pragma once
-// The lm_embedding model (issue 19) on one rank of p, trained with plain SGD:
+// The lm_embedding model (issue 19) on one rank of p, trained with SGD or Adam (LmOptimizer):
 //   e_t   = E[x_t]                                   token embedding, pooling none
 //   h^0   = e,  h^{l+1} = h^l + tanh(h^l W_l + b_l)  body_layers residual dense layers, [T x H]
 //   z_v   = h^L . O_v                                logits; O = E when tie_word_embeddings
@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -56,32 +57,43 @@ float lm_initial_weight(uint64_t seed, int which, int64_t index, int64_t hidden_
 /// `v` as the forward pass reads it: rounded to bf16 / fp16 (nearest even), unchanged for fp32.
 float lm_read_weight(float v, LmDataType t);
 
-/// One op this rank ran (for the timeline): name, comm lane or compute, steady-clock ns.
-struct LmOpSpan {
-  const char* name = "";
-  bool comm = false;
-  int64_t start_ns = 0, end_ns = 0;
-  int64_t step = 0;
-};
+struct ProgramOp;
 
-/// One rank's parameters and its training step. Not thread-safe; one per rank thread.
+/// One rank's parameters and its training step. Not thread-safe: one rank at a time calls it
+/// (the threaded executor calls run() from the rank's compute thread for compute ops and from
+/// its comm worker for comm ops, one op at a time, in program order).
+///
+/// The step is the rank's StepProgram (program/lm_program.h, build_lm_step_program): begin_step,
+/// then run() of every op of the program in order, then end_step. Each op is one of the
+/// program's names; the model, not the executor, knows what an op does:
+///   compute  input, bucketize, lookup, body_forward, output_projection/logits,
+///            cross_entropy/exp, output_projection/backward, body_backward,
+///            embedding_backward, optimizer
+///   comm     input_dist, output_dist, embedding/all_reduce, embedding/reduce_scatter,
+///            output_projection/all_gather, sequence_parallel/all_gather, cross_entropy/max,
+///            cross_entropy/all_reduce, loss/all_reduce, output_projection/grad_reduce_scatter,
+///            output_projection/grad_all_reduce, grad_dist, embedding/grad_all_gather,
+///            grad_all_reduce (each running the collectives the program lists, on `world`)
 ///
 /// Memory: with an `arena`, every buffer the estimate (planner/lm_memory_estimate.h) counts is a
 /// block of it under a tag: "weights" (E, O and the bf16 / fp16 read copy), "gradients" (of E
-/// and O), "dense" (body weights and their gradients), "logits" (the [Tc x rows] slice, exp and
+/// and O), "dense" (body weights and their gradients), "optimizer_state" (adam: the two moments
+/// of E, O and the body), "logits" (the [Tc x rows] slice, exp and
 /// gradient in place), "activations" (the body's inputs and tanh outputs [Tl x H], the lookup's
 /// partial sum or row_wise's rows sent and received, the gathered hidden states, the gradient
 /// of the projection's input [Tc x H]) and "comm_buffer" (the flattened body gradients of
-/// body/grad_all_reduce). The parameters live for the rank's lifetime; the others for the part
-/// of the step that uses them. Without an arena the same buffers are plain host memory.
-/// OomError from the arena when a buffer does not fit.
+/// body/grad_all_reduce). The parameters live for the rank's lifetime; the others from the op
+/// that makes them to the last op that reads them (the lookup's partial sum is freed before the
+/// logits exist; the logits, the read copy, the gathered states and the projection input's
+/// gradient after the projection's gradient collective; the body's activations at end_step).
+/// Without an arena the same buffers are plain host memory. OomError from the arena when a
+/// buffer does not fit.
 class LmRank {
  public:
-  /// `world` is this rank's group of spec.world_size ranks (group rank = rank). `clock_ns`
-  /// (may be empty) timestamps the op spans reported to `on_op` (may be empty). `arena` (may
+  /// `world` is this rank's group of spec.world_size ranks (group rank = rank). `arena` (may
   /// be null; outlives the rank) holds the rank's buffers.
-  LmRank(const LmWorkloadSpec& spec, ProcessGroup& world, std::function<int64_t()> clock_ns = {},
-         std::function<void(const LmOpSpan&)> on_op = {}, DeviceArena* arena = nullptr);
+  LmRank(const LmWorkloadSpec& spec, ProcessGroup& world, DeviceArena* arena = nullptr);
+  ~LmRank();
 
   struct StepResult {
     double loss = 0;                  ///< the global batch's mean loss (the same on every rank)
@@ -89,8 +101,18 @@ class LmRank {
     int64_t ids_looked_up = 0;        ///< ids whose row this rank read from its shard (masked ids not counted)
     int64_t unique_rows = 0;          ///< distinct rows among them
   };
-  /// Runs step `step` (forward, backward, SGD) and returns its loss and embedding output.
-  /// Throws CollectiveError from the collectives.
+  /// Starts step `step` (0-based): the step's state is reset (a step left unfinished by a
+  /// failure is dropped).
+  void begin_step(int64_t step);
+  /// Runs one op of this rank's program of the step (build_lm_step_program(spec, rank, step)),
+  /// the ops in program order. Throws std::logic_error for an op name the model does not run
+  /// (or run out of order: before begin_step), CollectiveError from the collectives, OomError
+  /// from the arena.
+  void run(const ProgramOp& op);
+  /// The step's result, after its last op (optimizer); frees the step's buffers.
+  StepResult end_step();
+  /// The whole step without an executor: begin_step, every op of the program on this thread,
+  /// end_step.
   StepResult step(int64_t step);
 
   /// Rows of E this rank holds ([0, V') for data_parallel).
@@ -108,14 +130,32 @@ class LmRank {
   std::pair<int64_t, int64_t> token_of(int64_t i) const;
 
  private:
-  // implemented in lm_embedding.cpp; the mode-specific parts in lm_sharding.cpp
+  // The step's state between ops (model/lm_batch.h). The ops are implemented in
+  // lm_embedding.cpp (input, body, optimizer) and lm_sharding.cpp (the parts that differ by
+  // sharding type: the embedding's forward and backward, the projection's cross-entropy, the
+  // gradient all-reduces of replicated parameters).
   struct Batch;
-  void embed_forward(const Batch& b, std::vector<float>& e);
-  void embed_backward(const Batch& b, std::vector<float>& de);
-  double project_loss(const Batch& b, const std::vector<float>& z, std::vector<float>& dz);
-  void all_reduce_grads();
-  void span(const char* name, bool comm, int64_t start);
-  int64_t now() const { return clock_ ? clock_() : 0; }
+  struct Step;
+  void op_input();
+  void op_bucketize();
+  void op_input_dist();
+  void op_lookup();
+  void op_output_dist();
+  void op_embedding_combine();
+  void op_body_forward();
+  void op_gather_hidden();
+  void op_logits();
+  void op_cross_entropy_max();
+  void op_cross_entropy_exp();
+  void op_cross_entropy_all_reduce();
+  void op_projection_backward();
+  void op_projection_grad_dist();
+  void op_body_backward();
+  void op_embedding_grad_dist();
+  void op_embedding_backward();
+  void op_grad_all_reduce();
+  void op_optimizer();
+  void count_ids(const std::vector<int64_t>& ids);
   /// A buffer of `n` zeros in the arena under `tag` (host memory without an arena).
   DeviceBuffer<float> buffer(const char* tag, size_t n);
   static std::vector<float> copy(const DeviceBuffer<float>& b) { return {b.data(), b.data() + b.size()}; }
@@ -128,14 +168,12 @@ class LmRank {
   DeviceArena* arena_ = nullptr;
   DeviceBuffer<float> table_, out_, g_table_, g_out_;
   std::vector<DeviceBuffer<float>> w_, b_, g_w_, g_b_;
-  std::function<int64_t()> clock_;
-  std::function<void(const LmOpSpan&)> on_op_;
-  int64_t step_ = 0;
-  int64_t ids_ = 0, unique_ = 0;  // of the step's lookup
+  // adam: the first and second moments of every parameter above ("optimizer_state"), the steps taken
+  DeviceBuffer<float> m_table_, v_table_, m_out_, v_out_;
+  std::vector<DeviceBuffer<float>> m_w_, v_w_, m_b_, v_b_;
+  int64_t adam_steps_ = 0;
   std::vector<int64_t> histogram_;
-  // row_wise: the step's input dist, kept for the backward pass (elements per peer; the batch
-  // position of each sent id in send order; the ids this rank received, in receive order)
-  std::vector<int64_t> rw_send_, rw_recv_, rw_order_, rw_ids_;
+  std::unique_ptr<Step> st_;  // the step being run (null between steps)
 };
 
 }  // namespace embedscope::engine

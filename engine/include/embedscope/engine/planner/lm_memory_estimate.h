@@ -23,7 +23,8 @@ struct LmMemoryEstimate {
   /// rows x H x 4 (stored as fp32 values here); 0 for fp32.
   int64_t read_copy_bytes = 0;
   int64_t gradient_bytes = 0;       ///< fp32 gradients of E (and O): as table + output projection
-  int64_t optimizer_state_bytes = 0;  ///< plain SGD: 0 (Adam would be 2 x the fp32 parameters)
+  /// adam: 2 x the fp32 parameters (E, O and the body: m and v, optimizer_state); sgd: 0
+  int64_t optimizer_state_bytes = 0;
   int64_t body_bytes = 0;           ///< L (H^2 + H) x 4 x 2: body weights and gradients
   /// Tc x rows x 4: the logits slice (exp and gradient computed in place), Tc = B S tokens
   /// (vocab_parallel, data_parallel) or p B S (row_wise: every rank's tokens).

@@ -1,9 +1,9 @@
 #pragma once
 // The step program of an lm_embedding workload (workload/lm_spec.h, model/lm_embedding.h) as
-// data: per rank the ops of one training step in the order LmRank issues them, each on its lane
+// data: per rank the ops of one training step in the order they run, each on its lane
 // (compute, or comm with the collectives it runs, their element counts and bytes), with the
 // flops and device-memory bytes of the compute ops and what every op waits for. Op names are
-// LmRank's span names; collective names are those the session records (model/lm_embedding.h),
+// the compute lane's span names; collective names are those the session records (model/lm_embedding.h),
 // each all-to-all and reduce-scatter preceded by its "<name>/split_check" all-gather as
 // ProcessGroup runs it (step_program.h ProgramOp::collectives).
 //
@@ -17,9 +17,12 @@
 //   reduce-scatter (row_wise, sequence_parallel) or all-reduce (vocab_parallel); body_backward;
 //   [row_wise: grad_dist; sequence_parallel: embedding/grad_all_gather]; embedding_backward;
 //   [grad_all_reduce of replicated gradients]; optimizer.
-// LmRank runs them on one thread, so every op waits for the op issued before it.
+// The threaded executor (exec/threaded/lm_executor.h) runs them in order, compute ops on the
+// rank's compute thread and comm ops on its comm worker while the compute thread waits, so every
+// op waits for the op issued before it; LmRank::run (model/lm_embedding.h) does what each computes.
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "embedscope/engine/cost/hardware_profile.h"
@@ -35,6 +38,12 @@ namespace embedscope::engine {
 /// backward twice that; logits 2 Tc R H, their backward 4 Tc R H). bytes: the fp32 buffers the
 /// op reads and writes. Throws SpecError for an invalid spec or a rank outside [0, world_size).
 StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t step);
+
+/// True for a collective of the token embedding itself (its split checks included): names
+/// under "embedding/", "input_dist/", "output_dist/" or "grad_dist/" — not the output
+/// projection's, the cross-entropy's or the body's. The "embedding communication" of the
+/// simulated step and of `embedscope run`'s embedding comm share.
+bool is_lm_embedding_collective(std::string_view name);
 
 /// One step of every rank's program timed by the cost model on hardware `hw` (cost/cost_model.h:
 /// compute_ns, collective_ns), with `gpus_per_node` ranks per node (rank r on node r /

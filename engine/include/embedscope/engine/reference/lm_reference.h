@@ -7,6 +7,9 @@
 // (data_parallel, row_wise: rank r's are r B .. r B + B - 1). The vocabulary is V' (padded).
 
 #include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "embedscope/engine/workload/lm_spec.h"
@@ -31,6 +34,9 @@ class LmReference {
   int64_t V_ = 0, H_ = 0, seqs_ = 0;
   std::vector<double> E_, O_, e_;
   std::vector<std::vector<double>> W_, b_;
+  // adam: the first and second moments of each parameter ("E", "O", "W<l>", "b<l>"), the steps taken
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> moments_;
+  int64_t adam_t_ = 0;
 };
 
 }  // namespace embedscope::engine

@@ -50,6 +50,16 @@ const char* to_string(LmSharding s);
 enum class LmDataType { fp32, bf16, fp16 };
 const char* to_string(LmDataType t);
 
+/// The optimizer of every parameter (the tables, the output projection and the body):
+/// sgd      p -= lr g
+/// adam     torch.optim.Adam without weight decay (Kingma & Ba 2015, Algorithm 1, as PyTorch
+///          computes it): two fp32 states per parameter element, m = b1 m + (1 - b1) g,
+///          v = b2 v + (1 - b2) g^2, then at step t (1-based)
+///          p -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+/// JSON "optimizer": {"type": "sgd" | "adam", "learning_rate", "beta1", "beta2", "eps"}.
+enum class LmOptimizer { sgd, adam };
+const char* to_string(LmOptimizer o);
+
 struct LmWorkloadSpec {
   std::string name = "lm_embedding";
   std::string description;
@@ -79,7 +89,11 @@ struct LmWorkloadSpec {
   /// Default 1 = no padding (Megatron's own default is 128); the plan states V'.
   int64_t make_vocab_size_divisible_by = 1;
   int world_size = 1;                 ///< devices.count, 1..64
-  double learning_rate = 0.1;         ///< plain SGD on every parameter
+  LmOptimizer optimizer = LmOptimizer::sgd;
+  double learning_rate = 0.1;         ///< > 0
+  double adam_beta1 = 0.9;            ///< adam: in [0, 1) (torch's default 0.9)
+  double adam_beta2 = 0.999;          ///< adam: in [0, 1) (torch's default 0.999)
+  double adam_eps = 1e-8;             ///< adam: > 0 (torch's default 1e-8)
   int64_t steps = 3;                  ///< > 0
   uint64_t seed = 0;
 

@@ -1,0 +1,296 @@
+// The threaded executor of an lm_embedding workload (lm_executor.h): the rank threads, their
+// step programs op by op, what each rank records, and how the run ended.
+#include "lm_executor.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "comm_worker.h"
+#include "embedscope/engine/comm/gloo_process_group.h"
+#include "embedscope/engine/input/input.h"
+#include "embedscope/engine/memory/memory.h"
+#include "embedscope/engine/program/lm_program.h"
+#include "embedscope/sessions/model/id_buckets.h"
+#include "exec/executor.h"
+
+namespace embedscope::engine::threaded {
+
+std::string host_name();  // exec/run.cpp
+
+namespace {
+using sessions::Lane;
+using sessions::OpCategory;
+
+/// A CPU rank's device: the host's physical memory (bytes), shared by the ranks' threads.
+int64_t host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{1} << 40;
+}
+}  // namespace
+
+/// Every rank's decision to go on after a step, taken together (an in-process barrier): the
+/// last rank to arrive reads the cancel flag once for all. A failed rank drops out, so the others
+/// are not kept waiting for it (they fail in their next collective with it instead).
+struct LmExecutor::StepVote {
+  std::mutex mu;
+  std::condition_variable cv;
+  int members = 0, arrived = 0;
+  int64_t generation = 0;
+  bool stop = false;
+  const std::atomic<bool>* cancel = nullptr;
+
+  void complete() {
+    stop = cancel && cancel->load();
+    arrived = 0;
+    ++generation;
+    cv.notify_all();
+  }
+  /// true: go on with the next step.
+  bool arrive() {
+    std::unique_lock<std::mutex> lock(mu);
+    const int64_t gen = generation;
+    if (++arrived == members)
+      complete();
+    else
+      cv.wait(lock, [&] { return generation != gen; });
+    return !stop;
+  }
+  /// Rank `rank` votes no more (once; later calls change nothing).
+  void drop(int rank) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (dropped.size() <= static_cast<size_t>(rank)) dropped.resize(static_cast<size_t>(rank) + 1, false);
+    if (dropped[static_cast<size_t>(rank)]) return;
+    dropped[static_cast<size_t>(rank)] = true;
+    --members;
+    if (arrived > 0 && arrived == members) complete();
+  }
+  std::vector<bool> dropped;
+};
+
+LmExecutor::LmExecutor(const LmWorkloadSpec& spec, const LmRunOptions& options)
+    : spec_(spec), opt_(options), tracer_(spec.world_size, true), vote_(std::make_unique<StepVote>()) {
+  vote_->members = spec.world_size;
+  vote_->cancel = options.cancel;
+}
+
+LmExecutor::~LmExecutor() = default;
+
+/// What one rank records besides its spans: the memory history since the last flush and a
+/// hash of the last block layout recorded.
+struct LmExecutor::RankRun {
+  int rank = 0;
+  std::atomic<int64_t> step{-1};  // the step being run; the model's set-up belongs to step -1
+  std::vector<sessions::MemoryEvent> mem_events;
+  int64_t requested = 0, peak_requested = 0;  // bytes asked for by live blocks (before rounding)
+  uint64_t last_layout = 0;
+  int64_t counters_step = INT64_MIN;  // the step of the last counters written
+
+  void record_counters(sessions::SessionWriter& w, const DeviceArena& arena, int64_t st) {
+    w.add_memory_events(mem_events);
+    mem_events.clear();
+    const MemoryStats ms = arena.allocator().stats();
+    w.add_memory({st, rank, ms.allocated, ms.reserved, ms.peak_allocated, ms.peak_reserved, ms.largest_free_block,
+                  ms.rounding_loss, ms.segments, ms.external_fragmentation, ms.memviz_fragmentation});
+    counters_step = st;
+  }
+  /// A snapshot of the arena's segments and blocks, unless the layout is the last one recorded
+  /// (the steady state) and not `force`d (an OOM).
+  void record_snapshot(sessions::SessionWriter& w, const DeviceArena& arena, int64_t st, int64_t time_ns,
+                       const char* reason, bool force) {
+    sessions::MemorySnapshot sn;
+    sn.rank = rank;
+    sn.step = st;
+    sn.time_ns = time_ns;
+    sn.reason = reason;
+    uint64_t h = 0x9e3779b97f4a7c15ULL;
+    for (const auto& seg : arena.allocator().snapshot())
+      for (const auto& b : seg.blocks) {
+        sn.blocks.push_back({seg.address, seg.size, b.address, b.size, b.requested, b.allocated, b.tag});
+        h = mix64(h ^ static_cast<uint64_t>(b.address)) ^ mix64(static_cast<uint64_t>(b.size) * 2 + (b.allocated ? 1 : 0));
+      }
+    if (!force && h == last_layout) return;
+    last_layout = h;
+    w.add_snapshot(std::move(sn));
+  }
+};
+
+void LmExecutor::run_rank(int r, LmRunResult& result) {
+  sessions::SessionWriter* w = session_;
+  RankRun rr;
+  rr.rank = r;
+  std::vector<int> members(static_cast<size_t>(spec_.world_size));
+  for (int k = 0; k < spec_.world_size; ++k) members[static_cast<size_t>(k)] = k;
+  ProcessGroup pg(rendezvous_, "world", members, r, std::chrono::milliseconds(opt_.collective_timeout_ms));
+  pg.set_observer(&tracer_.clock(), [&](sessions::CollectiveRecord&& c) {
+    c.step = rr.step.load();
+    // the comm lane: a span per collective (called on the comm worker, which owns the lane),
+    // with its bytes and sequence number
+    sessions::OpEvent e;
+    e.rank = r;
+    e.lane = Lane::comm;
+    e.category = OpCategory::comm;
+    e.name = exec::intern_op_name(c.name);
+    e.step = c.step;
+    e.start_ns = c.start_ns;
+    e.end_ns = c.end_ns;
+    e.bytes = c.bytes_sent + c.bytes_received;
+    e.correlation = c.sequence;
+    tracer_.record(e);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (w) w->add_collective(c);
+    result.collectives.push_back(std::move(c));
+  });
+  // the rank's device memory: PyTorch's caching allocator over host memory
+  AllocatorConfig ac;
+  ac.kind = AllocatorKind::caching;
+  ac.capacity_bytes = opt_.device_memory_bytes > 0 ? opt_.device_memory_bytes : host_memory_bytes();
+  DeviceArena arena(r, ac);
+  arena.allocator().set_listener([&](const AllocatorEvent& e) {
+    if (e.kind == AllocatorEvent::Kind::alloc) rr.peak_requested = std::max(rr.peak_requested, rr.requested += e.requested);
+    if (e.kind == AllocatorEvent::Kind::free) rr.requested -= e.requested;
+    if (w) rr.mem_events.push_back({r, tracer_.now_ns(), rr.step.load(), to_string(e.kind), e.address, e.size, e.requested, e.tag});
+  });
+  // the layout that could not hold the request, while every buffer is still alive
+  if (w)
+    arena.set_oom_handler([&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      rr.record_snapshot(*w, arena, rr.step.load(), tracer_.now_ns(), "oom", true);
+    });
+  if (w) {
+    std::lock_guard<std::mutex> lock(mu_);
+    w->add_rank({r, threaded::host_name(), "cpu (thread)", ac.capacity_bytes});
+    w->add_lane({r, static_cast<int32_t>(Lane::compute), "compute", "thread"});
+    w->add_lane({r, static_cast<int32_t>(Lane::comm), "comm", "thread"});
+  }
+  auto keep_spans = [&] {
+    std::vector<sessions::OpEvent> spans = tracer_.take(r);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (w) w->add_ops(spans);
+    result.ops.insert(result.ops.end(), spans.begin(), spans.end());
+  };
+  CommWorker comm;
+  LmRankResult& out = result.ranks[static_cast<size_t>(r)];
+  std::optional<LmRank> holder;  // outlives a failure: the session records what it held
+  try {
+    LmRank& model = holder.emplace(spec_, pg, &arena);
+    // One program for every step (the lm_embedding step does not depend on its number), its op
+    // names interned for the spans, built before the first step so that no step's time includes it.
+    const StepProgram program = build_lm_step_program(spec_, r, 0);
+    std::vector<const char*> names;
+    for (const ProgramOp& op : program.ops) names.push_back(exec::intern_op_name(op.name));
+    for (int64_t st = 0; st < spec_.steps; ++st) {
+      rr.step = st;
+      const int64_t t0 = tracer_.now_ns();
+      model.begin_step(st);
+      for (const ProgramOp& op : program.ops) {
+        const char* name = names[static_cast<size_t>(op.id)];
+        if (op.lane == Lane::compute) {
+          profiler::ScopedSpan span(tracer_, r, Lane::compute, op.category, name, st);
+          model.run(op);
+          continue;
+        }
+        // the comm worker runs the op's collectives (each a span, above); the compute thread waits
+        comm.run([&] { model.run(op); });
+      }
+      LmRank::StepResult sr = model.end_step();
+      const int64_t t1 = tracer_.now_ns();
+      if (opt_.keep_outputs) out.embedding_out.push_back(std::move(sr.embedding_out));
+      keep_spans();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (r == 0) {
+          result.losses.push_back(sr.loss);
+          result.step_ns.push_back(t1 - t0);
+        }
+        if (w) {
+          w->add_step({st, r, t0, t1, sr.loss, arena.in_use(), arena.peak()});
+          sessions::LoadCounter lc;
+          lc.step = st;
+          lc.rank = r;
+          lc.table = 0;
+          lc.shard = r;
+          lc.ids = sr.ids_looked_up;
+          lc.unique_ids = sr.unique_rows;
+          w->add_load(lc);
+          rr.record_counters(*w, arena, st);
+          rr.record_snapshot(*w, arena, st, t1, "step", false);
+        }
+      }
+      if (st + 1 < spec_.steps && !vote_->arrive()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        result.ended = RunEnd::cancelled;  // every rank writes the same
+        break;
+      }
+    }
+    out.rows = model.rows();
+    out.table = model.table();
+    out.output_projection = model.output_projection();
+    out.body_weights = model.body_weights();
+    for (int64_t i = 0; i < model.local_tokens(); ++i) out.token_of.push_back(model.token_of(i));
+    out.bytes_sent = pg.counters().bytes_sent;
+    out.bytes_received = pg.counters().bytes_received;
+    out.peak_allocated = arena.allocator().stats().peak_allocated;
+    out.peak_requested = rr.peak_requested;
+    arena.allocator().set_listener(nullptr);  // buffers freed after the run are not history
+    if (w) {
+      std::vector<sessions::IdHistogramBucket> hist;
+      const auto& h = model.token_histogram();
+      const int64_t vp = spec_.padded_vocab_size();
+      for (int64_t k = 0; k < static_cast<int64_t>(h.size()); ++k)
+        hist.push_back({r, 0, static_cast<int32_t>(k), sessions::id_bucket_begin(vp, k),
+                        sessions::id_bucket_begin(vp, k + 1), h[static_cast<size_t>(k)]});
+      std::lock_guard<std::mutex> lock(mu_);
+      w->add_id_histogram(hist);
+    }
+  } catch (...) {
+    RankError err = rank_error_of(r, tracer_.now_ns(), std::current_exception());
+    vote_->drop(r);
+    pg.close_connections();  // peers blocked on this rank fail now, not at their timeout
+    arena.allocator().set_listener(nullptr);
+    keep_spans();  // the spans of the step that failed midway
+    std::lock_guard<std::mutex> lock(mu_);
+    // what the rank held when the run ended: the counters and history of the failed step
+    if (w && rr.counters_step != rr.step.load()) rr.record_counters(*w, arena, rr.step.load());
+    errors_.push_back(std::move(err));
+  }
+}
+
+void LmExecutor::run(sessions::SessionWriter* session, LmRunResult& result) {
+  session_ = session;
+  const int p = spec_.world_size;
+  result.ranks.assign(static_cast<size_t>(p), {});
+  result.losses.clear();
+  result.step_ns.clear();
+  const int64_t start = tracer_.now_ns();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < p; ++r)
+    threads.emplace_back([this, r, &result] {
+      try {
+        run_rank(r, result);
+      } catch (...) {  // before the rank's model existed (its group's rendezvous) or while recording a failure
+        RankError err = rank_error_of(r, tracer_.now_ns(), std::current_exception());
+        vote_->drop(r);
+        std::lock_guard<std::mutex> lock(mu_);
+        errors_.push_back(std::move(err));
+      }
+    });
+  for (auto& t : threads) t.join();
+  result.wall_ns = tracer_.now_ns() - start;
+  std::sort(result.ops.begin(), result.ops.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.start_ns, a.rank, a.lane) < std::tie(b.start_ns, b.rank, b.lane);
+  });
+  if (!errors_.empty()) {
+    const RankError first = first_failure(errors_);
+    result.ended = first.kind;
+    result.error = first.message;
+  }
+}
+
+}  // namespace embedscope::engine::threaded
