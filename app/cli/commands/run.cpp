@@ -26,6 +26,7 @@
 #include "embedscope/sessions/analysis/stats.h"
 #include "embedscope/sessions/store/session.h"
 #include "output/output.h"
+#include "run_process.h"
 #include "workload_args.h"
 
 namespace embedscope::cli {
@@ -44,65 +45,6 @@ std::string default_session_name() {
 
 namespace {
 
-
-// One rank per process: --rank / --world-size, or a launcher's environment (rank_env.h).
-struct ProcessArgs {
-  int rank = -1, world_size = 0;
-  std::string rendezvous, run_id, host = "127.0.0.1";
-  CLI::Option *rank_opt = nullptr, *world_opt = nullptr, *run_id_opt = nullptr;
-};
-
-// Fills p.rank / p.world_size / p.run_id from the flags or the environment; returns where they
-// came from ("" for a run of threads). Throws SpecError for a half-given pair, a rank not below
-// the world size, or no --rendezvous.
-std::string resolve_process(ProcessArgs& p, WorkloadArgs& a) {
-  std::string from;
-  const bool flags = p.rank_opt->count() > 0 || p.world_opt->count() > 0;
-  if (flags) {
-    if (p.rank_opt->count() == 0) throw es::SpecError("--world-size needs --rank (this process's rank)");
-    if (p.world_opt->count() == 0) throw es::SpecError("--rank needs --world-size (the number of processes)");
-    from = "--rank";
-    a.world_size_from = "--world-size";
-  } else if (auto env = es::launch::launch_from_environment(es::launch::launcher_environment())) {
-    p.rank = env->rank;
-    p.world_size = env->world_size;
-    if (p.run_id_opt->count() == 0 && !env->run_id.empty()) p.run_id = env->run_id;
-    from = env->launcher + "'s environment";
-    a.world_size_from = "the world size of " + from;
-  } else {
-    if (!p.rendezvous.empty()) throw es::SpecError("--rendezvous needs --rank and --world-size (or a launcher's environment)");
-    return "";
-  }
-  if (p.rank >= p.world_size)
-    throw es::SpecError(fmt::format("--rank {}: not below the world size {} (ranks are 0..{})", p.rank, p.world_size,
-                                    p.world_size - 1));
-  if (p.rendezvous.empty())
-    throw es::SpecError(fmt::format("rank {} of {} (from {}): give --rendezvous file:///shared/dir, a directory every "
-                                    "rank sees, for the ranks to find each other", p.rank, p.world_size, from));
-  a.world_size = p.world_size;
-  return from;
-}
-
-// -o of one rank: {rank} replaced; without -o NAME.rank{R}.db (NAME from the run id when there
-// is one, else the time).
-std::string rank_output(std::string output, const ProcessArgs& p) {
-  if (output.empty()) {
-    std::string base = default_session_name();
-    base = p.run_id != "default" ? "embedscope-" + p.run_id : base.substr(0, base.size() - 3);
-    output = base + ".rank{rank}.db";
-  }
-  const auto at = output.find("{rank}");
-  if (at == std::string::npos) {
-    if (p.world_size > 1)
-      throw es::SpecError(fmt::format("-o {}: every rank writes its own session; put {{rank}} in the name, e.g. "
-                                      "run.rank{{rank}}.db", output));
-    return output;
-  }
-  std::string out = output;
-  for (auto pos = out.find("{rank}"); pos != std::string::npos; pos = out.find("{rank}"))
-    out.replace(pos, 6, std::to_string(p.rank));
-  return out;
-}
 
 int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, const std::string& plan_file,
             ProcessArgs& proc) {
@@ -153,7 +95,8 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   opt.session_path = output;
   opt.session_overwrite = overwrite;
   opt.keep_events = false;
-  if (!process_from.empty()) opt.process = {proc.rank, proc.rendezvous, proc.run_id, proc.host};
+  if (!process_from.empty())
+    opt.process = {proc.rank, proc.rendezvous, proc.run_id, proc.host, proc.node, proc.local_rank};
   opt.cancel = &cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
   const int64_t every = std::max<int64_t>(1, spec.steps / 10);
   auto last_print = std::chrono::steady_clock::now();
@@ -293,6 +236,24 @@ struct RunState {
   ProcessArgs process;
 };
 
+// cmd_run, and under an MPI bootstrap the end every rank must reach (run_process.h): an error
+// is reported here as main() would (exit 2 for bad input, 1 otherwise), then the ranks finish.
+int run_then_finish(RunState& s) {
+  int code = 0;
+  try {
+    code = cmd_run(s.args, s.json, s.output, s.overwrite, s.plan, s.process);
+  } catch (const std::exception& e) {
+    if (!s.process.mpi) throw;
+    const bool bad = dynamic_cast<const es::SpecError*>(&e) || dynamic_cast<const embedscope::sessions::SessionError*>(&e);
+    fmt::print(stderr, "error: {}\n", e.what());
+    if (s.json) std::cout << dump(json{{"ended", bad ? "bad_input" : "failed"}, {"error", e.what()}}) << "\n";
+    code = bad ? 2 : 1;
+  }
+  if (!s.process.mpi) return code;
+  std::cout.flush();
+  return finish_mpi_run(s.process, code, s.overwrite);
+}
+
 }  // namespace
 
 Command add_run_command(CLI::App& app) {
@@ -309,24 +270,8 @@ Command add_run_command(CLI::App& app) {
                   "Run exactly this sharding plan (the JSON `embedscope plan --json` prints, edited by hand) instead "
                   "of planning; validated against the workload. `--plan auto`: the best plan of the planner's search "
                   "(`embedscope plan --auto`; a file named auto: ./auto)");
-  auto& p = s->process;
-  p.rank_opt = run->add_option("--rank", p.rank,
-                               "Run only this rank, one process per rank (with --world-size and --rendezvous; "
-                               "default: from mpirun's, srun's or torchrun's environment)")
-                   ->check(kInteger)
-                   ->check(CLI::Range(0, 1'000'000));
-  p.world_opt = run->add_option("--world-size", p.world_size, "The number of processes (ranks) of the run (sets --devices)")
-                    ->check(kInteger)
-                    ->check(CLI::Range(1, 1'000'000));
-  run->add_option("--rendezvous", p.rendezvous,
-                  "Where the ranks find each other: file:///shared/dir (a directory every rank sees; Gloo's FileStore)");
-  p.run_id_opt = run->add_option("--run-id", p.run_id,
-                                 "Namespace of this run's keys in the store (default: the launcher's job id, else "
-                                 "\"default\"); a rank already claimed under it is refused");
-  run->add_option("--host", p.host, "Address this rank's Gloo device listens on and advertises (default 127.0.0.1)");
-  p.run_id = "default";
-  return {run, [s] { return cmd_run(s->args, s->json, s->output, s->overwrite, s->plan, s->process); },
-          [s] { return s->json; }};
+  add_process_options(run, s->process);
+  return {run, [s] { return run_then_finish(*s); }, [s] { return s->json; }};
 }
 
 }  // namespace embedscope::cli

@@ -158,6 +158,9 @@ es::WorkloadSpec load(WorkloadArgs& a) {
   if (a.was_given("--local-world-size")) {
     spec.sharding.local_world_size = a.local_world_size;
     set_by.emplace_back("/sharding/local_world_size", "--local-world-size");
+  } else if (!a.local_world_size_from.empty()) {
+    spec.sharding.local_world_size = a.local_world_size;
+    set_by.emplace_back("/sharding/local_world_size", a.local_world_size_from);
   }
   if (a.was_given("--pipeline")) spec.pipeline = es::pipeline_from_string(a.pipeline, "--pipeline");
   if (a.was_given("--backend")) {

@@ -51,6 +51,8 @@ struct WorkloadArgs {
   /// by world_size_from); it sets devices.count. 0: not such a run.
   int world_size = 0;
   std::string world_size_from = "--world-size";
+  /// Set with local_world_size when a launcher's environment (not --local-world-size) gave it.
+  std::string local_world_size_from;
   std::map<std::string, CLI::Option*> given;  // flag -> option, to tell "absent" from "empty"
   std::string origin;                         // set by load(): the file or "preset NAME"
   bool was_given(const std::string& flag) const {

@@ -100,6 +100,8 @@ std::shared_ptr<Rendezvous> Rendezvous::over_store(std::shared_ptr<gloo::rendezv
   return rv;
 }
 
+std::string Rendezvous::device_address() { return impl().get_device()->str(); }
+
 struct ProcessGroup::Impl {
   std::shared_ptr<gloo::rendezvous::Context> ctx;
 };

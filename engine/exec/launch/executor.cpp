@@ -7,6 +7,7 @@
 
 #include "embedscope/engine/exec/launch/rank_env.h"
 #include "embedscope/engine/sharding/plan_json.h"
+#include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::engine::launch {
@@ -23,11 +24,17 @@ ProcessExecutor::~ProcessExecutor() = default;
 void ProcessExecutor::prepare() {
   const auto& p = sh_.opt.process;
   store_ = std::make_unique<RunStore>(p.rendezvous, p.run_id);
+  RunStore* store = store_.get();
+  sh_.rv = Rendezvous::over_store(store_->store(), [store](const std::string& k) { return store->has(k); }, p.host);
+  try {  // before the claim: a rank that cannot listen never arrives, and the others name it
+    device_ = sh_.rv->device_address();
+  } catch (const std::exception& e) {
+    throw SpecError(fmt::format("--host {}: rank {} cannot listen there (Gloo's TCP device): {}",
+                                p.host.empty() ? "(this host's name)" : p.host, p.rank, e.what()));
+  }
   const nlohmann::json document{{"workload", to_json(sh_.spec)}, {"plan", to_json(sh_.spec, sh_.plan)}};
   hs_ = handshake(*store_, p.rank, sh_.spec.devices.count, document,
                   std::chrono::milliseconds(sh_.spec.collective_timeout_ms));
-  RunStore* store = store_.get();
-  sh_.rv = Rendezvous::over_store(store_->store(), [store](const std::string& k) { return store->has(k); }, p.host);
 }
 
 void ProcessExecutor::run(sessions::SessionWriter* session, RunResult& result) {
@@ -40,6 +47,9 @@ void ProcessExecutor::run(sessions::SessionWriter* session, RunResult& result) {
     session->set_metadata(sessions::meta::kClockOffsetToRank0Ns, std::to_string(hs_.clock_offset_ns));
     session->set_metadata(sessions::meta::kClockOffsetUncertaintyNs, std::to_string(hs_.clock_uncertainty_ns));
     session->set_metadata(sessions::meta::kRendezvousNs, std::to_string(hs_.rendezvous_ns));
+    session->set_metadata(sessions::meta::kGlooDevice, device_);
+    if (p.node >= 0 && p.local_rank >= 0)
+      session->set_metadata(sessions::meta::kLaunchNode, fmt::format("{}/{}", p.node, p.local_rank));
   }
   ThreadedExecutor::run(session, result);
 }

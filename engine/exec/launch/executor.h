@@ -23,9 +23,11 @@ class ProcessExecutor final : public threaded::ThreadedExecutor {
  public:
   ProcessExecutor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options);
   ~ProcessExecutor() override;
-  /// Opens the store and runs the handshake; throws SpecError (handshake.h, store.h).
+  /// Opens the store, runs the handshake and makes the Gloo device on the host's address;
+  /// throws SpecError (handshake.h, store.h; a --host that cannot be bound, naming it).
   void prepare() override;
-  /// Writes the process metadata (process_rank, rendezvous, run id, clock offset), then runs.
+  /// Writes the process metadata (process_rank, rendezvous, run id, clock offset, gloo_device,
+  /// launch_node), then runs.
   void run(sessions::SessionWriter* session, RunResult& result) override;
 
  protected:
@@ -35,6 +37,7 @@ class ProcessExecutor final : public threaded::ThreadedExecutor {
  private:
   std::unique_ptr<RunStore> store_;
   HandshakeResult hs_;
+  std::string device_;  // the Gloo device's address (Rendezvous::device_address)
   std::atomic<bool> failed_set_{false};
 };
 

@@ -90,7 +90,7 @@ void expect_processes_equal_threads(ShardingType type, int local_world_size) {
       try {
         TrainerOptions opt;
         opt.keep_tables = true;
-        opt.process = {r, "file://" + (dir / "store").string(), "parity", "127.0.0.1"};
+        opt.process = {r, "file://" + (dir / "store").string(), "parity", "127.0.0.1", -1, -1};
         opt.session_path = (dir / ("rank" + std::to_string(r) + ".db")).string();
         const RunResult res = run_training(spec, plan, opt);
         save((dir / ("rank" + std::to_string(r) + ".bin")).string(), res);

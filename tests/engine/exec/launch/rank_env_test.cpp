@@ -50,14 +50,24 @@ TEST(RankEnv, Slurm) {
 
 TEST(RankEnv, Torchrun) {
   const auto e = launch_from_environment({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"},
-                                          {"LOCAL_WORLD_SIZE", "2"}, {"TORCHELASTIC_RUN_ID", "abc"}});
+                                          {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_RANK", "1"}, {"TORCHELASTIC_RUN_ID", "abc"}});
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->launcher, "torchrun");
   EXPECT_EQ(e->rank, 3);
   EXPECT_EQ(e->world_size, 4);
   EXPECT_EQ(e->local_rank, 1);
   EXPECT_EQ(e->local_world_size, 2);
+  EXPECT_EQ(e->node, 1);  // GROUP_RANK: torchrun's node
   EXPECT_EQ(e->run_id, "torchrun-abc");
+}
+
+TEST(RankEnv, SlurmTasksPerNodeIsTheLocalWorldSize) {
+  const auto e = launch_from_environment({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
+                                          {"SLURM_NTASKS_PER_NODE", "4"}, {"SLURM_NODEID", "1"}});
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->local_world_size, 4);
+  EXPECT_EQ(e->node, 1);
+  EXPECT_EQ(e->local_rank, 1);
 }
 
 TEST(RankEnv, AgreeingLaunchersAreFineAndTheFirstWins) {

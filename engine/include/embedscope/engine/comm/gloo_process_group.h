@@ -98,6 +98,11 @@ class Rendezvous {
   /// device binds to and advertises, e.g. "127.0.0.1".
   static std::shared_ptr<Rendezvous> over_store(std::shared_ptr<gloo::rendezvous::Store> store,
                                                 std::function<bool(const std::string&)> has, std::string hostname);
+  /// This process's Gloo TCP device as Gloo describes it, with the address it listens on
+  /// (e.g. "tcp, pci=, iface=lo, speed=-1, addr=[127.0.0.2]"), making the device
+  /// on first use. Throws what Gloo throws (gloo::EnforceNotMet, a std::exception) when the
+  /// address cannot be resolved or bound.
+  std::string device_address();
   virtual ~Rendezvous() = default;
   struct Impl;
   virtual Impl& impl() = 0;

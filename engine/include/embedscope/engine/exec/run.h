@@ -115,6 +115,9 @@ struct TrainerOptions {
     std::string rendezvous;          ///< store URL: file:///dir
     std::string run_id = "default";  ///< namespace of the run's keys in the store
     std::string host = "127.0.0.1";  ///< address this rank's Gloo device binds to and advertises
+                                     ///< ("": the address of this host's name, Gloo's default)
+    int node = -1;                   ///< the launcher's node of this rank (-1: not said)
+    int local_rank = -1;             ///< the launcher's rank of it within that node (-1: not said)
   } process;
 };
 

@@ -134,6 +134,13 @@ inline constexpr const char* kClockOffsetToRank0Ns = "clock_offset_to_rank0_ns";
 inline constexpr const char* kClockOffsetUncertaintyNs = "clock_offset_uncertainty_ns";
 /// From this rank's claim in the store until every rank had arrived, ns, decimal.
 inline constexpr const char* kRendezvousNs = "rendezvous_ns";
+/// This rank's Gloo TCP device as Gloo describes it, with the address it listened on:
+/// "tcp, pci=, iface=lo, speed=-1, addr=[127.0.0.2]".
+inline constexpr const char* kGlooDevice = "gloo_device";
+/// The node this rank ran on and its rank within it, "NODE/LOCAL_RANK" from the launcher
+/// (mpirun: MPI's shared-memory node; srun: SLURM_NODEID/SLURM_LOCALID; torchrun:
+/// GROUP_RANK/LOCAL_RANK); absent when the launcher said nothing.
+inline constexpr const char* kLaunchNode = "launch_node";
 // --- imported sessions (embedscope import; absent in sessions Embedscope ran) -----------------
 /// "1" when the session was imported from another tool's trace (shown as IMPORTED).
 inline constexpr const char* kImported = "imported";

@@ -15,16 +15,18 @@ struct LaunchEnv {
   int world_size = 0;
   int local_rank = -1;       ///< rank among the processes of this node
   int local_world_size = 0;  ///< processes on this node
-  int node = -1;             ///< node index (Slurm's SLURM_NODEID)
+  int node = -1;             ///< node index (SLURM_NODEID, torchrun's GROUP_RANK)
   std::string run_id;        ///< the launcher's job id where it has one ("" otherwise)
 };
 
 /// Reads, in this order:
 ///  - Open MPI: OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE (both needed), OMPI_COMM_WORLD_LOCAL_RANK,
 ///    OMPI_COMM_WORLD_LOCAL_SIZE; run id OMPI_MCA_ess_base_jobid;
-///  - Slurm: SLURM_PROCID, SLURM_NTASKS (both needed), SLURM_LOCALID, SLURM_NODEID; run id
+///  - Slurm: SLURM_PROCID, SLURM_NTASKS (both needed), SLURM_LOCALID, SLURM_NTASKS_PER_NODE (set
+///    by srun --ntasks-per-node), SLURM_NODEID; run id
 ///    SLURM_JOB_ID.SLURM_STEP_ID (or SLURM_JOB_ID);
-///  - torchrun: RANK, WORLD_SIZE (both needed), LOCAL_RANK, LOCAL_WORLD_SIZE; run id
+///  - torchrun: RANK, WORLD_SIZE (both needed), LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK (the
+///    node); run id
 ///    TORCHELASTIC_RUN_ID.
 /// Returns the first launcher whose rank variable is set, nullopt when none is. Throws
 /// SpecError naming the variables: a value that is not a whole number >= 0 (world size >= 1),
