@@ -17,7 +17,7 @@
 namespace fs = std::filesystem;
 
 namespace {
-fs::path scratch() {
+fs::path live_scratch() {
   static const auto dir = [] {
     auto d = fs::temp_directory_path() / ("es_cli_live_" + std::to_string(getpid()));
     fs::remove_all(d);
@@ -34,10 +34,10 @@ std::string slurp(const fs::path& p) {
   return s.str();
 }
 
-// Runs a POSIX shell script in scratch() with $E set to the CLI; returns its exit status.
+// Runs a POSIX shell script in live_scratch() with $E set to the CLI; returns its exit status.
 int sh(const std::string& script) {
-  const fs::path file = scratch() / "script.sh";
-  std::ofstream(file) << "cd '" << scratch().string() << "' || exit 99\nE='" << EMBEDSCOPE_CLI << "'\n" << script;
+  const fs::path file = live_scratch() / "script.sh";
+  std::ofstream(file) << "cd '" << live_scratch().string() << "' || exit 99\nE='" << EMBEDSCOPE_CLI << "'\n" << script;
   const int status = std::system(("sh '" + file.string() + "'").c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
@@ -55,11 +55,11 @@ TEST(CliLiveSession, StatsInALoopNeverBreaksTheRun) {
                       "while kill -0 $P 2>/dev/null; do $E stats s.db >/dev/null 2>&1; done &\n"
                       "L=$!\n"
                       "wait $P; R=$?\nwait $L\nexit $R\n");
-    ASSERT_EQ(rc, 0) << "run " << i << ": " << slurp(scratch() / "run.err");
-    const auto j = nlohmann::json::parse(slurp(scratch() / "run.json"));
+    ASSERT_EQ(rc, 0) << "run " << i << ": " << slurp(live_scratch() / "run.err");
+    const auto j = nlohmann::json::parse(slurp(live_scratch() / "run.json"));
     EXPECT_EQ(j["ended"], "complete") << "run " << i;
     EXPECT_EQ(j["steps"], 3) << "run " << i;
-    embedscope::sessions::SessionReader r((scratch() / "s.db").string());
+    embedscope::sessions::SessionReader r((live_scratch() / "s.db").string());
     EXPECT_EQ(r.status(), "complete") << "run " << i;
     EXPECT_EQ(r.steps().size(), 8u) << "run " << i;  // (1 warmup + 3 steps) x 2 ranks
   }
@@ -79,21 +79,21 @@ TEST(CliLiveSession, ForceOverwriteRefusesASessionALiveRunWrites) {
                     "$E run --preset tiny --steps 1 --force-overwrite -o live.db >/dev/null 2>second.err\n"
                     "echo $? >second.rc\n"
                     "wait $P\n");
-  ASSERT_EQ(rc, 0) << slurp(scratch() / "first.err");
+  ASSERT_EQ(rc, 0) << slurp(live_scratch() / "first.err");
   long first_pid = 0;
-  std::ifstream(scratch() / "first.pid") >> first_pid;
+  std::ifstream(live_scratch() / "first.pid") >> first_pid;
   const std::string pid = std::to_string(first_pid);
-  EXPECT_EQ(slurp(scratch() / "second.rc"), "2\n");
-  const std::string err = slurp(scratch() / "second.err");
+  EXPECT_EQ(slurp(live_scratch() / "second.rc"), "2\n");
+  const std::string err = slurp(live_scratch() / "second.err");
   EXPECT_NE(err.find("error: live.db: not overwritten: a run (pid " + pid + ") is still writing it"), std::string::npos)
       << err;
-  const auto j = nlohmann::json::parse(slurp(scratch() / "first.json"));
+  const auto j = nlohmann::json::parse(slurp(live_scratch() / "first.json"));
   EXPECT_EQ(j["ended"], "complete");
-  embedscope::sessions::SessionReader r((scratch() / "live.db").string());
+  embedscope::sessions::SessionReader r((live_scratch() / "live.db").string());
   EXPECT_EQ(r.status(), "complete");
   EXPECT_EQ(r.meta("writer_pid"), pid);
   EXPECT_EQ(r.steps().size(), 120u);  // 60 steps x 2 ranks
   // once it has ended, --force-overwrite replaces it
   EXPECT_EQ(sh("$E run --preset tiny --steps 1 --force-overwrite -o live.db >/dev/null 2>&1"), 0);
-  EXPECT_EQ(embedscope::sessions::SessionReader((scratch() / "live.db").string()).steps().size(), 2u);
+  EXPECT_EQ(embedscope::sessions::SessionReader((live_scratch() / "live.db").string()).steps().size(), 2u);
 }

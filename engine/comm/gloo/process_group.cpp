@@ -306,7 +306,10 @@ void ProcessGroup::reduce_scatter_q(const char* op_name, const float* send, std:
     all_to_all_impl("reduce_scatter", op_name, q.data(), counts, rq.data(), recv_counts, 2, precision_dtype(p));
     dequantize(rq.data(), rq.size(), p, gathered.data());
   }
-  std::memset(recv, 0, sizeof(float) * static_cast<size_t>(mine));
+  // fill_n, not memset: a rank that holds no rows of the group's shard gets recv == nullptr with
+  // mine == 0, and memset(nullptr, 0, 0) is undefined (UBSan's nonnull-attribute report in
+  // Parity.MixedShardingWithExplicitRanks, .ci/run's sanitize stage).
+  std::fill_n(recv, static_cast<size_t>(mine), 0.0f);
   for (int r = 0; r < n; ++r) {
     const float* block = gathered.data() + static_cast<size_t>(r) * static_cast<size_t>(mine);
     for (int64_t i = 0; i < mine; ++i) recv[i] += block[i];

@@ -21,7 +21,7 @@ namespace es = embedscope::engine;
 namespace fs = std::filesystem;
 
 namespace {
-const std::string kProfile = std::string(EMBEDSCOPE_TEST_DATA) + "/hardware/round_numbers.json";  // 2 GPUs a node, 4 nodes
+const std::string kScalingProfile = std::string(EMBEDSCOPE_TEST_DATA) + "/hardware/round_numbers.json";  // 2 GPUs a node, 4 nodes
 
 // Sum of the measured steps' comm op durations of `rank`, every op or all but the dense all-reduce.
 int64_t comm_ns(const std::string& session, int rank, bool embedding_only) {
@@ -46,7 +46,7 @@ TEST(ScalingStudy, EachPointIsTheSimulatedRunAtThatSize) {
   const fs::path dir = fs::temp_directory_path() / "embedscope_scaling_study";
   fs::remove_all(dir);
   es::ScalingStudyOptions o;
-  o.hardware = kProfile;
+  o.hardware = kScalingProfile;
   o.gpus = {1, 2, 4, 16};  // 16: more than the profile's 4 nodes x 2 GPUs
   o.shardings = {es::ShardingType::table_wise, es::ShardingType::row_wise};
   o.session_dir = dir.string();
@@ -70,7 +70,7 @@ TEST(ScalingStudy, EachPointIsTheSimulatedRunAtThatSize) {
     // the same run, made here: devices, node shape and sharding type set by hand
     es::WorkloadSpec s = base;
     s.devices.backend = es::Backend::simulated;
-    s.devices.hardware = kProfile;
+    s.devices.hardware = kScalingProfile;
     s.devices.memory_bytes = int64_t{8} << 30;
     s.devices.count = p.gpus;
     s.sharding.local_world_size = std::min(p.gpus, 2);
@@ -132,7 +132,7 @@ TEST(ScalingStudy, TableRowWisePerGpuThroughputFallsAsTheClusterGrows) {
 TEST(ScalingStudy, RefusesWhatItCannotStudy) {
   const es::WorkloadSpec base = es::load_preset("tiny");
   es::ScalingStudyOptions o;
-  o.hardware = kProfile;
+  o.hardware = kScalingProfile;
   o.shardings = {es::ShardingType::table_wise};
   EXPECT_THROW(es::run_scaling_study(base, o), es::SpecError);  // no sizes
   o.gpus = {0};
@@ -149,7 +149,7 @@ TEST(ScalingCli, PrintsTheStudyAsJsonAndRefusesBadLists) {
   const fs::path dir = fs::temp_directory_path() / "embedscope_scaling_cli";
   fs::create_directories(dir);
   namespace ts = embedscope::test_support;
-  auto r = ts::run_cli(EMBEDSCOPE_CLI, "scaling --preset tiny --simulate " + kProfile +
+  auto r = ts::run_cli(EMBEDSCOPE_CLI, "scaling --preset tiny --simulate " + kScalingProfile +
                                            " --gpus 1,2 --shardings table_wise --steps 2 --warmup-steps 1 --json", dir);
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
@@ -163,14 +163,14 @@ TEST(ScalingCli, PrintsTheStudyAsJsonAndRefusesBadLists) {
   base.steps = 2;
   base.warmup_steps = 1;
   es::ScalingStudyOptions o;
-  o.hardware = kProfile;
+  o.hardware = kScalingProfile;
   o.gpus = {1, 2};
   o.shardings = {es::ShardingType::table_wise};
   EXPECT_EQ(st.points[1].step_time_ns, es::run_scaling_study(base, o)[1].step_time_ns);
-  r = ts::run_cli(EMBEDSCOPE_CLI, "scaling --preset tiny --simulate " + kProfile + " --gpus 0", dir);
+  r = ts::run_cli(EMBEDSCOPE_CLI, "scaling --preset tiny --simulate " + kScalingProfile + " --gpus 0", dir);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--gpus"), std::string::npos) << r.err;
-  r = ts::run_cli(EMBEDSCOPE_CLI, "scaling --preset tiny --simulate " + kProfile + " --shardings diagonal", dir);
+  r = ts::run_cli(EMBEDSCOPE_CLI, "scaling --preset tiny --simulate " + kScalingProfile + " --shardings diagonal", dir);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("diagonal"), std::string::npos) << r.err;
   r = ts::run_cli(EMBEDSCOPE_CLI, "scaling --preset tiny --devices 4", dir);

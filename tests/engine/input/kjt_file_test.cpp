@@ -98,7 +98,7 @@ void write_file(const std::string& path, const std::vector<std::string>& keys, u
 }
 
 template <class F>
-std::string error_of(F&& f) {
+std::string kjt_error_of(F&& f) {
   try {
     f();
   } catch (const InputFileError& e) {
@@ -170,17 +170,17 @@ TEST(KjtFile, BadFilesAreRefusedNamingTheFile) {
   const std::vector<int64_t> lengths = {1, 0, 2, 1}, ids = {3, 4, 5, 6};  // keys a, b; S 2
   const std::string magic = dir / "magic.kjt", lie = dir / "lie.kjt", cut = dir / "cut.kjt", extra = dir / "extra.kjt";
   write_file(magic, {"a", "b"}, 2, {{lengths, ids}}, "PK\3\4\0\0\0\0");
-  EXPECT_EQ(error_of([&] { KjtFileReader r(magic); }),
+  EXPECT_EQ(kjt_error_of([&] { KjtFileReader r(magic); }),
             magic + ": not an Embedscope KJT file (magic is not \"ESKJT\\0\\0\\0\"; resources/kjt/write_kjt.py writes them)");
   write_file(lie, {"a", "b"}, 2, {{lengths, ids}}, "ESKJT\0\0\0", 5);
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(kjt_error_of([&] {
               KjtFileReader r(lie);
               KjtFileBatch b;
               r.next(b);
             }),
             lie + ": batch 0: the lengths sum to 4 ids but the batch says it holds 5");
   write_file(cut, {"a", "b"}, 2, {{lengths, ids}}, "ESKJT\0\0\0", -1, 2);  // says 2 batches, holds 1
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(kjt_error_of([&] {
               KjtFileReader r(cut);
               KjtFileBatch b;
               while (r.next(b)) {
@@ -188,7 +188,7 @@ TEST(KjtFile, BadFilesAreRefusedNamingTheFile) {
             }),
             cut + ": the file ends inside batch 1 of 2 (reading its id count)");
   write_file(extra, {"a", "b"}, 2, {{lengths, ids}, {lengths, ids}}, "ESKJT\0\0\0", -1, 1);  // says 1, holds 2
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(kjt_error_of([&] {
               KjtFileReader r(extra);
               KjtFileBatch b;
               while (r.next(b)) {
@@ -197,7 +197,7 @@ TEST(KjtFile, BadFilesAreRefusedNamingTheFile) {
             extra + ": bytes after the last of its 1 batches (the header's count is wrong?)");
   std::vector<int64_t> neg = {1, -1, 2, 1};
   write_file(dir / "neg.kjt", {"a", "b"}, 2, {{neg, ids}});
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(kjt_error_of([&] {
               KjtFileReader r(dir / "neg.kjt");
               KjtFileBatch b;
               r.next(b);
@@ -211,15 +211,15 @@ TEST(KjtFile, AMismatchedWorkloadIsRefusedBeforeRunning) {
   WorkloadSpec spec = demo_spec(path);
   spec.tables[0].feature_names = {"f_user"};
   spec.features[0].name = "f_user";
-  EXPECT_EQ(error_of([&] { run_training(spec, plan_sharding(spec)); }),
+  EXPECT_EQ(kjt_error_of([&] { run_training(spec, plan_sharding(spec)); }),
             path + ": the file's features [\"f0\", \"f1\"] lack the workload's [\"f_user\"] (the workload has [\"f_user\", \"f0\"])");
   spec = demo_spec(path);
   spec.batch_size = 3;
-  EXPECT_EQ(error_of([&] { KjtBatchSource s(spec); }),
+  EXPECT_EQ(kjt_error_of([&] { KjtBatchSource s(spec); }),
             path + ": batches of 8 samples, but the workload's global batch is 6 (batch_size 3 x 2 devices)");
   spec = demo_spec(path);
   spec.steps = 6;
-  EXPECT_EQ(error_of([&] { KjtBatchSource s(spec); }),
+  EXPECT_EQ(kjt_error_of([&] { KjtBatchSource s(spec); }),
             path + ": holds 4 batches, the run needs 6 (warmup_steps 0 + steps 6); set \"input\": {\"on_short\": \"wrap\"} to "
                    "read them again from the start");
   spec.input.on_short = ShortInputPolicy::wrap;
@@ -231,5 +231,5 @@ TEST(KjtFile, AMismatchedWorkloadIsRefusedBeforeRunning) {
   }
   spec = demo_spec(path);
   spec.dense->num_dense_features = 3;
-  EXPECT_EQ(error_of([&] { KjtBatchSource s(spec); }), path + ": 2 dense features per sample, but dense.num_dense_features is 3");
+  EXPECT_EQ(kjt_error_of([&] { KjtBatchSource s(spec); }), path + ": 2 dense features per sample, but dense.num_dense_features is 3");
 }

@@ -14,14 +14,14 @@ using namespace embedscope::engine;
 
 namespace {
 
-struct Mode {
+struct ProgramMode {
   LmSharding sharding;
   bool sequence_parallel;
   bool tied;
   int world;
 };
 
-LmWorkloadSpec spec_of(const Mode& m) {
+LmWorkloadSpec program_spec_of(const ProgramMode& m) {
   LmWorkloadSpec s;
   s.vocab_size = 48;
   s.hidden_size = 8;
@@ -37,16 +37,16 @@ LmWorkloadSpec spec_of(const Mode& m) {
 }
 
 /// A stable test name (the default prints the struct's bytes, padding included).
-std::string name_of(const ::testing::TestParamInfo<Mode>& info) {
-  const Mode& c = info.param;
+std::string program_name_of(const ::testing::TestParamInfo<ProgramMode>& info) {
+  const ProgramMode& c = info.param;
   return std::string(to_string(c.sharding)) + (c.sequence_parallel ? "_sequence_parallel" : "") + (c.tied ? "_tied" : "_untied") +
          "_p" + std::to_string(c.world);
 }
 
-class LmProgramVsRun : public ::testing::TestWithParam<Mode> {};
+class LmProgramVsRun : public ::testing::TestWithParam<ProgramMode> {};
 
 TEST_P(LmProgramVsRun, CollectivesMatchTheRecordedRunInOrderAndBytes) {
-  const LmWorkloadSpec s = spec_of(GetParam());
+  const LmWorkloadSpec s = program_spec_of(GetParam());
   const LmRunResult run = run_lm(s);
   for (int r = 0; r < s.world_size; ++r) {
     SCOPED_TRACE(r);
@@ -79,19 +79,19 @@ TEST_P(LmProgramVsRun, CollectivesMatchTheRecordedRunInOrderAndBytes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModes, LmProgramVsRun,
-                         ::testing::Values(Mode{LmSharding::vocab_parallel, false, true, 2},
-                                           Mode{LmSharding::vocab_parallel, false, false, 4},
-                                           Mode{LmSharding::vocab_parallel, true, true, 2},
-                                           Mode{LmSharding::vocab_parallel, true, false, 4},
-                                           Mode{LmSharding::data_parallel, false, false, 2},
-                                           Mode{LmSharding::data_parallel, false, true, 4},
-                                           Mode{LmSharding::row_wise, false, false, 2},
-                                           Mode{LmSharding::row_wise, false, true, 4}),
-                         name_of);
+                         ::testing::Values(ProgramMode{LmSharding::vocab_parallel, false, true, 2},
+                                           ProgramMode{LmSharding::vocab_parallel, false, false, 4},
+                                           ProgramMode{LmSharding::vocab_parallel, true, true, 2},
+                                           ProgramMode{LmSharding::vocab_parallel, true, false, 4},
+                                           ProgramMode{LmSharding::data_parallel, false, false, 2},
+                                           ProgramMode{LmSharding::data_parallel, false, true, 4},
+                                           ProgramMode{LmSharding::row_wise, false, false, 2},
+                                           ProgramMode{LmSharding::row_wise, false, true, 4}),
+                         program_name_of);
 
 TEST(LmProgram, VocabParallelOpsByHand) {
   // p = 2, T = 16, H = 8, V = 48: rank 1 holds rows [24, 48)
-  const StepProgram p = build_lm_step_program(spec_of({LmSharding::vocab_parallel, false, false, 2}), 1, 0);
+  const StepProgram p = build_lm_step_program(program_spec_of({LmSharding::vocab_parallel, false, false, 2}), 1, 0);
   std::vector<std::string> names;
   for (const ProgramOp& op : p.ops) names.push_back(op.name);
   EXPECT_EQ(names, (std::vector<std::string>{"input", "lookup", "embedding/all_reduce", "body_forward",
@@ -108,12 +108,12 @@ TEST(LmProgram, VocabParallelOpsByHand) {
 }
 
 TEST(LmProgram, RankOutsideTheWorldIsRefused) {
-  EXPECT_THROW(build_lm_step_program(spec_of({LmSharding::vocab_parallel, false, true, 2}), 2, 0), SpecError);
+  EXPECT_THROW(build_lm_step_program(program_spec_of({LmSharding::vocab_parallel, false, true, 2}), 2, 0), SpecError);
 }
 
 TEST(LmSimulation, SymmetricRanksStepIsTheSumOfTheirOps) {
   const HardwareProfile hw = load_hardware_profile("h100_sxm");
-  const LmWorkloadSpec s = spec_of({LmSharding::vocab_parallel, false, false, 4});
+  const LmWorkloadSpec s = program_spec_of({LmSharding::vocab_parallel, false, false, 4});
   const LmSimulatedStep sim = simulate_lm_step(s, hw, 4);
   // every rank the same sizes (V' = 48 splits evenly): no waiting, so the step is the sum of
   // rank 0's compute figures and each collective's figure (the largest member's, all equal)

@@ -34,9 +34,9 @@ double tight_mismatch_fraction(const std::vector<std::vector<float>>& got, const
   return n ? static_cast<double>(off) / static_cast<double>(n) : 0.0;
 }
 
-using Param = std::tuple<TableDataType, ShardingType, OptimizerType>;
+using DataTypeParam = std::tuple<TableDataType, ShardingType, OptimizerType>;
 
-class DataTypeParity : public ::testing::TestWithParam<Param> {};
+class DataTypeParity : public ::testing::TestWithParam<DataTypeParam> {};
 
 TEST_P(DataTypeParity, ForwardAndTablesAfterThreeSteps) {
   const auto [dt, type, opt] = GetParam();
@@ -93,7 +93,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,
                                          ShardingType::column_wise, ShardingType::table_row_wise),
                        ::testing::Values(OptimizerType::sgd, OptimizerType::rowwise_adagrad, OptimizerType::adam)),
-    [](const ::testing::TestParamInfo<Param>& p) {
+    [](const ::testing::TestParamInfo<DataTypeParam>& p) {
       return fmt::format("{}_{}_{}", to_string(std::get<0>(p.param)), to_string(std::get<1>(p.param)),
                          to_string(std::get<2>(p.param)));
     });

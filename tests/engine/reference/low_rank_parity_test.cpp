@@ -41,8 +41,8 @@ WorkloadSpec low_rank_spec(ShardingType type, int world, OptimizerType opt) {
   return s;
 }
 
-using Param = std::tuple<ShardingType, int, OptimizerType>;
-class LowRankParity : public ::testing::TestWithParam<Param> {};
+using LowRankParam = std::tuple<ShardingType, int, OptimizerType>;
+class LowRankParity : public ::testing::TestWithParam<LowRankParam> {};
 
 TEST_P(LowRankParity, ForwardAndTablesAfterThreeSteps) {
   const auto [type, world, opt] = GetParam();

@@ -32,9 +32,9 @@ double l1(const std::vector<std::vector<float>>& a, const std::vector<std::vecto
   return s;
 }
 
-using Param = std::tuple<OptimizerStateType, ShardingType, OptimizerType>;
+using OptimizerStateParam = std::tuple<OptimizerStateType, ShardingType, OptimizerType>;
 
-class OptimizerStateParity : public ::testing::TestWithParam<Param> {};
+class OptimizerStateParity : public ::testing::TestWithParam<OptimizerStateParam> {};
 
 TEST_P(OptimizerStateParity, ForwardAndTablesAfterThreeSteps) {
   const auto [st, type, opt] = GetParam();
@@ -71,7 +71,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,
                                          ShardingType::column_wise, ShardingType::table_row_wise),
                        ::testing::Values(OptimizerType::rowwise_adagrad, OptimizerType::adam)),
-    [](const ::testing::TestParamInfo<Param>& p) {
+    [](const ::testing::TestParamInfo<OptimizerStateParam>& p) {
       return fmt::format("{}_{}_{}", enum_name(std::get<0>(p.param)), to_string(std::get<1>(p.param)),
                          to_string(std::get<2>(p.param)));
     });

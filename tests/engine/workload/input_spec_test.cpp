@@ -20,7 +20,7 @@ json criteo_json() {
   j["input"] = {{"kind", "criteo_tsv"}, {"paths", {"/data/day_0.gz", "/data/day_1.gz"}}};
   return j;
 }
-std::string error_of(const json& j) {
+std::string input_spec_error_of(const json& j) {
   try {
     parse_workload(j, "w.json");
   } catch (const SpecError& e) {
@@ -71,37 +71,37 @@ TEST(InputSpec, ErrorsNameThePointer) {
   json j = criteo_json();
   j["features"].erase(j["features"].begin());
   j["tables"].erase(j["tables"].begin());
-  EXPECT_EQ(error_of(j), "w.json: /input: criteo_tsv has 26 categorical columns, mapped in order to the workload's "
+  EXPECT_EQ(input_spec_error_of(j), "w.json: /input: criteo_tsv has 26 categorical columns, mapped in order to the workload's "
                          "features; the workload has 25 feature(s)");
   j = criteo_json();
   j["dense"]["num_dense_features"] = 12;
-  EXPECT_EQ(error_of(j), "w.json: /dense/num_dense_features: criteo_tsv has 13 integer (dense) columns, got "
+  EXPECT_EQ(input_spec_error_of(j), "w.json: /dense/num_dense_features: criteo_tsv has 13 integer (dense) columns, got "
                          "num_dense_features 12");
   j = criteo_json();
   j["input"]["paths"] = json::array();
-  EXPECT_EQ(error_of(j), "w.json: /input/paths: must not be empty");
+  EXPECT_EQ(input_spec_error_of(j), "w.json: /input/paths: must not be empty");
   j = criteo_json();
   j["input"].erase("paths");
-  EXPECT_EQ(error_of(j), "w.json: /input/paths: required");
+  EXPECT_EQ(input_spec_error_of(j), "w.json: /input/paths: required");
   j = criteo_json();
   j["input"]["paths"] = {""};
-  EXPECT_EQ(error_of(j), "w.json: /input/paths/0: must not be empty");
+  EXPECT_EQ(input_spec_error_of(j), "w.json: /input/paths/0: must not be empty");
   j = criteo_json();
   j["input"]["on_short"] = "loop";
-  EXPECT_NE(error_of(j).find("/input/on_short"), std::string::npos) << error_of(j);
-  EXPECT_NE(error_of(j).find("wrap"), std::string::npos) << error_of(j);
+  EXPECT_NE(input_spec_error_of(j).find("/input/on_short"), std::string::npos) << input_spec_error_of(j);
+  EXPECT_NE(input_spec_error_of(j).find("wrap"), std::string::npos) << input_spec_error_of(j);
   j = criteo_json();
   j["input"]["path"] = "x";
-  EXPECT_EQ(error_of(j), "w.json: /input/path: criteo_tsv takes \"paths\", an array");
+  EXPECT_EQ(input_spec_error_of(j), "w.json: /input/path: criteo_tsv takes \"paths\", an array");
   j = criteo_json();
   j["input"]["colour"] = "x";
-  EXPECT_EQ(error_of(j), "w.json: /input/colour: unknown key");
+  EXPECT_EQ(input_spec_error_of(j), "w.json: /input/colour: unknown key");
   j = criteo_json();
   j["input"] = {{"kind", "synthetic"}, {"paths", {"a.tsv"}}};
-  EXPECT_EQ(error_of(j), "w.json: /input/paths: only allowed for a file source (kind criteo_tsv or kjt)");
+  EXPECT_EQ(input_spec_error_of(j), "w.json: /input/paths: only allowed for a file source (kind criteo_tsv or kjt)");
   j = criteo_json();
   j["input"] = {{"kind", "parquet"}};
-  EXPECT_NE(error_of(j).find("/input/kind"), std::string::npos) << error_of(j);
+  EXPECT_NE(input_spec_error_of(j).find("/input/kind"), std::string::npos) << input_spec_error_of(j);
 }
 
 TEST(InputSpec, KjtTakesOnePathAndOnShort) {
@@ -113,9 +113,9 @@ TEST(InputSpec, KjtTakesOnePathAndOnShort) {
   EXPECT_EQ(to_json(s)["input"], (json{{"kind", "kjt"}, {"path", "/data/rec.kjt"}, {"on_short", "wrap"}}));
   EXPECT_EQ(parse_workload(to_json(s), "back").input.paths, s.input.paths);
   j["input"] = {{"kind", "kjt"}, {"paths", {"a"}}};
-  EXPECT_EQ(error_of(j), "w.json: /input/paths: not allowed for kind kjt (one \"path\"; ids are rows as recorded)");
+  EXPECT_EQ(input_spec_error_of(j), "w.json: /input/paths: not allowed for kind kjt (one \"path\"; ids are rows as recorded)");
   j["input"] = {{"kind", "kjt"}};
-  EXPECT_EQ(error_of(j), "w.json: /input/path: required");
+  EXPECT_EQ(input_spec_error_of(j), "w.json: /input/path: required");
 }
 
 TEST(InputSpec, RelativePathsAreRelativeToTheWorkloadFile) {

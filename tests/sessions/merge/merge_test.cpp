@@ -19,12 +19,12 @@ std::string import_one(const std::string& file, const std::string& db_name) {
   import_into({file}, db_name);
   return scratch_db(db_name);
 }
-embedscope::test_support::CliResult cli(const std::string& args) {
+embedscope::test_support::CliResult merge_cli(const std::string& args) {
   return embedscope::test_support::run_cli(EMBEDSCOPE_CLI, args, import_scratch());
 }
 /// stats --json without what names the files.
 nlohmann::json stats_json(const std::string& db) {
-  auto r = cli("stats " + db + " --json");
+  auto r = merge_cli("stats " + db + " --json");
   EXPECT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   j.erase("session");
@@ -65,21 +65,21 @@ TEST(Merge, ClashesAndOverwritingAreRefusedNamingTheFiles) {
   } catch (const SessionError& e) {
     EXPECT_EQ(std::string(e.what()), a2 + ": rank 0 is also in " + a + "; each rank may come from one session only");
   }
-  auto r = cli("merge " + a + " " + a2 + " -o " + scratch_db("c_all.db"));
+  auto r = merge_cli("merge " + a + " " + a2 + " -o " + scratch_db("c_all.db"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find(a2 + ": rank 0 is also in " + a), std::string::npos) << r.err;
   const std::string b = import_one(trace_fixture("hta_small/rank1.json"), "c_rank1.db");
   const std::string out = scratch_db("c_out.db");
   std::remove(out.c_str());
-  r = cli("merge " + a + " " + b + " -o " + out);
+  r = merge_cli("merge " + a + " " + b + " -o " + out);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("ranks        0, 1 (2 ranks)"), std::string::npos) << r.out;
-  r = cli("merge " + a + " " + b + " -o " + out);
+  r = merge_cli("merge " + a + " " + b + " -o " + out);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("already exists"), std::string::npos) << r.err;
-  r = cli("merge " + a + " " + b + " -o " + out + " --force-overwrite");
+  r = merge_cli("merge " + a + " " + b + " -o " + out + " --force-overwrite");
   EXPECT_EQ(r.code, 0) << r.err;
-  r = cli("merge " + a + " " + b + " -o " + a + " --force-overwrite");  // never over an input
+  r = merge_cli("merge " + a + " " + b + " -o " + a + " --force-overwrite");  // never over an input
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("the output is one of the inputs"), std::string::npos) << r.err;
 }
@@ -89,7 +89,7 @@ TEST(Merge, AlignCollectivesRecoversTheOffsetOfPerRankImports) {
   const std::string b = import_one(trace_fixture("align/rank1.json"), "al_rank1.db");
   const std::string out = scratch_db("al_all.db");
   std::remove(out.c_str());
-  auto r = cli("merge " + a + " " + b + " -o " + out + " --align collectives --json");
+  auto r = merge_cli("merge " + a + " " + b + " -o " + out + " --align collectives --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["alignment"]["offsets_ns"]["1"], 400000);

@@ -16,7 +16,7 @@ namespace {
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
-fs::path scratch() {
+fs::path hostile_scratch() {
   static const auto dir = [] {
     auto d = fs::temp_directory_path() / ("es_reader_hostile_" + std::to_string(getpid()));
     fs::remove_all(d);
@@ -30,7 +30,7 @@ fs::path scratch() {
 // ops(rank, lane, INT64_MIN, INT64_MAX) computed INT64_MIN - (the lane's longest op), which
 // wrapped around (signed overflow, UBSan) to a start near INT64_MAX: no op was found at all.
 TEST(ReaderHostile, WholeRangeQueryFromTheSmallestTimeFindsEveryOp) {
-  const std::string path = (scratch() / "whole.db").string();
+  const std::string path = (hostile_scratch() / "whole.db").string();
   {
     SessionWriter w(path);
     w.add_lane({0, 0, "compute", "thread"});

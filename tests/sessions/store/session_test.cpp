@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 namespace {
 // Emptied first: a folder left by an earlier process with the same pid would hold files that
 // SessionWriter refuses to overwrite.
-fs::path scratch() {
+fs::path session_scratch() {
   static const auto dir = [] {
     auto d = fs::temp_directory_path() / ("es_sessions_" + std::to_string(getpid()));
     fs::remove_all(d);
@@ -46,8 +46,8 @@ std::string error_of(const std::string& path) {
   return "";
 }
 
-// scratch() of a process whose pid an earlier process used starts empty (ctest runs one test per
-// process, so scratch() is first called in the child here).
+// session_scratch() of a process whose pid an earlier process used starts empty (ctest runs one test per
+// process, so session_scratch() is first called in the child here).
 TEST(Session, ScratchDirectoryStartsEmpty) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);
@@ -55,7 +55,7 @@ TEST(Session, ScratchDirectoryStartsEmpty) {
     const auto stale = fs::temp_directory_path() / ("es_sessions_" + std::to_string(getpid()));
     fs::create_directories(stale);
     std::ofstream(stale / "killed.db") << "left by an earlier process";
-    _exit(fs::exists(scratch() / "killed.db") ? 1 : 0);
+    _exit(fs::exists(session_scratch() / "killed.db") ? 1 : 0);
   }
   int status = 0;
   waitpid(child, &status, 0);
@@ -65,7 +65,7 @@ TEST(Session, ScratchDirectoryStartsEmpty) {
 
 // A small two-rank session: step 0 on both ranks, step -1 (warmup) on rank 0.
 std::string make_session(const std::string& name) {
-  const std::string path = (scratch() / name).string();
+  const std::string path = (session_scratch() / name).string();
   SessionWriter w(path);
   w.set_metadata("world_size", "2");
   w.set_metadata("samples_per_step", "16");
@@ -193,7 +193,7 @@ TEST(Session, RoundTripAndAnalysis) {
 }
 
 TEST(Session, RangeQueryFindsOpsStartingBeforeTheWindow) {
-  const std::string path = (scratch() / "range.db").string();
+  const std::string path = (session_scratch() / "range.db").string();
   {
     SessionWriter w(path);
     w.add_lane({0, 0, "compute", "thread"});
@@ -215,7 +215,7 @@ TEST(Session, RangeQueryFindsOpsStartingBeforeTheWindow) {
 }
 
 TEST(Session, BadFilesGiveOneClearError) {
-  const auto dir = scratch();
+  const auto dir = session_scratch();
   EXPECT_NE(error_of((dir / "missing.db").string()).find("missing.db: cannot open: No such file"), std::string::npos);
   { std::ofstream((dir / "empty.db").string()); }
   EXPECT_NE(error_of((dir / "empty.db").string()).find("empty.db: the file is empty"), std::string::npos);
@@ -279,7 +279,7 @@ TEST(Session, ReadersNeverChangeTheFile) {
 }
 
 TEST(Session, KilledWriterLeavesAReadableSessionThatSaysCrashed) {
-  const std::string path = (scratch() / "killed.db").string();
+  const std::string path = (session_scratch() / "killed.db").string();
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -343,7 +343,7 @@ TEST(Export, ChromeTraceKeepsNanosecondsAndLinksCollectives) {
 TEST(Export, CsvFilesWithHeaders) {
   const std::string path = make_session("csv.db");
   SessionReader r(path);
-  auto files = export_csv(r, analyze(r), (scratch() / "csv").string());
+  auto files = export_csv(r, analyze(r), (session_scratch() / "csv").string());
   ASSERT_EQ(files.size(), 5u);
   std::ifstream ev(files[0]);
   std::string header, line;
@@ -368,7 +368,7 @@ TEST(Session, WriterNeverReplacesWhatItShouldNot) {
   }
   EXPECT_EQ(SessionReader(path).status(), "complete");  // untouched
   try {
-    SessionWriter w(scratch().string(), true);  // a directory, even with overwrite
+    SessionWriter w(session_scratch().string(), true);  // a directory, even with overwrite
     ADD_FAILURE() << "a directory was replaced";
   } catch (const SessionError& e) {
     EXPECT_NE(std::string(e.what()).find("is not a regular file"), std::string::npos) << e.what();
@@ -404,7 +404,7 @@ TEST(Session, DamagedRowsGiveAnErrorNotACrash) {
             std::string::npos)
       << error_of(gap);
   // a hand-made file with NULL values where the schema has none
-  const std::string null_meta = (scratch() / "nullmeta.db").string();
+  const std::string null_meta = (session_scratch() / "nullmeta.db").string();
   sqlite3* db = nullptr;
   sqlite3_open(null_meta.c_str(), &db);
   sqlite3_exec(db,
@@ -420,7 +420,7 @@ TEST(Session, DamagedRowsGiveAnErrorNotACrash) {
 }
 
 TEST(Session, MemoryCountersAndSnapshotsRoundTrip) {
-  const std::string path = (scratch() / "memory.db").string();
+  const std::string path = (session_scratch() / "memory.db").string();
   {
     SessionWriter w(path);
     w.add_memory({0, 1, 100, 2048, 150, 2048, 1024, 12, 1, 0.25, 0.125});
@@ -467,7 +467,7 @@ TEST(Session, VersionOneFilesAreReadAsTheyAre) {
 }
 
 TEST(Session, IdHistogramRoundTripAndVersionTwoFilesWithoutIt) {
-  const std::string path = (scratch() / "idhist.db").string();
+  const std::string path = (session_scratch() / "idhist.db").string();
   {
     SessionWriter w(path);
     w.add_id_histogram({{1, 0, 3, 30, 40, 7}, {0, 0, 3, 30, 40, 5}, {0, 1, 0, 0, 2, 9}});

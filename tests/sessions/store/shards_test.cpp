@@ -14,7 +14,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path scratch() {
+fs::path shards_scratch() {
   static const auto dir = [] {
     auto d = fs::temp_directory_path() / ("es_shards_" + std::to_string(getpid()));
     fs::remove_all(d);
@@ -42,7 +42,7 @@ ShardRecord shard(int32_t table, const char* name, const char* type, int32_t nod
 }
 
 TEST(Shards, RoundTripOrderedByTableAndShard) {
-  const std::string path = (scratch() / "shards.db").string();
+  const std::string path = (shards_scratch() / "shards.db").string();
   {
     SessionWriter w(path);
     w.set_metadata(meta::kShardingPlanJson, R"({"tables": [{"name": "ignored", "shards": [{"rank": 9}]}]})");
@@ -81,7 +81,7 @@ TEST(Shards, RoundTripOrderedByTableAndShard) {
 }
 
 TEST(Shards, BuiltFromThePlanJsonWhenTheTableHasNoRows) {
-  const std::string path = (scratch() / "json.db").string();
+  const std::string path = (shards_scratch() / "json.db").string();
   {
     SessionWriter w(path);
     w.set_metadata(meta::kShardingPlanJson,
@@ -116,13 +116,13 @@ TEST(Shards, BuiltFromThePlanJsonWhenTheTableHasNoRows) {
 }
 
 TEST(Shards, NoPlanGivesNoShardsAndABadPlanNamesTheFile) {
-  const std::string none = (scratch() / "none.db").string();
+  const std::string none = (shards_scratch() / "none.db").string();
   {
     SessionWriter w(none);
     w.close("complete");
   }
   EXPECT_TRUE(SessionReader(none).shards().empty());
-  const std::string bad = (scratch() / "bad.db").string();
+  const std::string bad = (shards_scratch() / "bad.db").string();
   {
     SessionWriter w(bad);
     w.set_metadata(meta::kShardingPlanJson, "{\"tables\": [");
@@ -140,7 +140,7 @@ TEST(Shards, NoPlanGivesNoShardsAndABadPlanNamesTheFile) {
 // A file whose version was lowered by hand (as tests do to mimic older files) still reads a
 // table it has, with the columns the table was created with.
 TEST(Shards, ATableOfALaterVersionIsReadWhereItIs) {
-  const std::string path = (scratch() / "lowered.db").string();
+  const std::string path = (shards_scratch() / "lowered.db").string();
   {
     SessionWriter w(path);
     w.add_shards({shard(0, "t", "table_wise", -1, 0, 1, 0, 10, 0, 4, 160)});

@@ -26,7 +26,7 @@ std::string fresh_dir(const std::string& name) {
 }
 const json kDoc{{"workload", {{"batch_size", 8}, {"tables", {{{"name", "t0"}, {"num_embeddings", 10}}}}}},
                 {"plan", {{"world_size", 2}}}};
-std::string error_of(const std::function<void()>& f) {
+std::string handshake_error_of(const std::function<void()>& f) {
   try {
     f();
   } catch (const SpecError& e) {
@@ -77,7 +77,7 @@ TEST(Handshake, AStaleClaimOfTheSameRunIdIsRefused) {
   launch::RunStore s(url, "same");
   s.set("claim/0", "oldhost:42:00");
   launch::RunStore again(url, "same");
-  EXPECT_EQ(error_of([&] { launch::handshake(again, 0, 2, kDoc, std::chrono::milliseconds(200)); }),
+  EXPECT_EQ(handshake_error_of([&] { launch::handshake(again, 0, 2, kDoc, std::chrono::milliseconds(200)); }),
             "rendezvous " + url + " (run id same): rank 0 is claimed already by oldhost:42:00: two processes were "
             "given rank 0, or an earlier run with this run id left its keys there; give every process its own rank, "
             "and a fresh --run-id or an empty directory");
@@ -87,7 +87,7 @@ TEST(Handshake, AMissingRankTimesOutNamingIt) {
   const std::string url = fresh_dir("missing");
   launch::RunStore s(url, "r");
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string e = error_of([&] { launch::handshake(s, 1, 3, kDoc, std::chrono::milliseconds(300)); });
+  const std::string e = handshake_error_of([&] { launch::handshake(s, 1, 3, kDoc, std::chrono::milliseconds(300)); });
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
   EXPECT_EQ(e, "rendezvous " + url + " (run id r): rank(s) 0, 2 of 3 did not arrive within 300 ms (this is rank 1); "
                "start every rank with the same --rendezvous and --run-id");
@@ -99,8 +99,8 @@ TEST(Handshake, ADifferentWorkloadIsRefusedOnBothRanksNamingTheField) {
   other["workload"]["batch_size"] = 16;
   launch::RunStore s0(url, "d"), s1(url, "d");
   auto e1 = std::async(std::launch::async,
-                       [&] { return error_of([&] { launch::handshake(s1, 1, 2, other, std::chrono::seconds(10)); }); });
-  const std::string e0 = error_of([&] { launch::handshake(s0, 0, 2, kDoc, std::chrono::seconds(10)); });
+                       [&] { return handshake_error_of([&] { launch::handshake(s1, 1, 2, other, std::chrono::seconds(10)); }); });
+  const std::string e0 = handshake_error_of([&] { launch::handshake(s0, 0, 2, kDoc, std::chrono::seconds(10)); });
   const std::string d0 = launch::fnv1a64_hex(kDoc.dump()), d1 = launch::fnv1a64_hex(other.dump());
   EXPECT_EQ(e0, "rendezvous " + url + " (run id d): rank 1's workload and plan differ from rank 0's (digest " + d1 +
                     " vs " + d0 + "): first at /workload/batch_size: 8 vs 16 (rank 0 vs rank 1); every rank must run "
@@ -120,8 +120,8 @@ TEST(Handshake, RedisUrlsParse) {
   EXPECT_EQ(b.host, "head");
   EXPECT_EQ(b.port, 6379);
   EXPECT_EQ(b.path, "");
-  EXPECT_EQ(error_of([] { launch::parse_rendezvous_url("redis://h:0"); }), "--rendezvous redis://h:0: port '0' is not 1..65535");
-  EXPECT_EQ(error_of([] { launch::parse_rendezvous_url("redis://:6379"); }), "--rendezvous redis://:6379: no host after redis://");
+  EXPECT_EQ(handshake_error_of([] { launch::parse_rendezvous_url("redis://h:0"); }), "--rendezvous redis://h:0: port '0' is not 1..65535");
+  EXPECT_EQ(handshake_error_of([] { launch::parse_rendezvous_url("redis://:6379"); }), "--rendezvous redis://:6379: no host after redis://");
 }
 
 // The same handshake over a RedisStore (a redis-server of the test's own on loopback).
@@ -135,24 +135,24 @@ TEST(Handshake, TwoRanksAgreeOverRedisAndAStaleClaimIsRefused) {
   const auto h0 = launch::handshake(s0, 0, 2, kDoc, std::chrono::seconds(10));
   EXPECT_EQ(r1.get().digest, h0.digest);
   launch::RunStore again(url, "r");
-  EXPECT_NE(error_of([&] { launch::handshake(again, 1, 2, kDoc, std::chrono::milliseconds(200)); })
+  EXPECT_NE(handshake_error_of([&] { launch::handshake(again, 1, 2, kDoc, std::chrono::milliseconds(200)); })
                 .find("rank 1 is claimed already by"),
             std::string::npos);
 }
 
 TEST(Handshake, BadUrlsAndDirectoriesAreNamed) {
-  EXPECT_EQ(error_of([] { launch::parse_rendezvous_url("tcp://127.0.0.1:6379"); }),
+  EXPECT_EQ(handshake_error_of([] { launch::parse_rendezvous_url("tcp://127.0.0.1:6379"); }),
             "--rendezvous tcp://127.0.0.1:6379: the scheme 'tcp' is not supported; use file:///shared/dir (a "
             "directory every rank sees) or redis://host:port[/prefix]");
-  EXPECT_EQ(error_of([] { launch::parse_rendezvous_url("/tmp/x"); }),
+  EXPECT_EQ(handshake_error_of([] { launch::parse_rendezvous_url("/tmp/x"); }),
             "--rendezvous /tmp/x: not a URL; give file:///shared/dir or redis://host:port");
   const int port = embedscope::test_support::RedisServer::free_port();  // nothing listens there
   const std::string url = "redis://127.0.0.1:" + std::to_string(port);
-  EXPECT_EQ(error_of([&] { launch::RunStore(url, "r"); }).rfind("--rendezvous " + url + ": cannot reach the Redis server at "
+  EXPECT_EQ(handshake_error_of([&] { launch::RunStore(url, "r"); }).rfind("--rendezvous " + url + ": cannot reach the Redis server at "
                                                                "127.0.0.1:" + std::to_string(port) + ": ", 0),
             0u);
-  EXPECT_EQ(error_of([] { launch::RunStore("file:///nonexistent/es_dir", "r"); }),
+  EXPECT_EQ(handshake_error_of([] { launch::RunStore("file:///nonexistent/es_dir", "r"); }),
             "--rendezvous file:///nonexistent/es_dir: /nonexistent/es_dir does not exist (create the directory, on a "
             "file system every rank sees)");
-  EXPECT_EQ(error_of([] { launch::RunStore(fresh_dir("id"), "a/b"); }), "--run-id 'a/b': must be non-empty and hold no '/'");
+  EXPECT_EQ(handshake_error_of([] { launch::RunStore(fresh_dir("id"), "a/b"); }), "--run-id 'a/b': must be non-empty and hold no '/'");
 }
