@@ -23,9 +23,9 @@ namespace es = embedscope::engine;
 namespace fs = std::filesystem;
 
 namespace {
-const std::string kProfile = std::string(EMBEDSCOPE_TEST_DATA) + "/hardware/round_numbers.json";
+const std::string kRoundNumbers = std::string(EMBEDSCOPE_TEST_DATA) + "/hardware/round_numbers.json";
 
-fs::path scratch() {
+fs::path calibration_dir() {
   static const fs::path d = [] {
     const fs::path p = fs::temp_directory_path() / ("es_calibration_" + std::to_string(getpid()));
     fs::remove_all(p);
@@ -40,7 +40,7 @@ fs::path scratch() {
 std::string simulated_as_measured(const std::string& name, es::ShardingType type) {
   es::WorkloadSpec s = es::load_preset("criteo_kaggle");
   s.devices.backend = es::Backend::simulated;
-  s.devices.hardware = kProfile;
+  s.devices.hardware = kRoundNumbers;
   s.devices.count = 2;
   s.devices.memory_bytes = int64_t{8} << 30;
   s.batch_size = 4096;
@@ -48,7 +48,7 @@ std::string simulated_as_measured(const std::string& name, es::ShardingType type
   s.warmup_steps = 1;
   s.sharding.default_type = type;
   s = es::with_resolved_backend(s, "test");
-  const std::string path = (scratch() / name).string();
+  const std::string path = (calibration_dir() / name).string();
   es::TrainerOptions o;
   o.session_path = path;
   o.session_overwrite = true;
@@ -85,7 +85,7 @@ TEST(Calibration, RecoversTheCoefficientsOfTheModelThatTimedTheSession) {
   EXPECT_EQ(es::to_json(back), es::to_json(cal.profile));
   EXPECT_NEAR(back.gpu.hbm_bandwidth_bytes_per_s * back.gpu.tbe_forward_efficiency, rate["lookup"], 1.0);
   // simulated again with the fitted profile, each session's step time comes back
-  const std::string file = (scratch() / "fitted.json").string();
+  const std::string file = (calibration_dir() / "fitted.json").string();
   std::ofstream(file) << es::to_json(cal.profile).dump(2);
   for (const std::string& s : {a, b}) {
     const es::CalibrationCheck c = es::check_calibration(s, file);
@@ -97,10 +97,10 @@ TEST(Calibration, RecoversTheCoefficientsOfTheModelThatTimedTheSession) {
 TEST(Calibration, RefusesSessionsItCannotPairNamingTheFile) {
   es::WorkloadSpec s = es::load_preset("tiny");
   s.devices.backend = es::Backend::simulated;
-  s.devices.hardware = kProfile;
+  s.devices.hardware = kRoundNumbers;
   s.steps = 1;
   s = es::with_resolved_backend(s, "test");
-  const std::string sim = (scratch() / "simulated.db").string();
+  const std::string sim = (calibration_dir() / "simulated.db").string();
   es::TrainerOptions o;
   o.session_path = sim;
   o.session_overwrite = true;
@@ -112,7 +112,7 @@ TEST(Calibration, RefusesSessionsItCannotPairNamingTheFile) {
     EXPECT_NE(std::string(e.what()).find(sim + ": a simulated session"), std::string::npos) << e.what();
   }
   EXPECT_THROW(es::calibrate({}), es::SpecError);
-  auto r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "calibrate " + sim, scratch());
+  auto r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "calibrate " + sim, calibration_dir());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("a simulated session"), std::string::npos) << r.err;
 }
@@ -120,9 +120,9 @@ TEST(Calibration, RefusesSessionsItCannotPairNamingTheFile) {
 TEST(CalibrateCli, WritesTheProfileAndPrintsTheChecks) {
   const std::string a = simulated_as_measured("cli_tw.db", es::ShardingType::table_wise);
   const std::string held = simulated_as_measured("cli_cw.db", es::ShardingType::column_wise);
-  const std::string out = (scratch() / "this_machine.json").string();
+  const std::string out = (calibration_dir() / "this_machine.json").string();
   auto r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "calibrate " + a + " --check " + held + " -o " + out + " --json",
-                                             scratch());
+                                             calibration_dir());
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["checks"].size(), 2u);

@@ -36,7 +36,7 @@ WorkloadSpec hot_spec(int world, const std::vector<int>& ranks, const std::vecto
   return parse_workload(j, "row_wise_change");
 }
 
-ObservedLoad table_load(const std::vector<int64_t>& ids) {
+ObservedLoad rw_table_load(const std::vector<int64_t>& ids) {
   ObservedLoad l;
   for (int64_t v : ids) l.ids.push_back({v});
   return l;
@@ -52,7 +52,7 @@ ObservedLoad table_load(const std::vector<int64_t>& ids) {
 TEST(RowWiseChange, AHotTableAboveTheMeanIsSplitOverEveryRank) {
   const WorkloadSpec s = hot_spec(4, {0, 1, 2, 3}, {1000, 100, 100, 100});
   const ShardingPlan cur = plan_sharding(s);
-  const Proposal p = propose(s, cur, table_load({800, 100, 50, 50}), 0);
+  const Proposal p = propose(s, cur, rw_table_load({800, 100, 50, 50}), 0);
   ASSERT_TRUE(p.worth_it());
   EXPECT_TRUE(p.moves.empty());
   ASSERT_EQ(p.changes.size(), 1u);
@@ -83,7 +83,7 @@ TEST(RowWiseChange, AHotTableAboveTheMeanIsSplitOverEveryRank) {
 TEST(RowWiseChange, OffByDefault) {
   WorkloadSpec s = hot_spec(4, {0, 1, 2, 3}, {1000, 100, 100, 100});
   s.rebalance.row_wise_hot_tables = false;
-  const Proposal p = propose(s, plan_sharding(s), table_load({800, 100, 50, 50}), 0);
+  const Proposal p = propose(s, plan_sharding(s), rw_table_load({800, 100, 50, 50}), 0);
   EXPECT_FALSE(p.worth_it());
   EXPECT_TRUE(p.changes.empty());
   EXPECT_TRUE(p.moves.empty());
@@ -94,7 +94,7 @@ TEST(RowWiseChange, OffByDefault) {
 // the whole move wins.
 TEST(RowWiseChange, AWholeMoveThatBalancesBetterWins) {
   const WorkloadSpec s = hot_spec(2, {0, 0}, {1000, 100});
-  const Proposal p = propose(s, plan_sharding(s), table_load({600, 400}), 0);
+  const Proposal p = propose(s, plan_sharding(s), rw_table_load({600, 400}), 0);
   ASSERT_TRUE(p.worth_it());
   EXPECT_TRUE(p.changes.empty());
   ASSERT_EQ(p.moves.size(), 1u);
@@ -106,7 +106,7 @@ TEST(RowWiseChange, AWholeMoveThatBalancesBetterWins) {
 // A budget of 40000 bytes < the 48000 the split moves: refused, said why, and nothing else helps.
 TEST(RowWiseChange, TheByteBudgetRefusesTheSplit) {
   const WorkloadSpec s = hot_spec(4, {0, 1, 2, 3}, {1000, 100, 100, 100});
-  const Proposal p = propose(s, plan_sharding(s), table_load({800, 100, 50, 50}), 40000);
+  const Proposal p = propose(s, plan_sharding(s), rw_table_load({800, 100, 50, 50}), 40000);
   EXPECT_FALSE(p.worth_it());
   EXPECT_TRUE(p.changes.empty());
   ASSERT_EQ(p.refused.size(), 1u);
@@ -125,7 +125,7 @@ TEST(RowWiseChange, ADeviceTooSmallRefusesTheSplit) {
   int64_t most = 0;
   for (const DeviceMemoryEstimate& e : estimate_memory(s, plan_sharding(s))) most = std::max(most, e.total());
   s.devices.memory_bytes = most;
-  const Proposal p = propose(s, plan_sharding(s), table_load({800, 100, 50, 50}), 0);
+  const Proposal p = propose(s, plan_sharding(s), rw_table_load({800, 100, 50, 50}), 0);
   EXPECT_FALSE(p.worth_it());
   EXPECT_TRUE(p.changes.empty());
   ASSERT_EQ(p.refused.size(), 1u);

@@ -20,7 +20,7 @@ using embedscope::test::snapshot_fixture;
 
 namespace {
 
-MemoryEvent ev(const char* action, int64_t address, int64_t size, int64_t stream = 0) {
+MemoryEvent segtl_ev(const char* action, int64_t address, int64_t size, int64_t stream = 0) {
   MemoryEvent e;
   e.action = action;
   e.address = address;
@@ -30,7 +30,7 @@ MemoryEvent ev(const char* action, int64_t address, int64_t size, int64_t stream
   return e;
 }
 
-std::string imported(const std::string& fixture) {
+std::string segtl_imported(const std::string& fixture) {
   const auto dir = std::filesystem::temp_directory_path() / ("es_segtl_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / (fixture + ".db")).string();
@@ -46,14 +46,14 @@ std::string imported(const std::string& fixture) {
 // its end (the expandable allocator's segment_alloc) and shrinks back (segment_free of its tail).
 TEST(SegmentTimeline, BandsOfAHandBuiltHistory) {
   const std::vector<MemoryEvent> events{
-      ev("segment_alloc", 0x10000, 4096, 3),  // 0: A [0x10000, 4096) on stream 3
-      ev("alloc", 0x10000, 512),              // 1: 512 active in A
-      ev("segment_alloc", 0x20000, 2048),     // 2: B [0x20000, 2048)
-      ev("alloc", 0x20000, 1024),             // 3: 1024 active in B; reserved 6144
-      ev("free", 0x10000, 512),               // 4: A empty
-      ev("segment_free", 0x10000, 4096),      // 5: A released: B alone, now at the bottom
-      ev("segment_alloc", 0x20800, 2048),     // 6: B grows to 4096
-      ev("segment_free", 0x20800, 2048)};     // 7: and shrinks back to 2048 (its tail pages)
+      segtl_ev("segment_alloc", 0x10000, 4096, 3),  // 0: A [0x10000, 4096) on stream 3
+      segtl_ev("alloc", 0x10000, 512),              // 1: 512 active in A
+      segtl_ev("segment_alloc", 0x20000, 2048),     // 2: B [0x20000, 2048)
+      segtl_ev("alloc", 0x20000, 1024),             // 3: 1024 active in B; reserved 6144
+      segtl_ev("free", 0x10000, 512),               // 4: A empty
+      segtl_ev("segment_free", 0x10000, 4096),      // 5: A released: B alone, now at the bottom
+      segtl_ev("segment_alloc", 0x20800, 2048),     // 6: B grows to 4096
+      segtl_ev("segment_free", 0x20800, 2048)};     // 7: and shrinks back to 2048 (its tail pages)
   const MemoryHistory h = MemoryHistory::build(events, nullptr);
   ASSERT_TRUE(h.problems().empty()) << h.problems()[0];
   const SegmentTimeline t = segment_timeline(h, 8);  // one column per entry
@@ -127,7 +127,7 @@ TEST(SegmentTimeline, FixturesSegmentsAsTheGeneratorCounted) {
   for (const char* name : {"oom_p5.pickle", "midway_p4.pickle", "training_p4.pickle", "high_address_p4.pickle"}) {
     SCOPED_TRACE(name);
     const auto& x = snapshot_expected()[name];
-    SessionReader r(imported(name));
+    SessionReader r(segtl_imported(name));
     const auto ranks = MemoryHistory::ranks_with_history(r);
     ASSERT_EQ(ranks.size(), x["segment_lives"].size());
     for (size_t d = 0; d < ranks.size(); ++d) {

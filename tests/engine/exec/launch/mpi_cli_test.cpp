@@ -23,7 +23,7 @@ using nlohmann::json;
 using embedscope::sessions::SessionReader;
 
 namespace {
-fs::path scratch() {
+fs::path mpi_scratch() {
   static const auto dir = [] {
     auto d = fs::temp_directory_path() / ("es_mpi_" + std::to_string(getpid()));
     fs::remove_all(d);
@@ -33,10 +33,10 @@ fs::path scratch() {
   return dir;
 }
 using Result = embedscope::test_support::CliResult;
-std::string s(const fs::path& p) { return p.string(); }
-Result cli(const std::string& args) { return embedscope::test_support::run_cli(EMBEDSCOPE_CLI, args, scratch()); }
+std::string mpi_path(const fs::path& p) { return p.string(); }
+Result mpi_cli(const std::string& args) { return embedscope::test_support::run_cli(EMBEDSCOPE_CLI, args, mpi_scratch()); }
 
-std::string slurp(const fs::path& p) {
+std::string mpi_slurp(const fs::path& p) {
   std::ifstream f(p);
   std::stringstream ss;
   ss << f.rdbuf();
@@ -51,9 +51,9 @@ bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 
 Result mpirun(int n, const std::string& rv_dir, const std::string& args) {
   return embedscope::test_support::run_cli(
       "EMBEDSCOPE_RENDEZVOUS_DIR=" + rv_dir + " timeout 120 mpirun --oversubscribe --allow-run-as-root -n " +
-          std::to_string(n) + " sh -c 'exec " + EMBEDSCOPE_CLI + " " + args + " >" + s(scratch() / "mpi_out.") +
+          std::to_string(n) + " sh -c 'exec " + EMBEDSCOPE_CLI + " " + args + " >" + mpi_path(mpi_scratch() / "mpi_out.") +
           "$OMPI_COMM_WORLD_RANK'",
-      "", scratch());
+      "", mpi_scratch());
 }
 
 std::map<std::pair<int64_t, int32_t>, double> losses(const SessionReader& x) {
@@ -73,15 +73,15 @@ std::map<std::tuple<int32_t, std::string, uint64_t>, std::pair<int64_t, int64_t>
 TEST(MpiRun, FourRanksWithoutRendezvousGiveTheThreadsLossesAndOneMergedSession) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun is not installed (.ci/setup installs openmpi-bin)";
   const std::string args = "--preset tiny --sharding row_wise --steps 3 --warmup-steps 1";
-  Result t = cli("run " + args + " --devices 4 --json -o " + s(scratch() / "threads.db"));
+  Result t = mpi_cli("run " + args + " --devices 4 --json -o " + mpi_path(mpi_scratch() / "threads.db"));
   ASSERT_EQ(t.code, 0) << t.err;
   const json tj = json::parse(t.out);
-  const fs::path rv = scratch() / "rv";
+  const fs::path rv = mpi_scratch() / "rv";
   fs::create_directories(rv);
-  Result m = mpirun(4, s(rv), "run " + args + " --json -o " + s(scratch() / "mpi.rank{rank}.db"));
+  Result m = mpirun(4, mpi_path(rv), "run " + args + " --json -o " + mpi_path(mpi_scratch() / "mpi.rank{rank}.db"));
   ASSERT_EQ(m.code, 0) << m.err;
   std::map<int, json> by_rank;
-  for (int r = 0; r < 4; ++r) by_rank[r] = json::parse(slurp(scratch() / ("mpi_out." + std::to_string(r))));
+  for (int r = 0; r < 4; ++r) by_rank[r] = json::parse(mpi_slurp(mpi_scratch() / ("mpi_out." + std::to_string(r))));
   for (int r = 0; r < 4; ++r) {
     EXPECT_EQ(by_rank[r]["process_rank"], r);
     EXPECT_EQ(by_rank[r]["ended"], "complete");
@@ -90,21 +90,21 @@ TEST(MpiRun, FourRanksWithoutRendezvousGiveTheThreadsLossesAndOneMergedSession) 
     EXPECT_NE(m.err.find("this process: rank " + std::to_string(r) + " of 4 (from Open MPI, store bootstrapped through MPI)"),
               std::string::npos) << m.err;
   }
-  EXPECT_NE(m.err.find("embedscope run (rank 0): merged 4 of 4 rank sessions into " + s(scratch() / "mpi.db")),
+  EXPECT_NE(m.err.find("embedscope run (rank 0): merged 4 of 4 rank sessions into " + mpi_path(mpi_scratch() / "mpi.db")),
             std::string::npos) << m.err;
-  const SessionReader a(s(scratch() / "threads.db")), b(s(scratch() / "mpi.db"));
+  const SessionReader a(mpi_path(mpi_scratch() / "threads.db")), b(mpi_path(mpi_scratch() / "mpi.db"));
   EXPECT_EQ(b.status(), "complete");
   EXPECT_EQ(b.meta("world_size"), "4");
   EXPECT_EQ(losses(a), losses(b));
   EXPECT_EQ(losses(b).size(), 16u);  // (1 warmup + 3) steps x 4 ranks
   EXPECT_EQ(bytes(a), bytes(b));
-  const std::string run_id = SessionReader(s(scratch() / "mpi.rank0.db")).meta("run_id");
+  const std::string run_id = SessionReader(mpi_path(mpi_scratch() / "mpi.rank0.db")).meta("run_id");
   EXPECT_EQ(run_id.rfind("ompi-", 0), 0u) << run_id;  // the launcher's job id, rank 0's choice
   for (int r = 0; r < 4; ++r) {
-    const SessionReader one(s(scratch() / ("mpi.rank" + std::to_string(r) + ".db")));
+    const SessionReader one(mpi_path(mpi_scratch() / ("mpi.rank" + std::to_string(r) + ".db")));
     EXPECT_EQ(one.meta("process_rank"), std::to_string(r));
     EXPECT_EQ(one.meta("run_id"), run_id);
-    EXPECT_EQ(one.meta("rendezvous").rfind("file://" + s(rv) + "/embedscope-rendezvous-", 0), 0u) << one.meta("rendezvous");
+    EXPECT_EQ(one.meta("rendezvous").rfind("file://" + mpi_path(rv) + "/embedscope-rendezvous-", 0), 0u) << one.meta("rendezvous");
     EXPECT_EQ(one.meta("launch_node"), "0/" + std::to_string(r));  // one node: MPI's shared-memory node
     EXPECT_NE(one.meta("gloo_device").find("addr=[127.0.0.1]"), std::string::npos) << one.meta("gloo_device");
   }
@@ -115,15 +115,15 @@ TEST(MpiRun, FourRanksWithoutRendezvousGiveTheThreadsLossesAndOneMergedSession) 
 // (no rank is left waiting), the exit is non-zero, nothing is merged, the store is removed.
 TEST(MpiRun, BadInputAfterTheBootstrapEndsEveryRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun is not installed (.ci/setup installs openmpi-bin)";
-  const fs::path rv = scratch() / "rv_bad";
+  const fs::path rv = mpi_scratch() / "rv_bad";
   fs::create_directories(rv);
-  Result m = mpirun(2, s(rv), "run --preset tiny --steps 2 -o " + s(scratch() / "one.db"));
+  Result m = mpirun(2, mpi_path(rv), "run --preset tiny --steps 2 -o " + mpi_path(mpi_scratch() / "one.db"));
   EXPECT_NE(m.code, 0);
   EXPECT_NE(m.code, 124) << "timed out: a rank was left waiting\n" << m.err;  // timeout(1)'s code
-  EXPECT_NE(m.err.find("error: -o " + s(scratch() / "one.db") + ": every rank writes its own session"), std::string::npos)
+  EXPECT_NE(m.err.find("error: -o " + mpi_path(mpi_scratch() / "one.db") + ": every rank writes its own session"), std::string::npos)
       << m.err;
   EXPECT_NE(m.err.find("embedscope run (rank 0): a rank refused its input; nothing merged"), std::string::npos) << m.err;
-  EXPECT_FALSE(fs::exists(scratch() / "one.db"));
+  EXPECT_FALSE(fs::exists(mpi_scratch() / "one.db"));
   EXPECT_TRUE(fs::is_empty(rv));
 }
 
@@ -132,49 +132,49 @@ TEST(MpiRun, BadInputAfterTheBootstrapEndsEveryRank) {
 // losses of 4 threads with --local-world-size 2; each session names its device's address.
 TEST(LoopbackHosts, TwoHostsOfTwoRanksGiveTheThreadsCollectives) {
   const std::string args = "--preset tiny --sharding table_row_wise --steps 2 --warmup-steps 1";
-  Result t = cli("run " + args + " --devices 4 --local-world-size 2 --json -o " + s(scratch() / "h_threads.db"));
+  Result t = mpi_cli("run " + args + " --devices 4 --local-world-size 2 --json -o " + mpi_path(mpi_scratch() / "h_threads.db"));
   ASSERT_EQ(t.code, 0) << t.err;
-  const fs::path dir = scratch() / "h_store";
+  const fs::path dir = mpi_scratch() / "h_store";
   fs::create_directories(dir);
   // four processes at once, each with its environment; their exit codes in h<R>.rc
   std::string sh;
   for (int r = 0; r < 4; ++r)
     sh += "(RANK=" + std::to_string(r) + " WORLD_SIZE=4 LOCAL_RANK=" + std::to_string(r % 2) +
           " LOCAL_WORLD_SIZE=2 GROUP_RANK=" + std::to_string(r / 2) + " timeout 120 " + EMBEDSCOPE_CLI + " run " + args +
-          " --host 127.0.0." + std::to_string(2 + r / 2) + " --rendezvous file://" + s(dir) + " --json -o " +
-          s(scratch() / "h.rank{rank}.db") + " >" + s(scratch() / ("h" + std::to_string(r) + ".out")) + " 2>" +
-          s(scratch() / ("h" + std::to_string(r) + ".err")) + "; echo $? >" + s(scratch() / ("h" + std::to_string(r) + ".rc")) +
+          " --host 127.0.0." + std::to_string(2 + r / 2) + " --rendezvous file://" + mpi_path(dir) + " --json -o " +
+          mpi_path(mpi_scratch() / "h.rank{rank}.db") + " >" + mpi_path(mpi_scratch() / ("h" + std::to_string(r) + ".out")) + " 2>" +
+          mpi_path(mpi_scratch() / ("h" + std::to_string(r) + ".err")) + "; echo $? >" + mpi_path(mpi_scratch() / ("h" + std::to_string(r) + ".rc")) +
           ") & ";
   ASSERT_EQ(std::system((sh + "wait").c_str()), 0);
   std::vector<std::string> files;
   for (int r = 0; r < 4; ++r) {
-    const std::string rc = slurp(scratch() / ("h" + std::to_string(r) + ".rc")),
-                      err = slurp(scratch() / ("h" + std::to_string(r) + ".err"));
+    const std::string rc = mpi_slurp(mpi_scratch() / ("h" + std::to_string(r) + ".rc")),
+                      err = mpi_slurp(mpi_scratch() / ("h" + std::to_string(r) + ".err"));
     ASSERT_EQ(rc, "0\n") << "rank " << r << ": " << err;
     EXPECT_NE(err.find("this process: rank " + std::to_string(r) + " of 4 (from torchrun's environment)"),
               std::string::npos) << err;
-    files.push_back(s(scratch() / ("h.rank" + std::to_string(r) + ".db")));
+    files.push_back(mpi_path(mpi_scratch() / ("h.rank" + std::to_string(r) + ".db")));
     const SessionReader x(files.back());
     EXPECT_NE(x.meta("gloo_device").find("addr=[127.0.0." + std::to_string(2 + r / 2) + "]"), std::string::npos)
         << x.meta("gloo_device");
     EXPECT_EQ(x.meta("launch_node"), std::to_string(r / 2) + "/" + std::to_string(r % 2));
   }
-  embedscope::sessions::merge_sessions(files, s(scratch() / "h_merged.db"), {});
-  const SessionReader a(s(scratch() / "h_threads.db")), b(s(scratch() / "h_merged.db"));
+  embedscope::sessions::merge_sessions(files, mpi_path(mpi_scratch() / "h_merged.db"), {});
+  const SessionReader a(mpi_path(mpi_scratch() / "h_threads.db")), b(mpi_path(mpi_scratch() / "h_merged.db"));
   EXPECT_EQ(losses(a), losses(b));
   EXPECT_EQ(bytes(a), bytes(b));
   EXPECT_FALSE(bytes(b).empty());
   // and not what one node of 4 gives: the local world size came from LOCAL_WORLD_SIZE
-  Result one_node = cli("run " + args + " --devices 4 --json -o " + s(scratch() / "h_one_node.db"));
+  Result one_node = mpi_cli("run " + args + " --devices 4 --json -o " + mpi_path(mpi_scratch() / "h_one_node.db"));
   ASSERT_EQ(one_node.code, 0) << one_node.err;
-  EXPECT_NE(bytes(SessionReader(s(scratch() / "h_one_node.db"))), bytes(b));
+  EXPECT_NE(bytes(SessionReader(mpi_path(mpi_scratch() / "h_one_node.db"))), bytes(b));
 }
 
 // Ranks placed round robin over the nodes (rank 1 on node 1) cannot be table_row_wise's blocks.
 TEST(LoopbackHosts, RanksNotInBlocksPerNodeAreRefused) {
   Result r = embedscope::test_support::run_cli(
       "RANK=1 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 " + std::string(EMBEDSCOPE_CLI),
-      "run --preset tiny --rendezvous file://" + s(scratch()), scratch());
+      "run --preset tiny --rendezvous file://" + mpi_path(mpi_scratch()), mpi_scratch());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("error: rank 1 is local rank 0 of node 1 (torchrun's environment), but table_row_wise takes the "
                        "ranks of a node to be a block of 2 (node = rank / local world size)"),
