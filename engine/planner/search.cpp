@@ -197,7 +197,7 @@ class Search {
 
  private:
   // PlanSearchOptions::sharding_types: an open table keeps the types it allows among `only`
-  // (column_wise needs 2 columns per shard at least; a low-rank table only table_wise and
+  // (column_wise needs embedding_dim >= 8 and 2 ranks or more; a low-rank table only table_wise and
   // data_parallel); none left is a SpecError naming the table.
   void restrict_allowed(size_t i, const std::vector<ShardingType>& only) {
     TableInfo& ti = tables_[i];
