@@ -114,12 +114,17 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
   const double tick = raw / mag < 2 ? 2 * mag : raw / mag < 5 ? 5 * mag : 10 * mag;
   p.setPen(text);
   const auto origin = static_cast<double>(origin_ns_);
+  const std::vector<QRectF> mark_boxes = rebalance_label_boxes(p.fontMetrics());
   for (double t = std::ceil((static_cast<double>(scale_.t0()) - origin) / tick) * tick + origin;
        t < static_cast<double>(scale_.t1()); t += tick) {
     const int x = kGutter + static_cast<int>(scale_.x(static_cast<int64_t>(t)));
     p.drawLine(x, kAxis - 6, x, kAxis);
     const QString label = QString::fromStdString(format_duration(static_cast<int64_t>(t - origin)));
-    if (x + 3 + p.fontMetrics().horizontalAdvance(label) <= width()) p.drawText(x + 3, kAxis - 8, label);  // whole or not at all
+    const int w = p.fontMetrics().horizontalAdvance(label);
+    // whole or not at all, and not under a rebalance marker's label (drawn over the axis below)
+    const QRectF at(x + 3, 0, w, kAxis - 8);
+    const bool covered = std::any_of(mark_boxes.begin(), mark_boxes.end(), [&](const QRectF& b) { return b.intersects(at); });
+    if (x + 3 + w <= width() && !covered) p.drawText(x + 3, kAxis - 8, label);
   }
   // step boundaries
   p.setPen(QPen(palette().mid().color(), 0, Qt::DashLine));  // cosmetic: the fast dashed path
@@ -213,18 +218,19 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     }
   }
   // live rebalances: a line across the rows and a label on the axis
-  for (size_t i = 0; i < marks_.size(); ++i) {
-    if (marks_[i].t_ns < scale_.t0() || marks_[i].t_ns > scale_.t1()) continue;
+  {
     const QColor c = rebalance_marker_color();
-    const double x = mark_x(i);
-    p.setPen(QPen(c, 2));
-    p.drawLine(QPointF(x, kAxis), QPointF(x, bottom));
-    const QString label = "rebalance";
-    const int w = p.fontMetrics().horizontalAdvance(label) + 6;
-    const QRectF box(std::min(x + 2, static_cast<double>(width() - w)), 1, w, kAxis - 10);
-    p.fillRect(box, c);
-    p.setPen(palette().base().color());
-    p.drawText(box, Qt::AlignCenter, label);
+    size_t k = 0;
+    for (size_t i = 0; i < marks_.size(); ++i) {
+      if (marks_[i].t_ns < scale_.t0() || marks_[i].t_ns > scale_.t1()) continue;
+      const double x = mark_x(i);
+      p.setPen(QPen(c, 2));
+      p.drawLine(QPointF(x, kAxis), QPointF(x, bottom));
+      const QRectF& box = mark_boxes[k++];
+      p.fillRect(box, c);
+      p.setPen(palette().base().color());
+      p.drawText(box, Qt::AlignCenter, QStringLiteral("rebalance"));
+    }
   }
   // the selected op, outlined (at least 3 px wide so that a thin op stays visible)
   if (selected_) {
@@ -484,6 +490,16 @@ void TimelineWidget::mouseMoveEvent(QMouseEvent* e) {
 }
 
 double TimelineWidget::mark_x(size_t i) const { return kGutter + scale_.x(marks_.at(i).t_ns); }
+
+std::vector<QRectF> TimelineWidget::rebalance_label_boxes(const QFontMetrics& fm) const {
+  std::vector<QRectF> out;
+  const int w = fm.horizontalAdvance(QStringLiteral("rebalance")) + 6;
+  for (size_t i = 0; i < marks_.size(); ++i) {
+    if (marks_[i].t_ns < scale_.t0() || marks_[i].t_ns > scale_.t1()) continue;
+    out.emplace_back(std::min(mark_x(i) + 2, static_cast<double>(width() - w)), 1, w, kAxis - 10);
+  }
+  return out;
+}
 
 std::optional<size_t> TimelineWidget::mark_at(QPoint p) const {
   for (size_t i = 0; i < marks_.size(); ++i) {

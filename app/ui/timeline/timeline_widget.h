@@ -89,6 +89,9 @@ class TimelineWidget : public QWidget {
   const std::vector<RebalanceMark>& rebalance_marks() const { return marks_; }
   /// The widget x of mark i (kGutter + the scale's x of its time).
   double mark_x(size_t i) const;
+  /// The label box of each rebalance marker in view (marks_ order), in widget pixels: over the
+  /// time axis, right of its line; the axis' tick labels under one are not drawn.
+  std::vector<QRectF> rebalance_label_boxes(const QFontMetrics& fm) const;
   /// The mark within 3 px of widget pixel p (the visible ones), if any.
   std::optional<size_t> mark_at(QPoint p) const;
   /// The critical path to draw (segments of every step, any order; empty: none): a bar under

@@ -90,8 +90,14 @@ TEST(RebalanceView, TimelineMarksEachRebalanceWithItsText) {
   // zoomed to step 0 the mark is out of view
   w.scale().show(0, 500'000);
   EXPECT_EQ(w.mark_at({TimelineWidget::kGutter + 999, 5}), std::nullopt);
-  // it is painted: the marker's green at its x (zoomed back)
+  // it is painted: the marker's green at its x (zoomed back), its label over the axis right of
+  // the line (the tick label "1.00 ms" at that x is not drawn under it)
   w.scale().show(0, 2'000'000);
+  const auto boxes = w.rebalance_label_boxes(w.fontMetrics());
+  ASSERT_EQ(boxes.size(), 1u);
+  EXPECT_DOUBLE_EQ(boxes[0].left(), TimelineWidget::kGutter + 502.0);
+  EXPECT_DOUBLE_EQ(boxes[0].top(), 1.0);
+  EXPECT_LE(boxes[0].bottom(), TimelineWidget::kAxis);
   QImage img(w.size(), QImage::Format_ARGB32);
   w.render(&img);
   EXPECT_EQ(img.pixelColor(TimelineWidget::kGutter + 500, w.row_y(2) + 3), QColor(0x1a, 0x8a, 0x3a));
