@@ -19,6 +19,7 @@
 #include "embedscope/engine/program/lm_program.h"
 #include "embedscope/sessions/model/id_buckets.h"
 #include "exec/executor.h"
+#include "exec/threaded/memory_records.h"
 
 namespace embedscope::engine::threaded {
 
@@ -95,26 +96,15 @@ struct LmExecutor::RankRun {
   void record_counters(sessions::SessionWriter& w, const DeviceArena& arena, int64_t st) {
     w.add_memory_events(mem_events);
     mem_events.clear();
-    const MemoryStats ms = arena.allocator().stats();
-    w.add_memory({st, rank, ms.allocated, ms.reserved, ms.peak_allocated, ms.peak_reserved, ms.largest_free_block,
-                  ms.rounding_loss, ms.segments, ms.external_fragmentation, ms.memviz_fragmentation});
+    w.add_memory(arena_counter(arena, rank, st));
     counters_step = st;
   }
   /// A snapshot of the arena's segments and blocks, unless the layout is the last one recorded
   /// (the steady state) and not `force`d (an OOM).
   void record_snapshot(sessions::SessionWriter& w, const DeviceArena& arena, int64_t st, int64_t time_ns,
                        const char* reason, bool force) {
-    sessions::MemorySnapshot sn;
-    sn.rank = rank;
-    sn.step = st;
-    sn.time_ns = time_ns;
-    sn.reason = reason;
-    uint64_t h = 0x9e3779b97f4a7c15ULL;
-    for (const auto& seg : arena.allocator().snapshot())
-      for (const auto& b : seg.blocks) {
-        sn.blocks.push_back({seg.address, seg.size, b.address, b.size, b.requested, b.allocated, b.tag});
-        h = mix64(h ^ static_cast<uint64_t>(b.address)) ^ mix64(static_cast<uint64_t>(b.size) * 2 + (b.allocated ? 1 : 0));
-      }
+    uint64_t h = 0;
+    sessions::MemorySnapshot sn = arena_snapshot(arena, rank, st, time_ns, reason, h);
     if (!force && h == last_layout) return;
     last_layout = h;
     w.add_snapshot(std::move(sn));

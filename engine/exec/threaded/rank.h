@@ -27,6 +27,7 @@
 #include "comm/collectives.h"
 #include "sharding/layout.h"
 #include "exec/device/rank_device.h"
+#include "exec/threaded/memory_records.h"
 #include "embedscope/engine/comm/gloo_process_group.h"
 #include "embedscope/engine/model/dense.h"
 #include "embedscope/engine/input/hashing.h"
@@ -330,10 +331,7 @@ class Rank final : public sharding::RankContext {
   void record_counters(int64_t step) {
     sh_.session->add_memory_events(mem_events_);
     mem_events_.clear();
-    const MemoryStats st = arena_.allocator().stats();
-    sh_.session->add_memory({step, me_, st.allocated, st.reserved, st.peak_allocated, st.peak_reserved,
-                             st.largest_free_block, st.rounding_loss, st.segments, st.external_fragmentation,
-                             st.memviz_fragmentation});
+    sh_.session->add_memory(arena_counter(arena_, me_, step));
     memory_step_ = step;
   }
   std::vector<sessions::MemoryEvent> mem_events_;  // allocator actions since the last flush
@@ -343,17 +341,8 @@ class Rank final : public sharding::RankContext {
   void record_memory(int64_t step, const char* reason, bool force) {
     if (!sh_.session) return;
     record_counters(step);
-    sessions::MemorySnapshot sn;
-    sn.rank = me_;
-    sn.step = step;
-    sn.time_ns = sh_.tracer.now_ns();
-    sn.reason = reason;
-    uint64_t h = 0x9e3779b97f4a7c15ULL;
-    for (const auto& seg : arena_.allocator().snapshot())
-      for (const auto& b : seg.blocks) {
-        sn.blocks.push_back({seg.address, seg.size, b.address, b.size, b.requested, b.allocated, b.tag});
-        h = mix64(h ^ static_cast<uint64_t>(b.address)) ^ mix64(static_cast<uint64_t>(b.size) * 2 + (b.allocated ? 1 : 0));
-      }
+    uint64_t h = 0;
+    sessions::MemorySnapshot sn = arena_snapshot(arena_, me_, step, sh_.tracer.now_ns(), reason, h);
     if (!force && h == last_layout_) return;  // steady state: the same layout every step
     last_layout_ = h;
     sh_.session->add_snapshot(std::move(sn));
