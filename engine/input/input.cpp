@@ -102,14 +102,20 @@ void init_shard(uint64_t seed, int table, int64_t num_embeddings, int64_t row_of
   }
 }
 
+RowPermutation feature_row_permutation(const WorkloadSpec& spec, int feature, int64_t num_embeddings) {
+  const auto& ids = spec.features[static_cast<size_t>(feature)].ids;
+  const uint64_t pseed =
+      ids.permute_seed != 0 ? ids.permute_seed : seed_of(spec.seed, 0x9e37ULL, static_cast<uint64_t>(feature));
+  return RowPermutation(ids.permute ? num_embeddings : 1, pseed);
+}
+
 // ---- batches ------------------------------------------------------------------------------
 BatchGenerator::BatchGenerator(const WorkloadSpec& spec) : spec_(spec), table_of_(FeatureIndex(spec).table_of_feature()) {
   for (size_t f = 0; f < spec.features.size(); ++f) {
     const auto& t = spec.tables[static_cast<size_t>(table_of_[f])];
     const auto& ids = spec.features[f].ids;
     zipf_.emplace_back(t.num_embeddings, ids.kind == IdDistributionKind::zipf ? ids.alpha : 1.0);
-    const uint64_t pseed = ids.permute_seed != 0 ? ids.permute_seed : seed_of(spec.seed, 0x9e37ULL, f);
-    perm_.emplace_back(ids.permute ? t.num_embeddings : 1, pseed);
+    perm_.push_back(feature_row_permutation(spec, static_cast<int>(f), t.num_embeddings));
   }
 }
 

@@ -222,6 +222,42 @@ class Builder {
 
 }  // namespace
 
+std::vector<Phase> step_schedule(const WorkloadSpec& spec, int64_t iteration) {
+  const int64_t total = spec.warmup_steps + spec.steps;
+  auto has = [&](int64_t i) { return i < total; };
+  std::vector<Phase> out;
+  auto phase = [&](PhaseKind k, int batch, bool sync) { out.push_back({k, batch, sync, 0, 0}); };
+  switch (spec.pipeline) {
+    case PipelineKind::base:
+      phase(PhaseKind::start_batch, 0, true);
+      phase(PhaseKind::lookup, 0, true);
+      phase(PhaseKind::finish_output_dist, 0, true);
+      phase(PhaseKind::train, 0, true);
+      break;
+    case PipelineKind::sparse_dist:  // the next batch's input dist runs under the dense part
+      if (iteration == 0) phase(PhaseKind::start_batch, 0, true);
+      phase(PhaseKind::lookup, 0, true);
+      phase(PhaseKind::finish_output_dist, 0, true);
+      if (has(iteration + 1)) phase(PhaseKind::start_batch, 1, false);
+      phase(PhaseKind::train, 0, true);
+      break;
+    case PipelineKind::semi_sync:  // the next batch's lookup and output dist run under the dense part
+      if (iteration == 0) {
+        phase(PhaseKind::start_batch, 0, true);
+        phase(PhaseKind::lookup, 0, true);
+      }
+      phase(PhaseKind::finish_output_dist, 0, true);
+      if (has(iteration + 1)) {
+        if (iteration == 0) phase(PhaseKind::start_batch, 1, true);
+        phase(PhaseKind::lookup, 1, false);
+        if (has(iteration + 2)) phase(PhaseKind::start_batch, 2, false);
+      }
+      phase(PhaseKind::train, 0, true);
+      break;
+  }
+  return out;
+}
+
 StepProgram build_step_program(const WorkloadSpec& spec, const ShardingPlan& plan, int rank, int64_t iteration) {
   validate_plan(spec, plan, "sharding plan");
   return program::build_step_program(spec, plan, detail::Layout(spec, plan), rank, iteration);
@@ -241,35 +277,19 @@ StepProgram program::build_step_program(const WorkloadSpec& spec, const Sharding
   p.step = iteration - spec.warmup_steps;
   p.pipeline = spec.pipeline;
   Builder b(spec, layout, rank, p);
-  auto has = [&](int64_t i) { return i < total; };
-  switch (spec.pipeline) {
-    case PipelineKind::base:
-      b.start_batch(0, true);
-      b.lookup_and_output_dist(0, true, false);
-      b.finish_output_dist(0);
-      b.train(0, false);
-      break;
-    case PipelineKind::sparse_dist:  // the next batch's input dist runs under the dense part
-      if (iteration == 0) b.start_batch(0, true);
-      b.lookup_and_output_dist(0, true, iteration > 0);
-      b.finish_output_dist(0);
-      if (has(iteration + 1)) b.start_batch(1, false);
-      b.train(0, false);
-      break;
-    case PipelineKind::semi_sync:  // the next batch's lookup and output dist run under the dense part
-      if (iteration == 0) {
-        b.start_batch(0, true);
-        b.lookup_and_output_dist(0, true, false);
-      }
-      b.finish_output_dist(0);
-      if (has(iteration + 1)) {
-        if (iteration == 0) b.start_batch(1, true);
-        b.lookup_and_output_dist(1, false, iteration > 0);
-        if (has(iteration + 2)) b.start_batch(2, false);
-      }
-      b.train(0, iteration > 0);
-      break;
-  }
+  for (const Phase& ph : step_schedule(spec, iteration)) switch (ph.kind) {
+      case PhaseKind::start_batch: b.start_batch(ph.batch, ph.sync); break;
+      // the ids of a batch looked up at the start of a step were received in the step before
+      // (sparse_dist's batch 0, semi_sync's batch 1), except in the first step
+      case PhaseKind::lookup:
+        b.lookup_and_output_dist(ph.batch, ph.sync,
+                                 iteration > 0 && ((spec.pipeline == PipelineKind::sparse_dist && ph.batch == 0) ||
+                                                   (spec.pipeline == PipelineKind::semi_sync && ph.batch == 1)));
+        break;
+      case PhaseKind::finish_output_dist: b.finish_output_dist(ph.batch); break;
+      // semi_sync trains a batch whose output dist ran under the previous step
+      case PhaseKind::train: b.train(ph.batch, spec.pipeline == PipelineKind::semi_sync && iteration > 0); break;
+    }
   return p;
 }
 

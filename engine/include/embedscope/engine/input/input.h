@@ -61,6 +61,11 @@ class RowPermutation {
   int64_t n_, a_, c_;
 };
 
+/// The permutation BatchGenerator spreads feature `feature`'s Zipf ranks with over its table's
+/// num_embeddings rows (ids.permute_seed, or one derived from spec.seed and the feature); the
+/// identity (n = 1) when the feature's ids are not permuted (permute false).
+RowPermutation feature_row_permutation(const WorkloadSpec& spec, int feature, int64_t num_embeddings);
+
 /// splitmix64 finalizer (Steele, Lea, Flood 2014): a 64-bit mixing function.
 uint64_t mix64(uint64_t x);
 

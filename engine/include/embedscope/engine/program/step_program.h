@@ -129,6 +129,13 @@ struct StepProgram {
 /// [0, warmup_steps + steps), and what validate_plan throws for a plan that does not fit.
 StepProgram build_step_program(const WorkloadSpec& spec, const ShardingPlan& plan, int rank, int64_t iteration);
 
+/// The phases of iteration `iteration`'s schedule, in order, without their ops (first_op and
+/// num_ops are 0): the pipeline's schedule that build_step_program fills with ops and that
+/// the memory estimate replays (planner/memory_replay.h). The same on every rank. Cost O(1).
+/// Example: semi_sync, iteration 0 of 3: start_batch 0, lookup 0, finish_output_dist 0,
+/// start_batch 1, lookup 1 (async), start_batch 2 (async), train 0.
+std::vector<Phase> step_schedule(const WorkloadSpec& spec, int64_t iteration);
+
 /// The first iteration whose program is the pipeline's steady state (base 0; sparse_dist and
 /// semi_sync 1), or the last iteration when the run is too short to have one.
 int64_t steady_iteration(const WorkloadSpec& spec);

@@ -1,0 +1,342 @@
+// The memory estimate's replay of one rank's buffers (memory_replay.h), in the order the
+// threaded executor takes and gives them back: exec/threaded/rank.cpp (setup), rank_input.cpp
+// (kjt_permute and lookup), rank_dist.cpp and the sharding modules (output dist), rank_train.cpp
+// (the train phase). A change to those allocations changes this file; the matrix test
+// (tests/engine/planner/memory_matrix_test.cpp) compares the two.
+#include "planner/memory_replay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "embedscope/engine/input/id_share.h"
+#include "embedscope/engine/input/input.h"
+#include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/memory/allocator.h"
+#include "embedscope/engine/model/dense.h"
+#include "embedscope/engine/model/low_rank.h"
+#include "embedscope/engine/program/step_program.h"
+#include "embedscope/engine/quant/row_codec.h"
+
+namespace embedscope::engine::detail {
+
+BagMoments bag_length_moments(const PoolingFactor& p) {
+  if (p.mean <= 0) return {};
+  if (p.fixed) return {std::floor(p.mean), 0.0};
+  // Poisson(mean) clamped to max: P(k) for k < max, the rest of the mass at max
+  double pk = std::exp(-p.mean), below = 0, m1 = 0, m2 = 0;
+  for (int64_t k = 0; k < p.max; ++k) {
+    below += pk;
+    m1 += static_cast<double>(k) * pk;
+    m2 += static_cast<double>(k) * static_cast<double>(k) * pk;
+    pk *= p.mean / static_cast<double>(k + 1);
+  }
+  const double tail = std::max(0.0, 1.0 - below), mx = static_cast<double>(p.max);
+  m1 += mx * tail;
+  m2 += mx * mx * tail;
+  return {m1, std::max(0.0, m2 - m1 * m1)};
+}
+
+SlotShares::SlotShares(const WorkloadSpec& spec, const Layout& L) : hot_(spec.features.size()) {
+  constexpr int64_t kHot = 4096;
+  for (size_t f = 0; f < spec.features.size(); ++f) {
+    const IdDistribution& d = spec.features[f].ids;
+    const TableSpec& t = spec.tables[static_cast<size_t>(L.table_of[f])];
+    if (d.kind != IdDistributionKind::zipf || !d.permute || t.hash_size > 0) continue;
+    const RowPermutation perm = feature_row_permutation(spec, static_cast<int>(f), t.num_embeddings);
+    const double H = zipf_mass(t.num_embeddings, d.alpha);
+    std::vector<std::pair<int64_t, double>> rm;
+    for (int64_t k = 0; k < std::min(kHot, t.num_embeddings); ++k)
+      rm.emplace_back(perm(k), std::pow(static_cast<double>(k + 1), -d.alpha) / H);  // ZipfSampler: P(k) ~ (k+1)^-alpha
+    std::sort(rm.begin(), rm.end());
+    Hot& h = hot_[f];
+    h.prefix.push_back(0);
+    for (const auto& [row, mass] : rm) {
+      h.rows.push_back(row);
+      h.prefix.push_back(h.prefix.back() + mass);
+    }
+  }
+}
+
+double SlotShares::share(const WorkloadSpec& spec, const Slot& sl) const {
+  const FeatureSpec& f = spec.features[static_cast<size_t>(sl.feature)];
+  const TableSpec& t = spec.tables[static_cast<size_t>(sl.table)];
+  if (!sl.bucketize_by_rows || sl.s.num_rows == t.rows()) return 1.0;
+  const Hot& h = hot_[static_cast<size_t>(sl.feature)];
+  if (h.rows.empty()) return shard_id_share(t, f, sl.s.row_offset, sl.s.num_rows);
+  const auto lo = std::lower_bound(h.rows.begin(), h.rows.end(), sl.s.row_offset) - h.rows.begin();
+  const auto hi = std::lower_bound(h.rows.begin(), h.rows.end(), sl.s.row_offset + sl.s.num_rows) - h.rows.begin();
+  const double in_hot = h.prefix[static_cast<size_t>(hi)] - h.prefix[static_cast<size_t>(lo)];
+  const auto cold_rows = t.num_embeddings - static_cast<int64_t>(h.rows.size());
+  const double cold_mass = std::max(0.0, 1.0 - h.prefix.back());
+  const double cold_here = cold_rows > 0 ? static_cast<double>(sl.s.num_rows - (hi - lo)) / static_cast<double>(cold_rows) : 0;
+  return std::clamp(in_hot + cold_mass * cold_here, 0.0, 1.0);
+}
+
+int64_t received_ids_quantile(const WorkloadSpec& spec, const Layout& L, const SlotShares& shares, int rank, double z) {
+  const double bags = static_cast<double>(L.world) * static_cast<double>(L.B);  // every source rank's B bags
+  double mean = 0, var = 0, most = 0;
+  for (int k : L.slots_to[static_cast<size_t>(rank)]) {
+    const Slot& sl = L.slots[static_cast<size_t>(k)];
+    const FeatureSpec& f = spec.features[static_cast<size_t>(sl.feature)];
+    const double p = shares.share(spec, sl);
+    const BagMoments m = bag_length_moments(f.pooling_factor);
+    // a bag's ids in the slot: its length thinned by p (each id independently in the range)
+    mean += bags * m.mean * p;
+    var += bags * (p * p * m.variance + p * (1 - p) * m.mean);
+    most += bags * static_cast<double>(f.pooling_factor.fixed ? static_cast<int64_t>(f.pooling_factor.mean)
+                                                              : f.pooling_factor.max);
+  }
+  return static_cast<int64_t>(std::ceil(std::min(most, mean + z * std::sqrt(var))));
+}
+
+double max_quantile_z(int64_t batches) {
+  // P(some batch > mean + z sd) <= batches x P(one > z sd) = batches x erfc(z / sqrt 2) / 2
+  // (the union bound); bisection for the z that makes it 5%
+  const double target = 0.05 / static_cast<double>(std::max<int64_t>(1, batches));
+  double lo = 0, hi = 40;
+  for (int i = 0; i < 100; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (0.5 * std::erfc(mid / std::sqrt(2.0)) > target ? lo : hi) = mid;
+  }
+  return hi;
+}
+
+namespace {
+
+// sum over rows of 1 - (1 - p_k)^n: the expected distinct rows among n draws
+double distinct_of(const IdDistribution& d, int64_t N, double n) {
+  if (N <= 0 || n <= 0) return 0;
+  auto hit = [n](double p) { return -std::expm1(n * std::log1p(-std::min(p, 1.0))); };
+  if (d.kind != IdDistributionKind::zipf) return static_cast<double>(N) * hit(1.0 / static_cast<double>(N));
+  const double H = zipf_mass(N, d.alpha);
+  double out = 0;
+  constexpr int64_t kExact = 65536;
+  for (int64_t k = 1; k <= std::min(N, kExact); ++k) out += hit(std::pow(static_cast<double>(k), -d.alpha) / H);
+  for (int64_t lo = kExact + 1; lo <= N;) {  // rows [lo, hi] at the probability of their middle
+    const int64_t hi = std::min(N, std::max(lo, static_cast<int64_t>(static_cast<double>(lo) * 1.01)));
+    const double mid = 0.5 * static_cast<double>(lo + hi);
+    out += static_cast<double>(hi - lo + 1) * hit(std::pow(mid, -d.alpha) / H);
+    lo = hi + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int64_t expected_distinct_rows(const WorkloadSpec& spec, const Layout& L, int table) {
+  const TableSpec& t = spec.tables[static_cast<size_t>(table)];
+  const auto& feats = L.table_features[static_cast<size_t>(table)];
+  if (feats.empty()) return 0;
+  double n = 0;
+  for (const int f : feats) n += static_cast<double>(L.B) * bag_length_moments(spec.features[static_cast<size_t>(f)].pooling_factor).mean;
+  double d = distinct_of(spec.features[static_cast<size_t>(feats.front())].ids, t.num_embeddings, n);
+  if (t.hash_size > 0) d = distinct_of(IdDistribution{}, t.hash_size, d);
+  return std::llround(d);
+}
+
+namespace {
+
+// One rank's replay: the allocator and the blocks of each batch in flight.
+class Replay {
+ public:
+  Replay(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L, int rank,
+         const std::vector<int64_t>& dp_rows, const SlotShares& shares)
+      : spec_(spec), plan_(plan), L_(L), me_(rank), dp_rows_(dp_rows),
+        alloc_(DeviceAllocator::create({spec.memory.allocator == AllocatorKind::cuda_async ? AllocatorKind::caching
+                                                                                            : spec.memory.allocator,
+                                        kMaxMemoryBytes, spec.memory.max_split_size, false})),
+        mine_(L.slots_to[static_cast<size_t>(rank)]),
+        recv_ids_(received_ids_quantile(spec, L, shares, rank, max_quantile_z(spec.warmup_steps + spec.steps))) {}
+
+  ReplayedMemory run() {
+    setup();
+    const int64_t total = spec_.warmup_steps + spec_.steps;
+    for (int64_t it = 0; it < std::min<int64_t>(total, 8); ++it) {
+      for (const Phase& ph : step_schedule(spec_, it)) {
+        const int64_t b = it + ph.batch;
+        training_ = it;
+        switch (ph.kind) {
+          case PhaseKind::start_batch: break;  // the batch and its input dist are in host memory
+          case PhaseKind::lookup: lookup(b); break;
+          case PhaseKind::finish_output_dist: free_all(batches_[b].jobs); break;
+          case PhaseKind::train: train(b); break;
+        }
+      }
+    }
+    out_.peak = alloc_->stats().peak_allocated;
+    return out_;
+  }
+
+ private:
+  struct Blocks {
+    std::vector<Allocation> kjt, pooled, slot_out, jobs;
+  };
+
+  // A block of `bytes` (nothing for 0, as DeviceBuffer) of batch `batch` (-1: none).
+  Allocation take(int64_t bytes, int64_t batch = -1) {
+    if (bytes <= 0) return {};
+    Allocation a = alloc_->allocate(bytes, "");
+    batch_of_[a.id] = batch;
+    by_batch_[batch] += a.size;
+    if (alloc_->allocated_bytes() > high_) {  // a new peak: what the batches ahead hold now
+      high_ = alloc_->allocated_bytes();
+      out_.ahead_at_peak = 0;
+      for (auto it = by_batch_.upper_bound(training_); it != by_batch_.end(); ++it) out_.ahead_at_peak += it->second;
+    }
+    return a;
+  }
+  void give(Allocation& a) {
+    if (a.size == 0) return;
+    const auto it = batch_of_.find(a.id);
+    by_batch_[it->second] -= a.size;
+    batch_of_.erase(it);
+    alloc_->free(a);
+    a = {};
+  }
+  void free_all(std::vector<Allocation>& v) {  // a vector of buffers destroyed: first to last
+    for (auto& a : v) give(a);
+    v.clear();
+  }
+
+  void setup() {
+    for (const TablePlan& tp : plan_.tables)
+      for (const Shard& s : tp.shards) {
+        if (s.rank != me_) continue;
+        const TableSpec& t = spec_.tables[static_cast<size_t>(tp.table)];
+        const ShardBuffers b = shard_buffers(spec_.optimizer.type, t, s.num_rows, s.num_cols);
+        auto weights = [&](int64_t bytes) { out_.weights += take(bytes).size; };
+        auto state = [&](int64_t bytes) { out_.optimizer_state += take(bytes).size; };
+        // rank.cpp's order: fp32 rows, then the state; a low-rank or encoded table's rows after it
+        const bool rows_first = t.data_type == TableDataType::fp32 && t.low_rank_dim == 0;
+        if (rows_first) weights(b.weights[0]);
+        state(b.state[0]);
+        state(b.state[1]);
+        if (!rows_first) {
+          weights(b.weights[0]);
+          weights(b.weights[1]);
+          state(b.state[2]);
+          state(b.state[3]);
+        }
+      }
+    const DenseSizes d = dense_sizes(spec_, L_.dim);
+    first_dense_ = take(2 * d.num_params * 4).size;  // parameters + gradients
+    out_.dense = first_dense_;
+    activation_bytes_ = L_.B * d.activation_floats_per_sample * 4;
+  }
+
+  int64_t a2a_cols(int r) const {
+    int64_t c = 0;
+    for (int k : L_.a2a_slots_to[static_cast<size_t>(r)]) c += L_.slots[static_cast<size_t>(k)].s.num_cols;
+    return c;
+  }
+  int64_t node_width(int node) const { return L_.sum_dims(L_.twrw_features[static_cast<size_t>(node)]); }
+  int64_t all_a2a_cols() const {
+    int64_t c = 0;
+    for (int r = 0; r < L_.world; ++r) c += a2a_cols(r);
+    return c;
+  }
+  int64_t all_node_widths() const {
+    int64_t c = 0;
+    for (int m = 0; m < L_.nodes; ++m) c += node_width(m);
+    return c;
+  }
+
+  // kjt_permute, lookup and start_output_dist (rank_input.cpp, rank_dist.cpp, the modules)
+  void lookup(int64_t bi) {
+    constexpr int64_t f32 = 4, i64 = 8;
+    const int64_t W = L_.world, B = L_.B;
+    Blocks& b = batches_[bi];
+    b.kjt.push_back(take(static_cast<int64_t>(mine_.size()) * W * B * i64, bi));  // recv_lengths
+    b.kjt.push_back(take(recv_ids_ * i64, bi));  // recv_ids
+    for (const int64_t d : L_.dim) b.pooled.push_back(take(B * d * f32, bi));
+    for (int k : mine_) b.slot_out.push_back(take(W * B * L_.slots[static_cast<size_t>(k)].s.num_cols * f32, bi));
+    // the modules in embedding_shardings' order, each job's buffers in its allocation order
+    b.jobs.push_back(take(W * B * a2a_cols(me_) * f32, bi));  // table_wise / column_wise: send
+    b.jobs.push_back(take(B * all_a2a_cols() * f32, bi));     // recv
+    if (!L_.rw_features.empty()) {
+      const int64_t width = L_.sum_dims(L_.rw_features);
+      b.jobs.push_back(take(W * B * width * f32, bi));  // reduce-scatter send
+      b.jobs.push_back(take(B * width * f32, bi));      // recv
+    }
+    if (L_.hierarchical) {
+      const int64_t width = node_width(me_ / L_.local);
+      b.jobs.push_back(take(L_.local * L_.nodes * B * width * f32, bi));  // node reduce-scatter send
+      b.jobs.push_back(take(L_.nodes * B * width * f32, bi));             // its result
+      b.jobs.push_back(take(L_.nodes * B * width * f32, bi));             // cross-node all-to-all send
+      b.jobs.push_back(take(B * all_node_widths() * f32, bi));            // recv
+    }
+  }
+
+  // rank_train.cpp
+  void train(int64_t bi) {
+    constexpr int64_t f32 = 4, i64 = 8;
+    const int64_t W = L_.world, B = L_.B;
+    Blocks& b = batches_[bi];
+    std::vector<Allocation> dpooled, slot_grad;
+    for (const int64_t d : L_.dim) dpooled.push_back(take(B * d * f32, bi));
+    Allocation act = take(activation_bytes_, bi);
+    out_.dense = std::max(out_.dense, first_dense_ + act.size);
+    give(act);
+    free_all(b.pooled);
+    for (int k : mine_) slot_grad.push_back(take(W * B * L_.slots[static_cast<size_t>(k)].s.num_cols * f32, bi));
+    // the modules' grad dists: each function's send and receive buffers, freed in reverse
+    auto pair = [&](int64_t send, int64_t recv) {
+      Allocation s = take(send, bi), r = take(recv, bi);
+      give(r);
+      give(s);
+    };
+    pair(B * all_a2a_cols() * f32, W * B * a2a_cols(me_) * f32);
+    if (!L_.rw_features.empty()) {
+      const int64_t width = L_.sum_dims(L_.rw_features);
+      pair(B * width * f32, W * B * width * f32);
+    }
+    if (L_.hierarchical) {
+      const int64_t width = node_width(me_ / L_.local);
+      Allocation s = take(B * all_node_widths() * f32, bi), cross = take(L_.nodes * B * width * f32, bi),
+                 gathered = take(L_.local * L_.nodes * B * width * f32, bi);
+      give(gathered);
+      give(cross);
+      give(s);
+    }
+    // data-parallel tables: every replica's gradient rows and values, one table at a time
+    for (size_t i = 0; i < L_.dp_tables.size(); ++i) {
+      const int64_t rows = W * dp_rows_[i];
+      pair(rows * i64, rows * spec_.tables[static_cast<size_t>(L_.dp_tables[i])].embedding_dim * f32);
+    }
+    free_all(slot_grad);  // the train phase's locals, the later declared first
+    free_all(dpooled);
+    // the batch leaves the pipeline (Inflight's members, the last declared first)
+    free_all(b.slot_out);
+    std::reverse(b.kjt.begin(), b.kjt.end());  // recv_ids, then recv_lengths
+    free_all(b.kjt);
+    batches_.erase(bi);
+  }
+
+  const WorkloadSpec& spec_;
+  const ShardingPlan& plan_;
+  const Layout& L_;
+  int me_;
+  const std::vector<int64_t>& dp_rows_;  // per data-parallel table: expected_distinct_rows
+  std::unique_ptr<DeviceAllocator> alloc_;
+  const std::vector<int>& mine_;
+  int64_t recv_ids_;  // ids received for the local slots in one batch
+  std::map<int64_t, Blocks> batches_;
+  std::map<int64_t, int64_t> batch_of_;  // per live allocation id: its batch (-1: setup)
+  std::map<int64_t, int64_t> by_batch_;  // per batch: the bytes of its live blocks
+  int64_t training_ = 0, high_ = 0, activation_bytes_ = 0, first_dense_ = 0;
+  ReplayedMemory out_;
+};
+
+}  // namespace
+
+std::vector<ReplayedMemory> replay_memory(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L) {
+  std::vector<int64_t> dp_rows;
+  for (int t : L.dp_tables) dp_rows.push_back(expected_distinct_rows(spec, L, t));
+  std::vector<ReplayedMemory> out;
+  const SlotShares shares(spec, L);
+  for (int r = 0; r < L.world; ++r) out.push_back(Replay(spec, plan, L, r, dp_rows, shares).run());
+  return out;
+}
+
+}  // namespace embedscope::engine::detail

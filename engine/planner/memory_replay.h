@@ -1,0 +1,84 @@
+#pragma once
+// The memory estimate as a replay (planner/memory_estimate.cpp): the device buffers the
+// threaded executor allocates and frees on one rank - setup's shards and dense parameters, then
+// each phase of each iteration's schedule (program::step_schedule) with the buffers the phase
+// takes and gives back, in the executor's order - replayed through the rank's allocator
+// (memory/allocator.h, bookkeeping only), whose peak allocated bytes are the estimate. So the
+// caching allocator's rounding and its unsplit block remainders are counted as a run counts them,
+// and buffers that are never alive together are not summed. Internal to the engine.
+
+#include <cstdint>
+#include <vector>
+
+#include "embedscope/engine/sharding/sharding.h"
+#include "sharding/layout.h"
+
+namespace embedscope::engine::detail {
+
+/// Mean and variance of the ids in one bag of a feature: a fixed length `mean` (variance 0), or
+/// Poisson(mean) clamped to at most `max`, as input/source.h draws them (the clamped
+/// distribution's exact moments, summed over k = 0..max with the tail mass at max). 0, 0 for
+/// mean 0.
+struct BagMoments {
+  double mean = 0, variance = 0;
+};
+BagMoments bag_length_moments(const PoolingFactor& p);
+
+/// The share of a row-bucketized slot's ids in its row range as the run realizes it: for a
+/// table without hashing whose feature draws permuted Zipf ids, the Zipf mass of the 4,096
+/// hottest ranks that the feature's permutation (input.h: feature_row_permutation) puts in the
+/// range, plus the rest of the mass spread evenly over the other rows (the hottest rows carry
+/// most of the mass: alpha 1.15 over 4,000 rows puts 14% on one row, which an even
+/// num_rows / num_embeddings share misses); otherwise shard_id_share (input/id_share.h); 1 for
+/// a slot that receives every id of its bags. Built once per plan, O(features x 4,096 log).
+class SlotShares {
+ public:
+  SlotShares(const WorkloadSpec& spec, const Layout& L);
+  double share(const WorkloadSpec& spec, const Slot& sl) const;
+
+ private:
+  struct Hot {
+    std::vector<int64_t> rows;   // the hottest ranks' rows, ascending
+    std::vector<double> prefix;  // prefix[i]: mass of rows[0, i)
+  };
+  std::vector<Hot> hot_;  // per feature; empty rows: not permuted Zipf (or hashed)
+};
+
+/// The ids one rank receives for its slots in one batch, at the expected count plus `z`
+/// standard deviations (over the slots, every source rank's B bags each: a bag's length
+/// moments thinned by the slot's share, SlotShares, each id independently in
+/// the range), at most every bag at its maximum length.
+int64_t received_ids_quantile(const WorkloadSpec& spec, const Layout& L, const SlotShares& shares, int rank,
+                               double z);
+
+/// The z of received_ids_quantile for a run of `batches` batches: the largest batch of the run
+/// exceeds mean + z sd with probability at most 5% under a normal approximation (the union
+/// bound: batches x P(N(0, 1) > z) = 0.05). 1 batch: 1.645; 4: 2.24; 1,000: 3.89.
+double max_quantile_z(int64_t batches);
+
+/// The expected distinct rows among the ids of one rank's batch in a data-parallel table (its
+/// features' B bags each): sum over rows of 1 - (1 - p_k)^n with p_k the row's probability under
+/// the first feature's distribution (uniform: N (1 - (1 - 1/N)^n); Zipf: exact for the 65,536
+/// hottest rows, then geometric groups of rows of ratio 1.01 at their middle probability);
+/// a hashed table maps those distinct ids onto hash_size rows the same way (uniformly).
+int64_t expected_distinct_rows(const WorkloadSpec& spec, const Layout& L, int table);
+
+/// What the replay of one rank found, bytes of allocated blocks (as the allocator counts them).
+struct ReplayedMemory {
+  int64_t weights = 0;          ///< the shards' weight blocks
+  int64_t optimizer_state = 0;  ///< the shards' optimizer state blocks
+  int64_t dense = 0;            ///< dense parameters + gradients, and the activations' block
+  int64_t peak = 0;             ///< peak allocated over the replayed iterations
+  int64_t ahead_at_peak = 0;    ///< at the peak: blocks of batches after the one training
+};
+
+/// Per rank, replays setup and the first min(warmup_steps + steps, 8) iterations of `rank` (later
+/// iterations repeat the steady state's sizes, and the last two start fewer batches) with
+/// batches of received_ids_quantile's size (z of max_quantile_z over all the run's iterations), through an allocator of spec.memory's kind (caching
+/// for cuda_async), capacity unbounded (the fit is checked afterwards). Not replayed: memory
+/// compaction, live rebalancing, the cuda backend's staging copies. Cost O(iterations x (slots +
+/// features + sharding modules)) allocator calls a rank, and expected_distinct_rows once per
+/// data-parallel table.
+std::vector<ReplayedMemory> replay_memory(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L);
+
+}  // namespace embedscope::engine::detail

@@ -1,0 +1,110 @@
+// The planner's memory estimate within 2% of the allocator's measured peak, per rank, over every
+// DLRM preset x sharding type x optimizer x pipeline (issue 15's goal), and the pieces of the
+// replay (planner/memory_replay.h) against hand-computed numbers.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "embedscope/engine/exec/run.h"
+#include "embedscope/engine/sharding/sharding.h"
+#include "embedscope/engine/workload/presets.h"
+#include "planner/memory_replay.h"
+
+using namespace embedscope::engine;
+
+namespace {
+
+// Every row count capped at 4,000 so that 45 runs of a preset take seconds: the buffers of the
+// batches (what the estimate has to get right) keep the preset's batch size, features, pooling
+// factors and dimensions; only the shards shrink, which makes the buffers a larger share of the
+// peak and the check harder.
+WorkloadSpec matrix_workload(const char* preset, PipelineKind p, OptimizerType o, ShardingType type) {
+  WorkloadSpec s = load_preset(preset);
+  for (auto& t : s.tables) t.num_embeddings = std::min<int64_t>(t.num_embeddings, 4000);
+  s.devices.count = 4;
+  s.sharding.default_type = type;
+  s.sharding.per_table.clear();
+  s.sharding.local_world_size = 2;
+  s.optimizer.type = o;
+  s.steps = 3;
+  s.warmup_steps = 1;
+  s.pipeline = p;
+  return s;
+}
+
+void expect_matrix_within_two_percent(const char* preset) {
+  double worst = -1;
+  std::string worst_case;
+  for (PipelineKind p : {PipelineKind::base, PipelineKind::sparse_dist, PipelineKind::semi_sync})
+    for (OptimizerType o : {OptimizerType::sgd, OptimizerType::rowwise_adagrad, OptimizerType::adam})
+      for (ShardingType type : {ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,
+                                ShardingType::column_wise, ShardingType::table_row_wise}) {
+        const WorkloadSpec s = matrix_workload(preset, p, o, type);
+        const ShardingPlan plan = plan_sharding(s);
+        const auto est = estimate_memory(s, plan);
+        TrainerOptions opt;
+        opt.trace = false;
+        const RunResult r = run_training(s, plan, opt);
+        ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
+        ASSERT_EQ(r.ranks.size(), est.size());
+        for (size_t k = 0; k < est.size(); ++k) {
+          const std::string what = std::string(preset) + " " + to_string(p) + " " + to_string(o) + " " +
+                                   std::string(to_string(type)) + " rank " + std::to_string(k);
+          const int64_t peak = r.ranks[k].memory_bytes;
+          const double err = static_cast<double>(est[k].total()) / static_cast<double>(peak) - 1;
+          EXPECT_GE(est[k].total(), peak) << what;
+          EXPECT_LE(err, 0.02) << what << ": estimate " << est[k].total() << " B, measured peak " << peak << " B";
+          if (err > worst) {
+            worst = err;
+            worst_case = what;
+          }
+        }
+      }
+  std::printf("%s: worst estimate vs measured peak %+.2f%% (%s)\n", preset, 100 * worst, worst_case.c_str());
+}
+
+}  // namespace
+
+TEST(MemoryMatrix, TinyWithinTwoPercentOfTheMeasuredPeak) { expect_matrix_within_two_percent("tiny"); }
+TEST(MemoryMatrix, CriteoKaggleWithinTwoPercentOfTheMeasuredPeak) { expect_matrix_within_two_percent("criteo_kaggle"); }
+TEST(MemoryMatrix, MlperfScaledWithinTwoPercentOfTheMeasuredPeak) {
+  expect_matrix_within_two_percent("mlperf_dlrm_dcnv2_scaled");
+}
+
+// Poisson(3) clamped to 6 (tiny's f_b0): sum_k k P(k) for k < 6 plus 6 P(>= 6) = 2.94930, and
+// the variance 2.59357 (python: math.exp(-3) * 3**k / k!); fixed lengths have no variance.
+TEST(MemoryReplay, BagLengthMomentsOfTheClampedPoisson) {
+  const auto m = detail::bag_length_moments(PoolingFactor{false, 3.0, 6});
+  EXPECT_NEAR(m.mean, 2.9492974, 1e-6);
+  EXPECT_NEAR(m.variance, 2.5935676, 1e-6);
+  const auto f = detail::bag_length_moments(PoolingFactor{true, 8.0, 8});
+  EXPECT_EQ(f.mean, 8.0);
+  EXPECT_EQ(f.variance, 0.0);
+  EXPECT_EQ(detail::bag_length_moments(PoolingFactor{false, 0.0, 4}).mean, 0.0);
+}
+
+// z with batches x P(N(0,1) > z) = 5%: one batch 1.6449 (the one-sided 95% quantile), 4 batches
+// 2.2414 (the 98.75% quantile), 1,000 batches 3.8906.
+TEST(MemoryReplay, QuantileOfTheLargestBatch) {
+  EXPECT_NEAR(detail::max_quantile_z(1), 1.6449, 1e-3);
+  EXPECT_NEAR(detail::max_quantile_z(4), 2.2414, 1e-3);
+  EXPECT_NEAR(detail::max_quantile_z(1000), 3.8906, 1e-3);
+}
+
+// A data-parallel table of 1,000 rows read by one uniform feature of 2 ids a bag, batch 64:
+// 128 draws hit 1000 (1 - (1 - 1/1000)^128) = 120.2 distinct rows.
+TEST(MemoryReplay, DistinctRowsOfADataParallelTable) {
+  WorkloadSpec s = load_preset("tiny");
+  s.batch_size = 64;
+  s.tables.resize(1);
+  s.tables[0].num_embeddings = 1000;
+  s.tables[0].feature_names = {"f_a"};
+  s.features = {FeatureSpec{"f_a", PoolingFactor{true, 2.0, 2}, IdDistribution{}}};
+  s.sharding.default_type = ShardingType::data_parallel;
+  s.sharding.per_table.clear();
+  const ShardingPlan plan = plan_sharding(s);
+  const detail::Layout L(s, plan);
+  EXPECT_EQ(detail::expected_distinct_rows(s, L, 0), 120);
+  s.tables[0].hash_size = 100;  // 120.2 distinct ids onto 100 rows: 100 (1 - 0.99^120.2) = 70.1
+  EXPECT_EQ(detail::expected_distinct_rows(s, detail::Layout(s, plan), 0), 70);
+}
