@@ -205,8 +205,10 @@ class Replay {
         if (s.rank != me_) continue;
         const TableSpec& t = spec_.tables[static_cast<size_t>(tp.table)];
         const ShardBuffers b = shard_buffers(spec_.optimizer.type, t, s.num_rows, s.num_cols);
-        auto weights = [&](int64_t bytes) { out_.weights += take(bytes).size; };
-        auto state = [&](int64_t bytes) { out_.optimizer_state += take(bytes).size; };
+        // the breakdown counts each buffer rounded to 512 B; an unsplit block remainder the
+        // allocator adds stays in the peak (and so in DeviceMemoryEstimate::buffers)
+        auto weights = [&](int64_t bytes) { out_.weights += take(bytes).size > 0 ? round_size(bytes) : 0; };
+        auto state = [&](int64_t bytes) { out_.optimizer_state += take(bytes).size > 0 ? round_size(bytes) : 0; };
         // rank.cpp's order: fp32 rows, then the state; a low-rank or encoded table's rows after it
         const bool rows_first = t.data_type == TableDataType::fp32 && t.low_rank_dim == 0;
         if (rows_first) weights(b.weights[0]);

@@ -63,7 +63,8 @@ double max_quantile_z(int64_t batches);
 /// a hashed table maps those distinct ids onto hash_size rows the same way (uniformly).
 int64_t expected_distinct_rows(const WorkloadSpec& spec, const Layout& L, int table);
 
-/// What the replay of one rank found, bytes of allocated blocks (as the allocator counts them).
+/// What the replay of one rank found, bytes: the shards' buffers rounded to 512 B each, the
+/// peak as the allocator counts allocated blocks (unsplit remainders included).
 struct ReplayedMemory {
   int64_t weights = 0;          ///< the shards' weight blocks
   int64_t optimizer_state = 0;  ///< the shards' optimizer state blocks
