@@ -227,15 +227,10 @@ class Replay {
     activation_bytes_ = L_.B * d.activation_floats_per_sample * 4;
   }
 
-  int64_t a2a_cols(int r) const {
-    int64_t c = 0;
-    for (int k : L_.a2a_slots_to[static_cast<size_t>(r)]) c += L_.slots[static_cast<size_t>(k)].s.num_cols;
-    return c;
-  }
   int64_t node_width(int node) const { return L_.sum_dims(L_.twrw_features[static_cast<size_t>(node)]); }
   int64_t all_a2a_cols() const {
     int64_t c = 0;
-    for (int r = 0; r < L_.world; ++r) c += a2a_cols(r);
+    for (int r = 0; r < L_.world; ++r) c += L_.a2a_cols(r);
     return c;
   }
   int64_t all_node_widths() const {
@@ -254,7 +249,7 @@ class Replay {
     for (const int64_t d : L_.dim) b.pooled.push_back(take(B * d * f32, bi));
     for (int k : mine_) b.slot_out.push_back(take(W * B * L_.slots[static_cast<size_t>(k)].s.num_cols * f32, bi));
     // the modules in embedding_shardings' order, each job's buffers in its allocation order
-    b.jobs.push_back(take(W * B * a2a_cols(me_) * f32, bi));  // table_wise / column_wise: send
+    b.jobs.push_back(take(W * B * L_.a2a_cols(me_) * f32, bi));  // table_wise / column_wise: send
     b.jobs.push_back(take(B * all_a2a_cols() * f32, bi));     // recv
     if (!L_.rw_features.empty()) {
       const int64_t width = L_.sum_dims(L_.rw_features);
@@ -288,7 +283,7 @@ class Replay {
       give(r);
       give(s);
     };
-    pair(B * all_a2a_cols() * f32, W * B * a2a_cols(me_) * f32);
+    pair(B * all_a2a_cols() * f32, W * B * L_.a2a_cols(me_) * f32);
     if (!L_.rw_features.empty()) {
       const int64_t width = L_.sum_dims(L_.rw_features);
       pair(B * width * f32, W * B * width * f32);

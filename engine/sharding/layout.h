@@ -87,6 +87,12 @@ struct Layout {
     for (int f : feats) s += dim[static_cast<size_t>(f)];
     return s;
   }
+  /// Columns of rank r's table_wise / column_wise slots: its B x cols block per sample owner.
+  int64_t a2a_cols(int r) const {
+    int64_t c = 0;
+    for (int k : a2a_slots_to[static_cast<size_t>(r)]) c += slots[static_cast<size_t>(k)].s.num_cols;
+    return c;
+  }
 };
 
 }  // namespace embedscope::engine::detail

@@ -14,12 +14,6 @@ namespace {
 using detail::Layout;
 using detail::Slot;
 
-int64_t a2a_cols(const Layout& L, int r) {
-  int64_t c = 0;
-  for (int k : L.a2a_slots_to[static_cast<size_t>(r)]) c += L.slots[static_cast<size_t>(k)].s.num_cols;
-  return c;
-}
-
 class Job final : public OutputDistJob {
  public:
   DeviceBuffer<float> send, recv;  // allocation order: send, then recv
@@ -56,8 +50,8 @@ class PooledAllToAll final : public EmbeddingSharding {
     const CommPrecision prec = sink.spec.qcomms.forward_precision;
     std::vector<int64_t> sc(static_cast<size_t>(L.world)), rc(static_cast<size_t>(L.world));
     for (int r = 0; r < L.world; ++r) {
-      sc[static_cast<size_t>(r)] = L.B * a2a_cols(L, sink.rank);
-      rc[static_cast<size_t>(r)] = L.B * a2a_cols(L, r);
+      sc[static_cast<size_t>(r)] = L.B * L.a2a_cols(sink.rank);
+      rc[static_cast<size_t>(r)] = L.B * L.a2a_cols(r);
     }
     sink.comm("output_dist/all_to_all", batch,
               {sink.all_to_all("output_dist/all_to_all", sink.world_ranks, "world", sc, rc,
@@ -67,8 +61,8 @@ class PooledAllToAll final : public EmbeddingSharding {
   void emit_grad_dist(program::ProgramSink& sink, int batch) const override {
     const Layout& L = sink.layout;
     const CommPrecision prec = sink.spec.qcomms.backward_precision;
-    std::vector<int64_t> sc(static_cast<size_t>(L.world)), rc(static_cast<size_t>(L.world), L.B * a2a_cols(L, sink.rank));
-    for (int d = 0; d < L.world; ++d) sc[static_cast<size_t>(d)] = L.B * a2a_cols(L, d);
+    std::vector<int64_t> sc(static_cast<size_t>(L.world)), rc(static_cast<size_t>(L.world), L.B * L.a2a_cols(sink.rank));
+    for (int d = 0; d < L.world; ++d) sc[static_cast<size_t>(d)] = L.B * L.a2a_cols(d);
     sink.comm("grad_dist/all_to_all", batch,
               {sink.all_to_all("grad_dist/all_to_all", sink.world_ranks, "world", sc, rc,
                                program::ProgramSink::elem_bytes(prec), program::ProgramSink::dtype(prec))},
@@ -83,10 +77,10 @@ class PooledAllToAll final : public EmbeddingSharding {
     job->scount.assign(static_cast<size_t>(W), 0);
     job->rcount.assign(static_cast<size_t>(W), 0);
     const auto& my_a2a = L.a2a_slots_to[static_cast<size_t>(me)];
-    const int64_t my_cols = a2a_cols(L, me);
+    const int64_t my_cols = L.a2a_cols(me);
     for (int r = 0; r < W; ++r) {
       job->scount[static_cast<size_t>(r)] = B * my_cols;
-      job->rcount[static_cast<size_t>(r)] = B * a2a_cols(L, r);
+      job->rcount[static_cast<size_t>(r)] = B * L.a2a_cols(r);
     }
     job->send = ctx.buffer("comm_buffer", static_cast<size_t>(W * B * my_cols));
     size_t p = 0;
@@ -109,10 +103,10 @@ class PooledAllToAll final : public EmbeddingSharding {
     const CommPrecision prec = ctx.spec().qcomms.backward_precision;
     std::vector<int64_t> scount(static_cast<size_t>(W), 0), rcount(static_cast<size_t>(W), 0);
     const auto& my_a2a = L.a2a_slots_to[static_cast<size_t>(me)];
-    const int64_t my_cols = a2a_cols(L, me);
+    const int64_t my_cols = L.a2a_cols(me);
     for (int d = 0; d < W; ++d) {
       rcount[static_cast<size_t>(d)] = B * my_cols;
-      scount[static_cast<size_t>(d)] = B * a2a_cols(L, d);
+      scount[static_cast<size_t>(d)] = B * L.a2a_cols(d);
     }
     auto sendb = ctx.buffer("comm_buffer", static_cast<size_t>(std::accumulate(scount.begin(), scount.end(), int64_t{0})));
     size_t p = 0;
