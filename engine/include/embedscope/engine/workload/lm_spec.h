@@ -79,7 +79,8 @@ struct LmWorkloadSpec {
   /// alpha = 1.0, Zipf's law as measured on natural-language text (Piantadosi 2014, "Zipf's word
   /// frequency law in natural language: a critical review and future directions", Psychon. Bull.
   /// Rev. 21:1112-1130); BPE drives token frequencies toward the same law (Berman & Stapleton
-  /// 2026, arXiv:2601.03368). A SentencePiece-trained model on shipped text is a later slice.
+  /// 2026, arXiv:2601.03368). Realistic ids from a
+  /// SentencePiece model: `embedscope tokenize` writes a token file (below).
   double token_zipf_alpha = 1.0;
   /// Token ids from a file instead (JSON "token_ids": {"file": PATH, "dtype": "uint16" |
   /// "uint32"}, or a 1-D .npy of uint16 / uint32 / int32 / int64 that says its own dtype;
