@@ -3,6 +3,8 @@
 // directory; ids >= vocab_size named with file and offset.
 
 #include <filesystem>
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <string>
 
@@ -11,8 +13,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/exec/lm_run.h"
 #include "embedscope/engine/input/token_file.h"
 #include "embedscope/engine/model/lm_embedding.h"
+#include "embedscope/engine/reference/lm_reference.h"
 #include "embedscope/engine/workload/lm_spec.h"
 
 namespace es = embedscope::engine;
@@ -89,5 +93,43 @@ TEST(LmTokenFile, BadKeysAreNamed) {
   } catch (const es::SpecError& e) {
     EXPECT_NE(std::string(e.what()).find("t: /token_ids/file: "), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("absent.bin: cannot open the token file"), std::string::npos) << e.what();
+  }
+}
+
+// Parity from a file: vocab_parallel on 3 ranks (uneven shards of 37 rows) and data_parallel on
+// 2, untied, 3 steps of 2 sequences of 12 from 50 file ids (wrapping): losses and tables equal
+// the double-precision reference within the parity suite's fp32 tolerance (2e-5).
+TEST(LmTokenFile, ShardedRunsFromAFileMatchTheReference) {
+  const auto dir = lm_token_dir();
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 50; ++i) ids.push_back((i * 7 + i / 5) % 37);
+  es::write_token_bin((dir / "parity.bin").string(), ids, es::TokenDtype::uint16);
+  for (const char* sharding : {"vocab_parallel", "data_parallel"}) {
+    const int world = std::string(sharding) == "vocab_parallel" ? 3 : 2;
+    const nlohmann::json j = {{"model", "lm_embedding"}, {"vocab_size", 37}, {"hidden_size", 8}, {"sequence_length", 12},
+                              {"micro_batch_size", 2}, {"tie_word_embeddings", false}, {"steps", 3}, {"seed", 7},
+                              {"optimizer", {{"type", "sgd"}, {"learning_rate", 2.0}}},
+                              {"token_ids", {{"file", "parity.bin"}, {"dtype", "uint16"}}},
+                              {"sharding", {{"type", sharding}}}, {"devices", {{"count", world}}}};
+    const es::LmWorkloadSpec s = es::parse_lm_workload(j, "parity", dir.string());
+    SCOPED_TRACE(sharding);
+    // the first sequence of step 1 is global sequence G = 2 (vocab_parallel) or 4: offset 24 or 48
+    const int64_t first = world == 3 ? 24 : 48;
+    EXPECT_EQ(es::lm_sequence_tokens(s, 1, 0)[0], ids[static_cast<size_t>(first)]);
+    es::LmRunOptions opt;
+    opt.keep_outputs = true;
+    const es::LmRunResult run = es::run_lm(s, opt);
+    es::LmReference ref(s);
+    for (int64_t st = 0; st < s.steps; ++st) {
+      const double loss = ref.step(st);
+      EXPECT_NEAR(run.losses[static_cast<size_t>(st)], loss, 2e-5 * loss) << "step " << st;
+    }
+    double worst = 0;
+    for (const es::LmRankResult& rr : run.ranks)
+      for (int64_t row = rr.rows.begin; row < rr.rows.end; ++row)
+        for (int64_t c = 0; c < 8; ++c)
+          worst = std::max(worst, std::fabs(static_cast<double>(rr.table[static_cast<size_t>((row - rr.rows.begin) * 8 + c)]) -
+                                            ref.table()[static_cast<size_t>(row * 8 + c)]));
+    EXPECT_LE(worst, 2e-5);
   }
 }
