@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
       cli::add_run_command(app),
       cli::add_plan_command(app),
       cli::add_inspect_input_command(app),
+      cli::add_tokenize_command(app),
       cli::add_program_command(app),
       cli::add_scaling_command(app),
       cli::add_calibrate_command(app),

@@ -37,8 +37,16 @@ double unit_uniform(uint64_t seed, int which, int64_t index) {
 std::vector<int64_t> lm_sequence_tokens(const LmWorkloadSpec& spec, int64_t step, int64_t sequence) {
   std::mt19937_64 rng(mix64(spec.seed ^ mix64(static_cast<uint64_t>(step) * 0x100000001B3ull ^
                                               mix64(static_cast<uint64_t>(sequence) + 0x51ED27ull))));
-  const ZipfSampler zipf(spec.vocab_size, spec.token_zipf_alpha);
   std::vector<int64_t> out(static_cast<size_t>(spec.sequence_length + 1));
+  if (spec.token_file_ids) {  // in order, sequence by sequence, wrapping around (lm_spec.h)
+    const std::vector<int64_t>& ids = *spec.token_file_ids;
+    const auto len = static_cast<int64_t>(ids.size());
+    const int64_t n = step * spec.global_sequences_per_step() + sequence;
+    const int64_t start = (n % len) * (spec.sequence_length % len) % len;  // n S mod len (len < 2^40: no overflow)
+    for (size_t i = 0; i < out.size(); ++i) out[i] = ids[static_cast<size_t>((start + static_cast<int64_t>(i)) % len)];
+    return out;
+  }
+  const ZipfSampler zipf(spec.vocab_size, spec.token_zipf_alpha);
   for (int64_t& t : out) t = zipf(rng);
   return out;
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <initializer_list>
+#include <memory>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -121,7 +122,7 @@ bool is_lm_workload(const json& j) {
   return it != j.end() && it->is_string() && it->get<std::string>() == "lm_embedding";
 }
 
-LmWorkloadSpec parse_lm_workload(const json& j, const std::string& origin) {
+LmWorkloadSpec parse_lm_workload(const json& j, const std::string& origin, const std::string& base_dir) {
   const LmReader r(origin);
   r.object(j, "", {"model", "name", "description", "source", "vocab_size", "hidden_size", "sequence_length",
                    "micro_batch_size", "data_type", "tie_word_embeddings", "padding_id", "body_layers",
@@ -146,10 +147,23 @@ LmWorkloadSpec parse_lm_workload(const json& j, const std::string& origin) {
     s.body_layers = static_cast<int>(r.closed<int64_t>("/body_layers", n, 0, 64));
   }
   if (auto* a = LmReader::optional(j, "token_ids")) {
-    r.object(*a, "/token_ids", {"distribution", "alpha"});
+    r.object(*a, "/token_ids", {"distribution", "alpha", "file", "dtype"});
     if (auto* b = LmReader::optional(*a, "distribution"))
       r.choice<int>(*b, "/token_ids/distribution", {{0, "zipf"}});
     if (auto* b = LmReader::optional(*a, "alpha")) s.token_zipf_alpha = r.number(*b, "/token_ids/alpha");
+    if (auto* b = LmReader::optional(*a, "file")) {
+      if (a->contains("distribution") || a->contains("alpha"))
+        r.fail("/token_ids/file", "a token file replaces the Zipf distribution: drop distribution and alpha");
+      std::filesystem::path p = r.string(*b, "/token_ids/file");
+      if (p.empty()) r.fail("/token_ids/file", "must not be empty");
+      if (p.is_relative() && !base_dir.empty()) p = std::filesystem::path(base_dir) / p;
+      s.token_file = p.lexically_normal().string();
+    }
+    if (auto* b = LmReader::optional(*a, "dtype")) {
+      if (s.token_file.empty()) r.fail("/token_ids/dtype", "only with a token file (/token_ids/file)");
+      s.token_file_dtype = r.choice<TokenDtype>(*b, "/token_ids/dtype",
+                                                {{TokenDtype::uint16, "uint16"}, {TokenDtype::uint32, "uint32"}});
+    }
   }
   if (auto* a = LmReader::optional(j, "sharding")) {
     r.object(*a, "/sharding", {"type", "sequence_parallel", "make_vocab_size_divisible_by"});
@@ -189,6 +203,15 @@ LmWorkloadSpec parse_lm_workload(const json& j, const std::string& origin) {
     s.seed = static_cast<uint64_t>(r.ge0<int64_t>("/seed", v));
   }
   validate(s, origin);
+  if (!s.token_file.empty()) {
+    try {
+      auto ids = std::make_shared<std::vector<int64_t>>(read_token_file(s.token_file, s.token_file_dtype));
+      check_token_ids(*ids, s.vocab_size, s.token_file, s.token_file_dtype);
+      s.token_file_ids = std::move(ids);
+    } catch (const SpecError& e) {
+      r.fail("/token_ids/file", e.what());
+    }
+  }
   return s;
 }
 
@@ -242,7 +265,8 @@ json to_json(const LmWorkloadSpec& s) {
             {"tie_word_embeddings", s.tie_word_embeddings},
             {"padding_id", s.padding_id},
             {"body_layers", s.body_layers},
-            {"token_ids", {{"distribution", "zipf"}, {"alpha", s.token_zipf_alpha}}},
+            {"token_ids", s.token_file.empty() ? json{{"distribution", "zipf"}, {"alpha", s.token_zipf_alpha}}
+                                               : json{{"file", s.token_file}, {"dtype", to_string(s.token_file_dtype)}}},
             {"sharding",
              {{"type", to_string(s.sharding)},
               {"sequence_parallel", s.sequence_parallel},
@@ -263,7 +287,7 @@ json to_json(const LmWorkloadSpec& s) {
 
 LmWorkloadSpec load_lm_workload_file(const std::string& path) {
   const json j = detail::read_json_file(path, "workload file");
-  LmWorkloadSpec s = parse_lm_workload(j, path);
+  LmWorkloadSpec s = parse_lm_workload(j, path, std::filesystem::path(path).parent_path().string());
   if (!j.contains("name")) {
     const std::string stem = std::filesystem::path(path).stem().string();
     if (!stem.empty()) s.name = stem;

@@ -50,6 +50,9 @@ Command add_launch_command(CLI::App& app);
 /// embedscope-YYYYmmdd-HHMMSS.db (local time), or -2, -3, ... when a file of that name exists
 /// in the current directory (commands/run.cpp).
 std::string default_session_name();
+/// `tokenize`: a SentencePiece model trained on text files, their token ids as a .bin, and the
+/// fitted Zipf exponent of the token frequencies (commands/tokenize.cpp).
+Command add_tokenize_command(CLI::App& app);
 /// `export`: a session as Chrome trace JSON or CSV (commands/export.cpp).
 Command add_export_command(CLI::App& app);
 /// `inspect-input`: per-feature figures of a workload's input (commands/inspect_input.cpp).

@@ -46,7 +46,9 @@ class ProcessGroup;
 
 /// The S + 1 tokens of global sequence `sequence` in step `step` (0-based): Zipf(alpha) over
 /// [0, V) with token id = frequency rank - 1 (lm_spec.h), a pure function of (seed, step,
-/// sequence), so every rank and the reference draw the same. Inputs are tokens [0, S), targets [1, S].
+/// sequence), so every rank and the reference draw the same; with a token file (spec.token_file_ids)
+/// the S + 1 ids from offset (step x global_sequences_per_step() + sequence) x S, wrapping around.
+/// Inputs are tokens [0, S), targets [1, S].
 std::vector<int64_t> lm_sequence_tokens(const LmWorkloadSpec& spec, int64_t step, int64_t sequence);
 
 /// Initial parameters, pure functions of (seed, index) so every shard initialises alone:

@@ -12,18 +12,20 @@
 //    "tie_word_embeddings": true,              // default true (Hugging Face's default)
 //    "padding_id": -1,                         // -1: none; else in [0, V): no gradient
 //    "body_layers": 2,                         // residual dense layers h += tanh(h W + b)
-//    "token_ids": {"distribution": "zipf", "alpha": 1.0},
+//    "token_ids": {"distribution": "zipf", "alpha": 1.0},   // or {"file": "ids.bin", "dtype": "uint16"}
 //    "sharding": {"type": "vocab_parallel" | "data_parallel" | "row_wise",
 //                 "sequence_parallel": false, "make_vocab_size_divisible_by": 1},
 //    "devices": {"count": p}, "optimizer": {"type": "sgd", "learning_rate": 0.1},
 //    "steps": 3, "seed": 0}
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "embedscope/engine/input/token_file.h"
 #include "embedscope/engine/workload/spec_error.h"
 
 namespace embedscope::engine {
@@ -77,8 +79,19 @@ struct LmWorkloadSpec {
   /// alpha = 1.0, Zipf's law as measured on natural-language text (Piantadosi 2014, "Zipf's word
   /// frequency law in natural language: a critical review and future directions", Psychon. Bull.
   /// Rev. 21:1112-1130); BPE drives token frequencies toward the same law (Berman & Stapleton
-  /// 2026, arXiv:2601.03368). A SentencePiece-trained model on shipped text is a later slice.
+  /// 2026, arXiv:2601.03368). Realistic ids from a
+  /// SentencePiece model: `embedscope tokenize` writes a token file (below).
   double token_zipf_alpha = 1.0;
+  /// Token ids from a file instead (JSON "token_ids": {"file": PATH, "dtype": "uint16" |
+  /// "uint32"}, or a 1-D .npy of uint16 / uint32 / int32 / int64 that says its own dtype;
+  /// input/token_file.h), e.g. written by `embedscope tokenize`. A relative PATH resolves against
+  /// the workload file's directory. Read in order: global sequence n (n = step x
+  /// global_sequences_per_step() + sequence) takes the S + 1 ids from offset n x S, wrapping
+  /// around the end of the file. Every id must be < vocab_size (SpecError naming the file and the
+  /// offset). "" = the Zipf ids above.
+  std::string token_file;
+  TokenDtype token_file_dtype = TokenDtype::uint16;
+  std::shared_ptr<const std::vector<int64_t>> token_file_ids;  ///< the file's ids, read by parse_lm_workload
   LmSharding sharding = LmSharding::vocab_parallel;
   /// vocab_parallel only (Megatron --sequence-parallel): the lookup is reduce-scattered into
   /// token slices, the body runs on a rank's slice, an all-gather precedes the output projection.
@@ -101,12 +114,18 @@ struct LmWorkloadSpec {
   int64_t padded_vocab_size() const;
   /// Tokens one rank's micro batch holds: B x S.
   int64_t tokens_per_micro_batch() const { return micro_batch_size * sequence_length; }
+  /// Sequences of one step over all ranks: B for vocab_parallel (one tensor-parallel group sees
+  /// the same batch), B x p for data_parallel and row_wise.
+  int64_t global_sequences_per_step() const {
+    return sharding == LmSharding::vocab_parallel ? micro_batch_size : micro_batch_size * world_size;
+  }
 };
 
 /// Parses and validates; SpecError "<origin>: <json pointer>: <reason>" naming the field and,
 /// for a divisibility problem, the values that would be valid. `j` must have "model":
 /// "lm_embedding".
-LmWorkloadSpec parse_lm_workload(const nlohmann::json& j, const std::string& origin);
+/// `base_dir`: where a relative "token_ids" file is looked for ("": the current directory).
+LmWorkloadSpec parse_lm_workload(const nlohmann::json& j, const std::string& origin, const std::string& base_dir = "");
 /// Reads a file (SpecError names the file; JSON syntax errors its line).
 LmWorkloadSpec load_lm_workload_file(const std::string& path);
 /// Re-validates after command-line overrides (devices.count, sharding).
