@@ -11,6 +11,10 @@
 
 namespace embedscope::engine::rebalance {
 
+namespace {
+__extension__ typedef __int128 hot_rows_i128;  // C > S k W (dim + 1) without overflow (GCC/Clang)
+}  // namespace
+
 std::vector<HotRowAdvice> choose_hot_rows(const WorkloadSpec& spec, const ShardingPlan& plan,
                                           const std::vector<std::vector<RowCount>>& counts, int64_t steps) {
   if (counts.size() != spec.tables.size())
@@ -36,8 +40,8 @@ std::vector<HotRowAdvice> choose_hot_rows(const WorkloadSpec& spec, const Shardi
     for (const RowCount& c : counts[t]) {
       const int64_t k = c.row_end - c.row_begin;
       // C > S k W (dim + 1), in 128 bits: k up to 2^40 rows, S up to 1e9 steps
-      const __int128 need = static_cast<__int128>(steps) * k * a.threshold_ids_per_row_step;
-      if (static_cast<__int128>(c.ids) > need) a.rows.push_back(c);
+      const hot_rows_i128 need = static_cast<hot_rows_i128>(steps) * k * a.threshold_ids_per_row_step;
+      if (static_cast<hot_rows_i128>(c.ids) > need) a.rows.push_back(c);
     }
     if (a.rows.empty()) continue;
     std::sort(a.rows.begin(), a.rows.end(), [](const RowCount& x, const RowCount& y) { return x.row_begin < y.row_begin; });
