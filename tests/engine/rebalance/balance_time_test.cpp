@@ -87,10 +87,18 @@ TEST(RebalanceBalance, LookupTimeBalancesTheMeasuredLookupNs) {
   int64_t mx = 0;
   for (int64_t v : ns) sum += static_cast<double>(v), mx = std::max(mx, v);
   EXPECT_NEAR(p["imbalance_before"].get<double>(), static_cast<double>(mx) * 4 / sum, 1e-9);
-  // rank 3 does 768 of the 864 lookups a step: it is the slowest, and the moves leave it
+  // rank 3 does 768 of the 864 lookups a step: it is the slowest, and hot tables leave it (LPT
+  // may also swap cold tables among ranks 0..2: their measured ns differ by noise)
   EXPECT_EQ(std::max_element(ns.begin(), ns.end()) - ns.begin(), 3);
   ASSERT_FALSE(p["moves"].empty()) << r.out;
-  for (const auto& m : p["moves"]) EXPECT_EQ(m["from"], 3);
+  int from_3 = 0;
+  for (const auto& m : p["moves"]) from_3 += m["from"] == 3 ? 1 : 0;
+  EXPECT_GE(from_3, 1) << r.out;
+  // every move carries its table's ns: the total is conserved, and rank 3's share falls
+  const auto after = p["load_after"].get<std::vector<int64_t>>();
+  ASSERT_EQ(after.size(), 4u);
+  EXPECT_EQ(after[0] + after[1] + after[2] + after[3], ns[0] + ns[1] + ns[2] + ns[3]);
+  EXPECT_LT(after[3], ns[3]);
   EXPECT_LT(p["imbalance_after_predicted"].get<double>(), p["imbalance_before"].get<double>());
   // ids mode on the same session keeps the ids' names and numbers (rebalance_cli_test's)
   r = balance_cli("rebalance " + db.string() + " --json");
