@@ -62,7 +62,7 @@ RebalanceSpec read_rebalance(const Checker& c, const json& v) {
   }
   if (!v.is_object())
     c.fail(p, fmt::format("must be \"off\" or an object with \"every\" or \"when\", got {}", v.type_name()));
-  only_keys(c, v, p, {"every", "when", "max_bytes_per_move", "cooldown_steps", "row_wise_hot_tables"});
+  only_keys(c, v, p, {"every", "when", "max_bytes_per_move", "cooldown_steps", "row_wise_hot_tables", "balance"});
   const bool every = v.contains("every"), when = v.contains("when");
   if (every && when) c.fail(p, "give one of \"every\" and \"when\", not both");
   if (!every && !when) c.fail(p, "needs \"every\" (steps) or \"when\" ({\"imbalance_above\", \"window\"})");
@@ -89,6 +89,15 @@ RebalanceSpec read_rebalance(const Checker& c, const json& v) {
     const json& b = v["row_wise_hot_tables"];
     if (!b.is_boolean()) c.fail(p + "/row_wise_hot_tables", fmt::format("must be true or false, got {}", b.type_name()));
     r.row_wise_hot_tables = b.get<bool>();
+  }
+  if (v.contains("balance")) {
+    const json& b = v["balance"];
+    const std::string bp = p + "/balance";
+    if (!b.is_string()) c.fail(bp, fmt::format("must be \"ids\" or \"lookup_time\", got {}", b.type_name()));
+    const std::string m = b.get<std::string>();
+    if (m == "ids") r.balance = RebalanceBalance::ids;
+    else if (m == "lookup_time") r.balance = RebalanceBalance::lookup_time;
+    else c.fail(bp, fmt::format("must be \"ids\" or \"lookup_time\", got \"{}\"", m));
   }
   return r;
 }
@@ -123,6 +132,7 @@ json rebalance_to_json(const RebalanceSpec& r) {
   if (r.max_bytes_per_move > 0) j["max_bytes_per_move"] = r.max_bytes_per_move;
   j["cooldown_steps"] = r.cooldown_steps;
   if (r.row_wise_hot_tables) j["row_wise_hot_tables"] = true;
+  if (r.balance == RebalanceBalance::lookup_time) j["balance"] = "lookup_time";
   return j;
 }
 

@@ -1,18 +1,24 @@
 // `embedscope rebalance SESSION`: the rebalancing policy (engine/rebalance/policy.h) applied to
 // the load a session observed: the ids each rank looked up over the last steps, the table-wise
 // moves that would balance them within each device's memory, the imbalance before (observed)
-// and after (predicted), the bytes to move, and the new plan (--plan-out, for `run --plan`).
+// and after (predicted), the bytes to move, and the new plan (--plan-out, for `run --plan`);
+// and the hot-row replication advice (engine/rebalance/hot_rows.h) from the session's
+// id_histogram: the rows of row_wise / table_row_wise tables worth holding on every rank.
 
 #include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "embedscope/engine/rebalance/hot_rows.h"
 #include "embedscope/engine/rebalance/policy.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/sharding/sharding.h"
@@ -34,6 +40,7 @@ struct RebalanceState {
   int64_t window = 0;           // 0: the policy's (when: window, every: every), else every measured step
   int64_t max_bytes = -1;       // -1: the policy's max_bytes_per_move
   std::string plan_out;
+  std::string balance;          // "": the workload's rebalance.balance; else "ids" / "lookup_time"
   bool json = false;
 };
 
@@ -42,9 +49,63 @@ std::string policy_text(const es::RebalanceSpec& r) {
     case es::RebalanceTrigger::off: return "off";
     case es::RebalanceTrigger::every: return fmt::format("every {} steps", r.every);
     case es::RebalanceTrigger::when:
-      return fmt::format("when ids max/mean > {:.2f} over {} steps", r.imbalance_above, r.window);
+      return fmt::format("when {} max/mean > {:.2f} over {} steps",
+                         r.balance == es::RebalanceBalance::lookup_time ? "lookup ns" : "ids", r.imbalance_above, r.window);
   }
   return "off";
+}
+
+/// The hot-row advice from the session's id_histogram (summed over ranks, every measured step):
+/// nullopt when the file has no id_histogram (schema < 3) or no measured step.
+std::optional<std::vector<rb::HotRowAdvice>> hot_rows_of(const ss::SessionReader& session, const es::WorkloadSpec& spec,
+                                                         const es::ShardingPlan& plan, int64_t measured_steps) {
+  if (!session.has_id_histogram() || measured_steps < 1) return std::nullopt;
+  std::vector<std::map<std::pair<int64_t, int64_t>, int64_t>> sums(spec.tables.size());
+  for (const ss::IdHistogramBucket& b : session.id_histogram()) {
+    if (b.table < 0 || static_cast<size_t>(b.table) >= sums.size())
+      throw es::SpecError(fmt::format("id_histogram: table {} is not in the session's workload", b.table));
+    sums[static_cast<size_t>(b.table)][{b.row_begin, b.row_end}] += b.ids;
+  }
+  std::vector<std::vector<rb::RowCount>> counts(spec.tables.size());
+  for (size_t t = 0; t < sums.size(); ++t)
+    for (const auto& [range, ids] : sums[t]) counts[t].push_back({range.first, range.second, ids});
+  try {
+    return rb::choose_hot_rows(spec, plan, counts, measured_steps);
+  } catch (const std::invalid_argument& e) {
+    throw es::SpecError(fmt::format("id_histogram: {}", e.what()));
+  }
+}
+
+json hot_rows_json(const es::WorkloadSpec& spec, const std::vector<rb::HotRowAdvice>& advice) {
+  json out = json::array();
+  for (const rb::HotRowAdvice& a : advice) {
+    json rows = json::array();
+    for (const rb::RowCount& c : a.rows) rows.push_back({{"row_begin", c.row_begin}, {"row_end", c.row_end}, {"ids", c.ids}});
+    out.push_back({{"table", spec.tables[static_cast<size_t>(a.table)].name}, {"type", es::to_string(a.type)},
+                   {"threshold_ids_per_row_step", a.threshold_ids_per_row_step}, {"rows", a.num_rows},
+                   {"blocks", rows}, {"ids", a.ids}, {"bytes_replicated_per_rank", a.bytes_per_rank},
+                   {"ids_saved_per_step", a.ids_saved_per_step}, {"sync_values_per_step", a.sync_values_per_step}});
+  }
+  return out;
+}
+
+void print_hot_rows(const es::WorkloadSpec& spec, const std::optional<std::vector<rb::HotRowAdvice>>& advice, int world) {
+  if (!advice) {
+    std::cout << "hot rows     no id_histogram in the session (schema < 3): no advice\n";
+    return;
+  }
+  if (advice->empty()) {
+    std::cout << fmt::format("hot rows     none: no row of a row_wise / table_row_wise table has more than {} x (dim + 1) "
+                             "ids a step\n", world);
+    return;
+  }
+  std::cout << "hot rows     replicate on every rank (ids a step > W x (dim + 1); rows of a bucket by its mean):\n";
+  for (const rb::HotRowAdvice& a : *advice)
+    std::cout << fmt::format("  {:<20} {} rows ({} blocks), {} per rank; {:.1f} ids a step off the input all-to-all, "
+                             "{:.0f} values a step of all-reduce (threshold {} ids a row a step)\n",
+                             spec.tables[static_cast<size_t>(a.table)].name, a.num_rows, a.rows.size(),
+                             es::format_bytes(a.bytes_per_rank), a.ids_saved_per_step, a.sync_values_per_step,
+                             a.threshold_ids_per_row_step);
 }
 
 int cmd_rebalance(const RebalanceState& s) {
@@ -70,6 +131,8 @@ int cmd_rebalance(const RebalanceState& s) {
   const int64_t first = std::max<int64_t>(0, last - window + 1);
   const int64_t steps = last - first + 1;
   const int64_t max_bytes = s.max_bytes >= 0 ? s.max_bytes : spec.rebalance.max_bytes_per_move;
+  const bool by_time = s.balance.empty() ? spec.rebalance.balance == es::RebalanceBalance::lookup_time : s.balance == "lookup_time";
+  const char* unit = by_time ? "lookup ns" : "ids";
 
   rb::ObservedLoad load = rb::ObservedLoad::zeros(plan);
   int64_t ids = 0, lookup_ns = 0;
@@ -78,16 +141,21 @@ int cmd_rebalance(const RebalanceState& s) {
     if (c.table < 0 || static_cast<size_t>(c.table) >= load.ids.size() || c.shard < 0 ||
         static_cast<size_t>(c.shard) >= load.ids[static_cast<size_t>(c.table)].size())
       throw es::SpecError(fmt::format("{}: load_counters: table {} shard {} is not in the session's plan", s.file, c.table, c.shard));
-    load.ids[static_cast<size_t>(c.table)][static_cast<size_t>(c.shard)] += c.ids;
+    load.ids[static_cast<size_t>(c.table)][static_cast<size_t>(c.shard)] += by_time ? c.lookup_ns : c.ids;
     ids += c.ids;
     lookup_ns += c.lookup_ns;
   }
   const rb::Proposal p = rb::propose(spec, plan, load, max_bytes);
+  std::set<int64_t> measured;
+  for (const auto& c : counters)
+    if (c.step >= 0) measured.insert(c.step);  // warmup steps are negative; id_histogram counts measured ones
+  const auto hot = hot_rows_of(session, spec, plan, static_cast<int64_t>(measured.size()));
   // the lookup time the slowest rank saves per step, at the session's mean lookup ns per id
   const int64_t max_before = *std::max_element(p.load_before.begin(), p.load_before.end());
   const int64_t max_after = *std::max_element(p.load_after.begin(), p.load_after.end());
   const double ns_per_id = ids > 0 ? static_cast<double>(lookup_ns) / static_cast<double>(ids) : 0.0;
-  const double saved_ns_per_step = static_cast<double>(max_before - max_after) / static_cast<double>(steps) * ns_per_id;
+  const double saved_ns_per_step =
+      static_cast<double>(max_before - max_after) / static_cast<double>(steps) * (by_time ? 1.0 : ns_per_id);
 
   if (!s.plan_out.empty()) {
     json pj = es::to_json(spec, p.plan);
@@ -100,8 +168,9 @@ int cmd_rebalance(const RebalanceState& s) {
               {"policy", policy_text(spec.rebalance)},
               {"first_step", first},
               {"last_step", last},
-              {"ids_before", p.load_before},
-              {"ids_after", p.load_after},
+              {"balance", by_time ? "lookup_time" : "ids"},
+              {"load_before", p.load_before},
+              {"load_after", p.load_after},
               {"imbalance_before", p.imbalance_before},
               {"imbalance_after_predicted", p.imbalance_after},
               {"bytes_moved", p.bytes_moved},
@@ -111,7 +180,12 @@ int cmd_rebalance(const RebalanceState& s) {
               {"moves", json::array()},
               {"changes", json::array()},
               {"refused", json::array()},
+              {"hot_rows", hot ? hot_rows_json(spec, *hot) : json(nullptr)},
               {"plan", es::to_json(spec, p.plan)}};
+    if (!by_time) {  // the names of schema-free consumers from before "balance"
+      j["ids_before"] = p.load_before;
+      j["ids_after"] = p.load_after;
+    }
     for (const auto& c : p.changes)
       j["changes"].push_back({{"table", spec.tables[static_cast<size_t>(c.table)].name}, {"from", c.from},
                               {"from_type", es::to_string(c.from_type)}, {"to_type", es::to_string(c.to_type)},
@@ -125,29 +199,34 @@ int cmd_rebalance(const RebalanceState& s) {
     std::cout << dump(j) << "\n";
     return 0;
   }
-  std::cout << fmt::format("rebalance of {}: ids looked up in steps {}..{} ({} step(s)); policy {}\n", s.file, first, last,
-                           steps, policy_text(spec.rebalance));
-  std::cout << fmt::format("{:<5} {:>14} {:>14}\n", "rank", "ids before", "ids after");
+  std::cout << fmt::format("rebalance of {}: {} in steps {}..{} ({} step(s)); policy {}; balancing {}\n", s.file,
+                           by_time ? "lookup time" : "ids looked up", first, last, steps, policy_text(spec.rebalance), unit);
+  std::cout << fmt::format("{:<5} {:>14} {:>14}\n", "rank", fmt::format("{} before", unit), fmt::format("{} after", unit));
   for (size_t r = 0; r < p.load_before.size(); ++r)
     std::cout << fmt::format("{:<5} {:>14} {:>14}\n", r, p.load_before[r], p.load_after[r]);
-  std::cout << fmt::format("imbalance    ids max/mean {:.2f} observed; {:.2f} predicted after the moves\n",
+  std::cout << fmt::format("imbalance    {} max/mean {:.2f} observed; {:.2f} predicted after the moves\n", unit,
                            p.imbalance_before, p.imbalance_after);
   std::cout << fmt::format("moves        {} table(s), {} of weights and optimizer state{}\n", p.moves.size() + p.changes.size(),
                            es::format_bytes(p.bytes_moved),
                            max_bytes > 0 ? fmt::format(" (max_bytes_per_move {})", es::format_bytes(max_bytes)) : "");
   for (const auto& m : p.moves)
-    std::cout << fmt::format("  {:<20} rank {} -> rank {}  {} ids  {}\n", spec.tables[static_cast<size_t>(m.table)].name,
-                             m.from, m.to, m.ids, es::format_bytes(m.bytes));
+    std::cout << fmt::format("  {:<20} rank {} -> rank {}  {} {}  {}\n", spec.tables[static_cast<size_t>(m.table)].name,
+                             m.from, m.to, m.ids, unit, es::format_bytes(m.bytes));
   for (const auto& c : p.changes)
-    std::cout << fmt::format("  {:<20} rank {} -> {} over {} ranks ({} -> {})  {} ids  {}\n",
+    std::cout << fmt::format("  {:<20} rank {} -> {} over {} ranks ({} -> {})  {} {}  {}\n",
                              spec.tables[static_cast<size_t>(c.table)].name, c.from, es::to_string(c.to_type),
-                             p.plan.world_size, es::to_string(c.from_type), es::to_string(c.to_type), c.ids,
+                             p.plan.world_size, es::to_string(c.from_type), es::to_string(c.to_type), c.ids, unit,
                              es::format_bytes(c.bytes));
   for (const auto& r : p.refused) std::cout << fmt::format("  refused: {}\n", r.reason);
-  std::cout << fmt::format("gain         the slowest rank looks up {:.0f} fewer ids a step: about {} of lookup a step at the "
-                           "session's {:.1f} ns per id\n",
-                           static_cast<double>(max_before - max_after) / static_cast<double>(steps),
-                           ms(saved_ns_per_step), ns_per_id);
+  print_hot_rows(spec, hot, plan.world_size);
+  if (by_time)
+    std::cout << fmt::format("gain         the slowest rank's lookups take about {} less a step (measured lookup time)\n",
+                             ms(saved_ns_per_step));
+  else
+    std::cout << fmt::format("gain         the slowest rank looks up {:.0f} fewer ids a step: about {} of lookup a step at "
+                             "the session's {:.1f} ns per id\n",
+                             static_cast<double>(max_before - max_after) / static_cast<double>(steps),
+                             ms(saved_ns_per_step), ns_per_id);
   std::cout << (p.worth_it() ? "verdict      worth it: run with the new plan"
                              : "verdict      not worth it: keep the current plan")
             << (s.plan_out.empty() ? "" : fmt::format(" (written to {})", s.plan_out)) << "\n";
@@ -169,6 +248,10 @@ Command add_rebalance_command(CLI::App& app) {
                 "Bytes of weights and optimizer state the moves may total (default: the workload's "
                 "rebalance.max_bytes_per_move; 0 = unlimited)")
       ->check(CLI::NonNegativeNumber);
+  c->add_option("--balance", s->balance,
+                "Load to balance: ids (ids looked up) or lookup_time (the shards' measured lookup ns) (default: the "
+                "workload's rebalance.balance, else ids)")
+      ->check(CLI::IsMember({"ids", "lookup_time"}));
   c->add_option("--plan-out", s->plan_out, "Write the proposed plan as JSON (for run --plan)");
   c->add_flag("--json", s->json, "Print the proposal as JSON");
   return {c, [s] { return cmd_rebalance(*s); }, [s] { return s->json; }};

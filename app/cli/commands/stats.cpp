@@ -77,7 +77,7 @@ std::string table_storage_text(const std::string& meta, int64_t steps) {
 std::string rebalances_text(const std::vector<ss::RebalanceEffect>& effects, const std::vector<ss::PlanChangeRecord>& changes) {
   if (effects.empty()) return "";
   auto t = [](int64_t ns) { return ns < 0 ? std::string("-") : ms(ns); };
-  std::string out = "live rebalances (ids max/mean before, predicted, observed after; median step time before -> after)\n";
+  std::string out = "live rebalances (max/mean of the balanced load - ids, or lookup ns with balance lookup_time - before, predicted, observed after; median step time before -> after)\n";
   out += fmt::format("  {:>5} {:>6} {:>10} {:>7} {:>9} {:>7} {:>11} {:>11} {:>11} {:>10}  {}\n", "step", "moves", "bytes",
                      "before", "predicted", "after", "step before", "step after", "time spent", "amortised", "reason");
   for (const auto& e : effects) {

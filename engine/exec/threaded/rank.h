@@ -186,7 +186,8 @@ class Rank final : public sharding::RankContext {
   /// ranks'), and the tables each moved, in order.
   std::vector<sessions::RebalanceRecord> rebalances;
   std::vector<sessions::PlanChangeRecord> plan_changes;
-  /// Ids this rank looked up per measured step (the sum of its load counters' ids).
+  /// The load this rank had per measured step, in the policy's measure (rebalance.balance): the sum
+  /// of its load counters' ids, or of their lookup_ns (what merge_rebalances' imbalance_after uses).
   std::vector<int64_t> ids_per_step;
 
  private:

@@ -24,7 +24,8 @@ namespace rb = rebalance;
 void Rank::after_step_rebalance(int64_t step, bool last) {
   const WorkloadSpec& spec = sh_.spec;
   const int W = L_.world;
-  // this step's ids per (table, shard), in plan order
+  // this step's load per (table, shard), in plan order: ids, or lookup ns (rebalance.balance)
+  const bool by_time = spec.rebalance.balance == RebalanceBalance::lookup_time;
   std::vector<int64_t> row(static_cast<size_t>(rb::flat_shard_count(plan_)), 0);
   int64_t total = 0;
   {
@@ -32,8 +33,8 @@ void Rank::after_step_rebalance(int64_t step, bool last) {
     for (const TablePlan& tp : plan_.tables)
       for (size_t s = 0; s < tp.shards.size(); ++s, ++k)
         if (auto f = load_.find({tp.table, static_cast<int>(s)}); f != load_.end()) {
-          row[k] = f->second.ids;
-          total += f->second.ids;
+          row[k] = by_time ? f->second.lookup_ns : f->second.ids;
+          total += row[k];
         }
   }
   shard_ids_per_step_.push_back(std::move(row));

@@ -146,3 +146,20 @@ TEST(RebalanceSpec, CliRefusesAnOutOfRangeValueWithExit2NamingThePointer) {
   EXPECT_NE(r.err.find("bad_rebalance.json: /rebalance/when/window: must be > 0, got -3"), std::string::npos) << r.err;
   std::filesystem::remove_all(dir);
 }
+
+TEST(RebalanceSpec, BalanceIsIdsByDefaultOrLookupTimeAndBadValuesNameThePointer) {
+  json j = base();
+  j["rebalance"] = {{"every", 2}};
+  EXPECT_EQ(parse_workload(j, "w").rebalance.balance, RebalanceBalance::ids);
+  EXPECT_FALSE(to_json(parse_workload(j, "w"))["rebalance"].contains("balance"));  // the default stays implicit
+  j["rebalance"]["balance"] = "ids";
+  EXPECT_EQ(parse_workload(j, "w").rebalance.balance, RebalanceBalance::ids);
+  j["rebalance"]["balance"] = "lookup_time";
+  const WorkloadSpec s = parse_workload(j, "w");
+  EXPECT_EQ(s.rebalance.balance, RebalanceBalance::lookup_time);
+  EXPECT_EQ(to_json(s)["rebalance"]["balance"], "lookup_time");
+  EXPECT_EQ(parse_workload(to_json(s), "again").rebalance.balance, RebalanceBalance::lookup_time);
+  EXPECT_EQ(error_of({{"every", 2}, {"balance", "time"}}),
+            "w: /rebalance/balance: must be \"ids\" or \"lookup_time\", got \"time\"");
+  EXPECT_EQ(error_of({{"every", 2}, {"balance", 1}}), "w: /rebalance/balance: must be \"ids\" or \"lookup_time\", got number");
+}

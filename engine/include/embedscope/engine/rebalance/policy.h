@@ -7,7 +7,10 @@
 // Load is counted in ids looked up (load_counters.ids), the measure `embedscope stats` reports
 // as "ids looked up max/mean". A table's load is assumed to stay with the table when it moves
 // (the ids of a table come from the features, not from the rank holding it), so the load after
-// a move is predicted by moving the table's observed ids with it.
+// a move is predicted by moving the table's observed ids with it. With the workload's
+// rebalance.balance "lookup_time" the callers fill the same fields with the shards' measured
+// lookup ns (load_counters.lookup_ns) instead of ids: every rule below applies unchanged, with
+// "ids" read as "lookup ns" (the CLI's `rebalance --balance`, exec/threaded/rank_rebalance.cpp).
 
 #include <cstdint>
 #include <optional>

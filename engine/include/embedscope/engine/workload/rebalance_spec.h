@@ -13,7 +13,9 @@
 // rebalance may move; absent = unlimited) and "cooldown_steps" (steps after a rebalance before
 // the next may happen; default 0), and "row_wise_hot_tables" (true: a table_wise table whose
 // load alone exceeds the mean rank load may be changed to row_wise, its rows split over every
-// rank; default false: only whole tables move).
+// rank; default false: only whole tables move), and "balance" (what load is balanced: "ids",
+// the ids looked up per shard, the default; or "lookup_time", the measured ns of each shard's
+// pooled lookup, load_counters.lookup_ns).
 
 #include <cstdint>
 
@@ -26,6 +28,12 @@ enum class RebalanceTrigger {
   when,   ///< when the ids' max/mean over ranks over the last `window` steps exceeds `imbalance_above`
 };
 
+/// What the policy balances (the load of rebalance/policy.h, per shard and step).
+enum class RebalanceBalance {
+  ids,          ///< ids looked up (load_counters.ids), deterministic for a seed (the default)
+  lookup_time,  ///< measured ns of the shard's pooled lookup (load_counters.lookup_ns)
+};
+
 /// Largest cooldown_steps / every / window accepted (the steps limit of a workload, kMaxSteps).
 /// Ranges (errors name the JSON pointer, exit 2):
 ///   /rebalance/every                  integer in [1, 1e9]
@@ -35,6 +43,7 @@ enum class RebalanceTrigger {
 ///   /rebalance/max_bytes_per_move     integer in [1, 2^50] (bytes)
 ///   /rebalance/cooldown_steps         integer in [0, 1e9]
 ///   /rebalance/row_wise_hot_tables    boolean
+///   /rebalance/balance                "ids" or "lookup_time"
 ///   /rebalance                        needs devices.count >= 2
 struct RebalanceSpec {
   RebalanceTrigger trigger = RebalanceTrigger::off;
@@ -45,6 +54,8 @@ struct RebalanceSpec {
   int64_t cooldown_steps = 0;      ///< steps after a rebalance during which none happens, >= 0
   /// Whether the policy may change a hot table_wise table to row_wise (rebalance/policy.h propose)
   bool row_wise_hot_tables = false;
+  /// The load balanced and compared with imbalance_above: ids, or lookup ns (same max/mean rule)
+  RebalanceBalance balance = RebalanceBalance::ids;
   bool enabled() const { return trigger != RebalanceTrigger::off; }
 };
 

@@ -1,0 +1,62 @@
+#pragma once
+// Hot-row replication advice (issue 17, the hybrid of HugeCTR's hybrid embedding and of the
+// FBGEMM/TorchRec caching of hot rows): which rows of a row_wise / table_row_wise table are worth
+// holding on every rank, from the ids observed per row. A pure function of its arguments.
+//
+// The cost model, per measured step, in values (one id or one embedding element; fp32 / int32
+// values are 4 bytes each on the wire), for a row of `dim` columns on a table sharded over W ranks:
+//  - kept model-parallel, each of the row's c ids travels in the input all-to-all (1 value) to
+//    the rank owning the row. Its pooled output leaves that rank only if the whole bag is hot
+//    (a bag with any cold id still needs the owner's partial sum), so the saving is counted as
+//    the id alone: c values saved per step (a lower bound; pooled-output savings are ignored);
+//  - replicated on all W ranks, every rank contributes the row's gradient (dim values) and its
+//    update count (1 value) to the all-reduce that keeps the replicas equal: W x (dim + 1)
+//    values per step.
+// So a row is replicated when c > W x (dim + 1) (strictly; c in ids per step summed over all
+// ranks). A block of k rows observed only in sum (a bucket of the session's id_histogram:
+// tables over 256 rows are cut into 256 buckets) is judged on its mean: C ids over S steps
+// qualify when C > S x k x W x (dim + 1), exact in integers.
+// Example: W = 4, dim = 8 -> threshold 36 ids per row per step; over S = 2 steps a single row
+// with 73 ids qualifies (73 > 72), one with 72 does not; a bucket of 4 rows needs > 288.
+
+#include <cstdint>
+#include <vector>
+
+#include "embedscope/engine/sharding/sharding.h"
+#include "embedscope/engine/workload/spec.h"
+
+namespace embedscope::engine::rebalance {
+
+/// Ids observed in rows [row_begin, row_end) of one table, summed over ranks and steps.
+struct RowCount {
+  int64_t row_begin = 0;
+  int64_t row_end = 0;  ///< one past the last row; row_end > row_begin
+  int64_t ids = 0;      ///< >= 0
+};
+
+/// The rows of one table worth replicating.
+struct HotRowAdvice {
+  int table = 0;                       ///< index into WorkloadSpec::tables
+  ShardingType type = ShardingType::row_wise;  ///< the table's type in the plan
+  int64_t threshold_ids_per_row_step = 0;      ///< W x (dim + 1): a row needs more ids per step
+  std::vector<RowCount> rows;          ///< the replicated blocks, in row order
+  int64_t num_rows = 0;                ///< rows replicated (sum of the blocks' rows)
+  int64_t ids = 0;                     ///< their ids over the observed steps
+  /// Bytes every rank holds for the replicas: num_rows x row_move_bytes (weights in the table's
+  /// data_type + optimizer state, type_change.h).
+  int64_t bytes_per_rank = 0;
+  double ids_saved_per_step = 0;       ///< ids / steps: ids that no longer cross the input all-to-all
+  double sync_values_per_step = 0;     ///< num_rows x W x (dim + 1): what the all-reduce adds
+};
+
+/// The hot-row advice for every row_wise and table_row_wise table of `plan` (other types are
+/// skipped: table_wise / column_wise tables are not split by rows, data_parallel is replicated
+/// already), in table order; a table with no qualifying row is left out. `counts[t]` are table
+/// t's observed blocks (any order, disjoint, within [0, TableSpec::rows()); empty for no data),
+/// over `steps` measured steps. W = plan.world_size.
+/// Throws std::invalid_argument when counts.size() != spec.tables.size(), steps < 1, or a block
+/// is empty, out of the table's rows, or has negative ids (the text names table and block).
+std::vector<HotRowAdvice> choose_hot_rows(const WorkloadSpec& spec, const ShardingPlan& plan,
+                                          const std::vector<std::vector<RowCount>>& counts, int64_t steps);
+
+}  // namespace embedscope::engine::rebalance

@@ -1,0 +1,139 @@
+// rebalance.balance "lookup_time" (issue 17): `embedscope rebalance --balance lookup_time`
+// balances the shards' measured lookup ns (load_counters.lookup_ns), its per-rank loads recounted
+// from the session with SQL; and a live run balancing lookup time records its rebalance.
+#include <gtest/gtest.h>
+
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "support/cli_run.h"
+
+using nlohmann::json;
+
+namespace {
+std::filesystem::path balance_scratch() {
+  static const auto dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("es_balance_time_" + std::to_string(getpid()));
+    std::filesystem::remove_all(d);
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+embedscope::test_support::CliResult balance_cli(const std::string& args) {
+  return embedscope::test_support::run_cli(EMBEDSCOPE_CLI, args, balance_scratch());
+}
+
+// The straggler of rebalance_cli_test: c0..c2 (4000 rows, 1 id a bag) on ranks 0..2 and the
+// hot h0..h3 (500 rows, 6 ids a bag) all on rank 3 under the greedy plan.
+json balance_straggler() {
+  json j = {{"name", "straggler_time"},
+            {"batch_size", 8},
+            {"steps", 3},
+            {"seed", 3},
+            {"devices", {{"count", 4}, {"memory_bytes", 64 << 20}}},
+            {"dense", {{"num_dense_features", 4}, {"bottom_mlp", {8}}, {"interaction", "cat"}, {"top_mlp", {8, 1}}}},
+            {"tables", json::array()},
+            {"features", json::array()}};
+  for (int t = 0; t < 3; ++t) {
+    j["tables"].push_back({{"name", "c" + std::to_string(t)}, {"num_embeddings", 4000}, {"embedding_dim", 8},
+                           {"feature_names", {"fc" + std::to_string(t)}}});
+    j["features"].push_back({{"name", "fc" + std::to_string(t)}, {"pooling_factor", 1}});
+  }
+  for (int t = 0; t < 4; ++t) {
+    j["tables"].push_back({{"name", "h" + std::to_string(t)}, {"num_embeddings", 500}, {"embedding_dim", 8},
+                           {"feature_names", {"fh" + std::to_string(t)}}});
+    j["features"].push_back({{"name", "fh" + std::to_string(t)}, {"pooling_factor", 6}});
+  }
+  return j;
+}
+
+/// The sum of load_counters.lookup_ns per rank (ranks 0..3), steps first..last.
+std::vector<int64_t> lookup_ns_per_rank(const std::filesystem::path& db, int64_t first, int64_t last) {
+  std::vector<int64_t> out(4, 0);
+  sqlite3* h = nullptr;
+  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) return {};
+  sqlite3_stmt* st = nullptr;
+  const std::string sql = "SELECT rank, SUM(lookup_ns) FROM load_counters WHERE step BETWEEN " + std::to_string(first) +
+                          " AND " + std::to_string(last) + " GROUP BY rank";
+  if (sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr) == SQLITE_OK)
+    while (sqlite3_step(st) == SQLITE_ROW) out.at(static_cast<size_t>(sqlite3_column_int64(st, 0))) = sqlite3_column_int64(st, 1);
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return out;
+}
+}  // namespace
+
+TEST(RebalanceBalance, LookupTimeBalancesTheMeasuredLookupNs) {
+  const auto wl = balance_scratch() / "straggler.json";
+  std::ofstream(wl) << balance_straggler().dump(2);
+  const auto db = balance_scratch() / "straggler.db";
+  auto r = balance_cli("run " + wl.string() + " -o " + db.string() + " --force-overwrite");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = balance_cli("rebalance " + db.string() + " --json --balance lookup_time");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json p = json::parse(r.out);
+  EXPECT_EQ(p["balance"], "lookup_time");
+  EXPECT_FALSE(p.contains("ids_before"));  // those name ids
+  const std::vector<int64_t> ns = lookup_ns_per_rank(db, 0, 2);
+  ASSERT_EQ(ns.size(), 4u);
+  EXPECT_EQ(p["load_before"], json(ns));
+  double sum = 0;
+  int64_t mx = 0;
+  for (int64_t v : ns) sum += static_cast<double>(v), mx = std::max(mx, v);
+  EXPECT_NEAR(p["imbalance_before"].get<double>(), static_cast<double>(mx) * 4 / sum, 1e-9);
+  // rank 3 does 768 of the 864 lookups a step: it is the slowest, and hot tables leave it (LPT
+  // may also swap cold tables among ranks 0..2: their measured ns differ by noise)
+  EXPECT_EQ(std::max_element(ns.begin(), ns.end()) - ns.begin(), 3);
+  ASSERT_FALSE(p["moves"].empty()) << r.out;
+  int from_3 = 0;
+  for (const auto& m : p["moves"]) from_3 += m["from"] == 3 ? 1 : 0;
+  EXPECT_GE(from_3, 1) << r.out;
+  // every move carries its table's ns: the total is conserved, and rank 3's share falls
+  const auto after = p["load_after"].get<std::vector<int64_t>>();
+  ASSERT_EQ(after.size(), 4u);
+  EXPECT_EQ(after[0] + after[1] + after[2] + after[3], ns[0] + ns[1] + ns[2] + ns[3]);
+  EXPECT_LT(after[3], ns[3]);
+  EXPECT_LT(p["imbalance_after_predicted"].get<double>(), p["imbalance_before"].get<double>());
+  // ids mode on the same session keeps the ids' names and numbers (rebalance_cli_test's)
+  r = balance_cli("rebalance " + db.string() + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json q = json::parse(r.out);
+  EXPECT_EQ(q["balance"], "ids");
+  EXPECT_EQ(q["ids_before"], json({96, 96, 96, 2304}));
+  EXPECT_EQ(q["load_before"], q["ids_before"]);
+  r = balance_cli("rebalance " + db.string() + " --balance time");
+  EXPECT_EQ(r.code, 2) << r.out;
+  r = balance_cli("rebalance " + db.string() + " --balance lookup_time");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("lookup ns max/mean"), std::string::npos) << r.out;
+}
+
+TEST(RebalanceBalance, ALiveRunBalancingLookupTimeMovesTheHotTables) {
+  json j = balance_straggler();
+  j["rebalance"] = {{"every", 2}, {"balance", "lookup_time"}};
+  const auto wl = balance_scratch() / "live_time.json";
+  std::ofstream(wl) << j.dump(2);
+  const auto db = balance_scratch() / "live_time.db";
+  auto r = balance_cli("run " + wl.string() + " -o " + db.string() + " --force-overwrite");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = balance_cli("stats " + db.string() + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json s = json::parse(r.out);
+  ASSERT_EQ(s["rebalances"].size(), 1u);  // after step 1 of 3
+  const json& e = s["rebalances"][0];
+  EXPECT_EQ(e["step"], 1);
+  // the imbalance recorded is of lookup ns over steps 0..1, recounted from the session
+  const std::vector<int64_t> ns = lookup_ns_per_rank(db, 0, 1);
+  double sum = 0;
+  int64_t mx = 0;
+  for (int64_t v : ns) sum += static_cast<double>(v), mx = std::max(mx, v);
+  EXPECT_NEAR(e["imbalance_before"].get<double>(), static_cast<double>(mx) * 4 / sum, 1e-9);
+  EXPECT_GE(e["moves"].get<int>(), 1);
+  EXPECT_LT(e["imbalance_predicted"].get<double>(), e["imbalance_before"].get<double>());
+}
