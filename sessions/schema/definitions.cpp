@@ -292,7 +292,10 @@ const RecordTable<RebalanceRecord>& rebalances_table() {
        field<&RebalanceRecord::moves>("moves", "tables moved whole or changed to row_wise"),
        field<&RebalanceRecord::bytes_moved>("bytes_moved", "weights + optimizer state of the moved tables, bytes"),
        field<&RebalanceRecord::window_steps>("window_steps", "steps the load before was observed over"),
-       field<&RebalanceRecord::imbalance_before>("imbalance_before", "max/mean ids looked up per rank over those steps"),
+       field<&RebalanceRecord::imbalance_before>(
+           "imbalance_before",
+           "max/mean per rank over those steps of the policy's load: ids looked up, or lookup ns with the "
+           "workload's `rebalance.balance` \"lookup_time\""),
        field<&RebalanceRecord::imbalance_predicted>(
            "imbalance_predicted", "the same under the new plan, predicted (each table's ids moved with it)"),
        field<&RebalanceRecord::imbalance_after>(
