@@ -4,15 +4,19 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <nlohmann/json.hpp>
+
+#include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
 #include "embedscope/sessions/store/session.h"
 
 namespace embedscope::ui {
 
-std::string rebalance_text(const sessions::RebalanceRecord& r, const std::vector<sessions::PlanChangeRecord>& changes) {
+std::string rebalance_text(const sessions::RebalanceRecord& r, const std::vector<sessions::PlanChangeRecord>& changes,
+                           bool lookup_time) {
   std::string out = fmt::format("rebalance after step {}: {}\n", r.step, r.reason);
-  out += fmt::format("ids max/mean {:.2f} before, {:.2f} predicted, {} observed after\n", r.imbalance_before,
-                     r.imbalance_predicted, r.imbalance_after < 0 ? std::string("not") : fmt::format("{:.2f}", r.imbalance_after));
+  out += fmt::format("{} max/mean {:.2f} before, {:.2f} predicted, {} observed after\n", lookup_time ? "lookup ns" : "ids",
+                     r.imbalance_before, r.imbalance_predicted, r.imbalance_after < 0 ? std::string("not") : fmt::format("{:.2f}", r.imbalance_after));
   out += fmt::format("{} table(s) changed, {} moved in {}", r.moves, sessions::format_bytes(r.bytes_moved),
                      sessions::format_duration(r.duration_ns));
   for (size_t i = 0; i < changes.size(); ++i) {
@@ -35,7 +39,11 @@ std::string rebalance_text(const sessions::RebalanceRecord& r, const std::vector
 std::vector<RebalanceMark> rebalance_marks(const sessions::SessionReader& session) {
   std::vector<RebalanceMark> out;
   const auto changes = session.plan_changes();
-  for (const auto& r : session.rebalances()) out.push_back({r.start_ns, r.step, rebalance_text(r, changes)});
+  const auto workload = nlohmann::json::parse(session.meta(sessions::meta::kWorkloadJson, ""), nullptr, false);
+  const nlohmann::json* policy = workload.is_object() && workload.contains("rebalance") ? &workload["rebalance"] : nullptr;
+  const bool lookup_time = policy && policy->is_object() && policy->value("balance", std::string("ids")) == "lookup_time";
+  for (const auto& r : session.rebalances())
+    out.push_back({r.start_ns, r.step, rebalance_text(r, changes, lookup_time)});
   return out;
 }
 

@@ -24,16 +24,19 @@ struct RebalanceMark {
   std::string text;
 };
 
-/// The tooltip of a rebalance: the step and reason, the ids max/mean before, predicted and
-/// observed after, the tables moved and bytes, the time spent, each plan change of step + 1
+/// The tooltip of a rebalance: the step and reason, the max/mean of the balanced load before,
+/// predicted and observed after (ids, or "lookup ns" when the workload's `rebalance.balance` was
+/// "lookup_time": `lookup_time` true), the tables moved and bytes, the time spent, each plan change of step + 1
 /// ("t1: rank 0 -> rank 1", "t3: table_wise -> row_wise over ranks 0,1") and the refusals. E.g.
 ///   rebalance after step 1: every 2 steps
 ///   ids max/mean 2.00 before, 1.10 predicted, 1.25 observed after
 ///   2 table(s) changed, 1.6 KiB moved in 1.20 ms
 ///   t1: rank 0 -> rank 1
-std::string rebalance_text(const sessions::RebalanceRecord& r, const std::vector<sessions::PlanChangeRecord>& changes);
+std::string rebalance_text(const sessions::RebalanceRecord& r, const std::vector<sessions::PlanChangeRecord>& changes,
+                           bool lookup_time = false);
 
-/// The marks of every rebalance of `session` (none for files before schema 6), by step.
+/// The marks of every rebalance of `session` (none for files before schema 6), by step; the
+/// balanced load is read from the workload_json's `rebalance.balance` (ids when absent).
 std::vector<RebalanceMark> rebalance_marks(const sessions::SessionReader& session);
 
 /// One row of the plan over time: "t0", "table_wise", "0", "rank 1", "rows 0-9", "steps 2-5".

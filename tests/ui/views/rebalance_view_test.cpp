@@ -25,14 +25,16 @@ namespace {
 // t1 (8 rows) table_wise on rank 0. After step 1 a rebalance starting at 1000 us and taking
 // 1.2 ms moved t0 to rank 1 (40 B) and split t1 row_wise, rows 0-3 staying on rank 0 and 4-7
 // going to rank 1 (16 B): 56 B in all.
-std::string rebalanced_session() {
-  const auto path = scratch("rebalanced.db");
+constexpr const char* kRebalancedWorkload =
+    R"({"tables": [{"name": "t0", "num_embeddings": 10}, {"name": "t1", "num_embeddings": 8}]})";
+std::string rebalanced_session(const char* workload_json = kRebalancedWorkload, const char* file = "rebalanced.db") {
+  const auto path = scratch(file);
   std::filesystem::remove(path);
   sessions::SessionWriter w(path.string());
   using sessions::Lane;
   using sessions::OpCategory;
   w.set_metadata("world_size", "2");
-  w.set_metadata("workload_json", R"({"tables": [{"name": "t0", "num_embeddings": 10}, {"name": "t1", "num_embeddings": 8}]})");
+  w.set_metadata("workload_json", workload_json);
   std::vector<sessions::OpEvent> ops;
   for (int r = 0; r < 2; ++r) {
     w.add_lane({r, 0, "compute", "thread"});
@@ -104,6 +106,18 @@ TEST(RebalanceView, TimelineMarksEachRebalanceWithItsText) {
   // a session without rebalances has no marks
   TimelineWidget plain(open_reader(busy_session()));
   EXPECT_TRUE(plain.rebalance_marks().empty());
+}
+
+// With the workload's rebalance.balance "lookup_time" the figures are lookup ns, and say so.
+TEST(RebalanceView, MarkNamesTheBalancedLoadOfTheWorkload) {
+  const auto marks = rebalance_marks(*open_reader(rebalanced_session(
+      R"({"tables": [{"name": "t0", "num_embeddings": 10}, {"name": "t1", "num_embeddings": 8}],
+          "rebalance": {"every": 2, "balance": "lookup_time"}})",
+      "rebalanced_lookup_time.db")));
+  ASSERT_EQ(marks.size(), 1u);
+  EXPECT_EQ(marks[0].text.substr(0, marks[0].text.find("\n2 table")),
+            "rebalance after step 1: every 2 steps\n"
+            "lookup ns max/mean 2.00 before, 1.10 predicted, 1.25 observed after");
 }
 
 TEST(RebalanceView, LoadViewShowsThePlanOverTime) {
