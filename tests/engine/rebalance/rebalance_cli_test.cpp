@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/rebalance/straggler_workload.h"
 #include "support/cli_run.h"
 
 using nlohmann::json;
@@ -27,30 +28,7 @@ std::filesystem::path scratch() {
 using Result = embedscope::test_support::CliResult;
 Result cli(const std::string& args) { return embedscope::test_support::run_cli(EMBEDSCOPE_CLI, args, scratch()); }
 
-// 4 ranks; c0..c2 (4000 rows, 1 id a bag) are the biggest, so the greedy plan puts one on each
-// of ranks 0..2 and the four small hot tables h0..h3 (500 rows, 6 ids a bag) on rank 3:
-// per step rank 3 looks up 4 x 6 x 8 x 4 = 768 ids, ranks 0..2 32 each.
-json straggler() {
-  json j = {{"name", "straggler"},
-            {"batch_size", 8},
-            {"steps", 3},
-            {"seed", 3},
-            {"devices", {{"count", 4}, {"memory_bytes", 64 << 20}}},
-            {"dense", {{"num_dense_features", 4}, {"bottom_mlp", {8}}, {"interaction", "cat"}, {"top_mlp", {8, 1}}}},
-            {"tables", json::array()},
-            {"features", json::array()}};
-  for (int t = 0; t < 3; ++t) {
-    j["tables"].push_back({{"name", "c" + std::to_string(t)}, {"num_embeddings", 4000}, {"embedding_dim", 8},
-                           {"feature_names", {"fc" + std::to_string(t)}}});
-    j["features"].push_back({{"name", "fc" + std::to_string(t)}, {"pooling_factor", 1}});
-  }
-  for (int t = 0; t < 4; ++t) {
-    j["tables"].push_back({{"name", "h" + std::to_string(t)}, {"num_embeddings", 500}, {"embedding_dim", 8},
-                           {"feature_names", {"fh" + std::to_string(t)}}});
-    j["features"].push_back({{"name", "fh" + std::to_string(t)}, {"pooling_factor", 6}});
-  }
-  return j;
-}
+json straggler() { return embedscope::test_support::straggler_workload("straggler"); }
 }  // namespace
 
 TEST(RebalanceCli, ProposesTheMovesThatCureAStragglerAndItsPlanRunsBalanced) {
