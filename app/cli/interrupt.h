@@ -2,13 +2,24 @@
 // Ctrl-C as a request to stop cleanly: the first SIGINT sets a flag the command polls (a run
 // stops after its current step, an import before its next file or rank) and says so on stderr;
 // a second SIGINT ends the process at once (the default action).
+//
+// For runs, signals also ask for the collective flight recorders (engine/comm/flight_recorder.h):
+// SIGUSR1 dumps them into the session and the run goes on; SIGINT and SIGTERM (what mpirun,
+// srun and a scheduler's time limit send) dump them and cancel as Ctrl-C does.
 
 #include <atomic>
+
+#include "embedscope/engine/exec/run.h"
 
 namespace embedscope::cli {
 
 /// Installs the SIGINT handler and returns the flag it sets. `said` (a string literal: the
 /// handler writes it with write(2), which is async-signal-safe) is printed on the first Ctrl-C.
 std::atomic<bool>& cancel_on_sigint(const char* said);
+
+/// For a run: SIGTERM cancels as SIGINT does (cancel_on_sigint must have been called), and
+/// SIGUSR1, SIGINT and SIGTERM each request a flight recorder dump through the returned request
+/// (TrainerOptions::flight_dump, LmRunOptions::flight_dump).
+const engine::FlightDumpRequest& flight_dump_on_signals();
 
 }  // namespace embedscope::cli

@@ -3,6 +3,8 @@
 // metadata, runs the executor and closes the session with how the run ended.
 #include <unistd.h>
 
+#include <csignal>
+
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -57,6 +59,17 @@ const char* to_string(RunEnd e) {
     case RunEnd::hang: return "hang";
   }
   return "crashed";
+}
+
+const char* flight_dump_reason(int signal) {
+  switch (signal) {
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    default: return "request";
+  }
 }
 
 

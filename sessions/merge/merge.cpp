@@ -98,6 +98,7 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
     std::vector<MemorySnapshot> snapshots;
     std::vector<IdHistogramBucket> histogram;
     std::vector<ShardRecord> shards;
+    std::vector<FlightRecord> flight;
   };
   std::vector<PerRank> extras(readers.size());
   si::ImportProblems problems;
@@ -146,6 +147,7 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
     extra.snapshots = r.memory_snapshots();
     if (r.has_id_histogram()) extra.histogram = r.id_histogram();
     if (r.has_shards_table()) extra.shards = r.shards();
+    extra.flight = r.flight_records();
     std::vector<std::string> left;
     if (!r.memory_timeline().empty()) left.push_back("memory timeline");
     if (!left.empty()) {
@@ -153,7 +155,7 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
       for (const auto& w : left) what += (what.empty() ? "" : ", ") + w;
       problems.add("not_merged", si::Severity::info, {inputs[i], -1},
                    fmt::format("{}: {} not merged (merge takes ranks, lanes, ops, steps, collectives, load and memory "
-                               "counters, memory events and snapshots, id histograms and the plan's rows)", inputs[i], what));
+                               "counters, memory events and snapshots, id histograms, flight recorder dumps and the plan's rows)", inputs[i], what));
     }
   }
   int64_t origin = first == std::numeric_limits<int64_t>::max() ? time_base(*readers[0]) : floor_us(first);
@@ -225,6 +227,14 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
       w.add_snapshot(std::move(sn));
     }
     if (!e.histogram.empty()) w.add_id_histogram(e.histogram);
+    for (auto& f : e.flight) {  // the dumps' times move with their rank's ops
+      const int64_t d = delta(f.rank);
+      f.dump_time_ns += d;
+      f.time_created_ns += d;
+      if (f.time_started_ns >= 0) f.time_started_ns += d;
+      if (f.time_completed_ns >= 0) f.time_completed_ns += d;
+    }
+    if (!e.flight.empty()) w.add_flight_records(std::move(e.flight));
     if (e.shards.empty()) continue;
     if (!shards) {
       shards = &e.shards;

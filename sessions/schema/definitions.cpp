@@ -328,6 +328,39 @@ const RecordTable<PlanChangeRecord>& plan_changes_table() {
   return t;
 }
 
+const RecordTable<FlightRecord>& flight_recorder_table() {
+  static const RecordTable<FlightRecord> t(
+      {"flight_recorder", "the collective flight recorder's dumps: each rank's last collectives when it dumped",
+       {"rank", "dump", "record_id"}, true, 8,
+       "PyTorch's NCCL flight recorder is the model (engine/comm/flight_recorder.h): every rank keeps its last N "
+       "collectives (2,000 by default, `EMBEDSCOPE_FR_BUFFER_SIZE`; 0 turns it off) with their state and writes them "
+       "here when its run ends by a collective timeout or another failure, and on SIGUSR1, SIGTERM or SIGINT (the "
+       "run goes on after SIGUSR1). `embedscope stats` analyses the last dump of every rank "
+       "(sessions/analysis/flight_recorder.h): the ranks that did not reach a collective, collectives that differ "
+       "between ranks, process groups entered in opposite orders. Older files and runs that never dumped have no rows."},
+      {field<&FlightRecord::rank>("rank", "global rank whose recorder it is"),
+       field<&FlightRecord::dump>("dump", "the rank's dump: 0, 1, ... in the order written"),
+       field<&FlightRecord::reason>("reason", "why the dump was written, e.g. `collective timeout`, `SIGUSR1`, `run ended crashed`"),
+       field<&FlightRecord::dump_time_ns>("dump_time_ns", "when the dump was written, ns"),
+       field<&FlightRecord::ring_dropped>("ring_dropped", "entries the ring had overwritten by then"),
+       field<&FlightRecord::record_id>("record_id", "the rank's running number of the collective, from 0"),
+       field<&FlightRecord::group>("process_group", "process group name, e.g. `world`, `node0`, `cross1`"),
+       field<&FlightRecord::members>("members", "the group's global ranks in group order, comma-joined"),
+       field<&FlightRecord::sequence>("sequence", "sequence number within the group (as `collectives.sequence`)"),
+       field<&FlightRecord::op>("op", "`all_to_all`, `all_gather`, `all_reduce`, `reduce_scatter`"),
+       field<&FlightRecord::name>("name", "profiling name, e.g. `output_dist/all_to_all`"),
+       field<&FlightRecord::dtype>("dtype", "element type on the wire"),
+       field<&FlightRecord::input_elements>("input_elements", "elements this rank contributes"),
+       field<&FlightRecord::output_elements>("output_elements", "elements it receives"),
+       field<&FlightRecord::step>("step", "the rank's training step when it entered the collective"),
+       field<&FlightRecord::state>("state", "`scheduled` (entered), `started` (arrived, transfer running) or `completed`"),
+       field<&FlightRecord::time_created_ns>("time_created_ns", "the rank entered the collective, ns"),
+       field<&FlightRecord::time_started_ns>("time_started_ns", "its transfer began, ns; -1 not yet"),
+       field<&FlightRecord::time_completed_ns>("time_completed_ns", "it returned on this rank, ns; -1 not yet"),
+       field<&FlightRecord::timeout_ms>("timeout_ms", "the group's collective timeout, ms")});
+  return t;
+}
+
 const RecordTable<ImportStat>& import_stats_table() {
   static const RecordTable<ImportStat> t(
       {"import_stats", "problems an importer met, one row per kind (Perfetto's stats table is the model)", {"name"}, true,

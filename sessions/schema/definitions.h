@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "embedscope/sessions/model/events.h"
+#include "embedscope/sessions/model/flight_record.h"
 #include "embedscope/sessions/schema/tables.h"
 
 namespace embedscope::sessions::schema::detail {
@@ -216,6 +217,7 @@ const RecordTable<PlanChangeRecord>& plan_changes_table();
 const RecordTable<MemoryFrame>& memory_frames_table();
 const RecordTable<MemoryStackFrame>& memory_stacks_table();
 const RecordTable<MemoryTimelinePoint>& memory_timeline_table();
+const RecordTable<FlightRecord>& flight_recorder_table();
 
 /// The view over ops with names resolved (part of every new file).
 extern const char* const kOpViewSql;

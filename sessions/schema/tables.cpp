@@ -34,7 +34,7 @@ const std::vector<TableInfo>& tables() {
       memory_snapshots_table().info, memory_blocks_table().info, id_histogram_table().info, shards_table().info,
       import_stats_table().info,
       memory_frames_table().info, memory_stacks_table().info, memory_timeline_table().info,
-      rebalances_table().info,   plan_changes_table().info};
+      rebalances_table().info,   plan_changes_table().info, flight_recorder_table().info};
   return all;
 }
 

@@ -174,6 +174,7 @@ SessionReader::SessionReader(const std::string& path) : impl_(std::make_unique<I
   has_import_stats_ = m.has_table("import_stats");
   has_rebalances_ = m.has_table("rebalances") && m.has_table("plan_changes");
   has_memory_stacks_ = m.has_table("memory_stacks");
+  has_flight_recorder_ = m.has_table("flight_recorder");
   if (meta_.empty()) {
     just_started();
     read_metadata();
@@ -332,6 +333,11 @@ std::vector<IdHistogramBucket> SessionReader::id_histogram() const {
 std::vector<RebalanceRecord> SessionReader::rebalances() const {
   if (!has_rebalances_) return {};
   return impl_->records(sd::rebalances_table(), "ORDER BY step", "reading rebalances");
+}
+
+std::vector<FlightRecord> SessionReader::flight_records() const {
+  if (!has_flight_recorder_) return {};
+  return impl_->records(sd::flight_recorder_table(), "ORDER BY rank, dump, record_id", "reading flight_recorder");
 }
 
 std::vector<PlanChangeRecord> SessionReader::plan_changes() const {

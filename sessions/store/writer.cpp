@@ -61,11 +61,12 @@ struct SessionWriter::Impl {
     std::vector<MemoryFrame> frames;
     std::vector<MemoryStackFrame> stacks;
     std::vector<MemoryTimelinePoint> timeline;
+    std::vector<FlightRecord> flight;
     std::vector<std::pair<int32_t, std::string>> new_strings;
     bool empty() const {
       return metadata.empty() && ranks.empty() && lanes.empty() && ops.empty() && collectives.empty() && load.empty() &&
              steps.empty() && memory.empty() && memory_events.empty() && snapshots.empty() && id_histogram.empty() &&
-             shards.empty() && rebalances.empty() && plan_changes.empty() && import_stats.empty() && frames.empty() && stacks.empty() && timeline.empty() && new_strings.empty();
+             shards.empty() && rebalances.empty() && plan_changes.empty() && import_stats.empty() && frames.empty() && stacks.empty() && timeline.empty() && flight.empty() && new_strings.empty();
     }
   };
 
@@ -197,6 +198,7 @@ SessionWriter::SessionWriter(const std::string& path, bool overwrite) : impl_(st
     m.prepare("mem_frame", sd::memory_frames_table().insert_sql(true));
     m.prepare("mem_stack", sd::memory_stacks_table().insert_sql(true));
     m.prepare("mem_timeline", sd::memory_timeline_table().insert_sql(true));
+    m.prepare("flight", sd::flight_recorder_table().insert_sql(true));
   } catch (...) {
     for (auto& [k, st] : m.stmts) sqlite3_finalize(st);
     sqlite3_close(m.db);
@@ -327,6 +329,15 @@ void SessionWriter::add_memory_timeline(const std::vector<MemoryTimelinePoint>& 
   impl_->pending.timeline.insert(impl_->pending.timeline.end(), points.begin(), points.end());
 }
 
+void SessionWriter::add_flight_records(std::vector<FlightRecord> records) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    auto& p = impl_->pending.flight;
+    p.insert(p.end(), std::make_move_iterator(records.begin()), std::make_move_iterator(records.end()));
+  }
+  impl_->cv.notify_all();  // a dump is written at once: a SIGKILL may follow the SIGTERM that asked for it
+}
+
 void SessionWriter::add_snapshot(MemorySnapshot snapshot) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   snapshot.id = impl_->next_snapshot_id++;
@@ -341,7 +352,7 @@ int64_t SessionWriter::ops_received() const {
 void SessionWriter::Impl::loop() {
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {
-    cv.wait_for(lock, kCommitInterval, [&] { return stop || pending.ops.size() >= kWakeOps; });
+    cv.wait_for(lock, kCommitInterval, [&] { return stop || pending.ops.size() >= kWakeOps || !pending.flight.empty(); });
     Pending batch;
     std::swap(batch, pending);
     const bool stopping = stop;
@@ -451,6 +462,7 @@ void SessionWriter::Impl::write(Pending& p) {
   insert_all("mem_frame", sd::memory_frames_table(), p.frames);
   insert_all("mem_stack", sd::memory_stacks_table(), p.stacks);
   insert_all("mem_timeline", sd::memory_timeline_table(), p.timeline);
+  insert_all("flight", sd::flight_recorder_table(), p.flight);
   exec("COMMIT");
 }
 

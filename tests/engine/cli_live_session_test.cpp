@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -96,4 +97,36 @@ TEST(CliLiveSession, ForceOverwriteRefusesASessionALiveRunWrites) {
   // once it has ended, --force-overwrite replaces it
   EXPECT_EQ(sh("$E run --preset tiny --steps 1 --force-overwrite -o live.db >/dev/null 2>&1"), 0);
   EXPECT_EQ(embedscope::sessions::SessionReader((live_scratch() / "live.db").string()).steps().size(), 2u);
+}
+
+// Signals to a running `embedscope run` (issue 18, the flight recorder): SIGUSR1 dumps every
+// rank's last collectives into the session and the run goes on; SIGTERM (what mpirun, srun and
+// a scheduler's time limit send) dumps them again and cancels after the current step, exit 0;
+// `stats` shows the dumps.
+TEST(CliLiveSession, SigusrOneAndSigtermDumpTheFlightRecorderIntoTheSession) {
+  const int rc = sh("rm -f fr.db*\n"
+                    "$E run --preset tiny --steps 400 --network-latency 2000000 --json -o fr.db >fr.json 2>fr.err &\n"
+                    "P=$!\n"
+                    "steps() { [ -s fr.db ] && sqlite3 -readonly fr.db 'SELECT count(*) FROM steps' 2>/dev/null || echo 0; }\n"
+                    "until [ \"$(steps)\" -ge 4 ]; do kill -0 $P || exit 97; sleep 0.05; done\n"
+                    "kill -USR1 $P\n"
+                    "sleep 0.5\n"
+                    "kill -TERM $P\n"
+                    "wait $P; R=$?\n"
+                    "$E stats fr.db >stats.txt 2>&1 || exit 98\n"
+                    "exit $R\n");
+  ASSERT_EQ(rc, 0) << slurp(live_scratch() / "fr.err");
+  const auto j = nlohmann::json::parse(slurp(live_scratch() / "fr.json"));
+  EXPECT_EQ(j["ended"], "cancelled");
+  embedscope::sessions::SessionReader r((live_scratch() / "fr.db").string());
+  EXPECT_EQ(r.status(), "cancelled");
+  EXPECT_LT(r.steps().size(), 800u);  // cancelled before its 400 steps x 2 ranks
+  std::map<std::pair<int32_t, int32_t>, std::string> dumps;  // (rank, dump) -> reason
+  for (const auto& e : r.flight_records()) dumps[{e.rank, e.dump}] = e.reason;
+  const std::map<std::pair<int32_t, int32_t>, std::string> want{
+      {{0, 0}, "SIGUSR1"}, {{0, 1}, "SIGTERM"}, {{1, 0}, "SIGUSR1"}, {{1, 1}, "SIGTERM"}};
+  EXPECT_EQ(dumps, want);
+  const std::string stats = slurp(live_scratch() / "stats.txt");
+  EXPECT_NE(stats.find("flight recorder (each rank's last dump of its last collectives)"), std::string::npos) << stats;
+  EXPECT_NE(stats.find("SIGTERM"), std::string::npos) << stats;
 }

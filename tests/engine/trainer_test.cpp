@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
+#include <thread>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -11,6 +13,7 @@
 #include "embedscope/engine/memory/memory.h"
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/workload/presets.h"
+#include "embedscope/sessions/analysis/flight_recorder.h"
 #include "embedscope/sessions/store/session.h"
 
 using namespace embedscope::engine;
@@ -113,6 +116,84 @@ TEST(Trainer, RankThatNeverArrivesEndsTheRunAsHang) {
   EXPECT_GT(reserved[0], 0);
   EXPECT_GT(reserved[1], 0);
   EXPECT_EQ(reserved.count(2), 0u);
+  std::filesystem::remove(opt.session_path);
+}
+
+// The hang above, as the flight recorder tells it: every rank's ring is dumped into the session
+// when the run ends "hang", and the analysis names the rank that did not arrive, the
+// collective (group and sequence) and the ranks that waited in it.
+TEST(Trainer, AHangDumpsEveryRanksFlightRecorderAndTheAnalysisNamesTheMissingRank) {
+  WorkloadSpec s = tiny(3);
+  s.collective_timeout_ms = 800;
+  TrainerOptions opt;
+  opt.vanish = {2, 4};  // rank 2 stops at the world group's 4th collective
+  opt.session_path = (std::filesystem::temp_directory_path() / ("es_hang_fr_" + std::to_string(getpid()) + ".db")).string();
+  RunResult r = run_training(s, plan_sharding(s), opt);
+  ASSERT_EQ(r.ended, RunEnd::hang) << r.error;
+  embedscope::sessions::SessionReader session(opt.session_path);
+  const auto recs = session.flight_records();
+  std::map<int32_t, std::vector<embedscope::sessions::FlightRecord>> by_rank;
+  for (const auto& e : recs) by_rank[e.rank].push_back(e);
+  ASSERT_EQ(by_rank.size(), 3u);
+  for (int rank = 0; rank < 3; ++rank) {
+    const auto& v = by_rank[rank];
+    ASSERT_FALSE(v.empty()) << rank;
+    EXPECT_EQ(v.front().reason, "collective timeout");
+    EXPECT_EQ(v.front().dump, 0);
+    std::vector<uint64_t> world;
+    for (const auto& e : v)
+      if (e.group == "world") world.push_back(e.sequence);
+    // ranks 0 and 1 entered world#1..#4 (#4 never completed); rank 2 stopped before #4
+    const std::vector<uint64_t> want = rank == 2 ? std::vector<uint64_t>{1, 2, 3} : std::vector<uint64_t>{1, 2, 3, 4};
+    EXPECT_EQ(world, want) << rank;
+    for (const auto& e : v) EXPECT_EQ(e.state, e.sequence == 4 ? "started" : "completed") << rank << " #" << e.sequence;
+  }
+  const auto a = embedscope::sessions::analyze_flight_records(session);
+  ASSERT_FALSE(a.findings.empty());
+  const auto& f = a.findings.front();
+  EXPECT_EQ(f.kind, embedscope::sessions::FlightFinding::Kind::not_reached) << f.text;
+  EXPECT_EQ(f.ranks, std::vector<int32_t>{2});
+  EXPECT_EQ(f.sequences, std::vector<uint64_t>{4});
+  EXPECT_NE(f.text.find("rank 2 did not reach "), std::string::npos) << f.text;
+  EXPECT_NE(f.text.find("input_dist/lengths"), std::string::npos) << f.text;
+  EXPECT_NE(f.text.find("(group world, sequence 4), which ranks 0, 1 wait in"), std::string::npos) << f.text;
+  std::filesystem::remove(opt.session_path);
+}
+
+// A complete run writes no dump unless asked; a request (what SIGUSR1 makes) dumps every rank
+// while the run goes on.
+TEST(Trainer, AFlightDumpRequestDumpsEveryRankAndTheRunGoesOn) {
+  WorkloadSpec s = tiny(2);
+  s.steps = 6;
+  FlightDumpRequest req;
+  TrainerOptions opt;
+  opt.flight_dump = &req;
+  opt.session_path = (std::filesystem::temp_directory_path() / ("es_fr_req_" + std::to_string(getpid()) + ".db")).string();
+  opt.on_step = [&](const StepProgress& p) {
+    if (p.step == 2) {
+      req.signal = SIGUSR1;
+      req.count.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the watcher polls every 20 ms
+    }
+  };
+  RunResult r = run_training(s, plan_sharding(s), opt);
+  ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
+  embedscope::sessions::SessionReader session(opt.session_path);
+  const auto recs = session.flight_records();
+  std::set<int32_t> ranks;
+  for (const auto& e : recs) {
+    ranks.insert(e.rank);
+    EXPECT_EQ(e.reason, "SIGUSR1");
+    EXPECT_EQ(e.dump, 0);
+    EXPECT_LE(e.step, 2);  // dumped after the second measured step, while rank 1 may be in the third
+  }
+  EXPECT_EQ(ranks, (std::set<int32_t>{0, 1}));
+  std::filesystem::remove(opt.session_path);
+  opt.flight_dump = nullptr;
+  opt.on_step = nullptr;
+  r = run_training(s, plan_sharding(s), opt);
+  ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
+  EXPECT_TRUE(embedscope::sessions::SessionReader(opt.session_path).flight_records().empty());
   std::filesystem::remove(opt.session_path);
 }
 

@@ -3,7 +3,7 @@
 // removed at the end) and a fresh run id, starts N processes of this executable as
 // `run RUN-ARGS --rank R --world-size N --rendezvous file://DIR --run-id ID -o STEM.rank{rank}.db
 // --json`, each in a process group of its own, streams their stderr prefixed "[rank R] ",
-// forwards Ctrl-C (SIGINT) to every child, and, when a child dies of a signal, writes its
+// forwards Ctrl-C (SIGINT), SIGTERM and SIGUSR1 (the flight recorder dump) to every child, and, when a child dies of a signal, writes its
 // death into the store (report_dead_rank: the others, whose collectives broke, name it at once)
 // and kills (SIGKILL) the ones still running --kill-after seconds later. Then it merges the rank sessions into the
 // run's -o (default embedscope-YYYYmmdd-HHMMSS.db) with sessions::merge_sessions, as `embedscope
@@ -13,6 +13,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+
+#include <tuple>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,6 +48,11 @@ namespace {
 
 std::atomic<int> g_interrupts{0};
 extern "C" void on_launch_sigint(int) { g_interrupts.fetch_add(1); }
+// SIGTERM and SIGUSR1 to launch go on to every rank: each dumps its flight recorder (and
+// SIGTERM cancels it after its current step)
+std::atomic<int> g_terms{0}, g_usr1s{0};
+extern "C" void on_launch_sigterm(int) { g_terms.fetch_add(1); }
+extern "C" void on_launch_sigusr1(int) { g_usr1s.fetch_add(1); }
 
 struct LaunchState {
   int n = 0;
@@ -194,6 +201,13 @@ int cmd_launch(const LaunchState& s) {
   sa.sa_handler = on_launch_sigint;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_sa);
+  struct sigaction sa_term {}, sa_usr1 {}, old_term {}, old_usr1 {};
+  sa_term.sa_handler = on_launch_sigterm;
+  sa_usr1.sa_handler = on_launch_sigusr1;
+  sigemptyset(&sa_term.sa_mask);
+  sigemptyset(&sa_usr1.sa_mask);
+  sigaction(SIGTERM, &sa_term, &old_term);
+  sigaction(SIGUSR1, &sa_usr1, &old_usr1);
   signal(SIGPIPE, SIG_IGN);
   for (int r = 0; r < s.n; ++r) {
     Child& c = kids[static_cast<size_t>(r)];
@@ -207,7 +221,7 @@ int cmd_launch(const LaunchState& s) {
       args.push_back(a);
     spawn(c, exe, args);
   }
-  int forwarded = 0;
+  int forwarded = 0, forwarded_terms = 0, forwarded_usr1s = 0;
   std::chrono::steady_clock::time_point kill_at{};
   bool kill_armed = false, killed = false;
   std::string first_death;
@@ -246,6 +260,13 @@ int cmd_launch(const LaunchState& s) {
       for (auto& c : kids)
         if (!c.exited) kill(c.pid, SIGINT);
     }
+    for (auto [pending, done, sig, what] : {std::tuple{&g_terms, &forwarded_terms, SIGTERM, "SIGTERM"},
+                                            std::tuple{&g_usr1s, &forwarded_usr1s, SIGUSR1, "SIGUSR1"}})
+      for (const int n = pending->load(); *done < n; ++*done) {
+        fmt::print(stderr, "embedscope launch: forwarding {} to every rank\n", what);
+        for (auto& c : kids)
+          if (!c.exited) kill(c.pid, sig);
+      }
     if (kill_armed && !killed && std::chrono::steady_clock::now() >= kill_at) {
       killed = true;
       for (auto& c : kids)
@@ -271,6 +292,8 @@ int cmd_launch(const LaunchState& s) {
     }
   }
   sigaction(SIGINT, &old_sa, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  sigaction(SIGUSR1, &old_usr1, nullptr);
   std::error_code ec;
   fs::remove_all(dir, ec);
 

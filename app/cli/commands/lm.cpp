@@ -131,7 +131,10 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
   es::LmRunOptions opt;
   opt.session_path = output;
   opt.overwrite = overwrite;
-  if (!simulated) opt.cancel = &cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
+  if (!simulated) {
+    opt.cancel = &cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
+    opt.flight_dump = &flight_dump_on_signals();
+  }
   es::LmSimulateOptions sim;
   sim.session_path = output;
   sim.overwrite = overwrite;

@@ -98,6 +98,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   if (!process_from.empty())
     opt.process = {proc.rank, proc.rendezvous, proc.run_id, proc.host, proc.node, proc.local_rank};
   opt.cancel = &cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
+  opt.flight_dump = &flight_dump_on_signals();
   const int64_t every = std::max<int64_t>(1, spec.steps / 10);
   auto last_print = std::chrono::steady_clock::now();
   opt.on_step = [&, simulated](const es::StepProgress& p) {

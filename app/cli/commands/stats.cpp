@@ -18,6 +18,8 @@
 #include "embedscope/sessions/analysis/rebalance_effect.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
+#include "embedscope/sessions/analysis/flight_recorder.h"
+#include "output/flight_recorder_text.h"
 #include "output/gpu_kernels_text.h"
 #include "output/memory_text.h"
 #include "output/output.h"
@@ -122,6 +124,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   const auto memory = memory_only || session.meta("import_format") == "torch_memory_snapshot"
                           ? ss::analyze_memory(session)
                           : std::vector<ss::RankMemoryAnalysis>{};
+  const ss::FlightAnalysis flight = ss::analyze_flight_records(session);
   if (as_json) {
     json j{{"session", file},
            {"ended", st.ended},
@@ -191,6 +194,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     j["overlap_definition"] = "thread level: host spans of compute vs comm ops per rank, clipped to step windows";
     if (!kernels.empty()) j["gpu_kernels"] = gpu_kernels_json(kernels, keep_last_step);
     if (!memory.empty()) j["memory"] = memory_json(memory);
+    if (!flight.empty()) j["flight_recorder"] = flight_recorder_json(flight);
     if (imported) {
       j["imported"] = {{"format", session.meta("import_format")}, {"producer", session.meta("import_producer")},
                        {"sources", json::parse(session.meta("import_sources_json", "[]"), nullptr, false)}};
@@ -233,6 +237,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     std::cout << fmt::format("pipeline     {} (the stored workload is unreadable: {})\n", session.meta("pipeline", "base"),
                              e.what());
   }
+  if (!flight.empty()) std::cout << "\n" << flight_recorder_text(flight);
   if (st.steps == 0 && !memory.empty()) {  // a memory snapshot: its allocator history is what there is
     std::cout << "\n" << memory_text(memory);
     if (!kernel_text.empty()) std::cout << "\n" << kernel_text;

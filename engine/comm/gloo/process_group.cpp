@@ -144,12 +144,21 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
   if (vanish_at_ != 0 && seq >= vanish_at_)
     throw RankVanished(fmt::format("rank {} vanished before {} '{}' (group {}, sequence {})",
                                    members_[static_cast<size_t>(group_rank_)], kind, op_name, name_, seq));
+  const char* dtype = splits.dtype ? splits.dtype : dtype_name(splits.elem_size);
+  FlightRecorder::Id flight = -1;
+  if (flight_) {
+    int64_t in = splits.elements, out = splits.elements;
+    if (!splits.send.empty()) in = std::accumulate(splits.send.begin(), splits.send.end(), int64_t{0});
+    if (!splits.recv.empty()) out = std::accumulate(splits.recv.begin(), splits.recv.end(), int64_t{0});
+    flight = flight_->scheduled(name_, members_, seq, kind, op_name, dtype, in, out, timeout_.count());
+  }
   if (closed_)
     throw CollectiveError(fmt::format("{} not started: this rank closed its connections after an earlier failure",
                                       collective_head(kind, op_name, name_, seq)),
                           name_, seq, {});
   auto& rimpl = rv_->impl();
   rimpl.store->set(arrival_key(name_, seq, group_rank_), {1});
+  if (flight_) flight_->started(flight);
   ++counters_.collectives;
   try {
     body(static_cast<uint32_t>(seq & 0xffffff));
@@ -196,6 +205,7 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
     }
     std::this_thread::sleep_until(steady_start + std::chrono::nanoseconds(min_ns));
   }
+  if (flight_) flight_->completed(flight);
   if (observer_) {
     sessions::CollectiveRecord r;
     r.rank = members_[static_cast<size_t>(group_rank_)];
@@ -203,7 +213,7 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
     r.name = op_name;
     r.group = name_;
     r.sequence = seq;
-    r.dtype = splits.dtype ? splits.dtype : dtype_name(splits.elem_size);
+    r.dtype = dtype;
     r.start_ns = start;
     r.end_ns = clock_ ? clock_->now_ns() : 0;
     r.bytes_sent = counters_.bytes_sent - before.bytes_sent;
@@ -371,11 +381,11 @@ void ProcessGroup::all_gather_impl(const char* op_name, const void* send, void* 
 void ProcessGroup::all_reduce_impl(const char* op_name, float* data, int64_t count,
                                    void (*reduce)(void*, const void*, const void*, size_t)) {
   if (count == 0 || size() == 1) {
-    run("all_reduce", op_name, {{}, {}, sizeof(float)}, [](uint32_t) {});
+    run("all_reduce", op_name, {{}, {}, sizeof(float), nullptr, 0, true, count}, [](uint32_t) {});
     return;
   }
   const int64_t ring_bytes = all_reduce_bytes(count, size(), sizeof(float)).sent;
-  run("all_reduce", op_name, {{}, {}, sizeof(float), nullptr, ring_bytes, true}, [&](uint32_t tag) {
+  run("all_reduce", op_name, {{}, {}, sizeof(float), nullptr, ring_bytes, true, count}, [&](uint32_t tag) {
     gloo::AllreduceOptions opts(impl_->ctx);
     opts.setOutput(data, static_cast<size_t>(count));
     opts.setReduceFunction(reduce);

@@ -2,6 +2,8 @@
 // and gathers the run's result.
 #include "executor.h"
 
+#include "flight_dump_watcher.h"
+
 #include <numeric>
 
 #include <nlohmann/json.hpp>
@@ -41,6 +43,9 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
   const int n_local = static_cast<int>(local_ranks_.size());
   sh.session = session;
   for (int r : local_ranks_) ranks_.push_back(std::make_unique<Rank>(sh, r));
+  FlightDumpWatcher watcher(session ? sh.opt.flight_dump : nullptr, [this](const std::string& reason) {
+    for (const auto& r : ranks_) r->dump_flight_recorder(reason);
+  });
   std::vector<std::thread> threads;
   for (int i = 0; i < n_local; ++i) {
     const int r = local_ranks_[static_cast<size_t>(i)];
@@ -72,6 +77,7 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     });
   }
   for (auto& t : threads) t.join();
+  watcher.stop();
 
   result.samples_per_step = spec.batch_size * W;
   if (!sh.errors.empty()) {  // the first failure that is not a consequence of another's
@@ -79,6 +85,10 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     result.ended = first.kind;
     result.bad_input = first.bad_input;
     result.error = first.message;
+    // every local rank's last collectives: where each stood when the run failed
+    const std::string reason =
+        first.kind == RunEnd::hang ? std::string("collective timeout") : fmt::format("run ended {}", to_string(first.kind));
+    for (auto& r : ranks_) r->dump_flight_recorder(reason);
   }
   for (auto& r : ranks_) {
     result.ranks.push_back(r->summary);

@@ -2,6 +2,8 @@
 // step programs op by op, what each rank records, and how the run ended.
 #include "lm_executor.h"
 
+#include "flight_dump_watcher.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -118,6 +120,7 @@ void LmExecutor::run_rank(int r, LmRunResult& result) {
   std::vector<int> members(static_cast<size_t>(spec_.world_size));
   for (int k = 0; k < spec_.world_size; ++k) members[static_cast<size_t>(k)] = k;
   ProcessGroup pg(rendezvous_, "world", members, r, std::chrono::milliseconds(opt_.collective_timeout_ms));
+  pg.set_flight_recorder(flight_[static_cast<size_t>(r)].get());
   pg.set_observer(&tracer_.clock(), [&](sessions::CollectiveRecord&& c) {
     c.step = rr.step.load();
     // the comm lane: a span per collective (called on the comm worker, which owns the lane),
@@ -177,6 +180,7 @@ void LmExecutor::run_rank(int r, LmRunResult& result) {
     for (const ProgramOp& op : program.ops) names.push_back(exec::intern_op_name(op.name));
     for (int64_t st = 0; st < spec_.steps; ++st) {
       rr.step = st;
+      flight_[static_cast<size_t>(r)]->set_step(st);
       const int64_t t0 = tracer_.now_ns();
       model.begin_step(st);
       for (const ProgramOp& op : program.ops) {
@@ -259,6 +263,12 @@ void LmExecutor::run(sessions::SessionWriter* session, LmRunResult& result) {
   result.losses.clear();
   result.step_ns.clear();
   const int64_t start = tracer_.now_ns();
+  flight_.clear();
+  for (int r = 0; r < p; ++r)
+    flight_.push_back(std::make_unique<FlightRecorder>(r, flight_recorder_default_capacity(), &tracer_.clock()));
+  int32_t dumps = 0;
+  FlightDumpWatcher watcher(session ? opt_.flight_dump : nullptr,
+                            [&](const std::string& reason) { dump_flight_recorders(dumps++, reason); });
   std::vector<std::thread> threads;
   for (int r = 0; r < p; ++r)
     threads.emplace_back([this, r, &result] {
@@ -272,6 +282,7 @@ void LmExecutor::run(sessions::SessionWriter* session, LmRunResult& result) {
       }
     });
   for (auto& t : threads) t.join();
+  watcher.stop();
   result.wall_ns = tracer_.now_ns() - start;
   std::sort(result.ops.begin(), result.ops.end(), [](const auto& a, const auto& b) {
     return std::tie(a.start_ns, a.rank, a.lane) < std::tie(b.start_ns, b.rank, b.lane);
@@ -280,7 +291,15 @@ void LmExecutor::run(sessions::SessionWriter* session, LmRunResult& result) {
     const RankError first = first_failure(errors_);
     result.ended = first.kind;
     result.error = first.message;
+    dump_flight_recorders(dumps++, first.kind == RunEnd::hang ? std::string("collective timeout")
+                                                              : fmt::format("run ended {}", to_string(first.kind)));
   }
+}
+
+void LmExecutor::dump_flight_recorders(int32_t dump, const std::string& reason) {
+  if (!session_) return;
+  for (const auto& f : flight_)
+    if (f->recorded() > 0) session_->add_flight_records(f->dump(dump, reason));
 }
 
 }  // namespace embedscope::engine::threaded

@@ -54,6 +54,9 @@ class LmExecutor {
   sessions::SessionWriter* session_ = nullptr;
   std::mutex mu_;  // the session writer's shared tables, result.collectives / ops, errors_
   std::vector<RankError> errors_;
+  std::vector<std::unique_ptr<FlightRecorder>> flight_;  // per rank: its world group's last collectives
+  /// Writes every rank's flight recorder into the session as dump `dump`, with `reason`.
+  void dump_flight_recorders(int32_t dump, const std::string& reason);
   struct StepVote;
   std::unique_ptr<StepVote> vote_;  // every rank's decision to go on, taken together before each step
 };

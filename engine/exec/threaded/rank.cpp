@@ -138,6 +138,7 @@ void Rank::setup() {
   auto gloo = [&](std::string name, std::vector<int> members, int group_rank) {
     auto pg = std::make_unique<ProcessGroup>(sh_.rv, std::move(name), std::move(members), group_rank, timeout);
     pg->set_network(spec.network, L_.local);
+    pg->set_flight_recorder(&flight_);
     return pg;
   };
   if (!world_) {
@@ -281,6 +282,7 @@ void Rank::main() {
       counter_base_ = {bytes_sent(), bytes_received()};
     }
     current_step_ = step_of(it);
+    flight_.set_step(step_of(it));
     const int64_t t0 = sh_.tracer.now_ns();
     const bool stop = step(it);
     if (sh_.spec.memory.compaction > 0 && (it + 1) % sh_.spec.memory.compaction == 0) {

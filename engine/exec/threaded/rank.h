@@ -297,6 +297,9 @@ class Rank final : public sharding::RankContext {
   Layout layout_;      // of plan_
   const Layout& L_;
   int me_;
+  // the last collectives of this rank's Gloo groups (comm/flight_recorder.h), and its dumps so far
+  FlightRecorder flight_{me_, flight_recorder_default_capacity(), &sh_.tracer.clock()};
+  std::atomic<int32_t> flight_dumps_{0};
   const detail::RankDevice* gpu_ = gpu_of(sh_, me_);  // nullptr on the cpu backend
   DeviceArena arena_;  // declared before every buffer it accounts, so it outlives them
 
@@ -354,6 +357,13 @@ class Rank final : public sharding::RankContext {
   // warm-up had no counter at all, and the summary read "peak reserved 0 B" for it.
   void record_memory_at_failure() {
     if (sh_.session && memory_step_ != current_step_.load()) record_counters(current_step_.load());
+  }
+  /// Writes this rank's collective flight recorder into the session as its next dump, with
+  /// `reason`; nothing without a session or before the rank's first collective. Any thread.
+  void dump_flight_recorder(const std::string& reason) {
+    if (!sh_.session || flight_.recorded() == 0) return;
+    auto rows = flight_.dump(flight_dumps_.fetch_add(1), reason);
+    sh_.session->add_flight_records(std::move(rows));
   }
 
  private:

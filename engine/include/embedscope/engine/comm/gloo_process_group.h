@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "embedscope/engine/comm/flight_recorder.h"
 #include "embedscope/engine/quant/quant.h"
 #include "embedscope/engine/workload/spec.h"
 #include "embedscope/profiler/tracer.h"
@@ -200,6 +201,12 @@ class ProcessGroup {
     observer_ = std::move(observer);
   }
 
+  /// Records every collective of this group, as it is entered, arrives and completes, in
+  /// `recorder` (the rank's flight recorder, which must outlive the group's collectives; null:
+  /// none). The split-size check of an all-to-all is a collective of its own there (it has its
+  /// own sequence number), as in the collectives table.
+  void set_flight_recorder(FlightRecorder* recorder) { flight_ = recorder; }
+
   /// Test hook: this rank stops arriving from group sequence `seq` on (throws RankVanished
   /// instead of joining), so that its peers time out as they would with a hung rank.
   void vanish_at(uint64_t seq) { vanish_at_ = seq; }
@@ -224,6 +231,7 @@ class ProcessGroup {
     const char* dtype = nullptr;      // record's dtype; null: from elem_size
     int64_t ring_bytes = 0;           // all-reduce: bytes to the next rank (and from the previous)
     bool paced = true;                // false: exempt from the network emulation
+    int64_t elements = 0;             // all-reduce: elements reduced (the flight recorder's sizes)
   };
   template <class F>
   void run(const char* kind, const char* op_name, Splits splits, F&& body);
@@ -249,6 +257,7 @@ class ProcessGroup {
   CommCounters counters_;
   const profiler::RunClock* clock_ = nullptr;
   Observer observer_;
+  FlightRecorder* flight_ = nullptr;
   NetworkSpec network_;
   int local_world_size_ = 1;
   int64_t last_emulated_ns_ = 0;

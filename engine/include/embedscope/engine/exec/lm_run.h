@@ -37,6 +37,9 @@ struct LmRunOptions {
   /// Set (e.g. from a SIGINT handler) to stop every rank after the same step; the run ends
   /// "cancelled" with the steps that ran.
   const std::atomic<bool>* cancel = nullptr;
+  /// Dump requests for the ranks' collective flight recorders, as TrainerOptions::flight_dump
+  /// (null: a ring is dumped only when the run ends by a failure).
+  const FlightDumpRequest* flight_dump = nullptr;
 };
 
 /// What one rank ended with.

@@ -73,6 +73,19 @@ struct StepProgress {
   double loss = 0;
 };
 
+/// Requests to dump the collective flight recorders (comm/flight_recorder.h) while a run goes
+/// on, e.g. from a signal handler (async-signal-safe: two lock-free stores): set `signal` to the
+/// signal's number, then increment `count`. Each change of `count` that the run sees makes every
+/// rank of this process write its ring into the session (table `flight_recorder`) with the
+/// reason "SIGUSR1", "SIGTERM", "SIGINT" ("request" for another number or 0) within about 20 ms.
+struct FlightDumpRequest {
+  std::atomic<int> count{0};
+  std::atomic<int> signal{0};
+};
+
+/// "SIGUSR1", "SIGUSR2", "SIGTERM", "SIGINT", "SIGQUIT", else "request".
+const char* flight_dump_reason(int signal);
+
 struct TrainerOptions {
   bool trace = true;  ///< record op spans (RunResult::events)
   /// Called from rank 0's thread after every step.
@@ -95,6 +108,11 @@ struct TrainerOptions {
   bool session_overwrite = false;
   /// Set (e.g. from a SIGINT handler) to stop after the current step; the run ends "cancelled".
   const std::atomic<bool>* cancel = nullptr;
+  /// Dump requests for the ranks' collective flight recorders (cpu backend; null: none). Without
+  /// a request a ring is dumped only when the run ends by a failure (a collective timeout, a
+  /// crash, an OOM), with the reason "collective timeout" or "run ended <how>". The rings keep
+  /// flight_recorder_default_capacity() entries (EMBEDSCOPE_FR_BUFFER_SIZE).
+  const FlightDumpRequest* flight_dump = nullptr;
   /// Test hook: on the cpu backend, run the cuda executor's device path with host memory
   /// standing in for each GPU (the weights, lookup, row optimizer and MLP layers behind the same
   /// copies, on the CPU kernels; Gloo collectives), so that path is tested without a GPU.

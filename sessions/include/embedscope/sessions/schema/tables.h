@@ -16,6 +16,9 @@
 //   5  import_stats (problems an importer counted; empty for sessions Embedscope ran);
 //      memory_frames, memory_stacks, memory_timeline; memory_events.stream / stack_id,
 //      memory_blocks.stream / stack_id / pending_free (imported PyTorch memory snapshots)
+//   6  rebalances, plan_changes (live rebalancing)
+//   7  plan_changes.from_type / to_type / row_offset / num_rows (a table changed to row_wise)
+//   8  flight_recorder (each rank's last collectives, dumped on a timeout, a failure or a signal)
 
 #include <string>
 #include <string_view>
@@ -24,7 +27,7 @@
 namespace embedscope::sessions {
 
 /// The schema version this build writes and reads (PRAGMA user_version).
-constexpr int kSchemaVersion = 7;
+constexpr int kSchemaVersion = 8;
 
 }  // namespace embedscope::sessions
 

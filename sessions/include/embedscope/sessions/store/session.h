@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "embedscope/sessions/model/events.h"
+#include "embedscope/sessions/model/flight_record.h"
 #include "embedscope/sessions/schema/tables.h"  // kSchemaVersion
 
 namespace embedscope::sessions {
@@ -98,6 +99,10 @@ class SessionWriter {
   void add_memory_stacks(const std::vector<MemoryStackFrame>& rows);
   /// Memory counters after trace entries (table `memory_timeline`, schema 5).
   void add_memory_timeline(const std::vector<MemoryTimelinePoint>& points);
+  /// Stores a dump of a rank's collective flight recorder (table `flight_recorder`, schema 8),
+  /// and wakes the writer so that it is committed at once rather than at the next interval; a
+  /// second record of the same (rank, dump, record_id) replaces the first.
+  void add_flight_records(std::vector<FlightRecord> records);
   /// Stores a snapshot (its id is assigned here).
   void add_snapshot(MemorySnapshot snapshot);
   /// Flushes everything, records `ended` and `message`, checkpoints the WAL into the file,
@@ -189,6 +194,9 @@ class SessionReader {
   /// The problems an importer counted, ordered by name (schema 5; empty for older files and for
   /// sessions Embedscope ran).
   std::vector<ImportStat> import_stats() const;
+  /// Every dump of the ranks' collective flight recorders, ordered by (rank, dump, record_id);
+  /// empty for files before schema 8 and runs that never dumped.
+  std::vector<FlightRecord> flight_records() const;
 
  private:
   struct Impl;
@@ -203,6 +211,7 @@ class SessionReader {
   bool has_import_stats_ = false;
   bool has_rebalances_ = false;
   bool has_memory_stacks_ = false;
+  bool has_flight_recorder_ = false;
 };
 
 }  // namespace embedscope::sessions

@@ -1,0 +1,82 @@
+#pragma once
+// The collective flight recorder of one rank: a ring buffer of its last N collectives, with the
+// state each reached, for finding out after a hang which rank did not reach which collective.
+//
+// Modelled on PyTorch's NCCL flight recorder (torch/csrc/distributed/c10d/FlightRecorder.hpp:
+// a ring of entries with record_id, process group, collective_seq_id, profiling name, sizes,
+// state scheduled / started / completed and their times; dumped on a watchdog timeout or on
+// request). Here a ProcessGroup (comm/gloo_process_group.h) records each collective it runs:
+//   scheduled  the rank entered the collective and took its sequence number,
+//   started    it marked its arrival in the store and its transfer began,
+//   completed  the collective returned on this rank (a collective that threw stays started).
+// The threaded executor dumps every local rank's ring into the session (table
+// `flight_recorder`) when a run ends by a failure and when asked by a signal
+// (TrainerOptions::flight_dump); sessions/analysis/flight_recorder.h reads the dumps.
+//
+// Thread-safe: a rank's collectives run on its comm worker while a dump may be taken on another
+// thread. Each call takes one mutex for a few stores; no allocation once the ring is full
+// except the entry's strings.
+
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "embedscope/profiler/tracer.h"
+#include "embedscope/sessions/model/flight_record.h"
+
+namespace embedscope::engine {
+
+/// Entries a ring keeps by default: EMBEDSCOPE_FR_BUFFER_SIZE when set (0 turns recording off;
+/// an unparsable or negative value counts as the default), else 2,000 (PyTorch's
+/// TORCH_FR_BUFFER_SIZE default). Read once per process.
+size_t flight_recorder_default_capacity();
+
+class FlightRecorder {
+ public:
+  /// A ring of `capacity` entries (0: records nothing, dumps are empty) for global rank `rank`,
+  /// times from `clock` (the run's clock, ns; null: steady_clock ns since the recorder was made).
+  FlightRecorder(int rank, size_t capacity, const profiler::RunClock* clock = nullptr);
+
+  /// The entry a collective is recorded under (pass it to started() / completed()); -1 when the
+  /// recorder keeps nothing.
+  using Id = int64_t;
+
+  /// Records that this rank entered collective `sequence` of group `group` (global ranks
+  /// `members` in group order): state scheduled, time created now. `input_elements` and
+  /// `output_elements` are the elements this rank sends and receives in total. Overwrites the
+  /// oldest entry when the ring is full (counted in dropped()).
+  Id scheduled(const std::string& group, std::span<const int> members, uint64_t sequence, const char* op,
+               const char* name, const char* dtype, int64_t input_elements, int64_t output_elements,
+               int64_t timeout_ms);
+  /// The entry's state becomes started (time started now). No-op when the entry has left the ring.
+  void started(Id id);
+  /// The entry's state becomes completed (time completed now). No-op when it has left the ring.
+  void completed(Id id);
+  /// The training step later entries are recorded under (the rank sets it as it goes).
+  void set_step(int64_t step);
+
+  /// The entries still in the ring, oldest first, as rows of dump number `dump` (the caller
+  /// numbers its dumps), with `reason` and the dump time filled in. Safe while collectives run.
+  std::vector<sessions::FlightRecord> dump(int32_t dump, const std::string& reason) const;
+  /// Entries overwritten so far.
+  int64_t dropped() const;
+  /// Entries recorded so far (kept or dropped).
+  int64_t recorded() const;
+  size_t capacity() const { return ring_.size(); }
+
+ private:
+  int64_t now_ns() const;
+  sessions::FlightRecord* find(Id id);  // caller holds mu_
+
+  int rank_;
+  const profiler::RunClock* clock_;
+  int64_t origin_ns_ = 0;  // steady_clock at construction (no clock)
+  mutable std::mutex mu_;
+  std::vector<sessions::FlightRecord> ring_;
+  int64_t next_id_ = 0;  // record_id of the next entry
+  int64_t step_ = 0;
+};
+
+}  // namespace embedscope::engine

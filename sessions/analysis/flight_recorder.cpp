@@ -1,0 +1,294 @@
+// Where a run's collectives stopped, from the ranks' flight recorder dumps.
+#include "embedscope/sessions/analysis/flight_recorder.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::sessions {
+
+namespace {
+
+std::vector<int32_t> parse_members(const std::string& s) {
+  std::vector<int32_t> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    try {
+      size_t used = 0;
+      const std::string part = s.substr(i, j - i);
+      const int v = std::stoi(part, &used);
+      if (used != part.size()) return {};
+      out.push_back(v);
+    } catch (const std::exception&) {
+      return {};
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
+// "all_reduce 'dense/allreduce' (group world, sequence 7)"
+std::string describe(const FlightRecord& e) {
+  return fmt::format("{} '{}' (group {}, sequence {})", e.op, e.name, e.group, e.sequence);
+}
+
+std::string rank_list(const std::vector<int32_t>& ranks) {
+  return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", fmt::join(ranks, ", "));
+}
+
+// The entries of each rank's last dump, by rank, in record order.
+std::map<int32_t, std::vector<const FlightRecord*>> last_dumps(const std::vector<FlightRecord>& records) {
+  std::map<int32_t, int32_t> last;
+  for (const auto& r : records) {
+    auto [it, fresh] = last.try_emplace(r.rank, r.dump);
+    if (!fresh) it->second = std::max(it->second, r.dump);
+  }
+  std::map<int32_t, std::vector<const FlightRecord*>> out;
+  for (const auto& r : records)
+    if (r.dump == last[r.rank]) out[r.rank].push_back(&r);
+  for (auto& [rank, v] : out)
+    std::sort(v.begin(), v.end(), [](const auto* a, const auto* b) { return a->record_id < b->record_id; });
+  return out;
+}
+
+}  // namespace
+
+const char* to_string(FlightFinding::Kind k) {
+  switch (k) {
+    case FlightFinding::Kind::opposite_order: return "opposite_order";
+    case FlightFinding::Kind::mismatch: return "mismatch";
+    case FlightFinding::Kind::not_reached: return "not_reached";
+    case FlightFinding::Kind::no_dump: return "no_dump";
+  }
+  return "not_reached";
+}
+
+FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, int world_size) {
+  FlightAnalysis a;
+  if (records.empty()) return a;
+  const auto dumps = last_dumps(records);
+  // --- the ranks: the world, every rank that dumped, every member of a group
+  std::set<int32_t> all_ranks;
+  for (int r = 0; r < world_size; ++r) all_ranks.insert(r);
+  std::map<std::string, std::vector<int32_t>> members;  // first dump naming the group wins
+  std::vector<FlightFinding> mismatches;
+  std::set<std::string> member_mismatch_reported;
+  for (const auto& [rank, entries] : dumps) {
+    all_ranks.insert(rank);
+    for (const auto* e : entries) {
+      auto m = parse_members(e->members);
+      for (int32_t x : m) all_ranks.insert(x);
+      auto [it, fresh] = members.try_emplace(e->group, m);
+      if (!fresh && it->second != m && member_mismatch_reported.insert(e->group).second) {
+        FlightFinding f;
+        f.kind = FlightFinding::Kind::mismatch;
+        f.ranks = {rank};
+        f.groups = {e->group};
+        f.text = fmt::format("rank {} has group {} with members {}, another rank with members {}", rank, e->group,
+                             e->members, fmt::join(it->second, ","));
+        mismatches.push_back(std::move(f));
+      }
+    }
+  }
+  for (int32_t r : all_ranks) {
+    FlightRankState s;
+    s.rank = r;
+    if (auto it = dumps.find(r); it != dumps.end() && !it->second.empty()) {
+      const auto& v = it->second;
+      s.dumped = true;
+      s.dump = v.front()->dump;
+      s.reason = v.front()->reason;
+      s.dump_time_ns = v.front()->dump_time_ns;
+      s.ring_dropped = v.front()->ring_dropped;
+      s.entries = static_cast<int64_t>(v.size());
+      for (const auto* e : v) {
+        if (e->state != "completed" && !s.waiting) s.waiting = *e;
+        if (e->state == "completed") s.last_completed = *e;
+      }
+    }
+    a.ranks.push_back(std::move(s));
+  }
+  auto state_of = [&](int32_t r) -> const FlightRankState& {
+    return *std::find_if(a.ranks.begin(), a.ranks.end(), [&](const auto& s) { return s.rank == r; });
+  };
+  // --- each group: how far each member got, and what each (group, sequence) was on each rank
+  std::map<std::pair<std::string, uint64_t>, std::map<int32_t, const FlightRecord*>> at;  // (group, seq) -> rank -> entry
+  for (const auto& [rank, entries] : dumps)
+    for (const auto* e : entries) at[{e->group, e->sequence}][rank] = e;
+  for (const auto& [name, m] : members) {
+    FlightGroupState g;
+    g.group = name;
+    g.members = m;
+    for (int32_t r : m) {
+      uint64_t entered = 0, completed = 0;
+      const bool dumped = dumps.count(r) > 0;
+      if (dumped)
+        for (const auto* e : dumps.at(r))
+          if (e->group == name) {
+            entered = std::max(entered, e->sequence);
+            if (e->state == "completed") completed = std::max(completed, e->sequence);
+          }
+      g.entered.push_back(entered);
+      g.completed.push_back(completed);
+      g.dumped.push_back(dumped);
+    }
+    uint64_t everywhere = UINT64_MAX;
+    for (size_t i = 0; i < m.size(); ++i)
+      if (g.dumped[i]) everywhere = std::min(everywhere, g.completed[i]);
+    g.completed_everywhere = everywhere == UINT64_MAX ? 0 : everywhere;
+    if (g.completed_everywhere > 0)
+      if (auto it = at.find({name, g.completed_everywhere}); it != at.end()) g.completed_everywhere_entry = *it->second.begin()->second;
+    a.groups.push_back(std::move(g));
+  }
+  // --- different collectives at one (group, sequence)
+  std::set<std::string> mismatched_groups;
+  for (const auto& [key, by_rank] : at) {
+    if (mismatched_groups.count(key.first)) continue;  // the first per group says it; later ones follow from it
+    const FlightRecord* first = by_rank.begin()->second;
+    for (const auto& [rank, e] : by_rank) {
+      const bool same_sizes = e->op != "all_reduce" || e->input_elements == first->input_elements;
+      if (e->op == first->op && e->name == first->name && e->dtype == first->dtype && same_sizes) continue;
+      FlightFinding f;
+      f.kind = FlightFinding::Kind::mismatch;
+      f.ranks = {first->rank, rank};
+      f.groups = {key.first, key.first};
+      f.sequences = {key.second, key.second};
+      f.text = fmt::format("ranks {} and {} ran different collectives at group {}'s sequence {}: rank {} {} '{}' ({} "
+                           "{} elements), rank {} {} '{}' ({} {} elements)",
+                           first->rank, rank, key.first, key.second, first->rank, first->op, first->name,
+                           first->input_elements, first->dtype, rank, e->op, e->name, e->input_elements, e->dtype);
+      mismatches.push_back(std::move(f));
+      mismatched_groups.insert(key.first);
+      break;
+    }
+  }
+  // --- who waits for whom: rank A waits in (G, s) for the members of G that have not entered s
+  auto entered_in = [&](int32_t r, const std::string& group) -> uint64_t {
+    for (const auto& g : a.groups)
+      if (g.group == group)
+        for (size_t i = 0; i < g.members.size(); ++i)
+          if (g.members[i] == r) return g.entered[i];
+    return 0;
+  };
+  auto in_group = [&](int32_t r, const std::string& group) {
+    const auto it = members.find(group);
+    return it != members.end() && std::find(it->second.begin(), it->second.end(), r) != it->second.end();
+  };
+  std::vector<FlightFinding> opposite, not_reached, no_dump;
+  std::set<std::pair<int32_t, std::string>> explained;  // (rank, group) an opposite order accounts for
+  for (const auto& sa : a.ranks) {
+    if (!sa.waiting) continue;
+    const FlightRecord& wa = *sa.waiting;
+    for (const auto& sb : a.ranks) {
+      if (sb.rank <= sa.rank || !sb.waiting) continue;
+      const FlightRecord& wb = *sb.waiting;
+      if (wa.group == wb.group || !in_group(sb.rank, wa.group) || !in_group(sa.rank, wb.group)) continue;
+      if (entered_in(sb.rank, wa.group) >= wa.sequence || entered_in(sa.rank, wb.group) >= wb.sequence) continue;
+      FlightFinding f;
+      f.kind = FlightFinding::Kind::opposite_order;
+      f.ranks = {sa.rank, sb.rank};
+      f.groups = {wa.group, wb.group};
+      f.sequences = {wa.sequence, wb.sequence};
+      f.text = fmt::format("ranks {} and {} entered process groups {} and {} in opposite orders: rank {} waits in {} and "
+                           "has not reached group {}'s sequence {}; rank {} waits in {} and has not reached group {}'s "
+                           "sequence {}",
+                           sa.rank, sb.rank, wa.group, wb.group, sa.rank, describe(wa), wb.group, wb.sequence, sb.rank,
+                           describe(wb), wa.group, wa.sequence);
+      opposite.push_back(std::move(f));
+      explained.insert({sb.rank, wa.group});
+      explained.insert({sa.rank, wb.group});
+    }
+  }
+  for (const auto& g : a.groups) {
+    uint64_t frontier = 0;
+    for (size_t i = 0; i < g.members.size(); ++i) frontier = std::max(frontier, g.entered[i]);
+    if (frontier == 0) continue;
+    // per sequence not reached by someone: who waits in it and who has not entered it
+    std::map<uint64_t, std::vector<int32_t>> missing;  // the next sequence each laggard did not enter
+    for (size_t i = 0; i < g.members.size(); ++i)
+      if (g.dumped[i] && g.entered[i] < frontier && !explained.count({g.members[i], g.group}))
+        missing[g.entered[i] + 1].push_back(g.members[i]);
+    std::vector<int32_t> undumped;
+    for (size_t i = 0; i < g.members.size(); ++i)
+      if (!g.dumped[i]) undumped.push_back(g.members[i]);
+    for (const auto& [seq, laggards] : missing) {
+      const auto it = at.find({g.group, seq});
+      if (it == at.end()) continue;  // older than every dump's ring
+      const FlightRecord& e = *it->second.begin()->second;
+      std::vector<int32_t> waiting;
+      for (const auto& [r, x] : it->second)
+        if (x->state != "completed") waiting.push_back(r);
+      for (int32_t r : laggards) {
+        const FlightRankState& s = state_of(r);
+        std::string where = s.waiting ? fmt::format("it waits in {}", describe(*s.waiting))
+                            : s.last_completed ? fmt::format("its last collective, {}, completed", describe(*s.last_completed))
+                                               : std::string("it recorded no collective");
+        FlightFinding f;
+        f.kind = FlightFinding::Kind::not_reached;
+        f.ranks = {r};
+        f.groups = {g.group};
+        f.sequences = {seq};
+        f.text = fmt::format("rank {} did not reach {}{}; {}", r, describe(e),
+                             waiting.empty() ? std::string() : fmt::format(", which {} wait{} in", rank_list(waiting),
+                                                                          waiting.size() == 1 ? "s" : ""),
+                             where);
+        not_reached.push_back(std::move(f));
+      }
+    }
+    if (!undumped.empty()) {  // the collective the dumped members wait in, for the ranks that left nothing
+      const auto it = at.find({g.group, frontier});
+      std::vector<int32_t> waiting;
+      if (it != at.end())
+        for (const auto& [r, x] : it->second)
+          if (x->state != "completed") waiting.push_back(r);
+      if (!waiting.empty()) {
+        FlightFinding f;
+        f.kind = FlightFinding::Kind::not_reached;
+        f.ranks = undumped;
+        f.groups = {g.group};
+        f.sequences = {frontier};
+        f.text = fmt::format("{} left no dump; {} wait{} in {} for {}", rank_list(undumped), rank_list(waiting),
+                             waiting.size() == 1 ? "s" : "", describe(*it->second.at(waiting.front())),
+                             undumped.size() == 1 ? "it" : "them");
+        not_reached.push_back(std::move(f));
+      }
+    }
+  }
+  std::set<int32_t> said;  // ranks a finding above already names as having left no dump
+  for (const auto& f : not_reached)
+    if (f.ranks.size() != 1 || !state_of(f.ranks.front()).dumped) said.insert(f.ranks.begin(), f.ranks.end());
+  for (const auto& s : a.ranks)
+    if (!s.dumped && !said.count(s.rank)) {
+      FlightFinding f;
+      f.kind = FlightFinding::Kind::no_dump;
+      f.ranks = {s.rank};
+      f.text = fmt::format("rank {} left no flight recorder dump (its process was killed, or its run did not reach a "
+                           "dump)", s.rank);
+      no_dump.push_back(std::move(f));
+    }
+  for (auto* v : {&opposite, &mismatches, &not_reached, &no_dump})
+    a.findings.insert(a.findings.end(), std::make_move_iterator(v->begin()), std::make_move_iterator(v->end()));
+  return a;
+}
+
+FlightAnalysis analyze_flight_records(const SessionReader& session) {
+  const auto records = session.flight_records();
+  if (records.empty()) return {};
+  int world = 0;
+  try {
+    world = std::stoi(session.meta(meta::kWorldSize, "0"));
+  } catch (const std::exception&) {
+    world = 0;
+  }
+  return analyze_flight_records(records, world);
+}
+
+}  // namespace embedscope::sessions

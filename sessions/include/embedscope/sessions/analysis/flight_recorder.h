@@ -1,0 +1,92 @@
+#pragma once
+// Where a run's collectives stopped, from the ranks' flight recorder dumps (table
+// `flight_recorder`; engine/comm/flight_recorder.h). The questions PyTorch's flight recorder
+// analyser (torch/distributed/flight_recorder, `fr_trace`) answers for NCCL dumps: which rank
+// did not reach which collective, which ranks are in a different collective at the same
+// sequence number, and which ranks entered two process groups in opposite orders (each waits in
+// one group for a peer that waits in the other: a deadlock no timeout cures).
+//
+// Reads the last dump of every rank. A rank's position in a group is the highest sequence number
+// it entered there and the highest it completed; the collective a rank waits in is its oldest
+// entry that did not complete. Ranks of the world that left no dump are named (a killed process
+// writes none).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "embedscope/sessions/model/flight_record.h"
+
+namespace embedscope::sessions {
+
+class SessionReader;
+
+/// One rank as its last dump shows it.
+struct FlightRankState {
+  int32_t rank = 0;
+  bool dumped = false;           ///< false: the rank left no dump (the fields below are empty)
+  int32_t dump = 0;              ///< its last dump's number
+  std::string reason;            ///< why that dump was written
+  int64_t dump_time_ns = 0;
+  int64_t entries = 0;           ///< entries in the dump
+  int64_t ring_dropped = 0;      ///< older entries its ring had overwritten
+  std::optional<FlightRecord> waiting;         ///< its oldest collective that did not complete
+  std::optional<FlightRecord> last_completed;  ///< its newest completed collective
+};
+
+/// One process group over the dumps.
+struct FlightGroupState {
+  std::string group;
+  std::vector<int32_t> members;         ///< global ranks in group order (from the first dump naming the group)
+  std::vector<uint64_t> entered;        ///< per member: highest sequence entered; 0 none seen (or no dump)
+  std::vector<uint64_t> completed;      ///< per member: highest sequence completed; 0 none
+  std::vector<bool> dumped;             ///< per member: it left a dump
+  /// The highest sequence every member that dumped completed (0: none), and that collective's
+  /// entry as one of them recorded it.
+  uint64_t completed_everywhere = 0;
+  std::optional<FlightRecord> completed_everywhere_entry;
+};
+
+/// One conclusion, in a sentence that names the ranks, groups and sequence numbers.
+struct FlightFinding {
+  enum class Kind {
+    opposite_order,  ///< two ranks wait for each other in two groups
+    mismatch,        ///< members ran different collectives (op or name) at one sequence, or disagree on a group's members
+    not_reached,     ///< a member never entered the collective its peers wait in
+    no_dump,         ///< a rank of the world left no dump
+  };
+  Kind kind = Kind::not_reached;
+  std::string text;
+  std::vector<int32_t> ranks;      ///< the ranks it is about (e.g. the two of an opposite order)
+  std::vector<std::string> groups; ///< the groups, in the order of `ranks` for opposite_order
+  std::vector<uint64_t> sequences; ///< the sequence numbers, likewise
+};
+
+/// "opposite_order", "mismatch", "not_reached", "no_dump".
+const char* to_string(FlightFinding::Kind k);
+
+struct FlightAnalysis {
+  std::vector<FlightRankState> ranks;    ///< every rank of the world and of the groups, ascending
+  std::vector<FlightGroupState> groups;  ///< by name
+  /// Most telling first: opposite orders, mismatches, ranks that did not reach a collective,
+  /// ranks without a dump. Empty when every rank completed everything it entered.
+  std::vector<FlightFinding> findings;
+  bool empty() const { return ranks.empty(); }
+};
+
+/// Analyses `records` (any order, any number of dumps per rank; the last of each rank is used).
+/// `world_size` (0: unknown) adds ranks 0..world_size-1 that left no dump. Empty records give an
+/// empty analysis. Pure; never throws for well-formed records (a `members` list that does not
+/// parse as comma-separated integers counts as a group of no members).
+///
+/// Example: ranks 0 and 1 both in groups a and b; rank 0 completed a#1, b#1 and waits in a#2;
+/// rank 1 completed a#1, b#1 and waits in b#2. Findings: opposite_order, ranks {0, 1}, groups
+/// {a, b}, sequences {2, 2}: "ranks 0 and 1 entered process groups a and b in opposite orders:
+/// rank 0 waits in all_reduce 'x' (group a, sequence 2) and has not reached group b's sequence 2;
+/// rank 1 waits in all_reduce 'y' (group b, sequence 2) and has not reached group a's sequence 2".
+FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, int world_size = 0);
+/// The same over a session's table (world size from its metadata); empty for files without dumps.
+FlightAnalysis analyze_flight_records(const SessionReader& session);
+
+}  // namespace embedscope::sessions
