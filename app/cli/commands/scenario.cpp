@@ -92,17 +92,17 @@ json figures_json(const es::ScenarioFigures& f) {
           {"final_loss", f.final_loss}};
 }
 
+// The run's figures, its label last (labels are long: "vocab_parallel + sequence_parallel (...)").
 std::string row_text(size_t i, const es::ScenarioRun& run, const ScenarioRow& row) {
-  const std::string label = fmt::format("{} {}", i, run.label);
-  if (!row.figures) return fmt::format("{:<44.44} {}\n", label, row.error);
+  if (!row.figures) return fmt::format("{:<2} {:<9} {}: {}\n", i, "-", run.label, row.error);
   const es::ScenarioFigures& f = *row.figures;
   const std::string wire = f.tokens_per_sample > 0 ? fmt::format("{:.1f}/token", f.bytes_per_token)
                                                    : fmt::format("{:.1f}/sample", f.bytes_per_sample);
   const bool measured = f.steps > 0;
-  return fmt::format("{:<44.44} {:<9} {:>5} {:>12} {:>12} {:>6.1f}% {:>6.1f}% {:>17} {:>11} {:>11}\n", label, f.ended,
-                     f.steps, measured ? ms(f.step_mean_ns) : "-", measured ? ms(f.exposed_comm_ns) : "-",
-                     100 * f.comm_share, 100 * f.embedding_comm_share, measured ? wire : "-",
-                     format_bytes(f.peak_allocated_bytes), format_bytes(f.peak_reserved_bytes));
+  return fmt::format("{:<2} {:<9} {:>5} {:>12} {:>12} {:>6.1f}% {:>6.1f}% {:>17} {:>11} {:>11}  {}\n", i, f.ended, f.steps,
+                     measured ? ms(f.step_mean_ns) : "-", measured ? ms(f.exposed_comm_ns) : "-", 100 * f.comm_share,
+                     100 * f.embedding_comm_share, measured ? wire : "-", format_bytes(f.peak_allocated_bytes),
+                     format_bytes(f.peak_reserved_bytes), run.label);
 }
 
 int cmd_scenario(const ScenarioState& s) {
@@ -142,8 +142,8 @@ int cmd_scenario(const ScenarioState& s) {
       if (p.step == 0)
         fmt::print(stderr, "{}  warmup {}/{}{}", tty ? "\r\033[K" : "", p.warmup_done, run.warmup_steps(), tty ? "" : "\n");
       else
-        fmt::print(stderr, "{}  step {}/{}  {:.1f} samples/s  loss {:.4f}{}", tty ? "\r\033[K" : "", p.step, p.total_steps,
-                   p.samples_per_s, p.loss, tty ? "" : "\n");
+        fmt::print(stderr, "{}  step {}/{}  {:.1f} {}/s  loss {:.4f}{}", tty ? "\r\033[K" : "", p.step, p.total_steps,
+                   p.samples_per_s, run.lm ? "sequences" : "samples", p.loss, tty ? "" : "\n");
     };
     const es::ScenarioRunOutcome out = es::run_scenario_run(run, opt);
     if (tty) fmt::print(stderr, "\n");
@@ -174,8 +174,9 @@ int cmd_scenario(const ScenarioState& s) {
     return exit_code;
   }
   std::cout << fmt::format("scenario {}: {}\n\n", sc.id, sc.title);
-  std::cout << fmt::format("{:<44} {:<9} {:>5} {:>12} {:>12} {:>7} {:>7} {:>17} {:>11} {:>11}\n", "run", "ended", "steps",
-                           "step mean", "exposed comm", "comm", "emb", "bytes on the wire", "peak alloc", "peak resv");
+  std::cout << fmt::format("{:<2} {:<9} {:>5} {:>12} {:>12} {:>7} {:>7} {:>17} {:>11} {:>11}  {}\n", "N", "ended", "steps",
+                           "step mean", "exposed comm", "comm", "emb", "bytes on the wire", "peak alloc", "peak resv",
+                           "run (session ID-N.db)");
   for (size_t i = 0; i < sc.runs.size(); ++i) std::cout << row_text(i, sc.runs[i], rows[i]);
   std::cout << "\nstep mean: the slowest rank's step time; exposed comm: per rank over the run, mean over ranks; comm / "
                "emb: the share of the ranks' step time in collectives / in the embedding's own (thread-level on CPU "
