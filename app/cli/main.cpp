@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
       cli::add_program_command(app),
       cli::add_scaling_command(app),
       cli::add_calibrate_command(app),
+      cli::add_scenario_command(app),
       cli::add_stats_command(app),
       cli::add_rebalance_command(app),
       cli::add_import_command(app),

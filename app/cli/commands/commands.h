@@ -37,6 +37,8 @@ Command add_program_command(CLI::App& app);
 Command add_rebalance_command(CLI::App& app);
 /// `scaling`: one workload on simulated clusters of growing size (commands/scaling.cpp).
 Command add_scaling_command(CLI::App& app);
+/// `scenario`: every run of a teaching scenario headless, and their comparison (commands/scenario.cpp).
+Command add_scenario_command(CLI::App& app);
 /// `stats`: the figures of a session (commands/stats.cpp).
 Command add_stats_command(CLI::App& app);
 /// `replay-memory`: alloc/free actions through allocator settings (commands/replay_memory.cpp).

@@ -30,11 +30,20 @@ RunJob::~RunJob() {
   delete thread_;
 }
 
+void RunJob::on_step(const engine::StepProgress& p) {
+  const auto now = std::chrono::steady_clock::now();
+  if (p.step > 1 && p.step < p.total_steps && now - last_progress_ < progress_interval_) return;
+  last_progress_ = now;
+  QMetaObject::invokeMethod(
+      this, [this, p] { emit progress(p.step, p.total_steps, p.samples_per_s, p.eta_s); }, Qt::QueuedConnection);
+}
+
 void RunJob::run_lm_job() {
   engine::LmRunOptions opt;
   opt.session_path = session_path_.toStdString();
   opt.overwrite = overwrite_;
   opt.cancel = &cancel_;
+  opt.on_step = [this](const engine::StepProgress& p) { on_step(p); };
   try {
     const engine::LmRunResult r = engine::run_lm(*lm_, opt);
     result_path_ = session_path_;
@@ -69,13 +78,7 @@ void RunJob::start() {
     opt.session_overwrite = overwrite_;
     opt.keep_events = false;
     opt.cancel = &cancel_;
-    opt.on_step = [this](const engine::StepProgress& p) {  // rank 0's thread
-      const auto now = std::chrono::steady_clock::now();
-      if (p.step > 1 && p.step < p.total_steps && now - last_progress_ < std::chrono::milliseconds(50)) return;
-      last_progress_ = now;
-      QMetaObject::invokeMethod(
-          this, [this, p] { emit progress(p.step, p.total_steps, p.samples_per_s, p.eta_s); }, Qt::QueuedConnection);
-    };
+    opt.on_step = [this](const engine::StepProgress& p) { on_step(p); };  // rank 0's thread
     try {
       const engine::RunResult r = engine::run_training(spec_, engine::plan_sharding(spec_), opt);
       result_path_ = QString::fromStdString(r.session_path);

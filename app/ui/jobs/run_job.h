@@ -11,6 +11,7 @@
 
 #include <optional>
 
+#include "embedscope/engine/exec/run.h"  // StepProgress
 #include "embedscope/engine/workload/lm_spec.h"
 #include "embedscope/engine/workload/spec.h"
 
@@ -29,8 +30,8 @@ class RunJob : public QObject {
   /// `spec` must be valid (engine::validate); the session goes to `session_path`
   /// (sessions/schema/FORMAT.md), replacing a regular file there when `overwrite`.
   RunJob(engine::WorkloadSpec spec, QString session_path, bool overwrite = false, QObject* parent = nullptr);
-  /// An lm_embedding run (engine::run_lm) of `spec` (valid), the same way; it reports no
-  /// progress before finished().
+  /// An lm_embedding run (engine::run_lm) of `spec` (valid), the same way, with the same
+  /// progress (LmRunOptions::on_step: `samples_per_s` counts sequences).
   RunJob(engine::LmWorkloadSpec spec, QString session_path, bool overwrite = false, QObject* parent = nullptr);
   /// Cancels a run still going and waits for its thread.
   ~RunJob() override;
@@ -43,10 +44,13 @@ class RunJob : public QObject {
   /// True from start() until finished() has been emitted.
   bool running() const { return running_; }
   const QString& session_path() const { return session_path_; }
+  /// The least time between two progress() signals of intermediate steps (default 50 ms, so a
+  /// fast run does not flood the GUI thread); 0 reports every step. Set before start().
+  void set_progress_interval(std::chrono::milliseconds interval) { progress_interval_ = interval; }
 
  signals:
-  /// After a step, in the thread that owns the job (at most about every 50 ms, and always for
-  /// the first and the last measured step). `step`: measured steps done (0 during warmup);
+  /// After a step, in the thread that owns the job (at most about every progress interval, and
+  /// always for the first and the last measured step), DLRM and lm_embedding runs alike. `step`: measured steps done (0 during warmup);
   /// `samples_per_s`: global samples per second so far; `eta_s`: seconds left.
   void progress(qint64 step, qint64 steps, double samples_per_s, double eta_s);
   /// Once, when the run has ended and its thread is done, in the thread that owns the job.
@@ -59,12 +63,14 @@ class RunJob : public QObject {
   engine::WorkloadSpec spec_;
   std::optional<engine::LmWorkloadSpec> lm_;  // an lm_embedding run instead
   void run_lm_job();  // on the worker thread
+  void on_step(const engine::StepProgress& p);  // rank 0's thread: progress(), throttled
   QString session_path_;
   bool overwrite_;
   std::atomic<bool> cancel_{false};
   bool running_ = false;
   QThread* thread_ = nullptr;
   std::chrono::steady_clock::time_point last_progress_{};
+  std::chrono::milliseconds progress_interval_{50};
   // results, written by the worker before it ends and read after QThread::finished
   QString result_path_, result_ended_, result_message_;
 };

@@ -38,7 +38,7 @@
 #include "views/load_view.h"
 #include "views/scaling_view.h"
 #include "views/memory_view.h"
-#include "core/scenario.h"
+#include "embedscope/engine/workload/scenario.h"
 #include "views/scenario_view.h"
 #include "views/summary_view.h"
 #include "jobs/analysis_job.h"

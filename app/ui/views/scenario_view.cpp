@@ -220,11 +220,15 @@ void ScenarioView::run_or_cancel(size_t i, QPushButton* button) {
   delete jobs_[i];
   const ScenarioRun& run = scenario_.runs[i];
   jobs_[i] = run.lm ? new RunJob(*run.lm, path, /*overwrite=*/true, this) : new RunJob(run.spec, path, /*overwrite=*/true, this);
-  connect(jobs_[i], &RunJob::progress, this, [this, i](qint64 step, qint64 steps, double samples_per_s, double eta_s) {
-    run_status_[i]->setText(QString("running: step %1/%2, %3 samples/s, %4 left")
+  // an lm_embedding run's samples are its sequences
+  const QString unit = run.lm ? "sequences/s" : "samples/s";
+  const int decimals = run.lm ? 1 : 0;
+  connect(jobs_[i], &RunJob::progress, this, [this, i, unit, decimals](qint64 step, qint64 steps, double samples_per_s, double eta_s) {
+    run_status_[i]->setText(QString("running: step %1/%2, %3 %4, %5 left")
                                 .arg(step)
                                 .arg(steps)
-                                .arg(samples_per_s, 0, 'f', 0)
+                                .arg(samples_per_s, 0, 'f', decimals)
+                                .arg(unit)
                                 .arg(format_eta(eta_s)));
   });
   connect(jobs_[i], &RunJob::finished, this,

@@ -12,7 +12,7 @@
 
 #include "views/compare_view.h"
 #include "embedscope/sessions/analysis/scenario_order.h"
-#include "core/scenario.h"
+#include "embedscope/engine/workload/scenario.h"
 
 class QComboBox;
 class QLabel;
@@ -22,6 +22,14 @@ class QTimer;
 class QVBoxLayout;
 
 namespace embedscope::ui {
+
+// The engine's teaching scenarios (engine/workload/scenario.h) under the workbench's names.
+using engine::builtin_scenarios;
+using engine::load_scenario_file;
+using engine::parse_scenario;
+using engine::Scenario;
+using engine::ScenarioRun;
+using engine::session_file_name;
 
 class AnalysisJob;
 class RunJob;

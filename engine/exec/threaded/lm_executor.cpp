@@ -178,6 +178,7 @@ void LmExecutor::run_rank(int r, LmRunResult& result) {
     const StepProgram program = build_lm_step_program(spec_, r, 0);
     std::vector<const char*> names;
     for (const ProgramOp& op : program.ops) names.push_back(exec::intern_op_name(op.name));
+    int64_t steps_ns = 0;  // rank 0's steps so far, for LmRunOptions::on_step
     for (int64_t st = 0; st < spec_.steps; ++st) {
       rr.step = st;
       flight_[static_cast<size_t>(r)]->set_step(st);
@@ -216,6 +217,20 @@ void LmExecutor::run_rank(int r, LmRunResult& result) {
           rr.record_counters(*w, arena, st);
           rr.record_snapshot(*w, arena, st, t1, "step", false);
         }
+      }
+      if (r == 0 && opt_.on_step) {
+        steps_ns += t1 - t0;
+        StepProgress p;
+        p.step = st + 1;
+        p.total_steps = spec_.steps;
+        p.loss = sr.loss;
+        const int64_t samples = spec_.micro_batch_size * (spec_.sharding == LmSharding::vocab_parallel ? 1 : spec_.world_size);
+        if (steps_ns > 0) {
+          const double seconds = static_cast<double>(steps_ns) * 1e-9;
+          p.samples_per_s = static_cast<double>(samples * p.step) / seconds;
+          p.eta_s = seconds / static_cast<double>(p.step) * static_cast<double>(p.total_steps - p.step);
+        }
+        opt_.on_step(p);
       }
       if (st + 1 < spec_.steps && !vote_->arrive()) {
         std::lock_guard<std::mutex> lock(mu_);

@@ -15,7 +15,8 @@
 // the DLRM ranks record theirs. A rank's failure is classified as the DLRM ranks' are
 // (rank_failure.h): OOM, hang (a collective timed out), crashed; it closes the rank's
 // connections so that its peers fail fast, and the run's ending is the first failure that is
-// not a consequence of another's. LmRunOptions::cancel stops every rank after the same step.
+// not a consequence of another's. LmRunOptions::cancel stops every rank after the same step;
+// LmRunOptions::on_step hears of each of rank 0's steps.
 // Internal to the engine.
 
 #include <memory>

@@ -31,7 +31,7 @@
 #include "views/compare_view.h"
 #include "models/critical_path_model.h"
 #include "views/memory_compare.h"
-#include "core/scenario.h"
+#include "embedscope/engine/workload/scenario.h"
 #include "views/scenario_view.h"
 #include "core/load_data.h"
 #include "views/load_view.h"
@@ -94,4 +94,45 @@ TEST(RunJob, RunsOffTheGuiThreadToTheEnd) {
   ASSERT_TRUE(refused.wait(60'000));
   EXPECT_EQ(refused[0][1].toString(), "error");
   EXPECT_TRUE(refused[0][2].toString().contains(QString::fromStdString(path.string()))) << refused[0][2].toString().toStdString();
+}
+
+// An lm_embedding run reports progress after every step, as a DLRM run does (issue 19: it
+// reported none until it ended): a tiny vocab_parallel run of 4 steps on 2 ranks, every step
+// reported (progress interval 0), in order, before finished().
+TEST(RunJob, LmRunReportsProgressAfterEveryStep) {
+  engine::LmWorkloadSpec spec = engine::load_lm_preset("llama3_8b_embedding_scaled");
+  spec.vocab_size = 64;
+  spec.hidden_size = 8;
+  spec.sequence_length = 8;
+  spec.micro_batch_size = 2;
+  spec.world_size = 2;
+  spec.steps = 4;
+  const auto path = scratch("lm_progress.db");
+  std::filesystem::remove(path);
+  RunJob job(spec, QString::fromStdString(path.string()));
+  job.set_progress_interval(std::chrono::milliseconds(0));
+  std::vector<qint64> steps, totals;
+  std::vector<double> rates, etas;
+  int progress_at_finish = -1;
+  QObject::connect(&job, &RunJob::progress, [&](qint64 step, qint64 total, double samples_per_s, double eta_s) {
+    steps.push_back(step);
+    totals.push_back(total);
+    rates.push_back(samples_per_s);
+    etas.push_back(eta_s);
+  });
+  QSignalSpy finished(&job, &RunJob::finished);
+  QObject::connect(&job, &RunJob::finished, [&] { progress_at_finish = static_cast<int>(steps.size()); });
+  job.start();
+  ASSERT_TRUE(finished.wait(120'000));
+  EXPECT_EQ(finished[0][1].toString(), "complete") << finished[0][2].toString().toStdString();
+  EXPECT_EQ(steps, (std::vector<qint64>{1, 2, 3, 4}));
+  EXPECT_EQ(totals, (std::vector<qint64>{4, 4, 4, 4}));
+  EXPECT_EQ(progress_at_finish, 4);  // every step's progress came before finished()
+  for (double r : rates) EXPECT_GT(r, 0.0);  // vocab_parallel: 2 sequences a step over its time
+  ASSERT_EQ(etas.size(), 4u);
+  EXPECT_EQ(etas.back(), 0.0);  // nothing left after the last step
+  EXPECT_GT(etas.front(), 0.0);
+  // the session has the 4 steps of both ranks
+  const auto recorded = sessions::SessionReader(path.string()).steps();
+  EXPECT_EQ(recorded.size(), 8u);
 }

@@ -31,7 +31,7 @@
 #include "views/compare_view.h"
 #include "models/critical_path_model.h"
 #include "views/memory_compare.h"
-#include "core/scenario.h"
+#include "embedscope/engine/workload/scenario.h"
 #include "views/scenario_view.h"
 #include "core/load_data.h"
 #include "views/load_view.h"

@@ -31,7 +31,7 @@
 #include "views/compare_view.h"
 #include "models/critical_path_model.h"
 #include "views/memory_compare.h"
-#include "core/scenario.h"
+#include "embedscope/engine/workload/scenario.h"
 #include "views/scenario_view.h"
 #include "core/load_data.h"
 #include "views/load_view.h"
@@ -159,7 +159,21 @@ TEST(ScenarioView, RunsAnLmRunAndOpensItsSession) {
   ASSERT_NE(run_b, nullptr);
   EXPECT_EQ(run_b->toolTip(), "run this workload (2 steps on 2 ranks)");
   run_b->click();
+  // the run's row shows each step as it ends (the first and the last step are always reported);
+  // the job's progress reaches the view's slot first, so the row is updated when this one runs
+  auto* job = view.findChild<RunJob*>();
+  ASSERT_NE(job, nullptr);
+  QStringList shown;
+  QObject::connect(job, &RunJob::progress, [&] {
+    for (auto* label : view.findChildren<QLabel*>())
+      if (label->text().startsWith("running:")) shown << label->text();
+  });
   QTRY_COMPARE_WITH_TIMEOUT(run_b->text(), QString("Run"), 60000);
+  ASSERT_EQ(shown.size(), 2) << shown.join(" | ").toStdString();
+  EXPECT_TRUE(shown[0].startsWith("running: step 1/2, ")) << shown[0].toStdString();
+  EXPECT_TRUE(shown[0].contains(" sequences/s, ")) << shown[0].toStdString();
+  EXPECT_TRUE(shown[1].startsWith("running: step 2/2, ")) << shown[1].toStdString();
+  EXPECT_TRUE(shown[1].endsWith(", 0.0 s left")) << shown[1].toStdString();
   const sessions::SessionReader s((dir / "lm_demo-1.db").string());
   EXPECT_EQ(s.status(), "complete");
   int reduce_scatters = 0;

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,12 @@ struct LmRunOptions {
   /// Dump requests for the ranks' collective flight recorders, as TrainerOptions::flight_dump
   /// (null: a ring is dumped only when the run ends by a failure).
   const FlightDumpRequest* flight_dump = nullptr;
+  /// Called from rank 0's thread after every step, once the step's records are in the session:
+  /// `step` the steps done (1-based; there is no warmup), `total_steps` spec.steps, `loss` the
+  /// step's loss, `samples_per_s` sequences per second over the steps so far (B a step under
+  /// vocab_parallel, B x world size otherwise; wall time of rank 0's steps), `eta_s` seconds left
+  /// at that pace. The step after it starts when it returns.
+  std::function<void(const StepProgress&)> on_step;
 };
 
 /// What one rank ended with.

@@ -1,6 +1,9 @@
 #pragma once
 // Teaching scenarios (resources/scenarios/*.json): a title, a short explanation and two or more
-// runs of a workload to compare. Without Qt, so that tests and tools can load them.
+// runs of a workload to compare. The workbench's scenario view shows them and `embedscope
+// scenario` runs them headless (exec/scenario_run.h runs one run and computes its figures).
+// A scenario is a list of workloads (presets with overrides, or inline), so it lives beside the
+// presets and the workload parsers, below both programs.
 //
 // File format (README "Teaching scenarios"):
 //   {"id": "row_wise_vs_table_wise",                 // [a-z0-9_]+, names the session files
@@ -18,23 +21,23 @@
 // is accepted and nothing else is. A scenario may mix both kinds.
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include <optional>
-
 #include "embedscope/engine/workload/lm_spec.h"
 #include "embedscope/engine/workload/spec.h"
 
-namespace embedscope::ui {
+namespace embedscope::engine {
 
 struct ScenarioRun {
   std::string label;
   nlohmann::json workload;     ///< the complete workload JSON (preset + overrides applied)
-  engine::WorkloadSpec spec;   ///< the same, validated (a DLRM workload; default for an lm_embedding one)
-  std::optional<engine::LmWorkloadSpec> lm;  ///< an lm_embedding workload, validated (then `spec` is unused)
+  WorkloadSpec spec;   ///< the same, validated (a DLRM workload; default for an lm_embedding one)
+  std::optional<LmWorkloadSpec> lm;  ///< an lm_embedding workload, validated (then `spec` is unused)
   /// Steps, warmup steps and ranks of the run, whichever kind it is.
   int64_t steps() const { return lm ? lm->steps : spec.steps; }
   int64_t warmup_steps() const { return lm ? 0 : spec.warmup_steps; }
@@ -50,7 +53,7 @@ struct Scenario {
   std::string origin;          ///< the file (or "scenario ID" for a built-in one)
 };
 
-/// Parses and validates a scenario. Throws engine::SpecError "<origin>: <JSON pointer>: <reason>"
+/// Parses and validates a scenario. Throws SpecError "<origin>: <JSON pointer>: <reason>"
 /// for a missing or mistyped key, an unknown key, fewer than two runs, a duplicate label, or a
 /// run whose workload the engine rejects; for the latter the pointer runs from the scenario's
 /// root into the run (e.g. "x.json: /runs/1/overrides/devices/count: must be in [1, 64], got 0";
@@ -63,5 +66,15 @@ Scenario load_scenario_file(const std::string& path);
 std::vector<Scenario> builtin_scenarios();
 /// The session file name of run `index`: "<id>-<index>.db" (what "Open folder" looks for).
 std::string session_file_name(const Scenario& s, size_t index);
+/// The built-in scenario `id`, or else the scenario file `name_or_file` (a name with a '/' or
+/// ending in ".json" is always a file). Throws SpecError naming the file (load_scenario_file's
+/// errors) or, for a name that is neither, "scenario NAME: not a built-in scenario (built in:
+/// a, b, ...) and no such file".
+Scenario find_scenario(const std::string& name_or_file);
+/// `s` with every run's "steps" set to `steps` (a JSON merge patch of each run's workload,
+/// validated again by the engine's parser). Throws SpecError "--steps: must be at least 1, got
+/// N", or the parser's refusal of a run as "--steps N: <origin>: /runs/I/steps: <reason>" (e.g. a
+/// DLRM workload whose rebalance policy needs more steps).
+Scenario with_steps(Scenario s, int64_t steps);
 
-}  // namespace embedscope::ui
+}  // namespace embedscope::engine

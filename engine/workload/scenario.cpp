@@ -1,8 +1,10 @@
-#include "core/scenario.h"
+// Teaching scenarios (workload/scenario.h): the file format, its errors, the built-in ones.
+#include "embedscope/engine/workload/scenario.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -18,9 +20,8 @@ namespace embedscope::engine::detail {
 nlohmann::json parse_json_text(const std::string& text, const std::string& origin);
 }  // namespace embedscope::engine::detail
 
-namespace embedscope::ui {
+namespace embedscope::engine {
 
-using engine::SpecError;
 using nlohmann::json;
 
 namespace {
@@ -54,10 +55,10 @@ void validate_run(ScenarioRun& run, const json& patch, const std::string& origin
                   const std::string& fallback) {
   const std::string tag = "\x1f";  // an origin that cannot occur in a message
   try {
-    if (engine::is_lm_workload(run.workload))
-      run.lm = engine::parse_lm_workload(run.workload, tag);
+    if (is_lm_workload(run.workload))
+      run.lm = parse_lm_workload(run.workload, tag);
     else
-      run.spec = engine::parse_workload(run.workload, tag);
+      run.spec = parse_workload(run.workload, tag);
   } catch (const SpecError& e) {
     std::string msg = e.what();
     if (msg.rfind(tag + ": ", 0) != 0) throw SpecError(origin + ": " + base + ": " + msg);
@@ -125,8 +126,8 @@ Scenario parse_scenario(const json& j, const std::string& origin) {
     } else {
       const std::string name = string_at(r, "preset", origin, at);
       try {
-        run.workload = engine::is_lm_preset(name) ? engine::to_json(engine::load_lm_preset(name))
-                                                  : engine::detail::parse_json_text(engine::preset_json(name), "preset " + name);
+        run.workload = is_lm_preset(name) ? to_json(load_lm_preset(name))
+                                          : detail::parse_json_text(preset_json(name), "preset " + name);
       } catch (const SpecError& e) {
         fail(origin, at + "/preset", e.what());
       }
@@ -149,14 +150,14 @@ Scenario load_scenario_file(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw SpecError(path + ": cannot read");
-  return parse_scenario(engine::detail::parse_json_text(text.str(), path), path);
+  return parse_scenario(detail::parse_json_text(text.str(), path), path);
 }
 
 std::vector<Scenario> builtin_scenarios() {
   std::vector<Scenario> out;
   for (const auto& [stem, text] : resources::scenario_files()) {
     const std::string origin = "resources/scenarios/" + stem + ".json";
-    out.push_back(parse_scenario(engine::detail::parse_json_text(text, origin), origin));
+    out.push_back(parse_scenario(detail::parse_json_text(text, origin), origin));
   }
   std::sort(out.begin(), out.end(), [](const Scenario& a, const Scenario& b) { return a.id < b.id; });
   return out;
@@ -164,4 +165,33 @@ std::vector<Scenario> builtin_scenarios() {
 
 std::string session_file_name(const Scenario& s, size_t index) { return fmt::format("{}-{}.db", s.id, index); }
 
-}  // namespace embedscope::ui
+Scenario find_scenario(const std::string& name_or_file) {
+  const bool file_like = name_or_file.find('/') != std::string::npos ||
+                         (name_or_file.size() > 5 && name_or_file.compare(name_or_file.size() - 5, 5, ".json") == 0);
+  if (!file_like) {
+    std::vector<Scenario> all = builtin_scenarios();
+    for (Scenario& s : all)
+      if (s.id == name_or_file) return std::move(s);
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(name_or_file, ec)) {
+      std::string ids;
+      for (const Scenario& s : all) ids += (ids.empty() ? "" : ", ") + s.id;
+      throw SpecError(fmt::format("scenario {}: not a built-in scenario (built in: {}) and no such file", name_or_file, ids));
+    }
+  }
+  return load_scenario_file(name_or_file);
+}
+
+Scenario with_steps(Scenario s, int64_t steps) {
+  if (steps < 1) throw SpecError(fmt::format("--steps: must be at least 1, got {}", steps));
+  const json patch = {{"steps", steps}};
+  for (size_t i = 0; i < s.runs.size(); ++i) {
+    ScenarioRun& run = s.runs[i];
+    run.workload.merge_patch(patch);
+    run.lm.reset();
+    validate_run(run, patch, fmt::format("--steps {}: {}", steps, s.origin), fmt::format("/runs/{}", i), "");
+  }
+  return s;
+}
+
+}  // namespace embedscope::engine

@@ -7,13 +7,13 @@
 #include <map>
 #include <string>
 
-#include "core/scenario.h"
+#include "embedscope/engine/workload/scenario.h"
 #include "embedscope/engine/exec/lm_run.h"
 #include "embedscope/engine/model/lm_embedding.h"
 #include "embedscope/engine/sharding/vocab_parallel.h"
 
 using namespace embedscope;
-using namespace embedscope::ui;
+using namespace embedscope::engine;
 
 namespace {
 

@@ -1,0 +1,207 @@
+// `embedscope scenario`: a teaching scenario (engine/workload/scenario.h) run headless - every
+// run of it (DLRM and lm_embedding alike) into DIR/ID-N.db, the names the workbench's scenario
+// view opens with Open folder..., then the comparison of the runs' sessions
+// (exec/scenario_run.h: step time, exposed communication, comm share, bytes on the wire per
+// sample or token, peak memory) as a table or JSON.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "embedscope/engine/exec/scenario_run.h"
+#include "embedscope/engine/workload/scenario.h"
+#include "embedscope/engine/workload/spec_error.h"
+#include "embedscope/sessions/model/units.h"
+#include "embedscope/sessions/store/session.h"
+#include "interrupt.h"
+#include "output/output.h"
+
+namespace embedscope::cli {
+
+namespace es = embedscope::engine;
+using nlohmann::json;
+using sessions::format_bytes;
+
+namespace {
+
+struct ScenarioState {
+  std::string scenario;  // NAME or FILE.json
+  int64_t steps = 0;
+  CLI::Option* steps_option = nullptr;  // given: every run's steps
+  std::string output = ".";
+  bool overwrite = false;
+  bool json = false;
+  bool list = false;
+};
+
+/// One run's line of the comparison, or why it has none.
+struct ScenarioRow {
+  std::string session;
+  std::optional<es::ScenarioFigures> figures;  // none when the run did not start
+  std::string error;                           // how it failed, or why it did not run
+  bool bad_input = false;
+};
+
+std::string run_kind(const es::ScenarioRun& run) { return run.lm ? "lm_embedding" : "dlrm"; }
+
+int cmd_scenario_list(const ScenarioState& s) {
+  const std::vector<es::Scenario> all = es::builtin_scenarios();
+  if (s.json) {
+    json j = json::array();
+    for (const auto& sc : all) {
+      json runs = json::array();
+      for (const auto& r : sc.runs) runs.push_back({{"label", r.label}, {"kind", run_kind(r)}, {"steps", r.steps()},
+                                                    {"world_size", r.world_size()}});
+      j.push_back({{"id", sc.id}, {"title", sc.title}, {"runs", runs}});
+    }
+    std::cout << dump(j) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{:<38} {:>4}  {}\n", "scenario", "runs", "title");
+  for (const auto& sc : all) std::cout << fmt::format("{:<38} {:>4}  {}\n", sc.id, sc.runs.size(), sc.title);
+  return 0;
+}
+
+json figures_json(const es::ScenarioFigures& f) {
+  return {{"ended", f.ended},
+          {"simulated", f.simulated},
+          {"steps", f.steps},
+          {"samples_per_step", f.samples_per_step},
+          {"tokens_per_sample", f.tokens_per_sample},
+          {"step_time_mean_ns", f.step_mean_ns},
+          {"step_time_p50_ns", f.step_p50_ns},
+          {"samples_per_s", f.samples_per_s},
+          {"exposed_comm_ns", f.exposed_comm_ns},
+          {"overlap_pct", f.overlap_pct},
+          {"comm_share", f.comm_share},
+          {"embedding_comm_share", f.embedding_comm_share},
+          {"bytes_sent", f.bytes_sent},
+          {"bytes_per_sample", f.bytes_per_sample},
+          {"bytes_per_token", f.bytes_per_token},
+          {"peak_allocated_bytes", f.peak_allocated_bytes},
+          {"peak_reserved_bytes", f.peak_reserved_bytes},
+          {"final_loss", f.final_loss}};
+}
+
+// The run's figures, its label last (labels are long: "vocab_parallel + sequence_parallel (...)").
+std::string row_text(size_t i, const es::ScenarioRun& run, const ScenarioRow& row) {
+  if (!row.figures) return fmt::format("{:<2} {:<9} {}: {}\n", i, "-", run.label, row.error);
+  const es::ScenarioFigures& f = *row.figures;
+  const std::string wire = f.tokens_per_sample > 0 ? fmt::format("{:.1f}/token", f.bytes_per_token)
+                                                   : fmt::format("{:.1f}/sample", f.bytes_per_sample);
+  const bool measured = f.steps > 0;
+  return fmt::format("{:<2} {:<9} {:>5} {:>12} {:>12} {:>6.1f}% {:>6.1f}% {:>17} {:>11} {:>11}  {}\n", i, f.ended, f.steps,
+                     measured ? ms(f.step_mean_ns) : "-", measured ? ms(f.exposed_comm_ns) : "-", 100 * f.comm_share,
+                     100 * f.embedding_comm_share, measured ? wire : "-", format_bytes(f.peak_allocated_bytes),
+                     format_bytes(f.peak_reserved_bytes), run.label);
+}
+
+int cmd_scenario(const ScenarioState& s) {
+  if (s.list) return cmd_scenario_list(s);
+  if (s.scenario.empty()) throw es::SpecError("scenario: give a scenario NAME or FILE.json (built in: --list)");
+  es::Scenario sc = es::find_scenario(s.scenario);
+  if (s.steps_option->count() > 0) sc = es::with_steps(std::move(sc), s.steps);
+  std::error_code ec;
+  std::filesystem::create_directories(s.output, ec);
+  if (ec || !std::filesystem::is_directory(s.output))
+    throw es::SpecError(fmt::format("-o {}: cannot make the directory{}", s.output, ec ? ": " + ec.message() : ""));
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < sc.runs.size(); ++i) {
+    paths.push_back((std::filesystem::path(s.output) / es::session_file_name(sc, i)).string());
+    sessions::SessionWriter::check_path(paths.back(), s.overwrite);  // refuse before the first run
+  }
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  const std::atomic<bool>& cancel = cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
+  fmt::print(stderr, "embedscope scenario: {} ({}), {} runs into {}\n", sc.id, sc.origin, sc.runs.size(), s.output);
+  std::vector<ScenarioRow> rows(sc.runs.size());
+  int exit_code = 0;
+  for (size_t i = 0; i < sc.runs.size(); ++i) {
+    const es::ScenarioRun& run = sc.runs[i];
+    ScenarioRow& row = rows[i];
+    row.session = paths[i];
+    if (cancel) {
+      row.error = "not run (cancelled)";
+      continue;
+    }
+    fmt::print(stderr, "run {}/{}: {} ({}, {} steps on {} ranks) -> {}\n", i + 1, sc.runs.size(), run.label, run_kind(run),
+               run.steps(), run.world_size(), paths[i]);
+    es::ScenarioRunOptions opt;
+    opt.session_path = paths[i];
+    opt.overwrite = s.overwrite;
+    opt.cancel = &cancel;
+    opt.on_step = [&](const engine::StepProgress& p) {
+      if (p.step == 0)
+        fmt::print(stderr, "{}  warmup {}/{}{}", tty ? "\r\033[K" : "", p.warmup_done, run.warmup_steps(), tty ? "" : "\n");
+      else
+        fmt::print(stderr, "{}  step {}/{}  {:.1f} {}/s  loss {:.4f}{}", tty ? "\r\033[K" : "", p.step, p.total_steps,
+                   p.samples_per_s, run.lm ? "sequences" : "samples", p.loss, tty ? "" : "\n");
+    };
+    const es::ScenarioRunOutcome out = es::run_scenario_run(run, opt);
+    if (tty) fmt::print(stderr, "\n");
+    row.error = out.error;
+    row.bad_input = out.bad_input;
+    if (out.ended != es::RunEnd::complete && out.ended != es::RunEnd::cancelled) {
+      fmt::print(stderr, "  run ended {}: {}\n", es::to_string(out.ended), out.error);
+      exit_code = std::max(exit_code, out.bad_input ? 2 : 1);
+    }
+    try {
+      row.figures = es::scenario_figures(run, sessions::SessionReader(paths[i]));
+    } catch (const std::exception& e) {  // the run left no readable session
+      row.error += (row.error.empty() ? "" : "; ") + std::string(e.what());
+      exit_code = std::max(exit_code, 1);
+    }
+  }
+  if (s.json) {
+    json runs = json::array();
+    for (size_t i = 0; i < sc.runs.size(); ++i) {
+      json r = {{"index", i}, {"label", sc.runs[i].label}, {"kind", run_kind(sc.runs[i])}, {"session", rows[i].session}};
+      if (rows[i].figures) r["figures"] = figures_json(*rows[i].figures);
+      if (!rows[i].error.empty()) r["error"] = rows[i].error;
+      runs.push_back(std::move(r));
+    }
+    std::cout << dump(json{{"scenario", sc.id}, {"title", sc.title}, {"origin", sc.origin}, {"output", s.output},
+                           {"runs", runs}})
+              << "\n";
+    return exit_code;
+  }
+  std::cout << fmt::format("scenario {}: {}\n\n", sc.id, sc.title);
+  std::cout << fmt::format("{:<2} {:<9} {:>5} {:>12} {:>12} {:>7} {:>7} {:>17} {:>11} {:>11}  {}\n", "N", "ended", "steps",
+                           "step mean", "exposed comm", "comm", "emb", "bytes on the wire", "peak alloc", "peak resv",
+                           "run (session ID-N.db)");
+  for (size_t i = 0; i < sc.runs.size(); ++i) std::cout << row_text(i, sc.runs[i], rows[i]);
+  std::cout << "\nstep mean: the slowest rank's step time; exposed comm: per rank over the run, mean over ranks; comm / "
+               "emb: the share of the ranks' step time in collectives / in the embedding's own (thread-level on CPU "
+               "ranks); bytes on the wire: every rank's bytes sent per sample (per token for lm_embedding); peak: the "
+               "largest rank's allocated / reserved device memory\n";
+  std::cout << fmt::format("sessions: {}/{}-N.db (embedscope-ui --scenario {} --scenario-sessions {})\n", s.output, sc.id,
+                           s.scenario, s.output);
+  return exit_code;
+}
+
+}  // namespace
+
+Command add_scenario_command(CLI::App& app) {
+  auto s = std::make_shared<ScenarioState>();
+  auto* cmd = app.add_subcommand("scenario",
+                                 "Run every run of a teaching scenario (built-in NAME or FILE.json) into DIR/ID-N.db and "
+                                 "print their comparison (step time, exposed comm, comm share, bytes on the wire, peak "
+                                 "memory)");
+  cmd->add_option("scenario", s->scenario, "A built-in scenario's id (see --list) or a scenario file");
+  s->steps_option = cmd->add_option("--steps", s->steps, "Steps of every run (default: each run's own; at least 1)");
+  cmd->add_option("-o,--output", s->output, "Directory of the sessions (default: the current one; made when missing)");
+  cmd->add_flag("--force-overwrite", s->overwrite, "Replace existing sessions of the scenario in DIR");
+  cmd->add_flag("--json", s->json, "Print the comparison as JSON");
+  cmd->add_flag("--list", s->list, "List the built-in scenarios");
+  return {cmd, [s] { return cmd_scenario(*s); }, [s] { return s->json; }};
+}
+
+}  // namespace embedscope::cli

@@ -1,0 +1,80 @@
+#pragma once
+// One run of a teaching scenario (workload/scenario.h) headless, whichever kind it is (a DLRM
+// workload through run_training with the greedy plan, as the workbench's Run button trains it;
+// an lm_embedding one through run_lm), and the figures of its session that a scenario compares:
+// what `embedscope scenario` prints and the workbench's scenario view shows per run.
+//
+// Figures (over the measured steps, sessions::analyze; "comm" is the ops of category comm,
+// merged per rank as HTA does, thread-level on CPU ranks):
+//   step time        mean and p50 of the slowest rank's step time per step (ns)
+//   exposed comm     per rank, summed over the steps, mean over ranks (ns; the view's figure)
+//   comm share       time in comm / step windows, summed over every rank and step (0..1)
+//   embedding share  the same for the embedding's own collectives: DLRM every collective but
+//                    dense_all_reduce; lm_embedding embedding/*, input/output/grad dist
+//                    (program/lm_program.h, is_lm_embedding_collective)
+//   bytes per sample every rank's bytes sent (collectives table) / samples of the measured
+//                    steps; per token for lm_embedding: / (samples x sequence_length)
+//   peak memory      the largest rank's peak allocated and reserved bytes (whole run)
+// Example (tests/engine/exec/scenario_cli_test.cpp): vocab_parallel, V = 64, H = 8, S = 8, B = 2 on
+// 4 ranks, 1 step: each rank sends 1,824 B, so bytes per token = 4 x 1,824 / 16 = 456.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "embedscope/engine/exec/run.h"
+#include "embedscope/engine/workload/scenario.h"
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::engine {
+
+struct ScenarioRunOptions {
+  std::string session_path;  ///< where the session goes (required)
+  bool overwrite = false;    ///< replace a regular file at session_path (otherwise an error)
+  /// Set (e.g. from a SIGINT handler) to stop after the current step; the run ends "cancelled".
+  const std::atomic<bool>* cancel = nullptr;
+  /// Called from rank 0's thread after every step (StepProgress; for lm_embedding runs
+  /// samples_per_s counts sequences).
+  std::function<void(const StepProgress&)> on_step;
+};
+
+struct ScenarioRunOutcome {
+  RunEnd ended = RunEnd::complete;  ///< the session's `ended`
+  std::string error;                ///< how a failed run failed ("" when complete or cancelled)
+  bool bad_input = false;           ///< the run ended because of its input (RunResult::bad_input)
+};
+
+/// Runs `run` (validated by parse_scenario) into options.session_path. A run that fails (OOM,
+/// hang, crash) is returned with its ending, not thrown: its session says how it ended. Throws
+/// SpecError when the engine refuses the workload before running (e.g. it does not fit the
+/// devices) and sessions::SessionError when the session cannot be created (exists, unwritable).
+ScenarioRunOutcome run_scenario_run(const ScenarioRun& run, const ScenarioRunOptions& options);
+
+/// The figures of one run's session (units in the field comments; see the header comment).
+struct ScenarioFigures {
+  std::string ended;                  ///< the session's `ended`
+  bool simulated = false;
+  int64_t steps = 0;                  ///< measured steps in the session
+  int64_t samples_per_step = 0;       ///< sequences for lm_embedding
+  int64_t tokens_per_sample = 0;      ///< sequence_length for lm_embedding; 0 for DLRM
+  double step_mean_ns = 0;
+  int64_t step_p50_ns = 0;
+  double samples_per_s = 0;
+  int64_t exposed_comm_ns = 0;
+  double overlap_pct = 0;
+  double comm_share = 0;
+  double embedding_comm_share = 0;
+  int64_t bytes_sent = 0;             ///< every rank, measured steps
+  double bytes_per_sample = 0;
+  double bytes_per_token = 0;         ///< 0 for DLRM
+  int64_t peak_allocated_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
+  double final_loss = 0;              ///< the last measured step's loss (0 without steps)
+};
+
+/// The figures of `session`, a session of `run`. A session without measured steps has zero
+/// step figures and its memory peaks. Throws sessions::SessionError on an unreadable file.
+ScenarioFigures scenario_figures(const ScenarioRun& run, const sessions::SessionReader& session);
+
+}  // namespace embedscope::engine

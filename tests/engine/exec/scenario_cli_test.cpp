@@ -1,0 +1,160 @@
+// `embedscope scenario` end to end: a small scenario (two tiny lm_embedding runs and a tiny DLRM
+// run) run headless into a folder, its sessions, and the comparison's bytes per token against the
+// values computed by hand in lm_scenario_test.cpp; bad input exits 2 naming the file or field.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/sessions/store/session.h"
+#include "support/cli_run.h"
+
+namespace {
+
+using nlohmann::json;
+
+std::filesystem::path scenario_cli_scratch() {
+  static const auto dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("es_scenario_cli_" + std::to_string(getpid()));
+    std::filesystem::remove_all(d);
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+embedscope::test_support::CliResult scenario_cli(const std::string& args) {
+  return embedscope::test_support::run_cli(EMBEDSCOPE_CLI, args, scenario_cli_scratch());
+}
+
+/// The scaled Llama preset at V = 64, H = 8, S = 8, B = 2 (T = 16 tokens) on its 4 ranks, one step,
+/// under vocab_parallel and sequence_parallel, and the tiny DLRM preset: written to NAME.json.
+std::string scenario_cli_file(const std::string& name, const json& second_overrides) {
+  const json tiny_lm = {{"vocab_size", 64}, {"hidden_size", 8}, {"sequence_length", 8}, {"micro_batch_size", 2}, {"steps", 1}};
+  json sp = tiny_lm;
+  sp.merge_patch(second_overrides);
+  const json j = {{"id", "tiny_llm"},
+                  {"title", "Tiny LLM embedding"},
+                  {"explanation", "all-reduce vs reduce-scatter, and a DLRM run beside them"},
+                  {"runs",
+                   {{{"label", "vp"}, {"preset", "llama3_8b_embedding_scaled"}, {"overrides", tiny_lm}},
+                    {{"label", "sp"}, {"preset", "llama3_8b_embedding_scaled"}, {"overrides", sp}},
+                    {{"label", "dlrm"}, {"preset", "tiny"}, {"overrides", {{"steps", 1}}}}}}};
+  const auto path = scenario_cli_scratch() / (name + ".json");
+  std::ofstream(path) << j.dump(1);
+  return path.string();
+}
+
+TEST(ScenarioCli, RunsEveryRunIntoTheFolderAndComparesThem) {
+  const std::string file = scenario_cli_file("tiny_llm", {{"sharding", {{"sequence_parallel", true}}}});
+  const auto dir = scenario_cli_scratch() / "out";
+  auto r = scenario_cli("scenario " + file + " --steps 2 -o " + dir.string() + " --json");
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j.at("scenario"), "tiny_llm");
+  const json& runs = j.at("runs");
+  ASSERT_EQ(runs.size(), 3u);
+  const char* kinds[] = {"lm_embedding", "lm_embedding", "dlrm"};
+  for (size_t i = 0; i < 3; ++i) {
+    const json& run = runs[i];
+    EXPECT_EQ(run.at("kind"), kinds[i]);
+    const std::string session = (dir / ("tiny_llm-" + std::to_string(i) + ".db")).string();
+    EXPECT_EQ(run.at("session"), session);
+    const json& f = run.at("figures");
+    EXPECT_EQ(f.at("ended"), "complete");
+    EXPECT_EQ(f.at("steps"), 2);  // --steps 2 over each run's 1
+    // the session: 2 steps of every rank (4 for the LM runs, the tiny preset's 2)
+    const embedscope::sessions::SessionReader s(session);
+    EXPECT_EQ(s.status(), "complete");
+    EXPECT_EQ(s.steps().size(), i < 2 ? 8u : 4u) << session;
+    EXPECT_GT(f.at("peak_allocated_bytes").get<int64_t>(), 0);
+    EXPECT_GT(f.at("comm_share").get<double>(), 0.0);
+    EXPECT_LE(f.at("embedding_comm_share").get<double>(), f.at("comm_share").get<double>());
+  }
+  // lm_scenario_test's hand-computed bytes: vocab_parallel sends 1,824 B a rank a step, 4 ranks
+  // over the group's 16 tokens; sequence_parallel 3,072 B a rank
+  const json& vp = runs[0].at("figures");
+  const json& sp = runs[1].at("figures");
+  EXPECT_EQ(vp.at("tokens_per_sample"), 8);
+  EXPECT_EQ(vp.at("samples_per_step"), 2);
+  EXPECT_EQ(vp.at("bytes_sent"), 2 * 4 * 1824);
+  EXPECT_DOUBLE_EQ(vp.at("bytes_per_token").get<double>(), 4.0 * 1824 / 16);
+  EXPECT_DOUBLE_EQ(sp.at("bytes_per_token").get<double>(), 4.0 * 3072 / 16);
+  EXPECT_GT(vp.at("embedding_comm_share").get<double>(), 0.0);  // embedding/all_reduce
+  // the DLRM run: per sample (16 a step: 8 on each of 2 ranks), no tokens
+  const json& dlrm = runs[2].at("figures");
+  EXPECT_EQ(dlrm.at("samples_per_step"), 16);
+  EXPECT_EQ(dlrm.at("bytes_per_token"), 0.0);
+  EXPECT_DOUBLE_EQ(dlrm.at("bytes_per_sample").get<double>(), dlrm.at("bytes_sent").get<double>() / 32);
+
+  // the sessions are there: refused unless overwritten
+  r = scenario_cli("scenario " + file + " -o " + dir.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find((dir / "tiny_llm-0.db").string()), std::string::npos) << r.err;
+  // the table
+  r = scenario_cli("scenario " + file + " -o " + dir.string() + " --force-overwrite");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("scenario tiny_llm: Tiny LLM embedding"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("456.0/token"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("768.0/token"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("/sample"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("run 3/3: dlrm (dlrm, 1 steps on 2 ranks)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("  step 1/1"), std::string::npos) << r.err;  // progress of each run
+}
+
+TEST(ScenarioCli, BadInputExitsTwoNamingTheFileOrField) {
+  auto r = scenario_cli("scenario nope");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("error: scenario nope: not a built-in scenario (built in: "), std::string::npos) << r.err;
+  const std::string bad = scenario_cli_file("bad", {{"sequence_length", 0}});
+  r = scenario_cli("scenario " + bad + " -o " + (scenario_cli_scratch() / "bad").string() + " --json");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(bad + ": /runs/1/overrides/sequence_length"), std::string::npos) << r.err;
+  EXPECT_EQ(json::parse(r.out).at("ended"), "bad_input");
+  EXPECT_FALSE(std::filesystem::exists(scenario_cli_scratch() / "bad" / "tiny_llm-0.db"));  // nothing ran
+  const std::string syntax = (scenario_cli_scratch() / "syntax.json").string();
+  std::ofstream(syntax) << "{\"id\": \"x\",\n \"title\": }";
+  r = scenario_cli("scenario " + syntax);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(syntax + ": line 2"), std::string::npos) << r.err;
+  r = scenario_cli("scenario " + (scenario_cli_scratch() / "missing.json").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("missing.json: cannot open"), std::string::npos) << r.err;
+  r = scenario_cli("scenario vocab_parallel_vs_sequence_parallel --steps 0");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--steps: must be at least 1, got 0"), std::string::npos) << r.err;
+  r = scenario_cli("scenario");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("give a scenario NAME or FILE.json"), std::string::npos) << r.err;
+}
+
+TEST(ScenarioCli, ListsTheBuiltInScenarios) {
+  auto r = scenario_cli("scenario --list --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  bool lm = false, dlrm = false;
+  for (const json& s : j) {
+    if (s.at("id") == "vocab_parallel_vs_sequence_parallel") {
+      lm = true;
+      ASSERT_EQ(s.at("runs").size(), 4u);
+      EXPECT_EQ(s.at("runs")[1].at("kind"), "lm_embedding");
+      EXPECT_EQ(s.at("runs")[1].at("steps"), 2);
+      EXPECT_EQ(s.at("runs")[1].at("world_size"), 4);
+    }
+    if (s.at("id") == "row_wise_vs_table_wise") {
+      dlrm = true;
+      EXPECT_EQ(s.at("runs")[0].at("kind"), "dlrm");
+    }
+  }
+  EXPECT_TRUE(lm);
+  EXPECT_TRUE(dlrm);
+  r = scenario_cli("scenario --list");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("vocab_parallel_vs_sequence_parallel"), std::string::npos) << r.out;
+}
+
+}  // namespace
