@@ -16,6 +16,7 @@
 #include "core/timeline_math.h"
 #include "jobs/analysis_job.h"
 #include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/analysis/flight_recorder.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
 #include "models/critical_path_model.h"
 #include "models/gpu_kernels_model.h"
@@ -35,11 +36,37 @@ void fit_to_rows(QTableView* t) {
                       2 * t->frameWidth() + t->horizontalScrollBar()->sizeHint().height());
 }
 
-// What the summary shows: the run's figures and, for a session with GPU lanes, HTA's.
+// What the summary shows: the run's figures, for a session with GPU lanes HTA's, and what the
+// ranks' flight recorder dumps say (empty without dumps).
 struct SummaryFigures {
   sessions::RunStats stats;
   std::vector<sessions::RankKernelFigures> kernels;
+  sessions::FlightAnalysis flight;
 };
+
+// The flight recorder paragraph: its findings (red), else that every rank completed what it
+// entered, and the collective each rank waits in. "" without dumps.
+QString flight_text(const sessions::FlightAnalysis& a) {
+  if (a.empty()) return {};
+  QStringList reasons;
+  for (const auto& r : a.ranks)
+    if (r.dumped && !reasons.contains(QString::fromStdString(r.reason))) reasons << QString::fromStdString(r.reason);
+  QString t = QString("<b>Flight recorder</b> (each rank's last dump of its last collectives: %1)")
+                  .arg(reasons.join(", ").toHtmlEscaped());
+  for (const auto& f : a.findings)
+    t += QString("<br><span style=\"color:#d01010\">%1</span>").arg(QString::fromStdString(f.text).toHtmlEscaped());
+  QStringList waiting;
+  for (const auto& r : a.ranks)
+    if (r.waiting)
+      waiting << QString("rank %1 in %2 '%3' (group %4, sequence %5)")
+                     .arg(r.rank)
+                     .arg(QString::fromStdString(r.waiting->op), QString::fromStdString(r.waiting->name).toHtmlEscaped(),
+                          QString::fromStdString(r.waiting->group).toHtmlEscaped())
+                     .arg(r.waiting->sequence);
+  if (a.findings.empty() && waiting.isEmpty()) t += "<br>every rank completed every collective it entered";
+  if (!waiting.isEmpty()) t += "<br>waiting: " + waiting.join("; ");
+  return t;
+}
 
 // "IMPORTED from kineto_json (PyTorch Profiler (0)): trace.json.gz (1.5 MB)" for an imported
 // session, else "".
@@ -112,6 +139,15 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                 .arg(st.lookups_max_over_mean, 0, 'f', 2);
   if (!s.meta(sessions::meta::kEndMessage).empty()) text += "<br>" + QString::fromStdString(s.meta(sessions::meta::kEndMessage)).toHtmlEscaped();
   auto* label = new QLabel(text, page);
+  QLabel* flight = nullptr;
+  if (const QString ft = flight_text(figures.flight); !ft.isEmpty()) {
+    flight = new QLabel(ft, page);
+    flight->setObjectName("flight_recorder");
+    flight->setWordWrap(true);
+    flight->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    flight->setToolTip("Every rank keeps its last collectives (group, sequence, state) and writes them into the session "
+                       "when its run fails or on SIGUSR1 / SIGTERM; `embedscope stats` prints the same analysis.");
+  }
   label->setWordWrap(true);
   label->setTextInteractionFlags(Qt::TextSelectableByMouse);
   auto* table = new QTableView(page);
@@ -173,6 +209,7 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                   RankStatsModel::PeakAllocated, RankStatsModel::PeakReserved, RankStatsModel::Fragmentation})
       table->setColumnHidden(c, true);
   layout->addWidget(label);
+  if (flight) layout->addWidget(flight);
   layout->addWidget(table, 1);
   if (!figures.kernels.empty()) {  // HTA's figures of the GPU kernels, beside the thread-level ones above
     layout->addWidget(new QLabel(
@@ -208,7 +245,8 @@ SummaryView::SummaryView(std::shared_ptr<const sessions::SessionReader> session,
   job_->start<SummaryFigures>(
       [file = session_->path()] {
         const sessions::SessionReader reader(file);
-        return SummaryFigures{sessions::analyze(reader), sessions::gpu_kernel_figures(reader)};
+        return SummaryFigures{sessions::analyze(reader), sessions::gpu_kernel_figures(reader),
+                              sessions::analyze_flight_records(reader)};
       },
       [this](SummaryFigures& stats) {
         delete status_;

@@ -2,7 +2,8 @@
 // The summary page of a session: how the run went (workload, ranks, backend, pipeline, how it
 // ended), the `embedscope stats` figures, per-rank times (RankStatsModel), what bounded the
 // steps (CriticalPathModel, CollectiveTimesModel) and the sharding plan with per-rank memory
-// and load (ShardingPlanModel).
+// and load (ShardingPlanModel), and what the ranks' flight recorder dumps say (a hang: who did not
+// reach which collective).
 
 #include <QWidget>
 
