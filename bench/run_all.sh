@@ -7,7 +7,7 @@ build=${1:-build-bench}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DEMBEDSCOPE_BUILD_BENCH=ON -DEMBEDSCOPE_BUILD_TESTS=OFF
 targets=(bench_kernels bench_sessions bench_allocator bench_planner bench_pipelines bench_simulate bench_input)
 if grep -q "EMBEDSCOPE_BUILD_UI:BOOL=ON" "$build/CMakeCache.txt"; then targets+=(bench_ui_paint); fi
-targets+=(bench_memory_view bench_import)
+targets+=(bench_memory_view bench_import bench_merge bench_launch)
 cmake --build "$build" -j2 --target "${targets[@]}"
 "$build/bench/bench_kernels"
 "$build/bench/bench_sessions"
@@ -26,3 +26,7 @@ if [[ -x "$build/bench/bench_ui_paint" ]]; then "$build/bench/bench_ui_paint"; f
 # the Kineto importer on a generated 8 x 250 MB trace: MB/s (goal 150 on one core), peak RSS (goal
 # 1 GiB), python3 json.load of one rank file and HTA when installed (EMBEDSCOPE_BENCH_IMPORT_MB=400 for a quick run)
 "$build/bench/bench_import"
+# embedscope merge of 2 / 4 / 8 rank sessions vs a plain SQLite copy of the same rows
+"$build/bench/bench_merge"
+# criteo_kaggle on 4 processes vs 4 threads (step time), the store rendezvous of 8 and 64 processes vs threads
+"$build/bench/bench_launch"
