@@ -21,6 +21,10 @@ class Collectives {
   virtual uint64_t span_correlation(uint64_t next_before) const { return next_before; }
   virtual const CommCounters& counters() const = 0;
   virtual void set_observer(const profiler::RunClock* clock, ProcessGroup::Observer observer) = 0;
+  /// Records every collective of the group in `recorder` (the rank's flight recorder, which
+  /// must outlive the group's collectives; null: none). Gloo: ProcessGroup::set_flight_recorder;
+  /// NCCL: NcclComm::set_flight_recorder.
+  virtual void set_flight_recorder(FlightRecorder* recorder) = 0;
   virtual void all_to_all_v(const char* op_name, const void* send, std::span<const int64_t> send_counts, void* recv,
                             std::span<const int64_t> recv_counts, size_t elem_size) = 0;
   virtual void all_gather_v(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
@@ -48,6 +52,7 @@ class GlooCollectives final : public Collectives {
   void set_observer(const profiler::RunClock* clock, ProcessGroup::Observer observer) override {
     pg_->set_observer(clock, std::move(observer));
   }
+  void set_flight_recorder(FlightRecorder* recorder) override { pg_->set_flight_recorder(recorder); }
   void all_to_all_v(const char* op_name, const void* send, std::span<const int64_t> send_counts, void* recv,
                     std::span<const int64_t> recv_counts, size_t elem_size) override {
     pg_->all_to_all_v(op_name, send, send_counts, recv, recv_counts, elem_size);

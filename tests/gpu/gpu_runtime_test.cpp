@@ -244,6 +244,38 @@ TEST(NcclCollectives, TimeoutAbortsAndNamesTheCollective) {
   cudaFreeHost(flag);
 }
 
+// The flight recorder on an NCCL communicator (issue 18): an all-reduce is started once
+// issued and completed once synchronize() sees its end; an all-to-all outside a group records its
+// split check first, with a sequence number of its own.
+TEST(NcclCollectives, FlightRecorderSeesEachCollectiveIssuedAndCompleted) {
+  REQUIRE_GPUS(1);
+  auto comms = NcclComm::init_all({0}, "world", std::chrono::milliseconds(60000));
+  engine::FlightRecorder fr(0, 8);
+  comms[0]->set_flight_recorder(&fr);
+  DeviceBuffer buf(0, 16), out(0, 4);
+  auto w = comms[0]->all_reduce_sum("dense/all_reduce", nullptr, buf.p, 16);
+  auto d = fr.dump(0, "test");
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_TRUE(d[0].state == "started" || d[0].state == "scheduled") << d[0].state;
+  w.synchronize();
+  const std::vector<int64_t> four{4};
+  comms[0]->all_to_all_v("output_dist", nullptr, buf.p, four, out.p, four, sizeof(float)).synchronize();
+  d = fr.dump(1, "test");
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[0].name, "dense/all_reduce");
+  EXPECT_EQ(d[0].input_elements, 16);
+  EXPECT_EQ(d[1].name, "output_dist/split_check");
+  EXPECT_EQ(d[1].sequence, 2u);
+  EXPECT_EQ(d[2].name, "output_dist");
+  EXPECT_EQ(d[2].sequence, 3u);
+  EXPECT_EQ(d[2].input_elements, 4);
+  for (const auto& e : d) {
+    EXPECT_EQ(e.state, "completed") << e.name;
+    EXPECT_GE(e.time_completed_ns, e.time_started_ns) << e.name;
+    EXPECT_EQ(e.timeout_ms, 60000);
+  }
+}
+
 TEST(Cupti, SeesTheKernelsAndCopiesOfAKnownProgram) {
   REQUIRE_GPUS(1);
   constexpr int kLaunches = 50;

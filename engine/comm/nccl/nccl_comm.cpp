@@ -91,6 +91,7 @@ struct NcclWork::State {
   cudaEvent_t done = nullptr;            // recorded on the comm stream after the collective
   std::chrono::steady_clock::time_point issued_at;
   sessions::CollectiveRecord record;     // all but end_ns, filled at issue
+  FlightRecorder::Id flight = -1;        // its entry in the comm's flight recorder (-1: none)
   bool finished = false;
   int polls = 0;
   ~State() {
@@ -126,6 +127,7 @@ bool NcclWork::done() {
   switch (poll_wait(q == cudaSuccess, async_error, waited, timeout)) {
     case WaitState::done:
       s.finished = true;
+      if (FlightRecorder* fr = c.flight_recorder()) fr->completed(s.flight);
       if (c.observer_) {
         sessions::CollectiveRecord r = s.record;
         r.end_ns = c.clock_ ? c.clock_->now_ns() : 0;
@@ -344,6 +346,7 @@ void issue(std::span<NcclComm::Op* const> ops) {
     cuda_check(cudaSetDevice(c.device()), "cudaSetDevice");
     cuda_check(cudaEventCreateWithFlags(&op->state->done, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     cuda_check(cudaEventRecord(op->state->done, c.stream()), "cudaEventRecord");
+    if (FlightRecorder* fr = c.flight_recorder()) fr->started(op->state->flight);
   }
 }
 }  // namespace
@@ -364,7 +367,7 @@ namespace {
 std::unique_ptr<NcclComm::Op> make_op(NcclComm& c, NcclComm::Op::Kind kind, const char* kind_name, const char* op_name,
                                       uint64_t seq, cudaStream_t compute, size_t elem_size, CollectiveBytes bytes,
                                       std::vector<int64_t> send_elems, std::vector<int64_t> recv_elems,
-                                      const profiler::RunClock* clock) {
+                                      const profiler::RunClock* clock, int64_t reduce_elements = 0) {
   auto op = std::make_unique<NcclComm::Op>();
   op->kind = kind;
   op->comm = &c;
@@ -387,6 +390,13 @@ std::unique_ptr<NcclComm::Op> make_op(NcclComm& c, NcclComm::Op::Kind kind, cons
   r.peers = c.members();
   r.send_elements = std::move(send_elems);
   r.recv_elements = std::move(recv_elems);
+  if (FlightRecorder* fr = c.flight_recorder()) {
+    int64_t in = reduce_elements, out = reduce_elements;  // all-reduce: the elements reduced
+    if (!r.send_elements.empty()) in = std::accumulate(r.send_elements.begin(), r.send_elements.end(), int64_t{0});
+    if (!r.recv_elements.empty()) out = std::accumulate(r.recv_elements.begin(), r.recv_elements.end(), int64_t{0});
+    st->flight = fr->scheduled(c.name(), c.members(), seq, kind_name, op_name, r.dtype.c_str(), in, out,
+                               c.timeout().count());
+  }
   op->state = std::move(st);
   return op;
 }
@@ -492,7 +502,8 @@ NcclWork NcclComm::all_reduce_sum(const char* op_name, cudaStream_t compute, flo
   if (count < 0) throw std::invalid_argument(fmt::format("all_reduce '{}': negative count {}", op_name, count));
   const uint64_t seq = ++seq_;
   const CollectiveBytes b = all_reduce_bytes(count, size(), sizeof(float));
-  auto op = make_op(*this, Op::Kind::all_reduce, "all_reduce", op_name, seq, compute, sizeof(float), b, {}, {}, clock_);
+  auto op = make_op(*this, Op::Kind::all_reduce, "all_reduce", op_name, seq, compute, sizeof(float), b, {}, {}, clock_,
+                    count);
   op->recv = data;
   op->count = count;
   counters_.bytes_sent += b.sent;

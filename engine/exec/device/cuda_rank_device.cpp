@@ -130,6 +130,7 @@ class NcclCollectives final : public Collectives {
   void set_observer(const profiler::RunClock* clock, ProcessGroup::Observer observer) override {
     comm_.set_observer(clock, std::move(observer));
   }
+  void set_flight_recorder(FlightRecorder* recorder) override { comm_.set_flight_recorder(recorder); }
 
   void all_to_all_v(const char* op_name, const void* send, std::span<const int64_t> send_counts, void* recv,
                     std::span<const int64_t> recv_counts, size_t elem_size) override {

@@ -138,7 +138,6 @@ void Rank::setup() {
   auto gloo = [&](std::string name, std::vector<int> members, int group_rank) {
     auto pg = std::make_unique<ProcessGroup>(sh_.rv, std::move(name), std::move(members), group_rank, timeout);
     pg->set_network(spec.network, L_.local);
-    pg->set_flight_recorder(&flight_);
     return pg;
   };
   if (!world_) {
@@ -153,6 +152,8 @@ void Rank::setup() {
       cross_ = std::make_unique<GlooCollectives>(gloo(fmt::format("cross{}", l), cross_members, node));
     }
   }
+  for (auto* g : {world_.get(), node_.get(), cross_.get()})
+    if (g) g->set_flight_recorder(&flight_);
   if (sh_.session) {
     // the layout that could not hold the request, while every buffer is still alive
     arena_.set_oom_handler([this] { record_memory(current_step_.load(), "oom", true); });

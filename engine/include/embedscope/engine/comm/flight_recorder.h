@@ -8,7 +8,9 @@
 // request). Here a ProcessGroup (comm/gloo_process_group.h) records each collective it runs:
 //   scheduled  the rank entered the collective and took its sequence number,
 //   started    it marked its arrival in the store and its transfer began,
-//   completed  the collective returned on this rank (a collective that threw stays started).
+//   completed  the collective returned on this rank (a collective that threw stays started);
+// an NcclComm (comm/nccl_comm.h) each collective it issues: scheduled at the host's call,
+// started once enqueued on the comm stream, completed when its end event is seen.
 // The threaded executor dumps every local rank's ring into the session (table
 // `flight_recorder`) when a run ends by a failure and when asked by a signal
 // (TrainerOptions::flight_dump); sessions/analysis/flight_recorder.h reads the dumps.

@@ -107,6 +107,13 @@ class NcclComm {
     clock_ = clock;
     observer_ = std::move(observer);
   }
+  /// Records every collective in `recorder` (comm/flight_recorder.h; null: none), which must
+  /// outlive them: scheduled when the host issues it (its split check, outside an NcclGroup, is
+  /// a collective of its own), started once it is enqueued on the comm stream (ncclGroupEnd
+  /// returned; NCCL says nothing of when its kernel begins), completed when done() or
+  /// synchronize() sees its end event.
+  void set_flight_recorder(FlightRecorder* recorder) { flight_ = recorder; }
+  FlightRecorder* flight_recorder() const { return flight_; }
 
   // Collectives. Buffers are device memory on device() (send and recv must not overlap, except
   // in place as noted); counts are elements of elem_size bytes. `compute` is the stream whose
@@ -151,6 +158,7 @@ class NcclComm {
   CommCounters counters_;
   const profiler::RunClock* clock_ = nullptr;
   ProcessGroup::Observer observer_;
+  FlightRecorder* flight_ = nullptr;
 };
 
 /// Collects, on this thread, the collectives issued for several ranks until it ends, then
