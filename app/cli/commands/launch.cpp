@@ -1,9 +1,11 @@
-// `embedscope launch -n N [--align none|collectives] [--kill-after S] run RUN-ARGS...`: one
-// rank per process on this machine. Makes a private rendezvous directory (a gloo FileStore,
+// `embedscope launch -n N [--align none|collectives] [--kill-after S] [--hosts-file F] run RUN-ARGS...`:
+// one rank per process on this machine. Makes a private rendezvous directory (a gloo FileStore,
 // removed at the end) and a fresh run id, starts N processes of this executable as
 // `run RUN-ARGS --rank R --world-size N --rendezvous file://DIR --run-id ID -o STEM.rank{rank}.db
-// --json`, each in a process group of its own, streams their stderr prefixed "[rank R] ",
-// forwards Ctrl-C (SIGINT), SIGTERM and SIGUSR1 (the flight recorder dump) to every child, and, when a child dies of a signal, writes its
+// --json` (with --hosts-file, also `--host ADDRESS --local-world-size SLOTS`: loopback hosts
+// playing nodes, exec/launch/hosts_file.h), each in a process group of its own, streams their
+// stderr prefixed "[rank R] ", forwards Ctrl-C (SIGINT), SIGTERM and SIGUSR1 (the flight
+// recorder dump) to every child, and, when a child dies of a signal, writes its
 // death into the store (report_dead_rank: the others, whose collectives broke, name it at once)
 // and kills (SIGKILL) the ones still running --kill-after seconds later. Then it merges the rank sessions into the
 // run's -o (default embedscope-YYYYmmdd-HHMMSS.db) with sessions::merge_sessions, as `embedscope
@@ -13,8 +15,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-
-#include <tuple>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,14 +25,17 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "embedscope/engine/exec/launch/hosts_file.h"
 #include "embedscope/engine/exec/launch/rank_env.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/merge/merge.h"
@@ -58,6 +61,7 @@ struct LaunchState {
   int n = 0;
   std::string align = "none";
   int kill_after_s = 120;
+  std::string hosts_file;         // --hosts-file: loopback hosts playing nodes ("" none)
   std::vector<std::string> rest;  // "run" and its arguments
 };
 
@@ -176,6 +180,15 @@ std::string random_id() {
 int cmd_launch(const LaunchState& s) {
   if (s.n < 1) throw es::SpecError("launch -n: give the number of processes, 1 or more");
   const ChildArgs ca = split_run_args(s.rest);
+  std::optional<es::launch::HostPlacement> hosts;
+  if (!s.hosts_file.empty()) {
+    for (const auto& a : ca.args)
+      for (const char* own : {"--host", "--local-world-size"})
+        if (a == own || a.rfind(std::string(own) + "=", 0) == 0)
+          throw es::SpecError(fmt::format("launch --hosts-file {}: {} is set by the hosts file for every rank; leave "
+                                          "it out", s.hosts_file, own));
+    hosts = es::launch::place_ranks(es::launch::read_hosts_file(s.hosts_file), s.n, s.hosts_file);
+  }
   namespace fs = std::filesystem;
   if (fs::exists(ca.output) && !ca.overwrite)
     throw es::SpecError(fmt::format("{}: already exists; choose another name (-o) or allow overwriting it "
@@ -195,6 +208,11 @@ int cmd_launch(const LaunchState& s) {
   const std::string run_id = random_id();
   const std::string exe = fs::read_symlink("/proc/self/exe").string();
   fmt::print(stderr, "embedscope launch: {} processes, rendezvous file://{} (run id {})\n", s.n, dir, run_id);
+  if (hosts)
+    for (int h = 0; h < hosts->hosts_used; ++h)
+      fmt::print(stderr, "embedscope launch: node {} on {}: ranks {}-{}\n", h,
+                 hosts->host_of_rank[static_cast<size_t>(h * hosts->local_world_size)], h * hosts->local_world_size,
+                 (h + 1) * hosts->local_world_size - 1);
 
   std::vector<Child> kids(static_cast<size_t>(s.n));
   struct sigaction sa {}, old_sa {};
@@ -219,6 +237,10 @@ int cmd_launch(const LaunchState& s) {
                                  std::string("--rendezvous"), "file://" + dir, std::string("--run-id"), run_id,
                                  std::string("-o"), stem + ".rank{rank}.db", std::string("--json")})
       args.push_back(a);
+    if (hosts) {  // this rank's "host" and the hosts as nodes
+      args.insert(args.end(), {"--host", hosts->host_of_rank[static_cast<size_t>(r)]});
+      if (hosts->hosts_used > 1) args.insert(args.end(), {"--local-world-size", std::to_string(hosts->local_world_size)});
+    }
     spawn(c, exe, args);
   }
   int forwarded = 0, forwarded_terms = 0, forwarded_usr1s = 0;
@@ -389,6 +411,11 @@ Command add_launch_command(CLI::App& app) {
                                                  "running are killed (they normally end on their own within the "
                                                  "collective timeout)")
       ->check(CLI::Range(1, 86400));
+  c->add_option("--hosts-file", s->hosts_file,
+                "Loopback hosts playing nodes, one per line: ADDRESS [slots=N] (127.0.0.2 slots=2 ...); rank r runs on "
+                "the host of its block, its Gloo device bound there (run --host), the hosts as nodes (run "
+                "--local-world-size)")
+      ->check(CLI::ExistingFile);
   c->prefix_command();  // `run` and everything after it are the children's
   return {c, [s, c] {
             s->rest = c->remaining();
