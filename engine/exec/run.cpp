@@ -151,12 +151,12 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
   const std::string origin = requested.name.empty() ? "workload" : requested.name;
   const WorkloadSpec spec = with_resolved_backend(requested, origin);
   validate_plan(spec, plan, "sharding plan");
-  // Live rebalancing (engine/rebalance/reshard.h): the base pipeline, fp32 tables, cpu ranks in
-  // one process; anything else is refused before the run (exit 2) rather than ignored.
+  // Live rebalancing (engine/rebalance/reshard.h): the base pipeline, fp32 tables, cpu ranks (threads
+  // of one process, or one rank per process); anything else is refused before the run (exit 2)
+  // rather than ignored.
   if (spec.rebalance.enabled()) {
-    const std::string where = options.process.rank >= 0 ? "launch (one rank per process)"
-                              : options.emulate_device   ? "an emulated device"
-                                                         : std::string(to_string(spec.devices.backend));
+    const std::string where =
+        options.emulate_device ? "an emulated device" : std::string(to_string(spec.devices.backend));
     if (const std::string why = rebalance::live_rebalance_unsupported(spec, where); !why.empty())
       throw SpecError(origin + ": " + why);
   }

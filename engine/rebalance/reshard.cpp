@@ -21,7 +21,8 @@ std::string live_rebalance_unsupported(const WorkloadSpec& spec, const std::stri
                        "\"rebalance\": \"off\"",
                        enum_name(spec.pipeline));
   if (where != "cpu")
-    return fmt::format("/devices/backend: live rebalancing runs on the cpu backend in one process, not {}", where);
+    return fmt::format("/devices/backend: live rebalancing runs on the cpu backend (threads or one rank per process), "
+                       "not {}", where);
   for (const TableSpec& t : spec.tables) {
     if (t.data_type != TableDataType::fp32)
       return fmt::format("/tables/{}/data_type: live rebalancing moves fp32 rows, not {}", t.name, enum_name(t.data_type));

@@ -99,6 +99,8 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
     std::vector<IdHistogramBucket> histogram;
     std::vector<ShardRecord> shards;
     std::vector<FlightRecord> flight;
+    std::vector<RebalanceRecord> rebalances;
+    std::vector<PlanChangeRecord> plan_changes;
   };
   std::vector<PerRank> extras(readers.size());
   si::ImportProblems problems;
@@ -148,6 +150,8 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
     if (r.has_id_histogram()) extra.histogram = r.id_histogram();
     if (r.has_shards_table()) extra.shards = r.shards();
     extra.flight = r.flight_records();
+    extra.rebalances = r.rebalances();
+    extra.plan_changes = r.plan_changes();
     std::vector<std::string> left;
     if (!r.memory_timeline().empty()) left.push_back("memory timeline");
     if (!left.empty()) {
@@ -155,7 +159,7 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
       for (const auto& w : left) what += (what.empty() ? "" : ", ") + w;
       problems.add("not_merged", si::Severity::info, {inputs[i], -1},
                    fmt::format("{}: {} not merged (merge takes ranks, lanes, ops, steps, collectives, load and memory "
-                               "counters, memory events and snapshots, id histograms, flight recorder dumps and the plan's rows)", inputs[i], what));
+                               "counters, memory events and snapshots, id histograms, flight recorder dumps, live rebalances and the plan's rows)", inputs[i], what));
     }
   }
   int64_t origin = first == std::numeric_limits<int64_t>::max() ? time_base(*readers[0]) : floor_us(first);
@@ -244,6 +248,35 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
     }
   }
   if (shards && same_shards) w.add_shards(*shards);
+  // live rebalances: the ranks of one run made the same ones (one rank per process: each input
+  // holds its own time); each once, from the earliest rank's start, taking the slowest rank's time
+  std::vector<RebalanceRecord> rebalances;
+  const std::vector<PlanChangeRecord>* changes = nullptr;
+  bool same_rebalances = true;
+  for (size_t i = 0; i < extras.size(); ++i) {
+    const auto& mine = extras[i].rebalances;
+    if (mine.empty()) continue;
+    const int64_t shift = merged_from[i]["shift_ns"].get<int64_t>();
+    if (rebalances.empty()) {
+      rebalances = mine;
+      for (auto& rb : rebalances) rb.start_ns += shift;
+      changes = &extras[i].plan_changes;
+      continue;
+    }
+    if (mine.size() != rebalances.size() || extras[i].plan_changes.size() != changes->size()) {
+      same_rebalances = false;
+      break;
+    }
+    for (size_t k = 0; k < mine.size(); ++k) {
+      if (mine[k].step != rebalances[k].step || mine[k].moves != rebalances[k].moves) same_rebalances = false;
+      rebalances[k].start_ns = std::min(rebalances[k].start_ns, mine[k].start_ns + shift);  // as merge_rebalances
+      rebalances[k].duration_ns = std::max(rebalances[k].duration_ns, mine[k].duration_ns);
+    }
+  }
+  if (!rebalances.empty() && same_rebalances) w.add_rebalances(rebalances, *changes);
+  if (!same_rebalances)
+    problems.add("not_merged", si::Severity::info, {inputs[0], -1},
+                 "the inputs' live rebalances differ (steps or moves); none merged");
   if (shards && !same_shards) {
     problems.add("not_merged", si::Severity::info, {inputs[0], -1}, "the inputs' sharding plan rows differ; none merged");
   }

@@ -155,6 +155,8 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
       per_rank.push_back(r->rebalances);
       ids.push_back(r->ids_per_step);
     }
+    // one rank per process: the imbalance after each rebalance over every rank's load, gathered at the end
+    if (!ranks_.front()->world_ids_per_step.empty()) ids = ranks_.front()->world_ids_per_step;
     result.rebalances = rebalance::merge_rebalances(per_rank, ids);
     result.plan_changes = ranks_.front()->plan_changes;
     if (session) session->add_rebalances(result.rebalances, result.plan_changes);

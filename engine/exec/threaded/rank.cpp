@@ -324,6 +324,7 @@ void Rank::main() {
     }
     if (it >= sh_.spec.warmup_steps) after_step_rebalance(step_of(it), it + 1 == total);  // rank_rebalance.cpp
   }
+  if (sh_.spec.rebalance.enabled() && sh_.opt.process.rank >= 0) world_load_all_gather(current_step_.load());
   if (sh_.session) sh_.session->add_id_histogram(id_histogram_.buckets(me_));
   if (gpu_ && sh_.opt.keep_tables)
     for (auto& ls : shards)

@@ -189,6 +189,10 @@ class Rank final : public sharding::RankContext {
   /// The load this rank had per measured step, in the policy's measure (rebalance.balance): the sum
   /// of its load counters' ids, or of their lookup_ns (what merge_rebalances' imbalance_after uses).
   std::vector<int64_t> ids_per_step;
+  /// One rank per process (TrainerOptions::process) with live rebalancing: every rank's
+  /// ids_per_step, all-gathered after the last step (world_load_all_gather), so that the
+  /// rebalances' imbalance_after is the world's, as with threads; empty otherwise.
+  std::vector<std::vector<int64_t>> world_ids_per_step;
 
  private:
   void setup();
@@ -209,6 +213,9 @@ class Rank final : public sharding::RankContext {
   /// fire, all-gathers the ranks' ids over its window, and if should_rebalance fires and the
   /// proposal is worth it, moves the tables (reshard). The same decision on every rank.
   void after_step_rebalance(int64_t step, bool last);
+  /// One rank per process: all-gathers every rank's ids_per_step into world_ids_per_step (a
+  /// collective of the world group, `rebalance_load_all_gather` on the comm lane at `step`).
+  void world_load_all_gather(int64_t step);
   /// Turns the current plan into `next`: the rows of every changed table (rebalance/reshard.h
   /// row_transfers: table_wise moves, table_wise -> row_wise splits) go with their optimizer
   /// state to their new shards in one all-to-all (local blocks are copied), the old shards are

@@ -95,6 +95,19 @@ void Rank::after_step_rebalance(int64_t step, bool last) {
   rebalances.push_back(std::move(rec));
 }
 
+void Rank::world_load_all_gather(int64_t step) {
+  const int W = L_.world;
+  const auto n = static_cast<int64_t>(ids_per_step.size());  // the same on every rank: they stop together
+  std::vector<int64_t> recv(static_cast<size_t>(W * n));
+  const std::vector<int64_t> counts(static_cast<size_t>(W), n);
+  comm(*world_, "rebalance_load_all_gather", step, [&] {
+    world_->all_gather_v("rebalance_load_all_gather", ids_per_step.data(), recv.data(), counts, sizeof(int64_t));
+  });
+  world_ids_per_step.assign(static_cast<size_t>(W), {});
+  for (int r = 0; r < W; ++r)
+    world_ids_per_step[static_cast<size_t>(r)].assign(recv.begin() + r * n, recv.begin() + (r + 1) * n);
+}
+
 namespace {
 
 /// Calls fn(pointer, floats) for the weights, state1 and state2 of rows [row, row + rows) of `ls`

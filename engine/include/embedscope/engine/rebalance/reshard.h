@@ -15,9 +15,10 @@
 namespace embedscope::engine::rebalance {
 
 /// Why `spec` cannot rebalance live, or "" when it can. Live resharding runs the base pipeline
-/// (no batch in flight across a step boundary) on the cpu backend in one process, with fp32 rows
-/// and fp32 optimizer state (what the all-to-all of rows moves). `where`: "cpu", "cuda",
-/// "simulated" or "launch" (one rank per process). The text names the JSON pointer:
+/// (no batch in flight across a step boundary) on the cpu backend (ranks as threads of one
+/// process or one rank per process), with fp32 rows and fp32 optimizer state (what the
+/// all-to-all of rows moves). `where`: "cpu" (the only one allowed), "cuda", "simulated", "an
+/// emulated device". The text names the JSON pointer:
 /// "/pipeline: live rebalancing runs on the base pipeline, not \"sparse_dist\" (...)".
 std::string live_rebalance_unsupported(const WorkloadSpec& spec, const std::string& where);
 
