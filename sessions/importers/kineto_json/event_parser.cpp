@@ -64,7 +64,18 @@ std::vector<int64_t> int_list(od::value v) {
   return out;
 }
 
+/// A problem counted per file in the parser's hot loop, recorded once per file (the first
+/// occurrence's offset, the same record ImportProblems::add would keep event by event).
+struct Tally {
+  int64_t count = 0;
+  size_t first = 0;  ///< byte offset of the first occurrence
+  void add(size_t offset) {
+    if (count++ == 0) first = offset;
+  }
+};
+
 struct Parser {
+  Parser(RankTrace& t, Interner& n, ImportProblems& p, const InputText& i) : tr(t), names(n), problems(p), in(i) {}
   RankTrace& tr;
   Interner& names;
   ImportProblems& problems;
@@ -72,6 +83,16 @@ struct Parser {
   od::parser parser;
   std::unordered_map<std::string, std::vector<std::pair<int64_t, uint32_t>>> open_begins;  // B events per lane
   std::unordered_map<std::string, std::string> process_names;
+  Tally flows;                 // "flow_events"
+  Tally not_stored[128];       // "not_stored_ph_<p>", by phase character
+  /// The last lanes looked up (events come in runs of a few lanes): kind, pid and tid texts.
+  struct RecentLane {
+    const char* kind = nullptr;
+    std::string pid, tid;
+    uint32_t index = 0;
+  };
+  RecentLane recent[4];
+  unsigned next_recent = 0;
 
   Where where(size_t offset) const { return {tr.file, static_cast<int64_t>(offset)}; }
   std::string at(size_t offset) const {
@@ -79,7 +100,19 @@ struct Parser {
     return fmt::format("line {}, column {}", l, c);
   }
 
-  uint32_t lane(const std::string& kind, std::string_view pid, std::string_view tid, bool pid_str, bool tid_str) {
+  /// The lane of (kind, pid, tid), created on first sight. `kind` is one of the literals
+  /// "thread", "stream", "gpu_annotation" (compared by address in the cache of recent lanes).
+  uint32_t lane(const char* kind, std::string_view pid, std::string_view tid, bool pid_str, bool tid_str) {
+    for (const RecentLane& r : recent)
+      if (r.kind == kind && r.pid == pid && r.tid == tid) return r.index;
+    RecentLane& slot = recent[next_recent++ % std::size(recent)];
+    slot.index = lane_slow(kind, pid, tid, pid_str, tid_str);
+    slot.kind = kind;
+    slot.pid.assign(pid);
+    slot.tid.assign(tid);
+    return slot.index;
+  }
+  uint32_t lane_slow(const std::string& kind, std::string_view pid, std::string_view tid, bool pid_str, bool tid_str) {
     std::string key = kind;
     key += '\x1f';
     key.append(pid);
@@ -103,6 +136,19 @@ struct Parser {
   }
 
   void event(const Span& sp);
+  /// The problems counted in tallies, into `problems` (once per file, after its events).
+  void record_tallies() {
+    if (flows.count)
+      problems.add("flow_events", Severity::info, where(flows.first),
+                   "flow events (ac2g, async_cpu_to_gpu, fwdbwd) are not stored: launches join their kernels by "
+                   "args.correlation",
+                   flows.count);
+    for (unsigned c = 0; c < std::size(not_stored); ++c)
+      if (not_stored[c].count)
+        problems.add(fmt::format("not_stored_ph_{}", static_cast<char>(c)), Severity::info, where(not_stored[c].first),
+                     fmt::format("events of phase '{}' (instants, counters, async, objects) are not stored", static_cast<char>(c)),
+                     not_stored[c].count);
+  }
   void top_level(const std::string& key, const Span& sp);
 };
 
@@ -250,15 +296,12 @@ void Parser::event(const Span& sp) {
     return;
   }
   if (p == 's' || p == 't' || p == 'f') {
-    problems.add("flow_events", Severity::info, where(sp.begin),
-                 "flow events (ac2g, async_cpu_to_gpu, fwdbwd) are not stored: launches join their kernels by "
-                 "args.correlation");
+    flows.add(sp.begin);  // recorded by record_tallies()
     return;
   }
   if (p == 'i' || p == 'I' || p == 'C' || p == 'b' || p == 'e' || p == 'n' || p == 'P' || p == 'O' || p == 'N' ||
       p == 'D') {
-    problems.add(fmt::format("not_stored_ph_{}", p), Severity::info, where(sp.begin),
-                 fmt::format("events of phase '{}' (instants, counters, async, objects) are not stored", p));
+    not_stored[static_cast<unsigned char>(p)].add(sp.begin);  // recorded by record_tallies()
     return;
   }
   if (p != 'X' && p != 'B' && p != 'E') {
@@ -292,7 +335,8 @@ void Parser::event(const Span& sp) {
                  [&] { return fmt::format("event at {}: a GPU {} without a numeric args.stream, kept on its thread's lane "
                              "(not a GPU kernel for the kernel analyses)", at(sp.begin), cat); });
   }
-  const std::string stream_text = std::to_string(stream);
+  char stream_buf[24];
+  const std::string_view stream_text(stream_buf, static_cast<size_t>(fmt::format_to(stream_buf, "{}", stream) - stream_buf));
   const uint32_t lane_id = on_stream(kind)                      ? lane("stream", pid, stream_text, pid_str, false)
                            : kind == EventKind::gpu_annotation ? lane("gpu_annotation", pid, tid, pid_str, tid_str)
                                                                 : lane("thread", pid, tid, pid_str, tid_str);
@@ -369,11 +413,12 @@ RankTrace parse_trace_file(const std::string& path, Interner& names, ImportProbl
     problems.add("gzip_cut_short", Severity::data_loss, {path, static_cast<int64_t>(in.size)},
                  fmt::format("gzip data damaged after {} uncompressed bytes ({}); the events before it are imported",
                              in.size, in.gzip_error));
-  Parser ps{tr, names, problems, in, od::parser{}, {}, {}};
+  Parser ps(tr, names, problems, in);
   const Framing f = frame_document(in.data(), in.size);
   for (const auto& [k, sp] : f.keys) ps.top_level(k, sp);
   tr.events.reserve(f.events.size());
   for (const Span& sp : f.events) ps.event(sp);
+  ps.record_tallies();
   if (f.truncated)
     problems.add("truncated", Severity::data_loss, {path, static_cast<int64_t>(f.truncated_at)},
                  fmt::format("the text ends at {} inside the trace (no closing ']' or '}}'): truncated after {} events",
