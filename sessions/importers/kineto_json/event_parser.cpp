@@ -64,6 +64,43 @@ std::vector<int64_t> int_list(od::value v) {
   return out;
 }
 
+/// The keys of an event the parser reads, and of its args (Kineto's and PyTorch's names).
+enum class Key : uint8_t {
+  other,
+  ph, cat, name, pid, tid, ts, dur, args,  // the event's
+  stream, correlation, bytes, arg_name, collective, group, group_desc, dtype, in_nelems, out_nelems, group_size,
+  seq, in_split, out_split, group_ranks  // its args'
+};
+
+/// Which of the event's own keys `k` is (one length switch, then at most two compares).
+Key event_key(std::string_view k) {
+  switch (k.size()) {
+    case 2: return k == "ph" ? Key::ph : k == "ts" ? Key::ts : Key::other;
+    case 3: return k == "cat" ? Key::cat : k == "pid" ? Key::pid : k == "tid" ? Key::tid : k == "dur" ? Key::dur : Key::other;
+    case 4: return k == "name" ? Key::name : k == "args" ? Key::args : Key::other;
+    default: return Key::other;
+  }
+}
+
+/// Which of the args' keys `k` is.
+Key args_key(std::string_view k) {
+  switch (k.size()) {
+    case 3: return k == "Seq" ? Key::seq : Key::other;
+    case 4: return k == "name" ? Key::arg_name : Key::other;
+    case 5: return k == "bytes" ? Key::bytes : k == "dtype" ? Key::dtype : Key::other;
+    case 6: return k == "stream" ? Key::stream : Key::other;
+    case 10: return k == "Group size" ? Key::group_size : Key::other;
+    case 11: return k == "correlation" ? Key::correlation : Key::other;
+    case 13: return k == "In msg nelems" ? Key::in_nelems : k == "In split size" ? Key::in_split : Key::other;
+    case 14: return k == "Out msg nelems" ? Key::out_nelems : k == "Out split size" ? Key::out_split : Key::other;
+    case 15: return k == "Collective name" ? Key::collective : Key::other;
+    case 18: return k == "Process Group Name" ? Key::group : Key::other;
+    case 19: return k == "Process Group Ranks" ? Key::group_ranks : Key::other;
+    case 25: return k == "Process Group Description" ? Key::group_desc : Key::other;
+    default: return Key::other;
+  }
+}
+
 /// A problem counted per file in the parser's hot loop, recorded once per file (the first
 /// occurrence's offset, the same record ImportProblems::add would keep event by event).
 struct Tally {
@@ -136,6 +173,9 @@ struct Parser {
   }
 
   void event(const Span& sp);
+  /// The args object `v` of an event: the fields the importer reads, into the out-parameters.
+  void args(od::value v, int64_t& stream, bool& has_stream, uint64_t& correlation, int64_t& bytes,
+            std::string_view& arg_name, CommParams& cp);
   /// The problems counted in tallies, into `problems` (once per file, after its events).
   void record_tallies() {
     if (flows.count)
@@ -211,6 +251,42 @@ void Parser::top_level(const std::string& key, const Span& sp) {
   }
 }
 
+void Parser::args(od::value v, int64_t& stream, bool& has_stream, uint64_t& correlation, int64_t& bytes,
+                  std::string_view& arg_name, CommParams& cp) {
+  for (auto a : v.get_object()) {
+    const Key k = args_key(a.unescaped_key());
+    if (k == Key::other) continue;  // its value is skipped by the next iteration
+    od::value av = a.value();
+    int64_t i = 0;
+    uint64_t u = 0;
+    bool neg = false;
+    switch (k) {
+      case Key::stream:
+        if (parse_integer(scalar_text(av), i, u, neg) && !neg) stream = i, has_stream = true;
+        break;
+      case Key::correlation:
+        if (parse_integer(scalar_text(av), i, u, neg) && !neg) correlation = u;
+        break;
+      case Key::bytes: bytes = int_or(av, 0); break;
+      case Key::arg_name: arg_name = scalar_text(av); break;
+      case Key::collective: cp.collective = std::string(scalar_text(av)), cp.has_args = true; break;
+      case Key::group: cp.group = std::string(scalar_text(av)), cp.has_args = true; break;
+      case Key::group_desc: cp.group_desc = std::string(scalar_text(av)); break;
+      case Key::dtype: cp.dtype = std::string(scalar_text(av)); break;
+      case Key::in_nelems: cp.in_nelems = int_or(av, -1), cp.has_args = true; break;
+      case Key::out_nelems: cp.out_nelems = int_or(av, -1), cp.has_args = true; break;
+      case Key::group_size: cp.group_size = int_or(av, -1); break;
+      case Key::seq: cp.seq = int_or(av, -1); break;
+      case Key::in_split: cp.in_split = int_list(av); break;
+      case Key::out_split: cp.out_split = int_list(av); break;
+      case Key::group_ranks:
+        for (int64_t r : int_list(av)) cp.ranks.push_back(static_cast<int32_t>(r));
+        break;
+      default: break;
+    }
+  }
+}
+
 void Parser::event(const Span& sp) {
   std::string_view ph, cat, name, pid, tid, ts_text, dur_text, arg_name;
   bool pid_str = false, tid_str = false, has_ts = false, has_dur = false;
@@ -225,57 +301,20 @@ void Parser::event(const Span& sp) {
     od::document doc = parser.iterate(simdjson::padded_string_view(in.data() + sp.begin, sp.end - sp.begin,
                                                                    in.size + kTextPadding - sp.begin));
     for (auto f : doc.get_object()) {
-      const std::string_view k = f.unescaped_key();
+      const Key k = event_key(f.unescaped_key());
       od::value v = f.value();
-      if (k == "ph") ph_copy = scalar_text(v);
-      else if (k == "cat") cat_copy = scalar_text(v);
-      else if (k == "name") name_copy = scalar_text(v);
-      else if (k == "pid") pid_copy = scalar_text(v, &pid_str);
-      else if (k == "tid") tid_copy = scalar_text(v, &tid_str);
-      else if (k == "ts") ts_copy = scalar_text(v), has_ts = true;
-      else if (k == "dur") dur_copy = scalar_text(v), has_dur = true;
-      else if (k == "args" && v.type() == od::json_type::object) {
-        for (auto a : v.get_object()) {
-          const std::string_view ak = a.unescaped_key();
-          od::value av = a.value();
-          if (ak == "stream") {
-            int64_t i = 0;
-            uint64_t u = 0;
-            bool neg = false;
-            if (parse_integer(scalar_text(av), i, u, neg) && !neg) stream = i, has_stream = true;
-          } else if (ak == "correlation") {
-            int64_t i = 0;
-            uint64_t u = 0;
-            bool neg = false;
-            if (parse_integer(scalar_text(av), i, u, neg) && !neg) correlation = u;
-          } else if (ak == "bytes") {
-            bytes = int_or(av, 0);
-          } else if (ak == "name") {
-            arg_name_copy = scalar_text(av);
-          } else if (ak == "Collective name") {
-            cp.collective = std::string(scalar_text(av)), cp.has_args = true;
-          } else if (ak == "Process Group Name") {
-            cp.group = std::string(scalar_text(av)), cp.has_args = true;
-          } else if (ak == "Process Group Description") {
-            cp.group_desc = std::string(scalar_text(av));
-          } else if (ak == "dtype") {
-            cp.dtype = std::string(scalar_text(av));
-          } else if (ak == "In msg nelems") {
-            cp.in_nelems = int_or(av, -1), cp.has_args = true;
-          } else if (ak == "Out msg nelems") {
-            cp.out_nelems = int_or(av, -1), cp.has_args = true;
-          } else if (ak == "Group size") {
-            cp.group_size = int_or(av, -1);
-          } else if (ak == "Seq") {
-            cp.seq = int_or(av, -1);
-          } else if (ak == "In split size") {
-            cp.in_split = int_list(av);
-          } else if (ak == "Out split size") {
-            cp.out_split = int_list(av);
-          } else if (ak == "Process Group Ranks") {
-            for (int64_t r : int_list(av)) cp.ranks.push_back(static_cast<int32_t>(r));
-          }
-        }
+      switch (k) {
+        case Key::ph: ph_copy = scalar_text(v); break;
+        case Key::cat: cat_copy = scalar_text(v); break;
+        case Key::name: name_copy = scalar_text(v); break;
+        case Key::pid: pid_copy = scalar_text(v, &pid_str); break;
+        case Key::tid: tid_copy = scalar_text(v, &tid_str); break;
+        case Key::ts: ts_copy = scalar_text(v), has_ts = true; break;
+        case Key::dur: dur_copy = scalar_text(v), has_dur = true; break;
+        case Key::args:
+          if (v.type() == od::json_type::object) args(v, stream, has_stream, correlation, bytes, arg_name_copy, cp);
+          break;
+        default: break;
       }
     }
   } catch (const simdjson::simdjson_error& e) {
@@ -335,9 +374,11 @@ void Parser::event(const Span& sp) {
                  [&] { return fmt::format("event at {}: a GPU {} without a numeric args.stream, kept on its thread's lane "
                              "(not a GPU kernel for the kernel analyses)", at(sp.begin), cat); });
   }
-  char stream_buf[24];
-  const std::string_view stream_text(stream_buf, static_cast<size_t>(fmt::format_to(stream_buf, "{}", stream) - stream_buf));
-  const uint32_t lane_id = on_stream(kind)                      ? lane("stream", pid, stream_text, pid_str, false)
+  char stream_buf[24];  // the stream number as text (decimal, as std::to_string writes it)
+  auto stream_text = [&] {
+    return std::string_view(stream_buf, static_cast<size_t>(fmt::format_to(stream_buf, "{}", stream) - stream_buf));
+  };
+  const uint32_t lane_id = on_stream(kind)                      ? lane("stream", pid, stream_text(), pid_str, false)
                            : kind == EventKind::gpu_annotation ? lane("gpu_annotation", pid, tid, pid_str, tid_str)
                                                                 : lane("thread", pid, tid, pid_str, tid_str);
   int64_t end = ts;
