@@ -207,7 +207,14 @@ struct Scanner {
 };
 
 // The elements of the array whose '[' is at p; returns the position after ']' or npos.
-size_t frame_events(const Scanner& s, size_t p, Framing& f) {
+/// Records an event's span: to the callback when there is one, else into f.events.
+void emit(Framing& f, const std::function<void(const Span&)>& on_event, Span sp) {
+  ++f.event_count;
+  if (on_event) on_event(sp);
+  else f.events.push_back(sp);
+}
+
+size_t frame_events(const Scanner& s, size_t p, Framing& f, const std::function<void(const Span&)>& on_event) {
   p = s.ws(p + 1);
   if (p < s.n && s.t[p] == ']') return p + 1;
   for (;;) {
@@ -228,7 +235,7 @@ size_t frame_events(const Scanner& s, size_t p, Framing& f) {
         while (end > p && (s.t[end - 1] == ' ' || s.t[end - 1] == '\n' || s.t[end - 1] == '\r' ||
                            s.t[end - 1] == '\t' || s.t[end - 1] == ','))
           --end;
-        f.events.push_back({p, end});
+        emit(f, on_event, {p, end});
         p = next;
         if (s.t[p] == ']') return p + 1;
         continue;
@@ -239,7 +246,7 @@ size_t frame_events(const Scanner& s, size_t p, Framing& f) {
       f.truncated_at = p;
       return npos;
     }
-    if (s.t[p] == '{') f.events.push_back({p, e});
+    if (s.t[p] == '{') emit(f, on_event, {p, e});
     else ++f.non_object_events;
     p = s.ws(e);
     if (p >= s.n) {
@@ -259,7 +266,7 @@ size_t frame_events(const Scanner& s, size_t p, Framing& f) {
 }
 }  // namespace
 
-Framing frame_document(const char* text, size_t size) {
+Framing frame_document(const char* text, size_t size, const std::function<void(const Span&)>& on_event) {
   Framing f;
   const Scanner s{text, size};
   size_t p = s.ws(0);
@@ -274,7 +281,7 @@ Framing frame_document(const char* text, size_t size) {
   size_t end = npos;
   if (text[p] == '[') {
     f.bare_array = f.found_trace_events = true;
-    end = frame_events(s, p, f);
+    end = frame_events(s, p, f, on_event);
   } else if (text[p] == '{') {
     p = s.ws(p + 1);
     for (;;) {
@@ -314,7 +321,7 @@ Framing frame_document(const char* text, size_t size) {
       size_t ve;
       if (key == "traceEvents" && v < size && text[v] == '[') {
         f.found_trace_events = true;
-        ve = frame_events(s, v, f);
+        ve = frame_events(s, v, f, on_event);
         if (ve == npos) break;
       } else {
         ve = s.value_end(v);
