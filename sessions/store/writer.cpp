@@ -262,16 +262,16 @@ void SessionWriter::add_lane(const LaneInfo& lane) {
   impl_->pending.lanes.push_back(lane);
 }
 
-void SessionWriter::add_ops(const std::vector<OpEvent>& ops) {
+void SessionWriter::add_ops(const std::vector<OpEvent>& ops) { add_ops(ops.data(), ops.size()); }
+
+void SessionWriter::add_ops(const OpEvent* ops, size_t n) {
   bool wake = false;
   Impl& m = *impl_;
   {
     std::lock_guard<std::mutex> lock(m.mu);
-    for (const auto& op : ops) {
-      m.pending.op_names.push_back(m.intern(op.name));
-      m.pending.ops.push_back(op);
-    }
-    m.ops_received += static_cast<int64_t>(ops.size());
+    m.pending.ops.insert(m.pending.ops.end(), ops, ops + n);
+    for (size_t i = 0; i < n; ++i) m.pending.op_names.push_back(m.intern(ops[i].name));
+    m.ops_received += static_cast<int64_t>(n);
     wake = m.pending.ops.size() >= kWakeOps;  // a burst: start writing before the interval ends
   }
   if (wake) m.cv.notify_all();
