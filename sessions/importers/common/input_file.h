@@ -4,7 +4,9 @@
 // before the cut and says so (the importer counts it as data loss); it never throws for that.
 // A plain regular file is mapped (mmap), not copied: the text is the page cache's own pages,
 // which saves a copy and a page fault per 4 KiB of the text (about a sixth of an import's CPU
-// time on a plain 250 MB trace).
+// time on a plain 250 MB trace). Only the size at open is mapped, so a file still being appended
+// to imports what it held then; a file truncated by another process during its import ends the
+// process with SIGBUS when the vanished pages are read (as with any mapped file).
 
 #include <cstdint>
 #include <string>
