@@ -1,5 +1,7 @@
 #include "importers/common/decimal_time.h"
 
+#include <cstddef>
+
 namespace embedscope::sessions::importers {
 
 namespace {
@@ -14,25 +16,22 @@ namespace {
 /// Same result as the general path: the value is exact (no digit below 1 ns), and it overflows
 /// exactly when the general path does.
 bool parse_us_to_ns_short(std::string_view s, int64_t& out) {
-  size_t i = 0;
-  const bool neg = !s.empty() && s[0] == '-';
-  if (neg) ++i;
-  uint64_t mant = 0;
-  int digits = 0, frac = 0;
-  bool dot = false;
-  for (; i < s.size(); ++i) {
-    const char c = s[i];
-    if (c >= '0' && c <= '9') {
-      if (++digits > 19) return false;  // 19 digits < 10^19 < 2^64
-      mant = mant * 10 + static_cast<unsigned>(c - '0');
-      frac += dot;
-    } else if (c == '.' && !dot) {
-      dot = true;
-    } else {
-      return false;
-    }
+  const char* p = s.data();
+  const char* const end = p + s.size();
+  const bool neg = p != end && *p == '-';
+  p += neg;
+  auto digit = [](char c) { return static_cast<unsigned>(c - '0') <= 9; };
+  uint64_t mant = 0;  // wraps past 19 digits: then the general path decides
+  const char* const int_start = p;
+  for (; p != end && digit(*p); ++p) mant = mant * 10 + static_cast<unsigned>(*p - '0');
+  const auto int_digits = p - int_start;
+  std::ptrdiff_t frac = 0;
+  if (p != end && *p == '.') {
+    const char* const frac_start = ++p;
+    for (; p != end && digit(*p); ++p) mant = mant * 10 + static_cast<unsigned>(*p - '0');
+    frac = p - frac_start;
   }
-  if (digits == 0 || frac > 3) return false;
+  if (p != end || int_digits + frac == 0 || int_digits + frac > 19 || frac > 3) return false;  // 19 digits < 2^64
   static constexpr uint64_t kScale[4] = {1000, 100, 10, 1};
   const u128 ns = static_cast<u128>(mant) * kScale[frac];
   if (ns > static_cast<u128>(INT64_MAX) + (neg ? 1 : 0)) return false;  // the general path says overflow
