@@ -1,8 +1,9 @@
 #pragma once
 // The first pass over a Chrome-trace text: where each event object of `traceEvents` lies, and
 // the other top-level keys, without parsing the events. It only tracks strings and bracket
-// depth (about 1 GB/s), so a damaged event costs that event only (it is parsed on its own
-// later), and a text cut anywhere keeps every complete event before the cut.
+// depth (64 bytes at a time with SSE2 or AVX2 bit masks, 4-5 GB/s on the 2-core machine; a value
+// holding a backslash goes through a byte loop), so a damaged event costs that event only (it
+// is parsed on its own), and a text cut anywhere keeps every complete event before the cut.
 
 #include <cstddef>
 #include <functional>
