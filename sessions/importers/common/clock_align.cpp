@@ -21,11 +21,7 @@ void write_rank(const RankRecords& r, SessionWriter& w, int64_t& lo, int64_t& hi
   for (const auto& s : r.steps) w.add_step(s);
   for (const auto& c : r.collectives) w.add_collective(c);
   for (const auto& o : r.ops) lo = std::min(lo, o.start_ns), hi = std::max(hi, o.end_ns);
-  for (size_t i = 0; i < r.ops.size(); i += 100000) {
-    std::vector<OpEvent> batch(r.ops.begin() + static_cast<std::ptrdiff_t>(i),
-                               r.ops.begin() + static_cast<std::ptrdiff_t>(std::min(r.ops.size(), i + 100000)));
-    w.add_ops(batch);
-  }
+  for (size_t i = 0; i < r.ops.size(); i += 100000) w.add_ops(r.ops.data() + i, std::min<size_t>(r.ops.size() - i, 100000));
 }
 
 namespace {

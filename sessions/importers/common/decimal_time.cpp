@@ -1,5 +1,7 @@
 #include "importers/common/decimal_time.h"
 
+#include <cstddef>
+
 namespace embedscope::sessions::importers {
 
 namespace {
@@ -7,9 +9,41 @@ __extension__ typedef unsigned __int128 u128;  // GCC / Clang: exact 128-bit int
 __extension__ typedef __int128 i128;
 }  // namespace
 
+namespace {
+/// The common case of parse_us_to_ns in 64-bit arithmetic: an optional '-', at most 19 digits
+/// with at most 3 after an optional '.', nothing else (Kineto's "1700000000000123.456" and
+/// "18.250"). Returns false, leaving `out` alone, for any other text: the general path decides.
+/// Same result as the general path: the value is exact (no digit below 1 ns), and it overflows
+/// exactly when the general path does.
+bool parse_us_to_ns_short(std::string_view s, int64_t& out) {
+  const char* p = s.data();
+  const char* const end = p + s.size();
+  const bool neg = p != end && *p == '-';
+  p += neg;
+  auto digit = [](char c) { return static_cast<unsigned>(c - '0') <= 9; };
+  uint64_t mant = 0;  // wraps past 19 digits: then the general path decides
+  const char* const int_start = p;
+  for (; p != end && digit(*p); ++p) mant = mant * 10 + static_cast<unsigned>(*p - '0');
+  const auto int_digits = p - int_start;
+  std::ptrdiff_t frac = 0;
+  if (p != end && *p == '.') {
+    const char* const frac_start = ++p;
+    for (; p != end && digit(*p); ++p) mant = mant * 10 + static_cast<unsigned>(*p - '0');
+    frac = p - frac_start;
+  }
+  if (p != end || int_digits + frac == 0 || int_digits + frac > 19 || frac > 3) return false;  // 19 digits < 2^64
+  static constexpr uint64_t kScale[4] = {1000, 100, 10, 1};
+  const u128 ns = static_cast<u128>(mant) * kScale[frac];
+  if (ns > static_cast<u128>(INT64_MAX) + (neg ? 1 : 0)) return false;  // the general path says overflow
+  out = neg ? static_cast<int64_t>(-static_cast<i128>(ns)) : static_cast<int64_t>(ns);
+  return true;
+}
+}  // namespace
+
 DecimalResult parse_us_to_ns(std::string_view s, int64_t& out) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t')) s.remove_suffix(1);
   while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  if (parse_us_to_ns_short(s, out)) return DecimalResult::ok;
   size_t i = 0;
   bool neg = false;
   if (i < s.size() && (s[i] == '-' || s[i] == '+')) neg = s[i++] == '-';

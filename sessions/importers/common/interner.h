@@ -22,6 +22,8 @@ class Interner {
     return id;
   }
   const std::string& text(uint32_t id) const { return store_[id]; }
+  /// Distinct texts so far (ids are 0 .. size() - 1).
+  size_t size() const { return store_.size(); }
 
  private:
   std::deque<std::string> store_;

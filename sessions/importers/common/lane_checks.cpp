@@ -7,10 +7,40 @@
 
 namespace embedscope::sessions::importers {
 
+namespace {
+bool op_less(const OpEvent& a, const OpEvent& b) {
+  return std::tie(a.lane, a.start_ns, b.end_ns) < std::tie(b.lane, b.start_ns, a.end_ns);
+}
+
+/// std::sort(ops, op_less), in O(n) where each lane's ops already come in order (a trace lists
+/// most of a thread's or stream's spans by start): the ops are bucketed by lane (stable), a
+/// lane out of order is sorted on its own. When no two ops compare equal the order is the only
+/// sorted one, which std::sort gives too; with ties (same lane, start and end) the result is
+/// std::sort's own, over the original order, so that the ops' ids never depend on this shortcut.
+void sort_ops(std::vector<OpEvent>& ops) {
+  constexpr size_t kLanes = 256;  // Lane is 8 bits
+  size_t start[kLanes + 1] = {};
+  for (const OpEvent& o : ops) ++start[static_cast<size_t>(o.lane) + 1];
+  for (size_t l = 0; l < kLanes; ++l) start[l + 1] += start[l];
+  std::vector<OpEvent> sorted(ops.size());
+  size_t next[kLanes];
+  std::copy(start, start + kLanes, next);
+  for (const OpEvent& o : ops) sorted[next[static_cast<size_t>(o.lane)]++] = o;
+  for (size_t l = 0; l < kLanes; ++l) {
+    const auto b = sorted.begin() + static_cast<std::ptrdiff_t>(start[l]), e = sorted.begin() + static_cast<std::ptrdiff_t>(start[l + 1]);
+    if (!std::is_sorted(b, e, op_less)) std::sort(b, e, op_less);
+  }
+  for (size_t i = 1; i < sorted.size(); ++i)
+    if (!op_less(sorted[i - 1], sorted[i])) {  // a tie: std::sort decides their order
+      std::sort(ops.begin(), ops.end(), op_less);
+      return;
+    }
+  ops.swap(sorted);
+}
+}  // namespace
+
 void sort_and_check_overlaps(std::vector<OpEvent>& ops, ImportProblems& problems, const std::string& source) {
-  std::sort(ops.begin(), ops.end(), [](const OpEvent& a, const OpEvent& b) {
-    return std::tie(a.lane, a.start_ns, b.end_ns) < std::tie(b.lane, b.start_ns, a.end_ns);
-  });
+  sort_ops(ops);
   std::vector<int64_t> open;
   Lane cur{};
   int64_t partial = 0;

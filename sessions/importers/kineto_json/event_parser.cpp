@@ -64,7 +64,55 @@ std::vector<int64_t> int_list(od::value v) {
   return out;
 }
 
+/// The keys of an event the parser reads, and of its args (Kineto's and PyTorch's names).
+enum class Key : uint8_t {
+  other,
+  ph, cat, name, pid, tid, ts, dur, args,  // the event's
+  stream, correlation, bytes, arg_name, collective, group, group_desc, dtype, in_nelems, out_nelems, group_size,
+  seq, in_split, out_split, group_ranks  // its args'
+};
+
+/// Which of the event's own keys `k` is (one length switch, then at most two compares).
+Key event_key(std::string_view k) {
+  switch (k.size()) {
+    case 2: return k == "ph" ? Key::ph : k == "ts" ? Key::ts : Key::other;
+    case 3: return k == "cat" ? Key::cat : k == "pid" ? Key::pid : k == "tid" ? Key::tid : k == "dur" ? Key::dur : Key::other;
+    case 4: return k == "name" ? Key::name : k == "args" ? Key::args : Key::other;
+    default: return Key::other;
+  }
+}
+
+/// Which of the args' keys `k` is.
+Key args_key(std::string_view k) {
+  switch (k.size()) {
+    case 3: return k == "Seq" ? Key::seq : Key::other;
+    case 4: return k == "name" ? Key::arg_name : Key::other;
+    case 5: return k == "bytes" ? Key::bytes : k == "dtype" ? Key::dtype : Key::other;
+    case 6: return k == "stream" ? Key::stream : Key::other;
+    case 10: return k == "Group size" ? Key::group_size : Key::other;
+    case 11: return k == "correlation" ? Key::correlation : Key::other;
+    case 13: return k == "In msg nelems" ? Key::in_nelems : k == "In split size" ? Key::in_split : Key::other;
+    case 14: return k == "Out msg nelems" ? Key::out_nelems : k == "Out split size" ? Key::out_split : Key::other;
+    case 15: return k == "Collective name" ? Key::collective : Key::other;
+    case 18: return k == "Process Group Name" ? Key::group : Key::other;
+    case 19: return k == "Process Group Ranks" ? Key::group_ranks : Key::other;
+    case 25: return k == "Process Group Description" ? Key::group_desc : Key::other;
+    default: return Key::other;
+  }
+}
+
+/// A problem counted per file in the parser's hot loop, recorded once per file (the first
+/// occurrence's offset, the same record ImportProblems::add would keep event by event).
+struct Tally {
+  int64_t count = 0;
+  size_t first = 0;  ///< byte offset of the first occurrence
+  void add(size_t offset) {
+    if (count++ == 0) first = offset;
+  }
+};
+
 struct Parser {
+  Parser(RankTrace& t, Interner& n, ImportProblems& p, const InputText& i) : tr(t), names(n), problems(p), in(i) {}
   RankTrace& tr;
   Interner& names;
   ImportProblems& problems;
@@ -72,6 +120,16 @@ struct Parser {
   od::parser parser;
   std::unordered_map<std::string, std::vector<std::pair<int64_t, uint32_t>>> open_begins;  // B events per lane
   std::unordered_map<std::string, std::string> process_names;
+  Tally flows;                 // "flow_events"
+  Tally not_stored[128];       // "not_stored_ph_<p>", by phase character
+  /// The last lanes looked up (events come in runs of a few lanes): kind, pid and tid texts.
+  struct RecentLane {
+    const char* kind = nullptr;
+    std::string pid, tid;
+    uint32_t index = 0;
+  };
+  RecentLane recent[4];
+  unsigned next_recent = 0;
 
   Where where(size_t offset) const { return {tr.file, static_cast<int64_t>(offset)}; }
   std::string at(size_t offset) const {
@@ -79,7 +137,19 @@ struct Parser {
     return fmt::format("line {}, column {}", l, c);
   }
 
-  uint32_t lane(const std::string& kind, std::string_view pid, std::string_view tid, bool pid_str, bool tid_str) {
+  /// The lane of (kind, pid, tid), created on first sight. `kind` is one of the literals
+  /// "thread", "stream", "gpu_annotation" (compared by address in the cache of recent lanes).
+  uint32_t lane(const char* kind, std::string_view pid, std::string_view tid, bool pid_str, bool tid_str) {
+    for (const RecentLane& r : recent)
+      if (r.kind == kind && r.pid == pid && r.tid == tid) return r.index;
+    RecentLane& slot = recent[next_recent++ % std::size(recent)];
+    slot.index = lane_slow(kind, pid, tid, pid_str, tid_str);
+    slot.kind = kind;
+    slot.pid.assign(pid);
+    slot.tid.assign(tid);
+    return slot.index;
+  }
+  uint32_t lane_slow(const std::string& kind, std::string_view pid, std::string_view tid, bool pid_str, bool tid_str) {
     std::string key = kind;
     key += '\x1f';
     key.append(pid);
@@ -103,6 +173,22 @@ struct Parser {
   }
 
   void event(const Span& sp);
+  /// The args object `v` of an event: the fields the importer reads, into the out-parameters.
+  void args(od::value v, int64_t& stream, bool& has_stream, uint64_t& correlation, int64_t& bytes,
+            std::string_view& arg_name, CommParams& cp);
+  /// The problems counted in tallies, into `problems` (once per file, after its events).
+  void record_tallies() {
+    if (flows.count)
+      problems.add("flow_events", Severity::info, where(flows.first),
+                   "flow events (ac2g, async_cpu_to_gpu, fwdbwd) are not stored: launches join their kernels by "
+                   "args.correlation",
+                   flows.count);
+    for (unsigned c = 0; c < std::size(not_stored); ++c)
+      if (not_stored[c].count)
+        problems.add(fmt::format("not_stored_ph_{}", static_cast<char>(c)), Severity::info, where(not_stored[c].first),
+                     fmt::format("events of phase '{}' (instants, counters, async, objects) are not stored", static_cast<char>(c)),
+                     not_stored[c].count);
+  }
   void top_level(const std::string& key, const Span& sp);
 };
 
@@ -165,6 +251,42 @@ void Parser::top_level(const std::string& key, const Span& sp) {
   }
 }
 
+void Parser::args(od::value v, int64_t& stream, bool& has_stream, uint64_t& correlation, int64_t& bytes,
+                  std::string_view& arg_name, CommParams& cp) {
+  for (auto a : v.get_object()) {
+    const Key k = args_key(a.unescaped_key());
+    if (k == Key::other) continue;  // its value is skipped by the next iteration
+    od::value av = a.value();
+    int64_t i = 0;
+    uint64_t u = 0;
+    bool neg = false;
+    switch (k) {
+      case Key::stream:
+        if (parse_integer(scalar_text(av), i, u, neg) && !neg) stream = i, has_stream = true;
+        break;
+      case Key::correlation:
+        if (parse_integer(scalar_text(av), i, u, neg) && !neg) correlation = u;
+        break;
+      case Key::bytes: bytes = int_or(av, 0); break;
+      case Key::arg_name: arg_name = scalar_text(av); break;
+      case Key::collective: cp.collective = std::string(scalar_text(av)), cp.has_args = true; break;
+      case Key::group: cp.group = std::string(scalar_text(av)), cp.has_args = true; break;
+      case Key::group_desc: cp.group_desc = std::string(scalar_text(av)); break;
+      case Key::dtype: cp.dtype = std::string(scalar_text(av)); break;
+      case Key::in_nelems: cp.in_nelems = int_or(av, -1), cp.has_args = true; break;
+      case Key::out_nelems: cp.out_nelems = int_or(av, -1), cp.has_args = true; break;
+      case Key::group_size: cp.group_size = int_or(av, -1); break;
+      case Key::seq: cp.seq = int_or(av, -1); break;
+      case Key::in_split: cp.in_split = int_list(av); break;
+      case Key::out_split: cp.out_split = int_list(av); break;
+      case Key::group_ranks:
+        for (int64_t r : int_list(av)) cp.ranks.push_back(static_cast<int32_t>(r));
+        break;
+      default: break;
+    }
+  }
+}
+
 void Parser::event(const Span& sp) {
   std::string_view ph, cat, name, pid, tid, ts_text, dur_text, arg_name;
   bool pid_str = false, tid_str = false, has_ts = false, has_dur = false;
@@ -179,57 +301,20 @@ void Parser::event(const Span& sp) {
     od::document doc = parser.iterate(simdjson::padded_string_view(in.data() + sp.begin, sp.end - sp.begin,
                                                                    in.size + kTextPadding - sp.begin));
     for (auto f : doc.get_object()) {
-      const std::string_view k = f.unescaped_key();
+      const Key k = event_key(f.unescaped_key());
       od::value v = f.value();
-      if (k == "ph") ph_copy = scalar_text(v);
-      else if (k == "cat") cat_copy = scalar_text(v);
-      else if (k == "name") name_copy = scalar_text(v);
-      else if (k == "pid") pid_copy = scalar_text(v, &pid_str);
-      else if (k == "tid") tid_copy = scalar_text(v, &tid_str);
-      else if (k == "ts") ts_copy = scalar_text(v), has_ts = true;
-      else if (k == "dur") dur_copy = scalar_text(v), has_dur = true;
-      else if (k == "args" && v.type() == od::json_type::object) {
-        for (auto a : v.get_object()) {
-          const std::string_view ak = a.unescaped_key();
-          od::value av = a.value();
-          if (ak == "stream") {
-            int64_t i = 0;
-            uint64_t u = 0;
-            bool neg = false;
-            if (parse_integer(scalar_text(av), i, u, neg) && !neg) stream = i, has_stream = true;
-          } else if (ak == "correlation") {
-            int64_t i = 0;
-            uint64_t u = 0;
-            bool neg = false;
-            if (parse_integer(scalar_text(av), i, u, neg) && !neg) correlation = u;
-          } else if (ak == "bytes") {
-            bytes = int_or(av, 0);
-          } else if (ak == "name") {
-            arg_name_copy = scalar_text(av);
-          } else if (ak == "Collective name") {
-            cp.collective = std::string(scalar_text(av)), cp.has_args = true;
-          } else if (ak == "Process Group Name") {
-            cp.group = std::string(scalar_text(av)), cp.has_args = true;
-          } else if (ak == "Process Group Description") {
-            cp.group_desc = std::string(scalar_text(av));
-          } else if (ak == "dtype") {
-            cp.dtype = std::string(scalar_text(av));
-          } else if (ak == "In msg nelems") {
-            cp.in_nelems = int_or(av, -1), cp.has_args = true;
-          } else if (ak == "Out msg nelems") {
-            cp.out_nelems = int_or(av, -1), cp.has_args = true;
-          } else if (ak == "Group size") {
-            cp.group_size = int_or(av, -1);
-          } else if (ak == "Seq") {
-            cp.seq = int_or(av, -1);
-          } else if (ak == "In split size") {
-            cp.in_split = int_list(av);
-          } else if (ak == "Out split size") {
-            cp.out_split = int_list(av);
-          } else if (ak == "Process Group Ranks") {
-            for (int64_t r : int_list(av)) cp.ranks.push_back(static_cast<int32_t>(r));
-          }
-        }
+      switch (k) {
+        case Key::ph: ph_copy = scalar_text(v); break;
+        case Key::cat: cat_copy = scalar_text(v); break;
+        case Key::name: name_copy = scalar_text(v); break;
+        case Key::pid: pid_copy = scalar_text(v, &pid_str); break;
+        case Key::tid: tid_copy = scalar_text(v, &tid_str); break;
+        case Key::ts: ts_copy = scalar_text(v), has_ts = true; break;
+        case Key::dur: dur_copy = scalar_text(v), has_dur = true; break;
+        case Key::args:
+          if (v.type() == od::json_type::object) args(v, stream, has_stream, correlation, bytes, arg_name_copy, cp);
+          break;
+        default: break;
       }
     }
   } catch (const simdjson::simdjson_error& e) {
@@ -250,15 +335,12 @@ void Parser::event(const Span& sp) {
     return;
   }
   if (p == 's' || p == 't' || p == 'f') {
-    problems.add("flow_events", Severity::info, where(sp.begin),
-                 "flow events (ac2g, async_cpu_to_gpu, fwdbwd) are not stored: launches join their kernels by "
-                 "args.correlation");
+    flows.add(sp.begin);  // recorded by record_tallies()
     return;
   }
   if (p == 'i' || p == 'I' || p == 'C' || p == 'b' || p == 'e' || p == 'n' || p == 'P' || p == 'O' || p == 'N' ||
       p == 'D') {
-    problems.add(fmt::format("not_stored_ph_{}", p), Severity::info, where(sp.begin),
-                 fmt::format("events of phase '{}' (instants, counters, async, objects) are not stored", p));
+    not_stored[static_cast<unsigned char>(p)].add(sp.begin);  // recorded by record_tallies()
     return;
   }
   if (p != 'X' && p != 'B' && p != 'E') {
@@ -292,8 +374,11 @@ void Parser::event(const Span& sp) {
                  [&] { return fmt::format("event at {}: a GPU {} without a numeric args.stream, kept on its thread's lane "
                              "(not a GPU kernel for the kernel analyses)", at(sp.begin), cat); });
   }
-  const std::string stream_text = std::to_string(stream);
-  const uint32_t lane_id = on_stream(kind)                      ? lane("stream", pid, stream_text, pid_str, false)
+  char stream_buf[24];  // the stream number as text (decimal, as std::to_string writes it)
+  auto stream_text = [&] {
+    return std::string_view(stream_buf, static_cast<size_t>(fmt::format_to(stream_buf, "{}", stream) - stream_buf));
+  };
+  const uint32_t lane_id = on_stream(kind)                      ? lane("stream", pid, stream_text(), pid_str, false)
                            : kind == EventKind::gpu_annotation ? lane("gpu_annotation", pid, tid, pid_str, tid_str)
                                                                 : lane("thread", pid, tid, pid_str, tid_str);
   int64_t end = ts;
@@ -369,19 +454,22 @@ RankTrace parse_trace_file(const std::string& path, Interner& names, ImportProbl
     problems.add("gzip_cut_short", Severity::data_loss, {path, static_cast<int64_t>(in.size)},
                  fmt::format("gzip data damaged after {} uncompressed bytes ({}); the events before it are imported",
                              in.size, in.gzip_error));
-  Parser ps{tr, names, problems, in, od::parser{}, {}, {}};
-  const Framing f = frame_document(in.data(), in.size);
+  Parser ps(tr, names, problems, in);
+  // Events are parsed as they are framed, while their bytes are in cache. A Kineto event takes
+  // 150-600 bytes of text: room for one per 256 bytes is reserved (address space; pages are
+  // used as events arrive), the vector grows past it if need be.
+  tr.events.reserve(in.size / 256);
+  const Framing f = frame_document(in.data(), in.size, [&ps](const Span& sp) { ps.event(sp); });
   for (const auto& [k, sp] : f.keys) ps.top_level(k, sp);
-  tr.events.reserve(f.events.size());
-  for (const Span& sp : f.events) ps.event(sp);
+  ps.record_tallies();
   if (f.truncated)
     problems.add("truncated", Severity::data_loss, {path, static_cast<int64_t>(f.truncated_at)},
                  fmt::format("the text ends at {} inside the trace (no closing ']' or '}}'): truncated after {} events",
-                             ps.at(f.truncated_at), f.events.size()));
+                             ps.at(f.truncated_at), f.event_count));
   if (!f.structure_error.empty())
     problems.add("broken_structure", Severity::data_loss, {path, static_cast<int64_t>(f.error_offset)},
                  fmt::format("{} at {}: the rest of the file was not read ({} events before it imported)",
-                             f.structure_error, ps.at(f.error_offset), f.events.size()));
+                             f.structure_error, ps.at(f.error_offset), f.event_count));
   if (!f.found_trace_events && f.structure_error.empty() && !f.truncated)
     problems.add("no_trace_events", Severity::data_loss, {path, -1}, "the document has no \"traceEvents\" array");
   if (f.non_object_events)

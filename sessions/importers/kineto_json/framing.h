@@ -1,10 +1,12 @@
 #pragma once
 // The first pass over a Chrome-trace text: where each event object of `traceEvents` lies, and
 // the other top-level keys, without parsing the events. It only tracks strings and bracket
-// depth (about 1 GB/s), so a damaged event costs that event only (it is parsed on its own
-// later), and a text cut anywhere keeps every complete event before the cut.
+// depth (64 bytes at a time with SSE2 or AVX2 bit masks, 4-5 GB/s on the 2-core machine; a value
+// holding a backslash goes through a byte loop), so a damaged event costs that event only (it
+// is parsed on its own), and a text cut anywhere keeps every complete event before the cut.
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +20,8 @@ struct Span {
 
 struct Framing {
   std::vector<Span> events;                           ///< each a complete `{...}` element of traceEvents
+                                                      ///< (empty when they went to an on_event callback)
+  size_t event_count = 0;                             ///< events framed (stored or passed on)
   std::vector<std::pair<std::string, Span>> keys;     ///< other top-level keys (raw key text) and their values
   bool bare_array = false;                            ///< the document is a bare array of events
   bool found_trace_events = false;
@@ -30,7 +34,9 @@ struct Framing {
   size_t trailing_offset = 0;
 };
 
-/// Frames `text` (size bytes). Never throws; problems are described in the result.
-Framing frame_document(const char* text, size_t size);
+/// Frames `text` (size bytes). Never throws itself; problems are described in the result. Each
+/// event's span goes, in text order, to `on_event` when one is given (while its bytes are still
+/// in cache from the framing: the text is read from memory once), else into Framing::events.
+Framing frame_document(const char* text, size_t size, const std::function<void(const Span&)>& on_event = nullptr);
 
 }  // namespace embedscope::sessions::importers::kineto

@@ -26,6 +26,15 @@ bool probe_kineto_json(std::string_view head) {
   return false;
 }
 
+namespace {
+/// A rank's parsed events and collective args, once its records are built: their memory goes
+/// back while the other ranks are built (steps, lanes and metadata stay).
+void release_events(kineto::RankTrace& r) {
+  std::vector<kineto::Event>().swap(r.events);
+  std::vector<kineto::CommParams>().swap(r.comm_params);
+}
+}  // namespace
+
 ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionWriter& w, const ImportOptions& opt) {
   if (opt.align != "none" && opt.align != "collectives")
     throw ImportError(fmt::format("--align {}: not a method (none: each rank as recorded, shifted by one global "
@@ -106,9 +115,10 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
   if (opt.align == "collectives") {
     std::vector<RankRecords> recs;
-    for (const auto& r : kept) {
+    for (auto& r : kept) {
       check_cancelled(opt);
       recs.push_back(kineto::build_rank(r, names, origin, problems, summary));
+      release_events(r);
     }
     const ClockAlignment a = align_ranks(recs, origin, problems);
     for (const auto& rec : recs) write_rank(rec, w, lo, hi);
@@ -116,9 +126,10 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
     summary.alignment_text = alignment_text(a);
     w.set_metadata(meta::kImportAlignJson, summary.alignment_json);
   } else {
-    for (const auto& r : kept) {
+    for (auto& r : kept) {
       check_cancelled(opt);
       write_rank(kineto::build_rank(r, names, origin, problems, summary), w, lo, hi);
+      release_events(r);
     }
   }
   summary.origin_ns = origin;

@@ -1,6 +1,7 @@
 #include "importers/kineto_json/trace_builder.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <limits>
 #include <numeric>
@@ -167,6 +168,17 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
     std::vector<OpEvent> ops;
     ops.reserve(tr.events.size());
     std::map<int32_t, Collective> colls;  // by the record_param_comms event index
+    // An op's category depends on its name and its kind only: computed once per (name, kind).
+    // Index: 0 GPU op, 1 GPU copy (memcpy / memset), 2 host op; -1 not computed yet.
+    std::vector<std::array<int8_t, 3>> category_of(names.size(), {-1, -1, -1});
+    auto category = [&](uint32_t name, int which, const std::string& nm) {
+      int8_t& c = category_of[name][static_cast<size_t>(which)];
+      if (c < 0)
+        c = static_cast<int8_t>(which == 2 ? host_op_category(nm) : gpu_op_category(nm, which == 1));
+      return static_cast<OpCategory>(c);
+    };
+    // Events per kind, into summary.events after the loop (a key appears only when counted).
+    int64_t kernels = 0, memcpys = 0, memsets = 0, gpu_others = 0, runtime_calls = 0, gpu_annotations = 0, cpu_ops = 0;
     for (const Event& e : tr.events) {
       OpEvent o;
       o.rank = rank;
@@ -178,7 +190,7 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
       const std::string& nm = names.text(e.name);
       if (on_stream(e.kind)) {
         const bool copy = e.kind == EventKind::gpu_memcpy || e.kind == EventKind::gpu_memset;
-        o.category = gpu_op_category(nm, copy);
+        o.category = category(e.name, copy ? 1 : 0, nm);
         if (copy) o.bytes = e.bytes;
         auto l = e.correlation ? launch.find(e.correlation) : launch.end();
         o.step = l != launch.end() ? step_of(tr.events[l->second].ts) : -1;
@@ -193,19 +205,23 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
             c.started = true;
           }
         }
-        ++summary.events[e.kind == EventKind::kernel       ? "kernels"
-                         : e.kind == EventKind::gpu_memcpy ? "memcpy"
-                         : e.kind == EventKind::gpu_memset ? "memset"
-                                                           : "gpu_other"];
+        ++(e.kind == EventKind::kernel       ? kernels
+           : e.kind == EventKind::gpu_memcpy ? memcpys
+           : e.kind == EventKind::gpu_memset ? memsets
+                                             : gpu_others);
       } else {
-        o.category = e.kind == EventKind::gpu_annotation ? OpCategory::other : host_op_category(nm);
+        o.category = e.kind == EventKind::gpu_annotation ? OpCategory::other : category(e.name, 2, nm);
         o.step = step_of(e.ts);
-        ++summary.events[e.kind == EventKind::runtime          ? "runtime_calls"
-                         : e.kind == EventKind::gpu_annotation ? "gpu_annotations"
-                                                               : "cpu_ops"];
+        ++(e.kind == EventKind::runtime          ? runtime_calls
+           : e.kind == EventKind::gpu_annotation ? gpu_annotations
+                                                 : cpu_ops);
       }
       ops.push_back(o);
     }
+    for (const auto& [key, n] : {std::pair<const char*, int64_t>{"kernels", kernels}, {"memcpy", memcpys}, {"memset", memsets},
+                                {"gpu_other", gpu_others}, {"runtime_calls", runtime_calls},
+                                {"gpu_annotations", gpu_annotations}, {"cpu_ops", cpu_ops}})
+      if (n) summary.events[key] += n;
     // --- collectives: one record per record_param_comms span that launched NCCL kernels
     std::map<std::string, uint64_t> next_seq;
     for (auto& [pi, c] : colls) {

@@ -94,3 +94,37 @@ TEST(Framing, BareArraysAndTrailingText) {
   EXPECT_EQ(g.events.size(), 1u);
   EXPECT_FALSE(g.structure_error.empty());
 }
+
+// The framing reads 64 bytes at a time: here strings, escapes and brackets land on every offset
+// of a block, and each event must end exactly where its text does.
+TEST(Framing, EventsEndAtTheirOwnBraceAtAnyOffsetInABlock) {
+  const std::string head = R"({"traceEvents": [)";
+  for (size_t pad = 0; pad < 140; ++pad) {
+    const std::string e1 = R"({"name": ")" + std::string(pad, 'x') + R"(}]{[", "args": {"a": [1, {"b": "]"}]}})";
+    const std::string e2 = R"({"name": "q\"}\\", "pad": ")" + std::string(pad, ' ') + R"(", "c": "\\\""})";
+    const std::string text = head + e1 + ",\n  " + e2 + "\n]}";
+    const auto f = frame(text);
+    ASSERT_EQ(f.events.size(), 2u) << pad;
+    EXPECT_EQ(f.events[0].begin, head.size()) << pad;
+    EXPECT_EQ(f.events[0].end, head.size() + e1.size()) << pad;
+    EXPECT_EQ(f.events[1].begin, head.size() + e1.size() + 4) << pad;
+    EXPECT_EQ(f.events[1].end, head.size() + e1.size() + 4 + e2.size()) << pad;
+    EXPECT_FALSE(f.truncated) << pad;
+    EXPECT_TRUE(f.structure_error.empty()) << pad;
+  }
+}
+
+TEST(Framing, ARawLineBreakInAStringCostsOnlyItsEventAtAnyOffsetInABlock) {
+  const std::string head = R"({"traceEvents": [)";
+  for (size_t pad = 0; pad < 140; ++pad) {
+    const std::string e1 = R"({"name": ")" + std::string(pad, 'x') + "\n  broken\"}";
+    const std::string e2 = R"({"ph": "X"})";
+    const std::string text = head + e1 + ",\n" + e2 + "]}";
+    const auto f = frame(text);
+    ASSERT_EQ(f.events.size(), 2u) << pad;
+    EXPECT_EQ(f.events[0].end, head.size() + e1.size()) << pad;  // up to the line of the next event
+    EXPECT_EQ(f.events[1].begin, head.size() + e1.size() + 2) << pad;
+    EXPECT_EQ(f.events[1].end, head.size() + e1.size() + 2 + e2.size()) << pad;
+    EXPECT_FALSE(f.truncated) << pad;
+  }
+}

@@ -498,3 +498,57 @@ TEST(Session, IdHistogramRoundTripAndVersionTwoFilesWithoutIt) {
   EXPECT_FALSE(r.has_id_histogram());
   EXPECT_TRUE(r.id_histogram().empty());
 }
+
+// The writer inserts ops 100 rows per statement and commits every 100,000: batches of every size
+// around those boundaries keep every op, its fields, and ids in insertion order.
+TEST(Session, OpsOfEveryBatchSizeKeepTheirFieldsAndInsertionOrder) {
+  const std::string path = (session_scratch() / "batches.db").string();
+  std::vector<OpEvent> all;
+  {
+    SessionWriter w(path);
+    w.add_lane({0, 0, "compute", "thread"});
+    w.add_lane({0, 1, "comm", "thread"});
+    static const char* names[] = {"a", "b", "c"};
+    int64_t n = 0;
+    for (size_t size : {size_t{1}, size_t{99}, size_t{100}, size_t{101}, size_t{250}, size_t{100037}, size_t{7}}) {
+      std::vector<OpEvent> batch;
+      for (size_t i = 0; i < size; ++i, ++n) {
+        const Lane lane = n % 3 ? Lane::compute : Lane::comm;  // the two lanes' keys interleave
+        batch.push_back(OpEvent{0, lane, n % 2 ? OpCategory::lookup : OpCategory::comm, names[n % 3], n / 1000,
+                                n * 10, n * 10 + 5, n % 5, static_cast<uint64_t>(n * 7)});
+      }
+      if (size % 2) w.add_ops(batch);
+      else w.add_ops(batch.data(), batch.size());
+      all.insert(all.end(), batch.begin(), batch.end());
+    }
+    w.close("complete");
+  }
+  SessionReader r(path);
+  ASSERT_EQ(r.op_count(), static_cast<int64_t>(all.size()));
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db,
+                               "SELECT ops.id, lane_key, start_ns, end_ns, category, step, bytes, correlation, s.value "
+                               "FROM ops JOIN strings s ON s.id = ops.name_id ORDER BY ops.id",
+                               -1, &st, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  size_t i = 0;
+  for (; sqlite3_step(st) == SQLITE_ROW; ++i) {
+    ASSERT_LT(i, all.size());
+    const OpEvent& o = all[i];
+    ASSERT_EQ(sqlite3_column_int64(st, 0), static_cast<int64_t>(i));
+    ASSERT_EQ(sqlite3_column_int64(st, 1), static_cast<int>(o.lane)) << i;
+    ASSERT_EQ(sqlite3_column_int64(st, 2), o.start_ns) << i;
+    ASSERT_EQ(sqlite3_column_int64(st, 3), o.end_ns) << i;
+    ASSERT_EQ(sqlite3_column_int64(st, 4), static_cast<int>(o.category)) << i;
+    ASSERT_EQ(sqlite3_column_int64(st, 5), o.step) << i;
+    ASSERT_EQ(sqlite3_column_int64(st, 6), o.bytes) << i;
+    ASSERT_EQ(sqlite3_column_int64(st, 7), static_cast<int64_t>(o.correlation)) << i;
+    ASSERT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 8)), o.name) << i;
+  }
+  EXPECT_EQ(i, all.size());
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}

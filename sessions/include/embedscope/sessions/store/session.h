@@ -72,6 +72,8 @@ class SessionWriter {
   /// Takes a batch of spans (names must outlive the call only until it returns: they are
   /// interned before it returns).
   void add_ops(const std::vector<OpEvent>& ops);
+  /// As add_ops(vector): the `n` spans at `ops`, without a vector to copy them into first.
+  void add_ops(const OpEvent* ops, size_t n);
   /// One rank's row of a collective (table `collectives`).
   void add_collective(CollectiveRecord c);
   /// One shard's load in one step (table `load_counters`).
