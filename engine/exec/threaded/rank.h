@@ -304,7 +304,7 @@ class Rank final : public sharding::RankContext {
   Layout layout_;      // of plan_
   const Layout& L_;
   int me_;
-  // the last collectives of this rank's Gloo groups (comm/flight_recorder.h), and its dumps so far
+  // the last collectives of this rank's groups, Gloo or NCCL (comm/flight_recorder.h), and its dumps so far
   FlightRecorder flight_{me_, flight_recorder_default_capacity(), &sh_.tracer.clock()};
   std::atomic<int32_t> flight_dumps_{0};
   const detail::RankDevice* gpu_ = gpu_of(sh_, me_);  // nullptr on the cpu backend
