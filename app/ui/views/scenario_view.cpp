@@ -23,7 +23,9 @@
 #include "jobs/analysis_job.h"
 #include "jobs/run_job.h"
 #include "core/timeline_math.h"
+#include "core/tradeoff_figures.h"
 #include "timeline/timeline_widget.h"
+#include "views/tradeoffs_view.h"
 
 namespace embedscope::ui {
 
@@ -77,6 +79,7 @@ ScenarioView::ScenarioView(Scenario scenario, QWidget* parent)
       placeholder_(new QLabel(this)), play_run_(new QComboBox(this)), back_(new QPushButton(this)),
       play_button_(new QPushButton(this)), forward_(new QPushButton(this)), slider_(new QSlider(Qt::Horizontal, this)),
       op_text_(new QLabel(this)), timer_(new QTimer(this)), play_job_(new AnalysisJob(this)) {
+  storage_differs_ = runs_differ_in_table_storage(scenario_);
   auto* layout = new QHBoxLayout(this);
   auto* left = new QVBoxLayout;
   placeholder_->setText("Open the saved sessions of this scenario's runs (Open folder..., or Open... per run), or "
@@ -277,10 +280,16 @@ void ScenarioView::rebuild() {
     }
   delete compare_;
   compare_ = nullptr;
+  tradeoffs_ = nullptr;  // a page of the old comparison
   placeholder_->setVisible(open.empty());
   if (!open.empty()) {
     compare_ = new CompareView(open, scenario_.align_step, this);
     compare_->pages()->setCurrentIndex(1);  // the timelines
+    if (storage_differs_) {  // what each way of storing the tables costs: the point of such a scenario
+      tradeoffs_ = new TradeoffsView(open, compare_->pages());
+      compare_->pages()->addTab(tradeoffs_, "Trade-offs");
+      compare_->pages()->setCurrentWidget(tradeoffs_);
+    }
     compare_box_->addWidget(compare_, 1);
   }
   const QSignalBlocker block(play_run_);

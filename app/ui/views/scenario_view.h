@@ -2,7 +2,8 @@
 // The teaching view of a scenario (scenario.h): the runs' timelines one above the other on one
 // time scale aligned by step (CompareView, which also gives their figures and memory), the
 // explanation beside them, a row per run to open its saved session or ask for a run, and a
-// play control that steps through one training step op by op (sessions::play_order).
+// play control that steps through one training step op by op (sessions::play_order); for a
+// scenario whose runs store their tables differently, a "Trade-offs" page (TradeoffsView).
 
 #include <QWidget>
 
@@ -33,6 +34,7 @@ using engine::session_file_name;
 
 class AnalysisJob;
 class RunJob;
+class TradeoffsView;
 
 class ScenarioView : public QWidget {
   Q_OBJECT
@@ -49,6 +51,10 @@ class ScenarioView : public QWidget {
   const QString& run_directory() const { return run_dir_; }
   /// The comparison of the opened runs (nullptr while fewer than one is open).
   CompareView* compare() { return compare_; }
+  /// The comparison's "Trade-offs" page (views/tradeoffs_view.h): shown, and made the current
+  /// page, for a scenario whose runs store their tables differently (runs_differ_in_table_storage,
+  /// e.g. compression_tradeoffs); nullptr for other scenarios and while no run is open.
+  TradeoffsView* tradeoffs() { return tradeoffs_; }
   /// The play control: the ops of the played step and the current position. The order
   /// (sessions::play_order) is found off the GUI thread whenever the played run or the
   /// comparison changes: empty until play_job() is no longer busy.
@@ -78,6 +84,8 @@ class ScenarioView : public QWidget {
   std::vector<QLabel*> run_status_;
   QVBoxLayout* compare_box_;
   CompareView* compare_ = nullptr;
+  TradeoffsView* tradeoffs_ = nullptr;  // a page of compare_
+  bool storage_differs_ = false;  // runs_differ_in_table_storage(scenario_)
   QLabel* placeholder_;
   QComboBox* play_run_;
   QPushButton *back_, *play_button_, *forward_;
