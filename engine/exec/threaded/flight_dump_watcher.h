@@ -28,14 +28,20 @@ class FlightDumpWatcher {
   ~FlightDumpWatcher() { stop(); }
   FlightDumpWatcher(const FlightDumpWatcher&) = delete;
   FlightDumpWatcher& operator=(const FlightDumpWatcher&) = delete;
-  /// Ends the watcher (a request seen before returns is carried out first). Idempotent.
+  /// Ends the watcher; a request not yet carried out is carried out before it returns. Idempotent.
   void stop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       done_ = true;
     }
     cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    if (!thread_.joinable()) return;
+    thread_.join();
+    // a request that came in the last poll interval (a SIGTERM that ended the run) is carried out
+    if (const int n = request_->count.load(); n != seen_) {
+      seen_ = n;
+      dump_all_(flight_dump_reason(request_->signal.load()));
+    }
   }
 
  private:
