@@ -227,7 +227,7 @@ class Replay {
     activation_bytes_ = L_.B * d.activation_floats_per_sample * 4;
   }
 
-  int64_t node_width(int node) const { return L_.sum_dims(L_.twrw_features[static_cast<size_t>(node)]); }
+  int64_t node_width(int node) const { return L_.node_width(node); }
   int64_t all_a2a_cols() const {
     int64_t c = 0;
     for (int r = 0; r < L_.world; ++r) c += L_.a2a_cols(r);

@@ -133,8 +133,30 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec) {
           node_load[static_cast<size_t>(ts.node)] += table_bytes(t);
         }
         break;
+      case ShardingType::table_column_wise:  // the node given or not, its ranks chosen in pass 2
+        if (ts.node >= num_nodes)
+          throw SpecError(fmt::format("{}/node: node {} is outside [0, {})", where, ts.node, num_nodes));
+        tp.node = ts.node;
+        open.push_back(i);
+        break;
+      case ShardingType::grid_shard: open.push_back(i); break;
     }
   }
+  // A node's planned bytes: its table_row_wise and grid_shard tables and its ranks' shards.
+  const int lws = plan.local_world_size;
+  auto node_total = [&](int n) {
+    int64_t b = node_load[static_cast<size_t>(n)];
+    for (int l = 0; l < lws; ++l) b += load[static_cast<size_t>(n * lws + l)];
+    return b;
+  };
+  auto argmin_node = [&](const std::vector<int>& exclude) {
+    int best = -1;
+    for (int n = 0; n < num_nodes; ++n) {
+      if (std::find(exclude.begin(), exclude.end(), n) != exclude.end()) continue;
+      if (best < 0 || node_total(n) < node_total(best)) best = n;
+    }
+    return best;
+  };
   // Pass 2: greedy placement, largest tables first (ties by table order).
   std::stable_sort(open.begin(), open.end(), [&](size_t a, size_t b) {
     return table_bytes(spec.tables[a]) > table_bytes(spec.tables[b]);
@@ -158,6 +180,40 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec) {
         load[static_cast<size_t>(r)] += stored_bytes(t, t.rows(), w);
         off += w;
       }
+    } else if (tp.type == ShardingType::table_column_wise) {
+      // TorchRec's TWCW: column shards (as column_wise counts them, at most one per rank of the
+      // node) on the least-loaded ranks of one node, the least-loaded node unless given
+      if (tp.node < 0) tp.node = argmin_node({});
+      const int parts = static_cast<int>(std::min<int64_t>(lws, std::max<int64_t>(1, t.embedding_dim / 4)));
+      std::vector<int> used;  // every rank outside the node, then the ranks taken
+      for (int r = 0; r < world; ++r)
+        if (r / lws != tp.node) used.push_back(r);
+      int64_t off = 0;
+      for (int64_t w : column_split(t.embedding_dim, parts)) {
+        const int r = argmin_load(load, used);
+        used.push_back(r);
+        tp.shards.push_back({r, 0, t.rows(), off, w});
+        load[static_cast<size_t>(r)] += stored_bytes(t, t.rows(), w);
+        off += w;
+      }
+    } else if (tp.type == ShardingType::grid_shard) {
+      // TorchRec's grid: column blocks (as column_wise counts them, at most one per node), each
+      // on the least-loaded node still free and split by rows over its ranks (table_row_wise)
+      const int parts = static_cast<int>(std::min<int64_t>(num_nodes, std::max<int64_t>(1, t.embedding_dim / 4)));
+      std::vector<int> used;
+      int64_t off = 0;
+      for (int64_t w : column_split(t.embedding_dim, parts)) {
+        const int n = argmin_node(used);
+        used.push_back(n);
+        const auto rows = even_split(t.rows(), lws);
+        int64_t row_off = 0;
+        for (int l = 0; l < lws; ++l) {
+          tp.shards.push_back({n * lws + l, row_off, rows[static_cast<size_t>(l)], off, w});
+          row_off += rows[static_cast<size_t>(l)];
+        }
+        node_load[static_cast<size_t>(n)] += stored_bytes(t, t.rows(), w);
+        off += w;
+      }
     } else {  // table_row_wise without a node
       int n = argmin_load(node_load);
       tp.node = n;
@@ -178,6 +234,27 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec) {
     }
   }
   return plan;
+}
+
+std::map<std::string, TableSharding> plan_overrides(const WorkloadSpec& spec, const ShardingPlan& plan) {
+  if (plan.tables.size() != spec.tables.size())
+    throw std::invalid_argument(fmt::format("plan_overrides: a plan of {} tables for a workload of {}",
+                                            plan.tables.size(), spec.tables.size()));
+  std::map<std::string, TableSharding> out;
+  for (const TablePlan& tp : plan.tables) {
+    TableSharding ts{tp.type, {}, -1};
+    if (tp.type == ShardingType::table_wise && !tp.shards.empty()) {
+      ts.ranks = {tp.shards.front().rank};
+    } else if (tp.type == ShardingType::column_wise) {
+      std::vector<Shard> by_col = tp.shards;
+      std::sort(by_col.begin(), by_col.end(), [](const Shard& a, const Shard& b) { return a.col_offset < b.col_offset; });
+      for (const Shard& s : by_col) ts.ranks.push_back(s.rank);
+    } else if (tp.type == ShardingType::table_row_wise || tp.type == ShardingType::table_column_wise) {
+      ts.node = tp.node;
+    }
+    out[spec.tables[static_cast<size_t>(tp.table)].name] = std::move(ts);
+  }
+  return out;
 }
 
 void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryEstimate>& est) {

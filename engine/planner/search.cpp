@@ -116,6 +116,10 @@ class Search {
         ti.allowed = {ShardingType::table_wise, ShardingType::row_wise};
         if (t.embedding_dim >= 8 && W_ > 1) ti.allowed.push_back(ShardingType::column_wise);
         if (L_ < W_ || !only.empty()) ti.allowed.push_back(ShardingType::table_row_wise);
+        // grid_shard: column blocks over nodes (several nodes, or asked for); table_column_wise
+        // is column_wise kept inside a node, which the cost model never prefers: asked for only
+        if (t.embedding_dim >= 8 && (nodes_ > 1 || !only.empty())) ti.allowed.push_back(ShardingType::grid_shard);
+        if (t.embedding_dim >= 8 && W_ > 1 && !only.empty()) ti.allowed.push_back(ShardingType::table_column_wise);
         ti.allowed.push_back(ShardingType::data_parallel);
       }
       if (ti.open && !only.empty()) restrict_allowed(i, only);
@@ -234,11 +238,13 @@ class Search {
     switch (type) {
       case ShardingType::table_wise:
       case ShardingType::column_wise:
+      case ShardingType::table_column_wise:
         return cost_.perf(t, table_ids(i), s.num_cols, B * W_ * nf * static_cast<double>(s.num_cols), table_ids(i));
       case ShardingType::row_wise:
-      case ShardingType::table_row_wise: {
+      case ShardingType::table_row_wise:
+      case ShardingType::grid_shard: {
         // memoized: the Zipf share of a row range costs up to 2 x 4,096 powers (zipf_mass)
-        const auto key = std::make_tuple(i, type == ShardingType::row_wise, s.row_offset, s.num_rows);
+        const auto key = std::make_tuple(i, type == ShardingType::row_wise, s.row_offset, s.num_rows, s.num_cols);
         if (auto it = row_perf_.find(key); it != row_perf_.end()) return it->second;
         double look = 0;
         for (int f : ti.features)
@@ -342,9 +348,18 @@ class Search {
           break;
         case ShardingType::table_row_wise:
           tp.node = ti.open ? -1 : ti.fixed.node;
-          if (tp.node >= 0) place_twrw(i, tp.node, put);
+          if (tp.node >= 0) place_rows(i, tp.type, tp.node, 0, t.embedding_dim, put);
           else open.push_back({i, shard_perf(i, tp.type, {0, 0, t.rows(), 0, t.embedding_dim}).total(),
                                cost_.shard_bytes(t, t.rows(), t.embedding_dim)});
+          break;
+        case ShardingType::table_column_wise:
+          tp.node = ti.open ? -1 : ti.fixed.node;
+          open.push_back({i, shard_perf(i, tp.type, {0, 0, t.rows(), 0, t.embedding_dim}).total(),
+                          cost_.shard_bytes(t, t.rows(), t.embedding_dim)});
+          break;
+        case ShardingType::grid_shard:
+          open.push_back({i, shard_perf(i, tp.type, {0, 0, t.rows(), 0, t.embedding_dim}).total(),
+                          cost_.shard_bytes(t, t.rows(), t.embedding_dim)});
           break;
       }
     }
@@ -364,6 +379,18 @@ class Search {
       if (best < 0) fit = false;
       return best >= 0 ? best : any;
     };
+    // the node with the least time (its ranks' shards and its row-split tables), not in `exclude`
+    auto least_node = [&](const std::vector<int>& exclude) {
+      int best = -1;
+      double best_time = 0;
+      for (int n = 0; n < nodes_; ++n) {
+        if (std::find(exclude.begin(), exclude.end(), n) != exclude.end()) continue;
+        double time = node_load[static_cast<size_t>(n)];
+        for (int l = 0; l < L_; ++l) time += load[static_cast<size_t>(n * L_ + l)];
+        if (best < 0 || time < best_time) best = n, best_time = time;
+      }
+      return best;
+    };
     for (const Item& it : open) {
       const TableSpec& t = spec_.tables[it.table];
       TablePlan& tp = plan.tables[it.table];
@@ -380,13 +407,39 @@ class Search {
           put(it.table, tp.type, {r, 0, t.rows(), off, w});
           off += w;
         }
+      } else if (tp.type == ShardingType::table_column_wise) {
+        // column shards on the ranks of one node (the given one, else the least time)
+        if (tp.node < 0) tp.node = least_node({});
+        const int parts = static_cast<int>(std::min<int64_t>(L_, std::max<int64_t>(1, t.embedding_dim / 4)));
+        std::vector<int> used;  // the ranks of the other nodes, then the ranks taken
+        for (int r = 0; r < W_; ++r)
+          if (r / L_ != tp.node) used.push_back(r);
+        int64_t off = 0;
+        for (int64_t w : column_split(t.embedding_dim, parts)) {
+          const int r = pick(cost_.shard_bytes(t, t.rows(), w), used, c.within_capacity);
+          used.push_back(r);
+          put(it.table, tp.type, {r, 0, t.rows(), off, w});
+          off += w;
+        }
+      } else if (tp.type == ShardingType::grid_shard) {
+        // column blocks, each on its own node (the least time first), rows over the node's ranks
+        const int parts = static_cast<int>(std::min<int64_t>(nodes_, std::max<int64_t>(1, t.embedding_dim / 4)));
+        std::vector<int> used;
+        int64_t off = 0;
+        for (int64_t w : column_split(t.embedding_dim, parts)) {
+          const int n = least_node(used);
+          used.push_back(n);
+          node_load[static_cast<size_t>(n)] += it.cost * static_cast<double>(w) / static_cast<double>(t.embedding_dim);
+          place_rows(it.table, tp.type, n, off, w, put);
+          off += w;
+        }
       } else {  // table_row_wise: the node with the least time
         int n = 0;
         for (int k = 1; k < nodes_; ++k)
           if (node_load[static_cast<size_t>(k)] < node_load[static_cast<size_t>(n)]) n = k;
         tp.node = n;
         node_load[static_cast<size_t>(n)] += it.cost;
-        place_twrw(it.table, n, put);
+        place_rows(it.table, tp.type, n, 0, t.embedding_dim, put);
       }
     }
     for (int r = 0; r < W_; ++r)
@@ -395,13 +448,15 @@ class Search {
     return c;
   }
 
+  // Columns [c0, c0 + cols) of table i with its rows split evenly over the ranks of `node`
+  // (table_row_wise: every column; grid_shard: one column block).
   template <class Put>
-  void place_twrw(size_t i, int node, Put& put) const {
+  void place_rows(size_t i, ShardingType type, int node, int64_t c0, int64_t cols, Put& put) const {
     const TableSpec& t = spec_.tables[i];
     const auto rows = even_split(t.rows(), L_);
     int64_t off = 0;
     for (int l = 0; l < L_; ++l) {
-      put(i, ShardingType::table_row_wise, {node * L_ + l, off, rows[static_cast<size_t>(l)], 0, t.embedding_dim});
+      put(i, type, {node * L_ + l, off, rows[static_cast<size_t>(l)], c0, cols});
       off += rows[static_cast<size_t>(l)];
     }
   }
@@ -496,7 +551,7 @@ class Search {
     return s;
   }
 
-  mutable std::map<std::tuple<size_t, bool, int64_t, int64_t>, Perf> row_perf_;
+  mutable std::map<std::tuple<size_t, bool, int64_t, int64_t, int64_t>, Perf> row_perf_;
   const WorkloadSpec& spec_;
   const HardwareProfile& hw_;
   ShardingPlan greedy_;

@@ -31,7 +31,8 @@ std::vector<double> expected_lookups_per_rank(const WorkloadSpec& spec, const Sh
       for (const Shard& s : tp.shards) {
         double share = 1.0;
         if (tp.type == ShardingType::data_parallel) share = 1.0 / plan.world_size;
-        else if (tp.type == ShardingType::row_wise || tp.type == ShardingType::table_row_wise)
+        else if (tp.type == ShardingType::row_wise || tp.type == ShardingType::table_row_wise ||
+                 tp.type == ShardingType::grid_shard)
           share = shard_id_share(t, f, s.row_offset, s.num_rows);
         out[static_cast<size_t>(s.rank)] += ids * share;
       }

@@ -77,10 +77,15 @@ ReferenceResult run_reference(const WorkloadSpec& spec, int64_t iterations, cons
       for (int64_t c = 0; c < ts.embedding_dim; ++c)
         w[static_cast<size_t>(r * ts.embedding_dim + c)] = initial_weight(spec.seed, static_cast<int>(t), r, c, ts.rows());
     res.tables.push_back(std::move(w));
-    if (plan && plan->tables[t].type == ShardingType::column_wise)
+    // the plan's distinct column ranges (column_wise, table_column_wise shards, grid_shard
+    // blocks; one full-width range for the other types)
+    if (plan) {
       for (const auto& s : plan->tables[t].shards) groups[t].push_back({s.col_offset, s.num_cols});
-    else
+      std::sort(groups[t].begin(), groups[t].end());
+      groups[t].erase(std::unique(groups[t].begin(), groups[t].end()), groups[t].end());
+    } else {
       groups[t].push_back({0, ts.embedding_dim});
+    }
     // reduced-precision tables start from the stored form of the fp32 initial rows, one
     // encoded segment per column shard (each shard's rows carry their own int8 scale and bias)
     auto& tw = res.tables.back();

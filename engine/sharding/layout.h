@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <set>
+#include <tuple>
 #include <vector>
 
 #include "embedscope/engine/sharding/sharding.h"
@@ -12,8 +14,26 @@
 
 namespace embedscope::engine::detail {
 
-inline bool is_a2a(ShardingType t) { return t == ShardingType::table_wise || t == ShardingType::column_wise; }
-inline bool is_rw(ShardingType t) { return t == ShardingType::row_wise || t == ShardingType::table_row_wise; }
+/// Types whose shards hold whole rows of a column range (pooled all-to-all output dist).
+inline bool is_a2a(ShardingType t) {
+  return t == ShardingType::table_wise || t == ShardingType::column_wise || t == ShardingType::table_column_wise;
+}
+/// Types whose shards hold a row range (partial sums reduced in the output dist).
+inline bool is_rw(ShardingType t) {
+  return t == ShardingType::row_wise || t == ShardingType::table_row_wise || t == ShardingType::grid_shard;
+}
+/// Types reduced inside a node then sent across nodes (node and cross groups).
+inline bool is_hierarchical(ShardingType t) { return t == ShardingType::table_row_wise || t == ShardingType::grid_shard; }
+
+/// One feature's column block reduced inside a node (table_row_wise: the whole width; grid_shard:
+/// one column block of the table), columns [col_offset, col_offset + cols) of the feature's
+/// pooled output.
+struct NodeBlock {
+  int feature = 0;
+  int64_t col_offset = 0;
+  int64_t cols = 0;
+  bool operator<(const NodeBlock& o) const { return feature != o.feature ? feature < o.feature : col_offset < o.col_offset; }
+};
 
 // A slot is one (table, feature, shard) that receives input through the KJT all-to-all.
 struct Slot {
@@ -38,9 +58,11 @@ struct Layout {
   std::vector<std::vector<int>> slots_to;      // per rank: its slots, in order
   std::vector<std::vector<int>> a2a_slots_to;  // per rank: its table_wise / column_wise slots
   std::vector<int> rw_features;                // features of row_wise tables
-  std::vector<std::vector<int>> twrw_features; // per node: features of its table_row_wise tables
+  /// per node: the column blocks of its table_row_wise and grid_shard tables' features, by
+  /// (feature, col_offset)
+  std::vector<std::vector<NodeBlock>> node_blocks;
   std::vector<int> dp_tables;                  // data_parallel: replicated, no dist
-  bool hierarchical = false;                   // table_row_wise tables: node and cross groups
+  bool hierarchical = false;                   // table_row_wise / grid_shard tables: node and cross groups
   std::vector<int> table_of;                   // per feature: the table serving it (FeatureIndex)
   std::vector<std::vector<int>> table_features;  // per table: its features' indices, in order
   bool replicated(int table) const { return std::find(dp_tables.begin(), dp_tables.end(), table) != dp_tables.end(); }  // O(dp tables)
@@ -59,7 +81,8 @@ struct Layout {
       dim.push_back(spec.tables[static_cast<size_t>(table_of[f])].embedding_dim);
     slots_to.resize(static_cast<size_t>(world));
     a2a_slots_to.resize(static_cast<size_t>(world));
-    twrw_features.resize(static_cast<size_t>(nodes));
+    node_blocks.resize(static_cast<size_t>(nodes));
+    std::set<std::tuple<int, int, int64_t>> blocks_seen;  // (node, feature, col_offset)
     for (const TablePlan& tp : plan.tables) {
       if (tp.type == ShardingType::data_parallel) {
         dp_tables.push_back(tp.table);
@@ -67,11 +90,14 @@ struct Layout {
       }
       for (const int f : table_features[static_cast<size_t>(tp.table)]) {
         if (tp.type == ShardingType::row_wise) rw_features.push_back(f);
-        if (tp.type == ShardingType::table_row_wise) {
-          twrw_features[static_cast<size_t>(tp.node)].push_back(f);
-          hierarchical = true;
-        }
         for (size_t s = 0; s < tp.shards.size(); ++s) {
+          // a column block joins its node's list once (the rows of a block are on the ranks
+          // of one node: validate_plan)
+          const Shard& sh = tp.shards[s];
+          if (is_hierarchical(tp.type) && blocks_seen.insert({sh.rank / local, f, sh.col_offset}).second) {
+            node_blocks[static_cast<size_t>(sh.rank / local)].push_back({f, sh.col_offset, sh.num_cols});
+            hierarchical = true;
+          }
           const int idx = static_cast<int>(slots.size());
           slots.push_back({tp.table, f, static_cast<int>(s), tp.type, tp.shards[s], is_rw(tp.type), is_a2a(tp.type)});
           slots_to[static_cast<size_t>(tp.shards[s].rank)].push_back(idx);
@@ -80,12 +106,28 @@ struct Layout {
       }
     }
     std::sort(rw_features.begin(), rw_features.end());
-    for (auto& v : twrw_features) std::sort(v.begin(), v.end());
+    for (auto& v : node_blocks) std::sort(v.begin(), v.end());
   }
   int64_t sum_dims(const std::vector<int>& feats) const {
     int64_t s = 0;
     for (int f : feats) s += dim[static_cast<size_t>(f)];
     return s;
+  }
+  /// Columns of node m's blocks: its B x width block per sample owner node.
+  int64_t node_width(int m) const {
+    int64_t c = 0;
+    for (const NodeBlock& b : node_blocks[static_cast<size_t>(m)]) c += b.cols;
+    return c;
+  }
+  /// Index among rank r's slots (slots_to[r]) of the slot of feature f holding columns from
+  /// col_offset; -1 when r has none. O(r's slots).
+  int local_slot_of(int r, int f, int64_t col_offset) const {
+    const auto& mine = slots_to[static_cast<size_t>(r)];
+    for (size_t k = 0; k < mine.size(); ++k) {
+      const Slot& sl = slots[static_cast<size_t>(mine[k])];
+      if (sl.feature == f && sl.s.col_offset == col_offset) return static_cast<int>(k);
+    }
+    return -1;
   }
   /// Columns of rank r's table_wise / column_wise slots: its B x cols block per sample owner.
   int64_t a2a_cols(int r) const {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -117,10 +118,11 @@ void validate_plan(const WorkloadSpec& spec, const ShardingPlan& plan, const std
       const bool all_rows = s.row_offset == 0 && s.num_rows == t.rows();
       const bool all_cols = s.col_offset == 0 && s.num_cols == t.embedding_dim;
       if ((tp.type == ShardingType::data_parallel || tp.type == ShardingType::table_wise ||
-           tp.type == ShardingType::column_wise) && !all_rows)
+           tp.type == ShardingType::column_wise || tp.type == ShardingType::table_column_wise) && !all_rows)
         fail(origin, sw(), fmt::format("{}: a shard holds every row, got rows [{}, {})", tname_of(), s.row_offset,
                                      s.row_offset + s.num_rows));
-      if (tp.type != ShardingType::column_wise && !all_cols)
+      if (tp.type != ShardingType::column_wise && tp.type != ShardingType::table_column_wise &&
+          tp.type != ShardingType::grid_shard && !all_cols)
         fail(origin, sw(), fmt::format("{}: a shard holds every column, got columns [{}, {})", tname_of(), s.col_offset,
                                      s.col_offset + s.num_cols));
       rows.emplace_back(s.row_offset, s.num_rows);
@@ -159,6 +161,43 @@ void validate_plan(const WorkloadSpec& spec, const ShardingPlan& plan, const std
         break;
       }
       case ShardingType::column_wise: gap = tiling_problem(cols, t.embedding_dim, "columns"); break;
+      case ShardingType::table_column_wise:
+        if (tp.node < 0 || tp.node >= nodes)
+          fail(origin, where + "/node", fmt::format("{}: node {} is outside [0, {})", tname_of(), tp.node, nodes));
+        for (size_t k = 0; k < tp.shards.size(); ++k)
+          if (tp.shards[k].rank / plan.local_world_size != tp.node)
+            fail(origin, fmt::format("{}/shards/{}", where, k),
+                 fmt::format("{}: rank {} is not on node {} (ranks [{}, {}))", tname_of(), tp.shards[k].rank, tp.node,
+                             tp.node * plan.local_world_size, (tp.node + 1) * plan.local_world_size));
+        gap = tiling_problem(cols, t.embedding_dim, "columns");
+        break;
+      case ShardingType::grid_shard: {
+        // column blocks tiling the columns, each block's rows tiling the rows over the ranks of one node
+        std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> blocks;  // (col_offset, num_cols) -> shards
+        for (size_t k = 0; k < tp.shards.size(); ++k) blocks[cols[k]].push_back(k);
+        std::vector<std::pair<int64_t, int64_t>> block_cols;
+        for (const auto& [bc, members] : blocks) {
+          block_cols.push_back(bc);
+          const int node = tp.shards[members[0]].rank / plan.local_world_size;
+          std::vector<int> node_ranks, got;
+          std::vector<std::pair<int64_t, int64_t>> block_rows;
+          for (int l = 0; l < plan.local_world_size; ++l) node_ranks.push_back(node * plan.local_world_size + l);
+          for (size_t k : members) {
+            got.push_back(tp.shards[k].rank);
+            block_rows.push_back(rows[k]);
+          }
+          std::sort(got.begin(), got.end());
+          const std::string block = fmt::format("columns {}", range_text(bc.first, bc.second));
+          if (got != node_ranks)
+            fail(origin, where + "/shards",
+                 fmt::format("{}: the shards of {} are one on each rank of one node (node {}: ranks [{}, {}))",
+                             tname_of(), block, node, node_ranks.front(), node_ranks.back() + 1));
+          if (std::string g = tiling_problem(block_rows, t.rows(), "rows"); !g.empty())
+            fail(origin, where + "/shards", fmt::format("{}, {}: {}", tname_of(), block, g));
+        }
+        gap = tiling_problem(block_cols, t.embedding_dim, "columns");
+        break;
+      }
     }
     if (!gap.empty()) fail(origin, where + "/shards", fmt::format("{}: {}", tname_of(), gap));
   }
@@ -230,8 +269,9 @@ ShardingPlan plan_from_json(const WorkloadSpec& spec, const json& j, const std::
       throw SpecError(fmt::format("{}: {}", origin, e.what()));
     }
     tp.node = get_small_int(tj, "node", origin, where, false, -1);
-    if (tp.type != ShardingType::table_row_wise && tp.node != -1)
-      fail(origin, where + "/node", fmt::format("only table_row_wise tables have a node ({} is {})", name, to_string(tp.type)));
+    if (tp.type != ShardingType::table_row_wise && tp.type != ShardingType::table_column_wise && tp.node != -1)
+      fail(origin, where + "/node",
+           fmt::format("only table_row_wise and table_column_wise tables have a node ({} is {})", name, to_string(tp.type)));
     if (!tj.contains("shards") || !tj.at("shards").is_array()) fail(origin, where + "/shards", "must be an array of shards");
     const json& shards = tj.at("shards");
     for (size_t k = 0; k < shards.size(); ++k) {

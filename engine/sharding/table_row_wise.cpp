@@ -1,7 +1,10 @@
-// table_row_wise: a table's rows are split over the ranks of one node (TorchRec's TWRW): the
-// partial sums are reduce-scattered inside the node (fast links), then an all-to-all across
-// nodes brings each sample owner its bags; gradients take the reverse path (all-to-all across
-// nodes, all-gather inside the node).
+// table_row_wise and grid_shard: a table's rows are split over the ranks of one node (TorchRec's
+// TWRW), or, for grid_shard, each column block of the table is (TorchRec's grid sharding, whose
+// dist is TWRW's per column block). The partial sums of every block of a node
+// (Layout::node_blocks) are reduce-scattered inside the node (fast links), then an all-to-all
+// across nodes brings each sample owner its bags, each block written into its columns of the
+// feature's pooled output; gradients take the reverse path (all-to-all across nodes,
+// all-gather inside the node).
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -14,6 +17,18 @@ namespace embedscope::engine::sharding {
 namespace {
 
 using detail::Layout;
+using detail::NodeBlock;
+
+// B rows of `cols` floats (contiguous) into columns [c0, c0 + cols) of a B x dim block.
+void put_columns(const float* src, int64_t B, int64_t cols, float* dst, int64_t dim, int64_t c0) {
+  for (int64_t s = 0; s < B; ++s)
+    std::memcpy(dst + s * dim + c0, src + s * cols, sizeof(float) * static_cast<size_t>(cols));
+}
+// Columns [c0, c0 + cols) of a B x dim block into B contiguous rows of `cols` floats.
+void take_columns(const float* src, int64_t B, int64_t dim, int64_t c0, int64_t cols, float* dst) {
+  for (int64_t s = 0; s < B; ++s)
+    std::memcpy(dst + s * cols, src + s * dim + c0, sizeof(float) * static_cast<size_t>(cols));
+}
 
 class Job final : public OutputDistJob {
  public:
@@ -24,22 +39,21 @@ class Job final : public OutputDistJob {
   void run(RankContext& ctx) override {
     const Layout& L = ctx.layout();
     const CommPrecision prec = ctx.spec().qcomms.forward_precision;
-    const auto& feats = L.twrw_features[static_cast<size_t>(ctx.rank() / L.local)];
+    const auto& blocks = L.node_blocks[static_cast<size_t>(ctx.rank() / L.local)];
     ctx.on_comm_lane(GroupKind::node, "output_dist/reduce_scatter_intra_node", [&] {
       ctx.group(GroupKind::node)
           .reduce_scatter_q("output_dist/reduce_scatter_intra_node", send.data(), counts, rs.data(), prec,
                             ctx.forward_error());
     });
-    // rs: [feature][node m][B x dim] -> send block m to node m
+    // rs: [block][node m][B x cols] -> send block m to node m
     size_t q0 = 0;
     for (int m = 0; m < L.nodes; ++m) {
       size_t q = 0;
-      for (int f : feats) {
-        const int64_t dim = L.dim[static_cast<size_t>(f)];
-        std::memcpy(a2a_send.data() + q0, rs.data() + q + static_cast<size_t>(m * L.B * dim),
-                    sizeof(float) * static_cast<size_t>(L.B * dim));
-        q0 += static_cast<size_t>(L.B * dim);
-        q += static_cast<size_t>(L.nodes * L.B * dim);
+      for (const NodeBlock& nb : blocks) {
+        std::memcpy(a2a_send.data() + q0, rs.data() + q + static_cast<size_t>(m * L.B * nb.cols),
+                    sizeof(float) * static_cast<size_t>(L.B * nb.cols));
+        q0 += static_cast<size_t>(L.B * nb.cols);
+        q += static_cast<size_t>(L.nodes * L.B * nb.cols);
       }
     }
     ctx.on_comm_lane(GroupKind::cross, "output_dist/all_to_all_cross_node", [&] {
@@ -52,16 +66,15 @@ class Job final : public OutputDistJob {
     const Layout& L = ctx.layout();
     size_t p = 0;
     for (int m = 0; m < L.nodes; ++m)
-      for (int f : L.twrw_features[static_cast<size_t>(m)]) {
-        const int64_t dim = L.dim[static_cast<size_t>(f)];
-        std::memcpy(pooled[static_cast<size_t>(f)].data(), recv.data() + p, sizeof(float) * static_cast<size_t>(L.B * dim));
-        if (is_mean(ctx.spec(), ctx.layout(), f)) scale_rows_mean(lengths, L.B, f, pooled[static_cast<size_t>(f)].data(), dim);
-        p += static_cast<size_t>(L.B * dim);
+      for (const NodeBlock& nb : L.node_blocks[static_cast<size_t>(m)]) {
+        const int64_t dim = L.dim[static_cast<size_t>(nb.feature)];
+        float* block = recv.data() + p;
+        if (is_mean(ctx.spec(), ctx.layout(), nb.feature)) scale_rows_mean(lengths, L.B, nb.feature, block, nb.cols);
+        put_columns(block, L.B, nb.cols, pooled[static_cast<size_t>(nb.feature)].data(), dim, nb.col_offset);
+        p += static_cast<size_t>(L.B * nb.cols);
       }
   }
 };
-
-int64_t node_width(const Layout& L, int node) { return L.sum_dims(L.twrw_features[static_cast<size_t>(node)]); }
 
 class TableRowWise final : public EmbeddingSharding {
  public:
@@ -70,13 +83,13 @@ class TableRowWise final : public EmbeddingSharding {
     const CommPrecision prec = sink.spec.qcomms.forward_precision;
     const int64_t eb = program::ProgramSink::elem_bytes(prec);
     const char* dt = program::ProgramSink::dtype(prec);
-    const int64_t width = node_width(L, sink.rank / L.local);
+    const int64_t width = L.node_width(sink.rank / L.local);
     sink.comm("output_dist/reduce_scatter_intra_node", batch,
               {sink.reduce_scatter("output_dist/reduce_scatter_intra_node", sink.node_ranks, sink.node_group,
                                    std::vector<int64_t>(static_cast<size_t>(L.local), L.nodes * L.B * width), eb, dt)},
               sync, "reduce-scatter of the table-row-wise partial sums inside the node");
     std::vector<int64_t> sc(static_cast<size_t>(L.nodes), L.B * width), rc(static_cast<size_t>(L.nodes));
-    for (int m = 0; m < L.nodes; ++m) rc[static_cast<size_t>(m)] = L.B * node_width(L, m);
+    for (int m = 0; m < L.nodes; ++m) rc[static_cast<size_t>(m)] = L.B * L.node_width(m);
     sink.comm("output_dist/all_to_all_cross_node", batch,
               {sink.all_to_all("output_dist/all_to_all_cross_node", sink.cross_ranks, sink.cross_group, sc, rc, eb, dt)},
               sync, "all-to-all of the table-row-wise sums across nodes, to the ranks owning the samples");
@@ -86,9 +99,9 @@ class TableRowWise final : public EmbeddingSharding {
     const CommPrecision prec = sink.spec.qcomms.backward_precision;
     const int64_t eb = program::ProgramSink::elem_bytes(prec);
     const char* dt = program::ProgramSink::dtype(prec);
-    const int64_t width = node_width(L, sink.rank / L.local);
+    const int64_t width = L.node_width(sink.rank / L.local);
     std::vector<int64_t> sc(static_cast<size_t>(L.nodes)), rc(static_cast<size_t>(L.nodes), L.B * width);
-    for (int m = 0; m < L.nodes; ++m) sc[static_cast<size_t>(m)] = L.B * node_width(L, m);
+    for (int m = 0; m < L.nodes; ++m) sc[static_cast<size_t>(m)] = L.B * L.node_width(m);
     sink.comm("grad_dist/all_to_all_cross_node", batch,
               {sink.all_to_all("grad_dist/all_to_all_cross_node", sink.cross_ranks, sink.cross_group, sc, rc, eb, dt)},
               true, "all-to-all of the table-row-wise gradients across nodes");
@@ -101,27 +114,27 @@ class TableRowWise final : public EmbeddingSharding {
                                                    const std::vector<DeviceBuffer<float>>& slot_out) const override {
     const Layout& L = ctx.layout();
     const int64_t B = L.B;
-    const auto& feats = L.twrw_features[static_cast<size_t>(ctx.rank() / L.local)];
-    const int64_t width = L.sum_dims(feats);
+    const int node = ctx.rank() / L.local;
+    const auto& blocks = L.node_blocks[static_cast<size_t>(node)];
+    const int64_t width = L.node_width(node);
     auto job = std::make_unique<Job>();
-    // block for local rank l: [feature][node m][B x dim] rows of sample owner m*local + l
+    // block for local rank l: [column block][node m][B x cols] rows of sample owner m*local + l
     job->send = ctx.buffer("comm_buffer", static_cast<size_t>(L.local * L.nodes * B * width));
     size_t p = 0;
     for (int l = 0; l < L.local; ++l)
-      for (int f : feats) {
-        const size_t k = ctx.local_slot_of_feature(f);
-        const int64_t dim = L.dim[static_cast<size_t>(f)];
+      for (const NodeBlock& nb : blocks) {
+        const auto k = static_cast<size_t>(L.local_slot_of(ctx.rank(), nb.feature, nb.col_offset));
         for (int m = 0; m < L.nodes; ++m) {
-          std::memcpy(job->send.data() + p, slot_out[k].data() + (m * L.local + l) * B * dim,
-                      sizeof(float) * static_cast<size_t>(B * dim));
-          p += static_cast<size_t>(B * dim);
+          std::memcpy(job->send.data() + p, slot_out[k].data() + (m * L.local + l) * B * nb.cols,
+                      sizeof(float) * static_cast<size_t>(B * nb.cols));
+          p += static_cast<size_t>(B * nb.cols);
         }
       }
     job->rs = ctx.buffer("comm_buffer", static_cast<size_t>(L.nodes * B * width));
     job->counts.assign(static_cast<size_t>(L.local), L.nodes * B * width);
     job->scount.assign(static_cast<size_t>(L.nodes), B * width);
     job->rcount.assign(static_cast<size_t>(L.nodes), 0);
-    for (int m = 0; m < L.nodes; ++m) job->rcount[static_cast<size_t>(m)] = B * node_width(L, m);
+    for (int m = 0; m < L.nodes; ++m) job->rcount[static_cast<size_t>(m)] = B * L.node_width(m);
     job->a2a_send = ctx.buffer("comm_buffer", job->rs.size());
     job->recv = ctx.buffer("comm_buffer",
                            static_cast<size_t>(std::accumulate(job->rcount.begin(), job->rcount.end(), int64_t{0})));
@@ -132,28 +145,30 @@ class TableRowWise final : public EmbeddingSharding {
     const Layout& L = ctx.layout();
     const int64_t B = L.B;
     const CommPrecision prec = ctx.spec().qcomms.backward_precision;
-    const auto& feats = L.twrw_features[static_cast<size_t>(ctx.rank() / L.local)];
-    const int64_t width = L.sum_dims(feats);
+    const int node = ctx.rank() / L.local;
+    const auto& blocks = L.node_blocks[static_cast<size_t>(node)];
+    const int64_t width = L.node_width(node);
     std::vector<int64_t> scount(static_cast<size_t>(L.nodes)), rcount(static_cast<size_t>(L.nodes), B * width);
     std::vector<float> sendv;
     for (int m = 0; m < L.nodes; ++m) {
-      scount[static_cast<size_t>(m)] = B * node_width(L, m);
-      for (int f : L.twrw_features[static_cast<size_t>(m)]) {
-        const int64_t dim = L.dim[static_cast<size_t>(f)];
+      scount[static_cast<size_t>(m)] = B * L.node_width(m);
+      for (const NodeBlock& nb : L.node_blocks[static_cast<size_t>(m)]) {
+        const int64_t dim = L.dim[static_cast<size_t>(nb.feature)];
         const size_t at = sendv.size();
-        sendv.insert(sendv.end(), dpooled[static_cast<size_t>(f)].data(), dpooled[static_cast<size_t>(f)].data() + B * dim);
-        if (is_mean(ctx.spec(), ctx.layout(), f)) scale_rows_mean(lengths, B, f, sendv.data() + at, dim);
+        sendv.resize(at + static_cast<size_t>(B * nb.cols));
+        take_columns(dpooled[static_cast<size_t>(nb.feature)].data(), B, dim, nb.col_offset, nb.cols, sendv.data() + at);
+        if (is_mean(ctx.spec(), ctx.layout(), nb.feature)) scale_rows_mean(lengths, B, nb.feature, sendv.data() + at, nb.cols);
       }
     }
     auto sendb = ctx.buffer("comm_buffer", sendv.size());
     std::copy(sendv.begin(), sendv.end(), sendb.data());
-    auto cross_recv = ctx.buffer("comm_buffer", static_cast<size_t>(L.nodes * B * width));  // [m][feature][B x dim]
+    auto cross_recv = ctx.buffer("comm_buffer", static_cast<size_t>(L.nodes * B * width));  // [m][block][B x cols]
     ctx.comm(GroupKind::cross, "grad_dist/all_to_all_cross_node", [&] {
       ctx.group(GroupKind::cross)
           .all_to_all_q("grad_dist/all_to_all_cross_node", sendb.data(), scount, cross_recv.data(), rcount, prec,
                         ctx.backward_error());
     });
-    auto gathered = ctx.buffer("comm_buffer", static_cast<size_t>(L.local * L.nodes * B * width));  // [l][m][feature][B x dim]
+    auto gathered = ctx.buffer("comm_buffer", static_cast<size_t>(L.local * L.nodes * B * width));  // [l][m][block][B x cols]
     std::vector<int64_t> counts(static_cast<size_t>(L.local), L.nodes * B * width);
     // the values are already rounded to `prec`: sending them in it again is exact
     ctx.comm(GroupKind::node, "grad_dist/all_gather_intra_node", [&] {
@@ -163,12 +178,12 @@ class TableRowWise final : public EmbeddingSharding {
     size_t p = 0;
     for (int l = 0; l < L.local; ++l)
       for (int m = 0; m < L.nodes; ++m)
-        for (int f : feats) {
-          const int64_t dim = L.dim[static_cast<size_t>(f)];
+        for (const NodeBlock& nb : blocks) {
           const int owner = m * L.local + l;
-          std::memcpy(slot_grad[ctx.local_slot_of_feature(f)].data() + owner * B * dim, gathered.data() + p,
-                      sizeof(float) * static_cast<size_t>(B * dim));
-          p += static_cast<size_t>(B * dim);
+          const auto k = static_cast<size_t>(L.local_slot_of(ctx.rank(), nb.feature, nb.col_offset));
+          std::memcpy(slot_grad[k].data() + owner * B * nb.cols, gathered.data() + p,
+                      sizeof(float) * static_cast<size_t>(B * nb.cols));
+          p += static_cast<size_t>(B * nb.cols);
         }
   }
 };

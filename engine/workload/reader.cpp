@@ -302,8 +302,8 @@ ShardingSpec read_sharding(const Reader& r, const json& v) {
         }
       }
       if (auto* nd = Reader::optional(entry, "node")) {
-        if (ts.type != ShardingType::table_row_wise) {
-          r.fail(ep + "/node", fmt::format("only allowed for table_row_wise, not {}", type));
+        if (ts.type != ShardingType::table_row_wise && ts.type != ShardingType::table_column_wise) {
+          r.fail(ep + "/node", fmt::format("only allowed for table_row_wise and table_column_wise, not {}", type));
         }
         ts.node = r.small_nonneg(*nd, ep + "/node");
       }

@@ -213,8 +213,8 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
     const std::string note = fmt::format(" (devices.count is {})", count);
     for (size_t k = 0; k < n; ++k) c.half_open(ptr_idx(p + "/ranks", k), ts.ranks[k], 0, count, note);
     if (ts.node != -1) {
-      if (ts.type != ShardingType::table_row_wise) {
-        c.fail(p + "/node", fmt::format("only allowed for table_row_wise, not {}", type));
+      if (ts.type != ShardingType::table_row_wise && ts.type != ShardingType::table_column_wise) {
+        c.fail(p + "/node", fmt::format("only allowed for table_row_wise and table_column_wise, not {}", type));
       }
       c.half_open(p + "/node", ts.node, 0, nodes,
                   fmt::format(" ({} node(s) of local_world_size {})", nodes, lws));

@@ -266,8 +266,9 @@ const RecordTable<ShardRecord>& shards_table() {
       {field<&ShardRecord::table>("table_index", "index into `workload_json` tables"),
        field<&ShardRecord::table_name>("table_name", "the table's name"),
        field<&ShardRecord::sharding_type>(
-           "sharding_type", "TorchRec spelling: `data_parallel`, `table_wise`, `row_wise`, `column_wise`, `table_row_wise`"),
-       field<&ShardRecord::node>("node", "`table_row_wise`: the node holding the table; otherwise -1"),
+           "sharding_type", "TorchRec spelling: `data_parallel`, `table_wise`, `row_wise`, `column_wise`, `table_row_wise`, "
+                            "`table_column_wise`, `grid_shard`"),
+       field<&ShardRecord::node>("node", "`table_row_wise`, `table_column_wise`: the node holding the table; otherwise -1"),
        field<&ShardRecord::shard_index>("shard_index", "index among the table's shards (= `load_counters.shard`)"),
        field<&ShardRecord::rank>("rank", "the rank holding the shard"),
        field<&ShardRecord::row_offset>("row_offset", "first row of the shard"),

@@ -50,7 +50,11 @@ inline WorkloadSpec parity_spec(ShardingType type, int world, Pooling pooling, O
   s.optimizer.learning_rate = opt == OptimizerType::sgd ? 0.5 : 0.05;
   s.optimizer.dense_learning_rate = s.optimizer.learning_rate;
   s.sharding.default_type = type;
-  s.sharding.local_world_size = type == ShardingType::table_row_wise && world == 4 ? 2 : (type == ShardingType::table_row_wise ? 1 : 0);
+  // nodes of 2 ranks at world 4; the hierarchical types take nodes of 1 rank at worlds 2 and 3
+  const bool node_type = type == ShardingType::table_row_wise || type == ShardingType::grid_shard ||
+                         type == ShardingType::table_column_wise;
+  const bool hierarchical = type == ShardingType::table_row_wise || type == ShardingType::grid_shard;
+  s.sharding.local_world_size = node_type && world == 4 ? 2 : (hierarchical ? 1 : 0);
   s.collective_timeout_ms = 20000;
   return s;
 }
@@ -114,8 +118,9 @@ struct Captured {
 };
 
 /// `emulate_device`: TrainerOptions::emulate_device (the cuda executor's device path on the host).
+/// `given`: the plan to run (default: plan_sharding(spec)).
 inline RunResult check_parity(const WorkloadSpec& spec, const std::function<std::optional<Batch>(int64_t, int)>& source = {},
-                              bool emulate_device = false) {
+                              bool emulate_device = false, const ShardingPlan* given = nullptr) {
   Captured cap;
   TrainerOptions opt;
   opt.emulate_device = emulate_device;
@@ -126,7 +131,7 @@ inline RunResult check_parity(const WorkloadSpec& spec, const std::function<std:
     std::lock_guard<std::mutex> lock(cap.mu);
     cap.pooled[{it, rank, f}] = std::vector<float>(p, p + B * dim);
   };
-  RunResult run = run_training(spec, plan_sharding(spec), opt);
+  RunResult run = run_training(spec, given ? *given : plan_sharding(spec), opt);
   EXPECT_EQ(run.ended, RunEnd::complete) << run.error;
   if (run.ended != RunEnd::complete) return run;
   ReferenceResult ref = run_reference(spec, spec.steps, &run.plan, source);

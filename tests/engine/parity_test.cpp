@@ -24,6 +24,7 @@
 
 #include "embedscope/engine/reference/reference.h"
 #include "embedscope/engine/exec/run.h"
+#include "embedscope/engine/sharding/plan_json.h"
 #include "parity_check.h"
 
 using namespace embedscope::engine;
@@ -44,7 +45,8 @@ TEST_P(ShardedEqualsReference, ForwardAndTablesAfterThreeSteps) {
 INSTANTIATE_TEST_SUITE_P(
     AllTypes, ShardedEqualsReference,
     ::testing::Combine(::testing::Values(ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,
-                                         ShardingType::column_wise, ShardingType::table_row_wise),
+                                         ShardingType::column_wise, ShardingType::table_row_wise,
+                                         ShardingType::table_column_wise, ShardingType::grid_shard),
                        ::testing::Values(1, 2, 3, 4), ::testing::Values(Pooling::sum, Pooling::mean),
                        ::testing::Values(OptimizerType::sgd, OptimizerType::rowwise_adagrad, OptimizerType::adam)),
     [](const ::testing::TestParamInfo<Param>& p) {
@@ -64,6 +66,45 @@ TEST(Parity, MixedShardingWithExplicitRanks) {
     check_parity(s);
     s.sharding.per_table["t3"] = {ShardingType::table_row_wise, {}, 1};
     check_parity(s);
+  }
+}
+
+// The two node-bound types among the others on 4 ranks in 2 nodes: table_column_wise on a given
+// node, grid_shard's column blocks on both nodes, int8 rows (each column block encodes its own
+// scale and bias), every optimizer (rowwise_adagrad keeps one state per row per column block).
+TEST(Parity, TableColumnWiseAndGridShardAmongTheOthers) {
+  for (OptimizerType opt : {OptimizerType::sgd, OptimizerType::rowwise_adagrad, OptimizerType::adam}) {
+    WorkloadSpec s = parity_spec(ShardingType::table_wise, 4, Pooling::mean, opt);
+    s.sharding.local_world_size = 2;
+    s.sharding.per_table["t0"] = {ShardingType::grid_shard, {}, -1};
+    s.sharding.per_table["t1"] = {ShardingType::row_wise, {}, -1};
+    s.sharding.per_table["t2"] = {ShardingType::table_row_wise, {}, 0};
+    s.sharding.per_table["t3"] = {ShardingType::table_column_wise, {}, 1};
+    const RunResult r = check_parity(s);
+    ASSERT_EQ(r.plan.tables[3].shards.size(), 2u);  // 16 columns over the 2 ranks of node 1
+    EXPECT_EQ(r.plan.tables[3].shards[0].rank / 2, 1);
+    EXPECT_EQ(r.plan.tables[3].shards[1].rank / 2, 1);
+    s.sharding.per_table["t3"] = {ShardingType::grid_shard, {}, -1};
+    s.tables[3].data_type = TableDataType::int8;
+    const RunResult g = check_parity(s);
+    ASSERT_EQ(g.plan.tables[3].shards.size(), 4u);  // 2 column blocks x 2 row shards
+  }
+}
+
+// A hand-made grid plan whose two column blocks share one node (the planner never makes it,
+// a plan file may): every rank of node 0 holds rows of both blocks of t3; t0's single block is
+// on node 1.
+TEST(Parity, GridShardWithTwoBlocksOnOneNode) {
+  for (OptimizerType opt : {OptimizerType::sgd, OptimizerType::rowwise_adagrad}) {
+    WorkloadSpec s = parity_spec(ShardingType::table_wise, 4, Pooling::sum, opt);
+    s.sharding.local_world_size = 2;
+    ShardingPlan plan = plan_sharding(s);
+    plan.tables[3].type = ShardingType::grid_shard;
+    plan.tables[3].shards = {{0, 0, 25, 0, 8}, {1, 25, 25, 0, 8}, {1, 0, 30, 8, 8}, {0, 30, 20, 8, 8}};
+    plan.tables[0].type = ShardingType::grid_shard;
+    plan.tables[0].shards = {{2, 0, 5, 0, 6}, {3, 5, 5, 0, 6}};
+    validate_plan(s, plan, "hand plan");
+    check_parity(s, {}, false, &plan);
   }
 }
 
@@ -133,7 +174,8 @@ INSTANTIATE_TEST_SUITE_P(
     SparseDistAndSemiSync, PipelineParity,
     ::testing::Combine(::testing::Values(PipelineKind::sparse_dist, PipelineKind::semi_sync),
                        ::testing::Values(ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,
-                                         ShardingType::column_wise, ShardingType::table_row_wise)),
+                                         ShardingType::column_wise, ShardingType::table_row_wise,
+                                         ShardingType::table_column_wise, ShardingType::grid_shard)),
     [](const auto& p) {
       return fmt::format("{}_{}", to_string(std::get<0>(p.param)), to_string(std::get<1>(p.param)));
     });

@@ -32,7 +32,7 @@ struct ScalingState {
 };
 
 std::string point_row(const es::ScalingPoint& p) {
-  const std::string head = fmt::format("{:<15} {:>5} {:>5}", es::to_string(p.sharding), p.gpus, p.nodes);
+  const std::string head = fmt::format("{:<17} {:>5} {:>5}", es::to_string(p.sharding), p.gpus, p.nodes);
   if (!p.error.empty()) return fmt::format("{}  {}", head, p.error);
   return fmt::format("{} {:>11} {:>12.0f} {:>9.0f} {:>7.1f}% {:>8.1f}% {:>6.1f}% {:>11}  {}", head, ms(p.step_time_ns),
                      p.samples_per_s, p.samples_per_s / p.gpus, 100 * p.scaling_efficiency,
@@ -61,7 +61,7 @@ int cmd_scaling(ScalingState& s) {
         "scaling study: {} on simulated {} ({} GPUs per node); {} samples per GPU per step (weak scaling), {} measured "
         "steps\n",
         spec.name, hw.name, per_node, spec.batch_size, spec.steps);
-    std::cout << fmt::format("{:<15} {:>5} {:>5} {:>11} {:>12} {:>9} {:>8} {:>9} {:>7} {:>11}  {}\n", "sharding", "GPUs",
+    std::cout << fmt::format("{:<17} {:>5} {:>5} {:>11} {:>12} {:>9} {:>8} {:>9} {:>7} {:>11}  {}\n", "sharding", "GPUs",
                              "nodes", "step p50", "samples/s", "per GPU", "scaling", "emb comm", "comm", "memory/GPU",
                              "placed by");
     o.on_point = [](const es::ScalingPoint& p) { std::cout << point_row(p) << std::endl; };

@@ -46,13 +46,13 @@ json pipeline_json(const es::WorkloadSpec& spec) {
 }
 
 std::string plan_table(const es::WorkloadSpec& spec, const es::ShardingPlan& plan) {
-  std::string out = fmt::format("{:<24} {:<15} {}\n", "table", "sharding", "shards (rank: rows x cols @ row,col)");
+  std::string out = fmt::format("{:<24} {:<17} {}\n", "table", "sharding", "shards (rank: rows x cols @ row,col)");
   for (const auto& tp : plan.tables) {
     std::string shards;
     for (const auto& s : tp.shards)
       shards += fmt::format("{}{}: {}x{} @{},{}", shards.empty() ? "" : "  ", s.rank, s.num_rows, s.num_cols,
                             s.row_offset, s.col_offset);
-    out += fmt::format("{:<24} {:<15} {}\n", spec.tables[static_cast<size_t>(tp.table)].name, es::to_string(tp.type),
+    out += fmt::format("{:<24} {:<17} {}\n", spec.tables[static_cast<size_t>(tp.table)].name, es::to_string(tp.type),
                        shards);
   }
   return out;

@@ -29,13 +29,16 @@ const char* short_type(const std::string& t) {
     case engine::ShardingType::row_wise: return "RW";
     case engine::ShardingType::column_wise: return "CW";
     case engine::ShardingType::table_row_wise: return "TWRW";
+    case engine::ShardingType::table_column_wise: return "TWCW";
+    case engine::ShardingType::grid_shard: return "GRID";
   }
   return t.c_str();
 }
 
 // The session's shards (table `shards`, or the plan JSON of older files) as an
 // engine::ShardingPlan over `world` ranks, for the planner's estimate. local_world_size is
-// the shard count of a table_row_wise table (one shard per rank of its node), else the world.
+// the shard count of a table_row_wise table (one shard per rank of its node) or of a grid_shard
+// table's column block, else the world.
 engine::ShardingPlan plan_of(const std::vector<sessions::ShardRecord>& shards, int world) {
   engine::ShardingPlan plan;
   plan.world_size = world;
@@ -49,8 +52,13 @@ engine::ShardingPlan plan_of(const std::vector<sessions::ShardRecord>& shards, i
     tp.node = sh.node;
     tp.shards.push_back({sh.rank, sh.row_offset, sh.num_rows, sh.col_offset, sh.num_cols});
   }
-  for (const auto& tp : plan.tables)
+  for (const auto& tp : plan.tables) {
     if (tp.type == engine::ShardingType::table_row_wise) plan.local_world_size = static_cast<int>(tp.shards.size());
+    if (tp.type == engine::ShardingType::grid_shard && !tp.shards.empty())
+      plan.local_world_size = static_cast<int>(std::count_if(tp.shards.begin(), tp.shards.end(), [&](const engine::Shard& s) {
+        return s.col_offset == tp.shards.front().col_offset;
+      }));
+  }
   return plan;
 }
 }  // namespace

@@ -100,7 +100,8 @@ TEST(MemoryEstimate, SemiSyncCountsTheBatchItKeepsAhead) {
 TEST(MemoryEstimate, NeverBelowTheMeasuredPeakOfAnyPipelineOrShardingType) {
   for (PipelineKind p : kPipelines)
     for (ShardingType type : {ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,
-                              ShardingType::column_wise, ShardingType::table_row_wise}) {
+                              ShardingType::column_wise, ShardingType::table_row_wise, ShardingType::table_column_wise,
+                              ShardingType::grid_shard}) {
       WorkloadSpec s = load_preset("tiny");
       s.devices.count = 4;
       s.sharding.default_type = type;

@@ -35,17 +35,20 @@ WorkloadSpec matrix_workload(const char* preset, PipelineKind p, OptimizerType o
 
 constexpr PipelineKind kAllPipelines[] = {PipelineKind::base, PipelineKind::sparse_dist, PipelineKind::semi_sync};
 constexpr OptimizerType kAllOptimizers[] = {OptimizerType::sgd, OptimizerType::rowwise_adagrad, OptimizerType::adam};
+constexpr ShardingType kFiveTypes[] = {ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,
+                                       ShardingType::column_wise, ShardingType::table_row_wise};
+constexpr ShardingType kNodeBoundTypes[] = {ShardingType::table_column_wise, ShardingType::grid_shard};
 
-// Every (pipeline, optimizer) of the given lists x the 5 sharding types, each rank's estimate
-// against its measured peak.
+// Every (pipeline, optimizer, sharding type) of the given lists, each rank's estimate against
+// its measured peak.
 void expect_matrix_within_two_percent(const char* preset, std::span<const PipelineKind> pipelines = kAllPipelines,
-                                      std::span<const OptimizerType> optimizers = kAllOptimizers) {
+                                      std::span<const OptimizerType> optimizers = kAllOptimizers,
+                                      std::span<const ShardingType> types = kFiveTypes) {
   double worst = -1;
   std::string worst_case;
   for (PipelineKind p : pipelines)
     for (OptimizerType o : optimizers)
-      for (ShardingType type : {ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,
-                                ShardingType::column_wise, ShardingType::table_row_wise}) {
+      for (ShardingType type : types) {
         const WorkloadSpec s = matrix_workload(preset, p, o, type);
         const ShardingPlan plan = plan_sharding(s);
         const auto est = estimate_memory(s, plan);
@@ -75,6 +78,11 @@ void expect_matrix_within_two_percent(const char* preset, std::span<const Pipeli
 
 TEST(MemoryMatrix, TinyWithinTwoPercentOfTheMeasuredPeak) { expect_matrix_within_two_percent("tiny"); }
 TEST(MemoryMatrix, CriteoKaggleWithinTwoPercentOfTheMeasuredPeak) { expect_matrix_within_two_percent("criteo_kaggle"); }
+// table_column_wise and grid_shard (4 ranks in 2 nodes), every pipeline and optimizer
+TEST(MemoryMatrix, NodeBoundTypesWithinTwoPercentOfTheMeasuredPeak) {
+  expect_matrix_within_two_percent("tiny", kAllPipelines, kAllOptimizers, kNodeBoundTypes);
+  expect_matrix_within_two_percent("criteo_kaggle", kAllPipelines, kAllOptimizers, kNodeBoundTypes);
+}
 // The MLPerf preset's DCN-v2 and 1,024-wide MLPs make each of its runs about 3 s of CPU per
 // rank (13 s for 4 ranks at load 4): 45 runs exceeded CI's 600 s test timeout. Its optimizer
 // (row-wise Adagrad) only, one test per pipeline (ctest runs them side by side); the other

@@ -203,6 +203,36 @@ TEST(PlanSearch, ShardingTypesRestrictTheSearchAndPlaceByTime) {
   std::sort(per_node.begin(), per_node.end());
   EXPECT_EQ(per_node, (std::vector<int>{6, 6, 7, 7}));
 
+  // grid_shard on the same 4 nodes: each table's 16 columns as 4 blocks of 4, one a node,
+  // each block's rows halved over its node's 2 ranks
+  const PlanSearchResult g = plan_search(s8, planning_profile(s8), PlanSearchOptions{{ShardingType::grid_shard}});
+  for (const TablePlan& tp : g.plan.tables) {
+    EXPECT_EQ(tp.type, ShardingType::grid_shard);
+    ASSERT_EQ(tp.shards.size(), 8u);
+    std::vector<int> nodes;
+    for (size_t k = 0; k < 8; k += 2) {
+      EXPECT_EQ(tp.shards[k].col_offset, static_cast<int64_t>(k / 2) * 4);
+      EXPECT_EQ(tp.shards[k].num_cols, 4);
+      EXPECT_EQ(tp.shards[k + 1].col_offset, tp.shards[k].col_offset);
+      EXPECT_EQ(tp.shards[k].rank % 2, 0);
+      EXPECT_EQ(tp.shards[k + 1].rank, tp.shards[k].rank + 1);
+      EXPECT_EQ(tp.shards[k].num_rows + tp.shards[k + 1].num_rows, spec.tables[static_cast<size_t>(tp.table)].rows());
+      nodes.push_back(tp.shards[k].rank / 2);
+    }
+    std::sort(nodes.begin(), nodes.end());
+    EXPECT_EQ(nodes, (std::vector<int>{0, 1, 2, 3}));
+  }
+  // table_column_wise: 2 column shards of 8 on the 2 ranks of one node
+  const PlanSearchResult tcw = plan_search(s8, planning_profile(s8), PlanSearchOptions{{ShardingType::table_column_wise}});
+  for (const TablePlan& tp : tcw.plan.tables) {
+    EXPECT_EQ(tp.type, ShardingType::table_column_wise);
+    ASSERT_EQ(tp.shards.size(), 2u);
+    EXPECT_EQ(tp.shards[0].rank / 2, tp.node);
+    EXPECT_EQ(tp.shards[1].rank / 2, tp.node);
+    EXPECT_NE(tp.shards[0].rank, tp.shards[1].rank);
+    EXPECT_EQ(tp.shards[0].num_cols, 8);
+  }
+
   // a type no table allows: named
   WorkloadSpec lr = spec;
   lr.tables[3].low_rank_dim = 4;

@@ -25,7 +25,9 @@ WorkloadSpec tiny(int world, ShardingType type, PipelineKind pipeline = Pipeline
   s.devices.count = world;
   s.sharding.default_type = type;
   s.sharding.per_table.clear();
-  if (type == ShardingType::table_row_wise) s.sharding.local_world_size = world >= 4 ? 2 : 1;
+  if (type == ShardingType::table_row_wise || type == ShardingType::grid_shard ||
+      type == ShardingType::table_column_wise)
+    s.sharding.local_world_size = world >= 4 ? 2 : 1;
   s.pipeline = pipeline;
   s.steps = 4;
   return s;
@@ -268,6 +270,64 @@ TEST(StepProgram, BadRankOrIterationIsBadInput) {
 // The program against what the cpu executor records: on every rank and lane the spans of a
 // step carry the program's op names in its order, and every collective record of the step
 // the program's group, peers and element counts (exactly, where the program says exact).
+// tiny on 4 ranks in 2 nodes. grid_shard: column blocks min(2 nodes, dim / 4), largest tables
+// first onto the node with the fewest bytes: t_c (12 cols: [0, 8) node 0, [8, 12) node 1), t_b
+// (6: node 1), t_a (8: [0, 4) node 1, [4, 8) node 0), t_small (4: node 1). Node 0 reduces f_a's
+// 4 and f_c's 8 columns (width 12), node 1 f_small 4, f_a 4, f_b0 6, f_b1 6, f_c 4 (width 24).
+// table_column_wise: the same ops as column_wise, each table's shards inside one node.
+TEST(StepProgram, GridShardAndTableColumnWiseByHand) {
+  const WorkloadSpec grid = tiny(4, ShardingType::grid_shard);
+  const ShardingPlan gp = plan_sharding(grid);
+  const auto& tc = gp.tables[3];
+  ASSERT_EQ(tc.shards.size(), 4u);
+  EXPECT_EQ(tc.shards[0].rank, 0);
+  EXPECT_EQ(tc.shards[0].num_rows, 500);
+  EXPECT_EQ(tc.shards[0].num_cols, 8);
+  EXPECT_EQ(tc.shards[1].rank, 1);
+  EXPECT_EQ(tc.shards[1].row_offset, 500);
+  EXPECT_EQ(tc.shards[2].rank, 2);
+  EXPECT_EQ(tc.shards[2].col_offset, 8);
+  EXPECT_EQ(tc.shards[3].rank, 3);
+  EXPECT_EQ(tc.shards[3].num_cols, 4);
+  const std::vector<std::string> twrw_comm = {
+      "input_dist/splits", "input_dist/lengths", "input_dist/ids", "output_dist/all_to_all",
+      "output_dist/reduce_scatter_intra_node", "output_dist/all_to_all_cross_node", "dense_all_reduce",
+      "grad_dist/all_to_all", "grad_dist/all_to_all_cross_node", "grad_dist/all_gather_intra_node"};
+  for (int r = 0; r < 4; ++r) {
+    const StepProgram p = build_step_program(grid, gp, r, 0);
+    EXPECT_EQ(names(p, Lane::comm), twrw_comm) << "rank " << r;
+    const int64_t width = r < 2 ? 12 : 24;
+    const auto& rs = op_named(p, "output_dist/reduce_scatter_intra_node").collectives.back();
+    EXPECT_EQ(rs.send_elements, (std::vector<int64_t>{2 * 8 * width, 2 * 8 * width})) << "rank " << r;
+    EXPECT_EQ(rs.group, r < 2 ? "node0" : "node1");
+    const auto& a2a = op_named(p, "output_dist/all_to_all_cross_node").collectives.back();
+    EXPECT_EQ(a2a.send_elements, (std::vector<int64_t>{8 * width, 8 * width})) << "rank " << r;
+    EXPECT_EQ(a2a.recv_elements, (std::vector<int64_t>{8 * 12, 8 * 24})) << "rank " << r;
+    const auto& back = op_named(p, "grad_dist/all_to_all_cross_node").collectives.back();
+    EXPECT_EQ(back.send_elements, (std::vector<int64_t>{8 * 12, 8 * 24})) << "rank " << r;
+  }
+  // table_column_wise: t_c's 8 + 4 columns on ranks 0 and 1 (node 0), t_b on rank 2, t_a's 4 + 4 on
+  // ranks 3 and 2, t_small on rank 3; the pooled all-to-all of column_wise
+  const WorkloadSpec tcw = tiny(4, ShardingType::table_column_wise);
+  const ShardingPlan tp = plan_sharding(tcw);
+  ASSERT_EQ(tp.tables[3].shards.size(), 2u);
+  EXPECT_EQ(tp.tables[3].node, 0);
+  EXPECT_EQ(tp.tables[3].shards[0].rank, 0);
+  EXPECT_EQ(tp.tables[3].shards[1].rank, 1);
+  EXPECT_EQ(tp.tables[2].shards[0].rank, 2);
+  ASSERT_EQ(tp.tables[1].shards.size(), 2u);
+  EXPECT_EQ(tp.tables[1].shards[0].rank, 3);
+  EXPECT_EQ(tp.tables[1].shards[1].rank, 2);
+  EXPECT_EQ(tp.tables[0].shards[0].rank, 3);
+  const StepProgram q = build_step_program(tcw, tp, 2, 0);
+  EXPECT_EQ(names(q, Lane::comm), (std::vector<std::string>{"input_dist/splits", "input_dist/lengths", "input_dist/ids",
+                                                             "output_dist/all_to_all", "dense_all_reduce",
+                                                             "grad_dist/all_to_all"}));
+  // rank 2 sends B x (t_b 6 x 2 features + t_a's 4) = 8 x 16 to each rank
+  EXPECT_EQ(op_named(q, "output_dist/all_to_all").collectives.back().send_elements,
+            (std::vector<int64_t>{128, 128, 128, 128}));
+}
+
 TEST(StepProgram, MatchesWhatTheCpuExecutorRecords) {
   struct Case {
     ShardingType type;
@@ -278,7 +338,8 @@ TEST(StepProgram, MatchesWhatTheCpuExecutorRecords) {
       {ShardingType::table_wise, 2, PipelineKind::base},      {ShardingType::row_wise, 2, PipelineKind::base},
       {ShardingType::column_wise, 3, PipelineKind::base},     {ShardingType::data_parallel, 2, PipelineKind::base},
       {ShardingType::table_row_wise, 4, PipelineKind::base},  {ShardingType::table_wise, 2, PipelineKind::sparse_dist},
-      {ShardingType::row_wise, 2, PipelineKind::semi_sync},
+      {ShardingType::row_wise, 2, PipelineKind::semi_sync},   {ShardingType::grid_shard, 4, PipelineKind::base},
+      {ShardingType::table_column_wise, 4, PipelineKind::sparse_dist},
   };
   const std::string path = ::testing::TempDir() + "/program_" + std::to_string(getpid()) + ".db";
   for (const auto& c : cases) {

@@ -36,9 +36,11 @@ std::string plan_json_error_of(const WorkloadSpec& s, const json& j) {
 
 TEST(PlanJson, RoundTripsEveryShardingType) {
   for (ShardingType t : {ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,
-                         ShardingType::column_wise, ShardingType::table_row_wise}) {
+                         ShardingType::column_wise, ShardingType::table_row_wise, ShardingType::table_column_wise,
+                         ShardingType::grid_shard}) {
     WorkloadSpec s = plan_json_tiny(4, t);
-    if (t == ShardingType::table_row_wise) s.sharding.local_world_size = 2;
+    if (t == ShardingType::table_row_wise || t == ShardingType::table_column_wise || t == ShardingType::grid_shard)
+      s.sharding.local_world_size = 2;
     const ShardingPlan p = plan_sharding(s);
     EXPECT_TRUE(same(plan_from_json(s, to_json(s, p), "p.json"), p)) << to_string(t);
   }
@@ -183,6 +185,49 @@ TEST(PlanJson, RowAndColumnRangesMustCoverTheTableOnce) {
   c["tables"][3]["shards"][0]["row_offset"] = 1;
   c["tables"][3]["shards"][0]["num_rows"] = 999;
   EXPECT_NE(plan_json_error_of(cw, c).find("a shard holds every row, got rows [1, 1000)"), std::string::npos) << plan_json_error_of(cw, c);
+}
+
+// table_column_wise keeps its shards inside its node; grid_shard's column blocks each cover the
+// rows over the ranks of one node. tiny on 4 ranks in 2 nodes: t_c (1000 x 12) as table_column_wise
+// on node 0 (8 + 4 columns on ranks 0, 1); as grid_shard columns [0, 8) rows 500 + 500 on ranks
+// 0, 1 and columns [8, 12) on ranks 2, 3.
+TEST(PlanJson, NodeBoundTypesKeepTheirShardsInANode) {
+  WorkloadSpec tcw = plan_json_tiny(4, ShardingType::table_column_wise);
+  tcw.sharding.local_world_size = 2;
+  json t = to_json(tcw, plan_sharding(tcw));
+  ASSERT_EQ(t["tables"][3]["node"], 0);
+  t["tables"][3]["shards"][1]["rank"] = 2;
+  EXPECT_EQ(plan_json_error_of(tcw, t),
+            "p.json: /tables/3/shards/1: table t_c (1000 rows x 12 columns, table_column_wise): rank 2 is not on node 0 "
+            "(ranks [0, 2))");
+  t = to_json(tcw, plan_sharding(tcw));
+  t["tables"][3].erase("node");
+  EXPECT_EQ(plan_json_error_of(tcw, t),
+            "p.json: /tables/3/node: table t_c (1000 rows x 12 columns, table_column_wise): node -1 is outside [0, 2)");
+
+  WorkloadSpec grid = plan_json_tiny(4, ShardingType::grid_shard);
+  grid.sharding.local_world_size = 2;
+  const json good = to_json(grid, plan_sharding(grid));
+  ASSERT_EQ(good["tables"][3]["shards"].size(), 4u);
+  json g = good;
+  g["tables"][3]["shards"][1]["rank"] = 2;  // block [0, 8) on ranks 0 and 2: two nodes
+  EXPECT_EQ(plan_json_error_of(grid, g),
+            "p.json: /tables/3/shards: table t_c (1000 rows x 12 columns, grid_shard): the shards of columns [0, 8) are "
+            "one on each rank of one node (node 0: ranks [0, 2))");
+  g = good;
+  g["tables"][3]["shards"][3]["num_rows"] = 400;
+  EXPECT_EQ(plan_json_error_of(grid, g),
+            "p.json: /tables/3/shards: table t_c (1000 rows x 12 columns, grid_shard), columns [8, 12): rows [900, 1000) "
+            "are held by no shard");
+  g = good;
+  g["tables"][3]["shards"][2]["num_cols"] = 2;  // block [8, 10) of ranks 2 and [8, 12) of rank 3
+  EXPECT_NE(plan_json_error_of(grid, g).find("the shards of columns [8, 10) are one on each rank of one node"),
+            std::string::npos)
+      << plan_json_error_of(grid, g);
+  g = good;
+  g["tables"][3]["node"] = 1;
+  EXPECT_EQ(plan_json_error_of(grid, g),
+            "p.json: /tables/3/node: only table_row_wise and table_column_wise tables have a node (t_c is grid_shard)");
 }
 
 TEST(PlanJson, RunTrainingValidatesTheGivenPlan) {

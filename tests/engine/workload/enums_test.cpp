@@ -18,6 +18,8 @@ TEST(SpecEnums, ToStringSpellsEveryValue) {
   EXPECT_STREQ(es::to_string(es::ShardingType::row_wise), "row_wise");
   EXPECT_STREQ(es::to_string(es::ShardingType::column_wise), "column_wise");
   EXPECT_STREQ(es::to_string(es::ShardingType::table_row_wise), "table_row_wise");
+  EXPECT_STREQ(es::to_string(es::ShardingType::table_column_wise), "table_column_wise");
+  EXPECT_STREQ(es::to_string(es::ShardingType::grid_shard), "grid_shard");
   EXPECT_STREQ(es::to_string(es::OptimizerType::sgd), "sgd");
   EXPECT_STREQ(es::to_string(es::OptimizerType::rowwise_adagrad), "rowwise_adagrad");
   EXPECT_STREQ(es::to_string(es::OptimizerType::adam), "adam");
@@ -41,7 +43,8 @@ TEST(SpecEnums, ToStringSpellsEveryValue) {
 TEST(SpecEnums, ShardingTypeFromString) {
   for (auto t : {es::ShardingType::data_parallel, es::ShardingType::table_wise,
                  es::ShardingType::row_wise, es::ShardingType::column_wise,
-                 es::ShardingType::table_row_wise}) {
+                 es::ShardingType::table_row_wise, es::ShardingType::table_column_wise,
+                 es::ShardingType::grid_shard}) {
     EXPECT_EQ(es::sharding_type_from_string(es::to_string(t), "--sharding"), t);
   }
   try {
@@ -50,7 +53,7 @@ TEST(SpecEnums, ShardingTypeFromString) {
   } catch (const es::SpecError& e) {
     EXPECT_STREQ(e.what(),
                  "--sharding: must be one of data_parallel, table_wise, row_wise, column_wise, "
-                 "table_row_wise, got \"cw\"");
+                 "table_row_wise, table_column_wise, grid_shard, got \"cw\"");
   }
 }
 
@@ -58,7 +61,8 @@ TEST(SpecEnums, ShardingTypeFromString) {
 // text listing the accepted spellings.
 TEST(SpecEnums, NameTablesListEverySpellingInOrder) {
   EXPECT_EQ(es::enum_names<es::ShardingType>(),
-            (std::vector<std::string>{"data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise"}));
+            (std::vector<std::string>{"data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise",
+                                      "table_column_wise", "grid_shard"}));
   EXPECT_EQ(es::enum_names<es::AllocatorKind>(), (std::vector<std::string>{"caching", "expandable", "direct", "cuda_async"}));
   EXPECT_EQ(es::enum_names_joined<es::PipelineKind>(), "base, sparse_dist, semi_sync");
   EXPECT_EQ(es::enum_names_joined<es::CommPrecision>(" | "), "fp32 | fp16 | bf16");

@@ -132,7 +132,7 @@ const ErrorCase kErrorCases[] = {
      "test.json: /features/0/ids: must be one of uniform, zipf, got \"gauss\""},
     {"sharding_default", R"([{"op": "add", "path": "/sharding", "value": {"default": "rw"}}])",
      "test.json: /sharding/default: must be one of data_parallel, table_wise, row_wise, "
-     "column_wise, table_row_wise, got \"rw\""},
+     "column_wise, table_row_wise, table_column_wise, grid_shard, got \"rw\""},
 
     // Ranges.
     {"num_embeddings_zero", R"([{"op": "replace", "path": "/tables/1/num_embeddings", "value": 0}])",
@@ -299,9 +299,11 @@ const ErrorCase kErrorCases[] = {
      "test.json: /sharding/tables: must be an object, got array"},
     {"sharding_type_missing", R"([{"op": "add", "path": "/sharding", "value": {"tables": {"t0": {"ranks": [0]}}}}])",
      "test.json: /sharding/tables/t0/type: required"},
-    {"sharding_type_unknown", R"([{"op": "add", "path": "/sharding", "value": {"tables": {"t0": {"type": "grid_shard"}}}}])",
+    {"sharding_type_unknown", R"([{"op": "add", "path": "/sharding", "value": {"tables": {"t0": {"type": "grid"}}}}])",
      "test.json: /sharding/tables/t0/type: must be one of data_parallel, table_wise, row_wise, "
-     "column_wise, table_row_wise, got \"grid_shard\""},
+     "column_wise, table_row_wise, table_column_wise, grid_shard, got \"grid\""},
+    {"grid_shard_node", R"([{"op": "add", "path": "/sharding", "value": {"tables": {"t0": {"type": "grid_shard", "node": 0}}}}])",
+     "test.json: /sharding/tables/t0/node: only allowed for table_row_wise and table_column_wise, not grid_shard"},
     {"table_wise_two_ranks", R"([{"op": "add", "path": "/sharding", "value": {"tables": {"t0": {"type": "table_wise", "ranks": [0, 1]}}}}])",
      "test.json: /sharding/tables/t0/ranks: table_wise takes exactly 1 rank, got 2"},
     {"table_wise_no_ranks", R"([{"op": "add", "path": "/sharding", "value": {"tables": {"t0": {"type": "table_wise", "ranks": []}}}}])",
@@ -323,7 +325,7 @@ const ErrorCase kErrorCases[] = {
     {"rank_negative", R"([{"op": "add", "path": "/sharding", "value": {"tables": {"t1": {"type": "column_wise", "ranks": [0, -1]}}}}])",
      "test.json: /sharding/tables/t1/ranks/1: must be >= 0, got -1"},
     {"node_not_twrw", R"([{"op": "add", "path": "/sharding", "value": {"tables": {"t0": {"type": "row_wise", "node": 0}}}}])",
-     "test.json: /sharding/tables/t0/node: only allowed for table_row_wise, not row_wise"},
+     "test.json: /sharding/tables/t0/node: only allowed for table_row_wise and table_column_wise, not row_wise"},
     {"node_out_of_range",
      R"([{"op": "replace", "path": "/devices/count", "value": 4},
          {"op": "add", "path": "/sharding", "value": {"local_world_size": 2, "tables": {"t0": {"type": "table_row_wise", "node": 2}}}}])",

@@ -53,7 +53,7 @@ TEST(SpecValidate, NodeOutOfRangeAfterOverride) {
             "cli: /sharding/tables/t_c/node: must be in [0, 1), got 1 (1 node(s) of local_world_size 4)");
   s.sharding.per_table["t_c"].type = es::ShardingType::row_wise;  // --sharding t_c=row_wise
   EXPECT_EQ(validate_error(s),
-            "cli: /sharding/tables/t_c/node: only allowed for table_row_wise, not row_wise");
+            "cli: /sharding/tables/t_c/node: only allowed for table_row_wise and table_column_wise, not row_wise");
 }
 
 TEST(SpecValidate, DefaultShardingAndStepsOverrides) {

@@ -17,7 +17,9 @@
 // Open tables are those without an override in spec.sharding.tables: an override fixes the
 // type (and the ranks / node when it gives them). Allowed types of an open table: table_wise,
 // row_wise, column_wise (embedding_dim >= 8), table_row_wise (only when local_world_size <
-// world), data_parallel.
+// world), grid_shard (embedding_dim >= 8, only when local_world_size < world), data_parallel;
+// table_column_wise (embedding_dim >= 8) only when PlanSearchOptions::sharding_types asks for it
+// (it is column_wise kept inside one node, which the time estimate never prefers).
 //
 // Partitioner (every proposer but greedy): fixed shards first (overrides, row_wise,
 // data_parallel, table_row_wise's node rows), then the open shards largest estimated time
@@ -26,7 +28,9 @@
 // shard bytes (stored rows at their data_type's row_bytes plus optimizer state; a hashed table
 // has hash_size rows) would stay within devices.memory_bytes less the non-shard bytes of the memory
 // estimate; a column_wise table's shards go to distinct ranks; table_row_wise tables go to the
-// node with the least time. Every candidate is then checked with estimate_memory +
+// node with the least time; a table_column_wise table's shards to distinct ranks of the node
+// with the least time; a grid_shard table's column blocks (min(nodes, dim / 4)) each to its own
+// node, least time first, rows split evenly over the node's ranks. Every candidate is then checked with estimate_memory +
 // check_memory_fits, and a candidate that does not fit is dropped.
 //
 // Time estimate of a shard (ns per step, the partitioner's and the proposers' unit): the
@@ -87,8 +91,8 @@ struct PlanSearchResult {
 /// What the search may choose (TorchRec's ParameterConstraints.sharding_types, for every open table).
 struct PlanSearchOptions {
   /// When not empty: the sharding types open tables may get (each table keeps those of them it
-  /// allows; table_row_wise is then allowed on one node too, where it is row_wise over the
-  /// node's ranks). The greedy and balanced proposals take part only when their types are
+  /// allows; table_row_wise and grid_shard are then allowed on one node too, where they are
+  /// row_wise over the node's ranks, and table_column_wise is allowed). The greedy and balanced proposals take part only when their types are
   /// among these. E.g. {table_wise}: the tables placed table-wise by estimated time (LPT)
   /// instead of plan_sharding's bytes.
   std::vector<ShardingType> sharding_types;

@@ -39,7 +39,11 @@ ShardingPlan load_plan_file(const WorkloadSpec& spec, const std::string& path);
 ///  - row_wise: one shard per rank, all columns, the row ranges covering the table exactly once
 ///    (no overlap, no gap; a rank may hold 0 rows);
 ///  - table_row_wise: node in [0, nodes), one shard per rank of that node, rows as row_wise;
-///  - column_wise: all rows, column ranges covering the columns exactly once.
+///  - column_wise: all rows, column ranges covering the columns exactly once;
+///  - table_column_wise: as column_wise, node in [0, nodes) and every shard on a rank of it;
+///  - grid_shard: column blocks (shards with the same columns) covering the columns exactly
+///    once, each block one shard on each rank of one node with rows as row_wise (two blocks
+///    may share a node).
 /// Throws SpecError "<origin>: /tables/<i>[/shards/<k>]: <reason>" naming the table.
 void validate_plan(const WorkloadSpec& spec, const ShardingPlan& plan, const std::string& origin);
 

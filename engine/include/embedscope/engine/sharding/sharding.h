@@ -4,6 +4,7 @@
 // overrides with explicit ranks, and a greedy placement for what the user left open.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,13 +29,15 @@ struct Shard {
 struct TablePlan {
   int table = 0;                 ///< index into WorkloadSpec::tables
   ShardingType type = ShardingType::table_wise;
-  int node = -1;                 ///< table_row_wise: the node holding the table
+  /// table_row_wise, table_column_wise: the node holding the table; -1 for the other types
+  /// (grid_shard: each column block's node is its shards' ranks / local_world_size)
+  int node = -1;
   std::vector<Shard> shards;     ///< data_parallel: one full replica per rank
 };
 
 struct ShardingPlan {
   int world_size = 1;
-  int local_world_size = 1;      ///< ranks per node (table_row_wise)
+  int local_world_size = 1;      ///< ranks per node (table_row_wise, table_column_wise, grid_shard)
   std::vector<TablePlan> tables; ///< same order as WorkloadSpec::tables
 };
 
@@ -51,9 +54,24 @@ std::vector<int64_t> column_split(int64_t dim, int parts);
 /// column_wise shards without ranks go to the rank with the fewest bytes planned so far
 /// (largest tables first, as TorchRec's greedy partitioner); column_wise without ranks uses
 /// min(world, max(1, dim / 4)) shards. table_row_wise tables without a node go to the node
-/// with the fewest bytes. Throws SpecError for impossible requests (e.g. more column shards
-/// than columns).
+/// with the fewest bytes. table_column_wise: min(local_world_size, max(1, dim / 4)) column
+/// shards on the least-loaded ranks of one node (the given one, else the node with the fewest
+/// bytes); grid_shard: min(nodes, max(1, dim / 4)) column blocks, each on its own node (the
+/// fewest bytes first) with its rows split evenly over the node's ranks. Example: a 100 x 16
+/// grid_shard table on 4 ranks in 2 nodes: columns [0, 8) rows [0, 50) on rank 0 and [50, 100)
+/// on rank 1, columns [8, 16) the same on ranks 2 and 3. Throws SpecError for impossible
+/// requests (e.g. more column shards than columns).
 ShardingPlan plan_sharding(const WorkloadSpec& spec);
+
+/// The per-table overrides (ShardingSpec::per_table, by table name) that pin `plan` in the
+/// workload spec, so that plan_sharding of the spec with them gives `plan` back as far as the
+/// spec can say it: table_wise its rank; column_wise its shards' ranks in column order (the
+/// widths are column_split's); table_row_wise and table_column_wise their node; row_wise,
+/// data_parallel and grid_shard their type (plan_sharding places them: even rows, every rank,
+/// blocks onto the nodes with the fewest bytes). Used to turn a searched plan (plan_search)
+/// into an editable workload. Throws std::invalid_argument when the plan's table count differs
+/// from the spec's. Cost O(shards).
+std::map<std::string, TableSharding> plan_overrides(const WorkloadSpec& spec, const ShardingPlan& plan);
 
 /// Planned bytes per device, before anything is allocated.
 struct DeviceMemoryEstimate {

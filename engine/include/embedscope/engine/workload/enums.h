@@ -21,8 +21,11 @@ namespace embedscope::engine {
 
 enum class Pooling { sum, mean };
 
-/// TorchRec's sharding types that the CPU engine runs.
-enum class ShardingType { data_parallel, table_wise, row_wise, column_wise, table_row_wise };
+/// TorchRec's sharding types (torchrec/distributed/types.py ShardingType), all seven:
+/// table_column_wise is column_wise with the column shards on the ranks of one node (TorchRec's
+/// TwCwPooledEmbeddingSharding); grid_shard splits the columns into blocks, each block
+/// table_row_wise over the ranks of one node (GridPooledEmbeddingSharding).
+enum class ShardingType { data_parallel, table_wise, row_wise, column_wise, table_row_wise, table_column_wise, grid_shard };
 
 enum class OptimizerType { sgd, rowwise_adagrad, adam };
 
@@ -90,7 +93,9 @@ struct EnumNames<ShardingType> {
       {ShardingType::table_wise, "table_wise"},
       {ShardingType::row_wise, "row_wise"},
       {ShardingType::column_wise, "column_wise"},
-      {ShardingType::table_row_wise, "table_row_wise"}};
+      {ShardingType::table_row_wise, "table_row_wise"},
+      {ShardingType::table_column_wise, "table_column_wise"},
+      {ShardingType::grid_shard, "grid_shard"}};
 };
 template <>
 struct EnumNames<OptimizerType> {

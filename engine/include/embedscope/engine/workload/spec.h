@@ -109,9 +109,11 @@ struct TableSpec {
 struct TableSharding {
   ShardingType type = ShardingType::table_wise;
   /// table_wise: exactly one rank. column_wise: one rank per column shard (the shard count).
-  /// row_wise / data_parallel / table_row_wise: must be empty (they use every rank / a node).
+  /// row_wise / data_parallel / table_row_wise / table_column_wise / grid_shard: must be empty
+  /// (they use every rank / a node / one node per column block).
   std::vector<int> ranks;
-  /// table_row_wise only: which node (group of local_world_size ranks); -1 = planner picks.
+  /// table_row_wise and table_column_wise only: which node (group of local_world_size ranks);
+  /// -1 = planner picks.
   int node = -1;
 };
 
