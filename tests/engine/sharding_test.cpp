@@ -87,6 +87,45 @@ TEST(Plan, ColumnWiseDefaultShardCountAndTableRowWiseNodes) {
   EXPECT_EQ(p.tables[1].node, 1);
 }
 
+// plan_overrides pins a plan in the spec: a hand-made plan of every pinnable type (big
+// column_wise on ranks 3, 1 in column order, mid table_row_wise on node 1, small table_wise on
+// rank 2, rows table_column_wise on node 0 with one 8-wide shard) comes back from plan_sharding
+// shard for shard; row_wise and data_parallel keep their type.
+TEST(Plan, OverridesPinAGivenPlan) {
+  WorkloadSpec s = spec4();
+  s.sharding.local_world_size = 2;
+  ShardingPlan p = plan_sharding(s);
+  p.tables[0].type = ShardingType::column_wise;
+  p.tables[0].shards = {{1, 0, 1000, 8, 8}, {3, 0, 1000, 0, 8}};
+  p.tables[1].type = ShardingType::table_row_wise;
+  p.tables[1].node = 1;
+  p.tables[1].shards = {{2, 0, 250, 0, 16}, {3, 250, 250, 0, 16}};
+  p.tables[2].shards = {{2, 0, 10, 0, 16}};
+  p.tables[3].type = ShardingType::table_column_wise;
+  p.tables[3].node = 0;
+  p.tables[3].shards = {{0, 0, 10, 0, 8}};
+  const auto o = plan_overrides(s, p);
+  ASSERT_EQ(o.size(), 4u);
+  EXPECT_EQ(o.at("big").ranks, (std::vector<int>{3, 1}));
+  EXPECT_EQ(o.at("mid").node, 1);
+  EXPECT_EQ(o.at("small").ranks, (std::vector<int>{2}));
+  EXPECT_EQ(o.at("rows").node, 0);
+  EXPECT_TRUE(o.at("rows").ranks.empty());
+  s.sharding.per_table = o;
+  const ShardingPlan q = plan_sharding(s);
+  ASSERT_EQ(q.tables[0].shards.size(), 2u);
+  EXPECT_EQ(q.tables[0].shards[0].rank, 3);  // columns [0, 8)
+  EXPECT_EQ(q.tables[0].shards[1].rank, 1);
+  EXPECT_EQ(q.tables[1].shards[0].rank, 2);
+  EXPECT_EQ(q.tables[1].shards[1].rank, 3);
+  EXPECT_EQ(q.tables[2].shards[0].rank, 2);
+  ASSERT_EQ(q.tables[3].shards.size(), 2u);  // 8 columns: 2 shards of 4 on node 0's ranks
+  EXPECT_EQ(q.tables[3].shards[0].rank / 2, 0);
+  EXPECT_EQ(q.tables[3].shards[1].rank / 2, 0);
+  p.tables.pop_back();
+  EXPECT_THROW(plan_overrides(s, p), std::invalid_argument);
+}
+
 TEST(Memory, EstimateAndBreakdownError) {
   WorkloadSpec s = spec4();
   s.optimizer.type = OptimizerType::adam;

@@ -25,6 +25,7 @@
 
 #include <fstream>
 
+#include "embedscope/engine/planner/search.h"
 #include "embedscope/engine/workload/presets.h"
 
 namespace embedscope::ui {
@@ -190,7 +191,16 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   opt_layout->addWidget(learning_rate_);
   row("Optimizer", opt, "/optimizer");
   row("Allocator", allocator_, "/memory");
-  row("Default sharding", default_sharding_, "/sharding/default");
+  auto* sharding_row = new QWidget(form_box);
+  auto* sharding_layout = new QHBoxLayout(sharding_row);
+  sharding_layout->setContentsMargins(0, 0, 0, 0);
+  sharding_layout->addWidget(default_sharding_);
+  auto_plan_button_ = new QPushButton("Plan automatically", sharding_row);
+  auto_plan_button_->setToolTip("search the sharding types and placements for the shortest estimated step that fits "
+                                "(TorchRec's planner; `embedscope plan --auto`) and write the plan into the tables' "
+                                "sharding and ranks, where you can edit it");
+  sharding_layout->addWidget(auto_plan_button_);
+  row("Default sharding", sharding_row, "/sharding/default");
   auto* backend_row = new QWidget(form_box);
   auto* backend_layout = new QHBoxLayout(backend_row);
   backend_layout->setContentsMargins(0, 0, 0, 0);
@@ -263,6 +273,10 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   memory_status_ = new QLabel(memory_box);
   memory_status_->setWordWrap(true);
   memory_layout->addWidget(memory_status_);
+  auto_plan_label_ = new QLabel(memory_box);
+  auto_plan_label_->setWordWrap(true);
+  auto_plan_label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  memory_layout->addWidget(auto_plan_label_);
   memory_layout->addWidget(memory_table_);
   lower->addWidget(memory_box, 1);
   layout->addLayout(lower, 2);
@@ -301,6 +315,10 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   });
   connect(cancel_button_, &QPushButton::clicked, this, &WorkloadDesigner::cancel);
 
+  auto_plan_job_ = new AnalysisJob(this);
+  connect(auto_plan_button_, &QPushButton::clicked, this, [this] {
+    if (const QString err = plan_automatically(); !err.isEmpty()) auto_plan_label_->setText(err);
+  });
   connect(model_, &WorkloadModel::validated, this, &WorkloadDesigner::refresh);
   preset_box_->setCurrentText(preset);
   load_preset(preset, true);
@@ -439,6 +457,77 @@ void WorkloadDesigner::refresh() {
   }
   run_button_->setEnabled(model_->error().isEmpty() && !job_);
 }
+
+namespace {
+// A searched plan and the greedy plan's statistics, for the designer's comparison.
+struct AutoPlan {
+  engine::PlanSearchResult search;
+  engine::PlanStats greedy;
+  std::string hardware;
+};
+}  // namespace
+
+QString WorkloadDesigner::plan_automatically() {
+  if (!model_->error().isEmpty() || !model_->spec()) return "the workload cannot be planned: " + model_->error();
+  auto_plan_button_->setEnabled(false);
+  auto_plan_label_->setText("searching for a plan...");
+  const engine::WorkloadSpec spec = *model_->spec();
+  auto_plan_job_->start<AutoPlan>(
+      [spec] {
+        const engine::HardwareProfile hw = engine::planning_profile(spec);
+        return AutoPlan{engine::plan_search(spec, hw), engine::plan_stats(spec, engine::plan_sharding(spec), hw), hw.name};
+      },
+      [this, spec](AutoPlan& r) {
+        auto_plan_button_->setEnabled(true);
+        // the plan as the tables' overrides (every table gets one), which revalidates the model
+        json tables = json::object();
+        for (const auto& [name, ts] : engine::plan_overrides(spec, r.search.plan)) {
+          json e{{"type", engine::to_string(ts.type)}};
+          if (!ts.ranks.empty()) e["ranks"] = ts.ranks;
+          if (ts.node >= 0) e["node"] = ts.node;
+          tables[name] = std::move(e);
+        }
+        model_->set_value("/sharding/tables", std::move(tables));
+        // what the spec cannot pin (grid_shard blocks, table_column_wise ranks inside the node)
+        // plan_sharding places again: say how many tables differ from the search's plan
+        int differ = 0;
+        if (model_->spec() && model_->error().isEmpty()) {
+          const engine::ShardingPlan now = engine::plan_sharding(*model_->spec());
+          for (size_t t = 0; t < now.tables.size() && t < r.search.plan.tables.size(); ++t) {
+            const auto& a = now.tables[t].shards;
+            const auto& b = r.search.plan.tables[t].shards;
+            bool same = a.size() == b.size();
+            for (size_t k = 0; same && k < a.size(); ++k)
+              same = a[k].rank == b[k].rank && a[k].row_offset == b[k].row_offset && a[k].col_offset == b[k].col_offset;
+            differ += same ? 0 : 1;
+          }
+        }
+        int64_t hbm = 0;
+        for (const auto& rk : r.search.stats.ranks) hbm = std::max(hbm, rk.hbm_bytes);
+        auto_plan_label_->setText(
+            QString("Planned automatically on %1 (proposer %2, %3 proposals): estimated step %4 ms vs %5 ms for the "
+                    "greedy plan; lookups max/mean %6 vs %7; the fullest device %8. Written into the tables' sharding "
+                    "and ranks%9.")
+                .arg(QString::fromStdString(r.hardware), QString::fromStdString(r.search.proposer))
+                .arg(r.search.proposals)
+                .arg(static_cast<double>(r.search.stats.critical_path_ns) / 1e6, 0, 'f', 3)
+                .arg(static_cast<double>(r.greedy.critical_path_ns) / 1e6, 0, 'f', 3)
+                .arg(r.search.stats.lookups.max_over_mean, 0, 'f', 2)
+                .arg(r.greedy.lookups.max_over_mean, 0, 'f', 2)
+                .arg(QString::fromStdString(sessions::format_bytes(hbm)))
+                .arg(differ > 0 ? QString("; %1 table(s) are placed again by the greedy rule within what the workload "
+                                          "can say (grid_shard blocks, table_column_wise ranks)")
+                                      .arg(differ)
+                                : QString()));
+      },
+      [this](const QString& error) {
+        auto_plan_button_->setEnabled(true);
+        auto_plan_label_->setText("No plan: " + error);
+      });
+  return {};
+}
+
+QString WorkloadDesigner::auto_plan_text() const { return auto_plan_label_->text(); }
 
 QString WorkloadDesigner::run(const QString& session_path) {
   if (job_) return "a run is going; cancel it or wait for it to end";

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 
+#include "jobs/analysis_job.h"
 #include "jobs/run_job.h"
 #include "models/workload_model.h"
 
@@ -47,6 +48,17 @@ class WorkloadDesigner : public QWidget {
   /// The estimated-memory table (rank, weights, optimizer state, dense, buffers, total, capacity).
   QTableWidget* memory_table() { return memory_table_; }
 
+  /// Searches a plan for the workload as it stands (engine::plan_search on its hardware
+  /// profile, planning_profile; off the GUI thread, auto_plan_job()) and writes it into the
+  /// workload as per-table overrides (engine::plan_overrides), which the tables view, the
+  /// memory estimate and Run then use; auto_plan_text() compares it with the greedy plan.
+  /// Returns the error when the workload is invalid (nothing is searched); a search that
+  /// finds no plan shows its error in auto_plan_text().
+  QString plan_automatically();
+  AnalysisJob* auto_plan_job() { return auto_plan_job_; }
+  /// What the last search found (or "searching for a plan...", or its error); empty before.
+  QString auto_plan_text() const;
+
   /// Starts a run writing `session_path` (empty: embedscope-YYYYmmdd-HHMMSS.db in the current
   /// folder). Returns the error when the workload cannot run or a run is going.
   QString run(const QString& session_path = {});
@@ -79,7 +91,9 @@ class WorkloadDesigner : public QWidget {
   QTableWidget* memory_table_;
   QLabel* memory_status_;
   QLineEdit* session_edit_;
-  QPushButton *run_button_, *cancel_button_;
+  QPushButton *run_button_, *cancel_button_, *auto_plan_button_;
+  QLabel* auto_plan_label_;
+  AnalysisJob* auto_plan_job_;
   QProgressBar* progress_;
   QLabel* progress_label_;
   std::unique_ptr<RunJob> job_;

@@ -38,6 +38,7 @@
 #include "views/memory_view.h"
 #include "shell/main_window.h"
 #include "embedscope/engine/comm/gloo_process_group.h"
+#include "embedscope/engine/planner/search.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "models/range_totals_model.h"
 #include "models/rank_stats_model.h"
@@ -105,4 +106,47 @@ TEST(WorkloadDesigner, ShowsTheMessageBesideTheFieldAndSavesJson) {
   std::ofstream(scratch("not.json")) << "not json";
   const QString err = d.load_file(QString::fromStdString(scratch("not.json").string()), true);
   EXPECT_TRUE(err.contains("not.json")) << err.toStdString();
+}
+
+// Plan automatically: criteo_kaggle on 4 ranks, whose greedy plan (largest tables onto the fewest
+// bytes) gives one rank 3.38x the mean lookups. The search's plan is written into every table's
+// override, plan_sharding of the edited workload is the searched plan shard for shard, its
+// lookups are within 1.3x of the mean, and the label compares it with the greedy plan.
+TEST(WorkloadDesigner, PlanAutomaticallyWritesTheSearchedPlanIntoTheTables) {
+  WorkloadDesigner d("criteo_kaggle");
+  ASSERT_TRUE(d.model()->error().isEmpty()) << d.model()->error().toStdString();
+  const engine::WorkloadSpec before = *d.model()->spec();
+  ASSERT_TRUE(before.sharding.per_table.empty());
+  const auto max_over_mean = [](const std::vector<double>& v) {
+    double sum = 0, most = 0;
+    for (double x : v) sum += x, most = std::max(most, x);
+    return most / (sum / static_cast<double>(v.size()));
+  };
+  EXPECT_GT(max_over_mean(engine::expected_lookups_per_rank(before, engine::plan_sharding(before))), 3.0);
+  QSignalSpy done(d.auto_plan_job(), &AnalysisJob::finished);
+  ASSERT_EQ(d.plan_automatically().toStdString(), "");
+  ASSERT_TRUE(done.wait(120000)) << d.auto_plan_text().toStdString();
+  ASSERT_TRUE(d.model()->error().isEmpty()) << d.model()->error().toStdString();
+  const engine::WorkloadSpec& after = *d.model()->spec();
+  EXPECT_EQ(after.sharding.per_table.size(), before.tables.size());
+  const engine::ShardingPlan want = engine::plan_search(before, engine::planning_profile(before)).plan;
+  const engine::ShardingPlan got = engine::plan_sharding(after);
+  ASSERT_EQ(got.tables.size(), want.tables.size());
+  for (size_t t = 0; t < got.tables.size(); ++t) {
+    EXPECT_EQ(got.tables[t].type, want.tables[t].type) << before.tables[t].name;
+    ASSERT_EQ(got.tables[t].shards.size(), want.tables[t].shards.size()) << before.tables[t].name;
+    for (size_t k = 0; k < got.tables[t].shards.size(); ++k) {
+      EXPECT_EQ(got.tables[t].shards[k].rank, want.tables[t].shards[k].rank) << before.tables[t].name;
+      EXPECT_EQ(got.tables[t].shards[k].col_offset, want.tables[t].shards[k].col_offset) << before.tables[t].name;
+      EXPECT_EQ(got.tables[t].shards[k].row_offset, want.tables[t].shards[k].row_offset) << before.tables[t].name;
+    }
+  }
+  EXPECT_LE(max_over_mean(engine::expected_lookups_per_rank(after, got)), 1.3);
+  const std::string text = d.auto_plan_text().toStdString();
+  EXPECT_NE(text.find("Planned automatically on h100_sxm"), std::string::npos) << text;
+  EXPECT_NE(text.find("for the greedy plan; lookups max/mean"), std::string::npos) << text;
+  EXPECT_EQ(text.find("placed again"), std::string::npos) << text;  // every table pinned as searched
+  // an invalid workload is not searched
+  d.model()->set_value("/batch_size", 0);
+  EXPECT_EQ(d.plan_automatically().left(30).toStdString(), "the workload cannot be planned");
 }
