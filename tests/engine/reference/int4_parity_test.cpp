@@ -7,7 +7,7 @@
 // by more than the fp32 tolerance (a value whose fraction lands within fp32 rounding of its u).
 //
 // So that the check can fail for a kernel that rounded to nearest instead, every case asserts
-// that the reference rounded to nearest is farther from the run than the stochastic one is.
+// that the reference rounded to nearest differs from the run in many values.
 
 #include <gtest/gtest.h>
 
@@ -70,15 +70,18 @@ TEST_P(Int4Parity, ForwardAndTablesAfterThreeSteps) {
   WorkloadSpec nearest = s;
   for (auto& t : nearest.tables) t.stochastic_rounding = false;
   const ReferenceResult rtn = run_reference(nearest, s.steps, &run.plan);
-  EXPECT_GE(int4_parity_mismatch(run.tables, rtn.tables), 0.05) << "stochastic rounding changed few values";
-  // and the fp32 tables are farther still (the rounding is visible)
+  // (measured: 34-47 % of the values for int4, 23-27 % for fp16)
+  const bool int4 = c == Int4ParityCase::int4_stochastic;
+  EXPECT_GE(int4_parity_mismatch(run.tables, rtn.tables), int4 ? 0.25 : 0.15) << "stochastic rounding changed few values";
+  // and the fp32 tables differ in most values (the rounding is visible; measured: fp16 29-39 %,
+  // the small values within the fp32 tolerance of their fp16 neighbours)
   WorkloadSpec fp32 = s;
   for (auto& t : fp32.tables) {
     t.data_type = TableDataType::fp32;
     t.stochastic_rounding.reset();
   }
   const ReferenceResult full = run_reference(fp32, s.steps, &run.plan);
-  EXPECT_GE(int4_parity_mismatch(run.tables, full.tables), 0.5);
+  EXPECT_GE(int4_parity_mismatch(run.tables, full.tables), int4 ? 0.5 : 0.2);
 
   // stored bytes: t3 (50 rows x 16) as int4 is 8 bytes of codes + 4 a row; fp16 32 bytes a row
   ASSERT_EQ(run.table_storage.size(), 4u);
@@ -89,11 +92,11 @@ TEST_P(Int4Parity, ForwardAndTablesAfterThreeSteps) {
   for (const Shard& sh : run.plan.tables[3].shards) want += sh.num_rows * row_bytes(s.tables[3].data_type, sh.num_cols);
   EXPECT_EQ(t3.total_weight_bytes(), want);
   if (type != ShardingType::column_wise && type != ShardingType::data_parallel)
-    EXPECT_EQ(want, 50 * (c == Int4ParityCase::int4_stochastic ? 12 : 32));
+    EXPECT_EQ(want, 50 * (int4 ? 12 : 32));
   EXPECT_EQ(t3.master_copy_bytes, 0);
   // the updated rows' error against their fp32 values: above 0, below one stored step
   EXPECT_GT(t3.relative_error, 0.0);
-  EXPECT_LE(t3.relative_error, c == Int4ParityCase::int4_stochastic ? 2.02 / 15 : 2.0 * row_unit_roundoff(TableDataType::fp16));
+  EXPECT_LE(t3.relative_error, int4 ? 2.02 / 15 : 2.0 * row_unit_roundoff(TableDataType::fp16));
 }
 
 INSTANTIATE_TEST_SUITE_P(
