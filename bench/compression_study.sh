@@ -30,7 +30,7 @@ if [ "${STUDY:-criteo}" = tradeoffs ]; then
   python3 - "$OUT" "$SC" <<'PY'
 import json, sys
 out, sc = sys.argv[1], json.load(open(sys.argv[2]))
-print(f"{'run':<24} {'rows/rank':>11} {'state/rank':>11} {'peak/rank':>11} {'step ms':>8} {'loss first':>10} {'loss last':>10} {'rows rel err':>12} {'collisions/step':>15}")
+print(f"{'run':<30} {'rows/rank':>11} {'state/rank':>11} {'peak/rank':>11} {'step ms':>8} {'loss first':>10} {'loss last':>10} {'rows rel err':>12} {'collisions/step':>15}")
 for i, r in enumerate(sc["runs"]):
     j = json.load(open(f"{out}/run{i}.out.json"))
     W = j["world_size"]
@@ -39,7 +39,7 @@ for i, r in enumerate(sc["runs"]):
     peak = max(k["memory_bytes"] for k in j["ranks"])
     rel = max(t["relative_error"] for t in j["tables"])
     coll = sum(t["hash_collisions"] for t in j["tables"]) / j["steps"]
-    print(f"{r['label']:<24} {rows/2**20:>7.1f} MiB {state/2**20:>7.1f} MiB {peak/2**20:>7.1f} MiB {j['step_time_ns']['mean']/1e6:>8.0f} {j['loss_first']:>10.4f} {j['loss_last']:>10.4f} {rel:>12.3g} {coll:>15.1f}")
+    print(f"{r['label']:<30} {rows/2**20:>7.1f} MiB {state/2**20:>7.1f} MiB {peak/2**20:>7.1f} MiB {j['step_time_ns']['mean']/1e6:>8.0f} {j['loss_first']:>10.4f} {j['loss_last']:>10.4f} {rel:>12.3g} {coll:>15.1f}")
 PY
   exit 0
 fi
