@@ -27,6 +27,7 @@ nlohmann::json table_storage_json(const std::vector<RunResult::TableStorage>& ta
   for (const auto& ts : tables)
     out.push_back({{"table", ts.name},
                    {"data_type", to_string(ts.data_type)},
+                   {"stochastic_rounding", ts.stochastic_rounding},
                    {"optimizer_state_type", enum_name(ts.optimizer_state_type)},
                    {"weight_bytes", ts.weight_bytes},
                    {"optimizer_state_bytes", ts.optimizer_state_bytes},

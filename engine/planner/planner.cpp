@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/memory/allocator.h"
@@ -113,6 +114,13 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec) {
                                       where, ts.ranks.size(), t.embedding_dim));
         if (!ts.ranks.empty()) {
           auto cols = column_split(t.embedding_dim, static_cast<int>(ts.ranks.size()));
+          if (t.data_type == TableDataType::int4)
+            for (int64_t w : cols)
+              if (w % 2 != 0)
+                throw SpecError(fmt::format("{}/ranks: {} column shards of table \"{}\" ({} columns, data_type int4) "
+                                            "are {} columns wide: an int4 column shard needs an even width (two 4-bit "
+                                            "codes a byte); use fewer column shards",
+                                            where, cols.size(), t.name, t.embedding_dim, fmt::join(cols, ", ")));
           int64_t off = 0;
           for (size_t s = 0; s < cols.size(); ++s) {
             tp.shards.push_back({ts.ranks[s], 0, t.rows(), off, cols[s]});

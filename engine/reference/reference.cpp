@@ -7,6 +7,7 @@
 #include "embedscope/engine/comm/gloo_process_group.h"
 #include "embedscope/engine/input/hashing.h"
 #include "embedscope/engine/model/dense.h"
+#include "embedscope/engine/quant/row_codec.h"
 #include "low_rank_reference.h"
 
 namespace embedscope::engine {
@@ -16,15 +17,47 @@ namespace {
 // here in double from the layouts' definitions (quant/row_codec.h), not by the codec the kernels
 // use: fp16 / bf16 round each value to nearest even; int8 is FBGEMM's fused 8-bit row-wise code,
 // scale = (max - min) / 255 and bias = min kept as fp32, q = round((x - min) * 255 / (max - min +
-// 1e-8)), value q * scale + bias. The kernels compute q in fp32, so a value exactly between two
-// codes may land one code apart (the parity tests allow one unit).
-void store_as(TableDataType t, float* x, int64_t n) {
+// 1e-8)), value q * scale + bias; int4 its fused 4-bit code, bias = fp16(min), scale =
+// fp16((max - bias) / 15) (1 if that is 0), q = round((x - bias) / scale) in [0, 15], value
+// scale q + bias. The kernels compute q in fp32, so a value exactly between two codes may land
+// one code apart (the parity tests allow one unit).
+// With `sr` (TableSpec::stochastic_rounding, an update's rounding): fp16 / bf16 values go to
+// the neighbour away from zero with probability f, the fraction of the grid step past the one
+// toward zero (grid step 2^(e - 10) fp16, 2^(e - 7) bf16 for |x| in [2^e, 2^(e+1)), e clamped
+// below at -14 / -126), and int8 / int4 codes to floor(t) + 1 with probability t - floor(t):
+// "with probability p" is u < p, u the value's number from quant/row_codec.h
+// (stochastic_rounding_uniform of the row's hash and the global column), the one shared
+// definition of the random numbers.
+struct StoreRounding {
+  uint64_t row_hash = 0;  // stochastic_rounding_row_hash(seed, table, row, iteration)
+  int64_t col0 = 0;       // global column of x[0]
+  double u(int64_t c) const { return stochastic_rounding_uniform(row_hash, col0 + c); }
+};
+
+double stochastic_float(double x, int mantissa_bits, int min_exponent, double u) {
+  if (x == 0) return x;
+  int e = 0;
+  std::frexp(std::abs(x), &e);  // |x| in [2^(e-1), 2^e)
+  const double step = std::ldexp(1.0, std::max(e - 1, min_exponent) - mantissa_bits);
+  const double k = std::floor(std::abs(x) / step), f = std::abs(x) / step - k;
+  return std::copysign((u < f ? k + 1 : k) * step, x);
+}
+
+void store_as(TableDataType t, float* x, int64_t n, const StoreRounding* sr = nullptr) {
+  // a code from t >= 0: nearest (ties to even), or stochastic
+  auto code = [sr](double v, int64_t c, double qmax) {
+    const double q = sr ? std::floor(v) + (sr->u(c) < v - std::floor(v) ? 1.0 : 0.0) : std::nearbyint(v);
+    return std::clamp(q, 0.0, qmax);
+  };
   switch (t) {
     case TableDataType::fp32: return;
     case TableDataType::fp16:
     case TableDataType::bf16: {
-      const CommPrecision p = t == TableDataType::fp16 ? CommPrecision::fp16 : CommPrecision::bf16;
-      for (int64_t c = 0; c < n; ++c) x[c] = round_to_precision(x[c], p);
+      const bool half = t == TableDataType::fp16;
+      const CommPrecision p = half ? CommPrecision::fp16 : CommPrecision::bf16;
+      for (int64_t c = 0; c < n; ++c)
+        x[c] = sr ? static_cast<float>(stochastic_float(x[c], half ? 10 : 7, half ? -14 : -126, sr->u(c)))
+                  : round_to_precision(x[c], p);
       return;
     }
     case TableDataType::int8: {
@@ -34,10 +67,20 @@ void store_as(TableDataType t, float* x, int64_t n) {
         hi = std::max(hi, static_cast<double>(x[c]));
       }
       const double scale = static_cast<float>((hi - lo) / 255.0), bias = static_cast<float>(lo);
-      for (int64_t c = 0; c < n; ++c) {
-        const double q = std::clamp(std::nearbyint((x[c] - lo) * 255.0 / (hi - lo + 1e-8)), 0.0, 255.0);
-        x[c] = static_cast<float>(q * scale + bias);
+      for (int64_t c = 0; c < n; ++c)
+        x[c] = static_cast<float>(code((x[c] - lo) * 255.0 / (hi - lo + 1e-8), c, 255.0) * scale + bias);
+      return;
+    }
+    case TableDataType::int4: {
+      double lo = n > 0 ? x[0] : 0.0, hi = lo;
+      for (int64_t c = 1; c < n; ++c) {
+        lo = std::min(lo, static_cast<double>(x[c]));
+        hi = std::max(hi, static_cast<double>(x[c]));
       }
+      const double bias = round_to_precision(static_cast<float>(lo), CommPrecision::fp16);
+      double scale = hi == bias ? 1.0 : round_to_precision(static_cast<float>((hi - bias) / 15.0), CommPrecision::fp16);
+      if (scale == 0) scale = 1.0;
+      for (int64_t c = 0; c < n; ++c) x[c] = static_cast<float>(scale * code((x[c] - bias) / scale, c, 15.0) + bias);
       return;
     }
   }
@@ -224,8 +267,14 @@ ReferenceResult run_reference(const WorkloadSpec& spec, int64_t iterations, cons
             break;
           }
         }
-        // the updated row stored again in the table's precision (no fp32 master copy)
-        for (const auto& [c0, width] : groups[t]) store_as(spec.tables[t].data_type, w.data() + at + static_cast<size_t>(c0), width);
+        // the updated row stored again in the table's precision (no fp32 master copy), rounded
+        // to nearest or stochastically (TableSpec::stochastic_rounding)
+        const TableSpec& ts = spec.tables[t];
+        const bool stochastic = ts.uses_stochastic_rounding() && ts.data_type != TableDataType::fp32;
+        for (const auto& [c0, width] : groups[t]) {
+          const StoreRounding sr{stochastic_rounding_row_hash(spec.seed, static_cast<int>(t), row, it + 1), c0};
+          store_as(ts.data_type, w.data() + at + static_cast<size_t>(c0), width, stochastic ? &sr : nullptr);
+        }
       }
     }
     std::vector<float> avg(dense_grad.size());

@@ -115,6 +115,9 @@ void validate_plan(const WorkloadSpec& spec, const ShardingPlan& plan, const std
       if (s.col_offset < 0 || s.num_cols <= 0 || s.num_cols > t.embedding_dim - s.col_offset)
         fail(origin, sw(), fmt::format("columns {} are outside {} (a shard has at least one column)",
                                      range_text(s.col_offset, s.num_cols), tname_of()));
+      if (t.data_type == TableDataType::int4 && s.num_cols % 2 != 0)
+        fail(origin, sw(), fmt::format("{} is int4: a shard of {} columns (odd) cannot hold packed 4-bit codes (two a "
+                                     "byte); give it an even number of columns", tname_of(), s.num_cols));
       const bool all_rows = s.row_offset == 0 && s.num_rows == t.rows();
       const bool all_cols = s.col_offset == 0 && s.num_cols == t.embedding_dim;
       if ((tp.type == ShardingType::data_parallel || tp.type == ShardingType::table_wise ||

@@ -190,13 +190,14 @@ IdDistribution read_ids(const Reader& r, const json& v, const std::string& p) {
 TableSpec read_table(const Reader& r, const json& v, const std::string& p) {
   r.object(v, p,
            {"name", "num_embeddings", "embedding_dim", "pooling", "feature_names", "data_type", "hash_size",
-            "optimizer_state_type", "low_rank_dim", "shared_with"});
+            "optimizer_state_type", "low_rank_dim", "shared_with", "stochastic_rounding"});
   TableSpec t;
   t.name = r.string(r.required(v, p, "name"), p + "/name");
   t.num_embeddings = r.integer(r.required(v, p, "num_embeddings"), p + "/num_embeddings");
   t.embedding_dim = r.integer(r.required(v, p, "embedding_dim"), p + "/embedding_dim");
   if (auto* a = Reader::optional(v, "pooling")) t.pooling = r.enumeration<Pooling>(*a, p + "/pooling");
   if (auto* a = Reader::optional(v, "data_type")) t.data_type = r.enumeration<TableDataType>(*a, p + "/data_type");
+  if (auto* a = Reader::optional(v, "stochastic_rounding")) t.stochastic_rounding = r.boolean(*a, p + "/stochastic_rounding");
   if (auto* a = Reader::optional(v, "optimizer_state_type"))
     t.optimizer_state_type = r.enumeration<OptimizerStateType>(*a, p + "/optimizer_state_type");
   if (auto* a = Reader::optional(v, "low_rank_dim")) {

@@ -37,6 +37,8 @@ void fold_shared_tables(WorkloadSpec& s, const std::vector<std::string>& shared_
          std::to_string(owner.embedding_dim));
     same("pooling", tb.pooling == owner.pooling, to_string(tb.pooling), to_string(owner.pooling));
     same("data_type", tb.data_type == owner.data_type, to_string(tb.data_type), to_string(owner.data_type));
+    same("stochastic_rounding", tb.uses_stochastic_rounding() == owner.uses_stochastic_rounding(),
+         tb.uses_stochastic_rounding() ? "true" : "false", owner.uses_stochastic_rounding() ? "true" : "false");
     same("hash_size", tb.hash_size == owner.hash_size, std::to_string(tb.hash_size), std::to_string(owner.hash_size));
     same("optimizer_state_type", tb.optimizer_state_type == owner.optimizer_state_type,
          enum_name(tb.optimizer_state_type), enum_name(owner.optimizer_state_type));

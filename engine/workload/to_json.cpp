@@ -30,6 +30,7 @@ json to_json(const WorkloadSpec& s) {
                       {"feature_names", own}});
     // written only where it is not the default, so fp32 workloads serialize as before
     if (t.data_type != TableDataType::fp32) tables.back()["data_type"] = to_string(t.data_type);
+    if (t.stochastic_rounding) tables.back()["stochastic_rounding"] = *t.stochastic_rounding;
     if (t.hash_size > 0) tables.back()["hash_size"] = t.hash_size;
     if (t.optimizer_state_type != OptimizerStateType::fp32)
       tables.back()["optimizer_state_type"] = enum_name(t.optimizer_state_type);

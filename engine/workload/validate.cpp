@@ -33,6 +33,15 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
     if (tb.hash_size != 0 && (tb.hash_size < 1 || tb.hash_size > tb.num_embeddings))
       c.fail(p + "/hash_size",
              fmt::format("must be in [1, num_embeddings = {}], got {}", tb.num_embeddings, tb.hash_size));
+    if (tb.data_type == TableDataType::int4 && tb.embedding_dim % 2 != 0)
+      c.fail(p + "/embedding_dim", fmt::format("{} is odd with data_type int4 (table \"{}\"): int4 rows pack two 4-bit "
+                                               "codes a byte (FBGEMM's fused 4-bit rows); use an even embedding_dim or "
+                                               "another data_type",
+                                               tb.embedding_dim, tb.name));
+    if (tb.stochastic_rounding.value_or(false) && tb.data_type == TableDataType::fp32)
+      c.fail(p + "/stochastic_rounding", fmt::format("true with data_type fp32 (table \"{}\"): fp32 rows are stored "
+                                                     "unrounded; stochastic rounding needs fp16, bf16, int8 or int4",
+                                                     tb.name));
     if (tb.optimizer_state_type != OptimizerStateType::fp32 && s.optimizer.type == OptimizerType::sgd)
       c.fail(p + "/optimizer_state_type",
              fmt::format("{} (table \"{}\") with /optimizer/type sgd, which keeps no state: leave it out (fp32) or "
@@ -267,6 +276,8 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
       if (s.tables[t].data_type != TableDataType::fp32)
         c.fail(ptr_idx("/tables", t) + "/data_type",
                fmt::format("{} (table \"{}\") is {} (fp32 only)", enum_name(s.tables[t].data_type), s.tables[t].name, kNotYet));
+    // (stochastic_rounding needs a reduced data_type, refused above: the cuda kernels read and
+    // update fp32 rows only)
     for (size_t t = 0; t < s.tables.size(); ++t)
       if (s.tables[t].optimizer_state_type != OptimizerStateType::fp32)
         c.fail(ptr_idx("/tables", t) + "/optimizer_state_type",

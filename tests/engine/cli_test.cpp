@@ -575,3 +575,33 @@ TEST(Cli, PlanShowsEachTablesStoredBytes) {
     if (sh.table_name == "t_c") t_c += sh.planned_bytes;
   EXPECT_EQ(t_c, 100 * 20 + 100 * 4);
 }
+
+// int4 tables (issue 16): an odd embedding_dim is bad input (exit 2, the pointer named); an even
+// one runs, and `run --json` / `stats` say its rows are rounded stochastically (the int4 default).
+TEST(Cli, Int4TablesRunAndOddDimsAreBadInput) {
+  nlohmann::json w = nlohmann::json::parse(std::ifstream(kData + "/../../resources/workloads/tiny.json"));
+  w["tables"][2]["data_type"] = "int4";  // t_b: 100 x 6
+  w["tables"][1]["data_type"] = "fp16";  // t_a: 10 x 8, rounded to nearest
+  const auto path = scratch() / "int4.json";
+  std::ofstream(path) << w.dump();
+  const std::string db = (scratch() / "int4.db").string();
+  Result r = cli("run " + path.string() + " --steps 3 --json -o " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["tables"][2]["data_type"], "int4");
+  EXPECT_EQ(j["tables"][2]["stochastic_rounding"], true);
+  EXPECT_EQ(j["tables"][1]["stochastic_rounding"], false);
+  int64_t bytes = 0;
+  for (const auto& b : j["tables"][2]["weight_bytes"]) bytes += b.get<int64_t>();
+  EXPECT_EQ(bytes, 100 * (3 + 4));  // 6 codes in 3 bytes + fp16 scale and bias
+  Result s = cli("stats " + db);
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_NE(s.out.find("stochastic"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("nearest"), std::string::npos) << s.out;
+
+  w["tables"][2]["embedding_dim"] = 7;
+  std::ofstream(path) << w.dump();
+  r = cli("run " + path.string() + " --steps 1 -o " + db + " --force-overwrite");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("/tables/2/embedding_dim: 7 is odd with data_type int4"), std::string::npos) << r.err;
+}

@@ -79,11 +79,12 @@ inline double quantized_slack(const WorkloadSpec& spec) {
 // Reduced-precision tables (TableSpec::data_type) tolerance term per unit of max|reference|: the
 // reference rounds the updated rows in double, the kernels in fp32 from values that differ by
 // rounding, so a value near a rounding boundary may be stored one unit apart (u = 2^-11 fp16,
-// 2^-8 bf16, 1/255 of the row's range for int8); twice the largest unit of the spec's tables.
+// 2^-8 bf16, 1/255 of the row's range for int8, 1/15 for int4); twice the largest unit of the spec's tables.
 inline double storage_slack(const WorkloadSpec& spec) {
   double u = 0;
   for (const auto& t : spec.tables)
-    u = std::max(u, t.data_type == TableDataType::int8   ? 1.0 / 255
+    u = std::max(u, t.data_type == TableDataType::int4   ? 1.0 / 15
+                    : t.data_type == TableDataType::int8   ? 1.0 / 255
                     : t.data_type == TableDataType::bf16 ? 1.0 / 256
                     : t.data_type == TableDataType::fp16 ? 1.0 / 2048
                                                          : 0.0);

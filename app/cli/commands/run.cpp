@@ -203,13 +203,17 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
     // table storage: bytes over all ranks, the stored rows' error against their fp32 values,
     // and the hash collisions per measured step (every rank's batch)
     const auto steps = static_cast<double>(r.step_time_ns.size());
-    std::cout << fmt::format("{:<20} {:<9} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14} {:>10} {:>16}\n", "table",
-                             "data_type", "state", "rows", "low_rank", "weights", "optimizer state", "master copy", "max abs error",
+    std::cout << fmt::format("{:<20} {:<9} {:<10} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14} {:>10} {:>16}\n",
+                             "table", "data_type", "rounding", "state", "rows", "low_rank", "weights", "optimizer state", "master copy", "max abs error",
                              "relative", "collisions/step");
     for (size_t t = 0; t < r.table_storage.size(); ++t) {
       const auto& ts = r.table_storage[t];
-      std::cout << fmt::format("{:<20} {:<9} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14.3g} {:>10.3g} {:>16.1f}\n",
-                               ts.name, es::to_string(ts.data_type), es::enum_name(ts.optimizer_state_type),
+      std::cout << fmt::format("{:<20} {:<9} {:<10} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14.3g} {:>10.3g} {:>16.1f}\n",
+                               ts.name, es::to_string(ts.data_type),
+                               ts.data_type == es::TableDataType::fp32 ? "-"
+                               : ts.stochastic_rounding                ? "stochastic"
+                                                                       : "nearest",
+                               es::enum_name(ts.optimizer_state_type),
                                spec.tables[t].rows(), ts.low_rank_dim > 0 ? std::to_string(ts.low_rank_dim) : std::string("-"),
                                es::format_bytes(ts.total_weight_bytes()),
                                es::format_bytes(ts.total_optimizer_state_bytes()), es::format_bytes(ts.master_copy_bytes),

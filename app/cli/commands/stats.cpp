@@ -51,14 +51,17 @@ std::string table_storage_text(const std::string& meta, int64_t steps) {
       for (const auto& v : a) s += v.get<int64_t>();
     return s;
   };
-  std::string out = fmt::format("\n{:<20} {:<9} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14} {:>10} {:>16}\n", "table",
-                                "data_type", "state", "hash_size", "low_rank", "weights", "optimizer state", "master copy",
+  std::string out = fmt::format("\n{:<20} {:<9} {:<10} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14} {:>10} {:>16}\n",
+                                "table", "data_type", "rounding", "state", "hash_size", "low_rank", "weights", "optimizer state", "master copy",
                                 "max abs error", "relative", "collisions/step");
   for (const auto& t : tables) {
     const int64_t h = t.value("hash_size", int64_t{0});
     const int64_t lr = t.value("low_rank_dim", int64_t{0});
-    out += fmt::format("{:<20} {:<9} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14.3g} {:>10.3g} {:>16.1f}\n",
-                       t.value("table", ""), t.value("data_type", "fp32"), t.value("optimizer_state_type", "fp32"),
+    const std::string dt = t.value("data_type", "fp32");
+    out += fmt::format("{:<20} {:<9} {:<10} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14.3g} {:>10.3g} {:>16.1f}\n",
+                       t.value("table", ""), dt,
+                       dt == "fp32" ? "-" : t.value("stochastic_rounding", false) ? "stochastic" : "nearest",
+                       t.value("optimizer_state_type", "fp32"),
                        h > 0 ? std::to_string(h) : std::string("-"), lr > 0 ? std::to_string(lr) : std::string("-"),
                        es::format_bytes(sum(t.value("weight_bytes", json::array()))),
                        es::format_bytes(sum(t.value("optimizer_state_bytes", json::array()))),

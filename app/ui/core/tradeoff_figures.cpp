@@ -104,7 +104,8 @@ TradeoffRun tradeoff_run(const std::string& label, const sessions::SessionReader
     r.max_abs_error = std::max(r.max_abs_error, t.value("max_abs_error", 0.0));
     r.relative_error = std::max(r.relative_error, t.value("relative_error", 0.0));
     r.hash_collisions += t.value("hash_collisions", int64_t{0});
-    if (const std::string dt = t.value("data_type", "fp32"); dt != "fp32") ++rows[dt + " rows"];
+    if (const std::string dt = t.value("data_type", "fp32"); dt != "fp32")
+      ++rows[dt + (t.value("stochastic_rounding", false) ? " rows, stochastic rounding" : " rows")];
     if (const std::string st = t.value("optimizer_state_type", "fp32"); st != "fp32") ++state[st + " state"];
     if (const int64_t h = t.value("hash_size", int64_t{0}); h > 0) ++hashed["hash " + tradeoff_thousands(h) + " rows"];
     if (const int64_t k = t.value("low_rank_dim", int64_t{0}); k > 0) ++low_rank["low rank " + std::to_string(k)];
@@ -169,8 +170,9 @@ bool runs_differ_in_table_storage(const engine::Scenario& scenario) {
     for (const auto& t : run.spec.tables) {
       std::set<std::string> shared;
       for (const auto& s : t.shared_tables) shared.insert(s.name);
-      tables[t.name] = {engine::enum_name(t.data_type), engine::enum_name(t.optimizer_state_type), t.hash_size,
-                        t.low_rank_dim, shared};
+      // the data type with its rounding (fp16 rows rounded stochastically store them differently)
+      tables[t.name] = {std::string(engine::enum_name(t.data_type)) + (t.uses_stochastic_rounding() ? "+sr" : ""),
+                        engine::enum_name(t.optimizer_state_type), t.hash_size, t.low_rank_dim, shared};
       for (const auto& s : shared) tables[s] = {"shared_with", t.name, 0, 0, {}};
     }
     runs.push_back(std::move(tables));

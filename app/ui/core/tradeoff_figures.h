@@ -85,8 +85,9 @@ TradeoffRun tradeoff_run(const std::string& label, const sessions::SessionReader
 TradeoffComparison compare_tradeoffs(std::vector<TradeoffRun> runs);
 
 /// True when the DLRM runs of `scenario` store their tables differently: some table's
-/// data_type, optimizer_state_type, hash_size, low_rank_dim or shared_with differs between two
-/// runs (the scenarios whose trade-offs are worth a page). False for fewer than two DLRM runs.
+/// data_type (with its stochastic rounding), optimizer_state_type, hash_size, low_rank_dim or
+/// shared_with differs between two runs (the scenarios whose trade-offs are worth a page).
+/// False for fewer than two DLRM runs.
 bool runs_differ_in_table_storage(const engine::Scenario& scenario);
 
 }  // namespace embedscope::ui

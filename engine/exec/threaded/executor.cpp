@@ -109,6 +109,7 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     RunResult::TableStorage ts;
     ts.name = spec.tables[t].name;
     ts.data_type = spec.tables[t].data_type;
+    ts.stochastic_rounding = spec.tables[t].uses_stochastic_rounding() && ts.data_type != TableDataType::fp32;
     ts.optimizer_state_type = spec.tables[t].optimizer_state_type;
     ts.weight_bytes.assign(static_cast<size_t>(W), 0);
     ts.optimizer_state_bytes.assign(static_cast<size_t>(W), 0);

@@ -84,7 +84,7 @@ void Rank::shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g) 
   }
   if (ls.data_type != TableDataType::fp32) {
     apply_row_optimizer_encoded(sh_.spec.optimizer, iteration, ls.data_type, ls.packed.data(), ls.s.num_cols, ls.state(), g,
-                                measured_ ? &ls.storage_error : nullptr);
+                                measured_ ? &ls.storage_error : nullptr, ls.stochastic_rounding ? &ls.sr_key : nullptr);
     return;
   }
   apply_row_optimizer(sh_.spec.optimizer, iteration, ls.weights.data(), ls.s.num_cols, ls.state(), g);
@@ -193,6 +193,8 @@ void Rank::setup() {
       ls.shard_index = static_cast<int>(si);
       ls.s = s;
       ls.data_type = t.data_type;
+      ls.stochastic_rounding = t.uses_stochastic_rounding() && t.data_type != TableDataType::fp32;
+      ls.sr_key = {spec.seed, tp.table, s.row_offset, s.col_offset};
       if (ls.data_type != TableDataType::fp32 && gpu_)
         throw std::invalid_argument(fmt::format("table \"{}\": data_type {} runs on the cpu backend only (the cuda "
                                                 "kernels read fp32 rows)", t.name, to_string(ls.data_type)));

@@ -99,6 +99,10 @@ struct LocalShard {
   // the rows: fp32 tables in `weights`; the other data types (TableSpec::data_type) encoded in
   // `packed` (num_rows x row_bytes(data_type, num_cols), quant/row_codec.h), `weights` empty
   TableDataType data_type = TableDataType::fp32;
+  // TableSpec::uses_stochastic_rounding: updates encode with encode_row_stochastic, keyed by
+  // sr_key (the spec's seed, the table, the shard's row and column offsets)
+  bool stochastic_rounding = false;
+  StochasticRoundingKey sr_key;
   DeviceBuffer<float> weights;
   DeviceBuffer<uint8_t> packed;
   QuantError storage_error;  // of the rows encoded by the updates, measured steps (lookup error vs fp32)

@@ -296,7 +296,8 @@ void pooled_lookup_encoded(TableDataType type, const uint8_t* rows, int64_t num_
 }
 
 void apply_row_optimizer_encoded(const OptimizerSpec& opt, int64_t iteration, TableDataType type, uint8_t* rows,
-                                 int64_t dim, RowOptimizerState state, const SparseGrad& grad, QuantError* err) {
+                                 int64_t dim, RowOptimizerState state, const SparseGrad& grad, QuantError* err,
+                                 const StochasticRoundingKey* sr) {
   if (type == TableDataType::fp32) {
     apply_row_optimizer(opt, iteration, reinterpret_cast<float*>(rows), dim, state, grad);
     return;
@@ -312,7 +313,8 @@ void apply_row_optimizer_encoded(const OptimizerSpec& opt, int64_t iteration, Ta
     const float* g = grad.values.data() + u * static_cast<size_t>(dim);
     if (rs) rs->update(opt, iteration, w.data(), r, dim, g);
     else update_row(opt, iteration, w.data(), r, dim, state, g);
-    encode_row(type, w.data(), dim, at, err);
+    if (sr) encode_row_stochastic(type, w.data(), dim, at, *sr, r, iteration, err);
+    else encode_row(type, w.data(), dim, at, err);
   }
 }
 

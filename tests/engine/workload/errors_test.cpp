@@ -81,8 +81,8 @@ const ErrorCase kErrorCases[] = {
     // Enumerations.
     {"pooling_none", R"([{"op": "add", "path": "/tables/0/pooling", "value": "none"}])",
      "test.json: /tables/0/pooling: must be one of sum, mean, got \"none\""},
-    {"data_type_unknown", R"([{"op": "add", "path": "/tables/0/data_type", "value": "int4"}])",
-     "test.json: /tables/0/data_type: must be one of fp32, fp16, bf16, int8, got \"int4\""},
+    {"data_type_unknown", R"([{"op": "add", "path": "/tables/0/data_type", "value": "int2"}])",
+     "test.json: /tables/0/data_type: must be one of fp32, fp16, bf16, int8, int4, got \"int2\""},
     {"data_type_not_string", R"([{"op": "add", "path": "/tables/1/data_type", "value": 8}])",
      "test.json: /tables/1/data_type: must be a string, got number"},
     {"cuda_data_type", R"([{"op": "add", "path": "/devices/backend", "value": "cuda"},

@@ -116,6 +116,7 @@ inline void expect_same(const es::WorkloadSpec& a, const es::WorkloadSpec& b) {
     EXPECT_EQ(a.tables[t].data_type, b.tables[t].data_type);
     EXPECT_EQ(a.tables[t].hash_size, b.tables[t].hash_size);
     EXPECT_EQ(a.tables[t].optimizer_state_type, b.tables[t].optimizer_state_type);
+    EXPECT_EQ(a.tables[t].stochastic_rounding, b.tables[t].stochastic_rounding);
   }
   ASSERT_EQ(a.features.size(), b.features.size());
   for (size_t f = 0; f < a.features.size(); ++f) {

@@ -125,3 +125,31 @@ TEST(TradeoffFigures, OnlyScenariosWhoseRunsStoreTablesDifferentlyQualify) {
   }
   EXPECT_EQ(seen, 2);
 }
+
+// Stochastic rounding (TableSpec::stochastic_rounding, issue 16) is part of how a run stores its
+// tables: named in the technique, and a difference that qualifies a scenario.
+TEST(TradeoffFigures, StochasticRoundingIsPartOfTheTechnique) {
+  const std::string storage =
+      R"([{"table": "t0", "data_type": "int4", "stochastic_rounding": true, "optimizer_state_type": "fp32",
+           "weight_bytes": [1200, 0], "optimizer_state_bytes": [0, 0], "master_copy_bytes": 0, "max_abs_error": 0.01,
+           "relative_error": 0.1, "hash_size": 0, "low_rank_dim": 0, "hash_collisions": 0},
+          {"table": "t1", "data_type": "fp32", "stochastic_rounding": false, "optimizer_state_type": "fp32",
+           "weight_bytes": [0, 1200], "optimizer_state_bytes": [0, 0], "master_copy_bytes": 0, "max_abs_error": 0.02,
+           "relative_error": 0.05, "hash_size": 0, "low_rank_dim": 0, "hash_collisions": 0}])";
+  const std::string path = tradeoff_fixtures::tradeoff_session("int4_sr", storage, "", {{10'000'000, 10'000'000, 0.7}},
+                                                               {3000, 3000}, "complete");
+  const TradeoffRun r = tradeoff_run("int4", sessions::SessionReader(path));
+  EXPECT_EQ(r.technique, "int4 rows, stochastic rounding (1 of 2 tables)");
+  EXPECT_EQ(r.weight_bytes, 2400);
+  EXPECT_DOUBLE_EQ(r.relative_error, 0.1);
+  std::filesystem::remove(path);
+  for (const engine::Scenario& sc : engine::builtin_scenarios()) {
+    if (sc.id != "communication_storm") continue;
+    engine::Scenario changed = sc;
+    for (auto& run : changed.runs)
+      for (auto& t : run.spec.tables) t.data_type = engine::TableDataType::fp16;
+    EXPECT_FALSE(runs_differ_in_table_storage(changed));
+    changed.runs[1].spec.tables[0].stochastic_rounding = true;  // fp16 rows rounded stochastically
+    EXPECT_TRUE(runs_differ_in_table_storage(changed));
+  }
+}

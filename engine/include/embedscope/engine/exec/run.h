@@ -200,6 +200,8 @@ struct RunResult {
   struct TableStorage {
     std::string name;
     TableDataType data_type = TableDataType::fp32;
+    /// TableSpec::uses_stochastic_rounding of a reduced-precision table (false for fp32)
+    bool stochastic_rounding = false;
     std::vector<int64_t> weight_bytes;           ///< per rank: bytes of the table's stored rows
     OptimizerStateType optimizer_state_type = OptimizerStateType::fp32;  ///< TableSpec::optimizer_state_type
     std::vector<int64_t> optimizer_state_bytes;  ///< per rank: bytes of its optimizer state (in optimizer_state_type)

@@ -10,7 +10,8 @@
 
 namespace embedscope::engine {
 
-/// An array with one object per table: {"table", "data_type", "optimizer_state_type",
+/// An array with one object per table: {"table", "data_type", "stochastic_rounding" (bool),
+/// "optimizer_state_type",
 /// "weight_bytes": [per rank, bytes],
 /// "optimizer_state_bytes": [per rank, bytes], "master_copy_bytes", "max_abs_error",
 /// "relative_error", "hash_size", "low_rank_dim", "hash_collisions"} (fields of RunResult::TableStorage).

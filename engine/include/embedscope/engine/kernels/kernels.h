@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "embedscope/engine/quant/quant.h"
+#include "embedscope/engine/quant/row_codec.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine {
@@ -105,13 +106,16 @@ void pooled_lookup_encoded(TableDataType type, const uint8_t* rows, int64_t num_
                            const float* bag_scale, float* out, int64_t out_stride);
 
 /// apply_row_optimizer on a shard stored as `type`: each row of `grad` is decoded to fp32,
-/// updated by the same formulas (the optimizer state stays fp32) and encoded again, rounded to
-/// nearest (quant/row_codec.h says why no master copy is kept). The encoding error of every
-/// updated row against its fp32 value is merged into *err when err is not null (the "lookup
-/// error against an fp32 copy of the same rows" that the run reports). fp32 calls
-/// apply_row_optimizer (error not measured: it is 0).
+/// updated by the same formulas (the optimizer state as apply_row_optimizer keeps it) and
+/// encoded again (quant/row_codec.h says why no master copy is kept): rounded to nearest when
+/// `sr` is null, else with stochastic rounding (encode_row_stochastic: the random numbers keyed
+/// by sr's seed and table, the shard's global row sr->row_offset + r and column
+/// sr->col_offset + c, and `iteration`). The encoding error of every updated row against its
+/// fp32 value is merged into *err when err is not null (the "lookup error against an fp32 copy
+/// of the same rows" that the run reports). fp32 calls apply_row_optimizer (error not measured:
+/// it is 0; `sr` ignored).
 void apply_row_optimizer_encoded(const OptimizerSpec& opt, int64_t iteration, TableDataType type, uint8_t* rows,
                                  int64_t dim, RowOptimizerState state, const SparseGrad& grad,
-                                 QuantError* err = nullptr);
+                                 QuantError* err = nullptr, const StochasticRoundingKey* sr = nullptr);
 
 }  // namespace embedscope::engine

@@ -51,10 +51,13 @@ enum class PipelineKind { base, sparse_dist, semi_sync };
 /// Precision of a communicated tensor (TorchRec qcomms' CommType FP32 / FP16 / BF16).
 enum class CommPrecision { fp32, fp16, bf16 };
 /// Storage precision of an embedding table's rows (TorchRec/FBGEMM SparseType FP32, FP16, BF16,
-/// INT8). int8 rows are FBGEMM's fused 8-bit row-wise layout: dim uint8 codes followed by an fp32
-/// scale and an fp32 bias per row (quant/row_codec.h). Lookups accumulate in fp32 whatever the
-/// storage; how training updates reduced-precision rows is described in quant/row_codec.h.
-enum class TableDataType { fp32, fp16, bf16, int8 };
+/// INT8, INT4). int8 rows are FBGEMM's fused 8-bit row-wise layout: dim uint8 codes followed by
+/// an fp32 scale and an fp32 bias per row; int4 rows its fused N-bit row-wise layout: dim / 2
+/// bytes of packed 4-bit codes followed by an fp16 scale and an fp16 bias (quant/row_codec.h).
+/// Lookups accumulate in fp32 whatever the storage; how training updates reduced-precision rows
+/// (round to nearest, or stochastic rounding: TableSpec::stochastic_rounding) is described in
+/// quant/row_codec.h.
+enum class TableDataType { fp32, fp16, bf16, int8, int4 };
 /// Storage precision of a table's optimizer state (FBGEMM TBE's momentum1 / momentum2 dtype,
 /// TorchRec's optimizer state dtypes): fp32, or fp16 / bf16 2-byte codes. Every update decodes
 /// the touched rows' state to fp32, applies the fp32 formula and stores it again rounded to
@@ -137,7 +140,8 @@ struct EnumNames<TableDataType> {
   static constexpr std::pair<TableDataType, const char*> values[] = {{TableDataType::fp32, "fp32"},
                                                                      {TableDataType::fp16, "fp16"},
                                                                      {TableDataType::bf16, "bf16"},
-                                                                     {TableDataType::int8, "int8"}};
+                                                                     {TableDataType::int8, "int8"},
+                                                                     {TableDataType::int4, "int4"}};
 };
 template <>
 struct EnumNames<OptimizerStateType> {

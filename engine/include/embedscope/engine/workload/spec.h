@@ -73,9 +73,19 @@ struct TableSpec {
   Pooling pooling = Pooling::sum;
   std::vector<std::string> feature_names;  ///< each names an entry of WorkloadSpec::features
   /// Precision the rows are stored in (JSON "data_type", default fp32): fp16 / bf16 take 2
-  /// bytes a value, int8 1 byte a value plus 8 bytes a row (quant/row_codec.h). The cpu
+  /// bytes a value, int8 1 byte a value plus 8 bytes a row, int4 half a byte a value plus 4
+  /// bytes a row (an even embedding_dim and even column shards only; quant/row_codec.h). The cpu
   /// backend runs every type; the cuda backend fp32 only (refused with an error otherwise).
   TableDataType data_type = TableDataType::fp32;
+  /// How updated rows are rounded to data_type (JSON "stochastic_rounding", FBGEMM TBE's name):
+  /// true = stochastic rounding with counter-based random numbers, false = round to nearest
+  /// (quant/row_codec.h says how and why). Absent: true for int4 (at 16 levels round to nearest
+  /// loses almost every update), false for the other types. true needs a reduced-precision
+  /// data_type (not fp32) and the cpu backend.
+  std::optional<bool> stochastic_rounding{};
+  /// Whether updates of this table's rows round stochastically: stochastic_rounding, or when it
+  /// is absent, data_type == int4.
+  bool uses_stochastic_rounding() const { return stochastic_rounding.value_or(data_type == TableDataType::int4); }
   /// The hashing trick (JSON "hash_size"; 0 = absent, no hashing): ids stay drawn over
   /// [0, num_embeddings) but the table has hash_size rows, and id i is looked up in row
   /// hashed_row(i, hash_size) (input/hashing.h: xxHash64, seed kIdHashSeed). In [1, num_embeddings].

@@ -84,6 +84,7 @@ inline constexpr const char* kQcommsBackwardPrecision = "qcomms_backward_precisi
 /// "forward_relative_error", "backward_max_abs_error", "backward_relative_error"}; at close.
 inline constexpr const char* kQcommsErrorJson = "qcomms_error_json";
 /// Per table, how its rows are stored and what that costs, JSON array of {"table", "data_type",
+/// "stochastic_rounding" (bool; absent before int4: false),
 /// "weight_bytes": [per rank], "optimizer_state_bytes": [per rank], "master_copy_bytes",
 /// "max_abs_error", "relative_error", "hash_size", "hash_collisions"} (engine RunResult::TableStorage); at close. Absent in
 /// files written before reduced-precision tables (all fp32).
