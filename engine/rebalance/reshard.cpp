@@ -15,11 +15,6 @@ namespace embedscope::engine::rebalance {
 
 std::string live_rebalance_unsupported(const WorkloadSpec& spec, const std::string& where) {
   if (!spec.rebalance.enabled()) return "";
-  if (spec.pipeline != PipelineKind::base)
-    return fmt::format("/pipeline: live rebalancing runs on the base pipeline, not \"{}\" (its batches are bucketized "
-                       "for the plan a step ahead, across the step boundary where the tables move); use \"base\" or "
-                       "\"rebalance\": \"off\"",
-                       enum_name(spec.pipeline));
   if (where != "cpu")
     return fmt::format("/devices/backend: live rebalancing runs on the cpu backend (threads or one rank per process), "
                        "not {}", where);

@@ -4,7 +4,10 @@
 // optimizer state go to their new shards in one all-to-all (`reshard` on the comm lane): whole
 // table_wise tables to another rank, or a hot table_wise table split row_wise over every rank. The old
 // shards go back to the allocator, the new ones are allocated, and the layout, the sharding
-// modules and the step programs are rebuilt for the new plan before the next step.
+// modules and the step programs are rebuilt for the new plan before the next step. Under a
+// pipeline (sparse_dist, semi_sync) the batches started ahead finish their dists under the old
+// plan first (settle_inflight) and are bucketized and sent again under the new one after the
+// move (replan_inflight), so every step after the move trains as a run on the new plan would.
 #include "rank.h"
 
 #include <algorithm>
@@ -121,9 +124,30 @@ void for_each_part(LocalShard& ls, const rb::MoveFloats& f, int64_t row, int64_t
 
 }  // namespace
 
+void Rank::settle_inflight() {
+  for (auto& [it, bp] : inflight_) {
+    Inflight& b = *bp;
+    if (b.input_dist.valid()) b.input_dist.get();
+    if (b.looked_up) finish_output_dist(b);
+  }
+}
+
+void Rank::replan_inflight() {
+  // in iteration order on every rank, so the ranks' collectives pair up
+  for (auto& [it, bp] : inflight_) {
+    Inflight& b = *bp;
+    input_dist(b, /*async=*/false, /*again=*/true);
+    if (!b.looked_up) continue;  // its lookup (next step) runs finish_input on the new layout
+    finish_input(b);
+    mean_scales(b);
+    b.slot_out.clear();  // the old shards' rows, sent and no longer needed
+  }
+}
+
 void Rank::reshard(const ShardingPlan& next, int64_t step) {
   const WorkloadSpec& spec = sh_.spec;
   const int W = L_.world;
+  settle_inflight();  // the batches ahead (pipelines) finish what they began under the old plan
   const std::vector<rb::RowTransfer> transfers = rb::row_transfers(plan_, next);
   const rb::ReshardCounts counts = rb::reshard_counts(spec, transfers, me_, W);
   const int64_t n_send = std::accumulate(counts.send.begin(), counts.send.end(), int64_t{0});
@@ -216,6 +240,7 @@ void Rank::reshard(const ShardingPlan& next, int64_t step) {
   const int64_t total = spec.warmup_steps + spec.steps, it = spec.warmup_steps + step + 1;
   for (int64_t i : {it, it + 1, total - 2, total - 1})
     if (i >= it && i < total) schedule_of(i);
+  replan_inflight();  // the batches ahead go to the new shards
   record_memory(step, "rebalance", true);  // the layout after the move (the memory view's snapshot)
 }
 

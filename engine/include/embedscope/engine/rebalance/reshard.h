@@ -14,12 +14,12 @@
 
 namespace embedscope::engine::rebalance {
 
-/// Why `spec` cannot rebalance live, or "" when it can. Live resharding runs the base pipeline
-/// (no batch in flight across a step boundary) on the cpu backend (ranks as threads of one
-/// process or one rank per process), with fp32 rows and fp32 optimizer state (what the
-/// all-to-all of rows moves). `where`: "cpu" (the only one allowed), "cuda", "simulated", "an
-/// emulated device". The text names the JSON pointer:
-/// "/pipeline: live rebalancing runs on the base pipeline, not \"sparse_dist\" (...)".
+/// Why `spec` cannot rebalance live, or "" when it can. Live resharding runs every pipeline
+/// (base, sparse_dist, semi_sync: the batches started ahead are sent again under the new plan)
+/// on the cpu backend (ranks as threads of one process or one rank per process), with fp32 rows
+/// and fp32 optimizer state (what the all-to-all of rows moves). `where`: "cpu" (the only one
+/// allowed), "cuda", "simulated", "an emulated device". The text names the JSON pointer:
+/// "/devices/backend: live rebalancing runs on the cpu backend (...), not cuda".
 std::string live_rebalance_unsupported(const WorkloadSpec& spec, const std::string& where);
 
 /// The steps of load the policy looks at after measured step `step` (0-based) when the last
