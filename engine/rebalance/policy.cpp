@@ -47,6 +47,12 @@ std::vector<int64_t> load_per_rank(const ShardingPlan& plan, const ObservedLoad&
   return out;
 }
 
+int64_t balanced_load(const TablePlan& tp, size_t shard, int64_t embedding_dim, int64_t value, bool by_time) {
+  const Shard& s = tp.shards.at(shard);
+  if (by_time || tp.type != ShardingType::column_wise || embedding_dim <= 0) return value;
+  return static_cast<int64_t>(static_cast<__int128>(value) * s.num_cols / embedding_dim);
+}
+
 int64_t table_wise_move_bytes(const WorkloadSpec& spec, int table) {
   const TableSpec& ts = spec.tables.at(static_cast<size_t>(table));
   const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, ts.rows(), ts.embedding_dim);
@@ -107,6 +113,34 @@ struct State {
     const int64_t ids = table_ids(t);
     const TablePlan& tp = next.tables[static_cast<size_t>(t)];
     load.ids[static_cast<size_t>(t)] = row_wise_predicted_ids(ids, tp);
+    rank_load[static_cast<size_t>(from)] -= ids;
+    for (size_t i = 0; i < tp.shards.size(); ++i)
+      rank_load[static_cast<size_t>(tp.shards[i].rank)] += load.ids[static_cast<size_t>(t)][i];
+    plan = std::move(next);
+    bytes += b;
+    return true;
+  }
+
+  /// Changes table_wise table t to column_wise if budget and memory allow (the refusal's `to`
+  /// is -2): block 0 stays on its rank, the others go to the other ranks in order of their load
+  /// (ties: the lower rank); its load goes to the blocks as column_wise_predicted_load. False
+  /// without a change when the table has fewer than 8 columns (one block).
+  bool try_column_wise(int t) {
+    const int from = rank_of(t), W = plan.world_size;
+    std::vector<int> others;
+    for (int r = 0; r < W; ++r)
+      if (r != from) others.push_back(r);
+    std::stable_sort(others.begin(), others.end(),
+                     [&](int a, int b) { return rank_load[static_cast<size_t>(a)] < rank_load[static_cast<size_t>(b)]; });
+    TablePlan tp = column_wise_table_plan(spec, t, from, others);
+    if (tp.shards.size() < 2) return false;
+    const int64_t b = change_bytes(spec, tp, from);
+    ShardingPlan next = plan;
+    next.tables[static_cast<size_t>(t)] = tp;
+    if (!admit(t, from, -2, b, bytes + b, next, fmt::format("to column_wise over {} ranks", tp.shards.size())))
+      return false;
+    const int64_t ids = table_ids(t);
+    load.ids[static_cast<size_t>(t)] = column_wise_predicted_load(ids, tp);
     rank_load[static_cast<size_t>(from)] -= ids;
     for (size_t i = 0; i < tp.shards.size(); ++i)
       rank_load[static_cast<size_t>(tp.shards[i].rank)] += load.ids[static_cast<size_t>(t)][i];
@@ -200,10 +234,10 @@ State descent(State s) {
   return s;
 }
 
-/// The row_wise candidate's start: every table_wise table whose ids alone exceed the mean rank
-/// load (ids x world > all ids), heaviest first (ties: lower table), changed to row_wise where
-/// the budget and memory allow. Returns whether any table changed.
-bool split_hot_tables(State& s) {
+/// The row_wise (column_wise) candidate's start: every table_wise table whose ids alone exceed
+/// the mean rank load (ids x world > all ids), heaviest first (ties: lower table), changed to
+/// `to` where the budget and memory allow. Returns whether any table changed.
+bool split_hot_tables(State& s, ShardingType to) {
   const int W = s.plan.world_size;
   const int64_t total = std::accumulate(s.rank_load.begin(), s.rank_load.end(), int64_t{0});
   if (W < 2 || total <= 0) return false;
@@ -212,7 +246,7 @@ bool split_hot_tables(State& s) {
   bool changed = false;
   for (int t : order) {
     if (s.table_ids(t) * W <= total) break;
-    changed = s.try_row_wise(t) || changed;
+    changed = (to == ShardingType::row_wise ? s.try_row_wise(t) : s.try_column_wise(t)) || changed;
   }
   return changed;
 }
@@ -236,18 +270,23 @@ Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const Ob
   State start{spec, load, max_bytes_per_move, current, before, {}, {}, 0};
   for (const TablePlan& tp : current.tables) start.origin.push_back(tp.shards.empty() ? -1 : tp.shards[0].rank);
   State whole = best_of_searches(start);
-  std::optional<State> split;
-  if (spec.rebalance.row_wise_hot_tables) {
+  // the candidates that split hot tables (row_wise, then column_wise): the lowest (maximum,
+  // bytes) wins, whole-table moves on a tie, then row_wise
+  std::vector<State> split;
+  for (auto [on, type] : {std::pair{spec.rebalance.row_wise_hot_tables, ShardingType::row_wise},
+                          std::pair{spec.rebalance.column_wise_hot_tables, ShardingType::column_wise}}) {
+    if (!on) continue;
     State s = start;
-    if (split_hot_tables(s)) {
-      split.emplace(best_of_searches(s));
-    } else {  // nothing could change (budget, memory): say why beside the whole-table moves
+    if (split_hot_tables(s, type)) {
+      split.push_back(best_of_searches(s));
+    } else {  // nothing could change (budget, memory, too few columns): say why beside the whole-table moves
       for (RefusedMove& r : s.refused) whole.refused.push_back(std::move(r));
     }
   }
-  const State& best = split && std::make_tuple(max_load(*split), split->bytes) < std::make_tuple(max_load(whole), whole.bytes)
-                          ? *split
-                          : whole;
+  const State* chosen = &whole;
+  for (const State& s : split)
+    if (std::make_tuple(max_load(s), s.bytes) < std::make_tuple(max_load(*chosen), chosen->bytes)) chosen = &s;
+  const State& best = *chosen;
   Proposal p;
   p.load_before = before;
   p.imbalance_before = imbalance(before);
@@ -257,9 +296,10 @@ Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const Ob
   for (size_t t = 0; t < current.tables.size(); ++t) {
     if (!movable(current.tables[t])) continue;
     const int from = start.origin[t];
-    if (best.plan.tables[t].type == ShardingType::row_wise) {
-      p.changes.push_back({static_cast<int>(t), from, ShardingType::table_wise, ShardingType::row_wise, load.ids[t][0],
-                           row_wise_change_bytes(spec, static_cast<int>(t), from, current.world_size)});
+    const ShardingType type = best.plan.tables[t].type;
+    if (type == ShardingType::row_wise || type == ShardingType::column_wise) {
+      p.changes.push_back({static_cast<int>(t), from, ShardingType::table_wise, type, load.ids[t][0],
+                           change_bytes(spec, best.plan.tables[t], from)});
       continue;
     }
     const int to = best.plan.tables[t].shards[0].rank;

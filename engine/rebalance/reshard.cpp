@@ -77,9 +77,13 @@ MoveFloats move_floats(const WorkloadSpec& spec, int table) {
 }
 
 MoveFloats row_floats(const WorkloadSpec& spec, int table) {
-  const TableSpec& ts = spec.tables.at(static_cast<size_t>(table));
-  const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, 1, ts.embedding_dim);
-  return {ts.embedding_dim, m1, m2};
+  return block_floats(spec, table, spec.tables.at(static_cast<size_t>(table)).embedding_dim);
+}
+
+MoveFloats block_floats(const WorkloadSpec& spec, int table, int64_t cols) {
+  (void)spec.tables.at(static_cast<size_t>(table));
+  const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, 1, cols);
+  return {cols, m1, m2};
 }
 
 namespace {
@@ -106,9 +110,10 @@ std::vector<RowTransfer> row_transfers(const ShardingPlan& from, const ShardingP
     const TablePlan &a = from.tables[t], &b = to.tables[t];
     if (same_shards(a, b)) continue;
     for (const TablePlan* tp : {&a, &b})
-      if (tp->type != ShardingType::table_wise && tp->type != ShardingType::row_wise)
-        throw std::invalid_argument(fmt::format("reshard: table {} changes as {}; live resharding moves table_wise and "
-                                                "row_wise tables",
+      if (tp->type != ShardingType::table_wise && tp->type != ShardingType::row_wise &&
+          tp->type != ShardingType::column_wise)
+        throw std::invalid_argument(fmt::format("reshard: table {} changes as {}; live resharding moves table_wise, "
+                                                "row_wise and column_wise tables",
                                                 t, to_string(tp->type)));
     for (size_t j = 0; j < b.shards.size(); ++j) {
       const Shard& n = b.shards[j];
@@ -116,9 +121,11 @@ std::vector<RowTransfer> row_transfers(const ShardingPlan& from, const ShardingP
         const Shard& o = a.shards[i];
         const int64_t lo = std::max(n.row_offset, o.row_offset);
         const int64_t hi = std::min(n.row_offset + n.num_rows, o.row_offset + o.num_rows);
-        if (hi <= lo) continue;
+        const int64_t clo = std::max(n.col_offset, o.col_offset);
+        const int64_t chi = std::min(n.col_offset + n.num_cols, o.col_offset + o.num_cols);
+        if (hi <= lo || chi <= clo) continue;
         out.push_back({static_cast<int>(t), o.rank, n.rank, static_cast<int>(i), static_cast<int>(j), lo - o.row_offset,
-                       lo - n.row_offset, hi - lo});
+                       lo - n.row_offset, hi - lo, clo - o.col_offset, clo - n.col_offset, chi - clo});
       }
     }
   }
@@ -129,7 +136,7 @@ ReshardCounts reshard_counts(const WorkloadSpec& spec, const std::vector<RowTran
   ReshardCounts c{std::vector<int64_t>(static_cast<size_t>(world), 0), std::vector<int64_t>(static_cast<size_t>(world), 0)};
   for (const RowTransfer& x : transfers) {
     if (x.from == x.to) continue;
-    const int64_t n = x.rows * row_floats(spec, x.table).total();
+    const int64_t n = x.rows * block_floats(spec, x.table, x.cols).total();
     if (x.from == me) c.send[static_cast<size_t>(x.to)] += n;
     if (x.to == me) c.recv[static_cast<size_t>(x.from)] += n;
   }

@@ -141,7 +141,10 @@ int cmd_rebalance(const RebalanceState& s) {
     if (c.table < 0 || static_cast<size_t>(c.table) >= load.ids.size() || c.shard < 0 ||
         static_cast<size_t>(c.shard) >= load.ids[static_cast<size_t>(c.table)].size())
       throw es::SpecError(fmt::format("{}: load_counters: table {} shard {} is not in the session's plan", s.file, c.table, c.shard));
-    load.ids[static_cast<size_t>(c.table)][static_cast<size_t>(c.shard)] += by_time ? c.lookup_ns : c.ids;
+    // (a column_wise shard's ids count by its share of the columns: rb::balanced_load)
+    load.ids[static_cast<size_t>(c.table)][static_cast<size_t>(c.shard)] +=
+        rb::balanced_load(plan.tables[static_cast<size_t>(c.table)], static_cast<size_t>(c.shard),
+                          spec.tables[static_cast<size_t>(c.table)].embedding_dim, by_time ? c.lookup_ns : c.ids, by_time);
     ids += c.ids;
     lookup_ns += c.lookup_ns;
   }
@@ -215,7 +218,8 @@ int cmd_rebalance(const RebalanceState& s) {
   for (const auto& c : p.changes)
     std::cout << fmt::format("  {:<20} rank {} -> {} over {} ranks ({} -> {})  {} {}  {}\n",
                              spec.tables[static_cast<size_t>(c.table)].name, c.from, es::to_string(c.to_type),
-                             p.plan.world_size, es::to_string(c.from_type), es::to_string(c.to_type), c.ids, unit,
+                             p.plan.tables[static_cast<size_t>(c.table)].shards.size(), es::to_string(c.from_type),
+                             es::to_string(c.to_type), c.ids, unit,
                              es::format_bytes(c.bytes));
   for (const auto& r : p.refused) std::cout << fmt::format("  refused: {}\n", r.reason);
   print_hot_rows(spec, hot, plan.world_size);

@@ -146,9 +146,9 @@ TEST(Reshard, TableWiseToRowWiseIsOneBlockPerRank) {
   EXPECT_EQ(back[2].from, 2);
   EXPECT_EQ(back[2].to_row, 6);
   EXPECT_EQ(back[2].from_row, 0);
-  ShardingPlan cw = before;
-  cw.tables[1].type = ShardingType::column_wise;
-  EXPECT_THROW(row_transfers(before, cw), std::invalid_argument);
+  ShardingPlan twrw = before;
+  twrw.tables[1].type = ShardingType::table_row_wise;
+  EXPECT_THROW(row_transfers(before, twrw), std::invalid_argument);
   ShardingPlan three = before;
   three.world_size = 3;
   EXPECT_THROW(row_transfers(before, three), std::invalid_argument);
