@@ -75,7 +75,7 @@ std::string table_storage_text(const std::string& meta, int64_t steps) {
 // median step time before and after, the time spent and the steps it took to pay for itself.
 // Under each rebalance its plan changes (table `plan_changes`): a table_wise move "t1 rank 0 ->
 // rank 1", a change of type "t3: table_wise -> row_wise, rank 0 -> shards on ranks 0,1,2,3" (column_wise:
-// "..., shards on ranks 0,1 (columns 0-7, 8-15)").
+// "..., shards on ranks 0,1 (columns 0-7, 8-15)"), a change back "t3: row_wise -> table_wise on rank 2".
 // "" without rebalances.
 std::string rebalances_text(const std::vector<ss::RebalanceEffect>& effects, const std::vector<ss::PlanChangeRecord>& changes) {
   if (effects.empty()) return "";
@@ -101,6 +101,11 @@ std::string rebalances_text(const std::vector<ss::RebalanceEffect>& effects, con
       }
       // a change of type: its shards are consecutive rows of the same step and table
       if (i > 0 && changes[i - 1].step == c.step && changes[i - 1].table == c.table) continue;
+      if (c.to_type == "table_wise") {  // back from row_wise / column_wise: one row, the table's new rank
+        out += fmt::format("        {}: {} -> table_wise on rank {} ({})\n", c.table_name, c.from_type, c.to_rank,
+                           es::format_bytes(c.bytes));
+        continue;
+      }
       std::vector<std::string> ranks, cols;  // cols: column_wise shards' columns
       int64_t bytes = 0;
       for (size_t k = i; k < changes.size() && changes[k].step == c.step && changes[k].table == c.table; ++k) {

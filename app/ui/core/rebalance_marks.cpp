@@ -27,6 +27,10 @@ std::string rebalance_text(const sessions::RebalanceRecord& r, const std::vector
       continue;
     }
     if (i > 0 && changes[i - 1].step == c.step && changes[i - 1].table == c.table) continue;  // one line a table
+    if (c.to_type == "table_wise") {  // back from row_wise / column_wise
+      out += fmt::format("\n{}: {} -> table_wise on rank {}", c.table_name, c.from_type, c.to_rank);
+      continue;
+    }
     std::vector<int32_t> ranks;
     std::vector<std::string> cols;  // column_wise: each shard's columns
     for (size_t k = i; k < changes.size() && changes[k].step == c.step && changes[k].table == c.table; ++k) {

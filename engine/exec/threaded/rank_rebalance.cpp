@@ -2,7 +2,9 @@
 // where the policy may fire (rebalance/reshard.h policy_window) the ranks all-gather them, each
 // computes the same trigger and proposal (rebalance/policy.h), and the changed tables' rows and
 // optimizer state go to their new shards in one all-to-all (`reshard` on the comm lane): whole
-// table_wise tables to another rank, or a hot table_wise table split row_wise over every rank. The old
+// table_wise tables to another rank, a hot table_wise table split row_wise over every rank or
+// column_wise into blocks of columns, or a cooled row_wise / column_wise table joined back to
+// table_wise on one rank. The old
 // shards go back to the allocator, the new ones are allocated, and the layout, the sharding
 // modules and the step programs are rebuilt for the new plan before the next step. Under a
 // pipeline (sparse_dist, semi_sync) the batches started ahead finish their dists under the old
@@ -86,7 +88,10 @@ void Rank::after_step_rebalance(int64_t step, bool last) {
         const auto& shards = p.plan.tables[static_cast<size_t>(c.table)].shards;
         for (size_t i = 0; i < shards.size(); ++i) {
           const Shard& sd = shards[i];
-          const int64_t bytes = sd.rank == c.from ? 0 : rb::block_move_bytes(spec, c.table, sd.num_rows, sd.num_cols);
+          // a change back to table_wise (from -1): its one shard gets every block not already there
+          const int64_t bytes = c.to_type == ShardingType::table_wise ? c.bytes
+                                : sd.rank == c.from                     ? 0
+                                                                        : rb::block_move_bytes(spec, c.table, sd.num_rows, sd.num_cols);
           plan_changes.push_back({step + 1, c.table, ts.name, static_cast<int32_t>(i), c.from, sd.rank, bytes,
                                   to_string(c.from_type), to_string(c.to_type), sd.row_offset, sd.num_rows,
                                   sd.col_offset, sd.num_cols});

@@ -66,13 +66,16 @@ struct TableMove {
 /// split over every rank as row_wise_table_plan (type_change.h) does, with their optimizer state;
 /// or to column_wise (RebalanceSpec::column_wise_hot_tables): its columns in blocks on several
 /// ranks as column_wise_table_plan does, each block with its own per-row state.
+/// Or, back: a row_wise or column_wise table whose load has cooled changed to table_wise, whole
+/// on rank `to` (from -1: it was on several ranks).
 struct TypeChange {
   int table = 0;                                     ///< index into WorkloadSpec::tables
-  int from = 0;                                      ///< the rank that held the whole table
+  int from = 0;                                      ///< the rank that held the whole table (-1: a change back)
   ShardingType from_type = ShardingType::table_wise;
   ShardingType to_type = ShardingType::row_wise;
   int64_t ids = 0;                                   ///< its observed load (ids over the window)
-  int64_t bytes = 0;                                 ///< the blocks that leave `from`, with their state (change_bytes)
+  int64_t bytes = 0;                                 ///< the blocks that leave `from` (back: that go to `to`), with their state (change_bytes)
+  int to = -1;                                       ///< a change back to table_wise: the rank that holds the table; else -1
 };
 
 /// A move the balancing wanted (to the least-loaded rank that could take it) and did not make.
@@ -103,7 +106,15 @@ struct Proposal {
   double imbalance_after = 1.0;        ///< imbalance(load_after), predicted
   int64_t bytes_moved = 0;             ///< sum of moves' and changes' bytes (what max_bytes_per_move bounds)
   /// Whether applying the plan is predicted to help: some move or change and a lower imbalance.
-  bool worth_it() const { return (!moves.empty() || !changes.empty()) && imbalance_after < imbalance_before; }
+  /// A change back to table_wise is worth making at an equal imbalance too: the load is as
+  /// balanced, and the split table's extra communication ends (row_wise: partial sums of every
+  /// row reduce-scattered; column_wise: every id sent to every block).
+  bool worth_it() const {
+    if (moves.empty() && changes.empty()) return false;
+    for (const TypeChange& c : changes)
+      if (c.to_type == ShardingType::table_wise) return imbalance_after <= imbalance_before;
+    return imbalance_after < imbalance_before;
+  }
 };
 
 /// Proposes a plan that balances the observed load by moving whole table-wise shards between
@@ -137,6 +148,13 @@ struct Proposal {
 /// column_wise_predicted_load; refused: "... to column_wise over 4 ranks: ..."; a table of fewer
 /// than 8 columns is not split). Of the candidates the lowest (maximum, bytes) wins; ties go to
 /// whole-table moves, then row_wise.
+/// Changes back (with the same flags): before any candidate, every row_wise (column_wise) table
+/// that has cooled - its observed load alone at most the mean rank load (load x world <= all
+/// load) - lightest first, goes back to table_wise whole on the rank whose load without it is
+/// lowest (ties: the lower rank), if that does not raise the maximum rank load and fits the
+/// byte budget (change_bytes of its shards not on that rank) and memory; such a table is not
+/// moved again in this proposal (TypeChange with from -1 and `to`). Every row_wise or
+/// column_wise table of the plan counts, whoever split it.
 /// Deterministic in its arguments. When the result is not worth_it(), callers keep the current
 /// plan. Throws std::invalid_argument if `load` does not match `current`'s shape.
 /// Example (tests/engine/rebalance/policy_test.cpp): 4 ranks, tables t0..t7 of ids
