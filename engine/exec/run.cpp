@@ -152,7 +152,7 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
   const std::string origin = requested.name.empty() ? "workload" : requested.name;
   const WorkloadSpec spec = with_resolved_backend(requested, origin);
   validate_plan(spec, plan, "sharding plan");
-  // Live rebalancing (engine/rebalance/reshard.h): the base pipeline, fp32 tables, cpu ranks (threads
+  // Live rebalancing (engine/rebalance/reshard.h): any pipeline, fp32 tables, cpu ranks (threads
   // of one process, or one rank per process); anything else is refused before the run (exit 2)
   // rather than ignored.
   if (spec.rebalance.enabled()) {

@@ -47,6 +47,12 @@ std::vector<int64_t> load_per_rank(const ShardingPlan& plan, const ObservedLoad&
   return out;
 }
 
+int64_t balanced_load(const TablePlan& tp, size_t shard, int64_t embedding_dim, int64_t value, bool by_time) {
+  const Shard& s = tp.shards.at(shard);
+  if (by_time || tp.type != ShardingType::column_wise || embedding_dim <= 0) return value;
+  return value * s.num_cols / embedding_dim;  // ids < 2^40 and columns < 2^20 do not overflow
+}
+
 int64_t table_wise_move_bytes(const WorkloadSpec& spec, int table) {
   const TableSpec& ts = spec.tables.at(static_cast<size_t>(table));
   const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, ts.rows(), ts.embedding_dim);
@@ -67,6 +73,7 @@ struct State {
   std::vector<int> origin;  // each table's rank (first shard) in the current plan
   std::vector<RefusedMove> refused;
   int64_t bytes = 0;        // of the tables away from their origin (a table moved twice counts once)
+  std::vector<char> pinned;  // per table: changed back to table_wise here, not moved again
 
   int64_t table_ids(int t) const { return load.ids[static_cast<size_t>(t)][0]; }
   int rank_of(int t) const { return plan.tables[static_cast<size_t>(t)].shards[0].rank; }
@@ -115,6 +122,63 @@ struct State {
     return true;
   }
 
+  /// Changes table_wise table t to column_wise if budget and memory allow (the refusal's `to`
+  /// is -2): block 0 stays on its rank, the others go to the other ranks in order of their load
+  /// (ties: the lower rank); its load goes to the blocks as column_wise_predicted_load. False
+  /// without a change when the table has fewer than 8 columns (one block).
+  bool try_column_wise(int t) {
+    const int from = rank_of(t), W = plan.world_size;
+    std::vector<int> others;
+    for (int r = 0; r < W; ++r)
+      if (r != from) others.push_back(r);
+    std::stable_sort(others.begin(), others.end(),
+                     [&](int a, int b) { return rank_load[static_cast<size_t>(a)] < rank_load[static_cast<size_t>(b)]; });
+    TablePlan tp = column_wise_table_plan(spec, t, from, others);
+    if (tp.shards.size() < 2) return false;
+    const int64_t b = change_bytes(spec, tp, from);
+    ShardingPlan next = plan;
+    next.tables[static_cast<size_t>(t)] = tp;
+    if (!admit(t, from, -2, b, bytes + b, next, fmt::format("to column_wise over {} ranks", tp.shards.size())))
+      return false;
+    const int64_t ids = table_ids(t);
+    load.ids[static_cast<size_t>(t)] = column_wise_predicted_load(ids, tp);
+    rank_load[static_cast<size_t>(from)] -= ids;
+    for (size_t i = 0; i < tp.shards.size(); ++i)
+      rank_load[static_cast<size_t>(tp.shards[i].rank)] += load.ids[static_cast<size_t>(t)][i];
+    plan = std::move(next);
+    bytes += b;
+    return true;
+  }
+
+  /// Changes row_wise or column_wise table t back to table_wise, whole on the rank whose load
+  /// without t's shards is lowest (ties: the lower rank), if budget and memory allow (the
+  /// refusal's `to` is that rank). Its load (the sum over its shards) goes there; it is pinned.
+  bool try_merge(int t) {
+    const TablePlan& cur = plan.tables[static_cast<size_t>(t)];
+    const TableSpec& ts = spec.tables[static_cast<size_t>(t)];
+    std::vector<int64_t> without = rank_load;
+    int64_t ids = 0;
+    for (size_t i = 0; i < cur.shards.size(); ++i) {
+      without[static_cast<size_t>(cur.shards[i].rank)] -= load.ids[static_cast<size_t>(t)][i];
+      ids += load.ids[static_cast<size_t>(t)][i];
+    }
+    const int to = static_cast<int>(std::min_element(without.begin(), without.end()) - without.begin());
+    const int64_t b = change_bytes(spec, cur, to);
+    ShardingPlan next = plan;
+    TablePlan& tp = next.tables[static_cast<size_t>(t)];
+    tp.type = ShardingType::table_wise;
+    tp.shards = {{to, 0, ts.rows(), 0, ts.embedding_dim}};
+    if (!admit(t, -1, to, b, bytes + b, next, fmt::format("{} back to table_wise on rank {}", to_string(cur.type), to)))
+      return false;
+    plan = std::move(next);
+    rank_load = std::move(without);
+    rank_load[static_cast<size_t>(to)] += ids;
+    load.ids[static_cast<size_t>(t)] = {ids};
+    bytes += b;
+    pinned[static_cast<size_t>(t)] = 1;
+    return true;
+  }
+
   /// Moves table t to rank `to` if budget and memory allow; else records why not.
   bool try_move(int t, int to) {
     const int from = rank_of(t);
@@ -134,17 +198,17 @@ struct State {
   }
 };
 
-std::vector<int> movable_tables(const ShardingPlan& plan) {
+std::vector<int> movable_tables(const State& s) {
   std::vector<int> out;
-  for (size_t t = 0; t < plan.tables.size(); ++t)
-    if (movable(plan.tables[t])) out.push_back(static_cast<int>(t));
+  for (size_t t = 0; t < s.plan.tables.size(); ++t)
+    if (movable(s.plan.tables[t]) && !s.pinned[t]) out.push_back(static_cast<int>(t));
   return out;
 }
 
 /// LPT: every table-wise table placed again, heaviest first, on the least-loaded rank.
 State lpt(State s) {
   const int W = s.plan.world_size;
-  std::vector<int> order = movable_tables(s.plan);
+  std::vector<int> order = movable_tables(s);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return s.table_ids(a) > s.table_ids(b); });
   // base load: everything but the table-wise tables; `placed` grows as tables are placed
   std::vector<int64_t> placed = s.rank_load;
@@ -173,7 +237,7 @@ State lpt(State s) {
 /// raising the target above it, make the best such move (the lowest resulting pair maximum).
 State descent(State s) {
   const int W = s.plan.world_size;
-  const std::vector<int> tables = movable_tables(s.plan);
+  const std::vector<int> tables = movable_tables(s);
   // each move lowers the sorted load vector lexicographically, so this ends; the bound is a guard
   for (size_t guard = 0; guard < 4 * tables.size() * static_cast<size_t>(W) + 4; ++guard) {
     const int hot = static_cast<int>(std::max_element(s.rank_load.begin(), s.rank_load.end()) - s.rank_load.begin());
@@ -200,24 +264,55 @@ State descent(State s) {
   return s;
 }
 
-/// The row_wise candidate's start: every table_wise table whose ids alone exceed the mean rank
-/// load (ids x world > all ids), heaviest first (ties: lower table), changed to row_wise where
-/// the budget and memory allow. Returns whether any table changed.
-bool split_hot_tables(State& s) {
+/// The row_wise (column_wise) candidate's start: every table_wise table whose ids alone exceed
+/// the mean rank load (ids x world > all ids), heaviest first (ties: lower table), changed to
+/// `to` where the budget and memory allow. Returns whether any table changed.
+bool split_hot_tables(State& s, ShardingType to) {
   const int W = s.plan.world_size;
   const int64_t total = std::accumulate(s.rank_load.begin(), s.rank_load.end(), int64_t{0});
   if (W < 2 || total <= 0) return false;
-  std::vector<int> order = movable_tables(s.plan);
+  std::vector<int> order = movable_tables(s);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return s.table_ids(a) > s.table_ids(b); });
   bool changed = false;
   for (int t : order) {
     if (s.table_ids(t) * W <= total) break;
-    changed = s.try_row_wise(t) || changed;
+    changed = (to == ShardingType::row_wise ? s.try_row_wise(t) : s.try_column_wise(t)) || changed;
   }
   return changed;
 }
 
 int64_t max_load(const State& s) { return *std::max_element(s.rank_load.begin(), s.rank_load.end()); }
+
+/// Every row_wise (with row_wise_hot_tables) or column_wise (with column_wise_hot_tables) table
+/// that has cooled - its load alone no longer above the mean rank load (load x world <= all
+/// load) - changed back to table_wise (try_merge), lightest first (ties: lower table), where
+/// that does not raise the maximum rank load. Returns whether any table changed.
+bool merge_cooled_tables(State& s) {
+  const int W = s.plan.world_size;
+  const int64_t total = std::accumulate(s.rank_load.begin(), s.rank_load.end(), int64_t{0});
+  std::vector<std::pair<int64_t, int>> order;
+  for (size_t t = 0; t < s.plan.tables.size(); ++t) {
+    const ShardingType type = s.plan.tables[t].type;
+    if (!((type == ShardingType::row_wise && s.spec.rebalance.row_wise_hot_tables) ||
+          (type == ShardingType::column_wise && s.spec.rebalance.column_wise_hot_tables)))
+      continue;
+    const auto& ids = s.load.ids[t];
+    const int64_t sum = std::accumulate(ids.begin(), ids.end(), int64_t{0});
+    if (sum * W <= total) order.emplace_back(sum, static_cast<int>(t));
+  }
+  std::stable_sort(order.begin(), order.end());
+  bool changed = false;
+  for (const auto& [sum, t] : order) {
+    State next = s;
+    if (!next.try_merge(t)) {
+      s.refused = next.refused;
+      continue;
+    }
+    if (max_load(next) > max_load(s)) continue;  // it would raise the maximum: it stays split
+    changed = s.try_merge(t) || changed;          // the same change on s (State holds a reference: no assignment)
+  }
+  return changed;
+}
 
 /// The better of LPT and descent from `start`: the lower predicted maximum; on a tie the fewer
 /// bytes (then LPT).
@@ -233,33 +328,47 @@ State best_of_searches(const State& start) {
 Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const ObservedLoad& load,
                  int64_t max_bytes_per_move) {
   const std::vector<int64_t> before = load_per_rank(current, load);
-  State start{spec, load, max_bytes_per_move, current, before, {}, {}, 0};
+  State start{spec, load, max_bytes_per_move, current, before, {}, {}, 0, std::vector<char>(current.tables.size(), 0)};
   for (const TablePlan& tp : current.tables) start.origin.push_back(tp.shards.empty() ? -1 : tp.shards[0].rank);
+  merge_cooled_tables(start);  // every candidate starts from the tables changed back
   State whole = best_of_searches(start);
-  std::optional<State> split;
-  if (spec.rebalance.row_wise_hot_tables) {
+  // the candidates that split hot tables (row_wise, then column_wise): the lowest (maximum,
+  // bytes) wins, whole-table moves on a tie, then row_wise
+  std::vector<State> split;
+  for (auto [on, type] : {std::pair{spec.rebalance.row_wise_hot_tables, ShardingType::row_wise},
+                          std::pair{spec.rebalance.column_wise_hot_tables, ShardingType::column_wise}}) {
+    if (!on) continue;
     State s = start;
-    if (split_hot_tables(s)) {
-      split.emplace(best_of_searches(s));
-    } else {  // nothing could change (budget, memory): say why beside the whole-table moves
+    if (split_hot_tables(s, type)) {
+      split.push_back(best_of_searches(s));
+    } else {  // nothing could change (budget, memory, too few columns): say why beside the whole-table moves
       for (RefusedMove& r : s.refused) whole.refused.push_back(std::move(r));
     }
   }
-  const State& best = split && std::make_tuple(max_load(*split), split->bytes) < std::make_tuple(max_load(whole), whole.bytes)
-                          ? *split
-                          : whole;
+  const State* chosen = &whole;
+  for (const State& s : split)
+    if (std::make_tuple(max_load(s), s.bytes) < std::make_tuple(max_load(*chosen), chosen->bytes)) chosen = &s;
+  const State& best = *chosen;
   Proposal p;
   p.load_before = before;
   p.imbalance_before = imbalance(before);
   p.load_after = best.rank_load;
   p.imbalance_after = imbalance(best.rank_load);
-  // the net moves: every table-wise table whose rank differs from the current plan's, in table order
+  // the net moves: every table-wise table whose rank differs from the current plan's, in table
+  // order; the tables changed back to table_wise
   for (size_t t = 0; t < current.tables.size(); ++t) {
+    if (best.pinned[t]) {
+      const int to = best.plan.tables[t].shards[0].rank;
+      p.changes.push_back({static_cast<int>(t), -1, current.tables[t].type, ShardingType::table_wise,
+                           best.load.ids[t][0], change_bytes(spec, current.tables[t], to), to});
+      continue;
+    }
     if (!movable(current.tables[t])) continue;
     const int from = start.origin[t];
-    if (best.plan.tables[t].type == ShardingType::row_wise) {
-      p.changes.push_back({static_cast<int>(t), from, ShardingType::table_wise, ShardingType::row_wise, load.ids[t][0],
-                           row_wise_change_bytes(spec, static_cast<int>(t), from, current.world_size)});
+    const ShardingType type = best.plan.tables[t].type;
+    if (type == ShardingType::row_wise || type == ShardingType::column_wise) {
+      p.changes.push_back({static_cast<int>(t), from, ShardingType::table_wise, type, load.ids[t][0],
+                           change_bytes(spec, best.plan.tables[t], from)});
       continue;
     }
     const int to = best.plan.tables[t].shards[0].rank;

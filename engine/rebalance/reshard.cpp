@@ -15,11 +15,6 @@ namespace embedscope::engine::rebalance {
 
 std::string live_rebalance_unsupported(const WorkloadSpec& spec, const std::string& where) {
   if (!spec.rebalance.enabled()) return "";
-  if (spec.pipeline != PipelineKind::base)
-    return fmt::format("/pipeline: live rebalancing runs on the base pipeline, not \"{}\" (its batches are bucketized "
-                       "for the plan a step ahead, across the step boundary where the tables move); use \"base\" or "
-                       "\"rebalance\": \"off\"",
-                       enum_name(spec.pipeline));
   if (where != "cpu")
     return fmt::format("/devices/backend: live rebalancing runs on the cpu backend (threads or one rank per process), "
                        "not {}", where);
@@ -82,9 +77,13 @@ MoveFloats move_floats(const WorkloadSpec& spec, int table) {
 }
 
 MoveFloats row_floats(const WorkloadSpec& spec, int table) {
-  const TableSpec& ts = spec.tables.at(static_cast<size_t>(table));
-  const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, 1, ts.embedding_dim);
-  return {ts.embedding_dim, m1, m2};
+  return block_floats(spec, table, spec.tables.at(static_cast<size_t>(table)).embedding_dim);
+}
+
+MoveFloats block_floats(const WorkloadSpec& spec, int table, int64_t cols) {
+  (void)spec.tables.at(static_cast<size_t>(table));
+  const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, 1, cols);
+  return {cols, m1, m2};
 }
 
 namespace {
@@ -111,9 +110,10 @@ std::vector<RowTransfer> row_transfers(const ShardingPlan& from, const ShardingP
     const TablePlan &a = from.tables[t], &b = to.tables[t];
     if (same_shards(a, b)) continue;
     for (const TablePlan* tp : {&a, &b})
-      if (tp->type != ShardingType::table_wise && tp->type != ShardingType::row_wise)
-        throw std::invalid_argument(fmt::format("reshard: table {} changes as {}; live resharding moves table_wise and "
-                                                "row_wise tables",
+      if (tp->type != ShardingType::table_wise && tp->type != ShardingType::row_wise &&
+          tp->type != ShardingType::column_wise)
+        throw std::invalid_argument(fmt::format("reshard: table {} changes as {}; live resharding moves table_wise, "
+                                                "row_wise and column_wise tables",
                                                 t, to_string(tp->type)));
     for (size_t j = 0; j < b.shards.size(); ++j) {
       const Shard& n = b.shards[j];
@@ -121,9 +121,11 @@ std::vector<RowTransfer> row_transfers(const ShardingPlan& from, const ShardingP
         const Shard& o = a.shards[i];
         const int64_t lo = std::max(n.row_offset, o.row_offset);
         const int64_t hi = std::min(n.row_offset + n.num_rows, o.row_offset + o.num_rows);
-        if (hi <= lo) continue;
+        const int64_t clo = std::max(n.col_offset, o.col_offset);
+        const int64_t chi = std::min(n.col_offset + n.num_cols, o.col_offset + o.num_cols);
+        if (hi <= lo || chi <= clo) continue;
         out.push_back({static_cast<int>(t), o.rank, n.rank, static_cast<int>(i), static_cast<int>(j), lo - o.row_offset,
-                       lo - n.row_offset, hi - lo});
+                       lo - n.row_offset, hi - lo, clo - o.col_offset, clo - n.col_offset, chi - clo});
       }
     }
   }
@@ -134,7 +136,7 @@ ReshardCounts reshard_counts(const WorkloadSpec& spec, const std::vector<RowTran
   ReshardCounts c{std::vector<int64_t>(static_cast<size_t>(world), 0), std::vector<int64_t>(static_cast<size_t>(world), 0)};
   for (const RowTransfer& x : transfers) {
     if (x.from == x.to) continue;
-    const int64_t n = x.rows * row_floats(spec, x.table).total();
+    const int64_t n = x.rows * block_floats(spec, x.table, x.cols).total();
     if (x.from == me) c.send[static_cast<size_t>(x.to)] += n;
     if (x.to == me) c.recv[static_cast<size_t>(x.from)] += n;
   }

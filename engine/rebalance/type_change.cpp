@@ -1,7 +1,8 @@
-// A hot table changed from table_wise to row_wise (rebalance/type_change.h): its row_wise plan,
-// the bytes the change moves and the predicted load of its row shards.
+// A hot table changed from table_wise to row_wise or column_wise (rebalance/type_change.h): its
+// new plan, the bytes the change moves and the predicted load of its shards.
 #include "embedscope/engine/rebalance/type_change.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -38,19 +39,66 @@ int64_t row_wise_change_bytes(const WorkloadSpec& spec, int table, int from, int
   return rows * row_move_bytes(spec, table);
 }
 
-std::vector<int64_t> row_wise_predicted_ids(int64_t ids, const TablePlan& tp) {
-  int64_t rows = 0;
-  for (const Shard& s : tp.shards) rows += s.num_rows;
-  if (rows <= 0) throw std::invalid_argument(fmt::format("rebalance: table {} has shards of no rows", tp.table));
+namespace {
+
+/// `total` spread over parts in proportion to `weights` (floor, the remainder one each to the
+/// first parts); `what` names the weights in the error when they sum to 0.
+std::vector<int64_t> proportional(int64_t total, const std::vector<int64_t>& weights, int table, const char* what) {
+  int64_t sum = 0;
+  for (int64_t w : weights) sum += w;
+  if (sum <= 0) throw std::invalid_argument(fmt::format("rebalance: table {} has shards of no {}", table, what));
   std::vector<int64_t> out;
   int64_t placed = 0;
-  for (const Shard& s : tp.shards) {
-    // ids x num_rows fits in 128 bits; in 64 bits for any realistic window (ids < 2^40, rows < 2^23)
-    out.push_back(static_cast<int64_t>(static_cast<__int128>(ids) * s.num_rows / rows));
+  for (int64_t w : weights) {
+    // total x w fits in 128 bits; in 64 bits for any realistic window (ids < 2^40, rows < 2^23)
+    out.push_back(static_cast<int64_t>(static_cast<__int128>(total) * w / sum));
     placed += out.back();
   }
-  for (size_t i = 0; placed < ids && i < out.size(); ++i, ++placed) ++out[i];
+  for (size_t i = 0; placed < total && i < out.size(); ++i, ++placed) ++out[i];
   return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> row_wise_predicted_ids(int64_t ids, const TablePlan& tp) {
+  std::vector<int64_t> rows;
+  for (const Shard& s : tp.shards) rows.push_back(s.num_rows);
+  return proportional(ids, rows, tp.table, "rows");
+}
+
+TablePlan column_wise_table_plan(const WorkloadSpec& spec, int table, int from, const std::vector<int>& others) {
+  const TableSpec& t = spec.tables.at(static_cast<size_t>(table));
+  const int parts = static_cast<int>(
+      std::min<int64_t>(1 + static_cast<int64_t>(others.size()), std::max<int64_t>(1, t.embedding_dim / 4)));
+  TablePlan tp;
+  tp.table = table;
+  tp.type = ShardingType::column_wise;
+  int64_t off = 0;
+  const std::vector<int64_t> cols = column_split(t.embedding_dim, parts);
+  for (size_t i = 0; i < cols.size(); ++i) {
+    tp.shards.push_back({i == 0 ? from : others[i - 1], 0, t.rows(), off, cols[i]});
+    off += cols[i];
+  }
+  return tp;
+}
+
+int64_t block_move_bytes(const WorkloadSpec& spec, int table, int64_t rows, int64_t cols) {
+  const TableSpec& t = spec.tables.at(static_cast<size_t>(table));
+  const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, 1, cols);
+  return rows * (row_bytes(t.data_type, cols) + (m1 + m2) * 4);
+}
+
+int64_t change_bytes(const WorkloadSpec& spec, const TablePlan& tp, int from) {
+  int64_t b = 0;
+  for (const Shard& s : tp.shards)
+    if (s.rank != from) b += block_move_bytes(spec, tp.table, s.num_rows, s.num_cols);
+  return b;
+}
+
+std::vector<int64_t> column_wise_predicted_load(int64_t load, const TablePlan& tp) {
+  std::vector<int64_t> cols;
+  for (const Shard& s : tp.shards) cols.push_back(s.num_cols);
+  return proportional(load, cols, tp.table, "columns");
 }
 
 }  // namespace embedscope::engine::rebalance

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <stdexcept>
+#include <string>
 
 #include "embedscope/engine/comm/gloo_process_group.h"
 #include "embedscope/engine/input/hashing.h"
@@ -101,7 +103,8 @@ double stored_state(OptimizerStateType t, double v) {
 }  // namespace
 
 ReferenceResult run_reference(const WorkloadSpec& spec, int64_t iterations, const ShardingPlan* plan,
-                              const std::function<std::optional<Batch>(int64_t, int)>& batch_source) {
+                              const std::function<std::optional<Batch>(int64_t, int)>& batch_source,
+                              const std::vector<ColumnGroupChange>& column_groups) {
   const int W = spec.devices.count;
   const int64_t B = spec.batch_size;
   const int F = static_cast<int>(spec.features.size());
@@ -157,7 +160,40 @@ ReferenceResult run_reference(const WorkloadSpec& spec, int64_t iterations, cons
   // and the gradient dist round them; data-parallel tables communicate neither.
   auto communicated = [&](int t) { return !plan || plan->tables[static_cast<size_t>(t)].type != ShardingType::data_parallel; };
   const CommPrecision fwd = spec.qcomms.forward_precision, bwd = spec.qcomms.backward_precision;
+  for (const ColumnGroupChange& c : column_groups) {
+    if (c.table < 0 || static_cast<size_t>(c.table) >= T)
+      throw std::invalid_argument("run_reference: column group change of table " + std::to_string(c.table));
+    int64_t cols = 0;
+    for (const auto& [c0, width] : c.groups) {
+      if (c0 != cols || width <= 0) throw std::invalid_argument("run_reference: column groups do not tile the columns");
+      cols += width;
+    }
+    if (cols != spec.tables[static_cast<size_t>(c.table)].embedding_dim)
+      throw std::invalid_argument("run_reference: column groups do not cover the columns");
+  }
   for (int64_t it = 0; it < iterations; ++it) {
+    for (const ColumnGroupChange& c : column_groups) {  // per-row state regrouped: weighted means
+      if (c.iteration != it) continue;
+      const size_t t = static_cast<size_t>(c.table);
+      if (spec.optimizer.type == OptimizerType::rowwise_adagrad) {
+        const size_t G = groups[t].size(), H = c.groups.size();
+        const int64_t rows = spec.tables[t].rows();
+        std::vector<double> next(static_cast<size_t>(rows) * H, 0.0);
+        for (int64_t r = 0; r < rows; ++r)
+          for (size_t h = 0; h < H; ++h) {
+            const auto [n0, nw] = c.groups[h];
+            double v = 0;
+            for (size_t g = 0; g < G; ++g) {
+              const auto [o0, ow] = groups[t][g];
+              const int64_t overlap = std::min(n0 + nw, o0 + ow) - std::max(n0, o0);
+              if (overlap > 0) v += m1[t][static_cast<size_t>(r) * G + g] * static_cast<double>(overlap) / static_cast<double>(nw);
+            }
+            next[static_cast<size_t>(r) * H + h] = v;
+          }
+        m1[t] = std::move(next);
+      }
+      groups[t] = c.groups;
+    }
     const auto& lookup_tables = semi_sync && it > 0 ? before_last_update : res.tables;
     std::vector<std::vector<double>> grad(T);
     std::vector<std::set<int64_t>> touched(T);

@@ -62,7 +62,8 @@ RebalanceSpec read_rebalance(const Checker& c, const json& v) {
   }
   if (!v.is_object())
     c.fail(p, fmt::format("must be \"off\" or an object with \"every\" or \"when\", got {}", v.type_name()));
-  only_keys(c, v, p, {"every", "when", "max_bytes_per_move", "cooldown_steps", "row_wise_hot_tables", "balance"});
+  only_keys(c, v, p, {"every", "when", "max_bytes_per_move", "cooldown_steps", "row_wise_hot_tables", "column_wise_hot_tables",
+                        "balance"});
   const bool every = v.contains("every"), when = v.contains("when");
   if (every && when) c.fail(p, "give one of \"every\" and \"when\", not both");
   if (!every && !when) c.fail(p, "needs \"every\" (steps) or \"when\" ({\"imbalance_above\", \"window\"})");
@@ -85,10 +86,12 @@ RebalanceSpec read_rebalance(const Checker& c, const json& v) {
     c.gt0_max(p + "/max_bytes_per_move", r.max_bytes_per_move, kMaxMemoryBytes);  // 0 is "absent" only
   }
   if (v.contains("cooldown_steps")) r.cooldown_steps = read_integer(c, v["cooldown_steps"], p + "/cooldown_steps");
-  if (v.contains("row_wise_hot_tables")) {
-    const json& b = v["row_wise_hot_tables"];
-    if (!b.is_boolean()) c.fail(p + "/row_wise_hot_tables", fmt::format("must be true or false, got {}", b.type_name()));
-    r.row_wise_hot_tables = b.get<bool>();
+  for (auto [key, field] : {std::pair{"row_wise_hot_tables", &r.row_wise_hot_tables},
+                            std::pair{"column_wise_hot_tables", &r.column_wise_hot_tables}}) {
+    if (!v.contains(key)) continue;
+    const json& b = v[key];
+    if (!b.is_boolean()) c.fail(p + "/" + key, fmt::format("must be true or false, got {}", b.type_name()));
+    *field = b.get<bool>();
   }
   if (v.contains("balance")) {
     const json& b = v["balance"];
@@ -132,6 +135,7 @@ json rebalance_to_json(const RebalanceSpec& r) {
   if (r.max_bytes_per_move > 0) j["max_bytes_per_move"] = r.max_bytes_per_move;
   j["cooldown_steps"] = r.cooldown_steps;
   if (r.row_wise_hot_tables) j["row_wise_hot_tables"] = true;
+  if (r.column_wise_hot_tables) j["column_wise_hot_tables"] = true;
   if (r.balance == RebalanceBalance::lookup_time) j["balance"] = "lookup_time";
   return j;
 }

@@ -15,7 +15,8 @@ std::vector<PlanSpan> plan_over_time(const std::vector<ShardRecord>& initial, co
   std::vector<PlanSpan> done;
   std::map<int32_t, std::vector<PlanSpan>> open;  // per table: the spans still running, by shard
   for (const ShardRecord& s : initial)
-    open[s.table].push_back({s.table, s.table_name, s.sharding_type, s.shard_index, s.rank, s.row_offset, s.num_rows, 0, 0});
+    open[s.table].push_back({s.table, s.table_name, s.sharding_type, s.shard_index, s.rank, s.row_offset, s.num_rows, 0, 0,
+                             s.col_offset, s.num_cols});
   for (auto& [t, spans] : open)
     std::sort(spans.begin(), spans.end(), [](const PlanSpan& a, const PlanSpan& b) { return a.shard_index < b.shard_index; });
   std::vector<PlanChangeRecord> sorted = changes;
@@ -39,7 +40,7 @@ std::vector<PlanSpan> plan_over_time(const std::vector<ShardRecord>& initial, co
       for (size_t k = i; k < j; ++k) {
         const PlanChangeRecord& x = sorted[k];
         spans.push_back({x.table, x.table_name, x.to_type, x.shard_index, x.to_rank, x.row_offset,
-                         x.num_rows < 0 ? rows : x.num_rows, x.step, 0});
+                         x.num_rows < 0 ? rows : x.num_rows, x.step, 0, x.col_offset, x.num_cols});
       }
     } else {
       for (size_t k = i; k < j; ++k) {

@@ -312,20 +312,25 @@ const RecordTable<PlanChangeRecord>& plan_changes_table() {
   static const RecordTable<PlanChangeRecord> t(
       {"plan_changes", "shards moved by live rebalances: the plan over time", {"step", "table_index", "shard_index"}, true, 6,
        "The plan at measured step s is `shards` with every change of `step` <= s applied in `step` order; a change of "
-       "type (`from_type` table_wise, `to_type` row_wise: one row per new shard) replaces the table's shards by the rows of "
-       "that step. Older files have no such table (their plan never changed); version 6 files have no types or rows "
-       "(every change is a table_wise move of all rows)."},
+       "type (`from_type` table_wise, `to_type` row_wise or column_wise: one row per new shard) replaces the table's "
+       "shards by the rows of that step; a change back (`to_type` table_wise from row_wise or column_wise) is one row, "
+       "the table's new rank, `bytes` every block it received. Older files have no such table (their plan never changed); version 6 files have "
+       "no types or rows (every change is a table_wise move of all rows); files before version 9 no columns (every shard "
+       "holds all the table's columns)."},
       {field<&PlanChangeRecord::step>("step", "first measured step under the new placement"),
        field<&PlanChangeRecord::table>("table_index", "index into `workload_json` tables"),
        field<&PlanChangeRecord::table_name>("table_name", "the table's name"),
        field<&PlanChangeRecord::shard_index>("shard_index", "index among the table's shards (`shards.shard_index`)"),
-       field<&PlanChangeRecord::from_rank>("from_rank", "the rank that held it before"),
+       field<&PlanChangeRecord::from_rank>("from_rank", "the rank that held it before; -1 for a change back to table_wise (it was on several)"),
        field<&PlanChangeRecord::to_rank>("to_rank", "the rank holding it from `step` on"),
        field<&PlanChangeRecord::bytes>("bytes", "weights + optimizer state moved, bytes (0: the rows stayed on their rank)"),
        field<&PlanChangeRecord::from_type>("from_type", "the table's sharding type before, e.g. `table_wise`", 7),
-       field<&PlanChangeRecord::to_type>("to_type", "its sharding type from `step` on: `table_wise` (a move) or `row_wise`", 7),
+       field<&PlanChangeRecord::to_type>("to_type", "its sharding type from `step` on: `table_wise` (a move or a change back), `row_wise` or `column_wise`", 7),
        field<&PlanChangeRecord::row_offset>("row_offset", "first row of the shard", 7),
-       field<&PlanChangeRecord::num_rows>("num_rows", "rows of the shard; -1 in older files (all the table's rows)", 7)});
+       field<&PlanChangeRecord::num_rows>("num_rows", "rows of the shard; -1 in older files (all the table's rows)", 7),
+       field<&PlanChangeRecord::col_offset>("col_offset", "first column of the shard", 9),
+       field<&PlanChangeRecord::num_cols>("num_cols", "columns of the shard; -1 in older files (all the table's columns)",
+                                          9)});
   return t;
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -118,6 +119,30 @@ struct Captured {
   std::map<std::tuple<int64_t, int, int>, std::vector<float>> pooled;
 };
 
+/// The column groups of the tables a live rebalance changed to or from column_wise, from the
+/// run's plan_changes (one row per new shard with its columns; a change to another type: the
+/// whole width), for run_reference: from the iteration of the change's first step on.
+inline std::vector<ColumnGroupChange> column_group_changes(const WorkloadSpec& spec, const RunResult& run) {
+  std::map<std::pair<int64_t, int>, ColumnGroupChange> by;
+  for (const auto& c : run.plan_changes) {
+    if (c.from_type == c.to_type || (c.from_type != "column_wise" && c.to_type != "column_wise")) continue;
+    auto& g = by[{c.step, c.table}];
+    g.iteration = spec.warmup_steps + c.step;
+    g.table = c.table;
+    const int64_t dim = spec.tables[static_cast<size_t>(c.table)].embedding_dim;
+    if (c.to_type != "column_wise")
+      g.groups = {{0, dim}};
+    else
+      g.groups.emplace_back(c.col_offset, c.num_cols < 0 ? dim : c.num_cols);
+  }
+  std::vector<ColumnGroupChange> out;
+  for (auto& [key, g] : by) {
+    std::sort(g.groups.begin(), g.groups.end());
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
 /// `emulate_device`: TrainerOptions::emulate_device (the cuda executor's device path on the host).
 /// `given`: the plan to run (default: plan_sharding(spec)).
 inline RunResult check_parity(const WorkloadSpec& spec, const std::function<std::optional<Batch>(int64_t, int)>& source = {},
@@ -135,7 +160,7 @@ inline RunResult check_parity(const WorkloadSpec& spec, const std::function<std:
   RunResult run = run_training(spec, given ? *given : plan_sharding(spec), opt);
   EXPECT_EQ(run.ended, RunEnd::complete) << run.error;
   if (run.ended != RunEnd::complete) return run;
-  ReferenceResult ref = run_reference(spec, spec.steps, &run.plan, source);
+  ReferenceResult ref = run_reference(spec, spec.steps, &run.plan, source, column_group_changes(spec, run));
   const int F = static_cast<int>(spec.features.size());
   const double slack = quantized_slack(spec) + storage_slack(spec);
   EXPECT_EQ(cap.pooled.size(), static_cast<size_t>(spec.steps * spec.devices.count * F));

@@ -141,7 +141,10 @@ int cmd_rebalance(const RebalanceState& s) {
     if (c.table < 0 || static_cast<size_t>(c.table) >= load.ids.size() || c.shard < 0 ||
         static_cast<size_t>(c.shard) >= load.ids[static_cast<size_t>(c.table)].size())
       throw es::SpecError(fmt::format("{}: load_counters: table {} shard {} is not in the session's plan", s.file, c.table, c.shard));
-    load.ids[static_cast<size_t>(c.table)][static_cast<size_t>(c.shard)] += by_time ? c.lookup_ns : c.ids;
+    // (a column_wise shard's ids count by its share of the columns: rb::balanced_load)
+    load.ids[static_cast<size_t>(c.table)][static_cast<size_t>(c.shard)] +=
+        rb::balanced_load(plan.tables[static_cast<size_t>(c.table)], static_cast<size_t>(c.shard),
+                          spec.tables[static_cast<size_t>(c.table)].embedding_dim, by_time ? c.lookup_ns : c.ids, by_time);
     ids += c.ids;
     lookup_ns += c.lookup_ns;
   }
@@ -188,7 +191,7 @@ int cmd_rebalance(const RebalanceState& s) {
     }
     for (const auto& c : p.changes)
       j["changes"].push_back({{"table", spec.tables[static_cast<size_t>(c.table)].name}, {"from", c.from},
-                              {"from_type", es::to_string(c.from_type)}, {"to_type", es::to_string(c.to_type)},
+                              {"from_type", es::to_string(c.from_type)}, {"to_type", es::to_string(c.to_type)}, {"to", c.to},
                               {"ids", c.ids}, {"bytes", c.bytes}});
     for (const auto& m : p.moves)
       j["moves"].push_back({{"table", spec.tables[static_cast<size_t>(m.table)].name}, {"from", m.from}, {"to", m.to},
@@ -213,10 +216,15 @@ int cmd_rebalance(const RebalanceState& s) {
     std::cout << fmt::format("  {:<20} rank {} -> rank {}  {} {}  {}\n", spec.tables[static_cast<size_t>(m.table)].name,
                              m.from, m.to, m.ids, unit, es::format_bytes(m.bytes));
   for (const auto& c : p.changes)
-    std::cout << fmt::format("  {:<20} rank {} -> {} over {} ranks ({} -> {})  {} {}  {}\n",
+    std::cout << (c.to_type == es::ShardingType::table_wise  // back: one rank
+                      ? fmt::format("  {:<20} {} -> table_wise on rank {}  {} {}  {}\n",
+                                    spec.tables[static_cast<size_t>(c.table)].name, es::to_string(c.from_type), c.to,
+                                    c.ids, unit, es::format_bytes(c.bytes))
+                      : fmt::format("  {:<20} rank {} -> {} over {} ranks ({} -> {})  {} {}  {}\n",
                              spec.tables[static_cast<size_t>(c.table)].name, c.from, es::to_string(c.to_type),
-                             p.plan.world_size, es::to_string(c.from_type), es::to_string(c.to_type), c.ids, unit,
-                             es::format_bytes(c.bytes));
+                             p.plan.tables[static_cast<size_t>(c.table)].shards.size(), es::to_string(c.from_type),
+                             es::to_string(c.to_type), c.ids, unit,
+                             es::format_bytes(c.bytes)));
   for (const auto& r : p.refused) std::cout << fmt::format("  refused: {}\n", r.reason);
   print_hot_rows(spec, hot, plan.world_size);
   if (by_time)

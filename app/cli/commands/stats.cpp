@@ -77,7 +77,8 @@ std::string table_storage_text(const std::string& meta, int64_t steps) {
 // step, the tables moved and bytes, ids max/mean before / predicted / observed after, the
 // median step time before and after, the time spent and the steps it took to pay for itself.
 // Under each rebalance its plan changes (table `plan_changes`): a table_wise move "t1 rank 0 ->
-// rank 1", a change of type "t3 table_wise -> row_wise: rank 0 -> shards on ranks 0..3".
+// rank 1", a change of type "t3: table_wise -> row_wise, rank 0 -> shards on ranks 0,1,2,3" (column_wise:
+// "..., shards on ranks 0,1 (columns 0-7, 8-15)"), a change back "t3: row_wise -> table_wise on rank 2".
 // "" without rebalances.
 std::string rebalances_text(const std::vector<ss::RebalanceEffect>& effects, const std::vector<ss::PlanChangeRecord>& changes) {
   if (effects.empty()) return "";
@@ -103,14 +104,23 @@ std::string rebalances_text(const std::vector<ss::RebalanceEffect>& effects, con
       }
       // a change of type: its shards are consecutive rows of the same step and table
       if (i > 0 && changes[i - 1].step == c.step && changes[i - 1].table == c.table) continue;
-      std::vector<std::string> ranks;
+      if (c.to_type == "table_wise") {  // back from row_wise / column_wise: one row, the table's new rank
+        out += fmt::format("        {}: {} -> table_wise on rank {} ({})\n", c.table_name, c.from_type, c.to_rank,
+                           es::format_bytes(c.bytes));
+        continue;
+      }
+      std::vector<std::string> ranks, cols;  // cols: column_wise shards' columns
       int64_t bytes = 0;
       for (size_t k = i; k < changes.size() && changes[k].step == c.step && changes[k].table == c.table; ++k) {
         ranks.push_back(std::to_string(changes[k].to_rank));
+        if (changes[k].num_cols > 0)
+          cols.push_back(fmt::format("{}-{}", changes[k].col_offset, changes[k].col_offset + changes[k].num_cols - 1));
         bytes += changes[k].bytes;
       }
-      out += fmt::format("        {}: {} -> {}, rank {} -> shards on ranks {} ({})\n", c.table_name, c.from_type, c.to_type,
-                         c.from_rank, fmt::join(ranks, ","), es::format_bytes(bytes));
+      const std::string columns =
+          c.to_type == "column_wise" && !cols.empty() ? fmt::format(" (columns {})", fmt::join(cols, ", ")) : "";
+      out += fmt::format("        {}: {} -> {}, rank {} -> shards on ranks {}{} ({})\n", c.table_name, c.from_type,
+                         c.to_type, c.from_rank, fmt::join(ranks, ","), columns, es::format_bytes(bytes));
     }
   }
   return out + "\n";
@@ -169,6 +179,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
       j["plan_changes"].push_back({{"step", c.step}, {"table", c.table_name}, {"shard_index", c.shard_index},
                                    {"from_rank", c.from_rank}, {"to_rank", c.to_rank}, {"from_type", c.from_type},
                                    {"to_type", c.to_type}, {"row_offset", c.row_offset}, {"num_rows", c.num_rows},
+                                   {"col_offset", c.col_offset}, {"num_cols", c.num_cols},
                                    {"bytes", c.bytes}});
     for (const auto& r : st.ranks) {
       json cats = json::object();

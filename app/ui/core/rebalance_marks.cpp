@@ -27,10 +27,19 @@ std::string rebalance_text(const sessions::RebalanceRecord& r, const std::vector
       continue;
     }
     if (i > 0 && changes[i - 1].step == c.step && changes[i - 1].table == c.table) continue;  // one line a table
+    if (c.to_type == "table_wise") {  // back from row_wise / column_wise
+      out += fmt::format("\n{}: {} -> table_wise on rank {}", c.table_name, c.from_type, c.to_rank);
+      continue;
+    }
     std::vector<int32_t> ranks;
-    for (size_t k = i; k < changes.size() && changes[k].step == c.step && changes[k].table == c.table; ++k)
+    std::vector<std::string> cols;  // column_wise: each shard's columns
+    for (size_t k = i; k < changes.size() && changes[k].step == c.step && changes[k].table == c.table; ++k) {
       ranks.push_back(changes[k].to_rank);
+      if (changes[k].num_cols > 0)
+        cols.push_back(fmt::format("{}-{}", changes[k].col_offset, changes[k].col_offset + changes[k].num_cols - 1));
+    }
     out += fmt::format("\n{}: {} -> {} over ranks {}", c.table_name, c.from_type, c.to_type, fmt::join(ranks, ","));
+    if (c.to_type == "column_wise" && !cols.empty()) out += fmt::format(" (columns {})", fmt::join(cols, ", "));
   }
   if (!r.refused.empty()) out += "\nrefused: " + r.refused;
   return out;
@@ -51,7 +60,10 @@ std::vector<PlanRow> plan_rows(const std::vector<sessions::PlanSpan>& spans) {
   std::vector<PlanRow> out;
   for (const auto& s : spans)
     out.push_back({s.table_name, s.sharding_type, std::to_string(s.shard_index), fmt::format("rank {}", s.rank),
-                   fmt::format("rows {}-{}", s.row_offset, s.row_offset + s.num_rows - 1),
+                   fmt::format("rows {}-{}", s.row_offset, s.row_offset + s.num_rows - 1) +
+                       (s.sharding_type == "column_wise" && s.num_cols > 0
+                            ? fmt::format(", columns {}-{}", s.col_offset, s.col_offset + s.num_cols - 1)
+                            : std::string()),
                    fmt::format("steps {}-{}", s.first_step, s.last_step)});
   return out;
 }

@@ -160,6 +160,8 @@ struct Inflight {
   std::vector<DeviceBuffer<float>> pooled;     // per feature: B x dim
   std::vector<std::unique_ptr<sharding::OutputDistJob>> output_jobs;  // one per sharding module, in order
   std::future<void> output_dist;  // valid while the output dist runs unawaited
+  bool looked_up = false;         // lookup() ran (semi_sync's batch ahead at a step's end)
+  bool output_done = false;       // finish_output_dist ran: `pooled` is final (a second call does nothing)
 };
 
 // ---- one rank -------------------------------------------------------------------------------
@@ -203,6 +205,13 @@ class Rank final : public sharding::RankContext {
   bool step(int64_t iteration);  // true: every rank agreed to stop (cancel)
   // The phases of one batch (see step() for how each pipeline orders them).
   std::unique_ptr<Inflight> start_batch(int64_t it, bool async);  // input, bucketize, input dist
+  /// Bucketizes b's batch for the current layout and runs its KJT all-to-all (splits, lengths,
+  /// ids) on the comm worker, waited for unless `async`. `again`: a batch started under the plan
+  /// before a live rebalance, sent again under the new one (the spans and collectives are named
+  /// `reshard_bucketize`, `reshard_input_dist/...`).
+  void input_dist(Inflight& b, bool async, bool again);
+  /// Per local slot, the per-bag scales of mean pooling applied at the lookup (empty where none).
+  void mean_scales(Inflight& b) const;
   void finish_input(Inflight& b);                                 // waits for the input dist; kjt_permute
   void lookup(Inflight& b);
   void start_output_dist(Inflight& b, bool async);
@@ -226,6 +235,16 @@ class Rank final : public sharding::RankContext {
   /// freed after the new ones are allocated, and the layout, the sharding modules and the step
   /// programs are rebuilt for `next`.
   void reshard(const ShardingPlan& next, int64_t step);
+  /// Before a reshard under a pipeline (sparse_dist, semi_sync): the batches started ahead under
+  /// the old plan finish what they began there - their input dist is awaited, and a batch already
+  /// looked up (semi_sync) finishes its output dist, so its pooled outputs (values of the tables
+  /// before the move, which the move does not change) are final and need no shard.
+  void settle_inflight();
+  /// After a reshard: every batch started ahead is bucketized and input-dist'ed again under the
+  /// new plan (its ids to the new shards); one already looked up also gets its per-slot ids and
+  /// mean scales for the new shards now, for its backward in the next step. Its lookup is not
+  /// repeated: under semi_sync it read the tables before the last update, as it must.
+  void replan_inflight();
   std::vector<std::vector<int64_t>> shard_ids_per_step_;  // measured steps x flat shard (plan order)
   int64_t last_rebalance_ = -1;                           // the step after which the last one ran
   static sharding::LocalBatch local_batch(const Inflight& b);

@@ -20,6 +20,8 @@ void Rank::start_output_dist(Inflight& b, bool async) {
 }
 
 void Rank::finish_output_dist(Inflight& b) {
+  if (b.output_done) return;  // finished early, before a live rebalance (settle_inflight)
+  b.output_done = true;
   if (b.output_dist.valid()) b.output_dist.get();
   for (auto& j : b.output_jobs) j->finish(*this, b.pooled, b.batch.kjt.lengths);
   for (auto& j : b.output_jobs) j.reset();  // the comm buffers go back to the allocator, in order

@@ -16,8 +16,6 @@ sessions::LoadCounter& Rank::load_of(int table, int shard_index) {
 
 std::unique_ptr<Inflight> Rank::start_batch(int64_t it, bool async) {
   const WorkloadSpec& spec = sh_.spec;
-  const int W = L_.world;
-  const int64_t B = L_.B;
   auto& tr = sh_.tracer;
   auto bp = std::make_unique<Inflight>();
   Inflight& b = *bp;
@@ -42,8 +40,20 @@ std::unique_ptr<Inflight> Rank::start_batch(int64_t it, bool async) {
     b.off = b.batch.kjt.offsets();
     if (it >= spec.warmup_steps) id_histogram_.add(spec, b.batch.kjt);  // the batch of a measured step
   }
+  input_dist(b, async, false);
+  return bp;
+}
+
+void Rank::input_dist(Inflight& b, bool async, bool again) {
+  const int W = L_.world;
+  const int64_t B = L_.B;
+  auto& tr = sh_.tracer;
   const auto& values = b.batch.kjt.values;
   const auto& off = b.off;
+  const char* n_bucketize = again ? "reshard_bucketize" : "bucketize";
+  const char* n_splits = again ? "reshard_input_dist/splits" : "input_dist/splits";
+  const char* n_lengths = again ? "reshard_input_dist/lengths" : "input_dist/lengths";
+  const char* n_ids = again ? "reshard_input_dist/ids" : "input_dist/ids";
 
   // ---- input dist: KJT all-to-all (splits, lengths, ids) --------------------------------------
   const std::vector<int>& mine = L_.slots_to[static_cast<size_t>(me_)];
@@ -52,7 +62,7 @@ std::unique_ptr<Inflight> Rank::start_batch(int64_t it, bool async) {
   b.recv_counts_splits.assign(static_cast<size_t>(W), static_cast<int64_t>(nmine));
   b.send_ids_counts.assign(static_cast<size_t>(W), 0);
   {
-    ScopedSpan span(tr, me_, Lane::compute, OpCategory::input, "bucketize", step_);
+    ScopedSpan span(tr, me_, Lane::compute, OpCategory::input, n_bucketize, step_);
     std::vector<BucketSlot> slots;  // slots of rank 0, then rank 1, ...
     for (int d = 0; d < W; ++d) {
       const auto& to = L_.slots_to[static_cast<size_t>(d)];
@@ -82,21 +92,21 @@ std::unique_ptr<Inflight> Rank::start_batch(int64_t it, bool async) {
   // The three collectives run on the comm worker (received into host vectors: the device
   // allocator belongs to this thread); ids counts come from the splits received first.
   const int64_t step = step_;
-  auto job = [this, &b, nmine, W, step] {
-    on_comm_lane(*world_, "input_dist/splits", step, [&] {
-      world_->all_to_all_v("input_dist/splits", b.send_splits.data(), b.send_counts_splits, b.recv_splits.data(),
+  auto job = [this, &b, nmine, W, step, n_splits, n_lengths, n_ids] {
+    on_comm_lane(*world_, n_splits, step, [&] {
+      world_->all_to_all_v(n_splits, b.send_splits.data(), b.send_counts_splits, b.recv_splits.data(),
                            b.recv_counts_splits, sizeof(int64_t));
     });
-    on_comm_lane(*world_, "input_dist/lengths", step, [&] {
-      world_->all_to_all_v("input_dist/lengths", b.send_lengths.data(), b.lsend, b.recv_lengths_v.data(), b.lrecv,
+    on_comm_lane(*world_, n_lengths, step, [&] {
+      world_->all_to_all_v(n_lengths, b.send_lengths.data(), b.lsend, b.recv_lengths_v.data(), b.lrecv,
                            sizeof(int64_t));
     });
     b.irecv.assign(static_cast<size_t>(W), 0);
     for (int s = 0; s < W; ++s)
       for (size_t k = 0; k < nmine; ++k) b.irecv[static_cast<size_t>(s)] += b.recv_splits[static_cast<size_t>(s) * nmine + k];
     b.recv_ids_v.assign(static_cast<size_t>(std::accumulate(b.irecv.begin(), b.irecv.end(), int64_t{0})), 0);
-    on_comm_lane(*world_, "input_dist/ids", step, [&] {
-      world_->all_to_all_v("input_dist/ids", b.send_ids.data(), b.send_ids_counts, b.recv_ids_v.data(), b.irecv,
+    on_comm_lane(*world_, n_ids, step, [&] {
+      world_->all_to_all_v(n_ids, b.send_ids.data(), b.send_ids_counts, b.recv_ids_v.data(), b.irecv,
                            sizeof(int64_t));
     });
   };
@@ -104,7 +114,6 @@ std::unique_ptr<Inflight> Rank::start_batch(int64_t it, bool async) {
     b.input_dist = comm_->submit(std::move(job));
   else
     comm_->run(std::move(job));
-  return bp;
 }
 
 void Rank::finish_input(Inflight& b) {
@@ -142,6 +151,16 @@ void Rank::finish_input(Inflight& b) {
 }
 
 
+void Rank::mean_scales(Inflight& b) const {
+  const std::vector<int>& mine = L_.slots_to[static_cast<size_t>(me_)];
+  b.slot_scale.assign(mine.size(), {});
+  for (size_t k = 0; k < mine.size(); ++k) {
+    const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
+    if (sl.final_at_lookup && sharding::is_mean(sh_.spec, L_, sl.feature))
+      b.slot_scale[k] = sharding::mean_scale(b.slot_len[k].data(), b.slot_len[k].size());
+  }
+}
+
 size_t Rank::local_slot(int slot) const {
   const auto& mine = L_.slots_to[static_cast<size_t>(me_)];
   for (size_t k = 0; k < mine.size(); ++k)
@@ -166,7 +185,8 @@ void Rank::lookup(Inflight& b) {
   const size_t nmine = mine.size();
   b.slot_out.clear();
   b.slot_out.resize(nmine);
-  b.slot_scale.assign(nmine, {});
+  mean_scales(b);
+  b.looked_up = true;
   b.pooled.clear();
   b.pooled.resize(static_cast<size_t>(F));
   for (int f = 0; f < F; ++f) b.pooled[static_cast<size_t>(f)] = buf<float>("pooled_output", static_cast<size_t>(B * L_.dim[static_cast<size_t>(f)]));
@@ -174,8 +194,6 @@ void Rank::lookup(Inflight& b) {
   for (size_t k = 0; k < nmine; ++k) {
     const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
     b.slot_out[k] = buf<float>("pooled_output", static_cast<size_t>(W * B * sl.s.num_cols));
-    if (sl.final_at_lookup && sharding::is_mean(spec, L_, sl.feature))
-      b.slot_scale[k] = sharding::mean_scale(b.slot_len[k].data(), b.slot_len[k].size());
     lookup(sl.table, sl.shard, b.slot_ids[k].data(), b.slot_off[k].data(), W * B,
            b.slot_scale[k].empty() ? nullptr : b.slot_scale[k].data(), b.slot_out[k]);
     load_of(sl.table, sl.shard).bytes_in += static_cast<int64_t>(b.slot_ids[k].size() + b.slot_len[k].size()) * 8;

@@ -2,12 +2,18 @@
 // where the policy may fire (rebalance/reshard.h policy_window) the ranks all-gather them, each
 // computes the same trigger and proposal (rebalance/policy.h), and the changed tables' rows and
 // optimizer state go to their new shards in one all-to-all (`reshard` on the comm lane): whole
-// table_wise tables to another rank, or a hot table_wise table split row_wise over every rank. The old
+// table_wise tables to another rank, a hot table_wise table split row_wise over every rank or
+// column_wise into blocks of columns, or a cooled row_wise / column_wise table joined back to
+// table_wise on one rank. The old
 // shards go back to the allocator, the new ones are allocated, and the layout, the sharding
-// modules and the step programs are rebuilt for the new plan before the next step.
+// modules and the step programs are rebuilt for the new plan before the next step. Under a
+// pipeline (sparse_dist, semi_sync) the batches started ahead finish their dists under the old
+// plan first (settle_inflight) and are bucketized and sent again under the new one after the
+// move (replan_inflight), so every step after the move trains as a run on the new plan would.
 #include "rank.h"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <stdexcept>
 #include <tuple>
@@ -33,7 +39,8 @@ void Rank::after_step_rebalance(int64_t step, bool last) {
     for (const TablePlan& tp : plan_.tables)
       for (size_t s = 0; s < tp.shards.size(); ++s, ++k)
         if (auto f = load_.find({tp.table, static_cast<int>(s)}); f != load_.end()) {
-          row[k] = by_time ? f->second.lookup_ns : f->second.ids;
+          row[k] = rb::balanced_load(tp, s, spec.tables[static_cast<size_t>(tp.table)].embedding_dim,
+                                     by_time ? f->second.lookup_ns : f->second.ids, by_time);
           total += row[k];
         }
   }
@@ -73,16 +80,21 @@ void Rank::after_step_rebalance(int64_t step, bool last) {
       rec.bytes_moved = p.bytes_moved;
       for (const rb::TableMove& m : p.moves) {
         const TableSpec& ts = spec.tables[static_cast<size_t>(m.table)];
-        plan_changes.push_back({step + 1, m.table, ts.name, 0, m.from, m.to, m.bytes, "table_wise", "table_wise", 0, ts.rows()});
+        plan_changes.push_back({step + 1, m.table, ts.name, 0, m.from, m.to, m.bytes, "table_wise", "table_wise", 0, ts.rows(),
+                                0, ts.embedding_dim});
       }
       for (const rb::TypeChange& c : p.changes) {
         const TableSpec& ts = spec.tables[static_cast<size_t>(c.table)];
         const auto& shards = p.plan.tables[static_cast<size_t>(c.table)].shards;
         for (size_t i = 0; i < shards.size(); ++i) {
           const Shard& sd = shards[i];
-          const int64_t bytes = sd.rank == c.from ? 0 : sd.num_rows * rb::row_move_bytes(spec, c.table);
+          // a change back to table_wise (from -1): its one shard gets every block not already there
+          const int64_t bytes = c.to_type == ShardingType::table_wise ? c.bytes
+                                : sd.rank == c.from                     ? 0
+                                                                        : rb::block_move_bytes(spec, c.table, sd.num_rows, sd.num_cols);
           plan_changes.push_back({step + 1, c.table, ts.name, static_cast<int32_t>(i), c.from, sd.rank, bytes,
-                                  to_string(c.from_type), to_string(c.to_type), sd.row_offset, sd.num_rows});
+                                  to_string(c.from_type), to_string(c.to_type), sd.row_offset, sd.num_rows,
+                                  sd.col_offset, sd.num_cols});
         }
       }
       std::stable_sort(plan_changes.begin(), plan_changes.end(), [](const auto& a, const auto& b) {
@@ -110,20 +122,89 @@ void Rank::world_load_all_gather(int64_t step) {
 
 namespace {
 
-/// Calls fn(pointer, floats) for the weights, state1 and state2 of rows [row, row + rows) of `ls`
-/// (fp32 rows, fp32 state: live_rebalance_unsupported refuses the rest), `f` floats a row.
-template <class Fn>
-void for_each_part(LocalShard& ls, const rb::MoveFloats& f, int64_t row, int64_t rows, Fn&& fn) {
-  fn(ls.weights.data() + row * f.weights, static_cast<size_t>(rows * f.weights));
-  fn(ls.momentum1.data() + row * f.state1, static_cast<size_t>(rows * f.state1));
-  fn(ls.momentum2.data() + row * f.state2, static_cast<size_t>(rows * f.state2));
+/// One of a shard's three parts (fp32 weights, state1, state2: live_rebalance_unsupported refuses
+/// the rest): `stride` floats a row (0: the optimizer keeps none), `per_row` when it is one value
+/// a row (rowwise_adagrad's accumulator) rather than one a column.
+struct ShardPart {
+  float* data;
+  int64_t stride;
+  bool per_row;
+};
+
+std::array<ShardPart, 3> parts_of(LocalShard& ls, OptimizerType opt) {
+  const auto [m1, m2] = optimizer_state_floats(opt, 1, ls.s.num_cols);
+  return {{{ls.weights.data(), ls.s.num_cols, false},
+           {ls.momentum1.data(), m1, opt == OptimizerType::rowwise_adagrad},
+           {ls.momentum2.data(), m2, false}}};
+}
+
+/// Writes block x of old shard `ls` to `out` in RowTransfer's wire order (each part's rows, the
+/// block's columns of each); returns the floats written.
+size_t pack_block(LocalShard& ls, OptimizerType opt, const rb::RowTransfer& x, float* out) {
+  size_t o = 0;
+  for (const ShardPart& p : parts_of(ls, opt)) {
+    if (p.stride == 0) continue;
+    for (int64_t r = 0; r < x.rows; ++r) {
+      const float* row = p.data + (x.from_row + r) * p.stride;
+      if (p.per_row) {
+        out[o++] = row[0];
+      } else {
+        std::copy(row + x.from_col, row + x.from_col + x.cols, out + o);
+        o += static_cast<size_t>(x.cols);
+      }
+    }
+  }
+  return o;
+}
+
+/// Reads block x (pack_block's order) into new shard `ls`: per-column parts are copied, a
+/// per-row value adds cols / (the shard's width) of itself (the new shards start at 0, so the
+/// shard's accumulator is the column-weighted mean of the blocks it got; x 1.0 for a whole-width
+/// block: an exact copy). Returns the floats read.
+size_t unpack_block(LocalShard& ls, OptimizerType opt, const rb::RowTransfer& x, const float* in) {
+  size_t i = 0;
+  const float share = static_cast<float>(x.cols) / static_cast<float>(ls.s.num_cols);
+  for (const ShardPart& p : parts_of(ls, opt)) {
+    if (p.stride == 0) continue;
+    for (int64_t r = 0; r < x.rows; ++r) {
+      float* row = p.data + (x.to_row + r) * p.stride;
+      if (p.per_row) {
+        row[0] += x.cols == ls.s.num_cols ? in[i++] : in[i++] * share;
+      } else {
+        std::copy(in + i, in + i + x.cols, row + x.to_col);
+        i += static_cast<size_t>(x.cols);
+      }
+    }
+  }
+  return i;
 }
 
 }  // namespace
 
+void Rank::settle_inflight() {
+  for (auto& [it, bp] : inflight_) {
+    Inflight& b = *bp;
+    if (b.input_dist.valid()) b.input_dist.get();
+    if (b.looked_up) finish_output_dist(b);
+  }
+}
+
+void Rank::replan_inflight() {
+  // in iteration order on every rank, so the ranks' collectives pair up
+  for (auto& [it, bp] : inflight_) {
+    Inflight& b = *bp;
+    input_dist(b, /*async=*/false, /*again=*/true);
+    if (!b.looked_up) continue;  // its lookup (next step) runs finish_input on the new layout
+    finish_input(b);
+    mean_scales(b);
+    b.slot_out.clear();  // the old shards' rows, sent and no longer needed
+  }
+}
+
 void Rank::reshard(const ShardingPlan& next, int64_t step) {
   const WorkloadSpec& spec = sh_.spec;
   const int W = L_.world;
+  settle_inflight();  // the batches ahead (pipelines) finish what they began under the old plan
   const std::vector<rb::RowTransfer> transfers = rb::row_transfers(plan_, next);
   const rb::ReshardCounts counts = rb::reshard_counts(spec, transfers, me_, W);
   const int64_t n_send = std::accumulate(counts.send.begin(), counts.send.end(), int64_t{0});
@@ -131,15 +212,12 @@ void Rank::reshard(const ShardingPlan& next, int64_t step) {
   auto send = buf<float>("comm_buffer", static_cast<size_t>(n_send));
   auto recv = buf<float>("comm_buffer", static_cast<size_t>(n_recv));
   // pack: per destination rank in rank order, its blocks in the order of `transfers`
+  const OptimizerType opt = spec.optimizer.type;
   size_t o = 0;
   for (int r = 0; r < W; ++r)
     for (const rb::RowTransfer& x : transfers) {
       if (x.from != me_ || x.to != r || r == me_) continue;
-      for_each_part(shard_of(x.table, x.from_shard), rb::row_floats(spec, x.table), x.from_row, x.rows,
-                    [&](const float* p, size_t n) {
-                      std::copy(p, p + n, send.data() + o);
-                      o += n;
-                    });
+      o += pack_block(shard_of(x.table, x.from_shard), opt, x, send.data() + o);
     }
   // the new shards of the changed tables on this rank, allocated before the old ones are freed
   // (both are live during the move)
@@ -149,7 +227,6 @@ void Rank::reshard(const ShardingPlan& next, int64_t step) {
   std::vector<LocalShard> arriving;
   for (int t : changed) {
     const auto& shards_of_t = next.tables[static_cast<size_t>(t)].shards;
-    const rb::MoveFloats f = rb::row_floats(spec, t);
     for (size_t i = 0; i < shards_of_t.size(); ++i) {
       if (shards_of_t[i].rank != me_) continue;
       LocalShard ls;
@@ -158,6 +235,7 @@ void Rank::reshard(const ShardingPlan& next, int64_t step) {
       ls.s = shards_of_t[i];
       ls.data_type = spec.tables[static_cast<size_t>(t)].data_type;
       ls.state_type = spec.tables[static_cast<size_t>(t)].optimizer_state_type;
+      const rb::MoveFloats f = rb::block_floats(spec, t, ls.s.num_cols);
       ls.weights = DeviceBuffer<float>(&arena_, "weights");
       ls.weights.assign(static_cast<size_t>(ls.s.num_rows * f.weights));
       ls.momentum1 = DeviceBuffer<float>(&arena_, "optimizer_state");
@@ -174,15 +252,14 @@ void Rank::reshard(const ShardingPlan& next, int64_t step) {
       if (ls.table == table && ls.shard_index == shard_index) return ls;
     throw std::logic_error(fmt::format("reshard: rank {} has no new shard {} of table {}", me_, shard_index, table));
   };
-  // the blocks that stay on this rank (table_wise -> row_wise: the rows of its own shard)
+  // the blocks that stay on this rank (table_wise -> row_wise: the rows of its own shard;
+  // -> column_wise: its own columns), through the wire format
+  std::vector<float> local;
   for (const rb::RowTransfer& x : transfers) {
     if (x.from != me_ || x.to != me_) continue;
-    const rb::MoveFloats f = rb::row_floats(spec, x.table);
-    std::vector<float*> dst;
-    for_each_part(arrived(x.table, x.to_shard), f, x.to_row, x.rows, [&](float* p, size_t) { dst.push_back(p); });
-    size_t k = 0;
-    for_each_part(shard_of(x.table, x.from_shard), f, x.from_row, x.rows,
-                  [&](const float* p, size_t n) { std::copy(p, p + n, dst[k++]); });
+    local.resize(static_cast<size_t>(x.rows * rb::block_floats(spec, x.table, x.cols).total()));
+    pack_block(shard_of(x.table, x.from_shard), opt, x, local.data());
+    unpack_block(arrived(x.table, x.to_shard), opt, x, local.data());
   }
   comm(*world_, "reshard", step, [&] {
     world_->all_to_all_v("reshard", send.data(), counts.send, recv.data(), counts.recv, sizeof(float));
@@ -194,10 +271,7 @@ void Rank::reshard(const ShardingPlan& next, int64_t step) {
     for (int r = 0; r < W; ++r)
       for (const rb::RowTransfer& x : transfers) {
         if (x.to != me_ || x.from != r || r == me_) continue;
-        for_each_part(arrived(x.table, x.to_shard), rb::row_floats(spec, x.table), x.to_row, x.rows, [&](float* p, size_t n) {
-          std::copy(recv.data() + i, recv.data() + i + n, p);
-          i += n;
-        });
+        i += unpack_block(arrived(x.table, x.to_shard), opt, x, recv.data() + i);
       }
   }
   // the shards of the changed tables go back to the allocator
@@ -216,6 +290,7 @@ void Rank::reshard(const ShardingPlan& next, int64_t step) {
   const int64_t total = spec.warmup_steps + spec.steps, it = spec.warmup_steps + step + 1;
   for (int64_t i : {it, it + 1, total - 2, total - 1})
     if (i >= it && i < total) schedule_of(i);
+  replan_inflight();  // the batches ahead go to the new shards
   record_memory(step, "rebalance", true);  // the layout after the move (the memory view's snapshot)
 }
 

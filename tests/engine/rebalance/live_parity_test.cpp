@@ -156,19 +156,6 @@ TEST(LiveReshard, SessionRecordsTheRebalances) {
   fs::remove_all(dir);
 }
 
-TEST(LiveReshard, OtherPipelinesAreRefusedNamingThePipeline) {
-  WorkloadSpec s = crowded(2, OptimizerType::sgd);
-  s.pipeline = PipelineKind::sparse_dist;
-  try {
-    run_training(s, plan_sharding(s), TrainerOptions{});
-    FAIL() << "a live policy on sparse_dist ran";
-  } catch (const SpecError& e) {
-    EXPECT_NE(std::string(e.what()).find("/pipeline: live rebalancing runs on the base pipeline, not \"sparse_dist\""),
-              std::string::npos)
-        << e.what();
-  }
-}
-
 // Files written before schema 6 have neither table: they open and read as having no rebalance.
 TEST(LiveReshard, OldSessionsReadWithoutRebalances) {
   for (int v : {1, 4}) {

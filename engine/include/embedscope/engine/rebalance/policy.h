@@ -38,6 +38,15 @@ double imbalance(const std::vector<int64_t>& per_rank);
 /// Throws std::invalid_argument if load's shape differs from the plan's (tables, shards).
 std::vector<int64_t> load_per_rank(const ShardingPlan& plan, const ObservedLoad& load);
 
+/// What shard `shard` of `tp` adds to the balanced load from its counter's `value` (ids looked
+/// up, or lookup ns with `by_time`): `value` as counted, except a column_wise shard's ids, which
+/// count value x num_cols / embedding_dim (rounded down) - its lookups read num_cols of the
+/// embedding_dim columns of every id, so that is the full rows' worth of work they do, what
+/// column_wise_predicted_load (type_change.h) predicts - so a table split by columns weighs
+/// what it weighed whole. 300 ids on a 4-column shard of a 16-column table: 75. Throws
+/// std::out_of_range for a shard outside tp.shards.
+int64_t balanced_load(const TablePlan& tp, size_t shard, int64_t embedding_dim, int64_t value, bool by_time);
+
 /// Bytes that moving a whole table-wise shard of table `table` costs: its weights in the table's
 /// data_type (row_bytes of quant/row_codec.h: rows() x row_bytes) plus its optimizer state
 /// (optimizer_state_floats of kernels.h, 4 bytes each). E.g. 1000 rows x 16 fp32 with
@@ -54,21 +63,26 @@ struct TableMove {
 };
 
 /// One table changed from table_wise to row_wise (RebalanceSpec::row_wise_hot_tables): its rows
-/// split over every rank as row_wise_table_plan (type_change.h) does, with their optimizer state.
+/// split over every rank as row_wise_table_plan (type_change.h) does, with their optimizer state;
+/// or to column_wise (RebalanceSpec::column_wise_hot_tables): its columns in blocks on several
+/// ranks as column_wise_table_plan does, each block with its own per-row state.
+/// Or, back: a row_wise or column_wise table whose load has cooled changed to table_wise, whole
+/// on rank `to` (from -1: it was on several ranks).
 struct TypeChange {
   int table = 0;                                     ///< index into WorkloadSpec::tables
-  int from = 0;                                      ///< the rank that held the whole table
+  int from = 0;                                      ///< the rank that held the whole table (-1: a change back)
   ShardingType from_type = ShardingType::table_wise;
   ShardingType to_type = ShardingType::row_wise;
   int64_t ids = 0;                                   ///< its observed load (ids over the window)
-  int64_t bytes = 0;                                 ///< the rows that leave `from`, with their state (row_wise_change_bytes)
+  int64_t bytes = 0;                                 ///< the blocks that leave `from` (back: that go to `to`), with their state (change_bytes)
+  int to = -1;                                       ///< a change back to table_wise: the rank that holds the table; else -1
 };
 
 /// A move the balancing wanted (to the least-loaded rank that could take it) and did not make.
 struct RefusedMove {
   int table = 0;
   int from = 0;
-  int to = 0;           ///< the target rank; -1 for a change to row_wise (TypeChange)
+  int to = 0;           ///< the target rank; -1 for a change to row_wise, -2 to column_wise (TypeChange)
   int64_t bytes = 0;
   /// Why, in words: "table \"t3\" (1.2 MiB) to rank 2: rank 2 would need 9.1 MiB of 8.0 MiB
   /// (weights ..., optimizer state ..., dense ..., buffers ...)" or "... exceeds
@@ -92,7 +106,15 @@ struct Proposal {
   double imbalance_after = 1.0;        ///< imbalance(load_after), predicted
   int64_t bytes_moved = 0;             ///< sum of moves' and changes' bytes (what max_bytes_per_move bounds)
   /// Whether applying the plan is predicted to help: some move or change and a lower imbalance.
-  bool worth_it() const { return (!moves.empty() || !changes.empty()) && imbalance_after < imbalance_before; }
+  /// A change back to table_wise is worth making at an equal imbalance too: the load is as
+  /// balanced, and the split table's extra communication ends (row_wise: partial sums of every
+  /// row reduce-scattered; column_wise: every id sent to every block).
+  bool worth_it() const {
+    if (moves.empty() && changes.empty()) return false;
+    for (const TypeChange& c : changes)
+      if (c.to_type == ShardingType::table_wise) return imbalance_after <= imbalance_before;
+    return imbalance_after < imbalance_before;
+  }
 };
 
 /// Proposes a plan that balances the observed load by moving whole table-wise shards between
@@ -120,6 +142,19 @@ struct Proposal {
 /// (row_wise_predicted_ids), within the same byte budget and memory checks (refused:
 /// "table \"t0\" (...) from rank 0 to row_wise over 4 ranks: ..."); LPT and descent then run on
 /// the other tables, and this candidate wins if its (maximum, bytes) is lower than the others'.
+/// With spec.rebalance.column_wise_hot_tables another candidate does the same with column_wise
+/// (column_wise_table_plan: block 0 stays on the table's rank, the others go to the other ranks,
+/// least loaded first; its load predicted per block in proportion to its columns,
+/// column_wise_predicted_load; refused: "... to column_wise over 4 ranks: ..."; a table of fewer
+/// than 8 columns is not split). Of the candidates the lowest (maximum, bytes) wins; ties go to
+/// whole-table moves, then row_wise.
+/// Changes back (with the same flags): before any candidate, every row_wise (column_wise) table
+/// that has cooled - its observed load alone at most the mean rank load (load x world <= all
+/// load) - lightest first, goes back to table_wise whole on the rank whose load without it is
+/// lowest (ties: the lower rank), if that does not raise the maximum rank load and fits the
+/// byte budget (change_bytes of its shards not on that rank) and memory; such a table is not
+/// moved again in this proposal (TypeChange with from -1 and `to`). Every row_wise or
+/// column_wise table of the plan counts, whoever split it.
 /// Deterministic in its arguments. When the result is not worth_it(), callers keep the current
 /// plan. Throws std::invalid_argument if `load` does not match `current`'s shape.
 /// Example (tests/engine/rebalance/policy_test.cpp): 4 ranks, tables t0..t7 of ids

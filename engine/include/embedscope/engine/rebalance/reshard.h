@@ -14,12 +14,12 @@
 
 namespace embedscope::engine::rebalance {
 
-/// Why `spec` cannot rebalance live, or "" when it can. Live resharding runs the base pipeline
-/// (no batch in flight across a step boundary) on the cpu backend (ranks as threads of one
-/// process or one rank per process), with fp32 rows and fp32 optimizer state (what the
-/// all-to-all of rows moves). `where`: "cpu" (the only one allowed), "cuda", "simulated", "an
-/// emulated device". The text names the JSON pointer:
-/// "/pipeline: live rebalancing runs on the base pipeline, not \"sparse_dist\" (...)".
+/// Why `spec` cannot rebalance live, or "" when it can. Live resharding runs every pipeline
+/// (base, sparse_dist, semi_sync: the batches started ahead are sent again under the new plan)
+/// on the cpu backend (ranks as threads of one process or one rank per process), with fp32 rows
+/// and fp32 optimizer state (what the all-to-all of rows moves). `where`: "cpu" (the only one
+/// allowed), "cuda", "simulated", "an emulated device". The text names the JSON pointer:
+/// "/devices/backend: live rebalancing runs on the cpu backend (...), not cuda".
 std::string live_rebalance_unsupported(const WorkloadSpec& spec, const std::string& where);
 
 /// The steps of load the policy looks at after measured step `step` (0-based) when the last
@@ -57,8 +57,18 @@ MoveFloats move_floats(const WorkloadSpec& spec, int table);
 /// 1, dim)'s two (sgd: 0, 0; rowwise_adagrad: 1, 0; adam: dim, dim). move_floats / rows.
 MoveFloats row_floats(const WorkloadSpec& spec, int table);
 
-/// A block of consecutive rows that a reshard copies from a shard of the old plan to a shard of
-/// the new one (with their optimizer state), over the wire when the ranks differ.
+/// Floats of one row of a `cols`-wide shard of table `table`: cols weights, then
+/// optimizer_state_floats(type, 1, cols)'s two (sgd: 0, 0; rowwise_adagrad: 1, 0 - one
+/// accumulator a row in every column shard, as FBGEMM keeps it; adam: cols, cols).
+MoveFloats block_floats(const WorkloadSpec& spec, int table, int64_t cols);
+
+/// A block of consecutive rows (and columns) that a reshard copies from a shard of the old plan
+/// to a shard of the new one (with their optimizer state), over the wire when the ranks differ.
+/// On the wire: rows x cols weights, then rows x block_floats' state1, then state2. Per-column
+/// state (adam) is cut like the weights; one value a row (rowwise_adagrad) travels whole and
+/// lands as cols / (the new shard's width) of the new row's value, so a new shard's accumulator
+/// is the column-weighted mean of the old shards' it overlaps: a copy when a table is split by
+/// columns (table_wise -> column_wise), the mean of the blocks when blocks join.
 struct RowTransfer {
   int table = 0;
   int from = 0, to = 0;              ///< ranks holding the old and the new shard
@@ -66,22 +76,26 @@ struct RowTransfer {
   int64_t from_row = 0;              ///< first row, local to the old shard
   int64_t to_row = 0;                ///< first row, local to the new shard
   int64_t rows = 0;
+  int64_t from_col = 0;              ///< first column, local to the old shard
+  int64_t to_col = 0;                ///< first column, local to the new shard
+  int64_t cols = 0;                  ///< columns of the block
 };
 
-/// The row blocks that turn `from` into `to`: for every table whose plan differs (type or any
-/// shard's rank / rows), the overlap of each new shard's rows with each old shard's, in table
-/// order, then new shard order, then old shard order; unchanged tables stay where they are.
-/// A table_wise move is one block of all rows; table_wise -> row_wise is one block per rank (the
-/// block for the old rank itself is a local copy). Changed tables must be table_wise or row_wise
-/// in both plans (every column in each shard). Throws std::invalid_argument for other types, or
-/// plans of different tables or world sizes.
+/// The blocks that turn `from` into `to`: for every table whose plan differs (type or any
+/// shard's rank / rows / columns), the overlap of each new shard's rows and columns with each
+/// old shard's, in table order, then new shard order, then old shard order; unchanged tables
+/// stay where they are. A table_wise move is one block of all rows; table_wise -> row_wise is
+/// one block per rank (the block for the old rank itself is a local copy); table_wise ->
+/// column_wise one block of all rows per column shard. Changed tables must be table_wise,
+/// row_wise or column_wise in both plans. Throws std::invalid_argument for other types, or plans
+/// of different tables or world sizes.
 /// Example: 10 rows on rank 1 -> row_wise over 4: {1->0 rows 0-2, 1->1 rows 3-5 (local), 1->2
 /// rows 6-7, 1->3 rows 8-9}.
 std::vector<RowTransfer> row_transfers(const ShardingPlan& from, const ShardingPlan& to);
 
 /// The all-to-all of a reshard seen from rank `me`: floats sent to / received from each rank,
-/// the blocks of `transfers` concatenated in their order (rows x row_floats each); nothing to
-/// itself (local blocks are copies).
+/// the blocks of `transfers` concatenated in their order (rows x block_floats(cols) each);
+/// nothing to itself (local blocks are copies).
 /// Example: t0 (1000 x 16, rowwise_adagrad: 17 floats a row) moved 0 -> 1 on 4 ranks: rank 0
 /// sends {0, 17000, 0, 0}, rank 1 receives {17000, 0, 0, 0}, ranks 2 and 3 nothing.
 struct ReshardCounts {

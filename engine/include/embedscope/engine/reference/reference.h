@@ -41,7 +41,22 @@ struct ReferenceResult {
 /// tables. `plan` only supplies FBGEMM's per-shard row-wise state: under column_wise sharding
 /// rowwise_adagrad keeps one accumulator per row and column shard (as TorchRec does), and the
 /// reference does the same; pass nullptr for one accumulator per row.
+/// `column_groups`: live rebalances that changed a table to or from column_wise (issue 17), in
+/// iteration order. From `iteration` on, table `table`'s rowwise_adagrad keeps one accumulator
+/// per row and column group of `groups` ((first column, width), covering the columns once);
+/// before it, what `plan` (or an earlier change) gave. At the change a row's accumulator of each
+/// new group is the column-weighted mean of the accumulators of the old groups it overlaps: the
+/// old value itself when a table is split by columns (table_wise -> column_wise), as the live
+/// reshard copies it to every column shard. Ignored by the other optimizers (their state is per
+/// value). Throws std::invalid_argument for a table index outside spec.tables or groups that do
+/// not cover the columns.
+struct ColumnGroupChange {
+  int64_t iteration = 0;
+  int table = 0;
+  std::vector<std::pair<int64_t, int64_t>> groups;
+};
 ReferenceResult run_reference(const WorkloadSpec& spec, int64_t iterations, const ShardingPlan* plan = nullptr,
-                              const std::function<std::optional<Batch>(int64_t, int)>& batch_source = {});
+                              const std::function<std::optional<Batch>(int64_t, int)>& batch_source = {},
+                              const std::vector<ColumnGroupChange>& column_groups = {});
 
 }  // namespace embedscope::engine

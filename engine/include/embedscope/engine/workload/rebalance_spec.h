@@ -13,7 +13,9 @@
 // rebalance may move; absent = unlimited) and "cooldown_steps" (steps after a rebalance before
 // the next may happen; default 0), and "row_wise_hot_tables" (true: a table_wise table whose
 // load alone exceeds the mean rank load may be changed to row_wise, its rows split over every
-// rank; default false: only whole tables move), and "balance" (what load is balanced: "ids",
+// rank; default false: only whole tables move), "column_wise_hot_tables" (true: such a table may
+// instead be changed to column_wise, a block of its columns on each of several ranks, each with
+// its own per-row optimizer state), and "balance" (what load is balanced: "ids",
 // the ids looked up per shard, the default; or "lookup_time", the measured ns of each shard's
 // pooled lookup, load_counters.lookup_ns).
 
@@ -43,6 +45,7 @@ enum class RebalanceBalance {
 ///   /rebalance/max_bytes_per_move     integer in [1, 2^50] (bytes)
 ///   /rebalance/cooldown_steps         integer in [0, 1e9]
 ///   /rebalance/row_wise_hot_tables    boolean
+///   /rebalance/column_wise_hot_tables boolean
 ///   /rebalance/balance                "ids" or "lookup_time"
 ///   /rebalance                        needs devices.count >= 2
 struct RebalanceSpec {
@@ -54,6 +57,8 @@ struct RebalanceSpec {
   int64_t cooldown_steps = 0;      ///< steps after a rebalance during which none happens, >= 0
   /// Whether the policy may change a hot table_wise table to row_wise (rebalance/policy.h propose)
   bool row_wise_hot_tables = false;
+  /// Whether the policy may change a hot table_wise table to column_wise (rebalance/policy.h propose)
+  bool column_wise_hot_tables = false;
   /// The load balanced and compared with imbalance_above: ids, or lookup ns (same max/mean rule)
   RebalanceBalance balance = RebalanceBalance::ids;
   bool enabled() const { return trigger != RebalanceTrigger::off; }

@@ -22,6 +22,8 @@ struct PlanSpan {
   int32_t rank = 0;
   int64_t row_offset = 0, num_rows = 0;
   int64_t first_step = 0, last_step = 0;
+  /// the shard's columns; num_cols -1: all the table's (a change row of a file before schema 9)
+  int64_t col_offset = 0, num_cols = -1;
 };
 
 /// The spans of `initial` (the run's first plan) changed by `changes` (any order; applied by

@@ -224,6 +224,8 @@ struct PlanChangeRecord {
   std::string to_type = "table_wise";    ///< and from `step` on
   int64_t row_offset = 0;       ///< first row of the shard (schema 7)
   int64_t num_rows = -1;        ///< rows of the shard; -1 (files before schema 7): all the table's rows
+  int64_t col_offset = 0;       ///< first column of the shard (schema 9)
+  int64_t num_cols = -1;        ///< columns of the shard; -1 (files before schema 9): all the table's columns
 };
 
 /// One kind of problem an importer met, with its count and first example (table `import_stats`,
