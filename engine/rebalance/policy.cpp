@@ -314,6 +314,28 @@ bool merge_cooled_tables(State& s) {
   return changed;
 }
 
+/// Undoes the whole-table moves that do not pay (policy.h, "Moves that do not pay"): every
+/// table_wise table of `s` away from its origin, largest bytes first (ties: lower table), goes
+/// back to its origin when the predicted maximum rank load with it back stays within
+/// `limit`, and memory allows (a refusal of the way back is not reported: the move stays).
+void prune_moves(State& s, int64_t limit) {
+  std::vector<std::pair<int64_t, int>> order;  // (-bytes, table): largest first, then lower table
+  for (size_t t = 0; t < s.plan.tables.size(); ++t) {
+    if (s.pinned[t] || !movable(s.plan.tables[t]) || s.rank_of(static_cast<int>(t)) == s.origin[t]) continue;
+    order.emplace_back(-table_wise_move_bytes(s.spec, static_cast<int>(t)), static_cast<int>(t));
+  }
+  std::sort(order.begin(), order.end());
+  for (const auto& [neg_bytes, t] : order) {
+    const int from = s.rank_of(t), back = s.origin[static_cast<size_t>(t)];
+    std::vector<int64_t> l = s.rank_load;
+    l[static_cast<size_t>(from)] -= s.table_ids(t);
+    l[static_cast<size_t>(back)] += s.table_ids(t);
+    if (*std::max_element(l.begin(), l.end()) > limit) continue;  // needed for the balance
+    const size_t said = s.refused.size();
+    if (!s.try_move(t, back)) s.refused.resize(said);
+  }
+}
+
 /// The better of LPT and descent from `start`: the lower predicted maximum; on a tie the fewer
 /// bytes (then LPT).
 State best_of_searches(const State& start) {
@@ -348,7 +370,9 @@ Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const Ob
   const State* chosen = &whole;
   for (const State& s : split)
     if (std::make_tuple(max_load(s), s.bytes) < std::make_tuple(max_load(*chosen), chosen->bytes)) chosen = &s;
-  const State& best = *chosen;
+  State best = *chosen;  // a copy (State holds a reference: no assignment)
+  const int64_t top = max_load(best);
+  prune_moves(best, top + static_cast<int64_t>(static_cast<double>(top) * kPruneTolerance));
   Proposal p;
   p.load_before = before;
   p.imbalance_before = imbalance(before);
