@@ -193,13 +193,15 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec) {
       // node) on the least-loaded ranks of one node, the least-loaded node unless given
       if (tp.node < 0) tp.node = argmin_node({});
       const int parts = static_cast<int>(std::min<int64_t>(lws, std::max<int64_t>(1, t.embedding_dim / 4)));
-      std::vector<int> used;  // every rank outside the node, then the ranks taken
-      for (int r = 0; r < world; ++r)
-        if (r / lws != tp.node) used.push_back(r);
+      std::vector<bool> taken(static_cast<size_t>(lws), false);  // O(ranks per node) a shard
       int64_t off = 0;
       for (int64_t w : column_split(t.embedding_dim, parts)) {
-        const int r = argmin_load(load, used);
-        used.push_back(r);
+        int r = -1;
+        for (int l = 0; l < lws; ++l) {
+          const int c = tp.node * lws + l;
+          if (!taken[static_cast<size_t>(l)] && (r < 0 || load[static_cast<size_t>(c)] < load[static_cast<size_t>(r)])) r = c;
+        }
+        taken[static_cast<size_t>(r - tp.node * lws)] = true;
         tp.shards.push_back({r, 0, t.rows(), off, w});
         load[static_cast<size_t>(r)] += stored_bytes(t, t.rows(), w);
         off += w;

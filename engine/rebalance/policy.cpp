@@ -111,15 +111,20 @@ struct State {
     ShardingPlan next = plan;
     next.tables[static_cast<size_t>(t)] = row_wise_table_plan(spec, t, W);
     if (!admit(t, from, -1, b, bytes + b, next, fmt::format("to row_wise over {} ranks", W))) return false;
-    const int64_t ids = table_ids(t);
+    std::vector<int64_t> predicted = row_wise_predicted_ids(table_ids(t), next.tables[static_cast<size_t>(t)]);
+    take_split(t, from, std::move(next), b, std::move(predicted));
+    return true;
+  }
+
+  /// Takes `next`, where table t (whole on rank `from` so far) is split into shards whose
+  /// predicted loads are `predicted` (one per shard), b bytes moved.
+  void take_split(int t, int from, ShardingPlan next, int64_t b, std::vector<int64_t> predicted) {
     const TablePlan& tp = next.tables[static_cast<size_t>(t)];
-    load.ids[static_cast<size_t>(t)] = row_wise_predicted_ids(ids, tp);
-    rank_load[static_cast<size_t>(from)] -= ids;
-    for (size_t i = 0; i < tp.shards.size(); ++i)
-      rank_load[static_cast<size_t>(tp.shards[i].rank)] += load.ids[static_cast<size_t>(t)][i];
+    rank_load[static_cast<size_t>(from)] -= table_ids(t);
+    for (size_t i = 0; i < tp.shards.size(); ++i) rank_load[static_cast<size_t>(tp.shards[i].rank)] += predicted[i];
+    load.ids[static_cast<size_t>(t)] = std::move(predicted);
     plan = std::move(next);
     bytes += b;
-    return true;
   }
 
   /// Changes table_wise table t to column_wise if budget and memory allow (the refusal's `to`
@@ -140,13 +145,7 @@ struct State {
     next.tables[static_cast<size_t>(t)] = tp;
     if (!admit(t, from, -2, b, bytes + b, next, fmt::format("to column_wise over {} ranks", tp.shards.size())))
       return false;
-    const int64_t ids = table_ids(t);
-    load.ids[static_cast<size_t>(t)] = column_wise_predicted_load(ids, tp);
-    rank_load[static_cast<size_t>(from)] -= ids;
-    for (size_t i = 0; i < tp.shards.size(); ++i)
-      rank_load[static_cast<size_t>(tp.shards[i].rank)] += load.ids[static_cast<size_t>(t)][i];
-    plan = std::move(next);
-    bytes += b;
+    take_split(t, from, std::move(next), b, column_wise_predicted_load(table_ids(t), tp));
     return true;
   }
 
