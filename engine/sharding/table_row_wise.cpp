@@ -30,6 +30,15 @@ void take_columns(const float* src, int64_t B, int64_t dim, int64_t c0, int64_t 
     std::memcpy(dst + s * cols, src + s * dim + c0, sizeof(float) * static_cast<size_t>(cols));
 }
 
+// Per block of `blocks` (the node's), the index of its slot among this rank's slots: one scan
+// of the rank's slots per block, once a call.
+std::vector<size_t> block_slots(const Layout& L, int rank, const std::vector<NodeBlock>& blocks) {
+  std::vector<size_t> out;
+  out.reserve(blocks.size());
+  for (const NodeBlock& nb : blocks) out.push_back(static_cast<size_t>(L.local_slot_of(rank, nb.feature, nb.col_offset)));
+  return out;
+}
+
 class Job final : public OutputDistJob {
  public:
   DeviceBuffer<float> send, rs, a2a_send, recv;  // allocation order
@@ -120,10 +129,12 @@ class TableRowWise final : public EmbeddingSharding {
     auto job = std::make_unique<Job>();
     // block for local rank l: [column block][node m][B x cols] rows of sample owner m*local + l
     job->send = ctx.buffer("comm_buffer", static_cast<size_t>(L.local * L.nodes * B * width));
+    const std::vector<size_t> slot = block_slots(L, ctx.rank(), blocks);
     size_t p = 0;
     for (int l = 0; l < L.local; ++l)
-      for (const NodeBlock& nb : blocks) {
-        const auto k = static_cast<size_t>(L.local_slot_of(ctx.rank(), nb.feature, nb.col_offset));
+      for (size_t b = 0; b < blocks.size(); ++b) {
+        const NodeBlock& nb = blocks[b];
+        const size_t k = slot[b];
         for (int m = 0; m < L.nodes; ++m) {
           std::memcpy(job->send.data() + p, slot_out[k].data() + (m * L.local + l) * B * nb.cols,
                       sizeof(float) * static_cast<size_t>(B * nb.cols));
@@ -175,13 +186,14 @@ class TableRowWise final : public EmbeddingSharding {
       ctx.group(GroupKind::node)
           .all_gather_q("grad_dist/all_gather_intra_node", cross_recv.data(), gathered.data(), counts, prec, nullptr);
     });
+    const std::vector<size_t> slot = block_slots(L, ctx.rank(), blocks);
     size_t p = 0;
     for (int l = 0; l < L.local; ++l)
       for (int m = 0; m < L.nodes; ++m)
-        for (const NodeBlock& nb : blocks) {
+        for (size_t b = 0; b < blocks.size(); ++b) {
+          const NodeBlock& nb = blocks[b];
           const int owner = m * L.local + l;
-          const auto k = static_cast<size_t>(L.local_slot_of(ctx.rank(), nb.feature, nb.col_offset));
-          std::memcpy(slot_grad[k].data() + owner * B * nb.cols, gathered.data() + p,
+          std::memcpy(slot_grad[slot[b]].data() + owner * B * nb.cols, gathered.data() + p,
                       sizeof(float) * static_cast<size_t>(B * nb.cols));
           p += static_cast<size_t>(B * nb.cols);
         }
