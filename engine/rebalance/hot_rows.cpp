@@ -32,7 +32,8 @@ std::vector<HotRowAdvice> choose_hot_rows(const WorkloadSpec& spec, const Shardi
                                                 "row range within [0, {}) with ids >= 0",
                                                 ts.name, c.row_begin, c.row_end, c.ids, ts.rows()));
     const ShardingType type = plan.tables[t].type;
-    if (type != ShardingType::row_wise && type != ShardingType::table_row_wise) continue;
+    if (type != ShardingType::row_wise && type != ShardingType::table_row_wise && type != ShardingType::grid_shard)
+      continue;
     HotRowAdvice a;
     a.table = static_cast<int>(t);
     a.type = type;

@@ -3,7 +3,7 @@
 // moves that would balance them within each device's memory, the imbalance before (observed)
 // and after (predicted), the bytes to move, and the new plan (--plan-out, for `run --plan`);
 // and the hot-row replication advice (engine/rebalance/hot_rows.h) from the session's
-// id_histogram: the rows of row_wise / table_row_wise tables worth holding on every rank.
+// id_histogram: the rows of row_wise / table_row_wise / grid_shard tables worth holding on every rank.
 
 #include <algorithm>
 #include <fstream>
@@ -95,7 +95,7 @@ void print_hot_rows(const es::WorkloadSpec& spec, const std::optional<std::vecto
     return;
   }
   if (advice->empty()) {
-    std::cout << fmt::format("hot rows     none: no row of a row_wise / table_row_wise table has more than {} x (dim + 1) "
+    std::cout << fmt::format("hot rows     none: no row of a row_wise / table_row_wise / grid_shard table has more than {} x (dim + 1) "
                              "ids a step\n", world);
     return;
   }

@@ -76,6 +76,25 @@ TEST(HotRows, BlocksComeBackInRowOrderAndColdTablesAreLeftOut) {
   EXPECT_TRUE(choose_hot_rows(s, p, {{}, {}}, 3).empty());
 }
 
+// grid_shard tables are split by rows too (each column block over one node): the same threshold
+// W x (dim + 1) = 36; table_column_wise tables (whole rows) get none.
+TEST(HotRows, GridShardTablesGetAdviceAndTableColumnWiseNone) {
+  WorkloadSpec s = hot_rows_spec("grid_shard");
+  s.sharding.local_world_size = 2;
+  const ShardingPlan p = plan_sharding(s);
+  ASSERT_EQ(p.tables[0].type, ShardingType::grid_shard);
+  ASSERT_EQ(p.tables[0].shards.size(), 4u);  // 2 column blocks of 4 x 2 row shards
+  const auto a = choose_hot_rows(s, p, {{{7, 8, 37}, {8, 9, 36}}, {}}, 1);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].type, ShardingType::grid_shard);
+  EXPECT_EQ(a[0].threshold_ids_per_row_step, 36);
+  ASSERT_EQ(a[0].rows.size(), 1u);
+  EXPECT_EQ(a[0].rows[0].row_begin, 7);
+  WorkloadSpec c = hot_rows_spec("table_column_wise");
+  c.sharding.local_world_size = 2;
+  EXPECT_TRUE(choose_hot_rows(c, plan_sharding(c), {{{7, 8, 1000}}, {}}, 1).empty());
+}
+
 TEST(HotRows, BadInputNamesTheTableAndBlock) {
   const WorkloadSpec s = hot_rows_spec();
   const ShardingPlan p = plan_sharding(s);

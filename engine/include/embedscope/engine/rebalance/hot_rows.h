@@ -1,7 +1,7 @@
 #pragma once
 // Hot-row replication advice (issue 17, the hybrid of HugeCTR's hybrid embedding and of the
-// FBGEMM/TorchRec caching of hot rows): which rows of a row_wise / table_row_wise table are worth
-// holding on every rank, from the ids observed per row. A pure function of its arguments.
+// FBGEMM/TorchRec caching of hot rows): which rows of a row_wise / table_row_wise / grid_shard table
+// are worth holding on every rank, from the ids observed per row. A pure function of its arguments.
 //
 // The cost model, per measured step, in values (one id or one embedding element; fp32 / int32
 // values are 4 bytes each on the wire), for a row of `dim` columns on a table sharded over W ranks:
@@ -13,7 +13,8 @@
 //    update count (1 value) to the all-reduce that keeps the replicas equal: W x (dim + 1)
 //    values per step.
 // So a row is replicated when c > W x (dim + 1) (strictly; c in ids per step summed over all
-// ranks). A block of k rows observed only in sum (a bucket of the session's id_histogram:
+// ranks). A grid_shard table sends each id to every column block's row shard, so replication
+// saves c x blocks values there; the same threshold is kept (the saving's lower bound again). A block of k rows observed only in sum (a bucket of the session's id_histogram:
 // tables over 256 rows are cut into 256 buckets) is judged on its mean: C ids over S steps
 // qualify when C > S x k x W x (dim + 1), exact in integers.
 // Example: W = 4, dim = 8 -> threshold 36 ids per row per step; over S = 2 steps a single row
@@ -49,9 +50,9 @@ struct HotRowAdvice {
   double sync_values_per_step = 0;     ///< num_rows x W x (dim + 1): what the all-reduce adds
 };
 
-/// The hot-row advice for every row_wise and table_row_wise table of `plan` (other types are
-/// skipped: table_wise / column_wise tables are not split by rows, data_parallel is replicated
-/// already), in table order; a table with no qualifying row is left out. `counts[t]` are table
+/// The hot-row advice for every row_wise, table_row_wise and grid_shard table of `plan` (other
+/// types are skipped: table_wise / column_wise / table_column_wise tables are not split by rows,
+/// data_parallel is replicated already), in table order; a table with no qualifying row is left out. `counts[t]` are table
 /// t's observed blocks (any order, disjoint, within [0, TableSpec::rows()); empty for no data),
 /// over `steps` measured steps. W = plan.world_size.
 /// Throws std::invalid_argument when counts.size() != spec.tables.size(), steps < 1, or a block
