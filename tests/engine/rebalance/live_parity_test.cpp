@@ -17,28 +17,14 @@
 #include "embedscope/sessions/analysis/rebalance_effect.h"
 #include "embedscope/sessions/store/session.h"
 #include "engine/parity_check.h"
+#include "engine/rebalance/live_fixtures.h"
 
 using namespace embedscope::engine;
 using namespace embedscope::engine::parity;
+using embedscope::test_support::crowded_live_spec;
+using embedscope::test_support::rebalance_moves;
 
 namespace {
-
-/// parity_spec on `world` ranks with every table_wise table on rank 0 (imbalance = world), a
-/// rebalance every 2 steps, 6 steps.
-WorkloadSpec crowded(int world, OptimizerType opt) {
-  WorkloadSpec s = parity_spec(ShardingType::table_wise, world, Pooling::sum, opt);
-  for (const auto& t : s.tables) s.sharding.per_table[t.name] = {ShardingType::table_wise, {0}, -1};
-  s.steps = 6;
-  s.rebalance.trigger = RebalanceTrigger::every;
-  s.rebalance.every = 2;
-  return s;
-}
-
-int moves(const RunResult& r) {
-  int n = 0;
-  for (const auto& e : r.rebalances) n += e.moves;
-  return n;
-}
 
 using Param = std::tuple<int, OptimizerType>;
 class LiveReshardParity : public ::testing::TestWithParam<Param> {};
@@ -47,7 +33,7 @@ class LiveReshardParity : public ::testing::TestWithParam<Param> {};
 
 TEST_P(LiveReshardParity, TablesAndLossesEqualTheReference) {
   const auto [world, opt] = GetParam();
-  const WorkloadSpec s = crowded(world, opt);
+  const WorkloadSpec s = crowded_live_spec(world, opt);
   const RunResult run = check_parity(s);
   ASSERT_EQ(run.ended, RunEnd::complete) << run.error;
   // rebalances after steps 1 and 3 (every 2; none after the last step, 5)
@@ -60,7 +46,7 @@ TEST_P(LiveReshardParity, TablesAndLossesEqualTheReference) {
   EXPECT_LT(run.rebalances[0].imbalance_predicted, run.rebalances[0].imbalance_before);
   EXPECT_GT(run.rebalances[0].after_steps, 0);
   EXPECT_LT(run.rebalances[0].imbalance_after, static_cast<double>(world));
-  EXPECT_EQ(static_cast<int>(run.plan_changes.size()), moves(run));
+  EXPECT_EQ(static_cast<int>(run.plan_changes.size()), rebalance_moves(run));
   // the run ended on another plan than it started with, as the changes say
   std::vector<int> ranks;
   for (const TablePlan& tp : run.plan.tables) ranks.push_back(tp.shards[0].rank);
@@ -87,23 +73,23 @@ INSTANTIATE_TEST_SUITE_P(Ranks, LiveReshardParity,
 // Table-wise tables move while a row_wise and a data_parallel table stay: the modules of the
 // other sharding types are rebuilt for the new plan and keep training to the reference.
 TEST(LiveReshard, MovesBesideRowWiseAndDataParallelTables) {
-  WorkloadSpec s = crowded(3, OptimizerType::rowwise_adagrad);
+  WorkloadSpec s = crowded_live_spec(3, OptimizerType::rowwise_adagrad);
   s.sharding.per_table["t0"] = {ShardingType::row_wise, {}, -1};
   s.sharding.per_table["t1"] = {ShardingType::data_parallel, {}, -1};
   const RunResult run = check_parity(s);
   ASSERT_EQ(run.ended, RunEnd::complete) << run.error;
-  EXPECT_GE(moves(run), 1);
+  EXPECT_GE(rebalance_moves(run), 1);
   for (const auto& c : run.plan_changes) EXPECT_TRUE(c.table_name == "t2" || c.table_name == "t3") << c.table_name;
 }
 
 // A byte budget below the smallest table: the policy fires, nothing moves, the refusal says why.
 TEST(LiveReshard, BudgetRefusesEveryMove) {
-  WorkloadSpec s = crowded(2, OptimizerType::sgd);
+  WorkloadSpec s = crowded_live_spec(2, OptimizerType::sgd);
   s.rebalance.max_bytes_per_move = 8;  // t1 alone is 1 x 4 floats = 16 bytes
   const RunResult run = check_parity(s);
   ASSERT_EQ(run.ended, RunEnd::complete) << run.error;
   ASSERT_EQ(run.rebalances.size(), 2u);
-  EXPECT_EQ(moves(run), 0);
+  EXPECT_EQ(rebalance_moves(run), 0);
   EXPECT_TRUE(run.plan_changes.empty());
   EXPECT_NE(run.rebalances[0].refused.find("exceeds max_bytes_per_move"), std::string::npos) << run.rebalances[0].refused;
   EXPECT_DOUBLE_EQ(run.rebalances[0].imbalance_predicted, run.rebalances[0].imbalance_before);
@@ -112,7 +98,7 @@ TEST(LiveReshard, BudgetRefusesEveryMove) {
 // The `when` trigger: all load on rank 0 of 2 is imbalance 2 > 1.5 over a window of 2 steps, so
 // it fires after step 1; the cooldown of 3 then holds it until step 5 (5 - 1 > 3), the last step.
 TEST(LiveReshard, WhenTriggerWithCooldown) {
-  WorkloadSpec s = crowded(2, OptimizerType::sgd);
+  WorkloadSpec s = crowded_live_spec(2, OptimizerType::sgd);
   s.rebalance.trigger = RebalanceTrigger::when;
   s.rebalance.imbalance_above = 1.5;
   s.rebalance.window = 2;
@@ -132,7 +118,7 @@ TEST(LiveReshard, SessionRecordsTheRebalances) {
   const fs::path dir = fs::temp_directory_path() / fmt::format("embedscope_live_reshard_{}", ::getpid());
   fs::create_directories(dir);
   const std::string path = (dir / "run.db").string();
-  WorkloadSpec s = crowded(2, OptimizerType::rowwise_adagrad);
+  WorkloadSpec s = crowded_live_spec(2, OptimizerType::rowwise_adagrad);
   TrainerOptions opt;
   opt.session_path = path;
   const RunResult run = run_training(s, plan_sharding(s), opt);

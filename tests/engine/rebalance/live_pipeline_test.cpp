@@ -20,29 +20,14 @@
 #include "embedscope/engine/rebalance/policy.h"
 #include "embedscope/sessions/store/session.h"
 #include "engine/parity_check.h"
+#include "engine/rebalance/live_fixtures.h"
 
 using namespace embedscope::engine;
 using namespace embedscope::engine::parity;
+using embedscope::test_support::crowded_live_spec;
+using embedscope::test_support::rebalance_moves;
 
 namespace {
-
-/// parity_spec on `world` ranks, `pipeline`, every table table_wise on rank 0 (imbalance =
-/// world), a rebalance every 2 steps over 6 steps (after steps 1 and 3).
-WorkloadSpec pipe_crowded(PipelineKind pipeline, int world, OptimizerType opt, Pooling pooling = Pooling::sum) {
-  WorkloadSpec s = parity_spec(ShardingType::table_wise, world, pooling, opt);
-  for (const auto& t : s.tables) s.sharding.per_table[t.name] = {ShardingType::table_wise, {0}, -1};
-  s.pipeline = pipeline;
-  s.steps = 6;
-  s.rebalance.trigger = RebalanceTrigger::every;
-  s.rebalance.every = 2;
-  return s;
-}
-
-int pipe_moves(const RunResult& r) {
-  int n = 0;
-  for (const auto& e : r.rebalances) n += e.moves;
-  return n;
-}
 
 /// The sharding plan a run ended with differs from the one it started with in some table.
 int pipe_tables_changed(const RunResult& run) {
@@ -70,7 +55,7 @@ class LivePipelineRowWise : public ::testing::TestWithParam<PipeParam> {};
 
 TEST_P(LivePipelineMoves, TablesAndLossesEqualTheReference) {
   const auto [pipeline, world, opt] = GetParam();
-  const WorkloadSpec s = pipe_crowded(pipeline, world, opt);
+  const WorkloadSpec s = crowded_live_spec(world, opt, pipeline);
   const RunResult run = check_parity(s);
   ASSERT_EQ(run.ended, RunEnd::complete) << run.error;
   ASSERT_EQ(run.rebalances.size(), 2u);
@@ -80,7 +65,7 @@ TEST_P(LivePipelineMoves, TablesAndLossesEqualTheReference) {
   EXPECT_DOUBLE_EQ(run.rebalances[0].imbalance_before, static_cast<double>(world));
   EXPECT_GE(run.rebalances[0].moves, 1);
   EXPECT_LT(run.rebalances[0].imbalance_after, static_cast<double>(world));
-  EXPECT_EQ(static_cast<int>(run.plan_changes.size()), pipe_moves(run));
+  EXPECT_EQ(static_cast<int>(run.plan_changes.size()), rebalance_moves(run));
   EXPECT_GE(pipe_tables_changed(run), 1);
 }
 
@@ -92,7 +77,7 @@ INSTANTIATE_TEST_SUITE_P(Pipelines, LivePipelineMoves, pipe_params(), pipe_param
 // needs the new slots' scales for its backward.
 TEST_P(LivePipelineRowWise, TablesAndLossesEqualTheReference) {
   const auto [pipeline, world, opt] = GetParam();
-  WorkloadSpec s = pipe_crowded(pipeline, world, opt, Pooling::mean);
+  WorkloadSpec s = crowded_live_spec(world, opt, pipeline, Pooling::mean);
   for (auto& f : s.features)
     if (f.name == "f3") f.pooling_factor = {false, 20, 30};
   s.rebalance.row_wise_hot_tables = true;
@@ -121,7 +106,7 @@ TEST(LivePipeline, BatchesAheadAreSentAgainAtTheMove) {
   fs::create_directories(dir);
   for (auto [pipeline, ahead] : {std::pair{PipelineKind::semi_sync, 2}, {PipelineKind::sparse_dist, 1}}) {
     const std::string path = (dir / fmt::format("{}.db", to_string(pipeline))).string();
-    const WorkloadSpec s = pipe_crowded(pipeline, 2, OptimizerType::rowwise_adagrad);
+    const WorkloadSpec s = crowded_live_spec(2, OptimizerType::rowwise_adagrad, pipeline);
     TrainerOptions opt;
     opt.session_path = path;
     const RunResult run = run_training(s, plan_sharding(s), opt);
