@@ -14,6 +14,17 @@ namespace embedscope::engine::program {
 using sessions::Lane;
 using sessions::OpCategory;
 
+double hot_id_share(const WorkloadSpec& spec, int table, int feature, int64_t row_begin, int64_t row_end) {
+  const TableSpec& t = spec.tables[static_cast<size_t>(table)];
+  const auto e = spec.sharding.per_table.find(t.name);
+  if (e == spec.sharding.per_table.end()) return 0.0;
+  const auto& hot = e->second.hot_rows;
+  double share = 0.0;
+  for (auto it = std::lower_bound(hot.begin(), hot.end(), row_begin); it != hot.end() && *it < row_end; ++it)
+    share += shard_id_share(t, spec.features[static_cast<size_t>(feature)], *it, 1);
+  return share;
+}
+
 double expected_slot_ids(const WorkloadSpec& spec, const detail::Slot& sl, bool& exact) {
   const FeatureSpec& f = spec.features[static_cast<size_t>(sl.feature)];
   const TableSpec& t = spec.tables[static_cast<size_t>(sl.table)];
@@ -21,6 +32,13 @@ double expected_slot_ids(const WorkloadSpec& spec, const detail::Slot& sl, bool&
   if (sl.bucketize_by_rows && sl.s.num_rows != t.rows()) {
     share = shard_id_share(t, f, sl.s.row_offset, sl.s.num_rows);
     exact = false;
+  }
+  if (sl.bucketize_by_rows) {  // hot rows' ids stay on the rank of their bag (sharding/hot_rows.cpp)
+    const double hot = hot_id_share(spec, sl.table, sl.feature, sl.s.row_offset, sl.s.row_offset + sl.s.num_rows);
+    if (hot > 0) {
+      share = std::max(0.0, share - hot);
+      exact = false;
+    }
   }
   if (!f.pooling_factor.fixed || spec.invalid_ids == InvalidIdPolicy::drop) exact = false;
   return static_cast<double>(spec.batch_size) * f.pooling_factor.mean * share;
@@ -148,6 +166,14 @@ CollectiveCall ProgramSink::reduce_scatter(const char* name, const std::vector<i
   CollectiveCall c = all_to_all(name, peers, group, counts, {}, eb, dt);
   c.kind = CollectiveKind::reduce_scatter;
   c.recv_elements.assign(counts.size(), counts[static_cast<size_t>(c.group_rank)]);
+  return c;
+}
+
+CollectiveCall ProgramSink::all_reduce(const char* name, const std::vector<int>& peers, const std::string& group,
+                                       int64_t count, int64_t eb, const char* dt) const {
+  CollectiveCall c = all_to_all(name, peers, group, {}, {}, eb, dt);
+  c.kind = CollectiveKind::all_reduce;
+  c.count = count;
   return c;
 }
 

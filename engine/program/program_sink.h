@@ -19,6 +19,14 @@ namespace embedscope::engine::program {
 /// the ids (row ranges, Poisson lengths, dropped ids).
 double expected_slot_ids(const WorkloadSpec& spec, const detail::Slot& sl, bool& exact);
 
+/// The expected share in [0, 1] of feature `feature`'s ids (table `table`) that fall in the
+/// table's hot rows (TableSharding::hot_rows) within [row_begin, row_end): the sum of
+/// shard_id_share (input/id_share.h) over those rows; 0 without hot rows. Those ids stay on the
+/// rank of their bag (sharding/hot_rows.cpp), so expected_slot_ids subtracts them from a row-wise
+/// slot's. O(hot rows in range x the cost of shard_id_share).
+/// Example: 10 rows, uniform ids, hot rows {2, 7}, range [0, 5): 0.1.
+double hot_id_share(const WorkloadSpec& spec, int table, int feature, int64_t row_begin, int64_t row_end);
+
 /// build_step_program (step_program.h) of a plan already validated, over its layout: what an
 /// executor that builds every rank's programs uses (the layout is built once, not per rank).
 StepProgram build_step_program(const WorkloadSpec& spec, const ShardingPlan& plan, const detail::Layout& layout, int rank,
@@ -85,6 +93,9 @@ class ProgramSink {
   /// A reduce-scatter: block j (counts[j] elements) to peer j; counts[group rank] from each.
   CollectiveCall reduce_scatter(const char* name, const std::vector<int>& peers, const std::string& group,
                                 const std::vector<int64_t>& counts, int64_t elem_bytes, const char* dtype) const;
+  /// An all-reduce (sum) of `count` elements on every member of the group.
+  CollectiveCall all_reduce(const char* name, const std::vector<int>& peers, const std::string& group, int64_t count,
+                            int64_t elem_bytes, const char* dtype) const;
   /// An all-gather(v): this rank's counts[group rank] elements to every peer, counts[j] from j.
   CollectiveCall all_gather(const char* name, const std::vector<int>& peers, const std::string& group,
                             const std::vector<int64_t>& counts, int64_t elem_bytes, const char* dtype,

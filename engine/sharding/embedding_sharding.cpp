@@ -10,6 +10,7 @@ std::vector<std::unique_ptr<EmbeddingSharding>> embedding_shardings(const Layout
   if (!layout.rw_features.empty()) out.push_back(row_wise_sharding());
   if (layout.hierarchical) out.push_back(table_row_wise_sharding());
   if (!layout.dp_tables.empty()) out.push_back(data_parallel_sharding());
+  if (!layout.hot_tables.empty()) out.push_back(hot_rows_sharding());
   return out;
 }
 

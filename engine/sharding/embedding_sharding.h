@@ -9,6 +9,8 @@
 //   table_row_wise.cpp     table_row_wise: reduce-scatter in the node, all-to-all across nodes
 //   data_parallel.cpp      data_parallel: no dist; local lookups on every replica, sparse
 //                          gradients all-gathered and applied on every replica
+//   hot_rows.cpp           the hot rows of row_wise tables (TableSharding::hot_rows): replicas
+//                          looked up locally, gradients all-reduced as a dense block
 // A new sharding type is a new file here plus its entry in the spec's enum table and in
 // embedding_shardings(). Internal to the engine.
 
@@ -71,6 +73,13 @@ class RankContext {
   /// The fused row optimizer of the local shard (table, shard_index) at `iteration` with the
   /// sparse gradient g (rows local to the shard); counts g's rows as the shard's unique ids.
   virtual void update(int table, int shard_index, int64_t iteration, const SparseGrad& g) = 0;
+  /// Pooled lookup, as lookup(), in this rank's replica of table `table`'s hot rows
+  /// (Layout::hot_rows): ids are indices into hot_rows[table]; out is n_bags x embedding_dim.
+  /// Throws std::out_of_range for a table without hot rows.
+  virtual void replica_lookup(int table, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
+                              DeviceBuffer<float>& out) = 0;
+  /// The fused row optimizer on that replica at `iteration` (g's rows: indices into hot_rows[table]).
+  virtual void replica_update(int table, int64_t iteration, const SparseGrad& g) = 0;
 };
 
 /// This rank's own batch, before any input dist: F x B bags, feature-major.
@@ -127,13 +136,14 @@ class EmbeddingSharding {
 /// The modules of a plan, in the order their collectives run: the all-to-all of table_wise and
 /// column_wise shards always (every rank joins, with empty splits when it has none), then
 /// row_wise when the plan has row-wise tables, then table_row_wise when it has those, then
-/// data_parallel when it has replicated tables.
+/// data_parallel when it has replicated tables, then hot_rows when a table has hot rows.
 std::vector<std::unique_ptr<EmbeddingSharding>> embedding_shardings(const detail::Layout& layout);
 
 std::unique_ptr<EmbeddingSharding> pooled_all_to_all_sharding();
 std::unique_ptr<EmbeddingSharding> row_wise_sharding();
 std::unique_ptr<EmbeddingSharding> table_row_wise_sharding();
 std::unique_ptr<EmbeddingSharding> data_parallel_sharding();
+std::unique_ptr<EmbeddingSharding> hot_rows_sharding();
 
 /// rows[s] *= 1 / lengths[f * B + s] (0 for an empty bag): mean pooling applied after a
 /// reduction of sums (row-wise tables); rows is B x dim.

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -66,6 +68,17 @@ struct Layout {
   std::vector<int> table_of;                   // per feature: the table serving it (FeatureIndex)
   std::vector<std::vector<int>> table_features;  // per table: its features' indices, in order
   bool replicated(int table) const { return std::find(dp_tables.begin(), dp_tables.end(), table) != dp_tables.end(); }  // O(dp tables)
+  /// Hot-row replication (TableSharding::hot_rows): per table its replicated rows, sorted (empty
+  /// for none), and the tables that have any, in table order. The input dist sends none of their
+  /// ids; sharding/hot_rows.cpp looks them up in every rank's replica and all-reduces their gradients.
+  std::vector<std::vector<int64_t>> hot_rows;
+  std::vector<int> hot_tables;
+  /// Index of `row` in hot_rows[table], -1 when it is not hot. O(log hot rows).
+  int64_t hot_index(int table, int64_t row) const {
+    const auto& h = hot_rows[static_cast<size_t>(table)];
+    const auto it = std::lower_bound(h.begin(), h.end(), row);
+    return it != h.end() && *it == row ? it - h.begin() : -1;
+  }
 
   Layout(const WorkloadSpec& spec, const ShardingPlan& plan) {
     world = plan.world_size;
@@ -82,6 +95,19 @@ struct Layout {
     slots_to.resize(static_cast<size_t>(world));
     a2a_slots_to.resize(static_cast<size_t>(world));
     node_blocks.resize(static_cast<size_t>(nodes));
+    hot_rows.resize(spec.tables.size());
+    for (const TablePlan& tp : plan.tables) {
+      const TableSpec& ts = spec.tables[static_cast<size_t>(tp.table)];
+      const auto e = spec.sharding.per_table.find(ts.name);
+      if (e == spec.sharding.per_table.end() || e->second.hot_rows.empty()) continue;
+      if (tp.type != ShardingType::row_wise)
+        throw std::invalid_argument("table \"" + ts.name + "\" has hot_rows but the plan shards it " +
+                                    std::string(to_string(tp.type)) + ": hot-row replication needs row_wise");
+      hot_rows[static_cast<size_t>(tp.table)] = e->second.hot_rows;
+      std::sort(hot_rows[static_cast<size_t>(tp.table)].begin(), hot_rows[static_cast<size_t>(tp.table)].end());
+      hot_tables.push_back(tp.table);
+    }
+    std::sort(hot_tables.begin(), hot_tables.end());
     std::set<std::tuple<int, int, int64_t>> blocks_seen;  // (node, feature, col_offset)
     for (const TablePlan& tp : plan.tables) {
       if (tp.type == ShardingType::data_parallel) {

@@ -31,7 +31,10 @@ class Job final : public OutputDistJob {
     size_t p = 0;
     for (int f : L.rw_features) {
       const int64_t dim = L.dim[static_cast<size_t>(f)];
-      std::memcpy(pooled[static_cast<size_t>(f)].data(), recv.data() + p, sizeof(float) * static_cast<size_t>(L.B * dim));
+      // added: pooled[f] holds the sums of the bags' hot rows (hot_rows.cpp), zeros without any
+      float* out = pooled[static_cast<size_t>(f)].data();
+      const float* in = recv.data() + p;
+      for (int64_t i = 0; i < L.B * dim; ++i) out[i] += in[i];
       if (is_mean(ctx.spec(), ctx.layout(), f)) scale_rows_mean(lengths, L.B, f, pooled[static_cast<size_t>(f)].data(), dim);
       p += static_cast<size_t>(L.B * dim);
     }

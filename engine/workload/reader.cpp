@@ -5,6 +5,7 @@
 // keeps the JSON order of tables and features (features that the JSON omits are appended after
 // the listed ones).
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -281,7 +283,7 @@ ShardingSpec read_sharding(const Reader& r, const json& v) {
     if (!a->is_object()) r.type_error(*a, tp, "an object");
     for (const auto& [tname, entry] : a->items()) {
       const std::string ep = ptr_key(tp, tname);
-      r.object(entry, ep, {"type", "ranks", "node"});
+      r.object(entry, ep, {"type", "ranks", "node", "hot_rows"});
       TableSharding ts;
       ts.type = sharding_type_from_string(r.string(r.required(entry, ep, "type"), ep + "/type"),
                                           r.where(ep + "/type"));
@@ -307,6 +309,19 @@ ShardingSpec read_sharding(const Reader& r, const json& v) {
           r.fail(ep + "/node", fmt::format("only allowed for table_row_wise and table_column_wise, not {}", type));
         }
         ts.node = r.small_nonneg(*nd, ep + "/node");
+      }
+      if (auto* hr = Reader::optional(entry, "hot_rows")) {
+        // row ids of the table (range, type and backend checked by validate); stored sorted
+        const std::string hp = ep + "/hot_rows";
+        r.array(*hr, hp);
+        std::map<int64_t, size_t> seen;  // row -> index of its first mention
+        for (size_t k = 0; k < hr->size(); ++k) {
+          const int64_t row = r.ge0(ptr_idx(hp, k), r.integer((*hr)[k], ptr_idx(hp, k)));
+          if (auto [at, fresh] = seen.emplace(row, k); !fresh)
+            r.fail(ptr_idx(hp, k), fmt::format("row {} is listed twice (also at {})", row, ptr_idx(hp, at->second)));
+          ts.hot_rows.push_back(row);
+        }
+        std::sort(ts.hot_rows.begin(), ts.hot_rows.end());
       }
       sh.per_table.emplace(tname, std::move(ts));
     }

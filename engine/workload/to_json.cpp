@@ -98,6 +98,7 @@ json to_json(const WorkloadSpec& s) {
     json e = {{"type", to_string(ts.type)}};
     if (!ts.ranks.empty()) e["ranks"] = ts.ranks;
     if (ts.node != -1) e["node"] = ts.node;
+    if (!ts.hot_rows.empty()) e["hot_rows"] = ts.hot_rows;
     per_table[name] = std::move(e);
   }
   j["sharding"] = {{"default", to_string(s.sharding.default_type)},

@@ -228,6 +228,28 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
       c.half_open(p + "/node", ts.node, 0, nodes,
                   fmt::format(" ({} node(s) of local_world_size {})", nodes, lws));
     }
+    if (!ts.hot_rows.empty()) {  // hot-row replication (TableSharding::hot_rows)
+      const std::string hp = p + "/hot_rows";
+      if (ts.type != ShardingType::row_wise)
+        c.fail(hp, fmt::format("only allowed with {}/type row_wise, not {} (hot-row replication of other sharding "
+                               "types is not implemented)", p, type));
+      if (tb.data_type != TableDataType::fp32)
+        c.fail(hp, fmt::format("needs data_type fp32 (table \"{}\" has {} at /tables/{}/data_type)", tname,
+                               enum_name(tb.data_type), it->second));
+      if (tb.optimizer_state_type != OptimizerStateType::fp32)
+        c.fail(hp, fmt::format("needs optimizer_state_type fp32 (table \"{}\" has {} at /tables/{}/optimizer_state_type)",
+                               tname, enum_name(tb.optimizer_state_type), it->second));
+      if (s.devices.backend == Backend::cuda)
+        c.fail(hp, "not supported on the cuda backend yet (/devices/backend): cpu and simulated only");
+      if (s.rebalance.enabled())
+        c.fail(hp, "not allowed with live rebalancing (/rebalance/trigger): the replicas do not move with a reshard");
+      for (size_t k = 0; k < ts.hot_rows.size(); ++k) {
+        c.half_open(ptr_idx(hp, k), ts.hot_rows[k], int64_t{0}, tb.rows(), fmt::format(" (the rows of table \"{}\")", tname));
+        if (k > 0 && ts.hot_rows[k] <= ts.hot_rows[k - 1])
+          c.fail(ptr_idx(hp, k), fmt::format("must be unique and in increasing order, got {} after {}", ts.hot_rows[k],
+                                             ts.hot_rows[k - 1]));
+      }
+    }
   }
 
   c.closed("/collective_timeout_ms", s.collective_timeout_ms, kMinCollectiveTimeoutMs, kMaxCollectiveTimeoutMs);

@@ -199,6 +199,13 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
           for (int64_t r = 0; r < s.num_rows; ++r) ls.row(r, full.data() + (s.row_offset + r) * ts.embedding_dim + s.col_offset);
         }
       }
+      // hot rows (sharding/hot_rows.cpp): the replica holds them, the shards' copies are stale
+      const auto& hot = sh.layout.hot_rows[t];
+      if (!hot.empty()) {
+        const LocalShard& rep = ranks_.front()->hot_replicas.at(static_cast<int>(t));
+        for (size_t h = 0; h < hot.size(); ++h)
+          rep.row(static_cast<int64_t>(h), full.data() + hot[h] * ts.embedding_dim);
+      }
       result.tables.push_back(std::move(full));
     }
     result.dense_params = ranks_.front()->dense().params();

@@ -262,6 +262,31 @@ void Rank::setup() {
       shards.push_back(std::move(ls));
     }
   }
+  // Hot-row replicas (sharding/hot_rows.cpp): every rank holds the table's hot rows, initialised
+  // as the table's rows are (fp32 only: validate), optimizer state zeroed.
+  for (const int t : L_.hot_tables) {
+    const TableSpec& ts = spec.tables[static_cast<size_t>(t)];
+    const auto& hot = L_.hot_rows[static_cast<size_t>(t)];
+    const auto H = static_cast<int64_t>(hot.size());
+    LocalShard ls;
+    ls.table = t;
+    ls.shard_index = -1;
+    ls.s = {me_, 0, H, 0, ts.embedding_dim};
+    ls.weights = DeviceBuffer<float>(&arena_, "weights");
+    ls.weights.assign(static_cast<size_t>(H * ts.embedding_dim));
+    for (int64_t h = 0; h < H; ++h)
+      init_shard(spec.seed, t, ts.rows(), hot[static_cast<size_t>(h)], 1, 0, ts.embedding_dim,
+                 ls.weights.data() + h * ts.embedding_dim);
+    const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, H, ts.embedding_dim);
+    ls.momentum1 = DeviceBuffer<float>(&arena_, "optimizer_state");
+    ls.momentum2 = DeviceBuffer<float>(&arena_, "optimizer_state");
+    ls.momentum1.assign(static_cast<size_t>(m1));
+    ls.momentum2.assign(static_cast<size_t>(m2));
+    to_gpu(ls.weights);
+    to_gpu(ls.momentum1);
+    to_gpu(ls.momentum2);
+    hot_replicas.emplace(t, std::move(ls));
+  }
   if (gpu_) dense_layers_on_gpu();
   buckets_ = dense_buckets(dense_.param_tensors(), spec.dense ? spec.dense->bucket_cap_bytes : int64_t{25} << 20);
   if (buckets_.empty()) buckets_.emplace_back(0, 0);  // no dense parameters: the loss alone
@@ -328,9 +353,12 @@ void Rank::main() {
   }
   if (sh_.spec.rebalance.enabled() && sh_.opt.process.rank >= 0) world_load_all_gather(current_step_.load());
   if (sh_.session) sh_.session->add_id_histogram(id_histogram_.buckets(me_));
-  if (gpu_ && sh_.opt.keep_tables)
+  if (gpu_ && sh_.opt.keep_tables) {
     for (auto& ls : shards)
       gpu_->to_host(ls.weights.data(), ls.weights.device_data(), static_cast<int64_t>(ls.weights.size() * sizeof(float)));
+    for (auto& [t, ls] : hot_replicas)
+      gpu_->to_host(ls.weights.data(), ls.weights.device_data(), static_cast<int64_t>(ls.weights.size() * sizeof(float)));
+  }
   summary.rank = me_;
   summary.bytes_sent = bytes_sent() - (counter_base_.empty() ? 0 : counter_base_[0]);
   summary.bytes_received = bytes_received() - (counter_base_.empty() ? 0 : counter_base_[1]);

@@ -210,6 +210,8 @@ class Rank final : public sharding::RankContext {
   /// before a live rebalance, sent again under the new one (the spans and collectives are named
   /// `reshard_bucketize`, `reshard_input_dist/...`).
   void input_dist(Inflight& b, bool async, bool again);
+  /// b's batch without the ids of hot rows (Layout::hot_rows): its values and F x B + 1 offsets.
+  void drop_hot_ids(const Inflight& b, std::vector<int64_t>& values, std::vector<int64_t>& off) const;
   /// Per local slot, the per-bag scales of mean pooling applied at the lookup (empty where none).
   void mean_scales(Inflight& b) const;
   void finish_input(Inflight& b);                                 // waits for the input dist; kjt_permute
@@ -272,6 +274,9 @@ class Rank final : public sharding::RankContext {
   void lookup(int table, int shard_index, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
               DeviceBuffer<float>& out) override;
   void update(int table, int shard_index, int64_t iteration, const SparseGrad& g) override;
+  void replica_lookup(int table, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
+                      DeviceBuffer<float>& out) override;
+  void replica_update(int table, int64_t iteration, const SparseGrad& g) override;
 
  private:
   template <class T>
@@ -335,6 +340,9 @@ class Rank final : public sharding::RankContext {
 
  public:
   std::vector<LocalShard> shards;
+  /// Per table with hot rows (Layout::hot_tables): this rank's replica of them, row h = the
+  /// table's row Layout::hot_rows[table][h] (sharding/hot_rows.cpp trains it).
+  std::map<int, LocalShard> hot_replicas;
 
  private:
   DenseModel dense_;

@@ -48,8 +48,11 @@ void Rank::input_dist(Inflight& b, bool async, bool again) {
   const int W = L_.world;
   const int64_t B = L_.B;
   auto& tr = sh_.tracer;
-  const auto& values = b.batch.kjt.values;
-  const auto& off = b.off;
+  // hot rows' ids stay here (sharding/hot_rows.cpp): the input dist sends the others only
+  std::vector<int64_t> cold_values, cold_off;
+  if (!L_.hot_tables.empty()) drop_hot_ids(b, cold_values, cold_off);
+  const auto& values = L_.hot_tables.empty() ? b.batch.kjt.values : cold_values;
+  const auto& off = L_.hot_tables.empty() ? b.off : cold_off;
   const char* n_bucketize = again ? "reshard_bucketize" : "bucketize";
   const char* n_splits = again ? "reshard_input_dist/splits" : "input_dist/splits";
   const char* n_lengths = again ? "reshard_input_dist/lengths" : "input_dist/lengths";
@@ -114,6 +117,21 @@ void Rank::input_dist(Inflight& b, bool async, bool again) {
     b.input_dist = comm_->submit(std::move(job));
   else
     comm_->run(std::move(job));
+}
+
+void Rank::drop_hot_ids(const Inflight& b, std::vector<int64_t>& values, std::vector<int64_t>& off) const {
+  const auto& in = b.batch.kjt.values;
+  const size_t bags = b.off.size() - 1;  // F x B, feature-major
+  values.clear();
+  values.reserve(in.size());
+  off.assign(bags + 1, 0);
+  for (size_t i = 0; i < bags; ++i) {
+    const int t = L_.table_of[i / static_cast<size_t>(L_.B)];
+    const bool hot = !L_.hot_rows[static_cast<size_t>(t)].empty();
+    for (int64_t k = b.off[i]; k < b.off[i + 1]; ++k)
+      if (!hot || L_.hot_index(t, in[static_cast<size_t>(k)]) < 0) values.push_back(in[static_cast<size_t>(k)]);
+    off[i + 1] = static_cast<int64_t>(values.size());
+  }
 }
 
 void Rank::finish_input(Inflight& b) {
@@ -220,6 +238,17 @@ void Rank::update(int table, int shard_index, int64_t iteration, const SparseGra
   if (measured_) summary.unique_ids += static_cast<int64_t>(g.rows.size());
   load_of(table, shard_index).unique_ids = static_cast<int64_t>(g.rows.size());
   shard_update(shard_of(table, shard_index), iteration, g);
+}
+
+void Rank::replica_lookup(int table, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
+                          DeviceBuffer<float>& out) {
+  shard_lookup(hot_replicas.at(table), ids, off, n_bags, scale, out);
+  if (measured_) summary.ids_looked_up += off[n_bags] - off[0];
+}
+
+void Rank::replica_update(int table, int64_t iteration, const SparseGrad& g) {
+  if (measured_) summary.unique_ids += static_cast<int64_t>(g.rows.size());
+  shard_update(hot_replicas.at(table), iteration, g);
 }
 
 void Rank::compute(OpCategory cat, const char* name, const std::function<void()>& fn) {

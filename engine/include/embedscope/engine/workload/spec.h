@@ -125,6 +125,15 @@ struct TableSharding {
   /// table_row_wise and table_column_wise only: which node (group of local_world_size ranks);
   /// -1 = planner picks.
   int node = -1;
+  /// Hot-row replication (JSON "hot_rows": row ids; issue 17, HugeCTR's hybrid embedding with
+  /// its "frequent" categories): these rows of the table are replicated on every rank and
+  /// trained data-parallel (each rank looks up its own batch's ids of them locally, their
+  /// gradients are all-reduced as a dense hot_rows x (dim + 1) block, and every replica applies
+  /// the same fused optimizer update); the table's other ids stay on the model-parallel path.
+  /// row_wise tables only; rows in [0, TableSpec::rows()), unique, stored sorted; fp32
+  /// data_type and optimizer_state_type, no low_rank_dim, cpu or simulated backend, no live
+  /// rebalancing. Empty: none.
+  std::vector<int64_t> hot_rows{};
 };
 
 struct ShardingSpec {

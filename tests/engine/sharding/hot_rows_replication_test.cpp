@@ -1,0 +1,198 @@
+// Hot-row replication (issue 17, sharding/hot_rows.cpp; TableSharding::hot_rows): the spec's
+// checks (exact messages), the step program's figures (hand-computed), and parity with the
+// unsharded reference (engine/reference, double; the tolerances of parity_check.h) for row_wise
+// tables with hot rows, under sum and mean pooling, every optimizer, and the base, sparse_dist and
+// semi_sync pipelines. The reference knows nothing of hot rows: replicating them must not change
+// a single value beyond rounding.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/exec/run.h"
+#include "embedscope/engine/program/step_program.h"
+#include "embedscope/engine/reference/reference.h"
+#include "engine/parity_check.h"
+
+using namespace embedscope::engine;
+using namespace embedscope::engine::parity;
+
+namespace {
+
+// parity_spec's four tables, all row_wise, with hot rows: t0 (10 rows, uniform ids) rows 1, 4
+// and 9; t1 (1 row) its only row, so its shards receive no id at all; t2 (3 rows, two features)
+// row 0; t3 (50 rows, Zipf ids) four rows. t0 and t2 stay partly model-parallel.
+WorkloadSpec hotrep_spec(int world, Pooling pooling, OptimizerType opt) {
+  WorkloadSpec s = parity_spec(ShardingType::row_wise, world, pooling, opt);
+  auto hot = [](std::vector<int64_t> rows) {
+    TableSharding t;
+    t.type = ShardingType::row_wise;
+    t.hot_rows = std::move(rows);
+    return t;
+  };
+  s.sharding.per_table["t0"] = hot({1, 4, 9});
+  s.sharding.per_table["t1"] = hot({0});
+  s.sharding.per_table["t2"] = hot({0});
+  s.sharding.per_table["t3"] = hot({0, 7, 13, 49});
+  return s;
+}
+
+std::string hotrep_error(const nlohmann::json& j) {
+  try {
+    parse_workload(j, "test.json");
+  } catch (const SpecError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// ---- the spec ------------------------------------------------------------------------------
+
+TEST(HotRowsSpec, RoundTripsSortedThroughJson) {
+  nlohmann::json j = to_json(hotrep_spec(4, Pooling::sum, OptimizerType::sgd));
+  j["sharding"]["tables"]["t0"]["hot_rows"] = {9, 1, 4};
+  const WorkloadSpec s = parse_workload(j, "test.json");
+  EXPECT_EQ(s.sharding.per_table.at("t0").hot_rows, (std::vector<int64_t>{1, 4, 9}));
+  EXPECT_EQ(to_json(s)["sharding"]["tables"]["t0"]["hot_rows"], nlohmann::json({1, 4, 9}));
+}
+
+TEST(HotRowsSpec, BadRowsAndTypesAreRefusedNamingThePointer) {
+  const nlohmann::json base = to_json(hotrep_spec(4, Pooling::sum, OptimizerType::sgd));
+  auto with = [&](const char* table, nlohmann::json entry) {
+    nlohmann::json j = base;
+    j["sharding"]["tables"][table] = std::move(entry);
+    return hotrep_error(j);
+  };
+  EXPECT_EQ(with("t0", {{"type", "row_wise"}, {"hot_rows", {3, 10}}}),
+            "test.json: /sharding/tables/t0/hot_rows/1: must be in [0, 10), got 10 (the rows of table \"t0\")");
+  EXPECT_EQ(with("t0", {{"type", "row_wise"}, {"hot_rows", {3, 5, 3}}}),
+            "test.json: /sharding/tables/t0/hot_rows/2: row 3 is listed twice (also at /sharding/tables/t0/hot_rows/0)");
+  EXPECT_EQ(with("t0", {{"type", "row_wise"}, {"hot_rows", {-1}}}),
+            "test.json: /sharding/tables/t0/hot_rows/0: must be >= 0, got -1");
+  EXPECT_EQ(with("t0", {{"type", "table_wise"}, {"hot_rows", {3}}}),
+            "test.json: /sharding/tables/t0/hot_rows: only allowed with /sharding/tables/t0/type row_wise, not "
+            "table_wise (hot-row replication of other sharding types is not implemented)");
+  EXPECT_EQ(with("t0", {{"type", "table_row_wise"}, {"hot_rows", {3}}}),
+            "test.json: /sharding/tables/t0/hot_rows: only allowed with /sharding/tables/t0/type row_wise, not "
+            "table_row_wise (hot-row replication of other sharding types is not implemented)");
+  nlohmann::json fp16 = base;
+  fp16["tables"][0]["data_type"] = "fp16";
+  EXPECT_EQ(hotrep_error(fp16), "test.json: /sharding/tables/t0/hot_rows: needs data_type fp32 (table \"t0\" has fp16 "
+                                "at /tables/0/data_type)");
+}
+
+TEST(HotRowsSpec, ProgrammaticSpecsMustBeSortedAndUnique) {
+  WorkloadSpec s = hotrep_spec(4, Pooling::sum, OptimizerType::sgd);
+  s.sharding.per_table["t3"].hot_rows = {7, 7};
+  try {
+    validate(s, "spec");
+    FAIL() << "no error";
+  } catch (const SpecError& e) {
+    EXPECT_STREQ(e.what(), "spec: /sharding/tables/t3/hot_rows/1: must be unique and in increasing order, got 7 after 7");
+  }
+}
+
+// ---- the step program ----------------------------------------------------------------------
+
+// One table of 10 rows x 6, uniform ids, 3 ids a bag, B = 5, row_wise over 4 ranks (rows 3, 3,
+// 2, 2), hot rows {1, 4, 9}. Rank 0 sends each rank the expected ids of its row range less the
+// hot ones: 15 x (3 - 1) / 10 = 3, 15 x (3 - 1) / 10 = 3, 15 x 2 / 10 = 3, 15 x (2 - 1) / 10 =
+// 1.5 -> 2 (without hot rows: 4.5 -> 5, 5, 3, 3); the all-reduce carries 3 x (6 + 1) = 21 fp32
+// values; the hot lookup reads 15 x 3 / 10 = 4.5 ids.
+TEST(HotRowsProgram, FewerIdsInTheInputDistAndOneAllReduce) {
+  WorkloadSpec s;
+  s.name = "hot";
+  s.tables = {{"t0", 10, 6, Pooling::sum, {"f0"}}};
+  FeatureSpec f;
+  f.name = "f0";
+  f.pooling_factor = {true, 3, 3};
+  s.features = {f};
+  s.batch_size = 5;
+  s.devices.count = 4;
+  s.devices.memory_bytes = 64 << 20;
+  s.dense.reset();
+  s.sharding.default_type = ShardingType::row_wise;
+  auto ids_sent = [](const StepProgram& p) {
+    for (const auto& op : p.ops)
+      for (const auto& c : op.collectives)
+        if (c.name == "input_dist/ids") return c.send_elements;
+    return std::vector<int64_t>{};
+  };
+  const StepProgram before = build_step_program(s, plan_sharding(s), 0, 0);
+  EXPECT_EQ(ids_sent(before), (std::vector<int64_t>{5, 5, 3, 3}));
+  s.sharding.per_table["t0"] = {ShardingType::row_wise, {}, -1, {1, 4, 9}};
+  const StepProgram after = build_step_program(s, plan_sharding(s), 0, 0);
+  EXPECT_EQ(ids_sent(after), (std::vector<int64_t>{3, 3, 3, 2}));
+  int all_reduces = 0;
+  for (const auto& op : after.ops)
+    for (const auto& c : op.collectives)
+      if (c.name == "grad_dist/hot_rows_all_reduce") {
+        ++all_reduces;
+        EXPECT_EQ(c.kind, CollectiveKind::all_reduce);
+        EXPECT_EQ(c.count, 21);
+        EXPECT_EQ(c.elem_bytes, 4);
+        EXPECT_EQ(op.lane, embedscope::sessions::Lane::comm);
+      }
+  EXPECT_EQ(all_reduces, 1);
+  const auto lookup = std::find_if(after.ops.begin(), after.ops.end(), [](const auto& op) { return op.name == "lookup"; });
+  const auto lookup0 = std::find_if(before.ops.begin(), before.ops.end(), [](const auto& op) { return op.name == "lookup"; });
+  ASSERT_NE(lookup, after.ops.end());
+  ASSERT_NE(lookup0, before.ops.end());
+  // rank 0's shard: 4 ranks x 15 ids x 2 / 10 = 12 cold ids, plus its own 4.5 hot ids -> 16.5 -> 17 (before: 18)
+  EXPECT_EQ(lookup0->rows, 18);
+  EXPECT_EQ(lookup->rows, 17);
+}
+
+// ---- parity with the reference -------------------------------------------------------------
+
+using HotrepParam = std::tuple<PipelineKind, Pooling, int>;
+class HotRowsEqualReference : public ::testing::TestWithParam<HotrepParam> {};
+
+TEST_P(HotRowsEqualReference, ForwardAndTablesAfterThreeSteps) {
+  const auto [pipeline, pooling, world] = GetParam();
+  WorkloadSpec s = hotrep_spec(world, pooling, OptimizerType::adam);
+  s.pipeline = pipeline;
+  check_parity(s);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Pipelines, HotRowsEqualReference,
+    ::testing::Combine(::testing::Values(PipelineKind::base, PipelineKind::sparse_dist, PipelineKind::semi_sync),
+                       ::testing::Values(Pooling::sum, Pooling::mean), ::testing::Values(2, 4)),
+    [](const auto& p) {
+      return fmt::format("{}_{}_w{}", to_string(std::get<0>(p.param)), to_string(std::get<1>(p.param)),
+                         std::get<2>(p.param));
+    });
+
+TEST(HotRowsParity, EveryOptimizer) {
+  for (OptimizerType opt : {OptimizerType::sgd, OptimizerType::rowwise_adagrad, OptimizerType::adam}) {
+    SCOPED_TRACE(to_string(opt));
+    check_parity(hotrep_spec(3, Pooling::mean, opt));
+  }
+}
+
+// The hot rows beside every other sharding type, and the device path (emulate_device).
+TEST(HotRowsParity, AmongOtherTypesAndOnTheDevicePath) {
+  WorkloadSpec s = mixed_spec(OptimizerType::rowwise_adagrad);  // t0 row_wise
+  s.sharding.per_table["t0"].hot_rows = {0, 5, 6};
+  check_parity(s);
+  check_parity(hotrep_spec(4, Pooling::sum, OptimizerType::adam), {}, true);
+}
+
+// The replicas really are trained, and identically on every rank: the hot rows of the run's
+// tables (taken from rank 0's replica) moved from their initial values as the reference's did.
+TEST(HotRowsParity, HotRowsMoveAsTheReferences) {
+  const WorkloadSpec s = hotrep_spec(4, Pooling::sum, OptimizerType::sgd);
+  const RunResult run = check_parity(s);
+  ASSERT_EQ(run.tables.size(), 4u);
+  double moved = 0;
+  for (int64_t r : {1, 4, 9})
+    for (int64_t c = 0; c < 6; ++c)
+      moved += std::abs(run.tables[0][static_cast<size_t>(r * 6 + c)] - initial_weight(s.seed, 0, r, c, 10));
+  EXPECT_GT(moved, 1e-3);
+}
+
+}  // namespace
