@@ -13,6 +13,7 @@
 #include "embedscope/engine/exec/table_storage_json.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/quant/row_codec.h"
+#include "embedscope/engine/rebalance/hot_rows.h"
 #include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/engine/sharding/plan_json.h"
@@ -36,7 +37,10 @@ nlohmann::json table_storage_json(const std::vector<RunResult::TableStorage>& ta
                    {"relative_error", ts.relative_error},
                    {"hash_size", ts.hash_size},
                    {"low_rank_dim", ts.low_rank_dim},
-                   {"hash_collisions", ts.hash_collisions}});
+                   {"hash_collisions", ts.hash_collisions},
+                   {"hot_rows", ts.hot_rows},
+                   {"hot_ids", ts.hot_ids},
+                   {"hot_all_reduce_bytes", ts.hot_all_reduce_bytes}});
   return out;
 }
 
@@ -150,7 +154,10 @@ int64_t host_memory_bytes() {
 RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, const TrainerOptions& options) {
   // auto becomes cpu or cuda; a cuda run without (enough) GPUs is refused here
   const std::string origin = requested.name.empty() ? "workload" : requested.name;
-  const WorkloadSpec spec = with_resolved_backend(requested, origin);
+  // hot rows chosen from the first iterations' ids (TableSharding::hot_rows_sample_steps) become a
+  // list here, so that the executors and the session's workload see the rows
+  const WorkloadSpec spec =
+      rebalance::resolve_hot_rows(with_resolved_backend(requested, origin), plan, options.batch_source);
   validate_plan(spec, plan, "sharding plan");
   // Live rebalancing (engine/rebalance/reshard.h): any pipeline, fp32 tables, cpu ranks (threads
   // of one process, or one rank per process); anything else is refused before the run (exit 2)

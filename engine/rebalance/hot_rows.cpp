@@ -3,10 +3,14 @@
 #include "embedscope/engine/rebalance/hot_rows.h"
 
 #include <algorithm>
+#include <memory>
 #include <stdexcept>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
+#include "embedscope/engine/input/hashing.h"
+#include "embedscope/engine/input/source.h"
 #include "embedscope/engine/rebalance/type_change.h"
 
 namespace embedscope::engine::rebalance {
@@ -54,6 +58,58 @@ std::vector<HotRowAdvice> choose_hot_rows(const WorkloadSpec& spec, const Shardi
     a.ids_saved_per_step = static_cast<double>(a.ids) / static_cast<double>(steps);
     a.sync_values_per_step = static_cast<double>(a.num_rows) * static_cast<double>(a.threshold_ids_per_row_step);
     out.push_back(std::move(a));
+  }
+  return out;
+}
+
+WorkloadSpec resolve_hot_rows(const WorkloadSpec& spec, const ShardingPlan& plan,
+                              const std::function<std::optional<Batch>(int64_t, int)>& source) {
+  WorkloadSpec out = spec;
+  std::vector<int> auto_tables;  // table indices
+  int64_t steps = 0;
+  for (size_t t = 0; t < spec.tables.size(); ++t) {
+    const auto e = spec.sharding.per_table.find(spec.tables[t].name);
+    if (e == spec.sharding.per_table.end() || e->second.hot_rows_sample_steps <= 0) continue;
+    auto_tables.push_back(static_cast<int>(t));
+    steps = std::max(steps, e->second.hot_rows_sample_steps);
+  }
+  if (auto_tables.empty()) return out;
+  const FeatureIndex index(spec);
+  std::vector<std::unordered_map<int64_t, int64_t>> per_row(spec.tables.size());
+  std::vector<int64_t> table_steps(spec.tables.size(), 0);
+  for (int t : auto_tables)
+    table_steps[static_cast<size_t>(t)] = spec.sharding.per_table.at(spec.tables[static_cast<size_t>(t)].name).hot_rows_sample_steps;
+  std::unique_ptr<BatchSource> own;
+  for (int64_t it = 0; it < steps; ++it)
+    for (int r = 0; r < spec.devices.count; ++r) {
+      std::optional<Batch> b = source ? source(it, r) : std::nullopt;
+      if (!b) {
+        if (!own) own = make_batch_source(spec);
+        b = own->make(it, r);
+      }
+      KJT& kjt = b->kjt;
+      apply_invalid_id_policy(spec, kjt, r, b->origin);
+      apply_hashing(spec, kjt);
+      const std::vector<int64_t> off = kjt.offsets();
+      const int64_t B = kjt.batch_size;
+      for (int t : auto_tables) {
+        if (it >= table_steps[static_cast<size_t>(t)]) continue;
+        auto& counts = per_row[static_cast<size_t>(t)];
+        for (const int f : index.features_of_table()[static_cast<size_t>(t)]) {
+          if (f < 0) continue;
+          for (int64_t k = off[static_cast<size_t>(f * B)]; k < off[static_cast<size_t>((f + 1) * B)]; ++k)
+            ++counts[kjt.values[static_cast<size_t>(k)]];
+        }
+      }
+    }
+  for (int t : auto_tables) {
+    std::vector<std::vector<RowCount>> counts(spec.tables.size());
+    for (const auto& [row, n] : per_row[static_cast<size_t>(t)]) counts[static_cast<size_t>(t)].push_back({row, row + 1, n});
+    TableSharding& ts = out.sharding.per_table.at(spec.tables[static_cast<size_t>(t)].name);
+    ts.hot_rows.clear();
+    ts.hot_rows_sample_steps = 0;
+    for (const HotRowAdvice& a : choose_hot_rows(spec, plan, counts, table_steps[static_cast<size_t>(t)]))
+      for (const RowCount& c : a.rows) ts.hot_rows.push_back(c.row_begin);  // blocks of one row each
   }
   return out;
 }

@@ -313,6 +313,15 @@ ShardingSpec read_sharding(const Reader& r, const json& v) {
       if (auto* hr = Reader::optional(entry, "hot_rows")) {
         // row ids of the table (range, type and backend checked by validate); stored sorted
         const std::string hp = ep + "/hot_rows";
+        if (hr->is_object()) {  // {"auto": true, "sample_steps": N}: chosen before the run
+          r.object(*hr, hp, {"auto", "sample_steps"});
+          const json& au = r.required(*hr, hp, "auto");
+          if (!au.is_boolean()) r.type_error(au, hp + "/auto", "a boolean");
+          if (!au.get<bool>())
+            r.fail(hp + "/auto", "must be true (list the rows in an array instead, or leave hot_rows out)");
+          ts.hot_rows_sample_steps =
+              r.gt0(hp + "/sample_steps", r.integer(r.required(*hr, hp, "sample_steps"), hp + "/sample_steps"));
+        } else {
         r.array(*hr, hp);
         std::map<int64_t, size_t> seen;  // row -> index of its first mention
         for (size_t k = 0; k < hr->size(); ++k) {
@@ -322,6 +331,7 @@ ShardingSpec read_sharding(const Reader& r, const json& v) {
           ts.hot_rows.push_back(row);
         }
         std::sort(ts.hot_rows.begin(), ts.hot_rows.end());
+        }
       }
       sh.per_table.emplace(tname, std::move(ts));
     }

@@ -98,7 +98,10 @@ json to_json(const WorkloadSpec& s) {
     json e = {{"type", to_string(ts.type)}};
     if (!ts.ranks.empty()) e["ranks"] = ts.ranks;
     if (ts.node != -1) e["node"] = ts.node;
-    if (!ts.hot_rows.empty()) e["hot_rows"] = ts.hot_rows;
+    if (ts.hot_rows_sample_steps > 0)
+      e["hot_rows"] = {{"auto", true}, {"sample_steps", ts.hot_rows_sample_steps}};
+    else if (!ts.hot_rows.empty())
+      e["hot_rows"] = ts.hot_rows;
     per_table[name] = std::move(e);
   }
   j["sharding"] = {{"default", to_string(s.sharding.default_type)},

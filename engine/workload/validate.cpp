@@ -228,8 +228,15 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
       c.half_open(p + "/node", ts.node, 0, nodes,
                   fmt::format(" ({} node(s) of local_world_size {})", nodes, lws));
     }
-    if (!ts.hot_rows.empty()) {  // hot-row replication (TableSharding::hot_rows)
+    if (ts.has_hot_rows()) {  // hot-row replication (TableSharding::hot_rows)
       const std::string hp = p + "/hot_rows";
+      if (ts.hot_rows_sample_steps != 0) {
+        if (!ts.hot_rows.empty())
+          c.fail(hp, "either a list of rows or {\"auto\": true, \"sample_steps\": N}, not both");
+        if (ts.hot_rows_sample_steps < 1 || ts.hot_rows_sample_steps > s.warmup_steps + s.steps)
+          c.fail(hp + "/sample_steps", fmt::format("must be in [1, {}] (warmup_steps + steps: the run's iterations), got {}",
+                                                   s.warmup_steps + s.steps, ts.hot_rows_sample_steps));
+      }
       if (ts.type != ShardingType::row_wise)
         c.fail(hp, fmt::format("only allowed with {}/type row_wise, not {} (hot-row replication of other sharding "
                                "types is not implemented)", p, type));
@@ -242,7 +249,7 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
       if (s.devices.backend == Backend::cuda)
         c.fail(hp, "not supported on the cuda backend yet (/devices/backend): cpu and simulated only");
       if (s.rebalance.enabled())
-        c.fail(hp, "not allowed with live rebalancing (/rebalance/trigger): the replicas do not move with a reshard");
+        c.fail(hp, "not allowed with live rebalancing (/rebalance): the replicas do not move with a reshard");
       for (size_t k = 0; k < ts.hot_rows.size(); ++k) {
         c.half_open(ptr_idx(hp, k), ts.hot_rows[k], int64_t{0}, tb.rows(), fmt::format(" (the rows of table \"{}\")", tname));
         if (k > 0 && ts.hot_rows[k] <= ts.hot_rows[k - 1])

@@ -73,6 +73,27 @@ std::string table_storage_text(const std::string& meta, int64_t steps) {
   return out;
 }
 
+// The hot-row replication block (table_storage_json's hot_rows, hot_ids, hot_all_reduce_bytes;
+// workload sharding.tables.NAME.hot_rows): one line per table with hot rows - rows replicated,
+// ids a measured step kept off the input all-to-all (all ranks), and the bytes of each step's
+// all-reduce of their gradients. "" when no table has any (and for older files).
+std::string hot_rows_text(const std::string& meta, int64_t steps) {
+  const json tables = json::parse(meta, nullptr, false);
+  if (!tables.is_array()) return "";
+  std::string out;
+  for (const auto& t : tables) {
+    const int64_t rows = t.value("hot_rows", int64_t{0});
+    if (rows <= 0) continue;
+    if (out.empty())
+      out = "\nhot rows (replicated on every rank, trained data-parallel): ids a step kept off the input all-to-all, "
+            "all-reduce a step\n";
+    out += fmt::format("  {:<20} {:>8} rows {:>12.1f} ids/step {:>12}/step\n", t.value("table", ""), rows,
+                       steps > 0 ? static_cast<double>(t.value("hot_ids", int64_t{0})) / static_cast<double>(steps) : 0.0,
+                       es::format_bytes(t.value("hot_all_reduce_bytes", int64_t{0})));
+  }
+  return out;
+}
+
 // The live rebalances (tables `rebalances`, analysis/rebalance_effect.h): per rebalance the
 // step, the tables moved and bytes, ids max/mean before / predicted / observed after, the
 // median step time before and after, the time spent and the steps it took to pay for itself.
@@ -280,6 +301,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                              r.ids_looked_up, es::format_bytes(r.bytes_sent), es::format_bytes(r.bytes_received));
   if (!kernel_text.empty()) std::cout << "\n" << kernel_text;
   std::cout << table_storage_text(session.meta(ss::meta::kTableStorageJson, "[]"), st.steps);
+  std::cout << hot_rows_text(session.meta(ss::meta::kTableStorageJson, "[]"), st.steps);
   std::cout << fmt::format("\n{:<5} {:>16} {:>16} {:>15} {:>8}\n", "rank", "peak allocated", "peak reserved",
                            "fragmentation", "memviz");
   for (const auto& r : st.ranks)

@@ -125,6 +125,17 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
             ls.packed_state1.size() + ls.packed_state2.size() + ls.b_packed_state1.size() + ls.b_packed_state2.size());
         err.merge(ls.storage_error);
       }
+    if (!sh.layout.hot_rows[t].empty()) {  // the hot-row replicas (sharding/hot_rows.cpp)
+      ts.hot_rows = static_cast<int64_t>(sh.layout.hot_rows[t].size());
+      ts.hot_all_reduce_bytes = ts.hot_rows * (spec.tables[t].embedding_dim + 1) * 4;
+      for (size_t i = 0; i < ranks_.size(); ++i) {
+        const auto r = static_cast<size_t>(local_ranks_[i]);
+        const LocalShard& rep = ranks_[i]->hot_replicas.at(static_cast<int>(t));
+        ts.weight_bytes[r] += static_cast<int64_t>(rep.weights.size() * sizeof(float));
+        ts.optimizer_state_bytes[r] += static_cast<int64_t>((rep.momentum1.size() + rep.momentum2.size()) * sizeof(float));
+        if (t < ranks_[i]->hot_ids.size()) ts.hot_ids += ranks_[i]->hot_ids[t];
+      }
+    }
     ts.hash_size = spec.tables[t].hash_size;
     ts.low_rank_dim = spec.tables[t].low_rank_dim;
     for (auto& rk : ranks_)

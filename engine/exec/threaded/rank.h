@@ -211,7 +211,8 @@ class Rank final : public sharding::RankContext {
   /// `reshard_bucketize`, `reshard_input_dist/...`).
   void input_dist(Inflight& b, bool async, bool again);
   /// b's batch without the ids of hot rows (Layout::hot_rows): its values and F x B + 1 offsets.
-  void drop_hot_ids(const Inflight& b, std::vector<int64_t>& values, std::vector<int64_t>& off) const;
+  /// Counts the dropped ids in hot_ids when the batch is a measured step's (not when `again`).
+  void drop_hot_ids(const Inflight& b, std::vector<int64_t>& values, std::vector<int64_t>& off, bool again);
   /// Per local slot, the per-bag scales of mean pooling applied at the lookup (empty where none).
   void mean_scales(Inflight& b) const;
   void finish_input(Inflight& b);                                 // waits for the input dist; kjt_permute
@@ -343,6 +344,8 @@ class Rank final : public sharding::RankContext {
   /// Per table with hot rows (Layout::hot_tables): this rank's replica of them, row h = the
   /// table's row Layout::hot_rows[table][h] (sharding/hot_rows.cpp trains it).
   std::map<int, LocalShard> hot_replicas;
+  /// Per table: ids of its hot rows this rank kept off the input dist in measured steps.
+  std::vector<int64_t> hot_ids;
 
  private:
   DenseModel dense_;

@@ -50,7 +50,7 @@ void Rank::input_dist(Inflight& b, bool async, bool again) {
   auto& tr = sh_.tracer;
   // hot rows' ids stay here (sharding/hot_rows.cpp): the input dist sends the others only
   std::vector<int64_t> cold_values, cold_off;
-  if (!L_.hot_tables.empty()) drop_hot_ids(b, cold_values, cold_off);
+  if (!L_.hot_tables.empty()) drop_hot_ids(b, cold_values, cold_off, again);
   const auto& values = L_.hot_tables.empty() ? b.batch.kjt.values : cold_values;
   const auto& off = L_.hot_tables.empty() ? b.off : cold_off;
   const char* n_bucketize = again ? "reshard_bucketize" : "bucketize";
@@ -119,17 +119,22 @@ void Rank::input_dist(Inflight& b, bool async, bool again) {
     comm_->run(std::move(job));
 }
 
-void Rank::drop_hot_ids(const Inflight& b, std::vector<int64_t>& values, std::vector<int64_t>& off) const {
+void Rank::drop_hot_ids(const Inflight& b, std::vector<int64_t>& values, std::vector<int64_t>& off, bool again) {
   const auto& in = b.batch.kjt.values;
   const size_t bags = b.off.size() - 1;  // F x B, feature-major
   values.clear();
   values.reserve(in.size());
   off.assign(bags + 1, 0);
+  if (hot_ids.empty()) hot_ids.assign(L_.hot_rows.size(), 0);
+  const bool count = !again && b.it >= sh_.spec.warmup_steps;
   for (size_t i = 0; i < bags; ++i) {
     const int t = L_.table_of[i / static_cast<size_t>(L_.B)];
     const bool hot = !L_.hot_rows[static_cast<size_t>(t)].empty();
     for (int64_t k = b.off[i]; k < b.off[i + 1]; ++k)
-      if (!hot || L_.hot_index(t, in[static_cast<size_t>(k)]) < 0) values.push_back(in[static_cast<size_t>(k)]);
+      if (!hot || L_.hot_index(t, in[static_cast<size_t>(k)]) < 0)
+        values.push_back(in[static_cast<size_t>(k)]);
+      else if (count)
+        ++hot_ids[static_cast<size_t>(t)];
     off[i + 1] = static_cast<int64_t>(values.size());
   }
 }

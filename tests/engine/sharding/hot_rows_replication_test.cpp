@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/exec/run.h"
+#include "embedscope/engine/input/input.h"
 #include "embedscope/engine/program/step_program.h"
+#include "embedscope/engine/rebalance/hot_rows.h"
 #include "embedscope/engine/reference/reference.h"
 #include "engine/parity_check.h"
 
@@ -193,6 +195,62 @@ TEST(HotRowsParity, HotRowsMoveAsTheReferences) {
     for (int64_t c = 0; c < 6; ++c)
       moved += std::abs(run.tables[0][static_cast<size_t>(r * 6 + c)] - initial_weight(s.seed, 0, r, c, 10));
   EXPECT_GT(moved, 1e-3);
+}
+
+// ---- rows chosen from the observed ids, and the run's figures ------------------------------
+
+// Feature f0 (table t0: 10 rows x 6, row_wise over W = 2) gets the same 5 bags of 4 ids on every
+// rank and iteration: row 3 eight times, row 5 seven times, rows 1, 2, 4, 6, 7 once. Per step
+// over both ranks: row 3 16 ids > W x (dim + 1) = 14 (hot), row 5 14 (not: the threshold is
+// strict), the others 2.
+std::optional<Batch> hotrep_source(BatchGenerator& gen, int64_t it, int rank) {
+  Batch b = gen.make(it, rank);
+  const int64_t B = b.kjt.batch_size;
+  int64_t f0_ids = 0;
+  for (int64_t s = 0; s < B; ++s) f0_ids += b.kjt.lengths[static_cast<size_t>(s)];
+  std::vector<int64_t> values = {3, 3, 3, 3, 3, 3, 3, 3, 5, 5, 5, 5, 5, 5, 5, 1, 2, 4, 6, 7};
+  values.insert(values.end(), b.kjt.values.begin() + f0_ids, b.kjt.values.end());
+  b.kjt.values = std::move(values);
+  for (int64_t s = 0; s < B; ++s) b.kjt.lengths[static_cast<size_t>(s)] = 4;
+  return b;
+}
+
+TEST(HotRowsAuto, ChosenFromTheFirstStepsIdsWithTheByteCostThreshold) {
+  WorkloadSpec s = parity_spec(ShardingType::row_wise, 2, Pooling::mean, OptimizerType::rowwise_adagrad);
+  ASSERT_EQ(s.batch_size, 5);
+  s.sharding.per_table["t0"] = {ShardingType::row_wise, {}, -1, {}, 1};
+  BatchGenerator gen(s);
+  auto source = [&](int64_t it, int rank) { return hotrep_source(gen, it, rank); };
+  const WorkloadSpec resolved = rebalance::resolve_hot_rows(s, plan_sharding(s), source);
+  EXPECT_EQ(resolved.sharding.per_table.at("t0").hot_rows, (std::vector<int64_t>{3}));
+  EXPECT_EQ(resolved.sharding.per_table.at("t0").hot_rows_sample_steps, 0);
+  // the run resolves them itself and trains as the reference; its figures: 8 ids x 2 ranks x 3
+  // measured steps kept off the input dist, 1 x (6 + 1) x 4 = 28 bytes of all-reduce a step
+  const RunResult run = check_parity(s, source);
+  ASSERT_EQ(run.table_storage.size(), 4u);
+  EXPECT_EQ(run.table_storage[0].hot_rows, 1);
+  EXPECT_EQ(run.table_storage[0].hot_ids, 48);
+  EXPECT_EQ(run.table_storage[0].hot_all_reduce_bytes, 28);
+  EXPECT_EQ(run.table_storage[1].hot_rows, 0);
+}
+
+TEST(HotRowsAuto, JsonFormAndItsErrors) {
+  const nlohmann::json base = to_json(parity_spec(ShardingType::row_wise, 2, Pooling::sum, OptimizerType::sgd));
+  nlohmann::json j = base;
+  j["sharding"]["tables"]["t0"] = {{"type", "row_wise"}, {"hot_rows", {{"auto", true}, {"sample_steps", 2}}}};
+  const WorkloadSpec s = parse_workload(j, "test.json");
+  EXPECT_EQ(s.sharding.per_table.at("t0").hot_rows_sample_steps, 2);
+  EXPECT_EQ(to_json(s)["sharding"]["tables"]["t0"]["hot_rows"], j["sharding"]["tables"]["t0"]["hot_rows"]);
+  j["sharding"]["tables"]["t0"]["hot_rows"]["sample_steps"] = 4;
+  EXPECT_EQ(hotrep_error(j), "test.json: /sharding/tables/t0/hot_rows/sample_steps: must be in [1, 3] (warmup_steps + "
+                             "steps: the run's iterations), got 4");
+  j["sharding"]["tables"]["t0"]["hot_rows"]["sample_steps"] = 0;
+  EXPECT_EQ(hotrep_error(j), "test.json: /sharding/tables/t0/hot_rows/sample_steps: must be > 0, got 0");
+  j["sharding"]["tables"]["t0"]["hot_rows"] = {{"auto", false}, {"sample_steps", 1}};
+  EXPECT_EQ(hotrep_error(j), "test.json: /sharding/tables/t0/hot_rows/auto: must be true (list the rows in an array "
+                             "instead, or leave hot_rows out)");
+  j["sharding"]["tables"]["t0"]["hot_rows"] = {{"auto", true}};
+  EXPECT_EQ(hotrep_error(j), "test.json: /sharding/tables/t0/hot_rows/sample_steps: required");
 }
 
 }  // namespace

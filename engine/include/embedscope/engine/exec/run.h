@@ -215,6 +215,15 @@ struct RunResult {
     /// Hash collisions of the table (input/hashing.h: apply_hashing) in every rank's batches,
     /// summed over the measured steps and ranks (each rank's local batch counted on its own).
     int64_t hash_collisions = 0;
+    /// Hot-row replication (TableSharding::hot_rows, sharding/hot_rows.cpp): the rows replicated
+    /// on every rank (0: none; weight_bytes and optimizer_state_bytes count the replicas), the ids
+    /// of them that stayed on their bag's rank instead of crossing the input all-to-all (every
+    /// rank's batches, summed over the measured steps), and the bytes of each step's all-reduce
+    /// of their gradients (hot_rows x (embedding_dim + 1) fp32 values, the buffer every rank
+    /// reduces; what it puts on the wire depends on the algorithm: 2 (W - 1) / W of it for a ring).
+    int64_t hot_rows = 0;
+    int64_t hot_ids = 0;
+    int64_t hot_all_reduce_bytes = 0;
     int64_t total_weight_bytes() const;
     int64_t total_optimizer_state_bytes() const;
   };

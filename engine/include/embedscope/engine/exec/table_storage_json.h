@@ -14,7 +14,8 @@ namespace embedscope::engine {
 /// "optimizer_state_type",
 /// "weight_bytes": [per rank, bytes],
 /// "optimizer_state_bytes": [per rank, bytes], "master_copy_bytes", "max_abs_error",
-/// "relative_error", "hash_size", "low_rank_dim", "hash_collisions"} (fields of RunResult::TableStorage).
+/// "relative_error", "hash_size", "low_rank_dim", "hash_collisions", "hot_rows", "hot_ids",
+/// "hot_all_reduce_bytes"} (fields of RunResult::TableStorage).
 nlohmann::json table_storage_json(const std::vector<RunResult::TableStorage>& tables);
 
 }  // namespace embedscope::engine

@@ -21,7 +21,11 @@
 // with 73 ids qualifies (73 > 72), one with 72 does not; a bucket of 4 rows needs > 288.
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <vector>
+
+#include "embedscope/engine/input/input.h"
 
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
@@ -59,5 +63,19 @@ struct HotRowAdvice {
 /// is empty, out of the table's rows, or has negative ids (the text names table and block).
 std::vector<HotRowAdvice> choose_hot_rows(const WorkloadSpec& spec, const ShardingPlan& plan,
                                           const std::vector<std::vector<RowCount>>& counts, int64_t steps);
+
+/// `spec` with the rows of every table whose hot rows are chosen automatically
+/// (TableSharding::hot_rows_sample_steps = N > 0) filled in: the ids of iterations [0, N) of
+/// every rank's batch - from `source` when given (TrainerOptions::batch_source; an empty
+/// optional falls back to the spec's source), else make_batch_source(spec) - after the
+/// invalid_ids policy and hashing, exactly what the run will train on, are counted per row, and
+/// choose_hot_rows(spec, plan, counts, N) picks the rows (more than W x (dim + 1) ids a step).
+/// Those tables get hot_rows = the chosen rows (possibly none) and hot_rows_sample_steps = 0, so
+/// the returned spec (and the session's workload) lists the rows. A spec without automatic tables
+/// is returned unchanged, without reading any batch. Memory: one counter per distinct row of the
+/// automatic tables. Throws what the source and apply_invalid_id_policy throw (bad files, invalid
+/// ids under the error policy) and what choose_hot_rows throws.
+WorkloadSpec resolve_hot_rows(const WorkloadSpec& spec, const ShardingPlan& plan,
+                              const std::function<std::optional<Batch>(int64_t, int)>& source = {});
 
 }  // namespace embedscope::engine::rebalance

@@ -134,6 +134,15 @@ struct TableSharding {
   /// data_type and optimizer_state_type, no low_rank_dim, cpu or simulated backend, no live
   /// rebalancing. Empty: none.
   std::vector<int64_t> hot_rows{};
+  /// Hot rows chosen automatically (JSON "hot_rows": {"auto": true, "sample_steps": N}; 0 = the
+  /// hot_rows listed): before the run, the ids of its first N iterations on every rank (the
+  /// batches it will train on, after the invalid_ids policy and hashing) are counted per row, and
+  /// the rows with more than W x (dim + 1) ids a step become hot_rows (choose_hot_rows,
+  /// rebalance/hot_rows.h: the all-to-all vs all-reduce byte cost). In [1, warmup_steps + steps];
+  /// hot_rows must then be empty. The same conditions as hot_rows.
+  int64_t hot_rows_sample_steps = 0;
+  /// Whether the table replicates hot rows (listed or automatic).
+  bool has_hot_rows() const { return !hot_rows.empty() || hot_rows_sample_steps > 0; }
 };
 
 struct ShardingSpec {
