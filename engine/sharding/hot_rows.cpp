@@ -8,8 +8,9 @@
 //    by the full bag length for mean pooling (row_wise.cpp), so the pooled output is the table's;
 //  - backward: each rank accumulates its bags' gradients (dpooled, times 1 / full bag length for
 //    mean pooling) into a dense H x (dim + 1) block, the last column counting the ids of each
-//    row; one all-reduce (sum) over the world makes the block the global batch's on every rank
-//    (H (dim + 1) fp32 values, the cost choose_hot_rows weighs, rebalance/hot_rows.h); every rank
+//    row; one all-reduce (sum) over the world, of every hot table's block at once, makes the
+//    blocks the global batch's on every rank (H (dim + 1) fp32 values a table, the cost
+//    choose_hot_rows weighs, rebalance/hot_rows.h); every rank
 //    then applies the table's fused optimizer to the rows with a non-zero count (the rows the
 //    step touched, as the sparse update of the model-parallel path does: a row no id touched
 //    keeps its weights and optimizer state), so the replicas stay identical.
@@ -51,23 +52,33 @@ class HotRows final : public EmbeddingSharding {
   }
 
   void emit_update(program::ProgramSink& sink, int batch) const override {
+    // one backward op and one all-reduce for every hot table's block (fused: one collective's
+    // latency a step, not one a table), then each table's optimizer
+    double ids = 0, bytes = 0;
+    int64_t count = 0;
     for (int t : sink.layout.hot_tables) {
       const TableSpec& ts = sink.spec.tables[static_cast<size_t>(t)];
       const auto H = static_cast<int64_t>(sink.layout.hot_rows[static_cast<size_t>(t)].size());
-      const int64_t dim = ts.embedding_dim;
       const double n_ids = hot_ids(sink, t);
+      ids += n_ids;
       // read: the bags' gradients and the hot ids; written: the H x (dim + 1) block
-      sink.compute("backward_hot_rows", OpCategory::optimizer, batch,
-                   fmt::format("gradients of the {} hot rows of {} into an H x (dim + 1) block", H, ts.name),
-                   std::llround(n_ids), 0,
-                   std::llround(bags(sink, t) * 4.0 * static_cast<double>(dim) + n_ids * 8.0 +
-                                static_cast<double>(H * (dim + 1)) * 4.0));
-      sink.comm("grad_dist/hot_rows_all_reduce", batch,
-                {sink.all_reduce("grad_dist/hot_rows_all_reduce", sink.world_ranks, "world", H * (dim + 1), 4, "float32")},
-                true, fmt::format("all-reduce of the hot rows' gradients and id counts of {} ({} x {})", ts.name, H, dim + 1));
+      bytes += bags(sink, t) * 4.0 * static_cast<double>(ts.embedding_dim) + n_ids * 8.0 +
+               static_cast<double>(H * (ts.embedding_dim + 1)) * 4.0;
+      count += H * (ts.embedding_dim + 1);
+    }
+    sink.compute("backward_hot_rows", OpCategory::optimizer, batch,
+                 fmt::format("gradients of the hot rows of {} table(s) into one block of rows x (dim + 1)",
+                             sink.layout.hot_tables.size()),
+                 std::llround(ids), 0, std::llround(bytes));
+    sink.comm("grad_dist/hot_rows_all_reduce", batch,
+              {sink.all_reduce("grad_dist/hot_rows_all_reduce", sink.world_ranks, "world", count, 4, "float32")}, true,
+              fmt::format("all-reduce of the hot rows' gradients and id counts ({} fp32 values)", count));
+    for (int t : sink.layout.hot_tables) {
+      const TableSpec& ts = sink.spec.tables[static_cast<size_t>(t)];
+      const auto H = static_cast<int64_t>(sink.layout.hot_rows[static_cast<size_t>(t)].size());
       sink.compute("optimizer_hot_rows", OpCategory::optimizer, batch,
-                   fmt::format("fused optimizer on every replica of the hot rows of {}", ts.name), H, 0,
-                   std::llround(program::ProgramSink::update_bytes(static_cast<double>(H), ts, dim, 0,
+                   fmt::format("fused optimizer on every replica of the {} hot rows of {}", H, ts.name), H, 0,
+                   std::llround(program::ProgramSink::update_bytes(static_cast<double>(H), ts, ts.embedding_dim, 0,
                                                                    sink.spec.optimizer.type)));
     }
   }
@@ -87,12 +98,19 @@ class HotRows final : public EmbeddingSharding {
     const WorkloadSpec& spec = ctx.spec();
     const detail::Layout& L = ctx.layout();
     const int64_t B = L.B;
-    for (int t : L.hot_tables) {
-      const auto H = static_cast<int64_t>(L.hot_rows[static_cast<size_t>(t)].size());
-      const int64_t dim = spec.tables[static_cast<size_t>(t)].embedding_dim, w = dim + 1;
-      auto block = ctx.buffer("comm_buffer", static_cast<size_t>(H * w));
-      ctx.compute(OpCategory::optimizer, "backward_hot_rows", [&] {
-        std::fill(block.data(), block.data() + H * w, 0.0f);
+    // every hot table's H x (dim + 1) block, in hot_tables order, in one buffer
+    std::vector<int64_t> at(L.hot_tables.size() + 1, 0);
+    for (size_t i = 0; i < L.hot_tables.size(); ++i) {
+      const int t = L.hot_tables[i];
+      at[i + 1] = at[i] + static_cast<int64_t>(L.hot_rows[static_cast<size_t>(t)].size()) *
+                              (spec.tables[static_cast<size_t>(t)].embedding_dim + 1);
+    }
+    auto block = ctx.buffer("comm_buffer", static_cast<size_t>(at.back()));
+    ctx.compute(OpCategory::optimizer, "backward_hot_rows", [&] {
+      std::fill(block.data(), block.data() + at.back(), 0.0f);
+      for (size_t i = 0; i < L.hot_tables.size(); ++i) {
+        const int t = L.hot_tables[i];
+        const int64_t dim = spec.tables[static_cast<size_t>(t)].embedding_dim, w = dim + 1;
         for (const int f : L.table_features[static_cast<size_t>(t)]) {
           const bool mean = is_mean(spec, L, f);
           std::vector<int64_t> ids, off;
@@ -101,22 +119,27 @@ class HotRows final : public EmbeddingSharding {
           for (int64_t s = 0; s < B; ++s) {
             const int64_t len = b.lengths[f * B + s];
             const float sc = !mean ? 1.0f : len > 0 ? 1.0f / static_cast<float>(len) : 0.0f;
-            for (int64_t i = off[static_cast<size_t>(s)]; i < off[static_cast<size_t>(s) + 1]; ++i) {
-              float* row = block.data() + ids[static_cast<size_t>(i)] * w;
+            for (int64_t k = off[static_cast<size_t>(s)]; k < off[static_cast<size_t>(s) + 1]; ++k) {
+              float* row = block.data() + at[i] + ids[static_cast<size_t>(k)] * w;
               for (int64_t c = 0; c < dim; ++c) row[c] += sc * g[s * dim + c];
               row[dim] += 1.0f;  // ids of the row (exact in fp32 below 2^24)
             }
           }
         }
-      });
-      ctx.comm(GroupKind::world, "grad_dist/hot_rows_all_reduce", [&] {
-        ctx.group(GroupKind::world).all_reduce_sum("grad_dist/hot_rows_all_reduce", block.data(), H * w);
-      });
+      }
+    });
+    ctx.comm(GroupKind::world, "grad_dist/hot_rows_all_reduce", [&] {
+      ctx.group(GroupKind::world).all_reduce_sum("grad_dist/hot_rows_all_reduce", block.data(), at.back());
+    });
+    for (size_t i = 0; i < L.hot_tables.size(); ++i) {
+      const int t = L.hot_tables[i];
+      const int64_t dim = spec.tables[static_cast<size_t>(t)].embedding_dim, w = dim + 1;
+      const auto H = static_cast<int64_t>(L.hot_rows[static_cast<size_t>(t)].size());
       ctx.compute(OpCategory::optimizer, "optimizer_hot_rows", [&] {
         SparseGrad g;
         g.dim = dim;
         for (int64_t h = 0; h < H; ++h) {
-          const float* row = block.data() + h * w;
+          const float* row = block.data() + at[i] + h * w;
           if (row[dim] == 0.0f) continue;  // no id of the global batch touched it
           g.rows.push_back(h);
           g.values.insert(g.values.end(), row, row + dim);

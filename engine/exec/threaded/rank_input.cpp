@@ -48,11 +48,6 @@ void Rank::input_dist(Inflight& b, bool async, bool again) {
   const int W = L_.world;
   const int64_t B = L_.B;
   auto& tr = sh_.tracer;
-  // hot rows' ids stay here (sharding/hot_rows.cpp): the input dist sends the others only
-  std::vector<int64_t> cold_values, cold_off;
-  if (!L_.hot_tables.empty()) drop_hot_ids(b, cold_values, cold_off, again);
-  const auto& values = L_.hot_tables.empty() ? b.batch.kjt.values : cold_values;
-  const auto& off = L_.hot_tables.empty() ? b.off : cold_off;
   const char* n_bucketize = again ? "reshard_bucketize" : "bucketize";
   const char* n_splits = again ? "reshard_input_dist/splits" : "input_dist/splits";
   const char* n_lengths = again ? "reshard_input_dist/lengths" : "input_dist/lengths";
@@ -66,6 +61,11 @@ void Rank::input_dist(Inflight& b, bool async, bool again) {
   b.send_ids_counts.assign(static_cast<size_t>(W), 0);
   {
     ScopedSpan span(tr, me_, Lane::compute, OpCategory::input, n_bucketize, step_);
+    // hot rows' ids stay here (sharding/hot_rows.cpp): the input dist sends the others only
+    std::vector<int64_t> cold_values, cold_off;
+    if (!L_.hot_tables.empty()) drop_hot_ids(b, cold_values, cold_off, again);
+    const auto& values = L_.hot_tables.empty() ? b.batch.kjt.values : cold_values;
+    const auto& off = L_.hot_tables.empty() ? b.off : cold_off;
     std::vector<BucketSlot> slots;  // slots of rank 0, then rank 1, ...
     for (int d = 0; d < W; ++d) {
       const auto& to = L_.slots_to[static_cast<size_t>(d)];
