@@ -20,11 +20,14 @@ namespace embedscope::engine::program {
 double expected_slot_ids(const WorkloadSpec& spec, const detail::Slot& sl, bool& exact);
 
 /// The expected share in [0, 1] of feature `feature`'s ids (table `table`) that fall in the
-/// table's hot rows (TableSharding::hot_rows) within [row_begin, row_end): the sum of
-/// shard_id_share (input/id_share.h) over those rows; 0 without hot rows. Those ids stay on the
-/// rank of their bag (sharding/hot_rows.cpp), so expected_slot_ids subtracts them from a row-wise
-/// slot's. O(hot rows in range x the cost of shard_id_share).
-/// Example: 10 rows, uniform ids, hot rows {2, 7}, range [0, 5): 0.1.
+/// table's hot rows (TableSharding::hot_rows) within [row_begin, row_end): for Zipf ids with
+/// permute = true (no hashing) the Zipf mass of each row's rank under the feature's permutation
+/// (input.h feature_row_permutation, inverted), (k + 1)^-alpha / H(n, alpha); otherwise the sum
+/// of shard_id_share (input/id_share.h) over those rows; 0 without hot rows. Those ids stay on
+/// the rank of their bag (sharding/hot_rows.cpp), so expected_slot_ids subtracts them from a
+/// row-wise slot's. O(hot rows in range) after one zipf_mass.
+/// Examples: 10 rows, uniform ids, hot rows {2, 7}, range [0, 5): 0.1; 10 rows, permuted Zipf
+/// alpha 1, hot rows {perm(0), perm(1)}: (1 + 1/2) / H(10, 1) = 1.5 / 2.928968 = 0.512126.
 double hot_id_share(const WorkloadSpec& spec, int table, int feature, int64_t row_begin, int64_t row_end);
 
 /// build_step_program (step_program.h) of a plan already validated, over its layout: what an

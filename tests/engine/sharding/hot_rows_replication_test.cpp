@@ -18,6 +18,7 @@
 #include "embedscope/engine/rebalance/hot_rows.h"
 #include "embedscope/engine/reference/reference.h"
 #include "engine/parity_check.h"
+#include "program/program_sink.h"
 
 using namespace embedscope::engine;
 using namespace embedscope::engine::parity;
@@ -146,6 +147,29 @@ TEST(HotRowsProgram, FewerIdsInTheInputDistAndOneAllReduce) {
   // rank 0's shard: 4 ranks x 15 ids x 2 / 10 = 12 cold ids, plus its own 4.5 hot ids -> 16.5 -> 17 (before: 18)
   EXPECT_EQ(lookup0->rows, 18);
   EXPECT_EQ(lookup->rows, 17);
+}
+
+// Permuted Zipf ids: the hot rows' expected share is the Zipf mass of their ranks, found by
+// inverting the feature's row permutation: rows perm(0) and perm(1) of 10 at alpha 1 hold
+// (1 + 1/2) / (1 + 1/2 + ... + 1/10) = 1.5 / 2.9289683 = 0.5121258; uniform ids 2 / 10.
+TEST(HotRowsProgram, ExpectedShareOfPermutedZipfHotRows) {
+  WorkloadSpec s;
+  s.tables = {{"t0", 10, 6, Pooling::sum, {"f0", "f1"}}};
+  FeatureSpec z, u;
+  z.name = "f0";
+  z.ids.kind = IdDistributionKind::zipf;
+  z.ids.alpha = 1.0;
+  u.name = "f1";
+  s.features = {z, u};
+  s.seed = 11;
+  const RowPermutation perm = feature_row_permutation(s, 0, 10);
+  ASSERT_NE(perm(0), perm(1));
+  std::vector<int64_t> hot = {perm(0), perm(1)};
+  std::sort(hot.begin(), hot.end());
+  s.sharding.per_table["t0"] = {ShardingType::row_wise, {}, -1, hot};
+  EXPECT_NEAR(program::hot_id_share(s, 0, 0, 0, 10), 0.5121258, 1e-6);
+  EXPECT_NEAR(program::hot_id_share(s, 0, 0, perm(0), perm(0) + 1), 0.3414172, 1e-6);  // 1 / 2.9289683
+  EXPECT_NEAR(program::hot_id_share(s, 0, 1, 0, 10), 0.2, 1e-12);
 }
 
 // ---- parity with the reference -------------------------------------------------------------
