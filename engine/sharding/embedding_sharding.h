@@ -9,7 +9,7 @@
 //   table_row_wise.cpp     table_row_wise: reduce-scatter in the node, all-to-all across nodes
 //   data_parallel.cpp      data_parallel: no dist; local lookups on every replica, sparse
 //                          gradients all-gathered and applied on every replica
-//   hot_rows.cpp           the hot rows of row_wise tables (TableSharding::hot_rows): replicas
+//   hot_rows.cpp           the hot rows of row-split tables (TableSharding::hot_rows): replicas
 //                          looked up locally, gradients all-reduced as a dense block
 // A new sharding type is a new file here plus its entry in the spec's enum table and in
 // embedding_shardings(). Internal to the engine.

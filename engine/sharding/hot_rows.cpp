@@ -1,11 +1,13 @@
 // Hot-row replication (issue 17; HugeCTR's hybrid embedding, which trains its "frequent"
-// categories data-parallel and the rest model-parallel): the rows of a row_wise table listed in
+// categories data-parallel and the rest model-parallel): the rows of a table split by rows
+// (row_wise, table_row_wise, grid_shard) listed in
 // TableSharding::hot_rows are held by every rank in a replica (RankContext::replica_lookup /
 // replica_update), and the input dist sends none of their ids (threaded/rank_input.cpp drops
 // them before bucketizing). So, per step and per hot table with H hot rows of dim columns:
 //  - forward: each rank pools its own batch's hot ids from its replica into pooled[f] as plain
-//    sums; the row_wise output dist then adds the reduced partial sums of the cold ids and divides
-//    by the full bag length for mean pooling (row_wise.cpp), so the pooled output is the table's;
+//    sums (full rows); the row-split output dists then add the reduced partial sums of the cold
+//    ids (each column block into its columns) and divide by the full bag length for mean pooling
+//    (row_wise.cpp, table_row_wise.cpp), so the pooled output is the table's;
 //  - backward: each rank accumulates its bags' gradients (dpooled, times 1 / full bag length for
 //    mean pooling) into a dense H x (dim + 1) block, the last column counting the ids of each
 //    row; one all-reduce (sum) over the world, of every hot table's block at once, makes the
@@ -89,7 +91,7 @@ class HotRows final : public EmbeddingSharding {
       for (const int f : L.table_features[static_cast<size_t>(t)]) {
         std::vector<int64_t> ids, off;
         hot_bags(L, t, b, f, ids, off);
-        // plain sums: row_wise's output dist adds the cold partial sums, then scales for mean
+        // plain sums: the row-split output dist adds the cold partial sums, then scales for mean
         ctx.replica_lookup(t, ids.data(), off.data(), L.B, nullptr, pooled[static_cast<size_t>(f)]);
       }
   }

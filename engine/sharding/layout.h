@@ -100,9 +100,10 @@ struct Layout {
       const TableSpec& ts = spec.tables[static_cast<size_t>(tp.table)];
       const auto e = spec.sharding.per_table.find(ts.name);
       if (e == spec.sharding.per_table.end() || e->second.hot_rows.empty()) continue;
-      if (tp.type != ShardingType::row_wise)
+      if (!is_rw(tp.type))
         throw std::invalid_argument("table \"" + ts.name + "\" has hot_rows but the plan shards it " +
-                                    std::string(to_string(tp.type)) + ": hot-row replication needs row_wise");
+                                    std::string(to_string(tp.type)) +
+                                    ": hot-row replication needs row_wise, table_row_wise or grid_shard");
       hot_rows[static_cast<size_t>(tp.table)] = e->second.hot_rows;
       std::sort(hot_rows[static_cast<size_t>(tp.table)].begin(), hot_rows[static_cast<size_t>(tp.table)].end());
       hot_tables.push_back(tp.table);

@@ -19,11 +19,6 @@ namespace {
 using detail::Layout;
 using detail::NodeBlock;
 
-// B rows of `cols` floats (contiguous) into columns [c0, c0 + cols) of a B x dim block.
-void put_columns(const float* src, int64_t B, int64_t cols, float* dst, int64_t dim, int64_t c0) {
-  for (int64_t s = 0; s < B; ++s)
-    std::memcpy(dst + s * dim + c0, src + s * cols, sizeof(float) * static_cast<size_t>(cols));
-}
 // Columns [c0, c0 + cols) of a B x dim block into B contiguous rows of `cols` floats.
 void take_columns(const float* src, int64_t B, int64_t dim, int64_t c0, int64_t cols, float* dst) {
   for (int64_t s = 0; s < B; ++s)
@@ -77,9 +72,17 @@ class Job final : public OutputDistJob {
     for (int m = 0; m < L.nodes; ++m)
       for (const NodeBlock& nb : L.node_blocks[static_cast<size_t>(m)]) {
         const int64_t dim = L.dim[static_cast<size_t>(nb.feature)];
-        float* block = recv.data() + p;
-        if (is_mean(ctx.spec(), ctx.layout(), nb.feature)) scale_rows_mean(lengths, L.B, nb.feature, block, nb.cols);
-        put_columns(block, L.B, nb.cols, pooled[static_cast<size_t>(nb.feature)].data(), dim, nb.col_offset);
+        // added to pooled's columns: they hold the sums of the bags' hot rows (hot_rows.cpp), zeros
+        // without any; then the sum is divided by the full bag length for mean pooling
+        const float* block = recv.data() + p;
+        const bool mean = is_mean(ctx.spec(), ctx.layout(), nb.feature);
+        float* out = pooled[static_cast<size_t>(nb.feature)].data();
+        for (int64_t s = 0; s < L.B; ++s) {
+          const int64_t len = lengths[static_cast<size_t>(nb.feature * L.B + s)];
+          const float sc = !mean ? 1.0f : len > 0 ? 1.0f / static_cast<float>(len) : 0.0f;
+          float* row = out + s * dim + nb.col_offset;
+          for (int64_t c = 0; c < nb.cols; ++c) row[c] = (row[c] + block[s * nb.cols + c]) * sc;
+        }
         p += static_cast<size_t>(L.B * nb.cols);
       }
   }

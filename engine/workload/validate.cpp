@@ -237,9 +237,10 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
           c.fail(hp + "/sample_steps", fmt::format("must be in [1, {}] (warmup_steps + steps: the run's iterations), got {}",
                                                    s.warmup_steps + s.steps, ts.hot_rows_sample_steps));
       }
-      if (ts.type != ShardingType::row_wise)
-        c.fail(hp, fmt::format("only allowed with {}/type row_wise, not {} (hot-row replication of other sharding "
-                               "types is not implemented)", p, type));
+      if (ts.type != ShardingType::row_wise && ts.type != ShardingType::table_row_wise &&
+          ts.type != ShardingType::grid_shard)
+        c.fail(hp, fmt::format("only allowed with {}/type row_wise, table_row_wise or grid_shard, not {} (hot-row "
+                               "replication of tables not split by rows is not implemented)", p, type));
       if (tb.data_type != TableDataType::fp32)
         c.fail(hp, fmt::format("needs data_type fp32 (table \"{}\" has {} at /tables/{}/data_type)", tname,
                                enum_name(tb.data_type), it->second));

@@ -25,14 +25,15 @@ using namespace embedscope::engine::parity;
 
 namespace {
 
-// parity_spec's four tables, all row_wise, with hot rows: t0 (10 rows, uniform ids) rows 1, 4
-// and 9; t1 (1 row) its only row, so its shards receive no id at all; t2 (3 rows, two features)
-// row 0; t3 (50 rows, Zipf ids) four rows. t0 and t2 stay partly model-parallel.
-WorkloadSpec hotrep_spec(int world, Pooling pooling, OptimizerType opt) {
-  WorkloadSpec s = parity_spec(ShardingType::row_wise, world, pooling, opt);
-  auto hot = [](std::vector<int64_t> rows) {
+// parity_spec's four tables, all of `type` (row_wise by default), with hot rows: t0 (10 rows,
+// uniform ids) rows 1, 4 and 9; t1 (1 row) its only row, so its shards receive no id at all; t2
+// (3 rows, two features) row 0; t3 (50 rows, Zipf ids) four rows. t0 and t2 stay partly
+// model-parallel.
+WorkloadSpec hotrep_spec(int world, Pooling pooling, OptimizerType opt, ShardingType type = ShardingType::row_wise) {
+  WorkloadSpec s = parity_spec(type, world, pooling, opt);
+  auto hot = [type](std::vector<int64_t> rows) {
     TableSharding t;
-    t.type = ShardingType::row_wise;
+    t.type = type;
     t.hot_rows = std::move(rows);
     return t;
   };
@@ -75,12 +76,14 @@ TEST(HotRowsSpec, BadRowsAndTypesAreRefusedNamingThePointer) {
             "test.json: /sharding/tables/t0/hot_rows/2: row 3 is listed twice (also at /sharding/tables/t0/hot_rows/0)");
   EXPECT_EQ(with("t0", {{"type", "row_wise"}, {"hot_rows", {-1}}}),
             "test.json: /sharding/tables/t0/hot_rows/0: must be >= 0, got -1");
-  EXPECT_EQ(with("t0", {{"type", "table_wise"}, {"hot_rows", {3}}}),
-            "test.json: /sharding/tables/t0/hot_rows: only allowed with /sharding/tables/t0/type row_wise, not "
-            "table_wise (hot-row replication of other sharding types is not implemented)");
-  EXPECT_EQ(with("t0", {{"type", "table_row_wise"}, {"hot_rows", {3}}}),
-            "test.json: /sharding/tables/t0/hot_rows: only allowed with /sharding/tables/t0/type row_wise, not "
-            "table_row_wise (hot-row replication of other sharding types is not implemented)");
+  for (const char* type : {"table_wise", "column_wise", "table_column_wise", "data_parallel"})
+    EXPECT_EQ(with("t0", {{"type", type}, {"hot_rows", {3}}}),
+              fmt::format("test.json: /sharding/tables/t0/hot_rows: only allowed with /sharding/tables/t0/type "
+                          "row_wise, table_row_wise or grid_shard, not {} (hot-row replication of tables not split by "
+                          "rows is not implemented)",
+                          type));
+  for (const char* type : {"row_wise", "table_row_wise", "grid_shard"})
+    EXPECT_EQ(with("t0", {{"type", type}, {"hot_rows", {3}}}), "(no error)") << type;
   nlohmann::json fp16 = base;
   fp16["tables"][0]["data_type"] = "fp16";
   EXPECT_EQ(hotrep_error(fp16), "test.json: /sharding/tables/t0/hot_rows: needs data_type fp32 (table \"t0\" has fp16 "
@@ -174,36 +177,41 @@ TEST(HotRowsProgram, ExpectedShareOfPermutedZipfHotRows) {
 
 // ---- parity with the reference -------------------------------------------------------------
 
-using HotrepParam = std::tuple<PipelineKind, Pooling, int>;
+// world 2: one node of 2 ranks (row_wise) or 2 nodes of 1 (table_row_wise, grid_shard); world 4:
+// 2 nodes of 2 (parity_spec)
+using HotrepParam = std::tuple<ShardingType, PipelineKind, Pooling, int>;
 class HotRowsEqualReference : public ::testing::TestWithParam<HotrepParam> {};
 
 TEST_P(HotRowsEqualReference, ForwardAndTablesAfterThreeSteps) {
-  const auto [pipeline, pooling, world] = GetParam();
-  WorkloadSpec s = hotrep_spec(world, pooling, OptimizerType::adam);
+  const auto [type, pipeline, pooling, world] = GetParam();
+  WorkloadSpec s = hotrep_spec(world, pooling, OptimizerType::adam, type);
   s.pipeline = pipeline;
   check_parity(s);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Pipelines, HotRowsEqualReference,
-    ::testing::Combine(::testing::Values(PipelineKind::base, PipelineKind::sparse_dist, PipelineKind::semi_sync),
+    ::testing::Combine(::testing::Values(ShardingType::row_wise, ShardingType::table_row_wise, ShardingType::grid_shard),
+                       ::testing::Values(PipelineKind::base, PipelineKind::sparse_dist, PipelineKind::semi_sync),
                        ::testing::Values(Pooling::sum, Pooling::mean), ::testing::Values(2, 4)),
     [](const auto& p) {
-      return fmt::format("{}_{}_w{}", to_string(std::get<0>(p.param)), to_string(std::get<1>(p.param)),
-                         std::get<2>(p.param));
+      return fmt::format("{}_{}_{}_w{}", to_string(std::get<0>(p.param)), to_string(std::get<1>(p.param)),
+                         to_string(std::get<2>(p.param)), std::get<3>(p.param));
     });
 
 TEST(HotRowsParity, EveryOptimizer) {
-  for (OptimizerType opt : {OptimizerType::sgd, OptimizerType::rowwise_adagrad, OptimizerType::adam}) {
-    SCOPED_TRACE(to_string(opt));
-    check_parity(hotrep_spec(3, Pooling::mean, opt));
-  }
+  for (ShardingType type : {ShardingType::row_wise, ShardingType::table_row_wise, ShardingType::grid_shard})
+    for (OptimizerType opt : {OptimizerType::sgd, OptimizerType::rowwise_adagrad, OptimizerType::adam}) {
+      SCOPED_TRACE(fmt::format("{} {}", to_string(type), to_string(opt)));
+      check_parity(hotrep_spec(type == ShardingType::row_wise ? 3 : 4, Pooling::mean, opt, type));
+    }
 }
 
 // The hot rows beside every other sharding type, and the device path (emulate_device).
 TEST(HotRowsParity, AmongOtherTypesAndOnTheDevicePath) {
-  WorkloadSpec s = mixed_spec(OptimizerType::rowwise_adagrad);  // t0 row_wise
+  WorkloadSpec s = mixed_spec(OptimizerType::rowwise_adagrad);  // t0 row_wise, t2 table_row_wise
   s.sharding.per_table["t0"].hot_rows = {0, 5, 6};
+  s.sharding.per_table["t2"].hot_rows = {2};
   check_parity(s);
   check_parity(hotrep_spec(4, Pooling::sum, OptimizerType::adam), {}, true);
 }

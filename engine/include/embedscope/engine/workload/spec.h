@@ -130,7 +130,7 @@ struct TableSharding {
   /// trained data-parallel (each rank looks up its own batch's ids of them locally, their
   /// gradients are all-reduced as a dense hot_rows x (dim + 1) block, and every replica applies
   /// the same fused optimizer update); the table's other ids stay on the model-parallel path.
-  /// row_wise tables only; rows in [0, TableSpec::rows()), unique, stored sorted; fp32
+  /// row_wise / table_row_wise / grid_shard; rows in [0, TableSpec::rows()), unique, sorted; fp32
   /// data_type and optimizer_state_type, no low_rank_dim, cpu or simulated backend, no live
   /// rebalancing. Empty: none.
   std::vector<int64_t> hot_rows{};
