@@ -221,6 +221,15 @@ class Replay {
           state(b.state[3]);
         }
       }
+    // hot-row replicas (rank.cpp after the shards): fp32 rows, then the optimizer state
+    for (const int t : L_.hot_tables) {
+      const int64_t H = static_cast<int64_t>(L_.hot_rows[static_cast<size_t>(t)].size());
+      const int64_t dim = spec_.tables[static_cast<size_t>(t)].embedding_dim;
+      const auto [m1, m2] = optimizer_state_floats(spec_.optimizer.type, H, dim);
+      out_.weights += take(H * dim * 4).size > 0 ? round_size(H * dim * 4) : 0;
+      out_.optimizer_state += take(m1 * 4).size > 0 ? round_size(m1 * 4) : 0;
+      out_.optimizer_state += take(m2 * 4).size > 0 ? round_size(m2 * 4) : 0;
+    }
     const DenseSizes d = dense_sizes(spec_, L_.dim);
     first_dense_ = take(2 * d.num_params * 4).size;  // parameters + gradients
     out_.dense = first_dense_;
@@ -300,6 +309,15 @@ class Replay {
     for (size_t i = 0; i < L_.dp_tables.size(); ++i) {
       const int64_t rows = W * dp_rows_[i];
       pair(rows * i64, rows * spec_.tables[static_cast<size_t>(L_.dp_tables[i])].embedding_dim * f32);
+    }
+    // hot rows (sharding/hot_rows.cpp): every hot table's rows x (dim + 1) block, one buffer
+    if (!L_.hot_tables.empty()) {
+      int64_t floats = 0;
+      for (const int t : L_.hot_tables)
+        floats += static_cast<int64_t>(L_.hot_rows[static_cast<size_t>(t)].size()) *
+                  (spec_.tables[static_cast<size_t>(t)].embedding_dim + 1);
+      Allocation block = take(floats * f32, bi);
+      give(block);
     }
     free_all(slot_grad);  // the train phase's locals, the later declared first
     free_all(dpooled);

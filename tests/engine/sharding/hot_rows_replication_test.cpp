@@ -175,6 +175,28 @@ TEST(HotRowsProgram, ExpectedShareOfPermutedZipfHotRows) {
   EXPECT_NEAR(program::hot_id_share(s, 0, 1, 0, 10), 0.2, 1e-12);
 }
 
+// The planner's memory estimate counts every rank's replicas (rank.cpp's order: rows, then adam's
+// two state buffers, each rounded to the allocator's 512 bytes): hotrep_spec's four replicas (3 x 6,
+// 1 x 4, 1 x 5, 4 x 16 floats, all under 512 bytes) add 4 x 512 bytes of weights and 8 x 512 of
+// optimizer state on every rank, and the estimate stays at or above the measured peak.
+TEST(HotRowsMemory, EstimateCountsTheReplicasAndCoversThePeak) {
+  const WorkloadSpec hot = hotrep_spec(4, Pooling::sum, OptimizerType::adam);
+  const WorkloadSpec cold = parity_spec(ShardingType::row_wise, 4, Pooling::sum, OptimizerType::adam);
+  const auto with = estimate_memory(hot, plan_sharding(hot));
+  const auto without = estimate_memory(cold, plan_sharding(cold));
+  ASSERT_EQ(with.size(), 4u);
+  ASSERT_EQ(without.size(), 4u);
+  TrainerOptions opt;
+  opt.trace = false;
+  const RunResult run = run_training(hot, plan_sharding(hot), opt);
+  ASSERT_EQ(run.ended, RunEnd::complete) << run.error;
+  for (size_t r = 0; r < 4; ++r) {
+    EXPECT_EQ(with[r].weights - without[r].weights, 4 * 512) << r;
+    EXPECT_EQ(with[r].optimizer_state - without[r].optimizer_state, 8 * 512) << r;
+    EXPECT_GE(with[r].total(), run.ranks[r].memory_bytes) << r;
+  }
+}
+
 // ---- parity with the reference -------------------------------------------------------------
 
 // world 2: one node of 2 ranks (row_wise) or 2 nodes of 1 (table_row_wise, grid_shard); world 4:
