@@ -1,7 +1,10 @@
 #pragma once
 // Hot-row replication advice (issue 17, the hybrid of HugeCTR's hybrid embedding and of the
 // FBGEMM/TorchRec caching of hot rows): which rows of a row_wise / table_row_wise / grid_shard table
-// are worth holding on every rank, from the ids observed per row. A pure function of its arguments.
+// are worth holding on every rank, from the ids observed per row. choose_hot_rows is a pure function
+// of its arguments; resolve_hot_rows applies it to a workload's automatic hot rows
+// (TableSharding::hot_rows_sample_steps) from the ids of the run's first iterations, and the run
+// replicates the rows (sharding/hot_rows.cpp).
 //
 // The cost model, per measured step, in values (one id or one embedding element; fp32 / int32
 // values are 4 bytes each on the wire), for a row of `dim` columns on a table sharded over W ranks:
