@@ -304,7 +304,13 @@ const RecordTable<RebalanceRecord>& rebalances_table() {
        field<&RebalanceRecord::after_steps>("after_steps", "steps `imbalance_after` was observed over"),
        field<&RebalanceRecord::start_ns>("start_ns", "when the earliest rank began, ns"),
        field<&RebalanceRecord::duration_ns>("duration_ns", "time spent by the slowest rank (all-gather, proposal, move, rebuild), ns"),
-       field<&RebalanceRecord::refused>("refused", "moves wanted and not made, with the reason, `; `-joined; empty if none")});
+       field<&RebalanceRecord::refused>("refused", "moves wanted and not made, with the reason, `; `-joined; empty if none"),
+       field<&RebalanceRecord::outcome>(
+           "outcome",
+           "`complete`, or `failed: ...` for a move the run ended in (a rank failed or vanished before every rank had "
+           "its new shards): the phase each rank reached; its tables stay where they were (no `plan_changes` rows); "
+           "`complete` in older files",
+           10)});
   return t;
 }
 

@@ -95,6 +95,7 @@ std::string rebalances_text(const std::vector<ss::RebalanceEffect>& effects, con
                        e.amortised_after_steps < 0 ? std::string("-") : fmt::format("{:.1f} steps", e.amortised_after_steps),
                        r.reason);
     if (!r.refused.empty()) out += "        refused: " + r.refused + "\n";
+    if (r.outcome != "complete") out += "        " + r.outcome + "\n";
     for (size_t i = 0; i < changes.size(); ++i) {
       const auto& c = changes[i];
       if (c.step != r.step + 1) continue;
@@ -172,7 +173,8 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                                  {"imbalance_predicted", r.imbalance_predicted}, {"imbalance_after", r.imbalance_after},
                                  {"after_steps", r.after_steps}, {"duration_ns", r.duration_ns},
                                  {"step_p50_before_ns", e.step_p50_before_ns}, {"step_p50_after_ns", e.step_p50_after_ns},
-                                 {"amortised_after_steps", e.amortised_after_steps}, {"refused", r.refused}});
+                                 {"amortised_after_steps", e.amortised_after_steps}, {"refused", r.refused},
+                                 {"outcome", r.outcome}});
     }
     j["plan_changes"] = json::array();
     for (const auto& c : session.plan_changes())

@@ -18,6 +18,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -192,6 +193,16 @@ class Rank final : public sharding::RankContext {
   /// ranks'), and the tables each moved, in order.
   std::vector<sessions::RebalanceRecord> rebalances;
   std::vector<sessions::PlanChangeRecord> plan_changes;
+  /// The live rebalance whose move this rank is in (its record, outcome unset) and the phase it
+  /// reached ("allocating the new shards", "in the reshard all-to-all", ...): set before the
+  /// move, cleared once its new shards are in place, so a run that ends during the move says
+  /// how far each rank got (ThreadedExecutor). Unset when no move is under way.
+  struct MoveInProgress {
+    sessions::RebalanceRecord record;
+    std::string phase;
+    ShardingPlan before;  ///< the plan the move started from (what stays when it fails)
+  };
+  std::optional<MoveInProgress> moving;
   /// The load this rank had per measured step, in the policy's measure (rebalance.balance): the sum
   /// of its load counters' ids, or of their lookup_ns (what merge_rebalances' imbalance_after uses).
   std::vector<int64_t> ids_per_step;

@@ -203,6 +203,10 @@ struct RebalanceRecord {
   int64_t start_ns = 0;            ///< session clock, the earliest rank's start
   int64_t duration_ns = 0;         ///< time spent (all-gather, proposal, move, rebuild), the slowest rank's
   std::string refused;             ///< moves the proposal wanted and could not make (memory, max_bytes_per_move), "; "-joined
+  /// "complete", or "failed: ..." for a move that did not finish on every rank (the run ended
+  /// during it): how far each rank got; its tables stay where they were (no plan_changes rows).
+  /// Schema 10; older files read "complete".
+  std::string outcome = "complete";
 };
 
 /// One shard placed by a live rebalance (table `plan_changes`, schema 6; the types and rows,
