@@ -146,20 +146,12 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     if (p.fontMetrics().horizontalAdvance(label) > kGutter - 8 && label.indexOf(" (") > 0) label = label.left(label.indexOf(" ("));
     p.drawText(QRect(4, y, kGutter - 8, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft,
                p.fontMetrics().elidedText(label, Qt::ElideRight, kGutter - 8));
-    // the boxes, gathered by colour and drawn with one drawRects each (a painter call per op
-    // costs more than the pixel or two it fills once ops get that narrow), then what is drawn
-    // over them: the hidden parts of communication ops and their set-up waits (boxes of one row
-    // never overlap, so the order between boxes does not matter)
     const auto& compute = compute_[rows_[i].rank];
-    std::vector<std::pair<QRgb, std::vector<QRectF>>> boxes;  // a handful of colours: a linear search
-    std::vector<QRectF> hidden, waits;
-    auto bar = [&](double x0, double x1) { return QRectF(kGutter + x0, y + 3, std::max(1.0, x1 - x0), kRowHeight - 6); };
     for (const LaneBox& b : fold_lane(rows_[i].ops, rows_[i].index, scale_)) {
+      const QRectF r(kGutter + b.x0, y + 3, std::max(1.0, b.x1 - b.x0), kRowHeight - 6);
       QColor c = category_color(b.category);
       if (b.count > 1) c = c.lighter(130);  // folded: a run of sub-pixel ops
-      auto at = std::find_if(boxes.begin(), boxes.end(), [&](const auto& e) { return e.first == c.rgba(); });
-      if (at == boxes.end()) at = boxes.insert(boxes.end(), {c.rgba(), {}});
-      at->second.push_back(bar(b.x0, b.x1));
+      p.fillRect(r, c);
       if (b.category != sessions::OpCategory::comm || b.count > 1) continue;
       // hidden communication: the parts of this op that overlap the rank's compute
       const auto& o = rows_[i].ops[b.first];
@@ -168,7 +160,7 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
       for (; it != compute.end() && it->start < o.end_ns; ++it) {
         const double x0 = std::max(0.0, scale_.x(std::max(it->start, o.start_ns)));
         const double x1 = std::min(scale_.width(), scale_.x(std::min(it->end, o.end_ns)));
-        if (x1 > x0) hidden.push_back(bar(x0, x1));
+        if (x1 > x0) p.fillRect(QRectF(kGutter + x0, y + 3, std::max(1.0, x1 - x0), kRowHeight - 6), hidden_comm_color());
       }
       // set-up waits: the part of the op before every rank had started
       if (auto s = setup_.find(o.rank); s != setup_.end())
@@ -176,19 +168,9 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
           if (w.t1 <= o.start_ns || w.t0 >= o.end_ns) continue;
           const double x0 = std::max(0.0, scale_.x(std::max(w.t0, o.start_ns)));
           const double x1 = std::min(scale_.width(), scale_.x(std::min(w.t1, o.end_ns)));
-          if (x1 > x0) waits.push_back(bar(x0, x1));
+          if (x1 > x0) p.fillRect(QRectF(kGutter + x0, y + 3, std::max(1.0, x1 - x0), kRowHeight - 6), setup_wait_color());
         }
     }
-    p.setPen(Qt::NoPen);
-    auto fill = [&](const QColor& c, const std::vector<QRectF>& rects) {
-      if (rects.empty()) return;
-      p.setBrush(c);
-      p.drawRects(rects.data(), static_cast<int>(rects.size()));
-    };
-    for (const auto& [rgb, rects] : boxes) fill(QColor::fromRgba(rgb), rects);
-    fill(hidden_comm_color(), hidden);
-    fill(setup_wait_color(), waits);
-    p.setBrush(Qt::NoBrush);
   }
   // the critical path: a bar under each op on it, dotted under a gap, a line where it changes row
   if (!path_.empty()) {
