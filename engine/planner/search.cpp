@@ -110,8 +110,8 @@ class Search {
         ti.open = false;
         ti.fixed = it->second;
         ti.allowed = {it->second.type};
-      } else if (t.low_rank_dim > 0) {  // a factorized table: every shard needs B whole
-        ti.allowed = {ShardingType::table_wise, ShardingType::data_parallel};
+      } else if (t.low_rank_dim > 0) {  // a factorized table: A's rows split, B whole on every shard
+        ti.allowed = {ShardingType::table_wise, ShardingType::row_wise, ShardingType::data_parallel};
       } else {
         ti.allowed = {ShardingType::table_wise, ShardingType::row_wise};
         if (t.embedding_dim >= 8 && W_ > 1) ti.allowed.push_back(ShardingType::column_wise);

@@ -143,6 +143,14 @@ CollectiveCall ProgramSink::all_to_all(const char* name, const std::vector<int>&
   return c;
 }
 
+CollectiveCall ProgramSink::all_reduce(const char* name, const std::vector<int>& peers, const std::string& group,
+                                       int64_t count, int64_t eb, const char* dt) const {
+  CollectiveCall c = all_to_all(name, peers, group, {}, {}, eb, dt);
+  c.kind = CollectiveKind::all_reduce;
+  c.count = count;
+  return c;
+}
+
 CollectiveCall ProgramSink::reduce_scatter(const char* name, const std::vector<int>& peers, const std::string& group,
                                            const std::vector<int64_t>& counts, int64_t eb, const char* dt) const {
   CollectiveCall c = all_to_all(name, peers, group, counts, {}, eb, dt);

@@ -90,6 +90,11 @@ class ProgramSink {
                             const std::vector<int64_t>& counts, int64_t elem_bytes, const char* dtype,
                             bool exact = true) const;
 
+  /// An all-reduce (sum) of `count` elements over `peers`: every member sends and receives the
+  /// whole buffer (CollectiveCall::count).
+  CollectiveCall all_reduce(const char* name, const std::vector<int>& peers, const std::string& group, int64_t count,
+                            int64_t elem_bytes, const char* dtype) const;
+
   /// Bytes per element and dtype name of a communicated tensor of precision p.
   static int64_t elem_bytes(CommPrecision p) { return p == CommPrecision::fp32 ? 4 : 2; }
   static const char* dtype(CommPrecision p) {

@@ -60,10 +60,12 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
                                                 "CUDA kernels for factorized tables)", tb.name));
       const auto it = s.sharding.per_table.find(tb.name);
       const ShardingType type = it != s.sharding.per_table.end() ? it->second.type : s.sharding.default_type;
-      if (type != ShardingType::table_wise && type != ShardingType::data_parallel)
+      if (type != ShardingType::table_wise && type != ShardingType::data_parallel && type != ShardingType::row_wise)
         c.fail(it != s.sharding.per_table.end() ? ptr_key("/sharding/tables", tb.name) + "/type" : std::string("/sharding/default"),
                fmt::format("{} for table \"{}\" with low_rank_dim (/tables/{}/low_rank_dim): a factorized table is "
-                           "sharded table_wise or data_parallel (B is needed whole by every shard of A)",
+                           "sharded table_wise, row_wise (A's rows split, B copied to every rank) or data_parallel; "
+                           "split by columns, every block would need all of A (rows x r, the large factor), so "
+                           "column-wise sharding would save none of it",
                            enum_name(type), tb.name, t));
     }
     if (tb.feature_names.empty()) c.fail(p + "/feature_names", "must not be empty");
