@@ -117,6 +117,9 @@ class Search {
         ti.allowed = {it->second.type};
       } else if (t.low_rank_dim > 0) {  // a factorized table: every shard needs B whole
         ti.allowed = {ShardingType::table_wise, ShardingType::data_parallel};
+      } else if (t.placement != TablePlacement::device) {  // rows in host memory (model/host_cache.h)
+        ti.allowed = {ShardingType::table_wise, ShardingType::row_wise};
+        if (t.embedding_dim >= 8 && W_ > 1) ti.allowed.push_back(ShardingType::column_wise);
       } else {
         ti.allowed = {ShardingType::table_wise, ShardingType::row_wise};
         if (t.embedding_dim >= 8 && W_ > 1) ti.allowed.push_back(ShardingType::column_wise);

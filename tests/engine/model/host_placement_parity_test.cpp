@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/engine/exec/run.h"
+#include "embedscope/sessions/analysis/load_imbalance.h"
 #include "embedscope/sessions/store/session.h"
 #include "engine/parity_check.h"
 
@@ -129,6 +130,16 @@ TEST(HostPlacementSession, LoadCountersAddUpToTheRunsTotals) {
     any_hits += hits[t];
   }
   EXPECT_GT(any_hits, 0);
+  // the load view's metrics (sessions/analysis/load_imbalance.h) read the same counters
+  namespace ss = embedscope::sessions;
+  double view_hits = 0, view_h2d = 0;
+  for (double v : ss::load_data(reader, ss::LoadMetric::cache_hits).per_rank) view_hits += v;
+  for (double v : ss::load_data(reader, ss::LoadMetric::bytes_h2d).per_rank) view_h2d += v;
+  int64_t run_h2d = 0;
+  for (const auto& t : run.table_storage) run_h2d += t.bytes_h2d;
+  EXPECT_EQ(view_hits, static_cast<double>(any_hits));
+  EXPECT_EQ(view_h2d, static_cast<double>(run_h2d));
+  EXPECT_STREQ(ss::to_string(ss::LoadMetric::bytes_d2h), "bytes device to host");
   std::filesystem::remove(path);
 }
 

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "embedscope/engine/exec/run.h"
+#include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "engine/workload/spec_test_support.h"
 #include "support/cli_run.h"
@@ -113,6 +114,23 @@ TEST(HostPlacementSpec, RoundTrip) {
   EXPECT_EQ(d.tables[0].placement, es::TablePlacement::device);
   EXPECT_EQ(d.devices.host_memory_bytes, int64_t{64} << 30);
   EXPECT_FALSE(es::to_json(d)["devices"].contains("host_memory_bytes"));
+}
+
+// A plan given by hand (or searched) that shards a table in host memory another way is refused.
+TEST(HostPlacementSpec, PlanWithAnUnsupportedTypeIsRefused) {
+  json j = base_spec();
+  j["sharding"] = {{"default", "data_parallel"}};
+  es::WorkloadSpec s = es::parse_workload(j, "test.json");
+  const es::ShardingPlan plan = es::plan_sharding(s);
+  s.tables[1].placement = es::TablePlacement::host;  // as a hand-edited plan file would pair them
+  try {
+    es::validate_plan(s, plan, "plan.json");
+    ADD_FAILURE() << "a data_parallel table in host memory should be refused";
+  } catch (const es::SpecError& e) {
+    EXPECT_EQ(std::string(e.what()), "plan.json: /tables/1/type: table t1 (20 rows x 4 columns, data_parallel) has "
+                                     "placement host: a table in host memory is sharded table_wise, row_wise or "
+                                     "column_wise");
+  }
 }
 
 // One table of 100,000 x 64 fp32 rows with rowwise_adagrad on one rank of 24 MiB: its rows
