@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "embedscope/engine/exec/run.h"
+#include "embedscope/engine/planner/search.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "engine/workload/spec_test_support.h"
@@ -203,6 +204,25 @@ TEST(HostPlacementEstimate, FitsTheDeviceOnlyWithHostCached) {
   const auto he = es::estimate_memory(host, es::plan_sharding(host));
   EXPECT_EQ(he[0].weights + he[0].optimizer_state + he[0].cache, 0);
   EXPECT_EQ(he[0].host, 26'000'000);
+}
+
+// The search (plan --auto) counts a host_cached table by its cache: the device placement of the
+// big table has no plan on one 24 MiB rank, host_cached has one, and it keeps the table on a
+// type that runs from host memory.
+TEST(HostPlacementEstimate, SearchFindsAPlanOnlyWithHostCached) {
+  const es::WorkloadSpec dev = big_table_spec(es::TablePlacement::device);
+  try {
+    es::plan_search(dev, es::planning_profile(dev));
+    ADD_FAILURE() << "no plan should fit on the device";
+  } catch (const es::SpecError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("/devices/memory_bytes: no plan fits", 0), 0u) << e.what();
+  }
+  const es::WorkloadSpec cached = big_table_spec(es::TablePlacement::host_cached);
+  const es::PlanSearchResult found = es::plan_search(cached, es::planning_profile(cached));
+  const es::ShardingType type = found.plan.tables[0].type;
+  EXPECT_TRUE(type == es::ShardingType::table_wise || type == es::ShardingType::row_wise ||
+              type == es::ShardingType::column_wise);
+  EXPECT_NO_THROW(es::check_memory_fits(cached, es::estimate_memory(cached, found.plan)));
 }
 
 // The CLI refuses bad input with exit status 2 before it runs anything.
