@@ -252,4 +252,34 @@ TEST(HostPlacementSpec, CliExitsTwo) {
   std::filesystem::remove_all(dir);
 }
 
+// `run` and `stats` print the block of tables in host memory, one line per such table with its
+// hit rate; `plan` shows the placement and the device cache.
+TEST(HostPlacementSpec, RunStatsAndPlanPrintTheTablesInHostMemory) {
+  const auto dir = std::filesystem::temp_directory_path() / ("host_placement_out_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  json j = base_spec();
+  j["name"] = "cached";
+  j["steps"] = 3;
+  j["tables"][1]["placement"] = "host_cached";
+  j["tables"][1]["cache_load_factor"] = 0.5;
+  j["tables"][1]["cache_policy"] = "lfu";
+  std::ofstream(dir / "cached.json") << j.dump();
+  const std::string session = (dir / "s.embedscope").string();
+  auto r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "run " + (dir / "cached.json").string() + " -o " + session, dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const std::string& out : {r.out, embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "stats " + session, dir).out}) {
+    const auto at = out.find("tables in host memory");
+    ASSERT_NE(at, std::string::npos) << out;
+    const std::string block = out.substr(at);
+    EXPECT_NE(block.find("hit rate"), std::string::npos) << block;
+    EXPECT_NE(block.find("t1                   host_cached lfu      0.50"), std::string::npos) << block;
+    EXPECT_EQ(block.find("t0  "), std::string::npos) << "t0 is on the device: " << block;
+  }
+  r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "plan " + (dir / "cached.json").string(), dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("device cache"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("host_cached"), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
