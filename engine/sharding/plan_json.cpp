@@ -105,6 +105,11 @@ void validate_plan(const WorkloadSpec& spec, const ShardingPlan& plan, const std
       fail(origin, where + "/type",
            fmt::format("{} has low_rank_dim {}: a factorized table is sharded table_wise, row_wise or data_parallel",
                        tname_of(), t.low_rank_dim));
+    if (t.placement != TablePlacement::device && tp.type != ShardingType::table_wise &&
+        tp.type != ShardingType::row_wise && tp.type != ShardingType::column_wise)
+      fail(origin, where + "/type",
+           fmt::format("{} has placement {}: a table in host memory is sharded table_wise, row_wise or column_wise",
+                       tname_of(), to_string(t.placement)));
     std::vector<std::pair<int64_t, int64_t>> rows, cols;
     std::vector<int> ranks;
     for (size_t k = 0; k < tp.shards.size(); ++k) {

@@ -282,6 +282,9 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                              r.ids_looked_up, es::format_bytes(r.bytes_sent), es::format_bytes(r.bytes_received));
   if (!kernel_text.empty()) std::cout << "\n" << kernel_text;
   std::cout << table_storage_text(session.meta(ss::meta::kTableStorageJson, "[]"), st.steps);
+  if (const std::string host = host_placement_text(json::parse(session.meta(ss::meta::kTableStorageJson, "[]"), nullptr, false), st.steps);
+      !host.empty())
+    std::cout << "\ntables in host memory (cache hit rate, rows and bytes moved per measured step):\n" << host;
   std::cout << fmt::format("\n{:<5} {:>16} {:>16} {:>15} {:>8}\n", "rank", "peak allocated", "peak reserved",
                            "fragmentation", "memviz");
   for (const auto& r : st.ranks)

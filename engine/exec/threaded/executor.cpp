@@ -118,17 +118,38 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     ts.optimizer_state_type = spec.tables[t].optimizer_state_type;
     ts.weight_bytes.assign(static_cast<size_t>(W), 0);
     ts.optimizer_state_bytes.assign(static_cast<size_t>(W), 0);
+    ts.placement = spec.tables[t].placement;
+    if (ts.placement == TablePlacement::host_cached) {
+      ts.cache_policy = spec.tables[t].cache_policy;
+      ts.cache_load_factor = spec.tables[t].cache_load_factor;
+    }
+    ts.host_bytes.assign(static_cast<size_t>(W), 0);
+    ts.cache_bytes.assign(static_cast<size_t>(W), 0);
     QuantError err;
     for (size_t i = 0; i < ranks_.size(); ++i)  // the ranks run here (one process: its own; others stay 0)
       for (const auto& ls : ranks_[i]->shards) {
         const auto r = static_cast<size_t>(local_ranks_[i]);
         if (ls.table != static_cast<int>(t)) continue;
-        ts.weight_bytes[r] +=
+        const auto wb =
             static_cast<int64_t>((ls.weights.size() + ls.factor_b.size()) * sizeof(float) + ls.packed.size());
-        ts.optimizer_state_bytes[r] += static_cast<int64_t>(
+        const auto sb = static_cast<int64_t>(
             (ls.momentum1.size() + ls.momentum2.size() + ls.b_momentum1.size() + ls.b_momentum2.size()) * sizeof(float) +
             ls.packed_state1.size() + ls.packed_state2.size() + ls.b_packed_state1.size() + ls.b_packed_state2.size());
+        ts.weight_bytes[r] += wb;
+        ts.optimizer_state_bytes[r] += sb;
         err.merge(ls.storage_error);
+        if (ls.host) {
+          ts.host_bytes[r] += wb + sb + ls.host->host_side_bytes();
+          ts.cache_bytes[r] += ls.host->cache_bytes();
+        }
+      }
+    for (auto& rk : ranks_)
+      if (auto f = rk->table_transfers.find(static_cast<int>(t)); f != rk->table_transfers.end()) {
+        ts.cache_hits += f->second.cache_hits;
+        ts.cache_misses += f->second.cache_misses;
+        ts.rows_fetched += f->second.rows_fetched;
+        ts.bytes_h2d += f->second.bytes_h2d;
+        ts.bytes_d2h += f->second.bytes_d2h;
       }
     ts.hash_size = spec.tables[t].hash_size;
     ts.low_rank_dim = spec.tables[t].low_rank_dim;

@@ -37,6 +37,7 @@
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/kernels/low_rank.h"
 #include "embedscope/engine/model/low_rank.h"
+#include "embedscope/engine/model/host_cache.h"
 #include "embedscope/engine/memory/memory.h"
 #include "embedscope/engine/quant/row_codec.h"
 #include "embedscope/engine/program/step_program.h"
@@ -118,6 +119,10 @@ struct LocalShard {
   int64_t low_rank_dim = 0;
   DeviceBuffer<float> factor_b, b_momentum1, b_momentum2;
   DeviceBuffer<uint8_t> b_packed_state1, b_packed_state2;
+  // placement host / host_cached (TableSpec::placement): `weights` and the state above are host
+  // memory (buffers without an arena); `host` moves their rows to the device and keeps the cache
+  TablePlacement placement = TablePlacement::device;
+  std::unique_ptr<HostRowStore> host;
   /// Row r of the shard (local row index) decoded to fp32 into out[0, num_cols) (low-rank: A_r B).
   void row(int64_t r, float* out) const {
     if (low_rank_dim > 0)
@@ -185,6 +190,7 @@ class Rank final : public sharding::RankContext {
   std::vector<sessions::OpEvent> events;  // kept spans (TrainerOptions::keep_events)
   bool cancelled = false;
   std::vector<int64_t> hash_collisions;  // per table, measured steps (input/hashing.h)
+  std::map<int, HostTransferCounters> table_transfers;  // per table in host memory: its shards', measured steps
   QuantError fwd_error_, bwd_error_;  // qcomms: error of the values quantized (written on the comm thread)
   DenseModel& dense() { return dense_; }
   /// The plan this rank runs now: the run's, or the last live rebalance's (rank_rebalance.cpp).
@@ -231,6 +237,9 @@ class Rank final : public sharding::RankContext {
   /// (after finish_output_dist of the batch).
   bool train(Inflight& b);
   sessions::LoadCounter& load_of(int table, int shard_index);
+  /// Adds a host / host_cached shard's transfers (model/host_cache.h) to its load counter, and
+  /// in a measured step to table_transfers.
+  void add_transfers(sessions::LoadCounter& c, const HostTransferCounters& t);
   // ---- live rebalancing (rank_rebalance.cpp) ---------------------------------------------------
   /// After measured step `step` (0-based): keeps this step's ids per shard; unless it is the
   /// `last` step, when the policy may
