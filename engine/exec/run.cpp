@@ -40,7 +40,18 @@ nlohmann::json table_storage_json(const std::vector<RunResult::TableStorage>& ta
                    {"hash_collisions", ts.hash_collisions},
                    {"hot_rows", ts.hot_rows},
                    {"hot_ids", ts.hot_ids},
-                   {"hot_all_reduce_bytes", ts.hot_all_reduce_bytes}});
+                   {"hot_all_reduce_bytes", ts.hot_all_reduce_bytes},
+
+                   {"placement", enum_name(ts.placement)},
+                   {"cache_policy", enum_name(ts.cache_policy)},
+                   {"cache_load_factor", ts.cache_load_factor},
+                   {"host_bytes", ts.host_bytes},
+                   {"cache_bytes", ts.cache_bytes},
+                   {"cache_hits", ts.cache_hits},
+                   {"cache_misses", ts.cache_misses},
+                   {"rows_fetched", ts.rows_fetched},
+                   {"bytes_h2d", ts.bytes_h2d},
+                   {"bytes_d2h", ts.bytes_d2h}});
   return out;
 }
 
@@ -182,7 +193,7 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
                                 spec.devices.count, spec.devices.count - 1));
   int64_t need = 0;
   for (const auto& e : est)
-    if (process_rank < 0 || e.rank == process_rank) need += e.total();
+    if (process_rank < 0 || e.rank == process_rank) need += e.total() + e.host;  // host tables are this process's memory too
   const bool in_this_process = !on_cuda && spec.devices.backend != Backend::simulated;  // a simulation allocates none
   if (const int64_t host = host_memory_bytes(); in_this_process && host > 0 && need > host * 9 / 10)
     throw SpecError(fmt::format(

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "embedscope/engine/model/host_cache.h"
 #include "embedscope/engine/model/low_rank.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/quant/row_codec.h"
@@ -41,7 +42,9 @@ std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec, cons
     e.weights = m.weights;
     e.optimizer_state = m.optimizer_state;
     e.dense = m.dense;
-    e.buffers = std::max<int64_t>(0, m.peak - m.weights - m.optimizer_state - m.dense);
+    e.cache = m.cache;
+    e.host = m.host;
+    e.buffers = std::max<int64_t>(0, m.peak - m.weights - m.optimizer_state - m.cache - m.dense);
     e.pipeline_buffers = std::min(e.buffers, m.ahead_at_peak);
   }
   return est;
@@ -58,9 +61,12 @@ std::vector<TableStorageEstimate> estimate_table_storage(const WorkloadSpec& spe
     e.rows = t.rows();
     e.low_rank_dim = t.low_rank_dim;
     e.row_bytes = t.low_rank_dim > 0 ? 4 * t.low_rank_dim : row_bytes(t.data_type, t.embedding_dim);
+    e.placement = t.placement;
     for (const Shard& sh : tp.shards) {
       e.weight_bytes += shard_weight_bytes(t, sh.num_rows, sh.num_cols);
       e.optimizer_state_bytes += shard_optimizer_state_bytes(spec.optimizer.type, t, sh.num_rows, sh.num_cols);
+      if (t.placement == TablePlacement::host_cached && sh.num_rows > 0)
+        e.cache_bytes += cache_slots(t.cache_load_factor, sh.num_rows) * sh.num_cols * 4;
     }
     out.push_back(e);
   }

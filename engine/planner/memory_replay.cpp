@@ -5,6 +5,8 @@
 // (tests/engine/planner/memory_matrix_test.cpp) compares the two.
 #include "planner/memory_replay.h"
 
+#include "embedscope/engine/model/host_cache.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -205,6 +207,15 @@ class Replay {
         if (s.rank != me_) continue;
         const TableSpec& t = spec_.tables[static_cast<size_t>(tp.table)];
         const ShardBuffers b = shard_buffers(spec_.optimizer.type, t, s.num_rows, s.num_cols);
+        if (t.placement != TablePlacement::device) {  // rows and state in host memory, the cache here
+          out_.host += b.weights[0] + b.state[0] + b.state[1];
+          if (t.placement != TablePlacement::host_cached || s.num_rows == 0 || s.num_cols == 0) continue;
+          out_.host += 8 * s.num_rows * (t.cache_policy == CachePolicy::lfu ? 2 : 1);  // row -> slot, lfu's counts
+
+          const int64_t bytes = cache_slots(t.cache_load_factor, s.num_rows) * s.num_cols * 4;
+          out_.cache += take(bytes).size > 0 ? round_size(bytes) : 0;
+          continue;
+        }
         // the breakdown counts each buffer rounded to 512 B; an unsplit block remainder the
         // allocator adds stays in the peak (and so in DeviceMemoryEstimate::buffers)
         auto weights = [&](int64_t bytes) { out_.weights += take(bytes).size > 0 ? round_size(bytes) : 0; };
@@ -257,6 +268,7 @@ class Replay {
     b.kjt.push_back(take(recv_ids_ * i64, bi));  // recv_ids
     for (const int64_t d : L_.dim) b.pooled.push_back(take(B * d * f32, bi));
     for (int k : mine_) b.slot_out.push_back(take(W * B * L_.slots[static_cast<size_t>(k)].s.num_cols * f32, bi));
+    host_fetch(bi, false);
     // the modules in embedding_shardings' order, each job's buffers in its allocation order
     b.jobs.push_back(take(W * B * L_.a2a_cols(me_) * f32, bi));  // table_wise / column_wise: send
     b.jobs.push_back(take(B * all_a2a_cols() * f32, bi));     // recv
@@ -271,6 +283,27 @@ class Replay {
       b.jobs.push_back(take(L_.nodes * B * width * f32, bi));             // its result
       b.jobs.push_back(take(L_.nodes * B * width * f32, bi));             // cross-node all-to-all send
       b.jobs.push_back(take(B * all_node_widths() * f32, bi));            // recv
+    }
+  }
+
+  // The buffers of each local slot of a table in host memory, one slot at a time (model/host_cache.h:
+  // HostRowStore::gather for a lookup, HostRowStore::update for an update): its distinct rows, at
+  // most min(the ids the rank receives, the shard's rows) - an upper bound, the ids of every slot
+  // of the rank - and for an update their optimizer state rows as well.
+  void host_fetch(int64_t bi, bool update) {
+    for (int k : mine_) {
+      const Slot& sl = L_.slots[static_cast<size_t>(k)];
+      const TableSpec& t = spec_.tables[static_cast<size_t>(sl.table)];
+      if (t.placement == TablePlacement::device) continue;
+      const int64_t rows = std::min(recv_ids_, sl.s.num_rows), cols = sl.s.num_cols;
+      Allocation w = take(rows * cols * 4, bi);
+      if (update) {
+        const auto [m1, m2] = optimizer_state_floats(spec_.optimizer.type, rows, cols);
+        Allocation s1 = take(m1 * 4, bi), s2 = take(m2 * 4, bi);
+        give(s2);
+        give(s1);
+      }
+      give(w);
     }
   }
 
@@ -310,6 +343,7 @@ class Replay {
       const int64_t rows = W * dp_rows_[i];
       pair(rows * i64, rows * spec_.tables[static_cast<size_t>(L_.dp_tables[i])].embedding_dim * f32);
     }
+    host_fetch(bi, true);
     // hot rows (sharding/hot_rows.cpp): every hot table's rows x (dim + 1) block, one buffer
     if (!L_.hot_tables.empty()) {
       int64_t floats = 0;

@@ -71,6 +71,8 @@ struct ReplayedMemory {
   int64_t dense = 0;            ///< dense parameters + gradients, and the activations' block
   int64_t peak = 0;             ///< peak allocated over the replayed iterations
   int64_t ahead_at_peak = 0;    ///< at the peak: blocks of batches after the one training
+  int64_t cache = 0;            ///< host_cached shards' device caches (model/host_cache.h)
+  int64_t host = 0;             ///< host memory: host / host_cached shards' rows, state, LFU counts (not replayed)
 };
 
 /// Per rank, replays setup and the first min(warmup_steps + steps, 8) iterations of `rank` (later

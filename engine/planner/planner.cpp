@@ -11,6 +11,7 @@
 
 #include "embedscope/engine/memory/allocator.h"
 #include "embedscope/engine/model/dense.h"
+#include "embedscope/engine/model/host_cache.h"
 #include "embedscope/engine/model/low_rank.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/quant/row_codec.h"
@@ -40,9 +41,14 @@ std::vector<int64_t> column_split(int64_t dim, int parts) {
 
 namespace {
 
-// Bytes of `cols` columns of every row of t as stored (its data_type; quant/row_codec.h).
-// A low-rank table: A and B (model/low_rank.h).
-int64_t stored_bytes(const TableSpec& t, int64_t rows, int64_t cols) { return shard_weight_bytes(t, rows, cols); }
+// Device bytes of `cols` columns of every row of t as stored (its data_type; quant/row_codec.h).
+// A low-rank table: A and B (model/low_rank.h). A table in host memory: its device cache
+// (host_cached: ceil(cache_load_factor x rows) fp32 rows, model/host_cache.h) or nothing (host).
+int64_t stored_bytes(const TableSpec& t, int64_t rows, int64_t cols) {
+  if (t.placement == TablePlacement::host) return 0;
+  if (t.placement == TablePlacement::host_cached) return rows > 0 ? cache_slots(t.cache_load_factor, rows) * cols * 4 : 0;
+  return shard_weight_bytes(t, rows, cols);
+}
 int64_t table_bytes(const TableSpec& t) { return stored_bytes(t, t.rows(), t.embedding_dim); }
 
 int argmin_load(const std::vector<int64_t>& load, const std::vector<int>& exclude = {}) {
@@ -274,12 +280,22 @@ void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryE
                                 "devices more memory or use \"memory\": {{\"allocator\": \"direct\"}}",
                                 format_bytes(spec.devices.memory_bytes), format_bytes(kSmallBuffer),
                                 to_string(spec.memory.allocator)));
+  std::string host_msg;  // tables in host memory: each rank's host side first
+  for (const auto& e : est)
+    if (e.host > spec.devices.host_memory_bytes)
+      host_msg += fmt::format("\n  rank {}: its tables in host memory (placement host / host_cached) need {} > {}", e.rank,
+                              format_bytes(e.host), format_bytes(spec.devices.host_memory_bytes));
+  if (!host_msg.empty())
+    throw SpecError("/devices/host_memory_bytes: the tables placed in host memory do not fit under this sharding plan:" +
+                    host_msg);
   std::string msg;
   for (const auto& e : est) {
     if (e.total() <= spec.devices.memory_bytes) continue;
-    msg += fmt::format("\n  rank {}: needs {} (weights {}, optimizer state {}, dense {}, buffers {}{}) > {}",
+    msg += fmt::format("\n  rank {}: needs {} (weights {}, optimizer state {}, {}dense {}, buffers {}{}) > {}",
                        e.rank, format_bytes(e.total()), format_bytes(e.weights),
-                       format_bytes(e.optimizer_state), format_bytes(e.dense), format_bytes(e.buffers),
+                       format_bytes(e.optimizer_state),
+                       e.cache > 0 ? fmt::format("device cache {}, ", format_bytes(e.cache)) : std::string(),
+                       format_bytes(e.dense), format_bytes(e.buffers),
                        e.pipeline_buffers > 0
                            ? fmt::format(", of which {} for the batch the {} pipeline keeps ahead",
                                          format_bytes(e.pipeline_buffers), to_string(spec.pipeline))

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/model/host_cache.h"
 #include "embedscope/engine/model/low_rank.h"
 #include "embedscope/engine/quant/row_codec.h"
 #include "embedscope/engine/workload/spec_error.h"
@@ -75,8 +76,12 @@ class ShardCost {
     p.bwd_comms = 1e9 * frac * out_floats * 4.0 / bw;
     return p;
   }
-  // Bytes of a shard of rows x cols of table t: its stored rows and its optimizer state.
+  // Device bytes of a shard of rows x cols of table t: its stored rows and its optimizer state;
+  // a table in host memory: its device cache only (host_cached, model/host_cache.h), or none.
   double shard_bytes(const TableSpec& t, int64_t rows, int64_t cols) const {
+    if (t.placement == TablePlacement::host) return 0.0;
+    if (t.placement == TablePlacement::host_cached)
+      return rows > 0 ? static_cast<double>(cache_slots(t.cache_load_factor, rows) * cols * 4) : 0.0;
     return static_cast<double>(shard_weight_bytes(t, rows, cols) +
                                shard_optimizer_state_bytes(spec_.optimizer.type, t, rows, cols));
   }
@@ -110,8 +115,11 @@ class Search {
         ti.open = false;
         ti.fixed = it->second;
         ti.allowed = {it->second.type};
-      } else if (t.low_rank_dim > 0) {  // a factorized table: every shard needs B whole
-        ti.allowed = {ShardingType::table_wise, ShardingType::data_parallel};
+      } else if (t.low_rank_dim > 0) {  // a factorized table: A's rows split, B whole on every shard
+        ti.allowed = {ShardingType::table_wise, ShardingType::row_wise, ShardingType::data_parallel};
+      } else if (t.placement != TablePlacement::device) {  // rows in host memory (model/host_cache.h)
+        ti.allowed = {ShardingType::table_wise, ShardingType::row_wise};
+        if (t.embedding_dim >= 8 && W_ > 1) ti.allowed.push_back(ShardingType::column_wise);
       } else {
         ti.allowed = {ShardingType::table_wise, ShardingType::row_wise};
         if (t.embedding_dim >= 8 && W_ > 1) ti.allowed.push_back(ShardingType::column_wise);

@@ -137,6 +137,7 @@ PlanStats plan_stats(const WorkloadSpec& spec, const ShardingPlan& plan, const H
     rs.rank = r;
     rs.lookups = lookups[static_cast<size_t>(r)];
     rs.hbm_bytes = mem[static_cast<size_t>(r)].total();
+    rs.ddr_bytes = mem[static_cast<size_t>(r)].host;
     const StepProgram p = program::build_step_program(spec, plan, layout, r, it);
     for (const ProgramOp& op : p.ops) {
       const Phase4 ph = phase_of(op);

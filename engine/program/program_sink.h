@@ -96,13 +96,15 @@ class ProgramSink {
   /// A reduce-scatter: block j (counts[j] elements) to peer j; counts[group rank] from each.
   CollectiveCall reduce_scatter(const char* name, const std::vector<int>& peers, const std::string& group,
                                 const std::vector<int64_t>& counts, int64_t elem_bytes, const char* dtype) const;
-  /// An all-reduce (sum) of `count` elements on every member of the group.
-  CollectiveCall all_reduce(const char* name, const std::vector<int>& peers, const std::string& group, int64_t count,
-                            int64_t elem_bytes, const char* dtype) const;
   /// An all-gather(v): this rank's counts[group rank] elements to every peer, counts[j] from j.
   CollectiveCall all_gather(const char* name, const std::vector<int>& peers, const std::string& group,
                             const std::vector<int64_t>& counts, int64_t elem_bytes, const char* dtype,
                             bool exact = true) const;
+
+  /// An all-reduce (sum) of `count` elements over `peers`: every member sends and receives the
+  /// whole buffer (CollectiveCall::count).
+  CollectiveCall all_reduce(const char* name, const std::vector<int>& peers, const std::string& group, int64_t count,
+                            int64_t elem_bytes, const char* dtype) const;
 
   /// Bytes per element and dtype name of a communicated tensor of precision p.
   static int64_t elem_bytes(CommPrecision p) { return p == CommPrecision::fp32 ? 4 : 2; }

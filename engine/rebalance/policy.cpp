@@ -11,6 +11,7 @@
 
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/quant/row_codec.h"
+#include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/engine/rebalance/type_change.h"
 
 namespace embedscope::engine::rebalance {
@@ -74,6 +75,8 @@ struct State {
   std::vector<RefusedMove> refused;
   int64_t bytes = 0;        // of the tables away from their origin (a table moved twice counts once)
   std::vector<char> pinned;  // per table: changed back to table_wise here, not moved again
+  const ShardingPlan* current = nullptr;  // the plan the move would start from
+  std::vector<int64_t> current_bytes;     // its memory estimate per rank (estimate_memory's totals)
 
   int64_t table_ids(int t) const { return load.ids[static_cast<size_t>(t)][0]; }
   int rank_of(int t) const { return plan.tables[static_cast<size_t>(t)].shards[0].rank; }
@@ -99,6 +102,19 @@ struct State {
                                 e.rank, format_bytes(e.total()), format_bytes(spec.devices.memory_bytes),
                                 format_bytes(e.weights), format_bytes(e.optimizer_state), format_bytes(e.dense),
                                 format_bytes(e.buffers)));
+    }
+    // during the move a rank holds its shards now, its new ones and the all-to-all's buffers
+    if (current) {
+      const std::vector<MoveBytes> during = move_transient_bytes(spec, *current, next);
+      for (size_t r = 0; r < during.size(); ++r) {
+        const MoveBytes& m = during[r];
+        if (m.total() == 0 || current_bytes[r] + m.total() <= spec.devices.memory_bytes) continue;
+        return refuse(fmt::format("rank {} would need {} of {} during the move (its memory now {}, its new shards {}, "
+                                  "sent {}, received {}: the old shards are freed after the new ones arrive)",
+                                  r, format_bytes(current_bytes[r] + m.total()), format_bytes(spec.devices.memory_bytes),
+                                  format_bytes(current_bytes[r]), format_bytes(m.new_shards), format_bytes(m.send),
+                                  format_bytes(m.recv)));
+      }
     }
     return true;
   }
@@ -351,6 +367,10 @@ Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const Ob
   const std::vector<int64_t> before = load_per_rank(current, load);
   State start{spec, load, max_bytes_per_move, current, before, {}, {}, 0, std::vector<char>(current.tables.size(), 0)};
   for (const TablePlan& tp : current.tables) start.origin.push_back(tp.shards.empty() ? -1 : tp.shards[0].rank);
+  start.current = &current;
+  start.current_bytes.assign(static_cast<size_t>(current.world_size), 0);
+  for (const DeviceMemoryEstimate& e : estimate_memory(spec, current))
+    start.current_bytes[static_cast<size_t>(e.rank)] = e.total();
   merge_cooled_tables(start);  // every candidate starts from the tables changed back
   State whole = best_of_searches(start);
   // the candidates that split hot tables (row_wise, then column_wise): the lowest (maximum,

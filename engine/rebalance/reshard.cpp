@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/workload/enums.h"
@@ -143,6 +144,24 @@ ReshardCounts reshard_counts(const WorkloadSpec& spec, const std::vector<RowTran
   return c;
 }
 
+std::vector<MoveBytes> move_transient_bytes(const WorkloadSpec& spec, const ShardingPlan& from, const ShardingPlan& to) {
+  std::vector<MoveBytes> out(static_cast<size_t>(from.world_size));
+  const std::vector<RowTransfer> transfers = row_transfers(from, to);
+  int last_table = -1;
+  for (const RowTransfer& x : transfers) {
+    if (x.table != last_table) {  // a changed table (transfers come in table order): its new shards
+      last_table = x.table;
+      for (const Shard& s : to.tables[static_cast<size_t>(x.table)].shards)
+        out[static_cast<size_t>(s.rank)].new_shards += s.num_rows * block_floats(spec, x.table, s.num_cols).total() * 4;
+    }
+    if (x.from == x.to) continue;
+    const int64_t bytes = x.rows * block_floats(spec, x.table, x.cols).total() * 4;
+    out[static_cast<size_t>(x.from)].send += bytes;
+    out[static_cast<size_t>(x.to)].recv += bytes;
+  }
+  return out;
+}
+
 std::vector<sessions::RebalanceRecord> merge_rebalances(const std::vector<std::vector<sessions::RebalanceRecord>>& per_rank,
                                                         const std::vector<std::vector<int64_t>>& ids_per_rank_step) {
   if (per_rank.empty()) return {};
@@ -169,6 +188,26 @@ std::vector<sessions::RebalanceRecord> merge_rebalances(const std::vector<std::v
     out[i].imbalance_after = out[i].after_steps > 0 ? imbalance(per) : -1.0;
   }
   return out;
+}
+
+std::string failed_move_outcome(const std::vector<MovePhase>& phases) {
+  if (phases.empty()) throw std::invalid_argument("rebalance: a failed move without ranks");
+  std::vector<MovePhase> sorted = phases;
+  std::sort(sorted.begin(), sorted.end(), [](const MovePhase& a, const MovePhase& b) { return a.rank < b.rank; });
+  std::vector<std::pair<std::string, std::vector<int>>> groups;  // phase, its ranks (first-rank order)
+  for (const MovePhase& p : sorted) {
+    const std::string phase = p.phase.empty() ? "done" : p.phase;
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == phase; });
+    if (g == groups.end()) groups.push_back({phase, {p.rank}});
+    else g->second.push_back(p.rank);
+  }
+  std::string where;
+  for (const auto& [phase, ranks] : groups)
+    where += fmt::format("{}{} {}: {}", where.empty() ? "" : "; ", ranks.size() == 1 ? "rank" : "ranks",
+                         fmt::join(ranks, ", "), phase);
+  return fmt::format("failed: the run ended during the move ({}); no shard of it is kept: the tables stay where they "
+                     "were before it",
+                     where);
 }
 
 }  // namespace embedscope::engine::rebalance

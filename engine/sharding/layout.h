@@ -64,6 +64,9 @@ struct Layout {
   /// (feature, col_offset)
   std::vector<std::vector<NodeBlock>> node_blocks;
   std::vector<int> dp_tables;                  // data_parallel: replicated, no dist
+  /// row_wise tables with low_rank_dim, in table order: every row shard holds A's rows and a copy
+  /// of B, whose gradient the ranks all-reduce after the fused update (grad_dist/low_rank_b_all_reduce)
+  std::vector<int> low_rank_rw_tables;
   bool hierarchical = false;                   // table_row_wise / grid_shard tables: node and cross groups
   std::vector<int> table_of;                   // per feature: the table serving it (FeatureIndex)
   std::vector<std::vector<int>> table_features;  // per table: its features' indices, in order
@@ -115,6 +118,8 @@ struct Layout {
         dp_tables.push_back(tp.table);
         continue;
       }
+      if (tp.type == ShardingType::row_wise && spec.tables[static_cast<size_t>(tp.table)].low_rank_dim > 0)
+        low_rank_rw_tables.push_back(tp.table);
       for (const int f : table_features[static_cast<size_t>(tp.table)]) {
         if (tp.type == ShardingType::row_wise) rw_features.push_back(f);
         for (size_t s = 0; s < tp.shards.size(); ++s) {

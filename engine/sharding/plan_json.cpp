@@ -100,10 +100,16 @@ void validate_plan(const WorkloadSpec& spec, const ShardingPlan& plan, const std
                          to_string(tp.type));
     };
     if (tp.shards.empty()) fail(origin, where + "/shards", fmt::format("{} has no shard", tname_of()));
-    if (t.low_rank_dim > 0 && tp.type != ShardingType::table_wise && tp.type != ShardingType::data_parallel)
+    if (t.low_rank_dim > 0 && tp.type != ShardingType::table_wise && tp.type != ShardingType::data_parallel &&
+        tp.type != ShardingType::row_wise)
       fail(origin, where + "/type",
-           fmt::format("{} has low_rank_dim {}: a factorized table is sharded table_wise or data_parallel", tname_of(),
-                       t.low_rank_dim));
+           fmt::format("{} has low_rank_dim {}: a factorized table is sharded table_wise, row_wise or data_parallel",
+                       tname_of(), t.low_rank_dim));
+    if (t.placement != TablePlacement::device && tp.type != ShardingType::table_wise &&
+        tp.type != ShardingType::row_wise && tp.type != ShardingType::column_wise)
+      fail(origin, where + "/type",
+           fmt::format("{} has placement {}: a table in host memory is sharded table_wise, row_wise or column_wise",
+                       tname_of(), to_string(t.placement)));
     std::vector<std::pair<int64_t, int64_t>> rows, cols;
     std::vector<int> ranks;
     for (size_t k = 0; k < tp.shards.size(); ++k) {

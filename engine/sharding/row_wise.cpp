@@ -2,7 +2,10 @@
 // the ids that fell in its range: a reduce-scatter over the world sums them and gives each rank
 // its samples' bags (mean pooling divides after the sum); every shard needs every sample's
 // gradient, so the gradients are all-gathered.
+#include <algorithm>
 #include <cstring>
+
+#include <fmt/format.h>
 
 #include "program/program_sink.h"
 #include "embedding_sharding.h"
@@ -12,6 +15,7 @@ namespace embedscope::engine::sharding {
 namespace {
 
 using detail::Layout;
+using sessions::OpCategory;
 
 class Job final : public OutputDistJob {
  public:
@@ -60,6 +64,26 @@ class RowWise final : public EmbeddingSharding {
                                std::vector<int64_t>(static_cast<size_t>(sink.world), sink.B * width),
                                program::ProgramSink::elem_bytes(prec), program::ProgramSink::dtype(prec))},
               true, "all-gather of the row-wise gradients (every shard needs every sample's)");
+  }
+  /// A factorized row_wise table (low_rank_dim r): each rank's dB = A_rows^T g of its rows, summed
+  /// over the ranks (r x dim, and the rows the ranks updated: B moves when any rank has a row,
+  /// as the unsharded table's does), then every copy of B takes the same update.
+  void emit_update(program::ProgramSink& sink, int batch) const override {
+    for (int t : sink.layout.low_rank_rw_tables) {
+      const TableSpec& ts = sink.spec.tables[static_cast<size_t>(t)];
+      const int64_t n = ts.low_rank_dim * ts.embedding_dim + 1;
+      sink.comm("grad_dist/low_rank_b_all_reduce", batch,
+                {sink.all_reduce("grad_dist/low_rank_b_all_reduce", sink.world_ranks, "world", n, 4, "float32")}, true,
+                fmt::format("all-reduce of the B gradient of factorized row-wise table {} ({} x {} and its row count)",
+                            ts.name, ts.low_rank_dim, ts.embedding_dim));
+      const auto& slots = sink.layout.slots;
+      if (std::none_of(slots.begin(), slots.end(), [&](const auto& sl) { return sl.table == t && sl.s.rank == sink.rank; }))
+        continue;  // no shard here (more ranks than rows)
+      sink.compute("low_rank_row_wise_update", OpCategory::optimizer, batch,
+                   fmt::format("update of A's local rows and of this rank's copy of B ({} x {}) of {}", ts.low_rank_dim,
+                               ts.embedding_dim, ts.name),
+                   0, 0, 3 * 4 * n);
+    }
   }
   std::unique_ptr<OutputDistJob> start_output_dist(RankContext& ctx,
                                                    const std::vector<DeviceBuffer<float>>& slot_out) const override {

@@ -192,7 +192,8 @@ IdDistribution read_ids(const Reader& r, const json& v, const std::string& p) {
 TableSpec read_table(const Reader& r, const json& v, const std::string& p) {
   r.object(v, p,
            {"name", "num_embeddings", "embedding_dim", "pooling", "feature_names", "data_type", "hash_size",
-            "optimizer_state_type", "low_rank_dim", "shared_with", "stochastic_rounding"});
+            "optimizer_state_type", "low_rank_dim", "shared_with", "stochastic_rounding", "placement",
+            "cache_load_factor", "cache_policy"});
   TableSpec t;
   t.name = r.string(r.required(v, p, "name"), p + "/name");
   t.num_embeddings = r.integer(r.required(v, p, "num_embeddings"), p + "/num_embeddings");
@@ -202,6 +203,13 @@ TableSpec read_table(const Reader& r, const json& v, const std::string& p) {
   if (auto* a = Reader::optional(v, "stochastic_rounding")) t.stochastic_rounding = r.boolean(*a, p + "/stochastic_rounding");
   if (auto* a = Reader::optional(v, "optimizer_state_type"))
     t.optimizer_state_type = r.enumeration<OptimizerStateType>(*a, p + "/optimizer_state_type");
+  if (auto* a = Reader::optional(v, "placement")) t.placement = r.enumeration<TablePlacement>(*a, p + "/placement");
+  // the cache's settings belong to a cached table: given for another they would be silently unused
+  for (const char* key : {"cache_load_factor", "cache_policy"})
+    if (Reader::optional(v, key) && t.placement != TablePlacement::host_cached)
+      r.fail(p + "/" + key, fmt::format("only allowed with placement \"host_cached\", not \"{}\"", enum_name(t.placement)));
+  if (auto* a = Reader::optional(v, "cache_load_factor")) t.cache_load_factor = r.number(*a, p + "/cache_load_factor");
+  if (auto* a = Reader::optional(v, "cache_policy")) t.cache_policy = r.enumeration<CachePolicy>(*a, p + "/cache_policy");
   if (auto* a = Reader::optional(v, "low_rank_dim")) {
     t.low_rank_dim = r.integer(*a, p + "/low_rank_dim");
     // 0 in the typed spec means "a full table": given explicitly it is an error, not the default
@@ -504,7 +512,7 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
 
   s.devices.memory_bytes = kDefaultMemoryBytes;
   if (auto* a = Reader::optional(j, "devices")) {
-    r.object(*a, "/devices", {"count", "backend", "memory_bytes", "hardware"});
+    r.object(*a, "/devices", {"count", "backend", "memory_bytes", "host_memory_bytes", "hardware"});
     if (auto* b = Reader::optional(*a, "backend")) {
       s.devices.backend = r.enumeration<Backend>(*b, "/devices/backend");
     }
@@ -517,6 +525,8 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
     if (auto* b = Reader::optional(*a, "memory_bytes")) {
       s.devices.memory_bytes = r.integer(*b, "/devices/memory_bytes");
     }
+    if (auto* b = Reader::optional(*a, "host_memory_bytes"))
+      s.devices.host_memory_bytes = r.integer(*b, "/devices/host_memory_bytes");
   }
 
   if (auto* a = Reader::optional(j, "optimizer")) {

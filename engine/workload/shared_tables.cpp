@@ -44,6 +44,7 @@ void fold_shared_tables(WorkloadSpec& s, const std::vector<std::string>& shared_
          enum_name(tb.optimizer_state_type), enum_name(owner.optimizer_state_type));
     same("low_rank_dim", tb.low_rank_dim == owner.low_rank_dim, std::to_string(tb.low_rank_dim),
          std::to_string(owner.low_rank_dim));
+    same("placement", tb.placement == owner.placement, enum_name(tb.placement), enum_name(owner.placement));
     if (s.sharding.per_table.count(tb.name))
       c.fail(ptr_key("/sharding/tables", tb.name),
              fmt::format("table \"{}\" shares the rows of \"{}\" (shared_with): shard \"{}\" instead", tb.name,

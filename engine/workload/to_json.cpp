@@ -34,6 +34,11 @@ json to_json(const WorkloadSpec& s) {
     if (t.hash_size > 0) tables.back()["hash_size"] = t.hash_size;
     if (t.optimizer_state_type != OptimizerStateType::fp32)
       tables.back()["optimizer_state_type"] = enum_name(t.optimizer_state_type);
+    if (t.placement != TablePlacement::device) tables.back()["placement"] = enum_name(t.placement);
+    if (t.placement == TablePlacement::host_cached) {
+      tables.back()["cache_load_factor"] = t.cache_load_factor;
+      tables.back()["cache_policy"] = enum_name(t.cache_policy);
+    }
     if (t.low_rank_dim > 0) tables.back()["low_rank_dim"] = t.low_rank_dim;
     // each shared table again as it was given, right after the table whose rows it uses
     const json owner = tables.back();
@@ -73,6 +78,7 @@ json to_json(const WorkloadSpec& s) {
                   {"backend", to_string(s.devices.backend)},
                   {"memory_bytes", s.devices.memory_bytes}};
   if (!s.devices.hardware.empty()) j["devices"]["hardware"] = s.devices.hardware;
+  if (s.devices.host_memory_bytes != kDefaultHostMemoryBytes) j["devices"]["host_memory_bytes"] = s.devices.host_memory_bytes;
   const OptimizerSpec& o = s.optimizer;
   j["optimizer"] = {{"type", to_string(o.type)}, {"learning_rate", o.learning_rate},
                     {"eps", o.eps},              {"beta1", o.beta1},

@@ -2,6 +2,7 @@
 // "Configuration reference" lists each rule). parse_workload runs it after reading; validate()
 // runs it again after command-line overrides.
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -14,6 +15,55 @@
 
 namespace embedscope::engine {
 namespace workload_detail {
+
+// A table placed in host memory (TableSpec::placement host / host_cached): what model/host_cache.h
+// runs (fp32 rows and state, a full table, the cpu backend, table_wise / row_wise / column_wise,
+// no live rebalancing), a cache load factor in (0, 1], and rows that fit the host memory of the
+// ranks at all (check_memory_fits checks each rank's share under the plan).
+void validate_host_placement(const WorkloadSpec& s, const Checker& c, size_t t) {
+  const TableSpec& tb = s.tables[t];
+  const std::string p = ptr_idx("/tables", t);
+  const char* where = enum_name(tb.placement);
+  if (tb.placement == TablePlacement::host_cached && !(tb.cache_load_factor > 0.0 && tb.cache_load_factor <= 1.0))
+    c.fail(p + "/cache_load_factor", fmt::format("must be in (0, 1] (the share of the rows the device cache holds), got {}",
+                                                 tb.cache_load_factor));
+  if (tb.data_type != TableDataType::fp32)
+    c.fail(p + "/placement", fmt::format("{} with data_type {} (table \"{}\"): rows in host memory are fp32 only; "
+                                         "leave data_type out or use placement device",
+                                         where, enum_name(tb.data_type), tb.name));
+  if (tb.optimizer_state_type != OptimizerStateType::fp32)
+    c.fail(p + "/placement", fmt::format("{} with optimizer_state_type {} (table \"{}\"): the state in host memory "
+                                         "is fp32 only", where, enum_name(tb.optimizer_state_type), tb.name));
+  if (tb.low_rank_dim != 0)
+    c.fail(p + "/placement", fmt::format("{} with low_rank_dim (table \"{}\"): a factorized table stays on the device",
+                                         where, tb.name));
+  if (s.devices.backend != Backend::cpu)
+    c.fail(p + "/placement", fmt::format("{} (table \"{}\") runs on the cpu backend only, not {}", where, tb.name,
+                                         enum_name(s.devices.backend)));
+  if (s.rebalance.enabled())
+    c.fail(p + "/placement", fmt::format("{} (table \"{}\") with live rebalancing: moving rows in host memory is not "
+                                         "supported; use placement device or leave rebalance out", where, tb.name));
+  const auto it = s.sharding.per_table.find(tb.name);
+  const ShardingType type = it != s.sharding.per_table.end() ? it->second.type : s.sharding.default_type;
+  if (type != ShardingType::table_wise && type != ShardingType::row_wise && type != ShardingType::column_wise)
+    c.fail(it != s.sharding.per_table.end() ? ptr_key("/sharding/tables", tb.name) + "/type" : std::string("/sharding/default"),
+           fmt::format("{} for table \"{}\" with placement {} (/tables/{}/placement): a table in host memory is "
+                       "sharded table_wise, row_wise or column_wise",
+                       enum_name(type), tb.name, where, t));
+  // fp32 rows and state (sgd none, rowwise_adagrad 1 a row, adam 2 dim a row), host_cached's
+  // row -> slot index and lfu's count (8 bytes a row each), spread over every rank at best
+  const double per_row = 4.0 * static_cast<double>(tb.embedding_dim) +
+                         (s.optimizer.type == OptimizerType::rowwise_adagrad ? 4.0
+                          : s.optimizer.type == OptimizerType::adam         ? 8.0 * static_cast<double>(tb.embedding_dim)
+                                                                            : 0.0) +
+                         (tb.placement == TablePlacement::host_cached ? (tb.cache_policy == CachePolicy::lfu ? 16.0 : 8.0) : 0.0);
+  const double least = per_row * static_cast<double>(tb.rows()) / std::max(1, s.devices.count);
+  if (s.devices.host_memory_bytes > 0 && least > static_cast<double>(s.devices.host_memory_bytes))
+    c.fail(p + "/placement",
+           fmt::format("{} (table \"{}\"): its rows and optimizer state need {:.0f} bytes of host memory a rank even "
+                       "spread over all {} ranks, more than /devices/host_memory_bytes = {}",
+                       where, tb.name, least, s.devices.count, s.devices.host_memory_bytes));
+}
 
 void validate_spec(const WorkloadSpec& s, const Checker& c) {
   if (s.name.empty()) c.fail("/name", "must not be empty");
@@ -60,12 +110,15 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
                                                 "CUDA kernels for factorized tables)", tb.name));
       const auto it = s.sharding.per_table.find(tb.name);
       const ShardingType type = it != s.sharding.per_table.end() ? it->second.type : s.sharding.default_type;
-      if (type != ShardingType::table_wise && type != ShardingType::data_parallel)
+      if (type != ShardingType::table_wise && type != ShardingType::data_parallel && type != ShardingType::row_wise)
         c.fail(it != s.sharding.per_table.end() ? ptr_key("/sharding/tables", tb.name) + "/type" : std::string("/sharding/default"),
                fmt::format("{} for table \"{}\" with low_rank_dim (/tables/{}/low_rank_dim): a factorized table is "
-                           "sharded table_wise or data_parallel (B is needed whole by every shard of A)",
+                           "sharded table_wise, row_wise (A's rows split, B copied to every rank) or data_parallel; "
+                           "split by columns, every block would need all of A (rows x r, the large factor), so "
+                           "column-wise sharding would save none of it",
                            enum_name(type), tb.name, t));
     }
+    if (tb.placement != TablePlacement::device) validate_host_placement(s, c, t);
     if (tb.feature_names.empty()) c.fail(p + "/feature_names", "must not be empty");
     for (size_t k = 0; k < tb.feature_names.size(); ++k) {
       if (tb.feature_names[k].empty()) c.fail(ptr_idx(p + "/feature_names", k), "must not be empty");
@@ -143,6 +196,7 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
     c.fail("/devices/hardware", fmt::format("a hardware profile is used by backend simulated only, got backend {}",
                                             enum_name(s.devices.backend)));
   c.gt0_max("/devices/memory_bytes", s.devices.memory_bytes, kMaxMemoryBytes);
+  c.gt0_max("/devices/host_memory_bytes", s.devices.host_memory_bytes, kMaxMemoryBytes);
 
   const OptimizerSpec& o = s.optimizer;
   c.gt0_max("/optimizer/learning_rate", o.learning_rate, 1e30);
@@ -247,6 +301,12 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
       if (tb.optimizer_state_type != OptimizerStateType::fp32)
         c.fail(hp, fmt::format("needs optimizer_state_type fp32 (table \"{}\" has {} at /tables/{}/optimizer_state_type)",
                                tname, enum_name(tb.optimizer_state_type), it->second));
+      if (tb.low_rank_dim != 0)
+        c.fail(hp, fmt::format("not allowed with low_rank_dim (table \"{}\" has {} at /tables/{}/low_rank_dim): the "
+                               "replicas hold full rows", tname, tb.low_rank_dim, it->second));
+      if (tb.placement != TablePlacement::device)
+        c.fail(hp, fmt::format("needs placement device (table \"{}\" has {} at /tables/{}/placement): the replicas "
+                               "live in device memory", tname, enum_name(tb.placement), it->second));
       if (s.devices.backend == Backend::cuda)
         c.fail(hp, "not supported on the cuda backend yet (/devices/backend): cpu and simulated only");
       if (s.rebalance.enabled())

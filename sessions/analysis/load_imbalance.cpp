@@ -20,6 +20,11 @@ const char* to_string(LoadMetric m) {
     case LoadMetric::bytes_in: return "bytes in";
     case LoadMetric::bytes_out: return "bytes out";
     case LoadMetric::lookup_time: return "lookup time (ns)";
+    case LoadMetric::cache_hits: return "cache hits";
+    case LoadMetric::cache_misses: return "cache misses";
+    case LoadMetric::rows_fetched: return "rows fetched (host)";
+    case LoadMetric::bytes_h2d: return "bytes host to device";
+    case LoadMetric::bytes_d2h: return "bytes device to host";
   }
   return "?";
 }
@@ -65,6 +70,11 @@ LoadData load_data(const SessionReader& session, LoadMetric metric) {
       case LoadMetric::bytes_in: v = static_cast<double>(c.bytes_in); break;
       case LoadMetric::bytes_out: v = static_cast<double>(c.bytes_out); break;
       case LoadMetric::lookup_time: v = static_cast<double>(c.lookup_ns); break;
+      case LoadMetric::cache_hits: v = static_cast<double>(c.cache_hits); break;
+      case LoadMetric::cache_misses: v = static_cast<double>(c.cache_misses); break;
+      case LoadMetric::rows_fetched: v = static_cast<double>(c.rows_fetched); break;
+      case LoadMetric::bytes_h2d: v = static_cast<double>(c.bytes_h2d); break;
+      case LoadMetric::bytes_d2h: v = static_cast<double>(c.bytes_d2h); break;
     }
     const auto r = static_cast<size_t>(c.rank);
     d.by_shard[r * d.shards.size() + shard_col[{c.table, c.shard}]] += v;

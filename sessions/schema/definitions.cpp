@@ -144,7 +144,12 @@ const RecordTable<LoadCounter>& load_counters_table() {
        field<&LoadCounter::unique_ids>("unique_ids", "distinct rows the fused optimizer updated"),
        field<&LoadCounter::bytes_in>("bytes_in", "ids and lengths received for the lookup, bytes"),
        field<&LoadCounter::bytes_out>("bytes_out", "pooled rows the lookup produced, bytes"),
-       field<&LoadCounter::lookup_ns>("lookup_ns", "time of the shard's pooled lookup, ns")});
+       field<&LoadCounter::lookup_ns>("lookup_ns", "time of the shard's pooled lookup, ns"),
+       field<&LoadCounter::cache_hits>("cache_hits", "host_cached tables: distinct rows of the lookups found in the device cache", 11),
+       field<&LoadCounter::cache_misses>("cache_misses", "tables in host memory: distinct rows of the lookups not in the device cache (every row of a `host` table)", 11),
+       field<&LoadCounter::rows_fetched>("rows_fetched", "tables in host memory: rows copied host to device (lookup misses, updated rows not cached)", 11),
+       field<&LoadCounter::bytes_h2d>("bytes_h2d", "tables in host memory: bytes copied host to device (rows and optimizer state rows)", 11),
+       field<&LoadCounter::bytes_d2h>("bytes_d2h", "tables in host memory: bytes written back device to host (updated rows, evicted dirty rows, optimizer state rows)", 11)});
   return t;
 }
 
@@ -304,7 +309,13 @@ const RecordTable<RebalanceRecord>& rebalances_table() {
        field<&RebalanceRecord::after_steps>("after_steps", "steps `imbalance_after` was observed over"),
        field<&RebalanceRecord::start_ns>("start_ns", "when the earliest rank began, ns"),
        field<&RebalanceRecord::duration_ns>("duration_ns", "time spent by the slowest rank (all-gather, proposal, move, rebuild), ns"),
-       field<&RebalanceRecord::refused>("refused", "moves wanted and not made, with the reason, `; `-joined; empty if none")});
+       field<&RebalanceRecord::refused>("refused", "moves wanted and not made, with the reason, `; `-joined; empty if none"),
+       field<&RebalanceRecord::outcome>(
+           "outcome",
+           "`complete`, or `failed: ...` for a move the run ended in (a rank failed or vanished before every rank had "
+           "its new shards): the phase each rank reached; its tables stay where they were (no `plan_changes` rows); "
+           "`complete` in older files",
+           10)});
   return t;
 }
 

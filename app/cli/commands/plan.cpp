@@ -1,5 +1,6 @@
 // `embedscope plan`: the sharding plan and the memory each device needs, without running.
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -90,19 +91,28 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
     for (const auto& e : est)
       j["memory"].push_back({{"rank", e.rank}, {"weights_bytes", e.weights}, {"optimizer_state_bytes", e.optimizer_state},
                              {"dense_bytes", e.dense}, {"buffers_bytes", e.buffers},
-                             {"pipeline_buffers_bytes", e.pipeline_buffers}, {"total_bytes", e.total()},
-                             {"capacity_bytes", spec.devices.memory_bytes}});
+                             {"pipeline_buffers_bytes", e.pipeline_buffers}, {"cache_bytes", e.cache},
+                             {"total_bytes", e.total()}, {"capacity_bytes", spec.devices.memory_bytes},
+                             {"host_bytes", e.host}, {"host_capacity_bytes", spec.devices.host_memory_bytes}});
     std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
     std::cout << plan_table(spec, plan) << "\n" << table_storage_text(spec, plan) << "\n" << pipeline_text(spec)
               << "\n";
-    std::cout << fmt::format("{:<5} {:>12} {:>16} {:>12} {:>12} {:>12} {:>12}\n", "rank", "weights", "optimizer state",
+    // tables in host memory: the device cache (in total) and the host side (not) as columns of their own
+    const bool host = std::any_of(spec.tables.begin(), spec.tables.end(),
+                                  [](const es::TableSpec& t) { return t.placement != es::TablePlacement::device; });
+    std::cout << fmt::format("{:<5} {:>12} {:>16} {:>12} {:>12} {:>12} {:>12}", "rank", "weights", "optimizer state",
                              "dense", "buffers", "total", "capacity");
-    for (const auto& e : est)
-      std::cout << fmt::format("{:<5} {:>12} {:>16} {:>12} {:>12} {:>12} {:>12}\n", e.rank, es::format_bytes(e.weights),
+    std::cout << (host ? fmt::format(" {:>12} {:>12} {:>14}\n", "device cache", "host", "host capacity") : std::string("\n"));
+    for (const auto& e : est) {
+      std::cout << fmt::format("{:<5} {:>12} {:>16} {:>12} {:>12} {:>12} {:>12}", e.rank, es::format_bytes(e.weights),
                                es::format_bytes(e.optimizer_state), es::format_bytes(e.dense),
                                es::format_bytes(e.buffers), es::format_bytes(e.total()),
                                es::format_bytes(spec.devices.memory_bytes));
+      std::cout << (host ? fmt::format(" {:>12} {:>12} {:>14}\n", es::format_bytes(e.cache), es::format_bytes(e.host),
+                                       es::format_bytes(spec.devices.host_memory_bytes))
+                         : std::string("\n"));
+    }
   }
   if (!does_not_fit.empty()) {
     fmt::print(stderr, "error: {}\n", does_not_fit);

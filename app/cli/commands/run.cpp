@@ -222,6 +222,10 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
     }
     std::cout << "\n";
   }
+  if (const std::string host = host_placement_text(es::table_storage_json(r.table_storage),
+                                                   static_cast<int64_t>(r.step_time_ns.size()));
+      !host.empty())
+    std::cout << "tables in host memory (cache hit rate, rows and bytes moved per measured step):\n" << host << "\n";
   std::cout << fmt::format("{:<5} {:>14} {:>12} {:>14} {:>14} {:>12}\n", "rank", "ids looked up", "unique rows",
                            "bytes sent", "bytes received", "memory peak");
   for (const auto& rk : r.ranks)

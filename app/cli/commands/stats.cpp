@@ -116,6 +116,7 @@ std::string rebalances_text(const std::vector<ss::RebalanceEffect>& effects, con
                        e.amortised_after_steps < 0 ? std::string("-") : fmt::format("{:.1f} steps", e.amortised_after_steps),
                        r.reason);
     if (!r.refused.empty()) out += "        refused: " + r.refused + "\n";
+    if (r.outcome != "complete") out += "        " + r.outcome + "\n";
     for (size_t i = 0; i < changes.size(); ++i) {
       const auto& c = changes[i];
       if (c.step != r.step + 1) continue;
@@ -193,7 +194,8 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                                  {"imbalance_predicted", r.imbalance_predicted}, {"imbalance_after", r.imbalance_after},
                                  {"after_steps", r.after_steps}, {"duration_ns", r.duration_ns},
                                  {"step_p50_before_ns", e.step_p50_before_ns}, {"step_p50_after_ns", e.step_p50_after_ns},
-                                 {"amortised_after_steps", e.amortised_after_steps}, {"refused", r.refused}});
+                                 {"amortised_after_steps", e.amortised_after_steps}, {"refused", r.refused},
+                                 {"outcome", r.outcome}});
     }
     j["plan_changes"] = json::array();
     for (const auto& c : session.plan_changes())
@@ -301,6 +303,9 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                              r.ids_looked_up, es::format_bytes(r.bytes_sent), es::format_bytes(r.bytes_received));
   if (!kernel_text.empty()) std::cout << "\n" << kernel_text;
   std::cout << table_storage_text(session.meta(ss::meta::kTableStorageJson, "[]"), st.steps);
+  if (const std::string host = host_placement_text(json::parse(session.meta(ss::meta::kTableStorageJson, "[]"), nullptr, false), st.steps);
+      !host.empty())
+    std::cout << "\ntables in host memory (cache hit rate, rows and bytes moved per measured step):\n" << host;
   std::cout << hot_rows_text(session.meta(ss::meta::kTableStorageJson, "[]"), st.steps);
   std::cout << fmt::format("\n{:<5} {:>16} {:>16} {:>15} {:>8}\n", "rank", "peak allocated", "peak reserved",
                            "fragmentation", "memviz");

@@ -2,6 +2,8 @@
 
 #include "output.h"
 
+#include <algorithm>
+
 #include "embedscope/engine/cost/hardware_profile.h"
 
 #include <fmt/format.h>
@@ -59,14 +61,56 @@ std::string plan_table(const es::WorkloadSpec& spec, const es::ShardingPlan& pla
 }
 
 std::string table_storage_text(const es::WorkloadSpec& spec, const es::ShardingPlan& plan) {
-  std::string out = fmt::format("{:<24} {:<9} {:>12} {:>8} {:>9} {:>12} {:>16}\n", "table", "data_type", "rows",
+  const auto est = es::estimate_table_storage(spec, plan);
+  // tables in host memory: where the weights and state are, and the device cache
+  const bool host = std::any_of(est.begin(), est.end(), [](const auto& e) { return e.placement != es::TablePlacement::device; });
+  std::string out = fmt::format("{:<24} {:<9} {:>12} {:>8} {:>9} {:>12} {:>16}", "table", "data_type", "rows",
                                 "low_rank", "row bytes", "weights", "optimizer state");
-  for (const auto& e : es::estimate_table_storage(spec, plan))
-    out += fmt::format("{:<24} {:<9} {:>12} {:>8} {:>9} {:>12} {:>16}\n", spec.tables[static_cast<size_t>(e.table)].name,
+  out += host ? fmt::format(" {:<11} {:>12}\n", "placement", "device cache") : std::string("\n");
+  for (const auto& e : est) {
+    out += fmt::format("{:<24} {:<9} {:>12} {:>8} {:>9} {:>12} {:>16}", spec.tables[static_cast<size_t>(e.table)].name,
                        es::to_string(e.data_type), e.rows,
                        e.low_rank_dim > 0 ? std::to_string(e.low_rank_dim) : std::string("-"), e.row_bytes,
                        es::format_bytes(e.weight_bytes),
                        es::format_bytes(e.optimizer_state_bytes));
+    out += host ? fmt::format(" {:<11} {:>12}\n", es::to_string(e.placement), es::format_bytes(e.cache_bytes))
+                : std::string("\n");
+  }
+  if (host)
+    out += "(placement host / host_cached: weights and optimizer state in host memory, the device cache on the device)\n";
+  return out;
+}
+
+std::string host_placement_text(const json& tables, int64_t steps) {
+  if (!tables.is_array()) return "";
+  bool any = false;
+  for (const auto& t : tables) any |= t.is_object() && t.value("placement", "device") != "device";
+  if (!any) return "";
+  auto sum = [](const json& a) {
+    int64_t s = 0;
+    if (a.is_array())
+      for (const auto& v : a) s += v.is_number_integer() ? v.get<int64_t>() : 0;
+    return s;
+  };
+  const double n = steps > 0 ? static_cast<double>(steps) : 1.0;
+  std::string out = fmt::format("{:<20} {:<11} {:<6} {:>6} {:>12} {:>12} {:>9} {:>12} {:>12} {:>12}\n", "table", "placement",
+                                "policy", "load", "device cache", "host", "hit rate", "rows/step", "H2D/step", "D2H/step");
+  for (const auto& t : tables) {
+    const std::string placement = t.value("placement", "device");
+    if (placement == "device") continue;
+    const bool cached = placement == "host_cached";
+    const int64_t hits = t.value("cache_hits", int64_t{0}), misses = t.value("cache_misses", int64_t{0});
+    out += fmt::format("{:<20} {:<11} {:<6} {:>6} {:>12} {:>12} {:>9} {:>12.0f} {:>12} {:>12}\n", t.value("table", ""),
+                       placement, cached ? t.value("cache_policy", "lru") : "-",
+                       cached ? fmt::format("{:.2f}", t.value("cache_load_factor", 0.0)) : std::string("-"),
+                       es::format_bytes(sum(t.value("cache_bytes", json::array()))),
+                       es::format_bytes(sum(t.value("host_bytes", json::array()))),
+                       hits + misses > 0 ? fmt::format("{:.1f}%", 100.0 * static_cast<double>(hits) / static_cast<double>(hits + misses))
+                                         : std::string("-"),
+                       static_cast<double>(t.value("rows_fetched", int64_t{0})) / n,
+                       es::format_bytes(static_cast<int64_t>(static_cast<double>(t.value("bytes_h2d", int64_t{0})) / n)),
+                       es::format_bytes(static_cast<int64_t>(static_cast<double>(t.value("bytes_d2h", int64_t{0})) / n)));
+  }
   return out;
 }
 
@@ -76,7 +120,8 @@ json table_storage_estimate_json(const es::WorkloadSpec& spec, const es::Shardin
     a.push_back({{"table", spec.tables[static_cast<size_t>(e.table)].name}, {"data_type", es::to_string(e.data_type)},
                  {"rows", e.rows}, {"low_rank_dim", e.low_rank_dim}, {"row_bytes", e.row_bytes},
                  {"weight_bytes", e.weight_bytes},
-                 {"optimizer_state_bytes", e.optimizer_state_bytes}});
+                 {"optimizer_state_bytes", e.optimizer_state_bytes}, {"placement", es::to_string(e.placement)},
+                 {"cache_bytes", e.cache_bytes}});
   return a;
 }
 

@@ -42,6 +42,7 @@ std::string rebalance_text(const sessions::RebalanceRecord& r, const std::vector
     if (c.to_type == "column_wise" && !cols.empty()) out += fmt::format(" (columns {})", fmt::join(cols, ", "));
   }
   if (!r.refused.empty()) out += "\nrefused: " + r.refused;
+  if (r.outcome != "complete") out += "\n" + r.outcome;
   return out;
 }
 

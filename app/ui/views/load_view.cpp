@@ -5,6 +5,7 @@
 #include "core/rebalance_marks.h"
 #include "jobs/analysis_job.h"
 #include "models/input_stats_model.h"
+#include "embedscope/sessions/model/metadata_keys.h"
 
 #include <QComboBox>
 #include <QGridLayout>
@@ -82,6 +83,11 @@ LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidg
   for (LoadMetric m : {LoadMetric::ids_looked_up, LoadMetric::unique_ids, LoadMetric::bytes_in, LoadMetric::bytes_out,
                        LoadMetric::lookup_time})
     metric_box_->addItem(sessions::to_string(m), static_cast<int>(m));
+  // a run with tables in host memory (placement host / host_cached): their transfers too
+  if (session_ && session_->meta(sessions::meta::kTableStorageJson, "").find("\"placement\":\"host") != std::string::npos)
+    for (LoadMetric m : {LoadMetric::cache_hits, LoadMetric::cache_misses, LoadMetric::rows_fetched, LoadMetric::bytes_h2d,
+                         LoadMetric::bytes_d2h})
+      metric_box_->addItem(sessions::to_string(m), static_cast<int>(m));
   auto* grid = new QGridLayout(this);
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel("metric:", this));

@@ -85,6 +85,11 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     result.ended = first.kind;
     result.bad_input = first.bad_input;
     result.error = first.message;
+    // a failure during a live rebalance's move names the move
+    for (size_t i = 0; i < ranks_.size(); ++i)
+      if (local_ranks_[i] == first.rank && ranks_[i]->moving)
+        result.error += fmt::format(" - during the live rebalance after step {} (rank {} {})", ranks_[i]->moving->record.step,
+                                    first.rank, ranks_[i]->moving->phase);
     // every local rank's last collectives: where each stood when the run failed
     const std::string reason =
         first.kind == RunEnd::hang ? std::string("collective timeout") : fmt::format("run ended {}", to_string(first.kind));
@@ -113,17 +118,38 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     ts.optimizer_state_type = spec.tables[t].optimizer_state_type;
     ts.weight_bytes.assign(static_cast<size_t>(W), 0);
     ts.optimizer_state_bytes.assign(static_cast<size_t>(W), 0);
+    ts.placement = spec.tables[t].placement;
+    if (ts.placement == TablePlacement::host_cached) {
+      ts.cache_policy = spec.tables[t].cache_policy;
+      ts.cache_load_factor = spec.tables[t].cache_load_factor;
+    }
+    ts.host_bytes.assign(static_cast<size_t>(W), 0);
+    ts.cache_bytes.assign(static_cast<size_t>(W), 0);
     QuantError err;
     for (size_t i = 0; i < ranks_.size(); ++i)  // the ranks run here (one process: its own; others stay 0)
       for (const auto& ls : ranks_[i]->shards) {
         const auto r = static_cast<size_t>(local_ranks_[i]);
         if (ls.table != static_cast<int>(t)) continue;
-        ts.weight_bytes[r] +=
+        const auto wb =
             static_cast<int64_t>((ls.weights.size() + ls.factor_b.size()) * sizeof(float) + ls.packed.size());
-        ts.optimizer_state_bytes[r] += static_cast<int64_t>(
+        const auto sb = static_cast<int64_t>(
             (ls.momentum1.size() + ls.momentum2.size() + ls.b_momentum1.size() + ls.b_momentum2.size()) * sizeof(float) +
             ls.packed_state1.size() + ls.packed_state2.size() + ls.b_packed_state1.size() + ls.b_packed_state2.size());
+        ts.weight_bytes[r] += wb;
+        ts.optimizer_state_bytes[r] += sb;
         err.merge(ls.storage_error);
+        if (ls.host) {
+          ts.host_bytes[r] += wb + sb + ls.host->host_side_bytes();
+          ts.cache_bytes[r] += ls.host->cache_bytes();
+        }
+      }
+    for (auto& rk : ranks_)
+      if (auto f = rk->table_transfers.find(static_cast<int>(t)); f != rk->table_transfers.end()) {
+        ts.cache_hits += f->second.cache_hits;
+        ts.cache_misses += f->second.cache_misses;
+        ts.rows_fetched += f->second.rows_fetched;
+        ts.bytes_h2d += f->second.bytes_h2d;
+        ts.bytes_d2h += f->second.bytes_d2h;
       }
     if (!sh.layout.hot_rows[t].empty()) {  // the hot-row replicas (sharding/hot_rows.cpp)
       ts.hot_rows = static_cast<int64_t>(sh.layout.hot_rows[t].size());
@@ -160,17 +186,36 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
   if (result.ended == RunEnd::complete && ranks_.front()->cancelled) result.ended = RunEnd::cancelled;
   // live rebalances: every rank took part in each (the same decisions); their times merged
   result.final_plan = ranks_.front()->plan();
-  if (spec.rebalance.enabled() && result.ended != RunEnd::crashed && result.ended != RunEnd::oom && result.ended != RunEnd::hang) {
+  if (spec.rebalance.enabled()) {
+    // the rebalances every rank finished (a run that failed: those before the failure; every
+    // rank took part in each, with the same decisions), their times merged
+    size_t done = ranks_.front()->rebalances.size();
+    for (auto& r : ranks_) done = std::min(done, r->rebalances.size());
     std::vector<std::vector<sessions::RebalanceRecord>> per_rank;
     std::vector<std::vector<int64_t>> ids;
     for (auto& r : ranks_) {
-      per_rank.push_back(r->rebalances);
+      per_rank.emplace_back(r->rebalances.begin(), r->rebalances.begin() + static_cast<std::ptrdiff_t>(done));
       ids.push_back(r->ids_per_step);
     }
     // one rank per process: the imbalance after each rebalance over every rank's load, gathered at the end
     if (!ranks_.front()->world_ids_per_step.empty()) ids = ranks_.front()->world_ids_per_step;
     result.rebalances = rebalance::merge_rebalances(per_rank, ids);
     result.plan_changes = ranks_.front()->plan_changes;
+    // a move the run ended in: recorded as failed with how far each rank got; its shards are
+    // not reported (no plan_changes, the plan before it is the final one)
+    const auto mover = std::find_if(ranks_.begin(), ranks_.end(), [](const auto& r) { return r->moving.has_value(); });
+    if (mover != ranks_.end()) {
+      const Rank::MoveInProgress& m = *(*mover)->moving;
+      std::vector<rebalance::MovePhase> phases;
+      for (size_t i = 0; i < ranks_.size(); ++i)
+        phases.push_back({local_ranks_[i], ranks_[i]->moving ? ranks_[i]->moving->phase : std::string()});
+      sessions::RebalanceRecord failed = m.record;
+      failed.outcome = rebalance::failed_move_outcome(phases);
+      failed.duration_ns = sh.tracer.now_ns() - failed.start_ns;
+      result.rebalances.push_back(std::move(failed));
+      std::erase_if(result.plan_changes, [&](const sessions::PlanChangeRecord& c) { return c.step > m.record.step; });
+      result.final_plan = m.before;
+    }
     if (session) session->add_rebalances(result.rebalances, result.plan_changes);
   }
   result.tracer_overhead_ns = sh.tracer.overhead_ns();

@@ -44,6 +44,16 @@ void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, 
     gpu_->to_host(out.data(), out.device_data(), static_cast<int64_t>(out.size() * sizeof(float)));
     return;
   }
+  if (ls.host) {  // the distinct rows fetched (or found in the cache) into a device buffer, looked up there
+    const int64_t base = off[0], n_ids = off[n_bags] - off[0];
+    std::vector<int64_t> local;
+    DeviceBuffer<float> rows = ls.host->gather(ls.weights.data(), ids + base, n_ids, local);
+    std::vector<int64_t> local_off(static_cast<size_t>(n_bags + 1));
+    for (int64_t i = 0; i <= n_bags; ++i) local_off[static_cast<size_t>(i)] = off[i] - base;
+    pooled_lookup(rows.data(), static_cast<int64_t>(rows.size()) / ls.s.num_cols, ls.s.num_cols, local.data(),
+                  local_off.data(), n_bags, scale, out.data(), ls.s.num_cols);
+    return;
+  }
   if (ls.low_rank_dim > 0) {
     low_rank_pooled_lookup(ls.weights.data(), ls.s.num_rows, ls.low_rank_dim, ls.factor_b.data(), ls.s.num_cols, ids,
                            off, n_bags, scale, out.data(), ls.s.num_cols);
@@ -75,6 +85,10 @@ void Rank::shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g) 
                  static_cast<int64_t>(n), d_vals.device_data());
     return;
   }
+  if (ls.host) {
+    ls.host->update(sh_.spec.optimizer, iteration, ls.weights.data(), ls.state(), g);
+    return;
+  }
   if (ls.low_rank_dim > 0) {  // dA and dB from A and B before the update, then both updated
     const auto [da, db] = low_rank_backward(ls.weights.data(), ls.low_rank_dim, ls.factor_b.data(), ls.s.num_cols, g);
     apply_row_optimizer(sh_.spec.optimizer, iteration, ls.weights.data(), ls.low_rank_dim, ls.state(), da);
@@ -88,6 +102,46 @@ void Rank::shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g) 
     return;
   }
   apply_row_optimizer(sh_.spec.optimizer, iteration, ls.weights.data(), ls.s.num_cols, ls.state(), g);
+}
+
+Rank::LowRankGrads Rank::low_rank_row_wise_grads(LocalShard& ls, const SparseGrad& g) {
+  if (measured_) summary.unique_ids += static_cast<int64_t>(g.rows.size());
+  load_of(ls.table, ls.shard_index).unique_ids = static_cast<int64_t>(g.rows.size());
+  const TableSpec& ts = sh_.spec.tables[static_cast<size_t>(ls.table)];
+  const int64_t r = ts.low_rank_dim, dim = ts.embedding_dim;
+  auto [da, db] = low_rank_backward(ls.weights.data(), r, ls.factor_b.data(), dim, g);
+  LowRankGrads out{&ls, std::move(da), std::vector<float>(static_cast<size_t>(r * dim + 1), 0.0f)};
+  std::copy(db.values.begin(), db.values.end(), out.db.begin());  // r x dim, or nothing without rows
+  out.db.back() = static_cast<float>(g.rows.size());
+  return out;
+}
+
+void Rank::low_rank_row_wise_update(std::vector<LowRankGrads>& pending, int64_t iteration, int64_t step) {
+  for (int t : L_.low_rank_rw_tables) {
+    const TableSpec& ts = sh_.spec.tables[static_cast<size_t>(t)];
+    const int64_t r = ts.low_rank_dim, dim = ts.embedding_dim;
+    auto mine = std::find_if(pending.begin(), pending.end(), [&](const LowRankGrads& p) { return p.shard->table == t; });
+    std::vector<float> none;
+    std::vector<float>& db = mine != pending.end() ? mine->db : none;
+    if (mine == pending.end()) none.assign(static_cast<size_t>(r * dim + 1), 0.0f);
+    comm(*world_, "grad_dist/low_rank_b_all_reduce", step, [&] {
+      world_->all_reduce_sum("grad_dist/low_rank_b_all_reduce", db.data(), static_cast<int64_t>(db.size()));
+    });
+    auto held = std::find_if(shards.begin(), shards.end(), [&](const LocalShard& x) { return x.table == t; });
+    if (held == shards.end()) continue;  // no shard here (more ranks than rows)
+    ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::optimizer, "low_rank_row_wise_update", step);
+    LocalShard& ls = *held;
+    if (mine != pending.end() && !mine->da.rows.empty())
+      apply_row_optimizer(sh_.spec.optimizer, iteration, ls.weights.data(), r, ls.state(), mine->da);
+    if (db.back() > 0) {  // as low_rank_backward's dB: every row of B, dense
+      SparseGrad gb;
+      gb.dim = dim;
+      gb.rows.resize(static_cast<size_t>(r));
+      std::iota(gb.rows.begin(), gb.rows.end(), int64_t{0});
+      gb.values.assign(db.begin(), db.end() - 1);
+      apply_row_optimizer(sh_.spec.optimizer, iteration, ls.factor_b.data(), dim, ls.b_state(), gb);
+    }
+  }
 }
 
 void Rank::dense_layers_on_gpu() {
@@ -200,7 +254,14 @@ void Rank::setup() {
                                                 "kernels read fp32 rows)", t.name, to_string(ls.data_type)));
       // fp32 rows in `weights`; other types are initialised in fp32 and encoded, a block of rows
       // at a time (no fp32 copy of the whole shard, not even on the host)
-      ls.weights = DeviceBuffer<float>(&arena_, "weights");
+      // placement host / host_cached: the rows and the state in host memory (buffers without an
+      // arena), the cache in the arena (model/host_cache.h)
+      ls.placement = t.placement;
+      DeviceArena* const home = t.placement == TablePlacement::device ? &arena_ : nullptr;
+      if (t.placement != TablePlacement::device && gpu_)
+        throw std::invalid_argument(fmt::format("table \"{}\": placement {} runs on the cpu backend only", t.name,
+                                                to_string(t.placement)));
+      ls.weights = DeviceBuffer<float>(home, "weights");
       if (ls.data_type == TableDataType::fp32 && t.low_rank_dim == 0)
         ls.weights.assign(static_cast<size_t>(s.num_rows * s.num_cols));
       ls.state_type = t.optimizer_state_type;
@@ -214,8 +275,8 @@ void Rank::setup() {
       const int64_t lr = ls.low_rank_dim;
       // A's state is that of a num_rows x r table; B's that of an r x num_cols one
       const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, s.num_rows, lr > 0 ? lr : s.num_cols);
-      ls.momentum1 = DeviceBuffer<float>(&arena_, "optimizer_state");
-      ls.momentum2 = DeviceBuffer<float>(&arena_, "optimizer_state");
+      ls.momentum1 = DeviceBuffer<float>(home, "optimizer_state");
+      ls.momentum2 = DeviceBuffer<float>(home, "optimizer_state");
       ls.packed_state1 = DeviceBuffer<uint8_t>(&arena_, "optimizer_state");
       ls.packed_state2 = DeviceBuffer<uint8_t>(&arena_, "optimizer_state");
       if (ls.state_type == OptimizerStateType::fp32) {
@@ -256,6 +317,10 @@ void Rank::setup() {
             encode_row(ls.data_type, block.data() + r * s.num_cols, s.num_cols, ls.packed.data() + (r0 + r) * rb);
         }
       }
+      if (t.placement != TablePlacement::device && s.num_rows > 0 && s.num_cols > 0)  // an empty shard moves nothing
+        ls.host = std::make_unique<HostRowStore>(
+            t.placement, t.cache_policy, spec.optimizer.type, s.num_rows, s.num_cols,
+            t.placement == TablePlacement::host_cached ? cache_slots(t.cache_load_factor, s.num_rows) : 0, &arena_);
       to_gpu(ls.weights);
       to_gpu(ls.momentum1);
       to_gpu(ls.momentum2);
@@ -353,6 +418,8 @@ void Rank::main() {
   }
   if (sh_.spec.rebalance.enabled() && sh_.opt.process.rank >= 0) world_load_all_gather(current_step_.load());
   if (sh_.session) sh_.session->add_id_histogram(id_histogram_.buckets(me_));
+  for (auto& ls : shards)  // host_cached: the cache's dirty rows back, so the host rows are every row's value
+    if (ls.host) ls.host->flush(ls.weights.data());
   if (gpu_ && sh_.opt.keep_tables) {
     for (auto& ls : shards)
       gpu_->to_host(ls.weights.data(), ls.weights.device_data(), static_cast<int64_t>(ls.weights.size() * sizeof(float)));

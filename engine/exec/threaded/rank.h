@@ -18,6 +18,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -36,6 +37,7 @@
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/kernels/low_rank.h"
 #include "embedscope/engine/model/low_rank.h"
+#include "embedscope/engine/model/host_cache.h"
 #include "embedscope/engine/memory/memory.h"
 #include "embedscope/engine/quant/row_codec.h"
 #include "embedscope/engine/program/step_program.h"
@@ -117,6 +119,10 @@ struct LocalShard {
   int64_t low_rank_dim = 0;
   DeviceBuffer<float> factor_b, b_momentum1, b_momentum2;
   DeviceBuffer<uint8_t> b_packed_state1, b_packed_state2;
+  // placement host / host_cached (TableSpec::placement): `weights` and the state above are host
+  // memory (buffers without an arena); `host` moves their rows to the device and keeps the cache
+  TablePlacement placement = TablePlacement::device;
+  std::unique_ptr<HostRowStore> host;
   /// Row r of the shard (local row index) decoded to fp32 into out[0, num_cols) (low-rank: A_r B).
   void row(int64_t r, float* out) const {
     if (low_rank_dim > 0)
@@ -184,6 +190,7 @@ class Rank final : public sharding::RankContext {
   std::vector<sessions::OpEvent> events;  // kept spans (TrainerOptions::keep_events)
   bool cancelled = false;
   std::vector<int64_t> hash_collisions;  // per table, measured steps (input/hashing.h)
+  std::map<int, HostTransferCounters> table_transfers;  // per table in host memory: its shards', measured steps
   QuantError fwd_error_, bwd_error_;  // qcomms: error of the values quantized (written on the comm thread)
   DenseModel& dense() { return dense_; }
   /// The plan this rank runs now: the run's, or the last live rebalance's (rank_rebalance.cpp).
@@ -192,6 +199,16 @@ class Rank final : public sharding::RankContext {
   /// ranks'), and the tables each moved, in order.
   std::vector<sessions::RebalanceRecord> rebalances;
   std::vector<sessions::PlanChangeRecord> plan_changes;
+  /// The live rebalance whose move this rank is in (its record, outcome unset) and the phase it
+  /// reached ("allocating the new shards", "in the reshard all-to-all", ...): set before the
+  /// move, cleared once its new shards are in place, so a run that ends during the move says
+  /// how far each rank got (ThreadedExecutor). Unset when no move is under way.
+  struct MoveInProgress {
+    sessions::RebalanceRecord record;
+    std::string phase;
+    ShardingPlan before;  ///< the plan the move started from (what stays when it fails)
+  };
+  std::optional<MoveInProgress> moving;
   /// The load this rank had per measured step, in the policy's measure (rebalance.balance): the sum
   /// of its load counters' ids, or of their lookup_ns (what merge_rebalances' imbalance_after uses).
   std::vector<int64_t> ids_per_step;
@@ -223,6 +240,9 @@ class Rank final : public sharding::RankContext {
   /// (after finish_output_dist of the batch).
   bool train(Inflight& b);
   sessions::LoadCounter& load_of(int table, int shard_index);
+  /// Adds a host / host_cached shard's transfers (model/host_cache.h) to its load counter, and
+  /// in a measured step to table_transfers.
+  void add_transfers(sessions::LoadCounter& c, const HostTransferCounters& t);
   // ---- live rebalancing (rank_rebalance.cpp) ---------------------------------------------------
   /// After measured step `step` (0-based): keeps this step's ids per shard; unless it is the
   /// `last` step, when the policy may
@@ -327,6 +347,23 @@ class Rank final : public sharding::RankContext {
                     DeviceBuffer<float>& out);
   /// apply_row_optimizer of one local shard.
   void shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g);
+  /// A local shard of a factorized row_wise table (Layout::low_rank_rw_tables) and its
+  /// gradients: dA of its rows, and its rows' part of dB followed by their count (r x dim + 1
+  /// floats; zeros without rows), both from A and B before any update, as shard_update.
+  struct LowRankGrads {
+    LocalShard* shard = nullptr;
+    SparseGrad da;
+    std::vector<float> db;
+  };
+  /// low_rank_backward of `ls` with the sparse gradient g of its rows (counted as update() counts).
+  LowRankGrads low_rank_row_wise_grads(LocalShard& ls, const SparseGrad& g);
+  /// The update of the factorized row_wise tables after the other shards': per table, in table
+  /// order on every rank, dB and the rows are summed over the world
+  /// (grad_dist/low_rank_b_all_reduce on the comm lane; a rank without a shard of the table
+  /// sends zeros), then (span low_rank_row_wise_update) A's rows are updated with dA and, if any
+  /// rank had a row, every copy of B with the same sum - B stays the same on every rank, as the
+  /// one B of the unsharded table. `pending`: this rank's shards of those tables.
+  void low_rank_row_wise_update(std::vector<LowRankGrads>& pending, int64_t iteration, int64_t step);
 
   Shared& sh_;
   ShardingPlan plan_;  // the current plan (changes at a live rebalance)

@@ -237,12 +237,30 @@ void Rank::lookup(int table, int shard_index, const int64_t* ids, const int64_t*
   c.ids += n_ids;
   c.bytes_out += n_bags * ls.s.num_cols * 4;
   if (measured_) summary.ids_looked_up += n_ids;
+  if (ls.host) add_transfers(c, ls.host->take_counters());
+}
+
+void Rank::add_transfers(sessions::LoadCounter& c, const HostTransferCounters& t) {
+  c.cache_hits += t.cache_hits;
+  c.cache_misses += t.cache_misses;
+  c.rows_fetched += t.rows_fetched;
+  c.bytes_h2d += t.bytes_h2d;
+  c.bytes_d2h += t.bytes_d2h;
+  if (!measured_) return;
+  HostTransferCounters& m = table_transfers[c.table];
+  m.cache_hits += t.cache_hits;
+  m.cache_misses += t.cache_misses;
+  m.rows_fetched += t.rows_fetched;
+  m.bytes_h2d += t.bytes_h2d;
+  m.bytes_d2h += t.bytes_d2h;
 }
 
 void Rank::update(int table, int shard_index, int64_t iteration, const SparseGrad& g) {
   if (measured_) summary.unique_ids += static_cast<int64_t>(g.rows.size());
   load_of(table, shard_index).unique_ids = static_cast<int64_t>(g.rows.size());
-  shard_update(shard_of(table, shard_index), iteration, g);
+  LocalShard& ls = shard_of(table, shard_index);
+  shard_update(ls, iteration, g);
+  if (ls.host) add_transfers(load_of(table, shard_index), ls.host->take_counters());
 }
 
 void Rank::replica_lookup(int table, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,

@@ -75,9 +75,12 @@ void Rank::after_step_rebalance(int64_t step, bool last) {
     rec.imbalance_predicted = p.worth_it() ? p.imbalance_after : p.imbalance_before;
     for (const rb::RefusedMove& r : p.refused) rec.refused += (rec.refused.empty() ? "" : "; ") + r.reason;
     if (p.worth_it()) {
-      reshard(p.plan, step);
+      rec.start_ns = t0;
       rec.moves = static_cast<int32_t>(p.moves.size() + p.changes.size());
       rec.bytes_moved = p.bytes_moved;
+      moving = MoveInProgress{rec, "allocating the new shards", plan_};
+      reshard(p.plan, step);
+      moving.reset();
       for (const rb::TableMove& m : p.moves) {
         const TableSpec& ts = spec.tables[static_cast<size_t>(m.table)];
         plan_changes.push_back({step + 1, m.table, ts.name, 0, m.from, m.to, m.bytes, "table_wise", "table_wise", 0, ts.rows(),
@@ -261,9 +264,11 @@ void Rank::reshard(const ShardingPlan& next, int64_t step) {
     pack_block(shard_of(x.table, x.from_shard), opt, x, local.data());
     unpack_block(arrived(x.table, x.to_shard), opt, x, local.data());
   }
+  if (moving) moving->phase = "in the reshard all-to-all";
   comm(*world_, "reshard", step, [&] {
     world_->all_to_all_v("reshard", send.data(), counts.send, recv.data(), counts.recv, sizeof(float));
   });
+  if (moving) moving->phase = "unpacking the rows it received";
   {
     ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::memcpy, "reshard_unpack", step);
     span.set_bytes(n_recv * static_cast<int64_t>(sizeof(float)));
@@ -283,6 +288,7 @@ void Rank::reshard(const ShardingPlan& next, int64_t step) {
   send = DeviceBuffer<float>();
   recv = DeviceBuffer<float>();
   // the new plan: its layout, sharding modules and step programs (built now, not in the next step)
+  if (moving) moving->phase = "sending the batches ahead to the new shards";
   plan_ = next;
   layout_ = Layout(spec, plan_);
   shardings_ = sharding::embedding_shardings(L_);

@@ -53,6 +53,7 @@ bool Rank::train(Inflight& b) {
     slot_grad[k] = buf<float>("gradients", static_cast<size_t>(W * B * L_.slots[static_cast<size_t>(mine[k])].s.num_cols));
   for (const auto& m : shardings_) m->grad_dist(*this, dpooled, lengths, slot_grad);
   // ---- embedding backward + fused optimizer ----------------------------------------------------
+  std::vector<LowRankGrads> low_rank_rw;  // factorized row_wise shards (rank.h)
   {
     ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "backward_fused_optimizer", step);
     for (auto& ls : shards) {
@@ -65,10 +66,16 @@ bool Rank::train(Inflight& b) {
                                                slot_grad[k].data(), ls.s.num_cols));
       }
       if (parts.empty()) continue;  // a shard no slot reads (a replica: its module updates it)
-      update(ls.table, ls.shard_index, it + 1,
-             parts.size() == 1 ? std::move(parts[0]) : merge_sparse_grads(parts, ls.s.num_cols));
+      SparseGrad g = parts.size() == 1 ? std::move(parts[0]) : merge_sparse_grads(parts, ls.s.num_cols);
+      if (ls.low_rank_dim > 0 &&
+          std::find(L_.low_rank_rw_tables.begin(), L_.low_rank_rw_tables.end(), ls.table) != L_.low_rank_rw_tables.end()) {
+        low_rank_rw.push_back(low_rank_row_wise_grads(ls, g));  // B's gradient is summed over the ranks first
+        continue;
+      }
+      update(ls.table, ls.shard_index, it + 1, std::move(g));
     }
   }
+  low_rank_row_wise_update(low_rank_rw, it + 1, step);
   // what the modules hold outside the slots (replicated tables)
   const sharding::LocalBatch lb = local_batch(b);
   for (const auto& m : shardings_) m->update(*this, lb, dpooled);

@@ -35,13 +35,19 @@ TEST(LowRankSpec, ErrorsNameThePointer) {
             "fp32; leave data_type out or drop low_rank_dim");
   EXPECT_EQ(patched_error(R"([{"op": "add", "path": "/tables/0/low_rank_dim", "value": 2},
                              {"op": "add", "path": "/sharding", "value": {"default": "row_wise"}}])"),
-            "test.json: /sharding/default: row_wise for table \"t0\" with low_rank_dim (/tables/0/low_rank_dim): a "
-            "factorized table is sharded table_wise or data_parallel (B is needed whole by every shard of A)");
+            "<no error>");
+  EXPECT_EQ(patched_error(R"([{"op": "add", "path": "/tables/0/low_rank_dim", "value": 2},
+                             {"op": "add", "path": "/sharding", "value": {"default": "table_row_wise"}}])"),
+            "test.json: /sharding/default: table_row_wise for table \"t0\" with low_rank_dim (/tables/0/low_rank_dim): "
+            "a factorized table is sharded table_wise, row_wise (A's rows split, B copied to every rank) or "
+            "data_parallel; split by columns, every block would need all of A (rows x r, the large factor), so "
+            "column-wise sharding would save none of it");
   EXPECT_EQ(patched_error(R"([{"op": "add", "path": "/tables/1/low_rank_dim", "value": 3},
                              {"op": "add", "path": "/sharding", "value": {"tables": {"t1": {"type": "column_wise"}}}}])"),
             "test.json: /sharding/tables/t1/type: column_wise for table \"t1\" with low_rank_dim "
-            "(/tables/1/low_rank_dim): a factorized table is sharded table_wise or data_parallel (B is needed whole "
-            "by every shard of A)");
+            "(/tables/1/low_rank_dim): a factorized table is sharded table_wise, row_wise (A's rows split, B copied "
+            "to every rank) or data_parallel; split by columns, every block would need all of A (rows x r, the large "
+            "factor), so column-wise sharding would save none of it");
   EXPECT_EQ(patched_error(R"([{"op": "add", "path": "/tables/1/low_rank_dim", "value": 3},
                              {"op": "add", "path": "/sharding", "value": {"tables": {"t1": {"type": "data_parallel"}}}}])"),
             "<no error>");
@@ -58,20 +64,23 @@ TEST(LowRankSpec, RoundTripsThroughJson) {
   EXPECT_FALSE(back["tables"][0].contains("low_rank_dim"));  // a full table writes nothing new
 }
 
-TEST(LowRankSpec, HandEditedPlanWithRowWiseIsRefused) {
+TEST(LowRankSpec, HandEditedPlanWithColumnWiseIsRefused) {
   json j = base_spec();
   j["tables"][1]["low_rank_dim"] = 2;
   const es::WorkloadSpec s = es::parse_workload(j, "test.json");
   es::ShardingPlan plan = es::plan_sharding(s);
-  plan.tables[1].type = es::ShardingType::row_wise;
+  plan.tables[1].type = es::ShardingType::row_wise;  // allowed: A's rows split, B on both
   plan.tables[1].shards = {{0, 0, 10, 0, 4}, {1, 10, 10, 0, 4}};
+  EXPECT_NO_THROW(es::validate_plan(s, plan, "plan.json"));
+  plan.tables[1].type = es::ShardingType::column_wise;
+  plan.tables[1].shards = {{0, 0, 20, 0, 2}, {1, 0, 20, 2, 2}};
   try {
     es::validate_plan(s, plan, "plan.json");
     FAIL() << "no error";
   } catch (const es::SpecError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "plan.json: /tables/1/type: table t1 (20 rows x 4 columns, row_wise) has low_rank_dim 2: a factorized "
-              "table is sharded table_wise or data_parallel");
+              "plan.json: /tables/1/type: table t1 (20 rows x 4 columns, column_wise) has low_rank_dim 2: a factorized "
+              "table is sharded table_wise, row_wise or data_parallel");
   }
 }
 

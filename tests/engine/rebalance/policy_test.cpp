@@ -175,6 +175,36 @@ TEST(RebalancePolicy, AMoveThatWouldExceedADevicesMemoryIsRefusedAndExplained) {
   EXPECT_EQ(ok.load_after, (std::vector<int64_t>{300, 300}));
 }
 
+// A move that fits once made but not while it runs: rank 1 holds t1's new shard (1 MiB) and the
+// all-to-all's receive buffer (1 MiB) beside everything it held before, so with room for one
+// more MiB only, the steady-state check passes and the move must still be refused.
+TEST(RebalancePolicy, AMoveThatFitsAfterButNotDuringIsRefusedAndExplained) {
+  WorkloadSpec s = tables_on(2, {0, 0, 1}, {16384, 16384, 49152});  // as above: 1, 1 and 3 MiB
+  const ShardingPlan cur = plan_sharding(s);
+  const auto est = estimate_memory(s, cur);
+  const int64_t mib = int64_t{1} << 20;
+  s.devices.memory_bytes = est[1].total() + mib + mib / 2;  // after the move rank 1 needs est + 1 MiB
+  ShardingPlan moved = cur;
+  moved.tables[1].shards[0].rank = 1;
+  for (const auto& e : estimate_memory(s, moved)) ASSERT_LE(e.total(), s.devices.memory_bytes) << e.rank;
+  const Proposal p = propose(s, cur, table_load({300, 300, 0}), 0);
+  EXPECT_TRUE(p.moves.empty());
+  ASSERT_EQ(p.refused.size(), 1u);
+  EXPECT_EQ(p.refused[0].table, 1);
+  EXPECT_EQ(p.refused[0].to, 1);
+  const std::string& why = p.refused[0].reason;
+  EXPECT_NE(why.find("rank 1 would need " + format_bytes(est[1].total() + 2 * mib) + " of " +
+                     format_bytes(s.devices.memory_bytes) + " during the move"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("its new shards 1.0 MiB, sent 0 B, received 1.0 MiB"), std::string::npos) << why;
+  // with the 2 MiB the move holds, it is made
+  s.devices.memory_bytes = est[1].total() + 2 * mib;
+  const Proposal ok = propose(s, cur, table_load({300, 300, 0}), 0);
+  ASSERT_EQ(ok.moves.size(), 1u);
+  EXPECT_EQ(ok.moves[0].to, 1);
+}
+
 TEST(RebalancePolicy, ShardsThatCannotMoveStayAsTheirRanksBaseLoad) {
   // t0 row_wise over 2 ranks (200 + 200 ids), t1 and t2 table_wise on rank 0 (100 ids each)
   json j = {{"name", "mixed"},

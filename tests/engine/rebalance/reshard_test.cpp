@@ -219,3 +219,52 @@ TEST(Reshard, MergeTakesTheSlowestRankAndObservesTheNextWindow) {
   EXPECT_EQ(merge_rebalances({{c}}, ids)[0].after_steps, 0);
   EXPECT_THROW(merge_rebalances({{a}, {}}, ids), std::invalid_argument);
 }
+
+// What a move holds besides the old shards while it runs: the new shards, the bytes sent and
+// received. The two moves of CountsOfTheAllToAllOfRows (rowwise_adagrad, 17 floats a row of t0,
+// 5 of t1): t0 (1000 rows) 0 -> 1 and t1 (10 rows) 2 -> 0; then the 10-row table split row_wise
+// over 4 ranks ({3, 3, 2, 2} rows of 5 floats), whose block for rank 1 is a local copy.
+TEST(Reshard, MoveTransientBytesAreTheNewShardsAndBothBuffers) {
+  WorkloadSpec s;
+  s.tables = {{"t0", 1000, 16, Pooling::sum, {"f0"}}, {"t1", 10, 4, Pooling::sum, {"f1"}}};
+  s.optimizer.type = OptimizerType::rowwise_adagrad;
+  ShardingPlan before;
+  before.world_size = 4;
+  before.tables = {{0, ShardingType::table_wise, -1, {{0, 0, 1000, 0, 16}}}, {1, ShardingType::table_wise, -1, {{2, 0, 10, 0, 4}}}};
+  ShardingPlan after = before;
+  after.tables[0].shards[0].rank = 1;
+  after.tables[1].shards[0].rank = 0;
+  const std::vector<MoveBytes> m = move_transient_bytes(s, before, after);
+  ASSERT_EQ(m.size(), 4u);
+  EXPECT_EQ(m[0].new_shards, 200);  // t1: 10 x 5 x 4
+  EXPECT_EQ(m[0].send, 68000);      // t0: 1000 x 17 x 4
+  EXPECT_EQ(m[0].recv, 200);
+  EXPECT_EQ(m[1].new_shards, 68000);
+  EXPECT_EQ(m[1].send, 0);
+  EXPECT_EQ(m[1].recv, 68000);
+  EXPECT_EQ(m[1].total(), 136000);
+  EXPECT_EQ(m[2].total(), 200);  // sends t1
+  EXPECT_EQ(m[3].total(), 0);
+  EXPECT_EQ(move_transient_bytes(s, before, before)[0].total(), 0);  // nothing changes, nothing held
+  ShardingPlan split = before;
+  split.tables[1] = {1, ShardingType::row_wise, -1, {{0, 0, 3, 0, 4}, {1, 3, 3, 0, 4}, {2, 6, 2, 0, 4}, {3, 8, 2, 0, 4}}};
+  const std::vector<MoveBytes> r = move_transient_bytes(s, before, split);
+  EXPECT_EQ(r[0].new_shards, 60);  // 3 rows x 5 x 4
+  EXPECT_EQ(r[0].recv, 60);
+  EXPECT_EQ(r[2].new_shards, 40);  // the local block: a new shard, nothing on the wire
+  EXPECT_EQ(r[2].send, 60 + 60 + 40);  // to ranks 0, 1 (3 rows each) and 3 (2 rows)
+  EXPECT_EQ(r[2].recv, 0);
+}
+
+// The outcome of a move that a failing rank left unfinished: the ranks grouped by the phase they
+// reached, in rank order ("" is a rank that had finished its part).
+TEST(Reshard, FailedMoveOutcomeNamesEachRanksPhase) {
+  EXPECT_EQ(failed_move_outcome({{2, "allocating the new shards"}, {0, "in the reshard all-to-all"}, {3, ""},
+                                 {1, "in the reshard all-to-all"}}),
+            "failed: the run ended during the move (ranks 0, 1: in the reshard all-to-all; rank 2: allocating the new "
+            "shards; rank 3: done); no shard of it is kept: the tables stay where they were before it");
+  EXPECT_EQ(failed_move_outcome({{0, "in the reshard all-to-all"}}),
+            "failed: the run ended during the move (rank 0: in the reshard all-to-all); no shard of it is kept: the "
+            "tables stay where they were before it");
+  EXPECT_THROW(failed_move_outcome({}), std::invalid_argument);
+}

@@ -1,5 +1,6 @@
 // Parity of low-rank tables (TableSpec::low_rank_dim, model/low_rank.h) under the sharding types
-// that allow them (table_wise, data_parallel) on 1 to 4 ranks and every optimizer: the forward
+// that allow them (table_wise, data_parallel, row_wise: A's rows split, B copied to every rank
+// and its gradient all-reduced) on 1 to 4 ranks and every optimizer: the forward
 // outputs, the tables E = A B after three steps, the dense parameters and the loss equal the
 // unsharded reference, which keeps A and B in double and updates them from its own formulas
 // (reference/low_rank_reference.h). Tolerance: parity_check.h's (2e-5 absolute + 1e-4 relative),
@@ -56,22 +57,23 @@ TEST_P(LowRankParity, ForwardAndTablesAfterThreeSteps) {
   EXPECT_GE(mismatch_fraction(lr.tables, fr.tables), 0.9) << "the factorized tables equal the full ones";
   EXPECT_GE(mismatch_fraction(run.tables, r0.tables), 0.5) << "training moved few values of A B";
 
-  // t3: 50 x 16, r 4: A 50 x 4 and B 4 x 16 fp32 on each replica
+  // t3: 50 x 16, r 4: A 50 x 4 and B 4 x 16 fp32 on each replica; row_wise: A's 50 rows split
+  // over the ranks, a copy of B (and of its state) with each
   ASSERT_EQ(run.table_storage.size(), s.tables.size());
   const auto& t3 = run.table_storage[3];
   EXPECT_EQ(t3.low_rank_dim, 4);
   const int64_t replicas = type == ShardingType::data_parallel ? world : 1;
-  EXPECT_EQ(t3.total_weight_bytes(), replicas * 4 * (50 * 4 + 4 * 16));
+  const int64_t b_copies = type == ShardingType::row_wise ? world : replicas;
+  EXPECT_EQ(t3.total_weight_bytes(), 4 * (replicas * 50 * 4 + b_copies * 4 * 16));
   // state: rowwise_adagrad one value a row of A and of B; adam two of each value
-  const int64_t state = opt == OptimizerType::sgd ? 0
-                        : opt == OptimizerType::rowwise_adagrad ? 4 * (50 + 4)
-                                                                : 2 * 4 * (50 * 4 + 4 * 16);
-  EXPECT_EQ(t3.total_optimizer_state_bytes(), replicas * state);
+  const int64_t a_state = opt == OptimizerType::sgd ? 0 : opt == OptimizerType::rowwise_adagrad ? 4 * 50 : 2 * 4 * 50 * 4;
+  const int64_t b_state = opt == OptimizerType::sgd ? 0 : opt == OptimizerType::rowwise_adagrad ? 4 * 4 : 2 * 4 * 4 * 16;
+  EXPECT_EQ(t3.total_optimizer_state_bytes(), replicas * a_state + b_copies * b_state);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     LowRank, LowRankParity,
-    ::testing::Combine(::testing::Values(ShardingType::table_wise, ShardingType::data_parallel),
+    ::testing::Combine(::testing::Values(ShardingType::table_wise, ShardingType::data_parallel, ShardingType::row_wise),
                        ::testing::Values(1, 2, 3, 4),
                        ::testing::Values(OptimizerType::sgd, OptimizerType::rowwise_adagrad, OptimizerType::adam)),
     [](const auto& info) {

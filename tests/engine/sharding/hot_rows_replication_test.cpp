@@ -88,6 +88,14 @@ TEST(HotRowsSpec, BadRowsAndTypesAreRefusedNamingThePointer) {
   fp16["tables"][0]["data_type"] = "fp16";
   EXPECT_EQ(hotrep_error(fp16), "test.json: /sharding/tables/t0/hot_rows: needs data_type fp32 (table \"t0\" has fp16 "
                                 "at /tables/0/data_type)");
+  nlohmann::json low_rank = base;
+  low_rank["tables"][0]["low_rank_dim"] = 2;
+  EXPECT_EQ(hotrep_error(low_rank), "test.json: /sharding/tables/t0/hot_rows: not allowed with low_rank_dim (table \"t0\" "
+                                    "has 2 at /tables/0/low_rank_dim): the replicas hold full rows");
+  nlohmann::json host = base;
+  host["tables"][0]["placement"] = "host";
+  EXPECT_EQ(hotrep_error(host), "test.json: /sharding/tables/t0/hot_rows: needs placement device (table \"t0\" has host "
+                                "at /tables/0/placement): the replicas live in device memory");
 }
 
 TEST(HotRowsSpec, ProgrammaticSpecsMustBeSortedAndUnique) {

@@ -224,6 +224,17 @@ struct RunResult {
     int64_t hot_rows = 0;
     int64_t hot_ids = 0;
     int64_t hot_all_reduce_bytes = 0;
+    /// TableSpec::placement, cache_policy and cache_load_factor (the last two: host_cached).
+    TablePlacement placement = TablePlacement::device;
+    CachePolicy cache_policy = CachePolicy::lru;
+    double cache_load_factor = 0;
+    /// Per rank, bytes: weight_bytes and optimizer_state_bytes of a host / host_cached table are
+    /// in host memory (host_bytes = those plus LFU counters); cache_bytes is the device cache's
+    /// rows (host_cached). A device table: host_bytes and cache_bytes 0.
+    std::vector<int64_t> host_bytes, cache_bytes;
+    /// Summed over the measured steps and ranks (the load counters of sessions/model/events.h):
+    /// distinct rows of lookups in / not in the cache, rows fetched, bytes host -> device and back.
+    int64_t cache_hits = 0, cache_misses = 0, rows_fetched = 0, bytes_h2d = 0, bytes_d2h = 0;
     int64_t total_weight_bytes() const;
     int64_t total_optimizer_state_bytes() const;
   };

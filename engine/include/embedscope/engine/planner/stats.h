@@ -1,7 +1,7 @@
 #pragma once
 // The planner's statistics of one plan, as TorchRec's planner prints them
 // (torchrec/distributed/planner/stats.py, EmbeddingStats): per rank the shards by type, the
-// estimated HBM (and DDR, always 0 here: nothing is offloaded to host memory), forward /
+// estimated HBM (and DDR: the host memory of tables placed in host memory, TableSpec::placement), forward /
 // backward compute and comms, the critical path, and imbalance as max/mean plus TorchRec's
 // divergence measures of the per-rank distribution.
 //
@@ -64,7 +64,7 @@ struct RankStats {
   std::array<int, 5> shards{};
   double lookups = 0;           ///< expected rows looked up per step
   int64_t hbm_bytes = 0;        ///< estimate_memory's total for the rank
-  int64_t ddr_bytes = 0;        ///< always 0 (no host-memory offload in Embedscope)
+  int64_t ddr_bytes = 0;        ///< estimate_memory's host bytes (tables placed host / host_cached)
   /// ns per step, from the rank's StepProgram ops timed by the cost model:
   int64_t fwd_compute_ns = 0;   ///< bucketize, kjt_permute, lookup
   int64_t fwd_comms_ns = 0;     ///< input dist (KJT all-to-alls) and output dist

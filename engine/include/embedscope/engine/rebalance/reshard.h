@@ -103,6 +103,20 @@ struct ReshardCounts {
 };
 ReshardCounts reshard_counts(const WorkloadSpec& spec, const std::vector<RowTransfer>& transfers, int me, int world);
 
+/// What a reshard from `from` to `to` holds on a rank besides the shards of `from` while it runs
+/// (Rank::reshard allocates the new shards of the changed tables before it frees their old ones,
+/// and both all-to-all buffers are live at once), bytes: the rank's new shards of the changed
+/// tables (rows x block_floats(cols) x 4 each, local blocks included), the floats it sends and
+/// those it receives (reshard_counts' sums x 4). Fp32 shards (live rebalancing moves no others).
+/// Example: t0 (1000 x 16, rowwise_adagrad) moved 0 -> 1 on 2 ranks: rank 0 {0, 68000, 0},
+/// rank 1 {68000, 0, 68000}.
+struct MoveBytes {
+  int64_t new_shards = 0, send = 0, recv = 0;
+  int64_t total() const { return new_shards + send + recv; }
+};
+/// Per rank of `from` (world_size entries). Throws what row_transfers throws.
+std::vector<MoveBytes> move_transient_bytes(const WorkloadSpec& spec, const ShardingPlan& from, const ShardingPlan& to);
+
 /// Merges the ranks' records of the same rebalances (`per_rank[r][i]`: rank r's record of the
 /// i-th): rank 0's, with start_ns the earliest rank's and duration_ns the slowest's. Then fills
 /// imbalance_after / after_steps: the imbalance of the ids per rank summed over the steps
@@ -113,5 +127,18 @@ ReshardCounts reshard_counts(const WorkloadSpec& spec, const std::vector<RowTran
 /// steps 4..5, per rank {10, 6}, imbalance 10 / 8 = 1.25.
 std::vector<sessions::RebalanceRecord> merge_rebalances(const std::vector<std::vector<sessions::RebalanceRecord>>& per_rank,
                                                         const std::vector<std::vector<int64_t>>& ids_per_rank_step);
+
+/// Where one rank stood when the run ended during a live rebalance's move: `phase` as
+/// Rank::MoveInProgress says it ("in the reshard all-to-all", ...), or "" when the rank had
+/// finished its part of the move.
+struct MovePhase {
+  int rank = 0;
+  std::string phase;
+};
+/// The `outcome` of a move the run ended in: "failed: the run ended during the move (rank 2:
+/// allocating the new shards; ranks 0, 1: in the reshard all-to-all; rank 3: done); no shard of
+/// it is kept: the tables stay where they were before it" - ranks grouped by phase, in the order
+/// of their first rank. Throws std::invalid_argument when `phases` is empty.
+std::string failed_move_outcome(const std::vector<MovePhase>& phases);
 
 }  // namespace embedscope::engine::rebalance

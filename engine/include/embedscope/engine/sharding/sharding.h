@@ -81,7 +81,12 @@ struct DeviceMemoryEstimate {
   int64_t dense = 0;            ///< dense parameters, gradients and activations
   int64_t buffers = 0;          ///< KJT, pooled outputs and their gradients, comm buffers (pipeline_buffers included)
   int64_t pipeline_buffers = 0; ///< the part of `buffers` held by the batches the pipeline keeps ahead
-  int64_t total() const { return weights + optimizer_state + dense + buffers; }
+  /// device caches of host_cached tables (their rows: ceil(cache_load_factor x shard rows) x row bytes)
+  int64_t cache = 0;
+  /// host memory, not in total(): rows, optimizer state and LFU counters of host / host_cached
+  /// shards (devices.host_memory_bytes is its capacity). Their fetch buffers are in `buffers`.
+  int64_t host = 0;
+  int64_t total() const { return weights + optimizer_state + cache + dense + buffers; }
 };
 
 /// Batches beyond the current one whose buffers the pipeline keeps in device memory while the
@@ -124,6 +129,9 @@ struct TableStorageEstimate {
   int64_t weight_bytes = 0;
   OptimizerStateType optimizer_state_type = OptimizerStateType::fp32;
   int64_t optimizer_state_bytes = 0; ///< the shards' FBGEMM state, in optimizer_state_type, bytes
+  /// TableSpec::placement: weight_bytes and optimizer_state_bytes are in host memory unless device
+  TablePlacement placement = TablePlacement::device;
+  int64_t cache_bytes = 0;           ///< host_cached: the device caches of every shard, bytes
 };
 
 /// Per table (spec order) its stored rows and bytes under the plan. Example: 100,000 x 16 int8

@@ -79,6 +79,15 @@ enum class ShortInputPolicy { error, wrap };
 /// table's num_embeddings, as DLRM's --max-ind-range does) or raw (the value used as the row
 /// id itself, so ids outside the table reach the invalid_ids policy).
 enum class CategoricalMapping { modulo, raw };
+/// Where an embedding table's rows live (FBGEMM's EmbeddingLocation): device (DEVICE: rows and
+/// optimizer state in device memory), host (HOST: rows and optimizer state in host memory; each
+/// lookup's distinct rows are fetched into a device buffer and their updates written back) or
+/// host_cached (MANAGED_CACHING: rows and state in host memory, a device cache of
+/// TableSpec::cache_load_factor x rows rows in front of them; engine/model/host_cache.h).
+enum class TablePlacement { device, host, host_cached };
+/// Eviction rule of a host_cached table's device cache (FBGEMM's CacheAlgorithm LRU / LFU;
+/// engine/model/host_cache.h states the rules).
+enum class CachePolicy { lru, lfu };
 
 /// The name table of enum E: `values`, an array of (value, spelling) pairs. Specialized below
 /// for every enum of this header; a type without a specialization does not compile.
@@ -174,6 +183,16 @@ struct EnumNames<ShortInputPolicy> {
                                                                         {ShortInputPolicy::wrap, "wrap"}};
 };
 template <>
+struct EnumNames<TablePlacement> {
+  static constexpr std::pair<TablePlacement, const char*> values[] = {{TablePlacement::device, "device"},
+                                                                      {TablePlacement::host, "host"},
+                                                                      {TablePlacement::host_cached, "host_cached"}};
+};
+template <>
+struct EnumNames<CachePolicy> {
+  static constexpr std::pair<CachePolicy, const char*> values[] = {{CachePolicy::lru, "lru"}, {CachePolicy::lfu, "lfu"}};
+};
+template <>
 struct EnumNames<CategoricalMapping> {
   static constexpr std::pair<CategoricalMapping, const char*> values[] = {{CategoricalMapping::modulo, "modulo"},
                                                                           {CategoricalMapping::raw, "raw"}};
@@ -241,6 +260,8 @@ inline const char* to_string(PipelineKind p) { return enum_name(p); }
 inline const char* to_string(CommPrecision p) { return enum_name(p); }
 inline const char* to_string(AllocatorKind k) { return enum_name(k); }
 inline const char* to_string(TableDataType t) { return enum_name(t); }
+inline const char* to_string(TablePlacement p) { return enum_name(p); }
+inline const char* to_string(CachePolicy p) { return enum_name(p); }
 
 /// Parses "base" | "sparse_dist" | "semi_sync"; throws SpecError naming `where`.
 inline PipelineKind pipeline_from_string(const std::string& s, const std::string& where) {

@@ -30,6 +30,9 @@ constexpr int64_t kMaxBatchSize = int64_t{1} << 24;       ///< samples per rank
 constexpr int64_t kMaxPoolingFactor = int64_t{1} << 20;   ///< ids per bag
 constexpr int64_t kMaxSteps = 1'000'000'000;
 constexpr int64_t kMaxMemoryBytes = int64_t{1} << 50;     ///< 1 PiB per device
+/// devices.host_memory_bytes when absent: 64 GiB of host memory per rank for the tables placed
+/// in host memory (TableSpec::placement host / host_cached).
+constexpr int64_t kDefaultHostMemoryBytes = int64_t{64} << 30;
 constexpr int64_t kMinCollectiveTimeoutMs = 100;
 constexpr int64_t kMaxCollectiveTimeoutMs = 86'400'000;   ///< one day
 constexpr int64_t kMaxBandwidthBytesPerS = int64_t{1} << 50;  ///< 1 PiB/s
@@ -110,6 +113,18 @@ struct TableSpec {
     std::vector<std::string> feature_names;
   };
   std::vector<SharedTable> shared_tables{};
+  /// Where the rows live (JSON "placement", default device; FBGEMM's EmbeddingLocation, enums.h):
+  /// host and host_cached keep the rows and the optimizer state in host memory
+  /// (devices.host_memory_bytes per rank); host_cached adds a device cache of
+  /// ceil(cache_load_factor x the shard's rows) rows (engine/model/host_cache.h). Not device:
+  /// fp32 data_type and optimizer state, no low_rank_dim, sharding table_wise, row_wise or
+  /// column_wise, the cpu backend, no live rebalancing.
+  TablePlacement placement = TablePlacement::device;
+  /// host_cached only (JSON "cache_load_factor", in (0, 1], default 0.2 as FBGEMM's): the share
+  /// of each shard's rows the device cache holds.
+  double cache_load_factor = 0.2;
+  /// host_cached only (JSON "cache_policy", default lru as FBGEMM's): the cache's eviction rule.
+  CachePolicy cache_policy = CachePolicy::lru;
   /// Rows the table stores: hash_size when hashing, else num_embeddings. Every shard, plan and
   /// memory figure counts these rows; the ids (and invalid_ids) range over num_embeddings.
   int64_t rows() const { return hash_size > 0 ? hash_size : num_embeddings; }
@@ -157,6 +172,10 @@ struct DevicesSpec {
   int count = 1;                  ///< ranks, 1..64 (backend simulated: 1..1024)
   Backend backend = Backend::cpu;
   int64_t memory_bytes = 0;       ///< capacity per device in bytes, > 0
+  /// Host memory per rank for the tables placed in host memory (JSON "host_memory_bytes",
+  /// default kDefaultHostMemoryBytes = 64 GiB), bytes, > 0: the host rows, optimizer state and
+  /// LFU counters of every host / host_cached shard of the rank must fit in it.
+  int64_t host_memory_bytes = kDefaultHostMemoryBytes;
   /// backend simulated only (required there): the hardware profile the cluster is modelled on,
   /// a built-in name (resources/hardware/*.json, e.g. "h100_sxm") or a path to a profile JSON
   /// (engine/cost/hardware_profile.h). Ranks per node: sharding.local_world_size.

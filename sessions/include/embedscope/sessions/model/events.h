@@ -66,6 +66,12 @@ struct LoadCounter {
   int64_t bytes_in = 0;    ///< ids and lengths received for the lookup
   int64_t bytes_out = 0;   ///< pooled rows produced for other ranks (and this one)
   int64_t lookup_ns = 0;   ///< time of the shard's pooled lookup
+  /// Tables placed in host memory (placement host / host_cached; schema 11; 0 on the device):
+  int64_t cache_hits = 0;    ///< distinct rows of each lookup found in the device cache (host_cached)
+  int64_t cache_misses = 0;  ///< distinct rows of each lookup not in it (host_cached; every row of a host table)
+  int64_t rows_fetched = 0;  ///< rows copied host -> device (lookups' misses, update rows not cached)
+  int64_t bytes_h2d = 0;     ///< bytes copied host -> device: rows and optimizer state rows
+  int64_t bytes_d2h = 0;     ///< bytes written back device -> host: updated rows, evicted dirty rows, state
 };
 
 /// How one rank's input ids of one table fell into one bucket of the table's row range, summed
@@ -203,6 +209,10 @@ struct RebalanceRecord {
   int64_t start_ns = 0;            ///< session clock, the earliest rank's start
   int64_t duration_ns = 0;         ///< time spent (all-gather, proposal, move, rebuild), the slowest rank's
   std::string refused;             ///< moves the proposal wanted and could not make (memory, max_bytes_per_move), "; "-joined
+  /// "complete", or "failed: ..." for a move that did not finish on every rank (the run ended
+  /// during it): how far each rank got; its tables stay where they were (no plan_changes rows).
+  /// Schema 10; older files read "complete".
+  std::string outcome = "complete";
 };
 
 /// One shard placed by a live rebalance (table `plan_changes`, schema 6; the types and rows,

@@ -20,6 +20,9 @@
 //   7  plan_changes.from_type / to_type / row_offset / num_rows (a table changed to row_wise)
 //   8  flight_recorder (each rank's last collectives, dumped on a timeout, a failure or a signal)
 //   9  plan_changes.col_offset / num_cols (a table changed to column_wise)
+//   10 rebalances.outcome (a move that a failing rank left unfinished)
+//   11 load_counters.cache_hits / cache_misses / rows_fetched / bytes_h2d / bytes_d2h (tables
+//      placed in host memory)
 
 #include <string>
 #include <string_view>
@@ -28,7 +31,7 @@
 namespace embedscope::sessions {
 
 /// The schema version this build writes and reads (PRAGMA user_version).
-constexpr int kSchemaVersion = 9;
+constexpr int kSchemaVersion = 11;
 
 }  // namespace embedscope::sessions
 

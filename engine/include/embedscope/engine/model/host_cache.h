@@ -1,0 +1,146 @@
+#pragma once
+// The device side of a shard whose rows live in host memory (TableSpec::placement host or
+// host_cached; FBGEMM's EmbeddingLocation HOST and MANAGED_CACHING). The shard's fp32 rows
+// (num_rows x dim) and its fp32 optimizer state stay in host memory, owned by the caller and
+// passed to every call; this class keeps what lives on the device - the cache of a host_cached
+// shard - and moves rows between the two, counting every row and byte it moves.
+//
+// A lookup (gather) copies the distinct rows of the ids into a device buffer of U x dim floats
+// (U distinct rows) and rewrites the ids into that buffer, so that pooled_lookup on the buffer
+// sums the same fp32 rows in the same order as on the full shard: the results are bit for bit
+// those of the device placement. An update (update) gathers the gradient's rows and their
+// optimizer state rows the same way, applies apply_row_optimizer there and writes them back.
+//
+//  host:         every distinct row of a lookup is a miss fetched from host memory
+//                (rows_fetched += U, bytes_h2d += 4 U dim); an update fetches its rows and
+//                state rows and writes both back (bytes_h2d and bytes_d2h += 4 G (dim + s),
+//                G the gradient's rows, s the state floats a row: sgd 0, rowwise_adagrad 1,
+//                adam 2 dim).
+//  host_cached:  a device cache of `slots` rows (ceil(cache_load_factor x num_rows), at most
+//                num_rows), FULLY ASSOCIATIVE (any row in any slot). FBGEMM's cache is 32-way set
+//                associative (a row may only go to the 32 slots of the set its hash picks), so
+//                it has conflict misses this cache has not: its hit rates are an upper bound of
+//                FBGEMM's for the same policy and size. The optimizer state is not cached (as in
+//                FBGEMM, whose momentum of a MANAGED_CACHING table stays in UVM): updates move it
+//                as for `host`.
+//    lookup: a distinct row in the cache is a hit (copied from its slot into the buffer, a
+//      device-to-device copy not counted as moved); a miss is fetched from host memory and
+//      inserted into a slot: an empty slot first, else the policy's victim among the slots
+//      that this lookup has not used (the rows of the current lookup are locked, as FBGEMM
+//      locks the rows of the batch being prefetched). A victim that an update changed (dirty)
+//      is written back to host memory first (bytes_d2h += 4 dim). A miss with no victim left
+//      (more distinct rows than slots) or, under lfu, one less frequent than the victim, is not
+//      inserted: it is read from host memory for this lookup only, as FBGEMM reads a row it
+//      could not insert from UVM.
+//    lru: the victim is the slot whose row was used longest ago (a counter of lookups; rows of
+//      one lookup share its tick, ties go to the lower slot) - FBGEMM's lru_cache_insert with
+//      its timestep per slot.
+//    lfu: every row (cached or not) has a count of the ids that named it, over the whole run
+//      (FBGEMM's lfu_state: int64 per row, in host memory, counted in host_bytes); the victim
+//      is the slot whose row has the lowest count (ties: the lower slot), and a miss is
+//      inserted only if its count is at least the victim's (FBGEMM's lfu_cache_insert keeps
+//      the more frequent row).
+//    update: a cached row is updated in its slot and marked dirty (no write back until it is
+//      evicted or flushed); a row not cached (evicted since its lookup, or never inserted) is
+//      fetched (rows_fetched, bytes_h2d), updated and written straight back (bytes_d2h).
+//
+// Device memory: the cache (an arena block of slots x dim x 4 bytes, tag "embedding_cache", held
+// for the run) and, for the length of one lookup or update, its buffers (tag "host_fetch").
+// Not thread safe: one rank's compute thread calls it.
+
+#include <cstdint>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/memory/memory.h"
+#include "embedscope/engine/workload/enums.h"
+
+namespace embedscope::engine {
+
+/// What a shard in host memory moved (summed until take_counters), in the units of
+/// sessions::LoadCounter's fields of the same names.
+struct HostTransferCounters {
+  int64_t cache_hits = 0;    ///< distinct rows of lookups found in the cache
+  int64_t cache_misses = 0;  ///< distinct rows of lookups not in it (every row under `host`)
+  int64_t rows_fetched = 0;  ///< rows copied host -> device (lookups' misses, updates' uncached rows)
+  int64_t bytes_h2d = 0;     ///< bytes host -> device: rows and optimizer state rows
+  int64_t bytes_d2h = 0;     ///< bytes device -> host: updated rows, evicted dirty rows, state rows
+};
+
+/// Cache slots of a host_cached shard of `num_rows` rows: ceil(load_factor x num_rows), at least
+/// 1 and at most num_rows (load_factor in (0, 1]). Example: 0.2 x 1,000 -> 200; 0.3 x 7 -> 3
+/// (ceil(2.1)); 0.001 x 10 -> 1. Throws std::invalid_argument for a load factor outside (0, 1]
+/// or num_rows < 1.
+int64_t cache_slots(double load_factor, int64_t num_rows);
+
+class HostRowStore {
+ public:
+  /// A shard of num_rows x dim fp32 rows in host memory. placement host (no cache; policy and
+  /// slots ignored) or host_cached (`slots` in [1, num_rows] cache rows allocated from `arena`,
+  /// which may throw OomError). `opt` fixes the state floats a row (sgd 0, rowwise_adagrad 1,
+  /// adam 2 dim). `arena` outlives the store. Throws std::invalid_argument for placement device,
+  /// dim < 1, num_rows < 1 or slots outside [1, num_rows] under host_cached.
+  HostRowStore(TablePlacement placement, CachePolicy policy, OptimizerType opt, int64_t num_rows, int64_t dim,
+               int64_t slots, DeviceArena* arena);
+
+  /// The lookup of ids[0, n_ids) (local rows in [0, num_rows)): returns a device buffer
+  /// (tag "host_fetch") of the U distinct rows' current values, U x dim, and sets local[i] to
+  /// the buffer row of ids[i] (local resized to n_ids). host_rows: the shard's rows in host
+  /// memory (num_rows x dim; written when a dirty row is evicted). Cost O(n_ids log n_ids +
+  /// U dim), plus O(U log slots) under host_cached. OomError from the arena.
+  DeviceBuffer<float> gather(float* host_rows, const int64_t* ids, int64_t n_ids, std::vector<int64_t>& local);
+  /// apply_row_optimizer(opt, iteration, ...) for grad's rows (distinct, ascending): each row's
+  /// current value (its cache slot, else host memory) and its state row (host memory) are
+  /// gathered into device buffers, updated there, and written back as the header says. The
+  /// result equals apply_row_optimizer on the host rows and state in place, bit for bit.
+  void update(const OptimizerSpec& opt, int64_t iteration, float* host_rows, RowOptimizerState host_state,
+              const SparseGrad& grad);
+  /// Writes every dirty cached row back to host_rows (they stay cached, now clean), so that
+  /// host_rows holds every row's current value. Counted in bytes_d2h.
+  void flush(float* host_rows);
+  /// The counters since the last call, then zeroed.
+  HostTransferCounters take_counters();
+
+  TablePlacement placement() const { return placement_; }
+  int64_t slots() const { return static_cast<int64_t>(slot_row_.size()); }
+  /// Bytes of the device cache: slots x dim x 4 (0 under host).
+  int64_t cache_bytes() const { return slots() * dim_ * 4; }
+  /// Host bytes the store itself keeps: under host_cached its row -> slot index (8 num_rows),
+  /// and lfu's counts (another 8 num_rows); 0 under host. The rows and the state are the
+  /// caller's. (Not counted: the ordered set of slots by lru tick / lfu count, 3 words a slot of
+  /// std::set nodes; FBGEMM keeps its per-slot state on the device.)
+  int64_t host_side_bytes() const { return static_cast<int64_t>(row_slot_.size() + lfu_count_.size()) * 8; }
+  /// The slot holding local row r, or -1 (tests, and the cache's own lookups). O(1).
+  int64_t slot_of(int64_t r) const { return row_slot_[static_cast<size_t>(r)]; }
+  /// The local row in slot s, or -1 when empty (tests).
+  int64_t row_in_slot(int64_t s) const { return slot_row_[static_cast<size_t>(s)]; }
+  /// Whether slot s holds a row an update changed that host memory does not have yet (tests).
+  bool dirty(int64_t s) const { return dirty_[static_cast<size_t>(s)] != 0; }
+
+ private:
+  /// Slot for a missed row, or -1 when it is not to be inserted (no unlocked slot, or lfu keeps
+  /// the victim); writes a dirty victim back and empties its slot. O(log slots).
+  int64_t victim_for(int64_t row, float* host_rows);
+  /// The eviction key of slot s: its last lookup's tick (lru) or its row's count (lfu).
+  int64_t key(int64_t s) const;
+
+  TablePlacement placement_;
+  CachePolicy policy_;
+  int64_t num_rows_, dim_, state1_per_row_, state2_per_row_;
+  DeviceArena* arena_;
+  DeviceBuffer<float> cache_;            // slots x dim
+  std::vector<int64_t> slot_row_;        // per slot: its local row, -1 empty
+  std::vector<int64_t> row_slot_;        // per row: its slot, -1 (host_cached only)
+  std::vector<int64_t> last_use_;        // per slot: tick of its last lookup (lru)
+  std::vector<uint8_t> dirty_;           // per slot
+  std::vector<int64_t> lfu_count_;       // per row: ids that named it (lfu)
+  int64_t tick_ = 0;                     // lookups so far
+  int64_t next_free_ = 0;                // slots [0, next_free_) hold rows
+  // the filled slots that the current lookup has not used, by (key, slot): the victim is the first
+  std::set<std::pair<int64_t, int64_t>> unlocked_;
+  HostTransferCounters counters_;
+};
+
+}  // namespace embedscope::engine
