@@ -233,14 +233,17 @@ TEST(PlanSearch, ShardingTypesRestrictTheSearchAndPlaceByTime) {
     EXPECT_EQ(tp.shards[0].num_cols, 8);
   }
 
-  // a type no table allows: named
+  // a type a table does not allow: named (a factorized table is not split by columns)
   WorkloadSpec lr = spec;
   lr.tables[3].low_rank_dim = 4;
   try {
-    plan_search(lr, planning_profile(lr), PlanSearchOptions{{ShardingType::row_wise}});
+    plan_search(lr, planning_profile(lr), PlanSearchOptions{{ShardingType::column_wise}});
     FAIL() << "expected SpecError";
   } catch (const SpecError& e) {
     EXPECT_NE(std::string(e.what()).find("/tables/3 (" + lr.tables[3].name + ")"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("table_wise, data_parallel"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("table_wise, row_wise, data_parallel"), std::string::npos) << e.what();
   }
+  // row_wise is one of them: A's rows split, B on every rank
+  const PlanSearchResult lr_rw = plan_search(lr, planning_profile(lr), PlanSearchOptions{{ShardingType::row_wise}});
+  EXPECT_EQ(lr_rw.plan.tables[3].type, ShardingType::row_wise);
 }
