@@ -62,6 +62,14 @@ int64_t table_wise_move_bytes(const WorkloadSpec& spec, int table) {
 
 namespace {
 
+/// "9.1 MiB of 8.0 MiB"; with the exact bytes when the rounded figures read the same ("3.6 MiB
+/// (3650000 B) of 3.6 MiB (3620000 B)"), so that a refusal never reads "3.6 MiB of 3.6 MiB".
+std::string need_of(int64_t need, int64_t capacity) {
+  const std::string n = format_bytes(need), c = format_bytes(capacity);
+  if (n != c) return fmt::format("{} of {}", n, c);
+  return fmt::format("{} ({} B) of {} ({} B)", n, need, c, capacity);
+}
+
 bool movable(const TablePlan& tp) { return tp.type == ShardingType::table_wise && tp.shards.size() == 1; }
 
 /// What the search below carries: the plan so far, its loads, the bytes moved, the refusals.
@@ -98,8 +106,8 @@ struct State {
                                 format_bytes(b), format_bytes(budget)));
     for (const DeviceMemoryEstimate& e : estimate_memory(spec, next)) {
       if (e.total() <= spec.devices.memory_bytes) continue;
-      return refuse(fmt::format("rank {} would need {} of {} (weights {}, optimizer state {}, dense {}, buffers {})",
-                                e.rank, format_bytes(e.total()), format_bytes(spec.devices.memory_bytes),
+      return refuse(fmt::format("rank {} would need {} (weights {}, optimizer state {}, dense {}, buffers {})",
+                                e.rank, need_of(e.total(), spec.devices.memory_bytes),
                                 format_bytes(e.weights), format_bytes(e.optimizer_state), format_bytes(e.dense),
                                 format_bytes(e.buffers)));
     }
@@ -109,9 +117,9 @@ struct State {
       for (size_t r = 0; r < during.size(); ++r) {
         const MoveBytes& m = during[r];
         if (m.total() == 0 || current_bytes[r] + m.total() <= spec.devices.memory_bytes) continue;
-        return refuse(fmt::format("rank {} would need {} of {} during the move (its memory now {}, its new shards {}, "
+        return refuse(fmt::format("rank {} would need {} during the move (its memory now {}, its new shards {}, "
                                   "sent {}, received {}: the old shards are freed after the new ones arrive)",
-                                  r, format_bytes(current_bytes[r] + m.total()), format_bytes(spec.devices.memory_bytes),
+                                  r, need_of(current_bytes[r] + m.total(), spec.devices.memory_bytes),
                                   format_bytes(current_bytes[r]), format_bytes(m.new_shards), format_bytes(m.send),
                                   format_bytes(m.recv)));
       }

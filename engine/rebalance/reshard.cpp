@@ -19,14 +19,20 @@ std::string live_rebalance_unsupported(const WorkloadSpec& spec, const std::stri
   if (where != "cpu")
     return fmt::format("/devices/backend: live rebalancing runs on the cpu backend (threads or one rank per process), "
                        "not {}", where);
-  for (const TableSpec& t : spec.tables) {
+  for (size_t i = 0; i < spec.tables.size(); ++i) {
+    const TableSpec& t = spec.tables[i];
     if (t.data_type != TableDataType::fp32)
-      return fmt::format("/tables/{}/data_type: live rebalancing moves fp32 rows, not {}", t.name, enum_name(t.data_type));
+      return fmt::format("/tables/{}/data_type: live rebalancing moves fp32 rows, not {} (table \"{}\"): drop the "
+                         "data_type or the rebalance policy",
+                         i, enum_name(t.data_type), t.name);
     if (t.optimizer_state_type != OptimizerStateType::fp32)
-      return fmt::format("/tables/{}/optimizer_state_type: live rebalancing moves fp32 optimizer state, not {}", t.name,
-                         enum_name(t.optimizer_state_type));
+      return fmt::format("/tables/{}/optimizer_state_type: live rebalancing moves fp32 optimizer state, not {} (table "
+                         "\"{}\"): drop the optimizer_state_type or the rebalance policy",
+                         i, enum_name(t.optimizer_state_type), t.name);
     if (t.low_rank_dim > 0)
-      return fmt::format("/tables/{}/low_rank_dim: live rebalancing moves full rows, not factorized tables (A x B)", t.name);
+      return fmt::format("/tables/{}/low_rank_dim: live rebalancing moves full rows, not factorized tables (A x B) "
+                         "(table \"{}\"): drop low_rank_dim or the rebalance policy",
+                         i, t.name);
   }
   return "";
 }

@@ -113,10 +113,13 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
       if (type != ShardingType::table_wise && type != ShardingType::data_parallel && type != ShardingType::row_wise)
         c.fail(it != s.sharding.per_table.end() ? ptr_key("/sharding/tables", tb.name) + "/type" : std::string("/sharding/default"),
                fmt::format("{} for table \"{}\" with low_rank_dim (/tables/{}/low_rank_dim): a factorized table is "
-                           "sharded table_wise, row_wise (A's rows split, B copied to every rank) or data_parallel; "
-                           "split by columns, every block would need all of A (rows x r, the large factor), so "
-                           "column-wise sharding would save none of it",
-                           enum_name(type), tb.name, t));
+                           "sharded table_wise, row_wise (A's rows split, B copied to every rank) or data_parallel; {}",
+                           enum_name(type), tb.name, t,
+                           type == ShardingType::table_row_wise
+                               ? "table_row_wise (rows split within a node, partial sums reduced there and sent "
+                                 "across nodes) is not implemented for factorized tables: use row_wise"
+                               : "split by columns, every block would need all of A (rows x r, the large factor), "
+                                 "so column-wise sharding would save none of it"));
     }
     if (tb.placement != TablePlacement::device) validate_host_placement(s, c, t);
     if (tb.feature_names.empty()) c.fail(p + "/feature_names", "must not be empty");

@@ -55,6 +55,42 @@ bool same_file(const std::string& a, const std::string& b) {
 }
 }  // namespace
 
+std::string merge_table_storage_json(const std::vector<std::string>& inputs) {
+  static const std::set<std::string> kSum{"master_copy_bytes", "hash_collisions", "hot_ids",     "cache_hits",
+                                          "cache_misses",      "rows_fetched",    "bytes_h2d",   "bytes_d2h"};
+  static const std::set<std::string> kMax{"max_abs_error", "relative_error"};
+  json out;
+  for (const std::string& text : inputs) {
+    const json in = json::parse(text, nullptr, false);
+    if (!in.is_array()) continue;
+    if (out.is_null()) {
+      out = in;
+      continue;
+    }
+    for (size_t t = 0; t < in.size() && t < out.size(); ++t) {
+      if (!in[t].is_object() || !out[t].is_object()) continue;
+      for (auto& [key, v] : out[t].items()) {
+        if (!in[t].contains(key)) continue;
+        const json& w = in[t][key];
+        if (v.is_array() && w.is_array()) {  // per rank: each input holds its own ranks
+          if (v.size() < w.size()) v.insert(v.end(), w.size() - v.size(), 0);
+          for (size_t r = 0; r < w.size(); ++r)
+            if (v[r].is_number() && w[r].is_number())
+              v[r] = v[r].is_number_integer() && w[r].is_number_integer() ? json(v[r].get<int64_t>() + w[r].get<int64_t>())
+                                                                          : json(v[r].get<double>() + w[r].get<double>());
+        } else if (v.is_number() && w.is_number()) {
+          if (kSum.count(key))
+            v = v.is_number_integer() && w.is_number_integer() ? json(v.get<int64_t>() + w.get<int64_t>())
+                                                               : json(v.get<double>() + w.get<double>());
+          else if (kMax.count(key))
+            v = std::max(v.get<double>(), w.get<double>());
+        }
+      }
+    }
+  }
+  return out.is_null() ? std::string() : out.dump();
+}
+
 MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::string& output, const MergeOptions& opt) {
   if (opt.align != "none" && opt.align != "collectives")
     throw SessionError(fmt::format("--align {}: not a method (none or collectives)", opt.align));
@@ -201,6 +237,12 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
                                                  meta::kWriterPid, meta::kWriterHost, meta::kSqliteVersion};
   for (const auto& [k, v] : readers[0]->metadata())
     if (!kWriterKeys.count(k)) w.set_metadata(k, v);
+  {  // each process recorded the tables' storage of its own ranks: all of them
+    std::vector<std::string> storage;
+    for (const auto& r : readers) storage.push_back(r->meta(meta::kTableStorageJson));
+    if (const std::string merged = merge_table_storage_json(storage); !merged.empty())
+      w.set_metadata(meta::kTableStorageJson, merged);
+  }
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
   for (const auto& rr : all) {
     si::write_rank(rr, w, lo, hi);

@@ -40,8 +40,8 @@ TEST(LowRankSpec, ErrorsNameThePointer) {
                              {"op": "add", "path": "/sharding", "value": {"default": "table_row_wise"}}])"),
             "test.json: /sharding/default: table_row_wise for table \"t0\" with low_rank_dim (/tables/0/low_rank_dim): "
             "a factorized table is sharded table_wise, row_wise (A's rows split, B copied to every rank) or "
-            "data_parallel; split by columns, every block would need all of A (rows x r, the large factor), so "
-            "column-wise sharding would save none of it");
+            "data_parallel; table_row_wise (rows split within a node, partial sums reduced there and sent across "
+            "nodes) is not implemented for factorized tables: use row_wise");
   EXPECT_EQ(patched_error(R"([{"op": "add", "path": "/tables/1/low_rank_dim", "value": 3},
                              {"op": "add", "path": "/sharding", "value": {"tables": {"t1": {"type": "column_wise"}}}}])"),
             "test.json: /sharding/tables/t1/type: column_wise for table \"t1\" with low_rank_dim "

@@ -3,6 +3,7 @@
 // per-move byte budget, the loads of shards that cannot move, and the trigger.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/rebalance/policy.h"
@@ -198,8 +199,17 @@ TEST(RebalancePolicy, AMoveThatFitsAfterButNotDuringIsRefusedAndExplained) {
             std::string::npos)
       << why;
   EXPECT_NE(why.find("its new shards 1.0 MiB, sent 0 B, received 1.0 MiB"), std::string::npos) << why;
+  // a byte short: the rounded figures read the same, so the exact bytes are given
+  const int64_t need = est[1].total() + 2 * mib;
+  s.devices.memory_bytes = need - 1;
+  const Proposal tight = propose(s, cur, table_load({300, 300, 0}), 0);
+  ASSERT_EQ(tight.refused.size(), 1u);
+  EXPECT_NE(tight.refused[0].reason.find(fmt::format("rank 1 would need {} ({} B) of {} ({} B) during the move",
+                                                     format_bytes(need), need, format_bytes(need - 1), need - 1)),
+            std::string::npos)
+      << tight.refused[0].reason;
   // with the 2 MiB the move holds, it is made
-  s.devices.memory_bytes = est[1].total() + 2 * mib;
+  s.devices.memory_bytes = need;
   const Proposal ok = propose(s, cur, table_load({300, 300, 0}), 0);
   ASSERT_EQ(ok.moves.size(), 1u);
   EXPECT_EQ(ok.moves[0].to, 1);

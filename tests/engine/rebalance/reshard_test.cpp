@@ -181,10 +181,12 @@ TEST(Reshard, UnsupportedConfigurationsNameTheField) {
   }
   s.pipeline = PipelineKind::base;
   s.tables[0].data_type = TableDataType::fp16;
-  EXPECT_EQ(live_rebalance_unsupported(s, "cpu").rfind("/tables/t0/data_type", 0), 0u);
+  EXPECT_EQ(live_rebalance_unsupported(s, "cpu").rfind("/tables/0/data_type", 0), 0u);
   s.tables[0].data_type = TableDataType::fp32;
   s.tables[0].low_rank_dim = 2;  // weights are A (rows x 2) and B: not rows of the table
-  EXPECT_EQ(live_rebalance_unsupported(s, "cpu").rfind("/tables/t0/low_rank_dim: live rebalancing moves full rows", 0), 0u);
+  EXPECT_EQ(live_rebalance_unsupported(s, "cpu"),
+            "/tables/0/low_rank_dim: live rebalancing moves full rows, not factorized tables (A x B) (table \"t0\"): "
+            "drop low_rank_dim or the rebalance policy");
 }
 
 TEST(Reshard, MergeTakesTheSlowestRankAndObservesTheNextWindow) {

@@ -147,3 +147,47 @@ TEST(Merge, RankSessionsKeepCountersAndUseTheMeasuredClockOffset) {
   EXPECT_EQ(t1, 1500 + 2'999'000);  // moved as rank 1's ops are
   EXPECT_EQ(m.shards().size(), 2u);  // once, not three times
 }
+
+// Each process of a launch records the tables' storage of its own ranks (metadata
+// table_storage_json); the merged session holds every rank's (before, rank 0's file alone:
+// rank 1's bytes read 0 and its cache counters were lost).
+TEST(Merge, TableStorageOfEveryProcessIsKept) {
+  const std::string r0 = R"([{"table": "t0", "placement": "host_cached", "cache_load_factor": 0.1,
+      "weight_bytes": [64, 0], "host_bytes": [1000, 0], "cache_bytes": [128, 0], "cache_hits": 5,
+      "cache_misses": 7, "bytes_h2d": 448, "max_abs_error": 0.5, "hash_collisions": 1},
+     {"table": "t1", "weight_bytes": [0, 0]}])";
+  const std::string r1 = R"([{"table": "t0", "placement": "host_cached", "cache_load_factor": 0.1,
+      "weight_bytes": [0, 32], "host_bytes": [0, 500], "cache_bytes": [0, 64], "cache_hits": 3,
+      "cache_misses": 1, "bytes_h2d": 64, "max_abs_error": 0.25, "hash_collisions": 2},
+     {"table": "t1", "weight_bytes": [0, 80]}])";
+  const auto m = nlohmann::json::parse(merge_table_storage_json({r0, r1}));
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0]["weight_bytes"], nlohmann::json::array({64, 32}));
+  EXPECT_EQ(m[0]["host_bytes"], nlohmann::json::array({1000, 500}));
+  EXPECT_EQ(m[0]["cache_bytes"], nlohmann::json::array({128, 64}));
+  EXPECT_EQ(m[0]["cache_hits"], 8);
+  EXPECT_EQ(m[0]["cache_misses"], 8);
+  EXPECT_EQ(m[0]["bytes_h2d"], 512);
+  EXPECT_EQ(m[0]["hash_collisions"], 3);
+  EXPECT_DOUBLE_EQ(m[0]["max_abs_error"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(m[0]["cache_load_factor"].get<double>(), 0.1);  // a setting: not summed
+  EXPECT_EQ(m[0]["placement"], "host_cached");
+  EXPECT_EQ(m[1]["weight_bytes"], nlohmann::json::array({0, 80}));
+  EXPECT_EQ(merge_table_storage_json({"", "not json"}), "");
+
+  // through merge_sessions: two rank sessions as `launch` writes them
+  auto write = [](const std::string& path, int32_t rank, const std::string& storage) {
+    SessionWriter w(path, true);
+    w.set_metadata(meta::kTableStorageJson, storage);
+    w.add_rank({rank, "h", "cpu (thread)", 1 << 20});
+    w.add_step({0, rank, 1000, 2000, 0.5, 10, 20});
+    w.close("complete", "");
+  };
+  const std::string a = scratch_db("ts_rank0.db"), b = scratch_db("ts_rank1.db"), all = scratch_db("ts_all.db");
+  write(a, 0, r0);
+  write(b, 1, r1);
+  merge_sessions({a, b}, all, {"none", true});
+  const auto merged = nlohmann::json::parse(SessionReader(all).meta(meta::kTableStorageJson));
+  EXPECT_EQ(merged[0]["weight_bytes"], nlohmann::json::array({64, 32}));
+  EXPECT_EQ(merged[0]["cache_hits"], 8);
+}
