@@ -1,6 +1,7 @@
 // `embedscope stats`: step time, overlap, exposed communication, load imbalance, memory, the
 // critical path and the collectives of a session (text or --json).
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -321,19 +322,25 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   }
   std::cout << fmt::format("\ncritical path: what bounded the steps (dependencies inferred), {} over {} step{}\n",
                            ms(st.critical_path_ns), st.steps, st.steps == 1 ? "" : "s");
-  std::cout << fmt::format("  {:<28} {:<10} {:>11} {:>7} {:>9} {:>14}\n", "op", "category", "on path", "share", "top rank",
-                           "steps bounded");
+  // the name columns as wide as their longest name (28 at least): grad_dist/low_rank_b_all_reduce
+  // and the like must not push their row's figures out of line
+  size_t w = 28;
   for (const auto& e : st.critical_path)
-    std::cout << fmt::format("  {:<28} {:<10} {:>11} {:>6.1f}% {:>9} {:>14}\n",
-                             e.name_id < 0 ? std::string("(gap: untraced)") : session.name(e.name_id),
+    if (e.name_id >= 0) w = std::max(w, session.name(e.name_id).size());
+  for (const auto& c : st.collectives) w = std::max(w, session.name(c.name_id).size());
+  std::cout << fmt::format("  {:<{}} {:<10} {:>11} {:>7} {:>9} {:>14}\n", "op", w, "category", "on path", "share",
+                           "top rank", "steps bounded");
+  for (const auto& e : st.critical_path)
+    std::cout << fmt::format("  {:<{}} {:<10} {:>11} {:>6.1f}% {:>9} {:>14}\n",
+                             e.name_id < 0 ? std::string("(gap: untraced)") : session.name(e.name_id), w,
                              e.name_id < 0 ? "-" : ss::to_string(e.category), ms(e.ns), 100 * e.share, e.top_rank,
                              e.steps_bounded);
   if (!st.collectives.empty()) {
     std::cout << "\ncollectives, per step (summed over ranks)\n";
-    std::cout << fmt::format("  {:<28} {:>7} {:>12} {:>11} {:>11} {:>17}\n", "name", "count", "bytes", "time",
+    std::cout << fmt::format("  {:<{}} {:>7} {:>12} {:>11} {:>11} {:>17}\n", "name", w, "count", "bytes", "time",
                              "exposed", "waiting for peers");
     for (const auto& c : st.collectives)
-      std::cout << fmt::format("  {:<28} {:>7.1f} {:>12} {:>11} {:>11} {:>17}\n", session.name(c.name_id),
+      std::cout << fmt::format("  {:<{}} {:>7.1f} {:>12} {:>11} {:>11} {:>17}\n", session.name(c.name_id), w,
                                static_cast<double>(c.count) / static_cast<double>(st.steps),
                                es::format_bytes(c.bytes / st.steps), ms(c.time_ns / st.steps),
                                ms(c.exposed_ns / st.steps), ms(c.wait_ns / st.steps));
