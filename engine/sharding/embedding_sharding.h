@@ -133,6 +133,20 @@ class EmbeddingSharding {
   virtual void update(RankContext&, const LocalBatch&, const std::vector<DeviceBuffer<float>>& /*dpooled*/) const {}
 };
 
+/// A module whose tables are held outside the slots of the input dist (data_parallel's replicas,
+/// hot_rows' replicated rows): no output or gradient dist; it overrides the local lookup,
+/// update and their ops only.
+class LocalEmbeddingSharding : public EmbeddingSharding {
+ public:
+  void emit_output_dist(program::ProgramSink&, int, bool) const override {}
+  void emit_grad_dist(program::ProgramSink&, int) const override {}
+  std::unique_ptr<OutputDistJob> start_output_dist(RankContext&, const std::vector<DeviceBuffer<float>>&) const override {
+    return nullptr;
+  }
+  void grad_dist(RankContext&, const std::vector<DeviceBuffer<float>>&, const std::vector<int64_t>&,
+                 std::vector<DeviceBuffer<float>>&) const override {}
+};
+
 /// The modules of a plan, in the order their collectives run: the all-to-all of table_wise and
 /// column_wise shards always (every rank joins, with empty splits when it has none), then
 /// row_wise when the plan has row-wise tables, then table_row_wise when it has those, then

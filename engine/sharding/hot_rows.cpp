@@ -32,16 +32,8 @@ namespace {
 
 using sessions::OpCategory;
 
-class HotRows final : public EmbeddingSharding {
+class HotRows final : public LocalEmbeddingSharding {
  public:
-  void emit_output_dist(program::ProgramSink&, int, bool) const override {}
-  void emit_grad_dist(program::ProgramSink&, int) const override {}
-  std::unique_ptr<OutputDistJob> start_output_dist(RankContext&, const std::vector<DeviceBuffer<float>>&) const override {
-    return nullptr;
-  }
-  void grad_dist(RankContext&, const std::vector<DeviceBuffer<float>>&, const std::vector<int64_t>&,
-                 std::vector<DeviceBuffer<float>>&) const override {}
-
   LookupWork local_lookup_work(const program::ProgramSink& sink) const override {
     LookupWork w;
     for (int t : sink.layout.hot_tables) {

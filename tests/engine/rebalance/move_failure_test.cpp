@@ -15,10 +15,12 @@
 #include "embedscope/sessions/store/session.h"
 #include "engine/parity_check.h"
 #include "engine/rebalance/live_fixtures.h"
+#include "engine/rebalance/policy_fixtures.h"
 #include "support/cli_run.h"
 
 using namespace embedscope::engine;
 using embedscope::test_support::crowded_live_spec;
+using embedscope::test_support::first_shard_ranks;
 
 namespace {
 
@@ -28,13 +30,6 @@ fs::path move_failure_dir() {
   const fs::path d = fs::temp_directory_path() / fmt::format("embedscope_move_failure_{}", ::getpid());
   fs::create_directories(d);
   return d;
-}
-
-/// The rank of each table's first shard.
-std::vector<int> first_shard_ranks(const ShardingPlan& p) {
-  std::vector<int> out;
-  for (const TablePlan& tp : p.tables) out.push_back(tp.shards.at(0).rank);
-  return out;
 }
 
 }  // namespace

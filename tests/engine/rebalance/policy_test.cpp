@@ -9,10 +9,13 @@
 #include "embedscope/engine/rebalance/policy.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
+#include "engine/rebalance/policy_fixtures.h"
 
 using namespace embedscope::engine;
 using namespace embedscope::engine::rebalance;
 using nlohmann::json;
+using embedscope::test_support::first_shard_ranks;
+using embedscope::test_support::table_load;
 
 namespace {
 
@@ -34,18 +37,6 @@ WorkloadSpec tables_on(int world, const std::vector<int>& ranks, const std::vect
     if (ranks[t] >= 0) j["sharding"]["tables"][n] = {{"type", "table_wise"}, {"ranks", {ranks[t]}}};
   }
   return parse_workload(j, "rebalance_policy");
-}
-
-ObservedLoad table_load(const std::vector<int64_t>& ids) {
-  ObservedLoad l;
-  for (int64_t v : ids) l.ids.push_back({v});
-  return l;
-}
-
-std::vector<int> ranks_of(const ShardingPlan& p) {
-  std::vector<int> out;
-  for (const TablePlan& tp : p.tables) out.push_back(tp.shards.at(0).rank);
-  return out;
 }
 
 }  // namespace
@@ -77,7 +68,7 @@ TEST(RebalancePolicy, OneStragglerIsCuredByOneMove) {
   // t0 (400 ids) and t1 (300) on rank 0, two tables of 50 on each of ranks 1..3
   const WorkloadSpec s = tables_on(4, {0, 0, 1, 1, 2, 2, 3, 3}, std::vector<int64_t>(8, 1000));
   const ShardingPlan cur = plan_sharding(s);
-  ASSERT_EQ(ranks_of(cur), (std::vector<int>{0, 0, 1, 1, 2, 2, 3, 3}));
+  ASSERT_EQ(first_shard_ranks(cur), (std::vector<int>{0, 0, 1, 1, 2, 2, 3, 3}));
   const ObservedLoad load = table_load({400, 300, 50, 50, 50, 50, 50, 50});
   const Proposal p = propose(s, cur, load, 0);
   EXPECT_EQ(p.load_before, (std::vector<int64_t>{700, 100, 100, 100}));
@@ -95,7 +86,7 @@ TEST(RebalancePolicy, OneStragglerIsCuredByOneMove) {
   EXPECT_DOUBLE_EQ(p.imbalance_after, 1.6);  // 400 / 250
   EXPECT_TRUE(p.worth_it());
   EXPECT_TRUE(p.refused.empty());
-  EXPECT_EQ(ranks_of(p.plan), (std::vector<int>{0, 1, 1, 1, 2, 2, 3, 3}));
+  EXPECT_EQ(first_shard_ranks(p.plan), (std::vector<int>{0, 1, 1, 1, 2, 2, 3, 3}));
   EXPECT_EQ(load_per_rank(p.plan, load), p.load_after);
 }
 
@@ -109,7 +100,7 @@ TEST(RebalancePolicy, LptWinsWhereNoSingleMoveHelps) {
   EXPECT_DOUBLE_EQ(p.imbalance_after, 1.0);
   // t0 stays (every rank empty, ties stay); t1 -> rank 1; t2 stays on rank 1 (5 = 5, stays);
   // t3 -> rank 0 (5 < 10)
-  EXPECT_EQ(ranks_of(p.plan), (std::vector<int>{0, 1, 1, 0}));
+  EXPECT_EQ(first_shard_ranks(p.plan), (std::vector<int>{0, 1, 1, 0}));
   ASSERT_EQ(p.moves.size(), 2u);
   EXPECT_EQ(p.moves[0].table, 1);
   EXPECT_EQ(p.moves[1].table, 3);
@@ -131,7 +122,7 @@ TEST(RebalancePolicy, AMoveBeyondTheByteBudgetIsRefusedAndExplained) {
   EXPECT_TRUE(p.moves.empty());
   EXPECT_FALSE(p.worth_it());
   EXPECT_EQ(p.load_after, p.load_before);
-  EXPECT_EQ(ranks_of(p.plan), ranks_of(cur));
+  EXPECT_EQ(first_shard_ranks(p.plan), first_shard_ranks(cur));
   ASSERT_FALSE(p.refused.empty());
   // LPT (the tie goes to it): t0 stays, t1's first choice is rank 1
   EXPECT_EQ(p.refused[0].table, 1);
@@ -281,7 +272,7 @@ TEST(RebalancePolicy, ATableTheSearchMovesTwiceIsMovedAndCountedOnce) {
   const WorkloadSpec s = tables_on(3, {0, 0, 0, 0, 0, 0}, {1000, 1000, 1000, 1000, 4000, 4000});
   const Proposal p = propose(s, plan_sharding(s), table_load({10, 10, 10, 10, 10, 10}), 0);
   EXPECT_EQ(p.load_after, (std::vector<int64_t>{20, 20, 20}));
-  EXPECT_EQ(ranks_of(p.plan), (std::vector<int>{2, 1, 1, 2, 0, 0}));
+  EXPECT_EQ(first_shard_ranks(p.plan), (std::vector<int>{2, 1, 1, 2, 0, 0}));
   ASSERT_EQ(p.moves.size(), 4u);  // net, in table order
   const int to[] = {2, 1, 1, 2};
   for (size_t k = 0; k < 4; ++k) {

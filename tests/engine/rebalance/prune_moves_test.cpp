@@ -11,10 +11,13 @@
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
 #include "engine/parity_check.h"
+#include "engine/rebalance/policy_fixtures.h"
 
 using namespace embedscope::engine;
 using namespace embedscope::engine::rebalance;
 using nlohmann::json;
+using embedscope::test_support::first_shard_ranks;
+using embedscope::test_support::table_load;
 
 namespace {
 
@@ -43,18 +46,6 @@ WorkloadSpec prune_spec(int world, const std::vector<PruneTable>& tables, const 
   return parse_workload(j, "rebalance_prune");
 }
 
-ObservedLoad prune_load(const std::vector<int64_t>& ids) {
-  ObservedLoad l;
-  for (int64_t v : ids) l.ids.push_back({v});
-  return l;
-}
-
-std::vector<int> prune_ranks(const ShardingPlan& p) {
-  std::vector<int> out;
-  for (const TablePlan& tp : p.tables) out.push_back(tp.shards.at(0).rank);
-  return out;
-}
-
 }  // namespace
 
 TEST(PruneMoves, ColdTablesThatChangeNoMaximumStay) {
@@ -64,8 +55,8 @@ TEST(PruneMoves, ColdTablesThatChangeNoMaximumStay) {
   const WorkloadSpec s = prune_spec(3, {{"hot", 1000, 16, 0}, {"warm_a", 1000, 16, 0}, {"warm_b", 1000, 16, 0},
                                         {"cold_a", 500000, 16, 1}, {"cold_b", 500000, 16, 1}});
   const ShardingPlan cur = plan_sharding(s);
-  ASSERT_EQ(prune_ranks(cur), (std::vector<int>{0, 0, 0, 1, 1}));
-  const ObservedLoad load = prune_load({300, 200, 150, 10, 10});
+  ASSERT_EQ(first_shard_ranks(cur), (std::vector<int>{0, 0, 0, 1, 1}));
+  const ObservedLoad load = table_load({300, 200, 150, 10, 10});
   const Proposal p = propose(s, cur, load, 0);
   EXPECT_EQ(p.load_before, (std::vector<int64_t>{650, 20, 0}));
   EXPECT_DOUBLE_EQ(p.imbalance_before, 1950.0 / 670.0);
@@ -76,7 +67,7 @@ TEST(PruneMoves, ColdTablesThatChangeNoMaximumStay) {
   // cold_a -> 0, cold_b -> 0), so LPT won the tie. Now: cold_a back to rank 1 gives {300, 210,
   // 160}, cold_b back {300, 220, 150}: the maximum stays 300, so both stay where they were;
   // warm_a back would give {500, 20, 150}, warm_b back {450, 220, 0}: both needed.
-  EXPECT_EQ(prune_ranks(p.plan), (std::vector<int>{0, 1, 2, 1, 1}));
+  EXPECT_EQ(first_shard_ranks(p.plan), (std::vector<int>{0, 1, 2, 1, 1}));
   ASSERT_EQ(p.moves.size(), 2u);
   EXPECT_EQ(p.moves[0].table, 1);
   EXPECT_EQ(p.moves[0].from, 0);
@@ -100,14 +91,14 @@ TEST(PruneMoves, AGainWithinTwoPercentOfTheMaximumIsNotWorthItsBytes) {
   const ShardingPlan cur = plan_sharding(s);
   // cold 2 ids, b 99: {102, 99} -> {100, 101}; back {102, 99}: 102 <= 101 + floor(101 x 0.02) =
   // 103, so it is undone (a gain of 1 of 102): no move, not worth it
-  const Proposal small = propose(s, cur, prune_load({100, 2, 99}), 0);
+  const Proposal small = propose(s, cur, table_load({100, 2, 99}), 0);
   EXPECT_TRUE(small.moves.empty());
   EXPECT_EQ(small.bytes_moved, 0);
   EXPECT_EQ(small.load_after, (std::vector<int64_t>{102, 99}));
   EXPECT_FALSE(small.worth_it());
-  EXPECT_EQ(prune_ranks(small.plan), prune_ranks(cur));
+  EXPECT_EQ(first_shard_ranks(small.plan), first_shard_ranks(cur));
   // cold 5 ids, b 90: {105, 90} -> {100, 95}; back 105 > 100 + 2: kept
-  const Proposal big = propose(s, cur, prune_load({100, 5, 90}), 0);
+  const Proposal big = propose(s, cur, table_load({100, 5, 90}), 0);
   ASSERT_EQ(big.moves.size(), 1u);
   EXPECT_EQ(big.moves[0].table, 1);
   EXPECT_EQ(big.moves[0].to, 1);
@@ -127,7 +118,7 @@ TEST(PruneMoves, HotTableSplitWithoutTheColdTablesMoves) {
                               "rowwise_adagrad");
   s.rebalance.row_wise_hot_tables = true;
   const ShardingPlan cur = plan_sharding(s);
-  const ObservedLoad load = prune_load({32, 32, 32, 4096, 1024, 1024, 1024});
+  const ObservedLoad load = table_load({32, 32, 32, 4096, 1024, 1024, 1024});
   const Proposal p = propose(s, cur, load, 0);
   EXPECT_DOUBLE_EQ(p.imbalance_before, 7168.0 * 4 / 7264);
   // hot_0 alone (4096 > mean 1816) goes row_wise: 1024 ids a rank, {1056, 1056, 1056, 4096}.
@@ -136,7 +127,7 @@ TEST(PruneMoves, HotTableSplitWithoutTheColdTablesMoves) {
   // {2048, 2048, 1120, 2048}, 2 x 66,000,000 + 2 x 2,640,000 + 1,980,000 = 139,260,000 bytes
   // (the 132.8 MiB of the live run). Now: cold_0 back gives {2080, 2048, 1088, 2048}, cold_1
   // back {2080, 2080, 1056, 2048}: within 2048 + floor(2048 x 0.02) = 2088, undone.
-  EXPECT_EQ(prune_ranks(p.plan), (std::vector<int>{0, 1, 2, 0, 3, 0, 1}));  // hot_0's row shard 0 on rank 0
+  EXPECT_EQ(first_shard_ranks(p.plan), (std::vector<int>{0, 1, 2, 0, 3, 0, 1}));  // hot_0's row shard 0 on rank 0
   ASSERT_EQ(p.changes.size(), 1u);
   EXPECT_EQ(p.changes[0].table, 3);
   EXPECT_EQ(p.changes[0].to_type, ShardingType::row_wise);
@@ -192,5 +183,5 @@ TEST(PruneMovesLive, ThePrunedProposalTrainsLikeTheReference) {
   EXPECT_EQ(run.plan_changes[0].to_rank, 1);
   EXPECT_EQ(run.plan_changes[1].table_name, "warm_b");
   EXPECT_EQ(run.plan_changes[1].to_rank, 2);
-  EXPECT_EQ(prune_ranks(run.final_plan), (std::vector<int>{0, 1, 2, 1, 1}));
+  EXPECT_EQ(first_shard_ranks(run.final_plan), (std::vector<int>{0, 1, 2, 1, 1}));
 }
