@@ -13,7 +13,7 @@
 #include <memory>
 
 #include "embedscope/engine/exec/run.h"
-#include "embedscope/profiler/tracer.h"
+#include "embedscope/profiler/cpu/tracer.h"
 #include "embedscope/sessions/store/session.h"
 
 namespace embedscope::engine::exec {

@@ -13,7 +13,7 @@
 #include "exec/executor.h"
 #include "embedscope/engine/planner/lm_memory_estimate.h"
 #include "embedscope/engine/program/lm_program.h"
-#include "embedscope/profiler/tracer.h"
+#include "embedscope/profiler/cpu/tracer.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 

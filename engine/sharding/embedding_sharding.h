@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "comm/collectives.h"
@@ -80,6 +81,22 @@ class RankContext {
                               DeviceBuffer<float>& out) = 0;
   /// The fused row optimizer on that replica at `iteration` (g's rows: indices into hot_rows[table]).
   virtual void replica_update(int table, int64_t iteration, const SparseGrad& g) = 0;
+  /// A factorized local shard (table, shard_index) (low_rank_dim r > 0: A is its rows x r, B is
+  /// r x dim): low_rank_backward (kernels/low_rank.h) of the sparse gradient g of its rows, from A
+  /// and B before any update: dA (g's rows x r) and dB (r x dim, no rows when g has none).
+  /// Counts g's rows as the shard's unique ids, as update() does. Throws std::logic_error for a
+  /// shard not on this rank.
+  virtual std::pair<SparseGrad, SparseGrad> factor_grads(int table, int shard_index, const SparseGrad& g) = 0;
+  /// The fused row optimizer at `iteration` on that shard's A with dA (skipped without rows) and
+  /// on its copy of B with dB (skipped without rows).
+  virtual void factor_update(int table, int shard_index, int64_t iteration, const SparseGrad& da, const SparseGrad& db) = 0;
+};
+
+/// The sparse gradient of one local shard, after the gradient dist (rows local to the shard).
+struct ShardGrad {
+  int table = 0;
+  int shard_index = 0;
+  SparseGrad g;
 };
 
 /// This rank's own batch, before any input dist: F x B bags, feature-major.
@@ -131,6 +148,15 @@ class EmbeddingSharding {
   virtual void local_lookup(RankContext&, const LocalBatch&, std::vector<DeviceBuffer<float>>& /*pooled*/) const {}
   /// Their update from dpooled[f] (B x dim, the gradient of this rank's pooled outputs).
   virtual void update(RankContext&, const LocalBatch&, const std::vector<DeviceBuffer<float>>& /*dpooled*/) const {}
+
+  // Local shards whose sparse gradients the module applies itself instead of the executor's
+  // fused optimizer (row_wise's factorized tables: B is summed over the ranks first): none by default.
+  /// Whether table `table`'s local shards are such.
+  virtual bool applies_shard_grads(const detail::Layout&, int /*table*/) const { return false; }
+  /// Applies them at `iteration`, after the other local shards' fused optimizer and before
+  /// update(): `grads` holds this rank's shards of those tables, in shard order (none when the
+  /// rank holds none; it still joins the module's collectives).
+  virtual void update_shards(RankContext&, std::vector<ShardGrad>& /*grads*/, int64_t /*iteration*/) const {}
 };
 
 /// A module whose tables are held outside the slots of the input dist (data_parallel's replicas,

@@ -4,6 +4,7 @@
 // gradient, so the gradients are all-gathered.
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include <fmt/format.h>
 
@@ -83,6 +84,46 @@ class RowWise final : public EmbeddingSharding {
                    fmt::format("update of A's local rows and of this rank's copy of B ({} x {}) of {}", ts.low_rank_dim,
                                ts.embedding_dim, ts.name),
                    0, 0, 3 * 4 * n);
+    }
+  }
+  bool applies_shard_grads(const Layout& L, int table) const override {
+    return std::find(L.low_rank_rw_tables.begin(), L.low_rank_rw_tables.end(), table) != L.low_rank_rw_tables.end();
+  }
+  /// The update of the factorized row_wise tables (emit_update's ops): per table, in table order
+  /// on every rank, this rank's dB and row count (zeros without a shard or rows) are summed over
+  /// the world, then A's local rows take dA and, if any rank had a row, every copy of B the same
+  /// sum - B stays the same on every rank, as the one B of the unsharded table.
+  void update_shards(RankContext& ctx, std::vector<ShardGrad>& grads, int64_t iteration) const override {
+    const Layout& L = ctx.layout();
+    for (int t : L.low_rank_rw_tables) {
+      const TableSpec& ts = ctx.spec().tables[static_cast<size_t>(t)];
+      const int64_t r = ts.low_rank_dim, dim = ts.embedding_dim;
+      auto mine = std::find_if(grads.begin(), grads.end(), [&](const ShardGrad& sg) { return sg.table == t; });
+      SparseGrad da;
+      std::vector<float> db(static_cast<size_t>(r * dim + 1), 0.0f);  // r x dim, then the row count
+      if (mine != grads.end()) {
+        auto [a, b] = ctx.factor_grads(t, mine->shard_index, mine->g);
+        da = std::move(a);
+        std::copy(b.values.begin(), b.values.end(), db.begin());
+        db.back() = static_cast<float>(mine->g.rows.size());
+      }
+      ctx.comm(GroupKind::world, "grad_dist/low_rank_b_all_reduce", [&] {
+        ctx.group(GroupKind::world)
+            .all_reduce_sum("grad_dist/low_rank_b_all_reduce", db.data(), static_cast<int64_t>(db.size()));
+      });
+      const auto held = std::find_if(L.slots.begin(), L.slots.end(),
+                                     [&](const detail::Slot& sl) { return sl.table == t && sl.s.rank == ctx.rank(); });
+      if (held == L.slots.end()) continue;  // no shard here (more ranks than rows)
+      ctx.compute(OpCategory::optimizer, "low_rank_row_wise_update", [&] {
+        SparseGrad gb;  // as low_rank_backward's dB: every row of B, dense
+        if (db.back() > 0) {
+          gb.dim = dim;
+          gb.rows.resize(static_cast<size_t>(r));
+          std::iota(gb.rows.begin(), gb.rows.end(), int64_t{0});
+          gb.values.assign(db.begin(), db.end() - 1);
+        }
+        ctx.factor_update(t, held->shard, iteration, da, gb);
+      });
     }
   }
   std::unique_ptr<OutputDistJob> start_output_dist(RankContext& ctx,

@@ -3,7 +3,7 @@
 // tests/gpu/run_device_checks.sh.
 #include <cstdio>
 
-#include "embedscope/profiler/cuda_device.h"
+#include "embedscope/profiler/device/cuda_device.h"
 
 int main() {
   const auto& d = embedscope::profiler::cuda_devices();

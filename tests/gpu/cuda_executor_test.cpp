@@ -14,7 +14,7 @@
 #include "../engine/parity_check.h"
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/workload/presets.h"
-#include "embedscope/profiler/cuda_device.h"
+#include "embedscope/profiler/device/cuda_device.h"
 #include "embedscope/sessions/store/session.h"
 
 using namespace embedscope;

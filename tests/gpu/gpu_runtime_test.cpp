@@ -14,8 +14,8 @@
 
 #include "embedscope/engine/comm/collective_math.h"
 #include "embedscope/engine/comm/nccl_comm.h"
-#include "embedscope/profiler/cuda_device.h"
-#include "embedscope/profiler/cupti_tracer.h"
+#include "embedscope/profiler/device/cuda_device.h"
+#include "embedscope/profiler/cupti/cupti_tracer.h"
 #include "probe_kernels.h"
 
 using namespace embedscope;

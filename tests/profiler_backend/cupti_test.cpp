@@ -9,7 +9,7 @@
 #include <cupti_activity.h>
 #include <cupti_runtime_cbid.h>
 
-#include "embedscope/profiler/cupti_decode.h"
+#include "embedscope/profiler/cupti/cupti_decode.h"
 #include "embedscope/sessions/store/session.h"
 
 #include <filesystem>

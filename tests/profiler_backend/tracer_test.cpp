@@ -2,8 +2,8 @@
 
 #include <thread>
 
-#include "embedscope/profiler/cuda_device.h"
-#include "embedscope/profiler/tracer.h"
+#include "embedscope/profiler/device/cuda_device.h"
+#include "embedscope/profiler/cpu/tracer.h"
 
 using namespace embedscope;
 

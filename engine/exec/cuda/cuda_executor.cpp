@@ -6,8 +6,8 @@
 #include "exec/device/cuda_rank_device.h"
 #include "exec/threaded/executor.h"
 #include "embedscope/engine/comm/nccl_comm.h"
-#include "embedscope/profiler/cuda_device.h"
-#include "embedscope/profiler/cupti_tracer.h"
+#include "embedscope/profiler/device/cuda_device.h"
+#include "embedscope/profiler/cupti/cupti_tracer.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::engine::exec {

@@ -8,7 +8,7 @@
 
 #include "embedscope/engine/kernels/cuda_kernels.h"
 #include "embedscope/engine/memory/cuda_memory.h"
-#include "embedscope/profiler/cuda_device.h"
+#include "embedscope/profiler/device/cuda_device.h"
 
 namespace embedscope::engine::detail {
 

@@ -25,7 +25,7 @@
 
 #include "embedscope/engine/comm/gloo_process_group.h"
 #include "embedscope/engine/exec/lm_run.h"
-#include "embedscope/profiler/tracer.h"
+#include "embedscope/profiler/cpu/tracer.h"
 #include "embedscope/sessions/store/session.h"
 #include "rank_failure.h"
 

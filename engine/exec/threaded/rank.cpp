@@ -104,46 +104,6 @@ void Rank::shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g) 
   apply_row_optimizer(sh_.spec.optimizer, iteration, ls.weights.data(), ls.s.num_cols, ls.state(), g);
 }
 
-Rank::LowRankGrads Rank::low_rank_row_wise_grads(LocalShard& ls, const SparseGrad& g) {
-  if (measured_) summary.unique_ids += static_cast<int64_t>(g.rows.size());
-  load_of(ls.table, ls.shard_index).unique_ids = static_cast<int64_t>(g.rows.size());
-  const TableSpec& ts = sh_.spec.tables[static_cast<size_t>(ls.table)];
-  const int64_t r = ts.low_rank_dim, dim = ts.embedding_dim;
-  auto [da, db] = low_rank_backward(ls.weights.data(), r, ls.factor_b.data(), dim, g);
-  LowRankGrads out{&ls, std::move(da), std::vector<float>(static_cast<size_t>(r * dim + 1), 0.0f)};
-  std::copy(db.values.begin(), db.values.end(), out.db.begin());  // r x dim, or nothing without rows
-  out.db.back() = static_cast<float>(g.rows.size());
-  return out;
-}
-
-void Rank::low_rank_row_wise_update(std::vector<LowRankGrads>& pending, int64_t iteration, int64_t step) {
-  for (int t : L_.low_rank_rw_tables) {
-    const TableSpec& ts = sh_.spec.tables[static_cast<size_t>(t)];
-    const int64_t r = ts.low_rank_dim, dim = ts.embedding_dim;
-    auto mine = std::find_if(pending.begin(), pending.end(), [&](const LowRankGrads& p) { return p.shard->table == t; });
-    std::vector<float> none;
-    std::vector<float>& db = mine != pending.end() ? mine->db : none;
-    if (mine == pending.end()) none.assign(static_cast<size_t>(r * dim + 1), 0.0f);
-    comm(*world_, "grad_dist/low_rank_b_all_reduce", step, [&] {
-      world_->all_reduce_sum("grad_dist/low_rank_b_all_reduce", db.data(), static_cast<int64_t>(db.size()));
-    });
-    auto held = std::find_if(shards.begin(), shards.end(), [&](const LocalShard& x) { return x.table == t; });
-    if (held == shards.end()) continue;  // no shard here (more ranks than rows)
-    ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::optimizer, "low_rank_row_wise_update", step);
-    LocalShard& ls = *held;
-    if (mine != pending.end() && !mine->da.rows.empty())
-      apply_row_optimizer(sh_.spec.optimizer, iteration, ls.weights.data(), r, ls.state(), mine->da);
-    if (db.back() > 0) {  // as low_rank_backward's dB: every row of B, dense
-      SparseGrad gb;
-      gb.dim = dim;
-      gb.rows.resize(static_cast<size_t>(r));
-      std::iota(gb.rows.begin(), gb.rows.end(), int64_t{0});
-      gb.values.assign(db.begin(), db.end() - 1);
-      apply_row_optimizer(sh_.spec.optimizer, iteration, ls.factor_b.data(), dim, ls.b_state(), gb);
-    }
-  }
-}
-
 void Rank::dense_layers_on_gpu() {
   constexpr int64_t f = sizeof(float);
   DenseModel::LinearOps ops;

@@ -43,7 +43,7 @@
 #include "embedscope/engine/program/step_program.h"
 #include "embedscope/engine/rebalance/policy.h"
 #include "embedscope/engine/exec/run.h"
-#include "embedscope/profiler/tracer.h"
+#include "embedscope/profiler/cpu/tracer.h"
 #include "embedscope/sessions/store/session.h"
 #include "sharding/embedding_sharding.h"
 #include "comm_worker.h"
@@ -298,6 +298,8 @@ class Rank final : public sharding::RankContext {
   void replica_lookup(int table, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
                       DeviceBuffer<float>& out) override;
   void replica_update(int table, int64_t iteration, const SparseGrad& g) override;
+  std::pair<SparseGrad, SparseGrad> factor_grads(int table, int shard_index, const SparseGrad& g) override;
+  void factor_update(int table, int shard_index, int64_t iteration, const SparseGrad& da, const SparseGrad& db) override;
 
  private:
   template <class T>
@@ -347,23 +349,6 @@ class Rank final : public sharding::RankContext {
                     DeviceBuffer<float>& out);
   /// apply_row_optimizer of one local shard.
   void shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g);
-  /// A local shard of a factorized row_wise table (Layout::low_rank_rw_tables) and its
-  /// gradients: dA of its rows, and its rows' part of dB followed by their count (r x dim + 1
-  /// floats; zeros without rows), both from A and B before any update, as shard_update.
-  struct LowRankGrads {
-    LocalShard* shard = nullptr;
-    SparseGrad da;
-    std::vector<float> db;
-  };
-  /// low_rank_backward of `ls` with the sparse gradient g of its rows (counted as update() counts).
-  LowRankGrads low_rank_row_wise_grads(LocalShard& ls, const SparseGrad& g);
-  /// The update of the factorized row_wise tables after the other shards': per table, in table
-  /// order on every rank, dB and the rows are summed over the world
-  /// (grad_dist/low_rank_b_all_reduce on the comm lane; a rank without a shard of the table
-  /// sends zeros), then (span low_rank_row_wise_update) A's rows are updated with dA and, if any
-  /// rank had a row, every copy of B with the same sum - B stays the same on every rank, as the
-  /// one B of the unsharded table. `pending`: this rank's shards of those tables.
-  void low_rank_row_wise_update(std::vector<LowRankGrads>& pending, int64_t iteration, int64_t step);
 
   Shared& sh_;
   ShardingPlan plan_;  // the current plan (changes at a live rebalance)

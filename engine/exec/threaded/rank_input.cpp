@@ -274,6 +274,19 @@ void Rank::replica_update(int table, int64_t iteration, const SparseGrad& g) {
   shard_update(hot_replicas.at(table), iteration, g);
 }
 
+std::pair<SparseGrad, SparseGrad> Rank::factor_grads(int table, int shard_index, const SparseGrad& g) {
+  LocalShard& ls = shard_of(table, shard_index);
+  if (measured_) summary.unique_ids += static_cast<int64_t>(g.rows.size());
+  load_of(table, shard_index).unique_ids = static_cast<int64_t>(g.rows.size());
+  return low_rank_backward(ls.weights.data(), ls.low_rank_dim, ls.factor_b.data(), ls.s.num_cols, g);
+}
+
+void Rank::factor_update(int table, int shard_index, int64_t iteration, const SparseGrad& da, const SparseGrad& db) {
+  LocalShard& ls = shard_of(table, shard_index);
+  if (!da.rows.empty()) apply_row_optimizer(sh_.spec.optimizer, iteration, ls.weights.data(), ls.low_rank_dim, ls.state(), da);
+  if (!db.rows.empty()) apply_row_optimizer(sh_.spec.optimizer, iteration, ls.factor_b.data(), ls.s.num_cols, ls.b_state(), db);
+}
+
 void Rank::compute(OpCategory cat, const char* name, const std::function<void()>& fn) {
   ScopedSpan span(sh_.tracer, me_, Lane::compute, cat, name, step_);
   fn();

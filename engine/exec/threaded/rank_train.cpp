@@ -53,7 +53,8 @@ bool Rank::train(Inflight& b) {
     slot_grad[k] = buf<float>("gradients", static_cast<size_t>(W * B * L_.slots[static_cast<size_t>(mine[k])].s.num_cols));
   for (const auto& m : shardings_) m->grad_dist(*this, dpooled, lengths, slot_grad);
   // ---- embedding backward + fused optimizer ----------------------------------------------------
-  std::vector<LowRankGrads> low_rank_rw;  // factorized row_wise shards (rank.h)
+  // shards whose module applies their gradients itself (update_shards), per module
+  std::vector<std::vector<sharding::ShardGrad>> module_grads(shardings_.size());
   {
     ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "backward_fused_optimizer", step);
     for (auto& ls : shards) {
@@ -67,15 +68,16 @@ bool Rank::train(Inflight& b) {
       }
       if (parts.empty()) continue;  // a shard no slot reads (a replica: its module updates it)
       SparseGrad g = parts.size() == 1 ? std::move(parts[0]) : merge_sparse_grads(parts, ls.s.num_cols);
-      if (ls.low_rank_dim > 0 &&
-          std::find(L_.low_rank_rw_tables.begin(), L_.low_rank_rw_tables.end(), ls.table) != L_.low_rank_rw_tables.end()) {
-        low_rank_rw.push_back(low_rank_row_wise_grads(ls, g));  // B's gradient is summed over the ranks first
+      const auto m = std::find_if(shardings_.begin(), shardings_.end(),
+                                  [&](const auto& x) { return x->applies_shard_grads(L_, ls.table); });
+      if (m != shardings_.end()) {
+        module_grads[static_cast<size_t>(m - shardings_.begin())].push_back({ls.table, ls.shard_index, std::move(g)});
         continue;
       }
       update(ls.table, ls.shard_index, it + 1, std::move(g));
     }
   }
-  low_rank_row_wise_update(low_rank_rw, it + 1, step);
+  for (size_t m = 0; m < shardings_.size(); ++m) shardings_[m]->update_shards(*this, module_grads[m], it + 1);
   // what the modules hold outside the slots (replicated tables)
   const sharding::LocalBatch lb = local_batch(b);
   for (const auto& m : shardings_) m->update(*this, lb, dpooled);

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "embedscope/profiler/tracer.h"
+#include "embedscope/profiler/cpu/tracer.h"
 #include "embedscope/sessions/model/flight_record.h"
 
 namespace embedscope::engine {

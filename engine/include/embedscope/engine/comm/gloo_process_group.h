@@ -27,7 +27,7 @@
 #include "embedscope/engine/comm/flight_recorder.h"
 #include "embedscope/engine/quant/quant.h"
 #include "embedscope/engine/workload/spec.h"
-#include "embedscope/profiler/tracer.h"
+#include "embedscope/profiler/cpu/tracer.h"
 #include "embedscope/sessions/model/events.h"
 
 namespace gloo::rendezvous {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "embedscope/engine/workload/spec.h"
-#include "embedscope/profiler/cuda_device.h"
+#include "embedscope/profiler/device/cuda_device.h"
 
 namespace embedscope::engine {
 

@@ -1,4 +1,4 @@
-#include "embedscope/profiler/cupti_tracer.h"
+#include "embedscope/profiler/cupti/cupti_tracer.h"
 
 #include <atomic>
 #include <cstdlib>

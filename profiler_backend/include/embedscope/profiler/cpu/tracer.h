@@ -13,7 +13,7 @@
 #include <mutex>
 #include <vector>
 
-#include "embedscope/profiler/nvtx.h"
+#include "embedscope/profiler/cpu/nvtx.h"
 #include "embedscope/sessions/model/events.h"
 
 namespace embedscope::profiler {

@@ -1,4 +1,4 @@
-#include "embedscope/profiler/cupti_decode.h"
+#include "embedscope/profiler/cupti/cupti_decode.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-#include "embedscope/profiler/tracer.h"
+#include "embedscope/profiler/cpu/tracer.h"
 
 #include <cassert>
 

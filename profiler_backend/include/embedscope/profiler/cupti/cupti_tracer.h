@@ -22,8 +22,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "embedscope/profiler/cupti_decode.h"
-#include "embedscope/profiler/tracer.h"
+#include "embedscope/profiler/cupti/cupti_decode.h"
+#include "embedscope/profiler/cpu/tracer.h"
 #include "embedscope/sessions/store/session.h"
 
 namespace embedscope::profiler {

@@ -1,4 +1,4 @@
-#include "embedscope/profiler/cuda_device.h"
+#include "embedscope/profiler/device/cuda_device.h"
 
 #if EMBEDSCOPE_WITH_CUDA
 #include <cuda_runtime_api.h>
