@@ -44,6 +44,7 @@ std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec, cons
     e.dense = m.dense;
     e.cache = m.cache;
     e.host = m.host;
+    e.largest_block = m.largest_block;
     e.buffers = std::max<int64_t>(0, m.peak - m.weights - m.optimizer_state - m.cache - m.dense);
     e.pipeline_buffers = std::min(e.buffers, m.ahead_at_peak);
   }

@@ -179,6 +179,7 @@ class Replay {
   Allocation take(int64_t bytes, int64_t batch = -1) {
     if (bytes <= 0) return {};
     Allocation a = alloc_->allocate(bytes, "");
+    out_.largest_block = std::max(out_.largest_block, a.size);
     batch_of_[a.id] = batch;
     by_batch_[batch] += a.size;
     if (alloc_->allocated_bytes() > high_) {  // a new peak: what the batches ahead hold now

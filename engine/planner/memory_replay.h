@@ -73,6 +73,7 @@ struct ReplayedMemory {
   int64_t ahead_at_peak = 0;    ///< at the peak: blocks of batches after the one training
   int64_t cache = 0;            ///< host_cached shards' device caches (model/host_cache.h)
   int64_t host = 0;             ///< host memory: host / host_cached shards' rows, state, LFU counts (not replayed)
+  int64_t largest_block = 0;    ///< the largest block taken (rounded to 512 B)
 };
 
 /// Per rank, replays setup and the first min(warmup_steps + steps, 8) iterations of `rank` (later

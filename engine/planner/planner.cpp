@@ -302,6 +302,21 @@ void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryE
                            : std::string(),
                        format_bytes(spec.devices.memory_bytes));
   }
+  // The bytes fit, but the caching allocator cannot hold one block: PyTorch's rule reserves a
+  // 20 MiB segment (kLargeBuffer) for any request between 1 MiB and 10 MiB, so on a device
+  // smaller than that segment the run fails at its first such allocation. (Peaks that need
+  // several segments whose sum exceeds the device are not checked here: the replay measures
+  // allocated bytes, not reserved.)
+  if (spec.memory.allocator == AllocatorKind::caching)
+    for (const auto& e : est) {
+      const int64_t segment = e.largest_block > 0 ? segment_size_for(e.largest_block) : 0;
+      if (e.total() > spec.devices.memory_bytes || segment <= spec.devices.memory_bytes) continue;
+      msg += fmt::format("\n  rank {}: its largest buffer ({}) needs a {} segment of the caching allocator (PyTorch's "
+                         "rule: a request of 1 to 10 MiB takes a 20 MiB segment; larger ones round up to 2 MiB) > {}; "
+                         "use \"memory\": {{\"allocator\": \"expandable\"}} or \"direct\", or give the devices more memory",
+                         e.rank, format_bytes(e.largest_block), format_bytes(segment),
+                         format_bytes(spec.devices.memory_bytes));
+    }
   if (!msg.empty())
     throw SpecError("/devices/memory_bytes: the workload does not fit on the devices under this "
                     "sharding plan:" + msg);

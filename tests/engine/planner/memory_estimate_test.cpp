@@ -203,3 +203,49 @@ TEST(MemoryEstimate, ReducedOptimizerStateHalvesTheStateBytes) {
   EXPECT_EQ(r.table_storage[0].optimizer_state_type, OptimizerStateType::fp16);
   for (size_t k = 0; k < r.ranks.size(); ++k) EXPECT_GE(est[k].total(), r.ranks[k].memory_bytes) << "rank " << k;
 }
+
+// A device whose bytes hold the workload but not the caching allocator's segment for its
+// largest block: one 40,000 x 16 fp32 table (2,560,000 B, between 1 and 10 MiB, so PyTorch's
+// rule reserves a 20 MiB segment for it) on an 8 MiB device. The fit check refuses it under
+// the caching allocator, naming the rank, the block and the segment (before: "fits", then the
+// run failed at that allocation); the expandable allocator maps it in 2 MiB pages and runs.
+TEST(MemoryEstimate, ABlockWhoseCachingSegmentExceedsTheDeviceIsRefused) {
+  nlohmann::json j = {{"name", "one_mid_table"},
+                      {"batch_size", 64},
+                      {"steps", 1},
+                      {"warmup_steps", 0},
+                      {"seed", 1},
+                      {"devices", {{"count", 1}, {"backend", "cpu"}, {"memory_bytes", 8 << 20}}},
+                      {"optimizer", {{"type", "sgd"}, {"learning_rate", 0.1}}},
+                      {"dense", {{"num_dense_features", 4}, {"bottom_mlp", {16}}, {"interaction", "cat"},
+                                 {"top_mlp", {16, 1}}}},
+                      {"sharding", {{"default", "table_wise"}}},
+                      {"tables", {{{"name", "t0"}, {"num_embeddings", 40000}, {"embedding_dim", 16},
+                                   {"pooling", "sum"}, {"feature_names", {"f0"}}}}},
+                      {"features", {{{"name", "f0"}, {"pooling_factor", 2}}}}};
+  WorkloadSpec s = parse_workload(j, "one_mid_table");
+  const ShardingPlan plan = plan_sharding(s);
+  const auto est = estimate_memory(s, plan);
+  ASSERT_EQ(est.size(), 1u);
+  EXPECT_EQ(est[0].largest_block, 2560000);  // the table's weights, a multiple of 512 already
+  EXPECT_LT(est[0].total(), s.devices.memory_bytes);
+  s.memory.allocator = AllocatorKind::caching;
+  try {
+    check_memory_fits(s, est);
+    FAIL() << "expected SpecError";
+  } catch (const SpecError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("rank 0: its largest buffer (2.4 MiB) needs a 20.0 MiB segment of the caching allocator"),
+              std::string::npos) << m;
+    EXPECT_NE(m.find("> 8.0 MiB"), std::string::npos) << m;
+  }
+  s.devices.memory_bytes = 20 << 20;  // the segment fits
+  EXPECT_NO_THROW(check_memory_fits(s, estimate_memory(s, plan)));
+  s.devices.memory_bytes = 8 << 20;
+  s.memory.allocator = AllocatorKind::expandable;
+  EXPECT_NO_THROW(check_memory_fits(s, estimate_memory(s, plan)));
+  TrainerOptions opt;
+  opt.trace = false;
+  const RunResult r = run_training(s, plan, opt);
+  EXPECT_EQ(r.ended, RunEnd::complete) << r.error;
+}

@@ -86,6 +86,9 @@ struct DeviceMemoryEstimate {
   /// host memory, not in total(): rows, optimizer state and LFU counters of host / host_cached
   /// shards (devices.host_memory_bytes is its capacity). Their fetch buffers are in `buffers`.
   int64_t host = 0;
+  /// the largest single block (rounded to 512 B): the caching allocator reserves a segment of
+  /// segment_size_for(largest_block) (memory/allocator.h) to hold it, 20 MiB for 1-10 MiB
+  int64_t largest_block = 0;
   int64_t total() const { return weights + optimizer_state + cache + dense + buffers; }
 };
 
