@@ -332,7 +332,7 @@ TEST(Trainer, RuntimeOomEndsTheRunWithASnapshot) {
   WorkloadSpec s = tiny(2);
   s.steps = 2;
   s.batch_size = 2000;
-  s.devices.memory_bytes = 5'900'000;
+  s.devices.memory_bytes = 22'020'096;  // 21 MiB: the bytes and the 20 MiB segment of the step's largest buffer fit, not that segment and the small pool's
   TrainerOptions opt;
   opt.session_path = (std::filesystem::temp_directory_path() / ("es_oom_" + std::to_string(getpid()) + ".db")).string();
   RunResult r = run_training(s, plan_sharding(s), opt);
@@ -472,7 +472,7 @@ TEST(Trainer, EmulatedDevicePathOomEndsOomWithTheSnapshot) {
   WorkloadSpec s = tiny(2);
   s.steps = 2;
   s.batch_size = 2000;
-  s.devices.memory_bytes = 5'900'000;
+  s.devices.memory_bytes = 22'020'096;  // as above
   TrainerOptions opt;
   opt.emulate_device = true;
   opt.session_path = (std::filesystem::temp_directory_path() / ("es_emulated_oom_" + std::to_string(getpid()) + ".db")).string();
