@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embedscope/sessions/analysis/rebalance_effect.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
 #include "embedscope/sessions/store/session.h"
@@ -41,7 +42,7 @@ std::string rebalance_text(const sessions::RebalanceRecord& r, const std::vector
     out += fmt::format("\n{}: {} -> {} over ranks {}", c.table_name, c.from_type, c.to_type, fmt::join(ranks, ","));
     if (c.to_type == "column_wise" && !cols.empty()) out += fmt::format(" (columns {})", fmt::join(cols, ", "));
   }
-  if (!r.refused.empty()) out += "\nrefused: " + r.refused;
+  for (const auto& m : sessions::refused_moves(r.refused)) out += "\nrefused: " + m.reason;  // one line a move
   if (r.outcome != "complete") out += "\n" + r.outcome;
   return out;
 }

@@ -162,9 +162,11 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
     QStringList parts;
     for (int r : under) {
       const auto& row = plan_model->ranks()[static_cast<size_t>(r)];
-      parts << QString("rank %1 planned %2, peak %3").arg(r)
-                   .arg(QString::fromStdString(sessions::format_bytes(row.planned_bytes)))
-                   .arg(QString::fromStdString(sessions::format_bytes(row.peak_bytes)));
+      parts << QString("rank %1 planned %2, peak %3%4").arg(r)
+                   .arg(QString::fromStdString(sessions::format_bytes(row.peak_planned_bytes)))
+                   .arg(QString::fromStdString(sessions::format_bytes(row.peak_bytes)))
+                   .arg(row.peak_when.empty() ? QString()
+                                              : QString(" (%1)").arg(QString::fromStdString(row.peak_when).toHtmlEscaped()));
     }
     label->setText(label->text() + QString("<br><span style=\"color:#d01010\"><b>the plan under-estimated the measured "
                                            "peak</b>: %1</span>").arg(parts.join("; ")));
@@ -227,8 +229,21 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
     layout->addWidget(kernels, 1);
   }
   layout->addLayout(paths, 1);
-  layout->addWidget(new QLabel("<b>Sharding plan</b>: per rank the shards it holds, its planned and peak memory, and the ids "
-                               "and bytes its lookups took in and gave out (measured steps)", page));
+  // a rebalanced run: the plan it ended with, and what its planned / peak columns compare
+  const QString plan_caption =
+      plan_model->plan_changes() == 0
+          ? QString("<b>Sharding plan</b>: per rank the shards it holds, its planned and peak memory, and the ids "
+                    "and bytes its lookups took in and gave out (measured steps)")
+          : QString("<b>Sharding plan as the run ended</b>, after %1 live rebalance(s) that changed it (the Load view "
+                    "shows the plan over time): per rank the shards it ended with, this plan's planned memory, the "
+                    "peak over the run (compared with the estimate of the plan in force when it happened: its "
+                    "tooltip says when), and the ids and bytes its lookups took in and gave out (measured steps; a "
+                    "shard counts the steps it spent on that rank)")
+                .arg(plan_model->plan_changes());
+  auto* plan_label = new QLabel(plan_caption, page);
+  plan_label->setObjectName("sharding_plan_caption");
+  plan_label->setWordWrap(true);
+  layout->addWidget(plan_label);
   layout->addWidget(plan, 2);
   return page;
 }
