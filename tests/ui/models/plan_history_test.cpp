@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/plan_history.h"
+#include "core/rebalance_marks.h"
 #include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/analysis/analysis.h"
@@ -195,4 +196,22 @@ TEST(PlanHistory, WithoutCountersARebalancedPeakIsNotCompared) {
   EXPECT_TRUE(m.under_planned().empty());
   EXPECT_EQ(m.ranks()[0].peak_planned_bytes, -1);
   EXPECT_TRUE(m.data(m.index(0, ShardingPlanModel::PeakMemory), Qt::ToolTipRole).toString().contains("not compared"));
+}
+
+// The Compare view's line on a run's rebalances (its figures span both plans).
+TEST(PlanHistory, RebalancesBriefSaysWhatEachMoveDid) {
+  sessions::RebalanceRecord moved, idle;
+  moved.step = 2;
+  moved.moves = 3;
+  moved.imbalance_before = 3.914;
+  moved.imbalance_predicted = 1.1;
+  moved.imbalance_after = 1.006;
+  idle.step = 5;
+  EXPECT_EQ(rebalances_brief({}, false), "");
+  EXPECT_EQ(rebalances_brief({moved}, false), "live rebalance after step 2: 3 table(s) moved, ids max/mean 3.91 -> 1.01 "
+                                              "observed after");
+  moved.imbalance_after = -1;
+  EXPECT_EQ(rebalances_brief({moved, idle}, true), "live rebalance after step 2: 3 table(s) moved, lookup ns max/mean 3.91 "
+                                                   "-> 1.10 predicted (and 1 firing(s) that moved nothing)");
+  EXPECT_EQ(rebalances_brief({idle, idle}, false), "live rebalancing: 2 firing(s), none moved a table");
 }
