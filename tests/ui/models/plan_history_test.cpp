@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <QAbstractItemModelTester>
+#include <QLabel>
+#include <QtTest/QtTest>
 
 #include <filesystem>
 #include <set>
@@ -16,7 +18,9 @@
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/analysis/analysis.h"
 #include "engine/rebalance/straggler_workload.h"
+#include "jobs/analysis_job.h"
 #include "models/sharding_plan_model.h"
+#include "views/summary_view.h"
 #include "ui/support/ui_fixtures.h"
 
 using namespace embedscope;
@@ -67,6 +71,10 @@ PhStraggler ph_straggler(const std::string& file, const std::vector<sessions::Me
   rb.moves = 1;
   rb.bytes_moved = 16000;
   rb.window_steps = 2;
+  rb.imbalance_before = 3.556;
+  rb.imbalance_predicted = 3.0;
+  rb.imbalance_after = 3.0;
+  rb.after_steps = 2;
   w.add_rebalances({rb}, {{2, 4, "h1", 0, 3, 0, 16000, "table_wise", "table_wise", 0, 500, 0, 8}});
   for (int r = 0; r < 4; ++r)
     for (int st = 0; st < 4; ++st) w.add_step({st, r, st * 1000, st * 1000 + 900, 0.5, 0, 0});
@@ -214,4 +222,32 @@ TEST(PlanHistory, RebalancesBriefSaysWhatEachMoveDid) {
   EXPECT_EQ(rebalances_brief({moved, idle}, true), "live rebalance after step 2: 3 table(s) moved, lookup ns max/mean 3.91 "
                                                    "-> 1.10 predicted (and 1 firing(s) that moved nothing)");
   EXPECT_EQ(rebalances_brief({idle, idle}, false), "live rebalancing: 2 firing(s), none moved a table");
+}
+
+// The summary page of the rebalanced session: the rebalance under the run's figures, the plan's
+// caption saying it is the final plan, and no "under-estimated" banner (the peaks are those of
+// the plan in force, plus the move).
+TEST(PlanHistory, SummaryPageOfARebalancedRun) {
+  const auto spec = engine::parse_workload(test_support::straggler_workload("straggler"), "straggler");
+  const auto initial = engine::plan_sharding(spec);
+  auto final_plan = initial;
+  final_plan.tables[4].shards[0].rank = 0;
+  const auto est = engine::estimate_memory(spec, initial);
+  const auto move = engine::rebalance::move_transient_bytes(spec, initial, final_plan);
+  std::vector<sessions::MemoryCounter> counters;
+  for (int r = 0; r < 4; ++r)
+    for (int st = 0; st < 4; ++st)
+      counters.push_back(ph_counter(st, r, est[static_cast<size_t>(r)].total() + (st >= 1 ? move[static_cast<size_t>(r)].total() : 0)));
+  const PhStraggler s = ph_straggler("ph_summary.db", counters);
+  SummaryView view(std::make_shared<sessions::SessionReader>(s.path));
+  QTRY_VERIFY_WITH_TIMEOUT(!view.job()->busy(), 20000);
+  QString all;
+  for (const QLabel* l : view.findChildren<QLabel*>()) all += l->text() + "\n";
+  EXPECT_TRUE(all.contains("live rebalance after step 1: 1 table(s) moved, ids max/mean 3.56 -&gt; 3.00 observed after"))
+      << all.toStdString();
+  EXPECT_FALSE(all.contains("under-estimated")) << all.toStdString();
+  const QLabel* caption = view.findChild<QLabel*>("sharding_plan_caption");
+  ASSERT_NE(caption, nullptr);
+  EXPECT_TRUE(caption->text().contains("Sharding plan as the run ended</b>, after 1 live rebalance(s)"))
+      << caption->text().toStdString();
 }
