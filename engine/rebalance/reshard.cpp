@@ -3,6 +3,7 @@
 #include "embedscope/engine/rebalance/reshard.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <tuple>
 
@@ -75,6 +76,24 @@ WindowLoad window_load(const ShardingPlan& plan, const std::vector<int64_t>& gat
         }
     }
   return w;
+}
+
+double load_shift(const std::vector<std::vector<int64_t>>& a, const std::vector<std::vector<int64_t>>& b) {
+  if (a.size() != b.size()) return 1.0;
+  double sa = 0, sb = 0;
+  for (size_t t = 0; t < a.size(); ++t) {
+    if (a[t].size() != b[t].size()) return 1.0;
+    for (size_t s = 0; s < a[t].size(); ++s) {
+      sa += static_cast<double>(a[t][s]);
+      sb += static_cast<double>(b[t][s]);
+    }
+  }
+  if (sa <= 0 || sb <= 0) return sa <= 0 && sb <= 0 ? 0.0 : 1.0;
+  double d = 0;
+  for (size_t t = 0; t < a.size(); ++t)
+    for (size_t s = 0; s < a[t].size(); ++s)
+      d += std::abs(static_cast<double>(a[t][s]) / sa - static_cast<double>(b[t][s]) / sb);
+  return d / 2;
 }
 
 MoveFloats move_floats(const WorkloadSpec& spec, int table) {

@@ -30,11 +30,36 @@ std::vector<RebalanceEffect> rebalance_effects(const std::vector<RebalanceRecord
     e.rebalance = r;
     e.step_p50_before_ns = median_ns(between(r.step - r.window_steps + 1, r.step));
     e.step_p50_after_ns = r.after_steps > 0 ? median_ns(between(r.step + 1, r.step + r.after_steps)) : -1;
-    if (e.step_p50_before_ns >= 0 && e.step_p50_after_ns >= 0 && e.step_p50_after_ns < e.step_p50_before_ns)
+    // only a move that happened can pay for itself: after a firing that moved nothing the same
+    // plan ran before and after, and a faster median is noise
+    const bool moved = r.moves > 0 && r.outcome == "complete";
+    if (moved && e.step_p50_before_ns >= 0 && e.step_p50_after_ns >= 0 && e.step_p50_after_ns < e.step_p50_before_ns)
       e.amortised_after_steps =
           static_cast<double>(r.duration_ns) / static_cast<double>(e.step_p50_before_ns - e.step_p50_after_ns);
     out.push_back(std::move(e));
   }
+  return out;
+}
+
+std::vector<RefusedMoveText> refused_moves(const std::string& refused) {
+  std::vector<RefusedMoveText> out;
+  if (refused.empty()) return out;
+  static const std::string kSep = "; table \"";
+  size_t at = 0;
+  while (at <= refused.size()) {
+    size_t next = refused.find(kSep, at);
+    if (next == std::string::npos) next = refused.size();
+    RefusedMoveText m;
+    m.reason = refused.substr(at, next - at);
+    if (m.reason.rfind("table \"", 0) == 0)
+      if (const size_t close = m.reason.find('"', 7); close != std::string::npos) m.table = m.reason.substr(7, close - 7);
+    out.push_back(std::move(m));
+    if (next == refused.size()) break;
+    at = next + 2;  // past "; ", at `table "`
+  }
+  // a text in another form than the policy's: one refusal, whole (no piece named a table)
+  if (std::none_of(out.begin(), out.end(), [](const RefusedMoveText& m) { return !m.table.empty(); }) && out.size() > 1)
+    return {{"", refused}};
   return out;
 }
 

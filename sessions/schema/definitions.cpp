@@ -291,8 +291,10 @@ const RecordTable<RebalanceRecord>& rebalances_table() {
        "After measured step `step` the ranks all-gathered their load counters (`rebalance_load_all_gather` on the comm "
        "lane), computed the same proposal (engine/rebalance/policy.h) and moved its tables with one all-to-all of rows "
        "(`reshard` on the comm lane, in `collectives`); the tables moved are `plan_changes` rows. A row with `moves` 0 "
-       "records a firing that moved nothing (no gain, or every move refused: `refused`). Older files and runs without a "
-       "policy have no rows."},
+       "records a firing that moved nothing (no gain, or every move refused: `refused`); a later firing on the same plan "
+       "that would say the same has no row: it is not proposed again while the load per shard moved by at most 5% "
+       "(engine/rebalance/reshard.h kReproposeShift), nor recorded when it refuses the same moves for the same reasons "
+       "(files of earlier builds may repeat such rows). Older files and runs without a policy have no rows."},
       {field<&RebalanceRecord::step>("step", "measured step after which it ran; the new plan serves from step + 1"),
        field<&RebalanceRecord::reason>("reason", "the trigger, e.g. `every 5 steps`, `imbalance 2.80 > 1.50 over steps 3..4`"),
        field<&RebalanceRecord::moves>("moves", "tables moved whole or changed to row_wise"),
@@ -307,9 +309,9 @@ const RecordTable<RebalanceRecord>& rebalances_table() {
        field<&RebalanceRecord::imbalance_after>(
            "imbalance_after", "observed over the next steps (at most `window_steps`, before the next rebalance); -1 none ran"),
        field<&RebalanceRecord::after_steps>("after_steps", "steps `imbalance_after` was observed over"),
-       field<&RebalanceRecord::start_ns>("start_ns", "when the earliest rank began, ns"),
-       field<&RebalanceRecord::duration_ns>("duration_ns", "time spent by the slowest rank (all-gather, proposal, move, rebuild), ns"),
-       field<&RebalanceRecord::refused>("refused", "moves wanted and not made, with the reason, `; `-joined; empty if none"),
+       field<&RebalanceRecord::start_ns>("start_ns", "when the earliest rank began (every rank past the load all-gather), ns"),
+       field<&RebalanceRecord::duration_ns>("duration_ns", "time spent by the slowest rank (proposal, move, rebuild; from the end of the load all-gather, whose wait for ranks still in their step is the imbalance itself), ns"),
+       field<&RebalanceRecord::refused>("refused", "moves wanted and not made, each `table \"NAME\" (BYTES) from rank F to ...: WHY`, `; `-joined (`stats --json` cuts it into {table, reason} objects); empty if none"),
        field<&RebalanceRecord::outcome>(
            "outcome",
            "`complete`, or `failed: ...` for a move the run ended in (a rank failed or vanished before every rank had "

@@ -26,6 +26,7 @@
 #include "embedscope/sessions/analysis/stats.h"
 #include "embedscope/sessions/store/session.h"
 #include "output/output.h"
+#include "output/rebalance_text.h"
 #include "run_process.h"
 #include "workload_args.h"
 
@@ -172,6 +173,15 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
                              {"backward_relative_error", r.qcomms_error.backward_relative}}},
            {"ranks", json::array()}};
     j["tables"] = es::table_storage_json(r.table_storage);
+    // the live rebalances (stats --json gives the same objects, with the step times around them)
+    j["rebalances"] = json::array();
+    for (const auto& rb : r.rebalances) j["rebalances"].push_back(rebalance_json(rb));
+    j["plan_changes"] = json::array();
+    for (const auto& c : r.plan_changes)
+      j["plan_changes"].push_back({{"step", c.step}, {"table", c.table_name}, {"shard_index", c.shard_index},
+                                   {"from_rank", c.from_rank}, {"to_rank", c.to_rank}, {"from_type", c.from_type},
+                                   {"to_type", c.to_type}, {"row_offset", c.row_offset}, {"num_rows", c.num_rows},
+                                   {"col_offset", c.col_offset}, {"num_cols", c.num_cols}, {"bytes", c.bytes}});
     if (!process_from.empty()) j["process_rank"] = proc.rank;
     for (const auto& rk : r.ranks)
       j["ranks"].push_back({{"rank", rk.rank}, {"ids_looked_up", rk.ids_looked_up}, {"unique_ids", rk.unique_ids},
@@ -180,7 +190,9 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
     std::cout << dump(j) << "\n";
     return 0;
   }
-  std::cout << "sharding plan\n" << plan_table(spec, r.plan) << "\n" << pipeline_text(spec);
+  std::cout << (r.plan_changes.empty() ? std::string("sharding plan\n")
+                                       : "sharding plan (as the run started; the live rebalances below changed it)\n")
+            << plan_table(spec, r.plan) << "\n" << pipeline_text(spec);
   std::cout << fmt::format("steps        {} measured, {} samples each ({} per rank x {} ranks)\n", r.step_time_ns.size(),
                            r.samples_per_step, spec.batch_size, spec.devices.count);
   std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", ms(d.mean), ms(static_cast<double>(d.p50)),
@@ -194,6 +206,12 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
     std::cout << fmt::format("qcomms error forward max abs {:.3g} (relative {:.3g}); backward max abs {:.3g} (relative {:.3g})\n",
                              r.qcomms_error.forward_max_abs, r.qcomms_error.forward_relative,
                              r.qcomms_error.backward_max_abs, r.qcomms_error.backward_relative);
+  if (!r.rebalances.empty()) {  // one line each: what moved (and where), or what was refused and why
+    const bool by_time = spec.rebalance.balance == es::RebalanceBalance::lookup_time;
+    std::cout << fmt::format("rebalances   {} firing(s) of the live policy\n", r.rebalances.size());
+    for (const auto& rb : r.rebalances)
+      std::cout << "  " << rebalance_line(rb, by_time) << "\n" << plan_change_lines(r.plan_changes, rb.step);
+  }
   std::cout << "\n";
   if (std::any_of(spec.tables.begin(), spec.tables.end(),
                   [](const auto& t) {

@@ -24,6 +24,7 @@
 #include "output/gpu_kernels_text.h"
 #include "output/memory_text.h"
 #include "output/output.h"
+#include "output/rebalance_text.h"
 
 namespace embedscope::cli {
 
@@ -95,60 +96,6 @@ std::string hot_rows_text(const std::string& meta, int64_t steps) {
   return out;
 }
 
-// The live rebalances (tables `rebalances`, analysis/rebalance_effect.h): per rebalance the
-// step, the tables moved and bytes, ids max/mean before / predicted / observed after, the
-// median step time before and after, the time spent and the steps it took to pay for itself.
-// Under each rebalance its plan changes (table `plan_changes`): a table_wise move "t1 rank 0 ->
-// rank 1", a change of type "t3: table_wise -> row_wise, rank 0 -> shards on ranks 0,1,2,3" (column_wise:
-// "..., shards on ranks 0,1 (columns 0-7, 8-15)"), a change back "t3: row_wise -> table_wise on rank 2".
-// "" without rebalances.
-std::string rebalances_text(const std::vector<ss::RebalanceEffect>& effects, const std::vector<ss::PlanChangeRecord>& changes) {
-  if (effects.empty()) return "";
-  auto t = [](int64_t ns) { return ns < 0 ? std::string("-") : ms(ns); };
-  std::string out = "live rebalances (max/mean of the balanced load - ids, or lookup ns with balance lookup_time - before, predicted, observed after; median step time before -> after)\n";
-  out += fmt::format("  {:>5} {:>6} {:>10} {:>7} {:>9} {:>7} {:>11} {:>11} {:>11} {:>10}  {}\n", "step", "moves", "bytes",
-                     "before", "predicted", "after", "step before", "step after", "time spent", "amortised", "reason");
-  for (const auto& e : effects) {
-    const auto& r = e.rebalance;
-    out += fmt::format("  {:>5} {:>6} {:>10} {:>7.2f} {:>9.2f} {:>7} {:>11} {:>11} {:>11} {:>10}  {}\n", r.step, r.moves,
-                       es::format_bytes(r.bytes_moved), r.imbalance_before, r.imbalance_predicted,
-                       r.imbalance_after < 0 ? std::string("-") : fmt::format("{:.2f}", r.imbalance_after),
-                       t(e.step_p50_before_ns), t(e.step_p50_after_ns), ms(r.duration_ns),
-                       e.amortised_after_steps < 0 ? std::string("-") : fmt::format("{:.1f} steps", e.amortised_after_steps),
-                       r.reason);
-    if (!r.refused.empty()) out += "        refused: " + r.refused + "\n";
-    if (r.outcome != "complete") out += "        " + r.outcome + "\n";
-    for (size_t i = 0; i < changes.size(); ++i) {
-      const auto& c = changes[i];
-      if (c.step != r.step + 1) continue;
-      if (c.from_type == c.to_type) {
-        out += fmt::format("        {}: rank {} -> rank {} ({})\n", c.table_name, c.from_rank, c.to_rank, es::format_bytes(c.bytes));
-        continue;
-      }
-      // a change of type: its shards are consecutive rows of the same step and table
-      if (i > 0 && changes[i - 1].step == c.step && changes[i - 1].table == c.table) continue;
-      if (c.to_type == "table_wise") {  // back from row_wise / column_wise: one row, the table's new rank
-        out += fmt::format("        {}: {} -> table_wise on rank {} ({})\n", c.table_name, c.from_type, c.to_rank,
-                           es::format_bytes(c.bytes));
-        continue;
-      }
-      std::vector<std::string> ranks, cols;  // cols: column_wise shards' columns
-      int64_t bytes = 0;
-      for (size_t k = i; k < changes.size() && changes[k].step == c.step && changes[k].table == c.table; ++k) {
-        ranks.push_back(std::to_string(changes[k].to_rank));
-        if (changes[k].num_cols > 0)
-          cols.push_back(fmt::format("{}-{}", changes[k].col_offset, changes[k].col_offset + changes[k].num_cols - 1));
-        bytes += changes[k].bytes;
-      }
-      const std::string columns =
-          c.to_type == "column_wise" && !cols.empty() ? fmt::format(" (columns {})", fmt::join(cols, ", ")) : "";
-      out += fmt::format("        {}: {} -> {}, rank {} -> shards on ranks {}{} ({})\n", c.table_name, c.from_type,
-                         c.to_type, c.from_rank, fmt::join(ranks, ","), columns, es::format_bytes(bytes));
-    }
-  }
-  return out + "\n";
-}
-
 int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   const ss::SessionReader session(file);
   const ss::RunStats st = ss::analyze(session);
@@ -190,13 +137,14 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
            {"rebalances", json::array()}};
     for (const auto& e : ss::rebalance_effects(session)) {
       const auto& r = e.rebalance;
-      j["rebalances"].push_back({{"step", r.step}, {"reason", r.reason}, {"moves", r.moves}, {"bytes_moved", r.bytes_moved},
-                                 {"window_steps", r.window_steps}, {"imbalance_before", r.imbalance_before},
-                                 {"imbalance_predicted", r.imbalance_predicted}, {"imbalance_after", r.imbalance_after},
-                                 {"after_steps", r.after_steps}, {"duration_ns", r.duration_ns},
-                                 {"step_p50_before_ns", e.step_p50_before_ns}, {"step_p50_after_ns", e.step_p50_after_ns},
-                                 {"amortised_after_steps", e.amortised_after_steps}, {"refused", r.refused},
-                                 {"outcome", r.outcome}});
+      // refused: one {table, reason} a move (older files' "; "-joined text is cut the same way);
+      // figures that do not exist (no step after it, nothing moved to amortise) are null
+      json o = rebalance_json(r);
+      auto ns_or_null = [](int64_t ns) { return ns < 0 ? json() : json(ns); };
+      o["step_p50_before_ns"] = ns_or_null(e.step_p50_before_ns);
+      o["step_p50_after_ns"] = ns_or_null(e.step_p50_after_ns);
+      o["amortised_after_steps"] = e.amortised_after_steps < 0 ? json() : json(e.amortised_after_steps);
+      j["rebalances"].push_back(std::move(o));
     }
     j["plan_changes"] = json::array();
     for (const auto& c : session.plan_changes())

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embedscope/sessions/analysis/rebalance_effect.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
 #include "embedscope/sessions/store/session.h"
@@ -41,17 +42,49 @@ std::string rebalance_text(const sessions::RebalanceRecord& r, const std::vector
     out += fmt::format("\n{}: {} -> {} over ranks {}", c.table_name, c.from_type, c.to_type, fmt::join(ranks, ","));
     if (c.to_type == "column_wise" && !cols.empty()) out += fmt::format(" (columns {})", fmt::join(cols, ", "));
   }
-  if (!r.refused.empty()) out += "\nrefused: " + r.refused;
+  for (const auto& m : sessions::refused_moves(r.refused)) out += "\nrefused: " + m.reason;  // one line a move
   if (r.outcome != "complete") out += "\n" + r.outcome;
   return out;
+}
+
+namespace {
+// Whether the session's workload balanced measured lookup ns (`rebalance.balance` "lookup_time")
+// rather than ids.
+bool balances_lookup_time(const sessions::SessionReader& session) {
+  const auto workload = nlohmann::json::parse(session.meta(sessions::meta::kWorkloadJson, ""), nullptr, false);
+  const nlohmann::json* policy = workload.is_object() && workload.contains("rebalance") ? &workload["rebalance"] : nullptr;
+  return policy && policy->is_object() && policy->value("balance", std::string("ids")) == "lookup_time";
+}
+}  // namespace
+
+std::string rebalances_brief(const std::vector<sessions::RebalanceRecord>& rebalances, bool lookup_time) {
+  std::vector<std::string> moved;
+  size_t idle = 0;
+  for (const auto& r : rebalances) {
+    if (r.moves <= 0 || r.outcome != "complete") {
+      ++idle;
+      continue;
+    }
+    moved.push_back(fmt::format("after step {}: {} table(s) moved, {} max/mean {:.2f} -> {}", r.step, r.moves,
+                                lookup_time ? "lookup ns" : "ids", r.imbalance_before,
+                                r.imbalance_after >= 0 ? fmt::format("{:.2f} observed after", r.imbalance_after)
+                                                       : fmt::format("{:.2f} predicted", r.imbalance_predicted)));
+  }
+  if (rebalances.empty()) return "";
+  if (moved.empty()) return fmt::format("live rebalancing: {} firing(s), none moved a table", idle);
+  std::string out = fmt::format("live rebalance{} {}", moved.size() == 1 ? "" : "s", fmt::join(moved, "; "));
+  if (idle > 0) out += fmt::format(" (and {} firing(s) that moved nothing)", idle);
+  return out;
+}
+
+std::string rebalances_brief(const sessions::SessionReader& session) {
+  return rebalances_brief(session.rebalances(), balances_lookup_time(session));
 }
 
 std::vector<RebalanceMark> rebalance_marks(const sessions::SessionReader& session) {
   std::vector<RebalanceMark> out;
   const auto changes = session.plan_changes();
-  const auto workload = nlohmann::json::parse(session.meta(sessions::meta::kWorkloadJson, ""), nullptr, false);
-  const nlohmann::json* policy = workload.is_object() && workload.contains("rebalance") ? &workload["rebalance"] : nullptr;
-  const bool lookup_time = policy && policy->is_object() && policy->value("balance", std::string("ids")) == "lookup_time";
+  const bool lookup_time = balances_lookup_time(session);
   for (const auto& r : session.rebalances())
     out.push_back({r.start_ns, r.step, rebalance_text(r, changes, lookup_time)});
   return out;

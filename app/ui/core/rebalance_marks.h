@@ -39,6 +39,16 @@ std::string rebalance_text(const sessions::RebalanceRecord& r, const std::vector
 /// balanced load is read from the workload_json's `rebalance.balance` (ids when absent).
 std::vector<RebalanceMark> rebalance_marks(const sessions::SessionReader& session);
 
+/// A line on a session's live rebalances for the Compare view, whose figures span the whole run
+/// (both plans): each firing that moved tables, "after step 2: 3 table(s) moved, ids max/mean 3.91
+/// -> 1.01 observed after" ("-> 1.10 predicted" when no step followed; "lookup ns" with balance
+/// lookup_time), and how many moved nothing; "" for a session without rebalances. E.g.
+/// "live rebalance after step 2: 3 table(s) moved, ids max/mean 3.91 -> 1.01 observed after",
+/// "... (and 1 firing(s) that moved nothing)", "live rebalancing: 2 firing(s), none moved a table".
+std::string rebalances_brief(const std::vector<sessions::RebalanceRecord>& rebalances, bool lookup_time);
+/// The same from a session (its rebalances; the balanced load from its workload's policy).
+std::string rebalances_brief(const sessions::SessionReader& session);
+
 /// One row of the plan over time: "t0", "table_wise", "0", "rank 1", "rows 0-9", "steps 2-5".
 struct PlanRow {
   std::string table, sharding_type, shard, rank, rows, steps;

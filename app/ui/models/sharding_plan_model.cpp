@@ -2,13 +2,19 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
+#include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include <QColor>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/plan_history.h"
+#include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
@@ -66,12 +72,21 @@ engine::ShardingPlan plan_of(const std::vector<sessions::ShardRecord>& shards, i
 ShardingPlanModel::ShardingPlanModel(const sessions::SessionReader& session, const sessions::RunStats& stats,
                                      QObject* parent)
     : QAbstractItemModel(parent) {
-  std::vector<sessions::ShardRecord> plan;  // the plan as the session stores it
+  std::vector<sessions::ShardRecord> initial;  // the plan the run started with, as the session stores it
   try {
-    plan = session.shards();
+    initial = session.shards();
   } catch (const std::exception&) {  // an older file whose plan JSON is unreadable: no plan
     return;
   }
+  // live rebalances: the plan shown is the one the run ended with
+  const std::vector<sessions::PlanChangeRecord> changes = session.plan_changes();
+  {
+    std::set<int64_t> steps;
+    for (const auto& c : changes) steps.insert(c.step);
+    plan_changes_ = static_cast<int>(steps.size());
+  }
+  const std::vector<sessions::ShardRecord> plan =
+      changes.empty() ? initial : shards_at(initial, changes, std::numeric_limits<int64_t>::max());
   int world = static_cast<int>(std::strtol(session.meta(sessions::meta::kWorldSize, "0").c_str(), nullptr, 10));
   for (const auto& sh : plan) world = std::max(world, sh.rank + 1);
   if (plan.empty() || world <= 0) return;
@@ -113,14 +128,61 @@ ShardingPlanModel::ShardingPlanModel(const sessions::SessionReader& session, con
     const engine::WorkloadSpec spec = engine::parse_workload(json::parse(session.meta(sessions::meta::kWorkloadJson, "{}")), sessions::meta::kWorkloadJson);
     for (const auto& e : engine::estimate_memory(spec, plan_of(plan, world)))
       if (e.rank >= 0 && e.rank < world) ranks_[static_cast<size_t>(e.rank)].planned_bytes = e.total();
+    compare_peaks(spec, initial, changes, session.memory_counters(), world);
   } catch (const std::exception&) {  // a session without its workload (hand-built, imported): no estimate
+  }
+}
+
+void ShardingPlanModel::compare_peaks(const engine::WorkloadSpec& spec, const std::vector<sessions::ShardRecord>& initial,
+                                      const std::vector<sessions::PlanChangeRecord>& changes,
+                                      const std::vector<sessions::MemoryCounter>& counters, int world) {
+  if (changes.empty()) {  // one plan all along: the one shown
+    for (auto& r : ranks_) r.peak_planned_bytes = r.planned_bytes;
+    return;
+  }
+  std::set<int64_t> change_steps;  // the first step of each new plan
+  for (const auto& c : changes) change_steps.insert(c.step);
+  for (auto& r : ranks_) {
+    if (r.peak_bytes < 0) continue;
+    const auto step = peak_step(counters, r.rank, r.peak_bytes);
+    if (!step) {
+      r.peak_when = "the plan changed mid-run and the session has no memory counters to say when the peak happened: "
+                    "not compared with a plan";
+      continue;
+    }
+    const engine::ShardingPlan before = plan_of(shards_at(initial, changes, *step), world);
+    try {
+      int64_t planned = engine::estimate_memory(spec, before).at(static_cast<size_t>(r.rank)).total();
+      if (change_steps.count(*step + 1)) {
+        // a move followed this step, and its counter is the one written after the move: the peak
+        // came in the step or in the move, which holds both plans' shards of the changed tables
+        // and the all-to-all's buffers at once - the larger is the plan before plus those
+        const engine::ShardingPlan after = plan_of(shards_at(initial, changes, *step + 1), world);
+        const auto move = engine::rebalance::move_transient_bytes(spec, before, after).at(static_cast<size_t>(r.rank));
+        r.peak_when = fmt::format("step {} or the live rebalance's move after it (one memory counter covers both): the "
+                                  "plan before it ({}) + the move's new shards {}, sent {}, received {}",
+                                  *step, sessions::format_bytes(planned), sessions::format_bytes(move.new_shards),
+                                  sessions::format_bytes(move.send), sessions::format_bytes(move.recv));
+        r.peak_note = QString("at the move after step %1").arg(*step);
+        planned += move.total();
+      } else {
+        const auto from = change_steps.upper_bound(*step);  // the plan in force began at the change before it
+        r.peak_when = from == change_steps.begin()
+                          ? fmt::format("{} {}, under the plan the run started with", *step < 0 ? "warm-up step" : "step", *step)
+                          : fmt::format("step {}, under the plan in force from step {}", *step, *std::prev(from));
+        if (from != change_steps.end()) r.peak_note = "under an earlier plan";
+      }
+      r.peak_planned_bytes = planned;
+    } catch (const std::exception& e) {  // a plan the estimate or the move cannot read
+      r.peak_when = std::string("not compared with a plan: ") + e.what();
+    }
   }
 }
 
 std::vector<int> ShardingPlanModel::under_planned() const {
   std::vector<int> out;
   for (const auto& r : ranks_)
-    if (r.planned_bytes >= 0 && r.peak_bytes > r.planned_bytes) out.push_back(r.rank);
+    if (r.peak_planned_bytes >= 0 && r.peak_bytes > r.peak_planned_bytes) out.push_back(r.rank);
   return out;
 }
 
@@ -150,17 +212,30 @@ QVariant ShardingPlanModel::data(const QModelIndex& index, int role) const {
   const bool is_rank = index.internalId() == 0;
   const RankRow& r = ranks_[static_cast<size_t>(is_rank ? index.row() : static_cast<int>(index.internalId() - 1))];
   if (role == Qt::TextAlignmentRole && index.column() >= PlannedMemory) return int(Qt::AlignRight | Qt::AlignVCenter);
-  const bool over = is_rank && index.column() == PeakMemory && r.planned_bytes >= 0 && r.peak_bytes > r.planned_bytes;
+  const bool peak_cell = is_rank && index.column() == PeakMemory;
+  const bool over = peak_cell && r.peak_planned_bytes >= 0 && r.peak_bytes > r.peak_planned_bytes;
+  const QString when = r.peak_when.empty() ? QString() : QString(" (%1)").arg(QString::fromStdString(r.peak_when));
   if (over && role == Qt::ForegroundRole) return QColor(0xd0, 0x10, 0x10);
   if (over && role == Qt::ToolTipRole)
-    return QString("the plan under-estimated this rank: planned %1, measured peak %2 (%3 more)")
-        .arg(QString::fromStdString(sessions::format_bytes(r.planned_bytes)))
+    return QString("the plan under-estimated this rank: planned %1, measured peak %2 (%3 more)%4")
+        .arg(QString::fromStdString(sessions::format_bytes(r.peak_planned_bytes)))
         .arg(QString::fromStdString(sessions::format_bytes(r.peak_bytes)))
-        .arg(QString::fromStdString(sessions::format_bytes(r.peak_bytes - r.planned_bytes)));
+        .arg(QString::fromStdString(sessions::format_bytes(r.peak_bytes - r.peak_planned_bytes)))
+        .arg(when);
   if (over && role == Qt::DisplayRole)
     return QString("%1 (+%2 over the plan)")
         .arg(QString::fromStdString(sessions::format_bytes(r.peak_bytes)))
-        .arg(QString::fromStdString(sessions::format_bytes(r.peak_bytes - r.planned_bytes)));
+        .arg(QString::fromStdString(sessions::format_bytes(r.peak_bytes - r.peak_planned_bytes)));
+  if (peak_cell && role == Qt::ToolTipRole && !r.peak_when.empty())  // a rebalanced run: when, and against what
+    return QString("measured peak %1%2%3")
+        .arg(QString::fromStdString(sessions::format_bytes(r.peak_bytes)))
+        .arg(r.peak_planned_bytes >= 0
+                 ? QString(", within the estimate of the plan in force then (%1)")
+                       .arg(QString::fromStdString(sessions::format_bytes(r.peak_planned_bytes)))
+                 : QString())
+        .arg(when);
+  if (peak_cell && role == Qt::DisplayRole && !r.peak_note.isEmpty() && r.peak_bytes >= 0)  // not under the plan shown
+    return QString("%1 (%2)").arg(QString::fromStdString(sessions::format_bytes(r.peak_bytes)), r.peak_note);
   if (role != Qt::DisplayRole && role != Qt::UserRole) return {};
   auto bytes = [&](int64_t b) -> QVariant {
     if (b < 0) return role == Qt::UserRole ? QVariant() : QVariant(QString());

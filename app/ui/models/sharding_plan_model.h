@@ -2,17 +2,26 @@
 // The sharding plan of a session as a tree, like TorchRec's planner statistics: one row per
 // rank (the shards it holds by type, its planned and measured memory, the ids it looked up and
 // the bytes its lookups took in and gave out), with one child row per shard (table, sharding
-// type, rows x cols at its offset, its weight bytes and its own load). Sources: the session's
-// sharding_plan_json and workload_json metadata, load_counters (measured steps) and the
-// per-rank peak allocated memory of sessions::analyze (sessions/schema/FORMAT.md).
+// type, rows x cols at its offset, its weight bytes and its own load). A run with live
+// rebalances shows the plan it ended with (the load view shows the plan over time), and each
+// rank's measured peak is compared with the estimate of the plan in force when the peak
+// happened (core/plan_history.h), not with the first plan's. Sources: the session's tables
+// `shards` and `plan_changes`, workload_json metadata, load_counters (measured steps),
+// memory_counters and the per-rank peak allocated memory of sessions::analyze
+// (sessions/schema/FORMAT.md).
 
 #include <QAbstractItemModel>
+#include <QString>
 
 #include <string>
 #include <vector>
 
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/store/session.h"
+
+namespace embedscope::engine {
+struct WorkloadSpec;
+}
 
 namespace embedscope::ui {
 
@@ -32,18 +41,34 @@ class ShardingPlanModel : public QAbstractItemModel {
   struct RankRow {
     int rank = 0;
     std::vector<ShardRow> shards;
-    int64_t planned_bytes = -1;  ///< engine::estimate_memory total; -1 when unknown
+    int64_t planned_bytes = -1;  ///< engine::estimate_memory total of the plan shown (the final one); -1 when unknown
     int64_t peak_bytes = -1;     ///< measured peak allocated; -1 when the session has none
+    /// The estimate the peak is compared with: the plan in force when it happened (during a live
+    /// rebalance's move: the plan before it plus the move's new shards and all-to-all buffers,
+    /// rebalance::move_transient_bytes); -1 when unknown (the plan changed and the session has no
+    /// memory counters to say when the peak happened: no comparison).
+    int64_t peak_planned_bytes = -1;
+    /// When the peak happened and under which plan, for the tooltip: "step 4, under the plan in
+    /// force from step 3", "step 2 or the live rebalance's move after it (...)"; "" for a run
+    /// whose plan never changed.
+    std::string peak_when;
+    /// Beside the peak in its cell when it did not happen under the plan shown: "at the move
+    /// after step 2", "under an earlier plan"; empty otherwise.
+    QString peak_note;
     int64_t ids = 0, bytes_in = 0, bytes_out = 0;
   };
 
   /// A session without a plan gives an empty model.
   ShardingPlanModel(const sessions::SessionReader& session, const sessions::RunStats& stats, QObject* parent = nullptr);
   const std::vector<RankRow>& ranks() const { return ranks_; }
-  /// The ranks whose measured peak allocated memory exceeds the plan's estimate (the plan
-  /// under-estimated them), ascending. Their peak cell reads "746.3 MiB (+1.0 MiB over the
-  /// plan)" in red, with the figures in its tooltip.
+  /// The ranks whose measured peak allocated memory exceeds the estimate of the plan in force
+  /// when it happened (RankRow::peak_planned_bytes: the plan under-estimated them), ascending.
+  /// Their peak cell reads "746.3 MiB (+1.0 MiB over the plan)" in red, with the figures in its
+  /// tooltip.
   std::vector<int> under_planned() const;
+  /// Live rebalances that changed the plan (plan_changes at distinct steps); 0: the plan shown
+  /// is the one the run started with.
+  int plan_changes() const { return plan_changes_; }
 
   QModelIndex index(int row, int column, const QModelIndex& parent = {}) const override;
   QModelIndex parent(const QModelIndex& child) const override;
@@ -54,7 +79,14 @@ class ShardingPlanModel : public QAbstractItemModel {
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
  private:
+  /// Fills each rank's peak_planned_bytes and peak_when: the plan in force at the moment of its
+  /// peak (core/plan_history.h) and its estimate (plus the move's transient bytes for a peak
+  /// during a live rebalance's move). Without changes: the plan shown.
+  void compare_peaks(const engine::WorkloadSpec& spec, const std::vector<sessions::ShardRecord>& initial,
+                     const std::vector<sessions::PlanChangeRecord>& changes,
+                     const std::vector<sessions::MemoryCounter>& counters, int world);
   std::vector<RankRow> ranks_;
+  int plan_changes_ = 0;
 };
 
 }  // namespace embedscope::ui

@@ -19,6 +19,7 @@
 
 #include "charts/colors.h"  // session_color
 #include "charts/plot_axes.h"
+#include "core/rebalance_marks.h"
 #include "jobs/analysis_job.h"
 #include "timeline/step_box.h"
 #include "views/memory_compare.h"
@@ -113,6 +114,11 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats) {
                 .arg(stats[i].ranks.size() == 1 ? QString("1 rank") : QString("%1 ranks").arg(stats[i].ranks.size()))
                 .arg(QString::fromStdString(sessions[i].session->meta(sessions::meta::kBackend)))
                 .arg(stats[i].simulated ? " (SIMULATED)" : "");
+  // a run that changed its plan mid-run: its figures below mix both plans; say what each move did
+  for (size_t i = 0; i < sessions.size(); ++i)
+    if (const std::string brief = rebalances_brief(*sessions[i].session); !brief.empty())
+      head += QString("<b>%1</b>: %2 (the figures below span the whole run, before and after)<br>")
+                  .arg(labels[i].toHtmlEscaped(), QString::fromStdString(brief).toHtmlEscaped());
   for (size_t i = 0; i < sessions.size(); ++i)  // how a run that failed ended, in its own words
     if (const std::string msg = sessions[i].session->meta(sessions::meta::kEndMessage); !msg.empty() && stats[i].ended != "complete")
       head += QString("<span style=\"color:#b00000\"><b>%1</b>: %2</span><br>")

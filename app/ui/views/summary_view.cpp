@@ -13,11 +13,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/rebalance_marks.h"
 #include "core/timeline_math.h"
 #include "jobs/analysis_job.h"
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/flight_recorder.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
+#include "embedscope/sessions/analysis/rebalance_effect.h"
 #include "models/critical_path_model.h"
 #include "models/gpu_kernels_model.h"
 #include "models/rank_stats_model.h"
@@ -42,7 +44,27 @@ struct SummaryFigures {
   sessions::RunStats stats;
   std::vector<sessions::RankKernelFigures> kernels;
   sessions::FlightAnalysis flight;
+  std::vector<sessions::RebalanceEffect> rebalances;  ///< live rebalances with the step times around them
+  std::string rebalances_brief;                       ///< core/rebalance_marks.h; "" without
 };
+
+// A line per live rebalance that moved tables, with the median step time before and after it
+// (analysis/rebalance_effect.h), under the run's figures, which span both plans: "live rebalance
+// after step 2: 3 table(s) moved, ids max/mean 3.91 -> 1.01 observed after; median step 155.12
+// ms -> 121.40 ms". "" without rebalances.
+QString rebalance_lines(const SummaryFigures& f) {
+  if (f.rebalances_brief.empty()) return {};
+  QStringList steps;
+  for (const auto& e : f.rebalances)
+    if (e.rebalance.moves > 0 && e.step_p50_before_ns >= 0 && e.step_p50_after_ns >= 0)
+      steps << QString("after step %1 %2 -> %3")
+                   .arg(e.rebalance.step)
+                   .arg(QString::fromStdString(format_duration(e.step_p50_before_ns)),
+                        QString::fromStdString(format_duration(e.step_p50_after_ns)));
+  return QString("<br>%1%2 (the figures above span the whole run; `embedscope stats` lists each rebalance)")
+      .arg(QString::fromStdString(f.rebalances_brief).toHtmlEscaped(),
+           steps.isEmpty() ? QString() : "; median step " + steps.join(", "));
+}
 
 // The flight recorder paragraph: its findings (red), else that every rank completed what it
 // entered, and the collective each rank waits in. "" without dumps.
@@ -137,6 +159,7 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                 .arg(st.overlap_pct, 0, 'f', 1)
                 .arg(QString::fromStdString(format_duration(st.exposed_comm_ns)))
                 .arg(st.lookups_max_over_mean, 0, 'f', 2);
+  text += rebalance_lines(figures);
   if (!s.meta(sessions::meta::kEndMessage).empty()) text += "<br>" + QString::fromStdString(s.meta(sessions::meta::kEndMessage)).toHtmlEscaped();
   auto* label = new QLabel(text, page);
   QLabel* flight = nullptr;
@@ -162,9 +185,11 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
     QStringList parts;
     for (int r : under) {
       const auto& row = plan_model->ranks()[static_cast<size_t>(r)];
-      parts << QString("rank %1 planned %2, peak %3").arg(r)
-                   .arg(QString::fromStdString(sessions::format_bytes(row.planned_bytes)))
-                   .arg(QString::fromStdString(sessions::format_bytes(row.peak_bytes)));
+      parts << QString("rank %1 planned %2, peak %3%4").arg(r)
+                   .arg(QString::fromStdString(sessions::format_bytes(row.peak_planned_bytes)))
+                   .arg(QString::fromStdString(sessions::format_bytes(row.peak_bytes)))
+                   .arg(row.peak_when.empty() ? QString()
+                                              : QString(" (%1)").arg(QString::fromStdString(row.peak_when).toHtmlEscaped()));
     }
     label->setText(label->text() + QString("<br><span style=\"color:#d01010\"><b>the plan under-estimated the measured "
                                            "peak</b>: %1</span>").arg(parts.join("; ")));
@@ -227,8 +252,21 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
     layout->addWidget(kernels, 1);
   }
   layout->addLayout(paths, 1);
-  layout->addWidget(new QLabel("<b>Sharding plan</b>: per rank the shards it holds, its planned and peak memory, and the ids "
-                               "and bytes its lookups took in and gave out (measured steps)", page));
+  // a rebalanced run: the plan it ended with, and what its planned / peak columns compare
+  const QString plan_caption =
+      plan_model->plan_changes() == 0
+          ? QString("<b>Sharding plan</b>: per rank the shards it holds, its planned and peak memory, and the ids "
+                    "and bytes its lookups took in and gave out (measured steps)")
+          : QString("<b>Sharding plan as the run ended</b>, after %1 live rebalance(s) that changed it (the Load view "
+                    "shows the plan over time): per rank the shards it ended with, this plan's planned memory, the "
+                    "peak over the run (compared with the estimate of the plan in force when it happened: its "
+                    "tooltip says when), and the ids and bytes its lookups took in and gave out (measured steps; a "
+                    "shard counts the steps it spent on that rank)")
+                .arg(plan_model->plan_changes());
+  auto* plan_label = new QLabel(plan_caption, page);
+  plan_label->setObjectName("sharding_plan_caption");
+  plan_label->setWordWrap(true);
+  layout->addWidget(plan_label);
   layout->addWidget(plan, 2);
   return page;
 }
@@ -246,7 +284,8 @@ SummaryView::SummaryView(std::shared_ptr<const sessions::SessionReader> session,
       [file = session_->path()] {
         const sessions::SessionReader reader(file);
         return SummaryFigures{sessions::analyze(reader), sessions::gpu_kernel_figures(reader),
-                              sessions::analyze_flight_records(reader)};
+                              sessions::analyze_flight_records(reader), sessions::rebalance_effects(reader),
+                              rebalances_brief(reader)};
       },
       [this](SummaryFigures& stats) {
         delete status_;

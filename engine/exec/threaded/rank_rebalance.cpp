@@ -49,31 +49,60 @@ void Rank::after_step_rebalance(int64_t step, bool last) {
   const int64_t n = last ? 0 : rb::policy_window(spec.rebalance, step, last_rebalance_);
   if (n == 0) return;
 
+  // The ranks' load over the window. The all-gather is the first collective after the step, so
+  // a rank that finished its step early waits in it for the straggler - the wait the next step's
+  // input dist would otherwise have. That wait is the imbalance itself, not the rebalance's
+  // cost: it shows as the all-gather's exposed time (comm lane, collectives table), and the
+  // rebalance's span and time spent start once every rank has arrived (t0). Before, they began
+  // before the all-gather, and a refused firing on hot_table_straggler read 195-330 ms "spent"
+  // where the proposal took under 10 ms on the straggler.
+  const int64_t S = rb::flat_shard_count(plan_);
+  std::vector<int64_t> send(static_cast<size_t>(n * S)), recv(static_cast<size_t>(W * n * S));
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& r = shard_ids_per_step_[shard_ids_per_step_.size() - static_cast<size_t>(n - i)];
+    std::copy(r.begin(), r.end(), send.begin() + i * S);
+  }
+  const std::vector<int64_t> counts(static_cast<size_t>(W), n * S);
+  comm(*world_, "rebalance_load_all_gather", step, [&] {
+    world_->all_gather_v("rebalance_load_all_gather", send.data(), recv.data(), counts, sizeof(int64_t));
+  });
   const int64_t t0 = sh_.tracer.now_ns();
   sessions::RebalanceRecord rec;
   {
     ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::other, "rebalance", step);
-    const int64_t S = rb::flat_shard_count(plan_);
-    std::vector<int64_t> send(static_cast<size_t>(n * S)), recv(static_cast<size_t>(W * n * S));
-    for (int64_t i = 0; i < n; ++i) {
-      const auto& r = shard_ids_per_step_[shard_ids_per_step_.size() - static_cast<size_t>(n - i)];
-      std::copy(r.begin(), r.end(), send.begin() + i * S);
-    }
-    const std::vector<int64_t> counts(static_cast<size_t>(W), n * S);
-    comm(*world_, "rebalance_load_all_gather", step, [&] {
-      world_->all_gather_v("rebalance_load_all_gather", send.data(), recv.data(), counts, sizeof(int64_t));
-    });
     const rb::WindowLoad wl = rb::window_load(plan_, recv, W, n, step);
     const auto reason = rb::should_rebalance(spec.rebalance, step, last_rebalance_, wl.ids_per_step_rank);
     if (!reason) return;  // `when` below its threshold: asked again after the next step
     last_rebalance_ = step;
+    // After a firing that moved nothing (every move refused, or no gain) the plan is the same,
+    // and the proposal is a function of the plan and the load's shares. So:
+    //  - while the load stays within kReproposeShift of the one the last proposal saw, it is not
+    //    proposed again: it would say the same thing (the search and a memory estimate per
+    //    candidate: 2 ms on the straggler of hot_table_straggler, more with many tables);
+    //  - when the load moved more (small batches are noisy) it is proposed, and a proposal that
+    //    again moves nothing and refuses the same moves for the same reasons is not recorded again.
+    // The session keeps the first refusal, with its reasons, once - not one row after every
+    // cooldown. Chosen over backing off (doubling the cooldown), which would still repeat the
+    // row, and would answer late to a load that did change. Every rank sees the same gathered
+    // load and computes the same proposal, so all skip (or record) together.
+    if (unmoved_load_ && rb::load_shift(*unmoved_load_, wl.load.ids) <= rb::kReproposeShift) return;
     const rb::Proposal p = rb::propose(spec, plan_, wl.load, spec.rebalance.max_bytes_per_move);
+    std::string refused;
+    for (const rb::RefusedMove& r : p.refused) refused += (refused.empty() ? "" : "; ") + r.reason;
+    if (p.worth_it()) {
+      unmoved_load_.reset();
+    } else {
+      const bool said = unmoved_load_ && refused == unmoved_refused_;
+      unmoved_load_ = wl.load.ids;
+      unmoved_refused_ = refused;
+      if (said) return;
+    }
     rec.step = step;
     rec.reason = *reason;
     rec.window_steps = n;
     rec.imbalance_before = p.imbalance_before;
     rec.imbalance_predicted = p.worth_it() ? p.imbalance_after : p.imbalance_before;
-    for (const rb::RefusedMove& r : p.refused) rec.refused += (rec.refused.empty() ? "" : "; ") + r.reason;
+    rec.refused = std::move(refused);
     if (p.worth_it()) {
       rec.start_ns = t0;
       rec.moves = static_cast<int32_t>(p.moves.size() + p.changes.size());

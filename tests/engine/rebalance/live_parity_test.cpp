@@ -82,13 +82,15 @@ TEST(LiveReshard, MovesBesideRowWiseAndDataParallelTables) {
   for (const auto& c : run.plan_changes) EXPECT_TRUE(c.table_name == "t2" || c.table_name == "t3") << c.table_name;
 }
 
-// A byte budget below the smallest table: the policy fires, nothing moves, the refusal says why.
+// A byte budget below the smallest table: the policy fires, nothing moves, the refusal says why
+// (once: the firing after step 3 sees the same load and is not proposed again,
+// repeat_refusal_test.cpp).
 TEST(LiveReshard, BudgetRefusesEveryMove) {
   WorkloadSpec s = crowded_live_spec(2, OptimizerType::sgd);
   s.rebalance.max_bytes_per_move = 8;  // t1 alone is 1 x 4 floats = 16 bytes
   const RunResult run = check_parity(s);
   ASSERT_EQ(run.ended, RunEnd::complete) << run.error;
-  ASSERT_EQ(run.rebalances.size(), 2u);
+  ASSERT_EQ(run.rebalances.size(), 1u);
   EXPECT_EQ(rebalance_moves(run), 0);
   EXPECT_TRUE(run.plan_changes.empty());
   EXPECT_NE(run.rebalances[0].refused.find("exceeds max_bytes_per_move"), std::string::npos) << run.rebalances[0].refused;
@@ -171,6 +173,7 @@ TEST(LiveReshard, EffectIsTheMedianStepTimeBeforeAndAfter) {
   r.window_steps = 2;
   r.after_steps = 2;
   r.duration_ns = 12;
+  r.moves = 1;  // a firing that moved nothing has no amortised figure (repeat_refusal_test.cpp)
   const auto e = rebalance_effects({r}, steps);
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].step_p50_before_ns, 10);

@@ -42,6 +42,22 @@ struct WindowLoad {
 WindowLoad window_load(const ShardingPlan& plan, const std::vector<int64_t>& gathered, int world, int64_t steps,
                        int64_t step);
 
+/// How much of the load went elsewhere between two windows of the same plan: the total
+/// variation distance of the shares, sum over (table, shard) of |a_i / sum(a) - b_i / sum(b)| / 2,
+/// in [0, 1] (0: every shard kept its share; 0.1: a tenth of the load now falls on other
+/// shards). `a`, `b`: the load per (table, shard), as ObservedLoad::ids. 1 when the shapes differ or one window is all zeros and the other not; 0 when both are.
+/// Example: {30, 10} vs {25, 15}: |0.75 - 0.625| / 2 + |0.25 - 0.375| / 2 = 0.125.
+double load_shift(const std::vector<std::vector<int64_t>>& a, const std::vector<std::vector<int64_t>>& b);
+
+/// The largest load_shift at which a firing of the policy is not proposed again after one that
+/// moved nothing (every move refused, or no gain) on the same plan: the proposal is a function
+/// of the plan and the load's shares, so it would say the same thing again
+/// (Rank::after_step_rebalance; above it, it is proposed, and recorded only when it says
+/// something new). 5%: the ids of the hot_table_straggler workload's windows shift by well under
+/// 1%; tiny batches, or measured lookup ns (balance lookup_time), shift by more and are proposed
+/// again more often.
+inline constexpr double kReproposeShift = 0.05;
+
 /// Shards of `plan`, all tables: the length of one row of window_load's blocks.
 int64_t flat_shard_count(const ShardingPlan& plan);
 

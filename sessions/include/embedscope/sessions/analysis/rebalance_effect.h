@@ -3,6 +3,7 @@
 // before and after it, for `embedscope stats` and the scenario notes.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "embedscope/sessions/model/events.h"
@@ -19,9 +20,26 @@ struct RebalanceEffect {
   int64_t step_p50_before_ns = -1;  ///< median over steps step-window_steps+1..step; -1 none
   int64_t step_p50_after_ns = -1;   ///< median over steps step+1..step+after_steps; -1 none
   /// duration_ns / (before - after): the steps until the move paid for itself; -1 when the
-  /// steps did not get faster (or either median is missing).
+  /// steps did not get faster, either median is missing, or nothing moved (moves 0: no gain,
+  /// or every move refused; or a move that failed) - then the steps before and after ran the
+  /// same plan and their difference is step-time noise, not a gain to amortise.
   double amortised_after_steps = -1;
 };
+
+/// One move a rebalance wanted and could not make: the table it would have moved and why.
+struct RefusedMoveText {
+  std::string table;   ///< the table's name; "" when the text does not name one
+  std::string reason;  ///< the whole refusal as the policy wrote it ("table \"t3\" (1.2 MiB) from rank 0 to rank 2: ...")
+};
+
+/// The refusals in RebalanceRecord::refused, one per move: the policy writes each as `table
+/// "NAME" (BYTES) from rank F TO...: WHY` and joins them with "; " (every schema since 6; the
+/// column is unchanged), so the text is cut before each "; table \"" and each piece's table is
+/// the quoted name after its leading `table `. A text in another form (hand-written) is one
+/// refusal with table "". "" -> {}.
+/// Example: `table "h0" (15.6 KiB) from rank 3 to rank 0: exceeds ...; table "h1" (...) ...`
+///   -> {{"h0", "table \"h0\" (15.6 KiB) from rank 3 to rank 0: exceeds ..."}, {"h1", ...}}.
+std::vector<RefusedMoveText> refused_moves(const std::string& refused);
 
 /// Median of the values (the lower of the two middle ones for an even count, as `stats` p50);
 /// -1 when empty. {5, 1, 3} -> 3, {4, 1, 3, 2} -> 2.
@@ -29,7 +47,8 @@ int64_t median_ns(std::vector<int64_t> v);
 
 /// The effects of the given rebalances over `steps` (any order; warm-up steps, step < 0, ignored).
 /// Example: steps 0..3 of 10, 10, 4, 6 ns (one rank), a rebalance after step 1 with window 2,
-/// after_steps 2, duration 12: before 10, after 4, amortised after 12 / 6 = 2 steps.
+/// after_steps 2, duration 12, moves 1: before 10, after 4, amortised after 12 / 6 = 2 steps
+/// (moves 0: the same medians, amortised -1).
 std::vector<RebalanceEffect> rebalance_effects(const std::vector<RebalanceRecord>& rebalances,
                                                const std::vector<StepMetric>& steps);
 /// The same from a session's tables (empty for files without `rebalances`).
