@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/rebalance/type_change.h"
 #include "embedscope/engine/workload/enums.h"
 
 namespace embedscope::engine::rebalance {
@@ -233,6 +234,31 @@ std::string failed_move_outcome(const std::vector<MovePhase>& phases) {
   return fmt::format("failed: the run ended during the move ({}); no shard of it is kept: the tables stay where they "
                      "were before it",
                      where);
+}
+
+std::vector<sessions::PlanChangeRecord> plan_change_records(const WorkloadSpec& spec, const Proposal& p, int64_t step) {
+  std::vector<sessions::PlanChangeRecord> out;
+  for (const TableMove& m : p.moves) {
+    const TableSpec& ts = spec.tables[static_cast<size_t>(m.table)];
+    out.push_back({step + 1, m.table, ts.name, 0, m.from, m.to, m.bytes, to_string(ShardingType::table_wise),
+                   to_string(ShardingType::table_wise), 0, ts.rows(), 0, ts.embedding_dim});
+  }
+  for (const TypeChange& c : p.changes) {
+    const TableSpec& ts = spec.tables[static_cast<size_t>(c.table)];
+    const auto& shards = p.plan.tables[static_cast<size_t>(c.table)].shards;
+    for (size_t i = 0; i < shards.size(); ++i) {
+      const Shard& sd = shards[i];
+      // a change back to table_wise (from -1): its one shard gets every block not already there
+      const int64_t bytes = c.to_type == ShardingType::table_wise ? c.bytes
+                            : sd.rank == c.from                     ? 0
+                                                                    : block_move_bytes(spec, c.table, sd.num_rows, sd.num_cols);
+      out.push_back({step + 1, c.table, ts.name, static_cast<int32_t>(i), c.from, sd.rank, bytes, to_string(c.from_type),
+                     to_string(c.to_type), sd.row_offset, sd.num_rows, sd.col_offset, sd.num_cols});
+    }
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const auto& a, const auto& b) { return std::tie(a.table, a.shard_index) < std::tie(b.table, b.shard_index); });
+  return out;
 }
 
 }  // namespace embedscope::engine::rebalance

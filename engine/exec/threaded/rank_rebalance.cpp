@@ -110,28 +110,8 @@ void Rank::after_step_rebalance(int64_t step, bool last) {
       moving = MoveInProgress{rec, "allocating the new shards", plan_};
       reshard(p.plan, step);
       moving.reset();
-      for (const rb::TableMove& m : p.moves) {
-        const TableSpec& ts = spec.tables[static_cast<size_t>(m.table)];
-        plan_changes.push_back({step + 1, m.table, ts.name, 0, m.from, m.to, m.bytes, "table_wise", "table_wise", 0, ts.rows(),
-                                0, ts.embedding_dim});
-      }
-      for (const rb::TypeChange& c : p.changes) {
-        const TableSpec& ts = spec.tables[static_cast<size_t>(c.table)];
-        const auto& shards = p.plan.tables[static_cast<size_t>(c.table)].shards;
-        for (size_t i = 0; i < shards.size(); ++i) {
-          const Shard& sd = shards[i];
-          // a change back to table_wise (from -1): its one shard gets every block not already there
-          const int64_t bytes = c.to_type == ShardingType::table_wise ? c.bytes
-                                : sd.rank == c.from                     ? 0
-                                                                        : rb::block_move_bytes(spec, c.table, sd.num_rows, sd.num_cols);
-          plan_changes.push_back({step + 1, c.table, ts.name, static_cast<int32_t>(i), c.from, sd.rank, bytes,
-                                  to_string(c.from_type), to_string(c.to_type), sd.row_offset, sd.num_rows,
-                                  sd.col_offset, sd.num_cols});
-        }
-      }
-      std::stable_sort(plan_changes.begin(), plan_changes.end(), [](const auto& a, const auto& b) {
-        return std::tie(a.step, a.table, a.shard_index) < std::tie(b.step, b.table, b.shard_index);
-      });
+      // after the earlier rebalances' rows (their steps are lower), in (table, shard) order
+      for (auto& row : rb::plan_change_records(spec, p, step)) plan_changes.push_back(std::move(row));
     }
   }
   rec.start_ns = t0;

@@ -157,4 +157,11 @@ struct MovePhase {
 /// of their first rank. Throws std::invalid_argument when `phases` is empty.
 std::string failed_move_outcome(const std::vector<MovePhase>& phases);
 
+/// The `plan_changes` rows of proposal `p` applied after measured step `step` (each row's step
+/// is step + 1): one per moved table (its one shard, every row and column, the move's bytes) and,
+/// per type change, one per shard of the table in the new plan - bytes 0 for a block that stayed
+/// on the change's `from` rank, else block_move_bytes of it (a change back to one shard carries
+/// the change's bytes). Ordered by (table, shard_index).
+std::vector<sessions::PlanChangeRecord> plan_change_records(const WorkloadSpec& spec, const Proposal& p, int64_t step);
+
 }  // namespace embedscope::engine::rebalance
