@@ -436,9 +436,9 @@ const RecordTable<MemoryTimelinePoint>& memory_timeline_table() {
 
 const TableInfo& op_blocks_table() {
   static const TableInfo t = RecordTable<void*>(
-      {"op_blocks", "a run of up to 65,536 consecutive ops of one lane, packed (a copy of `ops`)", {"lane_key", "block"},
+      {"op_blocks", "a run of up to 16,384 consecutive ops of one lane, packed (a copy of `ops`)", {"lane_key", "block"},
        true, 12,
-       "The ops of each lane in the order of the `ops` key (lane_key, start_ns, id), cut into blocks of 65,536, so that "
+       "The ops of each lane in the order of the `ops` key (lane_key, start_ns, id), cut into blocks of 16,384, so that "
        "a reader that needs every op of a lane (the workbench's timeline) decodes its blocks instead of stepping "
        "through one `ops` row per op (4.7M ops: 0.15 s instead of 1.2 s). The writer packs each lane as its ops come "
        "and inserts every full block with them; when it closes the session it adds, in one transaction, each lane's "
@@ -453,7 +453,7 @@ const TableInfo& op_blocks_table() {
        "`ops` by hand must delete this table's rows (the reader trusts them)."},
       {column<void*>("lane_key", T::integer, "`rank * 256 + lane`, as in `ops`; -1 for the marker row", false),
        column<void*>("block", T::integer, "0, 1, 2, ...: the block's place in the lane", false),
-       column<void*>("op_count", T::integer, "ops in the block (1 .. 65,536); in the marker row the session's ops", false),
+       column<void*>("op_count", T::integer, "ops in the block (1 .. 16,384); in the marker row the session's ops", false),
        column<void*>("data", T::blob, "the packed ops (see below)", false)})
                                 .info;
   return t;

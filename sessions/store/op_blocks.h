@@ -13,8 +13,9 @@
 
 namespace embedscope::sessions::detail {
 
-/// Ops per block (the last block of a lane holds the rest).
-inline constexpr size_t kOpsPerBlock = 65536;
+/// Ops per block (the last block of a lane holds the rest): the writer holds up to one block's
+/// bytes per lane (about 190 KB) while the run goes on.
+inline constexpr size_t kOpsPerBlock = 16384;
 
 /// Packs ops (one lane's, in the order of the ops key) into one block's bytes, one op at a time:
 /// per op seven LEB128 varints (start delta, duration, category, name id, step delta, bytes,

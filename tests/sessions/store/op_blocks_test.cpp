@@ -43,14 +43,14 @@ int64_t op_blocks_query(const std::string& path, const std::string& sql) {
   return v;
 }
 
-constexpr int64_t kLongLane = 70'000;  // two blocks: 65,536 + 4,464
+constexpr int64_t kLongLane = 70'000;  // five blocks: 4 x 16,384 + 4,464
 
 // Rank 0 lane 0: kLongLane ops written newest first in batches (the blocks follow start order,
 // not insertion order: packed from the rows at close), starting at -5 ms, with two ops of one
 // start (kept in insertion order), negative steps, bytes up to 2^40 and correlations across 2^63.
-// Rank 0 lane 1: 66,000 ops in start order (its first block is packed while the run goes on),
+// Rank 0 lane 1: 66,000 ops in start order (its first blocks are packed while the run goes on),
 // then one that starts earlier (the lane is packed again from its rows at close). Rank 1 lane 0:
-// kLongLane ops in start order (one block during the run, the last one at close). Rank 1 lane 1:
+// kLongLane ops in start order (four blocks during the run, the last one at close). Rank 1 lane 1:
 // three ops with the extremes of int64 times. Lane (1, 2) has no ops.
 std::string op_blocks_session(const std::string& name) {
   const std::string path = op_blocks_scratch(name);
@@ -112,12 +112,12 @@ constexpr int64_t kEver = std::numeric_limits<int64_t>::max();
 
 TEST(OpBlocks, LaneOpsAreTheOpsRowsInOrder) {
   const std::string path = op_blocks_session("blocks.db");
-  EXPECT_EQ(op_blocks_query(path, "SELECT count(*) FROM op_blocks WHERE lane_key = 0"), 2);
-  EXPECT_EQ(op_blocks_query(path, "SELECT op_count FROM op_blocks WHERE lane_key = 0 AND block = 1"),
-            kLongLane + 2 - 65'536);
+  EXPECT_EQ(op_blocks_query(path, "SELECT count(*) FROM op_blocks WHERE lane_key = 0"), 5);
+  EXPECT_EQ(op_blocks_query(path, "SELECT op_count FROM op_blocks WHERE lane_key = 0 AND block = 4"),
+            kLongLane + 2 - 4 * 16'384);
   EXPECT_EQ(op_blocks_query(path, "SELECT count(*) FROM op_blocks WHERE lane_key = 256 + 2"), 0);  // no ops, no block
-  EXPECT_EQ(op_blocks_query(path, "SELECT count(*) FROM op_blocks WHERE lane_key = 256"), 2);
-  EXPECT_EQ(op_blocks_query(path, "SELECT count(*) FROM op_blocks WHERE lane_key = 1"), 2);
+  EXPECT_EQ(op_blocks_query(path, "SELECT count(*) FROM op_blocks WHERE lane_key = 256"), 5);
+  EXPECT_EQ(op_blocks_query(path, "SELECT count(*) FROM op_blocks WHERE lane_key = 1"), 5);
   EXPECT_EQ(op_blocks_query(path, "SELECT sum(op_count) FROM op_blocks WHERE lane_key = 1"), 66'001);
   // the marker: every op of the session
   EXPECT_EQ(op_blocks_query(path, "SELECT op_count FROM op_blocks WHERE lane_key = -1"), 2 * kLongLane + 66'001 + 2 + 3);
@@ -199,7 +199,7 @@ TEST(OpBlocks, FilesWithoutBlocksReadTheOpsRows) {
   }
   ASSERT_EQ(seen.size(), many.size());
   EXPECT_EQ(seen.back().end_ns, 699'995);
-  EXPECT_EQ(op_blocks_query(live, "SELECT count(*) FROM op_blocks WHERE lane_key = 0"), 1);  // the first 65,536
+  EXPECT_EQ(op_blocks_query(live, "SELECT count(*) FROM op_blocks WHERE lane_key = 0"), 4);  // the first 4 x 16,384
   w.close("complete");
   SessionReader closed(live);
   EXPECT_TRUE(closed.has_op_blocks());
@@ -216,19 +216,19 @@ TEST(OpBlocks, ADamagedBlockIsAnErrorNamingTheFile) {
     return std::string("no error");
   };
   const std::string more = op_blocks_session("count.db");
-  op_blocks_exec(more, "UPDATE op_blocks SET op_count = op_count + 1 WHERE lane_key = 0 AND block = 1");
+  op_blocks_exec(more, "UPDATE op_blocks SET op_count = op_count + 1 WHERE lane_key = 0 AND block = 4");
   EXPECT_NE(error(more).find("count.db: the session file is corrupt (op_blocks of rank 0 lane 0: a block of 4467 ops "
                              "ends after 4466 ops)"),
             std::string::npos)
       << error(more);
   const std::string fewer = op_blocks_session("fewer.db");
-  op_blocks_exec(fewer, "UPDATE op_blocks SET op_count = 4465 WHERE lane_key = 0 AND block = 1");
+  op_blocks_exec(fewer, "UPDATE op_blocks SET op_count = 4465 WHERE lane_key = 0 AND block = 4");
   // the last op (tie_third) is 8 bytes: start +0, duration 2000 (2 bytes), category, name id, step +0, bytes 0,
   // correlation -2
   EXPECT_NE(error(fewer).find("a block of 4465 ops has 8 bytes left over"), std::string::npos) << error(fewer);
   const std::string cut = op_blocks_session("cut.db");
   op_blocks_exec(cut, "UPDATE op_blocks SET data = substr(data, 1, 10) WHERE lane_key = 0 AND block = 0");
-  EXPECT_NE(error(cut).find("cut.db: the session file is corrupt (op_blocks of rank 0 lane 0: a block of 65536 ops ends "
+  EXPECT_NE(error(cut).find("cut.db: the session file is corrupt (op_blocks of rank 0 lane 0: a block of 16384 ops ends "
                             "after 1 ops)"),
             std::string::npos)
       << error(cut);
