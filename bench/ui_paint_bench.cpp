@@ -24,7 +24,7 @@
 //                                       one in 20 within a 60 Hz display's); events, rows
 // "whole" shows every event, "zoomed" 1% of the extent around its middle. The sessions are
 // generated once per run through SessionWriter into $TMPDIR (1M: ~50 MB, 10M: ~500 MB; the
-// imported one ~1 GB, its trace removed once imported) and deleted at exit.
+// imported one ~230 MB, its trace removed once imported) and deleted at exit.
 
 #include <benchmark/benchmark.h>
 #include <unistd.h>
