@@ -12,7 +12,11 @@
 //                                       EMBEDSCOPE_BENCH_IMPORT_MB of JSON (default 2,000; the
 //                                       trace of bench_import; EMBEDSCOPE_BENCH_IMPORTED_SESSION
 //                                       keeps the session for the next run; goal < 1 s, as above);
-//                                       rss_MiB: the process's RSS with the session open
+//                                       rss_MiB: the process's RSS with the session open;
+//                                       packed: 1 where the session holds op_blocks (schema 12,
+//                                       written at close: the timeline decodes them), 0 where
+//                                       the timeline reads a row per op (a session kept from an
+//                                       older build, or one whose writer never closed)
 //   pan_imported/<permille>             panning that session: a view of <permille>/1000 of its
 //                                       measured steps, moved by a tenth of its width each frame
 //                                       (the arrow keys' step) across the whole run; median and
@@ -20,7 +24,7 @@
 //                                       one in 20 within a 60 Hz display's); events, rows
 // "whole" shows every event, "zoomed" 1% of the extent around its middle. The sessions are
 // generated once per run through SessionWriter into $TMPDIR (1M: ~50 MB, 10M: ~500 MB; the
-// imported one ~1 GB, its trace removed once imported) and deleted at exit.
+// imported one ~230 MB, its trace removed once imported) and deleted at exit.
 
 #include <benchmark/benchmark.h>
 #include <unistd.h>
@@ -238,6 +242,7 @@ void BM_open_imported(benchmark::State& state) {
   state.counters["median_s"] = m;
   state.counters["goal_ratio"] = 1.0 / m;  // > 1: under 1 s
   state.counters["rss_MiB"] = rss;
+  state.counters["packed"] = sessions::SessionReader(path).has_op_blocks() ? 1 : 0;
 }
 BENCHMARK(BM_open_imported)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 

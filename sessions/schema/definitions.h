@@ -218,6 +218,7 @@ const RecordTable<MemoryFrame>& memory_frames_table();
 const RecordTable<MemoryStackFrame>& memory_stacks_table();
 const RecordTable<MemoryTimelinePoint>& memory_timeline_table();
 const RecordTable<FlightRecord>& flight_recorder_table();
+const TableInfo& op_blocks_table();
 
 /// The view over ops with names resolved (part of every new file).
 extern const char* const kOpViewSql;

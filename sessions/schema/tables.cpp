@@ -15,6 +15,7 @@ const char* to_string(SqlType t) {
     case SqlType::integer: return "INTEGER";
     case SqlType::real: return "REAL";
     case SqlType::text: return "TEXT";
+    case SqlType::blob: return "BLOB";
   }
   return "INTEGER";
 }
@@ -34,7 +35,7 @@ const std::vector<TableInfo>& tables() {
       memory_snapshots_table().info, memory_blocks_table().info, id_histogram_table().info, shards_table().info,
       import_stats_table().info,
       memory_frames_table().info, memory_stacks_table().info, memory_timeline_table().info,
-      rebalances_table().info,   plan_changes_table().info, flight_recorder_table().info};
+      rebalances_table().info,   plan_changes_table().info, flight_recorder_table().info, op_blocks_table()};
   return all;
 }
 

@@ -14,6 +14,7 @@
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "schema/definitions.h"
+#include "store/op_blocks.h"
 #include "store/plan_json.h"
 #include "store/writer_lock.h"
 
@@ -175,6 +176,9 @@ SessionReader::SessionReader(const std::string& path) : impl_(std::make_unique<I
   has_rebalances_ = m.has_table("rebalances") && m.has_table("plan_changes");
   has_memory_stacks_ = m.has_table("memory_stacks");
   has_flight_recorder_ = m.has_table("flight_recorder");
+  if (m.has_table("op_blocks"))  // complete once the writer closed: its marker row (lane_key -1) is there
+    m.each_row("SELECT EXISTS (SELECT 1 FROM op_blocks WHERE lane_key = -1)", "reading op_blocks",
+               [&](sqlite3_stmt* st) { has_op_blocks_ = sqlite3_column_int(st, 0) != 0; });
   if (meta_.empty()) {
     just_started();
     read_metadata();
@@ -273,6 +277,35 @@ std::vector<OpRecord> SessionReader::ops(int32_t rank, int32_t lane, int64_t t0_
         sqlite3_bind_int64(st, 3, t1_ns);
         sqlite3_bind_int64(st, 4, t0_ns);
       });
+  return out;
+}
+
+std::vector<OpRecord> SessionReader::lane_ops(int32_t rank, int32_t lane) const {
+  if (!has_op_blocks_ || rank < 0 || lane < 0 || lane > 255) {  // (no lane key of blocks for the rest)
+    constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+    return ops(rank, lane, kMin, kMax);
+  }
+  std::vector<OpRecord> out;
+  bool sized = false;
+  impl_->each_row(
+      "SELECT op_count, data, (SELECT sum(op_count) FROM op_blocks WHERE lane_key = ?1) FROM op_blocks "
+      "WHERE lane_key = ?1 ORDER BY block",
+      "reading op_blocks",
+      [&](sqlite3_stmt* st) {
+        if (!sized) {  // one allocation for the lane (the sum is read once, with the first block)
+          out.reserve(static_cast<size_t>(std::clamp<int64_t>(sqlite3_column_int64(st, 2), 0, int64_t{1} << 32)));
+          sized = true;
+        }
+        const void* data = sqlite3_column_blob(st, 1);
+        const int size = sqlite3_column_bytes(st, 1);
+        try {
+          detail::unpack_ops(data, static_cast<size_t>(size), sqlite3_column_int64(st, 0), rank, lane, out);
+        } catch (const detail::BadBlock& e) {
+          throw SessionError(fmt::format("{}: the session file is corrupt (op_blocks of rank {} lane {}: {})", path_, rank,
+                                         lane, e.what()));
+        }
+      },
+      [&](sqlite3_stmt* st) { sqlite3_bind_int64(st, 1, int64_t{rank} * 256 + lane); });
   return out;
 }
 

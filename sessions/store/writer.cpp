@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "schema/definitions.h"
+#include "store/op_blocks.h"
 #include "store/writer_lock.h"
 
 namespace embedscope::sessions {
@@ -84,6 +86,25 @@ struct SessionWriter::Impl {
   void exec(const char* sql);
   /// After the last commit: checkpoints the WAL and leaves WAL mode where readers allow it.
   void finish_wal();
+  /// After the last commit, in one transaction: the last block of every lane packed while the
+  /// run went on, the blocks of lanes whose ops came out of start order (packed from their rows),
+  /// and the marker row (lane_key -1) that tells readers the blocks are complete. The blocks are
+  /// a copy for fast reading: where this fails (a full disk) the transaction is rolled back and
+  /// readers, finding no marker, read the ops rows, so nothing here is an error.
+  void write_op_blocks();
+  /// Inserts block `block` of lane `lane_key` (throws SessionError).
+  void insert_block(int64_t lane_key, int64_t block, const detail::OpPacker& packed);
+  /// A lane's ops packed as they come (writer thread, then close()): each full block goes into
+  /// `op_blocks` with the ops' own transaction. A lane whose ops stop coming in start order
+  /// (ties keep insertion order, as the ops key does) stops here and is packed from its rows at
+  /// close.
+  struct LanePack {
+    detail::OpPacker packer;
+    int64_t blocks = 0;
+    int64_t last_start = std::numeric_limits<int64_t>::min();
+    bool in_order = true;
+  };
+  std::map<int64_t, LanePack> packs;  // by lane key
   /// Prepares `sql` as statement `key`; checks that it takes the columns of `table` it names.
   void prepare(const char* key, const std::string& sql, const schema::TableInfo* table = nullptr, int columns = -1);
   template <class R>
@@ -186,6 +207,7 @@ SessionWriter::SessionWriter(const std::string& path, bool overwrite) : impl_(st
     m.prepare("meta", "INSERT OR REPLACE INTO metadata VALUES (?1, ?2)", &sd::metadata_table());
     m.prepare("string", "INSERT INTO strings VALUES (?1, ?2)", &sd::strings_table());
     m.prepare("op", "INSERT INTO ops VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", &sd::ops_table());
+    m.prepare("op_block", "INSERT INTO op_blocks VALUES (?1, ?2, ?3, ?4)", &sd::op_blocks_table());
     {
       std::string many = "INSERT INTO ops VALUES ";
       for (size_t r = 0; r < kOpsPerStatement; ++r) many += r ? ", (?, ?, ?, ?, ?, ?, ?, ?, ?)" : "(?, ?, ?, ?, ?, ?, ?, ?, ?)";
@@ -454,6 +476,37 @@ void SessionWriter::Impl::write(Pending& p) {
     bind_op(op_st, i, 0);
     step(op_st);
   }
+  // the packed copy (op_blocks), lane by lane as the ops come
+  LanePack* pack = nullptr;
+  int64_t pack_key = -1;
+  for (size_t k = 0; k < p.ops.size(); ++k) {
+    const OpEvent& o = p.ops[k];
+    const int64_t key = int64_t{o.rank} * 256 + static_cast<int>(o.lane);
+    if (key != pack_key) {
+      pack_key = key;
+      pack = &packs[key];
+    }
+    if (!pack->in_order) continue;
+    if (o.start_ns < pack->last_start) {  // packed from its rows at close
+      pack->in_order = false;
+      pack->packer = {};
+      continue;
+    }
+    pack->last_start = o.start_ns;
+    OpRecord r;
+    r.category = o.category;
+    r.name_id = p.op_names[k];
+    r.step = o.step;
+    r.start_ns = o.start_ns;
+    r.end_ns = o.end_ns;
+    r.bytes = o.bytes;
+    r.correlation = o.correlation;
+    pack->packer.add(r);
+    if (pack->packer.count() == detail::kOpsPerBlock) {
+      insert_block(key, pack->blocks++, pack->packer);
+      pack->packer.clear();
+    }
+  }
   for (auto& [key, d] : max_dur) {
     auto* st = stmts["lane_max"];
     sqlite3_bind_int(st, 1, key.first);
@@ -499,6 +552,7 @@ void SessionWriter::close(const std::string& ended, const std::string& message) 
   }
   m.cv.notify_all();
   if (m.thread.joinable()) m.thread.join();
+  if (m.write_error.empty()) m.write_op_blocks();
   m.finish_wal();
   // Closed here, not in the destructor: the writer lock goes with it, so the session may be
   // overwritten from now on.
@@ -509,6 +563,69 @@ void SessionWriter::close(const std::string& ended, const std::string& message) 
   if (m.lock_fd >= 0) ::close(m.lock_fd);  // after SQLite's close: see writer_lock.h
   m.lock_fd = -1;
   if (!m.write_error.empty()) throw SessionError(m.write_error);
+}
+
+void SessionWriter::Impl::insert_block(int64_t lane_key, int64_t block, const detail::OpPacker& packed) {
+  auto* st = stmts["op_block"];
+  sqlite3_bind_int64(st, 1, lane_key);
+  sqlite3_bind_int64(st, 2, block);
+  sqlite3_bind_int64(st, 3, static_cast<int64_t>(packed.count()));
+  sqlite3_bind_blob64(st, 4, packed.data().data(), packed.data().size(), SQLITE_STATIC);
+  step_or_throw(db, st, path);
+}
+
+void SessionWriter::Impl::write_op_blocks() {
+  if (next_op_id == 0) return;  // no ops
+  sqlite3_stmt* sel = nullptr;
+  try {
+    exec("BEGIN");
+    for (auto& [key, lane] : packs) {
+      if (lane.in_order) {
+        if (lane.packer.count()) insert_block(key, lane.blocks++, lane.packer);
+        continue;
+      }
+      // ops out of start order: the lane's rows in the order of the ops key, as a reader's range
+      // scan returns them (ties on start by id)
+      const std::string drop = fmt::format("DELETE FROM op_blocks WHERE lane_key = {}", key);
+      exec(drop.c_str());
+      if (sqlite3_prepare_v2(db,
+                             "SELECT category, name_id, step, start_ns, end_ns, bytes, correlation FROM ops "
+                             "WHERE lane_key = ?1 ORDER BY start_ns, id",
+                             -1, &sel, nullptr) != SQLITE_OK)
+        throw SessionError(sqlite3_errmsg(db));
+      sqlite3_bind_int64(sel, 1, key);
+      detail::OpPacker packer;
+      int64_t block = 0;
+      int rc;
+      while ((rc = sqlite3_step(sel)) == SQLITE_ROW) {
+        OpRecord o;  // read as the reader reads an ops row (reader.cpp op_from)
+        o.category = static_cast<OpCategory>(sqlite3_column_int(sel, 0));
+        o.name_id = sqlite3_column_int(sel, 1);
+        o.step = sqlite3_column_int64(sel, 2);
+        o.start_ns = sqlite3_column_int64(sel, 3);
+        o.end_ns = sqlite3_column_int64(sel, 4);
+        o.bytes = sqlite3_column_int64(sel, 5);
+        o.correlation = static_cast<uint64_t>(sqlite3_column_int64(sel, 6));
+        packer.add(o);
+        if (packer.count() == detail::kOpsPerBlock) {
+          insert_block(key, block++, packer);
+          packer.clear();
+        }
+      }
+      if (rc != SQLITE_DONE) throw SessionError(sqlite3_errmsg(db));
+      if (packer.count()) insert_block(key, block, packer);
+      sqlite3_finalize(sel);
+      sel = nullptr;
+    }
+    // the marker: every lane is packed; op_count = the session's ops
+    const std::string marker =
+        fmt::format("INSERT INTO op_blocks VALUES (-1, 0, {}, x'')", next_op_id);
+    exec(marker.c_str());
+    exec("COMMIT");
+  } catch (const std::exception&) {
+    sqlite3_finalize(sel);
+    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
 }
 
 void SessionWriter::Impl::finish_wal() {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <vector>
 #include <utility>
 
 #include "charts/colors.h"
@@ -20,6 +21,26 @@
 namespace embedscope::ui {
 
 namespace {
+// The union of sorted, disjoint interval lists (merge_intervals' result for their concatenation):
+// merged pairwise in place by start, then joined where they touch or overlap.
+std::vector<sessions::Interval> unite(std::vector<std::vector<sessions::Interval>> parts) {
+  std::vector<sessions::Interval> all;
+  for (auto& p : parts) {
+    const auto mid = static_cast<std::ptrdiff_t>(all.size());
+    all.insert(all.end(), p.begin(), p.end());
+    std::inplace_merge(all.begin(), all.begin() + mid, all.end(),
+                       [](const sessions::Interval& a, const sessions::Interval& b) { return a.start < b.start; });
+  }
+  std::vector<sessions::Interval> out;
+  for (const auto& i : all) {
+    if (!out.empty() && i.start <= out.back().end)
+      out.back().end = std::max(out.back().end, i.end);
+    else
+      out.push_back(i);
+  }
+  return out;
+}
+
 template <class T>
 QString join(const std::vector<T>& v) {
   QStringList parts;
@@ -30,47 +51,55 @@ QString join(const std::vector<T>& v) {
 
 TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent)
     : QWidget(parent), session_(std::move(session)), scale_(0, 1, 800) {
-  // one range query per lane (the clustered (lane, start) key): no regrouping of every op
+  // every op of each lane in one read (the packed op_blocks of a closed session, else one range
+  // query of the clustered (lane, start) key): no regrouping of every op
   constexpr int64_t kAll = std::numeric_limits<int64_t>::max() / 4;
   int64_t begin = std::numeric_limits<int64_t>::max(), end = 0;
+  // per rank: its communication (set-up waits below) and the union of its compute ops (drawn
+  // under communication as hidden), each row's union taken in one pass (a row is sorted by start)
+  std::map<int32_t, std::vector<std::vector<sessions::Interval>>> compute;
+  std::map<int32_t, int64_t> first_start;
+  std::map<int32_t, std::vector<ViewRange>> comm;
   for (const auto& l : session_->lanes()) {
     const QString lane = QString::fromStdString(l.name);
-    auto lane_ops = session_->ops(l.rank, l.lane, -kAll, kAll);
+    auto lane_ops = session_->lane_ops(l.rank, l.lane);
+    // what ops(rank, lane, -kAll, kAll) gives
+    std::erase_if(lane_ops, [](const sessions::OpRecord& o) { return o.start_ns >= kAll || o.end_ns <= -kAll; });
     LaneIndex index(lane_ops);
     rows_.push_back({l.rank, l.lane, lane, QString("rank %1 %2").arg(l.rank).arg(lane), std::move(lane_ops), std::move(index)});
     const auto& ops = rows_.back().ops;
-    if (!ops.empty()) {
-      begin = std::min(begin, ops.front().start_ns);
-      end = std::max(end, ops.back().end_ns);  // ops of a lane do not nest: the last ends last
+    if (ops.empty()) continue;
+    begin = std::min(begin, ops.front().start_ns);
+    end = std::max(end, ops.back().end_ns);  // ops of a lane do not nest: the last ends last
+    auto [first, fresh] = first_start.try_emplace(l.rank, ops.front().start_ns);
+    if (!fresh) first->second = std::min(first->second, ops.front().start_ns);
+    std::vector<sessions::Interval> busy;  // merge_intervals of the row's compute ops, without its sort
+    for (const auto& o : ops) {
+      if (o.category == sessions::OpCategory::comm) {
+        comm[o.rank].push_back({o.start_ns, o.end_ns});
+      } else if (o.category != sessions::OpCategory::memcpy && o.end_ns > o.start_ns) {
+        if (!busy.empty() && o.start_ns <= busy.back().end)
+          busy.back().end = std::max(busy.back().end, o.end_ns);
+        else
+          busy.push_back({o.start_ns, o.end_ns});
+      }
     }
+    compute[l.rank].push_back(std::move(busy));
   }
-  for (const auto& st : session_->steps()) {
+  const auto steps = session_->steps();
+  for (const auto& st : steps) {
     begin = std::min(begin, st.start_ns);
     end = std::max(end, st.end_ns);
   }
   if (begin > end) begin = end = 0;
-  std::map<int32_t, std::vector<sessions::Interval>> compute;
-  for (const auto& r : rows_)
-    for (const auto& o : r.ops)
-      if (o.category != sessions::OpCategory::comm && o.category != sessions::OpCategory::memcpy)
-        compute[o.rank].push_back({o.start_ns, o.end_ns});
-  for (auto& [rank, v] : compute) compute_[rank] = sessions::merge_intervals(std::move(v));
-  steps_ = step_windows(session_->steps());
+  for (auto& [rank, rows] : compute) compute_[rank] = unite(std::move(rows));
+  steps_ = step_windows(steps);
   std::set<int64_t> starts;
-  for (const auto& st : session_->steps())
+  for (const auto& st : steps)
     if (st.rank == 0) starts.insert(st.start_ns);
   step_starts_.assign(starts.begin(), starts.end());
   // set-up waits: communication before every rank has started (the first collective waiting
   // for a slower rank's set-up), drawn as set-up, not as exposed communication
-  std::map<int32_t, int64_t> first_start;
-  std::map<int32_t, std::vector<ViewRange>> comm;
-  for (const auto& r : rows_) {
-    if (r.ops.empty()) continue;
-    auto [it, fresh] = first_start.try_emplace(r.rank, r.ops.front().start_ns);
-    if (!fresh) it->second = std::min(it->second, r.ops.front().start_ns);
-    for (const auto& o : r.ops)
-      if (o.category == sessions::OpCategory::comm) comm[r.rank].push_back({o.start_ns, o.end_ns});
-  }
   setup_ = setup_waits(first_start, comm);
   if (!steps_.empty() && steps_.begin()->first < 0) warmup_steps_ = -steps_.begin()->first;
   // a hung run: the collective that timed out, as the end message names it

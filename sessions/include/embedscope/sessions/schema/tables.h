@@ -23,6 +23,8 @@
 //   10 rebalances.outcome (a move that a failing rank left unfinished)
 //   11 load_counters.cache_hits / cache_misses / rows_fetched / bytes_h2d / bytes_d2h (tables
 //      placed in host memory)
+//   12 op_blocks (every lane's ops packed in blocks at close, so that the timeline reads a lane
+//      without a row per op; older files, and files whose writer never closed, read ops rows)
 
 #include <string>
 #include <string_view>
@@ -31,16 +33,16 @@
 namespace embedscope::sessions {
 
 /// The schema version this build writes and reads (PRAGMA user_version).
-constexpr int kSchemaVersion = 11;
+constexpr int kSchemaVersion = 12;
 
 }  // namespace embedscope::sessions
 
 namespace embedscope::sessions::schema {
 
 /// SQLite storage class of a column.
-enum class SqlType { integer, real, text };
+enum class SqlType { integer, real, text, blob };
 
-/// "INTEGER", "REAL" or "TEXT".
+/// "INTEGER", "REAL", "TEXT" or "BLOB".
 const char* to_string(SqlType t);
 
 /// One column of a session table.
