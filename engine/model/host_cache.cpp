@@ -20,6 +20,11 @@ int64_t cache_slots(double load_factor, int64_t num_rows) {
   return std::clamp<int64_t>(s, 1, num_rows);
 }
 
+int64_t cache_device_bytes(double load_factor, int64_t num_rows, int64_t num_cols) {
+  if (num_rows < 1 || num_cols < 1) return 0;
+  return round_size(cache_slots(load_factor, num_rows) * num_cols * 4);
+}
+
 HostRowStore::HostRowStore(TablePlacement placement, CachePolicy policy, OptimizerType opt, int64_t num_rows,
                            int64_t dim, int64_t slots, DeviceArena* arena)
     : placement_(placement), policy_(policy), num_rows_(num_rows), dim_(dim), arena_(arena) {

@@ -105,7 +105,7 @@ std::string host_placement_text(const json& tables, int64_t steps) {
                        cached ? fmt::format("{:.2f}", t.value("cache_load_factor", 0.0)) : std::string("-"),
                        es::format_bytes(sum(t.value("cache_bytes", json::array()))),
                        es::format_bytes(sum(t.value("host_bytes", json::array()))),
-                       hits + misses > 0 ? fmt::format("{:.1f}%", 100.0 * static_cast<double>(hits) / static_cast<double>(hits + misses))
+                       cached && hits + misses > 0 ? fmt::format("{:.1f}%", 100.0 * static_cast<double>(hits) / static_cast<double>(hits + misses))
                                          : std::string("-"),
                        static_cast<double>(t.value("rows_fetched", int64_t{0})) / n,
                        es::format_bytes(static_cast<int64_t>(static_cast<double>(t.value("bytes_h2d", int64_t{0})) / n)),

@@ -75,6 +75,15 @@ struct HostTransferCounters {
 /// or num_rows < 1.
 int64_t cache_slots(double load_factor, int64_t num_rows);
 
+/// Device bytes the cache of a host_cached shard of num_rows x num_cols takes: its
+/// cache_slots(load_factor, num_rows) fp32 rows in one arena block, rounded as the allocator
+/// rounds every request (round_size: a multiple of 512 B, at least 512). The one figure of a
+/// cache's device bytes: `plan`'s device memory per rank and per table, the run's table
+/// storage (`run --json`, `stats`) and the workbench all read it. Example: 1 slot x 16 columns
+/// = 64 B of rows in a 512 B block -> 512; 10,000 x 64 x 4 = 2,560,000 (a multiple of 512).
+/// 0 for num_rows or num_cols < 1. Throws what cache_slots throws.
+int64_t cache_device_bytes(double load_factor, int64_t num_rows, int64_t num_cols);
+
 class HostRowStore {
  public:
   /// A shard of num_rows x dim fp32 rows in host memory. placement host (no cache; policy and
@@ -105,8 +114,9 @@ class HostRowStore {
 
   TablePlacement placement() const { return placement_; }
   int64_t slots() const { return static_cast<int64_t>(slot_row_.size()); }
-  /// Bytes of the device cache: slots x dim x 4 (0 under host).
-  int64_t cache_bytes() const { return slots() * dim_ * 4; }
+  /// Device bytes of the cache: its arena block, slots x dim x 4 rounded up to the allocator's
+  /// 512 B (round_size; cache_device_bytes); 0 under host.
+  int64_t cache_bytes() const { return slots() > 0 ? round_size(slots() * dim_ * 4) : 0; }
   /// Host bytes the store itself keeps: under host_cached its row -> slot index (8 num_rows),
   /// and lfu's counts (another 8 num_rows); 0 under host. The rows and the state are the
   /// caller's. (Not counted: the ordered set of slots by lru tick / lfu count, 3 words a slot of
