@@ -52,7 +52,10 @@ nlohmann::json table_storage_json(const std::vector<RunResult::TableStorage>& ta
                    {"cache_misses", ts.cache_misses},
                    {"rows_fetched", ts.rows_fetched},
                    {"bytes_h2d", ts.bytes_h2d},
-                   {"bytes_d2h", ts.bytes_d2h}});
+                   {"bytes_d2h", ts.bytes_d2h},
+                   {"prefetch_pipeline", ts.prefetch_pipeline},
+                   {"prefetched_rows", ts.prefetched_rows},
+                   {"prefetch_bytes_h2d", ts.prefetch_bytes_h2d}});
   return out;
 }
 

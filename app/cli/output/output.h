@@ -49,7 +49,8 @@ nlohmann::json table_storage_estimate_json(const engine::WorkloadSpec& spec, con
 /// placement, cache policy and load factor, the device cache and host bytes over all ranks, the
 /// cache hit rate (hits / (hits + misses) of the lookups' distinct rows; "-" for placement host,
 /// which has no cache, and for a cache that saw no lookup), and per measured step
-/// (totals / steps) the rows fetched and the bytes moved host -> device and back. "" when every
+/// (totals / steps) the rows fetched and the bytes moved host -> device and back, and the rows
+/// the prefetches fetched of those (a prefetch_pipeline table; "-" otherwise). "" when every
 /// table is on the device (or the array is older and has no placement).
 std::string host_placement_text(const nlohmann::json& tables, int64_t steps);
 

@@ -78,7 +78,7 @@ TEST(HostPlacementSpec, WhatHostTablesDoNotSupport) {
                     "/tables/0/placement", "host with data_type int8 (table \"t0\")"));
   EXPECT_TRUE(names(host_patched_error(R"([{"op": "add", "path": "/tables/0/placement", "value": "host_cached"},
                                            {"op": "add", "path": "/devices/backend", "value": "cuda"}])"),
-                    "/tables/0/placement", "host_cached (table \"t0\") runs on the cpu backend only, not cuda"));
+                    "/tables/0/placement", "host_cached (table \"t0\") runs on the cpu backend only (the simulated one times it), not cuda"));
   EXPECT_TRUE(names(host_patched_error(R"([{"op": "add", "path": "/tables/0/placement", "value": "host"},
                                            {"op": "add", "path": "/tables/0/low_rank_dim", "value": 2}])"),
                     "/tables/0/placement", "host with low_rank_dim (table \"t0\")"));
