@@ -73,9 +73,7 @@ class Fields {
 
 }  // namespace
 
-LinkProfile default_host_link() {
-  return {"PCIe Gen4 x16 (assumed: the profile gives no host_link)", 25e9, 10000};
-}
+LinkProfile default_host_link() { return HardwareProfile{}.host_link; }
 
 namespace {
 

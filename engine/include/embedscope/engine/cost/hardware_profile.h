@@ -55,8 +55,9 @@ struct HardwareProfile {
   /// The link between a GPU and its host's memory (PCIe): bus_bandwidth_bytes_per_s is what a
   /// copy achieves in ONE direction (the link is full duplex: host -> device and back run at the
   /// same time), latency_ns the fixed cost of one copy. Times the gpu_copy ops of tables in
-  /// host memory (cost_model.h host_copy_ns). Absent in a profile file: default_host_link().
-  LinkProfile host_link;
+  /// host memory (cost_model.h host_copy_ns). Absent in a profile file (and in a profile built
+  /// in code, e.g. a calibration's): default_host_link()'s figures.
+  LinkProfile host_link{"PCIe Gen4 x16 (assumed: the profile gives no host_link)", 25e9, 10000};
   std::map<std::string, std::string> sources;  ///< JSON pointer -> citation
 };
 
