@@ -138,7 +138,8 @@ json to_json(const HardwareProfile& p) {
               {"kernel_launch_ns", p.gpu.kernel_launch_ns}}},
             {"cluster", {{"gpus_per_node", p.gpus_per_node}, {"max_nodes", p.max_nodes}}},
             {"intra_node", link(p.intra_node)},
-            {"inter_node", link(p.inter_node)}};
+            {"inter_node", link(p.inter_node)},
+            {"host_link", link(p.host_link)}};
   if (!p.sources.empty()) j["sources"] = p.sources;
   return j;
 }

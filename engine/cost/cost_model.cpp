@@ -48,4 +48,9 @@ int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw) {
   return g.kernel_launch_ns + ns(std::max(memory, math));
 }
 
+int64_t host_copy_ns(const ProgramOp& op, const HardwareProfile& hw) {
+  const double bytes = static_cast<double>(std::max(op.bytes_h2d, op.bytes_d2h));
+  return hw.host_link.latency_ns + ns(bytes / hw.host_link.bus_bandwidth_bytes_per_s);
+}
+
 }  // namespace embedscope::engine

@@ -71,13 +71,19 @@ class Fields {
   const json* obj_ = nullptr;
 };
 
+}  // namespace
+
+LinkProfile default_host_link() { return HardwareProfile{}.host_link; }
+
+namespace {
+
 LinkProfile link(const json& j, const std::string& origin, const char* key) {
   Fields f(j, origin, std::string("/") + key, {"name", "bus_bandwidth_bytes_per_s", "latency_ns"});
   return {f.text("name"), f.number("bus_bandwidth_bytes_per_s", 0, 1e15, true), f.integer("latency_ns", 0, int64_t{1} << 40)};
 }
 
 HardwareProfile from_json(const json& j, const std::string& origin) {
-  Fields top(j, origin, "", {"name", "description", "gpu", "cluster", "intra_node", "inter_node", "sources"});
+  Fields top(j, origin, "", {"name", "description", "gpu", "cluster", "intra_node", "inter_node", "host_link", "sources"});
   HardwareProfile p;
   p.name = top.text("name");
   if (j.contains("description")) p.description = top.text("description");
@@ -98,6 +104,7 @@ HardwareProfile from_json(const json& j, const std::string& origin) {
   p.max_nodes = static_cast<int>(c.integer("max_nodes", 1, 1 << 20));
   p.intra_node = link(j, origin, "intra_node");
   p.inter_node = link(j, origin, "inter_node");
+  p.host_link = j.contains("host_link") ? link(j, origin, "host_link") : default_host_link();
   if (j.contains("sources")) {  // any JSON pointer -> a citation
     if (!j.at("sources").is_object()) top.fail("/sources", "must be an object (JSON pointer -> citation)");
     for (const auto& [k, v] : j.at("sources").items()) {

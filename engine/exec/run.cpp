@@ -43,7 +43,8 @@ nlohmann::json table_storage_json(const std::vector<RunResult::TableStorage>& ta
                    {"hot_all_reduce_bytes", ts.hot_all_reduce_bytes},
 
                    {"placement", enum_name(ts.placement)},
-                   {"cache_policy", enum_name(ts.cache_policy)},
+                   {"cache_policy", ts.placement == TablePlacement::host_cached ? nlohmann::json(enum_name(ts.cache_policy))
+                                                                                 : nlohmann::json()},
                    {"cache_load_factor", ts.cache_load_factor},
                    {"host_bytes", ts.host_bytes},
                    {"cache_bytes", ts.cache_bytes},
@@ -51,7 +52,10 @@ nlohmann::json table_storage_json(const std::vector<RunResult::TableStorage>& ta
                    {"cache_misses", ts.cache_misses},
                    {"rows_fetched", ts.rows_fetched},
                    {"bytes_h2d", ts.bytes_h2d},
-                   {"bytes_d2h", ts.bytes_d2h}});
+                   {"bytes_d2h", ts.bytes_d2h},
+                   {"prefetch_pipeline", ts.prefetch_pipeline},
+                   {"prefetched_rows", ts.prefetched_rows},
+                   {"prefetch_bytes_h2d", ts.prefetch_bytes_h2d}});
   return out;
 }
 

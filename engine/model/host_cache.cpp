@@ -20,6 +20,11 @@ int64_t cache_slots(double load_factor, int64_t num_rows) {
   return std::clamp<int64_t>(s, 1, num_rows);
 }
 
+int64_t cache_device_bytes(double load_factor, int64_t num_rows, int64_t num_cols) {
+  if (num_rows < 1 || num_cols < 1) return 0;
+  return round_size(cache_slots(load_factor, num_rows) * num_cols * 4);
+}
+
 HostRowStore::HostRowStore(TablePlacement placement, CachePolicy policy, OptimizerType opt, int64_t num_rows,
                            int64_t dim, int64_t slots, DeviceArena* arena)
     : placement_(placement), policy_(policy), num_rows_(num_rows), dim_(dim), arena_(arena) {
@@ -39,6 +44,7 @@ HostRowStore::HostRowStore(TablePlacement placement, CachePolicy policy, Optimiz
   row_slot_.assign(static_cast<size_t>(num_rows), -1);
   last_use_.assign(static_cast<size_t>(slots), -1);
   dirty_.assign(static_cast<size_t>(slots), 0);
+  pinned_.assign(static_cast<size_t>(slots), 0);
   if (policy == CachePolicy::lfu) lfu_count_.assign(static_cast<size_t>(num_rows), 0);
 }
 
@@ -47,13 +53,13 @@ int64_t HostRowStore::key(int64_t s) const {
   return policy_ == CachePolicy::lru ? last_use_[k] : lfu_count_[static_cast<size_t>(slot_row_[k])];
 }
 
-int64_t HostRowStore::victim_for(int64_t row, float* host_rows) {
+int64_t HostRowStore::victim_for(int64_t row, float* host_rows, int64_t extra) {
   if (next_free_ < slots()) return next_free_++;  // an empty slot first (slots are never emptied again)
   if (unlocked_.empty()) return -1;               // every slot holds a row of this lookup
   const auto [victim_key, best] = *unlocked_.begin();
   const auto b = static_cast<size_t>(best);
   const int64_t old = slot_row_[b];
-  if (policy_ == CachePolicy::lfu && lfu_count_[static_cast<size_t>(row)] < victim_key)
+  if (policy_ == CachePolicy::lfu && lfu_count_[static_cast<size_t>(row)] + extra < victim_key)
     return -1;  // the cached row is the more frequent one: keep it
   unlocked_.erase(unlocked_.begin());
   if (dirty_[b]) {
@@ -125,11 +131,69 @@ DeviceBuffer<float> HostRowStore::gather(float* host_rows, const int64_t* ids, i
     dirty_[k] = 0;
     locked.push_back(s);
   }
-  for (int64_t s : locked) {  // unlocked again, used now
+  for (int64_t s : locked) {  // unlocked again (a prefetch's pin ends here), used now
     last_use_[static_cast<size_t>(s)] = tick_;
+    pinned_[static_cast<size_t>(s)] = 0;
     unlocked_.insert({key(s), s});
+    in_use_.push_back(s);
   }
   return out;
+}
+
+void HostRowStore::prefetch(float* host_rows, const int64_t* ids, int64_t n_ids) {
+  if (placement_ != TablePlacement::host_cached)
+    throw std::invalid_argument("HostRowStore::prefetch: only a host_cached shard has a cache to prefetch into");
+  ++tick_;
+  // the pins of an earlier prefetch that no lookup used end
+  for (int64_t s = 0; s < slots(); ++s)
+    if (pinned_[static_cast<size_t>(s)]) {
+      pinned_[static_cast<size_t>(s)] = 0;
+      unlocked_.insert({key(s), s});
+    }
+  // the rows of the batch in flight (the lookups since the last prefetch) are locked while it runs
+  std::vector<int64_t> held;
+  for (int64_t s : in_use_)
+    if (unlocked_.erase({key(s), s}) > 0) held.push_back(s);
+  in_use_.clear();
+  std::vector<int64_t> sorted(ids, ids + n_ids);
+  std::sort(sorted.begin(), sorted.end());
+  const size_t row_size = sizeof(float) * static_cast<size_t>(dim_);
+  auto pin = [&](int64_t s) {
+    pinned_[static_cast<size_t>(s)] = 1;
+    last_use_[static_cast<size_t>(s)] = tick_;
+  };
+  // the batch's distinct rows and their ids; the cached ones pinned first, so that no miss of
+  // this batch evicts a row of it
+  std::vector<std::pair<int64_t, int64_t>> misses;  // (row, ids of it)
+  for (size_t i = 0; i < sorted.size();) {
+    const int64_t r = sorted[i];
+    size_t j = i;
+    while (j < sorted.size() && sorted[j] == r) ++j;
+    const auto times = static_cast<int64_t>(j - i);
+    i = j;
+    const int64_t cached = row_slot_[static_cast<size_t>(r)];
+    if (cached < 0) {
+      misses.emplace_back(r, times);
+    } else if (!pinned_[static_cast<size_t>(cached)]) {
+      unlocked_.erase({key(cached), cached});  // no-op for a held slot (out of the set already)
+      pin(cached);
+    }
+  }
+  for (const auto& [r, times] : misses) {
+    const int64_t s = victim_for(r, host_rows, times);
+    if (s < 0) continue;  // no room: the lookup fetches it
+    std::memcpy(cache_.data() + s * dim_, host_rows + r * dim_, row_size);
+    counters_.rows_fetched += 1;
+    counters_.bytes_h2d += dim_ * 4;
+    counters_.prefetched_rows += 1;
+    counters_.prefetch_bytes_h2d += dim_ * 4;
+    slot_row_[static_cast<size_t>(s)] = r;
+    row_slot_[static_cast<size_t>(r)] = s;
+    dirty_[static_cast<size_t>(s)] = 0;
+    pin(s);
+  }
+  for (int64_t s : held)  // the batch in flight's rows are victims again (unless this batch pinned them)
+    if (!pinned_[static_cast<size_t>(s)]) unlocked_.insert({key(s), s});
 }
 
 void HostRowStore::update(const OptimizerSpec& opt, int64_t iteration, float* host_rows, RowOptimizerState host_state,

@@ -66,8 +66,8 @@ std::vector<TableStorageEstimate> estimate_table_storage(const WorkloadSpec& spe
     for (const Shard& sh : tp.shards) {
       e.weight_bytes += shard_weight_bytes(t, sh.num_rows, sh.num_cols);
       e.optimizer_state_bytes += shard_optimizer_state_bytes(spec.optimizer.type, t, sh.num_rows, sh.num_cols);
-      if (t.placement == TablePlacement::host_cached && sh.num_rows > 0)
-        e.cache_bytes += cache_slots(t.cache_load_factor, sh.num_rows) * sh.num_cols * 4;
+      if (t.placement == TablePlacement::host_cached)
+        e.cache_bytes += cache_device_bytes(t.cache_load_factor, sh.num_rows, sh.num_cols);
     }
     out.push_back(e);
   }

@@ -163,6 +163,7 @@ class Replay {
           case PhaseKind::lookup: lookup(b); break;
           case PhaseKind::finish_output_dist: free_all(batches_[b].jobs); break;
           case PhaseKind::train: train(b); break;
+          case PhaseKind::prefetch: break;  // rows copied straight into the cache: no device buffer
         }
       }
     }

@@ -43,10 +43,11 @@ namespace {
 
 // Device bytes of `cols` columns of every row of t as stored (its data_type; quant/row_codec.h).
 // A low-rank table: A and B (model/low_rank.h). A table in host memory: its device cache
-// (host_cached: ceil(cache_load_factor x rows) fp32 rows, model/host_cache.h) or nothing (host).
+// (host_cached: ceil(cache_load_factor x rows) fp32 rows in a 512 B-rounded block, cache_device_bytes in
+// model/host_cache.h) or nothing (host).
 int64_t stored_bytes(const TableSpec& t, int64_t rows, int64_t cols) {
   if (t.placement == TablePlacement::host) return 0;
-  if (t.placement == TablePlacement::host_cached) return rows > 0 ? cache_slots(t.cache_load_factor, rows) * cols * 4 : 0;
+  if (t.placement == TablePlacement::host_cached) return cache_device_bytes(t.cache_load_factor, rows, cols);
   return shard_weight_bytes(t, rows, cols);
 }
 int64_t table_bytes(const TableSpec& t) { return stored_bytes(t, t.rows(), t.embedding_dim); }

@@ -166,6 +166,17 @@ int ProgramSink::compute(std::string name, OpCategory cat, int batch, std::strin
   return id;
 }
 
+int ProgramSink::copy(std::string name, int batch, std::string what, int64_t h2d, int64_t d2h,
+                      const std::vector<int>& after) {
+  const int id = add(std::move(name), Lane::gpu_copy, OpCategory::memcpy, batch, std::move(what));
+  program.ops[static_cast<size_t>(id)].bytes_h2d = h2d;
+  program.ops[static_cast<size_t>(id)].bytes_d2h = d2h;
+  wait(id, last_copy_);
+  for (int a : after) wait(id, a);
+  last_copy_ = id;
+  return id;
+}
+
 int ProgramSink::comm(std::string name, int batch, std::vector<CollectiveCall> calls, bool sync, std::string what,
                       int launched_by) {
   std::vector<CollectiveCall> checked;

@@ -83,6 +83,12 @@ class ProgramSink {
   /// table: 28,960).
   static double lookup_bytes(double ids, const TableSpec& t, int64_t cols, double bags);
   static double update_bytes(double ids, const TableSpec& t, int64_t cols, double bags, OptimizerType type);
+  /// A host-link op (lane gpu_copy, category memcpy; program/step_program.h): `h2d` / `d2h`
+  /// bytes host -> device and back. It waits for the previous op of its lane and for `after`
+  /// (ops of other lanes whose results it needs; -1 entries skipped).
+  int copy(std::string name, int batch, std::string what, int64_t h2d, int64_t d2h, const std::vector<int>& after);
+  /// Makes op `op` wait for op `on` too (nothing for on < 0).
+  void depend(int op, int on) { wait(op, on); }
   /// A comm op queued after the last compute op (or, launched_by >= 0, from inside that op);
   /// `sync`: the compute worker waits for it. Every all-to-all and reduce-scatter in `calls`
   /// is preceded by its split check ("<name>/split_check", comm/gloo_process_group.h).
@@ -116,7 +122,7 @@ class ProgramSink {
   void init_groups();
   int add(std::string name, sessions::Lane lane, sessions::OpCategory cat, int batch, std::string what);
   void wait(int op, int on);
-  int last_compute_ = -1, last_comm_ = -1, sync_comm_ = -1;
+  int last_compute_ = -1, last_comm_ = -1, sync_comm_ = -1, last_copy_ = -1;
 };
 
 }  // namespace embedscope::engine::program

@@ -1,6 +1,8 @@
 #include "embedscope/engine/program/step_program.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -9,6 +11,7 @@
 #include "sharding/embedding_sharding.h"
 #include "program_sink.h"
 #include "embedscope/engine/comm/collective_math.h"
+#include "embedscope/engine/cost/cache_model.h"
 #include "embedscope/engine/model/dense.h"
 #include "embedscope/sessions/model/units.h"
 #include "embedscope/engine/sharding/plan_json.h"
@@ -45,6 +48,7 @@ const char* to_string(PhaseKind k) {
     case PhaseKind::lookup: return "lookup";
     case PhaseKind::finish_output_dist: return "finish_output_dist";
     case PhaseKind::train: return "train";
+    case PhaseKind::prefetch: return "prefetch";
   }
   return "start_batch";
 }
@@ -83,7 +87,20 @@ class Builder {
  public:
   Builder(const WorkloadSpec& spec, const detail::Layout& layout, int rank, StepProgram& p)
       : spec_(spec), sink_(spec, layout, rank, p), L_(sink_.layout), me_(rank), W_(L_.world), B_(L_.B), p_(p),
-        shardings_(sharding::embedding_shardings(L_)), mine_(L_.slots_to[static_cast<size_t>(rank)]) {}
+        shardings_(sharding::embedding_shardings(L_)), mine_(L_.slots_to[static_cast<size_t>(rank)]) {
+    // this rank's shards in host memory, with their expected cache behaviour per batch
+    std::map<std::pair<int, int>, size_t> at;
+    for (int k : mine_) {
+      const Slot& sl = L_.slots[static_cast<size_t>(k)];
+      const TableSpec& t = spec_.tables[static_cast<size_t>(sl.table)];
+      if (t.placement == TablePlacement::device) continue;
+      auto [it, fresh] = at.emplace(std::pair{sl.table, sl.shard}, host_.size());
+      if (fresh) host_.push_back({sl.table, sl.s, {}, {}});
+      bool exact = true;
+      host_[it->second].ids.emplace_back(sl.feature, static_cast<double>(W_) * expected_ids(sl, exact));
+    }
+    for (auto& h : host_) h.est = estimate_cache(spec_, spec_.tables[static_cast<size_t>(h.table)], h.s, h.ids);
+  }
 
   /// input, bucketize, and the KJT all-to-all (splits, lengths, ids).
   void start_batch(int batch, bool sync) {
@@ -121,8 +138,9 @@ class Builder {
                sync, "all-to-all of the id count of every (shard, feature) bucket");
     sink_.comm("input_dist/lengths", batch, {sink_.all_to_all("input_dist/lengths", world, "world", ls, lr, 8, "int64")},
                sync, "all-to-all of the bag lengths of every bucket");
-    sink_.comm("input_dist/ids", batch, {sink_.all_to_all("input_dist/ids", world, "world", is, ir, 8, "int64", exact)},
-               sync, "all-to-all of the ids, each to the rank holding its shard");
+    ids_op_[batch] = sink_.comm("input_dist/ids", batch,
+                                {sink_.all_to_all("input_dist/ids", world, "world", is, ir, 8, "int64", exact)}, sync,
+                                "all-to-all of the ids, each to the rank holding its shard");
   }
 
   /// kjt_permute, lookup and the output dist (pooled embeddings to the ranks owning the samples).
@@ -137,23 +155,59 @@ class Builder {
       ids += n;
       bytes += ProgramSink::lookup_bytes(n, spec_.tables[static_cast<size_t>(sl.table)], sl.s.num_cols, bags);
     }
-    sink_.compute("kjt_permute", OpCategory::input, batch,
-                  input_dist_earlier ? "arrange the received ids per local shard (their input dist ran in the previous step)"
-                                     : "arrange the received ids per local shard",
-                  0, 0, std::llround(2 * 8.0 * (ids + bags * static_cast<double>(mine_.size()))));
+    const int permute = sink_.compute(
+        "kjt_permute", OpCategory::input, batch,
+        input_dist_earlier ? "arrange the received ids per local shard (their input dist ran in the previous step)"
+                           : "arrange the received ids per local shard",
+        0, 0, std::llround(2 * 8.0 * (ids + bags * static_cast<double>(mine_.size()))));
     for (const auto& m : shardings_) {
       const auto w = m->local_lookup_work(sink_);
       ids += w.ids;
       bytes += w.bytes;
     }
-    sink_.compute("lookup", OpCategory::lookup, batch,
-                  fmt::format("pooled lookup of {} local shard bucket(s) and {} replicated table(s)", mine_.size(),
-                              L_.dp_tables.size()),
-                  std::llround(ids), 0, std::llround(bytes));
+    // tables in host memory: the rows the lookup misses, fetched before it (a batch whose ids came
+    // a step ahead was prefetched into the caches of its prefetch_pipeline tables)
+    double fetch = 0, rows = 0;
+    for (const auto& h : host_) {
+      if (input_dist_earlier && prefetches(h)) continue;
+      fetch += h.est.misses * 4.0 * static_cast<double>(h.s.num_cols);
+      rows += h.est.misses;
+    }
+    int fetch_op = -1;
+    if (std::llround(fetch) > 0)
+      fetch_op = sink_.copy("host_fetch", batch,
+                            fmt::format("fetch the {:.1f} rows the lookup misses (expected) from host memory", rows),
+                            std::llround(fetch), 0, {permute});
+    lookup_op_[batch] = sink_.compute("lookup", OpCategory::lookup, batch,
+                                      fmt::format("pooled lookup of {} local shard bucket(s) and {} replicated table(s)",
+                                                  mine_.size(), L_.dp_tables.size()),
+                                      std::llround(ids), 0, std::llround(bytes));
+    sink_.depend(lookup_op_[batch], fetch_op);
     for (const auto& m : shardings_) m->emit_output_dist(sink_, batch, sync);
   }
 
   void finish_output_dist(int batch) { PhaseScope ph(p_, PhaseKind::finish_output_dist, batch, true); }
+
+  /// The misses of batch `batch` (ids a step ahead) fetched into the caches of this rank's
+  /// prefetch_pipeline shards, once its input dist has its ids (no op on a rank without one).
+  void prefetch(int batch) {
+    PhaseScope ph(p_, PhaseKind::prefetch, batch, true);
+    double h2d = 0, rows = 0;
+    bool any = false;
+    for (const auto& h : host_) {
+      if (!prefetches(h)) continue;
+      any = true;
+      h2d += h.est.misses * 4.0 * static_cast<double>(h.s.num_cols);
+      rows += h.est.misses;
+    }
+    if (!any) return;
+    const auto found = ids_op_.find(batch);
+    prefetch_op_ = sink_.copy("prefetch", batch,
+                              fmt::format("prefetch the {:.1f} rows batch {:+} will miss (expected) into the device "
+                                          "caches, pinned until its lookup",
+                                          rows, batch),
+                              std::llround(h2d), 0, {found == ids_op_.end() ? -1 : found->second});
+  }
 
   /// The dense part, the gradient dist, the embedding update and the dense all-reduce.
   void train(int batch, bool output_dist_earlier) {
@@ -195,10 +249,31 @@ class Builder {
       const TableSpec& ts = spec_.tables[static_cast<size_t>(sl.table)];
       bytes += ProgramSink::update_bytes(n, ts, sl.s.num_cols, static_cast<double>(W_ * B_), spec_.optimizer.type);
     }
-    sink_.compute("backward_fused_optimizer", OpCategory::optimizer, batch,
-                  fmt::format("sparse gradients of the local shards and the fused {} update of their rows",
-                              to_string(spec_.optimizer.type)),
-                  std::llround(ids), 0, std::llround(bytes));
+    // tables in host memory: the optimizer state rows (in host memory) there and back, the
+    // updated rows not cached (host: all) there and back, the dirty rows the lookups evicted back
+    double h2d = 0, d2h = 0;
+    for (const auto& h : host_) {
+      const TableSpec& ts = spec_.tables[static_cast<size_t>(h.table)];
+      const double row = 4.0 * static_cast<double>(h.s.num_cols);
+      const double state = static_cast<double>(optimizer_state_bytes(spec_.optimizer.type, 1, h.s.num_cols));
+      const double g = h.est.distinct_rows;
+      h2d += g * state + (ts.placement == TablePlacement::host ? g * row : 0.0);
+      d2h += g * state + (ts.placement == TablePlacement::host ? g * row : h.est.misses * row);
+    }
+    int update_op = -1;
+    if (std::llround(h2d) + std::llround(d2h) > 0) {
+      const auto lk = lookup_op_.find(batch);
+      update_op = sink_.copy("host_update", batch,
+                             "the optimizer's host traffic (expected): state rows there and back, uncached rows written "
+                             "through, dirty rows evicted",
+                             std::llround(h2d), std::llround(d2h), {lk == lookup_op_.end() ? -1 : lk->second});
+    }
+    const int bwd = sink_.compute("backward_fused_optimizer", OpCategory::optimizer, batch,
+                                  fmt::format("sparse gradients of the local shards and the fused {} update of their rows",
+                                              to_string(spec_.optimizer.type)),
+                                  std::llround(ids), 0, std::llround(bytes));
+    sink_.depend(bwd, update_op);
+    sink_.depend(bwd, prefetch_op_);  // FBGEMM: the TBE backward waits for the prefetch of the next batch
     for (const auto& m : shardings_) m->emit_update(sink_, batch);
     const int opt = sink_.compute("dense_optimizer", OpCategory::optimizer, batch,
                                   "average the all-reduced dense gradients and apply SGD (waits for every bucket)", 0, 0,
@@ -210,6 +285,20 @@ class Builder {
 
  private:
   double expected_ids(const Slot& sl, bool& exact) const { return program::expected_slot_ids(spec_, sl, exact); }
+  // a local shard in host memory: its features' expected ids per batch and its cache estimate
+  struct HostShard {
+    int table;
+    Shard s;
+    std::vector<std::pair<int, double>> ids;
+    CacheEstimate est;
+  };
+  bool prefetches(const HostShard& h) const {
+    const TableSpec& t = spec_.tables[static_cast<size_t>(h.table)];
+    return t.prefetch_pipeline && t.placement == TablePlacement::host_cached;
+  }
+  std::vector<HostShard> host_;
+  std::map<int, int> ids_op_, lookup_op_;  // by batch: its input_dist/ids and lookup ops in this program
+  int prefetch_op_ = -1;
   const WorkloadSpec& spec_;
   ProgramSink sink_;
   const Layout& L_;
@@ -227,6 +316,9 @@ std::vector<Phase> step_schedule(const WorkloadSpec& spec, int64_t iteration) {
   auto has = [&](int64_t i) { return i < total; };
   std::vector<Phase> out;
   auto phase = [&](PhaseKind k, int batch, bool sync) { out.push_back({k, batch, sync, 0, 0}); };
+  const bool prefetching = std::any_of(spec.tables.begin(), spec.tables.end(), [](const TableSpec& t) {
+    return t.prefetch_pipeline && t.placement == TablePlacement::host_cached;
+  });
   switch (spec.pipeline) {
     case PipelineKind::base:
       phase(PhaseKind::start_batch, 0, true);
@@ -238,7 +330,10 @@ std::vector<Phase> step_schedule(const WorkloadSpec& spec, int64_t iteration) {
       if (iteration == 0) phase(PhaseKind::start_batch, 0, true);
       phase(PhaseKind::lookup, 0, true);
       phase(PhaseKind::finish_output_dist, 0, true);
-      if (has(iteration + 1)) phase(PhaseKind::start_batch, 1, false);
+      if (has(iteration + 1)) {
+        phase(PhaseKind::start_batch, 1, false);
+        if (prefetching) phase(PhaseKind::prefetch, 1, true);
+      }
       phase(PhaseKind::train, 0, true);
       break;
     case PipelineKind::semi_sync:  // the next batch's lookup and output dist run under the dense part
@@ -250,7 +345,10 @@ std::vector<Phase> step_schedule(const WorkloadSpec& spec, int64_t iteration) {
       if (has(iteration + 1)) {
         if (iteration == 0) phase(PhaseKind::start_batch, 1, true);
         phase(PhaseKind::lookup, 1, false);
-        if (has(iteration + 2)) phase(PhaseKind::start_batch, 2, false);
+        if (has(iteration + 2)) {
+          phase(PhaseKind::start_batch, 2, false);
+          if (prefetching) phase(PhaseKind::prefetch, 2, true);
+        }
       }
       phase(PhaseKind::train, 0, true);
       break;
@@ -287,6 +385,7 @@ StepProgram program::build_step_program(const WorkloadSpec& spec, const Sharding
                                                    (spec.pipeline == PipelineKind::semi_sync && ph.batch == 1)));
         break;
       case PhaseKind::finish_output_dist: b.finish_output_dist(ph.batch); break;
+      case PhaseKind::prefetch: b.prefetch(ph.batch); break;
       // semi_sync trains a batch whose output dist ran under the previous step
       case PhaseKind::train: b.train(ph.batch, spec.pipeline == PipelineKind::semi_sync && iteration > 0); break;
     }
@@ -331,6 +430,8 @@ nlohmann::json to_json(const StepProgram& p) {
     if (op.rows) o["rows"] = op.rows;
     if (op.flops) o["flops"] = op.flops;
     if (op.bytes) o["bytes"] = op.bytes;
+    if (op.bytes_h2d) o["bytes_h2d"] = op.bytes_h2d;
+    if (op.bytes_d2h) o["bytes_d2h"] = op.bytes_d2h;
     o["what"] = op.what;
     auto& cs = o["collectives"] = nlohmann::json::array();
     for (const auto& c : op.collectives) {
@@ -353,7 +454,7 @@ std::string to_text(const StepProgram& p) {
   for (const auto& ph : p.schedule)
     out += fmt::format(" {}({:+}{})", to_string(ph.kind), ph.batch, ph.sync ? "" : ", async");
   out += "\n";
-  out += fmt::format("{:>3}  {:<7} {:>5}  {:<40} {:<14} {}\n", "id", "lane", "batch", "op", "waits for", "collectives");
+  out += fmt::format("{:>3}  {:<8} {:>5}  {:<40} {:<14} {}\n", "id", "lane", "batch", "op", "waits for", "collectives");
   for (const auto& op : p.ops) {
     std::string waits;
     for (int w : op.waits_for) waits += (waits.empty() ? "" : ",") + std::to_string(w);
@@ -371,7 +472,10 @@ std::string to_text(const StepProgram& p) {
                         c.exact ? "" : " (expected)", checked ? " + split check" : "");
       checked = false;
     }
-    out += fmt::format("{:>3}  {:<7} {:>+5}  {:<40} {:<14} {}\n", op.id, sessions::to_string(op.lane), op.batch, op.name,
+    if (op.lane == sessions::Lane::gpu_copy)  // the host link's bytes
+      cs = fmt::format("host link: {} host -> device, {} device -> host (expected)", sessions::format_bytes(op.bytes_h2d),
+                       sessions::format_bytes(op.bytes_d2h));
+    out += fmt::format("{:>3}  {:<8} {:>+5}  {:<40} {:<14} {}\n", op.id, sessions::to_string(op.lane), op.batch, op.name,
                        waits, cs);
   }
   return out;

@@ -193,7 +193,7 @@ TableSpec read_table(const Reader& r, const json& v, const std::string& p) {
   r.object(v, p,
            {"name", "num_embeddings", "embedding_dim", "pooling", "feature_names", "data_type", "hash_size",
             "optimizer_state_type", "low_rank_dim", "shared_with", "stochastic_rounding", "placement",
-            "cache_load_factor", "cache_policy"});
+            "cache_load_factor", "cache_policy", "prefetch_pipeline"});
   TableSpec t;
   t.name = r.string(r.required(v, p, "name"), p + "/name");
   t.num_embeddings = r.integer(r.required(v, p, "num_embeddings"), p + "/num_embeddings");
@@ -205,11 +205,12 @@ TableSpec read_table(const Reader& r, const json& v, const std::string& p) {
     t.optimizer_state_type = r.enumeration<OptimizerStateType>(*a, p + "/optimizer_state_type");
   if (auto* a = Reader::optional(v, "placement")) t.placement = r.enumeration<TablePlacement>(*a, p + "/placement");
   // the cache's settings belong to a cached table: given for another they would be silently unused
-  for (const char* key : {"cache_load_factor", "cache_policy"})
+  for (const char* key : {"cache_load_factor", "cache_policy", "prefetch_pipeline"})
     if (Reader::optional(v, key) && t.placement != TablePlacement::host_cached)
       r.fail(p + "/" + key, fmt::format("only allowed with placement \"host_cached\", not \"{}\"", enum_name(t.placement)));
   if (auto* a = Reader::optional(v, "cache_load_factor")) t.cache_load_factor = r.number(*a, p + "/cache_load_factor");
   if (auto* a = Reader::optional(v, "cache_policy")) t.cache_policy = r.enumeration<CachePolicy>(*a, p + "/cache_policy");
+  if (auto* a = Reader::optional(v, "prefetch_pipeline")) t.prefetch_pipeline = r.boolean(*a, p + "/prefetch_pipeline");
   if (auto* a = Reader::optional(v, "low_rank_dim")) {
     t.low_rank_dim = r.integer(*a, p + "/low_rank_dim");
     // 0 in the typed spec means "a full table": given explicitly it is an error, not the default

@@ -38,6 +38,7 @@ json to_json(const WorkloadSpec& s) {
     if (t.placement == TablePlacement::host_cached) {
       tables.back()["cache_load_factor"] = t.cache_load_factor;
       tables.back()["cache_policy"] = enum_name(t.cache_policy);
+      if (t.prefetch_pipeline) tables.back()["prefetch_pipeline"] = true;
     }
     if (t.low_rank_dim > 0) tables.back()["low_rank_dim"] = t.low_rank_dim;
     // each shared table again as it was given, right after the table whose rows it uses

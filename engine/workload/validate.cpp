@@ -17,7 +17,8 @@ namespace embedscope::engine {
 namespace workload_detail {
 
 // A table placed in host memory (TableSpec::placement host / host_cached): what model/host_cache.h
-// runs (fp32 rows and state, a full table, the cpu backend, table_wise / row_wise / column_wise,
+// runs (fp32 rows and state, a full table, the cpu backend - or the simulated one, which times its
+// host-link copies (program/step_program.h) - table_wise / row_wise / column_wise,
 // no live rebalancing), a cache load factor in (0, 1], and rows that fit the host memory of the
 // ranks at all (check_memory_fits checks each rank's share under the plan).
 void validate_host_placement(const WorkloadSpec& s, const Checker& c, size_t t) {
@@ -27,6 +28,13 @@ void validate_host_placement(const WorkloadSpec& s, const Checker& c, size_t t) 
   if (tb.placement == TablePlacement::host_cached && !(tb.cache_load_factor > 0.0 && tb.cache_load_factor <= 1.0))
     c.fail(p + "/cache_load_factor", fmt::format("must be in (0, 1] (the share of the rows the device cache holds), got {}",
                                                  tb.cache_load_factor));
+  if (tb.prefetch_pipeline && tb.placement != TablePlacement::host_cached)
+    c.fail(p + "/prefetch_pipeline", fmt::format("only allowed with placement \"host_cached\", not \"{}\" (table \"{}\"): "
+                                                 "the prefetch fills the device cache", where, tb.name));
+  if (tb.prefetch_pipeline && s.pipeline == PipelineKind::base)
+    c.fail(p + "/prefetch_pipeline",
+           fmt::format("needs pipeline sparse_dist or semi_sync (table \"{}\"; /pipeline is base): only they receive a "
+                       "batch's ids a step before its lookup", tb.name));
   if (tb.data_type != TableDataType::fp32)
     c.fail(p + "/placement", fmt::format("{} with data_type {} (table \"{}\"): rows in host memory are fp32 only; "
                                          "leave data_type out or use placement device",
@@ -37,9 +45,9 @@ void validate_host_placement(const WorkloadSpec& s, const Checker& c, size_t t) 
   if (tb.low_rank_dim != 0)
     c.fail(p + "/placement", fmt::format("{} with low_rank_dim (table \"{}\"): a factorized table stays on the device",
                                          where, tb.name));
-  if (s.devices.backend != Backend::cpu)
-    c.fail(p + "/placement", fmt::format("{} (table \"{}\") runs on the cpu backend only, not {}", where, tb.name,
-                                         enum_name(s.devices.backend)));
+  if (s.devices.backend != Backend::cpu && s.devices.backend != Backend::simulated)
+    c.fail(p + "/placement", fmt::format("{} (table \"{}\") runs on the cpu backend only (the simulated one times it), not {}",
+                                         where, tb.name, enum_name(s.devices.backend)));
   if (s.rebalance.enabled())
     c.fail(p + "/placement", fmt::format("{} (table \"{}\") with live rebalancing: moving rows in host memory is not "
                                          "supported; use placement device or leave rebalance out", where, tb.name));
@@ -122,6 +130,10 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
                                  "so column-wise sharding would save none of it"));
     }
     if (tb.placement != TablePlacement::device) validate_host_placement(s, c, t);
+    else if (tb.prefetch_pipeline)
+      c.fail(ptr_idx("/tables", t) + "/prefetch_pipeline",
+             fmt::format("only allowed with placement \"host_cached\", not \"device\" (table \"{}\"): the prefetch "
+                         "fills the device cache", tb.name));
     if (tb.feature_names.empty()) c.fail(p + "/feature_names", "must not be empty");
     for (size_t k = 0; k < tb.feature_names.size(); ++k) {
       if (tb.feature_names[k].empty()) c.fail(ptr_idx(p + "/feature_names", k), "must not be empty");

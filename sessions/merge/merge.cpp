@@ -57,7 +57,8 @@ bool same_file(const std::string& a, const std::string& b) {
 
 std::string merge_table_storage_json(const std::vector<std::string>& inputs) {
   static const std::set<std::string> kSum{"master_copy_bytes", "hash_collisions", "hot_ids",     "cache_hits",
-                                          "cache_misses",      "rows_fetched",    "bytes_h2d",   "bytes_d2h"};
+                                          "cache_misses",      "rows_fetched",    "bytes_h2d",   "bytes_d2h",
+                                          "prefetched_rows",   "prefetch_bytes_h2d"};
   static const std::set<std::string> kMax{"max_abs_error", "relative_error"};
   json out;
   for (const std::string& text : inputs) {

@@ -93,23 +93,27 @@ std::string host_placement_text(const json& tables, int64_t steps) {
     return s;
   };
   const double n = steps > 0 ? static_cast<double>(steps) : 1.0;
-  std::string out = fmt::format("{:<20} {:<11} {:<6} {:>6} {:>12} {:>12} {:>9} {:>12} {:>12} {:>12}\n", "table", "placement",
-                                "policy", "load", "device cache", "host", "hit rate", "rows/step", "H2D/step", "D2H/step");
+  std::string out = fmt::format("{:<20} {:<11} {:<6} {:>6} {:>12} {:>12} {:>9} {:>12} {:>12} {:>12} {:>16}\n", "table",
+                                "placement", "policy", "load", "device cache", "host", "hit rate", "rows/step", "H2D/step",
+                                "D2H/step", "prefetched/step");
   for (const auto& t : tables) {
     const std::string placement = t.value("placement", "device");
     if (placement == "device") continue;
     const bool cached = placement == "host_cached";
     const int64_t hits = t.value("cache_hits", int64_t{0}), misses = t.value("cache_misses", int64_t{0});
-    out += fmt::format("{:<20} {:<11} {:<6} {:>6} {:>12} {:>12} {:>9} {:>12.0f} {:>12} {:>12}\n", t.value("table", ""),
+    const bool prefetch = cached && t.value("prefetch_pipeline", false);
+    out += fmt::format("{:<20} {:<11} {:<6} {:>6} {:>12} {:>12} {:>9} {:>12.0f} {:>12} {:>12} {:>16}\n", t.value("table", ""),
                        placement, cached ? t.value("cache_policy", "lru") : "-",
                        cached ? fmt::format("{:.2f}", t.value("cache_load_factor", 0.0)) : std::string("-"),
                        es::format_bytes(sum(t.value("cache_bytes", json::array()))),
                        es::format_bytes(sum(t.value("host_bytes", json::array()))),
-                       hits + misses > 0 ? fmt::format("{:.1f}%", 100.0 * static_cast<double>(hits) / static_cast<double>(hits + misses))
+                       cached && hits + misses > 0 ? fmt::format("{:.1f}%", 100.0 * static_cast<double>(hits) / static_cast<double>(hits + misses))
                                          : std::string("-"),
                        static_cast<double>(t.value("rows_fetched", int64_t{0})) / n,
                        es::format_bytes(static_cast<int64_t>(static_cast<double>(t.value("bytes_h2d", int64_t{0})) / n)),
-                       es::format_bytes(static_cast<int64_t>(static_cast<double>(t.value("bytes_d2h", int64_t{0})) / n)));
+                       es::format_bytes(static_cast<int64_t>(static_cast<double>(t.value("bytes_d2h", int64_t{0})) / n)),
+                       prefetch ? fmt::format("{:.0f} rows", static_cast<double>(t.value("prefetched_rows", int64_t{0})) / n)
+                                : std::string("-"));
   }
   return out;
 }

@@ -47,8 +47,10 @@ nlohmann::json table_storage_estimate_json(const engine::WorkloadSpec& spec, con
 /// The tables placed in host memory (placement host / host_cached), from table_storage_json's
 /// array (`embedscope run`, and `stats` from the session's table_storage_json): per table its
 /// placement, cache policy and load factor, the device cache and host bytes over all ranks, the
-/// cache hit rate (hits / (hits + misses) of the lookups' distinct rows), and per measured step
-/// (totals / steps) the rows fetched and the bytes moved host -> device and back. "" when every
+/// cache hit rate (hits / (hits + misses) of the lookups' distinct rows; "-" for placement host,
+/// which has no cache, and for a cache that saw no lookup), and per measured step
+/// (totals / steps) the rows fetched and the bytes moved host -> device and back, and the rows
+/// the prefetches fetched of those (a prefetch_pipeline table; "-" otherwise). "" when every
 /// table is on the device (or the array is older and has no placement).
 std::string host_placement_text(const nlohmann::json& tables, int64_t steps);
 

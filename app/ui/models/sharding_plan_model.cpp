@@ -15,6 +15,11 @@
 
 #include "core/plan_history.h"
 #include "embedscope/engine/rebalance/reshard.h"
+#pragma push_macro("slots")  // Qt's `slots` keyword macro vs HostRowStore::slots()
+#undef slots
+#include "embedscope/engine/model/host_cache.h"
+#pragma pop_macro("slots")
+#include "embedscope/engine/model/low_rank.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
@@ -119,6 +124,8 @@ ShardingPlanModel::ShardingPlanModel(const sessions::SessionReader& session, con
       s.ids += c.ids;
       s.bytes_in += c.bytes_in;
       s.bytes_out += c.bytes_out;
+      s.cache_hits += c.cache_hits;
+      s.cache_misses += c.cache_misses;
     }
   }
   for (const auto& rs : stats.ranks)
@@ -126,6 +133,20 @@ ShardingPlanModel::ShardingPlanModel(const sessions::SessionReader& session, con
       ranks_[static_cast<size_t>(rs.rank)].peak_bytes = rs.peak_allocated_bytes;
   try {  // the planner's estimate for the workload as run
     const engine::WorkloadSpec spec = engine::parse_workload(json::parse(session.meta(sessions::meta::kWorkloadJson, "{}")), sessions::meta::kWorkloadJson);
+    // shards in host memory: the device holds the cache (host_cached) or nothing, the host the
+    // rows and state (model/host_cache.h, as the run's table storage counts them)
+    for (auto& rr : ranks_)
+      for (ShardRow& s : rr.shards) {
+        const auto t = std::find_if(spec.tables.begin(), spec.tables.end(), [&](const engine::TableSpec& ts) { return ts.name == s.table; });
+        if (t == spec.tables.end() || t->placement == engine::TablePlacement::device) continue;
+        s.placement = engine::enum_name(t->placement);
+        s.weight_bytes = 0;
+        s.host_bytes = engine::shard_weight_bytes(*t, s.num_rows, s.num_cols) +
+                       engine::shard_optimizer_state_bytes(spec.optimizer.type, *t, s.num_rows, s.num_cols);
+        if (t->placement != engine::TablePlacement::host_cached) continue;
+        s.cache_bytes = engine::cache_device_bytes(t->cache_load_factor, s.num_rows, s.num_cols);
+        s.host_bytes += 8 * s.num_rows * (t->cache_policy == engine::CachePolicy::lfu ? 2 : 1);
+      }
     for (const auto& e : engine::estimate_memory(spec, plan_of(plan, world)))
       if (e.rank >= 0 && e.rank < world) ranks_[static_cast<size_t>(e.rank)].planned_bytes = e.total();
     compare_peaks(spec, initial, changes, session.memory_counters(), world);
@@ -177,6 +198,11 @@ void ShardingPlanModel::compare_peaks(const engine::WorkloadSpec& spec, const st
       r.peak_when = std::string("not compared with a plan: ") + e.what();
     }
   }
+}
+
+QString ShardingPlanModel::hit_rate_text(int64_t hits, int64_t misses, bool cached) {
+  if (!cached || hits + misses <= 0) return "-";
+  return QString("%1%").arg(100.0 * static_cast<double>(hits) / static_cast<double>(hits + misses), 0, 'f', 1);
 }
 
 std::vector<int> ShardingPlanModel::under_planned() const {
@@ -254,10 +280,26 @@ QVariant ShardingPlanModel::data(const QModelIndex& index, int role) const {
         return parts.isEmpty() ? QString("no shards") : parts.join(", ");
       }
       case Size: {
-        int64_t weights = 0;
-        for (const auto& s : r.shards) weights += s.weight_bytes;
-        if (role == Qt::UserRole) return QVariant::fromValue<qlonglong>(weights);
-        return "weights " + QString::fromStdString(sessions::format_bytes(weights));
+        int64_t weights = 0, cache = 0, host = 0, hits = 0, misses = 0;
+        bool in_host = false, cached = false;
+        for (const auto& s : r.shards) {
+          weights += s.weight_bytes;
+          cache += s.cache_bytes;
+          host += s.host_bytes;
+          in_host |= s.in_host_memory();
+          if (s.placement == "host_cached") {
+            cached = true;
+            hits += s.cache_hits;
+            misses += s.cache_misses;
+          }
+        }
+        if (role == Qt::UserRole) return QVariant::fromValue<qlonglong>(weights + cache);
+        QString text = "weights " + QString::fromStdString(sessions::format_bytes(weights));
+        if (in_host)
+          text += QString(", device cache %1, host %2, hit rate %3")
+                      .arg(QString::fromStdString(sessions::format_bytes(cache)),
+                           QString::fromStdString(sessions::format_bytes(host)), hit_rate_text(hits, misses, cached));
+        return text;
       }
       case PlannedMemory: return bytes(r.planned_bytes);
       case PeakMemory: return bytes(r.peak_bytes);
@@ -271,10 +313,17 @@ QVariant ShardingPlanModel::data(const QModelIndex& index, int role) const {
   switch (index.column()) {
     case Name: return QString::fromStdString(s.table);
     case Sharding: return QString("%1 #%2").arg(QString::fromStdString(s.type)).arg(s.shard);
-    case Size:
+    case Size: {
       if (role == Qt::UserRole) return QVariant::fromValue<qlonglong>(s.num_rows * s.num_cols);
-      return QString("%1 x %2 @ %3, %4").arg(s.num_rows).arg(s.num_cols).arg(s.row_offset).arg(s.col_offset);
-    case PlannedMemory: return bytes(s.weight_bytes);
+      QString text = QString("%1 x %2 @ %3, %4").arg(s.num_rows).arg(s.num_cols).arg(s.row_offset).arg(s.col_offset);
+      if (s.in_host_memory())
+        text += QString("; %1: device cache %2, host %3, hit rate %4")
+                    .arg(QString::fromStdString(s.placement), QString::fromStdString(sessions::format_bytes(s.cache_bytes)),
+                         QString::fromStdString(sessions::format_bytes(s.host_bytes)),
+                         hit_rate_text(s.cache_hits, s.cache_misses, s.placement == "host_cached"));
+      return text;
+    }
+    case PlannedMemory: return bytes(s.weight_bytes + s.cache_bytes);
     case PeakMemory: return role == Qt::UserRole ? QVariant() : QVariant(QString());
     case IdsLookedUp: return count(s.ids);
     case BytesIn: return bytes(s.bytes_in);

@@ -5,10 +5,12 @@
 // type, rows x cols at its offset, its weight bytes and its own load). A run with live
 // rebalances shows the plan it ended with (the load view shows the plan over time), and each
 // rank's measured peak is compared with the estimate of the plan in force when the peak
-// happened (core/plan_history.h), not with the first plan's. Sources: the session's tables
-// `shards` and `plan_changes`, workload_json metadata, load_counters (measured steps),
-// memory_counters and the per-rank peak allocated memory of sessions::analyze
-// (sessions/schema/FORMAT.md).
+// happened (core/plan_history.h), not with the first plan's. A shard in host memory
+// (placement host / host_cached, model/host_cache.h) counts its device cache as its device
+// bytes (0 under host) and shows its host bytes and cache hit rate beside them, on its row and
+// summed on its rank's. Sources: the session's tables `shards` and `plan_changes`,
+// workload_json metadata, load_counters (measured steps), memory_counters and the per-rank
+// peak allocated memory of sessions::analyze (sessions/schema/FORMAT.md).
 
 #include <QAbstractItemModel>
 #include <QString>
@@ -35,8 +37,18 @@ class ShardingPlanModel : public QAbstractItemModel {
     std::string table, type;  ///< table name, TorchRec sharding type
     int shard = 0;            ///< index into the table's shards in the plan
     int64_t num_rows = 0, num_cols = 0, row_offset = 0, col_offset = 0;
-    int64_t weight_bytes = 0;  ///< num_rows x num_cols x 4 (fp32)
+    int64_t weight_bytes = 0;  ///< device bytes of its rows: num_rows x num_cols x 4 (fp32); 0 in host memory
     int64_t ids = 0, bytes_in = 0, bytes_out = 0;  ///< load counters, measured steps
+    /// The table's placement ("device", "host", "host_cached"; the workload's TableSpec::placement).
+    std::string placement = "device";
+    /// host / host_cached: the device cache (cache_device_bytes; 0 under host) and the host
+    /// memory (fp32 rows and optimizer state, the cache's row -> slot index and lfu's counts, as
+    /// the run's table storage counts them), bytes; 0 on the device.
+    int64_t cache_bytes = 0, host_bytes = 0;
+    /// host / host_cached: the load counters' distinct rows of lookups found / not found in
+    /// the cache, measured steps.
+    int64_t cache_hits = 0, cache_misses = 0;
+    bool in_host_memory() const { return placement != "device"; }
   };
   struct RankRow {
     int rank = 0;
@@ -58,7 +70,12 @@ class ShardingPlanModel : public QAbstractItemModel {
     int64_t ids = 0, bytes_in = 0, bytes_out = 0;
   };
 
-  /// A session without a plan gives an empty model.
+  /// "80.0%" (hits / (hits + misses)) for a host_cached shard or rank with lookups, else "-".
+  static QString hit_rate_text(int64_t hits, int64_t misses, bool cached);
+
+  /// A session without a plan gives an empty model. Size column of a rank: "weights X" and,
+  /// when it holds shards in host memory, ", device cache Y, host Z, hit rate H" (its
+  /// host_cached shards' hits over their lookups); planned memory of a shard: its device bytes.
   ShardingPlanModel(const sessions::SessionReader& session, const sessions::RunStats& stats, QObject* parent = nullptr);
   const std::vector<RankRow>& ranks() const { return ranks_; }
   /// The ranks whose measured peak allocated memory exceeds the estimate of the plan in force

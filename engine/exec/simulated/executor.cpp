@@ -45,7 +45,7 @@ struct SimOp {
 struct RankStep {
   StepProgram program;
   std::vector<SimOp> ops;
-  std::vector<int> lane_ops[2];  // op ids per lane (compute, comm), in order
+  std::vector<int> lane_ops[3];  // op ids per lane (compute, comm, host link), in order
 };
 
 struct Rendezvous {
@@ -53,7 +53,8 @@ struct Rendezvous {
   int64_t ready_ns = 0, duration_ns = 0;
 };
 
-int lane_index(Lane l) { return l == Lane::comm ? 1 : 0; }
+// 0 compute, 1 comm, 2 the host link (gpu_copy: the copies of tables in host memory)
+int lane_index(Lane l) { return l == Lane::comm ? 1 : l == Lane::gpu_copy ? 2 : 0; }
 
 }  // namespace
 
@@ -72,6 +73,8 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
   const int64_t total = spec_.warmup_steps + spec_.steps;
   const detail::Layout layout(spec_, plan_);
   const auto memory = estimate_memory(spec_, plan_);
+  const bool host_tables = std::any_of(spec_.tables.begin(), spec_.tables.end(),
+                                       [](const TableSpec& t) { return t.placement != TablePlacement::device; });
   result.samples_per_step = spec_.batch_size * W;
 
   if (session) {
@@ -92,13 +95,15 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
                                          {"gpus_per_node", gpn},
                                          {"nodes", W / gpn},
                                          {"intra_node", link(hw_.intra_node)},
-                                         {"inter_node", link(hw_.inter_node)}}
+                                         {"inter_node", link(hw_.inter_node)},
+                                         {"host_link", link(hw_.host_link)}}
                               .dump());
     for (int r = 0; r < W; ++r) {
       session->add_rank({r, fmt::format("node{} (simulated)", r / gpn), hw_.gpu.name + " (simulated)",
                          spec_.devices.memory_bytes});
       session->add_lane({r, static_cast<int32_t>(Lane::compute), "compute", "stream"});
       session->add_lane({r, static_cast<int32_t>(Lane::comm), "comm", "stream"});
+      if (host_tables) session->add_lane({r, static_cast<int32_t>(Lane::gpu_copy), "host link", "stream"});
     }
   }
 
@@ -119,6 +124,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
     rs.ops.clear();
     rs.lane_ops[0].clear();
     rs.lane_ops[1].clear();
+    rs.lane_ops[2].clear();
     std::map<int, int> buckets;  // launching op -> launched ops so far
     std::map<int, int> bucket_count;
     for (const ProgramOp& op : rs.program.ops)
@@ -128,6 +134,8 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
       s.op = &op;
       if (op.lane == Lane::comm) {
         for (const CollectiveCall& c : op.collectives) s.collectives.push_back({-1, collective_ns(c, r, gpn, hw_), &c});
+      } else if (op.lane == Lane::gpu_copy) {
+        s.duration_ns = host_copy_ns(op, hw_);
       } else {
         s.duration_ns = compute_ns(op, hw_);
       }
@@ -181,13 +189,13 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
     const int64_t step = it - spec_.warmup_steps;
     const bool measured = it >= spec_.warmup_steps;
     struct Progress {
-      size_t next[2] = {0, 0};
+      size_t next[3] = {0, 0, 0};
       int coll = 0;               // the comm op in progress: its next collective
       int64_t cursor = 0;         // and when it gets there
       bool registered = false;    // that collective's arrival is counted
       uint64_t seq = 0;
       std::vector<int64_t> start, end;
-      int64_t lane_free[2] = {0, 0};
+      int64_t lane_free[3] = {0, 0, 0};
     };
     std::vector<Progress> pr(static_cast<size_t>(W));
     for (int r = 0; r < W; ++r) {
@@ -195,7 +203,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
       const auto n = steps[static_cast<size_t>(r)].ops.size();
       p.start.assign(n, -1);
       p.end.assign(n, -1);
-      p.lane_free[0] = p.lane_free[1] = rank_clock[static_cast<size_t>(r)];
+      p.lane_free[0] = p.lane_free[1] = p.lane_free[2] = rank_clock[static_cast<size_t>(r)];
       group_seq[static_cast<size_t>(r)].resize(group_ids.size(), 0);
     }
     std::unordered_map<uint64_t, Rendezvous> rendezvous;
@@ -209,7 +217,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
       bool any = false;
       for (bool moved = true; moved;) {
         moved = false;
-        for (int lane = 0; lane < 2; ++lane) {
+        for (int lane = 0; lane < 3; ++lane) {
           if (p.next[lane] >= rs.lane_ops[lane].size()) continue;
           const int id = rs.lane_ops[lane][p.next[lane]];
           const SimOp& s = rs.ops[static_cast<size_t>(id)];
@@ -228,10 +236,10 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
                                                                          static_cast<double>(rs.ops[lb].duration_ns)));
           }
           if (blocked) continue;
-          if (lane == 0) {
+          if (lane != 1) {  // compute and host link: one op at a time, for its duration
             p.start[static_cast<size_t>(id)] = ready;
-            p.end[static_cast<size_t>(id)] = p.lane_free[0] = ready + s.duration_ns;
-            ++p.next[0];
+            p.end[static_cast<size_t>(id)] = p.lane_free[lane] = ready + s.duration_ns;
+            ++p.next[lane];
             moved = any = true;
             continue;
           }
@@ -303,7 +311,8 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
         progress |= advance(r);
         const auto& p = pr[static_cast<size_t>(r)];
         const auto& rs = steps[static_cast<size_t>(r)];
-        done &= p.next[0] == rs.lane_ops[0].size() && p.next[1] == rs.lane_ops[1].size();
+        done &= p.next[0] == rs.lane_ops[0].size() && p.next[1] == rs.lane_ops[1].size() &&
+                p.next[2] == rs.lane_ops[2].size();
       }
       if (!done && !progress)
         throw std::logic_error(fmt::format("simulated step {}: the ranks' programs wait on each other (a collective "
@@ -332,6 +341,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
         ev.start_ns = p.start[i];
         ev.end_ns = p.end[i];
         for (const auto& c : op.collectives) ev.bytes += c.bytes_sent() + c.bytes_received();
+        ev.bytes += op.bytes_h2d + op.bytes_d2h;
         events.push_back(ev);
       }
       rank_clock[static_cast<size_t>(r)] = t1;

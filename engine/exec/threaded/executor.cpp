@@ -122,6 +122,7 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     if (ts.placement == TablePlacement::host_cached) {
       ts.cache_policy = spec.tables[t].cache_policy;
       ts.cache_load_factor = spec.tables[t].cache_load_factor;
+      ts.prefetch_pipeline = spec.tables[t].prefetch_pipeline;
     }
     ts.host_bytes.assign(static_cast<size_t>(W), 0);
     ts.cache_bytes.assign(static_cast<size_t>(W), 0);
@@ -150,6 +151,8 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
         ts.rows_fetched += f->second.rows_fetched;
         ts.bytes_h2d += f->second.bytes_h2d;
         ts.bytes_d2h += f->second.bytes_d2h;
+        ts.prefetched_rows += f->second.prefetched_rows;
+        ts.prefetch_bytes_h2d += f->second.prefetch_bytes_h2d;
       }
     if (!sh.layout.hot_rows[t].empty()) {  // the hot-row replicas (sharding/hot_rows.cpp)
       ts.hot_rows = static_cast<int64_t>(sh.layout.hot_rows[t].size());

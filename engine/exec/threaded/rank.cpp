@@ -413,6 +413,7 @@ bool Rank::step(int64_t it) {
         break;
       }
       case PhaseKind::finish_output_dist: finish_output_dist(*inflight_.at(bi)); break;
+      case PhaseKind::prefetch: prefetch(*inflight_.at(bi)); break;
       case PhaseKind::train:
         stop = train(*inflight_.at(bi));
         inflight_.erase(bi);

@@ -234,6 +234,12 @@ class Rank final : public sharding::RankContext {
   void mean_scales(Inflight& b) const;
   void finish_input(Inflight& b);                                 // waits for the input dist; kjt_permute
   void lookup(Inflight& b);
+  /// The prefetch phase (TableSpec::prefetch_pipeline): waits for b's input dist, and fetches
+  /// the rows of b's ids that miss the caches of this rank's prefetch_pipeline shards into them
+  /// (HostRowStore::prefetch), as span `prefetch` (compute lane, category memcpy, bytes fetched),
+  /// its transfers added to the shards' load counters of this step. b's ids stay unpermuted
+  /// (kjt_permute runs in its lookup phase, as without prefetch).
+  void prefetch(Inflight& b);
   void start_output_dist(Inflight& b, bool async);
   void finish_output_dist(Inflight& b);                           // waits; pooled outputs in place
   /// dense forward/backward, grad dist, embedding backward + optimizers, dense all-reduce

@@ -253,6 +253,44 @@ void Rank::add_transfers(sessions::LoadCounter& c, const HostTransferCounters& t
   m.rows_fetched += t.rows_fetched;
   m.bytes_h2d += t.bytes_h2d;
   m.bytes_d2h += t.bytes_d2h;
+  m.prefetched_rows += t.prefetched_rows;
+  m.prefetch_bytes_h2d += t.prefetch_bytes_h2d;
+}
+
+void Rank::prefetch(Inflight& b) {
+  if (b.input_dist.valid()) b.input_dist.get();  // its ids are here (not yet permuted: kjt_permute stays in its lookup phase)
+  const std::vector<int>& mine = L_.slots_to[static_cast<size_t>(me_)];
+  const size_t nmine = mine.size();
+  // per local shard of a prefetch_pipeline table: the ids of its slots, from the received buffer
+  std::map<std::pair<int, int>, std::vector<int64_t>> ids;
+  for (size_t k = 0; k < nmine; ++k) {
+    const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
+    if (sh_.spec.tables[static_cast<size_t>(sl.table)].prefetch_pipeline) ids[{sl.table, sl.shard}];
+  }
+  if (ids.empty()) return;
+  ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::memcpy, "prefetch", step_);
+  int64_t base = 0;
+  for (int s = 0; s < L_.world; ++s) {  // the received ids: per source rank, per local slot (finish_input's order)
+    int64_t pos = base;
+    for (size_t k = 0; k < nmine; ++k) {
+      const int64_t n = b.recv_splits[static_cast<size_t>(s) * nmine + k];
+      const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
+      if (auto it = ids.find({sl.table, sl.shard}); it != ids.end())
+        it->second.insert(it->second.end(), b.recv_ids_v.begin() + pos, b.recv_ids_v.begin() + pos + n);
+      pos += n;
+    }
+    base += b.irecv[static_cast<size_t>(s)];
+  }
+  int64_t bytes = 0;
+  for (auto& [key, v] : ids) {
+    LocalShard& ls = shard_of(key.first, key.second);
+    if (!ls.host || ls.host->placement() != TablePlacement::host_cached) continue;
+    ls.host->prefetch(ls.weights.data(), v.data(), static_cast<int64_t>(v.size()));
+    const HostTransferCounters t = ls.host->take_counters();
+    bytes += t.prefetch_bytes_h2d;
+    add_transfers(load_of(key.first, key.second), t);
+  }
+  span.set_bytes(bytes);
 }
 
 void Rank::update(int table, int shard_index, int64_t iteration, const SparseGrad& g) {

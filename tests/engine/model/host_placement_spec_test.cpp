@@ -78,7 +78,7 @@ TEST(HostPlacementSpec, WhatHostTablesDoNotSupport) {
                     "/tables/0/placement", "host with data_type int8 (table \"t0\")"));
   EXPECT_TRUE(names(host_patched_error(R"([{"op": "add", "path": "/tables/0/placement", "value": "host_cached"},
                                            {"op": "add", "path": "/devices/backend", "value": "cuda"}])"),
-                    "/tables/0/placement", "host_cached (table \"t0\") runs on the cpu backend only, not cuda"));
+                    "/tables/0/placement", "host_cached (table \"t0\") runs on the cpu backend only (the simulated one times it), not cuda"));
   EXPECT_TRUE(names(host_patched_error(R"([{"op": "add", "path": "/tables/0/placement", "value": "host"},
                                            {"op": "add", "path": "/tables/0/low_rank_dim", "value": 2}])"),
                     "/tables/0/placement", "host with low_rank_dim (table \"t0\")"));
@@ -279,6 +279,65 @@ TEST(HostPlacementSpec, RunStatsAndPlanPrintTheTablesInHostMemory) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("device cache"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("host_cached"), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
+}
+
+// The tester's findings (issue 16): a 1-slot cache reads the same in `plan` and in `stats` - its
+// device bytes, the 512 B block the allocator gives its 1 x 16 x 4 = 64 B of rows; a table not
+// host_cached has no cache policy in `run --json` (null), and placement host has no hit rate ("-",
+// not 0.0%: it has no cache, though every row it fetches counts as a miss).
+TEST(HostPlacementSpec, OneSlotCacheReadsTheSameEverywhere) {
+  const auto dir = std::filesystem::temp_directory_path() / ("host_placement_slot_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  json j = base_spec();
+  j["name"] = "one_slot";
+  j["steps"] = 2;
+  j["tables"][0]["embedding_dim"] = 16;
+  j["dense"]["interaction"] = "cat";  // dot needs every dim equal
+  j["tables"][0]["placement"] = "host_cached";
+  j["tables"][0]["cache_load_factor"] = 0.1;  // ceil(0.1 x 10) = 1 slot
+  j["tables"][1]["placement"] = "host";
+  j["tables"].push_back({{"name", "t2"}, {"num_embeddings", 5}, {"embedding_dim", 4}, {"feature_names", {"f2"}}});
+  j["features"].push_back({{"name", "f2"}});
+  j["sharding"] = {{"tables", {{"t0", {{"type", "table_wise"}, {"ranks", {0}}}}}}};
+  std::ofstream(dir / "one_slot.json") << j.dump();
+  EXPECT_EQ(es::cache_device_bytes(0.1, 10, 16), 512);
+  EXPECT_EQ(es::cache_device_bytes(1.0, 10'000, 64), 2'560'000);
+  EXPECT_EQ(es::cache_device_bytes(0.5, 0, 16), 0);
+  const std::string session = (dir / "s.embedscope").string();
+  auto r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "run " + (dir / "one_slot.json").string() + " --json -o " + session, dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json out = json::parse(r.out);
+  const json& tables = out.at("tables");
+  ASSERT_EQ(tables.size(), 3u);
+  EXPECT_EQ(tables[0]["cache_bytes"], json::array({512, 0}));
+  EXPECT_EQ(tables[0]["cache_policy"], "lru");
+  EXPECT_TRUE(tables[1]["cache_policy"].is_null()) << tables[1].dump();
+  EXPECT_TRUE(tables[2]["cache_policy"].is_null()) << tables[2].dump();
+  EXPECT_GT(tables[1]["cache_misses"].get<int64_t>(), 0);  // host: every distinct row fetched
+  r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "stats " + session, dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto at = r.out.find("tables in host memory");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string block = r.out.substr(at);
+  const auto line = [&](const std::string& name) {
+    const auto b = block.find("\n" + name + " ");
+    return b == std::string::npos ? std::string() : block.substr(b + 1, block.find('\n', b + 1) - b - 1);
+  };
+  EXPECT_NE(line("t0").find("512 B"), std::string::npos) << block;
+  EXPECT_EQ(line("t0").find(" 64 B"), std::string::npos) << block;
+  const std::string t1 = line("t1");
+  ASSERT_FALSE(t1.empty()) << block;
+  EXPECT_EQ(t1.find('%'), std::string::npos) << "host has no hit rate: " << t1;
+  r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "plan " + (dir / "one_slot.json").string() + " --json", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json plan = json::parse(r.out);
+  int64_t table_cache = -1, rank_cache = 0;
+  for (const auto& t : plan.at("table_storage"))
+    if (t["table"] == "t0") table_cache = t["cache_bytes"].get<int64_t>();
+  for (const auto& m : plan.at("memory")) rank_cache += m["cache_bytes"].get<int64_t>();
+  EXPECT_EQ(table_cache, 512);
+  EXPECT_EQ(rank_cache, 512);
   std::filesystem::remove_all(dir);
 }
 

@@ -88,3 +88,89 @@ TEST(ShardingPlanModel, FlagsARankWhosePeakExceedsThePlan) {
   EXPECT_FALSE(m.data(peak1).toString().contains("over the plan"));
   EXPECT_FALSE(m.data(peak1, Qt::ForegroundRole).isValid());
 }
+
+// A shard in host memory is not device weights (tester, issue 16): tiny with t_c (1,000 x 12)
+// host_cached at load factor 0.01 and t_a (10 x 8) host, sgd (no state). t_c's shard: device
+// cache 10 slots x 12 x 4 = 480 B of rows in a 512 B block, host 48,000 B of rows + 8,000 B of
+// row -> slot index = 56,000 B (54.7 KiB), hit rate 30 / (30 + 10) = 75.0% (the warmup's counter
+// left out); t_a's: no cache, host 320 B, hit rate "-" (no cache), though its lookups all missed.
+TEST(ShardingPlanModel, HostCachedShardsShowTheirCacheHostBytesAndHitRate) {
+  engine::WorkloadSpec spec = engine::load_preset("tiny");
+  spec.tables[3].placement = engine::TablePlacement::host_cached;
+  spec.tables[3].cache_load_factor = 0.01;
+  spec.tables[1].placement = engine::TablePlacement::host;
+  const engine::ShardingPlan plan = engine::plan_sharding(spec);
+  int rank_c = -1, rank_a = -1;
+  for (const auto& tp : plan.tables) {
+    if (tp.table == 3) rank_c = tp.shards.at(0).rank;
+    if (tp.table == 1) rank_a = tp.shards.at(0).rank;
+  }
+  ASSERT_GE(rank_c, 0);
+  ASSERT_GE(rank_a, 0);
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_hostcached_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    w.set_metadata("world_size", "2");
+    w.set_metadata("workload_json", engine::to_json(spec).dump());
+    w.set_metadata("sharding_plan_json", engine::to_json(spec, plan).dump());
+    sessions::LoadCounter c;
+    c.rank = rank_c;
+    c.table = 3;
+    c.shard = 0;
+    c.step = 0;
+    c.cache_hits = 30;
+    c.cache_misses = 10;
+    w.add_load(c);
+    c.step = -1;  // warmup: not counted
+    c.cache_hits = 0;
+    c.cache_misses = 1000;
+    w.add_load(c);
+    sessions::LoadCounter a;
+    a.rank = rank_a;
+    a.table = 1;
+    a.shard = 0;
+    a.step = 0;
+    a.cache_misses = 7;
+    w.add_load(a);
+    w.close("complete");
+  }
+  sessions::SessionReader r(path.string());
+  ShardingPlanModel m(r, sessions::analyze(r));
+  QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  auto shard_of = [&](int rank, const std::string& table) -> const ShardingPlanModel::ShardRow& {
+    for (const auto& s : m.ranks()[static_cast<size_t>(rank)].shards)
+      if (s.table == table) return s;
+    throw std::runtime_error("no shard of " + table);
+  };
+  const auto& sc = shard_of(rank_c, "t_c");
+  EXPECT_EQ(sc.placement, "host_cached");
+  EXPECT_EQ(sc.weight_bytes, 0);
+  EXPECT_EQ(sc.cache_bytes, 512);
+  EXPECT_EQ(sc.host_bytes, 56'000);
+  EXPECT_EQ(sc.cache_hits, 30);
+  const auto& sa = shard_of(rank_a, "t_a");
+  EXPECT_EQ(sa.weight_bytes, 0);
+  EXPECT_EQ(sa.cache_bytes, 0);
+  EXPECT_EQ(sa.host_bytes, 320);
+  // the rows' text: device cache, host bytes and hit rate beside the shape; planned memory = the cache
+  const QModelIndex rank_c_index = m.index(rank_c, 0);
+  int row_c = -1;
+  for (int i = 0; i < m.rowCount(rank_c_index); ++i)
+    if (m.data(m.index(i, ShardingPlanModel::Name, rank_c_index)).toString() == "t_c") row_c = i;
+  ASSERT_GE(row_c, 0);
+  EXPECT_EQ(m.data(m.index(row_c, ShardingPlanModel::Size, rank_c_index)).toString().toStdString(),
+            "1000 x 12 @ 0, 0; host_cached: device cache 512 B, host 54.7 KiB, hit rate 75.0%");
+  EXPECT_EQ(m.data(m.index(row_c, ShardingPlanModel::PlannedMemory, rank_c_index), Qt::UserRole).toLongLong(), 512);
+  const std::string rank_text = m.data(m.index(rank_c, ShardingPlanModel::Size)).toString().toStdString();
+  EXPECT_NE(rank_text.find(", device cache 512 B, host "), std::string::npos) << rank_text;
+  EXPECT_NE(rank_text.find("hit rate 75.0%"), std::string::npos) << rank_text;
+  if (rank_a != rank_c) {  // a rank whose only table in host memory is `host`: no hit rate
+    const std::string a_text = m.data(m.index(rank_a, ShardingPlanModel::Size)).toString().toStdString();
+    EXPECT_NE(a_text.find("hit rate -"), std::string::npos) << a_text;
+  }
+  EXPECT_EQ(ShardingPlanModel::hit_rate_text(0, 7, false), "-");
+  EXPECT_EQ(ShardingPlanModel::hit_rate_text(0, 0, true), "-");
+  EXPECT_EQ(ShardingPlanModel::hit_rate_text(1, 3, true), "25.0%");
+  std::filesystem::remove(path);
+}

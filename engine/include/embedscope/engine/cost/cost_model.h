@@ -17,6 +17,11 @@
 // flops / (dense flop/s x dense efficiency)), with the efficiency of the op's kind: TBE
 // forward for lookups, TBE backward for the embedding optimizers that update rows (rows > 0),
 // the memory-kernel efficiency for the rest (input, bucketize, permute, dense optimizer).
+//
+// Host-link ops (tables in host memory: rows and optimizer state copied over PCIe, the bytes
+// from the cache model, cache_model.h): t = latency + max(h2d, d2h) / host link bandwidth
+// (host_copy_ns), on their own lane (a GPU's copy engine), so that a prefetch runs under the
+// dense part of the step before.
 
 #include <cstdint>
 
@@ -32,5 +37,13 @@ int64_t collective_ns(const CollectiveCall& c, int rank, int gpus_per_node, cons
 
 /// Duration in ns (>= kernel_launch_ns) of compute op `op` (lane compute) on one GPU of `hw`.
 int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw);
+
+/// Duration in ns (>= the host link's latency) of host-link op `op` (lane gpu_copy: host_fetch,
+/// prefetch, host_update of tables in host memory, program/step_program.h) over hw.host_link,
+/// full duplex (the two directions at the same time, each at the link's rate):
+///   t = latency + max(bytes_h2d, bytes_d2h) / host_link bandwidth.
+/// Example: 1,512 B host -> device over PCIe Gen5 x16 at 50 GB/s, 10 us latency: 10,000 + 30 =
+/// 10,030 ns.
+int64_t host_copy_ns(const ProgramOp& op, const HardwareProfile& hw);
 
 }  // namespace embedscope::engine

@@ -13,6 +13,7 @@
 //    "cluster": {"gpus_per_node", "max_nodes"},
 //    "intra_node": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},
 //    "inter_node": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},
+//    "host_link": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},   (optional: see host_link)
 //    "sources": {"/gpu/memory_bytes": "...", ...}}   (optional)
 
 #include <cstdint>
@@ -51,8 +52,19 @@ struct HardwareProfile {
   int gpus_per_node = 1;    ///< the node shape, > 0
   int max_nodes = 1;        ///< the largest cluster the profile describes, > 0
   LinkProfile intra_node, inter_node;
+  /// The link between a GPU and its host's memory (PCIe): bus_bandwidth_bytes_per_s is what a
+  /// copy achieves in ONE direction (the link is full duplex: host -> device and back run at the
+  /// same time), latency_ns the fixed cost of one copy. Times the gpu_copy ops of tables in
+  /// host memory (cost_model.h host_copy_ns). Absent in a profile file (and in a profile built
+  /// in code, e.g. a calibration's): default_host_link()'s figures.
+  LinkProfile host_link{"PCIe Gen4 x16 (assumed: the profile gives no host_link)", 25e9, 10000};
   std::map<std::string, std::string> sources;  ///< JSON pointer -> citation
 };
+
+/// The host link of a profile that does not give one: PCIe Gen4 x16, 25 GB/s a direction
+/// achieved (32 GB/s nominal; assumption, the lower of the two generations in the built-in
+/// profiles), 10 us a copy.
+LinkProfile default_host_link();
 
 /// Parses a profile. `origin` names the text in errors. Throws SpecError
 /// "ORIGIN: /gpu/hbm_bandwidth_bytes_per_s: missing" (or "must be > 0, got -1", "unknown key

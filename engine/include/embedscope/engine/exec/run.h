@@ -235,6 +235,10 @@ struct RunResult {
     /// Summed over the measured steps and ranks (the load counters of sessions/model/events.h):
     /// distinct rows of lookups in / not in the cache, rows fetched, bytes host -> device and back.
     int64_t cache_hits = 0, cache_misses = 0, rows_fetched = 0, bytes_h2d = 0, bytes_d2h = 0;
+    /// TableSpec::prefetch_pipeline, and of rows_fetched / bytes_h2d what the prefetches moved
+    /// (model/host_cache.h HostRowStore::prefetch; measured steps, all ranks).
+    bool prefetch_pipeline = false;
+    int64_t prefetched_rows = 0, prefetch_bytes_h2d = 0;
     int64_t total_weight_bytes() const;
     int64_t total_optimizer_state_bytes() const;
   };

@@ -43,6 +43,22 @@
 //    update: a cached row is updated in its slot and marked dirty (no write back until it is
 //      evicted or flushed); a row not cached (evicted since its lookup, or never inserted) is
 //      fetched (rows_fetched, bytes_h2d), updated and written straight back (bytes_d2h).
+//    prefetch (TableSpec::prefetch_pipeline; FBGEMM's prefetch pipeline, pytorch/FBGEMM#1893):
+//      the ids of a batch to be looked up later; its distinct rows missing from the cache are
+//      fetched into it (rows_fetched, bytes_h2d, and prefetched_rows / prefetch_bytes_h2d; not
+//      cache hits or misses, which count lookups) and every row of the batch is PINNED: no
+//      victim until a lookup uses its slot (or the next prefetch begins, for a pinned row no
+//      lookup used). While it runs, the slots of the lookups since the previous prefetch are
+//      locked too (the batch in flight, whose backward still reads its rows: FBGEMM's
+//      lxu_cache_locking_counter), so a prefetch evicts only rows of older batches; a row with
+//      no victim left (or, under lfu, rarer than the victim: its count plus this batch's ids of
+//      it) is not prefetched, and its lookup fetches it as before. A prefetch counts as one use
+//      of its rows (lru tick); lfu's counts are not changed (the lookup counts the ids).
+//      Example (4 slots, lru; gathers g and prefetches p of batches {0,1} {2,3} {4,5} {0,2} in
+//      the order g0 p1 g1 p2 g2 p3 g3): g0 misses 0 and 1; p1 fetches 2 and 3 into the free
+//      slots; g1 hits both; p2 fetches 4 and 5 over 0 and 1 (2 and 3 locked by g1); g2 hits; p3
+//      pins 2 (cached) and fetches 0 over 3 (4 and 5 locked by g2); g3 hits both: hits 6 of 8
+//      (without prefetch, g0 g1 g2 g3: 1 of 8), rows fetched 7 either way.
 //
 // Device memory: the cache (an arena block of slots x dim x 4 bytes, tag "embedding_cache", held
 // for the run) and, for the length of one lookup or update, its buffers (tag "host_fetch").
@@ -67,6 +83,8 @@ struct HostTransferCounters {
   int64_t rows_fetched = 0;  ///< rows copied host -> device (lookups' misses, updates' uncached rows)
   int64_t bytes_h2d = 0;     ///< bytes host -> device: rows and optimizer state rows
   int64_t bytes_d2h = 0;     ///< bytes device -> host: updated rows, evicted dirty rows, state rows
+  int64_t prefetched_rows = 0;     ///< of rows_fetched: rows a prefetch fetched into the cache
+  int64_t prefetch_bytes_h2d = 0;  ///< of bytes_h2d: the bytes of those rows (4 dim each)
 };
 
 /// Cache slots of a host_cached shard of `num_rows` rows: ceil(load_factor x num_rows), at least
@@ -74,6 +92,15 @@ struct HostTransferCounters {
 /// (ceil(2.1)); 0.001 x 10 -> 1. Throws std::invalid_argument for a load factor outside (0, 1]
 /// or num_rows < 1.
 int64_t cache_slots(double load_factor, int64_t num_rows);
+
+/// Device bytes the cache of a host_cached shard of num_rows x num_cols takes: its
+/// cache_slots(load_factor, num_rows) fp32 rows in one arena block, rounded as the allocator
+/// rounds every request (round_size: a multiple of 512 B, at least 512). The one figure of a
+/// cache's device bytes: `plan`'s device memory per rank and per table, the run's table
+/// storage (`run --json`, `stats`) and the workbench all read it. Example: 1 slot x 16 columns
+/// = 64 B of rows in a 512 B block -> 512; 10,000 x 64 x 4 = 2,560,000 (a multiple of 512).
+/// 0 for num_rows or num_cols < 1. Throws what cache_slots throws.
+int64_t cache_device_bytes(double load_factor, int64_t num_rows, int64_t num_cols);
 
 class HostRowStore {
  public:
@@ -97,6 +124,13 @@ class HostRowStore {
   /// result equals apply_row_optimizer on the host rows and state in place, bit for bit.
   void update(const OptimizerSpec& opt, int64_t iteration, float* host_rows, RowOptimizerState host_state,
               const SparseGrad& grad);
+  /// Fetches the rows of ids[0, n_ids) (a later lookup's, local rows in [0, num_rows)) missing
+  /// from the cache into it and pins the batch's rows until a lookup uses them (see the header:
+  /// prefetch). Writes dirty victims back to host_rows. Cost O(n_ids log n_ids + U log slots +
+  /// M dim) for U distinct rows, M fetched. Throws std::invalid_argument unless host_cached.
+  void prefetch(float* host_rows, const int64_t* ids, int64_t n_ids);
+  /// Whether slot s is pinned by a prefetch that no lookup has used yet (tests).
+  bool pinned(int64_t s) const { return pinned_[static_cast<size_t>(s)] != 0; }
   /// Writes every dirty cached row back to host_rows (they stay cached, now clean), so that
   /// host_rows holds every row's current value. Counted in bytes_d2h.
   void flush(float* host_rows);
@@ -105,8 +139,9 @@ class HostRowStore {
 
   TablePlacement placement() const { return placement_; }
   int64_t slots() const { return static_cast<int64_t>(slot_row_.size()); }
-  /// Bytes of the device cache: slots x dim x 4 (0 under host).
-  int64_t cache_bytes() const { return slots() * dim_ * 4; }
+  /// Device bytes of the cache: its arena block, slots x dim x 4 rounded up to the allocator's
+  /// 512 B (round_size; cache_device_bytes); 0 under host.
+  int64_t cache_bytes() const { return slots() > 0 ? round_size(slots() * dim_ * 4) : 0; }
   /// Host bytes the store itself keeps: under host_cached its row -> slot index (8 num_rows),
   /// and lfu's counts (another 8 num_rows); 0 under host. The rows and the state are the
   /// caller's. (Not counted: the ordered set of slots by lru tick / lfu count, 3 words a slot of
@@ -122,7 +157,8 @@ class HostRowStore {
  private:
   /// Slot for a missed row, or -1 when it is not to be inserted (no unlocked slot, or lfu keeps
   /// the victim); writes a dirty victim back and empties its slot. O(log slots).
-  int64_t victim_for(int64_t row, float* host_rows);
+  /// `extra`: ids of the row not yet in its lfu count (a prefetch's), added for the comparison.
+  int64_t victim_for(int64_t row, float* host_rows, int64_t extra = 0);
   /// The eviction key of slot s: its last lookup's tick (lru) or its row's count (lfu).
   int64_t key(int64_t s) const;
 
@@ -135,6 +171,8 @@ class HostRowStore {
   std::vector<int64_t> row_slot_;        // per row: its slot, -1 (host_cached only)
   std::vector<int64_t> last_use_;        // per slot: tick of its last lookup (lru)
   std::vector<uint8_t> dirty_;           // per slot
+  std::vector<uint8_t> pinned_;          // per slot: pinned by a prefetch, no lookup used it yet (out of unlocked_)
+  std::vector<int64_t> in_use_;          // slots the lookups since the last prefetch used (locked during a prefetch)
   std::vector<int64_t> lfu_count_;       // per row: ids that named it (lfu)
   int64_t tick_ = 0;                     // lookups so far
   int64_t next_free_ = 0;                // slots [0, next_free_) hold rows

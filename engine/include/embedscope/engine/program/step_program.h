@@ -10,6 +10,20 @@
 //                (the input dist queued on the comm lane ahead of the dense all-reduces).
 //   semi_sync    before the dense part of batch i, batch i+1's kjt_permute, lookup and output
 //                dist, then batch i+2's input and input dist.
+// Tables in host memory (TableSpec::placement host / host_cached, model/host_cache.h) add ops
+// on the host link (lane gpu_copy, category memcpy: a GPU's copy engine; on CPU ranks the
+// compute worker does these copies inside its lookup and optimizer spans, and records only the
+// prefetch as a span of its own, on its compute lane), with bytes_h2d / bytes_d2h expected
+// from the cache model (cost/cache_model.h):
+//   host_fetch       before the lookup (which waits for it): the rows its lookup misses.
+//   host_write_back  after backward_fused_optimizer: the optimizer state rows (fetched and
+//                    written back), the updated rows not cached and the dirty rows evicted.
+//   prefetch         (TableSpec::prefetch_pipeline) a phase of the batch whose ids the step
+//                    holds ahead (sparse_dist: batch i+1, semi_sync: i+2), right before the
+//                    train phase: its misses fetched into the cache once its input dist has
+//                    its ids; the step's backward_fused_optimizer waits for it (FBGEMM's
+//                    prefetch pipeline), and that batch's lookup has no host_fetch of the
+//                    tables it prefetched.
 // Op names are the span names the executors record in the session (sessions/FORMAT.md), so a
 // program can be read against a recorded step op by op. `embedscope program` prints it.
 //
@@ -78,6 +92,9 @@ struct ProgramOp {
   /// term of its cost (cost/cost_model.h): rows and ids read, pooled rows written, rows and
   /// optimizer state read and written back.
   int64_t bytes = 0;
+  /// gpu_copy ops (tables in host memory): bytes over the host link, host -> device and back
+  /// (expected; cost/cache_model.h). 0 for the other ops.
+  int64_t bytes_h2d = 0, bytes_d2h = 0;
   /// Ops that must have ended before this one starts: the previous op of its lane (the lanes
   /// run their ops one at a time, in order) and the ops of the other lane whose results it needs.
   std::vector<int> waits_for;
@@ -93,6 +110,9 @@ enum class PhaseKind {
   lookup,             ///< kjt_permute, lookup, output dist (queued; `sync`: waited for)
   finish_output_dist, ///< waits for the batch's output dist and unpacks the pooled embeddings (no op of its own)
   train,              ///< dense forward/backward, DDP buckets, grad dist, embedding and dense optimizers
+  /// the cache misses of a batch ahead fetched into the caches of its prefetch_pipeline tables
+  /// (waits for the batch's input dist; no collective)
+  prefetch,
 };
 const char* to_string(PhaseKind k);
 
@@ -149,7 +169,8 @@ int place_in_run(const WorkloadSpec& spec, int64_t iteration);
 
 /// {"rank", "world_size", "iteration", "step", "pipeline", "schedule": [{"phase", "batch",
 /// "sync", "ops": [ids]}], "ops": [{"id", "name", "lane",
-/// "category", "batch", "waits_for", "launched_by"?, "rows"?, "flops"?, "bytes"?, "what", "collectives":
+/// "category", "batch", "waits_for", "launched_by"?, "rows"?, "flops"?, "bytes"?, "bytes_h2d"?, "bytes_d2h"?,
+/// "what", "collectives":
 /// [{"kind", "name", "group", "peers", "send_elements", "recv_elements", "count"?, "dtype",
 /// "bytes_sent", "bytes_received", "exact"}]}]}
 nlohmann::json to_json(const StepProgram& program);

@@ -118,13 +118,20 @@ struct TableSpec {
   /// (devices.host_memory_bytes per rank); host_cached adds a device cache of
   /// ceil(cache_load_factor x the shard's rows) rows (engine/model/host_cache.h). Not device:
   /// fp32 data_type and optimizer state, no low_rank_dim, sharding table_wise, row_wise or
-  /// column_wise, the cpu backend, no live rebalancing.
+  /// column_wise, the cpu backend (the simulated one times its host-link copies), no live rebalancing.
   TablePlacement placement = TablePlacement::device;
   /// host_cached only (JSON "cache_load_factor", in (0, 1], default 0.2 as FBGEMM's): the share
   /// of each shard's rows the device cache holds.
   double cache_load_factor = 0.2;
   /// host_cached only (JSON "cache_policy", default lru as FBGEMM's): the cache's eviction rule.
   CachePolicy cache_policy = CachePolicy::lru;
+  /// host_cached only (JSON "prefetch_pipeline", default false; TorchRec's
+  /// CacheParams.prefetch_pipeline and FBGEMM TBE's prefetch_pipeline): under pipeline
+  /// sparse_dist or semi_sync, which receive a batch's ids a step ahead of its lookup, the rows of
+  /// that batch (sparse_dist: the next one, semi_sync: the one after it) missing from the cache
+  /// are fetched into it during the current step (op `prefetch`, program/step_program.h) and
+  /// pinned there until its lookup, which then hits (model/host_cache.h, HostRowStore::prefetch).
+  bool prefetch_pipeline = false;
   /// Rows the table stores: hash_size when hashing, else num_embeddings. Every shard, plan and
   /// memory figure counts these rows; the ids (and invalid_ids) range over num_embeddings.
   int64_t rows() const { return hash_size > 0 ? hash_size : num_embeddings; }

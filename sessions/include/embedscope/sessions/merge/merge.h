@@ -45,7 +45,8 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
 /// per table, in table order, as engine/exec/table_storage_json.h writes it; each process fills
 /// only its own ranks). Per table: per-rank arrays (weight_bytes, optimizer_state_bytes,
 /// host_bytes, cache_bytes) and counts (master_copy_bytes, hash_collisions, hot_ids, cache_hits,
-/// cache_misses, rows_fetched, bytes_h2d, bytes_d2h) summed over the inputs; max_abs_error and
+/// cache_misses, rows_fetched, bytes_h2d, bytes_d2h, prefetched_rows, prefetch_bytes_h2d) summed
+/// over the inputs; max_abs_error and
 /// relative_error the largest (the relative error of the whole cannot be recovered from the
 /// parts: the largest part's is an upper bound's stand-in); every other field (names, types,
 /// settings) the first input's. Inputs that are empty or not an array of tables are skipped;

@@ -1,0 +1,100 @@
+// The expected cache behaviour of a host_cached shard (cost/cache_model.h).
+#include "embedscope/engine/cost/cache_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "embedscope/engine/input/id_share.h"
+#include "embedscope/engine/model/host_cache.h"
+
+namespace embedscope::engine {
+
+namespace {
+
+// Rank groups [lo, hi) of 0-based ranks over R rows: one by one up to 1,024, then ratio 1.02.
+std::vector<std::pair<int64_t, int64_t>> rank_groups(int64_t R) {
+  std::vector<std::pair<int64_t, int64_t>> g;
+  int64_t lo = 0;
+  while (lo < R) {
+    const int64_t hi = lo < 1024 ? lo + 1 : std::min<int64_t>(R, std::max<int64_t>(lo + 1, static_cast<int64_t>(std::ceil(lo * 1.02))));
+    g.emplace_back(lo, std::min(hi, R));
+    lo = std::min(hi, R);
+  }
+  return g;
+}
+
+// 1 - (1 - p)^x for p in [0, 1], x >= 0
+double one_minus_pow(double p, double x) {
+  if (p >= 1.0) return x > 0 ? 1.0 : 0.0;
+  return -std::expm1(x * std::log1p(-p));
+}
+
+}  // namespace
+
+CacheEstimate estimate_cache(const WorkloadSpec& spec, const TableSpec& t, const Shard& s,
+                             const std::vector<std::pair<int, double>>& ids_per_feature) {
+  CacheEstimate e;
+  for (const auto& [f, n] : ids_per_feature) {
+    if (f < 0 || f >= static_cast<int>(spec.features.size()))
+      throw SpecError(fmt::format("estimate_cache: feature {} is not in /features", f));
+    e.ids += n;
+  }
+  const int64_t R = s.num_rows;
+  if (R <= 0 || e.ids <= 0 || t.placement == TablePlacement::device) return e;
+  const auto groups = rank_groups(R);
+  // per group: rows and the share of the shard's ids one row of it takes (rank-aligned mixture)
+  std::vector<double> m(groups.size()), p(groups.size(), 0.0);
+  for (size_t g = 0; g < groups.size(); ++g) m[g] = static_cast<double>(groups[g].second - groups[g].first);
+  for (const auto& [f, n] : ids_per_feature) {
+    if (n <= 0) continue;
+    const FeatureSpec& fs = spec.features[static_cast<size_t>(f)];
+    const bool zipf = fs.ids.kind == IdDistributionKind::zipf && t.hash_size == 0;
+    const int64_t a = zipf && !fs.ids.permute ? s.row_offset : 0;  // the shard's ranks a + 1 .. a + R
+    const double total = zipf ? zipf_mass(a + R, fs.ids.alpha) - zipf_mass(a, fs.ids.alpha) : static_cast<double>(R);
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const double mass = zipf ? zipf_mass(a + groups[g].second, fs.ids.alpha) - zipf_mass(a + groups[g].first, fs.ids.alpha)
+                               : m[g];
+      p[g] += n / e.ids * (mass / total) / m[g];
+    }
+  }
+  std::vector<double> q(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    q[g] = one_minus_pow(std::min(1.0, p[g]), e.ids);
+    e.distinct_rows += m[g] * q[g];
+  }
+  if (t.placement == TablePlacement::host) {
+    e.misses = e.distinct_rows;
+    return e;
+  }
+  const auto C = static_cast<double>(cache_slots(t.cache_load_factor, R));
+  if (C >= static_cast<double>(R)) return e;  // every row fits: no miss in the steady state
+  double hits = 0;
+  if (t.cache_policy == CachePolicy::lfu) {  // the C most named rows (groups are in falling p)
+    double left = C;
+    for (size_t g = 0; g < groups.size() && left > 0; ++g) {
+      const double take = std::min(left, m[g]);
+      hits += take * q[g];
+      left -= take;
+    }
+  } else {  // Che: sum m (1 - (1 - q)^T) = C, by bisection on T (batches)
+    auto filled = [&](double T) {
+      double sum = 0;
+      for (size_t g = 0; g < groups.size(); ++g) sum += m[g] * one_minus_pow(q[g], T);
+      return sum;
+    };
+    double lo = 0, hi = 1;
+    while (filled(hi) < C && hi < 1e18) hi *= 2;
+    for (int i = 0; i < 200 && hi - lo > 1e-12 * hi; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      (filled(mid) < C ? lo : hi) = mid;
+    }
+    const double T = 0.5 * (lo + hi);
+    for (size_t g = 0; g < groups.size(); ++g) hits += m[g] * q[g] * one_minus_pow(q[g], T);
+  }
+  e.misses = std::max(0.0, e.distinct_rows - hits);
+  return e;
+}
+
+}  // namespace embedscope::engine

@@ -1,0 +1,184 @@
+// Tables in host memory in the cost model and the simulated executor: the cache model
+// (cost/cache_model.h) by hand, the host-link ops of the step program (host_fetch, host_update,
+// prefetch) with their bytes, their times over the profile's host link (host_copy_ns), and the
+// prefetch running under the dense part of the step before on the simulated timeline.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/cost/cache_model.h"
+#include "embedscope/engine/cost/cost_model.h"
+#include "embedscope/engine/exec/backend.h"
+#include "embedscope/engine/exec/run.h"
+#include "embedscope/engine/program/step_program.h"
+
+namespace es = embedscope::engine;
+namespace ss = embedscope::sessions;
+
+namespace {
+
+const std::string kHostLinkProfile = std::string(EMBEDSCOPE_TEST_DATA) + "/hardware/host_link.json";
+
+// One table of 1,000 x 16 on rank 0 of 2, uniform ids, 2 a bag, 8 bags a rank: 32 ids a batch at
+// the shard. host_cached at load factor 0.25 (250 rows) unless `placement` says otherwise.
+es::WorkloadSpec host_link_spec(es::PipelineKind pipeline, bool prefetch, const char* placement = "host_cached") {
+  nlohmann::json t = {{"name", "t"}, {"num_embeddings", 1000}, {"embedding_dim", 16}, {"feature_names", {"f"}},
+                      {"placement", placement}};
+  if (std::string(placement) == "host_cached") {
+    t["cache_load_factor"] = 0.25;
+    if (prefetch) t["prefetch_pipeline"] = true;
+  }
+  const nlohmann::json j = {
+      {"name", "host_link"},
+      {"tables", {t}},
+      {"features", {{{"name", "f"}, {"pooling_factor", 2}, {"ids", "uniform"}}}},
+      {"batch_size", 8},
+      {"steps", 4},
+      {"warmup_steps", 1},
+      {"pipeline", es::enum_name(pipeline)},
+      {"devices", {{"count", 2}, {"backend", "simulated"}, {"hardware", kHostLinkProfile}, {"memory_bytes", 1 << 30}}},
+      {"sharding", {{"tables", {{"t", {{"type", "table_wise"}, {"ranks", {0}}}}}}}},
+      {"dense", {{"num_dense_features", 4}, {"bottom_mlp", {1024, 1024, 16}}, {"top_mlp", {8, 1}}}}};
+  return es::with_resolved_backend(es::parse_workload(j, "test"), "test");
+}
+
+// U = 1,000 (1 - (1 - 1/1,000)^32): the expected distinct rows of 32 uniform ids over 1,000 rows
+double distinct_32_of_1000() { return 1000.0 * (1.0 - std::pow(0.999, 32)); }
+
+const es::ProgramOp* op_of(const es::StepProgram& p, const std::string& name) {
+  for (const auto& op : p.ops)
+    if (op.name == name) return &op;
+  return nullptr;
+}
+
+}  // namespace
+
+// Uniform ids: Che's T solves R (1 - (1 - q)^T) = C, so hits = U C / R: misses = U (1 - 250 / 1,000)
+// = 0.75 x 31.5094 = 23.632; lfu keeps C equally named rows: the same; host misses every row, U.
+// Two rows of Zipf(1) (p = 2/3, 1/3), one id a batch, one slot: T solves (1/3)^T + (2/3)^T = 1,
+// T = 1, hits = 2/3 x 2/3 + 1/3 x 1/3 = 5/9 (exact for LRU of one slot: the sum of p^2).
+TEST(CacheModel, ByHand) {
+  const es::WorkloadSpec s = host_link_spec(es::PipelineKind::base, false);
+  const es::Shard whole{0, 0, 1000, 0, 16};
+  const double U = distinct_32_of_1000();
+  es::CacheEstimate e = es::estimate_cache(s, s.tables[0], whole, {{0, 32.0}});
+  EXPECT_NEAR(e.ids, 32.0, 1e-12);
+  EXPECT_NEAR(e.distinct_rows, U, 1e-9);
+  EXPECT_NEAR(e.misses, 0.75 * U, 1e-6);
+  EXPECT_NEAR(e.miss_rate(), 0.75, 1e-8);
+  es::TableSpec lfu = s.tables[0];
+  lfu.cache_policy = es::CachePolicy::lfu;
+  EXPECT_NEAR(es::estimate_cache(s, lfu, whole, {{0, 32.0}}).misses, 0.75 * U, 1e-6);
+  es::TableSpec host = s.tables[0];
+  host.placement = es::TablePlacement::host;
+  EXPECT_NEAR(es::estimate_cache(s, host, whole, {{0, 32.0}}).misses, U, 1e-9);
+  es::TableSpec all = s.tables[0];
+  all.cache_load_factor = 1.0;
+  EXPECT_EQ(es::estimate_cache(s, all, whole, {{0, 32.0}}).misses, 0.0);
+  es::WorkloadSpec z = s;
+  z.features[0].ids.kind = es::IdDistributionKind::zipf;
+  z.features[0].ids.alpha = 1.0;
+  z.tables[0].num_embeddings = 2;
+  z.tables[0].cache_load_factor = 0.5;  // one slot
+  e = es::estimate_cache(z, z.tables[0], es::Shard{0, 0, 2, 0, 16}, {{0, 1.0}});
+  EXPECT_NEAR(e.distinct_rows, 1.0, 1e-12);
+  EXPECT_NEAR(e.misses, 4.0 / 9.0, 1e-9);
+  // skew helps: Zipf(1.15) over the 1,000 rows misses less than uniform ids at the same size
+  z = s;
+  z.features[0].ids.kind = es::IdDistributionKind::zipf;
+  EXPECT_LT(es::estimate_cache(z, z.tables[0], whole, {{0, 32.0}}).miss_rate(), 0.75);
+  EXPECT_THROW(es::estimate_cache(s, s.tables[0], whole, {{3, 1.0}}), es::SpecError);
+}
+
+// The program of rank 0 (base): host_fetch of the lookup's misses before the lookup, 23.632 rows
+// x 64 B = 1,512.4 -> 1,512 B; host_update: sgd has no state, so h2d 0 and d2h the dirty rows
+// evicted, the misses again (1,512 B). Over the test host link (1 B a ns, 1 us a copy): 2,512 ns
+// each, and the simulated lookup starts when host_fetch ends. A host table moves every row: U x 64
+// = 2,016.6 -> 2,017 B in host_fetch, and host_update fetches and writes back the same rows.
+TEST(HostLinkCost, HostFetchAndUpdateByHand) {
+  const double U = distinct_32_of_1000();
+  const es::WorkloadSpec s = host_link_spec(es::PipelineKind::base, false);
+  const es::ShardingPlan plan = es::plan_sharding(s);
+  const es::StepProgram p = es::build_step_program(s, plan, 0, 1);
+  const es::ProgramOp* fetch = op_of(p, "host_fetch");
+  const es::ProgramOp* update = op_of(p, "host_update");
+  ASSERT_NE(fetch, nullptr);
+  ASSERT_NE(update, nullptr);
+  EXPECT_EQ(fetch->lane, ss::Lane::gpu_copy);
+  EXPECT_EQ(fetch->bytes_h2d, std::llround(0.75 * U * 64));
+  EXPECT_EQ(fetch->bytes_h2d, 1512);
+  EXPECT_EQ(fetch->bytes_d2h, 0);
+  EXPECT_EQ(update->bytes_h2d, 0);
+  EXPECT_EQ(update->bytes_d2h, 1512);
+  const es::ProgramOp* lookup = op_of(p, "lookup");
+  EXPECT_NE(std::find(lookup->waits_for.begin(), lookup->waits_for.end(), fetch->id), lookup->waits_for.end());
+  const es::HardwareProfile hw = es::load_hardware_profile(kHostLinkProfile);
+  EXPECT_EQ(hw.host_link.bus_bandwidth_bytes_per_s, 1e9);
+  EXPECT_EQ(es::host_copy_ns(*fetch, hw), 1000 + 1512);
+  EXPECT_EQ(es::host_copy_ns(*update, hw), 1000 + 1512);
+  // rank 1 holds no table in host memory: no host-link op
+  for (const auto& op : es::build_step_program(s, plan, 1, 1).ops) EXPECT_NE(op.lane, ss::Lane::gpu_copy) << op.name;
+  // the simulated run: the host_fetch spans last 2,512 ns and the lookup starts after them
+  es::TrainerOptions o;
+  o.keep_events = true;
+  const es::RunResult r = es::run_training(s, plan, o);
+  ASSERT_EQ(r.ended, es::RunEnd::complete) << r.error;
+  int fetches = 0;
+  for (const auto& e : r.events) {
+    if (e.rank != 0 || std::string(e.name) != "host_fetch") continue;
+    ++fetches;
+    EXPECT_EQ(e.lane, ss::Lane::gpu_copy);
+    EXPECT_EQ(e.end_ns - e.start_ns, 2512);
+    EXPECT_EQ(e.bytes, 1512);
+    for (const auto& l : r.events)
+      if (l.rank == 0 && l.step == e.step && std::string(l.name) == "lookup") EXPECT_GE(l.start_ns, e.end_ns);
+  }
+  EXPECT_EQ(fetches, 5);  // every step, warmup included
+  // placement host
+  const es::WorkloadSpec h = host_link_spec(es::PipelineKind::base, false, "host");
+  const es::StepProgram q = es::build_step_program(h, es::plan_sharding(h), 0, 1);
+  EXPECT_EQ(op_of(q, "host_fetch")->bytes_h2d, std::llround(U * 64));
+  EXPECT_EQ(op_of(q, "host_fetch")->bytes_h2d, 2017);
+  EXPECT_EQ(op_of(q, "host_update")->bytes_h2d, 2017);
+  EXPECT_EQ(op_of(q, "host_update")->bytes_d2h, 2017);
+}
+
+// sparse_dist with prefetch_pipeline: a steady step has no host_fetch; its prefetch of batch +1
+// (1,512 B, 2,512 ns) starts when batch +1's ids arrive, under dense_forward_backward (a bottom
+// MLP of 4 -> 1024 -> 1024 -> 16, about 1.07 M parameters: 6 x 8 x 1.07 M flops at 5e12 flop/s,
+// about 10 us), and the embedding backward waits for it. The steady step is shorter than without
+// prefetch by the host_fetch it hides (at most its 2,512 ns).
+TEST(HostLinkCost, PrefetchRunsUnderTheStepBefore) {
+  const es::WorkloadSpec with = host_link_spec(es::PipelineKind::sparse_dist, true);
+  const es::WorkloadSpec without = host_link_spec(es::PipelineKind::sparse_dist, false);
+  const es::ShardingPlan plan = es::plan_sharding(with);
+  const es::StepProgram p = es::build_step_program(with, plan, 0, 1);
+  EXPECT_EQ(op_of(p, "host_fetch"), nullptr);
+  const es::ProgramOp* pf = op_of(p, "prefetch");
+  ASSERT_NE(pf, nullptr);
+  EXPECT_EQ(pf->bytes_h2d, 1512);
+  EXPECT_EQ(pf->batch, 1);
+  es::TrainerOptions o;
+  o.keep_events = true;
+  const es::RunResult a = es::run_training(with, plan, o);
+  const es::RunResult b = es::run_training(without, plan, o);
+  ASSERT_EQ(a.ended, es::RunEnd::complete) << a.error;
+  ASSERT_EQ(b.ended, es::RunEnd::complete) << b.error;
+  bool overlapped = false;
+  for (const auto& e : a.events) {
+    if (e.rank != 0 || std::string(e.name) != "prefetch") continue;
+    EXPECT_EQ(e.end_ns - e.start_ns, 2512);
+    for (const auto& d : a.events)
+      if (d.rank == 0 && d.step == e.step && std::string(d.name) == "dense_forward_backward")
+        overlapped |= e.start_ns < d.end_ns && e.end_ns > d.start_ns;
+  }
+  EXPECT_TRUE(overlapped) << "the prefetch runs under the dense part";
+  ASSERT_EQ(a.step_time_ns.size(), b.step_time_ns.size());
+  // steady steps (not the first, whose lookup still fetches, nor the last, which prefetches nothing)
+  for (size_t i = 1; i + 1 < a.step_time_ns.size(); ++i) {
+    EXPECT_LT(a.step_time_ns[i], b.step_time_ns[i]) << "step " << i;
+    EXPECT_GE(a.step_time_ns[i], b.step_time_ns[i] - 2512) << "step " << i;
+  }
+}
