@@ -2,8 +2,9 @@
 // Input: the bytes of a session file. The target writes them to a temp file, opens it and reads
 // every table (and every lane's ops, every snapshot's blocks); the reader either answers or
 // throws SessionError naming the file.
-// Seeds: tests/data/sessions/*.db (schema 1-4) and the sessions the fuzz script imports from
-// the trace and snapshot fixtures (schema 5).
+// Seeds: tests/data/sessions/*.db (schema 1-4), tests/fuzz/seeds/session_reader/ (schema 5, and
+// tiny_run_v12.db with packed op_blocks) and the sessions the fuzz script imports from the trace
+// and snapshot fixtures (the build's schema).
 #include <limits>
 
 #include "embedscope/sessions/store/session.h"
@@ -21,8 +22,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& s : r.strings()) (void)s.size();
     (void)r.name(-1);
     (void)r.ranks();
-    for (const auto& lane : r.lanes())
+    for (const auto& lane : r.lanes()) {
       (void)r.ops(lane.rank, lane.lane, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+      (void)r.lane_ops(lane.rank, lane.lane);  // the packed copy (op_blocks, schema 12) where the file has one
+    }
     for (const auto& op : r.all_ops()) (void)r.name(op.name_id);
     (void)r.op_count();
     (void)r.steps();
