@@ -40,6 +40,7 @@ struct CacheEstimate {
   double ids = 0;            ///< ids a batch sends the shard (n)
   double distinct_rows = 0;  ///< U: distinct rows a batch names
   double misses = 0;         ///< of those, not in the cache (host: all of them)
+  /// misses / distinct_rows in [0, 1]; 0 without rows.
   double miss_rate() const { return distinct_rows > 0 ? misses / distinct_rows : 0.0; }
 };
 
