@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/engine/input/id_share.h"
+#include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/model/host_cache.h"
 
 namespace embedscope::engine {
@@ -95,6 +96,18 @@ CacheEstimate estimate_cache(const WorkloadSpec& spec, const TableSpec& t, const
   }
   e.misses = std::max(0.0, e.distinct_rows - hits);
   return e;
+}
+
+HostTraffic host_traffic(const TableSpec& t, OptimizerType opt, int64_t cols, const CacheEstimate& e, bool prefetched) {
+  HostTraffic h;
+  if (t.placement == TablePlacement::device) return h;
+  const double row = 4.0 * static_cast<double>(cols);
+  const double state = static_cast<double>(optimizer_state_bytes(opt, 1, cols));
+  (prefetched ? h.prefetch_h2d : h.lookup_h2d) = e.misses * row;
+  const bool host = t.placement == TablePlacement::host;
+  h.update_h2d = e.distinct_rows * state + (host ? e.distinct_rows * row : 0.0);
+  h.update_d2h = e.distinct_rows * state + (host ? e.distinct_rows * row : e.misses * row);
+  return h;
 }
 
 }  // namespace embedscope::engine

@@ -170,7 +170,7 @@ class Builder {
     double fetch = 0, rows = 0;
     for (const auto& h : host_) {
       if (input_dist_earlier && prefetches(h)) continue;
-      fetch += h.est.misses * 4.0 * static_cast<double>(h.s.num_cols);
+      fetch += traffic(h, false).lookup_h2d;
       rows += h.est.misses;
     }
     int fetch_op = -1;
@@ -197,7 +197,7 @@ class Builder {
     for (const auto& h : host_) {
       if (!prefetches(h)) continue;
       any = true;
-      h2d += h.est.misses * 4.0 * static_cast<double>(h.s.num_cols);
+      h2d += traffic(h, true).prefetch_h2d;
       rows += h.est.misses;
     }
     if (!any) return;
@@ -253,12 +253,9 @@ class Builder {
     // updated rows not cached (host: all) there and back, the dirty rows the lookups evicted back
     double h2d = 0, d2h = 0;
     for (const auto& h : host_) {
-      const TableSpec& ts = spec_.tables[static_cast<size_t>(h.table)];
-      const double row = 4.0 * static_cast<double>(h.s.num_cols);
-      const double state = static_cast<double>(optimizer_state_bytes(spec_.optimizer.type, 1, h.s.num_cols));
-      const double g = h.est.distinct_rows;
-      h2d += g * state + (ts.placement == TablePlacement::host ? g * row : 0.0);
-      d2h += g * state + (ts.placement == TablePlacement::host ? g * row : h.est.misses * row);
+      const HostTraffic tr = traffic(h, false);
+      h2d += tr.update_h2d;
+      d2h += tr.update_d2h;
     }
     int update_op = -1;
     if (std::llround(h2d) + std::llround(d2h) > 0) {
@@ -295,6 +292,9 @@ class Builder {
   bool prefetches(const HostShard& h) const {
     const TableSpec& t = spec_.tables[static_cast<size_t>(h.table)];
     return t.prefetch_pipeline && t.placement == TablePlacement::host_cached;
+  }
+  HostTraffic traffic(const HostShard& h, bool prefetched) const {
+    return host_traffic(spec_.tables[static_cast<size_t>(h.table)], spec_.optimizer.type, h.s.num_cols, h.est, prefetched);
   }
   std::vector<HostShard> host_;
   std::map<int, int> ids_op_, lookup_op_;  // by batch: its input_dist/ids and lookup ops in this program

@@ -48,6 +48,7 @@ class ShardingPlanModel : public QAbstractItemModel {
     /// host / host_cached: the load counters' distinct rows of lookups found / not found in
     /// the cache, measured steps.
     int64_t cache_hits = 0, cache_misses = 0;
+    /// placement host or host_cached.
     bool in_host_memory() const { return placement != "device"; }
   };
   struct RankRow {

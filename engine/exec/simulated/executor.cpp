@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/cost/cache_model.h"
 #include "embedscope/engine/cost/cost_model.h"
 #include "embedscope/engine/program/step_program.h"
 #include "embedscope/sessions/model/metadata_keys.h"
@@ -183,6 +185,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
     summary[static_cast<size_t>(r)].memory_bytes = memory[static_cast<size_t>(r)].total();
   }
   int64_t measured_ns = 0;
+  std::map<std::tuple<int, int, int>, CacheEstimate> cache_memo;  // (rank, table, shard): the cache model's, once
 
   for (int64_t it = 0; it < total; ++it) {
     build(it);
@@ -357,10 +360,16 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
         session->add_memory(m);
         // expected load of every local shard (program/program_sink.h expected_slot_ids)
         std::map<std::pair<int, int>, sessions::LoadCounter> load;
+        std::map<std::pair<int, int>, std::vector<std::pair<int, double>>> host_ids;  // shards in host memory
+        std::map<std::pair<int, int>, Shard> host_shard;
         for (int k : layout.slots_to[static_cast<size_t>(r)]) {
           const detail::Slot& sl = layout.slots[static_cast<size_t>(k)];
           bool exact = true;
           const double ids = static_cast<double>(W) * program::expected_slot_ids(spec_, sl, exact);
+          if (spec_.tables[static_cast<size_t>(sl.table)].placement != TablePlacement::device) {
+            host_ids[{sl.table, sl.shard}].emplace_back(sl.feature, ids);
+            host_shard[{sl.table, sl.shard}] = sl.s;
+          }
           auto& c = load[{sl.table, sl.shard}];
           c.step = step;
           c.rank = r;
@@ -369,6 +378,26 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
           c.ids += std::llround(ids);
           c.bytes_in += std::llround(ids * 8);
           c.bytes_out += W * spec_.batch_size * sl.s.num_cols * 4;
+        }
+        // tables in host memory: the cache model's expected lookups and transfers (cost/cache_model.h,
+        // the figures of the program's host-link ops); a batch prefetched the step before hits
+        for (const auto& [key, feats] : host_ids) {
+          const TableSpec& t = spec_.tables[static_cast<size_t>(key.first)];
+          auto memo = cache_memo.find({r, key.first, key.second});
+          if (memo == cache_memo.end())
+            memo = cache_memo.emplace(std::tuple{r, key.first, key.second}, estimate_cache(spec_, t, host_shard[key], feats)).first;
+          const CacheEstimate& e = memo->second;
+          const bool prefetched = t.prefetch_pipeline && t.placement == TablePlacement::host_cached &&
+                                  spec_.pipeline != PipelineKind::base && it > 0;
+          const HostTraffic tr = host_traffic(t, spec_.optimizer.type, host_shard[key].num_cols, e, prefetched);
+          const double row = 4.0 * static_cast<double>(host_shard[key].num_cols);
+          auto& c = load[key];
+          c.cache_misses = prefetched ? 0 : std::llround(e.misses);
+          c.cache_hits = t.placement == TablePlacement::host_cached ? std::llround(e.distinct_rows) - c.cache_misses : 0;
+          c.rows_fetched = std::llround((tr.lookup_h2d + tr.prefetch_h2d) / row +
+                                        (t.placement == TablePlacement::host ? e.distinct_rows : 0.0));
+          c.bytes_h2d = std::llround(tr.lookup_h2d + tr.prefetch_h2d + tr.update_h2d);
+          c.bytes_d2h = std::llround(tr.update_d2h);
         }
         for (const auto& [key, c] : load) session->add_load(c);
       }

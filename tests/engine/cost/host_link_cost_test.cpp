@@ -4,7 +4,10 @@
 // prefetch running under the dense part of the step before on the simulated timeline.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
@@ -13,6 +16,7 @@
 #include "embedscope/engine/exec/backend.h"
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/program/step_program.h"
+#include "embedscope/sessions/store/session.h"
 
 namespace es = embedscope::engine;
 namespace ss = embedscope::sessions;
@@ -136,6 +140,28 @@ TEST(HostLinkCost, HostFetchAndUpdateByHand) {
       if (l.rank == 0 && l.step == e.step && std::string(l.name) == "lookup") EXPECT_GE(l.start_ns, e.end_ns);
   }
   EXPECT_EQ(fetches, 5);  // every step, warmup included
+  // the session's load counters of rank 0's shard carry the same expectation each step: 23.632
+  // -> 24 misses, U - misses = 31.509 - 24 -> 8 hits, 24 rows fetched, 1,512 B each way
+  const auto path = std::filesystem::temp_directory_path() / ("host_link_" + std::to_string(::getpid()) + ".db");
+  es::TrainerOptions so;
+  so.session_path = path.string();
+  so.session_overwrite = true;
+  ASSERT_EQ(es::run_training(s, plan, so).ended, es::RunEnd::complete);
+  {
+    ss::SessionReader reader(path.string());
+    int counters = 0;
+    for (const auto& c : reader.load()) {
+      if (c.rank != 0 || c.table != 0) continue;
+      ++counters;
+      EXPECT_EQ(c.cache_misses, 24);
+      EXPECT_EQ(c.cache_hits, 8);
+      EXPECT_EQ(c.rows_fetched, 24);
+      EXPECT_EQ(c.bytes_h2d, 1512);
+      EXPECT_EQ(c.bytes_d2h, 1512);
+    }
+    EXPECT_EQ(counters, 5);
+  }
+  std::filesystem::remove(path);
   // placement host
   const es::WorkloadSpec h = host_link_spec(es::PipelineKind::base, false, "host");
   const es::StepProgram q = es::build_step_program(h, es::plan_sharding(h), 0, 1);

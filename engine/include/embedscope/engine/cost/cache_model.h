@@ -40,8 +40,24 @@ struct CacheEstimate {
   double ids = 0;            ///< ids a batch sends the shard (n)
   double distinct_rows = 0;  ///< U: distinct rows a batch names
   double misses = 0;         ///< of those, not in the cache (host: all of them)
+  /// misses / distinct_rows in [0, 1]; 0 without rows.
   double miss_rate() const { return distinct_rows > 0 ? misses / distinct_rows : 0.0; }
 };
+
+/// One batch's expected host traffic of a shard in host memory (program/step_program.h's
+/// host_fetch, host_update and prefetch ops; the simulated executor's load counters), bytes:
+///   lookup_h2d   the rows the lookup misses, misses x 4 cols (0 when `prefetched`: the
+///                prefetch of the step before moved them, prefetch_h2d)
+///   update_h2d   the optimizer state rows, U x state bytes a row; host: + U x 4 cols
+///   update_d2h   the same state rows back; host: + U x 4 cols; host_cached: the dirty rows the
+///                misses evicted, misses x 4 cols (every cached row was updated after its lookup)
+struct HostTraffic {
+  double lookup_h2d = 0, prefetch_h2d = 0, update_h2d = 0, update_d2h = 0;
+};
+/// host_traffic of a shard of `cols` columns of table t with estimate `e` under optimizer
+/// `opt`; `prefetched`: its batch was prefetched (TableSpec::prefetch_pipeline, a batch whose
+/// ids came a step ahead), so its misses are prefetch_h2d, not lookup_h2d.
+HostTraffic host_traffic(const TableSpec& t, OptimizerType opt, int64_t cols, const CacheEstimate& e, bool prefetched);
 
 /// The expected lookups of one batch on the shard rows [s.row_offset, s.row_offset +
 /// s.num_rows) of table t (placement host or host_cached; device: misses 0), given each

@@ -46,7 +46,8 @@
 //    prefetch (TableSpec::prefetch_pipeline; FBGEMM's prefetch pipeline, pytorch/FBGEMM#1893):
 //      the ids of a batch to be looked up later; its distinct rows missing from the cache are
 //      fetched into it (rows_fetched, bytes_h2d, and prefetched_rows / prefetch_bytes_h2d; not
-//      cache hits or misses, which count lookups) and every row of the batch is PINNED: no
+//      cache hits or misses, which count lookups) and every row of the batch is PINNED (its
+//      cached rows first, so that none of its misses evicts a row of the batch): no
 //      victim until a lookup uses its slot (or the next prefetch begins, for a pinned row no
 //      lookup used). While it runs, the slots of the lookups since the previous prefetch are
 //      locked too (the batch in flight, whose backward still reads its rows: FBGEMM's
