@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/rebalance/policy.h"
 #include "embedscope/sessions/store/session.h"
 #include "engine/rebalance/straggler_workload.h"
 #include "support/cli_run.h"
@@ -169,4 +170,25 @@ TEST(RebalanceLivePlan, ARowWiseChangedSessionIsAnalysed) {
   EXPECT_EQ(tables.at("h0").at("sharding_type"), "row_wise");
   EXPECT_EQ(tables.at("h0").at("shards").size(), 4u);
   EXPECT_EQ(tables.at("c2").at("shards").at(0).at("rank"), 3);
+}
+
+// The trigger's reason reads "every step" for every 1 (was "every 1 steps", tester32 D12), in
+// the live run's rebalances and in `rebalance`'s policy line; "every 2 steps" otherwise.
+TEST(RebalanceLivePlan, EveryOneStepReadsEveryStep) {
+  embedscope::engine::RebalanceSpec every;
+  every.trigger = embedscope::engine::RebalanceTrigger::every;
+  every.every = 1;
+  const std::vector<std::vector<int64_t>> ids(3, std::vector<int64_t>{1, 1});
+  EXPECT_EQ(embedscope::engine::rebalance::should_rebalance(every, 0, -1, ids).value_or(""), "every step");
+  every.every = 2;
+  EXPECT_EQ(embedscope::engine::rebalance::should_rebalance(every, 1, -1, ids).value_or(""), "every 2 steps");
+  json wl = embedscope::test_support::straggler_workload("lp_every1");
+  wl["rebalance"] = {{"every", 1}};
+  json run;
+  const auto db = lp_run(wl, "lp_every1", &run);
+  ASSERT_FALSE(run.at("rebalances").empty());
+  EXPECT_EQ(run.at("rebalances")[0].at("reason"), "every step");
+  const auto r = lp_cli("rebalance " + db.string() + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out).at("policy"), "every step");
 }
