@@ -15,7 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/rebalance/plan_in_force.h"
 #include "embedscope/engine/rebalance/policy.h"
+#include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/store/session.h"
 #include "engine/rebalance/straggler_workload.h"
 #include "support/cli_run.h"
@@ -191,4 +193,81 @@ TEST(RebalanceLivePlan, EveryOneStepReadsEveryStep) {
   const auto r = lp_cli("rebalance " + db.string() + " --json");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out).at("policy"), "every step");
+}
+
+namespace {
+/// The session's `shards` rows of a plan (table, type, shard index, rank, rows, columns).
+std::vector<embedscope::sessions::ShardRecord> lp_records(const embedscope::engine::ShardingPlan& plan) {
+  std::vector<embedscope::sessions::ShardRecord> out;
+  for (const auto& tp : plan.tables)
+    for (size_t i = 0; i < tp.shards.size(); ++i) {
+      embedscope::sessions::ShardRecord r;
+      r.table = tp.table;
+      r.sharding_type = embedscope::engine::to_string(tp.type);
+      r.shard_index = static_cast<int32_t>(i);
+      r.rank = tp.shards[i].rank;
+      r.row_offset = tp.shards[i].row_offset;
+      r.num_rows = tp.shards[i].num_rows;
+      r.col_offset = tp.shards[i].col_offset;
+      r.num_cols = tp.shards[i].num_cols;
+      out.push_back(r);
+    }
+  return out;
+}
+}  // namespace
+
+// plan_at_step on the straggler's greedy plan (h0 = table 3 and h1 = table 4 on rank 3): a move
+// of h0 to rank 0 from step 2, h1 split row_wise (125 rows a rank) from step 4; and the errors of
+// a damaged plan_changes (a rank outside the world, a table outside the workload).
+TEST(RebalanceLivePlan, PlanAtStepAppliesTheChangesUpToTheStep) {
+  namespace es = embedscope::engine;
+  const es::WorkloadSpec spec = es::parse_workload(embedscope::test_support::straggler_workload("u"), "u.json");
+  const es::ShardingPlan start = es::plan_sharding(spec);
+  ASSERT_EQ(start.tables[3].shards[0].rank, 3);
+  ASSERT_EQ(start.tables[4].shards[0].rank, 3);
+  std::vector<embedscope::sessions::PlanChangeRecord> changes;
+  for (int r = 0; r < 4; ++r) {  // (any order)
+    embedscope::sessions::PlanChangeRecord c;
+    c.step = 4, c.table = 4, c.shard_index = r, c.from_rank = 3, c.to_rank = r, c.from_type = "table_wise";
+    c.to_type = "row_wise", c.row_offset = 125 * r, c.num_rows = 125, c.col_offset = 0, c.num_cols = 8;
+    changes.push_back(c);
+  }
+  embedscope::sessions::PlanChangeRecord move;
+  move.step = 2, move.table = 3, move.shard_index = 0, move.from_rank = 3, move.to_rank = 0;
+  changes.push_back(move);
+  const auto initial = lp_records(start);
+  const es::ShardingPlan at1 = es::rebalance::plan_at_step(spec, start, initial, changes, 1, "u.db");
+  EXPECT_EQ(at1.tables[3].shards[0].rank, 3);
+  const es::ShardingPlan at3 = es::rebalance::plan_at_step(spec, start, initial, changes, 3, "u.db");
+  EXPECT_EQ(at3.tables[3].shards[0].rank, 0);
+  EXPECT_EQ(at3.tables[4].type, es::ShardingType::table_wise);
+  const es::ShardingPlan at9 = es::rebalance::plan_at_step(spec, start, initial, changes, 9, "u.db");
+  EXPECT_EQ(at9.tables[3].shards[0].rank, 0);
+  ASSERT_EQ(at9.tables[4].type, es::ShardingType::row_wise);
+  ASSERT_EQ(at9.tables[4].shards.size(), 4u);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(at9.tables[4].shards[static_cast<size_t>(r)].rank, r);
+    EXPECT_EQ(at9.tables[4].shards[static_cast<size_t>(r)].row_offset, 125 * r);
+    EXPECT_EQ(at9.tables[4].shards[static_cast<size_t>(r)].num_rows, 125);
+  }
+  EXPECT_EQ(at9.tables[0].shards[0].rank, start.tables[0].shards[0].rank);  // untouched
+  EXPECT_EQ(es::rebalance::plan_first_step(changes, 1), 0);
+  EXPECT_EQ(es::rebalance::plan_first_step(changes, 3), 2);
+  EXPECT_EQ(es::rebalance::plan_first_step(changes, 9), 4);
+  auto bad = changes;
+  bad.back().to_rank = 7;
+  try {
+    es::rebalance::plan_at_step(spec, start, initial, bad, 2, "u.db");
+    ADD_FAILURE() << "rank 7 of 4 accepted";
+  } catch (const es::SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("u.db: plan in force from step 2"), std::string::npos) << e.what();
+  }
+  bad = changes;
+  bad.back().table = 99;
+  try {
+    es::rebalance::plan_at_step(spec, start, initial, bad, 2, "u.db");
+    ADD_FAILURE() << "table 99 accepted";
+  } catch (const es::SpecError& e) {
+    EXPECT_EQ(std::string(e.what()), "u.db: plan_changes: step 2: table 99 is not in the session's workload");
+  }
 }
