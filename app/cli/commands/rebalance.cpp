@@ -4,6 +4,9 @@
 // and after (predicted), the bytes to move, and the new plan (--plan-out, for `run --plan`);
 // and the hot-row replication advice (engine/rebalance/hot_rows.h) from the session's
 // id_histogram: the rows of row_wise / table_row_wise / grid_shard tables worth holding on every rank.
+// A session whose run rebalanced live is analysed under the plan in force over the window
+// (engine/rebalance/plan_in_force.h: the starting plan with plan_changes applied), and a window
+// spanning a live move starts at the move's first step (said in a `window` line).
 
 #include <algorithm>
 #include <fstream>
