@@ -440,7 +440,7 @@ std::optional<std::string> should_rebalance(const RebalanceSpec& policy, int64_t
   if (last_rebalance >= 0 && step - last_rebalance <= policy.cooldown_steps) return std::nullopt;
   if (policy.trigger == RebalanceTrigger::every) {
     if ((step + 1) % policy.every != 0) return std::nullopt;
-    return fmt::format("every {} steps", policy.every);
+    return policy.every == 1 ? std::string("every step") : fmt::format("every {} steps", policy.every);
   }
   if (step - last_rebalance < policy.window) return std::nullopt;  // a window of steps since the last move
   const int64_t first = step - policy.window + 1;

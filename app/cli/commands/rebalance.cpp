@@ -4,6 +4,9 @@
 // and after (predicted), the bytes to move, and the new plan (--plan-out, for `run --plan`);
 // and the hot-row replication advice (engine/rebalance/hot_rows.h) from the session's
 // id_histogram: the rows of row_wise / table_row_wise / grid_shard tables worth holding on every rank.
+// A session whose run rebalanced live is analysed under the plan in force over the window
+// (engine/rebalance/plan_in_force.h: the starting plan with plan_changes applied), and a window
+// spanning a live move starts at the move's first step (said in a `window` line).
 
 #include <algorithm>
 #include <fstream>
@@ -19,6 +22,7 @@
 
 #include "commands.h"
 #include "embedscope/engine/rebalance/hot_rows.h"
+#include "embedscope/engine/rebalance/plan_in_force.h"
 #include "embedscope/engine/rebalance/policy.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/sharding/sharding.h"
@@ -47,7 +51,7 @@ struct RebalanceState {
 std::string policy_text(const es::RebalanceSpec& r) {
   switch (r.trigger) {
     case es::RebalanceTrigger::off: return "off";
-    case es::RebalanceTrigger::every: return fmt::format("every {} steps", r.every);
+    case es::RebalanceTrigger::every: return r.every == 1 ? std::string("every step") : fmt::format("every {} steps", r.every);
     case es::RebalanceTrigger::when:
       return fmt::format("when {} max/mean > {:.2f} over {} steps",
                          r.balance == es::RebalanceBalance::lookup_time ? "lookup ns" : "ids", r.imbalance_above, r.window);
@@ -115,7 +119,7 @@ int cmd_rebalance(const RebalanceState& s) {
   if (workload.empty() || plan_text.empty())
     throw es::SpecError(fmt::format("{}: no workload_json or sharding_plan_json metadata (not a session Embedscope ran)", s.file));
   const es::WorkloadSpec spec = es::parse_workload(json::parse(workload), s.file + " (workload_json)");
-  const es::ShardingPlan plan = es::plan_from_json(spec, json::parse(plan_text), s.file + " (sharding_plan_json)");
+  const es::ShardingPlan start = es::plan_from_json(spec, json::parse(plan_text), s.file + " (sharding_plan_json)");
   if (spec.devices.backend == es::Backend::simulated)
     throw es::SpecError(fmt::format("{}: a simulated session: its load counters are the program's, not observed", s.file));
 
@@ -128,8 +132,35 @@ int cmd_rebalance(const RebalanceState& s) {
                             : spec.rebalance.trigger == es::RebalanceTrigger::every ? spec.rebalance.every
                                                                                     : last + 1;
   if (window < 1) throw es::SpecError(fmt::format("--window: must be > 0, got {}", window));
-  const int64_t first = std::max<int64_t>(0, last - window + 1);
+  const int64_t asked_first = std::max<int64_t>(0, last - window + 1);
+  // live rebalances: the load counters of a step index the shards of the plan serving it, so the
+  // window must not span a move - it starts at the last one inside it - and is charged to the
+  // plan in force over it (the starting plan with the plan_changes up to the window's first step)
+  const std::vector<ss::PlanChangeRecord> changes = session.plan_changes();
+  int64_t first = asked_first;
+  for (const auto& c : changes)
+    if (c.step > asked_first && c.step <= last) first = std::max(first, c.step);
+  const es::ShardingPlan plan = rb::plan_at_step(spec, start, session.shards(), changes, first, s.file);
+  const int64_t plan_from = rb::plan_first_step(changes, first);
   const int64_t steps = last - first + 1;
+  std::set<int64_t> change_steps, later_steps;  // the first steps of new plans; those after the window
+  for (const auto& c : changes) {
+    change_steps.insert(c.step);
+    if (c.step > last) later_steps.insert(c.step);
+  }
+  std::string plan_note = change_steps.empty() ? "the run's (no live rebalance changed it)"
+                          : plan_from > 0
+                              ? fmt::format("the one in force from step {} (after the live rebalance after step {})", plan_from,
+                                            plan_from - 1)
+                              : "the one the run started with (no live rebalance before the window)";
+  if (!later_steps.empty())
+    plan_note += fmt::format("; a live rebalance after step {} changed it again, and no measured step ran under its plan",
+                             *later_steps.begin() - 1);
+  const std::string window_note =
+      first == asked_first ? ""
+                           : fmt::format("steps {}..{} span the live rebalance after step {}: counted steps {}..{} only, "
+                                         "under the plan in force from step {} (--window {} or less chooses a window inside it)",
+                                         asked_first, last, first - 1, first, last, first, steps);
   const int64_t max_bytes = s.max_bytes >= 0 ? s.max_bytes : spec.rebalance.max_bytes_per_move;
   const bool by_time = s.balance.empty() ? spec.rebalance.balance == es::RebalanceBalance::lookup_time : s.balance == "lookup_time";
   const char* unit = by_time ? "lookup ns" : "ids";
@@ -152,7 +183,7 @@ int cmd_rebalance(const RebalanceState& s) {
   std::set<int64_t> measured;
   for (const auto& c : counters)
     if (c.step >= 0) measured.insert(c.step);  // warmup steps are negative; id_histogram counts measured ones
-  const auto hot = hot_rows_of(session, spec, plan, static_cast<int64_t>(measured.size()));
+  const auto hot = hot_rows_of(session, spec, plan, static_cast<int64_t>(measured.size()));  // (the plan in force)
   // the lookup time the slowest rank saves per step, at the session's mean lookup ns per id
   const int64_t max_before = *std::max_element(p.load_before.begin(), p.load_before.end());
   const int64_t max_after = *std::max_element(p.load_after.begin(), p.load_after.end());
@@ -170,6 +201,10 @@ int cmd_rebalance(const RebalanceState& s) {
     json j = {{"session", s.file},
               {"policy", policy_text(spec.rebalance)},
               {"first_step", first},
+              {"plan_from_step", plan_from},
+              {"plan_source", plan_from > 0 ? "live_rebalance" : "start"},
+              {"window_first_step_asked", asked_first},
+              {"window_note", window_note},
               {"last_step", last},
               {"balance", by_time ? "lookup_time" : "ids"},
               {"load_before", p.load_before},
@@ -204,6 +239,8 @@ int cmd_rebalance(const RebalanceState& s) {
   }
   std::cout << fmt::format("rebalance of {}: {} in steps {}..{} ({} step(s)); policy {}; balancing {}\n", s.file,
                            by_time ? "lookup time" : "ids looked up", first, last, steps, policy_text(spec.rebalance), unit);
+  std::cout << fmt::format("plan         {}\n", plan_note);
+  if (!window_note.empty()) std::cout << fmt::format("window       {}\n", window_note);
   std::cout << fmt::format("{:<5} {:>14} {:>14}\n", "rank", fmt::format("{} before", unit), fmt::format("{} after", unit));
   for (size_t r = 0; r < p.load_before.size(); ++r)
     std::cout << fmt::format("{:<5} {:>14} {:>14}\n", r, p.load_before[r], p.load_after[r]);

@@ -151,7 +151,8 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
            {"workload", spec.name},
            {"backend", es::to_string(spec.devices.backend)},
            {"world_size", spec.devices.count},
-           {"sharding", es::to_json(spec, r.plan)},
+           {"sharding", es::to_json(spec, r.plan)},  // the plan the run started with
+           {"final_sharding", es::to_json(spec, r.final_plan)},  // and ended with (live rebalances)
            {"pipeline", es::to_string(spec.pipeline)},
            {"qcomms", overlap.at("qcomms")},
            {"network", overlap.at("network")},

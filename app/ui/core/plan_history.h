@@ -10,21 +10,14 @@
 #include <optional>
 #include <vector>
 
+#include "embedscope/sessions/analysis/plan_at_step.h"
 #include "embedscope/sessions/model/events.h"
 
 namespace embedscope::ui {
 
-/// The shards serving measured step `step`: `initial` (the run's first plan) with every change
-/// of step <= `step` applied, by step then table then shard (plan_changes' order). A table_wise
-/// move puts the shard `shard_index` of its table on to_rank; a change of type (from_type !=
-/// to_type) replaces all the table's shards with that step's change rows of the table (their
-/// shard, rank, rows and columns; num_rows / num_cols -1 (older files) or 0 are the table's
-/// own, from `initial`). Each table's shards in shard order, tables in `initial`'s order.
-/// planned_bytes of a shard a change made is -1. Warm-up steps (< 0) and step 0 give `initial`
-/// unless a change names them. Example: t0 on rank 0, a change {step 2, t0, 0 -> 1}:
-/// shards_at(.., 1) has t0 on rank 0, shards_at(.., 2) on rank 1.
-std::vector<sessions::ShardRecord> shards_at(const std::vector<sessions::ShardRecord>& initial,
-                                             const std::vector<sessions::PlanChangeRecord>& changes, int64_t step);
+/// The shards serving a measured step: sessions::shards_at (embedscope/sessions/analysis/plan_at_step.h),
+/// shared with `embedscope rebalance`.
+using sessions::shards_at;
 
 /// The measured step in which a rank's allocated memory reached `peak_bytes`: the first of its
 /// memory counters (by step) whose running peak_allocated reaches it; warm-up steps are < 0.
