@@ -45,6 +45,8 @@ std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec, cons
     e.cache = m.cache;
     e.host = m.host;
     e.largest_block = m.largest_block;
+    e.min_reserved_caching = m.min_reserved_caching;
+    e.min_reserved_expandable = m.min_reserved_expandable;
     e.buffers = std::max<int64_t>(0, m.peak - m.weights - m.optimizer_state - m.cache - m.dense);
     e.pipeline_buffers = std::min(e.buffers, m.ahead_at_peak);
   }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "embedscope/engine/input/id_share.h"
 #include "embedscope/engine/input/input.h"
@@ -181,6 +182,17 @@ class Replay {
     if (bytes <= 0) return {};
     Allocation a = alloc_->allocate(bytes, "");
     out_.largest_block = std::max(out_.largest_block, a.size);
+    if (a.size <= kSmallSize) {
+      small_live_ += a.size;
+    } else {
+      large_live_.insert(a.size);
+      large_sum_ += a.size;
+    }
+    const auto pages = [](int64_t b) { return (b + kRoundLarge - 1) / kRoundLarge * kRoundLarge; };
+    const int64_t largest = large_live_.empty() ? 0 : *large_live_.rbegin();
+    out_.min_reserved_caching = std::max(out_.min_reserved_caching,
+                                         std::max(largest > 0 ? segment_size_for(largest) : 0, large_sum_) + pages(small_live_));
+    out_.min_reserved_expandable = std::max(out_.min_reserved_expandable, pages(large_sum_) + pages(small_live_));
     batch_of_[a.id] = batch;
     by_batch_[batch] += a.size;
     if (alloc_->allocated_bytes() > high_) {  // a new peak: what the batches ahead hold now
@@ -195,6 +207,12 @@ class Replay {
     const auto it = batch_of_.find(a.id);
     by_batch_[it->second] -= a.size;
     batch_of_.erase(it);
+    if (a.size <= kSmallSize) {
+      small_live_ -= a.size;
+    } else {
+      large_live_.erase(large_live_.find(a.size));
+      large_sum_ -= a.size;
+    }
     alloc_->free(a);
     a = {};
   }
@@ -370,6 +388,9 @@ class Replay {
   int me_;
   const std::vector<int64_t>& dp_rows_;  // per data-parallel table: expected_distinct_rows
   std::unique_ptr<DeviceAllocator> alloc_;
+  int64_t small_live_ = 0;          // bytes of the live blocks of the small pool (<= 1 MiB)
+  std::multiset<int64_t> large_live_;  // sizes of the live blocks of the large pool
+  int64_t large_sum_ = 0;
   const std::vector<int>& mine_;
   int64_t recv_ids_;  // ids received for the local slots in one batch
   std::map<int64_t, Blocks> batches_;

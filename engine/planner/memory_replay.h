@@ -74,6 +74,12 @@ struct ReplayedMemory {
   int64_t cache = 0;            ///< host_cached shards' device caches (model/host_cache.h)
   int64_t host = 0;             ///< host memory: host / host_cached shards' rows, state, LFU counts (not replayed)
   int64_t largest_block = 0;    ///< the largest block taken (rounded to 512 B)
+  /// The most any layout of PyTorch's segments must reserve at once, over the replay (bytes):
+  /// at each allocation, the large pool's live blocks - caching: at least the segment of the
+  /// largest (20 MiB for 1-10 MiB, else 2 MiB multiples) and their sum; expandable: their sum
+  /// in 2 MiB pages - plus the small pool's (blocks <= 1 MiB) in 2 MiB segments.
+  int64_t min_reserved_caching = 0;
+  int64_t min_reserved_expandable = 0;
 };
 
 /// Per rank, replays setup and the first min(warmup_steps + steps, 8) iterations of `rank` (later

@@ -274,6 +274,12 @@ std::map<std::string, TableSharding> plan_overrides(const WorkloadSpec& spec, co
   return out;
 }
 
+int64_t min_reservation(AllocatorKind kind, const DeviceMemoryEstimate& e) {
+  return kind == AllocatorKind::caching      ? e.min_reserved_caching
+         : kind == AllocatorKind::expandable ? e.min_reserved_expandable
+                                             : 0;
+}
+
 void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryEstimate>& est) {
   if (spec.memory.allocator != AllocatorKind::direct && spec.memory.allocator != AllocatorKind::cuda_async &&
       spec.devices.memory_bytes < kSmallBuffer)
@@ -303,20 +309,28 @@ void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryE
                            : std::string(),
                        format_bytes(spec.devices.memory_bytes));
   }
-  // The bytes fit, but the caching allocator cannot hold one block: PyTorch's rule reserves a
-  // 20 MiB segment (kLargeBuffer) for any request between 1 MiB and 10 MiB, so on a device
-  // smaller than that segment the run fails at its first such allocation. (Peaks that need
-  // several segments whose sum exceeds the device are not checked here: the replay measures
-  // allocated bytes, not reserved.)
-  if (spec.memory.allocator == AllocatorKind::caching)
+  // The bytes fit, but no layout of the allocator's segments can hold the step: PyTorch's rules
+  // reserve a 20 MiB segment for a request of 1-10 MiB (caching; larger ones round up to 2 MiB,
+  // expandable pages too) and a 2 MiB segment for the small pool, so on such a device every run
+  // fails at the same allocation. Fragmentation - free bytes in the wrong places, which depends
+  // on the order of the step's buffers - is left to the run, which shows it (its snapshot).
+  if (spec.memory.allocator == AllocatorKind::caching || spec.memory.allocator == AllocatorKind::expandable)
     for (const auto& e : est) {
-      const int64_t segment = e.largest_block > 0 ? segment_size_for(e.largest_block) : 0;
-      if (e.total() > spec.devices.memory_bytes || segment <= spec.devices.memory_bytes) continue;
-      msg += fmt::format("\n  rank {}: its largest buffer ({}) needs a {} segment of the caching allocator (PyTorch's "
-                         "rule: a request of 1 to 10 MiB takes a 20 MiB segment; larger ones round up to 2 MiB) > {}; "
-                         "use \"memory\": {{\"allocator\": \"expandable\"}} or \"direct\", or give the devices more memory",
-                         e.rank, format_bytes(e.largest_block), format_bytes(segment),
-                         format_bytes(spec.devices.memory_bytes));
+      const int64_t need = min_reservation(spec.memory.allocator, e);
+      if (e.total() > spec.devices.memory_bytes || need <= spec.devices.memory_bytes) continue;
+      const AllocatorKind other =
+          spec.memory.allocator == AllocatorKind::caching ? AllocatorKind::expandable : AllocatorKind::caching;
+      const bool other_fits = min_reservation(other, e) <= spec.devices.memory_bytes;
+      // exact bytes where the rounded figures read the same (never "20.0 MiB > 20.0 MiB")
+      const bool same = format_bytes(need) == format_bytes(spec.devices.memory_bytes);
+      const auto shown = [&](int64_t b) { return same ? fmt::format("{} B", b) : format_bytes(b); };
+      msg += fmt::format("\n  rank {}: the {} allocator must reserve at least {} at once for the step's buffers "
+                         "(PyTorch's segments: requests of 1-10 MiB are served from 20 MiB segments, larger ones "
+                         "round up to 2 MiB, requests of 1 MiB or less from 2 MiB segments; largest buffer {}) > {}; "
+                         "give the devices at least {}, or use the {}direct allocator (it reserves only what is asked for)",
+                         e.rank, to_string(spec.memory.allocator), shown(need), format_bytes(e.largest_block),
+                         shown(spec.devices.memory_bytes), format_bytes(need),
+                         other_fits ? fmt::format("{} allocator or the ", to_string(other)) : std::string());
     }
   if (!msg.empty())
     throw SpecError("/devices/memory_bytes: the workload does not fit on the devices under this "

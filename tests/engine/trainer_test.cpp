@@ -330,9 +330,14 @@ TEST(Trainer, CompactionRescuesAFragmentingRun) {
 // still alive) and the failed request in the memory history; the direct allocator runs.
 TEST(Trainer, RuntimeOomEndsTheRunWithASnapshot) {
   WorkloadSpec s = tiny(2);
-  s.steps = 2;
-  s.batch_size = 2000;
-  s.devices.memory_bytes = 22'020'096;  // 21 MiB: the bytes and the 20 MiB segment of the step's largest buffer fit, not that segment and the small pool's
+  // semi_sync on 28 MiB: the bytes and every segment the step needs fit (the plan's check), but
+  // the batch kept ahead pins blocks between freed ones, and in step 1 the small pool has no
+  // room while 16 MiB of the large pool are free - fragmentation, which only the run shows
+  s.pipeline = PipelineKind::semi_sync;
+  s.steps = 3;
+  s.warmup_steps = 1;
+  s.batch_size = 8000;
+  s.devices.memory_bytes = 28 << 20;
   TrainerOptions opt;
   opt.session_path = (std::filesystem::temp_directory_path() / ("es_oom_" + std::to_string(getpid()) + ".db")).string();
   RunResult r = run_training(s, plan_sharding(s), opt);
@@ -381,7 +386,7 @@ TEST(Trainer, RuntimeOomEndsTheRunWithASnapshot) {
     for (const auto& e : session.memory_events())
       live[e.rank] += e.action == "alloc" ? e.size : e.action == "free" ? -e.size : 0;
     const auto mc = session.memory_counters();
-    ASSERT_EQ(mc.size(), 2u * static_cast<size_t>(s.steps));  // (step, rank) rows
+    ASSERT_EQ(mc.size(), 2u * static_cast<size_t>(s.warmup_steps + s.steps));  // (step, rank) rows
     for (size_t i = mc.size() - 2; i < mc.size(); ++i) EXPECT_EQ(live[mc[i].rank], mc[i].allocated) << mc[i].rank;
   }
   std::filesystem::remove(opt.session_path);
@@ -470,9 +475,11 @@ TEST(Trainer, EmulatedDevicePathTrainsExactlyAsTheCpuBackend) {
 // ends the run the same way: status oom and the layout at the failure in the session.
 TEST(Trainer, EmulatedDevicePathOomEndsOomWithTheSnapshot) {
   WorkloadSpec s = tiny(2);
-  s.steps = 2;
-  s.batch_size = 2000;
-  s.devices.memory_bytes = 22'020'096;  // as above
+  s.pipeline = PipelineKind::semi_sync;  // as above: fragmentation in step 1
+  s.steps = 3;
+  s.warmup_steps = 1;
+  s.batch_size = 8000;
+  s.devices.memory_bytes = 28 << 20;
   TrainerOptions opt;
   opt.emulate_device = true;
   opt.session_path = (std::filesystem::temp_directory_path() / ("es_emulated_oom_" + std::to_string(getpid()) + ".db")).string();

@@ -138,9 +138,12 @@ TEST(CudaExecutor, SmallDeviceEndsOomWithTheSnapshot) {
   WorkloadSpec s = load_preset("tiny");
   s.devices.count = world();
   s.devices.backend = Backend::cuda;
-  s.steps = 2;
-  s.batch_size = 2000;
-  s.devices.memory_bytes = 22'020'096;  // 21 MiB, as the cpu test (Trainer.RuntimeOomEndsTheRunWithASnapshot): fits the plan, not the run
+  // as the cpu test (Trainer.RuntimeOomEndsTheRunWithASnapshot): fits the plan, fragments in step 1
+  s.pipeline = PipelineKind::semi_sync;
+  s.steps = 3;
+  s.warmup_steps = 1;
+  s.batch_size = 8000;
+  s.devices.memory_bytes = 28 << 20;
   TrainerOptions opt;
   opt.session_path = temp_session("oom");
   opt.session_overwrite = true;

@@ -204,12 +204,13 @@ TEST(MemoryEstimate, ReducedOptimizerStateHalvesTheStateBytes) {
   for (size_t k = 0; k < r.ranks.size(); ++k) EXPECT_GE(est[k].total(), r.ranks[k].memory_bytes) << "rank " << k;
 }
 
-// A device whose bytes hold the workload but not the caching allocator's segment for its
-// largest block: one 40,000 x 16 fp32 table (2,560,000 B, between 1 and 10 MiB, so PyTorch's
-// rule reserves a 20 MiB segment for it) on an 8 MiB device. The fit check refuses it under
-// the caching allocator, naming the rank, the block and the segment (before: "fits", then the
-// run failed at that allocation); the expandable allocator maps it in 2 MiB pages and runs.
-TEST(MemoryEstimate, ABlockWhoseCachingSegmentExceedsTheDeviceIsRefused) {
+// A device whose bytes hold the workload but no layout of the caching allocator's segments
+// can: one 40,000 x 16 fp32 table (2,560,000 B, between 1 and 10 MiB, so PyTorch's rule serves
+// it from a 20 MiB segment) beside the small pool's 2 MiB segment, on an 8 MiB device. The fit
+// check refuses it under the caching allocator, naming the rank and the least it must reserve,
+// and the allocators that fit (before: "fits", then the run failed at that allocation); the
+// expandable allocator maps 2 MiB pages (4 MiB + 2 MiB) and runs.
+TEST(MemoryEstimate, ADeviceNoSegmentLayoutCanHoldIsRefused) {
   nlohmann::json j = {{"name", "one_mid_table"},
                       {"batch_size", 64},
                       {"steps", 1},
@@ -228,6 +229,9 @@ TEST(MemoryEstimate, ABlockWhoseCachingSegmentExceedsTheDeviceIsRefused) {
   const auto est = estimate_memory(s, plan);
   ASSERT_EQ(est.size(), 1u);
   EXPECT_EQ(est[0].largest_block, 2560000);  // the table's weights, a multiple of 512 already
+  EXPECT_EQ(est[0].min_reserved_caching, (20 << 20) + (2 << 20));
+  EXPECT_EQ(est[0].min_reserved_expandable, (4 << 20) + (2 << 20));
+  EXPECT_EQ(min_reservation(AllocatorKind::direct, est[0]), 0);
   EXPECT_LT(est[0].total(), s.devices.memory_bytes);
   s.memory.allocator = AllocatorKind::caching;
   try {
@@ -235,11 +239,20 @@ TEST(MemoryEstimate, ABlockWhoseCachingSegmentExceedsTheDeviceIsRefused) {
     FAIL() << "expected SpecError";
   } catch (const SpecError& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("rank 0: its largest buffer (2.4 MiB) needs a 20.0 MiB segment of the caching allocator"),
+    EXPECT_NE(m.find("rank 0: the caching allocator must reserve at least 22.0 MiB at once"), std::string::npos) << m;
+    EXPECT_NE(m.find("largest buffer 2.4 MiB) > 8.0 MiB; give the devices at least 22.0 MiB, or use the expandable "
+                     "allocator or the direct allocator"),
               std::string::npos) << m;
-    EXPECT_NE(m.find("> 8.0 MiB"), std::string::npos) << m;
   }
-  s.devices.memory_bytes = 20 << 20;  // the segment fits
+  s.devices.memory_bytes = (22 << 20) - 1;  // one byte short: exact figures, not "22.0 MiB > 22.0 MiB"
+  try {
+    check_memory_fits(s, estimate_memory(s, plan));
+    FAIL() << "expected SpecError";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("at least 23068672 B at once"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("> 23068671 B"), std::string::npos) << e.what();
+  }
+  s.devices.memory_bytes = 22 << 20;
   EXPECT_NO_THROW(check_memory_fits(s, estimate_memory(s, plan)));
   s.devices.memory_bytes = 8 << 20;
   s.memory.allocator = AllocatorKind::expandable;
@@ -248,4 +261,6 @@ TEST(MemoryEstimate, ABlockWhoseCachingSegmentExceedsTheDeviceIsRefused) {
   opt.trace = false;
   const RunResult r = run_training(s, plan, opt);
   EXPECT_EQ(r.ended, RunEnd::complete) << r.error;
+  s.devices.memory_bytes = (6 << 20) - 512;  // expandable's 4 + 2 MiB do not fit
+  EXPECT_THROW(check_memory_fits(s, estimate_memory(s, plan)), SpecError);
 }

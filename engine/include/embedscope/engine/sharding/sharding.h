@@ -86,9 +86,12 @@ struct DeviceMemoryEstimate {
   /// host memory, not in total(): rows, optimizer state and LFU counters of host / host_cached
   /// shards (devices.host_memory_bytes is its capacity). Their fetch buffers are in `buffers`.
   int64_t host = 0;
-  /// the largest single block (rounded to 512 B): the caching allocator reserves a segment of
-  /// segment_size_for(largest_block) (memory/allocator.h) to hold it, 20 MiB for 1-10 MiB
+  /// the largest single block (rounded to 512 B)
   int64_t largest_block = 0;
+  /// the least the caching / expandable allocator must reserve at once for the step's buffers
+  /// under any layout (PyTorch's segment rules; planner/memory_replay.h), bytes
+  int64_t min_reserved_caching = 0;
+  int64_t min_reserved_expandable = 0;
   int64_t total() const { return weights + optimizer_state + cache + dense + buffers; }
 };
 
@@ -143,8 +146,17 @@ struct TableStorageEstimate {
 /// row_bytes 16, weight_bytes 4 (400,000 + 64) = 1,600,256. Cost O(shards).
 std::vector<TableStorageEstimate> estimate_table_storage(const WorkloadSpec& spec, const ShardingPlan& plan);
 
+/// The least the allocator `kind` must reserve at once on the device of `e` (bytes), PyTorch's
+/// rules (c10 CUDACachingAllocator): caching and expandable, e's min_reserved_caching /
+/// min_reserved_expandable (the large pool's live blocks in their segments or pages, plus the
+/// small pool's in 2 MiB segments, at the worst moment of the replay); direct and cuda_async
+/// (no segments of their own): 0.
+int64_t min_reservation(AllocatorKind kind, const DeviceMemoryEstimate& e);
+
 /// Throws SpecError if a device's estimate exceeds devices.memory_bytes, with the per-device
-/// breakdown (weights, optimizer state, dense, buffers) of every device that does not fit.
+/// breakdown (weights, optimizer state, dense, buffers) of every device that does not fit, or if
+/// its allocator's min_reservation does (no layout of segments could hold the step; the error
+/// gives the size that would, and the allocators that fit).
 void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryEstimate>& est);
 
 /// The plan as JSON (per table: name, sharding type, shards with rank, rows and columns).
