@@ -133,12 +133,18 @@ ShardingPlanModel::ShardingPlanModel(const sessions::SessionReader& session, con
       ranks_[static_cast<size_t>(rs.rank)].peak_bytes = rs.peak_allocated_bytes;
   try {  // the planner's estimate for the workload as run
     const engine::WorkloadSpec spec = engine::parse_workload(json::parse(session.meta(sessions::meta::kWorkloadJson, "{}")), sessions::meta::kWorkloadJson);
-    // shards in host memory: the device holds the cache (host_cached) or nothing, the host the
-    // rows and state (model/host_cache.h, as the run's table storage counts them)
+    // each shard's bytes as the run stores them (shard_weight_bytes: the table's data_type, or A's
+    // rows and the copy of B of a low-rank table; rows x cols x 4 above is fp32's); shards in
+    // host memory: the device holds the cache (host_cached) or nothing, the host the rows and
+    // state (model/host_cache.h, as the run's table storage counts them)
     for (auto& rr : ranks_)
       for (ShardRow& s : rr.shards) {
         const auto t = std::find_if(spec.tables.begin(), spec.tables.end(), [&](const engine::TableSpec& ts) { return ts.name == s.table; });
-        if (t == spec.tables.end() || t->placement == engine::TablePlacement::device) continue;
+        if (t == spec.tables.end()) continue;
+        if (t->placement == engine::TablePlacement::device) {  // as stored: data_type, low-rank A and B
+          s.weight_bytes = engine::shard_weight_bytes(*t, s.num_rows, s.num_cols);
+          continue;
+        }
         s.placement = engine::enum_name(t->placement);
         s.weight_bytes = 0;
         s.host_bytes = engine::shard_weight_bytes(*t, s.num_rows, s.num_cols) +

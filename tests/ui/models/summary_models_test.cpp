@@ -174,3 +174,34 @@ TEST(ShardingPlanModel, HostCachedShardsShowTheirCacheHostBytesAndHitRate) {
   EXPECT_EQ(ShardingPlanModel::hit_rate_text(1, 3, true), "25.0%");
   std::filesystem::remove(path);
 }
+
+// A factorized shard is A's rows x r and a copy of B (r x dim), not rows x dim (tester D4):
+// tiny's t_c (1,000 x 12) with low_rank_dim 4, table_wise: 4 (1,000 x 4 + 4 x 12) = 16,192 B
+// (fp32 rows would be 48,000 B); the rank's weights line sums the same figure.
+TEST(ShardingPlanModel, LowRankShardsShowTheirFactorBytes) {
+  engine::WorkloadSpec spec = engine::load_preset("tiny");
+  spec.tables[3].low_rank_dim = 4;
+  const engine::ShardingPlan plan = engine::plan_sharding(spec);
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_lowrank_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    w.set_metadata("world_size", "2");
+    w.set_metadata("workload_json", engine::to_json(spec).dump());
+    w.set_metadata("sharding_plan_json", engine::to_json(spec, plan).dump());
+    w.close("complete");
+  }
+  sessions::SessionReader r(path.string());
+  ShardingPlanModel m(r, sessions::analyze(r));
+  bool found = false;
+  for (const auto& rank : m.ranks())
+    for (const auto& s : rank.shards)
+      if (s.table == "t_c") {
+        found = true;
+        EXPECT_EQ(s.weight_bytes, 16'192);
+      } else if (s.table == "t_b") {
+        EXPECT_EQ(s.weight_bytes, s.num_rows * s.num_cols * 4);  // fp32, not factorized
+      }
+  EXPECT_TRUE(found);
+  std::filesystem::remove(path);
+}
