@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "lm.h"
 #include "embedscope/engine/planner/search.h"
+#include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "output/output.h"
 #include "workload_args.h"
@@ -68,6 +69,14 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
   }
   if (auto_plan) return cmd_plan_auto(a, as_json, sharding_types);
   const es::WorkloadSpec spec = load(a);
+  // what `run` refuses before it starts, `plan` refuses too (exit 2): a live rebalancing policy
+  // the backend or the tables cannot follow
+  if (spec.rebalance.enabled())
+    with_origin(a.origin, [&] {
+      if (const std::string why = es::rebalance::live_rebalance_unsupported(spec, es::to_string(spec.devices.backend));
+          !why.empty())
+        throw es::SpecError(why);
+    });
   const es::ShardingPlan plan = with_origin(a.origin, [&] { return es::plan_sharding(spec); });
   const auto est = es::estimate_memory(spec, plan);
   // A plan that does not fit is still printed (what each device would need), then refused

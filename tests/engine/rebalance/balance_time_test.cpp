@@ -130,3 +130,25 @@ TEST(RebalanceBalance, ALiveRunBalancingLookupTimeMovesTheHotTables) {
   EXPECT_GE(e["moves"].get<int>(), 1);
   EXPECT_LT(e["imbalance_predicted"].get<double>(), e["imbalance_before"].get<double>());
 }
+
+// `plan` refuses what `run` refuses before it starts (tester D8): a live rebalancing policy on
+// the simulated backend is exit 2 from both, naming /devices/backend and the workload file.
+TEST(RebalanceBalance, PlanRefusesAPolicyTheBackendCannotFollow) {
+  json j = balance_straggler();
+  j["rebalance"] = {{"every", 2}};
+  j["devices"]["backend"] = "simulated";
+  j["devices"]["hardware"] = "h100_sxm";
+  const auto wl = balance_scratch() / "live_simulated.json";
+  std::ofstream(wl) << j.dump(2);
+  const auto plan = balance_cli("plan " + wl.string());
+  EXPECT_EQ(plan.code, 2) << plan.out << plan.err;
+  EXPECT_NE(plan.err.find("live_simulated.json: /devices/backend: live rebalancing"), std::string::npos) << plan.err;
+  const auto run = balance_cli("run " + wl.string() + " -o " + (balance_scratch() / "live_simulated.db").string() +
+                               " --force-overwrite");
+  EXPECT_EQ(run.code, 2) << run.err;
+  EXPECT_NE(run.err.find("/devices/backend: live rebalancing"), std::string::npos) << run.err;
+  j["devices"]["backend"] = "cpu";  // the same policy on cpu ranks plans
+  j["devices"].erase("hardware");
+  std::ofstream(wl) << j.dump(2);
+  EXPECT_EQ(balance_cli("plan " + wl.string()).code, 0);
+}
