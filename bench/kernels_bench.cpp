@@ -74,7 +74,7 @@ struct Workload {
   Shape shape;
   AlignedFloats weights, grad_out, out;
   std::vector<int64_t> ids, offsets;
-  RowOptimizerState state;
+  OptimizerStateBuffers state;  // owns the arrays (a RowOptimizerState view of a temporary dangled: heap corruption in the 4th benchmark)
   int64_t n_unique = 0;
 
   explicit Workload(const Shape& s)
