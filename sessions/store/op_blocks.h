@@ -23,9 +23,11 @@ inline constexpr size_t kOpsPerBlock = 16384;
 /// are not stored. The writer keeps one per lane while the run goes on.
 class OpPacker {
  public:
+  /// Appends `o` (its rank and lane are not stored; the caller keeps the lane's order).
   void add(const OpRecord& o);
   /// Ops added since the last clear().
   size_t count() const { return count_; }
+  /// The block's bytes so far (the `data` column of its op_blocks row).
   const std::string& data() const { return data_; }
   /// Empties the block (the next op is the first of a new block).
   void clear();
