@@ -11,6 +11,8 @@
 
 #include "embedscope/sessions/model/events.h"
 
+struct sqlite3_stmt;
+
 namespace embedscope::sessions::detail {
 
 /// Ops per block (the last block of a lane holds the rest): the writer holds up to one block's
@@ -51,5 +53,12 @@ class BadBlock : public std::runtime_error {
 /// Unpacks a block of `count` ops written by pack_ops, appending them to `out` with `rank` and
 /// `lane` set. Throws BadBlock (`out` may then hold part of the block).
 void unpack_ops(const void* data, size_t size, int64_t count, int32_t rank, int32_t lane, std::vector<OpRecord>& out);
+
+/// The columns of an ops row as OpRecord holds them (the select list of op_from_row).
+inline constexpr const char* kOpColumns =
+    "lane_key >> 8, lane_key & 255, category, name_id, step, start_ns, end_ns, bytes, correlation";
+/// The OpRecord of the current row of `st` (selected with kOpColumns first). Throws SessionError
+/// naming `path` for a category out of range (a damaged file).
+OpRecord op_from_row(sqlite3_stmt* st, const std::string& path);
 
 }  // namespace embedscope::sessions::detail

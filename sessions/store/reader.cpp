@@ -232,11 +232,8 @@ std::vector<LaneInfo> SessionReader::lanes() const {
   return impl_->records(sd::lanes_table(), "ORDER BY rank, lane", "reading lanes");
 }
 
-namespace {
-// The columns of ops_table() as OpRecord holds them.
-constexpr const char* kOpColumns =
-    "lane_key >> 8, lane_key & 255, category, name_id, step, start_ns, end_ns, bytes, correlation";
-OpRecord op_from(sqlite3_stmt* st, const std::string& path) {
+namespace detail {
+OpRecord op_from_row(sqlite3_stmt* st, const std::string& path) {
   OpRecord o;
   o.rank = sqlite3_column_int(st, 0);
   o.lane = sqlite3_column_int(st, 1);
@@ -252,7 +249,7 @@ OpRecord op_from(sqlite3_stmt* st, const std::string& path) {
   o.correlation = static_cast<uint64_t>(sqlite3_column_int64(st, 8));
   return o;
 }
-}  // namespace
+}  // namespace detail
 
 std::vector<OpRecord> SessionReader::ops(int32_t rank, int32_t lane, int64_t t0_ns, int64_t t1_ns) const {
   // An op overlapping [t0, t1) starts in [t0 - longest op of the lane, t1): a range scan of
@@ -269,8 +266,8 @@ std::vector<OpRecord> SessionReader::ops(int32_t rank, int32_t lane, int64_t t0_
   impl_->each_row(
       fmt::format("SELECT {} FROM ops WHERE lane_key = ?1 AND start_ns >= ?2 AND start_ns < ?3 AND end_ns > ?4 "
                   "ORDER BY start_ns",
-                  kOpColumns),
-      "querying ops", [&](sqlite3_stmt* st) { out.push_back(op_from(st, path_)); },
+                  detail::kOpColumns),
+      "querying ops", [&](sqlite3_stmt* st) { out.push_back(detail::op_from_row(st, path_)); },
       [&](sqlite3_stmt* st) {
         sqlite3_bind_int64(st, 1, int64_t{rank} * 256 + lane);  // no int overflow for a rank read from a damaged file
         sqlite3_bind_int64(st, 2, from);
@@ -311,8 +308,8 @@ std::vector<OpRecord> SessionReader::lane_ops(int32_t rank, int32_t lane) const 
 
 std::vector<OpRecord> SessionReader::all_ops() const {
   std::vector<OpRecord> out;
-  impl_->each_row(fmt::format("SELECT {} FROM ops ORDER BY lane_key, start_ns", kOpColumns), "reading ops",
-                  [&](sqlite3_stmt* st) { out.push_back(op_from(st, path_)); });
+  impl_->each_row(fmt::format("SELECT {} FROM ops ORDER BY lane_key, start_ns", detail::kOpColumns), "reading ops",
+                  [&](sqlite3_stmt* st) { out.push_back(detail::op_from_row(st, path_)); });
   return out;
 }
 

@@ -589,8 +589,9 @@ void SessionWriter::Impl::write_op_blocks() {
       const std::string drop = fmt::format("DELETE FROM op_blocks WHERE lane_key = {}", key);
       exec(drop.c_str());
       if (sqlite3_prepare_v2(db,
-                             "SELECT category, name_id, step, start_ns, end_ns, bytes, correlation FROM ops "
-                             "WHERE lane_key = ?1 ORDER BY start_ns, id",
+                             fmt::format("SELECT {} FROM ops WHERE lane_key = ?1 ORDER BY start_ns, id",
+                                         detail::kOpColumns)
+                                 .c_str(),
                              -1, &sel, nullptr) != SQLITE_OK)
         throw SessionError(sqlite3_errmsg(db));
       sqlite3_bind_int64(sel, 1, key);
@@ -598,15 +599,7 @@ void SessionWriter::Impl::write_op_blocks() {
       int64_t block = 0;
       int rc;
       while ((rc = sqlite3_step(sel)) == SQLITE_ROW) {
-        OpRecord o;  // read as the reader reads an ops row (reader.cpp op_from)
-        o.category = static_cast<OpCategory>(sqlite3_column_int(sel, 0));
-        o.name_id = sqlite3_column_int(sel, 1);
-        o.step = sqlite3_column_int64(sel, 2);
-        o.start_ns = sqlite3_column_int64(sel, 3);
-        o.end_ns = sqlite3_column_int64(sel, 4);
-        o.bytes = sqlite3_column_int64(sel, 5);
-        o.correlation = static_cast<uint64_t>(sqlite3_column_int64(sel, 6));
-        packer.add(o);
+        packer.add(detail::op_from_row(sel, path));  // as the reader reads an ops row
         if (packer.count() == detail::kOpsPerBlock) {
           insert_block(key, block++, packer);
           packer.clear();
