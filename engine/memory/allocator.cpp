@@ -132,6 +132,11 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
       tips.push_back("a max_split_size, so that large cached blocks are not split by small requests");
     if (config_.kind == AllocatorKind::direct) tips.push_back("the caching allocator, which reuses freed blocks");
     tips.push_back("allocating the largest long-lived buffers first");
+    // the layout the device has now, with one more reservation: what more capacity would buy
+    tips.push_back(fmt::format("give the device at least {} (a new {} {} beside the {} reserved)",
+                               format_bytes(st.reserved + reservation), format_bytes(reservation),
+                               config_.kind == AllocatorKind::expandable ? "of pages" : "segment",
+                               format_bytes(st.reserved)));
     for (size_t i = 0; i < tips.size(); ++i) advice += (i == 0 ? "" : i + 1 == tips.size() ? ", or " : ", ") + tips[i];
     advice = "try " + advice;
   }
@@ -223,7 +228,7 @@ class BlockAllocator final : public DeviceAllocator {
     }
     if (at < 0) {
       ++ooms_;
-      notify(AllocatorEvent::Kind::oom, 0, size, bytes, tag);
+      notify(AllocatorEvent::Kind::oom, config_.capacity_bytes - reserved_, size, bytes, tag);
       throw out_of_memory(bytes, tag);
     }
     Segment& seg = segment_of(at);

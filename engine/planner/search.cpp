@@ -201,8 +201,12 @@ class Search {
         have = true;
       }
     }
-    if (!have)
-      throw SpecError("/devices/memory_bytes: no plan fits the devices; the best candidate: " + first_misfit);
+    if (!have) {
+      // the candidate's reason names the same pointer: say it once
+      const std::string pointer = "/devices/memory_bytes: ";
+      if (first_misfit.starts_with(pointer)) first_misfit.erase(0, pointer.size());
+      throw SpecError(pointer + "no plan fits the devices; the best candidate: " + first_misfit);
+    }
     res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     return res;
   }

@@ -215,7 +215,8 @@ TableSpec read_table(const Reader& r, const json& v, const std::string& p) {
     t.low_rank_dim = r.integer(*a, p + "/low_rank_dim");
     // 0 in the typed spec means "a full table": given explicitly it is an error, not the default
     if (t.low_rank_dim == 0)
-      r.fail(p + "/low_rank_dim", "must be in [1, embedding_dim), got 0 (leave it out for a full table)");
+      r.fail(p + "/low_rank_dim", fmt::format("must be in [1, embedding_dim = {}), got 0 (leave it out for a full table)",
+                                              t.embedding_dim));
   }
   if (auto* a = Reader::optional(v, "hash_size")) {
     t.hash_size = r.integer(*a, p + "/hash_size");

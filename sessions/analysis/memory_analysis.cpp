@@ -100,8 +100,10 @@ RankMemoryAnalysis analyze_memory_history(const MemoryHistory& h, int32_t rank, 
     o.free_in_segments = f.free_in_segments;
     o.allocated = f.allocated;
     o.reserved = f.reserved;
+    o.small_pool = (o.requested + 511) / 512 * 512 <= kSmallPoolRequest;
+    o.largest_free_in_pool = o.small_pool ? f.largest_free_small_pool : f.largest_free_large_pool;
     o.fragmentation = f.free_in_segments + std::max<int64_t>(0, o.device_free) >= o.requested &&
-                      f.largest_free_block < o.requested;
+                      o.largest_free_in_pool < o.requested;
     o.top_stacks = top_stacks(h, st, top, frames, stacks);
     r.largest_free_block_max = std::max(r.largest_free_block_max, o.largest_free_block);
     r.ooms.push_back(std::move(o));

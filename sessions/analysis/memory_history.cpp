@@ -336,11 +336,13 @@ MemoryStateFigures MemoryHistory::figures(const MemoryState& st) const {
     seg2 += static_cast<double>(ss) * static_cast<double>(ss);
     const uint64_t end = sa + static_cast<uint64_t>(ss);
     uint64_t at = sa;
+    int64_t& pool_largest = ss == kSmallPoolSegment ? f.largest_free_small_pool : f.largest_free_large_pool;
     auto gap = [&](uint64_t to) {
       if (to <= at) return;
       const auto g = static_cast<int64_t>(to - at);
       f.free_in_segments += g;
       f.largest_free_block = std::max(f.largest_free_block, g);
+      pool_largest = std::max(pool_largest, g);
       gaps2 += static_cast<double>(g) * static_cast<double>(g);
     };
     for (auto it = st.blocks.lower_bound(sa); it != st.blocks.end() && it->first < end; ++it) {

@@ -198,7 +198,8 @@ const RecordTable<MemoryEvent>& memory_events_table() {
        field<&MemoryEvent::rank>("rank", "the rank"), field<&MemoryEvent::time_ns>("time_ns", "when, ns"),
        field<&MemoryEvent::step>("step", "training step (setup's allocations carry the step before the first)"),
        field<&MemoryEvent::action>("action", "`alloc`, `free`, `segment_alloc`, `segment_free`, `oom`"),
-       field<&MemoryEvent::address>("address", "block or segment; for `expandable` the pages added or returned"),
+       field<&MemoryEvent::address>("address", "block or segment; for `expandable` the pages added or returned; for `oom` "
+                                                   "the device's free bytes (capacity - reserved), as PyTorch records them"),
        field<&MemoryEvent::size>("size", "block or segment bytes; for `oom` the rounded request"),
        field<&MemoryEvent::requested>("requested", "bytes asked for"), field<&MemoryEvent::tag>("tag", "what the memory holds"),
        field<&MemoryEvent::stream>("stream", "the CUDA stream (0: the default stream, and every engine run)", 5),

@@ -93,6 +93,10 @@ TEST(Allocator, SmallRequestsCannotUseTheLargePool) {
   auto a = make(AllocatorKind::caching, 22 * MiB + MiB / 2);
   Allocation big = a->allocate(5 * MiB, "weights");  // a 20 MiB large-pool segment, 15 MiB free in it
   Allocation s1 = a->allocate(MiB, "kjt"), s2 = a->allocate(MiB, "kjt");  // fill one 2 MiB small segment
+  std::vector<AllocatorEvent> seen_oom;
+  a->set_listener([&](const AllocatorEvent& ev) {
+    if (ev.kind == AllocatorEvent::Kind::oom) seen_oom.push_back(ev);
+  });
   try {
     a->allocate(512 * 1024, "comm_buffer");
     FAIL() << "expected DeviceOutOfMemory";
@@ -105,7 +109,14 @@ TEST(Allocator, SmallRequestsCannotUseTheLargePool) {
                      "512.0 KiB of capacity not reserved cannot hold a new 2.0 MiB segment"),
               std::string::npos)
         << m;
+    // more capacity is advice too: the 22 MiB of segments kept plus one new small segment
+    EXPECT_NE(m.find("or give the device at least 24.0 MiB (a new 2.0 MiB segment beside the 22.0 MiB reserved)"),
+              std::string::npos)
+        << m;
   }
+  ASSERT_EQ(seen_oom.size(), 1u);
+  EXPECT_EQ(seen_oom[0].address, MiB / 2) << "the oom event carries the device's free bytes (capacity - reserved)";
+  EXPECT_EQ(seen_oom[0].size, 512 * 1024);
   a->free(big);
   a->free(s1);
   a->free(s2);
@@ -131,6 +142,9 @@ TEST(Allocator, PinnedBlockCausesFragmentationOom) {
     EXPECT_NE(m.find("most memory held by kjt 2.0 MiB"), std::string::npos) << m;
     EXPECT_NE(m.find("expandable allocator"), std::string::npos) << m;
     EXPECT_NE(m.find("max_split_size"), std::string::npos) << m;
+    EXPECT_NE(m.find("give the device at least 80.0 MiB (a new 40.0 MiB segment beside the 40.0 MiB reserved)"),
+              std::string::npos)
+        << m;
   }
   EXPECT_EQ(a->stats().ooms, 1);
   EXPECT_EQ(a->stats().alloc_retries, 1);

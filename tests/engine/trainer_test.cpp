@@ -14,6 +14,7 @@
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/workload/presets.h"
 #include "embedscope/sessions/analysis/flight_recorder.h"
+#include "embedscope/sessions/analysis/memory_analysis.h"
 #include "embedscope/sessions/store/session.h"
 
 using namespace embedscope::engine;
@@ -360,6 +361,22 @@ TEST(Trainer, RuntimeOomEndsTheRunWithASnapshot) {
     int ooms = 0;
     for (const auto& e : session.memory_events()) ooms += e.action == "oom";
     EXPECT_GE(ooms, 1);  // the failed request is in the memory history
+    // the replay of the history classifies the OOM as the run did (tester32 D9): a request of at
+    // most 1 MiB that only the small pool's 2 MiB segments can serve, while the large pool's
+    // segment has megabytes free; the oom entry carries the device's free bytes
+    EXPECT_NE(r.error.find("fragmentation: "), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find("come from the small pool"), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find("give the device at least "), std::string::npos) << r.error;
+    int replay_ooms = 0;
+    for (const auto& ra : embedscope::sessions::analyze_memory(session))
+      for (const auto& o : ra.ooms) {
+        ++replay_ooms;
+        EXPECT_TRUE(o.fragmentation) << "rank " << ra.rank;
+        EXPECT_TRUE(o.small_pool) << "rank " << ra.rank;
+        EXPECT_LT(o.largest_free_in_pool, o.requested) << "rank " << ra.rank;
+        EXPECT_GE(o.largest_free_block, o.requested) << "rank " << ra.rank << ": the large pool's block";
+      }
+    EXPECT_GE(replay_ooms, 1);
     // every rank's memory when the run ended (the hang test below is the one where a rank had no
     // counter before failed runs recorded them)
     std::map<int32_t, int64_t> reserved, allocated;

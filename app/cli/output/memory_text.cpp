@@ -50,8 +50,13 @@ std::string memory_text(const std::vector<sessions::RankMemoryAnalysis>& ranks) 
       out += fmt::format("  OOM at entry {}: asked {}; largest free block {} ({} free in segments{}); {}\n", o.entry,
                          format_bytes(o.requested), format_bytes(o.largest_free_block), format_bytes(o.free_in_segments),
                          o.device_free >= 0 ? ", " + format_bytes(o.device_free) + " free on the device" : std::string(),
-                         o.fragmentation ? "fragmentation: enough bytes were free, but in no block large enough"
-                                         : "capacity: not enough free bytes");
+                         !o.fragmentation ? std::string("capacity: not enough free bytes")
+                         : o.largest_free_in_pool == o.largest_free_block
+                             ? std::string("fragmentation: enough bytes were free, but in no block large enough")
+                             : fmt::format("fragmentation: enough bytes were free, but requests {} 1 MiB come from the {} "
+                                           "pool, whose largest free block was {}",
+                                           o.small_pool ? "up to" : "above", o.small_pool ? "small" : "large",
+                                           format_bytes(o.largest_free_in_pool)));
       if (!o.top_stacks.empty()) out += "    held at the OOM\n" + stacks_text(o.top_stacks, "      ");
     }
     if (r.problems > 0)
@@ -68,6 +73,7 @@ json memory_json(const std::vector<sessions::RankMemoryAnalysis>& ranks) {
       ooms.push_back({{"entry", o.entry}, {"time_ns", o.time_ns}, {"requested_bytes", o.requested},
                       {"device_free_bytes", o.device_free >= 0 ? json(o.device_free) : json(nullptr)},
                       {"largest_free_block_bytes", o.largest_free_block}, {"free_in_segments_bytes", o.free_in_segments},
+                      {"pool", o.small_pool ? "small" : "large"}, {"largest_free_in_pool_bytes", o.largest_free_in_pool},
                       {"allocated_bytes", o.allocated}, {"reserved_bytes", o.reserved}, {"fragmentation", o.fragmentation},
                       {"top_stacks", stacks_json(o.top_stacks)}});
     const auto& p = r.at_peak;

@@ -77,8 +77,19 @@ std::string rebalances_brief(const std::vector<sessions::RebalanceRecord>& rebal
   return out;
 }
 
+std::string rebalance_step_times(const std::vector<sessions::RebalanceEffect>& effects) {
+  std::vector<std::string> steps;
+  for (const auto& e : effects)
+    if (e.rebalance.moves > 0 && e.step_p50_before_ns >= 0 && e.step_p50_after_ns >= 0)
+      steps.push_back(fmt::format("after step {} {} -> {}", e.rebalance.step, sessions::format_duration(e.step_p50_before_ns),
+                                  sessions::format_duration(e.step_p50_after_ns)));
+  return steps.empty() ? std::string() : fmt::format("; median step {}", fmt::join(steps, ", "));
+}
+
 std::string rebalances_brief(const sessions::SessionReader& session) {
-  return rebalances_brief(session.rebalances(), balances_lookup_time(session));
+  std::string brief = rebalances_brief(session.rebalances(), balances_lookup_time(session));
+  if (!brief.empty()) brief += rebalance_step_times(sessions::rebalance_effects(session));
+  return brief;
 }
 
 std::vector<RebalanceMark> rebalance_marks(const sessions::SessionReader& session) {

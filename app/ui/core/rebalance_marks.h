@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "embedscope/sessions/analysis/plan_over_time.h"
+#include "embedscope/sessions/analysis/rebalance_effect.h"
 #include "embedscope/sessions/model/events.h"
 
 namespace embedscope::sessions {
@@ -46,7 +47,13 @@ std::vector<RebalanceMark> rebalance_marks(const sessions::SessionReader& sessio
 /// "live rebalance after step 2: 3 table(s) moved, ids max/mean 3.91 -> 1.01 observed after",
 /// "... (and 1 firing(s) that moved nothing)", "live rebalancing: 2 firing(s), none moved a table".
 std::string rebalances_brief(const std::vector<sessions::RebalanceRecord>& rebalances, bool lookup_time);
-/// The same from a session (its rebalances; the balanced load from its workload's policy).
+/// The median step time before and after each rebalance that moved tables and has measured steps
+/// on both sides (sessions/analysis/rebalance_effect.h), to follow the brief: "; median step after
+/// step 2 159.06 ms -> 143.26 ms, after step 6 ..." ("" when there is none).
+std::string rebalance_step_times(const std::vector<sessions::RebalanceEffect>& effects);
+/// rebalances_brief of a session (its rebalances; the balanced load from its workload's policy)
+/// followed by rebalance_step_times of its steps: the line the summary and Compare show. "" without
+/// rebalances. Throws SessionError.
 std::string rebalances_brief(const sessions::SessionReader& session);
 
 /// One row of the plan over time: "t0", "table_wise", "0", "rank 1", "rows 0-9", "steps 2-5".

@@ -197,7 +197,8 @@ void ShardingPlanModel::compare_peaks(const engine::WorkloadSpec& spec, const st
         r.peak_when = from == change_steps.begin()
                           ? fmt::format("{} {}, under the plan the run started with", *step < 0 ? "warm-up step" : "step", *step)
                           : fmt::format("step {}, under the plan in force from step {}", *step, *std::prev(from));
-        if (from != change_steps.end()) r.peak_note = "under an earlier plan";
+        // a rank whose estimate the changes left alone is compared with the figure shown: no note
+        if (from != change_steps.end() && planned != r.planned_bytes) r.peak_note = "under an earlier plan";
       }
       r.peak_planned_bytes = planned;
     } catch (const std::exception& e) {  // a plan the estimate or the move cannot read

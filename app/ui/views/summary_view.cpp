@@ -19,7 +19,6 @@
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/flight_recorder.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
-#include "embedscope/sessions/analysis/rebalance_effect.h"
 #include "models/critical_path_model.h"
 #include "models/gpu_kernels_model.h"
 #include "models/rank_stats_model.h"
@@ -44,8 +43,7 @@ struct SummaryFigures {
   sessions::RunStats stats;
   std::vector<sessions::RankKernelFigures> kernels;
   sessions::FlightAnalysis flight;
-  std::vector<sessions::RebalanceEffect> rebalances;  ///< live rebalances with the step times around them
-  std::string rebalances_brief;                       ///< core/rebalance_marks.h; "" without
+  std::string rebalances_brief;  ///< core/rebalance_marks.h, with the median steps around each move; "" without
 };
 
 // A line per live rebalance that moved tables, with the median step time before and after it
@@ -54,16 +52,8 @@ struct SummaryFigures {
 // ms -> 121.40 ms". "" without rebalances.
 QString rebalance_lines(const SummaryFigures& f) {
   if (f.rebalances_brief.empty()) return {};
-  QStringList steps;
-  for (const auto& e : f.rebalances)
-    if (e.rebalance.moves > 0 && e.step_p50_before_ns >= 0 && e.step_p50_after_ns >= 0)
-      steps << QString("after step %1 %2 -> %3")
-                   .arg(e.rebalance.step)
-                   .arg(QString::fromStdString(format_duration(e.step_p50_before_ns)),
-                        QString::fromStdString(format_duration(e.step_p50_after_ns)));
-  return QString("<br>%1%2 (the figures above span the whole run; `embedscope stats` lists each rebalance)")
-      .arg(QString::fromStdString(f.rebalances_brief).toHtmlEscaped(),
-           steps.isEmpty() ? QString() : "; median step " + steps.join(", "));
+  return QString("<br>%1 (the figures above span the whole run; `embedscope stats` lists each rebalance)")
+      .arg(QString::fromStdString(f.rebalances_brief).toHtmlEscaped());
 }
 
 // The flight recorder paragraph: its findings (red), else that every rank completed what it
@@ -284,8 +274,7 @@ SummaryView::SummaryView(std::shared_ptr<const sessions::SessionReader> session,
       [file = session_->path()] {
         const sessions::SessionReader reader(file);
         return SummaryFigures{sessions::analyze(reader), sessions::gpu_kernel_figures(reader),
-                              sessions::analyze_flight_records(reader), sessions::rebalance_effects(reader),
-                              rebalances_brief(reader)};
+                              sessions::analyze_flight_records(reader), rebalances_brief(reader)};
       },
       [this](SummaryFigures& stats) {
         delete status_;

@@ -203,7 +203,8 @@ class CudaAsyncAllocator final : public DeviceAllocator {
     }
     if (p == nullptr) {
       ++ooms_;
-      notify(AllocatorEvent::Kind::oom, 0, bytes, bytes, tag);
+      const MemoryStats st = stats();
+      notify(AllocatorEvent::Kind::oom, st.capacity - st.reserved, bytes, bytes, tag);
       throw out_of_memory(bytes, tag);
     }
     const auto addr = reinterpret_cast<int64_t>(p);

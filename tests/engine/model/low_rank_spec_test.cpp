@@ -22,7 +22,7 @@ std::string patched_error(const char* patch) { return parse_error(base_spec().pa
 
 TEST(LowRankSpec, ErrorsNameThePointer) {
   EXPECT_EQ(patched_error(R"([{"op": "add", "path": "/tables/0/low_rank_dim", "value": 0}])"),
-            "test.json: /tables/0/low_rank_dim: must be in [1, embedding_dim), got 0 (leave it out for a full table)");
+            "test.json: /tables/0/low_rank_dim: must be in [1, embedding_dim = 4), got 0 (leave it out for a full table)");
   EXPECT_EQ(patched_error(R"([{"op": "add", "path": "/tables/1/low_rank_dim", "value": 4}])"),
             "test.json: /tables/1/low_rank_dim: must be in [1, embedding_dim = 4), got 4");
   EXPECT_EQ(patched_error(R"([{"op": "add", "path": "/tables/1/low_rank_dim", "value": -2}])"),

@@ -90,6 +90,9 @@ TEST(ImportCli, StatsOfAMemorySnapshotSaysWhatTheAllocatorDid) {
   EXPECT_EQ(j["memory"][0]["ooms"][0]["largest_free_block_bytes"], 38 << 20);
   EXPECT_EQ(j["memory"][0]["ooms"][0]["device_free_bytes"], 8 << 20);
   EXPECT_EQ(j["memory"][0]["ooms"][0]["fragmentation"], true);
+  // a 40 MiB request comes from the large pool, whose block is the largest: the plain wording
+  EXPECT_EQ(j["memory"][0]["ooms"][0]["pool"], "large");
+  EXPECT_EQ(j["memory"][0]["ooms"][0]["largest_free_in_pool_bytes"], 38 << 20);
 }
 
 // Ctrl-C during an import: the importer stops before its next file, the session is closed

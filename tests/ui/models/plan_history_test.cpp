@@ -20,6 +20,7 @@
 #include "engine/rebalance/straggler_workload.h"
 #include "jobs/analysis_job.h"
 #include "models/sharding_plan_model.h"
+#include "views/compare_view.h"
 #include "views/summary_view.h"
 #include "ui/support/ui_fixtures.h"
 
@@ -190,6 +191,16 @@ TEST(PlanHistory, APeakAfterTheMoveIsComparedWithThePlanInForce) {
   const QModelIndex peak0 = m.index(0, ShardingPlanModel::PeakMemory);
   EXPECT_TRUE(m.data(peak0).toString().endsWith("(+1.0 MiB over the plan)")) << m.data(peak0).toString().toStdString();
   EXPECT_TRUE(m.data(peak0, Qt::ToolTipRole).toString().contains("step 3, under the plan in force from step 2"));
+  // rank 1's peak came in step 0, before the move, but the move left its estimate alone: its peak
+  // is compared with the figure shown, without "(under an earlier plan)" (tester32 D12); rank 3
+  // gave h1 away, so its step-0 peak was under a plan with more on it
+  ASSERT_EQ(est[1].total(), est_final[1].total());
+  ASSERT_NE(est[3].total(), est_final[3].total());
+  const QString peak1 = m.data(m.index(1, ShardingPlanModel::PeakMemory)).toString();
+  EXPECT_FALSE(peak1.contains("earlier plan")) << peak1.toStdString();
+  EXPECT_TRUE(m.data(m.index(1, ShardingPlanModel::PeakMemory), Qt::ToolTipRole).toString().contains("step 0, under the plan the run started with"));
+  const QString peak3 = m.data(m.index(3, ShardingPlanModel::PeakMemory)).toString();
+  EXPECT_TRUE(peak3.contains("(under an earlier plan)")) << peak3.toStdString();
 }
 
 // Without memory counters the moment of the peak is unknown: a rebalanced run's peak is not
@@ -250,4 +261,40 @@ TEST(PlanHistory, SummaryPageOfARebalancedRun) {
   ASSERT_NE(caption, nullptr);
   EXPECT_TRUE(caption->text().contains("Sharding plan as the run ended</b>, after 1 live rebalance(s)"))
       << caption->text().toStdString();
+}
+
+// The median step time around each move follows the brief, in the summary and in Compare, which
+// lacked it (tester32 D12): only rebalances that moved tables and have measured steps on both sides.
+TEST(PlanHistory, RebalanceStepTimesFollowTheBriefInCompareToo) {
+  sessions::RebalanceEffect moved, idle, unmeasured;
+  moved.rebalance.step = 2;
+  moved.rebalance.moves = 3;
+  moved.step_p50_before_ns = 159'060'000;
+  moved.step_p50_after_ns = 143'260'000;
+  idle.rebalance.step = 4;  // moved nothing: its steps ran the same plan
+  idle.step_p50_before_ns = idle.step_p50_after_ns = 1'000;
+  unmeasured.rebalance.step = 6;  // no measured step after it
+  unmeasured.rebalance.moves = 1;
+  unmeasured.step_p50_before_ns = 2'000;
+  auto later = moved;
+  later.rebalance.step = 8;
+  later.step_p50_after_ns = 100'000;
+  EXPECT_EQ(rebalance_step_times({}), "");
+  EXPECT_EQ(rebalance_step_times({idle, unmeasured}), "");
+  EXPECT_EQ(rebalance_step_times({moved, idle, unmeasured, later}),
+            "; median step after step 2 159.06 ms -> 143.26 ms, after step 8 159.06 ms -> 100.0 us");
+
+  // ph_straggler's steps take 900 ns on every rank, before and after the move after step 1
+  const PhStraggler s = ph_straggler("ph_compare.db", {});
+  auto reader = std::make_shared<sessions::SessionReader>(s.path);
+  EXPECT_EQ(rebalances_brief(*reader),
+            "live rebalance after step 1: 1 table(s) moved, ids max/mean 3.56 -> 3.00 observed after; median step after "
+            "step 1 900 ns -> 900 ns");
+  CompareView view({{"greedy", reader}, {"live", reader}});
+  ASSERT_TRUE(wait_for_analyses(&view));
+  QString all;
+  for (const QLabel* l : view.findChildren<QLabel*>()) all += l->text() + "\n";
+  EXPECT_TRUE(all.contains("<b>live</b>: live rebalance after step 1: 1 table(s) moved, ids max/mean 3.56 -&gt; 3.00 "
+                           "observed after; median step after step 1 900 ns -&gt; 900 ns"))
+      << all.toStdString();
 }

@@ -168,7 +168,8 @@ class DeviceOutOfMemory : public std::runtime_error {
 /// What an allocator did, for the memory history (PyTorch's _record_memory_history).
 struct AllocatorEvent {
   enum class Kind { alloc, free, segment_alloc, segment_free, oom } kind = Kind::alloc;
-  int64_t address = 0;    ///< block or segment address (0 for oom)
+  int64_t address = 0;    ///< block or segment address; for oom the device's free bytes (capacity - reserved), as
+                          ///< PyTorch's snapshot records device_free, so a replay can tell capacity from fragmentation
   int64_t size = 0;       ///< block / segment bytes; for oom the rounded request
   int64_t requested = 0;  ///< bytes asked for (alloc, oom)
   std::string tag;

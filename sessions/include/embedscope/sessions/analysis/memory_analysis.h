@@ -36,7 +36,11 @@ struct MemoryOom {
   int64_t largest_free_block = 0;  ///< in the reserved segments, then
   int64_t free_in_segments = 0;
   int64_t allocated = 0, reserved = 0;
-  bool fragmentation = false;      ///< free bytes (in segments + device_free) >= the request, no block could hold it
+  bool small_pool = false;         ///< the request (rounded to 512 B) is at most 1 MiB: the small pool serves it
+  int64_t largest_free_in_pool = 0;  ///< the largest free block of the request's pool (MemoryStateFigures)
+  /// free bytes (in segments + device_free) >= the request, and no free block of its pool could
+  /// hold it: the free space is in the wrong places (or the other pool), not too little
+  bool fragmentation = false;
   std::vector<MemoryStackHeld> top_stacks;
 };
 
