@@ -44,13 +44,24 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
     emit(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":{}}}}})", l.rank, l.lane,
                      quoted(l.name)));
   }
+  // each name quoted once (a JSON string: escapes, invalid UTF-8 replaced), not once per op
+  std::vector<std::string> quoted_name(session.strings().size());
+  auto name_of = [&](int32_t id) -> const std::string& {
+    if (id < 0 || static_cast<size_t>(id) >= quoted_name.size()) {
+      static const std::string unknown = quoted(session.name(-1));
+      return unknown;
+    }
+    std::string& q = quoted_name[static_cast<size_t>(id)];
+    if (q.empty()) q = quoted(session.name(id));
+    return q;
+  };
   for_each_lane_ops(session, [&](std::vector<OpRecord>& lane) {  // one lane at a time (op_stream.h)
     for (const auto& o : lane) {
       std::string args = fmt::format(R"("step":{})", o.step);
       if (o.bytes) args += fmt::format(R"(,"bytes":{})", o.bytes);
       if (o.correlation) args += fmt::format(R"(,"sequence":{})", o.correlation);
       emit(fmt::format(R"({{"ph":"X","pid":{},"tid":{},"name":{},"cat":"{}","ts":{},"dur":{},"args":{{{}}}}})", o.rank,
-                       o.lane, quoted(session.name(o.name_id)), to_string(o.category), ns_to_us(o.start_ns),
+                       o.lane, name_of(o.name_id), to_string(o.category), ns_to_us(o.start_ns),
                        ns_to_us(o.end_ns - o.start_ns), args));
     }
   });
