@@ -1,5 +1,6 @@
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/store/op_stream.h"
 
 #include <algorithm>
 #include <map>
@@ -68,12 +69,14 @@ RankStepTimes rank_step_times(const std::vector<OpRecord>& ops, int64_t t0, int6
 
 namespace {
 // The critical path of every measured step and the per-collective times (critical_path.h).
-void critical_path_summary(const std::vector<CollectiveRecord>& collectives, const std::map<std::pair<int32_t, int64_t>, std::vector<OpRecord>>& grouped,
+// `grouped` (ops by (rank, step)) is moved into per-step lists as it is read: no second copy.
+void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std::map<std::pair<int32_t, int64_t>, std::vector<OpRecord>>&& grouped,
                            RunStats& st) {
   std::map<int64_t, std::vector<OpRecord>> ops_of_step;
-  for (const auto& [rank_step, ops] : grouped) {
-    auto& v = ops_of_step[rank_step.second];
-    v.insert(v.end(), ops.begin(), ops.end());
+  for (auto it = grouped.begin(); it != grouped.end(); it = grouped.erase(it)) {
+    auto& v = ops_of_step[it->first.second];
+    if (v.empty()) v = std::move(it->second);
+    else v.insert(v.end(), it->second.begin(), it->second.end());
   }
   std::map<int64_t, std::vector<CollectiveRecord>> colls_of_step;
   for (const auto& c : collectives)
@@ -148,9 +151,12 @@ RunStats analyze(const SessionReader& session) {
   st.samples_per_s = st.step_time_ns.mean > 0 ? static_cast<double>(st.samples_per_step) / (st.step_time_ns.mean * 1e-9) : 0;
 
   // ops per (rank, step), measured steps only
+  // (one lane at a time, from the packed copy where the file has one: op_stream.h)
   std::map<std::pair<int32_t, int64_t>, std::vector<OpRecord>> grouped;
-  for (const auto& o : session.all_ops())
-    if (o.step >= 0) grouped[{o.rank, o.step}].push_back(o);
+  for_each_lane_ops(session, [&](std::vector<OpRecord>& lane) {
+    for (const auto& o : lane)
+      if (o.step >= 0) grouped[{o.rank, o.step}].push_back(o);
+  });
   int64_t overlap_total = 0, comm_total = 0;
   for (const auto& [step, per_rank] : windows)
     for (const auto& [r, w] : per_rank) {
@@ -189,7 +195,7 @@ RunStats analyze(const SessionReader& session) {
     st.peak_allocated_bytes = std::max(st.peak_allocated_bytes, m.peak_allocated);
     st.peak_reserved_bytes = std::max(st.peak_reserved_bytes, m.peak_reserved);
   }
-  critical_path_summary(collectives, grouped, st);
+  critical_path_summary(collectives, std::move(grouped), st);
   // An imported trace's world size is what the trace says; a rank with no trace in the
   // session (no lane) has no figures, and is listed as untraced rather than shown as zeros.
   st.world_size = world;

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/store/op_stream.h"
 
 namespace embedscope::sessions {
 
@@ -115,12 +116,14 @@ std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const 
     int64_t first_host = std::numeric_limits<int64_t>::max();
   };
   std::map<int32_t, RankOps> by_rank;
-  for (const auto& o : r.all_ops()) {
-    const bool gpu = stream_lanes.count({o.rank, o.lane}) > 0;
-    RankOps& ro = by_rank[o.rank];
+  for_each_lane_ops(r, [&](std::vector<OpRecord>& lane) {  // one lane at a time (op_stream.h)
+    const bool gpu = stream_lanes.count({lane.front().rank, lane.front().lane}) > 0;
+    RankOps& ro = by_rank[lane.front().rank];
     if (gpu) {
-      ro.gpu.push_back(o);
-    } else {
+      ro.gpu.insert(ro.gpu.end(), lane.begin(), lane.end());
+      return;
+    }
+    for (const auto& o : lane) {
       const int64_t s = start_of(o.start_ns, o.end_ns);
       ro.first_host = std::min(ro.first_host, s);
       if (imported && o.correlation) {
@@ -128,7 +131,7 @@ std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const 
         if (!fresh) it->second = std::min(it->second, s);
       }
     }
-  }
+  });
   std::vector<RankKernelFigures> out;
   for (auto& [rank, ro] : by_rank) {
     if (ro.gpu.empty()) continue;

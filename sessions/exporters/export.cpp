@@ -1,5 +1,6 @@
 #include "embedscope/sessions/exporters/export.h"
 #include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/store/op_stream.h"
 
 #include <cerrno>
 #include <cstring>
@@ -43,14 +44,27 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
     emit(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":{}}}}})", l.rank, l.lane,
                      quoted(l.name)));
   }
-  for (const auto& o : session.all_ops()) {
-    std::string args = fmt::format(R"("step":{})", o.step);
-    if (o.bytes) args += fmt::format(R"(,"bytes":{})", o.bytes);
-    if (o.correlation) args += fmt::format(R"(,"sequence":{})", o.correlation);
-    emit(fmt::format(R"({{"ph":"X","pid":{},"tid":{},"name":{},"cat":"{}","ts":{},"dur":{},"args":{{{}}}}})", o.rank,
-                     o.lane, quoted(session.name(o.name_id)), to_string(o.category), ns_to_us(o.start_ns),
-                     ns_to_us(o.end_ns - o.start_ns), args));
-  }
+  // each name quoted once (a JSON string: escapes, invalid UTF-8 replaced), not once per op
+  std::vector<std::string> quoted_name(session.strings().size());
+  auto name_of = [&](int32_t id) -> const std::string& {
+    if (id < 0 || static_cast<size_t>(id) >= quoted_name.size()) {
+      static const std::string unknown = quoted(session.name(-1));
+      return unknown;
+    }
+    std::string& q = quoted_name[static_cast<size_t>(id)];
+    if (q.empty()) q = quoted(session.name(id));
+    return q;
+  };
+  for_each_lane_ops(session, [&](std::vector<OpRecord>& lane) {  // one lane at a time (op_stream.h)
+    for (const auto& o : lane) {
+      std::string args = fmt::format(R"("step":{})", o.step);
+      if (o.bytes) args += fmt::format(R"(,"bytes":{})", o.bytes);
+      if (o.correlation) args += fmt::format(R"(,"sequence":{})", o.correlation);
+      emit(fmt::format(R"({{"ph":"X","pid":{},"tid":{},"name":{},"cat":"{}","ts":{},"dur":{},"args":{{{}}}}})", o.rank,
+                       o.lane, name_of(o.name_id), to_string(o.category), ns_to_us(o.start_ns),
+                       ns_to_us(o.end_ns - o.start_ns), args));
+    }
+  });
   // counters at the start of each step
   std::map<std::pair<int64_t, int32_t>, int64_t> step_start;
   for (const auto& s : session.steps()) {
@@ -112,10 +126,13 @@ std::vector<std::string> export_csv(const SessionReader& session, const RunStats
     f << "rank,lane,category,name,step,start_ns,end_ns,dur_ns,bytes,sequence\n";
     std::map<std::pair<int32_t, int32_t>, std::string> lane_names;
     for (const auto& l : session.lanes()) lane_names[{l.rank, l.lane}] = l.name;
-    for (const auto& o : session.all_ops())
-      f << fmt::format("{},{},{},{},{},{},{},{},{},{}\n", o.rank, csv(lane_names[{o.rank, o.lane}]), to_string(o.category),
-                       csv(session.name(o.name_id)), o.step, o.start_ns, o.end_ns, o.end_ns - o.start_ns, o.bytes,
-                       o.correlation);
+    for_each_lane_ops(session, [&](std::vector<OpRecord>& lane) {
+      const std::string lane_name = csv(lane_names[{lane.front().rank, lane.front().lane}]);
+      for (const auto& o : lane)
+        f << fmt::format("{},{},{},{},{},{},{},{},{},{}\n", o.rank, lane_name, to_string(o.category),
+                         csv(session.name(o.name_id)), o.step, o.start_ns, o.end_ns, o.end_ns - o.start_ns, o.bytes,
+                         o.correlation);
+    });
   }
   std::string cat_header;
   for (int c = 0; c < kNumCategories; ++c) cat_header += fmt::format(",cat_{}_ns", to_string(static_cast<OpCategory>(c)));

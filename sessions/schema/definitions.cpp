@@ -442,13 +442,15 @@ const TableInfo& op_blocks_table() {
       {"op_blocks", "a run of up to 16,384 consecutive ops of one lane, packed (a copy of `ops`)", {"lane_key", "block"},
        true, 12,
        "The ops of each lane in the order of the `ops` key (lane_key, start_ns, id), cut into blocks of 16,384, so that "
-       "a reader that needs every op of a lane (the workbench's timeline) decodes its blocks instead of stepping "
-       "through one `ops` row per op (4.7M ops: 0.15 s instead of 1.2 s). The writer packs each lane as its ops come "
+       "a reader that needs every op of a lane (the workbench's timeline; the analyses, `stats` and `export`, lane by "
+       "lane) decodes its blocks instead of stepping through one `ops` row per op (4.7M ops: 0.15 s instead of "
+       "1.2 s). The writer packs each lane as its ops come "
        "and inserts every full block with them; when it closes the session it adds, in one transaction, each lane's "
        "last block, the blocks of lanes whose ops did not come in start order (packed from their rows) and last the "
        "marker row (lane_key -1, block 0, op_count = the session's ops, empty data). Readers use the blocks only "
        "where the marker is there: a file without it (older versions, a run that was killed or is still running) is "
-       "read from `ops`, whatever blocks it holds; with it, a lane without blocks has no ops. `data` holds per op, in "
+       "read from `ops`, whatever blocks it holds; with it, a lane without blocks has no ops, and a reader of every "
+       "lane checks that the blocks hold the marker's op_count ops. `data` holds per op, in "
        "this order, LEB128 varints (7 bits a byte, low first, high bit set on every byte but the last) of: start_ns - "
        "the previous op's start_ns, end_ns - start_ns, category, name_id, step - the previous op's step, bytes, "
        "correlation - the previous op's correlation (the first op of a block takes 0 as its previous values); every "

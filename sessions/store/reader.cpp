@@ -15,6 +15,7 @@
 #include "embedscope/sessions/store/session.h"
 #include "schema/definitions.h"
 #include "store/op_blocks.h"
+#include "store/op_scan.h"
 #include "store/plan_json.h"
 #include "store/writer_lock.h"
 
@@ -308,6 +309,18 @@ std::vector<OpRecord> SessionReader::lane_ops(int32_t rank, int32_t lane) const 
 
 std::vector<OpRecord> SessionReader::all_ops() const {
   std::vector<OpRecord> out;
+  if (has_op_blocks_) {  // the packed copy of a closed session: the same records, in the same order
+    // one allocation: the marker's op count, never more than the blocks' bytes can hold (an op
+    // takes at least 7 bytes; a damaged marker does not make the reader allocate gigabytes)
+    impl_->each_row("SELECT (SELECT op_count FROM op_blocks WHERE lane_key = -1), (SELECT sum(length(data)) FROM op_blocks)",
+                    "reading op_blocks", [&](sqlite3_stmt* st) {
+                      const int64_t bytes = std::max<int64_t>(0, sqlite3_column_int64(st, 1));
+                      out.reserve(static_cast<size_t>(std::clamp<int64_t>(sqlite3_column_int64(st, 0), 0, bytes / 7)));
+                    });
+    detail::scan_lanes(impl_->db, path_, true,
+                       [&](std::vector<OpRecord>& lane) { out.insert(out.end(), lane.begin(), lane.end()); });
+    return out;
+  }
   impl_->each_row(fmt::format("SELECT {} FROM ops ORDER BY lane_key, start_ns", detail::kOpColumns), "reading ops",
                   [&](sqlite3_stmt* st) { out.push_back(detail::op_from_row(st, path_)); });
   return out;

@@ -140,7 +140,8 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   }
   if (st.steps > 0)
     text += QString("%1 measured steps: step time mean %2, p50 %3, p99 %4; %5 samples/s<br>"
-                    "overlap %6 %; exposed communication %7 per rank; imbalance (ids looked up max/mean) %8")
+                    "overlap %6 % (thread level: host spans of compute vs comm ops, clipped to step windows); exposed "
+                    "communication %7 per rank; imbalance (ids looked up max/mean) %8")
                 .arg(st.steps)
                 .arg(QString::fromStdString(format_duration(static_cast<int64_t>(st.step_time_ns.mean))))
                 .arg(QString::fromStdString(format_duration(st.step_time_ns.p50)))

@@ -19,15 +19,19 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 
 #include "embedscope/sessions/store/session.h"
 #include "jobs/analysis_job.h"
 #include "jobs/import_job.h"
+#include "models/gpu_kernels_model.h"
 #include "shell/main_window.h"
 #include "shell/report_layout.h"
+#include "timeline/timeline_widget.h"
 
 using namespace embedscope;
 using namespace embedscope::ui;
@@ -133,6 +137,72 @@ TEST(MainWindow, DroppedTraceIsImportedThenOpenedMarkedImported) {
   // a session opens as a session
   EXPECT_EQ(w.open_path(QString::fromStdString(dir + "/rank0.db"), true), QString());
   EXPECT_EQ(w.tabs()->count(), 3);
+}
+
+// A dropped `.json.gz` (tests/data/traces/whole.json.gz: rank 0 of the hta_small fixture,
+// gzipped) is imported and opened: its GPU streams are timeline rows holding the kernels, an
+// NCCL kernel's details list its collective records, and the summary shows HTA's figures
+// (hand-computed in GpuKernels.ImportedFixtureDropsTheLastStepAsHtaDoes: overlap 37.50 %, idle
+// 30 us, compute 60 us, non-compute 60 us).
+TEST(MainWindow, DroppedJsonGzShowsStreamsKernelsCollectivesAndHtaFigures) {
+  const auto dir = scratch_dir("drop_gz");
+  const std::string gz = (dir / "rank0.pt.trace.json.gz").string();
+  std::filesystem::copy_file(std::string(EMBEDSCOPE_TEST_DATA) + "/traces/whole.json.gz", gz);
+  struct Window : MainWindow {
+    using MainWindow::dropEvent;
+  } w;
+  QSignalSpy done(&w, &MainWindow::import_finished);
+  QMimeData mime;
+  mime.setUrls({QUrl::fromLocalFile(QString::fromStdString(gz))});
+  QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+  w.dropEvent(&drop);
+  ASSERT_TRUE(done.wait(60000));
+  ASSERT_EQ(done.at(0).at(1).toString(), "complete") << done.at(0).at(2).toString().toStdString();
+  const std::string db = done.at(0).at(0).toString().toStdString();
+  ASSERT_TRUE(wait_until([&] { return w.tabs()->count() == 1 && !w.tabs()->tabText(0).startsWith("importing"); }));
+  EXPECT_TRUE(w.tabs()->tabText(0).endsWith("[imported: kineto_json]")) << w.tabs()->tabText(0).toStdString();
+  auto* views = qobject_cast<QTabWidget*>(w.tabs()->widget(0));
+  ASSERT_NE(views, nullptr);
+  auto* timeline = views->findChild<TimelineWidget*>();
+  ASSERT_NE(timeline, nullptr);
+  const sessions::SessionReader r(db);
+  int streams = 0;
+  std::vector<std::string> kernels;
+  std::optional<OpRef> sendrecv;
+  for (const auto& lane : r.lanes()) {
+    if (lane.kind != "stream") continue;
+    ++streams;
+    const size_t row = timeline->row_of(lane.rank, lane.lane);
+    ASSERT_LT(row, timeline->rows()) << lane.name;
+    for (size_t i = 0; i < timeline->row_ops(row).size(); ++i) {
+      kernels.push_back(r.name(timeline->row_ops(row)[i].name_id));
+      if (kernels.back().rfind("ncclDevKernel_SendRecv", 0) == 0) sendrecv = OpRef{row, i};
+    }
+  }
+  EXPECT_EQ(streams, 2);  // streams 7 and 13
+  std::sort(kernels.begin(), kernels.end());
+  EXPECT_EQ(kernels, (std::vector<std::string>{"Memcpy DtoD (Device -> Device)", "elementwise_kernel", "gemm_kernel",
+                                               "gemm_kernel", "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)",
+                                               "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)"}));
+  ASSERT_TRUE(sendrecv.has_value());
+  const QString details = timeline->details(*sendrecv);
+  EXPECT_TRUE(details.contains("elements sent to each peer: 20, 40<br>received from each: 30, 60")) << details.toStdString();
+  views->setCurrentIndex(1);
+  ASSERT_TRUE(wait_for_analyses(views->widget(1)));
+  QString said;  // the thread-level overlap is named for what it is, beside HTA's
+  for (auto* label : views->widget(1)->findChildren<QLabel*>()) said += label->text() + "\n";
+  EXPECT_TRUE(said.contains("overlap 39.3 % (thread level: host spans of compute vs comm ops, clipped to step windows)"))
+      << said.toStdString();
+  EXPECT_TRUE(said.contains("Holistic Trace Analysis' definitions")) << said.toStdString();
+  const GpuKernelsModel* hta = nullptr;
+  for (auto* table : views->widget(1)->findChildren<QTableView*>())
+    if (auto* m = qobject_cast<const GpuKernelsModel*>(table->model())) hta = m;
+  ASSERT_NE(hta, nullptr);
+  ASSERT_EQ(hta->rowCount(), 1);
+  EXPECT_EQ(hta->data(hta->index(0, GpuKernelsModel::Overlap)).toString(), "37.50 %");
+  EXPECT_EQ(hta->data(hta->index(0, GpuKernelsModel::Idle), Qt::UserRole).toLongLong(), 30'000);
+  EXPECT_EQ(hta->data(hta->index(0, GpuKernelsModel::Compute), Qt::UserRole).toLongLong(), 60'000);
+  EXPECT_EQ(hta->data(hta->index(0, GpuKernelsModel::NonCompute), Qt::UserRole).toLongLong(), 60'000);
 }
 
 TEST(MainWindow, CancelledImportSaysSoAndKeepsNoSession) {
