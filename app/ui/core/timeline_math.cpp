@@ -93,6 +93,26 @@ std::vector<LaneBox> fold_lane(const std::vector<sessions::OpRecord>& ops, const
   return out;
 }
 
+std::vector<sessions::OpRecord> take_partial_overlaps(std::vector<sessions::OpRecord>& ops) {
+  // the same rule as the importers' overlapping_spans count (importers/common/lane_checks.cpp)
+  std::vector<sessions::OpRecord> taken;
+  std::vector<int64_t> open;  // ends of the ops enclosing the current one, innermost last
+  size_t kept = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const sessions::OpRecord& o = ops[i];
+    while (!open.empty() && open.back() <= o.start_ns) open.pop_back();
+    if (!open.empty() && o.end_ns > open.back()) {
+      taken.push_back(o);
+      continue;
+    }
+    open.push_back(o.end_ns);
+    if (kept != i) ops[kept] = ops[i];
+    ++kept;
+  }
+  ops.resize(kept);
+  return taken;
+}
+
 std::vector<LaneBox> fold_lane(const std::vector<sessions::OpRecord>& ops, const TimeScale& scale, double min_px) {
   return fold_lane(ops, LaneIndex(ops), scale, min_px);
 }

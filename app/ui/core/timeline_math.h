@@ -64,6 +64,14 @@ class LaneIndex {
   std::vector<int64_t> key_, block_max_, super_max_;
 };
 
+/// Takes out of one lane's ops (sorted by start) those that partially overlap an op still open
+/// when they start (start inside it, end after it), which imported traces can hold (issue 12:
+/// "kept, drawn on an overflow row"): the ops left follow one another or nest, and the timeline
+/// draws the ones taken on a row of their own under the lane. Returns them in order (sorted by
+/// start; they may overlap one another). O(n). Example: a [0, 10), b [5, 15), c [6, 8), d [20, 30)
+/// -> returns {b}; ops = {a, c, d} (c nests in a).
+std::vector<sessions::OpRecord> take_partial_overlaps(std::vector<sessions::OpRecord>& ops);
+
 /// Boxes for `ops` (sorted by start, not nested) in the visible range of `scale`: ops that end
 /// before the view or start after it are skipped by binary search; an op narrower than `min_px`
 /// starts a run that takes every following op narrower than `min_px` starting less than

@@ -60,21 +60,18 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
   std::map<int32_t, std::vector<std::vector<sessions::Interval>>> compute;
   std::map<int32_t, int64_t> first_start;
   std::map<int32_t, std::vector<ViewRange>> comm;
-  for (const auto& l : session_->lanes()) {
-    const QString lane = QString::fromStdString(l.name);
-    auto lane_ops = session_->lane_ops(l.rank, l.lane);
-    // what ops(rank, lane, -kAll, kAll) gives
-    std::erase_if(lane_ops, [](const sessions::OpRecord& o) { return o.start_ns >= kAll || o.end_ns <= -kAll; });
+  // a row of a lane: its ops (sorted by start), their extent, communication and compute union
+  auto add_row = [&](const sessions::LaneInfo& l, const QString& lane, std::vector<sessions::OpRecord> lane_ops) {
     LaneIndex index(lane_ops);
     rows_.push_back({l.rank, l.lane, lane, QString("rank %1 %2").arg(l.rank).arg(lane), std::move(lane_ops), std::move(index)});
     const auto& ops = rows_.back().ops;
-    if (ops.empty()) continue;
+    if (ops.empty()) return;
     begin = std::min(begin, ops.front().start_ns);
-    end = std::max(end, ops.back().end_ns);  // ops of a lane do not nest: the last ends last
     auto [first, fresh] = first_start.try_emplace(l.rank, ops.front().start_ns);
     if (!fresh) first->second = std::min(first->second, ops.front().start_ns);
     std::vector<sessions::Interval> busy;  // merge_intervals of the row's compute ops, without its sort
     for (const auto& o : ops) {
+      end = std::max(end, o.end_ns);  // an imported lane's ops may nest: the last need not end last
       if (o.category == sessions::OpCategory::comm) {
         comm[o.rank].push_back({o.start_ns, o.end_ns});
       } else if (o.category != sessions::OpCategory::memcpy && o.end_ns > o.start_ns) {
@@ -85,6 +82,16 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
       }
     }
     compute[l.rank].push_back(std::move(busy));
+  };
+  for (const auto& l : session_->lanes()) {
+    const QString lane = QString::fromStdString(l.name);
+    auto lane_ops = session_->lane_ops(l.rank, l.lane);
+    // what ops(rank, lane, -kAll, kAll) gives
+    std::erase_if(lane_ops, [](const sessions::OpRecord& o) { return o.start_ns >= kAll || o.end_ns <= -kAll; });
+    // spans that partially overlap another of the lane (imported traces) go on an overflow row
+    auto overflow = take_partial_overlaps(lane_ops);
+    add_row(l, lane, std::move(lane_ops));
+    if (!overflow.empty()) add_row(l, lane + " (overlapping)", std::move(overflow));
   }
   const auto steps = session_->steps();
   for (const auto& st : steps) {

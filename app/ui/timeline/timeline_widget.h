@@ -39,6 +39,8 @@ class TimelineWidget : public QWidget {
   static constexpr int kRowHeight = 22;
   int row_y(size_t row) const { return kAxis + static_cast<int>(row) * kRowHeight; }
   size_t rows() const { return rows_.size(); }
+  /// A row's label ("rank 0 compute"; an overflow row: "rank 0 trainer (overlapping)").
+  QString row_label(size_t row) const { return rows_[row].label; }
   /// The time axis labels t - origin (ns): a comparison aligns sessions on a step this way.
   void set_time_origin(int64_t origin_ns) { origin_ns_ = origin_ns; update(); }
 

@@ -131,6 +131,24 @@ TEST(KinetoImport, MissingClosingBracketsKeepTheCompleteEvents) {
   EXPECT_NE(t->example.find("line 5, column 1"), std::string::npos) << t->example;
 }
 
+// Issue 12's other truncation: the event array is closed but the document's "}" is missing (a
+// writer killed after "]"); and an event ending at 0 (dur -25 at ts 25 us), which is counted as
+// unfinished and kept out of the time range, taken from the valid events.
+TEST(KinetoImport, AMissingClosingBraceKeepsEveryEventAndAnEndAtZeroIsUnfinished) {
+  const auto sum = import_into({trace_fixture("missing_brace.json")}, "missing_brace.db");
+  EXPECT_EQ(sum.events.at("cpu_ops"), 3);
+  EXPECT_EQ(problem_count(sum.problems, "negative_duration"), 1);
+  const ImportStat* t = problem(sum.problems, "truncated");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->severity, "data_loss");
+  EXPECT_NE(t->example.find("truncated after 4 events"), std::string::npos) << t->example;
+  EXPECT_EQ(sum.origin_ns, 10000);  // ts 10 us, the first valid event
+  EXPECT_EQ(sum.start_ns, 0);
+  EXPECT_EQ(sum.end_ns, 21000);  // "three" ends at 31 us
+  const SessionReader r(scratch_db("missing_brace.db"));
+  EXPECT_EQ(r.op_count(), 3);
+}
+
 TEST(KinetoImport, GzipCutShortKeepsWhatWasDecoded) {
   const auto whole = import_into({trace_fixture("whole.json.gz")}, "whole.db");
   EXPECT_TRUE(whole.problems.empty() || problem_count(whole.problems, "gzip_cut_short") == 0);

@@ -133,3 +133,28 @@ TEST(FindOp, OrderByStartThenRow) {
   EXPECT_EQ(*find_op(rows, match, std::nullopt, true, 10), (OpRef{0, 0}));    // at or after 10
   EXPECT_EQ(*find_op(rows, match, std::nullopt, true, 11), (OpRef{0, 1}));
 }
+
+// The docstring's example, and an op that overlaps an op nested in another (taken) while its
+// parent still encloses it (kept rule: only the innermost open op counts).
+TEST(TakePartialOverlaps, TakesOnlyTheSpansThatOverlapWithoutNesting) {
+  auto op = [](int64_t s, int64_t e) {
+    sessions::OpRecord o;
+    o.start_ns = s;
+    o.end_ns = e;
+    return o;
+  };
+  auto starts = [](const std::vector<sessions::OpRecord>& v) {
+    std::vector<int64_t> out;
+    for (const auto& o : v) out.push_back(o.start_ns);
+    return out;
+  };
+  std::vector<sessions::OpRecord> ops{op(0, 10), op(5, 15), op(6, 8), op(20, 30)};
+  EXPECT_EQ(starts(take_partial_overlaps(ops)), (std::vector<int64_t>{5}));
+  EXPECT_EQ(starts(ops), (std::vector<int64_t>{0, 6, 20}));
+  // p [0, 100) holds q [10, 20); r [15, 30) overlaps q's end (inside p): taken; s [30, 40) nests in p
+  std::vector<sessions::OpRecord> nested{op(0, 100), op(10, 20), op(15, 30), op(30, 40)};
+  EXPECT_EQ(starts(take_partial_overlaps(nested)), (std::vector<int64_t>{15}));
+  EXPECT_EQ(starts(nested), (std::vector<int64_t>{0, 10, 30}));
+  std::vector<sessions::OpRecord> none;
+  EXPECT_TRUE(take_partial_overlaps(none).empty());
+}

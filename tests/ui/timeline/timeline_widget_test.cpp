@@ -221,3 +221,38 @@ TEST(TimelineWidget, ZoomHistoryBackAndForwardRestoreTheExactRanges) {
   QTest::mouseDClick(w.get(), Qt::LeftButton, Qt::NoModifier, at_us(*w, 550, 0));  // in step 1
   EXPECT_EQ(w->view(), (ViewRange{500'000, 1'000'000}));
 }
+
+// Issue 12: spans of one lane that overlap without nesting (imported traces) are kept and drawn on
+// an overflow row under their lane, so neither hides the other; nested spans stay on the lane.
+TEST(TimelineWidget, PartiallyOverlappingSpansGetAnOverflowRow) {
+  using sessions::Lane;
+  using sessions::OpCategory;
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_overlap_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    w.set_metadata("world_size", "1");
+    w.add_lane({0, 0, "trainer", "thread"});
+    // a [0, 10) us, b [5, 15) overlaps a's end, c [6, 8) nests in a, d [20, 30) follows
+    w.add_ops({{0, Lane::compute, OpCategory::dense, "a", 0, 0, 10'000, 0, 0},
+               {0, Lane::compute, OpCategory::dense, "b", 0, 5'000, 15'000, 0, 0},
+               {0, Lane::compute, OpCategory::lookup, "c", 0, 6'000, 8'000, 0, 0},
+               {0, Lane::compute, OpCategory::dense, "d", 0, 20'000, 30'000, 0, 0}});
+    w.close("complete");
+  }
+  auto session = std::make_shared<const sessions::SessionReader>(path.string());
+  TimelineWidget tw(session);
+  ASSERT_EQ(tw.rows(), 2u);
+  EXPECT_EQ(tw.row_label(0).toStdString(), "rank 0 trainer");
+  EXPECT_EQ(tw.row_label(1).toStdString(), "rank 0 trainer (overlapping)");
+  auto starts = [&](size_t row) {
+    std::vector<int64_t> v;
+    for (const auto& o : tw.row_ops(row)) v.push_back(o.start_ns);
+    return v;
+  };
+  EXPECT_EQ(starts(0), (std::vector<int64_t>{0, 6'000, 20'000}));
+  EXPECT_EQ(starts(1), (std::vector<int64_t>{5'000}));
+  // the view spans every op: the last op by start (d) ends last here, b ends after a
+  EXPECT_EQ(tw.scale().t1(), 30'000);
+  std::filesystem::remove(path);
+}
