@@ -94,22 +94,22 @@ struct State {
   /// ranks"); true when it can.
   bool admit(int t, int from, int to, int64_t b, int64_t next_bytes, const ShardingPlan& next, const std::string& what) {
     const std::string& name = spec.tables[static_cast<size_t>(t)].name;
-    auto refuse = [&](std::string why) {
+    auto refuse = [&](std::string why, const char* cause) {
       for (const RefusedMove& r : refused)
         if (r.table == t && r.to == to) return false;  // said once
       refused.push_back({t, from, to, b, fmt::format("table \"{}\" ({}) from rank {} {}: {}", name, format_bytes(b),
-                                                     from, what, why)});
+                                                     from, what, why), cause});
       return false;
     };
     if (budget > 0 && next_bytes > budget)
       return refuse(fmt::format("exceeds max_bytes_per_move: {} already moved + {} > {}", format_bytes(bytes),
-                                format_bytes(b), format_bytes(budget)));
+                                format_bytes(b), format_bytes(budget)), "max_bytes_per_move");
     for (const DeviceMemoryEstimate& e : estimate_memory(spec, next)) {
       if (e.total() <= spec.devices.memory_bytes) continue;
       return refuse(fmt::format("rank {} would need {} (weights {}, optimizer state {}, dense {}, buffers {})",
                                 e.rank, need_of(e.total(), spec.devices.memory_bytes),
                                 format_bytes(e.weights), format_bytes(e.optimizer_state), format_bytes(e.dense),
-                                format_bytes(e.buffers)));
+                                format_bytes(e.buffers)), "memory");
     }
     // during the move a rank holds its shards now, its new ones and the all-to-all's buffers
     if (current) {
@@ -121,7 +121,7 @@ struct State {
                                   "sent {}, received {}: the old shards are freed after the new ones arrive)",
                                   r, need_of(current_bytes[r] + m.total(), spec.devices.memory_bytes),
                                   format_bytes(current_bytes[r]), format_bytes(m.new_shards), format_bytes(m.send),
-                                  format_bytes(m.recv)));
+                                  format_bytes(m.recv)), "memory during the move");
       }
     }
     return true;

@@ -88,6 +88,11 @@ struct RefusedMove {
   /// (weights ..., optimizer state ..., dense ..., buffers ...)" or "... exceeds
   /// max_bytes_per_move: 1.2 MiB already moved + 1.2 MiB > 2.0 MiB".
   std::string reason;
+  /// The kind of reason, without the numbers: "max_bytes_per_move", "memory" (a device's
+  /// estimate after the move), "memory during the move" (move_transient_bytes), or "noise"
+  /// (balance lookup_time: the gain within the measurements' noise, noise.h). (table, from,
+  /// cause) is what the live policy records once (exec/threaded/rank_rebalance.cpp).
+  std::string cause;
 };
 
 /// A proposed plan with its predicted gain and its cost.
