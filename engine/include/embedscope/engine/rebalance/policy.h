@@ -11,6 +11,9 @@
 // rebalance.balance "lookup_time" the callers fill the same fields with the shards' measured
 // lookup ns (load_counters.lookup_ns) instead of ids: every rule below applies unchanged, with
 // "ids" read as "lookup ns" (the CLI's `rebalance --balance`, exec/threaded/rank_rebalance.cpp).
+// Live, lookup_time adds the noise rule of rebalance/noise.h: the load is each shard's median
+// step over the window, and a proposal's moves are made only if the predicted gain exceeds
+// kNoiseMargin x the window's noise and kMinTimeGain of the slowest rank.
 
 #include <cstdint>
 #include <optional>
