@@ -27,31 +27,51 @@ int64_t device_batches_ahead(PipelineKind p) {
   return 0;
 }
 
+namespace {
+/// Rank r's estimate from its replay: the shards, the dense part and what the batches' buffers
+/// add at the peak.
+DeviceMemoryEstimate estimate_of(const detail::ReplayedMemory& m, int r) {
+  DeviceMemoryEstimate e;
+  e.rank = r;
+  e.weights = m.weights;
+  e.optimizer_state = m.optimizer_state;
+  e.dense = m.dense;
+  e.cache = m.cache;
+  e.host = m.host;
+  e.largest_block = m.largest_block;
+  e.min_reserved_caching = m.min_reserved_caching;
+  e.min_reserved_expandable = m.min_reserved_expandable;
+  e.buffers = std::max<int64_t>(0, m.peak - m.weights - m.optimizer_state - m.cache - m.dense);
+  e.pipeline_buffers = std::min(e.buffers, m.ahead_at_peak);
+  return e;
+}
+}  // namespace
+
 std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec, const ShardingPlan& plan) {
   // The rank's buffers replayed through its allocator in the executor's order
   // (planner/memory_replay.h): the estimate is the replay's peak allocated bytes, split into
   // the shards, the dense part (parameters, gradients, activations) and what the batches'
   // buffers add at the peak.
   const detail::Layout L(spec, plan);
-  const std::vector<detail::ReplayedMemory> replayed = detail::replay_memory(spec, plan, L);
-  std::vector<DeviceMemoryEstimate> est(static_cast<size_t>(L.world));
-  for (int r = 0; r < L.world; ++r) {
-    const detail::ReplayedMemory& m = replayed[static_cast<size_t>(r)];
-    auto& e = est[static_cast<size_t>(r)];
-    e.rank = r;
-    e.weights = m.weights;
-    e.optimizer_state = m.optimizer_state;
-    e.dense = m.dense;
-    e.cache = m.cache;
-    e.host = m.host;
-    e.largest_block = m.largest_block;
-    e.min_reserved_caching = m.min_reserved_caching;
-    e.min_reserved_expandable = m.min_reserved_expandable;
-    e.buffers = std::max<int64_t>(0, m.peak - m.weights - m.optimizer_state - m.cache - m.dense);
-    e.pipeline_buffers = std::min(e.buffers, m.ahead_at_peak);
-  }
+  return detail::estimate_memory(spec, plan, detail::SlotShares(spec, L));
+}
+
+namespace detail {
+std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec, const ShardingPlan& plan,
+                                                  const SlotShares& shares) {
+  const Layout L(spec, plan);
+  const std::vector<ReplayedMemory> replayed = replay_memory(spec, plan, L, shares);
+  std::vector<DeviceMemoryEstimate> est;
+  for (int r = 0; r < L.world; ++r) est.push_back(estimate_of(replayed[static_cast<size_t>(r)], r));
   return est;
 }
+
+DeviceMemoryEstimate estimate_rank_memory(const WorkloadSpec& spec, const ShardingPlan& plan, int rank,
+                                          const SlotShares& shares) {
+  const Layout L(spec, plan);
+  return estimate_of(replay_rank_memory(spec, plan, L, rank, shares), rank);
+}
+}  // namespace detail
 
 std::vector<TableStorageEstimate> estimate_table_storage(const WorkloadSpec& spec, const ShardingPlan& plan) {
   std::vector<TableStorageEstimate> out;

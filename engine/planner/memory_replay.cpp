@@ -403,12 +403,24 @@ class Replay {
 }  // namespace
 
 std::vector<ReplayedMemory> replay_memory(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L) {
+  return replay_memory(spec, plan, L, SlotShares(spec, L));
+}
+
+std::vector<ReplayedMemory> replay_memory(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L,
+                                          const SlotShares& shares) {
   std::vector<int64_t> dp_rows;
   for (int t : L.dp_tables) dp_rows.push_back(expected_distinct_rows(spec, L, t));
   std::vector<ReplayedMemory> out;
-  const SlotShares shares(spec, L);
   for (int r = 0; r < L.world; ++r) out.push_back(Replay(spec, plan, L, r, dp_rows, shares).run());
   return out;
+}
+
+ReplayedMemory replay_rank_memory(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L, int rank,
+                                  const SlotShares& shares) {
+  if (rank < 0 || rank >= L.world) throw std::out_of_range("replay_rank_memory: rank " + std::to_string(rank));
+  std::vector<int64_t> dp_rows;
+  for (int t : L.dp_tables) dp_rows.push_back(expected_distinct_rows(spec, L, t));
+  return Replay(spec, plan, L, rank, dp_rows, shares).run();
 }
 
 }  // namespace embedscope::engine::detail

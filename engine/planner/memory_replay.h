@@ -91,4 +91,30 @@ struct ReplayedMemory {
 /// data-parallel table.
 std::vector<ReplayedMemory> replay_memory(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L);
 
+/// replay_memory with `shares` built by the caller: SlotShares depends on the layout only
+/// through Layout::table_of (each feature's table), which every plan of a spec shares, so one
+/// SlotShares(spec, Layout(spec, any plan)) serves every plan of that spec - what the
+/// rebalancing policy does, whose search estimates a plan per candidate (building it was ~0.9 of
+/// the ~1 ms a rank's estimate took on hot_table_straggler: 4 Zipf features x 4,096 rows).
+std::vector<ReplayedMemory> replay_memory(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L,
+                                          const SlotShares& shares);
+
+/// The replay of one rank, `rank` in [0, L.world): replay_memory(spec, plan, L, shares)[rank] at
+/// about 1 / world of its cost (each rank's replay is independent). Throws std::out_of_range
+/// for a rank outside the world.
+ReplayedMemory replay_rank_memory(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L, int rank,
+                                  const SlotShares& shares);
+
+/// estimate_memory(spec, plan) (sharding.h) with `shares` built by the caller (replay_memory's
+/// overload above): the same values.
+std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec, const ShardingPlan& plan,
+                                                  const SlotShares& shares);
+
+/// estimate_memory(spec, plan)[rank] from the replay of that rank alone: what the rebalancing
+/// policy checks first on the rank a move adds shards to (rebalance/policy.cpp), so a move
+/// refused for memory costs one rank's replay, not every rank's. Throws std::out_of_range for a
+/// rank outside the plan's world.
+DeviceMemoryEstimate estimate_rank_memory(const WorkloadSpec& spec, const ShardingPlan& plan, int rank,
+                                          const SlotShares& shares);
+
 }  // namespace embedscope::engine::detail

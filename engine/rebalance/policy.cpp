@@ -3,6 +3,7 @@
 #include "embedscope/engine/rebalance/policy.h"
 
 #include <algorithm>
+#include <memory>
 #include <numeric>
 #include <stdexcept>
 #include <tuple>
@@ -10,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/model/low_rank.h"
+#include "planner/memory_replay.h"
 #include "embedscope/engine/quant/row_codec.h"
 #include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/engine/rebalance/type_change.h"
@@ -60,6 +63,25 @@ int64_t table_wise_move_bytes(const WorkloadSpec& spec, int table) {
   return ts.rows() * row_bytes(ts.data_type, ts.embedding_dim) + (m1 + m2) * 4;
 }
 
+std::vector<MemoryBound> memory_lower_bound(const WorkloadSpec& spec, const ShardingPlan& plan,
+                                            const std::vector<int64_t>& plan_bytes, const ShardingPlan& next, int table) {
+  std::vector<MemoryBound> out;
+  const TableSpec& ts = spec.tables.at(static_cast<size_t>(table));
+  if (ts.placement != TablePlacement::device) return out;  // its rows are in host memory
+  const auto& before = plan.tables.at(static_cast<size_t>(table)).shards;
+  const auto& after = next.tables.at(static_cast<size_t>(table)).shards;
+  for (int r = 0; r < static_cast<int>(plan_bytes.size()); ++r) {
+    if (std::any_of(before.begin(), before.end(), [&](const Shard& s) { return s.rank == r; })) continue;
+    int64_t added = 0;
+    for (const Shard& s : after)
+      if (s.rank == r)
+        added += shard_weight_bytes(ts, s.num_rows, s.num_cols) +
+                 shard_optimizer_state_bytes(spec.optimizer.type, ts, s.num_rows, s.num_cols);
+    if (added > 0) out.push_back({r, plan_bytes[static_cast<size_t>(r)] + added, added});
+  }
+  return out;
+}
+
 namespace {
 
 /// "9.1 MiB of 8.0 MiB"; with the exact bytes when the rounded figures read the same ("3.6 MiB
@@ -85,6 +107,8 @@ struct State {
   std::vector<char> pinned;  // per table: changed back to table_wise here, not moved again
   const ShardingPlan* current = nullptr;  // the plan the move would start from
   std::vector<int64_t> current_bytes;     // its memory estimate per rank (estimate_memory's totals)
+  std::vector<int64_t> plan_bytes;        // the estimate of `plan` per rank (kept as moves are taken)
+  std::shared_ptr<const detail::SlotShares> shares;  // built once: every plan of the spec shares it
 
   int64_t table_ids(int t) const { return load.ids[static_cast<size_t>(t)][0]; }
   int rank_of(int t) const { return plan.tables[static_cast<size_t>(t)].shards[0].rank; }
@@ -94,22 +118,43 @@ struct State {
   /// ranks"); true when it can.
   bool admit(int t, int from, int to, int64_t b, int64_t next_bytes, const ShardingPlan& next, const std::string& what) {
     const std::string& name = spec.tables[static_cast<size_t>(t)].name;
-    auto refuse = [&](std::string why) {
+    auto refuse = [&](std::string why, const char* cause) {
       for (const RefusedMove& r : refused)
         if (r.table == t && r.to == to) return false;  // said once
       refused.push_back({t, from, to, b, fmt::format("table \"{}\" ({}) from rank {} {}: {}", name, format_bytes(b),
-                                                     from, what, why)});
+                                                     from, what, why), cause});
       return false;
     };
     if (budget > 0 && next_bytes > budget)
       return refuse(fmt::format("exceeds max_bytes_per_move: {} already moved + {} > {}", format_bytes(bytes),
-                                format_bytes(b), format_bytes(budget)));
-    for (const DeviceMemoryEstimate& e : estimate_memory(spec, next)) {
-      if (e.total() <= spec.devices.memory_bytes) continue;
+                                format_bytes(b), format_bytes(budget)), "max_bytes_per_move");
+    // Cheap checks first: a full estimate replays every rank's buffers (~5 ms on
+    // hot_table_straggler's 4 ranks) and a search asks for one per candidate - a firing refused
+    // for memory spent 90-130 ms in 21 of them. The ranks the change adds shards to are the
+    // ones it can overfill: the lower bound (memory_lower_bound, no replay), then the replay of
+    // those ranks alone (estimate_rank_memory); every rank's estimate only for a change that
+    // passes them (the others' buffers move too).
+    auto too_big = [&](const DeviceMemoryEstimate& e) {
       return refuse(fmt::format("rank {} would need {} (weights {}, optimizer state {}, dense {}, buffers {})",
                                 e.rank, need_of(e.total(), spec.devices.memory_bytes),
                                 format_bytes(e.weights), format_bytes(e.optimizer_state), format_bytes(e.dense),
-                                format_bytes(e.buffers)));
+                                format_bytes(e.buffers)), "memory");
+    };
+    const std::vector<MemoryBound> bounds = memory_lower_bound(spec, plan, plan_bytes, next, t);
+    for (const MemoryBound& m : bounds) {
+      if (m.at_least <= spec.devices.memory_bytes) continue;
+      return refuse(fmt::format("rank {} would need at least {} (its estimate now {} + the table's new shards {})",
+                                m.rank, need_of(m.at_least, spec.devices.memory_bytes),
+                                format_bytes(m.at_least - m.added), format_bytes(m.added)),
+                    "memory");
+    }
+    for (const MemoryBound& m : bounds)
+      if (const DeviceMemoryEstimate e = detail::estimate_rank_memory(spec, next, m.rank, *shares); e.total() > spec.devices.memory_bytes)
+        return too_big(e);
+    const std::vector<DeviceMemoryEstimate> estimate = detail::estimate_memory(spec, next, *shares);
+    for (const DeviceMemoryEstimate& e : estimate) {
+      if (e.total() <= spec.devices.memory_bytes) continue;
+      return too_big(e);
     }
     // during the move a rank holds its shards now, its new ones and the all-to-all's buffers
     if (current) {
@@ -121,9 +166,10 @@ struct State {
                                   "sent {}, received {}: the old shards are freed after the new ones arrive)",
                                   r, need_of(current_bytes[r] + m.total(), spec.devices.memory_bytes),
                                   format_bytes(current_bytes[r]), format_bytes(m.new_shards), format_bytes(m.send),
-                                  format_bytes(m.recv)));
+                                  format_bytes(m.recv)), "memory during the move");
       }
     }
+    for (const DeviceMemoryEstimate& e : estimate) plan_bytes[static_cast<size_t>(e.rank)] = e.total();  // taken
     return true;
   }
 
@@ -377,8 +423,10 @@ Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const Ob
   for (const TablePlan& tp : current.tables) start.origin.push_back(tp.shards.empty() ? -1 : tp.shards[0].rank);
   start.current = &current;
   start.current_bytes.assign(static_cast<size_t>(current.world_size), 0);
-  for (const DeviceMemoryEstimate& e : estimate_memory(spec, current))
+  start.shares = std::make_shared<const detail::SlotShares>(spec, detail::Layout(spec, current));
+  for (const DeviceMemoryEstimate& e : detail::estimate_memory(spec, current, *start.shares))
     start.current_bytes[static_cast<size_t>(e.rank)] = e.total();
+  start.plan_bytes = start.current_bytes;
   merge_cooled_tables(start);  // every candidate starts from the tables changed back
   State whole = best_of_searches(start);
   // the candidates that split hot tables (row_wise, then column_wise): the lowest (maximum,

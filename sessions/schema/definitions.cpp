@@ -294,8 +294,9 @@ const RecordTable<RebalanceRecord>& rebalances_table() {
        "(`reshard` on the comm lane, in `collectives`); the tables moved are `plan_changes` rows. A row with `moves` 0 "
        "records a firing that moved nothing (no gain, or every move refused: `refused`); a later firing on the same plan "
        "that would say the same has no row: it is not proposed again while the load per shard moved by at most 5% "
-       "(engine/rebalance/reshard.h kReproposeShift), nor recorded when it refuses the same moves for the same reasons "
-       "(files of earlier builds may repeat such rows). Older files and runs without a policy have no rows."},
+       "(engine/rebalance/reshard.h kReproposeShift), and a proposal is recorded only if it refuses something not yet "
+       "recorded under the current plan - each refusal once per (table, from rank, cause), whatever its target and "
+       "numbers; the row's `refused` lists only those (files of earlier builds may repeat such rows). Older files and runs without a policy have no rows."},
       {field<&RebalanceRecord::step>("step", "measured step after which it ran; the new plan serves from step + 1"),
        field<&RebalanceRecord::reason>("reason", "the trigger, e.g. `every 5 steps`, `imbalance 2.80 > 1.50 over steps 3..4`"),
        field<&RebalanceRecord::moves>("moves", "tables moved whole or changed to row_wise"),

@@ -39,7 +39,9 @@
 #include "embedscope/engine/exec/launch/rank_env.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/merge/merge.h"
+#include "embedscope/sessions/store/session.h"
 #include "output/output.h"
+#include "output/rebalance_text.h"
 #include "workload_args.h"
 
 namespace embedscope::cli {
@@ -355,9 +357,26 @@ int cmd_launch(const LaunchState& s) {
     if (!ec) merged_status = "copied";
     else merge_error = ec.message();
   }
+  // the live rebalances as `run` prints them, from the merged session (every rank recorded the
+  // same decisions; the merge keeps them once, with the slowest rank's time)
+  std::vector<sessions::RebalanceRecord> rebalances;
+  std::vector<sessions::PlanChangeRecord> plan_changes;
+  bool by_time = false;
+  if (merged_status != "none") {
+    try {
+      const sessions::SessionReader merged(ca.output);
+      rebalances = merged.rebalances();
+      plan_changes = merged.plan_changes();
+      by_time = balances_lookup_time(merged);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "embedscope launch: cannot read the rebalances of {}: {}\n", ca.output, e.what());
+    }
+  }
   if (ca.json) {
     json j{{"session", merged_status == "none" ? json() : json(ca.output)}, {"world_size", s.n}, {"ranks", ranks},
            {"align", s.align}};
+    j["rebalances"] = json::array();
+    for (const auto& rb : rebalances) j["rebalances"].push_back(rebalance_json(rb));
     j["ended"] = code == 0 ? "complete" : "failed";
     if (!merge_error.empty()) j["merge_error"] = merge_error;
     if (!first_death.empty()) j["first_death"] = first_death;
@@ -383,6 +402,7 @@ int cmd_launch(const LaunchState& s) {
     }
     if (!first_death.empty()) std::cout << fmt::format("first death  {}\n", first_death);
     if (!sum.alignment_text.empty()) std::cout << sum.alignment_text;
+    std::cout << rebalances_block(rebalances, plan_changes, by_time);
     if (merged_status != "none") std::cout << fmt::format("\nsession: {} ({} of {} rank sessions)\n", ca.output,
                                                           sessions.size(), s.n);
   }

@@ -207,12 +207,8 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
     std::cout << fmt::format("qcomms error forward max abs {:.3g} (relative {:.3g}); backward max abs {:.3g} (relative {:.3g})\n",
                              r.qcomms_error.forward_max_abs, r.qcomms_error.forward_relative,
                              r.qcomms_error.backward_max_abs, r.qcomms_error.backward_relative);
-  if (!r.rebalances.empty()) {  // one line each: what moved (and where), or what was refused and why
-    const bool by_time = spec.rebalance.balance == es::RebalanceBalance::lookup_time;
-    std::cout << fmt::format("rebalances   {} firing(s) of the live policy\n", r.rebalances.size());
-    for (const auto& rb : r.rebalances)
-      std::cout << "  " << rebalance_line(rb, by_time) << "\n" << plan_change_lines(r.plan_changes, rb.step);
-  }
+  // one line each: what moved (and where), or what was refused and why
+  std::cout << rebalances_block(r.rebalances, r.plan_changes, spec.rebalance.balance == es::RebalanceBalance::lookup_time);
   std::cout << "\n";
   if (std::any_of(spec.tables.begin(), spec.tables.end(),
                   [](const auto& t) {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
 #include "output/output.h"
 
@@ -30,6 +31,20 @@ std::string rebalance_line(const ss::RebalanceRecord& r, bool lookup_time) {
   std::string more = refused.size() > 1 ? fmt::format(" (+{} more)", refused.size() - 1) : std::string();
   return head + fmt::format("refused, nothing moved ({} max/mean {:.2f}; {}): {}{}", unit, r.imbalance_before, took,
                             refused.front().reason, more);
+}
+
+std::string rebalances_block(const std::vector<ss::RebalanceRecord>& rebalances,
+                             const std::vector<ss::PlanChangeRecord>& changes, bool lookup_time) {
+  if (rebalances.empty()) return "";
+  std::string out = fmt::format("rebalances   {} firing(s) of the live policy\n", rebalances.size());
+  for (const auto& rb : rebalances) out += "  " + rebalance_line(rb, lookup_time) + "\n" + plan_change_lines(changes, rb.step);
+  return out;
+}
+
+bool balances_lookup_time(const ss::SessionReader& session) {
+  const json workload = json::parse(session.meta(ss::meta::kWorkloadJson, ""), nullptr, false);
+  const json* policy = workload.is_object() && workload.contains("rebalance") ? &workload["rebalance"] : nullptr;
+  return policy && policy->is_object() && policy->value("balance", std::string("ids")) == "lookup_time";
 }
 
 std::string plan_change_lines(const std::vector<ss::PlanChangeRecord>& changes, int64_t step) {

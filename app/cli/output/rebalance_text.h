@@ -11,6 +11,7 @@
 
 #include "embedscope/sessions/analysis/rebalance_effect.h"
 #include "embedscope/sessions/model/events.h"
+#include "embedscope/sessions/store/session.h"
 
 namespace embedscope::cli {
 
@@ -22,6 +23,16 @@ namespace embedscope::cli {
 ///   "rebalance after step 2: 3 table(s) moved, 46.9 KiB, ids max/mean 3.56 -> 1.04 predicted, 1.06 observed; 12.3 ms (every 3 steps)"
 ///   "rebalance after step 2: refused, nothing moved (ids max/mean 3.56; 4.1 ms; every 3 steps): table \"h0\" (15.6 KiB) from rank 3 to rank 0: exceeds max_bytes_per_move: ... (+2 more)"
 std::string rebalance_line(const sessions::RebalanceRecord& r, bool lookup_time);
+
+/// What `run` prints of a run's live rebalances under its figures, and `launch` under its ranks
+/// (read back from the merged session): "rebalances   N firing(s) of the live policy\n", then
+/// per rebalance "  " + rebalance_line + "\n" and its plan_change_lines. "" without rebalances.
+std::string rebalances_block(const std::vector<sessions::RebalanceRecord>& rebalances,
+                             const std::vector<sessions::PlanChangeRecord>& changes, bool lookup_time);
+
+/// Whether the session's workload (metadata workload_json) balanced lookup ns:
+/// `rebalance.balance` "lookup_time". False for "ids", no policy, or no readable workload.
+bool balances_lookup_time(const sessions::SessionReader& session);
 
 /// The plan changes of the rebalance after `step` (those of step + 1), one indented line each
 /// ("        t1: rank 0 -> rank 1 (40 B)", "        t3: table_wise -> row_wise, rank 0 -> shards on

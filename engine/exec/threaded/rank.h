@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -276,12 +277,13 @@ class Rank final : public sharding::RankContext {
   void replan_inflight();
   std::vector<std::vector<int64_t>> shard_ids_per_step_;  // measured steps x flat shard (plan order)
   int64_t last_rebalance_ = -1;                           // the step after which the last one ran
-  /// The window load (per table, shard) the last proposal saw when it moved nothing, and its
-  /// refusals ("; "-joined); unset when none fired yet or the last one moved tables
-  /// (after_step_rebalance: not proposed again while the load stays within
-  /// rebalance::kReproposeShift of it, nor recorded again when it says the same).
+  /// The window load (per table, shard) the last proposal saw when it moved nothing; unset when
+  /// none fired yet or the last one moved tables (after_step_rebalance: not proposed again while
+  /// the load stays within rebalance::kReproposeShift of it).
   std::optional<std::vector<std::vector<int64_t>>> unmoved_load_;
-  std::string unmoved_refused_;
+  /// The refusals recorded under the current plan, each once, as "table|from|cause"
+  /// (RefusedMove::cause), and "nothing worth moving"; cleared when a rebalance moves tables.
+  std::set<std::string> said_refusals_;
   static sharding::LocalBatch local_batch(const Inflight& b);
   // ---- sharding::RankContext: what the sharding modules use ------------------------------------
  public:

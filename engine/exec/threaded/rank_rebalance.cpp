@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "embedscope/engine/rebalance/noise.h"
 #include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/engine/rebalance/type_change.h"
 
@@ -74,28 +75,42 @@ void Rank::after_step_rebalance(int64_t step, bool last) {
     const auto reason = rb::should_rebalance(spec.rebalance, step, last_rebalance_, wl.ids_per_step_rank);
     if (!reason) return;  // `when` below its threshold: asked again after the next step
     last_rebalance_ = step;
+    // balance lookup_time: the robust load (the median step of each shard, noise.h), so one
+    // preempted step of a window of 3 or more does not decide where tables go
+    const rb::ObservedLoad load = by_time ? rb::median_window_load(plan_, recv, W, n) : wl.load;
     // After a firing that moved nothing (every move refused, or no gain) the plan is the same,
     // and the proposal is a function of the plan and the load's shares. So:
     //  - while the load stays within kReproposeShift of the one the last proposal saw, it is not
     //    proposed again: it would say the same thing (the search and a memory estimate per
     //    candidate: 2 ms on the straggler of hot_table_straggler, more with many tables);
-    //  - when the load moved more (small batches are noisy) it is proposed, and a proposal that
-    //    again moves nothing and refuses the same moves for the same reasons is not recorded again.
-    // The session keeps the first refusal, with its reasons, once - not one row after every
-    // cooldown. Chosen over backing off (doubling the cooldown), which would still repeat the
-    // row, and would answer late to a load that did change. Every rank sees the same gathered
-    // load and computes the same proposal, so all skip (or record) together.
-    if (unmoved_load_ && rb::load_shift(*unmoved_load_, wl.load.ids) <= rb::kReproposeShift) return;
-    const rb::Proposal p = rb::propose(spec, plan_, wl.load, spec.rebalance.max_bytes_per_move);
+    //  - when the load moved more (small batches and measured ns are noisy) it is proposed, and
+    //    recorded only if it refuses something not yet recorded under this plan: each refusal
+    //    once per (table, from rank, cause) - not its target or numbers, which noise changes -
+    //    and "nothing worth moving" once. The record lists only the new refusals.
+    // The session keeps each refusal, with its reason, once - not one row after every cooldown
+    // (a tester saw one refusal recorded 6 times in 12 steps with lookup_time). Chosen over
+    // backing off (doubling the cooldown), which would still repeat the row, and would answer
+    // late to a load that did change. Every rank sees the same gathered load and computes the
+    // same proposal, so all skip (or record) together.
+    if (unmoved_load_ && rb::load_shift(*unmoved_load_, load.ids) <= rb::kReproposeShift) return;
+    rb::Proposal p = rb::propose(spec, plan_, load, spec.rebalance.max_bytes_per_move);
+    if (by_time && p.worth_it()) {  // the noise rule (noise.h): a gain within the noise is no gain
+      const std::vector<std::vector<int64_t>> window(wl.ids_per_step_rank.end() - n, wl.ids_per_step_rank.end());
+      rb::hold_within_noise(p, spec, plan_,
+                            rb::check_gain(p.imbalance_before, p.imbalance_after, rb::imbalance_noise(window), n));
+    }
     std::string refused;
-    for (const rb::RefusedMove& r : p.refused) refused += (refused.empty() ? "" : "; ") + r.reason;
+    auto add = [&](const rb::RefusedMove& r) { refused += (refused.empty() ? "" : "; ") + r.reason; };
     if (p.worth_it()) {
       unmoved_load_.reset();
+      said_refusals_.clear();  // a new plan: its refusals are news
+      for (const rb::RefusedMove& r : p.refused) add(r);
     } else {
-      const bool said = unmoved_load_ && refused == unmoved_refused_;
-      unmoved_load_ = wl.load.ids;
-      unmoved_refused_ = refused;
-      if (said) return;
+      unmoved_load_ = load.ids;
+      bool news = p.refused.empty() && said_refusals_.insert("nothing worth moving").second;
+      for (const rb::RefusedMove& r : p.refused)
+        if (said_refusals_.insert(fmt::format("{}|{}|{}", r.table, r.from, r.cause)).second) news = true, add(r);
+      if (!news) return;
     }
     rec.step = step;
     rec.reason = *reason;

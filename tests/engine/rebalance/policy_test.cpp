@@ -158,8 +158,15 @@ TEST(RebalancePolicy, AMoveThatWouldExceedADevicesMemoryIsRefusedAndExplained) {
     EXPECT_EQ(r.to, 1);
     EXPECT_EQ(r.bytes, int64_t{1} << 20);
     EXPECT_NE(r.reason.find("(1.0 MiB) from rank 0 to rank 1: rank 1 would need "), std::string::npos) << r.reason;
-    EXPECT_NE(r.reason.find("(weights 4.0 MiB, optimizer state 0 B, dense "), std::string::npos) << r.reason;
+    // refused on the lower bound (memory_lower_bound: its estimate now + the new shard), without
+    // the full estimate; the full one is over too
+    EXPECT_NE(r.reason.find("rank 1 would need at least 4.0 MiB of 3.5 MiB (its estimate now 3.0 MiB + the table's "
+                            "new shards 1.0 MiB)"), std::string::npos) << r.reason;
+    EXPECT_EQ(r.cause, "memory");
   }
+  ShardingPlan moved = cur;
+  moved.tables[1].shards[0].rank = 1;
+  EXPECT_GT(estimate_memory(s, moved)[1].total(), s.devices.memory_bytes);
   // with room for it, the same load moves one table
   s.devices.memory_bytes = int64_t{1} << 30;
   const Proposal ok = propose(s, cur, table_load({300, 300, 0}), 0);

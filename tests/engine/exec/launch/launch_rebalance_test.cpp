@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
+#include <sstream>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +35,28 @@ TEST(LaunchRebalance, FourProcessesRebalanceAsFourThreadsDo) {
   ASSERT_EQ(t.code, 0) << t.err;
   auto l = cli("launch -n 4 run " + (dir / "live.json").string() + " -o " + launched);
   ASSERT_EQ(l.code, 0) << l.err;
+  // launch prints the rebalances as run does (output/rebalance_text.h rebalances_block, from the
+  // merged session): the same lines but for the time each took
+  auto block = [](const std::string& out) {
+    const size_t at = out.find("rebalances   ");
+    if (at == std::string::npos) return std::string("(none)");
+    std::string b;
+    std::istringstream in(out.substr(at));
+    for (std::string line; std::getline(in, line);) {
+      if (!b.empty() && line.rfind("  ", 0) != 0) break;  // the block: its header and indented lines
+      b += std::regex_replace(line, std::regex("; [0-9.]+ ms;"), "; T ms;") + "\n";
+    }
+    return b;
+  };
+  EXPECT_NE(block(t.out), "(none)") << t.out;
+  EXPECT_EQ(block(l.out), block(t.out)) << l.out;
+  EXPECT_NE(block(l.out).find("  rebalance after step 1: "), std::string::npos) << l.out;
+  auto lj = cli("launch -n 4 run " + (dir / "live.json").string() + " -o " + (dir / "launched_json.db").string() + " --json");
+  ASSERT_EQ(lj.code, 0) << lj.err;
+  const nlohmann::json lr = nlohmann::json::parse(lj.out);
+  ASSERT_EQ(lr["rebalances"].size(), 1u) << lj.out;
+  EXPECT_EQ(lr["rebalances"][0]["step"], 1);
+  EXPECT_GE(lr["rebalances"][0]["moves"].get<int>(), 1);
   const SessionReader a(threads), b(launched);
   const auto ra = a.rebalances(), rb = b.rebalances();
   ASSERT_EQ(ra.size(), 1u);  // every 2 steps: after step 1 (none after the last, step 3)

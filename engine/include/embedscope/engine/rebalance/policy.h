@@ -11,6 +11,9 @@
 // rebalance.balance "lookup_time" the callers fill the same fields with the shards' measured
 // lookup ns (load_counters.lookup_ns) instead of ids: every rule below applies unchanged, with
 // "ids" read as "lookup ns" (the CLI's `rebalance --balance`, exec/threaded/rank_rebalance.cpp).
+// Live, lookup_time adds the noise rule of rebalance/noise.h: the load is each shard's median
+// step over the window, and a proposal's moves are made only if the predicted gain exceeds
+// kNoiseMargin x the window's noise and kMinTimeGain of the slowest rank.
 
 #include <cstdint>
 #include <optional>
@@ -53,6 +56,28 @@ int64_t balanced_load(const TablePlan& tp, size_t shard, int64_t embedding_dim, 
 /// rowwise_adagrad: 1000 * 64 + 1000 * 4 = 68000.
 int64_t table_wise_move_bytes(const WorkloadSpec& spec, int table);
 
+/// A lower bound of one rank's memory estimate after a change of one table.
+struct MemoryBound {
+  int rank = 0;
+  int64_t at_least = 0;  ///< bytes: the rank's estimate under the plan before + `added`
+  int64_t added = 0;     ///< bytes of weights and optimizer state of the table's new shards there
+};
+
+/// The cheap memory check the proposal makes before a full estimate_memory of a candidate plan
+/// (each replays every rank's buffers: ~5 ms on hot_table_straggler's 4 ranks, and a search asks
+/// for one per candidate - 21, 90-130 ms, for a firing refused for memory). For every rank that
+/// holds no shard of `table` in `plan` and some in `next` (the plans differ in that table only):
+/// its estimate under `plan` (`plan_bytes[rank]`, estimate_memory's total) plus those shards'
+/// weights and optimizer state (model/low_rank.h shard_weight_bytes,
+/// shard_optimizer_state_bytes). A lower bound of estimate_memory(next) on that rank: the new
+/// shards are allocated for the whole run, beside everything the rank held, and its lookups and
+/// their buffers only grow. Empty for a table not in device memory (placement host or
+/// host_cached: its rows are in host memory). propose refuses on it ("rank 0 would need at least
+/// 74.5 MiB of 74.0 MiB (its estimate now 72.0 MiB + the table's new shards 2.5 MiB)", cause
+/// "memory") without the full estimate. Throws std::out_of_range for a table outside the plans.
+std::vector<MemoryBound> memory_lower_bound(const WorkloadSpec& spec, const ShardingPlan& plan,
+                                            const std::vector<int64_t>& plan_bytes, const ShardingPlan& next, int table);
+
 /// One table moved between ranks.
 struct TableMove {
   int table = 0;        ///< index into WorkloadSpec::tables
@@ -88,6 +113,11 @@ struct RefusedMove {
   /// (weights ..., optimizer state ..., dense ..., buffers ...)" or "... exceeds
   /// max_bytes_per_move: 1.2 MiB already moved + 1.2 MiB > 2.0 MiB".
   std::string reason;
+  /// The kind of reason, without the numbers: "max_bytes_per_move", "memory" (a device's
+  /// estimate after the move), "memory during the move" (move_transient_bytes), or "noise"
+  /// (balance lookup_time: the gain within the measurements' noise, noise.h). (table, from,
+  /// cause) is what the live policy records once (exec/threaded/rank_rebalance.cpp).
+  std::string cause;
 };
 
 /// A proposed plan with its predicted gain and its cost.
@@ -140,7 +170,9 @@ inline constexpr double kPruneTolerance = 0.02;
 /// where it is, as the base load of its rank. A move is made only if
 ///  - the net bytes of the plan with the move (tables away from their current rank, each
 ///    counted once) stay within `max_bytes_per_move` (0 = unlimited), and
-///  - every device's estimate_memory of the plan with the move fits devices.memory_bytes;
+///  - every device's estimate_memory of the plan with the move fits devices.memory_bytes (a
+///    rank the move adds shards to is first checked with memory_lower_bound: over the memory on
+///    that bound, it is refused without the full estimate);
 /// otherwise it is listed in `refused` with the reason (once per table and target) and the
 /// search tries its next candidate (LPT: the next rank in load order, up to the table's own rank,
 /// where it stays: the plan before the move was checked, so staying always fits).
