@@ -228,11 +228,11 @@ std::string to_text(const PlanStats& s) {
     return prefetch ? fmt::format("{} ({})", ms(r.host_ns), ms(r.prefetch_ns)) : ms(r.host_ns);
   };
   const int hw = prefetch ? 19 : 9;
-  out += fmt::format("{:<5} {:<22} {:>12} {:>11} {:>6} {:>9} {:>9} {:>9} {:>9} {:>{}} {:>9}\n", "rank", "shards",
+  out += fmt::format("{:<5} {:<22} {:>12} {:>11} {:>10} {:>9} {:>9} {:>9} {:>9} {:>{}} {:>9}\n", "rank", "shards",
                      "lookups", "HBM", "DDR", "fwd comp", "fwd comm", "bwd comp", "bwd comm",
                      prefetch ? "host (prefetch)" : "host", hw, "total");
   for (const RankStats& r : s.ranks)
-    out += fmt::format("{:<5} {:<22} {:>12.0f} {:>11} {:>6} {:>9} {:>9} {:>9} {:>9} {:>{}} {:>9}\n", r.rank,
+    out += fmt::format("{:<5} {:<22} {:>12.0f} {:>11} {:>10} {:>9} {:>9} {:>9} {:>9} {:>{}} {:>9}\n", r.rank,
                        shards_text(r), r.lookups, format_bytes(r.hbm_bytes), format_bytes(r.ddr_bytes),
                        ms(r.fwd_compute_ns), ms(r.fwd_comms_ns), ms(r.bwd_compute_ns), ms(r.bwd_comms_ns), host(r), hw,
                        ms(r.total_ns()));
