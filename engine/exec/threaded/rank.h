@@ -234,19 +234,12 @@ class Rank final : public sharding::RankContext {
   void mean_scales(Inflight& b) const;
   void finish_input(Inflight& b);                                 // waits for the input dist; kjt_permute
   void lookup(Inflight& b);
-  /// The prefetch phase (TableSpec::prefetch_pipeline): queues on the comm worker, behind b's
-  /// input dist (the worker runs its jobs in order, so b's ids are there when it starts), a job
-  /// that fetches the rows of b's ids that miss the caches of this rank's prefetch_pipeline
-  /// shards into them (HostRowStore::prefetch), as span `prefetch` (comm lane, category memcpy,
-  /// bytes fetched): the compute worker goes on with the dense part meanwhile, as TorchRec's
-  /// prefetch pipeline runs the prefetch on its own stream. The train phase waits for it
-  /// (finish_prefetch) before the embedding update, FBGEMM's order, so the caches see the same
-  /// operations in the same order as a prefetch run inline: bit-equal results. b's ids stay
-  /// unpermuted (kjt_permute runs in its lookup phase, as without prefetch).
+  /// The prefetch phase (TableSpec::prefetch_pipeline): waits for b's input dist, and fetches
+  /// the rows of b's ids that miss the caches of this rank's prefetch_pipeline shards into them
+  /// (HostRowStore::prefetch), as span `prefetch` (compute lane, category memcpy, bytes fetched),
+  /// its transfers added to the shards' load counters of this step. b's ids stay unpermuted
+  /// (kjt_permute runs in its lookup phase, as without prefetch).
   void prefetch(Inflight& b);
-  /// Waits for the prefetch queued by prefetch() (none: returns), rethrows what it threw, and
-  /// adds its transfers to the shards' load counters of this step.
-  void finish_prefetch();
   void start_output_dist(Inflight& b, bool async);
   void finish_output_dist(Inflight& b);                           // waits; pooled outputs in place
   /// dense forward/backward, grad dist, embedding backward + optimizers, dense all-reduce
@@ -403,10 +396,6 @@ class Rank final : public sharding::RankContext {
   int64_t step_ = 0;        // the step being run (spans, load counters)
   bool measured_ = false;   // it is a measured step (not warmup)
   std::map<int64_t, std::unique_ptr<Inflight>> inflight_;  // batches started, by iteration
-  // the prefetch job on the comm worker (prefetch()) and its transfers per (table, shard index),
-  // written by that job only, read by finish_prefetch once it is done
-  std::future<void> prefetch_done_;
-  std::vector<std::pair<std::pair<int, int>, HostTransferCounters>> prefetch_counters_;
   std::map<int, std::vector<Phase>> schedules_;             // by place in the run (schedule_of)
   const std::vector<Phase>& schedule_of(int64_t it);
   // DDP buckets of the dense gradients: [begin, end) in parameter order, in launch order (the

@@ -258,6 +258,7 @@ void Rank::add_transfers(sessions::LoadCounter& c, const HostTransferCounters& t
 }
 
 void Rank::prefetch(Inflight& b) {
+  if (b.input_dist.valid()) b.input_dist.get();  // its ids are here (not yet permuted: kjt_permute stays in its lookup phase)
   const std::vector<int>& mine = L_.slots_to[static_cast<size_t>(me_)];
   const size_t nmine = mine.size();
   // per local shard of a prefetch_pipeline table: the ids of its slots, from the received buffer
@@ -267,50 +268,29 @@ void Rank::prefetch(Inflight& b) {
     if (sh_.spec.tables[static_cast<size_t>(sl.table)].prefetch_pipeline) ids[{sl.table, sl.shard}];
   }
   if (ids.empty()) return;
-  finish_prefetch();  // one in flight at a time (each step's train waits for its own)
-  const int64_t step = step_;
-  // on the comm worker, behind b's input dist: its received ids are complete when this runs
-  // (when the input dist failed, its future rethrows at finish_input; the prefetch skips)
-  auto job = [this, &b, nmine, step, ids = std::move(ids)]() mutable {
-    const int W = L_.world;
-    if (b.irecv.size() != static_cast<size_t>(W) || b.recv_splits.size() != nmine * static_cast<size_t>(W) ||
-        std::accumulate(b.irecv.begin(), b.irecv.end(), int64_t{0}) != static_cast<int64_t>(b.recv_ids_v.size()))
-      return;
-    const std::vector<int>& mine = L_.slots_to[static_cast<size_t>(me_)];
-    ScopedSpan span(sh_.tracer, me_, Lane::comm, OpCategory::memcpy, "prefetch", step);
-    int64_t base = 0;
-    for (int s = 0; s < W; ++s) {  // the received ids: per source rank, per local slot (finish_input's order)
-      int64_t pos = base;
-      for (size_t k = 0; k < nmine; ++k) {
-        const int64_t n = b.recv_splits[static_cast<size_t>(s) * nmine + k];
-        const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
-        if (auto it = ids.find({sl.table, sl.shard}); it != ids.end())
-          it->second.insert(it->second.end(), b.recv_ids_v.begin() + pos, b.recv_ids_v.begin() + pos + n);
-        pos += n;
-      }
-      base += b.irecv[static_cast<size_t>(s)];
+  ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::memcpy, "prefetch", step_);
+  int64_t base = 0;
+  for (int s = 0; s < L_.world; ++s) {  // the received ids: per source rank, per local slot (finish_input's order)
+    int64_t pos = base;
+    for (size_t k = 0; k < nmine; ++k) {
+      const int64_t n = b.recv_splits[static_cast<size_t>(s) * nmine + k];
+      const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
+      if (auto it = ids.find({sl.table, sl.shard}); it != ids.end())
+        it->second.insert(it->second.end(), b.recv_ids_v.begin() + pos, b.recv_ids_v.begin() + pos + n);
+      pos += n;
     }
-    int64_t bytes = 0;
-    for (auto& [key, v] : ids) {
-      LocalShard& ls = shard_of(key.first, key.second);
-      if (!ls.host || ls.host->placement() != TablePlacement::host_cached) continue;
-      ls.host->prefetch(ls.weights.data(), v.data(), static_cast<int64_t>(v.size()));
-      const HostTransferCounters t = ls.host->take_counters();
-      bytes += t.prefetch_bytes_h2d;
-      prefetch_counters_.emplace_back(key, t);
-    }
-    span.set_bytes(bytes);
-  };
-  prefetch_done_ = comm_->submit(std::move(job));
-}
-
-void Rank::finish_prefetch() {
-  if (!prefetch_done_.valid()) return;
-  std::future<void> done = std::move(prefetch_done_);
-  done.get();  // the job is done with prefetch_counters_ (or threw)
-  auto counters = std::move(prefetch_counters_);
-  prefetch_counters_.clear();
-  for (const auto& [key, t] : counters) add_transfers(load_of(key.first, key.second), t);
+    base += b.irecv[static_cast<size_t>(s)];
+  }
+  int64_t bytes = 0;
+  for (auto& [key, v] : ids) {
+    LocalShard& ls = shard_of(key.first, key.second);
+    if (!ls.host || ls.host->placement() != TablePlacement::host_cached) continue;
+    ls.host->prefetch(ls.weights.data(), v.data(), static_cast<int64_t>(v.size()));
+    const HostTransferCounters t = ls.host->take_counters();
+    bytes += t.prefetch_bytes_h2d;
+    add_transfers(load_of(key.first, key.second), t);
+  }
+  span.set_bytes(bytes);
 }
 
 void Rank::update(int table, int shard_index, int64_t iteration, const SparseGrad& g) {

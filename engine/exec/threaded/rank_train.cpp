@@ -53,7 +53,6 @@ bool Rank::train(Inflight& b) {
     slot_grad[k] = buf<float>("gradients", static_cast<size_t>(W * B * L_.slots[static_cast<size_t>(mine[k])].s.num_cols));
   for (const auto& m : shardings_) m->grad_dist(*this, dpooled, lengths, slot_grad);
   // ---- embedding backward + fused optimizer ----------------------------------------------------
-  finish_prefetch();  // FBGEMM: the embedding backward waits for the prefetch of the batch ahead
   // shards whose module applies their gradients itself (update_shards), per module
   std::vector<std::vector<sharding::ShardGrad>> module_grads(shardings_.size());
   {

@@ -271,7 +271,7 @@ TEST(HostPrefetch, TrainsExactlyAsOnTheDeviceAndHitsMore) {
             ++spans;
             bytes += e.bytes;
             EXPECT_EQ(e.category, embedscope::sessions::OpCategory::memcpy);
-            EXPECT_EQ(e.lane, Lane::comm);  // the cpu rank's comm worker does the copies, under the dense part
+            EXPECT_EQ(e.lane, Lane::compute);  // the cpu rank's compute worker does the copies
           }
         const int64_t ahead = pipeline == es::PipelineKind::sparse_dist ? 1 : 2;
         EXPECT_EQ(spans, plan.world_size * (s.warmup_steps + s.steps - ahead)) << what;
