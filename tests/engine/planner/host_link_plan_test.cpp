@@ -199,3 +199,42 @@ TEST(PlanHostLink, AutoSplitsAHostTableWhoseCopiesDominate) {
   EXPECT_GT(std::max(t.stats.ranks[0].host_ns, t.stats.ranks[1].host_ns), 900000);
   EXPECT_GT(t.stats.critical_path_ns, r.stats.critical_path_ns);
 }
+
+// The search's shard-level estimate (search.h) carries the host term too, so the LPT partitioner
+// spreads host traffic: two host_cached tables a1, a2 of ~1 ms of copies a step each (as above),
+// a device table b of ~0.2 ms of lookups (102,400 ids x 512 B at 0.5 TB/s, twice) and a small c,
+// table_wise on 2 ranks. By compute alone b goes first onto one rank and c, a1, a2 all fit
+// under it on the other (and greedy by bytes does the same), so a1 and a2 would share a host
+// link (2 ms); with the host term a1 and a2 go first, one a rank.
+TEST(PlanHostLink, AutoSpreadsHostTablesOverRanks) {
+  nlohmann::json tables = nlohmann::json::array(), features = nlohmann::json::array();
+  for (const std::string n : {"a1", "a2", "b", "c"}) {
+    const bool host = n[0] == 'a';
+    nlohmann::json t = {{"name", n},
+                        {"num_embeddings", host ? 100000 : 1000},
+                        {"embedding_dim", n == "b" ? 128 : (host ? 64 : 16)},
+                        {"feature_names", {"f_" + n}}};
+    if (host) {
+      t["placement"] = "host_cached";
+      t["cache_load_factor"] = 0.05;
+    }
+    tables.push_back(t);
+    features.push_back({{"name", "f_" + n}, {"pooling_factor", n == "b" ? 200 : (host ? 4 : 1)}, {"ids", "uniform"}});
+  }
+  const nlohmann::json j = {
+      {"name", "plan_host_spread"},
+      {"tables", tables},
+      {"features", features},
+      {"batch_size", 256},
+      {"steps", 4},
+      {"devices", {{"count", 2}, {"backend", "simulated"}, {"hardware", kPlanHostLinkProfile}, {"memory_bytes", 1 << 30}}},
+      {"dense", {{"num_dense_features", 4}, {"bottom_mlp", {16, 16}}, {"interaction", "cat"}, {"top_mlp", {8, 1}}}}};
+  const es::WorkloadSpec s = es::with_resolved_backend(es::parse_workload(j, "test"), "test");
+  const es::HardwareProfile hw = es::load_hardware_profile(kPlanHostLinkProfile);
+  es::PlanSearchOptions tw;
+  tw.sharding_types = {es::ShardingType::table_wise};
+  const es::PlanSearchResult r = es::plan_search(s, hw, tw);
+  ASSERT_EQ(r.plan.tables.size(), 4u);
+  EXPECT_NE(r.plan.tables[0].shards[0].rank, r.plan.tables[1].shards[0].rank) << r.proposer;
+  for (const auto& rk : r.stats.ranks) EXPECT_LT(rk.host_ns, 1200000) << rk.rank;  // one table's copies each
+}
