@@ -204,14 +204,15 @@ TEST(PlanHostLink, AutoSplitsAHostTableWhoseCopiesDominate) {
 // spreads host traffic: two host_cached tables a1, a2 of ~1 ms of copies a step each (as above),
 // a device table b of ~0.2 ms of lookups (102,400 ids x 512 B at 0.5 TB/s, twice) and a small c,
 // table_wise on 2 ranks. By compute alone b goes first onto one rank and c, a1, a2 all fit
-// under it on the other (and greedy by bytes does the same), so a1 and a2 would share a host
-// link (2 ms); with the host term a1 and a2 go first, one a rank.
+// under it on the other (and greedy by bytes does the same: b 51.2 MB and c 2.56 MB before the
+// 1.28 MB caches of a1 and a2), so a1 and a2 would share a host link (2 ms); with the host term
+// a1 and a2 go first, one a rank.
 TEST(PlanHostLink, AutoSpreadsHostTablesOverRanks) {
   nlohmann::json tables = nlohmann::json::array(), features = nlohmann::json::array();
   for (const std::string n : {"a1", "a2", "b", "c"}) {
     const bool host = n[0] == 'a';
     nlohmann::json t = {{"name", n},
-                        {"num_embeddings", host ? 100000 : 1000},
+                        {"num_embeddings", host ? 100000 : (n == "b" ? 100000 : 40000)},
                         {"embedding_dim", n == "b" ? 128 : (host ? 64 : 16)},
                         {"feature_names", {"f_" + n}}};
     if (host) {
