@@ -35,9 +35,10 @@
 // settle). C >= R: T is infinite and hits_b = sum_k q_k (1 - (1 - q_k)^b) -> U. Example (uniform,
 // R = 1,000, C = 250, n = 32): q = 0.0315, T = ln(0.75) / ln(1 - q) = 8.98 batches; batch 0
 // misses all U = 31.51, batch 1 misses U (1 - q) = 30.52, batch 4 misses U (1 - q)^4 = 27.72,
-// batch >= 9 misses 0.75 U = 23.63. The rows are summed in
-// groups: ranks 1..1024 one by one, then geometric groups of ratio 1.02 (each at its mean p).
-// Example (uniform ids): every q_k = q, T solves R (1 - (1 - q)^T) = C, so hits = U C / R and
+// batch >= 9 misses 0.75 U = 23.63 (tests/engine/cost/host_link_cost_test.cpp ColdStartByHand).
+// The rows are summed in groups: ranks 1..1024 one by one, then geometric groups of ratio 1.02
+// (each at its mean p).
+// Example (uniform ids, steady state): every q_k = q, T solves R (1 - (1 - q)^T) = C, so hits = U C / R and
 // misses = U (1 - C / R): R = 1,000, C = 250, n = 32 -> U = 1,000 (1 - 0.999^32) = 31.51,
 // misses 23.63.
 
