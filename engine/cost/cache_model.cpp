@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -35,7 +36,7 @@ double one_minus_pow(double p, double x) {
 }  // namespace
 
 CacheEstimate estimate_cache(const WorkloadSpec& spec, const TableSpec& t, const Shard& s,
-                             const std::vector<std::pair<int, double>>& ids_per_feature) {
+                             const std::vector<std::pair<int, double>>& ids_per_feature, int64_t lookups_before) {
   CacheEstimate e;
   for (const auto& [f, n] : ids_per_feature) {
     if (f < 0 || f >= static_cast<int>(spec.features.size()))
@@ -66,35 +67,52 @@ CacheEstimate estimate_cache(const WorkloadSpec& spec, const TableSpec& t, const
     e.distinct_rows += m[g] * q[g];
   }
   if (t.placement == TablePlacement::host) {
-    e.misses = e.distinct_rows;
+    e.misses = e.evictions = e.distinct_rows;
     return e;
   }
   const auto C = static_cast<double>(cache_slots(t.cache_load_factor, R));
-  if (C >= static_cast<double>(R)) return e;  // every row fits: no miss in the steady state
+  const bool cold = lookups_before >= 0;
+  const auto b = static_cast<double>(std::max<int64_t>(0, lookups_before));
+  // a row of this batch hits iff one of the last `window` batches named it (nothing evicted yet)
+  auto seen_hits = [&](double window) {
+    double h = 0;
+    for (size_t g = 0; g < groups.size(); ++g) h += m[g] * q[g] * one_minus_pow(q[g], window);
+    return h;
+  };
+  if (C >= static_cast<double>(R)) {  // every row fits: no miss in the steady state, never full
+    e.fill_batches = std::numeric_limits<double>::infinity();
+    if (cold) e.misses = std::max(0.0, e.distinct_rows - seen_hits(b));
+    return e;  // nothing evicted
+  }
+  // Che's T (batches): sum m (1 - (1 - q)^T) = C, by bisection; also the fill time from empty
+  auto filled = [&](double T) {
+    double sum = 0;
+    for (size_t g = 0; g < groups.size(); ++g) sum += m[g] * one_minus_pow(q[g], T);
+    return sum;
+  };
+  double lo = 0, hi = 1;
+  while (filled(hi) < C && hi < 1e18) hi *= 2;
+  for (int i = 0; i < 200 && hi - lo > 1e-12 * hi; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (filled(mid) < C ? lo : hi) = mid;
+  }
+  const double T = 0.5 * (lo + hi);
+  e.fill_batches = T;
   double hits = 0;
-  if (t.cache_policy == CachePolicy::lfu) {  // the C most named rows (groups are in falling p)
+  if (cold && b < T) {  // the fill phase, either policy
+    hits = seen_hits(b);
+  } else if (t.cache_policy == CachePolicy::lfu) {  // the C most named rows (groups are in falling p)
     double left = C;
     for (size_t g = 0; g < groups.size() && left > 0; ++g) {
       const double take = std::min(left, m[g]);
       hits += take * q[g];
       left -= take;
     }
-  } else {  // Che: sum m (1 - (1 - q)^T) = C, by bisection on T (batches)
-    auto filled = [&](double T) {
-      double sum = 0;
-      for (size_t g = 0; g < groups.size(); ++g) sum += m[g] * one_minus_pow(q[g], T);
-      return sum;
-    };
-    double lo = 0, hi = 1;
-    while (filled(hi) < C && hi < 1e18) hi *= 2;
-    for (int i = 0; i < 200 && hi - lo > 1e-12 * hi; ++i) {
-      const double mid = 0.5 * (lo + hi);
-      (filled(mid) < C ? lo : hi) = mid;
-    }
-    const double T = 0.5 * (lo + hi);
-    for (size_t g = 0; g < groups.size(); ++g) hits += m[g] * q[g] * one_minus_pow(q[g], T);
+  } else {  // Che: a row hits when one of the last T batches named it
+    hits = seen_hits(T);
   }
   e.misses = std::max(0.0, e.distinct_rows - hits);
+  e.evictions = cold && b < T ? std::clamp(filled(b) + e.misses - C, 0.0, e.misses) : e.misses;
   return e;
 }
 
@@ -106,7 +124,7 @@ HostTraffic host_traffic(const TableSpec& t, OptimizerType opt, int64_t cols, co
   (prefetched ? h.prefetch_h2d : h.lookup_h2d) = e.misses * row;
   const bool host = t.placement == TablePlacement::host;
   h.update_h2d = e.distinct_rows * state + (host ? e.distinct_rows * row : 0.0);
-  h.update_d2h = e.distinct_rows * state + (host ? e.distinct_rows * row : e.misses * row);
+  h.update_d2h = e.distinct_rows * state + (host ? e.distinct_rows * row : e.evictions * row);
   return h;
 }
 

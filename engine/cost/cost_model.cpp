@@ -49,7 +49,11 @@ int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw) {
 }
 
 int64_t host_copy_ns(const ProgramOp& op, const HardwareProfile& hw) {
-  const double bytes = static_cast<double>(std::max(op.bytes_h2d, op.bytes_d2h));
+  return host_link_ns(static_cast<double>(op.bytes_h2d), static_cast<double>(op.bytes_d2h), hw);
+}
+
+int64_t host_link_ns(double bytes_h2d, double bytes_d2h, const HardwareProfile& hw) {
+  const double bytes = std::max({0.0, bytes_h2d, bytes_d2h});
   return hw.host_link.latency_ns + ns(bytes / hw.host_link.bus_bandwidth_bytes_per_s);
 }
 

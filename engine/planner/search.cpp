@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "embedscope/engine/cost/cache_model.h"
+#include "embedscope/engine/cost/cost_model.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/model/host_cache.h"
 #include "embedscope/engine/model/low_rank.h"
@@ -28,15 +30,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The four phases of a shard's estimated time, ns per step.
+// The five phases of a shard's estimated time, ns per step (host: the host link, search.h).
 struct Perf {
-  double fwd_compute = 0, fwd_comms = 0, bwd_compute = 0, bwd_comms = 0;
-  double total() const { return fwd_compute + fwd_comms + bwd_compute + bwd_comms; }
+  double fwd_compute = 0, fwd_comms = 0, bwd_compute = 0, bwd_comms = 0, host = 0;
+  double total() const { return fwd_compute + fwd_comms + bwd_compute + bwd_comms + host; }
   void add(const Perf& o) {
     fwd_compute += o.fwd_compute;
     fwd_comms += o.fwd_comms;
     bwd_compute += o.bwd_compute;
     bwd_comms += o.bwd_comms;
+    host += o.host;
   }
 };
 
@@ -84,6 +87,24 @@ class ShardCost {
       return rows > 0 ? static_cast<double>(cache_slots(t.cache_load_factor, rows) * cols * 4) : 0.0;
     return static_cast<double>(shard_weight_bytes(t, rows, cols) +
                                shard_optimizer_state_bytes(spec_.optimizer.type, t, rows, cols));
+  }
+  // The host link of shard s of table t (placement host / host_cached) that serves
+  // `ids_per_feature` (spec feature, ids a step): the cache model's expected misses
+  // (cost/cache_model.h estimate_cache, host_traffic) timed by host_link_ns (cost/cost_model.h),
+  // the formula the simulated executor times the program's host_fetch and host_update with, one
+  // copy each (the lookup's fetch is left out for a prefetch_pipeline table: it runs under the
+  // dense part of the step before). 0 for a device table.
+  double host(const TableSpec& t, const Shard& s, const std::vector<std::pair<int, double>>& ids_per_feature) const {
+    if (t.placement == TablePlacement::device) return 0.0;
+    const CacheEstimate e = estimate_cache(spec_, t, s, ids_per_feature);
+    const bool prefetched = t.prefetch_pipeline && t.placement == TablePlacement::host_cached &&
+                            spec_.pipeline != PipelineKind::base;
+    const HostTraffic h = host_traffic(t, spec_.optimizer.type, s.num_cols, e, prefetched);
+    double ns = 0;
+    if (std::llround(h.lookup_h2d) > 0) ns += static_cast<double>(host_link_ns(h.lookup_h2d, 0.0, hw_));
+    if (std::llround(h.update_h2d) + std::llround(h.update_d2h) > 0)
+      ns += static_cast<double>(host_link_ns(h.update_h2d, h.update_d2h, hw_));
+    return ns;
   }
   double batch() const { return B_; }
 
@@ -250,8 +271,11 @@ class Search {
     switch (type) {
       case ShardingType::table_wise:
       case ShardingType::column_wise:
-      case ShardingType::table_column_wise:
-        return cost_.perf(t, table_ids(i), s.num_cols, B * W_ * nf * static_cast<double>(s.num_cols), table_ids(i));
+      case ShardingType::table_column_wise: {
+        Perf p = cost_.perf(t, table_ids(i), s.num_cols, B * W_ * nf * static_cast<double>(s.num_cols), table_ids(i));
+        p.host = host_perf(i, s, 1.0);
+        return p;
+      }
       case ShardingType::row_wise:
       case ShardingType::table_row_wise:
       case ShardingType::grid_shard: {
@@ -262,7 +286,9 @@ class Search {
         for (int f : ti.features)
           look += B * W_ * spec_.features[static_cast<size_t>(f)].pooling_factor.mean *
                   shard_id_share(t, spec_.features[static_cast<size_t>(f)], s.row_offset, s.num_rows);
-        return row_perf_[key] = cost_.perf(t, look, s.num_cols, B * W_ * nf * static_cast<double>(s.num_cols), look);
+        Perf p = cost_.perf(t, look, s.num_cols, B * W_ * nf * static_cast<double>(s.num_cols), look);
+        p.host = host_perf(i, s, 0.0);
+        return row_perf_[key] = p;
       }
       case ShardingType::data_parallel: {
         // local lookups of the own batch; backward: the all-gather of every rank's sparse
@@ -279,6 +305,23 @@ class Search {
     return {};
   }
 
+  // ShardCost::host of shard s of table i, memoized: each feature's ids a step are batch x world
+  // x its mean pooling factor, times the shard's share of them (share > 0: that share for every
+  // feature, table_wise / column_wise 1; else shard_id_share of its row range, as row_wise).
+  double host_perf(size_t i, const Shard& s, double share) const {
+    const TableSpec& t = spec_.tables[i];
+    if (t.placement == TablePlacement::device) return 0.0;
+    const auto key = std::make_tuple(i, s.row_offset, s.num_rows, s.num_cols);
+    if (auto it = host_perf_.find(key); it != host_perf_.end()) return it->second;
+    std::vector<std::pair<int, double>> ids;
+    for (int f : tables_[i].features) {
+      const FeatureSpec& fs = spec_.features[static_cast<size_t>(f)];
+      ids.emplace_back(f, cost_.batch() * W_ * fs.pooling_factor.mean *
+                              (share > 0 ? share : shard_id_share(t, fs, s.row_offset, s.num_rows)));
+    }
+    return host_perf_[key] = cost_.host(t, s, ids);
+  }
+
   // Shard-level critical path of a full plan: sum over phases of the max over ranks.
   double score(const ShardingPlan& plan) const {
     std::vector<Perf> per(static_cast<size_t>(W_));
@@ -293,6 +336,7 @@ class Search {
       m.fwd_comms = std::max(m.fwd_comms, p.fwd_comms);
       m.bwd_compute = std::max(m.bwd_compute, p.bwd_compute);
       m.bwd_comms = std::max(m.bwd_comms, p.bwd_comms);
+      m.host = std::max(m.host, p.host);
     }
     return m.total();
   }
@@ -564,6 +608,7 @@ class Search {
   }
 
   mutable std::map<std::tuple<size_t, bool, int64_t, int64_t, int64_t>, Perf> row_perf_;
+  mutable std::map<std::tuple<size_t, int64_t, int64_t, int64_t>, double> host_perf_;
   const WorkloadSpec& spec_;
   const HardwareProfile& hw_;
   ShardingPlan greedy_;

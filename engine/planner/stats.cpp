@@ -139,7 +139,13 @@ PlanStats plan_stats(const WorkloadSpec& spec, const ShardingPlan& plan, const H
     rs.hbm_bytes = mem[static_cast<size_t>(r)].total();
     rs.ddr_bytes = mem[static_cast<size_t>(r)].host;
     const StepProgram p = program::build_step_program(spec, plan, layout, r, it);
+    int64_t dense_ns = 0;
     for (const ProgramOp& op : p.ops) {
+      if (op.lane == sessions::Lane::gpu_copy) {  // the host link (cost_model.h host_copy_ns)
+        (op.name == "prefetch" ? rs.prefetch_ns : rs.host_ns) += host_copy_ns(op, hw);
+        continue;
+      }
+      if (op.name == "dense_forward_backward") dense_ns += compute_ns(op, hw);
       const Phase4 ph = phase_of(op);
       if (ph == Phase4::none) continue;
       int64_t ns = 0;
@@ -155,22 +161,24 @@ PlanStats plan_stats(const WorkloadSpec& spec, const ShardingPlan& plan, const H
         case Phase4::none: break;
       }
     }
+    rs.host_ns += std::max<int64_t>(0, rs.prefetch_ns - dense_ns);  // the prefetch the dense part does not hide
   }
   for (const TablePlan& tp : plan.tables)
     for (const Shard& s : tp.shards) ++st.ranks[static_cast<size_t>(s.rank)].shards[static_cast<size_t>(tp.type)];
-  int64_t m[4] = {0, 0, 0, 0};
+  int64_t m[5] = {0, 0, 0, 0, 0};
   std::vector<double> perf, hbm, look;
   for (const RankStats& rs : st.ranks) {
     m[0] = std::max(m[0], rs.fwd_compute_ns);
     m[1] = std::max(m[1], rs.fwd_comms_ns);
     m[2] = std::max(m[2], rs.bwd_compute_ns);
     m[3] = std::max(m[3], rs.bwd_comms_ns);
+    m[4] = std::max(m[4], rs.host_ns);
     st.max_rank_total_ns = std::max(st.max_rank_total_ns, rs.total_ns());
     perf.push_back(static_cast<double>(rs.total_ns()));
     hbm.push_back(static_cast<double>(rs.hbm_bytes));
     look.push_back(rs.lookups);
   }
-  st.critical_path_ns = m[0] + m[1] + m[2] + m[3];
+  st.critical_path_ns = m[0] + m[1] + m[2] + m[3] + m[4];
   st.perf = imbalance(perf);
   st.hbm = imbalance(hbm);
   st.lookups = imbalance(look);
@@ -213,12 +221,25 @@ nlohmann::json imbalance_json(const Imbalance& im) {
 
 std::string to_text(const PlanStats& s) {
   std::string out = fmt::format("planner statistics (times from hardware profile {}, ms per step)\n", s.hardware);
-  out += fmt::format("{:<5} {:<22} {:>12} {:>11} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "rank", "shards", "lookups",
-                     "HBM", "DDR", "fwd comp", "fwd comm", "bwd comp", "bwd comm", "total");
+  // the host link's column (host_ns; with the raw prefetch time in brackets when there is one)
+  bool prefetch = false;
+  for (const RankStats& r : s.ranks) prefetch |= r.prefetch_ns > 0;
+  const auto host = [&](const RankStats& r) {
+    return prefetch ? fmt::format("{} ({})", ms(r.host_ns), ms(r.prefetch_ns)) : ms(r.host_ns);
+  };
+  const int hw = prefetch ? 19 : 9;
+  out += fmt::format("{:<5} {:<22} {:>12} {:>11} {:>10} {:>9} {:>9} {:>9} {:>9} {:>{}} {:>9}\n", "rank", "shards",
+                     "lookups", "HBM", "DDR", "fwd comp", "fwd comm", "bwd comp", "bwd comm",
+                     prefetch ? "host (prefetch)" : "host", hw, "total");
   for (const RankStats& r : s.ranks)
-    out += fmt::format("{:<5} {:<22} {:>12.0f} {:>11} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}\n", r.rank, shards_text(r),
-                       r.lookups, format_bytes(r.hbm_bytes), format_bytes(r.ddr_bytes), ms(r.fwd_compute_ns),
-                       ms(r.fwd_comms_ns), ms(r.bwd_compute_ns), ms(r.bwd_comms_ns), ms(r.total_ns()));
+    out += fmt::format("{:<5} {:<22} {:>12.0f} {:>11} {:>10} {:>9} {:>9} {:>9} {:>9} {:>{}} {:>9}\n", r.rank,
+                       shards_text(r), r.lookups, format_bytes(r.hbm_bytes), format_bytes(r.ddr_bytes),
+                       ms(r.fwd_compute_ns), ms(r.fwd_comms_ns), ms(r.bwd_compute_ns), ms(r.bwd_comms_ns), host(r), hw,
+                       ms(r.total_ns()));
+  if (s.ranks.end() != std::find_if(s.ranks.begin(), s.ranks.end(), [](const RankStats& r) { return r.host_ns > 0; }))
+    out += "host: the host link's copies of tables in host memory (host_fetch + host_update + the prefetch the dense "
+           "part does not hide), timed as the simulator times them" +
+           std::string(prefetch ? "; in brackets the prefetch of the next batch, under the dense part" : "") + "\n";
   out += fmt::format("critical path (sum over phases of the max over ranks): {} ms; longest rank: {} ms\n",
                      ms(s.critical_path_ns), ms(s.max_rank_total_ns));
   imbalance_lines(out, "lookups", s.lookups);
@@ -249,7 +270,8 @@ nlohmann::json to_json(const PlanStats& s) {
     ranks.push_back({{"rank", r.rank}, {"shards", sh}, {"lookups", r.lookups}, {"hbm_bytes", r.hbm_bytes},
                      {"ddr_bytes", r.ddr_bytes}, {"fwd_compute_ns", r.fwd_compute_ns},
                      {"fwd_comms_ns", r.fwd_comms_ns}, {"bwd_compute_ns", r.bwd_compute_ns},
-                     {"bwd_comms_ns", r.bwd_comms_ns}, {"total_ns", r.total_ns()}});
+                     {"bwd_comms_ns", r.bwd_comms_ns}, {"host_ns", r.host_ns}, {"prefetch_ns", r.prefetch_ns},
+                     {"total_ns", r.total_ns()}});
   }
   j["imbalance"] = {{"perf", imbalance_json(s.perf)}, {"hbm", imbalance_json(s.hbm)},
                     {"lookups", imbalance_json(s.lookups)}};

@@ -32,8 +32,19 @@ double hot_id_share(const WorkloadSpec& spec, int table, int feature, int64_t ro
 
 /// build_step_program (step_program.h) of a plan already validated, over its layout: what an
 /// executor that builds every rank's programs uses (the layout is built once, not per rank).
+/// `cold_start`: the host-link ops of tables in host memory carry the cache model's cold-start
+/// expectation for the batch they move (cost/cache_model.h estimate_cache with lookups_before =
+/// the batch's index in the run: the caches start empty), not the steady state; what the
+/// simulated executor runs for the first cold_start_iterations. The default (false) is the
+/// steady state, what plan_stats and `embedscope program` show.
 StepProgram build_step_program(const WorkloadSpec& spec, const ShardingPlan& plan, const detail::Layout& layout, int rank,
-                               int64_t iteration);
+                               int64_t iteration, bool cold_start = false);
+
+/// The iterations whose cold-start programs differ from the steady ones: ceil of the largest
+/// CacheEstimate::fill_batches (batches until a cache that started empty is full) over every
+/// rank's host_cached shards, + 2 (the pipelines' batches ahead), at most warmup_steps + steps
+/// (a cache that holds every row never fills: all of them); 0 without host_cached tables.
+int64_t cold_start_iterations(const WorkloadSpec& spec, const detail::Layout& layout);
 
 class ProgramSink {
  public:

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -85,8 +86,8 @@ class PhaseScope {
 // the sharding types come from their modules (sharding/embedding_sharding.h).
 class Builder {
  public:
-  Builder(const WorkloadSpec& spec, const detail::Layout& layout, int rank, StepProgram& p)
-      : spec_(spec), sink_(spec, layout, rank, p), L_(sink_.layout), me_(rank), W_(L_.world), B_(L_.B), p_(p),
+  Builder(const WorkloadSpec& spec, const detail::Layout& layout, int rank, StepProgram& p, bool cold_start = false)
+      : cold_(cold_start), spec_(spec), sink_(spec, layout, rank, p), L_(sink_.layout), me_(rank), W_(L_.world), B_(L_.B), p_(p),
         shardings_(sharding::embedding_shardings(L_)), mine_(L_.slots_to[static_cast<size_t>(rank)]) {
     // this rank's shards in host memory, with their expected cache behaviour per batch
     std::map<std::pair<int, int>, size_t> at;
@@ -170,8 +171,8 @@ class Builder {
     double fetch = 0, rows = 0;
     for (const auto& h : host_) {
       if (input_dist_earlier && prefetches(h)) continue;
-      fetch += traffic(h, false).lookup_h2d;
-      rows += h.est.misses;
+      fetch += traffic(h, false, batch).lookup_h2d;
+      rows += est(h, batch).misses;
     }
     int fetch_op = -1;
     if (std::llround(fetch) > 0)
@@ -197,8 +198,8 @@ class Builder {
     for (const auto& h : host_) {
       if (!prefetches(h)) continue;
       any = true;
-      h2d += traffic(h, true).prefetch_h2d;
-      rows += h.est.misses;
+      h2d += traffic(h, true, batch).prefetch_h2d;
+      rows += est(h, batch).misses;
     }
     if (!any) return;
     const auto found = ids_op_.find(batch);
@@ -253,7 +254,7 @@ class Builder {
     // updated rows not cached (host: all) there and back, the dirty rows the lookups evicted back
     double h2d = 0, d2h = 0;
     for (const auto& h : host_) {
-      const HostTraffic tr = traffic(h, false);
+      const HostTraffic tr = traffic(h, false, batch);
       h2d += tr.update_h2d;
       d2h += tr.update_d2h;
     }
@@ -293,9 +294,23 @@ class Builder {
     const TableSpec& t = spec_.tables[static_cast<size_t>(h.table)];
     return t.prefetch_pipeline && t.placement == TablePlacement::host_cached;
   }
-  HostTraffic traffic(const HostShard& h, bool prefetched) const {
-    return host_traffic(spec_.tables[static_cast<size_t>(h.table)], spec_.optimizer.type, h.s.num_cols, h.est, prefetched);
+  // the shard's cache estimate for batch `batch` of this program (relative: 0 is the iteration's
+  // own): the steady state, or with cold_start the lookup after iteration + batch lookups
+  const CacheEstimate& est(const HostShard& h, int batch) const {
+    if (!cold_) return h.est;
+    const int64_t before = std::max<int64_t>(0, p_.iteration + batch);
+    auto key = std::make_tuple(h.table, h.s.row_offset, h.s.col_offset, before);
+    auto it = cold_est_.find(key);
+    if (it == cold_est_.end())
+      it = cold_est_.emplace(key, estimate_cache(spec_, spec_.tables[static_cast<size_t>(h.table)], h.s, h.ids, before)).first;
+    return it->second;
   }
+  HostTraffic traffic(const HostShard& h, bool prefetched, int batch) const {
+    return host_traffic(spec_.tables[static_cast<size_t>(h.table)], spec_.optimizer.type, h.s.num_cols, est(h, batch),
+                        prefetched);
+  }
+  bool cold_ = false;
+  mutable std::map<std::tuple<int, int64_t, int64_t, int64_t>, CacheEstimate> cold_est_;
   std::vector<HostShard> host_;
   std::map<int, int> ids_op_, lookup_op_;  // by batch: its input_dist/ids and lookup ops in this program
   int prefetch_op_ = -1;
@@ -362,7 +377,7 @@ StepProgram build_step_program(const WorkloadSpec& spec, const ShardingPlan& pla
 }
 
 StepProgram program::build_step_program(const WorkloadSpec& spec, const ShardingPlan& plan, const detail::Layout& layout,
-                                        int rank, int64_t iteration) {
+                                        int rank, int64_t iteration, bool cold_start) {
   if (rank < 0 || rank >= plan.world_size)
     throw SpecError(fmt::format("--rank: {} is outside [0, {})", rank, plan.world_size));
   const int64_t total = spec.warmup_steps + spec.steps;
@@ -374,7 +389,7 @@ StepProgram program::build_step_program(const WorkloadSpec& spec, const Sharding
   p.iteration = iteration;
   p.step = iteration - spec.warmup_steps;
   p.pipeline = spec.pipeline;
-  Builder b(spec, layout, rank, p);
+  Builder b(spec, layout, rank, p, cold_start);
   for (const Phase& ph : step_schedule(spec, iteration)) switch (ph.kind) {
       case PhaseKind::start_batch: b.start_batch(ph.batch, ph.sync); break;
       // the ids of a batch looked up at the start of a step were received in the step before
@@ -390,6 +405,25 @@ StepProgram program::build_step_program(const WorkloadSpec& spec, const Sharding
       case PhaseKind::train: b.train(ph.batch, spec.pipeline == PipelineKind::semi_sync && iteration > 0); break;
     }
   return p;
+}
+
+int64_t program::cold_start_iterations(const WorkloadSpec& spec, const detail::Layout& layout) {
+  const int64_t total = spec.warmup_steps + spec.steps;
+  // every shard in host_cached memory, with its features' expected ids a batch (as the Builder)
+  std::map<std::pair<int, int>, std::pair<Shard, std::vector<std::pair<int, double>>>> shards;
+  for (const Slot& sl : layout.slots) {
+    if (spec.tables[static_cast<size_t>(sl.table)].placement != TablePlacement::host_cached) continue;
+    bool exact = true;
+    auto& e = shards[{sl.table, sl.shard}];
+    e.first = sl.s;
+    e.second.emplace_back(sl.feature, static_cast<double>(layout.world) * expected_slot_ids(spec, sl, exact));
+  }
+  double T = 0;
+  for (const auto& [key, sh] : shards)
+    T = std::max(T, estimate_cache(spec, spec.tables[static_cast<size_t>(key.first)], sh.first, sh.second).fill_batches);
+  if (shards.empty()) return 0;
+  if (!std::isfinite(T) || T + 2 >= static_cast<double>(total)) return total;
+  return static_cast<int64_t>(std::ceil(T)) + 2;
 }
 
 int64_t steady_iteration(const WorkloadSpec& spec) {

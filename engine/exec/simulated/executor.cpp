@@ -74,6 +74,8 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
   const int gpn = plan_.local_world_size;
   const int64_t total = spec_.warmup_steps + spec_.steps;
   const detail::Layout layout(spec_, plan_);
+  // host_cached tables: the iterations whose caches are still filling (program_sink.h)
+  const int64_t cold_iterations = program::cold_start_iterations(spec_, layout);
   const auto memory = estimate_memory(spec_, plan_);
   const bool host_tables = std::any_of(spec_.tables.begin(), spec_.tables.end(),
                                        [](const TableSpec& t) { return t.placement != TablePlacement::device; });
@@ -122,7 +124,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
   int current_key = -1;
   auto build_rank = [&](int r, int64_t it) {
     RankStep& rs = steps[static_cast<size_t>(r)];
-    rs.program = program::build_step_program(spec_, plan_, layout, r, it);
+    rs.program = program::build_step_program(spec_, plan_, layout, r, it, it < cold_iterations);
     rs.ops.clear();
     rs.lane_ops[0].clear();
     rs.lane_ops[1].clear();
@@ -152,9 +154,11 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
   // The programs depend on the iteration only through its place in the run (first, last two,
   // steady state; base: none), so they are built at most four times, on every core: building
   // 1,024 ranks' programs is most of a simulation's time.
+  // Tables in host_cached memory start with empty caches: the first cold_iterations are built
+  // each on its own, with the cache model's cold-start traffic (program_sink.h).
   const unsigned threads = std::max(1u, std::min(std::thread::hardware_concurrency(), 16u));
   auto build = [&](int64_t it) {
-    const int key = place_in_run(spec_, it);
+    const int key = it < cold_iterations ? 8 + static_cast<int>(it) : place_in_run(spec_, it);
     if (key == current_key) return;
     current_key = key;
     std::vector<std::thread> pool;
@@ -185,7 +189,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
     summary[static_cast<size_t>(r)].memory_bytes = memory[static_cast<size_t>(r)].total();
   }
   int64_t measured_ns = 0;
-  std::map<std::tuple<int, int, int>, CacheEstimate> cache_memo;  // (rank, table, shard): the cache model's, once
+  std::map<std::tuple<int, int, int, int64_t>, CacheEstimate> cache_memo;  // (rank, table, shard, lookups before or -1)
 
   for (int64_t it = 0; it < total; ++it) {
     build(it);
@@ -383,9 +387,14 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
         // the figures of the program's host-link ops); a batch prefetched the step before hits
         for (const auto& [key, feats] : host_ids) {
           const TableSpec& t = spec_.tables[static_cast<size_t>(key.first)];
-          auto memo = cache_memo.find({r, key.first, key.second});
+          // the steady state, or the cold start while the caches fill (the lookup of batch `it`
+          // follows `it` lookups; cost/cache_model.h)
+          const int64_t before = it < cold_iterations ? it : -1;
+          auto memo = cache_memo.find({r, key.first, key.second, before});
           if (memo == cache_memo.end())
-            memo = cache_memo.emplace(std::tuple{r, key.first, key.second}, estimate_cache(spec_, t, host_shard[key], feats)).first;
+            memo = cache_memo.emplace(std::tuple{r, key.first, key.second, before},
+                                      estimate_cache(spec_, t, host_shard[key], feats, before))
+                       .first;
           const CacheEstimate& e = memo->second;
           const bool prefetched = t.prefetch_pipeline && t.placement == TablePlacement::host_cached &&
                                   spec_.pipeline != PipelineKind::base && it > 0;

@@ -27,7 +27,8 @@ const std::string kHostLinkProfile = std::string(EMBEDSCOPE_TEST_DATA) + "/hardw
 
 // One table of 1,000 x 16 on rank 0 of 2, uniform ids, 2 a bag, 8 bags a rank: 32 ids a batch at
 // the shard. host_cached at load factor 0.25 (250 rows) unless `placement` says otherwise.
-es::WorkloadSpec host_link_spec(es::PipelineKind pipeline, bool prefetch, const char* placement = "host_cached") {
+es::WorkloadSpec host_link_spec(es::PipelineKind pipeline, bool prefetch, const char* placement = "host_cached",
+                                int steps = 4) {
   nlohmann::json t = {{"name", "t"}, {"num_embeddings", 1000}, {"embedding_dim", 16}, {"feature_names", {"f"}},
                       {"placement", placement}};
   if (std::string(placement) == "host_cached") {
@@ -39,7 +40,7 @@ es::WorkloadSpec host_link_spec(es::PipelineKind pipeline, bool prefetch, const 
       {"tables", {t}},
       {"features", {{{"name", "f"}, {"pooling_factor", 2}, {"ids", "uniform"}}}},
       {"batch_size", 8},
-      {"steps", 4},
+      {"steps", steps},
       {"warmup_steps", 1},
       {"pipeline", es::enum_name(pipeline)},
       {"devices", {{"count", 2}, {"backend", "simulated"}, {"hardware", kHostLinkProfile}, {"memory_bytes", 1 << 30}}},
@@ -50,6 +51,21 @@ es::WorkloadSpec host_link_spec(es::PipelineKind pipeline, bool prefetch, const 
 
 // U = 1,000 (1 - (1 - 1/1,000)^32): the expected distinct rows of 32 uniform ids over 1,000 rows
 double distinct_32_of_1000() { return 1000.0 * (1.0 - std::pow(0.999, 32)); }
+
+// The cold start of that cache (cost/cache_model.h): q = 1 - 0.999^32 a row a batch, the cache of
+// 250 fills when 1,000 (1 - (1 - q)^T) = 250, T = ln 0.75 / (32 ln 0.999) = 8.9856 batches; the
+// lookup after b batches misses U (1 - q)^b before T, 0.75 U from then on; its misses evict
+// D(b) + misses - 250 rows (D(b) = 1,000 (1 - (1 - q)^b) seen so far), clamped to [0, misses].
+double cold_fill_batches() { return std::log(0.75) / (32.0 * std::log(0.999)); }
+double cold_misses(int64_t b) {
+  const double U = distinct_32_of_1000();
+  return static_cast<double>(b) < cold_fill_batches() ? U * std::pow(0.999, 32.0 * static_cast<double>(b)) : 0.75 * U;
+}
+double cold_evictions(int64_t b) {
+  if (static_cast<double>(b) >= cold_fill_batches()) return cold_misses(b);
+  const double seen = 1000.0 * (1.0 - std::pow(0.999, 32.0 * static_cast<double>(b)));
+  return std::clamp(seen + cold_misses(b) - 250.0, 0.0, cold_misses(b));
+}
 
 const es::ProgramOp* op_of(const es::StepProgram& p, const std::string& name) {
   for (const auto& op : p.ops)
@@ -103,9 +119,9 @@ TEST(CacheModel, ByHand) {
 // = 2,016.6 -> 2,017 B in host_fetch, and host_update fetches and writes back the same rows.
 TEST(HostLinkCost, HostFetchAndUpdateByHand) {
   const double U = distinct_32_of_1000();
-  const es::WorkloadSpec s = host_link_spec(es::PipelineKind::base, false);
+  const es::WorkloadSpec s = host_link_spec(es::PipelineKind::base, false, "host_cached", 11);  // 12 iterations
   const es::ShardingPlan plan = es::plan_sharding(s);
-  const es::StepProgram p = es::build_step_program(s, plan, 0, 1);
+  const es::StepProgram p = es::build_step_program(s, plan, 0, 1);  // the steady state
   const es::ProgramOp* fetch = op_of(p, "host_fetch");
   const es::ProgramOp* update = op_of(p, "host_update");
   ASSERT_NE(fetch, nullptr);
@@ -124,7 +140,15 @@ TEST(HostLinkCost, HostFetchAndUpdateByHand) {
   EXPECT_EQ(es::host_copy_ns(*update, hw), 1000 + 1512);
   // rank 1 holds no table in host memory: no host-link op
   for (const auto& op : es::build_step_program(s, plan, 1, 1).ops) EXPECT_NE(op.lane, ss::Lane::gpu_copy) << op.name;
-  // the simulated run: the host_fetch spans last 2,512 ns and the lookup starts after them
+  // the simulated run: the caches start empty, so iteration b's host_fetch moves the cold start's
+  // misses (cold_misses: 2,017 B in iteration 0, 1,953 B in 1, ..., 1,512 B from iteration 9 on,
+  // T = 8.99), lasts 1 us + its bytes, and the lookup starts after it; host_update writes back
+  // only the rows evicted (none until iteration 8)
+  EXPECT_EQ(std::llround(64 * cold_misses(0)), 2017);
+  EXPECT_EQ(std::llround(64 * cold_misses(1)), 1953);
+  EXPECT_EQ(std::llround(64 * cold_misses(9)), 1512);
+  EXPECT_EQ(std::llround(64 * cold_evictions(7)), 0);
+  EXPECT_EQ(std::llround(64 * cold_evictions(8)), 22);  // 225.96 seen + 24.39 misses - 250 = 0.35 rows
   es::TrainerOptions o;
   o.keep_events = true;
   const es::RunResult r = es::run_training(s, plan, o);
@@ -133,15 +157,24 @@ TEST(HostLinkCost, HostFetchAndUpdateByHand) {
   for (const auto& e : r.events) {
     if (e.rank != 0 || std::string(e.name) != "host_fetch") continue;
     ++fetches;
+    const int64_t b = e.step + 1;  // the iteration (1 warmup step)
     EXPECT_EQ(e.lane, ss::Lane::gpu_copy);
-    EXPECT_EQ(e.end_ns - e.start_ns, 2512);
-    EXPECT_EQ(e.bytes, 1512);
+    EXPECT_EQ(e.bytes, std::llround(64 * cold_misses(b))) << "iteration " << b;
+    EXPECT_EQ(e.end_ns - e.start_ns, 1000 + e.bytes);
     for (const auto& l : r.events)
       if (l.rank == 0 && l.step == e.step && std::string(l.name) == "lookup") EXPECT_GE(l.start_ns, e.end_ns);
   }
-  EXPECT_EQ(fetches, 5);  // every step, warmup included
-  // the session's load counters of rank 0's shard carry the same expectation each step: 23.632
-  // -> 24 misses, U - misses = 31.509 - 24 -> 8 hits, 24 rows fetched, 1,512 B each way
+  EXPECT_EQ(fetches, 12);  // every step, warmup included
+  int updates = 0;
+  for (const auto& e : r.events)
+    if (e.rank == 0 && std::string(e.name) == "host_update") {
+      ++updates;
+      EXPECT_EQ(e.bytes, std::llround(64 * cold_evictions(e.step + 1))) << "iteration " << e.step + 1;
+    }
+  EXPECT_EQ(updates, 4);  // iterations 8 .. 11 (nothing to write back before)
+  // the session's load counters of rank 0's shard carry the same expectation each step: from
+  // iteration 9 on 23.632 -> 24 misses, U - misses = 31.509 - 24 -> 8 hits, 24 rows fetched,
+  // 1,512 B each way; before, the cold start's
   const auto path = std::filesystem::temp_directory_path() / ("host_link_" + std::to_string(::getpid()) + ".db");
   es::TrainerOptions so;
   so.session_path = path.string();
@@ -153,13 +186,19 @@ TEST(HostLinkCost, HostFetchAndUpdateByHand) {
     for (const auto& c : reader.load()) {
       if (c.rank != 0 || c.table != 0) continue;
       ++counters;
-      EXPECT_EQ(c.cache_misses, 24);
-      EXPECT_EQ(c.cache_hits, 8);
-      EXPECT_EQ(c.rows_fetched, 24);
-      EXPECT_EQ(c.bytes_h2d, 1512);
-      EXPECT_EQ(c.bytes_d2h, 1512);
+      const int64_t b = c.step + 1;
+      EXPECT_EQ(c.cache_misses, std::llround(cold_misses(b))) << "iteration " << b;
+      EXPECT_EQ(c.cache_hits, 32 - c.cache_misses);
+      EXPECT_EQ(c.rows_fetched, c.cache_misses);
+      EXPECT_EQ(c.bytes_h2d, std::llround(64 * cold_misses(b)));
+      EXPECT_EQ(c.bytes_d2h, std::llround(64 * cold_evictions(b)));
+      if (b >= 9) {
+        EXPECT_EQ(c.cache_misses, 24);
+        EXPECT_EQ(c.cache_hits, 8);
+        EXPECT_EQ(c.bytes_d2h, 1512);
+      }
     }
-    EXPECT_EQ(counters, 5);
+    EXPECT_EQ(counters, 12);
   }
   std::filesystem::remove(path);
   // placement host
@@ -177,8 +216,9 @@ TEST(HostLinkCost, HostFetchAndUpdateByHand) {
 // about 10 us), and the embedding backward waits for it. The steady step is shorter than without
 // prefetch by the host_fetch it hides (at most its 2,512 ns).
 TEST(HostLinkCost, PrefetchRunsUnderTheStepBefore) {
-  const es::WorkloadSpec with = host_link_spec(es::PipelineKind::sparse_dist, true);
-  const es::WorkloadSpec without = host_link_spec(es::PipelineKind::sparse_dist, false);
+  // 16 iterations: the caches fill by iteration 9; the cold start's programs run to 8.99 + 2 -> 11
+  const es::WorkloadSpec with = host_link_spec(es::PipelineKind::sparse_dist, true, "host_cached", 15);
+  const es::WorkloadSpec without = host_link_spec(es::PipelineKind::sparse_dist, false, "host_cached", 15);
   const es::ShardingPlan plan = es::plan_sharding(with);
   const es::StepProgram p = es::build_step_program(with, plan, 0, 1);
   EXPECT_EQ(op_of(p, "host_fetch"), nullptr);
@@ -195,16 +235,56 @@ TEST(HostLinkCost, PrefetchRunsUnderTheStepBefore) {
   bool overlapped = false;
   for (const auto& e : a.events) {
     if (e.rank != 0 || std::string(e.name) != "prefetch") continue;
-    EXPECT_EQ(e.end_ns - e.start_ns, 2512);
+    // iteration b prefetches batch b + 1: the lookup after b + 1 lookups
+    EXPECT_EQ(e.end_ns - e.start_ns, 1000 + std::llround(64 * cold_misses(e.step + 2))) << "step " << e.step;
     for (const auto& d : a.events)
       if (d.rank == 0 && d.step == e.step && std::string(d.name) == "dense_forward_backward")
         overlapped |= e.start_ns < d.end_ns && e.end_ns > d.start_ns;
   }
   EXPECT_TRUE(overlapped) << "the prefetch runs under the dense part";
   ASSERT_EQ(a.step_time_ns.size(), b.step_time_ns.size());
-  // steady steps (not the first, whose lookup still fetches, nor the last, which prefetches nothing)
-  for (size_t i = 1; i + 1 < a.step_time_ns.size(); ++i) {
+  // steady steps (after the cold start; not the last, which prefetches nothing)
+  for (size_t i = 11; i + 1 < a.step_time_ns.size(); ++i) {
     EXPECT_LT(a.step_time_ns[i], b.step_time_ns[i]) << "step " << i;
     EXPECT_GE(a.step_time_ns[i], b.step_time_ns[i] - 2512) << "step " << i;
   }
+}
+
+// The cold start by hand (cache_model.h): the 1,000-row table, 250 slots, 32 uniform ids a batch.
+// T = 8.9856 batches until full; the lookup after b batches misses U (1 - q)^b before T (every
+// row named before is still cached) and the steady 0.75 U from then on, lru and lfu alike (lfu
+// keeps its steady top-C figure once full); no evictions while it fills (22 B in batch 8: 0.35
+// rows). A cache of every row (load 1) never fills: T infinite, batch 4 misses U (1 - q)^4 and the
+// steady state none. Placement host has no cache: U whatever the batch.
+TEST(CacheModel, ColdStartByHand) {
+  const es::WorkloadSpec s = host_link_spec(es::PipelineKind::base, false);
+  const es::Shard whole{0, 0, 1000, 0, 16};
+  const double U = distinct_32_of_1000();
+  const es::CacheEstimate steady = es::estimate_cache(s, s.tables[0], whole, {{0, 32.0}});
+  EXPECT_NEAR(steady.fill_batches, cold_fill_batches(), 1e-6);
+  EXPECT_NEAR(steady.fill_batches, 8.9856, 1e-4);
+  EXPECT_NEAR(steady.evictions, steady.misses, 1e-12);
+  es::TableSpec lfu = s.tables[0];
+  lfu.cache_policy = es::CachePolicy::lfu;
+  for (int64_t b : {0, 1, 4, 8, 9, 20}) {
+    const es::CacheEstimate e = es::estimate_cache(s, s.tables[0], whole, {{0, 32.0}}, b);
+    EXPECT_NEAR(e.distinct_rows, U, 1e-9);
+    EXPECT_NEAR(e.misses, cold_misses(b), 1e-6) << b;
+    EXPECT_NEAR(e.evictions, cold_evictions(b), 1e-6) << b;
+    EXPECT_NEAR(es::estimate_cache(s, lfu, whole, {{0, 32.0}}, b).misses, cold_misses(b), 1e-6) << b;
+  }
+  EXPECT_NEAR(es::estimate_cache(s, s.tables[0], whole, {{0, 32.0}}, 0).misses, 31.5089, 1e-4);
+  EXPECT_NEAR(es::estimate_cache(s, s.tables[0], whole, {{0, 32.0}}, 4).misses, 27.7215, 1e-4);
+  EXPECT_NEAR(es::estimate_cache(s, s.tables[0], whole, {{0, 32.0}}, 8).evictions, 0.3464, 1e-4);
+  EXPECT_EQ(es::estimate_cache(s, s.tables[0], whole, {{0, 32.0}}, 7).evictions, 0.0);
+  es::TableSpec all = s.tables[0];
+  all.cache_load_factor = 1.0;
+  const es::CacheEstimate full = es::estimate_cache(s, all, whole, {{0, 32.0}}, 4);
+  EXPECT_TRUE(std::isinf(full.fill_batches));
+  EXPECT_NEAR(full.misses, U * std::pow(0.999, 128), 1e-9);
+  EXPECT_EQ(full.evictions, 0.0);
+  EXPECT_EQ(es::estimate_cache(s, all, whole, {{0, 32.0}}).misses, 0.0);
+  es::TableSpec host = s.tables[0];
+  host.placement = es::TablePlacement::host;
+  EXPECT_NEAR(es::estimate_cache(s, host, whole, {{0, 32.0}}, 3).misses, U, 1e-9);
 }

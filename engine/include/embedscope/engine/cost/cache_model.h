@@ -19,10 +19,26 @@
 //     earlier batch of the last T named it: hits = sum_k q_k (1 - (1 - q_k)^T).
 //   lfu: the steady state of a perfect LFU under independent requests: the C most named rows
 //     stay cached, hits = sum_{k <= C} q_k.
-// Both are the steady state (a run's first batches miss more: the cache starts empty), C >= R
-// gives no misses, and placement host misses every distinct row (U). The rows are summed in
-// groups: ranks 1..1024 one by one, then geometric groups of ratio 1.02 (each at its mean p).
-// Example (uniform ids): every q_k = q, T solves R (1 - (1 - q)^T) = C, so hits = U C / R and
+// Both are the steady state by default; C >= R gives no misses there, and placement host misses
+// every distinct row (U).
+// Cold start (estimate_cache's `lookups_before` b >= 0: the lookup after b lookups of the shard
+// since the run began with an empty cache). After b batches the expected distinct rows seen are
+// D(b) = sum_k (1 - (1 - q_k)^b) (the occupancy / coupon-collector expectation: P. Flajolet,
+// D. Gardy, L. Thimonier, "Birthday paradox, coupon collectors, caching algorithms and
+// self-organizing search", Discrete Applied Mathematics 39(3), 1992, which derives LRU's misses
+// from it), and Che's T is exactly the b where D(b) = C: the expected number of batches until
+// the cache is full (CacheEstimate::fill_batches). Until then nothing is evicted, so a row of
+// batch b hits iff an earlier batch named it:
+//   hits_b = sum_k q_k (1 - (1 - q_k)^min(b, T))
+// (lru: for b >= T this is the steady state above; lfu: the fill phase is the same, and from
+// b >= T on the steady top-C figure is used: an approximation, LFU's counts take longer to
+// settle). C >= R: T is infinite and hits_b = sum_k q_k (1 - (1 - q_k)^b) -> U. Example (uniform,
+// R = 1,000, C = 250, n = 32): q = 0.0315, T = ln(0.75) / ln(1 - q) = 8.98 batches; batch 0
+// misses all U = 31.51, batch 1 misses U (1 - q) = 30.52, batch 4 misses U (1 - q)^4 = 27.72,
+// batch >= 9 misses 0.75 U = 23.63 (tests/engine/cost/host_link_cost_test.cpp ColdStartByHand).
+// The rows are summed in groups: ranks 1..1024 one by one, then geometric groups of ratio 1.02
+// (each at its mean p).
+// Example (uniform ids, steady state): every q_k = q, T solves R (1 - (1 - q)^T) = C, so hits = U C / R and
 // misses = U (1 - C / R): R = 1,000, C = 250, n = 32 -> U = 1,000 (1 - 0.999^32) = 31.51,
 // misses 23.63.
 
@@ -40,6 +56,14 @@ struct CacheEstimate {
   double ids = 0;            ///< ids a batch sends the shard (n)
   double distinct_rows = 0;  ///< U: distinct rows a batch names
   double misses = 0;         ///< of those, not in the cache (host: all of them)
+  /// of the misses, those that evict a cached row (host_cached; dirty, so written back): the
+  /// misses in the steady state; in the cold start's fill phase max(0, D(b) + misses - C) capped
+  /// at the misses (none until the distinct rows seen reach the C slots).
+  double evictions = 0;
+  /// Che's characteristic time T: batches (lookups of the shard) until a cache that started
+  /// empty is full, D(T) = C (see the cold start above); +infinity when every row fits (C >= R);
+  /// 0 for placement host and device.
+  double fill_batches = 0;
   /// misses / distinct_rows in [0, 1]; 0 without rows.
   double miss_rate() const { return distinct_rows > 0 ? misses / distinct_rows : 0.0; }
 };
@@ -50,7 +74,8 @@ struct CacheEstimate {
 ///                prefetch of the step before moved them, prefetch_h2d)
 ///   update_h2d   the optimizer state rows, U x state bytes a row; host: + U x 4 cols
 ///   update_d2h   the same state rows back; host: + U x 4 cols; host_cached: the dirty rows the
-///                misses evicted, misses x 4 cols (every cached row was updated after its lookup)
+///                misses evicted, evictions x 4 cols (every cached row was updated after its
+///                lookup; evictions = misses in the steady state, fewer while the cache fills)
 struct HostTraffic {
   double lookup_h2d = 0, prefetch_h2d = 0, update_h2d = 0, update_d2h = 0;
 };
@@ -63,8 +88,11 @@ HostTraffic host_traffic(const TableSpec& t, OptimizerType opt, int64_t cols, co
 /// s.num_rows) of table t (placement host or host_cached; device: misses 0), given each
 /// feature's ids a batch sends it: `ids_per_feature` = (index into spec.features, expected ids).
 /// Cost O(features x groups), about 1,300 groups for a million rows. Throws SpecError for a
-/// feature index out of range.
+/// feature index out of range. `lookups_before` < 0 (the default): the steady state (what the
+/// planner's per-step estimate uses, planner/stats.h); >= 0: the cold start, the lookup that
+/// follows `lookups_before` lookups of the shard since the run started with an empty cache (the
+/// simulated executor's early steps).
 CacheEstimate estimate_cache(const WorkloadSpec& spec, const TableSpec& t, const Shard& s,
-                             const std::vector<std::pair<int, double>>& ids_per_feature);
+                             const std::vector<std::pair<int, double>>& ids_per_feature, int64_t lookups_before = -1);
 
 }  // namespace embedscope::engine

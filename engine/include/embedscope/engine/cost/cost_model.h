@@ -46,4 +46,12 @@ int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw);
 /// 10,030 ns.
 int64_t host_copy_ns(const ProgramOp& op, const HardwareProfile& hw);
 
+/// The host link's time in ns for one copy of `bytes_h2d` host -> device and `bytes_d2h`
+/// device -> host (the same figures as a ProgramOp's), as host_copy_ns times an op:
+///   t = hw.host_link.latency_ns + round(max(bytes_h2d, bytes_d2h) / bus_bandwidth (bytes/s) x 1e9).
+/// The one formula of the host link: host_copy_ns (the simulated executor, planner/stats.h)
+/// and the planner's shard-level estimate (planner/search.h) both call it. Negative bytes count
+/// as 0. Example: 1,512 B each way over 1 B/ns with 1 us latency: 2,512 ns.
+int64_t host_link_ns(double bytes_h2d, double bytes_d2h, const HardwareProfile& hw);
+
 }  // namespace embedscope::engine

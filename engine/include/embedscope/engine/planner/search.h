@@ -44,6 +44,15 @@
 // comms = the bytes the shard's output dist sends (pooled rows, fp32) / the intra-node bus
 // bandwidth, twice (output dist forward, gradient dist backward). The plan itself is then
 // scored with plan_stats (its StepProgram ops timed by the cost model).
+// host = a shard of a table in host memory (placement host / host_cached): the expected bytes of
+// its host_fetch (the lookup's misses) and host_update (optimizer state rows, dirty rows
+// evicted) from the cache model (cost/cache_model.h estimate_cache + host_traffic, what the
+// step program's host-link ops carry), each copy timed by host_link_ns (cost/cost_model.h: the
+// link's latency + max(h2d, d2h) / its bandwidth, the formula the simulated executor uses); a
+// prefetch_pipeline table's fetch is left out (it runs under the dense part of the step before).
+// It is a fifth phase of the shard's time (TorchRec's Perf.prefetch_compute), so the LPT
+// partitioner spreads host traffic over ranks and a row_wise split that divides the misses
+// can win over table_wise; plan_stats then counts each rank's copies once (RankStats::host_ns).
 //
 // Hardware: the workload's devices.hardware when set, else kDefaultPlanningProfile. On cpu
 // ranks this is honest only as *relative* costs (a lookup of 2x the bytes costs 2x): the

@@ -70,15 +70,26 @@ struct RankStats {
   int64_t fwd_comms_ns = 0;     ///< input dist (KJT all-to-alls) and output dist
   int64_t bwd_compute_ns = 0;   ///< backward_fused_optimizer and the data-parallel updates
   int64_t bwd_comms_ns = 0;     ///< gradient dist (and data-parallel gradient collectives)
-  int64_t total_ns() const { return fwd_compute_ns + fwd_comms_ns + bwd_compute_ns + bwd_comms_ns; }
+  /// The host link (tables in host memory, TableSpec::placement; TorchRec's Perf.prefetch_compute
+  /// term, torchrec/distributed/planner/types.py): the rank's host_fetch and host_update ops
+  /// (program/step_program.h, bytes from cost/cache_model.h) timed by host_copy_ns, as the
+  /// simulated executor times them, plus the part of its prefetch op that the step's
+  /// dense_forward_backward (compute_ns) does not hide: max(0, prefetch_ns - dense). host_update
+  /// is counted whole (the simulator may run it under the output dist and the dense part: an
+  /// upper bound, as the sum of phases is). 0 without tables in host memory. In total_ns.
+  int64_t host_ns = 0;
+  /// The rank's prefetch op (TableSpec::prefetch_pipeline) timed by host_copy_ns, ns: it runs on
+  /// the copy lane under the dense part of the step before; only its excess is in host_ns.
+  int64_t prefetch_ns = 0;
+  int64_t total_ns() const { return fwd_compute_ns + fwd_comms_ns + bwd_compute_ns + bwd_comms_ns + host_ns; }
 };
 
 /// The statistics of one plan.
 struct PlanStats {
   std::string hardware;              ///< the profile the times are from
   std::vector<RankStats> ranks;
-  /// TorchRec's "Sum of Maxima" (stats.py, _log_max_perf_and_max_hbm): sum over the four
-  /// phases (fwd compute, fwd comms, bwd compute, bwd comms) of the maximum over ranks, ns.
+  /// TorchRec's "Sum of Maxima" (stats.py, _log_max_perf_and_max_hbm): sum over the five
+  /// phases (fwd compute, fwd comms, bwd compute, bwd comms, host) of the maximum over ranks, ns.
   int64_t critical_path_ns = 0;
   /// The longest rank's total (TorchRec's "Longest Critical Path (Maximum of Total Perf)"), ns.
   int64_t max_rank_total_ns = 0;
@@ -89,7 +100,8 @@ struct PlanStats {
 
 /// Computes the statistics of `plan` (validated with validate_plan) with `hw`: builds each
 /// rank's program of the pipeline's steady iteration (steady_iteration) and times its ops with
-/// compute_ns / collective_ns (gpus per node: plan.local_world_size). The dense part (dense
+/// compute_ns / collective_ns (gpus per node: plan.local_world_size), its host-link ops with
+/// host_copy_ns (RankStats::host_ns, prefetch_ns: the simulated executor's figures). The dense part (dense
 /// forward/backward, its all-reduces and optimizer) and the input op are the same under every
 /// plan and are left out, as TorchRec's planner leaves them out of its shards' perf.
 /// Throws what validate_plan throws.
@@ -100,7 +112,7 @@ PlanStats plan_stats(const WorkloadSpec& spec, const ShardingPlan& plan, const H
 std::string to_text(const PlanStats& s);
 /// {"hardware", "critical_path_ns", "max_rank_total_ns", "fits", "does_not_fit"?, "ranks":
 /// [{"rank", "shards": {"table_wise": n, ...}, "lookups", "hbm_bytes", "ddr_bytes",
-/// "fwd_compute_ns", "fwd_comms_ns", "bwd_compute_ns", "bwd_comms_ns", "total_ns"}],
+/// "fwd_compute_ns", "fwd_comms_ns", "bwd_compute_ns", "bwd_comms_ns", "host_ns", "prefetch_ns", "total_ns"}],
 /// "imbalance": {"perf"|"hbm"|"lookups": {"max_over_mean", "total_variation", "total_distance",
 /// "chi_divergence", "kl_divergence"}}, "max_chi_divergence", "max_kl_divergence"}
 nlohmann::json to_json(const PlanStats& s);
