@@ -95,19 +95,21 @@ std::vector<FeatureInputStats> InputStats::result() const {
   return out;
 }
 
-InputInspection inspect_input(const WorkloadSpec& spec) {
+InputInspection inspect_input(const WorkloadSpec& spec, int64_t max_batches) {
   const std::unique_ptr<BatchSource> source = make_batch_source(spec);
   InputStats stats(spec);
   InputInspection out;
   const int64_t iterations = spec.warmup_steps + spec.steps;
-  for (int64_t it = 0; it < iterations; ++it)
-    for (int r = 0; r < spec.devices.count; ++r) {
+  out.run_batches = iterations * spec.devices.count;
+  const int64_t wanted = max_batches > 0 ? std::min(max_batches, out.run_batches) : out.run_batches;
+  for (int64_t it = 0; it < iterations && out.batches < wanted; ++it)
+    for (int r = 0; r < spec.devices.count && out.batches < wanted; ++r) {
       const Batch b = source->make(it, r);
       out.skipped_lines += b.skipped_lines;
       stats.add(b.kjt);
+      ++out.batches;
     }
   out.features = stats.result();
-  out.batches = iterations * spec.devices.count;
   out.samples = out.batches * spec.batch_size;
   return out;
 }

@@ -116,6 +116,13 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
                                      readers[i]->meta(meta::kImportFormat, "not imported"), inputs[0],
                                      format0.empty() ? std::string("not imported") : format0));
   }
+  // a simulated rank's times come from the cost model: beside measured ranks they would read as
+  // one run's (tester33 D1)
+  const auto kind = [](const SessionReader& r) { return r.meta(meta::kSimulated, "0") == "1" ? "simulated" : "measured"; };
+  for (size_t i = 1; i < readers.size(); ++i)
+    if (std::string(kind(*readers[i])) != kind(*readers[0]))
+      throw SessionError(fmt::format("{}: {} but {} is {}; merge sessions of one kind at a time", inputs[i],
+                                     kind(*readers[i]), inputs[0], kind(*readers[0])));
   for (size_t i = 0; i < readers.size(); ++i)
     for (const auto& ri : readers[i]->ranks()) {
       auto [it, fresh] = owner.try_emplace(ri.rank, inputs[i]);

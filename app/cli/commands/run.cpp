@@ -89,9 +89,11 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
                process_from, proc.rendezvous, proc.run_id);
   if (spec.network.limited()) fmt::print(stderr, "network: {}\n", network_text(spec.network));
   const bool simulated = spec.devices.backend == es::Backend::simulated;
-  if (simulated)
-    fmt::print(stderr, "SIMULATED: {} nodes x {} GPUs of hardware profile {}; every time below is the cost model's\n",
-               spec.devices.count / spec.sharding.local_world_size, spec.sharding.local_world_size, spec.devices.hardware);
+  if (simulated) {
+    const int nodes = spec.devices.count / spec.sharding.local_world_size;
+    fmt::print(stderr, "SIMULATED: {} node{} x {} GPUs of hardware profile {}; every time below is the cost model's\n",
+               nodes, nodes == 1 ? "" : "s", spec.sharding.local_world_size, spec.devices.hardware);
+  }
   es::TrainerOptions opt;
   opt.session_path = output;
   opt.session_overwrite = overwrite;

@@ -168,6 +168,10 @@ es::WorkloadSpec load(WorkloadArgs& a) {
     set_by.emplace_back("/devices/backend", "--backend");
   }
   if (a.was_given("--simulate")) {
+    // one cluster, asked for once: a flag that another would silently override is refused (tester33 D3)
+    if (a.was_given("--backend"))
+      throw es::SpecError(fmt::format("--backend {}: --simulate {} runs the workload on a modelled cluster, not on a "
+                                      "backend; give one or the other", a.backend, a.simulate));
     const es::HardwareProfile hw = es::load_hardware_profile(a.simulate);
     spec.devices.backend = es::Backend::simulated;
     spec.devices.hardware = a.simulate;
@@ -175,7 +179,17 @@ es::WorkloadSpec load(WorkloadArgs& a) {
     set_by.emplace_back("/devices/hardware", "--simulate");
     if (a.was_given("--nodes") || a.was_given("--gpus-per-node")) {
       const int per_node = a.was_given("--gpus-per-node") ? a.gpus_per_node : hw.gpus_per_node;
-      const int nodes = a.was_given("--nodes") ? a.nodes : 1;
+      int nodes = a.was_given("--nodes") ? a.nodes : 1;
+      if (a.was_given("--devices")) {  // --devices N --gpus-per-node G: N / G nodes; with --nodes they must agree
+        if (a.was_given("--nodes") && static_cast<int64_t>(a.nodes) * per_node != a.devices)
+          throw es::SpecError(fmt::format("--devices {} disagrees with --nodes {} x {} GPUs per node ({} ranks); give the "
+                                          "ranks once", a.devices, a.nodes, per_node,
+                                          static_cast<int64_t>(a.nodes) * per_node));
+        if (per_node <= 0 || a.devices % per_node != 0)
+          throw es::SpecError(fmt::format("--devices {} is not a whole number of nodes of --gpus-per-node {}", a.devices,
+                                          per_node));
+        nodes = a.devices / per_node;
+      }
       if (static_cast<int64_t>(nodes) * per_node > es::kMaxSimulatedRanks)
         throw es::SpecError(fmt::format("--nodes {} x --gpus-per-node {} is {} ranks; a simulated cluster has at most {}",
                                         nodes, per_node, static_cast<int64_t>(nodes) * per_node, es::kMaxSimulatedRanks));

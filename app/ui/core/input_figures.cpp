@@ -1,5 +1,7 @@
 #include "core/input_figures.h"
 
+#include <algorithm>
+
 #include <exception>
 
 #include <fmt/format.h>
@@ -36,7 +38,9 @@ InputFigures input_figures(const sessions::SessionReader& session) {
     return out;
   }
   try {
-    out.inspection = engine::inspect_input(spec);
+    // at most about kInputFigurePairs (sample, feature) pairs: the first batches of a large run
+    const int64_t per_batch = std::max<int64_t>(1, spec.batch_size * static_cast<int64_t>(spec.features.size()));
+    out.inspection = engine::inspect_input(spec, std::max<int64_t>(1, kInputFigurePairs / per_batch));
   } catch (const std::exception& e) {
     out.unavailable = fmt::format("the run's input can no longer be read: {}", e.what());
     return out;
@@ -46,7 +50,10 @@ InputFigures input_figures(const sessions::SessionReader& session) {
       spec.input.kind == engine::InputKind::synthetic
           ? fmt::format("synthetic input (seed {}), regenerated", spec.seed)
           : fmt::format("{} {}, re-read", engine::enum_name(spec.input.kind), fmt::join(spec.input.paths, ", "));
-  out.source = fmt::format("{}: {} batches, {} samples{}", what, in.batches, in.samples,
+  const std::string counted = in.batches == in.run_batches
+                                  ? fmt::format("{} batches", in.batches)
+                                  : fmt::format("the first {} of the run's {} batches", in.batches, in.run_batches);
+  out.source = fmt::format("{}: {}, {} samples{}", what, counted, in.samples,
                            in.skipped_lines > 0 ? fmt::format(", {} malformed lines skipped", in.skipped_lines) : "");
   return out;
 }

@@ -29,6 +29,10 @@ struct InputFigures {
 /// The input figures of `session` (see the top of this file). Never throws for a session whose
 /// workload is missing, unreadable or whose files are gone: `unavailable` says why. Costs what
 /// `inspect-input` costs: every batch of the run is generated or read again.
+/// (sample, feature) pairs input_figures counts at most (whole batches, at least one): a large
+/// run's first batches stand for its input, so that a simulated 1,024-rank session's load view
+/// (and its report) does not regenerate the whole input (tester33 D2).
+inline constexpr int64_t kInputFigurePairs = 5'000'000;
 InputFigures input_figures(const sessions::SessionReader& session);
 
 }  // namespace embedscope::ui

@@ -230,6 +230,23 @@ TEST(SimulatedCli, RunSimulateWritesASimulatedSessionThatStatsReads) {
   r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "run --preset tiny --simulate b200 -o " + db + "3", dir);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("unknown hardware profile \"b200\""), std::string::npos) << r.err;
+  // the cluster is asked for once (tester33 D3): --devices in nodes of --gpus-per-node, and
+  // flags that another would silently override are refused
+  r = embedscope::test_support::run_cli(
+      EMBEDSCOPE_CLI, "run --preset tiny --simulate h100_sxm --devices 12 --gpus-per-node 4 --steps 1 --json -o " + db + "4", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("world_size"), 12);
+  EXPECT_NE(r.err.find("SIMULATED: 3 nodes x 4 GPUs"), std::string::npos) << r.err;
+  for (const auto& [flags, error] : std::vector<std::pair<std::string, std::string>>{
+           {"--devices 12 --gpus-per-node 8", "--devices 12 is not a whole number of nodes of --gpus-per-node 8"},
+           {"--devices 4 --nodes 2 --gpus-per-node 8",
+            "--devices 4 disagrees with --nodes 2 x 8 GPUs per node (16 ranks); give the ranks once"},
+           {"--devices 8 --nodes 2", "--devices 8 disagrees with --nodes 2 x 8 GPUs per node (16 ranks)"},
+           {"--backend cpu", "--backend cpu: --simulate h100_sxm runs the workload on a modelled cluster"}}) {
+    r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "run --preset tiny --simulate h100_sxm " + flags + " -o " + db + "5", dir);
+    EXPECT_EQ(r.code, 2) << flags;
+    EXPECT_NE(r.err.find(error), std::string::npos) << flags << ": " << r.err;
+  }
 }
 
 // Hot rows: a row-wise table of Zipf ids with permute = false has its hottest rows on rank 0,

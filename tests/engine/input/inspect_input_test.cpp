@@ -10,6 +10,7 @@
 
 #include "criteo_support.h"
 #include "embedscope/engine/input/input.h"
+#include "embedscope/engine/input/input_stats.h"
 #include "support/cli_run.h"
 
 using namespace embedscope::engine;
@@ -137,4 +138,29 @@ TEST(InspectInput, AMissingFileIsBadInput) {
   const auto r = ts::run_cli(EMBEDSCOPE_CLI, "inspect-input " + (dir / "w.json"), dir.dir);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find((dir / "none.tsv") + ": cannot open: No such file or directory"), std::string::npos) << r.err;
+}
+
+// A sample of a large run (the workbench's load view counts at most kInputFigurePairs): the first
+// max_batches batches, iteration by iteration, count as a run that stops there (tester33 D2).
+TEST(InspectInput, MaxBatchesCountsTheFirstBatchesOnly) {
+  WorkloadSpec spec = load_preset("tiny");
+  spec.warmup_steps = 0;
+  spec.steps = 5;
+  const InputInspection sample = inspect_input(spec, 4);  // iterations 0 and 1 of both ranks
+  EXPECT_EQ(sample.batches, 4);
+  EXPECT_EQ(sample.run_batches, 10);
+  EXPECT_EQ(sample.samples, 4 * spec.batch_size);
+  WorkloadSpec two = spec;
+  two.steps = 2;
+  const InputInspection whole = inspect_input(two);
+  EXPECT_EQ(whole.batches, 4);
+  EXPECT_EQ(whole.run_batches, 4);
+  ASSERT_EQ(sample.features.size(), whole.features.size());
+  for (size_t f = 0; f < whole.features.size(); ++f) {
+    EXPECT_EQ(sample.features[f].ids, whole.features[f].ids) << f;
+    EXPECT_EQ(sample.features[f].distinct_ids, whole.features[f].distinct_ids) << f;
+    EXPECT_EQ(sample.features[f].ids_per_bag_max, whole.features[f].ids_per_bag_max) << f;
+  }
+  EXPECT_GT(inspect_input(spec).features[0].ids, sample.features[0].ids);  // the run has more
+  EXPECT_EQ(inspect_input(spec, 100).batches, 10);                          // never more than the run
 }

@@ -191,3 +191,34 @@ TEST(Merge, TableStorageOfEveryProcessIsKept) {
   EXPECT_EQ(merged[0]["weight_bytes"], nlohmann::json::array({64, 32}));
   EXPECT_EQ(merged[0]["cache_hits"], 8);
 }
+
+// A simulated rank (times from the cost model) is never merged with measured ones (tester33 D1),
+// in either order.
+TEST(Merge, SimulatedAndMeasuredSessionsAreNotMerged) {
+  auto one_rank = [](const std::string& name, int32_t rank, bool simulated) {
+    const std::string path = scratch_db(name);
+    std::remove(path.c_str());
+    SessionWriter w(path);
+    w.set_metadata(meta::kWorldSize, "2");
+    w.set_metadata(meta::kSimulated, simulated ? "1" : "0");
+    w.add_rank({rank, "host", "cpu (thread)", 1 << 20});
+    w.add_lane({rank, 0, "compute", "thread"});
+    w.add_ops({{rank, Lane::compute, OpCategory::dense, "dense", 0, 0, 1000, 0, 0}});
+    w.close("complete");
+    return path;
+  };
+  const std::string sim = one_rank("k_sim0.db", 0, true), real = one_rank("k_real1.db", 1, false);
+  for (const auto& [first, second] : {std::pair{sim, real}, std::pair{real, sim}}) {
+    try {
+      merge_sessions({first, second}, scratch_db("k_all.db"), {"none", true});
+      FAIL() << "a simulated and a measured session were merged";
+    } catch (const SessionError& e) {
+      EXPECT_EQ(std::string(e.what()), second + ": " + (second == sim ? "simulated" : "measured") + " but " + first +
+                                           " is " + (first == sim ? "simulated" : "measured") +
+                                           "; merge sessions of one kind at a time");
+    }
+  }
+  const std::string sim1 = one_rank("k_sim1.db", 1, true);
+  EXPECT_EQ(merge_sessions({sim, sim1}, scratch_db("k_both_sim.db"), {"none", true}).ranks, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(SessionReader(scratch_db("k_both_sim.db")).meta(meta::kSimulated), "1");
+}

@@ -53,7 +53,8 @@ class InputStats {
 /// What `embedscope inspect-input` counts: the input of every batch a run of `spec` trains on.
 struct InputInspection {
   std::vector<FeatureInputStats> features;  ///< one per feature, in WorkloadSpec::features order
-  int64_t batches = 0;                      ///< (warmup_steps + steps) x devices.count
+  int64_t batches = 0;                      ///< the batches counted: (warmup_steps + steps) x devices.count, or max_batches
+  int64_t run_batches = 0;                  ///< (warmup_steps + steps) x devices.count, the run's
   int64_t samples = 0;                      ///< batches x batch_size
   int64_t skipped_lines = 0;                ///< malformed file lines skipped (malformed_lines: skip)
 };
@@ -61,7 +62,9 @@ struct InputInspection {
 /// Reads (or generates) the batches of a run of `spec` - every iteration of the warm-up and the
 /// measured steps, for every rank, from spec.input's source - and counts them with InputStats,
 /// without training. Throws what the source throws for bad or missing files (the message names
-/// the file and line).
-InputInspection inspect_input(const WorkloadSpec& spec);
+/// the file and line). `max_batches` > 0 counts only the first that many (iteration by iteration,
+/// every rank's batch of an iteration in turn): a sample of a large run (a simulated 1,024-rank
+/// cluster regenerates its whole input otherwise).
+InputInspection inspect_input(const WorkloadSpec& spec, int64_t max_batches = -1);
 
 }  // namespace embedscope::engine
