@@ -196,9 +196,10 @@ namespace {
 std::string ms(int64_t ns) { return fmt::format("{:.3f}", static_cast<double>(ns) * 1e-6); }
 
 std::string shards_text(const RankStats& r) {
-  static const char* abbrev[5] = {"DP", "TW", "RW", "CW", "TWRW"};
+  // TorchRec's abbreviations (planner/stats.py), in ShardingType order
+  static const char* abbrev[kShardingTypeCount] = {"DP", "TW", "RW", "CW", "TWRW", "TWCW", "GS"};
   std::string s;
-  for (int t = 0; t < 5; ++t)
+  for (size_t t = 0; t < kShardingTypeCount; ++t)
     if (r.shards[static_cast<size_t>(t)] > 0)
       s += fmt::format("{}{} {}", s.empty() ? "" : ", ", abbrev[t], r.shards[static_cast<size_t>(t)]);
   return s.empty() ? "-" : s;
@@ -255,7 +256,6 @@ std::string to_text(const PlanStats& s) {
 }
 
 nlohmann::json to_json(const PlanStats& s) {
-  static const char* names[5] = {"data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise"};
   nlohmann::json j;
   j["hardware"] = s.hardware;
   j["critical_path_ns"] = s.critical_path_ns;
@@ -265,8 +265,8 @@ nlohmann::json to_json(const PlanStats& s) {
   auto& ranks = j["ranks"] = nlohmann::json::array();
   for (const RankStats& r : s.ranks) {
     nlohmann::json sh = nlohmann::json::object();
-    for (int t = 0; t < 5; ++t)
-      if (r.shards[static_cast<size_t>(t)] > 0) sh[names[t]] = r.shards[static_cast<size_t>(t)];
+    for (size_t t = 0; t < kShardingTypeCount; ++t)
+      if (r.shards[t] > 0) sh[enum_name(static_cast<ShardingType>(t))] = r.shards[t];
     ranks.push_back({{"rank", r.rank}, {"shards", sh}, {"lookups", r.lookups}, {"hbm_bytes", r.hbm_bytes},
                      {"ddr_bytes", r.ddr_bytes}, {"fwd_compute_ns", r.fwd_compute_ns},
                      {"fwd_comms_ns", r.fwd_comms_ns}, {"bwd_compute_ns", r.bwd_compute_ns},

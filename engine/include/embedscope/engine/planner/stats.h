@@ -57,11 +57,14 @@ struct Imbalance {
 };
 Imbalance imbalance(const std::vector<double>& x);
 
+/// Sharding types, for arrays indexed by ShardingType (data_parallel .. grid_shard).
+inline constexpr size_t kShardingTypeCount = static_cast<size_t>(ShardingType::grid_shard) + 1;
+
 /// One rank's row of the stats table.
 struct RankStats {
   int rank = 0;
-  /// shard count per sharding type, indexed by ShardingType (data_parallel .. table_row_wise)
-  std::array<int, 5> shards{};
+  /// shard count per sharding type, indexed by ShardingType (data_parallel .. grid_shard)
+  std::array<int, kShardingTypeCount> shards{};
   double lookups = 0;           ///< expected rows looked up per step
   int64_t hbm_bytes = 0;        ///< estimate_memory's total for the rank
   int64_t ddr_bytes = 0;        ///< estimate_memory's host bytes (tables placed host / host_cached)
