@@ -48,6 +48,12 @@ int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw) {
   return g.kernel_launch_ns + ns(std::max(memory, math));
 }
 
+double contention_factor(const HardwareProfile& hw, int ranks_on_node) {
+  if (hw.cpu.cores <= 0) return 1.0;
+  const double runnable = static_cast<double>(std::max(ranks_on_node, 0)) * hw.cpu.threads_per_rank + hw.cpu.background_threads;
+  return std::max(1.0, runnable / static_cast<double>(hw.cpu.cores));
+}
+
 int64_t host_copy_ns(const ProgramOp& op, const HardwareProfile& hw) {
   const double bytes = static_cast<double>(std::max(op.bytes_h2d, op.bytes_d2h));
   return hw.host_link.latency_ns + ns(bytes / hw.host_link.bus_bandwidth_bytes_per_s);

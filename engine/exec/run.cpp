@@ -1,11 +1,14 @@
 // run_training: the facade the apps call. Checks the plan and the memory it needs, has the
 // backend's executor (exec/executor.h) set up its devices, opens the session with the run's
 // metadata, runs the executor and closes the session with how the run ended.
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 
 #include <fstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -117,6 +120,22 @@ std::string cpu_name() {
 }
 
 
+// The cores this process may run on (its affinity set), else the hardware's count; >= 1.
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// The first field of /proc/loadavg ("" when unreadable).
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string first;
+  f >> first;
+  return first;
+}
+
 void write_run_metadata(sessions::SessionWriter& w, const WorkloadSpec& spec, const ShardingPlan& plan,
                         const profiler::RunClock& clock) {
   w.set_metadata(sessions::meta::kToolVersion, EMBEDSCOPE_VERSION);
@@ -125,6 +144,8 @@ void write_run_metadata(sessions::SessionWriter& w, const WorkloadSpec& spec, co
   w.set_metadata(sessions::meta::kClock, "steady_clock ns since the run's start");
   w.set_metadata(sessions::meta::kHost, host_name());
   w.set_metadata(sessions::meta::kCpuName, cpu_name());
+  w.set_metadata(sessions::meta::kCpuCores, std::to_string(usable_cores()));
+  if (const std::string load = load_average(); !load.empty()) w.set_metadata(sessions::meta::kLoadAverage, load);
   w.set_metadata(sessions::meta::kGpuNames, "");
   w.set_metadata(sessions::meta::kGlooVersion, gloo_version());
   w.set_metadata(sessions::meta::kCudaVersion, "not used (cpu backend)");
