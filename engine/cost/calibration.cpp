@@ -167,8 +167,19 @@ struct SessionData {
   int ranks = 1;            // devices.count: every rank a thread of this machine
   int cores = 0;            // metadata cpu_cores; 0 when absent (sessions before 2026-12)
   std::string load;         // metadata load_average_1m
+  double background = -1;   // measured other load in runnable threads (calibration.h); -1 unknown
   int64_t measured_ns = 0;  // median over measured steps of the slowest rank's step time
 };
+
+// The run's other load in runnable threads (calibration.h): ranks x the cores other processes
+// kept busy / the cores this one did (metadata cpu_other_cores, cpu_self_cores); -1 without them.
+double measured_background(const ss::SessionReader& reader, int ranks) {
+  const std::string self = reader.meta(ss::meta::kCpuSelfCores, ""), other = reader.meta(ss::meta::kCpuOtherCores, "");
+  if (self.empty() || other.empty()) return -1;
+  const double s = std::atof(self.c_str()), o = std::atof(other.c_str());
+  if (!(s > 0) || !(o >= 0)) return -1;
+  return static_cast<double>(ranks) * o / s;
+}
 
 int64_t measured_step_ns(const ss::SessionReader& reader, const std::string& path) {
   std::map<int64_t, int64_t> slowest;
@@ -369,6 +380,7 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     sd.ranks = l.spec.devices.count;
     sd.cores = std::atoi(reader.meta(ss::meta::kCpuCores, "0").c_str());
     sd.load = reader.meta(ss::meta::kLoadAverage, "");
+    sd.background = measured_background(reader, sd.ranks);
     sd.measured_ns = measured_step_ns(reader, path);
     const int session = static_cast<int>(data.size());
     memory_bytes = std::max(memory_bytes, l.spec.devices.memory_bytes);
@@ -463,11 +475,16 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   } else if (!all_recorded) {
     cores_source += "; sessions without it counted with that many";
   }
+  // every session's background load measured (cpu_self_cores / cpu_other_cores): each session
+  // is normalized with its own, else one background for all is fitted
+  bool measured = true;
+  for (const auto& sd : data) measured = measured && sd.background >= 0;
+  auto background_of = [&](const SessionData& sd, double background) { return measured ? sd.background : background; };
   auto dilation = [&](double background) {
     std::vector<double> d;
     for (const auto& sd : data) {
       const double c = static_cast<double>(sd.cores > 0 ? sd.cores : cores);
-      d.push_back(std::max(1.0, (static_cast<double>(sd.ranks) * kThreadsPerRank + background) / c));
+      d.push_back(std::max(1.0, (static_cast<double>(sd.ranks) * kThreadsPerRank + background_of(sd, background)) / c));
     }
     return d;
   };
@@ -523,13 +540,14 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   TempFile file{(std::filesystem::temp_directory_path() / fmt::format("embedscope_calibrate_fit_{}.json", getpid())).string()};
   std::vector<double> log_k(data.size());
   auto spread = [&](double background) {
-    const HardwareProfile hw = profile_for(background, 1.0);
-    {
-      std::ofstream f(file.path);
-      if (!(f << to_json(hw).dump())) throw SpecError(fmt::format("calibrate: cannot write {}", file.path));
-    }
+    HardwareProfile hw = profile_for(background, 1.0);
     double mean = 0;
     for (size_t i = 0; i < data.size(); ++i) {
+      hw.cpu.background_threads = background_of(data[i], background);
+      {
+        std::ofstream f(file.path);
+        if (!(f << to_json(hw).dump())) throw SpecError(fmt::format("calibrate: cannot write {}", file.path));
+      }
       const int64_t sim = simulate_session(data[i].l, data[i].path, file.path, "");
       log_k[i] = std::log(static_cast<double>(data[i].measured_ns) / static_cast<double>(std::max<int64_t>(1, sim)));
       mean += log_k[i] / static_cast<double>(data.size());
@@ -540,7 +558,12 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   };
   const double hi = kMaxBackgroundPerCore * cores;
   double best = 0;
-  if (rank_counts.size() >= 2) {
+  if (measured) {  // the profile's: the calibration runs' median
+    std::vector<double> b;
+    for (const auto& sd : data) b.push_back(sd.background);
+    std::sort(b.begin(), b.end());
+    best = b[b.size() / 2];
+  } else if (rank_counts.size() >= 2) {
     const double step = cores / 4.0;
     double best_ss = spread(0.0);
     for (double b = step; b <= hi + 1e-9; b += step)
@@ -564,6 +587,7 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   HardwareProfile& hw = cal.profile;
   cal.cores = cores;
   cal.background_threads = best;
+  cal.background_measured = measured;
   cal.compute_r2 = cf.r2;
   cal.compute_ops = static_cast<int>(compute.size());
   cal.kernel_launch_ns = hw.gpu.kernel_launch_ns;
@@ -608,7 +632,12 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
        "1: the cpu executor runs each rank's compute ops on one thread (engine exec/threaded/executor.cpp); its comm "
        "thread (Gloo) mostly waits while it computes"},
       {"/cpu/background_threads",
-       rank_counts.size() >= 2
+       measured
+           ? fmt::format("measured: the median over the sessions of ranks x cpu_other_cores / cpu_self_cores (the "
+                         "cores other processes kept busy during each run over the cores it did); each session was "
+                         "normalized with its own; load average at the runs' start: {}",
+                         loads)
+       : rank_counts.size() >= 2
            ? fmt::format("fitted: the value in [0, {:g}] for which the sessions' log(measured / simulated step time) "
                          "spread least (least squares; sessions of {} rank counts); load average at the runs' start: {}",
                          hi, rank_counts.size(), loads)
@@ -634,6 +663,14 @@ CalibrationCheck check_calibration(const std::string& session_path, const std::s
   c.simulated_ns = simulate_session(l, session_path, profile_path, out.path);
   c.simulated_comm_ns = comm_step_ns(ss::SessionReader(out.path));
   for (const char* suffix : {"-wal", "-shm"}) std::remove((out.path + suffix).c_str());
+  c.background = measured_background(reader, c.ranks);
+  HardwareProfile hw = load_hardware_profile(profile_path);
+  if (c.background >= 0 && hw.cpu.cores > 0) {  // the same profile at the load this run had
+    hw.cpu.background_threads = c.background;
+    TempFile at_load{(std::filesystem::temp_directory_path() / fmt::format("embedscope_calibrate_load_{}.json", getpid())).string()};
+    std::ofstream(at_load.path) << to_json(hw).dump();
+    c.simulated_at_run_load_ns = simulate_session(l, session_path, at_load.path, "");
+  }
   return c;
 }
 

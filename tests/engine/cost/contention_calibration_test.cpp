@@ -182,3 +182,44 @@ TEST(CpuContention, CalibrateRecoversTheBackgroundAndTheRatesFromTwoRankCounts) 
   EXPECT_GT(c.measured_comm_ns, 0);
   EXPECT_LT(std::abs(c.comm_error()), 0.05) << c.measured_comm_ns << " vs " << c.simulated_comm_ns;
 }
+
+TEST(CpuContention, CalibrateTakesEachSessionsMeasuredBackground) {
+  // the same truth (1 background thread), now recorded by the runs: b = ranks x other / self
+  const std::string profile = write_profile(contended_profile_json(), "truth_measured.json");
+  std::vector<std::string> sessions;
+  for (const auto& [name, ranks, other] : {std::tuple{"m_tw2.db", 2, 0.5}, std::tuple{"m_tw4.db", 4, 0.25}}) {
+    sessions.push_back(contended_as_measured(profile, name, ranks, es::ShardingType::table_wise));
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(sessions.back().c_str(), &db), SQLITE_OK);
+    const std::string sql = "INSERT OR REPLACE INTO metadata (key, value) VALUES ('cpu_self_cores', '1.000'), "
+                            "('cpu_other_cores', '" + std::to_string(other) + "')";
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  const es::Calibration cal = es::calibrate(sessions);
+  EXPECT_TRUE(cal.background_measured);
+  EXPECT_NEAR(cal.background_threads, 1.0, 1e-9);  // 2 x 0.5 / 1 and 4 x 0.25 / 1: both 1
+  EXPECT_NEAR(cal.step_scale, 1.0, 0.02);
+  std::map<std::string, double> rate;
+  for (const auto& f : cal.fits) rate[f.what] = f.rate;
+  EXPECT_NEAR(rate["dense"] / 5e12, 1.0, 0.02);
+  EXPECT_NEAR(rate["lookup"] / 5e11, 1.0, 0.02);
+  // a run at another load: simulated at the profile's background 1 it is off, at its own 3 exact
+  const std::string busy = contended_as_measured(write_profile([] {
+    nlohmann::json j = contended_profile_json();
+    j["cpu"]["background_threads"] = 3.0;
+    return j;
+  }(), "busier.json"), "m_busy_tw4.db", 4, es::ShardingType::table_wise);
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(busy.c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(db, "INSERT OR REPLACE INTO metadata (key, value) VALUES ('cpu_self_cores', '1.000'), "
+                               "('cpu_other_cores', '0.750')", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  const es::CalibrationCheck c = es::check_calibration(busy, write_profile(es::to_json(cal.profile), "fitted_m.json"));
+  EXPECT_NEAR(c.background, 3.0, 1e-9);
+  // contention (4 + 1) / 2 = 2.5 simulated against (4 + 3) / 2 = 3.5 measured
+  EXPECT_NEAR(c.error(), 2.5 / 3.5 - 1.0, 0.02);
+  EXPECT_LT(std::abs(c.error_at_run_load()), 0.02);
+}

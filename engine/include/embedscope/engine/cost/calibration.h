@@ -36,7 +36,11 @@
 // session simulated with it, and k_s = measured / simulated step time computed per session;
 // a right b makes k_s the same for all sessions, so b minimizes the spread of log k_s (a grid of
 // C / 4 over [0, 8 C], then golden-section search; sessions of one rank count cannot tell b from
-// speed: b = 0). The geometric mean of k_s at that b is the step scale: every compute and
+// speed: b = 0). When every session records the load it shared the machine with (metadata
+// cpu_self_cores, cpu_other_cores: sessions since 2026-12), b is measured per session instead,
+// b_s = N x other / self (a fair scheduler gives each runnable thread an equal share, so the
+// other processes' runnable threads are N times their share over ours), each session is
+// normalized with its own b_s, and the profile's b is their median. The geometric mean of k_s at that b is the step scale: every compute and
 // collective coefficient is made that much slower (the simulated step is a max-plus system of
 // the durations, so it scales exactly): the per-op medians leave out what the step has beside
 // them (the slowest rank's share of the cores, scheduling gaps between ops).
@@ -78,6 +82,7 @@ struct Calibration {
   int cores = 0;                   ///< the cores the ranks shared (profile.cpu.cores)
   double background_threads = 0;   ///< the fitted other load, runnable threads (profile.cpu)
   double step_scale = 1;           ///< measured / simulated step time before scaling, geometric mean
+  bool background_measured = false;  ///< from the sessions' cpu_other_cores / cpu_self_cores, not fitted
 };
 
 /// Fits this machine's profile (named `name`) from sessions this engine recorded on cpu ranks.
@@ -100,6 +105,16 @@ struct CalibrationCheck {
   int ranks = 0;
   int64_t measured_ns = 0, simulated_ns = 0;
   int64_t measured_comm_ns = 0, simulated_comm_ns = 0;
+  /// The run's own other load (ranks x cpu_other_cores / cpu_self_cores; -1 when the session
+  /// does not record it) and the step simulated with the profile at that background instead of
+  /// the profile's (0 when not simulated): what the model says for the machine as busy as it was.
+  double background = -1;
+  int64_t simulated_at_run_load_ns = 0;
+  double error_at_run_load() const {  ///< (simulated at the run's load - measured) / measured; 0 without
+    return measured_ns > 0 && simulated_at_run_load_ns > 0
+               ? static_cast<double>(simulated_at_run_load_ns - measured_ns) / static_cast<double>(measured_ns)
+               : 0.0;
+  }
   double error() const {       ///< (simulated - measured) / measured
     return measured_ns > 0 ? static_cast<double>(simulated_ns - measured_ns) / static_cast<double>(measured_ns) : 0.0;
   }
