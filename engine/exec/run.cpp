@@ -183,8 +183,10 @@ void write_run_metadata(sessions::SessionWriter& w, const WorkloadSpec& spec, co
   w.set_metadata(sessions::meta::kClock, "steady_clock ns since the run's start");
   w.set_metadata(sessions::meta::kHost, host_name());
   w.set_metadata(sessions::meta::kCpuName, cpu_name());
-  w.set_metadata(sessions::meta::kCpuCores, std::to_string(usable_cores()));
-  if (const std::string load = load_average(); !load.empty()) w.set_metadata(sessions::meta::kLoadAverage, load);
+  if (spec.devices.backend != Backend::simulated) {  // the machine the ranks ran on
+    w.set_metadata(sessions::meta::kCpuCores, std::to_string(usable_cores()));
+    if (const std::string load = load_average(); !load.empty()) w.set_metadata(sessions::meta::kLoadAverage, load);
+  }
   w.set_metadata(sessions::meta::kGpuNames, "");
   w.set_metadata(sessions::meta::kGlooVersion, gloo_version());
   w.set_metadata(sessions::meta::kCudaVersion, "not used (cpu backend)");
