@@ -86,7 +86,8 @@ struct Calibration {
 };
 
 /// Fits this machine's profile (named `name`) from sessions this engine recorded on cpu ranks.
-/// Simulates every session some 40 times (the background search): seconds for a few sessions.
+/// Simulates every session up to some 40 times (the fitted background's search; once when the
+/// sessions record their load): seconds for a few sessions.
 /// Throws SpecError naming the file for a session without workload_json / sharding_plan_json,
 /// a simulated or imported session, an lm_embedding session, or one without a measured step;
 /// and when all sessions together give no compute op or no collective to fit.
