@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <thread>
 #include <tuple>
@@ -19,6 +20,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/cost/cost_model.h"
 #include "embedscope/engine/exec/backend.h"
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/program/step_program.h"
@@ -40,6 +42,8 @@ constexpr int kRanksPerMachine = 64;
 constexpr double kThreadsPerRank = 1.0;
 // The background load searched: up to this many runnable threads per core.
 constexpr double kMaxBackgroundPerCore = 8.0;
+// The oversubscription penalty searched: up to 2 (three times as slow as fair sharing).
+constexpr double kMaxPenalty = 2.0;
 
 struct Loaded {
   WorkloadSpec spec;
@@ -153,7 +157,8 @@ json to_json(const HardwareProfile& p) {
             {"host_link", link(p.host_link)}};
   if (p.cpu.cores > 0)
     j["cpu"] = {{"cores", p.cpu.cores}, {"threads_per_rank", p.cpu.threads_per_rank},
-                {"background_threads", p.cpu.background_threads}};
+                {"background_threads", p.cpu.background_threads},
+                {"oversubscription_penalty", p.cpu.oversubscription_penalty}};
   if (!p.sources.empty()) j["sources"] = p.sources;
   return j;
 }
@@ -480,11 +485,13 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   bool measured = true;
   for (const auto& sd : data) measured = measured && sd.background >= 0;
   auto background_of = [&](const SessionData& sd, double background) { return measured ? sd.background : background; };
+  double penalty = 0;  // oversubscription_penalty: searched when the backgrounds are measured
   auto dilation = [&](double background) {
     std::vector<double> d;
     for (const auto& sd : data) {
-      const double c = static_cast<double>(sd.cores > 0 ? sd.cores : cores);
-      d.push_back(std::max(1.0, (static_cast<double>(sd.ranks) * kThreadsPerRank + background_of(sd, background)) / c));
+      HardwareProfile one;
+      one.cpu = {sd.cores > 0 ? sd.cores : cores, kThreadsPerRank, background_of(sd, background), penalty};
+      d.push_back(contention_factor(one, sd.ranks));
     }
     return d;
   };
@@ -526,7 +533,7 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     hw.gpu.kernel_launch_ns = std::llround(cf.launch_ns * scale);
     hw.gpus_per_node = kRanksPerMachine;
     hw.max_nodes = kRanksPerMachine;
-    hw.cpu = {cores, kThreadsPerRank, background};
+    hw.cpu = {cores, kThreadsPerRank, background, penalty};
     return hw;
   };
 
@@ -556,30 +563,35 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     for (double v : log_k) ss += (v - mean) * (v - mean);
     return ss;
   };
+  // one-dimensional search of f over [0, hi]: a grid of `step`, then golden-section search
+  // around the best grid point to `tol`
+  auto search = [&](const std::function<double(double)>& f, double hi, double step, double tol) {
+    double best = 0, best_ss = f(0.0);
+    for (double v = step; v <= hi + 1e-9; v += step)
+      if (const double ss = f(v); ss < best_ss) best_ss = ss, best = v;
+    double a = std::max(0.0, best - step), c = std::min(hi, best + step);
+    const double g = (std::sqrt(5.0) - 1) / 2;
+    double x1 = c - g * (c - a), x2 = a + g * (c - a), f1 = f(x1), f2 = f(x2);
+    while (c - a > tol) {
+      if (f1 <= f2) c = x2, x2 = x1, f2 = f1, x1 = c - g * (c - a), f1 = f(x1);
+      else a = x1, x1 = x2, f1 = f2, x2 = a + g * (c - a), f2 = f(x2);
+    }
+    const double mid = (a + c) / 2;
+    return f(mid) < best_ss ? mid : best;
+  };
   const double hi = kMaxBackgroundPerCore * cores;
   double best = 0;
-  if (measured) {  // the profile's: the calibration runs' median
+  if (measured) {  // the profile's: the calibration runs' median; the penalty fitted
     std::vector<double> b;
     for (const auto& sd : data) b.push_back(sd.background);
     std::sort(b.begin(), b.end());
     best = b[b.size() / 2];
+    if (rank_counts.size() >= 2)
+      penalty = search([&](double v) { penalty = v; return spread(best); }, kMaxPenalty, 0.1, 1e-3);
   } else if (rank_counts.size() >= 2) {
-    const double step = cores / 4.0;
-    double best_ss = spread(0.0);
-    for (double b = step; b <= hi + 1e-9; b += step)
-      if (const double v = spread(b); v < best_ss) best_ss = v, best = b;
-    // golden-section search around the best grid point
-    double a = std::max(0.0, best - step), c = std::min(hi, best + step);
-    const double g = (std::sqrt(5.0) - 1) / 2;
-    double x1 = c - g * (c - a), x2 = a + g * (c - a), f1 = spread(x1), f2 = spread(x2);
-    while (c - a > 1e-3 * cores) {
-      if (f1 <= f2) c = x2, x2 = x1, f2 = f1, x1 = c - g * (c - a), f1 = spread(x1);
-      else a = x1, x1 = x2, f1 = f2, x2 = a + g * (c - a), f2 = spread(x2);
-    }
-    const double mid = (a + c) / 2;
-    if (spread(mid) < best_ss) best = mid;
+    best = search(spread, hi, cores / 4.0, 1e-3 * cores);
   }
-  spread(best);  // log_k at the chosen background
+  spread(best);  // log_k at the chosen background and penalty
   double mean_log_k = 0;
   for (double v : log_k) mean_log_k += v / static_cast<double>(log_k.size());
   cal.step_scale = std::exp(mean_log_k);
@@ -588,6 +600,7 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   cal.cores = cores;
   cal.background_threads = best;
   cal.background_measured = measured;
+  cal.oversubscription_penalty = penalty;
   cal.compute_r2 = cf.r2;
   cal.compute_ops = static_cast<int>(compute.size());
   cal.kernel_launch_ns = hw.gpu.kernel_launch_ns;
@@ -631,6 +644,13 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
       {"/cpu/threads_per_rank",
        "1: the cpu executor runs each rank's compute ops on one thread (engine exec/threaded/executor.cpp); its comm "
        "thread (Gloo) mostly waits while it computes"},
+      {"/cpu/oversubscription_penalty",
+       measured && rank_counts.size() >= 2
+           ? fmt::format("fitted: the value in [0, {:g}] for which the sessions' log(measured / simulated step time) "
+                         "spread least (least squares; sessions of {} rank counts, each at its measured background)",
+                         kMaxPenalty, rank_counts.size())
+           : std::string("0, not fitted: it needs the sessions' measured load (cpu_self_cores, cpu_other_cores) and "
+                         "two or more rank counts")},
       {"/cpu/background_threads",
        measured
            ? fmt::format("measured: the median over the sessions of ranks x cpu_other_cores / cpu_self_cores (the "

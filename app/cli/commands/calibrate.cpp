@@ -66,7 +66,7 @@ int cmd_calibrate(const CalibrateState& s) {
     json j = {{"profile", profile}, {"compute_ops", cal.compute_ops}, {"compute_r2", cal.compute_r2},
               {"collective_r2", cal.collective_r2}, {"skipped_rank_steps", cal.skipped_rank_steps},
               {"cores", cal.cores}, {"background_threads", cal.background_threads}, {"step_scale", cal.step_scale},
-              {"background_measured", cal.background_measured},
+              {"background_measured", cal.background_measured}, {"oversubscription_penalty", cal.oversubscription_penalty},
               {"fits", json::array()}, {"checks", json::array()}};
     if (!s.output.empty()) j["written"] = s.output;
     for (const auto& f : cal.fits)
@@ -91,11 +91,13 @@ int cmd_calibrate(const CalibrateState& s) {
   for (const auto& f : cal.fits) std::cout << fmt::format("{:<16} {:>8} {:>16}  {}\n", f.what, f.samples, rate_text(f), f.note);
   std::cout << fmt::format("collectives: latency {} ns within a node (R^2 {:.3f}), {} ns across\n",
                            cal.profile.intra_node.latency_ns, cal.collective_r2, cal.profile.inter_node.latency_ns);
-  std::cout << fmt::format("contention: {} cores, {:.2f} background threads ({}), step scale {:.3f}; n ranks run "
-                           "max(1, (n + {:.2f}) / {}) times slower than one\n",
+  std::cout << fmt::format("contention: {} cores, {:.2f} background threads ({}), oversubscription penalty {:.3f}, "
+                           "step scale {:.3f}; n ranks run x = (n + {:.2f}) / {}: max(1, x) x (1 + {:.3f} x "
+                           "clamp(x - 1, 0, 1)) times slower than one\n",
                            cal.cores, cal.background_threads,
-                           cal.background_measured ? "the sessions' measured load, median" : "fitted", cal.step_scale,
-                           cal.background_threads, cal.cores);
+                           cal.background_measured ? "the sessions' measured load, median" : "fitted",
+                           cal.oversubscription_penalty, cal.step_scale, cal.background_threads, cal.cores,
+                           cal.oversubscription_penalty);
   if (!checks.empty()) {
     std::cout << fmt::format("\n{:<10} {:>12} {:>12} {:>8} {:>9} {:>12} {:>12} {:>8}  {}\n", "check", "measured",
                              "simulated", "error", "at load", "comm meas.", "comm sim.", "error", "session");

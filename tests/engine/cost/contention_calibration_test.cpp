@@ -42,7 +42,7 @@ nlohmann::json contended_profile_json() {
   nlohmann::json j = nlohmann::json::parse(f);
   j["name"] = "contended_round_numbers";
   j["cluster"] = {{"gpus_per_node", 8}, {"max_nodes", 1}};
-  j["cpu"] = {{"cores", 2}, {"threads_per_rank", 1.0}, {"background_threads", 1.0}};
+  j["cpu"] = {{"cores", 2}, {"threads_per_rank", 1.0}, {"background_threads", 1.0}, {"oversubscription_penalty", 0.0}};
   return j;
 }
 
@@ -107,6 +107,12 @@ TEST(CpuContention, FactorIsRunnableThreadsOverCores) {
   hw.cpu = {4, 0.5, 0.0};
   EXPECT_DOUBLE_EQ(es::contention_factor(hw, 4), 1.0);  // 2 busy threads on 4 cores: never faster than alone
   EXPECT_DOUBLE_EQ(es::contention_factor(hw, 16), 2.0);
+  // time slicing's own cost, ramped in between 1 and 2 runnable threads per core
+  hw.cpu = {2, 1.0, 0.0, 0.5};
+  EXPECT_DOUBLE_EQ(es::contention_factor(hw, 2), 1.0);           // x = 1: no penalty
+  EXPECT_DOUBLE_EQ(es::contention_factor(hw, 3), 1.5 * 1.25);    // x = 1.5: half of it
+  EXPECT_DOUBLE_EQ(es::contention_factor(hw, 4), 2.0 * 1.5);     // x = 2: all of it
+  EXPECT_DOUBLE_EQ(es::contention_factor(hw, 8), 4.0 * 1.5);
 }
 
 TEST(CpuContention, ProfileCpuBlockParsesAndBadFieldsNameThePointer) {
@@ -124,6 +130,10 @@ TEST(CpuContention, ProfileCpuBlockParsesAndBadFieldsNameThePointer) {
   j["cpu"].erase("background_threads");
   EXPECT_EQ(contention_parse_error(j), "p.json: /cpu/background_threads: missing");
   j["cpu"]["background_threads"] = 0;
+  j["cpu"]["oversubscription_penalty"] = -1;
+  EXPECT_EQ(contention_parse_error(j), "p.json: /cpu/oversubscription_penalty: must be in [0, 1000], got -1");
+  j["cpu"].erase("oversubscription_penalty");  // optional: 0
+  EXPECT_EQ(es::parse_hardware_profile(j.dump(), "p.json").cpu.oversubscription_penalty, 0.0);
   j["cpu"]["threads"] = 1;
   EXPECT_NE(contention_parse_error(j).find("p.json: /cpu/threads: unknown key"), std::string::npos);
 }
@@ -183,9 +193,12 @@ TEST(CpuContention, CalibrateRecoversTheBackgroundAndTheRatesFromTwoRankCounts) 
   EXPECT_LT(std::abs(c.comm_error()), 0.05) << c.measured_comm_ns << " vs " << c.simulated_comm_ns;
 }
 
-TEST(CpuContention, CalibrateTakesEachSessionsMeasuredBackground) {
-  // the same truth (1 background thread), now recorded by the runs: b = ranks x other / self
-  const std::string profile = write_profile(contended_profile_json(), "truth_measured.json");
+TEST(CpuContention, CalibrateTakesEachSessionsMeasuredBackgroundAndFitsThePenalty) {
+  // 1 background thread, recorded by the runs (b = ranks x other / self), and an
+  // oversubscription penalty of 0.4: 2 ranks x = 1.5, factor 1.5 x 1.2; 4 ranks x = 2.5, 2.5 x 1.4
+  nlohmann::json truth = contended_profile_json();
+  truth["cpu"]["oversubscription_penalty"] = 0.4;
+  const std::string profile = write_profile(truth, "truth_measured.json");
   std::vector<std::string> sessions;
   for (const auto& [name, ranks, other] : {std::tuple{"m_tw2.db", 2, 0.5}, std::tuple{"m_tw4.db", 4, 0.25}}) {
     sessions.push_back(contended_as_measured(profile, name, ranks, es::ShardingType::table_wise));
@@ -199,14 +212,16 @@ TEST(CpuContention, CalibrateTakesEachSessionsMeasuredBackground) {
   const es::Calibration cal = es::calibrate(sessions);
   EXPECT_TRUE(cal.background_measured);
   EXPECT_NEAR(cal.background_threads, 1.0, 1e-9);  // 2 x 0.5 / 1 and 4 x 0.25 / 1: both 1
+  EXPECT_NEAR(cal.oversubscription_penalty, 0.4, 0.008);  // within 2%
+  EXPECT_NEAR(cal.profile.cpu.oversubscription_penalty, cal.oversubscription_penalty, 1e-12);
   EXPECT_NEAR(cal.step_scale, 1.0, 0.02);
   std::map<std::string, double> rate;
   for (const auto& f : cal.fits) rate[f.what] = f.rate;
   EXPECT_NEAR(rate["dense"] / 5e12, 1.0, 0.02);
   EXPECT_NEAR(rate["lookup"] / 5e11, 1.0, 0.02);
   // a run at another load: simulated at the profile's background 1 it is off, at its own 3 exact
-  const std::string busy = contended_as_measured(write_profile([] {
-    nlohmann::json j = contended_profile_json();
+  const std::string busy = contended_as_measured(write_profile([&] {
+    nlohmann::json j = truth;
     j["cpu"]["background_threads"] = 3.0;
     return j;
   }(), "busier.json"), "m_busy_tw4.db", 4, es::ShardingType::table_wise);
@@ -219,7 +234,7 @@ TEST(CpuContention, CalibrateTakesEachSessionsMeasuredBackground) {
   }
   const es::CalibrationCheck c = es::check_calibration(busy, write_profile(es::to_json(cal.profile), "fitted_m.json"));
   EXPECT_NEAR(c.background, 3.0, 1e-9);
-  // contention (4 + 1) / 2 = 2.5 simulated against (4 + 3) / 2 = 3.5 measured
+  // contention 2.5 x 1.4 simulated against (4 + 3) / 2 = 3.5 x 1.4 measured
   EXPECT_NEAR(c.error(), 2.5 / 3.5 - 1.0, 0.02);
   EXPECT_LT(std::abs(c.error_at_run_load()), 0.02);
 }

@@ -40,7 +40,10 @@
 // cpu_self_cores, cpu_other_cores: sessions since 2026-12), b is measured per session instead,
 // b_s = N x other / self (a fair scheduler gives each runnable thread an equal share, so the
 // other processes' runnable threads are N times their share over ours), each session is
-// normalized with its own b_s, and the profile's b is their median. The geometric mean of k_s at that b is the step scale: every compute and
+// normalized with its own b_s, and the profile's b is their median; then, with two or more rank
+// counts, the oversubscription penalty p (CpuContention: time slicing's own cost once runnable
+// threads outnumber the cores) is searched the same way as b otherwise is (grid 0.1 over
+// [0, 2], golden-section), b being known. The geometric mean of k_s at that b is the step scale: every compute and
 // collective coefficient is made that much slower (the simulated step is a max-plus system of
 // the durations, so it scales exactly): the per-op medians leave out what the step has beside
 // them (the slowest rank's share of the cores, scheduling gaps between ops).
@@ -83,6 +86,7 @@ struct Calibration {
   double background_threads = 0;   ///< the fitted other load, runnable threads (profile.cpu)
   double step_scale = 1;           ///< measured / simulated step time before scaling, geometric mean
   bool background_measured = false;  ///< from the sessions' cpu_other_cores / cpu_self_cores, not fitted
+  double oversubscription_penalty = 0;  ///< fitted when background_measured (profile.cpu), else 0
 };
 
 /// Fits this machine's profile (named `name`) from sessions this engine recorded on cpu ranks.
