@@ -1,18 +1,26 @@
 // Calibration of this machine's cost-model coefficients from measured sessions (cost/calibration.h).
 #include "embedscope/engine/cost/calibration.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <map>
+#include <thread>
 #include <tuple>
 
 #include <Eigen/Dense>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/cost/cost_model.h"
 #include "embedscope/engine/exec/backend.h"
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/program/step_program.h"
@@ -30,6 +38,12 @@ namespace ss = embedscope::sessions;
 
 // The cpu executor's most ranks: the calibrated "node" holds them all.
 constexpr int kRanksPerMachine = 64;
+// Runnable threads of a computing cpu rank: its compute thread (exec/threaded/executor.cpp).
+constexpr double kThreadsPerRank = 1.0;
+// The background load searched: up to this many runnable threads per core.
+constexpr double kMaxBackgroundPerCore = 8.0;
+// The oversubscription penalty searched: up to 2 (three times as slow as fair sharing).
+constexpr double kMaxPenalty = 2.0;
 
 struct Loaded {
   WorkloadSpec spec;
@@ -104,6 +118,7 @@ constexpr std::array<const char*, kClasses> kClassNames = {"lookup", "tbe_backwa
 struct Sample {
   int cls;
   double x, t;
+  int session;  // index of its session
 };
 
 int64_t median(std::vector<int64_t> v) {
@@ -140,20 +155,239 @@ json to_json(const HardwareProfile& p) {
             {"intra_node", link(p.intra_node)},
             {"inter_node", link(p.inter_node)},
             {"host_link", link(p.host_link)}};
+  if (p.cpu.cores > 0)
+    j["cpu"] = {{"cores", p.cpu.cores}, {"threads_per_rank", p.cpu.threads_per_rank},
+                {"background_threads", p.cpu.background_threads},
+                {"oversubscription_penalty", p.cpu.oversubscription_penalty}};
   if (!p.sources.empty()) j["sources"] = p.sources;
   return j;
 }
+
+namespace {
+
+// One measured session as calibrate uses it.
+struct SessionData {
+  std::string path;
+  Loaded l;
+  int ranks = 1;            // devices.count: every rank a thread of this machine
+  int cores = 0;            // metadata cpu_cores; 0 when absent (sessions before 2026-12)
+  std::string load;         // metadata load_average_1m
+  double background = -1;   // measured other load in runnable threads (calibration.h); -1 unknown
+  int64_t measured_ns = 0;  // median over measured steps of the slowest rank's step time
+};
+
+// The run's other load in runnable threads (calibration.h): ranks x the cores other processes
+// kept busy / the cores this one did (metadata cpu_other_cores, cpu_self_cores); -1 without them.
+double measured_background(const ss::SessionReader& reader, int ranks) {
+  const std::string self = reader.meta(ss::meta::kCpuSelfCores, ""), other = reader.meta(ss::meta::kCpuOtherCores, "");
+  if (self.empty() || other.empty()) return -1;
+  const double s = std::atof(self.c_str()), o = std::atof(other.c_str());
+  if (!(s > 0) || !(o >= 0)) return -1;
+  return static_cast<double>(ranks) * o / s;
+}
+
+int64_t measured_step_ns(const ss::SessionReader& reader, const std::string& path) {
+  std::map<int64_t, int64_t> slowest;
+  for (const auto& s : reader.steps())
+    if (s.step >= 0) slowest[s.step] = std::max(slowest[s.step], s.end_ns - s.start_ns);
+  std::vector<int64_t> t;
+  for (const auto& [step, ns] : slowest) t.push_back(ns);
+  if (t.empty()) throw SpecError(fmt::format("{}: no measured step", path));
+  return median(t);
+}
+
+// The collectives' time of a session (CalibrationCheck::measured_comm_ns): per measured step and
+// rank the sum of its collectives' end - the last member's start, the mean over ranks, the
+// median over steps. 0 without collectives.
+int64_t comm_step_ns(const ss::SessionReader& reader) {
+  std::map<std::pair<std::string, uint64_t>, std::vector<ss::CollectiveRecord>> by_call;
+  for (auto& c : reader.collectives())
+    if (c.step >= 0) by_call[{c.group, c.sequence}].push_back(std::move(c));
+  std::map<int64_t, std::map<int, int64_t>> sum;  // step -> rank -> ns
+  for (const auto& [key, members] : by_call) {
+    int64_t last = 0;
+    for (const auto& m : members) last = std::max(last, m.start_ns);
+    for (const auto& m : members) sum[m.step][m.rank] += std::max<int64_t>(0, m.end_ns - last);
+  }
+  std::vector<int64_t> per_step;
+  for (const auto& [step, ranks] : sum) {
+    int64_t total = 0;
+    for (const auto& [r, ns] : ranks) total += ns;
+    per_step.push_back(total / static_cast<int64_t>(ranks.size()));
+  }
+  return median(per_step);
+}
+
+// A session's workload and plan simulated with the profile file `profile_path`: the median
+// slowest-rank step time; the session written to `session_out` when not empty.
+int64_t simulate_session(const Loaded& l, const std::string& path, const std::string& profile_path,
+                         const std::string& session_out) {
+  WorkloadSpec sim = l.spec;
+  sim.devices.backend = Backend::simulated;
+  sim.devices.hardware = profile_path;
+  sim.sharding.local_world_size = l.local;
+  sim.rebalance = {};
+  sim.network = {};  // the simulated backend takes it as a floor (TrainerOptions)
+  sim = with_resolved_backend(sim, path);
+  TrainerOptions o;
+  o.simulated_network_floor = l.spec.network;
+  o.trace = !session_out.empty();
+  o.session_path = session_out;
+  o.session_overwrite = true;
+  const RunResult r = run_training(sim, l.plan, o);
+  if (r.ended != RunEnd::complete) throw SpecError(fmt::format("{}: the simulation did not complete: {}", path, r.error));
+  return median(r.step_time_ns);
+}
+
+struct ComputeFit {
+  double launch_ns = 0;
+  std::array<double, kClasses> rate{};
+  std::array<bool, kClasses> fitted{};
+  std::array<std::string, kClasses> note{};
+  std::array<int, kClasses> count{};
+  double r2 = 0;
+};
+
+// The compute ops' t / d[session] = launch + x / rate_class (calibration.h), on relative errors.
+ComputeFit fit_compute(const std::vector<Sample>& compute, const std::vector<double>& d) {
+  ComputeFit f;
+  const auto n = static_cast<Eigen::Index>(compute.size());
+  Eigen::MatrixXd X = Eigen::MatrixXd::Zero(n, 1 + kClasses);
+  Eigen::VectorXd y(n);
+  std::array<double, kClasses> sum_x{}, sum_t{};
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const Sample& s = compute[static_cast<size_t>(i)];
+    const auto c = static_cast<size_t>(s.cls);
+    X(i, 0) = 1.0;
+    X(i, 1 + s.cls) = s.x;
+    y(i) = s.t / d[static_cast<size_t>(s.session)];
+    ++f.count[c];
+    sum_x[c] += s.x;
+    sum_t[c] += y(i);
+  }
+  // relative errors: each row over its duration, so that a 0.1 ms permute weighs as much as
+  // the dense part (an absolute fit would hand the small ops' time to the launch intercept)
+  Eigen::MatrixXd Xw = X;
+  Eigen::VectorXd yw = y;
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const double w = 1.0 / std::max(1.0, y(i));
+    Xw.row(i) *= w;
+    yw(i) *= w;
+  }
+  std::vector<bool> active(1 + kClasses, true);
+  const std::vector<double> beta = nnls(Xw, yw, active);
+  f.r2 = r_squared(X, y, beta);  // of the durations themselves
+  f.launch_ns = beta[0];
+  for (size_t c = 0; c < kClasses; ++c)
+    if (active[1 + c]) {
+      f.rate[c] = 1e9 / beta[1 + c];
+      f.fitted[c] = true;
+      f.note[c] = fmt::format("least squares over {} (rank, op) medians", f.count[c]);
+    }
+  // classes without a usable slope: their mean x / (t - launch), else the memory kernels' rate
+  for (int c : {kMemory, kLookup, kTbeBackward, kDense}) {
+    const auto u = static_cast<size_t>(c);
+    if (f.rate[u] > 0) continue;
+    const double t = sum_t[u] - static_cast<double>(f.count[u]) * beta[0];
+    if (f.count[u] > 0 && sum_x[u] > 0 && t > 0) {
+      f.rate[u] = 1e9 * sum_x[u] / t;
+      f.note[u] = fmt::format("no slope from the least squares: mean work / mean time over {} (rank, op) medians", f.count[u]);
+    } else if (c != kMemory && f.rate[kMemory] > 0) {
+      f.rate[u] = f.rate[kMemory];
+      f.note[u] = f.count[u] == 0 ? "no op of this class in the sessions: the memory kernels' rate"
+                                  : "no usable time: the memory kernels' rate";
+    }
+  }
+  for (size_t c = 0; c < kClasses; ++c)
+    if (!(f.rate[c] > 0))
+      throw SpecError(fmt::format("calibrate: no rate for the {} ops could be fitted (their time is all launch cost)",
+                                  kClassNames[c]));
+  return f;
+}
+
+struct CommSample {
+  int session;
+  bool spans;    // the group spans (emulated) nodes
+  double x, t;   // max(sent, received) bytes; transfer ns after the last member arrived
+};
+
+struct LinkFit {
+  bool ok = false, fitted = false;
+  LinkProfile link;
+  int samples = 0;
+  std::string note;
+  double r2 = 0;
+};
+
+// Collectives of one link class: t / d[session] = latency + x / busbw.
+LinkFit fit_link(const std::vector<CommSample>& comm, bool spans, const std::vector<double>& d) {
+  LinkFit f;
+  std::vector<std::pair<double, double>> pts;
+  for (const auto& c : comm)
+    if (c.spans == spans) pts.emplace_back(c.x, c.t / d[static_cast<size_t>(c.session)]);
+  if (pts.size() < 2) return f;
+  const auto m = static_cast<Eigen::Index>(pts.size());
+  Eigen::MatrixXd A(m, 2);
+  Eigen::VectorXd b(m);
+  double sx = 0, st = 0;
+  for (Eigen::Index i = 0; i < m; ++i) {
+    A(i, 0) = 1.0;
+    A(i, 1) = pts[static_cast<size_t>(i)].first;
+    b(i) = pts[static_cast<size_t>(i)].second;
+    sx += pts[static_cast<size_t>(i)].first;
+    st += pts[static_cast<size_t>(i)].second;
+  }
+  std::vector<bool> act(2, true);
+  const std::vector<double> c = nnls(A, b, act);
+  f.r2 = r_squared(A, b, c);
+  f.link.latency_ns = std::llround(c[0]);
+  const double rest = st - static_cast<double>(m) * c[0];
+  f.link.bus_bandwidth_bytes_per_s = act[1] ? 1e9 / c[1] : (sx > 0 && rest > 0 ? 1e9 * sx / rest : 0.0);
+  f.ok = f.link.bus_bandwidth_bytes_per_s > 0;
+  f.fitted = act[1];
+  f.samples = static_cast<int>(m);
+  f.note = act[1] ? fmt::format("least squares over {} (rank, collective) medians", m)
+                  : "no slope from the least squares: mean bytes / mean time";
+  return f;
+}
+
+// This process's usable cores (its affinity set), >= 1.
+int usable_cores_here() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// Removes a file when it goes out of scope.
+struct TempFile {
+  std::string path;
+  ~TempFile() {
+    if (!path.empty()) std::remove(path.c_str());
+  }
+};
+
+}  // namespace
 
 Calibration calibrate(const std::vector<std::string>& session_paths, const std::string& name) {
   if (session_paths.empty()) throw SpecError("calibrate: no sessions given");
   Calibration cal;
   std::vector<Sample> compute;
-  // collective members: (spans nodes, x = max(sent, received) bytes, transfer ns)
-  std::vector<std::tuple<bool, double, double>> comm;
+  std::vector<CommSample> comm;
+  std::vector<SessionData> data;
   int64_t memory_bytes = 0;
   for (const std::string& path : session_paths) {
     const ss::SessionReader reader(path);
-    const Loaded l = load_session(reader, path);
+    SessionData sd;
+    sd.path = path;
+    sd.l = load_session(reader, path);
+    const Loaded& l = sd.l;
+    sd.ranks = l.spec.devices.count;
+    sd.cores = std::atoi(reader.meta(ss::meta::kCpuCores, "0").c_str());
+    sd.load = reader.meta(ss::meta::kLoadAverage, "");
+    sd.background = measured_background(reader, sd.ranks);
+    sd.measured_ns = measured_step_ns(reader, path);
+    const int session = static_cast<int>(data.size());
     memory_bytes = std::max(memory_bytes, l.spec.devices.memory_bytes);
     cal.sessions.push_back(path);
     // the session's compute-lane ops per (rank, measured step), in time order
@@ -181,8 +415,8 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
       }
       for (size_t i = 0; i < list.size(); ++i) {
         const ProgramOp& op = *planned[i];
-        Sample s{kMemory, static_cast<double>(op.bytes), 0.0};
-        if (op.flops > 0) s = {kDense, static_cast<double>(op.flops), 0.0};
+        Sample s{kMemory, static_cast<double>(op.bytes), 0.0, session};
+        if (op.flops > 0) s = {kDense, static_cast<double>(op.flops), 0.0, session};
         else if (op.category == ss::OpCategory::lookup) s.cls = kLookup;
         else if (op.category == ss::OpCategory::optimizer && op.rows > 0) s.cls = kTbeBackward;
         auto& d = durations[{key.first, place_in_run(l.spec, key.second + l.spec.warmup_steps), i}];
@@ -206,142 +440,186 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     std::map<std::tuple<int, int, std::string, int>, std::tuple<bool, std::vector<int64_t>, std::vector<int64_t>>> calls;
     std::map<std::tuple<int, int64_t, std::string>, int> occurrence;
     for (const auto& [key, members] : by_call) {
-      int64_t last = 0;
-      for (const auto& m : members) last = std::max(last, m.start_ns);
+      // the simulator's collective lasts its largest member's time (exec/simulated/), so every
+      // member's sample pairs the call's end with the largest member's bytes
+      int64_t last = 0, largest = 0;
+      for (const auto& m : members) {
+        last = std::max(last, m.start_ns);
+        largest = std::max({largest, m.bytes_sent, m.bytes_received});
+      }
       bool spans = false;
       for (int32_t peer : members[0].peers) spans = spans || peer / l.local != members[0].peers[0] / l.local;
       for (const auto& m : members) {
         const int k = occurrence[{m.rank, m.step, m.name}]++;
         auto& [sp, xs, ts] = calls[{m.rank, place_in_run(l.spec, m.step + l.spec.warmup_steps), m.name, k}];
         sp = spans;
-        xs.push_back(std::max(m.bytes_sent, m.bytes_received));
+        xs.push_back(largest);
         ts.push_back(m.end_ns - last);
       }
     }
     for (auto& [key, c] : calls)
-      comm.emplace_back(std::get<0>(c), static_cast<double>(median(std::get<1>(c))), static_cast<double>(median(std::get<2>(c))));
+      comm.push_back({session, std::get<0>(c), static_cast<double>(median(std::get<1>(c))),
+                      static_cast<double>(median(std::get<2>(c)))});
+    data.push_back(std::move(sd));
   }
   if (compute.empty())
     throw SpecError("calibrate: no (rank, step) of the sessions matched its step program (nothing to fit)");
   if (comm.empty()) throw SpecError("calibrate: the sessions recorded no collective (give runs of 2 or more ranks)");
 
-  // ---- compute: t = launch + sum_c x_c / rate_c
-  const auto n = static_cast<Eigen::Index>(compute.size());
-  Eigen::MatrixXd X = Eigen::MatrixXd::Zero(n, 1 + kClasses);
-  Eigen::VectorXd y(n);
-  std::array<int, kClasses> count{};
-  std::array<double, kClasses> sum_x{}, sum_t{};
-  for (Eigen::Index i = 0; i < n; ++i) {
-    const Sample& s = compute[static_cast<size_t>(i)];
-    X(i, 0) = 1.0;
-    X(i, 1 + s.cls) = s.x;
-    y(i) = s.t;
-    ++count[static_cast<size_t>(s.cls)];
-    sum_x[static_cast<size_t>(s.cls)] += s.x;
-    sum_t[static_cast<size_t>(s.cls)] += s.t;
+  // ---- the cores the ranks shared (calibration.h): the sessions' cpu_cores, else this process's
+  int cores = 0;
+  bool all_recorded = true;
+  for (const auto& sd : data) {
+    cores = std::max(cores, sd.cores);
+    all_recorded = all_recorded && sd.cores > 0;
   }
-  // relative errors: each row over its duration, so that a 0.1 ms permute weighs as much as
-  // the dense part (an absolute fit would hand the small ops' time to the launch intercept)
-  Eigen::MatrixXd Xw = X;
-  Eigen::VectorXd yw = y;
-  for (Eigen::Index i = 0; i < n; ++i) {
-    const double w = 1.0 / std::max(1.0, y(i));
-    Xw.row(i) *= w;
-    yw(i) *= w;
+  std::string cores_source = "the sessions' cpu_cores metadata (the cores of each run's CPU affinity set)";
+  if (cores <= 0) {
+    cores = usable_cores_here();
+    cores_source = "this process's CPU affinity set: the sessions record no cpu_cores (written since 2026-12)";
+  } else if (!all_recorded) {
+    cores_source += "; sessions without it counted with that many";
   }
-  std::vector<bool> active(1 + kClasses, true);
-  const std::vector<double> beta = nnls(Xw, yw, active);
-  cal.compute_r2 = r_squared(X, y, beta);  // of the durations themselves
-  cal.compute_ops = static_cast<int>(n);
-  cal.kernel_launch_ns = std::llround(beta[0]);
-  std::array<double, kClasses> rate{};
-  std::array<std::string, kClasses> note{};
-  for (int c = 0; c < kClasses; ++c)
-    if (active[static_cast<size_t>(1 + c)]) {
-      rate[static_cast<size_t>(c)] = 1e9 / beta[static_cast<size_t>(1 + c)];
-      note[static_cast<size_t>(c)] = fmt::format("least squares over {} (rank, op) medians", count[static_cast<size_t>(c)]);
+  // every session's background load measured (cpu_self_cores / cpu_other_cores): each session
+  // is normalized with its own, else one background for all is fitted
+  bool measured = true;
+  for (const auto& sd : data) measured = measured && sd.background >= 0;
+  auto background_of = [&](const SessionData& sd, double background) { return measured ? sd.background : background; };
+  double penalty = 0;  // oversubscription_penalty: searched when the backgrounds are measured
+  auto dilation = [&](double background) {
+    std::vector<double> d;
+    for (const auto& sd : data) {
+      HardwareProfile one;
+      one.cpu = {sd.cores > 0 ? sd.cores : cores, kThreadsPerRank, background_of(sd, background), penalty};
+      d.push_back(contention_factor(one, sd.ranks));
     }
-  // classes without a usable slope: their mean x / (t - launch), else the memory kernels' rate
-  for (int c : {kMemory, kLookup, kTbeBackward, kDense}) {
-    const auto u = static_cast<size_t>(c);
-    if (rate[u] > 0) continue;
-    const double t = sum_t[u] - static_cast<double>(count[u]) * beta[0];
-    if (count[u] > 0 && sum_x[u] > 0 && t > 0) {
-      rate[u] = 1e9 * sum_x[u] / t;
-      note[u] = fmt::format("no slope from the least squares: mean work / mean time over {} (rank, op) medians", count[u]);
-    } else if (c != kMemory && rate[kMemory] > 0) {
-      rate[u] = rate[kMemory];
-      note[u] = count[u] == 0 ? "no op of this class in the sessions: the memory kernels' rate"
-                              : "no usable time: the memory kernels' rate";
-    }
-  }
-  for (int c = 0; c < kClasses; ++c)
-    if (!(rate[static_cast<size_t>(c)] > 0))
-      throw SpecError(fmt::format("calibrate: no rate for the {} ops could be fitted (their time is all launch cost)",
-                                  kClassNames[static_cast<size_t>(c)]));
-  for (int c = 0; c < kClasses; ++c)
-    cal.fits.push_back({kClassNames[static_cast<size_t>(c)], count[static_cast<size_t>(c)], rate[static_cast<size_t>(c)],
-                        active[static_cast<size_t>(1 + c)], note[static_cast<size_t>(c)]});
-
-  // ---- collectives: t = latency + x / busbw, within a node and across nodes
-  auto fit_link = [&](bool spans, LinkProfile& link, double* r2) {
-    std::vector<std::pair<double, double>> pts;
-    for (const auto& [s, x, t] : comm)
-      if (s == spans) pts.emplace_back(x, t);
-    if (pts.size() < 2) return false;
-    const auto m = static_cast<Eigen::Index>(pts.size());
-    Eigen::MatrixXd A(m, 2);
-    Eigen::VectorXd b(m);
-    double sx = 0, st = 0;
-    for (Eigen::Index i = 0; i < m; ++i) {
-      A(i, 0) = 1.0;
-      A(i, 1) = pts[static_cast<size_t>(i)].first;
-      b(i) = pts[static_cast<size_t>(i)].second;
-      sx += pts[static_cast<size_t>(i)].first;
-      st += pts[static_cast<size_t>(i)].second;
-    }
-    std::vector<bool> act(2, true);
-    const std::vector<double> c = nnls(A, b, act);
-    if (r2) *r2 = r_squared(A, b, c);
-    link.latency_ns = std::llround(c[0]);
-    const double rest = st - static_cast<double>(m) * c[0];
-    link.bus_bandwidth_bytes_per_s = act[1] ? 1e9 / c[1] : (sx > 0 && rest > 0 ? 1e9 * sx / rest : 0.0);
-    if (!(link.bus_bandwidth_bytes_per_s > 0)) return false;
-    cal.fits.push_back({spans ? "inter_node" : "intra_node", static_cast<int>(m), link.bus_bandwidth_bytes_per_s, act[1],
-                        act[1] ? fmt::format("least squares over {} (rank, collective) medians", m)
-                               : "no slope from the least squares: mean bytes / mean time"});
-    return true;
+    return d;
   };
-  HardwareProfile& hw = cal.profile;
-  const bool intra = fit_link(false, hw.intra_node, &cal.collective_r2);
-  const bool inter = fit_link(true, hw.inter_node, nullptr);
-  if (!intra && !inter) throw SpecError("calibrate: the collectives' times give no bandwidth (all latency)");
-  if (!intra) hw.intra_node = hw.inter_node;
-  if (!inter) hw.inter_node = hw.intra_node;
-  const std::string host = host_name();
-  hw.intra_node.name = fmt::format("Gloo between rank threads on {} (fitted)", host);
-  hw.inter_node.name = inter ? fmt::format("Gloo across emulated nodes on {} (fitted)", host) : hw.intra_node.name;
 
-  // ---- the profile
-  const double hbm = std::max({rate[kLookup], rate[kTbeBackward], rate[kMemory]});
-  hw.name = name;
-  hw.description = fmt::format("cpu ranks of {}, fitted by embedscope calibrate from {} session(s)", host,
-                               cal.sessions.size());
-  hw.gpu.name = fmt::format("cpu ranks of {}", host);
-  hw.gpu.memory_bytes = memory_bytes;
-  hw.gpu.hbm_bandwidth_bytes_per_s = hbm;
-  hw.gpu.tbe_forward_efficiency = rate[kLookup] / hbm;
-  hw.gpu.tbe_backward_efficiency = rate[kTbeBackward] / hbm;
-  hw.gpu.memory_kernel_efficiency = rate[kMemory] / hbm;
-  hw.gpu.dense_flops_per_s = rate[kDense];
-  hw.gpu.dense_efficiency = 1.0;
-  hw.gpu.kernel_launch_ns = cal.kernel_launch_ns;
-  hw.gpus_per_node = kRanksPerMachine;
-  hw.max_nodes = kRanksPerMachine;
+  const std::string host = host_name();
   std::string list;
   for (const auto& s : cal.sessions) list += (list.empty() ? "" : ", ") + s;
+  // the profile for a background load and a step scale (compute and collectives scale * slower)
+  ComputeFit cf;
+  LinkFit intra, inter;
+  auto profile_for = [&](double background, double scale) {
+    const std::vector<double> d = dilation(background);
+    cf = fit_compute(compute, d);
+    intra = fit_link(comm, false, d);
+    inter = fit_link(comm, true, d);
+    if (!intra.ok && !inter.ok) throw SpecError("calibrate: the collectives' times give no bandwidth (all latency)");
+    HardwareProfile hw;
+    hw.intra_node = intra.ok ? intra.link : inter.link;
+    hw.inter_node = inter.ok ? inter.link : intra.link;
+    for (LinkProfile* link : {&hw.intra_node, &hw.inter_node}) {
+      link->latency_ns = std::llround(static_cast<double>(link->latency_ns) * scale);
+      link->bus_bandwidth_bytes_per_s /= scale;
+    }
+    hw.intra_node.name = fmt::format("Gloo between rank threads on {} (fitted)", host);
+    hw.inter_node.name = inter.ok ? fmt::format("Gloo across emulated nodes on {} (fitted)", host) : hw.intra_node.name;
+    std::array<double, kClasses> rate{};
+    for (size_t c = 0; c < kClasses; ++c) rate[c] = cf.rate[c] / scale;
+    const double hbm = std::max({rate[kLookup], rate[kTbeBackward], rate[kMemory]});
+    hw.name = name;
+    hw.description = fmt::format("cpu ranks of {}, fitted by embedscope calibrate from {} session(s)", host, data.size());
+    hw.gpu.name = fmt::format("cpu ranks of {}", host);
+    hw.gpu.memory_bytes = memory_bytes;
+    hw.gpu.hbm_bandwidth_bytes_per_s = hbm;
+    hw.gpu.tbe_forward_efficiency = rate[kLookup] / hbm;
+    hw.gpu.tbe_backward_efficiency = rate[kTbeBackward] / hbm;
+    hw.gpu.memory_kernel_efficiency = rate[kMemory] / hbm;
+    hw.gpu.dense_flops_per_s = rate[kDense];
+    hw.gpu.dense_efficiency = 1.0;
+    hw.gpu.kernel_launch_ns = std::llround(cf.launch_ns * scale);
+    hw.gpus_per_node = kRanksPerMachine;
+    hw.max_nodes = kRanksPerMachine;
+    hw.cpu = {cores, kThreadsPerRank, background, penalty};
+    return hw;
+  };
+
+  // ---- background load and step scale: the sessions simulated with the profile of each
+  // candidate background b; log(measured / simulated) per session should be one constant (the
+  // step scale), so b minimizes their spread (calibration.h)
+  std::vector<int> rank_counts;
+  for (const auto& sd : data) rank_counts.push_back(sd.ranks);
+  std::sort(rank_counts.begin(), rank_counts.end());
+  rank_counts.erase(std::unique(rank_counts.begin(), rank_counts.end()), rank_counts.end());
+  TempFile file{(std::filesystem::temp_directory_path() / fmt::format("embedscope_calibrate_fit_{}.json", getpid())).string()};
+  std::vector<double> log_k(data.size());
+  auto spread = [&](double background) {
+    HardwareProfile hw = profile_for(background, 1.0);
+    double mean = 0;
+    for (size_t i = 0; i < data.size(); ++i) {
+      hw.cpu.background_threads = background_of(data[i], background);
+      {
+        std::ofstream f(file.path);
+        if (!(f << to_json(hw).dump())) throw SpecError(fmt::format("calibrate: cannot write {}", file.path));
+      }
+      const int64_t sim = simulate_session(data[i].l, data[i].path, file.path, "");
+      log_k[i] = std::log(static_cast<double>(data[i].measured_ns) / static_cast<double>(std::max<int64_t>(1, sim)));
+      mean += log_k[i] / static_cast<double>(data.size());
+    }
+    double ss = 0;
+    for (double v : log_k) ss += (v - mean) * (v - mean);
+    return ss;
+  };
+  // one-dimensional search of f over [0, hi]: a grid of `step`, then golden-section search
+  // around the best grid point to `tol`
+  auto search = [&](const std::function<double(double)>& f, double hi, double step, double tol) {
+    double best = 0, best_ss = f(0.0);
+    for (double v = step; v <= hi + 1e-9; v += step)
+      if (const double ss = f(v); ss < best_ss) best_ss = ss, best = v;
+    double a = std::max(0.0, best - step), c = std::min(hi, best + step);
+    const double g = (std::sqrt(5.0) - 1) / 2;
+    double x1 = c - g * (c - a), x2 = a + g * (c - a), f1 = f(x1), f2 = f(x2);
+    while (c - a > tol) {
+      if (f1 <= f2) c = x2, x2 = x1, f2 = f1, x1 = c - g * (c - a), f1 = f(x1);
+      else a = x1, x1 = x2, f1 = f2, x2 = a + g * (c - a), f2 = f(x2);
+    }
+    const double mid = (a + c) / 2;
+    return f(mid) < best_ss ? mid : best;
+  };
+  const double hi = kMaxBackgroundPerCore * cores;
+  double best = 0;
+  if (measured) {  // the profile's: the calibration runs' median; the penalty fitted
+    std::vector<double> b;
+    for (const auto& sd : data) b.push_back(sd.background);
+    std::sort(b.begin(), b.end());
+    best = b[b.size() / 2];
+    if (rank_counts.size() >= 2)
+      penalty = search([&](double v) { penalty = v; return spread(best); }, kMaxPenalty, 0.1, 1e-3);
+  } else if (rank_counts.size() >= 2) {
+    best = search(spread, hi, cores / 4.0, 1e-3 * cores);
+  }
+  spread(best);  // log_k at the chosen background and penalty
+  double mean_log_k = 0;
+  for (double v : log_k) mean_log_k += v / static_cast<double>(log_k.size());
+  cal.step_scale = std::exp(mean_log_k);
+  cal.profile = profile_for(best, cal.step_scale);
+  HardwareProfile& hw = cal.profile;
+  cal.cores = cores;
+  cal.background_threads = best;
+  cal.background_measured = measured;
+  cal.oversubscription_penalty = penalty;
+  cal.compute_r2 = cf.r2;
+  cal.compute_ops = static_cast<int>(compute.size());
+  cal.kernel_launch_ns = hw.gpu.kernel_launch_ns;
+  for (size_t c = 0; c < kClasses; ++c)
+    cal.fits.push_back({kClassNames[c], cf.count[c], cf.rate[c] / cal.step_scale, cf.fitted[c], cf.note[c]});
+  if (intra.ok) cal.fits.push_back({"intra_node", intra.samples, hw.intra_node.bus_bandwidth_bytes_per_s, intra.fitted, intra.note});
+  if (inter.ok) cal.fits.push_back({"inter_node", inter.samples, hw.inter_node.bus_bandwidth_bytes_per_s, inter.fitted, inter.note});
+  cal.collective_r2 = intra.ok ? intra.r2 : inter.r2;
+
+  // ---- where each number comes from
+  std::string loads;
+  for (const auto& sd : data) loads += (loads.empty() ? "" : ", ") + (sd.load.empty() ? std::string("?") : sd.load);
   const std::string from = fmt::format("embedscope calibrate from {} ({} compute ops, R^2 {:.3f})", list, cal.compute_ops,
                                        cal.compute_r2);
+  const std::string per_core = fmt::format(
+      "; per op with the node to itself: each session's durations divided by its contention factor (/cpu), and "
+      "times the step scale {:.3f} (the sessions' measured / simulated step time, geometric mean: what per-op medians "
+      "miss, e.g. the slowest rank's share of the cores)",
+      cal.step_scale);
   auto fit_of = [&](const char* what) {
     for (const auto& f : cal.fits)
       if (f.what == what) return f.note;
@@ -349,17 +627,43 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   };
   hw.sources = {
       {"/gpu/memory_bytes", "the sessions' devices.memory_bytes (the largest)"},
-      {"/gpu/hbm_bandwidth_bytes_per_s", "the largest of the fitted lookup, TBE backward and memory-kernel rates; " + from},
+      {"/gpu/hbm_bandwidth_bytes_per_s", "the largest of the fitted lookup, TBE backward and memory-kernel rates; " + from + per_core},
       {"/gpu/tbe_forward_efficiency", "fitted lookup rate / hbm_bandwidth: " + fit_of("lookup")},
       {"/gpu/tbe_backward_efficiency", "fitted TBE backward rate / hbm_bandwidth: " + fit_of("tbe_backward")},
       {"/gpu/memory_kernel_efficiency", "fitted memory-kernel rate / hbm_bandwidth: " + fit_of("memory_kernels")},
-      {"/gpu/dense_flops_per_s", "fitted dense rate (efficiency 1): " + fit_of("dense")},
-      {"/gpu/kernel_launch_ns", "the fit's intercept (one fixed cost for every compute op); " + from},
+      {"/gpu/dense_flops_per_s", "fitted dense rate (efficiency 1): " + fit_of("dense") + per_core},
+      {"/gpu/kernel_launch_ns", "the fit's intercept (one fixed cost for every compute op); " + from + per_core},
       {"/cluster/gpus_per_node", "one machine holds every cpu rank (devices.count <= 64)"},
       {"/cluster/max_nodes", "emulated nodes (sharding.local_world_size) of the same machine"},
-      {"/intra_node/bus_bandwidth_bytes_per_s", fit_of("intra_node") + fmt::format(" (R^2 {:.3f})", cal.collective_r2)},
-      {"/intra_node/latency_ns", "the collective fit's intercept"},
+      {"/intra_node/bus_bandwidth_bytes_per_s",
+       fit_of("intra_node") + fmt::format(" (R^2 {:.3f}), divided by the contention factor as the compute ops", cal.collective_r2) +
+           per_core},
+      {"/intra_node/latency_ns", "the collective fit's intercept" + per_core},
       {"/inter_node/bus_bandwidth_bytes_per_s", fit_of("inter_node")},
+      {"/cpu/cores", cores_source},
+      {"/cpu/threads_per_rank",
+       "1: the cpu executor runs each rank's compute ops on one thread (engine exec/threaded/executor.cpp); its comm "
+       "thread (Gloo) mostly waits while it computes"},
+      {"/cpu/oversubscription_penalty",
+       measured && rank_counts.size() >= 2
+           ? fmt::format("fitted: the value in [0, {:g}] for which the sessions' log(measured / simulated step time) "
+                         "spread least (least squares; sessions of {} rank counts, each at its measured background)",
+                         kMaxPenalty, rank_counts.size())
+           : std::string("0, not fitted: it needs the sessions' measured load (cpu_self_cores, cpu_other_cores) and "
+                         "two or more rank counts")},
+      {"/cpu/background_threads",
+       measured
+           ? fmt::format("measured: the median over the sessions of ranks x cpu_other_cores / cpu_self_cores (the "
+                         "cores other processes kept busy during each run over the cores it did); each session was "
+                         "normalized with its own; load average at the runs' start: {}",
+                         loads)
+       : rank_counts.size() >= 2
+           ? fmt::format("fitted: the value in [0, {:g}] for which the sessions' log(measured / simulated step time) "
+                         "spread least (least squares; sessions of {} rank counts); load average at the runs' start: {}",
+                         hi, rank_counts.size(), loads)
+           : fmt::format("0, not fitted: the sessions have one rank count ({}), which does not tell contention from "
+                         "speed; load average at the runs' start: {}",
+                         rank_counts.front(), loads)},
   };
   return cal;
 }
@@ -369,25 +673,24 @@ CalibrationCheck check_calibration(const std::string& session_path, const std::s
   const Loaded l = load_session(reader, session_path);
   CalibrationCheck c;
   c.session = session_path;
-  c.workload = fmt::format("{}, {} ranks, {}, {}", l.spec.name, l.spec.devices.count, to_string(l.spec.sharding.default_type),
-                           to_string(l.spec.pipeline));
-  std::map<int64_t, int64_t> slowest;
-  for (const auto& s : reader.steps())
-    if (s.step >= 0) slowest[s.step] = std::max(slowest[s.step], s.end_ns - s.start_ns);
-  std::vector<int64_t> measured;
-  for (const auto& [step, t] : slowest) measured.push_back(t);
-  if (measured.empty()) throw SpecError(fmt::format("{}: no measured step", session_path));
-  c.measured_ns = median(measured);
-  WorkloadSpec sim = l.spec;
-  sim.devices.backend = Backend::simulated;
-  sim.devices.hardware = profile_path;
-  sim.sharding.local_world_size = l.local;
-  sim.rebalance = {};
-  sim = with_resolved_backend(sim, session_path);
-  const RunResult r = run_training(sim, l.plan, TrainerOptions{});
-  if (r.ended != RunEnd::complete)
-    throw SpecError(fmt::format("{}: the simulation did not complete: {}", session_path, r.error));
-  c.simulated_ns = median(r.step_time_ns);
+  c.ranks = l.spec.devices.count;
+  c.workload = fmt::format("{}, {} ranks, {}, {}{}", l.spec.name, l.spec.devices.count,
+                           to_string(l.spec.sharding.default_type), to_string(l.spec.pipeline),
+                           l.spec.network.limited() ? ", emulated network" : "");
+  c.measured_ns = measured_step_ns(reader, session_path);
+  c.measured_comm_ns = comm_step_ns(reader);
+  TempFile out{(std::filesystem::temp_directory_path() / fmt::format("embedscope_calibrate_check_{}.db", getpid())).string()};
+  c.simulated_ns = simulate_session(l, session_path, profile_path, out.path);
+  c.simulated_comm_ns = comm_step_ns(ss::SessionReader(out.path));
+  for (const char* suffix : {"-wal", "-shm"}) std::remove((out.path + suffix).c_str());
+  c.background = measured_background(reader, c.ranks);
+  HardwareProfile hw = load_hardware_profile(profile_path);
+  if (c.background >= 0 && hw.cpu.cores > 0) {  // the same profile at the load this run had
+    hw.cpu.background_threads = c.background;
+    TempFile at_load{(std::filesystem::temp_directory_path() / fmt::format("embedscope_calibrate_load_{}.json", getpid())).string()};
+    std::ofstream(at_load.path) << to_json(hw).dump();
+    c.simulated_at_run_load_ns = simulate_session(l, session_path, at_load.path, "");
+  }
   return c;
 }
 

@@ -83,7 +83,7 @@ LinkProfile link(const json& j, const std::string& origin, const char* key) {
 }
 
 HardwareProfile from_json(const json& j, const std::string& origin) {
-  Fields top(j, origin, "", {"name", "description", "gpu", "cluster", "intra_node", "inter_node", "host_link", "sources"});
+  Fields top(j, origin, "", {"name", "description", "gpu", "cluster", "intra_node", "inter_node", "host_link", "cpu", "sources"});
   HardwareProfile p;
   p.name = top.text("name");
   if (j.contains("description")) p.description = top.text("description");
@@ -105,6 +105,14 @@ HardwareProfile from_json(const json& j, const std::string& origin) {
   p.intra_node = link(j, origin, "intra_node");
   p.inter_node = link(j, origin, "inter_node");
   p.host_link = j.contains("host_link") ? link(j, origin, "host_link") : default_host_link();
+  if (j.contains("cpu")) {
+    Fields u(j, origin, "/cpu", {"cores", "threads_per_rank", "background_threads", "oversubscription_penalty"});
+    p.cpu.cores = static_cast<int>(u.integer("cores", 1, 1 << 20));
+    p.cpu.threads_per_rank = u.number("threads_per_rank", 0, 1e6, true);
+    p.cpu.background_threads = u.number("background_threads", 0, 1e6, false);
+    if (j.at("cpu").contains("oversubscription_penalty"))
+      p.cpu.oversubscription_penalty = u.number("oversubscription_penalty", 0, 1e3, false);
+  }
   if (j.contains("sources")) {  // any JSON pointer -> a citation
     if (!j.at("sources").is_object()) top.fail("/sources", "must be an object (JSON pointer -> citation)");
     for (const auto& [k, v] : j.at("sources").items()) {

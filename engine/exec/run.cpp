@@ -1,12 +1,18 @@
 // run_training: the facade the apps call. Checks the plan and the memory it needs, has the
 // backend's executor (exec/executor.h) set up its devices, opens the session with the run's
 // metadata, runs the executor and closes the session with how the run ended.
+#include <sched.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 
 #include <fstream>
+#include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/exec/backend.h"
@@ -117,6 +123,58 @@ std::string cpu_name() {
 }
 
 
+// The cores this process may run on (its affinity set), else the hardware's count; >= 1.
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// The first field of /proc/loadavg ("" when unreadable).
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string first;
+  f >> first;
+  return first;
+}
+
+// CPU time so far: of the whole machine (busy, all cores, /proc/stat) and of this process
+// (getrusage), seconds, with the steady clock; ok false when /proc/stat is unreadable.
+struct CpuUse {
+  double machine_busy_s = 0, self_s = 0, wall_s = 0;
+  bool ok = false;
+};
+
+CpuUse cpu_use_now() {
+  CpuUse u;
+  u.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  rusage ru{};
+  if (getrusage(RUSAGE_SELF, &ru) == 0)
+    u.self_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+               static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+  std::ifstream f("/proc/stat");
+  std::string cpu;
+  // user nice system idle iowait irq softirq steal (guest time is inside user)
+  long long v[8] = {};
+  if (f >> cpu >> v[0] >> v[1] >> v[2] >> v[3] >> v[4] >> v[5] >> v[6] >> v[7] && cpu == "cpu") {
+    const long tick = sysconf(_SC_CLK_TCK);
+    u.machine_busy_s = static_cast<double>(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / static_cast<double>(tick > 0 ? tick : 100);
+    u.ok = true;
+  }
+  return u;
+}
+
+// kCpuSelfCores and kCpuOtherCores over [a, b].
+void write_cpu_use(sessions::SessionWriter& w, const CpuUse& a, const CpuUse& b) {
+  const double wall = b.wall_s - a.wall_s;
+  if (!a.ok || !b.ok || !(wall > 0)) return;
+  const double self = (b.self_s - a.self_s) / wall;
+  const double other = std::max(0.0, (b.machine_busy_s - a.machine_busy_s) / wall - self);
+  w.set_metadata(sessions::meta::kCpuSelfCores, fmt::format("{:.3f}", self));
+  w.set_metadata(sessions::meta::kCpuOtherCores, fmt::format("{:.3f}", other));
+}
+
 void write_run_metadata(sessions::SessionWriter& w, const WorkloadSpec& spec, const ShardingPlan& plan,
                         const profiler::RunClock& clock) {
   w.set_metadata(sessions::meta::kToolVersion, EMBEDSCOPE_VERSION);
@@ -125,6 +183,10 @@ void write_run_metadata(sessions::SessionWriter& w, const WorkloadSpec& spec, co
   w.set_metadata(sessions::meta::kClock, "steady_clock ns since the run's start");
   w.set_metadata(sessions::meta::kHost, host_name());
   w.set_metadata(sessions::meta::kCpuName, cpu_name());
+  if (spec.devices.backend != Backend::simulated) {  // the machine the ranks ran on
+    w.set_metadata(sessions::meta::kCpuCores, std::to_string(usable_cores()));
+    if (const std::string load = load_average(); !load.empty()) w.set_metadata(sessions::meta::kLoadAverage, load);
+  }
   w.set_metadata(sessions::meta::kGpuNames, "");
   w.set_metadata(sessions::meta::kGlooVersion, gloo_version());
   w.set_metadata(sessions::meta::kCudaVersion, "not used (cpu backend)");
@@ -214,6 +276,7 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
     result.session_path = options.session_path;
     write_run_metadata(*session, spec, result.plan, executor->clock());
   }
+  const CpuUse cpu_before = cpu_use_now();
   try {
     executor->run(session.get(), result);
   } catch (const std::exception& e) {  // e.g. a GPU allocator that cannot be set up: the session says so
@@ -221,6 +284,7 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
     throw;
   }
   if (result.final_plan.tables.empty()) result.final_plan = result.plan;  // executors that keep one plan
+  if (session && spec.devices.backend != Backend::simulated) write_cpu_use(*session, cpu_before, cpu_use_now());
   if (session) session->close(to_string(result.ended), result.error);
   return result;
 }

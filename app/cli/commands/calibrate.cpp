@@ -65,13 +65,19 @@ int cmd_calibrate(const CalibrateState& s) {
   if (s.json) {
     json j = {{"profile", profile}, {"compute_ops", cal.compute_ops}, {"compute_r2", cal.compute_r2},
               {"collective_r2", cal.collective_r2}, {"skipped_rank_steps", cal.skipped_rank_steps},
+              {"cores", cal.cores}, {"background_threads", cal.background_threads}, {"step_scale", cal.step_scale},
+              {"background_measured", cal.background_measured}, {"oversubscription_penalty", cal.oversubscription_penalty},
               {"fits", json::array()}, {"checks", json::array()}};
     if (!s.output.empty()) j["written"] = s.output;
     for (const auto& f : cal.fits)
       j["fits"].push_back({{"what", f.what}, {"samples", f.samples}, {"rate", f.rate}, {"fitted", f.fitted}, {"note", f.note}});
     for (const auto& [c, in] : checks)
-      j["checks"].push_back({{"session", c.session}, {"workload", c.workload}, {"in_sample", in},
-                             {"measured_step_ns", c.measured_ns}, {"simulated_step_ns", c.simulated_ns}, {"error", c.error()}});
+      j["checks"].push_back({{"session", c.session}, {"workload", c.workload}, {"ranks", c.ranks}, {"in_sample", in},
+                             {"measured_step_ns", c.measured_ns}, {"simulated_step_ns", c.simulated_ns}, {"error", c.error()},
+                             {"measured_comm_ns", c.measured_comm_ns}, {"simulated_comm_ns", c.simulated_comm_ns},
+                             {"comm_error", c.comm_error()}, {"background_threads", c.background},
+                             {"simulated_at_run_load_ns", c.simulated_at_run_load_ns},
+                             {"error_at_run_load", c.error_at_run_load()}});
     std::cout << dump(j) << "\n";
     return 0;
   }
@@ -85,12 +91,25 @@ int cmd_calibrate(const CalibrateState& s) {
   for (const auto& f : cal.fits) std::cout << fmt::format("{:<16} {:>8} {:>16}  {}\n", f.what, f.samples, rate_text(f), f.note);
   std::cout << fmt::format("collectives: latency {} ns within a node (R^2 {:.3f}), {} ns across\n",
                            cal.profile.intra_node.latency_ns, cal.collective_r2, cal.profile.inter_node.latency_ns);
+  std::cout << fmt::format("contention: {} cores, {:.2f} background threads ({}), oversubscription penalty {:.3f}, "
+                           "step scale {:.3f}; n ranks run x = (n + {:.2f}) / {}: max(1, x) x (1 + {:.3f} x "
+                           "clamp(x - 1, 0, 1)) times slower than one\n",
+                           cal.cores, cal.background_threads,
+                           cal.background_measured ? "the sessions' measured load, median" : "fitted",
+                           cal.oversubscription_penalty, cal.step_scale, cal.background_threads, cal.cores,
+                           cal.oversubscription_penalty);
   if (!checks.empty()) {
-    std::cout << fmt::format("\n{:<10} {:>12} {:>12} {:>8}  {}\n", "check", "measured", "simulated", "error", "session");
+    std::cout << fmt::format("\n{:<10} {:>12} {:>12} {:>8} {:>9} {:>12} {:>12} {:>8}  {}\n", "check", "measured",
+                             "simulated", "error", "at load", "comm meas.", "comm sim.", "error", "session");
     for (const auto& [c, in] : checks)
-      std::cout << fmt::format("{:<10} {:>12} {:>12} {:>+7.1f}%  {} ({})\n", in ? "in-sample" : "held-out", ms(c.measured_ns),
-                               ms(c.simulated_ns), 100 * c.error(), c.session, c.workload);
-    std::cout << "(median step time, slowest rank; simulated with the fitted profile)\n";
+      std::cout << fmt::format("{:<10} {:>12} {:>12} {:>+7.1f}% {:>9} {:>12} {:>12} {:>+7.1f}%  {} ({})\n",
+                               in ? "in-sample" : "held-out", ms(c.measured_ns), ms(c.simulated_ns), 100 * c.error(),
+                               c.simulated_at_run_load_ns > 0 ? fmt::format("{:+.1f}%", 100 * c.error_at_run_load()) : "-",
+                               ms(c.measured_comm_ns), ms(c.simulated_comm_ns), 100 * c.comm_error(), c.session,
+                               c.workload);
+    std::cout << "(median step time, slowest rank; at load: the error when simulated at the run's own measured "
+                 "background load; comm: the collectives' time per step after the last member arrived, mean over "
+                 "ranks; simulated with the fitted profile)\n";
   }
   if (!s.output.empty()) std::cout << fmt::format("profile: {} (use --simulate {})\n", s.output, s.output);
   return 0;

@@ -21,14 +21,37 @@
 // kernels' rate (or its own mean x / t) and says so in the profile's sources.
 // Collectives: every member of every recorded collective: transfer time = its end - the last
 // member's start (the median per rank, place, name and occurrence in the step) (the waiting for peers left out, as the simulator adds waits itself), fitted
-// to latency + max(bytes sent, bytes received) / busbw (nccl-tests' model, cost_model.h),
+// to latency + max(bytes sent, bytes received) / busbw (nccl-tests' model, cost_model.h; the
+// bytes of the call's largest member, as the simulated collective lasts its largest member's),
 // separately for groups within a node and groups that span nodes (sharding.local_world_size);
 // without cross-node samples inter_node copies intra_node.
+// Contention (the profile's "cpu", hardware_profile.h CpuContention): the N ranks of a session
+// are threads on this machine's C cores (C: the sessions' cpu_cores metadata, else this
+// process's affinity set), with b runnable threads of other work beside them, so each op of a
+// session runs d = max(1, (N x 1 + b) / C) times slower than with the machine to itself (one
+// compute thread per rank; a fair scheduler's processor sharing). Every compute duration and
+// collective transfer time is divided by its session's d before the fits above, and the
+// simulator multiplies them back (cost_model.h contention_factor), so one profile serves 2, 4
+// or 8 ranks. b is fitted at the step level: for a candidate b the profile is fitted, every
+// session simulated with it, and k_s = measured / simulated step time computed per session;
+// a right b makes k_s the same for all sessions, so b minimizes the spread of log k_s (a grid of
+// C / 4 over [0, 8 C], then golden-section search; sessions of one rank count cannot tell b from
+// speed: b = 0). When every session records the load it shared the machine with (metadata
+// cpu_self_cores, cpu_other_cores: sessions since 2026-12), b is measured per session instead,
+// b_s = N x other / self (a fair scheduler gives each runnable thread an equal share, so the
+// other processes' runnable threads are N times their share over ours), each session is
+// normalized with its own b_s, and the profile's b is their median; then, with two or more rank
+// counts, the oversubscription penalty p (CpuContention: time slicing's own cost once runnable
+// threads outnumber the cores) is searched the same way as b otherwise is (grid 0.1 over
+// [0, 2], golden-section), b being known. The geometric mean of k_s at that b is the step scale: every compute and
+// collective coefficient is made that much slower (the simulated step is a max-plus system of
+// the durations, so it scales exactly): the per-op medians leave out what the step has beside
+// them (the slowest rank's share of the cores, scheduling gaps between ops).
 // The profile: hbm_bandwidth = the largest of the three memory rates, efficiencies = each rate
 // over it, dense_flops = the dense rate at efficiency 1, one node of 64 ranks (the cpu
 // executor's most) with the sessions' devices.memory_bytes, max_nodes 1: this machine.
-// Fits are honest only for what the sessions covered: the contention of that many rank threads
-// on this machine's cores is inside every coefficient.
+// Fits are honest only for what the sessions covered: the machine's other load b is the
+// calibration runs' (a busier or idler machine later moves every step).
 
 #include <cstdint>
 #include <string>
@@ -59,9 +82,16 @@ struct Calibration {
   int compute_ops = 0;             ///< op samples used
   int skipped_rank_steps = 0;      ///< (rank, step) pairs whose ops did not match the program
   std::vector<std::string> sessions;
+  int cores = 0;                   ///< the cores the ranks shared (profile.cpu.cores)
+  double background_threads = 0;   ///< the fitted other load, runnable threads (profile.cpu)
+  double step_scale = 1;           ///< measured / simulated step time before scaling, geometric mean
+  bool background_measured = false;  ///< from the sessions' cpu_other_cores / cpu_self_cores, not fitted
+  double oversubscription_penalty = 0;  ///< fitted when background_measured (profile.cpu), else 0
 };
 
 /// Fits this machine's profile (named `name`) from sessions this engine recorded on cpu ranks.
+/// Simulates every session up to some 40 times (the fitted background's search; once when the
+/// sessions record their load): seconds for a few sessions.
 /// Throws SpecError naming the file for a session without workload_json / sharding_plan_json,
 /// a simulated or imported session, an lm_embedding session, or one without a measured step;
 /// and when all sessions together give no compute op or no collective to fit.
@@ -71,18 +101,39 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
 nlohmann::json to_json(const HardwareProfile& p);
 
 /// One session simulated with a profile: the median over measured steps of the slowest rank's
-/// step time, measured (the session's steps table) and simulated.
+/// step time, measured (the session's steps table) and simulated; and the collectives' time:
+/// per step and rank the sum of its collectives' transfer times (end - the last member's
+/// start, waiting for peers left out), the mean over ranks, the median over steps, both ns.
 struct CalibrationCheck {
   std::string session;
   std::string workload;        ///< "criteo_kaggle, 4 ranks, row_wise, base" for people
+  int ranks = 0;
   int64_t measured_ns = 0, simulated_ns = 0;
+  int64_t measured_comm_ns = 0, simulated_comm_ns = 0;
+  /// The run's own other load (ranks x cpu_other_cores / cpu_self_cores; -1 when the session
+  /// does not record it) and the step simulated with the profile at that background instead of
+  /// the profile's (0 when not simulated): what the model says for the machine as busy as it was.
+  double background = -1;
+  int64_t simulated_at_run_load_ns = 0;
+  double error_at_run_load() const {  ///< (simulated at the run's load - measured) / measured; 0 without
+    return measured_ns > 0 && simulated_at_run_load_ns > 0
+               ? static_cast<double>(simulated_at_run_load_ns - measured_ns) / static_cast<double>(measured_ns)
+               : 0.0;
+  }
   double error() const {       ///< (simulated - measured) / measured
     return measured_ns > 0 ? static_cast<double>(simulated_ns - measured_ns) / static_cast<double>(measured_ns) : 0.0;
+  }
+  double comm_error() const {  ///< (simulated - measured) / measured collectives' time; 0 without
+    return measured_comm_ns > 0
+               ? static_cast<double>(simulated_comm_ns - measured_comm_ns) / static_cast<double>(measured_comm_ns)
+               : 0.0;
   }
 };
 
 /// Simulates the session's workload and plan with the profile file `profile_path` (its
-/// devices.backend set to simulated) and compares step times. Throws what calibrate throws for
+/// devices.backend set to simulated; its emulated network, if any, kept: the simulator floors
+/// each collective at the emulation's time) and compares step and collective times. Writes
+/// and removes a temporary session in the temp directory. Throws what calibrate throws for
 /// the session, and SpecError when the simulation does not complete.
 CalibrationCheck check_calibration(const std::string& session_path, const std::string& profile_path);
 

@@ -18,6 +18,11 @@
 // forward for lookups, TBE backward for the embedding optimizers that update rows (rows > 0),
 // the memory-kernel efficiency for the rest (input, bucketize, permute, dense optimizer).
 //
+// Cpu ranks (hw.cpu.cores > 0, a calibrated `this_machine`): the ranks of a node are threads
+// on its cores, so every compute op and every collective (Gloo's copies over loopback TCP run
+// on the same cores) takes contention_factor times the time above (the simulated executor
+// multiplies; cost/calibration.h fits the profile the same way).
+//
 // Host-link ops (tables in host memory: rows and optimizer state copied over PCIe, the bytes
 // from the cache model, cache_model.h): t = latency + max(h2d, d2h) / host link bandwidth
 // (host_copy_ns), on their own lane (a GPU's copy engine), so that a prefetch runs under the
@@ -35,8 +40,17 @@ namespace embedscope::engine {
 /// collective each get their own figure; a simulated collective lasts the largest.
 int64_t collective_ns(const CollectiveCall& c, int rank, int gpus_per_node, const HardwareProfile& hw);
 
-/// Duration in ns (>= kernel_launch_ns) of compute op `op` (lane compute) on one GPU of `hw`.
+/// Duration in ns (>= kernel_launch_ns) of compute op `op` (lane compute) on one GPU of `hw`,
+/// with the node to itself (no contention_factor).
 int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw);
+
+/// How much slower every compute op and collective runs when `ranks_on_node` ranks share a node's cores
+/// (hardware_profile.h CpuContention): with x = (ranks_on_node x threads_per_rank +
+/// background_threads) / cores, max(1, x) x (1 + oversubscription_penalty x clamp(x - 1, 0, 1)),
+/// dimensionless, >= 1; exactly 1 when hw.cpu.cores is 0 (GPUs).
+/// Example: cores 2, threads_per_rank 1, background 1, penalty 0: 2 ranks 1.5, 4 ranks 2.5,
+/// 8 ranks 4.5; background 0, penalty 0.5: 2 ranks 1, 3 ranks 1.5 x 1.25, 4 ranks 3, 8 ranks 6.
+double contention_factor(const HardwareProfile& hw, int ranks_on_node);
 
 /// Duration in ns (>= the host link's latency) of host-link op `op` (lane gpu_copy: host_fetch,
 /// prefetch, host_update of tables in host memory, program/step_program.h) over hw.host_link,

@@ -14,6 +14,8 @@
 //    "intra_node": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},
 //    "inter_node": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},
 //    "host_link": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},   (optional: see host_link)
+//    "cpu": {"cores", "threads_per_rank", "background_threads",
+//            "oversubscription_penalty" (optional)},   (optional: see CpuContention)
 //    "sources": {"/gpu/memory_bytes": "...", ...}}   (optional)
 
 #include <cstdint>
@@ -45,6 +47,23 @@ struct GpuProfile {
   int64_t kernel_launch_ns = 0;         ///< fixed cost of one compute op, ns, >= 0
 };
 
+/// Ranks that are threads sharing a node's CPU cores (the cpu backend: `this_machine`), absent
+/// (cores 0) for GPUs, which do not share. A compute op on a node of n ranks takes
+///   x = (n x threads_per_rank + background_threads) / cores,
+///   contention_factor = max(1, x) x (1 + oversubscription_penalty x min(1, max(0, x - 1)))
+/// times its cost-model time (cost_model.h): the processor sharing of a fair scheduler (every
+/// runnable thread gets an equal share of the cores), plus what time slicing costs once there
+/// are more runnable threads than cores (context switches, caches refilled), ramped in between
+/// one and two threads per core. Example: 8 ranks, 1 thread each, 1.5 background threads on 2
+/// cores, penalty 0.2: x = 4.75, factor 4.75 x 1.2 = 5.7.
+struct CpuContention {
+  int cores = 0;                  ///< cores of a node, >= 0; 0: no contention (GPU profiles)
+  double threads_per_rank = 1;    ///< runnable threads a computing rank keeps busy, > 0
+  double background_threads = 0;  ///< runnable threads of other work on the node, >= 0
+  /// Extra fraction of time when oversubscribed (JSON optional, default 0), >= 0.
+  double oversubscription_penalty = 0;
+};
+
 struct HardwareProfile {
   std::string name;         ///< the built-in name or the file's "name"
   std::string description;
@@ -58,6 +77,8 @@ struct HardwareProfile {
   /// host memory (cost_model.h host_copy_ns). Absent in a profile file (and in a profile built
   /// in code, e.g. a calibration's): default_host_link()'s figures.
   LinkProfile host_link{"PCIe Gen4 x16 (assumed: the profile gives no host_link)", 25e9, 10000};
+  /// Profile JSON "cpu" (optional): ranks sharing a node's cores; absent = no contention.
+  CpuContention cpu;
   std::map<std::string, std::string> sources;  ///< JSON pointer -> citation
 };
 

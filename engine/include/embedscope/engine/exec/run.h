@@ -117,6 +117,12 @@ struct TrainerOptions {
   /// standing in for each GPU (the weights, lookup, row optimizer and MLP layers behind the same
   /// copies, on the CPU kernels; Gloo collectives), so that path is tested without a GPU.
   bool emulate_device = false;
+  /// Simulated backend: the slow-network emulation of a cpu run (WorkloadSpec::network, which
+  /// the simulated backend refuses in the spec: a modelled cluster's links are its profile's)
+  /// as a floor under every simulated collective, max(cost model, emulated_collective_ns), as
+  /// the Gloo backend's emulation floors the real transfer. calibrate's check sets it to
+  /// simulate a run that was measured over an emulated link (cost/calibration.h).
+  NetworkSpec simulated_network_floor;
   /// One rank per process (exec/launch/, cpu backend): when `rank` >= 0 this process runs rank
   /// `rank` of the workload's devices.count ranks only, and reaches the others through the
   /// Gloo store at `rendezvous` ("file:///shared/dir": a gloo FileStore there) with every key

@@ -44,6 +44,18 @@ inline constexpr const char* kClock = "clock";
 inline constexpr const char* kHost = "host";
 /// CPU model name.
 inline constexpr const char* kCpuName = "cpu_name";
+/// Cores the run could use (the process's CPU affinity set at the run's start), decimal; the
+/// cpu ranks' threads share them (engine cost/calibration.h reads it). Absent before 2026-12.
+inline constexpr const char* kCpuCores = "cpu_cores";
+/// The host's 1-minute load average at the run's start (/proc/loadavg), e.g. "4.73": how busy
+/// the machine already was. Absent before 2026-12 and where /proc/loadavg is unreadable.
+inline constexpr const char* kLoadAverage = "load_average_1m";
+/// Cores this process kept busy on average during the run ((user + system CPU time) / wall
+/// time, getrusage), e.g. "1.62", and cores the host's other processes kept busy meanwhile
+/// (/proc/stat's busy time of all cores less this process's, over the wall time): the load the
+/// run shared the machine with (engine cost/calibration.h). Absent before 2026-12.
+inline constexpr const char* kCpuSelfCores = "cpu_self_cores";
+inline constexpr const char* kCpuOtherCores = "cpu_other_cores";
 /// GPU names, comma separated ("" without GPUs).
 inline constexpr const char* kGpuNames = "gpu_names";
 /// "0" measured, "1" timed by a cost model (shown as SIMULATED everywhere).
