@@ -29,6 +29,7 @@ struct ScalingState {
   std::vector<std::string> shardings = {"table_wise", "row_wise", "table_row_wise"};
   std::string output;
   bool json = false;
+  bool overwrite = false;
 };
 
 std::string point_row(const es::ScalingPoint& p) {
@@ -54,6 +55,7 @@ int cmd_scaling(ScalingState& s) {
   for (const std::string& t : s.shardings) o.shardings.push_back(es::sharding_type_from_string(t, "--shardings"));
   if (a.was_given("--gpus-per-node")) o.gpus_per_node = a.gpus_per_node;
   o.session_dir = s.output;
+  o.overwrite = s.overwrite;
   const es::HardwareProfile hw = es::load_hardware_profile(a.simulate);
   const int per_node = o.gpus_per_node > 0 ? o.gpus_per_node : hw.gpus_per_node;
   if (!s.json) {
@@ -96,6 +98,7 @@ Command add_scaling_command(CLI::App& app) {
                   "Sharding types, comma-separated, each applied to every table (default table_wise,row_wise,table_row_wise)")
       ->delimiter(',');
   cmd->add_option("-o,--output", s->output, "Write each point's simulated session to DIR/<sharding>_<gpus>.db");
+  cmd->add_flag("--force-overwrite", s->overwrite, "Replace the sessions of an earlier study in the -o directory");
   cmd->add_flag("--json", s->json, "Print the points as JSON");
   return {cmd, [s] { return cmd_scaling(*s); }, [s] { return s->json; }};
 }

@@ -67,11 +67,28 @@ std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& base, const Scal
   if (o.shardings.empty()) throw SpecError("scaling study: no sharding types");
   if (o.gpus_per_node < 0) throw SpecError("scaling study: gpus per node must be positive");
   const int per_node = o.gpus_per_node > 0 ? o.gpus_per_node : hw.gpus_per_node;
+  // ascending, each once: the scaling efficiency is relative to the smallest size
+  std::vector<int> sizes = o.gpus;
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  for (int g : sizes)
+    if (g > per_node && g % per_node != 0)
+      throw SpecError(fmt::format("scaling study: {} GPUs are not whole nodes of {} GPUs; give multiples of {} above one "
+                                  "node (or set the node shape: --gpus-per-node)", g, per_node, per_node));
+  auto session_of = [&](ShardingType type, int gpus) {
+    return (std::filesystem::path(o.session_dir) / fmt::format("{}_{}.db", to_string(type), gpus)).string();
+  };
+  if (!o.session_dir.empty() && !o.overwrite)
+    for (ShardingType type : o.shardings)
+      for (int gpus : sizes)
+        if (std::filesystem::exists(session_of(type, gpus)))
+          throw SpecError(fmt::format("{}: already exists; choose another directory (-o) or allow replacing its sessions "
+                                      "(--force-overwrite)", session_of(type, gpus)));
   if (!o.session_dir.empty()) std::filesystem::create_directories(o.session_dir);
   std::vector<ScalingPoint> out;
   for (ShardingType type : o.shardings) {
     double first_per_gpu = 0;  // samples/s per GPU of this type's first point that ran
-    for (int gpus : o.gpus) {
+    for (int gpus : sizes) {
       ScalingPoint p;
       p.sharding = type;
       p.gpus = gpus;
@@ -93,7 +110,7 @@ std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& base, const Scal
         p.placement = searched.proposer;
         TrainerOptions opt;
         if (!o.session_dir.empty()) {
-          p.session_path = (std::filesystem::path(o.session_dir) / fmt::format("{}_{}.db", to_string(type), gpus)).string();
+          p.session_path = session_of(type, gpus);
           opt.session_path = p.session_path;
           opt.session_overwrite = true;
         }

@@ -3,6 +3,7 @@
 // summed from the session's ops with SQL, not from the study's events), and a point that cannot
 // run keeps its reason while the study goes on.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -143,6 +144,50 @@ TEST(ScalingStudy, RefusesWhatItCannotStudy) {
   o.shardings = {es::ShardingType::table_wise};
   o.hardware = "no_such_profile";
   EXPECT_THROW(es::run_scaling_study(base, o), es::SpecError);
+}
+
+// Tester33 D12: sizes run in ascending order, each once (the efficiency is relative to the
+// smallest); a size above one node that is not whole nodes is refused before any point runs; an
+// earlier study's sessions are not replaced unless asked.
+TEST(ScalingStudy, SizesAreSortedOnceAndSessionsAreNotReplacedSilently) {
+  es::WorkloadSpec base = es::load_preset("tiny");
+  base.steps = 1;
+  base.warmup_steps = 0;
+  es::ScalingStudyOptions o;
+  o.hardware = kScalingProfile;  // nodes of 2 GPUs
+  o.shardings = {es::ShardingType::table_wise};
+  o.gpus = {4, 2, 4};
+  const auto points = es::run_scaling_study(base, o);
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(points[0].gpus, 2);
+  EXPECT_EQ(points[1].gpus, 4);
+  EXPECT_DOUBLE_EQ(points[0].scaling_efficiency, 1.0);
+  o.gpus = {1, 3};
+  try {
+    es::run_scaling_study(base, o);
+    FAIL() << "3 GPUs in nodes of 2 ran";
+  } catch (const es::SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("3 GPUs are not whole nodes of 2 GPUs"), std::string::npos) << e.what();
+  }
+  const fs::path dir = fs::temp_directory_path() / ("embedscope_scaling_keep_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  o.gpus = {2};
+  o.session_dir = dir.string();
+  ASSERT_EQ(es::run_scaling_study(base, o).size(), 1u);
+  const fs::path db = dir / "table_wise_2.db";
+  ASSERT_TRUE(fs::exists(db));
+  const auto written = fs::last_write_time(db);
+  try {
+    es::run_scaling_study(base, o);
+    FAIL() << "an earlier study's session was replaced";
+  } catch (const es::SpecError& e) {
+    EXPECT_EQ(std::string(e.what()), db.string() + ": already exists; choose another directory (-o) or allow replacing "
+                                                   "its sessions (--force-overwrite)");
+  }
+  EXPECT_EQ(fs::last_write_time(db), written);
+  o.overwrite = true;
+  EXPECT_EQ(es::run_scaling_study(base, o).size(), 1u);
+  fs::remove_all(dir);
 }
 
 TEST(ScalingCli, PrintsTheStudyAsJsonAndRefusesBadLists) {

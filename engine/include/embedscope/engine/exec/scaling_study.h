@@ -20,12 +20,15 @@ namespace embedscope::engine {
 
 struct ScalingStudyOptions {
   std::string hardware;            ///< hardware profile (load_hardware_profile's argument)
-  std::vector<int> gpus;           ///< cluster sizes, ranks, each in [1, kMaxSimulatedRanks]
+  /// cluster sizes, ranks, each in [1, kMaxSimulatedRanks]; run in ascending order, each once;
+  /// a size above one node must be whole nodes (SpecError before any point runs)
+  std::vector<int> gpus;
   std::vector<ShardingType> shardings;  ///< every table of the workload gets this type
   int gpus_per_node = 0;           ///< node shape; 0: the profile's
-  /// When not empty, each point's session is written to session_dir/<sharding>_<gpus>.db
-  /// (replacing a file of that name).
+  /// When not empty, each point's session is written to session_dir/<sharding>_<gpus>.db; a
+  /// file of that name is replaced only with `overwrite` (SpecError naming it before any point runs).
   std::string session_dir;
+  bool overwrite = false;
   /// Called after each point (for progress); may be empty.
   std::function<void(const struct ScalingPoint&)> on_point;
 };
