@@ -5,9 +5,11 @@
 #include <iostream>
 #include <memory>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "embedscope/engine/program/lm_program.h"
 #include "embedscope/engine/program/step_program.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "output/output.h"
@@ -29,6 +31,17 @@ struct ProgramState {
 };
 
 int cmd_program(ProgramState& s) {
+  if (is_lm_args(s.args)) {  // "model": "lm_embedding": its program (program/lm_program.h); its plan is its sharding
+    if (!s.plan.empty()) throw es::SpecError("--plan: not for an lm_embedding workload (its plan is its sharding)");
+    const es::LmWorkloadSpec spec = load_lm(s.args);
+    if (s.rank < 0 || s.rank >= spec.world_size)
+      throw es::SpecError(fmt::format("--rank {}: the workload has ranks 0 to {}", s.rank, spec.world_size - 1));
+    if (s.iteration_opt->count() > 0 && s.iteration < 0)
+      throw es::SpecError(fmt::format("--iteration {}: must be >= 0", s.iteration));
+    const es::StepProgram p = es::build_lm_step_program(spec, s.rank, s.iteration_opt->count() > 0 ? s.iteration : 0);
+    std::cout << (s.json ? dump(es::to_json(p)) + "\n" : es::to_text(p));
+    return 0;
+  }
   refuse_flags_the_plan_overrides(s.args, s.plan);
   const es::WorkloadSpec spec = load(s.args);
   const es::ShardingPlan plan = s.plan.empty() ? with_origin(s.args.origin, [&] { return es::plan_sharding(spec); })

@@ -81,9 +81,9 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   if (!spec.sharding.per_table.empty()) sharding += " + per-table overrides";
   if (!plan_file.empty()) sharding = "the plan in " + plan_file;
   if (auto_plan) sharding = "the planner's search (plan --auto; best proposal: " + auto_proposer + ")";
-  fmt::print(stderr, "embedscope run: {} on {} {} ranks, {}, batch {} per rank, {} steps (+{} warmup), {} pipeline\n",
+  fmt::print(stderr, "embedscope run: {} on {} {} ranks, {}, batch {} per rank, {} step{} (+{} warmup), {} pipeline\n",
              spec.name, spec.devices.count, es::to_string(spec.devices.backend), sharding, spec.batch_size, spec.steps,
-             spec.warmup_steps, es::to_string(spec.pipeline));
+             spec.steps == 1 ? "" : "s", spec.warmup_steps, es::to_string(spec.pipeline));
   if (!process_from.empty())
     fmt::print(stderr, "this process: rank {} of {} (from {}), rendezvous {} (run id {})\n", proc.rank, proc.world_size,
                process_from, proc.rendezvous, proc.run_id);

@@ -136,6 +136,12 @@ es::WorkloadSpec load(WorkloadArgs& a) {
   if (a.was_given("--preset") && a.preset.empty())
     throw es::SpecError(fmt::format("--preset: empty; known presets: {}", fmt::join(es::preset_names(), ", ")));
   if (!a.file.empty() && !a.preset.empty()) throw es::SpecError("give either a workload file or --preset, not both");
+  // run, plan and program read lm_embedding workloads themselves; the other commands would misread
+  // one as a DLRM workload (an unknown key, an unknown preset: tester33 D7)
+  if (is_lm_args(a))
+    throw es::SpecError(fmt::format("{}: an lm_embedding workload (\"model\": \"lm_embedding\"); this command reads DLRM "
+                                    "workloads (pooled embedding bags) - run, plan and program take lm_embedding ones",
+                                    !a.file.empty() ? a.file : "preset " + a.preset));
   es::WorkloadSpec spec = !a.file.empty() ? es::load_workload_file(a.file)
                                           : es::load_preset(a.preset.empty() ? kDefaultPreset : a.preset);
   a.origin = !a.file.empty() ? a.file : "preset " + (a.preset.empty() ? kDefaultPreset : a.preset);

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/exec/lm_run.h"
+#include "embedscope/engine/program/lm_program.h"
+#include "embedscope/engine/workload/lm_spec.h"
 #include "embedscope/sessions/analysis/load_imbalance.h"
 #include "embedscope/sessions/store/session.h"
 #include "support/cli_run.h"
@@ -185,3 +187,22 @@ TEST(LmCli, PlanSimulatesTheStepProgram) {
 }
 
 }  // namespace
+
+// `program` prints an lm_embedding workload's step program (the one the executors run), and the
+// commands that read DLRM workloads only say so instead of misreading it (tester33 D7).
+TEST(LmRun, ProgramPrintsTheLmStepAndDlrmOnlyCommandsSaySo) {
+  auto r = cli("program --preset llama3_8b_embedding_scaled --devices 2 --rank 1 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  LmWorkloadSpec spec = load_lm_preset("llama3_8b_embedding_scaled");
+  spec.world_size = 2;
+  EXPECT_EQ(nlohmann::json::parse(r.out), to_json(build_lm_step_program(spec, 1, 0)));
+  r = cli("program --preset llama3_8b_embedding_scaled --devices 2 --rank 2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--rank 2: the workload has ranks 0 to 1"), std::string::npos) << r.err;
+  for (const char* cmd : {"inspect-input", "scaling --simulate h100_sxm"}) {
+    r = cli(std::string(cmd) + " --preset llama3_8b_embedding_scaled");
+    EXPECT_EQ(r.code, 2) << cmd;
+    EXPECT_NE(r.err.find("preset llama3_8b_embedding_scaled: an lm_embedding workload"), std::string::npos)
+        << cmd << ": " << r.err;
+  }
+}

@@ -224,6 +224,11 @@ TEST(SimulatedCli, RunSimulateWritesASimulatedSessionThatStatsReads) {
   r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "stats " + db, dir);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("SIMULATED"), std::string::npos) << r.out;
+  r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "stats --json " + db, dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto sj = nlohmann::json::parse(r.out);
+  EXPECT_EQ(sj.at("simulated"), true);
+  EXPECT_TRUE(sj.at("loss").empty()) << "nothing was trained (tester33 D9): " << sj.at("loss").dump();
   r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "run --preset tiny --nodes 2 -o " + db + "2", dir);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--nodes: only with --simulate PROFILE"), std::string::npos) << r.err;
