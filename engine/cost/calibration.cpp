@@ -523,7 +523,11 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     hw.name = name;
     hw.description = fmt::format("cpu ranks of {}, fitted by embedscope calibrate from {} session(s)", host, data.size());
     hw.gpu.name = fmt::format("cpu ranks of {}", host);
-    hw.gpu.memory_bytes = memory_bytes;
+    // the memory a simulated rank has: this machine's physical memory, which its cpu ranks share;
+    // the sessions' devices.memory_bytes is a setting of their workloads (tiny's 64 MiB), and a
+    // profile that kept it refused every larger workload (tester33 D8)
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    hw.gpu.memory_bytes = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : memory_bytes;
     hw.gpu.hbm_bandwidth_bytes_per_s = hbm;
     hw.gpu.tbe_forward_efficiency = rate[kLookup] / hbm;
     hw.gpu.tbe_backward_efficiency = rate[kTbeBackward] / hbm;
@@ -626,7 +630,8 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     return std::string("copied from the other link: no collective of this kind in the sessions");
   };
   hw.sources = {
-      {"/gpu/memory_bytes", "the sessions' devices.memory_bytes (the largest)"},
+      {"/gpu/memory_bytes", "this machine's physical memory (sysconf _SC_PHYS_PAGES x _SC_PAGE_SIZE), which its cpu ranks "
+                            "share"},
       {"/gpu/hbm_bandwidth_bytes_per_s", "the largest of the fitted lookup, TBE backward and memory-kernel rates; " + from + per_core},
       {"/gpu/tbe_forward_efficiency", "fitted lookup rate / hbm_bandwidth: " + fit_of("lookup")},
       {"/gpu/tbe_backward_efficiency", "fitted TBE backward rate / hbm_bandwidth: " + fit_of("tbe_backward")},

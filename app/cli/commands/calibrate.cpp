@@ -2,10 +2,12 @@
 // (engine/cost/calibration.h), written as a hardware profile, and checked by simulating
 // sessions with it.
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +29,9 @@ using nlohmann::json;
 
 namespace {
 
+constexpr double kMinUsefulR2 = 0.5;        // below: the fit explains less than half the variance
+constexpr double kMaxInSampleError = 0.5;   // above: the profile misses a run it was fitted on by > 50%
+
 struct CalibrateState {
   std::vector<std::string> sessions, check;
   std::string output, name = "this_machine";
@@ -38,7 +43,41 @@ std::string rate_text(const es::CalibrationFit& f) {
   return fmt::format("{:.4g} GB/s", f.rate / 1e9);
 }
 
+// A file given twice would be fitted twice, or checked as "held-out" though the fit saw it
+// (tester33 D8): refused, naming it.
+void refuse_repeated_sessions(const CalibrateState& s) {
+  std::map<std::string, std::string> seen;  // canonical path -> how it was given
+  auto add = [&](const std::string& p, const char* as) {
+    std::error_code ec;
+    const auto canonical = std::filesystem::weakly_canonical(p, ec);
+    auto [it, fresh] = seen.try_emplace(ec ? p : canonical.string(), as);
+    if (!fresh)
+      throw es::SpecError(fmt::format("{}: given twice ({} and {}); a session is fitted once, and a held-out check "
+                                      "(--check) must be one the fit did not see",
+                                      p, it->second, as));
+  };
+  for (const auto& p : s.sessions) add(p, "as a session to fit");
+  for (const auto& p : s.check) add(p, "with --check");
+}
+
+// What makes the fitted profile untrustworthy, said beside the result rather than hidden in it.
+std::vector<std::string> calibration_warnings(const es::Calibration& cal,
+                                              const std::vector<std::pair<es::CalibrationCheck, bool>>& checks) {
+  std::vector<std::string> out;
+  if (cal.compute_ops > 0 && cal.compute_r2 < kMinUsefulR2)
+    out.push_back(fmt::format("the compute fit explains little of the measured op times (R^2 {:.3f} < {}): record "
+                              "more or longer runs on a quieter machine",
+                              cal.compute_r2, kMinUsefulR2));
+  for (const auto& [c, in] : checks)
+    if (in && std::abs(c.error()) > kMaxInSampleError)
+      out.push_back(fmt::format("{}: the profile misses its own calibration run by {:+.1f}% (more than {:.0f}%): it does "
+                                "not describe these runs",
+                                c.session, 100 * c.error(), 100 * kMaxInSampleError));
+  return out;
+}
+
 int cmd_calibrate(const CalibrateState& s) {
+  refuse_repeated_sessions(s);
   const es::Calibration cal = es::calibrate(s.sessions, s.name);
   const json profile = es::to_json(cal.profile);
   // the checks (every session in-sample, --check held out) simulate with a profile file: -o,
@@ -62,12 +101,13 @@ int cmd_calibrate(const CalibrateState& s) {
     throw;
   }
   if (!temporary.empty()) std::remove(temporary.c_str());
+  const std::vector<std::string> warnings = calibration_warnings(cal, checks);
   if (s.json) {
     json j = {{"profile", profile}, {"compute_ops", cal.compute_ops}, {"compute_r2", cal.compute_r2},
               {"collective_r2", cal.collective_r2}, {"skipped_rank_steps", cal.skipped_rank_steps},
               {"cores", cal.cores}, {"background_threads", cal.background_threads}, {"step_scale", cal.step_scale},
               {"background_measured", cal.background_measured}, {"oversubscription_penalty", cal.oversubscription_penalty},
-              {"fits", json::array()}, {"checks", json::array()}};
+              {"fits", json::array()}, {"checks", json::array()}, {"warnings", warnings}};
     if (!s.output.empty()) j["written"] = s.output;
     for (const auto& f : cal.fits)
       j["fits"].push_back({{"what", f.what}, {"samples", f.samples}, {"rate", f.rate}, {"fitted", f.fitted}, {"note", f.note}});
@@ -111,6 +151,7 @@ int cmd_calibrate(const CalibrateState& s) {
                  "background load; comm: the collectives' time per step after the last member arrived, mean over "
                  "ranks; simulated with the fitted profile)\n";
   }
+  for (const auto& w : warnings) fmt::print(stderr, "warning: {}\n", w);
   if (!s.output.empty()) std::cout << fmt::format("profile: {} (use --simulate {})\n", s.output, s.output);
   return 0;
 }

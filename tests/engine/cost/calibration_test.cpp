@@ -79,7 +79,8 @@ TEST(Calibration, RecoversTheCoefficientsOfTheModelThatTimedTheSession) {
   EXPECT_NEAR(cal.profile.intra_node.bus_bandwidth_bytes_per_s / 1e11, 1.0, 0.05);
   EXPECT_NEAR(static_cast<double>(cal.profile.intra_node.latency_ns), 1000.0, 100.0);
   EXPECT_EQ(cal.skipped_rank_steps, 0);
-  EXPECT_EQ(cal.profile.gpu.memory_bytes, int64_t{8} << 30);
+  // this machine's memory, not the sessions' workload setting (tester33 D8)
+  EXPECT_EQ(cal.profile.gpu.memory_bytes, static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE));
   // the profile as the parser reads it, equal field by field
   const es::HardwareProfile back = es::parse_hardware_profile(es::to_json(cal.profile).dump(), "round trip");
   EXPECT_EQ(es::to_json(back), es::to_json(cal.profile));
@@ -132,4 +133,12 @@ TEST(CalibrateCli, WritesTheProfileAndPrintsTheChecks) {
   EXPECT_LT(std::abs(j["checks"][1]["error"].get<double>()), 0.05) << j["checks"][1].dump();
   EXPECT_EQ(es::load_hardware_profile(out).name, "this_machine");
   EXPECT_EQ(j["profile"]["name"], "this_machine");
+  // a fit that describes its runs carries no warning
+  EXPECT_TRUE(j["warnings"].empty()) << j["warnings"].dump();
+  // tester33 D8: a session fitted twice, or "held out" though fitted, is refused naming it
+  for (const std::string& args : {a + " " + a, a + " --check " + a}) {
+    r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "calibrate " + args, calibration_dir());
+    EXPECT_EQ(r.code, 2) << args;
+    EXPECT_NE(r.err.find(a + ": given twice"), std::string::npos) << r.err;
+  }
 }
