@@ -206,3 +206,21 @@ TEST(LmRun, ProgramPrintsTheLmStepAndDlrmOnlyCommandsSaySo) {
         << cmd << ": " << r.err;
   }
 }
+
+// The run's step time is the slowest rank's, as `stats` computes it from the session's steps rows
+// (tester33 D6: it was rank 0's).
+TEST(LmRun, StepTimeIsTheSlowestRanksAsStatsHasIt) {
+  LmWorkloadSpec s = spec2(false);
+  s.world_size = 3;
+  s.steps = 3;
+  LmRunOptions opt;
+  opt.session_path = (scratch() / "slowest.db").string();
+  opt.overwrite = true;
+  const LmRunResult r = run_lm(s, opt);
+  embedscope::sessions::SessionReader session(opt.session_path);
+  std::map<int64_t, int64_t> slowest;
+  for (const auto& st : session.steps()) slowest[st.step] = std::max(slowest[st.step], st.end_ns - st.start_ns);
+  ASSERT_EQ(r.step_ns.size(), 3u);
+  ASSERT_EQ(slowest.size(), 3u);
+  for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(r.step_ns[static_cast<size_t>(i)], slowest.at(i)) << "step " << i;
+}

@@ -71,7 +71,7 @@ struct LmRunResult {
   std::vector<LmRankResult> ranks;
   std::vector<sessions::CollectiveRecord> collectives;  ///< every rank's, in completion order
   std::vector<sessions::OpEvent> ops;      ///< every span, names static
-  std::vector<int64_t> step_ns;            ///< per step run: rank 0's wall time of the step
+  std::vector<int64_t> step_ns;            ///< per step run: the slowest rank's wall time of the step (as `stats`)
   int64_t wall_ns = 0;
 };
 
