@@ -170,6 +170,10 @@ TEST(LmCli, PlanSimulatesTheStepProgram) {
   EXPECT_TRUE(run.at("loss").empty());
   EXPECT_DOUBLE_EQ(run.at("bytes_on_wire_per_token").get<double>(), 2 * 1824 / 24.0);
   EXPECT_EQ(run.at("step_time_ns").at("mean").get<double>(), sim.at("step_ns").get<double>());
+  // the session's comm spans are the collectives under their own names, as a measured run's: the
+  // token embedding's share is the plan's (tester33 D4: 0.0% from the ops' fused names)
+  EXPECT_GT(sim.at("embedding_comm_share").get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(run.at("embedding_comm_share_rank0").get<double>(), sim.at("embedding_comm_share").get<double>());
   {
     embedscope::sessions::SessionReader session(db);
     EXPECT_EQ(session.meta("simulated"), "1");
@@ -181,6 +185,15 @@ TEST(LmCli, PlanSimulatesTheStepProgram) {
   }
   r = cli("stats " + db);
   EXPECT_EQ(r.code, 0) << r.err;
+  // row_wise's program names its comm ops "input_dist", "output_dist", "grad_dist" (the
+  // collectives inside are "input_dist/ids", ...): the same share in plan and run
+  r = cli("plan " + file.string() + " --sharding row_wise --simulate h100_sxm --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const double plan_rw = json::parse(r.out).at("simulated_step").at("embedding_comm_share").get<double>();
+  r = cli("run " + file.string() + " --sharding row_wise --simulate h100_sxm --steps 1 --json -o " + db + ".rw");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_GT(plan_rw, 0.0);
+  EXPECT_DOUBLE_EQ(json::parse(r.out).at("embedding_comm_share_rank0").get<double>(), plan_rw);
   r = cli("run " + file.string() + " --pipeline sparse_dist -o " + (scratch() / "y.db").string());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--pipeline: not for an lm_embedding workload"), std::string::npos) << r.err;
