@@ -171,6 +171,15 @@ std::vector<std::string> export_csv(const SessionReader& session, const RunStats
                        csv(fmt::format("{}", fmt::join(c.peers, " "))), csv(fmt::format("{}", fmt::join(c.send_elements, " "))),
                        csv(fmt::format("{}", fmt::join(c.recv_elements, " "))));
   }
+  {
+    // what the files describe: a measured, simulated or imported session (tester33 D9: a
+    // simulated session's CSVs said nothing of it)
+    auto f = open("session.csv");
+    f << "key,value\n";
+    for (const char* key : {meta::kWorkloadName, meta::kBackend, meta::kWorldSize, meta::kEnded})
+      f << key << "," << csv(session.meta(key, "")) << "\n";
+    for (const char* flag : {meta::kSimulated, meta::kImported}) f << flag << "," << session.meta(flag, "0") << "\n";
+  }
   return written;
 }
 

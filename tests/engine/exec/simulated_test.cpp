@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -229,6 +231,14 @@ TEST(SimulatedCli, RunSimulateWritesASimulatedSessionThatStatsReads) {
   const auto sj = nlohmann::json::parse(r.out);
   EXPECT_EQ(sj.at("simulated"), true);
   EXPECT_TRUE(sj.at("loss").empty()) << "nothing was trained (tester33 D9): " << sj.at("loss").dump();
+  r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "export " + db + " --format csv -o " + (dir / "csv").string(), dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  {
+    std::ifstream f(dir / "csv" / "session.csv");
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("\nbackend,simulated\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("\nsimulated,1\n"), std::string::npos) << "the CSVs say they are simulated: " << text;
+  }
   r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "run --preset tiny --nodes 2 -o " + db + "2", dir);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--nodes: only with --simulate PROFILE"), std::string::npos) << r.err;

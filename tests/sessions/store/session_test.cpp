@@ -344,7 +344,14 @@ TEST(Export, CsvFilesWithHeaders) {
   const std::string path = make_session("csv.db");
   SessionReader r(path);
   auto files = export_csv(r, analyze(r), (session_scratch() / "csv").string());
-  ASSERT_EQ(files.size(), 5u);
+  ASSERT_EQ(files.size(), 6u);
+  {  // what the files describe (tester33 D9: a simulated session's CSVs did not say so)
+    std::ifstream meta(files[5]);
+    std::stringstream text;
+    text << meta.rdbuf();
+    EXPECT_NE(text.str().find("key,value\n"), std::string::npos) << text.str();
+    EXPECT_NE(text.str().find("\nsimulated,0\nimported,0\n"), std::string::npos) << text.str();
+  }
   std::ifstream ev(files[0]);
   std::string header, line;
   std::getline(ev, header);

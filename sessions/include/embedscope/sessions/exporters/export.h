@@ -23,7 +23,8 @@ std::string ns_to_us(int64_t ns);
 
 /// Writes CSV files into `dir` (created if missing): events.csv (every op), steps.csv (per step
 /// and rank: the RunStats times), ranks.csv (per rank totals), load.csv (load counters),
-/// collectives.csv. Returns the paths written. Throws SessionError naming a file it cannot
+/// collectives.csv, session.csv (key,value: workload_name, backend, world_size, ended, simulated
+/// 0/1, imported 0/1). Returns the paths written. Throws SessionError naming a file it cannot
 /// write.
 std::vector<std::string> export_csv(const SessionReader& session, const RunStats& stats, const std::string& dir);
 
