@@ -39,7 +39,9 @@ class Fields {
       if (!keys.count(k)) fail("/" + k, fmt::format("unknown key \"{}\" (known: {})", k, fmt::join(keys, ", ")));
   }
   [[noreturn]] void fail(const std::string& field, const std::string& reason) const {
-    throw SpecError(fmt::format("{}: {}{}: {}", origin_, ptr_, field, reason));
+    // the root's JSON pointer is "": say "the document" rather than print an empty one (tester33 D16)
+    const std::string where = ptr_ + field;
+    throw SpecError(fmt::format("{}: {}: {}", origin_, where.empty() ? "the document" : where, reason));
   }
   const json& get(const std::string& key) const {
     if (!obj_->contains(key)) fail("/" + key, "missing");

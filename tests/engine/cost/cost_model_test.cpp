@@ -68,6 +68,7 @@ TEST(HardwareProfile, BadProfilesNameTheJsonPointer) {
   j = valid();
   j.erase("inter_node");
   EXPECT_EQ(error_of(j.dump()), "p.json: /inter_node: missing");
+  EXPECT_EQ(error_of("[1, 2]"), "p.json: the document: must be an object, got array");
   try {
     es::load_hardware_profile("b200");
     FAIL() << "an unknown profile loaded";
