@@ -66,6 +66,7 @@ std::string lane_label(const RankTrace& tr, const LaneDesc& d) {
 struct Collective {
   CollectiveRecord rec;
   bool started = false;
+  std::vector<size_t> kernels;  ///< indices of its NCCL kernels in the rank's ops
 };
 }  // namespace
 
@@ -203,6 +204,7 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
             if (!c.started || o.end_ns > c.rec.end_ns) c.rec.end_ns = o.end_ns;
             if (!c.started) c.rec.step = o.step;
             c.started = true;
+            c.kernels.push_back(ops.size());  // o is pushed next
           }
         }
         ++(e.kind == EventKind::kernel       ? kernels
@@ -289,6 +291,13 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
           r.bytes_sent = in_b;
           r.bytes_received = out_b;
         }
+      }
+      // its kernels carry its bytes (sent + received, as an engine run's comm ops), shared when the
+      // collective launched several: the collectives view and the ranges' bytes read them from the ops
+      if (!c.kernels.empty()) {
+        const int64_t bytes = r.bytes_sent + r.bytes_received, n = static_cast<int64_t>(c.kernels.size());
+        for (size_t k = 0; k < c.kernels.size(); ++k)
+          ops[c.kernels[k]].bytes = bytes / n + (static_cast<int64_t>(k) < bytes % n ? 1 : 0);
       }
       rec.collectives.push_back(r);
       ++summary.events["collectives"];

@@ -208,6 +208,15 @@ TEST(KinetoImport, RecordParamCommsBecomeCollectivesOfTheirNcclKernels) {
   EXPECT_EQ(cat["gemm_kernel"], OpCategory::dense);
   EXPECT_EQ(cat["record_param_comms"], OpCategory::comm);
   EXPECT_EQ(cat["cudaLaunchKernel"], OpCategory::other);
+  // each NCCL kernel carries its collective's bytes (sent + received), as an engine run's comm
+  // op does, so the collectives view and a range's bytes are not 0 B
+  std::map<std::pair<int32_t, int64_t>, int64_t> kernel_bytes;  // (rank, start) -> bytes
+  for (const auto& o : ops)
+    if (r.name(o.name_id).rfind("nccl", 0) == 0) kernel_bytes[{o.rank, o.start_ns}] = o.bytes;
+  for (const auto& col : c)
+    if (col.rank == 0)
+      EXPECT_EQ(kernel_bytes.at({col.rank, col.start_ns}), col.bytes_sent + col.bytes_received) << col.name;
+  EXPECT_EQ(kernel_bytes.at({c[0].rank, c[0].start_ns}), 8000);
 }
 
 // The real traces (HTA's test data, ../shared/data/traces/README.md) against the figures HTA
