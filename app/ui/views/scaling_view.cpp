@@ -84,12 +84,13 @@ ScalingView::ScalingView(engine::ScalingStudy study, QWidget* parent)
     gpu_axis(plot->xAxis, sizes);
     plot->yAxis->setLabel(metrics[m].unit);
     plot->yAxis->setRange(0, m == 1 || m == 2 ? std::max(100.0, top * 1.05) : std::max(1e-9, top * 1.1));
+    // the legend in a row of its own under the axes, one entry beside the other: inside the
+    // axes it covered points whichever corner it took (tester33 D13)
     plot->legend->setVisible(true);
-    // where the lines are not: throughput and memory grow to the right, efficiency falls, the
-    // comm share rises
-    const Qt::Alignment corner[] = {Qt::AlignTop | Qt::AlignLeft, Qt::AlignTop | Qt::AlignRight,
-                                    Qt::AlignBottom | Qt::AlignRight, Qt::AlignTop | Qt::AlignLeft};
-    plot->axisRect()->insetLayout()->setInsetAlignment(0, corner[m]);
+    plot->axisRect()->insetLayout()->take(plot->legend);
+    plot->plotLayout()->addElement(2, 0, plot->legend);
+    plot->plotLayout()->setRowStretchFactor(2, 0.001);
+    plot->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
     follow_palette(plot);
     plots_.push_back(plot);
     grid->addWidget(plot, 1 + m / 2, m % 2);
@@ -112,8 +113,8 @@ ScalingView::ScalingView(engine::ScalingStudy study, QWidget* parent)
     set(1, QString::number(p.gpus));
     set(2, QString::number(p.nodes));
     if (!p.error.empty()) {
-      const std::string first = p.error.substr(0, p.error.find('\n'));
-      set(10, QString::fromStdString(first));
+      // the whole refusal on one line: its first line ends before the ranks and what they need
+      set(10, QString::fromStdString(p.error).replace('\n', ' ').simplified());
       table_->item(r, 10)->setToolTip(QString::fromStdString(p.error));
       table_->item(r, 10)->setForeground(QColor(0xd6, 0x27, 0x28));
       continue;

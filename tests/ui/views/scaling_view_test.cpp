@@ -70,6 +70,10 @@ TEST(ScalingView, PlotsEveryPointThatRanAndNamesTheOnesThatDidNot) {
   ASSERT_EQ(table->rowCount(), 8);
   EXPECT_EQ(table->item(3, 1)->text(), "16");
   EXPECT_TRUE(table->item(3, 10)->text().contains("16")) << table->item(3, 10)->text().toStdString();
+  // the whole refusal, on one line (tester33 D13: cut at its first line, before the ranks)
+  EXPECT_EQ(table->item(3, 10)->text(), QString::fromStdString(points[3].error).replace('\n', ' ').simplified());
+  // the legends sit under the axes, not over the points
+  for (int m = 0; m < 4; ++m) EXPECT_EQ(view->plot(m)->legend->layout(), view->plot(m)->plotLayout()) << m;
   EXPECT_EQ(table->item(3, 3), nullptr);  // no figures for a point that did not run
   // the note says how the planner placed the tables; the JSON carries it through
   ASSERT_EQ(view->study().points[1].placement, points[1].placement);
