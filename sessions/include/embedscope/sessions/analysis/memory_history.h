@@ -74,17 +74,18 @@ struct MemoryState {
   int64_t allocated = 0, active = 0, requested = 0, reserved = 0;  ///< bytes (see the file comment)
 };
 
+/// PyTorch's caching allocator serves requests of at most 1 MiB (kSmallSize) from 2 MiB segments
+/// (kSmallBuffer) and larger ones from segments of 20 MiB (requests under 10 MiB) or of at least
+/// 10 MiB (c10/cuda/CUDACachingAllocator.cpp), so a segment of kSmallPoolSegment bytes is taken
+/// as the small pool's and any other as the large pool's. With expandable segments, which grow in
+/// 2 MiB pages, a small pool's segment that grew counts as large: the split is then approximate.
+inline constexpr int64_t kSmallPoolSegment = int64_t{2} << 20;
+/// Requests of at most this many bytes (after rounding to 512 B) come from the small pool.
+inline constexpr int64_t kSmallPoolRequest = int64_t{1} << 20;
+
 /// Figures of a state (bytes). Fragmentation as engine/memory/allocator.h MemoryStats:
 /// external = 1 - largest free block / free bytes in segments (0 without free bytes);
 /// memviz = sum of free gaps^2 / sum of segment sizes^2 (PyTorch MemoryViz).
-/// The pools: PyTorch's caching allocator serves requests of at most 1 MiB (kSmallSize) from 2 MiB
-/// segments (kSmallBuffer) and larger ones from segments of 20 MiB (requests under 10 MiB) or of at
-/// least 10 MiB, so a 2 MiB segment is taken as the small pool's and any other as the large pool's
-/// (c10/cuda/CUDACachingAllocator.cpp). With expandable segments, which grow in 2 MiB pages, a
-/// small pool's segment that grew counts as large: the split is then approximate.
-inline constexpr int64_t kSmallPoolSegment = int64_t{2} << 20;  ///< bytes of a small pool segment
-/// Requests of at most this many bytes (after rounding to 512 B) come from the small pool.
-inline constexpr int64_t kSmallPoolRequest = int64_t{1} << 20;
 struct MemoryStateFigures {
   int64_t allocated = 0, active = 0, requested = 0, reserved = 0;
   int64_t free_in_segments = 0, largest_free_block = 0, segments = 0, blocks = 0;
