@@ -144,7 +144,7 @@ RunStats analyze(const SessionReader& session) {
     int64_t longest = 0;
     for (const auto& [r, w] : per_rank) longest = std::max(longest, w.second - w.first);
     step_times.push_back(longest);
-    st.loss.push_back(loss[step]);
+    if (!st.simulated) st.loss.push_back(loss[step]);  // a simulation trains nothing: no loss, not zeros
   }
   st.steps = static_cast<int64_t>(windows.size());
   st.step_time_ns = summarize(step_times);

@@ -128,8 +128,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
            {"exposed_comm_ns", st.exposed_comm_ns},
            {"imbalance", {{"lookups_max_over_mean", st.lookups_max_over_mean},
                           {"lookup_time_max_over_mean", st.lookup_time_max_over_mean}}},
-           // a simulated run trains nothing: no loss (as run --json), not a loss of 0 (tester33 D9)
-           {"loss", st.simulated ? json::array() : json(st.loss)},
+           {"loss", st.loss},
            {"peak_allocated_bytes", st.peak_allocated_bytes},
            {"peak_reserved_bytes", st.peak_reserved_bytes},
            {"tracer_overhead_ns", std::strtoll(session.meta("tracer_overhead_ns", "0").c_str(), nullptr, 10)},

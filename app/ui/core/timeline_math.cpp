@@ -94,7 +94,8 @@ std::vector<LaneBox> fold_lane(const std::vector<sessions::OpRecord>& ops, const
 }
 
 std::vector<sessions::OpRecord> take_partial_overlaps(std::vector<sessions::OpRecord>& ops) {
-  // the same rule as the importers' overlapping_spans count (importers/common/lane_checks.cpp)
+  // the importers count such spans as overlapping_spans (importers/common/lane_checks.cpp); here
+  // a span taken does not stay open, so what is left of the lane nests
   std::vector<sessions::OpRecord> taken;
   std::vector<int64_t> open;  // ends of the ops enclosing the current one, innermost last
   size_t kept = 0;

@@ -87,7 +87,7 @@ struct RunStats {
   std::vector<RankStats> ranks;          ///< rank order
   std::vector<int32_t> untraced_ranks;   ///< imported traces only; rank order
   std::vector<RankStepTimes> per_step;   ///< (step, rank) order
-  std::vector<double> loss;              ///< per measured step
+  std::vector<double> loss;              ///< per measured step; empty for a simulated session (nothing trained)
   int64_t peak_allocated_bytes = 0;      ///< the largest over ranks
   int64_t peak_reserved_bytes = 0;
   std::vector<StepCriticalPath> critical_paths;  ///< per measured step (critical_path.h)
