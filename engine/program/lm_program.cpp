@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/engine/cost/cost_model.h"
+#include "embedscope/engine/input/id_share.h"
 #include "embedscope/engine/sharding/vocab_parallel.h"
 #include "embedscope/engine/workload/spec_error.h"
 
@@ -127,8 +128,16 @@ StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t 
   const int64_t Tl = sp ? T / p : T, Tc = rw ? T * p : T;
   const VocabRange rows = dp ? VocabRange{0, V} : vocab_range(V, p, rank);
   const int64_t R = rows.size();
-  auto share = [&](int r) {  // expected share of the ids in rank r's rows
-    return dp ? 1.0 : static_cast<double>(vocab_range(V, p, r).size()) / static_cast<double>(V);
+  // The expected share of the batch's ids in rank r's rows: the Zipf mass of the range (id k
+  // drawn with P ~ (k + 1)^-alpha over [0, vocab_size): the frequent tokens' rows are rank 0's),
+  // or the range's share of the rows for ids read from a file.
+  const double zipf_total = spec.token_file_ids ? 0.0 : zipf_mass(spec.vocab_size, spec.token_zipf_alpha);
+  auto share = [&](int r) {
+    if (dp) return 1.0;
+    const VocabRange vr = vocab_range(V, p, r);
+    if (spec.token_file_ids) return static_cast<double>(vr.size()) / static_cast<double>(V);
+    const int64_t lo = std::min(vr.begin, spec.vocab_size), hi = std::min(vr.end, spec.vocab_size);
+    return (zipf_mass(hi, spec.token_zipf_alpha) - zipf_mass(lo, spec.token_zipf_alpha)) / zipf_total;
   };
   const bool ids_exact = dp || p == 1;
   const int64_t my_ids = std::llround(static_cast<double>(T) * share(rank));

@@ -2,6 +2,7 @@
 // same bytes), hand-computed op lists, and simulate_lm_step on a hardware profile.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,35 @@ TEST(LmProgram, VocabParallelOpsByHand) {
 
 TEST(LmProgram, RankOutsideTheWorldIsRefused) {
   EXPECT_THROW(build_lm_step_program(program_spec_of({LmSharding::vocab_parallel, false, true, 2}), 2, 0), SpecError);
+}
+
+TEST(LmProgram, ExpectedIdsFollowTheZipfMassOfEachRanksRows) {
+  // T = 16, V = 48, alpha 1 (id k drawn with P ~ (k + 1)^-1): rank 0's rows [0, 24) get
+  // H(24) / H(48) = 3.77596 / 4.45880 = 0.846856 of the ids, 13.55 -> 14; rank 1's 2.45 -> 2
+  LmWorkloadSpec s = program_spec_of({LmSharding::vocab_parallel, false, false, 2});
+  auto lookup_rows = [](const StepProgram& p) {
+    for (const ProgramOp& op : p.ops)
+      if (op.name == "lookup") return op.rows;
+    return int64_t{-1};
+  };
+  EXPECT_EQ(lookup_rows(build_lm_step_program(s, 0, 0)), 14);
+  EXPECT_EQ(lookup_rows(build_lm_step_program(s, 1, 0)), 2);
+  // row_wise: each rank sends rank 0 its 14 expected ids and rank 1 its 2; rank 0 looks up 2 x 14
+  s.sharding = LmSharding::row_wise;
+  const StepProgram rw = build_lm_step_program(s, 0, 0);
+  EXPECT_EQ(lookup_rows(rw), 28);
+  for (const ProgramOp& op : rw.ops)
+    for (const CollectiveCall& c : op.collectives)
+      if (c.name == "input_dist/ids") {
+        EXPECT_EQ(c.send_elements, (std::vector<int64_t>{14, 2}));
+        EXPECT_EQ(c.recv_elements, (std::vector<int64_t>{14, 14}));
+        EXPECT_FALSE(c.exact);
+      }
+  // ids from a file: each range's share of the rows, 8 and 8
+  s.sharding = LmSharding::vocab_parallel;
+  s.token_file_ids = std::make_shared<const std::vector<int64_t>>(std::vector<int64_t>{0, 1, 2});
+  EXPECT_EQ(lookup_rows(build_lm_step_program(s, 0, 0)), 8);
+  EXPECT_EQ(lookup_rows(build_lm_step_program(s, 1, 0)), 8);
 }
 
 TEST(LmSimulation, SymmetricRanksStepIsTheSumOfTheirOps) {

@@ -32,8 +32,12 @@
 namespace embedscope::engine {
 
 /// The program of `rank` in step `step` (0-based). Counts that depend on the ids (row_wise's
-/// ids and rows per peer, the ids a vocabulary shard serves) are their expectation with ids
-/// spread evenly over the V' rows, marked exact = false. rows of lookup / embedding_backward:
+/// ids and rows per peer, the ids a vocabulary shard serves) are their expectation, marked
+/// exact = false: for Zipf token ids (token_zipf_alpha; id k with P ~ (k + 1)^-alpha over
+/// [0, vocab_size)) a shard of rows [lo, hi) serves the share (H(hi) - H(lo)) / H(vocab_size) of
+/// the ids (H = zipf_mass, input/id_share.h): rank 0 holds the frequent tokens; for ids read
+/// from a file, its share of the V' rows. Example: V 4,099, alpha 1, 4 ranks of 1,025 rows:
+/// rank 0 serves H(1025) / H(4099) = 0.844 of the ids, rank 1 0.078. rows of lookup / embedding_backward:
 /// expected ids looked up on this rank. flops: 2 x multiply-adds (body forward 2 L Tl H^2,
 /// backward twice that; logits 2 Tc R H, their backward 4 Tc R H). bytes: the fp32 buffers the
 /// op reads and writes. Throws SpecError for an invalid spec or a rank outside [0, world_size).
