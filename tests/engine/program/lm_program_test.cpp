@@ -145,7 +145,8 @@ TEST(LmSimulation, SymmetricRanksStepIsTheSumOfTheirOps) {
   const HardwareProfile hw = load_hardware_profile("h100_sxm");
   const LmWorkloadSpec s = program_spec_of({LmSharding::vocab_parallel, false, false, 4});
   const LmSimulatedStep sim = simulate_lm_step(s, hw, 4);
-  // every rank the same sizes (V' = 48 splits evenly): no waiting, so the step is the sum of
+  // every rank the same sizes (V' = 48 splits evenly) but rank 0 looks up the most ids (the
+  // Zipf head is in its rows), so it is the last into every collective: the step is the sum of
   // rank 0's compute figures and each collective's figure (the largest member's, all equal)
   int64_t sum = 0, comm = 0;
   for (const ProgramOp& op : sim.program.ops) {
