@@ -29,8 +29,9 @@
 
 namespace embedscope::engine {
 
-nlohmann::json table_storage_json(const std::vector<RunResult::TableStorage>& tables) {
+nlohmann::json table_storage_json(const std::vector<RunResult::TableStorage>& tables, bool measured) {
   nlohmann::json out = nlohmann::json::array();
+  const auto figure = [measured](auto v) { return measured ? nlohmann::json(v) : nlohmann::json(); };
   for (const auto& ts : tables)
     out.push_back({{"table", ts.name},
                    {"data_type", to_string(ts.data_type)},
@@ -39,13 +40,13 @@ nlohmann::json table_storage_json(const std::vector<RunResult::TableStorage>& ta
                    {"weight_bytes", ts.weight_bytes},
                    {"optimizer_state_bytes", ts.optimizer_state_bytes},
                    {"master_copy_bytes", ts.master_copy_bytes},
-                   {"max_abs_error", ts.max_abs_error},
-                   {"relative_error", ts.relative_error},
+                   {"max_abs_error", figure(ts.max_abs_error)},
+                   {"relative_error", figure(ts.relative_error)},
                    {"hash_size", ts.hash_size},
                    {"low_rank_dim", ts.low_rank_dim},
-                   {"hash_collisions", ts.hash_collisions},
+                   {"hash_collisions", figure(ts.hash_collisions)},
                    {"hot_rows", ts.hot_rows},
-                   {"hot_ids", ts.hot_ids},
+                   {"hot_ids", figure(ts.hot_ids)},
                    {"hot_all_reduce_bytes", ts.hot_all_reduce_bytes},
 
                    {"placement", enum_name(ts.placement)},

@@ -170,12 +170,13 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
            {"input", es::enum_name(spec.input.kind)},
            {"skipped_lines", skipped},
            {"skipped_lines_per_step", r.skipped_lines_per_step},
-           {"qcomms_error", {{"forward_max_abs_error", r.qcomms_error.forward_max_abs},
-                             {"forward_relative_error", r.qcomms_error.forward_relative},
-                             {"backward_max_abs_error", r.qcomms_error.backward_max_abs},
-                             {"backward_relative_error", r.qcomms_error.backward_relative}}},
+           {"qcomms_error", simulated ? json()  // nothing was quantized
+                                      : json{{"forward_max_abs_error", r.qcomms_error.forward_max_abs},
+                                             {"forward_relative_error", r.qcomms_error.forward_relative},
+                                             {"backward_max_abs_error", r.qcomms_error.backward_max_abs},
+                                             {"backward_relative_error", r.qcomms_error.backward_relative}}},
            {"ranks", json::array()}};
-    j["tables"] = es::table_storage_json(r.table_storage);
+    j["tables"] = es::table_storage_json(r.table_storage, !simulated);
     // the live rebalances (stats --json gives the same objects, with the step times around them)
     j["rebalances"] = json::array();
     for (const auto& rb : r.rebalances) j["rebalances"].push_back(rebalance_json(rb));
@@ -187,9 +188,9 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
                                    {"col_offset", c.col_offset}, {"num_cols", c.num_cols}, {"bytes", c.bytes}});
     if (!process_from.empty()) j["process_rank"] = proc.rank;
     for (const auto& rk : r.ranks)
-      j["ranks"].push_back({{"rank", rk.rank}, {"ids_looked_up", rk.ids_looked_up}, {"unique_ids", rk.unique_ids},
+      j["ranks"].push_back({{"rank", rk.rank}, {"ids_looked_up", rk.ids_looked_up}, {"unique_ids", simulated ? json() : json(rk.unique_ids)},
                             {"bytes_sent", rk.bytes_sent}, {"bytes_received", rk.bytes_received},
-                            {"memory_bytes", rk.memory_bytes}, {"hash_collisions", rk.hash_collisions}});
+                            {"memory_bytes", rk.memory_bytes}, {"hash_collisions", simulated ? json() : json(rk.hash_collisions)}});
     std::cout << dump(j) << "\n";
     return 0;
   }
@@ -205,7 +206,9 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
     std::cout << "loss         none (simulated: nothing is trained)\n";
   else
     std::cout << fmt::format("loss         first {:.4f}  last {:.4f}\n", r.loss.front(), r.loss.back());
-  if (spec.qcomms.forward_precision != es::CommPrecision::fp32 || spec.qcomms.backward_precision != es::CommPrecision::fp32)
+  if (simulated && (spec.qcomms.forward_precision != es::CommPrecision::fp32 || spec.qcomms.backward_precision != es::CommPrecision::fp32))
+    std::cout << "qcomms error not measured (simulated: the cost model sends the quantized bytes, nothing is quantized)\n";
+  else if (spec.qcomms.forward_precision != es::CommPrecision::fp32 || spec.qcomms.backward_precision != es::CommPrecision::fp32)
     std::cout << fmt::format("qcomms error forward max abs {:.3g} (relative {:.3g}); backward max abs {:.3g} (relative {:.3g})\n",
                              r.qcomms_error.forward_max_abs, r.qcomms_error.forward_relative,
                              r.qcomms_error.backward_max_abs, r.qcomms_error.backward_relative);
@@ -218,14 +221,16 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
                            t.optimizer_state_type != es::OptimizerStateType::fp32;
                   })) {
     // table storage: bytes over all ranks, the stored rows' error against their fp32 values,
-    // and the hash collisions per measured step (every rank's batch)
+    // and the hash collisions per measured step (every rank's batch); a simulation has the
+    // plan's bytes only ("-": nothing stored, no batch hashed)
     const auto steps = static_cast<double>(r.step_time_ns.size());
+    const auto figure = [simulated](double v, const char* f) { return simulated ? std::string("-") : fmt::format(fmt::runtime(f), v); };
     std::cout << fmt::format("{:<20} {:<9} {:<10} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14} {:>10} {:>16}\n",
                              "table", "data_type", "rounding", "state", "rows", "low_rank", "weights", "optimizer state", "master copy", "max abs error",
                              "relative", "collisions/step");
     for (size_t t = 0; t < r.table_storage.size(); ++t) {
       const auto& ts = r.table_storage[t];
-      std::cout << fmt::format("{:<20} {:<9} {:<10} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14.3g} {:>10.3g} {:>16.1f}\n",
+      std::cout << fmt::format("{:<20} {:<9} {:<10} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14} {:>10} {:>16}\n",
                                ts.name, es::to_string(ts.data_type),
                                ts.data_type == es::TableDataType::fp32 ? "-"
                                : ts.stochastic_rounding                ? "stochastic"
@@ -234,19 +239,20 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
                                spec.tables[t].rows(), ts.low_rank_dim > 0 ? std::to_string(ts.low_rank_dim) : std::string("-"),
                                es::format_bytes(ts.total_weight_bytes()),
                                es::format_bytes(ts.total_optimizer_state_bytes()), es::format_bytes(ts.master_copy_bytes),
-                               ts.max_abs_error, ts.relative_error,
-                               steps > 0 ? static_cast<double>(ts.hash_collisions) / steps : 0.0);
+                               figure(ts.max_abs_error, "{:.3g}"), figure(ts.relative_error, "{:.3g}"),
+                               figure(steps > 0 ? static_cast<double>(ts.hash_collisions) / steps : 0.0, "{:.1f}"));
     }
     std::cout << "\n";
   }
-  if (const std::string host = host_placement_text(es::table_storage_json(r.table_storage),
+  if (const std::string host = host_placement_text(es::table_storage_json(r.table_storage, !simulated),
                                                    static_cast<int64_t>(r.step_time_ns.size()));
       !host.empty())
     std::cout << "tables in host memory (cache hit rate, rows and bytes moved per measured step):\n" << host << "\n";
   std::cout << fmt::format("{:<5} {:>14} {:>12} {:>14} {:>14} {:>12}\n", "rank", "ids looked up", "unique rows",
                            "bytes sent", "bytes received", "memory peak");
   for (const auto& rk : r.ranks)
-    std::cout << fmt::format("{:<5} {:>14} {:>12} {:>14} {:>14} {:>12}\n", rk.rank, rk.ids_looked_up, rk.unique_ids,
+    std::cout << fmt::format("{:<5} {:>14} {:>12} {:>14} {:>14} {:>12}\n", rk.rank, rk.ids_looked_up,
+                             simulated ? std::string("-") : std::to_string(rk.unique_ids),  // not modelled
                              es::format_bytes(rk.bytes_sent), es::format_bytes(rk.bytes_received),
                              es::format_bytes(rk.memory_bytes));
   std::cout << fmt::format("\n{}session: {}\n", r.ended == es::RunEnd::cancelled ? "cancelled; " : "", r.session_path);

@@ -34,6 +34,16 @@ using nlohmann::json;
 
 namespace {
 
+// t[key] formatted with `f`, or "-" where it is null or absent (a simulated session's error,
+// collision and hot-id figures: table_storage_json(.., measured = false)); `per` divides it
+// (a per-step figure) unless 0.
+std::string figure_or_dash(const json& t, const char* key, const char* f, double per = 0) {
+  const auto it = t.find(key);
+  if (it == t.end() || !it->is_number()) return "-";
+  const double v = it->get<double>();
+  return fmt::format(fmt::runtime(f), per > 0 ? v / per : v);
+}
+
 // The table storage block (metadata table_storage_json, FORMAT.md) when a table is stored in
 // reduced precision, keeps reduced-precision optimizer state ("state") or is hashed: bytes over all ranks, the stored rows' error against their fp32
 // values, hash collisions per measured step. Empty for fp32 tables without hashing, older files
@@ -60,17 +70,16 @@ std::string table_storage_text(const std::string& meta, int64_t steps) {
     const int64_t h = t.value("hash_size", int64_t{0});
     const int64_t lr = t.value("low_rank_dim", int64_t{0});
     const std::string dt = t.value("data_type", "fp32");
-    out += fmt::format("{:<20} {:<9} {:<10} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14.3g} {:>10.3g} {:>16.1f}\n",
+    out += fmt::format("{:<20} {:<9} {:<10} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14} {:>10} {:>16}\n",
                        t.value("table", ""), dt,
                        dt == "fp32" ? "-" : t.value("stochastic_rounding", false) ? "stochastic" : "nearest",
                        t.value("optimizer_state_type", "fp32"),
                        h > 0 ? std::to_string(h) : std::string("-"), lr > 0 ? std::to_string(lr) : std::string("-"),
                        es::format_bytes(sum(t.value("weight_bytes", json::array()))),
                        es::format_bytes(sum(t.value("optimizer_state_bytes", json::array()))),
-                       es::format_bytes(t.value("master_copy_bytes", int64_t{0})), t.value("max_abs_error", 0.0),
-                       t.value("relative_error", 0.0),
-                       steps > 0 ? static_cast<double>(t.value("hash_collisions", int64_t{0})) / static_cast<double>(steps)
-                                 : 0.0);
+                       es::format_bytes(t.value("master_copy_bytes", int64_t{0})), figure_or_dash(t, "max_abs_error", "{:.3g}"),
+                       figure_or_dash(t, "relative_error", "{:.3g}"),
+                       figure_or_dash(t, "hash_collisions", "{:.1f}", static_cast<double>(steps)));
   }
   return out;
 }
@@ -89,8 +98,8 @@ std::string hot_rows_text(const std::string& meta, int64_t steps) {
     if (out.empty())
       out = "\nhot rows (replicated on every rank, trained data-parallel): ids a step kept off the input all-to-all, "
             "all-reduce a step\n";
-    out += fmt::format("  {:<20} {:>8} rows {:>12.1f} ids/step {:>12}/step\n", t.value("table", ""), rows,
-                       steps > 0 ? static_cast<double>(t.value("hot_ids", int64_t{0})) / static_cast<double>(steps) : 0.0,
+    out += fmt::format("  {:<20} {:>8} rows {:>12} ids/step {:>12}/step\n", t.value("table", ""), rows,
+                       figure_or_dash(t, "hot_ids", "{:.1f}", static_cast<double>(steps)),
                        es::format_bytes(t.value("hot_all_reduce_bytes", int64_t{0})));
   }
   return out;

@@ -101,9 +101,13 @@ TradeoffRun tradeoff_run(const std::string& label, const sessions::SessionReader
     if (!t.is_object()) continue;
     r.weight_bytes += tradeoff_sum(t.value("weight_bytes", json::array()));
     r.optimizer_state_bytes += tradeoff_sum(t.value("optimizer_state_bytes", json::array()));
-    r.max_abs_error = std::max(r.max_abs_error, t.value("max_abs_error", 0.0));
-    r.relative_error = std::max(r.relative_error, t.value("relative_error", 0.0));
-    r.hash_collisions += t.value("hash_collisions", int64_t{0});
+    if (t.contains("max_abs_error") && !t["max_abs_error"].is_number()) {  // null: not measured (simulated)
+      r.errors_measured = false;
+    } else {
+      r.max_abs_error = std::max(r.max_abs_error, t.value("max_abs_error", 0.0));
+      r.relative_error = std::max(r.relative_error, t.value("relative_error", 0.0));
+      r.hash_collisions += t.value("hash_collisions", int64_t{0});
+    }
     if (const std::string dt = t.value("data_type", "fp32"); dt != "fp32")
       ++rows[dt + (t.value("stochastic_rounding", false) ? " rows, stochastic rounding" : " rows")];
     if (const std::string st = t.value("optimizer_state_type", "fp32"); st != "fp32") ++state[st + " state"];

@@ -44,6 +44,9 @@ struct TradeoffRun {
   std::string technique;
   std::string ended;               ///< the session's `ended`
   bool has_storage = false;        ///< the session has table_storage_json
+  /// false when its error and collision figures are null (a simulated session: nothing was
+  /// stored or hashed); max_abs_error, relative_error and hash_collisions then stay 0
+  bool errors_measured = true;
   int64_t tables = 0;              ///< stored tables (table_storage_json entries)
   int64_t weight_bytes = 0;        ///< bytes, all tables and ranks
   int64_t optimizer_state_bytes = 0;  ///< bytes, all tables and ranks

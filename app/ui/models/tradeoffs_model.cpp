@@ -86,13 +86,13 @@ QVariant TradeoffsModel::data(const QModelIndex& index, int role) const {
           .arg(tradeoffs_signed(r.loss_delta, 3), r.loss_relative < 0 ? "" : "+")
           .arg(100.0 * r.loss_relative, 0, 'f', 2);
     case MaxAbsError:
-      if (!storage) return none;
+      if (!storage || !r.errors_measured) return none;
       return raw ? QVariant(r.max_abs_error) : QVariant(QString::number(r.max_abs_error, 'g', 3));
     case RelativeError:
-      if (!storage) return none;
+      if (!storage || !r.errors_measured) return none;
       return raw ? QVariant(r.relative_error) : QVariant(QString::number(r.relative_error, 'g', 3));
     case CollisionsPerStep:
-      if (!storage || !steps) return none;
+      if (!storage || !steps || !r.errors_measured) return none;
       return raw ? QVariant(r.collisions_per_step()) : QVariant(QString::number(r.collisions_per_step(), 'f', 1));
     default: return {};
   }

@@ -16,6 +16,9 @@
 #include "embedscope/engine/cost/cache_model.h"
 #include "embedscope/engine/comm/gloo_process_group.h"
 #include "embedscope/engine/cost/cost_model.h"
+#include "embedscope/engine/exec/table_storage_json.h"
+#include "embedscope/engine/model/host_cache.h"
+#include "embedscope/engine/model/low_rank.h"
 #include "embedscope/engine/program/step_program.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "program/program_sink.h"
@@ -59,6 +62,60 @@ struct Rendezvous {
 // 0 compute, 1 comm, 2 the host link (gpu_copy: the copies of tables in host memory)
 int lane_index(Lane l) { return l == Lane::comm ? 1 : l == Lane::gpu_copy ? 2 : 0; }
 
+// RunResult::table_storage of a simulated run, per table (spec order): per rank the bytes of
+// the plan's shards (shard_weight_bytes / shard_optimizer_state_bytes, as the memory estimate
+// counts them), plus the hot-row replicas every rank holds and, for tables in host memory, the
+// host bytes and the device caches. The error and collision figures stay 0: nothing is stored
+// or hashed (the session and `run --json` write them as null: table_storage_json(.., false)).
+// The cache figures are added from the measured steps' expected load counters.
+std::vector<RunResult::TableStorage> planned_table_storage(const WorkloadSpec& spec, const ShardingPlan& plan,
+                                                           const detail::Layout& layout, int W) {
+  std::vector<RunResult::TableStorage> out(spec.tables.size());
+  for (size_t t = 0; t < spec.tables.size(); ++t) {
+    const TableSpec& ts_spec = spec.tables[t];
+    RunResult::TableStorage& ts = out[t];
+    ts.name = ts_spec.name;
+    ts.data_type = ts_spec.data_type;
+    ts.stochastic_rounding = ts_spec.uses_stochastic_rounding() && ts.data_type != TableDataType::fp32;
+    ts.optimizer_state_type = ts_spec.optimizer_state_type;
+    ts.placement = ts_spec.placement;
+    if (ts.placement == TablePlacement::host_cached) {
+      ts.cache_policy = ts_spec.cache_policy;
+      ts.cache_load_factor = ts_spec.cache_load_factor;
+      ts.prefetch_pipeline = ts_spec.prefetch_pipeline;
+    }
+    ts.hash_size = ts_spec.hash_size;
+    ts.low_rank_dim = ts_spec.low_rank_dim;
+    for (auto* v : {&ts.weight_bytes, &ts.optimizer_state_bytes, &ts.host_bytes, &ts.cache_bytes})
+      v->assign(static_cast<size_t>(W), 0);
+    const size_t hot = layout.hot_rows[t].size();
+    if (hot > 0) {  // a replica of the hot rows on every rank (sharding/hot_rows.cpp)
+      ts.hot_rows = static_cast<int64_t>(hot);
+      ts.hot_all_reduce_bytes = ts.hot_rows * (ts_spec.embedding_dim + 1) * 4;
+      for (int r = 0; r < W; ++r) {
+        ts.weight_bytes[static_cast<size_t>(r)] += ts.hot_rows * ts_spec.embedding_dim * 4;
+        ts.optimizer_state_bytes[static_cast<size_t>(r)] +=
+            shard_optimizer_state_bytes(spec.optimizer.type, ts_spec, ts.hot_rows, ts_spec.embedding_dim);
+      }
+    }
+  }
+  for (const TablePlan& tp : plan.tables) {
+    const TableSpec& t = spec.tables[static_cast<size_t>(tp.table)];
+    RunResult::TableStorage& ts = out[static_cast<size_t>(tp.table)];
+    for (const Shard& sh : tp.shards) {
+      const auto r = static_cast<size_t>(sh.rank);
+      const int64_t wb = shard_weight_bytes(t, sh.num_rows, sh.num_cols);
+      const int64_t sb = shard_optimizer_state_bytes(spec.optimizer.type, t, sh.num_rows, sh.num_cols);
+      ts.weight_bytes[r] += wb;
+      ts.optimizer_state_bytes[r] += sb;
+      if (t.placement != TablePlacement::device) ts.host_bytes[r] += wb + sb;
+      if (t.placement == TablePlacement::host_cached)
+        ts.cache_bytes[r] += cache_device_bytes(t.cache_load_factor, sh.num_rows, sh.num_cols);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 SimulatedExecutor::SimulatedExecutor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options)
@@ -81,6 +138,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
   const bool host_tables = std::any_of(spec_.tables.begin(), spec_.tables.end(),
                                        [](const TableSpec& t) { return t.placement != TablePlacement::device; });
   result.samples_per_step = spec_.batch_size * W;
+  result.table_storage = planned_table_storage(spec_, plan_, layout, W);
 
   if (session) {
     session->set_metadata(sessions::meta::kSimulated, "1");
@@ -437,6 +495,18 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
                                         (t.placement == TablePlacement::host ? e.distinct_rows : 0.0));
           c.bytes_h2d = std::llround(tr.lookup_h2d + tr.prefetch_h2d + tr.update_h2d);
           c.bytes_d2h = std::llround(tr.update_d2h);
+          if (measured) {  // the run's totals (RunResult::TableStorage: measured steps, all ranks)
+            RunResult::TableStorage& ts = result.table_storage[static_cast<size_t>(key.first)];
+            ts.cache_hits += c.cache_hits;
+            ts.cache_misses += c.cache_misses;
+            ts.rows_fetched += c.rows_fetched;
+            ts.bytes_h2d += c.bytes_h2d;
+            ts.bytes_d2h += c.bytes_d2h;
+            if (prefetched) {
+              ts.prefetched_rows += std::llround(tr.prefetch_h2d / row);
+              ts.prefetch_bytes_h2d += std::llround(tr.prefetch_h2d);
+            }
+          }
         }
         for (const auto& [key, c] : load) session->add_load(c);
       }
@@ -469,6 +539,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
     result.step_time_ns.push_back(m);
   }
   result.ranks = std::move(summary);
+  if (session) session->set_metadata(sessions::meta::kTableStorageJson, table_storage_json(result.table_storage, false).dump());
 }
 
 }  // namespace embedscope::engine::simulated

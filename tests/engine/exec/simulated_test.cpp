@@ -305,3 +305,69 @@ TEST(SimulatedExecutor, RowWiseShardsOfZipfIdsGetTheirRowsMass) {
   EXPECT_LT(lookup_ns(r, 3), lookup_ns(spread, 3));
   EXPECT_GT(lookup_ns(spread, 3), 0);
 }
+
+// What a simulated run says of its tables (tester33 D15): the bytes of the plan's shards per
+// rank, equal to what a cpu run of the same plan allocates, the hot-row replicas on every rank
+// and the host bytes of a host table; no error or collision figures (null in the session's
+// table_storage_json: nothing was stored or hashed).
+TEST(SimulatedExecutor, TableStorageIsWhatTheMeasuredRunAllocates) {
+  es::WorkloadSpec s = simulated("tiny", 4);
+  s.steps = 2;
+  s.tables[0].data_type = es::TableDataType::fp16;
+  s.tables[1].placement = es::TablePlacement::host;
+  s.sharding.default_type = es::ShardingType::row_wise;
+  es::TableSharding hot;
+  hot.type = es::ShardingType::row_wise;
+  hot.hot_rows = {0, 1, 2};
+  s.sharding.per_table[s.tables[3].name] = hot;
+  const fs::path dir = scratch("table_storage");
+  const es::RunResult sim = run(s, (dir / "sim.db").string());
+  ASSERT_EQ(sim.ended, es::RunEnd::complete);
+  es::WorkloadSpec cpu = s;
+  cpu.devices.backend = es::Backend::cpu;
+  cpu.devices.hardware.clear();
+  const es::RunResult measured = run(es::with_resolved_backend(cpu, "test"));
+  ASSERT_EQ(measured.ended, es::RunEnd::complete);
+  ASSERT_EQ(sim.table_storage.size(), s.tables.size());
+  for (size_t t = 0; t < s.tables.size(); ++t) {
+    SCOPED_TRACE(s.tables[t].name);
+    const auto& a = sim.table_storage[t];
+    const auto& b = measured.table_storage[t];
+    EXPECT_EQ(a.weight_bytes, b.weight_bytes);
+    EXPECT_EQ(a.optimizer_state_bytes, b.optimizer_state_bytes);
+    EXPECT_EQ(a.hot_rows, b.hot_rows);
+    EXPECT_EQ(a.hot_all_reduce_bytes, b.hot_all_reduce_bytes);
+    EXPECT_EQ(a.placement, b.placement);
+  }
+  EXPECT_EQ(sim.table_storage[3].hot_rows, 3);
+  int64_t host = 0;
+  for (int64_t v : sim.table_storage[1].host_bytes) host += v;
+  EXPECT_EQ(host, sim.table_storage[1].total_weight_bytes() + sim.table_storage[1].total_optimizer_state_bytes());
+  const ss::SessionReader reader((dir / "sim.db").string());
+  const auto tables = nlohmann::json::parse(reader.meta(ss::meta::kTableStorageJson));
+  ASSERT_EQ(tables.size(), s.tables.size());
+  EXPECT_TRUE(tables[0].at("max_abs_error").is_null());
+  EXPECT_TRUE(tables[0].at("hash_collisions").is_null());
+  EXPECT_TRUE(tables[3].at("hot_ids").is_null());
+  EXPECT_EQ(tables[0].at("data_type"), "fp16");
+  EXPECT_EQ(tables[0].at("weight_bytes"), nlohmann::json(sim.table_storage[0].weight_bytes));
+}
+
+// The CLI on a simulated run with reduced-precision tables and qcomms: the storage block with
+// "-" where nothing was measured, no qcomms error, no unique rows (tester33 D9, D15).
+TEST(SimulatedCli, StorageAndQcommsFiguresAreNotMeasured) {
+  const fs::path dir = scratch("cli_storage");
+  const std::string db = (dir / "s.db").string();
+  auto r = embedscope::test_support::run_cli(
+      EMBEDSCOPE_CLI, "run --preset tiny --simulate h100_sxm --devices 2 --steps 2 --qcomms fp16 --json -o " + db, dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("qcomms_error").is_null()) << j.at("qcomms_error").dump();
+  EXPECT_TRUE(j.at("ranks").at(0).at("unique_ids").is_null());
+  EXPECT_TRUE(j.at("tables").at(0).at("max_abs_error").is_null());
+  EXPECT_GT(j.at("tables").at(0).at("weight_bytes").at(0).get<int64_t>() + j.at("tables").at(0).at("weight_bytes").at(1).get<int64_t>(), 0);
+  r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "run --preset tiny --simulate h100_sxm --devices 2 --steps 2 --qcomms fp16 --force-overwrite -o " + db, dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("qcomms error not measured (simulated"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("max abs 0"), std::string::npos) << r.out;
+}

@@ -20,7 +20,9 @@ namespace embedscope::engine {
 /// "cache_hits", "cache_misses", "rows_fetched", "bytes_h2d", "bytes_d2h" (measured steps, all
 /// ranks), "prefetch_pipeline" (bool), "prefetched_rows", "prefetch_bytes_h2d" (of rows_fetched and
 /// bytes_h2d, what the prefetches moved), "hot_rows", "hot_ids", "hot_all_reduce_bytes"} (fields
-/// of RunResult::TableStorage).
-nlohmann::json table_storage_json(const std::vector<RunResult::TableStorage>& tables);
+/// of RunResult::TableStorage). `measured` false (a simulated run: nothing stored, no batch
+/// hashed): "max_abs_error", "relative_error", "hash_collisions" and "hot_ids" are null, the
+/// bytes and the cache figures are the plan's and the cache model's expectation.
+nlohmann::json table_storage_json(const std::vector<RunResult::TableStorage>& tables, bool measured = true);
 
 }  // namespace embedscope::engine
