@@ -67,11 +67,12 @@ int report(embedscope::ui::MainWindow& w, const QString& session, const QString&
   }
   QFile html(dir + "/index.html");
   if (!html.open(QIODevice::WriteOnly | QIODevice::Text)) return fail(html.fileName() + ": cannot write");
-  QTextStream(&html) << "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Embedscope report: "
-                     << QFileInfo(session).fileName().toHtmlEscaped() << "</title>\n"
+  // the session's tab title: its file name with the window's marks ("[SIMULATED]", "[imported]")
+  const QString title = w.tabs()->tabText(w.tabs()->currentIndex()).toHtmlEscaped();
+  QTextStream(&html) << "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Embedscope report: " << title
+                     << "</title>\n"
                      << "<style>body{font-family:sans-serif;margin:2em}img{max-width:100%;border:1px solid #ccc}</style>"
-                     << "</head><body>\n<h1>Embedscope report: " << QFileInfo(session).fileName().toHtmlEscaped()
-                     << "</h1>\n" << body << "</body></html>\n";
+                     << "</head><body>\n<h1>Embedscope report: " << title << "</h1>\n" << body << "</body></html>\n";
   std::fprintf(stderr, "wrote %s/index.html\n", qPrintable(dir));
   if (!errors.isEmpty()) return fail(errors.join("\nerror: "));  // exit 2, as the CLI for the same file
   return 0;

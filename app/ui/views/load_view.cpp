@@ -231,6 +231,15 @@ void LoadView::rebuild_rows() {
     }
   QString ranks;
   for (const auto& s : rows_.shards) ranks += (ranks.isEmpty() ? "" : ", ") + QString::number(s.rank);
+  if (total == 0 && session_ && session_->meta(sessions::meta::kSimulated, "") == "1") {
+    row_note_->setText(QString("%1 rows; ids per row not recorded: a simulated run draws no ids (its load above is the "
+                               "expected ids of each shard); %2 on rank(s) %3")
+                           .arg(rows_.num_rows)
+                           .arg(QString::fromStdString(rows_.sharding_type.empty() ? "unplanned" : rows_.sharding_type))
+                           .arg(ranks));
+    if (row_plot_->isVisible()) row_plot_->replot();
+    return;
+  }
   row_note_->setText(QString("%1 rows in %2 buckets, %3 ids; hottest bucket rows %4..%5 (%6 % of the ids); %7 on rank(s) %8")
                          .arg(rows_.num_rows)
                          .arg(rows_.ids.size())

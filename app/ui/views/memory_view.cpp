@@ -272,7 +272,13 @@ void MemoryView::apply(MemoryViewData& d) {
   timeline_->set_data(data_.history, data_.columns, data_.frames, data_.stacks);
   segments_->set_data(data_.history, data_.segments, data_.frames, data_.stacks);
   if (h.size() == 0) {
-    summary_->setText(counters_.empty() ? "" : "no allocator events: the recorded snapshots below");
+    // the replay box offers the device's capacity (it has no history to replay)
+    replay_->set_history(data_.history, data_.capacity, 0, replay_->property("recorded").toString().toStdString());
+    if (session_->meta(sessions::meta::kSimulated, "") == "1")
+      summary_->setText("simulated: the memory estimate of each step (planner/memory_replay.h), allocated = reserved; "
+                        "no allocator events or snapshots");
+    else
+      summary_->setText(counters_.empty() ? "" : "no allocator events: the recorded snapshots below");
     charts_->setCurrentWidget(plot_);
     timeline_->hide();
     segments_->hide();

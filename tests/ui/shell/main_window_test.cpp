@@ -148,6 +148,28 @@ TEST(MainWindow, TabOfAKilledRunSaysCrashed) {
   EXPECT_EQ(w.tabs()->tabText(0).toStdString(), std::filesystem::path(path).filename().string() + " [crashed]");
 }
 
+// The report's title carries the session's mark as its tab does (tester33 D15: a simulated
+// session's report said nothing of it).
+TEST(Report, TitleCarriesTheSessionsMark) {
+  const auto dir = std::filesystem::temp_directory_path() / ("es_report_sim_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "sim.db";
+  {
+    sessions::SessionWriter w(path.string());
+    w.set_metadata(sessions::meta::kSimulated, "1");
+    w.add_step({0, 0, 0, 1000, 0.0, 0, 0});
+    w.close("complete");
+  }
+  const std::string cmd = "QT_QPA_PLATFORM=offscreen " + std::string(EMBEDSCOPE_UI) + " --report " + path.string() +
+                          " -o " + (dir / "report").string() + " 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream html(dir / "report" / "index.html");
+  const std::string page((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  EXPECT_NE(page.find("<title>Embedscope report: sim.db [SIMULATED]</title>"), std::string::npos) << page.substr(0, 300);
+  EXPECT_NE(page.find("<h1>Embedscope report: sim.db [SIMULATED]</h1>"), std::string::npos);
+}
+
 TEST(Report, RendersEveryViewAndAPageWithoutADisplay) {
   const auto dir = std::filesystem::temp_directory_path() / ("es_report_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);

@@ -36,6 +36,7 @@
 #include "core/load_data.h"
 #include "views/load_view.h"
 #include "views/memory_view.h"
+#include "embedscope/sessions/model/metadata_keys.h"
 #include "shell/main_window.h"
 #include "embedscope/engine/comm/gloo_process_group.h"
 #include "embedscope/engine/sharding/sharding.h"
@@ -115,6 +116,31 @@ TEST(MemoryView, OpensOnTheLowestRankWithoutAnOom) {
   ASSERT_EQ(boxes.size(), 2);  // rank, snapshot
   EXPECT_EQ(boxes[0]->currentText().toStdString(), "rank 0");
   EXPECT_EQ(boxes[1]->currentIndex(), 2);  // rank 0, step 0
+}
+
+// A simulated session has the planner's estimate per step and no allocator history (tester33
+// D15): the view says so, and the replay box offers the simulated device's capacity, not 1 MiB.
+TEST(MemoryView, SimulatedSessionSaysWhatItShowsAndOffersTheDevicesCapacity) {
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_mem_sim_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    w.set_metadata(sessions::meta::kSimulated, "1");
+    w.add_rank({0, "node0 (simulated)", "H100 (simulated)", int64_t{80} << 30});
+    for (int step = 0; step < 3; ++step) w.add_memory({step, 0, 5000, 5000, 5000, 5000, 0, 0, 0, 0.0, 0.0});
+    w.close("complete");
+  }
+  MemoryView view(std::make_shared<const sessions::SessionReader>(path.string()));
+  ASSERT_TRUE(wait_for_analyses(&view));
+  QString said;
+  for (auto* label : view.findChildren<QLabel*>()) said += label->text() + "\n";
+  EXPECT_TRUE(said.contains("simulated: the memory estimate of each step")) << said.toStdString();
+  EXPECT_FALSE(said.contains("the recorded snapshots below")) << said.toStdString();
+  const auto spins = view.findChildren<QDoubleSpinBox*>();
+  bool found = false;
+  for (auto* sp : spins)
+    if (sp->suffix() == " MiB" && sp->value() == 80 * 1024) found = true;
+  EXPECT_TRUE(found) << "the replay box offers the device's 81,920 MiB";
 }
 
 TEST(MemoryCompare, SnapshotsAtOneStepOnOneScale) {
