@@ -5,9 +5,11 @@
 
 #include <stdexcept>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/comm/gloo_process_group.h"
+#include "embedscope/engine/workload/spec.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "exec/threaded/lm_executor.h"
@@ -40,6 +42,10 @@ void write_lm_session_plan(sessions::SessionWriter& writer, const LmWorkloadSpec
 
 LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
   validate(spec, "workload");
+  if (spec.world_size > kMaxLmCpuRanks)
+    throw SpecError(fmt::format("workload: /devices/count: a measured lm_embedding run has at most {} ranks (CPU threads "
+                                "of one process), got {}; --simulate PROFILE models up to {}",
+                                kMaxLmCpuRanks, spec.world_size, kMaxSimulatedRanks));
   threaded::LmExecutor executor(spec, options);
   std::unique_ptr<sessions::SessionWriter> writer;
   if (!options.session_path.empty()) {

@@ -46,7 +46,6 @@ int64_t LmWorkloadSpec::padded_vocab_size() const {
 
 namespace {
 
-constexpr int kMaxLmRanks = 64;
 constexpr int64_t kMaxVocab = int64_t{1} << 31;
 constexpr int64_t kMaxHidden = 65536;
 constexpr int64_t kMaxTokens = int64_t{1} << 24;  // B x S per rank
@@ -181,7 +180,7 @@ LmWorkloadSpec parse_lm_workload(const json& j, const std::string& origin, const
     r.object(*a, "/devices", {"count", "backend"});
     if (auto* b = LmReader::optional(*a, "count")) {
       const int64_t n = r.integer(*b, "/devices/count");
-      s.world_size = static_cast<int>(r.closed<int64_t>("/devices/count", n, 1, kMaxLmRanks));
+      s.world_size = static_cast<int>(r.closed<int64_t>("/devices/count", n, 1, kMaxSimulatedRanks));
     }
     if (auto* b = LmReader::optional(*a, "backend")) r.choice<int>(*b, "/devices/backend", {{0, "cpu"}});
   }
@@ -230,7 +229,7 @@ void validate(const LmWorkloadSpec& s, const std::string& origin) {
   c.closed<int>("/body_layers", s.body_layers, 0, 64);
   if (!(s.token_zipf_alpha > 0) || s.token_zipf_alpha > 10)
     c.fail("/token_ids/alpha", fmt::format("must be in (0, 10], got {}", s.token_zipf_alpha));
-  c.closed<int>("/devices/count", s.world_size, 1, kMaxLmRanks);
+  c.closed<int>("/devices/count", s.world_size, 1, kMaxSimulatedRanks);
   c.closed<int64_t>("/sharding/make_vocab_size_divisible_by", s.make_vocab_size_divisible_by, 1, 1 << 20);
   if (!(s.learning_rate > 0)) c.fail("/optimizer/learning_rate", fmt::format("must be > 0, got {}", s.learning_rate));
   if (!(s.adam_beta1 >= 0 && s.adam_beta1 < 1)) c.fail("/optimizer/beta1", fmt::format("must be in [0, 1), got {}", s.adam_beta1));

@@ -140,10 +140,14 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
   sim.overwrite = overwrite;
   sim.hardware = a.simulate;
   sim.gpus_per_node = a.gpus_per_node;
-  if (simulated)
-    fmt::print(stderr, "SIMULATED: {} ranks of hardware profile {}; every time below is the cost model's, nothing is "
-                       "trained\n",
-               spec.world_size, a.simulate);
+  if (simulated) {  // the nodes as simulate_lm places the ranks (rank r on node r / GPUs per node)
+    const int gpn = a.gpus_per_node > 0 ? a.gpus_per_node
+                                        : std::min(spec.world_size, es::load_hardware_profile(a.simulate).gpus_per_node);
+    const int nodes = (spec.world_size + gpn - 1) / gpn;
+    fmt::print(stderr, "SIMULATED: {} node{} x {} GPUs of hardware profile {}; every time below is the cost model's, "
+                       "nothing is trained\n",
+               nodes, nodes == 1 ? "" : "s", gpn, a.simulate);
+  }
   es::LmRunResult r;
   try {
     r = simulated ? es::simulate_lm(spec, sim) : es::run_lm(spec, opt);

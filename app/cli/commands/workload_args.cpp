@@ -78,6 +78,29 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
       "the output projection (sharding.sequence_parallel)");
 }
 
+namespace {
+// The simulated cluster --nodes, --gpus-per-node and --devices ask for, asked for once: {nodes,
+// GPUs per node} (the profile's GPUs per node by default). Throws SpecError naming the flags
+// when they disagree, when --devices is not whole nodes, or past kMaxSimulatedRanks ranks.
+std::pair<int, int> simulated_cluster(const WorkloadArgs& a, const es::HardwareProfile& hw) {
+  const int per_node = a.was_given("--gpus-per-node") ? a.gpus_per_node : hw.gpus_per_node;
+  int nodes = a.was_given("--nodes") ? a.nodes : 1;
+  if (a.was_given("--devices")) {  // --devices N --gpus-per-node G: N / G nodes; with --nodes they must agree
+    if (a.was_given("--nodes") && static_cast<int64_t>(a.nodes) * per_node != a.devices)
+      throw es::SpecError(fmt::format("--devices {} disagrees with --nodes {} x {} GPUs per node ({} ranks); give the "
+                                      "ranks once", a.devices, a.nodes, per_node, static_cast<int64_t>(a.nodes) * per_node));
+    if (per_node <= 0 || a.devices % per_node != 0)
+      throw es::SpecError(fmt::format("--devices {} is not a whole number of nodes of --gpus-per-node {}", a.devices,
+                                      per_node));
+    nodes = a.devices / per_node;
+  }
+  if (static_cast<int64_t>(nodes) * per_node > es::kMaxSimulatedRanks)
+    throw es::SpecError(fmt::format("--nodes {} x --gpus-per-node {} is {} ranks; a simulated cluster has at most {}",
+                                    nodes, per_node, static_cast<int64_t>(nodes) * per_node, es::kMaxSimulatedRanks));
+  return {nodes, per_node};
+}
+}  // namespace
+
 bool is_lm_args(const WorkloadArgs& a) {
   if (!a.file.empty()) return es::is_lm_workload_file(a.file);
   return !a.preset.empty() && es::is_lm_preset(a.preset);
@@ -87,16 +110,30 @@ es::LmWorkloadSpec load_lm(WorkloadArgs& a, bool simulate_flags) {
   if (!a.file.empty() && !a.preset.empty()) throw es::SpecError("give either a workload file or --preset, not both");
   es::LmWorkloadSpec spec = !a.file.empty() ? es::load_lm_workload_file(a.file) : es::load_lm_preset(a.preset);
   a.origin = !a.file.empty() ? a.file : "preset " + a.preset;
+  const bool simulated = simulate_flags && a.was_given("--simulate");
   for (const char* flag : {"--local-world-size", "--warmup-steps", "--backend", "--pipeline", "--qcomms", "--simulate",
-                           "--nodes", "--gpus-per-node", "--network-bandwidth", "--network-latency"})
-    if (a.was_given(flag) && !(simulate_flags && (std::string_view(flag) == "--simulate" || std::string_view(flag) == "--gpus-per-node")))
-      throw es::SpecError(fmt::format("{}: not for an lm_embedding workload ({} runs on CPU ranks; its flags: --devices, "
-                                      "--sharding, --sequence-parallel, --steps, --batch-size, --simulate, --gpus-per-node)",
-                                      flag, a.origin));
+                           "--nodes", "--gpus-per-node", "--network-bandwidth", "--network-latency"}) {
+    const std::string_view f(flag);
+    if (!a.was_given(flag) || (simulate_flags && f == "--simulate")) continue;
+    if (simulated && (f == "--nodes" || f == "--gpus-per-node")) continue;
+    if (simulate_flags && (f == "--nodes" || f == "--gpus-per-node"))
+      throw es::SpecError(fmt::format("{}: only with --simulate PROFILE (a modelled cluster)", flag));
+    throw es::SpecError(fmt::format("{}: not for an lm_embedding workload ({} runs on CPU ranks; its flags: --devices, "
+                                    "--sharding, --sequence-parallel, --steps, --batch-size, --simulate, --nodes, "
+                                    "--gpus-per-node)",
+                                    flag, a.origin));
+  }
   std::vector<std::pair<std::string, std::string>> set_by;
   if (a.was_given("--devices")) {
     spec.world_size = a.devices;
     set_by.emplace_back("/devices/count", "--devices");
+  }
+  if (simulated && (a.was_given("--nodes") || a.was_given("--gpus-per-node"))) {
+    // the cluster as the DLRM runs ask for it; simulate_lm places rank r on node r / gpus_per_node
+    const auto [nodes, per_node] = simulated_cluster(a, es::load_hardware_profile(a.simulate));
+    spec.world_size = nodes * per_node;
+    a.gpus_per_node = per_node;
+    set_by.emplace_back("/devices/count", a.was_given("--nodes") ? "--nodes" : "--devices");
   }
   if (a.world_size > 0) throw es::SpecError("--world-size: an lm_embedding workload runs its ranks as threads of one process");
   if (a.was_given("--sharding")) {
@@ -184,21 +221,7 @@ es::WorkloadSpec load(WorkloadArgs& a) {
     spec.devices.memory_bytes = hw.gpu.memory_bytes;
     set_by.emplace_back("/devices/hardware", "--simulate");
     if (a.was_given("--nodes") || a.was_given("--gpus-per-node")) {
-      const int per_node = a.was_given("--gpus-per-node") ? a.gpus_per_node : hw.gpus_per_node;
-      int nodes = a.was_given("--nodes") ? a.nodes : 1;
-      if (a.was_given("--devices")) {  // --devices N --gpus-per-node G: N / G nodes; with --nodes they must agree
-        if (a.was_given("--nodes") && static_cast<int64_t>(a.nodes) * per_node != a.devices)
-          throw es::SpecError(fmt::format("--devices {} disagrees with --nodes {} x {} GPUs per node ({} ranks); give the "
-                                          "ranks once", a.devices, a.nodes, per_node,
-                                          static_cast<int64_t>(a.nodes) * per_node));
-        if (per_node <= 0 || a.devices % per_node != 0)
-          throw es::SpecError(fmt::format("--devices {} is not a whole number of nodes of --gpus-per-node {}", a.devices,
-                                          per_node));
-        nodes = a.devices / per_node;
-      }
-      if (static_cast<int64_t>(nodes) * per_node > es::kMaxSimulatedRanks)
-        throw es::SpecError(fmt::format("--nodes {} x --gpus-per-node {} is {} ranks; a simulated cluster has at most {}",
-                                        nodes, per_node, static_cast<int64_t>(nodes) * per_node, es::kMaxSimulatedRanks));
+      const auto [nodes, per_node] = simulated_cluster(a, hw);
       spec.devices.count = nodes * per_node;
       spec.sharding.local_world_size = per_node;
       set_by.emplace_back("/devices/count", "--nodes");

@@ -79,8 +79,10 @@ bool is_lm_args(const WorkloadArgs& a);
 /// Loads the lm_embedding workload and applies --devices, --sharding (vocab_parallel,
 /// data_parallel, row_wise), --sequence-parallel, --steps, --batch-size (micro_batch_size);
 /// refuses the flags that have no meaning for it (bad input naming the flag). Throws SpecError.
-/// `simulate_flags`: also --simulate PROFILE and --gpus-per-node (plan: the simulated step of
-/// the program on that hardware, program/lm_program.h; run: a simulated session, simulate_lm).
+/// `simulate_flags`: also --simulate PROFILE, and with it --nodes and --gpus-per-node (the
+/// cluster: world_size = nodes x GPUs per node, up to kMaxSimulatedRanks; a.gpus_per_node is set
+/// to the GPUs per node) (plan: the simulated step of the program on that hardware,
+/// program/lm_program.h; run: a simulated session, simulate_lm).
 engine::LmWorkloadSpec load_lm(WorkloadArgs& a, bool simulate_flags = false);
 
 /// With --plan FILE the plan gives every table's sharding type and the ranks per node, so

@@ -145,6 +145,37 @@ TEST(LmCli, RunPlanAndStatsOfAnLmWorkload) {
       << r.err;
 }
 
+// A simulated LM cluster is asked for as a DLRM one (tester33 D14): --nodes x the profile's GPUs
+// per node, past the 64 CPU threads of a measured run (which refuses them, naming --simulate).
+TEST(LmCli, SimulatedClusterOfNodesBeyondTheCpuRanks) {
+  const auto file = scratch() / "lm_nodes.json";
+  auto spec = spec2(false);
+  spec.vocab_size = 256;  // rows for 80 vocabulary shards
+  std::ofstream(file) << to_json(spec).dump();
+  const std::string db = (scratch() / "lm_nodes.db").string();
+  std::filesystem::remove(db);
+  auto r = cli("run " + file.string() + " --simulate h100_sxm --nodes 10 --steps 1 --json -o " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out).at("world_size"), 80);
+  EXPECT_NE(r.err.find("SIMULATED: 10 nodes x 8 GPUs of hardware profile h100_sxm"), std::string::npos) << r.err;
+  r = cli("run " + file.string() + " --simulate h100_sxm --devices 12 --gpus-per-node 4 --steps 1 --json --force-overwrite -o " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out).at("world_size"), 12);
+  EXPECT_NE(r.err.find("SIMULATED: 3 nodes x 4 GPUs"), std::string::npos) << r.err;
+  r = cli("run " + file.string() + " --simulate h100_sxm --devices 8 --nodes 2 -o " + db + "2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--devices 8 disagrees with --nodes 2 x 8 GPUs per node (16 ranks)"), std::string::npos) << r.err;
+  r = cli("run " + file.string() + " --devices 80 -o " + db + "3");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("/devices/count: a measured lm_embedding run has at most 64 ranks (CPU threads of one process), "
+                       "got 80; --simulate PROFILE models up to 1024"),
+            std::string::npos)
+      << r.err;
+  r = cli("run " + file.string() + " --nodes 2 -o " + db + "4");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--nodes: only with --simulate PROFILE"), std::string::npos) << r.err;
+}
+
 TEST(LmCli, PlanSimulatesTheStepProgram) {
   const auto file = scratch() / "lm_sim.json";
   std::ofstream(file) << to_json(spec2(false)).dump();

@@ -78,7 +78,8 @@ struct LmRunResult {
 /// The name of the vocabulary table in the session (shards, load_counters and id_histogram table 0).
 inline constexpr const char* kLmTableName = "token_embedding";
 
-/// Runs spec.steps steps (fewer when cancelled). Throws SpecError for an invalid spec,
+/// Runs spec.steps steps (fewer when cancelled). Throws SpecError for an invalid spec or one
+/// of more than kMaxLmCpuRanks ranks (simulate_lm models more),
 /// sessions::SessionError when the session cannot be written, std::runtime_error with the
 /// failure's text when a rank failed ("rank R: <what>" for a collective's error: the others fail
 /// at once or time out after collective_timeout_ms; OomError's text for a buffer that did not

@@ -30,6 +30,10 @@
 
 namespace embedscope::engine {
 
+/// The most ranks a measured lm_embedding run has (run_lm: one CPU thread each); a simulated
+/// one (simulate_lm) models up to kMaxSimulatedRanks.
+inline constexpr int kMaxLmCpuRanks = 64;
+
 /// How the vocabulary table (and an untied output projection) is split over the p ranks.
 enum class LmSharding {
   /// Megatron VocabParallelEmbedding: rank r owns rows [floor(r V'/p), floor((r+1) V'/p)) of the
@@ -101,7 +105,9 @@ struct LmWorkloadSpec {
   /// (the padded rows are never looked up but take part in the softmax, as in Megatron).
   /// Default 1 = no padding (Megatron's own default is 128); the plan states V'.
   int64_t make_vocab_size_divisible_by = 1;
-  int world_size = 1;                 ///< devices.count, 1..64
+  /// devices.count: 1..kMaxSimulatedRanks (spec.h) in the file; a measured run (run_lm: CPU
+  /// threads of one process) takes at most kMaxLmCpuRanks of them
+  int world_size = 1;
   LmOptimizer optimizer = LmOptimizer::sgd;
   double learning_rate = 0.1;         ///< > 0
   double adam_beta1 = 0.9;            ///< adam: in [0, 1) (torch's default 0.9)
