@@ -34,9 +34,34 @@ int fail(const QString& msg) {
   return 2;
 }
 
-// Renders each view of the session's tab to DIR and writes DIR/index.html around them.
+// Opens a session, or imports a trace / snapshot into one and opens that (MainWindow::open_path),
+// waiting for the import: "" or what went wrong (the import's message for a trace that failed).
+QString open_and_wait(embedscope::ui::MainWindow& w, const QString& path) {
+  if (const QString err = w.open_path(path, true); !err.isEmpty()) return err;
+  QString import_error;
+  const auto c = QObject::connect(&w, &embedscope::ui::MainWindow::import_finished, &w,
+                                  [&](const QString&, const QString& ended, const QString& msg) {
+                                    if (ended != "complete") import_error = msg;
+                                  });
+  auto importing = [&] {
+    for (auto* job : w.findChildren<embedscope::ui::ImportJob*>())
+      if (job->running()) return true;
+    return false;
+  };
+  while (importing()) {
+    QApplication::processEvents();
+    QThread::msleep(20);
+  }
+  QApplication::processEvents();
+  QObject::disconnect(c);
+  return import_error;
+}
+
+// Renders each view of the session's tab (a trace given is imported first) to DIR and writes
+// DIR/index.html around them.
 int report(embedscope::ui::MainWindow& w, const QString& session, const QString& dir) {
-  if (const QString err = w.open_session(session, true); !err.isEmpty()) return fail(err);
+  if (const QString err = open_and_wait(w, session); !err.isEmpty()) return fail(err);
+  if (w.tabs()->count() == 0) return fail(session + ": nothing was opened");
   if (!QDir().mkpath(dir)) return fail(dir + ": cannot create the report folder");
   auto* views = qobject_cast<QTabWidget*>(w.tabs()->currentWidget());
   w.resize(1600, 900);
@@ -181,25 +206,12 @@ int main(int argc, char** argv) {
   if (compare) {
     if (const QString err = w.open_compare(sessions, batch); batch && !err.isEmpty()) return fail("--compare: " + err);
   } else {
-    for (const QString& s : sessions)  // sessions, or traces imported first
-      if (const QString err = w.open_path(s, batch); batch && !err.isEmpty()) return fail(err);
-    if (batch) {  // the imports' sessions, not their progress bars
-      QString import_error;
-      QObject::connect(&w, &embedscope::ui::MainWindow::import_finished, &w,
-                       [&](const QString&, const QString& ended, const QString& msg) {
-                         if (ended != "complete") import_error = msg;
-                       });
-      auto importing = [&] {
-        for (auto* job : w.findChildren<embedscope::ui::ImportJob*>())
-          if (job->running()) return true;
-        return false;
-      };
-      while (importing()) {
-        QApplication::processEvents();
-        QThread::msleep(20);
+    for (const QString& s : sessions) {  // sessions, or traces imported first (batch: the imports' sessions, not their progress bars)
+      if (!batch) {
+        w.open_path(s, false);
+      } else if (const QString err = open_and_wait(w, s); !err.isEmpty()) {
+        return fail(err);
       }
-      QApplication::processEvents();
-      if (!import_error.isEmpty()) return fail(import_error);
     }
   }
   if (!scenario.isEmpty()) {

@@ -359,7 +359,8 @@ QString MainWindow::open_path(const QString& path, bool quiet) {
   // a session is an SQLite file: anything else that exists goes through the importers
   const bool session = info.isFile() && sessions::importers::read_head(path.toStdString(), 16) ==
                                            std::string("SQLite format 3\0", 16);
-  if (session || !info.exists()) return open_session(path, quiet);
+  // (a .db that is not SQLite is a damaged session: open_session says so, as `embedscope stats`)
+  if (session || !info.exists() || info.suffix().compare("db", Qt::CaseInsensitive) == 0) return open_session(path, quiet);
   if (info.isFile() && is_scaling_study_file(path)) return open_scaling(path, quiet);
   QString error;
   import_trace({path}, quiet, &error);

@@ -246,3 +246,25 @@ TEST(Report, ShowEveryRowGrowsTheWindowUntilNothingScrolls) {
   EXPECT_GT(show_every_row(&window, &window, 400), 0);
   EXPECT_LE(window.height(), 400);
 }
+
+// `--report TRACE` imports the trace first, as `--screenshot` and opening it do (tester34 D13);
+// a damaged .db fails both ways with the CLI's words.
+TEST(Report, OfATraceImportsItFirst) {
+  const std::string dir = trace_copy("report_trace");
+  const std::string cmd = "QT_QPA_PLATFORM=offscreen " + std::string(EMBEDSCOPE_UI) + " --report " + dir + "/rank0.json -o " +
+                          dir + "/report 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/rank0.db"));
+  std::ifstream html(dir + "/report/index.html");
+  const std::string page((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  EXPECT_NE(page.find("<title>Embedscope report: rank0.db [imported: kineto_json]</title>"), std::string::npos)
+      << page.substr(0, 300);
+  std::ofstream(dir + "/junk.db") << "not a session";
+  for (const std::string& args : {" --report " + dir + "/junk.db -o " + dir + "/r2", " " + dir + "/junk.db --screenshot " + dir + "/x.png"}) {
+    const std::string bad = "QT_QPA_PLATFORM=offscreen " + std::string(EMBEDSCOPE_UI) + args + " 2>" + dir + "/err.txt";
+    EXPECT_EQ(WEXITSTATUS(std::system(bad.c_str())), 2) << args;
+    std::ifstream err(dir + "/err.txt");
+    const std::string said((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+    EXPECT_NE(said.find("junk.db: not an SQLite database"), std::string::npos) << args << ": " << said;
+  }
+}
