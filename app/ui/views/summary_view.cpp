@@ -1,5 +1,8 @@
 #include "views/summary_view.h"
 
+#include <filesystem>
+#include <set>
+
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -85,19 +88,61 @@ QString flight_text(const sessions::FlightAnalysis& a) {
 QString import_origin(const sessions::SessionReader& s) {
   if (s.meta(sessions::meta::kImported) != "1") return {};
   QStringList files;
+  std::set<std::string> folders;
+  int64_t total = 0;
   try {
     for (const auto& src : nlohmann::json::parse(s.meta(sessions::meta::kImportSources, "[]")))
-      if (src.is_object() && src.contains("file"))
+      if (src.is_object() && src.contains("file") && src["file"].is_string()) {
+        const std::string file = src["file"].get<std::string>();
+        const int64_t bytes = src.value("bytes", int64_t{0});
+        total += bytes;
+        folders.insert(std::filesystem::path(file).parent_path().string());
         files << QString("%1 (%2)")
-                     .arg(QString::fromStdString(src["file"].get<std::string>()).toHtmlEscaped())
-                     .arg(QString::fromStdString(sessions::format_bytes(src.value("bytes", int64_t{0}))));
+                     .arg(QString::fromStdString(file).toHtmlEscaped())
+                     .arg(QString::fromStdString(sessions::format_bytes(bytes)));
+      }
   } catch (const std::exception&) {
     files << "(sources unreadable)";
   }
+  // many rank files (a directory import): their count and folder, not a wall of names (tester34 D23)
+  QString sources = files.join(", ");
+  if (files.size() > 4)
+    sources = QString("%1 files (%2)%3")
+                  .arg(files.size())
+                  .arg(QString::fromStdString(sessions::format_bytes(total)))
+                  .arg(folders.size() == 1 ? QString(" in %1").arg(QString::fromStdString(*folders.begin()).toHtmlEscaped())
+                                           : QString());
   return QString("<b>IMPORTED</b> from %1 (%2): %3")
       .arg(QString::fromStdString(s.meta(sessions::meta::kImportFormat)).toHtmlEscaped())
       .arg(QString::fromStdString(s.meta(sessions::meta::kImportProducer)).toHtmlEscaped())
-      .arg(files.join(", "));
+      .arg(sources);
+}
+
+// "<br><b>import problems</b>: data loss gzip_cut_short (1; trace.json.gz: ...); ..." for the
+// import_stats rows of severity error and data_loss (what `embedscope stats` lists first), with a
+// count of the info notes; "" when there are none (tester34 D10: the summary of a cut trace said
+// only "complete").
+QString import_problems(const sessions::SessionReader& s) {
+  QStringList serious;
+  int64_t notes = 0;
+  for (const auto& p : s.import_stats()) {
+    if (p.severity == "info") {
+      ++notes;
+      continue;
+    }
+    QString where = QString::fromStdString(std::filesystem::path(p.source).filename().string()).toHtmlEscaped();
+    if (!p.example.empty()) where += (where.isEmpty() ? "" : ": ") + QString::fromStdString(p.example).toHtmlEscaped();
+    serious << QString("<span style=\"color:#b00\">%1</span> %2 (%3%4)")
+                   .arg(p.severity == "data_loss" ? "data loss" : "error")
+                   .arg(QString::fromStdString(p.name).toHtmlEscaped())
+                   .arg(p.count)
+                   .arg(where.isEmpty() ? QString() : "; " + where);
+  }
+  if (serious.isEmpty() && notes == 0) return {};
+  QString t = "<br><b>import problems</b>: ";
+  t += serious.isEmpty() ? QString("none that lost data") : serious.join("; ");
+  if (notes > 0) t += QString(" &nbsp; (%1 info note%2: embedscope stats lists them)").arg(notes).arg(notes == 1 ? "" : "s");
+  return t;
 }
 
 // "; no trace of rank 1" / "; no trace of ranks 2, 3" / "" (imported sessions)
@@ -124,12 +169,13 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                            .arg(QString::fromStdString(s.meta(sessions::meta::kQcommsBackwardPrecision, "fp32")))
                            .arg(QString::fromStdString(st.ended))
                            .arg(st.simulated ? " &nbsp; <b>SIMULATED</b>" : "")
-                     : QString("%1<br>%2 traced (world size %3%4) &nbsp; <b>%5</b><br>")
+                     : QString("%1%6<br>%2 traced (world size %3%4) &nbsp; <b>%5</b><br>")
                            .arg(origin)
                            .arg(st.ranks.size() == 1 ? QString("1 rank") : QString("%1 ranks").arg(st.ranks.size()))
                            .arg(QString::fromStdString(s.meta(sessions::meta::kWorldSize, "?")))
                            .arg(untraced_text(st.untraced_ranks))
-                           .arg(QString::fromStdString(st.ended));
+                           .arg(QString::fromStdString(st.ended))
+                           .arg(import_problems(s));
   if (st.steps == 0) {
     // no step completed its measurement: no step times, but the ops recorded are analysed
     const bool any_ops = !st.critical_paths.empty();

@@ -268,3 +268,25 @@ TEST(Report, OfATraceImportsItFirst) {
     EXPECT_NE(said.find("junk.db: not an SQLite database"), std::string::npos) << args << ": " << said;
   }
 }
+
+// The summary of an imported trace names its serious import problems beside "complete" (tester34
+// D10: a truncated trace read as a whole one), and counts the info notes.
+TEST(MainWindow, SummaryOfAnImportListsItsDataLoss) {
+  const auto dir = scratch_dir("problems");
+  std::filesystem::copy_file(std::string(EMBEDSCOPE_TEST_DATA) + "/traces/truncated.json", dir / "truncated.json");
+  MainWindow w;
+  QSignalSpy done(&w, &MainWindow::import_finished);
+  ASSERT_EQ(w.open_path(QString::fromStdString((dir / "truncated.json").string()), true), QString());
+  ASSERT_TRUE(done.wait(60000));
+  ASSERT_TRUE(wait_until([&] { return w.tabs()->count() == 1 && !w.tabs()->tabText(0).startsWith("importing"); }));
+  auto* views = qobject_cast<QTabWidget*>(w.tabs()->widget(0));
+  ASSERT_NE(views, nullptr);
+  views->setCurrentIndex(1);
+  ASSERT_TRUE(wait_for_analyses(views->widget(1)));
+  QString said;
+  for (auto* label : views->widget(1)->findChildren<QLabel*>()) said += label->text() + "\n";
+  EXPECT_TRUE(said.contains("<b>import problems</b>: <span style=\"color:#b00\">data loss</span> truncated (1; truncated.json: "
+                            "the text ends at line 5, column 1 inside the trace"))
+      << said.toStdString();
+  EXPECT_TRUE(said.contains("(1 info note: embedscope stats lists them)")) << said.toStdString();
+}
