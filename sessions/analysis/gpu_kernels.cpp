@@ -175,6 +175,7 @@ std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const 
     f.rank = rank;
     f.dropped_events = dropped;
     f.microsecond_rounding = rounded;
+    f.last_step_rule = filter;
     out.push_back(f);
   }
   return out;

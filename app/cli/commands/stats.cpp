@@ -239,7 +239,9 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     return 0;
   }
   if (st.steps == 0) {
-    std::cout << "no measured steps: nothing to analyse (the run ended before its first measured step)\n";
+    std::cout << (imported ? "no profiler steps in the trace (no ProfilerStep#N spans): no step times, thread-level "
+                             "overlap or critical path\n"
+                           : "no measured steps: nothing to analyse (the run ended before its first measured step)\n");
     if (!kernel_text.empty()) std::cout << "\n" << kernel_text;
     return 0;
   }

@@ -18,7 +18,9 @@ std::string gpu_kernels_text(const std::vector<sessions::RankKernelFigures>& fig
       "               (merged intervals per class; memory and sync kernels in neither)\n"
       "  kernel time  first GPU kernel start to last kernel end; idle = kernel time - union of all kernels;\n"
       "               compute = union of computation kernels; non-compute = kernel time - compute - idle\n",
-      keep_last_step ? "last profiler step kept" : "last profiler step dropped, as HTA does",
+      keep_last_step                      ? "last profiler step kept"
+      : figures.front().last_step_rule ? "last profiler step dropped, as HTA does"
+                                       : "every GPU event counted: HTA drops the last profiler step only when there are two",
       figures.front().microsecond_rounding ? "; times rounded to whole us as HTA rounds them" : "");
   s += fmt::format("  {:<5} {:>10} {:>14} {:>14} {:>14} {:>14} {:>9} {:>8}\n", "rank", "overlap", "kernel time", "idle",
                    "compute", "non-compute", "kernels", "dropped");

@@ -176,7 +176,11 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                            .arg(untraced_text(st.untraced_ranks))
                            .arg(QString::fromStdString(st.ended))
                            .arg(import_problems(s));
-  if (st.steps == 0) {
+  if (st.steps == 0 && s.meta(sessions::meta::kImportFormat) == "torch_memory_snapshot") {
+    text += "a PyTorch memory snapshot: no ops or steps; its allocator history is on the Memory page";
+  } else if (st.steps == 0 && !origin.isEmpty()) {
+    text += "no profiler steps in the trace (no ProfilerStep#N spans): no step times, thread-level overlap or throughput";
+  } else if (st.steps == 0) {
     // no step completed its measurement: no step times, but the ops recorded are analysed
     const bool any_ops = !st.critical_paths.empty();
     text += QString("no complete measured step (the run ended %1 %2): no step times, overlap or throughput")
@@ -275,9 +279,11 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   layout->addWidget(table, 1);
   if (!figures.kernels.empty()) {  // HTA's figures of the GPU kernels, beside the thread-level ones above
     layout->addWidget(new QLabel(
-        QString("<b>GPU kernels</b> (Holistic Trace Analysis' definitions; last profiler step dropped, as HTA does%1): "
+        QString("<b>GPU kernels</b> (Holistic Trace Analysis' definitions; %1%2): "
                 "overlap = computation kernels running during communication kernels / communication kernel time; "
                 "idle = first to last kernel minus the union of all kernels")
+            .arg(figures.kernels.front().last_step_rule ? "last profiler step dropped, as HTA does"
+                                                        : "every GPU event counted: fewer than two profiler steps")
             .arg(figures.kernels.front().microsecond_rounding ? "; times rounded to whole us as HTA rounds them" : ""),
         page));
     auto* kernels = new QTableView(page);

@@ -57,6 +57,9 @@ struct RankKernelFigures {
   int64_t kernel_time_ns = 0;  ///< first GPU event start to last end
   int64_t idle_ns = 0, compute_ns = 0, non_compute_ns = 0;
   bool microsecond_rounding = false;  ///< HTA's us rounding applied (imported Kineto traces)
+  /// The session has at least two distinct steps, so the last-step rule applied (false: every
+  /// GPU event counted, as HTA does for a trace without two profiler steps)
+  bool last_step_rule = false;
 };
 
 /// HTA's merge: sorted by start, a new interval begins where start > the largest end so far;
