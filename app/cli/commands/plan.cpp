@@ -24,6 +24,38 @@ using nlohmann::json;
 
 namespace {
 
+// The memory each rank's device needs (planner/memory estimate), one object per rank, bytes:
+// `plan --json`'s and `plan --auto --json`'s "memory".
+json memory_json(const es::WorkloadSpec& spec, const std::vector<es::DeviceMemoryEstimate>& est) {
+  json out = json::array();
+  for (const auto& e : est)
+    out.push_back({{"rank", e.rank}, {"weights_bytes", e.weights}, {"optimizer_state_bytes", e.optimizer_state},
+                   {"dense_bytes", e.dense}, {"buffers_bytes", e.buffers},
+                   {"pipeline_buffers_bytes", e.pipeline_buffers}, {"cache_bytes", e.cache},
+                   {"total_bytes", e.total()}, {"capacity_bytes", spec.devices.memory_bytes},
+                   {"host_bytes", e.host}, {"host_capacity_bytes", spec.devices.host_memory_bytes}});
+  return out;
+}
+
+// The same as a table, a line per rank; tables in host memory add the device cache (in the
+// total) and the host side (not) as columns of their own.
+std::string memory_text(const es::WorkloadSpec& spec, const std::vector<es::DeviceMemoryEstimate>& est) {
+  const bool host = std::any_of(spec.tables.begin(), spec.tables.end(),
+                                [](const es::TableSpec& t) { return t.placement != es::TablePlacement::device; });
+  std::string out = fmt::format("{:<5} {:>12} {:>16} {:>12} {:>12} {:>12} {:>12}", "rank", "weights", "optimizer state",
+                                "dense", "buffers", "total", "capacity");
+  out += host ? fmt::format(" {:>12} {:>12} {:>14}\n", "device cache", "host", "host capacity") : std::string("\n");
+  for (const auto& e : est) {
+    out += fmt::format("{:<5} {:>12} {:>16} {:>12} {:>12} {:>12} {:>12}", e.rank, es::format_bytes(e.weights),
+                       es::format_bytes(e.optimizer_state), es::format_bytes(e.dense), es::format_bytes(e.buffers),
+                       es::format_bytes(e.total()), es::format_bytes(spec.devices.memory_bytes));
+    out += host ? fmt::format(" {:>12} {:>12} {:>14}\n", es::format_bytes(e.cache), es::format_bytes(e.host),
+                              es::format_bytes(spec.devices.host_memory_bytes))
+                : std::string("\n");
+  }
+  return out;
+}
+
 // `plan --auto`: the planner's search (planner/search.h) and TorchRec's planner statistics of
 // the plan it chose (planner/stats.h). No plan fitting is a SpecError naming the rank and term.
 int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>& sharding_types) {
@@ -44,11 +76,12 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>&
     j["search"] = {{"proposer", r.proposer}, {"proposals", r.proposals}, {"feasible", r.feasible},
                    {"seconds", r.seconds}};
     j["stats"] = es::to_json(r.stats);
+    j["memory"] = memory_json(spec, es::estimate_memory(spec, r.plan));
     std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     return 0;
   }
   std::cout << plan_table(spec, r.plan) << "\n" << table_storage_text(spec, r.plan) << "\n" << pipeline_text(spec)
-            << "\n";
+            << "\n" << memory_text(spec, es::estimate_memory(spec, r.plan)) << "\n";
   std::cout << fmt::format("planner search: evaluated {} proposal(s), found {} possible plan(s), ran for {:.2f} s; best: "
                            "{}\n",
                            r.proposals, r.feasible, r.seconds, r.proposer);
@@ -96,32 +129,12 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
       j["error"] = does_not_fit;
     }
     j.update(pipeline_json(spec));
-    j["memory"] = json::array();
-    for (const auto& e : est)
-      j["memory"].push_back({{"rank", e.rank}, {"weights_bytes", e.weights}, {"optimizer_state_bytes", e.optimizer_state},
-                             {"dense_bytes", e.dense}, {"buffers_bytes", e.buffers},
-                             {"pipeline_buffers_bytes", e.pipeline_buffers}, {"cache_bytes", e.cache},
-                             {"total_bytes", e.total()}, {"capacity_bytes", spec.devices.memory_bytes},
-                             {"host_bytes", e.host}, {"host_capacity_bytes", spec.devices.host_memory_bytes}});
+    j["memory"] = memory_json(spec, est);
     std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
     std::cout << plan_table(spec, plan) << "\n" << table_storage_text(spec, plan) << "\n" << pipeline_text(spec)
               << "\n";
-    // tables in host memory: the device cache (in total) and the host side (not) as columns of their own
-    const bool host = std::any_of(spec.tables.begin(), spec.tables.end(),
-                                  [](const es::TableSpec& t) { return t.placement != es::TablePlacement::device; });
-    std::cout << fmt::format("{:<5} {:>12} {:>16} {:>12} {:>12} {:>12} {:>12}", "rank", "weights", "optimizer state",
-                             "dense", "buffers", "total", "capacity");
-    std::cout << (host ? fmt::format(" {:>12} {:>12} {:>14}\n", "device cache", "host", "host capacity") : std::string("\n"));
-    for (const auto& e : est) {
-      std::cout << fmt::format("{:<5} {:>12} {:>16} {:>12} {:>12} {:>12} {:>12}", e.rank, es::format_bytes(e.weights),
-                               es::format_bytes(e.optimizer_state), es::format_bytes(e.dense),
-                               es::format_bytes(e.buffers), es::format_bytes(e.total()),
-                               es::format_bytes(spec.devices.memory_bytes));
-      std::cout << (host ? fmt::format(" {:>12} {:>12} {:>14}\n", es::format_bytes(e.cache), es::format_bytes(e.host),
-                                       es::format_bytes(spec.devices.host_memory_bytes))
-                         : std::string("\n"));
-    }
+    std::cout << memory_text(spec, est);
   }
   if (!does_not_fit.empty()) {
     fmt::print(stderr, "error: {}\n", does_not_fit);

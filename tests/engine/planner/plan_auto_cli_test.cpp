@@ -46,13 +46,23 @@ TEST(PlanAutoCli, CriteoKaggleJsonCarriesTheStatsTable) {
     lookups += rk["lookups"].get<double>();
   }
   EXPECT_NEAR(lookups, 26.0 * 512 * 4, 1e-6);
+  // the memory breakdown `plan` prints, for the plan the search chose (tester33 D16): its total
+  // is the statistics' HBM figure, term by term
+  ASSERT_EQ(j["memory"].size(), 4u);
+  for (size_t r = 0; r < 4; ++r) {
+    const auto& m = j["memory"][r];
+    EXPECT_EQ(m["total_bytes"].get<int64_t>(), m["weights_bytes"].get<int64_t>() + m["optimizer_state_bytes"].get<int64_t>() +
+                                                   m["dense_bytes"].get<int64_t>() + m["buffers_bytes"].get<int64_t>() +
+                                                   m["cache_bytes"].get<int64_t>());
+    EXPECT_EQ(m["total_bytes"], st["ranks"][r]["hbm_bytes"]) << r;
+  }
   EXPECT_LE(st["imbalance"]["lookups"]["max_over_mean"].get<double>(), 1.3);
   EXPECT_NEAR(st["max_kl_divergence"].get<double>(), 1.3862944, 1e-7);  // ln 4
   EXPECT_NEAR(st["max_chi_divergence"].get<double>(), 1.5, 1e-12);      // 3/4 + 3/4
   Result text = cli("plan --preset criteo_kaggle --devices 4 --auto");
   ASSERT_EQ(text.code, 0) << text.err;
   for (const char* s : {"planner statistics", "critical path", "lookups imbalance: max/mean", "KL divergence",
-                        "relative costs"})
+                        "relative costs", "optimizer state        dense      buffers        total     capacity"})
     EXPECT_NE(text.out.find(s), std::string::npos) << s;
 }
 
