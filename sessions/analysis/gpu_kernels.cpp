@@ -150,8 +150,12 @@ std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const 
       }
     }
     std::vector<GpuSpan> spans;
-    int64_t dropped = 0;
+    int64_t dropped = 0, warmup = 0;
     for (const auto& o : ro.gpu) {
+      if (!imported && o.step < 0) {  // a warm-up step of Embedscope's own run
+        ++warmup;
+        continue;
+      }
       // by name, as HTA; an op the session already files as communication (a collective the
       // engine ran or simulated under its own name) is communication whatever its name
       const KernelClass k = o.category == OpCategory::comm ? KernelClass::communication
@@ -174,6 +178,7 @@ std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const 
     RankKernelFigures f = kernel_figures(spans);
     f.rank = rank;
     f.dropped_events = dropped;
+    f.warmup_events = warmup;
     f.microsecond_rounding = rounded;
     f.last_step_rule = filter;
     out.push_back(f);

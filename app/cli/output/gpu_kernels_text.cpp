@@ -28,6 +28,10 @@ std::string gpu_kernels_text(const std::vector<sessions::RankKernelFigures>& fig
     s += fmt::format("  {:<5} {:>10} {:>14} {:>14} {:>14} {:>14} {:>9} {:>8}\n", f.rank,
                      f.has_comm ? fmt::format("{:.2f}%", f.overlap_pct) : std::string("no comm"), us(f.kernel_time_ns),
                      us(f.idle_ns), us(f.compute_ns), us(f.non_compute_ns), f.gpu_events, f.dropped_events);
+  int64_t warmup = 0;
+  for (const auto& f : figures) warmup += f.warmup_events;
+  if (warmup > 0)
+    s += fmt::format("  (measured steps only: {} GPU event{} of the warm-up steps left out)\n", warmup, warmup == 1 ? "" : "s");
   for (const auto& f : figures)
     if (!f.has_comm) {
       s += "  (no comm: the rank has no communication kernels, so it has no overlap figure)\n";
@@ -50,6 +54,7 @@ nlohmann::json gpu_kernels_json(const std::vector<sessions::RankKernelFigures>& 
                      {"non_compute_ns", f.non_compute_ns},
                      {"gpu_events", f.gpu_events},
                      {"dropped_events", f.dropped_events},
+                     {"warmup_events", f.warmup_events},
                      {"microsecond_rounding", f.microsecond_rounding}});
   return {{"definition", "Holistic Trace Analysis: comm/comp overlap and temporal breakdown of GPU kernels"},
           {"last_step", keep_last_step ? "kept" : "dropped"},

@@ -121,9 +121,16 @@ TEST(SimulatedExecutor, EveryMemberOfACollectiveEndsItTogether) {
   // HTA's figures read the simulated streams: the collectives are communication kernels
   const auto figures = ss::gpu_kernel_figures(reader, {});
   ASSERT_EQ(figures.size(), 4u);
+  std::map<int, int64_t> warmup_ops, measured_ops;  // per rank, the simulated stream ops by step
+  for (const auto& o : reader.all_ops()) (o.step < 0 ? warmup_ops : measured_ops)[o.rank]++;
   for (const auto& f : figures) {
     EXPECT_TRUE(f.has_comm) << "rank " << f.rank;
     EXPECT_GT(f.compute_ns, 0);
+    // over the measured steps, as every other figure (tester33 D16): the warm-up step's ops left
+    // out first, then HTA's last-step rule
+    EXPECT_EQ(f.warmup_events, warmup_ops[f.rank]) << "rank " << f.rank;
+    EXPECT_GT(f.warmup_events, 0);
+    EXPECT_EQ(f.gpu_events + f.dropped_events, measured_ops[f.rank]) << "rank " << f.rank;
   }
 }
 

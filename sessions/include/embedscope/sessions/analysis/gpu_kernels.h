@@ -8,6 +8,9 @@
 //
 //   GPU events      every op on a lane of kind "stream" (kernels, memcpy, memset, sync records)
 //   classes         importers/common/kernel_classes.h: communication, memory, computation, other
+//   warm-up         Embedscope's own sessions (not imported): GPU events of warm-up steps (step
+//                   < 0) are left out first, as every other figure of such a session is over the
+//                   measured steps (imported traces number their profiler steps from 0)
 //   last step       dropped by default: where the session has at least two distinct steps, only
 //                   GPU events whose launch (the host op with the same correlation id; for a GPU
 //                   event without one, the event itself) starts before the start of the rank's
@@ -50,6 +53,9 @@ struct RankKernelFigures {
   int32_t rank = 0;
   int64_t gpu_events = 0;      ///< GPU events counted (after the last-step rule)
   int64_t dropped_events = 0;  ///< GPU events dropped by the last-step rule
+  /// GPU events of warm-up steps (step < 0) left out before anything else: Embedscope's own
+  /// sessions (cuda, simulated), whose other figures cover the measured steps only; 0 for imports
+  int64_t warmup_events = 0;
   bool has_comm = false;       ///< false: "no communication" (overlap_pct is then 0 and meaningless)
   int64_t comm_ns = 0;         ///< |merged(communication)|
   int64_t overlap_ns = 0;      ///< |merged(computation) ∩ merged(communication)|
