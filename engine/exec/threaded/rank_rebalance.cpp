@@ -94,11 +94,8 @@ void Rank::after_step_rebalance(int64_t step, bool last) {
     // same proposal, so all skip (or record) together.
     if (unmoved_load_ && rb::load_shift(*unmoved_load_, load.ids) <= rb::kReproposeShift) return;
     rb::Proposal p = rb::propose(spec, plan_, load, spec.rebalance.max_bytes_per_move);
-    if (by_time && p.worth_it()) {  // the noise rule (noise.h): a gain within the noise is no gain
-      const std::vector<std::vector<int64_t>> window(wl.ids_per_step_rank.end() - n, wl.ids_per_step_rank.end());
-      rb::hold_within_noise(p, spec, plan_,
-                            rb::check_gain(p.imbalance_before, p.imbalance_after, rb::imbalance_noise(window), n));
-    }
+    if (by_time)  // the noise rule (noise.h): a gain within the noise is no gain
+      rb::apply_noise_rule(p, spec, plan_, {wl.ids_per_step_rank.end() - n, wl.ids_per_step_rank.end()});
     std::string refused;
     auto add = [&](const rb::RefusedMove& r) { refused += (refused.empty() ? "" : "; ") + r.reason; };
     if (p.worth_it()) {
