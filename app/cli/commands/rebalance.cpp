@@ -203,7 +203,7 @@ int cmd_rebalance(const RebalanceState& s) {
     }
     load = rb::median_window_load(plan, gathered, W, steps);
   }
-  rb::Proposal p = rb::propose(spec, plan, load, max_bytes);
+  rb::Proposal p = rb::propose(spec, plan, load, max_bytes, by_time ? rb::imbalance_noise(per_step_rank) : 0.0);
   const std::optional<rb::GainCheck> noise = by_time ? rb::apply_noise_rule(p, spec, plan, per_step_rank) : std::nullopt;
   std::set<int64_t> measured;
   for (const auto& c : counters)

@@ -32,7 +32,7 @@ namespace embedscope::engine::rebalance {
 
 /// How many noise standard errors the predicted gain must exceed (the rule above): 2, i.e. a gain
 /// that a window of pure noise reaches about once in 40 (one-sided normal tail beyond 2 sigma).
-inline constexpr double kNoiseMargin = 2.0;
+inline constexpr double kNoiseMargin = kPruneNoiseMargin;
 
 /// The smallest predicted fall of the slowest rank's lookup time a move must buy, as a share of
 /// it (0.05 = 5%), even in a quiet window: the gain must pay for the move's pause, and the
