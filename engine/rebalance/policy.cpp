@@ -428,23 +428,25 @@ int exchange_ranks(State& s, int64_t limit) {
     bool any = false;
     for (int a = 0; a < W; ++a)
       for (int b = a + 1; b < W; ++b) {
-        ShardingPlan next = s.plan;
+        // the loads and bytes first (cheap); the plan and its memory only for an exchange that pays
+        std::vector<int> tables;
         std::vector<int64_t> l = s.rank_load;
         int64_t next_bytes = s.bytes;
-        int first = -1;
         for (size_t t = 0; t < s.plan.tables.size(); ++t) {
           if (s.pinned[t] || !movable(s.plan.tables[t])) continue;
           const int from = s.rank_of(static_cast<int>(t));
           if (from != a && from != b) continue;
           const int to = from == a ? b : a, o = s.origin[t];
           const int64_t tb = table_wise_move_bytes(s.spec, static_cast<int>(t)), ids = s.table_ids(static_cast<int>(t));
-          next.tables[t].shards[0].rank = to;
           l[static_cast<size_t>(from)] -= ids;
           l[static_cast<size_t>(to)] += ids;
           next_bytes += (to != o ? tb : 0) - (from != o ? tb : 0);
-          if (first < 0) first = static_cast<int>(t);
+          tables.push_back(static_cast<int>(t));
         }
-        if (first < 0 || next_bytes >= s.bytes || *std::max_element(l.begin(), l.end()) > limit) continue;
+        if (tables.empty() || next_bytes >= s.bytes || *std::max_element(l.begin(), l.end()) > limit) continue;
+        ShardingPlan next = s.plan;
+        for (int t : tables) next.tables[static_cast<size_t>(t)].shards[0].rank = s.rank_of(t) == a ? b : a;
+        const int first = tables.front();
         const size_t said = s.refused.size();
         if (!s.admit(first, a, b, next_bytes - s.bytes, next_bytes, next, fmt::format("exchanged with rank {}", b))) {
           s.refused.resize(said);
