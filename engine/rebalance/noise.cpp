@@ -108,4 +108,13 @@ void hold_within_noise(Proposal& p, const WorkloadSpec& spec, const ShardingPlan
   p.bytes_moved = 0;
 }
 
+std::optional<GainCheck> apply_noise_rule(Proposal& p, const WorkloadSpec& spec, const ShardingPlan& current,
+                                          const std::vector<std::vector<int64_t>>& per_step_rank) {
+  if (!p.worth_it()) return std::nullopt;
+  const GainCheck check = check_gain(p.imbalance_before, p.imbalance_after, imbalance_noise(per_step_rank),
+                                     static_cast<int64_t>(per_step_rank.size()));
+  hold_within_noise(p, spec, current, check);
+  return check;
+}
+
 }  // namespace embedscope::engine::rebalance

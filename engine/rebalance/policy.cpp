@@ -82,6 +82,12 @@ std::vector<MemoryBound> memory_lower_bound(const WorkloadSpec& spec, const Shar
   return out;
 }
 
+int64_t noise_allowance(const std::vector<int64_t>& load_before, double noise) {
+  if (!(noise > 0) || load_before.empty()) return 0;
+  const int64_t total = std::accumulate(load_before.begin(), load_before.end(), int64_t{0});
+  return static_cast<int64_t>(kPruneNoiseMargin * noise * static_cast<double>(total) / static_cast<double>(load_before.size()));
+}
+
 namespace {
 
 /// "9.1 MiB of 8.0 MiB"; with the exact bytes when the rounded figures read the same ("3.6 MiB
@@ -405,6 +411,58 @@ void prune_moves(State& s, int64_t limit) {
   }
 }
 
+/// Exchanges of whole-table placements that do not pay (policy.h, "Exchanges that do not pay"):
+/// LPT and descent place tables by load alone, so they can end with two ranks' tables swapped
+/// against the current plan - a cold table moved 0 -> 2 and its twin 2 -> 0, or a cold table
+/// sent to the hot tables' rank while a hot table takes its place - where undoing either move
+/// alone raises the maximum (prune_moves keeps both) but the exchange of the two ranks' movable
+/// tables as a whole moves fewer bytes at (nearly) the same loads. For every pair of ranks a < b
+/// (in order, repeated until no exchange is taken; at most W^2 rounds): the movable, unpinned
+/// table_wise tables on a go to b and those on b to a when that lowers the net bytes, keeps the
+/// predicted maximum rank load within `limit` and memory allows (admit; a refusal is not
+/// reported). Returns the exchanges taken.
+int exchange_ranks(State& s, int64_t limit) {
+  const int W = s.plan.world_size;
+  int taken = 0;
+  for (int round = 0; round < W * W; ++round) {
+    bool any = false;
+    for (int a = 0; a < W; ++a)
+      for (int b = a + 1; b < W; ++b) {
+        // the loads and bytes first (cheap); the plan and its memory only for an exchange that pays
+        std::vector<int> tables;
+        std::vector<int64_t> l = s.rank_load;
+        int64_t next_bytes = s.bytes;
+        for (size_t t = 0; t < s.plan.tables.size(); ++t) {
+          if (s.pinned[t] || !movable(s.plan.tables[t])) continue;
+          const int from = s.rank_of(static_cast<int>(t));
+          if (from != a && from != b) continue;
+          const int to = from == a ? b : a, o = s.origin[t];
+          const int64_t tb = table_wise_move_bytes(s.spec, static_cast<int>(t)), ids = s.table_ids(static_cast<int>(t));
+          l[static_cast<size_t>(from)] -= ids;
+          l[static_cast<size_t>(to)] += ids;
+          next_bytes += (to != o ? tb : 0) - (from != o ? tb : 0);
+          tables.push_back(static_cast<int>(t));
+        }
+        if (tables.empty() || next_bytes >= s.bytes || *std::max_element(l.begin(), l.end()) > limit) continue;
+        ShardingPlan next = s.plan;
+        for (int t : tables) next.tables[static_cast<size_t>(t)].shards[0].rank = s.rank_of(t) == a ? b : a;
+        const int first = tables.front();
+        const size_t said = s.refused.size();
+        if (!s.admit(first, a, b, next_bytes - s.bytes, next_bytes, next, fmt::format("exchanged with rank {}", b))) {
+          s.refused.resize(said);
+          continue;
+        }
+        s.plan = std::move(next);
+        s.rank_load = std::move(l);
+        s.bytes = next_bytes;
+        any = true;
+        ++taken;
+      }
+    if (!any) break;
+  }
+  return taken;
+}
+
 /// The better of LPT and descent from `start`: the lower predicted maximum; on a tie the fewer
 /// bytes (then LPT).
 State best_of_searches(const State& start) {
@@ -417,7 +475,7 @@ State best_of_searches(const State& start) {
 }  // namespace
 
 Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const ObservedLoad& load,
-                 int64_t max_bytes_per_move) {
+                 int64_t max_bytes_per_move, double noise) {
   const std::vector<int64_t> before = load_per_rank(current, load);
   State start{spec, load, max_bytes_per_move, current, before, {}, {}, 0, std::vector<char>(current.tables.size(), 0)};
   for (const TablePlan& tp : current.tables) start.origin.push_back(tp.shards.empty() ? -1 : tp.shards[0].rank);
@@ -445,9 +503,25 @@ Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const Ob
   const State* chosen = &whole;
   for (const State& s : split)
     if (std::make_tuple(max_load(s), s.bytes) < std::make_tuple(max_load(*chosen), chosen->bytes)) chosen = &s;
-  State best = *chosen;  // a copy (State holds a reference: no assignment)
-  const int64_t top = max_load(best);
-  prune_moves(best, top + static_cast<int64_t>(static_cast<double>(top) * kPruneTolerance));
+  // the moves and exchanges that do not pay undone within the limit (policy.h); with a noise
+  // allowance above the 2% that undoes every move, the 2% result is kept instead, so that the
+  // caller's noise rule (noise.h) holds it and says why with its numbers (its gain is within 2
+  // sigma too: the current plan's maximum was within the limit)
+  const int64_t top = max_load(*chosen);
+  auto pruned = [&](int64_t limit) {
+    State s = *chosen;  // a copy (State holds a reference: no assignment)
+    prune_moves(s, limit);
+    if (exchange_ranks(s, limit) > 0) prune_moves(s, limit);  // an exchange can free a single move to undo
+    return s;
+  };
+  const int64_t tolerance = static_cast<int64_t>(static_cast<double>(top) * kPruneTolerance);
+  const int64_t allowance = noise_allowance(before, noise);
+  State best = [&] {
+    State two = pruned(top + tolerance);
+    if (allowance <= tolerance) return two;
+    State quiet = pruned(top + allowance);
+    return max_load(quiet) < *std::max_element(before.begin(), before.end()) ? quiet : two;
+  }();
   Proposal p;
   p.load_before = before;
   p.imbalance_before = imbalance(before);

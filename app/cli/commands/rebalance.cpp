@@ -22,8 +22,10 @@
 
 #include "commands.h"
 #include "embedscope/engine/rebalance/hot_rows.h"
+#include "embedscope/engine/rebalance/noise.h"
 #include "embedscope/engine/rebalance/plan_in_force.h"
 #include "embedscope/engine/rebalance/policy.h"
+#include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/model/metadata_keys.h"
@@ -179,7 +181,30 @@ int cmd_rebalance(const RebalanceState& s) {
     ids += c.ids;
     lookup_ns += c.lookup_ns;
   }
-  const rb::Proposal p = rb::propose(spec, plan, load, max_bytes);
+  // balance lookup_time: the live policy's noise rule (engine/rebalance/noise.h) - the load is
+  // each shard's median step over the window (x its steps), and moves whose predicted gain is
+  // within the window's noise of the ranks' shares are held (refusals with cause "noise")
+  std::vector<std::vector<int64_t>> per_step_rank;  // [step - first][rank]: the balanced load
+  if (by_time) {
+    const int W = plan.world_size;
+    const int64_t S = rb::flat_shard_count(plan);
+    std::vector<int64_t> offset;  // flat index of each table's first shard, in plan order
+    for (int64_t k = 0; const es::TablePlan& tp : plan.tables) offset.push_back(k), k += static_cast<int64_t>(tp.shards.size());
+    std::vector<int64_t> gathered(static_cast<size_t>(W * steps * S), 0);  // median_window_load's rank-major blocks
+    per_step_rank.assign(static_cast<size_t>(steps), std::vector<int64_t>(static_cast<size_t>(W), 0));
+    for (const auto& c : counters) {
+      if (c.step < first || c.step > last) continue;
+      if (c.rank < 0 || c.rank >= W)
+        throw es::SpecError(fmt::format("{}: load_counters: rank {} of a plan of {} ranks", s.file, c.rank, W));
+      const int64_t v = rb::balanced_load(plan.tables[static_cast<size_t>(c.table)], static_cast<size_t>(c.shard),
+                                          spec.tables[static_cast<size_t>(c.table)].embedding_dim, c.lookup_ns, true);
+      gathered[static_cast<size_t>((c.rank * steps + c.step - first) * S + offset[static_cast<size_t>(c.table)] + c.shard)] += v;
+      per_step_rank[static_cast<size_t>(c.step - first)][static_cast<size_t>(c.rank)] += v;
+    }
+    load = rb::median_window_load(plan, gathered, W, steps);
+  }
+  rb::Proposal p = rb::propose(spec, plan, load, max_bytes, by_time ? rb::imbalance_noise(per_step_rank) : 0.0);
+  const std::optional<rb::GainCheck> noise = by_time ? rb::apply_noise_rule(p, spec, plan, per_step_rank) : std::nullopt;
   std::set<int64_t> measured;
   for (const auto& c : counters)
     if (c.step >= 0) measured.insert(c.step);  // warmup steps are negative; id_histogram counts measured ones
@@ -215,6 +240,9 @@ int cmd_rebalance(const RebalanceState& s) {
               {"lookup_ns_per_id", ns_per_id},
               {"lookup_ns_saved_per_step_predicted", saved_ns_per_step},
               {"worth_it", p.worth_it()},
+              {"noise", noise ? json{{"sigma", noise->noise}, {"gain", noise->gain}, {"relative_gain", noise->relative_gain},
+                                     {"steps", steps}, {"enough", noise->enough}}
+                              : json(nullptr)},
               {"moves", json::array()},
               {"changes", json::array()},
               {"refused", json::array()},
@@ -263,6 +291,11 @@ int cmd_rebalance(const RebalanceState& s) {
                              es::to_string(c.to_type), c.ids, unit,
                              es::format_bytes(c.bytes)));
   for (const auto& r : p.refused) std::cout << fmt::format("  refused: {}\n", r.reason);
+  if (noise)
+    std::cout << fmt::format("noise        gain {:.3f} ({:.1f}% of {:.2f}) against {} x {:.3f} (1.4826 MAD / sqrt({}) of the "
+                             "ranks' shares over {} steps) and {}%: {}\n",
+                             noise->gain, 100 * noise->relative_gain, p.imbalance_before, rb::kNoiseMargin, noise->noise, steps, steps, 100 * rb::kMinTimeGain,
+                             noise->enough ? "clears the noise rule" : "held: within the noise");
   print_hot_rows(spec, hot, plan.world_size);
   if (by_time)
     std::cout << fmt::format("gain         the slowest rank's lookups take about {} less a step (measured lookup time)\n",

@@ -93,12 +93,12 @@ void Rank::after_step_rebalance(int64_t step, bool last) {
     // late to a load that did change. Every rank sees the same gathered load and computes the
     // same proposal, so all skip (or record) together.
     if (unmoved_load_ && rb::load_shift(*unmoved_load_, load.ids) <= rb::kReproposeShift) return;
-    rb::Proposal p = rb::propose(spec, plan_, load, spec.rebalance.max_bytes_per_move);
-    if (by_time && p.worth_it()) {  // the noise rule (noise.h): a gain within the noise is no gain
-      const std::vector<std::vector<int64_t>> window(wl.ids_per_step_rank.end() - n, wl.ids_per_step_rank.end());
-      rb::hold_within_noise(p, spec, plan_,
-                            rb::check_gain(p.imbalance_before, p.imbalance_after, rb::imbalance_noise(window), n));
-    }
+    // balance lookup_time, the noise rule (noise.h): a gain within the noise is no gain - neither
+    // a single move's or exchange's (propose's noise) nor the whole proposal's (apply_noise_rule)
+    const std::vector<std::vector<int64_t>> window(wl.ids_per_step_rank.end() - n, wl.ids_per_step_rank.end());
+    rb::Proposal p = rb::propose(spec, plan_, load, spec.rebalance.max_bytes_per_move,
+                                 by_time ? rb::imbalance_noise(window) : 0.0);
+    if (by_time) rb::apply_noise_rule(p, spec, plan_, window);
     std::string refused;
     auto add = [&](const rb::RefusedMove& r) { refused += (refused.empty() ? "" : "; ") + r.reason; };
     if (p.worth_it()) {

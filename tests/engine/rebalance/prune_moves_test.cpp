@@ -97,13 +97,17 @@ TEST(PruneMoves, AGainWithinTwoPercentOfTheMaximumIsNotWorthItsBytes) {
   EXPECT_EQ(small.load_after, (std::vector<int64_t>{102, 99}));
   EXPECT_FALSE(small.worth_it());
   EXPECT_EQ(first_shard_ranks(small.plan), first_shard_ranks(cur));
-  // cold 5 ids, b 90: {105, 90} -> {100, 95}; back 105 > 100 + 2: kept
+  // cold 5 ids, b 90: {105, 90} -> {100, 95}; back 105 > 100 + 2: kept. Then the exchange of
+  // the two ranks' tables (policy.h, "Exchanges that do not pay"): a -> 1, b -> 0, cold home:
+  // {95, 100}, the same maximum for 2 x 64,000 bytes instead of 64,000,000 - taken.
   const Proposal big = propose(s, cur, table_load({100, 5, 90}), 0);
-  ASSERT_EQ(big.moves.size(), 1u);
-  EXPECT_EQ(big.moves[0].table, 1);
+  ASSERT_EQ(big.moves.size(), 2u);
+  EXPECT_EQ(big.moves[0].table, 0);
   EXPECT_EQ(big.moves[0].to, 1);
-  EXPECT_EQ(big.bytes_moved, 64000000);
-  EXPECT_EQ(big.load_after, (std::vector<int64_t>{100, 95}));
+  EXPECT_EQ(big.moves[1].table, 2);
+  EXPECT_EQ(big.moves[1].to, 0);
+  EXPECT_EQ(big.bytes_moved, 128000);
+  EXPECT_EQ(big.load_after, (std::vector<int64_t>{95, 100}));
   EXPECT_TRUE(big.worth_it());
 }
 

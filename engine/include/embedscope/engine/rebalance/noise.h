@@ -22,6 +22,7 @@
 // The ids measure (balance "ids") is a count, not a measurement, and keeps its rules (policy.h).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,7 @@ namespace embedscope::engine::rebalance {
 
 /// How many noise standard errors the predicted gain must exceed (the rule above): 2, i.e. a gain
 /// that a window of pure noise reaches about once in 40 (one-sided normal tail beyond 2 sigma).
-inline constexpr double kNoiseMargin = 2.0;
+inline constexpr double kNoiseMargin = kPruneNoiseMargin;
 
 /// The smallest predicted fall of the slowest rank's lookup time a move must buy, as a share of
 /// it (0.05 = 5%), even in a quiet window: the gain must pay for the move's pause, and the
@@ -86,5 +87,15 @@ ObservedLoad median_window_load(const ShardingPlan& plan, const std::vector<int6
 /// listed before the proposal's other refusals; plan = current, load_after = load_before,
 /// imbalance_after = imbalance_before, bytes_moved 0. Unchanged when check.enough.
 void hold_within_noise(Proposal& p, const WorkloadSpec& spec, const ShardingPlan& current, const GainCheck& check);
+
+/// The rule on a proposal, as the live policy (exec/threaded/rank_rebalance.cpp) and `embedscope
+/// rebalance --balance lookup_time` (app/cli/commands/rebalance.cpp) both apply it: when `p` is
+/// worth_it(), check_gain(p.imbalance_before, p.imbalance_after, imbalance_noise(per_step_rank),
+/// steps = per_step_rank.size()) and hold_within_noise with that verdict; returns the verdict.
+/// nullopt, `p` unchanged, when `p` was not worth_it() (nothing to hold). `per_step_rank[s][r]`:
+/// rank r's balanced load (lookup ns) in the window's step s; `p` must be propose()'s on the
+/// median_window_load of the same window. Throws std::invalid_argument as imbalance_noise.
+std::optional<GainCheck> apply_noise_rule(Proposal& p, const WorkloadSpec& spec, const ShardingPlan& current,
+                                          const std::vector<std::vector<int64_t>>& per_step_rank);
 
 }  // namespace embedscope::engine::rebalance

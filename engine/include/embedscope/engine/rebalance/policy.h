@@ -156,6 +156,18 @@ struct Proposal {
 /// hot_table_straggler's hot-table variant was 1/64 (1.6%) of the maximum.
 inline constexpr double kPruneTolerance = 0.02;
 
+/// How many noise standard errors a move must buy, with balance lookup_time, for the pruning and
+/// the exchanges below to keep it (propose's `noise`): 2, the margin of noise.h's rule
+/// (kNoiseMargin is this constant), so that a move kept is one whose own gain clears the noise.
+inline constexpr double kPruneNoiseMargin = 2.0;
+
+/// The predicted gain, in load units, below which propose undoes a move (or an exchange of ranks'
+/// tables) on account of the measurements' noise: kPruneNoiseMargin x `noise` x the mean rank load
+/// of `load_before` (noise in max/mean units, as noise.h's imbalance_noise: a rise of the maximum
+/// by D raises max/mean by D / mean), rounded down; 0 when noise <= 0 (the ids measure: a count).
+/// Example: loads {3000, 3000, 3000, 4800}, noise 0.1: 2 x 0.1 x 3450 = 690.
+int64_t noise_allowance(const std::vector<int64_t>& load_before, double noise);
+
 /// Proposes a plan that balances the observed load by moving whole table-wise shards between
 /// ranks. Two searches run from the current plan and the one with the lower predicted maximum
 /// rank load wins (on a tie, the fewer bytes moved; then LPT):
@@ -214,6 +226,20 @@ inline constexpr double kPruneTolerance = 0.02;
 /// byte budget (change_bytes of its shards not on that rank) and memory; such a table is not
 /// moved again in this proposal (TypeChange with from -1 and `to`). Every row_wise or
 /// column_wise table of the plan counts, whoever split it.
+/// Exchanges that do not pay: LPT and descent place tables by load alone, so they can end with
+/// two ranks' tables swapped against the current plan (LPT placing the hot tables first, then the
+/// cold ones on whichever rank came out lightest: hot_table_straggler's lookup_time runs moved two
+/// or three 62.9 MiB cold tables in a circle, or a cold table to the hot tables' rank while a hot
+/// table took its place, for the same balance as 3 hot-table moves of 7.6 MiB). Undoing one move
+/// of such a swap raises the maximum, so the pruning keeps it; after the pruning, for each pair of
+/// ranks (a, b), a < b, repeated until none is taken, the movable tables on a and those on b
+/// exchange ranks when that lowers the net bytes, keeps the predicted maximum within the same
+/// limit as the pruning, and fits memory; the pruning then runs again. An exact tie (identical
+/// tables) is always exchanged back; so no move is made whose predicted gain is below the limit.
+/// The limit: the chosen maximum + max(floor(maximum x kPruneTolerance), noise_allowance(load
+/// before, `noise`)). `noise` (max/mean units) is 0 for the ids measure and the window's
+/// imbalance_noise (noise.h) for lookup_time, so a move or exchange whose predicted gain is within
+/// 2 sigma of the measured noise is undone before the whole proposal meets noise.h's rule.
 /// Deterministic in its arguments. When the result is not worth_it(), callers keep the current
 /// plan. Throws std::invalid_argument if `load` does not match `current`'s shape.
 /// Example (tests/engine/rebalance/policy_test.cpp): 4 ranks, tables t0..t7 of ids
@@ -222,7 +248,7 @@ inline constexpr double kPruneTolerance = 0.02;
 /// {400,400,100,100} with one (t1 to rank 1); both have the maximum 400 (imbalance 1.6), and
 /// descent moves fewer bytes, so the proposal is the one move.
 Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const ObservedLoad& load,
-                 int64_t max_bytes_per_move);
+                 int64_t max_bytes_per_move, double noise = 0);
 
 /// Whether the policy asks for a rebalance after measured step `step` (0-based), and why.
 /// `ids_per_step_rank[s][r]` are the ids rank r looked up in step s, for steps 0..step (at least
