@@ -274,6 +274,7 @@ LmSimulatedStep simulate_lm_step(const LmWorkloadSpec& spec, const HardwareProfi
         out.comm_ns += waited + dur;
         if (is_lm_embedding_collective(op0.collectives[c].name)) out.embedding_comm_ns += waited + dur;
         out.bytes_sent += op0.collectives[c].bytes_sent();
+        for (size_t r = 0; r < P; ++r) out.bytes_sent_all_ranks += out.programs[r].ops[k].collectives[c].bytes_sent();
       }
     }
     for (size_t r = 0; r < P; ++r) out.rank_end_ns[r].push_back(t[r]);

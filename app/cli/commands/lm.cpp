@@ -86,8 +86,8 @@ json simulated_step_json(const es::LmWorkloadSpec& spec, const std::string& prof
           {"comm_share", step > 0 ? static_cast<double>(sim.comm_ns) / step : 0.0},
           {"embedding_comm_share", step > 0 ? static_cast<double>(sim.embedding_comm_ns) / step : 0.0},
           {"bytes_sent_rank0", sim.bytes_sent},
-          // every rank sends as much as rank 0 in these programs (up to the uneven vocabulary split)
-          {"bytes_on_the_wire_per_token", static_cast<double>(sim.bytes_sent * spec.world_size) / static_cast<double>(tokens)}};
+          // all ranks' bytes sent / tokens, as `run` counts them (ranks differ: Zipf tokens load rank 0's rows)
+          {"bytes_on_the_wire_per_token", static_cast<double>(sim.bytes_sent_all_ranks) / static_cast<double>(tokens)}};
 }
 
 }  // namespace

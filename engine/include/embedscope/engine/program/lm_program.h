@@ -59,6 +59,8 @@ struct LmSimulatedStep {
   int64_t comm_ns = 0;                      ///< rank 0's time in collectives (none hidden: one thread)
   int64_t embedding_comm_ns = 0;            ///< of which the embedding's ("embedding/...", input / output / grad dist)
   int64_t bytes_sent = 0;                   ///< rank 0's, to other ranks
+  /// every rank's bytes to other ranks, summed (ranks differ: rank 0's rows serve the frequent tokens)
+  int64_t bytes_sent_all_ranks = 0;
   std::vector<int64_t> start_ns, end_ns;    ///< rank 0's ops, program order
   StepProgram program;                      ///< rank 0's
   std::vector<StepProgram> programs;        ///< every rank's
