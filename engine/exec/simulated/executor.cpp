@@ -422,9 +422,11 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
       const Progress& p = pr[static_cast<size_t>(r)];
       const int64_t t0 = rank_clock[static_cast<size_t>(r)];
       int64_t t1 = t0;
+      int64_t lookup_ns = 0;  // the rank's lookup ops of this step, shared over its shards' load counters below
       for (size_t i = 0; i < rs.ops.size(); ++i) {
         const ProgramOp& op = *rs.ops[i].op;
         t1 = std::max(t1, p.end[i]);
+        if (op.category == sessions::OpCategory::lookup) lookup_ns += p.end[i] - p.start[i];
         if (measured && op.category == sessions::OpCategory::lookup) summary[static_cast<size_t>(r)].ids_looked_up += op.rows;
         if (!session && !opt_.keep_events) continue;
         sessions::OpEvent ev;
@@ -454,10 +456,13 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
         std::map<std::pair<int, int>, sessions::LoadCounter> load;
         std::map<std::pair<int, int>, std::vector<std::pair<int, double>>> host_ids;  // shards in host memory
         std::map<std::pair<int, int>, Shard> host_shard;
+        std::map<std::pair<int, int>, double> lookup_bytes;  // each shard's share of the lookups' memory traffic
         for (int k : layout.slots_to[static_cast<size_t>(r)]) {
           const detail::Slot& sl = layout.slots[static_cast<size_t>(k)];
           bool exact = true;
           const double ids = static_cast<double>(W) * program::expected_slot_ids(spec_, sl, exact);
+          lookup_bytes[{sl.table, sl.shard}] += program::ProgramSink::lookup_bytes(
+              ids, spec_.tables[static_cast<size_t>(sl.table)], sl.s.num_cols, static_cast<double>(W * spec_.batch_size));
           if (spec_.tables[static_cast<size_t>(sl.table)].placement != TablePlacement::device) {
             host_ids[{sl.table, sl.shard}].emplace_back(sl.feature, ids);
             host_shard[{sl.table, sl.shard}] = sl.s;
@@ -508,6 +513,12 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
             }
           }
         }
+        // lookup_ns: the rank's simulated lookup time shared by each shard's bytes (the cost model's
+        // lookup is memory-bound: cost/cost_model.h), so the lookup-time load metric has figures
+        double all_bytes = 0;
+        for (const auto& [key, b] : lookup_bytes) all_bytes += b;
+        for (auto& [key, c] : load)
+          if (all_bytes > 0) c.lookup_ns = std::llround(static_cast<double>(lookup_ns) * lookup_bytes[key] / all_bytes);
         for (const auto& [key, c] : load) session->add_load(c);
       }
     }

@@ -378,3 +378,27 @@ TEST(SimulatedCli, StorageAndQcommsFiguresAreNotMeasured) {
   EXPECT_NE(r.out.find("qcomms error not measured (simulated"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("max abs 0"), std::string::npos) << r.out;
 }
+
+// The load counters' lookup_ns (tester33 D9: 0 in a simulation): each rank's simulated lookup
+// time of a step, shared over its shards by their bytes (the cost model's lookup is
+// memory-bound), so they sum to the lookup ops' time (up to one ns of rounding a shard).
+TEST(SimulatedExecutor, LoadCountersShareEachRanksLookupTime) {
+  es::WorkloadSpec s = simulated("tiny", 2);
+  const fs::path dir = scratch("lookup_ns");
+  const es::RunResult r = run(s, (dir / "s.db").string());
+  ASSERT_EQ(r.ended, es::RunEnd::complete);
+  const ss::SessionReader reader((dir / "s.db").string());
+  std::map<std::pair<int, int64_t>, int64_t> ops_ns, load_ns, shards;
+  for (const auto& o : reader.all_ops())
+    if (o.category == ss::OpCategory::lookup) ops_ns[{o.rank, o.step}] += o.end_ns - o.start_ns;
+  for (const auto& c : reader.load()) {
+    load_ns[{c.rank, c.step}] += c.lookup_ns;
+    ++shards[{c.rank, c.step}];
+    EXPECT_GT(c.lookup_ns, 0) << "rank " << c.rank << " table " << c.table;
+  }
+  ASSERT_FALSE(ops_ns.empty());
+  for (const auto& [key, ns] : ops_ns) {
+    EXPECT_GT(ns, 0);
+    EXPECT_LE(std::abs(load_ns[key] - ns), shards[key]) << "rank " << key.first << " step " << key.second;
+  }
+}
