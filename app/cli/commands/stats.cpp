@@ -84,6 +84,19 @@ std::string table_storage_text(const std::string& meta, int64_t steps) {
   return out;
 }
 
+// What a step holds: {samples_per_step, "samples"}, or for an lm_embedding workload its tokens
+// (micro batch x sequence, times the ranks unless vocab_parallel splits the table, not the batch).
+std::pair<int64_t, std::string> step_size(const std::string& workload_json, int64_t samples_per_step) {
+  const json wj = json::parse(workload_json, nullptr, false);
+  if (wj.is_object() && es::is_lm_workload(wj)) try {
+      const es::LmWorkloadSpec lm = es::parse_lm_workload(wj, "workload_json");
+      return {lm.tokens_per_micro_batch() * (lm.sharding == es::LmSharding::vocab_parallel ? 1 : lm.world_size),
+              "tokens"};
+    } catch (const std::exception&) {
+    }
+  return {samples_per_step, "samples"};
+}
+
 // The hot-row replication block (table_storage_json's hot_rows, hot_ids, hot_all_reduce_bytes;
 // workload sharding.tables.NAME.hot_rows): one line per table with hot rows - rows replicated,
 // ids a measured step kept off the input all-to-all (all ranks), and the bytes of each step's
@@ -207,6 +220,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   }
   const std::string kernel_text = gpu_kernels_text(kernels, keep_last_step);
   if (!session.meta("end_message").empty()) std::cout << fmt::format("             {}\n", session.meta("end_message"));
+  const auto per_step = step_size(session.meta("workload_json"), st.samples_per_step);
   if (imported)  // a trace has no workload: its ranks (world size as the trace says) and profiler steps
     std::cout << fmt::format("trace        world size {}, {} profiler steps{}\n", std::max<size_t>(static_cast<size_t>(st.world_size), st.ranks.size()), st.steps,
                              st.untraced_ranks.empty()
@@ -214,9 +228,10 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                                  : fmt::format("; rank{} {} without a trace in this session (left out of the figures below)",
                                                st.untraced_ranks.size() == 1 ? "" : "s", fmt::join(st.untraced_ranks, ", ")));
   else
-    std::cout << fmt::format("workload     {} on {} {} rank{}, {} measured step{} of {} samples\n",
+    std::cout << fmt::format("workload     {} on {} {} rank{}, {} measured step{} of {}\n",
                              session.meta("workload_name"), st.ranks.size(), session.meta("backend"),
-                             st.ranks.size() == 1 ? "" : "s", st.steps, st.steps == 1 ? "" : "s", st.samples_per_step);
+                             st.ranks.size() == 1 ? "" : "s", st.steps, st.steps == 1 ? "" : "s",
+                             fmt::format("{} {}", per_step.first, per_step.second));
   if (!session.meta("workload_json").empty()) try {  // the workload as run: pipeline, comm precisions, network
     const json wj = json::parse(session.meta("workload_json"));
     if (es::is_lm_workload(wj)) {  // issue 19: no pipeline; its shape and sharding
@@ -247,7 +262,10 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   }
   std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", ms(st.step_time_ns.mean), ms(st.step_time_ns.p50),
                            ms(st.step_time_ns.p99));
-  if (!imported) std::cout << fmt::format("throughput   {:.0f} samples/s\n", st.samples_per_s);
+  if (!imported)
+    std::cout << fmt::format("throughput   {:.0f} {}/s\n",
+                             st.step_time_ns.mean > 0 ? static_cast<double>(per_step.first) / (st.step_time_ns.mean * 1e-9) : 0.0,
+                             per_step.second);
   std::cout << fmt::format("overlap      {:.1f}% of communication ran while the rank computed (thread level: host "
                            "spans of compute vs comm ops, clipped to step windows); exposed communication "
                            "{} per rank ({} per step)\n",

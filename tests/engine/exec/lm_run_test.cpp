@@ -126,6 +126,9 @@ TEST(LmCli, RunPlanAndStatsOfAnLmWorkload) {
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("embedding/reduce_scatter"), std::string::npos) << r.out;
+  // a step of an LM run is its tokens, not "1 samples" (tester33 D15)
+  EXPECT_NE(r.out.find("2 measured steps of 24 tokens"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" tokens/s\n"), std::string::npos) << r.out;
   r = cli("plan --preset llama3_8b_embedding --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const json p = json::parse(r.out);
