@@ -1,6 +1,7 @@
 #include "views/summary_view.h"
 
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include <QHBoxLayout>
@@ -26,6 +27,7 @@
 #include "models/gpu_kernels_model.h"
 #include "models/rank_stats_model.h"
 #include "models/sharding_plan_model.h"
+#include "embedscope/engine/workload/lm_spec.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
 
@@ -145,6 +147,17 @@ QString import_problems(const sessions::SessionReader& s) {
   return t;
 }
 
+// The session's lm_embedding workload (workload_json with "model": "lm_embedding"), or none.
+std::optional<engine::LmWorkloadSpec> lm_workload_of(const sessions::SessionReader& s) {
+  const auto wj = nlohmann::json::parse(s.meta(sessions::meta::kWorkloadJson, ""), nullptr, false);
+  if (!wj.is_object() || !engine::is_lm_workload(wj)) return std::nullopt;
+  try {
+    return engine::parse_lm_workload(wj, "workload_json");
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 // "; no trace of rank 1" / "; no trace of ranks 2, 3" / "" (imported sessions)
 QString untraced_text(const std::vector<int32_t>& untraced) {
   if (untraced.empty()) return {};
@@ -159,14 +172,22 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   auto* model = new RankStatsModel(std::move(figures.stats), page);
   const auto& st = model->stats();
   const QString origin = import_origin(s);
+  const std::optional<engine::LmWorkloadSpec> lm = lm_workload_of(s);
   QString text = origin.isEmpty()
-                     ? QString("<b>%1</b> on %2 ranks, %3, %4 pipeline (qcomms forward %5, backward %6) &nbsp; <b>%7</b>%8<br>")
+                     ? QString("<b>%1</b> on %2 ranks, %3, %4 &nbsp; <b>%5</b>%6<br>")
                            .arg(QString::fromStdString(s.meta(sessions::meta::kWorkloadName)))
                            .arg(st.ranks.size())
                            .arg(QString::fromStdString(s.meta(sessions::meta::kBackend)))
-                           .arg(QString::fromStdString(s.meta(sessions::meta::kPipeline, "base")))
-                           .arg(QString::fromStdString(s.meta(sessions::meta::kQcommsForwardPrecision, "fp32")))
-                           .arg(QString::fromStdString(s.meta(sessions::meta::kQcommsBackwardPrecision, "fp32")))
+                           .arg(lm ? QString("lm_embedding %1 x %2 %3, %4%5")
+                                         .arg(lm->vocab_size)
+                                         .arg(lm->hidden_size)
+                                         .arg(engine::to_string(lm->data_type))
+                                         .arg(engine::to_string(lm->sharding))
+                                         .arg(lm->sequence_parallel ? " + sequence_parallel" : "")
+                                   : QString("%1 pipeline (qcomms forward %2, backward %3)")
+                                         .arg(QString::fromStdString(s.meta(sessions::meta::kPipeline, "base")))
+                                         .arg(QString::fromStdString(s.meta(sessions::meta::kQcommsForwardPrecision, "fp32")))
+                                         .arg(QString::fromStdString(s.meta(sessions::meta::kQcommsBackwardPrecision, "fp32"))))
                            .arg(QString::fromStdString(st.ended))
                            .arg(st.simulated ? " &nbsp; <b>SIMULATED</b>" : "")
                      : QString("%1%6<br>%2 traced (world size %3%4) &nbsp; <b>%5</b><br>")
@@ -189,14 +210,21 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
     if (any_ops) text += "; the critical path and collectives below are those of the ops recorded before the end";
   }
   if (st.steps > 0)
-    text += QString("%1 measured steps: step time mean %2, p50 %3, p99 %4; %5 samples/s<br>"
+    text += QString("%1 measured steps: step time mean %2, p50 %3, p99 %4; %5<br>"
                     "overlap %6 % (thread level: host spans of compute vs comm ops, clipped to step windows); exposed "
                     "communication %7 per rank; imbalance (ids looked up max/mean) %8")
                 .arg(st.steps)
                 .arg(QString::fromStdString(format_duration(static_cast<int64_t>(st.step_time_ns.mean))))
                 .arg(QString::fromStdString(format_duration(st.step_time_ns.p50)))
                 .arg(QString::fromStdString(format_duration(st.step_time_ns.p99)))
-                .arg(st.samples_per_s, 0, 'f', 0)
+                .arg(lm ? QString("%1 tokens/s")  // a step's tokens (stats: step_size)
+                                .arg(st.step_time_ns.mean > 0
+                                         ? static_cast<double>(lm->tokens_per_micro_batch() *
+                                                               (lm->sharding == engine::LmSharding::vocab_parallel ? 1 : lm->world_size)) /
+                                               (st.step_time_ns.mean * 1e-9)
+                                         : 0.0,
+                                     0, 'f', 0)
+                        : QString("%1 samples/s").arg(st.samples_per_s, 0, 'f', 0))
                 .arg(st.overlap_pct, 0, 'f', 1)
                 .arg(QString::fromStdString(format_duration(st.exposed_comm_ns)))
                 .arg(st.lookups_max_over_mean, 0, 'f', 2);

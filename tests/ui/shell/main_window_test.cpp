@@ -28,6 +28,7 @@
 #include <fstream>
 #include <iterator>
 #include "charts/colors.h"
+#include "embedscope/engine/workload/lm_spec.h"
 #include "views/compare_view.h"
 #include "models/critical_path_model.h"
 #include "views/memory_compare.h"
@@ -96,6 +97,41 @@ TEST(MainWindow, SummarySaysThePipelineAndWhenNothingWasMeasured) {
   EXPECT_TRUE(said.contains("no complete measured step (the run ended cancelled before its first measured step): no "
                             "step times, overlap or throughput")) << said.toStdString();
   EXPECT_FALSE(said.contains("nothing to analyse")) << said.toStdString();
+}
+
+// An lm_embedding session's summary names its model and sharding, not a DLRM pipeline and
+// qcomms it cannot have, and counts throughput in tokens (tester33 D15).
+TEST(MainWindow, SummaryOfAnLmSessionNamesItsModelAndTokens) {
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_lm_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  engine::LmWorkloadSpec lm;
+  lm.name = "lm_test";
+  lm.vocab_size = 48;
+  lm.hidden_size = 8;
+  lm.sequence_length = 8;
+  lm.micro_batch_size = 2;  // 16 tokens a step (vocab_parallel: every rank the same batch)
+  lm.world_size = 2;
+  {
+    sessions::SessionWriter w(path.string());
+    w.set_metadata(sessions::meta::kWorkloadName, "lm_test");
+    w.set_metadata(sessions::meta::kBackend, "cpu");
+    w.set_metadata(sessions::meta::kWorkloadJson, engine::to_json(lm).dump());
+    for (int r = 0; r < 2; ++r) {
+      w.add_lane({r, 0, "compute", "thread"});
+      w.add_step({0, r, 0, 4'000'000, 0.0, 0, 0});  // 4 ms: 16 tokens / 4 ms = 4,000 tokens/s
+    }
+    w.close("complete");
+  }
+  MainWindow w;
+  ASSERT_EQ(w.open_session(QString::fromStdString(path.string()), true), QString());
+  auto* views = qobject_cast<QTabWidget*>(w.tabs()->widget(0));
+  views->setCurrentIndex(1);
+  ASSERT_TRUE(wait_for_analyses(views->widget(1)));
+  QString said;
+  for (auto* label : views->widget(1)->findChildren<QLabel*>()) said += label->text() + "\n";
+  EXPECT_TRUE(said.contains("<b>lm_test</b> on 2 ranks, cpu, lm_embedding 48 x 8 fp32, vocab_parallel")) << said.toStdString();
+  EXPECT_FALSE(said.contains("pipeline (qcomms")) << said.toStdString();
+  EXPECT_TRUE(said.contains("; 4000 tokens/s")) << said.toStdString();
 }
 
 TEST(MainWindow, SimulatedSessionsSaySoInTheirTitle) {
