@@ -298,10 +298,15 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
             "exposed: time with no compute under it on its rank; waiting for peers: time from a rank joining a "
             "collective to its last member joining");
   fit_to_rows(table);
-  if (!origin.isEmpty())  // a trace has no embedding lookups or allocator counters of Embedscope's own
+  if (s.meta(sessions::meta::kImportFormat) == "torch_memory_snapshot") {  // its allocator's figures, no ops (tester34 D18)
+    for (int c : {RankStatsModel::Compute, RankStatsModel::Comm, RankStatsModel::ExposedComm, RankStatsModel::Idle,
+                  RankStatsModel::Overlap, RankStatsModel::IdsLookedUp, RankStatsModel::BytesSent, RankStatsModel::BytesReceived})
+      table->setColumnHidden(c, true);
+  } else if (!origin.isEmpty()) {  // a trace has no embedding lookups or allocator counters of Embedscope's own
     for (int c : {RankStatsModel::IdsLookedUp, RankStatsModel::BytesSent, RankStatsModel::BytesReceived,
                   RankStatsModel::PeakAllocated, RankStatsModel::PeakReserved, RankStatsModel::Fragmentation})
       table->setColumnHidden(c, true);
+  }
   layout->addWidget(label);
   if (flight) layout->addWidget(flight);
   layout->addWidget(table, 1);
