@@ -342,3 +342,36 @@ TEST(KinetoImport, EventsThatDidNotEndAreKeptButCountNoTime) {
   EXPECT_EQ(f[0].compute_ns, 10000);
   EXPECT_EQ(f[0].non_compute_ns, 5000);
 }
+
+// The collectives view (RunStats::collectives: `stats`' table, the workbench's Collectives
+// table) lists each collective of an imported trace once, as its NCCL kernel carrying the bytes
+// of its record_param_comms, not also the record_param_comms host span (hta_small rank 0):
+//   AllReduce [40, 90) us, 8000 B; compute under it: gemm [20, 60) -> exposed 50 - 20 = 30 us
+//   SendRecv [140, 170) us, 800 B; elementwise [130, 150) -> exposed 30 - 10 = 20 us
+// The thread-level figures still count the host spans as communication, as before:
+//   comm: record_param_comms [11, 16) + AllReduce [40, 90) + record_param_comms [114, 118) +
+//   SendRecv [140, 170) = 5 + 50 + 4 + 30 = 89 us; under compute (launches are host ops):
+//   [11, 14) + [40, 60) + [115, 117) + [140, 150) = 3 + 20 + 2 + 10 = 35 us (39.3 %).
+TEST(KinetoImport, TheCollectivesViewListsEachCollectiveOnceAsItsKernel) {
+  import_into({trace_fixture("hta_small")}, "hta_small_collectives.db");
+  const SessionReader r(scratch_db("hta_small_collectives.db"));
+  const RunStats st = analyze(r);
+  std::map<std::string, CollectiveTimes> by_name;
+  for (const auto& c : st.collectives) by_name[r.name(c.name_id)] = c;
+  EXPECT_EQ(by_name.count("record_param_comms"), 0u);
+  ASSERT_EQ(st.collectives.size(), 2u);
+  const auto& ar = by_name.at("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)");
+  EXPECT_EQ(ar.count, 1);
+  EXPECT_EQ(ar.bytes, 8000);
+  EXPECT_EQ(ar.time_ns, 50000);
+  EXPECT_EQ(ar.exposed_ns, 30000);
+  const auto& sr = by_name.at("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)");
+  EXPECT_EQ(sr.count, 1);
+  EXPECT_EQ(sr.bytes, 800);
+  EXPECT_EQ(sr.time_ns, 30000);
+  EXPECT_EQ(sr.exposed_ns, 20000);
+  ASSERT_EQ(st.ranks.size(), 2u);
+  EXPECT_EQ(st.ranks[0].comm_ns, 89000);
+  EXPECT_EQ(st.ranks[0].overlap_ns, 35000);
+  EXPECT_EQ(st.ranks[1].comm_ns, 0);
+}
