@@ -4,12 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <QImage>
+#include <QLabel>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
 
+#include "embedscope/sessions/importers/importer.h"
 #include "embedscope/sessions/store/session.h"
+#include "jobs/analysis_job.h"
 #include "timeline/timeline_widget.h"
+#include "views/summary_view.h"
 #include "ui/support/ui_fixtures.h"
 
 using namespace embedscope;
@@ -74,4 +79,25 @@ TEST(TimelineDidNotEnd, MarkedDrawnAndToldApart) {
   EXPECT_LT(line.red() + line.green() + line.blue(), 3 * 0x40) << line.name().toStdString();
   const QColor empty = img.pixelColor(TimelineWidget::kGutter + 300, t.row_y(1) + 4);
   EXPECT_GT(empty.red() + empty.green() + empty.blue(), 3 * 0xa0) << empty.name().toStdString();
+}
+
+// The summary of an imported session lists its import problems (import_stats), as `import` and
+// `stats` do: tests/data/traces/unfinished_kernel.json has two events with a negative "dur",
+// counted once as negative_duration (count 2) and kept as ops that did not end.
+TEST(TimelineDidNotEnd, TheSummaryListsTheImportProblems) {
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_unfinished_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string(), true);
+    sessions::importers::import_paths({std::string(EMBEDSCOPE_TEST_DATA) + "/traces/unfinished_kernel.json"}, w, {});
+    w.close("complete");
+  }
+  SummaryView view(std::make_shared<const sessions::SessionReader>(path.string()));
+  ASSERT_TRUE(wait_for_analyses(&view));
+  auto* problems = view.findChild<QLabel*>("import_problems");
+  ASSERT_NE(problems, nullptr);
+  const QString t = problems->text();
+  EXPECT_TRUE(t.contains("error &nbsp; 2 &times; <b>negative_duration</b>")) << t.toStdString();
+  EXPECT_TRUE(t.contains("kept as a zero-length op marked")) << t.toStdString();
+  std::filesystem::remove(path);
 }
