@@ -5,7 +5,9 @@
 // torch.profiler's (one event per block of lines, args on their own lines) and the mix is a
 // DLRM training step's: per op a cpu_op, its python_function caller, a cudaLaunchKernel, the
 // kernel and the ac2g flow pair; per step a ProfilerStep, record_param_comms spans with their
-// NCCL kernels (all-to-all of the embeddings, all-reduce of the dense gradients).
+// NCCL kernels (all-to-all of the embeddings, all-reduce of the dense gradients), each launched
+// by a cudaLaunchKernel with its correlation id and ac2g flow (generator version 2,
+// kineto_trace.h), so the imported session has communication kernels for HTA's figures.
 //
 // Each measurement runs in a child process (fork, then wait4 for the child's peak RSS and CPU
 // time, so that the generator and earlier benchmarks do not count):

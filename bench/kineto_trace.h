@@ -4,7 +4,10 @@
 // per block of lines, args on their own lines) with a DLRM training step's mix: per op a
 // cpu_op, its python_function caller, a cudaLaunchKernel, the kernel and the ac2g flow pair;
 // per step a ProfilerStep, record_param_comms spans with their NCCL kernels (all-to-all of the
-// embeddings, all-reduce of the dense gradients). Header-only; benchmarks only.
+// embeddings, all-reduce of the dense gradients), each kernel launched by a cudaLaunchKernel
+// inside its span (same correlation id, an ac2g flow pair), as torch.profiler records them.
+// Generator version 2 (version 1 had no launches of the NCCL kernels, so HTA's last-step rule
+// dropped them and an imported trace had no communication). Header-only; benchmarks only.
 
 #include <cstdint>
 #include <cstdio>
@@ -104,6 +107,21 @@ inline void write_kineto_rank(const std::filesystem::path& path, int rank, int r
             "\"default_pg\", \"Process Group Ranks\": \"[0, 1, 2, 3, 4, 5, 6, 7]\", \"Seq\": %lld\n    }\n  },\n",
             static_cast<long long>(base + ts), static_cast<long long>(ext), a2a ? "all_to_allv" : "allreduce",
             static_cast<long long>(step * 4 + i / 100));
+        // its launch inside the span, joined to the kernel by correlation id and an ac2g flow, as
+        // torch.profiler records them (without it HTA's last-step rule drops the kernel: no comm)
+        written += std::fprintf(f,
+                                "  {\n    \"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": "
+                                "4242, \"tid\": 4242,\n    \"ts\": %lld.000, \"dur\": 4.125,\n    \"args\": {\n      "
+                                "\"External id\": %lld, \"cbid\": 211, \"correlation\": %lld\n    }\n  },\n",
+                                static_cast<long long>(base + ts + 5), static_cast<long long>(ext), static_cast<long long>(corr));
+        written += std::fprintf(f,
+                                "  {\n    \"ph\": \"s\", \"id\": %lld, \"pid\": 4242, \"tid\": 4242, \"ts\": %lld.000,\n    "
+                                "\"cat\": \"ac2g\", \"name\": \"ac2g\"\n  },\n",
+                                static_cast<long long>(corr), static_cast<long long>(base + ts + 5));
+        written += std::fprintf(f,
+                                "  {\n    \"ph\": \"f\", \"id\": %lld, \"pid\": 0, \"tid\": 20, \"ts\": %lld.000,\n    \"cat\": "
+                                "\"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"\n  },\n",
+                                static_cast<long long>(corr), static_cast<long long>(base + ts + 40));
         written += std::fprintf(f,
                                 "  {\n    \"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"%s\", \"pid\": 0, \"tid\": 20,\n    "
                                 "\"ts\": %lld.000, \"dur\": 400.0,\n    \"args\": {\n      \"External id\": %lld, "

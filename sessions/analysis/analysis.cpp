@@ -1,8 +1,10 @@
 #include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/model/did_not_end.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/op_stream.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <numeric>
@@ -70,8 +72,10 @@ RankStepTimes rank_step_times(const std::vector<OpRecord>& ops, int64_t t0, int6
 namespace {
 // The critical path of every measured step and the per-collective times (critical_path.h).
 // `grouped` (ops by (rank, step)) is moved into per-step lists as it is read: no second copy.
+// `is_collective` says which comm ops are collectives for the per-collective times (all of them
+// when it is empty); the critical path walks every op.
 void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std::map<std::pair<int32_t, int64_t>, std::vector<OpRecord>>&& grouped,
-                           RunStats& st) {
+                           const std::function<bool(const OpRecord&)>& is_collective, RunStats& st) {
   std::map<int64_t, std::vector<OpRecord>> ops_of_step;
   for (auto it = grouped.begin(); it != grouped.end(); it = grouped.erase(it)) {
     auto& v = ops_of_step[it->first.second];
@@ -101,7 +105,15 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
     if (!on_path.empty())
       ++entries[std::max_element(on_path.begin(), on_path.end(), [](auto& a, auto& b) { return a.second < b.second; })->first]
             .steps_bounded;
-    add_collective_times(ops, collective_instances(ops, step_colls), colls);
+    if (is_collective) {
+      std::vector<OpRecord> kept;  // the step's ops but the comm ops that are no collective
+      kept.reserve(ops.size());
+      for (const auto& o : ops)
+        if (o.category != OpCategory::comm || is_collective(o)) kept.push_back(o);
+      add_collective_times(kept, collective_instances(kept, step_colls), colls);
+    } else {
+      add_collective_times(ops, collective_instances(ops, step_colls), colls);
+    }
     st.critical_paths.push_back(std::move(path));
   }
   for (auto& [id, e] : entries) {
@@ -153,10 +165,29 @@ RunStats analyze(const SessionReader& session) {
   // ops per (rank, step), measured steps only
   // (one lane at a time, from the packed copy where the file has one: op_stream.h)
   std::map<std::pair<int32_t, int64_t>, std::vector<OpRecord>> grouped;
+  // An imported rank whose GPU streams hold communication kernels: its host comm spans
+  // (record_param_comms, nccl:* / c10d::* calls, NVTX ranges) describe and launch those
+  // collectives and are not collectives themselves. They stay comm for the thread-level figures
+  // and the critical path, but the per-collective times list each collective once, as its kernel.
+  const bool imported = session.meta(meta::kImported, "0") == "1";
+  std::set<std::pair<int32_t, int32_t>> stream_lanes;
+  if (imported)
+    for (const auto& l : session.lanes())
+      if (l.kind == "stream") stream_lanes.insert({l.rank, l.lane});
+  std::set<int32_t> gpu_comm_ranks;
   for_each_lane_ops(session, [&](std::vector<OpRecord>& lane) {
-    for (const auto& o : lane)
+    const bool stream = stream_lanes.count({lane.front().rank, lane.front().lane}) > 0;
+    for (const auto& o : lane) {
       if (o.step >= 0) grouped[{o.rank, o.step}].push_back(o);
+      if (stream && o.category == OpCategory::comm && o.end_ns > o.start_ns) gpu_comm_ranks.insert(o.rank);
+    }
   });
+  std::function<bool(const OpRecord&)> is_collective;
+  if (imported)
+    is_collective = [&](const OpRecord& o) {
+      if (o.start_ns == o.end_ns && did_not_end(o.start_ns, o.end_ns, session.name(o.name_id))) return false;  // no time
+      return !gpu_comm_ranks.count(o.rank) || stream_lanes.count({o.rank, o.lane}) > 0;
+    };
   int64_t overlap_total = 0, comm_total = 0;
   for (const auto& [step, per_rank] : windows)
     for (const auto& [r, w] : per_rank) {
@@ -195,7 +226,7 @@ RunStats analyze(const SessionReader& session) {
     st.peak_allocated_bytes = std::max(st.peak_allocated_bytes, m.peak_allocated);
     st.peak_reserved_bytes = std::max(st.peak_reserved_bytes, m.peak_reserved);
   }
-  critical_path_summary(collectives, std::move(grouped), st);
+  critical_path_summary(collectives, std::move(grouped), is_collective, st);
   // An imported trace's world size is what the trace says; a rank with no trace in the
   // session (no lane) has no figures, and is listed as untraced rather than shown as zeros.
   st.world_size = world;

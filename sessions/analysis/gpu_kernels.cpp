@@ -1,4 +1,5 @@
 #include "embedscope/sessions/analysis/gpu_kernels.h"
+#include "embedscope/sessions/model/did_not_end.h"
 
 #include <algorithm>
 #include <cmath>
@@ -119,11 +120,17 @@ std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const 
   for_each_lane_ops(r, [&](std::vector<OpRecord>& lane) {  // one lane at a time (op_stream.h)
     const bool gpu = stream_lanes.count({lane.front().rank, lane.front().lane}) > 0;
     RankOps& ro = by_rank[lane.front().rank];
+    // ops that did not end (model/did_not_end.h) have no duration to count, and their start would
+    // stretch the first-to-last-kernel span and move the first host op: left out (HTA would add
+    // the trace's negative dur into its sums; issue 12 counts an unfinished event as no time)
+    auto unfinished = [&](const OpRecord& o) { return o.start_ns == o.end_ns && did_not_end(o.start_ns, o.end_ns, r.name(o.name_id)); };
     if (gpu) {
-      ro.gpu.insert(ro.gpu.end(), lane.begin(), lane.end());
+      for (const auto& o : lane)
+        if (!unfinished(o)) ro.gpu.push_back(o);
       return;
     }
     for (const auto& o : lane) {
+      if (unfinished(o)) continue;
       const int64_t s = start_of(o.start_ns, o.end_ns);
       ro.first_host = std::min(ro.first_host, s);
       if (imported && o.correlation) {

@@ -1,4 +1,5 @@
 #include "embedscope/sessions/exporters/export.h"
+#include "embedscope/sessions/model/did_not_end.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/op_stream.h"
 
@@ -55,8 +56,23 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
     if (q.empty()) q = quoted(session.name(id));
     return q;
   };
+  // ops that did not end (model/did_not_end.h): a "B" without its "E", which Perfetto and
+  // chrome://tracing show as "Did not end", under the event's own name (what `import` reads back)
+  std::vector<int8_t> unfinished_name(session.strings().size(), -1);  // -1 not checked, 0 no, 1 yes
+  auto marked = [&](int32_t id) {
+    if (id < 0 || static_cast<size_t>(id) >= unfinished_name.size()) return false;
+    int8_t& m = unfinished_name[static_cast<size_t>(id)];
+    if (m < 0) m = is_did_not_end_name(session.name(id)) ? 1 : 0;
+    return m == 1;
+  };
   for_each_lane_ops(session, [&](std::vector<OpRecord>& lane) {  // one lane at a time (op_stream.h)
     for (const auto& o : lane) {
+      if (o.start_ns == o.end_ns && marked(o.name_id)) {
+        emit(fmt::format(R"({{"ph":"B","pid":{},"tid":{},"name":{},"cat":"{}","ts":{},"args":{{"step":{},"did_not_end":true}}}})",
+                         o.rank, o.lane, quoted(std::string(without_did_not_end(session.name(o.name_id)))),
+                         to_string(o.category), ns_to_us(o.start_ns), o.step));
+        continue;
+      }
       std::string args = fmt::format(R"("step":{})", o.step);
       if (o.bytes) args += fmt::format(R"(,"bytes":{})", o.bytes);
       if (o.correlation) args += fmt::format(R"(,"sequence":{})", o.correlation);

@@ -1,4 +1,5 @@
 #include "embedscope/sessions/merge/merge.h"
+#include "embedscope/sessions/model/did_not_end.h"
 
 #include <sys/stat.h>
 
@@ -177,7 +178,8 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
     }
     const int64_t base = time_base(r);
     for (auto& [k, rr] : by_rank) {
-      for (const auto& o : rr.ops) first = std::min(first, base + o.start_ns);
+      for (const auto& o : rr.ops)  // the valid events' (as import's origin): ops that did not end are left out
+        if (!did_not_end(o.start_ns, o.end_ns, o.name)) first = std::min(first, base + o.start_ns);
       for (const auto& s : rr.steps) first = std::min(first, base + s.start_ns);
       recs[i].push_back(std::move(rr));
     }

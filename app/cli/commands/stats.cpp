@@ -124,6 +124,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   const auto kernels = ss::gpu_kernel_figures(session, {keep_last_step});
   const auto problems = session.import_stats();
   const bool imported = session.meta("imported") == "1";
+  const auto unfinished = imported ? ss::did_not_end_ops(session) : std::vector<ss::DidNotEndOp>{};
   // the allocator history (imported memory snapshots, or a run that ended before its first step)
   const bool memory_only = st.steps == 0 && !session.memory_events().empty();
   const auto memory = memory_only || session.meta("import_format") == "torch_memory_snapshot"
@@ -207,6 +208,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
       j["imported"] = {{"format", session.meta("import_format")}, {"producer", session.meta("import_producer")},
                        {"sources", json::parse(session.meta("import_sources_json", "[]"), nullptr, false)}};
       j["import_problems"] = import_problems_json(problems);
+      j["did_not_end"] = did_not_end_json(unfinished);
     }
     std::cout << dump(j) << "\n";
     return 0;
@@ -217,6 +219,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   if (imported) {
     std::cout << fmt::format("imported     {}; {}\n", session.meta("import_producer"), session.meta("import_sources_json"));
     std::cout << "import problems\n" << import_problems_text(problems);
+    std::cout << did_not_end_text(unfinished);
   }
   const std::string kernel_text = gpu_kernels_text(kernels, keep_last_step);
   if (!session.meta("end_message").empty()) std::cout << fmt::format("             {}\n", session.meta("end_message"));

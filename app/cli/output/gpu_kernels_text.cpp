@@ -78,4 +78,23 @@ nlohmann::json import_problems_json(const std::vector<sessions::ImportStat>& sta
   return a;
 }
 
+std::string did_not_end_text(const std::vector<sessions::DidNotEndOp>& ops, size_t listed) {
+  if (ops.empty()) return "";
+  std::string s = fmt::format("did not end  {} event{}, kept as zero-length ops (no time counted; not in the time range)\n",
+                              ops.size(), ops.size() == 1 ? "" : "s");
+  for (size_t i = 0; i < ops.size() && i < listed; ++i)
+    s += fmt::format("  rank {} lane {}  {}  at {}, step {}\n", ops[i].rank, ops[i].lane, ops[i].name, us(ops[i].start_ns),
+                     ops[i].step);
+  if (ops.size() > listed) s += fmt::format("  ... and {} more\n", ops.size() - listed);
+  return s;
+}
+
+nlohmann::json did_not_end_json(const std::vector<sessions::DidNotEndOp>& ops, size_t listed) {
+  nlohmann::json a = nlohmann::json::array();
+  for (size_t i = 0; i < ops.size() && i < listed; ++i)
+    a.push_back({{"rank", ops[i].rank}, {"lane", ops[i].lane}, {"start_ns", ops[i].start_ns}, {"step", ops[i].step},
+                 {"name", ops[i].name}});
+  return {{"count", ops.size()}, {"ops", std::move(a)}};
+}
+
 }  // namespace embedscope::cli

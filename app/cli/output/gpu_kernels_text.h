@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embedscope/sessions/analysis/did_not_end_ops.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
 #include "embedscope/sessions/model/events.h"
 
@@ -20,5 +21,15 @@ nlohmann::json gpu_kernels_json(const std::vector<sessions::RankKernelFigures>& 
 /// The import problems as a table (severity, count, name, first example); "none" when empty.
 std::string import_problems_text(const std::vector<sessions::ImportStat>& stats);
 nlohmann::json import_problems_json(const std::vector<sessions::ImportStat>& stats);
+
+/// The events that did not end (sessions/analysis/did_not_end_ops.h): a line with their count
+/// and the first `listed` of them (rank, lane, name, start in us, step), each on its own line;
+/// "" when `ops` is empty. Example:
+///   did not end  3 events, kept as zero-length ops (no time counted; not in the time range)
+///     rank 2 lane 1  negative  at 20 us, step 7
+std::string did_not_end_text(const std::vector<sessions::DidNotEndOp>& ops, size_t listed = 5);
+/// {"count": n, "ops": [{"rank", "lane", "start_ns", "step", "name"}, ...]} with the first
+/// `listed` ops.
+nlohmann::json did_not_end_json(const std::vector<sessions::DidNotEndOp>& ops, size_t listed = 100);
 
 }  // namespace embedscope::cli

@@ -15,12 +15,16 @@
 
 #include "charts/colors.h"
 #include "embedscope/engine/sharding/sharding.h"  // format_bytes
+#include "embedscope/sessions/model/did_not_end.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
 
 namespace embedscope::ui {
 
 namespace {
+/// The outline of an op that did not end: near-black, drawn over any category's colour.
+QColor did_not_end_color() { return QColor(0x20, 0x20, 0x20); }
+
 // The union of sorted, disjoint interval lists (merge_intervals' result for their concatenation):
 // merged pairwise in place by start, then joined where they touch or overlap.
 std::vector<sessions::Interval> unite(std::vector<std::vector<sessions::Interval>> parts) {
@@ -63,15 +67,30 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
   // a row of a lane: its ops (sorted by start), their extent, communication and compute union
   auto add_row = [&](const sessions::LaneInfo& l, const QString& lane, std::vector<sessions::OpRecord> lane_ops) {
     LaneIndex index(lane_ops);
-    rows_.push_back({l.rank, l.lane, lane, QString("rank %1 %2").arg(l.rank).arg(lane), std::move(lane_ops), std::move(index)});
+    rows_.push_back({l.rank, l.lane, lane, QString("rank %1 %2").arg(l.rank).arg(lane), std::move(lane_ops), std::move(index), {}});
     const auto& ops = rows_.back().ops;
+    // ops that did not end: marked; inside the extent, so that one can pan to a marker outside
+    // the valid events' range, but not busy time or communication
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].start_ns == ops[i].end_ns && sessions::did_not_end(ops[i].start_ns, ops[i].end_ns, session_->name(ops[i].name_id)))
+        rows_.back().did_not_end.push_back(i);
+    const auto& unfinished = rows_.back().did_not_end;
     if (ops.empty()) return;
     begin = std::min(begin, ops.front().start_ns);
-    auto [first, fresh] = first_start.try_emplace(l.rank, ops.front().start_ns);
-    if (!fresh) first->second = std::min(first->second, ops.front().start_ns);
+    size_t first_valid = 0;  // a rank's start (set-up waits) is its first op that ran
+    while (first_valid < ops.size() && std::binary_search(unfinished.begin(), unfinished.end(), first_valid)) ++first_valid;
+    if (first_valid < ops.size()) {
+      auto [first, fresh] = first_start.try_emplace(l.rank, ops[first_valid].start_ns);
+      if (!fresh) first->second = std::min(first->second, ops[first_valid].start_ns);
+    }
     std::vector<sessions::Interval> busy;  // merge_intervals of the row's compute ops, without its sort
-    for (const auto& o : ops) {
-      end = std::max(end, o.end_ns);  // an imported lane's ops may nest: the last need not end last
+    for (size_t i = 0, next_unfinished = 0; i < ops.size(); ++i) {
+      const auto& o = ops[i];
+      end = std::max(end, o.end_ns);
+      if (next_unfinished < unfinished.size() && unfinished[next_unfinished] == i) {
+        ++next_unfinished;  // no time: not busy time or communication
+        continue;
+      }  // an imported lane's ops may nest: the last need not end last
       if (o.category == sessions::OpCategory::comm) {
         comm[o.rank].push_back({o.start_ns, o.end_ns});
       } else if (o.category != sessions::OpCategory::memcpy && o.end_ns > o.start_ns) {
@@ -208,6 +227,33 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
         }
     }
   }
+  // ops that did not end: a line at the start and an open arrow pointing on (no end to draw)
+  p.setRenderHint(QPainter::Antialiasing, true);
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    const int y = row_y(i);
+    for (size_t k : rows_[i].did_not_end) {
+      const auto& o = rows_[i].ops[k];
+      if (o.start_ns < scale_.t0() || o.start_ns > scale_.t1()) continue;
+      const double x = kGutter + scale_.x(o.start_ns);
+      p.setPen(QPen(did_not_end_color(), 2));
+      p.drawLine(QPointF(x, y + 1), QPointF(x, y + kRowHeight - 1));
+      const QPointF arrow[3] = {{x + 1, y + 3.0}, {x + 10, y + kRowHeight / 2.0}, {x + 1, y + kRowHeight - 3.0}};
+      p.setPen(QPen(did_not_end_color(), 1));
+      p.setBrush(category_color(o.category));
+      p.drawPolygon(arrow, 3);
+      // "did not end" beside it where the row is free and the widget wide enough
+      const QString label = QStringLiteral("did not end");
+      const double w = p.fontMetrics().horizontalAdvance(label) + 4;
+      const auto& ops = rows_[i].ops;
+      const bool free = k + 1 >= ops.size() || scale_.x(ops[k + 1].start_ns) + kGutter > x + 14 + w;
+      if (free && x + 14 + w <= width()) {
+        p.setPen(did_not_end_color());
+        p.drawText(QRectF(x + 13, y, w, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft, label);
+      }
+    }
+  }
+  p.setBrush(Qt::NoBrush);
+  p.setRenderHint(QPainter::Antialiasing, false);
   // the critical path: a bar under each op on it, dotted under a gap, a line where it changes row
   if (!path_.empty()) {
     const QColor c = critical_path_color();
@@ -504,25 +550,45 @@ void TimelineWidget::mouseMoveEvent(QMouseEvent* e) {
     QToolTip::showText(e->globalPosition().toPoint(), QString::fromStdString(marks_[*mark].text), this);
     return;
   }
-  if (const auto r = op_at(e->position().toPoint())) {
-    const auto& o = op(*r);
-    QString tip = QString("%1\nrank %2, %3 lane, %4\nstart %5, duration %6")
-                      .arg(QString::fromStdString(session_->name(o.name_id)))
-                      .arg(o.rank)
-                      .arg(rows_[r->row].lane_name)
-                      .arg(sessions::to_string(o.category))
-                      .arg(QString::fromStdString(format_duration(o.start_ns)))
-                      .arg(QString::fromStdString(format_duration(o.end_ns - o.start_ns)));
-    tip += "\n" + QString::fromStdString(step_name(o.step, warmup_steps_));
-    if (o.bytes) tip += QString("\n%1 bytes, sequence %2").arg(o.bytes).arg(o.correlation);
-    if (const int64_t wait = setup_wait_ns(*r); wait > 0)
-      tip += QString("\nset-up wait %1 (not exposed communication)").arg(QString::fromStdString(format_duration(wait)));
-    QToolTip::showText(e->globalPosition().toPoint(), tip, this);
+  auto r = did_not_end_at(e->position().toPoint());
+  if (!r) r = op_at(e->position().toPoint());
+  if (r) {
+    QToolTip::showText(e->globalPosition().toPoint(), op_tooltip(*r), this);
   } else if (mark) {
     QToolTip::showText(e->globalPosition().toPoint(), QString::fromStdString(marks_[*mark].text), this);
   } else {
     QToolTip::hideText();
   }
+}
+
+QString TimelineWidget::op_tooltip(OpRef r) const {
+  const auto& o = op(r);
+  const std::string& name = session_->name(o.name_id);
+  const bool unfinished = sessions::did_not_end(o.start_ns, o.end_ns, name);
+  QString tip = QString("%1\nrank %2, %3 lane, %4\nstart %5, %6")
+                    .arg(QString::fromStdString(std::string(unfinished ? sessions::without_did_not_end(name) : name)))
+                    .arg(o.rank)
+                    .arg(rows_[r.row].lane_name)
+                    .arg(sessions::to_string(o.category))
+                    .arg(QString::fromStdString(format_duration(o.start_ns)))
+                    .arg(unfinished ? QString("did not end (the profiler never saw it end: no duration, counted as no time)")
+                                    : "duration " + QString::fromStdString(format_duration(o.end_ns - o.start_ns)));
+  tip += "\n" + QString::fromStdString(step_name(o.step, warmup_steps_));
+  if (o.bytes) tip += QString("\n%1 bytes, sequence %2").arg(o.bytes).arg(o.correlation);
+  if (const int64_t wait = setup_wait_ns(r); wait > 0)
+    tip += QString("\nset-up wait %1 (not exposed communication)").arg(QString::fromStdString(format_duration(wait)));
+  return tip;
+}
+
+std::optional<OpRef> TimelineWidget::did_not_end_at(QPoint pt) const {
+  if (pt.x() < kGutter || pt.y() < kAxis) return std::nullopt;
+  const size_t row = static_cast<size_t>((pt.y() - kAxis) / kRowHeight);
+  if (row >= rows_.size()) return std::nullopt;
+  for (size_t k : rows_[row].did_not_end) {
+    const double x = kGutter + scale_.x(rows_[row].ops[k].start_ns);
+    if (pt.x() >= x - 4 && pt.x() <= x + 10) return OpRef{row, k};  // the line and its arrow
+  }
+  return std::nullopt;
 }
 
 double TimelineWidget::mark_x(size_t i) const { return kGutter + scale_.x(marks_.at(i).t_ns); }

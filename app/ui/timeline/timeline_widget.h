@@ -49,6 +49,19 @@ class TimelineWidget : public QWidget {
   const sessions::OpRecord& op(OpRef r) const { return rows_[r.row].ops[r.index]; }
   /// The op under a widget pixel (a pixel of slack either side), if any.
   std::optional<OpRef> op_at(QPoint p) const;
+  /// The ops of a row that did not end (sessions/model/did_not_end.h: imported events the
+  /// profiler never saw end, zero-length), as indices into row_ops(row), by start. They are drawn
+  /// as a thin line with an open-ended arrow at their start, their tooltip says "did not end";
+  /// they count as neither compute nor communication (hidden communication, set-up waits), and
+  /// they stay inside the pannable extent so that a marker outside the valid events' range can
+  /// be reached.
+  const std::vector<size_t>& row_did_not_end(size_t row) const { return rows_[row].did_not_end; }
+  /// The op that did not end whose marker is within 4 px of widget pixel p, if any (checked
+  /// before op_at: the marker sits on or beside the ops around it).
+  std::optional<OpRef> did_not_end_at(QPoint p) const;
+  /// The tooltip of op r: name, rank, lane, category, start, duration (or "did not end"), step,
+  /// bytes and set-up wait where there are any.
+  QString op_tooltip(OpRef r) const;
 
   /// Selection: the op shown outlined and in the details. `centre` pans it into the middle of
   /// the view (zooming out when it is wider than the view), as a step of the zoom history.
@@ -129,6 +142,7 @@ class TimelineWidget : public QWidget {
     QString lane_name, label;
     std::vector<sessions::OpRecord> ops;
     LaneIndex index{ops};  // built from ops (declared before it)
+    std::vector<size_t> did_not_end;  // indices into ops of the ops that did not end, by start
   };
   enum class Nav { jump, zoom, pan };
   // Records the current view in the history; successive zooms (or pans) are one entry.

@@ -158,6 +158,26 @@ std::optional<engine::LmWorkloadSpec> lm_workload_of(const sessions::SessionRead
   }
 }
 
+// The import problems of an imported session (its import_stats table, as `embedscope import`
+// and `stats` print them): one line per problem, severity, count, name and first example (an
+// event that did not end says it is kept as a zero-length op marked "(did not end)"); "" when the
+// session is not imported, "import problems: none" when it has none.
+QString import_problems_text(const sessions::SessionReader& s) {
+  if (s.meta(sessions::meta::kImported) != "1") return {};
+  const auto problems = s.import_stats();
+  if (problems.empty()) return "<b>Import problems</b>: none";
+  QString t = "<b>Import problems</b> (counted, as `embedscope stats` lists them):";
+  for (const auto& p : problems) {
+    const QString example = QString::fromStdString(p.example);
+    t += QString("<br>%1 &nbsp; %2 &times; <b>%3</b>: %4")
+             .arg(QString::fromStdString(p.severity).toHtmlEscaped())
+             .arg(p.count)
+             .arg(QString::fromStdString(p.name).toHtmlEscaped())
+             .arg((example.size() > 240 ? example.left(240) + "..." : example).toHtmlEscaped());
+  }
+  return t;
+}
+
 // "; no trace of rank 1" / "; no trace of ranks 2, 3" / "" (imported sessions)
 QString untraced_text(const std::vector<int32_t>& untraced) {
   if (untraced.empty()) return {};
@@ -308,6 +328,16 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
       table->setColumnHidden(c, true);
   }
   layout->addWidget(label);
+  if (const QString problems = import_problems_text(s); !problems.isEmpty()) {
+    auto* p = new QLabel(problems, page);
+    p->setObjectName("import_problems");
+    p->setWordWrap(true);
+    p->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    p->setToolTip("What the import could not read as it was, and what it did with it (the session's import_stats "
+                  "table; Perfetto's stats table is the model). Events that did not end are kept as zero-length ops "
+                  "named '... (did not end)', drawn on the timeline with an open arrow.");
+    layout->addWidget(p);
+  }
   if (flight) layout->addWidget(flight);
   layout->addWidget(table, 1);
   if (!figures.kernels.empty()) {  // HTA's figures of the GPU kernels, beside the thread-level ones above

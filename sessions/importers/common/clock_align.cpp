@@ -1,4 +1,5 @@
 #include "embedscope/sessions/importers/common/clock_align.h"
+#include "embedscope/sessions/model/did_not_end.h"
 
 #include <algorithm>
 #include <set>
@@ -20,7 +21,8 @@ void write_rank(const RankRecords& r, SessionWriter& w, int64_t& lo, int64_t& hi
   for (const auto& l : r.lanes) w.add_lane(l);
   for (const auto& s : r.steps) w.add_step(s);
   for (const auto& c : r.collectives) w.add_collective(c);
-  for (const auto& o : r.ops) lo = std::min(lo, o.start_ns), hi = std::max(hi, o.end_ns);
+  for (const auto& o : r.ops)  // the time range is the valid events': ops that did not end are left out
+    if (!did_not_end(o.start_ns, o.end_ns, o.name)) lo = std::min(lo, o.start_ns), hi = std::max(hi, o.end_ns);
   for (size_t i = 0; i < r.ops.size(); i += 100000) w.add_ops(r.ops.data() + i, std::min<size_t>(r.ops.size() - i, 100000));
 }
 
@@ -96,7 +98,8 @@ ClockAlignment align_ranks(std::vector<RankRecords>& ranks, int64_t& origin, Imp
   int64_t min_t = 0;
   for (auto& rec : ranks) {
     shift_rank(rec, -a.offset_ns.at(rec.rank));
-    for (const auto& o : rec.ops) min_t = std::min(min_t, o.start_ns);
+    for (const auto& o : rec.ops)
+      if (!did_not_end(o.start_ns, o.end_ns, o.name)) min_t = std::min(min_t, o.start_ns);
     for (const auto& st : rec.steps) min_t = std::min(min_t, st.start_ns);
   }
   const int64_t rebase = min_t < 0 ? -((-min_t + 999) / 1000) * 1000 : 0;

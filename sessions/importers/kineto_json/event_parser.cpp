@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "embedscope/sessions/model/did_not_end.h"
 #include "importers/common/decimal_time.h"
 #include "importers/common/input_file.h"
 #include "importers/kineto_json/framing.h"
@@ -118,7 +119,13 @@ struct Parser {
   ImportProblems& problems;
   const InputText& in;
   od::parser parser;
-  std::unordered_map<std::string, std::vector<std::pair<int64_t, uint32_t>>> open_begins;  // B events per lane
+  /// A "B" event waiting for its "E": its start (ns), name and kind.
+  struct OpenBegin {
+    int64_t ts = 0;
+    uint32_t name = 0;
+    EventKind kind = EventKind::cpu;
+  };
+  std::unordered_map<uint32_t, std::vector<OpenBegin>> open_begins;  // B events per lane
   std::unordered_map<std::string, std::string> process_names;
   Tally flows;                 // "flow_events"
   Tally not_stored[128];       // "not_stored_ph_<p>", by phase character
@@ -173,6 +180,17 @@ struct Parser {
   }
 
   void event(const Span& sp);
+  /// An event that did not end: a zero-length op at `ts` named `name_id` (already marked with
+  /// did_not_end_name), on lane `lane_id`, of kind `kind`; not a step, not a collective.
+  void add_unfinished(int64_t ts, uint32_t name_id, uint32_t lane_id, EventKind kind) {
+    Event e;
+    e.ts = e.end = ts;
+    e.name = name_id;
+    e.lane = lane_id;
+    e.kind = kind;
+    e.unfinished = true;
+    tr.events.push_back(e);
+  }
   /// The args object `v` of an event: the fields the importer reads, into the out-parameters.
   void args(od::value v, int64_t& stream, bool& has_stream, uint64_t& correlation, int64_t& bytes,
             std::string_view& arg_name, CommParams& cp);
@@ -383,20 +401,20 @@ void Parser::event(const Span& sp) {
                                                                 : lane("thread", pid, tid, pid_str, tid_str);
   int64_t end = ts;
   if (p == 'B') {
-    open_begins[std::to_string(lane_id)].push_back({ts, names.id(name)});
+    open_begins[lane_id].push_back({ts, names.id(name), kind});
     return;
   }
   uint32_t name_id = 0;
   if (p == 'E') {
-    auto& stack = open_begins[std::to_string(lane_id)];
+    auto& stack = open_begins[lane_id];
     if (stack.empty()) {
       problems.add_with("unmatched_end", Severity::error, where(sp.begin),
                    [&] { return fmt::format("event at {}: an \"E\" without a \"B\" on its thread, skipped", at(sp.begin)); });
       return;
     }
     end = ts;
-    ts = stack.back().first;
-    name_id = stack.back().second;
+    ts = stack.back().ts;
+    name_id = stack.back().name;
     stack.pop_back();
   } else {
     int64_t dur = 0;
@@ -409,8 +427,10 @@ void Parser::event(const Span& sp) {
     }
     if (dur < 0) {
       problems.add_with("negative_duration", Severity::error, where(sp.begin),
-                   [&] { return fmt::format("event at {}: \"dur\" {} (unfinished: the profiler never saw it end), kept out of the "
-                               "session; the time range comes from valid events", at(sp.begin), dur_copy); });
+                   [&] { return fmt::format("event at {}: \"dur\" {} (unfinished: the profiler never saw it end), kept as a "
+                               "zero-length op marked \"(did not end)\"; the time range comes from valid events",
+                               at(sp.begin), dur_copy); });
+      add_unfinished(ts, names.id(did_not_end_name(name)), lane_id, kind);
       return;
     }
     end = ts + dur;
@@ -478,11 +498,19 @@ RankTrace parse_trace_file(const std::string& path, Interner& names, ImportProbl
   if (f.trailing_data)
     problems.add("trailing_data", Severity::info, {path, static_cast<int64_t>(f.trailing_offset)},
                  fmt::format("text after the end of the document at {} was ignored", ps.at(f.trailing_offset)));
-  for (auto& [lane, stack] : ps.open_begins)
-    if (!stack.empty())
-      problems.add("unfinished_begin", Severity::error, {path, -1},
-                   "\"B\" events without their \"E\" (unfinished), kept out of the session",
-                   static_cast<int64_t>(stack.size()));
+  // "B" events without their "E", in lane order (the map's order is not the file's)
+  std::vector<uint32_t> open_lanes;
+  for (const auto& [lane, stack] : ps.open_begins)
+    if (!stack.empty()) open_lanes.push_back(lane);
+  std::sort(open_lanes.begin(), open_lanes.end());
+  for (uint32_t lane : open_lanes) {
+    const auto& stack = ps.open_begins[lane];
+    problems.add("unfinished_begin", Severity::error, {path, -1},
+                 "\"B\" events without their \"E\" (unfinished), kept as zero-length ops at their start marked "
+                 "\"(did not end)\"; the time range comes from valid events",
+                 static_cast<int64_t>(stack.size()));
+    for (const auto& b : stack) ps.add_unfinished(b.ts, names.id(did_not_end_name(names.text(b.name))), lane, b.kind);
+  }
   // Thread labels from thread_name metadata.
   (void)ps.process_names;
   return tr;

@@ -73,7 +73,8 @@ struct Collective {
 int64_t session_origin_ns(const std::vector<RankTrace>& ranks) {
   int64_t lo = std::numeric_limits<int64_t>::max();
   for (const auto& r : ranks) {
-    for (const auto& e : r.events) lo = std::min(lo, e.ts);
+    for (const auto& e : r.events)
+      if (!e.unfinished) lo = std::min(lo, e.ts);  // the time range is the valid events'
     for (const auto& s : r.steps) lo = std::min(lo, s.ts);
   }
   return lo == std::numeric_limits<int64_t>::max() ? 0 : floor_us(lo);
@@ -180,6 +181,7 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
     };
     // Events per kind, into summary.events after the loop (a key appears only when counted).
     int64_t kernels = 0, memcpys = 0, memsets = 0, gpu_others = 0, runtime_calls = 0, gpu_annotations = 0, cpu_ops = 0;
+    int64_t unfinished = 0;  // events that did not end, counted apart from their kind
     for (const Event& e : tr.events) {
       OpEvent o;
       o.rank = rank;
@@ -196,7 +198,7 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
         auto l = e.correlation ? launch.find(e.correlation) : launch.end();
         o.step = l != launch.end() ? step_of(tr.events[l->second].ts) : -1;
         if (l != launch.end()) count_kernel_before_launch(problems, tr.file, rank, names.text(e.name), e.ts, tr.events[l->second].ts);
-        if (o.category == OpCategory::comm && l != launch.end()) {
+        if (o.category == OpCategory::comm && l != launch.end() && !e.unfinished) {
           const int32_t pi = enclosing_param(tr.events[l->second]);
           if (pi >= 0 && tr.comm_params[static_cast<size_t>(tr.events[static_cast<size_t>(pi)].comm_param)].has_args) {
             Collective& c = colls[pi];
@@ -207,14 +209,16 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
             c.kernels.push_back(ops.size());  // o is pushed next
           }
         }
-        ++(e.kind == EventKind::kernel       ? kernels
+        ++(e.unfinished                      ? unfinished
+           : e.kind == EventKind::kernel       ? kernels
            : e.kind == EventKind::gpu_memcpy ? memcpys
            : e.kind == EventKind::gpu_memset ? memsets
                                              : gpu_others);
       } else {
         o.category = e.kind == EventKind::gpu_annotation ? OpCategory::other : category(e.name, 2, nm);
         o.step = step_of(e.ts);
-        ++(e.kind == EventKind::runtime          ? runtime_calls
+        ++(e.unfinished                          ? unfinished
+           : e.kind == EventKind::runtime          ? runtime_calls
            : e.kind == EventKind::gpu_annotation ? gpu_annotations
                                                  : cpu_ops);
       }
@@ -222,7 +226,7 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
     }
     for (const auto& [key, n] : {std::pair<const char*, int64_t>{"kernels", kernels}, {"memcpy", memcpys}, {"memset", memsets},
                                 {"gpu_other", gpu_others}, {"runtime_calls", runtime_calls},
-                                {"gpu_annotations", gpu_annotations}, {"cpu_ops", cpu_ops}})
+                                {"gpu_annotations", gpu_annotations}, {"cpu_ops", cpu_ops}, {"did_not_end", unfinished}})
       if (n) summary.events[key] += n;
     // --- collectives: one record per record_param_comms span that launched NCCL kernels
     std::map<std::string, uint64_t> next_seq;

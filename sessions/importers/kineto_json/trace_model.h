@@ -45,6 +45,9 @@ struct Event {
   uint32_t lane = 0;         ///< index into RankTrace::lanes
   int32_t comm_param = -1;   ///< record_param_comms: index into RankTrace::comm_params
   EventKind kind = EventKind::cpu;
+  /// The profiler never saw it end (negative "dur", a "B" without its "E"): `end` == `ts`, its
+  /// name marked did_not_end_name (model/did_not_end.h); left out of the session's time range.
+  bool unfinished = false;
 };
 
 /// The args of one record_param_comms span (PyTorch's names in comments).

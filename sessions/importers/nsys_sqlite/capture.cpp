@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "embedscope/sessions/model/did_not_end.h"
+
 namespace embedscope::sessions::importers::nsys {
 
 namespace {
@@ -40,7 +42,14 @@ class Reader {
   void read_gpu(Capture& c, const std::string& table, EventKind kind);
   void read_runtime(Capture& c);
   void read_nvtx(Capture& c);
-  bool valid_span(int64_t start, int64_t end, const std::string& table, int64_t row);
+  /// False (counted as bad_timestamp) for times beyond +-2^61 ns; an end before the start is
+  /// counted as negative_duration and makes `e` an event that did not end (end = start,
+  /// unfinished; its name is marked by mark_unfinished once it has one).
+  bool valid_span(Event& e, const std::string& table, int64_t row);
+  /// The name of an event that did not end, marked with did_not_end_name; others unchanged.
+  void mark_unfinished(Event& e) {
+    if (e.unfinished) e.name = names_.id(did_not_end_name(names_.text(e.name)));
+  }
 
   const Database& db_;
   Interner& names_;
@@ -93,7 +102,8 @@ uint32_t Reader::string_id(int64_t id) {
   return v;
 }
 
-bool Reader::valid_span(int64_t start, int64_t end, const std::string& table, int64_t row) {
+bool Reader::valid_span(Event& e, const std::string& table, int64_t row) {
+  const int64_t start = e.start, end = e.end;
   if (start < -kMaxAbsNs || start > kMaxAbsNs || end < -kMaxAbsNs || end > kMaxAbsNs) {
     problems_.add_with("bad_timestamp", Severity::data_loss, {db_.name(), -1}, [&] {
       return fmt::format("{} row {}: start {} / end {} ns is beyond +-2^61 ns (73 years), skipped", table, row, start, end);
@@ -102,10 +112,12 @@ bool Reader::valid_span(int64_t start, int64_t end, const std::string& table, in
   }
   if (end >= start) return true;
   problems_.add_with("negative_duration", Severity::error, {db_.name(), -1}, [&] {
-    return fmt::format("{} row {}: end {} before start {} (unfinished), kept out of the session; the time range comes "
-                       "from valid events", table, row, end, start);
+    return fmt::format("{} row {}: end {} before start {} (unfinished), kept as a zero-length op marked \"(did not "
+                       "end)\"; the time range comes from valid events", table, row, end, start);
   });
-  return false;
+  e.end = e.start;
+  e.unfinished = true;
+  return true;
 }
 
 void Reader::read_meta(Capture& c) {
@@ -222,7 +234,7 @@ void Reader::read_gpu(Capture& c, const std::string& table, EventKind kind) {
     Event e;
     e.start = r.i(0);
     e.end = r.i(1);
-    if (!valid_span(e.start, e.end, table, row)) return;
+    if (!valid_span(e, table, row)) return;
     e.kind = kind;
     e.device = r.i(2);
     e.stream = r.i(3);
@@ -246,6 +258,7 @@ void Reader::read_gpu(Capture& c, const std::string& table, EventKind kind) {
       auto it = r.null(6) ? sync_types_.end() : sync_types_.find(r.i(6));
       e.name = names_.id(sync_name(it == sync_types_.end() ? std::string() : it->second));
     }
+    mark_unfinished(e);
     c.events.push_back(e);
   });
 }
@@ -261,12 +274,13 @@ void Reader::read_runtime(Capture& c) {
     Event e;
     e.start = r.i(0);
     e.end = r.i(1);
-    if (!valid_span(e.start, e.end, table, row)) return;
+    if (!valid_span(e, table, row)) return;
     e.kind = EventKind::runtime;
     e.name = string_id(r.i(2));
     e.thread = r.null(3) ? -1 : r.i(3);
     e.process = r.null(3) ? -1 : process_key(r.i(3));
     e.correlation = static_cast<uint64_t>(r.i(4));
+    mark_unfinished(e);
     c.events.push_back(e);
   });
 }
@@ -294,25 +308,28 @@ void Reader::read_nvtx(Capture& c) {
     e.start = r.i(0);
     if (r.null(1)) {
       problems_.add_with("unfinished_nvtx_range", Severity::error, {db_.name(), -1}, [&] {
-        return fmt::format("NVTX_EVENTS row {}: a range without an end (never popped or ended), kept out of the session", row);
+        return fmt::format("NVTX_EVENTS row {}: a range without an end (never popped or ended), kept as a zero-length op "
+                           "marked \"(did not end)\"; the time range comes from valid events", row);
       });
-      return;
+      e.end = e.start;
+      e.unfinished = true;
+    } else {
+      e.end = r.i(1);
     }
-    e.end = r.i(1);
-    if (!valid_span(e.start, e.end, table, row)) return;
+    if (!valid_span(e, table, row)) return;
     e.kind = type == push_pop || type == t_push_pop ? EventKind::nvtx_push_pop : EventKind::nvtx_start_end;
     e.thread = r.null(5) ? -1 : r.i(5);
     e.process = r.null(5) ? -1 : process_key(r.i(5));
     std::string text = r.text(3);
     if (r.null(3)) text = r.null(4) ? std::string("(unnamed NVTX range)") : names_.text(string_id(r.i(4)));
-    if (text.compare(0, kStep.size(), kStep) == 0 && text.size() > kStep.size() &&
+    if (!e.unfinished && text.compare(0, kStep.size(), kStep) == 0 && text.size() > kStep.size() &&
         std::all_of(text.begin() + static_cast<std::ptrdiff_t>(kStep.size()), text.end(),
                     [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }) &&
         text.size() - kStep.size() < 18) {
       c.steps.push_back({e.process, std::stoll(text.substr(kStep.size())), e.start, e.end});
       return;
     }
-    e.name = names_.id(text);
+    e.name = names_.id(e.unfinished ? did_not_end_name(text) : text);
     c.events.push_back(e);
   });
 }

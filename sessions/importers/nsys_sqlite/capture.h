@@ -45,6 +45,10 @@ struct Event {
   int64_t bytes = 0;            ///< memcpy / memset bytes
   uint32_t name = 0;            ///< Interner id
   EventKind kind = EventKind::kernel;
+  /// Did not end (its end before its start, an NVTX range without an end): `end` == `start`, the
+  /// name marked did_not_end_name (model/did_not_end.h); no step, no collective, left out of the
+  /// time range.
+  bool unfinished = false;
 };
 
 struct Capture {
@@ -69,7 +73,8 @@ struct Capture {
 };
 
 /// Reads every table the importer knows from `db`. Absent tables and columns, rows with a
-/// negative duration and unfinished NVTX ranges are counted in `problems`, never thrown;
+/// negative duration and unfinished NVTX ranges are counted in `problems`, never thrown (the
+/// latter two are kept as events that did not end: Event::unfinished);
 /// SQLite failures throw ImportError (Database::each).
 Capture read_capture(const Database& db, Interner& names, ImportProblems& problems);
 

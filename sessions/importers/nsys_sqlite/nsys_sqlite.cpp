@@ -122,7 +122,8 @@ ImportSummary import_captures(std::vector<nsys::Capture>& caps, const Interner& 
   auto abs_ns = [](const nsys::Capture& c, int64_t t) { return (c.epoch_ns >= 0 ? c.epoch_ns : 0) + t; };
   int64_t origin = std::numeric_limits<int64_t>::max();
   for (const auto& rb : ranks) {
-    for (const auto* e : rb.events) origin = std::min(origin, abs_ns(*rb.capture, e->start));
+    for (const auto* e : rb.events)  // the valid events' (those that did not end are left out)
+      if (!e->unfinished) origin = std::min(origin, abs_ns(*rb.capture, e->start));
     for (const auto& s : rb.steps) origin = std::min(origin, abs_ns(*rb.capture, s.start));
   }
   if (origin == std::numeric_limits<int64_t>::max()) origin = caps.empty() || caps.front().epoch_ns < 0 ? 0 : caps.front().epoch_ns;
@@ -197,7 +198,7 @@ ImportSummary import_captures(std::vector<nsys::Capture>& caps, const Interner& 
         if (copy) o.bytes = e.bytes;
         auto l = e.correlation ? launch.find(e.correlation) : launch.end();
         o.step = l != launch.end() ? step_of(l->second->start) : -1;
-        if (e.kind == nsys::EventKind::kernel) {
+        if (e.kind == nsys::EventKind::kernel && !e.unfinished) {
           const NcclKernel nk = nccl_kernel(nm);
           if (!nk.op.empty()) {
             CollectiveRecord cr;
@@ -218,10 +219,14 @@ ImportSummary import_captures(std::vector<nsys::Capture>& caps, const Interner& 
         o.category = host_op_category(nm);
         o.step = step_of(e.start);
       }
+      ops.push_back(o);
+      if (e.unfinished) {  // counted apart from its kind, out of the time range
+        ++summary.events["did_not_end"];
+        continue;
+      }
       ++summary.events[count_key(e.kind)];
       t_lo = std::min(t_lo, o.start_ns);
       t_hi = std::max(t_hi, o.end_ns);
-      ops.push_back(o);
     }
     if (collectives > 0) {
       summary.events["collectives"] += collectives;

@@ -136,3 +136,45 @@ TEST(ImportCli, CtrlCCancelsAndLeavesNoSession) {
   EXPECT_FALSE(std::filesystem::exists(db + "-wal"));
   EXPECT_FALSE(std::filesystem::exists(db + "-shm"));
 }
+
+// Events that did not end (tests/data/traces/unfinished_kernel.json: a kernel at 100 us, a host
+// op at 200 us) are shown by `stats` (text and JSON) and exported as "B" events without their "E"
+// under their own names (Perfetto's "Did not end"), which `import` reads back as the same marks.
+TEST(ImportCli, StatsAndExportShowTheEventsThatDidNotEnd) {
+  const std::string db = scratch_db("cli_unfinished.db"), json_out = scratch_db("cli_unfinished.json"),
+                    again = scratch_db("cli_unfinished_again.db");
+  for (const auto& f : {db, json_out, again}) std::remove(f.c_str());
+  Result r = cli("import " + trace_fixture("unfinished_kernel.json") + " -o " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = cli("stats " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("did not end  2 events, kept as zero-length ops"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gemm_kernel  at 100 us, step -1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("aten::mm  at 200 us"), std::string::npos) << r.out;
+  r = cli("stats " + db + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["did_not_end"]["count"], 2);
+  ASSERT_EQ(j["did_not_end"]["ops"].size(), 2u);
+  EXPECT_EQ(j["did_not_end"]["ops"][0]["name"], "aten::mm");  // rank 0 lane 0 (the thread) first
+  EXPECT_EQ(j["did_not_end"]["ops"][0]["start_ns"], 200000);
+  EXPECT_EQ(j["did_not_end"]["ops"][1]["name"], "gemm_kernel");
+  EXPECT_EQ(j["did_not_end"]["ops"][1]["start_ns"], 100000);
+  EXPECT_EQ(j["gpu_kernels"]["ranks"][0]["overlap_pct"], 50.0);
+  r = cli("export " + db + " --format chrome -o " + json_out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream in(json_out);
+  const auto t = nlohmann::json::parse(in);
+  int begins = 0;
+  for (const auto& e : t["traceEvents"])
+    if (e["ph"] == "B") {
+      ++begins;
+      EXPECT_TRUE(e["args"]["did_not_end"].get<bool>());
+      EXPECT_TRUE(e["name"] == "gemm_kernel" || e["name"] == "aten::mm") << e.dump();
+      EXPECT_EQ(e["ts"], e["name"] == "gemm_kernel" ? 100.0 : 200.0);
+    }
+  EXPECT_EQ(begins, 2);
+  r = cli("import " + json_out + " -o " + again + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["events"]["did_not_end"], 2);
+}

@@ -9,6 +9,7 @@
 
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
+#include "embedscope/sessions/model/did_not_end.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "import_test_support.h"
 
@@ -63,7 +64,7 @@ TEST(KinetoImport, ToleranceFixtureImportsEveryValidEventAndCountsTheRest) {
   EXPECT_EQ(problem_count(r.import_stats(), "negative_duration"), 2);
 
   const auto ops = ops_by_name(r);
-  EXPECT_EQ(r.op_count(), 14);  // 9 host ops, 2 launches, 2 kernels, 1 GPU annotation
+  EXPECT_EQ(r.op_count(), 17);  // 9 host ops, 2 launches, 2 kernels, 1 GPU annotation, 3 that did not end
   ASSERT_TRUE(ops.count("嵌入/запрос"));  // valid Unicode round-trips byte for byte
   EXPECT_EQ(ops.at("嵌入/запрос").start_ns, 2);
   EXPECT_EQ(ops.at("嵌入/запрос").end_ns, 2502);
@@ -74,8 +75,23 @@ TEST(KinetoImport, ToleranceFixtureImportsEveryValidEventAndCountsTheRest) {
   EXPECT_EQ(ops.at("overlap_b").start_ns, 35000);  // kept, though it overlaps overlap_a
   EXPECT_EQ(ops.at("begin_end").start_ns, 90000);
   EXPECT_EQ(ops.at("begin_end").end_ns, 95000);
+  // Events the profiler never saw end (dur -1 and -5.5, a "B" without its "E") are kept as
+  // zero-length ops at their start, marked "(did not end)", outside the time range's ends: the
+  // range above is the valid events' (never_ends at 1096 us starts after begin_end's 1095 us end).
+  EXPECT_EQ(sum.events.at("did_not_end"), 3);
   EXPECT_FALSE(ops.count("negative"));
   EXPECT_FALSE(ops.count("never_ends"));
+  for (const auto& [name, start] : std::map<std::string, int64_t>{
+           {"negative (did not end)", 20000}, {"negative2 (did not end)", 21000}, {"never_ends (did not end)", 96000}}) {
+    ASSERT_TRUE(ops.count(name)) << name;
+    const OpRecord& o = ops.at(name);
+    EXPECT_EQ(o.start_ns, start) << name;
+    EXPECT_EQ(o.end_ns, start) << name;
+    EXPECT_EQ(o.step, 7) << name;
+    EXPECT_EQ(o.lane, 1) << name;  // thread 200, where they were recorded
+    EXPECT_TRUE(did_not_end(o.start_ns, o.end_ns, r.name(o.name_id))) << name;
+  }
+  EXPECT_FALSE(did_not_end(ops.at("begin_end").start_ns, ops.at("begin_end").end_ns, r.name(ops.at("begin_end").name_id)));
   // Kernels join their launches by correlation ids above 2^53, kept distinct.
   EXPECT_EQ(ops.at("kernel_a").correlation, 9007199254740993u);
   EXPECT_EQ(ops.at("kernel_b").correlation, 9007199254740992u);
@@ -133,7 +149,8 @@ TEST(KinetoImport, MissingClosingBracketsKeepTheCompleteEvents) {
 
 // Issue 12's other truncation: the event array is closed but the document's "}" is missing (a
 // writer killed after "]"); and an event ending at 0 (dur -25 at ts 25 us), which is counted as
-// unfinished and kept out of the time range, taken from the valid events.
+// unfinished: kept as a zero-length op marked "(did not end)", out of the time range, taken from
+// the valid events.
 TEST(KinetoImport, AMissingClosingBraceKeepsEveryEventAndAnEndAtZeroIsUnfinished) {
   const auto sum = import_into({trace_fixture("missing_brace.json")}, "missing_brace.db");
   EXPECT_EQ(sum.events.at("cpu_ops"), 3);
@@ -145,8 +162,17 @@ TEST(KinetoImport, AMissingClosingBraceKeepsEveryEventAndAnEndAtZeroIsUnfinished
   EXPECT_EQ(sum.origin_ns, 10000);  // ts 10 us, the first valid event
   EXPECT_EQ(sum.start_ns, 0);
   EXPECT_EQ(sum.end_ns, 21000);  // "three" ends at 31 us
+  EXPECT_EQ(sum.events.at("did_not_end"), 1);
   const SessionReader r(scratch_db("missing_brace.db"));
-  EXPECT_EQ(r.op_count(), 3);
+  EXPECT_EQ(r.op_count(), 4);  // the three, and "ends at 0" kept as a zero-length op at its start
+  const auto ops = ops_by_name(r);
+  ASSERT_TRUE(ops.count("ends at 0 (did not end)"));
+  const OpRecord& unfinished = ops.at("ends at 0 (did not end)");
+  EXPECT_EQ(unfinished.start_ns, 15000);  // ts 25 us - origin 10 us
+  EXPECT_EQ(unfinished.end_ns, 15000);
+  EXPECT_EQ(unfinished.category, OpCategory::other);
+  EXPECT_TRUE(did_not_end(unfinished.start_ns, unfinished.end_ns, r.name(unfinished.name_id)));
+  EXPECT_EQ(without_did_not_end(r.name(unfinished.name_id)), "ends at 0");
 }
 
 TEST(KinetoImport, GzipCutShortKeepsWhatWasDecoded) {
@@ -276,4 +302,76 @@ TEST(KinetoImport, RawQuotesAndBackslashesCostOnlyTheirEvent) {
   EXPECT_EQ(ops.at("kept_1").start_ns, 2000);
   EXPECT_EQ(ops.at("kept_2").start_ns, 4000);
   EXPECT_EQ(ops.at("kept_3 \"escaped\" C:\\ok\\").start_ns, 6000);
+}
+
+// A kernel and a host op that did not end (tests/data/traces/unfinished_kernel.json: gemm_kernel
+// at 100 us with dur -1, aten::mm at 200 us ending at 0) are kept as zero-length ops marked
+// "(did not end)", but count no time: the time range, the first-to-last-kernel span and HTA's
+// figures are those of the two valid kernels, gemm [10, 20) us and the NCCL kernel [15, 25) us:
+// comm 10 us, 5 of them under compute (50 %), span 15 us = union 15 us (idle 0), compute 10 us,
+// non-compute 15 - 10 - 0 = 5 us. Counting the marker at 100 us would make the span 90 us and
+// idle 75 us.
+TEST(KinetoImport, EventsThatDidNotEndAreKeptButCountNoTime) {
+  const auto sum = import_into({trace_fixture("unfinished_kernel.json")}, "unfinished_kernel.db");
+  EXPECT_EQ(sum.events.at("kernels"), 2);
+  EXPECT_EQ(sum.events.at("did_not_end"), 2);
+  EXPECT_EQ(problem_count(sum.problems, "negative_duration"), 2);
+  EXPECT_EQ(sum.origin_ns, 0);
+  EXPECT_EQ(sum.start_ns, 0);
+  EXPECT_EQ(sum.end_ns, 25000);  // the NCCL kernel's end, not aten::mm's start at 200 us
+  const SessionReader r(scratch_db("unfinished_kernel.db"));
+  const auto ops = ops_by_name(r);
+  ASSERT_TRUE(ops.count("gemm_kernel (did not end)"));
+  ASSERT_TRUE(ops.count("aten::mm (did not end)"));
+  const OpRecord& k = ops.at("gemm_kernel (did not end)");
+  EXPECT_EQ(k.start_ns, 100000);
+  EXPECT_EQ(k.end_ns, 100000);
+  EXPECT_EQ(k.lane, ops.at("gemm_kernel").lane);  // on its stream
+  EXPECT_EQ(ops.at("aten::mm (did not end)").start_ns, 200000);
+  EXPECT_EQ(ops.at("aten::mm (did not end)").end_ns, 200000);
+
+  const auto f = gpu_kernel_figures(r);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].gpu_events, 2);
+  EXPECT_TRUE(f[0].has_comm);
+  EXPECT_EQ(f[0].comm_ns, 10000);
+  EXPECT_EQ(f[0].overlap_ns, 5000);
+  EXPECT_DOUBLE_EQ(f[0].overlap_pct, 50.0);
+  EXPECT_EQ(f[0].kernel_time_ns, 15000);
+  EXPECT_EQ(f[0].idle_ns, 0);
+  EXPECT_EQ(f[0].compute_ns, 10000);
+  EXPECT_EQ(f[0].non_compute_ns, 5000);
+}
+
+// The collectives view (RunStats::collectives: `stats`' table, the workbench's Collectives
+// table) lists each collective of an imported trace once, as its NCCL kernel carrying the bytes
+// of its record_param_comms, not also the record_param_comms host span (hta_small rank 0):
+//   AllReduce [40, 90) us, 8000 B; compute under it: gemm [20, 60) -> exposed 50 - 20 = 30 us
+//   SendRecv [140, 170) us, 800 B; elementwise [130, 150) -> exposed 30 - 10 = 20 us
+// The thread-level figures still count the host spans as communication, as before:
+//   comm: record_param_comms [11, 16) + AllReduce [40, 90) + record_param_comms [114, 118) +
+//   SendRecv [140, 170) = 5 + 50 + 4 + 30 = 89 us; under compute (launches are host ops):
+//   [11, 14) + [40, 60) + [115, 117) + [140, 150) = 3 + 20 + 2 + 10 = 35 us (39.3 %).
+TEST(KinetoImport, TheCollectivesViewListsEachCollectiveOnceAsItsKernel) {
+  import_into({trace_fixture("hta_small")}, "hta_small_collectives.db");
+  const SessionReader r(scratch_db("hta_small_collectives.db"));
+  const RunStats st = analyze(r);
+  std::map<std::string, CollectiveTimes> by_name;
+  for (const auto& c : st.collectives) by_name[r.name(c.name_id)] = c;
+  EXPECT_EQ(by_name.count("record_param_comms"), 0u);
+  ASSERT_EQ(st.collectives.size(), 2u);
+  const auto& ar = by_name.at("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)");
+  EXPECT_EQ(ar.count, 1);
+  EXPECT_EQ(ar.bytes, 8000);
+  EXPECT_EQ(ar.time_ns, 50000);
+  EXPECT_EQ(ar.exposed_ns, 30000);
+  const auto& sr = by_name.at("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)");
+  EXPECT_EQ(sr.count, 1);
+  EXPECT_EQ(sr.bytes, 800);
+  EXPECT_EQ(sr.time_ns, 30000);
+  EXPECT_EQ(sr.exposed_ns, 20000);
+  ASSERT_EQ(st.ranks.size(), 2u);
+  EXPECT_EQ(st.ranks[0].comm_ns, 89000);
+  EXPECT_EQ(st.ranks[0].overlap_ns, 35000);
+  EXPECT_EQ(st.ranks[1].comm_ns, 0);
 }

@@ -10,6 +10,7 @@
 
 #include "embedscope/sessions/analysis/gpu_kernels.h"
 #include "embedscope/sessions/importers/nsys_sqlite/nsys_sqlite.h"
+#include "embedscope/sessions/model/did_not_end.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "import_test_support.h"
 #include "nsys_fixture.h"
@@ -123,6 +124,7 @@ TEST(NsysSqlite, HandMadeExportRanksLanesStepsAndJoins) {
   EXPECT_EQ(count(sum, "steps"), 1);        // ProfilerStep#3
   EXPECT_EQ(problem_count(sum.problems, "nvtx_marks_not_stored"), 1);
   EXPECT_EQ(problem_count(sum.problems, "unfinished_nvtx_range"), 1);
+  EXPECT_EQ(count(sum, "did_not_end"), 1);  // 'never popped', kept as a zero-length op at 700 ns
   ASSERT_NE(problem(sum.problems, "no_memset"), nullptr);
   EXPECT_EQ(problem(sum.problems, "no_memset")->severity, "info");
   EXPECT_EQ(problem(sum.problems, "no_nvtx"), nullptr);
@@ -160,6 +162,11 @@ TEST(NsysSqlite, HandMadeExportRanksLanesStepsAndJoins) {
   EXPECT_EQ(ops["Memcpy HtoD (Pageable -> Device)"].category, OpCategory::memcpy);
   EXPECT_EQ(ops["cudaLaunchKernel_v7000"].lane, 0);
   EXPECT_EQ(ops["cudaMemcpyAsync_v3020"].lane, 1);
+  ASSERT_TRUE(ops.count("never popped (did not end)"));  // the NVTX range without an end, kept
+  EXPECT_EQ(ops["never popped (did not end)"].start_ns, 700);
+  EXPECT_EQ(ops["never popped (did not end)"].end_ns, 700);
+  EXPECT_EQ(ops["never popped (did not end)"].lane, 0);
+  EXPECT_EQ(ops["never popped (did not end)"].step, 3);
   const auto fig = gpu_kernel_figures(r);
   ASSERT_EQ(fig.size(), 1u);
   EXPECT_TRUE(fig[0].has_comm);
@@ -250,6 +257,22 @@ TEST(NsysSqlite, NegativeDurationsAndOutOfRangeTimesAreCountedAndKeptOut) {
   EXPECT_EQ(problem_count(sum.problems, "bad_timestamp"), 1);
   EXPECT_EQ(problem(sum.problems, "bad_timestamp")->severity, "data_loss");
   EXPECT_EQ(sum.end_ns, 9500);  // the time range from valid events ('step body'), not the bad row's 20000
+  // the row that ended before it started is kept: a zero-length op at its start, marked (beside
+  // the fixture's NVTX range without an end, at 700 ns)
+  EXPECT_EQ(count(sum, "did_not_end"), 2);
+  const SessionReader r(scratch_db("neg.db"));
+  std::vector<int64_t> marked;
+  for (const auto& o : r.all_ops())
+    if (did_not_end(o.start_ns, o.end_ns, r.name(o.name_id))) {
+      marked.push_back(o.start_ns);
+      if (o.start_ns == 20000) EXPECT_EQ(o.lane, 3) << "stream 7";
+    }
+  std::sort(marked.begin(), marked.end());
+  EXPECT_EQ(marked, (std::vector<int64_t>{700, 20000}));
+  // ... and counts no time: the kernel figures' span ends with the valid kernels, before 20 us
+  const auto fig = gpu_kernel_figures(r);
+  ASSERT_EQ(fig.size(), 1u);
+  EXPECT_LT(fig[0].kernel_time_ns, 20000);
 }
 
 TEST(NsysSqlite, ProbeAndBufferEntryPoint) {

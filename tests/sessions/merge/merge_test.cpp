@@ -2,6 +2,10 @@
 // import of the same traces, rank clashes, overwriting, and --align collectives.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "embedscope/sessions/analysis/gpu_kernels.h"
@@ -221,4 +225,37 @@ TEST(Merge, SimulatedAndMeasuredSessionsAreNotMerged) {
   const std::string sim1 = one_rank("k_sim1.db", 1, true);
   EXPECT_EQ(merge_sessions({sim, sim1}, scratch_db("k_both_sim.db"), {"none", true}).ranks, (std::vector<int32_t>{0, 1}));
   EXPECT_EQ(SessionReader(scratch_db("k_both_sim.db")).meta(meta::kSimulated), "1");
+}
+
+// An event that did not end before the first valid one (rank 0: "early" at 5 us with dur -1,
+// "valid" at 10 us; rank 1: "valid" at 12 us) moves neither the import's time 0 nor the merge's:
+// both are the valid events' (10 us); the marker keeps its time, -5 us.
+TEST(Merge, AnEventThatDidNotEndMovesNeitherTimeZero) {
+  std::vector<std::string> sessions;
+  for (int rank : {0, 1}) {
+    const std::string trace = scratch_db(fmt::format("m_early{}.json", rank));
+    {
+      std::ofstream f(trace);
+      f << R"({"distributedInfo": {"rank": )" << rank << R"(, "world_size": 2}, "traceEvents": [)";
+      if (rank == 0) f << R"({"ph": "X", "cat": "cpu_op", "name": "early", "pid": 1, "tid": 1, "ts": 5, "dur": -1},)";
+      f << R"({"ph": "X", "cat": "cpu_op", "name": "valid", "pid": 1, "tid": 1, "ts": )" << (rank == 0 ? 10 : 12)
+        << R"(, "dur": 2}]})";
+    }
+    sessions.push_back(import_one(trace, fmt::format("m_early{}.db", rank)));
+  }
+  const std::string merged = scratch_db("m_early_merged.db");
+  merge_sessions(sessions, merged, {"none", true});
+  for (const std::string& db : {sessions[0], merged}) {
+    SCOPED_TRACE(db);
+    const SessionReader r(db);
+    EXPECT_EQ(r.meta(meta::kImportOriginNs), "10000");
+    std::map<std::pair<int32_t, std::string>, OpRecord> ops;
+    for (const auto& o : r.all_ops()) ops[{o.rank, r.name(o.name_id)}] = o;
+    ASSERT_TRUE(ops.count({0, "early (did not end)"}));
+    EXPECT_EQ(ops.at({0, "early (did not end)"}).start_ns, -5000);
+    EXPECT_EQ(ops.at({0, "early (did not end)"}).end_ns, -5000);
+    EXPECT_EQ(ops.at({0, "valid"}).start_ns, 0);
+    EXPECT_EQ(ops.at({0, "valid"}).end_ns, 2000);
+  }
+  EXPECT_EQ(SessionReader(merged).op_count(), 3);
 }

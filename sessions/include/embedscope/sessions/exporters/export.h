@@ -12,7 +12,9 @@ namespace embedscope::sessions {
 
 /// Writes the session as a Trace Event Format JSON object: one process per rank (pid = rank,
 /// "rank N"), one thread per lane (tid = lane, named), an `X` event per op (ts and dur in
-/// microseconds with three decimals, so the integer nanoseconds are kept exactly), `C` counter
+/// microseconds with three decimals, so the integer nanoseconds are kept exactly; an imported op
+/// that did not end (model/did_not_end.h) is a `B` without its `E`, under its own name, with
+/// args.did_not_end true: Perfetto shows it "Did not end"), `C` counter
 /// events per rank and step (ids looked up, loss), and flow events (`s` / `f`) joining the ranks
 /// of each collective (from the first rank to enter it to every other member). The session's
 /// metadata goes into "metadata". Spec: "Trace Event Format", Google (chromium catapult docs).

@@ -39,7 +39,8 @@ struct RankRecords {
 /// Adds `delta_ns` to every time of `r` (ops, steps, collectives).
 void shift_rank(RankRecords& r, int64_t delta_ns);
 
-/// Writes `r` (rank, lanes, steps, collectives, ops in batches) and widens [lo, hi] to its ops.
+/// Writes `r` (rank, lanes, steps, collectives, ops in batches) and widens [lo, hi] to its ops,
+/// leaving out ops that did not end (model/did_not_end.h): the time range is the valid events'.
 void write_rank(const RankRecords& r, SessionWriter& w, int64_t& lo, int64_t& hi);
 
 struct ClockAlignment {
