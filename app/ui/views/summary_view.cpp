@@ -120,44 +120,6 @@ QString import_origin(const sessions::SessionReader& s) {
       .arg(sources);
 }
 
-// "<br><b>import problems</b>: data loss gzip_cut_short (1; trace.json.gz: ...); ..." for the
-// import_stats rows of severity error and data_loss (what `embedscope stats` lists first), with a
-// count of the info notes; "" when there are none (tester34 D10: the summary of a cut trace said
-// only "complete").
-QString import_problems(const sessions::SessionReader& s) {
-  QStringList serious;
-  int64_t notes = 0;
-  for (const auto& p : s.import_stats()) {
-    if (p.severity == "info") {
-      ++notes;
-      continue;
-    }
-    QString where = QString::fromStdString(std::filesystem::path(p.source).filename().string()).toHtmlEscaped();
-    if (!p.example.empty()) where += (where.isEmpty() ? "" : ": ") + QString::fromStdString(p.example).toHtmlEscaped();
-    serious << QString("<span style=\"color:#b00\">%1</span> %2 (%3%4)")
-                   .arg(p.severity == "data_loss" ? "data loss" : "error")
-                   .arg(QString::fromStdString(p.name).toHtmlEscaped())
-                   .arg(p.count)
-                   .arg(where.isEmpty() ? QString() : "; " + where);
-  }
-  if (serious.isEmpty() && notes == 0) return {};
-  QString t = "<br><b>import problems</b>: ";
-  t += serious.isEmpty() ? QString("none that lost data") : serious.join("; ");
-  if (notes > 0) t += QString(" &nbsp; (%1 info note%2: embedscope stats lists them)").arg(notes).arg(notes == 1 ? "" : "s");
-  return t;
-}
-
-// The session's lm_embedding workload (workload_json with "model": "lm_embedding"), or none.
-std::optional<engine::LmWorkloadSpec> lm_workload_of(const sessions::SessionReader& s) {
-  const auto wj = nlohmann::json::parse(s.meta(sessions::meta::kWorkloadJson, ""), nullptr, false);
-  if (!wj.is_object() || !engine::is_lm_workload(wj)) return std::nullopt;
-  try {
-    return engine::parse_lm_workload(wj, "workload_json");
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
-
 // The import problems of an imported session (its import_stats table, as `embedscope import`
 // and `stats` print them): one line per problem, severity, count, name and first example (an
 // event that did not end says it is kept as a zero-length op marked "(did not end)"); "" when the
@@ -176,6 +138,17 @@ QString import_problems_text(const sessions::SessionReader& s) {
              .arg((example.size() > 240 ? example.left(240) + "..." : example).toHtmlEscaped());
   }
   return t;
+}
+
+// The session's lm_embedding workload (workload_json with "model": "lm_embedding"), or none.
+std::optional<engine::LmWorkloadSpec> lm_workload_of(const sessions::SessionReader& s) {
+  const auto wj = nlohmann::json::parse(s.meta(sessions::meta::kWorkloadJson, ""), nullptr, false);
+  if (!wj.is_object() || !engine::is_lm_workload(wj)) return std::nullopt;
+  try {
+    return engine::parse_lm_workload(wj, "workload_json");
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
 }
 
 // "; no trace of rank 1" / "; no trace of ranks 2, 3" / "" (imported sessions)
@@ -210,13 +183,12 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                                          .arg(QString::fromStdString(s.meta(sessions::meta::kQcommsBackwardPrecision, "fp32"))))
                            .arg(QString::fromStdString(st.ended))
                            .arg(st.simulated ? " &nbsp; <b>SIMULATED</b>" : "")
-                     : QString("%1%6<br>%2 traced (world size %3%4) &nbsp; <b>%5</b><br>")
+                     : QString("%1<br>%2 traced (world size %3%4) &nbsp; <b>%5</b><br>")
                            .arg(origin)
                            .arg(st.ranks.size() == 1 ? QString("1 rank") : QString("%1 ranks").arg(st.ranks.size()))
                            .arg(QString::fromStdString(s.meta(sessions::meta::kWorldSize, "?")))
                            .arg(untraced_text(st.untraced_ranks))
-                           .arg(QString::fromStdString(st.ended))
-                           .arg(import_problems(s));
+                           .arg(QString::fromStdString(st.ended));
   if (st.steps == 0 && s.meta(sessions::meta::kImportFormat) == "torch_memory_snapshot") {
     text += "a PyTorch memory snapshot: no ops or steps; its allocator history is on the Memory page";
   } else if (st.steps == 0 && !origin.isEmpty()) {
