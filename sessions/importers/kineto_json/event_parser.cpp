@@ -32,6 +32,10 @@ std::string_view scalar_text(od::value v, bool* was_string = nullptr) {
   return {};
 }
 
+/// The largest rank an imported trace may claim (the session keys a lane by rank x 256 + lane
+/// in 32 bits); 2^20 - 1, far beyond any job's world size.
+constexpr int64_t kMaxImportedRank = (int64_t{1} << 20) - 1;
+
 int64_t int_or(od::value v, int64_t fallback) {
   int64_t i = 0;
   uint64_t u = 0;
@@ -238,8 +242,23 @@ void Parser::top_level(const std::string& key, const Span& sp) {
       for (auto f : v.get_object()) {
         const std::string_view k = f.unescaped_key();
         if (k == "rank") {
-          tr.rank = static_cast<int32_t>(int_or(f.value(), 0));
-          tr.rank_known = true;
+          // a rank the session can hold (lane keys are rank x 256 + lane in 32 bits); anything
+          // else (negative, huge, not an integer) is said, and the trace takes the lowest free
+          // rank as a trace without one does (tester34 D1, D7: all events lost, a rank wrapped)
+          const std::string_view text = scalar_text(f.value());  // read once (On-Demand values are consumed)
+          int64_t r = -1;
+          uint64_t u = 0;
+          bool neg = false;
+          if (!parse_integer(text, r, u, neg)) r = -1;
+          if (r >= 0 && r <= kMaxImportedRank) {
+            tr.rank = static_cast<int32_t>(r);
+            tr.rank_known = true;
+          } else {
+            problems.add_with("bad_rank", Severity::error, where(sp.begin), [&] {
+              return fmt::format("distributedInfo.rank '{}' at {} is not a rank in [0, {}]: imported as the lowest free rank",
+                                 text, at(sp.begin), kMaxImportedRank);
+            });
+          }
         } else if (k == "world_size") {
           tr.world_size = int_or(f.value(), 0);
         } else if (k == "nccl_version") {
@@ -433,7 +452,12 @@ void Parser::event(const Span& sp) {
       add_unfinished(ts, names.id(did_not_end_name(name)), lane_id, kind);
       return;
     }
-    end = ts + dur;
+    if (__builtin_add_overflow(ts, dur, &end)) {  // past 292 years of ns (tester34 D8: a negative end was stored)
+      problems.add_with("bad_duration", Severity::data_loss, where(sp.begin),
+                   [&] { return fmt::format("event at {}: \"ts\" + \"dur\" {} is past the largest time in ns (292 "
+                                            "years), skipped", at(sp.begin), dur_copy); });
+      return;
+    }
     name_id = names.id(name);
   }
   static const std::string_view kStep = "ProfilerStep#";
