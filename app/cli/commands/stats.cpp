@@ -200,7 +200,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                                   {"exposed_ns", c.exposed_ns}, {"wait_ns", c.wait_ns}});
     if (!session.meta("end_message").empty()) j["end_message"] = session.meta("end_message");
     j["tables"] = json::parse(session.meta(ss::meta::kTableStorageJson, "[]"), nullptr, false);
-    j["overlap_definition"] = "thread level: host spans of compute vs comm ops per rank, clipped to step windows";
+    j["overlap_definition"] = ss::overlap_definition(st);
     if (!kernels.empty()) j["gpu_kernels"] = gpu_kernels_json(kernels, keep_last_step);
     if (!memory.empty()) j["memory"] = memory_json(memory);
     if (!flight.empty()) j["flight_recorder"] = flight_recorder_json(flight);
@@ -269,10 +269,9 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     std::cout << fmt::format("throughput   {:.0f} {}/s\n",
                              st.step_time_ns.mean > 0 ? static_cast<double>(per_step.first) / (st.step_time_ns.mean * 1e-9) : 0.0,
                              per_step.second);
-  std::cout << fmt::format("overlap      {:.1f}% of communication ran while the rank computed (thread level: host "
-                           "spans of compute vs comm ops, clipped to step windows); exposed communication "
-                           "{} per rank ({} per step)\n",
-                           st.overlap_pct, ms(st.exposed_comm_ns), ms(st.exposed_comm_ns / st.steps));
+  std::cout << fmt::format("overlap      {:.1f}% of communication ran while the rank computed ({}); exposed "
+                           "communication {} per rank ({} per step)\n",
+                           st.overlap_pct, ss::overlap_definition(st), ms(st.exposed_comm_ns), ms(st.exposed_comm_ns / st.steps));
   std::cout << fmt::format("imbalance    ids looked up max/mean {:.2f}; lookup time max/mean {:.2f}\n\n",
                            st.lookups_max_over_mean, st.lookup_time_max_over_mean);
   std::cout << rebalances_text(ss::rebalance_effects(session), session.plan_changes());

@@ -65,6 +65,9 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
   std::map<int32_t, int64_t> first_start;
   std::map<int32_t, std::vector<ViewRange>> comm;
   // a row of a lane: its ops (sorted by start), their extent, communication and compute union
+  std::set<int32_t> stream_ranks;
+  for (const auto& l : session_->lanes())
+    if (l.kind == "stream") stream_ranks.insert(l.rank);
   auto add_row = [&](const sessions::LaneInfo& l, const QString& lane, std::vector<sessions::OpRecord> lane_ops) {
     LaneIndex index(lane_ops);
     rows_.push_back({l.rank, l.lane, lane, QString("rank %1 %2").arg(l.rank).arg(lane), std::move(lane_ops), std::move(index), {}});
@@ -100,7 +103,9 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
           busy.push_back({o.start_ns, o.end_ns});
       }
     }
-    compute[l.rank].push_back(std::move(busy));
+    // a rank with GPU streams: what hides its communication is its streams' compute, not its
+    // host spans (sessions/analysis: analyze, RunStats::stream_ranks)
+    if (!stream_ranks.count(l.rank) || l.kind == "stream") compute[l.rank].push_back(std::move(busy));
   };
   for (const auto& l : session_->lanes()) {
     const QString lane = QString::fromStdString(l.name);

@@ -203,8 +203,7 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   }
   if (st.steps > 0)
     text += QString("%1 measured steps: step time mean %2, p50 %3, p99 %4; %5<br>"
-                    "overlap %6 % (thread level: host spans of compute vs comm ops, clipped to step windows); exposed "
-                    "communication %7 per rank; imbalance (ids looked up max/mean) %8")
+                    "overlap %6 % (%9); exposed communication %7 per rank; imbalance (ids looked up max/mean) %8")
                 .arg(st.steps)
                 .arg(QString::fromStdString(format_duration(static_cast<int64_t>(st.step_time_ns.mean))))
                 .arg(QString::fromStdString(format_duration(st.step_time_ns.p50)))
@@ -216,10 +215,12 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                                                (st.step_time_ns.mean * 1e-9)
                                          : 0.0,
                                      0, 'f', 0)
-                        : QString("%1 samples/s").arg(st.samples_per_s, 0, 'f', 0))
+                        : origin.isEmpty() ? QString("%1 samples/s").arg(st.samples_per_s, 0, 'f', 0)
+                                           : QString("a trace has no samples"))
                 .arg(st.overlap_pct, 0, 'f', 1)
                 .arg(QString::fromStdString(format_duration(st.exposed_comm_ns)))
-                .arg(st.lookups_max_over_mean, 0, 'f', 2);
+                .arg(st.lookups_max_over_mean, 0, 'f', 2)
+                .arg(QString::fromStdString(sessions::overlap_definition(st)).toHtmlEscaped());
   text += rebalance_lines(figures);
   if (!s.meta(sessions::meta::kEndMessage).empty()) text += "<br>" + QString::fromStdString(s.meta(sessions::meta::kEndMessage)).toHtmlEscaped();
   auto* label = new QLabel(text, page);

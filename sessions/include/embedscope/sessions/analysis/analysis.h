@@ -72,6 +72,10 @@ struct RankStats {
 struct RunStats {
   std::string ended;
   bool simulated = false;
+  /// Some rank has GPU stream lanes (an imported trace, a cuda run; not a simulation): its
+  /// compute / comm / overlap / exposed / idle figures are those of its streams' ops (kernels,
+  /// copies), not of its host threads' spans; a cpu run's ranks have only host threads
+  bool stream_ranks = false;
   int64_t steps = 0;
   int64_t samples_per_step = 0;
   Distribution step_time_ns;       ///< per step: the slowest rank's step time
@@ -98,6 +102,12 @@ struct RunStats {
 
 /// Computes RunStats from a session. Throws SessionError on an unreadable file.
 RunStats analyze(const SessionReader& session);
+
+/// What RunStats' overlap, exposed communication and per-rank compute / comm figures measure,
+/// for people: "thread level: host spans of compute vs comm ops, clipped to step windows" (cpu
+/// runs), "stream level: ..." when some rank has GPU streams (RunStats::stream_ranks), or
+/// "simulated streams: ..." for a simulation. Compute is every category but comm and memcpy.
+std::string overlap_definition(const RunStats& st);
 
 /// max / mean of non-negative values; 1 when the mean is 0 or there are no values.
 double max_over_mean(const std::vector<double>& v);
