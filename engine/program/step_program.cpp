@@ -83,8 +83,9 @@ class PhaseScope {
   StepProgram& p_;
 };
 
-// The phases of one batch, as the threaded executor runs them (exec/threaded/); the dists of
-// the sharding types come from their modules (sharding/embedding_sharding.h).
+// The phases of one batch; every op tagged with its owner (program_sink.h OpOwner), which the
+// threaded executor (exec/threaded/rank.h) hands it to. The dists of the sharding types come
+// from their modules (sharding/embedding_sharding.h).
 class Builder {
  public:
   Builder(const WorkloadSpec& spec, const detail::Layout& layout, int rank, StepProgram& p, bool cold_start = false,
