@@ -57,9 +57,9 @@ class RankContext {
   /// On the compute thread: runs `fn` on the comm worker as a span `name` and waits for it.
   virtual void comm(GroupKind g, const char* name, const std::function<void()>& fn) = 0;
   /// On the compute thread: queues `fn` (the collectives of program op `op`, each run through
-  /// on_comm_lane) on the comm worker without waiting. The ops that wait for it (their
-  /// ProgramOp::waits_for, or the batch's next sync point) wait; when an op queued right
-  /// before it (no compute op between) failed, `fn` does not run and rethrows that error.
+  /// on_comm_lane) for the comm worker without waiting. The ops that wait for it (their
+  /// ProgramOp::waits_for, or the batch's next sync point) wait. Ops queued one after another
+  /// in the program (no other op between) run as one job: when one fails, the rest do not run.
   virtual void queue(const ProgramOp& op, std::function<void()> fn) = 0;
   /// Where the quantization error of the forward (output dist) and backward (grad dist)
   /// collectives accumulates (qcomms; written on the comm thread).

@@ -406,7 +406,8 @@ bool Rank::step(int64_t it) {
   const Program& pr = program_of(it);
   op_done_.assign(pr.p.ops.size(), {});
   last_queued_ = -2;
-  chain_.reset();
+  pending_.clear();  // what a failed step left unsent
+  pending_batch_ = nullptr;
   for (const Phase& ph : pr.p.schedule) {
     const int64_t bi = it + ph.batch;
     Inflight& b = batch_at(bi);
@@ -419,6 +420,7 @@ bool Rank::step(int64_t it) {
       if (op.launched_by >= 0) continue;  // run by the op that launches it (the DDP buckets)
       run_op(pr, op, b);
     }
+    flush_queued();
     if (ph.sync) settle(b);  // the compute worker waits for the phase's collectives
     if (b.trained) inflight_.erase(bi);
   }

@@ -255,8 +255,8 @@ class Rank final : public sharding::RankContext {
   void run_op(const Program& pr, const ProgramOp& op, Inflight& b);
   /// The rank's own ops (OpOwner::owner -1, kind a program::RankOp).
   void run_own(const Program& pr, const ProgramOp& op, const program::OpOwner& tag, Inflight& b);
-  /// A sync point of b: waits for the comm ops it queued, in order, and finishes its output dist
-  /// once it has been looked up (finish_output_dist).
+  /// A sync point of b: waits for the comm ops it queued (the pending ones handed over first),
+  /// in order, and finishes its output dist once it has been looked up (finish_output_dist).
   void settle(Inflight& b);
   /// What a train op that failed held (the modules' scratch, the gradients), freed in the order
   /// the locals of the one train function were when an exception left it.
@@ -348,6 +348,7 @@ class Rank final : public sharding::RankContext {
     on_comm_lane(group(g), name, comm_step_, fn);
   }
   void comm(sharding::GroupKind g, const char* name, const std::function<void()>& fn) override {
+    flush_queued();  // what was queued before runs before it
     comm(group(g), name, step_, fn);
   }
   void queue(const ProgramOp& op, std::function<void()> fn) override;
@@ -450,13 +451,18 @@ class Rank final : public sharding::RankContext {
   bool measured_ = false;   // it is a measured step (not warmup)
   std::map<int64_t, std::unique_ptr<Inflight>> inflight_;  // batches started, by iteration
   std::map<int, Program> programs_;                         // by place in the run (program_of)
-  // the step being interpreted: the queued comm ops' futures by op id, the batch whose op runs
-  // (queue() adds to its queued ops), the last op queued and the failure of its chain (ops
-  // queued one after another in the program: one that failed makes the rest rethrow, unrun)
+  // the step being interpreted: the queued comm ops' futures by op id, the batch whose op runs,
+  // and the ops queued one after another in the program (a batch's input dist, its output
+  // dist), not yet handed to the comm worker: they run there as one job, in order, so one that
+  // fails ends the job and the rest do not run (flush_queued), the last one's id
   std::vector<std::shared_future<void>> op_done_;
   Inflight* current_ = nullptr;
+  std::vector<std::pair<int, std::function<void()>>> pending_;
+  Inflight* pending_batch_ = nullptr;
   int last_queued_ = -2;
-  std::shared_ptr<std::exception_ptr> chain_;
+  /// Hands the pending queued ops to the comm worker as one job; their futures go to op_done_
+  /// and to their batch's queued ops. Nothing when none is pending.
+  void flush_queued();
   bool stop_ = false;  // the step's cancel vote (dense_optimizer)
   // DDP buckets of the dense gradients: [begin, end) in parameter order, in launch order (the
   // last always exists and carries the loss) and the reduce buffer

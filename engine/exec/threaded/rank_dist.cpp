@@ -21,6 +21,8 @@ void Rank::run_op(const Program& pr, const ProgramOp& op, Inflight& b) {
   const program::OpOwner& tag = pr.owners[static_cast<size_t>(op.id)];
   if (tag.kind < 0) throw std::logic_error(fmt::format("step program op {} \"{}\" has no owner", op.id, op.name));
   current_ = &b;
+  // a queued op after another one goes with it; any other op ends the run of queued ops
+  if (op.lane != Lane::comm || op.id != last_queued_ + 1) flush_queued();
   if (op.lane != Lane::comm)  // the compute worker runs it once what it needs is there
     for (int w : op.waits_for) await(op_done_[static_cast<size_t>(w)]);
   try {
@@ -61,26 +63,30 @@ void Rank::run_own(const Program& pr, const ProgramOp& op, const program::OpOwne
 }
 
 void Rank::queue(const ProgramOp& op, std::function<void()> fn) {
-  if (!chain_ || op.id != last_queued_ + 1) chain_ = std::make_shared<std::exception_ptr>();
+  if (op.id != last_queued_ + 1 || current_ != pending_batch_) flush_queued();
   last_queued_ = op.id;
-  std::shared_future<void> done =
-      comm_
-          ->submit([this, chain = chain_, fn = std::move(fn), step = step_] {
-            if (*chain) std::rethrow_exception(*chain);  // an op before it in the chain failed
-            comm_step_ = step;
-            try {
-              fn();
-            } catch (...) {
-              *chain = std::current_exception();
-              throw;
-            }
-          })
-          .share();
-  op_done_[static_cast<size_t>(op.id)] = done;
-  if (current_) current_->queued.push_back(std::move(done));
+  pending_batch_ = current_;
+  pending_.emplace_back(op.id, std::move(fn));
+}
+
+void Rank::flush_queued() {
+  if (pending_.empty()) return;
+  std::vector<int> ids;
+  for (const auto& [id, fn] : pending_) ids.push_back(id);
+  std::shared_future<void> done = comm_
+                                      ->submit([this, jobs = std::move(pending_), step = step_] {
+                                        comm_step_ = step;
+                                        for (const auto& [id, fn] : jobs) fn();
+                                      })
+                                      .share();
+  pending_.clear();
+  for (int id : ids) op_done_[static_cast<size_t>(id)] = done;
+  if (pending_batch_) pending_batch_->queued.push_back(std::move(done));
+  pending_batch_ = nullptr;
 }
 
 void Rank::settle(Inflight& b) {
+  flush_queued();
   for (auto& f : b.queued) await(f);
   b.queued.clear();
   if (b.looked_up) finish_output_dist(b);
