@@ -9,10 +9,12 @@
 // a compute op first waits for the queued comm ops its waits_for names, a sync phase ends with
 // its batch's queued comm ops awaited (and the batch's output dist finished: the pooled
 // embeddings unpacked), and a batch carried over from an earlier step (a pipeline's batch
-// ahead) has what it queued there awaited before its first phase in this one. The files:
-// rank.cpp (setup, the step loop, the interpreter), rank_input.cpp (input, input dist,
-// kjt_permute, lookup, prefetch), rank_dist.cpp (queueing comm ops, sync points, the output
-// dist's finish) and rank_train.cpp (dense part, DDP buckets, embedding and dense optimizers).
+// ahead) has what it queued there awaited before its first phase in this one. Comm ops queued
+// one after another (a batch's input dist, its output dist) go to the comm worker as one job.
+// The files: rank.cpp (setup, the step loop), rank_dist.cpp (the dispatch to the owners,
+// queueing comm ops, sync points, the output dist's finish), rank_input.cpp (input, input dist,
+// kjt_permute, lookup, prefetch) and rank_train.cpp (dense part, DDP buckets, embedding and
+// dense optimizers).
 
 #include "embedscope/engine/input/source.h"
 #include <algorithm>
