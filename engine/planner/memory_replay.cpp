@@ -1,7 +1,7 @@
 // The memory estimate's replay of one rank's buffers (memory_replay.h), in the order the
 // threaded executor takes and gives them back: exec/threaded/rank.cpp (setup), rank_input.cpp
-// (kjt_permute and lookup), rank_dist.cpp and the sharding modules (output dist), rank_train.cpp
-// (the train phase). A change to those allocations changes this file; the matrix test
+// (kjt_permute and lookup), the sharding modules' ops (output and grad dist, updates),
+// rank_dist.cpp (the output dist's finish), rank_train.cpp (the train phase's own ops). A change to those allocations changes this file; the matrix test
 // (tests/engine/planner/memory_matrix_test.cpp) compares the two.
 #include "planner/memory_replay.h"
 
@@ -279,7 +279,7 @@ class Replay {
     return c;
   }
 
-  // kjt_permute, lookup and start_output_dist (rank_input.cpp, rank_dist.cpp, the modules)
+  // kjt_permute, lookup and the modules' output dist ops (rank_input.cpp, the modules' run)
   void lookup(int64_t bi) {
     constexpr int64_t f32 = 4, i64 = 8;
     const int64_t W = L_.world, B = L_.B;

@@ -122,6 +122,14 @@ int ProgramSink::add(std::string name, Lane lane, OpCategory cat, int batch, std
   return program.ops.back().id;
 }
 
+int ProgramSink::own(int op, int kind, int arg) {
+  if (owners) {
+    if (owners->size() < program.ops.size()) owners->resize(program.ops.size());
+    (*owners)[static_cast<size_t>(op)] = {owner, kind, arg};
+  }
+  return op;
+}
+
 void ProgramSink::wait(int op, int on) {
   auto& w = program.ops[static_cast<size_t>(op)].waits_for;
   if (on >= 0 && std::find(w.begin(), w.end(), on) == w.end()) w.push_back(on);

@@ -30,6 +30,37 @@ double expected_slot_ids(const WorkloadSpec& spec, const detail::Slot& sl, bool&
 /// alpha 1, hot rows {perm(0), perm(1)}: (1 + 1/2) / H(10, 1) = 1.5 / 2.928968 = 0.512126.
 double hot_id_share(const WorkloadSpec& spec, int table, int feature, int64_t row_begin, int64_t row_end);
 
+/// Who runs an op in an executor that interprets the program op by op (exec/threaded/rank.h):
+/// `owner` -1 for the executor's own ops (kind: a RankOp), k >= 0 for sharding module k of the
+/// plan (sharding/embedding_sharding.h, embedding_shardings order; kind: the module's own op
+/// kind, opaque outside it); `arg` the kind's argument (a table, a DDP bucket), 0 when it has
+/// none. kind -1: not tagged (an executor refuses it). Recorded as the op is emitted
+/// (ProgramSink::own), one per op of StepProgram::ops, in the same order.
+struct OpOwner {
+  int owner = -1;
+  int kind = -1;
+  int arg = 0;
+};
+
+/// The executor's own ops (OpOwner::owner -1), one kind per op name of the program builder's
+/// phases (step_program.cpp); the sharding modules' ops are theirs.
+enum class RankOp : int {
+  input,                     ///< "input"
+  bucketize,                 ///< "bucketize"
+  input_dist_splits,         ///< "input_dist/splits"
+  input_dist_lengths,        ///< "input_dist/lengths"
+  input_dist_ids,            ///< "input_dist/ids"
+  kjt_permute,               ///< "kjt_permute"
+  host_fetch,                ///< "host_fetch" (gpu_copy lane)
+  lookup,                    ///< "lookup" (with the modules' local lookups)
+  prefetch,                  ///< "prefetch" (gpu_copy lane)
+  dense_forward_backward,    ///< "dense_forward_backward" (launches the dense_all_reduce ops)
+  dense_all_reduce,          ///< "dense_all_reduce", arg: the DDP bucket
+  host_update,               ///< "host_update" (gpu_copy lane)
+  backward_fused_optimizer,  ///< "backward_fused_optimizer"
+  dense_optimizer,           ///< "dense_optimizer"
+};
+
 /// build_step_program (step_program.h) of a plan already validated, over its layout: what an
 /// executor that builds every rank's programs uses (the layout is built once, not per rank).
 /// `cold_start`: the host-link ops of tables in host memory carry the cache model's cold-start
@@ -38,7 +69,11 @@ double hot_id_share(const WorkloadSpec& spec, int table, int feature, int64_t ro
 /// simulated executor runs for the first cold_start_iterations. The default (false) is the
 /// steady state, what plan_stats and `embedscope program` show.
 StepProgram build_step_program(const WorkloadSpec& spec, const ShardingPlan& plan, const detail::Layout& layout, int rank,
-                               int64_t iteration, bool cold_start = false);
+                               int64_t iteration, bool cold_start = false, std::vector<OpOwner>* owners = nullptr);
+/// The same, with the owner of every op (owners[i] of program.ops[i]): what the threaded
+/// executor interprets (exec/threaded/rank.h).
+StepProgram build_step_program(const WorkloadSpec& spec, const ShardingPlan& plan, const detail::Layout& layout, int rank,
+                               int64_t iteration, std::vector<OpOwner>& owners);
 
 /// The iterations whose cold-start programs differ from the steady ones: ceil of the largest
 /// CacheEstimate::fill_batches (batches until a cache that started empty is full) over every
@@ -64,6 +99,15 @@ class ProgramSink {
   std::vector<int> world_ranks, node_ranks, cross_ranks;  ///< members of this rank's groups
   std::string node_group, cross_group;                    ///< "node<n>", "cross<l>"
   StepProgram& program;
+  /// The owner of every op emitted so far (OpOwner), when the builder wants them; else null.
+  std::vector<OpOwner>* owners = nullptr;
+  /// The owner of the ops emitted from now on: -1 the executor, k sharding module k (the
+  /// builder sets it around each module's emit_* calls).
+  int owner = -1;
+  /// Tags op `op` (emitted by the current owner) with the owner's op kind `kind` and its
+  /// argument `arg` (OpOwner). Returns op.
+  int own(int op, int kind, int arg = 0);
+  int own(int op, RankOp kind, int arg = 0) { return own(op, static_cast<int>(kind), arg); }
 
   /// A compute op; it waits for the previous compute op and the last comm op queued
   /// synchronously since.

@@ -66,6 +66,7 @@ namespace {
 using detail::Layout;
 using detail::Slot;
 using program::ProgramSink;
+using program::RankOp;
 using sessions::OpCategory;
 
 // Records one schedule entry around the ops a phase emits.
@@ -82,13 +83,16 @@ class PhaseScope {
   StepProgram& p_;
 };
 
-// The phases of one batch, as the threaded executor runs them (exec/threaded/); the dists of
-// the sharding types come from their modules (sharding/embedding_sharding.h).
+// The phases of one batch; every op tagged with its owner (program_sink.h OpOwner), which the
+// threaded executor (exec/threaded/rank.h) hands it to. The dists of the sharding types come
+// from their modules (sharding/embedding_sharding.h).
 class Builder {
  public:
-  Builder(const WorkloadSpec& spec, const detail::Layout& layout, int rank, StepProgram& p, bool cold_start = false)
+  Builder(const WorkloadSpec& spec, const detail::Layout& layout, int rank, StepProgram& p, bool cold_start = false,
+          std::vector<program::OpOwner>* owners = nullptr)
       : cold_(cold_start), spec_(spec), sink_(spec, layout, rank, p), L_(sink_.layout), me_(rank), W_(L_.world), B_(L_.B), p_(p),
         shardings_(sharding::embedding_shardings(L_)), mine_(L_.slots_to[static_cast<size_t>(rank)]) {
+    sink_.owners = owners;
     // this rank's shards in host memory, with their expected cache behaviour per batch
     std::map<std::pair<int, int>, size_t> at;
     for (int k : mine_) {
@@ -111,13 +115,13 @@ class Builder {
     for (const auto& f : spec_.features) batch_ids += static_cast<double>(B_) * f.pooling_factor.mean;
     const double kjt_bytes = 8.0 * (batch_ids + static_cast<double>(B_ * static_cast<int64_t>(spec_.features.size())));
     const double dense_in = spec_.dense ? 4.0 * static_cast<double>(B_ * (spec_.dense->num_dense_features + 1)) : 0.0;
-    sink_.compute("input", OpCategory::input, batch,
+    own(sink_.compute("input", OpCategory::input, batch,
                   fmt::format("make this rank's batch ({} samples, {} features) and check its ids", B_,
                               spec_.features.size()),
-                  0, 0, std::llround(kjt_bytes + dense_in));
-    sink_.compute("bucketize", OpCategory::input, batch,
+                  0, 0, std::llround(kjt_bytes + dense_in)), RankOp::input);
+    own(sink_.compute("bucketize", OpCategory::input, batch,
                   "group the ids by destination shard (row-wise tables: by row range)", 0, 0,
-                  std::llround(2 * kjt_bytes));
+                  std::llround(2 * kjt_bytes)), RankOp::bucketize);
     const size_t nmine = mine_.size();
     std::vector<int64_t> ss(static_cast<size_t>(W_)), sr(static_cast<size_t>(W_), static_cast<int64_t>(nmine));
     std::vector<int64_t> ls(static_cast<size_t>(W_)), lr(static_cast<size_t>(W_), static_cast<int64_t>(nmine) * B_);
@@ -135,13 +139,13 @@ class Builder {
     for (int k : mine_) mine_ids += expected_ids(L_.slots[static_cast<size_t>(k)], exact);
     for (int s = 0; s < W_; ++s) ir[static_cast<size_t>(s)] = std::llround(mine_ids);
     const auto& world = sink_.world_ranks;
-    sink_.comm("input_dist/splits", batch, {sink_.all_to_all("input_dist/splits", world, "world", ss, sr, 8, "int64")},
-               sync, "all-to-all of the id count of every (shard, feature) bucket");
-    sink_.comm("input_dist/lengths", batch, {sink_.all_to_all("input_dist/lengths", world, "world", ls, lr, 8, "int64")},
-               sync, "all-to-all of the bag lengths of every bucket");
-    ids_op_[batch] = sink_.comm("input_dist/ids", batch,
+    own(sink_.comm("input_dist/splits", batch, {sink_.all_to_all("input_dist/splits", world, "world", ss, sr, 8, "int64")},
+               sync, "all-to-all of the id count of every (shard, feature) bucket"), RankOp::input_dist_splits);
+    own(sink_.comm("input_dist/lengths", batch, {sink_.all_to_all("input_dist/lengths", world, "world", ls, lr, 8, "int64")},
+               sync, "all-to-all of the bag lengths of every bucket"), RankOp::input_dist_lengths);
+    ids_op_[batch] = own(sink_.comm("input_dist/ids", batch,
                                 {sink_.all_to_all("input_dist/ids", world, "world", is, ir, 8, "int64", exact)}, sync,
-                                "all-to-all of the ids, each to the rank holding its shard");
+                                "all-to-all of the ids, each to the rank holding its shard"), RankOp::input_dist_ids);
   }
 
   /// kjt_permute, lookup and the output dist (pooled embeddings to the ranks owning the samples).
@@ -161,6 +165,7 @@ class Builder {
         input_dist_earlier ? "arrange the received ids per local shard (their input dist ran in the previous step)"
                            : "arrange the received ids per local shard",
         0, 0, std::llround(2 * 8.0 * (ids + bags * static_cast<double>(mine_.size()))));
+    own(permute, RankOp::kjt_permute);
     for (const auto& m : shardings_) {
       const auto w = m->local_lookup_work(sink_);
       ids += w.ids;
@@ -176,15 +181,19 @@ class Builder {
     }
     int fetch_op = -1;
     if (std::llround(fetch) > 0)
-      fetch_op = sink_.copy("host_fetch", batch,
+      fetch_op = own(sink_.copy("host_fetch", batch,
                             fmt::format("fetch the {:.1f} rows the lookup misses (expected) from host memory", rows),
-                            std::llround(fetch), 0, {permute});
+                            std::llround(fetch), 0, {permute}), RankOp::host_fetch);
     lookup_op_[batch] = sink_.compute("lookup", OpCategory::lookup, batch,
                                       fmt::format("pooled lookup of {} local shard bucket(s) and {} replicated table(s)",
                                                   mine_.size(), L_.dp_tables.size()),
                                       std::llround(ids), 0, std::llround(bytes));
+    own(lookup_op_[batch], RankOp::lookup);
     sink_.depend(lookup_op_[batch], fetch_op);
-    for (const auto& m : shardings_) m->emit_output_dist(sink_, batch, sync);
+    for (size_t k = 0; k < shardings_.size(); ++k) {
+      ModuleScope module(sink_, k);
+      shardings_[k]->emit_output_dist(sink_, batch, sync);
+    }
   }
 
   void finish_output_dist(int batch) { PhaseScope ph(p_, PhaseKind::finish_output_dist, batch, true); }
@@ -203,11 +212,11 @@ class Builder {
     }
     if (!any) return;
     const auto found = ids_op_.find(batch);
-    prefetch_op_ = sink_.copy("prefetch", batch,
+    prefetch_op_ = own(sink_.copy("prefetch", batch,
                               fmt::format("prefetch the {:.1f} rows batch {:+} will miss (expected) into the device "
                                           "caches, pinned until its lookup",
                                           rows, batch),
-                              std::llround(h2d), 0, {found == ids_op_.end() ? -1 : found->second});
+                              std::llround(h2d), 0, {found == ids_op_.end() ? -1 : found->second}), RankOp::prefetch);
   }
 
   /// The dense part, the gradient dist, the embedding update and the dense all-reduce.
@@ -222,6 +231,7 @@ class Builder {
             fmt::format("dense forward, BCE loss and backward of {} parameters; launches {} DDP bucket all-reduce(s)",
                         dense.num_params(), buckets.size()),
         0, 6 * B_ * dense.num_params());
+    own(fb, RankOp::dense_forward_backward);
     std::vector<int> bucket_ops;
     for (size_t k = 0; k < buckets.size(); ++k) {
       const auto [lo, hi] = buckets[k];
@@ -239,8 +249,12 @@ class Builder {
                                       fmt::format("DDP bucket {}: all-reduce of dense gradients [{}, {}){}", k, lo, hi,
                                                   last ? " with the loss and the cancel vote" : ""),
                                       fb));
+      own(bucket_ops.back(), RankOp::dense_all_reduce, static_cast<int>(k));
     }
-    for (const auto& m : shardings_) m->emit_grad_dist(sink_, batch);
+    for (size_t k = 0; k < shardings_.size(); ++k) {
+      ModuleScope module(sink_, k);
+      shardings_[k]->emit_grad_dist(sink_, batch);
+    }
     bool exact = true;
     double ids = 0, bytes = 0;
     for (int k : mine_) {
@@ -265,23 +279,39 @@ class Builder {
                              "the optimizer's host traffic (expected): state rows there and back, uncached rows written "
                              "through, dirty rows evicted",
                              std::llround(h2d), std::llround(d2h), {lk == lookup_op_.end() ? -1 : lk->second});
+      own(update_op, RankOp::host_update);
     }
     const int bwd = sink_.compute("backward_fused_optimizer", OpCategory::optimizer, batch,
                                   fmt::format("sparse gradients of the local shards and the fused {} update of their rows",
                                               to_string(spec_.optimizer.type)),
                                   std::llround(ids), 0, std::llround(bytes));
+    own(bwd, RankOp::backward_fused_optimizer);
     sink_.depend(bwd, update_op);
     sink_.depend(bwd, prefetch_op_);  // FBGEMM: the TBE backward waits for the prefetch of the next batch
-    for (const auto& m : shardings_) m->emit_update(sink_, batch);
+    for (size_t k = 0; k < shardings_.size(); ++k) {
+      ModuleScope module(sink_, k);
+      shardings_[k]->emit_update(sink_, batch);
+    }
     const int opt = sink_.compute("dense_optimizer", OpCategory::optimizer, batch,
                                   "average the all-reduced dense gradients and apply SGD (waits for every bucket)", 0, 0,
                                   3 * 4 * dense.num_params());
+    own(opt, RankOp::dense_optimizer);
     auto& waits = p_.ops[static_cast<size_t>(opt)].waits_for;
     for (int id : bucket_ops)
       if (std::find(waits.begin(), waits.end(), id) == waits.end()) waits.push_back(id);
   }
 
  private:
+  // the executor's own op (program_sink.h OpOwner)
+  int own(int op, RankOp kind, int arg = 0) { return sink_.own(op, kind, arg); }
+  // module k emits (its ops' owner), the executor again after
+  struct ModuleScope {
+    ModuleScope(ProgramSink& sink, size_t k) : sink_(sink) { sink_.owner = static_cast<int>(k); }
+    ~ModuleScope() { sink_.owner = -1; }
+    ModuleScope(const ModuleScope&) = delete;
+    ModuleScope& operator=(const ModuleScope&) = delete;
+    ProgramSink& sink_;
+  };
   double expected_ids(const Slot& sl, bool& exact) const { return program::expected_slot_ids(spec_, sl, exact); }
   // a local shard in host memory: its features' expected ids per batch and its cache estimate
   struct HostShard {
@@ -377,7 +407,15 @@ StepProgram build_step_program(const WorkloadSpec& spec, const ShardingPlan& pla
 }
 
 StepProgram program::build_step_program(const WorkloadSpec& spec, const ShardingPlan& plan, const detail::Layout& layout,
-                                        int rank, int64_t iteration, bool cold_start) {
+                                        int rank, int64_t iteration, std::vector<OpOwner>& owners) {
+  owners.clear();
+  StepProgram p = build_step_program(spec, plan, layout, rank, iteration, false, &owners);
+  owners.resize(p.ops.size());  // an op emitted last without a tag stays untagged (kind -1)
+  return p;
+}
+
+StepProgram program::build_step_program(const WorkloadSpec& spec, const ShardingPlan& plan, const detail::Layout& layout,
+                                        int rank, int64_t iteration, bool cold_start, std::vector<OpOwner>* owners) {
   if (rank < 0 || rank >= plan.world_size)
     throw SpecError(fmt::format("--rank: {} is outside [0, {})", rank, plan.world_size));
   const int64_t total = spec.warmup_steps + spec.steps;
@@ -389,7 +427,7 @@ StepProgram program::build_step_program(const WorkloadSpec& spec, const Sharding
   p.iteration = iteration;
   p.step = iteration - spec.warmup_steps;
   p.pipeline = spec.pipeline;
-  Builder b(spec, layout, rank, p, cold_start);
+  Builder b(spec, layout, rank, p, cold_start, owners);
   for (const Phase& ph : step_schedule(spec, iteration)) switch (ph.kind) {
       case PhaseKind::start_batch: b.start_batch(ph.batch, ph.sync); break;
       // the ids of a batch looked up at the start of a step were received in the step before

@@ -1,5 +1,11 @@
 #include "embedding_sharding.h"
 
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "program/program_sink.h"
+
 namespace embedscope::engine::sharding {
 
 using detail::Layout;
@@ -12,6 +18,10 @@ std::vector<std::unique_ptr<EmbeddingSharding>> embedding_shardings(const Layout
   if (!layout.dp_tables.empty()) out.push_back(data_parallel_sharding());
   if (!layout.hot_tables.empty()) out.push_back(hot_rows_sharding());
   return out;
+}
+
+void unknown_op(const char* module, const ProgramOp& op, const program::OpOwner& tag) {
+  throw std::logic_error(fmt::format("sharding module {} has no op kind {} (op {} \"{}\")", module, tag.kind, op.id, op.name));
 }
 
 void scale_rows_mean(const std::vector<int64_t>& lengths, int64_t B, int f, float* rows, int64_t dim) {

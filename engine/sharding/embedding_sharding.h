@@ -1,9 +1,11 @@
 #pragma once
 // One sharding type's part of a step, behind one interface (TorchRec's EmbeddingSharding: the
 // output dist of the pooled embeddings and, in reverse, the gradient dist). Each module emits
-// its ops into the step program (program/program_sink.h) and, when an executor runs them,
-// packs, sends and unpacks its buffers through the rank's RankContext. The executors hold the
-// modules a plan needs (embedding_shardings) and never name a sharding type.
+// its ops into the step program (program/program_sink.h), each tagged with the module's own op
+// kind (ProgramSink::own), and runs them when an executor that interprets the program hands it
+// one (EmbeddingSharding::run): it packs, sends and unpacks its buffers through the rank's
+// RankContext. The executors hold the modules a plan needs (embedding_shardings), dispatch each
+// op to its owner and never name a sharding type.
 //   pooled_all_to_all.cpp  table_wise and column_wise: all-to-all of B x cols blocks
 //   row_wise.cpp           row_wise: reduce-scatter of partial sums / all-gather of gradients
 //   table_row_wise.cpp     table_row_wise: reduce-scatter in the node, all-to-all across nodes
@@ -26,8 +28,10 @@
 #include "embedscope/sessions/model/events.h"
 
 namespace embedscope::engine {
+struct ProgramOp;
 namespace program {
 class ProgramSink;
+struct OpOwner;
 }
 
 namespace sharding {
@@ -52,6 +56,11 @@ class RankContext {
   virtual void on_comm_lane(GroupKind g, const char* name, const std::function<void()>& fn) = 0;
   /// On the compute thread: runs `fn` on the comm worker as a span `name` and waits for it.
   virtual void comm(GroupKind g, const char* name, const std::function<void()>& fn) = 0;
+  /// On the compute thread: queues `fn` (the collectives of program op `op`, each run through
+  /// on_comm_lane) for the comm worker without waiting. The ops that wait for it (their
+  /// ProgramOp::waits_for, or the batch's next sync point) wait. Ops queued one after another
+  /// in the program (no other op between) run as one job: when one fails, the rest do not run.
+  virtual void queue(const ProgramOp& op, std::function<void()> fn) = 0;
   /// Where the quantization error of the forward (output dist) and backward (grad dist)
   /// collectives accumulates (qcomms; written on the comm thread).
   virtual QuantError* forward_error() = 0;
@@ -107,15 +116,41 @@ struct LocalBatch {
   int64_t iteration = 0;             ///< the batch's iteration (warmup included)
 };
 
-/// One batch's output dist after its buffers are packed: run() on the comm thread, finish() on
-/// the compute thread once run() has returned.
+/// One batch's output dist after its buffers are packed (by the module's first output dist op):
+/// its collectives run on the comm thread (queued by the module's output dist ops); finish()
+/// on the compute thread once they have returned (the batch's sync point: the executor's
+/// finish_output_dist). The executor frees the jobs in the order they were made.
 class OutputDistJob {
  public:
   virtual ~OutputDistJob() = default;
-  virtual void run(RankContext& ctx) = 0;
   /// Writes the received pooled embeddings into pooled[f] (B x dim of feature f); lengths are
   /// the batch's bag lengths (feature-major, F x B) for mean pooling after a reduction.
   virtual void finish(RankContext& ctx, std::vector<DeviceBuffer<float>>& pooled, const std::vector<int64_t>& lengths) = 0;
+};
+
+/// What a module's ops of one batch pass each other (buffers packed by one op and used by a
+/// later one); freed when its last op is done, or with the batch state when an op fails.
+class ModuleScratch {
+ public:
+  virtual ~ModuleScratch() = default;
+};
+
+/// One batch as the modules' ops see it: the executor's per-batch state (exec/threaded
+/// Inflight derives from it). Buffers are fp32 in the rank's arena; W ranks, B samples a rank.
+struct ModuleBatch {
+  LocalBatch local;                               ///< this rank's own batch (set by the input op)
+  const std::vector<int64_t>* lengths = nullptr;  ///< its F x B bag lengths, feature-major
+  /// lookup: per local slot k (layout().slots_to[rank]), the W*B x cols rows looked up, source rank major
+  std::vector<DeviceBuffer<float>> slot_out;
+  std::vector<DeviceBuffer<float>> pooled;   ///< per feature f: B x dim, final after the output dist
+  std::vector<DeviceBuffer<float>> dpooled;  ///< per feature f: B x dim, the gradient of pooled (train)
+  std::vector<DeviceBuffer<float>> slot_grad;  ///< per local slot: W*B x cols, written by the grad dist
+  /// The output dist jobs of the batch, in the order their modules' ops ran (module order).
+  std::vector<std::unique_ptr<OutputDistJob>> output_jobs;
+  /// Per module: its scratch (nullptr when none) and the gradients of its local shards it
+  /// applies itself (EmbeddingSharding::applies_shard_grads; written by backward_fused_optimizer).
+  std::vector<std::unique_ptr<ModuleScratch>> scratch;
+  std::vector<std::vector<ShardGrad>> shard_grads;
 };
 
 class EmbeddingSharding {
@@ -125,14 +160,14 @@ class EmbeddingSharding {
   virtual void emit_output_dist(program::ProgramSink& sink, int batch, bool sync) const = 0;
   /// Appends the gradient dist ops (the compute worker waits for each).
   virtual void emit_grad_dist(program::ProgramSink& sink, int batch) const = 0;
-  /// Packs the looked-up rows of this rank's slots (slot_out[k]: W*B x cols of local slot k,
-  /// source rank major) for the output dist; nullptr when the module has none.
-  virtual std::unique_ptr<OutputDistJob> start_output_dist(RankContext& ctx,
-                                                           const std::vector<DeviceBuffer<float>>& slot_out) const = 0;
-  /// The gradient dist: dpooled[f] (B x dim) to the shards; writes slot_grad[k] (W*B x cols of
-  /// local slot k, source rank major).
-  virtual void grad_dist(RankContext& ctx, const std::vector<DeviceBuffer<float>>& dpooled,
-                         const std::vector<int64_t>& lengths, std::vector<DeviceBuffer<float>>& slot_grad) const = 0;
+  /// Runs op `op` of batch `b` on the compute thread: an op this module emitted (owner `self`,
+  /// its index in embedding_shardings; the kind and argument its emit_* tagged it with,
+  /// `tag`), in program order. Output dist ops pack the looked-up rows (b.slot_out) and queue
+  /// their collectives (RankContext::queue; OutputDistJob in b.output_jobs), grad dist ops
+  /// fill b.slot_grad from b.dpooled (the compute worker waits for their collectives), update
+  /// ops apply what they own. Throws std::logic_error for a kind it never emits.
+  virtual void run(const ProgramOp& op, const program::OpOwner& tag, RankContext& ctx, ModuleBatch& b,
+                   int self) const = 0;
 
   // Tables a module holds outside the slots of the input dist (data_parallel's replicas): by
   // default none.
@@ -144,34 +179,28 @@ class EmbeddingSharding {
   virtual LookupWork local_lookup_work(const program::ProgramSink&) const { return {}; }
   /// Appends their update ops, after the local shards' fused optimizer.
   virtual void emit_update(program::ProgramSink&, int /*batch*/) const {}
-  /// Their lookups, whose pooled result is final here: writes pooled[f] (B x dim of feature f).
+  /// Their lookups, part of the executor's lookup op, whose pooled result is final here:
+  /// writes pooled[f] (B x dim of feature f).
   virtual void local_lookup(RankContext&, const LocalBatch&, std::vector<DeviceBuffer<float>>& /*pooled*/) const {}
-  /// Their update from dpooled[f] (B x dim, the gradient of this rank's pooled outputs).
-  virtual void update(RankContext&, const LocalBatch&, const std::vector<DeviceBuffer<float>>& /*dpooled*/) const {}
 
-  // Local shards whose sparse gradients the module applies itself instead of the executor's
-  // fused optimizer (row_wise's factorized tables: B is summed over the ranks first): none by default.
+  // Local shards whose sparse gradients the module applies itself (its update ops) instead of
+  // the executor's fused optimizer (row_wise's factorized tables: B is summed over the ranks
+  // first): none by default.
   /// Whether table `table`'s local shards are such.
   virtual bool applies_shard_grads(const detail::Layout&, int /*table*/) const { return false; }
-  /// Applies them at `iteration`, after the other local shards' fused optimizer and before
-  /// update(): `grads` holds this rank's shards of those tables, in shard order (none when the
-  /// rank holds none; it still joins the module's collectives).
-  virtual void update_shards(RankContext&, std::vector<ShardGrad>& /*grads*/, int64_t /*iteration*/) const {}
 };
 
 /// A module whose tables are held outside the slots of the input dist (data_parallel's replicas,
 /// hot_rows' replicated rows): no output or gradient dist; it overrides the local lookup,
-/// update and their ops only.
+/// update ops and their running only.
 class LocalEmbeddingSharding : public EmbeddingSharding {
  public:
   void emit_output_dist(program::ProgramSink&, int, bool) const override {}
   void emit_grad_dist(program::ProgramSink&, int) const override {}
-  std::unique_ptr<OutputDistJob> start_output_dist(RankContext&, const std::vector<DeviceBuffer<float>>&) const override {
-    return nullptr;
-  }
-  void grad_dist(RankContext&, const std::vector<DeviceBuffer<float>>&, const std::vector<int64_t>&,
-                 std::vector<DeviceBuffer<float>>&) const override {}
 };
+
+/// Throws std::logic_error: op `op` was handed to a module (`module`) that does not run its kind.
+[[noreturn]] void unknown_op(const char* module, const ProgramOp& op, const program::OpOwner& tag);
 
 /// The modules of a plan, in the order their collectives run: the all-to-all of table_wise and
 /// column_wise shards always (every rank joins, with empty splits when it has none), then

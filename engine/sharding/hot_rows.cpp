@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "program/program_sink.h"
+#include "embedscope/engine/program/step_program.h"
 #include "embedding_sharding.h"
 
 namespace embedscope::engine::sharding {
@@ -31,6 +32,16 @@ namespace embedscope::engine::sharding {
 namespace {
 
 using sessions::OpCategory;
+
+// the module's op kinds (program_sink.h OpOwner::kind); kOptimizer's arg: the index in hot_tables
+enum OpKind : int { kBackward, kAllReduce, kOptimizer };
+
+// Every hot table's H x (dim + 1) block, in hot_tables order, from the backward op to the
+// last table's optimizer op.
+struct Scratch final : ModuleScratch {
+  std::vector<int64_t> at;  // block offsets, hot_tables.size() + 1
+  DeviceBuffer<float> block;
+};
 
 class HotRows final : public LocalEmbeddingSharding {
  public:
@@ -60,20 +71,24 @@ class HotRows final : public LocalEmbeddingSharding {
                static_cast<double>(H * (ts.embedding_dim + 1)) * 4.0;
       count += H * (ts.embedding_dim + 1);
     }
-    sink.compute("backward_hot_rows", OpCategory::optimizer, batch,
+    sink.own(sink.compute("backward_hot_rows", OpCategory::optimizer, batch,
                  fmt::format("gradients of the hot rows of {} table(s) into one block of rows x (dim + 1)",
                              sink.layout.hot_tables.size()),
-                 std::llround(ids), 0, std::llround(bytes));
-    sink.comm("grad_dist/hot_rows_all_reduce", batch,
+                 std::llround(ids), 0, std::llround(bytes)),
+             kBackward);
+    sink.own(sink.comm("grad_dist/hot_rows_all_reduce", batch,
               {sink.all_reduce("grad_dist/hot_rows_all_reduce", sink.world_ranks, "world", count, 4, "float32")}, true,
-              fmt::format("all-reduce of the hot rows' gradients and id counts ({} fp32 values)", count));
-    for (int t : sink.layout.hot_tables) {
+              fmt::format("all-reduce of the hot rows' gradients and id counts ({} fp32 values)", count)),
+             kAllReduce);
+    for (size_t i = 0; i < sink.layout.hot_tables.size(); ++i) {
+      const int t = sink.layout.hot_tables[i];
       const TableSpec& ts = sink.spec.tables[static_cast<size_t>(t)];
       const auto H = static_cast<int64_t>(sink.layout.hot_rows[static_cast<size_t>(t)].size());
-      sink.compute("optimizer_hot_rows", OpCategory::optimizer, batch,
+      sink.own(sink.compute("optimizer_hot_rows", OpCategory::optimizer, batch,
                    fmt::format("fused optimizer on every replica of the {} hot rows of {}", H, ts.name), H, 0,
                    std::llround(program::ProgramSink::update_bytes(static_cast<double>(H), ts, ts.embedding_dim, 0,
-                                                                   sink.spec.optimizer.type)));
+                                                                   sink.spec.optimizer.type))),
+               kOptimizer, static_cast<int>(i));
     }
   }
 
@@ -88,58 +103,80 @@ class HotRows final : public LocalEmbeddingSharding {
       }
   }
 
-  void update(RankContext& ctx, const LocalBatch& b, const std::vector<DeviceBuffer<float>>& dpooled) const override {
+  /// The update (emit_update's ops): every hot table's block of this rank's gradients
+  /// (kBackward), all-reduced over the world (kAllReduce), then each table's fused optimizer on
+  /// the rows the global batch touched (kOptimizer, per table in hot_tables order).
+  void run(const ProgramOp& op, const program::OpOwner& tag, RankContext& ctx, ModuleBatch& mb, int self) const override {
     const WorkloadSpec& spec = ctx.spec();
     const detail::Layout& L = ctx.layout();
+    const LocalBatch& b = mb.local;
     const int64_t B = L.B;
-    // every hot table's H x (dim + 1) block, in hot_tables order, in one buffer
-    std::vector<int64_t> at(L.hot_tables.size() + 1, 0);
-    for (size_t i = 0; i < L.hot_tables.size(); ++i) {
-      const int t = L.hot_tables[i];
-      at[i + 1] = at[i] + static_cast<int64_t>(L.hot_rows[static_cast<size_t>(t)].size()) *
-                              (spec.tables[static_cast<size_t>(t)].embedding_dim + 1);
-    }
-    auto block = ctx.buffer("comm_buffer", static_cast<size_t>(at.back()));
-    ctx.compute(OpCategory::optimizer, "backward_hot_rows", [&] {
-      std::fill(block.data(), block.data() + at.back(), 0.0f);
-      for (size_t i = 0; i < L.hot_tables.size(); ++i) {
-        const int t = L.hot_tables[i];
-        const int64_t dim = spec.tables[static_cast<size_t>(t)].embedding_dim, w = dim + 1;
-        for (const int f : L.table_features[static_cast<size_t>(t)]) {
-          const bool mean = is_mean(spec, L, f);
-          std::vector<int64_t> ids, off;
-          hot_bags(L, t, b, f, ids, off);
-          const float* g = dpooled[static_cast<size_t>(f)].data();
-          for (int64_t s = 0; s < B; ++s) {
-            const int64_t len = b.lengths[f * B + s];
-            const float sc = !mean ? 1.0f : len > 0 ? 1.0f / static_cast<float>(len) : 0.0f;
-            for (int64_t k = off[static_cast<size_t>(s)]; k < off[static_cast<size_t>(s) + 1]; ++k) {
-              float* row = block.data() + at[i] + ids[static_cast<size_t>(k)] * w;
-              for (int64_t c = 0; c < dim; ++c) row[c] += sc * g[s * dim + c];
-              row[dim] += 1.0f;  // ids of the row (exact in fp32 below 2^24)
+    auto& scratch = mb.scratch[static_cast<size_t>(self)];
+    switch (tag.kind) {
+      case kBackward: {
+        auto fresh = std::make_unique<Scratch>();
+        std::vector<int64_t>& at = fresh->at;
+        at.assign(L.hot_tables.size() + 1, 0);
+        for (size_t i = 0; i < L.hot_tables.size(); ++i) {
+          const int t = L.hot_tables[i];
+          at[i + 1] = at[i] + static_cast<int64_t>(L.hot_rows[static_cast<size_t>(t)].size()) *
+                                  (spec.tables[static_cast<size_t>(t)].embedding_dim + 1);
+        }
+        fresh->block = ctx.buffer("comm_buffer", static_cast<size_t>(at.back()));
+        DeviceBuffer<float>& block = fresh->block;
+        ctx.compute(OpCategory::optimizer, "backward_hot_rows", [&] {
+          std::fill(block.data(), block.data() + at.back(), 0.0f);
+          for (size_t i = 0; i < L.hot_tables.size(); ++i) {
+            const int t = L.hot_tables[i];
+            const int64_t dim = spec.tables[static_cast<size_t>(t)].embedding_dim, w = dim + 1;
+            for (const int f : L.table_features[static_cast<size_t>(t)]) {
+              const bool mean = is_mean(spec, L, f);
+              std::vector<int64_t> ids, off;
+              hot_bags(L, t, b, f, ids, off);
+              const float* g = mb.dpooled[static_cast<size_t>(f)].data();
+              for (int64_t s = 0; s < B; ++s) {
+                const int64_t len = b.lengths[f * B + s];
+                const float sc = !mean ? 1.0f : len > 0 ? 1.0f / static_cast<float>(len) : 0.0f;
+                for (int64_t k = off[static_cast<size_t>(s)]; k < off[static_cast<size_t>(s) + 1]; ++k) {
+                  float* row = block.data() + at[i] + ids[static_cast<size_t>(k)] * w;
+                  for (int64_t c = 0; c < dim; ++c) row[c] += sc * g[s * dim + c];
+                  row[dim] += 1.0f;  // ids of the row (exact in fp32 below 2^24)
+                }
+              }
             }
           }
-        }
+        });
+        scratch = std::move(fresh);
+        return;
       }
-    });
-    ctx.comm(GroupKind::world, "grad_dist/hot_rows_all_reduce", [&] {
-      ctx.group(GroupKind::world).all_reduce_sum("grad_dist/hot_rows_all_reduce", block.data(), at.back());
-    });
-    for (size_t i = 0; i < L.hot_tables.size(); ++i) {
-      const int t = L.hot_tables[i];
-      const int64_t dim = spec.tables[static_cast<size_t>(t)].embedding_dim, w = dim + 1;
-      const auto H = static_cast<int64_t>(L.hot_rows[static_cast<size_t>(t)].size());
-      ctx.compute(OpCategory::optimizer, "optimizer_hot_rows", [&] {
-        SparseGrad g;
-        g.dim = dim;
-        for (int64_t h = 0; h < H; ++h) {
-          const float* row = block.data() + at[i] + h * w;
-          if (row[dim] == 0.0f) continue;  // no id of the global batch touched it
-          g.rows.push_back(h);
-          g.values.insert(g.values.end(), row, row + dim);
-        }
-        ctx.replica_update(t, b.iteration + 1, g);
-      });
+      case kAllReduce: {
+        auto& s = static_cast<Scratch&>(*scratch);
+        ctx.comm(GroupKind::world, "grad_dist/hot_rows_all_reduce", [&] {
+          ctx.group(GroupKind::world).all_reduce_sum("grad_dist/hot_rows_all_reduce", s.block.data(), s.at.back());
+        });
+        return;
+      }
+      case kOptimizer: {
+        auto& s = static_cast<Scratch&>(*scratch);
+        const auto i = static_cast<size_t>(tag.arg);
+        const int t = L.hot_tables[i];
+        const int64_t dim = spec.tables[static_cast<size_t>(t)].embedding_dim, w = dim + 1;
+        const auto H = static_cast<int64_t>(L.hot_rows[static_cast<size_t>(t)].size());
+        ctx.compute(OpCategory::optimizer, "optimizer_hot_rows", [&] {
+          SparseGrad g;
+          g.dim = dim;
+          for (int64_t h = 0; h < H; ++h) {
+            const float* row = s.block.data() + s.at[i] + h * w;
+            if (row[dim] == 0.0f) continue;  // no id of the global batch touched it
+            g.rows.push_back(h);
+            g.values.insert(g.values.end(), row, row + dim);
+          }
+          ctx.replica_update(t, b.iteration + 1, g);
+        });
+        if (i + 1 == L.hot_tables.size()) scratch.reset();  // the block, after the last table
+        return;
+      }
+      default: unknown_op("hot_rows", op, tag);
     }
   }
 

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "program/program_sink.h"
+#include "embedscope/engine/program/step_program.h"
 #include "embedding_sharding.h"
 
 namespace embedscope::engine::sharding {
@@ -20,7 +21,8 @@ class Job final : public OutputDistJob {
   // the buffers go back to the allocator in the order they were taken (as the step always freed them)
   ~Job() override { send = {}; recv = {}; }
   std::vector<int64_t> scount, rcount;
-  void run(RankContext& ctx) override {
+  // on the comm thread
+  void run(RankContext& ctx) {
     const CommPrecision prec = ctx.spec().qcomms.forward_precision;
     ctx.on_comm_lane(GroupKind::world, "output_dist/all_to_all", [&] {
       ctx.group(GroupKind::world)
@@ -43,6 +45,9 @@ class Job final : public OutputDistJob {
   }
 };
 
+// the module's op kinds (program_sink.h OpOwner::kind)
+enum OpKind : int { kOutputDist, kGradDist };
+
 class PooledAllToAll final : public EmbeddingSharding {
  public:
   void emit_output_dist(program::ProgramSink& sink, int batch, bool sync) const override {
@@ -53,23 +58,39 @@ class PooledAllToAll final : public EmbeddingSharding {
       sc[static_cast<size_t>(r)] = L.B * L.a2a_cols(sink.rank);
       rc[static_cast<size_t>(r)] = L.B * L.a2a_cols(r);
     }
-    sink.comm("output_dist/all_to_all", batch,
+    sink.own(sink.comm("output_dist/all_to_all", batch,
               {sink.all_to_all("output_dist/all_to_all", sink.world_ranks, "world", sc, rc,
                                program::ProgramSink::elem_bytes(prec), program::ProgramSink::dtype(prec))},
-              sync, "all-to-all of the pooled embeddings of table-wise and column-wise shards");
+              sync, "all-to-all of the pooled embeddings of table-wise and column-wise shards"), kOutputDist);
   }
   void emit_grad_dist(program::ProgramSink& sink, int batch) const override {
     const Layout& L = sink.layout;
     const CommPrecision prec = sink.spec.qcomms.backward_precision;
     std::vector<int64_t> sc(static_cast<size_t>(L.world)), rc(static_cast<size_t>(L.world), L.B * L.a2a_cols(sink.rank));
     for (int d = 0; d < L.world; ++d) sc[static_cast<size_t>(d)] = L.B * L.a2a_cols(d);
-    sink.comm("grad_dist/all_to_all", batch,
+    sink.own(sink.comm("grad_dist/all_to_all", batch,
               {sink.all_to_all("grad_dist/all_to_all", sink.world_ranks, "world", sc, rc,
                                program::ProgramSink::elem_bytes(prec), program::ProgramSink::dtype(prec))},
-              true, "all-to-all of the pooled-embedding gradients back to the table-wise and column-wise shards");
+              true, "all-to-all of the pooled-embedding gradients back to the table-wise and column-wise shards"),
+             kGradDist);
   }
-  std::unique_ptr<OutputDistJob> start_output_dist(RankContext& ctx,
-                                                   const std::vector<DeviceBuffer<float>>& slot_out) const override {
+  void run(const ProgramOp& op, const program::OpOwner& tag, RankContext& ctx, ModuleBatch& b, int) const override {
+    switch (tag.kind) {
+      case kOutputDist: {  // every rank joins, with empty splits when it has no such shard
+        auto job = output_dist(ctx, b.slot_out);
+        Job* j = job.get();
+        b.output_jobs.push_back(std::move(job));
+        ctx.queue(op, [&ctx, j] { j->run(ctx); });
+        return;
+      }
+      case kGradDist: grad_dist(ctx, b.dpooled, b.slot_grad); return;
+      default: unknown_op("pooled_all_to_all", op, tag);
+    }
+  }
+
+ private:
+  // Packs the looked-up rows of this rank's slots for the output dist.
+  static std::unique_ptr<Job> output_dist(RankContext& ctx, const std::vector<DeviceBuffer<float>>& slot_out) {
     const Layout& L = ctx.layout();
     const int W = L.world, me = ctx.rank();
     const int64_t B = L.B;
@@ -95,8 +116,10 @@ class PooledAllToAll final : public EmbeddingSharding {
                            static_cast<size_t>(std::accumulate(job->rcount.begin(), job->rcount.end(), int64_t{0})));
     return job;
   }
-  void grad_dist(RankContext& ctx, const std::vector<DeviceBuffer<float>>& dpooled, const std::vector<int64_t>&,
-                 std::vector<DeviceBuffer<float>>& slot_grad) const override {
+  // The gradient dist: dpooled[f] (B x dim) back to the shards, into slot_grad[k] (W*B x cols
+  // of local slot k, source rank major); the compute worker waits for the all-to-all.
+  static void grad_dist(RankContext& ctx, const std::vector<DeviceBuffer<float>>& dpooled,
+                        std::vector<DeviceBuffer<float>>& slot_grad) {
     const Layout& L = ctx.layout();
     const int W = L.world, me = ctx.rank();
     const int64_t B = L.B;

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "program/program_sink.h"
+#include "embedscope/engine/program/step_program.h"
 #include "embedding_sharding.h"
 
 namespace embedscope::engine::sharding {
@@ -24,7 +26,8 @@ class Job final : public OutputDistJob {
   // the buffers go back to the allocator in the order they were taken (as the step always freed them)
   ~Job() override { send = {}; recv = {}; }
   std::vector<int64_t> counts;
-  void run(RankContext& ctx) override {
+  // on the comm thread
+  void run(RankContext& ctx) {
     const CommPrecision prec = ctx.spec().qcomms.forward_precision;
     ctx.on_comm_lane(GroupKind::world, "output_dist/reduce_scatter", [&] {
       ctx.group(GroupKind::world)
@@ -46,25 +49,36 @@ class Job final : public OutputDistJob {
   }
 };
 
+// the module's op kinds (program_sink.h OpOwner::kind); arg: the factorized table
+enum OpKind : int { kOutputDist, kGradDist, kLowRankBAllReduce, kLowRankUpdate };
+
+// A factorized table's dA and summed dB, from its all-reduce op to its update op.
+struct LowRankScratch final : ModuleScratch {
+  SparseGrad da;
+  std::vector<float> db;  // r x dim, then the row count
+};
+
 class RowWise final : public EmbeddingSharding {
  public:
   void emit_output_dist(program::ProgramSink& sink, int batch, bool sync) const override {
     const CommPrecision prec = sink.spec.qcomms.forward_precision;
     const int64_t width = sink.layout.sum_dims(sink.layout.rw_features);
-    sink.comm("output_dist/reduce_scatter", batch,
+    sink.own(sink.comm("output_dist/reduce_scatter", batch,
               {sink.reduce_scatter("output_dist/reduce_scatter", sink.world_ranks, "world",
                                    std::vector<int64_t>(static_cast<size_t>(sink.world), sink.B * width),
                                    program::ProgramSink::elem_bytes(prec), program::ProgramSink::dtype(prec))},
-              sync, "reduce-scatter of the row-wise shards' partial sums (each rank gets its samples' sums)");
+              sync, "reduce-scatter of the row-wise shards' partial sums (each rank gets its samples' sums)"),
+             kOutputDist);
   }
   void emit_grad_dist(program::ProgramSink& sink, int batch) const override {
     const CommPrecision prec = sink.spec.qcomms.backward_precision;
     const int64_t width = sink.layout.sum_dims(sink.layout.rw_features);
-    sink.comm("grad_dist/all_gather", batch,
+    sink.own(sink.comm("grad_dist/all_gather", batch,
               {sink.all_gather("grad_dist/all_gather", sink.world_ranks, "world",
                                std::vector<int64_t>(static_cast<size_t>(sink.world), sink.B * width),
                                program::ProgramSink::elem_bytes(prec), program::ProgramSink::dtype(prec))},
-              true, "all-gather of the row-wise gradients (every shard needs every sample's)");
+              true, "all-gather of the row-wise gradients (every shard needs every sample's)"),
+             kGradDist);
   }
   /// A factorized row_wise table (low_rank_dim r): each rank's dB = A_rows^T g of its rows, summed
   /// over the ranks (r x dim, and the rows the ranks updated: B moves when any rank has a row,
@@ -73,61 +87,94 @@ class RowWise final : public EmbeddingSharding {
     for (int t : sink.layout.low_rank_rw_tables) {
       const TableSpec& ts = sink.spec.tables[static_cast<size_t>(t)];
       const int64_t n = ts.low_rank_dim * ts.embedding_dim + 1;
-      sink.comm("grad_dist/low_rank_b_all_reduce", batch,
+      sink.own(sink.comm("grad_dist/low_rank_b_all_reduce", batch,
                 {sink.all_reduce("grad_dist/low_rank_b_all_reduce", sink.world_ranks, "world", n, 4, "float32")}, true,
                 fmt::format("all-reduce of the B gradient of factorized row-wise table {} ({} x {} and its row count)",
-                            ts.name, ts.low_rank_dim, ts.embedding_dim));
+                            ts.name, ts.low_rank_dim, ts.embedding_dim)),
+               kLowRankBAllReduce, t);
       const auto& slots = sink.layout.slots;
       if (std::none_of(slots.begin(), slots.end(), [&](const auto& sl) { return sl.table == t && sl.s.rank == sink.rank; }))
         continue;  // no shard here (more ranks than rows)
-      sink.compute("low_rank_row_wise_update", OpCategory::optimizer, batch,
+      sink.own(sink.compute("low_rank_row_wise_update", OpCategory::optimizer, batch,
                    fmt::format("update of A's local rows and of this rank's copy of B ({} x {}) of {}", ts.low_rank_dim,
                                ts.embedding_dim, ts.name),
-                   0, 0, 3 * 4 * n);
+                   0, 0, 3 * 4 * n),
+               kLowRankUpdate, t);
     }
   }
   bool applies_shard_grads(const Layout& L, int table) const override {
     return std::find(L.low_rank_rw_tables.begin(), L.low_rank_rw_tables.end(), table) != L.low_rank_rw_tables.end();
   }
-  /// The update of the factorized row_wise tables (emit_update's ops): per table, in table order
-  /// on every rank, this rank's dB and row count (zeros without a shard or rows) are summed over
-  /// the world, then A's local rows take dA and, if any rank had a row, every copy of B the same
-  /// sum - B stays the same on every rank, as the one B of the unsharded table.
-  void update_shards(RankContext& ctx, std::vector<ShardGrad>& grads, int64_t iteration) const override {
-    const Layout& L = ctx.layout();
-    for (int t : L.low_rank_rw_tables) {
-      const TableSpec& ts = ctx.spec().tables[static_cast<size_t>(t)];
-      const int64_t r = ts.low_rank_dim, dim = ts.embedding_dim;
-      auto mine = std::find_if(grads.begin(), grads.end(), [&](const ShardGrad& sg) { return sg.table == t; });
-      SparseGrad da;
-      std::vector<float> db(static_cast<size_t>(r * dim + 1), 0.0f);  // r x dim, then the row count
-      if (mine != grads.end()) {
-        auto [a, b] = ctx.factor_grads(t, mine->shard_index, mine->g);
-        da = std::move(a);
-        std::copy(b.values.begin(), b.values.end(), db.begin());
-        db.back() = static_cast<float>(mine->g.rows.size());
+  void run(const ProgramOp& op, const program::OpOwner& tag, RankContext& ctx, ModuleBatch& b, int self) const override {
+    switch (tag.kind) {
+      case kOutputDist: {
+        auto job = output_dist(ctx, b.slot_out);
+        Job* j = job.get();
+        b.output_jobs.push_back(std::move(job));
+        ctx.queue(op, [&ctx, j] { j->run(ctx); });
+        return;
       }
-      ctx.comm(GroupKind::world, "grad_dist/low_rank_b_all_reduce", [&] {
-        ctx.group(GroupKind::world)
-            .all_reduce_sum("grad_dist/low_rank_b_all_reduce", db.data(), static_cast<int64_t>(db.size()));
-      });
-      const auto held = std::find_if(L.slots.begin(), L.slots.end(),
-                                     [&](const detail::Slot& sl) { return sl.table == t && sl.s.rank == ctx.rank(); });
-      if (held == L.slots.end()) continue;  // no shard here (more ranks than rows)
-      ctx.compute(OpCategory::optimizer, "low_rank_row_wise_update", [&] {
-        SparseGrad gb;  // as low_rank_backward's dB: every row of B, dense
-        if (db.back() > 0) {
-          gb.dim = dim;
-          gb.rows.resize(static_cast<size_t>(r));
-          std::iota(gb.rows.begin(), gb.rows.end(), int64_t{0});
-          gb.values.assign(db.begin(), db.end() - 1);
-        }
-        ctx.factor_update(t, held->shard, iteration, da, gb);
-      });
+      case kGradDist: grad_dist(ctx, b.dpooled, *b.lengths, b.slot_grad); return;
+      case kLowRankBAllReduce:
+        b_all_reduce(ctx, tag.arg, b.shard_grads[static_cast<size_t>(self)], b.scratch[static_cast<size_t>(self)]);
+        return;
+      case kLowRankUpdate: {
+        auto& scratch = b.scratch[static_cast<size_t>(self)];
+        low_rank_update(ctx, tag.arg, static_cast<LowRankScratch&>(*scratch), b.local.iteration + 1);
+        scratch.reset();
+        return;
+      }
+      default: unknown_op("row_wise", op, tag);
     }
   }
-  std::unique_ptr<OutputDistJob> start_output_dist(RankContext& ctx,
-                                                   const std::vector<DeviceBuffer<float>>& slot_out) const override {
+
+ private:
+  // The update of a factorized row_wise table t (emit_update's ops, per table in table order on
+  // every rank): this rank's dB and row count (zeros without a shard or rows) are summed over
+  // the world (b_all_reduce), then A's local rows take dA and, if any rank had a row, every
+  // copy of B the same sum (low_rank_update, on the ranks holding a shard) - B stays the same
+  // on every rank, as the one B of the unsharded table. `grads`: this rank's shards of the
+  // factorized tables, in shard order.
+  static void b_all_reduce(RankContext& ctx, int t, std::vector<ShardGrad>& grads, std::unique_ptr<ModuleScratch>& out) {
+    const TableSpec& ts = ctx.spec().tables[static_cast<size_t>(t)];
+    const int64_t r = ts.low_rank_dim, dim = ts.embedding_dim;
+    auto mine = std::find_if(grads.begin(), grads.end(), [&](const ShardGrad& sg) { return sg.table == t; });
+    auto s = std::make_unique<LowRankScratch>();
+    s->db.assign(static_cast<size_t>(r * dim + 1), 0.0f);
+    if (mine != grads.end()) {
+      auto [a, b] = ctx.factor_grads(t, mine->shard_index, mine->g);
+      s->da = std::move(a);
+      std::copy(b.values.begin(), b.values.end(), s->db.begin());
+      s->db.back() = static_cast<float>(mine->g.rows.size());
+    }
+    std::vector<float>& db = s->db;
+    ctx.comm(GroupKind::world, "grad_dist/low_rank_b_all_reduce", [&] {
+      ctx.group(GroupKind::world)
+          .all_reduce_sum("grad_dist/low_rank_b_all_reduce", db.data(), static_cast<int64_t>(db.size()));
+    });
+    out = std::move(s);
+  }
+  static void low_rank_update(RankContext& ctx, int t, LowRankScratch& s, int64_t iteration) {
+    const Layout& L = ctx.layout();
+    const TableSpec& ts = ctx.spec().tables[static_cast<size_t>(t)];
+    const int64_t r = ts.low_rank_dim, dim = ts.embedding_dim;
+    const auto held = std::find_if(L.slots.begin(), L.slots.end(),
+                                   [&](const detail::Slot& sl) { return sl.table == t && sl.s.rank == ctx.rank(); });
+    if (held == L.slots.end()) throw std::logic_error("low_rank_row_wise_update on a rank without a shard");
+    const std::vector<float>& db = s.db;
+    ctx.compute(OpCategory::optimizer, "low_rank_row_wise_update", [&] {
+      SparseGrad gb;  // as low_rank_backward's dB: every row of B, dense
+      if (db.back() > 0) {
+        gb.dim = dim;
+        gb.rows.resize(static_cast<size_t>(r));
+        std::iota(gb.rows.begin(), gb.rows.end(), int64_t{0});
+        gb.values.assign(db.begin(), db.end() - 1);
+      }
+      ctx.factor_update(t, held->shard, iteration, s.da, gb);
+    });
+  }
+  // Packs the partial sums of this rank's row-wise slots for the reduce-scatter.
+  static std::unique_ptr<Job> output_dist(RankContext& ctx, const std::vector<DeviceBuffer<float>>& slot_out) {
     const Layout& L = ctx.layout();
     const int W = L.world;
     const int64_t B = L.B, width = L.sum_dims(L.rw_features);
@@ -145,8 +192,10 @@ class RowWise final : public EmbeddingSharding {
     job->counts.assign(static_cast<size_t>(W), B * width);
     return job;
   }
-  void grad_dist(RankContext& ctx, const std::vector<DeviceBuffer<float>>& dpooled, const std::vector<int64_t>& lengths,
-                 std::vector<DeviceBuffer<float>>& slot_grad) const override {
+  // The gradient dist: the mean-scaled gradients of this rank's bags all-gathered into every
+  // row-wise slot's slot_grad (the compute worker waits for it).
+  static void grad_dist(RankContext& ctx, const std::vector<DeviceBuffer<float>>& dpooled,
+                        const std::vector<int64_t>& lengths, std::vector<DeviceBuffer<float>>& slot_grad) {
     const Layout& L = ctx.layout();
     const int W = L.world;
     const int64_t B = L.B, width = L.sum_dims(L.rw_features);

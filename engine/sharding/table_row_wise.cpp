@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "program/program_sink.h"
+#include "embedscope/engine/program/step_program.h"
 #include "embedding_sharding.h"
 
 namespace embedscope::engine::sharding {
@@ -40,7 +41,8 @@ class Job final : public OutputDistJob {
   // the buffers go back to the allocator in the order they were taken (as the step always freed them)
   ~Job() override { send = {}; rs = {}; a2a_send = {}; recv = {}; }
   std::vector<int64_t> counts, scount, rcount;
-  void run(RankContext& ctx) override {
+  // on the comm thread: the reduce-scatter in the node, then rs rearranged for the all-to-all
+  void run_intra_node(RankContext& ctx) {
     const Layout& L = ctx.layout();
     const CommPrecision prec = ctx.spec().qcomms.forward_precision;
     const auto& blocks = L.node_blocks[static_cast<size_t>(ctx.rank() / L.local)];
@@ -60,6 +62,10 @@ class Job final : public OutputDistJob {
         q += static_cast<size_t>(L.nodes * L.B * nb.cols);
       }
     }
+  }
+  // on the comm thread: the all-to-all across nodes
+  void run_cross_node(RankContext& ctx) {
+    const CommPrecision prec = ctx.spec().qcomms.forward_precision;
     ctx.on_comm_lane(GroupKind::cross, "output_dist/all_to_all_cross_node", [&] {
       ctx.group(GroupKind::cross)
           .all_to_all_q("output_dist/all_to_all_cross_node", a2a_send.data(), scount, recv.data(), rcount, prec,
@@ -88,6 +94,16 @@ class Job final : public OutputDistJob {
   }
 };
 
+// the module's op kinds (program_sink.h OpOwner::kind)
+enum OpKind : int { kOutputDistIntraNode, kOutputDistCrossNode, kGradDistCrossNode, kGradDistIntraNode };
+
+// The gradient dist's buffers, from its all-to-all across nodes to its all-gather in the node
+// (freed in the reverse order of their allocation, gathered first).
+struct GradScratch final : ModuleScratch {
+  DeviceBuffer<float> sendb, cross_recv, gathered;
+  ~GradScratch() override { gathered = {}; cross_recv = {}; sendb = {}; }
+};
+
 class TableRowWise final : public EmbeddingSharding {
  public:
   void emit_output_dist(program::ProgramSink& sink, int batch, bool sync) const override {
@@ -96,15 +112,17 @@ class TableRowWise final : public EmbeddingSharding {
     const int64_t eb = program::ProgramSink::elem_bytes(prec);
     const char* dt = program::ProgramSink::dtype(prec);
     const int64_t width = L.node_width(sink.rank / L.local);
-    sink.comm("output_dist/reduce_scatter_intra_node", batch,
+    sink.own(sink.comm("output_dist/reduce_scatter_intra_node", batch,
               {sink.reduce_scatter("output_dist/reduce_scatter_intra_node", sink.node_ranks, sink.node_group,
                                    std::vector<int64_t>(static_cast<size_t>(L.local), L.nodes * L.B * width), eb, dt)},
-              sync, "reduce-scatter of the table-row-wise partial sums inside the node");
+              sync, "reduce-scatter of the table-row-wise partial sums inside the node"),
+             kOutputDistIntraNode);
     std::vector<int64_t> sc(static_cast<size_t>(L.nodes), L.B * width), rc(static_cast<size_t>(L.nodes));
     for (int m = 0; m < L.nodes; ++m) rc[static_cast<size_t>(m)] = L.B * L.node_width(m);
-    sink.comm("output_dist/all_to_all_cross_node", batch,
+    sink.own(sink.comm("output_dist/all_to_all_cross_node", batch,
               {sink.all_to_all("output_dist/all_to_all_cross_node", sink.cross_ranks, sink.cross_group, sc, rc, eb, dt)},
-              sync, "all-to-all of the table-row-wise sums across nodes, to the ranks owning the samples");
+              sync, "all-to-all of the table-row-wise sums across nodes, to the ranks owning the samples"),
+             kOutputDistCrossNode);
   }
   void emit_grad_dist(program::ProgramSink& sink, int batch) const override {
     const Layout& L = sink.layout;
@@ -114,16 +132,48 @@ class TableRowWise final : public EmbeddingSharding {
     const int64_t width = L.node_width(sink.rank / L.local);
     std::vector<int64_t> sc(static_cast<size_t>(L.nodes)), rc(static_cast<size_t>(L.nodes), L.B * width);
     for (int m = 0; m < L.nodes; ++m) sc[static_cast<size_t>(m)] = L.B * L.node_width(m);
-    sink.comm("grad_dist/all_to_all_cross_node", batch,
+    sink.own(sink.comm("grad_dist/all_to_all_cross_node", batch,
               {sink.all_to_all("grad_dist/all_to_all_cross_node", sink.cross_ranks, sink.cross_group, sc, rc, eb, dt)},
-              true, "all-to-all of the table-row-wise gradients across nodes");
-    sink.comm("grad_dist/all_gather_intra_node", batch,
+              true, "all-to-all of the table-row-wise gradients across nodes"),
+             kGradDistCrossNode);
+    sink.own(sink.comm("grad_dist/all_gather_intra_node", batch,
               {sink.all_gather("grad_dist/all_gather_intra_node", sink.node_ranks, sink.node_group,
                                std::vector<int64_t>(static_cast<size_t>(L.local), L.nodes * L.B * width), eb, dt)},
-              true, "all-gather of the table-row-wise gradients inside the node");
+              true, "all-gather of the table-row-wise gradients inside the node"),
+             kGradDistIntraNode);
   }
-  std::unique_ptr<OutputDistJob> start_output_dist(RankContext& ctx,
-                                                   const std::vector<DeviceBuffer<float>>& slot_out) const override {
+  void run(const ProgramOp& op, const program::OpOwner& tag, RankContext& ctx, ModuleBatch& b, int self) const override {
+    auto& scratch = b.scratch[static_cast<size_t>(self)];
+    switch (tag.kind) {
+      case kOutputDistIntraNode: {  // packs every buffer of the dist (its first op)
+        auto job = output_dist(ctx, b.slot_out);
+        Job* j = job.get();
+        b.output_jobs.push_back(std::move(job));
+        ctx.queue(op, [&ctx, j] { j->run_intra_node(ctx); });
+        return;
+      }
+      case kOutputDistCrossNode: {  // the job its first op made, the last one of the batch so far
+        Job* j = static_cast<Job*>(b.output_jobs.back().get());
+        ctx.queue(op, [&ctx, j] { j->run_cross_node(ctx); });
+        return;
+      }
+      case kGradDistCrossNode: {
+        auto s = std::make_unique<GradScratch>();
+        grad_dist_cross_node(ctx, b.dpooled, *b.lengths, *s);
+        scratch = std::move(s);
+        return;
+      }
+      case kGradDistIntraNode:
+        grad_dist_intra_node(ctx, static_cast<GradScratch&>(*scratch), b.slot_grad);
+        scratch.reset();  // gathered, cross_recv, sendb
+        return;
+      default: unknown_op("table_row_wise", op, tag);
+    }
+  }
+
+ private:
+  // Packs the partial sums of this rank's blocks for the output dist, every buffer of it.
+  static std::unique_ptr<Job> output_dist(RankContext& ctx, const std::vector<DeviceBuffer<float>>& slot_out) {
     const Layout& L = ctx.layout();
     const int64_t B = L.B;
     const int node = ctx.rank() / L.local;
@@ -154,13 +204,14 @@ class TableRowWise final : public EmbeddingSharding {
                            static_cast<size_t>(std::accumulate(job->rcount.begin(), job->rcount.end(), int64_t{0})));
     return job;
   }
-  void grad_dist(RankContext& ctx, const std::vector<DeviceBuffer<float>>& dpooled, const std::vector<int64_t>& lengths,
-                 std::vector<DeviceBuffer<float>>& slot_grad) const override {
+  // The gradient dist, first op: the gradients of every node's blocks (mean-scaled) to the
+  // nodes across (the compute worker waits); its buffers stay in `s`.
+  static void grad_dist_cross_node(RankContext& ctx, const std::vector<DeviceBuffer<float>>& dpooled,
+                                   const std::vector<int64_t>& lengths, GradScratch& s) {
     const Layout& L = ctx.layout();
     const int64_t B = L.B;
     const CommPrecision prec = ctx.spec().qcomms.backward_precision;
     const int node = ctx.rank() / L.local;
-    const auto& blocks = L.node_blocks[static_cast<size_t>(node)];
     const int64_t width = L.node_width(node);
     std::vector<int64_t> scount(static_cast<size_t>(L.nodes)), rcount(static_cast<size_t>(L.nodes), B * width);
     std::vector<float> sendv;
@@ -174,20 +225,29 @@ class TableRowWise final : public EmbeddingSharding {
         if (is_mean(ctx.spec(), ctx.layout(), nb.feature)) scale_rows_mean(lengths, B, nb.feature, sendv.data() + at, nb.cols);
       }
     }
-    auto sendb = ctx.buffer("comm_buffer", sendv.size());
-    std::copy(sendv.begin(), sendv.end(), sendb.data());
-    auto cross_recv = ctx.buffer("comm_buffer", static_cast<size_t>(L.nodes * B * width));  // [m][block][B x cols]
+    s.sendb = ctx.buffer("comm_buffer", sendv.size());
+    std::copy(sendv.begin(), sendv.end(), s.sendb.data());
+    s.cross_recv = ctx.buffer("comm_buffer", static_cast<size_t>(L.nodes * B * width));  // [m][block][B x cols]
     ctx.comm(GroupKind::cross, "grad_dist/all_to_all_cross_node", [&] {
       ctx.group(GroupKind::cross)
-          .all_to_all_q("grad_dist/all_to_all_cross_node", sendb.data(), scount, cross_recv.data(), rcount, prec,
+          .all_to_all_q("grad_dist/all_to_all_cross_node", s.sendb.data(), scount, s.cross_recv.data(), rcount, prec,
                         ctx.backward_error());
     });
-    auto gathered = ctx.buffer("comm_buffer", static_cast<size_t>(L.local * L.nodes * B * width));  // [l][m][block][B x cols]
+  }
+  // Its second op: all-gathered in the node (the compute worker waits), into slot_grad.
+  static void grad_dist_intra_node(RankContext& ctx, GradScratch& s, std::vector<DeviceBuffer<float>>& slot_grad) {
+    const Layout& L = ctx.layout();
+    const int64_t B = L.B;
+    const CommPrecision prec = ctx.spec().qcomms.backward_precision;
+    const int node = ctx.rank() / L.local;
+    const auto& blocks = L.node_blocks[static_cast<size_t>(node)];
+    const int64_t width = L.node_width(node);
+    s.gathered = ctx.buffer("comm_buffer", static_cast<size_t>(L.local * L.nodes * B * width));  // [l][m][block][B x cols]
     std::vector<int64_t> counts(static_cast<size_t>(L.local), L.nodes * B * width);
     // the values are already rounded to `prec`: sending them in it again is exact
     ctx.comm(GroupKind::node, "grad_dist/all_gather_intra_node", [&] {
       ctx.group(GroupKind::node)
-          .all_gather_q("grad_dist/all_gather_intra_node", cross_recv.data(), gathered.data(), counts, prec, nullptr);
+          .all_gather_q("grad_dist/all_gather_intra_node", s.cross_recv.data(), s.gathered.data(), counts, prec, nullptr);
     });
     const std::vector<size_t> slot = block_slots(L, ctx.rank(), blocks);
     size_t p = 0;
@@ -196,7 +256,7 @@ class TableRowWise final : public EmbeddingSharding {
         for (size_t b = 0; b < blocks.size(); ++b) {
           const NodeBlock& nb = blocks[b];
           const int owner = m * L.local + l;
-          std::memcpy(slot_grad[slot[b]].data() + owner * B * nb.cols, gathered.data() + p,
+          std::memcpy(slot_grad[slot[b]].data() + owner * B * nb.cols, s.gathered.data() + p,
                       sizeof(float) * static_cast<size_t>(B * nb.cols));
           p += static_cast<size_t>(B * nb.cols);
         }

@@ -1,8 +1,9 @@
-// The threaded executor's rank: devices and shards, setup, the step loop over the program's
-// schedule, memory records.
+// The threaded executor's rank: devices and shards, setup, the step loop interpreting the step's
+// program op by op, memory records.
 #include "rank.h"
 
 #include "embedscope/engine/input/bucketize.h"
+#include "embedscope/engine/sharding/plan_json.h"
 #if EMBEDSCOPE_WITH_CUDA
 #include <cuda_runtime_api.h>
 
@@ -325,7 +326,7 @@ void Rank::main() {
   // The programs of every place in the run (first, steady state, last two), built before the
   // first step so that no step's time includes building one.
   for (int64_t it : {int64_t{0}, int64_t{1}, total - 2, total - 1})
-    if (it >= 0 && it < total) schedule_of(it);
+    if (it >= 0 && it < total) program_of(it);
   const int64_t samples_per_step = L_.B * L_.world;
   int64_t measured_ns = 0;
   for (int64_t it = 0; it < total; ++it) {
@@ -393,44 +394,63 @@ void Rank::main() {
   summary.allocator_ns = arena_.allocator_ns();
 }
 
-// The executor does not know the pipelines: it runs the phases of the step's program in the
-// order of its schedule (program/step_program.h), each on the batch it names.
+// The executor does not know the pipelines nor the sharding types: it walks the step's
+// schedule (program/step_program.h), each phase on the batch it names, and hands every op of
+// the phase to its owner (run_op). The waits come from the program (rank.h).
 bool Rank::step(int64_t it) {
   const WorkloadSpec& spec = sh_.spec;
   step_ = step_of(it);
   measured_ = it >= spec.warmup_steps;
   load_.clear();
-  bool stop = false;
-  for (const Phase& ph : schedule_of(it)) {
+  stop_ = false;
+  const Program& pr = program_of(it);
+  op_done_.assign(pr.p.ops.size(), {});
+  last_queued_ = -2;
+  pending_.clear();  // what a failed step left unsent
+  pending_batch_ = nullptr;
+  for (const Phase& ph : pr.p.schedule) {
     const int64_t bi = it + ph.batch;
-    switch (ph.kind) {
-      case PhaseKind::start_batch: inflight_[bi] = start_batch(bi, !ph.sync); break;
-      case PhaseKind::lookup: {
-        Inflight& b = *inflight_.at(bi);
-        finish_input(b);
-        lookup(b);
-        start_output_dist(b, !ph.sync);
-        break;
-      }
-      case PhaseKind::finish_output_dist: finish_output_dist(*inflight_.at(bi)); break;
-      case PhaseKind::prefetch: prefetch(*inflight_.at(bi)); break;
-      case PhaseKind::train:
-        stop = train(*inflight_.at(bi));
-        inflight_.erase(bi);
-        break;
+    Inflight& b = batch_at(bi);
+    // a batch ahead that a pipeline started in an earlier step: what it queued there (its input
+    // dist, or its lookup's output dist) is awaited before its first phase in this one
+    if (b.seen_in >= 0 && b.seen_in != it) settle(b);
+    b.seen_in = it;
+    for (int i = ph.first_op; i < ph.first_op + ph.num_ops; ++i) {
+      const ProgramOp& op = pr.p.ops[static_cast<size_t>(i)];
+      if (op.launched_by >= 0) continue;  // run by the op that launches it (the DDP buckets)
+      run_op(pr, op, b);
     }
+    flush_queued();
+    if (ph.sync) settle(b);  // the compute worker waits for the phase's collectives
+    if (b.trained) inflight_.erase(bi);
   }
-  return stop;
+  current_ = nullptr;
+  return stop_;
 }
 
-const std::vector<Phase>& Rank::schedule_of(int64_t it) {
+const Rank::Program& Rank::program_of(int64_t it) {
   // One program per place in the run (program::place_in_run).
   const int key = place_in_run(sh_.spec, it);
-  auto found = schedules_.find(key);
-  if (found == schedules_.end())
-    found = schedules_.emplace(key, build_step_program(sh_.spec, plan_, me_, it).schedule).first;
+  auto found = programs_.find(key);
+  if (found == programs_.end()) {
+    validate_plan(sh_.spec, plan_, "sharding plan");
+    Program pr;
+    pr.p = program::build_step_program(sh_.spec, plan_, L_, me_, it, pr.owners);
+    pr.launches.resize(pr.p.ops.size());
+    for (const ProgramOp& op : pr.p.ops)
+      if (op.launched_by >= 0) pr.launches[static_cast<size_t>(op.launched_by)].push_back(op.id);
+    found = programs_.emplace(key, std::move(pr)).first;
+  }
   return found->second;
 }
 
+Inflight& Rank::batch_at(int64_t bi) {
+  auto& p = inflight_[bi];
+  if (!p) {
+    p = std::make_unique<Inflight>();
+    p->it = bi;
+  }
+  return *p;
+}
 
 }  // namespace embedscope::engine::threaded

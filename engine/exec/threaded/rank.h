@@ -1,10 +1,20 @@
 #pragma once
 // The threaded executor's rank: the compute worker of one rank (its own thread) with its comm
-// worker, its device arena and local shards, running the phases of each step's program
-// (program/step_program.h) in the order of the step's schedule. Shared by the cpu backend (Gloo,
-// host memory) and the cuda backend (NCCL, a RankDevice). Internal to the engine; the phases
-// are defined in rank.cpp (setup, the step loop), rank_input.cpp (input, input dist, lookup),
-// rank_dist.cpp (output dist) and rank_train.cpp (dense part, grad dist, optimizers).
+// worker, its device arena and local shards, interpreting each step's program
+// (program/step_program.h) op by op. Shared by the cpu backend (Gloo, host memory) and the cuda
+// backend (NCCL, a RankDevice). Rank::step walks the step's schedule and hands every op to its
+// owner (program_sink.h OpOwner, recorded when the op was emitted): the rank's own handlers
+// (run_own: input, input dist, lookup, dense part, optimizers) or sharding module k
+// (EmbeddingSharding::run); it never names a sharding type. The waits come from the program:
+// a compute op first waits for the queued comm ops its waits_for names, a sync phase ends with
+// its batch's queued comm ops awaited (and the batch's output dist finished: the pooled
+// embeddings unpacked), and a batch carried over from an earlier step (a pipeline's batch
+// ahead) has what it queued there awaited before its first phase in this one. Comm ops queued
+// one after another (a batch's input dist, its output dist) go to the comm worker as one job.
+// The files: rank.cpp (setup, the step loop), rank_dist.cpp (the dispatch to the owners,
+// queueing comm ops, sync points, the output dist's finish), rank_input.cpp (input, input dist,
+// kjt_permute, lookup, prefetch) and rank_train.cpp (dense part, DDP buckets, embedding and
+// dense optimizers).
 
 #include "embedscope/engine/input/source.h"
 #include <algorithm>
@@ -47,6 +57,7 @@
 #include "embedscope/profiler/cpu/tracer.h"
 #include "embedscope/sessions/store/session.h"
 #include "sharding/embedding_sharding.h"
+#include "program/program_sink.h"
 #include "comm_worker.h"
 #include "rank_failure.h"
 #if EMBEDSCOPE_WITH_CUDA
@@ -150,25 +161,33 @@ struct LocalShard {
 };
 
 // ---- one batch on its way through the phases of a step ---------------------------------------
-struct Inflight {
+// What the sharding modules' ops see of it (slot_out, pooled, dpooled, slot_grad, output_jobs,
+// their scratch) is the ModuleBatch base.
+struct Inflight : sharding::ModuleBatch {
   int64_t it = -1;  // the batch's iteration (warmup included)
   Batch batch;
   std::vector<int64_t> off;
   // input dist: what is sent, and what is received (into host vectors on the comm thread)
   std::vector<int64_t> send_splits, send_counts_splits, recv_counts_splits, send_lengths, send_ids, send_ids_counts;
   std::vector<int64_t> lsend, lrecv, recv_splits, irecv, recv_lengths_v, recv_ids_v;
-  std::future<void> input_dist;  // valid while the input dist runs unawaited
+  /// The comm ops the batch queued (its input dist, its output dist) that nobody has waited for
+  /// yet, in queue order (Rank::settle).
+  std::vector<std::shared_future<void>> queued;
   DeviceBuffer<int64_t> recv_lengths, recv_ids;
   // per local slot: its W*B bags (source rank major)
   std::vector<std::vector<int64_t>> slot_ids, slot_off, slot_len;
-  // lookup and output dist
-  std::vector<DeviceBuffer<float>> slot_out;
   std::vector<std::vector<float>> slot_scale;  // per-bag scale used forward and backward
-  std::vector<DeviceBuffer<float>> pooled;     // per feature: B x dim
-  std::vector<std::unique_ptr<sharding::OutputDistJob>> output_jobs;  // one per sharding module, in order
-  std::future<void> output_dist;  // valid while the output dist runs unawaited
   bool looked_up = false;         // lookup() ran (semi_sync's batch ahead at a step's end)
   bool output_done = false;       // finish_output_dist ran: `pooled` is final (a second call does nothing)
+  bool trained = false;           // its dense_optimizer ran: the batch is done
+  int64_t seen_in = -1;           // the last iteration whose phases touched it
+  // the buffers go back to the allocator in the order they always did: the output dist's, the
+  // pooled outputs, the looked-up rows, then the received ids (members)
+  ~Inflight() {
+    output_jobs.clear();
+    pooled.clear();
+    slot_out.clear();
+  }
 };
 
 // ---- one rank -------------------------------------------------------------------------------
@@ -221,13 +240,41 @@ class Rank final : public sharding::RankContext {
  private:
   void setup();
   bool step(int64_t iteration);  // true: every rank agreed to stop (cancel)
-  // The phases of one batch (see step() for how each pipeline orders them).
-  std::unique_ptr<Inflight> start_batch(int64_t it, bool async);  // input, bucketize, input dist
-  /// Bucketizes b's batch for the current layout and runs its KJT all-to-all (splits, lengths,
-  /// ids) on the comm worker, waited for unless `async`. `again`: a batch started under the plan
-  /// before a live rebalance, sent again under the new one (the spans and collectives are named
-  /// `reshard_bucketize`, `reshard_input_dist/...`).
-  void input_dist(Inflight& b, bool async, bool again);
+  // ---- the interpreter (rank.cpp, rank_dist.cpp) ----------------------------------------------
+  /// A step program with the owner of each op (program_sink.h OpOwner) and, per op, the ops it
+  /// launches (launched_by: the DDP buckets of dense_forward_backward).
+  struct Program {
+    StepProgram p;
+    std::vector<program::OpOwner> owners;
+    std::vector<std::vector<int>> launches;
+  };
+  /// The program of iteration `it` under the current plan (one per place in the run, built once).
+  const Program& program_of(int64_t it);
+  /// The batch of iteration `bi`, made when a phase first names it.
+  Inflight& batch_at(int64_t bi);
+  /// Runs op `op` of the current program on batch b: a compute-thread op (lanes compute,
+  /// gpu_copy) first waits for the queued ops its waits_for names; then its owner runs it.
+  void run_op(const Program& pr, const ProgramOp& op, Inflight& b);
+  /// The rank's own ops (OpOwner::owner -1, kind a program::RankOp).
+  void run_own(const Program& pr, const ProgramOp& op, const program::OpOwner& tag, Inflight& b);
+  /// A sync point of b: waits for the comm ops it queued (the pending ones handed over first),
+  /// in order, and finishes its output dist once it has been looked up (finish_output_dist).
+  void settle(Inflight& b);
+  /// What a train op that failed held (the modules' scratch, the gradients), freed in the order
+  /// the locals of the one train function were when an exception left it.
+  static void release_train_buffers(Inflight& b);
+  // ---- the rank's own ops (rank_input.cpp, rank_train.cpp) ------------------------------------
+  void input(Inflight& b);  // this rank's batch, its ids checked and hashed
+  /// Bucketizes b's batch for the current layout (span `bucketize`, or `reshard_bucketize` when
+  /// `again`) and sizes the input dist's buffers.
+  void bucketize(Inflight& b, bool again);
+  /// Part `part` (0 splits, 1 lengths, 2 ids) of b's KJT all-to-all, as a job for the comm
+  /// thread (received into host vectors: the device allocator belongs to the compute thread);
+  /// the ids' counts come from the splits received first. `again`: named `reshard_input_dist/...`.
+  std::function<void()> input_dist_job(Inflight& b, int part, bool again);
+  /// A batch started under the plan before a live rebalance, sent again under the new one:
+  /// bucketize and the three all-to-alls in one comm job, waited for.
+  void input_dist_again(Inflight& b);
   /// b's batch without the ids of hot rows (Layout::hot_rows): its values and F x B + 1 offsets.
   /// Counts the dropped ids in hot_ids when the batch is a measured step's (not when `again`).
   void drop_hot_ids(const Inflight& b, std::vector<int64_t>& values, std::vector<int64_t>& off, bool again);
@@ -235,17 +282,22 @@ class Rank final : public sharding::RankContext {
   void mean_scales(Inflight& b) const;
   void finish_input(Inflight& b);                                 // waits for the input dist; kjt_permute
   void lookup(Inflight& b);
-  /// The prefetch phase (TableSpec::prefetch_pipeline): waits for b's input dist, and fetches
+  /// The prefetch op (TableSpec::prefetch_pipeline): waits for b's input dist, and fetches
   /// the rows of b's ids that miss the caches of this rank's prefetch_pipeline shards into them
   /// (HostRowStore::prefetch), as span `prefetch` (compute lane, category memcpy, bytes fetched),
   /// its transfers added to the shards' load counters of this step. b's ids stay unpermuted
   /// (kjt_permute runs in its lookup phase, as without prefetch).
   void prefetch(Inflight& b);
-  void start_output_dist(Inflight& b, bool async);
   void finish_output_dist(Inflight& b);                           // waits; pooled outputs in place
-  /// dense forward/backward, grad dist, embedding backward + optimizers, dense all-reduce
-  /// (after finish_output_dist of the batch).
-  bool train(Inflight& b);
+  /// Dense forward/backward (after finish_output_dist of the batch), launching the DDP buckets
+  /// (`pr.launches[op.id]`) as their gradients are final; allocates b.slot_grad for the grad dist.
+  void dense_forward_backward(const Program& pr, const ProgramOp& op, Inflight& b);
+  /// The embedding backward with the fused optimizer of every local shard (the shards whose
+  /// module applies their gradients itself get them in b.shard_grads).
+  void backward_fused_optimizer(Inflight& b);
+  /// The dense gradients (and the loss) all-reduced, averaged, applied; the batch's gradients
+  /// freed. Sets stop_ (the cancel vote) and b.trained; throws when the loss is not finite.
+  void dense_optimizer(Inflight& b);
   sessions::LoadCounter& load_of(int table, int shard_index);
   /// Adds a host / host_cached shard's transfers (model/host_cache.h) to its load counter, and
   /// in a measured step to table_transfers.
@@ -298,8 +350,10 @@ class Rank final : public sharding::RankContext {
     on_comm_lane(group(g), name, comm_step_, fn);
   }
   void comm(sharding::GroupKind g, const char* name, const std::function<void()>& fn) override {
+    flush_queued();  // what was queued before runs before it
     comm(group(g), name, step_, fn);
   }
+  void queue(const ProgramOp& op, std::function<void()> fn) override;
   QuantError* forward_error() override { return &fwd_error_; }
   QuantError* backward_error() override { return &bwd_error_; }
   size_t local_slot(int slot) const override;
@@ -398,14 +452,26 @@ class Rank final : public sharding::RankContext {
   int64_t step_ = 0;        // the step being run (spans, load counters)
   bool measured_ = false;   // it is a measured step (not warmup)
   std::map<int64_t, std::unique_ptr<Inflight>> inflight_;  // batches started, by iteration
-  std::map<int, std::vector<Phase>> schedules_;             // by place in the run (schedule_of)
-  const std::vector<Phase>& schedule_of(int64_t it);
+  std::map<int, Program> programs_;                         // by place in the run (program_of)
+  // the step being interpreted: the queued comm ops' futures by op id, the batch whose op runs,
+  // and the ops queued one after another in the program (a batch's input dist, its output
+  // dist), not yet handed to the comm worker: they run there as one job, in order, so one that
+  // fails ends the job and the rest do not run (flush_queued), the last one's id
+  std::vector<std::shared_future<void>> op_done_;
+  Inflight* current_ = nullptr;
+  std::vector<std::pair<int, std::function<void()>>> pending_;
+  Inflight* pending_batch_ = nullptr;
+  int last_queued_ = -2;
+  /// Hands the pending queued ops to the comm worker as one job; their futures go to op_done_
+  /// and to their batch's queued ops. Nothing when none is pending.
+  void flush_queued();
+  bool stop_ = false;  // the step's cancel vote (dense_optimizer)
   // DDP buckets of the dense gradients: [begin, end) in parameter order, in launch order (the
-  // last always exists and carries the loss), the reduce buffer and the launched buckets
+  // last always exists and carries the loss) and the reduce buffer
   std::vector<std::pair<int64_t, int64_t>> buckets_;
   std::vector<float> red_;
-  std::vector<std::future<void>> bucket_done_;
-  void launch_bucket(size_t k, int64_t step);
+  /// Queues bucket k's all-reduce (program op `op`) on the comm worker.
+  void launch_bucket(size_t k, int64_t step, int op);
   uint64_t last_layout_ = 0;                 // hash of the last snapshot's layout
   int64_t memory_step_ = std::numeric_limits<int64_t>::min();  // the step of the last counters written
   // The allocator history since the last flush and the counters of `step`.

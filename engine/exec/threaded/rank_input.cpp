@@ -1,5 +1,5 @@
-// Input phases of a batch: the batch, bucketizing, the KJT all-to-all, kjt_permute, the
-// pooled lookup of every local shard.
+// The rank's ops of a batch's input: the batch, bucketizing, the KJT all-to-all, kjt_permute,
+// the pooled lookup of every local shard (and the modules' local lookups), the prefetch.
 #include "rank.h"
 #include "embedscope/engine/input/bucketize.h"
 
@@ -14,44 +14,36 @@ sessions::LoadCounter& Rank::load_of(int table, int shard_index) {
   return c;
 }
 
-std::unique_ptr<Inflight> Rank::start_batch(int64_t it, bool async) {
+void Rank::input(Inflight& b) {
   const WorkloadSpec& spec = sh_.spec;
-  auto& tr = sh_.tracer;
-  auto bp = std::make_unique<Inflight>();
-  Inflight& b = *bp;
-  b.it = it;
+  const int64_t it = b.it;
   // ---- input: this rank's batch, ids checked before anything is sent ----------------------
-  {
-    ScopedSpan span(tr, me_, Lane::compute, OpCategory::input, "input", step_);
-    std::optional<Batch> given = sh_.opt.batch_source ? sh_.opt.batch_source(it, me_) : std::nullopt;
-    b.batch = given ? std::move(*given) : sh_.source->make(it, me_);
-    if (b.batch.skipped_lines > 0) {
-      if (skipped_per_iteration.size() <= static_cast<size_t>(it)) skipped_per_iteration.resize(static_cast<size_t>(it) + 1, 0);
-      skipped_per_iteration[static_cast<size_t>(it)] += b.batch.skipped_lines;
-    }
-    auto fixed = apply_invalid_id_policy(spec, b.batch.kjt, me_, b.batch.origin);
-    if (measured_) summary.invalid_ids += std::accumulate(fixed.begin(), fixed.end(), int64_t{0});
-    const auto collisions = apply_hashing(spec, b.batch.kjt);  // hashed tables' ids become their rows
-    if (measured_) {
-      if (hash_collisions.empty()) hash_collisions.assign(collisions.size(), 0);
-      for (size_t t = 0; t < collisions.size(); ++t) hash_collisions[t] += collisions[t];
-      summary.hash_collisions += std::accumulate(collisions.begin(), collisions.end(), int64_t{0});
-    }
-    b.off = b.batch.kjt.offsets();
-    if (it >= spec.warmup_steps) id_histogram_.add(spec, b.batch.kjt);  // the batch of a measured step
+  ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::input, "input", step_);
+  std::optional<Batch> given = sh_.opt.batch_source ? sh_.opt.batch_source(it, me_) : std::nullopt;
+  b.batch = given ? std::move(*given) : sh_.source->make(it, me_);
+  if (b.batch.skipped_lines > 0) {
+    if (skipped_per_iteration.size() <= static_cast<size_t>(it)) skipped_per_iteration.resize(static_cast<size_t>(it) + 1, 0);
+    skipped_per_iteration[static_cast<size_t>(it)] += b.batch.skipped_lines;
   }
-  input_dist(b, async, false);
-  return bp;
+  auto fixed = apply_invalid_id_policy(spec, b.batch.kjt, me_, b.batch.origin);
+  if (measured_) summary.invalid_ids += std::accumulate(fixed.begin(), fixed.end(), int64_t{0});
+  const auto collisions = apply_hashing(spec, b.batch.kjt);  // hashed tables' ids become their rows
+  if (measured_) {
+    if (hash_collisions.empty()) hash_collisions.assign(collisions.size(), 0);
+    for (size_t t = 0; t < collisions.size(); ++t) hash_collisions[t] += collisions[t];
+    summary.hash_collisions += std::accumulate(collisions.begin(), collisions.end(), int64_t{0});
+  }
+  b.off = b.batch.kjt.offsets();
+  b.local = local_batch(b);  // what the sharding modules' ops read of it
+  b.lengths = &b.batch.kjt.lengths;
+  if (it >= spec.warmup_steps) id_histogram_.add(spec, b.batch.kjt);  // the batch of a measured step
 }
 
-void Rank::input_dist(Inflight& b, bool async, bool again) {
+void Rank::bucketize(Inflight& b, bool again) {
   const int W = L_.world;
   const int64_t B = L_.B;
   auto& tr = sh_.tracer;
   const char* n_bucketize = again ? "reshard_bucketize" : "bucketize";
-  const char* n_splits = again ? "reshard_input_dist/splits" : "input_dist/splits";
-  const char* n_lengths = again ? "reshard_input_dist/lengths" : "input_dist/lengths";
-  const char* n_ids = again ? "reshard_input_dist/ids" : "input_dist/ids";
 
   // ---- input dist: KJT all-to-all (splits, lengths, ids) --------------------------------------
   const std::vector<int>& mine = L_.slots_to[static_cast<size_t>(me_)];
@@ -92,31 +84,45 @@ void Rank::input_dist(Inflight& b, bool async, bool again) {
     b.lrecv[static_cast<size_t>(d)] = static_cast<int64_t>(nmine) * B;
   }
   b.recv_lengths_v.assign(nmine * static_cast<size_t>(W * B), 0);
-  // The three collectives run on the comm worker (received into host vectors: the device
-  // allocator belongs to this thread); ids counts come from the splits received first.
+}
+
+std::function<void()> Rank::input_dist_job(Inflight& b, int part, bool again) {
+  const int W = L_.world;
+  const size_t nmine = L_.slots_to[static_cast<size_t>(me_)].size();
   const int64_t step = step_;
-  auto job = [this, &b, nmine, W, step, n_splits, n_lengths, n_ids] {
-    on_comm_lane(*world_, n_splits, step, [&] {
-      world_->all_to_all_v(n_splits, b.send_splits.data(), b.send_counts_splits, b.recv_splits.data(),
-                           b.recv_counts_splits, sizeof(int64_t));
-    });
-    on_comm_lane(*world_, n_lengths, step, [&] {
-      world_->all_to_all_v(n_lengths, b.send_lengths.data(), b.lsend, b.recv_lengths_v.data(), b.lrecv,
-                           sizeof(int64_t));
-    });
-    b.irecv.assign(static_cast<size_t>(W), 0);
-    for (int s = 0; s < W; ++s)
-      for (size_t k = 0; k < nmine; ++k) b.irecv[static_cast<size_t>(s)] += b.recv_splits[static_cast<size_t>(s) * nmine + k];
-    b.recv_ids_v.assign(static_cast<size_t>(std::accumulate(b.irecv.begin(), b.irecv.end(), int64_t{0})), 0);
-    on_comm_lane(*world_, n_ids, step, [&] {
-      world_->all_to_all_v(n_ids, b.send_ids.data(), b.send_ids_counts, b.recv_ids_v.data(), b.irecv,
-                           sizeof(int64_t));
-    });
-  };
-  if (async)
-    b.input_dist = comm_->submit(std::move(job));
-  else
-    comm_->run(std::move(job));
+  switch (part) {
+    case 0:
+      return [this, &b, step, n = again ? "reshard_input_dist/splits" : "input_dist/splits"] {
+        on_comm_lane(*world_, n, step, [&] {
+          world_->all_to_all_v(n, b.send_splits.data(), b.send_counts_splits, b.recv_splits.data(), b.recv_counts_splits,
+                               sizeof(int64_t));
+        });
+      };
+    case 1:
+      return [this, &b, step, n = again ? "reshard_input_dist/lengths" : "input_dist/lengths"] {
+        on_comm_lane(*world_, n, step, [&] {
+          world_->all_to_all_v(n, b.send_lengths.data(), b.lsend, b.recv_lengths_v.data(), b.lrecv, sizeof(int64_t));
+        });
+      };
+    default:
+      return [this, &b, step, nmine, W, n = again ? "reshard_input_dist/ids" : "input_dist/ids"] {
+        b.irecv.assign(static_cast<size_t>(W), 0);
+        for (int s = 0; s < W; ++s)
+          for (size_t k = 0; k < nmine; ++k)
+            b.irecv[static_cast<size_t>(s)] += b.recv_splits[static_cast<size_t>(s) * nmine + k];
+        b.recv_ids_v.assign(static_cast<size_t>(std::accumulate(b.irecv.begin(), b.irecv.end(), int64_t{0})), 0);
+        on_comm_lane(*world_, n, step, [&] {
+          world_->all_to_all_v(n, b.send_ids.data(), b.send_ids_counts, b.recv_ids_v.data(), b.irecv, sizeof(int64_t));
+        });
+      };
+  }
+}
+
+void Rank::input_dist_again(Inflight& b) {
+  bucketize(b, true);
+  comm_->run([&] {
+    for (int part = 0; part < 3; ++part) input_dist_job(b, part, true)();
+  });
 }
 
 void Rank::drop_hot_ids(const Inflight& b, std::vector<int64_t>& values, std::vector<int64_t>& off, bool again) {
@@ -140,7 +146,7 @@ void Rank::drop_hot_ids(const Inflight& b, std::vector<int64_t>& values, std::ve
 }
 
 void Rank::finish_input(Inflight& b) {
-  if (b.input_dist.valid()) b.input_dist.get();
+  settle(b);  // its input dist (queued in this step or, by a pipeline, in the step before)
   const int W = L_.world;
   const int64_t B = L_.B;
   const size_t nmine = L_.slots_to[static_cast<size_t>(me_)].size();
@@ -258,7 +264,7 @@ void Rank::add_transfers(sessions::LoadCounter& c, const HostTransferCounters& t
 }
 
 void Rank::prefetch(Inflight& b) {
-  if (b.input_dist.valid()) b.input_dist.get();  // its ids are here (not yet permuted: kjt_permute stays in its lookup phase)
+  settle(b);  // its input dist: its ids are here (not yet permuted: kjt_permute stays in its lookup phase)
   const std::vector<int>& mine = L_.slots_to[static_cast<size_t>(me_)];
   const size_t nmine = mine.size();
   // per local shard of a prefetch_pipeline table: the ids of its slots, from the received buffer

@@ -209,18 +209,14 @@ size_t unpack_block(LocalShard& ls, OptimizerType opt, const rb::RowTransfer& x,
 }  // namespace
 
 void Rank::settle_inflight() {
-  for (auto& [it, bp] : inflight_) {
-    Inflight& b = *bp;
-    if (b.input_dist.valid()) b.input_dist.get();
-    if (b.looked_up) finish_output_dist(b);
-  }
+  for (auto& [it, bp] : inflight_) settle(*bp);  // its input dist awaited; if looked up, its output dist finished
 }
 
 void Rank::replan_inflight() {
   // in iteration order on every rank, so the ranks' collectives pair up
   for (auto& [it, bp] : inflight_) {
     Inflight& b = *bp;
-    input_dist(b, /*async=*/false, /*again=*/true);
+    input_dist_again(b);
     if (!b.looked_up) continue;  // its lookup (next step) runs finish_input on the new layout
     finish_input(b);
     mean_scales(b);
@@ -316,10 +312,10 @@ void Rank::reshard(const ShardingPlan& next, int64_t step) {
   plan_ = next;
   layout_ = Layout(spec, plan_);
   shardings_ = sharding::embedding_shardings(L_);
-  schedules_.clear();
+  programs_.clear();
   const int64_t total = spec.warmup_steps + spec.steps, it = spec.warmup_steps + step + 1;
   for (int64_t i : {it, it + 1, total - 2, total - 1})
-    if (i >= it && i < total) schedule_of(i);
+    if (i >= it && i < total) program_of(i);
   replan_inflight();  // the batches ahead go to the new shards
   record_memory(step, "rebalance", true);  // the layout after the move (the memory view's snapshot)
 }

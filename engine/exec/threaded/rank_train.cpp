@@ -1,27 +1,31 @@
-// The train phase of a batch: dense forward/backward with the DDP bucket all-reduces, the
-// gradient dist, the embedding backward with the fused optimizer, the dense optimizer.
+// The rank's ops of a batch's train phase: dense forward/backward with the DDP bucket
+// all-reduces it launches, the embedding backward with the fused optimizer, the dense
+// optimizer. The gradient dist and the modules' own updates between them are the sharding
+// modules' ops (sharding/embedding_sharding.h).
 #include "rank.h"
 
 namespace embedscope::engine::threaded {
 
-bool Rank::train(Inflight& b) {
-  const WorkloadSpec& spec = sh_.spec;
+void Rank::dense_forward_backward(const Program& pr, const ProgramOp& op, Inflight& b) {
   const int W = L_.world;
   const int64_t B = L_.B;
-  const int F = static_cast<int>(spec.features.size());
+  const int F = static_cast<int>(sh_.spec.features.size());
   const int64_t step = step_;
-  const int64_t it = b.it;
-  auto& tr = sh_.tracer;
   const std::vector<int>& mine = L_.slots_to[static_cast<size_t>(me_)];
   const size_t nmine = mine.size();
-  const auto& lengths = b.batch.kjt.lengths;
+  const std::vector<int>& bucket_ops = pr.launches[static_cast<size_t>(op.id)];
+  if (bucket_ops.size() != buckets_.size())
+    throw std::logic_error(fmt::format("dense_forward_backward launches {} all-reduce op(s); the model has {} DDP bucket(s)",
+                                       bucket_ops.size(), buckets_.size()));
 
   // ---- dense forward / loss / backward --------------------------------------------------------
-  std::vector<DeviceBuffer<float>> dpooled(static_cast<size_t>(F));
-  for (int f = 0; f < F; ++f) dpooled[static_cast<size_t>(f)] = buf<float>("gradients", static_cast<size_t>(B * L_.dim[static_cast<size_t>(f)]));
-  double loss = 0;
+  b.dpooled.clear();
+  b.dpooled.resize(static_cast<size_t>(F));
+  for (int f = 0; f < F; ++f)
+    b.dpooled[static_cast<size_t>(f)] = buf<float>("gradients", static_cast<size_t>(B * L_.dim[static_cast<size_t>(f)]));
+  std::vector<DeviceBuffer<float>>& dpooled = b.dpooled;
   {
-    ScopedSpan span(tr, me_, Lane::compute, OpCategory::dense, "dense_forward_backward", step);
+    ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::dense, "dense_forward_backward", step);
     DeviceBuffer<float> act(&arena_, "activations");
     act.assign(static_cast<size_t>(dense_.activation_bytes(B) / 4));
     std::vector<const float*> pp(static_cast<size_t>(F));
@@ -34,78 +38,87 @@ bool Rank::train(Inflight& b) {
     // backward pass has produced it, under the rest of the backward pass
     red_.assign(static_cast<size_t>(dense_.num_params()) + 2, 0.0f);
     size_t next_bucket = 0;
-    loss = dense_.forward_backward(B, b.batch.dense.data(), pp, b.batch.labels.data(), dp, [&](int64_t ready_from) {
-      while (next_bucket + 1 < buckets_.size() && buckets_[next_bucket].first >= ready_from) launch_bucket(next_bucket++, step);
+    const double loss = dense_.forward_backward(B, b.batch.dense.data(), pp, b.batch.labels.data(), dp, [&](int64_t ready_from) {
+      while (next_bucket + 1 < buckets_.size() && buckets_[next_bucket].first >= ready_from) {
+        launch_bucket(next_bucket, step, bucket_ops[next_bucket]);
+        ++next_bucket;
+      }
     });
     red_[0] = static_cast<float>(loss);
     red_[1] = sh_.opt.cancel && sh_.opt.cancel->load() ? 1.0f : 0.0f;
-    while (next_bucket < buckets_.size()) launch_bucket(next_bucket++, step);
+    for (; next_bucket < buckets_.size(); ++next_bucket) launch_bucket(next_bucket, step, bucket_ops[next_bucket]);
     // gradients of the global-batch mean loss
     const float inv_w = 1.0f / static_cast<float>(W);
     for (int f = 0; f < F; ++f)
       for (size_t i = 0; i < dpooled[static_cast<size_t>(f)].size(); ++i) dpooled[static_cast<size_t>(f)][i] *= inv_w;
   }
   b.pooled.clear();
-
-  // ---- gradient dist ---------------------------------------------------------------------------
-  std::vector<DeviceBuffer<float>> slot_grad(nmine);
+  // what the grad dist ops write: per local slot, every rank's gradients of its bags
+  b.slot_grad.clear();
+  b.slot_grad.resize(nmine);
   for (size_t k = 0; k < nmine; ++k)
-    slot_grad[k] = buf<float>("gradients", static_cast<size_t>(W * B * L_.slots[static_cast<size_t>(mine[k])].s.num_cols));
-  for (const auto& m : shardings_) m->grad_dist(*this, dpooled, lengths, slot_grad);
-  // ---- embedding backward + fused optimizer ----------------------------------------------------
-  // shards whose module applies their gradients itself (update_shards), per module
-  std::vector<std::vector<sharding::ShardGrad>> module_grads(shardings_.size());
-  {
-    ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "backward_fused_optimizer", step);
-    for (auto& ls : shards) {
-      std::vector<SparseGrad> parts;
-      for (size_t k = 0; k < nmine; ++k) {
-        const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
-        if (sl.table != ls.table || sl.s.row_offset != ls.s.row_offset || sl.s.col_offset != ls.s.col_offset) continue;
-        parts.push_back(accumulate_sparse_grad(ls.s.num_cols, b.slot_ids[k].data(), b.slot_off[k].data(), W * B,
-                                               b.slot_scale[k].empty() ? nullptr : b.slot_scale[k].data(),
-                                               slot_grad[k].data(), ls.s.num_cols));
-      }
-      if (parts.empty()) continue;  // a shard no slot reads (a replica: its module updates it)
-      SparseGrad g = parts.size() == 1 ? std::move(parts[0]) : merge_sparse_grads(parts, ls.s.num_cols);
-      const auto m = std::find_if(shardings_.begin(), shardings_.end(),
-                                  [&](const auto& x) { return x->applies_shard_grads(L_, ls.table); });
-      if (m != shardings_.end()) {
-        module_grads[static_cast<size_t>(m - shardings_.begin())].push_back({ls.table, ls.shard_index, std::move(g)});
-        continue;
-      }
-      update(ls.table, ls.shard_index, it + 1, std::move(g));
-    }
-  }
-  for (size_t m = 0; m < shardings_.size(); ++m) shardings_[m]->update_shards(*this, module_grads[m], it + 1);
-  // what the modules hold outside the slots (replicated tables)
-  const sharding::LocalBatch lb = local_batch(b);
-  for (const auto& m : shardings_) m->update(*this, lb, dpooled);
+    b.slot_grad[k] = buf<float>("gradients", static_cast<size_t>(W * B * L_.slots[static_cast<size_t>(mine[k])].s.num_cols));
+  b.scratch.clear();
+  b.scratch.resize(shardings_.size());
+  b.shard_grads.assign(shardings_.size(), {});
+}
 
+void Rank::backward_fused_optimizer(Inflight& b) {
+  const int W = L_.world;
+  const int64_t B = L_.B;
+  const std::vector<int>& mine = L_.slots_to[static_cast<size_t>(me_)];
+  const size_t nmine = mine.size();
+  // ---- embedding backward + fused optimizer ----------------------------------------------------
+  // shards whose module applies their gradients itself (its update ops), per module
+  ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::optimizer, "backward_fused_optimizer", step_);
+  for (auto& ls : shards) {
+    std::vector<SparseGrad> parts;
+    for (size_t k = 0; k < nmine; ++k) {
+      const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
+      if (sl.table != ls.table || sl.s.row_offset != ls.s.row_offset || sl.s.col_offset != ls.s.col_offset) continue;
+      parts.push_back(accumulate_sparse_grad(ls.s.num_cols, b.slot_ids[k].data(), b.slot_off[k].data(), W * B,
+                                             b.slot_scale[k].empty() ? nullptr : b.slot_scale[k].data(),
+                                             b.slot_grad[k].data(), ls.s.num_cols));
+    }
+    if (parts.empty()) continue;  // a shard no slot reads (a replica: its module updates it)
+    SparseGrad g = parts.size() == 1 ? std::move(parts[0]) : merge_sparse_grads(parts, ls.s.num_cols);
+    const auto m = std::find_if(shardings_.begin(), shardings_.end(),
+                                [&](const auto& x) { return x->applies_shard_grads(L_, ls.table); });
+    if (m != shardings_.end()) {
+      b.shard_grads[static_cast<size_t>(m - shardings_.begin())].push_back({ls.table, ls.shard_index, std::move(g)});
+      continue;
+    }
+    update(ls.table, ls.shard_index, b.it + 1, std::move(g));
+  }
+}
+
+void Rank::dense_optimizer(Inflight& b) {
+  const WorkloadSpec& spec = sh_.spec;
+  const int W = L_.world;
   // ---- dense gradients (and the loss) all-reduced, averaged, applied -------------------------
-  // The buckets launched during the backward pass ran on the comm worker before the gradient
-  // dist (queue order); the last one, with the loss and the cancel vote, was queued after it.
-  for (auto& f : bucket_done_) f.get();
-  bucket_done_.clear();
+  // The buckets launched during the backward pass (this op waits for them: its waits_for) ran
+  // on the comm worker before the gradient dist (queue order).
   bool stop = false;
   const float mean_loss = red_[0] / static_cast<float>(W);
   {
-    ScopedSpan span(tr, me_, Lane::compute, OpCategory::optimizer, "dense_optimizer", step);
+    ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::optimizer, "dense_optimizer", step_);
     const float inv_w = 1.0f / static_cast<float>(W);
     stop = red_[1] > 0;
     for (size_t i = 2; i < red_.size(); ++i) red_[i] *= inv_w;
     const double lr = spec.optimizer.dense_learning_rate > 0 ? spec.optimizer.dense_learning_rate : spec.optimizer.learning_rate;
     dense_.sgd_step(static_cast<float>(lr), red_.data() + 2);
   }
+  release_train_buffers(b);  // the batch's gradients go back to the allocator
   // The loss is all-reduced, so every rank sees the same value and stops at the same step.
   if (!std::isfinite(mean_loss))
-    throw std::runtime_error(fmt::format("training diverged: the loss is {} at step {}", mean_loss, step));
+    throw std::runtime_error(fmt::format("training diverged: the loss is {} at step {}", mean_loss, step_));
   if (measured_) losses.push_back(static_cast<double>(mean_loss));
   last_loss_ = static_cast<double>(mean_loss);
-  return stop;
+  stop_ = stop;
+  b.trained = true;
 }
 
-void Rank::launch_bucket(size_t k, int64_t step) {
+void Rank::launch_bucket(size_t k, int64_t step, int op) {
   // red_ = [loss, cancel vote, gradients...]; the last bucket (parameters from 0) takes the
   // loss and the vote with it
   const auto [lo, hi] = buckets_[k];
@@ -114,10 +127,12 @@ void Rank::launch_bucket(size_t k, int64_t step) {
   const int64_t from = k + 1 == buckets_.size() ? 0 : 2 + lo;
   float* data = red_.data() + from;
   const int64_t count = 2 + hi - from;
-  bucket_done_.push_back(comm_->submit([this, data, count, step] {
-    on_comm_lane(*world_, "dense_all_reduce", step, [&] { world_->all_reduce_sum("dense_all_reduce", data, count); });
-  }));
+  op_done_[static_cast<size_t>(op)] = comm_
+                                          ->submit([this, data, count, step] {
+                                            on_comm_lane(*world_, "dense_all_reduce", step,
+                                                         [&] { world_->all_reduce_sum("dense_all_reduce", data, count); });
+                                          })
+                                          .share();
 }
-
 
 }  // namespace embedscope::engine::threaded

@@ -27,6 +27,14 @@
 // Op names are the span names the executors record in the session (sessions/FORMAT.md), so a
 // program can be read against a recorded step op by op. `embedscope program` prints it.
 //
+// The executors run the program: the simulated one times its ops (exec/simulated/), the
+// threaded one (cpu and cuda, exec/threaded/rank.h) interprets it op by op. It walks the
+// schedule and hands each op to who runs it, recorded as the op was emitted
+// (program/program_sink.h OpOwner: the executor's own handlers, or a sharding module): comm ops
+// are queued on the rank's comm worker, a compute op first waits for the queued ops its
+// waits_for names, a sync phase ends with its batch's collectives awaited, and ops launched_by
+// another are issued by it. Nothing in exec/ names a sharding type.
+//
 // Example (preset tiny, 2 ranks, table_wise, base, rank 0): input, bucketize (compute);
 // input_dist/splits, input_dist/lengths, input_dist/ids (comm, world all-to-alls); kjt_permute,
 // lookup; output_dist/all_to_all; dense_forward_backward, during which the DDP buckets'
@@ -104,7 +112,8 @@ struct ProgramOp {
   std::string what;           ///< one line for people: what the op does
 };
 
-/// The phases of a batch, the units a pipeline schedules (each a run of ops of one batch).
+/// The phases of a batch, the units a pipeline schedules (each a run of ops of one batch; a
+/// phase without ops is a point where the executors wait for the batch's collectives).
 enum class PhaseKind {
   start_batch,        ///< input, bucketize, input dist (KJT all-to-all)
   lookup,             ///< kjt_permute, lookup, output dist (queued; `sync`: waited for)
