@@ -22,6 +22,7 @@
 #include "embedscope/sessions/model/units.h"
 #include "embedscope/sessions/store/session.h"
 #include "output/output.h"
+#include "staged_output.h"
 
 namespace embedscope::cli {
 
@@ -43,9 +44,16 @@ int import_memory_snapshot(const std::string& file, const std::string& out, bool
         stem.resize(stem.size() - std::string(ext).size());
     target = stem + ".db";
   }
-  ss::SessionWriter w(target, overwrite);
-  const ts::ImportSummary sum = ts::import_torch_memory_snapshot(snap, file, w);
-  w.close("complete");
+  refuse_output_among_inputs(target, {file}, {file});
+  // written beside `target` and renamed over it once complete (staged_output.h)
+  StagedSession staged(target, overwrite);
+  ts::ImportSummary sum;
+  {
+    ss::SessionWriter w(staged.temp(), true);
+    sum = ts::import_torch_memory_snapshot(snap, file, w);
+    w.close("complete");
+  }
+  staged.commit();
   if (as_json) {
     std::cout << dump(json{{"session", target},
                            {"format", "torch_memory_snapshot"},

@@ -95,12 +95,11 @@ TEST(ImportCli, StatsOfAMemorySnapshotSaysWhatTheAllocatorDid) {
   EXPECT_EQ(j["memory"][0]["ooms"][0]["largest_free_in_pool_bytes"], 38 << 20);
 }
 
-// Ctrl-C during an import: the importer stops before its next file, the session is closed
-// "cancelled" and removed with its -wal and -shm (nothing half-written is left to be taken for
-// an import), the CLI says so and exits 130. 40 generated rank files of 4,000 events each
-// (about 0.4 MB): the signal is sent once the first file has been read, long before the last.
-TEST(ImportCli, CtrlCCancelsAndLeavesNoSession) {
+namespace {
+// 40 generated rank files of 4,000 events each (about 0.4 MB) in scratch/many_ranks.
+std::filesystem::path many_rank_traces() {
   const auto dir = import_scratch() / "many_ranks";
+  if (std::filesystem::exists(dir)) return dir;
   std::filesystem::create_directories(dir);
   for (int r = 0; r < 40; ++r) {
     std::ofstream f(dir / ("rank" + std::to_string(r) + ".json"));
@@ -110,15 +109,26 @@ TEST(ImportCli, CtrlCCancelsAndLeavesNoSession) {
         << "\", \"pid\": 1, \"tid\": 1, \"ts\": " << 1000 + 2 * i << ", \"dur\": 1}";
     f << "\n]}\n";
   }
-  const std::string db = scratch_db("cancelled_import.db"), err = scratch_db("cancelled_import_err.txt");
-  std::remove(db.c_str());
+  return dir;
+}
+
+struct Interrupted {
+  int status = 0;
+  std::string err;
+};
+// `embedscope import many_ranks -o db [--force-overwrite]`, SIGINT once the first file was read.
+Interrupted interrupt_import(const std::string& db, bool overwrite) {
+  const auto dir = many_rank_traces();
+  const std::string err = (import_scratch() / ("stderr_of_" + std::filesystem::path(db).filename().string())).string();
   std::remove(err.c_str());
   const pid_t child = fork();
-  ASSERT_GE(child, 0);
   if (child == 0) {
     freopen("/dev/null", "w", stdout);
     freopen(err.c_str(), "w", stderr);
-    execl(EMBEDSCOPE_CLI, EMBEDSCOPE_CLI, "import", dir.c_str(), "-o", db.c_str(), nullptr);
+    if (overwrite)
+      execl(EMBEDSCOPE_CLI, EMBEDSCOPE_CLI, "import", dir.c_str(), "-o", db.c_str(), "--force-overwrite", nullptr);
+    else
+      execl(EMBEDSCOPE_CLI, EMBEDSCOPE_CLI, "import", dir.c_str(), "-o", db.c_str(), nullptr);
     _exit(127);
   }
   auto said = [&] {
@@ -127,12 +137,90 @@ TEST(ImportCli, CtrlCCancelsAndLeavesNoSession) {
   };
   for (int i = 0; i < 20000 && said().find("import: read ") == std::string::npos; ++i) usleep(500);
   kill(child, SIGINT);
-  int status = 0;
-  waitpid(child, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status)) << said();
-  EXPECT_EQ(WEXITSTATUS(status), 130) << said();
-  EXPECT_NE(said().find("import cancelled; nothing was kept"), std::string::npos) << said();
+  Interrupted r;
+  waitpid(child, &r.status, 0);
+  r.err = said();
+  return r;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Files in the scratch directory whose name starts with `prefix` (staging leftovers).
+int files_starting_with(const std::string& prefix) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(import_scratch()))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) ++n;
+  return n;
+}
+}  // namespace
+
+// Ctrl-C during an import: the importer stops before its next file, the session is closed
+// "cancelled" and removed with its -wal and -shm (nothing half-written is left to be taken for
+// an import), the CLI says so and exits 130. The signal is sent once the first of the 40 files
+// has been read, long before the last.
+TEST(ImportCli, CtrlCCancelsAndLeavesNoSession) {
+  const std::string db = scratch_db("cancelled_import.db");
+  std::remove(db.c_str());
+  const Interrupted r = interrupt_import(db, false);
+  ASSERT_TRUE(WIFEXITED(r.status)) << r.err;
+  EXPECT_EQ(WEXITSTATUS(r.status), 130) << r.err;
+  EXPECT_NE(r.err.find("import cancelled; nothing was kept (no " + db + " written)"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(db));
   EXPECT_FALSE(std::filesystem::exists(db + "-wal"));
   EXPECT_FALSE(std::filesystem::exists(db + "-shm"));
+  EXPECT_EQ(files_starting_with("cancelled_import.db"), 0);  // no temporary file left either
+}
+
+// tester34 D5: Ctrl-C during `import --force-overwrite` keeps the session it was to replace,
+// byte for byte (the import writes under a temporary name and renames only when complete).
+TEST(ImportCli, CtrlCWithForceOverwriteKeepsTheOldSession) {
+  const std::string db = scratch_db("kept_on_cancel.db");
+  std::remove(db.c_str());
+  ASSERT_EQ(cli("import " + trace_fixture("hta_small") + " -o " + db).code, 0);
+  const std::string before = file_bytes(db);
+  ASSERT_GT(before.size(), 1000u);
+  const Interrupted r = interrupt_import(db, true);
+  ASSERT_TRUE(WIFEXITED(r.status)) << r.err;
+  EXPECT_EQ(WEXITSTATUS(r.status), 130) << r.err;
+  EXPECT_NE(r.err.find("nothing was kept (" + db + " is as it was)"), std::string::npos) << r.err;
+  EXPECT_EQ(file_bytes(db), before);
+  EXPECT_EQ(files_starting_with("kept_on_cancel.db"), 1);  // the session alone: no temporary file left
+  Result s = cli("stats " + db + " --json");
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_EQ(nlohmann::json::parse(s.out)["gpu_kernels"]["ranks"].size(), 2u);  // still hta_small's 2 ranks
+  // a completed --force-overwrite import replaces it (40 ranks now), again with no leftovers
+  Result ok = cli("import " + many_rank_traces().string() + " -o " + db + " --force-overwrite --json");
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(nlohmann::json::parse(ok.out)["ranks"].size(), 40u);
+  EXPECT_EQ(files_starting_with("kept_on_cancel.db"), 1);
+}
+
+// tester34 D4: `import X -o X` would replace the trace (or snapshot) with the session: refused
+// naming the file, with or without --force-overwrite, also when -o names a file of a directory
+// input; the input is left as it was.
+TEST(ImportCli, OutputThatIsAnInputIsRefused) {
+  const auto dir = import_scratch() / "self_input";
+  std::filesystem::create_directories(dir);
+  const std::string trace = (dir / "rank0.json").string();
+  std::filesystem::copy_file(trace_fixture("hta_small/rank0.json"), trace, std::filesystem::copy_options::overwrite_existing);
+  const std::string snap = (import_scratch() / "self.pickle").string();
+  std::filesystem::copy_file(std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/training_p4.pickle", snap,
+                             std::filesystem::copy_options::overwrite_existing);
+  const std::string trace_text = file_bytes(trace), snap_bytes = file_bytes(snap);
+  for (const std::string flag : {"", " --force-overwrite"}) {
+    Result r = cli("import " + trace + " -o " + trace + flag);
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.err.find(trace + ": is an input of this import"), std::string::npos) << r.err;
+    r = cli("import " + dir.string() + " -o " + dir.string() + "/./rank0.json" + flag);  // a directory's file, another spelling
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.err.find("is an input of this import (" + trace + ")"), std::string::npos) << r.err;
+    r = cli("import " + snap + " -o " + snap + flag);
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.err.find(snap + ": is an input of this import"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(file_bytes(trace), trace_text);
+  EXPECT_EQ(file_bytes(snap), snap_bytes);
 }
