@@ -103,6 +103,12 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
   out << "\n]}\n";
 }
 
+const std::vector<std::string>& csv_export_files() {
+  static const std::vector<std::string> names{"events.csv", "steps.csv", "ranks.csv", "load.csv", "collectives.csv",
+                                              "session.csv"};
+  return names;
+}
+
 std::vector<std::string> export_csv(const SessionReader& session, const RunStats& stats, const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

@@ -224,3 +224,45 @@ TEST(ImportCli, OutputThatIsAnInputIsRefused) {
   EXPECT_EQ(file_bytes(trace), trace_text);
   EXPECT_EQ(file_bytes(snap), snap_bytes);
 }
+
+// tester34 D6: `export` refuses an existing output (a chrome file, a csv file in an existing
+// folder) with exit 2 naming it, unless --force-overwrite; the file it would replace is kept.
+TEST(ImportCli, ExportRefusesAnExistingOutputUnlessForced) {
+  const std::string db = scratch_db("export_src.db");
+  std::remove(db.c_str());
+  ASSERT_EQ(cli("import " + trace_fixture("hta_small") + " -o " + db).code, 0);
+  const std::string victim = scratch_db("victim.db");
+  std::remove(victim.c_str());
+  ASSERT_EQ(cli("import " + trace_fixture("hta_small/rank0.json") + " -o " + victim).code, 0);
+  const std::string kept = file_bytes(victim);
+  Result r = cli("export " + db + " --format chrome -o " + victim);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(victim + ": already exists; choose another output (-o) or allow overwriting it (embedscope "
+                                "export --force-overwrite)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(file_bytes(victim), kept);
+  r = cli("export " + db + " --format chrome -o " + victim + " --force-overwrite");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_GT(nlohmann::json::parse(file_bytes(victim))["traceEvents"].size(), 10u);
+  // csv: a new folder is written; the same folder again is refused on its first file; forced, replaced
+  const auto dir = import_scratch() / "csv_out";
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(cli("export " + db + " --format csv -o " + dir.string()).code, 0);
+  { std::ofstream(dir / "ranks.csv") << "mine\n"; }
+  std::filesystem::remove(dir / "events.csv");  // the first file absent: the refusal names the next one there
+  r = cli("export " + db + " --format csv -o " + dir.string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find((dir / "steps.csv").string() + ": already exists (the csv export writes steps.csv there)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(file_bytes((dir / "ranks.csv").string()), "mine\n");
+  EXPECT_FALSE(std::filesystem::exists(dir / "events.csv"));  // nothing written before the refusal
+  r = cli("export " + db + " --format csv -o " + dir.string() + " --force-overwrite");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(file_bytes((dir / "ranks.csv").string()).rfind("rank,", 0), 0u);
+  // an empty existing folder is fine without the flag
+  const auto empty = import_scratch() / "csv_empty";
+  std::filesystem::create_directories(empty);
+  EXPECT_EQ(cli("export " + db + " --format csv -o " + empty.string()).code, 0);
+}

@@ -28,4 +28,8 @@ std::string ns_to_us(int64_t ns);
 /// write.
 std::vector<std::string> export_csv(const SessionReader& session, const RunStats& stats, const std::string& dir);
 
+/// The names of the files export_csv writes into its folder ("events.csv", ...), in the order
+/// it writes them: for a command to refuse a folder that already holds one of them.
+const std::vector<std::string>& csv_export_files();
+
 }  // namespace embedscope::sessions
