@@ -79,8 +79,10 @@ RankMemoryAnalysis analyze_memory_history(const MemoryHistory& h, int32_t rank, 
   if (r.peak_entry >= 0) {
     const MemoryState st = h.state_at(r.peak_entry);
     r.at_peak = h.figures(st);
-    r.rounding_loss_at_peak = st.allocated - st.requested;
-    r.reserved_overhead_at_peak = st.reserved - st.requested;
+    // never negative: a request above its block is contradicting input (the importer records
+    // trace_size_disagrees_with_dump and stores the block's size as the request)
+    r.rounding_loss_at_peak = std::max<int64_t>(0, st.allocated - st.requested);
+    r.reserved_overhead_at_peak = std::max<int64_t>(0, st.reserved - st.requested);
     r.largest_free_block_max = r.at_peak.largest_free_block;
     r.top_stacks_at_peak = top_stacks(h, st, top, frames, stacks);
   }

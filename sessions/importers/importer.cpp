@@ -90,6 +90,7 @@ ImportSummary import_paths(const std::vector<std::string>& paths, SessionWriter&
     out.files = files;
     for (int64_t d = 0; d < sum.devices; ++d) out.ranks.push_back(static_cast<int32_t>(d));
     out.events = {{"trace_entries", sum.trace_entries}, {"segments", sum.segments}, {"blocks", sum.blocks}};
+    out.problems = sum.import_stats;
     return out;
   }
   const Importer& importer = detect(files.front());

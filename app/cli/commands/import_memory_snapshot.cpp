@@ -21,6 +21,7 @@
 #include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
 #include "embedscope/sessions/model/units.h"
 #include "embedscope/sessions/store/session.h"
+#include "output/gpu_kernels_text.h"
 #include "output/output.h"
 #include "staged_output.h"
 
@@ -64,7 +65,8 @@ int import_memory_snapshot(const std::string& file, const std::string& out, bool
                            {"frames", sum.frames},
                            {"stacks", sum.stacks},
                            {"memory_trace_start", sum.starts_at_process_start ? "process_start" : "mid_way"},
-                           {"problems", sum.problems}})
+                           {"problems", import_problems_json(sum.import_stats)},
+                           {"problem_entries", sum.problems}})
               << "\n";
     return 0;
   }
@@ -77,8 +79,11 @@ int import_memory_snapshot(const std::string& file, const std::string& out, bool
   if (!sum.starts_at_process_start)
     std::cout << "the trace starts mid-way (a ring buffer dropped its oldest entries): the layout at its first entry is "
                  "walked back from the dump; blocks allocated before it have no stack or time\n";
-  for (size_t i = 0; i < sum.problems.size() && i < 10; ++i) std::cout << "problem: " << sum.problems[i] << "\n";
-  if (sum.problems.size() > 10) std::cout << fmt::format("... and {} more problems\n", sum.problems.size() - 10);
+  if (!sum.import_stats.empty()) {  // stored in import_stats as well: `stats` lists them
+    std::cout << "import problems\n" << import_problems_text(sum.import_stats);
+    for (size_t i = 0; i < sum.problems.size() && i < 10; ++i) std::cout << "problem: " << sum.problems[i] << "\n";
+    if (sum.problems.size() > 10) std::cout << fmt::format("... and {} more problems\n", sum.problems.size() - 10);
+  }
   std::cout << fmt::format("session written: {}\n", target);
   return 0;
 }

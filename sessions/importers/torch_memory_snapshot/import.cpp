@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/sessions/importers/common/import_problems.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::sessions::torch_snapshot {
@@ -105,16 +106,20 @@ ImportSummary import_torch_memory_snapshot(const MemorySnapshotFile& snap, const
       stacks.push_back({static_cast<int32_t>(s), static_cast<int32_t>(d), snap.stacks[s][d]});
   w.add_memory_stacks(stacks);
 
+  importers::ImportProblems problems;
   for (int64_t dev = 0; dev < sum.devices; ++dev) {
     const auto rank = static_cast<int32_t>(dev);
     w.add_rank({rank, "", fmt::format("cuda:{} (PyTorch memory snapshot)", dev), 0});
     // the trace
     static const std::vector<TraceEntry> none;
     const auto& trace = dev < static_cast<int64_t>(snap.device_traces.size()) ? snap.device_traces[static_cast<size_t>(dev)] : none;
+    // the layout over time first: it finds the entries that contradict the dump
+    TimelineWalk walk = walk_timeline(snap, dev, t0);
     std::vector<MemoryEvent> events;
     events.reserve(trace.size());
     int64_t last_ns = 0;
-    for (const auto& e : trace) {
+    for (size_t i = 0; i < trace.size(); ++i) {
+      const TraceEntry& e = trace[i];
       MemoryEvent m;
       m.rank = rank;
       m.time_ns = e.time_us > 0 ? (e.time_us - t0) * 1000 : 0;
@@ -126,6 +131,7 @@ ImportSummary import_torch_memory_snapshot(const MemorySnapshotFile& snap, const
                             e.action == TraceAction::free_completed || e.action == TraceAction::oom
                         ? e.size
                         : 0;
+      if (auto o = walk.oversized.find(i); o != walk.oversized.end()) m.requested = o->second;  // see TimelineWalk
       m.tag = innermost(snap, e.stack);
       m.stream = e.stream;
       m.stack_id = e.stack;
@@ -166,9 +172,11 @@ ImportSummary import_torch_memory_snapshot(const MemorySnapshotFile& snap, const
       }
     }
     // the counters over time
-    TimelineWalk walk = walk_timeline(snap, dev, t0);
     sum.starts_at_process_start = sum.starts_at_process_start && walk.starts_empty;
-    for (auto& p : walk.problems) sum.problems.push_back(std::move(p));
+    for (size_t i = 0; i < walk.problems.size(); ++i) {
+      problems.add(walk.problem_names[i], importers::Severity::error, {source, -1}, walk.problems[i]);
+      sum.problems.push_back(std::move(walk.problems[i]));
+    }
     for (const auto& p : walk.points) {
       at_dump.peak_allocated = std::max(at_dump.peak_allocated, p.allocated);
       at_dump.peak_reserved = std::max(at_dump.peak_reserved, p.reserved);
@@ -196,6 +204,8 @@ ImportSummary import_torch_memory_snapshot(const MemorySnapshotFile& snap, const
     w.add_snapshot(std::move(shot));
   }
   w.set_metadata(meta::kMemoryTraceStart, sum.starts_at_process_start ? "process_start" : "mid_way");
+  sum.import_stats = problems.records();
+  w.add_import_stats(sum.import_stats);  // as the trace importers do: stats and the workbench list them
   return sum;
 }
 

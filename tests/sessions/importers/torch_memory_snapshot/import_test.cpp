@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embedscope/sessions/analysis/memory_analysis.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "fixtures.h"
 
@@ -225,4 +226,59 @@ TEST(TorchSnapshotImport, SettingsThatAreNotUtf8AreStoredWithReplacementCharacte
   ASSERT_TRUE(j.is_object()) << settings;
   EXPECT_NE(settings.find("\xef\xbf\xbd"), std::string::npos) << settings;  // U+FFFD in UTF-8
   EXPECT_EQ(r.memory_snapshots().size(), 1u);
+}
+
+// tester34 D11/D12: the entries that contradict the layout are stored in import_stats (name,
+// severity error, count, the file and the first example in entry order), as the trace importers'
+// problems are; an alloc whose size is larger than its block in the dump (2^62 B for an 8 MiB
+// block) is named by its path in the file and its request is stored as the block's size, so the
+// bytes lost to rounding are 0, never negative (they were -4 EiB).
+TEST(TorchSnapshotImport, ContradictionsAreStoredAsImportProblems) {
+  constexpr int64_t MiB = 1 << 20;
+  MemorySnapshotFile s;
+  s.stacks.push_back({});
+  const uint64_t base = 0x7f0000000000;
+  Segment seg;
+  seg.address = base;
+  seg.total_size = 20 * MiB;
+  seg.blocks = {{base, 4 * MiB, 4 * MiB, BlockState::active_allocated, 0, {}},
+                {base + 4 * MiB, 8 * MiB, 8 * MiB, BlockState::active_allocated, 0, {}},
+                {base + 12 * MiB, 8 * MiB, 0, BlockState::inactive, 0, {}}};
+  s.segments.push_back(seg);
+  auto entry = [](TraceAction a, uint64_t addr, int64_t size, int64_t t) { return TraceEntry{a, addr, size, 0, t, 0, {}}; };
+  s.device_traces = {{entry(TraceAction::segment_alloc, base, 20 * MiB, 100), entry(TraceAction::alloc, base, 4 * MiB, 101),
+                      entry(TraceAction::alloc, base + 4 * MiB, int64_t{1} << 62, 102),  // the dump's block is 8 MiB
+                      entry(TraceAction::alloc, base + 16 * MiB, 2 * MiB, 103),          // never live after it
+                      entry(TraceAction::alloc, base + 18 * MiB, 2 * MiB, 104)}};        // nor this one
+  const std::string path = scratch("contradictions.db");
+  {
+    SessionWriter w(path, true);
+    const ImportSummary sum = import_torch_memory_snapshot(s, "contradictions.pickle", w);
+    w.close("complete");
+    EXPECT_EQ(sum.problems.size(), 3u);
+    EXPECT_EQ(sum.import_stats.size(), 2u);
+  }
+  const SessionReader r(path);
+  const auto stats = r.import_stats();
+  ASSERT_EQ(stats.size(), 2u);
+  EXPECT_EQ(stats[0].name, "alloc_block_not_live");
+  EXPECT_EQ(stats[0].severity, "error");
+  EXPECT_EQ(stats[0].count, 2);
+  EXPECT_EQ(stats[0].source, "contradictions.pickle");
+  EXPECT_EQ(stats[0].example, "device 0 entry 3 (alloc): block 0x7f0001000000 is not live after it");
+  EXPECT_EQ(stats[1].name, "trace_size_disagrees_with_dump");
+  EXPECT_EQ(stats[1].severity, "error");
+  EXPECT_EQ(stats[1].count, 1);
+  EXPECT_EQ(stats[1].example,
+            "device_traces[0][2].size = 4611686018427387904 disagrees with the block at 0x7f0000400000 in the dump "
+            "(8388608 bytes); its request is taken as the block's size");
+  const auto events = r.memory_events();
+  ASSERT_EQ(events.size(), 5u);
+  EXPECT_EQ(events[2].size, int64_t{1} << 62);  // the entry as the file has it
+  EXPECT_EQ(events[2].requested, 8 * MiB);      // its request: the block's size
+  const auto mem = analyze_memory(r);
+  ASSERT_EQ(mem.size(), 1u);
+  EXPECT_EQ(mem[0].peak_allocated, 12 * MiB);
+  EXPECT_EQ(mem[0].rounding_loss_at_peak, 0);
+  EXPECT_EQ(mem[0].reserved_overhead_at_peak, 8 * MiB);  // 20 reserved - 12 requested
 }
