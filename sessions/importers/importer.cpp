@@ -57,6 +57,43 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& paths) {
   return out;
 }
 
+InputFiles select_inputs(const std::vector<std::string>& paths) {
+  InputFiles out;
+  std::string first_skipped, first_reason;
+  int64_t skipped = 0;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    const std::vector<std::string> found = expand_inputs({p});
+    if (!fs::is_directory(p, ec)) {
+      out.files.insert(out.files.end(), found.begin(), found.end());
+      continue;
+    }
+    std::string reason;
+    size_t kept = 0;
+    for (const auto& f : found) {
+      try {
+        if (!pickle::is_pickle(read_head(f, 2))) detect(f);
+        out.files.push_back(f);
+        ++kept;
+      } catch (const ImportError& e) {
+        if (reason.empty()) reason = e.what();
+        if (skipped++ == 0) {
+          first_skipped = f;
+          first_reason = e.what();
+          if (first_reason.rfind(f + ": ", 0) == 0) first_reason.erase(0, f.size() + 2);  // the source names it
+        }
+      }
+    }
+    if (kept == 0) throw ImportError(reason);  // nothing in the directory is a trace
+  }
+  if (skipped > 0)
+    out.skipped.push_back({"skipped_not_a_trace", "error", skipped, first_skipped, -1,
+                           fmt::format("{}; left out of the import of its directory (import the traces by name to "
+                                       "see it refused)",
+                                       first_reason)});
+  return out;
+}
+
 std::string read_head(const std::string& path, size_t max_bytes) {
   gzFile f = gzopen(path.c_str(), "rb");  // reads plain files as they are
   if (!f) return "";
@@ -72,7 +109,8 @@ void check_cancelled(const ImportOptions& options) {
 }
 
 ImportSummary import_paths(const std::vector<std::string>& paths, SessionWriter& writer, const ImportOptions& options) {
-  const std::vector<std::string> files = expand_inputs(paths);
+  const InputFiles selected = select_inputs(paths);
+  const std::vector<std::string>& files = selected.files;
   check_cancelled(options);
   auto is_snapshot = [](const std::string& f) { return pickle::is_pickle(read_head(f, 2)); };
   if (std::any_of(files.begin(), files.end(), is_snapshot)) {
@@ -98,7 +136,12 @@ ImportSummary import_paths(const std::vector<std::string>& paths, SessionWriter&
     if (&detect(f) != &importer)
       throw ImportError(fmt::format("{}: a {} file among {} files; import one format at a time", f, detect(f).format,
                                     importer.format));
-  return importer.run(files, writer, options);
+  ImportSummary sum = importer.run(files, writer, options);
+  if (!selected.skipped.empty()) {  // the directories' other files: stored beside the importer's problems
+    writer.add_import_stats(selected.skipped);
+    sum.problems.insert(sum.problems.end(), selected.skipped.begin(), selected.skipped.end());
+  }
+  return sum;
 }
 
 const Importer& detect(const std::string& path) {

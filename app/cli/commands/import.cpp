@@ -73,7 +73,8 @@ bool is_nsys_report(const std::string& f) {
 }
 
 int cmd_import(const ImportState& s) {
-  std::vector<std::string> files = si::expand_inputs(s.inputs);
+  const si::InputFiles selected = si::select_inputs(s.inputs);  // a directory's config.json is left out
+  std::vector<std::string> files = selected.files;
   const std::string out = s.output.empty() ? default_output(s.inputs.front()) : s.output;
   // Before anything else: the output must not be what is read (staged_output.h).
   refuse_output_among_inputs(out, s.inputs, files);
@@ -120,6 +121,10 @@ int cmd_import(const ImportState& s) {
     ss::SessionWriter writer(staged.temp(), true);
     try {
       sum = importer.run(files, writer, opt);
+      if (!selected.skipped.empty()) {
+        writer.add_import_stats(selected.skipped);
+        sum.problems.insert(sum.problems.end(), selected.skipped.begin(), selected.skipped.end());
+      }
       si::check_cancelled(opt);  // asked while the last part was written
       writer.close("complete");
     } catch (const si::ImportCancelled&) {
