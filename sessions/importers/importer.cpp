@@ -154,11 +154,14 @@ const Importer& detect(const std::string& path) {
                                   "(embedscope stats FILE)", path));
   if (!head.empty() && static_cast<unsigned char>(head[0]) == 0x80)
     throw ImportError(fmt::format("{}: a Python pickle that is not a PyTorch memory snapshot (those are pickle protocol 2 to 5)", path));
+  if (const int protocol = pickle::old_pickle_protocol(head); protocol >= 0)
+    throw ImportError(pickle::old_pickle_message(path, protocol));
   if (ends_with(path, ".nsys-rep"))
     throw ImportError(fmt::format("{}: an Nsight Systems report; export it first with `{}` and import the .sqlite file",
                                   path, nsys_export_command(path)));
   std::string formats;
   for (const auto& imp : all_importers()) formats += (formats.empty() ? "" : "; ") + std::string(imp.description);
+  formats += "; PyTorch CUDA memory snapshots (torch.cuda.memory._dump_snapshot: .pickle, .pickle.gz)";
   throw ImportError(fmt::format("{}: not a format embedscope import reads (it reads {})", path, formats));
 }
 

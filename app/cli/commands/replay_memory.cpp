@@ -18,6 +18,8 @@
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/memory/snapshot_replay.h"
 #include "embedscope/engine/workload/spec.h"
+#include "embedscope/sessions/importers/importer.h"
+#include "embedscope/sessions/importers/torch_memory_snapshot/pickle.h"
 #include "output/output.h"
 #include "workload_args.h"  // kInteger
 
@@ -35,15 +37,13 @@ std::vector<es::AllocatorConfig> parse_settings(const std::string& allocators, i
   for (size_t start = 0; start <= list.size();) {
     const size_t comma = std::min(list.find(',', start), list.size());
     const std::string name = list.substr(start, comma - start);
-    es::AllocatorKind kind;
-    try {
-      kind = es::allocator_kind_from_string(name, "--allocator");
-    } catch (const std::invalid_argument& e) {
-      throw es::SpecError(e.what());
-    }
-    if (kind == es::AllocatorKind::cuda_async)
+    // the kinds a replay takes (cuda_async, an allocator setting of runs, is not one of them)
+    if (name == "cuda_async")
       throw es::SpecError("--allocator: cuda_async cannot be replayed: its cudaMallocAsync pool needs a GPU and hides its "
                           "layout; replay caching, expandable or direct");
+    if (name != "caching" && name != "expandable" && name != "direct")
+      throw es::SpecError(fmt::format("--allocator: must be one of caching, expandable, direct, got \"{}\"", name));
+    const es::AllocatorKind kind = es::allocator_kind_from_string(name, "--allocator");
     settings.push_back({kind, cap, 0, false});
     if (kind != es::AllocatorKind::direct && max_split > 0) settings.push_back({kind, cap, max_split, false});
     start = comma + 1;
@@ -136,7 +136,26 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
 int cmd_replay(const std::string& file, const std::string& allocators, int64_t max_split, int64_t capacity,
                int64_t device, bool as_json) {
   if (is_memory_snapshot_file(file)) return cmd_replay_snapshot(file, allocators, max_split, capacity, device, as_json);
-  const es::MemoryTrace trace = es::load_memory_trace(file);
+  es::MemoryTrace trace;
+  try {
+    trace = es::load_memory_trace(file);
+  } catch (const std::exception&) {
+    // say what the file is where import reads it: a trace to import, or a pickle of an old protocol
+    const std::string head = ss::importers::read_head(file, 1 << 16);
+    if (const int protocol = ss::pickle::old_pickle_protocol(head); protocol >= 0)
+      throw es::SpecError(ss::pickle::old_pickle_message(file, protocol));
+    const ss::importers::Importer* imp = nullptr;
+    try {
+      imp = &ss::importers::detect(file);
+    } catch (const ss::importers::ImportError&) {
+    }
+    if (imp)
+      throw es::SpecError(fmt::format("{}: a trace embedscope import reads ({}), not an allocator trace: replay-memory reads alloc/free action "
+                                      "lists (JSON) and PyTorch memory snapshots (.pickle); import it with `embedscope "
+                                      "import {}` and see its figures with `embedscope stats`",
+                                      file, imp->description, file));
+    throw;
+  }
   const int64_t cap = capacity > 0 ? capacity : trace.capacity_bytes;
   if (cap <= 0) throw es::SpecError(fmt::format("{}: no capacity: give --capacity or \"capacity_bytes\" in the trace", file));
   std::vector<es::ReplayResult> results;

@@ -266,3 +266,44 @@ TEST(ImportCli, ExportRefusesAnExistingOutputUnlessForced) {
   std::filesystem::create_directories(empty);
   EXPECT_EQ(cli("export " + db + " --format csv -o " + empty.string()).code, 0);
 }
+
+// tester34 D15: what import and replay-memory say about files they do not read: the formats
+// import reads include memory snapshots; a pickle of protocol 0 or 1 (gzip too) is named as such
+// by both commands; a Kineto trace given to replay-memory points to import; --allocator names
+// the kinds a replay takes, the same in its help and its error.
+TEST(ImportCli, MessagesForPicklesOfOldProtocolsAndTracesGivenToReplayMemory) {
+  const std::string p0 = scratch_db("p0.pickle"), p1 = scratch_db("p1.pickle");
+  { std::ofstream(p0, std::ios::binary) << std::string("(dp0\nVsegments\np1\n(lp2\nsVdevice_traces\np3\n(lp4\n(lp5\nas."); }
+  {
+    std::ofstream(p1, std::ios::binary)
+        << std::string("}q\x00(X\x08\x00\x00\x00segmentsq\x01]q\x02X\r\x00\x00\x00device_tracesq\x03]q\x04]q\x05au.", 45);
+  }
+  ASSERT_EQ(std::filesystem::file_size(p1), 45u);
+  for (const auto& [file, protocol] : {std::pair{p0, 0}, std::pair{p1, 1}})
+    for (const std::string command : {"import ", "replay-memory "}) {
+      Result r = cli(command + file);
+      EXPECT_EQ(r.code, 2) << command;
+      EXPECT_NE(r.err.find(file + ": a pickle of protocol " + std::to_string(protocol) +
+                           "; PyTorch memory snapshots are read in protocols 2-5"),
+                std::string::npos)
+          << command << r.err;
+    }
+  const std::string json = scratch_db("not_a_trace.json");
+  { std::ofstream(json) << "{\"lr\": 0.1}\n"; }
+  Result r = cli("import " + json);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("PyTorch CUDA memory snapshots (torch.cuda.memory._dump_snapshot: .pickle, .pickle.gz)"),
+            std::string::npos)
+      << r.err;
+  const std::string trace = trace_fixture("hta_small/rank0.json");
+  r = cli("replay-memory " + trace);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(trace + ": a trace embedscope import reads (PyTorch profiler (Kineto)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("import it with `embedscope import " + trace + "`"), std::string::npos) << r.err;
+  const std::string snap = std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/fragmented_oom_p4.pickle";
+  r = cli("replay-memory " + snap + " --allocator foo");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--allocator: must be one of caching, expandable, direct, got \"foo\""), std::string::npos) << r.err;
+  r = cli("replay-memory --help");
+  EXPECT_NE(r.out.find("caching, expandable, direct"), std::string::npos) << r.out;
+}
