@@ -19,6 +19,7 @@
 #include "embedscope/engine/memory/snapshot_replay.h"
 #include "embedscope/engine/workload/spec.h"
 #include "embedscope/sessions/importers/importer.h"
+#include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
 #include "embedscope/sessions/importers/torch_memory_snapshot/pickle.h"
 #include "output/output.h"
 #include "workload_args.h"  // kInteger
@@ -66,12 +67,15 @@ json result_json(const es::ReplayResult& r) {
 }
 
 void print_table(const std::vector<es::ReplayResult>& results) {
-  std::cout << fmt::format("{:<40} {:>14} {:>14} {:>14} {:>10} {:>9}  {}\n", "allocator", "peak allocated",
-                           "peak reserved", "frag at peak", "memviz", "segments", "result");
+  // fragmentation, memviz and segments: when reserved bytes reached their peak (`stats` gives
+  // the layout at peak allocated too, and at peak reserved as here)
+  std::cout << fmt::format("{:<40} {:>14} {:>14} {:>17} {:>10} {:>9}  {}\n", "allocator", "peak allocated",
+                           "peak reserved", "frag (peak rsvd)", "memviz", "segments", "result");
   for (const auto& r : results)
-    std::cout << fmt::format("{:<40} {:>14} {:>14} {:>13.1f}% {:>10.3f} {:>9}  {}\n", r.label,
+    std::cout << fmt::format("{:<40} {:>14} {:>14} {:>16.1f}% {:>10.3f} {:>9}  {}\n", r.label,
                              es::format_bytes(r.peak_allocated), es::format_bytes(r.peak_reserved),
                              100 * r.fragmentation_at_peak, r.memviz_at_peak, r.segments_at_peak, r.verdict());
+  std::cout << "(fragmentation, memviz and segments: the layout when reserved bytes reached their peak)\n";
   for (const auto& r : results) {
     if (r.oom) std::cout << fmt::format("\n{}: {}\n", r.label, r.oom_message);
     if (r.growth.unbounded) std::cout << fmt::format("\n{}: {}\n", r.label, r.growth.message);
@@ -86,16 +90,34 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
     throw es::SpecError(fmt::format("--device {}: {} has {} device(s)", device, file, devices));
   json jdevs = json::array();
   for (int64_t d = device < 0 ? 0 : device; d < (device < 0 ? devices : device + 1); ++d) {
-    const int64_t known = es::snapshot_capacity(snap, d);
+    const int64_t from_oom = es::snapshot_capacity(snap, d);
+    // The recorded run held peak_reserved at once, so the device had at least that much: a
+    // capacity from the OOM below it (device_free shrinks when another process allocates, or
+    // the dump's device_free is off) would make the recorded settings run out early. The larger
+    // is used, and said.
+    int64_t peak_reserved = 0;
+    for (const auto& p : ss::torch_snapshot::walk_timeline(snap, d, 0).points)
+      peak_reserved = std::max(peak_reserved, p.reserved);
+    const bool below_peak = from_oom > 0 && from_oom < peak_reserved;
+    const int64_t known = below_peak ? peak_reserved : from_oom;
     const int64_t cap = capacity > 0 ? capacity : known > 0 ? known : es::kMaxMemoryBytes;
     std::vector<es::AllocatorConfig> settings{es::recorded_config(snap, cap)};
     for (const auto& c : parse_settings(allocators, max_split, cap)) settings.push_back(c);
     const es::SnapshotReplay rep = es::replay_snapshot(snap, d, settings, file);
     const es::ReplayResult& own = rep.results.front();
     const bool reproduces = own.final_segments == rep.snapshot_segments && own.final_reserved == rep.snapshot_reserved;
-    const std::string cap_text = capacity > 0   ? es::format_bytes(cap) + " (--capacity)"
-                                 : known > 0    ? es::format_bytes(cap) + " (free + reserved at the recorded OOM)"
-                                                : "unknown (no OOM in the trace; give --capacity): unlimited";
+    const std::string cap_text =
+        capacity > 0 ? es::format_bytes(cap) + " (--capacity)"
+        : below_peak ? fmt::format("{} (the trace's own peak reserved; free + reserved at the recorded OOM is only {}: "
+                                   "memory another process held then, or a device_free that is off; the recorded OOM need not recur; "
+                                   "--capacity sets another)",
+                                   es::format_bytes(cap), es::format_bytes(from_oom))
+        : known > 0  ? es::format_bytes(cap) + " (free + reserved at the recorded OOM)"
+                     : "unknown (no OOM in the trace; give --capacity): unlimited";
+    if (capacity > 0 && capacity < peak_reserved && !as_json)
+      std::cout << fmt::format("note: --capacity {} is below the trace's own peak reserved {}: the recorded settings "
+                               "run out of memory where the recorded run did not\n",
+                               es::format_bytes(capacity), es::format_bytes(peak_reserved));
     if (as_json) {
       json rs = json::array();
       for (size_t i = 0; i < rep.results.size(); ++i) {
@@ -104,6 +126,11 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
         rs.push_back(r);
       }
       jdevs.push_back({{"device", d}, {"entries", rep.entries}, {"capacity_bytes", capacity > 0 || known > 0 ? cap : 0},
+                       {"capacity_source", capacity > 0 ? "--capacity" : below_peak ? "peak_reserved"
+                                                         : known > 0              ? "recorded_oom"
+                                                                                  : "unknown"},
+                       {"capacity_at_recorded_oom_bytes", from_oom > 0 ? json(from_oom) : json(nullptr)},
+                       {"trace_peak_reserved_bytes", peak_reserved},
                        {"memory_trace_start", rep.starts_at_process_start ? "process_start" : "mid_way"},
                        {"initial_blocks", rep.initial_blocks}, {"recorded_ooms", rep.recorded_ooms},
                        {"snapshot_segments", rep.snapshot_segments}, {"snapshot_reserved_bytes", rep.snapshot_reserved},

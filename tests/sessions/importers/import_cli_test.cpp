@@ -307,3 +307,68 @@ TEST(ImportCli, MessagesForPicklesOfOldProtocolsAndTracesGivenToReplayMemory) {
   r = cli("replay-memory --help");
   EXPECT_NE(r.out.find("caching, expandable, direct"), std::string::npos) << r.out;
 }
+
+// tester34 D17: stats gives the fragmentation at peak allocated and at peak reserved, each named,
+// and replay-memory's table (the moment reserved bytes reach their peak) equals the second.
+// small_oom_p4.pickle (make_tester34.py): 4 MiB allocated in the 20 MiB segment at entry 1 (one
+// 16 MiB free block: memviz 256/400 = 0.64), 12 MiB at entry 2 (8 MiB free: 64/400 = 0.16).
+TEST(ImportCli, FragmentationAtBothPeaksIsNamedAndMatchesReplayMemory) {
+  const std::string snap = std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/small_oom_p4.pickle";
+  const std::string db = scratch_db("small_oom.db");
+  std::remove(db.c_str());
+  ASSERT_EQ(cli("import " + snap + " -o " + db).code, 0);
+  Result r = cli("stats " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("  at peak allocated  fragmentation 0.0% (1 - largest free / free), memviz 0.160; largest free "
+                       "block 8.0 MiB of 8.0 MiB free in segments"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("  at peak reserved   fragmentation 0.0%, memviz 0.640; largest free block 16.0 MiB of 16.0 MiB "
+                       "free (entry 1: reserved first at its peak"),
+            std::string::npos)
+      << r.out;
+  r = cli("stats --json " + db);
+  const auto s = nlohmann::json::parse(r.out)["memory"][0];
+  EXPECT_EQ(s["peak_entry"], 2);
+  EXPECT_EQ(s["peak_reserved_entry"], 1);
+  EXPECT_DOUBLE_EQ(s["at_peak"]["memviz_fragmentation"].get<double>(), 0.16);
+  EXPECT_DOUBLE_EQ(s["at_peak_reserved"]["memviz_fragmentation"].get<double>(), 0.64);
+  r = cli("replay-memory " + snap + " --device 0 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rec = nlohmann::json::parse(r.out)["devices"][0]["results"][0];
+  EXPECT_DOUBLE_EQ(rec["memviz_fragmentation_at_peak"].get<double>(), 0.64);
+  EXPECT_DOUBLE_EQ(rec["fragmentation_at_peak"].get<double>(), s["at_peak_reserved"]["external_fragmentation"].get<double>());
+  r = cli("replay-memory " + snap + " --device 0");
+  EXPECT_NE(r.out.find("frag (peak rsvd)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(fragmentation, memviz and segments: the layout when reserved bytes reached their peak)"),
+            std::string::npos)
+      << r.out;
+}
+
+// tester34 D21: shrunk_oom_p4.pickle reserved 40 MiB, then freed a segment and ran out of memory
+// with 2 MiB free on the device: free + reserved at the OOM is 22 MiB, below what the run held.
+// The replay's capacity is the larger, said as such, so the recorded settings run to the
+// recorded OOM (entry 8) instead of running out at the second segment (action 4, as before);
+// a --capacity below the trace's peak gets a note.
+TEST(ImportCli, ReplayCapacityIsNeverBelowTheTracesOwnPeakReserved) {
+  const std::string snap = std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/shrunk_oom_p4.pickle";
+  Result r = cli("replay-memory " + snap + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto d = nlohmann::json::parse(r.out)["devices"][0];
+  EXPECT_EQ(d["capacity_bytes"], 40 << 20);
+  EXPECT_EQ(d["capacity_source"], "peak_reserved");
+  EXPECT_EQ(d["capacity_at_recorded_oom_bytes"], 22 << 20);
+  EXPECT_EQ(d["trace_peak_reserved_bytes"], 40 << 20);
+  EXPECT_EQ(d["results"][0]["oom_action"], 8);
+  EXPECT_EQ(d["results"][0]["peak_reserved_bytes"], 40 << 20);
+  EXPECT_NEAR(d["results"][0]["fragmentation_at_peak"].get<double>(), 1.0 - 11.0 / 13.0, 1e-12);  // 2 and 11 MiB free
+  r = cli("replay-memory " + snap);
+  EXPECT_NE(r.out.find("device capacity 40.0 MiB (the trace's own peak reserved; free + reserved at the recorded OOM is "
+                       "only 22.0 MiB"),
+            std::string::npos)
+      << r.out;
+  r = cli("replay-memory " + snap + " --capacity " + std::to_string(22 << 20));
+  EXPECT_NE(r.out.find("note: --capacity 22.0 MiB is below the trace's own peak reserved 40.0 MiB"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("OOM at action 4"), std::string::npos) << r.out;  // as asked: the second segment does not fit
+}
