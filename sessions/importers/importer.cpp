@@ -43,9 +43,12 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& paths) {
       std::vector<std::string> found;
       for (const auto& e : fs::directory_iterator(p, ec)) {
         const std::string name = e.path().string();
-        if (e.is_regular_file() && (ends_with(name, ".json") || ends_with(name, ".json.gz") || ends_with(name, ".sqlite"))) found.push_back(name);
+        if (e.is_regular_file() && (ends_with(name, ".json") || ends_with(name, ".json.gz") || ends_with(name, ".sqlite") ||
+                                    ends_with(name, ".pickle") || ends_with(name, ".pickle.gz")))
+          found.push_back(name);
       }
-      if (found.empty()) throw ImportError(fmt::format("{}: a directory without .json, .json.gz or .sqlite files", p));
+      if (found.empty())
+        throw ImportError(fmt::format("{}: a directory without .json, .json.gz, .sqlite, .pickle or .pickle.gz files", p));
       std::sort(found.begin(), found.end());
       out.insert(out.end(), found.begin(), found.end());
     } else if (fs::exists(p, ec)) {
@@ -114,14 +117,21 @@ ImportSummary import_paths(const std::vector<std::string>& paths, SessionWriter&
   check_cancelled(options);
   auto is_snapshot = [](const std::string& f) { return pickle::is_pickle(read_head(f, 2)); };
   if (std::any_of(files.begin(), files.end(), is_snapshot)) {
-    if (files.size() != 1)
-      throw ImportError(fmt::format("{}: a PyTorch memory snapshot among {} files; import a snapshot on its own",
-                                    *std::find_if(files.begin(), files.end(), is_snapshot), files.size()));
-    if (options.progress) options.progress("reading " + files.front());
-    const torch_snapshot::MemorySnapshotFile snap = torch_snapshot::load_snapshot(files.front());
-    check_cancelled(options);
+    if (auto other = std::find_if_not(files.begin(), files.end(), is_snapshot); other != files.end())
+      throw ImportError(fmt::format("{}: not a PyTorch memory snapshot, among {} files of which {} is; import "
+                                    "snapshots (one per rank) without traces",
+                                    *other, files.size(), *std::find_if(files.begin(), files.end(), is_snapshot)));
+    std::vector<torch_snapshot::MemorySnapshotFile> snaps;
+    snaps.reserve(files.size());
+    for (const auto& f : files) {
+      if (options.progress) options.progress("reading " + f);
+      snaps.push_back(torch_snapshot::load_snapshot(f));
+      check_cancelled(options);
+    }
+    std::vector<torch_snapshot::SnapshotInput> inputs;
+    for (size_t k = 0; k < files.size(); ++k) inputs.push_back({&snaps[k], files[k]});
     if (options.fraction) options.fraction(0.8);
-    const auto sum = torch_snapshot::import_torch_memory_snapshot(snap, files.front(), writer);
+    const auto sum = torch_snapshot::import_torch_memory_snapshots(inputs, writer);
     if (options.fraction) options.fraction(1.0);
     ImportSummary out;
     out.format = "torch_memory_snapshot";

@@ -91,10 +91,12 @@ int cmd_import(const ImportState& s) {
     f = exported;
   }
   if (std::any_of(files.begin(), files.end(), is_memory_snapshot_file)) {  // commands/import_memory_snapshot.cpp
-    if (files.size() != 1)
-      throw si::ImportError(fmt::format("{}: a PyTorch memory snapshot among {} files; import a snapshot on its own",
-                                        *std::find_if(files.begin(), files.end(), is_memory_snapshot_file), files.size()));
-    return import_memory_snapshot(files.front(), s.output, s.overwrite, s.json);
+    if (auto other = std::find_if_not(files.begin(), files.end(), is_memory_snapshot_file); other != files.end())
+      throw si::ImportError(fmt::format("{}: not a PyTorch memory snapshot, among {} files of which {} is; import "
+                                        "snapshots (one per rank) without traces",
+                                        *other, files.size(),
+                                        *std::find_if(files.begin(), files.end(), is_memory_snapshot_file)));
+    return import_memory_snapshot(files, s.output, s.overwrite, s.json);
   }
   const si::Importer& importer = si::detect(files.front());
   for (const auto& f : files)

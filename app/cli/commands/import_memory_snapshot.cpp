@@ -35,8 +35,13 @@ bool is_memory_snapshot_file(const std::string& path) {
   return ss::pickle::is_pickle(ss::importers::read_head(path, 2));  // gunzipped when gzip
 }
 
-int import_memory_snapshot(const std::string& file, const std::string& out, bool overwrite, bool as_json) {
-  const ts::MemorySnapshotFile snap = ts::load_snapshot(file);  // before the session exists: bad input leaves nothing
+int import_memory_snapshot(const std::vector<std::string>& files, const std::string& out, bool overwrite, bool as_json) {
+  const std::string& file = files.front();
+  std::vector<ts::MemorySnapshotFile> snaps;  // read before the session exists: bad input leaves nothing
+  snaps.reserve(files.size());
+  for (const auto& f : files) snaps.push_back(ts::load_snapshot(f));
+  std::vector<ts::SnapshotInput> inputs;
+  for (size_t k = 0; k < files.size(); ++k) inputs.push_back({&snaps[k], files[k]});
   std::string target = out;
   if (target.empty()) {
     std::string stem = std::filesystem::path(file).filename().string();
@@ -45,13 +50,13 @@ int import_memory_snapshot(const std::string& file, const std::string& out, bool
         stem.resize(stem.size() - std::string(ext).size());
     target = stem + ".db";
   }
-  refuse_output_among_inputs(target, {file}, {file});
+  refuse_output_among_inputs(target, files, files);
   // written beside `target` and renamed over it once complete (staged_output.h)
   StagedSession staged(target, overwrite);
   ts::ImportSummary sum;
   {
     ss::SessionWriter w(staged.temp(), true);
-    sum = ts::import_torch_memory_snapshot(snap, file, w);
+    sum = ts::import_torch_memory_snapshots(inputs, w);
     w.close("complete");
   }
   staged.commit();
@@ -71,11 +76,21 @@ int import_memory_snapshot(const std::string& file, const std::string& out, bool
     return 0;
   }
   int64_t reserved = 0;
-  for (const auto& s : snap.segments) reserved += s.total_size;
-  std::cout << fmt::format("{}: PyTorch memory snapshot, {} device(s), {} segments ({} reserved), {} blocks, {} trace "
-                           "entries, {} distinct frames\n",
-                           file, sum.devices, sum.segments, ss::format_bytes(reserved), sum.blocks, sum.trace_entries,
-                           sum.frames);
+  for (const auto& snap : snaps)
+    for (const auto& s : snap.segments) reserved += s.total_size;
+  if (files.size() == 1)
+    std::cout << fmt::format("{}: PyTorch memory snapshot, {} device(s), {} segments ({} reserved), {} blocks, {} trace "
+                             "entries, {} distinct frames\n",
+                             file, sum.devices, sum.segments, ss::format_bytes(reserved), sum.blocks, sum.trace_entries,
+                             sum.frames);
+  else {
+    std::cout << fmt::format("{} PyTorch memory snapshots as {} ranks, {} segments ({} reserved), {} blocks, {} trace "
+                             "entries, {} distinct frames\n",
+                             files.size(), sum.devices, sum.segments, ss::format_bytes(reserved), sum.blocks,
+                             sum.trace_entries, sum.frames);
+    const ss::SessionReader session(target);
+    for (const auto& r : session.ranks()) std::cout << fmt::format("  rank {}: {}\n", r.rank, r.device);
+  }
   if (!sum.starts_at_process_start)
     std::cout << "the trace starts mid-way (a ring buffer dropped its oldest entries): the layout at its first entry is "
                  "walked back from the dump; blocks allocated before it have no stack or time\n";

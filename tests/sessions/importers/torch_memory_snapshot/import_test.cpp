@@ -282,3 +282,48 @@ TEST(TorchSnapshotImport, ContradictionsAreStoredAsImportProblems) {
   EXPECT_EQ(mem[0].rounding_loss_at_peak, 0);
   EXPECT_EQ(mem[0].reserved_overhead_at_peak, 8 * MiB);  // 20 reserved - 12 requested
 }
+
+// tester34 D24: per-rank snapshots (each process dumps its own GPU as device 0) as one session:
+// ranks in the order given, one per device holding anything (small_oom_p4's empty device 1 is
+// no rank), events, timelines and dumps per rank, each event's stack resolving to its own
+// file's frames (stack ids offset per file), one clock (both files start at time_us 1010).
+TEST(TorchSnapshotImport, SeveralSnapshotsBecomeRanksInOrder) {
+  const MemorySnapshotFile a = load_snapshot(snapshot_fixture("shrunk_oom_p4.pickle"));
+  const MemorySnapshotFile b = load_snapshot(snapshot_fixture("small_oom_p4.pickle"));
+  const std::string path = scratch("two_ranks.db");
+  {
+    SessionWriter w(path, true);
+    const ImportSummary sum = import_torch_memory_snapshots({{&a, "shrunk_oom_p4.pickle"}, {&b, "small_oom_p4.pickle"}}, w);
+    w.close("complete");
+    EXPECT_EQ(sum.devices, 2);
+    EXPECT_EQ(sum.trace_entries, 9 + 7);
+    EXPECT_EQ(sum.segments, 2);
+  }
+  const SessionReader r(path);
+  const auto ranks = r.ranks();
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(ranks[0].device, "cuda:0 of shrunk_oom_p4.pickle (PyTorch memory snapshot)");
+  EXPECT_EQ(ranks[1].device, "cuda:0 of small_oom_p4.pickle (PyTorch memory snapshot)");
+  EXPECT_EQ(r.meta(meta::kWorldSize), "2");
+  std::map<int32_t, int> events;
+  std::map<int32_t, std::string> frame_name;
+  for (const auto& f : r.memory_frames()) frame_name[f.id] = f.name;
+  std::map<int32_t, int32_t> innermost;  // stack -> its depth-0 frame
+  for (const auto& s : r.memory_stacks())
+    if (s.depth == 0) innermost[s.stack_id] = s.frame_id;
+  for (const auto& e : r.memory_events()) {
+    ++events[e.rank];
+    if (e.stack_id > 0) EXPECT_EQ(frame_name[innermost[e.stack_id]], e.tag) << "rank " << e.rank << " " << e.action;
+  }
+  EXPECT_EQ(events[0], 9);
+  EXPECT_EQ(events[1], 7);
+  const auto mem = analyze_memory(r);
+  ASSERT_EQ(mem.size(), 2u);
+  EXPECT_EQ(mem[0].peak_reserved, 40 << 20);  // shrunk: two 20 MiB segments
+  EXPECT_EQ(mem[0].peak_allocated, 27 << 20);
+  EXPECT_EQ(mem[1].peak_allocated, 12 << 20);  // small: 4 + 8 MiB
+  ASSERT_EQ(mem[1].top_stacks_at_peak.size(), 2u);
+  EXPECT_EQ(mem[1].top_stacks_at_peak[0].name, "emb_b (train.py:11)");
+  EXPECT_EQ(mem[1].ooms.size(), 1u);
+  EXPECT_EQ(r.memory_snapshots().size(), 2u);
+}

@@ -77,8 +77,23 @@ struct ImportSummary {
   std::vector<ImportStat> import_stats;
 };
 
-/// Writes `snap` (read from `source`) into `w` (which the caller closes).
+/// Writes `snap` (read from `source`) into `w` (which the caller closes): one rank per device.
 ImportSummary import_torch_memory_snapshot(const MemorySnapshotFile& snap, const std::string& source, SessionWriter& w);
+
+/// One snapshot of several (import_torch_memory_snapshots): the parsed file and its name.
+struct SnapshotInput {
+  const MemorySnapshotFile* snap = nullptr;
+  std::string source;
+};
+
+/// Several snapshots, one per process of a job (each names its own GPU, often as device 0), as
+/// one session: ranks 0..N-1 in the order given, one per device that holds anything (segments
+/// or trace entries; device 0 of a file with nothing), labelled "cuda:D of FILE"; one clock (the
+/// earliest time_us of all files is 0; PyTorch's time_us are Unix microseconds); frames and
+/// stacks of every file in one table (ids offset per file); the first file's allocator
+/// settings (others that differ: import problem allocator_settings_differ, info). One input
+/// is import_torch_memory_snapshot (every device a rank). `ImportSummary::devices` counts ranks.
+ImportSummary import_torch_memory_snapshots(const std::vector<SnapshotInput>& inputs, SessionWriter& w);
 
 /// load_snapshot(path) and the import above. Throws PickleError / SnapshotError (SessionError).
 ImportSummary import_torch_memory_snapshot(const std::string& path, SessionWriter& w);
