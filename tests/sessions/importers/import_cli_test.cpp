@@ -372,3 +372,40 @@ TEST(ImportCli, ReplayCapacityIsNeverBelowTheTracesOwnPeakReserved) {
       << r.out;
   EXPECT_NE(r.out.find("OOM at action 4"), std::string::npos) << r.out;  // as asked: the second segment does not fit
 }
+
+// tester34 D24: `import a.pickle b.pickle` and a directory of snapshots make one session of
+// ranks 0..N-1 (argument order, name order in a directory); a trace among snapshots is refused
+// naming both.
+TEST(ImportCli, PerRankSnapshotsImportAsRanks) {
+  const std::string dir = std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/";
+  const std::string db = scratch_db("per_rank_snaps.db");
+  std::remove(db.c_str());
+  Result r = cli("import " + dir + "small_oom_p4.pickle " + dir + "shrunk_oom_p4.pickle -o " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 PyTorch memory snapshots as 2 ranks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  rank 0: cuda:0 of small_oom_p4.pickle (PyTorch memory snapshot)\n"
+                       "  rank 1: cuda:0 of shrunk_oom_p4.pickle (PyTorch memory snapshot)"),
+            std::string::npos)
+      << r.out;
+  r = cli("stats --json " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto mem = nlohmann::json::parse(r.out)["memory"];
+  ASSERT_EQ(mem.size(), 2u);
+  EXPECT_EQ(mem[0]["peak_allocated_bytes"], 12 << 20);
+  EXPECT_EQ(mem[1]["peak_reserved_bytes"], 40 << 20);
+  // a directory of them: name order (shrunk before small)
+  const auto snaps = import_scratch() / "snaps";
+  std::filesystem::create_directories(snaps);
+  for (const char* f : {"small_oom_p4.pickle", "shrunk_oom_p4.pickle"})
+    std::filesystem::copy_file(dir + f, snaps / f, std::filesystem::copy_options::overwrite_existing);
+  r = cli("import " + snaps.string() + " -o " + db + " --force-overwrite");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("  rank 0: cuda:0 of shrunk_oom_p4.pickle"), std::string::npos) << r.out;
+  r = cli("import " + dir + "small_oom_p4.pickle " + trace_fixture("hta_small/rank0.json") + " -o " + db +
+          " --force-overwrite");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(trace_fixture("hta_small/rank0.json") + ": not a PyTorch memory snapshot, among 2 files of which " +
+                       dir + "small_oom_p4.pickle is"),
+            std::string::npos)
+      << r.err;
+}
