@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -408,4 +409,45 @@ TEST(ImportCli, PerRankSnapshotsImportAsRanks) {
                        dir + "small_oom_p4.pickle is"),
             std::string::npos)
       << r.err;
+}
+
+// tester34 D22: an imported memory snapshot exports its allocator timeline: a Chrome counter
+// "device memory" (allocated / reserved / active bytes) per trace entry of each rank, and
+// memory.csv. small_oom_p4: entry 4 (the 4 MiB block's free completed) leaves 8 MiB allocated,
+// free gaps of 4 and 8 MiB in the 20 MiB segment: fragmentation 1 - 8/12, memviz 80/400.
+TEST(ImportCli, ExportOfAMemorySnapshotWritesItsTimeline) {
+  const std::string db = scratch_db("export_snap.db");
+  std::remove(db.c_str());
+  ASSERT_EQ(cli("import " + std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/small_oom_p4.pickle -o " + db).code, 0);
+  const std::string chrome = scratch_db("export_snap.json");
+  std::remove(chrome.c_str());
+  Result r = cli("export " + db + " --format chrome -o " + chrome);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto t = nlohmann::json::parse(file_bytes(chrome));
+  std::vector<nlohmann::json> counters;
+  bool named = false;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] == "C" && e["name"] == "device memory") counters.push_back(e);
+    if (e["ph"] == "M" && e["name"] == "process_name" && e["args"]["name"] == "rank 0") named = true;
+  }
+  EXPECT_TRUE(named);
+  ASSERT_EQ(counters.size(), 7u);  // device 1 has no entries
+  EXPECT_EQ(counters[2]["args"]["allocated"], 12 << 20);
+  EXPECT_EQ(counters[2]["args"]["reserved"], 20 << 20);
+  EXPECT_DOUBLE_EQ(counters[2]["ts"].get<double>(), 20.0);  // entries 10 us apart from the first
+  EXPECT_EQ(counters[4]["args"]["allocated"], 8 << 20);
+  const auto dir = import_scratch() / "export_snap_csv";
+  std::filesystem::remove_all(dir);
+  r = cli("export " + db + " --format csv -o " + dir.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string csv = file_bytes((dir / "memory.csv").string());
+  EXPECT_EQ(csv.rfind("rank,entry,action,time_ns,allocated_bytes,reserved_bytes,active_bytes,largest_free_block_bytes,"
+                      "external_fragmentation,memviz_fragmentation\n0,0,segment_alloc,0,0,20971520,0,20971520,",
+                      0),
+            0u)
+      << csv;
+  EXPECT_NE(csv.find("\n0,4,free_completed,40000,8388608,20971520,8388608,8388608,0.333333,0.200000\n"),
+            std::string::npos)
+      << csv;
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 8);  // header + 7 entries
 }
