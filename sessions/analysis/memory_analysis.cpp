@@ -79,10 +79,23 @@ RankMemoryAnalysis analyze_memory_history(const MemoryHistory& h, int32_t rank, 
   if (r.peak_entry >= 0) {
     const MemoryState st = h.state_at(r.peak_entry);
     r.at_peak = h.figures(st);
-    r.rounding_loss_at_peak = st.allocated - st.requested;
-    r.reserved_overhead_at_peak = st.reserved - st.requested;
+    // never negative: a request above its block is contradicting input (the importer records
+    // trace_size_disagrees_with_dump and stores the block's size as the request)
+    r.rounding_loss_at_peak = std::max<int64_t>(0, st.allocated - st.requested);
+    r.reserved_overhead_at_peak = std::max<int64_t>(0, st.reserved - st.requested);
     r.largest_free_block_max = r.at_peak.largest_free_block;
     r.top_stacks_at_peak = top_stacks(h, st, top, frames, stacks);
+    for (int64_t i = 0; i < h.size() && r.peak_reserved_entry < 0; ++i)
+      if (h.reserved_after(i) == r.peak_reserved) r.peak_reserved_entry = i;
+    // a segment is reserved for the alloc that follows it (replay-memory, which replays allocs
+    // only, sees both as one action): the moment is after that alloc
+    const auto& es = h.entries();
+    while (r.peak_reserved_entry >= 0 && r.peak_reserved_entry + 1 < h.size() &&
+           (es[r.peak_reserved_entry].kind == MemoryEntryKind::segment_alloc ||
+            es[r.peak_reserved_entry].kind == MemoryEntryKind::segment_grow) &&
+           h.reserved_after(r.peak_reserved_entry + 1) == r.peak_reserved)
+      ++r.peak_reserved_entry;
+    if (r.peak_reserved_entry >= 0) r.at_peak_reserved = h.figures(h.state_at(r.peak_reserved_entry));
   }
   // the OOMs: walk forward once, taking the layout at each
   MemoryState st = h.initial();

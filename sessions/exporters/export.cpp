@@ -96,6 +96,18 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
     if (auto it = step_start.find(key); it != step_start.end())
       emit(fmt::format(R"({{"ph":"C","pid":{},"name":"ids looked up","ts":{},"args":{{"ids":{}}}}})", key.second,
                        ns_to_us(it->second), n));
+  // an imported memory snapshot's allocator counters after every trace entry (memory_timeline):
+  // one counter per rank, allocated / reserved / active bytes (Perfetto draws a track each)
+  for (const auto& p : session.memory_timeline()) {
+    if (!seen_rank[p.rank]) {  // a snapshot's ranks have no lanes: name their processes here
+      emit(fmt::format(R"({{"ph":"M","pid":{},"name":"process_name","args":{{"name":"rank {}"}}}})", p.rank, p.rank));
+      emit(fmt::format(R"({{"ph":"M","pid":{},"name":"process_sort_index","args":{{"sort_index":{}}}}})", p.rank, p.rank));
+      seen_rank[p.rank] = true;
+    }
+    emit(fmt::format(
+        R"({{"ph":"C","pid":{},"name":"device memory","ts":{},"args":{{"allocated":{},"reserved":{},"active":{}}}}})",
+        p.rank, ns_to_us(p.time_ns), p.allocated, p.reserved, p.active));
+  }
   // flows: one arrow from the first rank to enter a collective to each other member
   std::map<std::pair<std::string, uint64_t>, std::vector<const CollectiveRecord*>> by_seq;
   const auto colls = session.collectives();
@@ -117,6 +129,12 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
     }
   }
   out << "\n]}\n";
+}
+
+const std::vector<std::string>& csv_export_files() {
+  static const std::vector<std::string> names{"events.csv", "steps.csv",       "ranks.csv", "load.csv",
+                                              "collectives.csv", "session.csv", "memory.csv"};
+  return names;
 }
 
 std::vector<std::string> export_csv(const SessionReader& session, const RunStats& stats, const std::string& dir) {
@@ -195,6 +213,22 @@ std::vector<std::string> export_csv(const SessionReader& session, const RunStats
     for (const char* key : {meta::kWorkloadName, meta::kBackend, meta::kWorldSize, meta::kEnded})
       f << key << "," << csv(session.meta(key, "")) << "\n";
     for (const char* flag : {meta::kSimulated, meta::kImported}) f << flag << "," << session.meta(flag, "0") << "\n";
+  }
+  if (const auto timeline = session.memory_timeline(); !timeline.empty()) {
+    // an imported memory snapshot: the allocator's counters after every trace entry, with the
+    // entry's action (memory_events of the rank, in order)
+    std::map<int32_t, std::vector<std::string>> actions;
+    for (auto& e : session.memory_events()) actions[e.rank].push_back(std::move(e.action));
+    auto f = open("memory.csv");
+    f << "rank,entry,action,time_ns,allocated_bytes,reserved_bytes,active_bytes,largest_free_block_bytes,"
+         "external_fragmentation,memviz_fragmentation\n";
+    for (const auto& p : timeline) {
+      const auto& a = actions[p.rank];
+      f << fmt::format("{},{},{},{},{},{},{},{},{:.6f},{:.6f}\n", p.rank, p.entry,
+                       p.entry >= 0 && static_cast<size_t>(p.entry) < a.size() ? csv(a[static_cast<size_t>(p.entry)]) : "",
+                       p.time_ns, p.allocated, p.reserved, p.active, p.largest_free_block, p.external_fragmentation,
+                       p.memviz_fragmentation);
+    }
   }
   return written;
 }

@@ -43,9 +43,12 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& paths) {
       std::vector<std::string> found;
       for (const auto& e : fs::directory_iterator(p, ec)) {
         const std::string name = e.path().string();
-        if (e.is_regular_file() && (ends_with(name, ".json") || ends_with(name, ".json.gz") || ends_with(name, ".sqlite"))) found.push_back(name);
+        if (e.is_regular_file() && (ends_with(name, ".json") || ends_with(name, ".json.gz") || ends_with(name, ".sqlite") ||
+                                    ends_with(name, ".pickle") || ends_with(name, ".pickle.gz")))
+          found.push_back(name);
       }
-      if (found.empty()) throw ImportError(fmt::format("{}: a directory without .json, .json.gz or .sqlite files", p));
+      if (found.empty())
+        throw ImportError(fmt::format("{}: a directory without .json, .json.gz, .sqlite, .pickle or .pickle.gz files", p));
       std::sort(found.begin(), found.end());
       out.insert(out.end(), found.begin(), found.end());
     } else if (fs::exists(p, ec)) {
@@ -54,6 +57,43 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& paths) {
       throw ImportError(fmt::format("{}: no such file or directory", p));
     }
   }
+  return out;
+}
+
+InputFiles select_inputs(const std::vector<std::string>& paths) {
+  InputFiles out;
+  std::string first_skipped, first_reason;
+  int64_t skipped = 0;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    const std::vector<std::string> found = expand_inputs({p});
+    if (!fs::is_directory(p, ec)) {
+      out.files.insert(out.files.end(), found.begin(), found.end());
+      continue;
+    }
+    std::string reason;
+    size_t kept = 0;
+    for (const auto& f : found) {
+      try {
+        if (!pickle::is_pickle(read_head(f, 2))) detect(f);
+        out.files.push_back(f);
+        ++kept;
+      } catch (const ImportError& e) {
+        if (reason.empty()) reason = e.what();
+        if (skipped++ == 0) {
+          first_skipped = f;
+          first_reason = e.what();
+          if (first_reason.rfind(f + ": ", 0) == 0) first_reason.erase(0, f.size() + 2);  // the source names it
+        }
+      }
+    }
+    if (kept == 0) throw ImportError(reason);  // nothing in the directory is a trace
+  }
+  if (skipped > 0)
+    out.skipped.push_back({"skipped_not_a_trace", "error", skipped, first_skipped, -1,
+                           fmt::format("{}; left out of the import of its directory (import the traces by name to "
+                                       "see it refused)",
+                                       first_reason)});
   return out;
 }
 
@@ -72,24 +112,33 @@ void check_cancelled(const ImportOptions& options) {
 }
 
 ImportSummary import_paths(const std::vector<std::string>& paths, SessionWriter& writer, const ImportOptions& options) {
-  const std::vector<std::string> files = expand_inputs(paths);
+  const InputFiles selected = select_inputs(paths);
+  const std::vector<std::string>& files = selected.files;
   check_cancelled(options);
   auto is_snapshot = [](const std::string& f) { return pickle::is_pickle(read_head(f, 2)); };
   if (std::any_of(files.begin(), files.end(), is_snapshot)) {
-    if (files.size() != 1)
-      throw ImportError(fmt::format("{}: a PyTorch memory snapshot among {} files; import a snapshot on its own",
-                                    *std::find_if(files.begin(), files.end(), is_snapshot), files.size()));
-    if (options.progress) options.progress("reading " + files.front());
-    const torch_snapshot::MemorySnapshotFile snap = torch_snapshot::load_snapshot(files.front());
-    check_cancelled(options);
+    if (auto other = std::find_if_not(files.begin(), files.end(), is_snapshot); other != files.end())
+      throw ImportError(fmt::format("{}: not a PyTorch memory snapshot, among {} files of which {} is; import "
+                                    "snapshots (one per rank) without traces",
+                                    *other, files.size(), *std::find_if(files.begin(), files.end(), is_snapshot)));
+    std::vector<torch_snapshot::MemorySnapshotFile> snaps;
+    snaps.reserve(files.size());
+    for (const auto& f : files) {
+      if (options.progress) options.progress("reading " + f);
+      snaps.push_back(torch_snapshot::load_snapshot(f));
+      check_cancelled(options);
+    }
+    std::vector<torch_snapshot::SnapshotInput> inputs;
+    for (size_t k = 0; k < files.size(); ++k) inputs.push_back({&snaps[k], files[k]});
     if (options.fraction) options.fraction(0.8);
-    const auto sum = torch_snapshot::import_torch_memory_snapshot(snap, files.front(), writer);
+    const auto sum = torch_snapshot::import_torch_memory_snapshots(inputs, writer);
     if (options.fraction) options.fraction(1.0);
     ImportSummary out;
     out.format = "torch_memory_snapshot";
     out.files = files;
     for (int64_t d = 0; d < sum.devices; ++d) out.ranks.push_back(static_cast<int32_t>(d));
     out.events = {{"trace_entries", sum.trace_entries}, {"segments", sum.segments}, {"blocks", sum.blocks}};
+    out.problems = sum.import_stats;
     return out;
   }
   const Importer& importer = detect(files.front());
@@ -97,7 +146,12 @@ ImportSummary import_paths(const std::vector<std::string>& paths, SessionWriter&
     if (&detect(f) != &importer)
       throw ImportError(fmt::format("{}: a {} file among {} files; import one format at a time", f, detect(f).format,
                                     importer.format));
-  return importer.run(files, writer, options);
+  ImportSummary sum = importer.run(files, writer, options);
+  if (!selected.skipped.empty()) {  // the directories' other files: stored beside the importer's problems
+    writer.add_import_stats(selected.skipped);
+    sum.problems.insert(sum.problems.end(), selected.skipped.begin(), selected.skipped.end());
+  }
+  return sum;
 }
 
 const Importer& detect(const std::string& path) {
@@ -110,11 +164,14 @@ const Importer& detect(const std::string& path) {
                                   "(embedscope stats FILE)", path));
   if (!head.empty() && static_cast<unsigned char>(head[0]) == 0x80)
     throw ImportError(fmt::format("{}: a Python pickle that is not a PyTorch memory snapshot (those are pickle protocol 2 to 5)", path));
+  if (const int protocol = pickle::old_pickle_protocol(head); protocol >= 0)
+    throw ImportError(pickle::old_pickle_message(path, protocol));
   if (ends_with(path, ".nsys-rep"))
     throw ImportError(fmt::format("{}: an Nsight Systems report; export it first with `{}` and import the .sqlite file",
                                   path, nsys_export_command(path)));
   std::string formats;
   for (const auto& imp : all_importers()) formats += (formats.empty() ? "" : "; ") + std::string(imp.description);
+  formats += "; PyTorch CUDA memory snapshots (torch.cuda.memory._dump_snapshot: .pickle, .pickle.gz)";
   throw ImportError(fmt::format("{}: not a format embedscope import reads (it reads {})", path, formats));
 }
 

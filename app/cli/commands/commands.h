@@ -62,8 +62,10 @@ Command add_inspect_input_command(CLI::App& app);
 /// Whether `path` is a PyTorch memory snapshot by content: a pickle (0x80, protocol 2..5), as
 /// it is or gzip-compressed. `import` dispatches such a file to import_memory_snapshot.
 bool is_memory_snapshot_file(const std::string& path);
-/// Imports the snapshot `file` into the session `out` ("": the file's name with .db) and prints
-/// a summary (or JSON). Returns 0; bad input throws SessionError (PickleError, SnapshotError).
-int import_memory_snapshot(const std::string& file, const std::string& out, bool overwrite, bool as_json);
+/// Imports the snapshot files (one: every device a rank; several, one per process: ranks 0..N-1
+/// in this order, torch_snapshot::import_torch_memory_snapshots) into the session `out` ("":
+/// the first file's name with .db) and prints a summary (or JSON). Returns 0; bad input throws
+/// SessionError (PickleError, SnapshotError).
+int import_memory_snapshot(const std::vector<std::string>& files, const std::string& out, bool overwrite, bool as_json);
 
 }  // namespace embedscope::cli

@@ -1,5 +1,7 @@
 // `embedscope export`: a session as Chrome trace JSON (Perfetto) or a folder of CSV files.
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -22,11 +24,23 @@ namespace ss = embedscope::sessions;
 
 namespace {
 
-int cmd_export(const std::string& file, const std::string& format, const std::string& out) {
+int cmd_export(const std::string& file, const std::string& format, const std::string& out, bool overwrite) {
   const ss::SessionReader session(file);
   std::error_code ec;
   if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(file, out, ec))
     throw es::SpecError(fmt::format("{}: is the session being exported; choose another output", out));
+  // An existing output is replaced only when asked (as run, import and merge do): a chrome
+  // file, or in a csv folder any of the files the export writes.
+  if (!overwrite) {
+    const char* how = "choose another output (-o) or allow overwriting it (embedscope export --force-overwrite)";
+    struct stat sb {};
+    if (format == "chrome" && lstat(out.c_str(), &sb) == 0)
+      throw es::SpecError(fmt::format("{}: already exists; {}", out, how));
+    if (format == "csv" && std::filesystem::is_directory(out, ec))
+      for (const auto& name : ss::csv_export_files())
+        if (const auto p = std::filesystem::path(out) / name; lstat(p.c_str(), &sb) == 0)
+          throw es::SpecError(fmt::format("{}: already exists (the csv export writes {} there); {}", p.string(), name, how));
+  }
   if (format == "chrome") {
     // Written beside the target and renamed at the end: a failed export leaves nothing behind.
     const std::string tmp = out + ".partial";
@@ -54,6 +68,7 @@ int cmd_export(const std::string& file, const std::string& format, const std::st
 
 struct ExportState {
   std::string file, format, out;
+  bool overwrite = false;
 };
 
 }  // namespace
@@ -66,7 +81,9 @@ Command add_export_command(CLI::App& app) {
       ->required()
       ->check(CLI::IsMember({"chrome", "csv"}));
   exp->add_option("-o,--output", s->out, "Output file (chrome) or folder (csv)")->required();
-  return {exp, [s] { return cmd_export(s->file, s->format, s->out); }, nullptr};
+  exp->add_flag("--force-overwrite", s->overwrite,
+                "Replace an existing output file (chrome) or the csv files in an existing folder");
+  return {exp, [s] { return cmd_export(s->file, s->format, s->out, s->overwrite); }, nullptr};
 }
 
 }  // namespace embedscope::cli

@@ -23,6 +23,7 @@
 #include "embedscope/sessions/store/session.h"
 #include "output/gpu_kernels_text.h"
 #include "output/output.h"
+#include "staged_output.h"
 
 namespace embedscope::cli {
 
@@ -72,7 +73,11 @@ bool is_nsys_report(const std::string& f) {
 }
 
 int cmd_import(const ImportState& s) {
-  std::vector<std::string> files = si::expand_inputs(s.inputs);
+  const si::InputFiles selected = si::select_inputs(s.inputs);  // a directory's config.json is left out
+  std::vector<std::string> files = selected.files;
+  const std::string out = s.output.empty() ? default_output(s.inputs.front()) : s.output;
+  // Before anything else: the output must not be what is read (staged_output.h).
+  refuse_output_among_inputs(out, s.inputs, files);
   // .nsys-rep: exported to SQLite by nsys (from PATH) into a temporary directory, then imported.
   std::unique_ptr<TempDir> tmp;
   si::ImportOptions opt;
@@ -81,38 +86,47 @@ int cmd_import(const ImportState& s) {
     if (!tmp) tmp = std::make_unique<TempDir>();
     fmt::print(stderr, "import: exporting {} to SQLite with nsys ({})\n", f, si::find_nsys_on_path().empty()
                                                                             ? std::string("not on PATH") : si::find_nsys_on_path());
-    const std::string out = si::export_nsys_report(f, tmp->path);
-    opt.source_names[out] = f + " (exported by nsys to SQLite)";
-    f = out;
+    const std::string exported = si::export_nsys_report(f, tmp->path);
+    opt.source_names[exported] = f + " (exported by nsys to SQLite)";
+    f = exported;
   }
   if (std::any_of(files.begin(), files.end(), is_memory_snapshot_file)) {  // commands/import_memory_snapshot.cpp
-    if (files.size() != 1)
-      throw si::ImportError(fmt::format("{}: a PyTorch memory snapshot among {} files; import a snapshot on its own",
-                                        *std::find_if(files.begin(), files.end(), is_memory_snapshot_file), files.size()));
-    return import_memory_snapshot(files.front(), s.output, s.overwrite, s.json);
+    if (auto other = std::find_if_not(files.begin(), files.end(), is_memory_snapshot_file); other != files.end())
+      throw si::ImportError(fmt::format("{}: not a PyTorch memory snapshot, among {} files of which {} is; import "
+                                        "snapshots (one per rank) without traces",
+                                        *other, files.size(),
+                                        *std::find_if(files.begin(), files.end(), is_memory_snapshot_file)));
+    return import_memory_snapshot(files, s.output, s.overwrite, s.json);
   }
   const si::Importer& importer = si::detect(files.front());
   for (const auto& f : files)
     if (&si::detect(f) != &importer)
       throw si::ImportError(fmt::format("{}: a {} file among {} files; import one format at a time", f, si::detect(f).format,
                                         importer.format));
-  const std::string out = s.output.empty() ? default_output(s.inputs.front()) : s.output;
   struct stat sb {};
   if (lstat(out.c_str(), &sb) == 0 && !s.overwrite)
     throw ss::SessionError(fmt::format("{}: already exists; choose another name (-o) or allow overwriting it "
                                        "(embedscope import --force-overwrite)", out));
+  // Written under a temporary name beside `out` and renamed over it once complete: a cancelled,
+  // failed or killed import leaves the session it was to replace as it was.
+  StagedSession staged(out, s.overwrite);
   opt.align = s.align;
   opt.progress = [](const std::string& line) { fmt::print(stderr, "import: {}\n", line); };
-  // Ctrl-C: the importer stops before its next file or rank; the session is closed "cancelled"
-  // and removed, so nothing half-written is left (a second Ctrl-C ends the process at once).
+  // Ctrl-C: the importer stops before its next file or rank; the temporary session is closed
+  // "cancelled" and removed, so nothing half-written is left (a second Ctrl-C ends the process
+  // at once, which leaves the temporary file but never touches `out`).
   std::atomic<bool>& cancel = cancel_on_sigint("\ncancelling the import (Ctrl-C again stops at once)\n");
   opt.cancelled = [&cancel] { return cancel.load(); };
   si::ImportSummary sum;
   bool cancelled = false;
   {
-    ss::SessionWriter writer(out, s.overwrite);
+    ss::SessionWriter writer(staged.temp(), true);
     try {
       sum = importer.run(files, writer, opt);
+      if (!selected.skipped.empty()) {
+        writer.add_import_stats(selected.skipped);
+        sum.problems.insert(sum.problems.end(), selected.skipped.begin(), selected.skipped.end());
+      }
       si::check_cancelled(opt);  // asked while the last part was written
       writer.close("complete");
     } catch (const si::ImportCancelled&) {
@@ -121,11 +135,13 @@ int cmd_import(const ImportState& s) {
     }
   }
   if (cancelled) {
-    ss::SessionWriter::remove_files(out);
-    fmt::print(stderr, "import cancelled; nothing was kept ({} removed)\n", out);
+    // ~StagedSession removes the temporary file; `out` was never touched
+    fmt::print(stderr, "import cancelled; nothing was kept ({})\n",
+               lstat(out.c_str(), &sb) == 0 ? out + " is as it was" : "no " + out + " written");
     if (s.json) std::cout << dump(json{{"ended", "cancelled"}, {"session", nullptr}}) << "\n";
     return 130;
   }
+  staged.commit();
   const ss::SessionReader session(out);
   const auto figures = ss::gpu_kernel_figures(session);
   if (s.json) {

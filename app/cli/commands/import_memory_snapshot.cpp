@@ -21,7 +21,9 @@
 #include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
 #include "embedscope/sessions/model/units.h"
 #include "embedscope/sessions/store/session.h"
+#include "output/gpu_kernels_text.h"
 #include "output/output.h"
+#include "staged_output.h"
 
 namespace embedscope::cli {
 
@@ -33,8 +35,13 @@ bool is_memory_snapshot_file(const std::string& path) {
   return ss::pickle::is_pickle(ss::importers::read_head(path, 2));  // gunzipped when gzip
 }
 
-int import_memory_snapshot(const std::string& file, const std::string& out, bool overwrite, bool as_json) {
-  const ts::MemorySnapshotFile snap = ts::load_snapshot(file);  // before the session exists: bad input leaves nothing
+int import_memory_snapshot(const std::vector<std::string>& files, const std::string& out, bool overwrite, bool as_json) {
+  const std::string& file = files.front();
+  std::vector<ts::MemorySnapshotFile> snaps;  // read before the session exists: bad input leaves nothing
+  snaps.reserve(files.size());
+  for (const auto& f : files) snaps.push_back(ts::load_snapshot(f));
+  std::vector<ts::SnapshotInput> inputs;
+  for (size_t k = 0; k < files.size(); ++k) inputs.push_back({&snaps[k], files[k]});
   std::string target = out;
   if (target.empty()) {
     std::string stem = std::filesystem::path(file).filename().string();
@@ -43,9 +50,16 @@ int import_memory_snapshot(const std::string& file, const std::string& out, bool
         stem.resize(stem.size() - std::string(ext).size());
     target = stem + ".db";
   }
-  ss::SessionWriter w(target, overwrite);
-  const ts::ImportSummary sum = ts::import_torch_memory_snapshot(snap, file, w);
-  w.close("complete");
+  refuse_output_among_inputs(target, files, files);
+  // written beside `target` and renamed over it once complete (staged_output.h)
+  StagedSession staged(target, overwrite);
+  ts::ImportSummary sum;
+  {
+    ss::SessionWriter w(staged.temp(), true);
+    sum = ts::import_torch_memory_snapshots(inputs, w);
+    w.close("complete");
+  }
+  staged.commit();
   if (as_json) {
     std::cout << dump(json{{"session", target},
                            {"format", "torch_memory_snapshot"},
@@ -56,21 +70,35 @@ int import_memory_snapshot(const std::string& file, const std::string& out, bool
                            {"frames", sum.frames},
                            {"stacks", sum.stacks},
                            {"memory_trace_start", sum.starts_at_process_start ? "process_start" : "mid_way"},
-                           {"problems", sum.problems}})
+                           {"problems", import_problems_json(sum.import_stats)},
+                           {"problem_entries", sum.problems}})
               << "\n";
     return 0;
   }
   int64_t reserved = 0;
-  for (const auto& s : snap.segments) reserved += s.total_size;
-  std::cout << fmt::format("{}: PyTorch memory snapshot, {} device(s), {} segments ({} reserved), {} blocks, {} trace "
-                           "entries, {} distinct frames\n",
-                           file, sum.devices, sum.segments, ss::format_bytes(reserved), sum.blocks, sum.trace_entries,
-                           sum.frames);
+  for (const auto& snap : snaps)
+    for (const auto& s : snap.segments) reserved += s.total_size;
+  if (files.size() == 1)
+    std::cout << fmt::format("{}: PyTorch memory snapshot, {} device(s), {} segments ({} reserved), {} blocks, {} trace "
+                             "entries, {} distinct frames\n",
+                             file, sum.devices, sum.segments, ss::format_bytes(reserved), sum.blocks, sum.trace_entries,
+                             sum.frames);
+  else {
+    std::cout << fmt::format("{} PyTorch memory snapshots as {} ranks, {} segments ({} reserved), {} blocks, {} trace "
+                             "entries, {} distinct frames\n",
+                             files.size(), sum.devices, sum.segments, ss::format_bytes(reserved), sum.blocks,
+                             sum.trace_entries, sum.frames);
+    const ss::SessionReader session(target);
+    for (const auto& r : session.ranks()) std::cout << fmt::format("  rank {}: {}\n", r.rank, r.device);
+  }
   if (!sum.starts_at_process_start)
     std::cout << "the trace starts mid-way (a ring buffer dropped its oldest entries): the layout at its first entry is "
                  "walked back from the dump; blocks allocated before it have no stack or time\n";
-  for (size_t i = 0; i < sum.problems.size() && i < 10; ++i) std::cout << "problem: " << sum.problems[i] << "\n";
-  if (sum.problems.size() > 10) std::cout << fmt::format("... and {} more problems\n", sum.problems.size() - 10);
+  if (!sum.import_stats.empty()) {  // stored in import_stats as well: `stats` lists them
+    std::cout << "import problems\n" << import_problems_text(sum.import_stats);
+    for (size_t i = 0; i < sum.problems.size() && i < 10; ++i) std::cout << "problem: " << sum.problems[i] << "\n";
+    if (sum.problems.size() > 10) std::cout << fmt::format("... and {} more problems\n", sum.problems.size() - 10);
+  }
   std::cout << fmt::format("session written: {}\n", target);
   return 0;
 }

@@ -18,6 +18,9 @@
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/memory/snapshot_replay.h"
 #include "embedscope/engine/workload/spec.h"
+#include "embedscope/sessions/importers/importer.h"
+#include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
+#include "embedscope/sessions/importers/torch_memory_snapshot/pickle.h"
 #include "output/output.h"
 #include "workload_args.h"  // kInteger
 
@@ -35,15 +38,13 @@ std::vector<es::AllocatorConfig> parse_settings(const std::string& allocators, i
   for (size_t start = 0; start <= list.size();) {
     const size_t comma = std::min(list.find(',', start), list.size());
     const std::string name = list.substr(start, comma - start);
-    es::AllocatorKind kind;
-    try {
-      kind = es::allocator_kind_from_string(name, "--allocator");
-    } catch (const std::invalid_argument& e) {
-      throw es::SpecError(e.what());
-    }
-    if (kind == es::AllocatorKind::cuda_async)
+    // the kinds a replay takes (cuda_async, an allocator setting of runs, is not one of them)
+    if (name == "cuda_async")
       throw es::SpecError("--allocator: cuda_async cannot be replayed: its cudaMallocAsync pool needs a GPU and hides its "
                           "layout; replay caching, expandable or direct");
+    if (name != "caching" && name != "expandable" && name != "direct")
+      throw es::SpecError(fmt::format("--allocator: must be one of caching, expandable, direct, got \"{}\"", name));
+    const es::AllocatorKind kind = es::allocator_kind_from_string(name, "--allocator");
     settings.push_back({kind, cap, 0, false});
     if (kind != es::AllocatorKind::direct && max_split > 0) settings.push_back({kind, cap, max_split, false});
     start = comma + 1;
@@ -66,12 +67,15 @@ json result_json(const es::ReplayResult& r) {
 }
 
 void print_table(const std::vector<es::ReplayResult>& results) {
-  std::cout << fmt::format("{:<40} {:>14} {:>14} {:>14} {:>10} {:>9}  {}\n", "allocator", "peak allocated",
-                           "peak reserved", "frag at peak", "memviz", "segments", "result");
+  // fragmentation, memviz and segments: when reserved bytes reached their peak (`stats` gives
+  // the layout at peak allocated too, and at peak reserved as here)
+  std::cout << fmt::format("{:<40} {:>14} {:>14} {:>17} {:>10} {:>9}  {}\n", "allocator", "peak allocated",
+                           "peak reserved", "frag (peak rsvd)", "memviz", "segments", "result");
   for (const auto& r : results)
-    std::cout << fmt::format("{:<40} {:>14} {:>14} {:>13.1f}% {:>10.3f} {:>9}  {}\n", r.label,
+    std::cout << fmt::format("{:<40} {:>14} {:>14} {:>16.1f}% {:>10.3f} {:>9}  {}\n", r.label,
                              es::format_bytes(r.peak_allocated), es::format_bytes(r.peak_reserved),
                              100 * r.fragmentation_at_peak, r.memviz_at_peak, r.segments_at_peak, r.verdict());
+  std::cout << "(fragmentation, memviz and segments: the layout when reserved bytes reached their peak)\n";
   for (const auto& r : results) {
     if (r.oom) std::cout << fmt::format("\n{}: {}\n", r.label, r.oom_message);
     if (r.growth.unbounded) std::cout << fmt::format("\n{}: {}\n", r.label, r.growth.message);
@@ -86,16 +90,34 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
     throw es::SpecError(fmt::format("--device {}: {} has {} device(s)", device, file, devices));
   json jdevs = json::array();
   for (int64_t d = device < 0 ? 0 : device; d < (device < 0 ? devices : device + 1); ++d) {
-    const int64_t known = es::snapshot_capacity(snap, d);
+    const int64_t from_oom = es::snapshot_capacity(snap, d);
+    // The recorded run held peak_reserved at once, so the device had at least that much: a
+    // capacity from the OOM below it (device_free shrinks when another process allocates, or
+    // the dump's device_free is off) would make the recorded settings run out early. The larger
+    // is used, and said.
+    int64_t peak_reserved = 0;
+    for (const auto& p : ss::torch_snapshot::walk_timeline(snap, d, 0).points)
+      peak_reserved = std::max(peak_reserved, p.reserved);
+    const bool below_peak = from_oom > 0 && from_oom < peak_reserved;
+    const int64_t known = below_peak ? peak_reserved : from_oom;
     const int64_t cap = capacity > 0 ? capacity : known > 0 ? known : es::kMaxMemoryBytes;
     std::vector<es::AllocatorConfig> settings{es::recorded_config(snap, cap)};
     for (const auto& c : parse_settings(allocators, max_split, cap)) settings.push_back(c);
     const es::SnapshotReplay rep = es::replay_snapshot(snap, d, settings, file);
     const es::ReplayResult& own = rep.results.front();
     const bool reproduces = own.final_segments == rep.snapshot_segments && own.final_reserved == rep.snapshot_reserved;
-    const std::string cap_text = capacity > 0   ? es::format_bytes(cap) + " (--capacity)"
-                                 : known > 0    ? es::format_bytes(cap) + " (free + reserved at the recorded OOM)"
-                                                : "unknown (no OOM in the trace; give --capacity): unlimited";
+    const std::string cap_text =
+        capacity > 0 ? es::format_bytes(cap) + " (--capacity)"
+        : below_peak ? fmt::format("{} (the trace's own peak reserved; free + reserved at the recorded OOM is only {}: "
+                                   "memory another process held then, or a device_free that is off; the recorded OOM need not recur; "
+                                   "--capacity sets another)",
+                                   es::format_bytes(cap), es::format_bytes(from_oom))
+        : known > 0  ? es::format_bytes(cap) + " (free + reserved at the recorded OOM)"
+                     : "unknown (no OOM in the trace; give --capacity): unlimited";
+    if (capacity > 0 && capacity < peak_reserved && !as_json)
+      std::cout << fmt::format("note: --capacity {} is below the trace's own peak reserved {}: the recorded settings "
+                               "run out of memory where the recorded run did not\n",
+                               es::format_bytes(capacity), es::format_bytes(peak_reserved));
     if (as_json) {
       json rs = json::array();
       for (size_t i = 0; i < rep.results.size(); ++i) {
@@ -104,6 +126,11 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
         rs.push_back(r);
       }
       jdevs.push_back({{"device", d}, {"entries", rep.entries}, {"capacity_bytes", capacity > 0 || known > 0 ? cap : 0},
+                       {"capacity_source", capacity > 0 ? "--capacity" : below_peak ? "peak_reserved"
+                                                         : known > 0              ? "recorded_oom"
+                                                                                  : "unknown"},
+                       {"capacity_at_recorded_oom_bytes", from_oom > 0 ? json(from_oom) : json(nullptr)},
+                       {"trace_peak_reserved_bytes", peak_reserved},
                        {"memory_trace_start", rep.starts_at_process_start ? "process_start" : "mid_way"},
                        {"initial_blocks", rep.initial_blocks}, {"recorded_ooms", rep.recorded_ooms},
                        {"snapshot_segments", rep.snapshot_segments}, {"snapshot_reserved_bytes", rep.snapshot_reserved},
@@ -136,7 +163,26 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
 int cmd_replay(const std::string& file, const std::string& allocators, int64_t max_split, int64_t capacity,
                int64_t device, bool as_json) {
   if (is_memory_snapshot_file(file)) return cmd_replay_snapshot(file, allocators, max_split, capacity, device, as_json);
-  const es::MemoryTrace trace = es::load_memory_trace(file);
+  es::MemoryTrace trace;
+  try {
+    trace = es::load_memory_trace(file);
+  } catch (const std::exception&) {
+    // say what the file is where import reads it: a trace to import, or a pickle of an old protocol
+    const std::string head = ss::importers::read_head(file, 1 << 16);
+    if (const int protocol = ss::pickle::old_pickle_protocol(head); protocol >= 0)
+      throw es::SpecError(ss::pickle::old_pickle_message(file, protocol));
+    const ss::importers::Importer* imp = nullptr;
+    try {
+      imp = &ss::importers::detect(file);
+    } catch (const ss::importers::ImportError&) {
+    }
+    if (imp)
+      throw es::SpecError(fmt::format("{}: a trace embedscope import reads ({}), not an allocator trace: replay-memory reads alloc/free action "
+                                      "lists (JSON) and PyTorch memory snapshots (.pickle); import it with `embedscope "
+                                      "import {}` and see its figures with `embedscope stats`",
+                                      file, imp->description, file));
+    throw;
+  }
   const int64_t cap = capacity > 0 ? capacity : trace.capacity_bytes;
   if (cap <= 0) throw es::SpecError(fmt::format("{}: no capacity: give --capacity or \"capacity_bytes\" in the trace", file));
   std::vector<es::ReplayResult> results;

@@ -1,5 +1,7 @@
 #include "output/gpu_kernels_text.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace embedscope::cli {
@@ -63,9 +65,11 @@ nlohmann::json gpu_kernels_json(const std::vector<sessions::RankKernelFigures>& 
 
 std::string import_problems_text(const std::vector<sessions::ImportStat>& stats) {
   if (stats.empty()) return "  none\n";
-  std::string s = fmt::format("  {:<10} {:>9}  {:<26} {}\n", "severity", "count", "problem", "first example");
+  size_t width = 26;  // the name column: as wide as the longest name
+  for (const auto& p : stats) width = std::max(width, p.name.size());
+  std::string s = fmt::format("  {:<10} {:>9}  {:<{}} {}\n", "severity", "count", "problem", width, "first example");
   for (const auto& p : stats)
-    s += fmt::format("  {:<10} {:>9}  {:<26} {}{}\n", p.severity, p.count, p.name,
+    s += fmt::format("  {:<10} {:>9}  {:<{}} {}{}\n", p.severity, p.count, p.name, width,
                      p.source.empty() ? "" : p.source + ": ", p.example);
   return s;
 }

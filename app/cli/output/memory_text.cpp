@@ -39,10 +39,17 @@ std::string memory_text(const std::vector<sessions::RankMemoryAnalysis>& ranks) 
     out += fmt::format("  peak allocated     {} at entry {} (reserved then {}; peak reserved {}; with pending frees {})\n",
                        format_bytes(r.peak_allocated), r.peak_entry, format_bytes(p.reserved),
                        format_bytes(r.peak_reserved), format_bytes(r.peak_active));
-    out += fmt::format("  at the peak        fragmentation {:.1f}% (1 - largest free / free), memviz {:.3f}; largest free "
+    out += fmt::format("  at peak allocated  fragmentation {:.1f}% (1 - largest free / free), memviz {:.3f}; largest free "
                        "block {} of {} free in segments\n",
                        100 * p.external_fragmentation, p.memviz_fragmentation, format_bytes(p.largest_free_block),
                        format_bytes(p.free_in_segments));
+    if (r.peak_reserved_entry >= 0) {
+      const auto& q = r.at_peak_reserved;
+      out += fmt::format("  at peak reserved   fragmentation {:.1f}%, memviz {:.3f}; largest free block {} of {} free "
+                         "(entry {}: reserved first at its peak, the moment replay-memory's table gives)\n",
+                         100 * q.external_fragmentation, q.memviz_fragmentation, format_bytes(q.largest_free_block),
+                         format_bytes(q.free_in_segments), r.peak_reserved_entry);
+    }
     out += fmt::format("  rounding           {} lost to rounding (allocated - requested); reserved - requested {}\n",
                        format_bytes(r.rounding_loss_at_peak), format_bytes(r.reserved_overhead_at_peak));
     if (!r.top_stacks_at_peak.empty()) out += "  held at the peak, by allocating stack\n" + stacks_text(r.top_stacks_at_peak, "    ");
@@ -85,6 +92,12 @@ json memory_json(const std::vector<sessions::RankMemoryAnalysis>& ranks) {
                               {"free_in_segments_bytes", p.free_in_segments},
                               {"external_fragmentation", p.external_fragmentation},
                               {"memviz_fragmentation", p.memviz_fragmentation}}},
+                 {"peak_reserved_entry", r.peak_reserved_entry},
+                 {"at_peak_reserved", {{"allocated_bytes", r.at_peak_reserved.allocated},
+                                       {"largest_free_block_bytes", r.at_peak_reserved.largest_free_block},
+                                       {"free_in_segments_bytes", r.at_peak_reserved.free_in_segments},
+                                       {"external_fragmentation", r.at_peak_reserved.external_fragmentation},
+                                       {"memviz_fragmentation", r.at_peak_reserved.memviz_fragmentation}}},
                  {"rounding_loss_bytes", r.rounding_loss_at_peak},
                  {"reserved_minus_requested_bytes", r.reserved_overhead_at_peak},
                  {"top_stacks_at_peak", stacks_json(r.top_stacks_at_peak)}, {"ooms", ooms}, {"problems", r.problems}});

@@ -60,13 +60,19 @@ MemoryReplayPanel::MemoryReplayPanel(QWidget* parent)
 void MemoryReplayPanel::set_history(std::shared_ptr<const sessions::MemoryHistory> history, int64_t capacity,
                                     int64_t peak_reserved, const std::string& recorded) {
   history_ = std::move(history);
-  const int64_t cap = capacity > 0 ? capacity : std::max<int64_t>(peak_reserved, 1 << 20);
+  // below what the recorded run held at once (replay-memory does the same, tester34 D21)
+  const bool below_peak = capacity > 0 && capacity < peak_reserved;
+  const int64_t cap = capacity > 0 && !below_peak ? capacity : std::max<int64_t>(peak_reserved, 1 << 20);
   capacity_mib_->setValue(std::ceil(static_cast<double>(cap) / kMiB));
+  auto bytes = [](int64_t b) { return QString::fromStdString(sessions::format_bytes(b)); };
   note_->setText(QString("Recorded settings: %1. Capacity: %2.")
                      .arg(QString::fromStdString(recorded))
-                     .arg(capacity > 0 ? QString("the device's, %1").arg(QString::fromStdString(sessions::format_bytes(capacity)))
-                                       : QString("unknown (no OOM records the device's free bytes): the recorded peak "
-                                                 "reserved bytes are offered")));
+                     .arg(below_peak ? QString("the recorded peak reserved bytes, %1 (free + reserved at the recorded "
+                                               "OOM is only %2: memory another process held then)")
+                                           .arg(bytes(peak_reserved), bytes(capacity))
+                          : capacity > 0 ? QString("the device's, %1").arg(bytes(capacity))
+                                         : QString("unknown (no OOM records the device's free bytes): the recorded peak "
+                                                   "reserved bytes are offered")));
   button_->setEnabled(history_ && history_->size() > 0);
   table_->setRowCount(0);
   results_.clear();

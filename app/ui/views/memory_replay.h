@@ -30,7 +30,9 @@ class MemoryReplayPanel : public QWidget {
  public:
   explicit MemoryReplayPanel(QWidget* parent = nullptr);
   /// The history to replay and the device's capacity (bytes; 0 unknown: the peak reserved bytes
-  /// are offered, and said so); `recorded` names the recorded settings (for the label).
+  /// are offered, and said so; below `peak_reserved`, e.g. free + reserved at an OOM while
+  /// another process held memory: the peak reserved bytes are offered, and said so, as the
+  /// recorded run held them); `recorded` names the recorded settings (for the label).
   void set_history(std::shared_ptr<const sessions::MemoryHistory> history, int64_t capacity, int64_t peak_reserved,
                    const std::string& recorded);
   /// The settings the controls ask for: caching and/or expandable, and caching with the
@@ -40,6 +42,8 @@ class MemoryReplayPanel : public QWidget {
   void replay();
   const std::vector<engine::ReplayResult>& results() const { return results_; }
   QTableWidget* table() { return table_; }
+  /// The line under the controls: the recorded settings and where the capacity comes from.
+  QLabel* note() { return note_; }
   AnalysisJob* job() { return job_; }
 
  private:

@@ -290,6 +290,21 @@ void check_align(const ImportOptions& opt) {
                                   "time, one global minimum)", opt.align));
 }
 
+// Captures with TARGET_INFO_SESSION_START_TIME are on Unix ns, those without on their own
+// export ns: there is no common time between the two kinds (Nsight Systems' multi-report view
+// lines reports up by that session start time; Perfetto needs a shared clock the same way), so
+// an import of both is refused rather than drawn on one axis decades wide.
+void check_one_clock(const std::vector<nsys::Capture>& caps) {
+  const auto anchored = std::find_if(caps.begin(), caps.end(), [](const auto& c) { return c.epoch_ns >= 0; });
+  const auto loose = std::find_if(caps.begin(), caps.end(), [](const auto& c) { return c.epoch_ns < 0; });
+  if (anchored == caps.end() || loose == caps.end()) return;
+  throw ImportError(fmt::format(
+      "{}: has no session start time (TARGET_INFO_SESSION_START_TIME.utcEpochNs), so its times are its own ns since "
+      "the capture began, while {} has one (Unix ns): the two cannot be put on one time axis; import them as separate "
+      "sessions (or re-export the first with an Nsight Systems that writes TARGET_INFO_SESSION_START_TIME)",
+      loose->file, anchored->file));
+}
+
 nsys::Capture read_one(const nsys::Database& db, Interner& names, ImportProblems& problems) {
   if (!is_export(db))
     throw ImportError(fmt::format("{}: an SQLite database without META_DATA_EXPORT.EXPORT_SCHEMA_VERSION: not an Nsight "
@@ -321,6 +336,7 @@ ImportSummary import_nsys_sqlite(const std::vector<std::string>& files, SessionW
     if (stat(files[i].c_str(), &sb) == 0) caps.back().file_bytes = static_cast<int64_t>(sb.st_size);
     if (opt.progress) opt.progress(fmt::format("read {}: {} events", files[i], caps.back().events.size()));
   }
+  check_one_clock(caps);
   return import_captures(caps, names, problems, w, opt);
 }
 

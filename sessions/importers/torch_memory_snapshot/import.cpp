@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/sessions/importers/common/import_problems.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::sessions::torch_snapshot {
@@ -67,54 +68,127 @@ std::string innermost(const MemorySnapshotFile& s, int32_t stack) {
 
 }  // namespace
 
+namespace {
+/// The devices of `snap` that hold anything (segments or trace entries); device 0 when none does.
+std::vector<int64_t> devices_with_data(const MemorySnapshotFile& snap) {
+  std::vector<int64_t> out;
+  for (int64_t d = 0; d < snap.device_count(); ++d) {
+    bool any = d < static_cast<int64_t>(snap.device_traces.size()) && !snap.device_traces[static_cast<size_t>(d)].empty();
+    for (const auto& seg : snap.segments) any = any || seg.device == d;
+    if (any) out.push_back(d);
+  }
+  if (out.empty()) out.push_back(0);
+  return out;
+}
+}  // namespace
+
 ImportSummary import_torch_memory_snapshot(const MemorySnapshotFile& snap, const std::string& source, SessionWriter& w) {
+  return import_torch_memory_snapshots({{&snap, source}}, w);
+}
+
+ImportSummary import_torch_memory_snapshots(const std::vector<SnapshotInput>& inputs, SessionWriter& w) {
   ImportSummary sum;
-  sum.devices = snap.device_count();
-  sum.frames = static_cast<int64_t>(snap.frames.size());
-  sum.stacks = static_cast<int64_t>(snap.stacks.size());
+  const bool one = inputs.size() == 1;
+  // ranks: every device of a snapshot imported alone; of several (one per process), the devices
+  // that hold anything, in argument order
+  struct RankOf {
+    size_t input;
+    int64_t device;
+  };
+  std::vector<RankOf> ranks;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const MemorySnapshotFile& snap = *inputs[k].snap;
+    if (one)
+      for (int64_t d = 0; d < snap.device_count(); ++d) ranks.push_back({k, d});
+    else
+      for (int64_t d : devices_with_data(snap)) ranks.push_back({k, d});
+    sum.frames += static_cast<int64_t>(snap.frames.size());
+    sum.stacks += static_cast<int64_t>(snap.stacks.size());
+  }
+  sum.devices = static_cast<int64_t>(ranks.size());
+  // one clock: PyTorch's time_us are Unix microseconds, the earliest of all files is 0
   int64_t t0 = INT64_MAX;
-  for (const auto& t : snap.device_traces)
-    for (const auto& e : t)
-      if (e.time_us > 0) t0 = std::min(t0, e.time_us);
+  for (const auto& in : inputs)
+    for (const auto& t : in.snap->device_traces)
+      for (const auto& e : t)
+        if (e.time_us > 0) t0 = std::min(t0, e.time_us);
   if (t0 == INT64_MAX) t0 = 0;
 
+  importers::ImportProblems problems;
   w.set_metadata(meta::kImported, "1");
   w.set_metadata(meta::kImportFormat, "torch_memory_snapshot");
   w.set_metadata(meta::kImportProducer, "PyTorch CUDA caching allocator (torch.cuda.memory._dump_snapshot)");
   {
-    std::error_code ec;
-    const auto bytes = std::filesystem::file_size(source, ec);
-    w.set_metadata(meta::kImportSources,
-                   dump_text(nlohmann::json::array({{{"file", source}, {"bytes", ec ? -1 : static_cast<int64_t>(bytes)}}})));
+    nlohmann::json sources = nlohmann::json::array();
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      std::error_code ec;
+      const auto bytes = std::filesystem::file_size(inputs[k].source, ec);
+      nlohmann::json j{{"file", inputs[k].source}, {"bytes", ec ? -1 : static_cast<int64_t>(bytes)}};
+      if (!one) {
+        nlohmann::json rs = nlohmann::json::array();
+        for (size_t r = 0; r < ranks.size(); ++r)
+          if (ranks[r].input == k) rs.push_back(r);
+        j["ranks"] = rs;
+      }
+      sources.push_back(j);
+    }
+    w.set_metadata(meta::kImportSources, dump_text(sources));
   }
-  w.set_metadata(meta::kAllocatorSettingsJson, settings_json(snap.settings));
+  const std::string settings = settings_json(inputs.front().snap->settings);
+  w.set_metadata(meta::kAllocatorSettingsJson, settings);
+  for (size_t k = 1; k < inputs.size(); ++k)
+    if (settings_json(inputs[k].snap->settings) != settings)
+      problems.add("allocator_settings_differ", importers::Severity::info, {inputs[k].source, -1},
+                   fmt::format("its allocator settings differ from {}'s, which are the ones stored", inputs.front().source));
   w.set_metadata(meta::kWorldSize, std::to_string(sum.devices));
   w.set_metadata(meta::kSimulated, "0");
   w.set_metadata(meta::kBackend, "cuda");
-  w.set_metadata(meta::kWorkloadName, source.substr(source.find_last_of('/') + 1));
+  const std::string& first = inputs.front().source;
+  w.set_metadata(meta::kWorkloadName, first.substr(first.find_last_of('/') + 1) +
+                                          (one ? std::string() : fmt::format(" and {} more", inputs.size() - 1)));
   w.set_metadata(meta::kClock, "PyTorch memory history time_us x 1000: ns since the earliest trace entry");
   w.set_metadata(meta::kWallAnchorUnixNs, std::to_string(t0 * 1000));
 
+  // frames and stacks of every file in one table each: file k's frame f is frame_base[k] + f,
+  // its stack s (>= 1) stack_base[k] + s; stack 0 is the empty stack of every file
+  std::vector<int32_t> frame_base(inputs.size(), 0), stack_base(inputs.size(), 0);
   std::vector<MemoryFrame> frames;
-  for (size_t i = 0; i < snap.frames.size(); ++i)
-    frames.push_back({static_cast<int32_t>(i), snap.frames[i].filename, snap.frames[i].line, snap.frames[i].name});
-  w.add_memory_frames(frames);
   std::vector<MemoryStackFrame> stacks;
-  for (size_t s = 1; s < snap.stacks.size(); ++s)
-    for (size_t d = 0; d < snap.stacks[s].size(); ++d)
-      stacks.push_back({static_cast<int32_t>(s), static_cast<int32_t>(d), snap.stacks[s][d]});
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const MemorySnapshotFile& snap = *inputs[k].snap;
+    frame_base[k] = static_cast<int32_t>(frames.size());
+    stack_base[k] = k == 0 ? 0 : stack_base[k - 1] + static_cast<int32_t>(std::max<size_t>(inputs[k - 1].snap->stacks.size(), 1) - 1);
+    for (size_t i = 0; i < snap.frames.size(); ++i)
+      frames.push_back({frame_base[k] + static_cast<int32_t>(i), snap.frames[i].filename, snap.frames[i].line, snap.frames[i].name});
+    for (size_t st = 1; st < snap.stacks.size(); ++st)
+      for (size_t d = 0; d < snap.stacks[st].size(); ++d)
+        stacks.push_back({stack_base[k] + static_cast<int32_t>(st), static_cast<int32_t>(d), frame_base[k] + snap.stacks[st][d]});
+  }
+  w.add_memory_frames(frames);
   w.add_memory_stacks(stacks);
 
-  for (int64_t dev = 0; dev < sum.devices; ++dev) {
-    const auto rank = static_cast<int32_t>(dev);
-    w.add_rank({rank, "", fmt::format("cuda:{} (PyTorch memory snapshot)", dev), 0});
+  bool process_start = true;
+  for (size_t rk = 0; rk < ranks.size(); ++rk) {
+    const MemorySnapshotFile& snap = *inputs[ranks[rk].input].snap;
+    const std::string& source = inputs[ranks[rk].input].source;
+    const int64_t dev = ranks[rk].device;
+    const int32_t sbase = stack_base[ranks[rk].input];
+    auto stack_id = [sbase](int32_t st) { return st > 0 ? sbase + st : st; };
+    const auto rank = static_cast<int32_t>(rk);
+    w.add_rank({rank, "", one ? fmt::format("cuda:{} (PyTorch memory snapshot)", dev)
+                              : fmt::format("cuda:{} of {} (PyTorch memory snapshot)", dev,
+                                            source.substr(source.find_last_of('/') + 1)),
+                0});
     // the trace
     static const std::vector<TraceEntry> none;
     const auto& trace = dev < static_cast<int64_t>(snap.device_traces.size()) ? snap.device_traces[static_cast<size_t>(dev)] : none;
+    // the layout over time first: it finds the entries that contradict the dump
+    TimelineWalk walk = walk_timeline(snap, dev, t0);
     std::vector<MemoryEvent> events;
     events.reserve(trace.size());
     int64_t last_ns = 0;
-    for (const auto& e : trace) {
+    for (size_t i = 0; i < trace.size(); ++i) {
+      const TraceEntry& e = trace[i];
       MemoryEvent m;
       m.rank = rank;
       m.time_ns = e.time_us > 0 ? (e.time_us - t0) * 1000 : 0;
@@ -126,9 +200,10 @@ ImportSummary import_torch_memory_snapshot(const MemorySnapshotFile& snap, const
                             e.action == TraceAction::free_completed || e.action == TraceAction::oom
                         ? e.size
                         : 0;
+      if (auto o = walk.oversized.find(i); o != walk.oversized.end()) m.requested = o->second;  // see TimelineWalk
       m.tag = innermost(snap, e.stack);
       m.stream = e.stream;
-      m.stack_id = e.stack;
+      m.stack_id = stack_id(e.stack);
       events.push_back(std::move(m));
     }
     sum.trace_entries += static_cast<int64_t>(events.size());
@@ -157,7 +232,7 @@ ImportSummary import_torch_memory_snapshot(const MemorySnapshotFile& snap, const
         r.pending_free = b.state == BlockState::active_pending_free;
         r.tag = r.allocated ? innermost(snap, b.stack) : "";
         r.stream = s.stream;
-        r.stack_id = b.stack;
+        r.stack_id = stack_id(b.stack);
         if (b.state == BlockState::active_allocated) {
           at_dump.allocated += b.size;
           at_dump.rounding_loss += b.size - b.requested_size;
@@ -166,9 +241,11 @@ ImportSummary import_torch_memory_snapshot(const MemorySnapshotFile& snap, const
       }
     }
     // the counters over time
-    TimelineWalk walk = walk_timeline(snap, dev, t0);
-    sum.starts_at_process_start = sum.starts_at_process_start && walk.starts_empty;
-    for (auto& p : walk.problems) sum.problems.push_back(std::move(p));
+    process_start = process_start && walk.starts_empty;
+    for (size_t i = 0; i < walk.problems.size(); ++i) {
+      problems.add(walk.problem_names[i], importers::Severity::error, {source, -1}, walk.problems[i]);
+      sum.problems.push_back(one ? std::move(walk.problems[i]) : source + ": " + walk.problems[i]);
+    }
     for (const auto& p : walk.points) {
       at_dump.peak_allocated = std::max(at_dump.peak_allocated, p.allocated);
       at_dump.peak_reserved = std::max(at_dump.peak_reserved, p.reserved);
@@ -191,11 +268,15 @@ ImportSummary import_torch_memory_snapshot(const MemorySnapshotFile& snap, const
     at_dump.external_fragmentation =
         free_bytes > 0 ? 1.0 - static_cast<double>(at_dump.largest_free_block) / static_cast<double>(free_bytes) : 0.0;
     at_dump.memviz_fragmentation = seg_sq > 0 ? gap_sq / seg_sq : 0.0;
+    for (auto& p : walk.points) p.rank = rank;  // walk_timeline numbers them by device
     w.add_memory_timeline(walk.points);
     w.add_memory(at_dump);
     w.add_snapshot(std::move(shot));
   }
+  sum.starts_at_process_start = process_start;
   w.set_metadata(meta::kMemoryTraceStart, sum.starts_at_process_start ? "process_start" : "mid_way");
+  sum.import_stats = problems.records();
+  w.add_import_stats(sum.import_stats);  // as the trace importers do: stats and the workbench list them
   return sum;
 }
 

@@ -548,6 +548,20 @@ bool is_pickle(std::string_view d) {
   return d.size() >= 2 && static_cast<unsigned char>(d[0]) == 0x80 && d[1] >= 2 && d[1] <= 5;
 }
 
+int old_pickle_protocol(std::string_view d) {
+  if (d.size() < 2) return -1;
+  if (d[0] == '(' && (d[1] == 'd' || d[1] == 'l')) return 0;                            // MARK DICT / LIST
+  if ((d[0] == '}' || d[0] == ']') && (d[1] == 'q' || d[1] == 'r' || d[1] == '(')) return 1;  // EMPTY_DICT / EMPTY_LIST
+  return -1;
+}
+
+std::string old_pickle_message(const std::string& path, int protocol) {
+  return fmt::format("{}: a pickle of protocol {}; PyTorch memory snapshots are read in protocols 2-5 "
+                     "(torch.cuda.memory._dump_snapshot writes 2 or later): load it in Python and pickle.dump it "
+                     "again with protocol=4",
+                     path, protocol);
+}
+
 std::string gunzip(std::string_view data, const std::string& source, int64_t max_inflated) {
   z_stream z{};
   if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) throw PickleError(fmt::format("{}: zlib: cannot start inflating", source), -1);

@@ -171,7 +171,16 @@ TimelineWalk walk_timeline(const MemorySnapshotFile& snap, int64_t device, int64
       if (b.state != BlockState::inactive) l.blocks[b.address] = {b.size, b.state == BlockState::active_pending_free, s.stream};
   }
   auto problem = [&](size_t i, const std::string& why) {
+    static const std::map<TraceAction, const char*> names{
+        {TraceAction::alloc, "alloc_block_not_live"},
+        {TraceAction::free_requested, "free_requested_block_not_pending"},
+        {TraceAction::free_completed, "free_completed_block_still_live"},
+        {TraceAction::segment_alloc, "segment_alloc_segment_missing"},
+        {TraceAction::segment_free, "segment_free_segment_still_there"},
+        {TraceAction::segment_map, "segment_map_no_segment_end"}};
     out.problems.push_back(fmt::format("device {} entry {} ({}): {}", device, i, to_string(trace[i].action), why));
+    auto n = names.find(trace[i].action);
+    out.problem_names.push_back(n == names.end() ? "memory_entry_contradicts_layout" : n->second);
   };
   // back from the dump: undo every entry; remember the size of each block an alloc made
   std::vector<int64_t> size_of(trace.size(), 0);
@@ -189,6 +198,14 @@ TimelineWalk walk_timeline(const MemorySnapshotFile& snap, int64_t device, int64
         } else {
           size_of[i] = blk->second.size;
           exact[i] = rounded.erase(a) == 0;
+          if (exact[i] && e.size > size_of[i]) {  // the dump's block: a request never exceeds it
+            out.oversized[i] = size_of[i];
+            out.problems.push_back(fmt::format(
+                "device_traces[{}][{}].size = {} disagrees with the block at {:#x} in the dump ({} bytes); its "
+                "request is taken as the block's size",
+                device, i, e.size, a, size_of[i]));
+            out.problem_names.push_back("trace_size_disagrees_with_dump");
+          }
           l.blocks.erase(blk);
         }
         break;
@@ -246,6 +263,9 @@ TimelineWalk walk_timeline(const MemorySnapshotFile& snap, int64_t device, int64
       default: break;
     }
   }
+  // found walking back: put them in entry order
+  std::reverse(out.problems.begin(), out.problems.end());
+  std::reverse(out.problem_names.begin(), out.problem_names.end());
   out.starts_empty = l.segs.empty() && l.blocks.empty();
   out.initial_blocks = static_cast<int64_t>(l.blocks.size());
   out.initial_segments = static_cast<int64_t>(l.segs.size());

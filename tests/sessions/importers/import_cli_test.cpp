@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -96,12 +97,11 @@ TEST(ImportCli, StatsOfAMemorySnapshotSaysWhatTheAllocatorDid) {
   EXPECT_EQ(j["memory"][0]["ooms"][0]["largest_free_in_pool_bytes"], 38 << 20);
 }
 
-// Ctrl-C during an import: the importer stops before its next file, the session is closed
-// "cancelled" and removed with its -wal and -shm (nothing half-written is left to be taken for
-// an import), the CLI says so and exits 130. 40 generated rank files of 4,000 events each
-// (about 0.4 MB): the signal is sent once the first file has been read, long before the last.
-TEST(ImportCli, CtrlCCancelsAndLeavesNoSession) {
+namespace {
+// 40 generated rank files of 4,000 events each (about 0.4 MB) in scratch/many_ranks.
+std::filesystem::path many_rank_traces() {
   const auto dir = import_scratch() / "many_ranks";
+  if (std::filesystem::exists(dir)) return dir;
   std::filesystem::create_directories(dir);
   for (int r = 0; r < 40; ++r) {
     std::ofstream f(dir / ("rank" + std::to_string(r) + ".json"));
@@ -111,15 +111,26 @@ TEST(ImportCli, CtrlCCancelsAndLeavesNoSession) {
         << "\", \"pid\": 1, \"tid\": 1, \"ts\": " << 1000 + 2 * i << ", \"dur\": 1}";
     f << "\n]}\n";
   }
-  const std::string db = scratch_db("cancelled_import.db"), err = scratch_db("cancelled_import_err.txt");
-  std::remove(db.c_str());
+  return dir;
+}
+
+struct Interrupted {
+  int status = 0;
+  std::string err;
+};
+// `embedscope import many_ranks -o db [--force-overwrite]`, SIGINT once the first file was read.
+Interrupted interrupt_import(const std::string& db, bool overwrite) {
+  const auto dir = many_rank_traces();
+  const std::string err = (import_scratch() / ("stderr_of_" + std::filesystem::path(db).filename().string())).string();
   std::remove(err.c_str());
   const pid_t child = fork();
-  ASSERT_GE(child, 0);
   if (child == 0) {
     freopen("/dev/null", "w", stdout);
     freopen(err.c_str(), "w", stderr);
-    execl(EMBEDSCOPE_CLI, EMBEDSCOPE_CLI, "import", dir.c_str(), "-o", db.c_str(), nullptr);
+    if (overwrite)
+      execl(EMBEDSCOPE_CLI, EMBEDSCOPE_CLI, "import", dir.c_str(), "-o", db.c_str(), "--force-overwrite", nullptr);
+    else
+      execl(EMBEDSCOPE_CLI, EMBEDSCOPE_CLI, "import", dir.c_str(), "-o", db.c_str(), nullptr);
     _exit(127);
   }
   auto said = [&] {
@@ -128,14 +139,318 @@ TEST(ImportCli, CtrlCCancelsAndLeavesNoSession) {
   };
   for (int i = 0; i < 20000 && said().find("import: read ") == std::string::npos; ++i) usleep(500);
   kill(child, SIGINT);
-  int status = 0;
-  waitpid(child, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status)) << said();
-  EXPECT_EQ(WEXITSTATUS(status), 130) << said();
-  EXPECT_NE(said().find("import cancelled; nothing was kept"), std::string::npos) << said();
+  Interrupted r;
+  waitpid(child, &r.status, 0);
+  r.err = said();
+  return r;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Files in the scratch directory whose name starts with `prefix` (staging leftovers).
+int files_starting_with(const std::string& prefix) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(import_scratch()))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) ++n;
+  return n;
+}
+}  // namespace
+
+// Ctrl-C during an import: the importer stops before its next file, the session is closed
+// "cancelled" and removed with its -wal and -shm (nothing half-written is left to be taken for
+// an import), the CLI says so and exits 130. The signal is sent once the first of the 40 files
+// has been read, long before the last.
+TEST(ImportCli, CtrlCCancelsAndLeavesNoSession) {
+  const std::string db = scratch_db("cancelled_import.db");
+  std::remove(db.c_str());
+  const Interrupted r = interrupt_import(db, false);
+  ASSERT_TRUE(WIFEXITED(r.status)) << r.err;
+  EXPECT_EQ(WEXITSTATUS(r.status), 130) << r.err;
+  EXPECT_NE(r.err.find("import cancelled; nothing was kept (no " + db + " written)"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(db));
   EXPECT_FALSE(std::filesystem::exists(db + "-wal"));
   EXPECT_FALSE(std::filesystem::exists(db + "-shm"));
+  EXPECT_EQ(files_starting_with("cancelled_import.db"), 0);  // no temporary file left either
+}
+
+// tester34 D5: Ctrl-C during `import --force-overwrite` keeps the session it was to replace,
+// byte for byte (the import writes under a temporary name and renames only when complete).
+TEST(ImportCli, CtrlCWithForceOverwriteKeepsTheOldSession) {
+  const std::string db = scratch_db("kept_on_cancel.db");
+  std::remove(db.c_str());
+  ASSERT_EQ(cli("import " + trace_fixture("hta_small") + " -o " + db).code, 0);
+  const std::string before = file_bytes(db);
+  ASSERT_GT(before.size(), 1000u);
+  const Interrupted r = interrupt_import(db, true);
+  ASSERT_TRUE(WIFEXITED(r.status)) << r.err;
+  EXPECT_EQ(WEXITSTATUS(r.status), 130) << r.err;
+  EXPECT_NE(r.err.find("nothing was kept (" + db + " is as it was)"), std::string::npos) << r.err;
+  EXPECT_EQ(file_bytes(db), before);
+  EXPECT_EQ(files_starting_with("kept_on_cancel.db"), 1);  // the session alone: no temporary file left
+  Result s = cli("stats " + db + " --json");
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_EQ(nlohmann::json::parse(s.out)["gpu_kernels"]["ranks"].size(), 2u);  // still hta_small's 2 ranks
+  // a completed --force-overwrite import replaces it (40 ranks now), again with no leftovers
+  Result ok = cli("import " + many_rank_traces().string() + " -o " + db + " --force-overwrite --json");
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(nlohmann::json::parse(ok.out)["ranks"].size(), 40u);
+  EXPECT_EQ(files_starting_with("kept_on_cancel.db"), 1);
+}
+
+// tester34 D4: `import X -o X` would replace the trace (or snapshot) with the session: refused
+// naming the file, with or without --force-overwrite, also when -o names a file of a directory
+// input; the input is left as it was.
+TEST(ImportCli, OutputThatIsAnInputIsRefused) {
+  const auto dir = import_scratch() / "self_input";
+  std::filesystem::create_directories(dir);
+  const std::string trace = (dir / "rank0.json").string();
+  std::filesystem::copy_file(trace_fixture("hta_small/rank0.json"), trace, std::filesystem::copy_options::overwrite_existing);
+  const std::string snap = (import_scratch() / "self.pickle").string();
+  std::filesystem::copy_file(std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/training_p4.pickle", snap,
+                             std::filesystem::copy_options::overwrite_existing);
+  const std::string trace_text = file_bytes(trace), snap_bytes = file_bytes(snap);
+  for (const std::string flag : {"", " --force-overwrite"}) {
+    Result r = cli("import " + trace + " -o " + trace + flag);
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.err.find(trace + ": is an input of this import"), std::string::npos) << r.err;
+    r = cli("import " + dir.string() + " -o " + dir.string() + "/./rank0.json" + flag);  // a directory's file, another spelling
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.err.find("is an input of this import (" + trace + ")"), std::string::npos) << r.err;
+    r = cli("import " + snap + " -o " + snap + flag);
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.err.find(snap + ": is an input of this import"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(file_bytes(trace), trace_text);
+  EXPECT_EQ(file_bytes(snap), snap_bytes);
+}
+
+// tester34 D6: `export` refuses an existing output (a chrome file, a csv file in an existing
+// folder) with exit 2 naming it, unless --force-overwrite; the file it would replace is kept.
+TEST(ImportCli, ExportRefusesAnExistingOutputUnlessForced) {
+  const std::string db = scratch_db("export_src.db");
+  std::remove(db.c_str());
+  ASSERT_EQ(cli("import " + trace_fixture("hta_small") + " -o " + db).code, 0);
+  const std::string victim = scratch_db("victim.db");
+  std::remove(victim.c_str());
+  ASSERT_EQ(cli("import " + trace_fixture("hta_small/rank0.json") + " -o " + victim).code, 0);
+  const std::string kept = file_bytes(victim);
+  Result r = cli("export " + db + " --format chrome -o " + victim);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(victim + ": already exists; choose another output (-o) or allow overwriting it (embedscope "
+                                "export --force-overwrite)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(file_bytes(victim), kept);
+  r = cli("export " + db + " --format chrome -o " + victim + " --force-overwrite");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_GT(nlohmann::json::parse(file_bytes(victim))["traceEvents"].size(), 10u);
+  // csv: a new folder is written; the same folder again is refused on its first file; forced, replaced
+  const auto dir = import_scratch() / "csv_out";
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(cli("export " + db + " --format csv -o " + dir.string()).code, 0);
+  { std::ofstream(dir / "ranks.csv") << "mine\n"; }
+  std::filesystem::remove(dir / "events.csv");  // the first file absent: the refusal names the next one there
+  r = cli("export " + db + " --format csv -o " + dir.string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find((dir / "steps.csv").string() + ": already exists (the csv export writes steps.csv there)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(file_bytes((dir / "ranks.csv").string()), "mine\n");
+  EXPECT_FALSE(std::filesystem::exists(dir / "events.csv"));  // nothing written before the refusal
+  r = cli("export " + db + " --format csv -o " + dir.string() + " --force-overwrite");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(file_bytes((dir / "ranks.csv").string()).rfind("rank,", 0), 0u);
+  // an empty existing folder is fine without the flag
+  const auto empty = import_scratch() / "csv_empty";
+  std::filesystem::create_directories(empty);
+  EXPECT_EQ(cli("export " + db + " --format csv -o " + empty.string()).code, 0);
+}
+
+// tester34 D15: what import and replay-memory say about files they do not read: the formats
+// import reads include memory snapshots; a pickle of protocol 0 or 1 (gzip too) is named as such
+// by both commands; a Kineto trace given to replay-memory points to import; --allocator names
+// the kinds a replay takes, the same in its help and its error.
+TEST(ImportCli, MessagesForPicklesOfOldProtocolsAndTracesGivenToReplayMemory) {
+  const std::string p0 = scratch_db("p0.pickle"), p1 = scratch_db("p1.pickle");
+  { std::ofstream(p0, std::ios::binary) << std::string("(dp0\nVsegments\np1\n(lp2\nsVdevice_traces\np3\n(lp4\n(lp5\nas."); }
+  {
+    std::ofstream(p1, std::ios::binary)
+        << std::string("}q\x00(X\x08\x00\x00\x00segmentsq\x01]q\x02X\r\x00\x00\x00device_tracesq\x03]q\x04]q\x05au.", 45);
+  }
+  ASSERT_EQ(std::filesystem::file_size(p1), 45u);
+  for (const auto& [file, protocol] : {std::pair{p0, 0}, std::pair{p1, 1}})
+    for (const std::string command : {"import ", "replay-memory "}) {
+      Result r = cli(command + file);
+      EXPECT_EQ(r.code, 2) << command;
+      EXPECT_NE(r.err.find(file + ": a pickle of protocol " + std::to_string(protocol) +
+                           "; PyTorch memory snapshots are read in protocols 2-5"),
+                std::string::npos)
+          << command << r.err;
+    }
+  const std::string json = scratch_db("not_a_trace.json");
+  { std::ofstream(json) << "{\"lr\": 0.1}\n"; }
+  Result r = cli("import " + json);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("PyTorch CUDA memory snapshots (torch.cuda.memory._dump_snapshot: .pickle, .pickle.gz)"),
+            std::string::npos)
+      << r.err;
+  const std::string trace = trace_fixture("hta_small/rank0.json");
+  r = cli("replay-memory " + trace);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(trace + ": a trace embedscope import reads (PyTorch profiler (Kineto)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("import it with `embedscope import " + trace + "`"), std::string::npos) << r.err;
+  const std::string snap = std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/fragmented_oom_p4.pickle";
+  r = cli("replay-memory " + snap + " --allocator foo");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--allocator: must be one of caching, expandable, direct, got \"foo\""), std::string::npos) << r.err;
+  r = cli("replay-memory --help");
+  EXPECT_NE(r.out.find("caching, expandable, direct"), std::string::npos) << r.out;
+}
+
+// tester34 D17: stats gives the fragmentation at peak allocated and at peak reserved, each named,
+// and replay-memory's table (the moment reserved bytes reach their peak) equals the second.
+// small_oom_p4.pickle (make_tester34.py): 4 MiB allocated in the 20 MiB segment at entry 1 (one
+// 16 MiB free block: memviz 256/400 = 0.64), 12 MiB at entry 2 (8 MiB free: 64/400 = 0.16).
+TEST(ImportCli, FragmentationAtBothPeaksIsNamedAndMatchesReplayMemory) {
+  const std::string snap = std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/small_oom_p4.pickle";
+  const std::string db = scratch_db("small_oom.db");
+  std::remove(db.c_str());
+  ASSERT_EQ(cli("import " + snap + " -o " + db).code, 0);
+  Result r = cli("stats " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("  at peak allocated  fragmentation 0.0% (1 - largest free / free), memviz 0.160; largest free "
+                       "block 8.0 MiB of 8.0 MiB free in segments"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("  at peak reserved   fragmentation 0.0%, memviz 0.640; largest free block 16.0 MiB of 16.0 MiB "
+                       "free (entry 1: reserved first at its peak"),
+            std::string::npos)
+      << r.out;
+  r = cli("stats --json " + db);
+  const auto s = nlohmann::json::parse(r.out)["memory"][0];
+  EXPECT_EQ(s["peak_entry"], 2);
+  EXPECT_EQ(s["peak_reserved_entry"], 1);
+  EXPECT_DOUBLE_EQ(s["at_peak"]["memviz_fragmentation"].get<double>(), 0.16);
+  EXPECT_DOUBLE_EQ(s["at_peak_reserved"]["memviz_fragmentation"].get<double>(), 0.64);
+  r = cli("replay-memory " + snap + " --device 0 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rec = nlohmann::json::parse(r.out)["devices"][0]["results"][0];
+  EXPECT_DOUBLE_EQ(rec["memviz_fragmentation_at_peak"].get<double>(), 0.64);
+  EXPECT_DOUBLE_EQ(rec["fragmentation_at_peak"].get<double>(), s["at_peak_reserved"]["external_fragmentation"].get<double>());
+  r = cli("replay-memory " + snap + " --device 0");
+  EXPECT_NE(r.out.find("frag (peak rsvd)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(fragmentation, memviz and segments: the layout when reserved bytes reached their peak)"),
+            std::string::npos)
+      << r.out;
+}
+
+// tester34 D21: shrunk_oom_p4.pickle reserved 40 MiB, then freed a segment and ran out of memory
+// with 2 MiB free on the device: free + reserved at the OOM is 22 MiB, below what the run held.
+// The replay's capacity is the larger, said as such, so the recorded settings run to the
+// recorded OOM (entry 8) instead of running out at the second segment (action 4, as before);
+// a --capacity below the trace's peak gets a note.
+TEST(ImportCli, ReplayCapacityIsNeverBelowTheTracesOwnPeakReserved) {
+  const std::string snap = std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/shrunk_oom_p4.pickle";
+  Result r = cli("replay-memory " + snap + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto d = nlohmann::json::parse(r.out)["devices"][0];
+  EXPECT_EQ(d["capacity_bytes"], 40 << 20);
+  EXPECT_EQ(d["capacity_source"], "peak_reserved");
+  EXPECT_EQ(d["capacity_at_recorded_oom_bytes"], 22 << 20);
+  EXPECT_EQ(d["trace_peak_reserved_bytes"], 40 << 20);
+  EXPECT_EQ(d["results"][0]["oom_action"], 8);
+  EXPECT_EQ(d["results"][0]["peak_reserved_bytes"], 40 << 20);
+  EXPECT_NEAR(d["results"][0]["fragmentation_at_peak"].get<double>(), 1.0 - 11.0 / 13.0, 1e-12);  // 2 and 11 MiB free
+  r = cli("replay-memory " + snap);
+  EXPECT_NE(r.out.find("device capacity 40.0 MiB (the trace's own peak reserved; free + reserved at the recorded OOM is "
+                       "only 22.0 MiB"),
+            std::string::npos)
+      << r.out;
+  r = cli("replay-memory " + snap + " --capacity " + std::to_string(22 << 20));
+  EXPECT_NE(r.out.find("note: --capacity 22.0 MiB is below the trace's own peak reserved 40.0 MiB"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("OOM at action 4"), std::string::npos) << r.out;  // as asked: the second segment does not fit
+}
+
+// tester34 D24: `import a.pickle b.pickle` and a directory of snapshots make one session of
+// ranks 0..N-1 (argument order, name order in a directory); a trace among snapshots is refused
+// naming both.
+TEST(ImportCli, PerRankSnapshotsImportAsRanks) {
+  const std::string dir = std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/";
+  const std::string db = scratch_db("per_rank_snaps.db");
+  std::remove(db.c_str());
+  Result r = cli("import " + dir + "small_oom_p4.pickle " + dir + "shrunk_oom_p4.pickle -o " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 PyTorch memory snapshots as 2 ranks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  rank 0: cuda:0 of small_oom_p4.pickle (PyTorch memory snapshot)\n"
+                       "  rank 1: cuda:0 of shrunk_oom_p4.pickle (PyTorch memory snapshot)"),
+            std::string::npos)
+      << r.out;
+  r = cli("stats --json " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto mem = nlohmann::json::parse(r.out)["memory"];
+  ASSERT_EQ(mem.size(), 2u);
+  EXPECT_EQ(mem[0]["peak_allocated_bytes"], 12 << 20);
+  EXPECT_EQ(mem[1]["peak_reserved_bytes"], 40 << 20);
+  // a directory of them: name order (shrunk before small)
+  const auto snaps = import_scratch() / "snaps";
+  std::filesystem::create_directories(snaps);
+  for (const char* f : {"small_oom_p4.pickle", "shrunk_oom_p4.pickle"})
+    std::filesystem::copy_file(dir + f, snaps / f, std::filesystem::copy_options::overwrite_existing);
+  r = cli("import " + snaps.string() + " -o " + db + " --force-overwrite");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("  rank 0: cuda:0 of shrunk_oom_p4.pickle"), std::string::npos) << r.out;
+  r = cli("import " + dir + "small_oom_p4.pickle " + trace_fixture("hta_small/rank0.json") + " -o " + db +
+          " --force-overwrite");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(trace_fixture("hta_small/rank0.json") + ": not a PyTorch memory snapshot, among 2 files of which " +
+                       dir + "small_oom_p4.pickle is"),
+            std::string::npos)
+      << r.err;
+}
+
+// tester34 D22: an imported memory snapshot exports its allocator timeline: a Chrome counter
+// "device memory" (allocated / reserved / active bytes) per trace entry of each rank, and
+// memory.csv. small_oom_p4: entry 4 (the 4 MiB block's free completed) leaves 8 MiB allocated,
+// free gaps of 4 and 8 MiB in the 20 MiB segment: fragmentation 1 - 8/12, memviz 80/400.
+TEST(ImportCli, ExportOfAMemorySnapshotWritesItsTimeline) {
+  const std::string db = scratch_db("export_snap.db");
+  std::remove(db.c_str());
+  ASSERT_EQ(cli("import " + std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/small_oom_p4.pickle -o " + db).code, 0);
+  const std::string chrome = scratch_db("export_snap.json");
+  std::remove(chrome.c_str());
+  Result r = cli("export " + db + " --format chrome -o " + chrome);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto t = nlohmann::json::parse(file_bytes(chrome));
+  std::vector<nlohmann::json> counters;
+  bool named = false;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] == "C" && e["name"] == "device memory") counters.push_back(e);
+    if (e["ph"] == "M" && e["name"] == "process_name" && e["args"]["name"] == "rank 0") named = true;
+  }
+  EXPECT_TRUE(named);
+  ASSERT_EQ(counters.size(), 7u);  // device 1 has no entries
+  EXPECT_EQ(counters[2]["args"]["allocated"], 12 << 20);
+  EXPECT_EQ(counters[2]["args"]["reserved"], 20 << 20);
+  EXPECT_DOUBLE_EQ(counters[2]["ts"].get<double>(), 20.0);  // entries 10 us apart from the first
+  EXPECT_EQ(counters[4]["args"]["allocated"], 8 << 20);
+  const auto dir = import_scratch() / "export_snap_csv";
+  std::filesystem::remove_all(dir);
+  r = cli("export " + db + " --format csv -o " + dir.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string csv = file_bytes((dir / "memory.csv").string());
+  EXPECT_EQ(csv.rfind("rank,entry,action,time_ns,allocated_bytes,reserved_bytes,active_bytes,largest_free_block_bytes,"
+                      "external_fragmentation,memviz_fragmentation\n0,0,segment_alloc,0,0,20971520,0,20971520,",
+                      0),
+            0u)
+      << csv;
+  EXPECT_NE(csv.find("\n0,4,free_completed,40000,8388608,20971520,8388608,8388608,0.333333,0.200000\n"),
+            std::string::npos)
+      << csv;
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 8);  // header + 7 entries
 }
 
 // Events that did not end (tests/data/traces/unfinished_kernel.json: a kernel at 100 us, a host

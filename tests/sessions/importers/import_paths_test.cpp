@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <fstream>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -75,7 +76,48 @@ TEST(ImportPaths, RefusesASnapshotAmongTraces) {
                             w, {});
     FAIL() << "no error";
   } catch (const importers::ImportError& e) {
-    EXPECT_NE(std::string(e.what()).find("a PyTorch memory snapshot among 2 files"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("epoch.json: not a PyTorch memory snapshot, among 2 files of which"), std::string::npos)
+        << e.what();
   }
   w.close("crashed");
+}
+
+// tester34 D14: a directory of per-rank traces with a config.json beside them imports the traces
+// and records the other file (skipped_not_a_trace, error, naming it and why); a directory in
+// which nothing is a trace still fails on its first file, and a non-trace named on its own too.
+TEST(ImportPaths, ADirectorysNonTraceJsonIsSkippedWithAProblem) {
+  const auto dir = import_scratch() / "with_config";
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"rank0.json", "rank1.json"})
+    std::filesystem::copy_file(trace_fixture("hta_small/") + f, dir / f, std::filesystem::copy_options::overwrite_existing);
+  { std::ofstream(dir / "config.json") << "{\"lr\": 0.1}\n"; }
+  { std::ofstream(dir / "notes.json") << "[1, 2]\n"; }
+  const auto sel = importers::select_inputs({dir.string()});
+  EXPECT_EQ(sel.files, (std::vector<std::string>{(dir / "rank0.json").string(), (dir / "rank1.json").string()}));
+  SessionWriter w(scratch_db("paths_config.db"), true);
+  const auto sum = importers::import_paths({dir.string()}, w, {});
+  w.close("complete");
+  EXPECT_EQ(sum.ranks, (std::vector<int32_t>{0, 1}));
+  const SessionReader r(scratch_db("paths_config.db"));
+  const auto stored = r.import_stats();
+  const ImportStat* p = problem(stored, "skipped_not_a_trace");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->severity, "error");
+  EXPECT_EQ(p->count, 2);
+  EXPECT_EQ(p->source, (dir / "config.json").string());
+  EXPECT_EQ(p->example.rfind("not a format embedscope import reads", 0), 0u) << p->example;
+  EXPECT_NE(problem(sum.problems, "skipped_not_a_trace"), nullptr);
+  // nothing importable in the directory: its first file's error
+  const auto only = import_scratch() / "only_config";
+  std::filesystem::create_directories(only);
+  { std::ofstream(only / "config.json") << "{\"lr\": 0.1}\n"; }
+  try {
+    importers::select_inputs({only.string()});
+    ADD_FAILURE() << "a directory without traces was accepted";
+  } catch (const importers::ImportError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind((only / "config.json").string() + ": not a format embedscope import reads", 0), 0u)
+        << e.what();
+  }
+  // a file named on its own is kept (detect() refuses it when it is imported)
+  EXPECT_EQ(importers::select_inputs({(dir / "config.json").string()}).files.size(), 1u);
 }

@@ -388,3 +388,31 @@ TEST(NsysSqlite, NsysRepWithoutNsysSaysTheCommandToRun) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("exited with status 1; it printed:\n  cannot open report: bad magic"), std::string::npos) << r.err;
 }
+
+// tester34 D9: an export without TARGET_INFO_SESSION_START_TIME (times in its own ns) beside one
+// with it (Unix ns) has no common time axis: the import is refused naming both files (it made a
+// 55-year session); two exports without it import as before (each file's own ns, one minimum).
+TEST(NsysSqlite, AnchoredAndUnanchoredExportsAreNotMixed) {
+  NsysFixture loose;
+  loose.epoch_ns = -1;  // written as -1: not a Unix time, read as absent
+  loose.pid = 5151;
+  const std::string a = fixture("anchored.sqlite", {}), b = fixture("unanchored.sqlite", loose);
+  SessionWriter w(scratch_db("mixed_clocks.db"), true);
+  try {
+    si::import_nsys_sqlite({a, b}, w, {});
+    ADD_FAILURE() << "mixing anchored and unanchored exports was not refused";
+  } catch (const si::ImportError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(b + ": has no session start time (TARGET_INFO_SESSION_START_TIME.utcEpochNs)", 0),
+              0u)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("while " + a + " has one (Unix ns)"), std::string::npos) << e.what();
+  }
+  w.close("failed");
+  const std::string c = fixture("unanchored2.sqlite", loose);
+  SessionWriter w2(scratch_db("two_loose.db"), true);
+  const auto sum = si::import_nsys_sqlite({b, c}, w2, {});
+  w2.close("complete");
+  EXPECT_EQ(sum.ranks.size(), 2u);
+  EXPECT_EQ(sum.origin_ns, 0);  // the step of both starts at export ns 0
+  EXPECT_EQ(problem_count(sum.problems, "no_session_start_time"), 2);
+}

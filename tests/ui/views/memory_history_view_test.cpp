@@ -170,3 +170,16 @@ TEST(MemoryView, SnapshotPickerNamesWarmUpSteps) {
   EXPECT_EQ(boxes[1]->itemText(0).toStdString(), "rank 0, warm-up step 1 of 2, end of step");
   EXPECT_EQ(boxes[1]->itemText(1).toStdString(), "rank 0, step 0, end of step");
 }
+
+// tester34 D21: a capacity from the recorded OOM (free + reserved then: 22 MiB) below what the
+// run held at once (40 MiB, shrunk_oom_p4.pickle) is not offered: the peak reserved is, said so.
+TEST(MemoryView, ReplayOffersThePeakReservedWhenTheOomCapacityIsBelowIt) {
+  MemoryView view(imported("shrunk_oom_p4.pickle"));
+  ASSERT_TRUE(wait_for_analyses(&view));
+  MemoryReplayPanel& rp = *view.replay();
+  ASSERT_FALSE(rp.settings().empty());
+  EXPECT_EQ(rp.settings()[0].capacity_bytes, 40 * MiB);
+  EXPECT_TRUE(rp.note()->text().contains("the recorded peak reserved bytes, 40.0 MiB (free + reserved at the recorded "
+                                         "OOM is only 22.0 MiB"))
+      << rp.note()->text().toStdString();
+}

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embedscope/sessions/analysis/memory_analysis.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "fixtures.h"
 
@@ -225,4 +226,104 @@ TEST(TorchSnapshotImport, SettingsThatAreNotUtf8AreStoredWithReplacementCharacte
   ASSERT_TRUE(j.is_object()) << settings;
   EXPECT_NE(settings.find("\xef\xbf\xbd"), std::string::npos) << settings;  // U+FFFD in UTF-8
   EXPECT_EQ(r.memory_snapshots().size(), 1u);
+}
+
+// tester34 D11/D12: the entries that contradict the layout are stored in import_stats (name,
+// severity error, count, the file and the first example in entry order), as the trace importers'
+// problems are; an alloc whose size is larger than its block in the dump (2^62 B for an 8 MiB
+// block) is named by its path in the file and its request is stored as the block's size, so the
+// bytes lost to rounding are 0, never negative (they were -4 EiB).
+TEST(TorchSnapshotImport, ContradictionsAreStoredAsImportProblems) {
+  constexpr int64_t MiB = 1 << 20;
+  MemorySnapshotFile s;
+  s.stacks.push_back({});
+  const uint64_t base = 0x7f0000000000;
+  Segment seg;
+  seg.address = base;
+  seg.total_size = 20 * MiB;
+  seg.blocks = {{base, 4 * MiB, 4 * MiB, BlockState::active_allocated, 0, {}},
+                {base + 4 * MiB, 8 * MiB, 8 * MiB, BlockState::active_allocated, 0, {}},
+                {base + 12 * MiB, 8 * MiB, 0, BlockState::inactive, 0, {}}};
+  s.segments.push_back(seg);
+  auto entry = [](TraceAction a, uint64_t addr, int64_t size, int64_t t) { return TraceEntry{a, addr, size, 0, t, 0, {}}; };
+  s.device_traces = {{entry(TraceAction::segment_alloc, base, 20 * MiB, 100), entry(TraceAction::alloc, base, 4 * MiB, 101),
+                      entry(TraceAction::alloc, base + 4 * MiB, int64_t{1} << 62, 102),  // the dump's block is 8 MiB
+                      entry(TraceAction::alloc, base + 16 * MiB, 2 * MiB, 103),          // never live after it
+                      entry(TraceAction::alloc, base + 18 * MiB, 2 * MiB, 104)}};        // nor this one
+  const std::string path = scratch("contradictions.db");
+  {
+    SessionWriter w(path, true);
+    const ImportSummary sum = import_torch_memory_snapshot(s, "contradictions.pickle", w);
+    w.close("complete");
+    EXPECT_EQ(sum.problems.size(), 3u);
+    EXPECT_EQ(sum.import_stats.size(), 2u);
+  }
+  const SessionReader r(path);
+  const auto stats = r.import_stats();
+  ASSERT_EQ(stats.size(), 2u);
+  EXPECT_EQ(stats[0].name, "alloc_block_not_live");
+  EXPECT_EQ(stats[0].severity, "error");
+  EXPECT_EQ(stats[0].count, 2);
+  EXPECT_EQ(stats[0].source, "contradictions.pickle");
+  EXPECT_EQ(stats[0].example, "device 0 entry 3 (alloc): block 0x7f0001000000 is not live after it");
+  EXPECT_EQ(stats[1].name, "trace_size_disagrees_with_dump");
+  EXPECT_EQ(stats[1].severity, "error");
+  EXPECT_EQ(stats[1].count, 1);
+  EXPECT_EQ(stats[1].example,
+            "device_traces[0][2].size = 4611686018427387904 disagrees with the block at 0x7f0000400000 in the dump "
+            "(8388608 bytes); its request is taken as the block's size");
+  const auto events = r.memory_events();
+  ASSERT_EQ(events.size(), 5u);
+  EXPECT_EQ(events[2].size, int64_t{1} << 62);  // the entry as the file has it
+  EXPECT_EQ(events[2].requested, 8 * MiB);      // its request: the block's size
+  const auto mem = analyze_memory(r);
+  ASSERT_EQ(mem.size(), 1u);
+  EXPECT_EQ(mem[0].peak_allocated, 12 * MiB);
+  EXPECT_EQ(mem[0].rounding_loss_at_peak, 0);
+  EXPECT_EQ(mem[0].reserved_overhead_at_peak, 8 * MiB);  // 20 reserved - 12 requested
+}
+
+// tester34 D24: per-rank snapshots (each process dumps its own GPU as device 0) as one session:
+// ranks in the order given, one per device holding anything (small_oom_p4's empty device 1 is
+// no rank), events, timelines and dumps per rank, each event's stack resolving to its own
+// file's frames (stack ids offset per file), one clock (both files start at time_us 1010).
+TEST(TorchSnapshotImport, SeveralSnapshotsBecomeRanksInOrder) {
+  const MemorySnapshotFile a = load_snapshot(snapshot_fixture("shrunk_oom_p4.pickle"));
+  const MemorySnapshotFile b = load_snapshot(snapshot_fixture("small_oom_p4.pickle"));
+  const std::string path = scratch("two_ranks.db");
+  {
+    SessionWriter w(path, true);
+    const ImportSummary sum = import_torch_memory_snapshots({{&a, "shrunk_oom_p4.pickle"}, {&b, "small_oom_p4.pickle"}}, w);
+    w.close("complete");
+    EXPECT_EQ(sum.devices, 2);
+    EXPECT_EQ(sum.trace_entries, 9 + 7);
+    EXPECT_EQ(sum.segments, 2);
+  }
+  const SessionReader r(path);
+  const auto ranks = r.ranks();
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(ranks[0].device, "cuda:0 of shrunk_oom_p4.pickle (PyTorch memory snapshot)");
+  EXPECT_EQ(ranks[1].device, "cuda:0 of small_oom_p4.pickle (PyTorch memory snapshot)");
+  EXPECT_EQ(r.meta(meta::kWorldSize), "2");
+  std::map<int32_t, int> events;
+  std::map<int32_t, std::string> frame_name;
+  for (const auto& f : r.memory_frames()) frame_name[f.id] = f.name;
+  std::map<int32_t, int32_t> innermost;  // stack -> its depth-0 frame
+  for (const auto& s : r.memory_stacks())
+    if (s.depth == 0) innermost[s.stack_id] = s.frame_id;
+  for (const auto& e : r.memory_events()) {
+    ++events[e.rank];
+    if (e.stack_id > 0) EXPECT_EQ(frame_name[innermost[e.stack_id]], e.tag) << "rank " << e.rank << " " << e.action;
+  }
+  EXPECT_EQ(events[0], 9);
+  EXPECT_EQ(events[1], 7);
+  const auto mem = analyze_memory(r);
+  ASSERT_EQ(mem.size(), 2u);
+  EXPECT_EQ(mem[0].peak_reserved, 40 << 20);  // shrunk: two 20 MiB segments
+  EXPECT_EQ(mem[0].peak_allocated, 27 << 20);
+  EXPECT_EQ(mem[1].peak_allocated, 12 << 20);  // small: 4 + 8 MiB
+  ASSERT_EQ(mem[1].top_stacks_at_peak.size(), 2u);
+  EXPECT_EQ(mem[1].top_stacks_at_peak[0].name, "emb_b (train.py:11)");
+  EXPECT_EQ(mem[1].ooms.size(), 1u);
+  EXPECT_EQ(r.memory_snapshots().size(), 2u);
 }

@@ -54,6 +54,12 @@ struct RankMemoryAnalysis {
   int64_t peak_reserved = 0;            ///< over the whole history
   int64_t peak_active = 0;              ///< allocated + pending frees, its maximum
   MemoryStateFigures at_peak;           ///< the layout after peak_entry
+  /// The first entry after which reserved bytes are at peak_reserved (-1: no entries; a
+  /// segment_alloc / segment_map entry counts as the alloc after it, which it was made for) and
+  /// the layout then: the moment `replay-memory` gives its fragmentation for (often not
+  /// peak_entry: segments may be largest while less is allocated).
+  int64_t peak_reserved_entry = -1;
+  MemoryStateFigures at_peak_reserved;
   int64_t rounding_loss_at_peak = 0;    ///< allocated - requested at the peak
   int64_t reserved_overhead_at_peak = 0;  ///< reserved - requested at the peak
   int64_t largest_free_block_max = 0;   ///< the largest free block at the peak and at every OOM

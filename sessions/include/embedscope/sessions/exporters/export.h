@@ -14,8 +14,10 @@ namespace embedscope::sessions {
 /// "rank N"), one thread per lane (tid = lane, named), an `X` event per op (ts and dur in
 /// microseconds with three decimals, so the integer nanoseconds are kept exactly; an imported op
 /// that did not end (model/did_not_end.h) is a `B` without its `E`, under its own name, with
-/// args.did_not_end true: Perfetto shows it "Did not end"), `C` counter
-/// events per rank and step (ids looked up, loss), and flow events (`s` / `f`) joining the ranks
+/// args.did_not_end true: Perfetto shows it "Did not end"), `C` counter events per rank and step
+/// (ids looked up, loss), `C` "device memory" events (allocated, reserved, active bytes) after
+/// every allocator trace entry of an imported memory snapshot (memory_timeline), and flow events
+/// (`s` / `f`) joining the ranks
 /// of each collective (from the first rank to enter it to every other member). The session's
 /// metadata goes into "metadata". Spec: "Trace Event Format", Google (chromium catapult docs).
 void export_chrome_trace(const SessionReader& session, std::ostream& out);
@@ -26,8 +28,14 @@ std::string ns_to_us(int64_t ns);
 /// Writes CSV files into `dir` (created if missing): events.csv (every op), steps.csv (per step
 /// and rank: the RunStats times), ranks.csv (per rank totals), load.csv (load counters),
 /// collectives.csv, session.csv (key,value: workload_name, backend, world_size, ended, simulated
-/// 0/1, imported 0/1). Returns the paths written. Throws SessionError naming a file it cannot
-/// write.
+/// 0/1, imported 0/1) and, for a session with a memory timeline (an imported memory snapshot),
+/// memory.csv (per rank and trace entry: action, time_ns, allocated / reserved / active bytes,
+/// largest free block, both fragmentation measures). Returns the paths written. Throws
+/// SessionError naming a file it cannot write.
 std::vector<std::string> export_csv(const SessionReader& session, const RunStats& stats, const std::string& dir);
+
+/// The names of the files export_csv writes into its folder ("events.csv", ...), in the order
+/// it writes them: for a command to refuse a folder that already holds one of them.
+const std::vector<std::string>& csv_export_files();
 
 }  // namespace embedscope::sessions

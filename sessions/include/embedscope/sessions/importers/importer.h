@@ -87,6 +87,24 @@ const std::vector<Importer>& all_importers();
 /// exist or a directory without such files.
 std::vector<std::string> expand_inputs(const std::vector<std::string>& paths);
 
+/// The files of one import (select_inputs).
+struct InputFiles {
+  /// What to import: files named as given, and the files of directories that an importer or
+  /// the memory-snapshot reader takes, sorted by name within each directory.
+  std::vector<std::string> files;
+  /// The files of directories that nothing takes (a config.json beside per-rank traces): one
+  /// row `skipped_not_a_trace` (severity error) counting them, the first named with detect()'s
+  /// reason; empty when none. The caller stores it with the importer's problems.
+  std::vector<ImportStat> skipped;
+};
+
+/// expand_inputs(paths), leaving out the files of a directory that no importer takes (a
+/// profiler's output folder often holds other JSON) rather than failing on them. A file named
+/// on its own is kept whatever it is (detect() then says what it is). Throws ImportError as
+/// expand_inputs does, and detect()'s error for a directory's first file when nothing in that
+/// directory can be imported.
+InputFiles select_inputs(const std::vector<std::string>& paths);
+
 /// Up to `max_bytes` of a file's text from its start (gunzipped when it is gzip); "" when it
 /// cannot be read.
 std::string read_head(const std::string& path, size_t max_bytes = 1 << 16);

@@ -13,6 +13,7 @@
 // Times: PyTorch records time_us as Unix microseconds; sessions count ns from the earliest.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -45,8 +46,18 @@ struct TimelineWalk {
   /// One point per trace entry (rank = the device).
   std::vector<MemoryTimelinePoint> points;
   /// Entries that contradict the layout (a free of a block that is not live, a segment_free of
-  /// an unknown segment, ...), as "device D entry I: ..."; they are skipped.
+  /// an unknown segment, ...), as "device D entry I: ..."; they are skipped. Also alloc entries
+  /// whose size is larger than the block the dump holds for them (kept; see `oversized`).
   std::vector<std::string> problems;
+  /// The import_stats name of each of `problems` (same order): alloc_block_not_live,
+  /// free_requested_block_not_pending, free_completed_block_still_live,
+  /// segment_alloc_segment_missing, segment_free_segment_still_there,
+  /// segment_map_no_segment_end, trace_size_disagrees_with_dump.
+  std::vector<std::string> problem_names;
+  /// Alloc entries (index) whose requested size is larger than their block at the dump (bytes):
+  /// a request never exceeds its block, so the entry's size is wrong; the import stores the
+  /// block's size as its request (trace_size_disagrees_with_dump).
+  std::map<size_t, int64_t> oversized;
 };
 
 /// Walks the trace of `device` (back from the dump, then forward). `t0_us`: the time that is 0 ns.
@@ -61,10 +72,28 @@ struct ImportSummary {
   int64_t stacks = 0;       ///< distinct, the empty stack included
   bool starts_at_process_start = true;  ///< every device's trace starts with an empty layout
   std::vector<std::string> problems;    ///< from walk_timeline, prefixed by the device
+  /// The same problems counted by name (severity error, the first example, the file): what the
+  /// import stored in `import_stats`.
+  std::vector<ImportStat> import_stats;
 };
 
-/// Writes `snap` (read from `source`) into `w` (which the caller closes).
+/// Writes `snap` (read from `source`) into `w` (which the caller closes): one rank per device.
 ImportSummary import_torch_memory_snapshot(const MemorySnapshotFile& snap, const std::string& source, SessionWriter& w);
+
+/// One snapshot of several (import_torch_memory_snapshots): the parsed file and its name.
+struct SnapshotInput {
+  const MemorySnapshotFile* snap = nullptr;
+  std::string source;
+};
+
+/// Several snapshots, one per process of a job (each names its own GPU, often as device 0), as
+/// one session: ranks 0..N-1 in the order given, one per device that holds anything (segments
+/// or trace entries; device 0 of a file with nothing), labelled "cuda:D of FILE"; one clock (the
+/// earliest time_us of all files is 0; PyTorch's time_us are Unix microseconds); frames and
+/// stacks of every file in one table (ids offset per file); the first file's allocator
+/// settings (others that differ: import problem allocator_settings_differ, info). One input
+/// is import_torch_memory_snapshot (every device a rank). `ImportSummary::devices` counts ranks.
+ImportSummary import_torch_memory_snapshots(const std::vector<SnapshotInput>& inputs, SessionWriter& w);
 
 /// load_snapshot(path) and the import above. Throws PickleError / SnapshotError (SessionError).
 ImportSummary import_torch_memory_snapshot(const std::string& path, SessionWriter& w);

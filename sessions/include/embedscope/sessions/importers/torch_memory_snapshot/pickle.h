@@ -148,6 +148,13 @@ Value loads(std::string_view data, const std::string& source = "pickle", const P
 bool is_gzip(std::string_view data);
 /// True when `data` starts like a pickle of protocol 2..5 (0x80, then the protocol byte).
 bool is_pickle(std::string_view data);
+/// 0 or 1 when `data` starts like a pickle of protocol 0 or 1 holding a dict or list (what a
+/// snapshot would be; those protocols have no 0x80 PROTO header: protocol 0 starts "(d" / "(l",
+/// protocol 1 "}" / "]" followed by a memo or MARK opcode), else -1. No JSON text starts so.
+int old_pickle_protocol(std::string_view data);
+/// The message for a pickle of an old protocol (`protocol` 0 or 1) that should be a snapshot:
+/// "PATH: a pickle of protocol 0; PyTorch memory snapshots are read in protocols 2-5 ...".
+std::string old_pickle_message(const std::string& path, int protocol);
 
 /// Inflates gzip `data` with zlib; PickleError naming `source` for corrupt or truncated data or
 /// more than `max_inflated` bytes.

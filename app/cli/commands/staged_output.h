@@ -1,0 +1,49 @@
+#pragma once
+// A session written under a temporary name beside its final one and renamed over it only once
+// it is complete (`import`, and the memory-snapshot import): an import that is cancelled
+// (Ctrl-C), fails half-way or is killed never touches the session it was to replace, and no
+// reader ever sees a half-written session under the final name (rename(2) is atomic within a
+// directory).
+
+#include <string>
+#include <vector>
+
+namespace embedscope::cli {
+
+/// The staging of one output session. The temporary name is "<out>.importing-<pid>" in the
+/// same directory (a process killed with SIGKILL leaves it there; nothing else does).
+class StagedSession {
+ public:
+  /// Checks `out` as SessionWriter would (throws SessionError naming it when it exists and
+  /// `overwrite` is false, when it is not a regular file, or when a live writer holds it) and
+  /// chooses the temporary name. Creates nothing.
+  StagedSession(std::string out, bool overwrite);
+  /// Removes the temporary file (and its SQLite companions) unless commit() ran.
+  ~StagedSession();
+  StagedSession(const StagedSession&) = delete;
+  StagedSession& operator=(const StagedSession&) = delete;
+
+  /// The name to write the session under (give it to SessionWriter with overwrite = true).
+  const std::string& temp() const { return temp_; }
+  /// The final name.
+  const std::string& out() const { return out_; }
+  /// After the writer closed the temporary session: checks `out` again (a live writer may
+  /// have started meanwhile), removes the old session's -wal / -shm / -journal (they belong to
+  /// the file being replaced and must never be applied to the new one) and renames the
+  /// temporary file over `out`. Throws SessionError naming `out` when that fails (the
+  /// temporary file is then removed and `out` kept).
+  void commit();
+
+ private:
+  std::string out_, temp_;
+  bool overwrite_ = false, committed_ = false;
+};
+
+/// Throws SessionError when `out` is one of the files an import would read: one of `inputs`
+/// as given or one of `files` (the inputs with directories expanded). Compared by identity
+/// (same device and inode), so "./t.json" and "t.json" or a hard link are caught. Refused with
+/// or without --force-overwrite: writing the session there would destroy the input.
+void refuse_output_among_inputs(const std::string& out, const std::vector<std::string>& inputs,
+                                const std::vector<std::string>& files);
+
+}  // namespace embedscope::cli
