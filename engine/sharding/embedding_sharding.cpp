@@ -1,5 +1,6 @@
 #include "embedding_sharding.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -12,7 +13,9 @@ using detail::Layout;
 
 std::vector<std::unique_ptr<EmbeddingSharding>> embedding_shardings(const Layout& layout) {
   std::vector<std::unique_ptr<EmbeddingSharding>> out;
-  out.push_back(pooled_all_to_all_sharding());
+  // table_wise / column_wise slots somewhere (the pooled all-to-all's output and gradient dist)
+  if (std::any_of(layout.a2a_slots_to.begin(), layout.a2a_slots_to.end(), [](const auto& v) { return !v.empty(); }))
+    out.push_back(pooled_all_to_all_sharding());
   if (!layout.rw_features.empty()) out.push_back(row_wise_sharding());
   if (layout.hierarchical) out.push_back(table_row_wise_sharding());
   if (!layout.dp_tables.empty()) out.push_back(data_parallel_sharding());

@@ -203,7 +203,8 @@ class LocalEmbeddingSharding : public EmbeddingSharding {
 [[noreturn]] void unknown_op(const char* module, const ProgramOp& op, const program::OpOwner& tag);
 
 /// The modules of a plan, in the order their collectives run: the all-to-all of table_wise and
-/// column_wise shards always (every rank joins, with empty splits when it has none), then
+/// column_wise shards when some rank holds one (every rank joins, with empty splits when it has
+/// none), then
 /// row_wise when the plan has row-wise tables, then table_row_wise when it has those, then
 /// data_parallel when it has replicated tables, then hot_rows when a table has hot rows.
 std::vector<std::unique_ptr<EmbeddingSharding>> embedding_shardings(const detail::Layout& layout);

@@ -84,6 +84,7 @@ void Rank::bucketize(Inflight& b, bool again) {
     b.lrecv[static_cast<size_t>(d)] = static_cast<int64_t>(nmine) * B;
   }
   b.recv_lengths_v.assign(nmine * static_cast<size_t>(W * B), 0);
+  b.irecv.assign(static_cast<size_t>(W), 0);  // ids from each rank (the ids job counts them; a plan without slots has none)
 }
 
 std::function<void()> Rank::input_dist_job(Inflight& b, int part, bool again) {

@@ -114,8 +114,8 @@ TEST(StepProgram, EachShardingTypeBaseByHand) {
   for (int t = 0; t < 4; ++t)
     for (const char* n : {"backward_data_parallel", "optimizer_data_parallel"}) dp_compute.push_back(n);
   dp_compute.push_back("dense_optimizer");
-  std::vector<std::string> dp_comm = {"input_dist/splits", "input_dist/lengths", "input_dist/ids",
-                                      "output_dist/all_to_all", "dense_all_reduce", "grad_dist/all_to_all"};
+  // no table is looked up on another rank: no input dist and no pooled all-to-alls (tester33 D11)
+  std::vector<std::string> dp_comm = {"dense_all_reduce"};
   for (int t = 0; t < 4; ++t)
     for (const char* n : {"grad_dist/data_parallel_counts", "grad_dist/data_parallel_all_gather"}) dp_comm.push_back(n);
   const std::vector<Case> cases = {
@@ -127,14 +127,15 @@ TEST(StepProgram, EachShardingTypeBaseByHand) {
        {"input_dist/splits", "input_dist/lengths", "input_dist/ids", "output_dist/all_to_all", "dense_all_reduce",
         "grad_dist/all_to_all"},
        compute_sharded},
+      // no table_wise / column_wise shard: no pooled all-to-all (empty before: tester33 D11)
       {ShardingType::row_wise, 2,
-       {"input_dist/splits", "input_dist/lengths", "input_dist/ids", "output_dist/all_to_all",
-        "output_dist/reduce_scatter", "dense_all_reduce", "grad_dist/all_to_all", "grad_dist/all_gather"},
+       {"input_dist/splits", "input_dist/lengths", "input_dist/ids", "output_dist/reduce_scatter", "dense_all_reduce",
+        "grad_dist/all_gather"},
        compute_sharded},
       {ShardingType::table_row_wise, 4,
-       {"input_dist/splits", "input_dist/lengths", "input_dist/ids", "output_dist/all_to_all",
-        "output_dist/reduce_scatter_intra_node", "output_dist/all_to_all_cross_node", "dense_all_reduce",
-        "grad_dist/all_to_all", "grad_dist/all_to_all_cross_node", "grad_dist/all_gather_intra_node"},
+       {"input_dist/splits", "input_dist/lengths", "input_dist/ids", "output_dist/reduce_scatter_intra_node",
+        "output_dist/all_to_all_cross_node", "dense_all_reduce", "grad_dist/all_to_all_cross_node",
+        "grad_dist/all_gather_intra_node"},
        compute_sharded},
       {ShardingType::data_parallel, 2, dp_comm, dp_compute},
   };
@@ -289,10 +290,10 @@ TEST(StepProgram, GridShardAndTableColumnWiseByHand) {
   EXPECT_EQ(tc.shards[2].col_offset, 8);
   EXPECT_EQ(tc.shards[3].rank, 3);
   EXPECT_EQ(tc.shards[3].num_cols, 4);
-  const std::vector<std::string> twrw_comm = {
-      "input_dist/splits", "input_dist/lengths", "input_dist/ids", "output_dist/all_to_all",
-      "output_dist/reduce_scatter_intra_node", "output_dist/all_to_all_cross_node", "dense_all_reduce",
-      "grad_dist/all_to_all", "grad_dist/all_to_all_cross_node", "grad_dist/all_gather_intra_node"};
+  const std::vector<std::string> twrw_comm = {  // no table_wise / column_wise shard: no pooled all-to-all
+      "input_dist/splits", "input_dist/lengths", "input_dist/ids", "output_dist/reduce_scatter_intra_node",
+      "output_dist/all_to_all_cross_node", "dense_all_reduce", "grad_dist/all_to_all_cross_node",
+      "grad_dist/all_gather_intra_node"};
   for (int r = 0; r < 4; ++r) {
     const StepProgram p = build_step_program(grid, gp, r, 0);
     EXPECT_EQ(names(p, Lane::comm), twrw_comm) << "rank " << r;
