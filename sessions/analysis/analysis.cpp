@@ -200,11 +200,26 @@ RunStats analyze(const SessionReader& session) {
       if (stream && o.category == OpCategory::comm && o.end_ns > o.start_ns) gpu_comm_ranks.insert(o.rank);
     }
   });
+  // An imported rank without communication kernels (a CPU trace: Gloo) has its collectives in
+  // its record_param_comms spans (the importer's records); the gloo:* / c10d::* calls inside
+  // them are the same collective, not another (tester34 D3, D20).
+  const auto& names = session.strings();
+  const auto param_name = std::find(names.begin(), names.end(), "record_param_comms");
+  const int32_t param_id = param_name == names.end() ? -1 : static_cast<int32_t>(param_name - names.begin());
+  std::set<int32_t> param_ranks;  // ranks with record_param_comms spans
+  if (imported && param_id >= 0)
+    for (const auto& [key, ops] : grouped)
+      for (const auto& o : ops)
+        if (o.name_id == param_id) {
+          param_ranks.insert(o.rank);
+          break;
+        }
   std::function<bool(const OpRecord&)> is_collective;
   if (imported)
     is_collective = [&](const OpRecord& o) {
       if (o.start_ns == o.end_ns && did_not_end(o.start_ns, o.end_ns, session.name(o.name_id))) return false;  // no time
-      return !gpu_comm_ranks.count(o.rank) || stream_lanes.count({o.rank, o.lane}) > 0;
+      if (gpu_comm_ranks.count(o.rank)) return stream_lanes.count({o.rank, o.lane}) > 0;
+      return !param_ranks.count(o.rank) || o.name_id == param_id;
     };
   std::vector<OpRecord> on_streams;  // a stream rank's ops of one step on its streams
   auto times_ops = [&](int32_t r, const std::vector<OpRecord>& ops) -> const std::vector<OpRecord>& {

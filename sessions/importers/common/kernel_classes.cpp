@@ -58,7 +58,8 @@ OpCategory gpu_op_category(std::string_view name, bool is_copy) {
 }
 
 OpCategory host_op_category(std::string_view n) {
-  if (n == "record_param_comms" || starts(n, "nccl:") || starts(n, "c10d::") || starts(n, "ProcessGroup"))
+  if (n == "record_param_comms" || starts(n, "nccl:") || starts(n, "gloo:") || starts(n, "c10d::") ||
+      starts(n, "ProcessGroup"))
     return OpCategory::comm;
   if (has(n, "Memcpy") || has(n, "Memset")) return OpCategory::memcpy;
   OpCategory c{};

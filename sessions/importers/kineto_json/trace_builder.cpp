@@ -66,7 +66,7 @@ std::string lane_label(const RankTrace& tr, const LaneDesc& d) {
 struct Collective {
   CollectiveRecord rec;
   bool started = false;
-  std::vector<size_t> kernels;  ///< indices of its NCCL kernels in the rank's ops
+  std::vector<size_t> kernels;  ///< indices in the rank's ops of its NCCL kernels (a CPU rank: its record_param_comms span)
 };
 }  // namespace
 
@@ -182,6 +182,7 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
     // Events per kind, into summary.events after the loop (a key appears only when counted).
     int64_t kernels = 0, memcpys = 0, memsets = 0, gpu_others = 0, runtime_calls = 0, gpu_annotations = 0, cpu_ops = 0;
     int64_t unfinished = 0;  // events that did not end, counted apart from their kind
+    bool comm_kernels = false;  // the rank's GPU streams hold communication kernels
     for (const Event& e : tr.events) {
       OpEvent o;
       o.rank = rank;
@@ -198,6 +199,7 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
         auto l = e.correlation ? launch.find(e.correlation) : launch.end();
         o.step = l != launch.end() ? step_of(tr.events[l->second].ts) : -1;
         if (l != launch.end()) count_kernel_before_launch(problems, tr.file, rank, names.text(e.name), e.ts, tr.events[l->second].ts);
+        comm_kernels |= o.category == OpCategory::comm;
         if (o.category == OpCategory::comm && l != launch.end() && !e.unfinished) {
           const int32_t pi = enclosing_param(tr.events[l->second]);
           if (pi >= 0 && tr.comm_params[static_cast<size_t>(tr.events[static_cast<size_t>(pi)].comm_param)].has_args) {
@@ -228,7 +230,24 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
                                 {"gpu_other", gpu_others}, {"runtime_calls", runtime_calls},
                                 {"gpu_annotations", gpu_annotations}, {"cpu_ops", cpu_ops}, {"did_not_end", unfinished}})
       if (n) summary.events[key] += n;
-    // --- collectives: one record per record_param_comms span that launched NCCL kernels
+    // A rank without communication kernels (a CPU trace: Gloo) runs each collective in its
+    // record_param_comms span: the span with its arguments is the record, timed by the span, and
+    // carries the bytes (tester34 D3: no collective at all, so --align collectives had none).
+    // Every op is one event, in event order: op i is event i.
+    if (!comm_kernels)
+      for (const auto& [lane, spans] : params_on_lane)
+        for (uint32_t i : spans) {
+          const Event& e = tr.events[i];
+          if (e.unfinished || !tr.comm_params[static_cast<size_t>(e.comm_param)].has_args) continue;
+          Collective& c = colls[static_cast<int32_t>(i)];
+          c.rec.start_ns = ops[i].start_ns;
+          c.rec.end_ns = ops[i].end_ns;
+          c.rec.step = ops[i].step;
+          c.started = true;
+          c.kernels.push_back(i);
+        }
+    // --- collectives: one record per record_param_comms span that launched NCCL kernels (or,
+    // on a CPU rank, the span itself)
     std::map<std::string, uint64_t> next_seq;
     for (auto& [pi, c] : colls) {
       const CommParams& p = tr.comm_params[static_cast<size_t>(tr.events[static_cast<size_t>(pi)].comm_param)];

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/importers/common/clock_align.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "import_test_support.h"
@@ -115,4 +116,41 @@ TEST(ClockAlign, AlignNoneKeepsEachRankAsRecordedAndTheCliPrintsOffsets) {
   EXPECT_NE(res.out.find("residual skew of 5 matched collective(s): max 3.000 us, median 2.000 us"), std::string::npos)
       << res.out;
   EXPECT_NE(res.out.find("kernel_before_launch"), std::string::npos) << res.out;
+}
+
+// A CPU trace (Gloo backend, tests/data/traces/gloo: per step aten::mm 20 us, then a 40 us
+// record_param_comms span holding gloo:all_reduce; rank 1 runs 5 us ahead). Its
+// record_param_comms spans are the collectives (tester34 D3: none before, so nothing to align):
+// records with bytes (ring all-reduce of 1,000 floats on 2 ranks: 2 x 1/2 x 4,000 = 4,000 B each
+// way), listed once per step in the collectives view; gloo:* is communication, not compute, so
+// nothing of it is hidden (was 95 %); --align collectives finds the 5 us.
+TEST(ClockAlign, GlooTraceRecordParamCommsAreItsCollectives) {
+  const std::string db = scratch_db("gloo.db");
+  {
+    SessionWriter w(db, true);
+    si::ImportOptions opt;
+    opt.align = "collectives";
+    const auto sum = si::import_kineto_json(si::expand_inputs({trace_fixture("gloo")}), w, opt);
+    w.close("complete");
+    EXPECT_NE(sum.alignment_text.find("rank 1    clock offset +5.000 us"), std::string::npos) << sum.alignment_text;
+  }
+  const SessionReader r(db);
+  const auto colls = r.collectives();
+  ASSERT_EQ(colls.size(), 4u);  // 2 ranks x 2 steps
+  for (const auto& c : colls) {
+    EXPECT_EQ(c.op, "all_reduce");
+    EXPECT_EQ(c.bytes_sent, 4000);
+    EXPECT_EQ(c.bytes_received, 4000);
+    EXPECT_EQ(c.end_ns - c.start_ns, 40000);
+  }
+  const RunStats st = analyze(r);
+  EXPECT_FALSE(st.stream_ranks);
+  ASSERT_EQ(st.collectives.size(), 1u);  // record_param_comms, not also gloo:all_reduce
+  EXPECT_EQ(r.name(st.collectives[0].name_id), "record_param_comms");
+  EXPECT_EQ(st.collectives[0].count, 4);       // 2 steps x 2 ranks
+  EXPECT_EQ(st.collectives[0].bytes, 4 * 8000);  // each: sent + received
+  ASSERT_EQ(st.ranks.size(), 2u);
+  EXPECT_EQ(st.ranks[0].comm_ns, 2 * 40000);
+  EXPECT_EQ(st.ranks[0].compute_ns, 2 * 20000);
+  EXPECT_EQ(st.ranks[0].overlap_ns, 0);
 }
