@@ -2,6 +2,7 @@
 #include "embedscope/sessions/model/did_not_end.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 #include <tuple>
 
@@ -95,14 +96,18 @@ ClockAlignment align_by_collectives(const std::vector<RankRecords>& ranks) {
 
 ClockAlignment align_ranks(std::vector<RankRecords>& ranks, int64_t& origin, ImportProblems& problems) {
   const ClockAlignment a = align_by_collectives(ranks);
-  int64_t min_t = 0;
+  int64_t min_t = std::numeric_limits<int64_t>::max();
   for (auto& rec : ranks) {
     shift_rank(rec, -a.offset_ns.at(rec.rank));
     for (const auto& o : rec.ops)
       if (!did_not_end(o.start_ns, o.end_ns, o.name)) min_t = std::min(min_t, o.start_ns);
     for (const auto& st : rec.steps) min_t = std::min(min_t, st.start_ns);
   }
-  const int64_t rebase = min_t < 0 ? -((-min_t + 999) / 1000) * 1000 : 0;
+  if (min_t == std::numeric_limits<int64_t>::max()) min_t = 0;
+  // time 0 at the earliest aligned event, in whole microseconds (floor): a rank whose clock ran
+  // behind held the raw minimum, which after alignment is no event at all (tester34 D16: 10 s
+  // of nothing before the first op)
+  const int64_t rebase = min_t < 0 ? -((-min_t + 999) / 1000) * 1000 : min_t / 1000 * 1000;
   if (rebase)
     for (auto& rec : ranks) shift_rank(rec, -rebase);
   origin += rebase;

@@ -3,6 +3,10 @@
 // (data/traces/align/make_align.py).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include "embedscope/sessions/analysis/analysis.h"
@@ -153,4 +157,35 @@ TEST(ClockAlign, GlooTraceRecordParamCommsAreItsCollectives) {
   EXPECT_EQ(st.ranks[0].comm_ns, 2 * 40000);
   EXPECT_EQ(st.ranks[0].compute_ns, 2 * 20000);
   EXPECT_EQ(st.ranks[0].overlap_ns, 0);
+}
+
+// Rank 1's clock runs 10 s behind (tester34 D16): it holds the raw minimum, which after alignment
+// is no event at all. Time 0 is the earliest aligned event (rank 0's first at trace ts 1,000 us),
+// not 10 s of nothing before it; the raw times stay recoverable (origin + t + offset).
+TEST(ClockAlign, TimeZeroIsTheEarliestAlignedEvent) {
+  const auto dir = import_scratch() / "gloo_behind";
+  std::filesystem::create_directories(dir);
+  for (int r : {0, 1}) {
+    std::ifstream in(trace_fixture("gloo/rank" + std::to_string(r) + ".json"));
+    nlohmann::json j = nlohmann::json::parse(in);
+    if (r == 1)
+      for (auto& e : j["traceEvents"])
+        if (e.contains("ts")) e["ts"] = e["ts"].get<double>() - 10'000'000.0;  // 10 s behind
+    std::ofstream(dir / ("rank" + std::to_string(r) + ".json")) << j.dump();
+  }
+  const std::string db = scratch_db("gloo_behind.db");
+  {
+    SessionWriter w(db, true);
+    si::ImportOptions opt;
+    opt.align = "collectives";
+    const auto sum = si::import_kineto_json(si::expand_inputs({dir.string()}), w, opt);
+    w.close("complete");
+    EXPECT_NE(sum.alignment_text.find("rank 1    clock offset -9999995.000 us"), std::string::npos) << sum.alignment_text;
+    EXPECT_EQ(sum.start_ns, 1000);  // the first op, aten::mm, 1 us into ProfilerStep#0 (was 10 s later)
+  }
+  const SessionReader r(db);
+  EXPECT_EQ(std::stoll(r.meta(meta::kImportOriginNs)), 1'000'000);  // rank 0's ProfilerStep#0, trace ts 1,000 us
+  int64_t first = std::numeric_limits<int64_t>::max();
+  for (const auto& st : r.steps()) first = std::min(first, st.start_ns);
+  EXPECT_EQ(first, 0);
 }

@@ -57,9 +57,9 @@ struct ClockAlignment {
 /// listed in `unaligned`. Cost O(n log n) in collective records.
 ClockAlignment align_by_collectives(const std::vector<RankRecords>& ranks);
 
-/// align_by_collectives, then every rank shifted by -offset and all of them re-based by whole
-/// microseconds where that made a time negative (`origin_ns`, the trace ts of session time 0,
-/// moves with the re-base, so raw trace ts = origin_ns + t + offset). Ranks left unaligned are
+/// align_by_collectives, then every rank shifted by -offset and all of them re-based so that
+/// time 0 is the earliest aligned event, floored to whole microseconds (`origin_ns`, the trace ts
+/// of session time 0, moves with the re-base, so raw trace ts = origin_ns + t + offset). Ranks left unaligned are
 /// counted in `problems` as `unaligned_rank` (error).
 ClockAlignment align_ranks(std::vector<RankRecords>& ranks, int64_t& origin_ns, ImportProblems& problems);
 
