@@ -494,3 +494,30 @@ TEST(ImportCli, StatsAndExportShowTheEventsThatDidNotEnd) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["events"]["did_not_end"], 2);
 }
+
+// trace_diff_test's TBE backward kernel name is 1,646 characters: stats cuts names in their middle
+// (72 characters) so the critical path and collectives tables stay readable (tester34 D20: every
+// row padded to 1,711 columns); --json keeps the whole name.
+TEST(ImportCli, StatsCutsLongKernelNamesInTheirMiddle) {
+  const std::string trace = std::string(EMBEDSCOPE_SHARED_DATA) + "/traces/trace_diff_test.json.gz";
+  if (!std::filesystem::exists(trace)) GTEST_SKIP() << trace << " is absent (shared test data)";
+  const std::string db = scratch_db("diff_names.db");
+  std::filesystem::remove(db);
+  Result r = cli("import " + trace + " -o " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = cli("stats " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(r.out);
+  int cut = 0;
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("split_embedding_backward_code") != std::string::npos) {
+      EXPECT_LE(line.size(), 150u) << line.substr(0, 200);
+      cut += line.find("...") != std::string::npos;
+    }
+  EXPECT_GT(cut, 0) << r.out.substr(0, 2000);
+  r = cli("stats --json " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  size_t longest = 0;
+  for (const auto& e : nlohmann::json::parse(r.out)["critical_path"]["ops"]) longest = std::max(longest, e["name"].get<std::string>().size());
+  EXPECT_GT(longest, 1000u);
+}
