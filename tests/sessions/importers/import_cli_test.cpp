@@ -518,6 +518,7 @@ TEST(ImportCli, StatsCutsLongKernelNamesInTheirMiddle) {
   r = cli("stats --json " + db);
   ASSERT_EQ(r.code, 0) << r.err;
   size_t longest = 0;
-  for (const auto& e : nlohmann::json::parse(r.out)["critical_path"]["ops"]) longest = std::max(longest, e["name"].get<std::string>().size());
+  const auto j = nlohmann::json::parse(r.out);
+  for (const auto& e : j["critical_path"]["ops"]) longest = std::max(longest, e["name"].get<std::string>().size());
   EXPECT_GT(longest, 1000u);
 }
