@@ -143,7 +143,9 @@ class TableRowWise final : public EmbeddingSharding {
              kGradDistIntraNode);
   }
   void run(const ProgramOp& op, const program::OpOwner& tag, RankContext& ctx, ModuleBatch& b, int self) const override {
-    auto& scratch = b.scratch[static_cast<size_t>(self)];
+    // the modules' scratch exists from the train phase on: only the gradient dist reads it (the
+    // output dist ops run before it is sized; UBSan: a reference into an empty vector)
+    auto scratch = [&]() -> std::unique_ptr<ModuleScratch>& { return b.scratch.at(static_cast<size_t>(self)); };
     switch (tag.kind) {
       case kOutputDistIntraNode: {  // packs every buffer of the dist (its first op)
         auto job = output_dist(ctx, b.slot_out);
@@ -160,12 +162,12 @@ class TableRowWise final : public EmbeddingSharding {
       case kGradDistCrossNode: {
         auto s = std::make_unique<GradScratch>();
         grad_dist_cross_node(ctx, b.dpooled, *b.lengths, *s);
-        scratch = std::move(s);
+        scratch() = std::move(s);
         return;
       }
       case kGradDistIntraNode:
-        grad_dist_intra_node(ctx, static_cast<GradScratch&>(*scratch), b.slot_grad);
-        scratch.reset();  // gathered, cross_recv, sendb
+        grad_dist_intra_node(ctx, static_cast<GradScratch&>(*scratch()), b.slot_grad);
+        scratch().reset();  // gathered, cross_recv, sendb
         return;
       default: unknown_op("table_row_wise", op, tag);
     }

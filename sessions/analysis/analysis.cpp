@@ -72,10 +72,11 @@ RankStepTimes rank_step_times(const std::vector<OpRecord>& ops, int64_t t0, int6
 namespace {
 // The critical path of every measured step and the per-collective times (critical_path.h).
 // `grouped` (ops by (rank, step)) is moved into per-step lists as it is read: no second copy.
-// `is_collective` says which comm ops are collectives for the per-collective times (all of them
-// when it is empty); the critical path walks every op.
+// `timed` says which ops the per-collective times see (every op when it is empty): the comm ops
+// that are collectives, and the compute that hides them (a stream rank's streams only, as the
+// per-rank figures); the critical path walks every op.
 void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std::map<std::pair<int32_t, int64_t>, std::vector<OpRecord>>&& grouped,
-                           const std::function<bool(const OpRecord&)>& is_collective, RunStats& st) {
+                           const std::function<bool(const OpRecord&)>& timed, RunStats& st) {
   std::map<int64_t, std::vector<OpRecord>> ops_of_step;
   for (auto it = grouped.begin(); it != grouped.end(); it = grouped.erase(it)) {
     auto& v = ops_of_step[it->first.second];
@@ -105,11 +106,11 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
     if (!on_path.empty())
       ++entries[std::max_element(on_path.begin(), on_path.end(), [](auto& a, auto& b) { return a.second < b.second; })->first]
             .steps_bounded;
-    if (is_collective) {
-      std::vector<OpRecord> kept;  // the step's ops but the comm ops that are no collective
+    if (timed) {
+      std::vector<OpRecord> kept;  // the step's ops the collective times see
       kept.reserve(ops.size());
       for (const auto& o : ops)
-        if (o.category != OpCategory::comm || is_collective(o)) kept.push_back(o);
+        if (timed(o)) kept.push_back(o);
       add_collective_times(kept, collective_instances(kept, step_colls), colls);
     } else {
       add_collective_times(ops, collective_instances(ops, step_colls), colls);
@@ -267,7 +268,15 @@ RunStats analyze(const SessionReader& session) {
     st.peak_allocated_bytes = std::max(st.peak_allocated_bytes, m.peak_allocated);
     st.peak_reserved_bytes = std::max(st.peak_reserved_bytes, m.peak_reserved);
   }
-  critical_path_summary(collectives, std::move(grouped), is_collective, st);
+  // the per-collective times: collectives as above; what hides them, as the per-rank figures (a
+  // stream rank's streams' compute: tester35 D5, every imported collective was "0 exposed")
+  std::function<bool(const OpRecord&)> timed;
+  if (is_collective || !stream_ranks.empty())
+    timed = [&](const OpRecord& o) {
+      if (o.category == OpCategory::comm) return !is_collective || is_collective(o);
+      return !stream_ranks.count(o.rank) || stream_lanes.count({o.rank, o.lane}) > 0;
+    };
+  critical_path_summary(collectives, std::move(grouped), timed, st);
   // An imported trace's world size is what the trace says; a rank with no trace in the
   // session (no lane) has no figures, and is listed as untraced rather than shown as zeros.
   st.world_size = world;
