@@ -66,11 +66,17 @@ TEST(HotRowsReplicationCli, StatsReportsTheHotRowsOfTheRun) {
   const auto wl = hotrep_cli_scratch() / "hot.json";
   std::ofstream(wl) << hotrep_cli_workload().dump(2);
   const auto db = hotrep_cli_scratch() / "hot.db";
-  auto r = hotrep_cli("run " + wl.string() + " -o " + db.string() + " --force-overwrite");
+  auto r = hotrep_cli("run " + wl.string() + " --json -o " + db.string() + " --force-overwrite");
   ASSERT_EQ(r.code, 0) << r.err;
+  const json run = json::parse(r.out);
   r = hotrep_cli("stats " + db.string() + " --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const json s = json::parse(r.out);
+  // one number for one session (tester35 D1): the run's ids looked up per rank are its shards',
+  // as the load counters stats reads (the hot ids, looked up in each rank's replica, apart)
+  ASSERT_EQ(run["ranks"].size(), s["ranks"].size());
+  for (size_t i = 0; i < s["ranks"].size(); ++i)
+    EXPECT_EQ(run["ranks"][i]["ids_looked_up"], s["ranks"][i]["ids_looked_up"]) << "rank " << i;
   // "one": every id is hot: 4 ranks x 16 bags x 2 ids x 3 measured steps = 384 kept off the
   // input all-to-all; the all-reduce block is 1 row x (4 + 1) fp32 = 20 bytes a step
   const json* one = hotrep_table(s["tables"], "one");
