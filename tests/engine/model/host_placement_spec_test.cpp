@@ -128,7 +128,7 @@ TEST(HostPlacementSpec, PlanWithAnUnsupportedTypeIsRefused) {
     es::validate_plan(s, plan, "plan.json");
     ADD_FAILURE() << "a data_parallel table in host memory should be refused";
   } catch (const es::SpecError& e) {
-    EXPECT_EQ(std::string(e.what()), "plan.json: /tables/1/type: table t1 (20 rows x 4 columns, data_parallel) has "
+    EXPECT_EQ(std::string(e.what()), "plan.json: /tables/1/sharding_type: table t1 (20 rows x 4 columns, data_parallel) has "
                                      "placement host: a table in host memory is sharded table_wise, row_wise or "
                                      "column_wise");
   }

@@ -79,7 +79,7 @@ TEST(LowRankSpec, HandEditedPlanWithColumnWiseIsRefused) {
     FAIL() << "no error";
   } catch (const es::SpecError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "plan.json: /tables/1/type: table t1 (20 rows x 4 columns, column_wise) has low_rank_dim 2: a factorized "
+              "plan.json: /tables/1/sharding_type: table t1 (20 rows x 4 columns, column_wise) has low_rank_dim 2: a factorized "
               "table is sharded table_wise, row_wise or data_parallel");
   }
 }

@@ -117,4 +117,32 @@ TEST(HotRowsReplicationCli, HotRowsOfATableNotSplitByRowsAreRefused) {
   EXPECT_FALSE(std::filesystem::exists(hotrep_cli_scratch() / "bad.db"));
 }
 
+// A hand-edited plan that shards a hot-rows table table_wise is bad input (exit 2) naming the plan
+// file and the pointer of its type, before the run starts (tester35 D4: exit 1 from the run, no
+// file named).
+TEST(HotRowsReplicationCli, APlanThatShardsAHotRowsTableTableWiseIsRefused) {
+  const auto wl = hotrep_cli_scratch() / "hot_plan.json";
+  std::ofstream(wl) << hotrep_cli_workload().dump(2);
+  auto r = hotrep_cli("plan " + wl.string() + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  json plan = json::parse(r.out);
+  size_t one = 0;
+  for (size_t i = 0; i < plan["tables"].size(); ++i)
+    if (plan["tables"][i]["name"] == "one") one = i;
+  ASSERT_EQ(plan["tables"][one]["name"], "one");
+  plan["tables"][one]["sharding_type"] = "table_wise";
+  plan["tables"][one]["shards"] = json::array({plan["tables"][one]["shards"][0]});
+  plan["tables"][one]["shards"][0]["rank"] = 1;
+  const auto pf = hotrep_cli_scratch() / "hot_plan_tw.json";
+  std::ofstream(pf) << plan.dump(2);
+  r = hotrep_cli("run " + wl.string() + " --plan " + pf.string() + " -o " + (hotrep_cli_scratch() / "hp.db").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("hot_plan_tw.json: /tables/" + std::to_string(one) +
+                       "/sharding_type: table one (1 rows x 4 columns, table_wise) has hot_rows "
+                       "(sharding.tables.one.hot_rows): hot-row replication needs row_wise, table_row_wise or grid_shard"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(hotrep_cli_scratch() / "hp.db"));
+}
+
 }  // namespace
