@@ -109,8 +109,12 @@ std::vector<RunResult::TableStorage> planned_table_storage(const WorkloadSpec& s
       ts.weight_bytes[r] += wb;
       ts.optimizer_state_bytes[r] += sb;
       if (t.placement != TablePlacement::device) ts.host_bytes[r] += wb + sb;
-      if (t.placement == TablePlacement::host_cached)
+      if (t.placement == TablePlacement::host_cached) {
         ts.cache_bytes[r] += cache_device_bytes(t.cache_load_factor, sh.num_rows, sh.num_cols);
+        // the cache's row -> slot index and LFU's counts, 8 B a row each (model/host_cache.h
+        // host_side_bytes, as the memory estimate counts them: tester35 D8)
+        ts.host_bytes[r] += 8 * sh.num_rows * (t.cache_policy == CachePolicy::lfu ? 2 : 1);
+      }
     }
   }
   return out;

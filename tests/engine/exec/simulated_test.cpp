@@ -322,6 +322,8 @@ TEST(SimulatedExecutor, TableStorageIsWhatTheMeasuredRunAllocates) {
   s.steps = 2;
   s.tables[0].data_type = es::TableDataType::fp16;
   s.tables[1].placement = es::TablePlacement::host;
+  s.tables[2].placement = es::TablePlacement::host_cached;  // its row -> slot index counted too (tester35 D8)
+  s.tables[2].cache_load_factor = 0.5;
   s.sharding.default_type = es::ShardingType::row_wise;
   es::TableSharding hot;
   hot.type = es::ShardingType::row_wise;
@@ -345,6 +347,8 @@ TEST(SimulatedExecutor, TableStorageIsWhatTheMeasuredRunAllocates) {
     EXPECT_EQ(a.hot_rows, b.hot_rows);
     EXPECT_EQ(a.hot_all_reduce_bytes, b.hot_all_reduce_bytes);
     EXPECT_EQ(a.placement, b.placement);
+    EXPECT_EQ(a.host_bytes, b.host_bytes);
+    EXPECT_EQ(a.cache_bytes, b.cache_bytes);
   }
   EXPECT_EQ(sim.table_storage[3].hot_rows, 3);
   int64_t host = 0;
