@@ -12,6 +12,10 @@
 #include "checker.h"
 #include "embedscope/engine/workload/presets.h"
 
+#include <algorithm>
+
+#include "embedscope/engine/workload/lm_spec.h"
+
 namespace embedscope::resources {
 const std::map<std::string, std::string>& workload_presets();
 }  // namespace embedscope::resources
@@ -27,8 +31,11 @@ const std::string& preset_json(const std::string& name) {
   const auto& presets = resources::workload_presets();
   auto it = presets.find(name);
   if (it == presets.end()) {
-    throw SpecError(fmt::format("unknown preset \"{}\"; known presets: {}", name,
-                                fmt::join(preset_names(), ", ")));
+    // every preset `run --preset` takes: the DLRM ones and the lm_embedding ones (tester35 D10)
+    std::vector<std::string> all = preset_names();
+    for (const std::string& n : lm_preset_names()) all.push_back(n);
+    std::sort(all.begin(), all.end());
+    throw SpecError(fmt::format("unknown preset \"{}\"; known presets: {}", name, fmt::join(all, ", ")));
   }
   return it->second;
 }

@@ -20,8 +20,8 @@ TEST(SpecPresets, UnknownPreset) {
     FAIL() << "no error";
   } catch (const es::SpecError& e) {
     EXPECT_STREQ(e.what(),
-                 "unknown preset \"criteo\"; known presets: criteo_kaggle, criteo_terabyte_10m, "
-                 "mlperf_dlrm_dcnv2, mlperf_dlrm_dcnv2_scaled, tiny");
+                 "unknown preset \"criteo\"; known presets: criteo_kaggle, criteo_terabyte_10m, gpt2_small_embedding, "
+                 "llama3_8b_embedding, llama3_8b_embedding_scaled, mlperf_dlrm_dcnv2, mlperf_dlrm_dcnv2_scaled, tiny");
   }
   EXPECT_THROW(es::load_preset("nope"), es::SpecError);
 }
