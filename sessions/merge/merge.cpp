@@ -346,8 +346,11 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
     else
       sources.push_back({{"file", inputs[i]}, {"ranks", merged_from[i]["ranks"]}});
     if (!r.meta(meta::kImportProducer).empty()) producers.insert(r.meta(meta::kImportProducer));
-    if (r.status() != "complete" && ended == "complete")
-      ended = r.status(), message = fmt::format("{}: {}", inputs[i], r.meta(meta::kEndMessage, r.status()));
+    if (r.status() != "complete" && ended == "complete") {  // the first input that did not complete says how
+      ended = r.status();
+      const std::string m = r.meta(meta::kEndMessage, "");
+      message = m.empty() ? std::string() : fmt::format("{}: {}", inputs[i], m);  // a cancelled run has none (tester35 D9)
+    }
   }
   if (world > 0 && world < static_cast<int64_t>(all.size())) world = static_cast<int64_t>(all.size());
   w.set_metadata(meta::kWorldSize, std::to_string(world));

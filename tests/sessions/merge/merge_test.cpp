@@ -259,3 +259,35 @@ TEST(Merge, AnEventThatDidNotEndMovesNeitherTimeZero) {
   }
   EXPECT_EQ(SessionReader(merged).op_count(), 3);
 }
+
+// Rank sessions of a cancelled launch (ended cancelled, no end message): the merged session is
+// cancelled and has no end message (tester35 D9: "r0.db: " with nothing after it); an input that
+// failed with a message passes it on, prefixed with its file.
+TEST(Merge, HowTheInputsEndedIsKeptWithoutAnEmptyMessage) {
+  auto write = [](const std::string& path, int32_t rank, const std::string& ended, const std::string& message) {
+    SessionWriter w(path, true);
+    w.set_metadata(meta::kWallAnchorUnixNs, "1000000000");
+    w.add_rank({rank, "h", "cpu (thread)", 1 << 20});
+    w.add_step({0, rank, 1000, 2000, 0.5, 10, 20});
+    w.close(ended, message);
+  };
+  const std::string a = scratch_db("c_rank0.db"), b = scratch_db("c_rank1.db");
+  write(a, 0, "cancelled", "");
+  write(b, 1, "cancelled", "");
+  const std::string all = scratch_db("c_all.db");
+  merge_sessions({a, b}, all, {"none", true});
+  {
+    const SessionReader m(all);
+    EXPECT_EQ(m.status(), "cancelled");
+    EXPECT_EQ(m.meta(meta::kEndMessage, "?"), "");
+  }
+  write(b, 1, "oom", "rank 1: out of memory");
+  merge_sessions({a, b}, all, {"none", true});
+  const SessionReader m(all);
+  EXPECT_EQ(m.status(), "cancelled");  // the first that did not complete
+  write(a, 0, "complete", "");
+  merge_sessions({a, b}, all, {"none", true});
+  const SessionReader m2(all);
+  EXPECT_EQ(m2.status(), "oom");
+  EXPECT_EQ(m2.meta(meta::kEndMessage), b + ": rank 1: out of memory");
+}
