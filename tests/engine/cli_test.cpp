@@ -378,6 +378,23 @@ TEST(Cli, ProgramPrintsTheStepOfOneRank) {
   Result bad = cli("program --preset tiny --devices 2 --rank 2");
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("--rank: 2 is outside [0, 2)"), std::string::npos) << bad.err;
+  EXPECT_FALSE(j.contains("note")) << "no live rebalancing, no note";
+  // a workload that rebalances live: the program is the starting plan's, and says so (tester35 D3)
+  const std::string wl = (scratch() / "rebalancing.json").string();
+  std::ofstream(wl) << R"({"name": "reb", "batch_size": 8, "steps": 4, "devices": {"count": 2},
+    "tables": [{"name": "t", "num_embeddings": 100, "embedding_dim": 4, "feature_names": ["f"]}],
+    "features": [{"name": "f", "pooling_factor": 2}],
+    "dense": {"num_dense_features": 2, "bottom_mlp": [4], "interaction": "cat", "top_mlp": [4, 1]},
+    "rebalance": {"every": 2}})";
+  Result reb = cli("program " + wl + " --rank 0");
+  ASSERT_EQ(reb.code, 0) << reb.err;
+  EXPECT_NE(reb.out.find("note: the workload rebalances live (rebalance): this is the program of the plan the run "
+                         "starts with"),
+            std::string::npos)
+      << reb.out;
+  reb = cli("program " + wl + " --rank 0 --json");
+  ASSERT_EQ(reb.code, 0) << reb.err;
+  EXPECT_TRUE(nlohmann::json::parse(reb.out).contains("note"));
 }
 
 // A negative --iteration is bad input like one past the last step (it printed the default

@@ -48,10 +48,22 @@ int cmd_program(ProgramState& s) {
                                                : es::load_plan_file(spec, s.plan);
   const int64_t it = s.iteration_opt->count() > 0 ? s.iteration : es::steady_iteration(spec);
   const es::StepProgram p = es::build_step_program(spec, plan, s.rank, it);
-  if (s.json)
-    std::cout << dump(es::to_json(p)) << "\n";
-  else
+  // live rebalancing: the plan a run holds after its first move is decided by the load it
+  // measures, so the program is the starting plan's (tester35 D3: nothing said so)
+  const std::string rebalance_note =
+      spec.rebalance.enabled()
+          ? "the workload rebalances live (rebalance): this is the program of the plan the run starts with; after a "
+            "move the run follows the plan it moved to, and the policy's own ops (rebalance_load_all_gather, reshard) "
+            "are not part of the step program"
+          : "";
+  if (s.json) {
+    auto j = es::to_json(p);
+    if (!rebalance_note.empty()) j["note"] = rebalance_note;
+    std::cout << dump(j) << "\n";
+  } else {
     std::cout << es::to_text(p);
+    if (!rebalance_note.empty()) std::cout << "note: " << rebalance_note << "\n";
+  }
   return 0;
 }
 
