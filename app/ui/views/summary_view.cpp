@@ -151,6 +151,29 @@ std::optional<engine::LmWorkloadSpec> lm_workload_of(const sessions::SessionRead
   }
 }
 
+// "<br>hot rows (replicated on every rank, trained data-parallel): t_c 4 rows, 11.3 ids a step
+// kept off the input all-to-all, 208 B all-reduced a step" from table_storage_json, as `stats`
+// prints them (tester35 D11); "" without hot rows. The ids are "-" where not measured (simulated).
+QString hot_rows_line(const sessions::SessionReader& s, int64_t steps) {
+  const auto tables = nlohmann::json::parse(s.meta(sessions::meta::kTableStorageJson, ""), nullptr, false);
+  if (!tables.is_array()) return {};
+  QStringList parts;
+  for (const auto& t : tables) {
+    if (!t.is_object() || !t.contains("hot_rows") || !t["hot_rows"].is_number_integer() || t["hot_rows"].get<int64_t>() <= 0)
+      continue;
+    const auto ids = t.find("hot_ids");
+    const QString per_step = ids != t.end() && ids->is_number() && steps > 0
+                                 ? QString::number(ids->get<double>() / static_cast<double>(steps), 'f', 1)
+                                 : QString("-");
+    parts << QString("%1 %2 rows, %3 ids a step kept off the input all-to-all, %4 all-reduced a step")
+                 .arg(QString::fromStdString(t.value("table", "")).toHtmlEscaped())
+                 .arg(t["hot_rows"].get<int64_t>())
+                 .arg(per_step)
+                 .arg(QString::fromStdString(sessions::format_bytes(t.value("hot_all_reduce_bytes", int64_t{0}))));
+  }
+  return parts.isEmpty() ? QString() : "<br>hot rows (replicated on every rank, trained data-parallel): " + parts.join("; ");
+}
+
 // "; no trace of rank 1" / "; no trace of ranks 2, 3" / "" (imported sessions)
 QString untraced_text(const std::vector<int32_t>& untraced) {
   if (untraced.empty()) return {};
@@ -222,6 +245,7 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                 .arg(st.lookups_max_over_mean, 0, 'f', 2)
                 .arg(QString::fromStdString(sessions::overlap_definition(st)).toHtmlEscaped());
   text += rebalance_lines(figures);
+  text += hot_rows_line(s, st.steps);
   if (!s.meta(sessions::meta::kEndMessage).empty()) text += "<br>" + QString::fromStdString(s.meta(sessions::meta::kEndMessage)).toHtmlEscaped();
   auto* label = new QLabel(text, page);
   QLabel* flight = nullptr;

@@ -134,6 +134,33 @@ TEST(MainWindow, SummaryOfAnLmSessionNamesItsModelAndTokens) {
   EXPECT_TRUE(said.contains("; 4000 tokens/s")) << said.toStdString();
 }
 
+// The Summary says what hot-row replication did, as `stats` (tester35 D11): 4 rows of t_c, 113
+// hot ids over 10 measured steps, a 208-byte all-reduce a step.
+TEST(MainWindow, SummaryListsTheHotRows) {
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_hot_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    w.set_metadata(sessions::meta::kWorkloadName, "hot");
+    w.set_metadata(sessions::meta::kTableStorageJson,
+                   R"([{"table": "t_a", "hot_rows": 0}, {"table": "t_c", "hot_rows": 4, "hot_ids": 113, "hot_all_reduce_bytes": 208}])");
+    w.add_lane({0, 0, "compute", "thread"});
+    for (int step = 0; step < 10; ++step) w.add_step({step, 0, step * 1000, step * 1000 + 900, 0.5, 0, 0});
+    w.close("complete");
+  }
+  MainWindow w;
+  ASSERT_EQ(w.open_session(QString::fromStdString(path.string()), true), QString());
+  auto* views = qobject_cast<QTabWidget*>(w.tabs()->widget(0));
+  views->setCurrentIndex(1);
+  ASSERT_TRUE(wait_for_analyses(views->widget(1)));
+  QString said;
+  for (auto* label : views->widget(1)->findChildren<QLabel*>()) said += label->text() + "\n";
+  EXPECT_TRUE(said.contains("hot rows (replicated on every rank, trained data-parallel): t_c 4 rows, 11.3 ids a step kept "
+                            "off the input all-to-all, 208 B all-reduced a step"))
+      << said.toStdString();
+  EXPECT_FALSE(said.contains("t_a 0 rows")) << said.toStdString();
+}
+
 TEST(MainWindow, SimulatedSessionsSaySoInTheirTitle) {
   const auto path = std::filesystem::temp_directory_path() / ("es_ui_simulated_" + std::to_string(getpid()) + ".db");
   std::filesystem::remove(path);
