@@ -194,9 +194,12 @@ SessionWriter::SessionWriter(const std::string& path, bool overwrite) : impl_(st
   sqlite3_busy_timeout(m.db, static_cast<int>(kBusyTimeout.count()));
   namespace sd = schema::detail;
   try {
-    // Large pages: fewer B-tree splits for the append-mostly ops table. NORMAL sync in WAL mode
-    // never loses a commit to a killed process (only to a power cut).
-    m.exec("PRAGMA page_size=65536; PRAGMA cache_size=-65536; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+    // 16 KiB pages: fewer B-tree splits for the append-mostly ops table than SQLite's 4 KiB, less
+    // rewritten per commit than 64 KiB (each dirty page goes to the WAL whole, then to the file at
+    // the checkpoint). bench_sessions, 2M events, quiet machine: 4 KiB 0.998 M/s, 8 KiB 1.05,
+    // 16 KiB 1.07-1.08, 32 KiB 1.06-1.07, 64 KiB 0.95-0.97; the readers' benchmarks unchanged.
+    // NORMAL sync in WAL mode never loses a commit to a killed process (only to a power cut).
+    m.exec("PRAGMA page_size=16384; PRAGMA cache_size=-65536; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
     m.exec("BEGIN");
     m.exec(schema::schema_sql().c_str());
     m.exec(fmt::format("PRAGMA user_version={}", kSchemaVersion).c_str());
