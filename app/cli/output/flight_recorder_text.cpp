@@ -10,7 +10,9 @@ using nlohmann::json;
 
 namespace {
 std::string entry_text(const ss::FlightRecord& e) {
-  return fmt::format("{} '{}' (group {}, sequence {}, step {})", e.op, e.name, e.group, e.sequence, e.step);
+  // a warm-up step is negative (sessions number the measured steps from 0): say so (tester35 D13)
+  return fmt::format("{} '{}' (group {}, sequence {}, step {}{})", e.op, e.name, e.group, e.sequence, e.step,
+                     e.step < 0 ? ", warm-up" : "");
 }
 json entry_json(const std::optional<ss::FlightRecord>& e) {
   if (!e) return nullptr;

@@ -522,3 +522,29 @@ TEST(ImportCli, StatsCutsLongKernelNamesInTheirMiddle) {
   for (const auto& e : j["critical_path"]["ops"]) longest = std::max(longest, e["name"].get<std::string>().size());
   EXPECT_GT(longest, 1000u);
 }
+
+// A hang in a warm-up step: stats names the step the collective waits in as warm-up (tester35
+// D13: "step -1" alone read as a bug).
+TEST(ImportCli, StatsNamesAWarmUpStepOfTheFlightRecorder) {
+  const std::string db = scratch_db("warmup_hang.db");
+  std::filesystem::remove(db);
+  {
+    SessionWriter w(db);
+    w.set_metadata("world_size", "2");
+    std::vector<FlightRecord> recs;
+    for (int32_t r = 0; r < 2; ++r) {
+      FlightRecord e;
+      e.rank = r, e.reason = "collective timeout", e.record_id = 0, e.group = "world", e.members = "0,1";
+      e.sequence = 1, e.op = "all_reduce", e.name = "dense_all_reduce", e.dtype = "float32", e.step = -1;
+      e.state = r == 0 ? "started" : "completed", e.time_created_ns = 100, e.time_started_ns = 110;
+      e.time_completed_ns = r == 0 ? -1 : 200, e.timeout_ms = 800;
+      recs.push_back(e);
+    }
+    w.add_flight_records(recs);
+    w.close("hang", "world#1 timed out");
+  }
+  const Result r = cli("stats " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("all_reduce 'dense_all_reduce' (group world, sequence 1, step -1, warm-up)"), std::string::npos)
+      << r.out;
+}
