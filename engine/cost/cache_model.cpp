@@ -65,12 +65,14 @@ CacheEstimate estimate_cache(const WorkloadSpec& spec, const TableSpec& t, const
   for (size_t g = 0; g < groups.size(); ++g) {
     q[g] = one_minus_pow(std::min(1.0, p[g]), e.ids);
     e.distinct_rows += m[g] * q[g];
+    e.shared_rows += m[g] * q[g] * q[g];  // named by this batch and the one before (independent draws)
   }
   if (t.placement == TablePlacement::host) {
     e.misses = e.evictions = e.distinct_rows;
     return e;
   }
   const auto C = static_cast<double>(cache_slots(t.cache_load_factor, R));
+  e.slots = C;
   const bool cold = lookups_before >= 0;
   const auto b = static_cast<double>(std::max<int64_t>(0, lookups_before));
   // a row of this batch hits iff one of the last `window` batches named it (nothing evicted yet)
@@ -121,7 +123,16 @@ HostTraffic host_traffic(const TableSpec& t, OptimizerType opt, int64_t cols, co
   if (t.placement == TablePlacement::device) return h;
   const double row = 4.0 * static_cast<double>(cols);
   const double state = static_cast<double>(optimizer_state_bytes(opt, 1, cols));
-  (prefetched ? h.prefetch_h2d : h.lookup_h2d) = e.misses * row;
+  if (prefetched && t.placement == TablePlacement::host_cached) {  // room for two batches (cache_model.h)
+    // locked: the batch in flight's U rows; pinned: the prefetched batch's cached rows not among
+    // them (its hits, U - misses, less the rows both batches name)
+    const double hits = e.distinct_rows - e.misses;
+    const double p = std::clamp(e.slots - e.distinct_rows - (hits - std::min(e.shared_rows, hits)), 0.0, e.misses);
+    h.prefetch_h2d = p * row;
+    h.lookup_h2d = (e.misses - p) * row;
+  } else {
+    (prefetched ? h.prefetch_h2d : h.lookup_h2d) = e.misses * row;
+  }
   const bool host = t.placement == TablePlacement::host;
   h.update_h2d = e.distinct_rows * state + (host ? e.distinct_rows * row : 0.0);
   h.update_d2h = e.distinct_rows * state + (host ? e.distinct_rows * row : e.evictions * row);

@@ -178,9 +178,10 @@ class Builder {
     // a step ahead was prefetched into the caches of its prefetch_pipeline tables)
     double fetch = 0, rows = 0;
     for (const auto& h : host_) {
-      if (input_dist_earlier && prefetches(h)) continue;
-      fetch += traffic(h, false, batch).lookup_h2d;
-      rows += est(h, batch).misses;
+      // a prefetched batch: what its prefetch had no room for (cache_model.h host_traffic)
+      const HostTraffic tr = traffic(h, input_dist_earlier && prefetches(h), batch);
+      fetch += tr.lookup_h2d;
+      rows += tr.lookup_h2d / (4.0 * static_cast<double>(h.s.num_cols));
     }
     int fetch_op = -1;
     if (std::llround(fetch) > 0)

@@ -498,7 +498,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
           const HostTraffic tr = host_traffic(t, spec_.optimizer.type, host_shard[key].num_cols, e, prefetched);
           const double row = 4.0 * static_cast<double>(host_shard[key].num_cols);
           auto& c = load[key];
-          c.cache_misses = prefetched ? 0 : std::llround(e.misses);
+          c.cache_misses = std::llround(tr.lookup_h2d / row);  // a prefetched batch: what its prefetch could not move
           c.cache_hits = t.placement == TablePlacement::host_cached ? std::llround(e.distinct_rows) - c.cache_misses : 0;
           c.rows_fetched = std::llround((tr.lookup_h2d + tr.prefetch_h2d) / row +
                                         (t.placement == TablePlacement::host ? e.distinct_rows : 0.0));

@@ -288,3 +288,35 @@ TEST(CacheModel, ColdStartByHand) {
   host.placement = es::TablePlacement::host;
   EXPECT_NEAR(es::estimate_cache(s, host, whole, {{0, 32.0}}, 3).misses, U, 1e-9);
 }
+
+// A prefetch needs room for about two batches (cache_model.h host_traffic, tester35 D2: the model
+// prefetched every miss where the run prefetched 4 rows of 15): C 25 slots, U 18 rows a batch,
+// 15 misses, S 2 rows both batches name: H = 3 cached rows, 1 of them outside the batch in
+// flight, so 25 - 18 - 1 = 6 rows prefetched (6 x 32 B) and 9 fetched by the lookup; with 100
+// slots every miss; with 18 none.
+TEST(CacheModel, PrefetchTakesOnlyTheSlotsTwoBatchesLeave) {
+  es::TableSpec t;
+  t.name = "t";
+  t.num_embeddings = 500;
+  t.embedding_dim = 8;
+  t.placement = es::TablePlacement::host_cached;
+  t.prefetch_pipeline = true;
+  es::CacheEstimate e;
+  e.distinct_rows = 18;
+  e.misses = 15;
+  e.shared_rows = 2;
+  e.slots = 25;
+  es::HostTraffic h = es::host_traffic(t, es::OptimizerType::sgd, 8, e, true);
+  EXPECT_DOUBLE_EQ(h.prefetch_h2d, 6 * 32.0);
+  EXPECT_DOUBLE_EQ(h.lookup_h2d, 9 * 32.0);
+  e.slots = 100;
+  h = es::host_traffic(t, es::OptimizerType::sgd, 8, e, true);
+  EXPECT_DOUBLE_EQ(h.prefetch_h2d, 15 * 32.0);
+  EXPECT_DOUBLE_EQ(h.lookup_h2d, 0.0);
+  e.slots = 18;
+  h = es::host_traffic(t, es::OptimizerType::sgd, 8, e, true);
+  EXPECT_DOUBLE_EQ(h.prefetch_h2d, 0.0);
+  EXPECT_DOUBLE_EQ(h.lookup_h2d, 15 * 32.0);
+  h = es::host_traffic(t, es::OptimizerType::sgd, 8, e, false);  // not prefetched: the lookup fetches them all
+  EXPECT_DOUBLE_EQ(h.lookup_h2d, 15 * 32.0);
+}

@@ -64,14 +64,26 @@ struct CacheEstimate {
   /// empty is full, D(T) = C (see the cold start above); +infinity when every row fits (C >= R);
   /// 0 for placement host and device.
   double fill_batches = 0;
+  /// C: the cache's slots on the shard (host_cached; 0 for host and device)
+  double slots = 0;
+  /// S: rows that two consecutive batches both name, sum over rows of q^2 (q: the chance a
+  /// batch names the row); what a prefetched batch shares with the batch in flight
+  double shared_rows = 0;
   /// misses / distinct_rows in [0, 1]; 0 without rows.
   double miss_rate() const { return distinct_rows > 0 ? misses / distinct_rows : 0.0; }
 };
 
 /// One batch's expected host traffic of a shard in host memory (program/step_program.h's
 /// host_fetch, host_update and prefetch ops; the simulated executor's load counters), bytes:
-///   lookup_h2d   the rows the lookup misses, misses x 4 cols (0 when `prefetched`: the
-///                prefetch of the step before moved them, prefetch_h2d)
+///   lookup_h2d   the rows the lookup misses, misses x 4 cols (when `prefetched`, those the
+///                prefetch of the step before could not move, below)
+///   prefetch_h2d `prefetched` (host_cached): the misses the prefetch moves, p x 4 cols, where
+///                p = clamp(C - U - (H - min(S, H)), 0, misses) with H = U - misses its
+///                cached rows: a prefetch takes only slots that neither the batch in flight (its
+///                U rows locked) nor the prefetched batch's own cached rows outside them (pinned)
+///                hold, so it needs room for about two batches (model/host_cache.h
+///                HostRowStore::prefetch); the rest the lookup fetches. Example: C 25, U 18,
+///                misses 15, S 2: H 3, p = clamp(25 - 18 - 1) = 6, the lookup 9 rows.
 ///   update_h2d   the optimizer state rows, U x state bytes a row; host: + U x 4 cols
 ///   update_d2h   the same state rows back; host: + U x 4 cols; host_cached: the dirty rows the
 ///                misses evicted, evictions x 4 cols (every cached row was updated after its
