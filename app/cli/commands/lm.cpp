@@ -76,7 +76,7 @@ json simulated_step_json(const es::LmWorkloadSpec& spec, const std::string& prof
   const es::HardwareProfile hw = es::load_hardware_profile(profile);
   const int gpn = gpus_per_node > 0 ? gpus_per_node : std::min(spec.world_size, hw.gpus_per_node);
   const es::LmSimulatedStep sim = es::simulate_lm_step(spec, hw, gpn);
-  const int64_t tokens = spec.tokens_per_micro_batch() * (spec.sharding == es::LmSharding::vocab_parallel ? 1 : spec.world_size);
+  const int64_t tokens = spec.tokens_per_step();
   const double step = static_cast<double>(sim.step_ns);
   return {{"hardware", profile},
           {"gpus_per_node", gpn},
@@ -167,7 +167,7 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
   }
   const auto d = sessions::summarize(r.step_ns);
   const int p = spec.world_size;
-  const int64_t tokens = spec.tokens_per_micro_batch() * (spec.sharding == es::LmSharding::vocab_parallel ? 1 : p);
+  const int64_t tokens = spec.tokens_per_step();
   const double tps = d.mean > 0 ? static_cast<double>(tokens) / (d.mean * 1e-9) : 0.0;
   // communication on rank 0, by collective name: count, bytes sent, time
   struct Coll {

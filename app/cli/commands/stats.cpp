@@ -90,8 +90,7 @@ std::pair<int64_t, std::string> step_size(const std::string& workload_json, int6
   const json wj = json::parse(workload_json, nullptr, false);
   if (wj.is_object() && es::is_lm_workload(wj)) try {
       const es::LmWorkloadSpec lm = es::parse_lm_workload(wj, "workload_json");
-      return {lm.tokens_per_micro_batch() * (lm.sharding == es::LmSharding::vocab_parallel ? 1 : lm.world_size),
-              "tokens"};
+      return {lm.tokens_per_step(), "tokens"};
     } catch (const std::exception&) {
     }
   return {samples_per_step, "samples"};

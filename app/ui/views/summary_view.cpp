@@ -233,9 +233,7 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                 .arg(QString::fromStdString(format_duration(st.step_time_ns.p99)))
                 .arg(lm ? QString("%1 tokens/s")  // a step's tokens (stats: step_size)
                                 .arg(st.step_time_ns.mean > 0
-                                         ? static_cast<double>(lm->tokens_per_micro_batch() *
-                                                               (lm->sharding == engine::LmSharding::vocab_parallel ? 1 : lm->world_size)) /
-                                               (st.step_time_ns.mean * 1e-9)
+                                         ? static_cast<double>(lm->tokens_per_step()) / (st.step_time_ns.mean * 1e-9)
                                          : 0.0,
                                      0, 'f', 0)
                         : origin.isEmpty() ? QString("%1 samples/s").arg(st.samples_per_s, 0, 'f', 0)

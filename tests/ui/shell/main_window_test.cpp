@@ -99,6 +99,25 @@ TEST(MainWindow, SummarySaysThePipelineAndWhenNothingWasMeasured) {
   EXPECT_FALSE(said.contains("nothing to analyse")) << said.toStdString();
 }
 
+// The text of every label on the Summary page of the session at `path`, opened in a window; ""
+// (and a failure) when it does not open or its analyses do not finish.
+QString summary_labels(const std::string& path) {
+  MainWindow w;
+  if (w.open_session(QString::fromStdString(path), true) != QString()) {
+    ADD_FAILURE() << path << " did not open";
+    return {};
+  }
+  auto* views = qobject_cast<QTabWidget*>(w.tabs()->widget(0));
+  views->setCurrentIndex(1);
+  if (!wait_for_analyses(views->widget(1))) {
+    ADD_FAILURE() << path << ": the Summary's analyses did not finish";
+    return {};
+  }
+  QString said;
+  for (auto* label : views->widget(1)->findChildren<QLabel*>()) said += label->text() + "\n";
+  return said;
+}
+
 // An lm_embedding session's summary names its model and sharding, not a DLRM pipeline and
 // qcomms it cannot have, and counts throughput in tokens (tester33 D15).
 TEST(MainWindow, SummaryOfAnLmSessionNamesItsModelAndTokens) {
@@ -122,13 +141,7 @@ TEST(MainWindow, SummaryOfAnLmSessionNamesItsModelAndTokens) {
     }
     w.close("complete");
   }
-  MainWindow w;
-  ASSERT_EQ(w.open_session(QString::fromStdString(path.string()), true), QString());
-  auto* views = qobject_cast<QTabWidget*>(w.tabs()->widget(0));
-  views->setCurrentIndex(1);
-  ASSERT_TRUE(wait_for_analyses(views->widget(1)));
-  QString said;
-  for (auto* label : views->widget(1)->findChildren<QLabel*>()) said += label->text() + "\n";
+  const QString said = summary_labels(path.string());
   EXPECT_TRUE(said.contains("<b>lm_test</b> on 2 ranks, cpu, lm_embedding 48 x 8 fp32, vocab_parallel")) << said.toStdString();
   EXPECT_FALSE(said.contains("pipeline (qcomms")) << said.toStdString();
   EXPECT_TRUE(said.contains("; 4000 tokens/s")) << said.toStdString();
@@ -148,13 +161,7 @@ TEST(MainWindow, SummaryListsTheHotRows) {
     for (int step = 0; step < 10; ++step) w.add_step({step, 0, step * 1000, step * 1000 + 900, 0.5, 0, 0});
     w.close("complete");
   }
-  MainWindow w;
-  ASSERT_EQ(w.open_session(QString::fromStdString(path.string()), true), QString());
-  auto* views = qobject_cast<QTabWidget*>(w.tabs()->widget(0));
-  views->setCurrentIndex(1);
-  ASSERT_TRUE(wait_for_analyses(views->widget(1)));
-  QString said;
-  for (auto* label : views->widget(1)->findChildren<QLabel*>()) said += label->text() + "\n";
+  const QString said = summary_labels(path.string());
   EXPECT_TRUE(said.contains("hot rows (replicated on every rank, trained data-parallel): t_c 4 rows, 11.3 ids a step kept "
                             "off the input all-to-all, 208 B all-reduced a step"))
       << said.toStdString();

@@ -120,6 +120,11 @@ struct LmWorkloadSpec {
   int64_t padded_vocab_size() const;
   /// Tokens one rank's micro batch holds: B x S.
   int64_t tokens_per_micro_batch() const { return micro_batch_size * sequence_length; }
+  /// Tokens a step trains: the micro batch, times the ranks unless vocab_parallel splits the
+  /// table (not the batch) over them.
+  int64_t tokens_per_step() const {
+    return tokens_per_micro_batch() * (sharding == LmSharding::vocab_parallel ? 1 : world_size);
+  }
   /// Sequences of one step over all ranks: B for vocab_parallel (one tensor-parallel group sees
   /// the same batch), B x p for data_parallel and row_wise.
   int64_t global_sequences_per_step() const {
