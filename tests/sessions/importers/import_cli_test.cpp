@@ -548,3 +548,34 @@ TEST(ImportCli, StatsNamesAWarmUpStepOfTheFlightRecorder) {
   EXPECT_NE(r.out.find("all_reduce 'dense_all_reduce' (group world, sequence 1, step -1, warm-up)"), std::string::npos)
       << r.out;
 }
+
+// Tester35 D12: a trace that yields no event at all (truncated before its first event, or an
+// empty traceEvents) is refused, exit 2, with the reason, and no session is written; an existing
+// session at the output path is kept as it was (--force-overwrite does not destroy it for nothing).
+TEST(ImportCli, ATraceWithNoEventIsRefusedAndWritesNothing) {
+  const std::string dir = import_scratch();
+  const std::string truncated = dir + "/no_event_truncated.json", empty = dir + "/no_event_empty.json";
+  std::ofstream(truncated) << "{\"traceEvents\": [\n";
+  std::ofstream(empty) << "{\"traceEvents\": []}\n";
+  const std::string db = scratch_db("no_event.db");
+  std::remove(db.c_str());
+  Result r = cli("import " + truncated + " -o " + db);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("no_event_truncated.json: no event imported (the text ends at line 2, column 1 inside the trace"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("truncated after 0 events); no session written"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(db));
+  r = cli("import " + empty + " -o " + db);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("no_event_empty.json: no event imported (the trace has no events)"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(db));
+  // Over an existing session with --force-overwrite: refused, the old session is kept.
+  ASSERT_EQ(cli("import " + trace_fixture("hta_small") + " -o " + db).code, 0);
+  const auto size = std::filesystem::file_size(db);
+  r = cli("import " + truncated + " -o " + db + " --force-overwrite");
+  EXPECT_EQ(r.code, 2);
+  ASSERT_TRUE(std::filesystem::exists(db));
+  EXPECT_EQ(std::filesystem::file_size(db), size);
+  EXPECT_EQ(cli("stats " + db).code, 0);
+}
