@@ -151,7 +151,23 @@ ImportSummary import_paths(const std::vector<std::string>& paths, SessionWriter&
     writer.add_import_stats(selected.skipped);
     sum.problems.insert(sum.problems.end(), selected.skipped.begin(), selected.skipped.end());
   }
+  refuse_empty_trace(sum);
   return sum;
+}
+
+void refuse_empty_trace(const ImportSummary& summary) {
+  if (summary.format == "torch_memory_snapshot") return;
+  for (const auto& [kind, n] : summary.events)
+    if (n > 0) return;
+  std::string files;
+  for (const auto& f : summary.files) files += (files.empty() ? "" : ", ") + f;
+  std::string why = "the trace has no events";
+  for (const auto& p : summary.problems)
+    if (p.severity == "data_loss") {
+      why = p.example;
+      break;
+    }
+  throw ImportError(fmt::format("{}: no event imported ({}); no session written", files, why));
 }
 
 const Importer& detect(const std::string& path) {

@@ -72,25 +72,6 @@ bool is_nsys_report(const std::string& f) {
   return f.size() > ext.size() && f.compare(f.size() - ext.size(), ext.size(), ext) == 0;
 }
 
-/// Throws ImportError when a trace import (Kineto, Nsight) yielded no event at all: a session with
-/// nothing in it is not kept (tester35 D12: a trace truncated before its first event imported with
-/// exit 0). The message names the files and the data-loss problem that explains it, if any. A
-/// memory snapshot with no segments is a real state (nothing allocated) and is kept.
-void refuse_empty_trace(const si::ImportSummary& sum) {
-  if (sum.format == "torch_memory_snapshot") return;
-  for (const auto& [kind, n] : sum.events)
-    if (n > 0) return;
-  std::string files;
-  for (const auto& f : sum.files) files += (files.empty() ? "" : ", ") + f;
-  std::string why = "the trace has no events";
-  for (const auto& p : sum.problems)
-    if (p.severity == "data_loss") {
-      why = p.example;
-      break;
-    }
-  throw si::ImportError(fmt::format("{}: no event imported ({}); no session written", files, why));
-}
-
 int cmd_import(const ImportState& s) {
   const si::InputFiles selected = si::select_inputs(s.inputs);  // a directory's config.json is left out
   std::vector<std::string> files = selected.files;
@@ -147,7 +128,7 @@ int cmd_import(const ImportState& s) {
         sum.problems.insert(sum.problems.end(), selected.skipped.begin(), selected.skipped.end());
       }
       si::check_cancelled(opt);  // asked while the last part was written
-      refuse_empty_trace(sum);
+      si::refuse_empty_trace(sum);
       writer.close("complete");
     } catch (const si::ImportCancelled&) {
       writer.close("cancelled", "import cancelled; nothing was kept");

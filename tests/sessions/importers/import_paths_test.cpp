@@ -121,3 +121,28 @@ TEST(ImportPaths, ADirectorysNonTraceJsonIsSkippedWithAProblem) {
   // a file named on its own is kept (detect() refuses it when it is imported)
   EXPECT_EQ(importers::select_inputs({(dir / "config.json").string()}).files.size(), 1u);
 }
+
+// The workbench's File > Open of a trace with no event (tester35 D12): refused like the CLI, with
+// the reason; an empty memory snapshot is a real state and would pass (refuse_empty_trace).
+TEST(ImportPaths, ATraceWithNoEventIsRefusedWithTheReason) {
+  const auto file = import_scratch() / "paths_no_event.json";
+  { std::ofstream(file) << "{\"traceEvents\": [\n"; }
+  SessionWriter w(scratch_db("paths_no_event.db"), true);
+  try {
+    importers::import_paths({file.string()}, w, {});
+    ADD_FAILURE() << "a trace with no event was imported";
+  } catch (const importers::ImportError& e) {
+    EXPECT_EQ(std::string(e.what()), file.string() + ": no event imported (the text ends at line 2, column 1 inside the "
+                                                      "trace (no closing ']' or '}'): truncated after 0 events); no "
+                                                      "session written");
+  }
+  w.close("crashed");
+  importers::ImportSummary snapshot;
+  snapshot.format = "torch_memory_snapshot";
+  snapshot.events = {{"segments", 0}};
+  EXPECT_NO_THROW(importers::refuse_empty_trace(snapshot));
+  importers::ImportSummary one_step;
+  one_step.format = "nsys_sqlite";
+  one_step.events = {{"kernels", 0}, {"steps", 1}};
+  EXPECT_NO_THROW(importers::refuse_empty_trace(one_step));
+}

@@ -109,10 +109,17 @@ InputFiles select_inputs(const std::vector<std::string>& paths);
 /// cannot be read.
 std::string read_head(const std::string& path, size_t max_bytes = 1 << 16);
 
+/// Throws ImportError when a trace import (Kineto, Nsight) yielded no event at all (truncated
+/// before its first event, an empty traceEvents): a session with nothing in it is not kept. The
+/// message names the files and the first data-loss problem that explains it. A memory snapshot
+/// with no segments is a real state (nothing allocated) and passes.
+void refuse_empty_trace(const ImportSummary& summary);
+
 /// Imports `paths` (files or directories, as `embedscope import` takes them) into `writer`,
 /// choosing the importer by content: a PyTorch memory snapshot pickle (one file on its own) or
 /// the files of one trace format. The caller closes the writer. Throws ImportError (mixed
-/// formats, nothing importable, a snapshot among other files), ImportCancelled, or the
+/// formats, nothing importable, a snapshot among other files, a trace with no event:
+/// refuse_empty_trace), ImportCancelled, or the
 /// importers' errors (SessionError, PickleError). Used by the workbench's File > Open.
 ImportSummary import_paths(const std::vector<std::string>& paths, SessionWriter& writer, const ImportOptions& options);
 
