@@ -171,7 +171,9 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
   }
 
   // Every table feature names a feature; every feature is used by exactly one table.
-  std::vector<int> user(s.features.size(), -1);
+  // user[f]: the table and pointer of feature f's first use (-1: none); both uses are named,
+  // since either may be the one the user added.
+  std::vector<std::pair<int, std::string>> user(s.features.size(), {-1, ""});
   for (size_t t = 0; t < s.tables.size(); ++t) {
     const TableSpec& tb = s.tables[t];
     for (size_t k = 0; k < tb.feature_names.size(); ++k) {
@@ -180,16 +182,17 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
       if (it == feature_idx.end()) {
         c.fail(p, fmt::format("no feature named \"{}\"", tb.feature_names[k]));
       }
-      int& u = user[it->second];
-      if (u >= 0) {
-        c.fail(p, fmt::format("feature \"{}\" is already used by table \"{}\"",
-                              tb.feature_names[k], s.tables[static_cast<size_t>(u)].name));
+      auto& [first_table, first_ptr] = user[it->second];
+      if (first_table >= 0) {
+        c.fail(p, fmt::format("feature \"{}\" is already used by table \"{}\" ({}); a feature feeds one table",
+                              tb.feature_names[k], s.tables[static_cast<size_t>(first_table)].name, first_ptr));
       }
-      u = static_cast<int>(t);
+      first_table = static_cast<int>(t);
+      first_ptr = p;
     }
   }
   for (size_t f = 0; f < s.features.size(); ++f) {
-    if (user[f] < 0) {
+    if (user[f].first < 0) {
       c.fail(ptr_idx("/features", f),
              fmt::format("feature \"{}\" is not used by any table", s.features[f].name));
     }

@@ -282,9 +282,11 @@ const ErrorCase kErrorCases[] = {
      "test.json: /features/2/name: duplicate feature name \"f0\""},
     {"feature_used_by_two_tables", R"([{"op": "replace", "path": "/tables/1/feature_names", "value": ["f0"]},
                                      {"op": "remove", "path": "/features/1"}])",
-     "test.json: /tables/1/feature_names/0: feature \"f0\" is already used by table \"t0\""},
+     "test.json: /tables/1/feature_names/0: feature \"f0\" is already used by table \"t0\" (/tables/0/feature_names/0); a "
+     "feature feeds one table"},
     {"feature_listed_twice_in_table", R"([{"op": "add", "path": "/tables/0/feature_names/-", "value": "f0"}])",
-     "test.json: /tables/0/feature_names/1: feature \"f0\" is already used by table \"t0\""},
+     "test.json: /tables/0/feature_names/1: feature \"f0\" is already used by table \"t0\" (/tables/0/feature_names/0); a "
+     "feature feeds one table"},
     {"unused_feature", R"([{"op": "add", "path": "/features/1", "value": {"name": "orphan"}}])",
      "test.json: /features/1: feature \"orphan\" is not used by any table"},
 
