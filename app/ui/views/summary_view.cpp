@@ -284,9 +284,14 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   plan->header()->setStretchLastSection(false);
   // what bounded the steps, and what each collective cost (the tables of `embedscope stats`)
   auto* paths = new QHBoxLayout;
-  auto add_table = [&](QAbstractItemModel* m, const QString& title, const QString& tip) {
+  // An empty table says why instead of showing bare headers (tester35 D13): no measured step
+  // (a run that ended in warm-up, a trace without profiler steps), or none in the steps measured.
+  const QString none_why = st.steps == 0 && st.critical_paths.empty() ? QString("none: the session has no measured step")
+                                                                      : QString("none in the measured steps");
+  auto add_table = [&](QAbstractItemModel* m, const QString& name, const QString& title, const QString& tip) {
     auto* box = new QVBoxLayout;
-    auto* caption = new QLabel(title, page);
+    auto* caption = new QLabel(m->rowCount() == 0 ? QString("%1<br><i>%2</i>").arg(title, none_why) : title, page);
+    caption->setObjectName(name + "_caption");
     caption->setToolTip(tip);
     auto* view = new QTableView(page);
     view->setModel(m);
@@ -303,13 +308,17 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
     view->verticalHeader()->setDefaultSectionSize(view->fontMetrics().height() + 6);
     box->addWidget(caption);
     box->addWidget(view);
+    if (m->rowCount() == 0) {
+      view->hide();
+      box->addStretch(1);  // the caption at the top, where the table would start
+    }
     paths->addLayout(box, 1);
   };
-  add_table(new CriticalPathModel(st, s), "<b>Critical path</b>: what bounded the steps",
+  add_table(new CriticalPathModel(st, s), "critical_path", "<b>Critical path</b>: what bounded the steps",
             "Walked back from the op that ended each step last; an op waits for the op of its rank that ended last "
             "before it started (or the op it was launched from), a collective for its last member (dependencies "
             "inferred). Summed over the measured steps.");
-  add_table(new CollectiveTimesModel(st, s), "<b>Collectives</b> per step, summed over ranks",
+  add_table(new CollectiveTimesModel(st, s), "collectives", "<b>Collectives</b> per step, summed over ranks",
             "exposed: time with no compute under it on its rank; waiting for peers: time from a rank joining a "
             "collective to its last member joining");
   fit_to_rows(table);

@@ -80,3 +80,32 @@ TEST(SummaryFlightRecorder, ARunWithoutDumpsHasNoFlightRecorderParagraph) {
   QTRY_VERIFY_WITH_TIMEOUT(!view.job()->busy(), 20000);
   EXPECT_EQ(flight_label(view), nullptr);
 }
+
+// Tester35 D13: an empty critical-path or collectives table says why instead of showing bare
+// headers: "none in the measured steps" beside a measured step, "no measured step" for a run that
+// ended in its warm-up (an OOM there).
+TEST(SummaryFlightRecorder, EmptyTablesSayWhyInsteadOfShowingBareHeaders) {
+  SummaryView measured(std::make_shared<sessions::SessionReader>(summary_flight_session("_summary_nocoll.db", false)));
+  QTRY_VERIFY_WITH_TIMEOUT(!measured.job()->busy(), 20000);
+  auto caption = [](SummaryView& v, const char* name) {
+    auto* l = v.findChild<QLabel*>(name);
+    return l ? l->text().toStdString() : std::string("(no caption)");
+  };
+  EXPECT_EQ(caption(measured, "critical_path_caption").find("<i>none"), std::string::npos);
+  EXPECT_NE(caption(measured, "collectives_caption").find("<i>none in the measured steps</i>"), std::string::npos)
+      << caption(measured, "collectives_caption");
+
+  const auto path = std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "_summary_warmup_oom.db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    w.set_metadata("world_size", "1");
+    w.add_lane({0, 0, "compute", "thread"});
+    w.close("oom", "rank 0: out of memory in warm-up step -2");
+  }
+  SummaryView oom(std::make_shared<sessions::SessionReader>(path.string()));
+  QTRY_VERIFY_WITH_TIMEOUT(!oom.job()->busy(), 20000);
+  for (const char* name : {"critical_path_caption", "collectives_caption"})
+    EXPECT_NE(caption(oom, name).find("<i>none: the session has no measured step</i>"), std::string::npos)
+        << name << ": " << caption(oom, name);
+}
