@@ -124,6 +124,16 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
     if (std::string(kind(*readers[i])) != kind(*readers[0]))
       throw SessionError(fmt::format("{}: {} but {} is {}; merge sessions of one kind at a time", inputs[i],
                                      kind(*readers[i]), inputs[0], kind(*readers[0])));
+  // rank sessions of one rank-per-process run share its run id and digest (workload and plan):
+  // merging another run's ranks would give one run's metadata over the other's data (tester36 D1)
+  for (const char* key : {meta::kRunId, meta::kRunDigest})
+    for (size_t i = 1; i < readers.size(); ++i) {
+      const std::string mine = readers[i]->meta(key), first = readers[0]->meta(key);
+      if (mine != first)
+        throw SessionError(fmt::format("{}: {} {} but {} has {}: the ranks of different runs; merge the rank "
+                                       "sessions of one run", inputs[i], key, mine.empty() ? "(none)" : mine,
+                                       inputs[0], first.empty() ? "(none)" : first));
+    }
   for (size_t i = 0; i < readers.size(); ++i)
     for (const auto& ri : readers[i]->ranks()) {
       auto [it, fresh] = owner.try_emplace(ri.rank, inputs[i]);

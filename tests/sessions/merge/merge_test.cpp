@@ -291,3 +291,42 @@ TEST(Merge, HowTheInputsEndedIsKeptWithoutAnEmptyMessage) {
   EXPECT_EQ(m2.status(), "oom");
   EXPECT_EQ(m2.meta(meta::kEndMessage), b + ": rank 1: out of memory");
 }
+
+// Tester36 D1: rank sessions of different runs (run id or digest of workload and plan) are
+// refused, naming both files and both values; the ranks of one run merge.
+TEST(Merge, RankSessionsOfDifferentRunsAreRefused) {
+  auto write = [](const std::string& name, int32_t rank, const std::string& run_id, const std::string& digest) {
+    const std::string path = scratch_db(name);
+    SessionWriter w(path, true);
+    w.set_metadata(meta::kWorldSize, "2");
+    if (!run_id.empty()) w.set_metadata(meta::kRunId, run_id);
+    if (!digest.empty()) w.set_metadata(meta::kRunDigest, digest);
+    w.add_rank({rank, "h", "cpu (thread)", 1 << 20});
+    w.add_step({0, rank, 1000, 2000, 0.5, 10, 20});
+    w.close("complete");
+    return path;
+  };
+  const std::string a = write("runs_a0.db", 0, "job1", "48191ac0c374997e");
+  const std::string b = write("runs_b1.db", 1, "slurm-777.0", "6a06f1daebf367d4");
+  const std::string same = write("runs_a1.db", 1, "job1", "48191ac0c374997e");
+  const std::string other_plan = write("runs_c1.db", 1, "job1", "bdf7d40c00e50b61");
+  const std::string threaded = write("runs_t1.db", 1, "", "");
+  const std::string out = scratch_db("runs_all.db");
+  auto refusal = [&](const std::string& second) {
+    try {
+      merge_sessions({a, second}, out, {"none", true});
+    } catch (const SessionError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(merged)");
+  };
+  EXPECT_EQ(refusal(b), b + ": run_id slurm-777.0 but " + a +
+                            " has job1: the ranks of different runs; merge the rank sessions of one run");
+  EXPECT_EQ(refusal(other_plan), other_plan + ": run_digest bdf7d40c00e50b61 but " + a +
+                                     " has 48191ac0c374997e: the ranks of different runs; merge the rank sessions of "
+                                     "one run");
+  EXPECT_EQ(refusal(threaded), threaded + ": run_id (none) but " + a +
+                                   " has job1: the ranks of different runs; merge the rank sessions of one run");
+  EXPECT_EQ(merge_sessions({a, same}, out, {"none", true}).ranks, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(SessionReader(out).meta(meta::kRunId), "job1");
+}
