@@ -280,7 +280,9 @@ RunStats analyze(const SessionReader& session) {
   // An imported trace's world size is what the trace says; a rank with no trace in the
   // session (no lane) has no figures, and is listed as untraced rather than shown as zeros.
   st.world_size = world;
-  if (session.meta(meta::kImported, "0") == "1") {
+  // Likewise a rank-per-process session (metadata process_rank): it holds its own rank, its
+  // peers are in their own sessions (tester36 D3: they read as idle ranks, imbalance = world).
+  if (session.meta(meta::kImported, "0") == "1" || !session.meta(meta::kProcessRank).empty()) {
     std::set<int32_t> traced;
     for (const auto& lane : session.lanes()) traced.insert(lane.rank);
     if (!traced.empty()) {

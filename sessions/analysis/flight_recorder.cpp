@@ -2,6 +2,7 @@
 #include "embedscope/sessions/analysis/flight_recorder.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -71,10 +72,40 @@ const char* to_string(FlightFinding::Kind k) {
   return "not_reached";
 }
 
-FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, int world_size) {
+FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, int world_size,
+                                      const std::vector<int32_t>& absent_ranks) {
   FlightAnalysis a;
   if (records.empty()) return a;
-  const auto dumps = last_dumps(records);
+  auto dumps = last_dumps(records);
+  const std::set<int32_t> absent(absent_ranks.begin(), absent_ranks.end());
+  // A SIGUSR1 snapshot older than the collective its peers' failure dumps wait in says nothing
+  // about the failure (tester36 D4: a rank SIGKILLed a second after its snapshot read as stuck
+  // where the snapshot was): set aside, the rank counts as having left no dump at the failure.
+  const auto is_snapshot = [](const std::string& reason) { return reason == "SIGUSR1"; };
+  int64_t failure_start = std::numeric_limits<int64_t>::max();
+  for (const auto& [rank, v] : dumps) {
+    if (v.empty() || is_snapshot(v.front()->reason)) continue;
+    int64_t t = v.front()->dump_time_ns;
+    for (const auto* e : v)
+      if (e->state != "completed") {
+        t = e->time_created_ns;
+        break;
+      }
+    failure_start = std::min(failure_start, t);
+  }
+  std::map<int32_t, std::string> stale;
+  if (failure_start != std::numeric_limits<int64_t>::max())
+    for (auto it = dumps.begin(); it != dumps.end();) {
+      const FlightRecord* first = it->second.empty() ? nullptr : it->second.front();
+      if (first && is_snapshot(first->reason) && first->dump_time_ns < failure_start) {
+        stale[it->first] = fmt::format("its last dump, a SIGUSR1 snapshot, was taken {:.3f} s before its peers entered "
+                                       "the collective they failed in",
+                                       static_cast<double>(failure_start - first->dump_time_ns) / 1e9);
+        it = dumps.erase(it);
+      } else {
+        ++it;
+      }
+    }
   // --- the ranks: the world, every rank that dumped, every member of a group
   std::set<int32_t> all_ranks;
   for (int r = 0; r < world_size; ++r) all_ranks.insert(r);
@@ -101,6 +132,8 @@ FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, 
   for (int32_t r : all_ranks) {
     FlightRankState s;
     s.rank = r;
+    s.in_session = !absent.count(r);
+    if (auto st = stale.find(r); st != stale.end()) s.stale_dump = st->second;
     if (auto it = dumps.find(r); it != dumps.end() && !it->second.empty()) {
       const auto& v = it->second;
       s.dumped = true;
@@ -110,9 +143,10 @@ FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, 
       s.ring_dropped = v.front()->ring_dropped;
       s.entries = static_cast<int64_t>(v.size());
       for (const auto* e : v) {
-        if (e->state != "completed" && !s.waiting) s.waiting = *e;
+        if (e->state != "completed") s.in_flight.push_back(*e);
         if (e->state == "completed") s.last_completed = *e;
       }
+      if (!s.in_flight.empty()) s.waiting = s.in_flight.front();
     }
     a.ranks.push_back(std::move(s));
   }
@@ -216,9 +250,9 @@ FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, 
     for (size_t i = 0; i < g.members.size(); ++i)
       if (g.dumped[i] && g.entered[i] < frontier && !explained.count({g.members[i], g.group}))
         missing[g.entered[i] + 1].push_back(g.members[i]);
-    std::vector<int32_t> undumped;
+    std::vector<int32_t> undumped, elsewhere;  // left no dump; not in this session
     for (size_t i = 0; i < g.members.size(); ++i)
-      if (!g.dumped[i]) undumped.push_back(g.members[i]);
+      if (!g.dumped[i]) (absent.count(g.members[i]) ? elsewhere : undumped).push_back(g.members[i]);
     for (const auto& [seq, laggards] : missing) {
       const auto it = at.find({g.group, seq});
       if (it == at.end()) continue;  // older than every dump's ring
@@ -243,21 +277,37 @@ FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, 
         not_reached.push_back(std::move(f));
       }
     }
-    if (!undumped.empty()) {  // the collective the dumped members wait in, for the ranks that left nothing
+    if (!undumped.empty() || !elsewhere.empty()) {  // the collective the dumped members wait in, for the others
       const auto it = at.find({g.group, frontier});
       std::vector<int32_t> waiting;
       if (it != at.end())
         for (const auto& [r, x] : it->second)
           if (x->state != "completed") waiting.push_back(r);
       if (!waiting.empty()) {
+        const std::string where = describe(*it->second.at(waiting.front()));
+        const std::string wait = fmt::format("{} wait{} in {}", rank_list(waiting), waiting.size() == 1 ? "s" : "", where);
+        const std::string not_here =
+            elsewhere.empty() ? std::string()
+                              : fmt::format("{} {} not in this session (each process wrote its own: merge the ranks' "
+                                            "sessions to see where {} stopped)",
+                                            rank_list(elsewhere), elsewhere.size() == 1 ? "is" : "are",
+                                            elsewhere.size() == 1 ? "it" : "they");
+        std::vector<int32_t> set_aside;
+        for (int32_t r : undumped)
+          if (stale.count(r)) set_aside.push_back(r);
         FlightFinding f;
         f.kind = FlightFinding::Kind::not_reached;
-        f.ranks = undumped;
+        f.ranks = undumped.empty() ? elsewhere : undumped;
         f.groups = {g.group};
         f.sequences = {frontier};
-        f.text = fmt::format("{} left no dump; {} wait{} in {} for {}", rank_list(undumped), rank_list(waiting),
-                             waiting.size() == 1 ? "s" : "", describe(*it->second.at(waiting.front())),
-                             undumped.size() == 1 ? "it" : "them");
+        if (undumped.empty())
+          f.text = fmt::format("{}; {}", wait, not_here);
+        else
+          f.text = fmt::format("{} left no dump{}; {} for {}{}", rank_list(undumped),
+                               set_aside.empty() ? std::string()
+                                                 : fmt::format(" at the failure ({}: {})", rank_list(set_aside),
+                                                               stale.at(set_aside.front())),
+                               wait, undumped.size() == 1 ? "it" : "them", not_here.empty() ? "" : "; " + not_here);
         not_reached.push_back(std::move(f));
       }
     }
@@ -266,16 +316,37 @@ FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, 
   for (const auto& f : not_reached)
     if (f.ranks.size() != 1 || !state_of(f.ranks.front()).dumped) said.insert(f.ranks.begin(), f.ranks.end());
   for (const auto& s : a.ranks)
-    if (!s.dumped && !said.count(s.rank)) {
+    if (!s.dumped && s.in_session && !said.count(s.rank)) {
       FlightFinding f;
       f.kind = FlightFinding::Kind::no_dump;
       f.ranks = {s.rank};
-      f.text = fmt::format("rank {} left no flight recorder dump (its process was killed, or its run did not reach a "
-                           "dump)", s.rank);
+      f.text = s.stale_dump.empty()
+                   ? fmt::format("rank {} left no flight recorder dump (its process was killed, or its run did not "
+                                 "reach a dump)", s.rank)
+                   : fmt::format("rank {} left no flight recorder dump at the failure ({})", s.rank, s.stale_dump);
       no_dump.push_back(std::move(f));
     }
   for (auto* v : {&opposite, &mismatches, &not_reached, &no_dump})
     a.findings.insert(a.findings.end(), std::make_move_iterator(v->begin()), std::make_move_iterator(v->end()));
+  // no finding, yet ranks inside collectives: what that means (tester36 D10, D14)
+  bool any_waiting = false, all_snapshots = true, none_started = true;
+  for (const auto& s : a.ranks) {
+    if (!s.dumped) continue;
+    all_snapshots &= is_snapshot(s.reason);
+    for (const auto& e : s.in_flight) {
+      any_waiting = true;
+      none_started &= e.state == "scheduled";
+    }
+  }
+  if (a.findings.empty() && any_waiting)
+    a.in_flight_note =
+        all_snapshots ? "a snapshot taken while the run went on (SIGUSR1): the collectives below were in flight at that "
+                        "instant, which is no sign of a failure"
+        : none_started
+            ? "every rank entered the collectives below but none started its transfer: the rendezvous store or the "
+              "transport failed before any data moved"
+            : "every rank reached the collectives its peers wait in: their transfers did not finish (a slow link, or a "
+              "peer that failed inside the collective)";
   return a;
 }
 
@@ -288,7 +359,15 @@ FlightAnalysis analyze_flight_records(const SessionReader& session) {
   } catch (const std::exception&) {
     world = 0;
   }
-  return analyze_flight_records(records, world);
+  // a rank-per-process session holds its own rank: the others are in their own sessions
+  std::vector<int32_t> absent;
+  if (!session.meta(meta::kProcessRank).empty()) {
+    std::set<int32_t> present;
+    for (const auto& l : session.lanes()) present.insert(l.rank);
+    for (int32_t r = 0; r < world; ++r)
+      if (!present.empty() && !present.count(r)) absent.push_back(r);
+  }
+  return analyze_flight_records(records, world, absent);
 }
 
 }  // namespace embedscope::sessions

@@ -230,10 +230,16 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                                  : fmt::format("; rank{} {} without a trace in this session (left out of the figures below)",
                                                st.untraced_ranks.size() == 1 ? "" : "s", fmt::join(st.untraced_ranks, ", ")));
   else
-    std::cout << fmt::format("workload     {} on {} {} rank{}, {} measured step{} of {}\n",
+    std::cout << fmt::format("workload     {} on {} {} rank{}, {} measured step{} of {}{}\n",
                              session.meta("workload_name"), st.ranks.size(), session.meta("backend"),
                              st.ranks.size() == 1 ? "" : "s", st.steps, st.steps == 1 ? "" : "s",
-                             fmt::format("{} {}", per_step.first, per_step.second));
+                             fmt::format("{} {}", per_step.first, per_step.second),
+                             st.untraced_ranks.empty()
+                                 ? std::string()
+                                 : fmt::format("; rank{} {} of the world of {} not in this session (each process wrote "
+                                               "its own; merge them for the whole run)",
+                                               st.untraced_ranks.size() == 1 ? "" : "s",
+                                               fmt::join(st.untraced_ranks, ", "), st.world_size));
   if (!session.meta("workload_json").empty()) try {  // the workload as run: pipeline, comm precisions, network
     const json wj = json::parse(session.meta("workload_json"));
     if (es::is_lm_workload(wj)) {  // issue 19: no pipeline; its shape and sharding

@@ -28,17 +28,18 @@ std::string flight_recorder_text(const ss::FlightAnalysis& a) {
   std::string out = fmt::format("flight recorder (each rank's last dump of its last collectives){}\n",
                                 a.findings.empty() && !waiting ? ": every rank completed every collective it entered" : "");
   for (const auto& f : a.findings) out += fmt::format("  ! {}\n", f.text);
-  if (a.findings.empty() && waiting)
-    out += "  every rank reached the collectives its peers wait in: their transfers did not finish (a slow link, or a "
-           "peer that failed inside the collective)\n";
+  if (!a.in_flight_note.empty()) out += fmt::format("  {}\n", a.in_flight_note);
   out += fmt::format("  {:<5} {:>5} {:<22} {:>8}  {}\n", "rank", "dump", "reason", "entries", "waits in");
   for (const auto& r : a.ranks) {
     if (!r.dumped) {
-      out += fmt::format("  {:<5} {:>5} {:<22} {:>8}  {}\n", r.rank, "-", "(no dump)", "-", "-");
+      const char* why = !r.in_session ? "(not in this session)" : !r.stale_dump.empty() ? "(older dump set aside)" : "(no dump)";
+      out += fmt::format("  {:<5} {:>5} {:<22} {:>8}  {}\n", r.rank, "-", why, "-", "-");
       continue;
     }
-    out += fmt::format("  {:<5} {:>5} {:<22} {:>8}  {}\n", r.rank, r.dump, r.reason, r.entries,
-                       r.waiting ? entry_text(*r.waiting) + " " + r.waiting->state : std::string("-"));
+    // every collective the rank is inside (a dist on one lane, the dense all-reduce on another)
+    std::string in;
+    for (const auto& e : r.in_flight) in += (in.empty() ? "" : "; also ") + entry_text(e) + " " + e.state;
+    out += fmt::format("  {:<5} {:>5} {:<22} {:>8}  {}\n", r.rank, r.dump, r.reason, r.entries, in.empty() ? "-" : in);
   }
   for (const auto& g : a.groups)
     out += fmt::format("  group {} (ranks {}): {}\n", g.group, fmt::join(g.members, ","),
@@ -54,10 +55,16 @@ json flight_recorder_json(const ss::FlightAnalysis& a) {
   for (const auto& f : a.findings)
     j["findings"].push_back(
         {{"kind", ss::to_string(f.kind)}, {"text", f.text}, {"ranks", f.ranks}, {"groups", f.groups}, {"sequences", f.sequences}});
-  for (const auto& r : a.ranks)
-    j["ranks"].push_back({{"rank", r.rank}, {"dumped", r.dumped}, {"dump", r.dump}, {"reason", r.reason},
-                          {"dump_time_ns", r.dump_time_ns}, {"entries", r.entries}, {"ring_dropped", r.ring_dropped},
-                          {"waiting", entry_json(r.waiting)}, {"last_completed", entry_json(r.last_completed)}});
+  for (const auto& r : a.ranks) {
+    json in_flight = json::array();
+    for (const auto& e : r.in_flight) in_flight.push_back(entry_json(e));
+    j["ranks"].push_back({{"rank", r.rank}, {"dumped", r.dumped}, {"in_session", r.in_session}, {"dump", r.dump},
+                          {"reason", r.reason}, {"dump_time_ns", r.dump_time_ns}, {"entries", r.entries},
+                          {"ring_dropped", r.ring_dropped}, {"waiting", entry_json(r.waiting)},
+                          {"in_flight", in_flight}, {"last_completed", entry_json(r.last_completed)},
+                          {"stale_dump", r.stale_dump.empty() ? json(nullptr) : json(r.stale_dump)}});
+  }
+  j["in_flight_note"] = a.in_flight_note.empty() ? json(nullptr) : json(a.in_flight_note);
   for (const auto& g : a.groups)
     j["groups"].push_back({{"group", g.group}, {"members", g.members}, {"entered", g.entered}, {"completed", g.completed},
                            {"completed_everywhere", g.completed_everywhere},

@@ -72,14 +72,17 @@ QString flight_text(const sessions::FlightAnalysis& a) {
                   .arg(reasons.join(", ").toHtmlEscaped());
   for (const auto& f : a.findings)
     t += QString("<br><span style=\"color:#d01010\">%1</span>").arg(QString::fromStdString(f.text).toHtmlEscaped());
+  if (!a.in_flight_note.empty()) t += "<br>" + QString::fromStdString(a.in_flight_note).toHtmlEscaped();
   QStringList waiting;
-  for (const auto& r : a.ranks)
-    if (r.waiting)
-      waiting << QString("rank %1 in %2 '%3' (group %4, sequence %5)")
-                     .arg(r.rank)
-                     .arg(QString::fromStdString(r.waiting->op), QString::fromStdString(r.waiting->name).toHtmlEscaped(),
-                          QString::fromStdString(r.waiting->group).toHtmlEscaped())
-                     .arg(r.waiting->sequence);
+  for (const auto& r : a.ranks) {
+    QStringList in;  // every collective the rank is inside (tester36 D9: a dist and the dense all-reduce)
+    for (const auto& e : r.in_flight)
+      in << QString("%1 '%2' (group %3, sequence %4)")
+                .arg(QString::fromStdString(e.op), QString::fromStdString(e.name).toHtmlEscaped(),
+                     QString::fromStdString(e.group).toHtmlEscaped())
+                .arg(e.sequence);
+    if (!in.isEmpty()) waiting << QString("rank %1 in %2").arg(r.rank).arg(in.join(" and "));
+  }
   if (a.findings.empty() && waiting.isEmpty()) t += "<br>every rank completed every collective it entered";
   if (!waiting.isEmpty()) t += "<br>waiting: " + waiting.join("; ");
   return t;
@@ -182,6 +185,21 @@ QString untraced_text(const std::vector<int32_t>& untraced) {
   return QString("; no trace of rank%1 %2 in this session").arg(untraced.size() == 1 ? "" : "s", ranks.join(", "));
 }
 
+// "4 ranks", or for one process's session of a rank-per-process run "1 rank (rank 1 of 3; ranks
+// 0, 2 are in their own sessions: merge them for the whole run)" (tester36 D3).
+QString process_ranks_text(const sessions::RunStats& st) {
+  QString t = st.ranks.size() == 1 ? QString("1 rank") : QString("%1 ranks").arg(st.ranks.size());
+  if (st.untraced_ranks.empty()) return t;
+  QStringList here, away;
+  for (const auto& r : st.ranks) here << QString::number(r.rank);
+  for (int32_t r : st.untraced_ranks) away << QString::number(r);
+  return t + QString(" (rank%1 %2 of %3; rank%4 %5 in %6 own session%7: merge them for the whole run)")
+                 .arg(here.size() == 1 ? "" : "s", here.join(", "))
+                 .arg(st.world_size)
+                 .arg(away.size() == 1 ? "" : "s", away.join(", "), away.size() == 1 ? "its" : "their",
+                      away.size() == 1 ? "" : "s");
+}
+
 QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, QWidget* parent) {
   auto* page = new QWidget(parent);
   auto* layout = new QVBoxLayout(page);
@@ -190,9 +208,9 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   const QString origin = import_origin(s);
   const std::optional<engine::LmWorkloadSpec> lm = lm_workload_of(s);
   QString text = origin.isEmpty()
-                     ? QString("<b>%1</b> on %2 ranks, %3, %4 &nbsp; <b>%5</b>%6<br>")
+                     ? QString("<b>%1</b> on %2, %3, %4 &nbsp; <b>%5</b>%6<br>")
                            .arg(QString::fromStdString(s.meta(sessions::meta::kWorkloadName)))
-                           .arg(st.ranks.size())
+                           .arg(process_ranks_text(st))
                            .arg(QString::fromStdString(s.meta(sessions::meta::kBackend)))
                            .arg(lm ? QString("lm_embedding %1 x %2 %3, %4%5")
                                          .arg(lm->vocab_size)

@@ -231,3 +231,58 @@ TEST(FlightRecorderSession, DumpsRoundTripMergeWithTheirRankAndOlderFilesHaveNon
   EXPECT_TRUE(old.flight_records().empty());
   EXPECT_TRUE(analyze_flight_records(old).empty());
 }
+
+// Tester36 D4: a rank's SIGUSR1 snapshot taken before its peers entered the collective they failed
+// in is set aside (the rank counts as having left no dump at the failure); D3: ranks not in a
+// rank-per-process session are named as such, never as "left no dump"; D9: every collective a
+// rank is inside is listed; D10 / D14: what in-flight collectives without a finding mean.
+TEST(FlightRecorderAnalysis, StaleSnapshotsAbsentRanksAndInFlightNotes) {
+  // ranks 0, 1 time out in world#2 (entered at 2,000 ns); rank 2's last dump is a SIGUSR1
+  // snapshot at 1,500 ns, inside world#1
+  auto recs = rank2_behind();
+  recs.pop_back();
+  FlightRecord snap = fr_entry(2, 0, "world", 1, "all_to_all", "fwd", "started");
+  snap.reason = "SIGUSR1";
+  snap.dump_time_ns = 1'500;
+  recs.push_back(snap);
+  FlightAnalysis a = analyze_flight_records(recs, 3);
+  ASSERT_EQ(a.findings.size(), 1u);
+  EXPECT_EQ(a.findings[0].text,
+            "rank 2 left no dump at the failure (rank 2: its last dump, a SIGUSR1 snapshot, was taken 0.000 s before "
+            "its peers entered the collective they failed in); ranks 0, 1 wait in all_reduce 'dense' (group world, "
+            "sequence 2) for it");
+  EXPECT_FALSE(a.ranks[2].dumped);
+  EXPECT_FALSE(a.ranks[2].stale_dump.empty());
+  // a snapshot taken after they entered it still counts
+  recs.back().dump_time_ns = 2'500;
+  a = analyze_flight_records(recs, 3);
+  EXPECT_TRUE(a.ranks[2].dumped);
+  EXPECT_TRUE(a.ranks[2].stale_dump.empty());
+
+  // rank 0's own session of a 3-process run: ranks 1 and 2 are elsewhere
+  const std::vector<FlightRecord> own{fr_entry(0, 0, "world", 1, "all_to_all", "fwd", "completed"),
+                                      fr_entry(0, 1, "world", 2, "all_reduce", "dense", "started"),
+                                      fr_entry(0, 2, "world", 3, "all_gather", "split", "started")};
+  a = analyze_flight_records(own, 3, {1, 2});
+  ASSERT_EQ(a.findings.size(), 1u);
+  EXPECT_EQ(a.findings[0].text,
+            "rank 0 waits in all_gather 'split' (group world, sequence 3); ranks 1, 2 are not in this session (each "
+            "process wrote its own: merge the ranks' sessions to see where they stopped)");
+  EXPECT_FALSE(a.ranks[1].in_session);
+  ASSERT_EQ(a.ranks[0].in_flight.size(), 2u);  // the dense all-reduce and the split check
+  EXPECT_EQ(a.ranks[0].in_flight[1].sequence, 3u);
+
+  // no finding: every rank inside world#2
+  std::vector<FlightRecord> all_in{fr_entry(0, 0, "world", 1, "all_to_all", "fwd", "completed", 0, "0,1"),
+                                   fr_entry(0, 1, "world", 2, "all_reduce", "dense", "started", 0, "0,1"),
+                                   fr_entry(1, 0, "world", 1, "all_to_all", "fwd", "completed", 0, "0,1"),
+                                   fr_entry(1, 1, "world", 2, "all_reduce", "dense", "started", 0, "0,1")};
+  EXPECT_EQ(analyze_flight_records(all_in, 2).in_flight_note.rfind("every rank reached the collectives", 0), 0u);
+  for (auto& e : all_in) e.reason = "SIGUSR1";
+  EXPECT_EQ(analyze_flight_records(all_in, 2).in_flight_note.rfind("a snapshot taken while the run went on", 0), 0u);
+  for (auto& e : all_in)
+    if (e.state == "started") e.state = "scheduled";
+  all_in[0].reason = all_in[1].reason = all_in[2].reason = all_in[3].reason = "run ended crashed";
+  EXPECT_EQ(analyze_flight_records(all_in, 2).in_flight_note.rfind("every rank entered the collectives below but none "
+                                                                  "started", 0), 0u);
+}

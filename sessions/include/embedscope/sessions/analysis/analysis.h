@@ -85,11 +85,12 @@ struct RunStats {
   double lookups_max_over_mean = 1;      ///< ids looked up per rank: max / mean (1 = balanced)
   double lookup_time_max_over_mean = 1;  ///< lookup time per rank: max / mean
   /// The session's world size (metadata world_size). Engine sessions: every rank is in
-  /// `ranks`. Imported traces: ranks without a trace in the session (no lane) are not in
-  /// `ranks` (no zeros for them in means and tables) but in `untraced_ranks`.
+  /// `ranks`. Imported traces and rank-per-process sessions (metadata process_rank, one
+  /// process's own session): ranks without a lane in the session are not in `ranks` (no zeros
+  /// for them in means and tables) but in `untraced_ranks`.
   int32_t world_size = 0;
   std::vector<RankStats> ranks;          ///< rank order
-  std::vector<int32_t> untraced_ranks;   ///< imported traces only; rank order
+  std::vector<int32_t> untraced_ranks;   ///< the world's ranks not in this session; rank order
   std::vector<RankStepTimes> per_step;   ///< (step, rank) order
   std::vector<double> loss;              ///< per measured step; empty for a simulated session (nothing trained)
   int64_t peak_allocated_bytes = 0;      ///< the largest over ranks

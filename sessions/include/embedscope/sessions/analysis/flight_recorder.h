@@ -33,6 +33,16 @@ struct FlightRankState {
   int64_t ring_dropped = 0;      ///< older entries its ring had overwritten
   std::optional<FlightRecord> waiting;         ///< its oldest collective that did not complete
   std::optional<FlightRecord> last_completed;  ///< its newest completed collective
+  /// Every collective of the dump that did not complete, oldest first (`waiting` is the first):
+  /// a rank can be inside two at once (the dense all-reduce on one lane, a dist on another).
+  std::vector<FlightRecord> in_flight;
+  /// false: the rank is not in this session (a rank-per-process session holds one rank; its
+  /// peers' dumps are in their own sessions). Such a rank is neither "no dump" nor "killed".
+  bool in_session = true;
+  /// Non-empty when the rank's last dump was set aside as older than the failure its peers
+  /// dumped at (a SIGUSR1 snapshot taken before they entered the collective they failed in):
+  /// the rank then counts as having left no dump at the failure, and this says why.
+  std::string stale_dump;
 };
 
 /// One process group over the dumps.
@@ -72,21 +82,32 @@ struct FlightAnalysis {
   /// Most telling first: opposite orders, mismatches, ranks that did not reach a collective,
   /// ranks without a dump. Empty when every rank completed everything it entered.
   std::vector<FlightFinding> findings;
+  /// When there is no finding but some rank is inside a collective, what that means, in one
+  /// sentence: a snapshot of a run that went on (every dump SIGUSR1), collectives every member
+  /// entered but none started (the store or transport failed before data moved), or transfers
+  /// that did not finish. "" otherwise.
+  std::string in_flight_note;
   bool empty() const { return ranks.empty(); }
 };
 
 /// Analyses `records` (any order, any number of dumps per rank; the last of each rank is used).
-/// `world_size` (0: unknown) adds ranks 0..world_size-1 that left no dump. Empty records give an
-/// empty analysis. Pure; never throws for well-formed records (a `members` list that does not
-/// parse as comma-separated integers counts as a group of no members).
+/// `world_size` (0: unknown) adds ranks 0..world_size-1 that left no dump. `absent`: ranks of the
+/// world that are not in the session analysed (a rank-per-process session): named as such, never
+/// as ranks that left no dump. A rank whose last dump is a SIGUSR1 snapshot older than the
+/// collective its peers' failure dumps wait in (time_created_ns of their oldest unfinished entry)
+/// counts as having left no dump at the failure (FlightRankState::stale_dump says why). Empty
+/// records give an empty analysis. Pure; never throws for well-formed records (a `members` list
+/// that does not parse as comma-separated integers counts as a group of no members).
 ///
 /// Example: ranks 0 and 1 both in groups a and b; rank 0 completed a#1, b#1 and waits in a#2;
 /// rank 1 completed a#1, b#1 and waits in b#2. Findings: opposite_order, ranks {0, 1}, groups
 /// {a, b}, sequences {2, 2}: "ranks 0 and 1 entered process groups a and b in opposite orders:
 /// rank 0 waits in all_reduce 'x' (group a, sequence 2) and has not reached group b's sequence 2;
 /// rank 1 waits in all_reduce 'y' (group b, sequence 2) and has not reached group a's sequence 2".
-FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, int world_size = 0);
-/// The same over a session's table (world size from its metadata); empty for files without dumps.
+FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, int world_size = 0,
+                                      const std::vector<int32_t>& absent = {});
+/// The same over a session's table (world size from its metadata; in a rank-per-process session
+/// (metadata process_rank), the ranks with no lane are `absent`); empty for files without dumps.
 FlightAnalysis analyze_flight_records(const SessionReader& session);
 
 }  // namespace embedscope::sessions
