@@ -95,8 +95,7 @@ PY
   fi
 }
 
-summary() {
-  echo
+summary() {  # the table, then each benchmark's figures (callers print a blank line first)
   echo "=== device checks summary ($(( $(date +%s) - START )) s in all)"
   [ -n "${summary_head:-}" ] && printf '%s\n' "$summary_head"
   printf '%-22s %-18s %6s  %s\n' step result secs detail
@@ -124,13 +123,13 @@ build_mode() {
   if ! step configure 120 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DEMBEDSCOPE_WITH_CUDA=ON \
          -DEMBEDSCOPE_BUILD_UI=OFF "${arch_flag[@]}" "${torch_flag[@]}" \
      || ! step build 270 cmake --build "$BUILD" -j "$JOBS"; then
-    summary
+    echo; summary
     exit 1
   fi
   if ! "$BUILD/tests/cuda_devices" >"$log_dir/devices.txt" 2>&1; then
     rows+=("devices|none|0|$(head -1 "$log_dir/devices.txt")")
     echo "$(head -1 "$log_dir/devices.txt"): built only; no device check ran."
-    summary
+    echo; summary
     exit 0
   fi
   rows+=("devices|$(wc -l <"$log_dir/devices.txt") GPU(s)|0|$(head -1 "$log_dir/devices.txt" | cut -d: -f2-)")
@@ -143,7 +142,7 @@ build_mode() {
     if [ ! -x "$exe" ]; then rows+=("$b|not built|0|"); continue; fi
     step "$b" 100 "$exe" --benchmark_out="$log_dir/$b.json" --benchmark_out_format=json
   done
-  summary
+  echo; summary
   exit $failed
 }
 
@@ -355,7 +354,7 @@ run_bench() {  # run_bench NAME LIMIT_S : a packed Google Benchmark executable, 
   fi
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then rows+=("$name|TIMEOUT|$secs|$n benchmarks written"); failed=1
   elif [ "$rc" -ne 0 ]; then rows+=("$name|FAILED (exit $rc)|$secs|$(grep -v '^===' "$log_dir/$name.log" | tail -1)"); failed=1
-  elif [ "$n" -eq 0 ]; then rows+=("$name|skipped|$secs|nothing measured: $(grep -v '^===' "$log_dir/$name.log" | grep . | tail -1)")
+  elif [ "$n" -eq 0 ]; then rows+=("$name|skipped|$secs|no figures: $(grep -v '^===' "$log_dir/$name.log" | grep . | tail -1)")
   elif [ "$errors" -eq "$n" ]; then rows+=("$name|skipped|$secs|$n benchmarks, all: $msg")
   elif [ "$errors" -gt 0 ]; then rows+=("$name|ran|$secs|$n benchmarks, $errors skipped (first: $msg); figures below")
   else rows+=("$name|ran|$secs|$n benchmarks; figures below"); fi
@@ -419,8 +418,10 @@ for p in nvidia.__path__: print("\n".join(sorted(glob.glob(p + "/*/lib"))))' 2>/
       [[ " ${cuda_dirs[*]} " == *" $dir "* ]] || cuda_dirs+=("$dir")
     else missing+=("$lib"); fi
   done
-  libpath=$P/lib$(printf ':%s' "${cuda_dirs[@]}")
-  libpath_pack_glibc=$P/lib:$P/glibc$(printf ':%s' "${cuda_dirs[@]}")
+  local extra=""  # no empty element: LD_LIBRARY_PATH would read it as the current directory
+  [ ${#cuda_dirs[@]} -gt 0 ] && extra=$(printf ':%s' "${cuda_dirs[@]}")
+  libpath=$P/lib$extra
+  libpath_pack_glibc=$P/lib:$P/glibc$extra
   # every library the executables need resolved, the pack's from the pack
   local unresolved=() strays=() line
   for exe in "$P"/bin/*; do
@@ -467,7 +468,7 @@ for p in nvidia.__path__: print("\n".join(sorted(glob.glob(p + "/*/lib"))))' 2>/
     IFS='|' read -r row limit <<<"$t"
     run_bench "$row" "$limit"
   done
-  summary | tee "$summary_file"
+  echo; summary | tee "$summary_file"
   echo "summary: $summary_file; logs: $log_dir"
   exit $failed
 }
