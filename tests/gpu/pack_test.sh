@@ -27,7 +27,8 @@ expect() {  # expect FILE REGEX WHAT : FILE has a line matching REGEX (extended)
 }
 
 real_pack() {
-  local build=$1
+  local build
+  build=$(cd "$1" && pwd) || { echo "FAIL: no build dir $1"; exit 1; }
   if "$build/tests/cuda_devices" >/dev/null 2>&1; then
     echo "a CUDA device is visible: the packed suite would run in full; run --prebuilt by hand (README 'Device checks')"
     exit 77
