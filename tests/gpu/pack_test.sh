@@ -7,12 +7,14 @@
 #                                 skip with cudaGetDeviceCount's answer, cupti_test pass, every
 #                                 library not glibc's or CUDA's come from the pack, no log mention
 #                                 the build or source tree, the summary file equal the printed
-#                                 table, exit 0. Where a device is visible it exits 77 (skipped):
+#                                 table, exit 0; then the same through the pack's glibc and
+#                                 loader. Where a device is visible it exits 77 (skipped):
 #                                 the whole suite would run; run --prebuilt by hand (README).
 #   pack_test.sh synthetic        a pack of stand-in executables (shell scripts that print what
 #                                 gtest and Google Benchmark print): a crashed test resumed after,
 #                                 failed / skipped counts and reasons, a filter that matches
-#                                 nothing, benchmark figures, a timeout and the budget running out.
+#                                 nothing, a CUDA library not found, benchmark figures, a timeout and the
+#                                 budget running out.
 # Exit 0 when every assertion held; each failed assertion prints what it expected and the summary.
 set -u -o pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -71,7 +73,16 @@ real_pack() {
     echo "FAIL: a log names the build or source tree:"; grep -rnF -e "$build" -e "$src" summary.logs out.txt | grep -v ':pack: ' | head -5; bad=1
   fi
   [ -d "$T/bare/embedscope-prebuilt."* ] 2>/dev/null && { echo "FAIL: the temp dir was left behind"; bad=1; }
-  [ $bad -eq 0 ] || cat $s
+  # the same through the pack's own glibc and loader (what a device with an older glibc gets)
+  EMBEDSCOPE_PREBUILT_GLIBC=pack TMPDIR="$T/bare" \
+    "$T/bare/embedscope-device-pack/run_device_checks.sh" --prebuilt "$T/device.tar.zst" glibc.txt >out_glibc.txt 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || { echo "FAIL: --prebuilt with the pack's glibc exited $rc"; bad=1; }
+  expect glibc.txt "^glibc +pack's +0 +the pack's [0-9.]+ through its loader" "the pack's glibc"
+  expect glibc.txt '^libraries +ok +' "libraries, glibc's from the pack too"
+  expect glibc.txt '^cupti_test +passed +[0-9]+ +[1-9][0-9]* passed, 0 failed, 0 skipped$' "cupti_test through the pack's loader"
+  expect glibc.txt '^cuda-executor +skipped +[0-9]+ +0 passed, 0 failed, [1-9][0-9]* skipped; skipped: .*CUDA device' "cuda-executor through the pack's loader"
+  [ $bad -eq 0 ] || cat $s glibc.txt
 }
 
 # a stand-in for a gtest executable: Fake.Passes, Fake.Crashes (SIGSEGV), Fake.Fails, Fake.Skips;
@@ -103,7 +114,7 @@ SH
 synthetic() {
   local P=$T/src/embedscope-device-pack
   mkdir -p "$P/bin" "$P/lib" "$P/glibc" "$P/data" "$P/bench"
-  printf 'made: by pack_test.sh\nglibc_required: 2.0\nglibc_packed: 2.0\ninterpreter: ld-linux-x86-64.so.2\ndevice_libs: \nexecutables: stand-ins\n' >"$P/MANIFEST"
+  printf 'made: by pack_test.sh\nglibc_required: 2.0\nglibc_packed: 2.0\ninterpreter: ld-linux-x86-64.so.2\ndevice_libs: libnotthere.so.1\nexecutables: stand-ins\n' >"$P/MANIFEST"
   printf '#!/bin/sh\necho "device 0: Stand-in H200"\n' >"$P/bin/cuda_devices"
   write_fake_gtest "$P/bin/engine_gpu_test"
   # passes everything; the executor row's filter matches nothing in engine_gpu_test's stand-in
@@ -142,6 +153,7 @@ SH
   local rc=$?
   [ $rc -eq 1 ] || { echo "FAIL: run A exited $rc (1 expected: a test failed)"; bad=1; }
   local s=a.txt
+  expect $s '^libraries +MISSING +0 +not found: libnotthere\.so\.1 \(set CUDA_HOME or LD_LIBRARY_PATH\)' "a CUDA library the device lacks"
   expect $s '^devices +1 GPU\(s\) +0 +Stand-in H200$' "devices"
   expect $s '^engine_gpu_test +FAILED \(crash\) +[0-9]+ +1 passed, 2 failed, 1 skipped; failed: Fake.Fails; crashed: Fake.Crashes \(exit 139\); skipped: needs 4 CUDA device\(s\): 1 visible$' "crash resumed"
   expect $s '^gpu_runtime_test +passed +[0-9]+ +1 passed, 0 failed, 0 skipped$' "passed"
