@@ -385,8 +385,14 @@ prebuilt_mode() {
   export EMBEDSCOPE_TEST_DATA=$P/data EMBEDSCOPE_CLI=$P/bin/embedscope EMBEDSCOPE_UI=$P/bin/embedscope-ui \
          EMBEDSCOPE_SOURCE_DIR=$P EMBEDSCOPE_SHARED_DATA=$P/shared-data
   export EMBEDSCOPE_TORCH_PEER=$P/bench/torch_embedding_bag.py
-  # the torch peer is the device's python: it must not inherit the pack's LD_LIBRARY_PATH
-  printf '#!/bin/sh\nunset LD_LIBRARY_PATH\nexec %s "$@"\n' "'${EMBEDSCOPE_TORCH_PYTHON:-$(command -v python3 || echo /usr/bin/python3)}'" >"$P/bin/torch-python"
+  # the torch peer is the device's python: it gets the machine's LD_LIBRARY_PATH, not the pack's
+  ORIGINAL_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+  {
+    printf '#!/bin/sh\n'
+    if [ -n "$ORIGINAL_LD_LIBRARY_PATH" ]; then printf "export LD_LIBRARY_PATH='%s'\n" "$ORIGINAL_LD_LIBRARY_PATH"
+    else printf 'unset LD_LIBRARY_PATH\n'; fi
+    printf "exec '%s' \"\$@\"\n" "${EMBEDSCOPE_TORCH_PYTHON:-$(command -v python3 || echo /usr/bin/python3)}"
+  } >"$P/bin/torch-python"
   chmod +x "$P/bin/torch-python"
   export EMBEDSCOPE_TORCH_PYTHON=$P/bin/torch-python
 
@@ -420,8 +426,9 @@ for p in nvidia.__path__: print("\n".join(sorted(glob.glob(p + "/*/lib"))))' 2>/
   done
   local extra=""  # no empty element: LD_LIBRARY_PATH would read it as the current directory
   [ ${#cuda_dirs[@]} -gt 0 ] && extra=$(printf ':%s' "${cuda_dirs[@]}")
-  libpath=$P/lib$extra
-  libpath_pack_glibc=$P/lib:$P/glibc$extra
+  # the machine's own LD_LIBRARY_PATH last: container images find the driver's libcuda through it
+  libpath=$P/lib$extra${ORIGINAL_LD_LIBRARY_PATH:+:$ORIGINAL_LD_LIBRARY_PATH}
+  libpath_pack_glibc=$P/lib:$P/glibc$extra${ORIGINAL_LD_LIBRARY_PATH:+:$ORIGINAL_LD_LIBRARY_PATH}
   # every library the executables need resolved, the pack's from the pack
   local unresolved=() strays=() line
   for exe in "$P"/bin/*; do
