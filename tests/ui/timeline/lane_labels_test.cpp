@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <QFontMetrics>
+#include <QLabel>
+
+#include <cstdlib>
 
 #include <filesystem>
 #include <set>
@@ -13,6 +16,7 @@
 #include "core/timeline_math.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
+#include "timeline/timeline_view.h"
 #include "timeline/timeline_widget.h"
 
 using namespace embedscope;
@@ -79,6 +83,15 @@ TEST(LaneLabels, TimelineRowsOfAnImportReadApartWhenElidedAndNameTheirLaneOnHove
   EXPECT_TRUE(tw.op_tooltip({0, 0}).endsWith("\noutside any profiler step")) << tw.op_tooltip({0, 0}).toStdString();
   EXPECT_TRUE(tw.details({0, 0}).contains("outside any profiler step"));
   EXPECT_TRUE(tw.op_tooltip({0, 1}).endsWith("\nstep 0"));
+  // the view's details pane says it too (EMBEDSCOPE_UI_SHOTS=DIR: its image, to look at)
+  TimelineView view(session);
+  view.resize(1200, 400);
+  view.timeline()->select(OpRef{0, 0});
+  QString panes;
+  for (auto* label : view.findChildren<QLabel*>()) panes += label->text() + "\n";
+  EXPECT_TRUE(panes.contains("outside any profiler step")) << panes.toStdString();
+  EXPECT_FALSE(panes.contains("warm-up")) << panes.toStdString();
+  if (const char* dir = std::getenv("EMBEDSCOPE_UI_SHOTS")) view.grab().save(QString(dir) + "/imported_outside_step.png");
   // an engine run keeps its warm-up names
   EXPECT_EQ(step_name(-1, 2), "warm-up 2 of 2");
   EXPECT_EQ(step_name(-1, 0), "warm-up (step -1)");
