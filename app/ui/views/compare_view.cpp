@@ -182,8 +182,8 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
   step_plot_->rescaleAxes();
   step_plot_->xAxis->setRange(step_plot_->xAxis->range().lower - 0.5, step_plot_->xAxis->range().upper + 0.5);
   step_plot_->yAxis->setRange(0, step_plot_->yAxis->range().upper * 1.4);  // room for the legend
-  exposed_plot_->xAxis->setLabel("rank");
-  exposed_plot_->yAxis->setLabel("exposed communication (ms, all steps)");
+  exposed_plot_->xAxis->setLabel("rank (exposed communication, all steps summed)");
+  exposed_plot_->yAxis->setLabel("exposed comm (ms)");  // short: a short plot cut the long title (tester35 D7)
   exposed_plot_->xAxis->setTicker(integer_ticker());
   exposed_plot_->rescaleAxes();
   exposed_plot_->xAxis->setRange(-0.6, max_ranks - 0.4);
