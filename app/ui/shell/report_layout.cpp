@@ -46,7 +46,7 @@ int overflow(QWidget* view) {
 void hold_long_panes(QWidget* view, const int max_table_rows) {
   for (auto* area : view->findChildren<QAbstractScrollArea*>()) {
     int max_rows = max_table_rows;
-    if (!area->isVisibleTo(view)) continue;
+    if (!area->isVisibleTo(view) || qobject_cast<QHeaderView*>(area)) continue;  // a table's header goes with it
     const int chrome = area->height() - area->viewport()->height();
     int rows = 0, height = 0;
     if (auto* items = qobject_cast<QAbstractItemView*>(area); items && items->model()) {
@@ -182,6 +182,8 @@ void release_held_panes(QWidget* view) {
       policy.setVerticalPolicy(static_cast<QSizePolicy::Policy>(area->property(kPolicy).toInt()));
       area->setSizePolicy(policy);
       area->setProperty(kHeld, QVariant());
+      area->updateGeometry();
+      for (QWidget* up = area->parentWidget(); up && up != view->window(); up = up->parentWidget()) up->updateGeometry();
     }
 }
 
