@@ -5,6 +5,9 @@
 #include <QToolTip>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <tuple>
@@ -37,10 +40,28 @@ std::vector<MapBlock> layout_blocks(const std::vector<sessions::MemoryBlockRecor
 
 int64_t byte_tick_step(int64_t width_bytes, int max_ticks) {
   const int64_t w = std::max<int64_t>(1, width_bytes);
-  for (int64_t unit = 1; unit <= (int64_t{1} << 40); unit <<= 10)
-    for (int64_t m : {1, 2, 5, 10, 20, 50, 100, 200, 500})
-      if (w / (m * unit) <= max_ticks) return m * unit;
+  for (int64_t step = 1; step < (int64_t{1} << 40); step <<= 1)
+    if (w / step <= std::max(1, max_ticks)) return step;
   return int64_t{1} << 40;
+}
+
+std::string byte_tick_label(int64_t bytes) {
+  const std::string plain = sessions::format_bytes(bytes);
+  if (std::llabs(bytes) < 1024) return plain;
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes) / 1024.0;
+  int u = 0;
+  while (std::abs(v) >= 1024.0 && u < 3) { v /= 1024.0; ++u; }
+  for (int decimals = 1; decimals <= 3; ++decimals) {  // the fewest decimals that say the tick exactly
+    const double scale = std::pow(10.0, decimals);
+    if (decimals == 3 || std::abs(std::round(v * scale) - v * scale) < 1e-6) {
+      if (decimals == 1) return plain;
+      char out[48];
+      std::snprintf(out, sizeof out, "%.*f %s", decimals, v, units[u]);
+      return out;
+    }
+  }
+  return plain;
 }
 
 int64_t count_tick_step(int64_t n, int max_ticks) {
@@ -180,7 +201,7 @@ void BlockMap::paintEvent(QPaintEvent*) {
   for (int64_t at = 0; at <= width_bytes_; at += step) {
     const double x = kMargin + w * static_cast<double>(at) / static_cast<double>(width_bytes_);
     p.drawLine(QPointF(x, y0 - 4), QPointF(x, y0));
-    const QString label = QString::fromStdString(sessions::format_bytes(at));
+    const QString label = QString::fromStdString(byte_tick_label(at));
     const double tw = p.fontMetrics().horizontalAdvance(label);
     p.drawText(QPointF(std::clamp(x - tw / 2, 0.0, std::max(0.0, width() - tw)), y0 - 6), label);
   }

@@ -31,9 +31,15 @@ struct MapBlock {
 /// `width_bytes` when that is larger (two maps drawn on one scale).
 std::vector<MapBlock> layout_blocks(const std::vector<sessions::MemoryBlockRecord>& blocks, int64_t width_bytes = 0);
 
-/// Tick spacing of a byte axis `width_bytes` wide: the smallest of 1, 2, 5, 10, 20, 50, 100,
-/// 200, 500 B / KiB / MiB / GiB / TiB that gives at most `max_ticks` intervals (>= 1 B).
+/// Tick spacing of a byte axis `width_bytes` wide: the smallest power of two bytes (1 B, 2 B, ...
+/// 512 B, 1 KiB, 2 KiB, ... 1 TiB) that gives at most `max_ticks` intervals (>= 1 B). Binary
+/// steps, as format_bytes rolls over at 1024: ticks read 512.0 KiB, 1.0 MiB, 1.5 MiB, never
+/// "1000.0 KiB" between "500.0 KiB" and a "1.5 MiB" that is really 1.46 MiB (tester35 D13).
 int64_t byte_tick_step(int64_t width_bytes, int max_ticks = 6);
+
+/// The label of the byte tick at `bytes`: format_bytes's unit (binary, rolling over at 1024) and
+/// its one decimal, or two or three where one would round the tick ("1.25 MiB", not "1.2 MiB").
+std::string byte_tick_label(int64_t bytes);
 
 /// Tick spacing of a count axis (trace entries) `n` long: the smallest of 1, 2, 5, 10, 20, 50,
 /// ... that gives at most `max_ticks` intervals.

@@ -73,7 +73,7 @@ void EntryChart::paintEvent(QPaintEvent*) {
   for (int64_t b = 0; b <= top; b += ystep) {
     const double y = r.bottom() - static_cast<double>(b) / static_cast<double>(top) * r.height();
     p.drawLine(QPointF(r.left() - 4, y), QPointF(r.left(), y));
-    p.drawText(QRectF(0, y - 8, kLeft - 6, 16), Qt::AlignRight | Qt::AlignVCenter, bytes(b));
+    p.drawText(QRectF(0, y - 8, kLeft - 6, 16), Qt::AlignRight | Qt::AlignVCenter, QString::fromStdString(byte_tick_label(b)));
   }
   const int64_t n = history_->size();
   const int64_t xstep = count_tick_step(n, 8);

@@ -218,8 +218,9 @@ std::optional<ViewRange> measured_extent(const std::map<int64_t, ViewRange>& ste
   return out;
 }
 
-std::string step_name(int64_t step, int64_t warmup_steps) {
+std::string step_name(int64_t step, int64_t warmup_steps, bool imported) {
   if (step >= 0) return "step " + std::to_string(step);
+  if (imported) return "outside any profiler step";
   if (warmup_steps > 0 && step >= -warmup_steps)
     return "warm-up " + std::to_string(step + warmup_steps + 1) + " of " + std::to_string(warmup_steps);
   return "warm-up (step " + std::to_string(step) + ")";

@@ -145,8 +145,10 @@ std::optional<ViewRange> measured_extent(const std::map<int64_t, ViewRange>& ste
 /// How a step is named in every view but the memory view: "step 3" for a measured step
 /// (step >= 0); "warm-up 1 of 2" for step -2 of a run with `warmup_steps` = 2 warm-up steps
 /// (steps -warmup_steps..-1 are warm-up 1..warmup_steps); "warm-up (step -3)" when
-/// `warmup_steps` does not cover the step (unknown count: pass 0).
-std::string step_name(int64_t step, int64_t warmup_steps);
+/// `warmup_steps` does not cover the step (unknown count: pass 0). An imported trace has no
+/// warm-up: with `imported`, a negative step (an op outside every ProfilerStep#N span) is
+/// "outside any profiler step" (engine runs keep their warm-up names).
+std::string step_name(int64_t step, int64_t warmup_steps, bool imported = false);
 
 /// Set-up waits: on each rank, the part of its communication ops that lies before every rank
 /// has started (the latest of the ranks' first op starts, "set-up end"). A rank that enters

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <iterator>
+#include <stdexcept>
+#include <string>
 
 #include "core/timeline_math.h"
 #include "embedscope/engine/sharding/sharding.h"  // format_bytes
@@ -10,7 +12,7 @@
 namespace embedscope::ui {
 
 namespace {
-const char* const kFigureNames[] = {"step time mean", "step time p50", "step time p99", "throughput (samples/s)",
+const char* const kFigureNames[] = {"step time mean", "step time p50", "step time p99", "throughput",
                                     "exposed communication (per rank)", "overlap %", "peak allocated (largest rank)",
                                     "peak reserved (largest rank)", "imbalance: ids looked up (max/mean)",
                                     "imbalance: lookup time (max/mean)"};
@@ -23,7 +25,7 @@ QString format_figure(CompareModel::Figure f, double v, bool signed_value) {
     case CompareModel::StepP50:
     case CompareModel::StepP99:
     case CompareModel::ExposedComm: return sign + QString::fromStdString(format_duration(static_cast<int64_t>(v)));
-    case CompareModel::Throughput: return sign + QString::number(v, 'f', 0);
+    case CompareModel::Throughput: return sign + QString::number(v, 'f', 0);  // the unit: data()
     // a difference of two percentages is in percentage points, not a percentage
     case CompareModel::Overlap: return sign + QString::number(v, 'f', 1) + (signed_value ? " points" : " %");
     case CompareModel::PeakAllocated:
@@ -37,8 +39,17 @@ QString format_figure(CompareModel::Figure f, double v, bool signed_value) {
 }
 }  // namespace
 
-CompareModel::CompareModel(std::vector<QString> labels, std::vector<sessions::RunStats> stats, QObject* parent)
-    : QAbstractTableModel(parent), labels_(std::move(labels)), stats_(std::move(stats)) {}
+CompareModel::CompareModel(std::vector<QString> labels, std::vector<sessions::RunStats> stats, std::vector<SessionThroughput> rates,
+                           QObject* parent)
+    : QAbstractTableModel(parent), labels_(std::move(labels)), stats_(std::move(stats)), rates_(std::move(rates)) {
+  if (rates_.empty())
+    for (const auto& s : stats_) rates_.push_back({s.samples_per_s, "samples"});
+  if (rates_.size() != stats_.size())
+    throw std::invalid_argument("CompareModel: " + std::to_string(rates_.size()) + " throughputs for " +
+                                std::to_string(stats_.size()) + " sessions");
+}
+
+double CompareModel::value_of(size_t i, Figure f) const { return f == Throughput ? rates_[i].per_s : value(stats_[i], f); }
 
 int CompareModel::columnCount(const QModelIndex& parent) const {
   return parent.isValid() || stats_.empty() ? 0 : static_cast<int>(2 * stats_.size());
@@ -71,17 +82,25 @@ QVariant CompareModel::data(const QModelIndex& index, int role) const {
   if (col == 0) return role == Qt::DisplayRole ? QVariant(kFigureNames[f]) : QVariant();
   if (role != Qt::DisplayRole && role != Qt::UserRole) return {};
   // a run without measured steps (e.g. out of memory in warmup) has no step figures, only memory
-  auto measured = [&](size_t i) { return stats_[i].steps > 0 || f == PeakAllocated || f == PeakReserved; };
+  // a trace has no throughput (no samples or tokens)
+  auto measured = [&](size_t i) {
+    return (stats_[i].steps > 0 && (f != Throughput || !rates_[i].unit.empty())) || f == PeakAllocated || f == PeakReserved;
+  };
+  auto unit = [&](size_t i) { return QString::fromStdString(rates_[i].unit) + "/s"; };
   if (static_cast<size_t>(col) <= n) {  // a session's value
-    if (!measured(static_cast<size_t>(col) - 1)) return role == Qt::DisplayRole ? QVariant("-") : QVariant();
-    const double v = value(stats_[static_cast<size_t>(col) - 1], f);
-    return role == Qt::UserRole ? QVariant(v) : QVariant(format_figure(f, v, false));
+    const size_t i = static_cast<size_t>(col) - 1;
+    if (!measured(i)) return role == Qt::DisplayRole ? QVariant("-") : QVariant();
+    const double v = value_of(i, f);
+    if (role == Qt::UserRole) return v;
+    return format_figure(f, v, false) + (f == Throughput ? " " + unit(i) : QString());
   }
   const size_t other = static_cast<size_t>(col) - n;  // 1..n-1: session `other` minus session 0
   if (!measured(0) || !measured(other)) return role == Qt::DisplayRole ? QVariant("-") : QVariant();
-  const double base = value(stats_[0], f), diff = value(stats_[other], f) - base;
+  if (f == Throughput && rates_[0].unit != rates_[other].unit)  // tokens against samples: no difference
+    return role == Qt::DisplayRole ? QVariant(QString("units differ (%1 vs %2)").arg(unit(other), unit(0))) : QVariant();
+  const double base = value_of(0, f), diff = value_of(other, f) - base;
   if (role == Qt::UserRole) return diff;
-  QString text = format_figure(f, diff, true);
+  QString text = format_figure(f, diff, true) + (f == Throughput ? " " + unit(0) : QString());
   if (f != Overlap && base != 0) text += QString(" (%1%2 %)").arg(diff > 0 ? "+" : "").arg(100 * diff / base, 0, 'f', 1);
   return text;
 }

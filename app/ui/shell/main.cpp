@@ -12,6 +12,7 @@
 
 #include <QApplication>
 #include <QDir>
+#include <QLayout>
 #include <QFile>
 #include <QFileInfo>
 #include <QTabWidget>
@@ -82,12 +83,17 @@ int report(embedscope::ui::MainWindow& w, const QString& session, const QString&
     }
     for (const QString& e : embedscope::ui::analysis_errors(views->widget(i)))
       if (!errors.contains(e)) errors << e;
-    // every row of the scrolling panes (critical path, sharding plan, many ranks) on the image
+    // every row of the scrolling panes (critical path, sharding plan, many ranks) on the image,
+    // up to kReportMaxRows a pane; a pane held there is said on the image (its first rows shown)
     w.resize(1600, 900);
-    if (const int cut = embedscope::ui::show_every_row(&w, views->widget(i)); cut > 0)
-      std::fprintf(stderr, "warning: %s: %d px of rows did not fit on the image\n", qPrintable(views->tabText(i)), cut);
+    embedscope::ui::show_every_row(&w, views->widget(i));
+    const QString note = embedscope::ui::cut_note(embedscope::ui::cut_panes(views->widget(i)));
+    if (!note.isEmpty()) std::fprintf(stderr, "note: %s: %s\n", qPrintable(views->tabText(i)), qPrintable(note));
     const QString name = views->tabText(i).toLower() + ".png";
-    if (!w.grab().save(dir + "/" + name)) return fail(dir + "/" + name + ": cannot write");
+    if (!embedscope::ui::with_cut_note(w.grab().toImage(), note).save(dir + "/" + name)) return fail(dir + "/" + name + ": cannot write");
+    embedscope::ui::release_held_panes(views->widget(i));
+    for (auto* l : w.findChildren<QLayout*>()) l->invalidate();  // the held heights out of every cached minimum
+    w.setMinimumSize(0, 0);
     body += QString("<h2>%1</h2>\n<img src=\"%2\" alt=\"%1\">\n").arg(views->tabText(i), name);
   }
   QFile html(dir + "/index.html");

@@ -1,17 +1,63 @@
 #pragma once
 // The report (embedscope-ui --report) renders each view as one image; panes that scroll in the
 // window (the critical path, the sharding plan, the timeline of many ranks) would be cut at
-// their viewport. show_every_row makes the window tall enough that none of them scrolls.
+// their viewport. show_every_row makes the window tall enough that none of them scrolls, but a
+// pane of more than kReportMaxRows rows (the ranks of a 1,024-rank session) shows its first
+// kReportMaxRows, and the image says which rows it shows (cut_panes, with_cut_note): the
+// 1,024-rank report drew 1600 x 30000 px images, cut at 30000 px without a word, before.
+
+#include <QImage>
+#include <QString>
+
+#include <vector>
 
 class QWidget;
 
 namespace embedscope::ui {
 
+/// The most rows a table of a report image shows (every rank of a 64-rank session); the
+/// timeline, whose rows are lanes, shows twice as many (64 ranks of 2 lanes). A longer pane shows
+/// its first rows.
+inline constexpr int kReportMaxRows = 64;
+/// The tallest report image, px, whatever the panes: a bound of last resort.
+inline constexpr int kReportMaxHeight = 30000;
+
 /// Grows `window` (keeping its width) until no visible scroll area inside `view` (item views,
 /// the timeline's scroll area) has anything left to scroll vertically, or the window is
-/// `max_height` px tall. Item views are switched to per-pixel scrolling so that their
-/// scroll bar counts pixels. Returns the remaining vertical overflow in px summed over the
-/// scroll areas (0: every row is on the image). Cost: a few layout passes.
-int show_every_row(QWidget* window, QWidget* view, int max_height = 30000);
+/// `max_height` px tall. A scroll area of more than `max_rows` rows (an item view's model rows;
+/// the timeline's rows: 2 x max_rows) is first held to the height of its first rows and left out
+/// of the growing (cut_panes names it; release_held_panes lets it go before the next view). Item views are switched to per-pixel scrolling so that
+/// their scroll bar counts pixels. Returns the remaining vertical overflow in px summed over the
+/// scroll areas not held (0: every row but those of held panes is on the image). Cost: a few
+/// layout passes.
+int show_every_row(QWidget* window, QWidget* view, int max_height = kReportMaxHeight, int max_rows = kReportMaxRows);
+
+/// Lets the panes show_every_row held under `view` take any height again (else their minimum
+/// heights would hold the window tall for the next view).
+void release_held_panes(QWidget* view);
+
+/// A pane of `view` whose rows did not all fit on the image (scrolled to its top): what it is
+/// ("timeline", or a table named by its first column headers: "table rank, compute, comm"), the
+/// rows shown whole from the top and its rows in all (an item view's model rows; the timeline's
+/// rows); rows 0 and 0 where they cannot be counted (then px counts are said).
+struct CutPane {
+  QString name;
+  int shown_rows = 0, total_rows = 0;
+  int shown_px = 0, total_px = 0;
+};
+
+/// The visible scroll areas under `view` with something left to scroll vertically, in the order
+/// found. Empty when every row is on the image.
+std::vector<CutPane> cut_panes(QWidget* view);
+
+/// The sentence a cut image carries on its top: "Rows left out of this image (a pane of the
+/// report shows at most 64 rows, the timeline 128): timeline: rows 1-128 of 2,048 shown; table
+/// rank, compute, comm: rows 1-64 of 1,024 shown. Every row: open the session in embedscope-ui, or
+/// `embedscope stats`." "" for no panes.
+QString cut_note(const std::vector<CutPane>& panes);
+
+/// `image` with `note` word-wrapped on a light yellow strip added above it (the view is not
+/// covered); `image` itself when `note` is empty.
+QImage with_cut_note(const QImage& image, const QString& note);
 
 }  // namespace embedscope::ui

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "charts/colors.h"
+#include "core/lane_labels.h"
 #include "embedscope/engine/sharding/sharding.h"  // format_bytes
 #include "embedscope/sessions/model/did_not_end.h"
 #include "embedscope/sessions/model/metadata_keys.h"
@@ -107,6 +108,7 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
     // host spans (sessions/analysis: analyze, RunStats::stream_ranks)
     if (!stream_ranks.count(l.rank) || l.kind == "stream") compute[l.rank].push_back(std::move(busy));
   };
+  std::vector<LaneLabelInput> label_rows;  // rows_ in order
   for (const auto& l : session_->lanes()) {
     const QString lane = QString::fromStdString(l.name);
     auto lane_ops = session_->lane_ops(l.rank, l.lane);
@@ -115,8 +117,16 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
     // spans that partially overlap another of the lane (imported traces) go on an overflow row
     auto overflow = take_partial_overlaps(lane_ops);
     add_row(l, lane, std::move(lane_ops));
-    if (!overflow.empty()) add_row(l, lane + " (overlapping)", std::move(overflow));
+    label_rows.push_back({l.rank, l.name, false});
+    if (!overflow.empty()) {
+      add_row(l, lane + " (overlapping)", std::move(overflow));
+      label_rows.push_back({l.rank, l.name, true});
+    }
   }
+  // short labels that tell the rows apart (an import's "annot. stream 7" / "annot. stream 40");
+  // the whole name on hover
+  const std::vector<std::string> labels = lane_labels(label_rows);
+  for (size_t i = 0; i < rows_.size(); ++i) rows_[i].label = QString::fromStdString(labels[i]);
   const auto steps = session_->steps();
   for (const auto& st : steps) {
     begin = std::min(begin, st.start_ns);
@@ -133,6 +143,7 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
   // for a slower rank's set-up), drawn as set-up, not as exposed communication
   setup_ = setup_waits(first_start, comm);
   if (!steps_.empty() && steps_.begin()->first < 0) warmup_steps_ = -steps_.begin()->first;
+  imported_ = session_->meta(sessions::meta::kImported) == "1";  // no warm-up: ops outside the profiler steps
   // a hung run: the collective that timed out, as the end message names it
   if (session_->status() == "hang")
     if (const auto site = parse_hang_message(session_->meta(sessions::meta::kEndMessage))) {
@@ -200,12 +211,10 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
   for (size_t i = 0; i < rows_.size(); ++i) {
     const int y = row_y(i);
     p.setPen(text);
-    // a long lane name (an imported trace's "stream 7 (cuda:1 Tesla V100-SXM2-16GB)") loses its
-    // bracket first, then is elided; hovering shows it whole
-    QString label = rows_[i].label;
-    if (p.fontMetrics().horizontalAdvance(label) > kGutter - 8 && label.indexOf(" (") > 0) label = label.left(label.indexOf(" ("));
+    // the row's short unique label (lane_labels), elided in the middle where too long: its start
+    // (the rank) and its distinguishing end stay; hovering shows the lane's whole name
     p.drawText(QRect(4, y, kGutter - 8, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft,
-               p.fontMetrics().elidedText(label, Qt::ElideRight, kGutter - 8));
+               p.fontMetrics().elidedText(rows_[i].label, Qt::ElideMiddle, kGutter - 8));
     const auto& compute = compute_[rows_[i].rank];
     for (const LaneBox& b : fold_lane(rows_[i].ops, rows_[i].index, scale_)) {
       const QRectF r(kGutter + b.x0, y + 3, std::max(1.0, b.x1 - b.x0), kRowHeight - 6);
@@ -383,6 +392,12 @@ void TimelineWidget::select(std::optional<OpRef> r, bool centre) {
   emit selection_changed();
 }
 
+QString TimelineWidget::row_tooltip(size_t row) const {
+  const Row& r = rows_[row];
+  const QString full = QString("rank %1 %2").arg(r.rank).arg(r.lane_name);
+  return full == r.label ? full : r.label + "\n" + full;
+}
+
 QString TimelineWidget::details(OpRef r) const {
   const auto& o = op(r);
   const auto& row = rows_[r.row];
@@ -391,7 +406,7 @@ QString TimelineWidget::details(OpRef r) const {
                      .arg(o.rank)
                      .arg(row.lane_name.toHtmlEscaped())
                      .arg(sessions::to_string(o.category))
-                     .arg(QString::fromStdString(step_name(o.step, warmup_steps_)))
+                     .arg(QString::fromStdString(step_name(o.step, warmup_steps_, imported_)))
                      .arg(QString::fromStdString(format_duration(o.start_ns)))
                      .arg(QString::fromStdString(format_duration(o.end_ns - o.start_ns)));
   if (o.bytes) html += QString("<br>%1 (%2 bytes)").arg(QString::fromStdString(sessions::format_bytes(o.bytes))).arg(o.bytes);
@@ -546,7 +561,7 @@ void TimelineWidget::mouseMoveEvent(QMouseEvent* e) {
   if (e->position().x() < kGutter && e->position().y() >= kAxis) {  // the row's whole name
     const auto row = static_cast<size_t>((e->position().y() - kAxis) / kRowHeight);
     if (row < rows_.size()) {
-      QToolTip::showText(e->globalPosition().toPoint(), rows_[row].label, this);
+      QToolTip::showText(e->globalPosition().toPoint(), row_tooltip(row), this);
       return;
     }
   }
@@ -578,7 +593,7 @@ QString TimelineWidget::op_tooltip(OpRef r) const {
                     .arg(QString::fromStdString(format_duration(o.start_ns)))
                     .arg(unfinished ? QString("did not end (the profiler never saw it end: no duration, counted as no time)")
                                     : "duration " + QString::fromStdString(format_duration(o.end_ns - o.start_ns)));
-  tip += "\n" + QString::fromStdString(step_name(o.step, warmup_steps_));
+  tip += "\n" + QString::fromStdString(step_name(o.step, warmup_steps_, imported_));
   if (o.bytes) tip += QString("\n%1 bytes, sequence %2").arg(o.bytes).arg(o.correlation);
   if (const int64_t wait = setup_wait_ns(r); wait > 0)
     tip += QString("\nset-up wait %1 (not exposed communication)").arg(QString::fromStdString(format_duration(wait)));

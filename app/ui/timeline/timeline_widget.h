@@ -34,13 +34,17 @@ class TimelineWidget : public QWidget {
   explicit TimelineWidget(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent = nullptr);
   TimeScale& scale() { return scale_; }
   /// Geometry: the first pixel column of the time area and the y of a row.
-  static constexpr int kGutter = 120;
+  static constexpr int kGutter = 190;  // "rank 0 annot. stream 40", "rank 1 python3.8 2568503" whole
   static constexpr int kAxis = 24;
   static constexpr int kRowHeight = 22;
   int row_y(size_t row) const { return kAxis + static_cast<int>(row) * kRowHeight; }
   size_t rows() const { return rows_.size(); }
-  /// A row's label ("rank 0 compute"; an overflow row: "rank 0 trainer (overlapping)").
+  /// A row's label ("rank 0 compute"; an overflow row: "rank 0 trainer (overlap)"; an
+  /// import's "rank 0 annot. stream 7"): short and unique in the session (core/lane_labels.h).
   QString row_label(size_t row) const { return rows_[row].label; }
+  /// The hover text of a row's label: the label and, where it is shorter, the lane's whole name
+  /// ("rank 0 stream 7 (cuda:0 NVIDIA A100-PG509-200)").
+  QString row_tooltip(size_t row) const;
   /// The time axis labels t - origin (ns): a comparison aligns sessions on a step this way.
   void set_time_origin(int64_t origin_ns) { origin_ns_ = origin_ns; update(); }
 
@@ -154,6 +158,7 @@ class TimelineWidget : public QWidget {
   std::map<int32_t, std::vector<sessions::Interval>> compute_;  // per rank: merged compute time
   std::map<int32_t, std::vector<ViewRange>> setup_;  // per rank: set-up waits
   int64_t warmup_steps_ = 0;
+  bool imported_ = false;  // an imported trace: ops before the first profiler step are no warm-up
   std::optional<OpRef> hung_;
   std::vector<RebalanceMark> marks_;
   std::vector<int64_t> step_starts_;

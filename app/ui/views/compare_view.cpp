@@ -54,16 +54,21 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
   pages_->addTab(figures_, "Figures");
   std::vector<std::string> paths;
   for (const auto& s : sessions) paths.push_back(s.session->path());
-  job_->start<std::vector<sessions::RunStats>>(
+  using Figures = std::pair<std::vector<sessions::RunStats>, std::vector<SessionThroughput>>;
+  job_->start<Figures>(
       [paths] {
-        std::vector<sessions::RunStats> stats;
-        for (const auto& p : paths) stats.push_back(sessions::analyze(sessions::SessionReader(p)));
-        return stats;
+        Figures f;  // each session's figures and its throughput in its own unit (samples, tokens)
+        for (const auto& p : paths) {
+          const sessions::SessionReader reader(p);
+          f.first.push_back(sessions::analyze(reader));
+          f.second.push_back(throughput_of(reader, f.first.back()));
+        }
+        return f;
       },
-      [this](std::vector<sessions::RunStats>& stats) {
+      [this](Figures& f) {
         delete status_;
         status_ = nullptr;
-        show_figures(std::move(stats));
+        show_figures(std::move(f.first), std::move(f.second));
       },
       [this](const QString& error) { status_->setText(error); });
 
@@ -98,7 +103,7 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
   pages_->addTab(memory_, "Memory");
 }
 
-void CompareView::show_figures(std::vector<sessions::RunStats> stats) {
+void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vector<SessionThroughput> rates) {
   std::vector<QString> labels;
   for (const auto& s : sessions_) labels.push_back(s.label);
   auto* figures = figures_;
@@ -127,7 +132,7 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats) {
   head_label->setWordWrap(true);
   head_label->setTextInteractionFlags(Qt::TextSelectableByMouse);
   fl->addWidget(head_label);
-  model_ = new CompareModel(labels, stats, this);
+  model_ = new CompareModel(labels, stats, std::move(rates), this);
   auto* table = new QTableView(figures);
   table->setModel(model_);
   table->verticalHeader()->hide();
@@ -177,8 +182,8 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats) {
   step_plot_->rescaleAxes();
   step_plot_->xAxis->setRange(step_plot_->xAxis->range().lower - 0.5, step_plot_->xAxis->range().upper + 0.5);
   step_plot_->yAxis->setRange(0, step_plot_->yAxis->range().upper * 1.4);  // room for the legend
-  exposed_plot_->xAxis->setLabel("rank");
-  exposed_plot_->yAxis->setLabel("exposed communication (ms, all steps)");
+  exposed_plot_->xAxis->setLabel("rank (exposed communication, all steps summed)");
+  exposed_plot_->yAxis->setLabel("exposed comm (ms)");  // short: a short plot cut the long title (tester35 D7)
   exposed_plot_->xAxis->setTicker(integer_ticker());
   exposed_plot_->rescaleAxes();
   exposed_plot_->xAxis->setRange(-0.6, max_ranks - 0.4);

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/throughput.h"
+
 #include "models/compare_model.h"
 #include "models/labelled_session.h"
 #include "timeline/timeline_stack.h"
@@ -42,7 +44,7 @@ class CompareView : public QWidget {
   QCustomPlot* exposed_plot() { return exposed_plot_; }
 
  private:
-  void show_figures(std::vector<sessions::RunStats> stats);
+  void show_figures(std::vector<sessions::RunStats> stats, std::vector<SessionThroughput> rates);
 
   QTabWidget* pages_;
   std::vector<LabelledSession> sessions_;

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/rebalance_marks.h"
+#include "core/throughput.h"
 #include "core/timeline_math.h"
 #include "jobs/analysis_job.h"
 #include "embedscope/sessions/analysis/analysis.h"
@@ -143,17 +144,6 @@ QString import_problems_text(const sessions::SessionReader& s) {
   return t;
 }
 
-// The session's lm_embedding workload (workload_json with "model": "lm_embedding"), or none.
-std::optional<engine::LmWorkloadSpec> lm_workload_of(const sessions::SessionReader& s) {
-  const auto wj = nlohmann::json::parse(s.meta(sessions::meta::kWorkloadJson, ""), nullptr, false);
-  if (!wj.is_object() || !engine::is_lm_workload(wj)) return std::nullopt;
-  try {
-    return engine::parse_lm_workload(wj, "workload_json");
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
-
 // "<br>hot rows (replicated on every rank, trained data-parallel): t_c 4 rows, 11.3 ids a step
 // kept off the input all-to-all, 208 B all-reduced a step" from table_storage_json, as `stats`
 // prints them (tester35 D11); "" without hot rows. The ids are "-" where not measured (simulated).
@@ -207,6 +197,7 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   const auto& st = model->stats();
   const QString origin = import_origin(s);
   const std::optional<engine::LmWorkloadSpec> lm = lm_workload_of(s);
+  const SessionThroughput rate = throughput_of(s, st);
   QString text = origin.isEmpty()
                      ? QString("<b>%1</b> on %2, %3, %4 &nbsp; <b>%5</b>%6<br>")
                            .arg(QString::fromStdString(s.meta(sessions::meta::kWorkloadName)))
@@ -249,13 +240,8 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                 .arg(QString::fromStdString(format_duration(static_cast<int64_t>(st.step_time_ns.mean))))
                 .arg(QString::fromStdString(format_duration(st.step_time_ns.p50)))
                 .arg(QString::fromStdString(format_duration(st.step_time_ns.p99)))
-                .arg(lm ? QString("%1 tokens/s")  // a step's tokens (stats: step_size)
-                                .arg(st.step_time_ns.mean > 0
-                                         ? static_cast<double>(lm->tokens_per_step()) / (st.step_time_ns.mean * 1e-9)
-                                         : 0.0,
-                                     0, 'f', 0)
-                        : origin.isEmpty() ? QString("%1 samples/s").arg(st.samples_per_s, 0, 'f', 0)
-                                           : QString("a trace has no samples"))
+                .arg(rate.unit.empty() ? QString("a trace has no samples")  // tokens for an LM run (stats: step_size)
+                                       : QString("%1 %2/s").arg(rate.per_s, 0, 'f', 0).arg(QString::fromStdString(rate.unit)))
                 .arg(st.overlap_pct, 0, 'f', 1)
                 .arg(QString::fromStdString(format_duration(st.exposed_comm_ns)))
                 .arg(st.lookups_max_over_mean, 0, 'f', 2)

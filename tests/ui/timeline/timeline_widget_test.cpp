@@ -244,7 +244,7 @@ TEST(TimelineWidget, PartiallyOverlappingSpansGetAnOverflowRow) {
   TimelineWidget tw(session);
   ASSERT_EQ(tw.rows(), 2u);
   EXPECT_EQ(tw.row_label(0).toStdString(), "rank 0 trainer");
-  EXPECT_EQ(tw.row_label(1).toStdString(), "rank 0 trainer (overlapping)");
+  EXPECT_EQ(tw.row_label(1).toStdString(), "rank 0 trainer (overlap)");  // the lane name in the tooltip: "trainer (overlapping)"
   auto starts = [&](size_t row) {
     std::vector<int64_t> v;
     for (const auto& o : tw.row_ops(row)) v.push_back(o.start_ns);

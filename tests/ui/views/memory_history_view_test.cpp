@@ -41,9 +41,9 @@ std::shared_ptr<const sessions::SessionReader> imported(const std::string& fixtu
 }  // namespace
 
 TEST(BlockMap, ByteScaleStepsAndLegend) {
-  EXPECT_EQ(byte_tick_step(40 * MiB), 10 * MiB);  // 4 intervals; 5 MiB would be 8
-  EXPECT_EQ(byte_tick_step(1000), 200);
-  EXPECT_EQ(byte_tick_step(2 * MiB), 500 * 1024);
+  EXPECT_EQ(byte_tick_step(40 * MiB), 8 * MiB);  // 5 intervals; 4 MiB would be 10 (binary steps)
+  EXPECT_EQ(byte_tick_step(1000), 256);
+  EXPECT_EQ(byte_tick_step(2 * MiB), 512 * 1024);
   EXPECT_EQ(byte_tick_step(0), 1);
   BlockMap m;
   m.set_blocks({{0, 4096, 0, 1024, 1000, true, "weights"}, {0, 4096, 1024, 2048, 2000, true, "kjt"},

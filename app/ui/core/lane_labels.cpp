@@ -1,0 +1,56 @@
+#include "core/lane_labels.h"
+
+#include <map>
+
+namespace embedscope::ui {
+
+namespace {
+// The text inside the innermost bracket at the end of `s` ("a (b (c))" -> "c"), or "".
+std::string innermost(const std::string& s) {
+  const size_t open = s.rfind('(');
+  if (open == std::string::npos) return "";
+  const size_t close = s.find(')', open);
+  return close == std::string::npos ? "" : s.substr(open + 1, close - open - 1);
+}
+
+// "thread 2910249 (...)" -> "2910249"; "" when `lane` is no thread lane.
+std::string thread_id(const std::string& lane) {
+  if (lane.rfind("thread ", 0) != 0) return "";
+  const size_t end = lane.find(' ', 7);
+  return lane.substr(7, end == std::string::npos ? std::string::npos : end - 7);
+}
+
+std::string before_bracket(const std::string& s) {
+  const size_t b = s.find(" (");
+  return b == std::string::npos ? s : s.substr(0, b);
+}
+}  // namespace
+
+std::string short_lane_name(const std::string& lane) {
+  if (lane.rfind("thread ", 0) == 0)
+    if (std::string name = innermost(lane); !name.empty()) return name;
+  std::string out = before_bracket(lane);
+  if (out.rfind("annotations of ", 0) == 0) out = "annot. " + out.substr(15);
+  return out;
+}
+
+std::vector<std::string> lane_labels(const std::vector<LaneLabelInput>& rows) {
+  auto label = [](const LaneLabelInput& r, const std::string& name) {
+    return "rank " + std::to_string(r.rank) + " " + name + (r.overlapping ? " (overlap)" : "");
+  };
+  std::vector<std::string> out;
+  std::map<std::string, int> count;
+  for (const auto& r : rows) count[out.emplace_back(label(r, short_lane_name(r.lane)))]++;
+  for (size_t i = 0; i < rows.size(); ++i) {  // alike: say more
+    if (count[out[i]] < 2) continue;
+    const std::string id = thread_id(rows[i].lane);
+    out[i] = label(rows[i], id.empty() ? rows[i].lane : short_lane_name(rows[i].lane) + " " + id);
+  }
+  std::map<std::string, int> again, seen;
+  for (const auto& l : out) again[l]++;
+  for (auto& l : out)
+    if (again[l] > 1) l += " #" + std::to_string(++seen[l]);
+  return out;
+}
+
+}  // namespace embedscope::ui

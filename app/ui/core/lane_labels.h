@@ -1,0 +1,38 @@
+#pragma once
+// The timeline's row labels, without Qt: short enough for the label gutter and unique within a
+// session (tester34 D23: on an imported Kineto trace two rows read "rank 0 annotatio...", three
+// "rank 0 thread ...", and an overflow row repeated its lane's label). The widget elides a label
+// in the middle, keeping its distinguishing end, and shows the lane's whole name on hover.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace embedscope::ui {
+
+/// A timeline row to label: its rank, the lane's name as the session stores it, and whether it
+/// is the overflow row of the lane's partially overlapping spans.
+struct LaneLabelInput {
+  int32_t rank = 0;
+  std::string lane;
+  bool overlapping = false;
+};
+
+/// The short name of a lane (no rank), the part that tells lanes apart:
+///   "stream 7 (cuda:0 NVIDIA A100-PG509-200)"            -> "stream 7"
+///   "annotations of stream 40 (device 0)"                -> "annot. stream 40"
+///   "thread 2910249 (thread 2910249 (pt_main_thread))"   -> "pt_main_thread" (the thread's name)
+///   "thread 30156 (test_matmul)"                         -> "test_matmul"
+///   "thread -549452224 (pid 2910249)"                    -> "pid 2910249"
+///   "compute" (an engine run's lane)                     -> "compute"
+/// Anything else loses its first " (...)" and what follows it.
+std::string short_lane_name(const std::string& lane);
+
+/// One label per row, in order: "rank R <short_lane_name>", plus " (overlap)" on an overflow
+/// row. Where two rows' labels would be the same, each of them says more: a thread lane its id
+/// after its name ("rank 1 python3.8 2568503"), any other lane its whole name; rows still alike
+/// (two lanes of the same name) end in " #L", L counting them from 1 in row order. Cost:
+/// O(rows log rows).
+std::vector<std::string> lane_labels(const std::vector<LaneLabelInput>& rows);
+
+}  // namespace embedscope::ui

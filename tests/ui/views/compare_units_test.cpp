@@ -1,0 +1,91 @@
+// Compare's throughput row in each session's own unit (tester35 D7): samples/s for a DLRM run,
+// tokens/s for an lm_embedding run, none for an imported trace, and no difference or ratio
+// between two sessions whose units differ.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <QAbstractItemModelTester>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include "core/throughput.h"
+#include "embedscope/engine/workload/lm_spec.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "jobs/analysis_job.h"
+#include "models/compare_model.h"
+#include "views/compare_view.h"
+#include "ui/support/ui_fixtures.h"
+
+using namespace embedscope;
+using namespace embedscope::ui;
+using namespace embedscope::ui::fixtures;
+
+namespace {
+// 2 ranks of an lm_embedding run (vocab_parallel, micro batch 2 x 8 tokens: 16 tokens a step),
+// one step of `step_ns` each; or, with `imported`, the same rows marked as an imported trace.
+std::string cmp_units_session(const std::string& name, int64_t step_ns, bool lm, bool imported = false) {
+  const auto path = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  engine::LmWorkloadSpec spec;
+  spec.name = name;
+  spec.vocab_size = 48;
+  spec.hidden_size = 8;
+  spec.sequence_length = 8;
+  spec.micro_batch_size = 2;
+  spec.world_size = 2;
+  sessions::SessionWriter w(path.string());
+  w.set_metadata(sessions::meta::kWorkloadName, name);
+  w.set_metadata(sessions::meta::kBackend, "cpu");
+  w.set_metadata("samples_per_step", "2");  // what the run wrote: sequences, not tokens
+  if (lm) w.set_metadata(sessions::meta::kWorkloadJson, engine::to_json(spec).dump());
+  if (imported) w.set_metadata(sessions::meta::kImported, "1");
+  for (int r = 0; r < 2; ++r) {
+    w.add_lane({r, 0, "compute", "thread"});
+    w.add_step({0, r, 0, step_ns, 0.0, 0, 0});
+  }
+  w.close("complete");
+  return path.string();
+}
+}  // namespace
+
+TEST(CompareUnits, ThroughputOfEachSessionInItsOwnUnit) {
+  auto dlrm = open_reader(step_session("es_cmpu_dlrm", 0, {1'000'000, 1'000'000}));  // 8 samples / 1 ms
+  auto lm = open_reader(cmp_units_session("es_cmpu_lm", 4'000'000, true));          // 16 tokens / 4 ms
+  auto trace = open_reader(cmp_units_session("es_cmpu_trace", 4'000'000, false, true));
+  const sessions::RunStats a = sessions::analyze(*dlrm), b = sessions::analyze(*lm), c = sessions::analyze(*trace);
+  EXPECT_EQ(throughput_of(*dlrm, a).unit, "samples");
+  EXPECT_DOUBLE_EQ(throughput_of(*dlrm, a).per_s, 8000);
+  EXPECT_EQ(throughput_of(*lm, b).unit, "tokens");
+  EXPECT_DOUBLE_EQ(throughput_of(*lm, b).per_s, 4000);  // not samples_per_s (2 / 4 ms = 500)
+  EXPECT_EQ(throughput_of(*trace, c).unit, "");
+
+  CompareModel m({"A", "B", "C"}, {a, b, c}, {throughput_of(*dlrm, a), throughput_of(*lm, b), throughput_of(*trace, c)});
+  QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  auto text = [&](int col) { return m.data(m.index(CompareModel::Throughput, col)).toString(); };
+  EXPECT_EQ(m.data(m.index(CompareModel::Throughput, 0)).toString(), "throughput");
+  EXPECT_EQ(text(1), "8000 samples/s");
+  EXPECT_EQ(text(2), "4000 tokens/s");
+  EXPECT_EQ(text(3), "-");  // a trace has no samples
+  EXPECT_FALSE(m.data(m.index(CompareModel::Throughput, 3), Qt::UserRole).isValid());
+  EXPECT_EQ(text(4), "units differ (tokens/s vs samples/s)");  // B - A: no ratio of tokens to samples
+  EXPECT_FALSE(m.data(m.index(CompareModel::Throughput, 4), Qt::UserRole).isValid());
+  EXPECT_EQ(text(5), "-");
+  EXPECT_DOUBLE_EQ(m.data(m.index(CompareModel::Throughput, 2), Qt::UserRole).toDouble(), 4000);
+  EXPECT_THROW(CompareModel({"A"}, {a}, {throughput_of(*dlrm, a), throughput_of(*lm, b)}), std::invalid_argument);
+}
+
+TEST(CompareUnits, TwoLmSessionsCompareInTokensThroughTheView) {
+  auto fast = open_reader(cmp_units_session("es_cmpu_lm4", 4'000'000, true));  // 4,000 tokens/s
+  auto slow = open_reader(cmp_units_session("es_cmpu_lm8", 8'000'000, true));  // 2,000 tokens/s
+  CompareView view({{"A", fast}, {"B", slow}});
+  ASSERT_TRUE(wait_for_analyses(&view));
+  ASSERT_NE(view.model(), nullptr);
+  const auto* m = view.model();
+  EXPECT_EQ(m->data(m->index(CompareModel::Throughput, 1)).toString(), "4000 tokens/s");
+  EXPECT_EQ(m->data(m->index(CompareModel::Throughput, 2)).toString(), "2000 tokens/s");
+  EXPECT_EQ(m->data(m->index(CompareModel::Throughput, 3)).toString(), "-2000 tokens/s (-50.0 %)");
+  EXPECT_DOUBLE_EQ(m->data(m->index(CompareModel::Throughput, 3), Qt::UserRole).toDouble(), -2000);
+}
