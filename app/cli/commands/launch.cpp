@@ -1,8 +1,10 @@
 // `embedscope launch -n N [--align none|collectives] [--kill-after S] [--hosts-file F] run RUN-ARGS...`:
 // one rank per process on this machine. Makes a private rendezvous directory (a gloo FileStore,
 // removed at the end) and a fresh run id, starts N processes of this executable as
-// `run RUN-ARGS --rank R --world-size N --rendezvous file://DIR --run-id ID -o STEM.rank{rank}.db
-// --json` (with --hosts-file, also `--host ADDRESS --local-world-size SLOTS`: loopback hosts
+// `run RUN-ARGS --rank R --world-size N --rendezvous file://DIR --run-id ID -o PATTERN --json`
+// (PATTERN: the run's -o when it holds "{rank}", the merged session then being that name without
+// ".rank{rank}" (merged_output, as mpirun's rank 0 does); else STEM.rank{rank}.db for -o STEM.db;
+// with --hosts-file, also `--host ADDRESS --local-world-size SLOTS`: loopback hosts
 // playing nodes, exec/launch/hosts_file.h), each in a process group of its own, streams their
 // stderr prefixed "[rank R] ", forwards Ctrl-C (SIGINT), SIGTERM and SIGUSR1 (the flight
 // recorder dump) to every child, and, when a child dies of a signal, writes its
@@ -42,6 +44,7 @@
 #include "embedscope/sessions/store/session.h"
 #include "output/output.h"
 #include "output/rebalance_text.h"
+#include "run_process.h"
 #include "workload_args.h"
 
 namespace embedscope::cli {
@@ -92,6 +95,7 @@ std::string how_ended(const Child& c) {
 struct ChildArgs {
   std::vector<std::string> args;  // after "run", without -o / --json
   std::string output;             // the merged session
+  std::string pattern;            // the rank sessions' -o, with {rank}
   bool overwrite = false, json = false;
 };
 
@@ -118,6 +122,14 @@ ChildArgs split_run_args(const std::vector<std::string>& rest) {
     }
   }
   if (c.output.empty()) c.output = default_session_name();
+  if (c.output.find("{rank}") != std::string::npos) {  // a rank pattern, as mpirun and by-hand ranks take it
+    c.pattern = c.output;
+    c.output = merged_output(c.pattern);
+  } else {
+    std::string stem = c.output;
+    if (stem.size() > 3 && stem.compare(stem.size() - 3, 3, ".db") == 0) stem.resize(stem.size() - 3);
+    c.pattern = stem + ".rank{rank}.db";
+  }
   return c;
 }
 
@@ -195,8 +207,6 @@ int cmd_launch(const LaunchState& s) {
   if (fs::exists(ca.output) && !ca.overwrite)
     throw es::SpecError(fmt::format("{}: already exists; choose another name (-o) or allow overwriting it "
                                     "(--force-overwrite)", ca.output));
-  std::string stem = ca.output;
-  if (stem.size() > 3 && stem.compare(stem.size() - 3, 3, ".db") == 0) stem.resize(stem.size() - 3);
   char tmpl[] = "/tmp/embedscope-launch-XXXXXX";
   const char* tmpdir_env = std::getenv("TMPDIR");
   std::string pattern = (tmpdir_env && *tmpdir_env ? std::string(tmpdir_env) : std::string("/tmp")) +
@@ -232,12 +242,12 @@ int cmd_launch(const LaunchState& s) {
   for (int r = 0; r < s.n; ++r) {
     Child& c = kids[static_cast<size_t>(r)];
     c.rank = r;
-    c.session = fmt::format("{}.rank{}.db", stem, r);
+    c.session = rank_session(ca.pattern, r);
     std::vector<std::string> args{"run"};
     args.insert(args.end(), ca.args.begin(), ca.args.end());
     for (const std::string& a : {std::string("--rank"), std::to_string(r), std::string("--world-size"), std::to_string(s.n),
                                  std::string("--rendezvous"), "file://" + dir, std::string("--run-id"), run_id,
-                                 std::string("-o"), stem + ".rank{rank}.db", std::string("--json")})
+                                 std::string("-o"), ca.pattern, std::string("--json")})
       args.push_back(a);
     if (hosts) {  // this rank's "host" and the hosts as nodes
       args.insert(args.end(), {"--host", hosts->host_of_rank[static_cast<size_t>(r)]});

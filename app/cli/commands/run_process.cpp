@@ -110,10 +110,14 @@ std::string rank_output(std::string output, ProcessArgs& p) {
                                       "run.rank{{rank}}.db", output));
     return p.session = output;
   }
-  std::string out = output;
+  return p.session = rank_session(output, p.rank);
+}
+
+std::string rank_session(const std::string& pattern, int rank) {
+  std::string out = pattern;
   for (auto pos = out.find("{rank}"); pos != std::string::npos; pos = out.find("{rank}"))
-    out.replace(pos, 6, std::to_string(p.rank));
-  return p.session = out;
+    out.replace(pos, 6, std::to_string(rank));
+  return out;
 }
 
 std::string merged_output(const std::string& pattern) {
