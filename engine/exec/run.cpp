@@ -25,6 +25,7 @@
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/model/low_rank.h"
 #include "exec/executor.h"
+#include "exec/launch/handshake.h"
 #include "threaded/rank.h"
 
 namespace embedscope::engine {
@@ -270,7 +271,13 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
         process_rank >= 0 ? "it needs" : "they need", format_bytes(need), format_bytes(host)));
 
   auto executor = exec::make_executor(spec, result.plan, options);
-  executor->prepare();  // devices and communicators, before the session file exists
+  try {
+    executor->prepare();  // devices and communicators, before the session file exists
+  } catch (const launch::RendezvousCancelled& e) {  // Ctrl-C / SIGTERM while waiting for the other ranks
+    result.ended = RunEnd::cancelled;
+    result.error = e.what();
+    return result;  // no session: nothing ran
+  }
   std::unique_ptr<sessions::SessionWriter> session;
   if (!options.session_path.empty()) {
     session = std::make_unique<sessions::SessionWriter>(options.session_path, options.session_overwrite);

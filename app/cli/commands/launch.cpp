@@ -345,6 +345,9 @@ int cmd_launch(const LaunchState& s) {
     ranks.push_back({{"rank", c.rank}, {"ended", how_ended(c)}, {"session", has_session ? json(c.session) : json()},
                      {"result", child}});
   }
+  // a rank killed (seen by launch): the others' errors are its consequence, and the run failed
+  // (exit 1), even when it died before the rendezvous completed (the others then end naming it)
+  if (!first_death.empty()) code = 1;
   if (code == 2 && sessions.size() < static_cast<size_t>(s.n)) {  // bad input: nothing ran
     if (ca.json) std::cout << dump(json{{"ended", "bad_input"}, {"ranks", ranks}}) << "\n";
     fmt::print(stderr, "error: launch: a rank refused its input (above)\n");
@@ -416,6 +419,8 @@ int cmd_launch(const LaunchState& s) {
     if (merged_status != "none") std::cout << fmt::format("\nsession: {} ({} of {} rank sessions)\n", ca.output,
                                                           sessions.size(), s.n);
   }
+  if (sessions.empty() && !first_death.empty())
+    fmt::print(stderr, "error: launch: {} before any rank wrote a session; nothing to merge\n", first_death);
   if (!merge_error.empty()) {
     fmt::print(stderr, "error: launch: the rank sessions could not be merged: {}\n", merge_error);
     return code == 0 ? 1 : code;

@@ -34,7 +34,7 @@ void ProcessExecutor::prepare() {
   }
   const nlohmann::json document{{"workload", to_json(sh_.spec)}, {"plan", to_json(sh_.spec, sh_.plan)}};
   hs_ = handshake(*store_, p.rank, sh_.spec.devices.count, document,
-                  std::chrono::milliseconds(sh_.spec.collective_timeout_ms));
+                  std::chrono::milliseconds(sh_.spec.collective_timeout_ms), sh_.opt.cancel);
 }
 
 void ProcessExecutor::run(sessions::SessionWriter* session, RunResult& result) {
@@ -98,6 +98,15 @@ std::string ProcessExecutor::explain_peer_failure(int rank, const CollectiveErro
     out += fmt::format(" (rank(s) {} reported no failure within {} ms: the process has exited or was killed)",
                        fmt::join(open, ", "), wait_ms);
   return out;
+}
+
+void report_refused_rank(const std::string& url, const std::string& run_id, int rank, const std::string& reason) {
+  RunStore store(url, run_id);
+  // a claimed rank: this process lost a race for it (the holder runs on), or it passed the
+  // claim and the handshake itself refused (the peers learn that there)
+  if (store.has(fmt::format("claim/{}", rank))) return;
+  const std::string key = fmt::format("refused/{}", rank);
+  if (!store.has(key)) store.set(key, refusal_value(reason));
 }
 
 void report_dead_rank(const std::string& url, const std::string& run_id, int rank, const std::string& how) {

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -56,4 +57,147 @@ TEST(Tester36, LaunchTakesARankPatternAsMpirunDoes) {
   EXPECT_TRUE(fs::exists(dir / "x.db")) << r.out;
   EXPECT_FALSE(fs::exists(dir / "x.rank0.rank0.db"));
   EXPECT_NE(r.out.find("session: " + (dir / "x.db").string() + " (2 of 2 rank sessions)"), std::string::npos) << r.out;
+}
+
+namespace {
+// The tiny preset as a file with its collective timeout set to `timeout_ms`.
+std::string t36_tiny(const std::string& name, int64_t timeout_ms) {
+  std::ifstream in(std::string(EMBEDSCOPE_TEST_DATA) + "/../../resources/workloads/tiny.json");
+  json j = json::parse(in);
+  j["collective_timeout_ms"] = timeout_ms;
+  const auto p = t36_scratch() / name;
+  std::ofstream(p) << j.dump();
+  return p.string();
+}
+std::string t36_slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+// Starts `embedscope args` (stdout, stderr to files) in the scratch directory; returns the pid.
+pid_t t36_start(const std::vector<std::string>& args, const fs::path& out, const fs::path& err) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (chdir(t36_scratch().c_str()) != 0) _exit(126);
+    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(o, 1), dup2(e, 2);
+    std::vector<char*> argv{const_cast<char*>(EMBEDSCOPE_CLI)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(EMBEDSCOPE_CLI, argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+// Waits for `pid` at most `limit`: its exit code, -signal, or 999 (then killed).
+int t36_wait(pid_t pid, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    int st = 0;
+    if (waitpid(pid, &st, WNOHANG) == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      return 999;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+// The pid of a process whose command line holds every one of `parts` (0 when none).
+pid_t t36_find(const std::vector<std::string>& parts) {
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmd = t36_slurp(e.path() / "cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    bool all = true;
+    for (const auto& p : parts) all = all && cmd.find(p) != std::string::npos;
+    if (all) return static_cast<pid_t>(std::stol(name));
+  }
+  return 0;
+}
+double t36_seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+// D5: SIGTERM (as Ctrl-C) while a rank waits in the rendezvous ends it at once: cancelled,
+// exit 0, no session, instead of after the collective timeout (20 s here).
+TEST(Tester36, ARankWaitingInTheRendezvousCancelsAtOnce) {
+  const auto dir = t36_scratch() / "d5";
+  fs::create_directories(dir);
+  const std::string wl = t36_tiny("d5.json", 20000);
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = t36_start({"run", wl, "--steps", "2", "--rank", "0", "--world-size", "2", "--rendezvous",
+                               "file://" + dir.string(), "--run-id", "d5", "-o", (dir / "w.rank{rank}.db").string()},
+                              dir / "out.txt", dir / "err.txt");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  kill(pid, SIGTERM);
+  EXPECT_EQ(t36_wait(pid, std::chrono::seconds(40)), 0) << t36_slurp(dir / "err.txt");
+  EXPECT_LT(t36_seconds_since(t0), 8.0);
+  const std::string err = t36_slurp(dir / "err.txt");
+  EXPECT_NE(err.find("rendezvous file://" + dir.string() + " (run id d5): cancelled during the rendezvous (rank 0 of "
+                     "2; rank(s) 1 had not arrived); no session was written"),
+            std::string::npos)
+      << err;
+  EXPECT_FALSE(fs::exists(dir / "w.rank0.db"));
+}
+
+// D7: a rank refused before the rendezvous (here: -o without {rank}) publishes its refusal; the
+// rank waiting for it ends at once (exit 2) naming it and the reason, not after 20 s.
+TEST(Tester36, ARefusingRankEndsTheWaitingRanksNamingTheReason) {
+  const auto dir = t36_scratch() / "d7";
+  fs::create_directories(dir);
+  const std::string wl = t36_tiny("d7.json", 20000);
+  const std::vector<std::string> common{"run", wl, "--steps", "2", "--world-size", "2", "--rendezvous",
+                                        "file://" + dir.string(), "--run-id", "d7"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = common;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t p0 = t36_start(with({"--rank", "0", "-o", (dir / "r.rank{rank}.db").string()}), dir / "o0.txt", dir / "e0.txt");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const pid_t p1 = t36_start(with({"--rank", "1", "-o", (dir / "r.db").string()}), dir / "o1.txt", dir / "e1.txt");
+  EXPECT_EQ(t36_wait(p1, std::chrono::seconds(40)), 2);
+  EXPECT_EQ(t36_wait(p0, std::chrono::seconds(40)), 2) << t36_slurp(dir / "e0.txt");
+  EXPECT_LT(t36_seconds_since(t0), 10.0);
+  const std::string err = t36_slurp(dir / "e0.txt");
+  EXPECT_NE(err.find("error: rendezvous file://" + dir.string() + " (run id d7): rank 1 refused its input before the "
+                     "rendezvous (this is rank 0): -o " + (dir / "r.db").string() +
+                     ": every rank writes its own session; put {rank} in the name"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("did not arrive"), std::string::npos) << err;
+}
+
+// D6: under launch, a rank killed before the rendezvous completes: launch writes its death key,
+// the others end at once naming it, and launch's verdict is a failure (exit 1), not bad input.
+TEST(Tester36, LaunchARankKilledBeforeTheRendezvousEndsTheOthersAtOnce) {
+  const auto dir = t36_scratch() / "d6";
+  fs::create_directories(dir);
+  const std::string wl = t36_tiny("d6.json", 20000);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string marker = (dir / "k.db").string();
+  const pid_t pid = t36_start({"launch", "-n", "3", "run", wl, "--steps", "2", "-o", marker}, dir / "out.txt", dir / "err.txt");
+  pid_t victim = 0;
+  while (victim == 0 && t36_seconds_since(t0) < 10) {
+    victim = t36_find({"run", "--rank 2 ", (dir / "k.rank{rank}.db").string()});
+    if (victim == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_NE(victim, 0);
+  kill(victim, SIGKILL);
+  EXPECT_EQ(t36_wait(pid, std::chrono::seconds(60)), 1) << t36_slurp(dir / "err.txt");
+  EXPECT_LT(t36_seconds_since(t0), 10.0);
+  const std::string err = t36_slurp(dir / "err.txt");
+  EXPECT_NE(err.find("rank 2 was killed by signal 9 (Killed) (seen by launch) before the rendezvous completed (this "
+                     "is rank 0)"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("error: launch: rank 2 was killed by signal 9 (Killed) before any rank wrote a session"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("refused its input"), std::string::npos) << err;
 }
