@@ -56,8 +56,22 @@ void ProcessExecutor::run(sessions::SessionWriter* session, RunResult& result) {
 
 void ProcessExecutor::on_rank_failed(int rank) {
   if (failed_set_.exchange(true) || !store_) return;
+  // the failure key's value: "1" for a failed collective (a consequence of a peer's failure,
+  // or a hang the peers see themselves), else this rank's own error (an OOM, a crash), which
+  // the peers name (explain_peer_failure); called inside the rank's catch block
+  std::string value = "1";
   try {
-    store_->set(fmt::format("failed/{}", rank), "1");
+    if (auto e = std::current_exception()) std::rethrow_exception(e);
+  } catch (const CollectiveError&) {
+  } catch (const std::exception& e) {
+    value = e.what();
+    if (value.size() > 400) value = value.substr(0, 397) + "...";
+    if (value.empty() || value == "1") value = "an error";
+  } catch (...) {
+    value = "an unknown error";
+  }
+  try {
+    store_->set(fmt::format("failed/{}", rank), value);
   } catch (const std::exception&) {  // the store went away: the peers name this rank as gone
   }
 }
@@ -78,10 +92,14 @@ std::string ProcessExecutor::explain_peer_failure(int rank, const CollectiveErro
   for (int r = 0; r < W; ++r)
     if (r != rank) open.push_back(r);
   std::vector<std::pair<int, std::string>> died;  // the launcher saw them end
+  std::vector<std::pair<int, std::string>> failed;  // their own error (not a collective's)
   for (;;) {
     std::vector<int> still;
     for (int r : open) {
-      if (store_->has(fmt::format("failed/{}", r))) continue;
+      if (const std::string k = fmt::format("failed/{}", r); store_->has(k)) {
+        if (std::string why = store_->get(k); why != "1") failed.emplace_back(r, std::move(why));
+        continue;
+      }
       if (const std::string k = fmt::format("dead/{}", r); store_->has(k)) {
         died.emplace_back(r, store_->get(k));
         continue;
@@ -93,6 +111,7 @@ std::string ProcessExecutor::explain_peer_failure(int rank, const CollectiveErro
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   std::string out;
+  for (const auto& [r, why] : failed) out += fmt::format(" (rank {} failed: {})", r, why);
   for (const auto& [r, how] : died) out += fmt::format(" (rank {} {})", r, how);
   if (!open.empty())
     out += fmt::format(" (rank(s) {} reported no failure within {} ms: the process has exited or was killed)",

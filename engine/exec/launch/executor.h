@@ -2,8 +2,9 @@
 // One rank per process: the threaded executor's interpreter running only this process's rank
 // (TrainerOptions::process), whose collectives reach the other processes' ranks through Gloo
 // over TCP, rendezvous through the run's store (store.h) after the handshake (handshake.h).
-// A rank whose collective failed (the transport broke or it timed out: a peer process may have
-// died) sets its failure key ("failed/R"), closes its connections (so that a live peer blocked
+// A rank that failed sets its failure key ("failed/R": "1" when a collective failed, else its
+// own error, e.g. an OOM, which the peers then name as "(rank R failed: ...)"). A rank whose
+// collective failed (the transport broke or it timed out: a peer process may have died) closes its connections (so that a live peer blocked
 // on a transfer from it fails now rather than at its own timeout) and waits for the other ranks'
 // for at most the collective timeout + 1 s, and names the ranks that never set one: a process
 // that is gone sets none; a rank whose launcher wrote its death key ("dead/R",
