@@ -5,7 +5,8 @@
 // (PATTERN: the run's -o when it holds "{rank}", the merged session then being that name without
 // ".rank{rank}" (merged_output, as mpirun's rank 0 does); else STEM.rank{rank}.db for -o STEM.db;
 // with --hosts-file, also `--host ADDRESS --local-world-size SLOTS`: loopback hosts
-// playing nodes, exec/launch/hosts_file.h), each in a process group of its own, streams their
+// playing nodes, exec/launch/hosts_file.h; EMBEDSCOPE_LAUNCH_NODE=NODE/LOCAL_RANK in the
+// environment: the rank's node, its host's block, for the metadata launch_node), each in a process group of its own, streams their
 // stderr prefixed "[rank R] ", forwards Ctrl-C (SIGINT), SIGTERM and SIGUSR1 (the flight
 // recorder dump) to every child, and, when a child dies of a signal, writes its
 // death into the store (report_dead_rank: the others, whose collectives broke, name it at once)
@@ -135,7 +136,7 @@ ChildArgs split_run_args(const std::vector<std::string>& rest) {
 
 void set_cloexec(int fd) { fcntl(fd, F_SETFD, FD_CLOEXEC); }
 
-void spawn(Child& c, const std::string& exe, const std::vector<std::string>& args) {
+void spawn(Child& c, const std::string& exe, const std::vector<std::string>& args, const std::string& launch_node) {
   int out[2], err[2];
   if (pipe(out) != 0 || pipe(err) != 0) throw std::runtime_error(fmt::format("launch: pipe: {}", strerror(errno)));
   std::vector<char*> argv;
@@ -147,6 +148,7 @@ void spawn(Child& c, const std::string& exe, const std::vector<std::string>& arg
   if (pid == 0) {
     setpgid(0, 0);  // Ctrl-C at the terminal reaches launch only; launch forwards it once
     signal(SIGINT, SIG_DFL);
+    setenv("EMBEDSCOPE_LAUNCH_NODE", launch_node.c_str(), 1);  // the rank's node/local rank (launch_node)
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
     close(out[0]), close(out[1]), close(err[0]), close(err[1]);
@@ -253,7 +255,9 @@ int cmd_launch(const LaunchState& s) {
       args.insert(args.end(), {"--host", hosts->host_of_rank[static_cast<size_t>(r)]});
       if (hosts->hosts_used > 1) args.insert(args.end(), {"--local-world-size", std::to_string(hosts->local_world_size)});
     }
-    spawn(c, exe, args);
+    // node = the host's block (one node without a hosts file or on one host), local rank within it
+    const int per_node = hosts && hosts->hosts_used > 1 ? hosts->local_world_size : s.n;
+    spawn(c, exe, args, fmt::format("{}/{}", r / per_node, r % per_node));
   }
   int forwarded = 0, forwarded_terms = 0, forwarded_usr1s = 0;
   std::chrono::steady_clock::time_point kill_at{};

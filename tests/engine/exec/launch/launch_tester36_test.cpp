@@ -238,3 +238,22 @@ TEST(Tester36, APeerKilledMidRunIsNotReportedAsATimeout) {
     EXPECT_NE(e.find("(rank 2 was killed by signal 9 (Killed) (seen by launch))"), std::string::npos) << e;
   }
 }
+
+// D11: launch --hosts-file gives every rank session its node and local rank (launch_node), the
+// host's block: ranks 0-1 on 127.0.0.2 are node 0, ranks 2-3 on 127.0.0.3 node 1.
+TEST(Tester36, LaunchHostsFileWritesLaunchNode) {
+  const auto dir = t36_scratch() / "d11";
+  fs::create_directories(dir);
+  std::ofstream(dir / "hosts") << "127.0.0.2 slots=2\n127.0.0.3 slots=2\n";
+  const auto r = t36_cli("launch -n 4 --hosts-file " + (dir / "hosts").string() +
+                         " run --preset tiny --sharding table_row_wise --steps 1 --warmup-steps 0 -o " +
+                         (dir / "tw.db").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_EQ(t36_meta(dir / ("tw.rank" + std::to_string(rank) + ".db"), "launch_node"),
+              std::to_string(rank / 2) + "/" + std::to_string(rank % 2));
+  // without a hosts file: one node
+  const auto one = t36_cli("launch -n 2 run --preset tiny --steps 1 --warmup-steps 0 -o " + (dir / "one.db").string());
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_EQ(t36_meta(dir / "one.rank1.db", "launch_node"), "0/1");
+}
