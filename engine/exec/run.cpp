@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/comm/flight_recorder.h"
 #include "embedscope/engine/exec/backend.h"
 #include "embedscope/engine/exec/table_storage_json.h"
 #include "embedscope/engine/kernels/kernels.h"
@@ -233,6 +234,7 @@ int64_t host_memory_bytes() {
 RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, const TrainerOptions& options) {
   // auto becomes cpu or cuda; a cuda run without (enough) GPUs is refused here
   const std::string origin = requested.name.empty() ? "workload" : requested.name;
+  (void)flight_recorder_default_capacity();  // a bad EMBEDSCOPE_FR_BUFFER_SIZE is refused before anything runs
   // hot rows chosen from the first iterations' ids (TableSharding::hot_rows_sample_steps) become a
   // list here, so that the executors and the session's workload see the rows
   const WorkloadSpec spec =

@@ -257,3 +257,30 @@ TEST(Tester36, LaunchHostsFileWritesLaunchNode) {
   ASSERT_EQ(one.code, 0) << one.err;
   EXPECT_EQ(t36_meta(dir / "one.rank1.db", "launch_node"), "0/1");
 }
+
+// D17: EMBEDSCOPE_FR_BUFFER_SIZE is checked before the run: junk, a negative and a huge value
+// are refused (exit 2, naming the variable and the range); 0 and the maximum run.
+TEST(Tester36, FlightRecorderBufferSizeIsValidated) {
+  const auto dir = t36_scratch() / "d17";
+  fs::create_directories(dir);
+  for (const std::string bad : {"abc", "-1", "100000000", "100001", "12x"}) {
+    const std::string db = (dir / "bad.db").string();
+    const auto b = embedscope::test_support::run_cli("EMBEDSCOPE_FR_BUFFER_SIZE='" + bad + "' " + std::string(EMBEDSCOPE_CLI),
+                                                     "run --preset tiny --steps 1 --warmup-steps 0 --force-overwrite -o " + db,
+                                                     t36_scratch());
+    EXPECT_EQ(b.code, 2) << bad << ": " << b.err;
+    EXPECT_NE(b.err.find("EMBEDSCOPE_FR_BUFFER_SIZE=" + bad + ": give the entries each rank's flight recorder keeps, a "
+                         "whole number from 0 (off) to 100000 (default 2000"),
+              std::string::npos)
+        << bad << ": " << b.err;
+    EXPECT_EQ(b.err.find("bad_alloc"), std::string::npos) << b.err;
+    fs::remove(db);
+  }
+  for (const std::string ok : {"0", "100000"}) {
+    const auto g = embedscope::test_support::run_cli("EMBEDSCOPE_FR_BUFFER_SIZE=" + ok + " " + std::string(EMBEDSCOPE_CLI),
+                                                     "run --preset tiny --steps 1 --warmup-steps 0 --force-overwrite -o " +
+                                                         (dir / "ok.db").string(),
+                                                     t36_scratch());
+    EXPECT_EQ(g.code, 0) << ok << ": " << g.err;
+  }
+}
