@@ -218,7 +218,7 @@ int cmd_launch(const LaunchState& s) {
   const char* dir_c = mkdtemp(pat.data());
   if (!dir_c) dir_c = mkdtemp(tmpl);
   if (!dir_c) throw std::runtime_error(fmt::format("launch: cannot make a rendezvous directory: {}", strerror(errno)));
-  const std::string dir = dir_c;
+  const std::string dir = fs::absolute(dir_c).string();  // a relative TMPDIR: file:// needs an absolute path
   const std::string run_id = random_id();
   const std::string exe = fs::read_symlink("/proc/self/exe").string();
   fmt::print(stderr, "embedscope launch: {} processes, rendezvous file://{} (run id {})\n", s.n, dir, run_id);

@@ -14,6 +14,7 @@ namespace embedscope::engine::launch {
 
 namespace {
 constexpr int64_t kReportSlackMs = 1000;  // beyond the collective timeout, for a peer's failure key
+constexpr int64_t kCleanupWaitMs = 5000;  // at most, for the peers' done / gone keys at the end
 }  // namespace
 
 ProcessExecutor::ProcessExecutor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options)
@@ -52,6 +53,33 @@ void ProcessExecutor::run(sessions::SessionWriter* session, RunResult& result) {
       session->set_metadata(sessions::meta::kLaunchNode, fmt::format("{}/{}", p.node, p.local_rank));
   }
   ThreadedExecutor::run(session, result);
+  if (result.ended == RunEnd::complete) remove_run_keys();
+}
+
+void ProcessExecutor::remove_run_keys() {
+  if (!store_) return;
+  const int W = sh_.spec.devices.count, me = sh_.opt.process.rank;
+  const auto wait = std::chrono::milliseconds(std::min<int64_t>(sh_.spec.collective_timeout_ms, kCleanupWaitMs));
+  auto keys_of = [W](const char* kind) {
+    std::vector<std::string> k;
+    for (int r = 0; r < W; ++r) k.push_back(fmt::format("{}/{}", kind, r));
+    return k;
+  };
+  try {
+    // 1. every rank is done: no one reads a data key any more; 2. each removes its own keys
+    // (not its done key, which a slower peer may still be polling) and says gone; 3. rank 0,
+    // once every rank is gone, removes the done and gone keys. A rank that is missing at 1 or 3
+    // leaves the keys where they are (a later run must use another run id, as before).
+    store_->set(fmt::format("done/{}", me), "1");
+    if (!store_->wait_for(keys_of("done"), wait).empty()) return;
+    if (!store_->remove_own_keys({fmt::format("done/{}", me)})) return;  // Redis: kept
+    store_->set(fmt::format("gone/{}", me), "1");
+    if (me != 0) return;
+    if (!store_->wait_for(keys_of("gone"), wait).empty()) return;
+    store_->remove_keys(keys_of("done"));
+    store_->remove_keys(keys_of("gone"));
+  } catch (const std::exception&) {  // the store went away: nothing to clean
+  }
 }
 
 void ProcessExecutor::on_rank_failed(int rank) {

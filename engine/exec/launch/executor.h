@@ -40,6 +40,11 @@ class ProcessExecutor final : public threaded::ThreadedExecutor {
   HandshakeResult hs_;
   std::string device_;  // the Gloo device's address (Rendezvous::device_address)
   std::atomic<bool> failed_set_{false};
+  /// After a complete run, the file store's keys of this run are removed once every rank is
+  /// done ("done/R", then each rank removes the keys it set and sets "gone/R"; rank 0 then
+  /// removes the done and gone keys), each wait at most min(collective timeout, 5 s); a rank
+  /// that does not report leaves the keys. Redis keys are kept (gloo's store cannot delete).
+  void remove_run_keys();
 };
 
 }  // namespace embedscope::engine::launch

@@ -18,7 +18,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/store/session.h"
+#include "exec/launch/store.h"
 #include "support/cli_run.h"
 
 namespace fs = std::filesystem;
@@ -283,4 +285,74 @@ TEST(Tester36, FlightRecorderBufferSizeIsValidated) {
                                                      t36_scratch());
     EXPECT_EQ(g.code, 0) << ok << ": " << g.err;
   }
+}
+
+namespace {
+std::string t36_url_error(const std::string& url) {
+  try {
+    embedscope::engine::launch::parse_rendezvous_url(url);
+  } catch (const embedscope::engine::SpecError& e) {
+    return e.what();
+  }
+  return "";
+}
+size_t t36_files_in(const fs::path& dir) {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++n;
+  return n;
+}
+}  // namespace
+
+// D16: redis://[IPv6]:PORT, the standard form, gives the address without its brackets.
+TEST(Tester36, RedisUrlsTakeBracketedIpv6Hosts) {
+  const auto a = embedscope::engine::launch::parse_rendezvous_url("redis://[::1]:6393/p");
+  EXPECT_EQ(a.host, "::1");
+  EXPECT_EQ(a.port, 6393);
+  EXPECT_EQ(a.path, "p");
+  const auto b = embedscope::engine::launch::parse_rendezvous_url("redis://[fe80::1]");
+  EXPECT_EQ(b.host, "fe80::1");
+  EXPECT_EQ(b.port, 6379);
+  EXPECT_EQ(t36_url_error("redis://[::1:6393"), "--rendezvous redis://[::1:6393: no ']' after the IPv6 address; give "
+                                                "redis://[::1]:6379");
+  EXPECT_EQ(t36_url_error("redis://[::1]x"), "--rendezvous redis://[::1]x: 'x' after the IPv6 address; give "
+                                             "redis://[ADDRESS]:PORT");
+  EXPECT_EQ(t36_url_error("redis://[::1]:0"), "--rendezvous redis://[::1]:0: port '0' is not 1..65535");
+  EXPECT_EQ(t36_url_error("redis://[]:6379"), "--rendezvous redis://[]:6379: no host after redis://");
+}
+
+// D15: file://es1 (a host part, no path) and the root directory are refused; file:///abs is fine.
+TEST(Tester36, FileUrlsNeedAnAbsoluteDirectoryOtherThanRoot) {
+  EXPECT_EQ(t36_url_error("file://es1"), "--rendezvous file://es1: a file:// URL needs an absolute directory, "
+                                         "file:///abs/dir (three slashes; here 'es1' is read as a host name)");
+  EXPECT_EQ(t36_url_error("file://host/tmp/x"), "--rendezvous file://host/tmp/x: a file:// URL needs an absolute "
+                                                "directory, file:///abs/dir (three slashes; here 'host' is read as a "
+                                                "host name)");
+  for (const std::string root : {"file:///", "file:////"})
+    EXPECT_EQ(t36_url_error(root), "--rendezvous " + root + ": not the root directory: the store writes one file per "
+                                   "key; give a directory of its own, e.g. file:///shared/es");
+  EXPECT_EQ(embedscope::engine::launch::parse_rendezvous_url("file:///tmp/es").path, "/tmp/es");
+}
+
+// D15: a complete by-hand run leaves no keys in its FileStore directory (before: hundreds of
+// files, one per key), so the same run id can run again there.
+TEST(Tester36, AByHandRunRemovesItsStoreKeys) {
+  const auto dir = t36_scratch() / "d15";
+  fs::create_directories(dir / "es");
+  const std::string wl = t36_tiny("d15.json", 20000);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r)
+    pids.push_back(t36_start({"run", wl, "--steps", "2", "--rank", std::to_string(r), "--world-size", "2",
+                              "--rendezvous", "file://" + (dir / "es").string(), "--run-id", "again", "-o",
+                              (dir / "c.rank{rank}.db").string(), "--force-overwrite"},
+                             dir / ("o" + std::to_string(r) + ".txt"), dir / ("e" + std::to_string(r) + ".txt")));
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(t36_wait(pids[static_cast<size_t>(r)], std::chrono::seconds(60)), 0)
+        << t36_slurp(dir / ("e" + std::to_string(r) + ".txt"));
+  EXPECT_EQ(t36_files_in(dir / "es"), 0u);
+  EXPECT_TRUE(fs::exists(dir / "c.rank1.db"));
+  // the same run id again: not refused as "claimed already"
+  const auto again = t36_cli("run " + wl + " --steps 1 --rank 0 --world-size 1 --rendezvous file://" + (dir / "es").string() +
+                             " --run-id again -o " + (dir / "solo.rank{rank}.db").string());
+  EXPECT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(t36_files_in(dir / "es"), 0u);
 }
