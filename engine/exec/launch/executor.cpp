@@ -93,7 +93,11 @@ void ProcessExecutor::on_rank_failed(int rank) {
   } catch (const CollectiveError&) {
   } catch (const std::exception& e) {
     value = e.what();
-    if (value.size() > 400) value = value.substr(0, 397) + "...";
+    if (const std::string own = fmt::format("rank {}: ", rank); value.rfind(own, 0) == 0) value.erase(0, own.size());
+    // the cause, not its advice: the first sentence, at most 200 characters (the rank's own
+    // session has the whole message)
+    if (const auto dot = value.find(". "); dot != std::string::npos) value.resize(dot);
+    if (value.size() > 200) value = value.substr(0, 197) + "...";
     if (value.empty() || value == "1") value = "an error";
   } catch (...) {
     value = "an unknown error";

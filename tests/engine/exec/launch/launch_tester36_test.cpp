@@ -356,3 +356,29 @@ TEST(Tester36, AByHandRunRemovesItsStoreKeys) {
   EXPECT_EQ(again.code, 0) << again.err;
   EXPECT_EQ(t36_files_in(dir / "es"), 0u);
 }
+
+// D8: an OOM on rank 0 under launch: the others' errors say their wait ended early and name
+// rank 0's out of memory (its failure key carries the cause), not a 30 s timeout that never
+// elapsed. The caching_vs_expandable scenario's first run (criteo_kaggle on 640 MiB devices).
+TEST(Tester36, APeersOutOfMemoryIsNamedByTheOthers) {
+  const auto dir = t36_scratch() / "d8oom";
+  fs::create_directories(dir);
+  std::ifstream in(std::string(EMBEDSCOPE_TEST_DATA) + "/../../resources/workloads/criteo_kaggle.json");
+  json wl = json::parse(in);
+  wl["steps"] = 2;
+  wl["warmup_steps"] = 1;
+  wl["devices"]["memory_bytes"] = 671088640;
+  wl["memory"]["allocator"] = "caching";
+  std::ofstream(dir / "oom.json") << wl.dump();
+  const auto r = t36_cli("launch -n 4 run " + (dir / "oom.json").string() + " --json -o " + (dir / "lo.db").string());
+  EXPECT_EQ(r.code, 1) << r.err;
+  const json j = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["ranks"][0]["result"]["ended"], "oom") << r.out;
+  for (int rank : {1, 2, 3}) {
+    const std::string e = j["ranks"][rank]["result"]["error"].get<std::string>();
+    EXPECT_NE(e.find(" ms, before its "), std::string::npos) << e;
+    EXPECT_EQ(e.find("did not finish within"), std::string::npos) << e;
+    EXPECT_NE(e.find("(rank 0 failed: out of memory allocating "), std::string::npos) << e;
+  }
+}
