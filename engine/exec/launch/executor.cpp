@@ -1,5 +1,6 @@
 #include "executor.h"
 
+#include <algorithm>
 #include <thread>
 
 #include <fmt/format.h>
@@ -108,7 +109,7 @@ void ProcessExecutor::on_rank_failed(int rank) {
   }
 }
 
-std::string ProcessExecutor::explain_peer_failure(int rank, const CollectiveError&) {
+std::string ProcessExecutor::explain_peer_failure(int rank, const CollectiveError& e) {
   if (!store_) return "";
   // Peers still blocked on a transfer from this rank (a ring's next hop, a pairwise exchange)
   // would otherwise wait out their own collective timeout before they set their failure key,
@@ -125,11 +126,14 @@ std::string ProcessExecutor::explain_peer_failure(int rank, const CollectiveErro
     if (r != rank) open.push_back(r);
   std::vector<std::pair<int, std::string>> died;  // the launcher saw them end
   std::vector<std::pair<int, std::string>> failed;  // their own error (not a collective's)
+  std::vector<int> broke;  // absent here because a collective of their own failed first
   for (;;) {
     std::vector<int> still;
     for (int r : open) {
       if (const std::string k = fmt::format("failed/{}", r); store_->has(k)) {
         if (std::string why = store_->get(k); why != "1") failed.emplace_back(r, std::move(why));
+        else if (std::find(e.missing_ranks.begin(), e.missing_ranks.end(), r) != e.missing_ranks.end())
+          broke.push_back(r);  // named as absent: it was alive, stopped by a collective of its own
         continue;
       }
       if (const std::string k = fmt::format("dead/{}", r); store_->has(k)) {
@@ -145,6 +149,8 @@ std::string ProcessExecutor::explain_peer_failure(int rank, const CollectiveErro
   std::string out;
   for (const auto& [r, why] : failed) out += fmt::format(" (rank {} failed: {})", r, why);
   for (const auto& [r, how] : died) out += fmt::format(" (rank {} {})", r, how);
+  if (!broke.empty())
+    out += fmt::format(" (rank(s) {} did not come: a collective of their own failed first)", fmt::join(broke, ", "));
   if (!open.empty())
     out += fmt::format(" (rank(s) {} reported no failure within {} ms: the process has exited or was killed)",
                        fmt::join(open, ", "), wait_ms);
