@@ -425,6 +425,8 @@ int cmd_launch(const LaunchState& s) {
   }
   if (sessions.empty() && !first_death.empty())
     fmt::print(stderr, "error: launch: {} before any rank wrote a session; nothing to merge\n", first_death);
+  else if (sessions.empty() && code == 0)  // every rank cancelled in the rendezvous (Ctrl-C, SIGTERM)
+    fmt::print(stderr, "embedscope launch: cancelled before the run started; no rank wrote a session\n");
   if (!merge_error.empty()) {
     fmt::print(stderr, "error: launch: the rank sessions could not be merged: {}\n", merge_error);
     return code == 0 ? 1 : code;
