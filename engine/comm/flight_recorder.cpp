@@ -2,9 +2,12 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <string>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include "embedscope/engine/workload/spec_error.h"
 
 namespace embedscope::engine {
 
@@ -18,12 +21,19 @@ int64_t steady_ns() {
 }  // namespace
 
 size_t flight_recorder_default_capacity() {
-  static const size_t n = [] {
+  static const size_t n = [] {  // a throw leaves it unset: every later call throws the same
     const char* v = std::getenv("EMBEDSCOPE_FR_BUFFER_SIZE");
-    if (!v || !*v) return kDefaultCapacity;
-    char* end = nullptr;
-    const long long x = std::strtoll(v, &end, 10);
-    if (*end != '\0' || x < 0) return kDefaultCapacity;
+    if (!v || !*v) return kDefaultCapacity;  // unset or empty (VAR= cmd)
+    const std::string text = v;
+    size_t i = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+    const bool digits = !text.empty() && i == text.size() && i <= 9;  // at most 999,999,999
+    const long long x = digits ? std::stoll(text) : -1;
+    if (x < 0 || x > static_cast<long long>(kMaxFlightRecorderCapacity))
+      throw SpecError(fmt::format(
+          "EMBEDSCOPE_FR_BUFFER_SIZE={}: give the entries each rank's flight recorder keeps, a whole number from 0 "
+          "(off) to {} (default {}; each entry takes about 400 bytes a rank, allocated up front)",
+          text, kMaxFlightRecorderCapacity, kDefaultCapacity));
     return static_cast<size_t>(x);
   }();
   return n;

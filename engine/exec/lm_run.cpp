@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/comm/flight_recorder.h"
 #include "embedscope/engine/comm/gloo_process_group.h"
 #include "embedscope/engine/workload/spec.h"
 #include "embedscope/sessions/model/metadata_keys.h"
@@ -42,6 +43,7 @@ void write_lm_session_plan(sessions::SessionWriter& writer, const LmWorkloadSpec
 
 LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
   validate(spec, "workload");
+  (void)flight_recorder_default_capacity();  // a bad EMBEDSCOPE_FR_BUFFER_SIZE is refused before anything runs
   if (spec.world_size > kMaxLmCpuRanks)
     throw SpecError(fmt::format("workload: /devices/count: a measured lm_embedding run has at most {} ranks (CPU threads "
                                 "of one process), got {}; --simulate PROFILE models up to {}",

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/comm/flight_recorder.h"
 #include "embedscope/engine/exec/backend.h"
 #include "embedscope/engine/exec/table_storage_json.h"
 #include "embedscope/engine/kernels/kernels.h"
@@ -25,6 +26,7 @@
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/model/low_rank.h"
 #include "exec/executor.h"
+#include "exec/launch/handshake.h"
 #include "threaded/rank.h"
 
 namespace embedscope::engine {
@@ -232,6 +234,7 @@ int64_t host_memory_bytes() {
 RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, const TrainerOptions& options) {
   // auto becomes cpu or cuda; a cuda run without (enough) GPUs is refused here
   const std::string origin = requested.name.empty() ? "workload" : requested.name;
+  (void)flight_recorder_default_capacity();  // a bad EMBEDSCOPE_FR_BUFFER_SIZE is refused before anything runs
   // hot rows chosen from the first iterations' ids (TableSharding::hot_rows_sample_steps) become a
   // list here, so that the executors and the session's workload see the rows
   const WorkloadSpec spec =
@@ -270,7 +273,13 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
         process_rank >= 0 ? "it needs" : "they need", format_bytes(need), format_bytes(host)));
 
   auto executor = exec::make_executor(spec, result.plan, options);
-  executor->prepare();  // devices and communicators, before the session file exists
+  try {
+    executor->prepare();  // devices and communicators, before the session file exists
+  } catch (const launch::RendezvousCancelled& e) {  // Ctrl-C / SIGTERM while waiting for the other ranks
+    result.ended = RunEnd::cancelled;
+    result.error = e.what();
+    return result;  // no session: nothing ran
+  }
   std::unique_ptr<sessions::SessionWriter> session;
   if (!options.session_path.empty()) {
     session = std::make_unique<sessions::SessionWriter>(options.session_path, options.session_overwrite);

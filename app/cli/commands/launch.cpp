@@ -1,9 +1,12 @@
 // `embedscope launch -n N [--align none|collectives] [--kill-after S] [--hosts-file F] run RUN-ARGS...`:
 // one rank per process on this machine. Makes a private rendezvous directory (a gloo FileStore,
 // removed at the end) and a fresh run id, starts N processes of this executable as
-// `run RUN-ARGS --rank R --world-size N --rendezvous file://DIR --run-id ID -o STEM.rank{rank}.db
-// --json` (with --hosts-file, also `--host ADDRESS --local-world-size SLOTS`: loopback hosts
-// playing nodes, exec/launch/hosts_file.h), each in a process group of its own, streams their
+// `run RUN-ARGS --rank R --world-size N --rendezvous file://DIR --run-id ID -o PATTERN --json`
+// (PATTERN: the run's -o when it holds "{rank}", the merged session then being that name without
+// ".rank{rank}" (merged_output, as mpirun's rank 0 does); else STEM.rank{rank}.db for -o STEM.db;
+// with --hosts-file, also `--host ADDRESS --local-world-size SLOTS`: loopback hosts
+// playing nodes, exec/launch/hosts_file.h; EMBEDSCOPE_LAUNCH_NODE=NODE/LOCAL_RANK in the
+// environment: the rank's node, its host's block, for the metadata launch_node), each in a process group of its own, streams their
 // stderr prefixed "[rank R] ", forwards Ctrl-C (SIGINT), SIGTERM and SIGUSR1 (the flight
 // recorder dump) to every child, and, when a child dies of a signal, writes its
 // death into the store (report_dead_rank: the others, whose collectives broke, name it at once)
@@ -42,6 +45,7 @@
 #include "embedscope/sessions/store/session.h"
 #include "output/output.h"
 #include "output/rebalance_text.h"
+#include "run_process.h"
 #include "workload_args.h"
 
 namespace embedscope::cli {
@@ -92,6 +96,7 @@ std::string how_ended(const Child& c) {
 struct ChildArgs {
   std::vector<std::string> args;  // after "run", without -o / --json
   std::string output;             // the merged session
+  std::string pattern;            // the rank sessions' -o, with {rank}
   bool overwrite = false, json = false;
 };
 
@@ -118,12 +123,20 @@ ChildArgs split_run_args(const std::vector<std::string>& rest) {
     }
   }
   if (c.output.empty()) c.output = default_session_name();
+  if (c.output.find("{rank}") != std::string::npos) {  // a rank pattern, as mpirun and by-hand ranks take it
+    c.pattern = c.output;
+    c.output = merged_output(c.pattern);
+  } else {
+    std::string stem = c.output;
+    if (stem.size() > 3 && stem.compare(stem.size() - 3, 3, ".db") == 0) stem.resize(stem.size() - 3);
+    c.pattern = stem + ".rank{rank}.db";
+  }
   return c;
 }
 
 void set_cloexec(int fd) { fcntl(fd, F_SETFD, FD_CLOEXEC); }
 
-void spawn(Child& c, const std::string& exe, const std::vector<std::string>& args) {
+void spawn(Child& c, const std::string& exe, const std::vector<std::string>& args, const std::string& launch_node) {
   int out[2], err[2];
   if (pipe(out) != 0 || pipe(err) != 0) throw std::runtime_error(fmt::format("launch: pipe: {}", strerror(errno)));
   std::vector<char*> argv;
@@ -135,6 +148,7 @@ void spawn(Child& c, const std::string& exe, const std::vector<std::string>& arg
   if (pid == 0) {
     setpgid(0, 0);  // Ctrl-C at the terminal reaches launch only; launch forwards it once
     signal(SIGINT, SIG_DFL);
+    setenv("EMBEDSCOPE_LAUNCH_NODE", launch_node.c_str(), 1);  // the rank's node/local rank (launch_node)
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
     close(out[0]), close(out[1]), close(err[0]), close(err[1]);
@@ -195,8 +209,6 @@ int cmd_launch(const LaunchState& s) {
   if (fs::exists(ca.output) && !ca.overwrite)
     throw es::SpecError(fmt::format("{}: already exists; choose another name (-o) or allow overwriting it "
                                     "(--force-overwrite)", ca.output));
-  std::string stem = ca.output;
-  if (stem.size() > 3 && stem.compare(stem.size() - 3, 3, ".db") == 0) stem.resize(stem.size() - 3);
   char tmpl[] = "/tmp/embedscope-launch-XXXXXX";
   const char* tmpdir_env = std::getenv("TMPDIR");
   std::string pattern = (tmpdir_env && *tmpdir_env ? std::string(tmpdir_env) : std::string("/tmp")) +
@@ -206,7 +218,7 @@ int cmd_launch(const LaunchState& s) {
   const char* dir_c = mkdtemp(pat.data());
   if (!dir_c) dir_c = mkdtemp(tmpl);
   if (!dir_c) throw std::runtime_error(fmt::format("launch: cannot make a rendezvous directory: {}", strerror(errno)));
-  const std::string dir = dir_c;
+  const std::string dir = fs::absolute(dir_c).string();  // a relative TMPDIR: file:// needs an absolute path
   const std::string run_id = random_id();
   const std::string exe = fs::read_symlink("/proc/self/exe").string();
   fmt::print(stderr, "embedscope launch: {} processes, rendezvous file://{} (run id {})\n", s.n, dir, run_id);
@@ -232,18 +244,20 @@ int cmd_launch(const LaunchState& s) {
   for (int r = 0; r < s.n; ++r) {
     Child& c = kids[static_cast<size_t>(r)];
     c.rank = r;
-    c.session = fmt::format("{}.rank{}.db", stem, r);
+    c.session = rank_session(ca.pattern, r);
     std::vector<std::string> args{"run"};
     args.insert(args.end(), ca.args.begin(), ca.args.end());
     for (const std::string& a : {std::string("--rank"), std::to_string(r), std::string("--world-size"), std::to_string(s.n),
                                  std::string("--rendezvous"), "file://" + dir, std::string("--run-id"), run_id,
-                                 std::string("-o"), stem + ".rank{rank}.db", std::string("--json")})
+                                 std::string("-o"), ca.pattern, std::string("--json")})
       args.push_back(a);
     if (hosts) {  // this rank's "host" and the hosts as nodes
       args.insert(args.end(), {"--host", hosts->host_of_rank[static_cast<size_t>(r)]});
       if (hosts->hosts_used > 1) args.insert(args.end(), {"--local-world-size", std::to_string(hosts->local_world_size)});
     }
-    spawn(c, exe, args);
+    // node = the host's block (one node without a hosts file or on one host), local rank within it
+    const int per_node = hosts && hosts->hosts_used > 1 ? hosts->local_world_size : s.n;
+    spawn(c, exe, args, fmt::format("{}/{}", r / per_node, r % per_node));
   }
   int forwarded = 0, forwarded_terms = 0, forwarded_usr1s = 0;
   std::chrono::steady_clock::time_point kill_at{};
@@ -335,6 +349,9 @@ int cmd_launch(const LaunchState& s) {
     ranks.push_back({{"rank", c.rank}, {"ended", how_ended(c)}, {"session", has_session ? json(c.session) : json()},
                      {"result", child}});
   }
+  // a rank killed (seen by launch): the others' errors are its consequence, and the run failed
+  // (exit 1), even when it died before the rendezvous completed (the others then end naming it)
+  if (!first_death.empty()) code = 1;
   if (code == 2 && sessions.size() < static_cast<size_t>(s.n)) {  // bad input: nothing ran
     if (ca.json) std::cout << dump(json{{"ended", "bad_input"}, {"ranks", ranks}}) << "\n";
     fmt::print(stderr, "error: launch: a rank refused its input (above)\n");
@@ -406,6 +423,10 @@ int cmd_launch(const LaunchState& s) {
     if (merged_status != "none") std::cout << fmt::format("\nsession: {} ({} of {} rank sessions)\n", ca.output,
                                                           sessions.size(), s.n);
   }
+  if (sessions.empty() && !first_death.empty())
+    fmt::print(stderr, "error: launch: {} before any rank wrote a session; nothing to merge\n", first_death);
+  else if (sessions.empty() && code == 0)  // every rank cancelled in the rendezvous (Ctrl-C, SIGTERM)
+    fmt::print(stderr, "embedscope launch: cancelled before the run started; no rank wrote a session\n");
   if (!merge_error.empty()) {
     fmt::print(stderr, "error: launch: the rank sessions could not be merged: {}\n", merge_error);
     return code == 0 ? 1 : code;

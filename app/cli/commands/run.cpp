@@ -129,6 +129,11 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
                 << "\n";
     return r.bad_input ? 2 : 1;
   }
+  if (r.ended == es::RunEnd::cancelled && r.session_path.empty() && !r.error.empty()) {  // in the rendezvous
+    fmt::print(stderr, "embedscope run: {}; no session was written\n", r.error);
+    if (as_json) std::cout << dump(json{{"ended", "cancelled"}, {"error", r.error}, {"session", nullptr}}) << "\n";
+    return 0;
+  }
   if (r.step_time_ns.empty()) {
     fmt::print(stderr, "run cancelled before the first measured step\nsession: {}\n", r.session_path);
     if (as_json) std::cout << dump(json{{"ended", "cancelled"}, {"session", r.session_path}}) << "\n";
@@ -275,6 +280,16 @@ int run_then_finish(RunState& s) {
   try {
     code = cmd_run(s.args, s.json, s.output, s.overwrite, s.plan, s.process);
   } catch (const std::exception& e) {
+    const ProcessArgs& p = s.process;
+    if (dynamic_cast<const es::SpecError*>(&e) && p.rank >= 0 && p.rank < p.world_size && p.world_size > 1 &&
+        !p.rendezvous.empty()) {
+      // a refusal before this rank claimed its place: the ranks waiting in the rendezvous end
+      // at once naming it (report_refused_rank), rather than after the collective timeout
+      try {
+        es::launch::report_refused_rank(p.rendezvous, p.run_id, p.rank, e.what());
+      } catch (const std::exception&) {  // the store cannot be opened: the error above says so
+      }
+    }
     if (!s.process.mpi) throw;
     const bool bad = dynamic_cast<const es::SpecError*>(&e) || dynamic_cast<const embedscope::sessions::SessionError*>(&e);
     fmt::print(stderr, "error: {}\n", e.what());

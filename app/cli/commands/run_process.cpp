@@ -1,6 +1,8 @@
 // `embedscope run` as one rank per process: flags, a launcher's environment or MPI (run_process.h).
 #include "run_process.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <vector>
 
@@ -47,6 +49,16 @@ std::string resolve_process(ProcessArgs& p, WorkloadArgs& a) {
     if (p.world_opt->count() == 0) throw es::SpecError("--rank needs --world-size (the number of processes)");
     from = "--rank";
     a.world_size_from = "--world-size";
+    // `launch` says where it placed the rank (its node, a --hosts-file host's block): launch_node
+    if (const char* ln = std::getenv("EMBEDSCOPE_LAUNCH_NODE"); ln && *ln) {
+      int node = -1, local = -1;
+      char tail = 0;
+      if (std::sscanf(ln, "%d/%d%c", &node, &local, &tail) != 2 || node < 0 || local < 0)
+        throw es::SpecError(fmt::format("EMBEDSCOPE_LAUNCH_NODE={}: give NODE/LOCAL_RANK, two whole numbers >= 0 "
+                                        "(set by embedscope launch)", ln));
+      p.node = node;
+      p.local_rank = local;
+    }
   } else if ((env = es::launch::launch_from_environment(es::launch::launcher_environment()))) {
     if (env->launcher == "Open MPI" && p.rendezvous.empty()) {
       p.mpi = es::launch::mpi_bootstrap(p.run_id_opt->count() > 0 ? p.run_id : env->run_id);
@@ -110,10 +122,14 @@ std::string rank_output(std::string output, ProcessArgs& p) {
                                       "run.rank{{rank}}.db", output));
     return p.session = output;
   }
-  std::string out = output;
+  return p.session = rank_session(output, p.rank);
+}
+
+std::string rank_session(const std::string& pattern, int rank) {
+  std::string out = pattern;
   for (auto pos = out.find("{rank}"); pos != std::string::npos; pos = out.find("{rank}"))
-    out.replace(pos, 6, std::to_string(p.rank));
-  return p.session = out;
+    out.replace(pos, 6, std::to_string(rank));
+  return out;
 }
 
 std::string merged_output(const std::string& pattern) {

@@ -42,6 +42,11 @@ std::string resolve_process(ProcessArgs& p, WorkloadArgs& a);
 /// without {rank} when the world has more than one rank.
 std::string rank_output(std::string output, ProcessArgs& p);
 
+/// One rank's session name of a rank pattern: every "{rank}" replaced by `rank`
+/// ("run.rank{rank}.db", 2 -> "run.rank2.db"). Used by rank_output and by `launch`, so that
+/// launch, mpirun and by-hand ranks name their files the same way.
+std::string rank_session(const std::string& pattern, int rank);
+
 /// The merged session's name for a rank pattern: "run.rank{rank}.db" -> "run.db", "r{rank}.db"
 /// -> "rall.db" ({rank} -> "all" where there is no ".rank{rank}").
 std::string merged_output(const std::string& pattern);

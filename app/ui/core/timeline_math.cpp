@@ -250,7 +250,7 @@ std::map<int32_t, std::vector<ViewRange>> setup_waits(const std::map<int32_t, in
 }
 
 std::optional<HangSite> parse_hang_message(const std::string& msg) {
-  static const std::regex re(R"(^rank (\d+): (\w+) '([^']*)'(?: \(group ([^,]+), sequence (\d+)\))? did not finish)");
+  static const std::regex re(R"(^rank (\d+): (\w+) '([^']*)'(?: \(group ([^,]+), sequence (\d+)\))? (?:did not finish|failed after \d))");
   std::smatch m;
   if (!std::regex_search(msg, m, re)) return std::nullopt;
   HangSite site;

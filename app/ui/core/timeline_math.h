@@ -165,7 +165,8 @@ std::map<int32_t, std::vector<ViewRange>> setup_waits(const std::map<int32_t, in
 /// The collective a hung run timed out in, as the engine's end message names it:
 /// "rank 1: all_to_all 'input_dist/splits' (group world, sequence 2) did not finish within
 /// 300 ms (...)" gives rank 1, op "all_to_all", name "input_dist/splits", group "world",
-/// sequence 2. nullopt for any other message.
+/// sequence 2; also "... failed after 10.2 ms, before its 300 ms timeout: ..." (the wait ended
+/// early, a peer's connection broke). nullopt for any other message.
 struct HangSite {
   int32_t rank = 0;
   std::string op, name, group;

@@ -172,6 +172,32 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
       throw CollectiveError(fmt::format("{} did not finish within {} ms (every rank arrived; the transfer was too "
                                         "slow): {}", head, timeout_.count(), what),
                             name_, seq, {}, true);
+    const auto waited = std::chrono::steady_clock::now() - steady_start;
+    if (!missing.empty() && what.find("Timed out") == std::string::npos && waited < timeout_) {
+      // The wait ended early: a peer's connection broke (it died, or closed its connections
+      // after its own failure). A live peer may be a few ms behind: give the store a short
+      // grace (at most 100 ms, within the timeout) so that only ranks that really had not
+      // arrived are named.
+      const auto grace_end = std::min(steady_start + timeout_, std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
+      while (!missing.empty() && std::chrono::steady_clock::now() < grace_end) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::vector<int> still;
+        for (int r = 0; r < size(); ++r)
+          if (std::find(missing.begin(), missing.end(), members_[static_cast<size_t>(r)]) != missing.end() &&
+              !rimpl.has(arrival_key(name_, seq, r)))
+            still.push_back(members_[static_cast<size_t>(r)]);
+        missing = std::move(still);
+      }
+      const double ms = std::chrono::duration<double, std::milli>(waited).count();
+      if (missing.empty())
+        throw CollectiveError(fmt::format("{} failed after {:.1f} ms, before its {} ms timeout: a peer's connection "
+                                          "broke (every rank had arrived): {}", head, ms, timeout_.count(), what),
+                              name_, seq, {});
+      throw CollectiveError(fmt::format("{} failed after {:.1f} ms, before its {} ms timeout: a peer's connection "
+                                        "broke; rank(s) {} did not arrive", head, ms, timeout_.count(),
+                                        fmt::join(missing, ", ")),
+                            name_, seq, missing, true);
+    }
     if (!missing.empty())
       throw CollectiveError(fmt::format("{} did not finish within {} ms: rank(s) {} did not arrive", head,
                                         timeout_.count(), fmt::join(missing, ", ")),

@@ -1,5 +1,6 @@
 #include "executor.h"
 
+#include <algorithm>
 #include <thread>
 
 #include <fmt/format.h>
@@ -14,6 +15,7 @@ namespace embedscope::engine::launch {
 
 namespace {
 constexpr int64_t kReportSlackMs = 1000;  // beyond the collective timeout, for a peer's failure key
+constexpr int64_t kCleanupWaitMs = 5000;  // at most, for the peers' done / gone keys at the end
 }  // namespace
 
 ProcessExecutor::ProcessExecutor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options)
@@ -34,7 +36,7 @@ void ProcessExecutor::prepare() {
   }
   const nlohmann::json document{{"workload", to_json(sh_.spec)}, {"plan", to_json(sh_.spec, sh_.plan)}};
   hs_ = handshake(*store_, p.rank, sh_.spec.devices.count, document,
-                  std::chrono::milliseconds(sh_.spec.collective_timeout_ms));
+                  std::chrono::milliseconds(sh_.spec.collective_timeout_ms), sh_.opt.cancel);
 }
 
 void ProcessExecutor::run(sessions::SessionWriter* session, RunResult& result) {
@@ -52,17 +54,62 @@ void ProcessExecutor::run(sessions::SessionWriter* session, RunResult& result) {
       session->set_metadata(sessions::meta::kLaunchNode, fmt::format("{}/{}", p.node, p.local_rank));
   }
   ThreadedExecutor::run(session, result);
+  if (result.ended == RunEnd::complete) remove_run_keys();
+}
+
+void ProcessExecutor::remove_run_keys() {
+  if (!store_) return;
+  const int W = sh_.spec.devices.count, me = sh_.opt.process.rank;
+  const auto wait = std::chrono::milliseconds(std::min<int64_t>(sh_.spec.collective_timeout_ms, kCleanupWaitMs));
+  auto keys_of = [W](const char* kind) {
+    std::vector<std::string> k;
+    for (int r = 0; r < W; ++r) k.push_back(fmt::format("{}/{}", kind, r));
+    return k;
+  };
+  try {
+    // 1. every rank is done: no one reads a data key any more; 2. each removes its own keys
+    // (not its done key, which a slower peer may still be polling) and says gone; 3. rank 0,
+    // once every rank is gone, removes the done and gone keys. A rank that is missing at 1 or 3
+    // leaves the keys where they are (a later run must use another run id, as before).
+    store_->set(fmt::format("done/{}", me), "1");
+    if (!store_->wait_for(keys_of("done"), wait).empty()) return;
+    if (!store_->remove_own_keys({fmt::format("done/{}", me)})) return;  // Redis: kept
+    store_->set(fmt::format("gone/{}", me), "1");
+    if (me != 0) return;
+    if (!store_->wait_for(keys_of("gone"), wait).empty()) return;
+    store_->remove_keys(keys_of("done"));
+    store_->remove_keys(keys_of("gone"));
+  } catch (const std::exception&) {  // the store went away: nothing to clean
+  }
 }
 
 void ProcessExecutor::on_rank_failed(int rank) {
   if (failed_set_.exchange(true) || !store_) return;
+  // the failure key's value: "1" for a failed collective (a consequence of a peer's failure,
+  // or a hang the peers see themselves), else this rank's own error (an OOM, a crash), which
+  // the peers name (explain_peer_failure); called inside the rank's catch block
+  std::string value = "1";
   try {
-    store_->set(fmt::format("failed/{}", rank), "1");
+    if (auto e = std::current_exception()) std::rethrow_exception(e);
+  } catch (const CollectiveError&) {
+  } catch (const std::exception& e) {
+    value = e.what();
+    if (const std::string own = fmt::format("rank {}: ", rank); value.rfind(own, 0) == 0) value.erase(0, own.size());
+    // the cause, not its advice: the first sentence, at most 200 characters (the rank's own
+    // session has the whole message)
+    if (const auto dot = value.find(". "); dot != std::string::npos) value.resize(dot);
+    if (value.size() > 200) value = value.substr(0, 197) + "...";
+    if (value.empty() || value == "1") value = "an error";
+  } catch (...) {
+    value = "an unknown error";
+  }
+  try {
+    store_->set(fmt::format("failed/{}", rank), value);
   } catch (const std::exception&) {  // the store went away: the peers name this rank as gone
   }
 }
 
-std::string ProcessExecutor::explain_peer_failure(int rank, const CollectiveError&) {
+std::string ProcessExecutor::explain_peer_failure(int rank, const CollectiveError& e) {
   if (!store_) return "";
   // Peers still blocked on a transfer from this rank (a ring's next hop, a pairwise exchange)
   // would otherwise wait out their own collective timeout before they set their failure key,
@@ -78,10 +125,17 @@ std::string ProcessExecutor::explain_peer_failure(int rank, const CollectiveErro
   for (int r = 0; r < W; ++r)
     if (r != rank) open.push_back(r);
   std::vector<std::pair<int, std::string>> died;  // the launcher saw them end
+  std::vector<std::pair<int, std::string>> failed;  // their own error (not a collective's)
+  std::vector<int> broke;  // absent here because a collective of their own failed first
   for (;;) {
     std::vector<int> still;
     for (int r : open) {
-      if (store_->has(fmt::format("failed/{}", r))) continue;
+      if (const std::string k = fmt::format("failed/{}", r); store_->has(k)) {
+        if (std::string why = store_->get(k); why != "1") failed.emplace_back(r, std::move(why));
+        else if (std::find(e.missing_ranks.begin(), e.missing_ranks.end(), r) != e.missing_ranks.end())
+          broke.push_back(r);  // named as absent: it was alive, stopped by a collective of its own
+        continue;
+      }
       if (const std::string k = fmt::format("dead/{}", r); store_->has(k)) {
         died.emplace_back(r, store_->get(k));
         continue;
@@ -93,11 +147,23 @@ std::string ProcessExecutor::explain_peer_failure(int rank, const CollectiveErro
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   std::string out;
+  for (const auto& [r, why] : failed) out += fmt::format(" (rank {} failed: {})", r, why);
   for (const auto& [r, how] : died) out += fmt::format(" (rank {} {})", r, how);
+  if (!broke.empty())
+    out += fmt::format(" (rank(s) {} did not come: a collective of their own failed first)", fmt::join(broke, ", "));
   if (!open.empty())
     out += fmt::format(" (rank(s) {} reported no failure within {} ms: the process has exited or was killed)",
                        fmt::join(open, ", "), wait_ms);
   return out;
+}
+
+void report_refused_rank(const std::string& url, const std::string& run_id, int rank, const std::string& reason) {
+  RunStore store(url, run_id);
+  // a claimed rank: this process lost a race for it (the holder runs on), or it passed the
+  // claim and the handshake itself refused (the peers learn that there)
+  if (store.has(fmt::format("claim/{}", rank))) return;
+  const std::string key = fmt::format("refused/{}", rank);
+  if (!store.has(key)) store.set(key, refusal_value(reason));
 }
 
 void report_dead_rank(const std::string& url, const std::string& run_id, int rank, const std::string& how) {

@@ -2,8 +2,9 @@
 // One rank per process: the threaded executor's interpreter running only this process's rank
 // (TrainerOptions::process), whose collectives reach the other processes' ranks through Gloo
 // over TCP, rendezvous through the run's store (store.h) after the handshake (handshake.h).
-// A rank whose collective failed (the transport broke or it timed out: a peer process may have
-// died) sets its failure key ("failed/R"), closes its connections (so that a live peer blocked
+// A rank that failed sets its failure key ("failed/R": "1" when a collective failed, else its
+// own error, e.g. an OOM, which the peers then name as "(rank R failed: ...)"). A rank whose
+// collective failed (the transport broke or it timed out: a peer process may have died) closes its connections (so that a live peer blocked
 // on a transfer from it fails now rather than at its own timeout) and waits for the other ranks'
 // for at most the collective timeout + 1 s, and names the ranks that never set one: a process
 // that is gone sets none; a rank whose launcher wrote its death key ("dead/R",
@@ -39,6 +40,11 @@ class ProcessExecutor final : public threaded::ThreadedExecutor {
   HandshakeResult hs_;
   std::string device_;  // the Gloo device's address (Rendezvous::device_address)
   std::atomic<bool> failed_set_{false};
+  /// After a complete run, the file store's keys of this run are removed once every rank is
+  /// done ("done/R", then each rank removes the keys it set and sets "gone/R"; rank 0 then
+  /// removes the done and gone keys), each wait at most min(collective timeout, 5 s); a rank
+  /// that does not report leaves the keys. Redis keys are kept (gloo's store cannot delete).
+  void remove_run_keys();
 };
 
 }  // namespace embedscope::engine::launch

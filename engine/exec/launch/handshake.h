@@ -15,8 +15,10 @@
 //     (Cristian's algorithm). Rank 0's offset is 0.
 // Internal to the engine.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -32,6 +34,15 @@ struct HandshakeResult {
   std::string digest;                  ///< 16 hex digits
 };
 
+/// Thrown by handshake when its cancel flag (Ctrl-C, SIGTERM: TrainerOptions::cancel) is set
+/// while it waits for the other ranks; run_training ends the run "cancelled" without a session
+/// (exit 0, as a run cancelled with Ctrl-C). what(): "<store> (run id <id>): cancelled during
+/// the rendezvous (rank R of W; rank(s) X had not arrived)".
+class RendezvousCancelled : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 /// FNV-1a 64 of `text`, as 16 lower-case hex digits.
 std::string fnv1a64_hex(const std::string& text);
 
@@ -40,10 +51,21 @@ std::string fnv1a64_hex(const std::string& text);
 std::string first_difference(const nlohmann::json& a, const nlohmann::json& b, const std::string& where = "");
 
 /// Runs steps 1-3 for rank `rank` of `world`, waiting at most `timeout` for the other ranks.
-/// `document` is what the digest covers ({"workload", "plan"}). Throws SpecError (bad input):
-/// a claimed rank, ranks that did not arrive (named, with the store and run id), a digest
-/// that differs (naming both ranks and the first differing field).
+/// `document` is what the digest covers ({"workload", "plan"}). While it waits it also ends at
+/// once (polled every few ms) when
+///  - `cancel` (may be null) is set: throws RendezvousCancelled;
+///  - a rank that has not arrived has a death key "dead/R" (its launcher saw it die,
+///    report_dead_rank): throws std::runtime_error (a failure, exit 1) naming it and how it ended;
+///  - a rank that has not claimed has a refusal key "refused/R" (report_refused_rank) written
+///    no more than `timeout` before this rank arrived (an older one is an earlier run's): throws
+///    SpecError naming the rank and its reason.
+/// Throws SpecError (bad input): a claimed rank, ranks that did not arrive (named, with the
+/// store and run id), a digest that differs (naming both ranks and the first differing field,
+/// this rank's digest and value first).
 HandshakeResult handshake(RunStore& store, int rank, int world, const nlohmann::json& document,
-                          std::chrono::milliseconds timeout);
+                          std::chrono::milliseconds timeout, const std::atomic<bool>* cancel = nullptr);
+
+/// The value of a refusal key "refused/R": {"reason": `reason`, "wall_ns": now (Unix ns)}.
+std::string refusal_value(const std::string& reason);
 
 }  // namespace embedscope::engine::launch

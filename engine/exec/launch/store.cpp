@@ -1,6 +1,9 @@
 #include "store.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include <functional>
 #include <mutex>
@@ -29,6 +32,15 @@ RendezvousUrl parse_rendezvous_url(const std::string& url) {
   if (u.scheme == "file") {
     u.path = rest;
     if (u.path.empty()) throw SpecError(fmt::format("--rendezvous {}: no directory after file://", url));
+    // file://HOST/PATH: what follows file:// up to the next '/' is a host, not a directory; a
+    // relative directory would name another store in every working directory and on every node
+    if (u.path[0] != '/')
+      throw SpecError(fmt::format("--rendezvous {}: a file:// URL needs an absolute directory, file:///abs/dir (three "
+                                  "slashes; here '{}' is read as a host name)",
+                                  url, u.path.substr(0, u.path.find('/'))));
+    if (u.path.find_first_not_of('/') == std::string::npos)
+      throw SpecError(fmt::format("--rendezvous {}: not the root directory: the store writes one file per key; give a "
+                                  "directory of its own, e.g. file:///shared/es", url));
     return u;
   }
   if (u.scheme != "redis")
@@ -38,8 +50,19 @@ RendezvousUrl parse_rendezvous_url(const std::string& url) {
   const std::string hostport = rest.substr(0, slash);
   if (slash != std::string::npos) u.path = rest.substr(slash + 1);
   while (!u.path.empty() && u.path.back() == '/') u.path.pop_back();
-  const auto colon = hostport.rfind(':');
-  u.host = hostport.substr(0, colon);
+  auto colon = hostport.rfind(':');
+  if (!hostport.empty() && hostport[0] == '[') {  // an IPv6 address in brackets (RFC 3986): [::1]:6379
+    const auto close = hostport.find(']');
+    if (close == std::string::npos)
+      throw SpecError(fmt::format("--rendezvous {}: no ']' after the IPv6 address; give redis://[::1]:6379", url));
+    u.host = hostport.substr(1, close - 1);
+    const std::string after = hostport.substr(close + 1);
+    if (!after.empty() && after[0] != ':')
+      throw SpecError(fmt::format("--rendezvous {}: '{}' after the IPv6 address; give redis://[ADDRESS]:PORT", url, after));
+    colon = after.empty() ? std::string::npos : close + 1;
+  } else {
+    u.host = hostport.substr(0, colon);
+  }
   if (u.host.empty()) throw SpecError(fmt::format("--rendezvous {}: no host after redis://", url));
   if (colon != std::string::npos) {
     const std::string port = hostport.substr(colon + 1);
@@ -62,6 +85,8 @@ RendezvousUrl parse_rendezvous_url(const std::string& url) {
 struct RunStore::Base : gloo::rendezvous::Store {
   std::unique_ptr<gloo::rendezvous::Store> store;
   std::function<bool(const std::string&)> check;
+  std::function<std::vector<std::string>()> own_files;     // file store: the files of the keys set here
+  std::function<std::string(const std::string&)> path_of;  // file store: a key's file
   std::mutex mu;
   void set(const std::string& key, const std::vector<char>& data) override {
     std::lock_guard<std::mutex> lock(mu);
@@ -95,6 +120,7 @@ namespace {
 struct Files : gloo::rendezvous::FileStore {
   using FileStore::FileStore;
   bool has(const std::string& key) { return check({key}); }
+  std::string path_of(const std::string& key) { return objectPath(key); }
 };
 }  // namespace
 
@@ -113,6 +139,8 @@ RunStore::RunStore(const std::string& url, const std::string& run_id) : url_(url
     auto files = std::make_unique<Files>(u.path);
     Files* f = files.get();
     base_->check = [f](const std::string& k) { return f->has(k); };
+    base_->own_files = [f] { return f->getAllKeyFilePaths(); };
+    base_->path_of = [f](const std::string& k) { return f->path_of(k); };
     base_->store = std::move(files);
   } else {
     if (!u.path.empty()) prefix_ = u.path + "/" + prefix_;
@@ -141,6 +169,22 @@ void RunStore::set(const std::string& key, const std::string& value) {
 std::string RunStore::get(const std::string& key) {
   const auto v = prefixed_->get(key);
   return {v.begin(), v.end()};
+}
+
+bool RunStore::remove_own_keys(const std::vector<std::string>& keep) {
+  if (!base_->own_files) return false;
+  std::lock_guard<std::mutex> lock(base_->mu);
+  std::vector<std::string> kept;
+  for (const auto& k : keep) kept.push_back(base_->path_of(prefix_ + "/" + k));
+  for (const auto& f : base_->own_files())
+    if (std::find(kept.begin(), kept.end(), f) == kept.end()) ::unlink(f.c_str());
+  return true;
+}
+
+void RunStore::remove_keys(const std::vector<std::string>& keys) {
+  if (!base_->path_of) return;
+  std::lock_guard<std::mutex> lock(base_->mu);
+  for (const auto& k : keys) ::unlink(base_->path_of(prefix_ + "/" + k).c_str());
 }
 
 std::vector<size_t> RunStore::wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) const {

@@ -17,8 +17,8 @@ class Store;
 
 namespace embedscope::engine::launch {
 
-/// A parsed rendezvous URL: "file://PATH" (PATH a directory, usually absolute:
-/// file:///shared/dir) or "redis://HOST:PORT[/PREFIX]" (PORT default 6379).
+/// A parsed rendezvous URL: "file:///PATH" (PATH an absolute directory: file:///shared/dir) or
+/// "redis://HOST[:PORT][/PREFIX]" (PORT default 6379; an IPv6 HOST in brackets: [::1]:6379).
 struct RendezvousUrl {
   std::string scheme;  ///< "file" or "redis"
   std::string path;    ///< file: the directory; redis: the key prefix ("" for none)
@@ -27,7 +27,8 @@ struct RendezvousUrl {
 };
 
 /// Parses `url`. Throws SpecError naming the URL: empty, no "scheme://", an empty path or host,
-/// a port that is not 1..65535, or another scheme.
+/// a file:// path that is not absolute (file://es1: "es1" is a host part) or is the root
+/// directory, an unclosed '[', a port that is not 1..65535, or another scheme.
 RendezvousUrl parse_rendezvous_url(const std::string& url);
 
 /// The run's keys: `store` is the namespaced store (what gloo's connectFullMesh and the
@@ -50,6 +51,12 @@ class RunStore {
   /// The value of `key`, which must be set (call has() or wait_for() first: a FileStore's own
   /// get waits 30 s for a missing key).
   std::string get(const std::string& key);
+  /// File store: removes the files of every key this RunStore set (gloo FileStore keeps their
+  /// list), except those of `keep`; returns false (nothing removed) for a Redis store, whose
+  /// keys gloo cannot delete. Call only when no other rank reads them any more.
+  bool remove_own_keys(const std::vector<std::string>& keep);
+  /// File store: removes the files of `keys` (set by any rank); nothing for a Redis store.
+  void remove_keys(const std::vector<std::string>& keys);
   /// Polls (every ms) until every key is set or `timeout` has passed; returns the indices into
   /// `keys` of those still missing (empty: all set).
   std::vector<size_t> wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) const;

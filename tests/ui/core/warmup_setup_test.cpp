@@ -55,6 +55,12 @@ TEST(HangSite, ParsesTheEnginesEndMessage) {
   ASSERT_TRUE(site);
   EXPECT_EQ(*site, (HangSite{1, "all_to_all", "input_dist/splits", "world", 2}));
   EXPECT_EQ(parse_hang_message("rank 0: out of memory allocating 16.0 KiB"), std::nullopt);
+  // a wait that ended early because a peer's connection broke (tester 36, D8)
+  const auto early = parse_hang_message(
+      "rank 0: all_gather 'grad_dist/all_to_all/split_check' (group world, sequence 1352) failed after 10.2 ms, before "
+      "its 3000 ms timeout: a peer's connection broke; rank(s) 2 did not arrive");
+  ASSERT_TRUE(early);
+  EXPECT_EQ(*early, (HangSite{0, "all_gather", "grad_dist/all_to_all/split_check", "world", 1352}));
 }
 
 TEST(HangSite, TheHungOpIsTheRanksLastOfThatName) {

@@ -102,11 +102,11 @@ TEST(Handshake, ADifferentWorkloadIsRefusedOnBothRanksNamingTheField) {
                        [&] { return handshake_error_of([&] { launch::handshake(s1, 1, 2, other, std::chrono::seconds(10)); }); });
   const std::string e0 = handshake_error_of([&] { launch::handshake(s0, 0, 2, kDoc, std::chrono::seconds(10)); });
   const std::string d0 = launch::fnv1a64_hex(kDoc.dump()), d1 = launch::fnv1a64_hex(other.dump());
-  EXPECT_EQ(e0, "rendezvous " + url + " (run id d): rank 1's workload and plan differ from rank 0's (digest " + d1 +
-                    " vs " + d0 + "): first at /workload/batch_size: 8 vs 16 (rank 0 vs rank 1); every rank must run "
+  EXPECT_EQ(e0, "rendezvous " + url + " (run id d): rank 1's workload and plan differ from rank 0's (digest " + d0 +
+                    " vs " + d1 + "): first at /workload/batch_size: 8 vs 16 (rank 0 vs rank 1); every rank must run "
                     "the same workload, flags and plan");
   EXPECT_EQ(e1.get(), "rendezvous " + url + " (run id d): rank 0's workload and plan differ from rank 1's (digest " +
-                          d0 + " vs " + d1 + "): first at /workload/batch_size: 16 vs 8 (rank 1 vs rank 0); every rank "
+                          d1 + " vs " + d0 + "): first at /workload/batch_size: 16 vs 8 (rank 1 vs rank 0); every rank "
                           "must run the same workload, flags and plan");
 }
 

@@ -30,9 +30,15 @@
 
 namespace embedscope::engine {
 
-/// Entries a ring keeps by default: EMBEDSCOPE_FR_BUFFER_SIZE when set (0 turns recording off;
-/// an unparsable or negative value counts as the default), else 2,000 (PyTorch's
-/// TORCH_FR_BUFFER_SIZE default). Read once per process.
+/// The most entries EMBEDSCOPE_FR_BUFFER_SIZE may ask for: 100,000 (50 times PyTorch's default;
+/// at about 400 bytes an entry, allocated up front, 40 MB a rank, 640 MB for 16 threaded ranks,
+/// and every entry is written into the session at each dump).
+inline constexpr size_t kMaxFlightRecorderCapacity = 100000;
+
+/// Entries a ring keeps by default: EMBEDSCOPE_FR_BUFFER_SIZE when set (0 turns recording off),
+/// else 2,000 (PyTorch's TORCH_FR_BUFFER_SIZE default). Read once per process. Throws SpecError
+/// naming the variable and the range for a value that is not a whole number 0 ..
+/// kMaxFlightRecorderCapacity (run_training and run_lm call it before anything runs).
 size_t flight_recorder_default_capacity();
 
 class FlightRecorder {

@@ -45,4 +45,13 @@ std::map<std::string, std::string> launcher_environment();
 /// cannot be opened (TrainerOptions::ProcessRank).
 void report_dead_rank(const std::string& url, const std::string& run_id, int rank, const std::string& how);
 
+/// For a rank (embedscope run --rank, a launcher's environment) that refused its input before
+/// it claimed its rank in the store (a flag, the workload, the plan, its placement): sets the
+/// key "refused/<rank>" to {"reason": `reason`, "wall_ns"} in the run's store, so that the
+/// ranks waiting in the rendezvous end at once naming it and the reason (exit 2) instead of
+/// waiting out the collective timeout. Does nothing when "claim/<rank>" is set (another process
+/// holds the rank, or the refusal came from the handshake, which the peers see themselves).
+/// Throws SpecError when the store cannot be opened.
+void report_refused_rank(const std::string& url, const std::string& run_id, int rank, const std::string& reason);
+
 }  // namespace embedscope::engine::launch
