@@ -176,9 +176,16 @@ struct SessionData {
   int64_t measured_ns = 0;  // median over measured steps of the slowest rank's step time
 };
 
-// The run's other load in runnable threads (calibration.h): ranks x the cores other processes
-// kept busy / the cores this one did (metadata cpu_other_cores, cpu_self_cores); -1 without them.
+// The run's other load in runnable threads (calibration.h): the sampled count of the other
+// processes' runnable threads (metadata cpu_other_runnable, exec/runnable_sampler.h) when the
+// session has it, else ranks x the cores other processes kept busy / the cores this one did
+// (metadata cpu_other_cores, cpu_self_cores: assumes every rank always runnable, so it
+// overstates the load when ranks wait at collectives); -1 without either.
 double measured_background(const ss::SessionReader& reader, int ranks) {
+  if (const std::string runnable = reader.meta(ss::meta::kCpuOtherRunnable, ""); !runnable.empty()) {
+    const double b = std::atof(runnable.c_str());
+    if (b >= 0) return b;
+  }
   const std::string self = reader.meta(ss::meta::kCpuSelfCores, ""), other = reader.meta(ss::meta::kCpuOtherCores, "");
   if (self.empty() || other.empty()) return -1;
   const double s = std::atof(self.c_str()), o = std::atof(other.c_str());
@@ -658,9 +665,11 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
                          "two or more rank counts")},
       {"/cpu/background_threads",
        measured
-           ? fmt::format("measured: the median over the sessions of ranks x cpu_other_cores / cpu_self_cores (the "
-                         "cores other processes kept busy during each run over the cores it did); each session was "
-                         "normalized with its own; load average at the runs' start: {}",
+           ? fmt::format("measured: the median over the sessions of each run's other runnable threads "
+                         "(cpu_other_runnable: /proc/stat procs_running less the run's own threads in state R, "
+                         "sampled every 20 ms; runs without it: ranks x cpu_other_cores / cpu_self_cores, the cores "
+                         "other processes kept busy over the cores it did); each session was normalized with its "
+                         "own; load average at the runs' start: {}",
                          loads)
        : rank_counts.size() >= 2
            ? fmt::format("fitted: the value in [0, {:g}] for which the sessions' log(measured / simulated step time) "

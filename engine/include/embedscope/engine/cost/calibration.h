@@ -37,9 +37,12 @@
 // a right b makes k_s the same for all sessions, so b minimizes the spread of log k_s (a grid of
 // C / 4 over [0, 8 C], then golden-section search; sessions of one rank count cannot tell b from
 // speed: b = 0). When every session records the load it shared the machine with (metadata
-// cpu_self_cores, cpu_other_cores: sessions since 2026-12), b is measured per session instead,
-// b_s = N x other / self (a fair scheduler gives each runnable thread an equal share, so the
-// other processes' runnable threads are N times their share over ours), each session is
+// cpu_other_runnable, sessions since 2026-12-04; else cpu_self_cores, cpu_other_cores: since
+// 2026-12), b is measured per session instead: b_s = the run's mean count of the other processes'
+// runnable threads (sampled, exec/runnable_sampler.h), else N x other / self (a fair scheduler
+// gives each runnable thread an equal share, so the other processes' runnable threads are N
+// times their share over ours - when all N rank threads are always runnable; ranks waiting at
+// collectives make it overstate b, which the sampled count does not), each session is
 // normalized with its own b_s, and the profile's b is their median; then, with two or more rank
 // counts, the oversubscription penalty p (CpuContention: time slicing's own cost once runnable
 // threads outnumber the cores) is searched the same way as b otherwise is (grid 0.1 over
@@ -110,7 +113,7 @@ struct CalibrationCheck {
   int ranks = 0;
   int64_t measured_ns = 0, simulated_ns = 0;
   int64_t measured_comm_ns = 0, simulated_comm_ns = 0;
-  /// The run's own other load (ranks x cpu_other_cores / cpu_self_cores; -1 when the session
+  /// The run's own other load (cpu_other_runnable, else ranks x cpu_other_cores / cpu_self_cores; -1 when the session
   /// does not record it) and the step simulated with the profile at that background instead of
   /// the profile's (0 when not simulated): what the model says for the machine as busy as it was.
   double background = -1;
