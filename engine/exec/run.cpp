@@ -292,8 +292,10 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
   if (session && spec.devices.backend != Backend::simulated) write_cpu_use(*session, cpu_before, cpu_use_now());
   if (runnable) {
     runnable->stop();
-    if (runnable->samples() > 0)
+    if (runnable->samples() > 0) {
       session->set_metadata(sessions::meta::kCpuOtherRunnable, fmt::format("{:.3f}", runnable->other_runnable()));
+      session->set_metadata(sessions::meta::kCpuOwnRunnable, fmt::format("{:.3f}", runnable->own_runnable()));
+    }
   }
   if (session) session->close(to_string(result.ended), result.error);
   return result;

@@ -62,6 +62,10 @@ inline constexpr const char* kCpuOtherCores = "cpu_other_cores";
 /// at a collective is not runnable, which ranks x other / self cores cannot tell). Absent
 /// before 2026-12-04.
 inline constexpr const char* kCpuOtherRunnable = "cpu_other_runnable";
+/// This process's own runnable threads during the run, sampled with cpu_other_runnable (its
+/// threads in state R, the sampler included), e.g. "7.80": how many threads the ranks kept
+/// runnable (compute and Gloo). Absent before 2026-12-04.
+inline constexpr const char* kCpuOwnRunnable = "cpu_own_runnable";
 /// GPU names, comma separated ("" without GPUs).
 inline constexpr const char* kGpuNames = "gpu_names";
 /// "0" measured, "1" timed by a cost model (shown as SIMULATED everywhere).
