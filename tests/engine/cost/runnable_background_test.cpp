@@ -1,7 +1,7 @@
 // The other load in runnable threads (exec/runnable_sampler.h): /proc/stat's procs_running and a
 // task's state parsed against hand-written texts, the sampler on this process, and calibrate
-// preferring a session's sampled count (metadata cpu_other_runnable) over ranks x other / self
-// cores, which overstates the load when ranks wait at collectives.
+// taking a run's load as task groups (cpu_other_cores / cpu_self_cores), not the sampled
+// runnable threads (cpu_other_runnable), as the scheduler shares the cores per group.
 #include <gtest/gtest.h>
 
 #include <sqlite3.h>
@@ -37,13 +37,13 @@ fs::path runnable_dir() {
 }
 
 // A criteo_kaggle run of `ranks` simulated on round_numbers with 2 cores and `background`
-// runnable threads beside the ranks, relabelled measured with the given load metadata.
-std::string runnable_session(const std::string& name, int ranks, double background, const std::string& metadata_sql) {
+// other task groups beside this process, relabelled measured with the given load metadata.
+std::string runnable_session(const std::string& name, int ranks, double groups, const std::string& metadata_sql) {
   std::ifstream f(std::string(EMBEDSCOPE_TEST_DATA) + "/hardware/round_numbers.json");
   nlohmann::json j = nlohmann::json::parse(f);
   j["name"] = "runnable_round_numbers";
   j["cluster"] = {{"gpus_per_node", 8}, {"max_nodes", 1}};
-  j["cpu"] = {{"cores", 2}, {"threads_per_rank", 1.0}, {"background_threads", background}};
+  j["cpu"] = {{"cores", 2}, {"threads_per_rank", 1.0}, {"background_threads", 0.0}, {"other_groups", groups}};
   const std::string profile = (runnable_dir() / (name + ".json")).string();
   std::ofstream(profile) << j.dump();
   es::WorkloadSpec s = es::load_preset("criteo_kaggle");
@@ -109,36 +109,31 @@ TEST(RunnableBackground, SamplerCountsThisProcesssBusyThreadsAsOwn) {
   EXPECT_EQ(sampler.samples(), samples);  // stopped
 }
 
-TEST(RunnableBackground, CalibratePrefersTheSampledRunnableCount) {
-  // truth: 1 other runnable thread on 2 cores; the cores figures say 2 x 1.5 / 1 = 3 and 4 x 0.75
-  // / 1 = 3 (as when the ranks wait at collectives half the time), the sampled count says 1
-  const std::string lie = "INSERT OR REPLACE INTO metadata (key, value) VALUES ('cpu_self_cores', '1.000');";
-  std::vector<std::string> sessions = {
-      runnable_session("r_tw2", 2, 1.0, lie + "INSERT OR REPLACE INTO metadata (key, value) VALUES "
-                                              "('cpu_other_cores', '1.500'), ('cpu_other_runnable', '1.000')"),
-      runnable_session("r_tw4", 4, 1.0, lie + "INSERT OR REPLACE INTO metadata (key, value) VALUES "
-                                              "('cpu_other_cores', '0.750'), ('cpu_other_runnable', '1.000')")};
+TEST(RunnableBackground, CalibrateTakesTaskGroupsNotTheRunnableCount) {
+  // truth: 0.5 other task groups on 2 cores (the process gets 2 / 1.5 cores): 2 ranks
+  // 2 x 1.5 / 2 = 1.5, 4 ranks 3 (one below two threads a core, one above: the penalty, 0 here,
+  // is told from the rates). The runs record self 1, other 0.5 (G = 0.5) and 3 other runnable
+  // threads, which calibrate does not take (the scheduler shares per group)
+  const std::string meta = "INSERT OR REPLACE INTO metadata (key, value) VALUES ('cpu_self_cores', '1.000'), "
+                           "('cpu_other_cores', '0.500'), ('cpu_other_runnable', '3.000')";
+  std::vector<std::string> sessions = {runnable_session("r_tw2", 2, 0.5, meta), runnable_session("r_tw4", 4, 0.5, meta)};
   const es::Calibration cal = es::calibrate(sessions);
   EXPECT_TRUE(cal.background_measured);
-  EXPECT_NEAR(cal.background_threads, 1.0, 1e-9);
+  EXPECT_NEAR(cal.other_groups, 0.5, 1e-9);
+  EXPECT_NEAR(cal.oversubscription_penalty, 0.0, 0.008);
+  EXPECT_EQ(cal.profile.cpu.background_threads, 0.0);
   EXPECT_NEAR(cal.step_scale, 1.0, 0.02);
   std::map<std::string, double> rate;
   for (const auto& f : cal.fits) rate[f.what] = f.rate;
   EXPECT_NEAR(rate["dense"] / 5e12, 1.0, 0.02);  // round_numbers' dense rate, recovered
-  // a held-out 8-rank run at 3 other runnable threads, recorded by the sampler: its own load
+  // a held-out 8-rank run at 3 other groups (self 0.5, other 1.5): 8 x 4 / 2 = 16 measured
   const std::string busy = runnable_session(
-      "r_tw8", 8, 3.0, lie + "INSERT OR REPLACE INTO metadata (key, value) VALUES ('cpu_other_cores', '0.100'), "
-                             "('cpu_other_runnable', '3.000')");
+      "r_tw8", 8, 3.0, "INSERT OR REPLACE INTO metadata (key, value) VALUES ('cpu_self_cores', '0.500'), "
+                       "('cpu_other_cores', '1.500'), ('cpu_other_runnable', '0.100')");
   const std::string fitted = (runnable_dir() / "fitted.json").string();
   std::ofstream(fitted) << es::to_json(cal.profile).dump();
   const es::CalibrationCheck c = es::check_calibration(busy, fitted);
-  EXPECT_NEAR(c.background, 3.0, 1e-9);  // not 8 x 0.1 / 1 = 0.8
-  EXPECT_NEAR(c.error(), (8.0 + 1.0) / (8.0 + 3.0) - 1.0, 0.02);  // factor 4.5 simulated, 5.5 measured
+  EXPECT_NEAR(c.other_groups, 3.0, 1e-9);
+  EXPECT_NEAR(c.error(), 6.0 / 16.0 - 1.0, 0.02);  // the profile's G = 0.5: 8 x 1.5 / 2 = 6
   EXPECT_LT(std::abs(c.error_at_run_load()), 0.02);
-  // without the sampled count the cores figures are taken: 2 x 1.5 / 1 = 3
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(sessions[0].c_str(), &db), SQLITE_OK);
-  EXPECT_EQ(sqlite3_exec(db, "DELETE FROM metadata WHERE key = 'cpu_other_runnable'", nullptr, nullptr, nullptr), SQLITE_OK);
-  sqlite3_close(db);
-  EXPECT_NEAR(es::check_calibration(sessions[0], fitted).background, 3.0, 1e-9);
 }
