@@ -72,7 +72,7 @@ rows = {}
 for s in range(1, reps + 1):
     j = json.load(open(f"{out}/check_s{s}.json"))
     cpu = j["profile"].get("cpu", {})
-    print(f"set {s} profile: cores {cpu.get('cores')}, background_threads {cpu.get('background_threads', 0):.2f} "
+    print(f"set {s} profile: cores {cpu.get('cores')}, other_groups {cpu.get('other_groups', 0):.2f}, background_threads {cpu.get('background_threads', 0):.2f} "
           f"({'measured' if j.get('background_measured') else 'fitted'}), step scale {j.get('step_scale', 1):.3f}, "
           f"launch {j['profile']['gpu']['kernel_launch_ns']} ns")
     for c in j["checks"]:
@@ -81,7 +81,7 @@ for s in range(1, reps + 1):
         r["step"].append(c["simulated_step_ns"] / c["measured_step_ns"])
         if c.get("simulated_at_run_load_ns", 0) > 0:
             r["load"].append(c["simulated_at_run_load_ns"] / c["measured_step_ns"])
-            r["b"].append(c["background_threads"])
+            r["b"].append(c.get("other_groups", -1))
         r["ms"].append(c["measured_step_ns"] / 1e6)
         if c.get("measured_comm_ns", 0) > 0:
             r["comm"].append(c["simulated_comm_ns"] / c["measured_comm_ns"])
@@ -90,7 +90,7 @@ def cell(v):
 def med(v):
     return f"{statistics.median(v):6.2f}" if v else "     -"
 print(f"\n{'config':<16} {'kind':<9} {'meas. ms':>8}  {'step ratio per set':<16} {'median':>6} {'goal':>4}  "
-      f"{'at run load':<16} {'median':>6} {'goal':>4}  {'run b':<16}  {'comm ratio':<16} {'median':>6}")
+      f"{'at run load':<16} {'median':>6} {'goal':>4}  {'run G':<16}  {'comm ratio':<16} {'median':>6}")
 met = met_load = True
 for name, r in rows.items():
     m = statistics.median(r["step"])
@@ -102,11 +102,11 @@ for name, r in rows.items():
         met_load &= okl
     print(f"{name:<16} {'in-sample' if r['in'] else 'held-out':<9} {statistics.median(r['ms']):8.1f}  "
           f"{cell(r['step']):<16} {m:6.2f} {('met' if ok else 'NOT'):>4}  {cell(r['load']):<16} {med(r['load'])} "
-          f"{('-' if ml is None else 'met' if okl else 'NOT'):>4}  {' '.join(f'{x:.1f}' for x in r['b']) or '-':<16}  "
+          f"{('-' if ml is None else 'met' if okl else 'NOT'):>4}  {' '.join(f'{x:.2f}' for x in r['b']) or '-':<16}  "
           f"{cell(r['comm']):<16} {med(r['comm'])}")
 print(f"\nratio = simulated / measured (median step time, slowest rank; per set, then the median of the sets); "
-      f"'at run load': simulated with the run's own measured background load (run b, runnable threads) instead of "
-      f"the profile's; comm: the collectives' time per step.\ngoal 0.85..1.15 on every held-out config: "
+      f"'at run load': simulated with the run's own measured load (run G: other task groups, cpu_other_cores / "
+      f"cpu_self_cores) instead of the profile's; comm: the collectives' time per step.\ngoal 0.85..1.15 on every held-out config: "
       f"{'met' if met else 'NOT met'} with the profile's background, {'met' if met_load else 'NOT met'} at each "
       f"run's measured load")
 PY

@@ -158,7 +158,7 @@ json to_json(const HardwareProfile& p) {
   if (p.cpu.cores > 0)
     j["cpu"] = {{"cores", p.cpu.cores}, {"threads_per_rank", p.cpu.threads_per_rank},
                 {"background_threads", p.cpu.background_threads},
-                {"oversubscription_penalty", p.cpu.oversubscription_penalty}};
+                {"oversubscription_penalty", p.cpu.oversubscription_penalty}, {"other_groups", p.cpu.other_groups}};
   if (!p.sources.empty()) j["sources"] = p.sources;
   return j;
 }
@@ -172,18 +172,22 @@ struct SessionData {
   int ranks = 1;            // devices.count: every rank a thread of this machine
   int cores = 0;            // metadata cpu_cores; 0 when absent (sessions before 2026-12)
   std::string load;         // metadata load_average_1m
-  double background = -1;   // measured other load in runnable threads (calibration.h); -1 unknown
+  double groups = -1;       // measured other load in task groups (calibration.h); -1 unknown
   int64_t measured_ns = 0;  // median over measured steps of the slowest rank's step time
 };
 
-// The run's other load in runnable threads (calibration.h): ranks x the cores other processes
-// kept busy / the cores this one did (metadata cpu_other_cores, cpu_self_cores); -1 without them.
-double measured_background(const ss::SessionReader& reader, int ranks) {
+// The run's other load as task groups (calibration.h, hardware_profile.h CpuContention
+// other_groups): the cores other processes kept busy / the cores this one did (metadata
+// cpu_other_cores, cpu_self_cores): with autogroup each busy group gets an equal share, so the
+// others are that many groups' worth; -1 without them. (The sampled runnable-thread counts
+// cpu_other_runnable / cpu_own_runnable are not used: the scheduler shares per group, not per
+// thread - measured here, the process got the same cores at 2 and 8 ranks.)
+double measured_other_groups(const ss::SessionReader& reader) {
   const std::string self = reader.meta(ss::meta::kCpuSelfCores, ""), other = reader.meta(ss::meta::kCpuOtherCores, "");
   if (self.empty() || other.empty()) return -1;
   const double s = std::atof(self.c_str()), o = std::atof(other.c_str());
   if (!(s > 0) || !(o >= 0)) return -1;
-  return static_cast<double>(ranks) * o / s;
+  return o / s;
 }
 
 int64_t measured_step_ns(const ss::SessionReader& reader, const std::string& path) {
@@ -385,7 +389,7 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     sd.ranks = l.spec.devices.count;
     sd.cores = std::atoi(reader.meta(ss::meta::kCpuCores, "0").c_str());
     sd.load = reader.meta(ss::meta::kLoadAverage, "");
-    sd.background = measured_background(reader, sd.ranks);
+    sd.groups = measured_other_groups(reader);
     sd.measured_ns = measured_step_ns(reader, path);
     const int session = static_cast<int>(data.size());
     memory_bytes = std::max(memory_bytes, l.spec.devices.memory_bytes);
@@ -483,14 +487,20 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   // every session's background load measured (cpu_self_cores / cpu_other_cores): each session
   // is normalized with its own, else one background for all is fitted
   bool measured = true;
-  for (const auto& sd : data) measured = measured && sd.background >= 0;
-  auto background_of = [&](const SessionData& sd, double background) { return measured ? sd.background : background; };
+  for (const auto& sd : data) measured = measured && sd.groups >= 0;
   double penalty = 0;  // oversubscription_penalty: searched when the backgrounds are measured
+  // the load of a session in the profile's terms: measured, its other groups (no background
+  // threads); else the one fitted background in threads
+  auto load_of = [&](const SessionData& sd, double level) {
+    return measured ? CpuContention{0, kThreadsPerRank, 0.0, penalty, sd.groups}
+                    : CpuContention{0, kThreadsPerRank, level, penalty, 0.0};
+  };
   auto dilation = [&](double background) {
     std::vector<double> d;
     for (const auto& sd : data) {
       HardwareProfile one;
-      one.cpu = {sd.cores > 0 ? sd.cores : cores, kThreadsPerRank, background_of(sd, background), penalty};
+      one.cpu = load_of(sd, background);
+      one.cpu.cores = sd.cores > 0 ? sd.cores : cores;
       d.push_back(contention_factor(one, sd.ranks));
     }
     return d;
@@ -537,7 +547,8 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     hw.gpu.kernel_launch_ns = std::llround(cf.launch_ns * scale);
     hw.gpus_per_node = kRanksPerMachine;
     hw.max_nodes = kRanksPerMachine;
-    hw.cpu = {cores, kThreadsPerRank, background, penalty};
+    hw.cpu = measured ? CpuContention{cores, kThreadsPerRank, 0.0, penalty, background}
+                      : CpuContention{cores, kThreadsPerRank, background, penalty, 0.0};
     return hw;
   };
 
@@ -554,7 +565,8 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     HardwareProfile hw = profile_for(background, 1.0);
     double mean = 0;
     for (size_t i = 0; i < data.size(); ++i) {
-      hw.cpu.background_threads = background_of(data[i], background);
+      hw.cpu = load_of(data[i], background);
+      hw.cpu.cores = cores;
       {
         std::ofstream f(file.path);
         if (!(f << to_json(hw).dump())) throw SpecError(fmt::format("calibrate: cannot write {}", file.path));
@@ -587,7 +599,7 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   double best = 0;
   if (measured) {  // the profile's: the calibration runs' median; the penalty fitted
     std::vector<double> b;
-    for (const auto& sd : data) b.push_back(sd.background);
+    for (const auto& sd : data) b.push_back(sd.groups);
     std::sort(b.begin(), b.end());
     best = b[b.size() / 2];
     if (rank_counts.size() >= 2)
@@ -602,7 +614,8 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   cal.profile = profile_for(best, cal.step_scale);
   HardwareProfile& hw = cal.profile;
   cal.cores = cores;
-  cal.background_threads = best;
+  cal.background_threads = measured ? 0.0 : best;
+  cal.other_groups = measured ? best : 0.0;
   cal.background_measured = measured;
   cal.oversubscription_penalty = penalty;
   cal.compute_r2 = cf.r2;
@@ -656,12 +669,16 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
                          kMaxPenalty, rank_counts.size())
            : std::string("0, not fitted: it needs the sessions' measured load (cpu_self_cores, cpu_other_cores) and "
                          "two or more rank counts")},
+      {"/cpu/other_groups",
+       measured ? fmt::format("measured: the median over the sessions of cpu_other_cores / cpu_self_cores (the cores "
+                              "other processes kept busy during each run over the cores it did: with the scheduler's "
+                              "autogroup each busy task group gets an equal share); each session was normalized "
+                              "with its own; load average at the runs' start: {}",
+                              loads)
+                : std::string("0: the sessions do not record their load (cpu_self_cores, cpu_other_cores)")},
       {"/cpu/background_threads",
        measured
-           ? fmt::format("measured: the median over the sessions of ranks x cpu_other_cores / cpu_self_cores (the "
-                         "cores other processes kept busy during each run over the cores it did); each session was "
-                         "normalized with its own; load average at the runs' start: {}",
-                         loads)
+           ? std::string("0: the sessions' measured load is in other_groups")
        : rank_counts.size() >= 2
            ? fmt::format("fitted: the value in [0, {:g}] for which the sessions' log(measured / simulated step time) "
                          "spread least (least squares; sessions of {} rank counts); load average at the runs' start: {}",
@@ -688,10 +705,12 @@ CalibrationCheck check_calibration(const std::string& session_path, const std::s
   c.simulated_ns = simulate_session(l, session_path, profile_path, out.path);
   c.simulated_comm_ns = comm_step_ns(ss::SessionReader(out.path));
   for (const char* suffix : {"-wal", "-shm"}) std::remove((out.path + suffix).c_str());
-  c.background = measured_background(reader, c.ranks);
+  c.other_groups = measured_other_groups(reader);
+  c.background = c.other_groups >= 0 ? c.ranks * c.other_groups : -1.0;
   HardwareProfile hw = load_hardware_profile(profile_path);
-  if (c.background >= 0 && hw.cpu.cores > 0) {  // the same profile at the load this run had
-    hw.cpu.background_threads = c.background;
+  if (c.other_groups >= 0 && hw.cpu.cores > 0) {  // the same profile at the load this run had
+    hw.cpu.background_threads = 0;
+    hw.cpu.other_groups = c.other_groups;
     TempFile at_load{(std::filesystem::temp_directory_path() / fmt::format("embedscope_calibrate_load_{}.json", getpid())).string()};
     std::ofstream(at_load.path) << to_json(hw).dump();
     c.simulated_at_run_load_ns = simulate_session(l, session_path, at_load.path, "");

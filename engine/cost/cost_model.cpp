@@ -50,7 +50,8 @@ int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw) {
 
 double contention_factor(const HardwareProfile& hw, int ranks_on_node) {
   if (hw.cpu.cores <= 0) return 1.0;
-  const double runnable = static_cast<double>(std::max(ranks_on_node, 0)) * hw.cpu.threads_per_rank + hw.cpu.background_threads;
+  const double runnable = static_cast<double>(std::max(ranks_on_node, 0)) * hw.cpu.threads_per_rank * (1.0 + hw.cpu.other_groups) +
+                          hw.cpu.background_threads;
   const double x = runnable / static_cast<double>(hw.cpu.cores);
   return std::max(1.0, x) * (1.0 + hw.cpu.oversubscription_penalty * std::clamp(x - 1.0, 0.0, 1.0));
 }

@@ -10,6 +10,7 @@
 #include <csignal>
 
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 
 #include "embedscope/engine/comm/flight_recorder.h"
 #include "embedscope/engine/exec/backend.h"
+#include "embedscope/engine/exec/runnable_sampler.h"
 #include "embedscope/engine/exec/table_storage_json.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/quant/row_codec.h"
@@ -287,6 +289,8 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
     write_run_metadata(*session, spec, result.plan, executor->clock());
   }
   const CpuUse cpu_before = cpu_use_now();
+  std::optional<RunnableSampler> runnable;  // the other load in runnable threads, measured runs only
+  if (session && spec.devices.backend != Backend::simulated) runnable.emplace();
   try {
     executor->run(session.get(), result);
   } catch (const std::exception& e) {  // e.g. a GPU allocator that cannot be set up: the session says so
@@ -295,6 +299,13 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
   }
   if (result.final_plan.tables.empty()) result.final_plan = result.plan;  // executors that keep one plan
   if (session && spec.devices.backend != Backend::simulated) write_cpu_use(*session, cpu_before, cpu_use_now());
+  if (runnable) {
+    runnable->stop();
+    if (runnable->samples() > 0) {
+      session->set_metadata(sessions::meta::kCpuOtherRunnable, fmt::format("{:.3f}", runnable->other_runnable()));
+      session->set_metadata(sessions::meta::kCpuOwnRunnable, fmt::format("{:.3f}", runnable->own_runnable()));
+    }
+  }
   if (session) session->close(to_string(result.ended), result.error);
   return result;
 }

@@ -107,6 +107,7 @@ int cmd_calibrate(const CalibrateState& s) {
               {"collective_r2", cal.collective_r2}, {"skipped_rank_steps", cal.skipped_rank_steps},
               {"cores", cal.cores}, {"background_threads", cal.background_threads}, {"step_scale", cal.step_scale},
               {"background_measured", cal.background_measured}, {"oversubscription_penalty", cal.oversubscription_penalty},
+              {"other_groups", cal.other_groups},
               {"fits", json::array()}, {"checks", json::array()}, {"warnings", warnings}};
     if (!s.output.empty()) j["written"] = s.output;
     for (const auto& f : cal.fits)
@@ -116,6 +117,7 @@ int cmd_calibrate(const CalibrateState& s) {
                              {"measured_step_ns", c.measured_ns}, {"simulated_step_ns", c.simulated_ns}, {"error", c.error()},
                              {"measured_comm_ns", c.measured_comm_ns}, {"simulated_comm_ns", c.simulated_comm_ns},
                              {"comm_error", c.comm_error()}, {"background_threads", c.background},
+                             {"other_groups", c.other_groups},
                              {"simulated_at_run_load_ns", c.simulated_at_run_load_ns},
                              {"error_at_run_load", c.error_at_run_load()}});
     std::cout << dump(j) << "\n";
@@ -131,13 +133,15 @@ int cmd_calibrate(const CalibrateState& s) {
   for (const auto& f : cal.fits) std::cout << fmt::format("{:<16} {:>8} {:>16}  {}\n", f.what, f.samples, rate_text(f), f.note);
   std::cout << fmt::format("collectives: latency {} ns within a node (R^2 {:.3f}), {} ns across\n",
                            cal.profile.intra_node.latency_ns, cal.collective_r2, cal.profile.inter_node.latency_ns);
-  std::cout << fmt::format("contention: {} cores, {:.2f} background threads ({}), oversubscription penalty {:.3f}, "
-                           "step scale {:.3f}; n ranks run x = (n + {:.2f}) / {}: max(1, x) x (1 + {:.3f} x "
+  std::cout << fmt::format("contention: {} cores, {} ({}), oversubscription penalty {:.3f}, "
+                           "step scale {:.3f}; n ranks run x = (n x {:.2f} + {:.2f}) / {}: max(1, x) x (1 + {:.3f} x "
                            "clamp(x - 1, 0, 1)) times slower than one\n",
-                           cal.cores, cal.background_threads,
+                           cal.cores,
+                           cal.background_measured ? fmt::format("{:.2f} other task groups", cal.other_groups)
+                                                   : fmt::format("{:.2f} background threads", cal.background_threads),
                            cal.background_measured ? "the sessions' measured load, median" : "fitted",
-                           cal.oversubscription_penalty, cal.step_scale, cal.background_threads, cal.cores,
-                           cal.oversubscription_penalty);
+                           cal.oversubscription_penalty, cal.step_scale, 1.0 + cal.other_groups, cal.background_threads,
+                           cal.cores, cal.oversubscription_penalty);
   if (!checks.empty()) {
     std::cout << fmt::format("\n{:<10} {:>12} {:>12} {:>8} {:>9} {:>12} {:>12} {:>8}  {}\n", "check", "measured",
                              "simulated", "error", "at load", "comm meas.", "comm sim.", "error", "session");

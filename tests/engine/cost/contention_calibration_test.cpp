@@ -42,7 +42,8 @@ nlohmann::json contended_profile_json() {
   nlohmann::json j = nlohmann::json::parse(f);
   j["name"] = "contended_round_numbers";
   j["cluster"] = {{"gpus_per_node", 8}, {"max_nodes", 1}};
-  j["cpu"] = {{"cores", 2}, {"threads_per_rank", 1.0}, {"background_threads", 1.0}, {"oversubscription_penalty", 0.0}};
+  j["cpu"] = {{"cores", 2}, {"threads_per_rank", 1.0}, {"background_threads", 1.0}, {"oversubscription_penalty", 0.0},
+              {"other_groups", 0.0}};
   return j;
 }
 
@@ -113,6 +114,13 @@ TEST(CpuContention, FactorIsRunnableThreadsOverCores) {
   EXPECT_DOUBLE_EQ(es::contention_factor(hw, 3), 1.5 * 1.25);    // x = 1.5: half of it
   EXPECT_DOUBLE_EQ(es::contention_factor(hw, 4), 2.0 * 1.5);     // x = 2: all of it
   EXPECT_DOUBLE_EQ(es::contention_factor(hw, 8), 4.0 * 1.5);
+  // other task groups: the process gets 2 / (1 + 3) cores, its ranks run 4 times as crowded
+  hw.cpu = {2, 1.0, 0.0, 0.0, 3.0};
+  EXPECT_DOUBLE_EQ(es::contention_factor(hw, 1), 2.0);   // 1 x 4 / 2
+  EXPECT_DOUBLE_EQ(es::contention_factor(hw, 2), 4.0);   // 2 x 4 / 2
+  EXPECT_DOUBLE_EQ(es::contention_factor(hw, 8), 16.0);  // 8 x 4 / 2
+  hw.cpu = {2, 1.0, 1.0, 0.5, 0.5};
+  EXPECT_DOUBLE_EQ(es::contention_factor(hw, 2), 2.0 * 1.5);  // x = (2 x 1.5 + 1) / 2 = 2: the whole penalty
 }
 
 TEST(CpuContention, ProfileCpuBlockParsesAndBadFieldsNameThePointer) {
@@ -134,6 +142,12 @@ TEST(CpuContention, ProfileCpuBlockParsesAndBadFieldsNameThePointer) {
   EXPECT_EQ(contention_parse_error(j), "p.json: /cpu/oversubscription_penalty: must be in [0, 1000], got -1");
   j["cpu"].erase("oversubscription_penalty");  // optional: 0
   EXPECT_EQ(es::parse_hardware_profile(j.dump(), "p.json").cpu.oversubscription_penalty, 0.0);
+  j["cpu"]["other_groups"] = -1;
+  EXPECT_EQ(contention_parse_error(j), "p.json: /cpu/other_groups: must be in [0, 1e+06], got -1");
+  j["cpu"]["other_groups"] = 2.5;
+  EXPECT_EQ(es::parse_hardware_profile(j.dump(), "p.json").cpu.other_groups, 2.5);
+  j["cpu"].erase("other_groups");  // optional: 0
+  EXPECT_EQ(es::parse_hardware_profile(j.dump(), "p.json").cpu.other_groups, 0.0);
   j["cpu"]["threads"] = 1;
   EXPECT_NE(contention_parse_error(j).find("p.json: /cpu/threads: unknown key"), std::string::npos);
 }
@@ -193,25 +207,30 @@ TEST(CpuContention, CalibrateRecoversTheBackgroundAndTheRatesFromTwoRankCounts) 
   EXPECT_LT(std::abs(c.comm_error()), 0.05) << c.measured_comm_ns << " vs " << c.simulated_comm_ns;
 }
 
-TEST(CpuContention, CalibrateTakesEachSessionsMeasuredBackgroundAndFitsThePenalty) {
-  // 1 background thread, recorded by the runs (b = ranks x other / self), and an
-  // oversubscription penalty of 0.4: 2 ranks x = 1.5, factor 1.5 x 1.2; 4 ranks x = 2.5, 2.5 x 1.4
+TEST(CpuContention, CalibrateTakesEachSessionsMeasuredGroupsAndFitsThePenalty) {
+  // the runs shared the machine with 0.5 other task groups, recorded as cpu_other_cores /
+  // cpu_self_cores = 0.5 / 1, and an oversubscription penalty of 0.4: 2 ranks x = 2 x 1.5 / 2 =
+  // 1.5, factor 1.5 x 1.2; 4 ranks x = 3, 3 x 1.4
   nlohmann::json truth = contended_profile_json();
+  truth["cpu"]["background_threads"] = 0.0;
+  truth["cpu"]["other_groups"] = 0.5;
   truth["cpu"]["oversubscription_penalty"] = 0.4;
   const std::string profile = write_profile(truth, "truth_measured.json");
   std::vector<std::string> sessions;
-  for (const auto& [name, ranks, other] : {std::tuple{"m_tw2.db", 2, 0.5}, std::tuple{"m_tw4.db", 4, 0.25}}) {
+  for (const auto& [name, ranks] : {std::tuple{"m_tw2.db", 2}, std::tuple{"m_tw4.db", 4}}) {
     sessions.push_back(contended_as_measured(profile, name, ranks, es::ShardingType::table_wise));
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(sessions.back().c_str(), &db), SQLITE_OK);
-    const std::string sql = "INSERT OR REPLACE INTO metadata (key, value) VALUES ('cpu_self_cores', '1.000'), "
-                            "('cpu_other_cores', '" + std::to_string(other) + "')";
-    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    EXPECT_EQ(sqlite3_exec(db, "INSERT OR REPLACE INTO metadata (key, value) VALUES ('cpu_self_cores', '1.000'), "
+                               "('cpu_other_cores', '0.500')", nullptr, nullptr, nullptr), SQLITE_OK)
+        << sqlite3_errmsg(db);
     sqlite3_close(db);
   }
   const es::Calibration cal = es::calibrate(sessions);
   EXPECT_TRUE(cal.background_measured);
-  EXPECT_NEAR(cal.background_threads, 1.0, 1e-9);  // 2 x 0.5 / 1 and 4 x 0.25 / 1: both 1
+  EXPECT_NEAR(cal.other_groups, 0.5, 1e-9);
+  EXPECT_EQ(cal.background_threads, 0.0);
+  EXPECT_NEAR(cal.profile.cpu.other_groups, 0.5, 1e-9);
   EXPECT_NEAR(cal.oversubscription_penalty, 0.4, 0.008);  // within 2%
   EXPECT_NEAR(cal.profile.cpu.oversubscription_penalty, cal.oversubscription_penalty, 1e-12);
   EXPECT_NEAR(cal.step_scale, 1.0, 0.02);
@@ -219,22 +238,23 @@ TEST(CpuContention, CalibrateTakesEachSessionsMeasuredBackgroundAndFitsThePenalt
   for (const auto& f : cal.fits) rate[f.what] = f.rate;
   EXPECT_NEAR(rate["dense"] / 5e12, 1.0, 0.02);
   EXPECT_NEAR(rate["lookup"] / 5e11, 1.0, 0.02);
-  // a run at another load: simulated at the profile's background 1 it is off, at its own 3 exact
+  // a run at another load, 1.5 other groups: simulated at the profile's 0.5 it is off, at its own exact
   const std::string busy = contended_as_measured(write_profile([&] {
     nlohmann::json j = truth;
-    j["cpu"]["background_threads"] = 3.0;
+    j["cpu"]["other_groups"] = 1.5;
     return j;
   }(), "busier.json"), "m_busy_tw4.db", 4, es::ShardingType::table_wise);
   {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(busy.c_str(), &db), SQLITE_OK);
     EXPECT_EQ(sqlite3_exec(db, "INSERT OR REPLACE INTO metadata (key, value) VALUES ('cpu_self_cores', '1.000'), "
-                               "('cpu_other_cores', '0.750')", nullptr, nullptr, nullptr), SQLITE_OK);
+                               "('cpu_other_cores', '1.500')", nullptr, nullptr, nullptr), SQLITE_OK);
     sqlite3_close(db);
   }
   const es::CalibrationCheck c = es::check_calibration(busy, write_profile(es::to_json(cal.profile), "fitted_m.json"));
-  EXPECT_NEAR(c.background, 3.0, 1e-9);
-  // contention 2.5 x 1.4 simulated against (4 + 3) / 2 = 3.5 x 1.4 measured
-  EXPECT_NEAR(c.error(), 2.5 / 3.5 - 1.0, 0.02);
+  EXPECT_NEAR(c.other_groups, 1.5, 1e-9);
+  EXPECT_NEAR(c.background, 6.0, 1e-9);  // its equivalent in threads: 4 x 1.5
+  // contention 4 x 1.5 / 2 = 3 (x 1.4) simulated against 4 x 2.5 / 2 = 5 (x 1.4) measured
+  EXPECT_NEAR(c.error(), 3.0 / 5.0 - 1.0, 0.02);
   EXPECT_LT(std::abs(c.error_at_run_load()), 0.02);
 }

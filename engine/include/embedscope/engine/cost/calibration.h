@@ -37,13 +37,18 @@
 // a right b makes k_s the same for all sessions, so b minimizes the spread of log k_s (a grid of
 // C / 4 over [0, 8 C], then golden-section search; sessions of one rank count cannot tell b from
 // speed: b = 0). When every session records the load it shared the machine with (metadata
-// cpu_self_cores, cpu_other_cores: sessions since 2026-12), b is measured per session instead,
-// b_s = N x other / self (a fair scheduler gives each runnable thread an equal share, so the
-// other processes' runnable threads are N times their share over ours), each session is
-// normalized with its own b_s, and the profile's b is their median; then, with two or more rank
+// cpu_self_cores, cpu_other_cores: sessions since 2026-12), the load is measured per session
+// instead, as task groups: G_s = other / self (Linux's autogroup scheduling shares the cores
+// equally between busy task groups, not threads, so the others were G_s groups' worth of us;
+// CpuContention other_groups: the N ranks then run as N (1 + G_s) threads would, b = 0). Until
+// 2026-12-04 the measured load was b_s = N x other / self threads, the same factor at the run's
+// own N, but a profile's b taken from 2- and 4-rank runs was too small for 8 ranks: under load
+// here the process got 0.37-0.61 of 2 cores at 2, 4 and 8 ranks alike (G 2.3-4.4), while
+// N x other / self grew from 6.5 to 35. Each session is normalized with its own G_s, the
+// profile's G is their median; then, with two or more rank
 // counts, the oversubscription penalty p (CpuContention: time slicing's own cost once runnable
 // threads outnumber the cores) is searched the same way as b otherwise is (grid 0.1 over
-// [0, 2], golden-section), b being known. The geometric mean of k_s at that b is the step scale: every compute and
+// [0, 2], golden-section), G being known. The geometric mean of k_s at that load is the step scale: every compute and
 // collective coefficient is made that much slower (the simulated step is a max-plus system of
 // the durations, so it scales exactly): the per-op medians leave out what the step has beside
 // them (the slowest rank's share of the cores, scheduling gaps between ops).
@@ -87,6 +92,7 @@ struct Calibration {
   double step_scale = 1;           ///< measured / simulated step time before scaling, geometric mean
   bool background_measured = false;  ///< from the sessions' cpu_other_cores / cpu_self_cores, not fitted
   double oversubscription_penalty = 0;  ///< fitted when background_measured (profile.cpu), else 0
+  double other_groups = 0;         ///< the measured other load in task groups (profile.cpu), 0 when not measured
 };
 
 /// Fits this machine's profile (named `name`) from sessions this engine recorded on cpu ranks.
@@ -110,9 +116,12 @@ struct CalibrationCheck {
   int ranks = 0;
   int64_t measured_ns = 0, simulated_ns = 0;
   int64_t measured_comm_ns = 0, simulated_comm_ns = 0;
-  /// The run's own other load (ranks x cpu_other_cores / cpu_self_cores; -1 when the session
-  /// does not record it) and the step simulated with the profile at that background instead of
-  /// the profile's (0 when not simulated): what the model says for the machine as busy as it was.
+  /// The run's own other load: other_groups = cpu_other_cores / cpu_self_cores (-1 when the
+  /// session does not record them), background = ranks x other_groups (its equivalent in
+  /// runnable threads, -1 likewise), and the step simulated with the profile at that load
+  /// instead of the profile's (0 when not simulated): what the model says for the machine as
+  /// busy as it was.
+  double other_groups = -1;
   double background = -1;
   int64_t simulated_at_run_load_ns = 0;
   double error_at_run_load() const {  ///< (simulated at the run's load - measured) / measured; 0 without

@@ -45,11 +45,12 @@ int64_t collective_ns(const CollectiveCall& c, int rank, int gpus_per_node, cons
 int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw);
 
 /// How much slower every compute op and collective runs when `ranks_on_node` ranks share a node's cores
-/// (hardware_profile.h CpuContention): with x = (ranks_on_node x threads_per_rank +
-/// background_threads) / cores, max(1, x) x (1 + oversubscription_penalty x clamp(x - 1, 0, 1)),
+/// (hardware_profile.h CpuContention): with x = (ranks_on_node x threads_per_rank x (1 +
+/// other_groups) + background_threads) / cores, max(1, x) x (1 + oversubscription_penalty x clamp(x - 1, 0, 1)),
 /// dimensionless, >= 1; exactly 1 when hw.cpu.cores is 0 (GPUs).
 /// Example: cores 2, threads_per_rank 1, background 1, penalty 0: 2 ranks 1.5, 4 ranks 2.5,
-/// 8 ranks 4.5; background 0, penalty 0.5: 2 ranks 1, 3 ranks 1.5 x 1.25, 4 ranks 3, 8 ranks 6.
+/// 8 ranks 4.5; background 0, penalty 0.5: 2 ranks 1, 3 ranks 1.5 x 1.25, 4 ranks 3, 8 ranks 6;
+/// other_groups 3, background 0, penalty 0: 2 ranks 4, 8 ranks 16.
 double contention_factor(const HardwareProfile& hw, int ranks_on_node);
 
 /// Duration in ns (>= the host link's latency) of host-link op `op` (lane gpu_copy: host_fetch,

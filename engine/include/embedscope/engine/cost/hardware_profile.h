@@ -15,7 +15,7 @@
 //    "inter_node": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},
 //    "host_link": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},   (optional: see host_link)
 //    "cpu": {"cores", "threads_per_rank", "background_threads",
-//            "oversubscription_penalty" (optional)},   (optional: see CpuContention)
+//            "oversubscription_penalty" (optional), "other_groups" (optional)},   (optional: see CpuContention)
 //    "sources": {"/gpu/memory_bytes": "...", ...}}   (optional)
 
 #include <cstdint>
@@ -49,19 +49,29 @@ struct GpuProfile {
 
 /// Ranks that are threads sharing a node's CPU cores (the cpu backend: `this_machine`), absent
 /// (cores 0) for GPUs, which do not share. A compute op on a node of n ranks takes
-///   x = (n x threads_per_rank + background_threads) / cores,
+///   x = (n x threads_per_rank x (1 + other_groups) + background_threads) / cores,
 ///   contention_factor = max(1, x) x (1 + oversubscription_penalty x min(1, max(0, x - 1)))
 /// times its cost-model time (cost_model.h): the processor sharing of a fair scheduler (every
 /// runnable thread gets an equal share of the cores), plus what time slicing costs once there
 /// are more runnable threads than cores (context switches, caches refilled), ramped in between
 /// one and two threads per core. Example: 8 ranks, 1 thread each, 1.5 background threads on 2
 /// cores, penalty 0.2: x = 4.75, factor 4.75 x 1.2 = 5.7.
+/// other_groups G: Linux's scheduler with autogroup (CONFIG_SCHED_AUTOGROUP, on by default:
+/// /proc/sys/kernel/sched_autogroup_enabled; sched(7) "The autogroup feature") shares the CPU
+/// fairly between task groups (one per session), not between threads: with G other groups
+/// keeping their share busy, this process gets cores / (1 + G) whatever its thread count, so
+/// its n x threads_per_rank threads run (1 + G) times more crowded than on an idle machine
+/// (measured here under load: the process got 0.37-0.61 of 2 cores at 2, 4 and 8 ranks alike).
+/// Example: 8 ranks on 2 cores, G = 3, no background: x = 8 x 4 / 2 = 16.
 struct CpuContention {
   int cores = 0;                  ///< cores of a node, >= 0; 0: no contention (GPU profiles)
   double threads_per_rank = 1;    ///< runnable threads a computing rank keeps busy, > 0
   double background_threads = 0;  ///< runnable threads of other work on the node, >= 0
   /// Extra fraction of time when oversubscribed (JSON optional, default 0), >= 0.
   double oversubscription_penalty = 0;
+  /// Other task groups sharing the cores with this process's group (JSON optional, default 0),
+  /// >= 0: the process gets cores / (1 + other_groups) of them (see above).
+  double other_groups = 0;
 };
 
 struct HardwareProfile {

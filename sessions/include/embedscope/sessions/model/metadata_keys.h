@@ -56,6 +56,16 @@ inline constexpr const char* kLoadAverage = "load_average_1m";
 /// run shared the machine with (engine cost/calibration.h). Absent before 2026-12.
 inline constexpr const char* kCpuSelfCores = "cpu_self_cores";
 inline constexpr const char* kCpuOtherCores = "cpu_other_cores";
+/// The other processes' runnable threads during the run, e.g. "1.35": the mean over samples
+/// every 20 ms of /proc/stat's procs_running less this process's threads in state R
+/// (engine exec/runnable_sampler.h). Calibration's background load when present (a rank waiting
+/// at a collective is not runnable, which ranks x other / self cores cannot tell). Absent
+/// before 2026-12-04.
+inline constexpr const char* kCpuOtherRunnable = "cpu_other_runnable";
+/// This process's own runnable threads during the run, sampled with cpu_other_runnable (its
+/// threads in state R, the sampler included), e.g. "7.80": how many threads the ranks kept
+/// runnable (compute and Gloo). Absent before 2026-12-04.
+inline constexpr const char* kCpuOwnRunnable = "cpu_own_runnable";
 /// GPU names, comma separated ("" without GPUs).
 inline constexpr const char* kGpuNames = "gpu_names";
 /// "0" measured, "1" timed by a cost model (shown as SIMULATED everywhere).
