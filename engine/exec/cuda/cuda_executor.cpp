@@ -71,11 +71,14 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
     try {
       cupti_ = std::make_unique<profiler::CuptiTracer>(sh_.tracer.clock());
       for (int r = 0; r < W; ++r) cupti_->map_device(gpu_of[static_cast<size_t>(r)], r);
-      for (int r = 0; r < W; ++r) {  // each rank's comm stream: the intra-device communicator's copies
+      // each rank's streams are its own (ranks sharing a GPU: the device does not say whose an
+      // op is); its comm stream holds the intra-device communicator's copies and reductions
+      for (int r = 0; r < W; ++r) {
         const auto* dev = static_cast<const detail::CudaRankDevice*>(sh_.gpus[static_cast<size_t>(r)].get());
         dev->bind_thread();
         try {
-          cupti_->map_stream(dev->device(), dev->comm_stream(), sessions::Lane::gpu_comm);
+          cupti_->map_stream(dev->device(), dev->stream(), sessions::Lane::gpu_compute, r);
+          cupti_->map_stream(dev->device(), dev->comm_stream(), sessions::Lane::gpu_comm, r);
         } catch (const std::runtime_error&) {
         }
       }
