@@ -23,6 +23,7 @@
 //   4. depart: it waits (until the timeout) for every member to finish reading, so that no
 //      staged buffer is freed while a peer reads it, and frees its own.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -160,7 +161,7 @@ class LocalComm final : public Collectives {
   int group_rank_;
   const IntraDeviceOps& ops_;
   uint64_t seq_ = 0;
-  bool closed_ = false;
+  std::atomic<bool> closed_{false};  // close_connections() was called (any thread)
   CommCounters counters_;
   const profiler::RunClock* clock_ = nullptr;
   ProcessGroup::Observer observer_;
