@@ -160,3 +160,61 @@ TEST(GpuPlacement, SessionNamesTheSharedEmulatedDeviceOfEveryRank) {
   }
   std::filesystem::remove(opt.session_path);
 }
+
+// The GPU suite's TinyPresetMatchesTheCpuBackend on the host stand-in with 4 ranks on one
+// emulated device: the same model as the cpu backend's 4 Gloo ranks (the all-reduce sums in
+// rank order instead of Gloo's ring: equal within float rounding).
+TEST(GpuPlacement, FourRanksOnOneEmulatedDeviceTrainTheCpuBackendsModel) {
+  es::WorkloadSpec s = es::load_preset("tiny");
+  s.devices.count = 4;
+  s.steps = 5;
+  es::TrainerOptions opt;
+  opt.keep_tables = true;
+  opt.trace = false;
+  const es::RunResult cpu = es::run_training(s, es::plan_sharding(s), opt);
+  opt.emulate_device = true;
+  opt.emulated_devices = 1;
+  const es::RunResult dev = es::run_training(s, es::plan_sharding(s), opt);
+  ASSERT_EQ(cpu.ended, es::RunEnd::complete) << cpu.error;
+  ASSERT_EQ(dev.ended, es::RunEnd::complete) << dev.error;
+  ASSERT_EQ(dev.tables.size(), cpu.tables.size());
+  for (size_t t = 0; t < cpu.tables.size(); ++t) {
+    ASSERT_EQ(dev.tables[t].size(), cpu.tables[t].size());
+    for (size_t i = 0; i < cpu.tables[t].size(); ++i)
+      ASSERT_NEAR(dev.tables[t][i], cpu.tables[t][i], 1e-5) << "table " << t << " value " << i;
+  }
+  ASSERT_EQ(dev.dense_params.size(), cpu.dense_params.size());
+  for (size_t i = 0; i < cpu.dense_params.size(); ++i) ASSERT_NEAR(dev.dense_params[i], cpu.dense_params[i], 1e-5) << i;
+  ASSERT_EQ(dev.loss.size(), cpu.loss.size());
+  for (size_t i = 0; i < cpu.loss.size(); ++i) EXPECT_NEAR(dev.loss[i], cpu.loss[i], 1e-5) << "step " << i;
+}
+
+// The GPU suite's SmallDeviceEndsOomWithTheSnapshot on the host stand-in, its 2 ranks on one
+// emulated device (4 ranks of the tiny preset at this batch fit every size the estimate
+// accepts): a rank's own arena runs out, the run ends oom with the layout.
+TEST(GpuPlacement, TwoRanksOnOneEmulatedDeviceEndOomWithTheSnapshot) {
+  es::WorkloadSpec s = es::load_preset("tiny");
+  s.devices.count = 2;
+  s.pipeline = es::PipelineKind::semi_sync;
+  s.steps = 3;
+  s.warmup_steps = 1;
+  s.batch_size = 8000;
+  s.devices.memory_bytes = 28 << 20;
+  es::TrainerOptions opt;
+  opt.emulate_device = true;
+  opt.emulated_devices = 1;
+  opt.session_path =
+      (std::filesystem::temp_directory_path() / ("es_placement_oom_" + std::to_string(getpid()) + ".db")).string();
+  const es::RunResult r = es::run_training(s, es::plan_sharding(s), opt);
+  EXPECT_EQ(r.ended, es::RunEnd::oom) << r.error;
+  EXPECT_NE(r.error.find("out of memory allocating"), std::string::npos) << r.error;
+  {
+    embedscope::sessions::SessionReader session(opt.session_path);
+    EXPECT_EQ(session.status(), "oom");
+    bool oom_snapshot = false;
+    for (const auto& sn : session.memory_snapshots()) oom_snapshot = oom_snapshot || sn.reason == "oom";
+    EXPECT_TRUE(oom_snapshot);
+    for (const auto& rank : session.ranks()) EXPECT_EQ(rank.memory_capacity_bytes, 28 << 20);  // each rank's arena
+  }
+  std::filesystem::remove(opt.session_path);
+}
