@@ -99,6 +99,9 @@ void LocalComm::run(const char* kind, const char* op_name, Meta meta, const void
   const uint64_t seq = ++seq_;
   const int64_t start = clock_ ? clock_->now_ns() : 0;
   const auto deadline = std::chrono::steady_clock::now() + g.timeout();
+  if (vanish_at_ != 0 && seq >= vanish_at_)
+    throw RankVanished(fmt::format("rank {} vanished before {} '{}' (group {}, sequence {})", g.members()[me], kind,
+                                   op_name, g.name(), seq));
   const char* dtype = meta.dtype ? meta.dtype : dtype_name(meta.elem_size);
   FlightRecorder::Id flight = -1;
   if (flight_) {

@@ -129,6 +129,9 @@ class LocalComm final : public Collectives {
   /// CollectiveError "... failed: rank <r> closed its connections after an error"; this
   /// rank's later collectives are not started. Throws nothing.
   void close_connections() noexcept override;
+  /// Test hook (TrainerOptions::vanish), as ProcessGroup::vanish_at: from group sequence `seq`
+  /// on this rank throws RankVanished instead of joining, so its peers time out on it.
+  void vanish_at(uint64_t seq) { vanish_at_ = seq; }
 
  private:
   struct Meta {
@@ -161,6 +164,7 @@ class LocalComm final : public Collectives {
   int group_rank_;
   const IntraDeviceOps& ops_;
   uint64_t seq_ = 0;
+  uint64_t vanish_at_ = 0;
   std::atomic<bool> closed_{false};  // close_connections() was called (any thread)
   CommCounters counters_;
   const profiler::RunClock* clock_ = nullptr;

@@ -179,7 +179,9 @@ void Rank::setup() {
         if (!slot) slot = std::make_shared<detail::LocalGroup>(name, members, timeout);
         g = slot;
       }
-      return std::make_unique<detail::LocalComm>(std::move(g), group_rank, *gpu_);
+      auto c = std::make_unique<detail::LocalComm>(std::move(g), group_rank, *gpu_);
+      if (name == "world" && sh_.opt.vanish.rank == me_) c->vanish_at(sh_.opt.vanish.sequence);
+      return c;
     }
     auto pg = gloo(name, members, group_rank);
     if (name == "world" && sh_.opt.vanish.rank == me_) pg->vanish_at(sh_.opt.vanish.sequence);

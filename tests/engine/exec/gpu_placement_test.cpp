@@ -3,7 +3,9 @@
 // host stand-in's emulated devices (TrainerOptions::emulated_devices) and what the session says.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <map>
 #include <functional>
 #include <set>
 #include <unistd.h>
@@ -215,6 +217,40 @@ TEST(GpuPlacement, TwoRanksOnOneEmulatedDeviceEndOomWithTheSnapshot) {
     for (const auto& sn : session.memory_snapshots()) oom_snapshot = oom_snapshot || sn.reason == "oom";
     EXPECT_TRUE(oom_snapshot);
     for (const auto& rank : session.ranks()) EXPECT_EQ(rank.memory_capacity_bytes, 28 << 20);  // each rank's arena
+  }
+  std::filesystem::remove(opt.session_path);
+}
+
+// The GPU suite's hang, on the intra-device communicator: 3 ranks on one emulated device, rank 2
+// stops arriving at the world group's 4th collective; the run ends hang naming it, and every
+// waiting rank's flight recorder keeps the collective it waited in.
+TEST(GpuPlacement, ARankThatNeverArrivesOnASharedDeviceEndsTheRunAsHang) {
+  es::WorkloadSpec s = es::load_preset("tiny");
+  s.devices.count = 3;
+  s.collective_timeout_ms = 800;
+  es::TrainerOptions opt;
+  opt.emulate_device = true;
+  opt.emulated_devices = 1;
+  opt.vanish = {2, 4};
+  opt.session_path =
+      (std::filesystem::temp_directory_path() / ("es_placement_hang_" + std::to_string(getpid()) + ".db")).string();
+  const auto t0 = std::chrono::steady_clock::now();
+  const es::RunResult r = es::run_training(s, es::plan_sharding(s), opt);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+  EXPECT_EQ(r.ended, es::RunEnd::hang) << r.error;
+  EXPECT_NE(r.error.find("(group world, sequence 4) did not finish within 800 ms: rank(s) 2 did not arrive"),
+            std::string::npos)
+      << r.error;
+  EXPECT_NE(r.error.find("input_dist/lengths"), std::string::npos) << r.error;
+  {
+    embedscope::sessions::SessionReader session(opt.session_path);
+    EXPECT_EQ(session.status(), "hang");
+    std::map<int32_t, std::vector<uint64_t>> started;  // per rank: the world collectives left started
+    for (const auto& e : session.flight_records())
+      if (e.group == "world" && e.state == "started") started[e.rank].push_back(e.sequence);
+    EXPECT_EQ(started[0], std::vector<uint64_t>{4});
+    EXPECT_EQ(started[1], std::vector<uint64_t>{4});
+    EXPECT_TRUE(started[2].empty());
   }
   std::filesystem::remove(opt.session_path);
 }
