@@ -128,7 +128,7 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
   if (spec.devices.backend == es::Backend::cuda) {
     const auto& gpus = profiler::cuda_devices();
     const es::GpuPlacement p = es::check_cuda_placement(spec, gpus);
-    placement_text = "GPUs: " + es::describe_placement(p, gpus.names) + "\n";
+    placement_text = "backend cuda, GPUs: " + es::describe_placement(p, gpus.names) + "\n";
     for (int g = 0; g < p.devices_used(); ++g)
       placement_json.push_back({{"gpu", g},
                                 {"name", static_cast<size_t>(g) < gpus.names.size() ? gpus.names[static_cast<size_t>(g)] : ""},
