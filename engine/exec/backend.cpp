@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/engine/cost/hardware_profile.h"
+#include "embedscope/engine/exec/gpu_placement.h"
 
 namespace embedscope::engine {
 
@@ -16,11 +17,21 @@ Backend resolve_backend(Backend requested, int ranks, const profiler::CudaDevice
   if (!devices.error.empty()) throw SpecError(fmt::format("/devices/backend: cuda needs a CUDA device, but {}", devices.error));
   if (devices.count < 1)
     throw SpecError("/devices/backend: cuda needs a CUDA device, but cudaGetDeviceCount reported 0 devices");
-  if (ranks > devices.count)
-    throw SpecError(fmt::format(
-        "/devices/count: {} ranks on the cuda backend need {} GPUs (one per rank), but cudaGetDeviceCount reported {}", ranks,
-        ranks, devices.count));
+  (void)ranks;  // more ranks than GPUs share them (devices.ranks_per_gpu; with_resolved_backend places them)
   return Backend::cuda;
+}
+
+GpuPlacement check_cuda_placement(const WorkloadSpec& spec, const profiler::CudaDevices& devices) {
+  const GpuPlacement p = place_ranks(spec.devices.count, spec.devices.ranks_per_gpu, devices.count, "GPU");
+  check_placement_memory(p, spec.devices.memory_bytes, devices.total_bytes, devices.names, "GPU");
+  if (p.shared() && p.devices_used() > 1)
+    throw SpecError(fmt::format(
+        "/devices/ranks_per_gpu: {} ranks at {} per GPU use {} GPUs ({}), but the cuda backend runs several ranks per GPU "
+        "only when every rank is on one GPU (the intra-GPU communicator; a group spanning GPUs would need NCCL, which "
+        "cannot put one GPU in a communicator twice); give ranks_per_gpu {} (all on GPU 0) or at most one rank per GPU",
+        spec.devices.count, p.ranks_per_gpu, p.devices_used(), describe_placement(p, devices.names, "GPU"),
+        spec.devices.count));
+  return p;
 }
 
 WorkloadSpec with_resolved_backend(const WorkloadSpec& spec, const std::string& origin) {
@@ -34,7 +45,16 @@ WorkloadSpec with_resolved_backend(const WorkloadSpec& spec, const std::string& 
   out.devices.backend = b == Backend::cpu || b == Backend::simulated
                             ? b
                             : resolve_backend(b, spec.devices.count, profiler::cuda_devices(), kBuiltWithCuda);
+  if (b == Backend::auto_ && out.devices.backend == Backend::cpu && spec.devices.ranks_per_gpu > 0) {
+    const auto& d = profiler::cuda_devices();
+    throw SpecError(fmt::format("/devices/ranks_per_gpu: {} ranks per GPU need a GPU, but backend auto found none ({}) "
+                                "and picked cpu",
+                                spec.devices.ranks_per_gpu,
+                                kBuiltWithCuda ? (d.error.empty() ? std::string("cudaGetDeviceCount reported 0 devices") : d.error)
+                                               : std::string("built without CUDA")));
+  }
   validate(out, origin);
+  if (out.devices.backend == Backend::cuda) check_cuda_placement(out, profiler::cuda_devices());
   if (out.devices.backend == Backend::simulated) {  // the cluster's shape from the profile
     const HardwareProfile hw = load_hardware_profile(out.devices.hardware);
     const int count = out.devices.count;

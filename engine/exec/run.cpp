@@ -18,6 +18,7 @@
 
 #include "embedscope/engine/comm/flight_recorder.h"
 #include "embedscope/engine/exec/backend.h"
+#include "embedscope/engine/exec/gpu_placement.h"
 #include "embedscope/engine/exec/runnable_sampler.h"
 #include "embedscope/engine/exec/table_storage_json.h"
 #include "embedscope/engine/kernels/kernels.h"
@@ -242,6 +243,15 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
   const WorkloadSpec spec =
       rebalance::resolve_hot_rows(with_resolved_backend(requested, origin), plan, options.batch_source);
   validate_plan(spec, plan, "sharding plan");
+  if (options.emulate_device) {  // the host stand-in's devices: the ranks placed as the cuda backend places them on GPUs
+    if (options.emulated_devices < 0 || options.emulated_device_bytes < 0)
+      throw std::invalid_argument("TrainerOptions: emulated_devices and emulated_device_bytes must be >= 0");
+    const int devices = options.emulated_devices > 0 ? options.emulated_devices : spec.devices.count;
+    const GpuPlacement placement = place_ranks(spec.devices.count, 0, devices, "emulated device");
+    check_placement_memory(placement, spec.devices.memory_bytes,
+                           std::vector<int64_t>(static_cast<size_t>(devices), options.emulated_device_bytes), {},
+                           "emulated device");
+  }
   // Live rebalancing (engine/rebalance/reshard.h): any pipeline, fp32 tables, cpu ranks (threads
   // of one process, or one rank per process); anything else is refused before the run (exit 2)
   // rather than ignored.

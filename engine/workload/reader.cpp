@@ -514,7 +514,7 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
 
   s.devices.memory_bytes = kDefaultMemoryBytes;
   if (auto* a = Reader::optional(j, "devices")) {
-    r.object(*a, "/devices", {"count", "backend", "memory_bytes", "host_memory_bytes", "hardware"});
+    r.object(*a, "/devices", {"count", "backend", "memory_bytes", "host_memory_bytes", "hardware", "ranks_per_gpu"});
     if (auto* b = Reader::optional(*a, "backend")) {
       s.devices.backend = r.enumeration<Backend>(*b, "/devices/backend");
     }
@@ -529,6 +529,10 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
     }
     if (auto* b = Reader::optional(*a, "host_memory_bytes"))
       s.devices.host_memory_bytes = r.integer(*b, "/devices/host_memory_bytes");
+    if (auto* b = Reader::optional(*a, "ranks_per_gpu"))
+      s.devices.ranks_per_gpu = r.narrow("/devices/ranks_per_gpu",
+                                         r.closed<int64_t>("/devices/ranks_per_gpu", r.integer(*b, "/devices/ranks_per_gpu"),
+                                                           0, kMaxDevices));
   }
 
   if (auto* a = Reader::optional(j, "optimizer")) {

@@ -80,6 +80,7 @@ json to_json(const WorkloadSpec& s) {
                   {"memory_bytes", s.devices.memory_bytes}};
   if (!s.devices.hardware.empty()) j["devices"]["hardware"] = s.devices.hardware;
   if (s.devices.host_memory_bytes != kDefaultHostMemoryBytes) j["devices"]["host_memory_bytes"] = s.devices.host_memory_bytes;
+  if (s.devices.ranks_per_gpu != 0) j["devices"]["ranks_per_gpu"] = s.devices.ranks_per_gpu;
   const OptimizerSpec& o = s.optimizer;
   j["optimizer"] = {{"type", to_string(o.type)}, {"learning_rate", o.learning_rate},
                     {"eps", o.eps},              {"beta1", o.beta1},

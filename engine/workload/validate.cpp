@@ -215,6 +215,12 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
                                             enum_name(s.devices.backend)));
   c.gt0_max("/devices/memory_bytes", s.devices.memory_bytes, kMaxMemoryBytes);
   c.gt0_max("/devices/host_memory_bytes", s.devices.host_memory_bytes, kMaxMemoryBytes);
+  if (s.devices.ranks_per_gpu != 0) {
+    c.closed("/devices/ranks_per_gpu", s.devices.ranks_per_gpu, 0, s.devices.count);
+    if (s.devices.backend == Backend::cpu || simulated)
+      c.fail("/devices/ranks_per_gpu", fmt::format("ranks share a GPU on the cuda backend (or auto) only, got backend {}",
+                                                   enum_name(s.devices.backend)));
+  }
 
   const OptimizerSpec& o = s.optimizer;
   c.gt0_max("/optimizer/learning_rate", o.learning_rate, 1e30);

@@ -92,6 +92,11 @@ int32_t CuptiDecoder::rank_of(uint32_t device) const {
   return it == rank_of_device_.end() ? static_cast<int32_t>(device) : it->second;
 }
 
+int32_t CuptiDecoder::rank_of(uint32_t device, uint32_t stream) const {
+  auto it = rank_of_stream_.find({device, stream});
+  return it == rank_of_stream_.end() ? rank_of(device) : it->second;
+}
+
 const char* CuptiDecoder::kernel_name(const char* raw) {
   if (!raw) return "kernel";
   auto it = demangled_.find(raw);
@@ -139,8 +144,10 @@ void CuptiDecoder::add_copy(const CopyRecord& m, const char* name) {
     return;
   }
   GpuOp g;
-  g.op = {rank_of(m.deviceId), Lane::gpu_copy, OpCategory::memcpy, name, 0,
-          clock_.to_host(m.start), clock_.to_host(m.end), static_cast<int64_t>(m.bytes), 0};
+  auto lane_it = lane_of_stream_.find({m.deviceId, m.streamId});
+  const bool comm = lane_it != lane_of_stream_.end() && lane_it->second == Lane::gpu_comm;
+  g.op = {rank_of(m.deviceId, m.streamId), comm ? Lane::gpu_comm : Lane::gpu_copy, comm ? OpCategory::comm : OpCategory::memcpy,
+          name, 0, clock_.to_host(m.start), clock_.to_host(m.end), static_cast<int64_t>(m.bytes), 0};
   g.device_id = m.deviceId;
   g.context_id = m.contextId;
   g.stream_id = m.streamId;
@@ -166,7 +173,7 @@ void CuptiDecoder::add_record(const CUpti_Activity& record) {
       if (g.nccl) ++stats_.nccl_kernels;
       auto lane_it = lane_of_stream_.find({k.deviceId, k.streamId});
       const Lane lane = g.nccl ? Lane::gpu_comm : lane_it != lane_of_stream_.end() ? lane_it->second : Lane::gpu_compute;
-      g.op.rank = rank_of(k.deviceId);
+      g.op.rank = rank_of(k.deviceId, k.streamId);
       g.op.lane = lane;
       g.op.category = lane == Lane::gpu_comm ? OpCategory::comm : OpCategory::other;
       g.op.start_ns = clock_.to_host(k.start);

@@ -133,11 +133,11 @@ void CuptiTracer::map_device(int device, int rank) {
   decoder_.map_device(static_cast<uint32_t>(device), rank);
 }
 
-void CuptiTracer::map_stream(int device, cudaStream_t stream, sessions::Lane lane) {
+void CuptiTracer::map_stream(int device, cudaStream_t stream, sessions::Lane lane, int rank) {
   uint32_t id = 0;
   check(cuptiGetStreamIdEx(nullptr, reinterpret_cast<CUstream>(stream), 0, &id), "cuptiGetStreamIdEx");
   std::lock_guard<std::mutex> lock(decode_mu_);
-  decoder_.map_stream(static_cast<uint32_t>(device), id, lane);
+  decoder_.map_stream(static_cast<uint32_t>(device), id, lane, rank);
 }
 
 std::vector<GpuOp> CuptiTracer::drain() {

@@ -19,7 +19,9 @@ CudaDevices query() {
   d.count = n;
   for (int i = 0; i < n; ++i) {
     cudaDeviceProp p{};
-    d.names.push_back(cudaGetDeviceProperties(&p, i) == cudaSuccess ? std::string(p.name) : "unknown");
+    const bool ok = cudaGetDeviceProperties(&p, i) == cudaSuccess;
+    d.names.push_back(ok ? std::string(p.name) : "unknown");
+    d.total_bytes.push_back(ok ? static_cast<int64_t>(p.totalGlobalMem) : 0);
   }
 #else
   d.error = "built without CUDA (EMBEDSCOPE_WITH_CUDA=OFF)";

@@ -144,12 +144,15 @@ inline std::vector<ColumnGroupChange> column_group_changes(const WorkloadSpec& s
 }
 
 /// `emulate_device`: TrainerOptions::emulate_device (the cuda executor's device path on the host).
-/// `given`: the plan to run (default: plan_sharding(spec)).
+/// `given`: the plan to run (default: plan_sharding(spec)). `emulated_devices`:
+/// TrainerOptions::emulated_devices (with emulate_device: the ranks placed on that many
+/// emulated devices, the groups of one device on the intra-device communicator).
 inline RunResult check_parity(const WorkloadSpec& spec, const std::function<std::optional<Batch>(int64_t, int)>& source = {},
-                              bool emulate_device = false, const ShardingPlan* given = nullptr) {
+                              bool emulate_device = false, const ShardingPlan* given = nullptr, int emulated_devices = 0) {
   Captured cap;
   TrainerOptions opt;
   opt.emulate_device = emulate_device;
+  opt.emulated_devices = emulated_devices;
   opt.keep_tables = true;
   opt.trace = false;
   opt.batch_source = source;

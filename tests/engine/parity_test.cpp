@@ -265,4 +265,32 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(DevicePath, MixedPlanOnFourRanks) { check_parity(mixed_spec(OptimizerType::adam), {}, true); }
 
+// Several ranks on one device (issue 14): the device path with 4 ranks on 1 emulated device
+// (TrainerOptions::emulated_devices), every group on the intra-device communicator
+// (comm/local/): every sharding type, optimizer and pooling against the reference.
+class FourRanksOnOneDeviceEqualReference : public ::testing::TestWithParam<DeviceParam> {};
+
+TEST_P(FourRanksOnOneDeviceEqualReference, ForwardAndTablesAfterThreeSteps) {
+  const auto [type, opt] = GetParam();
+  for (Pooling pooling : {Pooling::sum, Pooling::mean}) check_parity(parity_spec(type, 4, pooling, opt), {}, true, nullptr, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllTypes, FourRanksOnOneDeviceEqualReference,
+    ::testing::Combine(::testing::Values(ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,
+                                         ShardingType::column_wise, ShardingType::table_row_wise),
+                       ::testing::Values(OptimizerType::sgd, OptimizerType::rowwise_adagrad, OptimizerType::adam)),
+    [](const ::testing::TestParamInfo<DeviceParam>& p) {
+      return fmt::format("{}_{}", to_string(std::get<0>(p.param)), to_string(std::get<1>(p.param)));
+    });
+
+TEST(DevicePath, MixedPlanWithFourRanksOnOneDevice) { check_parity(mixed_spec(OptimizerType::adam), {}, true, nullptr, 1); }
+
+// 4 ranks on 2 emulated devices (ranks 0-1 on device 0, 2-3 on device 1): the node groups of
+// the mixed plan's table_row_wise table (nodes of 2) are each on one device (intra-device
+// communicator), the world and cross groups span both (Gloo).
+TEST(DevicePath, MixedPlanWithTwoRanksOnEachOfTwoDevices) {
+  check_parity(mixed_spec(OptimizerType::rowwise_adagrad), {}, true, nullptr, 2);
+}
+
 }  // namespace

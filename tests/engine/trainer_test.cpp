@@ -477,7 +477,8 @@ TEST(Trainer, EmulatedDevicePathTrainsExactlyAsTheCpuBackend) {
   {
     embedscope::sessions::SessionReader session(opt.session_path);
     ASSERT_EQ(session.ranks().size(), 2u);
-    EXPECT_EQ(session.ranks()[0].device, "host memory (device emulation)");
+    EXPECT_EQ(session.ranks()[0].device, "host memory (emulated device 0)");
+    EXPECT_EQ(session.ranks()[1].device, "host memory (emulated device 1)");
     int64_t kjt_allocs = 0, cpu_kjt_allocs = 0;
     for (const auto& e : session.memory_events()) kjt_allocs += e.action == "alloc" && e.tag == "kjt";
     // the cpu path allocates two kjt buffers per step and rank (received lengths and ids); the

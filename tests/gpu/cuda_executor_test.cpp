@@ -194,3 +194,59 @@ TEST(CudaExecutor, CudaAsyncAllocatorReportsItsPoolFigures) {
   for (const auto& rk : r.ranks) EXPECT_GT(rk.memory_bytes, 0);
   std::filesystem::remove(opt.session_path);
 }
+
+// ---- several ranks on one GPU (issue 14): 4 ranks on GPU 0, every group on the intra-device
+// communicator (device-to-device copies and add_f32_cuda on each rank's comm stream) ----------
+
+class CudaFourRanksOnOneGpuEqualReference : public ::testing::TestWithParam<Param> {};
+
+TEST_P(CudaFourRanksOnOneGpuEqualReference, ForwardAndTablesAfterThreeSteps) {
+  REQUIRE_GPUS(1);
+  const auto [type, opt] = GetParam();
+  for (Pooling pooling : {Pooling::sum, Pooling::mean}) {
+    WorkloadSpec s = parity_spec(type, 4, pooling, opt);
+    s.devices.backend = Backend::cuda;
+    s.devices.ranks_per_gpu = 4;
+    check_parity(s);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllTypes, CudaFourRanksOnOneGpuEqualReference,
+    ::testing::Combine(::testing::Values(ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,
+                                         ShardingType::column_wise, ShardingType::table_row_wise),
+                       ::testing::Values(OptimizerType::sgd, OptimizerType::rowwise_adagrad, OptimizerType::adam)),
+    [](const ::testing::TestParamInfo<Param>& p) {
+      return fmt::format("{}_{}", to_string(std::get<0>(p.param)), to_string(std::get<1>(p.param)));
+    });
+
+TEST(CudaExecutor, MixedPlanWithFourRanksOnOneGpu) {
+  REQUIRE_GPUS(1);
+  WorkloadSpec s = mixed_spec(OptimizerType::adam);
+  s.devices.backend = Backend::cuda;
+  s.devices.ranks_per_gpu = 4;
+  check_parity(s);
+}
+
+// The session of 4 ranks on one GPU: every rank names GPU 0, the collectives are recorded, and
+// the intra-device communicator's copies are on each rank's gpu_comm lane (CUPTI, comm stream).
+TEST(CudaExecutor, FourRanksOnOneGpuSessionNamesTheGpuAndPutsCommCopiesOnGpuComm) {
+  REQUIRE_GPUS(1);
+  WorkloadSpec s = scaled_criteo(4);
+  s.devices.ranks_per_gpu = 4;
+  s.devices.memory_bytes = int64_t{1} << 30;
+  TrainerOptions opt;
+  opt.session_path = temp_session("four_on_one");
+  opt.session_overwrite = true;
+  const RunResult r = run_training(s, plan_sharding(s), opt);
+  ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
+  sessions::SessionReader session(opt.session_path);
+  ASSERT_EQ(session.ranks().size(), 4u);
+  for (const auto& rank : session.ranks()) EXPECT_NE(rank.device.find("(cuda:0)"), std::string::npos) << rank.device;
+  EXPECT_FALSE(session.collectives().empty());
+  std::set<int> comm_ranks;
+  for (const auto& op : session.all_ops())
+    if (op.lane == static_cast<int32_t>(sessions::Lane::gpu_comm)) comm_ranks.insert(op.rank);
+  EXPECT_EQ(comm_ranks, (std::set<int>{0, 1, 2, 3}));
+  std::filesystem::remove(opt.session_path);
+}

@@ -2,6 +2,7 @@
 // of this CUPTI's structs back to back); no device needed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -356,4 +357,53 @@ TEST(CuptiDecode, GpuOpsAndCountersGoIntoTheSession) {
   for (const auto& l : r.lanes()) lane_names.push_back(l.name);
   EXPECT_EQ(lane_names, (std::vector<std::string>{"gpu_compute", "gpu_comm", "gpu_copy"}));
   std::filesystem::remove(path);
+}
+
+// Several ranks on one GPU (issue 14): each rank's streams name its ops (the device alone does
+// not), and the copies of a comm stream (the intra-device communicator) are communication on
+// gpu_comm, not gpu_copy.
+TEST(CuptiDecode, StreamsOfRanksSharingAGpuNameTheirRankAndCommCopiesAreComm) {
+  Buffer b;
+  kernel(b, "tbe_forward", 0, 11, 1, 100, 200);  // rank 1's compute stream
+  kernel(b, "add_f32_kernel", 0, 22, 2, 300, 400);  // rank 2's comm stream
+  auto& m = b.add<CUpti_ActivityMemcpy6>();
+  m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOD;
+  m.bytes = 4096;
+  m.start = 500;
+  m.end = 600;
+  m.deviceId = 0;
+  m.streamId = 22;
+  m.correlationId = 3;
+  auto& h = b.add<CUpti_ActivityMemcpy6>();
+  h = m;
+  h.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+  h.streamId = 11;
+  h.correlationId = 4;
+  h.start = 700;
+  h.end = 800;
+  runtime(b, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 1, 50, 60);
+  runtime(b, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 2, 250, 260);
+  runtime(b, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 3, 450, 460);
+  runtime(b, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 4, 650, 660);
+  CuptiDecoder d;
+  d.map_device(0, 3);  // the device's last rank: what an unmapped stream falls back to
+  d.map_stream(0, 11, Lane::gpu_compute, 1);
+  d.map_stream(0, 22, Lane::gpu_comm, 2);
+  d.add_buffer(b.data(), b.size());
+  auto ops = d.take(true);
+  ASSERT_EQ(ops.size(), 4u);
+  std::sort(ops.begin(), ops.end(), [](const auto& x, const auto& y) { return x.op.start_ns < y.op.start_ns; });
+  EXPECT_EQ(ops[0].op.rank, 1);
+  EXPECT_EQ(ops[0].op.lane, Lane::gpu_compute);
+  EXPECT_EQ(ops[1].op.rank, 2);
+  EXPECT_EQ(ops[1].op.lane, Lane::gpu_comm);
+  EXPECT_EQ(ops[1].op.category, OpCategory::comm);
+  EXPECT_EQ(ops[2].op.rank, 2);
+  EXPECT_EQ(ops[2].op.lane, Lane::gpu_comm);
+  EXPECT_EQ(ops[2].op.category, OpCategory::comm);
+  EXPECT_STREQ(ops[2].op.name, "memcpy_dtod");
+  EXPECT_EQ(ops[3].op.rank, 1);
+  EXPECT_EQ(ops[3].op.lane, Lane::gpu_copy);
+  EXPECT_EQ(ops[3].op.category, OpCategory::memcpy);
 }

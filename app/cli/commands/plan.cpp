@@ -11,6 +11,8 @@
 
 #include "commands.h"
 #include "lm.h"
+#include "embedscope/engine/exec/backend.h"
+#include "embedscope/engine/exec/gpu_placement.h"
 #include "embedscope/engine/planner/search.h"
 #include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/engine/sharding/sharding.h"
@@ -120,9 +122,22 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
   } catch (const es::SpecError& e) {
     does_not_fit = e.what();
   }
+  // cuda: the GPU each rank runs on (load already refused a placement that does not work)
+  std::string placement_text;
+  json placement_json = json::array();
+  if (spec.devices.backend == es::Backend::cuda) {
+    const auto& gpus = profiler::cuda_devices();
+    const es::GpuPlacement p = es::check_cuda_placement(spec, gpus);
+    placement_text = "backend cuda, GPUs: " + es::describe_placement(p, gpus.names) + "\n";
+    for (int g = 0; g < p.devices_used(); ++g)
+      placement_json.push_back({{"gpu", g},
+                                {"name", static_cast<size_t>(g) < gpus.names.size() ? gpus.names[static_cast<size_t>(g)] : ""},
+                                {"ranks", p.ranks_on(g)}});
+  }
   if (as_json) {
     json j = es::to_json(spec, plan);
     j["table_storage"] = table_storage_estimate_json(spec, plan);
+    if (!placement_json.empty()) j["gpu_placement"] = placement_json;
     j["fits"] = does_not_fit.empty();
     if (!does_not_fit.empty()) {
       j["ended"] = "bad_input";
@@ -134,7 +149,7 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
   } else {
     std::cout << plan_table(spec, plan) << "\n" << table_storage_text(spec, plan) << "\n" << pipeline_text(spec)
               << "\n";
-    std::cout << memory_text(spec, est);
+    std::cout << memory_text(spec, est) << placement_text;
   }
   if (!does_not_fit.empty()) {
     fmt::print(stderr, "error: {}\n", does_not_fit);

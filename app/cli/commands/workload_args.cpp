@@ -42,8 +42,9 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
   a.given["--batch-size"] = cmd->add_option("--batch-size", a.batch_size, "Samples per rank per step")
                                 ->check(kInteger)->check(CLI::Range(int64_t{1}, es::kMaxBatchSize));
   a.given["--backend"] = cmd->add_option("--backend", a.backend,
-                                         "Executor (devices.backend): cpu, cuda (one GPU per rank), auto (cuda when a GPU "
-                                         "is present), simulated (a modelled cluster: give --simulate PROFILE)")
+                                         "Executor (devices.backend): cpu, cuda (a GPU per rank, or ranks sharing one: "
+                                         "devices.ranks_per_gpu), auto (cuda when a GPU is present), simulated (a modelled "
+                                         "cluster: give --simulate PROFILE)")
                              ->check(CLI::IsMember(es::enum_names<es::Backend>()));
   a.given["--pipeline"] = cmd->add_option("--pipeline", a.pipeline,
                                           "Training pipeline (pipeline): " + es::enum_names_joined<es::PipelineKind>());

@@ -1,10 +1,16 @@
-// The cuda executor: the threaded executor's ranks with rank r on GPU r (CudaRankDevice), one
-// NCCL communicator per rank and process group (ncclCommInitAll), and CUPTI for the whole run;
-// the GPU ops CUPTI saw join the session, each in the step whose host window holds its start.
+// The cuda executor: the threaded executor's ranks with rank r on GPU r / ranks_per_gpu
+// (CudaRankDevice; the placement of exec/gpu_placement.h, checked by check_cuda_placement), one
+// NCCL communicator per rank and process group (ncclCommInitAll) when every rank has a GPU of
+// its own, or - all ranks on one GPU - no NCCL at all: every group then runs on the
+// intra-device communicator (comm/local/, copies and a reduction kernel on each rank's comm
+// stream; NCCL cannot put one GPU in a communicator twice); CUPTI for the whole run: the GPU ops
+// it saw join the session, each in the step whose host window holds its start.
 #include <cuda_runtime_api.h>
 
 #include "exec/device/cuda_rank_device.h"
 #include "exec/threaded/executor.h"
+#include "embedscope/engine/exec/backend.h"
+#include "embedscope/engine/exec/gpu_placement.h"
 #include "embedscope/engine/comm/nccl_comm.h"
 #include "embedscope/profiler/device/cuda_device.h"
 #include "embedscope/profiler/cupti/cupti_tracer.h"
@@ -26,8 +32,16 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
     const WorkloadSpec& spec = sh_.spec;
     const int W = spec.devices.count;
     const auto timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
+    placement_ = check_cuda_placement(spec, profiler::cuda_devices());
+    const auto& gpu_of = placement_.gpu_of_rank;
     sh_.gpus.clear();
-    for (int r = 0; r < W; ++r) sh_.gpus.push_back(std::make_unique<detail::CudaRankDevice>(r));
+    for (int r = 0; r < W; ++r) sh_.gpus.push_back(std::make_unique<detail::CudaRankDevice>(gpu_of[static_cast<size_t>(r)]));
+    // the GPU of each member of a group, in group order (ncclCommInitAll's device list)
+    auto devices_of = [&](const std::vector<int>& members) {
+      std::vector<int> d;
+      for (int m : members) d.push_back(gpu_of[static_cast<size_t>(m)]);
+      return d;
+    };
     auto adopt = [&](std::vector<std::unique_ptr<NcclComm>> group, std::vector<NcclComm*>& of_rank,
                      const std::vector<int>& members) {
       of_rank.resize(static_cast<size_t>(W));
@@ -36,28 +50,44 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
         comms_.push_back(std::move(group[i]));
       }
     };
+    sh_.device_of_rank = gpu_of;
     std::vector<int> all(static_cast<size_t>(W));
     std::iota(all.begin(), all.end(), 0);
-    adopt(NcclComm::init_all(all, "world", timeout, all), sh_.nccl_world, all);
-    if (sh_.layout.hierarchical) {  // the node and cross groups, as the cpu backend's (Rank::setup)
+    if (!placement_.shared()) adopt(NcclComm::init_all(devices_of(all), "world", timeout, all), sh_.nccl_world, all);
+    if (sh_.layout.hierarchical && !placement_.shared()) {  // the node and cross groups, as the cpu backend's (Rank::setup)
       const Layout& L = sh_.layout;
       for (int n = 0; n < L.nodes; ++n) {
         std::vector<int> m;
         for (int i = 0; i < L.local; ++i) m.push_back(n * L.local + i);
-        adopt(NcclComm::init_all(m, fmt::format("node{}", n), timeout, m), sh_.nccl_node, m);
+        adopt(NcclComm::init_all(devices_of(m), fmt::format("node{}", n), timeout, m), sh_.nccl_node, m);
       }
       for (int l = 0; l < L.local; ++l) {
         std::vector<int> m;
         for (int n = 0; n < L.nodes; ++n) m.push_back(n * L.local + l);
-        adopt(NcclComm::init_all(m, fmt::format("cross{}", l), timeout, m), sh_.nccl_cross, m);
+        adopt(NcclComm::init_all(devices_of(m), fmt::format("cross{}", l), timeout, m), sh_.nccl_cross, m);
       }
     }
     if (!sh_.opt.trace || sh_.opt.session_path.empty()) return;
     try {
       cupti_ = std::make_unique<profiler::CuptiTracer>(sh_.tracer.clock());
-      for (int r = 0; r < W; ++r) cupti_->map_device(r, r);
+      for (int r = 0; r < W; ++r) cupti_->map_device(gpu_of[static_cast<size_t>(r)], r);
+      // each rank's streams are its own (ranks sharing a GPU: the device does not say whose an
+      // op is); its comm stream holds the intra-device communicator's copies and reductions
+      for (int r = 0; r < W; ++r) {
+        const auto* dev = static_cast<const detail::CudaRankDevice*>(sh_.gpus[static_cast<size_t>(r)].get());
+        dev->bind_thread();
+        try {
+          cupti_->map_stream(dev->device(), dev->stream(), sessions::Lane::gpu_compute, r);
+          cupti_->map_stream(dev->device(), dev->comm_stream(), sessions::Lane::gpu_comm, r);
+        } catch (const std::runtime_error&) {
+        }
+      }
       for (const auto& c : comms_) {
-        sh_.gpus[static_cast<size_t>(c->device())]->bind_thread();
+        for (int r = 0; r < W; ++r)  // a rank on the communicator's GPU
+          if (gpu_of[static_cast<size_t>(r)] == c->device()) {
+            sh_.gpus[static_cast<size_t>(r)]->bind_thread();
+            break;
+          }
         try {  // NCCL's kernels are recognised by their names too: a stream CUPTI does not know yet is no loss
           cupti_->map_stream(c->device(), c->stream(), sessions::Lane::gpu_comm);
         } catch (const std::runtime_error&) {
@@ -104,15 +134,17 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
     session->set_metadata(sessions::meta::kCudaVersion, fmt::format("{}.{}", runtime / 1000, runtime % 1000 / 10));
     session->set_metadata(sessions::meta::kNcclVersion, nccl_version());
     std::string names;
-    for (int r = 0; r < W; ++r) {
+    for (int r = 0; r < W; ++r) {  // per rank: the name of the GPU it ran on
       const auto& n = profiler::cuda_devices().names;
-      names += (r ? "," : "") + (static_cast<size_t>(r) < n.size() ? n[static_cast<size_t>(r)] : std::string("GPU"));
+      const size_t g = static_cast<size_t>(placement_.gpu_of_rank[static_cast<size_t>(r)]);
+      names += (r ? "," : "") + (g < n.size() ? n[g] : std::string("GPU"));
     }
     session->set_metadata(sessions::meta::kGpuNames, names);
     if (!cupti_error_.empty()) session->set_metadata(sessions::meta::kGpuTraceError, cupti_error_);
   }
 
  private:
+  GpuPlacement placement_;  // rank -> GPU (prepare)
   std::vector<std::unique_ptr<NcclComm>> comms_;
   std::unique_ptr<profiler::CuptiTracer> cupti_;
   std::string cupti_error_;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/engine/kernels/cuda_kernels.h"
+#include "embedscope/engine/kernels/cuda_reduce.h"
 #include "embedscope/engine/memory/cuda_memory.h"
 #include "embedscope/profiler/device/cuda_device.h"
 
@@ -35,6 +36,7 @@ CudaRankDevice::CudaRankDevice(int device) : device_(device) {
   bind_thread();
   // a blocking stream: it waits for the legacy default stream, on which TbePlan uploads its tables
   check(cudaStreamCreate(&stream_), "cudaStreamCreate");
+  check(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags (comm)");
   blas_ = std::make_unique<cuda::Blas>(stream_);
 }
 
@@ -45,7 +47,47 @@ CudaRankDevice::~CudaRankDevice() {
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
   }
+  if (comm_stream_) {
+    cudaStreamSynchronize(comm_stream_);
+    cudaStreamDestroy(comm_stream_);
+  }
 }
+
+void* CudaRankDevice::comm_alloc(int64_t bytes) const {
+  if (bytes <= 0) return nullptr;
+  void* p = nullptr;
+  check(cudaMallocAsync(&p, static_cast<size_t>(bytes), comm_stream_), "cudaMallocAsync (intra-device staging)");
+  return p;
+}
+
+void CudaRankDevice::comm_free(void* p) const noexcept {
+  if (p) cudaFreeAsync(p, comm_stream_);
+}
+
+void CudaRankDevice::comm_to_device(void* dst, const void* src, int64_t bytes) const {
+  if (bytes <= 0) return;
+  check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, comm_stream_),
+        "cudaMemcpyAsync host to device (comm stream)");
+}
+
+void CudaRankDevice::comm_to_host(void* dst, const void* src, int64_t bytes) const {
+  if (bytes <= 0) return;
+  check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, comm_stream_),
+        "cudaMemcpyAsync device to host (comm stream)");
+  check(cudaStreamSynchronize(comm_stream_), "cudaStreamSynchronize (comm stream)");
+}
+
+void CudaRankDevice::comm_copy(void* dst, const void* src, int64_t bytes) const {
+  if (bytes <= 0) return;
+  check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, comm_stream_),
+        "cudaMemcpyAsync device to device (comm stream)");
+}
+
+void CudaRankDevice::comm_add(float* dst, const float* src, int64_t n) const {
+  cuda::add_f32_cuda(dst, src, n, comm_stream_);
+}
+
+void CudaRankDevice::comm_sync() const { check(cudaStreamSynchronize(comm_stream_), "cudaStreamSynchronize (comm stream)"); }
 
 std::string CudaRankDevice::name() const {
   const auto& names = profiler::cuda_devices().names;

@@ -2,7 +2,8 @@
 // The device side of the cuda executor (exec/threaded/ runs the step program; built with
 // EMBEDSCOPE_WITH_CUDA, defined in cuda_executor.cpp of embedscope_engine_cuda). Internal.
 //
-// One CudaRankDevice per rank: its GPU, a compute stream for its kernels and copies, the
+// One CudaRankDevice per rank (several may share a GPU): its GPU, a compute stream for its
+// kernels and copies, a comm stream for the intra-device communicator's copies, the
 // allocator of its device memory, the lookup (tbe_forward) and the fused row optimizer
 // (tbe_backward_update) on the shard weights held there, and the rank's NCCL collectives.
 
@@ -56,10 +57,26 @@ class CudaRankDevice final : public RankDevice {
                       float* y) const override;
   void linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y, bool relu,
                        float* dy, float* dw, float* db, float* dx) const override;
+  /// The rank's comm stream (the intra-device communicator's copies and reductions).
+  cudaStream_t comm_stream() const { return comm_stream_; }
+  /// Staging for the intra-device communicator: cudaMallocAsync / cudaFreeAsync on the comm
+  /// stream (no device-wide synchronization, as cudaFree would make).
+  void* comm_alloc(int64_t bytes) const override;
+  void comm_free(void* p) const noexcept override;
+  /// cudaMemcpyAsync on the comm stream; comm_to_host waits for it.
+  void comm_to_device(void* dst, const void* src, int64_t bytes) const override;
+  void comm_to_host(void* dst, const void* src, int64_t bytes) const override;
+  /// cudaMemcpyAsync device to device (another rank's staging on this GPU) on the comm stream.
+  void comm_copy(void* dst, const void* src, int64_t bytes) const override;
+  /// add_f32_cuda (cuda_reduce.h) on the comm stream.
+  void comm_add(float* dst, const float* src, int64_t n) const override;
+  /// cudaStreamSynchronize(comm stream).
+  void comm_sync() const override;
 
  private:
   int device_;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t comm_stream_ = nullptr;
   std::unique_ptr<cuda::Blas> blas_;  // on stream_
 };
 

@@ -11,7 +11,15 @@ namespace {
 
 class HostRankDevice final : public RankDevice {
  public:
-  std::string name() const override { return "host memory (device emulation)"; }
+  explicit HostRankDevice(int device) : device_(device), comm_(host_intra_device_ops()) {}
+  void* comm_alloc(int64_t bytes) const override { return comm_->comm_alloc(bytes); }
+  void comm_free(void* p) const noexcept override { comm_->comm_free(p); }
+  void comm_to_device(void* dst, const void* src, int64_t bytes) const override { comm_->comm_to_device(dst, src, bytes); }
+  void comm_to_host(void* dst, const void* src, int64_t bytes) const override { comm_->comm_to_host(dst, src, bytes); }
+  void comm_copy(void* dst, const void* src, int64_t bytes) const override { comm_->comm_copy(dst, src, bytes); }
+  void comm_add(float* dst, const float* src, int64_t n) const override { comm_->comm_add(dst, src, n); }
+  void comm_sync() const override {}
+  std::string name() const override { return "host memory (emulated device " + std::to_string(device_) + ")"; }
   void bind_thread() const override {}
   std::unique_ptr<DeviceAllocator> make_allocator(AllocatorConfig config) const override {
     return DeviceAllocator::create(config);
@@ -47,6 +55,8 @@ class HostRankDevice final : public RankDevice {
   }
 
  private:
+  int device_;
+  std::unique_ptr<IntraDeviceOps> comm_;
   static void copy(void* dst, const void* src, int64_t bytes) {
     if (bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));
   }
@@ -54,6 +64,6 @@ class HostRankDevice final : public RankDevice {
 
 }  // namespace
 
-std::unique_ptr<RankDevice> host_rank_device() { return std::make_unique<HostRankDevice>(); }
+std::unique_ptr<RankDevice> host_rank_device(int device) { return std::make_unique<HostRankDevice>(device); }
 
 }  // namespace embedscope::engine::detail

@@ -10,14 +10,17 @@
 #include <memory>
 #include <string>
 
+#include "comm/local/local_comm.h"
 #include "embedscope/engine/memory/allocator.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine::detail {
 
-class RankDevice {
+/// The intra-device communicator's copies and reduction (IntraDeviceOps, comm/local/local_comm.h)
+/// are part of every device: collectives between ranks placed on one device run on them.
+class RankDevice : public IntraDeviceOps {
  public:
-  virtual ~RankDevice() = default;
+  ~RankDevice() override = default;
   /// What the session's ranks table shows, e.g. "NVIDIA H200 (cuda:0)".
   virtual std::string name() const = 0;
   /// Makes the device current on the calling thread (cudaSetDevice).
@@ -45,8 +48,11 @@ class RankDevice {
                                bool relu, float* dy, float* dw, float* db, float* dx) const = 0;
 };
 
-/// Host memory standing in for a GPU: the allocators on host segments, copies as memcpy, the
-/// CPU kernels (pooled_lookup, apply_row_optimizer, linear_forward / linear_backward).
-std::unique_ptr<RankDevice> host_rank_device();
+/// Host memory standing in for GPU `device` (the emulated device the rank is placed on,
+/// exec/gpu_placement.h; its name() is "host memory (emulated device <device>)"): the allocators
+/// on host segments, copies as memcpy, the CPU kernels (pooled_lookup, apply_row_optimizer,
+/// linear_forward / linear_backward), the communicator's staging in host memory
+/// (host_intra_device_ops: memcpy, a CPU loop for the reduction).
+std::unique_ptr<RankDevice> host_rank_device(int device = 0);
 
 }  // namespace embedscope::engine::detail

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/exec/gpu_placement.h"
 #include "embedscope/engine/exec/table_storage_json.h"
 #include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/sessions/model/metadata_keys.h"
@@ -30,8 +31,13 @@ ThreadedExecutor::ThreadedExecutor(const WorkloadSpec& spec, const ShardingPlan&
     : sh_(spec, plan, options), local_ranks_(std::move(local_ranks)) {
   if (local_ranks_.empty()) throw std::logic_error("ThreadedExecutor: no local rank");
   sh_.progress_rank = local_ranks_.front();
-  if (options.emulate_device)
-    for (int r = 0; r < spec.devices.count; ++r) sh_.gpus.push_back(detail::host_rank_device());
+  if (options.emulate_device) {  // placed as run_training checked (TrainerOptions::emulated_devices)
+    const int devices = options.emulated_devices > 0 ? options.emulated_devices : spec.devices.count;
+    const GpuPlacement placement = place_ranks(spec.devices.count, 0, devices, "emulated device");
+    for (int r = 0; r < spec.devices.count; ++r)
+      sh_.gpus.push_back(detail::host_rank_device(placement.gpu_of_rank[static_cast<size_t>(r)]));
+    sh_.device_of_rank = placement.gpu_of_rank;
+  }
 }
 
 ThreadedExecutor::~ThreadedExecutor() = default;

@@ -142,12 +142,16 @@ void Rank::setup() {
   const bool any_twrw = L_.hierarchical;  // node and cross groups
   const int node = me_ / L_.local, l = me_ % L_.local;
 #if EMBEDSCOPE_WITH_CUDA
-  if (!sh_.nccl_world.empty()) {
-    world_ = detail::nccl_collectives(*sh_.nccl_world[static_cast<size_t>(me_)]);
-    if (any_twrw) {
-      node_ = detail::nccl_collectives(*sh_.nccl_node[static_cast<size_t>(me_)]);
-      cross_ = detail::nccl_collectives(*sh_.nccl_cross[static_cast<size_t>(me_)]);
-    }
+  // NCCL for the groups the cuda executor made communicators for (none for a group whose
+  // members all share one GPU: the intra-device communicator below)
+  auto nccl = [&](const std::vector<NcclComm*>& of_rank) -> std::unique_ptr<Collectives> {
+    NcclComm* c = of_rank.empty() ? nullptr : of_rank[static_cast<size_t>(me_)];
+    return c ? detail::nccl_collectives(*c) : nullptr;
+  };
+  world_ = nccl(sh_.nccl_world);
+  if (any_twrw) {
+    node_ = nccl(sh_.nccl_node);
+    cross_ = nccl(sh_.nccl_cross);
   }
 #endif
   auto gloo = [&](std::string name, std::vector<int> members, int group_rank) {
@@ -155,17 +159,41 @@ void Rank::setup() {
     pg->set_network(spec.network, L_.local);
     return pg;
   };
-  if (!world_) {
-    auto pg = gloo("world", all, me_);
-    if (sh_.opt.vanish.rank == me_) pg->vanish_at(sh_.opt.vanish.sequence);
-    world_ = std::make_unique<GlooCollectives>(std::move(pg));
-    if (any_twrw) {
-      std::vector<int> node_members, cross_members;
-      for (int i = 0; i < L_.local; ++i) node_members.push_back(node * L_.local + i);
-      for (int m = 0; m < L_.nodes; ++m) cross_members.push_back(m * L_.local + l);
-      node_ = std::make_unique<GlooCollectives>(gloo(fmt::format("node{}", node), node_members, l));
-      cross_ = std::make_unique<GlooCollectives>(gloo(fmt::format("cross{}", l), cross_members, node));
+  // A group whose members all share one device (Shared::device_of_rank: several ranks on one
+  // GPU, or on one emulated device) runs on the intra-device communicator (comm/local/), its
+  // state shared through Shared::local_groups; the others on Gloo (cpu backend, emulated
+  // devices) or NCCL (above).
+  auto on_one_device = [&](const std::vector<int>& members) {
+    if (sh_.device_of_rank.empty() || !gpu_) return false;
+    for (int m : members)
+      if (sh_.device_of_rank[static_cast<size_t>(m)] != sh_.device_of_rank[static_cast<size_t>(members.front())])
+        return false;
+    return true;
+  };
+  auto group = [&](const std::string& name, const std::vector<int>& members, int group_rank) -> std::unique_ptr<Collectives> {
+    if (on_one_device(members)) {
+      std::shared_ptr<detail::LocalGroup> g;
+      {
+        std::lock_guard<std::mutex> lock(sh_.mu);
+        auto& slot = sh_.local_groups[name];
+        if (!slot) slot = std::make_shared<detail::LocalGroup>(name, members, timeout);
+        g = slot;
+      }
+      auto c = std::make_unique<detail::LocalComm>(std::move(g), group_rank, *gpu_);
+      if (name == "world" && sh_.opt.vanish.rank == me_) c->vanish_at(sh_.opt.vanish.sequence);
+      return c;
     }
+    auto pg = gloo(name, members, group_rank);
+    if (name == "world" && sh_.opt.vanish.rank == me_) pg->vanish_at(sh_.opt.vanish.sequence);
+    return std::make_unique<GlooCollectives>(std::move(pg));
+  };
+  if (!world_) world_ = group("world", all, me_);
+  if (any_twrw) {
+    std::vector<int> node_members, cross_members;
+    for (int i = 0; i < L_.local; ++i) node_members.push_back(node * L_.local + i);
+    for (int m = 0; m < L_.nodes; ++m) cross_members.push_back(m * L_.local + l);
+    if (!node_) node_ = group(fmt::format("node{}", node), node_members, l);
+    if (!cross_) cross_ = group(fmt::format("cross{}", l), cross_members, node);
   }
   for (auto* g : {world_.get(), node_.get(), cross_.get()})
     if (g) g->set_flight_recorder(&flight_);

@@ -94,6 +94,11 @@ struct Shared {
   std::vector<RankError> errors;
   // the device of each rank (cuda backend, or TrainerOptions::emulate_device); empty: none
   std::vector<std::unique_ptr<detail::RankDevice>> gpus;
+  // with gpus: the device (GPU or emulated device) each rank is placed on (exec/gpu_placement.h);
+  // a group whose members all share one runs on the intra-device communicator, whose shared
+  // state is made once per group name (under mu)
+  std::vector<int> device_of_rank;
+  std::map<std::string, std::shared_ptr<detail::LocalGroup>> local_groups;
 #if EMBEDSCOPE_WITH_CUDA
   // cuda backend: the NCCL communicators of each rank (owned by the cuda executor); every
   // collective record, for joining NCCL kernels with them (records_mu)

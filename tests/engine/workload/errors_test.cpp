@@ -109,6 +109,15 @@ const ErrorCase kErrorCases[] = {
      "test.json: /optimizer/type: must be one of sgd, rowwise_adagrad, adam, got \"adagrad\""},
     {"backend", R"([{"op": "add", "path": "/devices/backend", "value": "tpu"}])",
      "test.json: /devices/backend: must be one of cpu, cuda, auto, simulated, got \"tpu\""},
+    // Several ranks on one GPU (issue 14): cuda / auto only, 0..count.
+    {"ranks_per_gpu_cpu", R"([{"op": "add", "path": "/devices/ranks_per_gpu", "value": 2}])",
+     "test.json: /devices/ranks_per_gpu: ranks share a GPU on the cuda backend (or auto) only, got backend cpu"},
+    {"ranks_per_gpu_negative", R"([{"op": "add", "path": "/devices/backend", "value": "cuda"},
+                                   {"op": "add", "path": "/devices/ranks_per_gpu", "value": -1}])",
+     "test.json: /devices/ranks_per_gpu: must be in [0, 64], got -1"},
+    {"ranks_per_gpu_above_count", R"([{"op": "add", "path": "/devices/backend", "value": "cuda"},
+                                      {"op": "add", "path": "/devices/ranks_per_gpu", "value": 3}])",
+     "test.json: /devices/ranks_per_gpu: must be in [0, 2], got 3"},
     // What the cuda backend does not run yet is refused at validation, naming the field.
     {"cuda_pipeline", R"([{"op": "add", "path": "/devices/backend", "value": "cuda"},
                           {"op": "add", "path": "/pipeline", "value": "sparse_dist"}])",

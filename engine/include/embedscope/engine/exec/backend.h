@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "embedscope/engine/exec/gpu_placement.h"
 #include "embedscope/engine/workload/spec.h"
 #include "embedscope/profiler/device/cuda_device.h"
 
@@ -15,13 +16,25 @@ namespace embedscope::engine {
 ///  - "/devices/backend: cuda: this embedscope was built without CUDA (EMBEDSCOPE_WITH_CUDA=OFF); use cpu or auto"
 ///  - "/devices/backend: cuda needs a CUDA device, but cudaGetDeviceCount failed: cudaErrorNoDevice (...)"
 ///    (devices.error), or "... but cudaGetDeviceCount reported 0 devices"
-///  - "/devices/count: 4 ranks on the cuda backend need 4 GPUs (one per rank), but cudaGetDeviceCount
-///    reported 2" (also for auto when it picked cuda).
+/// More ranks than devices is not refused here: they share the GPUs (devices.ranks_per_gpu,
+/// check_cuda_placement).
 Backend resolve_backend(Backend requested, int ranks, const profiler::CudaDevices& devices, bool built_with_cuda);
+
+/// The placement of `spec`'s ranks on the cuda backend's GPUs `devices` (gpu_placement.h: block
+/// placement, devices.ranks_per_gpu or automatic), checked: throws SpecError when the ranks need
+/// more GPUs than `devices` has (place_ranks), when the ranks on one GPU do not fit in its
+/// memory (cudaDeviceProp::totalGlobalMem) together (check_placement_memory, the per-GPU
+/// breakdown), and when several ranks share a GPU but the ranks use more than one GPU (the cuda
+/// executor runs several ranks per GPU only with every rank on one GPU, all groups on the
+/// intra-device communicator: "/devices/ranks_per_gpu: 8 ranks at 4 per GPU use 2 GPUs (...), but
+/// the cuda backend runs several ranks per GPU only when every rank is on one GPU ...").
+GpuPlacement check_cuda_placement(const WorkloadSpec& spec, const profiler::CudaDevices& devices);
 
 /// `spec` with devices.backend resolved on this machine (profiler::cuda_devices()) and the
 /// result validated again (what the cuda backend does not run yet is refused then, naming the
-/// field). Throws SpecError as resolve_backend and validate do.
+/// field). Throws SpecError as resolve_backend, validate and (cuda) check_cuda_placement do, and
+/// "/devices/ranks_per_gpu: 2 ranks per GPU need a GPU, but backend auto found none (...) and
+/// picked cpu".
 WorkloadSpec with_resolved_backend(const WorkloadSpec& spec, const std::string& origin);
 
 }  // namespace embedscope::engine

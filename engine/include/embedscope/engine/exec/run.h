@@ -117,6 +117,16 @@ struct TrainerOptions {
   /// standing in for each GPU (the weights, lookup, row optimizer and MLP layers behind the same
   /// copies, on the CPU kernels; Gloo collectives), so that path is tested without a GPU.
   bool emulate_device = false;
+  /// With emulate_device: the number of emulated devices the ranks are placed on, as the cuda
+  /// backend places them on the visible GPUs with automatic ranks_per_gpu: ceil(count /
+  /// emulated_devices) ranks per device, block placement (exec/gpu_placement.h); the device of
+  /// each rank names it in the session's ranks table ("host memory (emulated device 0)").
+  /// 0: one per rank. run_training throws SpecError when the placement is refused.
+  int emulated_devices = 0;
+  /// With emulate_device: the memory of each emulated device in bytes (0: unlimited). The
+  /// devices.memory_bytes of the ranks placed on one device must fit in it together, else the
+  /// run is refused before it starts (SpecError with the per-device breakdown).
+  int64_t emulated_device_bytes = 0;
   /// Simulated backend: the slow-network emulation of a cpu run (WorkloadSpec::network, which
   /// the simulated backend refuses in the spec: a modelled cluster's links are its profile's)
   /// as a floor under every simulated collective, max(cost model, emulated_collective_ns), as

@@ -178,7 +178,12 @@ struct ShardingSpec {
 struct DevicesSpec {
   int count = 1;                  ///< ranks, 1..64 (backend simulated: 1..1024)
   Backend backend = Backend::cpu;
-  int64_t memory_bytes = 0;       ///< capacity per device in bytes, > 0
+  int64_t memory_bytes = 0;       ///< capacity per device in bytes, > 0 (per rank where ranks share a GPU)
+  /// Ranks placed on one GPU (JSON "ranks_per_gpu"), 0..count; 0 = automatic: ceil(count /
+  /// GPUs visible). Block placement: rank r runs on GPU r / ranks_per_gpu (exec/gpu_placement.h).
+  /// Backend cuda / auto only (validate refuses it on cpu and simulated; the host stand-in of
+  /// TrainerOptions::emulate_device places ranks with TrainerOptions::emulated_devices).
+  int ranks_per_gpu = 0;
   /// Host memory per rank for the tables placed in host memory (JSON "host_memory_bytes",
   /// default kDefaultHostMemoryBytes = 64 GiB), bytes, > 0: the host rows, optimizer state and
   /// LFU counters of every host / host_cached shard of the rank must fit in it.

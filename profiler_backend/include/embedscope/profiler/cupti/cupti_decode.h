@@ -113,8 +113,15 @@ class CuptiDecoder {
   const ClockCalibration& clock() const { return clock_; }
   /// Device `device` (CUPTI deviceId = CUDA ordinal) is rank `rank`.
   void map_device(uint32_t device, int32_t rank) { rank_of_device_[device] = rank; }
-  /// Kernels of (device, CUPTI stream id) go to `lane` (gpu_compute or gpu_comm).
-  void map_stream(uint32_t device, uint32_t stream, sessions::Lane lane) { lane_of_stream_[{device, stream}] = lane; }
+  /// Kernels of (device, CUPTI stream id) go to `lane` (gpu_compute or gpu_comm); so do the
+  /// copies of a stream mapped to gpu_comm (category comm: the collectives between ranks on
+  /// one GPU are device-to-device copies). `rank` >= 0: every op of the stream is that rank's
+  /// (several ranks on one GPU: the device alone does not say whose an op is), before
+  /// map_device's answer.
+  void map_stream(uint32_t device, uint32_t stream, sessions::Lane lane, int32_t rank = -1) {
+    lane_of_stream_[{device, stream}] = lane;
+    if (rank >= 0) rank_of_stream_[{device, stream}] = rank;
+  }
 
   /// Decodes the `valid_size` bytes of a CUPTI activity buffer (see the file comment).
   void add_buffer(const uint8_t* buffer, size_t valid_size);
@@ -146,6 +153,7 @@ class CuptiDecoder {
     uint32_t thread;
   };
   int32_t rank_of(uint32_t device) const;
+  int32_t rank_of(uint32_t device, uint32_t stream) const;  // the stream's rank, else rank_of(device)
   bool resolve(GpuOp& g, bool final);
   // A memcpy or memset record (CUpti_ActivityMemcpy6 / CUpti_ActivityMemset4) as a gpu_copy op.
   template <class CopyRecord>
@@ -158,6 +166,7 @@ class CuptiDecoder {
   DecodeStats stats_;
   std::map<uint32_t, int32_t> rank_of_device_;
   std::map<std::pair<uint32_t, uint32_t>, sessions::Lane> lane_of_stream_;
+  std::map<std::pair<uint32_t, uint32_t>, int32_t> rank_of_stream_;
   std::unordered_map<uint32_t, Launch> launches_;        // correlation id -> runtime call
   std::unordered_map<uint32_t, uint32_t> device_of_context_;
   std::unordered_map<std::string, const char*> demangled_;  // CUPTI's (mangled) name -> pooled

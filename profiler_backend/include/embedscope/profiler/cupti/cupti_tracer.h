@@ -48,8 +48,10 @@ class CuptiTracer {
   /// Activities of device `device` belong to rank `rank` (default: rank = device ordinal).
   void map_device(int device, int rank);
   /// Kernels on `stream` (of the current device `device`) go to `lane` (gpu_comm for the comm
-  /// stream). Throws std::runtime_error if CUPTI does not know the stream.
-  void map_stream(int device, cudaStream_t stream, sessions::Lane lane);
+  /// stream; a gpu_comm stream's copies too), and with `rank` >= 0 every op of the stream is
+  /// that rank's (CuptiDecoder::map_stream). Throws std::runtime_error if CUPTI does not know
+  /// the stream.
+  void map_stream(int device, cudaStream_t stream, sessions::Lane lane, int rank = -1);
 
   /// Delivers every completed record so far (synchronize the devices first to get all of them)
   /// and returns the GPU ops decoded (CuptiDecoder::take(false)).

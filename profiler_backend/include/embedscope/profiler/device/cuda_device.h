@@ -3,6 +3,7 @@
 // tests (GTEST_SKIP with its reason) and the GPU benchmarks. Always compiled: a build without
 // CUDA answers "built without CUDA".
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@ struct CudaDevices {
   std::string error;
   /// cudaDeviceProp::name of each device, e.g. "NVIDIA H200".
   std::vector<std::string> names;
+  /// cudaDeviceProp::totalGlobalMem of each device, bytes.
+  std::vector<int64_t> total_bytes;
 };
 
 /// The answer of cudaGetDeviceCount (asked once per process; later calls return the same).

@@ -1,0 +1,244 @@
+// The intra-device communicator (comm/local/local_comm.h) on the host stand-in
+// (host_intra_device_ops): hand-computed values, the same sequence numbers, byte counters and
+// collective records as the Gloo ProcessGroup for the same collectives, the split cross-check
+// error, a timeout naming the rank that did not arrive, flight recorder entries and closing.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "comm/local/local_comm.h"
+#include "embedscope/engine/comm/gloo_process_group.h"
+
+using namespace embedscope::engine;
+using namespace std::chrono_literals;
+using detail::Collectives;
+using detail::GlooCollectives;
+using detail::LocalComm;
+using detail::LocalGroup;
+
+namespace {
+
+struct LocalRun {
+  std::vector<std::string> errors;
+  std::vector<std::vector<embedscope::sessions::CollectiveRecord>> records;  // per rank, in order
+};
+
+// Runs fn(comm) on `n` threads, one rank each, over a LocalGroup "world" (local = true) or a
+// Gloo ProcessGroup "world"; records every collective record; each rank's exception text.
+LocalRun run_group(int n, std::chrono::milliseconds timeout, bool local,
+                   const std::function<void(Collectives&, int rank)>& fn, FlightRecorder* flight0 = nullptr) {
+  auto ops = detail::host_intra_device_ops();
+  std::vector<int> members(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) members[static_cast<size_t>(i)] = i;
+  auto group = std::make_shared<LocalGroup>("world", members, timeout);
+  auto rv = Rendezvous::in_process();
+  LocalRun out;
+  out.errors.assign(static_cast<size_t>(n), "");
+  out.records.resize(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      std::unique_ptr<Collectives> c;
+      if (local)
+        c = std::make_unique<LocalComm>(group, r, *ops);
+      else
+        c = std::make_unique<GlooCollectives>(std::make_unique<ProcessGroup>(rv, "world", members, r, timeout));
+      c->set_observer(nullptr, [&out, r](embedscope::sessions::CollectiveRecord&& rec) {
+        out.records[static_cast<size_t>(r)].push_back(std::move(rec));
+      });
+      if (r == 0 && flight0) c->set_flight_recorder(flight0);
+      try {
+        fn(*c, r);
+      } catch (const std::exception& e) {
+        out.errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+// The collectives of ProcessGroup.CollectivesGiveHandComputedValues (comm_test.cpp), through
+// the Collectives interface, checked against the same hand-computed values.
+void three_rank_script(Collectives& c, int r) {
+  std::vector<int64_t> send, sc(3), rc(3, r + 1);
+  for (int j = 0; j < 3; ++j) {
+    sc[static_cast<size_t>(j)] = j + 1;
+    for (int k = 0; k <= j; ++k) send.push_back(10 * r + j);
+  }
+  std::vector<int64_t> recv(static_cast<size_t>(3 * (r + 1)));
+  c.all_to_all_v("a2a", send.data(), sc, recv.data(), rc, sizeof(int64_t));
+  for (int s = 0; s < 3; ++s)
+    for (int k = 0; k <= r; ++k) EXPECT_EQ(recv[static_cast<size_t>(s * (r + 1) + k)], 10 * s + r);
+  std::vector<float> rs_send;
+  for (int j = 0; j < 3; ++j) rs_send.insert(rs_send.end(), {static_cast<float>(r + j), 100.0f});
+  std::vector<int64_t> counts(3, 2);
+  float out[2];
+  c.reduce_scatter_q("rs", rs_send.data(), counts, out, CommPrecision::fp32, nullptr);
+  EXPECT_FLOAT_EQ(out[0], static_cast<float>(0 + 1 + 2 + 3 * r));
+  EXPECT_FLOAT_EQ(out[1], 300.0f);
+  std::vector<float> mine(static_cast<size_t>(r + 1), static_cast<float>(r)), all(6);
+  std::vector<int64_t> ag{1, 2, 3};
+  c.all_gather_v("ag", mine.data(), all.data(), ag, sizeof(float));
+  EXPECT_EQ(all, (std::vector<float>{0, 1, 1, 2, 2, 2}));
+  std::vector<float> v{static_cast<float>(r), 1.0f};
+  c.all_reduce_sum("ar", v.data(), 2);
+  EXPECT_EQ(v, (std::vector<float>{3.0f, 3.0f}));
+  // qcomms bf16: 1 + 2^-9 rounds to 1 (8 bits of mantissa), as on Gloo
+  std::vector<float> q_send(3, 1.0f + 1.0f / 512), q_recv(3);
+  std::vector<int64_t> ones(3, 1);
+  c.all_to_all_q("q", q_send.data(), ones, q_recv.data(), ones, CommPrecision::bf16, nullptr);
+  EXPECT_EQ(q_recv, (std::vector<float>{1.0f, 1.0f, 1.0f}));
+  // a2a, the reduce-scatter and the bf16 a2a each add a split check: 2 + 2 + 1 + 1 + 2
+  EXPECT_EQ(c.counters().collectives, 8);
+  EXPECT_EQ(c.next_sequence(), 9u);
+}
+
+}  // namespace
+
+TEST(LocalComm, CollectivesGiveHandComputedValues) {
+  const LocalRun run = run_group(3, 10s, true, three_rank_script);
+  for (const auto& e : run.errors) EXPECT_EQ(e, "");
+}
+
+// Same collectives on Gloo and on the intra-device communicator: the same records (op, name,
+// group, sequence, dtype, bytes, peers, per-peer elements) on every rank, in the same order.
+TEST(LocalComm, RecordsAndCountersAreTheGlooProcessGroups) {
+  const LocalRun local = run_group(3, 10s, true, three_rank_script);
+  const LocalRun gloo = run_group(3, 10s, false, three_rank_script);
+  for (int r = 0; r < 3; ++r) {
+    const auto& a = local.records[static_cast<size_t>(r)];
+    const auto& b = gloo.records[static_cast<size_t>(r)];
+    ASSERT_EQ(a.size(), 8u);
+    ASSERT_EQ(a.size(), b.size());
+    int64_t sent = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      SCOPED_TRACE(fmt::format("rank {} record {} ({} '{}')", r, i, b[i].op, b[i].name));
+      EXPECT_EQ(a[i].rank, r);
+      EXPECT_EQ(a[i].op, b[i].op);
+      EXPECT_EQ(a[i].name, b[i].name);
+      EXPECT_EQ(a[i].group, "world");
+      EXPECT_EQ(a[i].sequence, b[i].sequence);
+      EXPECT_EQ(a[i].sequence, i + 1);
+      EXPECT_EQ(a[i].dtype, b[i].dtype);
+      EXPECT_EQ(a[i].bytes_sent, b[i].bytes_sent);
+      EXPECT_EQ(a[i].bytes_received, b[i].bytes_received);
+      EXPECT_EQ(a[i].peers, b[i].peers);
+      EXPECT_EQ(a[i].send_elements, b[i].send_elements);
+      EXPECT_EQ(a[i].recv_elements, b[i].recv_elements);
+      sent += a[i].bytes_sent;
+    }
+    EXPECT_EQ(a[0].name, "a2a/split_check");
+    EXPECT_EQ(a[1].op, "all_to_all");
+    EXPECT_EQ(a[3].op, "reduce_scatter");
+    EXPECT_EQ(a[6].name, "q/split_check");
+    EXPECT_EQ(a[7].dtype, "bfloat16");
+    // rank 0 sends (2 + 3) int64 to the others = 40 bytes and receives 1 from each of them = 16
+    if (r == 0) {
+      EXPECT_EQ(a[1].bytes_sent, 40);
+      EXPECT_EQ(a[1].bytes_received, 16);
+    }
+    EXPECT_GT(sent, 0);
+  }
+}
+
+TEST(LocalComm, SplitMismatchNamesThePairOnEveryRank) {
+  const LocalRun run = run_group(3, 10s, true, [](Collectives& c, int r) {
+    std::vector<int64_t> sc(3, 1), rc(3, 1);
+    if (r == 0) sc[1] = 2;  // rank 0 sends 2 to rank 1, which expects 1
+    std::vector<int64_t> send(4), recv(3);
+    c.all_to_all_v("output_dist", send.data(), sc, recv.data(), rc, sizeof(int64_t));
+  });
+  for (const auto& e : run.errors)
+    EXPECT_EQ(e, "all_to_all 'output_dist' (group world, sequence 2): split sizes disagree: rank 0 sends 2 elements "
+                 "to rank 1, which expects 1");
+  // the check itself completed (a record), the all-to-all did not start
+  for (const auto& recs : run.records) {
+    ASSERT_EQ(recs.size(), 1u);
+    EXPECT_EQ(recs[0].name, "output_dist/split_check");
+  }
+}
+
+TEST(LocalComm, TimeoutNamesOpSequenceAndMissingRankAndTheFlightRecorderKeepsIt) {
+  std::promise<void> done;
+  auto done_future = done.get_future().share();
+  std::atomic<int> finished{0};
+  FlightRecorder flight(0, 16);
+  const auto t0 = std::chrono::steady_clock::now();
+  const LocalRun run = run_group(3, 300ms, true, [&](Collectives& c, int r) {
+    float v = 1;
+    c.all_reduce_sum("warm", &v, 1);  // sequence 1: everyone arrives
+    EXPECT_EQ(v, 3.0f);
+    if (r == 2) {  // never arrives at sequence 2
+      if (++finished == 3) done.set_value();
+      done_future.wait();
+      return;
+    }
+    try {
+      c.all_reduce_sum("dense_all_reduce", &v, 1);
+    } catch (...) {
+      if (++finished == 3) done.set_value();
+      throw;
+    }
+  }, &flight);
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(elapsed, 300ms);
+  EXPECT_LT(elapsed, 10s);
+  for (int r : {0, 1})
+    EXPECT_EQ(run.errors[static_cast<size_t>(r)],
+              "all_reduce 'dense_all_reduce' (group world, sequence 2) did not finish within 300 ms: rank(s) 2 did not "
+              "arrive");
+  EXPECT_EQ(run.errors[2], "");
+  const auto rows = flight.dump(0, "test");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].state, "completed");
+  EXPECT_EQ(rows[1].state, "started");  // arrived, never completed
+  EXPECT_EQ(rows[1].sequence, 2u);
+  EXPECT_EQ(rows[1].name, "dense_all_reduce");
+}
+
+TEST(LocalComm, ClosingConnectionsFailsAWaitingPeerAtOnce) {
+  std::promise<void> done;
+  auto done_future = done.get_future().share();
+  std::atomic<bool> rank1_waiting{false};
+  std::chrono::steady_clock::duration rank1_blocked{};
+  std::string after_close;
+  const LocalRun run = run_group(2, 20000ms, true, [&](Collectives& c, int r) {
+    float v = 1;
+    c.all_reduce_sum("warm", &v, 1);
+    if (r == 0) {
+      while (!rank1_waiting) std::this_thread::sleep_for(1ms);
+      std::this_thread::sleep_for(100ms);
+      c.close_connections();
+      try {
+        c.all_reduce_sum("after_close", &v, 1);
+      } catch (const CollectiveError& e) {
+        after_close = e.what();
+      }
+      done_future.wait();
+      return;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    rank1_waiting = true;
+    try {
+      c.all_reduce_sum("dense_all_reduce", &v, 1);
+    } catch (...) {
+      rank1_blocked = std::chrono::steady_clock::now() - t0;
+      done.set_value();
+      throw;
+    }
+    done.set_value();
+  });
+  EXPECT_LT(rank1_blocked, 5s);
+  EXPECT_GT(rank1_blocked, 50ms);
+  EXPECT_EQ(run.errors[1], "all_reduce 'dense_all_reduce' (group world, sequence 2) failed: rank 0 closed its connections "
+                           "after an error");
+  EXPECT_EQ(after_close, "all_reduce 'after_close' (group world, sequence 2) not started: this rank closed its "
+                         "connections after an earlier failure");
+}
