@@ -6,7 +6,11 @@
 
 #include <filesystem>
 
+#include "support/test_tmpdir.h"
+
 int main(int argc, char** argv) {
+  // every scratch session, report and settings file of the run in one folder, removed when all pass
+  embedscope::test_support::TestTmpDir tmp;
   qputenv("QT_QPA_PLATFORM", "offscreen");
   QApplication app(argc, argv);
   // settings of the test run stay in a scratch folder
@@ -15,5 +19,7 @@ int main(int argc, char** argv) {
                      QString::fromStdString((std::filesystem::temp_directory_path() / "es_ui_settings").string()));
   QApplication::setOrganizationName("EmbedscopeTest");
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  const int rc = RUN_ALL_TESTS();
+  tmp.finish(rc == 0);
+  return rc;
 }
