@@ -35,6 +35,18 @@ void style_plot(QCustomPlot* plot) {
   plot->legend->setFont(QFont(plot->font().family(), 8));
   plot->setMinimumSize(300, 200);
 }
+
+// What a session ran, for the header: its workload's name; an imported session has none, so
+// "imported kineto_json trace" (nsys_sqlite, or "imported memory snapshot"); "unnamed workload"
+// for a run session without the key.
+QString what_it_ran(const sessions::SessionReader& s) {
+  const std::string name = s.meta(sessions::meta::kWorkloadName);
+  if (!name.empty()) return QString::fromStdString(name);
+  if (s.meta(sessions::meta::kImported) != "1") return "unnamed workload";
+  const std::string format = s.meta(sessions::meta::kImportFormat);
+  if (format == "torch_memory_snapshot") return "imported memory snapshot";
+  return QString("imported %1 trace").arg(QString::fromStdString(format.empty() ? std::string("profiler") : format));
+}
 }  // namespace
 
 CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t align_step, QWidget* parent)
@@ -114,7 +126,7 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
     head += QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b> &nbsp; %3: %4, %5 on %6, %7%8<br>")
                 .arg(session_color(i).name(), labels[i].toHtmlEscaped(),
                      QFileInfo(QString::fromStdString(sessions[i].session->path())).fileName().toHtmlEscaped(),
-                     QString::fromStdString(sessions[i].session->meta(sessions::meta::kWorkloadName)).toHtmlEscaped(),
+                     what_it_ran(*sessions[i].session).toHtmlEscaped(),
                      QString::fromStdString(stats[i].ended))
                 .arg(stats[i].ranks.size() == 1 ? QString("1 rank") : QString("%1 ranks").arg(stats[i].ranks.size()))
                 .arg(QString::fromStdString(sessions[i].session->meta(sessions::meta::kBackend)))

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <QAbstractItemModelTester>
+#include <QLabel>
 
 #include <nlohmann/json.hpp>
 
@@ -26,7 +27,8 @@ using namespace embedscope::ui::fixtures;
 namespace {
 // 2 ranks of an lm_embedding run (vocab_parallel, micro batch 2 x 8 tokens: 16 tokens a step),
 // one step of `step_ns` each; or, with `imported`, the same rows marked as an imported trace.
-std::string cmp_units_session(const std::string& name, int64_t step_ns, bool lm, bool imported = false) {
+std::string cmp_units_session(const std::string& name, int64_t step_ns, bool lm, bool imported = false,
+                              const std::string& import_format = "") {
   const auto path = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid()) + ".db");
   std::filesystem::remove(path);
   engine::LmWorkloadSpec spec;
@@ -37,7 +39,8 @@ std::string cmp_units_session(const std::string& name, int64_t step_ns, bool lm,
   spec.micro_batch_size = 2;
   spec.world_size = 2;
   sessions::SessionWriter w(path.string());
-  w.set_metadata(sessions::meta::kWorkloadName, name);
+  if (import_format.empty()) w.set_metadata(sessions::meta::kWorkloadName, name);  // a trace has no workload
+  else w.set_metadata(sessions::meta::kImportFormat, import_format);
   w.set_metadata(sessions::meta::kBackend, "cpu");
   w.set_metadata("samples_per_step", "2");  // what the run wrote: sequences, not tokens
   if (lm) w.set_metadata(sessions::meta::kWorkloadJson, engine::to_json(spec).dump());
@@ -88,4 +91,22 @@ TEST(CompareUnits, TwoLmSessionsCompareInTokensThroughTheView) {
   EXPECT_EQ(m->data(m->index(CompareModel::Throughput, 2)).toString(), "2000 tokens/s");
   EXPECT_EQ(m->data(m->index(CompareModel::Throughput, 3)).toString(), "-2000 tokens/s (-50.0 %)");
   EXPECT_DOUBLE_EQ(m->data(m->index(CompareModel::Throughput, 3), Qt::UserRole).toDouble(), -2000);
+}
+
+// tester34 D19: an imported session has no workload name; the header says what it is instead of
+// "trace.db: , complete on 2 ranks".
+TEST(CompareUnits, TheHeaderNamesAnImportedTraceAndSnapshotForWhatTheyAre) {
+  auto run = open_reader(cmp_units_session("es_cmpu_run", 4'000'000, false));
+  auto kineto = open_reader(cmp_units_session("es_cmpu_kin", 4'000'000, false, true, "kineto_json"));
+  auto snap = open_reader(cmp_units_session("es_cmpu_snap", 4'000'000, false, true, "torch_memory_snapshot"));
+  CompareView view({{"A", run}, {"B", kineto}, {"C", snap}});
+  ASSERT_TRUE(wait_for_analyses(&view));
+  QString head;
+  for (const auto* l : view.findChildren<QLabel*>())
+    if (l->text().contains("&#9632;")) head = l->text();
+  ASSERT_FALSE(head.isEmpty());
+  EXPECT_TRUE(head.contains("es_cmpu_run_" + QString::number(getpid()) + ".db: es_cmpu_run, complete on 2 ranks")) << head.toStdString();
+  EXPECT_TRUE(head.contains(".db: imported kineto_json trace, complete on 2 ranks")) << head.toStdString();
+  EXPECT_TRUE(head.contains(".db: imported memory snapshot, complete on 2 ranks")) << head.toStdString();
+  EXPECT_FALSE(head.contains(": , ")) << head.toStdString();
 }
