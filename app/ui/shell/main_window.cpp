@@ -46,6 +46,7 @@
 #include "timeline/timeline_view.h"
 #include "timeline/timeline_widget.h"
 #include "views/workload_designer.h"
+#include "core/empty_pages.h"
 #include "core/import_target.h"
 #include "jobs/import_job.h"
 #include "embedscope/sessions/importers/importer.h"
@@ -69,6 +70,17 @@ void add_lazy_tab(QTabWidget* page, const QString& title, std::function<QWidget*
       layout->addWidget(new QLabel(QString::fromUtf8(e.what()), holder));
     }
   });
+}
+
+// A page with nothing to draw (core/empty_pages.h): the reason, in place of empty charts.
+QWidget* empty_page(const std::string& why, QWidget* parent) {
+  auto* label = new QLabel(QString::fromStdString(why), parent);
+  label->setObjectName("empty_page_reason");
+  label->setWordWrap(true);
+  label->setAlignment(Qt::AlignLeft | Qt::AlignTop);
+  label->setMargin(16);
+  label->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  return label;
 }
 }  // namespace
 
@@ -231,8 +243,14 @@ QString MainWindow::open_session(const QString& path, bool quiet) {
     auto* page = new QTabWidget(tabs_);
     page->addTab(new TimelineView(session, page), "Timeline");
     add_lazy_tab(page, "Summary", [session](QWidget* parent) { return new SummaryView(session, parent); });
-    add_lazy_tab(page, "Load", [session](QWidget* parent) { return new LoadView(session, parent); });
-    add_lazy_tab(page, "Memory", [session](QWidget* parent) { return new MemoryView(session, parent); });
+    add_lazy_tab(page, "Load", [session](QWidget* parent) -> QWidget* {
+      if (const std::string why = load_page_empty_reason(*session); !why.empty()) return empty_page(why, parent);
+      return new LoadView(session, parent);
+    });
+    add_lazy_tab(page, "Memory", [session](QWidget* parent) -> QWidget* {
+      if (const std::string why = memory_page_empty_reason(*session); !why.empty()) return empty_page(why, parent);
+      return new MemoryView(session, parent);
+    });
     QString title = QFileInfo(path).fileName();
     if (const std::string ended = session->status(); ended != "complete") title += QString(" [%1]").arg(QString::fromStdString(ended));
     if (session->meta(sessions::meta::kImported) == "1")

@@ -1,0 +1,102 @@
+// core/empty_pages.h (tester34 D19): an imported trace's Load and Memory pages say why they are
+// empty instead of drawing empty charts; a run session and a trace that holds the data draw them.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <QLabel>
+#include <QTabWidget>
+
+#include <filesystem>
+#include <string>
+
+#include "core/empty_pages.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "shell/main_window.h"
+#include "views/load_view.h"
+#include "views/memory_view.h"
+#include "ui/support/ui_fixtures.h"
+
+using namespace embedscope;
+using namespace embedscope::ui;
+
+namespace {
+// One rank, one step; `imported` marks it as an imported kineto_json trace; with `load` one load
+// counter, with `memory` one memory counter.
+std::string empty_pages_session(const std::string& name, bool imported, bool load, bool memory,
+                                const std::string& format = "kineto_json") {
+  const auto path = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  sessions::SessionWriter w(path.string());
+  if (imported) {
+    w.set_metadata(sessions::meta::kImported, "1");
+    w.set_metadata(sessions::meta::kImportFormat, format);
+  } else {
+    w.set_metadata(sessions::meta::kWorkloadName, name);
+  }
+  w.add_lane({0, 0, "compute", "thread"});
+  w.add_step({0, 0, 0, 1'000'000, 0.0, 0, 0});
+  if (load) w.add_load({.step = 0, .rank = 0, .table = 0, .shard = 0, .ids = 12});
+  if (memory) w.add_memory({.step = 0, .rank = 0, .allocated = 1 << 20, .reserved = 2 << 20});
+  w.close("complete");
+  return path.string();
+}
+}  // namespace
+
+TEST(EmptyPages, AnImportedTraceWithoutCountersSaysWhyARunNeverDoes) {
+  const sessions::SessionReader trace(empty_pages_session("es_empty_trace", true, false, false));
+  EXPECT_EQ(load_page_empty_reason(trace).rfind("No load counters: an imported kineto_json trace records kernels", 0), 0u)
+      << load_page_empty_reason(trace);
+  EXPECT_EQ(memory_page_empty_reason(trace).rfind("No allocator history: this imported kineto_json trace", 0), 0u)
+      << memory_page_empty_reason(trace);
+  EXPECT_NE(memory_page_empty_reason(trace).find("PyTorch memory snapshot"), std::string::npos);
+
+  const sessions::SessionReader with_data(empty_pages_session("es_empty_trace_data", true, true, true));
+  EXPECT_EQ(load_page_empty_reason(with_data), "");
+  EXPECT_EQ(memory_page_empty_reason(with_data), "");
+
+  // a snapshot: its Load page says what a snapshot is; its Memory page has the allocator's history
+  const sessions::SessionReader snap(empty_pages_session("es_empty_snap", true, false, true, "torch_memory_snapshot"));
+  EXPECT_EQ(load_page_empty_reason(snap).rfind("No load counters: an imported PyTorch memory snapshot records the caching "
+                                               "allocator's history (the Memory page), not the ids", 0),
+            0u)
+      << load_page_empty_reason(snap);
+  EXPECT_EQ(memory_page_empty_reason(snap), "");
+
+  // a run that recorded nothing yet still gets its own pages (and their own notes)
+  const sessions::SessionReader run(empty_pages_session("es_empty_run", false, false, false));
+  EXPECT_EQ(load_page_empty_reason(run), "");
+  EXPECT_EQ(memory_page_empty_reason(run), "");
+}
+
+TEST(EmptyPages, TheWorkbenchShowsTheReasonInPlaceOfTheCharts) {
+  for (const bool imported : {true, false}) {
+    MainWindow w;
+    ASSERT_EQ(w.open_path(QString::fromStdString(empty_pages_session(imported ? "es_empty_win_trace" : "es_empty_win_run",
+                                                                     imported, false, false)),
+                          true),
+              "");
+    auto* views = qobject_cast<QTabWidget*>(w.tabs()->currentWidget());
+    ASSERT_NE(views, nullptr);
+    for (int i = 0; i < views->count(); ++i) views->setCurrentIndex(i);  // builds the lazy pages
+    auto* load_page = views->widget(2);
+    auto* memory_page = views->widget(3);
+    ASSERT_EQ(views->tabText(2), "Load");
+    ASSERT_EQ(views->tabText(3), "Memory");
+    const auto* load_reason = load_page->findChild<QLabel*>("empty_page_reason");
+    const auto* memory_reason = memory_page->findChild<QLabel*>("empty_page_reason");
+    if (imported) {
+      ASSERT_NE(load_reason, nullptr);
+      ASSERT_NE(memory_reason, nullptr);
+      EXPECT_TRUE(load_reason->text().startsWith("No load counters")) << load_reason->text().toStdString();
+      EXPECT_TRUE(memory_reason->text().startsWith("No allocator history")) << memory_reason->text().toStdString();
+      EXPECT_EQ(load_page->findChild<LoadView*>(), nullptr);
+      EXPECT_EQ(memory_page->findChild<MemoryView*>(), nullptr);
+    } else {
+      EXPECT_EQ(load_reason, nullptr);
+      EXPECT_EQ(memory_reason, nullptr);
+      EXPECT_NE(load_page->findChild<LoadView*>(), nullptr);
+      EXPECT_NE(memory_page->findChild<MemoryView*>(), nullptr);
+    }
+    wait_for_analyses(&w);
+  }
+}
