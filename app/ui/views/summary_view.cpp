@@ -235,7 +235,7 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   }
   if (st.steps > 0)
     text += QString("%1 measured steps: step time mean %2, p50 %3, p99 %4; %5<br>"
-                    "overlap %6 % (%9); exposed communication %7 per rank; imbalance (ids looked up max/mean) %8")
+                    "overlap %6 % (%9); exposed communication %7 per rank; %8")
                 .arg(st.steps)
                 .arg(QString::fromStdString(format_duration(static_cast<int64_t>(st.step_time_ns.mean))))
                 .arg(QString::fromStdString(format_duration(st.step_time_ns.p50)))
@@ -244,7 +244,8 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                                        : QString("%1 %2/s").arg(rate.per_s, 0, 'f', 0).arg(QString::fromStdString(rate.unit)))
                 .arg(st.overlap_pct, 0, 'f', 1)
                 .arg(QString::fromStdString(format_duration(st.exposed_comm_ns)))
-                .arg(st.lookups_max_over_mean, 0, 'f', 2)
+                .arg(origin.isEmpty() ? QString("imbalance (ids looked up max/mean) %1").arg(st.lookups_max_over_mean, 0, 'f', 2)
+                                      : QString("no ids looked up in a trace (no load imbalance)"))
                 .arg(QString::fromStdString(sessions::overlap_definition(st)).toHtmlEscaped());
   text += rebalance_lines(figures);
   text += hot_rows_line(s, st.steps);
@@ -367,8 +368,13 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   }
   layout->addLayout(paths, 1);
   // a rebalanced run: the plan it ended with, and what its planned / peak columns compare
+  const bool no_plan = plan_model->rowCount() == 0;
   const QString plan_caption =
-      plan_model->plan_changes() == 0
+      no_plan ? QString("<b>Sharding plan</b>: none in this session (%1)")
+                    .arg(s.meta(sessions::meta::kImported) == "1"
+                             ? "a trace records what ran, not the embedding tables and where they were placed"
+                             : "the run stored no plan")
+      : plan_model->plan_changes() == 0
           ? QString("<b>Sharding plan</b>: per rank the shards it holds, its planned and peak memory, and the ids "
                     "and bytes its lookups took in and gave out (measured steps)")
           : QString("<b>Sharding plan as the run ended</b>, after %1 live rebalance(s) that changed it (the Load view "
@@ -381,7 +387,8 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   plan_label->setObjectName("sharding_plan_caption");
   plan_label->setWordWrap(true);
   layout->addWidget(plan_label);
-  layout->addWidget(plan, 2);
+  if (no_plan) plan->hide();  // no empty table under the sentence
+  else layout->addWidget(plan, 2);
   return page;
 }
 }  // namespace

@@ -5,6 +5,9 @@
 
 #include <QLabel>
 #include <QTabWidget>
+#include <QTreeView>
+
+#include <memory>
 
 #include <filesystem>
 #include <string>
@@ -14,6 +17,7 @@
 #include "shell/main_window.h"
 #include "views/load_view.h"
 #include "views/memory_view.h"
+#include "views/summary_view.h"
 #include "ui/support/ui_fixtures.h"
 
 using namespace embedscope;
@@ -99,4 +103,27 @@ TEST(EmptyPages, TheWorkbenchShowsTheReasonInPlaceOfTheCharts) {
     }
     wait_for_analyses(&w);
   }
+}
+
+TEST(EmptyPages, TheSummaryOfATraceHasNoImbalanceFigureAndSaysItHasNoPlan) {
+  auto trace = std::make_shared<const sessions::SessionReader>(empty_pages_session("es_empty_sum_trace", true, false, false));
+  SummaryView view(trace);
+  ASSERT_TRUE(wait_for_analyses(&view));
+  QString all;
+  for (const auto* l : view.findChildren<QLabel*>()) all += l->text() + "\n";
+  EXPECT_TRUE(all.contains("no ids looked up in a trace (no load imbalance)")) << all.toStdString();
+  EXPECT_FALSE(all.contains("imbalance (ids looked up max/mean) 1.00")) << all.toStdString();
+  const auto* caption = view.findChild<QLabel*>("sharding_plan_caption");
+  ASSERT_NE(caption, nullptr);
+  EXPECT_EQ(caption->text(), "<b>Sharding plan</b>: none in this session (a trace records what ran, not the embedding "
+                             "tables and where they were placed)");
+  for (const auto* tree : view.findChildren<QTreeView*>()) EXPECT_TRUE(tree->isHidden());
+
+  // a run keeps its figure (a step of 12 ids on its only rank: max / mean 1.00)
+  auto run = std::make_shared<const sessions::SessionReader>(empty_pages_session("es_empty_sum_run", false, true, false));
+  SummaryView run_view(run);
+  ASSERT_TRUE(wait_for_analyses(&run_view));
+  QString run_text;
+  for (const auto* l : run_view.findChildren<QLabel*>()) run_text += l->text() + "\n";
+  EXPECT_TRUE(run_text.contains("imbalance (ids looked up max/mean) 1.00")) << run_text.toStdString();
 }
