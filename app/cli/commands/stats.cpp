@@ -277,8 +277,11 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   std::cout << fmt::format("overlap      {:.1f}% of communication ran while the rank computed ({}); exposed "
                            "communication {} per rank ({} per step)\n",
                            st.overlap_pct, ss::overlap_definition(st), ms(st.exposed_comm_ns), ms(st.exposed_comm_ns / st.steps));
-  std::cout << fmt::format("imbalance    ids looked up max/mean {:.2f}; lookup time max/mean {:.2f}\n\n",
-                           st.lookups_max_over_mean, st.lookup_time_max_over_mean);
+  if (imported)  // a trace has kernels and collectives, not the ids each rank looked up
+    std::cout << "imbalance    none: a trace has no ids looked up (no load counters)\n\n";
+  else
+    std::cout << fmt::format("imbalance    ids looked up max/mean {:.2f}; lookup time max/mean {:.2f}\n\n",
+                             st.lookups_max_over_mean, st.lookup_time_max_over_mean);
   std::cout << rebalances_text(ss::rebalance_effects(session), session.plan_changes());
   std::cout << fmt::format("{:<5} {:>11} {:>11} {:>13} {:>11} {:>9} {:>14} {:>12} {:>14}\n", "rank", "compute", "comm",
                            "exposed comm", "idle", "overlap", "ids looked up", "bytes sent", "bytes received");
