@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <thread>
 
 #include "embedscope/profiler/device/cuda_device.h"
@@ -59,4 +60,22 @@ TEST(CudaDevices, ReasonAgreesWithTheCount) {
   const std::string more = profiler::cuda_unavailable_reason(d.count + 1);
   EXPECT_EQ(more.rfind("needs " + std::to_string(d.count + 1) + " CUDA device(s)", 0), 0u) << more;
   EXPECT_NE(more.find(d.error.empty() ? "found " + std::to_string(d.count) : d.error), std::string::npos) << more;
+}
+
+// The run's steady-clock zero on the wall clock (wall_anchor_unix_ns, which `merge --align none`
+// places each process's session by): a wall-clock read now lies where the steady clock says, to
+// within the anchor's stated uncertainty (plus 50 us for the wall clock's own slewing).
+TEST(RunClock, WallAnchorPlacesTheSteadyZeroWithinItsUncertainty) {
+  embedscope::profiler::RunClock c;
+  EXPECT_GE(c.wall_anchor_uncertainty_ns(), 0);
+  for (int i = 0; i < 20; ++i) {
+    const int64_t s1 = c.now_ns();
+    const int64_t wall =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const int64_t s2 = c.now_ns();
+    const int64_t since_anchor = wall - c.wall_anchor_ns();
+    const int64_t slack = c.wall_anchor_uncertainty_ns() + 50'000;
+    EXPECT_GE(since_anchor, s1 - slack) << "read " << i;
+    EXPECT_LE(since_anchor, s2 + slack) << "read " << i;
+  }
 }

@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -329,4 +330,56 @@ TEST(Merge, RankSessionsOfDifferentRunsAreRefused) {
                                    " has job1: the ranks of different runs; merge the rank sessions of one run");
   EXPECT_EQ(merge_sessions({a, same}, out, {"none", true}).ranks, (std::vector<int32_t>{0, 1}));
   EXPECT_EQ(SessionReader(out).meta(meta::kRunId), "job1");
+}
+
+// tester36 #9: `merge --align none` places each process by its wall-clock anchor; a rank whose
+// collectives all end 7.5 ms later than its peers' (an anchor read across a preemption) is said
+// (clock_disagreement, naming the rank, the offset and the remedy); 0.3 ms of jitter is not;
+// --align collectives puts it right and says nothing.
+TEST(Merge, WallClocksThatDisagreeWithTheCollectivesAreSaid) {
+  auto write = [](const std::string& path, int32_t rank, int64_t late_ns) {
+    SessionWriter w(path, true);
+    w.set_metadata(meta::kWallAnchorUnixNs, "1000000000");
+    w.add_rank({rank, "h", "cpu (thread)", 1 << 20});
+    w.add_step({0, rank, 0, 60'000'000, 0.5, 10, 20});
+    for (uint64_t seq = 0; seq < 5; ++seq) {
+      CollectiveRecord c;
+      c.rank = rank, c.op = "all_reduce", c.name = "dense_all_reduce", c.group = "world", c.sequence = seq;
+      c.dtype = "float32", c.step = 0, c.peers = {0, 1, 2};
+      const int64_t jitter = rank == 2 ? static_cast<int64_t>(seq % 2) * 300'000 : 0;  // 0 or 0.3 ms
+      c.start_ns = 10'000'000 * static_cast<int64_t>(seq + 1) - 1'000'000 + late_ns;
+      c.end_ns = 10'000'000 * static_cast<int64_t>(seq + 1) + late_ns + jitter;
+      w.add_collective(c);
+    }
+    w.close("complete", "");
+  };
+  const std::string a = scratch_db("wc_rank0.db"), b = scratch_db("wc_rank1.db"), c = scratch_db("wc_rank2.db");
+  write(a, 0, 0);
+  write(b, 1, 7'500'000);  // every collective ends 7.5 ms late on rank 1
+  write(c, 2, 0);
+  auto clock_problem = [](const std::string& db) -> std::optional<ImportStat> {
+    for (const auto& s : SessionReader(db).import_stats())
+      if (s.name == "clock_disagreement") return s;
+    return std::nullopt;
+  };
+  const std::string none = scratch_db("wc_none.db");
+  merge_sessions({a, b, c}, none, {"none", true});
+  const auto p = clock_problem(none);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->count, 1);  // rank 1 only: rank 2's 0.3 ms is jitter
+  EXPECT_EQ(p->severity, "error");
+  EXPECT_EQ(p->source, b);
+  EXPECT_EQ(p->example,
+            "rank 1: its collectives end 7.500 ms later than rank 0's on the recorded wall clocks (median of 5 "
+            "collective end(s)); its process's clock or clock anchor was off: `merge --align collectives` puts the "
+            "ranks on one clock by their collectives");
+  const std::string aligned = scratch_db("wc_aligned.db");
+  merge_sessions({a, b, c}, aligned, {"collectives", true});
+  EXPECT_FALSE(clock_problem(aligned).has_value());
+  // the CLI lists it with the merge's other problems
+  const std::string out = scratch_db("wc_cli.db");
+  std::remove(out.c_str());
+  auto r = merge_cli("merge " + a + " " + b + " " + c + " -o " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("clock_disagreement"), std::string::npos) << r.out;
 }

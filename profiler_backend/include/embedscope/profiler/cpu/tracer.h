@@ -25,12 +25,17 @@ class RunClock {
   int64_t now_ns() const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - anchor_).count();
   }
-  /// Unix time (ns, system_clock) of the anchor, to place the run on the wall clock.
+  /// Unix time (ns, system_clock) of the anchor, to place the run on the wall clock. Read inside
+  /// the tightest of 8 steady-clock brackets (a preemption between two reads moves one bracket,
+  /// not all 8), at the bracket's middle.
   int64_t wall_anchor_ns() const { return wall_anchor_ns_; }
+  /// Half that bracket's width (ns): how far wall_anchor_ns() can be from the steady zero's wall time.
+  int64_t wall_anchor_uncertainty_ns() const { return wall_anchor_uncertainty_ns_; }
 
  private:
   std::chrono::steady_clock::time_point anchor_;
-  int64_t wall_anchor_ns_;
+  int64_t wall_anchor_ns_ = 0;
+  int64_t wall_anchor_uncertainty_ns_ = 0;
 };
 
 class Tracer {

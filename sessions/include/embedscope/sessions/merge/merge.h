@@ -14,7 +14,9 @@
 // merged session's time 0 is the earliest recorded event of any input rounded down to a whole
 // microsecond (what a directory import of the same traces gives), or, with align
 // "collectives", every rank shifted by its clock offset as `import --align collectives` does
-// (importers/common/clock_align.h). Metadata: the first input's, with world_size, steps, the
+// (importers/common/clock_align.h); with "none", a rank whose collectives end more than 2 ms apart from
+// the reference rank's by their median is counted as the problem clock_disagreement (error: the
+// times are kept; the remedy, --align collectives, is named). Metadata: the first input's, with world_size, steps, the
 // import keys and merged_from_json recomputed (each input's file, ranks, shift and how it ended).
 
 #include <cstdint>
