@@ -67,7 +67,9 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
         adopt(NcclComm::init_all(devices_of(m), fmt::format("cross{}", l), timeout, m), sh_.nccl_cross, m);
       }
     }
-    if (!sh_.opt.trace || sh_.opt.session_path.empty()) return;
+    // EMBEDSCOPE_INJECT_DEVICE_FAULT (a test's injected CUDA error) wraps a device: last, after
+    // the CudaRankDevice casts below
+    if (!sh_.opt.trace || sh_.opt.session_path.empty()) return apply_device_fault_hook();
     try {
       cupti_ = std::make_unique<profiler::CuptiTracer>(sh_.tracer.clock());
       for (int r = 0; r < W; ++r) cupti_->map_device(gpu_of[static_cast<size_t>(r)], r);
@@ -97,6 +99,7 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
       cupti_.reset();
       cupti_error_ = e.what();
     }
+    apply_device_fault_hook();
   }
 
  protected:

@@ -3,6 +3,7 @@
 #include "executor.h"
 
 #include "flight_dump_watcher.h"
+#include "exec/device/fault_injection.h"
 
 #include <numeric>
 
@@ -38,6 +39,17 @@ ThreadedExecutor::ThreadedExecutor(const WorkloadSpec& spec, const ShardingPlan&
       sh_.gpus.push_back(detail::host_rank_device(placement.gpu_of_rank[static_cast<size_t>(r)]));
     sh_.device_of_rank = placement.gpu_of_rank;
   }
+  if (!sh_.gpus.empty() || spec.devices.backend != Backend::cuda) apply_device_fault_hook();  // cuda: in prepare()
+}
+
+void ThreadedExecutor::apply_device_fault_hook() {
+  const auto fault = detail::device_fault_from_env(sh_.spec.devices.count);
+  if (!fault) return;
+  if (sh_.gpus.empty())
+    throw std::invalid_argument(
+        "EMBEDSCOPE_INJECT_DEVICE_FAULT is set, but this run has no device (the cpu backend): it injects faults on "
+        "the cuda backend or the emulated device");
+  detail::inject_device_fault(sh_.gpus, *fault);
 }
 
 ThreadedExecutor::~ThreadedExecutor() = default;
@@ -66,6 +78,10 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
       } catch (...) {
         rank_failed = true;
         on_rank_failed(r);  // before waiting for the peers' word (explain_peer_failure)
+        // peers blocked on this rank (and its own comm worker, inside a collective) fail at once
+        // instead of at the collective timeout: a device error on one of two ranks sharing a GPU
+        // took the full 30 s before
+        rank.close_connections();
         RankError err = rank_error_of(r, sh.tracer.now_ns(), std::current_exception(),
                                       [&](const CollectiveError& e) { return explain_peer_failure(r, e); });
         err.time_ns = sh.tracer.now_ns();  // after the peers' word

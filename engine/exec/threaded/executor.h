@@ -29,6 +29,11 @@ class ThreadedExecutor : public exec::Executor {
   /// After every rank's thread has ended, before the tracer's spans go into the session: what
   /// the devices recorded (the cuda executor's GPU ops and metadata). Nothing by default.
   virtual void after_ranks(sessions::SessionWriter* /*session*/) {}
+  /// The test hook EMBEDSCOPE_INJECT_DEVICE_FAULT (exec/device/fault_injection.h) on sh_.gpus,
+  /// once they exist (the constructor for the host stand-in and the cpu backend, the cuda
+  /// executor's prepare() for its GPUs). Throws std::invalid_argument for a bad value, or when set on a run without
+  /// devices (the cpu backend).
+  void apply_device_fault_hook();
 
   Shared sh_;
   std::vector<int> local_ranks_;            // the ranks run here, ascending
