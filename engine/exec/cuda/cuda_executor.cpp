@@ -3,8 +3,10 @@
 // NCCL communicator per rank and process group (ncclCommInitAll) when every rank has a GPU of
 // its own, or - all ranks on one GPU - no NCCL at all: every group then runs on the
 // intra-device communicator (comm/local/, copies and a reduction kernel on each rank's comm
-// stream; NCCL cannot put one GPU in a communicator twice); CUPTI for the whole run: the GPU ops
-// it saw join the session, each in the step whose host window holds its start.
+// stream; NCCL cannot put one GPU in a communicator twice); CUPTI for the whole run, drained
+// into the session at every step end (when every rank has ended the step: profiler::StepDrain),
+// so that a killed run keeps the GPU lanes of its finished steps; each GPU op and MEMORY2 event
+// in the step whose host window holds its start; the rest when the ranks have ended.
 #include <cuda_runtime_api.h>
 
 #include "exec/device/cuda_rank_device.h"
@@ -14,6 +16,7 @@
 #include "embedscope/engine/comm/nccl_comm.h"
 #include "embedscope/profiler/device/cuda_device.h"
 #include "embedscope/profiler/cupti/cupti_tracer.h"
+#include "embedscope/profiler/cupti/step_drain.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::engine::exec {
@@ -96,7 +99,14 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
     } catch (const std::exception& e) {  // the run goes on; the session says why it has no GPU ops
       cupti_.reset();
       cupti_error_ = e.what();
+      return;
     }
+    drain_ = std::make_unique<profiler::StepDrain>(std::vector<int32_t>(local_ranks_.begin(), local_ranks_.end()),
+                                                   -sh_.spec.warmup_steps - 1);  // the step of setup's work (Rank::setup)
+    sh_.on_step_end = [this](int rank, int64_t step, int64_t start_ns, int64_t end_ns) {
+      std::lock_guard<std::mutex> lock(drain_mu_);
+      if (drain_->close_step(rank, step, start_ns, end_ns)) drain_gpu(false);
+    };
   }
 
  protected:
@@ -111,22 +121,9 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
       cudaDeviceSynchronize();
     }
     if (cupti_) {
-      std::vector<profiler::GpuOp> gpu_ops = cupti_->stop();
-      cupti_->join_collectives(gpu_ops, sh_.records);
-      std::vector<sessions::OpEvent> ops;
-      const int64_t setup_step = -sh_.spec.warmup_steps - 1;  // the step of work before the first (Rank::setup)
-      for (auto& g : gpu_ops) {
-        // the step whose host time window holds the op's start (before the first: setup)
-        const auto& win = ranks_[static_cast<size_t>(std::clamp(g.op.rank, 0, W - 1))]->windows;
-        g.op.step = win.empty() ? setup_step : win.front().step - 1;
-        for (const auto& w : win)
-          if (g.op.start_ns >= w.start_ns) g.op.step = w.step;
-        ops.push_back(g.op);
-      }
-      if (session) {
-        session->add_ops(ops);
-        cupti_->write_metadata(*session);
-      }
+      std::lock_guard<std::mutex> lock(drain_mu_);
+      drain_gpu(true);  // what the step-end drains left, and the records of a step that failed midway
+      if (session) cupti_->write_metadata(*session);
     }
     if (!session) return;
     int runtime = 0;
@@ -144,10 +141,53 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
   }
 
  private:
+  /// Under drain_mu_: CUPTI's records so far (`final`: all of them, and CUPTI stopped), NCCL
+  /// kernels joined with the collective records, placed in their steps (StepDrain) and written
+  /// to the session with the MEMORY2 events. A failing drain (a CUPTI call) is recorded as
+  /// gpu_trace_error and the per-step drains stop; the final one still runs.
+  void drain_gpu(bool final) {
+    std::vector<profiler::GpuOp> got;
+    std::vector<sessions::MemoryEvent> memory;
+    try {
+      if (final) got = cupti_->stop();
+      else if (!drain_failed_) got = cupti_->drain();
+      memory = cupti_->take_memory_events();
+    } catch (const std::exception& e) {
+      drain_failed_ = true;
+      if (cupti_error_.empty()) cupti_error_ = fmt::format("CUPTI drain at a step end failed: {}", e.what());
+      if (!final) return;
+    }
+    std::vector<profiler::GpuOp> ready = drain_->place(std::move(got), final);
+    if (!ready.empty()) {
+      int64_t earliest = std::numeric_limits<int64_t>::max();
+      for (const auto& g : ready)
+        if (g.nccl) earliest = std::min(earliest, g.op.start_ns);
+      if (earliest != std::numeric_limits<int64_t>::max()) {
+        std::vector<sessions::CollectiveRecord> records;  // those that can hold these kernels
+        {
+          std::lock_guard<std::mutex> lock(sh_.records_mu);
+          for (const auto& r : sh_.records)
+            if (r.end_ns + 20000 >= earliest) records.push_back(r);
+        }
+        cupti_->join_collectives(ready, records);
+      }
+    }
+    std::vector<sessions::MemoryEvent> events = drain_->place(std::move(memory), final);
+    if (!sh_.session) return;
+    std::vector<sessions::OpEvent> ops;
+    ops.reserve(ready.size());
+    for (const auto& g : ready) ops.push_back(g.op);
+    sh_.session->add_ops(ops);
+    sh_.session->add_memory_events(events);
+  }
+
   GpuPlacement placement_;  // rank -> GPU (prepare)
   std::vector<std::unique_ptr<NcclComm>> comms_;
   std::unique_ptr<profiler::CuptiTracer> cupti_;
   std::string cupti_error_;
+  std::mutex drain_mu_;  // the drains: a rank thread's step end, and after_ranks
+  std::unique_ptr<profiler::StepDrain> drain_;
+  bool drain_failed_ = false;
 };
 
 }  // namespace
