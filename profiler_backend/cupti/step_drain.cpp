@@ -29,7 +29,14 @@ bool StepDrain::step_of(int32_t rank, int64_t t, bool final, int64_t& step) cons
     return final;
   }
   const auto& w = it->second;
-  if (!final && t >= w.back().end_ns) return false;  // a step still running (or between two)
+  if (t >= w.back().end_ns) {
+    if (!final) return false;  // a step still running (or between two)
+    const auto run = running_.find(rank);
+    if (run != running_.end() && run->second > w.back().step) {  // the step the rank died in
+      step = run->second;
+      return true;
+    }
+  }
   // the last window that started at or before t
   auto after = std::upper_bound(w.begin(), w.end(), t, [](int64_t v, const Window& x) { return v < x.start_ns; });
   step = after == w.begin() ? setup_step_ : std::prev(after)->step;

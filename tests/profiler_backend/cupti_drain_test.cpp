@@ -4,7 +4,9 @@
 // values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
 #include <stdexcept>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include <cupti_runtime_cbid.h>
 
 #include "embedscope/profiler/cupti/cupti_decode.h"
+#include "embedscope/profiler/cupti/session_drain.h"
 #include "embedscope/profiler/cupti/step_drain.h"
 #include "embedscope/sessions/store/session.h"
 
@@ -61,6 +64,47 @@ void drain_launch(DrainRecords& b, uint32_t corr, uint64_t start) {
   a.start = start;
   a.end = start + 5;
   a.threadId = 7;
+}
+
+void drain_kernel_named(DrainRecords& b, const char* name, uint32_t device, uint32_t stream, uint32_t corr,
+                        uint64_t start, uint64_t end) {
+  auto& k = b.add<CUpti_ActivityKernel10>();
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.name = name;
+  k.deviceId = device;
+  k.contextId = 1 + device;
+  k.streamId = stream;
+  k.correlationId = corr;
+  k.start = start;
+  k.end = end;
+}
+
+// The CuptiTracer's part played by a decoder fed hand-built buffers.
+class DecoderSource final : public profiler::GpuRecordSource {
+ public:
+  CuptiDecoder dec;
+  bool refuse_drain = false;
+  int drains = 0, stops = 0;
+  void feed(const DrainRecords& b) { dec.add_buffer(b.data(), b.size()); }
+  std::vector<GpuOp> drain() override {
+    ++drains;
+    if (refuse_drain) throw std::runtime_error("CUPTI: cuptiActivityFlushAll failed: CUPTI_ERROR_UNKNOWN");
+    return dec.take(false);
+  }
+  std::vector<GpuOp> stop() override {
+    ++stops;
+    return dec.take(true);
+  }
+  std::vector<sessions::MemoryEvent> take_memory_events() override { return dec.take_memory_events(); }
+  int64_t join_collectives(std::vector<GpuOp>& ops, const std::vector<sessions::CollectiveRecord>& records) override {
+    return dec.join_collectives(ops, records);
+  }
+};
+
+std::filesystem::path drain_session_path(const char* what) {
+  auto p = std::filesystem::temp_directory_path() / ("es_session_drain_" + std::string(what) + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(p);
+  return p;
 }
 
 GpuOp drain_op(int32_t rank, int64_t start) {
@@ -257,4 +301,123 @@ TEST(CuptiDecode, WaitsAndPoolAllocationsBelongToTheRankOfTheirStream) {
   EXPECT_EQ(ev[0].tag, "cuda_device_pool");
   EXPECT_EQ(ev[0].stream, 7);
   EXPECT_EQ(ev[0].size, 8192);
+}
+
+TEST(SessionDrain, AKilledCudaRunKeepsTheGpuLanesOfItsEndedSteps) {
+  // Two ranks (devices 0 and 1), warm-up 1 (setup is step -2). Rank 0's all-to-all (sequence 4)
+  // ran [1000, 1600) on the host; its NCCL kernel [1150, 1500) has no runtime launch (NCCL
+  // launches through the driver API).
+  sessions::CollectiveRecord a2a;
+  a2a.rank = 0;
+  a2a.name = "output_dist/all_to_all";
+  a2a.sequence = 4;
+  a2a.step = -1;  // a joined kernel takes its collective's step
+  a2a.start_ns = 1000;
+  a2a.end_ns = 1600;
+  a2a.bytes_sent = 100;
+  a2a.bytes_received = 200;
+  const auto path = drain_session_path("killed");
+  DecoderSource src;
+  int64_t asked_since = -1;
+  {
+    sessions::SessionWriter w(path.string());
+    profiler::SessionDrain drain(src, &w, {0, 1}, -2, [&](int64_t since) {
+      asked_since = since;
+      return std::vector<sessions::CollectiveRecord>{a2a};
+    });
+    DrainRecords warm;
+    drain_launch(warm, 1, 1090);
+    drain_kernel(warm, 0, 3, 1, 1100, 1200);
+    drain_kernel_named(warm, "ncclDevKernel_SendRecv", 0, 9, 2, 1150, 1500);
+    auto& m = warm.add<CUpti_ActivityMemory4>();  // rank 1's arena, cudaMalloc'ed in setup
+    m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+    m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+    m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    m.address = 0x7000;
+    m.bytes = 1 << 20;
+    m.timestamp = 500;
+    m.deviceId = 1;
+    m.streamId = CUPTI_INVALID_STREAM_ID;
+    src.feed(warm);
+    drain.step_ended(0, -1, 1000, 2000);
+    EXPECT_EQ(src.drains, 0);  // rank 1 is still in the step
+    drain.step_ended(1, -1, 1000, 2050);
+    EXPECT_EQ(src.drains, 1);
+    EXPECT_EQ(drain.ops_written(), 1);  // the NCCL kernel waits one drain for a launch
+    EXPECT_EQ(drain.events_written(), 1);
+    DrainRecords step0;
+    drain_launch(step0, 3, 2190);
+    drain_kernel(step0, 0, 3, 3, 2200, 2300);
+    src.feed(step0);
+    drain.step_ended(0, 0, 2100, 3000);
+    drain.step_ended(1, 0, 2100, 3050);
+    EXPECT_EQ(drain.drains(), 2);
+    EXPECT_EQ(drain.ops_written(), 3);
+    EXPECT_EQ(asked_since, 1150);  // the records that can hold the NCCL kernel
+    DrainRecords step1;  // the run dies in step 1: no step end, no finish()
+    drain_launch(step1, 5, 3190);
+    drain_kernel(step1, 0, 3, 5, 3200, 3300);
+    src.feed(step1);
+    EXPECT_EQ(drain.error(), "");
+    w.close("killed");
+  }
+  sessions::SessionReader r(path.string());
+  const auto ops = r.all_ops();
+  ASSERT_EQ(ops.size(), 3u);
+  std::map<int64_t, int> per_step;
+  for (const auto& o : ops) ++per_step[o.step];
+  EXPECT_EQ(per_step, (std::map<int64_t, int>{{-1, 2}, {0, 1}}));
+  bool joined = false;
+  for (const auto& o : ops)
+    if (r.name(o.name_id) == "output_dist/all_to_all") {
+      joined = true;
+      EXPECT_EQ(o.lane, static_cast<int32_t>(sessions::Lane::gpu_comm));
+      EXPECT_EQ(o.category, sessions::OpCategory::comm);
+      EXPECT_EQ(o.bytes, 300);
+      EXPECT_EQ(o.correlation, 4u);
+      EXPECT_EQ(o.step, -1);
+    }
+  EXPECT_TRUE(joined);
+  const auto ev = r.memory_events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].rank, 1);
+  EXPECT_EQ(ev[0].step, -2);
+  EXPECT_EQ(ev[0].action, "cupti_alloc");
+  std::filesystem::remove(path);
+}
+
+TEST(SessionDrain, AFailingSourceIsRecordedAndTheFinalDrainPlacesTheStepARankDiedIn) {
+  const auto path = drain_session_path("failing");
+  DecoderSource src;
+  src.refuse_drain = true;
+  {
+    sessions::SessionWriter w(path.string());
+    profiler::SessionDrain drain(src, &w, {0}, -1, nullptr);
+    DrainRecords b;
+    drain_launch(b, 1, 140);
+    drain_kernel(b, 0, 3, 1, 150, 160);  // step 0
+    drain_launch(b, 2, 340);
+    drain_kernel(b, 0, 3, 2, 350, 360);  // after step 1's window: step 2, which never ended
+    src.feed(b);
+    drain.step_ended(0, 0, 100, 200);
+    drain.step_ended(0, 1, 210, 300);
+    EXPECT_EQ(src.drains, 1);  // after the first failure the step ends drain no more
+    EXPECT_EQ(drain.error(), "CUPTI drain at a step end failed: CUPTI: cuptiActivityFlushAll failed: CUPTI_ERROR_UNKNOWN");
+    EXPECT_EQ(drain.drains(), 0);
+    drain.finish({{0, 2}});
+    drain.finish({{0, 2}});
+    EXPECT_EQ(src.stops, 1);
+    EXPECT_EQ(drain.drains(), 1);
+    EXPECT_EQ(drain.ops_written(), 2);
+    drain.step_ended(0, 2, 310, 400);  // after finish(): nothing
+    EXPECT_EQ(src.drains, 1);
+    w.close("failed");
+  }
+  sessions::SessionReader r(path.string());
+  auto ops = r.all_ops();
+  ASSERT_EQ(ops.size(), 2u);
+  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+  EXPECT_EQ(ops[0].step, 0);
+  EXPECT_EQ(ops[1].step, 2);  // not step 1: the rank was in step 2 when it ended
+  std::filesystem::remove(path);
 }

@@ -16,7 +16,7 @@
 #include "embedscope/engine/comm/nccl_comm.h"
 #include "embedscope/profiler/device/cuda_device.h"
 #include "embedscope/profiler/cupti/cupti_tracer.h"
-#include "embedscope/profiler/cupti/step_drain.h"
+#include "embedscope/profiler/cupti/session_drain.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::engine::exec {
@@ -101,11 +101,9 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
       cupti_error_ = e.what();
       return;
     }
-    drain_ = std::make_unique<profiler::StepDrain>(std::vector<int32_t>(local_ranks_.begin(), local_ranks_.end()),
-                                                   -sh_.spec.warmup_steps - 1);  // the step of setup's work (Rank::setup)
+    // the session exists from run() on (sh_.session); the drain reads it at the first step end
     sh_.on_step_end = [this](int rank, int64_t step, int64_t start_ns, int64_t end_ns) {
-      std::lock_guard<std::mutex> lock(drain_mu_);
-      if (drain_->close_step(rank, step, start_ns, end_ns)) drain_gpu(false);
+      drain().step_ended(rank, step, start_ns, end_ns);
     };
   }
 
@@ -121,9 +119,16 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
       cudaDeviceSynchronize();
     }
     if (cupti_) {
-      std::lock_guard<std::mutex> lock(drain_mu_);
-      drain_gpu(true);  // what the step-end drains left, and the records of a step that failed midway
+      // what the step-end drains left, and the records of a step a rank failed in
+      std::map<int32_t, int64_t> running;
+      for (size_t i = 0; i < ranks_.size(); ++i) {
+        const auto& win = ranks_[i]->windows;
+        const int64_t in = ranks_[i]->step_in_progress();
+        if (!win.empty() && in > win.back().step) running[local_ranks_[i]] = in;
+      }
+      drain().finish(running);
       if (session) cupti_->write_metadata(*session);
+      if (cupti_error_.empty()) cupti_error_ = drain().error();
     }
     if (!session) return;
     int runtime = 0;
@@ -141,53 +146,27 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
   }
 
  private:
-  /// Under drain_mu_: CUPTI's records so far (`final`: all of them, and CUPTI stopped), NCCL
-  /// kernels joined with the collective records, placed in their steps (StepDrain) and written
-  /// to the session with the MEMORY2 events. A failing drain (a CUPTI call) is recorded as
-  /// gpu_trace_error and the per-step drains stop; the final one still runs.
-  void drain_gpu(bool final) {
-    std::vector<profiler::GpuOp> got;
-    std::vector<sessions::MemoryEvent> memory;
-    try {
-      if (final) got = cupti_->stop();
-      else if (!drain_failed_) got = cupti_->drain();
-      memory = cupti_->take_memory_events();
-    } catch (const std::exception& e) {
-      drain_failed_ = true;
-      if (cupti_error_.empty()) cupti_error_ = fmt::format("CUPTI drain at a step end failed: {}", e.what());
-      if (!final) return;
-    }
-    std::vector<profiler::GpuOp> ready = drain_->place(std::move(got), final);
-    if (!ready.empty()) {
-      int64_t earliest = std::numeric_limits<int64_t>::max();
-      for (const auto& g : ready)
-        if (g.nccl) earliest = std::min(earliest, g.op.start_ns);
-      if (earliest != std::numeric_limits<int64_t>::max()) {
-        std::vector<sessions::CollectiveRecord> records;  // those that can hold these kernels
-        {
-          std::lock_guard<std::mutex> lock(sh_.records_mu);
-          for (const auto& r : sh_.records)
-            if (r.end_ns + 20000 >= earliest) records.push_back(r);
-        }
-        cupti_->join_collectives(ready, records);
-      }
-    }
-    std::vector<sessions::MemoryEvent> events = drain_->place(std::move(memory), final);
-    if (!sh_.session) return;
-    std::vector<sessions::OpEvent> ops;
-    ops.reserve(ready.size());
-    for (const auto& g : ready) ops.push_back(g.op);
-    sh_.session->add_ops(ops);
-    sh_.session->add_memory_events(events);
-  }
-
   GpuPlacement placement_;  // rank -> GPU (prepare)
   std::vector<std::unique_ptr<NcclComm>> comms_;
   std::unique_ptr<profiler::CuptiTracer> cupti_;
   std::string cupti_error_;
-  std::mutex drain_mu_;  // the drains: a rank thread's step end, and after_ranks
-  std::unique_ptr<profiler::StepDrain> drain_;
-  bool drain_failed_ = false;
+  std::once_flag drain_once_;
+  std::unique_ptr<profiler::SessionDrain> drain_;  // made at the first use, when sh_.session is set
+  profiler::SessionDrain& drain() {
+    std::call_once(drain_once_, [this] {
+      drain_ = std::make_unique<profiler::SessionDrain>(
+          *cupti_, sh_.session, std::vector<int32_t>(local_ranks_.begin(), local_ranks_.end()),
+          -sh_.spec.warmup_steps - 1,  // the step of setup's work (Rank::setup)
+          [this](int64_t since_ns) {
+            std::vector<sessions::CollectiveRecord> out;
+            std::lock_guard<std::mutex> lock(sh_.records_mu);
+            for (const auto& r : sh_.records)
+              if (r.end_ns + 20000 >= since_ns) out.push_back(r);
+            return out;
+          });
+    });
+    return *drain_;
+  }
 };
 
 }  // namespace

@@ -213,6 +213,8 @@ class Rank final : public sharding::RankContext {
     int64_t step, start_ns, end_ns;
   };
   std::vector<StepWindow> windows;  // host time of every step run (GPU records take their step from it)
+  /// The step the rank is in or was in when it ended (after setup: its first step's number).
+  int64_t step_in_progress() const { return current_step_.load(); }
   std::vector<int64_t> step_ns;     // per measured step
   std::vector<double> losses;       // per measured step (global mean)
   std::vector<int64_t> skipped_per_iteration;  // malformed input lines skipped, per iteration (warmup included)

@@ -32,10 +32,15 @@ class StepDrain {
   /// the slowest rank, not once per rank). A rank not in the list throws std::invalid_argument.
   bool close_step(int32_t rank, int64_t step, int64_t start_ns, int64_t end_ns);
 
+  /// Rank `rank` ended (failed) inside `step`, which has no window: in the final placement its
+  /// records after the end of its last window are that step's, not the last window's.
+  void set_running(int32_t rank, int64_t step) { running_[rank] = step; }
+
   /// Gives each op its step (op.step) and returns the ops whose step is known, in the order
   /// given (held-back ops of earlier calls first); the others are held for a later call. With
   /// `final` every op is returned, placed with the windows there are (an op of a rank with no
-  /// window: setup_step).
+  /// window: setup_step; one after the rank's last window: that window's step, or the step
+  /// set_running names when it is later).
   std::vector<GpuOp> place(std::vector<GpuOp> ops, bool final);
   /// The same for memory events (their time_ns; step into MemoryEvent::step).
   std::vector<sessions::MemoryEvent> place(std::vector<sessions::MemoryEvent> events, bool final);
@@ -54,6 +59,7 @@ class StepDrain {
   bool step_of(int32_t rank, int64_t t, bool final, int64_t& step) const;
 
   int64_t setup_step_;
+  std::map<int32_t, int64_t> running_;  // set_running
   std::map<int32_t, std::vector<Window>> windows_;  // per rank, in time order
   int64_t drains_ = 0;
   std::vector<GpuOp> held_ops_;
