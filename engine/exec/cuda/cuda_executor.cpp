@@ -4,7 +4,7 @@
 // its own, or - all ranks on one GPU - no NCCL at all: every group then runs on the
 // intra-device communicator (comm/local/, copies and a reduction kernel on each rank's comm
 // stream; NCCL cannot put one GPU in a communicator twice); CUPTI for the whole run, drained
-// into the session at every step end (when every rank has ended the step: profiler::StepDrain),
+// into the session at every step end (when every rank has ended the step: profiler::SessionDrain),
 // so that a killed run keeps the GPU lanes of its finished steps; each GPU op and MEMORY2 event
 // in the step whose host window holds its start; the rest when the ranks have ended.
 #include <cuda_runtime_api.h>
