@@ -28,6 +28,7 @@ void write_gpu_trace_metadata(sessions::SessionWriter& w, int64_t dropped, const
   w.set_metadata(sessions::meta::kCuptiDroppedRecords, std::to_string(dropped));
   w.set_metadata(sessions::meta::kCuptiRecords, std::to_string(stats.records));
   w.set_metadata(sessions::meta::kCuptiUnknownRecords, std::to_string(stats.unknown_kind));
+  w.set_metadata(sessions::meta::kCuptiLaunchesDropped, std::to_string(stats.launches_dropped));
   w.set_metadata(sessions::meta::kGpuClockOffsetNs, std::to_string(start.offset_ns));
   w.set_metadata(sessions::meta::kGpuClockDriftNs, std::to_string(clock_drift_ns(start, end)));
 }
@@ -86,6 +87,38 @@ size_t record_size(CUpti_ActivityKind kind) {
   }
 }
 }  // namespace
+
+CuptiDecoder::CuptiDecoder(ClockCalibration clock, size_t max_launches) : clock_(clock), max_launches_(max_launches) {
+  if (max_launches < 1) throw std::invalid_argument("CuptiDecoder: max_launches must be >= 1, got 0");
+}
+
+bool CuptiDecoder::attach_launch(GpuOp& g) {
+  auto it = launches_.find(g.correlation_id);
+  if (it == launches_.end()) return false;
+  g.launch_api = it->second.api;
+  g.launch_start_ns = it->second.start_ns;
+  g.launch_end_ns = it->second.end_ns;
+  g.launch_thread = it->second.thread;
+  launches_.erase(it);  // one launch, one activity
+  return true;
+}
+
+void CuptiDecoder::add_launch(uint32_t correlation, Launch l) {
+  if (!launches_.insert_or_assign(correlation, l).second) return;  // the id again: its place stays
+  launch_order_.push_back(correlation);
+  // the oldest still waiting go first; ids already joined (not in the table) are skipped
+  while (launches_.size() > max_launches_ && !launch_order_.empty()) {
+    const uint32_t oldest = launch_order_.front();
+    launch_order_.pop_front();
+    if (launches_.erase(oldest)) ++stats_.launches_dropped;
+  }
+  if (launch_order_.size() > 2 * max_launches_ + 64) {  // mostly joined ids: keep those still waiting
+    std::deque<uint32_t> keep;
+    for (uint32_t id : launch_order_)
+      if (launches_.count(id)) keep.push_back(id);
+    launch_order_ = std::move(keep);
+  }
+}
 
 int32_t CuptiDecoder::rank_of(uint32_t device) const {
   auto it = rank_of_device_.find(device);
@@ -152,6 +185,7 @@ void CuptiDecoder::add_copy(const CopyRecord& m, const char* name) {
   g.context_id = m.contextId;
   g.stream_id = m.streamId;
   g.correlation_id = m.correlationId;
+  attach_launch(g);
   pending_.push_back(g);
 }
 
@@ -182,6 +216,7 @@ void CuptiDecoder::add_record(const CUpti_Activity& record) {
       g.context_id = k.contextId;
       g.stream_id = k.streamId;
       g.correlation_id = k.correlationId;
+      attach_launch(g);
       pending_.push_back(g);
       return;
     }
@@ -198,14 +233,15 @@ void CuptiDecoder::add_record(const CUpti_Activity& record) {
     case CUPTI_ACTIVITY_KIND_RUNTIME: {
       const auto& a = reinterpret_cast<const CUpti_ActivityAPI&>(record);
       ++stats_.runtime;
-      launches_[a.correlationId] = {runtime_name(a.cbid), clock_.to_host(a.start), clock_.to_host(a.end), a.threadId};
+      // an activity that came before it (separate queues in CUPTI) takes it at the next take()
+      add_launch(a.correlationId, {runtime_name(a.cbid), clock_.to_host(a.start), clock_.to_host(a.end), a.threadId});
       return;
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
       const auto& s = reinterpret_cast<const CUpti_ActivitySynchronization2&>(record);
       ++stats_.synchronizations;
       GpuOp g;
-      g.op = {0, Lane::compute, OpCategory::other, sync_name(s.type), 0, clock_.to_host(s.start),
+      g.op = {0, kSyncLane, OpCategory::other, sync_name(s.type), 0, clock_.to_host(s.start),
               clock_.to_host(s.end), 0, 0};
       g.context_id = s.contextId;
       g.stream_id = s.streamId;
@@ -219,14 +255,18 @@ void CuptiDecoder::add_record(const CUpti_Activity& record) {
       ++stats_.memory;
       const bool alloc = m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
       if (!alloc && m.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) return;
+      if (auto l = launches_.find(m.correlationId); l != launches_.end()) launches_.erase(l);  // its cudaMalloc / cudaFree
       sessions::MemoryEvent e;
-      e.rank = rank_of(m.deviceId);
+      const bool on_stream = m.streamId != CUPTI_INVALID_STREAM_ID;
+      e.rank = on_stream ? rank_of(m.deviceId, m.streamId) : rank_of(m.deviceId);
       e.time_ns = clock_.to_host(m.timestamp);
-      e.action = alloc ? "alloc" : "free";
+      e.action = alloc ? kMemoryAllocAction : kMemoryFreeAction;
       e.address = static_cast<int64_t>(m.address);
       e.size = static_cast<int64_t>(m.bytes);
       e.requested = static_cast<int64_t>(m.bytes);
       e.tag = memory_tag(m.memoryKind);
+      if (m.memoryPoolConfig.memoryPoolType != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_INVALID) e.tag += "_pool";
+      e.stream = on_stream ? static_cast<int64_t>(m.streamId) : 0;
       memory_.push_back(std::move(e));
       return;
     }
@@ -237,35 +277,37 @@ void CuptiDecoder::add_record(const CUpti_Activity& record) {
 }
 
 bool CuptiDecoder::resolve(GpuOp& g, bool final) {
-  if (g.device_id == UINT32_MAX) {  // a synchronization: its rank is its context's device's
+  if (g.device_id == UINT32_MAX) {  // a synchronization: its rank is its stream's, or its context's device's
     auto it = device_of_context_.find(g.context_id);
     if (it == device_of_context_.end()) return final;  // kept as rank 0 when never seen
-    g.op.rank = rank_of(it->second);
+    g.device_id = it->second;
+    g.op.rank = rank_of(it->second, g.stream_id);
     return true;
   }
-  auto it = launches_.find(g.correlation_id);
-  if (it == launches_.end()) return final;
-  g.launch_api = it->second.api;
-  g.launch_start_ns = it->second.start_ns;
-  g.launch_end_ns = it->second.end_ns;
-  g.launch_thread = it->second.thread;
-  launches_.erase(it);  // one launch, one activity
-  return true;
+  return g.launch_start_ns >= 0 || attach_launch(g) || final;
 }
 
 std::vector<GpuOp> CuptiDecoder::take(bool final) {
   std::vector<GpuOp> out, keep;
   int64_t latest = INT64_MIN;
+  for (GpuOp& g : overdue_) {  // waited one take: out now, resolved or not
+    latest = std::max(latest, g.op.end_ns);
+    resolve(g, true);
+    out.push_back(g);
+  }
+  overdue_.clear();
   for (GpuOp& g : pending_) {
     latest = std::max(latest, g.op.end_ns);
     (resolve(g, final) ? out : keep).push_back(g);
   }
-  pending_ = std::move(keep);
+  pending_.clear();
+  overdue_ = std::move(keep);
   // Runtime calls that launched nothing (cudaMalloc, cudaEventQuery, ...) are forgotten once
   // they are a minute older than the newest activity (no launch waits that long to run).
   constexpr int64_t kLaunchHorizonNs = 60'000'000'000;
   if (final) {
     launches_.clear();
+    launch_order_.clear();
   } else if (latest != INT64_MIN) {
     for (auto it = launches_.begin(); it != launches_.end();)
       it = it->second.end_ns < latest - kLaunchHorizonNs ? launches_.erase(it) : std::next(it);

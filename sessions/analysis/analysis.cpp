@@ -184,12 +184,15 @@ RunStats analyze(const SessionReader& session) {
   // say what the host did, not what the device computed, and would make every collective look
   // hidden (tester34 D2: nccl_data 100% against HTA's 14.31%). GPU annotation lanes ("## forward
   // ##" spans that enclose whole phases) stay off the critical path as well. A simulated
-  // session's lanes are all streams; a cpu run has none: both as before.
+  // session's lanes are all streams; a cpu run has none: both as before. A cuda run's
+  // synchronization waits (lane kind `sync`: the host waited for the device) are neither compute
+  // nor comm and no step of the critical path: left out like the annotation lanes (a wait
+  // counted as compute made every collective it waited for look hidden).
   std::set<std::pair<int32_t, int32_t>> stream_lanes, annotation_lanes;
   std::set<int32_t> stream_ranks;
   for (const auto& l : session.lanes()) {
     if (l.kind == "stream") stream_lanes.insert({l.rank, l.lane}), stream_ranks.insert(l.rank);
-    if (l.kind == "gpu_annotation") annotation_lanes.insert({l.rank, l.lane});
+    if (l.kind == "gpu_annotation" || l.kind == "sync") annotation_lanes.insert({l.rank, l.lane});
   }
   st.stream_ranks = !stream_ranks.empty() && !st.simulated;
   std::set<int32_t> gpu_comm_ranks;

@@ -77,12 +77,15 @@ const RecordTable<LaneInfo>& lanes_table() {
       {"lanes", "one row per lane of a rank", {"rank", "lane"}, true,  1,
        "Lane 0 `compute` and lane 1 `comm` (`kind` `thread`: the CPU executor's workers, or a GPU rank's host "
        "threads), and on GPU ranks (`kind` `stream`, from CUPTI) lane 2 `gpu_compute` (kernels), 3 `gpu_comm` (NCCL "
-       "kernels, comm stream), 4 `gpu_copy` (memcpy / memset). Imported sessions number their lanes per rank: the "
+       "kernels, comm stream), 4 `gpu_copy` (memcpy / memset), and 5 `gpu_sync` (`kind` `sync`: CUPTI's "
+       "synchronization records, the host waiting for the device - cudaStreamSynchronize, cudaEventSynchronize, "
+       "cudaStreamWaitEvent, cudaDeviceSynchronize -, neither compute nor comm in the analyses and never on the "
+       "critical path; older files put them on lane 0). Imported sessions number their lanes per rank: the "
        "trace's threads (`thread`), then the user spans drawn on GPU tracks (`gpu_annotation`), then each GPU stream "
        "(`stream`), each named after the trace (`thread 200 (trainer)`, `stream 7 (cuda:0 NVIDIA A100)`)."},
       {field<&LaneInfo::rank>("rank", "the rank"), field<&LaneInfo::lane>("lane", "the lane number (0..255)"),
-       field<&LaneInfo::name>("name", "`compute`, `comm`, `gpu_compute`, `gpu_comm`, `gpu_copy`"),
-       field<&LaneInfo::kind>("kind", "`thread` or `stream`; imported sessions also `gpu_annotation`"),
+       field<&LaneInfo::name>("name", "`compute`, `comm`, `gpu_compute`, `gpu_comm`, `gpu_copy`, `gpu_sync`"),
+       field<&LaneInfo::kind>("kind", "`thread`, `stream` or `sync` (cuda runs' waits); imported sessions also `gpu_annotation`"),
        column<LaneInfo>("max_duration_ns", T::integer, "the longest op on the lane, ns: a range query uses it to bound its index scan",
                         true, "0")});
   return t;
@@ -193,11 +196,15 @@ const RecordTable<MemoryEvent>& memory_events_table() {
        "As PyTorch's `_record_memory_history` keeps them. Replaying `alloc` and `free` of a rank gives its allocated "
        "bytes at any moment. An imported PyTorch memory snapshot keeps PyTorch's actions: `alloc`, `free_requested`, "
        "`free_completed` (a block is reusable from here), `segment_alloc`, `segment_free`, `segment_map`, "
-       "`segment_unmap`, `oom` (`address` = the device's free bytes), `snapshot`, `annotate`."},
+       "`segment_unmap`, `oom` (`address` = the device's free bytes), `snapshot`, `annotate`. A cuda run adds CUPTI's "
+       "MEMORY2 records as `cupti_alloc` / `cupti_free` (the driver's cudaMalloc / cudaFree / pool allocations: "
+       "`tag` the memory kind, `cuda_device`, `cuda_pinned`, ..., with `_pool` for a memory pool's; `stream` the "
+       "asynchronous call's CUPTI stream id, 0 otherwise; the rank of that stream, else of the device): beside the "
+       "rank's own allocator's actions, which they never change (the arena's segments appear in both)."},
       {column<MemoryEvent>("id", T::integer, "order of the actions", false),
        field<&MemoryEvent::rank>("rank", "the rank"), field<&MemoryEvent::time_ns>("time_ns", "when, ns"),
        field<&MemoryEvent::step>("step", "training step (setup's allocations carry the step before the first)"),
-       field<&MemoryEvent::action>("action", "`alloc`, `free`, `segment_alloc`, `segment_free`, `oom`"),
+       field<&MemoryEvent::action>("action", "`alloc`, `free`, `segment_alloc`, `segment_free`, `oom`; cuda runs also `cupti_alloc`, `cupti_free`"),
        field<&MemoryEvent::address>("address", "block or segment; for `expandable` the pages added or returned; for `oom` "
                                                    "the device's free bytes (capacity - reserved), as PyTorch records them"),
        field<&MemoryEvent::size>("size", "block or segment bytes; for `oom` the rounded request"),

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <filesystem>
 #include <set>
 
@@ -248,5 +250,44 @@ TEST(CudaExecutor, FourRanksOnOneGpuSessionNamesTheGpuAndPutsCommCopiesOnGpuComm
   for (const auto& op : session.all_ops())
     if (op.lane == static_cast<int32_t>(sessions::Lane::gpu_comm)) comm_ranks.insert(op.rank);
   EXPECT_EQ(comm_ranks, (std::set<int>{0, 1, 2, 3}));
+  std::filesystem::remove(opt.session_path);
+}
+
+// Issue 14: CUPTI is drained into the session at every step end. While the run is still in its
+// last step, the session file (read as another process would, the writer still open) already
+// holds GPU ops of the first measured step; waits are on the gpu_sync lane (kind sync), never
+// on the host compute lane; CUPTI's MEMORY2 records are memory events of the ranks.
+TEST(CudaExecutor, GpuLanesReachTheSessionAtEveryStepEnd) {
+  REQUIRE_GPUS(1);
+  WorkloadSpec s = scaled_criteo(world());
+  s.steps = 4;
+  TrainerOptions opt;
+  opt.session_path = temp_session("drain");
+  opt.session_overwrite = true;
+  int64_t gpu_ops_mid_run = -1;
+  opt.on_step = [&](const StepProgress& p) {
+    if (p.step != 3 || gpu_ops_mid_run >= 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // > the writer's 250 ms commit interval
+    sessions::SessionReader mid(opt.session_path);
+    gpu_ops_mid_run = 0;
+    for (const auto& op : mid.all_ops())
+      if (op.lane >= static_cast<int32_t>(sessions::Lane::gpu_compute) && op.step == 0) ++gpu_ops_mid_run;
+  };
+  const RunResult r = run_training(s, plan_sharding(s), opt);
+  ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
+  EXPECT_GT(gpu_ops_mid_run, 0) << "step 0's GPU ops were in the file before the run ended";
+  sessions::SessionReader session(opt.session_path);
+  EXPECT_EQ(session.meta("gpu_trace_error"), "");
+  EXPECT_EQ(session.meta("cupti_launches_dropped"), "0");
+  bool sync_lane = false;
+  for (const auto& l : session.lanes())
+    if (l.name == "gpu_sync") sync_lane = l.kind == "sync" && l.lane == 5;
+  EXPECT_TRUE(sync_lane);
+  for (const auto& op : session.all_ops())
+    if (op.lane == 0) EXPECT_EQ(session.name(op.name_id).find("Synchronize"), std::string::npos) << session.name(op.name_id);
+  int64_t cupti_allocs = 0;
+  for (const auto& e : session.memory_events())
+    if (e.action == "cupti_alloc") ++cupti_allocs;
+  EXPECT_GT(cupti_allocs, 0) << "the arenas' cudaMalloc at least";
   std::filesystem::remove(opt.session_path);
 }

@@ -217,7 +217,7 @@ TEST(CuptiDecode, NcclKernelsAreCommunicationAndJoinTheirCollective) {
   EXPECT_EQ(d.stats().nccl_joined, 2);
 }
 
-TEST(CuptiDecode, SynchronizationGoesToTheHostLaneOfItsContextsRank) {
+TEST(CuptiDecode, SynchronizationGoesToTheSyncLaneOfItsContextsRank) {
   Buffer b;
   auto& s = b.add<CUpti_ActivitySynchronization2>();
   s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
@@ -234,8 +234,9 @@ TEST(CuptiDecode, SynchronizationGoesToTheHostLaneOfItsContextsRank) {
   d.add_buffer(b2.data(), b2.size());
   auto ops = d.take(false);
   ASSERT_EQ(ops.size(), 2u);
-  const auto& sync = ops[0].op.lane == Lane::compute ? ops[0] : ops[1];
-  EXPECT_EQ(sync.op.lane, Lane::compute);
+  const auto& sync = ops[0].op.lane == profiler::kSyncLane ? ops[0] : ops[1];
+  EXPECT_EQ(sync.op.lane, profiler::kSyncLane);  // never the host compute lane: a wait is not compute
+  EXPECT_EQ(sync.op.category, OpCategory::other);
   EXPECT_EQ(sync.op.rank, 3);
   EXPECT_STREQ(sync.op.name, "cudaStreamSynchronize");
   EXPECT_EQ(sync.op.end_ns - sync.op.start_ns, 400);
@@ -251,6 +252,7 @@ TEST(CuptiDecode, Memory2BecomesAllocatorEvents) {
   a.bytes = 2 << 20;
   a.timestamp = 1000;
   a.deviceId = 1;
+  a.streamId = CUPTI_INVALID_STREAM_ID;  // cudaMalloc: not asynchronous
   auto& f = b.add<CUpti_ActivityMemory4>();
   f = a;
   f.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
@@ -259,13 +261,14 @@ TEST(CuptiDecode, Memory2BecomesAllocatorEvents) {
   d.add_buffer(b.data(), b.size());
   auto ev = d.take_memory_events();
   ASSERT_EQ(ev.size(), 2u);
-  EXPECT_EQ(ev[0].action, "alloc");
+  EXPECT_EQ(ev[0].action, "cupti_alloc");  // beside the allocator's own alloc / free, never mixed
   EXPECT_EQ(ev[0].rank, 1);
   EXPECT_EQ(ev[0].time_ns, 1010);
   EXPECT_EQ(ev[0].address, 0x7f0000000000);
   EXPECT_EQ(ev[0].size, 2 << 20);
   EXPECT_EQ(ev[0].tag, "cuda_device");
-  EXPECT_EQ(ev[1].action, "free");
+  EXPECT_EQ(ev[1].action, "cupti_free");
+  EXPECT_EQ(ev[1].stream, 0);  // not asynchronous: no stream
   EXPECT_EQ(ev[1].time_ns, 3010);
 }
 

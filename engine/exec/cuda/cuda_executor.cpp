@@ -3,8 +3,10 @@
 // NCCL communicator per rank and process group (ncclCommInitAll) when every rank has a GPU of
 // its own, or - all ranks on one GPU - no NCCL at all: every group then runs on the
 // intra-device communicator (comm/local/, copies and a reduction kernel on each rank's comm
-// stream; NCCL cannot put one GPU in a communicator twice); CUPTI for the whole run: the GPU ops
-// it saw join the session, each in the step whose host window holds its start.
+// stream; NCCL cannot put one GPU in a communicator twice); CUPTI for the whole run, drained
+// into the session at every step end (when every rank has ended the step: profiler::SessionDrain),
+// so that a killed run keeps the GPU lanes of its finished steps; each GPU op and MEMORY2 event
+// in the step whose host window holds its start; the rest when the ranks have ended.
 #include <cuda_runtime_api.h>
 
 #include "exec/device/cuda_rank_device.h"
@@ -14,6 +16,7 @@
 #include "embedscope/engine/comm/nccl_comm.h"
 #include "embedscope/profiler/device/cuda_device.h"
 #include "embedscope/profiler/cupti/cupti_tracer.h"
+#include "embedscope/profiler/cupti/session_drain.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::engine::exec {
@@ -98,7 +101,12 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
     } catch (const std::exception& e) {  // the run goes on; the session says why it has no GPU ops
       cupti_.reset();
       cupti_error_ = e.what();
+      return apply_device_fault_hook();
     }
+    // the session exists from run() on (sh_.session); the drain reads it at the first step end
+    sh_.on_step_end = [this](int rank, int64_t step, int64_t start_ns, int64_t end_ns) {
+      drain().step_ended(rank, step, start_ns, end_ns);
+    };
     apply_device_fault_hook();
   }
 
@@ -114,22 +122,16 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
       cudaDeviceSynchronize();
     }
     if (cupti_) {
-      std::vector<profiler::GpuOp> gpu_ops = cupti_->stop();
-      cupti_->join_collectives(gpu_ops, sh_.records);
-      std::vector<sessions::OpEvent> ops;
-      const int64_t setup_step = -sh_.spec.warmup_steps - 1;  // the step of work before the first (Rank::setup)
-      for (auto& g : gpu_ops) {
-        // the step whose host time window holds the op's start (before the first: setup)
-        const auto& win = ranks_[static_cast<size_t>(std::clamp(g.op.rank, 0, W - 1))]->windows;
-        g.op.step = win.empty() ? setup_step : win.front().step - 1;
-        for (const auto& w : win)
-          if (g.op.start_ns >= w.start_ns) g.op.step = w.step;
-        ops.push_back(g.op);
+      // what the step-end drains left, and the records of a step a rank failed in
+      std::map<int32_t, int64_t> running;
+      for (size_t i = 0; i < ranks_.size(); ++i) {
+        const auto& win = ranks_[i]->windows;
+        const int64_t in = ranks_[i]->step_in_progress();
+        if (!win.empty() && in > win.back().step) running[local_ranks_[i]] = in;
       }
-      if (session) {
-        session->add_ops(ops);
-        cupti_->write_metadata(*session);
-      }
+      drain().finish(running);
+      if (session) cupti_->write_metadata(*session);
+      if (cupti_error_.empty()) cupti_error_ = drain().error();
     }
     if (!session) return;
     int runtime = 0;
@@ -151,6 +153,23 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
   std::vector<std::unique_ptr<NcclComm>> comms_;
   std::unique_ptr<profiler::CuptiTracer> cupti_;
   std::string cupti_error_;
+  std::once_flag drain_once_;
+  std::unique_ptr<profiler::SessionDrain> drain_;  // made at the first use, when sh_.session is set
+  profiler::SessionDrain& drain() {
+    std::call_once(drain_once_, [this] {
+      drain_ = std::make_unique<profiler::SessionDrain>(
+          *cupti_, sh_.session, std::vector<int32_t>(local_ranks_.begin(), local_ranks_.end()),
+          -sh_.spec.warmup_steps - 1,  // the step of setup's work (Rank::setup)
+          [this](int64_t since_ns) {
+            std::vector<sessions::CollectiveRecord> out;
+            std::lock_guard<std::mutex> lock(sh_.records_mu);
+            for (const auto& r : sh_.records)
+              if (r.end_ns + 20000 >= since_ns) out.push_back(r);
+            return out;
+          });
+    });
+    return *drain_;
+  }
 };
 
 }  // namespace

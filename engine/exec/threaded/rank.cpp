@@ -204,10 +204,14 @@ void Rank::setup() {
       mem_events_.push_back({me_, sh_.tracer.now_ns(), current_step_.load(), to_string(e.kind), e.address, e.size,
                              e.requested, e.tag});
     });
-    if (sh_.spec.devices.backend == Backend::cuda)  // CUPTI's lanes
+    if (sh_.spec.devices.backend == Backend::cuda) {  // CUPTI's lanes
       for (auto [lane, name] : {std::pair{Lane::gpu_compute, "gpu_compute"}, {Lane::gpu_comm, "gpu_comm"},
                                 {Lane::gpu_copy, "gpu_copy"}})
         sh_.session->add_lane({me_, static_cast<int32_t>(lane), name, "stream"});
+      // the host's waits for the device (CUPTI synchronization records; profiler::kSyncLane):
+      // lane kind `sync`, neither compute nor comm in the analyses
+      sh_.session->add_lane({me_, 5, "gpu_sync", "sync"});
+    }
     sh_.session->add_rank({me_, host_name(), gpu_ ? gpu_->name() : std::string("cpu (thread)"),
                            arena_.allocator().config().capacity_bytes});
     sh_.session->add_lane({me_, static_cast<int32_t>(Lane::compute), "compute", "thread"});
@@ -385,6 +389,7 @@ void Rank::main() {
       for (const auto& [key, c] : load_) sh_.session->add_load(c);
       record_memory(step_of(it), "step", false);
     }
+    if (sh_.on_step_end) sh_.on_step_end(me_, step_of(it), t0, t1);
     if (sh_.opt.keep_events) events.insert(events.end(), spans.begin(), spans.end());
     if (me_ == sh_.progress_rank && sh_.opt.on_step) {
       StepProgress p;

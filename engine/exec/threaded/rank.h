@@ -99,6 +99,10 @@ struct Shared {
   // state is made once per group name (under mu)
   std::vector<int> device_of_rank;
   std::map<std::string, std::shared_ptr<detail::LocalGroup>> local_groups;
+  // Called on a rank's thread at the end of each of its steps, after the step's spans, step row
+  // and memory went to the session: the rank, the step and its host window [start_ns, end_ns)
+  // (the cuda executor drains CUPTI there). Unset: nothing. Must not throw.
+  std::function<void(int rank, int64_t step, int64_t start_ns, int64_t end_ns)> on_step_end;
 #if EMBEDSCOPE_WITH_CUDA
   // cuda backend: the NCCL communicators of each rank (owned by the cuda executor); every
   // collective record, for joining NCCL kernels with them (records_mu)
@@ -209,6 +213,8 @@ class Rank final : public sharding::RankContext {
     int64_t step, start_ns, end_ns;
   };
   std::vector<StepWindow> windows;  // host time of every step run (GPU records take their step from it)
+  /// The step the rank is in or was in when it ended (after setup: its first step's number).
+  int64_t step_in_progress() const { return current_step_.load(); }
   std::vector<int64_t> step_ns;     // per measured step
   std::vector<double> losses;       // per measured step (global mean)
   std::vector<int64_t> skipped_per_iteration;  // malformed input lines skipped, per iteration (warmup included)

@@ -15,15 +15,25 @@
 //    registered as a comm stream; joined with the runtime call that launched them by
 //    correlation id (launch_api, launch_start_ns, launch_thread).
 //  - memcpy / memset: GpuOp on lane gpu_copy, category memcpy, with their bytes.
-//  - synchronization (cudaStreamSynchronize, cudaEventSynchronize, ...): GpuOp on the host lane
-//    compute of the rank (the host thread waited), category other.
-//  - MEMORY2 (cudaMalloc / cudaFree and the async pool's): sessions::MemoryEvent "alloc" / "free".
+//  - synchronization (cudaStreamSynchronize, cudaEventSynchronize, ...): GpuOp on lane kSyncLane
+//    (`gpu_sync`, lane kind `sync`: the host thread waited; never compute: the analyses leave
+//    lanes of kind `sync` out of compute, comm and the critical path), category other, on the
+//    rank of its stream when the stream is mapped, else of its context's device.
+//  - MEMORY2 (cudaMalloc / cudaFree and the async pool's): sessions::MemoryEvent `cupti_alloc` /
+//    `cupti_free` (kMemoryAllocAction / kMemoryFreeAction: driver allocations as CUPTI saw them,
+//    beside - never mixed with - the rank's own allocator's alloc / free), on the rank of the
+//    stream (async pools) or of the device, with its stream.
+//  - runtime calls (RUNTIME): kept by correlation id until the kernel, copy, memset or MEMORY2
+//    record of that id arrives (then removed), at most max_launches of them (the oldest are
+//    dropped and counted in DecodeStats::launches_dropped) and at most a minute older than the
+//    newest activity.
 //  - any other kind: counted in DecodeStats::unknown_kind, never thrown; a record CUPTI itself
 //    cannot walk (invalid kind) ends the buffer, its remaining bytes counted.
 // Ranks: device d is rank d unless map_device() says otherwise.
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -36,6 +46,15 @@
 #include "embedscope/sessions/store/session.h"
 
 namespace embedscope::profiler {
+
+/// The lane of a GPU rank's synchronization waits (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION): lane
+/// number 5, named `gpu_sync`, lane kind `sync` in the session (FORMAT.md, `lanes`).
+inline constexpr sessions::Lane kSyncLane = static_cast<sessions::Lane>(5);
+/// Memory event actions of MEMORY2 records (FORMAT.md, `memory_events`).
+inline constexpr const char* kMemoryAllocAction = "cupti_alloc";
+inline constexpr const char* kMemoryFreeAction = "cupti_free";
+/// Default bound of the runtime-call table (CuptiDecoder): entries, ~40 bytes each.
+inline constexpr size_t kDefaultMaxLaunches = 65536;
 
 /// host_ns = gpu_ns + offset_ns. Sources: cuptiGetTimestamp() read between two RunClock reads
 /// (the midpoint is taken as simultaneous), as Tracy and Kineto calibrate CUPTI clocks.
@@ -86,6 +105,10 @@ struct DecodeStats {
   int64_t no_timestamp = 0;      ///< kernels / copies with start 0 (CUPTI had no timing; dropped)
   int64_t nccl_kernels = 0;
   int64_t nccl_joined = 0;       ///< NCCL kernels joined with a collective record
+  /// Runtime calls forgotten before an activity of theirs arrived because the table was full
+  /// (max_launches; the oldest go first): their kernels then have no launch (a loss, stored as
+  /// cupti_launches_dropped).
+  int64_t launches_dropped = 0;
 };
 
 /// True for NCCL's kernels: "ncclDevKernel_*" (NCCL >= 2.19) and "ncclKernel_*" (older), as
@@ -98,8 +121,8 @@ const char* memcpy_name(uint8_t copy_kind);
 
 /// Stores the GPU tracer's counters in the session metadata (FORMAT.md), next to the CPU
 /// tracer's `dropped_records`: cupti_dropped_records (`dropped`), cupti_records,
-/// cupti_unknown_records, gpu_clock_offset_ns (`start`'s offset), gpu_clock_drift_ns
-/// (end - start offsets).
+/// cupti_unknown_records, cupti_launches_dropped, gpu_clock_offset_ns (`start`'s offset),
+/// gpu_clock_drift_ns (end - start offsets).
 void write_gpu_trace_metadata(sessions::SessionWriter& w, int64_t dropped, const DecodeStats& stats,
                               const ClockCalibration& start, const ClockCalibration& end);
 
@@ -107,7 +130,8 @@ void write_gpu_trace_metadata(sessions::SessionWriter& w, int64_t dropped, const
 /// comment). Not thread-safe: CuptiTracer calls it under one mutex.
 class CuptiDecoder {
  public:
-  explicit CuptiDecoder(ClockCalibration clock = {}) : clock_(clock) {}
+  /// `max_launches` (>= 1, else std::invalid_argument): the runtime calls kept for joining.
+  explicit CuptiDecoder(ClockCalibration clock = {}, size_t max_launches = kDefaultMaxLaunches);
   /// Calibration used for records decoded from now on.
   void set_clock(ClockCalibration c) { clock_ = c; }
   const ClockCalibration& clock() const { return clock_; }
@@ -129,9 +153,13 @@ class CuptiDecoder {
   void add_record(const CUpti_Activity& record);
 
   /// Moves out the GPU ops decoded so far, sorted by (rank, lane, start). Kernels and
-  /// synchronizations whose runtime call / context has not been seen yet stay for a later take
-  /// unless `final`.
+  /// synchronizations whose runtime call / context has not been seen yet stay for the next
+  /// take (one: a launch CUPTI never reports - NCCL's kernels go through the driver API - must
+  /// not keep its kernel from a per-step drain) and go out with the one after it without a
+  /// launch (rank 0 for a synchronization of a context never seen), or at once when `final`.
   std::vector<GpuOp> take(bool final);
+  /// Runtime calls waiting for their activity (bounded by max_launches).
+  size_t launches_waiting() const { return launches_.size(); }
   /// Moves out the allocation events decoded so far (time order).
   std::vector<sessions::MemoryEvent> take_memory_events();
   const DecodeStats& stats() const { return stats_; }
@@ -152,6 +180,9 @@ class CuptiDecoder {
     int64_t start_ns, end_ns;
     uint32_t thread;
   };
+  // The kernel / copy's runtime call, attached and removed from the table when it is there.
+  bool attach_launch(GpuOp& g);
+  void add_launch(uint32_t correlation, Launch l);
   int32_t rank_of(uint32_t device) const;
   int32_t rank_of(uint32_t device, uint32_t stream) const;  // the stream's rank, else rank_of(device)
   bool resolve(GpuOp& g, bool final);
@@ -167,10 +198,13 @@ class CuptiDecoder {
   std::map<uint32_t, int32_t> rank_of_device_;
   std::map<std::pair<uint32_t, uint32_t>, sessions::Lane> lane_of_stream_;
   std::map<std::pair<uint32_t, uint32_t>, int32_t> rank_of_stream_;
+  size_t max_launches_;
   std::unordered_map<uint32_t, Launch> launches_;        // correlation id -> runtime call
+  std::deque<uint32_t> launch_order_;                    // ids in arrival order (some already removed)
   std::unordered_map<uint32_t, uint32_t> device_of_context_;
   std::unordered_map<std::string, const char*> demangled_;  // CUPTI's (mangled) name -> pooled
   std::vector<GpuOp> pending_;                           // waiting for their launch / context
+  std::vector<GpuOp> overdue_;                           // waited one take already: out with the next
   std::vector<sessions::MemoryEvent> memory_;
 };
 

@@ -23,12 +23,14 @@
 #include <cuda_runtime_api.h>
 
 #include "embedscope/profiler/cupti/cupti_decode.h"
+#include "embedscope/profiler/cupti/session_drain.h"
 #include "embedscope/profiler/cpu/tracer.h"
 #include "embedscope/sessions/store/session.h"
 
 namespace embedscope::profiler {
 
-class CuptiTracer {
+/// The GpuRecordSource of a SessionDrain on a device.
+class CuptiTracer final : public GpuRecordSource {
  public:
   struct Options {
     size_t buffer_bytes = size_t{8} << 20;               ///< bytes of each activity buffer
@@ -41,7 +43,7 @@ class CuptiTracer {
   explicit CuptiTracer(const RunClock& clock, Options options);
   explicit CuptiTracer(const RunClock& clock) : CuptiTracer(clock, Options{}) {}
   /// Stops (as stop()) if still running, dropping what was not taken.
-  ~CuptiTracer();
+  ~CuptiTracer() override;
   CuptiTracer(const CuptiTracer&) = delete;
   CuptiTracer& operator=(const CuptiTracer&) = delete;
 
@@ -55,13 +57,13 @@ class CuptiTracer {
 
   /// Delivers every completed record so far (synchronize the devices first to get all of them)
   /// and returns the GPU ops decoded (CuptiDecoder::take(false)).
-  std::vector<GpuOp> drain();
+  std::vector<GpuOp> drain() override;
   /// Forces out the remaining buffers, disables the activity kinds, calibrates the clock again
   /// and returns every op not yet taken. Idempotent.
-  std::vector<GpuOp> stop();
-  std::vector<sessions::MemoryEvent> take_memory_events();
+  std::vector<GpuOp> stop() override;
+  std::vector<sessions::MemoryEvent> take_memory_events() override;
   /// Joins NCCL kernels with collective records (CuptiDecoder::join_collectives).
-  int64_t join_collectives(std::vector<GpuOp>& ops, const std::vector<sessions::CollectiveRecord>& records);
+  int64_t join_collectives(std::vector<GpuOp>& ops, const std::vector<sessions::CollectiveRecord>& records) override;
 
   /// Records CUPTI dropped for lack of buffer space, so far.
   int64_t dropped() const;

@@ -135,6 +135,9 @@ inline constexpr const char* kCuptiDroppedRecords = "cupti_dropped_records";
 inline constexpr const char* kCuptiRecords = "cupti_records";
 /// GPU runs: CUPTI records of kinds not decoded, decimal.
 inline constexpr const char* kCuptiUnknownRecords = "cupti_unknown_records";
+/// GPU runs: CUPTI runtime calls dropped from the full launch table before their kernel came
+/// (those kernels have no launch), decimal.
+inline constexpr const char* kCuptiLaunchesDropped = "cupti_launches_dropped";
 /// GPU runs: host ns minus CUPTI ns at the start, decimal.
 inline constexpr const char* kGpuClockOffsetNs = "gpu_clock_offset_ns";
 /// GPU runs: how much that offset changed by the end, ns, decimal.

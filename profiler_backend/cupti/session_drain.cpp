@@ -1,0 +1,92 @@
+#include "embedscope/profiler/cupti/session_drain.h"
+
+#include <algorithm>
+#include <exception>
+#include <limits>
+#include <utility>
+
+namespace embedscope::profiler {
+
+SessionDrain::SessionDrain(GpuRecordSource& source, sessions::SessionWriter* session, std::vector<int32_t> ranks,
+                           int64_t setup_step, RecordsSince records)
+    : source_(source), session_(session), records_(std::move(records)), placer_(std::move(ranks), setup_step) {}
+
+void SessionDrain::step_ended(int32_t rank, int64_t step, int64_t start_ns, int64_t end_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finished_) return;
+  try {
+    if (!placer_.close_step(rank, step, start_ns, end_ns)) return;
+  } catch (const std::exception& e) {  // a rank the drain does not know: recorded, never thrown at the rank
+    if (error_.empty()) error_ = e.what();
+    return;
+  }
+  if (!failed_) drain_locked(false);
+}
+
+void SessionDrain::finish(const std::map<int32_t, int64_t>& running) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finished_) return;
+  finished_ = true;
+  for (const auto& [rank, step] : running) placer_.set_running(rank, step);
+  drain_locked(true);
+}
+
+void SessionDrain::drain_locked(bool final) {
+  std::vector<GpuOp> got;
+  std::vector<sessions::MemoryEvent> memory;
+  try {
+    got = final ? source_.stop() : source_.drain();
+    memory = source_.take_memory_events();
+  } catch (const std::exception& e) {
+    failed_ = true;
+    if (error_.empty()) error_ = std::string(final ? "CUPTI drain at the end failed: " : "CUPTI drain at a step end failed: ") + e.what();
+    if (!final) return;
+    try {  // what was decoded before the failure
+      memory = source_.take_memory_events();
+    } catch (const std::exception&) {
+    }
+  }
+  ++drains_;
+  std::vector<GpuOp> ready = placer_.place(std::move(got), final);
+  int64_t earliest = std::numeric_limits<int64_t>::max();
+  for (const auto& g : ready)
+    if (g.nccl) earliest = std::min(earliest, g.op.start_ns);
+  if (earliest != std::numeric_limits<int64_t>::max() && records_) {
+    try {
+      source_.join_collectives(ready, records_(earliest));
+    } catch (const std::exception& e) {
+      if (error_.empty()) error_ = std::string("joining NCCL kernels with their collectives failed: ") + e.what();
+    }
+  }
+  std::vector<sessions::MemoryEvent> events = placer_.place(std::move(memory), final);
+  ops_written_ += static_cast<int64_t>(ready.size());
+  events_written_ += static_cast<int64_t>(events.size());
+  if (!session_) return;
+  std::vector<sessions::OpEvent> ops;
+  ops.reserve(ready.size());
+  for (const auto& g : ready) ops.push_back(g.op);
+  if (!ops.empty()) session_->add_ops(ops);
+  if (!events.empty()) session_->add_memory_events(events);
+}
+
+std::string SessionDrain::error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+int64_t SessionDrain::drains() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return drains_;
+}
+
+int64_t SessionDrain::ops_written() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ops_written_;
+}
+
+int64_t SessionDrain::events_written() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_written_;
+}
+
+}  // namespace embedscope::profiler
