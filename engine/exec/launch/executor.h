@@ -20,12 +20,13 @@
 
 namespace embedscope::engine::launch {
 
-class ProcessExecutor final : public threaded::ThreadedExecutor {
+class ProcessExecutor : public threaded::ThreadedExecutor {
  public:
   ProcessExecutor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options);
   ~ProcessExecutor() override;
-  /// Opens the store, runs the handshake and makes the Gloo device on the host's address;
-  /// throws SpecError (handshake.h, store.h; a --host that cannot be bound, naming it).
+  /// Calls before_rendezvous(), opens the store, makes the Gloo device on the host's address,
+  /// runs the handshake, then after_rendezvous(); throws SpecError (handshake.h, store.h; a
+  /// --host that cannot be bound, naming it) and what the hooks throw.
   void prepare() override;
   /// Writes the process metadata (process_rank, rendezvous, run id, clock offset, gloo_device,
   /// launch_node), then runs.
@@ -34,6 +35,14 @@ class ProcessExecutor final : public threaded::ThreadedExecutor {
  protected:
   std::string explain_peer_failure(int rank, const CollectiveError& e) override;
   void on_rank_failed(int rank) override;
+  /// The device backends' steps of prepare(): before the store is opened (a refusal here
+  /// happens before this rank claims, so its peers learn it at once: report_refused_rank), and
+  /// after the handshake (every rank arrived with the same workload: the NCCL ids and
+  /// communicators, exec/cuda/process_cuda_executor.cpp). Nothing by default.
+  virtual void before_rendezvous() {}
+  virtual void after_rendezvous() {}
+  /// The run's store (set by prepare() before after_rendezvous()).
+  RunStore& run_store() { return *store_; }
 
  private:
   std::unique_ptr<RunStore> store_;
