@@ -53,12 +53,10 @@ class ProcessCudaExecutor final : public launch::ProcessExecutor {
       in.local_world_from.clear();
     }
     choice_ = launch::choose_process_gpu(in);
-    const GpuPlacement one = place_ranks(1, 1, devices.count, "GPU");
-    std::vector<int64_t> bytes(static_cast<size_t>(devices.count), 0);
-    if (static_cast<size_t>(choice_.gpu) < devices.total_bytes.size())
-      bytes[static_cast<size_t>(choice_.gpu)] = devices.total_bytes[static_cast<size_t>(choice_.gpu)];
-    // the placement checker's device 0 is this process's GPU
-    check_placement_memory(one, spec.devices.memory_bytes, {bytes[static_cast<size_t>(choice_.gpu)]}, {gpu_name()}, "GPU");
+    GpuPlacement mine;  // this process's one rank on its GPU: devices.memory_bytes must fit there
+    mine.devices = devices.count;
+    mine.gpu_of_rank = {choice_.gpu};
+    check_placement_memory(mine, spec.devices.memory_bytes, devices.total_bytes, devices.names, "GPU");
   }
 
   /// The NCCL communicators (world; with table_row_wise the node and cross groups too), the
