@@ -9,7 +9,8 @@
 // for at most the collective timeout + 1 s, and names the ranks that never set one: a process
 // that is gone sets none; a rank whose launcher wrote its death key ("dead/R",
 // report_dead_rank) is named at once, as the launcher saw it end. A run with a dead rank so ends within about twice the collective
-// timeout. Internal to the engine.
+// timeout. The cuda backend's process executor (exec/cuda/process_cuda_executor.cpp) derives from
+// it: its GPU before the rendezvous, NCCL communicators after it (nccl_setup.h). Internal to the engine.
 
 #include <atomic>
 #include <memory>
