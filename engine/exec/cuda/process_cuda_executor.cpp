@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -68,6 +69,11 @@ class ProcessCudaExecutor final : public launch::ProcessExecutor {
     sh_.gpus.clear();
     sh_.gpus.resize(static_cast<size_t>(W));  // only this process's rank has a device here
     sh_.gpus[static_cast<size_t>(R)] = std::make_unique<detail::CudaRankDevice>(choice_.gpu);
+    {  // two processes of one host on one GPU (e.g. the same one-GPU CUDA_VISIBLE_DEVICES): refused, named
+      char bus[64] = {};
+      if (cudaDeviceGetPCIBusId(bus, sizeof bus, choice_.gpu) != cudaSuccess) std::snprintf(bus, sizeof bus, "%d", choice_.gpu);
+      launch::check_distinct_gpus(run_store(), R, W, threaded::host_name(), bus, choice_.how, timeout, sh_.opt.cancel);
+    }
     const auto& L = sh_.layout;
     std::vector<std::string> groups{"world"};
     if (L.hierarchical) {

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "embedscope/engine/workload/spec_error.h"
 #include "handshake.h"
@@ -140,6 +141,54 @@ std::map<std::string, std::string> gpu_choice_environment() {
   for (const LocalNames& n : kLocalNames) take(n.rank), take(n.size);
   take("CUDA_VISIBLE_DEVICES");
   return env;
+}
+
+void check_distinct_gpus(RunStore& store, int rank, int world, const std::string& host, const std::string& gpu,
+                         const std::string& how, std::chrono::milliseconds timeout, const std::atomic<bool>* cancel) {
+  const std::string where = fmt::format("rendezvous {} (run id {})", store.url(), store.run_id());
+  store.set(fmt::format("gpu/{}", rank), nlohmann::json{{"host", host}, {"gpu", gpu}, {"how", how}}.dump(
+                                             -1, ' ', false, nlohmann::json::error_handler_t::replace));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<nlohmann::json> of(static_cast<size_t>(world));
+  std::vector<int> missing;
+  for (int r = 0; r < world; ++r) missing.push_back(r);
+  for (int round = 0;; ++round) {
+    std::vector<int> still;
+    for (int r : missing) {
+      if (!store.has(fmt::format("gpu/{}", r))) {
+        still.push_back(r);
+        continue;
+      }
+      auto v = nlohmann::json::parse(store.get(fmt::format("gpu/{}", r)), nullptr, false);
+      if (!v.is_object() || !v.contains("host") || !v.contains("gpu") || !v["host"].is_string() || !v["gpu"].is_string())
+        throw std::runtime_error(fmt::format("{}: rank {}'s GPU key (gpu/{}) is not one this version writes", where, r, r));
+      of[static_cast<size_t>(r)] = std::move(v);
+    }
+    missing = std::move(still);
+    if (missing.empty()) break;
+    if (cancel && cancel->load())
+      throw RendezvousCancelled(fmt::format("{}: cancelled while the ranks said their GPUs (rank {})", where, rank));
+    if (round % 5 == 0)
+      for (int r : missing)
+        if (const std::string k = fmt::format("dead/{}", r); store.has(k))
+          throw std::runtime_error(fmt::format("{}: rank {} {} before it said its GPU (this is rank {})", where, r,
+                                               store.get(k), rank));
+    if (std::chrono::steady_clock::now() >= deadline)
+      throw std::runtime_error(fmt::format("{}: rank(s) {} did not say their GPU within {} ms (this is rank {})", where,
+                                           fmt::join(missing, ", "), timeout.count(), rank));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  for (int a = 0; a < world; ++a)
+    for (int b = a + 1; b < world; ++b) {
+      const auto &x = of[static_cast<size_t>(a)], &y = of[static_cast<size_t>(b)];
+      if (x["host"] != y["host"] || x["gpu"] != y["gpu"]) continue;
+      auto how_of = [](const nlohmann::json& j) { return j.contains("how") && j["how"].is_string() ? j["how"].get<std::string>() : "?"; };
+      throw SpecError(fmt::format(
+          "ranks {} and {} both run on GPU {} of host {} (rank {}: {}; rank {}: {}): NCCL cannot put one GPU in a "
+          "communicator twice; give each process of a node its own GPU (its local rank, or a CUDA_VISIBLE_DEVICES of "
+          "its own), or run the ranks as threads of one process (embedscope run --backend cuda --devices N)",
+          a, b, x["gpu"].get<std::string>(), x["host"].get<std::string>(), a, how_of(x), b, how_of(y)));
+    }
 }
 
 std::map<std::string, std::string> exchange_nccl_ids(RunStore& store, int rank, const std::vector<std::string>& groups,

@@ -60,6 +60,19 @@ GpuChoiceInput gpu_choice_from_environment(const std::map<std::string, std::stri
 /// This process's variables that gpu_choice_from_environment reads.
 std::map<std::string, std::string> gpu_choice_environment();
 
+/// Refuses two ranks on one GPU of one host (two processes given the same single-GPU
+/// CUDA_VISIBLE_DEVICES, say), which NCCL would refuse with its own error: rank `rank` sets
+/// "gpu/R" = {"host", "gpu" (the GPU's PCI bus id), "how" (GpuChoice::how)} in `store` and waits
+/// (polling every 2 ms, at most `timeout`; `cancel` and "dead/R" end the wait as in
+/// exchange_nccl_ids) for every rank's. Call after the handshake. Every rank reads the same keys,
+/// so every rank throws the same SpecError, naming the lowest pair: "ranks 0 and 1 both run on
+/// GPU 0000:3b:00.0 of host node7 (rank 0: ...; rank 1: ...): NCCL cannot put one GPU in a
+/// communicator twice; ...". Throws std::runtime_error when a rank's key is missing at the
+/// timeout (naming the ranks) or is not this format.
+void check_distinct_gpus(RunStore& store, int rank, int world, const std::string& host, const std::string& gpu,
+                         const std::string& how, std::chrono::milliseconds timeout,
+                         const std::atomic<bool>* cancel = nullptr);
+
 /// The NCCL unique id of each of `groups` (e.g. "world", "node0", "cross1"), the same bytes on
 /// every rank: rank 0 calls `make_id` once per group (ncclGetUniqueId on a GPU; any
 /// kNcclIdBytes bytes in a test) and sets "nccl_id/<group>" (hex) in `store`; the other ranks

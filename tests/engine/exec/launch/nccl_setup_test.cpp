@@ -125,6 +125,41 @@ TEST(NcclIdExchange, AMissingIdTimesOutNamingTheGroupsAndACancelEndsTheWait) {
   EXPECT_FALSE(store.has("nccl_id/x"));
 }
 
+// Every rank says its host and GPU (PCI bus id) through the store; two ranks of one host on one
+// GPU are refused on every rank naming the pair; the same bus id on two hosts is fine.
+TEST(ProcessGpuChoice, TwoRanksOnOneGpuOfOneHostAreRefusedEverywhere) {
+  const auto dir = nccl_setup_dir("distinct");
+  const std::string url = "file://" + dir.string();
+  auto run = [&](const std::string& run_id, const std::vector<std::pair<std::string, std::string>>& where) {
+    std::vector<std::string> errors(where.size());
+    std::vector<std::thread> threads;
+    for (size_t r = 0; r < where.size(); ++r)
+      threads.emplace_back([&, r] {
+        el::RunStore store(url, run_id);
+        errors[r] = expect_throw_text([&] {
+          el::check_distinct_gpus(store, static_cast<int>(r), static_cast<int>(where.size()), where[r].first,
+                                  where[r].second, "how " + std::to_string(r), std::chrono::milliseconds(20000));
+        });
+      });
+    for (auto& t : threads) t.join();
+    return errors;
+  };
+  const auto ok = run("distinct_ok", {{"h1", "0000:3b:00.0"}, {"h1", "0000:5e:00.0"}, {"h2", "0000:3b:00.0"}});
+  for (size_t r = 0; r < ok.size(); ++r) EXPECT_EQ(ok[r], "(nothing thrown)") << "rank " << r;
+  const auto dup = run("distinct_dup", {{"h1", "0000:3b:00.0"}, {"h2", "0000:3b:00.0"}, {"h1", "0000:5e:00.0"},
+                                        {"h2", "0000:3b:00.0"}});
+  for (size_t r = 0; r < dup.size(); ++r)
+    EXPECT_NE(dup[r].find("ranks 1 and 3 both run on GPU 0000:3b:00.0 of host h2 (rank 1: how 1; rank 3: how 3): NCCL "
+                          "cannot put one GPU in a communicator twice"),
+              std::string::npos)
+        << "rank " << r << ": " << dup[r];
+  el::RunStore alone(url, "distinct_late");  // a rank that never says its GPU: named at the timeout
+  EXPECT_NE(expect_throw_text([&] {
+              el::check_distinct_gpus(alone, 0, 2, "h1", "0", "", std::chrono::milliseconds(100));
+            }).find("rank(s) 1 did not say their GPU within 100 ms (this is rank 0)"),
+            std::string::npos);
+}
+
 TEST(ProcessGpuChoice, HandCases) {
   el::GpuChoiceInput in;
   // torchrun on a node of 4 GPUs: local rank 1 of 2 takes GPU 1
