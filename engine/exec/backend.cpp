@@ -34,7 +34,7 @@ GpuPlacement check_cuda_placement(const WorkloadSpec& spec, const profiler::Cuda
   return p;
 }
 
-WorkloadSpec with_resolved_backend(const WorkloadSpec& spec, const std::string& origin) {
+WorkloadSpec with_resolved_backend(const WorkloadSpec& spec, const std::string& origin, bool one_rank_per_process) {
 #if EMBEDSCOPE_WITH_CUDA
   constexpr bool kBuiltWithCuda = true;
 #else
@@ -54,7 +54,7 @@ WorkloadSpec with_resolved_backend(const WorkloadSpec& spec, const std::string& 
                                                : std::string("built without CUDA")));
   }
   validate(out, origin);
-  if (out.devices.backend == Backend::cuda) check_cuda_placement(out, profiler::cuda_devices());
+  if (out.devices.backend == Backend::cuda && !one_rank_per_process) check_cuda_placement(out, profiler::cuda_devices());
   if (out.devices.backend == Backend::simulated) {  // the cluster's shape from the profile
     const HardwareProfile hw = load_hardware_profile(out.devices.hardware);
     const int count = out.devices.count;

@@ -12,11 +12,13 @@ namespace embedscope::engine::exec {
 
 #if EMBEDSCOPE_WITH_CUDA
 std::unique_ptr<Executor> make_cuda_executor(const WorkloadSpec&, const ShardingPlan&, const TrainerOptions&);
+std::unique_ptr<Executor> make_process_cuda_executor(const WorkloadSpec&, const ShardingPlan&, const TrainerOptions&);
 #endif
 
 std::unique_ptr<Executor> make_executor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options) {
   if (spec.devices.backend == Backend::cuda) {
 #if EMBEDSCOPE_WITH_CUDA
+    if (options.process.rank >= 0) return make_process_cuda_executor(spec, plan, options);  // one rank, this process
     return make_cuda_executor(spec, plan, options);
 #else
     throw std::logic_error("make_executor: the cuda backend in a build without CUDA");

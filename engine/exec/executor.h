@@ -39,8 +39,9 @@ class Executor {
   virtual void run(sessions::SessionWriter* session, RunResult& result) = 0;
 };
 
-/// The executor of spec's (resolved) backend: cuda -> cuda/, cpu -> threaded/ (launch/ when
-/// options.process.rank >= 0: this process runs that rank only), simulated -> simulated/. `spec`, `plan`
+/// The executor of spec's (resolved) backend: cuda -> cuda/, cpu -> threaded/, simulated ->
+/// simulated/; with options.process.rank >= 0 (this process runs that rank only) cpu -> launch/
+/// and cuda -> cuda/process_cuda_executor.cpp (launch/'s store and handshake, NCCL through it). `spec`, `plan`
 /// and `options` must outlive it. Throws std::logic_error for cuda in a build without CUDA
 /// (with_resolved_backend refuses that earlier, with a SpecError).
 std::unique_ptr<Executor> make_executor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options);

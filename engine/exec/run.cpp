@@ -240,8 +240,13 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
   (void)flight_recorder_default_capacity();  // a bad EMBEDSCOPE_FR_BUFFER_SIZE is refused before anything runs
   // hot rows chosen from the first iterations' ids (TableSharding::hot_rows_sample_steps) become a
   // list here, so that the executors and the session's workload see the rows
-  const WorkloadSpec spec =
-      rebalance::resolve_hot_rows(with_resolved_backend(requested, origin), plan, options.batch_source);
+#if !EMBEDSCOPE_WITH_CUDA
+  if (options.process.rank >= 0 && requested.devices.backend == Backend::cuda)
+    throw SpecError("/devices/backend: cuda with one rank per process: this embedscope was built without CUDA "
+                    "(EMBEDSCOPE_WITH_CUDA=OFF); run the ranks on the cpu backend");
+#endif
+  const WorkloadSpec spec = rebalance::resolve_hot_rows(
+      with_resolved_backend(requested, origin, options.process.rank >= 0), plan, options.batch_source);
   validate_plan(spec, plan, "sharding plan");
   if (options.emulate_device) {  // the host stand-in's devices: the ranks placed as the cuda backend places them on GPUs
     if (options.emulated_devices < 0 || options.emulated_device_bytes < 0)
@@ -267,9 +272,8 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
   const auto est = estimate_memory(spec, result.plan);
   check_memory_fits(spec, est);
   const int process_rank = options.process.rank;
-  if (process_rank >= 0 && spec.devices.backend != Backend::cpu)
-    throw SpecError(fmt::format("/devices/backend: one rank per process runs on the cpu backend only, not {}",
-                                to_string(spec.devices.backend)));
+  if (process_rank >= 0 && spec.devices.backend == Backend::simulated)  // a simulation runs no process
+    throw SpecError("/devices/backend: one rank per process runs on the cpu or cuda backend, not simulated");
   if (process_rank >= spec.devices.count)
     throw SpecError(fmt::format("--rank {}: not below the world size {} (ranks are 0..{})", process_rank,
                                 spec.devices.count, spec.devices.count - 1));

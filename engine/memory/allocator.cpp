@@ -203,6 +203,46 @@ std::shared_ptr<SegmentSource> host_segment_source() {
 
 namespace {
 
+// A fragmentation OOM that a free block of another stream's segment could have served: the
+// caching and expandable allocators hand a request only the free blocks of its own stream's
+// segments (PyTorch's per-stream pools), so "the largest free block is 10 MiB" beside a 10 MiB
+// request needs that rule said. `snapshot` is the allocator's layout at the OOM, `rounded` the
+// request after rounding, `small` its pool. Returns `e` unchanged when no other stream's free
+// block of that pool is large enough; else `e` with, before ". Allocated", e.g. "; the free
+// blocks large enough (10.0 MiB) are in stream 0's segments, and a block freed on one stream is
+// never handed to a request on another (the per-stream rule, as PyTorch's caching allocator):
+// stream 1's largest free block is 0 B".
+DeviceOutOfMemory stream_rule_oom(const DeviceOutOfMemory& e, const std::vector<SegmentInfo>& snapshot, int64_t stream,
+                                  bool small, int64_t rounded) {
+  if (!e.fragmentation) return e;
+  int64_t own = 0, other = 0;
+  std::set<int64_t> others;
+  for (const auto& seg : snapshot) {
+    if (seg.small_pool != small) continue;
+    for (const auto& b : seg.blocks) {
+      if (b.allocated) continue;
+      if (seg.stream == stream) {
+        own = std::max(own, b.size);
+      } else if (b.size >= rounded) {
+        other = std::max(other, b.size);
+        others.insert(seg.stream);
+      }
+    }
+  }
+  if (other == 0) return e;
+  std::string streams;
+  for (int64_t s : others) streams += fmt::format("{}{}", streams.empty() ? "" : ", ", s);
+  const std::string note = fmt::format(
+      "; the free blocks large enough ({}) are in stream{} {}'s segments, and a block freed on one stream is never "
+      "handed to a request on another (the per-stream rule, as PyTorch's caching allocator): stream {}'s largest free "
+      "block is {}",
+      format_bytes(other), others.size() > 1 ? "s" : "", streams, stream, format_bytes(own));
+  std::string msg = e.what();
+  const auto at = msg.find(". Allocated ");
+  msg.insert(at == std::string::npos ? msg.size() : at, note);
+  return DeviceOutOfMemory(msg, e.fragmentation, e.requested, e.free_bytes, e.largest_free_block);
+}
+
 // One allocator for the three kinds: segments of blocks, a best-fit index of free blocks.
 class BlockAllocator final : public DeviceAllocator {
  public:
@@ -212,6 +252,9 @@ class BlockAllocator final : public DeviceAllocator {
   }
 
   Allocation allocate(int64_t bytes, const std::string& tag) override { return allocate_on(bytes, tag, 0); }
+  DeviceOutOfMemory with_stream_rule(const DeviceOutOfMemory& e, int64_t stream, bool small, int64_t rounded) const {
+    return config_.kind == AllocatorKind::direct ? e : stream_rule_oom(e, snapshot(), stream, small, rounded);
+  }
 
   Allocation allocate_on(int64_t bytes, const std::string& tag, int64_t stream) override {
     if (bytes <= 0) throw std::invalid_argument(fmt::format("allocate: {} bytes for {}", bytes, tag));
@@ -229,7 +272,7 @@ class BlockAllocator final : public DeviceAllocator {
     if (at < 0) {
       ++ooms_;
       notify(AllocatorEvent::Kind::oom, config_.capacity_bytes - reserved_, size, bytes, tag);
-      throw out_of_memory(bytes, tag);
+      throw with_stream_rule(out_of_memory(bytes, tag), stream, small, size);
     }
     Segment& seg = segment_of(at);
     Block& b = seg.blocks.at(at);

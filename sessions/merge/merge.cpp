@@ -228,6 +228,11 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
     extra.memory = r.memory_counters();
     extra.events = r.memory_events();
     extra.snapshots = r.memory_snapshots();
+    // the origin is the earliest event of any kind, as Perfetto's trace bounds and PyTorch's
+    // memory viz take the first event: a rank's set-up allocations (before its first op or
+    // step) stay at times >= 0 instead of before the session's start (tester36 D18)
+    for (const auto& ev : extra.events) first = std::min(first, base + ev.time_ns);
+    for (const auto& sn : extra.snapshots) first = std::min(first, base + sn.time_ns);
     if (r.has_id_histogram()) extra.histogram = r.id_histogram();
     if (r.has_shards_table()) extra.shards = r.shards();
     extra.flight = r.flight_records();

@@ -250,7 +250,7 @@ es::WorkloadSpec load(WorkloadArgs& a) {
   try {
     es::validate(spec, a.origin);
     // auto becomes cpu or cuda here, so that plan and run say which; cuda without GPUs is refused
-    spec = with_origin(a.origin, [&] { return es::with_resolved_backend(spec, a.origin); });
+    spec = with_origin(a.origin, [&] { return es::with_resolved_backend(spec, a.origin, a.world_size > 0); });
   } catch (const es::SpecError& e) {
     std::string msg = e.what();
     for (const auto& [ptr, flag] : set_by)

@@ -193,10 +193,12 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
         throw CollectiveError(fmt::format("{} failed after {:.1f} ms, before its {} ms timeout: a peer's connection "
                                           "broke (every rank had arrived): {}", head, ms, timeout_.count(), what),
                               name_, seq, {});
+      // not a timeout: a peer failed (it died, or closed its connections after its own failure);
+      // the run ends as a consequence of it, and the flight recorder says so (tester36 D8)
       throw CollectiveError(fmt::format("{} failed after {:.1f} ms, before its {} ms timeout: a peer's connection "
                                         "broke; rank(s) {} did not arrive", head, ms, timeout_.count(),
                                         fmt::join(missing, ", ")),
-                            name_, seq, missing, true);
+                            name_, seq, missing, false);
     }
     if (!missing.empty())
       throw CollectiveError(fmt::format("{} did not finish within {} ms: rank(s) {} did not arrive", head,

@@ -25,6 +25,7 @@ ProcessExecutor::~ProcessExecutor() = default;
 
 void ProcessExecutor::prepare() {
   const auto& p = sh_.opt.process;
+  before_rendezvous();
   store_ = std::make_unique<RunStore>(p.rendezvous, p.run_id);
   RunStore* store = store_.get();
   sh_.rv = Rendezvous::over_store(store_->store(), [store](const std::string& k) { return store->has(k); }, p.host);
@@ -37,6 +38,7 @@ void ProcessExecutor::prepare() {
   const nlohmann::json document{{"workload", to_json(sh_.spec)}, {"plan", to_json(sh_.spec, sh_.plan)}};
   hs_ = handshake(*store_, p.rank, sh_.spec.devices.count, document,
                   std::chrono::milliseconds(sh_.spec.collective_timeout_ms), sh_.opt.cancel);
+  after_rendezvous();
 }
 
 void ProcessExecutor::run(sessions::SessionWriter* session, RunResult& result) {

@@ -9,7 +9,8 @@
 // for at most the collective timeout + 1 s, and names the ranks that never set one: a process
 // that is gone sets none; a rank whose launcher wrote its death key ("dead/R",
 // report_dead_rank) is named at once, as the launcher saw it end. A run with a dead rank so ends within about twice the collective
-// timeout. Internal to the engine.
+// timeout. The cuda backend's process executor (exec/cuda/process_cuda_executor.cpp) derives from
+// it: its GPU before the rendezvous, NCCL communicators after it (nccl_setup.h). Internal to the engine.
 
 #include <atomic>
 #include <memory>
@@ -20,12 +21,13 @@
 
 namespace embedscope::engine::launch {
 
-class ProcessExecutor final : public threaded::ThreadedExecutor {
+class ProcessExecutor : public threaded::ThreadedExecutor {
  public:
   ProcessExecutor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options);
   ~ProcessExecutor() override;
-  /// Opens the store, runs the handshake and makes the Gloo device on the host's address;
-  /// throws SpecError (handshake.h, store.h; a --host that cannot be bound, naming it).
+  /// Calls before_rendezvous(), opens the store, makes the Gloo device on the host's address,
+  /// runs the handshake, then after_rendezvous(); throws SpecError (handshake.h, store.h; a
+  /// --host that cannot be bound, naming it) and what the hooks throw.
   void prepare() override;
   /// Writes the process metadata (process_rank, rendezvous, run id, clock offset, gloo_device,
   /// launch_node), then runs.
@@ -34,6 +36,14 @@ class ProcessExecutor final : public threaded::ThreadedExecutor {
  protected:
   std::string explain_peer_failure(int rank, const CollectiveError& e) override;
   void on_rank_failed(int rank) override;
+  /// The device backends' steps of prepare(): before the store is opened (a refusal here
+  /// happens before this rank claims, so its peers learn it at once: report_refused_rank), and
+  /// after the handshake (every rank arrived with the same workload: the NCCL ids and
+  /// communicators, exec/cuda/process_cuda_executor.cpp). Nothing by default.
+  virtual void before_rendezvous() {}
+  virtual void after_rendezvous() {}
+  /// The run's store (set by prepare() before after_rendezvous()).
+  RunStore& run_store() { return *store_; }
 
  private:
   std::unique_ptr<RunStore> store_;

@@ -113,8 +113,11 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
         result.error += fmt::format(" - during the live rebalance after step {} (rank {} {})", ranks_[i]->moving->record.step,
                                     first.rank, ranks_[i]->moving->phase);
     // every local rank's last collectives: where each stood when the run failed
-    const std::string reason =
-        first.kind == RunEnd::hang ? std::string("collective timeout") : fmt::format("run ended {}", to_string(first.kind));
+    // a collective that failed because a peer failed first (its connection broke before the
+    // timeout) is no timeout: "a peer failed"
+    const std::string reason = first.kind == RunEnd::hang ? std::string("collective timeout")
+                               : first.consequence        ? std::string("a peer failed")
+                                                          : fmt::format("run ended {}", to_string(first.kind));
     for (auto& r : ranks_) r->dump_flight_recorder(reason);
   }
   for (auto& r : ranks_) {

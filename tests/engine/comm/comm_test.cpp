@@ -140,6 +140,7 @@ TEST(ProcessGroup, ClosingConnectionsFailsABlockedPeerAtOnce) {
   std::atomic<bool> rank1_waiting{false};
   std::chrono::steady_clock::duration rank1_blocked{};
   std::string after_close;
+  bool rank1_timed_out = true;
   auto errors = on_ranks(2, 20000ms, [&](ProcessGroup& pg) {
     float v = 1;
     pg.all_reduce_sum("warm", &v, 1);  // sequence 1: both arrive, the pair is connected
@@ -159,6 +160,11 @@ TEST(ProcessGroup, ClosingConnectionsFailsABlockedPeerAtOnce) {
     rank1_waiting = true;
     try {
       pg.all_reduce_sum("dense_all_reduce", &v, 1);
+    } catch (const CollectiveError& e) {
+      rank1_timed_out = e.timed_out;
+      rank1_blocked = std::chrono::steady_clock::now() - t0;
+      done.set_value();
+      throw;
     } catch (...) {
       rank1_blocked = std::chrono::steady_clock::now() - t0;
       done.set_value();
@@ -167,6 +173,8 @@ TEST(ProcessGroup, ClosingConnectionsFailsABlockedPeerAtOnce) {
     done.set_value();
   });
   EXPECT_LT(rank1_blocked, 5s);  // not the 20 s timeout
+  // tester36 D8: a peer's failure, not a timeout (the run ends crashed, "a peer failed", not hang)
+  EXPECT_FALSE(rank1_timed_out);
   EXPECT_GT(rank1_blocked, 50ms);  // it was blocked on rank 0 until the close
   EXPECT_NE(errors[1].find("all_reduce 'dense_all_reduce' (group world, sequence 2)"), std::string::npos) << errors[1];
   EXPECT_NE(errors[1].find("rank(s) 0 did not arrive"), std::string::npos) << errors[1];

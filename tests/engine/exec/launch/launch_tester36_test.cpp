@@ -242,6 +242,12 @@ TEST(Tester36, APeerKilledMidRunIsNotReportedAsATimeout) {
                 std::string::npos) << e;
     EXPECT_EQ(e.find("did not finish within"), std::string::npos) << e;
     EXPECT_NE(e.find("(rank 2 was killed by signal 9 (Killed) (seen by launch))"), std::string::npos) << e;
+    // D8 (closing35): not a hang, and the dump says why it was written: a peer failed
+    const embedscope::sessions::SessionReader rs((dir / ("kl.rank" + std::to_string(r) + ".db")).string());
+    EXPECT_EQ(rs.status(), "crashed") << e;
+    const auto dumps = rs.flight_records();
+    ASSERT_FALSE(dumps.empty());
+    for (const auto& f : dumps) EXPECT_EQ(f.reason, "a peer failed") << e;
   }
 }
 

@@ -35,6 +35,10 @@ GpuPlacement check_cuda_placement(const WorkloadSpec& spec, const profiler::Cuda
 /// field). Throws SpecError as resolve_backend, validate and (cuda) check_cuda_placement do, and
 /// "/devices/ranks_per_gpu: 2 ranks per GPU need a GPU, but backend auto found none (...) and
 /// picked cpu".
-WorkloadSpec with_resolved_backend(const WorkloadSpec& spec, const std::string& origin);
+/// `one_rank_per_process` (run --rank, a launcher's environment): this process runs one rank on
+/// one GPU of its own (exec/cuda/process_cuda_executor.cpp picks it from the local rank), so the
+/// placement of every rank on this machine's GPUs is not checked here.
+WorkloadSpec with_resolved_backend(const WorkloadSpec& spec, const std::string& origin,
+                                   bool one_rank_per_process = false);
 
 }  // namespace embedscope::engine
