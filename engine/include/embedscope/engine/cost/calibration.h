@@ -93,6 +93,8 @@ struct Calibration {
   bool background_measured = false;  ///< from the sessions' cpu_other_cores / cpu_self_cores, not fitted
   double oversubscription_penalty = 0;  ///< fitted when background_measured (profile.cpu), else 0
   double other_groups = 0;         ///< the measured other load in task groups (profile.cpu), 0 when not measured
+  int64_t handoff_ns = 0;          ///< the fitted cross-thread hand-off (profile.cpu.handoff_ns), ns, step scale included
+  int handoff_samples = 0;         ///< (rank, place, op) hand-off gaps it is the mean of (cost/handoff.h)
 };
 
 /// Fits this machine's profile (named `name`) from sessions this engine recorded on cpu ranks.
