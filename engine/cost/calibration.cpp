@@ -128,6 +128,18 @@ int64_t median(std::vector<int64_t> v) {
   return v[v.size() / 2];
 }
 
+// EXPERIMENT (calib15e): the statistic of a sample's durations over its steps; env
+// EMBEDSCOPE_CALIB_MEAN lists the classes (O ops, C collectives, H hand-offs) that take the mean.
+double typical_ns(const std::vector<int64_t>& v, char cls) {
+  const char* e = std::getenv("EMBEDSCOPE_CALIB_MEAN");
+  if (e != nullptr && std::string(e).find(cls) != std::string::npos && !v.empty()) {
+    double sum = 0;
+    for (int64_t x : v) sum += static_cast<double>(x);
+    return sum / static_cast<double>(v.size());
+  }
+  return static_cast<double>(median(v));
+}
+
 std::string host_name() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "this machine";
@@ -453,12 +465,12 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
         for (const HandoffGap& h : *g)
           gaps[{key.first, place_in_run(l.spec, key.second + l.spec.warmup_steps), h.op}].push_back(h.gap_ns);
     }
-    for (auto& [key, v] : gaps) handoffs.emplace_back(session, static_cast<double>(median(v)));
+    for (auto& [key, v] : gaps) handoffs.emplace_back(session, typical_ns(v, 'H'));
     // one sample per (rank, place in the run, op): the median over its steps, robust to the
     // scheduling outliers of rank threads sharing cores
     for (auto& [key, d] : durations) {
       Sample s = d.first;
-      s.t = static_cast<double>(median(d.second));
+      s.t = typical_ns(d.second, 'O');
       compute.push_back(s);
     }
     // every member of every collective: its transfer time after the last member arrived
@@ -494,7 +506,7 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     }
     for (auto& [key, c] : calls)
       comm.push_back({session, std::get<0>(c), static_cast<double>(median(std::get<1>(c))),
-                      static_cast<double>(median(std::get<2>(c)))});
+                      typical_ns(std::get<2>(c), 'C')});
     data.push_back(std::move(sd));
   }
   if (compute.empty())
