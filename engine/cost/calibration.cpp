@@ -128,16 +128,17 @@ int64_t median(std::vector<int64_t> v) {
   return v[v.size() / 2];
 }
 
-// EXPERIMENT (calib15e): the statistic of a sample's durations over its steps; env
-// EMBEDSCOPE_CALIB_MEAN lists the classes (O ops, C collectives, H hand-offs) that take the mean.
-double typical_ns(const std::vector<int64_t>& v, char cls) {
-  const char* e = std::getenv("EMBEDSCOPE_CALIB_MEAN");
-  if (e != nullptr && std::string(e).find(cls) != std::string::npos && !v.empty()) {
-    double sum = 0;
-    for (int64_t x : v) sum += static_cast<double>(x);
-    return sum / static_cast<double>(v.size());
-  }
-  return static_cast<double>(median(v));
+// The typical time of a collective or a hand-off over a run's steps: the mean. These are short
+// (0.1-5 ms), summed a dozen times a step and heavy-tailed under load (a wake-up that waits for
+// a core): a step holds their means, not their medians (calib15e, criteo_kaggle 4 ranks tw at
+// G 1.33: the per-collective medians summed to 9.6 ms a step, the collectives' time in a step
+// was 17.7 ms; the compute ops' medians summed to 103 ms against 101 ms measured, so compute
+// ops keep the median, robust to a single descheduled op).
+double mean_ns(const std::vector<int64_t>& v) {
+  if (v.empty()) return 0;
+  double sum = 0;
+  for (int64_t x : v) sum += static_cast<double>(x);
+  return sum / static_cast<double>(v.size());
 }
 
 std::string host_name() {
@@ -365,7 +366,7 @@ LinkFit fit_link(const std::vector<CommSample>& comm, bool spans, const std::vec
   f.ok = f.link.bus_bandwidth_bytes_per_s > 0;
   f.fitted = act[1];
   f.samples = static_cast<int>(m);
-  f.note = act[1] ? fmt::format("least squares over {} (rank, collective) medians", m)
+  f.note = act[1] ? fmt::format("least squares over {} (rank, collective) call times (means over the steps)", m)
                   : "no slope from the least squares: mean bytes / mean time";
   return f;
 }
@@ -465,12 +466,12 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
         for (const HandoffGap& h : *g)
           gaps[{key.first, place_in_run(l.spec, key.second + l.spec.warmup_steps), h.op}].push_back(h.gap_ns);
     }
-    for (auto& [key, v] : gaps) handoffs.emplace_back(session, typical_ns(v, 'H'));
+    for (auto& [key, v] : gaps) handoffs.emplace_back(session, mean_ns(v));
     // one sample per (rank, place in the run, op): the median over its steps, robust to the
     // scheduling outliers of rank threads sharing cores
     for (auto& [key, d] : durations) {
       Sample s = d.first;
-      s.t = typical_ns(d.second, 'O');
+      s.t = static_cast<double>(median(d.second));
       compute.push_back(s);
     }
     // every member of every collective: its transfer time after the last member arrived
@@ -478,7 +479,7 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     for (auto& c : reader.collectives())
       if (c.step >= 0) by_call[{c.group, c.sequence}].push_back(std::move(c));
     // one sample per (rank, place in the run, collective name, its occurrence in the step):
-    // the medians over the steps, as for the compute ops
+    // the bytes' median and the times' mean over the steps (mean_ns)
     std::map<std::tuple<int, int, std::string, int>, std::tuple<bool, std::vector<int64_t>, std::vector<int64_t>>> calls;
     std::map<std::tuple<int, int64_t, std::string>, int> occurrence;
     for (const auto& [key, members] : by_call) {
@@ -506,7 +507,7 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     }
     for (auto& [key, c] : calls)
       comm.push_back({session, std::get<0>(c), static_cast<double>(median(std::get<1>(c))),
-                      typical_ns(std::get<2>(c), 'C')});
+                      mean_ns(std::get<2>(c))});
     data.push_back(std::move(sd));
   }
   if (compute.empty())
@@ -592,7 +593,7 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     hw.max_nodes = kRanksPerMachine;
     hw.cpu = measured ? CpuContention{cores, kThreadsPerRank, 0.0, penalty, background}
                       : CpuContention{cores, kThreadsPerRank, background, penalty, 0.0};
-    // the hand-off: the mean over (rank, place, op) of the gaps' medians, each over its
+    // the hand-off: the mean over (rank, place, op) of the gaps' means (mean_ns), each over its
     // session's contention factor as the op durations (cost/handoff.h)
     double handoff = 0;
     for (const auto& [session, gap] : handoffs) handoff += gap / d[static_cast<size_t>(session)];
@@ -716,7 +717,7 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
        "1: the cpu executor runs each rank's compute ops on one thread (engine exec/threaded/executor.cpp); its comm "
        "thread (Gloo) mostly waits while it computes"},
       {"/cpu/handoff_ns",
-       fmt::format("the mean over {} (rank, place in the run, op) of the median gap between an op and the end of its "
+       fmt::format("the mean over {} (rank, place in the run, op) of the mean gap between an op and the end of its "
                    "dependency on the other thread (compute <-> comm: the wake-up, cost/handoff.h), each over its "
                    "session's contention factor",
                    handoffs.size()) +

@@ -187,7 +187,7 @@ TEST(Handoff, CalibrateRecoversTheHandoffAndTheCallsTime) {
   // truth: round_numbers at 2 cores, 0.5 other groups, hand-off 100 us. Every collective member
   // but the last to leave is then made to leave 400 ns early (rank 1's ends moved, a real run's
   // members leave at different times): the call's time is still the truth's, as the simulator
-  // gives every member; the median member's would be ~200 ns (2 ranks: ~1/4 of the 1 us latency...)
+  // gives every member (each member's own end, the code before 2026-12-04, fitted 928 ns)
   const std::string early = "UPDATE collectives SET end_ns = end_ns - 400 WHERE rank = 1;";
   const std::vector<std::string> sessions = {
       handoff_session("c_tw2", 2, es::ShardingType::table_wise, 100000, early),
@@ -200,4 +200,23 @@ TEST(Handoff, CalibrateRecoversTheHandoffAndTheCallsTime) {
   EXPECT_GT(cal.handoff_samples, 0);
   EXPECT_NEAR(static_cast<double>(cal.profile.intra_node.latency_ns), 1000.0, 20.0);  // round_numbers' link
   EXPECT_NEAR(cal.profile.intra_node.bus_bandwidth_bytes_per_s / 1e11, 1.0, 0.02);
+}
+
+TEST(Handoff, CalibrateTakesTheCollectivesMeanOverTheSteps) {
+  // the truth's sessions (hand-off 0), with every collective of measured step 1 (of 0..2, one
+  // place in a base run) 3 us x the session's contention factor longer (1.5 at 2 ranks, 3 at 4):
+  // each (rank, collective) mean grows by 1 us once divided by it, so the fitted latency is
+  // round_numbers' 1 us + 1 us (the median of the three steps would stay at 1 us)
+  auto slow = [](double contention) {
+    return "UPDATE collectives SET end_ns = end_ns + " + std::to_string(static_cast<int64_t>(3000 * contention)) +
+           " WHERE step = 1;";
+  };
+  const std::vector<std::string> sessions = {handoff_session("m_tw2", 2, es::ShardingType::table_wise, 0, slow(1.5)),
+                                             handoff_session("m_rw2", 2, es::ShardingType::row_wise, 0, slow(1.5)),
+                                             handoff_session("m_tw4", 4, es::ShardingType::table_wise, 0, slow(3.0)),
+                                             handoff_session("m_rw4", 4, es::ShardingType::row_wise, 0, slow(3.0))};
+  const es::Calibration cal = es::calibrate(sessions);
+  EXPECT_NEAR(static_cast<double>(cal.profile.intra_node.latency_ns) / cal.step_scale, 2000.0, 20.0);
+  EXPECT_NEAR(cal.profile.intra_node.bus_bandwidth_bytes_per_s * cal.step_scale / 1e11, 1.0, 0.02);
+  EXPECT_EQ(cal.handoff_ns, 0);  // no gap in the truth's steps
 }
