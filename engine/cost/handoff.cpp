@@ -6,7 +6,8 @@
 
 namespace embedscope::engine {
 
-std::optional<std::vector<HandoffGap>> handoff_gaps(const StepProgram& program, const std::vector<MeasuredSpan>& compute,
+std::optional<std::vector<HandoffGap>> handoff_gaps(const StepProgram& program,
+                                                     const std::vector<MeasuredSpan>& compute,
                                                      const std::vector<MeasuredSpan>& comm, int64_t lane_start_ns) {
   namespace ss = embedscope::sessions;
   std::map<int, const MeasuredSpan*> span;  // program op id -> its measured span

@@ -155,8 +155,8 @@ int cmd_calibrate(const CalibrateState& s) {
                                ms(c.measured_comm_ns), ms(c.simulated_comm_ns), 100 * c.comm_error(), c.session,
                                c.workload);
     std::cout << "(median step time, slowest rank; at load: the error when simulated at the run's own measured "
-                 "background load; comm: the collectives' call time per step (each call's last member's end after its last arrival), mean over "
-                 "ranks; simulated with the fitted profile)\n";
+                 "background load; comm: the collectives' call time per step (each call's last member's end after "
+                 "its last arrival), mean over ranks; simulated with the fitted profile)\n";
   }
   for (const auto& w : warnings) fmt::print(stderr, "warning: {}\n", w);
   if (!s.output.empty()) std::cout << fmt::format("profile: {} (use --simulate {})\n", s.output, s.output);

@@ -39,7 +39,8 @@ struct HandoffGap {
 /// on the other lane, or whose own lane was the later, give none (their thread was not asleep).
 /// Returns std::nullopt when the spans do not pair with the program (counts or names differ:
 /// a reshard, a different program), as calibrate skips such (rank, step)s.
-std::optional<std::vector<HandoffGap>> handoff_gaps(const StepProgram& program, const std::vector<MeasuredSpan>& compute,
+std::optional<std::vector<HandoffGap>> handoff_gaps(const StepProgram& program,
+                                                     const std::vector<MeasuredSpan>& compute,
                                                      const std::vector<MeasuredSpan>& comm, int64_t lane_start_ns);
 
 }  // namespace embedscope::engine
