@@ -228,7 +228,8 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
       const auto contended = [&](int64_t ns) {
         return contention == 1.0 ? ns : static_cast<int64_t>(std::llround(static_cast<double>(ns) * contention));
       };
-      if (hw_.cpu.cores > 0 && hw_.cpu.handoff_ns > 0 && op.lane != Lane::gpu_copy) s.handoff_ns = contended(hw_.cpu.handoff_ns);
+      if (hw_.cpu.cores > 0 && hw_.cpu.handoff_ns > 0 && op.lane != Lane::gpu_copy)
+        s.handoff_ns = contended(hw_.cpu.handoff_ns);  // cpu ranks' wake-up after the other thread (CpuContention)
       if (op.lane == Lane::comm) {
         for (const CollectiveCall& c : op.collectives)
           s.collectives.push_back({-1, std::max(contended(collective_ns(c, r, gpn, hw_)), emulated_floor_ns(c)), &c});
