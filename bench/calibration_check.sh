@@ -2,7 +2,7 @@
 # Issue 15's calibration accuracy check: `this_machine` fitted by `embedscope calibrate` on one
 # set of measured cpu runs, then every held-out run simulated with that profile; prints per
 # held-out configuration the ratio simulated / measured of the median step time (slowest rank)
-# and of the collectives' time (Gloo, after the last member arrived), per repetition and their
+# and of the collectives' time (Gloo: each call's last member's end after its last arrival), per repetition and their
 # spread. The goal (issue 15): step time within 15% (ratio 0.85..1.15) on every held-out run.
 #
 #   fit (calibration set): criteo_kaggle, base pipeline, table_wise and row_wise, 2 and 4 ranks

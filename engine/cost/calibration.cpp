@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/cost/cost_model.h"
+#include "embedscope/engine/cost/handoff.h"
 #include "embedscope/engine/exec/backend.h"
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/program/step_program.h"
@@ -127,6 +128,19 @@ int64_t median(std::vector<int64_t> v) {
   return v[v.size() / 2];
 }
 
+// The typical time of a collective or a hand-off over a run's steps: the mean. These are short
+// (0.1-5 ms), summed a dozen times a step and heavy-tailed under load (a wake-up that waits for
+// a core): a step holds their means, not their medians (calib15e, criteo_kaggle 4 ranks tw at
+// G 1.33: the per-collective medians summed to 9.6 ms a step, the collectives' time in a step
+// was 17.7 ms; the compute ops' medians summed to 103 ms against 101 ms measured, so compute
+// ops keep the median, robust to a single descheduled op).
+double mean_ns(const std::vector<int64_t>& v) {
+  if (v.empty()) return 0;
+  double sum = 0;
+  for (int64_t x : v) sum += static_cast<double>(x);
+  return sum / static_cast<double>(v.size());
+}
+
 std::string host_name() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "this machine";
@@ -158,7 +172,8 @@ json to_json(const HardwareProfile& p) {
   if (p.cpu.cores > 0)
     j["cpu"] = {{"cores", p.cpu.cores}, {"threads_per_rank", p.cpu.threads_per_rank},
                 {"background_threads", p.cpu.background_threads},
-                {"oversubscription_penalty", p.cpu.oversubscription_penalty}, {"other_groups", p.cpu.other_groups}};
+                {"oversubscription_penalty", p.cpu.oversubscription_penalty}, {"other_groups", p.cpu.other_groups},
+                {"handoff_ns", p.cpu.handoff_ns}};
   if (!p.sources.empty()) j["sources"] = p.sources;
   return j;
 }
@@ -201,17 +216,18 @@ int64_t measured_step_ns(const ss::SessionReader& reader, const std::string& pat
 }
 
 // The collectives' time of a session (CalibrationCheck::measured_comm_ns): per measured step and
-// rank the sum of its collectives' end - the last member's start, the mean over ranks, the
-// median over steps. 0 without collectives.
+// rank the sum of its collectives' call times (the last member's end - the last member's start:
+// what the simulator gives every member), the mean over ranks, the median over steps. 0 without
+// collectives.
 int64_t comm_step_ns(const ss::SessionReader& reader) {
   std::map<std::pair<std::string, uint64_t>, std::vector<ss::CollectiveRecord>> by_call;
   for (auto& c : reader.collectives())
     if (c.step >= 0) by_call[{c.group, c.sequence}].push_back(std::move(c));
   std::map<int64_t, std::map<int, int64_t>> sum;  // step -> rank -> ns
   for (const auto& [key, members] : by_call) {
-    int64_t last = 0;
-    for (const auto& m : members) last = std::max(last, m.start_ns);
-    for (const auto& m : members) sum[m.step][m.rank] += std::max<int64_t>(0, m.end_ns - last);
+    int64_t last = 0, call_end = 0;
+    for (const auto& m : members) last = std::max(last, m.start_ns), call_end = std::max(call_end, m.end_ns);
+    for (const auto& m : members) sum[m.step][m.rank] += std::max<int64_t>(0, call_end - last);
   }
   std::vector<int64_t> per_step;
   for (const auto& [step, ranks] : sum) {
@@ -350,7 +366,7 @@ LinkFit fit_link(const std::vector<CommSample>& comm, bool spans, const std::vec
   f.ok = f.link.bus_bandwidth_bytes_per_s > 0;
   f.fitted = act[1];
   f.samples = static_cast<int>(m);
-  f.note = act[1] ? fmt::format("least squares over {} (rank, collective) medians", m)
+  f.note = act[1] ? fmt::format("least squares over {} (rank, collective) call times (means over the steps)", m)
                   : "no slope from the least squares: mean bytes / mean time";
   return f;
 }
@@ -378,6 +394,7 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   Calibration cal;
   std::vector<Sample> compute;
   std::vector<CommSample> comm;
+  std::vector<std::pair<int, double>> handoffs;  // (session, gap ns): medians per (rank, place, op)
   std::vector<SessionData> data;
   int64_t memory_bytes = 0;
   for (const std::string& path : session_paths) {
@@ -397,11 +414,18 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     // the session's compute-lane ops per (rank, measured step), in time order
     std::map<std::pair<int, int>, std::string> lane_name;
     for (const auto& ln : reader.lanes()) lane_name[{ln.rank, ln.lane}] = ln.name;
-    std::map<std::pair<int, int64_t>, std::vector<const ss::OpRecord*>> ops;
+    std::map<std::pair<int, int64_t>, std::vector<const ss::OpRecord*>> ops, comm_ops;
     std::map<std::tuple<int, int, size_t>, std::pair<Sample, std::vector<int64_t>>> durations;
+    std::map<std::tuple<int, int, int>, std::vector<int64_t>> gaps;  // (rank, place, op id) -> hand-off gaps
+    std::map<std::pair<int, int64_t>, int64_t> step_start;
+    for (const auto& st : reader.steps()) step_start[{st.rank, st.step}] = st.start_ns;
     const std::vector<ss::OpRecord> all = reader.all_ops();
-    for (const auto& op : all)
-      if (op.step >= 0 && lane_name[{op.rank, op.lane}] == "compute") ops[{op.rank, op.step}].push_back(&op);
+    for (const auto& op : all) {
+      if (op.step < 0) continue;
+      const std::string& lane = lane_name[{op.rank, op.lane}];
+      if (lane == "compute") ops[{op.rank, op.step}].push_back(&op);
+      else if (lane == "comm") comm_ops[{op.rank, op.step}].push_back(&op);
+    }
     if (ops.empty()) throw SpecError(fmt::format("{}: no compute op of a measured step", path));
     const auto& names = reader.strings();
     for (auto& [key, list] : ops) {
@@ -427,7 +451,22 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
         d.first = s;
         d.second.push_back(list[i]->end_ns - list[i]->start_ns);
       }
+      // the gaps where a thread waited to be woken by the other (cost/handoff.h)
+      auto spans = [&](std::vector<const ss::OpRecord*>& v) {
+        std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->start_ns < b->start_ns; });
+        std::vector<MeasuredSpan> out;
+        for (const auto* o : v)
+          out.push_back({static_cast<size_t>(o->name_id) < names.size() ? names[static_cast<size_t>(o->name_id)] : "",
+                         o->start_ns, o->end_ns});
+        return out;
+      };
+      const auto start = step_start.find(key);
+      if (start == step_start.end()) continue;
+      if (const auto g = handoff_gaps(p, spans(list), spans(comm_ops[key]), start->second))
+        for (const HandoffGap& h : *g)
+          gaps[{key.first, place_in_run(l.spec, key.second + l.spec.warmup_steps), h.op}].push_back(h.gap_ns);
     }
+    for (auto& [key, v] : gaps) handoffs.emplace_back(session, mean_ns(v));
     // one sample per (rank, place in the run, op): the median over its steps, robust to the
     // scheduling outliers of rank threads sharing cores
     for (auto& [key, d] : durations) {
@@ -440,15 +479,20 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     for (auto& c : reader.collectives())
       if (c.step >= 0) by_call[{c.group, c.sequence}].push_back(std::move(c));
     // one sample per (rank, place in the run, collective name, its occurrence in the step):
-    // the medians over the steps, as for the compute ops
+    // the bytes' median and the times' mean over the steps (mean_ns)
     std::map<std::tuple<int, int, std::string, int>, std::tuple<bool, std::vector<int64_t>, std::vector<int64_t>>> calls;
     std::map<std::tuple<int, int64_t, std::string>, int> occurrence;
     for (const auto& [key, members] : by_call) {
-      // the simulator's collective lasts its largest member's time (exec/simulated/), so every
-      // member's sample pairs the call's end with the largest member's bytes
-      int64_t last = 0, largest = 0;
+      // the simulator's collective lasts its largest member's time for every member (exec/simulated/:
+      // all leave at the last arrival + the longest member's cost), so every member's sample is the
+      // call's time - the last member's end after the last arrival - with the largest member's
+      // bytes. (Until 2026-12-04 each member's own end was used: the median member, which under
+      // load left 0.8 ms after the last arrival of a tw4 output all-to-all whose last member left
+      // after 5.5 ms; the next collective waits for that last member.)
+      int64_t last = 0, largest = 0, call_end = 0;
       for (const auto& m : members) {
         last = std::max(last, m.start_ns);
+        call_end = std::max(call_end, m.end_ns);
         largest = std::max({largest, m.bytes_sent, m.bytes_received});
       }
       bool spans = false;
@@ -458,12 +502,12 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
         auto& [sp, xs, ts] = calls[{m.rank, place_in_run(l.spec, m.step + l.spec.warmup_steps), m.name, k}];
         sp = spans;
         xs.push_back(largest);
-        ts.push_back(m.end_ns - last);
+        ts.push_back(call_end - last);
       }
     }
     for (auto& [key, c] : calls)
       comm.push_back({session, std::get<0>(c), static_cast<double>(median(std::get<1>(c))),
-                      static_cast<double>(median(std::get<2>(c)))});
+                      mean_ns(std::get<2>(c))});
     data.push_back(std::move(sd));
   }
   if (compute.empty())
@@ -549,6 +593,12 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     hw.max_nodes = kRanksPerMachine;
     hw.cpu = measured ? CpuContention{cores, kThreadsPerRank, 0.0, penalty, background}
                       : CpuContention{cores, kThreadsPerRank, background, penalty, 0.0};
+    // the hand-off: the mean over (rank, place, op) of the gaps' means (mean_ns), each over its
+    // session's contention factor as the op durations (cost/handoff.h)
+    double handoff = 0;
+    for (const auto& [session, gap] : handoffs) handoff += gap / d[static_cast<size_t>(session)];
+    if (!handoffs.empty()) handoff /= static_cast<double>(handoffs.size());
+    hw.cpu.handoff_ns = std::llround(handoff * scale);
     return hw;
   };
 
@@ -565,8 +615,10 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     HardwareProfile hw = profile_for(background, 1.0);
     double mean = 0;
     for (size_t i = 0; i < data.size(); ++i) {
+      const int64_t handoff = hw.cpu.handoff_ns;  // fitted, not a load
       hw.cpu = load_of(data[i], background);
       hw.cpu.cores = cores;
+      hw.cpu.handoff_ns = handoff;
       {
         std::ofstream f(file.path);
         if (!(f << to_json(hw).dump())) throw SpecError(fmt::format("calibrate: cannot write {}", file.path));
@@ -621,6 +673,8 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   cal.compute_r2 = cf.r2;
   cal.compute_ops = static_cast<int>(compute.size());
   cal.kernel_launch_ns = hw.gpu.kernel_launch_ns;
+  cal.handoff_ns = hw.cpu.handoff_ns;
+  cal.handoff_samples = static_cast<int>(handoffs.size());
   for (size_t c = 0; c < kClasses; ++c)
     cal.fits.push_back({kClassNames[c], cf.count[c], cf.rate[c] / cal.step_scale, cf.fitted[c], cf.note[c]});
   if (intra.ok) cal.fits.push_back({"intra_node", intra.samples, hw.intra_node.bus_bandwidth_bytes_per_s, intra.fitted, intra.note});
@@ -662,6 +716,12 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
       {"/cpu/threads_per_rank",
        "1: the cpu executor runs each rank's compute ops on one thread (engine exec/threaded/executor.cpp); its comm "
        "thread (Gloo) mostly waits while it computes"},
+      {"/cpu/handoff_ns",
+       fmt::format("the mean over {} (rank, place in the run, op) of the mean gap between an op and the end of its "
+                   "dependency on the other thread (compute <-> comm: the wake-up, cost/handoff.h), each over its "
+                   "session's contention factor",
+                   handoffs.size()) +
+           per_core},
       {"/cpu/oversubscription_penalty",
        measured && rank_counts.size() >= 2
            ? fmt::format("fitted: the value in [0, {:g}] for which the sessions' log(measured / simulated step time) "

@@ -107,7 +107,7 @@ int cmd_calibrate(const CalibrateState& s) {
               {"collective_r2", cal.collective_r2}, {"skipped_rank_steps", cal.skipped_rank_steps},
               {"cores", cal.cores}, {"background_threads", cal.background_threads}, {"step_scale", cal.step_scale},
               {"background_measured", cal.background_measured}, {"oversubscription_penalty", cal.oversubscription_penalty},
-              {"other_groups", cal.other_groups},
+              {"other_groups", cal.other_groups}, {"handoff_ns", cal.handoff_ns}, {"handoff_samples", cal.handoff_samples},
               {"fits", json::array()}, {"checks", json::array()}, {"warnings", warnings}};
     if (!s.output.empty()) j["written"] = s.output;
     for (const auto& f : cal.fits)
@@ -133,6 +133,9 @@ int cmd_calibrate(const CalibrateState& s) {
   for (const auto& f : cal.fits) std::cout << fmt::format("{:<16} {:>8} {:>16}  {}\n", f.what, f.samples, rate_text(f), f.note);
   std::cout << fmt::format("collectives: latency {} ns within a node (R^2 {:.3f}), {} ns across\n",
                            cal.profile.intra_node.latency_ns, cal.collective_r2, cal.profile.inter_node.latency_ns);
+  std::cout << fmt::format("hand-off: {} ns between the compute and comm threads (mean over {} (rank, op) gaps, before "
+                           "contention)\n",
+                           cal.handoff_ns, cal.handoff_samples);
   std::cout << fmt::format("contention: {} cores, {} ({}), oversubscription penalty {:.3f}, "
                            "step scale {:.3f}; n ranks run x = (n x {:.2f} + {:.2f}) / {}: max(1, x) x (1 + {:.3f} x "
                            "clamp(x - 1, 0, 1)) times slower than one\n",
@@ -152,8 +155,8 @@ int cmd_calibrate(const CalibrateState& s) {
                                ms(c.measured_comm_ns), ms(c.simulated_comm_ns), 100 * c.comm_error(), c.session,
                                c.workload);
     std::cout << "(median step time, slowest rank; at load: the error when simulated at the run's own measured "
-                 "background load; comm: the collectives' time per step after the last member arrived, mean over "
-                 "ranks; simulated with the fitted profile)\n";
+                 "background load; comm: the collectives' call time per step (each call's last member's end after "
+                 "its last arrival), mean over ranks; simulated with the fitted profile)\n";
   }
   for (const auto& w : warnings) fmt::print(stderr, "warning: {}\n", w);
   if (!s.output.empty()) std::cout << fmt::format("profile: {} (use --simulate {})\n", s.output, s.output);

@@ -44,6 +44,7 @@ struct SimOp {
   const ProgramOp* op = nullptr;
   int64_t duration_ns = 0;     // compute ops
   double launch_fraction = 0;  // launched_by ops: when in the launching op they are ready
+  int64_t handoff_ns = 0;      // cpu ranks: after a dependency on the other of compute / comm (CpuContention)
   std::vector<SimCollective> collectives;
 };
 
@@ -227,6 +228,8 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
       const auto contended = [&](int64_t ns) {
         return contention == 1.0 ? ns : static_cast<int64_t>(std::llround(static_cast<double>(ns) * contention));
       };
+      if (hw_.cpu.cores > 0 && hw_.cpu.handoff_ns > 0 && op.lane != Lane::gpu_copy)
+        s.handoff_ns = contended(hw_.cpu.handoff_ns);  // cpu ranks' wake-up after the other thread (CpuContention)
       if (op.lane == Lane::comm) {
         for (const CollectiveCall& c : op.collectives)
           s.collectives.push_back({-1, std::max(contended(collective_ns(c, r, gpn, hw_)), emulated_floor_ns(c)), &c});
@@ -324,8 +327,14 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
           int64_t ready = p.lane_free[lane];
           bool blocked = false;
           for (int w : op.waits_for) {
-            if (p.end[static_cast<size_t>(w)] < 0) blocked = true;
-            else ready = std::max(ready, p.end[static_cast<size_t>(w)]);
+            if (p.end[static_cast<size_t>(w)] < 0) {
+              blocked = true;
+              continue;
+            }
+            // a dependency on the other of the compute and comm threads: this one's wake-up
+            const Lane wl = rs.ops[static_cast<size_t>(w)].op->lane;
+            const bool other_thread = s.handoff_ns > 0 && wl != Lane::gpu_copy && wl != op.lane;
+            ready = std::max(ready, p.end[static_cast<size_t>(w)] + (other_thread ? s.handoff_ns : 0));
           }
           if (op.launched_by >= 0) {
             const auto lb = static_cast<size_t>(op.launched_by);

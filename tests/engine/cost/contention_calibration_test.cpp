@@ -43,7 +43,7 @@ nlohmann::json contended_profile_json() {
   j["name"] = "contended_round_numbers";
   j["cluster"] = {{"gpus_per_node", 8}, {"max_nodes", 1}};
   j["cpu"] = {{"cores", 2}, {"threads_per_rank", 1.0}, {"background_threads", 1.0}, {"oversubscription_penalty", 0.0},
-              {"other_groups", 0.0}};
+              {"other_groups", 0.0}, {"handoff_ns", 0}};
   return j;
 }
 

@@ -19,12 +19,21 @@
 // out and the fit repeated (an active-set non-negative least squares, Lawson & Hanson 1974,
 // "Solving Least Squares Problems", ch. 23); a class without a usable slope gets the memory
 // kernels' rate (or its own mean x / t) and says so in the profile's sources.
-// Collectives: every member of every recorded collective: transfer time = its end - the last
-// member's start (the median per rank, place, name and occurrence in the step) (the waiting for peers left out, as the simulator adds waits itself), fitted
-// to latency + max(bytes sent, bytes received) / busbw (nccl-tests' model, cost_model.h; the
-// bytes of the call's largest member, as the simulated collective lasts its largest member's),
-// separately for groups within a node and groups that span nodes (sharding.local_world_size);
-// without cross-node samples inter_node copies intra_node.
+// Collectives: every member of every recorded collective: the call's time = the last member's
+// end - the last member's start (the simulator gives every member the call's time: all leave at
+// the last arrival + the longest member's cost; the next collective waits for the last to leave),
+// the mean per rank, place, name and occurrence in the step (short, summed a dozen times a step
+// and heavy-tailed under load, so a step holds their means), the waiting for peers left out
+// (the simulator adds waits itself), fitted to latency + max(bytes sent, bytes received) / busbw
+// (nccl-tests' model, cost_model.h; the bytes of the call's largest member), separately for
+// groups within a node and groups that span nodes (sharding.local_world_size); without
+// cross-node samples inter_node copies intra_node. Until 2026-12-04 each member's own end and
+// the median were used: under load (criteo_kaggle 4 ranks tw, G 1.33) the member medians summed
+// to 9.6 ms a step where the calls took 17.7.
+// Hand-offs (cost/handoff.h): the gaps where an op waited for its thread to be woken after a
+// dependency on the other thread (compute <-> comm), the mean per (rank, place, op) over the
+// steps, each over its session's contention factor, averaged: the profile's cpu.handoff_ns.
+// Until then these gaps (~6% of a step under load) were in no term but the step scale.
 // Contention (the profile's "cpu", hardware_profile.h CpuContention): the N ranks of a session
 // are threads on this machine's C cores (C: the sessions' cpu_cores metadata, else this
 // process's affinity set), with b runnable threads of other work beside them, so each op of a
@@ -49,9 +58,10 @@
 // counts, the oversubscription penalty p (CpuContention: time slicing's own cost once runnable
 // threads outnumber the cores) is searched the same way as b otherwise is (grid 0.1 over
 // [0, 2], golden-section), G being known. The geometric mean of k_s at that load is the step scale: every compute and
-// collective coefficient is made that much slower (the simulated step is a max-plus system of
-// the durations, so it scales exactly): the per-op medians leave out what the step has beside
-// them (the slowest rank's share of the cores, scheduling gaps between ops).
+// collective coefficient (and the hand-off) is made that much slower (the simulated step is a
+// max-plus system of the durations, so it scales exactly): what the step has beside them (the
+// waits for the slowest rank in each step, which vary from step to step, the compute ops' tails).
+// It was 1.29-1.36 with member medians and no hand-off, 1.04-1.10 since (calib15e).
 // The profile: hbm_bandwidth = the largest of the three memory rates, efficiencies = each rate
 // over it, dense_flops = the dense rate at efficiency 1, one node of 64 ranks (the cpu
 // executor's most) with the sessions' devices.memory_bytes, max_nodes 1: this machine.
@@ -93,6 +103,8 @@ struct Calibration {
   bool background_measured = false;  ///< from the sessions' cpu_other_cores / cpu_self_cores, not fitted
   double oversubscription_penalty = 0;  ///< fitted when background_measured (profile.cpu), else 0
   double other_groups = 0;         ///< the measured other load in task groups (profile.cpu), 0 when not measured
+  int64_t handoff_ns = 0;          ///< the fitted cross-thread hand-off (profile.cpu.handoff_ns), ns, step scale included
+  int handoff_samples = 0;         ///< (rank, place, op) hand-off gaps it is the mean of (cost/handoff.h)
 };
 
 /// Fits this machine's profile (named `name`) from sessions this engine recorded on cpu ranks.

@@ -15,7 +15,8 @@
 //    "inter_node": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},
 //    "host_link": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},   (optional: see host_link)
 //    "cpu": {"cores", "threads_per_rank", "background_threads",
-//            "oversubscription_penalty" (optional), "other_groups" (optional)},   (optional: see CpuContention)
+//            "oversubscription_penalty" (optional), "other_groups" (optional),
+//            "handoff_ns" (optional)},   (optional: see CpuContention)
 //    "sources": {"/gpu/memory_bytes": "...", ...}}   (optional)
 
 #include <cstdint>
@@ -72,6 +73,14 @@ struct CpuContention {
   /// Other task groups sharing the cores with this process's group (JSON optional, default 0),
   /// >= 0: the process gets cores / (1 + other_groups) of them (see above).
   double other_groups = 0;
+  /// Cross-thread hand-off (JSON optional, default 0), ns >= 0, before contention: a cpu rank
+  /// runs its compute ops and its collectives on two threads (exec/threaded/executor.cpp), and an
+  /// op that waits for an op of the other lane starts only once its thread has been woken and
+  /// scheduled. The simulator starts such an op at max(its lane free, each dependency's end +
+  /// handoff_ns x contention_factor for a dependency on another lane) (exec/simulated/). Measured
+  /// here (calib15e, tw4 at G 1.33): ~8 ms a step of 140 in such gaps, 0.4-3.3 ms each, none
+  /// between ops of one lane; calibrate fits it from the gaps (calibration.h).
+  int64_t handoff_ns = 0;
 };
 
 struct HardwareProfile {
