@@ -110,7 +110,8 @@ class ProcessCudaExecutor final : public launch::ProcessExecutor {
       init(fmt::format("node{}", node), node_members, sh_.nccl_node);
       init(fmt::format("cross{}", l), cross_members, sh_.nccl_cross);
     }
-    if (!sh_.opt.trace || sh_.opt.session_path.empty()) return;
+    // EMBEDSCOPE_INJECT_DEVICE_FAULT (a test's injected CUDA error): last, after the casts below
+    if (!sh_.opt.trace || sh_.opt.session_path.empty()) return apply_device_fault_hook();
     try {
       cupti_ = std::make_unique<profiler::CuptiTracer>(sh_.tracer.clock());
       cupti_->map_device(choice_.gpu, R);
@@ -129,6 +130,7 @@ class ProcessCudaExecutor final : public launch::ProcessExecutor {
       cupti_.reset();
       cupti_error_ = e.what();
     }
+    apply_device_fault_hook();
   }
 
   void after_ranks(sessions::SessionWriter* session) override {

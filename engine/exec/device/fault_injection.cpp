@@ -161,7 +161,7 @@ std::optional<DeviceFault> device_fault_from_env(int world_size) {
 
 void inject_device_fault(std::vector<std::unique_ptr<RankDevice>>& devices, const DeviceFault& fault) {
   auto& d = devices.at(static_cast<size_t>(fault.rank));
-  d = std::make_unique<FaultyDevice>(std::move(d), fault);
+  if (d) d = std::make_unique<FaultyDevice>(std::move(d), fault);  // null: the rank runs in another process
 }
 
 }  // namespace embedscope::engine::detail

@@ -43,7 +43,8 @@ std::optional<DeviceFault> device_fault_from_env(int world_size);
 
 /// Wraps devices[fault.rank] so that its fault.nth call of fault.call throws cuda::CudaError
 /// "<call> failed: <error> (<its text>) [injected: EMBEDSCOPE_INJECT_DEVICE_FAULT]"; every other
-/// call, and every call of the other ranks, goes to the device unchanged.
+/// call, and every call of the other ranks, goes to the device unchanged. A null devices[fault.rank]
+/// (one rank per process: that rank runs elsewhere) is left as it is.
 void inject_device_fault(std::vector<std::unique_ptr<RankDevice>>& devices, const DeviceFault& fault);
 
 }  // namespace embedscope::engine::detail
