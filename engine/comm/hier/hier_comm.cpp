@@ -69,11 +69,25 @@ HierShape hier_shape(std::span<const int> device_of_member) {
   return s;
 }
 
+void HierArrivals::arrive(int group_rank, uint64_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& l = last_.at(static_cast<size_t>(group_rank));
+  l = std::max(l, seq);
+}
+
+std::vector<int> HierArrivals::missing(uint64_t seq) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int> out;
+  for (size_t m = 0; m < last_.size(); ++m)
+    if (last_[m] < seq) out.push_back(static_cast<int>(m));
+  return out;
+}
+
 HierComm::HierComm(std::string name, std::vector<int> members, int group_rank, HierShape shape,
                    std::unique_ptr<Collectives> local, std::unique_ptr<Collectives> cross,
-                   std::chrono::milliseconds timeout)
+                   std::chrono::milliseconds timeout, std::shared_ptr<HierArrivals> arrivals)
     : name_(std::move(name)), members_(std::move(members)), group_rank_(group_rank), shape_(std::move(shape)),
-      local_(std::move(local)), cross_(std::move(cross)), timeout_(timeout) {
+      local_(std::move(local)), cross_(std::move(cross)), timeout_(timeout), arrivals_(std::move(arrivals)) {
   if (group_rank_ < 0 || group_rank_ >= size() || shape_.device_of.size() != members_.size())
     throw std::invalid_argument(fmt::format("HierComm '{}': group rank {} outside a group of {} members (shape of {})",
                                             name_, group_rank_, size(), shape_.device_of.size()));
@@ -112,16 +126,23 @@ void HierComm::run(const char* kind, const char* op_name, Meta meta, const std::
   if (closed_)
     throw CollectiveError(fmt::format("{} not started: this rank closed its connections after an earlier failure", head),
                           name_, seq, {});
+  if (arrivals_) arrivals_->arrive(group_rank_, seq);
   if (flight_) flight_->started(flight);
   ++counters_.collectives;
   try {
     body();
   } catch (const PartError& p) {
     const CollectiveError& e = p.error;
-    if (e.timed_out && !e.missing_ranks.empty())
+    std::vector<int> missing = e.missing_ranks;  // the part's: the peer this rank met there
+    if (arrivals_ && e.timed_out) {              // the group's: who never entered this collective
+      std::vector<int> never;
+      for (int m : arrivals_->missing(seq)) never.push_back(members_[static_cast<size_t>(m)]);
+      if (!never.empty()) missing = std::move(never);
+    }
+    if (e.timed_out && !missing.empty())
       throw CollectiveError(fmt::format("{} did not finish within {} ms: rank(s) {} did not arrive (in its {} part: {})",
-                                        head, timeout_.count(), fmt::join(e.missing_ranks, ", "), p.part, e.what()),
-                            name_, seq, e.missing_ranks, true);
+                                        head, timeout_.count(), fmt::join(missing, ", "), p.part, e.what()),
+                            name_, seq, missing, true);
     throw CollectiveError(fmt::format("{} failed in its {} part: {}", head, p.part, e.what()), name_, seq,
                           e.missing_ranks, e.timed_out);
   }

@@ -51,6 +51,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -82,6 +83,25 @@ struct HierShape {
 /// emulated device index). Throws std::invalid_argument for an empty group.
 HierShape hier_shape(std::span<const int> device_of_member);
 
+/// How far each member of a hierarchical group has come: the sequence number of the last
+/// collective of the group it entered. Shared by the group's members (one process, one per
+/// group), so that a member that times out in a part - waiting on the peer it meets there -
+/// names the members that never entered the group's collective, as a flat communicator does
+/// (Gloo: the arrival keys in the store), not the leader that waits for them elsewhere.
+/// Thread-safe.
+class HierArrivals {
+ public:
+  explicit HierArrivals(int members) : last_(static_cast<size_t>(members), 0) {}
+  /// Member `group_rank` entered collective `seq` (sequence numbers grow by member).
+  void arrive(int group_rank, uint64_t seq);
+  /// The group ranks that have not entered collective `seq`, in group order.
+  std::vector<int> missing(uint64_t seq) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<uint64_t> last_;
+};
+
 /// One member's hierarchical communicator (see above). Collectives are blocking and run on the
 /// calling thread (the rank's comm worker).
 class HierComm final : public Collectives {
@@ -92,9 +112,12 @@ class HierComm final : public Collectives {
   /// else ignored); `cross`: the Collectives of the leaders, one per device in device order
   /// (required on a leader when there is more than one device, else ignored). `timeout` is
   /// the group's collective timeout (flight recorder entries). Throws std::invalid_argument for
-  /// a part that is missing or a group rank outside the group.
+  /// a part that is missing or a group rank outside the group. `arrivals` (shared by the
+  /// group's members; null: none) names, on a timeout in a part, the members that never entered
+  /// the group's collective instead of the part's missing peer.
   HierComm(std::string name, std::vector<int> members, int group_rank, HierShape shape,
-           std::unique_ptr<Collectives> local, std::unique_ptr<Collectives> cross, std::chrono::milliseconds timeout);
+           std::unique_ptr<Collectives> local, std::unique_ptr<Collectives> cross, std::chrono::milliseconds timeout,
+           std::shared_ptr<HierArrivals> arrivals = nullptr);
 
   uint64_t next_sequence() const override { return seq_ + 1; }
   const CommCounters& counters() const override { return counters_; }
@@ -158,6 +181,7 @@ class HierComm final : public Collectives {
   HierShape shape_;
   std::unique_ptr<Collectives> local_, cross_;
   std::chrono::milliseconds timeout_;
+  std::shared_ptr<HierArrivals> arrivals_;
   uint64_t seq_ = 0;
   uint64_t vanish_at_ = 0;
   std::atomic<bool> closed_{false};
