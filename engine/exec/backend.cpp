@@ -24,13 +24,6 @@ Backend resolve_backend(Backend requested, int ranks, const profiler::CudaDevice
 GpuPlacement check_cuda_placement(const WorkloadSpec& spec, const profiler::CudaDevices& devices) {
   const GpuPlacement p = place_ranks(spec.devices.count, spec.devices.ranks_per_gpu, devices.count, "GPU");
   check_placement_memory(p, spec.devices.memory_bytes, devices.total_bytes, devices.names, "GPU");
-  if (p.shared() && p.devices_used() > 1)
-    throw SpecError(fmt::format(
-        "/devices/ranks_per_gpu: {} ranks at {} per GPU use {} GPUs ({}), but the cuda backend runs several ranks per GPU "
-        "only when every rank is on one GPU (the intra-GPU communicator; a group spanning GPUs would need NCCL, which "
-        "cannot put one GPU in a communicator twice); give ranks_per_gpu {} (all on GPU 0) or at most one rank per GPU",
-        spec.devices.count, p.ranks_per_gpu, p.devices_used(), describe_placement(p, devices.names, "GPU"),
-        spec.devices.count));
   return p;
 }
 

@@ -288,7 +288,8 @@ TEST(DevicePath, MixedPlanWithFourRanksOnOneDevice) { check_parity(mixed_spec(Op
 
 // 4 ranks on 2 emulated devices (ranks 0-1 on device 0, 2-3 on device 1): the node groups of
 // the mixed plan's table_row_wise table (nodes of 2) are each on one device (intra-device
-// communicator), the world and cross groups span both (Gloo).
+// communicator), the world group spans both with 2 ranks on each (the hierarchical communicator,
+// comm/hier/), the cross groups have one rank on each device (Gloo).
 TEST(DevicePath, MixedPlanWithTwoRanksOnEachOfTwoDevices) {
   check_parity(mixed_spec(OptimizerType::rowwise_adagrad), {}, true, nullptr, 2);
 }

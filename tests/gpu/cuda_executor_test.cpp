@@ -291,3 +291,66 @@ TEST(CudaExecutor, GpuLanesReachTheSessionAtEveryStepEnd) {
   EXPECT_GT(cupti_allocs, 0) << "the arenas' cudaMalloc at least";
   std::filesystem::remove(opt.session_path);
 }
+
+// ---- ranks on several GPUs with several per GPU (issue 14): 4 ranks at 2 per GPU on 2 GPUs, 6
+// at 2 per GPU on 3; groups spread over GPUs on the hierarchical communicator (the intra-device
+// communicator within a GPU, NCCL between one leader per GPU). Skipped with fewer GPUs ---------
+
+class CudaTwoRanksPerGpuOnSeveralGpusEqualReference : public ::testing::TestWithParam<Param> {};
+
+TEST_P(CudaTwoRanksPerGpuOnSeveralGpusEqualReference, ForwardAndTablesAfterThreeSteps) {
+  REQUIRE_GPUS(2);
+  const auto [type, opt] = GetParam();
+  for (int ranks : {4, 6}) {
+    if (ranks / 2 > profiler::cuda_devices().count) continue;  // 6 ranks at 2 per GPU need 3 GPUs
+    for (Pooling pooling : {Pooling::sum, Pooling::mean}) {
+      WorkloadSpec s = parity_spec(type, ranks, pooling, opt);
+      s.devices.backend = Backend::cuda;
+      s.devices.ranks_per_gpu = 2;
+      check_parity(s);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllTypes, CudaTwoRanksPerGpuOnSeveralGpusEqualReference,
+    ::testing::Combine(::testing::Values(ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,
+                                         ShardingType::column_wise, ShardingType::table_row_wise),
+                       ::testing::Values(OptimizerType::sgd, OptimizerType::rowwise_adagrad, OptimizerType::adam)),
+    [](const ::testing::TestParamInfo<Param>& p) {
+      return fmt::format("{}_{}", to_string(std::get<0>(p.param)), to_string(std::get<1>(p.param)));
+    });
+
+TEST(CudaExecutor, MixedPlanWithTwoRanksOnEachOfTwoGpus) {
+  REQUIRE_GPUS(2);
+  WorkloadSpec s = mixed_spec(OptimizerType::adam);
+  s.devices.backend = Backend::cuda;
+  s.devices.ranks_per_gpu = 2;
+  check_parity(s);
+}
+
+// The session of 4 ranks at 2 per GPU: ranks 0-1 name GPU 0, 2-3 GPU 1; the group's collectives
+// are recorded under "world" (never a part's group); every rank has intra-device copies on its
+// gpu_comm lane.
+TEST(CudaExecutor, TwoRanksOnEachOfTwoGpusSessionNamesTheGpusAndRecordsTheGroups) {
+  REQUIRE_GPUS(2);
+  WorkloadSpec s = scaled_criteo(4);
+  s.devices.ranks_per_gpu = 2;
+  s.devices.memory_bytes = int64_t{1} << 30;
+  TrainerOptions opt;
+  opt.session_path = temp_session("two_on_two");
+  opt.session_overwrite = true;
+  const RunResult r = run_training(s, plan_sharding(s), opt);
+  ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
+  sessions::SessionReader session(opt.session_path);
+  ASSERT_EQ(session.ranks().size(), 4u);
+  for (const auto& rank : session.ranks())
+    EXPECT_NE(rank.device.find(rank.rank < 2 ? "(cuda:0)" : "(cuda:1)"), std::string::npos) << rank.device;
+  EXPECT_FALSE(session.collectives().empty());
+  for (const auto& c : session.collectives()) EXPECT_EQ(c.group.find('/'), std::string::npos) << c.group;
+  std::set<int> comm_ranks;
+  for (const auto& op : session.all_ops())
+    if (op.lane == static_cast<int32_t>(sessions::Lane::gpu_comm)) comm_ranks.insert(op.rank);
+  EXPECT_EQ(comm_ranks, (std::set<int>{0, 1, 2, 3}));
+  std::filesystem::remove(opt.session_path);
+}

@@ -1,15 +1,18 @@
 // The cuda executor: the threaded executor's ranks with rank r on GPU r / ranks_per_gpu
 // (CudaRankDevice; the placement of exec/gpu_placement.h, checked by check_cuda_placement), one
-// NCCL communicator per rank and process group (ncclCommInitAll) when every rank has a GPU of
-// its own, or - all ranks on one GPU - no NCCL at all: every group then runs on the
-// intra-device communicator (comm/local/, copies and a reduction kernel on each rank's comm
-// stream; NCCL cannot put one GPU in a communicator twice); CUPTI for the whole run, drained
-// into the session at every step end (when every rank has ended the step: profiler::SessionDrain),
-// so that a killed run keeps the GPU lanes of its finished steps; each GPU op and MEMORY2 event
-// in the step whose host window holds its start; the rest when the ranks have ended.
+// NCCL communicator per rank and process group (ncclCommInitAll) for a group whose members each
+// have a GPU of their own; none for a group on one GPU (the intra-device communicator, comm/local/:
+// copies and a reduction kernel on each rank's comm stream; NCCL cannot put one GPU in a
+// communicator twice); for a group spread over several GPUs with several members on some GPU,
+// one NCCL communicator of its leaders (one rank per GPU) under the hierarchical communicator
+// (comm/hier/, Shared::nccl_leaders); CUPTI for the whole run, drained into the session at every
+// step end (when every rank has ended the step: profiler::SessionDrain), so that a killed run
+// keeps the GPU lanes of its finished steps; each GPU op and MEMORY2 event in the step whose host
+// window holds its start; the rest when the ranks have ended.
 #include <cuda_runtime_api.h>
 
 #include "exec/device/cuda_rank_device.h"
+#include "comm/hier/hier_comm.h"
 #include "exec/threaded/executor.h"
 #include "embedscope/engine/exec/backend.h"
 #include "embedscope/engine/exec/gpu_placement.h"
@@ -54,20 +57,38 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
       }
     };
     sh_.device_of_rank = gpu_of;
+    // Per process group (world; node and cross groups as the cpu backend's, Rank::setup): all
+    // members on one GPU - no NCCL (the intra-device communicator); each on a GPU of its own -
+    // one NCCL communicator per member (ncclCommInitAll); spread over several GPUs with several
+    // members on some GPU - an NCCL communicator of the group's leaders (its first member on
+    // each GPU), the cross-device part of the hierarchical communicator (comm/hier/).
+    auto make_group = [&](const std::string& name, const std::vector<int>& members, std::vector<NcclComm*>& of_rank) {
+      const std::vector<int> devs = devices_of(members);
+      const detail::HierShape shape = detail::hier_shape(devs);
+      if (shape.devices() == 1 && (members.size() > 1 || placement_.shared())) return;  // as before: a lone member of
+      // a placement with a GPU per rank keeps its one-rank NCCL communicator
+      if (!shape.needs_hierarchy()) {
+        adopt(NcclComm::init_all(devs, name, timeout, members), of_rank, members);
+        return;
+      }
+      std::vector<int> leaders;
+      for (int e = 0; e < shape.devices(); ++e) leaders.push_back(members[static_cast<size_t>(shape.leader(e))]);
+      adopt(NcclComm::init_all(devices_of(leaders), name + "/leaders", timeout, leaders), sh_.nccl_leaders[name], leaders);
+    };
     std::vector<int> all(static_cast<size_t>(W));
     std::iota(all.begin(), all.end(), 0);
-    if (!placement_.shared()) adopt(NcclComm::init_all(devices_of(all), "world", timeout, all), sh_.nccl_world, all);
-    if (sh_.layout.hierarchical && !placement_.shared()) {  // the node and cross groups, as the cpu backend's (Rank::setup)
+    make_group("world", all, sh_.nccl_world);
+    if (sh_.layout.hierarchical) {
       const Layout& L = sh_.layout;
       for (int n = 0; n < L.nodes; ++n) {
         std::vector<int> m;
         for (int i = 0; i < L.local; ++i) m.push_back(n * L.local + i);
-        adopt(NcclComm::init_all(devices_of(m), fmt::format("node{}", n), timeout, m), sh_.nccl_node, m);
+        make_group(fmt::format("node{}", n), m, sh_.nccl_node);
       }
       for (int l = 0; l < L.local; ++l) {
         std::vector<int> m;
         for (int n = 0; n < L.nodes; ++n) m.push_back(n * L.local + l);
-        adopt(NcclComm::init_all(devices_of(m), fmt::format("cross{}", l), timeout, m), sh_.nccl_cross, m);
+        make_group(fmt::format("cross{}", l), m, sh_.nccl_cross);
       }
     }
     // EMBEDSCOPE_INJECT_DEVICE_FAULT (a test's injected CUDA error) wraps a device: last, after

@@ -170,6 +170,63 @@ void Rank::setup() {
         return false;
     return true;
   };
+  // A group spread over several devices with more than one member on some device (several
+  // ranks per GPU on several GPUs; emulated devices likewise): the hierarchical communicator
+  // (comm/hier/), its intra-device part on the intra-device communicator of the members on this
+  // rank's device ("<name>/dev<d>"), its cross-device part - on the device's leader only - the
+  // NCCL communicator of the group's leaders the cuda executor made (Shared::nccl_leaders) or a
+  // Gloo group of the leaders ("<name>/leaders"). Null for a group that does not need it.
+  auto hierarchical = [&](const std::string& name, const std::vector<int>& members,
+                          int group_rank) -> std::unique_ptr<Collectives> {
+    if (sh_.device_of_rank.empty() || !gpu_) return nullptr;
+    std::vector<int> devs;
+    for (int m : members) devs.push_back(sh_.device_of_rank[static_cast<size_t>(m)]);
+    detail::HierShape shape = detail::hier_shape(devs);
+    if (!shape.needs_hierarchy()) return nullptr;
+    const int d = shape.device_of[static_cast<size_t>(group_rank)];
+    const auto& mine = shape.on[static_cast<size_t>(d)];
+    std::unique_ptr<Collectives> local, cross;
+    if (mine.size() > 1) {
+      std::vector<int> local_members;
+      for (int m : mine) local_members.push_back(members[static_cast<size_t>(m)]);
+      const std::string local_name = fmt::format("{}/dev{}", name, shape.device_id[static_cast<size_t>(d)]);
+      std::shared_ptr<detail::LocalGroup> g;
+      {
+        std::lock_guard<std::mutex> lock(sh_.mu);
+        auto& slot = sh_.local_groups[local_name];
+        if (!slot) slot = std::make_shared<detail::LocalGroup>(local_name, local_members, timeout);
+        g = slot;
+      }
+      local = std::make_unique<detail::LocalComm>(std::move(g), shape.local_rank(group_rank), *gpu_);
+    }
+    if (shape.is_leader(group_rank)) {
+      std::vector<int> leaders;
+      for (int e = 0; e < shape.devices(); ++e) leaders.push_back(members[static_cast<size_t>(shape.leader(e))]);
+#if EMBEDSCOPE_WITH_CUDA
+      if (spec.devices.backend == Backend::cuda) {
+        const auto it = sh_.nccl_leaders.find(name);
+        NcclComm* c = it == sh_.nccl_leaders.end() ? nullptr : it->second[static_cast<size_t>(me_)];
+        if (!c)
+          throw std::logic_error(fmt::format("group {}: rank {} leads GPU {} but the cuda executor made no NCCL "
+                                             "communicator of the group's leaders", name, me_,
+                                             shape.device_id[static_cast<size_t>(d)]));
+        cross = detail::nccl_collectives(*c);
+      }
+#endif
+      if (!cross) cross = std::make_unique<GlooCollectives>(gloo(name + "/leaders", leaders, d));
+    }
+    std::shared_ptr<detail::HierArrivals> arrivals;
+    {
+      std::lock_guard<std::mutex> lock(sh_.mu);
+      auto& slot = sh_.hier_arrivals[name];
+      if (!slot) slot = std::make_shared<detail::HierArrivals>(static_cast<int>(members.size()));
+      arrivals = slot;
+    }
+    auto h = std::make_unique<detail::HierComm>(name, members, group_rank, std::move(shape), std::move(local),
+                                                std::move(cross), timeout, std::move(arrivals));
+    if (name == "world" && sh_.opt.vanish.rank == me_) h->vanish_at(sh_.opt.vanish.sequence);
+    return h;
+  };
   auto group = [&](const std::string& name, const std::vector<int>& members, int group_rank) -> std::unique_ptr<Collectives> {
     if (on_one_device(members)) {
       std::shared_ptr<detail::LocalGroup> g;
@@ -183,6 +240,7 @@ void Rank::setup() {
       if (name == "world" && sh_.opt.vanish.rank == me_) c->vanish_at(sh_.opt.vanish.sequence);
       return c;
     }
+    if (auto h = hierarchical(name, members, group_rank)) return h;
     auto pg = gloo(name, members, group_rank);
     if (name == "world" && sh_.opt.vanish.rank == me_) pg->vanish_at(sh_.opt.vanish.sequence);
     return std::make_unique<GlooCollectives>(std::move(pg));

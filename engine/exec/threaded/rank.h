@@ -37,6 +37,7 @@
 #include <fmt/format.h>
 
 #include "comm/collectives.h"
+#include "comm/hier/hier_comm.h"
 #include "sharding/layout.h"
 #include "exec/device/rank_device.h"
 #include "exec/threaded/memory_records.h"
@@ -103,10 +104,16 @@ struct Shared {
   // and memory went to the session: the rank, the step and its host window [start_ns, end_ns)
   // (the cuda executor drains CUPTI there). Unset: nothing. Must not throw.
   std::function<void(int rank, int64_t step, int64_t start_ns, int64_t end_ns)> on_step_end;
+  // per group name on the hierarchical communicator (comm/hier/): its members' arrivals (under mu)
+  std::map<std::string, std::shared_ptr<detail::HierArrivals>> hier_arrivals;
 #if EMBEDSCOPE_WITH_CUDA
   // cuda backend: the NCCL communicators of each rank (owned by the cuda executor); every
   // collective record, for joining NCCL kernels with them (records_mu)
   std::vector<NcclComm*> nccl_world, nccl_node, nccl_cross;
+  // per group name ("world", "node0", "cross1", ...) spread over several GPUs with several ranks
+  // on some GPU: the NCCL communicator of the group's leaders (one rank per GPU), by global rank
+  // (null for the other ranks); the cross-device part of the hierarchical communicator
+  std::map<std::string, std::vector<NcclComm*>> nccl_leaders;
   std::mutex records_mu;
   std::vector<sessions::CollectiveRecord> records;
 #endif

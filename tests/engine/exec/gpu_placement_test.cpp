@@ -88,7 +88,7 @@ TEST(GpuPlacement, RanksThatDoNotFitTogetherAreRefusedWithThePerDeviceBreakdown)
   EXPECT_EQ(placement_error([&] { es::check_placement_memory(p, 100 * kGiB, {}, {}); }), "");  // unlimited
 }
 
-TEST(GpuPlacement, CudaBackendPlacesFourRanksOnOneGpuAndRefusesWhatItCannotRun) {
+TEST(GpuPlacement, CudaBackendPlacesRanksSharingGpusAndRefusesWhatItCannotRun) {
   const es::GpuPlacement p = es::check_cuda_placement(cuda_tiny(4, 0, 8 * kGiB), h200s(1, 141 * kGiB));
   EXPECT_EQ(p.gpu_of_rank, (std::vector<int>{0, 0, 0, 0}));
   EXPECT_EQ(es::check_cuda_placement(cuda_tiny(2, 0, 8 * kGiB), h200s(2, 141 * kGiB)).gpu_of_rank, (std::vector<int>{0, 1}));
@@ -97,11 +97,13 @@ TEST(GpuPlacement, CudaBackendPlacesFourRanksOnOneGpuAndRefusesWhatItCannotRun) 
             "rank): GPU 0 (NVIDIA H200): ranks 0-3 need 160.0 GiB of 141.0 GiB (does not fit)");
   EXPECT_EQ(placement_error([] { es::check_cuda_placement(cuda_tiny(4, 1, kGiB), h200s(2, 141 * kGiB)); }),
             "/devices/ranks_per_gpu: 4 ranks at 1 per GPU need 4 GPUs, but 2 are visible");
-  EXPECT_EQ(placement_error([] { es::check_cuda_placement(cuda_tiny(4, 2, kGiB), h200s(2, 141 * kGiB)); }),
-            "/devices/ranks_per_gpu: 4 ranks at 2 per GPU use 2 GPUs (GPU 0 (NVIDIA H200): ranks 0-1; GPU 1 (NVIDIA "
-            "H200): ranks 2-3), but the cuda backend runs several ranks per GPU only when every rank is on one GPU (the "
-            "intra-GPU communicator; a group spanning GPUs would need NCCL, which cannot put one GPU in a communicator "
-            "twice); give ranks_per_gpu 4 (all on GPU 0) or at most one rank per GPU");
+  // several ranks per GPU on several GPUs: placed (the hierarchical communicator, comm/hier/), not refused
+  EXPECT_EQ(es::check_cuda_placement(cuda_tiny(4, 2, kGiB), h200s(2, 141 * kGiB)).gpu_of_rank,
+            (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(es::check_cuda_placement(cuda_tiny(6, 2, kGiB), h200s(3, 141 * kGiB)).gpu_of_rank,
+            (std::vector<int>{0, 0, 1, 1, 2, 2}));
+  EXPECT_EQ(es::check_cuda_placement(cuda_tiny(5, 0, kGiB), h200s(2, 141 * kGiB)).gpu_of_rank,
+            (std::vector<int>{0, 0, 0, 1, 1}));  // automatic: ceil(5 / 2) = 3 per GPU
 }
 
 // On this machine: auto with ranks_per_gpu and no GPU (skipped where a GPU is present).

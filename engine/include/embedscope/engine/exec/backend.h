@@ -24,10 +24,10 @@ Backend resolve_backend(Backend requested, int ranks, const profiler::CudaDevice
 /// placement, devices.ranks_per_gpu or automatic), checked: throws SpecError when the ranks need
 /// more GPUs than `devices` has (place_ranks), when the ranks on one GPU do not fit in its
 /// memory (cudaDeviceProp::totalGlobalMem) together (check_placement_memory, the per-GPU
-/// breakdown), and when several ranks share a GPU but the ranks use more than one GPU (the cuda
-/// executor runs several ranks per GPU only with every rank on one GPU, all groups on the
-/// intra-device communicator: "/devices/ranks_per_gpu: 8 ranks at 4 per GPU use 2 GPUs (...), but
-/// the cuda backend runs several ranks per GPU only when every rank is on one GPU ...").
+/// breakdown). Several ranks per GPU on several GPUs (8 ranks at 4 per GPU on 2) are not refused:
+/// the cuda executor runs a group spread over GPUs on the hierarchical communicator (comm/hier/:
+/// the intra-device communicator within a GPU, NCCL between one leader per GPU). A build without
+/// CUDA never gets here (resolve_backend refuses cuda: "... built without CUDA ...").
 GpuPlacement check_cuda_placement(const WorkloadSpec& spec, const profiler::CudaDevices& devices);
 
 /// `spec` with devices.backend resolved on this machine (profiler::cuda_devices()) and the
