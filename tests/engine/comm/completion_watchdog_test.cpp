@@ -109,11 +109,16 @@ TEST(CompletionWatchdog, AsyncErrorAbortsAndFailsEveryWaitOnTheCommunicator) {
   es::CompletionOutcome other{};
   std::thread second([&] { other = w.wait([&] { c.work.block(); }, 0, 1'000'000); });  // another thread's wait
   std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::atomic<bool> finished{false};
   std::thread fail([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     c.error = true;
+    // should the error be ignored, end the waits by their deadline after 2 s (a failure, not a hang)
+    for (int i = 0; i < 200 && !finished; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!finished) c.now = 2'000'000;
   });
   const es::CompletionOutcome out = w.wait([&] { c.work.block(); }, 0, 1'000'000);
+  finished = true;
   fail.join();
   second.join();
   // the communicator's error is every wait's reason; both end, one abort
