@@ -502,7 +502,11 @@ NcclWork NcclComm::all_to_all_v(const char* op_name, cudaStream_t compute, const
       all_gather_v(check_name.c_str(), stream_, dev + static_cast<size_t>(rank_ * 2 * n), dev, two_n,
                    sizeof(int64_t))
           .synchronize();
-      cuda_check(cudaMemcpy(all.data(), dev, total * sizeof(int64_t), cudaMemcpyDeviceToHost), "cudaMemcpy");
+      // on the comm stream, then wait for it alone: a cudaMemcpy (legacy default stream) would also
+      // wait for the rank's compute stream (a blocking stream) and so for its kernels in flight
+      cuda_check(cudaMemcpyAsync(all.data(), dev, total * sizeof(int64_t), cudaMemcpyDeviceToHost, stream_),
+                 "cudaMemcpyAsync (split sizes)");
+      cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (split sizes)");
     } catch (...) {
       cudaFreeAsync(dev, stream_);
       throw;
