@@ -62,6 +62,7 @@ TEST(DeviceWorkspace, GrownCapacityAndScratchLayoutMatchTheKernelsPieces) {
   EXPECT_EQ(es::GrowOnlyWorkspace::grown_capacity(0, 1), 256u);
   EXPECT_EQ(es::GrowOnlyWorkspace::grown_capacity(256, 300), 512u);
   EXPECT_EQ(es::GrowOnlyWorkspace::grown_capacity(512, 2000), 2048u);
+  EXPECT_EQ(es::GrowOnlyWorkspace::grown_capacity(1024, 1100), 2048u);  // doubles rather than grow by 76 B
   // tbe_backward_update's pieces for 100 ids and 3000 bytes of CUB storage: 3 x 800 B keys,
   // 5 x 400 B int32 arrays, 4 B num_runs, 3000 B temp, each rounded to 256:
   // 3 x 1024 + 5 x 512 + 256 + 3072 = 8960
