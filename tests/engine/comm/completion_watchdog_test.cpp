@@ -139,7 +139,8 @@ TEST(CompletionWatchdog, WorkDoneBeforeTheDeadlineIsNeverAbortedAndWaitsAreReuse
   }
   EXPECT_EQ(c.aborts, 0);
   // an exception of the blocking call passes through and disarms the wait
-  EXPECT_THROW(w.wait([] { throw std::runtime_error("cudaEventSynchronize failed"); }, 0, 1'000), std::runtime_error);
+  EXPECT_THROW(w.wait([] { throw std::runtime_error("cudaEventSynchronize failed"); }, c.now, 1'000),
+               std::runtime_error);
   c.now = 1'000'000;  // far past that wait's deadline: nothing is armed, nothing aborts
   std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(c.aborts, 0);
