@@ -5,6 +5,7 @@
 // in which every shard's plan was prepared at setup, so no step built one. Hand-computed values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <vector>
 
@@ -144,6 +145,27 @@ TEST(DevicePlanCache, EmulatedDeviceRunBuildsNoPlanInAnyStep) {
   s.devices.count = 2;
   s.steps = 3;
   s.warmup_steps = 1;
+  es::TrainerOptions opt;
+  opt.emulate_device = true;
+  const esd::StepSyncCallTotals before = esd::step_sync_call_totals();
+  const es::RunResult r = es::run_training(s, es::plan_sharding(s), opt);
+  ASSERT_EQ(r.ended, es::RunEnd::complete) << r.error;
+  const esd::StepSyncCallTotals after = esd::step_sync_call_totals();
+  EXPECT_EQ(after.warmup - before.warmup, 0);
+  EXPECT_EQ(after.measured - before.measured, 0);
+}
+
+// The same with hot-row replicas (a shard of its own on every rank, hot_rows x dim): prepared too.
+TEST(DevicePlanCache, EmulatedDeviceRunWithHotRowReplicasBuildsNoPlanInAnyStep) {
+  es::WorkloadSpec s = es::load_preset("tiny");
+  s.devices.count = 2;
+  s.steps = 2;
+  s.warmup_steps = 1;
+  const auto big = std::max_element(s.tables.begin(), s.tables.end(),
+                                    [](const auto& a, const auto& b) { return a.rows() < b.rows(); });
+  ASSERT_GE(big->rows(), 6);
+  s.sharding.per_table[big->name].type = es::ShardingType::row_wise;
+  s.sharding.per_table[big->name].hot_rows = {0, 3, 5};
   es::TrainerOptions opt;
   opt.emulate_device = true;
   const esd::StepSyncCallTotals before = esd::step_sync_call_totals();
