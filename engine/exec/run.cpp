@@ -29,6 +29,7 @@
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/model/low_rank.h"
 #include "exec/executor.h"
+#include "exec/host_memory_check.h"
 #include "exec/launch/handshake.h"
 #include "threaded/rank.h"
 
@@ -266,7 +267,6 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
     if (const std::string why = rebalance::live_rebalance_unsupported(spec, where); !why.empty())
       throw SpecError(origin + ": " + why);
   }
-  const bool on_cuda = spec.devices.backend == Backend::cuda;
   RunResult result;
   result.plan = plan;
   const auto est = estimate_memory(spec, result.plan);
@@ -277,16 +277,9 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
   if (process_rank >= spec.devices.count)
     throw SpecError(fmt::format("--rank {}: not below the world size {} (ranks are 0..{})", process_rank,
                                 spec.devices.count, spec.devices.count - 1));
-  int64_t need = 0;
-  for (const auto& e : est)
-    if (process_rank < 0 || e.rank == process_rank) need += e.total() + e.host;  // host tables are this process's memory too
-  const bool in_this_process = !on_cuda && spec.devices.backend != Backend::simulated;  // a simulation allocates none
-  if (const int64_t host = host_memory_bytes(); in_this_process && host > 0 && need > host * 9 / 10)
-    throw SpecError(fmt::format(
-        "/devices: the cpu backend runs {} in this process and {} {} in all, but this machine "
-        "has {}; use fewer devices, a smaller batch or a scaled preset",
-        process_rank >= 0 ? fmt::format("rank {}", process_rank) : fmt::format("all {} ranks", spec.devices.count),
-        process_rank >= 0 ? "it needs" : "they need", format_bytes(need), format_bytes(host)));
+  // what the ranks of this process keep in host memory (the cuda backend's host copies too)
+  if (const std::string why = detail::host_memory_refusal(spec, est, process_rank, host_memory_bytes()); !why.empty())
+    throw SpecError(why);
 
   auto executor = exec::make_executor(spec, result.plan, options);
   try {

@@ -19,6 +19,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <sstream>
 #include <string>
@@ -393,6 +394,47 @@ TEST(GpuTbe, BackwardIsDeterministicWithDuplicates) {
   EXPECT_EQ(results[0], results[1]);
   // and the rows moved: the update was applied
   EXPECT_NE(results[0], pr.weights);
+}
+
+// Issue 14: one plan built at setup (batch size 0) serves every step's bag count, passed per
+// call; the backward's scratch from a grow-only workspace gives the stream-ordered pool's result
+// bit for bit, and a second call of the same size allocates nothing.
+TEST(GpuTbe, OnePlanServesEveryBatchSizeAndTheWorkspaceMatchesThePool) {
+  REQUIRE_DEVICE();
+  Problem pr({3, 100, 64}, 20, Pooling::sum, WeightsPrecision::fp32, OptimizerType::rowwise_adagrad, 41);
+  const TbePlan plan(pr.tables, 0, WeightsPrecision::fp32);  // no batch size of its own
+  DeviceWeights w(WeightsPrecision::fp32, pr.weights);
+  auto ids = to_device(pr.ids);
+  auto off = to_device(pr.offsets);
+  DeviceArray<float> out(static_cast<size_t>(pr.B * pr.out_cols));
+  tbe_forward(plan, w.data(), ids.data(), off.data(), nullptr, out.data(), nullptr, pr.B);
+  synchronize();
+  expect_close(out.download(), forward_reference(pr, nullptr), 1e-6, 1e-6, "tbe_forward, batch size per call",
+               [&](size_t i) { return out_where(pr, i); });
+  EXPECT_THROW(tbe_forward(plan, w.data(), ids.data(), off.data(), nullptr, out.data(), nullptr, -2),
+               std::invalid_argument);
+  std::vector<float> grad(static_cast<size_t>(pr.B * pr.out_cols));
+  for (size_t i = 0; i < grad.size(); ++i) grad[i] = static_cast<float>((i * 613) % 997) * 1e-3f - 0.5f;
+  auto g = to_device(grad);
+  OptimizerSpec opt;
+  opt.type = OptimizerType::rowwise_adagrad;
+  GrowOnlyWorkspace ws([](size_t b) { return device_malloc(b); }, [](void* p) { device_free(p); });
+  std::vector<std::vector<float>> results;
+  for (int run = 0; run < 3; ++run) {  // 0: the pool; 1, 2: the workspace
+    DeviceWeights wr(WeightsPrecision::fp32, pr.weights);
+    DeviceArray<float> m1(static_cast<size_t>(plan.total_rows()));
+    m1.zero();
+    tbe_backward_update(plan, wr.data(), m1.data(), nullptr, ids.data(), off.data(), pr.num_ids(), nullptr, g.data(),
+                        opt, 1, nullptr, run == 0 ? nullptr : &ws, pr.B);
+    synchronize();
+    results.push_back(wr.download());
+  }
+  // bit for bit (memcmp: the padding between tables holds NaN, which == would call unequal)
+  const size_t bytes = pr.weights.size() * sizeof(float);
+  EXPECT_EQ(std::memcmp(results[1].data(), results[0].data(), bytes), 0);
+  EXPECT_EQ(std::memcmp(results[2].data(), results[0].data(), bytes), 0);
+  EXPECT_NE(std::memcmp(results[0].data(), pr.weights.data(), bytes), 0);  // the update was applied
+  EXPECT_EQ(ws.allocs(), 1);  // the second call of the same size reused the block
 }
 
 TEST(GpuBucketize, MatchesCpuReference) {

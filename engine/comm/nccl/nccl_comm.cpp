@@ -13,6 +13,7 @@
 #include <gloo/rendezvous/file_store.h>
 
 #include "embedscope/engine/comm/collective_math.h"
+#include "embedscope/engine/comm/completion_watchdog.h"
 
 namespace embedscope::engine {
 
@@ -49,6 +50,10 @@ struct DeviceGuard {
 };
 
 thread_local NcclGroup* t_group = nullptr;
+
+int64_t steady_ns(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
 }  // namespace
 
 std::string nccl_version() {
@@ -93,7 +98,6 @@ struct NcclWork::State {
   sessions::CollectiveRecord record;     // all but end_ns, filled at issue
   FlightRecorder::Id flight = -1;        // its entry in the comm's flight recorder (-1: none)
   bool finished = false;
-  int polls = 0;
   ~State() {
     if (done) cudaEventDestroy(done);
   }
@@ -126,13 +130,7 @@ bool NcclWork::done() {
   const int64_t timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(c.timeout_).count();
   switch (poll_wait(q == cudaSuccess, async_error, waited, timeout)) {
     case WaitState::done:
-      s.finished = true;
-      if (FlightRecorder* fr = c.flight_recorder()) fr->completed(s.flight);
-      if (c.observer_) {
-        sessions::CollectiveRecord r = s.record;
-        r.end_ns = c.clock_ ? c.clock_->now_ns() : 0;
-        c.observer_(std::move(r));
-      }
+      finish(s);
       return true;
     case WaitState::pending:
       return false;
@@ -152,9 +150,51 @@ bool NcclWork::done() {
   return false;
 }
 
+void NcclWork::finish(State& s) {
+  NcclComm& c = *s.comm;
+  s.finished = true;
+  if (FlightRecorder* fr = c.flight_recorder()) fr->completed(s.flight);
+  if (c.observer_) {
+    sessions::CollectiveRecord r = s.record;
+    r.end_ns = c.clock_ ? c.clock_->now_ns() : 0;
+    c.observer_(std::move(r));
+  }
+}
+
 void NcclWork::synchronize() {
   if (!s_) throw std::logic_error("NcclWork::synchronize: empty handle");
-  while (!done()) std::this_thread::sleep_for(std::chrono::nanoseconds(poll_sleep_ns(s_->polls++)));
+  State& s = *s_;
+  if (s.finished) return;
+  if (!s.done) throw std::logic_error("NcclWork::synchronize: " + s.head + " was not issued (NcclGroup not ended)");
+  NcclComm& c = *s.comm;
+  const std::string aborted_text =
+      fmt::format("{} cannot finish: the communicator of device {} was aborted", s.head, c.device_);
+  if (c.aborted_) throw CollectiveError(aborted_text, c.group_, s.record.sequence, {}, false);
+  // Blocks in the driver until the end event completes (cudaEventBlockingSync); the watchdog
+  // aborts the communicator at the deadline or on an asynchronous error, which ends the wait.
+  cudaError_t q = cudaSuccess;
+  const CompletionOutcome out = c.watchdog().wait([&] { q = cudaEventSynchronize(s.done); }, steady_ns(s.issued_at),
+                                                  std::chrono::duration_cast<std::chrono::nanoseconds>(c.timeout_).count());
+  switch (out.how) {
+    case Completion::done:
+      if (q != cudaSuccess)
+        throw CollectiveError(fmt::format("{} failed on device {}: {} ({})", s.head, c.device_, cudaGetErrorName(q),
+                                          cudaGetErrorString(q)),
+                              c.group_, s.record.sequence, {}, false);
+      finish(s);
+      return;
+    case Completion::failed:
+      throw CollectiveError(fmt::format("{} failed on device {}: NCCL asynchronous error: {}", s.head, c.device_,
+                                        c.async_error_text()),
+                            c.group_, s.record.sequence, {}, false);
+    case Completion::timed_out:
+      throw CollectiveError(fmt::format("{} did not finish within {} ms on device {}: communicator aborted (a rank "
+                                        "did not arrive or the transfer stalled)",
+                                        s.head, c.timeout_.count(), c.device_),
+                            c.group_, s.record.sequence, {}, true);
+    case Completion::aborted:
+      throw CollectiveError(aborted_text, c.group_, s.record.sequence, {}, false);
+  }
 }
 
 // ---- communicator ----------------------------------------------------------
@@ -182,17 +222,40 @@ NcclComm::NcclComm(ncclComm_t comm, int rank, int device, std::string group, std
     ncclCommDestroy(comm_);  // the destructor will not run
     cuda_check(rc, "creating the comm stream");
   }
+  CompletionWatchdog::Hooks hooks;
+  hooks.now_ns = [] { return steady_ns(std::chrono::steady_clock::now()); };
+  hooks.async_error = [this] {
+    if (aborted_) return false;  // an aborted communicator cannot be asked
+    ncclResult_t async = ncclSuccess;
+    const ncclResult_t got = ncclCommGetAsyncError(comm_, &async);
+    const bool bad = got != ncclSuccess || (async != ncclSuccess && async != ncclInProgress);
+    if (bad) {
+      std::lock_guard lock(async_error_mutex_);
+      async_error_ = nccl_error(got != ncclSuccess ? got : async, comm_);
+    }
+    return bad;
+  };
+  hooks.abort = [this] {
+    cudaSetDevice(device_);  // on the watchdog's own thread
+    abort();
+  };
+  watchdog_ = std::make_unique<CompletionWatchdog>(std::move(hooks), kWatchdogCheckNs);
 }
 
 NcclComm::~NcclComm() {
+  watchdog_.reset();  // its thread first: it may call into the communicator
   if (comm_ && !aborted_) ncclCommDestroy(comm_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
 void NcclComm::abort() {
-  if (aborted_) return;
-  aborted_ = true;
+  if (aborted_.exchange(true)) return;
   ncclCommAbort(comm_);
+}
+
+std::string NcclComm::async_error_text() const {
+  std::lock_guard lock(async_error_mutex_);
+  return async_error_;
 }
 
 std::unique_ptr<NcclComm> NcclComm::init_rank(const ncclUniqueId& id, int nranks, int rank, int device,
@@ -344,7 +407,9 @@ void issue(std::span<NcclComm::Op* const> ops) {
   for (NcclComm::Op* op : ops) {
     NcclComm& c = *op->comm;
     cuda_check(cudaSetDevice(c.device()), "cudaSetDevice");
-    cuda_check(cudaEventCreateWithFlags(&op->state->done, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    // blocking sync: NcclWork::synchronize's thread sleeps in the driver until the event completes
+    cuda_check(cudaEventCreateWithFlags(&op->state->done, cudaEventDisableTiming | cudaEventBlockingSync),
+               "cudaEventCreateWithFlags");
     cuda_check(cudaEventRecord(op->state->done, c.stream()), "cudaEventRecord");
     if (FlightRecorder* fr = c.flight_recorder()) fr->started(op->state->flight);
   }
@@ -437,7 +502,11 @@ NcclWork NcclComm::all_to_all_v(const char* op_name, cudaStream_t compute, const
       all_gather_v(check_name.c_str(), stream_, dev + static_cast<size_t>(rank_ * 2 * n), dev, two_n,
                    sizeof(int64_t))
           .synchronize();
-      cuda_check(cudaMemcpy(all.data(), dev, total * sizeof(int64_t), cudaMemcpyDeviceToHost), "cudaMemcpy");
+      // on the comm stream, then wait for it alone: a cudaMemcpy (legacy default stream) would also
+      // wait for the rank's compute stream (a blocking stream) and so for its kernels in flight
+      cuda_check(cudaMemcpyAsync(all.data(), dev, total * sizeof(int64_t), cudaMemcpyDeviceToHost, stream_),
+                 "cudaMemcpyAsync (split sizes)");
+      cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (split sizes)");
     } catch (...) {
       cudaFreeAsync(dev, stream_);
       throw;

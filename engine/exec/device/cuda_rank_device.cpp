@@ -20,14 +20,15 @@ void check(cudaError_t rc, const char* call) {
     throw cuda::CudaError(fmt::format("{} failed: {} ({})", call, cudaGetErrorName(rc), cudaGetErrorString(rc)));
 }
 
-// A single-table TBE plan over one shard with `bags` bags of `cols` floats each.
-cuda::TbePlan shard_plan(int64_t rows, int64_t cols, int64_t bags) {
+// The single-table TBE plan of a shard of rows x cols floats (its batch size is each call's
+// argument: 0 here).
+std::unique_ptr<cuda::TbePlan> shard_plan(const ShardShape& shape) {
   cuda::TbeTable t;
-  t.num_rows = rows;
-  t.dim = cols;
-  t.out_stride = cols;
+  t.num_rows = shape.rows;
+  t.dim = shape.cols;
+  t.out_stride = shape.cols;
   t.pooling = 0;  // sum; the mean scale comes as a per-bag scale, as pooled_lookup takes it
-  return cuda::TbePlan({t}, bags, cuda::WeightsPrecision::fp32);
+  return std::make_unique<cuda::TbePlan>(std::vector<cuda::TbeTable>{t}, 0, cuda::WeightsPrecision::fp32);
 }
 
 }  // namespace
@@ -38,11 +39,22 @@ CudaRankDevice::CudaRankDevice(int device) : device_(device) {
   check(cudaStreamCreate(&stream_), "cudaStreamCreate");
   check(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags (comm)");
   blas_ = std::make_unique<cuda::Blas>(stream_);
+  plans_ = std::make_unique<ShardPlanCache<cuda::TbePlan>>(shard_plan);
+  workspace_ = std::make_unique<GrowOnlyWorkspace>(
+      [](size_t bytes) {
+        void* p = nullptr;
+        check(cudaMalloc(&p, bytes), "cudaMalloc (TBE backward workspace)");
+        return p;
+      },
+      [](void* p) { cudaFree(p); });  // synchronizes the device: the stream's work on the block is done
 }
 
 CudaRankDevice::~CudaRankDevice() {
   cudaSetDevice(device_);
   blas_.reset();
+  if (stream_) cudaStreamSynchronize(stream_);  // before the plans and the workspace go
+  plans_.reset();
+  workspace_.reset();
   if (stream_) {
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
@@ -121,35 +133,41 @@ void CudaRankDevice::to_host(void* dst, const void* src, int64_t bytes) const {
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
 }
 
+void CudaRankDevice::prepare_shard(int64_t rows, int64_t cols) const {
+  bind_thread();
+  plans_->prepare({rows, cols});
+}
+
+DeviceSyncCalls CudaRankDevice::sync_calls() const {
+  std::lock_guard lock(workspace_mutex_);
+  return {workspace_->allocs(), workspace_->frees(), plans_->misses()};
+}
+
 void CudaRankDevice::lookup(const float* weights, int64_t rows, int64_t cols, const int64_t* ids, const int64_t* offsets,
                             int64_t n_bags, const float* scale, float* out) const {
   if (n_bags <= 0 || cols <= 0) return;
-  const cuda::TbePlan plan = shard_plan(rows, cols, n_bags);
-  cuda::tbe_forward(plan, weights, ids, offsets, scale, out, stream_);
-  // the plan's device tables are freed when it goes out of scope: finish with them first
-  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  // the plan lives as long as the device (the kernel may still read it after this returns)
+  cuda::tbe_forward(plans_->get({rows, cols}), weights, ids, offsets, scale, out, stream_, n_bags);
 }
 
 void CudaRankDevice::update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1,
                             float* momentum2, int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets,
                             int64_t n, const float* values) const {
   if (n <= 0 || cols <= 0) return;
-  const cuda::TbePlan plan = shard_plan(rows, cols, n);
+  const cuda::TbePlan& plan = plans_->get({rows, cols});
+  std::lock_guard lock(workspace_mutex_);
   cuda::tbe_backward_update(plan, weights, momentum1, momentum2, row_ids, offsets, n, nullptr, values, opt, iteration,
-                            stream_);
-  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+                            stream_, workspace_.get(), n);
 }
 
 void CudaRankDevice::linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b,
                                     bool relu, float* y) const {
   cuda::linear_forward_cuda(*blas_, B, in, out, x, w, b, relu, y);
-  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
 }
 
 void CudaRankDevice::linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y,
                                      bool relu, float* dy, float* dw, float* db, float* dx) const {
   cuda::linear_backward_cuda(*blas_, B, in, out, x, w, y, relu, dy, dw, db, dx);
-  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
 }
 
 namespace {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include <cuda_runtime_api.h>
 
@@ -16,11 +17,13 @@
 #include "exec/device/rank_device.h"
 #include "embedscope/engine/memory/allocator.h"
 #include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/kernels/workspace.h"
 #include "embedscope/engine/comm/nccl_comm.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine::cuda {
 class Blas;
+class TbePlan;
 }
 
 namespace embedscope::engine::detail {
@@ -42,17 +45,27 @@ class CudaRankDevice final : public RankDevice {
   /// The allocator of this GPU for `config` (capacity capped at the GPU's free memory): caching
   /// and direct on cudaMalloc segments, expandable on CUDA VMM, cuda_async on a memory pool.
   std::unique_ptr<DeviceAllocator> make_allocator(AllocatorConfig config) const override;
-  /// Copies on the compute stream; to_host waits for it.
+  /// Builds the one-table TbePlan of a rows x cols shard (cudaMalloc + cudaMemcpy of its two
+  /// descriptor arrays), once per shape: every later lookup / update reuses it.
+  void prepare_shard(int64_t rows, int64_t cols) const override;
+  /// Workspace growths (cudaMalloc, and the cudaFree of the block it replaces) and plans built
+  /// in a step (not prepared at setup).
+  DeviceSyncCalls sync_calls() const override;
+  /// Copies on the compute stream; to_host waits for it (to_device returns once the host bytes
+  /// are staged: the source may be reused at once).
   void to_device(void* dst, const void* src, int64_t bytes) const override;
   void to_host(void* dst, const void* src, int64_t bytes) const override;
-  /// tbe_forward with a one-table plan of n_bags bags (sum, the scale per bag); waits for it.
+  /// tbe_forward with the shard's prepared one-table plan and n_bags as the call's batch size
+  /// (sum, the scale per bag), on the compute stream; does not wait (to_host does).
   void lookup(const float* weights, int64_t rows, int64_t cols, const int64_t* ids, const int64_t* offsets, int64_t n_bags,
               const float* scale, float* out) const override;
-  /// tbe_backward_update with a one-table plan of n one-row bags; waits for it.
+  /// tbe_backward_update with the shard's prepared plan and n one-row bags, its scratch from the
+  /// rank's GrowOnlyWorkspace (grows in warm-up, then reused), on the compute stream; does not wait.
   void update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1, float* momentum2,
               int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets, int64_t n,
               const float* values) const override;
-  /// linear_forward_cuda / linear_backward_cuda (cuBLAS) on the compute stream; waits for them.
+  /// linear_forward_cuda / linear_backward_cuda (cuBLAS) on the compute stream; do not wait
+  /// (the outputs reach the host through to_host, which waits).
   void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
                       float* y) const override;
   void linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y, bool relu,
@@ -78,6 +91,9 @@ class CudaRankDevice final : public RankDevice {
   cudaStream_t stream_ = nullptr;
   cudaStream_t comm_stream_ = nullptr;
   std::unique_ptr<cuda::Blas> blas_;  // on stream_
+  std::unique_ptr<ShardPlanCache<cuda::TbePlan>> plans_;
+  mutable std::mutex workspace_mutex_;             // reserve() may grow it: one op at a time
+  std::unique_ptr<GrowOnlyWorkspace> workspace_;   // tbe_backward_update's scratch, on stream_
 };
 
 /// Collectives on host buffers over an NCCL communicator: each call copies the send buffer to

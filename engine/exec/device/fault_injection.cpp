@@ -36,6 +36,8 @@ class FaultyDevice final : public RankDevice {
   std::unique_ptr<DeviceAllocator> make_allocator(AllocatorConfig config) const override {
     return in_->make_allocator(std::move(config));
   }
+  void prepare_shard(int64_t rows, int64_t cols) const override { in_->prepare_shard(rows, cols); }
+  DeviceSyncCalls sync_calls() const override { return in_->sync_calls(); }
   void to_device(void* dst, const void* src, int64_t bytes) const override {
     maybe_fail("to_device");
     in_->to_device(dst, src, bytes);

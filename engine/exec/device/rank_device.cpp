@@ -1,5 +1,6 @@
 #include "exec/device/rank_device.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "embedscope/engine/model/dense.h"
@@ -12,6 +13,10 @@ namespace {
 class HostRankDevice final : public RankDevice {
  public:
   explicit HostRankDevice(int device) : device_(device), comm_(host_intra_device_ops()) {}
+  // The host kernels need no plan: the cache holds the shape itself, so that the stand-in checks
+  // what the GPU relies on (every shard prepared at setup, no plan built in a step).
+  void prepare_shard(int64_t rows, int64_t cols) const override { plans_.prepare({rows, cols}); }
+  DeviceSyncCalls sync_calls() const override { return {0, 0, plans_.misses()}; }
   void* comm_alloc(int64_t bytes) const override { return comm_->comm_alloc(bytes); }
   void comm_free(void* p) const noexcept override { comm_->comm_free(p); }
   void comm_to_device(void* dst, const void* src, int64_t bytes) const override { comm_->comm_to_device(dst, src, bytes); }
@@ -28,11 +33,13 @@ class HostRankDevice final : public RankDevice {
   void to_host(void* dst, const void* src, int64_t bytes) const override { copy(dst, src, bytes); }
   void lookup(const float* weights, int64_t rows, int64_t cols, const int64_t* ids, const int64_t* offsets,
               int64_t n_bags, const float* scale, float* out) const override {
+    if (n_bags > 0 && cols > 0) plans_.get({rows, cols});  // as the GPU, which returns before
     pooled_lookup(weights, rows, cols, ids, offsets, n_bags, scale, out, cols);
   }
   void update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1, float* momentum2,
               int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets, int64_t n,
               const float* values) const override {
+    if (n > 0 && cols > 0) plans_.get({rows, cols});
     SparseGrad g;
     g.dim = cols;
     for (int64_t i = 0; i < n; ++i) {  // one bag per row, as the GPU kernel reads them
@@ -57,6 +64,7 @@ class HostRankDevice final : public RankDevice {
  private:
   int device_;
   std::unique_ptr<IntraDeviceOps> comm_;
+  mutable ShardPlanCache<ShardShape> plans_{[](const ShardShape& s) { return std::make_unique<ShardShape>(s); }};
   static void copy(void* dst, const void* src, int64_t bytes) {
     if (bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));
   }
@@ -65,5 +73,15 @@ class HostRankDevice final : public RankDevice {
 }  // namespace
 
 std::unique_ptr<RankDevice> host_rank_device(int device) { return std::make_unique<HostRankDevice>(device); }
+
+namespace {
+std::atomic<int64_t> g_warmup_sync_calls{0}, g_measured_sync_calls{0};
+}  // namespace
+
+void add_step_sync_calls(bool measured, int64_t calls) {
+  (measured ? g_measured_sync_calls : g_warmup_sync_calls).fetch_add(calls);
+}
+
+StepSyncCallTotals step_sync_call_totals() { return {g_warmup_sync_calls.load(), g_measured_sync_calls.load()}; }
 
 }  // namespace embedscope::engine::detail

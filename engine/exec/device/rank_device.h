@@ -11,6 +11,7 @@
 #include <string>
 
 #include "comm/local/local_comm.h"
+#include "exec/device/shard_plan_cache.h"
 #include "embedscope/engine/memory/allocator.h"
 #include "embedscope/engine/workload/spec.h"
 
@@ -31,17 +32,26 @@ class RankDevice : public IntraDeviceOps {
   virtual void to_device(void* dst, const void* src, int64_t bytes) const = 0;
   /// Device to host; returns when the bytes are there.
   virtual void to_host(void* dst, const void* src, int64_t bytes) const = 0;
+  /// Builds the lookup / update plan of a shard of rows x cols (ShardPlanCache) at setup, so
+  /// that no step builds one; the rank calls it for every shard it holds before the first step.
+  virtual void prepare_shard(int64_t rows, int64_t cols) const = 0;
+  /// The device-synchronizing calls made inside lookup / update / the linear layers so far
+  /// (DeviceSyncCalls: scratch cudaMalloc / cudaFree, plans built in a step). After warm-up a
+  /// step adds none (Rank::main records the steps' increments: step_sync_call_totals).
+  virtual DeviceSyncCalls sync_calls() const = 0;
   /// pooled_lookup (kernels.h) of one shard: every pointer is device memory; offsets n_bags + 1
-  /// from 0; out: n_bags x cols; scale: per bag or nullptr.
+  /// from 0; out: n_bags x cols; scale: per bag or nullptr. Asynchronous on a GPU: ordered
+  /// before the device's later work (to_host waits for it); the plan is the prepared one.
   virtual void lookup(const float* weights, int64_t rows, int64_t cols, const int64_t* ids, const int64_t* offsets,
                       int64_t n_bags, const float* scale, float* out) const = 0;
   /// apply_row_optimizer (kernels.h) to the rows of a sparse gradient: row_ids (n distinct local
   /// rows), offsets (0, 1, ..., n) and values (n x cols) are device memory, as are the weights
   /// and the optimizer state (FBGEMM layouts; nullptr where the optimizer has none).
+  /// Asynchronous on a GPU, as lookup.
   virtual void update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1, float* momentum2,
                       int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets, int64_t n,
                       const float* values) const = 0;
-  /// linear_forward / linear_backward (dense.h) on device memory.
+  /// linear_forward / linear_backward (dense.h) on device memory; asynchronous on a GPU, as lookup.
   virtual void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b,
                               bool relu, float* y) const = 0;
   virtual void linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y,
@@ -54,5 +64,18 @@ class RankDevice : public IntraDeviceOps {
 /// linear_forward / linear_backward), the communicator's staging in host memory
 /// (host_intra_device_ops: memcpy, a CPU loop for the reduction).
 std::unique_ptr<RankDevice> host_rank_device(int device = 0);
+
+/// The device-synchronizing calls (DeviceSyncCalls::total) the steps of this process's runs
+/// added, over every rank's device: `warmup` in warm-up steps (the plans and workspaces may
+/// still grow there), `measured` in measured steps (0 when every step reuses what warm-up set
+/// up: the check of issue 14's "no cudaMalloc / cudaFree in the step"). Process-wide running
+/// totals: a test reads them before and after a run.
+struct StepSyncCallTotals {
+  int64_t warmup = 0;
+  int64_t measured = 0;
+};
+/// Adds `calls` to the warm-up or the measured total (Rank::main, after each step).
+void add_step_sync_calls(bool measured, int64_t calls);
+StepSyncCallTotals step_sync_call_totals();
 
 }  // namespace embedscope::engine::detail

@@ -375,6 +375,7 @@ void Rank::setup() {
       to_gpu(ls.weights);
       to_gpu(ls.momentum1);
       to_gpu(ls.momentum2);
+      prepare_on_gpu(ls);
       shards.push_back(std::move(ls));
     }
   }
@@ -401,6 +402,7 @@ void Rank::setup() {
     to_gpu(ls.weights);
     to_gpu(ls.momentum1);
     to_gpu(ls.momentum2);
+    prepare_on_gpu(ls);
     hot_replicas.emplace(t, std::move(ls));
   }
   if (gpu_) dense_layers_on_gpu();
@@ -419,6 +421,8 @@ void Rank::main() {
     if (it >= 0 && it < total) program_of(it);
   const int64_t samples_per_step = L_.B * L_.world;
   int64_t measured_ns = 0;
+  // the device-synchronizing calls each step's device ops made (detail::add_step_sync_calls)
+  int64_t sync_calls_seen = gpu_ ? gpu_->sync_calls().total() : 0;
   for (int64_t it = 0; it < total; ++it) {
     if (it == sh_.spec.warmup_steps) {
       summary = {};
@@ -429,6 +433,11 @@ void Rank::main() {
     flight_.set_step(step_of(it));
     const int64_t t0 = sh_.tracer.now_ns();
     const bool stop = step(it);
+    if (gpu_) {
+      const int64_t calls = gpu_->sync_calls().total();
+      detail::add_step_sync_calls(it >= sh_.spec.warmup_steps, calls - sync_calls_seen);
+      sync_calls_seen = calls;
+    }
     if (sh_.spec.memory.compaction > 0 && (it + 1) % sh_.spec.memory.compaction == 0) {
       ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::memcpy, "memory_compaction", step_of(it));
       span.set_bytes(arena_.compact().bytes_moved);
@@ -472,11 +481,13 @@ void Rank::main() {
   if (sh_.session) sh_.session->add_id_histogram(id_histogram_.buckets(me_));
   for (auto& ls : shards)  // host_cached: the cache's dirty rows back, so the host rows are every row's value
     if (ls.host) ls.host->flush(ls.weights.data());
-  if (gpu_ && sh_.opt.keep_tables) {
-    for (auto& ls : shards)
+  if (gpu_ && sh_.opt.keep_tables) {  // the weights' host copies back (released at setup), read from the device
+    auto read_back = [&](LocalShard& ls) {
+      ls.weights.restore_host_copy();
       gpu_->to_host(ls.weights.data(), ls.weights.device_data(), static_cast<int64_t>(ls.weights.size() * sizeof(float)));
-    for (auto& [t, ls] : hot_replicas)
-      gpu_->to_host(ls.weights.data(), ls.weights.device_data(), static_cast<int64_t>(ls.weights.size() * sizeof(float)));
+    };
+    for (auto& ls : shards) read_back(ls);
+    for (auto& [t, ls] : hot_replicas) read_back(ls);
   }
   summary.rank = me_;
   summary.bytes_sent = bytes_sent() - (counter_base_.empty() ? 0 : counter_base_[0]);

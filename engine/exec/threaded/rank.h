@@ -417,6 +417,17 @@ class Rank final : public sharding::RankContext {
   static const detail::RankDevice* gpu_of(const Shared& sh, int rank) {
     return sh.gpus.empty() ? nullptr : sh.gpus[static_cast<size_t>(rank)].get();
   }
+  // After the shard's upload (setup): its lookup / update plan built on the device now
+  // (RankDevice::prepare_shard), and the host copies of its weights and optimizer state
+  // released - the host does not read them until the end (keep_tables restores the weights'),
+  // so a GPU plan needs no host memory of the same size (issue 14: no host mirror).
+  void prepare_on_gpu(LocalShard& ls) {
+    if (!gpu_) return;
+    if (ls.s.num_cols > 0) gpu_->prepare_shard(ls.s.num_rows, ls.s.num_cols);
+    ls.weights.release_host_copy();
+    ls.momentum1.release_host_copy();
+    ls.momentum2.release_host_copy();
+  }
   template <class T>
   void to_gpu(DeviceBuffer<T>& b) {
     if (gpu_) gpu_->to_device(b.device_data(), b.data(), static_cast<int64_t>(b.size() * sizeof(T)));

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "common.cuh"
@@ -133,20 +134,32 @@ int max_vec_of(const void* p, size_t elem) {
   return v;
 }
 
-std::string shapes_of(const TbePlan& plan, int64_t num_ids = -1) {
+// The batch size of a call: `batch_size` when >= 0, else the plan's (cuda_kernels.h).
+int64_t batch_of(const TbePlan& plan, int64_t batch_size, const char* kernel) {
+  if (batch_size < -1)
+    throw std::invalid_argument(std::string(kernel) + ": batch_size " + std::to_string(batch_size) + " < -1");
+  const int64_t B = batch_size >= 0 ? batch_size : plan.batch_size();
+  if (static_cast<int64_t>(plan.tables().size()) * B > INT32_MAX)
+    throw std::invalid_argument(std::string(kernel) + ": " + std::to_string(plan.tables().size()) + " tables x " +
+                                std::to_string(B) + " bags > 2^31 - 1");
+  return B;
+}
+
+std::string shapes_of(const TbePlan& plan, int64_t B, int64_t num_ids = -1) {
   std::string s = "tables=" + std::to_string(plan.tables().size()) + " batch_size=" +
-                  std::to_string(plan.batch_size()) + " max_dim=" + std::to_string(plan.max_dim()) +
+                  std::to_string(B) + " max_dim=" + std::to_string(plan.max_dim()) +
                   " precision=" + to_string(plan.precision());
   if (num_ids >= 0) s += " ids=" + std::to_string(num_ids);
   return s;
 }
 
 template <class T>
-void forward_typed(const TbePlan& plan, const void* weights, const int64_t* ids, const int64_t* offsets,
+void forward_typed(const TbePlan& plan, int64_t B, const void* weights, const int64_t* ids, const int64_t* offsets,
                    const float* bag_scale, float* out, cudaStream_t stream) {
   const T* w = static_cast<const T*>(weights);
-  detail::launch("tbe_forward", shapes_of(plan), launch_1d(plan.num_bags(), kWarpsPerBlock, kThreads), stream,
-                 tbe_forward_kernel<T>, plan.device_tables(), plan.batch_size(), plan.num_bags(), w,
+  const int64_t num_bags = static_cast<int64_t>(plan.tables().size()) * B;
+  detail::launch("tbe_forward", shapes_of(plan, B), launch_1d(num_bags, kWarpsPerBlock, kThreads), stream,
+                 tbe_forward_kernel<T>, plan.device_tables(), B, num_bags, w,
                  max_vec_of(w, sizeof(T)), ids, offsets, bag_scale, out);
 }
 
@@ -268,10 +281,12 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <class T>
-void backward_typed(const TbePlan& plan, void* weights, float* momentum1, float* momentum2, const int64_t* ids,
-                    const int64_t* offsets, int64_t num_ids, const float* bag_scale, const float* grad_out,
-                    const OptimizerSpec& spec, int64_t iteration, cudaStream_t stream) {
-  const std::string shapes = shapes_of(plan, num_ids);
+void backward_typed(const TbePlan& plan, int64_t B, void* weights, float* momentum1, float* momentum2,
+                    const int64_t* ids, const int64_t* offsets, int64_t num_ids, const float* bag_scale,
+                    const float* grad_out, const OptimizerSpec& spec, int64_t iteration, cudaStream_t stream,
+                    GrowOnlyWorkspace* workspace) {
+  const std::string shapes = shapes_of(plan, B, num_ids);
+  const int64_t num_bags = static_cast<int64_t>(plan.tables().size()) * B;
   if (num_ids <= 0 || plan.tables().empty()) return;  // nothing to update
   const size_t n = static_cast<size_t>(num_ids);
   // end_bit: the sort looks at the bits that keys in [0, total_rows] use
@@ -292,15 +307,26 @@ void backward_typed(const TbePlan& plan, void* weights, float* momentum1, float*
                                       static_cast<int32_t*>(nullptr), num_ids, stream),
         "cub::DeviceScan::ExclusiveSum (size)");
   const size_t temp_bytes = std::max({sort_bytes, rle_bytes, scan_bytes});
-  auto round_up = [](size_t b) { return (b + 255) / 256 * 256; };
-  const size_t u64 = round_up(n * 8), i32 = round_up(n * 4);
-  detail::Scratch scratch(3 * u64 + 5 * i32 + 256 + round_up(temp_bytes), stream);
-  char* p = scratch.as<char>();
-  auto take = [&](size_t bytes) {
-    char* q = p;
-    p += bytes;
-    return q;
+  // the pieces, each 256-byte aligned: sized first, then placed in the workspace (or a scratch block)
+  auto lay_out = [&](ScratchLayout& l) {
+    for (int i = 0; i < 3; ++i) l.take(n * 8);  // keys in / out, unique keys
+    for (int i = 0; i < 5; ++i) l.take(n * 4);  // pos in / out, bag_of, run counts, run starts
+    l.take(sizeof(int32_t));                    // num_runs
+    l.take(temp_bytes);
   };
+  ScratchLayout sizing;
+  lay_out(sizing);
+  std::optional<detail::Scratch> scratch;
+  char* base = nullptr;
+  if (workspace) {
+    base = static_cast<char*>(workspace->reserve(sizing.need()));
+  } else {
+    scratch.emplace(sizing.need(), stream);
+    base = scratch->as<char>();
+  }
+  ScratchLayout placed(base);
+  auto take = [&](size_t bytes) { return placed.take(bytes); };
+  const size_t u64 = n * 8, i32 = n * 4;
   auto* keys_in = reinterpret_cast<uint64_t*>(take(u64));
   auto* keys_out = reinterpret_cast<uint64_t*>(take(u64));
   auto* unique_keys = reinterpret_cast<uint64_t*>(take(u64));
@@ -309,12 +335,12 @@ void backward_typed(const TbePlan& plan, void* weights, float* momentum1, float*
   auto* bag_of = reinterpret_cast<int32_t*>(take(i32));
   auto* run_counts = reinterpret_cast<int32_t*>(take(i32));
   auto* run_starts = reinterpret_cast<int32_t*>(take(i32));
-  auto* num_runs = reinterpret_cast<int32_t*>(take(256));
-  void* temp = take(round_up(temp_bytes));
+  auto* num_runs = reinterpret_cast<int32_t*>(take(sizeof(int32_t)));
+  void* temp = take(temp_bytes);
 
-  detail::launch("tbe_linearize", shapes, launch_1d(plan.num_bags(), kWarpsPerBlock, kThreads), stream,
+  detail::launch("tbe_linearize", shapes, launch_1d(num_bags, kWarpsPerBlock, kThreads), stream,
                  tbe_linearize_kernel, plan.device_tables(), plan.device_row_cumsum(), plan.total_rows(),
-                 plan.batch_size(), plan.num_bags(), ids, offsets, num_ids, keys_in, pos_in, bag_of);
+                 B, num_bags, ids, offsets, num_ids, keys_in, pos_in, bag_of);
   size_t bytes = temp_bytes;
   check(cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, pos_in, pos_out, num_ids, 0, end_bit, stream),
         "cub::DeviceRadixSort::SortPairs");
@@ -341,25 +367,28 @@ void backward_typed(const TbePlan& plan, void* weights, float* momentum1, float*
   detail::launch("tbe_update", shapes + " optimizer=" + to_string(spec.type),
                  launch_1d(num_ids, kWarpsPerBlock, kThreads), stream, tbe_update_kernel<T>, plan.device_tables(),
                  plan.device_row_cumsum(), static_cast<int>(plan.tables().size()), plan.total_rows(),
-                 plan.batch_size(), num_ids, num_runs, unique_keys, run_counts, run_starts, pos_out, bag_of,
+                 B, num_ids, num_runs, unique_keys, run_counts, run_starts, pos_out, bag_of,
                  bag_scale, offsets, grad_out, static_cast<T*>(weights), momentum1, momentum2, o);
 }
 
 }  // namespace
 
 void tbe_forward(const TbePlan& plan, const void* weights, const int64_t* ids, const int64_t* offsets,
-                 const float* bag_scale, float* out, void* stream) {
+                 const float* bag_scale, float* out, void* stream, int64_t batch_size) {
   const cudaStream_t s = detail::as_stream(stream);
+  const int64_t B = batch_of(plan, batch_size, "tbe_forward");
   switch (plan.precision()) {
-    case WeightsPrecision::fp32: forward_typed<float>(plan, weights, ids, offsets, bag_scale, out, s); break;
-    case WeightsPrecision::fp16: forward_typed<__half>(plan, weights, ids, offsets, bag_scale, out, s); break;
-    case WeightsPrecision::bf16: forward_typed<__nv_bfloat16>(plan, weights, ids, offsets, bag_scale, out, s); break;
+    case WeightsPrecision::fp32: forward_typed<float>(plan, B, weights, ids, offsets, bag_scale, out, s); break;
+    case WeightsPrecision::fp16: forward_typed<__half>(plan, B, weights, ids, offsets, bag_scale, out, s); break;
+    case WeightsPrecision::bf16: forward_typed<__nv_bfloat16>(plan, B, weights, ids, offsets, bag_scale, out, s); break;
   }
 }
 
 void tbe_backward_update(const TbePlan& plan, void* weights, float* momentum1, float* momentum2, const int64_t* ids,
                          const int64_t* offsets, int64_t num_ids, const float* bag_scale, const float* grad_out,
-                         const OptimizerSpec& opt, int64_t iteration, void* stream) {
+                         const OptimizerSpec& opt, int64_t iteration, void* stream, GrowOnlyWorkspace* workspace,
+                         int64_t batch_size) {
+  const int64_t B = batch_of(plan, batch_size, "tbe_backward_update");
   if (num_ids < 0 || num_ids > INT32_MAX)
     throw std::invalid_argument("tbe_backward_update: num_ids " + std::to_string(num_ids) +
                                 " outside [0, 2^31 - 1]");
@@ -372,16 +401,16 @@ void tbe_backward_update(const TbePlan& plan, void* weights, float* momentum1, f
   const cudaStream_t s = detail::as_stream(stream);
   switch (plan.precision()) {
     case WeightsPrecision::fp32:
-      backward_typed<float>(plan, weights, momentum1, momentum2, ids, offsets, num_ids, bag_scale, grad_out, opt,
-                            iteration, s);
+      backward_typed<float>(plan, B, weights, momentum1, momentum2, ids, offsets, num_ids, bag_scale, grad_out, opt,
+                            iteration, s, workspace);
       break;
     case WeightsPrecision::fp16:
-      backward_typed<__half>(plan, weights, momentum1, momentum2, ids, offsets, num_ids, bag_scale, grad_out, opt,
-                             iteration, s);
+      backward_typed<__half>(plan, B, weights, momentum1, momentum2, ids, offsets, num_ids, bag_scale, grad_out, opt,
+                             iteration, s, workspace);
       break;
     case WeightsPrecision::bf16:
-      backward_typed<__nv_bfloat16>(plan, weights, momentum1, momentum2, ids, offsets, num_ids, bag_scale, grad_out,
-                                    opt, iteration, s);
+      backward_typed<__nv_bfloat16>(plan, B, weights, momentum1, momentum2, ids, offsets, num_ids, bag_scale, grad_out,
+                                    opt, iteration, s, workspace);
       break;
   }
 }

@@ -152,7 +152,11 @@ class CudaVmmSource final : public SegmentSource {
     return reinterpret_cast<CUdeviceptr>(base) + static_cast<CUdeviceptr>(page * granularity_);
   }
   // Unmaps and releases pages [first, last) (the last ones of r.handles).
+  // cuMemUnmap does not wait for work still reading the pages (unlike cudaFree; PyTorch's
+  // expandable segments synchronize before unmapping too): the device ops of a step are
+  // asynchronous (CudaRankDevice), so a block freed to the allocator may still be in use.
   void unmap_pages(void* base, Range& r, int64_t first, int64_t last) {
+    if (first < last) check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before cuMemUnmap)");
     for (int64_t i = first; i < last; ++i) {  // page by page, as each was mapped
       vmm_.check(vmm_.unmap(addr(base, i), static_cast<size_t>(granularity_)), "cuMemUnmap");
       vmm_.check(vmm_.release(r.handles[static_cast<size_t>(i)]), "cuMemRelease");

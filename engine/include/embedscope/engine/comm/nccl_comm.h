@@ -5,9 +5,13 @@
 // separate from the caller's compute stream. A collective is issued without blocking the host:
 // the comm stream waits (cudaStreamWaitEvent) for the work enqueued on the compute stream so
 // far, the collective runs on the comm stream, and an event marks its end; NcclWork::wait_on()
-// makes a stream wait for it, NcclWork::synchronize() blocks the host. The host wait polls the
-// event and ncclCommGetAsyncError; a collective not done within the communicator's timeout
-// (counted from its issue) aborts the communicator (ncclCommAbort) and throws the CPU path's
+// makes a stream wait for it, NcclWork::synchronize() blocks the host: in cudaEventSynchronize on
+// the end event (created with cudaEventBlockingSync: the thread sleeps in the driver until the
+// collective completes; no sleep-polling), while the communicator's watchdog thread
+// (comm/completion_watchdog.h) looks at ncclCommGetAsyncError every kWatchdogCheckNs and at the
+// deadline; a collective not done within the communicator's timeout (counted from its issue),
+// or an asynchronous error, aborts the communicator (ncclCommAbort, which makes the blocked wait
+// return) and synchronize() throws the CPU path's
 // CollectiveError (comm/gloo_process_group.h) naming the op and its sequence number, so a GPU run ends `hang` like
 // a CPU one and never hangs silently.
 //
@@ -22,11 +26,13 @@
 // communicator, all-to-all split sizes cross-checked before data moves (SplitMismatchError),
 // bytes counted with collective_math.h's definitions, and a sessions::CollectiveRecord per
 // completed collective to the observer (start: host time of issue; end: host time its
-// completion was seen by synchronize() or done()).
+// completion was seen by synchronize() - when the blocked thread woke - or done()).
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -50,6 +56,11 @@ ncclUniqueId exchange_nccl_unique_id(const std::string& store_dir, const std::st
                                      std::chrono::milliseconds timeout);
 
 class NcclComm;
+class CompletionWatchdog;
+
+/// How often a communicator's watchdog asks ncclCommGetAsyncError while a host waits on one
+/// of its collectives (ns). The timeout itself is watched to the deadline, not to this step.
+inline constexpr int64_t kWatchdogCheckNs = 2'000'000;
 
 /// A collective in flight. Copyable handle; the collective's events live as long as a handle.
 class NcclWork {
@@ -65,6 +76,8 @@ class NcclWork {
   void synchronize();
 
  private:
+  /// Marks it finished: flight recorder completed, the record (end: now) to the observer.
+  static void finish(State& s);
   std::shared_ptr<State> s_;
 };
 
@@ -94,12 +107,18 @@ class NcclComm {
   cudaStream_t stream() const { return stream_; }
   ncclComm_t handle() const { return comm_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
-  bool aborted() const { return aborted_; }
+  bool aborted() const { return aborted_.load(); }
   /// ncclCommAbort (idempotent). A collective that fails or times out aborts its own
   /// communicator; when one thread drives several ranks, abort the others of the group too
   /// before destroying them (ncclCommDestroy would wait for their stuck kernels). NCCL's abort
   /// synchronizes the comm stream, so it returns once the kernels queued there have exited.
+  /// Thread safe (the watchdog thread calls it).
   void abort();
+  /// The text of the asynchronous error the watchdog saw ("" if none), kept because the
+  /// communicator cannot be asked after its abort.
+  std::string async_error_text() const;
+  /// The watchdog of this communicator's host waits (started at the first wait).
+  CompletionWatchdog& watchdog() { return *watchdog_; }
   /// Sequence number of the last collective issued (0 before any).
   uint64_t sequence() const { return seq_; }
   const CommCounters& counters() const { return counters_; }
@@ -154,7 +173,10 @@ class NcclComm {
   std::chrono::milliseconds timeout_;
   cudaStream_t stream_ = nullptr;
   uint64_t seq_ = 0;
-  bool aborted_ = false;
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex async_error_mutex_;
+  std::string async_error_;  // under async_error_mutex_
+  std::unique_ptr<CompletionWatchdog> watchdog_;
   CommCounters counters_;
   const profiler::RunClock* clock_ = nullptr;
   ProcessGroup::Observer observer_;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "embedscope/engine/input/bucketize.h"
+#include "embedscope/engine/kernels/workspace.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine::cuda {
@@ -163,8 +164,13 @@ class TbePlan {
 /// row-wise partial bags), else 1 (sum) or 1/len (mean; an empty bag gives zeros either way).
 /// Rows are summed in fp32 in id order from 0, as pooled_lookup. ids outside [0, num_rows)
 /// contribute nothing (the input pipeline rejects them before).
+///
+/// `batch_size` >= 0 replaces the plan's batch size for this call (the plan's tables stay as
+/// uploaded, so one plan built at setup serves every step's bag count: the count is a kernel
+/// argument, nothing is uploaded); -1 keeps plan.batch_size(). Throws std::invalid_argument
+/// for a batch_size below -1 or one giving more than 2^31 - 1 bags.
 void tbe_forward(const TbePlan& plan, const void* weights, const int64_t* ids, const int64_t* offsets,
-                 const float* bag_scale, float* out, void* stream = nullptr);
+                 const float* bag_scale, float* out, void* stream = nullptr, int64_t batch_size = -1);
 
 /// Backward of tbe_forward with the optimizer fused (FBGEMM's split_embedding_backward_codegen
 /// *_exact kernels): the gradient of each distinct (table, row) of the batch is the sum, in
@@ -175,10 +181,16 @@ void tbe_forward(const TbePlan& plan, const void* weights, const int64_t* ids, c
 /// rounded to nearest. momentum1 / momentum2: fp32 state at the tables' offsets (nullptr for
 /// an optimizer that has none). Throws std::invalid_argument for a missing state array or
 /// more than 2^31 - 1 ids.
+/// Scratch (the radix sort's keys and positions, run-length encoding, CUB temporary storage):
+/// from `workspace` when given (grown with GrowOnlyWorkspace's policy, then reused: after the
+/// largest batch has been seen, no allocation at all), else from the device's stream-ordered
+/// pool (cudaMallocAsync / cudaFreeAsync on `stream`, which never synchronizes the device).
+/// The workspace's block must only be used on `stream`. `batch_size` as in tbe_forward.
 void tbe_backward_update(const TbePlan& plan, void* weights, float* momentum1, float* momentum2,
                          const int64_t* ids, const int64_t* offsets, int64_t num_ids,
                          const float* bag_scale, const float* grad_out, const OptimizerSpec& opt,
-                         int64_t iteration, void* stream = nullptr);
+                         int64_t iteration, void* stream = nullptr, GrowOnlyWorkspace* workspace = nullptr,
+                         int64_t batch_size = -1);
 
 // ---- input bucketizing ---------------------------------------------------------------------
 

@@ -83,7 +83,8 @@ class DeviceArena {
 /// memory when it has no arena. Growing it allocates a new block (and frees the old one)
 /// before anything is copied; OomError leaves it unchanged. On an arena of GPU memory
 /// (DeviceArena::device_memory) the block is GPU memory (device_data()) and data() is a host
-/// copy of the same size; the owner moves bytes between them (cuda executor).
+/// copy of the same size; the owner moves bytes between them (cuda executor), and may release
+/// that copy while the host does not need it (release_host_copy).
 template <class T>
 class DeviceBuffer {
  public:
@@ -137,6 +138,17 @@ class DeviceBuffer {
   }
   T* data() { return arena_ && !arena_->device_memory() ? static_cast<T*>(block_.ptr) : host_.data(); }
   const T* data() const { return arena_ && !arena_->device_memory() ? static_cast<const T*>(block_.ptr) : host_.data(); }
+  /// On a device_memory arena: frees the host copy (data() is nullptr until restore_host_copy;
+  /// size() and the device block are kept). For buffers the host never reads during the run
+  /// (the cuda backend's shard weights and optimizer state after their upload), so that a GPU
+  /// plan does not need the same bytes again in host memory. Elsewhere: nothing.
+  void release_host_copy() {
+    if (arena_ && arena_->device_memory()) std::vector<T>().swap(host_);
+  }
+  /// Gives a released host copy back (size() elements, zeroed) to read the device block into.
+  void restore_host_copy() {
+    if (arena_ && arena_->device_memory() && host_.size() != n_) host_.assign(n_, T());
+  }
   /// The block (GPU memory on a device_memory arena); nullptr when empty or without an arena.
   T* device_data() { return static_cast<T*>(block_.ptr); }
   size_t size() const { return n_; }
