@@ -15,6 +15,9 @@
 #include <QLayout>
 #include <QFile>
 #include <QFileInfo>
+#include <QImageReader>
+#include <QImageWriter>
+#include <QSaveFile>
 #include <QTabWidget>
 #include <QTextStream>
 #include <QThread>
@@ -131,6 +134,38 @@ QString report_dir_of(const QString& session) {
 
 }  // namespace
 
+namespace {
+// Why `path` cannot take the screenshot, or "" (tester37 D0: a name without an image type failed
+// only after QImage::save had opened - and emptied - the file, even the session being shown).
+// Checked before anything is opened: the name must end in an image type Qt writes, must not be one
+// of `sessions`, and an existing file there must be an image (a session or a trace is never
+// overwritten).
+QString screenshot_target_error(const QString& path, const QStringList& sessions) {
+  const QByteArray suffix = QFileInfo(path).suffix().toLower().toUtf8();
+  if (suffix.isEmpty() || !QImageWriter::supportedImageFormats().contains(suffix))
+    return path + ": not written: the name must end in an image type, e.g. .png";
+  const QFileInfo target(path);
+  for (const QString& s : sessions)
+    if (target.exists() && QFileInfo(s).exists() && target.canonicalFilePath() == QFileInfo(s).canonicalFilePath())
+      return path + ": not written: it is one of the sessions shown";
+  if (target.exists() && QImageReader::imageFormat(path).isEmpty())
+    return path + ": not written: the file exists and is not an image (a screenshot never replaces other files)";
+  return {};
+}
+
+// Writes `image` to `path` through a temporary file renamed over it when complete (QSaveFile): a
+// failed write leaves what was there.
+bool save_screenshot(const QImage& image, const QString& path) {
+  QSaveFile f(path);
+  if (!f.open(QIODevice::WriteOnly)) return false;
+  if (!image.save(&f, QFileInfo(path).suffix().toLower().toUtf8().constData())) {
+    f.cancelWriting();
+    return false;
+  }
+  return f.commit();
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   bool batch_mode = false;
   const bool headless = no_display();
@@ -193,6 +228,8 @@ int main(int argc, char** argv) {
   }
   if (!scenario_sessions.isEmpty() && scenario.isEmpty()) return fail("--scenario-sessions goes with --scenario");
   const bool batch = !screenshot.isEmpty();
+  if (batch)
+    if (const QString why = screenshot_target_error(screenshot, sessions); !why.isEmpty()) return fail(why);
   if (headless && !batch && (compare || !scenario.isEmpty()))  // a report has no comparison or scenario page
     return fail(QString("no display (DISPLAY and WAYLAND_DISPLAY are unset): %1 needs a window; add --screenshot "
                         "FILE.png to render it, or run where there is a display")
@@ -229,8 +266,7 @@ int main(int argc, char** argv) {
     QApplication::processEvents();
     embedscope::ui::wait_for_analyses(&w);  // what the analyses found, not "computing ..."
     QApplication::processEvents();
-    if (!w.grab().save(screenshot))
-      return fail(screenshot + ": cannot write the screenshot (the name must end in an image type, e.g. .png)");
+    if (!save_screenshot(w.grab().toImage(), screenshot)) return fail(screenshot + ": cannot write the screenshot");
     return 0;
   }
   return QApplication::exec();
