@@ -50,31 +50,6 @@ int64_t time_base(const SessionReader& r) {
 
 int64_t floor_us(int64_t ns) { return ns >= 0 ? ns / 1000 * 1000 : -((-ns + 999) / 1000) * 1000; }
 
-/// With align "none" the ranks sit on their processes' wall clocks. The members of one collective
-/// end together (clock_align.h), so a rank whose collectives end, by the median, more than this
-/// apart from the reference rank's was placed by a wall clock (or a clock anchor) that was off.
-/// Measured on one machine (tester36): 0.1-1 ms between processes whose clocks agreed, 7.5 ms
-/// for one whose anchor was read across a preemption.
-constexpr int64_t kClockDisagreementNs = 2'000'000;
-
-/// Counts clock_disagreement (error; the times are kept) for each rank of `ranks` (on the
-/// merged clock) whose collectives' median end offset exceeds kClockDisagreementNs, naming its
-/// file, the offset and how many collectives it is the median of, and the remedy.
-void check_wall_clocks(const std::vector<si::RankRecords>& ranks, si::ImportProblems& problems) {
-  const si::ClockAlignment a = si::align_by_collectives(ranks);
-  for (const auto& rr : ranks) {
-    const auto it = a.offset_ns.find(rr.rank);
-    if (it == a.offset_ns.end() || std::llabs(it->second) <= kClockDisagreementNs) continue;
-    const auto m = a.matches.find(rr.rank);
-    problems.add("clock_disagreement", si::Severity::error, {rr.file, -1},
-                 fmt::format("rank {}: its collectives end {:.3f} ms {} rank {}'s on the recorded wall clocks (median of "
-                             "{} collective end(s)); its process's clock or clock anchor was off: `merge --align "
-                             "collectives` puts the ranks on one clock by their collectives",
-                             rr.rank, std::llabs(it->second) / 1e6, it->second > 0 ? "later than" : "earlier than",
-                             a.reference_rank, m == a.matches.end() ? 0 : m->second));
-  }
-}
-
 bool same_file(const std::string& a, const std::string& b) {
   std::error_code ec;
   return std::filesystem::equivalent(a, b, ec);
@@ -278,7 +253,7 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
     sum.alignment_json = si::alignment_json(alignment);
     sum.alignment_text = si::alignment_text(alignment);
   } else {
-    check_wall_clocks(all, problems);
+    si::check_wall_clock_agreement(all, problems);
   }
   std::map<int32_t, int64_t> moved;  // ns the alignment added to each rank's times
   for (const auto& rr : all)

@@ -126,11 +126,15 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
     summary.alignment_text = alignment_text(a);
     w.set_metadata(meta::kImportAlignJson, summary.alignment_json);
   } else {
+    std::vector<RankRecords> clocks;  // each rank's collectives only: are the recorded clocks one clock?
     for (auto& r : kept) {
       check_cancelled(opt);
-      write_rank(kineto::build_rank(r, names, origin, problems, summary), w, lo, hi);
+      RankRecords rec = kineto::build_rank(r, names, origin, problems, summary);
+      write_rank(rec, w, lo, hi);
+      clocks.push_back({.rank = rec.rank, .file = rec.file, .collectives = std::move(rec.collectives)});
       release_events(r);
     }
+    if (clocks.size() > 1) check_wall_clock_agreement(clocks, problems);
   }
   summary.origin_ns = origin;
   summary.start_ns = lo == std::numeric_limits<int64_t>::max() ? 0 : lo;

@@ -371,8 +371,8 @@ TEST(Merge, WallClocksThatDisagreeWithTheCollectivesAreSaid) {
   EXPECT_EQ(p->source, b);
   EXPECT_EQ(p->example,
             "rank 1: its collectives end 7.500 ms later than rank 0's on the recorded wall clocks (median of 5 "
-            "collective end(s)); its process's clock or clock anchor was off: `merge --align collectives` puts the "
-            "ranks on one clock by their collectives");
+            "collective end(s)); its process's clock or clock anchor was off: `--align collectives` (import or merge) "
+            "puts the ranks on one clock by their collectives");
   const std::string aligned = scratch_db("wc_aligned.db");
   merge_sessions({a, b, c}, aligned, {"collectives", true});
   EXPECT_FALSE(clock_problem(aligned).has_value());
@@ -382,4 +382,32 @@ TEST(Merge, WallClocksThatDisagreeWithTheCollectivesAreSaid) {
   auto r = merge_cli("merge " + a + " " + b + " " + c + " -o " + out);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("clock_disagreement"), std::string::npos) << r.out;
+}
+
+// tester37 D5: a directory import left on the traces' own clocks (align none) says the same
+// clock_disagreement as merge: align/rank1.json runs 0.4 ms ahead (agrees); shifted 4.6 ms more,
+// its collectives end 5 ms after rank 0's.
+TEST(Merge, ADirectoryImportOnTheTracesClocksSaysAClockDisagreementToo) {
+  const std::filesystem::path dir = import_scratch() / "skewed_dir";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(trace_fixture("align/rank0.json"), dir / "rank0.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  nlohmann::json t = nlohmann::json::parse(std::ifstream(trace_fixture("align/rank1.json")));
+  for (auto& e : t["traceEvents"])
+    if (e.contains("ts")) e["ts"] = e["ts"].get<double>() + 4600;
+  std::ofstream(dir / "rank1.json") << t.dump();
+  auto disagreement = [](const std::string& db) -> std::optional<ImportStat> {
+    for (const auto& s : SessionReader(db).import_stats())
+      if (s.name == "clock_disagreement") return s;
+    return std::nullopt;
+  };
+  import_into({dir.string()}, "skewed_none.db");
+  const auto p = disagreement(scratch_db("skewed_none.db"));
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->count, 1);
+  EXPECT_EQ(p->example.rfind("rank 1: its collectives end 5.000 ms later than rank 0's on the recorded wall clocks", 0), 0u)
+      << p->example;
+  // the unshifted pair (0.4 ms apart) is one clock
+  import_into({trace_fixture("align")}, "aligned_none.db");
+  EXPECT_FALSE(disagreement(scratch_db("aligned_none.db")).has_value());
 }

@@ -71,4 +71,13 @@ std::string alignment_json(const ClockAlignment& a);
 /// Lines for `import` to print: each rank's offset and the residual skew.
 std::string alignment_text(const ClockAlignment& a);
 
+/// For ranks left on their recorded clocks (align "none": each process's or trace's own wall
+/// clock): counts the problem clock_disagreement (error; the times are kept) once for each rank
+/// whose collectives end, by their median (align_by_collectives), more than 2 ms apart from the
+/// reference rank's, naming its file, the offset, how many collectives it is the median of, and
+/// `--align collectives` as the remedy. 2 ms: processes of one machine whose clocks agreed ended
+/// their collectives 0.1-1 ms apart (tester36); one whose clock anchor was read across a
+/// preemption, 7.5 ms.
+void check_wall_clock_agreement(const std::vector<RankRecords>& ranks, ImportProblems& problems);
+
 }  // namespace embedscope::sessions::importers
