@@ -116,6 +116,16 @@ std::string host_name() {
 
 namespace {
 
+// Gloo's TCP pairs write with writev, which raises SIGPIPE on a socket that a failed peer has
+// closed (a failed rank closes its connections at once, exec/threaded/executor.cpp); the default
+// action kills the whole process before the peer's failure is reported (a SIGPIPE exit of an
+// OOM run under ASan; tester36's one-off SIGPIPE). Ignored, only where nobody installed a
+// handler, so the write fails with EPIPE and the collective ends naming the peer.
+void ignore_sigpipe_unless_handled() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) std::signal(SIGPIPE, SIG_IGN);
+}
+
 using threaded::host_name;
 
 std::string cpu_name() {
@@ -236,6 +246,7 @@ int64_t host_memory_bytes() {
 }  // namespace
 
 RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, const TrainerOptions& options) {
+  ignore_sigpipe_unless_handled();
   // auto becomes cpu or cuda; a cuda run without (enough) GPUs is refused here
   const std::string origin = requested.name.empty() ? "workload" : requested.name;
   (void)flight_recorder_default_capacity();  // a bad EMBEDSCOPE_FR_BUFFER_SIZE is refused before anything runs

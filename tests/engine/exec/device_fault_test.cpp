@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
@@ -111,4 +112,17 @@ TEST(DeviceFault, ARunWithoutADeviceRefusesTheHook) {
   EXPECT_NE(error.find("EMBEDSCOPE_INJECT_DEVICE_FAULT is set, but this run has no device (the cpu backend)"),
             std::string::npos)
       << error;
+}
+
+// A rank that fails closes its connections at once; a peer's Gloo write to them then raises
+// SIGPIPE, whose default action killed the whole process (an OOM run under ASan: "SIGPIPE
+// ***Exception"). run_training ignores SIGPIPE where nobody handles it, so the write fails with EPIPE.
+TEST(DeviceFault, RunsIgnoreSigpipeSoAClosedPeerIsAnErrorNotADeadProcess) {
+  embedscope::engine::WorkloadSpec s = embedscope::engine::load_preset("tiny");
+  s.devices.count = 2;
+  s.steps = 1;
+  embedscope::engine::run_training(s, embedscope::engine::plan_sharding(s), {});
+  struct sigaction current {};
+  ASSERT_EQ(sigaction(SIGPIPE, nullptr, &current), 0);
+  EXPECT_EQ(current.sa_handler, SIG_IGN);
 }
