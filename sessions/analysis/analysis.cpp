@@ -252,6 +252,7 @@ RunStats analyze(const SessionReader& session) {
       st.per_step.push_back(t);
     }
   for (const auto& c : session.load()) {
+    st.has_load = true;
     if (c.step < 0) continue;
     ranks[c.rank].ids_looked_up += c.ids;
     ranks[c.rank].lookup_ns += c.lookup_ns;
@@ -263,6 +264,7 @@ RunStats analyze(const SessionReader& session) {
     ranks[c.rank].bytes_received += c.bytes_received;
   }
   for (const auto& m : session.memory_counters()) {  // every step: peaks include warmup
+    st.has_memory = true;
     RankStats& rs = ranks[m.rank];
     rs.peak_allocated_bytes = std::max(rs.peak_allocated_bytes, m.peak_allocated);
     rs.peak_reserved_bytes = std::max(rs.peak_reserved_bytes, m.peak_reserved);

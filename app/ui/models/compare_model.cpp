@@ -13,7 +13,7 @@ namespace embedscope::ui {
 
 namespace {
 const char* const kFigureNames[] = {"step time mean", "step time p50", "step time p99", "throughput",
-                                    "exposed communication (per rank)", "overlap %", "peak allocated (largest rank)",
+                                    "exposed communication (per rank and step)", "overlap %", "peak allocated (largest rank)",
                                     "peak reserved (largest rank)", "imbalance: ids looked up (max/mean)",
                                     "imbalance: lookup time (max/mean)"};
 static_assert(std::size(kFigureNames) == CompareModel::FigureCount);
@@ -61,7 +61,7 @@ double CompareModel::value(const sessions::RunStats& s, Figure f) {
     case StepP50: return static_cast<double>(s.step_time_ns.p50);
     case StepP99: return static_cast<double>(s.step_time_ns.p99);
     case Throughput: return s.samples_per_s;
-    case ExposedComm: return static_cast<double>(s.exposed_comm_ns);
+    case ExposedComm: return s.steps > 0 ? static_cast<double>(s.exposed_comm_ns) / static_cast<double>(s.steps) : 0.0;
     case Overlap: return s.overlap_pct;
     case PeakAllocated: return static_cast<double>(s.peak_allocated_bytes);
     case PeakReserved: return static_cast<double>(s.peak_reserved_bytes);
@@ -83,8 +83,11 @@ QVariant CompareModel::data(const QModelIndex& index, int role) const {
   if (role != Qt::DisplayRole && role != Qt::UserRole) return {};
   // a run without measured steps (e.g. out of memory in warmup) has no step figures, only memory
   // a trace has no throughput (no samples or tokens)
+  // a trace has no memory counters (its 0 B are "not recorded") and no ids looked up (tester37 D2)
   auto measured = [&](size_t i) {
-    return (stats_[i].steps > 0 && (f != Throughput || !rates_[i].unit.empty())) || f == PeakAllocated || f == PeakReserved;
+    if (f == PeakAllocated || f == PeakReserved) return stats_[i].has_memory;
+    if (f == LookupImbalance || f == LookupTimeImbalance) return stats_[i].steps > 0 && stats_[i].has_load;
+    return stats_[i].steps > 0 && (f != Throughput || !rates_[i].unit.empty());
   };
   auto unit = [&](size_t i) { return QString::fromStdString(rates_[i].unit) + "/s"; };
   if (static_cast<size_t>(col) <= n) {  // a session's value

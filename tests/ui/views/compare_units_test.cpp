@@ -110,3 +110,62 @@ TEST(CompareUnits, TheHeaderNamesAnImportedTraceAndSnapshotForWhatTheyAre) {
   EXPECT_TRUE(head.contains(".db: imported memory snapshot, complete on 2 ranks")) << head.toStdString();
   EXPECT_FALSE(head.contains(": , ")) << head.toStdString();
 }
+
+namespace {
+// 1 rank, `steps` steps of 1 ms with 0.25 ms of exposed all-to-all each; a run (memory and load
+// counters) or an imported trace (neither).
+std::string cmp_memory_session(const std::string& name, int steps, bool imported) {
+  const auto path = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  sessions::SessionWriter w(path.string());
+  if (imported) {
+    w.set_metadata(sessions::meta::kImported, "1");
+    w.set_metadata(sessions::meta::kImportFormat, "kineto_json");
+  } else {
+    w.set_metadata(sessions::meta::kWorkloadName, name);
+  }
+  w.add_lane({0, 0, "compute", "thread"});
+  w.add_lane({0, 1, "comm", "thread"});
+  for (int st = 0; st < steps; ++st) {
+    const int64_t t0 = st * 1'000'000;
+    w.add_step({st, 0, t0, t0 + 1'000'000, 0.0, 0, 0});
+    const sessions::OpEvent op{.rank = 0, .lane = sessions::Lane::comm, .category = sessions::OpCategory::comm,
+                               .name = "all_to_all", .step = st, .start_ns = t0, .end_ns = t0 + 250'000};
+    w.add_ops(&op, 1);
+    if (!imported) {
+      w.add_load({.step = st, .rank = 0, .table = 0, .shard = 0, .ids = 10});
+      w.add_memory({.step = st, .rank = 0, .allocated = 1 << 20, .reserved = 2 << 20, .peak_allocated = 3 << 20,
+                    .peak_reserved = 4 << 20});
+    }
+  }
+  w.close("complete");
+  return path.string();
+}
+}  // namespace
+
+// tester37 D2 / D4: a trace has no memory or load counters: Compare shows "-" (not "0 B" and a
+// -100 % difference, not "1.00"); exposed communication is per step (3 steps against 5 were
+// compared as totals: +588 %).
+TEST(CompareUnits, ATraceHasNoMemoryOrImbalanceAndExposedCommIsPerStep) {
+  auto run = open_reader(cmp_memory_session("es_cmpm_run", 2, false));
+  auto trace = open_reader(cmp_memory_session("es_cmpm_trace", 5, true));
+  const sessions::RunStats a = sessions::analyze(*run), b = sessions::analyze(*trace);
+  EXPECT_TRUE(a.has_memory);
+  EXPECT_TRUE(a.has_load);
+  EXPECT_FALSE(b.has_memory);
+  EXPECT_FALSE(b.has_load);
+  CompareModel m({"run", "trace"}, {a, b}, {throughput_of(*run, a), throughput_of(*trace, b)});
+  auto text = [&](CompareModel::Figure f, int col) { return m.data(m.index(f, col)).toString(); };
+  EXPECT_EQ(text(CompareModel::PeakAllocated, 1), "3.0 MiB");
+  EXPECT_EQ(text(CompareModel::PeakAllocated, 2), "-");
+  EXPECT_EQ(text(CompareModel::PeakAllocated, 3), "-");  // no difference from a figure not recorded
+  EXPECT_EQ(text(CompareModel::PeakReserved, 2), "-");
+  EXPECT_EQ(text(CompareModel::LookupImbalance, 1), "1.00");
+  EXPECT_EQ(text(CompareModel::LookupImbalance, 2), "-");
+  EXPECT_EQ(text(CompareModel::LookupTimeImbalance, 3), "-");
+  // exposed: 0.25 ms in every step of both: per step, no difference (totals were 0.5 vs 1.25 ms)
+  EXPECT_EQ(m.data(m.index(CompareModel::ExposedComm, 0)).toString(), "exposed communication (per rank and step)");
+  EXPECT_DOUBLE_EQ(m.data(m.index(CompareModel::ExposedComm, 1), Qt::UserRole).toDouble(), 250'000);
+  EXPECT_DOUBLE_EQ(m.data(m.index(CompareModel::ExposedComm, 2), Qt::UserRole).toDouble(), 250'000);
+  EXPECT_DOUBLE_EQ(m.data(m.index(CompareModel::ExposedComm, 3), Qt::UserRole).toDouble(), 0);
+}

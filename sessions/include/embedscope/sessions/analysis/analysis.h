@@ -93,6 +93,12 @@ struct RunStats {
   std::vector<int32_t> untraced_ranks;   ///< the world's ranks not in this session; rank order
   std::vector<RankStepTimes> per_step;   ///< (step, rank) order
   std::vector<double> loss;              ///< per measured step; empty for a simulated session (nothing trained)
+  /// The session has memory counters (a run, a memory snapshot): the peaks below are measured;
+  /// false for a Kineto / Nsight trace, whose 0 peaks mean "not recorded", not 0 bytes.
+  bool has_memory = false;
+  /// The session has load counters (ids looked up per table shard: a run); false for an import,
+  /// whose imbalance figures are then not measured.
+  bool has_load = false;
   int64_t peak_allocated_bytes = 0;      ///< the largest over ranks
   int64_t peak_reserved_bytes = 0;
   std::vector<StepCriticalPath> critical_paths;  ///< per measured step (critical_path.h)
