@@ -295,11 +295,16 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
       !host.empty())
     std::cout << "\ntables in host memory (cache hit rate, rows and bytes moved per measured step):\n" << host;
   std::cout << hot_rows_text(session.meta(ss::meta::kTableStorageJson, "[]"), st.steps);
-  std::cout << fmt::format("\n{:<5} {:>16} {:>16} {:>15} {:>8}\n", "rank", "peak allocated", "peak reserved",
-                           "fragmentation", "memviz");
-  for (const auto& r : st.ranks)
-    std::cout << fmt::format("{:<5} {:>16} {:>16} {:>14.1f}% {:>8.3f}\n", r.rank, es::format_bytes(r.peak_allocated_bytes),
-                             es::format_bytes(r.peak_reserved_bytes), 100 * r.fragmentation, r.memviz_fragmentation);
+  if (!st.has_memory) {  // a trace: no allocator counters (0 B would read as measured; tester37 D8)
+    std::cout << (imported ? "\nmemory       none recorded (a trace has no allocator counters; a PyTorch memory snapshot does)\n"
+                           : "\nmemory       none recorded (the run ended before its first memory counters)\n");
+  } else {
+    std::cout << fmt::format("\n{:<5} {:>16} {:>16} {:>15} {:>8}\n", "rank", "peak allocated", "peak reserved",
+                             "fragmentation", "memviz");
+    for (const auto& r : st.ranks)
+      std::cout << fmt::format("{:<5} {:>16} {:>16} {:>14.1f}% {:>8.3f}\n", r.rank, es::format_bytes(r.peak_allocated_bytes),
+                               es::format_bytes(r.peak_reserved_bytes), 100 * r.fragmentation, r.memviz_fragmentation);
+  }
   std::cout << "\nstep time by op category (all ranks, union per category)\n";
   for (int c = 0; c < ss::kNumCategories; ++c) {
     int64_t total = 0;

@@ -57,6 +57,9 @@ TEST(ImportCli, DirectoryOfRanksPrintsRanksEventsAndHtaFigures) {
   // a trace has no ids looked up: no "imbalance max/mean 1.00" (tester34 D19)
   EXPECT_NE(r.out.find("imbalance    none: a trace has no ids looked up (no load counters)"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("ids looked up max/mean"), std::string::npos) << r.out;
+  // nor allocator counters: no "peak allocated 0 B" rows (tester37 D8)
+  EXPECT_NE(r.out.find("memory       none recorded (a trace has no allocator counters"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("peak allocated"), std::string::npos) << r.out;
   r = cli("stats " + db + " --json --keep-last-step");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["gpu_kernels"]["ranks"][0]["idle_ns"], 80000);
