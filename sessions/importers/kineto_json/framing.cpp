@@ -226,10 +226,14 @@ size_t frame_events(const Scanner& s, size_t p, Framing& f, const std::function<
     }
     s.broken = npos;
     const size_t e = s.value_end(p);
-    if (e == npos && s.broken != npos && s.t[p] == '{') {
-      // A broken string inside this event: the event (kept, so that parsing it reports it with
-      // its line) ends where the next line starts an event or closes the array.
-      const size_t next = s.resync(s.broken);
+    if (e == npos && s.t[p] == '{') {
+      // A broken string inside this event, or brackets that never close before the end of the
+      // text while a later line starts an event (bytes damaged in the middle of the file, e.g.
+      // "\0\1garbage{{{": tester37 - not a file cut short): the event (kept, so that parsing it
+      // reports it with its line) ends where the next line starts an event or closes the array,
+      // and framing goes on from there. A text that really ends inside its last event has no
+      // such line: truncated, below.
+      const size_t next = s.resync(s.broken != npos ? s.broken : p);
       if (next != npos) {
         size_t end = next;
         while (end > p && (s.t[end - 1] == ' ' || s.t[end - 1] == '\n' || s.t[end - 1] == '\r' ||

@@ -128,3 +128,23 @@ TEST(Framing, ARawLineBreakInAStringCostsOnlyItsEventAtAnyOffsetInABlock) {
     EXPECT_FALSE(f.truncated) << pad;
   }
 }
+
+// tester37 D1: bytes damaged in the middle of a trace ("\0\1garbage{{{" leaves brackets that never
+// close) cost the damaged event, not the rest of the file: framing goes on at the next line that
+// starts an event, and the text is not said to be cut short. A text cut inside its last event is.
+TEST(Framing, GarbageInTheMiddleCostsOnlyItsEventNotTheRestOfTheFile) {
+  const std::string head = "{\"traceEvents\": [\n";
+  const std::string e1 = "  {\"ph\": \"X\", \"name\": \"a\"},\n";
+  const std::string bad = std::string("  {\"ph\": \"X\", \"na") + '\0' + "\x01garbage{{{me\": \"b\"},\n";
+  const std::string e3 = "  {\"ph\": \"X\", \"name\": \"c\"},\n  {\"ph\": \"X\", \"name\": \"d\"}\n]}";
+  const auto f = frame(head + e1 + bad + e3);
+  ASSERT_EQ(f.events.size(), 4u);  // a, the damaged one (its parse reports it), c, d
+  EXPECT_FALSE(f.truncated);
+  EXPECT_TRUE(f.structure_error.empty());
+  EXPECT_EQ(f.events[1].begin, head.size() + e1.size() + 2);
+  EXPECT_EQ(f.events[2].begin, head.size() + e1.size() + bad.size() + 2);  // "c" framed whole
+  // the damaged event last, nothing after it: cut short
+  const auto g = frame(head + e1 + std::string("  {\"ph\": \"X\", \"na\x01garbage{{{"));
+  EXPECT_EQ(g.events.size(), 1u);
+  EXPECT_TRUE(g.truncated);
+}
