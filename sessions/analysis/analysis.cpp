@@ -3,6 +3,7 @@
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/op_stream.h"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -315,6 +316,23 @@ RunStats analyze(const SessionReader& session) {
   st.lookups_max_over_mean = max_over_mean(lookups);
   st.lookup_time_max_over_mean = max_over_mean(lookup_time);
   return st;
+}
+
+std::string rank_list(const std::vector<int32_t>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    if (j - i >= 2) {
+      out += fmt::format("{}-{}", ranks[i], ranks[j]);
+    } else {
+      out += std::to_string(ranks[i]);
+      if (j > i) out += ", " + std::to_string(ranks[j]);
+    }
+    i = j + 1;
+  }
+  return out;
 }
 
 }  // namespace embedscope::sessions

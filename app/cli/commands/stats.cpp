@@ -228,7 +228,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                              st.untraced_ranks.empty()
                                  ? std::string()
                                  : fmt::format("; rank{} {} without a trace in this session (left out of the figures below)",
-                                               st.untraced_ranks.size() == 1 ? "" : "s", fmt::join(st.untraced_ranks, ", ")));
+                                               st.untraced_ranks.size() == 1 ? "" : "s", ss::rank_list(st.untraced_ranks)));
   else
     std::cout << fmt::format("workload     {} on {} {} rank{}, {} measured step{} of {}{}\n",
                              session.meta("workload_name"), st.ranks.size(), session.meta("backend"),
@@ -239,7 +239,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                                  : fmt::format("; rank{} {} of the world of {} not in this session (each process wrote "
                                                "its own; merge them for the whole run)",
                                                st.untraced_ranks.size() == 1 ? "" : "s",
-                                               fmt::join(st.untraced_ranks, ", "), st.world_size));
+                                               ss::rank_list(st.untraced_ranks), st.world_size));
   if (!session.meta("workload_json").empty()) try {  // the workload as run: pipeline, comm precisions, network
     const json wj = json::parse(session.meta("workload_json"));
     if (es::is_lm_workload(wj)) {  // issue 19: no pipeline; its shape and sharding

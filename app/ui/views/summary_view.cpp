@@ -167,12 +167,11 @@ QString hot_rows_line(const sessions::SessionReader& s, int64_t steps) {
   return parts.isEmpty() ? QString() : "<br>hot rows (replicated on every rank, trained data-parallel): " + parts.join("; ");
 }
 
-// "; no trace of rank 1" / "; no trace of ranks 2, 3" / "" (imported sessions)
+// "; no trace of rank 1" / "; no trace of ranks 2, 3" / "; no trace of ranks 1-19999" / "" (imported sessions)
 QString untraced_text(const std::vector<int32_t>& untraced) {
   if (untraced.empty()) return {};
-  QStringList ranks;
-  for (int32_t r : untraced) ranks << QString::number(r);
-  return QString("; no trace of rank%1 %2 in this session").arg(untraced.size() == 1 ? "" : "s", ranks.join(", "));
+  return QString("; no trace of rank%1 %2 in this session")
+      .arg(untraced.size() == 1 ? "" : "s", QString::fromStdString(sessions::rank_list(untraced)));
 }
 
 // "4 ranks", or for one process's session of a rank-per-process run "1 rank (rank 1 of 3; ranks
@@ -180,14 +179,14 @@ QString untraced_text(const std::vector<int32_t>& untraced) {
 QString process_ranks_text(const sessions::RunStats& st) {
   QString t = st.ranks.size() == 1 ? QString("1 rank") : QString("%1 ranks").arg(st.ranks.size());
   if (st.untraced_ranks.empty()) return t;
-  QStringList here, away;
-  for (const auto& r : st.ranks) here << QString::number(r.rank);
-  for (int32_t r : st.untraced_ranks) away << QString::number(r);
+  std::vector<int32_t> here;
+  for (const auto& r : st.ranks) here.push_back(r.rank);
+  const auto& away = st.untraced_ranks;
   return t + QString(" (rank%1 %2 of %3; rank%4 %5 in %6 own session%7: merge them for the whole run)")
-                 .arg(here.size() == 1 ? "" : "s", here.join(", "))
+                 .arg(here.size() == 1 ? "" : "s", QString::fromStdString(sessions::rank_list(here)))
                  .arg(st.world_size)
-                 .arg(away.size() == 1 ? "" : "s", away.join(", "), away.size() == 1 ? "its" : "their",
-                      away.size() == 1 ? "" : "s");
+                 .arg(away.size() == 1 ? "" : "s", QString::fromStdString(sessions::rank_list(away)),
+                      away.size() == 1 ? "its" : "their", away.size() == 1 ? "" : "s");
 }
 
 QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, QWidget* parent) {

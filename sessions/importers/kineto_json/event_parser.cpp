@@ -260,7 +260,18 @@ void Parser::top_level(const std::string& key, const Span& sp) {
             });
           }
         } else if (k == "world_size") {
-          tr.world_size = int_or(f.value(), 0);
+          // at most kMaxImportedRank + 1, as ranks are: a claimed 2,000,000 sized every per-rank
+          // list and table by it (the workbench's report ran for minutes: tester37)
+          const int64_t w = int_or(f.value(), 0);
+          if (w >= 0 && w <= kMaxImportedRank + 1) {
+            tr.world_size = w;
+          } else {
+            problems.add_with("bad_world_size", Severity::error, where(sp.begin), [&] {
+              return fmt::format("distributedInfo.world_size {} at {} is not in [0, {}]: the world is taken as the ranks "
+                                 "the traces have",
+                                 w, at(sp.begin), kMaxImportedRank + 1);
+            });
+          }
         } else if (k == "nccl_version") {
           tr.producer += fmt::format("; NCCL {}", std::string_view(scalar_text(f.value())));
         } else if (k == "backend") {

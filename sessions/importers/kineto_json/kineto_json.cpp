@@ -104,6 +104,11 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
                        {"rank", r.rank}});
     if (r.rank < 0) continue;
     if (!r.producer.empty()) producers.insert(r.producer);
+    if (r.world_size > 0 && r.rank >= r.world_size)  // the session's world grows to hold it
+      problems.add("rank_outside_world", Severity::error, {r.file, -1},
+                   fmt::format("{}: distributedInfo.rank {} is not below its world_size {}: the session's world is "
+                               "made large enough to hold it",
+                               r.file, r.rank, r.world_size));
     world = std::max(world, r.world_size);
     if (r.base_time_ns >= 0 && base_time < 0) base_time = r.base_time_ns;
     kept.push_back(std::move(r));

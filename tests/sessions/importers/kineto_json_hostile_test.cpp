@@ -2,8 +2,12 @@
 // tests/fuzz/kineto_json_fuzz.cpp reads them as seeds): each once broke the importer.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/model/metadata_keys.h"
 #include "import_test_support.h"
 
 using namespace embedscope::sessions;
@@ -68,4 +72,45 @@ TEST(KinetoImportHostile, ADurationPastTheLargestTimeIsSkippedAndCounted) {
   ASSERT_EQ(ops.size(), 1u);
   EXPECT_EQ(r.name(ops[0].name_id), "aten::mm");
   for (const auto& o : ops) EXPECT_GE(o.end_ns, o.start_ns);
+}
+
+// tester37 #3: distributedInfo.world_size 2,000,000 sized every per-rank list by it (the
+// workbench's report ran for minutes); 20,000 listed 19,999 ranks one by one. A world size past
+// the ranks a session holds is said (bad_world_size) and not taken; a rank at or past its own
+// world size is said (rank_outside_world); the untraced ranks read as ranges.
+TEST(KinetoImportHostile, AnAbsurdWorldSizeIsSaidAndUntracedRanksReadAsRanges) {
+  const auto dir = import_scratch() / "world_sizes";
+  std::filesystem::create_directories(dir);
+  auto trace = [&](const std::string& name, const std::string& info) {
+    std::ofstream(dir / name) << R"({"schemaVersion": 1, "distributedInfo": )" << info
+                              << R"(, "traceEvents": [{"ph": "X", "name": "ProfilerStep#1", "cat": "user_annotation", "ts": 1000, "dur": 500, "pid": 1, "tid": 1},
+{"ph": "X", "name": "aten::mm", "cat": "cpu_op", "ts": 1100, "dur": 100, "pid": 1, "tid": 1}]})";
+    return (dir / name).string();
+  };
+  const auto huge = import_into({trace("huge.json", R"({"rank": 0, "world_size": 2000000})")}, "ws_huge.db");
+  ASSERT_NE(problem(huge.problems, "bad_world_size"), nullptr);
+  EXPECT_EQ(problem(huge.problems, "bad_world_size")->example,
+            "distributedInfo.world_size 2000000 at line 1, column 41 is not in [0, 1048576]: the world is taken as the "
+            "ranks the traces have");
+  EXPECT_EQ(SessionReader(scratch_db("ws_huge.db")).meta(meta::kWorldSize), "1");
+
+  const auto mid = import_into({trace("mid.json", R"({"rank": 0, "world_size": 20000})")}, "ws_mid.db");
+  EXPECT_EQ(problem(mid.problems, "bad_world_size"), nullptr);
+  const RunStats st = analyze(SessionReader(scratch_db("ws_mid.db")));
+  ASSERT_EQ(st.untraced_ranks.size(), 19'999u);
+  EXPECT_EQ(rank_list(st.untraced_ranks), "1-19999");
+
+  const auto outside = import_into({trace("outside.json", R"({"rank": 5, "world_size": 2})")}, "ws_outside.db");
+  ASSERT_NE(problem(outside.problems, "rank_outside_world"), nullptr);
+  EXPECT_NE(problem(outside.problems, "rank_outside_world")->example.find("distributedInfo.rank 5 is not below its world_size 2"),
+            std::string::npos);
+}
+
+TEST(KinetoImportHostile, RankListsJoinRunsOfThreeOrMore) {
+  EXPECT_EQ(rank_list({}), "");
+  EXPECT_EQ(rank_list({4}), "4");
+  EXPECT_EQ(rank_list({0, 2}), "0, 2");
+  EXPECT_EQ(rank_list({2, 3}), "2, 3");
+  EXPECT_EQ(rank_list({1, 2, 3, 5, 7, 8}), "1-3, 5, 7, 8");
+  EXPECT_EQ(rank_list({0, 1, 2, 3, 10, 11, 12}), "0-3, 10-12");
 }

@@ -116,6 +116,11 @@ RunStats analyze(const SessionReader& session);
 /// "simulated streams: ..." for a simulation. Compute is every category but comm and memcpy.
 std::string overlap_definition(const RunStats& st);
 
+/// Ranks (ascending) as people read them: runs of 3 or more consecutive ranks as "first-last",
+/// e.g. {1, 2, 3, 5, 7, 8} -> "1-3, 5, 7, 8", {1, ..., 1999999} -> "1-1999999" (a trace of one rank
+/// of a large job listed every other rank: a 129 KB line, a workbench stuck for minutes; tester37).
+std::string rank_list(const std::vector<int32_t>& ranks);
+
 /// max / mean of non-negative values; 1 when the mean is 0 or there are no values.
 double max_over_mean(const std::vector<double>& v);
 
