@@ -335,6 +335,13 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                   RankStatsModel::PeakAllocated, RankStatsModel::PeakReserved, RankStatsModel::Fragmentation})
       table->setColumnHidden(c, true);
   }
+  if (st.steps == 0) {  // no step windows: zeros in the time columns would read as measured (tester37 #12)
+    for (int c : {RankStatsModel::Compute, RankStatsModel::Comm, RankStatsModel::ExposedComm, RankStatsModel::Idle,
+                  RankStatsModel::Overlap})
+      table->setColumnHidden(c, true);
+    // a trace without profiler steps: nothing is left in the table but the rank
+    if (!origin.isEmpty() && s.meta(sessions::meta::kImportFormat) != "torch_memory_snapshot") table->hide();
+  }
   layout->addWidget(label);
   if (const QString problems = import_problems_text(s); !problems.isEmpty()) {
     auto* p = new QLabel(problems, page);

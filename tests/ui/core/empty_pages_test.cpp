@@ -5,6 +5,7 @@
 
 #include <QLabel>
 #include <QTabWidget>
+#include <QTableView>
 #include <QTreeView>
 
 #include <memory>
@@ -126,4 +127,36 @@ TEST(EmptyPages, TheSummaryOfATraceHasNoImbalanceFigureAndSaysItHasNoPlan) {
   QString run_text;
   for (const auto* l : run_view.findChildren<QLabel*>()) run_text += l->text() + "\n";
   EXPECT_TRUE(run_text.contains("imbalance (ids looked up max/mean) 1.00")) << run_text.toStdString();
+}
+
+// tester37 #12: a trace without profiler steps had a row of zeros (overlap 0.0 %) under "no
+// profiler steps in the trace"; its rank table is hidden. A run keeps it.
+TEST(EmptyPages, ATraceWithoutStepsHasNoRowOfZeros) {
+  const auto path = std::filesystem::temp_directory_path() / ("es_empty_nosteps_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    w.set_metadata(sessions::meta::kImported, "1");
+    w.set_metadata(sessions::meta::kImportFormat, "nsys_sqlite");
+    w.add_lane({0, 0, "compute", "thread"});
+    const sessions::OpEvent op{.rank = 0, .lane = sessions::Lane::compute, .category = sessions::OpCategory::other,
+                               .name = "kernel", .step = 0, .start_ns = 0, .end_ns = 1000};
+    w.add_ops(&op, 1);
+    w.close("complete");
+  }
+  SummaryView view(std::make_shared<const sessions::SessionReader>(path.string()));
+  ASSERT_TRUE(wait_for_analyses(&view));
+  QTableView* ranks = nullptr;
+  for (auto* t : view.findChildren<QTableView*>())
+    if (t->model() && t->model()->columnCount() > 5 && t->model()->headerData(1, Qt::Horizontal).toString() == "compute")
+      ranks = t;
+  ASSERT_NE(ranks, nullptr);
+  EXPECT_TRUE(ranks->isHidden());
+
+  auto run = std::make_shared<const sessions::SessionReader>(empty_pages_session("es_empty_steps_run", false, true, true));
+  SummaryView run_view(run);
+  ASSERT_TRUE(wait_for_analyses(&run_view));
+  for (auto* t : run_view.findChildren<QTableView*>())
+    if (t->model() && t->model()->columnCount() > 5 && t->model()->headerData(1, Qt::Horizontal).toString() == "compute")
+      EXPECT_FALSE(t->isHidden());
 }
