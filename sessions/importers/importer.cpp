@@ -174,10 +174,13 @@ const Importer& detect(const std::string& path) {
   const std::string head = read_head(path);
   for (const auto& imp : all_importers())
     if (imp.probe(path, head)) return imp;
-  if (head.compare(0, 16, std::string("SQLite format 3\0", 16)) == 0)
+  if (head.compare(0, 16, std::string("SQLite format 3\0", 16)) == 0) {
+    if (const std::string damage = sqlite_file_damage(path); !damage.empty())
+      throw ImportError(fmt::format("{}: the SQLite file is truncated or corrupt ({}); nothing imported", path, damage));
     throw ImportError(fmt::format("{}: an SQLite database that is not an Nsight Systems export (no "
                                   "META_DATA_EXPORT.EXPORT_SCHEMA_VERSION); an Embedscope session opens as it is "
                                   "(embedscope stats FILE)", path));
+  }
   if (!head.empty() && static_cast<unsigned char>(head[0]) == 0x80)
     throw ImportError(fmt::format("{}: a Python pickle that is not a PyTorch memory snapshot (those are pickle protocol 2 to 5)", path));
   if (const int protocol = pickle::old_pickle_protocol(head); protocol >= 0)

@@ -322,6 +322,16 @@ bool probe_nsys_sqlite(const std::string& path, std::string_view head) {
   }
 }
 
+std::string sqlite_file_damage(const std::string& path) {
+  try {
+    const nsys::Database db = nsys::Database::open_file(path);
+    const int64_t bad = db.scalar("SELECT count(*) FROM pragma_quick_check WHERE quick_check <> 'ok'");
+    return bad > 0 ? fmt::format("PRAGMA quick_check found {} problem(s)", bad) : std::string();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
 ImportSummary import_nsys_sqlite(const std::vector<std::string>& files, SessionWriter& w, const ImportOptions& opt) {
   check_align(opt);
   Interner names;

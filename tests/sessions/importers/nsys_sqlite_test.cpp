@@ -416,3 +416,38 @@ TEST(NsysSqlite, AnchoredAndUnanchoredExportsAreNotMixed) {
   EXPECT_EQ(sum.origin_ns, 0);  // the step of both starts at export ns 0
   EXPECT_EQ(problem_count(sum.problems, "no_session_start_time"), 2);
 }
+
+// tester37 #11: a damaged export was "an SQLite database that is not an Nsight Systems export",
+// which sends the user looking for another exporter; it says the file is damaged, in SQLite's
+// words. An intact SQLite file that is no export keeps the old message.
+TEST(NsysSqlite, ADamagedExportIsSaidToBeDamagedNotAnotherKindOfFile) {
+  const std::string file = fixture("damaged_src.sqlite", {});
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    bytes = ss.str();
+  }
+  ASSERT_GT(bytes.size(), 4096u);
+  for (size_t i = 100; i < 4096; ++i) bytes[i] = '\xff';  // the schema's page overwritten
+  const std::string damaged = (import_scratch() / "damaged.sqlite").string();
+  std::ofstream(damaged, std::ios::binary) << bytes;
+  try {
+    si::detect(damaged);
+    FAIL() << "a damaged file was recognised";
+  } catch (const si::ImportError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(damaged + ": the SQLite file is truncated or corrupt (", 0), 0u) << what;
+    EXPECT_NE(what.find("malformed"), std::string::npos) << what;
+  }
+  EXPECT_EQ(si::sqlite_file_damage(file), "");
+  const std::string session = std::string(EMBEDSCOPE_TEST_DATA) + "/sessions/v1.db";  // intact, not an export
+  try {
+    si::detect(session);
+    FAIL() << "a session was taken for an export";
+  } catch (const si::ImportError& e) {
+    EXPECT_NE(std::string(e.what()).find("an SQLite database that is not an Nsight Systems export"), std::string::npos)
+        << e.what();
+  }
+}

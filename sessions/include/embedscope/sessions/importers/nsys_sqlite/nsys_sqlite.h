@@ -26,6 +26,13 @@ namespace embedscope::sessions::importers {
 /// EXPORT_SCHEMA_VERSION row. Opens the file read-only; never throws (false when unreadable).
 bool probe_nsys_sqlite(const std::string& path, std::string_view head);
 
+/// "" when the SQLite file at `path` reads whole, else what SQLite says is wrong with it (a file cut
+/// short or overwritten: "database disk image is malformed", or how many problems
+/// PRAGMA quick_check found), so that a damaged export is not called "not an Nsight Systems
+/// export" (tester37). Reads every page (PRAGMA quick_check): call it only on a file no importer
+/// recognised. Never throws.
+std::string sqlite_file_damage(const std::string& path);
+
 /// Imports the exports `files` into `writer` (not closed) and records the import problems in
 /// it. The processes of the files become ranks 0, 1, ... in file order, then by process id.
 /// options.align: "none" (absolute time of each file, one global minimum as session time 0).
