@@ -20,7 +20,16 @@ namespace ss = embedscope::sessions;
 
 StagedSession::StagedSession(std::string out, bool overwrite) : out_(std::move(out)), overwrite_(overwrite) {
   ss::SessionWriter::check_path(out_, overwrite_);
-  temp_ = fmt::format("{}.importing-{}", out_, getpid());
+  const std::filesystem::path out_path(out_);
+  const std::filesystem::path dir = out_path.parent_path();
+  std::error_code ec;
+  if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
+    throw ss::SessionError(fmt::format("{}: cannot create the session file: the folder {} does not exist", out_, dir.string()));
+  // a hidden name beside `out` that fits in a file name (255 bytes) with SQLite's "-journal" after
+  // it, however long `out`'s own name is (tester37: a valid 245-byte name failed on its "<out>.importing-PID")
+  std::string stem = out_path.filename().string();
+  if (stem.size() > 200) stem.resize(200);
+  temp_ = (dir / fmt::format(".{}.importing-{}", stem, getpid())).string();
   ss::SessionWriter::remove_files(temp_);  // a stale one of a killed process with the same pid
 }
 

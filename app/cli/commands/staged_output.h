@@ -10,13 +10,14 @@
 
 namespace embedscope::cli {
 
-/// The staging of one output session. The temporary name is "<out>.importing-<pid>" in the
-/// same directory (a process killed with SIGKILL leaves it there; nothing else does).
+/// The staging of one output session. The temporary name is ".<out's name, at most 200 bytes of
+/// it>.importing-<pid>" in the same directory (a process killed with SIGKILL leaves it there;
+/// nothing else does).
 class StagedSession {
  public:
   /// Checks `out` as SessionWriter would (throws SessionError naming it when it exists and
-  /// `overwrite` is false, when it is not a regular file, or when a live writer holds it) and
-  /// chooses the temporary name. Creates nothing.
+  /// `overwrite` is false, when it is not a regular file, when a live writer holds it, or when
+  /// its folder does not exist) and chooses the temporary name. Creates nothing.
   StagedSession(std::string out, bool overwrite);
   /// Removes the temporary file (and its SQLite companions) unless commit() ran.
   ~StagedSession();

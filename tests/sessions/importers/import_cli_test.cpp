@@ -585,3 +585,22 @@ TEST(ImportCli, ATraceWithNoEventIsRefusedAndWritesNothing) {
   EXPECT_EQ(std::filesystem::file_size(db), size);
   EXPECT_EQ(cli("stats " + db).code, 0);
 }
+
+// tester37 #18: a valid 245-byte output name failed on its temporary "<name>.importing-PID" (File
+// name too long), and a missing folder was reported under the temporary name. The temporary name
+// now fits, and errors name the user's path.
+TEST(ImportCli, ALongOutputNameImportsAndAMissingFolderIsNamed) {
+  const std::string name = std::string(240, 'o') + ".x.db";  // 245 bytes: a valid file name
+  const std::string db = scratch_db(name);
+  std::remove(db.c_str());
+  Result r = cli("import " + trace_fixture("align/rank0.json") + " -o " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(SessionReader(db).status(), "complete");
+  for (const auto& e : std::filesystem::directory_iterator(import_scratch()))  // no temporary left
+    EXPECT_EQ(e.path().filename().string().find(".importing-"), std::string::npos) << e.path();
+  const std::string missing = (import_scratch() / "no_such_folder" / "x.db").string();
+  r = cli("import " + trace_fixture("align/rank0.json") + " -o " + missing);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(missing + ": cannot create the session file: the folder "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("importing-"), std::string::npos) << r.err;
+}
