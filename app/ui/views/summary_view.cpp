@@ -50,6 +50,7 @@ struct SummaryFigures {
   std::vector<sessions::RankKernelFigures> kernels;
   sessions::FlightAnalysis flight;
   std::string rebalances_brief;  ///< core/rebalance_marks.h, with the median steps around each move; "" without
+  std::vector<sessions::MemoryEvent> ooms;  ///< the out-of-memory entries a memory snapshot recorded (tester37 #7)
 };
 
 // A line per live rebalance that moved tables, with the median step time before and after it
@@ -222,6 +223,13 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                            .arg(QString::fromStdString(st.ended));
   if (st.steps == 0 && s.meta(sessions::meta::kImportFormat) == "torch_memory_snapshot") {
     text += "a PyTorch memory snapshot: no ops or steps; its allocator history is on the Memory page";
+    for (const auto& o : figures.ooms)  // the import completed; the job it recorded did not
+      text += QString("<br><span style=\"color:#b00000\"><b>out of memory</b> recorded on rank %1: %2 requested "
+                      "on stream %3 at %4 (the Memory page's trace entry of the OOM)</span>")
+                  .arg(o.rank)
+                  .arg(QString::fromStdString(sessions::format_bytes(o.requested > 0 ? o.requested : o.size)))
+                  .arg(o.stream)
+                  .arg(QString::fromStdString(format_duration(o.time_ns)));
   } else if (st.steps == 0 && !origin.isEmpty()) {
     text += "no profiler steps in the trace (no ProfilerStep#N spans): no step times, thread-level overlap or throughput";
   } else if (st.steps == 0) {
@@ -410,8 +418,12 @@ SummaryView::SummaryView(std::shared_ptr<const sessions::SessionReader> session,
   job_->start<SummaryFigures>(
       [file = session_->path()] {
         const sessions::SessionReader reader(file);
-        return SummaryFigures{sessions::analyze(reader), sessions::gpu_kernel_figures(reader),
-                              sessions::analyze_flight_records(reader), rebalances_brief(reader)};
+        SummaryFigures f{sessions::analyze(reader), sessions::gpu_kernel_figures(reader),
+                         sessions::analyze_flight_records(reader), rebalances_brief(reader), {}};
+        if (reader.meta(sessions::meta::kImportFormat) == "torch_memory_snapshot")
+          for (auto& e : reader.memory_events())
+            if (e.action == "oom") f.ooms.push_back(std::move(e));
+        return f;
       },
       [this](SummaryFigures& stats) {
         delete status_;

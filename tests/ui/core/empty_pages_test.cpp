@@ -160,3 +160,26 @@ TEST(EmptyPages, ATraceWithoutStepsHasNoRowOfZeros) {
     if (t->model() && t->model()->columnCount() > 5 && t->model()->headerData(1, Qt::Horizontal).toString() == "compute")
       EXPECT_FALSE(t->isHidden());
 }
+
+// tester37 #7: a snapshot that recorded an out-of-memory imports complete (the import did), but its
+// Summary said nothing of the OOM; it says it in red, with the request and the stream.
+TEST(EmptyPages, TheSummaryOfASnapshotSaysTheOutOfMemoryItRecorded) {
+  const auto path = std::filesystem::temp_directory_path() / ("es_empty_snap_oom_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    w.set_metadata(sessions::meta::kImported, "1");
+    w.set_metadata(sessions::meta::kImportFormat, "torch_memory_snapshot");
+    w.add_rank({0, "h", "cuda:0", 1 << 30});
+    sessions::MemoryEvent oom;
+    oom.rank = 0, oom.time_ns = 80'000, oom.action = "oom", oom.size = 30 << 20, oom.requested = 30 << 20, oom.stream = 7;
+    w.add_memory_events({oom});
+    w.close("complete");
+  }
+  SummaryView view(std::make_shared<const sessions::SessionReader>(path.string()));
+  ASSERT_TRUE(wait_for_analyses(&view));
+  QString all;
+  for (const auto* l : view.findChildren<QLabel*>()) all += l->text() + "\n";
+  EXPECT_TRUE(all.contains("<b>out of memory</b> recorded on rank 0: 30.0 MiB requested on stream 7 at 80.0 us"))
+      << all.toStdString();
+}
