@@ -360,6 +360,39 @@ run_bench() {  # run_bench NAME LIMIT_S : a packed Google Benchmark executable, 
   else rows+=("$name|ran|$secs|$n benchmarks; figures below"); fi
 }
 
+# The workloads end to end through the packed CLI: ROW|LIMIT_S|ARGS of `embedscope` (LOG is the
+# logs folder). Their sessions stay beside the logs; the detail is how the run ended, its
+# throughput, step time and the overlap `stats` reports.
+PREBUILT_WORKLOADS=(
+  "criteo-cuda-4ranks|90|run --backend cuda --preset criteo_kaggle --devices 4 --json --force-overwrite -o LOG/criteo_cuda4.db"
+  "criteo-cuda-1rank|60|run --backend cuda --preset criteo_kaggle --devices 1 --json --force-overwrite -o LOG/criteo_cuda1.db"
+  "criteo-cpu-4ranks|60|run --backend cpu --preset criteo_kaggle --devices 4 --json --force-overwrite -o LOG/criteo_cpu4.db"
+  "launch-cuda-1proc|60|launch -n 1 run --backend cuda --preset tiny --force-overwrite -o LOG/launch_cuda1.db"
+)
+
+run_workload() {  # run_workload ROW LIMIT_S ARGS : the packed CLI, then `stats` on its session
+  local name=$1 limit=$2 args=${3//LOG/$log_dir} exe=$P/bin/embedscope t0=$(date +%s) rc db
+  if [ ! -x "$exe" ]; then rows+=("$name|not built|0|embedscope is not in the pack"); return; fi
+  if [ "$have_device" != 1 ] && [[ $args == *"--backend cuda"* ]]; then
+    rows+=("$name|skipped|0|no device (the devices row)"); return; fi
+  if ! limit=$(cut_limit "$limit"); then rows+=("$name|NOT RUN (budget)|0|"); failed=1; return; fi
+  echo "=== $name (limit ${limit}s): embedscope $args"
+  # shellcheck disable=SC2086  # ARGS are words by design (no spaces inside one)
+  (cd "$log_dir" && run_packed "$limit" "$exe" $args) >"$log_dir/$name.log" 2>&1
+  rc=$?
+  tail -5 "$log_dir/$name.log"
+  db=$(printf '%s\n' $args | grep -E '\.db$' | tail -1)
+  local secs=$(( $(date +%s) - t0 )) detail="" result=ok
+  if [ -f "$db" ]; then
+    run_packed 60 "$exe" stats "$db" >"$log_dir/$name.stats.txt" 2>&1
+    detail=$(grep -E '^(session|step time +mean|throughput|overlap) ' "$log_dir/$name.stats.txt" | sed -E 's/ +/ /g; s/\(thread level.*\)|\(stream level.*\)//' | cut -c1-110 | paste -sd';' -)
+  fi
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then result=TIMEOUT; failed=1
+  elif [ "$rc" -ne 0 ]; then result="FAILED (exit $rc)"; failed=1
+    detail="$(grep -v '^===' "$log_dir/$name.log" | grep . | tail -1 | cut -c1-200); $detail"; fi
+  rows+=("$name|$result|$secs|$detail")
+}
+
 prebuilt_mode() {
   [ $# -ge 1 ] || die "--prebuilt needs PACK.tar.zst (usage: --prebuilt PACK.tar.zst [SUMMARY_FILE])"
   local pack summary_file
@@ -462,6 +495,7 @@ for p in nvidia.__path__: print("\n".join(sorted(glob.glob(p + "/*/lib"))))' 2>/
   local out
   out=$(run_packed 30 "$P/bin/cuda_devices" 2>&1); local rc=$?
   printf '%s\n' "$out" >"$log_dir/devices.txt"
+  have_device=0; [ $rc -eq 0 ] && have_device=1
   if [ $rc -eq 0 ]; then rows+=("devices|$(printf '%s\n' "$out" | grep -c '^device ') GPU(s)|0|$(printf '%s\n' "$out" | head -1 | cut -d: -f2-)")
   elif [ $rc -eq 3 ]; then rows+=("devices|none|0|$(printf '%s\n' "$out" | head -1); every GPU check skips")
   else rows+=("devices|FAILED (exit $rc)|0|$(printf '%s\n' "$out" | tail -1)"); failed=1; fi
@@ -470,6 +504,10 @@ for p in nvidia.__path__: print("\n".join(sorted(glob.glob(p + "/*/lib"))))' 2>/
   for t in "${PREBUILT_TESTS[@]}"; do
     IFS='|' read -r row exe filter limit <<<"$t"
     run_gtest "$row" "$exe" "$filter" "$limit"
+  done
+  for t in "${PREBUILT_WORKLOADS[@]}"; do
+    IFS='|' read -r row limit args <<<"$t"
+    run_workload "$row" "$limit" "$args"
   done
   for t in "${PREBUILT_BENCHES[@]}"; do
     IFS='|' read -r row limit <<<"$t"
