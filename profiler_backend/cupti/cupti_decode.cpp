@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string_view>
 #include <tuple>
 
 #include <cupti_callbacks.h>
@@ -40,6 +41,21 @@ bool is_nccl_kernel(const char* name) {
     while (*name >= '0' && *name <= '9') ++name;
   }
   return std::strncmp(name, "ncclDevKernel_", 14) == 0 || std::strncmp(name, "ncclKernel_", 11) == 0;
+}
+
+KernelCategory kernel_category(const char* name, sessions::OpCategory& out) {
+  out = sessions::OpCategory::other;
+  if (!name) return KernelCategory::known;
+  const std::string_view n(name);
+  const auto has = [&](std::string_view part) { return n.find(part) != std::string_view::npos; };
+  if (has("cub::")) return KernelCategory::inherit;  // before the names below: CUB's templates name their users' types
+  if (has("tbe_forward")) out = sessions::OpCategory::lookup;
+  else if (has("tbe_") || has("sgd")) out = sessions::OpCategory::optimizer;
+  else if (has("bucketize") || has("permute")) out = sessions::OpCategory::input;
+  else if (has("gemm") || has("gemv") || has("cutlass") || has("xmma") || has("splitK") || has("bias_") ||
+           has("relu") || has("interaction") || has("bce") || has("loss"))
+    out = sessions::OpCategory::dense;
+  return KernelCategory::known;
 }
 
 const char* memcpy_name(uint8_t copy_kind) {
@@ -209,7 +225,19 @@ void CuptiDecoder::add_record(const CUpti_Activity& record) {
       const Lane lane = g.nccl ? Lane::gpu_comm : lane_it != lane_of_stream_.end() ? lane_it->second : Lane::gpu_compute;
       g.op.rank = rank_of(k.deviceId, k.streamId);
       g.op.lane = lane;
-      g.op.category = lane == Lane::gpu_comm ? OpCategory::comm : OpCategory::other;
+      if (lane == Lane::gpu_comm) {
+        g.op.category = OpCategory::comm;
+      } else {  // by name; CUB's kernels take the category of the kernel before them on the stream
+        OpCategory c = OpCategory::other;
+        const std::pair<uint32_t, uint32_t> stream{k.deviceId, k.streamId};
+        if (kernel_category(g.op.name, c) == KernelCategory::inherit) {
+          auto last = last_category_of_stream_.find(stream);
+          c = last != last_category_of_stream_.end() ? last->second : OpCategory::other;
+        } else {
+          last_category_of_stream_[stream] = c;
+        }
+        g.op.category = c;
+      }
       g.op.start_ns = clock_.to_host(k.start);
       g.op.end_ns = clock_.to_host(k.end);
       g.device_id = k.deviceId;

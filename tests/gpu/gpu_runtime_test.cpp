@@ -331,8 +331,8 @@ TEST(Cupti, SeesTheKernelsAndCopiesOfAKnownProgram) {
   int allocs = 0, frees = 0;
   for (const auto& e : mem) {
     if (e.tag != "cuda_device" || e.size != kN * 4) continue;
-    allocs += e.action == "alloc";
-    frees += e.action == "free";
+    allocs += e.action == profiler::kMemoryAllocAction;
+    frees += e.action == profiler::kMemoryFreeAction;
   }
   EXPECT_EQ(allocs, 1);
   EXPECT_EQ(frees, 1);

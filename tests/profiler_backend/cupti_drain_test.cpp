@@ -5,6 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <stdexcept>
@@ -84,10 +90,12 @@ class DecoderSource final : public profiler::GpuRecordSource {
  public:
   CuptiDecoder dec;
   bool refuse_drain = false;
-  int drains = 0, stops = 0;
+  std::atomic<int> drains{0}, stops{0};
+  std::function<void()> in_drain;  // runs inside drain() (a slow CUPTI flush)
   void feed(const DrainRecords& b) { dec.add_buffer(b.data(), b.size()); }
   std::vector<GpuOp> drain() override {
     ++drains;
+    if (in_drain) in_drain();
     if (refuse_drain) throw std::runtime_error("CUPTI: cuptiActivityFlushAll failed: CUPTI_ERROR_UNKNOWN");
     return dec.take(false);
   }
@@ -420,4 +428,92 @@ TEST(SessionDrain, AFailingSourceIsRecordedAndTheFinalDrainPlacesTheStepARankDie
   EXPECT_EQ(ops[0].step, 0);
   EXPECT_EQ(ops[1].step, 2);  // not step 1: the rank was in step 2 when it ended
   std::filesystem::remove(path);
+}
+
+// The cuda executor's drain (Mode::background): the rank that ends a step last does not wait for
+// CUPTI's flush; the drain's thread does it, and finish() writes what is left after it.
+TEST(SessionDrain, ABackgroundDrainNeverHoldsTheRankThatEndedTheStep) {
+  const auto path = drain_session_path("background");
+  DecoderSource src;
+  std::mutex gate_mu;
+  std::condition_variable gate_cv;
+  bool open = false;
+  std::atomic<bool> on_test_thread{false};
+  const auto test_thread = std::this_thread::get_id();
+  src.in_drain = [&] {  // the flush takes until the test opens the gate (at most 2 s)
+    if (std::this_thread::get_id() == test_thread) on_test_thread = true;
+    std::unique_lock<std::mutex> lock(gate_mu);
+    gate_cv.wait_for(lock, std::chrono::seconds(2), [&] { return open; });
+  };
+  {
+    sessions::SessionWriter w(path.string());
+    profiler::SessionDrain drain(src, &w, {0}, -1, nullptr, profiler::SessionDrain::Mode::background);
+    DrainRecords b;
+    drain_launch(b, 1, 140);
+    drain_kernel(b, 0, 3, 1, 150, 160);  // step 0
+    src.feed(b);
+    drain.step_ended(0, 0, 100, 200);  // returns although the drain it started is blocked
+    drain.step_ended(0, 1, 210, 300);  // due while one runs: done with it or after it
+    EXPECT_EQ(drain.drains(), 0);
+    for (int i = 0; i < 500 && src.drains.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    EXPECT_EQ(src.drains.load(), 1);  // the background thread is inside the flush
+    EXPECT_FALSE(on_test_thread.load()) << "the step end drained on the rank's thread";
+    DrainRecords c;
+    drain_launch(c, 2, 240);
+    drain_kernel(c, 0, 3, 2, 250, 260);  // step 1
+    src.feed(c);
+    {
+      std::lock_guard<std::mutex> lock(gate_mu);
+      open = true;
+    }
+    gate_cv.notify_all();
+    drain.finish();
+    EXPECT_EQ(src.stops.load(), 1);
+    EXPECT_EQ(drain.ops_written(), 2);
+    EXPECT_EQ(drain.error(), "");
+    w.close("complete");
+  }
+  sessions::SessionReader r(path.string());
+  auto ops = r.all_ops();
+  ASSERT_EQ(ops.size(), 2u);
+  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+  EXPECT_EQ(ops[0].step, 0);
+  EXPECT_EQ(ops[1].step, 1);
+  std::filesystem::remove(path);
+}
+
+// Kernels of compute streams get the engine's op categories by name (as HTA tells computation
+// from communication by name); CUB's kernels take the category of the kernel before them on
+// their stream: the TBE backward's sort is optimizer work, the bucketize's scan input work.
+TEST(CuptiDecoder, ComputeKernelsGetTheCategoryOfTheirOpByName) {
+  CuptiDecoder d;
+  DrainRecords b;
+  const char* names[] = {
+      "void cub::CUB_300001_SM_800_900::detail::scan::DeviceScanKernel<int>",  // first on its stream: other
+      "void embedscope::engine::cuda::(anonymous namespace)::tbe_forward_kernel<float>(...)",
+      "embedscope::engine::cuda::(anonymous namespace)::tbe_linearize_kernel(...)",
+      "void cub::CUB_300001_SM_800_900::detail::radix_sort::DeviceRadixSortOnesweepKernel<unsigned long>",
+      "void embedscope::engine::cuda::(anonymous namespace)::bucketize_count_kernel(...)",
+      "void cub::CUB_300001_SM_800_900::detail::scan::DeviceScanKernel<long>",
+      "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32",
+      "void embedscope::engine::cuda::(anonymous namespace)::bias_relu_kernel(...)",
+      "some_library_kernel",
+  };
+  uint64_t t = 100;
+  uint32_t corr = 1;
+  for (const char* n : names) {
+    drain_kernel_named(b, n, 0, 3, corr++, t, t + 10);
+    t += 20;
+  }
+  d.add_buffer(b.data(), b.size());
+  auto ops = d.take(true);
+  ASSERT_EQ(ops.size(), std::size(names));
+  std::sort(ops.begin(), ops.end(), [](const auto& x, const auto& y) { return x.op.start_ns < y.op.start_ns; });
+  using C = sessions::OpCategory;
+  const C expected[] = {C::other, C::lookup, C::optimizer, C::optimizer, C::input, C::input, C::dense, C::dense, C::other};
+  for (size_t i = 0; i < ops.size(); ++i)
+    EXPECT_EQ(ops[i].op.category, expected[i]) << names[i] << ": " << sessions::to_string(ops[i].op.category);
+  sessions::OpCategory c;
+  EXPECT_EQ(profiler::kernel_category("ncclDevKernel_AllReduce_Sum_f32_RING_LL", c), profiler::KernelCategory::known);
+  EXPECT_EQ(c, C::other);  // NCCL's kernels are comm by their lane (is_nccl_kernel), not by this
 }

@@ -187,7 +187,9 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
             for (const auto& r : sh_.records)
               if (r.end_ns + 20000 >= since_ns) out.push_back(r);
             return out;
-          });
+          },
+          // CUPTI's flush, the decoding and the write on the drain's thread: no rank waits for them
+          profiler::SessionDrain::Mode::background);
     });
     return *drain_;
   }

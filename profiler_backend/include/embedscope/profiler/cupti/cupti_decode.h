@@ -115,6 +115,17 @@ struct DecodeStats {
 /// plain or mangled names (CUPTI reports "_Z21ncclDevKernel_Generic24ncclDevKernelArgs...").
 bool is_nccl_kernel(const char* name);
 
+/// The op category of a kernel of a compute stream, from its (demangled) name: Embedscope's own
+/// kernels by their names (`tbe_forward` lookup; other `tbe_` kernels and `sgd` optimizer;
+/// `bucketize` / `permute` input; `bias_`, `relu`, `interaction`, `bce`, `loss` dense) and
+/// cuBLAS's GEMMs (`gemm`, `gemv`, `cutlass`, `xmma`, `splitK`: dense). CUB's kernels (`cub::`)
+/// are parts of whatever launched them (the TBE backward's sort, the bucketize's scan), so they
+/// return `inherit`: the decoder gives them the category of the kernel before them on their stream.
+/// Anything else: other. HTA classifies kernels by name the same way (communication / memory /
+/// computation); this refines computation into the engine's op categories.
+enum class KernelCategory { known, inherit };
+KernelCategory kernel_category(const char* name, sessions::OpCategory& out);
+
 /// Static name of a memcpy kind: "memcpy_htod", "memcpy_dtoh", "memcpy_dtod", "memcpy_htoh",
 /// "memcpy_ptop", else "memcpy".
 const char* memcpy_name(uint8_t copy_kind);
@@ -197,6 +208,8 @@ class CuptiDecoder {
   DecodeStats stats_;
   std::map<uint32_t, int32_t> rank_of_device_;
   std::map<std::pair<uint32_t, uint32_t>, sessions::Lane> lane_of_stream_;
+  // the category of the last kernel of each (device, stream) that had one of its own (kernel_category)
+  std::map<std::pair<uint32_t, uint32_t>, sessions::OpCategory> last_category_of_stream_;
   std::map<std::pair<uint32_t, uint32_t>, int32_t> rank_of_stream_;
   size_t max_launches_;
   std::unordered_map<uint32_t, Launch> launches_;        // correlation id -> runtime call

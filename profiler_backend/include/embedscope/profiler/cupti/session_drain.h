@@ -5,11 +5,13 @@
 // the rest. The cuda executor's drain, with the device behind GpuRecordSource so that it is
 // tested without a GPU (a CuptiDecoder fed hand-built buffers stands in for the CuptiTracer).
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "embedscope/profiler/cupti/cupti_decode.h"
@@ -38,18 +40,27 @@ class SessionDrain {
   /// The collective records that may hold kernels starting at or after `since_ns` (host ns):
   /// those ending at or after since_ns - 20 us (CuptiDecoder's join tolerance) suffice.
   using RecordsSince = std::function<std::vector<sessions::CollectiveRecord>(int64_t since_ns)>;
+  /// When a due drain runs: on the thread of the rank that ended the step last (`inline`), or
+  /// on a thread of the drain's own (`background`, the cuda executor's), so that no rank waits
+  /// for CUPTI's flush, the decoding and the session write at a step end; finish() waits for it.
+  enum class Mode { inline_drain, background };
   /// `session` may be null (nothing written; records still taken). `ranks`, `setup_step`: as
   /// StepDrain's.
   SessionDrain(GpuRecordSource& source, sessions::SessionWriter* session, std::vector<int32_t> ranks,
-               int64_t setup_step, RecordsSince records);
+               int64_t setup_step, RecordsSince records, Mode mode = Mode::inline_drain);
+  /// Stops the background thread (without the final drain: finish() does that).
+  ~SessionDrain();
+  SessionDrain(const SessionDrain&) = delete;
+  SessionDrain& operator=(const SessionDrain&) = delete;
 
   /// Rank `rank` ended `step` (host window [start_ns, end_ns)); drains when that was the last
-  /// rank to end it. Any thread; never throws: a failing source is recorded in error() and the
-  /// per-step drains stop (finish() still tries).
+  /// rank to end it (Mode::background: wakes the drain's thread and returns at once; drains due
+  /// while one runs are done as one). Any thread; never throws: a failing source is recorded in
+  /// error() and the per-step drains stop (finish() still tries).
   void step_ended(int32_t rank, int64_t step, int64_t start_ns, int64_t end_ns);
-  /// The last drain (source.stop()): every record left. `running`: per rank, the step it was in
-  /// when it ended if that step did not end (a failed run), for the records after its last
-  /// window. Idempotent; never throws (error()).
+  /// The last drain (source.stop()): every record left, after the background drain due, if any.
+  /// `running`: per rank, the step it was in when it ended if that step did not end (a failed
+  /// run), for the records after its last window. Idempotent; never throws (error()).
   void finish(const std::map<int32_t, int64_t>& running = {});
 
   /// The first failure of the source ("" none), e.g. "CUPTI drain at a step end failed: ...".
@@ -60,16 +71,24 @@ class SessionDrain {
   int64_t events_written() const;
 
  private:
-  void drain_locked(bool final);
+  // One drain: the source's records (under drain_mu_, so drains never interleave), placed and
+  // written under mu_.
+  void drain(bool final);
+  void background_loop();
+  void stop_background();
 
   GpuRecordSource& source_;
   sessions::SessionWriter* session_;
   RecordsSince records_;
-  mutable std::mutex mu_;
+  std::mutex drain_mu_;    // one drain at a time (taken before mu_)
+  mutable std::mutex mu_;  // the placer's windows, the figures, the background's flags
+  std::condition_variable wake_;
   StepDrain placer_;
   std::string error_;
   bool failed_ = false, finished_ = false;
+  bool due_ = false, stopping_ = false;  // Mode::background: a drain is due; the thread ends
   int64_t drains_ = 0, ops_written_ = 0, events_written_ = 0;
+  std::thread background_;
 };
 
 }  // namespace embedscope::profiler
