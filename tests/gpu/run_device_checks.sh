@@ -194,6 +194,7 @@ pack_mode() {
   cp -r "$REPO/tests/data" "$root/data"
   cp "$REPO/bench/torch_embedding_bag.py" "$root/bench/"
   cp "$SELF" "$root/run_device_checks.sh"
+  cp "$REPO/tests/gpu/device_profile.sh" "$root/device_profile.sh"
   # every library ldd resolves for the executables (ldd lists the whole closure)
   local name arrow path rest device_libs=() packed=0 not_found=()
   while read -r name arrow path rest; do
