@@ -361,25 +361,32 @@ run_bench() {  # run_bench NAME LIMIT_S : a packed Google Benchmark executable, 
   else rows+=("$name|ran|$secs|$n benchmarks; figures below"); fi
 }
 
-# The workloads end to end through the packed CLI: ROW|LIMIT_S|ARGS of `embedscope` (LOG is the
-# logs folder). Their sessions stay beside the logs; the detail is how the run ended, its
-# throughput, step time and the overlap `stats` reports.
+# The workloads end to end through the packed CLI: ROW|LIMIT_S|EXPECTED_EXIT|ENV|ARGS of
+# `embedscope` (LOG is the logs folder; ENV `-` or one NAME=VALUE set for the command). Their
+# sessions stay beside the logs; the detail is how the run ended, its throughput, step time and
+# the overlap `stats` reports. The fault row injects a CUDA launch failure into rank 1's third
+# lookup (exec/device/fault_injection.h): the run must end `crashed` (exit 1) naming the rank and
+# the call, with a readable session.
 PREBUILT_WORKLOADS=(
-  "criteo-cuda-4ranks|90|run --backend cuda --preset criteo_kaggle --devices 4 --json --force-overwrite -o LOG/criteo_cuda4.db"
-  "criteo-cuda-1rank|60|run --backend cuda --preset criteo_kaggle --devices 1 --json --force-overwrite -o LOG/criteo_cuda1.db"
-  "criteo-cpu-4ranks|60|run --backend cpu --preset criteo_kaggle --devices 4 --json --force-overwrite -o LOG/criteo_cpu4.db"
-  "launch-cuda-1proc|60|launch -n 1 run --backend cuda --preset tiny --force-overwrite -o LOG/launch_cuda1.db"
+  "criteo-cuda-4ranks|90|0|-|run --backend cuda --preset criteo_kaggle --devices 4 --json --force-overwrite -o LOG/criteo_cuda4.db"
+  "criteo-cuda-1rank|60|0|-|run --backend cuda --preset criteo_kaggle --devices 1 --json --force-overwrite -o LOG/criteo_cuda1.db"
+  "criteo-cpu-4ranks|60|0|-|run --backend cpu --preset criteo_kaggle --devices 4 --json --force-overwrite -o LOG/criteo_cpu4.db"
+  "launch-cuda-1proc|60|0|-|launch -n 1 run --backend cuda --preset tiny --force-overwrite -o LOG/launch_cuda1.db"
+  "fault-cuda-2ranks|60|1|EMBEDSCOPE_INJECT_DEVICE_FAULT=1:lookup:3|run --backend cuda --preset tiny --devices 2 --force-overwrite -o LOG/fault_cuda2.db"
 )
 
-run_workload() {  # run_workload ROW LIMIT_S ARGS : the packed CLI, then `stats` on its session
-  local name=$1 limit=$2 args=${3//LOG/$log_dir} exe=$P/bin/embedscope t0=$(date +%s) rc db
+run_workload() {  # run_workload ROW LIMIT_S EXPECTED_EXIT ENV ARGS : the packed CLI, then `stats` on its session
+  local name=$1 limit=$2 expect=$3 env=$4 args=${5//LOG/$log_dir} exe=$P/bin/embedscope t0=$(date +%s) rc db
   if [ ! -x "$exe" ]; then rows+=("$name|not built|0|embedscope is not in the pack"); return; fi
   if [ "$have_device" != 1 ] && [[ $args == *"--backend cuda"* ]]; then
     rows+=("$name|skipped|0|no device (the devices row)"); return; fi
   if ! limit=$(cut_limit "$limit"); then rows+=("$name|NOT RUN (budget)|0|"); failed=1; return; fi
-  echo "=== $name (limit ${limit}s): embedscope $args"
+  local env_args=()
+  [ "$env" != - ] && env_args=("$env")
+  echo "=== $name (limit ${limit}s): ${env_args[*]} embedscope $args"
   # shellcheck disable=SC2086  # ARGS are words by design (no spaces inside one)
-  (cd "$log_dir" && run_packed "$limit" "$exe" $args) >"$log_dir/$name.log" 2>&1
+  (cd "$log_dir" && { [ ${#env_args[@]} -eq 0 ] || export "${env_args[@]}"; } && run_packed "$limit" "$exe" $args) \
+    >"$log_dir/$name.log" 2>&1
   rc=$?
   tail -5 "$log_dir/$name.log"
   db=$(printf '%s\n' $args | grep -E '\.db$' | tail -1)
@@ -389,8 +396,11 @@ run_workload() {  # run_workload ROW LIMIT_S ARGS : the packed CLI, then `stats`
     detail=$(grep -E '^(session|step time +mean|throughput|overlap) ' "$log_dir/$name.stats.txt" | sed -E 's/ +/ /g; s/\(thread level.*\)|\(stream level.*\)//' | cut -c1-110 | paste -sd';' -)
   fi
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then result=TIMEOUT; failed=1
-  elif [ "$rc" -ne 0 ]; then result="FAILED (exit $rc)"; failed=1
-    detail="$(grep -v '^===' "$log_dir/$name.log" | grep . | tail -1 | cut -c1-200); $detail"; fi
+  elif [ "$rc" -ne "$expect" ]; then result="FAILED (exit $rc)"; failed=1
+  elif [ "$rc" -ne 0 ]; then result="ok (exit $rc)"; fi
+  if [ "$rc" -ne 0 ]; then
+    detail="$({ grep -m1 '^error' "$log_dir/$name.log" || grep -v '^===' "$log_dir/$name.log" | grep . | tail -1; } | cut -c1-200); $detail"
+  fi
   rows+=("$name|$result|$secs|$detail")
 }
 
@@ -507,8 +517,8 @@ for p in nvidia.__path__: print("\n".join(sorted(glob.glob(p + "/*/lib"))))' 2>/
     run_gtest "$row" "$exe" "$filter" "$limit"
   done
   for t in "${PREBUILT_WORKLOADS[@]}"; do
-    IFS='|' read -r row limit args <<<"$t"
-    run_workload "$row" "$limit" "$args"
+    IFS='|' read -r row limit expect env args <<<"$t"
+    run_workload "$row" "$limit" "$expect" "$env" "$args"
   done
   for t in "${PREBUILT_BENCHES[@]}"; do
     IFS='|' read -r row limit <<<"$t"
