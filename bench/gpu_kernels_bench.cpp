@@ -13,6 +13,9 @@
 //   torch_GBps      PyTorch nn.EmbeddingBag(mode="sum", sparse=True) on cuda, same shape and ids
 //                   (bench/torch_embedding_bag.py --device cuda)
 //   ratio_vs_torch  GBps / torch_GBps (the goal for forward: >= 1.5)
+// gpu_forward_sum_int8 / _int4 (tbe_forward_quantized, the first shape's rows encoded):
+//   GBps            encoded row bytes read (n_ids * row_bytes) / median kernel time
+//   time_vs_fp32    the fp32 tbe_forward's median on the same ids / this median
 // Without a CUDA device the program prints "no CUDA device: <what cudaGetDeviceCount said>"
 // and exits 0.
 
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "embedscope/engine/kernels/cuda_kernels.h"
+#include "embedscope/engine/quant/row_codec.h"
 #include "torch_peer.h"
 
 namespace {
@@ -187,6 +191,35 @@ void BM_BackwardRowwiseAdagrad(benchmark::State& state, int i) {
   report(state, w.backward_bytes(), median(s), peer.backward_GBps, peer.note);
 }
 
+// tbe_forward_quantized on the same ids over the same rows encoded as int8 or int4
+// (encode_row): GBps of encoded row bytes read, and the lookups' speed against the fp32 kernel
+// timed beside it (time_vs_fp32 = fp32 median / this median: > 1 is faster than fp32).
+void BM_ForwardQuantized(benchmark::State& state, int i, TableDataType type) {
+  Workload& w = workload(i);
+  const int64_t rows = w.shape.rows, dim = w.shape.dim, stride = row_bytes(type, dim);
+  std::vector<float> h_w = w.weights.download();
+  std::vector<uint8_t> encoded(static_cast<size_t>(rows * stride));
+  for (int64_t r = 0; r < rows; ++r) encode_row(type, h_w.data() + r * dim, dim, encoded.data() + r * stride);
+  DeviceArray<uint8_t> d_rows{std::span<const uint8_t>(encoded)};
+  EventTimer timer;
+  std::vector<double> s, fp32;
+  for (auto _ : state) {
+    const double t = timer.seconds([&] {
+      tbe_forward_quantized(type, d_rows.data(), rows, dim, w.ids.data(), w.offsets.data(), w.shape.batch, nullptr,
+                            w.out.data(), dim);
+    });
+    state.SetIterationTime(t);
+    s.push_back(t);
+    fp32.push_back(timer.seconds(
+        [&] { tbe_forward(*w.plan, w.weights.data(), w.ids.data(), w.offsets.data(), nullptr, w.out.data()); }));
+  }
+  const double bytes = static_cast<double>(w.shape.n_ids() * stride);
+  state.counters["GBps"] = bytes / median(s) / 1e9;
+  state.counters["copy_GBps"] = copy_GBps();
+  state.counters["ratio_vs_copy"] = bytes / median(s) / 1e9 / copy_GBps();
+  state.counters["time_vs_fp32"] = median(fp32) / median(s);
+}
+
 void register_all() {
   benchmark::RegisterBenchmark("device_copy_d2d/1GiB", BM_DeviceCopy)->UseManualTime()->Iterations(1);
   for (int i = 0; i < static_cast<int>(std::size(kShapes)); ++i) {
@@ -202,6 +235,13 @@ void register_all() {
         ->MinWarmUpTime(0.1)
         ->MinTime(0.5);
   }
+  for (const TableDataType t : {TableDataType::int8, TableDataType::int4})
+    benchmark::RegisterBenchmark(("gpu_forward_sum_" + std::string(enum_name(t)) + "/" + kShapes[0].name()).c_str(),
+                                 BM_ForwardQuantized, 0, t)
+        ->Unit(benchmark::kMicrosecond)
+        ->UseManualTime()
+        ->MinWarmUpTime(0.1)
+        ->MinTime(0.3);
 }
 
 }  // namespace

@@ -321,8 +321,9 @@ void check_backward(WeightsPrecision p, Pooling pooling, OptimizerType type, uin
                                              tab.pooling ? sc.data() : nullptr, grad.data() + tab.out_offset,
                                              tab.out_stride);
       const auto [n1, n2] = optimizer_state_floats(type, tab.num_rows, tab.dim);
-      RowOptimizerState st{std::span<float>(rm1.data() + tab.momentum1_offset, static_cast<size_t>(n1)),
-                           std::span<float>(rm2.data() + tab.momentum2_offset, static_cast<size_t>(n2))};
+      RowOptimizerState st;
+      st.momentum1 = std::span<float>(rm1.data() + tab.momentum1_offset, static_cast<size_t>(n1));
+      st.momentum2 = std::span<float>(rm2.data() + tab.momentum2_offset, static_cast<size_t>(n2));
       apply_row_optimizer(opt, it, ref.data() + tab.weights_offset, tab.dim, st, sg);
     }
     for (float& x : ref) x = round_to(p, x);

@@ -172,6 +172,23 @@ class TbePlan {
 void tbe_forward(const TbePlan& plan, const void* weights, const int64_t* ids, const int64_t* offsets,
                  const float* bag_scale, float* out, void* stream = nullptr, int64_t batch_size = -1);
 
+/// Pooled lookup of one table whose rows are stored in FBGEMM's fused row-wise layouts
+/// (quant/row_codec.h): `type` int8 (dim uint8 codes, then the row's fp32 scale and bias: dim + 8
+/// bytes a row; x = q * scale + bias) or int4 (dim / 2 bytes of 4-bit codes, low nibble first,
+/// then fp16 scale and bias: dim / 2 + 4 bytes; x = scale * q + bias; dim even). `rows`: num_rows
+/// such rows on the device; bag b (< num_bags) is ids[offsets[b] .. offsets[b + 1]);
+///   out[b * out_stride + c] = s_b * sum over the bag's ids of x(id, c),  c < dim,
+/// with s_b = bag_scale[b] when bag_scale != nullptr, else 1; rows are decoded and summed in fp32
+/// in id order, so the result is bit-equal to pooled_lookup_encoded (kernels.h). ids outside
+/// [0, num_rows) contribute nothing. One warp per bag on `stream` (a cudaStream_t; nullptr: the
+/// legacy default stream). Not used by the cuda executor yet (it runs fp32 tables only): the
+/// lookup kernel for int8 / int4 tables, tested against the CPU reference. Throws
+/// std::invalid_argument for another type, dim <= 0, an odd dim with int4, negative counts or
+/// out_stride < dim; LaunchError for a failed launch.
+void tbe_forward_quantized(TableDataType type, const void* rows, int64_t num_rows, int64_t dim, const int64_t* ids,
+                           const int64_t* offsets, int64_t num_bags, const float* bag_scale, float* out,
+                           int64_t out_stride, void* stream = nullptr);
+
 /// Backward of tbe_forward with the optimizer fused (FBGEMM's split_embedding_backward_codegen
 /// *_exact kernels): the gradient of each distinct (table, row) of the batch is the sum, in
 /// the order of the ids, of scale(t, b) * grad_out[bag row] over its occurrences (radix sort
