@@ -11,6 +11,7 @@
 // window holds its start; the rest when the ranks have ended.
 #include <cuda_runtime_api.h>
 
+#include "exec/cuda/gpu_trace_drain.h"
 #include "exec/device/cuda_rank_device.h"
 #include "comm/hier/hier_comm.h"
 #include "exec/threaded/executor.h"
@@ -19,7 +20,6 @@
 #include "embedscope/engine/comm/nccl_comm.h"
 #include "embedscope/profiler/device/cuda_device.h"
 #include "embedscope/profiler/cupti/cupti_tracer.h"
-#include "embedscope/profiler/cupti/session_drain.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::engine::exec {
@@ -125,8 +125,9 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
       return apply_device_fault_hook();
     }
     // the session exists from run() on (sh_.session); the drain reads it at the first step end
+    gpu_trace_ = std::make_unique<GpuTraceDrain>(*cupti_, sh_, std::vector<int32_t>(local_ranks_.begin(), local_ranks_.end()));
     sh_.on_step_end = [this](int rank, int64_t step, int64_t start_ns, int64_t end_ns) {
-      drain().step_ended(rank, step, start_ns, end_ns);
+      gpu_trace_->step_ended(rank, step, start_ns, end_ns);
     };
     apply_device_fault_hook();
   }
@@ -142,17 +143,9 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
       g->bind_thread();
       cudaDeviceSynchronize();
     }
-    if (cupti_) {
-      // what the step-end drains left, and the records of a step a rank failed in
-      std::map<int32_t, int64_t> running;
-      for (size_t i = 0; i < ranks_.size(); ++i) {
-        const auto& win = ranks_[i]->windows;
-        const int64_t in = ranks_[i]->step_in_progress();
-        if (!win.empty() && in > win.back().step) running[local_ranks_[i]] = in;
-      }
-      drain().finish(running);
-      if (session) cupti_->write_metadata(*session);
-      if (cupti_error_.empty()) cupti_error_ = drain().error();
+    if (gpu_trace_) {
+      const std::string error = gpu_trace_->finish(ranks_, session);
+      if (cupti_error_.empty()) cupti_error_ = error;
     }
     if (!session) return;
     int runtime = 0;
@@ -174,25 +167,7 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
   std::vector<std::unique_ptr<NcclComm>> comms_;
   std::unique_ptr<profiler::CuptiTracer> cupti_;
   std::string cupti_error_;
-  std::once_flag drain_once_;
-  std::unique_ptr<profiler::SessionDrain> drain_;  // made at the first use, when sh_.session is set
-  profiler::SessionDrain& drain() {
-    std::call_once(drain_once_, [this] {
-      drain_ = std::make_unique<profiler::SessionDrain>(
-          *cupti_, sh_.session, std::vector<int32_t>(local_ranks_.begin(), local_ranks_.end()),
-          -sh_.spec.warmup_steps - 1,  // the step of setup's work (Rank::setup)
-          [this](int64_t since_ns) {
-            std::vector<sessions::CollectiveRecord> out;
-            std::lock_guard<std::mutex> lock(sh_.records_mu);
-            for (const auto& r : sh_.records)
-              if (r.end_ns + 20000 >= since_ns) out.push_back(r);
-            return out;
-          },
-          // CUPTI's flush, the decoding and the write on the drain's thread: no rank waits for them
-          profiler::SessionDrain::Mode::background);
-    });
-    return *drain_;
-  }
+  std::unique_ptr<GpuTraceDrain> gpu_trace_;  // with cupti_ (prepare); ends before it
 };
 
 }  // namespace

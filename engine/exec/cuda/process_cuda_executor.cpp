@@ -10,8 +10,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <map>
-#include <mutex>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -20,7 +18,7 @@
 #include "embedscope/engine/exec/gpu_placement.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/profiler/cupti/cupti_tracer.h"
-#include "embedscope/profiler/cupti/session_drain.h"
+#include "exec/cuda/gpu_trace_drain.h"
 #include "embedscope/profiler/device/cuda_device.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "exec/device/cuda_rank_device.h"
@@ -136,8 +134,9 @@ class ProcessCudaExecutor final : public launch::ProcessExecutor {
     }
     // drained into this rank's session at every step end, as the threaded cuda run: a killed
     // process keeps the GPU lanes of its ended steps
+    gpu_trace_ = std::make_unique<GpuTraceDrain>(*cupti_, sh_, std::vector<int32_t>{R});
     sh_.on_step_end = [this](int rank, int64_t step, int64_t start_ns, int64_t end_ns) {
-      drain().step_ended(rank, step, start_ns, end_ns);
+      gpu_trace_->step_ended(rank, step, start_ns, end_ns);
     };
     apply_device_fault_hook();
   }
@@ -150,15 +149,9 @@ class ProcessCudaExecutor final : public launch::ProcessExecutor {
       g->bind_thread();
       cudaDeviceSynchronize();
     }
-    if (cupti_) {
-      // what the step-end drains left, and the records of a step the rank failed in
-      std::map<int32_t, int64_t> running;
-      const auto& win = ranks_.front()->windows;
-      const int64_t in = ranks_.front()->step_in_progress();
-      if (!win.empty() && in > win.back().step) running[R] = in;
-      drain().finish(running);
-      if (session) cupti_->write_metadata(*session);
-      if (cupti_error_.empty()) cupti_error_ = drain().error();
+    if (gpu_trace_) {
+      const std::string error = gpu_trace_->finish(ranks_, session);
+      if (cupti_error_.empty()) cupti_error_ = error;
     }
     if (!session) return;
     int runtime = 0;
@@ -179,24 +172,7 @@ class ProcessCudaExecutor final : public launch::ProcessExecutor {
   std::vector<std::unique_ptr<NcclComm>> comms_;
   std::unique_ptr<profiler::CuptiTracer> cupti_;
   std::string cupti_error_;
-  std::once_flag drain_once_;
-  std::unique_ptr<profiler::SessionDrain> drain_;  // made at the first use, when sh_.session is set
-  profiler::SessionDrain& drain() {
-    std::call_once(drain_once_, [this] {
-      drain_ = std::make_unique<profiler::SessionDrain>(
-          *cupti_, sh_.session, std::vector<int32_t>{sh_.opt.process.rank},
-          -sh_.spec.warmup_steps - 1,  // the step of setup's work (Rank::setup)
-          [this](int64_t since_ns) {
-            std::vector<sessions::CollectiveRecord> out;
-            std::lock_guard<std::mutex> lock(sh_.records_mu);
-            for (const auto& r : sh_.records)
-              if (r.end_ns + 20000 >= since_ns) out.push_back(r);
-            return out;
-          },
-          profiler::SessionDrain::Mode::background);
-    });
-    return *drain_;
-  }
+  std::unique_ptr<GpuTraceDrain> gpu_trace_;  // with cupti_ (after_rendezvous); ends before it
 };
 
 }  // namespace
