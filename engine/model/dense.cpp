@@ -7,6 +7,7 @@
 #include <random>
 
 #include "embedscope/engine/input/input.h"
+#include "embedscope/engine/kernels/dense_core.h"
 
 // OpenBLAS's own thread pool would fight the rank threads for cores: ranks are the
 // parallelism. Weak, so another BLAS links too.
@@ -145,13 +146,8 @@ double DenseModel::forward_backward(int64_t B, const float* dense_x, std::span<c
   std::fill(grads_.begin(), grads_.end(), 0.0f);
   std::vector<float> logit(static_cast<size_t>(B), 0.0f), dlogit(static_cast<size_t>(B));
   auto loss_and_grad = [&] {
-    double loss = 0;
-    for (int64_t i = 0; i < B; ++i) {
-      const double z = logit[static_cast<size_t>(i)], y = labels[i];
-      loss += std::max(z, 0.0) - z * y + std::log1p(std::exp(-std::abs(z)));
-      dlogit[static_cast<size_t>(i)] = static_cast<float>((1.0 / (1.0 + std::exp(-z)) - y) / static_cast<double>(B));
-    }
-    return B > 0 ? loss / static_cast<double>(B) : 0.0;
+    if (ops_.loss) return ops_.loss(B, logit.data(), labels, dlogit.data());
+    return bce_with_logits(B, logit.data(), labels, dlogit.data());
   };
 
   if (!spec_.dense) {
@@ -203,18 +199,10 @@ double DenseModel::forward_backward(int64_t B, const float* dense_x, std::span<c
     r = x0;
   } else if (ds.interaction == Interaction::dot) {
     // entities e_0 = z, e_{f+1} = pooled_f (all d0 wide); r = [z, <e_i, e_j> for i > j]
-    for (int64_t i = 0; i < B; ++i) {
-      const float* row = x0.data() + i * inter_in_;
-      float* out = r.data() + i * inter_out_;
-      std::copy_n(row, d0, out);
-      int64_t k = d0;
-      for (int64_t a = 1; a <= F; ++a)
-        for (int64_t b = 0; b < a; ++b) {
-          float dot = 0;
-          for (int64_t c = 0; c < d0; ++c) dot += row[a * d0 + c] * row[b * d0 + c];
-          out[k++] = dot;
-        }
-    }
+    if (ops_.dot_forward)
+      ops_.dot_forward(B, F, d0, x0.data(), r.data());
+    else
+      dot_interaction_forward(B, F, d0, x0.data(), r.data());
   } else {
     std::vector<float> x = x0;
     for (const Cross& cr : cross_) {
@@ -257,21 +245,10 @@ double DenseModel::forward_backward(int64_t B, const float* dense_x, std::span<c
   if (ds.interaction == Interaction::cat) {
     dx0 = dy;
   } else if (ds.interaction == Interaction::dot) {
-    for (int64_t i = 0; i < B; ++i) {
-      const float* row = x0.data() + i * inter_in_;
-      const float* g = dy.data() + i * inter_out_;
-      float* dro = dx0.data() + i * inter_in_;
-      for (int64_t c = 0; c < d0; ++c) dro[c] += g[c];
-      int64_t k = d0;
-      for (int64_t a = 1; a <= F; ++a)
-        for (int64_t b = 0; b < a; ++b) {
-          const float gk = g[k++];
-          for (int64_t c = 0; c < d0; ++c) {
-            dro[a * d0 + c] += gk * row[b * d0 + c];
-            dro[b * d0 + c] += gk * row[a * d0 + c];
-          }
-        }
-    }
+    if (ops_.dot_backward)
+      ops_.dot_backward(B, F, d0, x0.data(), dy.data(), dx0.data());
+    else
+      dot_interaction_backward(B, F, d0, x0.data(), dy.data(), dx0.data());
   } else {
     std::vector<float> dx = dy;  // d x_L
     for (size_t l = cross_.size(); l-- > 0;) {
@@ -356,7 +333,38 @@ std::vector<std::pair<int64_t, int64_t>> dense_buckets(const std::vector<std::pa
 }
 
 void DenseModel::sgd_step(float lr, const float* grad) {
-  for (size_t i = 0; i < params_.size(); ++i) params_[i] -= lr * grad[i];
+  if (ops_.sgd) {
+    ops_.sgd(num_params_, lr, grad, params_.data());
+    return;
+  }
+  engine::sgd_step(static_cast<int64_t>(params_.size()), lr, grad, params_.data());
+}
+
+double bce_with_logits(int64_t B, const float* logits, const float* labels, float* dlogits) {
+  double loss = 0;
+  for (int64_t i = 0; i < B; ++i) {
+    const dense_core::BceTerm t = dense_core::bce_with_logits_term(logits[i], labels[i], B);
+    loss += t.loss;
+    dlogits[i] = t.dlogit;
+  }
+  return B > 0 ? loss / static_cast<double>(B) : 0.0;
+}
+
+void dot_interaction_forward(int64_t B, int64_t F, int64_t d0, const float* x0, float* r) {
+  const int64_t in_w = (F + 1) * d0, out_w = dense_core::dot_out_width(F, d0);
+  for (int64_t i = 0; i < B; ++i)
+    for (int64_t k = 0; k < out_w; ++k) r[i * out_w + k] = dense_core::dot_forward_element(x0 + i * in_w, F, d0, k);
+}
+
+void dot_interaction_backward(int64_t B, int64_t F, int64_t d0, const float* x0, const float* dr, float* dx0) {
+  const int64_t in_w = (F + 1) * d0, out_w = dense_core::dot_out_width(F, d0);
+  for (int64_t i = 0; i < B; ++i)
+    for (int64_t j = 0; j < in_w; ++j)
+      dx0[i * in_w + j] = dense_core::dot_backward_element(x0 + i * in_w, dr + i * out_w, F, d0, j);
+}
+
+void sgd_step(int64_t n, float lr, const float* grad, float* params) {
+  for (int64_t i = 0; i < n; ++i) params[i] = dense_core::sgd_update(params[i], grad[i], lr);
 }
 
 int64_t DenseModel::activation_bytes(int64_t B) const {

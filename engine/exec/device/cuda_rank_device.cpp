@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "embedscope/engine/kernels/cuda_dense_ops.h"
 #include "embedscope/engine/kernels/cuda_kernels.h"
 #include "embedscope/engine/kernels/cuda_reduce.h"
 #include "embedscope/engine/memory/cuda_memory.h"
@@ -47,6 +48,7 @@ CudaRankDevice::CudaRankDevice(int device) : device_(device) {
         return p;
       },
       [](void* p) { cudaFree(p); });  // synchronizes the device: the stream's work on the block is done
+  check(cudaMalloc(reinterpret_cast<void**>(&loss_), sizeof(double)), "cudaMalloc (loss)");
 }
 
 CudaRankDevice::~CudaRankDevice() {
@@ -55,6 +57,7 @@ CudaRankDevice::~CudaRankDevice() {
   if (stream_) cudaStreamSynchronize(stream_);  // before the plans and the workspace go
   plans_.reset();
   workspace_.reset();
+  if (loss_) cudaFree(loss_);
   if (stream_) {
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
@@ -168,6 +171,25 @@ void CudaRankDevice::linear_forward(int64_t B, int64_t in, int64_t out, const fl
 void CudaRankDevice::linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y,
                                      bool relu, float* dy, float* dw, float* db, float* dx) const {
   cuda::linear_backward_cuda(*blas_, B, in, out, x, w, y, relu, dy, dw, db, dx);
+}
+
+double CudaRankDevice::bce_loss(int64_t B, const float* logits, const float* labels, float* dlogits) const {
+  cuda::bce_with_logits_cuda(B, logits, labels, dlogits, loss_, stream_);
+  double loss = 0;
+  to_host(&loss, loss_, static_cast<int64_t>(sizeof(double)));
+  return loss;
+}
+
+void CudaRankDevice::sgd_step(int64_t n, float lr, const float* grad, float* params) const {
+  cuda::sgd_step_cuda(n, lr, grad, params, stream_);
+}
+
+void CudaRankDevice::dot_forward(int64_t B, int64_t F, int64_t d0, const float* x0, float* r) const {
+  cuda::dot_interaction_forward_cuda(B, F, d0, x0, r, stream_);
+}
+
+void CudaRankDevice::dot_backward(int64_t B, int64_t F, int64_t d0, const float* x0, const float* dr, float* dx0) const {
+  cuda::dot_interaction_backward_cuda(B, F, d0, x0, dr, dx0, stream_);
 }
 
 namespace {

@@ -70,6 +70,14 @@ class CudaRankDevice final : public RankDevice {
                       float* y) const override;
   void linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y, bool relu,
                        float* dy, float* dw, float* db, float* dx) const override;
+  /// bce_with_logits_cuda on the compute stream into a one-double buffer of the device (made at
+  /// construction: no allocation in the step), then the loss copied back (waits for the stream).
+  double bce_loss(int64_t B, const float* logits, const float* labels, float* dlogits) const override;
+  /// sgd_step_cuda on the compute stream; does not wait.
+  void sgd_step(int64_t n, float lr, const float* grad, float* params) const override;
+  /// dot_interaction_forward_cuda / dot_interaction_backward_cuda on the compute stream; do not wait.
+  void dot_forward(int64_t B, int64_t F, int64_t d0, const float* x0, float* r) const override;
+  void dot_backward(int64_t B, int64_t F, int64_t d0, const float* x0, const float* dr, float* dx0) const override;
   /// The rank's comm stream (the intra-device communicator's copies and reductions).
   cudaStream_t comm_stream() const { return comm_stream_; }
   /// Staging for the intra-device communicator: cudaMallocAsync / cudaFreeAsync on the comm
@@ -94,6 +102,7 @@ class CudaRankDevice final : public RankDevice {
   std::unique_ptr<ShardPlanCache<cuda::TbePlan>> plans_;
   mutable std::mutex workspace_mutex_;             // reserve() may grow it: one op at a time
   std::unique_ptr<GrowOnlyWorkspace> workspace_;   // tbe_backward_update's scratch, on stream_
+  double* loss_ = nullptr;  // bce_loss's result (cudaMalloc at construction), on stream_
 };
 
 /// Collectives on host buffers over an NCCL communicator: each call copies the send buffer to

@@ -67,6 +67,19 @@ class FaultyDevice final : public RankDevice {
     maybe_fail("linear_backward");
     in_->linear_backward(B, in, out, x, w, y, relu, dy, dw, db, dx);
   }
+  // not injectable (injectable_device_calls): the copies around them are
+  double bce_loss(int64_t B, const float* logits, const float* labels, float* dlogits) const override {
+    return in_->bce_loss(B, logits, labels, dlogits);
+  }
+  void sgd_step(int64_t n, float lr, const float* grad, float* params) const override {
+    in_->sgd_step(n, lr, grad, params);
+  }
+  void dot_forward(int64_t B, int64_t F, int64_t d0, const float* x0, float* r) const override {
+    in_->dot_forward(B, F, d0, x0, r);
+  }
+  void dot_backward(int64_t B, int64_t F, int64_t d0, const float* x0, const float* dr, float* dx0) const override {
+    in_->dot_backward(B, F, d0, x0, dr, dx0);
+  }
   void* comm_alloc(int64_t bytes) const override { return in_->comm_alloc(bytes); }
   void comm_free(void* p) const noexcept override { in_->comm_free(p); }
   void comm_to_device(void* dst, const void* src, int64_t bytes) const override { in_->comm_to_device(dst, src, bytes); }

@@ -60,6 +60,18 @@ class HostRankDevice final : public RankDevice {
                        float* dy, float* dw, float* db, float* dx) const override {
     engine::linear_backward(B, in, out, x, w, y, relu, dy, dw, db, dx);
   }
+  double bce_loss(int64_t B, const float* logits, const float* labels, float* dlogits) const override {
+    return engine::bce_with_logits(B, logits, labels, dlogits);
+  }
+  void sgd_step(int64_t n, float lr, const float* grad, float* params) const override {
+    engine::sgd_step(n, lr, grad, params);
+  }
+  void dot_forward(int64_t B, int64_t F, int64_t d0, const float* x0, float* r) const override {
+    engine::dot_interaction_forward(B, F, d0, x0, r);
+  }
+  void dot_backward(int64_t B, int64_t F, int64_t d0, const float* x0, const float* dr, float* dx0) const override {
+    engine::dot_interaction_backward(B, F, d0, x0, dr, dx0);
+  }
 
  private:
   int device_;

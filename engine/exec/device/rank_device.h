@@ -56,6 +56,18 @@ class RankDevice : public IntraDeviceOps {
                               bool relu, float* y) const = 0;
   virtual void linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y,
                                bool relu, float* dy, float* dw, float* db, float* dx) const = 0;
+  /// bce_with_logits (dense.h) on device memory: logits, labels, dlogits are B floats there;
+  /// returns the mean loss to the host (on a GPU bce_with_logits_cuda, then waits for the one
+  /// double; dlogits stay on the device, ordered before later work).
+  virtual double bce_loss(int64_t B, const float* logits, const float* labels, float* dlogits) const = 0;
+  /// sgd_step (dense.h) on n parameters in device memory: params -= lr * grad; asynchronous on a
+  /// GPU (sgd_step_cuda), as lookup.
+  virtual void sgd_step(int64_t n, float lr, const float* grad, float* params) const = 0;
+  /// dot_interaction_forward / dot_interaction_backward (dense.h) on device memory (x0: B x
+  /// (F + 1) d0, r and dr: B x (d0 + (F + 1) F / 2), dx0 overwritten); asynchronous on a GPU
+  /// (dot_interaction_forward_cuda / _backward_cuda), as lookup.
+  virtual void dot_forward(int64_t B, int64_t F, int64_t d0, const float* x0, float* r) const = 0;
+  virtual void dot_backward(int64_t B, int64_t F, int64_t d0, const float* x0, const float* dr, float* dx0) const = 0;
 };
 
 /// Host memory standing in for GPU `device` (the emulated device the rank is placed on,

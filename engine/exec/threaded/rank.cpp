@@ -129,6 +129,35 @@ void Rank::dense_layers_on_gpu() {
     gpu_->to_host(db, d_db.device_data(), out * f);
     if (dx) gpu_->to_host(dx, d_dx.device_data(), B * in * f);
   };
+  // the loss and the dense SGD step on the device too (bce_with_logits_cuda / sgd_step_cuda;
+  // the host stand-in runs the host functions, bit for bit the cpu backend's)
+  ops.loss = [this](int64_t B, const float* logits, const float* labels, float* dlogits) {
+    auto d_z = on_gpu("activations", logits, B), d_y = on_gpu("activations", labels, B);
+    auto d_dz = buf<float>("gradients", static_cast<size_t>(B));
+    const double loss = gpu_->bce_loss(B, d_z.device_data(), d_y.device_data(), d_dz.device_data());
+    gpu_->to_host(dlogits, d_dz.device_data(), B * f);
+    return loss;
+  };
+  ops.sgd = [this](int64_t n, float lr, const float* grad, float* params) {
+    auto d_p = on_gpu("dense", params, n), d_g = on_gpu("gradients", grad, n);
+    gpu_->sgd_step(n, lr, d_g.device_data(), d_p.device_data());
+    gpu_->to_host(params, d_p.device_data(), n * f);
+  };
+  // the dot interaction (dot_interaction_forward_cuda / _backward_cuda)
+  ops.dot_forward = [this](int64_t B, int64_t F, int64_t d0, const float* x0, float* r) {
+    const int64_t in_w = (F + 1) * d0, out_w = d0 + (F + 1) * F / 2;
+    auto d_x0 = on_gpu("activations", x0, B * in_w);
+    auto d_r = buf<float>("activations", static_cast<size_t>(B * out_w));
+    gpu_->dot_forward(B, F, d0, d_x0.device_data(), d_r.device_data());
+    gpu_->to_host(r, d_r.device_data(), B * out_w * f);
+  };
+  ops.dot_backward = [this](int64_t B, int64_t F, int64_t d0, const float* x0, const float* dr, float* dx0) {
+    const int64_t in_w = (F + 1) * d0, out_w = d0 + (F + 1) * F / 2;
+    auto d_x0 = on_gpu("activations", x0, B * in_w), d_dr = on_gpu("gradients", dr, B * out_w);
+    auto d_dx0 = buf<float>("gradients", static_cast<size_t>(B * in_w));
+    gpu_->dot_backward(B, F, d0, d_x0.device_data(), d_dr.device_data(), d_dx0.device_data());
+    gpu_->to_host(dx0, d_dx0.device_data(), B * in_w * f);
+  };
   dense_.set_linear_ops(std::move(ops));
 }
 

@@ -38,6 +38,27 @@ void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const fl
 void linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y, bool relu,
                      float* dy, float* dw, float* db, float* dx);
 
+/// Binary cross-entropy with logits over a batch of B samples (torch.nn.BCEWithLogitsLoss,
+/// mean reduction), forward and backward on the host: writes dlogits[i] = (sigmoid(logits[i]) -
+/// labels[i]) / B and returns the mean loss (double; 0 for B == 0). logits, labels, dlogits: B
+/// floats. Per element dense_core::bce_with_logits_term, the arithmetic bce_with_logits_cuda
+/// (cuda_dense_ops.h) runs on the GPU; the sum in sample order.
+double bce_with_logits(int64_t B, const float* logits, const float* labels, float* dlogits);
+
+/// Plain SGD on n fp32 parameters on the host: params[i] -= lr * grad[i] (dense_core::sgd_update,
+/// as sgd_step_cuda on the GPU, bit for bit).
+void sgd_step(int64_t n, float lr, const float* grad, float* params);
+
+/// DLRM's dot interaction on the host, forward: x0 is B rows of F + 1 entities of d0 floats
+/// (bottom MLP output, then the F pooled embeddings), r gets B rows of d0 + (F + 1) F / 2 floats
+/// (entity 0, then <e_a, e_b> for a = 1..F, b < a). dense_core::dot_forward_element per element,
+/// as dot_interaction_forward_cuda (cuda_dense_ops.h) on the GPU, bit for bit.
+void dot_interaction_forward(int64_t B, int64_t F, int64_t d0, const float* x0, float* r);
+
+/// Backward of dot_interaction_forward: dx0 (B x (F + 1) d0, overwritten) from x0 and dr, the
+/// gradient of r. dense_core::dot_backward_element per element (as the GPU's).
+void dot_interaction_backward(int64_t B, int64_t F, int64_t d0, const float* x0, const float* dr, float* dx0);
+
 /// DDP's gradient buckets (torch.distributed's compute_bucket_assignment_by_size): the tensors
 /// (offset, count of fp32 values), taken in reverse order, are packed into buckets; a bucket is
 /// closed once it holds >= bucket_cap_bytes. Returns the buckets as [begin, end) value ranges
@@ -83,9 +104,12 @@ class DenseModel {
   /// Activation bytes for a batch of B (for memory accounting; = dense_sizes(...) x B x 4).
   int64_t activation_bytes(int64_t B) const;
 
-  /// Where the fully connected layers (bottom and top MLP) run: by default the functions
-  /// linear_forward / linear_backward above; the cuda executor runs them on cuBLAS. Same
-  /// arguments and contract (host pointers). The interaction and the loss stay here.
+  /// Where the fully connected layers (bottom and top MLP), the loss and the SGD step run: by
+  /// default the functions linear_forward / linear_backward / bce_with_logits / sgd_step above;
+  /// the cuda executor runs them on the GPU (cuBLAS, bce_with_logits_cuda, sgd_step_cuda). Same
+  /// arguments and contract (host pointers); an empty function keeps the host one. `loss`
+  /// returns the mean loss; `sgd` gets num_params() parameters. The dot interaction likewise
+  /// (dot_forward / dot_backward); cat (no arithmetic) and DCN stay here.
   struct LinearOps {
     std::function<void(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
                        float* y)>
@@ -93,6 +117,11 @@ class DenseModel {
     std::function<void(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y, bool relu,
                        float* dy, float* dw, float* db, float* dx)>
         backward;
+    std::function<double(int64_t B, const float* logits, const float* labels, float* dlogits)> loss;
+    std::function<void(int64_t n, float lr, const float* grad, float* params)> sgd;
+    /// The dot interaction (dot_interaction_forward / dot_interaction_backward's contract).
+    std::function<void(int64_t B, int64_t F, int64_t d0, const float* x0, float* r)> dot_forward;
+    std::function<void(int64_t B, int64_t F, int64_t d0, const float* x0, const float* dr, float* dx0)> dot_backward;
   };
   void set_linear_ops(LinearOps ops) { ops_ = std::move(ops); }
 
