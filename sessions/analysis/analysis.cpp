@@ -234,6 +234,15 @@ RunStats analyze(const SessionReader& session) {
       if (stream_lanes.count({o.rank, o.lane})) on_streams.push_back(o);
     return on_streams;
   };
+  // an engine run's GPU rank (a cuda run): its host threads' figures too (an import's host spans
+  // launch and describe its kernels: left out, as above)
+  std::vector<OpRecord> on_host;
+  auto host_ops = [&](const std::vector<OpRecord>& ops) -> const std::vector<OpRecord>& {
+    on_host.clear();
+    for (const auto& o : ops)
+      if (!stream_lanes.count({o.rank, o.lane})) on_host.push_back(o);
+    return on_host;
+  };
   int64_t overlap_total = 0, comm_total = 0;
   for (const auto& [step, per_rank] : windows)
     for (const auto& [r, w] : per_rank) {
@@ -242,6 +251,12 @@ RunStats analyze(const SessionReader& session) {
       t.rank = r;
       RankStats& rs = ranks[r];
       rs.rank = r;
+      rs.window_ns += w.second - w.first;
+      if (stream_ranks.count(r) && !imported && !st.simulated) {
+        const RankStepTimes h = rank_step_times(host_ops(grouped[{r, step}]), w.first, w.second);
+        rs.host_comm_ns += h.comm_ns;
+        rs.host_exposed_comm_ns += h.exposed_comm_ns;
+      }
       rs.compute_ns += t.compute_ns;
       rs.comm_ns += t.comm_ns;
       rs.overlap_ns += t.overlap_ns;
@@ -306,6 +321,8 @@ RunStats analyze(const SessionReader& session) {
   int64_t exposed_sum = 0;
   for (auto& [r, rs] : ranks) {
     rs.overlap_pct = rs.comm_ns > 0 ? 100.0 * static_cast<double>(rs.overlap_ns) / static_cast<double>(rs.comm_ns) : 0.0;
+    if (stream_ranks.count(r) && !st.simulated && rs.window_ns > 0)
+      rs.gpu_busy_pct = 100.0 * static_cast<double>(rs.window_ns - rs.idle_ns) / static_cast<double>(rs.window_ns);
     lookups.push_back(static_cast<double>(rs.ids_looked_up));
     lookup_time.push_back(static_cast<double>(rs.lookup_ns));
     exposed_sum += rs.exposed_comm_ns;

@@ -164,9 +164,12 @@ std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const 
         continue;
       }
       // by name, as HTA; an op the session already files as communication (a collective the
-      // engine ran or simulated under its own name) is communication whatever its name
-      const KernelClass k = o.category == OpCategory::comm ? KernelClass::communication
-                                                           : importers::kernel_class(r.name(o.name_id));
+      // engine ran or simulated under its own name) is communication whatever its name, and one
+      // it files as a copy (the engine's CUPTI names them memcpy_htod, memset, ...; HTA's Kineto
+      // names Memcpy HtoD ...) is a memory kernel: in neither class
+      const KernelClass k = o.category == OpCategory::comm     ? KernelClass::communication
+                            : o.category == OpCategory::memcpy ? KernelClass::memory
+                                                               : importers::kernel_class(r.name(o.name_id));
       GpuSpan s = rounded ? hta_round(o.start_ns + origin, o.end_ns + origin, k) : GpuSpan{o.start_ns, o.end_ns, k};
       if (filter) {
         int64_t launch = s.start;  // a GPU event without a launch is judged by its own start

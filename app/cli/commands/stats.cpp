@@ -34,6 +34,62 @@ using nlohmann::json;
 
 namespace {
 
+// The GPUs of a cuda session's ranks, from the ranks table's device names ("NVIDIA H200
+// (cuda:0)"): " sharing 1 GPU (NVIDIA H200 (cuda:0))", " on 2 GPUs (...)"; "" for ranks on no
+// GPU (tester38 #11: nothing said that 4 cuda ranks shared one GPU).
+std::string gpus_text(const std::vector<ss::RankInfo>& ranks) {
+  std::vector<std::string> gpus;
+  for (const auto& r : ranks)
+    if (r.device.find("(cuda:") != std::string::npos && std::find(gpus.begin(), gpus.end(), r.device) == gpus.end())
+      gpus.push_back(r.device);
+  if (gpus.empty()) return "";
+  const std::string list = fmt::format("{}", fmt::join(gpus, ", "));
+  if (gpus.size() == 1) return ranks.size() > 1 ? fmt::format(" sharing 1 GPU ({})", list) : fmt::format(" on 1 GPU ({})", list);
+  return fmt::format(" on {} GPUs ({})", gpus.size(), list);
+}
+
+// How busy the GPU streams were over the measured steps, and what bounds the step (tester38
+// #2: a cuda session's per-rank figures are its streams', so "idle 891 ms" of a 929 ms window
+// said nothing about the host, which was busy the whole time). "" without GPU streams.
+std::string gpu_bound_verdict(double busy_pct) {
+  if (busy_pct < 50) return "host-bound: the host's work between GPU ops bounds the step, not the GPU";
+  if (busy_pct < 90) return "partly host-bound: the GPU waits for the host part of each step";
+  return "GPU-bound: the GPU ran kernels or copies nearly all the step";
+}
+
+std::string gpu_busy_text(const ss::RunStats& st, bool imported) {
+  if (!st.stream_ranks) return "";
+  const ss::RankStats* least = nullptr;
+  const ss::RankStats* most = nullptr;
+  double sum = 0;
+  int n = 0;
+  int64_t host_exposed = 0;
+  for (const auto& r : st.ranks) {
+    if (r.window_ns <= 0) continue;
+    if (!least || r.gpu_busy_pct < least->gpu_busy_pct) least = &r;
+    if (!most || r.gpu_busy_pct > most->gpu_busy_pct) most = &r;
+    sum += r.gpu_busy_pct;
+    host_exposed += r.host_exposed_comm_ns;
+    ++n;
+  }
+  if (n == 0) return "";
+  const double mean = sum / n;
+  std::string out = fmt::format(
+      "GPU busy     {:.1f}% of the measured steps, mean over ranks (a kernel or copy running on the rank's "
+      "streams{}): {}\n",
+      mean,
+      n > 1 ? fmt::format("; least rank {} {:.1f}%, most rank {} {:.1f}%", least->rank, least->gpu_busy_pct, most->rank,
+                          most->gpu_busy_pct)
+            : std::string(),
+      gpu_bound_verdict(mean));
+  if (!imported && st.steps > 0)
+    out += fmt::format(
+        "host         the ranks' threads waited in collectives {} per rank ({} per step): exposed communication "
+        "of the host spans (thread level); the rank figures below are the GPU streams'\n",
+        ms(host_exposed / n), ms(host_exposed / n / st.steps));
+  return out;
+}
+
 // t[key] formatted with `f`, or "-" where it is null or absent (a simulated session's error,
 // collision and hot-id figures: table_storage_json(.., measured = false)); `per` divides it
 // (a per-step figure) unless 0.
@@ -185,7 +241,13 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                             {"lookup_ns", r.lookup_ns}, {"bytes_sent", r.bytes_sent},
                             {"bytes_received", r.bytes_received}, {"by_category_ns", cats},
                             {"peak_allocated_bytes", r.peak_allocated_bytes}, {"peak_reserved_bytes", r.peak_reserved_bytes},
-                            {"fragmentation", r.fragmentation}, {"memviz_fragmentation", r.memviz_fragmentation}});
+                            {"fragmentation", r.fragmentation}, {"memviz_fragmentation", r.memviz_fragmentation},
+                            {"window_ns", r.window_ns}});
+      if (st.stream_ranks) j["ranks"].back()["gpu_busy_pct"] = r.gpu_busy_pct;
+      if (st.stream_ranks && !imported) {
+        j["ranks"].back()["host_comm_ns"] = r.host_comm_ns;
+        j["ranks"].back()["host_exposed_comm_ns"] = r.host_exposed_comm_ns;
+      }
     }
     const auto name_of = [&](int32_t id) { return id < 0 ? std::string("(gap)") : session.name(id); };
     j["critical_path"] = {{"total_ns", st.critical_path_ns}, {"ops", json::array()}};
@@ -232,8 +294,8 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   else
     std::cout << fmt::format("workload     {} on {} {} rank{}, {} measured step{} of {}{}\n",
                              session.meta("workload_name"), st.ranks.size(), session.meta("backend"),
-                             st.ranks.size() == 1 ? "" : "s", st.steps, st.steps == 1 ? "" : "s",
-                             fmt::format("{} {}", per_step.first, per_step.second),
+                             (st.ranks.size() == 1 ? std::string() : std::string("s")) + gpus_text(session.ranks()),
+                             st.steps, st.steps == 1 ? "" : "s", fmt::format("{} {}", per_step.first, per_step.second),
                              st.untraced_ranks.empty()
                                  ? std::string()
                                  : fmt::format("; rank{} {} of the world of {} not in this session (each process wrote "
@@ -277,6 +339,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   std::cout << fmt::format("overlap      {:.1f}% of communication ran while the rank computed ({}); exposed "
                            "communication {} per rank ({} per step)\n",
                            st.overlap_pct, ss::overlap_definition(st), ms(st.exposed_comm_ns), ms(st.exposed_comm_ns / st.steps));
+  std::cout << gpu_busy_text(st, imported);
   if (imported)  // a trace has kernels and collectives, not the ids each rank looked up
     std::cout << "imbalance    none: a trace has no ids looked up (no load counters)\n\n";
   else

@@ -89,3 +89,34 @@ TEST(SyncLane, CuptiMemoryEventsLeaveTheAllocatorHistoryAsItIs) {
   EXPECT_EQ(h.entries()[0].kind, MemoryEntryKind::other);
   EXPECT_EQ(h.entries()[3].kind, MemoryEntryKind::other);
 }
+
+// The engine's own copies (CUPTI MEMCPY records on gpu_copy, category memcpy, named memcpy_htod)
+// are memory kernels as HTA counts them: in neither class, so not in the compute column
+// (tester38 #3: a cuda session's "compute" was kernels plus copies, 3x the kernels alone).
+TEST(SyncLane, EngineCopiesAreMemoryKernelsNotComputation) {
+  const auto path = std::filesystem::temp_directory_path() / ("es_copy_class_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    SessionWriter w(path.string());
+    w.set_metadata("world_size", "1");
+    w.add_lane({0, 0, "compute", "thread"});
+    w.add_lane({0, 2, "gpu_compute", "stream"});
+    w.add_lane({0, 4, "gpu_copy", "stream"});
+    w.add_ops({OpEvent{0, Lane::gpu_compute, OpCategory::lookup, "tbe_forward_kernel", 0, 0, 400, 0, 0},
+               OpEvent{0, Lane::gpu_copy, OpCategory::memcpy, "memcpy_htod", 0, 500, 800, 4096, 0}});
+    w.add_step({0, 0, 0, 1000, 0.5, 0, 0});
+    w.close("complete");
+  }
+  {
+    SessionReader r(path.string());
+    const auto k = gpu_kernel_figures(r);
+    ASSERT_EQ(k.size(), 1u);
+    // by hand: first kernel 0 to last end 800; union [0,400) + [500,800) = 700, idle 100;
+    // compute [0,400) = 400; non-compute = 800 - 400 - 100 = 300 (the copy)
+    EXPECT_EQ(k[0].kernel_time_ns, 800);
+    EXPECT_EQ(k[0].idle_ns, 100);
+    EXPECT_EQ(k[0].compute_ns, 400);
+    EXPECT_EQ(k[0].non_compute_ns, 300);
+  }
+  std::filesystem::remove(path);
+}

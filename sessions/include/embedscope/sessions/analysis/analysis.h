@@ -66,6 +66,15 @@ struct RankStats {
   int64_t peak_reserved_bytes = 0;
   double fragmentation = 0;          ///< largest external fragmentation at a step end
   double memviz_fragmentation = 0;   ///< largest MemoryViz fragmentation at a step end
+  /// Sum of the rank's measured step windows (ns): compute, comm and idle are parts of it.
+  int64_t window_ns = 0;
+  /// A rank with GPU streams of an engine run (RunStats::stream_ranks, not imported): its host
+  /// threads' comm and exposed comm (thread level, the figures a cpu run's rank has), beside the
+  /// streams' above: the time the rank's threads waited in collectives. 0 otherwise.
+  int64_t host_comm_ns = 0, host_exposed_comm_ns = 0;
+  /// Percent of window_ns in which the rank's GPU streams ran a kernel or a copy (100 - idle
+  /// share; stream ranks only, else 0). Low: the host's work between GPU ops bounds the step.
+  double gpu_busy_pct = 0;
 };
 
 /// The figures of `embedscope stats`, over the measured steps (step >= 0).

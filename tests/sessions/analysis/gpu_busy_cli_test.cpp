@@ -1,0 +1,74 @@
+// `embedscope stats` on a cuda run's session (tester38 #2, #11): the GPU streams' figures are said
+// to be the streams', how busy the GPU was and what bounds the step, the host threads' exposed
+// communication beside them, and that the ranks shared one GPU. A hand-made session of 2 ranks
+// on one GPU, one measured step [0, 1) ms each.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/sessions/store/session.h"
+#include "import_test_support.h"
+#include "support/cli_run.h"
+
+namespace {
+namespace ss = embedscope::sessions;
+
+std::string cuda_like_session() {
+  const std::string db = embedscope::sessions::testing::scratch_db("gpu_busy.db");
+  std::remove(db.c_str());
+  ss::SessionWriter w(db);
+  w.set_metadata("world_size", "2");
+  w.set_metadata("backend", "cuda");
+  w.set_metadata("workload_name", "hand");
+  for (int r = 0; r < 2; ++r) {
+    w.add_rank({r, "h", "NVIDIA H200 (cuda:0)", 1 << 30});
+    w.add_lane({r, 0, "compute", "thread"});
+    w.add_lane({r, 1, "comm", "thread"});
+    w.add_lane({r, 2, "gpu_compute", "stream"});
+    w.add_lane({r, 3, "gpu_comm", "stream"});
+    w.add_step({0, r, 0, 1000000, 0.5, 0, 0});
+  }
+  // (us) rank 0: GPU busy [0,100) + [200,300) = 20%; rank 1: [0,400) = 40%. Host: rank 0
+  // computes [0,600) and waits in a collective [600,1000) (400 exposed); rank 1 waits [500,700) (200).
+  using ss::Lane;
+  using ss::OpCategory;
+  w.add_ops({ss::OpEvent{0, Lane::gpu_compute, OpCategory::lookup, "tbe_forward_kernel", 0, 0, 100000, 0, 0},
+             ss::OpEvent{0, Lane::gpu_comm, OpCategory::comm, "memcpy_dtod", 0, 200000, 300000, 64, 0},
+             ss::OpEvent{0, Lane::compute, OpCategory::dense, "dense_forward_backward", 0, 0, 600000, 0, 0},
+             ss::OpEvent{0, Lane::comm, OpCategory::comm, "output_dist/all_to_all", 0, 600000, 1000000, 0, 0},
+             ss::OpEvent{1, Lane::gpu_compute, OpCategory::dense, "sm90_xmma_gemm", 0, 0, 400000, 0, 0},
+             ss::OpEvent{1, Lane::compute, OpCategory::dense, "dense_forward_backward", 0, 0, 500000, 0, 0},
+             ss::OpEvent{1, Lane::comm, OpCategory::comm, "output_dist/all_to_all", 0, 500000, 700000, 0, 0}});
+  w.close("complete");
+  return db;
+}
+}  // namespace
+
+TEST(GpuBusyCli, StatsSaysHowBusyTheSharedGpuWasAndWhatTheHostWaited) {
+  const std::string db = cuda_like_session();
+  const auto cli = [](const std::string& args) {
+    return embedscope::test_support::run_cli(EMBEDSCOPE_CLI, args, embedscope::sessions::testing::import_scratch());
+  };
+  auto r = cli("stats " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("workload     hand on 2 cuda ranks sharing 1 GPU (NVIDIA H200 (cuda:0)), 1 measured step"),
+            std::string::npos) << r.out;
+  // mean (20 + 40) / 2 = 30% < 50%: host-bound
+  EXPECT_NE(r.out.find("GPU busy     30.0% of the measured steps, mean over ranks (a kernel or copy running on the "
+                       "rank's streams; least rank 0 20.0%, most rank 1 40.0%): host-bound"),
+            std::string::npos) << r.out;
+  // host exposed comm: (400 + 200) / 2 = 300 us per rank, one step
+  EXPECT_NE(r.out.find("host         the ranks' threads waited in collectives 0.30 ms per rank (0.30 ms per step)"),
+            std::string::npos) << r.out;
+  r = cli("stats --json " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_DOUBLE_EQ(j["ranks"][0]["gpu_busy_pct"].get<double>(), 20.0);
+  EXPECT_EQ(j["ranks"][0]["host_exposed_comm_ns"], 400000);
+  EXPECT_EQ(j["ranks"][1]["host_exposed_comm_ns"], 200000);
+  EXPECT_EQ(j["ranks"][1]["window_ns"], 1000000);
+  std::remove(db.c_str());
+}
