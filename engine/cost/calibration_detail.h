@@ -106,6 +106,7 @@ struct SessionData {
   std::string load;         ///< metadata load_average_1m
   double groups = -1;       ///< measured other load in task groups (calibration.h); -1 unknown
   int64_t measured_ns = 0;  ///< median over measured steps of the slowest rank's step time
+  double wait_ns = 0;       ///< mean_wait_ns of the session: its members' mean wait for the last arrival
 };
 
 /// What the sessions give the fits: compute samples, collective samples, hand-off gaps
@@ -129,6 +130,11 @@ double measured_other_groups(const sessions::SessionReader& reader);
 /// The median over measured steps of the slowest rank's step time, ns. Throws SpecError naming
 /// `path` without a measured step.
 int64_t measured_step_ns(const sessions::SessionReader& reader, const std::string& path);
+
+/// The collectives' waits of a session, ns: per call of a measured step the mean over its
+/// members of (the last member's arrival - the member's arrival), the mean over the calls; 0
+/// without collectives. A measured session's is what calibrate fits the sync lag to.
+double mean_wait_ns(const sessions::SessionReader& reader);
 
 /// The collectives' time of a session (CalibrationCheck::measured_comm_ns), ns; 0 without collectives.
 int64_t comm_step_ns(const sessions::SessionReader& reader);

@@ -95,6 +95,20 @@ int64_t comm_step_ns(const ss::SessionReader& reader) {
   return median(per_step);
 }
 
+double mean_wait_ns(const ss::SessionReader& reader) {
+  std::map<std::pair<std::string, uint64_t>, std::vector<int64_t>> by_call;  // arrivals
+  for (const auto& c : reader.collectives())
+    if (c.step >= 0) by_call[{c.group, c.sequence}].push_back(c.start_ns);
+  double sum = 0;
+  for (const auto& [key, arrivals] : by_call) {
+    const int64_t last = *std::max_element(arrivals.begin(), arrivals.end());
+    double w = 0;
+    for (int64_t a : arrivals) w += static_cast<double>(last - a);
+    sum += w / static_cast<double>(arrivals.size());
+  }
+  return by_call.empty() ? 0.0 : sum / static_cast<double>(by_call.size());
+}
+
 // A session's workload and plan simulated with the profile file `profile_path`: the median
 // slowest-rank step time; the session written to `session_out` when not empty.
 int64_t simulate_session(const Loaded& l, const std::string& path, const std::string& profile_path,
@@ -127,6 +141,7 @@ SessionData read_session(const std::string& path, int session, CalibrationSample
   sd.load = reader.meta(ss::meta::kLoadAverage, "");
   sd.groups = measured_other_groups(reader);
   sd.measured_ns = measured_step_ns(reader, path);
+  sd.wait_ns = mean_wait_ns(reader);
   // the session's compute-lane ops per (rank, measured step), in time order
   std::map<std::pair<int, int>, std::string> lane_name;
   for (const auto& ln : reader.lanes()) lane_name[{ln.rank, ln.lane}] = ln.name;
