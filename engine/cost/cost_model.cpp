@@ -56,6 +56,13 @@ double contention_factor(const HardwareProfile& hw, int ranks_on_node) {
   return std::max(1.0, x) * (1.0 + hw.cpu.oversubscription_penalty * std::clamp(x - 1.0, 0.0, 1.0));
 }
 
+double sync_lag_factor(const HardwareProfile& hw, int ranks_on_node) {
+  if (hw.cpu.cores <= 0) return 0.0;
+  const double runnable = static_cast<double>(std::max(ranks_on_node, 0)) * hw.cpu.threads_per_rank * (1.0 + hw.cpu.other_groups) +
+                          hw.cpu.background_threads;
+  return runnable / static_cast<double>(hw.cpu.cores);
+}
+
 int64_t host_copy_ns(const ProgramOp& op, const HardwareProfile& hw) {
   return host_link_ns(static_cast<double>(op.bytes_h2d), static_cast<double>(op.bytes_d2h), hw);
 }

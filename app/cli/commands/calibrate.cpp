@@ -108,6 +108,7 @@ int cmd_calibrate(const CalibrateState& s) {
               {"cores", cal.cores}, {"background_threads", cal.background_threads}, {"step_scale", cal.step_scale},
               {"background_measured", cal.background_measured}, {"oversubscription_penalty", cal.oversubscription_penalty},
               {"other_groups", cal.other_groups}, {"handoff_ns", cal.handoff_ns}, {"handoff_samples", cal.handoff_samples},
+              {"sync_lag_ns", cal.sync_lag_ns},
               {"fits", json::array()}, {"checks", json::array()}, {"warnings", warnings}};
     if (!s.output.empty()) j["written"] = s.output;
     for (const auto& f : cal.fits)
@@ -136,6 +137,9 @@ int cmd_calibrate(const CalibrateState& s) {
   std::cout << fmt::format("hand-off: {} ns between the compute and comm threads (mean over {} (rank, op) gaps, before "
                            "contention)\n",
                            cal.handoff_ns, cal.handoff_samples);
+  std::cout << fmt::format("sync lag: {:.0f} ns mean scheduling delay of each member's arrival at a collective (exponential, "
+                           "before contention; fitted to the sessions' waits for the last member)\n",
+                           cal.sync_lag_ns);
   std::cout << fmt::format("contention: {} cores, {} ({}), oversubscription penalty {:.3f}, "
                            "step scale {:.3f}; n ranks run x = (n x {:.2f} + {:.2f}) / {}: max(1, x) x (1 + {:.3f} x "
                            "clamp(x - 1, 0, 1)) times slower than one\n",

@@ -3,6 +3,7 @@
 #include "executor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <tuple>
 #include <mutex>
@@ -45,6 +46,7 @@ struct SimOp {
   int64_t duration_ns = 0;     // compute ops
   double launch_fraction = 0;  // launched_by ops: when in the launching op they are ready
   int64_t handoff_ns = 0;      // cpu ranks: after a dependency on the other of compute / comm (CpuContention)
+  double sync_lag_ns = 0;      // cpu ranks: mean scheduling lag of an arrival at a collective (CpuContention)
   std::vector<SimCollective> collectives;
 };
 
@@ -59,6 +61,20 @@ struct Rendezvous {
   int arrived = 0, consumed = 0;
   int64_t ready_ns = 0, duration_ns = 0;
 };
+
+// A cpu rank's scheduling lag at a collective (hardware_profile.h CpuContention::sync_lag_ns):
+// an exponential draw of mean `mean_ns` (the caller delays the arrival by what exceeds the mean), from a hash of (rank, iteration, op, collective)
+// (splitmix64), so that a simulation is deterministic and independent of the threads building it.
+int64_t sync_lag_draw(double mean_ns, int rank, int64_t it, int op, int coll) {
+  uint64_t z = (static_cast<uint64_t>(rank) << 40) ^ (static_cast<uint64_t>(it) << 20) ^
+               (static_cast<uint64_t>(op) << 8) ^ static_cast<uint64_t>(coll);
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  const double u = (static_cast<double>(z >> 11) + 0.5) / 9007199254740992.0;  // (0, 1)
+  return static_cast<int64_t>(std::llround(-std::log(u) * mean_ns));
+}
 
 // 0 compute, 1 comm, 2 the host link (gpu_copy: the copies of tables in host memory)
 int lane_index(Lane l) { return l == Lane::comm ? 1 : l == Lane::gpu_copy ? 2 : 0; }
@@ -230,6 +246,8 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
       };
       if (hw_.cpu.cores > 0 && hw_.cpu.handoff_ns > 0 && op.lane != Lane::gpu_copy)
         s.handoff_ns = contended(hw_.cpu.handoff_ns);  // cpu ranks' wake-up after the other thread (CpuContention)
+      if (hw_.cpu.cores > 0 && hw_.cpu.sync_lag_ns > 0 && op.lane == Lane::comm)  // cpu ranks' scheduling lag
+        s.sync_lag_ns = hw_.cpu.sync_lag_ns * sync_lag_factor(hw_, std::min(gpn, W - r / gpn * gpn));
       if (op.lane == Lane::comm) {
         for (const CollectiveCall& c : op.collectives)
           s.collectives.push_back({-1, std::max(contended(collective_ns(c, r, gpn, hw_)), emulated_floor_ns(c)), &c});
@@ -361,6 +379,8 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
             const SimCollective& c = s.collectives[static_cast<size_t>(p.coll)];
             const int n = static_cast<int>(c.call->peers.size());
             if (!p.registered) {
+              if (s.sync_lag_ns > 0)  // the member's lag beyond its mean (hardware_profile.h sync_lag_ns)
+                p.cursor += std::max<int64_t>(0, sync_lag_draw(s.sync_lag_ns, r, it, id, p.coll) - std::llround(s.sync_lag_ns));
               p.seq = group_seq[static_cast<size_t>(r)][static_cast<size_t>(c.group)]++;
               Rendezvous& rv = rendezvous[(static_cast<uint64_t>(c.group) << 40) | p.seq];
               ++rv.arrived;

@@ -105,6 +105,7 @@ struct Calibration {
   double other_groups = 0;         ///< the measured other load in task groups (profile.cpu), 0 when not measured
   int64_t handoff_ns = 0;          ///< the fitted cross-thread hand-off (profile.cpu.handoff_ns), ns, step scale included
   int handoff_samples = 0;         ///< (rank, place, op) hand-off gaps it is the mean of (cost/handoff.h)
+  double sync_lag_ns = 0;          ///< the fitted scheduling lag at a collective (profile.cpu.sync_lag_ns), ns
 };
 
 /// Fits this machine's profile (named `name`) from sessions this engine recorded on cpu ranks.

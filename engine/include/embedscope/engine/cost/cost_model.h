@@ -53,6 +53,15 @@ int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw);
 /// other_groups 3, background 0, penalty 0: 2 ranks 4, 8 ranks 16.
 double contention_factor(const HardwareProfile& hw, int ranks_on_node);
 
+/// What a cpu rank's scheduling lag at a collective (hw.cpu.sync_lag_ns) is multiplied by on a node
+/// of `ranks_on_node` ranks: x = (ranks_on_node x threads_per_rank x (1 + other_groups) +
+/// background_threads) / cores, the runnable load per core of contention_factor without its
+/// floor at 1 and without the oversubscription penalty (a lag is a wait for a core, not slower
+/// work); 0 without a cpu block. Measured (calib38, 20 balanced row/column_wise runs at 2-8 ranks,
+/// G 0-2.3): the members' lag per call over x spread 0.41 in log (over the own threads per core
+/// alone, n / cores: 0.56), no trend with n.
+double sync_lag_factor(const HardwareProfile& hw, int ranks_on_node);
+
 /// Duration in ns (>= the host link's latency) of host-link op `op` (lane gpu_copy: host_fetch,
 /// prefetch, host_update of tables in host memory, program/step_program.h) over hw.host_link,
 /// full duplex (the two directions at the same time, each at the link's rate):

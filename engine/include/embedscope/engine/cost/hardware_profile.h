@@ -16,7 +16,7 @@
 //    "host_link": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},   (optional: see host_link)
 //    "cpu": {"cores", "threads_per_rank", "background_threads",
 //            "oversubscription_penalty" (optional), "other_groups" (optional),
-//            "handoff_ns" (optional)},   (optional: see CpuContention)
+//            "handoff_ns" (optional), "sync_lag_ns" (optional)},   (optional: see CpuContention)
 //    "sources": {"/gpu/memory_bytes": "...", ...}}   (optional)
 
 #include <cstdint>
@@ -81,6 +81,17 @@ struct CpuContention {
   /// here (calib15e, tw4 at G 1.33): ~8 ms a step of 140 in such gaps, 0.4-3.3 ms each, none
   /// between ops of one lane; calibrate fits it from the gaps (calibration.h).
   int64_t handoff_ns = 0;
+  /// Scheduling lag at a collective (JSON optional, default 0), ns >= 0, before contention: each
+  /// member's arrival at a collective is delayed by max(0, E - sync_lag_ns x f), E an exponential
+  /// draw of mean sync_lag_ns x f (f = sync_lag_factor, cost_model.h: runnable threads per core)
+  /// from a seeded hash of (rank, iteration, op, collective): deterministic (exec/simulated/).
+  /// The op durations are medians, so a member is late by what its lag exceeds the typical one;
+  /// a collective starts at its last member's arrival, so a call waits for the maximum of n such
+  /// delays (members' mean wait for the last, in units of the mean: 0.30 at 2 ranks, 0.76 at 4,
+  /// 1.35 at 8), and less where one member is late anyway (an imbalanced plan): the stochastic
+  /// slowest member. Measured (calib38): members' mean wait per call 0.1-6.9 ms at 2-8 ranks on 2
+  /// cores; calibrate fits it to the sessions' mean member wait per call (calibration.h).
+  double sync_lag_ns = 0;
 };
 
 struct HardwareProfile {

@@ -1,0 +1,162 @@
+#pragma once
+// The parts of calibrate (cost/calibration.h) shared by its source files; private to engine/cost.
+//   calibration_fit.cpp       the least-squares fits: compute ops' rates, collectives' links
+//   calibration_sessions.cpp  reading measured sessions into samples, simulating a session
+//   calibration.cpp           calibrate (load, step scale, the profile and its sources), the check
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "embedscope/engine/cost/hardware_profile.h"
+#include "embedscope/engine/sharding/sharding.h"
+#include "embedscope/engine/workload/spec.h"
+
+namespace embedscope::sessions {
+class SessionReader;
+}
+
+namespace embedscope::engine::calib {
+
+/// A session's workload and sharding plan as calibrate pairs its ops with.
+struct Loaded {
+  WorkloadSpec spec;
+  ShardingPlan plan;
+  int local = 1;  ///< ranks per node (sharding.local_world_size, resolved)
+};
+
+/// The session's workload_json and sharding_plan_json parsed. Throws SpecError naming `path` for a
+/// simulated session, one without those metadata (imported), non-JSON, or an lm_embedding session.
+Loaded load_session(const sessions::SessionReader& reader, const std::string& path);
+
+/// Active-set non-negative least squares (Lawson & Hanson 1974, ch. 23): the coefficients of X's
+/// columns (X: rows x k, y: rows); columns made <= 0 are taken out, set to 0 and marked false in
+/// `active` (size k, all true on entry). Columns are scaled to unit maximum for the solve.
+std::vector<double> nnls(const Eigen::MatrixXd& X, const Eigen::VectorXd& y, std::vector<bool>& active);
+
+/// Coefficient of determination of y ~ X beta, in (-inf, 1]; 1 when y is constant.
+double r_squared(const Eigen::MatrixXd& X, const Eigen::VectorXd& y, const std::vector<double>& beta);
+
+/// The upper median of v (ns, or any integer); 0 for an empty v.
+int64_t median(std::vector<int64_t> v);
+
+/// The mean of v, ns; 0 for an empty v. The typical time of a collective or a hand-off over a
+/// run's steps (short, summed a dozen times a step and heavy-tailed under load: a step holds
+/// their means; compute ops keep the median, calib15e).
+double mean_ns(const std::vector<int64_t>& v);
+
+/// Compute classes: column 1 + class of the compute fit's design matrix; column 0 the launch.
+enum Class { kLookup = 0, kTbeBackward, kDense, kMemory, kClasses };
+inline constexpr std::array<const char*, kClasses> kClassNames = {"lookup", "tbe_backward", "dense", "memory_kernels"};
+
+/// One compute sample: the (rank, place, op)'s median duration t (ns) and its work x (bytes, or
+/// flops for kDense), of session `session` (an index into calibrate's sessions).
+struct Sample {
+  int cls;
+  double x, t;
+  int session;
+};
+
+/// One collective sample: the (rank, place, name, occurrence)'s mean call time t (ns) and the
+/// call's largest member's bytes x; spans: the group spans (emulated) nodes.
+struct CommSample {
+  int session;
+  bool spans;
+  double x, t;
+};
+
+/// The compute fit: launch (ns) and one rate per class (bytes/s, flop/s for dense), whether
+/// the least squares gave it, how it was obtained, its samples, and R^2 of the durations.
+struct ComputeFit {
+  double launch_ns = 0;
+  std::array<double, kClasses> rate{};
+  std::array<bool, kClasses> fitted{};
+  std::array<std::string, kClasses> note{};
+  std::array<int, kClasses> count{};
+  double r2 = 0;
+};
+
+/// The compute ops' t / d[session] = launch + x / rate_class (calibration.h), on relative errors;
+/// d: each session's contention factor. Throws SpecError when a class gets no rate at all.
+ComputeFit fit_compute(const std::vector<Sample>& compute, const std::vector<double>& d);
+
+/// A link fit: ok when it gives a bandwidth; fitted when the least squares gave the slope.
+struct LinkFit {
+  bool ok = false, fitted = false;
+  LinkProfile link;
+  int samples = 0;
+  std::string note;
+  double r2 = 0;
+};
+
+/// Collectives of one link class (`spans`: across nodes): t / d[session] = latency + x / busbw.
+/// Not ok with fewer than 2 samples or no bandwidth.
+LinkFit fit_link(const std::vector<CommSample>& comm, bool spans, const std::vector<double>& d);
+
+/// One measured session as calibrate uses it.
+struct SessionData {
+  std::string path;
+  Loaded l;
+  int ranks = 1;            ///< devices.count: every rank a thread of this machine
+  int cores = 0;            ///< metadata cpu_cores; 0 when absent (sessions before 2026-12)
+  std::string load;         ///< metadata load_average_1m
+  double groups = -1;       ///< measured other load in task groups (calibration.h); -1 unknown
+  int64_t measured_ns = 0;  ///< median over measured steps of the slowest rank's step time
+  double wait_ns = 0;       ///< mean_wait_ns of the session: its members' mean wait for the last arrival
+};
+
+/// What the sessions give the fits: compute samples, collective samples, hand-off gaps
+/// ((session, mean gap ns) per (rank, place, op)), and (rank, step)s that did not match their program.
+struct CalibrationSamples {
+  std::vector<Sample> compute;
+  std::vector<CommSample> comm;
+  std::vector<std::pair<int, double>> handoffs;
+  int skipped_rank_steps = 0;
+};
+
+/// Reads the measured session `path` (index `session` among calibrate's sessions): its data, and
+/// its samples appended to `out` (calibration.h: compute ops paired with the StepProgram, the
+/// collectives' call times, the hand-off gaps). Throws SpecError naming the file (load_session's
+/// errors, no measured step, no compute op of a measured step).
+SessionData read_session(const std::string& path, int session, CalibrationSamples& out);
+
+/// The run's other load as task groups: cpu_other_cores / cpu_self_cores; -1 without them.
+double measured_other_groups(const sessions::SessionReader& reader);
+
+/// The median over measured steps of the slowest rank's step time, ns. Throws SpecError naming
+/// `path` without a measured step.
+int64_t measured_step_ns(const sessions::SessionReader& reader, const std::string& path);
+
+/// The collectives' waits of a session, ns: per call of a measured step the mean over its
+/// members of (the last member's arrival - the member's arrival), the mean over the calls; 0
+/// without collectives. A measured session's is what calibrate fits the sync lag to.
+double mean_wait_ns(const sessions::SessionReader& reader);
+
+/// The collectives' time of a session (CalibrationCheck::measured_comm_ns), ns; 0 without collectives.
+int64_t comm_step_ns(const sessions::SessionReader& reader);
+
+/// A session's workload and plan simulated with the profile file `profile_path`: the median
+/// slowest-rank step time, ns; the session written to `session_out` when not empty. Throws
+/// SpecError naming `path` when the simulation does not complete.
+int64_t simulate_session(const Loaded& l, const std::string& path, const std::string& profile_path,
+                         const std::string& session_out);
+
+/// This process's usable cores (its affinity set), >= 1.
+int usable_cores_here();
+
+/// gethostname, or "this machine".
+std::string host_name();
+
+/// Removes a file when it goes out of scope.
+struct TempFile {
+  std::string path;
+  ~TempFile() {
+    if (!path.empty()) std::remove(path.c_str());
+  }
+};
+
+}  // namespace embedscope::engine::calib

@@ -1,0 +1,161 @@
+// calibrate's least-squares fits (cost/calibration.h, calibration_detail.h): the compute ops'
+// rates and launch, the collectives' latency and bus bandwidth, both by non-negative least squares.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "calibration_detail.h"
+#include "embedscope/engine/workload/spec_error.h"
+
+namespace embedscope::engine::calib {
+
+// Active-set non-negative least squares (calibration.h): the coefficients of X's columns, those
+// taken out 0 and marked inactive. Columns are scaled to unit maximum for the solve.
+std::vector<double> nnls(const Eigen::MatrixXd& X, const Eigen::VectorXd& y, std::vector<bool>& active) {
+  const Eigen::Index k = X.cols();
+  std::vector<double> scale(static_cast<size_t>(k), 1.0);
+  for (Eigen::Index c = 0; c < k; ++c) {
+    const double m = X.col(c).cwiseAbs().maxCoeff();
+    if (m <= 0) active[static_cast<size_t>(c)] = false;
+    else scale[static_cast<size_t>(c)] = m;
+  }
+  std::vector<double> beta(static_cast<size_t>(k), 0.0);
+  for (;;) {
+    std::vector<Eigen::Index> cols;
+    for (Eigen::Index c = 0; c < k; ++c)
+      if (active[static_cast<size_t>(c)]) cols.push_back(c);
+    std::fill(beta.begin(), beta.end(), 0.0);
+    if (cols.empty()) return beta;
+    Eigen::MatrixXd A(X.rows(), static_cast<Eigen::Index>(cols.size()));
+    for (size_t j = 0; j < cols.size(); ++j) A.col(static_cast<Eigen::Index>(j)) = X.col(cols[j]) / scale[static_cast<size_t>(cols[j])];
+    const Eigen::VectorXd b = A.colPivHouseholderQr().solve(y);
+    Eigen::Index worst = -1;
+    for (size_t j = 0; j < cols.size(); ++j) {
+      const double v = b(static_cast<Eigen::Index>(j)) / scale[static_cast<size_t>(cols[j])];
+      beta[static_cast<size_t>(cols[j])] = v;
+      if (!(v > 0) && (worst < 0 || v < beta[static_cast<size_t>(worst)])) worst = cols[j];
+    }
+    if (worst < 0) return beta;
+    active[static_cast<size_t>(worst)] = false;
+  }
+}
+
+double r_squared(const Eigen::MatrixXd& X, const Eigen::VectorXd& y, const std::vector<double>& beta) {
+  Eigen::VectorXd b(static_cast<Eigen::Index>(beta.size()));
+  for (size_t i = 0; i < beta.size(); ++i) b(static_cast<Eigen::Index>(i)) = beta[i];
+  const double mean = y.mean();
+  const double ss_tot = (y.array() - mean).square().sum();
+  const double ss_res = (y - X * b).squaredNorm();
+  return ss_tot > 0 ? 1.0 - ss_res / ss_tot : 1.0;
+}
+
+int64_t median(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The typical time of a collective or a hand-off over a run's steps: the mean. These are short
+// (0.1-5 ms), summed a dozen times a step and heavy-tailed under load (a wake-up that waits for
+// a core): a step holds their means, not their medians (calib15e, criteo_kaggle 4 ranks tw at
+// G 1.33: the per-collective medians summed to 9.6 ms a step, the collectives' time in a step
+// was 17.7 ms; the compute ops' medians summed to 103 ms against 101 ms measured, so compute
+// ops keep the median, robust to a single descheduled op).
+double mean_ns(const std::vector<int64_t>& v) {
+  if (v.empty()) return 0;
+  double sum = 0;
+  for (int64_t x : v) sum += static_cast<double>(x);
+  return sum / static_cast<double>(v.size());
+}
+
+// The compute ops' t / d[session] = launch + x / rate_class (calibration.h), on relative errors.
+ComputeFit fit_compute(const std::vector<Sample>& compute, const std::vector<double>& d) {
+  ComputeFit f;
+  const auto n = static_cast<Eigen::Index>(compute.size());
+  Eigen::MatrixXd X = Eigen::MatrixXd::Zero(n, 1 + kClasses);
+  Eigen::VectorXd y(n);
+  std::array<double, kClasses> sum_x{}, sum_t{};
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const Sample& s = compute[static_cast<size_t>(i)];
+    const auto c = static_cast<size_t>(s.cls);
+    X(i, 0) = 1.0;
+    X(i, 1 + s.cls) = s.x;
+    y(i) = s.t / d[static_cast<size_t>(s.session)];
+    ++f.count[c];
+    sum_x[c] += s.x;
+    sum_t[c] += y(i);
+  }
+  // relative errors: each row over its duration, so that a 0.1 ms permute weighs as much as
+  // the dense part (an absolute fit would hand the small ops' time to the launch intercept)
+  Eigen::MatrixXd Xw = X;
+  Eigen::VectorXd yw = y;
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const double w = 1.0 / std::max(1.0, y(i));
+    Xw.row(i) *= w;
+    yw(i) *= w;
+  }
+  std::vector<bool> active(1 + kClasses, true);
+  const std::vector<double> beta = nnls(Xw, yw, active);
+  f.r2 = r_squared(X, y, beta);  // of the durations themselves
+  f.launch_ns = beta[0];
+  for (size_t c = 0; c < kClasses; ++c)
+    if (active[1 + c]) {
+      f.rate[c] = 1e9 / beta[1 + c];
+      f.fitted[c] = true;
+      f.note[c] = fmt::format("least squares over {} (rank, op) medians", f.count[c]);
+    }
+  // classes without a usable slope: their mean x / (t - launch), else the memory kernels' rate
+  for (int c : {kMemory, kLookup, kTbeBackward, kDense}) {
+    const auto u = static_cast<size_t>(c);
+    if (f.rate[u] > 0) continue;
+    const double t = sum_t[u] - static_cast<double>(f.count[u]) * beta[0];
+    if (f.count[u] > 0 && sum_x[u] > 0 && t > 0) {
+      f.rate[u] = 1e9 * sum_x[u] / t;
+      f.note[u] = fmt::format("no slope from the least squares: mean work / mean time over {} (rank, op) medians", f.count[u]);
+    } else if (c != kMemory && f.rate[kMemory] > 0) {
+      f.rate[u] = f.rate[kMemory];
+      f.note[u] = f.count[u] == 0 ? "no op of this class in the sessions: the memory kernels' rate"
+                                  : "no usable time: the memory kernels' rate";
+    }
+  }
+  for (size_t c = 0; c < kClasses; ++c)
+    if (!(f.rate[c] > 0))
+      throw SpecError(fmt::format("calibrate: no rate for the {} ops could be fitted (their time is all launch cost)",
+                                  kClassNames[c]));
+  return f;
+}
+
+// Collectives of one link class: t / d[session] = latency + x / busbw.
+LinkFit fit_link(const std::vector<CommSample>& comm, bool spans, const std::vector<double>& d) {
+  LinkFit f;
+  std::vector<std::pair<double, double>> pts;
+  for (const auto& c : comm)
+    if (c.spans == spans) pts.emplace_back(c.x, c.t / d[static_cast<size_t>(c.session)]);
+  if (pts.size() < 2) return f;
+  const auto m = static_cast<Eigen::Index>(pts.size());
+  Eigen::MatrixXd A(m, 2);
+  Eigen::VectorXd b(m);
+  double sx = 0, st = 0;
+  for (Eigen::Index i = 0; i < m; ++i) {
+    A(i, 0) = 1.0;
+    A(i, 1) = pts[static_cast<size_t>(i)].first;
+    b(i) = pts[static_cast<size_t>(i)].second;
+    sx += pts[static_cast<size_t>(i)].first;
+    st += pts[static_cast<size_t>(i)].second;
+  }
+  std::vector<bool> act(2, true);
+  const std::vector<double> c = nnls(A, b, act);
+  f.r2 = r_squared(A, b, c);
+  f.link.latency_ns = std::llround(c[0]);
+  const double rest = st - static_cast<double>(m) * c[0];
+  f.link.bus_bandwidth_bytes_per_s = act[1] ? 1e9 / c[1] : (sx > 0 && rest > 0 ? 1e9 * sx / rest : 0.0);
+  f.ok = f.link.bus_bandwidth_bytes_per_s > 0;
+  f.fitted = act[1];
+  f.samples = static_cast<int>(m);
+  f.note = act[1] ? fmt::format("least squares over {} (rank, collective) call times (means over the steps)", m)
+                  : "no slope from the least squares: mean bytes / mean time";
+  return f;
+}
+
+}  // namespace embedscope::engine::calib
