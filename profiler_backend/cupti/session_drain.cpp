@@ -97,8 +97,9 @@ void SessionDrain::drain(bool final) {
   ++drains_;
   std::vector<GpuOp> ready = placer_.place(std::move(got), final);
   int64_t earliest = std::numeric_limits<int64_t>::max();
-  for (const auto& g : ready)
-    if (g.nccl) earliest = std::min(earliest, g.op.start_ns);
+  for (const auto& g : ready)  // NCCL kernels, and the intra-device communicator's copies (join_collectives)
+    if (g.nccl || (g.op.lane == sessions::Lane::gpu_comm && g.op.category == sessions::OpCategory::comm))
+      earliest = std::min(earliest, g.op.start_ns);
   if (earliest != std::numeric_limits<int64_t>::max() && records_) {
     try {
       source_.join_collectives(ready, records_(earliest));

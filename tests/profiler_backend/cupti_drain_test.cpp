@@ -517,3 +517,65 @@ TEST(CuptiDecoder, ComputeKernelsGetTheCategoryOfTheirOpByName) {
   EXPECT_EQ(profiler::kernel_category("ncclDevKernel_AllReduce_Sum_f32_RING_LL", c), profiler::KernelCategory::known);
   EXPECT_EQ(c, C::other);  // NCCL's kernels are comm by their lane (is_nccl_kernel), not by this
 }
+
+// Runtime calls that never make an activity record (cudaEventRecord, cudaStreamWaitEvent, ...)
+// do not wait in the launch table: they neither push a kernel's launch out nor count as launches
+// dropped (tester38 #7: 5,263 "dropped" in a 20-step cuda run, none a kernel's).
+TEST(CuptiLaunchTable, CallsWithoutAnActivityDoNotWait) {
+  EXPECT_TRUE(profiler::makes_activity("cudaLaunchKernel_v7000"));
+  EXPECT_TRUE(profiler::makes_activity("cudaMemcpyAsync_v3020"));
+  EXPECT_TRUE(profiler::makes_activity("cudaMallocAsync_v11020"));
+  EXPECT_TRUE(profiler::makes_activity("cudaGraphLaunch_v10000"));
+  EXPECT_FALSE(profiler::makes_activity("cudaEventRecord_v3020"));
+  EXPECT_FALSE(profiler::makes_activity("cudaStreamWaitEvent_v3020"));
+  CuptiDecoder d({}, 2);
+  DrainRecords b;
+  drain_launch(b, 1, 10);  // a kernel's launch
+  for (uint32_t i = 0; i < 20; ++i) {
+    auto& a = b.add<CUpti_ActivityAPI>();
+    a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+    a.cbid = i % 2 ? CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020 : CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020;
+    a.correlationId = 100 + i;
+    a.start = 20 + i;
+    a.end = 21 + i;
+  }
+  drain_kernel(b, 0, 1, 1, 100, 110);
+  d.add_buffer(b.data(), b.size());
+  EXPECT_EQ(d.stats().launches_dropped, 0);
+  EXPECT_EQ(d.stats().runtime, 21);
+  const auto ops = d.take(true);
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].launch_start_ns, 10);  // still joined: the 20 calls did not push it out
+}
+
+// Ranks sharing a GPU: the intra-device communicator's copies and add_f32 kernels on the rank's
+// gpu_comm lane take the name, sequence and step of the collective whose host window holds them
+// (tester38 #6: they were listed as collectives named memcpy_dtod, memcpy_htod, ...).
+TEST(CuptiDecoder, IntraDeviceCommCopiesTakeTheirCollective) {
+  sessions::CollectiveRecord rec;
+  rec.rank = 0;
+  rec.name = "input_dist/ids";
+  rec.sequence = 5;
+  rec.step = 2;
+  rec.start_ns = 1000;
+  rec.end_ns = 2000;
+  rec.bytes_sent = 64;
+  auto comm_op = [](const char* name, int32_t rank, int64_t s, int64_t e, int64_t bytes) {
+    GpuOp g;
+    g.op = sessions::OpEvent{rank, sessions::Lane::gpu_comm, sessions::OpCategory::comm, name, 0, s, e, bytes, 0};
+    return g;
+  };
+  std::vector<GpuOp> ops{comm_op("memcpy_dtod", 0, 1100, 1200, 64), comm_op("add_f32_kernel", 0, 1300, 1400, 0),
+                         comm_op("memcpy_htod", 0, 30000, 30100, 8),  // 28 us after the record (tolerance 20 us): not its
+                         comm_op("memcpy_dtod", 1, 1100, 1200, 64)};  // rank 1 has no record here
+  CuptiDecoder d;
+  EXPECT_EQ(d.join_collectives(ops, {rec}), 0);  // no NCCL kernel joined
+  EXPECT_STREQ(ops[0].op.name, "input_dist/ids");
+  EXPECT_EQ(ops[0].op.correlation, 5u);
+  EXPECT_EQ(ops[0].op.step, 2);
+  EXPECT_EQ(ops[0].op.bytes, 64);  // its own bytes
+  EXPECT_STREQ(ops[1].op.name, "input_dist/ids");
+  EXPECT_STREQ(ops[2].op.name, "memcpy_htod");
+  EXPECT_EQ(ops[2].op.correlation, 0u);
+  EXPECT_STREQ(ops[3].op.name, "memcpy_dtod");
+}

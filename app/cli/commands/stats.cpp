@@ -57,6 +57,22 @@ std::string gpu_bound_verdict(double busy_pct) {
   return "GPU-bound: the GPU ran kernels or copies nearly all the step";
 }
 
+// What the GPU trace lost, from the CUPTI counters in the metadata (tester38 #7: 'dropped'
+// records were never said). "" when nothing was lost or the session has no GPU trace.
+std::string gpu_trace_loss_text(const ss::SessionReader& session) {
+  const long long records = std::atoll(session.meta(ss::meta::kCuptiDroppedRecords, "0").c_str());
+  const long long launches = std::atoll(session.meta(ss::meta::kCuptiLaunchesDropped, "0").c_str());
+  std::string out;
+  if (records > 0)
+    out += fmt::format("GPU trace    CUPTI dropped {} activity record{} (its buffers were full): the GPU lanes miss them\n",
+                       records, records == 1 ? "" : "s");
+  if (launches > 0)
+    out += fmt::format("GPU trace    {} kernel launch{} forgotten before the kernel came (the launch table was full): "
+                       "those kernels have no launch time or API\n",
+                       launches, launches == 1 ? " was" : "es were");
+  return out;
+}
+
 std::string gpu_busy_text(const ss::RunStats& st, bool imported) {
   if (!st.stream_ranks) return "";
   const ss::RankStats* least = nullptr;
@@ -262,6 +278,9 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     if (!session.meta("end_message").empty()) j["end_message"] = session.meta("end_message");
     j["tables"] = json::parse(session.meta(ss::meta::kTableStorageJson, "[]"), nullptr, false);
     j["overlap_definition"] = ss::overlap_definition(st);
+    if (!session.meta(ss::meta::kCuptiRecords).empty())
+      j["gpu_trace"] = {{"dropped_records", std::atoll(session.meta(ss::meta::kCuptiDroppedRecords, "0").c_str())},
+                        {"launches_dropped", std::atoll(session.meta(ss::meta::kCuptiLaunchesDropped, "0").c_str())}};
     if (!kernels.empty()) j["gpu_kernels"] = gpu_kernels_json(kernels, keep_last_step);
     if (!memory.empty()) j["memory"] = memory_json(memory);
     if (!flight.empty()) j["flight_recorder"] = flight_recorder_json(flight);
@@ -339,7 +358,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   std::cout << fmt::format("overlap      {:.1f}% of communication ran while the rank computed ({}); exposed "
                            "communication {} per rank ({} per step)\n",
                            st.overlap_pct, ss::overlap_definition(st), ms(st.exposed_comm_ns), ms(st.exposed_comm_ns / st.steps));
-  std::cout << gpu_busy_text(st, imported);
+  std::cout << gpu_busy_text(st, imported) << gpu_trace_loss_text(session);
   if (imported)  // a trace has kernels and collectives, not the ids each rank looked up
     std::cout << "imbalance    none: a trace has no ids looked up (no load counters)\n\n";
   else

@@ -1,4 +1,4 @@
-// `embedscope stats` on a cuda run's session (tester38 #2, #11): the GPU streams' figures are said
+// `embedscope stats` on a cuda run's session (tester38 #2, #7, #11): the GPU streams' figures are said
 // to be the streams', how busy the GPU was and what bounds the step, the host threads' exposed
 // communication beside them, and that the ranks shared one GPU. A hand-made session of 2 ranks
 // on one GPU, one measured step [0, 1) ms each.
@@ -23,6 +23,9 @@ std::string cuda_like_session() {
   w.set_metadata("world_size", "2");
   w.set_metadata("backend", "cuda");
   w.set_metadata("workload_name", "hand");
+  w.set_metadata("cupti_records", "100");  // what the GPU trace lost (tester38 #7)
+  w.set_metadata("cupti_dropped_records", "3");
+  w.set_metadata("cupti_launches_dropped", "1");
   for (int r = 0; r < 2; ++r) {
     w.add_rank({r, "h", "NVIDIA H200 (cuda:0)", 1 << 30});
     w.add_lane({r, 0, "compute", "thread"});
@@ -63,6 +66,8 @@ TEST(GpuBusyCli, StatsSaysHowBusyTheSharedGpuWasAndWhatTheHostWaited) {
   // host exposed comm: (400 + 200) / 2 = 300 us per rank, one step
   EXPECT_NE(r.out.find("host         the ranks' threads waited in collectives 0.30 ms per rank (0.30 ms per step)"),
             std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GPU trace    CUPTI dropped 3 activity records (its buffers were full)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GPU trace    1 kernel launch was forgotten before the kernel came"), std::string::npos) << r.out;
   r = cli("stats --json " + db);
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
@@ -70,5 +75,7 @@ TEST(GpuBusyCli, StatsSaysHowBusyTheSharedGpuWasAndWhatTheHostWaited) {
   EXPECT_EQ(j["ranks"][0]["host_exposed_comm_ns"], 400000);
   EXPECT_EQ(j["ranks"][1]["host_exposed_comm_ns"], 200000);
   EXPECT_EQ(j["ranks"][1]["window_ns"], 1000000);
+  EXPECT_EQ(j["gpu_trace"]["dropped_records"], 3);
+  EXPECT_EQ(j["gpu_trace"]["launches_dropped"], 1);
   std::remove(db.c_str());
 }

@@ -115,6 +115,11 @@ struct DecodeStats {
 /// plain or mangled names (CUPTI reports "_Z21ncclDevKernel_Generic24ncclDevKernelArgs...").
 bool is_nccl_kernel(const char* name);
 
+/// Whether a CUDA runtime call (its CUPTI callback name, e.g. "cudaLaunchKernel_v7000") makes an
+/// activity record that the decoder joins it with: kernel launches (graphs included), copies,
+/// memsets, and allocations and frees (MEMORY2). Other calls (cudaEventRecord, ...) are not kept.
+bool makes_activity(const char* runtime_api);
+
 /// The op category of a kernel of a compute stream, from its (demangled) name: Embedscope's own
 /// kernels by their names (`tbe_forward` lookup; other `tbe_` kernels and `sgd` optimizer;
 /// `bucketize` / `permute` input; `bias_`, `relu`, `interaction`, `bce`, `loss` dense) and
@@ -182,6 +187,10 @@ class CuptiDecoder {
   /// record that ended before the kernel began launched none and is passed over. A joined op
   /// takes the record's name, bytes (sent + received), its sequence number as correlation and
   /// category comm. Returns the number joined (also added to stats().nccl_joined).
+  /// The intra-device communicator's work (ranks sharing a GPU: copies and add_f32 kernels on the
+  /// rank's gpu_comm lane, category comm, not NCCL) is joined too, several ops to one record: each
+  /// such op inside a record of its rank (same tolerance) takes the record's name, sequence number
+  /// as correlation and step, and keeps its own bytes (not counted in the return value).
   int64_t join_collectives(std::vector<GpuOp>& ops, const std::vector<sessions::CollectiveRecord>& records,
                            int64_t tolerance_ns = 20000);
 
