@@ -79,3 +79,45 @@ TEST(GpuBusyCli, StatsSaysHowBusyTheSharedGpuWasAndWhatTheHostWaited) {
   EXPECT_EQ(j["gpu_trace"]["launches_dropped"], 1);
   std::remove(db.c_str());
 }
+
+// tester38 #12: a cold first measured step (warm-up 0) is said, with its factor over the median;
+// #17: a run that ended before its first measured step has null figures in --json, not zeros.
+TEST(GpuBusyCli, AColdFirstStepIsSaidAndNoStepMeansNullFigures) {
+  const std::string db = embedscope::sessions::testing::scratch_db("cold_step.db");
+  std::remove(db.c_str());
+  {
+    ss::SessionWriter w(db);
+    w.set_metadata("world_size", "1");
+    w.set_metadata("warmup_steps", "0");
+    w.add_lane({0, 0, "compute", "thread"});
+    int64_t t = 0;
+    for (int st = 0; st < 4; ++st) {  // 10 ms, then 1 ms, 1 ms, 1 ms: median 1 ms
+      const int64_t d = st == 0 ? 10'000'000 : 1'000'000;
+      w.add_step({st, 0, t, t + d, 0.5, 0, 0});
+      t += d;
+    }
+    w.close("complete");
+  }
+  const auto cli = [](const std::string& args) {
+    return embedscope::test_support::run_cli(EMBEDSCOPE_CLI, args, embedscope::sessions::testing::import_scratch());
+  };
+  auto r = cli("stats " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("step 0 took 10.00 ms, 10.0x the median (the first measured step: a cold start); warmup_steps is 0"),
+            std::string::npos) << r.out;
+  std::remove(db.c_str());
+  {
+    ss::SessionWriter w(db);
+    w.set_metadata("world_size", "1");
+    w.add_lane({0, 0, "compute", "thread"});
+    w.close("crashed");
+  }
+  r = cli("stats --json " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["steps"], 0);
+  EXPECT_TRUE(j["step_time_ns"].is_null()) << j["step_time_ns"];
+  EXPECT_TRUE(j["samples_per_s"].is_null());
+  EXPECT_TRUE(j["imbalance"].is_null());
+  std::remove(db.c_str());
+}

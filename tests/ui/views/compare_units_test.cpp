@@ -169,3 +169,44 @@ TEST(CompareUnits, ATraceHasNoMemoryOrImbalanceAndExposedCommIsPerStep) {
   EXPECT_DOUBLE_EQ(m.data(m.index(CompareModel::ExposedComm, 2), Qt::UserRole).toDouble(), 250'000);
   EXPECT_DOUBLE_EQ(m.data(m.index(CompareModel::ExposedComm, 3), Qt::UserRole).toDouble(), 0);
 }
+
+// tester38 #1: a session whose figures are its GPU streams' beside one whose figures are its host
+// threads': the header says they are not the same measure, naming which is which.
+TEST(CompareUnits, StreamAndThreadLevelFiguresAreSaidNotToBeTheSameMeasure) {
+  auto cpu = open_reader(cmp_memory_session("es_cmpu_cpu", 2, false));
+  const auto gpu_path = std::filesystem::temp_directory_path() / ("es_cmpu_gpu_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(gpu_path);
+  {
+    sessions::SessionWriter w(gpu_path.string());
+    w.set_metadata(sessions::meta::kWorkloadName, "es_cmpu_gpu");
+    w.add_lane({0, 0, "compute", "thread"});
+    w.add_lane({0, 2, "gpu_compute", "stream"});
+    for (int st = 0; st < 2; ++st) {
+      const int64_t t0 = st * 1'000'000;
+      w.add_step({st, 0, t0, t0 + 1'000'000, 0.0, 0, 0});
+      const sessions::OpEvent op{.rank = 0, .lane = sessions::Lane::gpu_compute, .category = sessions::OpCategory::lookup,
+                                 .name = "tbe_forward_kernel", .step = st, .start_ns = t0, .end_ns = t0 + 100'000};
+      w.add_ops(&op, 1);
+    }
+    w.close("complete");
+  }
+  auto gpu = open_reader(gpu_path.string());
+  const auto header_of = [](CompareView& view) {
+    QString head;
+    for (const auto* l : view.findChildren<QLabel*>())
+      if (l->text().contains("&#9632;")) head = l->text();
+    return head;
+  };
+  {
+    CompareView view({{"A", gpu}, {"B", cpu}});
+    ASSERT_TRUE(wait_for_analyses(&view));
+    const QString head = header_of(view);
+    EXPECT_TRUE(head.contains("<b>not the same measure</b>: the communication, overlap and idle figures of A are its "
+                              "GPU streams' (kernels and copies), those of B its host threads' spans"))
+        << head.toStdString();
+  }
+  CompareView same({{"A", cpu}, {"B", cpu}});
+  ASSERT_TRUE(wait_for_analyses(&same));
+  EXPECT_FALSE(header_of(same).contains("not the same measure")) << header_of(same).toStdString();
+  std::filesystem::remove(gpu_path);
+}
