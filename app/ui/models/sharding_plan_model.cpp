@@ -76,7 +76,7 @@ engine::ShardingPlan plan_of(const std::vector<sessions::ShardRecord>& shards, i
 
 ShardingPlanModel::ShardingPlanModel(const sessions::SessionReader& session, const sessions::RunStats& stats,
                                      QObject* parent)
-    : QAbstractItemModel(parent) {
+    : QAbstractItemModel(parent), cuda_(session.meta(sessions::meta::kBackend) == "cuda") {
   std::vector<sessions::ShardRecord> initial;  // the plan the run started with, as the session stores it
   try {
     initial = session.shards();
@@ -217,6 +217,29 @@ std::vector<int> ShardingPlanModel::under_planned() const {
   for (const auto& r : ranks_)
     if (r.peak_planned_bytes >= 0 && r.peak_bytes > r.peak_planned_bytes) out.push_back(r.rank);
   return out;
+}
+
+QString ShardingPlanModel::under_planned_text() const {
+  const std::vector<int> under = under_planned();
+  if (under.empty()) return {};
+  QStringList parts;
+  for (int r : under) {
+    const RankRow& row = ranks_[static_cast<size_t>(r)];
+    const int64_t over = row.peak_bytes - row.peak_planned_bytes;
+    parts << QString("rank %1 planned %2, peak %3 (+%4, %5% of the plan)%6")
+                 .arg(r)
+                 .arg(QString::fromStdString(sessions::format_bytes(row.peak_planned_bytes)))
+                 .arg(QString::fromStdString(sessions::format_bytes(row.peak_bytes)))
+                 .arg(QString::fromStdString(sessions::format_bytes(over)))
+                 .arg(row.peak_planned_bytes > 0 ? 100.0 * static_cast<double>(over) / static_cast<double>(row.peak_planned_bytes) : 100.0,
+                      0, 'f', 2)
+                 .arg(row.peak_when.empty() ? QString() : QString(" (%1)").arg(QString::fromStdString(row.peak_when).toHtmlEscaped()));
+  }
+  return QString("<span style=\"color:#d01010\"><b>the plan under-estimated the measured peak</b>: %1%2</span>")
+      .arg(parts.join("; "),
+           cuda_ ? QString(" (the cuda backend's device copies of the dense part's inputs, activations and parameters, "
+                           "staged in the rank's memory each step, are not in the plan's estimate yet)")
+                 : QString());
 }
 
 QModelIndex ShardingPlanModel::index(int row, int column, const QModelIndex& parent) const {

@@ -84,6 +84,10 @@ class ShardingPlanModel : public QAbstractItemModel {
   /// Their peak cell reads "746.3 MiB (+1.0 MiB over the plan)" in red, with the figures in its
   /// tooltip.
   std::vector<int> under_planned() const;
+  /// The Summary's red line for under_planned() ("" when none): per rank planned, measured peak,
+  /// the excess in bytes and percent of the plan (tester38 #10: "planned 2.0 GiB, peak 2.0 GiB"
+  /// hid a 4.9 MiB excess), and for a cuda session what the estimate leaves out there.
+  QString under_planned_text() const;
   /// Live rebalances that changed the plan (plan_changes at distinct steps); 0: the plan shown
   /// is the one the run started with.
   int plan_changes() const { return plan_changes_; }
@@ -105,6 +109,7 @@ class ShardingPlanModel : public QAbstractItemModel {
                      const std::vector<sessions::MemoryCounter>& counters, int world);
   std::vector<RankRow> ranks_;
   int plan_changes_ = 0;
+  bool cuda_ = false;  // the session's backend is cuda (under_planned_text)
 };
 
 }  // namespace embedscope::ui

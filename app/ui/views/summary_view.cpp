@@ -277,19 +277,8 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   auto* plan = new QTreeView(page);
   auto* plan_model = new ShardingPlanModel(s, st, plan);
   plan->setModel(plan_model);
-  if (const auto under = plan_model->under_planned(); !under.empty()) {  // planned vs measured peak
-    QStringList parts;
-    for (int r : under) {
-      const auto& row = plan_model->ranks()[static_cast<size_t>(r)];
-      parts << QString("rank %1 planned %2, peak %3%4").arg(r)
-                   .arg(QString::fromStdString(sessions::format_bytes(row.peak_planned_bytes)))
-                   .arg(QString::fromStdString(sessions::format_bytes(row.peak_bytes)))
-                   .arg(row.peak_when.empty() ? QString()
-                                              : QString(" (%1)").arg(QString::fromStdString(row.peak_when).toHtmlEscaped()));
-    }
-    label->setText(label->text() + QString("<br><span style=\"color:#d01010\"><b>the plan under-estimated the measured "
-                                           "peak</b>: %1</span>").arg(parts.join("; ")));
-  }
+  if (const QString under = plan_model->under_planned_text(); !under.isEmpty())  // planned vs measured peak
+    label->setText(label->text() + "<br>" + under);
   plan->setAlternatingRowColors(true);
   plan->expandAll();
   plan->header()->setSectionResizeMode(QHeaderView::ResizeToContents);

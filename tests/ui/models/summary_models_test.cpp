@@ -87,6 +87,11 @@ TEST(ShardingPlanModel, FlagsARankWhosePeakExceedsThePlan) {
   EXPECT_NE(m.data(peak0, Qt::ToolTipRole).toString().indexOf("under-estimated"), -1);
   EXPECT_FALSE(m.data(peak1).toString().contains("over the plan"));
   EXPECT_FALSE(m.data(peak1, Qt::ForegroundRole).isValid());
+  // the Summary's line: the excess in bytes and percent (tester38 #10), no cuda note on a cpu run
+  const QString line = m.under_planned_text();
+  const double pct = 100.0 * (1 << 20) / static_cast<double>(est[0].total());
+  EXPECT_TRUE(line.contains(QString("(+1.0 MiB, %1% of the plan)").arg(pct, 0, 'f', 2))) << line.toStdString();
+  EXPECT_FALSE(line.contains("cuda backend")) << line.toStdString();
 }
 
 // A shard in host memory is not device weights (tester, issue 16): tiny with t_c (1,000 x 12)
