@@ -290,7 +290,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
         j["ranks"].back()["host_exposed_comm_ns"] = r.host_exposed_comm_ns;
       }
     }
-    const auto name_of = [&](int32_t id) { return id < 0 ? std::string("(gap)") : session.name(id); };
+    const auto name_of = [&](int32_t id) { return id < 0 ? std::string("(gap: untraced)") : session.name(id); };
     j["critical_path"] = {{"total_ns", st.critical_path_ns}, {"ops", json::array()}};
     for (const auto& e : st.critical_path)
       j["critical_path"]["ops"].push_back({{"name", name_of(e.name_id)}, {"category", e.name_id < 0 ? "gap" : ss::to_string(e.category)},

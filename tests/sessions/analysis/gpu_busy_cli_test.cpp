@@ -94,6 +94,9 @@ TEST(GpuBusyCli, AColdFirstStepIsSaidAndNoStepMeansNullFigures) {
     for (int st = 0; st < 4; ++st) {  // 10 ms, then 1 ms, 1 ms, 1 ms: median 1 ms
       const int64_t d = st == 0 ? 10'000'000 : 1'000'000;
       w.add_step({st, 0, t, t + d, 0.5, 0, 0});
+      w.add_ops({ss::OpEvent{0, ss::Lane::compute, ss::OpCategory::dense, "dense", st, t, t + d / 4, 0, 0},
+                 ss::OpEvent{0, ss::Lane::compute, ss::OpCategory::dense, "dense", st, t + d / 2, t + 3 * d / 4, 0, 0}});
+      // (an untraced quarter between the two ops)
       t += d;
     }
     w.close("complete");
@@ -105,6 +108,13 @@ TEST(GpuBusyCli, AColdFirstStepIsSaidAndNoStepMeansNullFigures) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("step 0 took 10.00 ms, 10.0x the median (the first measured step: a cold start); warmup_steps is 0"),
             std::string::npos) << r.out;
+  // the untraced quarter of each step on the critical path, named as the text names it (tester38 #16)
+  r = cli("stats --json " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto cp = nlohmann::json::parse(r.out)["critical_path"];
+  ASSERT_FALSE(cp["ops"].empty()) << cp;
+  EXPECT_NE(cp.dump().find("(gap: untraced)"), std::string::npos) << cp;
+  EXPECT_EQ(cp.dump().find("\"(gap)\""), std::string::npos) << cp;
   std::remove(db.c_str());
   {
     ss::SessionWriter w(db);
