@@ -56,13 +56,13 @@ void SessionDrain::step_ended(int32_t rank, int64_t step, int64_t start_ns, int6
   drain(false);
 }
 
-void SessionDrain::finish(const std::map<int32_t, int64_t>& running) {
+void SessionDrain::finish(const std::map<int32_t, RunningStep>& running) {
   stop_background();  // the drain due, if any, is done first
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (finished_) return;
     finished_ = true;
-    for (const auto& [rank, step] : running) placer_.set_running(rank, step);
+    for (const auto& [rank, step] : running) placer_.set_running(rank, step);  // NOLINT: step is a RunningStep
   }
   drain(true);
 }

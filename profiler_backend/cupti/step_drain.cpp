@@ -24,16 +24,19 @@ bool StepDrain::close_step(int32_t rank, int64_t step, int64_t start_ns, int64_t
 
 bool StepDrain::step_of(int32_t rank, int64_t t, bool final, int64_t& step) const {
   auto it = windows_.find(rank);
+  const auto run = running_.find(rank);
   if (it == windows_.end() || it->second.empty()) {  // no window: setup's, once final
-    step = setup_step_;
+    // (or the first step's, from its start on, when the rank died in it)
+    const bool died_in_it = run != running_.end() && run->second.start_ns >= 0 && t >= run->second.start_ns;
+    step = died_in_it ? run->second.step : setup_step_;
     return final;
   }
   const auto& w = it->second;
   if (t >= w.back().end_ns) {
     if (!final) return false;  // a step still running (or between two)
-    const auto run = running_.find(rank);
-    if (run != running_.end() && run->second > w.back().step) {  // the step the rank died in
-      step = run->second;
+    if (run != running_.end() && run->second.step > w.back().step &&
+        (run->second.start_ns < 0 || t >= run->second.start_ns)) {  // the step the rank died in
+      step = run->second.step;
       return true;
     }
   }

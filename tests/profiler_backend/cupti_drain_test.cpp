@@ -579,3 +579,20 @@ TEST(CuptiDecoder, IntraDeviceCommCopiesTakeTheirCollective) {
   EXPECT_EQ(ops[2].op.correlation, 0u);
   EXPECT_STREQ(ops[3].op.name, "memcpy_dtod");
 }
+
+// A rank that failed inside its first step has no window: its records from that step's start on
+// are that step's, those before set-up's (tester38 #4: a cuda run that crashed in step 0, warm-up
+// 0, had every GPU op filed as warm-up and its GPU table empty).
+TEST(StepDrain, ARankThatDiedInItsFirstStepKeepsThatStepsRecords) {
+  StepDrain d({0}, -1);
+  d.set_running(0, {0, 500});  // step 0 began at 500 and never ended
+  auto ops = d.place({drain_op(0, 100), drain_op(0, 600)}, true);
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].op.step, -1);  // set-up's cudaMalloc and uploads
+  EXPECT_EQ(ops[1].op.step, 0);   // the failing step's kernel
+  StepDrain unknown({0}, -1);
+  unknown.set_running(0, {0});  // start not known: set-up's, as before
+  ops = unknown.place({drain_op(0, 600)}, true);
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].op.step, -1);
+}

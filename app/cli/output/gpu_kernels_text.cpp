@@ -38,7 +38,8 @@ std::string gpu_kernels_text(const std::vector<sessions::RankKernelFigures>& fig
   int64_t warmup = 0;
   for (const auto& f : figures) warmup += f.warmup_events;
   if (warmup > 0)
-    s += fmt::format("  (measured steps only: {} GPU event{} of the warm-up steps left out)\n", warmup, warmup == 1 ? "" : "s");
+    s += fmt::format("  (measured steps only: {} GPU event{} of set-up and the warm-up steps left out)\n", warmup,
+                     warmup == 1 ? "" : "s");
   for (const auto& f : figures)
     if (!f.has_comm) {
       s += "  (no comm: the rank has no communication kernels, so it has no overlap figure)\n";

@@ -31,11 +31,11 @@ void GpuTraceDrain::step_ended(int rank, int64_t step, int64_t start_ns, int64_t
 
 std::string GpuTraceDrain::finish(const std::vector<std::unique_ptr<threaded::Rank>>& ranks,
                                   sessions::SessionWriter* session) {
-  std::map<int32_t, int64_t> running;  // what the step-end drains left, and a failed rank's last step
+  std::map<int32_t, profiler::RunningStep> running;  // what the step-end drains left, and a failed rank's last step
   for (size_t i = 0; i < ranks.size() && i < ranks_.size(); ++i) {
     const auto& win = ranks[i]->windows;
-    const int64_t in = ranks[i]->step_in_progress();
-    if (!win.empty() && in > win.back().step) running[ranks_[i]] = in;
+    const int64_t in = ranks[i]->step_in_progress(), start = ranks[i]->step_in_progress_start_ns();
+    if (start >= 0 && (win.empty() || in > win.back().step)) running[ranks_[i]] = {in, start};
   }
   drain().finish(running);
   if (session) tracer_.write_metadata(*session);

@@ -461,6 +461,7 @@ void Rank::main() {
     current_step_ = step_of(it);
     flight_.set_step(step_of(it));
     const int64_t t0 = sh_.tracer.now_ns();
+    step_start_ns_ = t0;
     const bool stop = step(it);
     if (gpu_) {
       const int64_t calls = gpu_->sync_calls().total();

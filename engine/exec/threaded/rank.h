@@ -222,6 +222,8 @@ class Rank final : public sharding::RankContext {
   std::vector<StepWindow> windows;  // host time of every step run (GPU records take their step from it)
   /// The step the rank is in or was in when it ended (after setup: its first step's number).
   int64_t step_in_progress() const { return current_step_.load(); }
+  /// When the step in progress began (ns, the run's clock); -1 before the first step.
+  int64_t step_in_progress_start_ns() const { return step_start_ns_.load(); }
   std::vector<int64_t> step_ns;     // per measured step
   std::vector<double> losses;       // per measured step (global mean)
   std::vector<int64_t> skipped_per_iteration;  // malformed input lines skipped, per iteration (warmup included)
@@ -475,6 +477,7 @@ class Rank final : public sharding::RankContext {
   DeviceBuffer<float> dense_params_;  // accounting for the dense part
   std::vector<int64_t> counter_base_;
   std::atomic<int64_t> current_step_{0};
+  std::atomic<int64_t> step_start_ns_{-1};  // step_in_progress_start_ns
   double last_loss_ = 0;
   std::map<std::pair<int, int>, sessions::LoadCounter> load_;  // this step's, by (table, shard index)
   IdHistogram id_histogram_{sh_.spec};  // ids over row buckets, measured steps

@@ -61,7 +61,7 @@ class SessionDrain {
   /// The last drain (source.stop()): every record left, after the background drain due, if any.
   /// `running`: per rank, the step it was in when it ended if that step did not end (a failed
   /// run), for the records after its last window. Idempotent; never throws (error()).
-  void finish(const std::map<int32_t, int64_t>& running = {});
+  void finish(const std::map<int32_t, RunningStep>& running = {});
 
   /// The first failure of the source ("" none), e.g. "CUPTI drain at a step end failed: ...".
   std::string error() const;

@@ -20,6 +20,14 @@
 
 namespace embedscope::profiler {
 
+/// The step a rank was in when it ended without ending it (a failed run), and when that step
+/// began on the run's clock (ns; -1: not known).
+struct RunningStep {
+  RunningStep(int64_t s = 0, int64_t start = -1) : step(s), start_ns(start) {}  // NOLINT: {rank, step} reads well
+  int64_t step;
+  int64_t start_ns;
+};
+
 class StepDrain {
  public:
   /// `ranks`: the ranks whose step ends close_step hears (the local ranks); `setup_step`: the
@@ -32,9 +40,11 @@ class StepDrain {
   /// the slowest rank, not once per rank). A rank not in the list throws std::invalid_argument.
   bool close_step(int32_t rank, int64_t step, int64_t start_ns, int64_t end_ns);
 
-  /// Rank `rank` ended (failed) inside `step`, which has no window: in the final placement its
-  /// records after the end of its last window are that step's, not the last window's.
-  void set_running(int32_t rank, int64_t step) { running_[rank] = step; }
+  /// Rank `rank` ended (failed) inside `running.step`, which has no window: in the final
+  /// placement its records after the end of its last window are that step's, not the last
+  /// window's; with running.start_ns known, its records from then on are that step's also when
+  /// the rank has no window at all (it failed in its first step), not set-up's.
+  void set_running(int32_t rank, RunningStep running) { running_[rank] = running; }
 
   /// Gives each op its step (op.step) and returns the ops whose step is known, in the order
   /// given (held-back ops of earlier calls first); the others are held for a later call. With
@@ -59,7 +69,7 @@ class StepDrain {
   bool step_of(int32_t rank, int64_t t, bool final, int64_t& step) const;
 
   int64_t setup_step_;
-  std::map<int32_t, int64_t> running_;  // set_running
+  std::map<int32_t, RunningStep> running_;  // set_running
   std::map<int32_t, std::vector<Window>> windows_;  // per rank, in time order
   int64_t drains_ = 0;
   std::vector<GpuOp> held_ops_;
