@@ -254,6 +254,9 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
     sum.alignment_text = si::alignment_text(alignment);
   } else {
     si::check_wall_clock_agreement(all, problems);
+    std::vector<si::RankSpan> spans;  // ranks of different runs (tester37 #15)
+    for (const auto& rr : all) spans.push_back(si::rank_span(rr));
+    si::check_time_ranges_overlap(spans, problems);
   }
   std::map<int32_t, int64_t> moved;  // ns the alignment added to each rank's times
   for (const auto& rr : all)

@@ -1,0 +1,80 @@
+// tester37's import defects (#13, #15, #17) on small fixtures written here, with the counts and
+// messages each rule must give.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/sessions/importers/importer.h"
+#include "embedscope/sessions/merge/merge.h"
+#include "import_test_support.h"
+
+using namespace embedscope::sessions;
+using namespace embedscope::sessions::testing;
+namespace fs = std::filesystem;
+
+namespace {
+/// A Kineto trace of `rank` with ProfilerStep spans (name, ts us, dur us) and one aten::mm per
+/// step, written to scratch/<name>; returns the path.
+std::string t37_trace(const std::string& name, int rank, const std::vector<std::tuple<std::string, int64_t, int64_t>>& steps) {
+  nlohmann::json ev = nlohmann::json::array();
+  for (const auto& [n, ts, dur] : steps) {
+    ev.push_back({{"ph", "X"}, {"cat", "user_annotation"}, {"name", n}, {"pid", 1}, {"tid", 1}, {"ts", ts}, {"dur", dur}});
+    ev.push_back({{"ph", "X"}, {"cat", "cpu_op"}, {"name", "aten::mm"}, {"pid", 1}, {"tid", 1}, {"ts", ts + 1}, {"dur", 2}});
+  }
+  const nlohmann::json j{{"schemaVersion", 1},
+                         {"distributedInfo", {{"backend", "nccl"}, {"rank", rank}, {"world_size", 2}}},
+                         {"traceEvents", ev}};
+  const std::string p = (import_scratch() / name).string();
+  std::ofstream(p) << j.dump();
+  return p;
+}
+}  // namespace
+
+// #15: rank 1 recorded 1e12 us (11.6 days) after rank 0's trace ended: traces of two runs; a
+// second file of rank 0 is dropped and not listed among the files imported.
+TEST(Tester37Import, RanksOfDifferentRunsAreFlaggedAndADroppedFileIsNotListedAsImported) {
+  const auto a = t37_trace("t37_mix_a.json", 0, {{"ProfilerStep#1", 1000, 100}});
+  const auto b = t37_trace("t37_mix_b.json", 0, {{"ProfilerStep#1", 1000, 100}});
+  const auto c = t37_trace("t37_mix_c.json", 1, {{"ProfilerStep#1", 1'000'000'001'000, 100}});
+  const auto sum = import_into({a, b, c}, "t37_mix.db");
+  EXPECT_EQ(sum.files, (std::vector<std::string>{a, c}));
+  EXPECT_EQ(problem_count(sum.problems, "duplicate_rank"), 1);
+  const ImportStat* d = problem(sum.problems, "disjoint_time_ranges");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->count, 1);
+  EXPECT_EQ(d->severity, "error");
+  EXPECT_NE(d->example.find("rank 1 (" + c + ") spans 1000000.000000 .. 1000000.000100 s and rank 0 (" + a +
+                            ") 0.000000 .. 0.000100 s"), std::string::npos) << d->example;
+  EXPECT_NE(d->example.find("(11.6 days apart)"), std::string::npos) << d->example;
+  // the ranks of one job overlap: no such problem
+  const auto x = t37_trace("t37_one_a.json", 0, {{"ProfilerStep#1", 1000, 100}});
+  const auto y = t37_trace("t37_one_b.json", 1, {{"ProfilerStep#1", 1050, 100}});
+  const auto one = import_into({x, y}, "t37_one.db");
+  EXPECT_EQ(problem_count(one.problems, "disjoint_time_ranges"), 0);
+  EXPECT_EQ(one.files.size(), 2U);
+}
+
+TEST(Tester37Import, OneTraceNamedTwiceIsRefused) {
+  const auto a = t37_trace("t37_twice.json", 0, {{"ProfilerStep#1", 1000, 100}});
+  try {
+    import_into({a, a}, "t37_twice.db");
+    FAIL() << "imported one file twice";
+  } catch (const importers::ImportError& e) {
+    EXPECT_NE(std::string(e.what()).find(a + ": given twice"), std::string::npos) << e.what();
+  }
+}
+
+// #15: the same two runs as separate sessions, merged on their recorded clocks.
+TEST(Tester37Import, MergingRanksOfDifferentRunsIsFlagged) {
+  const auto a = t37_trace("t37_mg_a.json", 0, {{"ProfilerStep#1", 1000, 100}});
+  const auto c = t37_trace("t37_mg_c.json", 1, {{"ProfilerStep#1", 1'000'000'001'000, 100}});
+  import_into({a}, "t37_mg_a.db");
+  import_into({c}, "t37_mg_c.db");
+  merge_sessions({scratch_db("t37_mg_a.db"), scratch_db("t37_mg_c.db")}, scratch_db("t37_mg.db"),
+                 {.align = "none", .overwrite = true});
+  EXPECT_EQ(problem_count(SessionReader(scratch_db("t37_mg.db")).import_stats(), "disjoint_time_ranges"), 1);
+}
