@@ -122,6 +122,7 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
     world = std::max(world, r.world_size);
     if (r.base_time_ns >= 0 && base_time < 0) base_time = r.base_time_ns;
     summary.files.push_back(r.file);  // the files imported: a duplicate rank's is not (tester37 #15)
+    kineto::check_steps(r, problems);
     kept.push_back(std::move(r));
   }
   std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });

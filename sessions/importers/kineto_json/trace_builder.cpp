@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <tuple>
 
@@ -84,6 +85,56 @@ int64_t session_origin_ns(const std::vector<RankTrace>& ranks) {
 /// damaged (no job has a million ranks in a group, nor moves 2^40 elements in one collective).
 constexpr int64_t kMaxGroupSize = int64_t{1} << 20;
 constexpr int64_t kMaxCommElements = int64_t{1} << 40;
+
+namespace {
+/// A trace time (ns) as Kineto's ts in us: "1500" or "1500.125".
+std::string ts_us(int64_t ns) {
+  return ns % 1000 == 0 ? std::to_string(ns / 1000) : fmt::format("{:.3f}", static_cast<double>(ns) / 1e3);
+}
+}  // namespace
+
+void check_steps(RankTrace& tr, ImportProblems& problems) {
+  std::stable_sort(tr.steps.begin(), tr.steps.end(), [](const Step& a, const Step& b) { return a.ts < b.ts; });
+  std::map<int64_t, const Step*> first;
+  std::vector<Step> kept;
+  int64_t dropped = 0;
+  std::string dup_example;
+  for (const Step& s : tr.steps) {
+    auto [it, fresh] = first.try_emplace(s.number, &s);
+    if (fresh) {
+      kept.push_back(s);
+      continue;
+    }
+    if (dropped++ == 0)
+      dup_example = fmt::format("{}: ProfilerStep#{} appears twice ({} .. {} us and {} .. {} us)", tr.file, s.number,
+                                ts_us(it->second->ts), ts_us(it->second->end), ts_us(s.ts), ts_us(s.end));
+  }
+  if (dropped)
+    problems.add("duplicate_step", Severity::data_loss, {tr.file, -1},
+                 fmt::format("{}; the first is kept as the step, {} later span(s) of a step number already seen are "
+                             "not steps",
+                             dup_example, dropped));
+  tr.steps = std::move(kept);
+  int64_t overlaps = 0;
+  std::string ov_example;
+  const Step* latest = nullptr;  // the kept step that ends last so far
+  for (const Step& s : tr.steps) {
+    if (latest && s.ts < latest->end) {
+      if (overlaps++ == 0)
+        ov_example = fmt::format("{}: ProfilerStep#{} ({} .. {} us) starts {} us before ProfilerStep#{} ({} .. {} us) "
+                                 "ends",
+                                 tr.file, s.number, ts_us(s.ts), ts_us(s.end), ts_us(latest->end - s.ts), latest->number,
+                                 ts_us(latest->ts), ts_us(latest->end));
+    }
+    if (!latest || s.end > latest->end) latest = &s;
+  }
+  if (overlaps)
+    problems.add("overlapping_steps", Severity::error, {tr.file, -1},
+                 fmt::format("{}; {} step(s) start before an earlier one ends: kept as recorded, so the time in both "
+                             "counts in both steps' times (a profiler step is one iteration: the spans of "
+                             "torch.profiler's step() follow one another)",
+                             ov_example, overlaps));
+}
 
 RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origin, ImportProblems& problems,
                        ImportSummary& summary) {

@@ -78,3 +78,33 @@ TEST(Tester37Import, MergingRanksOfDifferentRunsIsFlagged) {
                  {.align = "none", .overwrite = true});
   EXPECT_EQ(problem_count(SessionReader(scratch_db("t37_mg.db")).import_stats(), "disjoint_time_ranges"), 1);
 }
+
+// #17: ProfilerStep#1 at 1000 us for 800 us, #2 at 1500 us for 500 us (300 us in both); and
+// ProfilerStep#1 twice: the first span is the step, the second is said and dropped.
+TEST(Tester37Import, OverlappingAndDuplicatedProfilerStepsAreProblems) {
+  const auto ov = t37_trace("t37_overlap.json", 0, {{"ProfilerStep#1", 1000, 800}, {"ProfilerStep#2", 1500, 500}});
+  const auto s1 = import_into({ov}, "t37_overlap.db");
+  const ImportStat* o = problem(s1.problems, "overlapping_steps");
+  ASSERT_NE(o, nullptr);
+  EXPECT_EQ(o->severity, "error");
+  EXPECT_NE(o->example.find("ProfilerStep#2 (1500 .. 2000 us) starts 300 us before ProfilerStep#1 (1000 .. 1800 us) ends"),
+            std::string::npos) << o->example;
+  EXPECT_EQ(problem_count(s1.problems, "duplicate_step"), 0);
+  const auto same = t37_trace("t37_same.json", 0, {{"ProfilerStep#1", 1000, 400}, {"ProfilerStep#1", 1500, 500}});
+  const auto s2 = import_into({same}, "t37_same.db");
+  const ImportStat* d = problem(s2.problems, "duplicate_step");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->severity, "data_loss");
+  EXPECT_NE(d->example.find("ProfilerStep#1 appears twice (1000 .. 1400 us and 1500 .. 2000 us)"), std::string::npos)
+      << d->example;
+  EXPECT_EQ(s2.events.at("steps"), 1);  // what the import says is what the session holds
+  const SessionReader r(scratch_db("t37_same.db"));
+  ASSERT_EQ(r.steps().size(), 1U);
+  EXPECT_EQ(r.steps()[0].end_ns - r.steps()[0].start_ns, 400'000);  // the first span
+  EXPECT_EQ(r.meta("steps"), "1");
+  EXPECT_EQ(problem_count(s2.problems, "overlapping_steps"), 0);
+  // consecutive steps that touch (end == next start) are no problem
+  const auto ok = t37_trace("t37_steps_ok.json", 0, {{"ProfilerStep#1", 1000, 500}, {"ProfilerStep#2", 1500, 500}});
+  const auto s3 = import_into({ok}, "t37_steps_ok.db");
+  EXPECT_EQ(problem_count(s3.problems, "overlapping_steps") + problem_count(s3.problems, "duplicate_step"), 0);
+}
