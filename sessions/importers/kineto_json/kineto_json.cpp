@@ -166,6 +166,14 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
   w.set_metadata(meta::kImportProducer, producer.empty() ? "unknown (no schemaVersion)" : producer);
   // replace: a file name is any bytes, not always UTF-8 (plain dump() throws type_error 316)
   w.set_metadata(meta::kImportSources, sources.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  {  // record_function ranges: off the critical path (tester37 #16)
+    std::set<std::string> annotations;
+    for (const auto& r : kept)
+      for (uint32_t id : r.annotation_names) annotations.insert(names.text(id));
+    if (!annotations.empty())
+      w.set_metadata(meta::kImportAnnotationNames,
+                     nlohmann::json(annotations).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
   w.set_metadata(meta::kImportAlign, opt.align);
   w.set_metadata(meta::kImportOriginNs, std::to_string(origin));
   w.set_metadata(meta::kSimulated, "0");

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/importers/importer.h"
 #include "embedscope/sessions/merge/merge.h"
 #include "import_test_support.h"
@@ -107,4 +109,29 @@ TEST(Tester37Import, OverlappingAndDuplicatedProfilerStepsAreProblems) {
   const auto ok = t37_trace("t37_steps_ok.json", 0, {{"ProfilerStep#1", 1000, 500}, {"ProfilerStep#2", 1500, 500}});
   const auto s3 = import_into({ok}, "t37_steps_ok.db");
   EXPECT_EQ(problem_count(s3.problems, "overlapping_steps") + problem_count(s3.problems, "duplicate_step"), 0);
+}
+
+// #16: "## forward ##" (a record_function range, cat user_annotation) encloses aten::linear,
+// which encloses aten::mm; the step's critical path is the ops' own time: aten::linear 10 + 10 us
+// around aten::mm's 60 us, not the annotation's 100 us (nor aten::linear's 80 us).
+TEST(Tester37Import, TheCriticalPathGoesThroughTheOpsInsideAnnotations) {
+  auto span = [](const std::string& cat, const std::string& name, int64_t ts, int64_t dur) {
+    return nlohmann::json{{"ph", "X"}, {"cat", cat}, {"name", name}, {"pid", 1}, {"tid", 1}, {"ts", ts}, {"dur", dur}};
+  };
+  const nlohmann::json j{{"schemaVersion", 1},
+                         {"distributedInfo", {{"rank", 0}, {"world_size", 1}}},
+                         {"traceEvents",
+                          {span("user_annotation", "ProfilerStep#1", 1000, 100),
+                           span("user_annotation", "## forward ##", 1000, 100), span("cpu_op", "aten::linear", 1010, 80),
+                           span("cpu_op", "aten::mm", 1020, 60)}}};
+  const std::string p = (import_scratch() / "t37_annot.json").string();
+  std::ofstream(p) << j.dump();
+  import_into({p}, "t37_annot.db");
+  const SessionReader r(scratch_db("t37_annot.db"));
+  EXPECT_EQ(r.meta("import_annotation_names_json"), "[\"## forward ##\"]");
+  const RunStats st = analyze(r);
+  std::map<std::string, int64_t> on_path;
+  for (const auto& e : st.critical_path) on_path[e.name_id < 0 ? "(gap)" : r.name(e.name_id)] = e.ns;
+  EXPECT_EQ(on_path, (std::map<std::string, int64_t>{{"aten::linear", 20'000}, {"aten::mm", 60'000}}));
+  EXPECT_EQ(st.critical_path_ns, 80'000);
 }
