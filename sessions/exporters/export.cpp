@@ -82,11 +82,16 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
     }
   });
   // counters at the start of each step
+  // An imported trace has neither a loss nor the memory a run's steps record, and a simulation
+  // trains nothing: no such counters, which Perfetto would draw as measured zeros (tester37 #13).
+  const bool imported = session.meta(meta::kImported, "0") == "1";
   std::map<std::pair<int64_t, int32_t>, int64_t> step_start;
   for (const auto& s : session.steps()) {
     step_start[{s.step, s.rank}] = s.start_ns;
-    emit(fmt::format(R"({{"ph":"C","pid":{},"name":"loss","ts":{},"args":{{"loss":{}}}}})", s.rank,
-                     ns_to_us(s.start_ns), s.loss));
+    if (imported) continue;
+    if (!simulated)
+      emit(fmt::format(R"({{"ph":"C","pid":{},"name":"loss","ts":{},"args":{{"loss":{}}}}})", s.rank,
+                       ns_to_us(s.start_ns), s.loss));
     emit(fmt::format(R"({{"ph":"C","pid":{},"name":"memory","ts":{},"args":{{"in_use_bytes":{},"peak_bytes":{}}}}})",
                      s.rank, ns_to_us(s.end_ns), s.memory_in_use_bytes, s.memory_peak_bytes));
   }

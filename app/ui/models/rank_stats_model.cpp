@@ -26,8 +26,12 @@ QVariant RankStatsModel::data(const QModelIndex& index, int role) const {
     case Idle: return dur(r.idle_ns);
     case Overlap: return pct(r.overlap_pct);
     case IdsLookedUp: return QVariant::fromValue<qlonglong>(r.ids_looked_up);
-    case BytesSent: return bytes(r.bytes_sent);
-    case BytesReceived: return bytes(r.bytes_received);
+    case BytesSent:
+      if (bytes_unknown_ && r.bytes_sent == 0) return role == Qt::UserRole ? QVariant() : QVariant(QString("unknown"));
+      return bytes(r.bytes_sent);
+    case BytesReceived:
+      if (bytes_unknown_ && r.bytes_received == 0) return role == Qt::UserRole ? QVariant() : QVariant(QString("unknown"));
+      return bytes(r.bytes_received);
     case PeakAllocated: return bytes(r.peak_allocated_bytes);
     case PeakReserved: return bytes(r.peak_reserved_bytes);
     case Fragmentation: return pct(100 * r.fragmentation);

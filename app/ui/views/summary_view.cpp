@@ -194,6 +194,7 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   auto* page = new QWidget(parent);
   auto* layout = new QVBoxLayout(page);
   auto* model = new RankStatsModel(std::move(figures.stats), page);
+  model->set_bytes_unknown(collective_bytes_unknown(s));
   const auto& st = model->stats();
   const QString origin = import_origin(s);
   const std::optional<engine::LmWorkloadSpec> lm = lm_workload_of(s);

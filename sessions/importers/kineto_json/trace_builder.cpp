@@ -234,6 +234,8 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
     int64_t kernels = 0, memcpys = 0, memsets = 0, gpu_others = 0, runtime_calls = 0, gpu_annotations = 0, cpu_ops = 0;
     int64_t unfinished = 0;  // events that did not end, counted apart from their kind
     bool comm_kernels = false;  // the rank's GPU streams hold communication kernels
+    int64_t comm_without_args = 0;  // communication kernels whose bytes no record_param_comms says
+    std::string first_without_args;
     for (const Event& e : tr.events) {
       OpEvent o;
       o.rank = rank;
@@ -260,6 +262,8 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
             if (!c.started) c.rec.step = o.step;
             c.started = true;
             c.kernels.push_back(ops.size());  // o is pushed next
+          } else if (comm_without_args++ == 0) {
+            first_without_args = nm;
           }
         }
         ++(e.unfinished                      ? unfinished
@@ -277,6 +281,12 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
       }
       ops.push_back(o);
     }
+    if (comm_without_args)  // tester37 #13: shown as 0 B, read as "moved nothing"
+      problems.add("collective_args_not_captured", Severity::info, {tr.file, -1},
+                   fmt::format("rank {}: {} communication kernel(s) (first: {}) were launched from no "
+                               "record_param_comms span with arguments (In msg nelems, dtype, Process Group): "
+                               "their bytes are unknown and are not counted (stats and the Summary say so)",
+                               rank, comm_without_args, first_without_args.substr(0, 120)));
     for (const auto& [key, n] : {std::pair<const char*, int64_t>{"kernels", kernels}, {"memcpy", memcpys}, {"memset", memsets},
                                 {"gpu_other", gpu_others}, {"runtime_calls", runtime_calls},
                                 {"gpu_annotations", gpu_annotations}, {"cpu_ops", cpu_ops}, {"did_not_end", unfinished}})

@@ -13,6 +13,7 @@
 #include "embedscope/sessions/importers/importer.h"
 #include "embedscope/sessions/merge/merge.h"
 #include "import_test_support.h"
+#include "support/cli_run.h"
 
 using namespace embedscope::sessions;
 using namespace embedscope::sessions::testing;
@@ -134,4 +135,55 @@ TEST(Tester37Import, TheCriticalPathGoesThroughTheOpsInsideAnnotations) {
   for (const auto& e : st.critical_path) on_path[e.name_id < 0 ? "(gap)" : r.name(e.name_id)] = e.ns;
   EXPECT_EQ(on_path, (std::map<std::string, int64_t>{{"aten::linear", 20'000}, {"aten::mm", 60'000}}));
   EXPECT_EQ(st.critical_path_ns, 80'000);
+}
+
+// #13: an NCCL all-reduce kernel launched from a record_param_comms span without arguments (as in
+// trace_diff_test): its bytes are unknown - an import problem, "unknown" in stats (not 0 B) - and
+// the chrome export of the import has no loss or memory counters (a trace records neither).
+TEST(Tester37Import, UnknownCollectiveBytesAreSaidAndNoLossOrMemoryIsInvented) {
+  auto ev = [](const std::string& cat, const std::string& name, int pid, int tid, int64_t ts, int64_t dur,
+               nlohmann::json args) {
+    return nlohmann::json{{"ph", "X"}, {"cat", cat}, {"name", name}, {"pid", pid}, {"tid", tid},
+                          {"ts", ts},  {"dur", dur}, {"args", args}};
+  };
+  const nlohmann::json j{
+      {"schemaVersion", 1},
+      {"distributedInfo", {{"backend", "nccl"}, {"rank", 0}, {"world_size", 1}}},
+      {"traceEvents",
+       {ev("user_annotation", "ProfilerStep#1", 1, 1, 1000, 200, nlohmann::json::object()),
+        ev("cpu_op", "record_param_comms", 1, 1, 1010, 20, nlohmann::json::object()),
+        ev("cuda_runtime", "cudaLaunchKernel", 1, 1, 1015, 5, {{"correlation", 7}}),
+        ev("kernel", "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", 0, 7, 1050, 100,
+           {{"device", 0}, {"stream", 7}, {"correlation", 7}})}}};
+  const std::string p = (import_scratch() / "t37_noargs.json").string();
+  std::ofstream(p) << j.dump();
+  const std::string db = scratch_db("t37_noargs.db");
+  const auto sum = import_into({p}, "t37_noargs.db");
+  const ImportStat* a = problem(sum.problems, "collective_args_not_captured");
+  ASSERT_NE(a, nullptr);
+  EXPECT_NE(a->example.find("rank 0: 1 communication kernel(s) (first: ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem))"),
+            std::string::npos) << a->example;
+  auto r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "stats " + db, import_scratch());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("      unknown        unknown\n"), std::string::npos) << r.out;  // bytes sent / received
+  EXPECT_NE(r.out.find("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)     1.0      unknown"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find(" 0 B"), std::string::npos) << r.out;
+  r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "stats --json " + db, import_scratch());
+  const auto js = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(js["ranks"][0]["bytes_sent"].is_null());
+  EXPECT_TRUE(js["collectives"][0]["bytes"].is_null());
+  const std::string out = (import_scratch() / "t37_noargs_chrome.json").string();
+  r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "export " + db + " --format chrome --force-overwrite -o " + out,
+                                        import_scratch());
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream in(out);
+  const auto trace = nlohmann::json::parse(in);
+  int counters = 0, kernels = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "C") ++counters;
+    if (e["ph"] == "X" && e["cat"] == "comm") ++kernels;
+  }
+  EXPECT_EQ(counters, 0);
+  EXPECT_GE(kernels, 1);
 }
