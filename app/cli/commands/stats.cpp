@@ -268,6 +268,18 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     if (!kernel_text.empty()) std::cout << "\n" << kernel_text;
     return 0;
   }
+  if (st.steps == 0 && session.meta("import_format") == "torch_memory_snapshot") {
+    // a dump without the history (tester37 #8): its segments at the dump are what there is
+    std::cout << "\nmemory       no trace entries: memory history was not recorded (call "
+                 "torch.cuda.memory._record_memory_history() before the workload); at the dump:\n";
+    std::cout << fmt::format("{:<5} {:>12} {:>9} {:>12} {:>19} {:>14}\n", "rank", "reserved", "segments", "allocated",
+                             "largest free block", "fragmentation");
+    for (const auto& c : session.memory_counters())
+      std::cout << fmt::format("{:<5} {:>12} {:>9} {:>12} {:>19} {:>13.1f}%\n", c.rank, es::format_bytes(c.reserved),
+                               c.segments, es::format_bytes(c.allocated), es::format_bytes(c.largest_free_block),
+                               100 * c.external_fragmentation);
+    return 0;
+  }
   if (st.steps == 0) {
     std::cout << (imported ? "no profiler steps in the trace (no ProfilerStep#N spans): no step times, thread-level "
                              "overlap or critical path\n"

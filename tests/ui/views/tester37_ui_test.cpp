@@ -1,0 +1,104 @@
+// tester37 #8 (a snapshot without a history on the Memory page) and #13 (unknown collective
+// bytes on the Summary page).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <QDoubleSpinBox>
+#include <QLabel>
+#include <QTableView>
+#include <QTabWidget>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/sessions/importers/kineto_json/kineto_json.h"
+#include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
+#include "jobs/analysis_job.h"
+#include "views/memory_view.h"
+#include "views/summary_view.h"
+
+using namespace embedscope;
+using namespace embedscope::ui;
+
+namespace {
+std::filesystem::path t37_ui_dir() {
+  const auto d = std::filesystem::temp_directory_path() / ("es_t37ui_" + std::to_string(getpid()));
+  std::filesystem::create_directories(d);
+  return d;
+}
+}  // namespace
+
+// onlyseg.pickle's content: one 2 MiB segment, no trace entry. The page says why it has no
+// history and the Replay box offers the 2 MiB the dump reserves (it offered 1 MiB).
+TEST(Tester37Ui, ASnapshotWithoutHistorySaysSoAndReplayOffersItsReservedBytes) {
+  namespace ts = sessions::torch_snapshot;
+  ts::MemorySnapshotFile s;
+  s.stacks.push_back({});
+  ts::Segment seg;
+  seg.total_size = 2 << 20;
+  seg.blocks = {{0, 2 << 20, 0, ts::BlockState::inactive, 0, {}}};
+  s.segments.push_back(seg);
+  s.device_traces = {{}};
+  const std::string path = (t37_ui_dir() / "onlyseg.db").string();
+  {
+    sessions::SessionWriter w(path, true);
+    ts::import_torch_memory_snapshots({{&s, "onlyseg.pickle"}}, w);
+    w.close("complete");
+  }
+  MemoryView view(std::make_shared<const sessions::SessionReader>(path));
+  ASSERT_TRUE(wait_for_analyses(&view));
+  QString said;
+  for (auto* label : view.findChildren<QLabel*>()) said += label->text() + "\n";
+  EXPECT_TRUE(said.contains("no trace entries: memory history was not recorded (call "
+                            "torch.cuda.memory._record_memory_history() before the workload")) << said.toStdString();
+  EXPECT_TRUE(said.contains("2.0 MiB reserved")) << said.toStdString();
+  bool offered = false;
+  for (auto* sp : view.findChildren<QDoubleSpinBox*>())
+    if (sp->suffix() == " MiB" && sp->value() == 2) offered = true;
+  EXPECT_TRUE(offered) << "the replay box offers the dump's 2 MiB";
+}
+
+// A Kineto trace whose NCCL kernel was launched from a record_param_comms without arguments:
+// the Summary's per-rank bytes and the collectives' bytes / step read "unknown", not "0 B".
+TEST(Tester37Ui, TheSummarySaysUnknownForBytesATraceDidNotRecord) {
+  auto ev = [](const std::string& cat, const std::string& name, int pid, int tid, int64_t ts, int64_t dur,
+               nlohmann::json args) {
+    return nlohmann::json{{"ph", "X"}, {"cat", cat}, {"name", name}, {"pid", pid}, {"tid", tid},
+                          {"ts", ts},  {"dur", dur}, {"args", args}};
+  };
+  const nlohmann::json j{{"schemaVersion", 1},
+                         {"distributedInfo", {{"rank", 0}, {"world_size", 1}}},
+                         {"traceEvents",
+                          {ev("user_annotation", "ProfilerStep#1", 1, 1, 1000, 200, nlohmann::json::object()),
+                           ev("cpu_op", "record_param_comms", 1, 1, 1010, 20, nlohmann::json::object()),
+                           ev("cuda_runtime", "cudaLaunchKernel", 1, 1, 1015, 5, {{"correlation", 7}}),
+                           ev("kernel", "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", 0, 7, 1050, 100,
+                              {{"device", 0}, {"stream", 7}, {"correlation", 7}})}}};
+  const std::string trace = (t37_ui_dir() / "noargs.json").string(), path = (t37_ui_dir() / "noargs.db").string();
+  std::ofstream(trace) << j.dump();
+  {
+    sessions::SessionWriter w(path, true);
+    sessions::importers::import_kineto_json({trace}, w, {});
+    w.close("complete");
+  }
+  SummaryView view(std::make_shared<const sessions::SessionReader>(path));
+  ASSERT_TRUE(wait_for_analyses(&view));
+  int unknown = 0, zero = 0;
+  for (auto* table : view.findChildren<QTableView*>()) {
+    auto* m = table->model();
+    for (int r = 0; r < m->rowCount(); ++r)
+      for (int c = 0; c < m->columnCount(); ++c) {
+        const QString h = m->headerData(c, Qt::Horizontal).toString();
+        if (!h.contains("bytes")) continue;
+        const QString t = m->data(m->index(r, c)).toString();
+        unknown += t == "unknown";
+        zero += t == "0 B";
+      }
+  }
+  EXPECT_EQ(unknown, 3);  // bytes sent, bytes received, the all-reduce's bytes / step
+  EXPECT_EQ(zero, 0);
+}
