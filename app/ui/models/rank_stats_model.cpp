@@ -43,6 +43,7 @@ QVariant RankStatsModel::headerData(int section, Qt::Orientation orientation, in
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return QAbstractTableModel::headerData(section, orientation, role);
   static const char* names[] = {"rank", "compute", "comm", "exposed comm", "idle", "overlap", "ids looked up",
                                 "bytes sent", "bytes received", "peak allocated", "peak reserved", "fragmentation"};
+  if (section == Fragmentation && !fragmentation_label_.isEmpty()) return fragmentation_label_;
   return section >= 0 && section < ColumnCount ? QString(names[section]) : QVariant();
 }
 

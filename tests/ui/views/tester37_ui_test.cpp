@@ -102,3 +102,28 @@ TEST(Tester37Ui, TheSummarySaysUnknownForBytesATraceDidNotRecord) {
   EXPECT_EQ(unknown, 3);  // bytes sent, bytes received, the all-reduce's bytes / step
   EXPECT_EQ(zero, 0);
 }
+
+// #14: training_p4.pickle's Summary showed 30.5 % / 47.9 % (the dump's) in an unlabelled
+// "fragmentation" column beside two peaks; it now shows the figure the Memory page and stats give
+// at peak allocated (21.3 % / 42.9 %) and says so.
+TEST(Tester37Ui, ASnapshotsSummaryFragmentationIsTheMemoryPagesAtPeak) {
+  namespace ts = sessions::torch_snapshot;
+  const std::string path = (t37_ui_dir() / "training_p4.db").string();
+  {
+    sessions::SessionWriter w(path, true);
+    ts::import_torch_memory_snapshot(std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/training_p4.pickle", w);
+    w.close("complete");
+  }
+  SummaryView view(std::make_shared<const sessions::SessionReader>(path));
+  ASSERT_TRUE(wait_for_analyses(&view));
+  QStringList cells;
+  for (auto* table : view.findChildren<QTableView*>()) {
+    auto* m = table->model();
+    for (int c = 0; c < m->columnCount(); ++c) {
+      if (!m->headerData(c, Qt::Horizontal).toString().startsWith("fragmentation")) continue;
+      cells << m->headerData(c, Qt::Horizontal).toString();
+      for (int r = 0; r < m->rowCount(); ++r) cells << m->data(m->index(r, c)).toString();
+    }
+  }
+  EXPECT_EQ(cells, (QStringList{"fragmentation at peak allocated", "21.3 %", "42.9 %"})) << cells.join(" | ").toStdString();
+}
