@@ -4,12 +4,14 @@
 
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/exporters/export.h"
 #include "embedscope/sessions/importers/importer.h"
 #include "embedscope/sessions/merge/merge.h"
 #include "import_test_support.h"
@@ -186,4 +188,31 @@ TEST(Tester37Import, UnknownCollectiveBytesAreSaidAndNoLossOrMemoryIsInvented) {
   }
   EXPECT_EQ(counters, 0);
   EXPECT_GE(kernels, 1);
+}
+
+// #6: the chrome export of two imported NCCL ranks (tests/data/traces/align): every flow arrow
+// of a collective starts and ends inside an all-reduce kernel's slice on its stream (tid 2,
+// "stream 13"), not on tid 1 (the compute stream, where Perfetto found no slice to bind to).
+TEST(Tester37Import, ChromeFlowsOfAnImportSitInsideTheCollectiveKernels) {
+  import_into({trace_fixture("align")}, "t37_align.db");
+  const SessionReader r(scratch_db("t37_align.db"));
+  std::stringstream out;
+  export_chrome_trace(r, out);
+  const auto j = nlohmann::json::parse(out.str());
+  std::vector<nlohmann::json> slices, flows;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "X") slices.push_back(e);
+    if (e["ph"] == "s" || e["ph"] == "f") flows.push_back(e);
+  }
+  ASSERT_EQ(flows.size(), 10U);
+  for (const auto& f : flows) {
+    EXPECT_EQ(f["tid"], 2) << f.dump();
+    const double t = f["ts"].get<double>();
+    std::string inside;
+    for (const auto& x : slices)
+      if (x["pid"] == f["pid"] && x["tid"] == f["tid"] && x["ts"].get<double>() <= t &&
+          t <= x["ts"].get<double>() + x["dur"].get<double>())
+        inside = x["name"];
+    EXPECT_EQ(inside.rfind("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 0), 0U) << f.dump();
+  }
 }
