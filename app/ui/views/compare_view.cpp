@@ -164,9 +164,12 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
     // step time per measured step: the slowest rank's window, as analyze() defines step time
     std::map<int64_t, int64_t> per_step;
     for (const auto& t : stats[i].per_step) per_step[t.step] = std::max(per_step[t.step], t.window_ns);
+    // x: the measured step's ordinal (0 = the session's first), as the Timelines tab aligns by
+    // step: two imports' profiler steps (#4..6 and #1009..1014) shared no axis (tester37 #9); a
+    // run's measured steps are 0..n-1 already
     QVector<double> xs, ys;
     for (const auto& [step, ns] : per_step) {
-      xs << static_cast<double>(step);
+      xs << static_cast<double>(xs.size());
       ys << static_cast<double>(ns) / 1e6;
     }
     auto* g = step_plot_->addGraph();
@@ -179,7 +182,8 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
       ranks << r.rank;
       exposed << static_cast<double>(r.exposed_comm_ns) / 1e6;
     }
-    max_ranks = std::max(max_ranks, static_cast<int>(stats[i].ranks.size()));
+    for (const auto& r : stats[i].ranks) max_ranks = std::max(max_ranks, r.rank + 1);  // every rank on the axis:
+                                                                                      // B's only rank may be 1
     auto* bars = new QCPBars(exposed_plot_->xAxis, exposed_plot_->yAxis);
     bars->setName(labels[i]);
     bars->setData(ranks, exposed);
@@ -189,7 +193,7 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
     bars->setBarsGroup(group);
   }
   step_plot_->xAxis->setTicker(integer_ticker());
-  step_plot_->xAxis->setLabel("step");
+  step_plot_->xAxis->setLabel("measured step (0: each session's first)");
   step_plot_->yAxis->setLabel("step time (ms)");
   step_plot_->rescaleAxes();
   step_plot_->xAxis->setRange(step_plot_->xAxis->range().lower - 0.5, step_plot_->xAxis->range().upper + 0.5);

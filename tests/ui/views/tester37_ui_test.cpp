@@ -12,12 +12,16 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <qcustomplot.h>
 
 #include <nlohmann/json.hpp>
 
 #include "embedscope/sessions/importers/kineto_json/kineto_json.h"
 #include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
 #include "jobs/analysis_job.h"
+#include "views/compare_view.h"
 #include "views/memory_view.h"
 #include "views/summary_view.h"
 
@@ -126,4 +130,43 @@ TEST(Tester37Ui, ASnapshotsSummaryFragmentationIsTheMemoryPagesAtPeak) {
     }
   }
   EXPECT_EQ(cells, (QStringList{"fragmentation at peak allocated", "21.3 %", "42.9 %"})) << cells.join(" | ").toStdString();
+}
+
+// #9: two imports whose profiler steps are #4..6 and #1009..1010 share the step axis by ordinal
+// (0, 1, 2 and 0, 1), and B's only rank, rank 1, has its place on the per-rank axis.
+TEST(Tester37Ui, CompareAlignsStepsByOrdinalAndShowsEveryRank) {
+  auto write = [](const std::string& name, int rank, std::vector<int> steps) {
+    nlohmann::json evs = nlohmann::json::array();
+    int64_t ts = 1000;
+    for (int n : steps) {
+      evs.push_back({{"ph", "X"}, {"cat", "user_annotation"}, {"name", "ProfilerStep#" + std::to_string(n)},
+                     {"pid", 1}, {"tid", 1}, {"ts", ts}, {"dur", 100}});
+      evs.push_back({{"ph", "X"}, {"cat", "cpu_op"}, {"name", "aten::mm"}, {"pid", 1}, {"tid", 1}, {"ts", ts + 1},
+                     {"dur", 50}});
+      ts += 100;
+    }
+    const nlohmann::json j{{"schemaVersion", 1},
+                           {"distributedInfo", {{"rank", rank}, {"world_size", 2}}},
+                           {"traceEvents", evs}};
+    const std::string trace = (t37_ui_dir() / (name + ".json")).string(), path = (t37_ui_dir() / (name + ".db")).string();
+    std::ofstream(trace) << j.dump();
+    sessions::SessionWriter w(path, true);
+    sessions::importers::import_kineto_json({trace}, w, {});
+    w.close("complete");
+    return std::make_shared<const sessions::SessionReader>(path);
+  };
+  CompareView view({{"A", write("cmp_a", 0, {4, 5, 6})}, {"B", write("cmp_b", 1, {1009, 1010})}});
+  view.resize(1200, 800);
+  ASSERT_TRUE(wait_for_analyses(&view));
+  ASSERT_EQ(view.step_plot()->graphCount(), 2);
+  auto keys = [&](int g) {
+    std::vector<double> k;
+    for (auto it = view.step_plot()->graph(g)->data()->begin(); it != view.step_plot()->graph(g)->data()->end(); ++it)
+      k.push_back(it->key);
+    return k;
+  };
+  EXPECT_EQ(keys(0), (std::vector<double>{0, 1, 2}));
+  EXPECT_EQ(keys(1), (std::vector<double>{0, 1}));
+  EXPECT_LE(view.step_plot()->xAxis->range().upper, 3);
+  EXPECT_GE(view.exposed_plot()->xAxis->range().upper, 1.4);  // rank 1's bar is inside the axis
 }
