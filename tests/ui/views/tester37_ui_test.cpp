@@ -1,6 +1,7 @@
 // tester37 #8 (a snapshot without a history on the Memory page) and #13 (unknown collective
 // bytes on the Summary page).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <QDoubleSpinBox>
@@ -20,6 +21,7 @@
 
 #include "embedscope/sessions/importers/kineto_json/kineto_json.h"
 #include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
+#include "core/import_target.h"
 #include "jobs/analysis_job.h"
 #include "views/compare_view.h"
 #include "views/memory_view.h"
@@ -169,4 +171,18 @@ TEST(Tester37Ui, CompareAlignsStepsByOrdinalAndShowsEveryRank) {
   EXPECT_EQ(keys(1), (std::vector<double>{0, 1}));
   EXPECT_LE(view.step_plot()->xAxis->range().upper, 3);
   EXPECT_GE(view.exposed_plot()->xAxis->range().upper, 1.4);  // rank 1's bar is inside the axis
+}
+
+// #19: a read-only (mode 555) folder of traces is not written into, whoever runs the workbench
+// (root passes access(W_OK) everywhere): the session goes to the cache folder.
+TEST(Tester37Ui, AReadOnlyDataFolderIsNotWrittenIntoEvenByRoot) {
+  const auto dir = t37_ui_dir() / "ro";
+  std::filesystem::create_directories(dir / "data");
+  const std::string src = (dir / "data" / "t.json").string();
+  std::ofstream(src) << "{\"traceEvents\": []}";
+  chmod((dir / "data").c_str(), 0555);
+  const ImportTarget t = import_target({src}, (dir / "cache").string());
+  chmod((dir / "data").c_str(), 0755);
+  EXPECT_TRUE(t.in_cache);
+  EXPECT_EQ(t.path, (dir / "cache" / "t.db").string());
 }
