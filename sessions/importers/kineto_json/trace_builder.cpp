@@ -106,7 +106,7 @@ void check_steps(RankTrace& tr, ImportProblems& problems) {
       continue;
     }
     if (dropped++ == 0)
-      dup_example = fmt::format("{}: ProfilerStep#{} appears twice ({} .. {} us and {} .. {} us)", tr.file, s.number,
+      dup_example = fmt::format("ProfilerStep#{} appears twice ({} .. {} us and {} .. {} us)", s.number,
                                 ts_us(it->second->ts), ts_us(it->second->end), ts_us(s.ts), ts_us(s.end));
   }
   if (dropped)
@@ -121,9 +121,9 @@ void check_steps(RankTrace& tr, ImportProblems& problems) {
   for (const Step& s : tr.steps) {
     if (latest && s.ts < latest->end) {
       if (overlaps++ == 0)
-        ov_example = fmt::format("{}: ProfilerStep#{} ({} .. {} us) starts {} us before ProfilerStep#{} ({} .. {} us) "
+        ov_example = fmt::format("ProfilerStep#{} ({} .. {} us) starts {} us before ProfilerStep#{} ({} .. {} us) "
                                  "ends",
-                                 tr.file, s.number, ts_us(s.ts), ts_us(s.end), ts_us(latest->end - s.ts), latest->number,
+                                 s.number, ts_us(s.ts), ts_us(s.end), ts_us(latest->end - s.ts), latest->number,
                                  ts_us(latest->ts), ts_us(latest->end));
     }
     if (!latest || s.end > latest->end) latest = &s;
