@@ -100,6 +100,11 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
   for (const auto& in : inputs)
     if (same_file(in, output))
       throw SessionError(fmt::format("{}: the output is one of the inputs; write the merged session elsewhere (-o)", output));
+  for (size_t i = 0; i < inputs.size(); ++i)  // tester37 #20: said as "rank 0 is also in x.db"
+    for (size_t j = i + 1; j < inputs.size(); ++j)
+      if (same_file(inputs[i], inputs[j]))
+        throw SessionError(fmt::format("{}: given twice (as {} and {}); name each session once", inputs[j], inputs[i],
+                                       inputs[j]));
   struct stat sb {};
   if (lstat(output.c_str(), &sb) == 0 && !opt.overwrite)
     throw SessionError(fmt::format("{}: already exists; choose another name (-o) or allow overwriting it "
@@ -138,8 +143,12 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
     for (const auto& ri : readers[i]->ranks()) {
       auto [it, fresh] = owner.try_emplace(ri.rank, inputs[i]);
       if (!fresh)
-        throw SessionError(fmt::format("{}: rank {} is also in {}; each rank may come from one session only",
-                                       inputs[i], ri.rank, it->second));
+        throw SessionError(fmt::format(
+            "{}: rank {} is also in {}; each rank may come from one session only{}", inputs[i], ri.rank, it->second,
+            format0 == "torch_memory_snapshot"
+                ? " (memory snapshots imported one by one are each rank 0: import them together, embedscope import "
+                  "a.pickle b.pickle ..., to make them ranks 0..N-1)"
+                : ""));
     }
   // --- the records of every rank, on each input's recorded clock minus one common origin
   int64_t first = std::numeric_limits<int64_t>::max();

@@ -216,3 +216,16 @@ TEST(Tester37Import, ChromeFlowsOfAnImportSitInsideTheCollectiveKernels) {
     EXPECT_EQ(inside.rfind("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 0), 0U) << f.dump();
   }
 }
+
+// #20: one session named twice is said so (was "rank 0 is also in x.db").
+TEST(Tester37Import, MergingOneSessionTwiceIsSaidSo) {
+  const auto a = t37_trace("t37_twice_mg.json", 0, {{"ProfilerStep#1", 1000, 100}});
+  import_into({a}, "t37_twice_mg.db");
+  const std::string db = scratch_db("t37_twice_mg.db");
+  try {
+    merge_sessions({db, db}, scratch_db("t37_twice_out.db"), {.align = "none", .overwrite = true});
+    FAIL() << "merged one session twice";
+  } catch (const SessionError& e) {
+    EXPECT_EQ(std::string(e.what()), db + ": given twice (as " + db + " and " + db + "); name each session once");
+  }
+}
