@@ -117,8 +117,21 @@ std::string hot_rows_text(const std::string& meta, int64_t steps) {
   return out;
 }
 
+/// The session at `file`; a file that is no SQLite database (a trace, a snapshot: tester37 #20)
+/// gets the command that makes a session of it. Throws SessionError.
+ss::SessionReader open_for_stats(const std::string& file) {
+  try {
+    return ss::SessionReader(file);
+  } catch (const ss::SessionError& e) {
+    const std::string what = e.what();
+    if (what.find("not an SQLite database") == std::string::npos) throw;
+    throw ss::SessionError(what + "; a trace or a memory snapshot? import it first: embedscope import " +
+                           file);
+  }
+}
+
 int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
-  const ss::SessionReader session(file);
+  const ss::SessionReader session = open_for_stats(file);
   const ss::RunStats st = ss::analyze(session);
   const auto kernels = ss::gpu_kernel_figures(session, {keep_last_step});
   const auto problems = session.import_stats();

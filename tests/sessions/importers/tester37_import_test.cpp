@@ -229,3 +229,12 @@ TEST(Tester37Import, MergingOneSessionTwiceIsSaidSo) {
     EXPECT_EQ(std::string(e.what()), db + ": given twice (as " + db + " and " + db + "); name each session once");
   }
 }
+
+// #20: `stats` on a trace says how to make a session of it.
+TEST(Tester37Import, StatsOnATraceSaysImportItFirst) {
+  const auto a = t37_trace("t37_stats_trace.json", 0, {{"ProfilerStep#1", 1000, 100}});
+  const auto r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "stats " + a, import_scratch());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(a + ": not an SQLite database"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("a trace or a memory snapshot? import it first: embedscope import " + a), std::string::npos) << r.err;
+}
