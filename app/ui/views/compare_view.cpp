@@ -37,15 +37,20 @@ void style_plot(QCustomPlot* plot) {
 }
 
 // What a session ran, for the header: its workload's name; an imported session has none, so
-// "imported kineto_json trace" (nsys_sqlite, or "imported memory snapshot"); "unnamed workload"
+// "imported PyTorch profiler (Kineto) trace" ("imported Nsight Systems export", "imported memory
+// snapshot training_p4.pickle": the kind first, then a name where the import gave one); "unnamed workload"
 // for a run session without the key.
 QString what_it_ran(const sessions::SessionReader& s) {
   const std::string name = s.meta(sessions::meta::kWorkloadName);
-  if (!name.empty()) return QString::fromStdString(name);
-  if (s.meta(sessions::meta::kImported) != "1") return "unnamed workload";
+  if (s.meta(sessions::meta::kImported) != "1") return name.empty() ? QString("unnamed workload") : QString::fromStdString(name);
+  // what was imported first: a snapshot's name (its file) alone read as a run (tester37 #20)
   const std::string format = s.meta(sessions::meta::kImportFormat);
-  if (format == "torch_memory_snapshot") return "imported memory snapshot";
-  return QString("imported %1 trace").arg(QString::fromStdString(format.empty() ? std::string("profiler") : format));
+  const QString kind = format == "torch_memory_snapshot" ? QString("imported memory snapshot")
+                       : format == "kineto_json"         ? QString("imported PyTorch profiler (Kineto) trace")
+                       : format == "nsys_sqlite"         ? QString("imported Nsight Systems export")
+                                                         : QString("imported %1 trace").arg(QString::fromStdString(
+                                                               format.empty() ? std::string("profiler") : format));
+  return name.empty() ? kind : kind + " " + QString::fromStdString(name);
 }
 }  // namespace
 

@@ -186,3 +186,23 @@ TEST(Tester37Ui, AReadOnlyDataFolderIsNotWrittenIntoEvenByRoot) {
   EXPECT_TRUE(t.in_cache);
   EXPECT_EQ(t.path, (dir / "cache" / "t.db").string());
 }
+
+// #20: Compare's header says a snapshot session is an imported memory snapshot (it read
+// "training_p4.pickle, complete on 2 ranks, cuda", like a run).
+TEST(Tester37Ui, CompareNamesASnapshotSessionAsOne) {
+  namespace ts = sessions::torch_snapshot;
+  const std::string path = (t37_ui_dir() / "cmp_snap.db").string();
+  {
+    sessions::SessionWriter w(path, true);
+    ts::import_torch_memory_snapshot(std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/training_p4.pickle", w);
+    w.close("complete");
+  }
+  auto snap = std::make_shared<const sessions::SessionReader>(path);
+  CompareView view({{"A", snap}, {"B", snap}});
+  ASSERT_TRUE(wait_for_analyses(&view));
+  QString head;
+  for (const auto* l : view.findChildren<QLabel*>())
+    if (l->text().contains("&#9632;")) head = l->text();
+  EXPECT_TRUE(head.contains("cmp_snap.db: imported memory snapshot training_p4.pickle, complete on 2 ranks"))
+      << head.toStdString();
+}
