@@ -21,6 +21,7 @@
 
 #include "embedscope/sessions/importers/kineto_json/kineto_json.h"
 #include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
+#include "core/empty_pages.h"
 #include "core/import_target.h"
 #include "jobs/analysis_job.h"
 #include "views/compare_view.h"
@@ -205,4 +206,27 @@ TEST(Tester37Ui, CompareNamesASnapshotSessionAsOne) {
     if (l->text().contains("&#9632;")) head = l->text();
   EXPECT_TRUE(head.contains("cmp_snap.db: imported memory snapshot training_p4.pickle, complete on 2 ranks"))
       << head.toStdString();
+}
+
+// #20: a snapshot session's Timeline tab says it has no ops and where its history is (it was an
+// empty axis "0 ns .. 800 ns"); a trace keeps its timeline.
+TEST(Tester37Ui, ASnapshotsTimelineTabSaysItHasNoOps) {
+  namespace ts = sessions::torch_snapshot;
+  const std::string path = (t37_ui_dir() / "tl_snap.db").string();
+  {
+    sessions::SessionWriter w(path, true);
+    ts::import_torch_memory_snapshot(std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/training_p4.pickle", w);
+    w.close("complete");
+  }
+  EXPECT_EQ(timeline_page_empty_reason(sessions::SessionReader(path)).rfind(
+                "No ops: a PyTorch memory snapshot records the caching allocator's history", 0),
+            0U);
+  const std::string trace = (t37_ui_dir() / "tl_trace.json").string(), db = (t37_ui_dir() / "tl_trace.db").string();
+  std::ofstream(trace) << R"({"traceEvents": [{"ph": "X", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]})";
+  {
+    sessions::SessionWriter w(db, true);
+    sessions::importers::import_kineto_json({trace}, w, {});
+    w.close("complete");
+  }
+  EXPECT_EQ(timeline_page_empty_reason(sessions::SessionReader(db)), "");
 }
