@@ -139,15 +139,26 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
                                        "sessions of one run", inputs[i], key, mine.empty() ? "(none)" : mine,
                                        inputs[0], first.empty() ? "(none)" : first));
     }
+  // an import that numbered its rank itself (a trace without distributedInfo.rank: problem no_rank)
+  auto assigned = [](const SessionReader& r) {
+    for (const auto& p : r.import_stats())
+      if (p.name == "no_rank") return true;
+    return false;
+  };
+  std::map<int32_t, size_t> owner_index;
   for (size_t i = 0; i < readers.size(); ++i)
     for (const auto& ri : readers[i]->ranks()) {
       auto [it, fresh] = owner.try_emplace(ri.rank, inputs[i]);
+      owner_index.try_emplace(ri.rank, i);
       if (!fresh)
         throw SessionError(fmt::format(
             "{}: rank {} is also in {}; each rank may come from one session only{}", inputs[i], ri.rank, it->second,
             format0 == "torch_memory_snapshot"
                 ? " (memory snapshots imported one by one are each rank 0: import them together, embedscope import "
                   "a.pickle b.pickle ..., to make them ranks 0..N-1)"
+            : assigned(*readers[i]) || assigned(*readers[owner_index[ri.rank]])
+                ? " (the rank was assigned at import, not recorded: the trace has no distributedInfo.rank; import the "
+                  "traces together, embedscope import r0.json r1.json ... or DIR, to number them 0..N-1)"
                 : ""));
     }
   // --- the records of every rank, on each input's recorded clock minus one common origin

@@ -238,3 +238,22 @@ TEST(Tester37Import, StatsOnATraceSaysImportItFirst) {
   EXPECT_NE(r.err.find(a + ": not an SQLite database"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("a trace or a memory snapshot? import it first: embedscope import " + a), std::string::npos) << r.err;
 }
+
+// #20: two traces without distributedInfo imported one by one are both rank 0 (assigned): the
+// merge's refusal says so and how to number them.
+TEST(Tester37Import, MergingTwoAssignedRankZerosSaysToImportThemTogether) {
+  for (const char* n : {"t37_nd0", "t37_nd1"}) {
+    const std::string p = (import_scratch() / (std::string(n) + ".json")).string();
+    std::ofstream(p) << R"({"traceEvents": [{"ph": "X", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]})";
+    import_into({p}, std::string(n) + ".db");
+  }
+  try {
+    merge_sessions({scratch_db("t37_nd0.db"), scratch_db("t37_nd1.db")}, scratch_db("t37_nd.db"),
+                   {.align = "none", .overwrite = true});
+    FAIL() << "merged two rank 0s";
+  } catch (const SessionError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 is also in " + scratch_db("t37_nd0.db") +
+                                         "; each rank may come from one session only (the rank was assigned at import"),
+              std::string::npos) << e.what();
+  }
+}
