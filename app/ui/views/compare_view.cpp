@@ -212,6 +212,18 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
   charts->addWidget(step_plot_);
   charts->addWidget(exposed_plot_);
   fl->addLayout(charts, 1);
+  // no session with a measured step (memory snapshots, traces without ProfilerStep#N): the two
+  // charts would be bare axes (tester37 #20); say why instead
+  if (std::all_of(stats.begin(), stats.end(), [](const sessions::RunStats& st) { return st.steps == 0; })) {
+    step_plot_->hide();
+    exposed_plot_->hide();
+    auto* why = new QLabel("No step-time or exposed-communication chart: none of these sessions has a measured step (a "
+                           "memory snapshot has none; a profiler trace needs ProfilerStep#N spans).",
+                           figures);
+    why->setWordWrap(true);
+    why->setObjectName("no_steps_note");
+    fl->addWidget(why);
+  }
 
 }
 

@@ -230,3 +230,22 @@ TEST(Tester37Ui, ASnapshotsTimelineTabSaysItHasNoOps) {
   }
   EXPECT_EQ(timeline_page_empty_reason(sessions::SessionReader(db)), "");
 }
+
+// #20: comparing two snapshot sessions (no steps) shows a sentence, not two bare chart axes.
+TEST(Tester37Ui, CompareOfSessionsWithoutStepsSaysWhyThereAreNoCharts) {
+  namespace ts = sessions::torch_snapshot;
+  const std::string path = (t37_ui_dir() / "cmp_nosteps.db").string();
+  {
+    sessions::SessionWriter w(path, true);
+    ts::import_torch_memory_snapshot(std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/training_p4.pickle", w);
+    w.close("complete");
+  }
+  auto snap = std::make_shared<const sessions::SessionReader>(path);
+  CompareView view({{"A", snap}, {"B", snap}});
+  ASSERT_TRUE(wait_for_analyses(&view));
+  const auto* note = view.findChild<QLabel*>("no_steps_note");
+  ASSERT_NE(note, nullptr);
+  EXPECT_TRUE(note->text().startsWith("No step-time or exposed-communication chart")) << note->text().toStdString();
+  EXPECT_TRUE(view.step_plot()->isHidden());
+  EXPECT_TRUE(view.exposed_plot()->isHidden());
+}
