@@ -298,6 +298,9 @@ QString MainWindow::open_compare(const QStringList& paths, bool quiet) {
     }
   } catch (const std::exception& e) {
     error = QString::fromUtf8(e.what());
+    if (error.contains("not an SQLite database"))  // a trace or a snapshot given to compare (tester37 #20)
+      error += "; compare takes sessions: a trace or a memory snapshot opens (and imports) on its own, then compare "
+               "the .db it writes (or: embedscope import FILE)";
   }
   if (!error.isEmpty() && !quiet) QMessageBox::critical(this, "Cannot compare", error);
   return error;

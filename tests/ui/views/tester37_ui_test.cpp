@@ -24,6 +24,7 @@
 #include "core/empty_pages.h"
 #include "core/import_target.h"
 #include "jobs/analysis_job.h"
+#include "shell/main_window.h"
 #include "views/compare_view.h"
 #include "views/memory_view.h"
 #include "views/summary_view.h"
@@ -248,4 +249,21 @@ TEST(Tester37Ui, CompareOfSessionsWithoutStepsSaysWhyThereAreNoCharts) {
   EXPECT_TRUE(note->text().startsWith("No step-time or exposed-communication chart")) << note->text().toStdString();
   EXPECT_TRUE(view.step_plot()->isHidden());
   EXPECT_TRUE(view.exposed_plot()->isHidden());
+}
+
+// #20: a trace given to compare: the error says compare takes sessions and how to make one.
+TEST(Tester37Ui, CompareOfATraceSaysToImportItFirst) {
+  const std::string trace = (t37_ui_dir() / "cmp_trace.json").string();
+  std::ofstream(trace) << R"({"traceEvents": [{"ph": "X", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]})";
+  const std::string db = (t37_ui_dir() / "cmp_trace_ok.db").string();
+  {
+    sessions::SessionWriter w(db, true);
+    sessions::importers::import_kineto_json({trace}, w, {});
+    w.close("complete");
+  }
+  MainWindow w;
+  const QString err = w.open_compare({QString::fromStdString(db), QString::fromStdString(trace)}, true);
+  EXPECT_TRUE(err.contains("not an SQLite database")) << err.toStdString();
+  EXPECT_TRUE(err.contains("compare takes sessions")) << err.toStdString();
+  EXPECT_TRUE(err.contains("embedscope import FILE")) << err.toStdString();
 }
