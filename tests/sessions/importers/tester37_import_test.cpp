@@ -14,7 +14,9 @@
 #include "embedscope/sessions/exporters/export.h"
 #include "embedscope/sessions/importers/importer.h"
 #include "embedscope/sessions/merge/merge.h"
+#include "embedscope/sessions/importers/nsys_sqlite/nsys_sqlite.h"
 #include "import_test_support.h"
+#include "nsys_fixture.h"
 #include "support/cli_run.h"
 
 using namespace embedscope::sessions;
@@ -256,4 +258,28 @@ TEST(Tester37Import, MergingTwoAssignedRankZerosSaysToImportThemTogether) {
                                          "; each rank may come from one session only (the rank was assigned at import"),
               std::string::npos) << e.what();
   }
+}
+
+// #20: two copies of one Nsight export are one capture, not ranks 0 and 1.
+TEST(Tester37Import, TwoCopiesOfOneNsightExportAreOneRank) {
+  const std::string a = (import_scratch() / "t37_nsys_a.sqlite").string(), b = (import_scratch() / "t37_nsys_b.sqlite").string();
+  write_nsys_fixture(a, {});
+  std::filesystem::copy_file(a, b, std::filesystem::copy_options::overwrite_existing);
+  SessionWriter w(scratch_db("t37_nsys_copies.db"), true);
+  const auto sum = importers::import_nsys_sqlite({a, b}, w, {});
+  w.close("complete");
+  EXPECT_EQ(sum.ranks, (std::vector<int32_t>{0}));
+  EXPECT_EQ(sum.files, (std::vector<std::string>{a}));
+  const ImportStat* d = problem(sum.problems, "duplicate_capture");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->example, a + " and " + b + " hold the same capture (host, session start, processes and events); " + b +
+                            " was not imported");
+  // a second process's export (another pid) is a second rank
+  const std::string c = (import_scratch() / "t37_nsys_c.sqlite").string();
+  write_nsys_fixture(c, {.pid = 4343});
+  SessionWriter w2(scratch_db("t37_nsys_two.db"), true);
+  const auto two = importers::import_nsys_sqlite({a, c}, w2, {});
+  w2.close("complete");
+  EXPECT_EQ(two.ranks.size(), 2U);
+  EXPECT_EQ(problem_count(two.problems, "duplicate_capture"), 0);
 }
