@@ -108,7 +108,7 @@ ImportSummary import_captures(std::vector<nsys::Capture>& caps, const Interner& 
   summary.format = "nsys_sqlite";
   // --- ranks: the processes of each capture, in file order then by process id
   std::vector<RankBuild> ranks;
-  // a capture that is another's copy (same host, clock anchor, processes and events: one report
+  // a capture that is another's copy (same host, session start in Unix ns, processes and events: one report
   // exported or copied twice) is not a second process: left out and said, as Kineto's
   // duplicate_rank is (tester37 #20: two copies imported as ranks 0 and 1)
   auto signature = [](const nsys::Capture& c) {
@@ -121,7 +121,7 @@ ImportSummary import_captures(std::vector<nsys::Capture>& caps, const Interner& 
   std::vector<bool> copy_of_earlier(caps.size(), false);
   for (size_t i = 1; i < caps.size(); ++i)
     for (size_t j = 0; j < i; ++j)
-      if (!copy_of_earlier[j] && !caps[i].events.empty() && signature(caps[i]) == signature(caps[j])) {
+      if (!copy_of_earlier[j] && caps[i].epoch_ns >= 0 && !caps[i].events.empty() && signature(caps[i]) == signature(caps[j])) {
         copy_of_earlier[i] = true;
         problems.add("duplicate_capture", Severity::data_loss, {caps[i].file, -1},
                      fmt::format("{} and {} hold the same capture (host, session start, processes and events); {} was "
