@@ -283,3 +283,15 @@ TEST(Tester37Import, TwoCopiesOfOneNsightExportAreOneRank) {
   EXPECT_EQ(two.ranks.size(), 2U);
   EXPECT_EQ(problem_count(two.problems, "duplicate_capture"), 0);
 }
+
+// #20: spans of one lane that overlap without nesting are kept and said, as info (nothing lost).
+TEST(Tester37Import, OverlappingSpansAreInfoNotAnError) {
+  const std::string p = (import_scratch() / "t37_ovspans.json").string();
+  std::ofstream(p) << R"({"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 10},
+                                          {"ph": "X", "name": "b", "pid": 1, "tid": 1, "ts": 5, "dur": 10}]})";
+  const auto sum = import_into({p}, "t37_ovspans.db");
+  const ImportStat* o = problem(sum.problems, "overlapping_spans");
+  ASSERT_NE(o, nullptr);
+  EXPECT_EQ(o->severity, "info");
+  EXPECT_EQ(o->count, 1);
+}
