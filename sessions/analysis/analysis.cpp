@@ -3,6 +3,7 @@
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/op_stream.h"
 
+#include <nlohmann/json.hpp>
 #include <fmt/format.h>
 #include <algorithm>
 #include <functional>
@@ -76,8 +77,11 @@ namespace {
 // `timed` says which ops the per-collective times see (every op when it is empty): the comm ops
 // that are collectives, and the compute that hides them (a stream rank's streams only, as the
 // per-rank figures); the critical path walks every op.
+// `off_path` (name ids): spans the critical path does not walk (an imported trace's
+// record_function ranges, which enclose the ops that bounded the step: tester37 #16).
 void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std::map<std::pair<int32_t, int64_t>, std::vector<OpRecord>>&& grouped,
-                           const std::function<bool(const OpRecord&)>& timed, RunStats& st) {
+                           const std::function<bool(const OpRecord&)>& timed, const std::set<int32_t>& off_path,
+                           RunStats& st) {
   std::map<int64_t, std::vector<OpRecord>> ops_of_step;
   for (auto it = grouped.begin(); it != grouped.end(); it = grouped.erase(it)) {
     auto& v = ops_of_step[it->first.second];
@@ -92,7 +96,17 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
   std::map<int32_t, CollectiveTimes> colls;
   for (const auto& [step, ops] : ops_of_step) {
     const auto& step_colls = colls_of_step[step];
-    StepCriticalPath path = critical_path(ops, step_colls, step);
+    StepCriticalPath path;
+    if (off_path.empty()) {
+      path = critical_path(ops, step_colls, step);
+    } else {
+      std::vector<OpRecord> walked;
+      walked.reserve(ops.size());
+      for (const auto& o : ops)
+        if (!off_path.count(o.name_id) || o.category == OpCategory::comm) walked.push_back(o);  // a CPU trace's
+                                                                                          // gloo:* spans are its collectives
+      path = critical_path(walked, step_colls, step);
+    }
     std::map<int32_t, int64_t> on_path;
     for (const auto& seg : path.segments) {
       const int32_t id = seg.kind == PathSegment::Kind::gap ? -1 : seg.name_id;
@@ -297,7 +311,19 @@ RunStats analyze(const SessionReader& session) {
       if (o.category == OpCategory::comm) return !is_collective || is_collective(o);
       return !stream_ranks.count(o.rank) || stream_lanes.count({o.rank, o.lane}) > 0;
     };
-  critical_path_summary(collectives, std::move(grouped), timed, st);
+  std::set<int32_t> annotation_ids;  // an imported trace's record_function ranges
+  if (imported) {
+    const auto j = nlohmann::json::parse(session.meta(meta::kImportAnnotationNames, "[]"), nullptr, false);
+    if (j.is_array()) {
+      std::set<std::string> wanted;
+      for (const auto& n : j)
+        if (n.is_string()) wanted.insert(n.get<std::string>());
+      const auto& all_names = session.strings();
+      for (size_t i = 0; i < all_names.size(); ++i)
+        if (wanted.count(all_names[i])) annotation_ids.insert(static_cast<int32_t>(i));
+    }
+  }
+  critical_path_summary(collectives, std::move(grouped), timed, annotation_ids, st);
   // An imported trace's world size is what the trace says; a rank with no trace in the
   // session (no lane) has no figures, and is listed as untraced rather than shown as zeros.
   st.world_size = world;

@@ -3,7 +3,9 @@
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/op_stream.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -65,8 +67,13 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
     if (m < 0) m = is_did_not_end_name(session.name(id)) ? 1 : 0;
     return m == 1;
   };
+  // each rank's comm ops by lane, in start order: the flows below start and end inside one
+  // (Perfetto binds a flow event to the slice of its thread that encloses it)
+  std::map<int32_t, std::map<int32_t, std::vector<std::pair<int64_t, int64_t>>>> comm_spans;
   for_each_lane_ops(session, [&](std::vector<OpRecord>& lane) {  // one lane at a time (op_stream.h)
     for (const auto& o : lane) {
+      if (o.category == OpCategory::comm && o.end_ns > o.start_ns)
+        comm_spans[o.rank][o.lane].push_back({o.start_ns, o.end_ns});
       if (o.start_ns == o.end_ns && marked(o.name_id)) {
         emit(fmt::format(R"({{"ph":"B","pid":{},"tid":{},"name":{},"cat":"{}","ts":{},"args":{{"step":{},"did_not_end":true}}}})",
                          o.rank, o.lane, quoted(std::string(without_did_not_end(session.name(o.name_id)))),
@@ -82,11 +89,16 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
     }
   });
   // counters at the start of each step
+  // An imported trace has neither a loss nor the memory a run's steps record, and a simulation
+  // trains nothing: no such counters, which Perfetto would draw as measured zeros (tester37 #13).
+  const bool imported = session.meta(meta::kImported, "0") == "1";
   std::map<std::pair<int64_t, int32_t>, int64_t> step_start;
   for (const auto& s : session.steps()) {
     step_start[{s.step, s.rank}] = s.start_ns;
-    emit(fmt::format(R"({{"ph":"C","pid":{},"name":"loss","ts":{},"args":{{"loss":{}}}}})", s.rank,
-                     ns_to_us(s.start_ns), s.loss));
+    if (imported) continue;
+    if (!simulated)
+      emit(fmt::format(R"({{"ph":"C","pid":{},"name":"loss","ts":{},"args":{{"loss":{}}}}})", s.rank,
+                       ns_to_us(s.start_ns), s.loss));
     emit(fmt::format(R"({{"ph":"C","pid":{},"name":"memory","ts":{},"args":{{"in_use_bytes":{},"peak_bytes":{}}}}})",
                      s.rank, ns_to_us(s.end_ns), s.memory_in_use_bytes, s.memory_peak_bytes));
   }
@@ -112,6 +124,27 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
   std::map<std::pair<std::string, uint64_t>, std::vector<const CollectiveRecord*>> by_seq;
   const auto colls = session.collectives();
   for (const auto& c : colls) by_seq[{c.group, c.sequence}].push_back(&c);
+  for (auto& [rank, lanes] : comm_spans)
+    for (auto& [lane, v] : lanes) std::sort(v.begin(), v.end());
+  // the lane of rank `rank` whose comm op holds time t (the shortest such op: a collective's
+  // kernel rather than the host span that launched it); lane 1, the engine's comm lane, when none
+  // does. tester37 #6: an imported trace's flows sat on tid 1, the compute stream, where no slice
+  // held them, so Perfetto dropped the arrows.
+  auto lane_at = [&](int32_t rank, int64_t t) {
+    int32_t best = 1;
+    int64_t best_len = INT64_MAX;
+    auto r = comm_spans.find(rank);
+    if (r == comm_spans.end()) return best;
+    for (const auto& [lane, v] : r->second) {
+      auto it = std::upper_bound(v.begin(), v.end(), std::pair<int64_t, int64_t>{t, INT64_MAX});
+      // ops on a lane rarely overlap: the last few that started at or before t
+      for (int k = 0; k < 4 && it != v.begin(); ++k) {
+        --it;
+        if (it->second >= t && it->second - it->first < best_len) best = lane, best_len = it->second - it->first;
+      }
+    }
+    return best;
+  };
   uint64_t flow_id = 1;
   for (const auto& [key, members] : by_seq) {
     if (members.size() < 2) continue;
@@ -121,10 +154,11 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
     for (const auto* m : members) {
       if (m == src) continue;
       const std::string name = quoted(m->name);
-      emit(fmt::format(R"({{"ph":"s","id":{},"pid":{},"tid":1,"ts":{},"name":{},"cat":"collective"}})", flow_id,
-                       src->rank, ns_to_us(src->start_ns), name));
-      emit(fmt::format(R"({{"ph":"f","bp":"e","id":{},"pid":{},"tid":1,"ts":{},"name":{},"cat":"collective"}})", flow_id,
-                       m->rank, ns_to_us(m->end_ns - 1 > m->start_ns ? m->end_ns - 1 : m->start_ns), name));
+      const int64_t end = m->end_ns - 1 > m->start_ns ? m->end_ns - 1 : m->start_ns;
+      emit(fmt::format(R"({{"ph":"s","id":{},"pid":{},"tid":{},"ts":{},"name":{},"cat":"collective"}})", flow_id,
+                       src->rank, lane_at(src->rank, src->start_ns), ns_to_us(src->start_ns), name));
+      emit(fmt::format(R"({{"ph":"f","bp":"e","id":{},"pid":{},"tid":{},"ts":{},"name":{},"cat":"collective"}})", flow_id,
+                       m->rank, lane_at(m->rank, end), ns_to_us(end), name));
       ++flow_id;
     }
   }

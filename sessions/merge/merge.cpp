@@ -100,6 +100,11 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
   for (const auto& in : inputs)
     if (same_file(in, output))
       throw SessionError(fmt::format("{}: the output is one of the inputs; write the merged session elsewhere (-o)", output));
+  for (size_t i = 0; i < inputs.size(); ++i)  // tester37 #20: said as "rank 0 is also in x.db"
+    for (size_t j = i + 1; j < inputs.size(); ++j)
+      if (same_file(inputs[i], inputs[j]))
+        throw SessionError(fmt::format("{}: given twice (as {} and {}); name each session once", inputs[j], inputs[i],
+                                       inputs[j]));
   struct stat sb {};
   if (lstat(output.c_str(), &sb) == 0 && !opt.overwrite)
     throw SessionError(fmt::format("{}: already exists; choose another name (-o) or allow overwriting it "
@@ -134,12 +139,27 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
                                        "sessions of one run", inputs[i], key, mine.empty() ? "(none)" : mine,
                                        inputs[0], first.empty() ? "(none)" : first));
     }
+  // an import that numbered its rank itself (a trace without distributedInfo.rank: problem no_rank)
+  auto assigned = [](const SessionReader& r) {
+    for (const auto& p : r.import_stats())
+      if (p.name == "no_rank") return true;
+    return false;
+  };
+  std::map<int32_t, size_t> owner_index;
   for (size_t i = 0; i < readers.size(); ++i)
     for (const auto& ri : readers[i]->ranks()) {
       auto [it, fresh] = owner.try_emplace(ri.rank, inputs[i]);
+      owner_index.try_emplace(ri.rank, i);
       if (!fresh)
-        throw SessionError(fmt::format("{}: rank {} is also in {}; each rank may come from one session only",
-                                       inputs[i], ri.rank, it->second));
+        throw SessionError(fmt::format(
+            "{}: rank {} is also in {}; each rank may come from one session only{}", inputs[i], ri.rank, it->second,
+            format0 == "torch_memory_snapshot"
+                ? " (memory snapshots imported one by one are each rank 0: import them together, embedscope import "
+                  "a.pickle b.pickle ..., to make them ranks 0..N-1)"
+            : assigned(*readers[i]) || assigned(*readers[owner_index[ri.rank]])
+                ? " (the rank was assigned at import, not recorded: the trace has no distributedInfo.rank; import the "
+                  "traces together, embedscope import r0.json r1.json ... or DIR, to number them 0..N-1)"
+                : ""));
     }
   // --- the records of every rank, on each input's recorded clock minus one common origin
   int64_t first = std::numeric_limits<int64_t>::max();
@@ -254,6 +274,9 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
     sum.alignment_text = si::alignment_text(alignment);
   } else {
     si::check_wall_clock_agreement(all, problems);
+    std::vector<si::RankSpan> spans;  // ranks of different runs (tester37 #15)
+    for (const auto& rr : all) spans.push_back(si::rank_span(rr));
+    si::check_time_ranges_overlap(spans, problems);
   }
   std::map<int32_t, int64_t> moved;  // ns the alignment added to each rank's times
   for (const auto& rr : all)

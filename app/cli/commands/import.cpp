@@ -157,9 +157,11 @@ int cmd_import(const ImportState& s) {
     std::cout << dump(j) << "\n";
     return 0;
   }
-  std::cout << fmt::format("imported     {} file(s) as {} ({})\n", files.size(), sum.format,
+  std::cout << fmt::format("imported     {} file(s) as {} ({})\n", sum.files.size(), sum.format,
                            session.meta("import_producer"));
   for (const auto& f : sum.files) std::cout << fmt::format("             {}\n", f);
+  if (files.size() > sum.files.size())  // read and dropped (duplicate_rank): said among the problems
+    std::cout << fmt::format("not imported {} file(s) (see the import problems)\n", files.size() - sum.files.size());
   std::cout << fmt::format("session      {}\n", out);
   std::string ranks;
   for (auto r : sum.ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);

@@ -69,7 +69,7 @@ int import_memory_snapshot(const std::vector<std::string>& files, const std::str
                            {"trace_entries", sum.trace_entries},
                            {"frames", sum.frames},
                            {"stacks", sum.stacks},
-                           {"memory_trace_start", sum.starts_at_process_start ? "process_start" : "mid_way"},
+                           {"memory_trace_start", sum.trace_entries == 0 ? "not_recorded" : sum.starts_at_process_start ? "process_start" : "mid_way"},
                            {"problems", import_problems_json(sum.import_stats)},
                            {"problem_entries", sum.problems}})
               << "\n";
@@ -91,7 +91,10 @@ int import_memory_snapshot(const std::vector<std::string>& files, const std::str
     const ss::SessionReader session(target);
     for (const auto& r : session.ranks()) std::cout << fmt::format("  rank {}: {}\n", r.rank, r.device);
   }
-  if (!sum.starts_at_process_start)
+  if (sum.trace_entries == 0)  // tester37 #8: not a ring buffer that dropped entries
+    std::cout << "no trace entries: memory history was not recorded (call torch.cuda.memory._record_memory_history() "
+                 "before the workload, then _dump_snapshot()); the segments at the dump are imported\n";
+  else if (!sum.starts_at_process_start)
     std::cout << "the trace starts mid-way (a ring buffer dropped its oldest entries): the layout at its first entry is "
                  "walked back from the dump; blocks allocated before it have no stack or time\n";
   if (!sum.import_stats.empty()) {  // stored in import_stats as well: `stats` lists them

@@ -207,12 +207,32 @@ std::string hot_rows_text(const std::string& meta, int64_t steps) {
   return out;
 }
 
+/// The session at `file`; a file that is no SQLite database (a trace, a snapshot: tester37 #20)
+/// gets the command that makes a session of it. Throws SessionError.
+ss::SessionReader open_for_stats(const std::string& file) {
+  try {
+    return ss::SessionReader(file);
+  } catch (const ss::SessionError& e) {
+    const std::string what = e.what();
+    if (what.find("not an SQLite database") == std::string::npos) throw;
+    throw ss::SessionError(what + "; a trace or a memory snapshot? import it first: embedscope import " +
+                           file);
+  }
+}
+
 int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
-  const ss::SessionReader session(file);
+  const ss::SessionReader session = open_for_stats(file);
   const ss::RunStats st = ss::analyze(session);
   const auto kernels = ss::gpu_kernel_figures(session, {keep_last_step});
   const auto problems = session.import_stats();
   const bool imported = session.meta("imported") == "1";
+  // a trace whose collectives carry no arguments (Kineto without record_param_comms args, every
+  // Nsight export): 0 bytes there is unknown, not "moved nothing" (tester37 #13)
+  const bool bytes_unknown = imported && std::any_of(problems.begin(), problems.end(), [](const auto& p) {
+                               return p.name == "collective_args_not_captured";
+                             });
+  const auto bytes_or_null = [&](int64_t b) { return bytes_unknown && b == 0 ? json() : json(b); };
+  const auto bytes_text = [&](int64_t b) { return bytes_unknown && b == 0 ? std::string("unknown") : es::format_bytes(b); };
   const auto unfinished = imported ? ss::did_not_end_ops(session) : std::vector<ss::DidNotEndOp>{};
   // the allocator history (imported memory snapshots, or a run that ended before its first step)
   const bool memory_only = st.steps == 0 && !session.memory_events().empty();
@@ -279,8 +299,8 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
       j["ranks"].push_back({{"rank", r.rank}, {"compute_ns", r.compute_ns}, {"comm_ns", r.comm_ns},
                             {"overlap_ns", r.overlap_ns}, {"exposed_comm_ns", r.exposed_comm_ns}, {"idle_ns", r.idle_ns},
                             {"overlap_pct", r.overlap_pct}, {"ids_looked_up", r.ids_looked_up},
-                            {"lookup_ns", r.lookup_ns}, {"bytes_sent", r.bytes_sent},
-                            {"bytes_received", r.bytes_received}, {"by_category_ns", cats},
+                            {"lookup_ns", r.lookup_ns}, {"bytes_sent", bytes_or_null(r.bytes_sent)},
+                            {"bytes_received", bytes_or_null(r.bytes_received)}, {"by_category_ns", cats},
                             {"peak_allocated_bytes", r.peak_allocated_bytes}, {"peak_reserved_bytes", r.peak_reserved_bytes},
                             {"fragmentation", r.fragmentation}, {"memviz_fragmentation", r.memviz_fragmentation},
                             {"window_ns", r.window_ns}});
@@ -298,7 +318,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                                            {"steps_bounded", e.steps_bounded}});
     j["collectives"] = json::array();
     for (const auto& c : st.collectives)
-      j["collectives"].push_back({{"name", name_of(c.name_id)}, {"count", c.count}, {"bytes", c.bytes}, {"time_ns", c.time_ns},
+      j["collectives"].push_back({{"name", name_of(c.name_id)}, {"count", c.count}, {"bytes", bytes_or_null(c.bytes)}, {"time_ns", c.time_ns},
                                   {"exposed_ns", c.exposed_ns}, {"wait_ns", c.wait_ns}});
     if (!session.meta("end_message").empty()) j["end_message"] = session.meta("end_message");
     j["tables"] = json::parse(session.meta(ss::meta::kTableStorageJson, "[]"), nullptr, false);
@@ -367,6 +387,18 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     if (!kernel_text.empty()) std::cout << "\n" << kernel_text;
     return 0;
   }
+  if (st.steps == 0 && session.meta("import_format") == "torch_memory_snapshot") {
+    // a dump without the history (tester37 #8): its segments at the dump are what there is
+    std::cout << "\nmemory       no trace entries: memory history was not recorded (call "
+                 "torch.cuda.memory._record_memory_history() before the workload); at the dump:\n";
+    std::cout << fmt::format("{:<5} {:>12} {:>9} {:>12} {:>19} {:>14}\n", "rank", "reserved", "segments", "allocated",
+                             "largest free block", "fragmentation");
+    for (const auto& c : session.memory_counters())
+      std::cout << fmt::format("{:<5} {:>12} {:>9} {:>12} {:>19} {:>13.1f}%\n", c.rank, es::format_bytes(c.reserved),
+                               c.segments, es::format_bytes(c.allocated), es::format_bytes(c.largest_free_block),
+                               100 * c.external_fragmentation);
+    return 0;
+  }
   if (st.steps == 0) {
     std::cout << (imported ? "no profiler steps in the trace (no ProfilerStep#N spans): no step times, thread-level "
                              "overlap or critical path\n"
@@ -396,7 +428,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   for (const auto& r : st.ranks)
     std::cout << fmt::format("{:<5} {:>11} {:>11} {:>13} {:>11} {:>8.1f}% {:>14} {:>12} {:>14}\n", r.rank,
                              ms(r.compute_ns), ms(r.comm_ns), ms(r.exposed_comm_ns), ms(r.idle_ns), r.overlap_pct,
-                             r.ids_looked_up, es::format_bytes(r.bytes_sent), es::format_bytes(r.bytes_received));
+                             r.ids_looked_up, bytes_text(r.bytes_sent), bytes_text(r.bytes_received));
   if (!kernel_text.empty()) std::cout << "\n" << kernel_text;
   std::cout << table_storage_text(session.meta(ss::meta::kTableStorageJson, "[]"), st.steps);
   if (const std::string host = host_placement_text(json::parse(session.meta(ss::meta::kTableStorageJson, "[]"), nullptr, false), st.steps);
@@ -450,7 +482,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     for (const auto& c : st.collectives)
       std::cout << fmt::format("  {:<{}} {:>7.1f} {:>12} {:>11} {:>11} {:>17}\n", shown(c.name_id), w,
                                static_cast<double>(c.count) / static_cast<double>(st.steps),
-                               es::format_bytes(c.bytes / st.steps), ms(c.time_ns / st.steps),
+                               bytes_text(c.bytes / st.steps), ms(c.time_ns / st.steps),
                                ms(c.exposed_ns / st.steps), ms(c.wait_ns / st.steps));
   }
   return 0;

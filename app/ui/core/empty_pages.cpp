@@ -36,4 +36,11 @@ std::string memory_page_empty_reason(const sessions::SessionReader& s) {
       format_of(s));
 }
 
+std::string timeline_page_empty_reason(const sessions::SessionReader& s) {
+  if (!imported(s) || format_of(s) != "torch_memory_snapshot" || !s.lanes().empty()) return "";
+  return "No ops: a PyTorch memory snapshot records the caching allocator's history (allocations, frees, segments), "
+         "not ops or kernels. Its trace over time, fragmentation, segments and blocks are on the Memory page; the "
+         "ops of the same job come from a PyTorch profiler trace (File > Open a .json trace).";
+}
+
 }  // namespace embedscope::ui

@@ -22,4 +22,9 @@ std::string load_page_empty_reason(const sessions::SessionReader& s);
 /// from (a PyTorch memory snapshot). Run sessions always answer "".
 std::string memory_page_empty_reason(const sessions::SessionReader& s);
 
+/// The same for the Timeline page: "" when the session has lanes (ops to draw); an imported
+/// memory snapshot has none, and says where its history is (the Memory page) instead of an empty
+/// axis (tester37 #20). Reads `lanes()` of an imported session only.
+std::string timeline_page_empty_reason(const sessions::SessionReader& s);
+
 }  // namespace embedscope::ui

@@ -1,5 +1,6 @@
 #include "core/import_target.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,13 +54,24 @@ bool same_import(const std::string& path, const std::vector<std::string>& files)
 }
 }  // namespace
 
+namespace {
+// `folder` takes new files: access() says so and its mode has a write bit. Root passes access()
+// on any folder, so a deliberately read-only one (mode 555: a shared data set) would collect .db
+// files (tester37 #19); its mode bits say what was meant.
+bool folder_writable(const fs::path& folder) {
+  if (access(folder.c_str(), W_OK) != 0) return false;
+  struct stat sb {};
+  return stat(folder.c_str(), &sb) == 0 && (sb.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) != 0;
+}
+}  // namespace
+
 ImportTarget import_target(const std::vector<std::string>& sources, const std::string& cache_dir) {
   ImportTarget t;
   if (sources.empty()) throw std::runtime_error("no trace to import");
   std::string first = sources.front();
   while (first.size() > 1 && first.back() == '/') first.pop_back();
   fs::path folder = fs::absolute(first).parent_path();
-  if (access(folder.c_str(), W_OK) != 0) {
+  if (!folder_writable(folder)) {
     folder = cache_dir;
     t.in_cache = true;
     std::error_code ec;

@@ -20,7 +20,8 @@ std::string import_stem(const std::string& source);
 
 /// The session for importing `sources` (files or directories; the first names the session):
 /// <folder>/<stem>.db, where <folder> is the first source's folder (the directory's parent for
-/// a directory) when writable, else `cache_dir` (created when missing). When that file exists
+/// a directory) when writable (access() and a write bit in its mode: root is not taken to write
+/// into a mode-555 data folder), else `cache_dir` (created when missing). When that file exists
 /// and is a complete imported session of the same sources (each source file's name and size
 /// as its import_sources_json records them), it is reused; when it exists otherwise,
 /// <stem>-2.db, <stem>-3.db, ... is taken instead. Throws std::runtime_error naming the

@@ -49,9 +49,17 @@ QVariant CriticalPathModel::headerData(int section, Qt::Orientation orientation,
   return section >= 0 && section < ColumnCount ? QString(names[section]) : QVariant();
 }
 
+bool collective_bytes_unknown(const sessions::SessionReader& session) {
+  if (session.meta("imported", "0") != "1") return false;
+  for (const auto& p : session.import_stats())
+    if (p.name == "collective_args_not_captured") return true;
+  return false;
+}
+
 CollectiveTimesModel::CollectiveTimesModel(const sessions::RunStats& stats, const sessions::SessionReader& session,
                                            QObject* parent)
-    : QAbstractTableModel(parent), rows_(stats.collectives), steps_(std::max<int64_t>(1, stats.steps)) {
+    : QAbstractTableModel(parent), rows_(stats.collectives), steps_(std::max<int64_t>(1, stats.steps)),
+      bytes_unknown_(collective_bytes_unknown(session)) {
   for (const auto& c : rows_) names_ << QString::fromStdString(session.name(c.name_id));
 }
 
@@ -72,6 +80,7 @@ QVariant CollectiveTimesModel::data(const QModelIndex& index, int role) const {
       return role == Qt::UserRole ? QVariant(per_step) : QString::number(per_step, 'f', 1);
     }
     case Bytes:
+      if (bytes_unknown_ && c.bytes == 0) return role == Qt::UserRole ? QVariant() : QVariant(QString("unknown"));
       return role == Qt::UserRole ? QVariant::fromValue<qlonglong>(c.bytes / steps_)
                                   : QString::fromStdString(sessions::format_bytes(c.bytes / steps_));
     case Time: return duration(c.time_ns / steps_, role);

@@ -30,6 +30,11 @@ class CriticalPathModel : public QAbstractTableModel {
   QStringList names_;
 };
 
+/// True for an imported session whose collectives carry no arguments (import problem
+/// collective_args_not_captured: a Kineto trace without record_param_comms args, an Nsight
+/// export): its 0 bytes are unknown, shown as "unknown" rather than "0 B" (tester37 #13).
+bool collective_bytes_unknown(const sessions::SessionReader& session);
+
 /// One row per collective name, most exposed first, per measured step and summed over ranks:
 /// name, ops, bytes, time, exposed time (no compute under it on its rank), time waiting for the
 /// last member to join.
@@ -50,6 +55,7 @@ class CollectiveTimesModel : public QAbstractTableModel {
   std::vector<sessions::CollectiveTimes> rows_;
   QStringList names_;
   int64_t steps_ = 1;
+  bool bytes_unknown_ = false;  ///< collective_bytes_unknown: 0 B reads "unknown"
 };
 
 }  // namespace embedscope::ui

@@ -26,8 +26,12 @@ QVariant RankStatsModel::data(const QModelIndex& index, int role) const {
     case Idle: return dur(r.idle_ns);
     case Overlap: return pct(r.overlap_pct);
     case IdsLookedUp: return QVariant::fromValue<qlonglong>(r.ids_looked_up);
-    case BytesSent: return bytes(r.bytes_sent);
-    case BytesReceived: return bytes(r.bytes_received);
+    case BytesSent:
+      if (bytes_unknown_ && r.bytes_sent == 0) return role == Qt::UserRole ? QVariant() : QVariant(QString("unknown"));
+      return bytes(r.bytes_sent);
+    case BytesReceived:
+      if (bytes_unknown_ && r.bytes_received == 0) return role == Qt::UserRole ? QVariant() : QVariant(QString("unknown"));
+      return bytes(r.bytes_received);
     case PeakAllocated: return bytes(r.peak_allocated_bytes);
     case PeakReserved: return bytes(r.peak_reserved_bytes);
     case Fragmentation: return pct(100 * r.fragmentation);
@@ -39,6 +43,7 @@ QVariant RankStatsModel::headerData(int section, Qt::Orientation orientation, in
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return QAbstractTableModel::headerData(section, orientation, role);
   static const char* names[] = {"rank", "compute", "comm", "exposed comm", "idle", "overlap", "ids looked up",
                                 "bytes sent", "bytes received", "peak allocated", "peak reserved", "fragmentation"};
+  if (section == Fragmentation && !fragmentation_label_.isEmpty()) return fragmentation_label_;
   return section >= 0 && section < ColumnCount ? QString(names[section]) : QVariant();
 }
 

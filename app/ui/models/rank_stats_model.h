@@ -25,9 +25,18 @@ class RankStatsModel : public QAbstractTableModel {
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
   const sessions::RunStats& stats() const { return stats_; }
+  /// Bytes sent / received of 0 read "unknown" (collective_bytes_unknown: the trace's
+  /// collectives carry no arguments; tester37 #13).
+  void set_bytes_unknown(bool unknown) { bytes_unknown_ = unknown; }
+  /// The fragmentation column's header, saying when the figure was taken (a memory snapshot's
+  /// Summary: "fragmentation at peak allocated", the Memory page's figure; tester37 #14). Empty:
+  /// "fragmentation".
+  void set_fragmentation_label(QString label) { fragmentation_label_ = std::move(label); }
 
  private:
   sessions::RunStats stats_;
+  bool bytes_unknown_ = false;
+  QString fragmentation_label_;
 };
 
 }  // namespace embedscope::ui

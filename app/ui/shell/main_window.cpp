@@ -241,7 +241,10 @@ QString MainWindow::open_session(const QString& path, bool quiet) {
   try {
     auto session = std::make_shared<const sessions::SessionReader>(path.toStdString());
     auto* page = new QTabWidget(tabs_);
-    page->addTab(new TimelineView(session, page), "Timeline");
+    if (const std::string why = timeline_page_empty_reason(*session); !why.empty())
+      page->addTab(empty_page(why, page), "Timeline");  // a memory snapshot: no ops, not an empty axis
+    else
+      page->addTab(new TimelineView(session, page), "Timeline");
     add_lazy_tab(page, "Summary", [session](QWidget* parent) { return new SummaryView(session, parent); });
     add_lazy_tab(page, "Load", [session](QWidget* parent) -> QWidget* {
       if (const std::string why = load_page_empty_reason(*session); !why.empty()) return empty_page(why, parent);
@@ -295,6 +298,9 @@ QString MainWindow::open_compare(const QStringList& paths, bool quiet) {
     }
   } catch (const std::exception& e) {
     error = QString::fromUtf8(e.what());
+    if (error.contains("not an SQLite database"))  // a trace or a snapshot given to compare (tester37 #20)
+      error += "; compare takes sessions: a trace or a memory snapshot opens (and imports) on its own, then compare "
+               "the .db it writes (or: embedscope import FILE)";
   }
   if (!error.isEmpty() && !quiet) QMessageBox::critical(this, "Cannot compare", error);
   return error;

@@ -37,15 +37,20 @@ void style_plot(QCustomPlot* plot) {
 }
 
 // What a session ran, for the header: its workload's name; an imported session has none, so
-// "imported kineto_json trace" (nsys_sqlite, or "imported memory snapshot"); "unnamed workload"
+// "imported PyTorch profiler (Kineto) trace" ("imported Nsight Systems export", "imported memory
+// snapshot training_p4.pickle": the kind first, then a name where the import gave one); "unnamed workload"
 // for a run session without the key.
 QString what_it_ran(const sessions::SessionReader& s) {
   const std::string name = s.meta(sessions::meta::kWorkloadName);
-  if (!name.empty()) return QString::fromStdString(name);
-  if (s.meta(sessions::meta::kImported) != "1") return "unnamed workload";
+  if (s.meta(sessions::meta::kImported) != "1") return name.empty() ? QString("unnamed workload") : QString::fromStdString(name);
+  // what was imported first: a snapshot's name (its file) alone read as a run (tester37 #20)
   const std::string format = s.meta(sessions::meta::kImportFormat);
-  if (format == "torch_memory_snapshot") return "imported memory snapshot";
-  return QString("imported %1 trace").arg(QString::fromStdString(format.empty() ? std::string("profiler") : format));
+  const QString kind = format == "torch_memory_snapshot" ? QString("imported memory snapshot")
+                       : format == "kineto_json"         ? QString("imported PyTorch profiler (Kineto) trace")
+                       : format == "nsys_sqlite"         ? QString("imported Nsight Systems export")
+                                                         : QString("imported %1 trace").arg(QString::fromStdString(
+                                                               format.empty() ? std::string("profiler") : format));
+  return name.empty() ? kind : kind + " " + QString::fromStdString(name);
 }
 }  // namespace
 
@@ -173,9 +178,12 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
     // step time per measured step: the slowest rank's window, as analyze() defines step time
     std::map<int64_t, int64_t> per_step;
     for (const auto& t : stats[i].per_step) per_step[t.step] = std::max(per_step[t.step], t.window_ns);
+    // x: the measured step's ordinal (0 = the session's first), as the Timelines tab aligns by
+    // step: two imports' profiler steps (#4..6 and #1009..1014) shared no axis (tester37 #9); a
+    // run's measured steps are 0..n-1 already
     QVector<double> xs, ys;
     for (const auto& [step, ns] : per_step) {
-      xs << static_cast<double>(step);
+      xs << static_cast<double>(xs.size());
       ys << static_cast<double>(ns) / 1e6;
     }
     auto* g = step_plot_->addGraph();
@@ -188,7 +196,8 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
       ranks << r.rank;
       exposed << static_cast<double>(r.exposed_comm_ns) / 1e6;
     }
-    max_ranks = std::max(max_ranks, static_cast<int>(stats[i].ranks.size()));
+    for (const auto& r : stats[i].ranks) max_ranks = std::max(max_ranks, r.rank + 1);  // every rank on the axis:
+                                                                                      // B's only rank may be 1
     auto* bars = new QCPBars(exposed_plot_->xAxis, exposed_plot_->yAxis);
     bars->setName(labels[i]);
     bars->setData(ranks, exposed);
@@ -198,7 +207,7 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
     bars->setBarsGroup(group);
   }
   step_plot_->xAxis->setTicker(integer_ticker());
-  step_plot_->xAxis->setLabel("step");
+  step_plot_->xAxis->setLabel("measured step (0: each session's first)");
   step_plot_->yAxis->setLabel("step time (ms)");
   step_plot_->rescaleAxes();
   step_plot_->xAxis->setRange(step_plot_->xAxis->range().lower - 0.5, step_plot_->xAxis->range().upper + 0.5);
@@ -212,6 +221,18 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
   charts->addWidget(step_plot_);
   charts->addWidget(exposed_plot_);
   fl->addLayout(charts, 1);
+  // no session with a measured step (memory snapshots, traces without ProfilerStep#N): the two
+  // charts would be bare axes (tester37 #20); say why instead
+  if (std::all_of(stats.begin(), stats.end(), [](const sessions::RunStats& st) { return st.steps == 0; })) {
+    step_plot_->hide();
+    exposed_plot_->hide();
+    auto* why = new QLabel("No step-time or exposed-communication chart: none of these sessions has a measured step (a "
+                           "memory snapshot has none; a profiler trace needs ProfilerStep#N spans).",
+                           figures);
+    why->setWordWrap(true);
+    why->setObjectName("no_steps_note");
+    fl->addWidget(why);
+  }
 
 }
 

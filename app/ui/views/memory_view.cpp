@@ -272,9 +272,20 @@ void MemoryView::apply(MemoryViewData& d) {
   timeline_->set_data(data_.history, data_.columns, data_.frames, data_.stacks);
   segments_->set_data(data_.history, data_.segments, data_.frames, data_.stacks);
   if (h.size() == 0) {
-    // the replay box offers the device's capacity (it has no history to replay)
-    replay_->set_history(data_.history, data_.capacity, 0, replay_->property("recorded").toString().toStdString());
-    if (session_->meta(sessions::meta::kSimulated, "") == "1")
+    // the replay box offers the device's capacity (it has no history to replay), else what the
+    // rank's counters say was reserved (a snapshot's dump: tester37 #8 offered 1 MiB for 2 MiB)
+    int64_t reserved = 0;
+    for (const auto& c : counters_)
+      if (c.rank == rank_) reserved = std::max({reserved, c.reserved, c.peak_reserved});
+    replay_->set_history(data_.history, data_.capacity, reserved, replay_->property("recorded").toString().toStdString());
+    const bool snapshot = session_->meta(sessions::meta::kImportFormat, "") == "torch_memory_snapshot";
+    charts_->setVisible(!snapshot);  // a snapshot's counters over steps: one point at the dump, no axis to read
+    if (snapshot)  // segments but no trace: the dump was taken without recording the history (tester37 #8)
+      summary_->setText(QString("no trace entries: memory history was not recorded (call "
+                                "torch.cuda.memory._record_memory_history() before the workload, then "
+                                "_dump_snapshot()); the segments at the dump below, %1 reserved")
+                            .arg(QString::fromStdString(sessions::format_bytes(reserved))));
+    else if (session_->meta(sessions::meta::kSimulated, "") == "1")
       summary_->setText("simulated: the memory estimate of each step (planner/memory_replay.h), allocated = reserved; "
                         "no allocator events or snapshots");
     else
@@ -286,6 +297,7 @@ void MemoryView::apply(MemoryViewData& d) {
   }
   timeline_->show();
   segments_->show();
+  charts_->show();
   charts_->setCurrentWidget(frag_plot_);
   QString sum = QString("%1 events; peak allocated %2 at entry %3 (reserved %4, peak reserved %5); at the peak "
                         "fragmentation %6%, largest free block %7, %8 lost to rounding")

@@ -1,5 +1,6 @@
 #include "views/summary_view.h"
 
+#include <map>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -24,6 +25,7 @@
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/flight_recorder.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
+#include "embedscope/sessions/analysis/memory_analysis.h"
 #include "models/critical_path_model.h"
 #include "models/gpu_kernels_model.h"
 #include "models/rank_stats_model.h"
@@ -51,6 +53,10 @@ struct SummaryFigures {
   sessions::FlightAnalysis flight;
   std::string rebalances_brief;  ///< core/rebalance_marks.h, with the median steps around each move; "" without
   std::vector<sessions::MemoryEvent> ooms;  ///< the out-of-memory entries a memory snapshot recorded (tester37 #7)
+  /// A memory snapshot's ranks: the fragmentation column's header ("" the plain one); its figures
+  /// are then those the Memory page and `stats` give at peak allocated, where every rank has a
+  /// history, else the dump's (tester37 #14: the dump's 30.5 % sat unlabelled beside two peaks)
+  QString fragmentation_label;
 };
 
 // A line per live rebalance that moved tables, with the median step time before and after it
@@ -194,6 +200,8 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   auto* page = new QWidget(parent);
   auto* layout = new QVBoxLayout(page);
   auto* model = new RankStatsModel(std::move(figures.stats), page);
+  model->set_bytes_unknown(collective_bytes_unknown(s));
+  model->set_fragmentation_label(figures.fragmentation_label);
   const auto& st = model->stats();
   const QString origin = import_origin(s);
   const std::optional<engine::LmWorkloadSpec> lm = lm_workload_of(s);
@@ -408,10 +416,22 @@ SummaryView::SummaryView(std::shared_ptr<const sessions::SessionReader> session,
       [file = session_->path()] {
         const sessions::SessionReader reader(file);
         SummaryFigures f{sessions::analyze(reader), sessions::gpu_kernel_figures(reader),
-                         sessions::analyze_flight_records(reader), rebalances_brief(reader), {}};
-        if (reader.meta(sessions::meta::kImportFormat) == "torch_memory_snapshot")
+                         sessions::analyze_flight_records(reader), rebalances_brief(reader), {}, {}};
+        if (reader.meta(sessions::meta::kImportFormat) == "torch_memory_snapshot") {
           for (auto& e : reader.memory_events())
             if (e.action == "oom") f.ooms.push_back(std::move(e));
+          std::map<int32_t, double> at_peak;
+          for (const auto& m : sessions::analyze_memory(reader))
+            if (m.entries > 0) at_peak[m.rank] = m.at_peak.external_fragmentation;
+          bool all = true;
+          for (const auto& r : f.stats.ranks) all = all && at_peak.count(r.rank) > 0;
+          if (all) {
+            for (auto& r : f.stats.ranks) r.fragmentation = at_peak[r.rank];
+            f.fragmentation_label = "fragmentation at peak allocated";
+          } else {
+            f.fragmentation_label = "fragmentation at the dump";
+          }
+        }
         return f;
       },
       [this](SummaryFigures& stats) {

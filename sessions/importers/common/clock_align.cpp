@@ -175,4 +175,47 @@ void check_wall_clock_agreement(const std::vector<RankRecords>& ranks, ImportPro
   }
 }
 
+RankSpan rank_span(const RankRecords& r) {
+  RankSpan s{.rank = r.rank, .file = r.file};
+  auto widen = [&](int64_t a, int64_t b) {
+    s.start_ns = s.empty ? a : std::min(s.start_ns, a);
+    s.end_ns = s.empty ? b : std::max(s.end_ns, b);
+    s.empty = false;
+  };
+  for (const auto& st : r.steps) widen(st.start_ns, st.end_ns);
+  for (const auto& o : r.ops)
+    if (!did_not_end(o.start_ns, o.end_ns, o.name)) widen(o.start_ns, o.end_ns);
+  return s;
+}
+
+namespace {
+/// A gap between two ranks' ranges in the largest unit that reads well ("51.6 days", "3.2 h").
+std::string gap_text(int64_t ns) {
+  const double s = static_cast<double>(ns) / 1e9;
+  if (s >= 86400) return fmt::format("{:.1f} days", s / 86400);
+  if (s >= 3600) return fmt::format("{:.1f} h", s / 3600);
+  if (s >= 1) return fmt::format("{:.3f} s", s);
+  return fmt::format("{:.3f} ms", static_cast<double>(ns) / 1e6);
+}
+}  // namespace
+
+void check_time_ranges_overlap(const std::vector<RankSpan>& spans, ImportProblems& problems) {
+  const RankSpan* ref = nullptr;
+  for (const auto& s : spans)
+    if (!s.empty && (!ref || s.rank < ref->rank)) ref = &s;
+  if (!ref) return;
+  for (const auto& s : spans) {
+    if (s.empty || &s == ref) continue;
+    if (s.start_ns <= ref->end_ns && ref->start_ns <= s.end_ns) continue;  // they overlap
+    const int64_t gap = s.start_ns > ref->end_ns ? s.start_ns - ref->end_ns : ref->start_ns - s.end_ns;
+    problems.add("disjoint_time_ranges", Severity::error, {s.file, -1},
+                 fmt::format("rank {} ({}) spans {:.6f} .. {:.6f} s and rank {} ({}) {:.6f} .. {:.6f} s on the recorded "
+                             "clocks: they do not overlap ({} apart); the ranks of one job run at the same time: traces "
+                             "of different runs? (import the traces of one job together)",
+                             s.rank, s.file, static_cast<double>(s.start_ns) / 1e9, static_cast<double>(s.end_ns) / 1e9,
+                             ref->rank, ref->file, static_cast<double>(ref->start_ns) / 1e9,
+                             static_cast<double>(ref->end_ns) / 1e9, gap_text(gap)));
+  }
+}
+
 }  // namespace embedscope::sessions::importers

@@ -10,7 +10,7 @@
 namespace embedscope::sessions::importers {
 
 /// Sorts `ops` (one rank's) by (lane, start, longer first) and counts spans of one lane that
-/// overlap a still open span without nesting in it, as `overlapping_spans` (severity error: they
+/// overlap a still open span without nesting in it, as `overlapping_spans` (severity info: they
 /// are kept, busy time counts their union), the example naming the first one and `source`.
 /// Cost O(n) when each lane's ops come in order, O(n log n) otherwise, plus a copy of `ops`.
 void sort_and_check_overlaps(std::vector<OpEvent>& ops, ImportProblems& problems, const std::string& source);

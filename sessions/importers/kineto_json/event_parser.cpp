@@ -490,6 +490,7 @@ void Parser::event(const Span& sp) {
   e.name = name_id;
   e.lane = lane_id;
   e.kind = kind;
+  if (kind == EventKind::cpu && cat == "user_annotation") tr.annotation_names.insert(name_id);
   if (kind == EventKind::cpu && nm == "record_param_comms") {
     e.comm_param = static_cast<int32_t>(tr.comm_params.size());
     tr.comm_params.push_back(std::move(cp));

@@ -42,7 +42,17 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
                                   opt.align));
   ImportSummary summary;
   summary.format = "kineto_json";
-  summary.files = files;
+  {  // one file named twice (or a file and its directory) would be two ranks of one trace
+    std::map<std::string, std::string> seen;
+    for (const auto& f : files) {
+      std::error_code ec;
+      const auto canon = std::filesystem::weakly_canonical(f, ec);
+      auto [it, fresh] = seen.try_emplace(ec ? f : canon.string(), f);
+      if (!fresh)
+        throw ImportError(fmt::format("{}: given twice ({} and {}); each trace is one rank: name it once", f,
+                                      it->second, f));
+    }
+  }
   ImportProblems problems;
   Interner names;
   std::vector<kineto::RankTrace> ranks;
@@ -111,6 +121,8 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
                                r.file, r.rank, r.world_size));
     world = std::max(world, r.world_size);
     if (r.base_time_ns >= 0 && base_time < 0) base_time = r.base_time_ns;
+    summary.files.push_back(r.file);  // the files imported: a duplicate rank's is not (tester37 #15)
+    kineto::check_steps(r, problems);
     kept.push_back(std::move(r));
   }
   std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
@@ -132,14 +144,17 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
     w.set_metadata(meta::kImportAlignJson, summary.alignment_json);
   } else {
     std::vector<RankRecords> clocks;  // each rank's collectives only: are the recorded clocks one clock?
+    std::vector<RankSpan> spans;      // each rank's time range: do the ranks run at the same time?
     for (auto& r : kept) {
       check_cancelled(opt);
       RankRecords rec = kineto::build_rank(r, names, origin, problems, summary);
       write_rank(rec, w, lo, hi);
+      spans.push_back(rank_span(rec));
       clocks.push_back({.rank = rec.rank, .file = rec.file, .collectives = std::move(rec.collectives)});
       release_events(r);
     }
     if (clocks.size() > 1) check_wall_clock_agreement(clocks, problems);
+    check_time_ranges_overlap(spans, problems);
   }
   summary.origin_ns = origin;
   summary.start_ns = lo == std::numeric_limits<int64_t>::max() ? 0 : lo;
@@ -151,6 +166,14 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
   w.set_metadata(meta::kImportProducer, producer.empty() ? "unknown (no schemaVersion)" : producer);
   // replace: a file name is any bytes, not always UTF-8 (plain dump() throws type_error 316)
   w.set_metadata(meta::kImportSources, sources.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  {  // record_function ranges: off the critical path (tester37 #16)
+    std::set<std::string> annotations;
+    for (const auto& r : kept)
+      for (uint32_t id : r.annotation_names) annotations.insert(names.text(id));
+    if (!annotations.empty())
+      w.set_metadata(meta::kImportAnnotationNames,
+                     nlohmann::json(annotations).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
   w.set_metadata(meta::kImportAlign, opt.align);
   w.set_metadata(meta::kImportOriginNs, std::to_string(origin));
   w.set_metadata(meta::kSimulated, "0");

@@ -17,6 +17,14 @@ namespace embedscope::sessions::importers::kineto {
 /// there are no events.
 int64_t session_origin_ns(const std::vector<RankTrace>& ranks);
 
+/// Puts `rank`'s ProfilerStep spans in time order and checks them (tester37 #17): a step number
+/// seen again is the problem duplicate_step (data_loss; the earliest span of the number is kept,
+/// the others dropped, so their events belong to the step whose span holds them or to none); a
+/// span that starts before an earlier one ends is overlapping_steps (error; both kept as
+/// recorded, so the overlap counts in both steps' times). Each names the file, both spans (trace
+/// ts in us) and how many more there were.
+void check_steps(RankTrace& rank, ImportProblems& problems);
+
 /// The session records of one rank (ranks already unique), times shifted by `origin_ns`; adds
 /// the rank and its event counts to the summary. Problems met here (partially overlapping spans,
 /// too many lanes, kernels that start before their launch) go to `problems`.

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -83,6 +84,9 @@ struct RankTrace {
   std::vector<Event> events;
   std::vector<CommParams> comm_params;
   std::vector<Step> steps;
+  /// names (Interner ids) of the host spans of cat user_annotation (record_function ranges,
+  /// "## forward ##"): they enclose ops and stay off the critical path (tester37 #16)
+  std::set<uint32_t> annotation_names;
 };
 
 }  // namespace embedscope::sessions::importers::kineto

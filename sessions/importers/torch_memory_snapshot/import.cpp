@@ -87,6 +87,16 @@ ImportSummary import_torch_memory_snapshot(const MemorySnapshotFile& snap, const
 }
 
 ImportSummary import_torch_memory_snapshots(const std::vector<SnapshotInput>& inputs, SessionWriter& w) {
+  // a dump with nothing in it is refused, as a trace without events is (tester37 #8: 'world size 0')
+  for (const auto& in : inputs) {
+    bool any = !in.snap->segments.empty();
+    for (const auto& t : in.snap->device_traces) any = any || !t.empty();
+    if (!any)
+      throw SnapshotError(fmt::format("{}: the memory snapshot holds no segment and no trace entry (segments and "
+                                      "device_traces are empty: nothing was allocated, or it was dumped before the "
+                                      "workload); no session written",
+                                      in.source));
+  }
   ImportSummary sum;
   const bool one = inputs.size() == 1;
   // ranks: every device of a snapshot imported alone; of several (one per process), the devices
@@ -208,6 +218,12 @@ ImportSummary import_torch_memory_snapshots(const std::vector<SnapshotInput>& in
     }
     sum.trace_entries += static_cast<int64_t>(events.size());
     w.add_memory_events(events);
+    if (trace.empty())  // segments only: the usual cause, _dump_snapshot without _record_memory_history
+      problems.add("no_memory_history", importers::Severity::error, {source, -1},
+                   fmt::format("device {} has no trace entries: memory history was not recorded (call "
+                               "torch.cuda.memory._record_memory_history() before the workload, then _dump_snapshot()); "
+                               "only the segments and blocks at the dump are imported",
+                               dev));
     // the segments and blocks at the dump
     MemorySnapshot shot;
     shot.rank = rank;
@@ -241,7 +257,7 @@ ImportSummary import_torch_memory_snapshots(const std::vector<SnapshotInput>& in
       }
     }
     // the counters over time
-    process_start = process_start && walk.starts_empty;
+    process_start = process_start && (walk.starts_empty || trace.empty());  // no trace: not "mid-way"
     for (size_t i = 0; i < walk.problems.size(); ++i) {
       problems.add(walk.problem_names[i], importers::Severity::error, {source, -1}, walk.problems[i]);
       sum.problems.push_back(one ? std::move(walk.problems[i]) : source + ": " + walk.problems[i]);
@@ -274,7 +290,9 @@ ImportSummary import_torch_memory_snapshots(const std::vector<SnapshotInput>& in
     w.add_snapshot(std::move(shot));
   }
   sum.starts_at_process_start = process_start;
-  w.set_metadata(meta::kMemoryTraceStart, sum.starts_at_process_start ? "process_start" : "mid_way");
+  w.set_metadata(meta::kMemoryTraceStart, sum.trace_entries == 0       ? "not_recorded"
+                                          : sum.starts_at_process_start ? "process_start"
+                                                                        : "mid_way");
   sum.import_stats = problems.records();
   w.add_import_stats(sum.import_stats);  // as the trace importers do: stats and the workbench list them
   return sum;

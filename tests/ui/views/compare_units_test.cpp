@@ -106,7 +106,7 @@ TEST(CompareUnits, TheHeaderNamesAnImportedTraceAndSnapshotForWhatTheyAre) {
     if (l->text().contains("&#9632;")) head = l->text();
   ASSERT_FALSE(head.isEmpty());
   EXPECT_TRUE(head.contains("es_cmpu_run_" + QString::number(getpid()) + ".db: es_cmpu_run, complete on 2 ranks")) << head.toStdString();
-  EXPECT_TRUE(head.contains(".db: imported kineto_json trace, complete on 2 ranks")) << head.toStdString();
+  EXPECT_TRUE(head.contains(".db: imported PyTorch profiler (Kineto) trace, complete on 2 ranks")) << head.toStdString();
   EXPECT_TRUE(head.contains(".db: imported memory snapshot, complete on 2 ranks")) << head.toStdString();
   EXPECT_FALSE(head.contains(": , ")) << head.toStdString();
 }

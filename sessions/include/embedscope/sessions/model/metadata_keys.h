@@ -179,6 +179,10 @@ inline constexpr const char* kImportProducer = "import_producer";
 /// The files read, JSON [{"file", "bytes", "uncompressed_bytes", "rank"}] (bytes as on disk;
 /// Nsight exports, which may hold several processes, have "ranks": [...] instead of "rank").
 inline constexpr const char* kImportSources = "import_sources_json";
+/// Kineto imports: JSON array of the names of the host spans of cat `user_annotation`
+/// (record_function ranges, "## forward ##"), sorted; they enclose the ops they name and stay off
+/// the critical path (tester37 #16). Absent: none (or a session imported before).
+inline constexpr const char* kImportAnnotationNames = "import_annotation_names_json";
 /// How the ranks' clocks were put on one axis: "none" (each rank as recorded, shifted by one
 /// global minimum, as Holistic Trace Analysis does) or "collectives" (one offset per rank from
 /// the ends of matching collectives; kImportAlignJson holds them).

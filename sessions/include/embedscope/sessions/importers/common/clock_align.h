@@ -80,4 +80,25 @@ std::string alignment_text(const ClockAlignment& a);
 /// preemption, 7.5 ms.
 void check_wall_clock_agreement(const std::vector<RankRecords>& ranks, ImportProblems& problems);
 
+/// The time range of one rank on its recorded clock, ns: its first step or ended op's start to
+/// its last one's end (ops that did not end, model/did_not_end.h, left out). `empty` when the
+/// rank has neither.
+struct RankSpan {
+  int32_t rank = 0;
+  std::string file;  ///< where the rank came from (messages)
+  int64_t start_ns = 0, end_ns = 0;
+  bool empty = true;
+};
+
+/// rank_span of `r`: rank, file and the range of its steps and ended ops.
+RankSpan rank_span(const RankRecords& r);
+
+/// For ranks left on their recorded clocks (align "none"): the ranks of one job run at the same
+/// time, so a rank whose time range does not overlap the reference rank's (the lowest rank with
+/// events) was recorded by another run, or its clock is off by more than the whole trace
+/// (tester37 #15: a 2024 rank 0 beside a rank 1 whose ts start at 0, 51 days apart). Counts the
+/// problem disjoint_time_ranges (error; the times are kept) once per such rank, naming both
+/// files, both ranges (s on the recorded clock) and the gap.
+void check_time_ranges_overlap(const std::vector<RankSpan>& spans, ImportProblems& problems);
+
 }  // namespace embedscope::sessions::importers
