@@ -71,7 +71,8 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
     if (l.kind == "stream") stream_ranks.insert(l.rank);
   auto add_row = [&](const sessions::LaneInfo& l, const QString& lane, std::vector<sessions::OpRecord> lane_ops) {
     LaneIndex index(lane_ops);
-    rows_.push_back({l.rank, l.lane, lane, QString("rank %1 %2").arg(l.rank).arg(lane), std::move(lane_ops), std::move(index), {}});
+    rows_.push_back({l.rank, l.lane, lane, QString("rank %1 %2").arg(l.rank).arg(lane), std::move(lane_ops), std::move(index), {},
+                     l.kind == "sync" || l.name == "gpu_sync"});
     const auto& ops = rows_.back().ops;
     // ops that did not end: marked; inside the extent, so that one can pan to a marker outside
     // the valid events' range, but not busy time or communication
@@ -218,7 +219,7 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     const auto& compute = compute_[rows_[i].rank];
     for (const LaneBox& b : fold_lane(rows_[i].ops, rows_[i].index, scale_)) {
       const QRectF r(kGutter + b.x0, y + 3, std::max(1.0, b.x1 - b.x0), kRowHeight - 6);
-      QColor c = category_color(b.category);
+      QColor c = rows_[i].sync ? gpu_sync_color() : category_color(b.category);
       if (b.count > 1) c = c.lighter(130);  // folded: a run of sub-pixel ops
       p.fillRect(r, c);
       if (b.category != sessions::OpCategory::comm || b.count > 1) continue;
@@ -392,9 +393,17 @@ void TimelineWidget::select(std::optional<OpRef> r, bool centre) {
   emit selection_changed();
 }
 
+bool TimelineWidget::has_sync_rows() const {
+  return std::any_of(rows_.begin(), rows_.end(), [](const Row& r) { return r.sync; });
+}
+
 QString TimelineWidget::row_tooltip(size_t row) const {
   const Row& r = rows_[row];
-  const QString full = QString("rank %1 %2").arg(r.rank).arg(r.lane_name);
+  QString full = QString("rank %1 %2").arg(r.rank).arg(r.lane_name);
+  if (r.sync)
+    full += " (host thread waiting for the GPU)";
+  else if (is_gpu_lane(r.lane_name.toStdString()))
+    full += " (a CUDA stream, as CUPTI saw it)";
   return full == r.label ? full : r.label + "\n" + full;
 }
 
