@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "charts/colors.h"
+#include "core/kernel_name.h"
 #include "core/lane_labels.h"
 #include "embedscope/engine/sharding/sharding.h"  // format_bytes
 #include "embedscope/sessions/model/did_not_end.h"
@@ -410,8 +411,11 @@ QString TimelineWidget::row_tooltip(size_t row) const {
 QString TimelineWidget::details(OpRef r) const {
   const auto& o = op(r);
   const auto& row = rows_[r.row];
+  const std::string& whole = session_->name(o.name_id);
+  const std::string short_name = short_kernel_name(whole);
   QString html = QString("<b>%1</b><br>rank %2, %3 lane, %4<br>%5<br>start %6<br>duration %7")
-                     .arg(QString::fromStdString(session_->name(o.name_id)).toHtmlEscaped())
+                     .arg(QString::fromStdString(short_name).toHtmlEscaped() +
+                          (short_name == whole ? QString() : "</b><br><small>" + QString::fromStdString(whole).toHtmlEscaped() + "</small><b>"))
                      .arg(o.rank)
                      .arg(row.lane_name.toHtmlEscaped())
                      .arg(sessions::to_string(o.category))
@@ -595,7 +599,7 @@ QString TimelineWidget::op_tooltip(OpRef r) const {
   const std::string& name = session_->name(o.name_id);
   const bool unfinished = sessions::did_not_end(o.start_ns, o.end_ns, name);
   QString tip = QString("%1\nrank %2, %3 lane, %4\nstart %5, %6")
-                    .arg(QString::fromStdString(std::string(unfinished ? sessions::without_did_not_end(name) : name)))
+                    .arg(QString::fromStdString(short_kernel_name(std::string(unfinished ? sessions::without_did_not_end(name) : name))))
                     .arg(o.rank)
                     .arg(rows_[r.row].lane_name)
                     .arg(sessions::to_string(o.category))
@@ -603,6 +607,7 @@ QString TimelineWidget::op_tooltip(OpRef r) const {
                     .arg(unfinished ? QString("did not end (the profiler never saw it end: no duration, counted as no time)")
                                     : "duration " + QString::fromStdString(format_duration(o.end_ns - o.start_ns)));
   tip += "\n" + QString::fromStdString(step_name(o.step, warmup_steps_, imported_));
+  if (const std::string s = short_kernel_name(name); s != name) tip += "\nfull name: " + QString::fromStdString(name);
   if (o.bytes) tip += QString("\n%1 bytes, sequence %2").arg(o.bytes).arg(o.correlation);
   if (const int64_t wait = setup_wait_ns(r); wait > 0)
     tip += QString("\nset-up wait %1 (not exposed communication)").arg(QString::fromStdString(format_duration(wait)));
