@@ -14,6 +14,7 @@
 #include "charts/legend.h"
 #include "core/lane_labels.h"
 #include "embedscope/sessions/store/session.h"
+#include "timeline/timeline_stack.h"
 #include "timeline/timeline_view.h"
 #include "timeline/timeline_widget.h"
 
@@ -90,5 +91,9 @@ TEST(GpuLanes, SyncWaitsHaveTheirOwnColourAndLegendEntry) {
   const auto cpu = timeline_legend();  // a session without a gpu_sync lane
   EXPECT_EQ(cpu.size() + 1, entries.size());
   EXPECT_EQ(std::count_if(cpu.begin(), cpu.end(), [](const LegendEntry& e) { return e.label == "GPU sync wait"; }), 0);
+  // the compare Timelines page shows the same legend, with the sync entry for a GPU session
+  TimelineStack stack({{"A", session}}, 0);
+  const auto& stacked = stack.legend()->entries();
+  EXPECT_EQ(stacked, entries);
   std::filesystem::remove(path);
 }
