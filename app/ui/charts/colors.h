@@ -32,6 +32,11 @@ inline QColor hidden_comm_color() { return QColor(0xf4, 0xb4, 0xb4); }
 /// for a slower rank's set-up) is drawn in this tan, not as exposed communication.
 inline QColor setup_wait_color() { return QColor(0xc8, 0xb0, 0x7a); }
 
+/// The host's waits for the GPU (the `gpu_sync` lane: cudaStreamSynchronize,
+/// cudaDeviceSynchronize; stored as category `other`) are drawn in this slate blue-grey, not in
+/// other's olive, and have their own legend entry (tester38 #13).
+inline QColor gpu_sync_color() { return QColor(0x5b, 0x6b, 0x8c); }
+
 /// The marker at the collective a hung run timed out in: a cyan no category uses, so that it
 /// stands out on the red of exposed communication (on light and dark palettes).
 inline QColor hang_marker_color() { return QColor(0x00, 0xb4, 0xe6); }

@@ -14,9 +14,9 @@ namespace {
 constexpr int kSwatch = 12, kGap = 4, kSpacing = 14;
 }
 
-std::vector<LegendEntry> timeline_legend() {
+std::vector<LegendEntry> timeline_legend(bool gpu_sync) {
   using sessions::OpCategory;
-  return {
+  std::vector<LegendEntry> out = {
       {"input", category_color(OpCategory::input), "input batches: reading, bucketizing, permuting ids"},
       {"lookup", category_color(OpCategory::lookup), "embedding lookups (forward)"},
       {"dense", category_color(OpCategory::dense), "dense layers, interaction, loss"},
@@ -31,6 +31,10 @@ std::vector<LegendEntry> timeline_legend() {
        "a run of ops narrower than a pixel, drawn as one lighter box (zoom in to see them)"},
       {"critical path", critical_path_color(), "the ops that bounded each step (P)", true},
   };
+  if (gpu_sync)  // after memcpy
+    out.insert(out.begin() + 8, {"GPU sync wait", gpu_sync_color(),
+                                 "the host thread waits for the GPU (cudaStreamSynchronize, cudaDeviceSynchronize)"});
+  return out;
 }
 
 ColourLegend::ColourLegend(std::vector<LegendEntry> entries, QWidget* parent) : QWidget(parent), entries_(std::move(entries)) {

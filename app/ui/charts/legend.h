@@ -21,8 +21,9 @@ struct LegendEntry {
 
 /// The timeline's entries: the op categories (communication split into exposed and hidden),
 /// set-up waits, folded runs of sub-pixel ops and the critical path, in that order, with the
-/// colours the timeline paints (colors.h).
-std::vector<LegendEntry> timeline_legend();
+/// colours the timeline paints (colors.h). With `gpu_sync` (a session with a `gpu_sync` lane) a
+/// "GPU sync wait" entry (gpu_sync_color) follows "memcpy".
+std::vector<LegendEntry> timeline_legend(bool gpu_sync = false);
 
 class ColourLegend : public QWidget {
   Q_OBJECT

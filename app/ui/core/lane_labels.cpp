@@ -1,6 +1,7 @@
 #include "core/lane_labels.h"
 
 #include <map>
+#include <set>
 
 namespace embedscope::ui {
 
@@ -26,7 +27,15 @@ std::string before_bracket(const std::string& s) {
 }
 }  // namespace
 
+bool is_gpu_lane(const std::string& lane) {
+  return lane == "gpu_compute" || lane == "gpu_comm" || lane == "gpu_copy" || lane == "gpu_sync";
+}
+
 std::string short_lane_name(const std::string& lane) {
+  if (lane == "gpu_compute") return "GPU compute stream";
+  if (lane == "gpu_comm") return "GPU comm stream";
+  if (lane == "gpu_copy") return "GPU copy stream";
+  if (lane == "gpu_sync") return "GPU sync waits";
   if (lane.rfind("thread ", 0) == 0)
     if (std::string name = innermost(lane); !name.empty()) return name;
   std::string out = before_bracket(lane);
@@ -38,9 +47,16 @@ std::vector<std::string> lane_labels(const std::vector<LaneLabelInput>& rows) {
   auto label = [](const LaneLabelInput& r, const std::string& name) {
     return "rank " + std::to_string(r.rank) + " " + name + (r.overlapping ? " (overlap)" : "");
   };
+  std::set<int32_t> gpu_ranks;  // their host threads say "host"
+  for (const auto& r : rows)
+    if (is_gpu_lane(r.lane)) gpu_ranks.insert(r.rank);
+  auto name_of = [&](const LaneLabelInput& r) {
+    const bool host = gpu_ranks.count(r.rank) && (r.lane == "compute" || r.lane == "comm");
+    return host ? "host " + r.lane : short_lane_name(r.lane);
+  };
   std::vector<std::string> out;
   std::map<std::string, int> count;
-  for (const auto& r : rows) count[out.emplace_back(label(r, short_lane_name(r.lane)))]++;
+  for (const auto& r : rows) count[out.emplace_back(label(r, name_of(r)))]++;
   for (size_t i = 0; i < rows.size(); ++i) {  // alike: say more
     if (count[out[i]] < 2) continue;
     const std::string id = thread_id(rows[i].lane);

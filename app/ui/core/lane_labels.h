@@ -18,6 +18,7 @@ struct LaneLabelInput {
   bool overlapping = false;
 };
 
+
 /// The short name of a lane (no rank), the part that tells lanes apart:
 ///   "stream 7 (cuda:0 NVIDIA A100-PG509-200)"            -> "stream 7"
 ///   "annotations of stream 40 (device 0)"                -> "annot. stream 40"
@@ -25,13 +26,23 @@ struct LaneLabelInput {
 ///   "thread 30156 (test_matmul)"                         -> "test_matmul"
 ///   "thread -549452224 (pid 2910249)"                    -> "pid 2910249"
 ///   "compute" (an engine run's lane)                     -> "compute"
+///   "gpu_compute" / "gpu_comm" / "gpu_copy" (a GPU rank's CUDA streams, CUPTI)
+///                                   -> "GPU compute stream" / "GPU comm stream" / "GPU copy stream"
+///   "gpu_sync" (the host's waits for the GPU: cudaStreamSynchronize etc.) -> "GPU sync waits"
 /// Anything else loses its first " (...)" and what follows it.
 std::string short_lane_name(const std::string& lane);
 
+/// True for the lanes an engine GPU rank records besides its host threads: "gpu_compute",
+/// "gpu_comm", "gpu_copy" (streams) and "gpu_sync" (host waits for the GPU).
+bool is_gpu_lane(const std::string& lane);
+
 /// One label per row, in order: "rank R <short_lane_name>", plus " (overlap)" on an overflow
-/// row. Where two rows' labels would be the same, each of them says more: a thread lane its id
-/// after its name ("rank 1 python3.8 2568503"), any other lane its whole name; rows still alike
-/// (two lanes of the same name) end in " #L", L counting them from 1 in row order. Cost:
+/// row. On a rank that has GPU lanes (is_gpu_lane) its host threads "compute" / "comm" read
+/// "host compute" / "host comm", so that host threads and GPU streams are told apart (tester38
+/// #13): "rank 0 host compute", "rank 0 GPU compute stream", "rank 0 GPU sync waits".
+/// Where two rows' labels would be the same, each of them says more: a thread lane its id after
+/// its name ("rank 1 python3.8 2568503"), any other lane its whole name; rows still alike (two
+/// lanes of the same name) end in " #L", L counting them from 1 in row order. Cost:
 /// O(rows log rows).
 std::vector<std::string> lane_labels(const std::vector<LaneLabelInput>& rows);
 

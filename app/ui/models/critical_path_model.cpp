@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "embedscope/engine/sharding/sharding.h"  // format_bytes
+#include "core/kernel_name.h"
 #include "core/timeline_math.h"
 #include "embedscope/sessions/model/units.h"
 
@@ -17,8 +18,10 @@ QVariant duration(int64_t ns, int role) {
 CriticalPathModel::CriticalPathModel(const sessions::RunStats& stats, const sessions::SessionReader& session,
                                      QObject* parent)
     : QAbstractTableModel(parent), entries_(stats.critical_path) {
-  for (const auto& e : entries_)
+  for (const auto& e : entries_) {
     names_ << (e.name_id < 0 ? QString("(gap: untraced)") : QString::fromStdString(session.name(e.name_id)));
+    short_names_ << QString::fromStdString(short_kernel_name(names_.back().toStdString()));
+  }
 }
 
 int CriticalPathModel::rowCount(const QModelIndex& parent) const {
@@ -28,12 +31,12 @@ int CriticalPathModel::rowCount(const QModelIndex& parent) const {
 QVariant CriticalPathModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= rowCount() || index.column() >= ColumnCount) return {};
   const auto& e = entries_[static_cast<size_t>(index.row())];
-  if (role == Qt::ToolTipRole && index.column() == 0) return data(index, Qt::DisplayRole);  // a long name, whole
+  if (role == Qt::ToolTipRole && index.column() == 0) return names_[index.row()];  // a long kernel name, whole
   if (role == Qt::TextAlignmentRole)
     return int((index.column() <= Category ? Qt::AlignLeft : Qt::AlignRight) | Qt::AlignVCenter);
   if (role != Qt::DisplayRole && role != Qt::UserRole) return {};
   switch (index.column()) {
-    case Op: return names_[index.row()];
+    case Op: return short_names_[index.row()];
     case Category: return e.name_id < 0 ? QString("-") : QString(sessions::to_string(e.category));
     case OnPath: return duration(e.ns, role);
     case Share: return role == Qt::UserRole ? QVariant(e.share) : QString::number(100 * e.share, 'f', 1) + " %";
@@ -60,7 +63,10 @@ CollectiveTimesModel::CollectiveTimesModel(const sessions::RunStats& stats, cons
                                            QObject* parent)
     : QAbstractTableModel(parent), rows_(stats.collectives), steps_(std::max<int64_t>(1, stats.steps)),
       bytes_unknown_(collective_bytes_unknown(session)) {
-  for (const auto& c : rows_) names_ << QString::fromStdString(session.name(c.name_id));
+  for (const auto& c : rows_) {
+    names_ << QString::fromStdString(session.name(c.name_id));
+    short_names_ << QString::fromStdString(short_kernel_name(names_.back().toStdString()));
+  }
 }
 
 int CollectiveTimesModel::rowCount(const QModelIndex& parent) const {
@@ -70,11 +76,11 @@ int CollectiveTimesModel::rowCount(const QModelIndex& parent) const {
 QVariant CollectiveTimesModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= rowCount() || index.column() >= ColumnCount) return {};
   const auto& c = rows_[static_cast<size_t>(index.row())];
-  if (role == Qt::ToolTipRole && index.column() == Name) return data(index, Qt::DisplayRole);
+  if (role == Qt::ToolTipRole && index.column() == Name) return names_[index.row()];  // whole
   if (role == Qt::TextAlignmentRole) return int((index.column() == Name ? Qt::AlignLeft : Qt::AlignRight) | Qt::AlignVCenter);
   if (role != Qt::DisplayRole && role != Qt::UserRole) return {};
   switch (index.column()) {
-    case Name: return names_[index.row()];
+    case Name: return short_names_[index.row()];
     case Count: {
       const double per_step = static_cast<double>(c.count) / static_cast<double>(steps_);
       return role == Qt::UserRole ? QVariant(per_step) : QString::number(per_step, 'f', 1);

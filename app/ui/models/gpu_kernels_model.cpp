@@ -1,11 +1,17 @@
 #include "models/gpu_kernels_model.h"
 
+#include "embedscope/sessions/model/units.h"
+
 namespace embedscope::ui {
 
 namespace {
-// HTA prints whole microseconds; sub-us figures (exact ns of engine sessions) keep 3 decimals.
-QString us(int64_t ns) {
-  return ns % 1000 == 0 ? QString("%1 us").arg(ns / 1000) : QString("%1 us").arg(static_cast<double>(ns) / 1000.0, 0, 'f', 3);
+// The UI's durations (format_duration: "879.90 ms", "1.5 us"), not HTA's raw microseconds
+// (tester38 #9); a part of the kernel time also says its share of it: "851.97 ms (96.8 %)".
+QString duration_text(int64_t ns, int64_t kernel_time_ns, bool share) {
+  QString out = QString::fromStdString(sessions::format_duration(ns));
+  if (share && kernel_time_ns > 0)
+    out += QString(" (%1 %)").arg(100.0 * static_cast<double>(ns) / static_cast<double>(kernel_time_ns), 0, 'f', 1);
+  return out;
 }
 }  // namespace
 
@@ -15,13 +21,15 @@ QVariant GpuKernelsModel::data(const QModelIndex& index, int role) const {
   if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
   if (role != Qt::DisplayRole && role != Qt::UserRole) return {};
   const bool raw = role == Qt::UserRole;
-  auto dur = [&](int64_t ns) -> QVariant { return raw ? QVariant::fromValue<qlonglong>(ns) : QVariant(us(ns)); };
+  auto dur = [&](int64_t ns, bool share = true) -> QVariant {
+    return raw ? QVariant::fromValue<qlonglong>(ns) : QVariant(duration_text(ns, f.kernel_time_ns, share));
+  };
   switch (index.column()) {
     case Rank: return f.rank;
     case Overlap:
       if (!f.has_comm) return raw ? QVariant() : QVariant(QString("no communication"));
       return raw ? QVariant(f.overlap_pct) : QVariant(QString::number(f.overlap_pct, 'f', 2) + " %");
-    case KernelTime: return dur(f.kernel_time_ns);
+    case KernelTime: return dur(f.kernel_time_ns, false);
     case Idle: return dur(f.idle_ns);
     case Compute: return dur(f.compute_ns);
     case NonCompute: return dur(f.non_compute_ns);

@@ -23,7 +23,9 @@ class GpuKernelsModel : public QAbstractTableModel {
   }
   int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : ColumnCount; }
   /// DisplayRole: text ("68.80 %", "no communication" for a rank without communication
-  /// kernels, durations in us as HTA prints them: "46910 us"); Qt::UserRole: the raw number
+  /// kernels; durations as the rest of the UI shows them (format_duration), idle, compute and
+  /// non-compute with their share of the kernel time: "628.37 ms", "46.91 ms (7.5 %)", "1.5 us");
+  /// Qt::UserRole: the raw number
   /// (ns, percent; invalid for "no communication"); ToolTipRole of a header: its definition.
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;

@@ -1,5 +1,6 @@
 #include "models/range_totals_model.h"
 
+#include "core/kernel_name.h"
 #include "embedscope/sessions/model/units.h"
 
 namespace embedscope::ui {
@@ -15,11 +16,12 @@ QVariant RangeTotalsModel::data(const QModelIndex& index, int role) const {
   const OpTotal& t = totals_[static_cast<size_t>(index.row())];
   if (role == Qt::TextAlignmentRole)
     return index.column() == Name ? int(Qt::AlignLeft | Qt::AlignVCenter) : int(Qt::AlignRight | Qt::AlignVCenter);
+  if (role == Qt::ToolTipRole && index.column() == Name) return QString::fromStdString(session_->name(t.name_id));  // whole
   const bool raw = role == Qt::UserRole;
   if (role != Qt::DisplayRole && !raw) return {};
   const double mean = t.count ? static_cast<double>(t.total_ns) / static_cast<double>(t.count) : 0.0;
   switch (index.column()) {
-    case Name: return QString::fromStdString(session_->name(t.name_id));
+    case Name: return QString::fromStdString(short_kernel_name(session_->name(t.name_id)));
     case Rank: return raw || t.rank >= 0 ? QVariant(t.rank) : QVariant(QString("all"));
     case Count: return QVariant::fromValue<qlonglong>(t.count);
     case Total: return raw ? QVariant::fromValue<qlonglong>(t.total_ns) : QString::fromStdString(format_duration(t.total_ns));

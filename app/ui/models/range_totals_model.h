@@ -27,7 +27,8 @@ class RangeTotalsModel : public QAbstractTableModel {
     return parent.isValid() ? 0 : static_cast<int>(totals_.size());
   }
   int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : ColumnCount; }
-  /// DisplayRole: text ("12.50 ms", "1.2 MiB"); Qt::UserRole: the raw number (ns, bytes, count;
+  /// DisplayRole: text ("12.50 ms", "1.2 MiB"; a kernel's name as short_kernel_name, whole in
+  /// the name's ToolTipRole); Qt::UserRole: the raw number (ns, bytes, count;
   /// rank -1 for all ranks; the mean in ns as a double).
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;

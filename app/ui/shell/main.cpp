@@ -5,6 +5,8 @@
 //                                                            (the memory view with its Replay run and
 //                                                            the largest block's details shown)
 //        embedscope-ui --compare A.db B.db [...]            a comparison tab
+//        embedscope-ui --compare A.db B.db [...] --report -o DIR   every page of the comparison
+//                                                            (Figures, Timelines, Memory) to DIR
 //        embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR]   a teaching scenario
 // --screenshot and --report work without a display (QT_QPA_PLATFORM=offscreen). Where there is
 // no display at all (no DISPLAY, no WAYLAND_DISPLAY, QT_QPA_PLATFORM unset), `embedscope-ui
@@ -29,6 +31,7 @@
 #include "jobs/import_job.h"
 #include "shell/main_window.h"
 #include "shell/report_layout.h"
+#include "views/compare_view.h"
 #include "views/memory_view.h"
 
 namespace {
@@ -61,13 +64,14 @@ QString open_and_wait(embedscope::ui::MainWindow& w, const QString& path) {
   return import_error;
 }
 
-// Renders each view of the session's tab (a trace given is imported first) to DIR and writes
-// DIR/index.html around them.
-int report(embedscope::ui::MainWindow& w, const QString& session, const QString& dir) {
-  if (const QString err = open_and_wait(w, session); !err.isEmpty()) return fail(err);
-  if (w.tabs()->count() == 0) return fail(session + ": nothing was opened");
+// Renders each page of the window's current tab (a session's views, or a comparison's pages) to
+// DIR/<page>.png and writes DIR/index.html around them; `kind` heads the page ("report",
+// "comparison").
+int write_report(embedscope::ui::MainWindow& w, const QString& dir, const QString& kind) {
   if (!QDir().mkpath(dir)) return fail(dir + ": cannot create the report folder");
   auto* views = qobject_cast<QTabWidget*>(w.tabs()->currentWidget());
+  if (auto* cmp = qobject_cast<embedscope::ui::CompareView*>(w.tabs()->currentWidget())) views = cmp->pages();
+  if (!views) return fail("the current tab has no pages to report");
   w.resize(1600, 900);
   w.show();
   QString body;
@@ -102,14 +106,30 @@ int report(embedscope::ui::MainWindow& w, const QString& session, const QString&
   QFile html(dir + "/index.html");
   if (!html.open(QIODevice::WriteOnly | QIODevice::Text)) return fail(html.fileName() + ": cannot write");
   // the session's tab title: its file name with the window's marks ("[SIMULATED]", "[imported]")
-  const QString title = w.tabs()->tabText(w.tabs()->currentIndex()).toHtmlEscaped();
-  QTextStream(&html) << "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Embedscope report: " << title
+  QString title = w.tabs()->tabText(w.tabs()->currentIndex()).toHtmlEscaped();
+  if (title.startsWith("compare: ")) title = title.mid(9);  // "Embedscope comparison: a.db | b.db"
+  QTextStream(&html) << "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Embedscope " << kind << ": " << title
                      << "</title>\n"
                      << "<style>body{font-family:sans-serif;margin:2em}img{max-width:100%;border:1px solid #ccc}</style>"
-                     << "</head><body>\n<h1>Embedscope report: " << title << "</h1>\n" << body << "</body></html>\n";
+                     << "</head><body>\n<h1>Embedscope " << kind << ": " << title << "</h1>\n" << body << "</body></html>\n";
   std::fprintf(stderr, "wrote %s/index.html\n", qPrintable(dir));
   if (!errors.isEmpty()) return fail(errors.join("\nerror: "));  // exit 2, as the CLI for the same file
   return 0;
+}
+
+// The report of one session (a trace given is imported first): write_report of its tab.
+int report(embedscope::ui::MainWindow& w, const QString& session, const QString& dir) {
+  if (const QString err = open_and_wait(w, session); !err.isEmpty()) return fail(err);
+  if (w.tabs()->count() == 0) return fail(session + ": nothing was opened");
+  return write_report(w, dir, "report");
+}
+
+// The report of a comparison (tester38 #15): every page of the compare tab (Figures, Timelines,
+// Memory) as DIR/<page>.png and DIR/index.html, as a session's report.
+int compare_report(embedscope::ui::MainWindow& w, const QStringList& sessions, const QString& dir) {
+  if (const QString err = w.open_compare(sessions, true); !err.isEmpty()) return fail("--compare: " + err);
+  if (!qobject_cast<embedscope::ui::CompareView*>(w.tabs()->currentWidget())) return fail("--compare: nothing was opened");
+  return write_report(w, dir, "comparison");
 }
 
 // Qt's offscreen platform warns about window features it lacks; rendering to files needs none.
@@ -176,6 +196,7 @@ int main(int argc, char** argv) {
                   "       embedscope-ui SESSION.db... --screenshot FILE.png\n"
                   "       embedscope-ui --report SESSION.db -o DIR      every view as PNG + index.html\n"
                   "       embedscope-ui --compare A.db B.db [...]       compare sessions side by side\n"
+                  "       embedscope-ui --compare A.db B.db --report -o DIR   every compare page as PNG + index.html\n"
                   "       embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR]\n"
                   "                                                     a teaching scenario (sessions DIR/ID-0.db, ...)\n"
                   "(--screenshot and --report need no display; without any display,\n"
@@ -195,7 +216,7 @@ int main(int argc, char** argv) {
   embedscope::ui::MainWindow w;
   QString screenshot, report_session, report_dir, scenario, scenario_sessions;
   QStringList sessions;
-  bool compare = false;
+  bool compare = false, report_flag = false;
   const QStringList args = QApplication::arguments().mid(1);
   for (int i = 0; i < args.size(); ++i) {
     const QString& a = args[i];
@@ -206,7 +227,8 @@ int main(int argc, char** argv) {
     if (a == "--screenshot") {
       if ((screenshot = value()).isEmpty()) return fail("--screenshot needs a file name");
     } else if (a == "--report") {
-      if ((report_session = value()).isEmpty()) return fail("--report needs a session file");
+      report_flag = true;  // its session: the next argument, or (with --compare) the sessions compared
+      report_session = value();
     } else if (a == "--compare") {
       compare = true;
     } else if (a == "--scenario") {
@@ -220,6 +242,16 @@ int main(int argc, char** argv) {
     } else {
       sessions << a;
     }
+  }
+  if (report_flag && compare) {
+    if (report_dir.isEmpty()) return fail("--compare --report needs -o DIR");
+    if (!report_session.isEmpty()) sessions.prepend(report_session);
+    if (sessions.size() < 2) return fail("--compare --report needs two or more session files");
+    return compare_report(w, sessions, report_dir);
+  }
+  if (report_flag && report_session.isEmpty()) {
+    if (sessions.size() != 1) return fail("--report needs a session file");
+    report_session = sessions.takeFirst();  // `--report -o DIR SESSION.db`
   }
   if (!report_session.isEmpty()) {
     if (report_dir.isEmpty()) return fail("--report needs -o DIR");

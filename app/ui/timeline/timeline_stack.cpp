@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 
+#include "charts/legend.h"
 #include "core/timeline_math.h"
 #include "embedscope/sessions/analysis/step_windows.h"
 #include "jobs/analysis_job.h"
@@ -46,6 +47,10 @@ TimelineStack::TimelineStack(const std::vector<LabelledSession>& sessions, int64
     connect(w, &TimelineWidget::view_changed, this, [this, i] { sync_from(i); });
   }
   layout->addStretch(1);
+  // the colours, as the single timeline shows them (GPU sync waits where a session has them)
+  const bool sync = std::any_of(timelines_.begin(), timelines_.end(), [](const TimelineWidget* t) { return t->has_sync_rows(); });
+  legend_ = new ColourLegend(timeline_legend(sync), this);
+  layout->insertWidget(0, legend_);
   align_to_step(align_step);
   // A run that ended inside a step has no row for it: its window comes from a pass over every
   // op (sessions::step_windows), off the GUI thread; a complete run's windows are its table's.

@@ -14,6 +14,7 @@
 namespace embedscope::ui {
 
 class TimelineWidget;
+class ColourLegend;
 
 /// The timelines of N sessions one above the other on one time scale: each session is shifted
 /// so that the chosen step starts at 0 in all of them (sessions::align_offsets), and zooming or panning
@@ -28,6 +29,9 @@ class TimelineStack : public QWidget {
   TimelineStack(const std::vector<LabelledSession>& sessions, int64_t align_step, QWidget* parent = nullptr);
   size_t size() const { return timelines_.size(); }
   TimelineWidget* timeline(size_t i) { return timelines_[i]; }
+  /// The colour legend above the timelines (timeline_legend; with "GPU sync wait" where a
+  /// session has a gpu_sync lane).
+  ColourLegend* legend() { return legend_; }
   /// Offset (ns) subtracted from session i's times to get the shared, aligned time.
   int64_t offset(size_t i) const { return offsets_[i]; }
   int64_t align_step() const { return align_step_; }
@@ -43,6 +47,7 @@ class TimelineStack : public QWidget {
  private:
   void sync_from(size_t i);
   std::vector<TimelineWidget*> timelines_;
+  ColourLegend* legend_ = nullptr;
   std::vector<std::vector<sessions::StepMetric>> steps_;
   std::vector<std::pair<int64_t, int64_t>> extents_;  // each session's own [first, last] ns
   std::vector<int64_t> offsets_;

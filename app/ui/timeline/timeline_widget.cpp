@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "charts/colors.h"
+#include "core/kernel_name.h"
 #include "core/lane_labels.h"
 #include "embedscope/engine/sharding/sharding.h"  // format_bytes
 #include "embedscope/sessions/model/did_not_end.h"
@@ -71,7 +72,8 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
     if (l.kind == "stream") stream_ranks.insert(l.rank);
   auto add_row = [&](const sessions::LaneInfo& l, const QString& lane, std::vector<sessions::OpRecord> lane_ops) {
     LaneIndex index(lane_ops);
-    rows_.push_back({l.rank, l.lane, lane, QString("rank %1 %2").arg(l.rank).arg(lane), std::move(lane_ops), std::move(index), {}});
+    rows_.push_back({l.rank, l.lane, lane, QString("rank %1 %2").arg(l.rank).arg(lane), std::move(lane_ops), std::move(index), {},
+                     l.kind == "sync" || l.name == "gpu_sync"});
     const auto& ops = rows_.back().ops;
     // ops that did not end: marked; inside the extent, so that one can pan to a marker outside
     // the valid events' range, but not busy time or communication
@@ -218,7 +220,7 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     const auto& compute = compute_[rows_[i].rank];
     for (const LaneBox& b : fold_lane(rows_[i].ops, rows_[i].index, scale_)) {
       const QRectF r(kGutter + b.x0, y + 3, std::max(1.0, b.x1 - b.x0), kRowHeight - 6);
-      QColor c = category_color(b.category);
+      QColor c = rows_[i].sync ? gpu_sync_color() : category_color(b.category);
       if (b.count > 1) c = c.lighter(130);  // folded: a run of sub-pixel ops
       p.fillRect(r, c);
       if (b.category != sessions::OpCategory::comm || b.count > 1) continue;
@@ -392,17 +394,28 @@ void TimelineWidget::select(std::optional<OpRef> r, bool centre) {
   emit selection_changed();
 }
 
+bool TimelineWidget::has_sync_rows() const {
+  return std::any_of(rows_.begin(), rows_.end(), [](const Row& r) { return r.sync; });
+}
+
 QString TimelineWidget::row_tooltip(size_t row) const {
   const Row& r = rows_[row];
-  const QString full = QString("rank %1 %2").arg(r.rank).arg(r.lane_name);
+  QString full = QString("rank %1 %2").arg(r.rank).arg(r.lane_name);
+  if (r.sync)
+    full += " (host thread waiting for the GPU)";
+  else if (is_gpu_lane(r.lane_name.toStdString()))
+    full += " (a CUDA stream, as CUPTI saw it)";
   return full == r.label ? full : r.label + "\n" + full;
 }
 
 QString TimelineWidget::details(OpRef r) const {
   const auto& o = op(r);
   const auto& row = rows_[r.row];
+  const std::string& whole = session_->name(o.name_id);
+  const std::string short_name = short_kernel_name(whole);
   QString html = QString("<b>%1</b><br>rank %2, %3 lane, %4<br>%5<br>start %6<br>duration %7")
-                     .arg(QString::fromStdString(session_->name(o.name_id)).toHtmlEscaped())
+                     .arg(QString::fromStdString(short_name).toHtmlEscaped() +
+                          (short_name == whole ? QString() : "</b><br><small>" + QString::fromStdString(whole).toHtmlEscaped() + "</small><b>"))
                      .arg(o.rank)
                      .arg(row.lane_name.toHtmlEscaped())
                      .arg(sessions::to_string(o.category))
@@ -586,7 +599,7 @@ QString TimelineWidget::op_tooltip(OpRef r) const {
   const std::string& name = session_->name(o.name_id);
   const bool unfinished = sessions::did_not_end(o.start_ns, o.end_ns, name);
   QString tip = QString("%1\nrank %2, %3 lane, %4\nstart %5, %6")
-                    .arg(QString::fromStdString(std::string(unfinished ? sessions::without_did_not_end(name) : name)))
+                    .arg(QString::fromStdString(short_kernel_name(std::string(unfinished ? sessions::without_did_not_end(name) : name))))
                     .arg(o.rank)
                     .arg(rows_[r.row].lane_name)
                     .arg(sessions::to_string(o.category))
@@ -594,6 +607,7 @@ QString TimelineWidget::op_tooltip(OpRef r) const {
                     .arg(unfinished ? QString("did not end (the profiler never saw it end: no duration, counted as no time)")
                                     : "duration " + QString::fromStdString(format_duration(o.end_ns - o.start_ns)));
   tip += "\n" + QString::fromStdString(step_name(o.step, warmup_steps_, imported_));
+  if (const std::string s = short_kernel_name(name); s != name) tip += "\nfull name: " + QString::fromStdString(name);
   if (o.bytes) tip += QString("\n%1 bytes, sequence %2").arg(o.bytes).arg(o.correlation);
   if (const int64_t wait = setup_wait_ns(r); wait > 0)
     tip += QString("\nset-up wait %1 (not exposed communication)").arg(QString::fromStdString(format_duration(wait)));

@@ -34,7 +34,7 @@ class TimelineWidget : public QWidget {
   explicit TimelineWidget(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent = nullptr);
   TimeScale& scale() { return scale_; }
   /// Geometry: the first pixel column of the time area and the y of a row.
-  static constexpr int kGutter = 190;  // "rank 0 annot. stream 40", "rank 1 python3.8 2568503" whole
+  static constexpr int kGutter = 210;  // "rank 0 annot. stream 40", "rank 1 python3.8 2568503", "rank 0 GPU compute stream" whole
   static constexpr int kAxis = 24;
   static constexpr int kRowHeight = 22;
   int row_y(size_t row) const { return kAxis + static_cast<int>(row) * kRowHeight; }
@@ -100,6 +100,8 @@ class TimelineWidget : public QWidget {
   /// A hung session's collective that timed out (hung_op of the end message), drawn outlined
   /// with a dashed line at its end and "timed out"; nullopt for other sessions.
   std::optional<OpRef> hung() const { return hung_; }
+  /// Whether a row is a `gpu_sync` lane (host waits for the GPU, drawn in gpu_sync_color).
+  bool has_sync_rows() const;
   /// How much of a communication op is set-up wait, ns (0 for other ops).
   int64_t setup_wait_ns(OpRef op) const;
   /// The live rebalances of the session (core/rebalance_marks.h), drawn as a line across the
@@ -147,6 +149,7 @@ class TimelineWidget : public QWidget {
     std::vector<sessions::OpRecord> ops;
     LaneIndex index{ops};  // built from ops (declared before it)
     std::vector<size_t> did_not_end;  // indices into ops of the ops that did not end, by start
+    bool sync = false;  // the gpu_sync lane: host waits for the GPU, drawn in gpu_sync_color
   };
   enum class Nav { jump, zoom, pan };
   // Records the current view in the history; successive zooms (or pans) are one entry.

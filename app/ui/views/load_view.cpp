@@ -17,6 +17,8 @@
 
 #include <qcustomplot.h>
 
+#include <cstdlib>
+
 namespace embedscope::ui {
 
 namespace {
@@ -145,6 +147,14 @@ LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidg
   grid->setRowStretch(4, 2);
   grid->setRowStretch(6, 1);
   for (auto* plot : {shard_plot_, step_plot_, imbalance_plot_, rank_plot_, row_plot_}) plot->setMinimumSize(320, 200);
+  // compact plots however tall the window (a report grows it to show the input table whole):
+  // the heatmaps at most kMaxRankRowPx per rank, the charts kMaxChartPx; the tables take the rest
+  const int ranks = session_ ? std::max(static_cast<int>(session_->ranks().size()),
+                                        std::atoi(session_->meta("world_size", "1").c_str()))
+                             : 1;
+  for (auto* plot : {shard_plot_, step_plot_}) plot->setMaximumHeight(heatmap_max_height(ranks));
+  for (auto* plot : {imbalance_plot_, rank_plot_}) plot->setMaximumHeight(kMaxChartPx);
+  row_plot_->setMaximumHeight(kMaxChartPx + 40);
   // the aggregated plots follow the palette from the start, also while their figures are computed
   for (auto* plot : {shard_plot_, step_plot_, imbalance_plot_, rank_plot_}) follow_palette(plot);
   connect(metric_box_, &QComboBox::currentIndexChanged, this,

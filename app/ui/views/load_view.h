@@ -7,6 +7,7 @@
 
 #include <QWidget>
 
+#include <algorithm>
 #include <memory>
 
 #include "embedscope/sessions/store/session.h"
@@ -36,6 +37,18 @@ class LoadView : public QWidget {
   const sessions::LoadData& data() const { return data_; }
   AnalysisJob* job() { return job_; }
   QCustomPlot* shard_map() { return shard_plot_; }
+  QCustomPlot* step_map() { return step_plot_; }
+  QCustomPlot* imbalance_plot() { return imbalance_plot_; }
+  /// The most pixels a rank's row of a heatmap gets (tester38 #14: a report window grown for
+  /// the input table stretched each row of a 4-rank heatmap to ~570 px).
+  static constexpr int kMaxRankRowPx = 48;
+  /// The tallest a rank x column heatmap is drawn for `ranks` ranks: its title and rotated
+  /// column names (kHeatmapChromePx) plus kMaxRankRowPx per rank; at least the plots' minimum
+  /// height, 200 px. 4 ranks: 150 + 192 = 342 px.
+  static constexpr int kHeatmapChromePx = 150;
+  static int heatmap_max_height(int ranks) { return std::max(200, kHeatmapChromePx + kMaxRankRowPx * std::max(1, ranks)); }
+  /// The tallest the imbalance line and per-rank bar charts are drawn (px).
+  static constexpr int kMaxChartPx = 320;
   /// Shows the row histogram of table `table` (an index into the workload's tables).
   void set_table(int table);
   /// The histogram shown (empty buckets when the session has none: see row_note()).

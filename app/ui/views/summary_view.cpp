@@ -306,13 +306,13 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
     view->setModel(m);
     m->setParent(view);
     view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    // the name column: at most 40 characters wide (a C++ kernel name of an imported trace would
+    // the name column: at most 48 characters wide (a C++ kernel name of an imported trace would
     // push the figures out of view), elided in the middle, whole in its tooltip
     view->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Interactive);
     view->setTextElideMode(Qt::ElideMiddle);
     view->setWordWrap(false);
     view->resizeColumnToContents(0);
-    view->setColumnWidth(0, std::min(view->columnWidth(0), view->fontMetrics().averageCharWidth() * 40));
+    view->setColumnWidth(0, std::min(view->columnWidth(0), view->fontMetrics().averageCharWidth() * 48));  // a short kernel name whole
     view->verticalHeader()->hide();
     view->verticalHeader()->setDefaultSectionSize(view->fontMetrics().height() + 6);
     box->addWidget(caption);

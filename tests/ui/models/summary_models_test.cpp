@@ -51,12 +51,15 @@ TEST(GpuKernelsModel, HtaFiguresAndNoCommunication) {
   QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::Fatal);
   EXPECT_EQ(m.data(m.index(0, GpuKernelsModel::Overlap)).toString(), "68.80 %");
   EXPECT_DOUBLE_EQ(m.data(m.index(0, GpuKernelsModel::Overlap), Qt::UserRole).toDouble(), 68.8012);
-  EXPECT_EQ(m.data(m.index(0, GpuKernelsModel::Idle)).toString(), "46910 us");
-  EXPECT_EQ(m.data(m.index(0, GpuKernelsModel::Compute)).toString(), "429216 us");
+  // the UI's ms/us (tester38 #9), parts with their share of the kernel time (46.91 / 628.371 = 7.47 %)
+  EXPECT_EQ(m.data(m.index(0, GpuKernelsModel::KernelTime)).toString(), "628.37 ms");
+  EXPECT_EQ(m.data(m.index(0, GpuKernelsModel::Idle)).toString(), "46.91 ms (7.5 %)");
+  EXPECT_EQ(m.data(m.index(0, GpuKernelsModel::Compute)).toString(), "429.22 ms (68.3 %)");
+  EXPECT_EQ(m.data(m.index(0, GpuKernelsModel::NonCompute)).toString(), "152.25 ms (24.2 %)");
   EXPECT_EQ(m.data(m.index(0, GpuKernelsModel::NonCompute), Qt::UserRole).toLongLong(), 152'245'000);
   EXPECT_EQ(m.data(m.index(1, GpuKernelsModel::Overlap)).toString(), "no communication");  // never NaN
   EXPECT_FALSE(m.data(m.index(1, GpuKernelsModel::Overlap), Qt::UserRole).isValid());
-  EXPECT_EQ(m.data(m.index(1, GpuKernelsModel::Compute)).toString(), "1.500 us");
+  EXPECT_EQ(m.data(m.index(1, GpuKernelsModel::Compute)).toString(), "1.5 us");  // no kernel time: no share
   EXPECT_FALSE(m.headerData(GpuKernelsModel::Idle, Qt::Horizontal, Qt::ToolTipRole).toString().isEmpty());
 }
 
@@ -209,4 +212,21 @@ TEST(ShardingPlanModel, LowRankShardsShowTheirFactorBytes) {
       }
   EXPECT_TRUE(found);
   std::filesystem::remove(path);
+}
+
+// Tester38 #9: rank 0 of criteo_cuda4.db (H200) read "kernel time 879898.067 us idle 851972.463 us
+// compute 22069.081 us"; now the UI's ms with the share of kernel time (851972463 / 879898067 =
+// 96.83 %, 22069081 / 879898067 = 2.51 %).
+TEST(GpuKernelsModel, Cuda4FiguresInMillisecondsWithTheirShare) {
+  sessions::RankKernelFigures f;
+  f.kernel_time_ns = 879'898'067;
+  f.idle_ns = 851'972'463;
+  f.compute_ns = 22'069'081;
+  f.non_compute_ns = 5'856'523;
+  GpuKernelsModel m({f});
+  EXPECT_EQ(m.data(m.index(0, GpuKernelsModel::KernelTime)).toString(), "879.90 ms");
+  EXPECT_EQ(m.data(m.index(0, GpuKernelsModel::Idle)).toString(), "851.97 ms (96.8 %)");
+  EXPECT_EQ(m.data(m.index(0, GpuKernelsModel::Compute)).toString(), "22.07 ms (2.5 %)");
+  EXPECT_EQ(m.data(m.index(0, GpuKernelsModel::NonCompute)).toString(), "5.86 ms (0.7 %)");
+  EXPECT_EQ(m.data(m.index(0, GpuKernelsModel::Idle), Qt::UserRole).toLongLong(), 851'972'463);
 }

@@ -1,0 +1,72 @@
+#include "core/kernel_name.h"
+
+#include <vector>
+
+namespace embedscope::ui {
+
+namespace {
+constexpr const char* kAnon = "(anonymous namespace)";
+constexpr char kAnonMark = '\x01';  // stands for kAnon while the brackets are matched
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(' ');
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(' ') - b + 1);
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+}  // namespace
+
+std::string short_kernel_name(const std::string& name) {
+  std::string s = trim(name);
+  for (size_t at; (at = s.find(kAnon)) != std::string::npos;) s.replace(at, std::char_traits<char>::length(kAnon), 1, kAnonMark);
+  for (const char* q : {" const", " volatile", " &&", " &"})  // a member function's qualifiers
+    if (ends_with(s, q)) s = trim(s.substr(0, s.size() - std::char_traits<char>::length(q)));
+  if (s.empty() || s.back() != ')') return name;
+  // the parameter list: the bracket group that ends the name
+  size_t open = std::string::npos;
+  int depth = 0;
+  for (size_t i = s.size(); i-- > 0;) {
+    if (s[i] == ')') ++depth;
+    if (s[i] == '(' && --depth == 0) {
+      open = i;
+      break;
+    }
+  }
+  if (open == std::string::npos || open == 0 || s[open - 1] == ' ') return name;
+  const std::string head = s.substr(0, open);  // return type and qualified name with templates
+  // drop template argument lists (any depth) and find the return type's end: the last space
+  // outside template arguments
+  std::string bare;
+  depth = 0;
+  for (char c : head) {
+    if (c == '<') {
+      ++depth;
+    } else if (c == '>') {
+      if (--depth < 0) return name;
+    } else if (depth == 0) {
+      bare += c;
+    }
+  }
+  if (depth != 0) return name;
+  if (const size_t sp = bare.rfind(' '); sp != std::string::npos) bare = bare.substr(sp + 1);
+  // split into scopes; "(anonymous namespace)" back in its place
+  std::vector<std::string> scopes;
+  for (size_t from = 0;;) {
+    const size_t sep = bare.find("::", from);
+    scopes.push_back(bare.substr(from, sep == std::string::npos ? std::string::npos : sep - from));
+    if (sep == std::string::npos) break;
+    from = sep + 2;
+  }
+  for (auto& sc : scopes) {
+    if (sc.empty()) return name;
+    if (sc == std::string(1, kAnonMark)) sc = kAnon;
+  }
+  if (scopes.back() == kAnon) return name;
+  if (scopes.size() <= 2) return scopes.size() == 1 ? scopes[0] : scopes[0] + "::" + scopes[1];
+  return scopes.front() + "::...::" + scopes.back();
+}
+
+}  // namespace embedscope::ui

@@ -1,0 +1,56 @@
+// Tester38 #15: `embedscope-ui --compare A.db B.db --report -o DIR` writes every page of the
+// comparison (Figures, Timelines, Memory) as PNG and DIR/index.html, as a session's report;
+// before, it failed with "--report needs a session file".
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <QImage>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "ui/support/ui_fixtures.h"
+
+namespace {
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+}  // namespace
+
+TEST(CompareReport, WritesEveryComparePageAndAnIndex) {
+  const auto dir = std::filesystem::temp_directory_path() / ("es_cmp_report_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(embedscope::ui::fixtures::fixture_session(), dir / "a.db");
+  std::filesystem::copy_file(embedscope::ui::fixtures::fixture_session(), dir / "b.db");
+  const std::string ui = "QT_QPA_PLATFORM=offscreen " + std::string(EMBEDSCOPE_UI);
+  const std::string cmd = ui + " --compare " + (dir / "a.db").string() + " " + (dir / "b.db").string() + " --report -o " +
+                          (dir / "cmp").string() + " 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  for (const char* f : {"figures.png", "timelines.png", "memory.png"}) {
+    QImage img(QString::fromStdString((dir / "cmp" / f).string()));
+    EXPECT_EQ(img.width(), 1600) << f;  // the report's window width
+    EXPECT_GE(img.height(), 900) << f;
+  }
+  const std::string page = read_text(dir / "cmp" / "index.html");
+  EXPECT_NE(page.find("<title>Embedscope comparison: a.db | b.db</title>"), std::string::npos) << page.substr(0, 300);
+  const size_t figures = page.find("<img src=\"figures.png\""), timelines = page.find("<img src=\"timelines.png\""),
+               memory = page.find("<img src=\"memory.png\"");
+  ASSERT_NE(figures, std::string::npos);
+  ASSERT_NE(timelines, std::string::npos);
+  ASSERT_NE(memory, std::string::npos);
+  EXPECT_LT(figures, timelines);  // the tabs' order
+  EXPECT_LT(timelines, memory);
+  // one session is no comparison; no -o: a clear error, exit 2
+  const std::string one = ui + " --compare " + (dir / "a.db").string() + " --report -o " + (dir / "c2").string() + " 2>&1";
+  EXPECT_EQ(WEXITSTATUS(std::system((one + " >/dev/null").c_str())), 2);
+  const std::string no_dir = ui + " --compare " + (dir / "a.db").string() + " " + (dir / "b.db").string() + " --report 2>/dev/null";
+  EXPECT_EQ(WEXITSTATUS(std::system(no_dir.c_str())), 2);
+  EXPECT_FALSE(std::filesystem::exists(dir / "c2"));
+  std::filesystem::remove_all(dir);
+}
