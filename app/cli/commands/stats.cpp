@@ -17,6 +17,7 @@
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
+#include "embedscope/sessions/analysis/kernel_name.h"
 #include "embedscope/sessions/analysis/rebalance_effect.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
@@ -460,7 +461,8 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   // in --json
   constexpr size_t kMaxName = 72;
   const auto shown = [&](int32_t id) {
-    const std::string& n = session.name(id);
+    // the short name Nsight shows (tester38 #8: cut in its middle, a kernel lost its function name)
+    const std::string n = ss::short_kernel_name(session.name(id));
     if (n.size() <= kMaxName) return n;
     return n.substr(0, kMaxName / 2 - 2) + "..." + n.substr(n.size() - (kMaxName - kMaxName / 2 - 1));
   };

@@ -1,8 +1,8 @@
-#include "core/kernel_name.h"
+#include "embedscope/sessions/analysis/kernel_name.h"
 
 #include <vector>
 
-namespace embedscope::ui {
+namespace embedscope::sessions {
 
 namespace {
 constexpr const char* kAnon = "(anonymous namespace)";
@@ -69,4 +69,4 @@ std::string short_kernel_name(const std::string& name) {
   return scopes.front() + "::...::" + scopes.back();
 }
 
-}  // namespace embedscope::ui
+}  // namespace embedscope::sessions
