@@ -62,7 +62,7 @@ void SessionDrain::finish(const std::map<int32_t, RunningStep>& running) {
     std::lock_guard<std::mutex> lock(mu_);
     if (finished_) return;
     finished_ = true;
-    for (const auto& [rank, step] : running) placer_.set_running(rank, step);  // NOLINT: step is a RunningStep
+    for (const auto& [rank, run] : running) placer_.set_running(rank, run);
   }
   drain(true);
 }

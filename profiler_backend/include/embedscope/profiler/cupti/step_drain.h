@@ -23,7 +23,7 @@ namespace embedscope::profiler {
 /// The step a rank was in when it ended without ending it (a failed run), and when that step
 /// began on the run's clock (ns; -1: not known).
 struct RunningStep {
-  RunningStep(int64_t s = 0, int64_t start = -1) : step(s), start_ns(start) {}  // NOLINT: {rank, step} reads well
+  RunningStep(int64_t s = 0, int64_t start = -1) : step(s), start_ns(start) {}  // implicit: {rank, {step, start}} in a map
   int64_t step;
   int64_t start_ns;
 };
