@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -37,7 +38,11 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
   };
   const bool simulated = session.meta(meta::kSimulated, "0") == "1";
   std::map<int32_t, bool> seen_rank;
+  // a cuda run's synchronization waits (lane kind `sync`): Kineto's category for them, cuda_sync,
+  // not their op category (other) (tester38)
+  std::set<std::pair<int32_t, int32_t>> sync_lanes;
   for (const auto& l : session.lanes()) {
+    if (l.kind == "sync") sync_lanes.insert({l.rank, l.lane});
     if (!seen_rank[l.rank]) {
       emit(fmt::format(R"({{"ph":"M","pid":{},"name":"process_name","args":{{"name":"rank {}{}"}}}})", l.rank, l.rank,
                        simulated ? " (simulated)" : ""));
@@ -84,7 +89,8 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
       if (o.bytes) args += fmt::format(R"(,"bytes":{})", o.bytes);
       if (o.correlation) args += fmt::format(R"(,"sequence":{})", o.correlation);
       emit(fmt::format(R"({{"ph":"X","pid":{},"tid":{},"name":{},"cat":"{}","ts":{},"dur":{},"args":{{{}}}}})", o.rank,
-                       o.lane, name_of(o.name_id), to_string(o.category), ns_to_us(o.start_ns),
+                       o.lane, name_of(o.name_id),
+                       sync_lanes.count({o.rank, o.lane}) ? "cuda_sync" : to_string(o.category), ns_to_us(o.start_ns),
                        ns_to_us(o.end_ns - o.start_ns), args));
     }
   });

@@ -6,10 +6,14 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
 #include "embedscope/sessions/analysis/memory_history.h"
+#include "embedscope/sessions/exporters/export.h"
 #include "embedscope/sessions/store/session.h"
 
 using namespace embedscope::sessions;
@@ -117,6 +121,26 @@ TEST(SyncLane, EngineCopiesAreMemoryKernelsNotComputation) {
     EXPECT_EQ(k[0].idle_ns, 100);
     EXPECT_EQ(k[0].compute_ns, 400);
     EXPECT_EQ(k[0].non_compute_ns, 300);
+  }
+  std::filesystem::remove(path);
+}
+
+// The chrome export puts the waits in Kineto's category for them, cuda_sync (tester38: "other").
+TEST(SyncLane, TheChromeExportCallsTheWaitsCudaSync) {
+  const std::string path = sync_session();
+  {
+    SessionReader r(path);
+    std::ostringstream out;
+    export_chrome_trace(r, out);
+    const auto j = nlohmann::json::parse(out.str());
+    int waits = 0, kernels = 0;
+    for (const auto& e : j["traceEvents"]) {
+      if (e.value("ph", "") != "X") continue;
+      if (e["name"] == "cudaStreamSynchronize") waits += e["cat"] == "cuda_sync";
+      if (e["name"] == "embedding_lookup_kernel") kernels += e["cat"] == "other";
+    }
+    EXPECT_EQ(waits, 1);
+    EXPECT_EQ(kernels, 1);  // a stream lane's op keeps its category
   }
   std::filesystem::remove(path);
 }
