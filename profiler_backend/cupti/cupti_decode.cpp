@@ -275,6 +275,7 @@ void CuptiDecoder::add_record(const CUpti_Activity& record) {
       // 5,263 in a 20-step run, none of them a kernel's)
       const char* api = runtime_name(a.cbid);
       if (!makes_activity(api)) return;
+      if (joined_early_.erase(a.correlationId)) return;  // its MEMORY2 record came first
       // an activity that came before it (separate queues in CUPTI) takes it at the next take()
       add_launch(a.correlationId, {api, clock_.to_host(a.start), clock_.to_host(a.end), a.threadId});
       return;
@@ -297,7 +298,15 @@ void CuptiDecoder::add_record(const CUpti_Activity& record) {
       ++stats_.memory;
       const bool alloc = m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
       if (!alloc && m.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) return;
-      if (auto l = launches_.find(m.correlationId); l != launches_.end()) launches_.erase(l);  // its cudaMalloc / cudaFree
+      if (auto l = launches_.find(m.correlationId); l != launches_.end()) {
+        launches_.erase(l);  // its cudaMalloc / cudaFree
+      } else if (joined_early_.insert(m.correlationId).second) {  // the call comes later: not kept then
+        joined_early_order_.push_back(m.correlationId);
+        while (joined_early_order_.size() > max_launches_) {
+          joined_early_.erase(joined_early_order_.front());
+          joined_early_order_.pop_front();
+        }
+      }
       sessions::MemoryEvent e;
       const bool on_stream = m.streamId != CUPTI_INVALID_STREAM_ID;
       e.rank = on_stream ? rank_of(m.deviceId, m.streamId) : rank_of(m.deviceId);

@@ -596,3 +596,31 @@ TEST(StepDrain, ARankThatDiedInItsFirstStepKeepsThatStepsRecords) {
   ASSERT_EQ(ops.size(), 1u);
   EXPECT_EQ(ops[0].op.step, -1);
 }
+
+// cudaMalloc's MEMORY2 record is written inside the call, so it can come before the call's own
+// runtime record: the call then has nothing to join and must not wait in the table until it is
+// pushed out and counted as a launch dropped.
+TEST(CuptiLaunchTable, AnAllocationBeforeItsCallLeavesNothingWaiting) {
+  CuptiDecoder d({}, 2);
+  DrainRecords b;
+  auto& m = b.add<CUpti_ActivityMemory4>();
+  m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+  m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+  m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  m.address = 0x1000;
+  m.bytes = 4096;
+  m.timestamp = 50;
+  m.correlationId = 42;
+  m.streamId = CUPTI_INVALID_STREAM_ID;
+  auto& a = b.add<CUpti_ActivityAPI>();  // the cudaMalloc's own record, after it
+  a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  a.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020;
+  a.correlationId = 42;
+  a.start = 40;
+  a.end = 60;
+  for (uint32_t c = 1; c <= 3; ++c) drain_launch(b, c, 100 + c);  // three launches in a table of 2
+  d.add_buffer(b.data(), b.size());
+  EXPECT_EQ(d.take_memory_events().size(), 1u);
+  EXPECT_EQ(d.launches_waiting(), 2u);            // launches 2 and 3; the cudaMalloc is not kept
+  EXPECT_EQ(d.stats().launches_dropped, 1);       // launch 1 only, pushed out by 2 and 3
+}

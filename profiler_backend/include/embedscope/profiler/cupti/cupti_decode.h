@@ -223,6 +223,11 @@ class CuptiDecoder {
   size_t max_launches_;
   std::unordered_map<uint32_t, Launch> launches_;        // correlation id -> runtime call
   std::deque<uint32_t> launch_order_;                    // ids in arrival order (some already removed)
+  // ids of MEMORY2 records that came before their runtime call (cudaMalloc's record is written
+  // inside the call): the call, when it comes, has nothing left to join and is not kept; at most
+  // max_launches_ of them (oldest forgotten first)
+  std::unordered_set<uint32_t> joined_early_;
+  std::deque<uint32_t> joined_early_order_;
   std::unordered_map<uint32_t, uint32_t> device_of_context_;
   std::unordered_map<std::string, const char*> demangled_;  // CUPTI's (mangled) name -> pooled
   std::vector<GpuOp> pending_;                           // waiting for their launch / context
