@@ -85,6 +85,23 @@ void drain_kernel_named(DrainRecords& b, const char* name, uint32_t device, uint
   k.end = end;
 }
 
+// A MEMORY2 device allocation of `bytes` at `address`, time `ts`, on `stream` of `device`
+// (CUPTI_INVALID_STREAM_ID: a device-level cudaMalloc), correlation `corr`.
+CUpti_ActivityMemory4& drain_allocation(DrainRecords& b, uint64_t address, uint64_t bytes, uint64_t ts,
+                                        uint32_t device, uint32_t stream, uint32_t corr = 0) {
+  auto& m = b.add<CUpti_ActivityMemory4>();
+  m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+  m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+  m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  m.address = address;
+  m.bytes = bytes;
+  m.timestamp = ts;
+  m.deviceId = device;
+  m.streamId = stream;
+  m.correlationId = corr;
+  return m;
+}
+
 // The CuptiTracer's part played by a decoder fed hand-built buffers.
 class DecoderSource final : public profiler::GpuRecordSource {
  public:
@@ -281,15 +298,7 @@ TEST(CuptiDecode, WaitsAndPoolAllocationsBelongToTheRankOfTheirStream) {
   c = s;
   c.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
   c.streamId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;  // a device-wide wait: the device's rank
-  auto& m = b.add<CUpti_ActivityMemory4>();
-  m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
-  m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
-  m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-  m.address = 0x5000;
-  m.bytes = 8192;
-  m.timestamp = 400;
-  m.deviceId = 0;
-  m.streamId = 7;  // cudaMallocAsync on rank 1's stream, from a pool
+  auto& m = drain_allocation(b, 0x5000, 8192, 400, 0, 7);  // cudaMallocAsync on rank 1's stream, from a pool
   m.isAsync = 1;
   m.memoryPoolConfig.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
   d.add_buffer(b.data(), b.size());
@@ -337,15 +346,7 @@ TEST(SessionDrain, AKilledCudaRunKeepsTheGpuLanesOfItsEndedSteps) {
     drain_launch(warm, 1, 1090);
     drain_kernel(warm, 0, 3, 1, 1100, 1200);
     drain_kernel_named(warm, "ncclDevKernel_SendRecv", 0, 9, 2, 1150, 1500);
-    auto& m = warm.add<CUpti_ActivityMemory4>();  // rank 1's arena, cudaMalloc'ed in setup
-    m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
-    m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
-    m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-    m.address = 0x7000;
-    m.bytes = 1 << 20;
-    m.timestamp = 500;
-    m.deviceId = 1;
-    m.streamId = CUPTI_INVALID_STREAM_ID;
+    drain_allocation(warm, 0x7000, 1 << 20, 500, 1, CUPTI_INVALID_STREAM_ID);  // rank 1's arena, cudaMalloc'ed in setup
     src.feed(warm);
     drain.step_ended(0, -1, 1000, 2000);
     EXPECT_EQ(src.drains, 0);  // rank 1 is still in the step
@@ -603,15 +604,7 @@ TEST(StepDrain, ARankThatDiedInItsFirstStepKeepsThatStepsRecords) {
 TEST(CuptiLaunchTable, AnAllocationBeforeItsCallLeavesNothingWaiting) {
   CuptiDecoder d({}, 2);
   DrainRecords b;
-  auto& m = b.add<CUpti_ActivityMemory4>();
-  m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
-  m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
-  m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-  m.address = 0x1000;
-  m.bytes = 4096;
-  m.timestamp = 50;
-  m.correlationId = 42;
-  m.streamId = CUPTI_INVALID_STREAM_ID;
+  drain_allocation(b, 0x1000, 4096, 50, 0, CUPTI_INVALID_STREAM_ID, 42);
   auto& a = b.add<CUpti_ActivityAPI>();  // the cudaMalloc's own record, after it
   a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
   a.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020;
