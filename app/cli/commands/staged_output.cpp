@@ -2,9 +2,11 @@
 
 #include "staged_output.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +19,39 @@
 namespace embedscope::cli {
 
 namespace ss = embedscope::sessions;
+
+namespace {
+
+// Whether process `pid` exists on this host (kill(pid, 0): ESRCH when it does not; EPERM means
+// it exists under another user).
+bool process_alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+
+// The staged files ".<stem>.importing-<pid>" in `dir` of import processes that are gone (killed
+// with SIGKILL, or a crash): removed with their SQLite companions, when the pid is not running on
+// this host and none of the files changed in the last minute (a live import on another host that
+// shares the folder keeps writing its -wal). The caller's own pid is handled by the constructor.
+void remove_stale_staged(const std::filesystem::path& dir, const std::string& stem) {
+  const std::string prefix = fmt::format(".{}.importing-", stem);
+  std::error_code ec;
+  const auto now = std::filesystem::file_time_type::clock::now();
+  for (const auto& entry : std::filesystem::directory_iterator(dir.empty() ? "." : dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;  // a companion
+    const long pid = std::stol(digits);
+    if (pid == static_cast<long>(getpid()) || process_alive(pid)) continue;
+    bool recent = false;
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+      std::error_code e2;
+      const auto t = std::filesystem::last_write_time(entry.path().string() + suffix, e2);
+      if (!e2 && now - t < std::chrono::minutes(1)) recent = true;
+    }
+    if (!recent) ss::SessionWriter::remove_files(entry.path().string());
+  }
+}
+
+}  // namespace
 
 StagedSession::StagedSession(std::string out, bool overwrite) : out_(std::move(out)), overwrite_(overwrite) {
   ss::SessionWriter::check_path(out_, overwrite_);
@@ -31,6 +66,7 @@ StagedSession::StagedSession(std::string out, bool overwrite) : out_(std::move(o
   if (stem.size() > 200) stem.resize(200);
   temp_ = (dir / fmt::format(".{}.importing-{}", stem, getpid())).string();
   ss::SessionWriter::remove_files(temp_);  // a stale one of a killed process with the same pid
+  remove_stale_staged(dir, stem);           // and those of other killed imports of `out`
 }
 
 StagedSession::~StagedSession() {

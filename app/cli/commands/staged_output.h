@@ -12,12 +12,14 @@ namespace embedscope::cli {
 
 /// The staging of one output session. The temporary name is ".<out's name, at most 200 bytes of
 /// it>.importing-<pid>" in the same directory (a process killed with SIGKILL leaves it there;
-/// nothing else does).
+/// nothing else does: the next import to the same `out` removes such files, see the constructor).
 class StagedSession {
  public:
   /// Checks `out` as SessionWriter would (throws SessionError naming it when it exists and
   /// `overwrite` is false, when it is not a regular file, when a live writer holds it, or when
-  /// its folder does not exist) and chooses the temporary name. Creates nothing.
+  /// its folder does not exist) and chooses the temporary name. Creates nothing; removes the
+  /// staged files of earlier imports of `out` that were killed (their pid no longer runs on this
+  /// host and none of their files changed in the last minute), with their -wal / -shm / -journal.
   StagedSession(std::string out, bool overwrite);
   /// Removes the temporary file (and its SQLite companions) unless commit() ran.
   ~StagedSession();

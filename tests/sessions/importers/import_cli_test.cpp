@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -603,4 +604,39 @@ TEST(ImportCli, ALongOutputNameImportsAndAMissingFolderIsNamed) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find(missing + ": cannot create the session file: the folder "), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("importing-"), std::string::npos) << r.err;
+}
+
+// tester37: a killed import left ".OUT.importing-PID" (+ -wal, -shm) that nothing removed. The
+// next import to the same output removes those of processes that are gone (and untouched for a
+// minute), and keeps a live process's and a recently written one's.
+TEST(ImportCli, TheNextImportRemovesTheStagedFilesOfAKilledOne) {
+  const std::filesystem::path dir = import_scratch() / "stale_staging";
+  std::filesystem::create_directories(dir);
+  const pid_t gone = fork();  // a pid that no longer runs: a child that exited and was reaped
+  if (gone == 0) _exit(0);
+  ASSERT_GT(gone, 0);
+  ASSERT_EQ(waitpid(gone, nullptr, 0), gone);
+  const auto staged = [&](long pid) { return (dir / (".k.db.importing-" + std::to_string(pid))).string(); };
+  const auto old_time = std::filesystem::file_time_type::clock::now() - std::chrono::hours(2);
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    std::ofstream(staged(gone) + suffix) << "x";
+    std::filesystem::last_write_time(staged(gone) + suffix, old_time);
+    std::ofstream(staged(getpid()) + suffix) << "x";  // a live import (this test's process)
+    std::filesystem::last_write_time(staged(getpid()) + suffix, old_time);
+  }
+  const std::string other_db = (dir / ".other.db.importing-1").string();  // another output's: not ours to judge
+  std::ofstream(other_db) << "x";
+  std::filesystem::last_write_time(other_db, old_time);
+  Result r = cli("import " + trace_fixture("align/rank0.json") + " -o " + (dir / "k.db").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    EXPECT_FALSE(std::filesystem::exists(staged(gone) + suffix)) << suffix;
+    EXPECT_TRUE(std::filesystem::exists(staged(getpid()) + suffix)) << suffix;
+  }
+  EXPECT_TRUE(std::filesystem::exists(other_db));
+  // a gone process's file written within the last minute is kept (a live import on another host)
+  std::ofstream(staged(gone)) << "x";
+  r = cli("import " + trace_fixture("align/rank0.json") + " -o " + (dir / "k.db").string() + " --force-overwrite");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(staged(gone)));
 }
