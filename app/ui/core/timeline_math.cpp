@@ -282,4 +282,18 @@ std::optional<OpRef> hung_op(const HangSite& site, const std::vector<const std::
   return named ? named : last;
 }
 
+int64_t axis_tick_ns(double span_ns, int ticks) {
+  const double raw = std::max(span_ns / std::max(ticks, 1), 1.0);
+  const auto decade_1_2_5 = [](double x) {  // the smallest of 1, 2, 5 x 10^k that is >= x
+    const double mag = std::pow(10.0, std::floor(std::log10(x)));
+    return x <= mag ? mag : x <= 2 * mag ? 2 * mag : x <= 5 * mag ? 5 * mag : 10 * mag;
+  };
+  constexpr double kMin = 60e9, kHour = 3600e9, kDay = 86400e9;
+  if (raw <= 500e9) return static_cast<int64_t>(decade_1_2_5(raw));
+  for (double step : {10 * kMin, 15 * kMin, 30 * kMin, kHour, 2 * kHour, 3 * kHour, 6 * kHour, 12 * kHour, kDay,
+                      2 * kDay, 5 * kDay, 10 * kDay})
+    if (raw <= step) return static_cast<int64_t>(step);
+  return static_cast<int64_t>(decade_1_2_5(raw / (10 * kDay)) * 10 * kDay);
+}
+
 }  // namespace embedscope::ui

@@ -185,4 +185,10 @@ std::optional<OpRef> hung_op(const HangSite& site, const std::vector<const std::
 /// "12.5 ms", "340.0 us", "1.20 s": a readable duration (the sessions' formatter).
 using sessions::format_duration;
 
+/// The step between a time axis's ticks, in ns, for about `ticks` ticks over `span_ns`: the
+/// 1-2-5 series of ns .. s below 10 minutes per tick, then clock steps (10, 15, 30 min; 1, 2, 3,
+/// 6, 12 h; 1, 2, 5, 10 d, then 1-2-5 x 10 d), so that long axes read "30.0 min", "1.00 h" or
+/// "2.00 d" instead of "1000000.00 s". At least 1 ns; `ticks` < 1 counts as 1.
+int64_t axis_tick_ns(double span_ns, int ticks);
+
 }  // namespace embedscope::ui

@@ -181,10 +181,7 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     p.fillRect(QRectF(kGutter + x0, 0, std::max(1.0, x1 - x0), bottom), shade);
   }
   // time axis: ~8 ticks at round values
-  const double span = static_cast<double>(scale_.t1() - scale_.t0());
-  const double raw = span / 8;
-  const double mag = std::pow(10.0, std::floor(std::log10(std::max(raw, 1.0))));
-  const double tick = raw / mag < 2 ? 2 * mag : raw / mag < 5 ? 5 * mag : 10 * mag;
+  const auto tick = static_cast<double>(axis_tick_ns(static_cast<double>(scale_.t1() - scale_.t0()), 8));
   p.setPen(text);
   const auto origin = static_cast<double>(origin_ns_);
   const std::vector<QRectF> mark_boxes = rebalance_label_boxes(p.fontMetrics());

@@ -75,6 +75,24 @@ TEST(TimeScale, MapsZoomsAndPans) {
   EXPECT_EQ(format_duration(999), "999 ns");
 }
 
+// tester37: an import whose ranks were days apart labelled its axis "1000000.00 s ... 4000000.00 s".
+TEST(AxisTicks, LongAxesTickAtClockStepsAndSayMinutesHoursDays) {
+  EXPECT_EQ(axis_tick_ns(8'000, 8), 1'000);            // 1-2-5 below 10 minutes
+  EXPECT_EQ(axis_tick_ns(8'800, 8), 2'000);
+  EXPECT_EQ(axis_tick_ns(24e9, 8), 5'000'000'000);      // 3 s a tick -> 5 s
+  EXPECT_EQ(axis_tick_ns(8 * 400e9, 8), 500'000'000'000);  // 400 s -> 500 s
+  EXPECT_EQ(axis_tick_ns(8 * 700e9, 8), 900'000'000'000);  // 11.7 min -> 15 min
+  EXPECT_EQ(axis_tick_ns(8 * 5000e9, 8), 7'200'000'000'000);  // 83 min -> 2 h
+  EXPECT_EQ(axis_tick_ns(4.458677e15, 8), 10 * 86'400'000'000'000);  // 51.6 days / 8 -> 10 d
+  EXPECT_EQ(axis_tick_ns(8 * 30 * 86400e9, 8), 50 * 86'400'000'000'000);  // 30 d -> 50 d (1-2-5 x 10 d)
+  EXPECT_EQ(axis_tick_ns(0, 0), 1);
+  EXPECT_EQ(format_duration(599'990'000'000), "599.99 s");
+  EXPECT_EQ(format_duration(900'000'000'000), "15.0 min");
+  EXPECT_EQ(format_duration(7'200'000'000'000), "2.00 h");
+  EXPECT_EQ(format_duration(864'000'000'000'000), "10.00 d");
+  EXPECT_EQ(format_duration(-900'000'000'000), "-15.0 min");
+}
+
 TEST(FoldLane, SubPixelRunsFoldIntoOneBoxWithACount) {
   TimeScale s(0, 1'000'000, 1000);  // 1 us per pixel
   std::vector<sessions::OpRecord> ops{op(0, 100),     op(200, 300),     op(400, 600),  // three ops in pixel 0
