@@ -30,9 +30,20 @@ namespace embedscope::ui {
 // ---- CompareView -----------------------------------------------------------------------------
 
 namespace {
+// The legend in a row of its own above the axis rect, its entries side by side (the sessions'
+// letters, so one row), without a frame: inside
+// the axis rect it covered the tops of the bars and points of a 3-session compare (tester37).
 void style_plot(QCustomPlot* plot) {
   plot->legend->setVisible(true);
   plot->legend->setFont(QFont(plot->font().family(), 8));
+  plot->plotLayout()->insertRow(0);
+  auto* above = new QCPLayoutGrid;
+  plot->plotLayout()->addElement(0, 0, above);
+  above->addElement(0, 0, plot->legend);  // taken out of the axis rect's inset layout
+  plot->legend->setFillOrder(QCPLegend::foColumnsFirst);
+  plot->legend->setWrap(0);  // no wrapping
+  plot->legend->setBorderPen(Qt::NoPen);
+  plot->plotLayout()->setRowStretchFactor(0, 0.001);  // as tall as the legend needs
   plot->setMinimumSize(300, 200);
 }
 
@@ -211,13 +222,13 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
   step_plot_->yAxis->setLabel("step time (ms)");
   step_plot_->rescaleAxes();
   step_plot_->xAxis->setRange(step_plot_->xAxis->range().lower - 0.5, step_plot_->xAxis->range().upper + 0.5);
-  step_plot_->yAxis->setRange(0, step_plot_->yAxis->range().upper * 1.4);  // room for the legend
+  step_plot_->yAxis->setRange(0, step_plot_->yAxis->range().upper * 1.1);
   exposed_plot_->xAxis->setLabel("rank (exposed communication, all steps summed)");
   exposed_plot_->yAxis->setLabel("exposed comm (ms)");  // short: a short plot cut the long title (tester35 D7)
   exposed_plot_->xAxis->setTicker(integer_ticker());
   exposed_plot_->rescaleAxes();
   exposed_plot_->xAxis->setRange(-0.6, max_ranks - 0.4);
-  exposed_plot_->yAxis->setRange(0, std::max(1e-3, exposed_plot_->yAxis->range().upper * 1.4));
+  exposed_plot_->yAxis->setRange(0, std::max(1e-3, exposed_plot_->yAxis->range().upper * 1.1));
   charts->addWidget(step_plot_);
   charts->addWidget(exposed_plot_);
   fl->addLayout(charts, 1);

@@ -110,3 +110,26 @@ TEST(Compare, ARunThatEndedInsideAStepIsAlignedOnItsOpsAndHasNoStepFigures) {
   EXPECT_EQ(m.data(m.index(CompareModel::StepMean, 2)).toString(), "1.00 ms");
   EXPECT_EQ(m.data(m.index(CompareModel::PeakAllocated, 1), Qt::UserRole).toDouble(), 0.0);  // memory: always shown
 }
+
+// tester37: in a 3-session compare the legend (inside the axis rect, top right) covered the top of
+// session C's bar. The legend now sits above the axis rect of both charts, beside nothing it hides.
+TEST(Compare, TheLegendOfThreeSessionsSitsAboveTheChartsNotOnThem) {
+  auto sa = open_reader(step_session("es_cmp_leg_a", 0, {1'000'000, 1'000'000}));
+  auto sb = open_reader(step_session("es_cmp_leg_b", 0, {2'000'000, 4'000'000}));
+  auto sc = open_reader(step_session("es_cmp_leg_c", 0, {3'000'000, 3'000'000}));
+  CompareView view({{"session A with a long name", sa}, {"B", sb}, {"C", sc}});
+  view.resize(1200, 800);
+  view.show();
+  ASSERT_TRUE(wait_for_analyses(&view));
+  QApplication::processEvents();
+  for (QCustomPlot* plot : {view.step_plot(), view.exposed_plot()}) {
+    ASSERT_NE(plot, nullptr);
+    plot->replot();
+    EXPECT_GE(plot->legend->itemCount(), 3);  // one per session (the step chart adds its own lines)
+    const QRect legend = plot->legend->outerRect(), axes = plot->axisRect()->rect();
+    EXPECT_GT(legend.height(), 0);
+    EXPECT_FALSE(legend.intersects(axes)) << "legend " << legend.top() << ".." << legend.bottom() << ", axes from "
+                                          << axes.top();
+    EXPECT_LE(legend.bottom(), axes.top());
+  }
+}
