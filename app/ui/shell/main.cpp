@@ -4,7 +4,7 @@
 //        embedscope-ui --report SESSION.db -o DIR            every view to DIR/*.png + index.html
 //                                                            (the memory view with its Replay run and
 //                                                            the largest block's details shown)
-//        embedscope-ui --compare A.db B.db [...]            a comparison tab
+//        embedscope-ui --compare A.db B.db [...]            a comparison tab (traces imported first)
 //        embedscope-ui --compare A.db B.db [...] --report -o DIR   every page of the comparison
 //                                                            (Figures, Timelines, Memory) to DIR
 //        embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR]   a teaching scenario
@@ -28,6 +28,7 @@
 #include <string>
 
 #include "jobs/analysis_job.h"
+#include "core/import_target.h"
 #include "jobs/import_job.h"
 #include "shell/main_window.h"
 #include "shell/report_layout.h"
@@ -124,9 +125,36 @@ int report(embedscope::ui::MainWindow& w, const QString& session, const QString&
   return write_report(w, dir, "report");
 }
 
+// --compare given a trace or a memory snapshot (tester37 #20): each is imported first, as opening it
+// does (into <stem>.db beside it, or the cache folder; an earlier import of the same unchanged
+// files is reused), waiting for the import, and its session takes its place in `paths`. "" or
+// what went wrong (naming the file). A path that is not an existing non-.db file is left as it is
+// (open_compare says what is wrong with it).
+QString import_traces_to_compare(embedscope::ui::MainWindow& w, QStringList& paths) {
+  for (QString& p : paths) {
+    const QFileInfo info(p);
+    if (!info.isFile() || info.suffix().compare("db", Qt::CaseInsensitive) == 0) continue;
+    QFile f(p);
+    if (f.open(QIODevice::ReadOnly) && f.read(16) == QByteArray("SQLite format 3\0", 16)) continue;  // a session
+    embedscope::ui::ImportTarget target;
+    try {
+      target = embedscope::ui::import_target({p.toStdString()}, embedscope::ui::MainWindow::imports_folder().toStdString());
+    } catch (const std::exception& e) {
+      return p + ": " + QString::fromUtf8(e.what());
+    }
+    if (!target.reuse) {
+      std::fprintf(stderr, "--compare: importing %s into %s\n", qPrintable(p), target.path.c_str());
+      if (const QString err = open_and_wait(w, p); !err.isEmpty()) return err;
+    }
+    p = QString::fromStdString(target.path);
+  }
+  return {};
+}
+
 // The report of a comparison (tester38 #15): every page of the compare tab (Figures, Timelines,
 // Memory) as DIR/<page>.png and DIR/index.html, as a session's report.
-int compare_report(embedscope::ui::MainWindow& w, const QStringList& sessions, const QString& dir) {
+int compare_report(embedscope::ui::MainWindow& w, QStringList sessions, const QString& dir) {
+  if (const QString err = import_traces_to_compare(w, sessions); !err.isEmpty()) return fail("--compare: " + err);
   if (const QString err = w.open_compare(sessions, true); !err.isEmpty()) return fail("--compare: " + err);
   if (!qobject_cast<embedscope::ui::CompareView*>(w.tabs()->currentWidget())) return fail("--compare: nothing was opened");
   return write_report(w, dir, "comparison");
@@ -195,7 +223,8 @@ int main(int argc, char** argv) {
       std::printf("usage: embedscope-ui [SESSION.db ...]              open sessions in the workbench\n"
                   "       embedscope-ui SESSION.db... --screenshot FILE.png\n"
                   "       embedscope-ui --report SESSION.db -o DIR      every view as PNG + index.html\n"
-                  "       embedscope-ui --compare A.db B.db [...]       compare sessions side by side\n"
+                  "       embedscope-ui --compare A.db B.db [...]       compare sessions side by side (a trace or memory\n"
+                  "                                                      snapshot given is imported first)\n"
                   "       embedscope-ui --compare A.db B.db --report -o DIR   every compare page as PNG + index.html\n"
                   "       embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR]\n"
                   "                                                     a teaching scenario (sessions DIR/ID-0.db, ...)\n"
@@ -279,6 +308,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (compare) {
+    if (const QString err = import_traces_to_compare(w, sessions); !err.isEmpty()) return fail("--compare: " + err);
     if (const QString err = w.open_compare(sessions, batch); batch && !err.isEmpty()) return fail("--compare: " + err);
   } else {
     for (const QString& s : sessions) {  // sessions, or traces imported first (batch: the imports' sessions, not their progress bars)

@@ -54,3 +54,31 @@ TEST(CompareReport, WritesEveryComparePageAndAnIndex) {
   EXPECT_FALSE(std::filesystem::exists(dir / "c2"));
   std::filesystem::remove_all(dir);
 }
+
+// tester37 #20: `--compare A.db TRACE.json` said "not an SQLite database"; a trace (or memory
+// snapshot) given to --compare is imported first, as opening it does, and its session compared.
+TEST(CompareReport, ATraceGivenToCompareIsImportedFirst) {
+  const auto dir = std::filesystem::temp_directory_path() / ("es_cmp_trace_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(embedscope::ui::fixtures::fixture_session(), dir / "a.db");
+  std::ofstream(dir / "job.json") << R"({"traceEvents": [{"ph": "X", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2},
+    {"ph": "X", "name": "ProfilerStep#3", "pid": 1, "tid": 1, "ts": 0, "dur": 10}]})";
+  const std::string ui = "QT_QPA_PLATFORM=offscreen " + std::string(EMBEDSCOPE_UI);
+  const std::string cmd = ui + " --compare " + (dir / "a.db").string() + " " + (dir / "job.json").string() +
+                          " --report -o " + (dir / "cmp").string() + " 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  EXPECT_TRUE(std::filesystem::exists(dir / "job.db"));  // the import, beside its trace
+  const std::string page = read_text(dir / "cmp" / "index.html");
+  EXPECT_NE(page.find("<title>Embedscope comparison: a.db | job.db</title>"), std::string::npos) << page.substr(0, 300);
+  // again: the earlier import of the unchanged trace is reused (no job-2.db)
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  EXPECT_FALSE(std::filesystem::exists(dir / "job-2.db"));
+  // a trace that cannot be imported: exit 2, the import's error
+  std::ofstream(dir / "bad.json") << "{\"traceEvents\": [\n";
+  const std::string bad = ui + " --compare " + (dir / "a.db").string() + " " + (dir / "bad.json").string() + " --report -o " +
+                          (dir / "cmp2").string() + " 2>/dev/null";
+  EXPECT_EQ(WEXITSTATUS(std::system(bad.c_str())), 2);
+  EXPECT_FALSE(std::filesystem::exists(dir / "cmp2" / "index.html"));
+  std::filesystem::remove_all(dir);
+}
