@@ -342,7 +342,9 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
       {"/cluster/gpus_per_node", "one machine holds every cpu rank (devices.count <= 64)"},
       {"/cluster/max_nodes", "emulated nodes (sharding.local_world_size) of the same machine"},
       {"/intra_node/bus_bandwidth_bytes_per_s",
-       fit_of("intra_node") + fmt::format(" (R^2 {:.3f}), divided by the contention factor as the compute ops", cal.collective_r2) +
+       fit_of("intra_node") + fmt::format(" (R^2 {:.3f}), divided by the contention factor as the compute ops; a call's bytes "
+                                               "are its members' under processor sharing of the cores (cost/shared_cores.h)",
+                                               cal.collective_r2) +
            per_core},
       {"/intra_node/latency_ns", "the collective fit's intercept" + per_core},
       {"/inter_node/bus_bandwidth_bytes_per_s", fit_of("inter_node")},
