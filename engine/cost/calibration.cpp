@@ -128,6 +128,19 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     }
     return d;
   };
+  // each session's factor with m = 0..its ranks runnable (the phases of a call under processor
+  // sharing, cost/shared_cores.h)
+  auto dilation_by_runnable = [&](double background) {
+    std::vector<std::vector<double>> f;
+    for (const auto& sd : data) {
+      HardwareProfile one;
+      one.cpu = load_of(sd, background);
+      one.cpu.cores = sd.cores > 0 ? sd.cores : cores;
+      f.emplace_back();
+      for (int m = 0; m <= sd.ranks; ++m) f.back().push_back(contention_factor(one, m));
+    }
+    return f;
+  };
 
   const std::string host = host_name();
   std::string list;
@@ -138,8 +151,9 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   auto profile_for = [&](double background, double scale) {
     const std::vector<double> d = dilation(background);
     cf = fit_compute(compute, d);
-    intra = fit_link(comm, false, d);
-    inter = fit_link(comm, true, d);
+    const std::vector<std::vector<double>> fm = dilation_by_runnable(background);
+    intra = fit_link(comm, false, d, fm);
+    inter = fit_link(comm, true, d, fm);
     if (!intra.ok && !inter.ok) throw SpecError("calibrate: the collectives' times give no bandwidth (all latency)");
     HardwareProfile hw;
     hw.intra_node = intra.ok ? intra.link : inter.link;
@@ -328,7 +342,9 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
       {"/cluster/gpus_per_node", "one machine holds every cpu rank (devices.count <= 64)"},
       {"/cluster/max_nodes", "emulated nodes (sharding.local_world_size) of the same machine"},
       {"/intra_node/bus_bandwidth_bytes_per_s",
-       fit_of("intra_node") + fmt::format(" (R^2 {:.3f}), divided by the contention factor as the compute ops", cal.collective_r2) +
+       fit_of("intra_node") + fmt::format(" (R^2 {:.3f}), divided by the contention factor as the compute ops; a call's bytes "
+                                               "are its members' under processor sharing of the cores (cost/shared_cores.h)",
+                                               cal.collective_r2) +
            per_core},
       {"/intra_node/latency_ns", "the collective fit's intercept" + per_core},
       {"/inter_node/bus_bandwidth_bytes_per_s", fit_of("inter_node")},

@@ -62,11 +62,14 @@ struct Sample {
 };
 
 /// One collective sample: the (rank, place, name, occurrence)'s mean call time t (ns) and the
-/// call's largest member's bytes x; spans: the group spans (emulated) nodes.
+/// call's largest member's bytes x; spans: the group spans (emulated) nodes; members: each
+/// member's bytes (max of sent and received; the medians over the steps of the sorted lists),
+/// for the processor-sharing form of a call on one node (cost/shared_cores.h).
 struct CommSample {
   int session;
   bool spans;
   double x, t;
+  std::vector<double> members;
 };
 
 /// The compute fit: launch (ns) and one rate per class (bytes/s, flop/s for dense), whether
@@ -93,9 +96,19 @@ struct LinkFit {
   double r2 = 0;
 };
 
-/// Collectives of one link class (`spans`: across nodes): t / d[session] = latency + x / busbw.
-/// Not ok with fewer than 2 samples or no bandwidth.
-LinkFit fit_link(const std::vector<CommSample>& comm, bool spans, const std::vector<double>& d);
+/// Collectives of one link class (`spans`: across nodes): t / d[session] = latency + x / busbw,
+/// with, for a call on one node (not spans) whose members' bytes are known, x the effective
+/// bytes of processor sharing (cost/shared_cores.h: with w_i = latency + x_i / busbw the call
+/// takes latency x f(R) + processor_sharing_time(x, R, f) / busbw, so x = that sum / f(R));
+/// f[session][m]: the session's contention factor with m ranks runnable (m = 0..its ranks),
+/// d[session] = f[session][ranks]. Not ok with fewer than 2 samples or no bandwidth.
+LinkFit fit_link(const std::vector<CommSample>& comm, bool spans, const std::vector<double>& d,
+                 const std::vector<std::vector<double>>& f);
+
+/// The effective bytes of a one-node call (see fit_link): processor_sharing_time(members, R, f)
+/// / f[R] with R = f.size() - 1 the session's ranks; `x` (the largest member's) when members is
+/// empty or has more entries than R.
+double effective_bytes(const CommSample& c, const std::vector<double>& f);
 
 /// One measured session as calibrate uses it.
 struct SessionData {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "calibration_detail.h"
+#include "embedscope/engine/cost/shared_cores.h"
 #include "embedscope/engine/workload/spec_error.h"
 
 namespace embedscope::engine::calib {
@@ -126,12 +127,21 @@ ComputeFit fit_compute(const std::vector<Sample>& compute, const std::vector<dou
   return f;
 }
 
-// Collectives of one link class: t / d[session] = latency + x / busbw.
-LinkFit fit_link(const std::vector<CommSample>& comm, bool spans, const std::vector<double>& d) {
+double effective_bytes(const CommSample& c, const std::vector<double>& f) {
+  const int ranks = static_cast<int>(f.size()) - 1;
+  if (c.members.empty() || static_cast<int>(c.members.size()) > ranks || !(f.back() > 0)) return c.x;
+  return processor_sharing_time(c.members, ranks, [&](int m) { return f[static_cast<size_t>(m)]; }) / f.back();
+}
+
+// Collectives of one link class: t / d[session] = latency + x / busbw (x effective on one node).
+LinkFit fit_link(const std::vector<CommSample>& comm, bool spans, const std::vector<double>& d,
+                 const std::vector<std::vector<double>>& fm) {
   LinkFit f;
   std::vector<std::pair<double, double>> pts;
   for (const auto& c : comm)
-    if (c.spans == spans) pts.emplace_back(c.x, c.t / d[static_cast<size_t>(c.session)]);
+    if (c.spans == spans)
+      pts.emplace_back(spans ? c.x : effective_bytes(c, fm[static_cast<size_t>(c.session)]),
+                       c.t / d[static_cast<size_t>(c.session)]);
   if (pts.size() < 2) return f;
   const auto m = static_cast<Eigen::Index>(pts.size());
   Eigen::MatrixXd A(m, 2);

@@ -211,7 +211,9 @@ SessionData read_session(const std::string& path, int session, CalibrationSample
     if (c.step >= 0) by_call[{c.group, c.sequence}].push_back(std::move(c));
   // one sample per (rank, place in the run, collective name, its occurrence in the step):
   // the bytes' median and the times' mean over the steps (mean_ns)
-  std::map<std::tuple<int, int, std::string, int>, std::tuple<bool, std::vector<int64_t>, std::vector<int64_t>>> calls;
+  std::map<std::tuple<int, int, std::string, int>,
+           std::tuple<bool, std::vector<int64_t>, std::vector<int64_t>, std::vector<std::vector<int64_t>>>>
+      calls;
   std::map<std::tuple<int, int64_t, std::string>, int> occurrence;
   for (const auto& [key, members] : by_call) {
     // the simulator's collective lasts its largest member's time for every member (exec/simulated/:
@@ -221,24 +223,41 @@ SessionData read_session(const std::string& path, int session, CalibrationSample
     // load left 0.8 ms after the last arrival of a tw4 output all-to-all whose last member left
     // after 5.5 ms; the next collective waits for that last member.)
     int64_t last = 0, largest = 0, call_end = 0;
+    std::vector<int64_t> member_bytes;  // sorted: for processor sharing (cost/shared_cores.h)
     for (const auto& m : members) {
       last = std::max(last, m.start_ns);
       call_end = std::max(call_end, m.end_ns);
       largest = std::max({largest, m.bytes_sent, m.bytes_received});
+      member_bytes.push_back(std::max(m.bytes_sent, m.bytes_received));
     }
+    std::sort(member_bytes.begin(), member_bytes.end());
     bool spans = false;
     for (int32_t peer : members[0].peers) spans = spans || peer / l.local != members[0].peers[0] / l.local;
     for (const auto& m : members) {
       const int k = occurrence[{m.rank, m.step, m.name}]++;
-      auto& [sp, xs, ts] = calls[{m.rank, place_in_run(l.spec, m.step + l.spec.warmup_steps), m.name, k}];
+      auto& [sp, xs, ts, ms] = calls[{m.rank, place_in_run(l.spec, m.step + l.spec.warmup_steps), m.name, k}];
       sp = spans;
       xs.push_back(largest);
       ts.push_back(call_end - last);
+      ms.push_back(member_bytes);
     }
   }
-  for (auto& [key, c] : calls)
+  for (auto& [key, c] : calls) {
+    // the members' bytes: per position in the sorted lists, the median over the steps (a call
+    // whose member count changed between steps keeps none: the largest member's form)
+    const auto& lists = std::get<3>(c);
+    std::vector<double> members;
+    bool same = true;
+    for (const auto& v : lists) same = same && v.size() == lists.front().size();
+    if (same && !lists.empty())
+      for (size_t j = 0; j < lists.front().size(); ++j) {
+        std::vector<int64_t> at;
+        for (const auto& v : lists) at.push_back(v[j]);
+        members.push_back(static_cast<double>(median(at)));
+      }
     out.comm.push_back({session, std::get<0>(c), static_cast<double>(median(std::get<1>(c))),
-                    mean_ns(std::get<2>(c))});
+                        mean_ns(std::get<2>(c)), std::move(members)});
+  }
   return sd;
 }
 

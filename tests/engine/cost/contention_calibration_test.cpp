@@ -158,18 +158,24 @@ TEST(CpuContention, SimulatedStepIsTheFactorTimesTheUncontendedOne) {
   const std::string contended = write_profile(contended_profile_json(), "contended.json");
   const std::string free = write_profile(alone, "alone.json");
   // every duration of the step is scaled by the same factor, so the step (a max-plus system of
-  // them) is scaled by it: 4 ranks (4 + 1) / 2 = 2.5, 2 ranks 1.5
-  for (const auto& [ranks, factor] : {std::pair{4, 2.5}, std::pair{2, 1.5}}) {
-    const es::WorkloadSpec a = contended_spec(free, ranks, es::ShardingType::table_wise);
-    const es::WorkloadSpec b = contended_spec(contended, ranks, es::ShardingType::table_wise);
-    const es::RunResult ra = es::run_training(a, es::plan_sharding(a), {});
-    const es::RunResult rb = es::run_training(b, es::plan_sharding(b), {});
-    ASSERT_EQ(ra.step_time_ns.size(), 3u);
-    ASSERT_EQ(rb.step_time_ns.size(), 3u);
-    for (size_t i = 0; i < 3; ++i)
-      EXPECT_NEAR(static_cast<double>(rb.step_time_ns[i]) / static_cast<double>(ra.step_time_ns[i]), factor, 1e-3)
-          << ranks << " ranks, step " << i;
-  }
+  // them) is scaled by it: 4 ranks (4 + 1) / 2 = 2.5, 2 ranks 1.5 - exactly where every
+  // collective is balanced (row_wise here: its members move equal bytes). A call of unequal
+  // members (table_wise) takes less: its small members stop sharing the cores once done
+  // (cost/shared_cores.h, calib39), so that step is scaled by at most the factor.
+  for (const auto type : {es::ShardingType::row_wise, es::ShardingType::table_wise})
+    for (const auto& [ranks, factor] : {std::pair{4, 2.5}, std::pair{2, 1.5}}) {
+      const es::WorkloadSpec a = contended_spec(free, ranks, type);
+      const es::WorkloadSpec b = contended_spec(contended, ranks, type);
+      const es::RunResult ra = es::run_training(a, es::plan_sharding(a), {});
+      const es::RunResult rb = es::run_training(b, es::plan_sharding(b), {});
+      ASSERT_EQ(ra.step_time_ns.size(), 3u);
+      ASSERT_EQ(rb.step_time_ns.size(), 3u);
+      for (size_t i = 0; i < 3; ++i) {
+        const double ratio = static_cast<double>(rb.step_time_ns[i]) / static_cast<double>(ra.step_time_ns[i]);
+        if (type == es::ShardingType::row_wise) EXPECT_NEAR(ratio, factor, 1e-3) << ranks << " ranks, step " << i;
+        else EXPECT_LE(ratio, factor + 1e-3) << ranks << " ranks table_wise, step " << i;
+      }
+    }
 }
 
 TEST(CpuContention, CalibrateRecoversTheBackgroundAndTheRatesFromTwoRankCounts) {

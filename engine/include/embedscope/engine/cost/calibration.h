@@ -27,7 +27,11 @@
 // (the simulator adds waits itself), fitted to latency + max(bytes sent, bytes received) / busbw
 // (nccl-tests' model, cost_model.h; the bytes of the call's largest member), separately for
 // groups within a node and groups that span nodes (sharding.local_world_size); without
-// cross-node samples inter_node copies intra_node. Until 2026-12-04 each member's own end and
+// cross-node samples inter_node copies intra_node. A call within a node is fitted as the
+// simulator times it (cost/shared_cores.h, calib39: processor sharing of the node's cores by
+// its members, each member's own bytes): t / d = latency + x_eff / busbw with x_eff =
+// processor_sharing_time(members' bytes, N, f) / f(N), f(m) the session's contention factor
+// with m ranks runnable (x_eff = the largest member's bytes for a balanced call). Until 2026-12-04 each member's own end and
 // the median were used: under load (criteo_kaggle 4 ranks tw, G 1.33) the member medians summed
 // to 9.6 ms a step where the calls took 17.7.
 // Hand-offs (cost/handoff.h): the gaps where an op waited for its thread to be woken after a

@@ -21,7 +21,10 @@
 // Cpu ranks (hw.cpu.cores > 0, a calibrated `this_machine`): the ranks of a node are threads
 // on its cores, so every compute op and every collective (Gloo's copies over loopback TCP run
 // on the same cores) takes contention_factor times the time above (the simulated executor
-// multiplies; cost/calibration.h fits the profile the same way).
+// multiplies; cost/calibration.h fits the profile the same way). A collective whose members are
+// all on one node is timed per call, not per member: processor sharing of the cores by its
+// members' own times (cost/shared_cores.h, calib39), which is the largest member's time x
+// contention_factor for a balanced call and less when small members finish first.
 //
 // Host-link ops (tables in host memory: rows and optimizer state copied over PCIe, the bytes
 // from the cache model, cache_model.h): t = latency + max(h2d, d2h) / host link bandwidth

@@ -1,0 +1,45 @@
+#pragma once
+// A collective of cpu ranks on one node's shared cores (calib39): processor sharing of the
+// members' own work.
+//
+// Cpu ranks are threads of one process on a node's cores (hardware_profile.h CpuContention);
+// Gloo moves a collective's bytes over loopback TCP, i.e. by copies that run on those same
+// cores (the sender's thread writes, the device thread reads: Gloo gloo/transport/tcp/pair.cc,
+// github.com/facebookincubator/gloo). Each member i has its own work w_i (collective_ns with the
+// node to itself: latency + its own bytes / bandwidth). Under fair sharing of the cores
+// (egalitarian processor sharing, L. Kleinrock, "Time-shared systems: a theoretical
+// treatment", J. ACM 14(2), 1967; Linux's CFS gives runnable threads equal shares), every
+// member still copying progresses at 1 / f(m) of a core, f = contention_factor (cost_model.h)
+// with m ranks runnable on the node. Members that finished wait (block) for the last, so with
+// the w sorted ascending, w_(0) = 0, R ranks on the node:
+//   T = sum_{k=1..n} (w_(k) - w_(k-1)) x f(R - (k - 1))
+// the call's time (its last member's end after the last arrival). A balanced call (all w_i
+// equal) gives f(R) x w, the contention model before calib39; an imbalanced one less, as its
+// small members stop competing once done (table_wise all-to-alls: the largest member's bytes
+// 1.7-6x the mean at 2-8 ranks, calib39).
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "embedscope/engine/cost/hardware_profile.h"
+
+namespace embedscope::engine {
+
+/// Processor-sharing completion time of the last of `work` (each member's own work, any unit,
+/// any order, each >= 0; negative counted as 0) on a node of `ranks_on_node` ranks:
+///   sum_{k=1..n} (w_(k) - w_(k-1)) x factor(ranks_on_node - (k - 1)), w sorted ascending,
+/// with factor(m) the slowdown with m ranks runnable (m >= ranks_on_node - n + 1 >= 1 is asked).
+/// Throws std::invalid_argument when work.size() > ranks_on_node. 0 for empty `work`.
+/// Example: work {1, 1, 4}, 3 ranks, factor(m) = m / 2 (2 cores): 1 x 1.5 + 0 x 1 + 3 x 0.5 = 3.0.
+double processor_sharing_time(std::vector<double> work, int ranks_on_node, const std::function<double(int)>& factor);
+
+/// A collective's duration in ns on cpu ranks of one node (hw.cpu.cores > 0): `member_ns` the
+/// members' own times with the node to itself (collective_ns of each member), ranks_on_node the
+/// node's ranks; processor_sharing_time with factor(m) = contention_factor(hw, m), rounded.
+/// With hw.cpu.cores == 0 (GPUs) contention_factor is 1 and this is the largest member's time.
+/// Example: 2 cores, 1 thread per rank, no other load, 4 ranks, members {1000, 1000, 1000, 5000}
+/// ns: 1000 x 2 + 0 + 0 + 4000 x 1 = 6,000 ns (the max-member model: 5000 x 2 = 10,000 ns).
+int64_t shared_cores_collective_ns(const std::vector<int64_t>& member_ns, int ranks_on_node, const HardwareProfile& hw);
+
+}  // namespace embedscope::engine
