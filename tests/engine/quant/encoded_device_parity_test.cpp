@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "embedscope/engine/sharding/sharding.h"
 #include "engine/parity_check.h"
 
 namespace {
@@ -106,5 +107,41 @@ INSTANTIATE_TEST_SUITE_P(
                          es::enum_name(c.state),
                          c.stochastic ? (*c.stochastic ? "sr" : "nearest") : "default");
     });
+
+// The planner's estimate of a cuda-backend spec counts the reduced sizes: per rank, its weights
+// and optimizer state are what the device path allocated (the emulated run's measured bytes,
+// each buffer rounded up to the allocator's 512-byte blocks as the estimate's replay rounds
+// them; row_wise: one shard of each table a rank, adam: two equal state arrays), and int8 rows
+// with fp16 state take less than the fp32 spec's.
+int64_t edp_block(int64_t bytes) { return (bytes + 511) / 512 * 512; }
+
+TEST(EncodedDevicePathEstimate, CudaEstimateCountsTheStoredBytes) {
+  es::WorkloadSpec s = edp_spec({es::ShardingType::row_wise, es::OptimizerType::adam, es::TableDataType::int8,
+                                 es::OptimizerStateType::fp16});
+  s.devices.backend = es::Backend::cuda;
+  const auto est = es::estimate_memory(s, es::plan_sharding(s));
+  es::WorkloadSpec fp32 = parity_spec(es::ShardingType::row_wise, 2, es::Pooling::mean, es::OptimizerType::adam);
+  fp32.devices.backend = es::Backend::cuda;
+  const auto est32 = es::estimate_memory(fp32, es::plan_sharding(fp32));
+  s.devices.backend = es::Backend::cpu;  // the emulated device path runs under the cpu backend's spec
+  const es::RunResult run = edp_run(s, true);
+  ASSERT_EQ(run.ended, es::RunEnd::complete) << run.error;
+  ASSERT_EQ(est.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    int64_t w = 0, st = 0;
+    for (const auto& ts : run.table_storage) {
+      w += edp_block(ts.weight_bytes[static_cast<size_t>(r)]);
+      st += 2 * edp_block(ts.optimizer_state_bytes[static_cast<size_t>(r)] / 2);
+    }
+    EXPECT_EQ(est[static_cast<size_t>(r)].weights, w) << "rank " << r;
+    EXPECT_EQ(est[static_cast<size_t>(r)].optimizer_state, st) << "rank " << r;
+    EXPECT_LT(est[static_cast<size_t>(r)].weights, est32[static_cast<size_t>(r)].weights) << "rank " << r;
+    EXPECT_LT(est[static_cast<size_t>(r)].optimizer_state, est32[static_cast<size_t>(r)].optimizer_state) << "rank " << r;
+  }
+  // by hand, rank 0 of row_wise over 2: t3 rows 0-24 in int8, 25 x (16 + 8) = 600 bytes: two
+  // blocks (fp32: 25 x 64 = 1600, four); t0 5 x 14, t1 1 x 12, t2 (fp32) 2 x 20: one block each
+  EXPECT_EQ(est[0].weights, 512 * (2 + 1 + 1 + 1));
+  EXPECT_EQ(est32[0].weights, 512 * (4 + 1 + 1 + 1));
+}
 
 }  // namespace
