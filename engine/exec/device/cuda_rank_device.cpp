@@ -206,7 +206,9 @@ void CudaRankDevice::update_encoded(const OptimizerSpec& opt, int64_t iteration,
   if (n <= 0 || sh.cols <= 0) return;
   if (sh.data_type == TableDataType::fp32) err = nullptr;  // not measured (0), as on the CPU
   const size_t scratch_bytes = GrowOnlyWorkspace::round_up(static_cast<size_t>(n * sh.cols) * sizeof(float));
-  const size_t error_bytes = err ? static_cast<size_t>(2 * n) * sizeof(float) : 0;
+  // the errors' room is reserved whether or not they are asked for (warm-up steps do not ask),
+  // so that the workspace reaches its size in warm-up and measured steps allocate nothing
+  const size_t error_bytes = static_cast<size_t>(2 * n) * sizeof(float);
   std::vector<float> errors(err ? static_cast<size_t>(2 * n) : 0);
   {
     std::lock_guard lock(workspace_mutex_);

@@ -71,8 +71,9 @@ class CudaRankDevice final : public RankDevice {
   void lookup_encoded(TableDataType type, const uint8_t* rows, int64_t num_rows, int64_t cols, const int64_t* ids,
                       const int64_t* offsets, int64_t n_bags, const float* scale, float* out) const override;
   /// apply_row_optimizer_encoded_cuda (cuda_encoded_update.h) with its scratch (n x cols floats,
-  /// and n x 2 floats of errors when err is not null) from the rank's GrowOnlyWorkspace, on the
-  /// compute stream; waits only to read the errors back (err not null).
+  /// and n x 2 floats of errors, reserved whether or not err asks for them, so that the workspace
+  /// is sized by the warm-up steps) from the rank's GrowOnlyWorkspace, on the compute stream;
+  /// waits only to read the errors back (err not null: measured steps).
   void update_encoded(const OptimizerSpec& opt, int64_t iteration, const EncodedShardView& shard,
                       const int64_t* row_ids, int64_t n, const float* values, QuantError* err) const override;
   /// linear_forward_cuda / linear_backward_cuda (cuBLAS) on the compute stream; do not wait

@@ -47,7 +47,7 @@ class HostRankDevice final : public RankDevice {
       g.values.insert(g.values.end(), values + i * cols, values + (i + 1) * cols);
     }
     const auto [m1, m2] = optimizer_state_floats(opt.type, rows, cols);
-    RowOptimizerState state;  // fp32 state (the device path runs fp32 optimizer state only)
+    RowOptimizerState state;  // fp32 state (fp16 / bf16 state goes through update_encoded)
     state.momentum1 = {momentum1, static_cast<size_t>(m1)};
     state.momentum2 = {momentum2, static_cast<size_t>(m2)};
     apply_row_optimizer(opt, iteration, weights, cols, state, g);
