@@ -16,6 +16,11 @@
 // gpu_forward_sum_int8 / _int4 (tbe_forward_quantized, the first shape's rows encoded):
 //   GBps            encoded row bytes read (n_ids * row_bytes) / median kernel time
 //   time_vs_fp32    the fp32 tbe_forward's median on the same ids / this median
+// gpu_update_rowwise_adagrad_<type> (apply_row_optimizer_encoded_cuda, the cuda executor's update
+// of reduced-precision shards: one thread a row; the first shape's distinct ids as the reduced
+// gradient's rows; int4 with stochastic rounding, the others to nearest):
+//   GBps              (encoded rows read + written + fp32 gradient rows read) / median kernel time
+//   time_vs_fp32_rows the same kernel on fp32 rows (type fp32, fp32 state): its median / this median
 // Without a CUDA device the program prints "no CUDA device: <what cudaGetDeviceCount said>"
 // and exits 0.
 
@@ -30,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "embedscope/engine/kernels/cuda_encoded_update.h"
 #include "embedscope/engine/kernels/cuda_kernels.h"
 #include "embedscope/engine/quant/row_codec.h"
 #include "torch_peer.h"
@@ -220,6 +226,55 @@ void BM_ForwardQuantized(benchmark::State& state, int i, TableDataType type) {
   state.counters["time_vs_fp32"] = median(fp32) / median(s);
 }
 
+// apply_row_optimizer_encoded_cuda (rowwise_adagrad) on the first shape's rows encoded as `type`,
+// the distinct ids of its batch as the gradient's rows, beside the same kernel on fp32 rows.
+void BM_UpdateEncoded(benchmark::State& state, int i, TableDataType type) {
+  Workload& w = workload(i);
+  const int64_t rows = w.shape.rows, dim = w.shape.dim, stride = row_bytes(type, dim);
+  std::vector<float> h_w = w.weights.download();
+  std::vector<uint8_t> encoded(static_cast<size_t>(rows * stride));
+  for (int64_t r = 0; r < rows; ++r) encode_row(type, h_w.data() + r * dim, dim, encoded.data() + r * stride);
+  DeviceArray<uint8_t> d_rows{std::span<const uint8_t>(encoded)};
+  std::vector<int64_t> h_ids = w.ids.download();
+  std::sort(h_ids.begin(), h_ids.end());
+  h_ids.erase(std::unique(h_ids.begin(), h_ids.end()), h_ids.end());
+  const auto n = static_cast<int64_t>(h_ids.size());
+  SplitMix64 value_rng{kSeed + 2};
+  std::vector<float> h_g(static_cast<size_t>(n * dim));
+  for (float& g : h_g) g = value_rng.uniform(-0.5f, 0.5f);
+  DeviceArray<int64_t> d_ids{std::span<const int64_t>(h_ids)};
+  DeviceArray<float> d_g{std::span<const float>(h_g)}, scratch(static_cast<size_t>(n * dim)), state1(static_cast<size_t>(rows));
+  DeviceArray<float> fp32_rows{std::span<const float>(h_w)}, fp32_state(static_cast<size_t>(rows));
+  state1.zero();
+  fp32_state.zero();
+  OptimizerSpec opt;
+  opt.type = OptimizerType::rowwise_adagrad;
+  opt.learning_rate = kLearningRate;
+  opt.eps = kEps;
+  const StochasticRoundingKey key{kSeed, 0, 0, 0};
+  const StochasticRoundingKey* sr = type == TableDataType::int4 ? &key : nullptr;
+  int64_t iteration = 0;
+  EventTimer timer;
+  std::vector<double> s, fp32;
+  for (auto _ : state) {
+    ++iteration;
+    const double t = timer.seconds([&] {
+      apply_row_optimizer_encoded_cuda(opt, iteration, type, d_rows.data(), rows, dim, OptimizerStateType::fp32,
+                                       state1.data(), nullptr, d_ids.data(), n, d_g.data(), sr, scratch.data(), nullptr);
+    });
+    state.SetIterationTime(t);
+    s.push_back(t);
+    fp32.push_back(timer.seconds([&] {
+      apply_row_optimizer_encoded_cuda(opt, iteration, TableDataType::fp32, fp32_rows.data(), rows, dim,
+                                       OptimizerStateType::fp32, fp32_state.data(), nullptr, d_ids.data(), n,
+                                       d_g.data(), nullptr, scratch.data(), nullptr);
+    }));
+  }
+  const double bytes = static_cast<double>(n * (2 * stride + 4 * dim));
+  state.counters["GBps"] = bytes / median(s) / 1e9;
+  state.counters["time_vs_fp32_rows"] = median(fp32) / median(s);
+}
+
 void register_all() {
   benchmark::RegisterBenchmark("device_copy_d2d/1GiB", BM_DeviceCopy)->UseManualTime()->Iterations(1);
   for (int i = 0; i < static_cast<int>(std::size(kShapes)); ++i) {
@@ -238,6 +293,14 @@ void register_all() {
   for (const TableDataType t : {TableDataType::int8, TableDataType::int4})
     benchmark::RegisterBenchmark(("gpu_forward_sum_" + std::string(enum_name(t)) + "/" + kShapes[0].name()).c_str(),
                                  BM_ForwardQuantized, 0, t)
+        ->Unit(benchmark::kMicrosecond)
+        ->UseManualTime()
+        ->MinWarmUpTime(0.1)
+        ->MinTime(0.3);
+  for (const TableDataType t : {TableDataType::fp16, TableDataType::bf16, TableDataType::int8, TableDataType::int4})
+    benchmark::RegisterBenchmark(
+        ("gpu_update_rowwise_adagrad_" + std::string(enum_name(t)) + "/" + kShapes[0].name()).c_str(),
+        BM_UpdateEncoded, 0, t)
         ->Unit(benchmark::kMicrosecond)
         ->UseManualTime()
         ->MinWarmUpTime(0.1)

@@ -386,17 +386,21 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
       c.fail("/qcomms/backward_precision", fmt::format("{} is {} (fp32 only)", enum_name(s.qcomms.backward_precision), kNotYet));
     if (s.network.limited()) c.fail("/network", fmt::format("network emulation is {}", kNotYet));
     if (s.memory.compaction > 0) c.fail("/memory/compaction", fmt::format("compaction is {}", kNotYet));
-    for (size_t t = 0; t < s.tables.size(); ++t)
-      if (s.tables[t].data_type != TableDataType::fp32)
-        c.fail(ptr_idx("/tables", t) + "/data_type",
-               fmt::format("{} (table \"{}\") is {} (fp32 only)", enum_name(s.tables[t].data_type), s.tables[t].name, kNotYet));
-    // (stochastic_rounding needs a reduced data_type, refused above: the cuda kernels read and
-    // update fp32 rows only)
-    for (size_t t = 0; t < s.tables.size(); ++t)
-      if (s.tables[t].optimizer_state_type != OptimizerStateType::fp32)
-        c.fail(ptr_idx("/tables", t) + "/optimizer_state_type",
-               fmt::format("{} (table \"{}\") is {} (fp32 only)", enum_name(s.tables[t].optimizer_state_type),
-                           s.tables[t].name, kNotYet));
+    // Reduced-precision tables (data_type, optimizer_state_type, stochastic_rounding) run on the
+    // device (RankDevice::lookup_encoded / update_encoded), except under a live reshard, whose
+    // moves carry fp32 rows and state between the ranks' host buffers only.
+    if (s.rebalance.enabled())
+      for (size_t t = 0; t < s.tables.size(); ++t) {
+        const TableSpec& tb = s.tables[t];
+        if (tb.data_type != TableDataType::fp32)
+          c.fail(ptr_idx("/tables", t) + "/data_type",
+                 fmt::format("{} (table \"{}\") with live rebalancing (/rebalance) is {} (fp32 only)",
+                             enum_name(tb.data_type), tb.name, kNotYet));
+        if (tb.optimizer_state_type != OptimizerStateType::fp32)
+          c.fail(ptr_idx("/tables", t) + "/optimizer_state_type",
+                 fmt::format("{} (table \"{}\") with live rebalancing (/rebalance) is {} (fp32 only)",
+                             enum_name(tb.optimizer_state_type), tb.name, kNotYet));
+      }
   }
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/engine/kernels/cuda_dense_ops.h"
+#include "embedscope/engine/kernels/cuda_encoded_update.h"
 #include "embedscope/engine/kernels/cuda_kernels.h"
 #include "embedscope/engine/kernels/cuda_reduce.h"
 #include "embedscope/engine/memory/cuda_memory.h"
@@ -21,15 +22,18 @@ void check(cudaError_t rc, const char* call) {
     throw cuda::CudaError(fmt::format("{} failed: {} ({})", call, cudaGetErrorName(rc), cudaGetErrorString(rc)));
 }
 
-// The single-table TBE plan of a shard of rows x cols floats (its batch size is each call's
-// argument: 0 here).
-std::unique_ptr<cuda::TbePlan> shard_plan(const ShardShape& shape) {
+// The single-table TBE plan of a shard of rows x cols values of `precision` (its batch size is
+// each call's argument: 0 here).
+std::unique_ptr<cuda::TbePlan> shard_plan_of(const ShardShape& shape, cuda::WeightsPrecision precision) {
   cuda::TbeTable t;
   t.num_rows = shape.rows;
   t.dim = shape.cols;
   t.out_stride = shape.cols;
   t.pooling = 0;  // sum; the mean scale comes as a per-bag scale, as pooled_lookup takes it
-  return std::make_unique<cuda::TbePlan>(std::vector<cuda::TbeTable>{t}, 0, cuda::WeightsPrecision::fp32);
+  return std::make_unique<cuda::TbePlan>(std::vector<cuda::TbeTable>{t}, 0, precision);
+}
+std::unique_ptr<cuda::TbePlan> shard_plan(const ShardShape& shape) {
+  return shard_plan_of(shape, cuda::WeightsPrecision::fp32);
 }
 
 }  // namespace
@@ -41,6 +45,10 @@ CudaRankDevice::CudaRankDevice(int device) : device_(device) {
   check(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags (comm)");
   blas_ = std::make_unique<cuda::Blas>(stream_);
   plans_ = std::make_unique<ShardPlanCache<cuda::TbePlan>>(shard_plan);
+  fp16_plans_ = std::make_unique<ShardPlanCache<cuda::TbePlan>>(
+      [](const ShardShape& s) { return shard_plan_of(s, cuda::WeightsPrecision::fp16); });
+  bf16_plans_ = std::make_unique<ShardPlanCache<cuda::TbePlan>>(
+      [](const ShardShape& s) { return shard_plan_of(s, cuda::WeightsPrecision::bf16); });
   workspace_ = std::make_unique<GrowOnlyWorkspace>(
       [](size_t bytes) {
         void* p = nullptr;
@@ -56,6 +64,8 @@ CudaRankDevice::~CudaRankDevice() {
   blas_.reset();
   if (stream_) cudaStreamSynchronize(stream_);  // before the plans and the workspace go
   plans_.reset();
+  fp16_plans_.reset();
+  bf16_plans_.reset();
   workspace_.reset();
   if (loss_) cudaFree(loss_);
   if (stream_) {
@@ -143,7 +153,7 @@ void CudaRankDevice::prepare_shard(int64_t rows, int64_t cols) const {
 
 DeviceSyncCalls CudaRankDevice::sync_calls() const {
   std::lock_guard lock(workspace_mutex_);
-  return {workspace_->allocs(), workspace_->frees(), plans_->misses()};
+  return {workspace_->allocs(), workspace_->frees(), plans_->misses() + fp16_plans_->misses() + bf16_plans_->misses()};
 }
 
 void CudaRankDevice::lookup(const float* weights, int64_t rows, int64_t cols, const int64_t* ids, const int64_t* offsets,
@@ -161,6 +171,56 @@ void CudaRankDevice::update(const OptimizerSpec& opt, int64_t iteration, float* 
   std::lock_guard lock(workspace_mutex_);
   cuda::tbe_backward_update(plan, weights, momentum1, momentum2, row_ids, offsets, n, nullptr, values, opt, iteration,
                             stream_, workspace_.get(), n);
+}
+
+void CudaRankDevice::prepare_encoded_shard(int64_t rows, int64_t cols, TableDataType type) const {
+  bind_thread();
+  if (type == TableDataType::fp32) plans_->prepare({rows, cols});
+  if (type == TableDataType::fp16) fp16_plans_->prepare({rows, cols});
+  if (type == TableDataType::bf16) bf16_plans_->prepare({rows, cols});
+}
+
+void CudaRankDevice::lookup_encoded(TableDataType type, const uint8_t* rows, int64_t num_rows, int64_t cols,
+                                    const int64_t* ids, const int64_t* offsets, int64_t n_bags, const float* scale,
+                                    float* out) const {
+  if (n_bags <= 0 || cols <= 0) return;
+  switch (type) {
+    case TableDataType::fp32:
+      lookup(reinterpret_cast<const float*>(rows), num_rows, cols, ids, offsets, n_bags, scale, out);
+      return;
+    case TableDataType::fp16:
+      cuda::tbe_forward(fp16_plans_->get({num_rows, cols}), rows, ids, offsets, scale, out, stream_, n_bags);
+      return;
+    case TableDataType::bf16:
+      cuda::tbe_forward(bf16_plans_->get({num_rows, cols}), rows, ids, offsets, scale, out, stream_, n_bags);
+      return;
+    case TableDataType::int8:
+    case TableDataType::int4:
+      cuda::tbe_forward_quantized(type, rows, num_rows, cols, ids, offsets, n_bags, scale, out, cols, stream_);
+      return;
+  }
+}
+
+void CudaRankDevice::update_encoded(const OptimizerSpec& opt, int64_t iteration, const EncodedShardView& sh,
+                                    const int64_t* row_ids, int64_t n, const float* values, QuantError* err) const {
+  if (n <= 0 || sh.cols <= 0) return;
+  if (sh.data_type == TableDataType::fp32) err = nullptr;  // not measured (0), as on the CPU
+  const size_t scratch_bytes = GrowOnlyWorkspace::round_up(static_cast<size_t>(n * sh.cols) * sizeof(float));
+  // the errors' room is reserved whether or not they are asked for (warm-up steps do not ask),
+  // so that the workspace reaches its size in warm-up and measured steps allocate nothing
+  const size_t error_bytes = static_cast<size_t>(2 * n) * sizeof(float);
+  std::vector<float> errors(err ? static_cast<size_t>(2 * n) : 0);
+  {
+    std::lock_guard lock(workspace_mutex_);
+    auto* base = static_cast<char*>(workspace_->reserve(scratch_bytes + error_bytes));
+    float* row_errors = err ? reinterpret_cast<float*>(base + scratch_bytes) : nullptr;
+    cuda::apply_row_optimizer_encoded_cuda(opt, iteration, sh.data_type, sh.rows, sh.num_rows, sh.cols, sh.state_type,
+                                           sh.state1, sh.state2, row_ids, n, values, sh.sr,
+                                           reinterpret_cast<float*>(base), row_errors, stream_);
+    if (err) to_host(errors.data(), row_errors, static_cast<int64_t>(error_bytes));
+  }
+  for (int64_t u = 0; u < n && err; ++u)
+    err->merge({errors[static_cast<size_t>(2 * u)], errors[static_cast<size_t>(2 * u + 1)]});
 }
 
 void CudaRankDevice::linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b,

@@ -64,6 +64,18 @@ class CudaRankDevice final : public RankDevice {
   void update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1, float* momentum2,
               int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets, int64_t n,
               const float* values) const override;
+  /// fp16 / bf16: the one-table TbePlan of that precision (as prepare_shard); int8 / int4: none.
+  void prepare_encoded_shard(int64_t rows, int64_t cols, TableDataType type) const override;
+  /// fp16 / bf16: tbe_forward with the shard's prepared plan of that precision; int8 / int4:
+  /// tbe_forward_quantized; fp32: lookup. On the compute stream; does not wait.
+  void lookup_encoded(TableDataType type, const uint8_t* rows, int64_t num_rows, int64_t cols, const int64_t* ids,
+                      const int64_t* offsets, int64_t n_bags, const float* scale, float* out) const override;
+  /// apply_row_optimizer_encoded_cuda (cuda_encoded_update.h) with its scratch (n x cols floats,
+  /// and n x 2 floats of errors, reserved whether or not err asks for them, so that the workspace
+  /// is sized by the warm-up steps) from the rank's GrowOnlyWorkspace, on the compute stream;
+  /// waits only to read the errors back (err not null: measured steps).
+  void update_encoded(const OptimizerSpec& opt, int64_t iteration, const EncodedShardView& shard,
+                      const int64_t* row_ids, int64_t n, const float* values, QuantError* err) const override;
   /// linear_forward_cuda / linear_backward_cuda (cuBLAS) on the compute stream; do not wait
   /// (the outputs reach the host through to_host, which waits).
   void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
@@ -100,6 +112,7 @@ class CudaRankDevice final : public RankDevice {
   cudaStream_t comm_stream_ = nullptr;
   std::unique_ptr<cuda::Blas> blas_;  // on stream_
   std::unique_ptr<ShardPlanCache<cuda::TbePlan>> plans_;
+  std::unique_ptr<ShardPlanCache<cuda::TbePlan>> fp16_plans_, bf16_plans_;  // fp16 / bf16 shards' lookups
   mutable std::mutex workspace_mutex_;             // reserve() may grow it: one op at a time
   std::unique_ptr<GrowOnlyWorkspace> workspace_;   // tbe_backward_update's scratch, on stream_
   double* loss_ = nullptr;  // bce_loss's result (cudaMalloc at construction), on stream_

@@ -51,6 +51,19 @@ class FaultyDevice final : public RankDevice {
     maybe_fail("lookup");
     in_->lookup(weights, rows, cols, ids, offsets, n_bags, scale, out);
   }
+  void prepare_encoded_shard(int64_t rows, int64_t cols, TableDataType type) const override {
+    in_->prepare_encoded_shard(rows, cols, type);
+  }
+  void lookup_encoded(TableDataType type, const uint8_t* rows, int64_t num_rows, int64_t cols, const int64_t* ids,
+                      const int64_t* offsets, int64_t n_bags, const float* scale, float* out) const override {
+    maybe_fail("lookup");
+    in_->lookup_encoded(type, rows, num_rows, cols, ids, offsets, n_bags, scale, out);
+  }
+  void update_encoded(const OptimizerSpec& opt, int64_t iteration, const EncodedShardView& shard,
+                      const int64_t* row_ids, int64_t n, const float* values, QuantError* err) const override {
+    maybe_fail("update");
+    in_->update_encoded(opt, iteration, shard, row_ids, n, values, err);
+  }
   void update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1, float* momentum2,
               int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets, int64_t n,
               const float* values) const override {

@@ -47,10 +47,37 @@ class HostRankDevice final : public RankDevice {
       g.values.insert(g.values.end(), values + i * cols, values + (i + 1) * cols);
     }
     const auto [m1, m2] = optimizer_state_floats(opt.type, rows, cols);
-    RowOptimizerState state;  // fp32 state (the device path runs fp32 optimizer state only)
+    RowOptimizerState state;  // fp32 state (fp16 / bf16 state goes through update_encoded)
     state.momentum1 = {momentum1, static_cast<size_t>(m1)};
     state.momentum2 = {momentum2, static_cast<size_t>(m2)};
     apply_row_optimizer(opt, iteration, weights, cols, state, g);
+  }
+  // the stand-in's plans are shapes, whatever the type (the GPU's fp16 / bf16 plans are shapes too)
+  void prepare_encoded_shard(int64_t rows, int64_t cols, TableDataType) const override { plans_.prepare({rows, cols}); }
+  void lookup_encoded(TableDataType type, const uint8_t* rows, int64_t num_rows, int64_t cols, const int64_t* ids,
+                      const int64_t* offsets, int64_t n_bags, const float* scale, float* out) const override {
+    if (n_bags > 0 && cols > 0) plans_.get({num_rows, cols});
+    pooled_lookup_encoded(type, rows, num_rows, cols, ids, offsets, n_bags, scale, out, cols);
+  }
+  void update_encoded(const OptimizerSpec& opt, int64_t iteration, const EncodedShardView& sh, const int64_t* row_ids,
+                      int64_t n, const float* values, QuantError* err) const override {
+    if (n > 0 && sh.cols > 0) plans_.get({sh.num_rows, sh.cols});
+    SparseGrad g;
+    g.dim = sh.cols;
+    g.rows.assign(row_ids, row_ids + n);
+    g.values.assign(values, values + n * sh.cols);
+    const auto [m1, m2] = optimizer_state_floats(opt.type, sh.num_rows, sh.cols);
+    RowOptimizerState state;
+    state.type = sh.state_type;
+    if (sh.state_type == OptimizerStateType::fp32) {
+      state.momentum1 = {static_cast<float*>(sh.state1), sh.state1 ? static_cast<size_t>(m1) : 0};
+      state.momentum2 = {static_cast<float*>(sh.state2), sh.state2 ? static_cast<size_t>(m2) : 0};
+    } else {
+      state.packed1 = {static_cast<uint8_t*>(sh.state1), sh.state1 ? static_cast<size_t>(2 * m1) : 0};
+      state.packed2 = {static_cast<uint8_t*>(sh.state2), sh.state2 ? static_cast<size_t>(2 * m2) : 0};
+    }
+    apply_row_optimizer_encoded(opt, iteration, sh.data_type, sh.rows, sh.cols, state, g,
+                                sh.data_type == TableDataType::fp32 ? nullptr : err, sh.sr);
   }
   void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
                       float* y) const override {

@@ -13,9 +13,27 @@
 #include "comm/local/local_comm.h"
 #include "exec/device/shard_plan_cache.h"
 #include "embedscope/engine/memory/allocator.h"
+#include "embedscope/engine/quant/quant.h"
+#include "embedscope/engine/quant/row_codec.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine::detail {
+
+/// A shard whose rows or optimizer state are stored in reduced precision (LocalShard: data_type,
+/// state_type), in device memory: `rows` num_rows x row_bytes(data_type, cols) bytes
+/// (quant/row_codec.h layouts); state1 / state2 the optimizer state (FBGEMM layouts) as fp32
+/// floats (state_type fp32) or 2-byte fp16 / bf16 codes, nullptr where the optimizer has none;
+/// `sr` the stochastic-rounding key of the shard, nullptr to round to nearest.
+struct EncodedShardView {
+  TableDataType data_type = TableDataType::fp32;
+  OptimizerStateType state_type = OptimizerStateType::fp32;
+  uint8_t* rows = nullptr;
+  int64_t num_rows = 0;
+  int64_t cols = 0;
+  void* state1 = nullptr;
+  void* state2 = nullptr;
+  const StochasticRoundingKey* sr = nullptr;
+};
 
 /// The intra-device communicator's copies and reduction (IntraDeviceOps, comm/local/local_comm.h)
 /// are part of every device: collectives between ranks placed on one device run on them.
@@ -51,6 +69,23 @@ class RankDevice : public IntraDeviceOps {
   virtual void update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1, float* momentum2,
                       int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets, int64_t n,
                       const float* values) const = 0;
+  /// prepare_shard for a shard stored as `type` (fp16 / bf16: the lookup plan of that precision;
+  /// int8 / int4 need none; fp32 = prepare_shard).
+  virtual void prepare_encoded_shard(int64_t rows, int64_t cols, TableDataType type) const = 0;
+  /// pooled_lookup_encoded (kernels.h) of one shard stored as `type`: `rows` is device memory
+  /// (rows x row_bytes(type, cols) bytes), the rest as lookup. Rows decoded and summed in fp32 in
+  /// id order (on a GPU tbe_forward with an fp16 / bf16 plan, tbe_forward_quantized for int8 /
+  /// int4: bit-equal to the CPU kernel). Asynchronous on a GPU, as lookup.
+  virtual void lookup_encoded(TableDataType type, const uint8_t* rows, int64_t num_rows, int64_t cols, const int64_t* ids,
+                              const int64_t* offsets, int64_t n_bags, const float* scale, float* out) const = 0;
+  /// apply_row_optimizer_encoded (kernels.h) to the n distinct local rows row_ids[0, n) with
+  /// gradients values (n x cols) of a shard stored as `shard` says (all device memory): decode,
+  /// the fp32 formula, encode (to nearest, or stochastically with shard.sr), bit-equal to the CPU
+  /// kernel (on a GPU apply_row_optimizer_encoded_cuda). The encoding error of the updated rows
+  /// is merged into *err when err is not null (then the call waits for the device; fp32 rows: not
+  /// measured, as on the CPU). Asynchronous on a GPU otherwise, as update.
+  virtual void update_encoded(const OptimizerSpec& opt, int64_t iteration, const EncodedShardView& shard,
+                              const int64_t* row_ids, int64_t n, const float* values, QuantError* err) const = 0;
   /// linear_forward / linear_backward (dense.h) on device memory; asynchronous on a GPU, as lookup.
   virtual void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b,
                               bool relu, float* y) const = 0;

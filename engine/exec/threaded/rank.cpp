@@ -40,8 +40,12 @@ void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, 
       std::copy(scale, scale + n_bags, d_scale.data());
       to_gpu(d_scale);
     }
-    gpu_->lookup(ls.weights.device_data(), ls.s.num_rows, ls.s.num_cols, d_ids.device_data(), d_off.device_data(), n_bags,
-                 scale ? d_scale.device_data() : nullptr, out.device_data());
+    if (ls.data_type != TableDataType::fp32)
+      gpu_->lookup_encoded(ls.data_type, ls.packed.device_data(), ls.s.num_rows, ls.s.num_cols, d_ids.device_data(),
+                           d_off.device_data(), n_bags, scale ? d_scale.device_data() : nullptr, out.device_data());
+    else
+      gpu_->lookup(ls.weights.device_data(), ls.s.num_rows, ls.s.num_cols, d_ids.device_data(), d_off.device_data(),
+                   n_bags, scale ? d_scale.device_data() : nullptr, out.device_data());
     gpu_->to_host(out.data(), out.device_data(), static_cast<int64_t>(out.size() * sizeof(float)));
     return;
   }
@@ -81,6 +85,21 @@ void Rank::shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g) 
     to_gpu(d_rows);
     to_gpu(d_off);
     to_gpu(d_vals);
+    if (ls.data_type != TableDataType::fp32 || ls.state_type != OptimizerStateType::fp32) {  // as the CPU below
+      const bool fp32_state = ls.state_type == OptimizerStateType::fp32;
+      detail::EncodedShardView v{ls.data_type,
+                                 ls.state_type,
+                                 ls.data_type == TableDataType::fp32 ? reinterpret_cast<uint8_t*>(ls.weights.device_data())
+                                                                     : ls.packed.device_data(),
+                                 ls.s.num_rows,
+                                 ls.s.num_cols,
+                                 fp32_state ? static_cast<void*>(ls.momentum1.device_data()) : ls.packed_state1.device_data(),
+                                 fp32_state ? static_cast<void*>(ls.momentum2.device_data()) : ls.packed_state2.device_data(),
+                                 ls.stochastic_rounding ? &ls.sr_key : nullptr};
+      gpu_->update_encoded(sh_.spec.optimizer, iteration, v, d_rows.device_data(), static_cast<int64_t>(n),
+                           d_vals.device_data(), measured_ ? &ls.storage_error : nullptr);
+      return;
+    }
     gpu_->update(sh_.spec.optimizer, iteration, ls.weights.device_data(), ls.momentum1.device_data(),
                  ls.momentum2.device_data(), ls.s.num_rows, ls.s.num_cols, d_rows.device_data(), d_off.device_data(),
                  static_cast<int64_t>(n), d_vals.device_data());
@@ -329,9 +348,6 @@ void Rank::setup() {
       ls.data_type = t.data_type;
       ls.stochastic_rounding = t.uses_stochastic_rounding() && t.data_type != TableDataType::fp32;
       ls.sr_key = {spec.seed, tp.table, s.row_offset, s.col_offset};
-      if (ls.data_type != TableDataType::fp32 && gpu_)
-        throw std::invalid_argument(fmt::format("table \"{}\": data_type {} runs on the cpu backend only (the cuda "
-                                                "kernels read fp32 rows)", t.name, to_string(ls.data_type)));
       // fp32 rows in `weights`; other types are initialised in fp32 and encoded, a block of rows
       // at a time (no fp32 copy of the whole shard, not even on the host)
       // placement host / host_cached: the rows and the state in host memory (buffers without an
@@ -345,10 +361,6 @@ void Rank::setup() {
       if (ls.data_type == TableDataType::fp32 && t.low_rank_dim == 0)
         ls.weights.assign(static_cast<size_t>(s.num_rows * s.num_cols));
       ls.state_type = t.optimizer_state_type;
-      if (ls.state_type != OptimizerStateType::fp32 && gpu_)
-        throw std::invalid_argument(fmt::format("table \"{}\": optimizer_state_type {} runs on the cpu backend only "
-                                                "(the cuda kernels update fp32 state)",
-                                                t.name, enum_name(ls.state_type)));
       ls.low_rank_dim = t.low_rank_dim;
       if (ls.low_rank_dim > 0 && gpu_)
         throw std::invalid_argument(fmt::format("table \"{}\": low_rank_dim runs on the cpu backend only", t.name));
@@ -404,6 +416,9 @@ void Rank::setup() {
       to_gpu(ls.weights);
       to_gpu(ls.momentum1);
       to_gpu(ls.momentum2);
+      to_gpu(ls.packed);  // reduced precision (data_type, state_type): the device path's update_encoded
+      to_gpu(ls.packed_state1);
+      to_gpu(ls.packed_state2);
       prepare_on_gpu(ls);
       shards.push_back(std::move(ls));
     }
@@ -515,6 +530,8 @@ void Rank::main() {
     auto read_back = [&](LocalShard& ls) {
       ls.weights.restore_host_copy();
       gpu_->to_host(ls.weights.data(), ls.weights.device_data(), static_cast<int64_t>(ls.weights.size() * sizeof(float)));
+      ls.packed.restore_host_copy();  // reduced-precision rows (LocalShard::row decodes them)
+      gpu_->to_host(ls.packed.data(), ls.packed.device_data(), static_cast<int64_t>(ls.packed.size()));
     };
     for (auto& ls : shards) read_back(ls);
     for (auto& [t, ls] : hot_replicas) read_back(ls);

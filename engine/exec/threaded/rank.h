@@ -425,10 +425,13 @@ class Rank final : public sharding::RankContext {
   // so a GPU plan needs no host memory of the same size (issue 14: no host mirror).
   void prepare_on_gpu(LocalShard& ls) {
     if (!gpu_) return;
-    if (ls.s.num_cols > 0) gpu_->prepare_shard(ls.s.num_rows, ls.s.num_cols);
+    if (ls.s.num_cols > 0) gpu_->prepare_encoded_shard(ls.s.num_rows, ls.s.num_cols, ls.data_type);
     ls.weights.release_host_copy();
     ls.momentum1.release_host_copy();
     ls.momentum2.release_host_copy();
+    ls.packed.release_host_copy();  // reduced-precision rows and state (data_type, state_type)
+    ls.packed_state1.release_host_copy();
+    ls.packed_state2.release_host_copy();
   }
   template <class T>
   void to_gpu(DeviceBuffer<T>& b) {

@@ -12,6 +12,9 @@
 //  - tbe_forward: table-batched pooled lookup (FBGEMM's split_embedding_codegen_forward):
 //    all tables of a rank in one launch, sum / mean, weights fp32 / fp16 / bf16, fp32
 //    accumulation in id order (as pooled_lookup), any embedding_dim.
+//  - tbe_forward_quantized: the same for one table of int8 / int4 rows (FBGEMM's fused row-wise
+//    layouts); the update of reduced-precision rows is apply_row_optimizer_encoded_cuda
+//    (cuda_encoded_update.h).
 //  - tbe_backward_update: sparse gradient by radix sort (CUB) + segment reduce per distinct
 //    row, then the fused row optimizer (sgd, rowwise_adagrad, adam) applied once per row, as
 //    accumulate_sparse_grad + apply_row_optimizer. Deterministic: no atomics.
@@ -181,8 +184,9 @@ void tbe_forward(const TbePlan& plan, const void* weights, const int64_t* ids, c
 /// with s_b = bag_scale[b] when bag_scale != nullptr, else 1; rows are decoded and summed in fp32
 /// in id order, so the result is bit-equal to pooled_lookup_encoded (kernels.h). ids outside
 /// [0, num_rows) contribute nothing. One warp per bag on `stream` (a cudaStream_t; nullptr: the
-/// legacy default stream). Not used by the cuda executor yet (it runs fp32 tables only): the
-/// lookup kernel for int8 / int4 tables, tested against the CPU reference. Throws
+/// legacy default stream). The cuda executor's lookup of int8 / int4 shards
+/// (CudaRankDevice::lookup_encoded; their update: cuda_encoded_update.h), tested against the CPU
+/// reference. Throws
 /// std::invalid_argument for another type, dim <= 0, an odd dim with int4, negative counts or
 /// out_stride < dim; LaunchError for a failed launch.
 void tbe_forward_quantized(TableDataType type, const void* rows, int64_t num_rows, int64_t dim, const int64_t* ids,
