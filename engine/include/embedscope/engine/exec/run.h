@@ -224,7 +224,7 @@ struct RunResult {
     int64_t master_copy_bytes = 0;               ///< fp32 master copy of the rows (none kept)
     /// The lookup error against an fp32 copy of the same rows: over the rows the measured steps
     /// updated, max |fp32 row after the update - the row as stored| and that over max |fp32 row|
-    /// (0 for fp32 tables; the cuda backend runs fp32 only).
+    /// (0 for fp32 tables).
     double max_abs_error = 0, relative_error = 0;
     int64_t hash_size = 0;        ///< TableSpec::hash_size (0: no hashing)
     int64_t low_rank_dim = 0;     ///< TableSpec::low_rank_dim (0: a full table; weight_bytes count A and B)

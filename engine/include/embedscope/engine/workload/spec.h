@@ -78,13 +78,14 @@ struct TableSpec {
   /// Precision the rows are stored in (JSON "data_type", default fp32): fp16 / bf16 take 2
   /// bytes a value, int8 1 byte a value plus 8 bytes a row, int4 half a byte a value plus 4
   /// bytes a row (an even embedding_dim and even column shards only; quant/row_codec.h). The cpu
-  /// backend runs every type; the cuda backend fp32 only (refused with an error otherwise).
+  /// backend and the cuda backend run every type (on cuda through the device's typed lookup and
+  /// row update, with the cpu backend's rounding; exec/device/rank_device.h).
   TableDataType data_type = TableDataType::fp32;
   /// How updated rows are rounded to data_type (JSON "stochastic_rounding", FBGEMM TBE's name):
   /// true = stochastic rounding with counter-based random numbers, false = round to nearest
   /// (quant/row_codec.h says how and why). Absent: true for int4 (at 16 levels round to nearest
   /// loses almost every update), false for the other types. true needs a reduced-precision
-  /// data_type (not fp32) and the cpu backend.
+  /// data_type (not fp32).
   std::optional<bool> stochastic_rounding{};
   /// Whether updates of this table's rows round stochastically: stochastic_rounding, or when it
   /// is absent, data_type == int4.
@@ -96,8 +97,7 @@ struct TableSpec {
   /// Precision of the table's optimizer state (JSON "optimizer_state_type", default fp32):
   /// fp16 / bf16 store rowwise_adagrad's momentum1 (one value a row) and adam's momentum1 and
   /// momentum2 (dim values a row each) as 2-byte codes, half the bytes; updated in fp32 and
-  /// rounded to nearest even when stored (enums.h). Not allowed with sgd (no state) nor on the
-  /// cuda backend.
+  /// rounded to nearest even when stored (enums.h). Not allowed with sgd (no state).
   OptimizerStateType optimizer_state_type = OptimizerStateType::fp32;
   /// Low-rank factorization (JSON "low_rank_dim" r; 0 = absent, a full table): the table is
   /// A (rows() x r) times B (r x embedding_dim), both fp32 and trained (model/low_rank.h;
