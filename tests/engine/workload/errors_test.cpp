@@ -364,18 +364,18 @@ TEST(SpecErrors, OriginPrefixesEveryMessage) {
             "preset criteo: /tables/1/embedding_dim: must be > 0, got 0");
 }
 
-}  // namespace
-
 // Every pipeline runs on the cuda backend (issue 14: the next batch's input dist, and with
 // semi_sync its lookup and output dist, under the dense part); what the cuda backend still
 // does not run is refused next to it, naming the field.
 TEST(SpecErrors, CudaRunsSparseDistAndSemiSync) {
-  for (const char* pipeline : {"sparse_dist", "semi_sync"}) {
-    const json cuda = base_spec().patch(json::parse(std::string(R"([{"op": "add", "path": "/devices/backend", "value": "cuda"},
-                                                        {"op": "add", "path": "/pipeline", "value": ")") + pipeline + ""}]"));
+  for (const std::string pipeline : {"sparse_dist", "semi_sync"}) {
+    const json cuda = base_spec().patch(json::array({{{"op", "add"}, {"path", "/devices/backend"}, {"value", "cuda"}},
+                                                     {{"op", "add"}, {"path", "/pipeline"}, {"value", pipeline}}}));
     EXPECT_EQ(parse_error(cuda), "<no error>") << pipeline;
-    EXPECT_EQ(parse_error(cuda.patch(json::parse(R"([{"op": "add", "path": "/qcomms", "value": {"forward_precision": "fp16"}}])"))),
-              "test.json: /qcomms/forward_precision: fp16 is not supported on the cuda backend yet (fp32 only)")
+    const json fp16 = cuda.patch(json::parse(R"([{"op": "add", "path": "/qcomms", "value": {"forward_precision": "fp16"}}])"));
+    EXPECT_EQ(parse_error(fp16), "test.json: /qcomms/forward_precision: fp16 is not supported on the cuda backend yet (fp32 only)")
         << pipeline;
   }
 }
+
+}  // namespace
