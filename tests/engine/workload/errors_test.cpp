@@ -121,7 +121,8 @@ const ErrorCase kErrorCases[] = {
     // What the cuda backend does not run yet is refused at validation, naming the field.
     {"cuda_qcomms", R"([{"op": "add", "path": "/devices/backend", "value": "cuda"},
                         {"op": "add", "path": "/qcomms", "value": {"backward_precision": "bf16"}}])",
-     "test.json: /qcomms/backward_precision: bf16 is not supported on the cuda backend yet (fp32 only)"},
+     "test.json: /qcomms/backward_precision: bf16 is not supported on the cuda backend yet (fp32 only: the NCCL collectives of ranks with a GPU each do not "
+     "quantize)"},
     {"cuda_network", R"([{"op": "add", "path": "/devices/backend", "value": "cuda"},
                          {"op": "add", "path": "/network", "value": {"inter_node": {"latency_ns": 5}}}])",
      "test.json: /network: network emulation is not supported on the cuda backend yet"},
@@ -373,7 +374,8 @@ TEST(SpecErrors, CudaRunsSparseDistAndSemiSync) {
                                                      {{"op", "add"}, {"path", "/pipeline"}, {"value", pipeline}}}));
     EXPECT_EQ(parse_error(cuda), "<no error>") << pipeline;
     const json fp16 = cuda.patch(json::parse(R"([{"op": "add", "path": "/qcomms", "value": {"forward_precision": "fp16"}}])"));
-    EXPECT_EQ(parse_error(fp16), "test.json: /qcomms/forward_precision: fp16 is not supported on the cuda backend yet (fp32 only)")
+    EXPECT_EQ(parse_error(fp16), "test.json: /qcomms/forward_precision: fp16 is not supported on the cuda backend yet (fp32 "
+                                 "only: the NCCL collectives of ranks with a GPU each do not quantize)")
         << pipeline;
   }
 }
