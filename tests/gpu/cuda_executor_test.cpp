@@ -143,8 +143,8 @@ TEST(CudaExecutor, SmallDeviceEndsOomWithTheSnapshot) {
   s.devices.count = 2;  // on one GPU: two ranks of 39 MiB each
   s.devices.backend = Backend::cuda;
   // fits the plan (refused below 38,144 KiB) but the caching allocator's step 1 needs more (the
-  // cpu backend ends oom with these figures from 38,144 KiB to beyond 40 MiB); the cuda backend
-  // runs the base pipeline only, so not the cpu test's semi_sync fragmentation
+  // cpu backend ends oom with these figures from 38,144 KiB to beyond 40 MiB); base, as when
+  // the cuda backend ran no other pipeline (not the cpu test's semi_sync fragmentation)
   s.pipeline = PipelineKind::base;
   s.steps = 3;
   s.warmup_steps = 1;
