@@ -325,12 +325,12 @@ INSTANTIATE_TEST_SUITE_P(
                          std::get<2>(p.param) == 1 ? "w4_one_device" : "w3_device_each");
     });
 
-// A pipeline on the device path with the whole model: every sharding type at once, the DLRM
-// dense part on the device (MLPs, dot interaction, loss, SGD), DDP buckets on the comm worker
-// next to the batch ahead's input dist, a warm-up step, 4 ranks on one device.
-class DevicePipelineWithDenseMlp : public ::testing::TestWithParam<PipelineKind> {};
+// A pipeline on the device path with every sharding type at once (mixed_spec). First the whole
+// model: the DLRM dense part on the device (MLPs, dot interaction, loss, SGD), DDP buckets on the
+// comm worker next to the batch ahead's input dist, 4 steps, 4 ranks on one device.
+class DevicePipelineMixedPlan : public ::testing::TestWithParam<PipelineKind> {};
 
-TEST_P(DevicePipelineWithDenseMlp, MixedPlanFourRanksOnOneDevice) {
+TEST_P(DevicePipelineMixedPlan, WithDenseMlpFourRanksOnOneDevice) {
   WorkloadSpec s = mixed_spec(OptimizerType::rowwise_adagrad);
   for (auto& t : s.tables) t.embedding_dim = 4;
   s.dense = DenseSpec{3, {8, 4}, Interaction::dot, 2, 3, {6, 1}};
@@ -340,7 +340,17 @@ TEST_P(DevicePipelineWithDenseMlp, MixedPlanFourRanksOnOneDevice) {
   check_parity(s, {}, true, nullptr, 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(SparseDistAndSemiSync, DevicePipelineWithDenseMlp,
+// A pipeline with the ranks on 2 emulated devices of 2 (the one-GPU-per-pair desktop): the mixed
+// plan's world group on the hierarchical communicator (intra-device parts, Gloo between the
+// devices' leaders), its node groups each on one device, while the batch ahead's collectives
+// share the comm worker with this batch's.
+TEST_P(DevicePipelineMixedPlan, TwoRanksOnEachOfTwoDevices) {
+  WorkloadSpec s = mixed_spec(OptimizerType::rowwise_adagrad);
+  s.pipeline = GetParam();
+  check_parity(s, {}, true, nullptr, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(SparseDistAndSemiSync, DevicePipelineMixedPlan,
                          ::testing::Values(PipelineKind::sparse_dist, PipelineKind::semi_sync),
                          [](const auto& p) { return std::string(to_string(p.param)); });
 
