@@ -294,4 +294,64 @@ TEST(DevicePath, MixedPlanWithTwoRanksOnEachOfTwoDevices) {
   check_parity(mixed_spec(OptimizerType::rowwise_adagrad), {}, true, nullptr, 2);
 }
 
+
+// ---- pipelines on the device path (issue 14: sparse_dist and semi_sync on the cuda backend) ----
+// The cuda executor's device path (host memory standing in for the GPU) with a pipeline: the
+// next batch's input dist (and, semi_sync, its lookup) while the dense part of this one runs, so
+// two batches' device buffers are in flight at once and the comm worker uses the rank's device
+// (the intra-device communicator's staging on its comm stream) while the rank thread runs the
+// lookups and the dense part. Every sharding type against the reference (semi_sync with its
+// one-step staleness), on 3 ranks each on a device of its own (Gloo between them) and on 4 ranks
+// sharing one device (every group on the intra-device communicator: the one-GPU desktop).
+using DevicePipelineParam = std::tuple<PipelineKind, ShardingType, int>;
+class DevicePipelineEqualsReference : public ::testing::TestWithParam<DevicePipelineParam> {};
+
+TEST_P(DevicePipelineEqualsReference, ForwardAndTablesAfterThreeSteps) {
+  const auto [pipeline, type, devices] = GetParam();
+  WorkloadSpec s = parity_spec(type, devices == 1 ? 4 : 3, Pooling::mean, OptimizerType::adam);
+  s.pipeline = pipeline;
+  check_parity(s, {}, true, nullptr, devices);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SparseDistAndSemiSync, DevicePipelineEqualsReference,
+    ::testing::Combine(::testing::Values(PipelineKind::sparse_dist, PipelineKind::semi_sync),
+                       ::testing::Values(ShardingType::data_parallel, ShardingType::table_wise, ShardingType::row_wise,
+                                         ShardingType::column_wise, ShardingType::table_row_wise,
+                                         ShardingType::table_column_wise, ShardingType::grid_shard),
+                       ::testing::Values(0, 1)),
+    [](const ::testing::TestParamInfo<DevicePipelineParam>& p) {
+      return fmt::format("{}_{}_{}", to_string(std::get<0>(p.param)), to_string(std::get<1>(p.param)),
+                         std::get<2>(p.param) == 1 ? "w4_one_device" : "w3_device_each");
+    });
+
+// A pipeline on the device path with every sharding type at once (mixed_spec). First the whole
+// model: the DLRM dense part on the device (MLPs, dot interaction, loss, SGD), DDP buckets on the
+// comm worker next to the batch ahead's input dist, 4 steps, 4 ranks on one device.
+class DevicePipelineMixedPlan : public ::testing::TestWithParam<PipelineKind> {};
+
+TEST_P(DevicePipelineMixedPlan, WithDenseMlpFourRanksOnOneDevice) {
+  WorkloadSpec s = mixed_spec(OptimizerType::rowwise_adagrad);
+  for (auto& t : s.tables) t.embedding_dim = 4;
+  s.dense = DenseSpec{3, {8, 4}, Interaction::dot, 2, 3, {6, 1}};
+  s.dense->bucket_cap_bytes = 64;
+  s.pipeline = GetParam();
+  s.steps = 4;
+  check_parity(s, {}, true, nullptr, 1);
+}
+
+// A pipeline with the ranks on 2 emulated devices of 2 (the one-GPU-per-pair desktop): the mixed
+// plan's world group on the hierarchical communicator (intra-device parts, Gloo between the
+// devices' leaders), its node groups each on one device, while the batch ahead's collectives
+// share the comm worker with this batch's.
+TEST_P(DevicePipelineMixedPlan, TwoRanksOnEachOfTwoDevices) {
+  WorkloadSpec s = mixed_spec(OptimizerType::rowwise_adagrad);
+  s.pipeline = GetParam();
+  check_parity(s, {}, true, nullptr, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(SparseDistAndSemiSync, DevicePipelineMixedPlan,
+                         ::testing::Values(PipelineKind::sparse_dist, PipelineKind::semi_sync),
+                         [](const auto& p) { return std::string(to_string(p.param)); });
+
 }  // namespace

@@ -98,8 +98,8 @@ PY
 summary() {  # the table, then each benchmark's figures (callers print a blank line first)
   echo "=== device checks summary ($(( $(date +%s) - START )) s in all)"
   [ -n "${summary_head:-}" ] && printf '%s\n' "$summary_head"
-  printf '%-22s %-18s %6s  %s\n' step result secs detail
-  for r in "${rows[@]}"; do IFS='|' read -r a b c d <<<"$r"; printf '%-22s %-18s %6s  %s\n' "$a" "$b" "$c" "$d"; done
+  printf '%-30s %-18s %6s  %s\n' step result secs detail
+  for r in "${rows[@]}"; do IFS='|' read -r a b c d <<<"$r"; printf '%-30s %-18s %6s  %s\n' "$a" "$b" "$c" "$d"; done
   for j in "$log_dir"/bench_*.json; do
     [ -s "$j" ] || continue
     echo
@@ -364,11 +364,16 @@ run_bench() {  # run_bench NAME LIMIT_S : a packed Google Benchmark executable, 
 # The workloads end to end through the packed CLI: ROW|LIMIT_S|EXPECTED_EXIT|ENV|ARGS of
 # `embedscope` (LOG is the logs folder; ENV `-` or one NAME=VALUE set for the command). Their
 # sessions stay beside the logs; the detail is how the run ended, its throughput, step time and
-# the overlap `stats` reports. The fault row injects a CUDA launch failure into rank 1's third
+# the overlap `stats` reports (stream level on a cuda session: GPU comm vs compute kernels and
+# copies); the -sparse_dist and -semi_sync rows run the 4-rank row under those pipelines (the
+# next batch's input dist, and with semi_sync its lookup and output dist, under the dense part),
+# to compare with the base row. The fault row injects a CUDA launch failure into rank 1's third
 # lookup (exec/device/fault_injection.h): the run must end `crashed` (exit 1) naming the rank and
 # the call, with a readable session.
 PREBUILT_WORKLOADS=(
   "criteo-cuda-4ranks|90|0|-|run --backend cuda --preset criteo_kaggle --devices 4 --json --force-overwrite -o LOG/criteo_cuda4.db"
+  "criteo-cuda-4ranks-sparse_dist|60|0|-|run --backend cuda --preset criteo_kaggle --devices 4 --pipeline sparse_dist --json --force-overwrite -o LOG/criteo_cuda4_sparse_dist.db"
+  "criteo-cuda-4ranks-semi_sync|60|0|-|run --backend cuda --preset criteo_kaggle --devices 4 --pipeline semi_sync --json --force-overwrite -o LOG/criteo_cuda4_semi_sync.db"
   "criteo-cuda-1rank|60|0|-|run --backend cuda --preset criteo_kaggle --devices 1 --json --force-overwrite -o LOG/criteo_cuda1.db"
   "criteo-cpu-4ranks|60|0|-|run --backend cpu --preset criteo_kaggle --devices 4 --json --force-overwrite -o LOG/criteo_cpu4.db"
   "launch-cuda-1proc|60|0|-|launch -n 1 run --backend cuda --preset tiny --force-overwrite -o LOG/launch_cuda1.db"

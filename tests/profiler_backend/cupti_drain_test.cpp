@@ -617,3 +617,26 @@ TEST(CuptiLaunchTable, AnAllocationBeforeItsCallLeavesNothingWaiting) {
   EXPECT_EQ(d.launches_waiting(), 2u);            // launches 2 and 3; the cudaMalloc is not kept
   EXPECT_EQ(d.stats().launches_dropped, 1);       // launch 1 only, pushed out by 2 and 3
 }
+
+// A pipeline's batch ahead (issue 14: sparse_dist / semi_sync on the cuda backend): its lookup
+// (semi_sync) runs under step i's dense part, so a kernel of batch i + 1 can start inside step
+// i's window and complete - its record reaching CUPTI's buffers - only after step i ended, even
+// after step i + 1 ended. It still goes to step i, the step that issued it (as its host span);
+// a kernel of step i + 1 in the same late drain goes to step i + 1.
+TEST(StepDrain, ABatchAheadsKernelThatCompletesAfterItsStepStaysInThatStep) {
+  StepDrain d({0, 1}, -1);
+  d.close_step(0, 0, 100, 200);
+  d.close_step(1, 0, 100, 210);
+  EXPECT_TRUE(d.place(std::vector<GpuOp>{}, false).empty());  // step 0's drain: the kernel still running
+  d.close_step(0, 1, 200, 300);
+  d.close_step(1, 1, 210, 310);
+  GpuOp ahead = drain_op(0, 190);  // batch 1's lookup on rank 0, issued at the end of step 0
+  ahead.op.end_ns = 260;           // done inside step 1
+  auto out = d.place({ahead, drain_op(1, 205), drain_op(0, 250)}, false);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].op.start_ns, 190);
+  EXPECT_EQ(out[0].op.step, 0);
+  EXPECT_EQ(out[1].op.step, 0);  // rank 1's step 0 ran until 210
+  EXPECT_EQ(out[2].op.step, 1);
+  EXPECT_EQ(d.held_ops(), 0u);
+}

@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "embedscope/engine/model/dense.h"
 #include "embedscope/engine/kernels/kernels.h"
@@ -10,6 +12,13 @@ namespace embedscope::engine::detail {
 
 namespace {
 
+// The emulated device the calling thread is bound to (bind_thread; -1: none), as a GPU's current
+// device (cudaSetDevice) is per thread: a kernel or an asynchronous copy issued on a stream of
+// GPU d from a thread whose current device is another GPU fails there (cudaErrorInvalidResourceHandle
+// or the work lands on the wrong device), so the stand-in refuses every op from a thread that did
+// not bind to its device - the rank's thread and its comm worker both must.
+thread_local int tl_bound_device = -1;
+
 class HostRankDevice final : public RankDevice {
  public:
   explicit HostRankDevice(int device) : device_(device), comm_(host_intra_device_ops()) {}
@@ -17,28 +26,53 @@ class HostRankDevice final : public RankDevice {
   // what the GPU relies on (every shard prepared at setup, no plan built in a step).
   void prepare_shard(int64_t rows, int64_t cols) const override { plans_.prepare({rows, cols}); }
   DeviceSyncCalls sync_calls() const override { return {0, 0, plans_.misses()}; }
-  void* comm_alloc(int64_t bytes) const override { return comm_->comm_alloc(bytes); }
+  void* comm_alloc(int64_t bytes) const override {
+    check_bound("comm_alloc");
+    return comm_->comm_alloc(bytes);
+  }
   void comm_free(void* p) const noexcept override { comm_->comm_free(p); }
-  void comm_to_device(void* dst, const void* src, int64_t bytes) const override { comm_->comm_to_device(dst, src, bytes); }
-  void comm_to_host(void* dst, const void* src, int64_t bytes) const override { comm_->comm_to_host(dst, src, bytes); }
-  void comm_copy(void* dst, const void* src, int64_t bytes) const override { comm_->comm_copy(dst, src, bytes); }
-  void comm_add(float* dst, const float* src, int64_t n) const override { comm_->comm_add(dst, src, n); }
-  void comm_sync() const override {}
+  void comm_to_device(void* dst, const void* src, int64_t bytes) const override {
+    check_bound("comm_to_device");
+    comm_->comm_to_device(dst, src, bytes);
+  }
+  void comm_to_host(void* dst, const void* src, int64_t bytes) const override {
+    check_bound("comm_to_host");
+    comm_->comm_to_host(dst, src, bytes);
+  }
+  void comm_copy(void* dst, const void* src, int64_t bytes) const override {
+    check_bound("comm_copy");
+    comm_->comm_copy(dst, src, bytes);
+  }
+  void comm_add(float* dst, const float* src, int64_t n) const override {
+    check_bound("comm_add");
+    comm_->comm_add(dst, src, n);
+  }
+  void comm_sync() const override {
+    check_bound("comm_sync");
+  }
   std::string name() const override { return "host memory (emulated device " + std::to_string(device_) + ")"; }
-  void bind_thread() const override {}
+  void bind_thread() const override { tl_bound_device = device_; }
   std::unique_ptr<DeviceAllocator> make_allocator(AllocatorConfig config) const override {
     return DeviceAllocator::create(config);
   }
-  void to_device(void* dst, const void* src, int64_t bytes) const override { copy(dst, src, bytes); }
-  void to_host(void* dst, const void* src, int64_t bytes) const override { copy(dst, src, bytes); }
+  void to_device(void* dst, const void* src, int64_t bytes) const override {
+    check_bound("to_device");
+    copy(dst, src, bytes);
+  }
+  void to_host(void* dst, const void* src, int64_t bytes) const override {
+    check_bound("to_host");
+    copy(dst, src, bytes);
+  }
   void lookup(const float* weights, int64_t rows, int64_t cols, const int64_t* ids, const int64_t* offsets,
               int64_t n_bags, const float* scale, float* out) const override {
+    check_bound("lookup");
     if (n_bags > 0 && cols > 0) plans_.get({rows, cols});  // as the GPU, which returns before
     pooled_lookup(weights, rows, cols, ids, offsets, n_bags, scale, out, cols);
   }
   void update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1, float* momentum2,
               int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets, int64_t n,
               const float* values) const override {
+    check_bound("update");
     if (n > 0 && cols > 0) plans_.get({rows, cols});
     SparseGrad g;
     g.dim = cols;
@@ -81,26 +115,40 @@ class HostRankDevice final : public RankDevice {
   }
   void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
                       float* y) const override {
+    check_bound("linear_forward");
     engine::linear_forward(B, in, out, x, w, b, relu, y);
   }
   void linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y, bool relu,
                        float* dy, float* dw, float* db, float* dx) const override {
+    check_bound("linear_backward");
     engine::linear_backward(B, in, out, x, w, y, relu, dy, dw, db, dx);
   }
   double bce_loss(int64_t B, const float* logits, const float* labels, float* dlogits) const override {
+    check_bound("bce_loss");
     return engine::bce_with_logits(B, logits, labels, dlogits);
   }
   void sgd_step(int64_t n, float lr, const float* grad, float* params) const override {
+    check_bound("sgd_step");
     engine::sgd_step(n, lr, grad, params);
   }
   void dot_forward(int64_t B, int64_t F, int64_t d0, const float* x0, float* r) const override {
+    check_bound("dot_forward");
     engine::dot_interaction_forward(B, F, d0, x0, r);
   }
   void dot_backward(int64_t B, int64_t F, int64_t d0, const float* x0, const float* dr, float* dx0) const override {
+    check_bound("dot_backward");
     engine::dot_interaction_backward(B, F, d0, x0, dr, dx0);
   }
 
  private:
+  // Throws std::logic_error when the calling thread is not bound to this device (tl_bound_device).
+  void check_bound(const char* call) const {
+    if (tl_bound_device != device_)
+      throw std::logic_error(
+          std::string(call) + " on emulated device " + std::to_string(device_) + " from a thread bound to " +
+          (tl_bound_device < 0 ? std::string("no device") : "device " + std::to_string(tl_bound_device)) +
+          " (RankDevice::bind_thread first: on a GPU its stream belongs to another current device)");
+  }
   int device_;
   std::unique_ptr<IntraDeviceOps> comm_;
   mutable ShardPlanCache<ShardShape> plans_{[](const ShardShape& s) { return std::make_unique<ShardShape>(s); }};

@@ -42,7 +42,8 @@ class RankDevice : public IntraDeviceOps {
   ~RankDevice() override = default;
   /// What the session's ranks table shows, e.g. "NVIDIA H200 (cuda:0)".
   virtual std::string name() const = 0;
-  /// Makes the device current on the calling thread (cudaSetDevice).
+  /// Makes the device current on the calling thread (cudaSetDevice). Every thread that issues the
+  /// device's work (the rank's thread, its comm worker) calls it first.
   virtual void bind_thread() const = 0;
   /// The allocator of the device's memory for `config` (its capacity may be capped).
   virtual std::unique_ptr<DeviceAllocator> make_allocator(AllocatorConfig config) const = 0;
@@ -109,7 +110,10 @@ class RankDevice : public IntraDeviceOps {
 /// exec/gpu_placement.h; its name() is "host memory (emulated device <device>)"): the allocators
 /// on host segments, copies as memcpy, the CPU kernels (pooled_lookup, apply_row_optimizer,
 /// linear_forward / linear_backward), the communicator's staging in host memory
-/// (host_intra_device_ops: memcpy, a CPU loop for the reduction).
+/// (host_intra_device_ops: memcpy, a CPU loop for the reduction). As a GPU's current device is
+/// per thread, every op but the allocator's (copies, kernels, the communicator's) throws
+/// std::logic_error naming the call when the calling thread has not called bind_thread() on this
+/// device (or bound another one since): the rank's thread and its comm worker must both bind.
 std::unique_ptr<RankDevice> host_rank_device(int device = 0);
 
 /// The device-synchronizing calls (DeviceSyncCalls::total) the steps of this process's runs

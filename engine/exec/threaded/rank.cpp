@@ -185,6 +185,10 @@ void Rank::setup() {
   current_step_ = step_of(0) - 1;  // setup's allocations belong to the step before the first
   const auto timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   comm_ = std::make_unique<CommWorker>();
+  // the comm worker issues device work too (the intra-device communicator's staging, copies and
+  // reductions on the rank's comm stream): its thread is bound to the rank's device as the rank's
+  // own is (on a GPU a stream's work from a thread whose current device is another GPU fails)
+  if (gpu_) comm_->run([this] { gpu_->bind_thread(); });
   std::vector<int> all(static_cast<size_t>(L_.world));
   std::iota(all.begin(), all.end(), 0);
   const bool any_twrw = L_.hierarchical;  // node and cross groups

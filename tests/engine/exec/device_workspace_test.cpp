@@ -5,6 +5,8 @@
 // in which every shard's plan was prepared at setup, so no step built one. Hand-computed values.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include <algorithm>
 #include <cstdlib>
 #include <vector>
@@ -124,6 +126,7 @@ TEST(DevicePlanCache, OnePlanPerShardShapeBuiltOnceAndMissesCounted) {
 
 TEST(DevicePlanCache, HostStandInCountsPlansAStepHadToBuild) {
   const auto dev = esd::host_rank_device(0);
+  dev->bind_thread();
   dev->prepare_shard(4, 2);
   std::vector<float> w{1, 2, 3, 4, 5, 6, 7, 8}, out(4, -1.0f);
   std::vector<int64_t> ids{0, 3, 1}, off{0, 2, 3};
@@ -136,6 +139,30 @@ TEST(DevicePlanCache, HostStandInCountsPlansAStepHadToBuild) {
   std::vector<int64_t> i2{1}, f2{0, 1};
   dev->lookup(w2.data(), 2, 4, i2.data(), f2.data(), 1, nullptr, o2.data());  // 2 x 4 was not prepared
   EXPECT_EQ(dev->sync_calls().plan_misses, 1);
+}
+
+// The stand-in's device is current per thread as a GPU's is (cudaSetDevice): an op from a thread
+// that did not bind to it - the comm worker before Rank::setup bound it - is refused, naming the
+// call; after bind_thread it runs, and binding another device makes this one refuse again.
+TEST(DevicePlanCache, HostStandInRefusesOpsFromAThreadNotBoundToIt) {
+  const auto dev0 = esd::host_rank_device(0), dev1 = esd::host_rank_device(1);
+  std::vector<float> a{1, 2}, b(2, 0.0f);
+  std::thread([&] {
+    try {
+      dev1->comm_add(b.data(), a.data(), 2);
+      ADD_FAILURE() << "comm_add from an unbound thread ran";
+    } catch (const std::logic_error& e) {
+      EXPECT_NE(std::string(e.what()).find("comm_add on emulated device 1 from a thread bound to no device"),
+                std::string::npos)
+          << e.what();
+    }
+    dev1->bind_thread();
+    dev1->comm_add(b.data(), a.data(), 2);
+    EXPECT_EQ(b, (std::vector<float>{1, 2}));
+    dev0->bind_thread();  // the thread's current device is 0 now
+    EXPECT_THROW(dev1->to_host(b.data(), a.data(), 8), std::logic_error);
+    dev0->to_host(b.data(), a.data(), 8);
+  }).join();
 }
 
 // A whole run on the host stand-in: every shard's (and hot replica's) plan is prepared at setup,
