@@ -90,11 +90,13 @@ class HostRankDevice final : public RankDevice {
   void prepare_encoded_shard(int64_t rows, int64_t cols, TableDataType) const override { plans_.prepare({rows, cols}); }
   void lookup_encoded(TableDataType type, const uint8_t* rows, int64_t num_rows, int64_t cols, const int64_t* ids,
                       const int64_t* offsets, int64_t n_bags, const float* scale, float* out) const override {
+    check_bound("lookup_encoded");
     if (n_bags > 0 && cols > 0) plans_.get({num_rows, cols});
     pooled_lookup_encoded(type, rows, num_rows, cols, ids, offsets, n_bags, scale, out, cols);
   }
   void update_encoded(const OptimizerSpec& opt, int64_t iteration, const EncodedShardView& sh, const int64_t* row_ids,
                       int64_t n, const float* values, QuantError* err) const override {
+    check_bound("update_encoded");
     if (n > 0 && sh.cols > 0) plans_.get({sh.num_rows, sh.cols});
     SparseGrad g;
     g.dim = sh.cols;
