@@ -166,6 +166,7 @@ void Rank::setup() {
   current_step_ = step_of(0) - 1;  // setup's allocations belong to the step before the first
   const auto timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   comm_ = std::make_unique<CommWorker>();
+  if (sh_.on_thread_start) comm_->run([this] { sh_.on_thread_start(me_); });  // its CUDA calls are this rank's
   std::vector<int> all(static_cast<size_t>(L_.world));
   std::iota(all.begin(), all.end(), 0);
   const bool any_twrw = L_.hierarchical;  // node and cross groups
