@@ -105,6 +105,52 @@ double max_quantile_z(int64_t batches) {
   return hi;
 }
 
+std::vector<std::vector<int64_t>> dense_device_calls(const WorkloadSpec& spec, const std::vector<int64_t>& dims, int64_t B) {
+  std::vector<std::vector<int64_t>> calls;
+  const std::vector<int64_t> loss{B, B, B};  // logits, labels, dlogits
+  if (!spec.dense) {  // the fixed head: only the loss runs on the device
+    calls.push_back(loss);
+    return calls;
+  }
+  const DenseSpec& d = *spec.dense;
+  const auto F = static_cast<int64_t>(dims.size());
+  int64_t sum_dims = 0;
+  for (const int64_t x : dims) sum_dims += x;
+  struct Layer {
+    int64_t in, out;
+  };
+  std::vector<Layer> bottom, top;
+  int64_t in = d.num_dense_features;
+  for (const int w : d.bottom_mlp) {
+    bottom.push_back({in, w});
+    in = w;
+  }
+  const int64_t d0 = in, inter_in = in + sum_dims;
+  const int64_t inter_out = d.interaction == Interaction::dot ? d0 + (F + 1) * F / 2 : inter_in;
+  in = inter_out;
+  for (const int w : d.top_mlp) {
+    top.push_back({in, w});
+    in = w;
+  }
+  // forward: x, w, b copied in, y out
+  auto forward = [&](const Layer& l) { calls.push_back({B * l.in, l.out * l.in, l.out, B * l.out}); };
+  // backward: x, w, y, dy copied in; dw, db (and dx but for the first layer) out
+  auto backward = [&](const Layer& l, bool dx) {
+    std::vector<int64_t> c{B * l.in, l.out * l.in, B * l.out, B * l.out, l.out * l.in, l.out};
+    if (dx) c.push_back(B * l.in);
+    calls.push_back(std::move(c));
+  };
+  for (const Layer& l : bottom) forward(l);
+  const bool dot = d.interaction == Interaction::dot;
+  if (dot) calls.push_back({B * inter_in, B * inter_out});  // x0 in, r out
+  for (const Layer& l : top) forward(l);
+  calls.push_back(loss);
+  for (size_t i = top.size(); i-- > 0;) backward(top[i], true);
+  if (dot) calls.push_back({B * inter_in, B * inter_out, B * inter_in});  // x0, dr in; dx0 out
+  for (size_t i = bottom.size(); i-- > 0;) backward(bottom[i], i > 0);
+  return calls;
+}
+
 namespace {
 
 // sum over rows of 1 - (1 - p_k)^n: the expected distinct rows among n draws
@@ -150,7 +196,9 @@ class Replay {
                                                                                             : spec.memory.allocator,
                                         kMaxMemoryBytes, spec.memory.max_split_size, false})),
         mine_(L.slots_to[static_cast<size_t>(rank)]),
-        recv_ids_(received_ids_quantile(spec, L, shares, rank, max_quantile_z(spec.warmup_steps + spec.steps))) {}
+        recv_ids_(received_ids_quantile(spec, L, shares, rank, max_quantile_z(spec.warmup_steps + spec.steps))),
+        device_path_(spec.devices.backend == Backend::cuda),
+        dense_calls_(device_path_ ? dense_device_calls(spec, L.dim, L.B) : std::vector<std::vector<int64_t>>{}) {}
 
   ReplayedMemory run() {
     setup();
@@ -219,6 +267,18 @@ class Replay {
   void free_all(std::vector<Allocation>& v) {  // a vector of buffers destroyed: first to last
     for (auto& a : v) give(a);
     v.clear();
+  }
+  // One call's device copies (floats each), taken in order and given back in reverse as the
+  // call's DeviceBuffers go out of scope; returns the bytes of its blocks.
+  int64_t staged(const std::vector<int64_t>& floats, int64_t bi) {
+    std::vector<Allocation> blocks;
+    int64_t bytes = 0;
+    for (const int64_t n : floats) {
+      blocks.push_back(take(n * 4, bi));
+      bytes += blocks.back().size;
+    }
+    for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) give(*it);
+    return bytes;
   }
 
   void setup() {
@@ -336,6 +396,8 @@ class Replay {
     for (const int64_t d : L_.dim) dpooled.push_back(take(B * d * f32, bi));
     Allocation act = take(activation_bytes_, bi);
     out_.dense = std::max(out_.dense, first_dense_ + act.size);
+    if (device_path_)  // the cuda rank's copies of each dense call, under `act`
+      for (const auto& call : dense_calls_) out_.dense = std::max(out_.dense, first_dense_ + act.size + staged(call, bi));
     give(act);
     free_all(b.pooled);
     for (int k : mine_) slot_grad.push_back(take(W * B * L_.slots[static_cast<size_t>(k)].s.num_cols * f32, bi));
@@ -373,6 +435,12 @@ class Replay {
       Allocation block = take(floats * f32, bi);
       give(block);
     }
+    // the dense optimizer, before the batch's gradients go (rank_train.cpp): on the cuda rank its
+    // parameters and gradients copied to the device for sgd_step
+    if (device_path_) {
+      const int64_t n = dense_sizes(spec_, L_.dim).num_params;
+      out_.dense = std::max(out_.dense, first_dense_ + staged({n, n}, bi));
+    }
     free_all(slot_grad);  // the train phase's locals, the later declared first
     free_all(dpooled);
     // the batch leaves the pipeline (Inflight's members, the last declared first)
@@ -393,6 +461,8 @@ class Replay {
   int64_t large_sum_ = 0;
   const std::vector<int>& mine_;
   int64_t recv_ids_;  // ids received for the local slots in one batch
+  bool device_path_;  // the cuda backend: the dense part's device copies (dense_device_calls)
+  std::vector<std::vector<int64_t>> dense_calls_;
   std::map<int64_t, Blocks> batches_;
   std::map<int64_t, int64_t> batch_of_;  // per live allocation id: its batch (-1: setup)
   std::map<int64_t, int64_t> by_batch_;  // per batch: the bytes of its live blocks

@@ -63,12 +63,23 @@ double max_quantile_z(int64_t batches);
 /// a hashed table maps those distinct ids onto hash_size rows the same way (uniformly).
 int64_t expected_distinct_rows(const WorkloadSpec& spec, const Layout& L, int table);
 
+/// The device copies the cuda rank makes for each call of the dense part in one train phase
+/// (exec/threaded/rank.cpp dense_layers_on_gpu), in call order - bottom MLP forward, dot
+/// interaction forward, top MLP forward, the loss, top MLP backward, dot backward, bottom MLP
+/// backward - each call the floats of its buffers in the order it takes them (given back in
+/// reverse when it returns): a layer's forward x, W, b, y (B x in, out x in, out, B x out); its
+/// backward x, W, y, dy, dW, db and dx (not for the first bottom layer); the dot interaction's
+/// x0 and r, backward x0, dr, dx0; the loss's logits, labels and dlogits (B each; the only call
+/// without a dense part). The dense SGD step (2 x num_params) is not in it. Local batch B.
+std::vector<std::vector<int64_t>> dense_device_calls(const WorkloadSpec& spec, const std::vector<int64_t>& dims, int64_t B);
+
 /// What the replay of one rank found, bytes: the shards' buffers rounded to 512 B each, the
 /// peak as the allocator counts allocated blocks (unsplit remainders included).
 struct ReplayedMemory {
   int64_t weights = 0;          ///< the shards' weight blocks
   int64_t optimizer_state = 0;  ///< the shards' optimizer state blocks
-  int64_t dense = 0;            ///< dense parameters + gradients, and the activations' block
+  int64_t dense = 0;            ///< dense parameters + gradients, and the activations' block (on
+                                ///< cuda with the largest dense call's device copies under it)
   int64_t peak = 0;             ///< peak allocated over the replayed iterations
   int64_t ahead_at_peak = 0;    ///< at the peak: blocks of batches after the one training
   int64_t cache = 0;            ///< host_cached shards' device caches (model/host_cache.h)
@@ -85,8 +96,12 @@ struct ReplayedMemory {
 /// Per rank, replays setup and the first min(warmup_steps + steps, 8) iterations of `rank` (later
 /// iterations repeat the steady state's sizes, and the last two start fewer batches) with
 /// batches of received_ids_quantile's size (z of max_quantile_z over all the run's iterations), through an allocator of spec.memory's kind (caching
-/// for cuda_async), capacity unbounded (the fit is checked afterwards). Not replayed: memory
-/// compaction, live rebalancing, the cuda backend's staging copies. Cost O(iterations x (slots +
+/// for cuda_async), capacity unbounded (the fit is checked afterwards). With devices.backend cuda
+/// the rank's device copies of the dense part too: each dense call's (dense_device_calls) under
+/// the activations' block, the SGD step's parameters and gradients before the batch's gradients
+/// go. Not replayed: memory compaction, live rebalancing, the cuda backend's copies of the
+/// lookups' ids and the updates' rows (transient per shard; below the dense part's in every
+/// preset measured, tests/engine/planner/cuda_staging_estimate_test.cpp). Cost O(iterations x (slots +
 /// features + sharding modules)) allocator calls a rank, and expected_distinct_rows once per
 /// data-parallel table.
 std::vector<ReplayedMemory> replay_memory(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L);

@@ -46,7 +46,7 @@ bool is_nccl_kernel(const char* name) {
 bool makes_activity(const char* runtime_api) {
   if (!runtime_api) return false;
   const std::string_view n(runtime_api);
-  for (std::string_view part : {"Launch", "Memcpy", "Memset", "Malloc", "Free"})
+  for (std::string_view part : {"Launch", "Memcpy", "Memset", "Malloc", "Free", "Synchronize"})
     if (n.find(part) != std::string_view::npos) return true;
   return n.rfind("cuda_runtime_cbid_", 0) == 0;  // a call CUPTI cannot name: kept, it may be a launch
 }
@@ -152,6 +152,23 @@ int32_t CuptiDecoder::rank_of(uint32_t device) const {
 int32_t CuptiDecoder::rank_of(uint32_t device, uint32_t stream) const {
   auto it = rank_of_stream_.find({device, stream});
   return it == rank_of_stream_.end() ? rank_of(device) : it->second;
+}
+
+int32_t CuptiDecoder::charge(uint32_t device, uint32_t stream, int64_t thread) {
+  if (auto s = rank_of_stream_.find({device, stream}); s != rank_of_stream_.end()) return s->second;
+  if (thread >= 0)
+    if (auto t = rank_of_thread_.find(static_cast<uint32_t>(thread)); t != rank_of_thread_.end()) return t->second;
+  ++stats_.device_rank_fallbacks;
+  return rank_of(device);
+}
+
+void CuptiDecoder::forget_call(uint32_t correlation) {
+  if (!joined_early_.insert(correlation).second) return;
+  joined_early_order_.push_back(correlation);
+  while (joined_early_order_.size() > max_launches_) {
+    joined_early_.erase(joined_early_order_.front());
+    joined_early_order_.pop_front();
+  }
 }
 
 const char* CuptiDecoder::kernel_name(const char* raw) {
@@ -275,7 +292,16 @@ void CuptiDecoder::add_record(const CUpti_Activity& record) {
       // 5,263 in a 20-step run, none of them a kernel's)
       const char* api = runtime_name(a.cbid);
       if (!makes_activity(api)) return;
-      if (joined_early_.erase(a.correlationId)) return;  // its MEMORY2 record came first
+      if (joined_early_.erase(a.correlationId)) {  // its MEMORY2 (or wait) record came first
+        // allocations that waited for this call's thread (several ranks on the device)
+        auto [first, last] = memory_waiting_.equal_range(a.correlationId);
+        for (auto it = first; it != last; ++it) {
+          it->second.event.rank = charge(it->second.device, it->second.stream, a.threadId);
+          memory_.push_back(std::move(it->second.event));
+        }
+        memory_waiting_.erase(first, last);
+        return;
+      }
       // an activity that came before it (separate queues in CUPTI) takes it at the next take()
       add_launch(a.correlationId, {api, clock_.to_host(a.start), clock_.to_host(a.end), a.threadId});
       return;
@@ -288,8 +314,8 @@ void CuptiDecoder::add_record(const CUpti_Activity& record) {
               clock_.to_host(s.end), 0, 0};
       g.context_id = s.contextId;
       g.stream_id = s.streamId;
-      g.correlation_id = 0;  // resolved through its context, not a launch
-      g.device_id = UINT32_MAX;
+      g.correlation_id = s.correlationId;  // the runtime call that waited (its thread)
+      g.device_id = UINT32_MAX;             // resolved through its context
       pending_.push_back(g);
       return;
     }
@@ -298,18 +324,8 @@ void CuptiDecoder::add_record(const CUpti_Activity& record) {
       ++stats_.memory;
       const bool alloc = m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
       if (!alloc && m.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) return;
-      if (auto l = launches_.find(m.correlationId); l != launches_.end()) {
-        launches_.erase(l);  // its cudaMalloc / cudaFree
-      } else if (joined_early_.insert(m.correlationId).second) {  // the call comes later: not kept then
-        joined_early_order_.push_back(m.correlationId);
-        while (joined_early_order_.size() > max_launches_) {
-          joined_early_.erase(joined_early_order_.front());
-          joined_early_order_.pop_front();
-        }
-      }
       sessions::MemoryEvent e;
       const bool on_stream = m.streamId != CUPTI_INVALID_STREAM_ID;
-      e.rank = on_stream ? rank_of(m.deviceId, m.streamId) : rank_of(m.deviceId);
       e.time_ns = clock_.to_host(m.timestamp);
       e.action = alloc ? kMemoryAllocAction : kMemoryFreeAction;
       e.address = static_cast<int64_t>(m.address);
@@ -318,7 +334,21 @@ void CuptiDecoder::add_record(const CUpti_Activity& record) {
       e.tag = memory_tag(m.memoryKind);
       if (m.memoryPoolConfig.memoryPoolType != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_INVALID) e.tag += "_pool";
       e.stream = on_stream ? static_cast<int64_t>(m.streamId) : 0;
-      memory_.push_back(std::move(e));
+      // whose: the stream's rank, else the calling thread's (its cudaMalloc / cudaFree record),
+      // else the device's
+      if (auto l = launches_.find(m.correlationId); l != launches_.end()) {
+        e.rank = charge(m.deviceId, m.streamId, l->second.thread);
+        launches_.erase(l);  // its cudaMalloc / cudaFree
+        memory_.push_back(std::move(e));
+        return;
+      }
+      forget_call(m.correlationId);  // the call comes later (written at its end): not kept then
+      if (stream_has_rank(m.deviceId, m.streamId) || rank_of_thread_.empty()) {
+        e.rank = charge(m.deviceId, m.streamId, -1);
+        memory_.push_back(std::move(e));
+      } else {  // waits for its call's thread
+        memory_waiting_.emplace(m.correlationId, WaitingMemory{std::move(e), m.deviceId, m.streamId});
+      }
       return;
     }
     default:
@@ -328,12 +358,20 @@ void CuptiDecoder::add_record(const CUpti_Activity& record) {
 }
 
 bool CuptiDecoder::resolve(GpuOp& g, bool final) {
-  if (g.device_id == UINT32_MAX) {  // a synchronization: its rank is its stream's, or its context's device's
-    auto it = device_of_context_.find(g.context_id);
-    if (it == device_of_context_.end()) return final;  // kept as rank 0 when never seen
-    g.device_id = it->second;
-    g.op.rank = rank_of(it->second, g.stream_id);
-    return true;
+  if (g.op.lane == kSyncLane) {  // a wait: its device from its context; its call's thread if it needs one
+    if (g.device_id == UINT32_MAX) {
+      auto it = device_of_context_.find(g.context_id);
+      if (it == device_of_context_.end()) return final;  // kept as rank 0 when never seen
+      g.device_id = it->second;
+    }
+    if (g.launch_start_ns >= 0 || attach_launch(g)) return true;
+    // a wait on a ranked stream, or with no thread mapped, needs no call: out now, and its call
+    // (when it comes) is not kept
+    if (final || stream_has_rank(g.device_id, g.stream_id) || rank_of_thread_.empty()) {
+      forget_call(g.correlation_id);
+      return true;
+    }
+    return false;
   }
   return g.launch_start_ns >= 0 || attach_launch(g) || final;
 }
@@ -353,6 +391,23 @@ std::vector<GpuOp> CuptiDecoder::take(bool final) {
   }
   pending_.clear();
   overdue_ = std::move(keep);
+  // whose each op is: its stream's rank, else its call's thread's, else its device's (a wait on a
+  // context never seen stays rank 0 unless its thread says)
+  for (GpuOp& g : out) {
+    const int64_t thread = g.launch_start_ns >= 0 ? static_cast<int64_t>(g.launch_thread) : -1;
+    if (g.device_id != UINT32_MAX) {
+      g.op.rank = charge(g.device_id, g.stream_id, thread);
+    } else if (auto t = thread >= 0 ? rank_of_thread_.find(static_cast<uint32_t>(thread)) : rank_of_thread_.end();
+               t != rank_of_thread_.end()) {
+      g.op.rank = t->second;
+    }
+  }
+  if (final)  // allocations still waiting for their call: their device's rank
+    for (auto& [corr, w] : memory_waiting_) {
+      w.event.rank = charge(w.device, w.stream, -1);
+      memory_.push_back(std::move(w.event));
+    }
+  if (final) memory_waiting_.clear();
   // Runtime calls that launched nothing (cudaMalloc, cudaEventQuery, ...) are forgotten once
   // they are a minute older than the newest activity (no launch waits that long to run).
   constexpr int64_t kLaunchHorizonNs = 60'000'000'000;
@@ -370,6 +425,16 @@ std::vector<GpuOp> CuptiDecoder::take(bool final) {
 }
 
 std::vector<sessions::MemoryEvent> CuptiDecoder::take_memory_events() {
+  for (auto it = memory_waiting_.begin(); it != memory_waiting_.end();) {  // waited one take: the device's rank
+    if (!it->second.waited) {
+      it->second.waited = true;
+      ++it;
+      continue;
+    }
+    it->second.event.rank = charge(it->second.device, it->second.stream, -1);
+    memory_.push_back(std::move(it->second.event));
+    it = memory_waiting_.erase(it);
+  }
   std::vector<sessions::MemoryEvent> out = std::move(memory_);
   memory_.clear();
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.time_ns < b.time_ns; });

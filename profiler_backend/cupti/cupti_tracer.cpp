@@ -7,6 +7,8 @@
 #include <string>
 
 #include <cupti.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 namespace embedscope::profiler {
 
@@ -69,6 +71,9 @@ CuptiTracer::CuptiTracer(const RunClock& clock, Options options) : clock_(clock)
   if (!g_tracer.compare_exchange_strong(expected, this))
     throw std::logic_error("CuptiTracer: another CuptiTracer is running in this process");
   try {
+    // threadId = the OS thread id (gettid), as map_thread's callers know it (the default,
+    // pthread_self(), does not fit the records' 32 bits)
+    check(cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM), "cuptiSetThreadIdType");
     check(cuptiActivityRegisterCallbacks(&on_buffer_requested, &on_buffer_completed), "cuptiActivityRegisterCallbacks");
     for (CUpti_ActivityKind k : kKinds) check(cuptiActivityEnable(k), "cuptiActivityEnable");
     start_clock_ = end_clock_ = calibrate();
@@ -132,6 +137,13 @@ void CuptiTracer::map_device(int device, int rank) {
   std::lock_guard<std::mutex> lock(decode_mu_);
   decoder_.map_device(static_cast<uint32_t>(device), rank);
 }
+
+void CuptiTracer::map_thread(uint32_t thread, int rank) {
+  std::lock_guard<std::mutex> lock(decode_mu_);
+  decoder_.map_thread(thread, rank);
+}
+
+uint32_t CuptiTracer::current_thread_id() { return static_cast<uint32_t>(::syscall(SYS_gettid)); }
 
 void CuptiTracer::map_stream(int device, cudaStream_t stream, sessions::Lane lane, int rank) {
   uint32_t id = 0;

@@ -17,6 +17,7 @@
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
+#include "embedscope/sessions/analysis/gpu_sharing.h"
 #include "embedscope/sessions/analysis/kernel_name.h"
 #include "embedscope/sessions/analysis/rebalance_effect.h"
 #include "embedscope/sessions/model/metadata_keys.h"
@@ -35,20 +36,6 @@ namespace ss = embedscope::sessions;
 using nlohmann::json;
 
 namespace {
-
-// The GPUs of a cuda session's ranks, from the ranks table's device names ("NVIDIA H200
-// (cuda:0)"): " sharing 1 GPU (NVIDIA H200 (cuda:0))", " on 2 GPUs (...)"; "" for ranks on no
-// GPU (tester38 #11: nothing said that 4 cuda ranks shared one GPU).
-std::string gpus_text(const std::vector<ss::RankInfo>& ranks) {
-  std::vector<std::string> gpus;
-  for (const auto& r : ranks)
-    if (r.device.find("(cuda:") != std::string::npos && std::find(gpus.begin(), gpus.end(), r.device) == gpus.end())
-      gpus.push_back(r.device);
-  if (gpus.empty()) return "";
-  const std::string list = fmt::format("{}", fmt::join(gpus, ", "));
-  if (gpus.size() == 1) return ranks.size() > 1 ? fmt::format(" sharing 1 GPU ({})", list) : fmt::format(" on 1 GPU ({})", list);
-  return fmt::format(" on {} GPUs ({})", gpus.size(), list);
-}
 
 // How busy the GPU streams were over the measured steps, and what bounds the step (tester38
 // #2: a cuda session's per-rank figures are its streams', so "idle 891 ms" of a 929 ms window
@@ -324,6 +311,11 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     if (!session.meta("end_message").empty()) j["end_message"] = session.meta("end_message");
     j["tables"] = json::parse(session.meta(ss::meta::kTableStorageJson, "[]"), nullptr, false);
     j["overlap_definition"] = ss::overlap_definition(st);
+    // which ranks ran on which GPU (tester38 #11): [] for ranks on no GPU
+    j["gpus"] = json::array();
+    for (const auto& g : ss::rank_gpus(session.ranks())) j["gpus"].push_back({{"device", g.device}, {"ranks", g.ranks}});
+    const std::string on_gpus = ss::gpus_text(session.ranks());
+    j["gpus_text"] = on_gpus.empty() ? json() : json(on_gpus.substr(1));  // "sharing 1 GPU (NVIDIA H200 (cuda:0))"
     if (!session.meta(ss::meta::kCuptiRecords).empty())
       j["gpu_trace"] = {{"dropped_records", std::atoll(session.meta(ss::meta::kCuptiDroppedRecords, "0").c_str())},
                         {"launches_dropped", std::atoll(session.meta(ss::meta::kCuptiLaunchesDropped, "0").c_str())}};
@@ -359,7 +351,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   else
     std::cout << fmt::format("workload     {} on {} {} rank{}, {} measured step{} of {}{}\n",
                              session.meta("workload_name"), st.ranks.size(), session.meta("backend"),
-                             (st.ranks.size() == 1 ? std::string() : std::string("s")) + gpus_text(session.ranks()),
+                             (st.ranks.size() == 1 ? std::string() : std::string("s")) + ss::gpus_text(session.ranks()),
                              st.steps, st.steps == 1 ? "" : "s", fmt::format("{} {}", per_step.first, per_step.second),
                              st.untraced_ranks.empty()
                                  ? std::string()

@@ -237,8 +237,9 @@ QString ShardingPlanModel::under_planned_text() const {
   }
   return QString("<span style=\"color:#d01010\"><b>the plan under-estimated the measured peak</b>: %1%2</span>")
       .arg(parts.join("; "),
-           cuda_ ? QString(" (the cuda backend's device copies of the dense part's inputs, activations and parameters, "
-                           "staged in the rank's memory each step, are not in the plan's estimate yet)")
+           cuda_ ? QString(" (a cuda session planned before the estimate counted the cuda backend's device copies of "
+                           "the dense part - each layer's inputs, parameters and outputs and the SGD step's, staged in "
+                           "the rank's memory each step - is under by about those)")
                  : QString());
 }
 

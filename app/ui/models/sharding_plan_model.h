@@ -86,7 +86,8 @@ class ShardingPlanModel : public QAbstractItemModel {
   std::vector<int> under_planned() const;
   /// The Summary's red line for under_planned() ("" when none): per rank planned, measured peak,
   /// the excess in bytes and percent of the plan (tester38 #10: "planned 2.0 GiB, peak 2.0 GiB"
-  /// hid a 4.9 MiB excess), and for a cuda session what the estimate leaves out there.
+  /// hid a 4.9 MiB excess), and for a cuda session what estimates before the dense part's device
+  /// copies were counted left out there.
   QString under_planned_text() const;
   /// Live rebalances that changed the plan (plan_changes at distinct steps); 0: the plan shown
   /// is the one the run started with.

@@ -23,6 +23,7 @@
 #include "jobs/analysis_job.h"
 #include "timeline/step_box.h"
 #include "views/memory_compare.h"
+#include "embedscope/sessions/analysis/gpu_sharing.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::ui {
@@ -144,7 +145,9 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
                      QFileInfo(QString::fromStdString(sessions[i].session->path())).fileName().toHtmlEscaped(),
                      what_it_ran(*sessions[i].session).toHtmlEscaped(),
                      QString::fromStdString(stats[i].ended))
-                .arg(stats[i].ranks.size() == 1 ? QString("1 rank") : QString("%1 ranks").arg(stats[i].ranks.size()))
+                // which ranks shared which GPU, as `stats` says it (tester38 #11: "4 cuda ranks" read as 4 GPUs)
+                .arg((stats[i].ranks.size() == 1 ? QString("1 rank") : QString("%1 ranks").arg(stats[i].ranks.size())) +
+                     QString::fromStdString(sessions::gpus_text(sessions[i].session->ranks())).toHtmlEscaped())
                 .arg(QString::fromStdString(sessions[i].session->meta(sessions::meta::kBackend)))
                 .arg(stats[i].simulated ? " (SIMULATED)" : "");
   // a run that changed its plan mid-run: its figures below mix both plans; say what each move did
@@ -166,6 +169,7 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
       head += QString("<span style=\"color:#b00000\"><b>%1</b>: %2</span><br>")
                   .arg(labels[i].toHtmlEscaped(), QString::fromStdString(msg).toHtmlEscaped());
   auto* head_label = new QLabel(head, figures);
+  head_label->setObjectName("compare_head");
   head_label->setWordWrap(true);
   head_label->setTextInteractionFlags(Qt::TextSelectableByMouse);
   fl->addWidget(head_label);

@@ -25,6 +25,7 @@
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/flight_recorder.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
+#include "embedscope/sessions/analysis/gpu_sharing.h"
 #include "embedscope/sessions/analysis/memory_analysis.h"
 #include "models/critical_path_model.h"
 #include "models/gpu_kernels_model.h"
@@ -209,7 +210,8 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   QString text = origin.isEmpty()
                      ? QString("<b>%1</b> on %2, %3, %4 &nbsp; <b>%5</b>%6<br>")
                            .arg(QString::fromStdString(s.meta(sessions::meta::kWorkloadName)))
-                           .arg(process_ranks_text(st))
+                           // which ranks shared which GPU, as `stats` says it (tester38 #11)
+                           .arg(process_ranks_text(st) + QString::fromStdString(sessions::gpus_text(s.ranks())).toHtmlEscaped())
                            .arg(QString::fromStdString(s.meta(sessions::meta::kBackend)))
                            .arg(lm ? QString("lm_embedding %1 x %2 %3, %4%5")
                                          .arg(lm->vocab_size)
@@ -266,6 +268,7 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   text += hot_rows_line(s, st.steps);
   if (!s.meta(sessions::meta::kEndMessage).empty()) text += "<br>" + QString::fromStdString(s.meta(sessions::meta::kEndMessage)).toHtmlEscaped();
   auto* label = new QLabel(text, page);
+  label->setObjectName("summary_text");
   QLabel* flight = nullptr;
   if (const QString ft = flight_text(figures.flight); !ft.isEmpty()) {
     flight = new QLabel(ft, page);

@@ -129,6 +129,11 @@ class CudaExecutor final : public threaded::ThreadedExecutor {
     sh_.on_step_end = [this](int rank, int64_t step, int64_t start_ns, int64_t end_ns) {
       gpu_trace_->step_ended(rank, step, start_ns, end_ns);
     };
+    // each rank thread and comm worker names its OS thread: device-level records of its calls
+    // (the arena's cudaMalloc, a copy on no rank's stream) are charged to it, not to the GPU's
+    // last rank (map_device); the teardown's cudaDeviceSynchronize below, from this thread, is
+    // no rank's and still goes to the device's rank
+    sh_.on_thread_start = [this](int rank) { cupti_->map_thread(profiler::CuptiTracer::current_thread_id(), rank); };
     apply_device_fault_hook();
   }
 

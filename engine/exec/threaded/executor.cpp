@@ -70,6 +70,7 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     threads.emplace_back([&, r, i] {
       Rank& rank = *ranks_[static_cast<size_t>(i)];
       if (!sh.gpus.empty()) sh.gpus[static_cast<size_t>(r)]->bind_thread();
+      if (sh.on_thread_start) sh.on_thread_start(r);
       bool rank_failed = false, vanished = false;
       try {
         rank.main();

@@ -189,6 +189,7 @@ void Rank::setup() {
   // reductions on the rank's comm stream): its thread is bound to the rank's device as the rank's
   // own is (on a GPU a stream's work from a thread whose current device is another GPU fails)
   if (gpu_) comm_->run([this] { gpu_->bind_thread(); });
+  if (sh_.on_thread_start) comm_->run([this] { sh_.on_thread_start(me_); });  // its CUDA calls are this rank's
   std::vector<int> all(static_cast<size_t>(L_.world));
   std::iota(all.begin(), all.end(), 0);
   const bool any_twrw = L_.hierarchical;  // node and cross groups

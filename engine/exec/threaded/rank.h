@@ -104,6 +104,11 @@ struct Shared {
   // and memory went to the session: the rank, the step and its host window [start_ns, end_ns)
   // (the cuda executor drains CUPTI there). Unset: nothing. Must not throw.
   std::function<void(int rank, int64_t step, int64_t start_ns, int64_t end_ns)> on_step_end;
+  // Called on each rank's thread when it starts (after bind_thread) and on its comm worker's
+  // thread when the rank sets up: the rank (the cuda executor names the thread's rank to CUPTI,
+  // so that device-level records of its calls - cudaMalloc, copies on no rank's stream - are
+  // charged to it). Unset: nothing. Must not throw.
+  std::function<void(int rank)> on_thread_start;
   // per group name on the hierarchical communicator (comm/hier/): its members' arrivals (under mu)
   std::map<std::string, std::shared_ptr<detail::HierArrivals>> hier_arrivals;
 #if EMBEDSCOPE_WITH_CUDA

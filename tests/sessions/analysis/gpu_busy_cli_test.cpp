@@ -77,6 +77,11 @@ TEST(GpuBusyCli, StatsSaysHowBusyTheSharedGpuWasAndWhatTheHostWaited) {
   EXPECT_EQ(j["ranks"][1]["window_ns"], 1000000);
   EXPECT_EQ(j["gpu_trace"]["dropped_records"], 3);
   EXPECT_EQ(j["gpu_trace"]["launches_dropped"], 1);
+  // which ranks shared which GPU (tester38 #11), as the text says it
+  ASSERT_EQ(j["gpus"].size(), 1u);
+  EXPECT_EQ(j["gpus"][0]["device"], "NVIDIA H200 (cuda:0)");
+  EXPECT_EQ(j["gpus"][0]["ranks"], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(j["gpus_text"], "sharing 1 GPU (NVIDIA H200 (cuda:0))");
   std::remove(db.c_str());
 }
 
@@ -129,5 +134,7 @@ TEST(GpuBusyCli, AColdFirstStepIsSaidAndNoStepMeansNullFigures) {
   EXPECT_TRUE(j["step_time_ns"].is_null()) << j["step_time_ns"];
   EXPECT_TRUE(j["samples_per_s"].is_null());
   EXPECT_TRUE(j["imbalance"].is_null());
+  EXPECT_EQ(j["gpus"], nlohmann::json::array());  // ranks on no GPU
+  EXPECT_TRUE(j["gpus_text"].is_null());
   std::remove(db.c_str());
 }

@@ -78,7 +78,7 @@ struct DeviceMemoryEstimate {
   int rank = 0;
   int64_t weights = 0;          ///< embedding shards, in each table's data_type (row_bytes of quant/row_codec.h)
   int64_t optimizer_state = 0;  ///< FBGEMM state of those shards, in each table's optimizer_state_type
-  int64_t dense = 0;            ///< dense parameters, gradients and activations
+  int64_t dense = 0;            ///< dense parameters, gradients and activations (cuda: and the device copies of its largest call)
   int64_t buffers = 0;          ///< KJT, pooled outputs and their gradients, comm buffers (pipeline_buffers included)
   int64_t pipeline_buffers = 0; ///< the part of `buffers` held by the batches the pipeline keeps ahead
   /// device caches of host_cached tables (their rows: ceil(cache_load_factor x shard rows) x row bytes)
@@ -115,7 +115,11 @@ int64_t device_batches_ahead(PipelineKind pipeline);
 /// less weights, optimizer state and dense; `pipeline_buffers` the part of it held by batches
 /// ahead of the one training at the peak. Not counted: fragmentation of reserved segments
 /// (reserved can exceed the estimate), memory compaction, live rebalancing, the cuda backend's
-/// staging copies of lookups and dense layers.
+/// copies of the lookups' ids and the updates' rows. With devices.backend cuda the rank's device
+/// copies of the dense part are counted in `dense` (each layer, interaction and loss call's
+/// inputs, parameters and outputs, the SGD step's parameters and gradients: planner/
+/// memory_replay.h dense_device_calls), within 0.01% of the device path's peak on the host
+/// stand-in (tests/engine/planner/cuda_staging_estimate_test.cpp; not measured on a GPU).
 std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec,
                                                   const ShardingPlan& plan);
 

@@ -29,7 +29,14 @@
 //    newest activity.
 //  - any other kind: counted in DecodeStats::unknown_kind, never thrown; a record CUPTI itself
 //    cannot walk (invalid kind) ends the buffer, its remaining bytes counted.
-// Ranks: device d is rank d unless map_device() says otherwise.
+// Ranks (several ranks may share one GPU): an op or MEMORY2 event on a stream mapped to a rank
+// (map_stream) is that rank's; else the rank of the OS thread that made its runtime call
+// (map_thread; the call's record, CUPTI_ACTIVITY_KIND_RUNTIME, carries the thread id and joins
+// the activity by correlation id: a cudaMalloc, a cudaMemcpy / cudaMemset on the default
+// stream, a cudaDeviceSynchronize); else, and only then, the device's rank - device d is rank d
+// unless map_device() says otherwise (one rank per device: with several ranks on a device, the
+// last mapped). Ops and events charged to the device's rank that way are counted
+// (DecodeStats::device_rank_fallbacks).
 
 #include <cstddef>
 #include <cstdint>
@@ -109,6 +116,10 @@ struct DecodeStats {
   /// (max_launches; the oldest go first): their kernels then have no launch (a loss, stored as
   /// cupti_launches_dropped).
   int64_t launches_dropped = 0;
+  /// GPU ops and MEMORY2 events whose rank neither their stream nor the thread of their runtime
+  /// call gave (no call seen, or a thread map_thread never named): charged to their device's
+  /// rank (map_device), which is a guess when several ranks share the device.
+  int64_t device_rank_fallbacks = 0;
 };
 
 /// True for NCCL's kernels: "ncclDevKernel_*" (NCCL >= 2.19) and "ncclKernel_*" (older), as
@@ -117,7 +128,10 @@ bool is_nccl_kernel(const char* name);
 
 /// Whether a CUDA runtime call (its CUPTI callback name, e.g. "cudaLaunchKernel_v7000") makes an
 /// activity record that the decoder joins it with: kernel launches (graphs included), copies,
-/// memsets, and allocations and frees (MEMORY2). Other calls (cudaEventRecord, ...) are not kept.
+/// memsets, allocations and frees (MEMORY2), and the host waits that make a SYNCHRONIZATION
+/// record (cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize; their calling
+/// thread names the rank of a device-wide wait). Other calls (cudaEventRecord,
+/// cudaStreamWaitEvent, ...) are not kept.
 bool makes_activity(const char* runtime_api);
 
 /// The op category of a kernel of a compute stream, from its (demangled) name: Embedscope's own
@@ -153,6 +167,11 @@ class CuptiDecoder {
   const ClockCalibration& clock() const { return clock_; }
   /// Device `device` (CUPTI deviceId = CUDA ordinal) is rank `rank`.
   void map_device(uint32_t device, int32_t rank) { rank_of_device_[device] = rank; }
+  /// Runtime calls made by OS thread `thread` (CUpti_ActivityAPI::threadId; the tracer sets
+  /// CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM, so it is gettid()) are rank `rank`'s: the ops and
+  /// MEMORY2 events they made go to that rank when their stream is not mapped to one
+  /// (map_stream). The last call for a thread wins.
+  void map_thread(uint32_t thread, int32_t rank) { rank_of_thread_[thread] = rank; }
   /// Kernels of (device, CUPTI stream id) go to `lane` (gpu_compute or gpu_comm); so do the
   /// copies of a stream mapped to gpu_comm (category comm: the collectives between ranks on
   /// one GPU are device-to-device copies). `rank` >= 0: every op of the stream is that rank's
@@ -176,7 +195,11 @@ class CuptiDecoder {
   std::vector<GpuOp> take(bool final);
   /// Runtime calls waiting for their activity (bounded by max_launches).
   size_t launches_waiting() const { return launches_.size(); }
-  /// Moves out the allocation events decoded so far (time order).
+  /// Moves out the allocation events decoded so far (time order). An event whose stream has no
+  /// rank waits for the runtime call that made it (cudaMalloc's MEMORY2 record is written inside
+  /// the call, before the call's own record) when threads are mapped (map_thread): it goes out
+  /// once the call is seen, else with the next take_memory_events() on its device's rank, or
+  /// with the first one after take(true).
   std::vector<sessions::MemoryEvent> take_memory_events();
   const DecodeStats& stats() const { return stats_; }
   StringPool& names() { return names_; }
@@ -205,6 +228,12 @@ class CuptiDecoder {
   void add_launch(uint32_t correlation, Launch l);
   int32_t rank_of(uint32_t device) const;
   int32_t rank_of(uint32_t device, uint32_t stream) const;  // the stream's rank, else rank_of(device)
+  // The stream's rank, else the rank of `thread` (the calling OS thread; -1 unknown), else the
+  // device's (counted in stats_.device_rank_fallbacks).
+  int32_t charge(uint32_t device, uint32_t stream, int64_t thread);
+  bool stream_has_rank(uint32_t device, uint32_t stream) const { return rank_of_stream_.count({device, stream}) > 0; }
+  // A runtime call whose activity is already out: not kept when it comes (bounded, oldest first).
+  void forget_call(uint32_t correlation);
   bool resolve(GpuOp& g, bool final);
   // A memcpy or memset record (CUpti_ActivityMemcpy6 / CUpti_ActivityMemset4) as a gpu_copy op.
   template <class CopyRecord>
@@ -233,6 +262,14 @@ class CuptiDecoder {
   std::vector<GpuOp> pending_;                           // waiting for their launch / context
   std::vector<GpuOp> overdue_;                           // waited one take already: out with the next
   std::vector<sessions::MemoryEvent> memory_;
+  std::map<uint32_t, int32_t> rank_of_thread_;           // OS thread id -> rank (map_thread)
+  // MEMORY2 events waiting for their runtime call's thread: correlation id -> events
+  struct WaitingMemory {
+    sessions::MemoryEvent event;
+    uint32_t device, stream;
+    bool waited = false;  // a take_memory_events() passed: out with the next one
+  };
+  std::multimap<uint32_t, WaitingMemory> memory_waiting_;
 };
 
 }  // namespace embedscope::profiler

@@ -10,7 +10,9 @@
 // The GPU clock is calibrated against the RunClock when tracing starts and when it stops; the
 // difference of the two offsets is the drift.
 //
-// Kinds: CONCURRENT_KERNEL, MEMCPY, MEMSET, MEMORY2, RUNTIME, SYNCHRONIZATION.
+// Kinds: CONCURRENT_KERNEL, MEMCPY, MEMSET, MEMORY2, RUNTIME, SYNCHRONIZATION. Thread ids in the
+// records are the OS's (CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM: gettid()), so that map_thread can
+// name the rank of a call's thread.
 
 #include <chrono>
 #include <condition_variable>
@@ -47,8 +49,16 @@ class CuptiTracer final : public GpuRecordSource {
   CuptiTracer(const CuptiTracer&) = delete;
   CuptiTracer& operator=(const CuptiTracer&) = delete;
 
-  /// Activities of device `device` belong to rank `rank` (default: rank = device ordinal).
+  /// Activities of device `device` belong to rank `rank` (default: rank = device ordinal) when
+  /// neither their stream (map_stream) nor the thread of their call (map_thread) names a rank.
   void map_device(int device, int rank);
+  /// The CUDA calls of OS thread `thread` (current_thread_id() on that thread) are rank `rank`'s:
+  /// a cudaMalloc, a copy or memset on a stream of no rank, a cudaDeviceSynchronize made there
+  /// goes to that rank (CuptiDecoder::map_thread; several ranks on one GPU). Any thread.
+  void map_thread(uint32_t thread, int rank);
+  /// The calling thread's OS id (gettid()): what CUPTI's runtime records carry as threadId, the
+  /// tracer having set CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM.
+  static uint32_t current_thread_id();
   /// Kernels on `stream` (of the current device `device`) go to `lane` (gpu_comm for the comm
   /// stream; a gpu_comm stream's copies too), and with `rank` >= 0 every op of the stream is
   /// that rank's (CuptiDecoder::map_stream). Throws std::runtime_error if CUPTI does not know
