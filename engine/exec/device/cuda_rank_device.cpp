@@ -136,6 +136,12 @@ void CudaRankDevice::to_host(void* dst, const void* src, int64_t bytes) const {
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
 }
 
+void CudaRankDevice::copy_on_device(void* dst, const void* src, int64_t bytes) const {
+  if (bytes <= 0) return;
+  check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_),
+        "cudaMemcpyAsync device to device");
+}
+
 void CudaRankDevice::prepare_shard(int64_t rows, int64_t cols) const {
   bind_thread();
   plans_->prepare({rows, cols});

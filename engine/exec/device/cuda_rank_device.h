@@ -78,6 +78,8 @@ class CudaRankDevice final : public RankDevice {
   /// dot_interaction_forward_cuda / dot_interaction_backward_cuda on the compute stream; do not wait.
   void dot_forward(int64_t B, int64_t F, int64_t d0, const float* x0, float* r) const override;
   void dot_backward(int64_t B, int64_t F, int64_t d0, const float* x0, const float* dr, float* dx0) const override;
+  /// cudaMemcpyAsync device to device on the compute stream; does not wait.
+  void copy_on_device(void* dst, const void* src, int64_t bytes) const override;
   /// The rank's comm stream (the intra-device communicator's copies and reductions).
   cudaStream_t comm_stream() const { return comm_stream_; }
   /// Staging for the intra-device communicator: cudaMallocAsync / cudaFreeAsync on the comm

@@ -80,6 +80,7 @@ class FaultyDevice final : public RankDevice {
   void dot_backward(int64_t B, int64_t F, int64_t d0, const float* x0, const float* dr, float* dx0) const override {
     in_->dot_backward(B, F, d0, x0, dr, dx0);
   }
+  void copy_on_device(void* dst, const void* src, int64_t bytes) const override { in_->copy_on_device(dst, src, bytes); }
   void* comm_alloc(int64_t bytes) const override { return in_->comm_alloc(bytes); }
   void comm_free(void* p) const noexcept override { in_->comm_free(p); }
   void comm_to_device(void* dst, const void* src, int64_t bytes) const override { in_->comm_to_device(dst, src, bytes); }

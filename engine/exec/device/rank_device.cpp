@@ -72,6 +72,7 @@ class HostRankDevice final : public RankDevice {
   void dot_backward(int64_t B, int64_t F, int64_t d0, const float* x0, const float* dr, float* dx0) const override {
     engine::dot_interaction_backward(B, F, d0, x0, dr, dx0);
   }
+  void copy_on_device(void* dst, const void* src, int64_t bytes) const override { copy(dst, src, bytes); }
 
  private:
   int device_;
@@ -85,6 +86,28 @@ class HostRankDevice final : public RankDevice {
 }  // namespace
 
 std::unique_ptr<RankDevice> host_rank_device(int device) { return std::make_unique<HostRankDevice>(device); }
+
+namespace {
+class RankCacheDevice final : public HostCacheDevice {
+ public:
+  explicit RankCacheDevice(const RankDevice& d) : d_(d) {}
+  void to_device(void* dev, const void* host, int64_t bytes) const override { d_.to_device(dev, host, bytes); }
+  void to_host(void* host, const void* dev, int64_t bytes) const override { d_.to_host(host, dev, bytes); }
+  void on_device(void* dst, const void* src, int64_t bytes) const override { d_.copy_on_device(dst, src, bytes); }
+  void update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1, float* momentum2,
+              int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets, int64_t n,
+              const float* values) const override {
+    d_.update(opt, iteration, weights, momentum1, momentum2, rows, cols, row_ids, offsets, n, values);
+  }
+
+ private:
+  const RankDevice& d_;
+};
+}  // namespace
+
+std::unique_ptr<HostCacheDevice> host_cache_device(const RankDevice& device) {
+  return std::make_unique<RankCacheDevice>(device);
+}
 
 namespace {
 std::atomic<int64_t> g_warmup_sync_calls{0}, g_measured_sync_calls{0};

@@ -13,6 +13,7 @@
 #include "comm/local/local_comm.h"
 #include "exec/device/shard_plan_cache.h"
 #include "embedscope/engine/memory/allocator.h"
+#include "embedscope/engine/model/host_cache.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine::detail {
@@ -68,7 +69,16 @@ class RankDevice : public IntraDeviceOps {
   /// (dot_interaction_forward_cuda / _backward_cuda), as lookup.
   virtual void dot_forward(int64_t B, int64_t F, int64_t d0, const float* x0, float* r) const = 0;
   virtual void dot_backward(int64_t B, int64_t F, int64_t d0, const float* x0, const float* dr, float* dx0) const = 0;
+  /// Device to device, `bytes` from src to dst (both device memory), in order with the device's
+  /// work (on a GPU cudaMemcpyAsync on the compute stream; does not wait). The cache of a
+  /// host_cached table moves its hits and insertions with it (model/host_cache.h).
+  virtual void copy_on_device(void* dst, const void* src, int64_t bytes) const = 0;
 };
+
+/// The HostCacheDevice (model/host_cache.h) of a rank's device: its to_device / to_host /
+/// copy_on_device / update, so that a host / host_cached table's store moves its rows through
+/// `device` (which outlives the result).
+std::unique_ptr<HostCacheDevice> host_cache_device(const RankDevice& device);
 
 /// Host memory standing in for GPU `device` (the emulated device the rank is placed on,
 /// exec/gpu_placement.h; its name() is "host memory (emulated device <device>)"): the allocators

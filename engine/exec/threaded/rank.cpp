@@ -31,7 +31,19 @@ void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, 
     auto d_ids = buf<int64_t>("kjt", static_cast<size_t>(n_ids));
     auto d_off = buf<int64_t>("kjt", static_cast<size_t>(n_bags + 1));
     for (int64_t i = 0; i <= n_bags; ++i) d_off[static_cast<size_t>(i)] = off[i] - base;
-    std::copy(ids + base, ids + base + n_ids, d_ids.data());
+    // host / host_cached: the batch's distinct rows gathered into a device buffer (fetched from
+    // host memory or copied from their cache slots, model/host_cache.h), looked up there with the
+    // ids remapped to the buffer's rows (the shard's plan: the ids are < its rows)
+    const float* weights = ls.weights.device_data();
+    const int64_t* bag_ids = ids + base;
+    DeviceBuffer<float> gathered;
+    std::vector<int64_t> local;
+    if (ls.host) {
+      gathered = ls.host->gather(ls.weights.data(), bag_ids, n_ids, local);
+      weights = gathered.device_data();
+      bag_ids = local.data();
+    }
+    std::copy(bag_ids, bag_ids + n_ids, d_ids.data());
     to_gpu(d_ids);
     to_gpu(d_off);
     DeviceBuffer<float> d_scale;
@@ -40,7 +52,7 @@ void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, 
       std::copy(scale, scale + n_bags, d_scale.data());
       to_gpu(d_scale);
     }
-    gpu_->lookup(ls.weights.device_data(), ls.s.num_rows, ls.s.num_cols, d_ids.device_data(), d_off.device_data(), n_bags,
+    gpu_->lookup(weights, ls.s.num_rows, ls.s.num_cols, d_ids.device_data(), d_off.device_data(), n_bags,
                  scale ? d_scale.device_data() : nullptr, out.device_data());
     gpu_->to_host(out.data(), out.device_data(), static_cast<int64_t>(out.size() * sizeof(float)));
     return;
@@ -69,6 +81,10 @@ void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, 
 }
 
 void Rank::shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g) {
+  if (ls.host) {  // on a device too: the store gathers the rows there and runs its row optimizer (cache_device_)
+    ls.host->update(sh_.spec.optimizer, iteration, ls.weights.data(), ls.state(), g);
+    return;
+  }
   if (gpu_) {  // the rows and their gradients to the GPU: one bag per row, each row once
     const auto n = g.rows.size();
     if (n == 0) return;
@@ -84,10 +100,6 @@ void Rank::shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g) 
     gpu_->update(sh_.spec.optimizer, iteration, ls.weights.device_data(), ls.momentum1.device_data(),
                  ls.momentum2.device_data(), ls.s.num_rows, ls.s.num_cols, d_rows.device_data(), d_off.device_data(),
                  static_cast<int64_t>(n), d_vals.device_data());
-    return;
-  }
-  if (ls.host) {
-    ls.host->update(sh_.spec.optimizer, iteration, ls.weights.data(), ls.state(), g);
     return;
   }
   if (ls.low_rank_dim > 0) {  // dA and dB from A and B before the update, then both updated
@@ -337,10 +349,8 @@ void Rank::setup() {
       // placement host / host_cached: the rows and the state in host memory (buffers without an
       // arena), the cache in the arena (model/host_cache.h)
       ls.placement = t.placement;
+      // (with a device, the store's copies and row optimizer are the device's: cache_device_)
       DeviceArena* const home = t.placement == TablePlacement::device ? &arena_ : nullptr;
-      if (t.placement != TablePlacement::device && gpu_)
-        throw std::invalid_argument(fmt::format("table \"{}\": placement {} runs on the cpu backend only", t.name,
-                                                to_string(t.placement)));
       ls.weights = DeviceBuffer<float>(home, "weights");
       if (ls.data_type == TableDataType::fp32 && t.low_rank_dim == 0)
         ls.weights.assign(static_cast<size_t>(s.num_rows * s.num_cols));
@@ -400,10 +410,13 @@ void Rank::setup() {
       if (t.placement != TablePlacement::device && s.num_rows > 0 && s.num_cols > 0)  // an empty shard moves nothing
         ls.host = std::make_unique<HostRowStore>(
             t.placement, t.cache_policy, spec.optimizer.type, s.num_rows, s.num_cols,
-            t.placement == TablePlacement::host_cached ? cache_slots(t.cache_load_factor, s.num_rows) : 0, &arena_);
-      to_gpu(ls.weights);
-      to_gpu(ls.momentum1);
-      to_gpu(ls.momentum2);
+            t.placement == TablePlacement::host_cached ? cache_slots(t.cache_load_factor, s.num_rows) : 0, &arena_,
+            cache_device_.get());
+      if (home) {  // rows in host memory stay there
+        to_gpu(ls.weights);
+        to_gpu(ls.momentum1);
+        to_gpu(ls.momentum2);
+      }
       prepare_on_gpu(ls);
       shards.push_back(std::move(ls));
     }
@@ -513,6 +526,7 @@ void Rank::main() {
     if (ls.host) ls.host->flush(ls.weights.data());
   if (gpu_ && sh_.opt.keep_tables) {  // the weights' host copies back (released at setup), read from the device
     auto read_back = [&](LocalShard& ls) {
+      if (ls.placement != TablePlacement::device) return;  // host memory already (flushed above)
       ls.weights.restore_host_copy();
       gpu_->to_host(ls.weights.data(), ls.weights.device_data(), static_cast<int64_t>(ls.weights.size() * sizeof(float)));
     };

@@ -458,6 +458,8 @@ class Rank final : public sharding::RankContext {
   FlightRecorder flight_{me_, flight_recorder_default_capacity(), &sh_.tracer.clock()};
   std::atomic<int32_t> flight_dumps_{0};
   const detail::RankDevice* gpu_ = gpu_of(sh_, me_);  // nullptr on the cpu backend
+  // the stores of host / host_cached shards move their rows through it (nullptr without gpu_)
+  std::unique_ptr<HostCacheDevice> cache_device_ = gpu_ ? detail::host_cache_device(*gpu_) : nullptr;
   DeviceArena arena_;  // declared before every buffer it accounts, so it outlives them
 
  public:
