@@ -5,6 +5,7 @@
 
 #include "embedscope/engine/model/dense.h"
 #include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/kernels/low_rank.h"
 
 namespace embedscope::engine::detail {
 
@@ -73,6 +74,23 @@ class HostRankDevice final : public RankDevice {
     engine::dot_interaction_backward(B, F, d0, x0, dr, dx0);
   }
   void copy_on_device(void* dst, const void* src, int64_t bytes) const override { copy(dst, src, bytes); }
+  // the host kernels themselves (bit for bit the cpu backend's); p is not needed there
+  void low_rank_lookup(const float* a, int64_t rows, int64_t r, const float* b, int64_t dim, const int64_t* ids,
+                       const int64_t* offsets, int64_t n_bags, const float* scale, float*, float* out) const override {
+    if (n_bags > 0 && r > 0) plans_.get({rows, r});  // as the GPU's A lookup
+    low_rank_pooled_lookup(a, rows, r, b, dim, ids, offsets, n_bags, scale, out, dim);
+  }
+  void low_rank_backward(const float* a, int64_t r, const float* b, int64_t dim, const int64_t* row_ids, int64_t n,
+                         const float* g, float* da, float* db) const override {
+    SparseGrad grad;
+    grad.dim = dim;
+    grad.rows.assign(row_ids, row_ids + n);
+    grad.values.assign(g, g + n * dim);
+    const auto [ga, gb] = engine::low_rank_backward(a, r, b, dim, grad);
+    std::copy(ga.values.begin(), ga.values.end(), da);
+    if (gb.values.empty()) std::fill_n(db, r * dim, 0.0f);
+    else std::copy(gb.values.begin(), gb.values.end(), db);
+  }
 
  private:
   int device_;

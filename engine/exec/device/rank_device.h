@@ -73,6 +73,17 @@ class RankDevice : public IntraDeviceOps {
   /// work (on a GPU cudaMemcpyAsync on the compute stream; does not wait). The cache of a
   /// host_cached table moves its hits and insertions with it (model/host_cache.h).
   virtual void copy_on_device(void* dst, const void* src, int64_t bytes) const = 0;
+  /// low_rank_pooled_lookup (kernels/low_rank.h) of a factorized shard on device memory: A
+  /// (rows x r) looked up into p (n_bags x r: the scaled sums of A rows; the shard's prepared
+  /// rows x r plan), then out = p B (B: r x dim; out: n_bags x dim). On a GPU tbe_forward and
+  /// low_rank_project_cuda; asynchronous, as lookup.
+  virtual void low_rank_lookup(const float* a, int64_t rows, int64_t r, const float* b, int64_t dim, const int64_t* ids,
+                               const int64_t* offsets, int64_t n_bags, const float* scale, float* p, float* out) const = 0;
+  /// low_rank_backward (kernels/low_rank.h) on device memory: from g (n x dim, the gradient of
+  /// A's rows row_ids[0, n)) and A, B before their update, da (n x r) and db (r x dim, every row
+  /// of B). On a GPU low_rank_backward_cuda; asynchronous, as lookup.
+  virtual void low_rank_backward(const float* a, int64_t r, const float* b, int64_t dim, const int64_t* row_ids,
+                                 int64_t n, const float* g, float* da, float* db) const = 0;
 };
 
 /// The HostCacheDevice (model/host_cache.h) of a rank's device: its to_device / to_host /

@@ -52,6 +52,14 @@ void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, 
       std::copy(scale, scale + n_bags, d_scale.data());
       to_gpu(d_scale);
     }
+    if (ls.low_rank_dim > 0) {  // A's rows summed into p (n_bags x r), then p B
+      auto d_p = buf<float>("activations", static_cast<size_t>(n_bags * ls.low_rank_dim));
+      gpu_->low_rank_lookup(weights, ls.s.num_rows, ls.low_rank_dim, ls.factor_b.device_data(), ls.s.num_cols,
+                            d_ids.device_data(), d_off.device_data(), n_bags, scale ? d_scale.device_data() : nullptr,
+                            d_p.device_data(), out.device_data());
+      gpu_->to_host(out.data(), out.device_data(), static_cast<int64_t>(out.size() * sizeof(float)));
+      return;
+    }
     gpu_->lookup(weights, ls.s.num_rows, ls.s.num_cols, d_ids.device_data(), d_off.device_data(), n_bags,
                  scale ? d_scale.device_data() : nullptr, out.device_data());
     gpu_->to_host(out.data(), out.device_data(), static_cast<int64_t>(out.size() * sizeof(float)));
@@ -85,21 +93,14 @@ void Rank::shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g) 
     ls.host->update(sh_.spec.optimizer, iteration, ls.weights.data(), ls.state(), g);
     return;
   }
-  if (gpu_) {  // the rows and their gradients to the GPU: one bag per row, each row once
-    const auto n = g.rows.size();
-    if (n == 0) return;
-    auto d_rows = buf<int64_t>("gradients", n);
-    auto d_off = buf<int64_t>("gradients", n + 1);
-    auto d_vals = buf<float>("gradients", g.values.size());
-    std::copy(g.rows.begin(), g.rows.end(), d_rows.data());
-    std::iota(d_off.data(), d_off.data() + n + 1, int64_t{0});
-    std::copy(g.values.begin(), g.values.end(), d_vals.data());
-    to_gpu(d_rows);
-    to_gpu(d_off);
-    to_gpu(d_vals);
-    gpu_->update(sh_.spec.optimizer, iteration, ls.weights.device_data(), ls.momentum1.device_data(),
-                 ls.momentum2.device_data(), ls.s.num_rows, ls.s.num_cols, d_rows.device_data(), d_off.device_data(),
-                 static_cast<int64_t>(n), d_vals.device_data());
+  if (gpu_ && ls.low_rank_dim > 0) {  // dA and dB on the device from A and B before the update, then both updated
+    const auto [da, db] = device_low_rank_backward(ls, g);
+    device_factor_update(ls, iteration, da, db);
+    return;
+  }
+  if (gpu_) {
+    device_update(iteration, ls.weights.device_data(), ls.momentum1.device_data(), ls.momentum2.device_data(),
+                  ls.s.num_rows, ls.s.num_cols, g);
     return;
   }
   if (ls.low_rank_dim > 0) {  // dA and dB from A and B before the update, then both updated
@@ -115,6 +116,57 @@ void Rank::shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g) 
     return;
   }
   apply_row_optimizer(sh_.spec.optimizer, iteration, ls.weights.data(), ls.s.num_cols, ls.state(), g);
+}
+
+void Rank::device_update(int64_t iteration, float* weights, float* momentum1, float* momentum2, int64_t rows,
+                         int64_t cols, const SparseGrad& g) {
+  // the rows and their gradients to the GPU: one bag per row, each row once
+  const auto n = g.rows.size();
+  if (n == 0) return;
+  auto d_rows = buf<int64_t>("gradients", n);
+  auto d_off = buf<int64_t>("gradients", n + 1);
+  auto d_vals = buf<float>("gradients", g.values.size());
+  std::copy(g.rows.begin(), g.rows.end(), d_rows.data());
+  std::iota(d_off.data(), d_off.data() + n + 1, int64_t{0});
+  std::copy(g.values.begin(), g.values.end(), d_vals.data());
+  to_gpu(d_rows);
+  to_gpu(d_off);
+  to_gpu(d_vals);
+  gpu_->update(sh_.spec.optimizer, iteration, weights, momentum1, momentum2, rows, cols, d_rows.device_data(),
+               d_off.device_data(), static_cast<int64_t>(n), d_vals.device_data());
+}
+
+std::pair<SparseGrad, SparseGrad> Rank::device_low_rank_backward(LocalShard& ls, const SparseGrad& g) {
+  const int64_t r = ls.low_rank_dim, dim = ls.s.num_cols;
+  const auto n = static_cast<int64_t>(g.rows.size());
+  SparseGrad da, db;  // as low_rank_backward: dA's rows those of g, dB every row of B (none when g has none)
+  da.dim = r;
+  db.dim = dim;
+  da.rows = g.rows;
+  if (n == 0) return {std::move(da), std::move(db)};
+  auto d_rows = buf<int64_t>("gradients", static_cast<size_t>(n));
+  auto d_g = buf<float>("gradients", g.values.size());
+  auto d_da = buf<float>("gradients", static_cast<size_t>(n * r)), d_db = buf<float>("gradients", static_cast<size_t>(r * dim));
+  std::copy(g.rows.begin(), g.rows.end(), d_rows.data());
+  std::copy(g.values.begin(), g.values.end(), d_g.data());
+  to_gpu(d_rows);
+  to_gpu(d_g);
+  gpu_->low_rank_backward(ls.weights.device_data(), r, ls.factor_b.device_data(), dim, d_rows.device_data(), n,
+                          d_g.device_data(), d_da.device_data(), d_db.device_data());
+  da.values.resize(static_cast<size_t>(n * r));
+  db.values.resize(static_cast<size_t>(r * dim));
+  db.rows.resize(static_cast<size_t>(r));
+  std::iota(db.rows.begin(), db.rows.end(), int64_t{0});
+  gpu_->to_host(da.values.data(), d_da.device_data(), n * r * 4);
+  gpu_->to_host(db.values.data(), d_db.device_data(), r * dim * 4);
+  return {std::move(da), std::move(db)};
+}
+
+void Rank::device_factor_update(LocalShard& ls, int64_t iteration, const SparseGrad& da, const SparseGrad& db) {
+  device_update(iteration, ls.weights.device_data(), ls.momentum1.device_data(), ls.momentum2.device_data(),
+                ls.s.num_rows, ls.low_rank_dim, da);
+  device_update(iteration, ls.factor_b.device_data(), ls.b_momentum1.device_data(), ls.b_momentum2.device_data(),
+                ls.low_rank_dim, ls.s.num_cols, db);
 }
 
 void Rank::dense_layers_on_gpu() {
@@ -359,9 +411,7 @@ void Rank::setup() {
         throw std::invalid_argument(fmt::format("table \"{}\": optimizer_state_type {} runs on the cpu backend only "
                                                 "(the cuda kernels update fp32 state)",
                                                 t.name, enum_name(ls.state_type)));
-      ls.low_rank_dim = t.low_rank_dim;
-      if (ls.low_rank_dim > 0 && gpu_)
-        throw std::invalid_argument(fmt::format("table \"{}\": low_rank_dim runs on the cpu backend only", t.name));
+      ls.low_rank_dim = t.low_rank_dim;  // on a device: A, B and their state in its arena (device_low_rank_backward)
       const int64_t lr = ls.low_rank_dim;
       // A's state is that of a num_rows x r table; B's that of an r x num_cols one
       const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, s.num_rows, lr > 0 ? lr : s.num_cols);
@@ -418,6 +468,13 @@ void Rank::setup() {
         to_gpu(ls.momentum2);
       }
       prepare_on_gpu(ls);
+      if (gpu_ && lr > 0) {  // B and its state on the device too, and the plans of A's and B's shapes
+        to_gpu(ls.factor_b);
+        to_gpu(ls.b_momentum1);
+        to_gpu(ls.b_momentum2);
+        gpu_->prepare_shard(s.num_rows, lr);
+        gpu_->prepare_shard(lr, s.num_cols);
+      }
       shards.push_back(std::move(ls));
     }
   }
@@ -529,6 +586,9 @@ void Rank::main() {
       if (ls.placement != TablePlacement::device) return;  // host memory already (flushed above)
       ls.weights.restore_host_copy();
       gpu_->to_host(ls.weights.data(), ls.weights.device_data(), static_cast<int64_t>(ls.weights.size() * sizeof(float)));
+      if (ls.low_rank_dim > 0)  // B's host copy (kept) is its initial value: E = A B needs the trained one
+        gpu_->to_host(ls.factor_b.data(), ls.factor_b.device_data(),
+                      static_cast<int64_t>(ls.factor_b.size() * sizeof(float)));
     };
     for (auto& ls : shards) read_back(ls);
     for (auto& [t, ls] : hot_replicas) read_back(ls);

@@ -448,6 +448,15 @@ class Rank final : public sharding::RankContext {
                     DeviceBuffer<float>& out);
   /// apply_row_optimizer of one local shard.
   void shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g);
+  /// On the device (gpu_): apply_row_optimizer of g's rows of a rows x cols table whose weights
+  /// and state are device memory (RankDevice::update with the rows x cols plan; g on the host).
+  void device_update(int64_t iteration, float* weights, float* momentum1, float* momentum2, int64_t rows, int64_t cols,
+                     const SparseGrad& g);
+  /// On the device: low_rank_backward of a factorized shard (RankDevice::low_rank_backward from
+  /// A and B there); returns {dA, dB} on the host, as low_rank_backward does.
+  std::pair<SparseGrad, SparseGrad> device_low_rank_backward(LocalShard& ls, const SparseGrad& g);
+  /// On the device: A updated with da (num_rows x r plan), B with db (r x num_cols plan).
+  void device_factor_update(LocalShard& ls, int64_t iteration, const SparseGrad& da, const SparseGrad& db);
 
   Shared& sh_;
   ShardingPlan plan_;  // the current plan (changes at a live rebalance)

@@ -7,6 +7,11 @@
 // reference (parity_check.h), and the tables, losses and every transfer counter (cache hits and
 // misses, rows fetched, bytes each way, prefetched rows) equal the cpu backend's run exactly:
 // the same cache decisions on both backends.
+//
+// Low-rank tables (TableSpec::low_rank_dim, E = A B) on the device path too: A's rows looked up
+// and (sum of A rows) x B, dA and dB, A's and B's updates on the device (RankDevice::
+// low_rank_lookup / low_rank_backward / update); under table_wise, data_parallel and row_wise (B's
+// gradient all-reduced on the host) the results equal the reference and the cpu backend's run.
 
 #include <gtest/gtest.h>
 
@@ -117,5 +122,34 @@ TEST(HostPlacementOnDevicePrefetch, PrefetchesTheSameRowsAsTheCpuBackend) {
   expect_same_transfers(dev, cpu, TablePlacement::host_cached);
   EXPECT_GT(dev.table_storage[3].prefetched_rows, 0);
 }
+
+using LowRankDeviceParam = std::tuple<ShardingType, OptimizerType>;
+class LowRankOnDevice : public ::testing::TestWithParam<LowRankDeviceParam> {};
+
+TEST_P(LowRankOnDevice, EqualsTheReferenceAndTheCpuBackendsRun) {
+  const auto [type, opt] = GetParam();
+  WorkloadSpec s = parity_spec(type, 3, Pooling::mean, opt);
+  const int64_t r[] = {2, 1, 3, 4};  // t0 10 x 6, t1 1 x 4, t2 3 x 5, t3 50 x 16
+  for (size_t t = 0; t < s.tables.size(); ++t) s.tables[t].low_rank_dim = r[t];
+  const ShardingPlan plan = plan_sharding(s);
+  const RunResult dev = check_parity(s, {}, true, &plan);
+  ASSERT_EQ(dev.ended, RunEnd::complete) << dev.error;
+  const RunResult cpu = host_tables_cpu_run(s, plan);
+  ASSERT_EQ(cpu.ended, RunEnd::complete) << cpu.error;
+  ASSERT_EQ(dev.tables.size(), cpu.tables.size());
+  for (size_t t = 0; t < dev.tables.size(); ++t) EXPECT_EQ(dev.tables[t], cpu.tables[t]) << "table " << t;
+  EXPECT_EQ(dev.loss, cpu.loss);
+  EXPECT_EQ(dev.dense_params, cpu.dense_params);
+  EXPECT_EQ(dev.table_storage[3].low_rank_dim, 4);
+  EXPECT_EQ(dev.table_storage[3].total_weight_bytes(), cpu.table_storage[3].total_weight_bytes());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Types, LowRankOnDevice,
+    ::testing::Combine(::testing::Values(ShardingType::table_wise, ShardingType::data_parallel, ShardingType::row_wise),
+                       ::testing::Values(OptimizerType::sgd, OptimizerType::rowwise_adagrad, OptimizerType::adam)),
+    [](const ::testing::TestParamInfo<LowRankDeviceParam>& p) {
+      return fmt::format("{}_{}", to_string(std::get<0>(p.param)), to_string(std::get<1>(p.param)));
+    });
 
 }  // namespace
