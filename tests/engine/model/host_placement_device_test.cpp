@@ -123,6 +123,34 @@ TEST(HostPlacementOnDevicePrefetch, PrefetchesTheSameRowsAsTheCpuBackend) {
   EXPECT_GT(dev.table_storage[3].prefetched_rows, 0);
 }
 
+// The cuda backend's memory estimate (planner/memory_replay.cpp) of host_cached tables: the cache
+// slots on the device and the rows, state and row -> slot index in host memory, as on the cpu
+// backend, and the update's staging of its gradient and row ids on the device on top.
+TEST(HostPlacementOnDeviceEstimate, CountsTheCacheTheHostRowsAndTheUpdatesStaging) {
+  WorkloadSpec cpu = parity_spec(ShardingType::table_wise, 1, Pooling::sum, OptimizerType::sgd);
+  cpu.batch_size = 64;
+  cpu.tables[3].num_embeddings = 5000;  // t3's fetched rows (up to its ids: 64 x 40) make the peak
+  cpu.features[4].pooling_factor = {false, 20, 40};
+  for (auto& t : cpu.tables) {
+    t.placement = TablePlacement::host_cached;
+    t.cache_load_factor = 0.3;
+  }
+  WorkloadSpec cuda = cpu;
+  cuda.devices.backend = Backend::cuda;
+  const ShardingPlan plan = plan_sharding(cpu);
+  const auto a = estimate_memory(cpu, plan), b = estimate_memory(cuda, plan);
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  // caches: ceil(0.3 rows) x dim x 4 each, in 512 B blocks: t0 3 x 6, t1 1 x 4, t2 1 x 5, t3 1500 x 16
+  EXPECT_EQ(b[0].cache, 512 + 512 + 512 + 96256);  // 96,000 B of t3 rounded up to 188 x 512
+  EXPECT_EQ(b[0].cache, a[0].cache);
+  // host: the rows (sgd keeps no state) and 8 bytes a row of row -> slot index
+  EXPECT_EQ(b[0].host, 4 * (10 * 6 + 1 * 4 + 3 * 5 + 5000 * 16) + 8 * (10 + 1 + 3 + 5000));
+  EXPECT_EQ(b[0].host, a[0].host);
+  EXPECT_EQ(b[0].weights, 0);  // no rows in device memory
+  EXPECT_GT(b[0].buffers, a[0].buffers) << "the device's update staging is not counted";
+}
+
 using LowRankDeviceParam = std::tuple<ShardingType, OptimizerType>;
 class LowRankOnDevice : public ::testing::TestWithParam<LowRankDeviceParam> {};
 
