@@ -26,8 +26,8 @@ int64_t cache_device_bytes(double load_factor, int64_t num_rows, int64_t num_col
 }
 
 HostRowStore::HostRowStore(TablePlacement placement, CachePolicy policy, OptimizerType opt, int64_t num_rows,
-                           int64_t dim, int64_t slots, DeviceArena* arena)
-    : placement_(placement), policy_(policy), num_rows_(num_rows), dim_(dim), arena_(arena) {
+                           int64_t dim, int64_t slots, DeviceArena* arena, const HostCacheDevice* device)
+    : placement_(placement), policy_(policy), num_rows_(num_rows), dim_(dim), arena_(arena), dev_(device) {
   if (placement == TablePlacement::device)
     throw std::invalid_argument("HostRowStore: placement device keeps its rows on the device");
   if (num_rows < 1 || dim < 1)
@@ -40,12 +40,28 @@ HostRowStore::HostRowStore(TablePlacement placement, CachePolicy policy, Optimiz
     throw std::invalid_argument(fmt::format("HostRowStore: {} cache slots for {} rows (must be in [1, rows])", slots, num_rows));
   cache_ = DeviceBuffer<float>(arena_, "embedding_cache");
   cache_.assign(static_cast<size_t>(slots * dim));
+  cache_.release_host_copy();  // on a device: the slots live there only (nothing reads a host copy)
   slot_row_.assign(static_cast<size_t>(slots), -1);
   row_slot_.assign(static_cast<size_t>(num_rows), -1);
   last_use_.assign(static_cast<size_t>(slots), -1);
   dirty_.assign(static_cast<size_t>(slots), 0);
   pinned_.assign(static_cast<size_t>(slots), 0);
   if (policy == CachePolicy::lfu) lfu_count_.assign(static_cast<size_t>(num_rows), 0);
+}
+
+void HostRowStore::h2d(float* dst, const float* src, int64_t n) {
+  if (dev_) dev_->to_device(dst, src, n * 4);
+  else std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(n));
+}
+
+void HostRowStore::d2h(float* dst, const float* src, int64_t n) {
+  if (dev_) dev_->to_host(dst, src, n * 4);
+  else std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(n));
+}
+
+void HostRowStore::d2d(float* dst, const float* src, int64_t n) {
+  if (dev_) dev_->on_device(dst, src, n * 4);
+  else std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(n));
 }
 
 int64_t HostRowStore::key(int64_t s) const {
@@ -63,7 +79,7 @@ int64_t HostRowStore::victim_for(int64_t row, float* host_rows, int64_t extra) {
     return -1;  // the cached row is the more frequent one: keep it
   unlocked_.erase(unlocked_.begin());
   if (dirty_[b]) {
-    std::memcpy(host_rows + old * dim_, cache_.data() + best * dim_, sizeof(float) * static_cast<size_t>(dim_));
+    d2h(host_rows + old * dim_, cache_rows() + best * dim_, dim_);
     counters_.bytes_d2h += dim_ * 4;
     dirty_[b] = 0;
   }
@@ -90,14 +106,25 @@ DeviceBuffer<float> HostRowStore::gather(float* host_rows, const int64_t* ids, i
   const auto U = static_cast<int64_t>(uniq.size());
   DeviceBuffer<float> out(arena_, "host_fetch");
   out.assign(static_cast<size_t>(U * dim_));
-  const size_t row_size = sizeof(float) * static_cast<size_t>(dim_);
+  out.release_host_copy();  // on a device: its rows are written and read there only
+  float* const rows = dev_ ? out.device_data() : out.data();
   auto fetch = [&](int64_t r, float* dst) {
-    std::memcpy(dst, host_rows + r * dim_, row_size);
+    h2d(dst, host_rows + r * dim_, dim_);
     counters_.rows_fetched += 1;
     counters_.bytes_h2d += dim_ * 4;
   };
   if (placement_ == TablePlacement::host) {
-    for (int64_t u = 0; u < U; ++u) fetch(uniq[static_cast<size_t>(u)], out.data() + u * dim_);
+    if (dev_ && U > 0) {  // the batch's rows staged in host memory, then one copy to the device buffer
+      std::vector<float> staged(static_cast<size_t>(U * dim_));
+      for (int64_t u = 0; u < U; ++u)
+        std::memcpy(staged.data() + u * dim_, host_rows + uniq[static_cast<size_t>(u)] * dim_,
+                    sizeof(float) * static_cast<size_t>(dim_));
+      dev_->to_device(rows, staged.data(), U * dim_ * 4);
+      counters_.rows_fetched += U;
+      counters_.bytes_h2d += U * dim_ * 4;
+    } else {
+      for (int64_t u = 0; u < U; ++u) fetch(uniq[static_cast<size_t>(u)], rows + u * dim_);
+    }
     counters_.cache_misses += U;
     return out;
   }
@@ -113,7 +140,7 @@ DeviceBuffer<float> HostRowStore::gather(float* host_rows, const int64_t* ids, i
     }
     unlocked_.erase({key(s), s});
     locked.push_back(s);
-    std::memcpy(out.data() + u * dim_, cache_.data() + s * dim_, row_size);
+    d2d(rows + u * dim_, cache_rows() + s * dim_, dim_);
     counters_.cache_hits += 1;
   }
   if (policy_ == CachePolicy::lfu)  // every named row counts, cached or not (the locked ones are out of the set)
@@ -121,11 +148,11 @@ DeviceBuffer<float> HostRowStore::gather(float* host_rows, const int64_t* ids, i
   for (int64_t u : misses) {
     const int64_t r = uniq[static_cast<size_t>(u)];
     counters_.cache_misses += 1;
-    fetch(r, out.data() + u * dim_);
+    fetch(r, rows + u * dim_);
     const int64_t s = victim_for(r, host_rows);
     if (s < 0) continue;  // read from host memory for this lookup only
     const auto k = static_cast<size_t>(s);
-    std::memcpy(cache_.data() + s * dim_, out.data() + u * dim_, row_size);
+    d2d(cache_rows() + s * dim_, rows + u * dim_, dim_);
     slot_row_[k] = r;
     row_slot_[static_cast<size_t>(r)] = s;
     dirty_[k] = 0;
@@ -157,7 +184,6 @@ void HostRowStore::prefetch(float* host_rows, const int64_t* ids, int64_t n_ids)
   in_use_.clear();
   std::vector<int64_t> sorted(ids, ids + n_ids);
   std::sort(sorted.begin(), sorted.end());
-  const size_t row_size = sizeof(float) * static_cast<size_t>(dim_);
   auto pin = [&](int64_t s) {
     pinned_[static_cast<size_t>(s)] = 1;
     last_use_[static_cast<size_t>(s)] = tick_;
@@ -182,7 +208,7 @@ void HostRowStore::prefetch(float* host_rows, const int64_t* ids, int64_t n_ids)
   for (const auto& [r, times] : misses) {
     const int64_t s = victim_for(r, host_rows, times);
     if (s < 0) continue;  // no room: the lookup fetches it
-    std::memcpy(cache_.data() + s * dim_, host_rows + r * dim_, row_size);
+    h2d(cache_rows() + s * dim_, host_rows + r * dim_, dim_);
     counters_.rows_fetched += 1;
     counters_.bytes_h2d += dim_ * 4;
     counters_.prefetched_rows += 1;
@@ -202,6 +228,10 @@ void HostRowStore::update(const OptimizerSpec& opt, int64_t iteration, float* ho
   if (G == 0) return;
   if (host_state.type != OptimizerStateType::fp32)
     throw std::invalid_argument("HostRowStore: fp32 optimizer state only");
+  if (dev_) {
+    update_on_device(opt, iteration, host_rows, host_state, grad);
+    return;
+  }
   const size_t row_size = sizeof(float) * static_cast<size_t>(dim_);
   DeviceBuffer<float> rows(arena_, "host_fetch"), st1(arena_, "host_fetch"), st2(arena_, "host_fetch");
   rows.assign(static_cast<size_t>(G * dim_));
@@ -252,10 +282,84 @@ void HostRowStore::flush(float* host_rows) {
   for (int64_t s = 0; s < slots(); ++s) {
     const auto k = static_cast<size_t>(s);
     if (!dirty_[k]) continue;
-    std::memcpy(host_rows + slot_row_[k] * dim_, cache_.data() + s * dim_, sizeof(float) * static_cast<size_t>(dim_));
+    d2h(host_rows + slot_row_[k] * dim_, cache_rows() + s * dim_, dim_);
     counters_.bytes_d2h += dim_ * 4;
     dirty_[k] = 0;
   }
+}
+
+void HostRowStore::update_on_device(const OptimizerSpec& opt, int64_t iteration, float* host_rows,
+                                    RowOptimizerState host_state, const SparseGrad& grad) {
+  // as update(): the same rows fetched, the same counters; the gathered rows, their state, the
+  // row ids 0..G-1 and the gradient in device buffers, the device's row optimizer on them
+  const auto G = static_cast<int64_t>(grad.rows.size());
+  const int64_t s1 = state1_per_row_, s2 = state2_per_row_;
+  auto device_buffer = [&](auto zero, int64_t n) {
+    DeviceBuffer<decltype(zero)> b(arena_, "host_fetch");
+    b.assign(static_cast<size_t>(n));
+    return b;
+  };
+  auto rows = device_buffer(0.0f, G * dim_), st1 = device_buffer(0.0f, G * s1), st2 = device_buffer(0.0f, G * s2),
+       vals = device_buffer(0.0f, G * dim_);
+  auto ids = device_buffer(int64_t{0}, G), off = device_buffer(int64_t{0}, G + 1);
+  std::vector<int64_t> slot(static_cast<size_t>(G), -1);
+  for (int64_t u = 0; u < G; ++u) {
+    const int64_t r = grad.rows[static_cast<size_t>(u)];
+    const int64_t s = placement_ == TablePlacement::host_cached ? row_slot_[static_cast<size_t>(r)] : -1;
+    slot[static_cast<size_t>(u)] = s;
+    if (s >= 0) {
+      d2d(rows.device_data() + u * dim_, cache_rows() + s * dim_, dim_);
+    } else {
+      h2d(rows.device_data() + u * dim_, host_rows + r * dim_, dim_);
+      counters_.rows_fetched += 1;
+      counters_.bytes_h2d += dim_ * 4;
+    }
+  }
+  // the state rows, the ids and the gradient staged in host vectors, one copy each
+  std::vector<float> hs1(static_cast<size_t>(G * s1)), hs2(static_cast<size_t>(G * s2));
+  for (int64_t u = 0; u < G; ++u) {
+    const int64_t r = grad.rows[static_cast<size_t>(u)];
+    std::copy_n(host_state.momentum1.data() + r * s1, s1, hs1.data() + u * s1);
+    std::copy_n(host_state.momentum2.data() + r * s2, s2, hs2.data() + u * s2);
+  }
+  std::vector<int64_t> hid(static_cast<size_t>(G)), hoff(static_cast<size_t>(G + 1));
+  std::iota(hid.begin(), hid.end(), int64_t{0});
+  std::iota(hoff.begin(), hoff.end(), int64_t{0});
+  dev_->to_device(st1.device_data(), hs1.data(), G * s1 * 4);
+  dev_->to_device(st2.device_data(), hs2.data(), G * s2 * 4);
+  dev_->to_device(ids.device_data(), hid.data(), G * 8);
+  dev_->to_device(off.device_data(), hoff.data(), (G + 1) * 8);
+  dev_->to_device(vals.device_data(), grad.values.data(), G * dim_ * 4);
+  const int64_t state_bytes = G * (s1 + s2) * 4;
+  counters_.bytes_h2d += state_bytes;
+  // rows: the shard's row count, whose lookup / update plan the device prepared (the ids are < G)
+  dev_->update(opt, iteration, rows.device_data(), s1 > 0 ? st1.device_data() : nullptr,
+               s2 > 0 ? st2.device_data() : nullptr, num_rows_, dim_, ids.device_data(), off.device_data(), G,
+               vals.device_data());
+  std::vector<float> updated;  // the rows not cached, back to host memory
+  for (int64_t u = 0; u < G; ++u) {
+    const int64_t s = slot[static_cast<size_t>(u)];
+    if (s >= 0) {
+      d2d(cache_rows() + s * dim_, rows.device_data() + u * dim_, dim_);
+      dirty_[static_cast<size_t>(s)] = 1;
+      continue;
+    }
+    if (updated.empty()) {
+      updated.resize(static_cast<size_t>(G * dim_));
+      dev_->to_host(updated.data(), rows.device_data(), G * dim_ * 4);
+    }
+    std::memcpy(host_rows + grad.rows[static_cast<size_t>(u)] * dim_, updated.data() + u * dim_,
+                sizeof(float) * static_cast<size_t>(dim_));
+    counters_.bytes_d2h += dim_ * 4;
+  }
+  dev_->to_host(hs1.data(), st1.device_data(), G * s1 * 4);
+  dev_->to_host(hs2.data(), st2.device_data(), G * s2 * 4);
+  for (int64_t u = 0; u < G; ++u) {
+    const int64_t r = grad.rows[static_cast<size_t>(u)];
+    std::copy_n(hs1.data() + u * s1, s1, host_state.momentum1.data() + r * s1);
+    std::copy_n(hs2.data() + u * s2, s2, host_state.momentum2.data() + r * s2);
+  }
+  counters_.bytes_d2h += state_bytes;
 }
 
 HostTransferCounters HostRowStore::take_counters() {

@@ -369,7 +369,8 @@ class Replay {
   // The buffers of each local slot of a table in host memory, one slot at a time (model/host_cache.h:
   // HostRowStore::gather for a lookup, HostRowStore::update for an update): its distinct rows, at
   // most min(the ids the rank receives, the shard's rows) - an upper bound, the ids of every slot
-  // of the rank - and for an update their optimizer state rows as well.
+  // of the rank - and for an update their optimizer state rows as well (on the cuda backend the
+  // rows are the device's staging buffer, and an update stages its gradient and row ids too).
   void host_fetch(int64_t bi, bool update) {
     for (int k : mine_) {
       const Slot& sl = L_.slots[static_cast<size_t>(k)];
@@ -380,6 +381,13 @@ class Replay {
       if (update) {
         const auto [m1, m2] = optimizer_state_floats(spec_.optimizer.type, rows, cols);
         Allocation s1 = take(m1 * 4, bi), s2 = take(m2 * 4, bi);
+        if (spec_.devices.backend == Backend::cuda) {  // the device's update also stages the gradient and its row ids
+          // (HostRowStore::update_on_device: values rows x cols, ids rows, offsets rows + 1)
+          Allocation v = take(rows * cols * 4, bi), ids = take(rows * 8, bi), off = take((rows + 1) * 8, bi);
+          give(off);
+          give(ids);
+          give(v);
+        }
         give(s2);
         give(s1);
       }

@@ -17,8 +17,8 @@ namespace embedscope::engine {
 namespace workload_detail {
 
 // A table placed in host memory (TableSpec::placement host / host_cached): what model/host_cache.h
-// runs (fp32 rows and state, a full table, the cpu backend - or the simulated one, which times its
-// host-link copies (program/step_program.h) - table_wise / row_wise / column_wise,
+// runs (fp32 rows and state, a full table, the cpu and cuda backends - or the simulated one, which
+// times its host-link copies (program/step_program.h) - table_wise / row_wise / column_wise,
 // no live rebalancing), a cache load factor in (0, 1], and rows that fit the host memory of the
 // ranks at all (check_memory_fits checks each rank's share under the plan).
 void validate_host_placement(const WorkloadSpec& s, const Checker& c, size_t t) {
@@ -45,9 +45,9 @@ void validate_host_placement(const WorkloadSpec& s, const Checker& c, size_t t) 
   if (tb.low_rank_dim != 0)
     c.fail(p + "/placement", fmt::format("{} with low_rank_dim (table \"{}\"): a factorized table stays on the device",
                                          where, tb.name));
-  if (s.devices.backend != Backend::cpu && s.devices.backend != Backend::simulated)
-    c.fail(p + "/placement", fmt::format("{} (table \"{}\") runs on the cpu backend only (the simulated one times it), not {}",
-                                         where, tb.name, enum_name(s.devices.backend)));
+  // every backend: on cuda the rows stay in host memory, the cache in the GPU's arena, the rows
+  // moved by its copies (model/host_cache.h HostCacheDevice; tested on the emulated device, not
+  // yet run on a GPU); the simulated backend times it
   if (s.rebalance.enabled())
     c.fail(p + "/placement", fmt::format("{} (table \"{}\") with live rebalancing: moving rows in host memory is not "
                                          "supported; use placement device or leave rebalance out", where, tb.name));
@@ -113,9 +113,8 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
         c.fail(p + "/data_type", fmt::format("{} with low_rank_dim (table \"{}\"): the factors A and B are stored "
                                              "in fp32; leave data_type out or drop low_rank_dim",
                                              enum_name(tb.data_type), tb.name));
-      if (s.devices.backend == Backend::cuda)
-        c.fail(p + "/low_rank_dim", fmt::format("low_rank_dim (table \"{}\") runs on the cpu backend only (no "
-                                                "CUDA kernels for factorized tables)", tb.name));
+      // cuda: A and B in the GPU's arena, looked up and trained by its kernels
+      // (kernels/cuda_low_rank.h; tested on the emulated device, not yet run on a GPU)
       const auto it = s.sharding.per_table.find(tb.name);
       const ShardingType type = it != s.sharding.per_table.end() ? it->second.type : s.sharding.default_type;
       if (type != ShardingType::table_wise && type != ShardingType::data_parallel && type != ShardingType::row_wise)

@@ -9,6 +9,7 @@
 #include "embedscope/engine/kernels/cuda_dense_ops.h"
 #include "embedscope/engine/kernels/cuda_encoded_update.h"
 #include "embedscope/engine/kernels/cuda_kernels.h"
+#include "embedscope/engine/kernels/cuda_low_rank.h"
 #include "embedscope/engine/kernels/cuda_reduce.h"
 #include "embedscope/engine/memory/cuda_memory.h"
 #include "embedscope/profiler/device/cuda_device.h"
@@ -144,6 +145,25 @@ void CudaRankDevice::to_host(void* dst, const void* src, int64_t bytes) const {
   if (bytes <= 0) return;
   check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync device to host");
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+void CudaRankDevice::copy_on_device(void* dst, const void* src, int64_t bytes) const {
+  if (bytes <= 0) return;
+  check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_),
+        "cudaMemcpyAsync device to device");
+}
+
+void CudaRankDevice::low_rank_lookup(const float* a, int64_t rows, int64_t r, const float* b, int64_t dim,
+                                     const int64_t* ids, const int64_t* offsets, int64_t n_bags, const float* scale,
+                                     float* p, float* out) const {
+  if (n_bags <= 0 || dim <= 0) return;
+  lookup(a, rows, r, ids, offsets, n_bags, scale, p);
+  cuda::low_rank_project_cuda(n_bags, r, dim, p, b, out, stream_);
+}
+
+void CudaRankDevice::low_rank_backward(const float* a, int64_t r, const float* b, int64_t dim, const int64_t* row_ids,
+                                       int64_t n, const float* g, float* da, float* db) const {
+  cuda::low_rank_backward_cuda(n, r, dim, a, row_ids, b, g, da, db, stream_);
 }
 
 void CudaRankDevice::prepare_shard(int64_t rows, int64_t cols) const {

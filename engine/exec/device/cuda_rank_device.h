@@ -90,6 +90,15 @@ class CudaRankDevice final : public RankDevice {
   /// dot_interaction_forward_cuda / dot_interaction_backward_cuda on the compute stream; do not wait.
   void dot_forward(int64_t B, int64_t F, int64_t d0, const float* x0, float* r) const override;
   void dot_backward(int64_t B, int64_t F, int64_t d0, const float* x0, const float* dr, float* dx0) const override;
+  /// cudaMemcpyAsync device to device on the compute stream; does not wait.
+  void copy_on_device(void* dst, const void* src, int64_t bytes) const override;
+  /// tbe_forward of A (its prepared rows x r plan) into p, then low_rank_project_cuda into out;
+  /// on the compute stream, does not wait.
+  void low_rank_lookup(const float* a, int64_t rows, int64_t r, const float* b, int64_t dim, const int64_t* ids,
+                       const int64_t* offsets, int64_t n_bags, const float* scale, float* p, float* out) const override;
+  /// low_rank_backward_cuda on the compute stream; does not wait.
+  void low_rank_backward(const float* a, int64_t r, const float* b, int64_t dim, const int64_t* row_ids, int64_t n,
+                         const float* g, float* da, float* db) const override;
   /// The rank's comm stream (the intra-device communicator's copies and reductions).
   cudaStream_t comm_stream() const { return comm_stream_; }
   /// Staging for the intra-device communicator: cudaMallocAsync / cudaFreeAsync on the comm

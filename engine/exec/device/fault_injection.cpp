@@ -93,6 +93,15 @@ class FaultyDevice final : public RankDevice {
   void dot_backward(int64_t B, int64_t F, int64_t d0, const float* x0, const float* dr, float* dx0) const override {
     in_->dot_backward(B, F, d0, x0, dr, dx0);
   }
+  void copy_on_device(void* dst, const void* src, int64_t bytes) const override { in_->copy_on_device(dst, src, bytes); }
+  void low_rank_lookup(const float* a, int64_t rows, int64_t r, const float* b, int64_t dim, const int64_t* ids,
+                       const int64_t* offsets, int64_t n_bags, const float* scale, float* p, float* out) const override {
+    in_->low_rank_lookup(a, rows, r, b, dim, ids, offsets, n_bags, scale, p, out);
+  }
+  void low_rank_backward(const float* a, int64_t r, const float* b, int64_t dim, const int64_t* row_ids, int64_t n,
+                         const float* g, float* da, float* db) const override {
+    in_->low_rank_backward(a, r, b, dim, row_ids, n, g, da, db);
+  }
   void* comm_alloc(int64_t bytes) const override { return in_->comm_alloc(bytes); }
   void comm_free(void* p) const noexcept override { in_->comm_free(p); }
   void comm_to_device(void* dst, const void* src, int64_t bytes) const override { in_->comm_to_device(dst, src, bytes); }

@@ -7,6 +7,7 @@
 
 #include "embedscope/engine/model/dense.h"
 #include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/kernels/low_rank.h"
 
 namespace embedscope::engine::detail {
 
@@ -141,6 +142,24 @@ class HostRankDevice final : public RankDevice {
     check_bound("dot_backward");
     engine::dot_interaction_backward(B, F, d0, x0, dr, dx0);
   }
+  void copy_on_device(void* dst, const void* src, int64_t bytes) const override { copy(dst, src, bytes); }
+  // the host kernels themselves (bit for bit the cpu backend's); p is not needed there
+  void low_rank_lookup(const float* a, int64_t rows, int64_t r, const float* b, int64_t dim, const int64_t* ids,
+                       const int64_t* offsets, int64_t n_bags, const float* scale, float*, float* out) const override {
+    if (n_bags > 0 && r > 0) plans_.get({rows, r});  // as the GPU's A lookup
+    low_rank_pooled_lookup(a, rows, r, b, dim, ids, offsets, n_bags, scale, out, dim);
+  }
+  void low_rank_backward(const float* a, int64_t r, const float* b, int64_t dim, const int64_t* row_ids, int64_t n,
+                         const float* g, float* da, float* db) const override {
+    SparseGrad grad;
+    grad.dim = dim;
+    grad.rows.assign(row_ids, row_ids + n);
+    grad.values.assign(g, g + n * dim);
+    const auto [ga, gb] = engine::low_rank_backward(a, r, b, dim, grad);
+    std::copy(ga.values.begin(), ga.values.end(), da);
+    if (gb.values.empty()) std::fill_n(db, r * dim, 0.0f);
+    else std::copy(gb.values.begin(), gb.values.end(), db);
+  }
 
  private:
   // Throws std::logic_error when the calling thread is not bound to this device (tl_bound_device).
@@ -162,6 +181,28 @@ class HostRankDevice final : public RankDevice {
 }  // namespace
 
 std::unique_ptr<RankDevice> host_rank_device(int device) { return std::make_unique<HostRankDevice>(device); }
+
+namespace {
+class RankCacheDevice final : public HostCacheDevice {
+ public:
+  explicit RankCacheDevice(const RankDevice& d) : d_(d) {}
+  void to_device(void* dev, const void* host, int64_t bytes) const override { d_.to_device(dev, host, bytes); }
+  void to_host(void* host, const void* dev, int64_t bytes) const override { d_.to_host(host, dev, bytes); }
+  void on_device(void* dst, const void* src, int64_t bytes) const override { d_.copy_on_device(dst, src, bytes); }
+  void update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1, float* momentum2,
+              int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets, int64_t n,
+              const float* values) const override {
+    d_.update(opt, iteration, weights, momentum1, momentum2, rows, cols, row_ids, offsets, n, values);
+  }
+
+ private:
+  const RankDevice& d_;
+};
+}  // namespace
+
+std::unique_ptr<HostCacheDevice> host_cache_device(const RankDevice& device) {
+  return std::make_unique<RankCacheDevice>(device);
+}
 
 namespace {
 std::atomic<int64_t> g_warmup_sync_calls{0}, g_measured_sync_calls{0};

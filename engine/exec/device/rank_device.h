@@ -15,6 +15,7 @@
 #include "embedscope/engine/memory/allocator.h"
 #include "embedscope/engine/quant/quant.h"
 #include "embedscope/engine/quant/row_codec.h"
+#include "embedscope/engine/model/host_cache.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine::detail {
@@ -104,7 +105,27 @@ class RankDevice : public IntraDeviceOps {
   /// (dot_interaction_forward_cuda / _backward_cuda), as lookup.
   virtual void dot_forward(int64_t B, int64_t F, int64_t d0, const float* x0, float* r) const = 0;
   virtual void dot_backward(int64_t B, int64_t F, int64_t d0, const float* x0, const float* dr, float* dx0) const = 0;
+  /// Device to device, `bytes` from src to dst (both device memory), in order with the device's
+  /// work (on a GPU cudaMemcpyAsync on the compute stream; does not wait). The cache of a
+  /// host_cached table moves its hits and insertions with it (model/host_cache.h).
+  virtual void copy_on_device(void* dst, const void* src, int64_t bytes) const = 0;
+  /// low_rank_pooled_lookup (kernels/low_rank.h) of a factorized shard on device memory: A
+  /// (rows x r) looked up into p (n_bags x r: the scaled sums of A rows; the shard's prepared
+  /// rows x r plan), then out = p B (B: r x dim; out: n_bags x dim). On a GPU tbe_forward and
+  /// low_rank_project_cuda; asynchronous, as lookup.
+  virtual void low_rank_lookup(const float* a, int64_t rows, int64_t r, const float* b, int64_t dim, const int64_t* ids,
+                               const int64_t* offsets, int64_t n_bags, const float* scale, float* p, float* out) const = 0;
+  /// low_rank_backward (kernels/low_rank.h) on device memory: from g (n x dim, the gradient of
+  /// A's rows row_ids[0, n)) and A, B before their update, da (n x r) and db (r x dim, every row
+  /// of B). On a GPU low_rank_backward_cuda; asynchronous, as lookup.
+  virtual void low_rank_backward(const float* a, int64_t r, const float* b, int64_t dim, const int64_t* row_ids,
+                                 int64_t n, const float* g, float* da, float* db) const = 0;
 };
+
+/// The HostCacheDevice (model/host_cache.h) of a rank's device: its to_device / to_host /
+/// copy_on_device / update, so that a host / host_cached table's store moves its rows through
+/// `device` (which outlives the result).
+std::unique_ptr<HostCacheDevice> host_cache_device(const RankDevice& device);
 
 /// Host memory standing in for GPU `device` (the emulated device the rank is placed on,
 /// exec/gpu_placement.h; its name() is "host memory (emulated device <device>)"): the allocators

@@ -31,7 +31,19 @@ void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, 
     auto d_ids = buf<int64_t>("kjt", static_cast<size_t>(n_ids));
     auto d_off = buf<int64_t>("kjt", static_cast<size_t>(n_bags + 1));
     for (int64_t i = 0; i <= n_bags; ++i) d_off[static_cast<size_t>(i)] = off[i] - base;
-    std::copy(ids + base, ids + base + n_ids, d_ids.data());
+    // host / host_cached: the batch's distinct rows gathered into a device buffer (fetched from
+    // host memory or copied from their cache slots, model/host_cache.h), looked up there with the
+    // ids remapped to the buffer's rows (the shard's plan: the ids are < its rows)
+    const float* weights = ls.weights.device_data();
+    const int64_t* bag_ids = ids + base;
+    DeviceBuffer<float> gathered;
+    std::vector<int64_t> local;
+    if (ls.host) {
+      gathered = ls.host->gather(ls.weights.data(), bag_ids, n_ids, local);
+      weights = gathered.device_data();
+      bag_ids = local.data();
+    }
+    std::copy(bag_ids, bag_ids + n_ids, d_ids.data());
     to_gpu(d_ids);
     to_gpu(d_off);
     DeviceBuffer<float> d_scale;
@@ -40,12 +52,20 @@ void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, 
       std::copy(scale, scale + n_bags, d_scale.data());
       to_gpu(d_scale);
     }
-    if (ls.data_type != TableDataType::fp32)
+    if (ls.low_rank_dim > 0) {  // A's rows summed into p (n_bags x r), then p B (fp32 only: validate)
+      auto d_p = buf<float>("activations", static_cast<size_t>(n_bags * ls.low_rank_dim));
+      gpu_->low_rank_lookup(weights, ls.s.num_rows, ls.low_rank_dim, ls.factor_b.device_data(), ls.s.num_cols,
+                            d_ids.device_data(), d_off.device_data(), n_bags, scale ? d_scale.device_data() : nullptr,
+                            d_p.device_data(), out.device_data());
+      gpu_->to_host(out.data(), out.device_data(), static_cast<int64_t>(out.size() * sizeof(float)));
+      return;
+    }
+    if (ls.data_type != TableDataType::fp32)  // reduced precision (device placement only: validate)
       gpu_->lookup_encoded(ls.data_type, ls.packed.device_data(), ls.s.num_rows, ls.s.num_cols, d_ids.device_data(),
                            d_off.device_data(), n_bags, scale ? d_scale.device_data() : nullptr, out.device_data());
     else
-      gpu_->lookup(ls.weights.device_data(), ls.s.num_rows, ls.s.num_cols, d_ids.device_data(), d_off.device_data(),
-                   n_bags, scale ? d_scale.device_data() : nullptr, out.device_data());
+      gpu_->lookup(weights, ls.s.num_rows, ls.s.num_cols, d_ids.device_data(), d_off.device_data(), n_bags,
+                   scale ? d_scale.device_data() : nullptr, out.device_data());
     gpu_->to_host(out.data(), out.device_data(), static_cast<int64_t>(out.size() * sizeof(float)));
     return;
   }
@@ -73,40 +93,41 @@ void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, 
 }
 
 void Rank::shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g) {
-  if (gpu_) {  // the rows and their gradients to the GPU: one bag per row, each row once
+  if (ls.host) {  // on a device too: the store gathers the rows there and runs its row optimizer (cache_device_)
+    ls.host->update(sh_.spec.optimizer, iteration, ls.weights.data(), ls.state(), g);
+    return;
+  }
+  if (gpu_ && (ls.data_type != TableDataType::fp32 || ls.state_type != OptimizerStateType::fp32)) {  // as the CPU below
     const auto n = g.rows.size();
     if (n == 0) return;
     auto d_rows = buf<int64_t>("gradients", n);
-    auto d_off = buf<int64_t>("gradients", n + 1);
     auto d_vals = buf<float>("gradients", g.values.size());
     std::copy(g.rows.begin(), g.rows.end(), d_rows.data());
-    std::iota(d_off.data(), d_off.data() + n + 1, int64_t{0});
     std::copy(g.values.begin(), g.values.end(), d_vals.data());
     to_gpu(d_rows);
-    to_gpu(d_off);
     to_gpu(d_vals);
-    if (ls.data_type != TableDataType::fp32 || ls.state_type != OptimizerStateType::fp32) {  // as the CPU below
-      const bool fp32_state = ls.state_type == OptimizerStateType::fp32;
-      detail::EncodedShardView v{ls.data_type,
-                                 ls.state_type,
-                                 ls.data_type == TableDataType::fp32 ? reinterpret_cast<uint8_t*>(ls.weights.device_data())
-                                                                     : ls.packed.device_data(),
-                                 ls.s.num_rows,
-                                 ls.s.num_cols,
-                                 fp32_state ? static_cast<void*>(ls.momentum1.device_data()) : ls.packed_state1.device_data(),
-                                 fp32_state ? static_cast<void*>(ls.momentum2.device_data()) : ls.packed_state2.device_data(),
-                                 ls.stochastic_rounding ? &ls.sr_key : nullptr};
-      gpu_->update_encoded(sh_.spec.optimizer, iteration, v, d_rows.device_data(), static_cast<int64_t>(n),
-                           d_vals.device_data(), measured_ ? &ls.storage_error : nullptr);
-      return;
-    }
-    gpu_->update(sh_.spec.optimizer, iteration, ls.weights.device_data(), ls.momentum1.device_data(),
-                 ls.momentum2.device_data(), ls.s.num_rows, ls.s.num_cols, d_rows.device_data(), d_off.device_data(),
-                 static_cast<int64_t>(n), d_vals.device_data());
+    const bool fp32_state = ls.state_type == OptimizerStateType::fp32;
+    detail::EncodedShardView v{ls.data_type,
+                               ls.state_type,
+                               ls.data_type == TableDataType::fp32 ? reinterpret_cast<uint8_t*>(ls.weights.device_data())
+                                                                   : ls.packed.device_data(),
+                               ls.s.num_rows,
+                               ls.s.num_cols,
+                               fp32_state ? static_cast<void*>(ls.momentum1.device_data()) : ls.packed_state1.device_data(),
+                               fp32_state ? static_cast<void*>(ls.momentum2.device_data()) : ls.packed_state2.device_data(),
+                               ls.stochastic_rounding ? &ls.sr_key : nullptr};
+    gpu_->update_encoded(sh_.spec.optimizer, iteration, v, d_rows.device_data(), static_cast<int64_t>(n),
+                         d_vals.device_data(), measured_ ? &ls.storage_error : nullptr);
     return;
   }
-  if (ls.host) {
-    ls.host->update(sh_.spec.optimizer, iteration, ls.weights.data(), ls.state(), g);
+  if (gpu_ && ls.low_rank_dim > 0) {  // dA and dB on the device from A and B before the update, then both updated
+    const auto [da, db] = device_low_rank_backward(ls, g);
+    device_factor_update(ls, iteration, da, db);
+    return;
+  }
+  if (gpu_) {
+    device_update(iteration, ls.weights.device_data(), ls.momentum1.device_data(), ls.momentum2.device_data(),
+                  ls.s.num_rows, ls.s.num_cols, g);
     return;
   }
   if (ls.low_rank_dim > 0) {  // dA and dB from A and B before the update, then both updated
@@ -122,6 +143,57 @@ void Rank::shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g) 
     return;
   }
   apply_row_optimizer(sh_.spec.optimizer, iteration, ls.weights.data(), ls.s.num_cols, ls.state(), g);
+}
+
+void Rank::device_update(int64_t iteration, float* weights, float* momentum1, float* momentum2, int64_t rows,
+                         int64_t cols, const SparseGrad& g) {
+  // the rows and their gradients to the GPU: one bag per row, each row once
+  const auto n = g.rows.size();
+  if (n == 0) return;
+  auto d_rows = buf<int64_t>("gradients", n);
+  auto d_off = buf<int64_t>("gradients", n + 1);
+  auto d_vals = buf<float>("gradients", g.values.size());
+  std::copy(g.rows.begin(), g.rows.end(), d_rows.data());
+  std::iota(d_off.data(), d_off.data() + n + 1, int64_t{0});
+  std::copy(g.values.begin(), g.values.end(), d_vals.data());
+  to_gpu(d_rows);
+  to_gpu(d_off);
+  to_gpu(d_vals);
+  gpu_->update(sh_.spec.optimizer, iteration, weights, momentum1, momentum2, rows, cols, d_rows.device_data(),
+               d_off.device_data(), static_cast<int64_t>(n), d_vals.device_data());
+}
+
+std::pair<SparseGrad, SparseGrad> Rank::device_low_rank_backward(LocalShard& ls, const SparseGrad& g) {
+  const int64_t r = ls.low_rank_dim, dim = ls.s.num_cols;
+  const auto n = static_cast<int64_t>(g.rows.size());
+  SparseGrad da, db;  // as low_rank_backward: dA's rows those of g, dB every row of B (none when g has none)
+  da.dim = r;
+  db.dim = dim;
+  da.rows = g.rows;
+  if (n == 0) return {std::move(da), std::move(db)};
+  auto d_rows = buf<int64_t>("gradients", static_cast<size_t>(n));
+  auto d_g = buf<float>("gradients", g.values.size());
+  auto d_da = buf<float>("gradients", static_cast<size_t>(n * r)), d_db = buf<float>("gradients", static_cast<size_t>(r * dim));
+  std::copy(g.rows.begin(), g.rows.end(), d_rows.data());
+  std::copy(g.values.begin(), g.values.end(), d_g.data());
+  to_gpu(d_rows);
+  to_gpu(d_g);
+  gpu_->low_rank_backward(ls.weights.device_data(), r, ls.factor_b.device_data(), dim, d_rows.device_data(), n,
+                          d_g.device_data(), d_da.device_data(), d_db.device_data());
+  da.values.resize(static_cast<size_t>(n * r));
+  db.values.resize(static_cast<size_t>(r * dim));
+  db.rows.resize(static_cast<size_t>(r));
+  std::iota(db.rows.begin(), db.rows.end(), int64_t{0});
+  gpu_->to_host(da.values.data(), d_da.device_data(), n * r * 4);
+  gpu_->to_host(db.values.data(), d_db.device_data(), r * dim * 4);
+  return {std::move(da), std::move(db)};
+}
+
+void Rank::device_factor_update(LocalShard& ls, int64_t iteration, const SparseGrad& da, const SparseGrad& db) {
+  device_update(iteration, ls.weights.device_data(), ls.momentum1.device_data(), ls.momentum2.device_data(),
+                ls.s.num_rows, ls.low_rank_dim, da);
+  device_update(iteration, ls.factor_b.device_data(), ls.b_momentum1.device_data(), ls.b_momentum2.device_data(),
+                ls.low_rank_dim, ls.s.num_cols, db);
 }
 
 void Rank::dense_layers_on_gpu() {
@@ -358,17 +430,13 @@ void Rank::setup() {
       // placement host / host_cached: the rows and the state in host memory (buffers without an
       // arena), the cache in the arena (model/host_cache.h)
       ls.placement = t.placement;
+      // (with a device, the store's copies and row optimizer are the device's: cache_device_)
       DeviceArena* const home = t.placement == TablePlacement::device ? &arena_ : nullptr;
-      if (t.placement != TablePlacement::device && gpu_)
-        throw std::invalid_argument(fmt::format("table \"{}\": placement {} runs on the cpu backend only", t.name,
-                                                to_string(t.placement)));
       ls.weights = DeviceBuffer<float>(home, "weights");
       if (ls.data_type == TableDataType::fp32 && t.low_rank_dim == 0)
         ls.weights.assign(static_cast<size_t>(s.num_rows * s.num_cols));
       ls.state_type = t.optimizer_state_type;
-      ls.low_rank_dim = t.low_rank_dim;
-      if (ls.low_rank_dim > 0 && gpu_)
-        throw std::invalid_argument(fmt::format("table \"{}\": low_rank_dim runs on the cpu backend only", t.name));
+      ls.low_rank_dim = t.low_rank_dim;  // on a device: A, B and their state in its arena (device_low_rank_backward)
       const int64_t lr = ls.low_rank_dim;
       // A's state is that of a num_rows x r table; B's that of an r x num_cols one
       const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, s.num_rows, lr > 0 ? lr : s.num_cols);
@@ -417,14 +485,24 @@ void Rank::setup() {
       if (t.placement != TablePlacement::device && s.num_rows > 0 && s.num_cols > 0)  // an empty shard moves nothing
         ls.host = std::make_unique<HostRowStore>(
             t.placement, t.cache_policy, spec.optimizer.type, s.num_rows, s.num_cols,
-            t.placement == TablePlacement::host_cached ? cache_slots(t.cache_load_factor, s.num_rows) : 0, &arena_);
-      to_gpu(ls.weights);
-      to_gpu(ls.momentum1);
-      to_gpu(ls.momentum2);
-      to_gpu(ls.packed);  // reduced precision (data_type, state_type): the device path's update_encoded
-      to_gpu(ls.packed_state1);
-      to_gpu(ls.packed_state2);
+            t.placement == TablePlacement::host_cached ? cache_slots(t.cache_load_factor, s.num_rows) : 0, &arena_,
+            cache_device_.get());
+      if (home) {  // rows in host memory stay there
+        to_gpu(ls.weights);
+        to_gpu(ls.momentum1);
+        to_gpu(ls.momentum2);
+        to_gpu(ls.packed);  // reduced precision (data_type, state_type): the device path's update_encoded
+        to_gpu(ls.packed_state1);
+        to_gpu(ls.packed_state2);
+      }
       prepare_on_gpu(ls);
+      if (gpu_ && lr > 0) {  // B and its state on the device too, and the plans of A's and B's shapes
+        to_gpu(ls.factor_b);
+        to_gpu(ls.b_momentum1);
+        to_gpu(ls.b_momentum2);
+        gpu_->prepare_shard(s.num_rows, lr);
+        gpu_->prepare_shard(lr, s.num_cols);
+      }
       shards.push_back(std::move(ls));
     }
   }
@@ -533,10 +611,14 @@ void Rank::main() {
     if (ls.host) ls.host->flush(ls.weights.data());
   if (gpu_ && sh_.opt.keep_tables) {  // the weights' host copies back (released at setup), read from the device
     auto read_back = [&](LocalShard& ls) {
+      if (ls.placement != TablePlacement::device) return;  // host memory already (flushed above)
       ls.weights.restore_host_copy();
       gpu_->to_host(ls.weights.data(), ls.weights.device_data(), static_cast<int64_t>(ls.weights.size() * sizeof(float)));
       ls.packed.restore_host_copy();  // reduced-precision rows (LocalShard::row decodes them)
       gpu_->to_host(ls.packed.data(), ls.packed.device_data(), static_cast<int64_t>(ls.packed.size()));
+      if (ls.low_rank_dim > 0)  // B's host copy (kept) is its initial value: E = A B needs the trained one
+        gpu_->to_host(ls.factor_b.data(), ls.factor_b.device_data(),
+                      static_cast<int64_t>(ls.factor_b.size() * sizeof(float)));
     };
     for (auto& ls : shards) read_back(ls);
     for (auto& [t, ls] : hot_replicas) read_back(ls);

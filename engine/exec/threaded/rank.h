@@ -456,6 +456,15 @@ class Rank final : public sharding::RankContext {
                     DeviceBuffer<float>& out);
   /// apply_row_optimizer of one local shard.
   void shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g);
+  /// On the device (gpu_): apply_row_optimizer of g's rows of a rows x cols table whose weights
+  /// and state are device memory (RankDevice::update with the rows x cols plan; g on the host).
+  void device_update(int64_t iteration, float* weights, float* momentum1, float* momentum2, int64_t rows, int64_t cols,
+                     const SparseGrad& g);
+  /// On the device: low_rank_backward of a factorized shard (RankDevice::low_rank_backward from
+  /// A and B there); returns {dA, dB} on the host, as low_rank_backward does.
+  std::pair<SparseGrad, SparseGrad> device_low_rank_backward(LocalShard& ls, const SparseGrad& g);
+  /// On the device: A updated with da (num_rows x r plan), B with db (r x num_cols plan).
+  void device_factor_update(LocalShard& ls, int64_t iteration, const SparseGrad& da, const SparseGrad& db);
 
   Shared& sh_;
   ShardingPlan plan_;  // the current plan (changes at a live rebalance)
@@ -466,6 +475,8 @@ class Rank final : public sharding::RankContext {
   FlightRecorder flight_{me_, flight_recorder_default_capacity(), &sh_.tracer.clock()};
   std::atomic<int32_t> flight_dumps_{0};
   const detail::RankDevice* gpu_ = gpu_of(sh_, me_);  // nullptr on the cpu backend
+  // the stores of host / host_cached shards move their rows through it (nullptr without gpu_)
+  std::unique_ptr<HostCacheDevice> cache_device_ = gpu_ ? detail::host_cache_device(*gpu_) : nullptr;
   DeviceArena arena_;  // declared before every buffer it accounts, so it outlives them
 
  public:

@@ -324,11 +324,16 @@ std::pair<SparseGrad, SparseGrad> Rank::factor_grads(int table, int shard_index,
   LocalShard& ls = shard_of(table, shard_index);
   if (measured_) summary.unique_ids += static_cast<int64_t>(g.rows.size());
   load_of(table, shard_index).unique_ids = static_cast<int64_t>(g.rows.size());
+  if (gpu_) return device_low_rank_backward(ls, g);
   return low_rank_backward(ls.weights.data(), ls.low_rank_dim, ls.factor_b.data(), ls.s.num_cols, g);
 }
 
 void Rank::factor_update(int table, int shard_index, int64_t iteration, const SparseGrad& da, const SparseGrad& db) {
   LocalShard& ls = shard_of(table, shard_index);
+  if (gpu_) {
+    device_factor_update(ls, iteration, da, db);
+    return;
+  }
   if (!da.rows.empty()) apply_row_optimizer(sh_.spec.optimizer, iteration, ls.weights.data(), ls.low_rank_dim, ls.state(), da);
   if (!db.rows.empty()) apply_row_optimizer(sh_.spec.optimizer, iteration, ls.factor_b.data(), ls.s.num_cols, ls.b_state(), db);
 }

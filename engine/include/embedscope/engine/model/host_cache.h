@@ -64,6 +64,15 @@
 // Device memory: the cache (an arena block of slots x dim x 4 bytes, tag "embedding_cache", held
 // for the run) and, for the length of one lookup or update, its buffers (tag "host_fetch").
 // Not thread safe: one rank's compute thread calls it.
+//
+// On a device whose memory the host cannot touch (the cuda backend's GPU; its host stand-in
+// TrainerOptions::emulate_device), the store is given a HostCacheDevice: the same decisions and
+// counters, but every row it moves goes through that device's copies (a fetch is a host ->
+// device copy into the buffer or the slot, a hit or an insertion a device -> device copy, an
+// eviction or a write back a device -> host copy) and an update runs the device's row optimizer
+// (RankDevice::update) on the gathered rows. The host rows are pageable host memory (not
+// pinned: each copy is one cudaMemcpyAsync of one row, staged by the driver), so the results and
+// the counters equal the host path's bit for bit.
 
 #include <cstdint>
 #include <set>
@@ -103,18 +112,40 @@ int64_t cache_slots(double load_factor, int64_t num_rows);
 /// 0 for num_rows or num_cols < 1. Throws what cache_slots throws.
 int64_t cache_device_bytes(double load_factor, int64_t num_rows, int64_t num_cols);
 
+/// The device of a HostRowStore whose arena is device memory (the cuda backend: exec/threaded
+/// adapts its RankDevice, host_cache_device in exec/device/rank_device.h). Pointers named `dev`
+/// are device memory, `host` host memory; all copies are in order with the device's work.
+class HostCacheDevice {
+ public:
+  virtual ~HostCacheDevice() = default;
+  /// Host to device (the host bytes may be reused on return).
+  virtual void to_device(void* dev, const void* host, int64_t bytes) const = 0;
+  /// Device to host; returns when the bytes are there.
+  virtual void to_host(void* host, const void* dev, int64_t bytes) const = 0;
+  /// Device to device.
+  virtual void on_device(void* dev_dst, const void* dev_src, int64_t bytes) const = 0;
+  /// apply_row_optimizer on device memory, as RankDevice::update (rows: the shape of the shard
+  /// whose plan serves it; row_ids index `weights` and the state).
+  virtual void update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1, float* momentum2,
+                      int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets, int64_t n,
+                      const float* values) const = 0;
+};
+
 class HostRowStore {
  public:
   /// A shard of num_rows x dim fp32 rows in host memory. placement host (no cache; policy and
   /// slots ignored) or host_cached (`slots` in [1, num_rows] cache rows allocated from `arena`,
   /// which may throw OomError). `opt` fixes the state floats a row (sgd 0, rowwise_adagrad 1,
-  /// adam 2 dim). `arena` outlives the store. Throws std::invalid_argument for placement device,
-  /// dim < 1, num_rows < 1 or slots outside [1, num_rows] under host_cached.
+  /// adam 2 dim). `arena` outlives the store. `device` (it outlives the store too): the device
+  /// whose memory `arena` holds (see the header), nullptr where the arena is host memory (the cpu
+  /// backend). Throws std::invalid_argument for placement device, dim < 1, num_rows < 1 or slots
+  /// outside [1, num_rows] under host_cached.
   HostRowStore(TablePlacement placement, CachePolicy policy, OptimizerType opt, int64_t num_rows, int64_t dim,
-               int64_t slots, DeviceArena* arena);
+               int64_t slots, DeviceArena* arena, const HostCacheDevice* device = nullptr);
 
   /// The lookup of ids[0, n_ids) (local rows in [0, num_rows)): returns a device buffer
-  /// (tag "host_fetch") of the U distinct rows' current values, U x dim, and sets local[i] to
+  /// (tag "host_fetch") of the U distinct rows' current values, U x dim (with a device: in its
+  /// device_data(); the host copy is not written), and sets local[i] to
   /// the buffer row of ids[i] (local resized to n_ids). host_rows: the shard's rows in host
   /// memory (num_rows x dim; written when a dirty row is evicted). Cost O(n_ids log n_ids +
   /// U dim), plus O(U log slots) under host_cached. OomError from the arena.
@@ -154,8 +185,19 @@ class HostRowStore {
   int64_t row_in_slot(int64_t s) const { return slot_row_[static_cast<size_t>(s)]; }
   /// Whether slot s holds a row an update changed that host memory does not have yet (tests).
   bool dirty(int64_t s) const { return dirty_[static_cast<size_t>(s)] != 0; }
+  /// The device given at construction (nullptr: host memory).
+  const HostCacheDevice* device() const { return dev_; }
 
  private:
+  /// update() with a device: the rows and state gathered there, its row optimizer, written back.
+  void update_on_device(const OptimizerSpec& opt, int64_t iteration, float* host_rows, RowOptimizerState host_state,
+                        const SparseGrad& grad);
+  /// The cache's rows: device memory with a device, else the arena block the host reads.
+  float* cache_rows() { return dev_ ? cache_.device_data() : cache_.data(); }
+  /// n floats host -> buffer / buffer -> host / buffer -> buffer: memcpy, or the device's copies.
+  void h2d(float* dst, const float* src, int64_t n);
+  void d2h(float* dst, const float* src, int64_t n);
+  void d2d(float* dst, const float* src, int64_t n);
   /// Slot for a missed row, or -1 when it is not to be inserted (no unlocked slot, or lfu keeps
   /// the victim); writes a dirty victim back and empties its slot. O(log slots).
   /// `extra`: ids of the row not yet in its lfu count (a prefetch's), added for the comparison.
@@ -167,6 +209,7 @@ class HostRowStore {
   CachePolicy policy_;
   int64_t num_rows_, dim_, state1_per_row_, state2_per_row_;
   DeviceArena* arena_;
+  const HostCacheDevice* dev_ = nullptr;
   DeviceBuffer<float> cache_;            // slots x dim
   std::vector<int64_t> slot_row_;        // per slot: its local row, -1 empty
   std::vector<int64_t> row_slot_;        // per row: its slot, -1 (host_cached only)
