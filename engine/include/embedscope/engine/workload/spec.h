@@ -102,7 +102,8 @@ struct TableSpec {
   /// Low-rank factorization (JSON "low_rank_dim" r; 0 = absent, a full table): the table is
   /// A (rows() x r) times B (r x embedding_dim), both fp32 and trained (model/low_rank.h;
   /// ALBERT's factorized embedding parameterization). In [1, embedding_dim); fp32 data_type
-  /// only; sharding table_wise or data_parallel only; cpu backend only.
+  /// only; sharding table_wise or data_parallel only; cpu and cuda backends (on cuda A's lookup and
+  /// the product with B run on the device).
   int64_t low_rank_dim = 0;
   /// Tables folded into this one by "shared_with" (JSON: a table {"name": "b", ...,
   /// "shared_with": "a"} uses a's rows): TorchRec's one table config with several
@@ -118,7 +119,8 @@ struct TableSpec {
   /// (devices.host_memory_bytes per rank); host_cached adds a device cache of
   /// ceil(cache_load_factor x the shard's rows) rows (engine/model/host_cache.h). Not device:
   /// fp32 data_type and optimizer state, no low_rank_dim, sharding table_wise, row_wise or
-  /// column_wise, the cpu backend (the simulated one times its host-link copies), no live rebalancing.
+  /// column_wise, the cpu or cuda backend (on cuda the cache slots in the device's memory; the
+  /// simulated backend times its host-link copies), no live rebalancing.
   TablePlacement placement = TablePlacement::device;
   /// host_cached only (JSON "cache_load_factor", in (0, 1], default 0.2 as FBGEMM's): the share
   /// of each shard's rows the device cache holds.
