@@ -19,21 +19,14 @@
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/workload/presets.h"
 #include "embedscope/engine/workload/spec_error.h"
+#include "engine/cost/cost_sessions.h"
 
 namespace es = embedscope::engine;
 namespace fs = std::filesystem;
 
 namespace {
 
-fs::path contention_dir() {
-  static const fs::path d = [] {
-    const fs::path p = fs::temp_directory_path() / ("es_contention_" + std::to_string(getpid()));
-    fs::remove_all(p);
-    fs::create_directories(p);
-    return p;
-  }();
-  return d;
-}
+fs::path contention_dir() { return embedscope::test_support::cost_scratch_dir("contention"); }
 
 // round_numbers (tests/data/hardware) on one node of 8 cpu ranks sharing 2 cores with 1
 // background thread: a rank count n runs max(1, (n + 1) / 2) times slower.
@@ -77,22 +70,8 @@ es::WorkloadSpec contended_spec(const std::string& profile, int ranks, es::Shard
 
 // A session simulated on `profile`, then marked measured on a machine of 2 cores.
 std::string contended_as_measured(const std::string& profile, const std::string& name, int ranks, es::ShardingType type) {
-  const es::WorkloadSpec s = contended_spec(profile, ranks, type);
-  const std::string path = (contention_dir() / name).string();
-  es::TrainerOptions o;
-  o.session_path = path;
-  o.session_overwrite = true;
-  EXPECT_EQ(es::run_training(s, es::plan_sharding(s), o).ended, es::RunEnd::complete);
-  sqlite3* db = nullptr;
-  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  EXPECT_EQ(sqlite3_exec(db,
-                         "UPDATE metadata SET value = '0' WHERE key = 'simulated';"
-                         "INSERT OR REPLACE INTO metadata (key, value) VALUES ('cpu_cores', '2')",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK)
-      << sqlite3_errmsg(db);
-  sqlite3_close(db);
-  return path;
+  return embedscope::test_support::criteo_as_measured(profile, (contention_dir() / name).string(), ranks, type, 3,
+                                                      "INSERT OR REPLACE INTO metadata (key, value) VALUES ('cpu_cores', '2')");
 }
 
 }  // namespace

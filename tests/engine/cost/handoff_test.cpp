@@ -21,6 +21,7 @@
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/program/step_program.h"
 #include "embedscope/engine/workload/presets.h"
+#include "engine/cost/cost_sessions.h"
 
 namespace es = embedscope::engine;
 namespace fs = std::filesystem;
@@ -28,15 +29,7 @@ using embedscope::sessions::Lane;
 
 namespace {
 
-fs::path handoff_dir() {
-  static const fs::path d = [] {
-    const fs::path p = fs::temp_directory_path() / ("es_handoff_" + std::to_string(getpid()));
-    fs::remove_all(p);
-    fs::create_directories(p);
-    return p;
-  }();
-  return d;
-}
+fs::path handoff_dir() { return embedscope::test_support::cost_scratch_dir("handoff"); }
 
 // A base step by hand: input, bucketize (compute) -> input_dist (comm) -> lookup, dense (compute)
 // -> grad_dist (comm) -> optimizer (compute); dense also waits for input_dist (an earlier-ending
@@ -73,29 +66,10 @@ std::string handoff_session(const std::string& name, int ranks, es::ShardingType
               {"handoff_ns", handoff_ns}};
   const std::string profile = (handoff_dir() / (name + ".json")).string();
   std::ofstream(profile) << j.dump();
-  es::WorkloadSpec s = es::load_preset("criteo_kaggle");
-  s.devices.backend = es::Backend::simulated;
-  s.devices.hardware = profile;
-  s.devices.count = ranks;
-  s.devices.memory_bytes = int64_t{8} << 30;
-  s.sharding.default_type = type;
-  s.batch_size = 4096;
-  s.steps = 3;
-  s.warmup_steps = 1;
-  s = es::with_resolved_backend(s, "test");
-  const std::string path = (handoff_dir() / (name + ".db")).string();
-  es::TrainerOptions o;
-  o.session_path = path;
-  o.session_overwrite = true;
-  EXPECT_EQ(es::run_training(s, es::plan_sharding(s), o).ended, es::RunEnd::complete);
-  sqlite3* db = nullptr;
-  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  const std::string all = "UPDATE metadata SET value = '0' WHERE key = 'simulated';"
-                          "INSERT OR REPLACE INTO metadata (key, value) VALUES ('cpu_cores', '2'), "
-                          "('cpu_self_cores', '1.000'), ('cpu_other_cores', '0.500');" + sql;
-  EXPECT_EQ(sqlite3_exec(db, all.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
-  sqlite3_close(db);
-  return path;
+  return embedscope::test_support::criteo_as_measured(
+      profile, (handoff_dir() / (name + ".db")).string(), ranks, type, 3,
+      "INSERT OR REPLACE INTO metadata (key, value) VALUES ('cpu_cores', '2'), ('cpu_self_cores', '1.000'), "
+      "('cpu_other_cores', '0.500');" + sql);
 }
 
 }  // namespace

@@ -20,21 +20,14 @@
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/exec/runnable_sampler.h"
 #include "embedscope/engine/workload/presets.h"
+#include "engine/cost/cost_sessions.h"
 
 namespace es = embedscope::engine;
 namespace fs = std::filesystem;
 
 namespace {
 
-fs::path runnable_dir() {
-  static const fs::path d = [] {
-    const fs::path p = fs::temp_directory_path() / ("es_runnable_" + std::to_string(getpid()));
-    fs::remove_all(p);
-    fs::create_directories(p);
-    return p;
-  }();
-  return d;
-}
+fs::path runnable_dir() { return embedscope::test_support::cost_scratch_dir("runnable"); }
 
 // A criteo_kaggle run of `ranks` simulated on round_numbers with 2 cores and `background`
 // other task groups beside this process, relabelled measured with the given load metadata.
@@ -46,27 +39,9 @@ std::string runnable_session(const std::string& name, int ranks, double groups, 
   j["cpu"] = {{"cores", 2}, {"threads_per_rank", 1.0}, {"background_threads", 0.0}, {"other_groups", groups}};
   const std::string profile = (runnable_dir() / (name + ".json")).string();
   std::ofstream(profile) << j.dump();
-  es::WorkloadSpec s = es::load_preset("criteo_kaggle");
-  s.devices.backend = es::Backend::simulated;
-  s.devices.hardware = profile;
-  s.devices.count = ranks;
-  s.devices.memory_bytes = int64_t{8} << 30;
-  s.batch_size = 4096;
-  s.steps = 3;
-  s.warmup_steps = 1;
-  s = es::with_resolved_backend(s, "test");
-  const std::string path = (runnable_dir() / (name + ".db")).string();
-  es::TrainerOptions o;
-  o.session_path = path;
-  o.session_overwrite = true;
-  EXPECT_EQ(es::run_training(s, es::plan_sharding(s), o).ended, es::RunEnd::complete);
-  sqlite3* db = nullptr;
-  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  const std::string sql = "UPDATE metadata SET value = '0' WHERE key = 'simulated';"
-                          "INSERT OR REPLACE INTO metadata (key, value) VALUES ('cpu_cores', '2');" + metadata_sql;
-  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
-  sqlite3_close(db);
-  return path;
+  return embedscope::test_support::criteo_as_measured(
+      profile, (runnable_dir() / (name + ".db")).string(), ranks, std::nullopt, 3,
+      "INSERT OR REPLACE INTO metadata (key, value) VALUES ('cpu_cores', '2');" + metadata_sql);
 }
 
 }  // namespace

@@ -23,21 +23,14 @@
 #include "embedscope/engine/exec/backend.h"
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/workload/presets.h"
+#include "engine/cost/cost_sessions.h"
 
 namespace es = embedscope::engine;
 namespace fs = std::filesystem;
 
 namespace {
 
-fs::path shared_cores_dir() {
-  static const fs::path d = [] {
-    const fs::path p = fs::temp_directory_path() / ("es_shared_cores_" + std::to_string(getpid()));
-    fs::remove_all(p);
-    fs::create_directories(p);
-    return p;
-  }();
-  return d;
-}
+fs::path shared_cores_dir() { return embedscope::test_support::cost_scratch_dir("shared_cores"); }
 
 // The truth of these tests: round_numbers' GPU with a slow link (latency 100 us, 1 GB/s, like
 // Gloo between this machine's rank threads), `cores` cores, `groups` other task groups.
@@ -58,30 +51,10 @@ std::string shared_cores_session(const std::string& name, int ranks, es::Shardin
                                  int steps) {
   const std::string profile = (shared_cores_dir() / (name + ".json")).string();
   std::ofstream(profile) << shared_cores_profile(cores, groups).dump();
-  es::WorkloadSpec s = es::load_preset("criteo_kaggle");
-  s.devices.backend = es::Backend::simulated;
-  s.devices.hardware = profile;
-  s.devices.count = ranks;
-  s.devices.memory_bytes = int64_t{8} << 30;
-  s.sharding.default_type = type;
-  s.batch_size = 4096;
-  s.steps = steps;
-  s.warmup_steps = 1;
-  s = es::with_resolved_backend(s, "test");
-  const std::string path = (shared_cores_dir() / (name + ".db")).string();
-  es::TrainerOptions o;
-  o.session_path = path;
-  o.session_overwrite = true;
-  EXPECT_EQ(es::run_training(s, es::plan_sharding(s), o).ended, es::RunEnd::complete);
-  sqlite3* db = nullptr;
-  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  const std::string sql = "UPDATE metadata SET value = '0' WHERE key = 'simulated';"
-                          "INSERT OR REPLACE INTO metadata (key, value) VALUES ('cpu_cores', '" +
-                          std::to_string(cores) + "'), ('cpu_self_cores', '1.000'), ('cpu_other_cores', '" +
-                          std::to_string(groups) + "');";
-  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
-  sqlite3_close(db);
-  return path;
+  return embedscope::test_support::criteo_as_measured(
+      profile, (shared_cores_dir() / (name + ".db")).string(), ranks, type, steps,
+      "INSERT OR REPLACE INTO metadata (key, value) VALUES ('cpu_cores', '" + std::to_string(cores) +
+          "'), ('cpu_self_cores', '1.000'), ('cpu_other_cores', '" + std::to_string(groups) + "');");
 }
 
 // One call of a session: its members' bytes (max of sent and received) and its time (the last
