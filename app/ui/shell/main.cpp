@@ -77,6 +77,13 @@ int write_report(embedscope::ui::MainWindow& w, const QString& dir, const QStrin
   w.show();
   QString body;
   QStringList errors;  // what the views' analyses could not read: the report fails as `stats` does
+  // a comparison's analysis job belongs to the CompareView, not to one of its pages: wait for it
+  // (and take its errors) here, or a long session's Figures page is "Analysing ..." (tester39)
+  if (QWidget* tab = w.tabs()->currentWidget(); tab != views) {
+    embedscope::ui::wait_for_analyses(tab);
+    QApplication::processEvents();
+    errors << embedscope::ui::analysis_errors(tab);
+  }
   for (int i = 0; i < views->count(); ++i) {
     views->setCurrentIndex(i);
     QApplication::processEvents();

@@ -13,6 +13,7 @@
 #include <iterator>
 #include <string>
 
+#include "charts/colors.h"
 #include "ui/support/ui_fixtures.h"
 
 namespace {
@@ -80,5 +81,31 @@ TEST(CompareReport, ATraceGivenToCompareIsImportedFirst) {
                           (dir / "cmp2").string() + " 2>/dev/null";
   EXPECT_EQ(WEXITSTATUS(std::system(bad.c_str())), 2);
   EXPECT_FALSE(std::filesystem::exists(dir / "cmp2" / "index.html"));
+  std::filesystem::remove_all(dir);
+}
+
+// tester39: for sessions of realistic length, `--compare ... --report` wrote the Figures page
+// while the comparison's analysis still ran ("Analysing 2 sessions ..." and no chart): the job
+// belongs to the CompareView, not to the page the report waited on. The report waits for it now:
+// session B's color is on the image (its 300-step line and exposed-comm bars).
+TEST(CompareReport, TheFiguresOfLongSessionsAreDrawnNotAnalysing) {
+  const auto dir = std::filesystem::temp_directory_path() / ("es_cmp_long_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  // a run of 300 steps (the analysis takes long enough; step_session's 30,000 synthetic steps do not)
+  const std::string a = (dir / "a.db").string(), b = (dir / "many.db").string();
+  std::filesystem::copy_file(embedscope::ui::fixtures::fixture_session(), a);
+  const std::string run = std::string(EMBEDSCOPE_CLI) + " run --preset tiny --steps 300 -o " + b + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(run.c_str()), 0) << run;
+  const std::string ui = "QT_QPA_PLATFORM=offscreen " + std::string(EMBEDSCOPE_UI);
+  const std::string cmd = ui + " --compare " + a + " " + b + " --report -o " + (dir / "cmp").string() + " 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  QImage img(QString::fromStdString((dir / "cmp" / "figures.png").string()));
+  ASSERT_FALSE(img.isNull());
+  const QRgb b_color = embedscope::ui::session_color(1).rgb();
+  int64_t b_pixels = 0;
+  for (int y = img.height() / 2; y < img.height(); ++y)  // the charts' half of the page
+    for (int x = 0; x < img.width(); ++x) b_pixels += img.pixel(x, y) == b_color;
+  EXPECT_GT(b_pixels, 500) << "no chart of session B on figures.png";
   std::filesystem::remove_all(dir);
 }
