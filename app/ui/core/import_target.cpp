@@ -30,22 +30,37 @@ std::string import_stem(const std::string& source) {
 }
 
 namespace {
-// The session at `path` is a complete import of exactly `files` (name and size on disk).
+// The same file whatever its spelling ("t.json", "./t.json", "/abs/t.json", through a link).
+std::string canonical_name(const std::string& f) {
+  std::error_code ec;
+  const fs::path c = fs::weakly_canonical(fs::absolute(f), ec);
+  return (ec ? fs::absolute(f).lexically_normal() : c).string();
+}
+
+// The session at `path` is a complete import of exactly `files`: each recorded with its absolute
+// path (the workbench imports absolute paths; a relative one does not say which folder it was
+// in, tester39 F12), its size on disk unchanged and not written after the session was.
 bool same_import(const std::string& path, const std::vector<std::string>& files) {
   try {
     const sessions::SessionReader s(path);
     if (s.status() != "complete" || s.meta(sessions::meta::kImported) != "1") return false;
     const auto sources = nlohmann::json::parse(s.meta(sessions::meta::kImportSources, "[]"));
     std::map<std::string, int64_t> recorded;
-    for (const auto& src : sources)
-      if (src.is_object() && src.contains("file"))
-        recorded[fs::absolute(src["file"].get<std::string>()).lexically_normal().string()] = src.value("bytes", int64_t{-1});
+    for (const auto& src : sources) {
+      if (!src.is_object() || !src.contains("file") || !src["file"].is_string()) return false;
+      const std::string file = src["file"].get<std::string>();
+      if (!fs::path(file).is_absolute()) return false;
+      recorded[canonical_name(file)] = src.value("bytes", int64_t{-1});
+    }
     if (recorded.size() != files.size()) return false;
+    std::error_code ec;
+    const auto imported_at = fs::last_write_time(path, ec);
+    if (ec) return false;
     for (const auto& f : files) {
-      auto it = recorded.find(fs::absolute(f).lexically_normal().string());
-      std::error_code ec;
+      auto it = recorded.find(canonical_name(f));
       const auto size = fs::file_size(f, ec);
       if (it == recorded.end() || ec || (it->second >= 0 && it->second != static_cast<int64_t>(size))) return false;
+      if (fs::last_write_time(f, ec) > imported_at || ec) return false;  // changed since (same size or not)
     }
     return true;
   } catch (const std::exception&) {

@@ -22,8 +22,10 @@ std::string import_stem(const std::string& source);
 /// <folder>/<stem>.db, where <folder> is the first source's folder (the directory's parent for
 /// a directory) when writable (access() and a write bit in its mode: root is not taken to write
 /// into a mode-555 data folder), else `cache_dir` (created when missing). When that file exists
-/// and is a complete imported session of the same sources (each source file's name and size
-/// as its import_sources_json records them), it is reused; when it exists otherwise,
+/// and is a complete imported session of the same sources (each source file recorded in its
+/// import_sources_json by its absolute path - the same file however `sources` spell it - with
+/// the same size, and not modified after the session was written), it is reused; when it exists
+/// otherwise (a relative recorded path says nothing about its folder),
 /// <stem>-2.db, <stem>-3.db, ... is taken instead. Throws std::runtime_error naming the
 /// folder when `cache_dir` cannot be created.
 ImportTarget import_target(const std::vector<std::string>& sources, const std::string& cache_dir);

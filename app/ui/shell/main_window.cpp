@@ -391,7 +391,10 @@ QString MainWindow::open_path(const QString& path, bool quiet) {
   return error;
 }
 
-ImportJob* MainWindow::import_trace(const QStringList& sources, bool quiet, QString* error) {
+ImportJob* MainWindow::import_trace(const QStringList& given, bool quiet, QString* error) {
+  // absolute paths, so that the session records where each file was (import_target's reuse test)
+  QStringList sources;
+  for (const QString& s : given) sources << (s.isEmpty() ? s : QFileInfo(s).absoluteFilePath());
   ImportTarget target;
   try {
     std::vector<std::string> paths;

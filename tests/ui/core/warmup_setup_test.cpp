@@ -10,6 +10,7 @@
 
 #include "core/import_target.h"
 #include "core/timeline_math.h"
+#include "embedscope/sessions/importers/kineto_json/kineto_json.h"
 #include "embedscope/sessions/store/session.h"
 
 using namespace embedscope;
@@ -112,4 +113,41 @@ TEST(ImportTarget, BesideTheSourceElseInTheCacheFolder) {
     chmod((dir / "src").c_str(), 0755);
   }
   std::filesystem::remove_all(dir);
+}
+
+// tester39 F12: a session was reused for any file whose path *as typed at the import*, resolved
+// against today's folder, had the same size - another folder's same-size trace, or a trace edited
+// in place to the same size, showed the old data. Now: the absolute path (however spelled), the
+// size, and not modified after the import.
+TEST(ImportTarget, ReusesOnlyTheSameUnchangedFile) {
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() / ("es_ui_reuse_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "a");
+  const std::string src = (dir / "a" / "t.json").string();
+  std::ofstream(src) << R"({"traceEvents": [{"ph": "X", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]})";
+  const auto import_to = [&](const std::string& session, const std::string& recorded) {
+    sessions::SessionWriter w(session, true);
+    sessions::importers::import_kineto_json({recorded}, w, {});
+    w.close("complete");
+  };
+  const std::string cache = (dir / "cache").string();
+  import_to((dir / "a" / "t.db").string(), src);  // recorded absolute
+  fs::last_write_time(src, fs::last_write_time(dir / "a" / "t.db") - std::chrono::seconds(10));
+  EXPECT_TRUE(import_target({src}, cache).reuse);
+  EXPECT_TRUE(import_target({(dir / "a" / "." / "t.json").string()}, cache).reuse);  // another spelling
+  // edited in place after the import, same size: imported again
+  fs::last_write_time(src, fs::last_write_time(dir / "a" / "t.db") + std::chrono::seconds(10));
+  auto t = import_target({src}, cache);
+  EXPECT_FALSE(t.reuse);
+  EXPECT_EQ(t.path, (dir / "a" / "t-2.db").string());
+  // a session that recorded a relative path: which folder it meant is unknown, so not reused
+  fs::last_write_time(src, fs::last_write_time(dir / "a" / "t.db") - std::chrono::seconds(10));
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir / "a");
+  import_to((dir / "a" / "t.db").string(), "t.json");
+  fs::current_path(cwd);
+  fs::last_write_time(src, fs::last_write_time(dir / "a" / "t.db") - std::chrono::seconds(10));
+  EXPECT_FALSE(import_target({src}, cache).reuse);
+  fs::remove_all(dir);
 }
