@@ -269,6 +269,11 @@ TEST(SimulatedCli, RunSimulateWritesASimulatedSessionThatStatsReads) {
     EXPECT_EQ(r.code, 2) << flags;
     EXPECT_NE(r.err.find(error), std::string::npos) << flags << ": " << r.err;
   }
+  // --backend simulated agrees with --simulate (run --help says to give both; tester39)
+  r = embedscope::test_support::run_cli(
+      EMBEDSCOPE_CLI, "run --preset tiny --backend simulated --simulate h100_sxm --steps 1 --json -o " + db + "6", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("world_size"), 2);
 }
 
 // Hot rows: a row-wise table of Zipf ids with permute = false has its hottest rows on rank 0,
