@@ -154,7 +154,11 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     const std::vector<std::vector<double>> fm = dilation_by_runnable(background);
     intra = fit_link(comm, false, d, fm);
     inter = fit_link(comm, true, d, fm);
-    if (!intra.ok && !inter.ok) throw SpecError("calibrate: the collectives' times give no bandwidth (all latency)");
+    if (!intra.ok && !inter.ok) throw SpecError(fmt::format(
+          "calibrate: the collectives' times give no bandwidth (all latency): in {} their time does not grow "
+          "with their bytes; add a session with larger collectives (more ranks, a larger --batch-size, or a "
+          "preset with more or wider tables, e.g. embedscope run --preset criteo_kaggle --devices 4)",
+          list));
     HardwareProfile hw;
     hw.intra_node = intra.ok ? intra.link : inter.link;
     hw.inter_node = inter.ok ? inter.link : intra.link;

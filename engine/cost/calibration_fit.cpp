@@ -160,7 +160,9 @@ LinkFit fit_link(const std::vector<CommSample>& comm, bool spans, const std::vec
   f.link.latency_ns = std::llround(c[0]);
   const double rest = st - static_cast<double>(m) * c[0];
   f.link.bus_bandwidth_bytes_per_s = act[1] ? 1e9 / c[1] : (sx > 0 && rest > 0 ? 1e9 * sx / rest : 0.0);
-  f.ok = f.link.bus_bandwidth_bytes_per_s > 0;
+  // above 1e15 B/s (the profile's limit, hardware_profile.cpp) the bytes explain none of the time:
+  // no bandwidth, as 0 (a profile with it would not parse: tester39's small sessions)
+  f.ok = f.link.bus_bandwidth_bytes_per_s > 0 && f.link.bus_bandwidth_bytes_per_s <= 1e15;
   f.fitted = act[1];
   f.samples = static_cast<int>(m);
   f.note = act[1] ? fmt::format("least squares over {} (rank, collective) call times (means over the steps)", m)

@@ -18,6 +18,7 @@
 #include "embedscope/engine/workload/presets.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "support/cli_run.h"
+#include "engine/cost/cost_sessions.h"
 
 namespace es = embedscope::engine;
 namespace fs = std::filesystem;
@@ -140,5 +141,29 @@ TEST(CalibrateCli, WritesTheProfileAndPrintsTheChecks) {
     r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "calibrate " + args, calibration_dir());
     EXPECT_EQ(r.code, 2) << args;
     EXPECT_NE(r.err.find(a + ": given twice"), std::string::npos) << r.err;
+  }
+}
+
+// tester39: calibrate on small sessions said "no bandwidth (all latency)" and nothing else. The
+// error names the sessions and what to add: sessions whose collectives' time grows with bytes.
+TEST(Calibration, AllLatencyCollectivesSayWhatToAdd) {
+  std::ifstream f(kRoundNumbers);
+  nlohmann::json j = nlohmann::json::parse(f);
+  j["name"] = "latency_only";
+  j["intra_node"]["bus_bandwidth_bytes_per_s"] = 1e15;  // every call its latency (bytes: < 1 ns)
+  j["intra_node"]["latency_ns"] = 200000;
+  j["inter_node"] = j["intra_node"];
+  const std::string profile = (calibration_dir() / "latency_only.json").string();
+  std::ofstream(profile) << j.dump();
+  const std::string path = embedscope::test_support::criteo_as_measured(
+      profile, (calibration_dir() / "latency_only.db").string(), 2, es::ShardingType::table_wise, 3, "");
+  try {
+    es::calibrate({path});
+    FAIL() << "expected SpecError";
+  } catch (const es::SpecError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("no bandwidth (all latency): in " + path + " their time does not grow with their bytes"),
+              std::string::npos) << what;
+    EXPECT_NE(what.find("add a session with larger collectives"), std::string::npos) << what;
   }
 }
