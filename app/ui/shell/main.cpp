@@ -132,17 +132,19 @@ int report(embedscope::ui::MainWindow& w, const QString& session, const QString&
   return write_report(w, dir, "report");
 }
 
-// --compare given a trace or a memory snapshot (tester37 #20): each is imported first, as opening it
-// does (into <stem>.db beside it, or the cache folder; an earlier import of the same unchanged
-// files is reused), waiting for the import, and its session takes its place in `paths`. "" or
-// what went wrong (naming the file). A path that is not an existing non-.db file is left as it is
-// (open_compare says what is wrong with it).
+// --compare given a trace, a memory snapshot (tester37 #20) or a folder of traces (tester39): each
+// is imported first, as opening it does (into <stem>.db beside it, or the cache folder; an earlier
+// import of the same unchanged files is reused), waiting for the import, and its session takes its
+// place in `paths`. "" or what went wrong (naming the file). Anything else that is not an existing
+// non-.db file is left as it is (open_compare says what is wrong with it).
 QString import_traces_to_compare(embedscope::ui::MainWindow& w, QStringList& paths) {
   for (QString& p : paths) {
     const QFileInfo info(p);
-    if (!info.isFile() || info.suffix().compare("db", Qt::CaseInsensitive) == 0) continue;
-    QFile f(p);
-    if (f.open(QIODevice::ReadOnly) && f.read(16) == QByteArray("SQLite format 3\0", 16)) continue;  // a session
+    if (!info.isDir()) {  // a folder of per-rank traces is imported as one job, as opening it does
+      if (!info.isFile() || info.suffix().compare("db", Qt::CaseInsensitive) == 0) continue;
+      QFile f(p);
+      if (f.open(QIODevice::ReadOnly) && f.read(16) == QByteArray("SQLite format 3\0", 16)) continue;  // a session
+    }
     embedscope::ui::ImportTarget target;
     try {
       target = embedscope::ui::import_target({p.toStdString()}, embedscope::ui::MainWindow::imports_folder().toStdString());

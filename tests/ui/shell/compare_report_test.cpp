@@ -75,6 +75,14 @@ TEST(CompareReport, ATraceGivenToCompareIsImportedFirst) {
   // again: the earlier import of the unchanged trace is reused (no job-2.db)
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   EXPECT_FALSE(std::filesystem::exists(dir / "job-2.db"));
+  // a folder of per-rank traces (tester39): imported as one job, as opening it does
+  std::filesystem::create_directories(dir / "jobdir");
+  std::filesystem::copy_file(dir / "job.json", dir / "jobdir" / "rank0.json");
+  const std::string folder = ui + " --compare " + (dir / "a.db").string() + " " + (dir / "jobdir").string() +
+                             " --report -o " + (dir / "cmpdir").string() + " 2>/dev/null";
+  ASSERT_EQ(std::system(folder.c_str()), 0) << folder;
+  EXPECT_TRUE(std::filesystem::exists(dir / "jobdir.db"));  // beside the folder
+  EXPECT_NE(read_text(dir / "cmpdir" / "index.html").find("a.db | jobdir.db"), std::string::npos);
   // a trace that cannot be imported: exit 2, the import's error
   std::ofstream(dir / "bad.json") << "{\"traceEvents\": [\n";
   const std::string bad = ui + " --compare " + (dir / "a.db").string() + " " + (dir / "bad.json").string() + " --report -o " +
