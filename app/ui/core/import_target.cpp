@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/sessions/importers/importer.h"
+#include "embedscope/sessions/importers/nsys_sqlite/nsys_sqlite.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 
@@ -22,7 +23,7 @@ std::string import_stem(const std::string& source) {
   std::string base = source;
   while (base.size() > 1 && base.back() == '/') base.pop_back();
   base = fs::path(base).filename().string();
-  for (const char* ext : {".gz", ".json", ".pt.trace", ".trace", ".pickle", ".pkl"}) {
+  for (const char* ext : {".gz", ".json", ".pt.trace", ".trace", ".pickle", ".pkl", ".sqlite"}) {
     const std::string e = ext;
     if (base.size() > e.size() && base.compare(base.size() - e.size(), e.size(), e) == 0) base.resize(base.size() - e.size());
   }
@@ -113,6 +114,10 @@ ImportTarget import_target(const std::vector<std::string>& sources, const std::s
       return t;
     }
   }
+}
+
+bool is_nsys_export(const std::string& path) {
+  return sessions::importers::probe_nsys_sqlite(path, sessions::importers::read_head(path, 16));
 }
 
 }  // namespace embedscope::ui

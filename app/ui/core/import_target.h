@@ -30,4 +30,9 @@ std::string import_stem(const std::string& source);
 /// folder when `cache_dir` cannot be created.
 ImportTarget import_target(const std::vector<std::string>& sources, const std::string& cache_dir);
 
+/// Whether `path` is an SQLite file to import rather than open as a session: an Nsight Systems
+/// export (the nsys_sqlite importer's probe: read-only, never throws; false for an Embedscope
+/// session or anything unreadable). Opening or comparing one imports it, as a Kineto trace.
+bool is_nsys_export(const std::string& path);
+
 }  // namespace embedscope::ui

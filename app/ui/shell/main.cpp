@@ -143,7 +143,9 @@ QString import_traces_to_compare(embedscope::ui::MainWindow& w, QStringList& pat
     if (!info.isDir()) {  // a folder of per-rank traces is imported as one job, as opening it does
       if (!info.isFile() || info.suffix().compare("db", Qt::CaseInsensitive) == 0) continue;
       QFile f(p);
-      if (f.open(QIODevice::ReadOnly) && f.read(16) == QByteArray("SQLite format 3\0", 16)) continue;  // a session
+      if (f.open(QIODevice::ReadOnly) && f.read(16) == QByteArray("SQLite format 3\0", 16) &&
+          !embedscope::ui::is_nsys_export(p.toStdString()))
+        continue;  // a session (an Nsight Systems export is imported)
     }
     embedscope::ui::ImportTarget target;
     try {

@@ -381,8 +381,10 @@ QString MainWindow::imports_folder() {
 QString MainWindow::open_path(const QString& path, bool quiet) {
   const QFileInfo info(path);
   // a session is an SQLite file: anything else that exists goes through the importers
+  // (an Nsight Systems SQLite export is imported, as a Kineto trace: tester39)
   const bool session = info.isFile() && sessions::importers::read_head(path.toStdString(), 16) ==
-                                           std::string("SQLite format 3\0", 16);
+                                           std::string("SQLite format 3\0", 16) &&
+                       !is_nsys_export(path.toStdString());
   // (a .db that is not SQLite is a damaged session: open_session says so, as `embedscope stats`)
   if (session || !info.exists() || info.suffix().compare("db", Qt::CaseInsensitive) == 0) return open_session(path, quiet);
   if (info.isFile() && is_scaling_study_file(path)) return open_scaling(path, quiet);

@@ -89,6 +89,7 @@ TEST(ImportTarget, BesideTheSourceElseInTheCacheFolder) {
   EXPECT_EQ(import_stem("/x/trace_diff_test.json.gz"), "trace_diff_test");
   EXPECT_EQ(import_stem("rank0.pt.trace.json.gz"), "rank0");
   EXPECT_EQ(import_stem("snap.pickle.gz"), "snap");
+  EXPECT_EQ(import_stem("/x/capture.sqlite"), "capture");
   EXPECT_EQ(import_stem("/runs/job7/"), "job7");
   const auto dir = std::filesystem::temp_directory_path() / ("es_ui_target_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);

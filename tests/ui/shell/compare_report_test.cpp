@@ -83,6 +83,12 @@ TEST(CompareReport, ATraceGivenToCompareIsImportedFirst) {
   ASSERT_EQ(std::system(folder.c_str()), 0) << folder;
   EXPECT_TRUE(std::filesystem::exists(dir / "jobdir.db"));  // beside the folder
   EXPECT_NE(read_text(dir / "cmpdir" / "index.html").find("a.db | jobdir.db"), std::string::npos);
+  // an Nsight Systems SQLite export (tester39): imported, not refused as "not an Embedscope session"
+  std::filesystem::copy_file(std::string(EMBEDSCOPE_TEST_DATA) + "/fuzz/nsys_sqlite/fixture.sqlite", dir / "capture.sqlite");
+  const std::string nsys = ui + " --compare " + (dir / "a.db").string() + " " + (dir / "capture.sqlite").string() +
+                           " --report -o " + (dir / "cmpnsys").string() + " 2>/dev/null";
+  ASSERT_EQ(std::system(nsys.c_str()), 0) << nsys;
+  EXPECT_TRUE(std::filesystem::exists(dir / "capture.db"));
   // a trace that cannot be imported: exit 2, the import's error
   std::ofstream(dir / "bad.json") << "{\"traceEvents\": [\n";
   const std::string bad = ui + " --compare " + (dir / "a.db").string() + " " + (dir / "bad.json").string() + " --report -o " +
