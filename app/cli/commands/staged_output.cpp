@@ -3,6 +3,7 @@
 #include "staged_output.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -47,7 +48,9 @@ void remove_stale_staged(const std::filesystem::path& dir, const std::string& st
       const auto t = std::filesystem::last_write_time(entry.path().string() + suffix, e2);
       if (!e2 && now - t < std::chrono::minutes(1)) recent = true;
     }
-    if (!recent) ss::SessionWriter::remove_files(entry.path().string());
+    if (recent) continue;
+    ss::SessionWriter::remove_files(entry.path().string());
+    std::fprintf(stderr, "import: removed %s, left by an import that was killed (pid %ld)\n", entry.path().c_str(), pid);
   }
 }
 
@@ -75,6 +78,10 @@ StagedSession::~StagedSession() {
 
 void StagedSession::commit() {
   try {
+    struct stat sb {};
+    if (!overwrite_ && lstat(out_.c_str(), &sb) == 0)  // another process wrote it while this import ran
+      throw ss::SessionError(fmt::format("{}: already exists (written while this import ran); choose another name (-o) "
+                                         "or allow overwriting it (embedscope import --force-overwrite)", out_));
     ss::SessionWriter::check_path(out_, overwrite_);
   } catch (...) {
     ss::SessionWriter::remove_files(temp_);

@@ -629,6 +629,10 @@ TEST(ImportCli, TheNextImportRemovesTheStagedFilesOfAKilledOne) {
   std::filesystem::last_write_time(other_db, old_time);
   Result r = cli("import " + trace_fixture("align/rank0.json") + " -o " + (dir / "k.db").string());
   ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("import: removed " + staged(gone) + ", left by an import that was killed (pid " +
+                       std::to_string(gone) + ")"),
+            std::string::npos)
+      << r.err;
   for (const char* suffix : {"", "-wal", "-shm"}) {
     EXPECT_FALSE(std::filesystem::exists(staged(gone) + suffix)) << suffix;
     EXPECT_TRUE(std::filesystem::exists(staged(getpid()) + suffix)) << suffix;
