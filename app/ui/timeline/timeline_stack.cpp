@@ -1,5 +1,6 @@
 #include "timeline/timeline_stack.h"
 
+#include <QFileInfo>
 #include <QLabel>
 #include <QVBoxLayout>
 
@@ -34,9 +35,13 @@ TimelineStack::TimelineStack(const std::vector<LabelledSession>& sessions, int64
   layout->setContentsMargins(0, 0, 0, 0);
   std::vector<std::string> paths;
   for (size_t i = 0; i < sessions.size(); ++i) {
+    // the file's name, as the Figures page's legend says it (an imported trace's session has an
+    // absolute path: tester39); the whole path on hover
+    const QString path = QString::fromStdString(sessions[i].session->path());
     auto* label = new QLabel(QString("<b>%1</b> &nbsp; %2").arg(sessions[i].label.toHtmlEscaped(),
-                                                                QString::fromStdString(sessions[i].session->path()).toHtmlEscaped()),
+                                                                QFileInfo(path).fileName().toHtmlEscaped()),
                              this);
+    label->setToolTip(path);
     auto* w = new TimelineWidget(sessions[i].session, this);
     extents_.emplace_back(w->scale().t0(), w->scale().t1());  // a new timeline shows all it recorded
     steps_.push_back(sessions[i].session->steps());  // the steps table; windows of a run that ended inside a step below

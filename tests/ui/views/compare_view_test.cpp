@@ -132,4 +132,13 @@ TEST(Compare, TheLegendOfThreeSessionsSitsAboveTheChartsNotOnThem) {
                                           << axes.top();
     EXPECT_LE(legend.bottom(), axes.top());
   }
+  // the Timelines page names each session by its file's name, as the legend (tester39), the path on hover
+  int headers = 0;
+  for (const QLabel* l : view.findChildren<QLabel*>())
+    if (l->text().startsWith("<b>") && l->text().contains("&nbsp;") && l->toolTip() == QString::fromStdString(sc->path())) {
+      ++headers;
+      EXPECT_TRUE(l->text().endsWith(QFileInfo(l->toolTip()).fileName())) << l->text().toStdString();
+      EXPECT_FALSE(l->text().contains(QString::fromStdString(std::filesystem::path(sc->path()).parent_path().string())));
+    }
+  EXPECT_EQ(headers, 1);
 }
