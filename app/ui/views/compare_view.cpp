@@ -149,7 +149,10 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
                 .arg((stats[i].ranks.size() == 1 ? QString("1 rank") : QString("%1 ranks").arg(stats[i].ranks.size())) +
                      QString::fromStdString(sessions::gpus_text(sessions[i].session->ranks())).toHtmlEscaped())
                 .arg(QString::fromStdString(sessions[i].session->meta(sessions::meta::kBackend)))
-                .arg(stats[i].simulated ? " (SIMULATED)" : "");
+                // the backend "simulated" says it already ("simulated (SIMULATED)" read twice: tester39)
+                .arg(stats[i].simulated && sessions[i].session->meta(sessions::meta::kBackend) != "simulated"
+                         ? " (SIMULATED)"
+                         : "");
   // a run that changed its plan mid-run: its figures below mix both plans; say what each move did
   for (size_t i = 0; i < sessions.size(); ++i)
     if (const std::string brief = rebalances_brief(*sessions[i].session); !brief.empty())
