@@ -25,6 +25,7 @@
 #include "embedscope/profiler/cupti/session_drain.h"
 #include "embedscope/profiler/cupti/step_drain.h"
 #include "embedscope/sessions/store/session.h"
+#include "profiler_backend/activity_records.h"
 
 using namespace embedscope;
 using profiler::CuptiDecoder;
@@ -32,23 +33,7 @@ using profiler::GpuOp;
 using profiler::StepDrain;
 
 namespace {
-// 8-byte aligned activity records back to back (fixed capacity: references stay valid).
-class DrainRecords {
- public:
-  DrainRecords() { words_.reserve(4096); }
-  template <class R>
-  R& add() {
-    const size_t at = words_.size();
-    if (at + sizeof(R) / 8 > words_.capacity()) throw std::length_error("test buffer full");
-    words_.resize(at + sizeof(R) / 8);
-    return *reinterpret_cast<R*>(words_.data() + at);
-  }
-  const uint8_t* data() const { return reinterpret_cast<const uint8_t*>(words_.data()); }
-  size_t size() const { return words_.size() * 8; }
-
- private:
-  std::vector<uint64_t> words_;
-};
+using DrainRecords = embedscope::test_support::ActivityRecords;
 
 void drain_kernel(DrainRecords& b, uint32_t device, uint32_t stream, uint32_t corr, uint64_t start, uint64_t end) {
   auto& k = b.add<CUpti_ActivityKernel10>();

@@ -20,30 +20,14 @@
 #include "embedscope/profiler/cupti/cupti_decode.h"
 #include "embedscope/profiler/cupti/session_drain.h"
 #include "embedscope/sessions/store/session.h"
+#include "profiler_backend/activity_records.h"
 
 using namespace embedscope;
 using profiler::CuptiDecoder;
 using profiler::GpuOp;
 
 namespace {
-// 8-byte aligned activity records back to back (fixed capacity: references stay valid).
-class RankRecords {
- public:
-  RankRecords() { words_.reserve(4096); }
-  template <class R>
-  R& add() {
-    static_assert(sizeof(R) % 8 == 0);
-    const size_t at = words_.size();
-    if (at + sizeof(R) / 8 > words_.capacity()) throw std::length_error("test buffer full");
-    words_.resize(at + sizeof(R) / 8);
-    return *reinterpret_cast<R*>(words_.data() + at);
-  }
-  const uint8_t* data() const { return reinterpret_cast<const uint8_t*>(words_.data()); }
-  size_t size() const { return words_.size() * 8; }
-
- private:
-  std::vector<uint64_t> words_;
-};
+using RankRecords = embedscope::test_support::ActivityRecords;
 
 // The runtime call `cbid` with correlation `corr`, made by OS thread `thread` at [start, start + 10).
 void rank_call(RankRecords& b, uint32_t cbid, uint32_t corr, uint32_t thread, uint64_t start) {
