@@ -1,6 +1,6 @@
 #pragma once
-// Hand-built CUPTI activity records for the decoder's host tests (cupti_drain_test,
-// cupti_rank_test): 8-byte aligned records back to back, as CUPTI hands a completed buffer over.
+// Hand-built CUPTI activity records for the decoder's host tests (cupti_test,
+// cupti_drain_test, cupti_rank_test): 8-byte aligned records back to back, as CUPTI hands a completed buffer over.
 
 #include <cstddef>
 #include <cstdint>

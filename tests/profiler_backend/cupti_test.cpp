@@ -12,6 +12,7 @@
 
 #include "embedscope/profiler/cupti/cupti_decode.h"
 #include "embedscope/sessions/store/session.h"
+#include "profiler_backend/activity_records.h"
 
 #include <filesystem>
 #include <unistd.h>
@@ -23,24 +24,7 @@ using sessions::Lane;
 using sessions::OpCategory;
 
 namespace {
-// An 8-byte aligned byte buffer of activity records (fixed capacity: references stay valid).
-class Buffer {
- public:
-  Buffer() { bytes_.reserve(4096); }
-  template <class R>
-  R& add() {
-    static_assert(sizeof(R) % 8 == 0);
-    const size_t at = bytes_.size() * 8;
-    if (bytes_.size() + sizeof(R) / 8 > bytes_.capacity()) throw std::length_error("test buffer full");
-    bytes_.resize(bytes_.size() + sizeof(R) / 8);
-    return *reinterpret_cast<R*>(reinterpret_cast<uint8_t*>(bytes_.data()) + at);
-  }
-  const uint8_t* data() const { return reinterpret_cast<const uint8_t*>(bytes_.data()); }
-  size_t size() const { return bytes_.size() * 8; }
-
- private:
-  std::vector<uint64_t> bytes_;  // uint64_t: 8-byte alignment, zero-filled
-};
+using Buffer = embedscope::test_support::ActivityRecords;
 
 CUpti_ActivityKernel10& kernel(Buffer& b, const char* name, uint32_t device, uint32_t stream, uint32_t corr,
                                uint64_t start, uint64_t end) {

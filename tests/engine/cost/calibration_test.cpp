@@ -39,27 +39,7 @@ fs::path calibration_dir() {
 // criteo_kaggle on 2 simulated ranks of one round-numbers node, written to `name`, then marked
 // measured (metadata simulated = 0), as if a machine had run exactly at the profile's rates.
 std::string simulated_as_measured(const std::string& name, es::ShardingType type) {
-  es::WorkloadSpec s = es::load_preset("criteo_kaggle");
-  s.devices.backend = es::Backend::simulated;
-  s.devices.hardware = kRoundNumbers;
-  s.devices.count = 2;
-  s.devices.memory_bytes = int64_t{8} << 30;
-  s.batch_size = 4096;
-  s.steps = 3;
-  s.warmup_steps = 1;
-  s.sharding.default_type = type;
-  s = es::with_resolved_backend(s, "test");
-  const std::string path = (calibration_dir() / name).string();
-  es::TrainerOptions o;
-  o.session_path = path;
-  o.session_overwrite = true;
-  EXPECT_EQ(es::run_training(s, es::plan_sharding(s), o).ended, es::RunEnd::complete);
-  sqlite3* db = nullptr;
-  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  EXPECT_EQ(sqlite3_exec(db, "UPDATE metadata SET value = '0' WHERE key = 'simulated'", nullptr, nullptr, nullptr), SQLITE_OK)
-      << sqlite3_errmsg(db);
-  sqlite3_close(db);
-  return path;
+  return embedscope::test_support::criteo_as_measured(kRoundNumbers, (calibration_dir() / name).string(), 2, type, 3, "");
 }
 }  // namespace
 

@@ -38,6 +38,25 @@ std::filesystem::path t37_ui_dir() {
   std::filesystem::create_directories(d);
   return d;
 }
+
+// The session `db` (in t37_ui_dir) of the Kineto trace file `trace`, imported; returns its path.
+std::string t37_import_trace(const std::string& trace, const std::string& db) {
+  const std::string path = (t37_ui_dir() / db).string();
+  sessions::SessionWriter w(path, true);
+  sessions::importers::import_kineto_json({trace}, w, {});
+  w.close("complete");
+  return path;
+}
+
+// The session `db` (in t37_ui_dir) of tests/data's training_p4.pickle, imported; returns its path.
+std::string t37_import_training_p4(const std::string& db) {
+  const std::string path = (t37_ui_dir() / db).string();
+  sessions::SessionWriter w(path, true);
+  sessions::torch_snapshot::import_torch_memory_snapshot(
+      std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/training_p4.pickle", w);
+  w.close("complete");
+  return path;
+}
 }  // namespace
 
 // onlyseg.pickle's content: one 2 MiB segment, no trace entry. The page says why it has no
@@ -86,13 +105,9 @@ TEST(Tester37Ui, TheSummarySaysUnknownForBytesATraceDidNotRecord) {
                            ev("cuda_runtime", "cudaLaunchKernel", 1, 1, 1015, 5, {{"correlation", 7}}),
                            ev("kernel", "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", 0, 7, 1050, 100,
                               {{"device", 0}, {"stream", 7}, {"correlation", 7}})}}};
-  const std::string trace = (t37_ui_dir() / "noargs.json").string(), path = (t37_ui_dir() / "noargs.db").string();
+  const std::string trace = (t37_ui_dir() / "noargs.json").string();
   std::ofstream(trace) << j.dump();
-  {
-    sessions::SessionWriter w(path, true);
-    sessions::importers::import_kineto_json({trace}, w, {});
-    w.close("complete");
-  }
+  const std::string path = t37_import_trace(trace, "noargs.db");
   SummaryView view(std::make_shared<const sessions::SessionReader>(path));
   ASSERT_TRUE(wait_for_analyses(&view));
   int unknown = 0, zero = 0;
@@ -115,13 +130,7 @@ TEST(Tester37Ui, TheSummarySaysUnknownForBytesATraceDidNotRecord) {
 // "fragmentation" column beside two peaks; it now shows the figure the Memory page and stats give
 // at peak allocated (21.3 % / 42.9 %) and says so.
 TEST(Tester37Ui, ASnapshotsSummaryFragmentationIsTheMemoryPagesAtPeak) {
-  namespace ts = sessions::torch_snapshot;
-  const std::string path = (t37_ui_dir() / "training_p4.db").string();
-  {
-    sessions::SessionWriter w(path, true);
-    ts::import_torch_memory_snapshot(std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/training_p4.pickle", w);
-    w.close("complete");
-  }
+  const std::string path = t37_import_training_p4("training_p4.db");
   SummaryView view(std::make_shared<const sessions::SessionReader>(path));
   ASSERT_TRUE(wait_for_analyses(&view));
   QStringList cells;
@@ -152,12 +161,9 @@ TEST(Tester37Ui, CompareAlignsStepsByOrdinalAndShowsEveryRank) {
     const nlohmann::json j{{"schemaVersion", 1},
                            {"distributedInfo", {{"rank", rank}, {"world_size", 2}}},
                            {"traceEvents", evs}};
-    const std::string trace = (t37_ui_dir() / (name + ".json")).string(), path = (t37_ui_dir() / (name + ".db")).string();
+    const std::string trace = (t37_ui_dir() / (name + ".json")).string();
     std::ofstream(trace) << j.dump();
-    sessions::SessionWriter w(path, true);
-    sessions::importers::import_kineto_json({trace}, w, {});
-    w.close("complete");
-    return std::make_shared<const sessions::SessionReader>(path);
+    return std::make_shared<const sessions::SessionReader>(t37_import_trace(trace, name + ".db"));
   };
   CompareView view({{"A", write("cmp_a", 0, {4, 5, 6})}, {"B", write("cmp_b", 1, {1009, 1010})}});
   view.resize(1200, 800);
@@ -192,13 +198,7 @@ TEST(Tester37Ui, AReadOnlyDataFolderIsNotWrittenIntoEvenByRoot) {
 // #20: Compare's header says a snapshot session is an imported memory snapshot (it read
 // "training_p4.pickle, complete on 2 ranks, cuda", like a run).
 TEST(Tester37Ui, CompareNamesASnapshotSessionAsOne) {
-  namespace ts = sessions::torch_snapshot;
-  const std::string path = (t37_ui_dir() / "cmp_snap.db").string();
-  {
-    sessions::SessionWriter w(path, true);
-    ts::import_torch_memory_snapshot(std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/training_p4.pickle", w);
-    w.close("complete");
-  }
+  const std::string path = t37_import_training_p4("cmp_snap.db");
   auto snap = std::make_shared<const sessions::SessionReader>(path);
   CompareView view({{"A", snap}, {"B", snap}});
   ASSERT_TRUE(wait_for_analyses(&view));
@@ -212,35 +212,19 @@ TEST(Tester37Ui, CompareNamesASnapshotSessionAsOne) {
 // #20: a snapshot session's Timeline tab says it has no ops and where its history is (it was an
 // empty axis "0 ns .. 800 ns"); a trace keeps its timeline.
 TEST(Tester37Ui, ASnapshotsTimelineTabSaysItHasNoOps) {
-  namespace ts = sessions::torch_snapshot;
-  const std::string path = (t37_ui_dir() / "tl_snap.db").string();
-  {
-    sessions::SessionWriter w(path, true);
-    ts::import_torch_memory_snapshot(std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/training_p4.pickle", w);
-    w.close("complete");
-  }
+  const std::string path = t37_import_training_p4("tl_snap.db");
   EXPECT_EQ(timeline_page_empty_reason(sessions::SessionReader(path)).rfind(
                 "No ops: a PyTorch memory snapshot records the caching allocator's history", 0),
             0U);
-  const std::string trace = (t37_ui_dir() / "tl_trace.json").string(), db = (t37_ui_dir() / "tl_trace.db").string();
+  const std::string trace = (t37_ui_dir() / "tl_trace.json").string();
   std::ofstream(trace) << R"({"traceEvents": [{"ph": "X", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]})";
-  {
-    sessions::SessionWriter w(db, true);
-    sessions::importers::import_kineto_json({trace}, w, {});
-    w.close("complete");
-  }
+  const std::string db = t37_import_trace(trace, "tl_trace.db");
   EXPECT_EQ(timeline_page_empty_reason(sessions::SessionReader(db)), "");
 }
 
 // #20: comparing two snapshot sessions (no steps) shows a sentence, not two bare chart axes.
 TEST(Tester37Ui, CompareOfSessionsWithoutStepsSaysWhyThereAreNoCharts) {
-  namespace ts = sessions::torch_snapshot;
-  const std::string path = (t37_ui_dir() / "cmp_nosteps.db").string();
-  {
-    sessions::SessionWriter w(path, true);
-    ts::import_torch_memory_snapshot(std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/training_p4.pickle", w);
-    w.close("complete");
-  }
+  const std::string path = t37_import_training_p4("cmp_nosteps.db");
   auto snap = std::make_shared<const sessions::SessionReader>(path);
   CompareView view({{"A", snap}, {"B", snap}});
   ASSERT_TRUE(wait_for_analyses(&view));
@@ -255,12 +239,7 @@ TEST(Tester37Ui, CompareOfSessionsWithoutStepsSaysWhyThereAreNoCharts) {
 TEST(Tester37Ui, CompareOfATraceSaysToImportItFirst) {
   const std::string trace = (t37_ui_dir() / "cmp_trace.json").string();
   std::ofstream(trace) << R"({"traceEvents": [{"ph": "X", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]})";
-  const std::string db = (t37_ui_dir() / "cmp_trace_ok.db").string();
-  {
-    sessions::SessionWriter w(db, true);
-    sessions::importers::import_kineto_json({trace}, w, {});
-    w.close("complete");
-  }
+  const std::string db = t37_import_trace(trace, "cmp_trace_ok.db");
   MainWindow w;
   const QString err = w.open_compare({QString::fromStdString(db), QString::fromStdString(trace)}, true);
   EXPECT_TRUE(err.contains("not an SQLite database")) << err.toStdString();
