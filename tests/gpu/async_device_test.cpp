@@ -62,6 +62,8 @@ TEST(CudaAsyncDevice, LookupAndUpdateEqualTheReferenceAndAllocateNothingAfterWar
   constexpr int64_t rows = 1000, cols = 64;
   const auto host = ed::host_rank_device(0);
   ed::CudaRankDevice gpu(0);
+  host->bind_thread();  // the host stand-in refuses calls from a thread bound to no device
+  gpu.bind_thread();
   host->prepare_shard(rows, cols);
   gpu.prepare_shard(rows, cols);
   EXPECT_EQ(gpu.sync_calls().total(), 0);  // the plan was built by prepare_shard, not counted

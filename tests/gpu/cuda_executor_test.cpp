@@ -140,16 +140,17 @@ TEST(CudaExecutor, ScaledCriteoWritesASessionWithGpuLanesKernelsAndCollectives) 
 TEST(CudaExecutor, SmallDeviceEndsOomWithTheSnapshot) {
   REQUIRE_GPUS(1);
   WorkloadSpec s = load_preset("tiny");
-  s.devices.count = 2;  // on one GPU: two ranks of 39 MiB each
+  s.devices.count = 2;  // on one GPU: two ranks of 28 MiB each
   s.devices.backend = Backend::cuda;
-  // fits the plan (refused below 38,144 KiB) but the caching allocator's step 1 needs more (the
-  // cpu backend ends oom with these figures from 38,144 KiB to beyond 40 MiB); base, as when
-  // the cuda backend ran no other pipeline (not the cpu test's semi_sync fragmentation)
-  s.pipeline = PipelineKind::base;
+  // the host stand-in's GpuPlacement.TwoRanksOnOneEmulatedDeviceEndOomWithTheSnapshot on the
+  // GPU: the plan fits (the estimate counts the dense part's device copies since session 39, so
+  // the old base / 39 MiB shape is refused before it runs), semi_sync's batches in flight
+  // fragment the caching allocator in step 1 and a rank's arena runs out
+  s.pipeline = PipelineKind::semi_sync;
   s.steps = 3;
   s.warmup_steps = 1;
-  s.batch_size = 20000;
-  s.devices.memory_bytes = 39 << 20;
+  s.batch_size = 8000;
+  s.devices.memory_bytes = 28 << 20;
   TrainerOptions opt;
   opt.session_path = temp_session("oom");
   opt.session_overwrite = true;
