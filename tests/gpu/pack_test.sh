@@ -178,6 +178,15 @@ SH
   expect b.txt '^cupti_test +TIMEOUT +' "the sleeping test is cut"
   expect b.txt '^bench_gpu_runtime +NOT RUN \(budget\) ' "the budget runs out"
   [ $bad -eq 0 ] || cat b.txt
+  # run C: only the rows EMBEDSCOPE_DEVICE_CHECKS_ONLY names (the crashing engine_gpu_test is left out)
+  mkdir -p "$T/c" && cd "$T/c" || exit 1
+  EMBEDSCOPE_DEVICE_CHECKS_ONLY='gpu_runtime|bench_gpu_runtime' TMPDIR=$T "$T/runner_a.sh" --prebuilt "$T/fake.tar.zst" c.txt >out.txt 2>&1
+  rc=$?
+  [ $rc -eq 1 ] || { echo "FAIL: run C exited $rc (1 expected: the missing library of run A)"; bad=1; }
+  expect c.txt "^engine_gpu_test +not selected +0 +EMBEDSCOPE_DEVICE_CHECKS_ONLY='gpu_runtime\|bench_gpu_runtime'$" "a row left out"
+  expect c.txt '^gpu_runtime_test +passed ' "a selected test row"
+  expect c.txt '^bench_gpu_runtime +ran ' "a selected bench row"
+  [ $bad -eq 0 ] || cat c.txt
 }
 
 case $mode in

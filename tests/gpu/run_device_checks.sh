@@ -28,6 +28,9 @@
 #                                 summary table to SUMMARY_FILE (default device-checks-summary.txt
 #                                 in the current directory; logs and benchmark JSON beside it in
 #                                 SUMMARY_FILE's name with .logs) and to stdout.
+#                                 EMBEDSCOPE_DEVICE_CHECKS_ONLY=REGEX runs only the rows whose
+#                                 name matches (grep -E), e.g. 'engine_gpu_test|bench_gpu_kernels'
+#                                 to rerun what failed; the others read "not selected".
 #                                 EMBEDSCOPE_PREBUILT_GLIBC=auto|system|pack picks whose glibc runs
 #                                 the executables (auto: the pack's only when the system's is older
 #                                 than the pack needs). EMBEDSCOPE_PREBUILT_KEEP=1 keeps the temp dir.
@@ -417,6 +420,13 @@ run_workload() {  # run_workload ROW LIMIT_S EXPECTED_EXIT ENV ARGS : the packed
   rows+=("$name|$result|$secs|$detail")
 }
 
+selected() {  # selected ROW : true unless EMBEDSCOPE_DEVICE_CHECKS_ONLY is set and ROW does not match it
+  [ -z "${EMBEDSCOPE_DEVICE_CHECKS_ONLY:-}" ] && return 0
+  grep -qE -- "$EMBEDSCOPE_DEVICE_CHECKS_ONLY" <<<"$1" && return 0
+  rows+=("$1|not selected|0|EMBEDSCOPE_DEVICE_CHECKS_ONLY='$EMBEDSCOPE_DEVICE_CHECKS_ONLY'")
+  return 1
+}
+
 prebuilt_mode() {
   [ $# -ge 1 ] || die "--prebuilt needs PACK.tar.zst (usage: --prebuilt PACK.tar.zst [SUMMARY_FILE])"
   local pack summary_file
@@ -527,15 +537,15 @@ for p in nvidia.__path__: print("\n".join(sorted(glob.glob(p + "/*/lib"))))' 2>/
   local t row exe filter limit
   for t in "${PREBUILT_TESTS[@]}"; do
     IFS='|' read -r row exe filter limit <<<"$t"
-    run_gtest "$row" "$exe" "$filter" "$limit"
+    selected "$row" && run_gtest "$row" "$exe" "$filter" "$limit"
   done
   for t in "${PREBUILT_WORKLOADS[@]}"; do
     IFS='|' read -r row limit expect env args <<<"$t"
-    run_workload "$row" "$limit" "$expect" "$env" "$args"
+    selected "$row" && run_workload "$row" "$limit" "$expect" "$env" "$args"
   done
   for t in "${PREBUILT_BENCHES[@]}"; do
     IFS='|' read -r row limit <<<"$t"
-    run_bench "$row" "$limit"
+    selected "$row" && run_bench "$row" "$limit"
   done
   echo; summary | tee "$summary_file"
   echo "summary: $summary_file; logs: $log_dir"
