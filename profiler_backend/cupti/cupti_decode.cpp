@@ -30,6 +30,7 @@ void write_gpu_trace_metadata(sessions::SessionWriter& w, int64_t dropped, const
   w.set_metadata(sessions::meta::kCuptiRecords, std::to_string(stats.records));
   w.set_metadata(sessions::meta::kCuptiUnknownRecords, std::to_string(stats.unknown_kind));
   w.set_metadata(sessions::meta::kCuptiLaunchesDropped, std::to_string(stats.launches_dropped));
+  w.set_metadata(sessions::meta::kCuptiDeviceRankFallbacks, std::to_string(stats.device_rank_fallbacks));
   w.set_metadata(sessions::meta::kGpuClockOffsetNs, std::to_string(start.offset_ns));
   w.set_metadata(sessions::meta::kGpuClockDriftNs, std::to_string(clock_drift_ns(start, end)));
 }

@@ -160,6 +160,17 @@ TEST(CuptiRankOfThread, EachRanksCudaMallocAndCopiesAreItsOwn) {
   EXPECT_EQ(ev[3].rank, 1);
   // the main thread's cudaMalloc and cudaDeviceSynchronize: the two charged to the device's rank
   EXPECT_EQ(d.stats().device_rank_fallbacks, 2);
+  // and the session says so (cupti_device_rank_fallbacks)
+  const auto path =
+      std::filesystem::temp_directory_path() / ("es_cupti_fallbacks_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    profiler::write_gpu_trace_metadata(w, 0, d.stats(), {}, {});
+    w.close("complete");
+  }
+  EXPECT_EQ(sessions::SessionReader(path.string()).meta("cupti_device_rank_fallbacks"), "2");
+  std::filesystem::remove(path);
 }
 
 // cudaMalloc's MEMORY2 record can reach a drain before its runtime record (another buffer):

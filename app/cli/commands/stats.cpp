@@ -68,6 +68,7 @@ std::string cold_step_text(const ss::SessionReader& session, const ss::RunStats&
 std::string gpu_trace_loss_text(const ss::SessionReader& session) {
   const long long records = std::atoll(session.meta(ss::meta::kCuptiDroppedRecords, "0").c_str());
   const long long launches = std::atoll(session.meta(ss::meta::kCuptiLaunchesDropped, "0").c_str());
+  const long long guessed = std::atoll(session.meta(ss::meta::kCuptiDeviceRankFallbacks, "0").c_str());
   std::string out;
   if (records > 0)
     out += fmt::format("GPU trace    CUPTI dropped {} activity record{} (its buffers were full): the GPU lanes miss them\n",
@@ -76,6 +77,13 @@ std::string gpu_trace_loss_text(const ss::SessionReader& session) {
     out += fmt::format("GPU trace    {} kernel launch{} forgotten before the kernel came (the launch table was full): "
                        "those kernels have no launch time or API\n",
                        launches, launches == 1 ? " was" : "es were");
+  // only a guess where ranks share a GPU: with one rank per GPU the device's rank is the rank
+  bool shared = false;
+  for (const auto& g : ss::rank_gpus(session.ranks())) shared = shared || g.ranks.size() > 1;
+  if (guessed > 0 && shared)
+    out += fmt::format("GPU trace    {} GPU op{} or allocation{} came from no rank's stream or thread: charged to the "
+                       "last rank on {} GPU (a guess: ranks share it)\n",
+                       guessed, guessed == 1 ? "" : "s", guessed == 1 ? "" : "s", guessed == 1 ? "its" : "their");
   return out;
 }
 
@@ -318,7 +326,9 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     j["gpus_text"] = on_gpus.empty() ? json() : json(on_gpus.substr(1));  // "sharing 1 GPU (NVIDIA H200 (cuda:0))"
     if (!session.meta(ss::meta::kCuptiRecords).empty())
       j["gpu_trace"] = {{"dropped_records", std::atoll(session.meta(ss::meta::kCuptiDroppedRecords, "0").c_str())},
-                        {"launches_dropped", std::atoll(session.meta(ss::meta::kCuptiLaunchesDropped, "0").c_str())}};
+                        {"launches_dropped", std::atoll(session.meta(ss::meta::kCuptiLaunchesDropped, "0").c_str())},
+                        {"device_rank_fallbacks",
+                         std::atoll(session.meta(ss::meta::kCuptiDeviceRankFallbacks, "0").c_str())}};
     if (!kernels.empty()) j["gpu_kernels"] = gpu_kernels_json(kernels, keep_last_step);
     if (!memory.empty()) j["memory"] = memory_json(memory);
     if (!flight.empty()) j["flight_recorder"] = flight_recorder_json(flight);

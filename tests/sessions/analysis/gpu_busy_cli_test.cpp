@@ -26,6 +26,7 @@ std::string cuda_like_session() {
   w.set_metadata("cupti_records", "100");  // what the GPU trace lost (tester38 #7)
   w.set_metadata("cupti_dropped_records", "3");
   w.set_metadata("cupti_launches_dropped", "1");
+  w.set_metadata("cupti_device_rank_fallbacks", "2");
   for (int r = 0; r < 2; ++r) {
     w.add_rank({r, "h", "NVIDIA H200 (cuda:0)", 1 << 30});
     w.add_lane({r, 0, "compute", "thread"});
@@ -68,6 +69,9 @@ TEST(GpuBusyCli, StatsSaysHowBusyTheSharedGpuWasAndWhatTheHostWaited) {
             std::string::npos) << r.out;
   EXPECT_NE(r.out.find("GPU trace    CUPTI dropped 3 activity records (its buffers were full)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("GPU trace    1 kernel launch was forgotten before the kernel came"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GPU trace    2 GPU ops or allocations came from no rank's stream or thread: charged to the last "
+                       "rank on their GPU (a guess: ranks share it)"),
+            std::string::npos) << r.out;
   r = cli("stats --json " + db);
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
@@ -77,6 +81,7 @@ TEST(GpuBusyCli, StatsSaysHowBusyTheSharedGpuWasAndWhatTheHostWaited) {
   EXPECT_EQ(j["ranks"][1]["window_ns"], 1000000);
   EXPECT_EQ(j["gpu_trace"]["dropped_records"], 3);
   EXPECT_EQ(j["gpu_trace"]["launches_dropped"], 1);
+  EXPECT_EQ(j["gpu_trace"]["device_rank_fallbacks"], 2);
   // which ranks shared which GPU (tester38 #11), as the text says it
   ASSERT_EQ(j["gpus"].size(), 1u);
   EXPECT_EQ(j["gpus"][0]["device"], "NVIDIA H200 (cuda:0)");

@@ -151,7 +151,8 @@ const char* memcpy_name(uint8_t copy_kind);
 
 /// Stores the GPU tracer's counters in the session metadata (FORMAT.md), next to the CPU
 /// tracer's `dropped_records`: cupti_dropped_records (`dropped`), cupti_records,
-/// cupti_unknown_records, cupti_launches_dropped, gpu_clock_offset_ns (`start`'s offset),
+/// cupti_unknown_records, cupti_launches_dropped, cupti_device_rank_fallbacks,
+/// gpu_clock_offset_ns (`start`'s offset),
 /// gpu_clock_drift_ns (end - start offsets).
 void write_gpu_trace_metadata(sessions::SessionWriter& w, int64_t dropped, const DecodeStats& stats,
                               const ClockCalibration& start, const ClockCalibration& end);

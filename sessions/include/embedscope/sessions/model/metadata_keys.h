@@ -138,6 +138,9 @@ inline constexpr const char* kCuptiUnknownRecords = "cupti_unknown_records";
 /// GPU runs: CUPTI runtime calls dropped from the full launch table before their kernel came
 /// (those kernels have no launch), decimal.
 inline constexpr const char* kCuptiLaunchesDropped = "cupti_launches_dropped";
+/// GPU runs: GPU ops and MEMORY2 events whose rank neither their stream nor the thread of their
+/// runtime call gave, charged to their device's last rank (a guess when ranks share a GPU), decimal.
+inline constexpr const char* kCuptiDeviceRankFallbacks = "cupti_device_rank_fallbacks";
 /// GPU runs: host ns minus CUPTI ns at the start, decimal.
 inline constexpr const char* kGpuClockOffsetNs = "gpu_clock_offset_ns";
 /// GPU runs: how much that offset changed by the end, ns, decimal.
