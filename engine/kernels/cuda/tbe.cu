@@ -238,10 +238,12 @@ __device__ __forceinline__ void row_grads_to_registers(const TbeTable& tab, int6
 }
 
 // One warp per distinct row u < *num_runs: its gradient (row_grad) and the optimizer update of
-// apply_row_optimizer, columns lane, lane + 32, ... A row of at most kWarp x kGradRegs columns
-// has its gradient gathered once into registers (rowwise_adagrad uses it twice: the squared
-// norm, then the step; gathering it twice was 65% of a 1M x 128 backward on an H200, session 38's
-// ncu); a wider row computes row_grad per use. Same values either way, bit for bit.
+// apply_row_optimizer, columns lane, lane + 32, ... The kernel is latency-bound (session 38's
+// ncu on an H200: 175 of a 1M x 128 backward's 271 us, DRAM 13% busy), a chain of dependent
+// loads per warp, so a row of at most kWarp x kGradRegs columns has its gradient gathered once
+// into registers (rowwise_adagrad used it twice: the squared norm, then the step) and, for sgd
+// and rowwise_adagrad, its weights and state loaded before the gather; a wider row computes
+// row_grad per use. Same values either way, bit for bit.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     tbe_update_kernel(const TbeTable* __restrict__ tables, const int64_t* __restrict__ row_cumsum, int num_tables,
@@ -269,6 +271,41 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t start = run_starts[u], count = run_counts[u];
   T* w = weights + tab.weights_offset + row * tab.dim;
   const bool in_registers = tab.dim <= int64_t{kWarp} * kGradRegs;  // the same for the whole warp
+  const auto type = static_cast<OptimizerType>(opt.type);
+  if (in_registers && type != OptimizerType::adam) {
+    // the row's weights (and its rowwise state) loaded before the gradient is gathered, so that
+    // their loads overlap the gather's chain of dependent loads instead of following it
+    float wv[kGradRegs], gr[kGradRegs];
+#pragma unroll
+    for (int k = 0; k < kGradRegs; ++k) {
+      const int64_t c = lane + int64_t{k} * kWarp;
+      wv[k] = c < tab.dim ? to_float(w[c]) : 0.0f;
+    }
+    float* m = type == OptimizerType::rowwise_adagrad ? momentum1 + tab.momentum1_offset + row : nullptr;
+    const float m_before = m ? *m : 0.0f;
+    row_grads_to_registers(tab, t, batch_size, lane, sorted_pos, bag_of, start, count, bag_scale, offsets, grad_out, gr);
+    float step = opt.lr;  // sgd: w -= lr g
+    if (m) {
+      float sq = 0.0f;  // columns in the order of the general path below: lane, lane + 32, ...
+#pragma unroll
+      for (int k = 0; k < kGradRegs; ++k)
+        if (lane + int64_t{k} * kWarp < tab.dim) sq = __fadd_rn(sq, __fmul_rn(gr[k], gr[k]));
+#pragma unroll
+      for (int d = kWarp / 2; d > 0; d /= 2) sq = __fadd_rn(sq, __shfl_xor_sync(kFullMask, sq, d));
+      const float mv = __fadd_rn(m_before, __fdiv_rn(sq, static_cast<float>(tab.dim)));
+      __syncwarp();
+      if (lane == 0) *m = mv;
+      step = __fdiv_rn(opt.lr, __fadd_rn(__fsqrt_rn(mv), opt.eps));
+    }
+#pragma unroll
+    for (int k = 0; k < kGradRegs; ++k) {
+      const int64_t c = lane + int64_t{k} * kWarp;
+      if (c < tab.dim) w[c] = from_float<T>(__fsub_rn(wv[k], __fmul_rn(step, gr[k])));
+    }
+    return;
+  }
+  // rows wider than kWarp x kGradRegs columns, and adam: the gradient per use (row_grad), or
+  // gathered once for adam's narrow rows
   float gr[kGradRegs];
   if (in_registers)
     row_grads_to_registers(tab, t, batch_size, lane, sorted_pos, bag_of, start, count, bag_scale, offsets, grad_out, gr);
@@ -283,15 +320,15 @@ __global__ void __launch_bounds__(kThreads)
     }
     return row_grad(tab, t, batch_size, c, sorted_pos, bag_of, start, count, bag_scale, offsets, grad_out);
   };
-  switch (static_cast<OptimizerType>(opt.type)) {
+  switch (type) {
     case OptimizerType::sgd:
-      for (int64_t c = lane, k = 0; c < tab.dim; c += kWarp, ++k)
-        w[c] = from_float<T>(__fsub_rn(to_float(w[c]), __fmul_rn(opt.lr, grad(c, static_cast<int>(k)))));
+      for (int64_t c = lane; c < tab.dim; c += kWarp)
+        w[c] = from_float<T>(__fsub_rn(to_float(w[c]), __fmul_rn(opt.lr, grad(c, 0))));
       break;
     case OptimizerType::rowwise_adagrad: {
       float sq = 0.0f;
-      for (int64_t c = lane, k = 0; c < tab.dim; c += kWarp, ++k) {
-        const float g = grad(c, static_cast<int>(k));
+      for (int64_t c = lane; c < tab.dim; c += kWarp) {
+        const float g = grad(c, 0);
         sq = __fadd_rn(sq, __fmul_rn(g, g));
       }
 #pragma unroll
@@ -301,15 +338,15 @@ __global__ void __launch_bounds__(kThreads)
       __syncwarp();
       if (lane == 0) *m = mv;
       const float step = __fdiv_rn(opt.lr, __fadd_rn(__fsqrt_rn(mv), opt.eps));
-      for (int64_t c = lane, k = 0; c < tab.dim; c += kWarp, ++k)
-        w[c] = from_float<T>(__fsub_rn(to_float(w[c]), __fmul_rn(step, grad(c, static_cast<int>(k)))));
+      for (int64_t c = lane; c < tab.dim; c += kWarp)
+        w[c] = from_float<T>(__fsub_rn(to_float(w[c]), __fmul_rn(step, grad(c, 0))));
       break;
     }
     case OptimizerType::adam: {
       float* m1 = momentum1 + tab.momentum1_offset + row * tab.dim;
       float* m2 = momentum2 + tab.momentum2_offset + row * tab.dim;
       for (int64_t c = lane, k = 0; c < tab.dim; c += kWarp, ++k) {
-        const float g = grad(c, static_cast<int>(k));
+        const float g = grad(c, static_cast<int>(k));  // k < kGradRegs whenever in_registers
         const float a = __fadd_rn(__fmul_rn(opt.b1, m1[c]), __fmul_rn(opt.one_minus_b1, g));
         const float v = __fadd_rn(__fmul_rn(opt.b2, m2[c]), __fmul_rn(__fmul_rn(opt.one_minus_b2, g), g));
         m1[c] = a;
