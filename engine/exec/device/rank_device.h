@@ -1,7 +1,8 @@
 #pragma once
 // The device of one rank of the cuda executor, as the threaded executor (exec/threaded/) uses it: its
 // memory (an allocator whose blocks the host cannot touch: DeviceBuffer keeps host copies),
-// copies, the shard lookup and row optimizer, and the MLP layers. Implementations: the GPU
+// copies (2-D ones too), the shard lookup and row optimizer, and the MLP layers (the resident
+// dense part's kernels: exec/threaded/rank_dense_device.h). Implementations: the GPU
 // (CudaRankDevice, cuda_executor.h) and host memory standing in for one
 // (host_rank_device: TrainerOptions::emulate_device, so the device path is tested without a
 // GPU). Internal to the engine.

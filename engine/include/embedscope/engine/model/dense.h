@@ -160,7 +160,9 @@ class DenseModel {
   /// the cuda executor runs them on the GPU (cuBLAS, bce_with_logits_cuda, sgd_step_cuda). Same
   /// arguments and contract (host pointers); an empty function keeps the host one. `loss`
   /// returns the mean loss; `sgd` gets num_params() parameters. The dot interaction likewise
-  /// (dot_forward / dot_backward); cat (no arithmetic) and DCN stay here.
+  /// (dot_forward / dot_backward); cat (no arithmetic) and DCN stay here. The cuda executor
+  /// uses this per-call path only where the dense part cannot be resident (DCN-v2, "dense":
+  /// null); a dot / cat dense part is resident instead (make_resident).
   struct LinearOps {
     std::function<void(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
                        float* y)>
