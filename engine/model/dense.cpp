@@ -333,6 +333,10 @@ std::vector<std::pair<int64_t, int64_t>> dense_buckets(const std::vector<std::pa
 }
 
 void DenseModel::sgd_step(float lr, const float* grad) {
+  if (device_) {
+    sgd_step_resident(lr, grad);
+    return;
+  }
   if (ops_.sgd) {
     ops_.sgd(num_params_, lr, grad, params_.data());
     return;

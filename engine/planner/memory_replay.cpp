@@ -198,7 +198,9 @@ class Replay {
         mine_(L.slots_to[static_cast<size_t>(rank)]),
         recv_ids_(received_ids_quantile(spec, L, shares, rank, max_quantile_z(spec.warmup_steps + spec.steps))),
         device_path_(spec.devices.backend == Backend::cuda),
-        dense_calls_(device_path_ ? dense_device_calls(spec, L.dim, L.B) : std::vector<std::vector<int64_t>>{}) {}
+        resident_(device_path_ && dense_resident_supported(spec)),
+        dense_calls_(device_path_ && !resident_ ? dense_device_calls(spec, L.dim, L.B)
+                                                : std::vector<std::vector<int64_t>>{}) {}
 
   ReplayedMemory run() {
     setup();
@@ -324,7 +326,10 @@ class Replay {
     const DenseSizes d = dense_sizes(spec_, L_.dim);
     first_dense_ = take(2 * d.num_params * 4).size;  // parameters + gradients
     out_.dense = first_dense_;
-    activation_bytes_ = L_.B * d.activation_floats_per_sample * 4;
+    // a resident dense part (the cuda rank's dot / cat model, DenseModel::make_resident): its
+    // activations' block holds every activation and activation gradient on the device
+    activation_bytes_ = L_.B * (resident_ ? dense_resident_activation_floats_per_sample(spec_, L_.dim)
+                                          : d.activation_floats_per_sample) * 4;
   }
 
   int64_t node_width(int node) const { return L_.node_width(node); }
@@ -404,7 +409,7 @@ class Replay {
     for (const int64_t d : L_.dim) dpooled.push_back(take(B * d * f32, bi));
     Allocation act = take(activation_bytes_, bi);
     out_.dense = std::max(out_.dense, first_dense_ + act.size);
-    if (device_path_)  // the cuda rank's copies of each dense call, under `act`
+    if (device_path_ && !resident_)  // the cuda rank's copies of each dense call, under `act`
       for (const auto& call : dense_calls_) out_.dense = std::max(out_.dense, first_dense_ + act.size + staged(call, bi));
     give(act);
     free_all(b.pooled);
@@ -445,7 +450,7 @@ class Replay {
     }
     // the dense optimizer, before the batch's gradients go (rank_train.cpp): on the cuda rank its
     // parameters and gradients copied to the device for sgd_step
-    if (device_path_) {
+    if (device_path_ && !resident_) {  // resident: the step runs on the "dense" block itself
       const int64_t n = dense_sizes(spec_, L_.dim).num_params;
       out_.dense = std::max(out_.dense, first_dense_ + staged({n, n}, bi));
     }
@@ -470,6 +475,7 @@ class Replay {
   const std::vector<int>& mine_;
   int64_t recv_ids_;  // ids received for the local slots in one batch
   bool device_path_;  // the cuda backend: the dense part's device copies (dense_device_calls)
+  bool resident_;     // the cuda backend's resident dense part: no per-call copies
   std::vector<std::vector<int64_t>> dense_calls_;
   std::map<int64_t, Blocks> batches_;
   std::map<int64_t, int64_t> batch_of_;  // per live allocation id: its batch (-1: setup)

@@ -63,8 +63,9 @@ double max_quantile_z(int64_t batches);
 /// a hashed table maps those distinct ids onto hash_size rows the same way (uniformly).
 int64_t expected_distinct_rows(const WorkloadSpec& spec, const Layout& L, int table);
 
-/// The device copies the cuda rank makes for each call of the dense part in one train phase
-/// (exec/threaded/rank.cpp dense_layers_on_gpu), in call order - bottom MLP forward, dot
+/// The device copies the cuda rank makes for each call of a dense part that is not resident
+/// (DCN-v2, "dense": null; exec/threaded/rank.cpp dense_layers_on_gpu) in one train phase - the
+/// replay uses it for those only - in call order - bottom MLP forward, dot
 /// interaction forward, top MLP forward, the loss, top MLP backward, dot backward, bottom MLP
 /// backward - each call the floats of its buffers in the order it takes them (given back in
 /// reverse when it returns): a layer's forward x, W, b, y (B x in, out x in, out, B x out); its
@@ -79,7 +80,8 @@ struct ReplayedMemory {
   int64_t weights = 0;          ///< the shards' weight blocks
   int64_t optimizer_state = 0;  ///< the shards' optimizer state blocks
   int64_t dense = 0;            ///< dense parameters + gradients, and the activations' block (on
-                                ///< cuda with the largest dense call's device copies under it)
+                                ///< cuda: the resident layout's for dot / cat, else with the
+                                ///< largest dense call's device copies under it)
   int64_t peak = 0;             ///< peak allocated over the replayed iterations
   int64_t ahead_at_peak = 0;    ///< at the peak: blocks of batches after the one training
   int64_t cache = 0;            ///< host_cached shards' device caches (model/host_cache.h)
@@ -97,9 +99,11 @@ struct ReplayedMemory {
 /// iterations repeat the steady state's sizes, and the last two start fewer batches) with
 /// batches of received_ids_quantile's size (z of max_quantile_z over all the run's iterations), through an allocator of spec.memory's kind (caching
 /// for cuda_async), capacity unbounded (the fit is checked afterwards). With devices.backend cuda
-/// the rank's device copies of the dense part too: each dense call's (dense_device_calls) under
-/// the activations' block, the SGD step's parameters and gradients before the batch's gradients
-/// go. Not replayed: memory compaction, live rebalancing, the cuda backend's copies of the
+/// a dot / cat dense part is resident on the device: its activations' block has the resident
+/// layout (dense_resident_activation_floats_per_sample, model/dense.h) and nothing else is
+/// copied; DCN-v2 and "dense": null keep the per-call path: each dense call's copies
+/// (dense_device_calls) under the activations' block, the SGD step's parameters and gradients
+/// before the batch's gradients go. Not replayed: memory compaction, live rebalancing, the cuda backend's copies of the
 /// lookups' ids and the updates' rows (transient per shard; below the dense part's in every
 /// preset measured, tests/engine/planner/cuda_staging_estimate_test.cpp). Cost O(iterations x (slots +
 /// features + sharding modules)) allocator calls a rank, and expected_distinct_rows once per

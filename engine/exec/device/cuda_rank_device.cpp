@@ -153,6 +153,19 @@ void CudaRankDevice::copy_on_device(void* dst, const void* src, int64_t bytes) c
         "cudaMemcpyAsync device to device");
 }
 
+void CudaRankDevice::copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width_bytes,
+                             int64_t rows, CopyKind kind) const {
+  if (rows <= 0 || width_bytes <= 0) return;
+  const cudaMemcpyKind k = kind == CopyKind::host_to_device   ? cudaMemcpyHostToDevice
+                           : kind == CopyKind::device_to_host ? cudaMemcpyDeviceToHost
+                                                              : cudaMemcpyDeviceToDevice;
+  // cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, stream)
+  check(cudaMemcpy2DAsync(dst, static_cast<size_t>(dst_pitch), src, static_cast<size_t>(src_pitch),
+                          static_cast<size_t>(width_bytes), static_cast<size_t>(rows), k, stream_),
+        "cudaMemcpy2DAsync");
+  if (kind == CopyKind::device_to_host) check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
 void CudaRankDevice::low_rank_lookup(const float* a, int64_t rows, int64_t r, const float* b, int64_t dim,
                                      const int64_t* ids, const int64_t* offsets, int64_t n_bags, const float* scale,
                                      float* p, float* out) const {

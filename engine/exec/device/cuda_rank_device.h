@@ -92,6 +92,10 @@ class CudaRankDevice final : public RankDevice {
   void dot_backward(int64_t B, int64_t F, int64_t d0, const float* x0, const float* dr, float* dx0) const override;
   /// cudaMemcpyAsync device to device on the compute stream; does not wait.
   void copy_on_device(void* dst, const void* src, int64_t bytes) const override;
+  /// cudaMemcpy2DAsync on the compute stream (cudaMemcpyHostToDevice / DeviceToHost /
+  /// DeviceToDevice by `kind`); device_to_host then waits for the stream (cudaStreamSynchronize).
+  void copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width_bytes, int64_t rows,
+               CopyKind kind) const override;
   /// tbe_forward of A (its prepared rows x r plan) into p, then low_rank_project_cuda into out;
   /// on the compute stream, does not wait.
   void low_rank_lookup(const float* a, int64_t rows, int64_t r, const float* b, int64_t dim, const int64_t* ids,

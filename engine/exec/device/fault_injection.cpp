@@ -94,6 +94,10 @@ class FaultyDevice final : public RankDevice {
     in_->dot_backward(B, F, d0, x0, dr, dx0);
   }
   void copy_on_device(void* dst, const void* src, int64_t bytes) const override { in_->copy_on_device(dst, src, bytes); }
+  void copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width_bytes, int64_t rows,
+               CopyKind kind) const override {
+    in_->copy_2d(dst, dst_pitch, src, src_pitch, width_bytes, rows, kind);
+  }
   void low_rank_lookup(const float* a, int64_t rows, int64_t r, const float* b, int64_t dim, const int64_t* ids,
                        const int64_t* offsets, int64_t n_bags, const float* scale, float* p, float* out) const override {
     in_->low_rank_lookup(a, rows, r, b, dim, ids, offsets, n_bags, scale, p, out);

@@ -143,6 +143,16 @@ class HostRankDevice final : public RankDevice {
     engine::dot_interaction_backward(B, F, d0, x0, dr, dx0);
   }
   void copy_on_device(void* dst, const void* src, int64_t bytes) const override { copy(dst, src, bytes); }
+  void copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width_bytes, int64_t rows,
+               CopyKind) const override {
+    check_bound("copy_2d");
+    if (rows <= 0 || width_bytes <= 0) return;
+    if (dst_pitch < width_bytes || src_pitch < width_bytes)
+      throw std::invalid_argument("copy_2d: a pitch below the width (" + std::to_string(width_bytes) + " B)");
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch,
+                  static_cast<size_t>(width_bytes));
+  }
   // the host kernels themselves (bit for bit the cpu backend's); p is not needed there
   void low_rank_lookup(const float* a, int64_t rows, int64_t r, const float* b, int64_t dim, const int64_t* ids,
                        const int64_t* offsets, int64_t n_bags, const float* scale, float*, float* out) const override {
@@ -213,5 +223,20 @@ void add_step_sync_calls(bool measured, int64_t calls) {
 }
 
 StepSyncCallTotals step_sync_call_totals() { return {g_warmup_sync_calls.load(), g_measured_sync_calls.load()}; }
+
+namespace {
+std::atomic<int64_t> g_dense_h2d{0}, g_dense_d2h{0}, g_dense_h2d_bytes{0}, g_dense_d2h_bytes{0};
+}  // namespace
+
+void add_dense_copies(const DenseCopyTotals& step) {
+  g_dense_h2d.fetch_add(step.host_to_device);
+  g_dense_d2h.fetch_add(step.device_to_host);
+  g_dense_h2d_bytes.fetch_add(step.host_to_device_bytes);
+  g_dense_d2h_bytes.fetch_add(step.device_to_host_bytes);
+}
+
+DenseCopyTotals dense_copy_totals() {
+  return {g_dense_h2d.load(), g_dense_d2h.load(), g_dense_h2d_bytes.load(), g_dense_d2h_bytes.load()};
+}
 
 }  // namespace embedscope::engine::detail

@@ -1,7 +1,8 @@
 #pragma once
 // The device of one rank of the cuda executor, as the threaded executor (exec/threaded/) uses it: its
 // memory (an allocator whose blocks the host cannot touch: DeviceBuffer keeps host copies),
-// copies, the shard lookup and row optimizer, and the MLP layers. Implementations: the GPU
+// copies (2-D ones too), the shard lookup and row optimizer, and the MLP layers (the resident
+// dense part's kernels: exec/threaded/rank_dense_device.h). Implementations: the GPU
 // (CudaRankDevice, cuda_executor.h) and host memory standing in for one
 // (host_rank_device: TrainerOptions::emulate_device, so the device path is tested without a
 // GPU). Internal to the engine.
@@ -109,6 +110,18 @@ class RankDevice : public IntraDeviceOps {
   /// work (on a GPU cudaMemcpyAsync on the compute stream; does not wait). The cache of a
   /// host_cached table moves its hits and insertions with it (model/host_cache.h).
   virtual void copy_on_device(void* dst, const void* src, int64_t bytes) const = 0;
+  /// The direction of a copy_2d.
+  enum class CopyKind { host_to_device, device_to_host, device_to_device };
+  /// A 2-D copy (cudaMemcpy2DAsync's semantics): `rows` rows of `width_bytes` bytes, row r from
+  /// src + r * src_pitch to dst + r * dst_pitch (pitches in bytes, >= width_bytes). `kind` says
+  /// which side is device memory. On a GPU cudaMemcpy2DAsync on the compute stream, in order
+  /// with the device's work; device_to_host waits for it (the host may read dst on return), the
+  /// others do not (host_to_device returns once the host bytes are staged). The stand-in: a loop
+  /// of memcpy. Nothing for rows or width_bytes <= 0. Used by the resident dense part
+  /// (model/dense_device.h) to scatter the pooled embeddings into the interaction input's
+  /// columns and gather their gradients out.
+  virtual void copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width_bytes,
+                       int64_t rows, CopyKind kind) const = 0;
   /// low_rank_pooled_lookup (kernels/low_rank.h) of a factorized shard on device memory: A
   /// (rows x r) looked up into p (n_bags x r: the scaled sums of A rows; the shard's prepared
   /// rows x r plan), then out = p B (B: r x dim; out: n_bags x dim). On a GPU tbe_forward and
@@ -149,5 +162,20 @@ struct StepSyncCallTotals {
 /// Adds `calls` to the warm-up or the measured total (Rank::main, after each step).
 void add_step_sync_calls(bool measured, int64_t calls);
 StepSyncCallTotals step_sync_call_totals();
+
+/// The host<->device copies a resident dense part (model/dense_device.h) made in the measured
+/// steps of this process's runs, over every rank (counted by the rank's DenseDevice,
+/// exec/threaded/rank_dense_device.h: each copy / copy_2d call across host and device is one;
+/// the device's bce_loss counts one device-to-host copy of its 8-byte loss; device-to-device
+/// copies are not counted). Process-wide running totals: a test reads them before and after a run.
+struct DenseCopyTotals {
+  int64_t host_to_device = 0;        ///< copies
+  int64_t device_to_host = 0;        ///< copies
+  int64_t host_to_device_bytes = 0;  ///< bytes
+  int64_t device_to_host_bytes = 0;  ///< bytes
+};
+/// Adds one rank's measured step's copies (Rank::main, after each measured step).
+void add_dense_copies(const DenseCopyTotals& step);
+DenseCopyTotals dense_copy_totals();
 
 }  // namespace embedscope::engine::detail

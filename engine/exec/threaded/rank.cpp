@@ -532,11 +532,17 @@ void Rank::setup() {
     prepare_on_gpu(ls);
     hot_replicas.emplace(t, std::move(ls));
   }
-  if (gpu_) dense_layers_on_gpu();
+  const bool resident = gpu_ && dense_resident_supported(spec);
+  if (gpu_ && !resident) dense_layers_on_gpu();
   buckets_ = dense_buckets(dense_.param_tensors(), spec.dense ? spec.dense->bucket_cap_bytes : int64_t{25} << 20);
   if (buckets_.empty()) buckets_.emplace_back(0, 0);  // no dense parameters: the loss alone
   dense_params_ = DeviceBuffer<float>(&arena_, "dense");
   dense_params_.assign(static_cast<size_t>(2 * dense_.num_params()));  // parameters + gradients
+  if (resident) {  // the dense part lives in that block for the whole run (its host copy is not read)
+    dense_params_.release_host_copy();
+    dense_device_ = std::make_unique<RankDenseDevice>(*gpu_);
+    dense_.make_resident(dense_device_.get(), dense_params_.device_data());
+  }
 }
 
 void Rank::main() {
@@ -550,6 +556,7 @@ void Rank::main() {
   int64_t measured_ns = 0;
   // the device-synchronizing calls each step's device ops made (detail::add_step_sync_calls)
   int64_t sync_calls_seen = gpu_ ? gpu_->sync_calls().total() : 0;
+  detail::DenseCopyTotals dense_copies_seen = dense_device_ ? dense_device_->counted() : detail::DenseCopyTotals{};
   for (int64_t it = 0; it < total; ++it) {
     if (it == sh_.spec.warmup_steps) {
       summary = {};
@@ -565,6 +572,15 @@ void Rank::main() {
       const int64_t calls = gpu_->sync_calls().total();
       detail::add_step_sync_calls(it >= sh_.spec.warmup_steps, calls - sync_calls_seen);
       sync_calls_seen = calls;
+    }
+    if (dense_device_) {  // the resident dense part's host<->device copies of a measured step
+      const detail::DenseCopyTotals now = dense_device_->counted();
+      if (it >= sh_.spec.warmup_steps)
+        detail::add_dense_copies({now.host_to_device - dense_copies_seen.host_to_device,
+                                  now.device_to_host - dense_copies_seen.device_to_host,
+                                  now.host_to_device_bytes - dense_copies_seen.host_to_device_bytes,
+                                  now.device_to_host_bytes - dense_copies_seen.device_to_host_bytes});
+      dense_copies_seen = now;
     }
     if (sh_.spec.memory.compaction > 0 && (it + 1) % sh_.spec.memory.compaction == 0) {
       ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::memcpy, "memory_compaction", step_of(it));
@@ -607,6 +623,7 @@ void Rank::main() {
   }
   if (sh_.spec.rebalance.enabled() && sh_.opt.process.rank >= 0) world_load_all_gather(current_step_.load());
   if (sh_.session) sh_.session->add_id_histogram(id_histogram_.buckets(me_));
+  dense_.sync_params_to_host();  // resident: the trained parameters back for the run's result
   for (auto& ls : shards)  // host_cached: the cache's dirty rows back, so the host rows are every row's value
     if (ls.host) ls.host->flush(ls.weights.data());
   if (gpu_ && sh_.opt.keep_tables) {  // the weights' host copies back (released at setup), read from the device

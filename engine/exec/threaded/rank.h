@@ -41,6 +41,7 @@
 #include "sharding/layout.h"
 #include "exec/device/rank_device.h"
 #include "exec/threaded/memory_records.h"
+#include "exec/threaded/rank_dense_device.h"
 #include "embedscope/engine/comm/gloo_process_group.h"
 #include "embedscope/engine/model/dense.h"
 #include "embedscope/engine/input/hashing.h"
@@ -448,8 +449,11 @@ class Rank final : public sharding::RankContext {
     gpu_->to_device(b.device_data(), host, n * static_cast<int64_t>(sizeof(float)));
     return b;
   }
-  // The dense part's fully connected layers on cuBLAS, each with its inputs and parameters
-  // copied to the GPU and its outputs back (the interaction and the loss stay on the host).
+  // The per-call path of a dense part that is not resident (DCN-v2, or "dense": null's fixed
+  // projection): its fully connected layers, loss and SGD step on the device, each call with its
+  // inputs and parameters copied to the GPU and its outputs back (DCN's cross layers and the
+  // fixed projection stay on the host). A dot / cat dense part is resident instead
+  // (DenseModel::make_resident on dense_device_, setup).
   void dense_layers_on_gpu();
   /// pooled_lookup of one local shard into `out` (n_bags x cols; ids indexed by `off`).
   void shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
@@ -493,7 +497,9 @@ class Rank final : public sharding::RankContext {
   std::unique_ptr<Collectives> world_, node_, cross_;
   std::vector<std::unique_ptr<sharding::EmbeddingSharding>> shardings_ = sharding::embedding_shardings(L_);
   int64_t comm_step_ = 0;  // the step of the job the comm worker runs (written and read on the comm thread)
-  DeviceBuffer<float> dense_params_;  // accounting for the dense part
+  DeviceBuffer<float> dense_params_;  // the dense part's parameters + gradients (resident: their device copy)
+  // with gpu_ and a dot / cat dense part: the device the dense part is resident on (setup)
+  std::unique_ptr<RankDenseDevice> dense_device_;
   std::vector<int64_t> counter_base_;
   std::atomic<int64_t> current_step_{0};
   std::atomic<int64_t> step_start_ns_{-1};  // step_in_progress_start_ns

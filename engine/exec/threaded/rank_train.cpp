@@ -26,8 +26,11 @@ void Rank::dense_forward_backward(const Program& pr, const ProgramOp& op, Inflig
   std::vector<DeviceBuffer<float>>& dpooled = b.dpooled;
   {
     ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::dense, "dense_forward_backward", step);
+    // the activations' block; resident (dense_.resident()): the device memory of every activation
+    // and activation gradient of the step (DenseModel::forward_backward_resident's layout)
     DeviceBuffer<float> act(&arena_, "activations");
-    act.assign(static_cast<size_t>(dense_.activation_bytes(B) / 4));
+    act.assign(static_cast<size_t>(dense_.resident() ? dense_.resident_activation_floats(B) : dense_.activation_bytes(B) / 4));
+    if (dense_.resident()) act.release_host_copy();
     std::vector<const float*> pp(static_cast<size_t>(F));
     std::vector<float*> dp(static_cast<size_t>(F));
     for (int f = 0; f < F; ++f) {
@@ -38,12 +41,17 @@ void Rank::dense_forward_backward(const Program& pr, const ProgramOp& op, Inflig
     // backward pass has produced it, under the rest of the backward pass
     red_.assign(static_cast<size_t>(dense_.num_params()) + 2, 0.0f);
     size_t next_bucket = 0;
-    const double loss = dense_.forward_backward(B, b.batch.dense.data(), pp, b.batch.labels.data(), dp, [&](int64_t ready_from) {
+    auto on_grads_ready = [&](int64_t ready_from) {
       while (next_bucket + 1 < buckets_.size() && buckets_[next_bucket].first >= ready_from) {
         launch_bucket(next_bucket, step, bucket_ops[next_bucket]);
         ++next_bucket;
       }
-    });
+    };
+    const double loss =
+        dense_.resident()
+            ? dense_.forward_backward_resident(B, act.device_data(), b.batch.dense.data(), pp, b.batch.labels.data(), dp,
+                                               on_grads_ready)
+            : dense_.forward_backward(B, b.batch.dense.data(), pp, b.batch.labels.data(), dp, on_grads_ready);
     red_[0] = static_cast<float>(loss);
     red_[1] = sh_.opt.cancel && sh_.opt.cancel->load() ? 1.0f : 0.0f;
     for (; next_bucket < buckets_.size(); ++next_bucket) launch_bucket(next_bucket, step, bucket_ops[next_bucket]);
@@ -122,6 +130,7 @@ void Rank::launch_bucket(size_t k, int64_t step, int op) {
   // red_ = [loss, cancel vote, gradients...]; the last bucket (parameters from 0) takes the
   // loss and the vote with it
   const auto [lo, hi] = buckets_[k];
+  dense_.download_grads(lo, hi);  // resident: the bucket's gradients from the device (one copy)
   const auto& g = dense_.grads();
   std::copy(g.begin() + lo, g.begin() + hi, red_.begin() + 2 + lo);
   const int64_t from = k + 1 == buckets_.size() ? 0 : 2 + lo;

@@ -6,7 +6,8 @@
 // embeddings, so only the embeddings learn.
 //
 // All parameters live in one flat fp32 vector (so gradients are all-reduced in one call).
-// Matrix products use BLAS (OpenBLAS sgemm).
+// Matrix products use BLAS (OpenBLAS sgemm). On the cuda backend the dot / cat models are
+// resident on the rank's device (make_resident, model/dense_device.h; dense_resident.cpp).
 
 #include <cstdint>
 #include <functional>
@@ -17,6 +18,8 @@
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine {
+
+class DenseDevice;
 
 /// Sizes of the dense part, computed without building it.
 struct DenseSizes {
@@ -67,6 +70,20 @@ void dot_interaction_backward(int64_t B, int64_t F, int64_t d0, const float* x0,
 std::vector<std::pair<int64_t, int64_t>> dense_buckets(const std::vector<std::pair<int64_t, int64_t>>& tensors,
                                                        int64_t bucket_cap_bytes);
 
+/// Whether the dense part of `spec` can be resident on a device (DenseModel::make_resident): a
+/// dense part with the dot or the cat interaction. DCN-v2 (its cross layers are host gemms) and
+/// the fixed projection of "dense": null keep the per-call path (DenseModel::LinearOps).
+bool dense_resident_supported(const WorkloadSpec& spec);
+
+/// The floats per sample of the resident path's one activation block (DenseModel::
+/// forward_backward_resident; the block is B times this), in this order, each region B x width:
+/// the dense features (num_dense_features), each bottom layer's output, the interaction input x0
+/// (d0 + sum of feature_dims), r (dot only: d0 + (F + 1) F / 2; cat reads x0), each top layer's
+/// output (the last: the logits), the labels (1), two gradient buffers of P = the widest of r,
+/// the bottom and top layers' outputs (the backward pass alternates between them), and d x0 (dot
+/// only; cat's d x0 is d r). 0 when !dense_resident_supported(spec).
+int64_t dense_resident_activation_floats_per_sample(const WorkloadSpec& spec, const std::vector<int64_t>& feature_dims);
+
 class DenseModel {
  public:
   /// Builds and initialises the parameters from spec.seed (Xavier-uniform weights, zero
@@ -98,18 +115,54 @@ class DenseModel {
   /// weight and bias, per DCN layer U, V, bias, per top layer weight and bias.
   std::vector<std::pair<int64_t, int64_t>> param_tensors() const;
 
-  /// params -= lr * grad (plain SGD on the dense part).
+  /// params -= lr * grad (plain SGD on the dense part). grad: num_params() host floats.
+  /// Resident: grad copied into the device's gradients (one host-to-device copy) and the step
+  /// run there (params() is then stale until sync_params_to_host).
   void sgd_step(float lr, const float* grad);
 
   /// Activation bytes for a batch of B (for memory accounting; = dense_sizes(...) x B x 4).
   int64_t activation_bytes(int64_t B) const;
+
+  /// Makes the dense part resident on `device` (not null; outlives the model; calls from a
+  /// thread bound to it): `device_params` is device memory of 2 x num_params() floats (the
+  /// parameters, then the gradients; the rank's "dense" block), and the parameters are copied
+  /// there now (one host-to-device copy). From then on forward_backward_resident and sgd_step
+  /// run there, grads() holds only what download_grads fetched, and params() is current only
+  /// after sync_params_to_host. Throws std::logic_error unless dense_resident_supported(spec).
+  void make_resident(const DenseDevice* device, float* device_params);
+  bool resident() const { return device_ != nullptr; }
+  /// Floats of the activation block forward_backward_resident needs for a batch of B
+  /// (B x dense_resident_activation_floats_per_sample).
+  int64_t resident_activation_floats(int64_t B) const;
+  /// forward_backward on the device: `device_activations` is device memory of
+  /// resident_activation_floats(B) floats; dense_x, pooled, labels and d_pooled are host memory
+  /// as forward_backward's. Per call exactly these cross: dense_x and labels in (one copy each),
+  /// pooled[f] into x0's columns (one 2-D copy per feature), d_pooled[f] out of d x0's columns
+  /// (one 2-D copy per feature, waited for), and the loss (one double, in the device's
+  /// bce_loss). The gradients stay on the device: on_grads_ready(ready_from) is called as
+  /// forward_backward's, and download_grads brings a range to grads(). The same operations in
+  /// the same order as forward_backward, so on the host stand-in the results are bit-equal.
+  /// Throws std::logic_error when not resident.
+  double forward_backward_resident(int64_t B, float* device_activations, const float* dense_x,
+                                   std::span<const float* const> pooled, const float* labels,
+                                   std::span<float* const> d_pooled,
+                                   const std::function<void(int64_t ready_from)>& on_grads_ready = {});
+  /// Resident: grads()[lo, hi) from the device (one device-to-host copy, waited for); call it
+  /// once the range is final (on_grads_ready). Not resident: nothing (grads() is the host's).
+  void download_grads(int64_t lo, int64_t hi);
+  /// Resident: params() brought current from the device (one device-to-host copy) if an SGD
+  /// step changed them since; call it before the host reads params() (the rank does at the end
+  /// of its run, on its bound thread). Not resident: nothing.
+  void sync_params_to_host();
 
   /// Where the fully connected layers (bottom and top MLP), the loss and the SGD step run: by
   /// default the functions linear_forward / linear_backward / bce_with_logits / sgd_step above;
   /// the cuda executor runs them on the GPU (cuBLAS, bce_with_logits_cuda, sgd_step_cuda). Same
   /// arguments and contract (host pointers); an empty function keeps the host one. `loss`
   /// returns the mean loss; `sgd` gets num_params() parameters. The dot interaction likewise
-  /// (dot_forward / dot_backward); cat (no arithmetic) and DCN stay here.
+  /// (dot_forward / dot_backward); cat (no arithmetic) and DCN stay here. The cuda executor
+  /// uses this per-call path only where the dense part cannot be resident (DCN-v2, "dense":
+  /// null); a dot / cat dense part is resident instead (make_resident).
   struct LinearOps {
     std::function<void(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
                        float* y)>
@@ -129,6 +182,7 @@ class DenseModel {
   struct Linear { int in, out; size_t w, b; bool relu; };
   void linear_forward(const Linear& l, int64_t B, const float* x, float* y) const;
   void linear_backward(const Linear& l, int64_t B, const float* x, const float* y, float* dy, float* dx);
+  void sgd_step_resident(float lr, const float* grad);  // dense_resident.cpp
 
   const WorkloadSpec& spec_;
   std::vector<int64_t> dims_;
@@ -141,6 +195,9 @@ class DenseModel {
   int64_t inter_out_ = 0;  // width of the top MLP input
   std::vector<float> fixed_projection_;  // no dense part: the fixed head (not a parameter)
   LinearOps ops_;                         // empty: the CPU functions
+  const DenseDevice* device_ = nullptr;   // resident on it (make_resident)
+  float* device_params_ = nullptr;        // its parameters, then its gradients (2 x num_params_)
+  bool host_params_stale_ = false;        // an SGD step ran on the device since the last sync
 };
 
 }  // namespace embedscope::engine

@@ -115,11 +115,13 @@ int64_t device_batches_ahead(PipelineKind pipeline);
 /// less weights, optimizer state and dense; `pipeline_buffers` the part of it held by batches
 /// ahead of the one training at the peak. Not counted: fragmentation of reserved segments
 /// (reserved can exceed the estimate), memory compaction, live rebalancing, the cuda backend's
-/// copies of the lookups' ids and the updates' rows. With devices.backend cuda the rank's device
-/// copies of the dense part are counted in `dense` (each layer, interaction and loss call's
-/// inputs, parameters and outputs, the SGD step's parameters and gradients: planner/
-/// memory_replay.h dense_device_calls), within 0.01% of the device path's peak on the host
-/// stand-in (tests/engine/planner/cuda_staging_estimate_test.cpp; not measured on a GPU).
+/// copies of the lookups' ids and the updates' rows. With devices.backend cuda the dense part's
+/// device memory is counted in `dense`: a dot / cat dense part is resident (its activations'
+/// block of dense_resident_activation_floats_per_sample floats a sample, model/dense.h, in place
+/// of the cpu backend's), DCN-v2 and "dense": null add each layer, interaction and loss call's
+/// copies and the SGD step's parameters and gradients (planner/memory_replay.h
+/// dense_device_calls); within 0.02% of the device path's peak on the host stand-in
+/// (tests/engine/planner/cuda_staging_estimate_test.cpp; not measured on a GPU).
 std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec,
                                                   const ShardingPlan& plan);
 
