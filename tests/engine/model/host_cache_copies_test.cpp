@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/engine/exec/run.h"
+#include "embedscope/engine/kernels/row_copy.h"
 #include "engine/parity_check.h"
 #include "exec/device/rank_device.h"
 
@@ -57,6 +58,27 @@ TEST(HostCacheCopies, AStepMakesTheSameCopiesWhateverItsRows) {
     EXPECT_EQ(r.table_storage[0].rows_fetched, rows);
     EXPECT_GT(r.table_storage[0].cache_hits, 3 * (rows - 1));
   }
+}
+
+// copy_rows, the CPU reference of the batched moves (and what the host stand-in runs): rows
+// from either base by index (-1 - k names row k of the _alt base), to either base, by hand.
+TEST(HostRowCopy, CopiesRowsBetweenEitherBaseByIndex) {
+  const std::vector<float> cache = {0, 1, 10, 11, 20, 21};  // 3 slots x 2
+  const std::vector<float> host = {100, 101, 110, 111};     // 2 host rows x 2
+  const std::vector<int64_t> src = {2, -1, -2, 0};          // slot 2, host row 0, host row 1, slot 0
+  std::vector<float> out(8, -1.0f);
+  copy_rows(4, 2, cache.data(), host.data(), src.data(), out.data(), nullptr, nullptr);
+  EXPECT_EQ(out, (std::vector<float>{20, 21, 100, 101, 110, 111, 0, 1}));
+  // scatter back: buffer rows 0..3 to host row 1, slot 1, host row 0, slot 0
+  std::vector<float> c2 = cache, h2 = host;
+  const std::vector<int64_t> dst = {-2, 1, -1, 0};
+  copy_rows(4, 2, out.data(), nullptr, nullptr, c2.data(), h2.data(), dst.data());
+  EXPECT_EQ(c2, (std::vector<float>{0, 1, 100, 101, 20, 21}));
+  EXPECT_EQ(h2, (std::vector<float>{110, 111, 20, 21}));
+  copy_rows(0, 2, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);  // nothing to copy
+  EXPECT_THROW(copy_rows(1, 2, cache.data(), nullptr, src.data() + 1, out.data(), nullptr, nullptr),
+               std::invalid_argument);  // host row with no host base
+  EXPECT_THROW(copy_rows(-1, 2, cache.data(), nullptr, nullptr, out.data(), nullptr, nullptr), std::invalid_argument);
 }
 
 }  // namespace
