@@ -21,6 +21,15 @@
 // gradient's rows; int4 with stochastic rounding, the others to nearest):
 //   GBps              (encoded rows read + written + fp32 gradient rows read) / median kernel time
 //   time_vs_fp32_rows the same kernel on fp32 rows (type fp32, fp32 state): its median / this median
+// gpu_host_rows_gather/<rows>x<dim> (copy_rows_cuda, the host / host_cached tables' batched
+// fetch: kernels/cuda_row_copy.h; issue 16 / 14): `rows` distinct random rows of a 262,144 x dim
+// fp32 table in mapped pinned host memory gathered into a device buffer by ONE kernel through
+// the host pointer (FBGEMM's UVM path), against the path it replaced, one cudaMemcpyAsync a row
+// from pageable host memory, both measured in this run (wall time, each ended by a stream sync):
+//   rows_per_s          the gather's rows / median time
+//   per_row_rows_per_s  the per-row copies' rows / their median time
+//   ratio_vs_per_row    rows_per_s / per_row_rows_per_s
+//   GBps                the gather's row bytes (rows x dim x 4) / median time (PCIe-bound)
 // Without a CUDA device the program prints "no CUDA device: <what cudaGetDeviceCount said>"
 // and exits 0.
 
@@ -28,6 +37,10 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <span>
+#include <random>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -37,6 +50,7 @@
 
 #include "embedscope/engine/kernels/cuda_encoded_update.h"
 #include "embedscope/engine/kernels/cuda_kernels.h"
+#include "embedscope/engine/kernels/cuda_row_copy.h"
 #include "embedscope/engine/quant/row_codec.h"
 #include "torch_peer.h"
 
@@ -155,6 +169,57 @@ void report(benchmark::State& state, double bytes, double seconds, std::optional
   state.counters["copy_GBps"] = copy_GBps();
   state.counters["ratio_vs_copy"] = ours / copy_GBps();
   report_vs_torch(state, ours, torch_GBps, note);
+}
+
+void BM_HostRowsGather(benchmark::State& state, int64_t n, int64_t dim) {
+  constexpr int64_t kTableRows = 262144;
+  const auto table_bytes = static_cast<size_t>(kTableRows * dim * 4);
+  float* pinned = nullptr;
+  if (cudaHostAlloc(reinterpret_cast<void**>(&pinned), table_bytes, cudaHostAllocMapped | cudaHostAllocPortable) !=
+      cudaSuccess) {
+    state.SkipWithError("cudaHostAlloc of the pinned table failed");
+    return;
+  }
+  std::vector<float> pageable(static_cast<size_t>(kTableRows * dim));
+  for (size_t i = 0; i < pageable.size(); ++i) pinned[i] = pageable[i] = static_cast<float>(i % 1000);
+  std::vector<int64_t> rows(static_cast<size_t>(kTableRows));
+  std::iota(rows.begin(), rows.end(), int64_t{0});
+  std::shuffle(rows.begin(), rows.end(), std::mt19937(7));
+  rows.resize(static_cast<size_t>(n));
+  DeviceArray<int64_t> d_rows{std::span<const int64_t>(rows)};
+  DeviceArray<float> out{static_cast<size_t>(n * dim)};
+  float* dev_alias = nullptr;
+  cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_alias), pinned, 0);
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  using clock = std::chrono::steady_clock;
+  std::vector<double> gather_s, per_row_s;
+  for (auto _ : state) {
+    auto t0 = clock::now();
+    copy_rows_cuda(n, dim, dev_alias, nullptr, d_rows.data(), out.data(), nullptr, nullptr, stream);
+    cudaStreamSynchronize(stream);
+    const double g = std::chrono::duration<double>(clock::now() - t0).count();
+    t0 = clock::now();
+    for (int64_t i = 0; i < n; ++i)
+      cudaMemcpyAsync(out.data() + i * dim, pageable.data() + rows[static_cast<size_t>(i)] * dim,
+                      static_cast<size_t>(dim * 4), cudaMemcpyHostToDevice, stream);
+    cudaStreamSynchronize(stream);
+    per_row_s.push_back(std::chrono::duration<double>(clock::now() - t0).count());
+    gather_s.push_back(g);
+    state.SetIterationTime(g);
+  }
+  cudaStreamDestroy(stream);
+  cudaFreeHost(pinned);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  const double g = median(gather_s), p = median(per_row_s);
+  if (g <= 0 || p <= 0) return;
+  state.counters["rows_per_s"] = static_cast<double>(n) / g;
+  state.counters["per_row_rows_per_s"] = static_cast<double>(n) / p;
+  state.counters["ratio_vs_per_row"] = p / g;
+  state.counters["GBps"] = static_cast<double>(n * dim * 4) / g / 1e9;
 }
 
 void BM_DeviceCopy(benchmark::State& state) {
@@ -297,6 +362,13 @@ void register_all() {
         ->UseManualTime()
         ->MinWarmUpTime(0.1)
         ->MinTime(0.3);
+  for (const int64_t n : {int64_t{1024}, int64_t{16384}})
+    benchmark::RegisterBenchmark(("gpu_host_rows_gather/" + std::to_string(n) + "x128").c_str(), BM_HostRowsGather, n,
+                                 int64_t{128})
+        ->Unit(benchmark::kMicrosecond)
+        ->UseManualTime()
+        ->MinWarmUpTime(0.05)
+        ->MinTime(0.2);
   for (const TableDataType t : {TableDataType::fp16, TableDataType::bf16, TableDataType::int8, TableDataType::int4})
     benchmark::RegisterBenchmark(
         ("gpu_update_rowwise_adagrad_" + std::string(enum_name(t)) + "/" + kShapes[0].name()).c_str(),

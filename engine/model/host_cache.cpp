@@ -49,6 +49,45 @@ HostRowStore::HostRowStore(TablePlacement placement, CachePolicy policy, Optimiz
   if (policy == CachePolicy::lfu) lfu_count_.assign(static_cast<size_t>(num_rows), 0);
 }
 
+HostRowStore::~HostRowStore() {
+  if (!dev_) return;
+  if (rows_host_) dev_->unpin_host(rows_host_, rows_bytes_);
+  if (m1_host_) dev_->unpin_host(m1_host_, m1_bytes_);
+  if (m2_host_) dev_->unpin_host(m2_host_, m2_bytes_);
+}
+
+float* HostRowStore::pinned_ptr(float*& pinned_host, float*& pinned_dev, int64_t& pinned_bytes, float* host, int64_t bytes,
+                            const char* what) {
+  if (pinned_host == host && pinned_bytes == bytes) return pinned_dev;
+  if (pinned_host)
+    throw std::logic_error(fmt::format("HostRowStore ({}): the {} passed are not the ones pinned", what_, what));
+  pinned_dev = static_cast<float*>(dev_->pin_host(host, bytes, fmt::format("{}: {}", what_, what)));
+  pinned_host = host;
+  pinned_bytes = bytes;
+  return pinned_dev;
+}
+
+void HostRowStore::pin(float* host_rows, RowOptimizerState state, const std::string& what) {
+  if (!dev_) return;
+  what_ = what;
+  pinned_ptr(rows_host_, rows_dev_, rows_bytes_, host_rows, num_rows_ * dim_ * 4, "host rows");
+  if (state.type != OptimizerStateType::fp32) return;  // refused with a device (update)
+  if (!state.momentum1.empty())
+    pinned_ptr(m1_host_, m1_dev_, m1_bytes_, state.momentum1.data(), static_cast<int64_t>(state.momentum1.size()) * 4,
+           "optimizer state (momentum1)");
+  if (!state.momentum2.empty())
+    pinned_ptr(m2_host_, m2_dev_, m2_bytes_, state.momentum2.data(), static_cast<int64_t>(state.momentum2.size()) * 4,
+           "optimizer state (momentum2)");
+}
+
+DeviceBuffer<int64_t> HostRowStore::upload(const std::vector<int64_t>& idx) {
+  DeviceBuffer<int64_t> b(arena_, "host_fetch");
+  b.assign(idx.size());
+  b.release_host_copy();  // written and read on the device only
+  dev_->to_device(b.device_data(), idx.data(), static_cast<int64_t>(idx.size()) * 8);
+  return b;
+}
+
 void HostRowStore::h2d(float* dst, const float* src, int64_t n) {
   if (dev_) dev_->to_device(dst, src, n * 4);
   else std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(n));
@@ -79,7 +118,8 @@ int64_t HostRowStore::victim_for(int64_t row, float* host_rows, int64_t extra) {
     return -1;  // the cached row is the more frequent one: keep it
   unlocked_.erase(unlocked_.begin());
   if (dirty_[b]) {
-    d2h(host_rows + old * dim_, cache_rows() + best * dim_, dim_);
+    if (dev_) pending_evict_.emplace_back(best, old);  // written back by the caller's batched copy
+    else d2h(host_rows + old * dim_, cache_rows() + best * dim_, dim_);
     counters_.bytes_d2h += dim_ * 4;
     dirty_[b] = 0;
   }
@@ -103,28 +143,19 @@ DeviceBuffer<float> HostRowStore::gather(float* host_rows, const int64_t* ids, i
   local.resize(static_cast<size_t>(n_ids));
   for (int64_t i = 0; i < n_ids; ++i)
     local[static_cast<size_t>(i)] = std::lower_bound(uniq.begin(), uniq.end(), ids[i]) - uniq.begin();
+  if (dev_) return gather_on_device(host_rows, uniq, times);
   const auto U = static_cast<int64_t>(uniq.size());
   DeviceBuffer<float> out(arena_, "host_fetch");
   out.assign(static_cast<size_t>(U * dim_));
   out.release_host_copy();  // on a device: its rows are written and read there only
-  float* const rows = dev_ ? out.device_data() : out.data();
+  float* const rows = out.data();
   auto fetch = [&](int64_t r, float* dst) {
     h2d(dst, host_rows + r * dim_, dim_);
     counters_.rows_fetched += 1;
     counters_.bytes_h2d += dim_ * 4;
   };
   if (placement_ == TablePlacement::host) {
-    if (dev_ && U > 0) {  // the batch's rows staged in host memory, then one copy to the device buffer
-      std::vector<float> staged(static_cast<size_t>(U * dim_));
-      for (int64_t u = 0; u < U; ++u)
-        std::memcpy(staged.data() + u * dim_, host_rows + uniq[static_cast<size_t>(u)] * dim_,
-                    sizeof(float) * static_cast<size_t>(dim_));
-      dev_->to_device(rows, staged.data(), U * dim_ * 4);
-      counters_.rows_fetched += U;
-      counters_.bytes_h2d += U * dim_ * 4;
-    } else {
-      for (int64_t u = 0; u < U; ++u) fetch(uniq[static_cast<size_t>(u)], rows + u * dim_);
-    }
+    for (int64_t u = 0; u < U; ++u) fetch(uniq[static_cast<size_t>(u)], rows + u * dim_);
     counters_.cache_misses += U;
     return out;
   }
@@ -167,6 +198,81 @@ DeviceBuffer<float> HostRowStore::gather(float* host_rows, const int64_t* ids, i
   return out;
 }
 
+DeviceBuffer<float> HostRowStore::gather_on_device(float* host_rows, const std::vector<int64_t>& uniq,
+                                                   const std::vector<int64_t>& times) {
+  // the same decisions and counters as gather() on the host; then the data in 2-4 copies
+  const auto U = static_cast<int64_t>(uniq.size());
+  DeviceBuffer<float> out(arena_, "host_fetch");
+  out.assign(static_cast<size_t>(U * dim_));
+  out.release_host_copy();  // written and read on the device only
+  if (U == 0) return out;
+  float* const host = pinned_ptr(rows_host_, rows_dev_, rows_bytes_, host_rows, num_rows_ * dim_ * 4, "host rows");
+  // src[u]: row u of the buffer comes from slot src[u] (>= 0) or host row -1 - src[u]
+  std::vector<int64_t> src(static_cast<size_t>(U)), ins_u, ins_slot;
+  for (int64_t u = 0; u < U; ++u) src[static_cast<size_t>(u)] = -1 - uniq[static_cast<size_t>(u)];
+  counters_.cache_misses += placement_ == TablePlacement::host ? U : 0;
+  if (placement_ == TablePlacement::host) {
+    counters_.rows_fetched += U;
+    counters_.bytes_h2d += U * dim_ * 4;
+  } else {
+    ++tick_;
+    std::vector<int64_t> misses, locked;  // hits first, each locked before any miss picks a victim
+    for (int64_t u = 0; u < U; ++u) {
+      const int64_t s = row_slot_[static_cast<size_t>(uniq[static_cast<size_t>(u)])];
+      if (s < 0) {
+        misses.push_back(u);
+        continue;
+      }
+      unlocked_.erase({key(s), s});
+      locked.push_back(s);
+      src[static_cast<size_t>(u)] = s;
+      counters_.cache_hits += 1;
+    }
+    if (policy_ == CachePolicy::lfu)
+      for (int64_t u = 0; u < U; ++u)
+        lfu_count_[static_cast<size_t>(uniq[static_cast<size_t>(u)])] += times[static_cast<size_t>(u)];
+    for (int64_t u : misses) {
+      const int64_t r = uniq[static_cast<size_t>(u)];
+      counters_.cache_misses += 1;
+      counters_.rows_fetched += 1;
+      counters_.bytes_h2d += dim_ * 4;
+      const int64_t s = victim_for(r, host_rows);
+      if (s < 0) continue;  // read from host memory for this lookup only
+      const auto k = static_cast<size_t>(s);
+      ins_u.push_back(u);
+      ins_slot.push_back(s);
+      slot_row_[k] = r;
+      row_slot_[static_cast<size_t>(r)] = s;
+      dirty_[k] = 0;
+      locked.push_back(s);
+    }
+    for (int64_t s : locked) {
+      last_use_[static_cast<size_t>(s)] = tick_;
+      pinned_[static_cast<size_t>(s)] = 0;
+      unlocked_.insert({key(s), s});
+      in_use_.push_back(s);
+    }
+  }
+  // one upload: [src U][victim slots E][victim rows E][inserted buffer rows I][their slots I]
+  const auto E = static_cast<int64_t>(pending_evict_.size()), I = static_cast<int64_t>(ins_u.size());
+  std::vector<int64_t> idx = src;
+  for (const auto& [slot, row] : pending_evict_) idx.push_back(slot);
+  for (const auto& [slot, row] : pending_evict_) idx.push_back(row);
+  idx.insert(idx.end(), ins_u.begin(), ins_u.end());
+  idx.insert(idx.end(), ins_slot.begin(), ins_slot.end());
+  pending_evict_.clear();
+  DeviceBuffer<int64_t> d_idx = upload(idx);
+  const int64_t* const di = d_idx.device_data();
+  float* const cache = slots() > 0 ? cache_rows() : nullptr;
+  // dirty victims back to their host rows before anything is inserted over them (lxu_cache_flush)
+  if (E > 0) dev_->copy_rows(E, dim_, cache, nullptr, di + U, host, nullptr, di + U + E, false);
+  // hits from their slots, misses from the host rows (FBGEMM's UVM-caching forward)
+  dev_->copy_rows(U, dim_, cache, host, di, out.device_data(), nullptr, nullptr, false);
+  // the inserted rows into their slots (lxu_cache_populate)
+  if (I > 0) dev_->copy_rows(I, dim_, out.device_data(), nullptr, di + U + 2 * E, cache, nullptr, di + U + 2 * E + I, false);
+  return out;
+}
+
 void HostRowStore::prefetch(float* host_rows, const int64_t* ids, int64_t n_ids) {
   if (placement_ != TablePlacement::host_cached)
     throw std::invalid_argument("HostRowStore::prefetch: only a host_cached shard has a cache to prefetch into");
@@ -205,7 +311,9 @@ void HostRowStore::prefetch(float* host_rows, const int64_t* ids, int64_t n_ids)
       pin(cached);
     }
   }
-  for (const auto& [r, times] : misses) {
+  if (dev_) {
+    prefetch_on_device(host_rows, misses);
+  } else for (const auto& [r, times] : misses) {
     const int64_t s = victim_for(r, host_rows, times);
     if (s < 0) continue;  // no room: the lookup fetches it
     h2d(cache_rows() + s * dim_, host_rows + r * dim_, dim_);
@@ -220,6 +328,39 @@ void HostRowStore::prefetch(float* host_rows, const int64_t* ids, int64_t n_ids)
   }
   for (int64_t s : held)  // the batch in flight's rows are victims again (unless this batch pinned them)
     if (!pinned_[static_cast<size_t>(s)]) unlocked_.insert({key(s), s});
+}
+
+void HostRowStore::prefetch_on_device(float* host_rows, const std::vector<std::pair<int64_t, int64_t>>& misses) {
+  // prefetch()'s decisions and counters; the victims written back and the rows fetched in two copies
+  std::vector<int64_t> rows, slots_of;
+  for (const auto& [r, times] : misses) {
+    const int64_t s = victim_for(r, host_rows, times);
+    if (s < 0) continue;  // no room: the lookup fetches it
+    counters_.rows_fetched += 1;
+    counters_.bytes_h2d += dim_ * 4;
+    counters_.prefetched_rows += 1;
+    counters_.prefetch_bytes_h2d += dim_ * 4;
+    slot_row_[static_cast<size_t>(s)] = r;
+    row_slot_[static_cast<size_t>(r)] = s;
+    dirty_[static_cast<size_t>(s)] = 0;
+    pinned_[static_cast<size_t>(s)] = 1;
+    last_use_[static_cast<size_t>(s)] = tick_;
+    rows.push_back(r);
+    slots_of.push_back(s);
+  }
+  const auto E = static_cast<int64_t>(pending_evict_.size()), M = static_cast<int64_t>(rows.size());
+  if (E + M == 0) return;
+  float* const host = pinned_ptr(rows_host_, rows_dev_, rows_bytes_, host_rows, num_rows_ * dim_ * 4, "host rows");
+  std::vector<int64_t> idx;  // [victim slots E][victim rows E][fetched rows M][their slots M]
+  for (const auto& [slot, row] : pending_evict_) idx.push_back(slot);
+  for (const auto& [slot, row] : pending_evict_) idx.push_back(row);
+  idx.insert(idx.end(), rows.begin(), rows.end());
+  idx.insert(idx.end(), slots_of.begin(), slots_of.end());
+  pending_evict_.clear();
+  DeviceBuffer<int64_t> d_idx = upload(idx);
+  const int64_t* const di = d_idx.device_data();
+  if (E > 0) dev_->copy_rows(E, dim_, cache_rows(), nullptr, di, host, nullptr, di + E, false);
+  if (M > 0) dev_->copy_rows(M, dim_, host, nullptr, di + 2 * E, cache_rows(), nullptr, di + 2 * E + M, false);
 }
 
 void HostRowStore::update(const OptimizerSpec& opt, int64_t iteration, float* host_rows, RowOptimizerState host_state,
@@ -279,6 +420,24 @@ void HostRowStore::update(const OptimizerSpec& opt, int64_t iteration, float* ho
 }
 
 void HostRowStore::flush(float* host_rows) {
+  if (dev_) {  // every dirty row in one copy, waited for (the host reads host_rows next)
+    std::vector<int64_t> idx, rows;
+    for (int64_t s = 0; s < slots(); ++s) {
+      const auto k = static_cast<size_t>(s);
+      if (!dirty_[k]) continue;
+      idx.push_back(s);
+      rows.push_back(slot_row_[k]);
+      counters_.bytes_d2h += dim_ * 4;
+      dirty_[k] = 0;
+    }
+    const auto E = static_cast<int64_t>(idx.size());
+    if (E == 0) return;
+    float* const host = pinned_ptr(rows_host_, rows_dev_, rows_bytes_, host_rows, num_rows_ * dim_ * 4, "host rows");
+    idx.insert(idx.end(), rows.begin(), rows.end());
+    DeviceBuffer<int64_t> d_idx = upload(idx);
+    dev_->copy_rows(E, dim_, cache_rows(), nullptr, d_idx.device_data(), host, nullptr, d_idx.device_data() + E, true);
+    return;
+  }
   for (int64_t s = 0; s < slots(); ++s) {
     const auto k = static_cast<size_t>(s);
     if (!dirty_[k]) continue;
@@ -290,75 +449,66 @@ void HostRowStore::flush(float* host_rows) {
 
 void HostRowStore::update_on_device(const OptimizerSpec& opt, int64_t iteration, float* host_rows,
                                     RowOptimizerState host_state, const SparseGrad& grad) {
-  // as update(): the same rows fetched, the same counters; the gathered rows, their state, the
-  // row ids 0..G-1 and the gradient in device buffers, the device's row optimizer on them
+  // as update(): the same rows fetched, the same counters; the rows (slot or host rows) and their
+  // state rows gathered into device buffers by copy_rows, the device's row optimizer on them with
+  // row ids 0..G-1, then written back: 4 + 2 ([s1 > 0] + [s2 > 0]) copies (the header)
   const auto G = static_cast<int64_t>(grad.rows.size());
   const int64_t s1 = state1_per_row_, s2 = state2_per_row_;
-  auto device_buffer = [&](auto zero, int64_t n) {
-    DeviceBuffer<decltype(zero)> b(arena_, "host_fetch");
+  float* const host = pinned_ptr(rows_host_, rows_dev_, rows_bytes_, host_rows, num_rows_ * dim_ * 4, "host rows");
+  float* const hm1 = s1 > 0 ? pinned_ptr(m1_host_, m1_dev_, m1_bytes_, host_state.momentum1.data(),
+                                     static_cast<int64_t>(host_state.momentum1.size()) * 4, "optimizer state (momentum1)")
+                            : nullptr;
+  float* const hm2 = s2 > 0 ? pinned_ptr(m2_host_, m2_dev_, m2_bytes_, host_state.momentum2.data(),
+                                     static_cast<int64_t>(host_state.momentum2.size()) * 4, "optimizer state (momentum2)")
+                            : nullptr;
+  auto device_buffer = [&](int64_t n) {
+    DeviceBuffer<float> b(arena_, "host_fetch");
     b.assign(static_cast<size_t>(n));
+    b.release_host_copy();
     return b;
   };
-  auto rows = device_buffer(0.0f, G * dim_), st1 = device_buffer(0.0f, G * s1), st2 = device_buffer(0.0f, G * s2),
-       vals = device_buffer(0.0f, G * dim_);
-  auto ids = device_buffer(int64_t{0}, G), off = device_buffer(int64_t{0}, G + 1);
-  std::vector<int64_t> slot(static_cast<size_t>(G), -1);
+  auto rows = device_buffer(G * dim_), st1 = device_buffer(G * s1), st2 = device_buffer(G * s2),
+       vals = device_buffer(G * dim_);
+  // one upload: [where each row is: slot, or -1 - host row; G][row ids 0..G-1][offsets 0..G][host rows G]
+  std::vector<int64_t> idx(static_cast<size_t>(4 * G + 1));
   for (int64_t u = 0; u < G; ++u) {
     const int64_t r = grad.rows[static_cast<size_t>(u)];
     const int64_t s = placement_ == TablePlacement::host_cached ? row_slot_[static_cast<size_t>(r)] : -1;
-    slot[static_cast<size_t>(u)] = s;
-    if (s >= 0) {
-      d2d(rows.device_data() + u * dim_, cache_rows() + s * dim_, dim_);
-    } else {
-      h2d(rows.device_data() + u * dim_, host_rows + r * dim_, dim_);
+    idx[static_cast<size_t>(u)] = s >= 0 ? s : -1 - r;
+    if (s < 0) {
       counters_.rows_fetched += 1;
       counters_.bytes_h2d += dim_ * 4;
     }
+    idx[static_cast<size_t>(G + u)] = u;
+    idx[static_cast<size_t>(2 * G + u)] = u;
+    idx[static_cast<size_t>(3 * G + 1 + u)] = r;
   }
-  // the state rows, the ids and the gradient staged in host vectors, one copy each
-  std::vector<float> hs1(static_cast<size_t>(G * s1)), hs2(static_cast<size_t>(G * s2));
-  for (int64_t u = 0; u < G; ++u) {
-    const int64_t r = grad.rows[static_cast<size_t>(u)];
-    std::copy_n(host_state.momentum1.data() + r * s1, s1, hs1.data() + u * s1);
-    std::copy_n(host_state.momentum2.data() + r * s2, s2, hs2.data() + u * s2);
-  }
-  std::vector<int64_t> hid(static_cast<size_t>(G)), hoff(static_cast<size_t>(G + 1));
-  std::iota(hid.begin(), hid.end(), int64_t{0});
-  std::iota(hoff.begin(), hoff.end(), int64_t{0});
-  dev_->to_device(st1.device_data(), hs1.data(), G * s1 * 4);
-  dev_->to_device(st2.device_data(), hs2.data(), G * s2 * 4);
-  dev_->to_device(ids.device_data(), hid.data(), G * 8);
-  dev_->to_device(off.device_data(), hoff.data(), (G + 1) * 8);
+  idx[static_cast<size_t>(3 * G)] = G;
+  DeviceBuffer<int64_t> d_idx = upload(idx);
+  const int64_t* const where = d_idx.device_data();
+  const int64_t* const ids = where + G;
+  const int64_t* const off = where + 2 * G;
+  const int64_t* const host_of = where + 3 * G + 1;
   dev_->to_device(vals.device_data(), grad.values.data(), G * dim_ * 4);
+  float* const cache = slots() > 0 ? cache_rows() : nullptr;
+  dev_->copy_rows(G, dim_, cache, host, where, rows.device_data(), nullptr, nullptr, false);
+  if (s1 > 0) dev_->copy_rows(G, s1, hm1, nullptr, host_of, st1.device_data(), nullptr, nullptr, false);
+  if (s2 > 0) dev_->copy_rows(G, s2, hm2, nullptr, host_of, st2.device_data(), nullptr, nullptr, false);
   const int64_t state_bytes = G * (s1 + s2) * 4;
   counters_.bytes_h2d += state_bytes;
   // rows: the shard's row count, whose lookup / update plan the device prepared (the ids are < G)
   dev_->update(opt, iteration, rows.device_data(), s1 > 0 ? st1.device_data() : nullptr,
-               s2 > 0 ? st2.device_data() : nullptr, num_rows_, dim_, ids.device_data(), off.device_data(), G,
-               vals.device_data());
-  std::vector<float> updated;  // the rows not cached, back to host memory
+               s2 > 0 ? st2.device_data() : nullptr, num_rows_, dim_, ids, off, G, vals.device_data());
+  // the rows back where they came from (a cached row stays in its slot, now dirty); the last
+  // copy waits, so that the host memory holds them when this returns
+  dev_->copy_rows(G, dim_, rows.device_data(), nullptr, nullptr, cache, host, where, s1 == 0 && s2 == 0);
   for (int64_t u = 0; u < G; ++u) {
-    const int64_t s = slot[static_cast<size_t>(u)];
-    if (s >= 0) {
-      d2d(cache_rows() + s * dim_, rows.device_data() + u * dim_, dim_);
-      dirty_[static_cast<size_t>(s)] = 1;
-      continue;
-    }
-    if (updated.empty()) {
-      updated.resize(static_cast<size_t>(G * dim_));
-      dev_->to_host(updated.data(), rows.device_data(), G * dim_ * 4);
-    }
-    std::memcpy(host_rows + grad.rows[static_cast<size_t>(u)] * dim_, updated.data() + u * dim_,
-                sizeof(float) * static_cast<size_t>(dim_));
-    counters_.bytes_d2h += dim_ * 4;
+    const int64_t s = idx[static_cast<size_t>(u)];
+    if (s >= 0) dirty_[static_cast<size_t>(s)] = 1;
+    else counters_.bytes_d2h += dim_ * 4;
   }
-  dev_->to_host(hs1.data(), st1.device_data(), G * s1 * 4);
-  dev_->to_host(hs2.data(), st2.device_data(), G * s2 * 4);
-  for (int64_t u = 0; u < G; ++u) {
-    const int64_t r = grad.rows[static_cast<size_t>(u)];
-    std::copy_n(hs1.data() + u * s1, s1, host_state.momentum1.data() + r * s1);
-    std::copy_n(hs2.data() + u * s2, s2, host_state.momentum2.data() + r * s2);
-  }
+  if (s1 > 0) dev_->copy_rows(G, s1, st1.device_data(), nullptr, nullptr, hm1, nullptr, host_of, s2 == 0);
+  if (s2 > 0) dev_->copy_rows(G, s2, st2.device_data(), nullptr, nullptr, hm2, nullptr, host_of, true);
   counters_.bytes_d2h += state_bytes;
 }
 

@@ -382,19 +382,24 @@ class Replay {
       const TableSpec& t = spec_.tables[static_cast<size_t>(sl.table)];
       if (t.placement == TablePlacement::device) continue;
       const int64_t rows = std::min(recv_ids_, sl.s.num_rows), cols = sl.s.num_cols;
+      const bool cuda = spec_.devices.backend == Backend::cuda;
       Allocation w = take(rows * cols * 4, bi);
       if (update) {
         const auto [m1, m2] = optimizer_state_floats(spec_.optimizer.type, rows, cols);
         Allocation s1 = take(m1 * 4, bi), s2 = take(m2 * 4, bi);
-        if (spec_.devices.backend == Backend::cuda) {  // the device's update also stages the gradient and its row ids
-          // (HostRowStore::update_on_device: values rows x cols, ids rows, offsets rows + 1)
-          Allocation v = take(rows * cols * 4, bi), ids = take(rows * 8, bi), off = take((rows + 1) * 8, bi);
-          give(off);
-          give(ids);
+        if (cuda) {  // the device's update also stages the gradient and its index lists
+          // (HostRowStore::update_on_device: values rows x cols; one upload of where each row is,
+          // its row id, the offsets and its host row: 4 rows + 1 int64)
+          Allocation v = take(rows * cols * 4, bi), idx = take((4 * rows + 1) * 8, bi);
+          give(idx);
           give(v);
         }
         give(s2);
         give(s1);
+      } else if (cuda) {  // the lookup's one index upload (gather_on_device): the rows' sources,
+        // and under host_cached the victims' slots and rows and the insertions' rows and slots (<= 5 rows)
+        Allocation idx = take((t.placement == TablePlacement::host_cached ? 5 : 1) * rows * 8, bi);
+        give(idx);
       }
       give(w);
     }

@@ -1,6 +1,11 @@
 #include "exec/device/cuda_rank_device.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <unistd.h>
+#include <utility>
+#include <vector>
 #include <numeric>
 #include <stdexcept>
 
@@ -10,6 +15,7 @@
 #include "embedscope/engine/kernels/cuda_encoded_update.h"
 #include "embedscope/engine/kernels/cuda_kernels.h"
 #include "embedscope/engine/kernels/cuda_low_rank.h"
+#include "embedscope/engine/kernels/cuda_row_copy.h"
 #include "embedscope/engine/kernels/cuda_reduce.h"
 #include "embedscope/engine/memory/cuda_memory.h"
 #include "embedscope/profiler/device/cuda_device.h"
@@ -164,6 +170,109 @@ void CudaRankDevice::copy_2d(void* dst, int64_t dst_pitch, const void* src, int6
                           static_cast<size_t>(width_bytes), static_cast<size_t>(rows), k, stream_),
         "cudaMemcpy2DAsync");
   if (kind == CopyKind::device_to_host) check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+namespace {
+
+// The host memory pinned for the device (pin_host), process-wide: cudaHostRegister works on whole
+// pages and refuses a page that is registered already, while the host rows and state of small
+// tables share pages (and ranks of one process pin tables side by side). So the registry keeps
+// disjoint page-aligned registrations and the pins (their page-aligned ranges); a pin registers
+// only the gaps, and a registration is dropped when no pin overlaps it.
+struct PinRegistry {
+  std::mutex m;
+  std::map<uintptr_t, uintptr_t> regs;       // start -> end, page-aligned, disjoint
+  std::multimap<uintptr_t, uintptr_t> pins;  // page-aligned lo -> hi of each pin_host
+};
+PinRegistry& pin_registry() {
+  static PinRegistry* r = new PinRegistry;  // never destroyed: unpins may run at exit
+  return *r;
+}
+std::pair<uintptr_t, uintptr_t> page_range(const void* host, int64_t bytes) {
+  static const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto a = reinterpret_cast<uintptr_t>(host);
+  return {a / page * page, (a + static_cast<uintptr_t>(bytes) + page - 1) / page * page};
+}
+bool overlaps(uintptr_t a0, uintptr_t a1, uintptr_t b0, uintptr_t b1) { return a0 < b1 && b0 < a1; }
+
+}  // namespace
+
+void* CudaRankDevice::pin_host(void* host, int64_t bytes, const std::string& what) const {
+  if (bytes <= 0) return host;
+  bind_thread();
+  int host_ptr_ok = 0;
+  check(cudaDeviceGetAttribute(&host_ptr_ok, cudaDevAttrCanUseHostPointerForRegisteredMem, device_),
+        "cudaDeviceGetAttribute (CanUseHostPointerForRegisteredMem)");
+  auto& r = pin_registry();
+  const auto [lo, hi] = page_range(host, bytes);
+  std::lock_guard<std::mutex> lock(r.m);
+  std::vector<uintptr_t> made;  // registrations of this call (undone if one fails)
+  uintptr_t cur = lo;
+  if (auto it = r.regs.upper_bound(cur); it != r.regs.begin() && std::prev(it)->second > cur) cur = std::prev(it)->second;
+  while (cur < hi) {
+    const auto next = r.regs.lower_bound(cur);  // the first registration at or after cur
+    const uintptr_t gap_end = next == r.regs.end() ? hi : std::min(hi, next->first);
+    if (gap_end > cur) {
+      const cudaError_t rc = cudaHostRegister(reinterpret_cast<void*>(cur), static_cast<size_t>(gap_end - cur),
+                                              cudaHostRegisterMapped | cudaHostRegisterPortable);
+      if (rc != cudaSuccess) {
+        (void)cudaGetLastError();
+        for (uintptr_t m : made) {
+          cudaHostUnregister(reinterpret_cast<void*>(m));
+          r.regs.erase(m);
+        }
+        throw cuda::CudaError(fmt::format(
+            "{}: cannot pin {} bytes of host memory for {} (cudaHostRegister of {} bytes: {}: {}); the zero-copy "
+            "row gather of host / host_cached tables needs its host rows pinned: free host memory or raise the "
+            "locked-memory limit (ulimit -l), or use placement device",
+            what, bytes, name(), gap_end - cur, cudaGetErrorName(rc), cudaGetErrorString(rc)));
+      }
+      r.regs.emplace(cur, gap_end);
+      made.push_back(cur);
+    }
+    if (next == r.regs.end() || next->first >= hi) break;
+    cur = next->second;
+  }
+  r.pins.emplace(lo, hi);
+  if (host_ptr_ok) return host;  // unified addressing: the host pointer is the device's
+  void* dev = nullptr;
+  const cudaError_t rc = cudaHostGetDevicePointer(&dev, host, 0);
+  if (rc != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw cuda::CudaError(fmt::format("{}: the {} pinned bytes have no device pointer on {} (cudaHostGetDevicePointer: {})",
+                                      what, bytes, name(), cudaGetErrorName(rc)));
+  }
+  return dev;
+}
+
+void CudaRankDevice::unpin_host(void* host, int64_t bytes) const noexcept {
+  if (bytes <= 0) return;
+  auto& r = pin_registry();
+  const auto [lo, hi] = page_range(host, bytes);
+  std::lock_guard<std::mutex> lock(r.m);
+  auto [b, e] = r.pins.equal_range(lo);
+  for (auto it = b; it != e; ++it)
+    if (it->second == hi) {
+      r.pins.erase(it);
+      break;
+    }
+  for (auto it = r.regs.begin(); it != r.regs.end();) {
+    const auto [s, t] = *it;
+    bool used = !overlaps(s, t, lo, hi);  // only the registrations under this pin may go
+    for (auto p = r.pins.begin(); !used && p != r.pins.end(); ++p) used = overlaps(s, t, p->first, p->second);
+    if (used) {
+      ++it;
+      continue;
+    }
+    cudaHostUnregister(reinterpret_cast<void*>(s));
+    it = r.regs.erase(it);
+  }
+}
+
+void CudaRankDevice::copy_rows(int64_t n, int64_t dim, const float* src, const float* src_alt, const int64_t* src_rows,
+                               float* dst, float* dst_alt, const int64_t* dst_rows, bool wait) const {
+  cuda::copy_rows_cuda(n, dim, src, src_alt, src_rows, dst, dst_alt, dst_rows, stream_);
+  if (wait) check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (host rows written)");
 }
 
 void CudaRankDevice::low_rank_lookup(const float* a, int64_t rows, int64_t r, const float* b, int64_t dim,

@@ -103,6 +103,17 @@ class CudaRankDevice final : public RankDevice {
   /// low_rank_backward_cuda on the compute stream; does not wait.
   void low_rank_backward(const float* a, int64_t r, const float* b, int64_t dim, const int64_t* row_ids, int64_t n,
                          const float* g, float* da, float* db) const override;
+  /// cudaHostRegister (mapped, portable) of the pages of [host, host + bytes) not already
+  /// pinned by an earlier call (a process-wide count per page: small tables share pages, and a
+  /// page registered twice is an error to CUDA); returns `host`, the device pointer of mapped
+  /// memory under unified addressing (refused with std::runtime_error where the device cannot
+  /// use host pointers of registered memory). Throws std::runtime_error naming `what` and bytes.
+  void* pin_host(void* host, int64_t bytes, const std::string& what) const override;
+  /// Drops the pages' counts; cudaHostUnregister of a registration none of whose pages are in use.
+  void unpin_host(void* host, int64_t bytes) const noexcept override;
+  /// copy_rows_cuda on the compute stream; with `wait`, then cudaStreamSynchronize.
+  void copy_rows(int64_t n, int64_t dim, const float* src, const float* src_alt, const int64_t* src_rows, float* dst,
+                 float* dst_alt, const int64_t* dst_rows, bool wait) const override;
   /// The rank's comm stream (the intra-device communicator's copies and reductions).
   cudaStream_t comm_stream() const { return comm_stream_; }
   /// Staging for the intra-device communicator: cudaMallocAsync / cudaFreeAsync on the comm

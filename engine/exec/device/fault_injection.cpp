@@ -98,6 +98,14 @@ class FaultyDevice final : public RankDevice {
                CopyKind kind) const override {
     in_->copy_2d(dst, dst_pitch, src, src_pitch, width_bytes, rows, kind);
   }
+  void* pin_host(void* host, int64_t bytes, const std::string& what) const override {
+    return in_->pin_host(host, bytes, what);
+  }
+  void unpin_host(void* host, int64_t bytes) const noexcept override { in_->unpin_host(host, bytes); }
+  void copy_rows(int64_t n, int64_t dim, const float* src, const float* src_alt, const int64_t* src_rows, float* dst,
+                 float* dst_alt, const int64_t* dst_rows, bool wait) const override {
+    in_->copy_rows(n, dim, src, src_alt, src_rows, dst, dst_alt, dst_rows, wait);
+  }
   void low_rank_lookup(const float* a, int64_t rows, int64_t r, const float* b, int64_t dim, const int64_t* ids,
                        const int64_t* offsets, int64_t n_bags, const float* scale, float* p, float* out) const override {
     in_->low_rank_lookup(a, rows, r, b, dim, ids, offsets, n_bags, scale, p, out);

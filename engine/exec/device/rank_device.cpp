@@ -8,6 +8,7 @@
 #include "embedscope/engine/model/dense.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/kernels/low_rank.h"
+#include "embedscope/engine/kernels/row_copy.h"
 
 namespace embedscope::engine::detail {
 
@@ -153,6 +154,14 @@ class HostRankDevice final : public RankDevice {
       std::memcpy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch,
                   static_cast<size_t>(width_bytes));
   }
+  // host memory is the device's: nothing to pin, the rows copied by the CPU reference
+  void* pin_host(void* host, int64_t, const std::string&) const override { return host; }
+  void unpin_host(void*, int64_t) const noexcept override {}
+  void copy_rows(int64_t n, int64_t dim, const float* src, const float* src_alt, const int64_t* src_rows, float* dst,
+                 float* dst_alt, const int64_t* dst_rows, bool) const override {
+    check_bound("copy_rows");
+    engine::copy_rows(n, dim, src, src_alt, src_rows, dst, dst_alt, dst_rows);
+  }
   // the host kernels themselves (bit for bit the cpu backend's); p is not needed there
   void low_rank_lookup(const float* a, int64_t rows, int64_t r, const float* b, int64_t dim, const int64_t* ids,
                        const int64_t* offsets, int64_t n_bags, const float* scale, float*, float* out) const override {
@@ -193,12 +202,32 @@ class HostRankDevice final : public RankDevice {
 std::unique_ptr<RankDevice> host_rank_device(int device) { return std::make_unique<HostRankDevice>(device); }
 
 namespace {
+std::atomic<int64_t> g_host_cache_copy_calls{0};
+
 class RankCacheDevice final : public HostCacheDevice {
  public:
   explicit RankCacheDevice(const RankDevice& d) : d_(d) {}
-  void to_device(void* dev, const void* host, int64_t bytes) const override { d_.to_device(dev, host, bytes); }
-  void to_host(void* host, const void* dev, int64_t bytes) const override { d_.to_host(host, dev, bytes); }
-  void on_device(void* dst, const void* src, int64_t bytes) const override { d_.copy_on_device(dst, src, bytes); }
+  void to_device(void* dev, const void* host, int64_t bytes) const override {
+    g_host_cache_copy_calls.fetch_add(1);
+    d_.to_device(dev, host, bytes);
+  }
+  void to_host(void* host, const void* dev, int64_t bytes) const override {
+    g_host_cache_copy_calls.fetch_add(1);
+    d_.to_host(host, dev, bytes);
+  }
+  void on_device(void* dst, const void* src, int64_t bytes) const override {
+    g_host_cache_copy_calls.fetch_add(1);
+    d_.copy_on_device(dst, src, bytes);
+  }
+  void copy_rows(int64_t n, int64_t dim, const float* src, const float* src_alt, const int64_t* src_rows, float* dst,
+                 float* dst_alt, const int64_t* dst_rows, bool wait) const override {
+    g_host_cache_copy_calls.fetch_add(1);
+    d_.copy_rows(n, dim, src, src_alt, src_rows, dst, dst_alt, dst_rows, wait);
+  }
+  void* pin_host(void* host, int64_t bytes, const std::string& what) const override {
+    return d_.pin_host(host, bytes, what);
+  }
+  void unpin_host(void* host, int64_t bytes) const noexcept override { d_.unpin_host(host, bytes); }
   void update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1, float* momentum2,
               int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets, int64_t n,
               const float* values) const override {
@@ -213,6 +242,8 @@ class RankCacheDevice final : public HostCacheDevice {
 std::unique_ptr<HostCacheDevice> host_cache_device(const RankDevice& device) {
   return std::make_unique<RankCacheDevice>(device);
 }
+
+int64_t host_cache_copy_calls() { return g_host_cache_copy_calls.load(); }
 
 namespace {
 std::atomic<int64_t> g_warmup_sync_calls{0}, g_measured_sync_calls{0};

@@ -133,12 +133,36 @@ class RankDevice : public IntraDeviceOps {
   /// of B). On a GPU low_rank_backward_cuda; asynchronous, as lookup.
   virtual void low_rank_backward(const float* a, int64_t r, const float* b, int64_t dim, const int64_t* row_ids,
                                  int64_t n, const float* g, float* da, float* db) const = 0;
+  /// Pins `bytes` of host memory at `host` (a table's host rows or optimizer state, allocated
+  /// once at setup) for the device and returns the pointer the device's kernels use for it: on
+  /// a GPU cudaHostRegister (mapped, portable; whole pages, a page already pinned by another
+  /// call shared and counted) and the host pointer, which with unified addressing is the mapped
+  /// device pointer (cudaDevAttrCanUseHostPointerForRegisteredMem, checked); on the host
+  /// stand-in nothing is pinned and `host` is returned. Throws std::runtime_error naming `what`,
+  /// the bytes and the CUDA error when the memory cannot be pinned (the caller refuses the run:
+  /// model/host_cache.h). bytes <= 0: returns `host`, pins nothing.
+  virtual void* pin_host(void* host, int64_t bytes, const std::string& what) const = 0;
+  /// Ends a pin_host of `host` (the same bytes); the memory must outlive it. Never throws.
+  virtual void unpin_host(void* host, int64_t bytes) const noexcept = 0;
+  /// copy_rows (kernels/row_copy.h) on the device: every base is device memory or a pin_host
+  /// pointer, the index arrays device memory. One kernel on a GPU (copy_rows_cuda on the compute
+  /// stream, in order with its work); `wait`: returns when the rows are written (the host is to
+  /// read host memory it wrote). Throws what copy_rows throws.
+  virtual void copy_rows(int64_t n, int64_t dim, const float* src, const float* src_alt, const int64_t* src_rows,
+                         float* dst, float* dst_alt, const int64_t* dst_rows, bool wait) const = 0;
 };
 
 /// The HostCacheDevice (model/host_cache.h) of a rank's device: its to_device / to_host /
-/// copy_on_device / update, so that a host / host_cached table's store moves its rows through
-/// `device` (which outlives the result).
+/// copy_on_device / copy_rows / pin_host / update, so that a host / host_cached table's store
+/// moves its rows through `device` (which outlives the result). Every copy it makes (to_device,
+/// to_host, on_device, copy_rows) is counted in host_cache_copy_calls().
 std::unique_ptr<HostCacheDevice> host_cache_device(const RankDevice& device);
+
+/// The copies (HostCacheDevice to_device / to_host / on_device / copy_rows calls) that the
+/// stores of host / host_cached tables made through host_cache_device adapters, process-wide,
+/// since the process began (a test reads it before and after a run). Issue 16 / 14: per step a
+/// constant (model/host_cache.h), whatever the number of rows.
+int64_t host_cache_copy_calls();
 
 /// Host memory standing in for GPU `device` (the emulated device the rank is placed on,
 /// exec/gpu_placement.h; its name() is "host memory (emulated device <device>)"): the allocators

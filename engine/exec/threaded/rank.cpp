@@ -487,6 +487,8 @@ void Rank::setup() {
             t.placement, t.cache_policy, spec.optimizer.type, s.num_rows, s.num_cols,
             t.placement == TablePlacement::host_cached ? cache_slots(t.cache_load_factor, s.num_rows) : 0, &arena_,
             cache_device_.get());
+      if (ls.host && cache_device_)  // the host rows and state pinned for the device, once (refused if they cannot be)
+        ls.host->pin(ls.weights.data(), ls.state(), fmt::format("table '{}' shard {}", t.name, si));
       if (home) {  // rows in host memory stay there
         to_gpu(ls.weights);
         to_gpu(ls.momentum1);

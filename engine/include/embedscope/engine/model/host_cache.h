@@ -73,9 +73,37 @@
 // (RankDevice::update) on the gathered rows. The host rows are pageable host memory (not
 // pinned: each copy is one cudaMemcpyAsync of one row, staged by the driver), so the results and
 // the counters equal the host path's bit for bit.
+//
+// Batched moves, pinned host rows (issue 16 / 14; FBGEMM's UVM caching). With a device, the host
+// rows and the optimizer state are PINNED once (pin(), at setup; on a GPU cudaHostRegister,
+// mapped) and the device reads and writes them in place through their device pointer: no row is
+// copied on its own. Every call makes a fixed number of copies, whatever its rows (U distinct
+// rows of a lookup, E dirty victims, I insertions, G gradient rows, M prefetched rows; each copy
+// one HostCacheDevice call, on a GPU one cudaMemcpyAsync or one copy_rows_cuda launch):
+//   gather, host:         2 (the row indices up; one copy_rows: host rows -> the buffer)
+//   gather, host_cached:  2 + [E > 0] + [I > 0]: the indices up (one upload of every index list
+//     of the call); the dirty victims slots -> host rows; ONE gather of hits and misses into the
+//     buffer (a hit from its slot, a miss from the host rows: FBGEMM's forward, which reads a row
+//     from lxu_cache_weights when lxu_cache_locations has it and from the UVM weights otherwise);
+//     the inserted rows buffer -> their slots (FBGEMM's lxu_cache_populate, one kernel);
+//   update:  4 + 2 ([s1 > 0] + [s2 > 0]) (sgd 4, rowwise_adagrad 6, adam 8): the indices up, the
+//     gradient up, the rows gathered (slot or host rows), each state buffer gathered, the device's
+//     row optimizer, the rows written back (to the slot, marked dirty, or to the host rows), each
+//     state buffer written back; the last copy waits for the device (the host may read them);
+//   prefetch: 1 + [E > 0] + [M > 0] (none when E + M = 0); flush: 2 when a row is dirty (waits).
+// Option (a) of the issue, zero-copy through mapped pinned memory, not (b) host-side packing
+// into a staging buffer: (b) reads every row twice on the host (pack, then DMA) and needs one
+// more buffer and a host pass a step; (a) is what FBGEMM's UVM path does (the rows read by the
+// kernel over PCIe, 128 B a warp), and the cache's write-backs (lxu_cache_flush) go the same way.
+// If the memory cannot be pinned, pin() throws and the run is REFUSED (std::runtime_error naming
+// the table, shard and bytes), with no fallback to pageable memory: a kernel cannot read
+// pageable host memory, so a fallback would be a second, per-row transfer path that is 10-100x
+// slower and would silently measure something other than what the spec asked for (the plan's
+// memory estimate already counts these host bytes).
 
 #include <cstdint>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -124,6 +152,15 @@ class HostCacheDevice {
   virtual void to_host(void* host, const void* dev, int64_t bytes) const = 0;
   /// Device to device.
   virtual void on_device(void* dev_dst, const void* dev_src, int64_t bytes) const = 0;
+  /// copy_rows (kernels/row_copy.h) on the device: bases device memory or pin_host pointers,
+  /// index arrays device memory; one kernel; `wait`: returns when the rows are written.
+  virtual void copy_rows(int64_t n, int64_t dim, const float* src, const float* src_alt, const int64_t* src_rows,
+                         float* dst, float* dst_alt, const int64_t* dst_rows, bool wait) const = 0;
+  /// Pins host memory for the device and returns the pointer its kernels use for it
+  /// (RankDevice::pin_host; throws std::runtime_error naming `what` and the bytes).
+  virtual void* pin_host(void* host, int64_t bytes, const std::string& what) const = 0;
+  /// Ends a pin_host (RankDevice::unpin_host). Never throws.
+  virtual void unpin_host(void* host, int64_t bytes) const noexcept = 0;
   /// apply_row_optimizer on device memory, as RankDevice::update (rows: the shape of the shard
   /// whose plan serves it; row_ids index `weights` and the state).
   virtual void update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1, float* momentum2,
@@ -142,6 +179,20 @@ class HostRowStore {
   /// outside [1, num_rows] under host_cached.
   HostRowStore(TablePlacement placement, CachePolicy policy, OptimizerType opt, int64_t num_rows, int64_t dim,
                int64_t slots, DeviceArena* arena, const HostCacheDevice* device = nullptr);
+
+  /// Unpins what pin() pinned (the host memory must still be there: the caller's rows and state
+  /// outlive the store).
+  ~HostRowStore();
+  HostRowStore(const HostRowStore&) = delete;
+  HostRowStore& operator=(const HostRowStore&) = delete;
+
+  /// With a device: pins the shard's host rows (num_rows x dim floats) and fp32 state (its
+  /// spans) for it, once (see the header), `what` naming the shard in errors (e.g. "table 't3'
+  /// shard 0"). The later calls must pass the same host_rows / state (std::logic_error
+  /// otherwise); a call that comes first pins its memory itself. Throws std::runtime_error
+  /// (RankDevice::pin_host) when the memory cannot be pinned: the run is refused. No-op without
+  /// a device.
+  void pin(float* host_rows, RowOptimizerState state, const std::string& what);
 
   /// The lookup of ids[0, n_ids) (local rows in [0, num_rows)): returns a device buffer
   /// (tag "host_fetch") of the U distinct rows' current values, U x dim (with a device: in its
@@ -198,6 +249,16 @@ class HostRowStore {
   void h2d(float* dst, const float* src, int64_t n);
   void d2h(float* dst, const float* src, int64_t n);
   void d2d(float* dst, const float* src, int64_t n);
+  /// gather() / prefetch() / flush() with a device: the batched copies (see the header).
+  DeviceBuffer<float> gather_on_device(float* host_rows, const std::vector<int64_t>& uniq,
+                                       const std::vector<int64_t>& times);
+  void prefetch_on_device(float* host_rows, const std::vector<std::pair<int64_t, int64_t>>& misses);
+  /// The device pointer of pinned host memory `host` (pinning it on first use); throws
+  /// std::logic_error for other memory than the pinned one.
+  float* pinned_ptr(float*& pinned_host, float*& pinned_dev, int64_t& pinned_bytes, float* host, int64_t bytes,
+                const char* what);
+  /// Index lists up to the device in one copy: a device buffer of their concatenation.
+  DeviceBuffer<int64_t> upload(const std::vector<int64_t>& idx);
   /// Slot for a missed row, or -1 when it is not to be inserted (no unlocked slot, or lfu keeps
   /// the victim); writes a dirty victim back and empties its slot. O(log slots).
   /// `extra`: ids of the row not yet in its lfu count (a prefetch's), added for the comparison.
@@ -223,6 +284,13 @@ class HostRowStore {
   // the filled slots that the current lookup has not used, by (key, slot): the victim is the first
   std::set<std::pair<int64_t, int64_t>> unlocked_;
   HostTransferCounters counters_;
+  // with a device: evicted dirty rows (slot, row) not yet written back (the batched copy does)
+  std::vector<std::pair<int64_t, int64_t>> pending_evict_;
+  // with a device: the pinned host rows and state (host pointer, device pointer, bytes)
+  std::string what_ = "a host table's shard";
+  float *rows_host_ = nullptr, *rows_dev_ = nullptr, *m1_host_ = nullptr, *m1_dev_ = nullptr, *m2_host_ = nullptr,
+        *m2_dev_ = nullptr;
+  int64_t rows_bytes_ = 0, m1_bytes_ = 0, m2_bytes_ = 0;
 };
 
 }  // namespace embedscope::engine
