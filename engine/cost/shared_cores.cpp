@@ -30,4 +30,24 @@ int64_t shared_cores_collective_ns(const std::vector<int64_t>& member_ns, int ra
                                              [&](int m) { return contention_factor(hw, m); }));
 }
 
+int64_t contended_ns(int64_t ns, const HardwareProfile& hw, int ranks_on_node) {
+  const double f = contention_factor(hw, ranks_on_node);
+  return f == 1.0 ? ns : static_cast<int64_t>(std::llround(static_cast<double>(ns) * f));
+}
+
+int64_t collective_call_ns(const std::vector<CallMember>& members, const HardwareProfile& hw) {
+  if (members.empty()) return 0;
+  bool one_node = true;
+  for (const CallMember& m : members) one_node = one_node && m.node == members.front().node;
+  if (hw.cpu.cores > 0 && one_node) {
+    std::vector<int64_t> own;
+    own.reserve(members.size());
+    for (const CallMember& m : members) own.push_back(m.own_ns);
+    return shared_cores_collective_ns(own, members.front().ranks_on_node, hw);
+  }
+  int64_t longest = 0;
+  for (const CallMember& m : members) longest = std::max(longest, contended_ns(m.own_ns, hw, m.ranks_on_node));
+  return longest;
+}
+
 }  // namespace embedscope::engine

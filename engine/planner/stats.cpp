@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/cost/cost_model.h"
+#include "embedscope/engine/cost/shared_cores.h"
 #include "embedscope/engine/program/step_program.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "program/program_sink.h"
@@ -132,36 +133,55 @@ PlanStats plan_stats(const WorkloadSpec& spec, const ShardingPlan& plan, const H
   const auto mem = estimate_memory(spec, plan);
   const auto lookups = expected_lookups_per_rank(spec, plan);
   st.ranks.resize(static_cast<size_t>(W));
+  // A call's time is the simulated executor's (cost/shared_cores.h collective_call_ns: processor
+  // sharing of a cpu node's cores, else the largest member's contended time), the same for each
+  // member: the calls are matched across ranks as the simulator's rendezvous does, by (group,
+  // sequence within the group on the rank), every collective counted (dense_all_reduce too).
+  std::map<std::pair<std::string, int64_t>, size_t> call_of;
+  std::vector<std::vector<CallMember>> call_members;
+  std::vector<std::vector<std::pair<Phase4, size_t>>> rank_calls(static_cast<size_t>(W));
   for (int r = 0; r < W; ++r) {
     RankStats& rs = st.ranks[static_cast<size_t>(r)];
     rs.rank = r;
     rs.lookups = lookups[static_cast<size_t>(r)];
     rs.hbm_bytes = mem[static_cast<size_t>(r)].total();
     rs.ddr_bytes = mem[static_cast<size_t>(r)].host;
+    const int ranks_on_node = std::min(gpn, W - r / gpn * gpn);
     const StepProgram p = program::build_step_program(spec, plan, layout, r, it);
+    std::map<std::string, int64_t> seq;  // the rank's next sequence number per group
     int64_t dense_ns = 0;
     for (const ProgramOp& op : p.ops) {
       if (op.lane == sessions::Lane::gpu_copy) {  // the host link (cost_model.h host_copy_ns)
         (op.name == "prefetch" ? rs.prefetch_ns : rs.host_ns) += host_copy_ns(op, hw);
         continue;
       }
-      if (op.name == "dense_forward_backward") dense_ns += compute_ns(op, hw);
       const Phase4 ph = phase_of(op);
-      if (ph == Phase4::none) continue;
-      int64_t ns = 0;
-      if (op.lane == sessions::Lane::comm)
-        for (const CollectiveCall& c : op.collectives) ns += collective_ns(c, r, gpn, hw);
-      else
-        ns = compute_ns(op, hw);
+      if (op.lane == sessions::Lane::comm) {
+        for (const CollectiveCall& c : op.collectives) {
+          const auto [at, added] = call_of.try_emplace({c.group, seq[c.group]++}, call_members.size());
+          if (added) call_members.emplace_back();
+          call_members[at->second].push_back({collective_ns(c, r, gpn, hw), r / gpn, ranks_on_node});
+          if (ph != Phase4::none) rank_calls[static_cast<size_t>(r)].emplace_back(ph, at->second);
+        }
+        continue;
+      }
+      // compute on cpu ranks shares the node's cores, as in the simulator (1 for GPUs)
+      const int64_t ns = contended_ns(compute_ns(op, hw), hw, ranks_on_node);
+      if (op.name == "dense_forward_backward") dense_ns += ns;
       switch (ph) {
         case Phase4::fwd_compute: rs.fwd_compute_ns += ns; break;
-        case Phase4::fwd_comms: rs.fwd_comms_ns += ns; break;
         case Phase4::bwd_compute: rs.bwd_compute_ns += ns; break;
-        case Phase4::bwd_comms: rs.bwd_comms_ns += ns; break;
-        case Phase4::none: break;
+        default: break;
       }
     }
     rs.host_ns += std::max<int64_t>(0, rs.prefetch_ns - dense_ns);  // the prefetch the dense part does not hide
+  }
+  std::vector<int64_t> call_ns(call_members.size());
+  for (size_t k = 0; k < call_members.size(); ++k) call_ns[k] = collective_call_ns(call_members[k], hw);
+  for (int r = 0; r < W; ++r) {
+    RankStats& rs = st.ranks[static_cast<size_t>(r)];
+    for (const auto& [ph, k] : rank_calls[static_cast<size_t>(r)])
+      (ph == Phase4::fwd_comms ? rs.fwd_comms_ns : rs.bwd_comms_ns) += call_ns[k];
   }
   for (const TablePlan& tp : plan.tables)
     for (const Shard& s : tp.shards) ++st.ranks[static_cast<size_t>(s.rank)].shards[static_cast<size_t>(tp.type)];

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "embedscope/engine/cost/cost_model.h"
+#include "embedscope/engine/cost/shared_cores.h"
 #include "embedscope/engine/input/id_share.h"
 #include "embedscope/engine/sharding/vocab_parallel.h"
 #include "embedscope/engine/workload/spec_error.h"
@@ -253,19 +255,26 @@ LmSimulatedStep simulate_lm_step(const LmWorkloadSpec& spec, const HardwareProfi
   out.rank_end_ns.resize(P);
   out.collective_ns.resize(P);
   std::vector<int64_t> t(P, 0);
+  const int gpn = std::max(1, gpus_per_node);
+  const auto ranks_on_node = [&](size_t r) { return std::min(gpn, p - static_cast<int>(r) / gpn * gpn); };
   const size_t n = out.programs[0].ops.size();
   for (size_t k = 0; k < n; ++k) {
     const ProgramOp& op0 = out.programs[0].ops[k];
     for (size_t r = 0; r < P; ++r) out.rank_start_ns[r].push_back(t[r]);
     if (op0.lane == Lane::compute) {
-      for (size_t r = 0; r < P; ++r) t[r] += compute_ns(out.programs[r].ops[k], hw);
+      for (size_t r = 0; r < P; ++r) t[r] += contended_ns(compute_ns(out.programs[r].ops[k], hw), hw, ranks_on_node(r));
     } else {
       for (size_t c = 0; c < op0.collectives.size(); ++c) {
-        int64_t ready = 0, dur = 0;
+        int64_t ready = 0;
+        std::vector<CallMember> members;
         for (size_t r = 0; r < P; ++r) {
           ready = std::max(ready, t[r]);
-          dur = std::max(dur, collective_ns(out.programs[r].ops[k].collectives[c], static_cast<int>(r), gpus_per_node, hw));
+          members.push_back({collective_ns(out.programs[r].ops[k].collectives[c], static_cast<int>(r), gpn, hw),
+                             static_cast<int>(r) / gpn, ranks_on_node(r)});
         }
+        // the simulated executor's rule of a call's time (cost/shared_cores.h): processor sharing
+        // of a cpu node's cores, else the largest member's (contended) time
+        const int64_t dur = collective_call_ns(members, hw);
         const int64_t waited = ready - t[0];
         for (size_t r = 0; r < P; ++r) {
           out.collective_ns[r].emplace_back(t[r], ready + dur);

@@ -38,10 +38,8 @@ constexpr int kMaxRecordedPeers = 64;
 
 struct SimCollective {
   int group = 0;               // index into Simulation::group_names
-  int64_t duration_ns = 0;     // this member's cost model figure
-  int64_t own_ns = 0;          // cpu ranks: its figure with the node to itself (collective_ns)
+  CallMember member;           // its figure with the node to itself (collective_ns), node, ranks there
   int64_t floor_ns = 0;        // the emulated network's floor under it (0: none)
-  int node = 0;                // the member's node (rank / gpus_per_node)
   const CollectiveCall* call;  // in the rank's program (kept alive while the key is current)
 };
 
@@ -64,12 +62,11 @@ struct RankStep {
 struct Rendezvous {
   int arrived = 0, consumed = 0;
   int64_t ready_ns = 0, duration_ns = 0;
-  // cpu ranks (calib39): the members' own times, floors and nodes, for the call's time under
-  // processor sharing of the node's cores (cost/shared_cores.h), set when the last arrives
-  std::vector<int64_t> own_ns;
+  // the members' own times and nodes, for the call's time (cost/shared_cores.h
+  // collective_call_ns: processor sharing on a cpu node, calib39), set when the last arrives
+  std::vector<CallMember> members;
   int64_t floor_ns = 0;
-  int first_node = -1;
-  bool one_node = true, timed = false;
+  bool timed = false;
 };
 
 // A cpu rank's scheduling lag at a collective (hardware_profile.h CpuContention::sync_lag_ns):
@@ -250,18 +247,15 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
       s.op = &op;
       // cpu ranks (a calibrated this_machine) share their node's cores: compute and Gloo's
       // copies alike (cost_model.h contention_factor; 1 for GPUs)
-      const double contention = contention_factor(hw_, std::min(gpn, W - r / gpn * gpn));
-      const auto contended = [&](int64_t ns) {
-        return contention == 1.0 ? ns : static_cast<int64_t>(std::llround(static_cast<double>(ns) * contention));
-      };
+      const auto contended = [&](int64_t ns) { return contended_ns(ns, hw_, std::min(gpn, W - r / gpn * gpn)); };
       if (hw_.cpu.cores > 0 && hw_.cpu.handoff_ns > 0 && op.lane != Lane::gpu_copy)
         s.handoff_ns = contended(hw_.cpu.handoff_ns);  // cpu ranks' wake-up after the other thread (CpuContention)
       if (hw_.cpu.cores > 0 && hw_.cpu.sync_lag_ns > 0 && op.lane == Lane::comm)  // cpu ranks' scheduling lag
         s.sync_lag_ns = hw_.cpu.sync_lag_ns * sync_lag_factor(hw_, std::min(gpn, W - r / gpn * gpn));
       if (op.lane == Lane::comm) {
         for (const CollectiveCall& c : op.collectives) {
-          const int64_t own = collective_ns(c, r, gpn, hw_), floor = emulated_floor_ns(c);
-          s.collectives.push_back({-1, std::max(contended(own), floor), own, floor, r / gpn, &c});
+          s.collectives.push_back({-1, {collective_ns(c, r, gpn, hw_), r / gpn, std::min(gpn, W - r / gpn * gpn)},
+                                   emulated_floor_ns(c), &c});
         }
       } else if (op.lane == Lane::gpu_copy) {
         s.duration_ns = host_copy_ns(op, hw_);
@@ -397,23 +391,19 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
               Rendezvous& rv = rendezvous[(static_cast<uint64_t>(c.group) << 40) | p.seq];
               ++rv.arrived;
               rv.ready_ns = std::max(rv.ready_ns, p.cursor);
-              rv.duration_ns = std::max(rv.duration_ns, c.duration_ns);
-              rv.own_ns.push_back(c.own_ns);
+              rv.members.push_back(c.member);
               rv.floor_ns = std::max(rv.floor_ns, c.floor_ns);
-              if (rv.first_node < 0) rv.first_node = c.node;
-              rv.one_node = rv.one_node && c.node == rv.first_node;
               p.registered = any = true;
             }
             const uint64_t key = (static_cast<uint64_t>(c.group) << 40) | p.seq;
             Rendezvous& rv = rendezvous.at(key);
             if (rv.arrived < n) break;  // waiting for the group's other members
             if (!rv.timed) {
-              // cpu ranks of one node: the members' copies share its cores, and a member that is
-              // done stops competing (processor sharing, cost/shared_cores.h); equal to the largest
-              // member's contended time for a balanced call. Calls across emulated nodes keep that.
-              if (hw_.cpu.cores > 0 && rv.one_node)
-                rv.duration_ns = std::max(
-                    shared_cores_collective_ns(rv.own_ns, std::min(gpn, W - rv.first_node * gpn), hw_), rv.floor_ns);
+              // the one rule of a call's time (cost/shared_cores.h collective_call_ns, which the
+              // planner's statistics and the LM simulation use too): cpu ranks of one node share
+              // its cores, a member that is done stops competing (processor sharing); else the
+              // largest member's contended time. Never under the emulated network's floor.
+              rv.duration_ns = std::max(collective_call_ns(rv.members, hw_), rv.floor_ns);
               rv.timed = true;
             }
             const int64_t end = rv.ready_ns + rv.duration_ns;

@@ -26,6 +26,11 @@
 // members' own times (cost/shared_cores.h, calib39), which is the largest member's time x
 // contention_factor for a balanced call and less when small members finish first.
 //
+// A call's time, from its members' collective_ns: one function, cost/shared_cores.h
+// collective_call_ns (calib40), used by the simulated executor, the planner's statistics
+// (planner/stats.h) and the LM simulation (program/lm_program.h); compute's contention by
+// contended_ns there too.
+//
 // Host-link ops (tables in host memory: rows and optimizer state copied over PCIe, the bytes
 // from the cache model, cache_model.h): t = latency + max(h2d, d2h) / host link bandwidth
 // (host_copy_ns), on their own lane (a GPU's copy engine), so that a prefetch runs under the
@@ -39,8 +44,9 @@
 namespace embedscope::engine {
 
 /// Duration in ns (>= the link latency) of collective `c` on global rank `rank`, in a cluster
-/// of nodes of `gpus_per_node` ranks (rank r on node r / gpus_per_node). The members of a
-/// collective each get their own figure; a simulated collective lasts the largest.
+/// of nodes of `gpus_per_node` ranks (rank r on node r / gpus_per_node), with the node to
+/// itself. The members of a collective each get their own figure; the call's time from them is
+/// cost/shared_cores.h collective_call_ns (the largest for GPUs; processor sharing on cpu nodes).
 int64_t collective_ns(const CollectiveCall& c, int rank, int gpus_per_node, const HardwareProfile& hw);
 
 /// Duration in ns (>= kernel_launch_ns) of compute op `op` (lane compute) on one GPU of `hw`,

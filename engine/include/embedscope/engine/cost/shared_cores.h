@@ -42,4 +42,33 @@ double processor_sharing_time(std::vector<double> work, int ranks_on_node, const
 /// ns: 1000 x 2 + 0 + 0 + 4000 x 1 = 6,000 ns (the max-member model: 5000 x 2 = 10,000 ns).
 int64_t shared_cores_collective_ns(const std::vector<int64_t>& member_ns, int ranks_on_node, const HardwareProfile& hw);
 
+/// `ns` (a compute op's or a member's time with the node to itself) on a cpu node of
+/// `ranks_on_node` ranks: round(ns x contention_factor(hw, ranks_on_node)); `ns` itself when the
+/// factor is 1 (GPUs: hw.cpu.cores 0). The simulated executor, the planner's statistics and the
+/// LM simulation all scale compute this way. Example: 2 cores, 1 thread per rank, 4 ranks
+/// (factor 2): 1,000 -> 2,000 ns.
+int64_t contended_ns(int64_t ns, const HardwareProfile& hw, int ranks_on_node);
+
+/// One member of a collective call, as collective_call_ns times it.
+struct CallMember {
+  int64_t own_ns = 0;     ///< collective_ns of the member's CollectiveCall (cost_model.h), node to itself, ns
+  int node = 0;           ///< the member's node (global rank / gpus per node)
+  int ranks_on_node = 1;  ///< ranks on that node (min(gpus per node, world - node x gpus per node))
+};
+
+/// The duration in ns of one collective call (the last member's end after the last arrival),
+/// the same for every member: THE rule of every time estimate of a call (calib40, issue 15) - the
+/// simulated executor (exec/simulated/, before its emulated-network floor), the planner's
+/// statistics (planner/stats.h plan_stats) and the LM simulation (program/lm_program.h
+/// simulate_lm_step) all call it.
+///  - cpu ranks (hw.cpu.cores > 0) with every member on one node: processor sharing of the
+///    node's cores, shared_cores_collective_ns(own_ns..., ranks_on_node);
+///  - else (GPUs; calls across nodes): the largest of the members' own_ns x
+///    contention_factor(hw, its ranks_on_node), each rounded to ns (for GPUs the factor is 1: the
+///    largest member's nccl-tests time, cost_model.h).
+/// 0 for no members. Throws std::invalid_argument (processor_sharing_time) when more members than
+/// ranks_on_node share a node. Example: 2 cores, members {1000, 5000, 1000, 1000} ns all on node 0
+/// of 4 ranks: 6,000 ns; the same members on two nodes of 2 ranks each: 5000 x f(2) = 5,000 ns.
+int64_t collective_call_ns(const std::vector<CallMember>& members, const HardwareProfile& hw);
+
 }  // namespace embedscope::engine

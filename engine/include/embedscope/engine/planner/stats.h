@@ -68,7 +68,8 @@ struct RankStats {
   double lookups = 0;           ///< expected rows looked up per step
   int64_t hbm_bytes = 0;        ///< estimate_memory's total for the rank
   int64_t ddr_bytes = 0;        ///< estimate_memory's host bytes (tables placed host / host_cached)
-  /// ns per step, from the rank's StepProgram ops timed by the cost model:
+  /// ns per step, from the rank's StepProgram ops timed by the cost model (a collective: its
+  /// call's time, equal on every member, plan_stats):
   int64_t fwd_compute_ns = 0;   ///< bucketize, kjt_permute, lookup
   int64_t fwd_comms_ns = 0;     ///< input dist (KJT all-to-alls) and output dist
   int64_t bwd_compute_ns = 0;   ///< backward_fused_optimizer and the data-parallel updates
@@ -102,8 +103,12 @@ struct PlanStats {
 };
 
 /// Computes the statistics of `plan` (validated with validate_plan) with `hw`: builds each
-/// rank's program of the pipeline's steady iteration (steady_iteration) and times its ops with
-/// compute_ns / collective_ns (gpus per node: plan.local_world_size), its host-link ops with
+/// rank's program of the pipeline's steady iteration (steady_iteration) and times its ops as the
+/// simulated executor does (gpus per node: plan.local_world_size): compute ops compute_ns x the
+/// node's contention (cost/shared_cores.h contended_ns; x 1 for GPUs), each collective call the
+/// same for all its members, collective_call_ns of the members' collective_ns (processor sharing
+/// on a cpu node; the largest member's time for GPUs; calib40) with no waiting for late members,
+/// its host-link ops with
 /// host_copy_ns (RankStats::host_ns, prefetch_ns: the simulated executor's figures). The dense part (dense
 /// forward/backward, its all-reduces and optimizer) and the input op are the same under every
 /// plan and are left out, as TorchRec's planner leaves them out of its shards' perf.

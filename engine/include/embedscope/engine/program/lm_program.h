@@ -53,7 +53,10 @@ bool is_lm_embedding_collective(std::string_view name);
 /// compute_ns, collective_ns), with `gpus_per_node` ranks per node (rank r on node r /
 /// gpus_per_node). Every rank issues the same ops in the same order (one thread each), so an op
 /// starts when the rank has ended the one before, a collective when every rank has reached it,
-/// and it lasts the largest member's figure.
+/// and it lasts what the simulated executor gives the call (cost/shared_cores.h
+/// collective_call_ns of the members' collective_ns: the largest member's figure for GPUs,
+/// processor sharing of the node's cores for cpu ranks of one node; calib40). Compute ops on cpu
+/// ranks take compute_ns x the node's contention factor (contended_ns), as in the simulator.
 struct LmSimulatedStep {
   int64_t step_ns = 0;                      ///< the slowest rank's step
   int64_t comm_ns = 0;                      ///< rank 0's time in collectives (none hidden: one thread)
