@@ -25,6 +25,7 @@
 #include "embedscope/engine/planner/search.h"
 #include "embedscope/sessions/analysis/stats.h"
 #include "embedscope/sessions/store/session.h"
+#include "embedscope/sessions/model/unit_ladder.h"  // format_rate
 #include "output/output.h"
 #include "output/rebalance_text.h"
 #include "run_process.h"
@@ -84,6 +85,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   fmt::print(stderr, "embedscope run: {} on {} {} ranks, {}, batch {} per rank, {} step{} (+{} warmup), {} pipeline\n",
              spec.name, spec.devices.count, es::to_string(spec.devices.backend), sharding, spec.batch_size, spec.steps,
              spec.steps == 1 ? "" : "s", spec.warmup_steps, es::to_string(spec.pipeline));
+  if (const std::string note = auto_backend_note(a, spec); !note.empty()) fmt::print(stderr, "backend: {}\n", note);
   if (!process_from.empty())
     fmt::print(stderr, "this process: rank {} of {} (from {}), rendezvous {} (run id {})\n", proc.rank, proc.world_size,
                process_from, proc.rendezvous, proc.run_id);
@@ -206,7 +208,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
                            r.samples_per_step, spec.batch_size, spec.devices.count);
   std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", ms(d.mean), ms(static_cast<double>(d.p50)),
                            ms(static_cast<double>(d.p99)));
-  std::cout << fmt::format("throughput   {:.0f} samples/s{}\n", sps, simulated ? " (SIMULATED)" : "");
+  std::cout << fmt::format("throughput   {} samples/s{}\n", embedscope::sessions::format_rate(sps), simulated ? " (SIMULATED)" : "");
   if (r.loss.empty())
     std::cout << "loss         none (simulated: nothing is trained)\n";
   else
