@@ -115,12 +115,12 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
     if (!tty && p.step % every != 0 && p.step != p.total_steps && now - last_print < std::chrono::seconds(2)) return;
     last_print = now;
     if (simulated) {
-      fmt::print(stderr, "{}step {}/{}  {:.0f} samples/s (simulated){}", tty ? "\r\033[K" : "", p.step, p.total_steps,
-                 p.samples_per_s, tty ? "" : "\n");
+      fmt::print(stderr, "{}step {}/{}  {} samples/s (simulated){}", tty ? "\r\033[K" : "", p.step, p.total_steps,
+                 embedscope::sessions::format_rate(p.samples_per_s), tty ? "" : "\n");
       return;
     }
-    fmt::print(stderr, "{}step {}/{}  {:.0f} samples/s  ETA {:.1f} s  loss {:.4f}{}", tty ? "\r\033[K" : "", p.step,
-               p.total_steps, p.samples_per_s, p.eta_s, p.loss, tty ? "" : "\n");
+    fmt::print(stderr, "{}step {}/{}  {} samples/s  ETA {:.1f} s  loss {:.4f}{}", tty ? "\r\033[K" : "", p.step,
+               p.total_steps, embedscope::sessions::format_rate(p.samples_per_s), p.eta_s, p.loss, tty ? "" : "\n");
   };
   const es::RunResult r = with_origin(a.origin, [&] { return es::run_training(spec, plan, opt); });
   if (tty) fmt::print(stderr, "\n");

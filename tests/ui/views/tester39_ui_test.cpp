@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <QApplication>
+#include <QLabel>
 #include <QImage>
 #include <QTabWidget>
 #include <QVBoxLayout>
@@ -19,6 +20,7 @@
 #include "models/compare_model.h"
 #include "shell/report_layout.h"
 #include "views/compare_view.h"
+#include "views/summary_view.h"
 #include "ui/support/ui_fixtures.h"
 
 using namespace embedscope;
@@ -46,6 +48,14 @@ TEST(Tester39Ui, CompareChartsOfHourLongStepsReadInHours) {
   EXPECT_EQ(m->data(m->index(CompareModel::Throughput, 2)).toString(), "0.000170 samples/s");
   EXPECT_EQ(m->data(m->index(CompareModel::Throughput, 1)).toString(), "8000 samples/s");
   EXPECT_EQ(m->data(m->index(CompareModel::StepMean, 2)).toString(), "13.05 h");
+
+  // the Summary page of the slow session says the same
+  SummaryView summary(slow);
+  ASSERT_TRUE(wait_for_analyses(&summary));
+  const auto* text = summary.findChild<QLabel*>("summary_text");
+  ASSERT_NE(text, nullptr);
+  EXPECT_TRUE(text->text().contains("step time mean 13.05 h, p50 13.05 h, p99 13.05 h; 0.000170 samples/s"))
+      << text->text().toStdString();
 
   // 1 ms steps alone: ms
   CompareView ms_view({{"A", fast}, {"B", fast}});
