@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -54,4 +55,15 @@ TEST(PlanBackendAuto, PlanAndRunSayWhatAutoBecame) {
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.err.find("backend: auto picked cpu: no CUDA device here (" + gpus.error + ")\n"), std::string::npos) << r.err;
   }
+}
+
+// What `plan --json` prints runs with `run --plan` (the backend keys were "unknown key" there).
+TEST(PlanBackendAuto, ThePlanJsonWithItsBackendRuns) {
+  const auto plan = plan_auto_scratch() / "auto_plan.json";
+  const std::string cmd = std::string(EMBEDSCOPE_CLI) + " plan --preset tiny --backend auto --json > " + plan.string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const auto r = plan_auto_cli("run --preset tiny --steps 1 --plan " + plan.string() + " -o " +
+                               (plan_auto_scratch() / "from_plan.db").string());
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.find("unknown key"), std::string::npos) << r.err;
 }
