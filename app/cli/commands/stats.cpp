@@ -351,7 +351,9 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   if (!session.meta("end_message").empty()) std::cout << fmt::format("             {}\n", session.meta("end_message"));
   const auto per_step = step_size(session.meta("workload_json"), st.samples_per_step);
   if (imported)  // a trace has no workload: its ranks (world size as the trace says) and profiler steps
-    std::cout << fmt::format("trace        world size {}, {} profiler steps{}\n", std::max<size_t>(static_cast<size_t>(st.world_size), st.ranks.size()), st.steps,
+    // the GPUs its deviceProperties name (tester39), as a run's workload line says them
+    std::cout << fmt::format("trace        world size {}, {} profiler steps{}{}\n", std::max<size_t>(static_cast<size_t>(st.world_size), st.ranks.size()), st.steps,
+                             ss::gpus_text(session.ranks()).empty() ? std::string() : "; ranks" + ss::gpus_text(session.ranks()),
                              st.untraced_ranks.empty()
                                  ? std::string()
                                  : fmt::format("; rank{} {} without a trace in this session (left out of the figures below)",

@@ -98,6 +98,10 @@ TEST(Tester39Cli, AnImportedTraceNamesTheGpuOfItsStreams) {
   EXPECT_EQ(j["gpus"][0]["ranks"], nlohmann::json::array({1}));
   EXPECT_EQ(j["gpus"][0]["memory_capacity_bytes"], 42297524224);
   EXPECT_EQ(j["gpus_text"], "on 1 GPU (NVIDIA A100-PG509-200 (cuda:1))");
+  r = t39_cli("stats " + db);
+  EXPECT_NE(r.out.find("trace        world size 2, 1 profiler steps; ranks on 1 GPU (NVIDIA A100-PG509-200 (cuda:1)); rank 0 without "
+                       "a trace"),
+            std::string::npos) << r.out;
   // no stream lanes: the first device listed, marked imported, and no GPU claimed
   const auto host_only = t39_trace("t39_host.json", 0, 1000, -1, true);
   std::filesystem::remove(scratch_db("t39_host.db"));
