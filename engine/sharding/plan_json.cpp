@@ -247,10 +247,11 @@ void same_as_workload(const json& given, const json& workload, const std::string
 ShardingPlan plan_from_json(const WorkloadSpec& spec, const json& j, const std::string& origin) {
   if (!j.is_object()) fail(origin, "", "a sharding plan is a JSON object (as `embedscope plan --json` prints)");
   // what `plan --json` prints besides the plan: pipeline, qcomms and network (checked against
-  // the workload), memory, table_storage, and whether it fits (fits; ended and error when it
-  // does not): ignored
+  // the workload), memory, table_storage, whether it fits (fits; ended and error when it does
+  // not), the backend it planned for and was asked for (backend, backend_requested) and a cuda
+  // plan's gpu_placement: ignored (the run resolves its backend and places its ranks itself)
   only_keys(j, {"world_size", "local_world_size", "tables", "table_storage", "pipeline", "qcomms", "network", "memory",
-                "fits", "ended", "error"},
+                "fits", "ended", "error", "backend", "backend_requested", "gpu_placement"},
             origin, "");
   if (j.contains("pipeline") || j.contains("qcomms") || j.contains("network")) {
     const json w = to_json(spec);

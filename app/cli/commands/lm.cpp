@@ -19,6 +19,7 @@
 #include "embedscope/sessions/analysis/stats.h"
 #include "embedscope/sessions/model/units.h"
 #include "embedscope/sessions/store/session.h"
+#include "embedscope/sessions/model/unit_ladder.h"  // format_rate
 #include "interrupt.h"
 #include "output/output.h"
 
@@ -240,7 +241,7 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
                            spec.sharding == es::LmSharding::vocab_parallel ? "one tensor-parallel group, every rank the same tokens"
                                                                            : fmt::format("{} per rank x {} ranks", tokens / p, p));
   std::cout << fmt::format("step time    mean {}  p50 {}  min {}\n", ms(d.mean), ms(d.p50), ms(d.min));
-  std::cout << fmt::format("throughput   {:.0f} tokens/s\n", tps);
+  std::cout << fmt::format("throughput   {} tokens/s\n", embedscope::sessions::format_rate(tps));
   if (r.losses.empty())
     std::cout << "loss         none (SIMULATED: nothing is trained)\n";
   else

@@ -129,13 +129,20 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
     const auto& gpus = profiler::cuda_devices();
     const es::GpuPlacement p = es::check_cuda_placement(spec, gpus);
     placement_text = "backend cuda, GPUs: " + es::describe_placement(p, gpus.names) + "\n";
+    if (const std::string note = auto_backend_note(a, spec); !note.empty()) placement_text += "             (" + note + ")\n";
     for (int g = 0; g < p.devices_used(); ++g)
       placement_json.push_back({{"gpu", g},
                                 {"name", static_cast<size_t>(g) < gpus.names.size() ? gpus.names[static_cast<size_t>(g)] : ""},
                                 {"ranks", p.ranks_on(g)}});
+  } else if (const std::string note = auto_backend_note(a, spec); !note.empty()) {
+    // auto on a machine without a GPU planned for cpu ranks: say so (tester39 F11), as the
+    // cuda case says "backend cuda, GPUs: ..."
+    placement_text = fmt::format("backend      {} ({})\n", es::to_string(spec.devices.backend), note);
   }
   if (as_json) {
     json j = es::to_json(spec, plan);
+    j["backend"] = es::to_string(spec.devices.backend);  // what auto became
+    j["backend_requested"] = es::to_string(a.requested_backend);
     j["table_storage"] = table_storage_estimate_json(spec, plan);
     if (!placement_json.empty()) j["gpu_placement"] = placement_json;
     j["fits"] = does_not_fit.empty();

@@ -25,6 +25,7 @@
 #include "embedscope/engine/planner/search.h"
 #include "embedscope/sessions/analysis/stats.h"
 #include "embedscope/sessions/store/session.h"
+#include "embedscope/sessions/model/unit_ladder.h"  // format_rate
 #include "output/output.h"
 #include "output/rebalance_text.h"
 #include "run_process.h"
@@ -84,6 +85,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   fmt::print(stderr, "embedscope run: {} on {} {} ranks, {}, batch {} per rank, {} step{} (+{} warmup), {} pipeline\n",
              spec.name, spec.devices.count, es::to_string(spec.devices.backend), sharding, spec.batch_size, spec.steps,
              spec.steps == 1 ? "" : "s", spec.warmup_steps, es::to_string(spec.pipeline));
+  if (const std::string note = auto_backend_note(a, spec); !note.empty()) fmt::print(stderr, "backend: {}\n", note);
   if (!process_from.empty())
     fmt::print(stderr, "this process: rank {} of {} (from {}), rendezvous {} (run id {})\n", proc.rank, proc.world_size,
                process_from, proc.rendezvous, proc.run_id);
@@ -113,12 +115,12 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
     if (!tty && p.step % every != 0 && p.step != p.total_steps && now - last_print < std::chrono::seconds(2)) return;
     last_print = now;
     if (simulated) {
-      fmt::print(stderr, "{}step {}/{}  {:.0f} samples/s (simulated){}", tty ? "\r\033[K" : "", p.step, p.total_steps,
-                 p.samples_per_s, tty ? "" : "\n");
+      fmt::print(stderr, "{}step {}/{}  {} samples/s (simulated){}", tty ? "\r\033[K" : "", p.step, p.total_steps,
+                 embedscope::sessions::format_rate(p.samples_per_s), tty ? "" : "\n");
       return;
     }
-    fmt::print(stderr, "{}step {}/{}  {:.0f} samples/s  ETA {:.1f} s  loss {:.4f}{}", tty ? "\r\033[K" : "", p.step,
-               p.total_steps, p.samples_per_s, p.eta_s, p.loss, tty ? "" : "\n");
+    fmt::print(stderr, "{}step {}/{}  {} samples/s  ETA {:.1f} s  loss {:.4f}{}", tty ? "\r\033[K" : "", p.step,
+               p.total_steps, embedscope::sessions::format_rate(p.samples_per_s), p.eta_s, p.loss, tty ? "" : "\n");
   };
   const es::RunResult r = with_origin(a.origin, [&] { return es::run_training(spec, plan, opt); });
   if (tty) fmt::print(stderr, "\n");
@@ -206,7 +208,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
                            r.samples_per_step, spec.batch_size, spec.devices.count);
   std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", ms(d.mean), ms(static_cast<double>(d.p50)),
                            ms(static_cast<double>(d.p99)));
-  std::cout << fmt::format("throughput   {:.0f} samples/s{}\n", sps, simulated ? " (SIMULATED)" : "");
+  std::cout << fmt::format("throughput   {} samples/s{}\n", embedscope::sessions::format_rate(sps), simulated ? " (SIMULATED)" : "");
   if (r.loss.empty())
     std::cout << "loss         none (simulated: nothing is trained)\n";
   else

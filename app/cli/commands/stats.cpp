@@ -23,6 +23,7 @@
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "embedscope/sessions/analysis/flight_recorder.h"
+#include "embedscope/sessions/model/unit_ladder.h"  // format_rate
 #include "output/flight_recorder_text.h"
 #include "output/gpu_kernels_text.h"
 #include "output/memory_text.h"
@@ -321,7 +322,14 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     j["overlap_definition"] = ss::overlap_definition(st);
     // which ranks ran on which GPU (tester38 #11): [] for ranks on no GPU
     j["gpus"] = json::array();
-    for (const auto& g : ss::rank_gpus(session.ranks())) j["gpus"].push_back({{"device", g.device}, {"ranks", g.ranks}});
+    for (const auto& g : ss::rank_gpus(session.ranks())) {
+      // its memory as the session recorded it: an imported trace's deviceProperties totalGlobalMem,
+      // a cuda run's devices.memory_bytes (capped at the GPU's free memory); null when none
+      int64_t memory = 0;
+      for (const auto& r : session.ranks())
+        if (r.device == g.device) memory = std::max(memory, r.memory_capacity_bytes);
+      j["gpus"].push_back({{"device", g.device}, {"ranks", g.ranks}, {"memory_capacity_bytes", memory > 0 ? json(memory) : json()}});
+    }
     const std::string on_gpus = ss::gpus_text(session.ranks());
     j["gpus_text"] = on_gpus.empty() ? json() : json(on_gpus.substr(1));  // "sharing 1 GPU (NVIDIA H200 (cuda:0))"
     if (!session.meta(ss::meta::kCuptiRecords).empty())
@@ -353,7 +361,9 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   if (!session.meta("end_message").empty()) std::cout << fmt::format("             {}\n", session.meta("end_message"));
   const auto per_step = step_size(session.meta("workload_json"), st.samples_per_step);
   if (imported)  // a trace has no workload: its ranks (world size as the trace says) and profiler steps
-    std::cout << fmt::format("trace        world size {}, {} profiler steps{}\n", std::max<size_t>(static_cast<size_t>(st.world_size), st.ranks.size()), st.steps,
+    // the GPUs its deviceProperties name (tester39), as a run's workload line says them
+    std::cout << fmt::format("trace        world size {}, {} profiler steps{}{}\n", std::max<size_t>(static_cast<size_t>(st.world_size), st.ranks.size()), st.steps,
+                             ss::gpus_text(session.ranks()).empty() ? std::string() : "; ranks" + ss::gpus_text(session.ranks()),
                              st.untraced_ranks.empty()
                                  ? std::string()
                                  : fmt::format("; rank{} {} without a trace in this session (left out of the figures below)",
@@ -413,8 +423,10 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                            ms(st.step_time_ns.p99));
   std::cout << cold_step_text(session, st);
   if (!imported)
-    std::cout << fmt::format("throughput   {:.0f} {}/s\n",
-                             st.step_time_ns.mean > 0 ? static_cast<double>(per_step.first) / (st.step_time_ns.mean * 1e-9) : 0.0,
+    std::cout << fmt::format("throughput   {} {}/s\n",
+                             ss::format_rate(st.step_time_ns.mean > 0 ? static_cast<double>(per_step.first) /
+                                                                            (st.step_time_ns.mean * 1e-9)
+                                                                      : 0.0),
                              per_step.second);
   std::cout << fmt::format("overlap      {:.1f}% of communication ran while the rank computed ({}); exposed "
                            "communication {} per rank ({} per step)\n",

@@ -251,6 +251,7 @@ es::WorkloadSpec load(WorkloadArgs& a) {
   try {
     es::validate(spec, a.origin);
     // auto becomes cpu or cuda here, so that plan and run say which; cuda without GPUs is refused
+    a.requested_backend = spec.devices.backend;
     spec = with_origin(a.origin, [&] { return es::with_resolved_backend(spec, a.origin, a.world_size > 0); });
   } catch (const es::SpecError& e) {
     std::string msg = e.what();
@@ -260,6 +261,16 @@ es::WorkloadSpec load(WorkloadArgs& a) {
     throw es::SpecError(msg);
   }
   return spec;
+}
+
+std::string auto_backend_note(const WorkloadArgs& a, const es::WorkloadSpec& resolved) {
+  if (a.requested_backend != es::Backend::auto_) return "";
+  const auto& d = profiler::cuda_devices();
+  if (resolved.devices.backend == es::Backend::cuda)
+    return fmt::format("auto picked cuda: {} CUDA device{}", d.count, d.count == 1 ? "" : "s");
+  // d.error says "built without CUDA (EMBEDSCOPE_WITH_CUDA=OFF)" in a build without CUDA
+  return fmt::format("auto picked cpu: no CUDA device here ({})",
+                     d.error.empty() ? std::string("cudaGetDeviceCount reported 0 devices") : d.error);
 }
 
 void refuse_flags_the_plan_overrides(const WorkloadArgs& a, const std::string& plan_file) {

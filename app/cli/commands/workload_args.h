@@ -55,6 +55,8 @@ struct WorkloadArgs {
   std::string local_world_size_from;
   std::map<std::string, CLI::Option*> given;  // flag -> option, to tell "absent" from "empty"
   std::string origin;                         // set by load(): the file or "preset NAME"
+  /// Set by load(): the backend the workload and flags asked for, before auto was resolved.
+  engine::Backend requested_backend = engine::Backend::cpu;
   bool was_given(const std::string& flag) const {
     auto it = given.find(flag);
     return it != given.end() && it->second->count() > 0;
@@ -72,6 +74,13 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a);
 /// resolves backend auto. Throws engine::SpecError; a validation error about a field that a
 /// flag set names the flag too (" (set by --devices)").
 engine::WorkloadSpec load(WorkloadArgs& a);
+
+/// What backend auto became on this machine and why, for run's and plan's text; "" when the
+/// backend asked for (a.requested_backend, set by load()) was not auto. `resolved` is the spec
+/// load() returned. E.g. "auto picked cpu: no CUDA device here (cudaGetDeviceCount failed:
+/// cudaErrorNoDevice (no CUDA-capable device is detected))", "auto picked cpu: no CUDA device here
+/// (built without CUDA (EMBEDSCOPE_WITH_CUDA=OFF))", "auto picked cuda: 2 CUDA devices". Never throws.
+std::string auto_backend_note(const WorkloadArgs& a, const engine::WorkloadSpec& resolved);
 
 /// Whether the workload the arguments name (file or --preset) is an lm_embedding workload
 /// (workload/lm_spec.h); reads the file. Throws SpecError for an unreadable file.

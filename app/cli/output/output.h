@@ -16,7 +16,9 @@ namespace embedscope::cli {
 /// (replaced by U+FFFD).
 std::string dump(const nlohmann::json& j);
 
-/// A duration in ns as "12.34 ms" (two decimals).
+/// A duration in ns as "12.34 ms" (two decimals) below 10 minutes, so that a table's column reads
+/// in one unit; from 10 minutes on as the workbench writes it (sessions::format_duration):
+/// "12.5 min", "13.05 h", "51.61 d". The JSON outputs keep their numbers in ns.
 std::string ms(double ns);
 std::string ms(int64_t ns);
 

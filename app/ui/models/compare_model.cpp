@@ -8,6 +8,7 @@
 #include "core/timeline_math.h"
 #include "embedscope/engine/sharding/sharding.h"  // format_bytes
 #include "embedscope/sessions/model/units.h"
+#include "embedscope/sessions/model/unit_ladder.h"  // format_rate
 
 namespace embedscope::ui {
 
@@ -25,7 +26,7 @@ QString format_figure(CompareModel::Figure f, double v, bool signed_value) {
     case CompareModel::StepP50:
     case CompareModel::StepP99:
     case CompareModel::ExposedComm: return sign + QString::fromStdString(format_duration(static_cast<int64_t>(v)));
-    case CompareModel::Throughput: return sign + QString::number(v, 'f', 0);  // the unit: data()
+    case CompareModel::Throughput: return sign + QString::fromStdString(sessions::format_rate(v));  // the unit: data()
     // a difference of two percentages is in percentage points, not a percentage
     case CompareModel::Overlap: return sign + QString::number(v, 'f', 1) + (signed_value ? " points" : " %");
     case CompareModel::PeakAllocated:

@@ -22,7 +22,16 @@ inline constexpr int kReportMaxRows = 64;
 /// The tallest report image, px, whatever the panes: a bound of last resort.
 inline constexpr int kReportMaxHeight = 30000;
 
-/// Grows `window` (keeping its width) until no visible scroll area inside `view` (item views,
+/// The widest report image, px: a table that shows all it holds (QAbstractScrollArea::
+/// AdjustToContents: compare's figures, the trade-offs' runs) widens the image up to this.
+inline constexpr int kReportMaxWidth = 4800;
+
+/// The px of columns that the widest visible table under `view` whose size adjust policy is
+/// AdjustToContents (it means to show every column) cannot show in its viewport: 0 when none is
+/// cut. Other tables scroll as in the window and are not counted.
+int columns_cut(QWidget* view);
+
+/// First widens `window` (up to `max_width` px) until columns_cut(view) is 0. Then grows `window` (keeping its width) until no visible scroll area inside `view` (item views,
 /// the timeline's scroll area) has anything left to scroll vertically, or the window is
 /// `max_height` px tall. A scroll area of more than `max_rows` rows (an item view's model rows;
 /// the timeline's rows: 2 x max_rows) is first held to the height of its first rows and left out
@@ -30,7 +39,8 @@ inline constexpr int kReportMaxHeight = 30000;
 /// their scroll bar counts pixels. Returns the remaining vertical overflow in px summed over the
 /// scroll areas not held (0: every row but those of held panes is on the image). Cost: a few
 /// layout passes.
-int show_every_row(QWidget* window, QWidget* view, int max_height = kReportMaxHeight, int max_rows = kReportMaxRows);
+int show_every_row(QWidget* window, QWidget* view, int max_height = kReportMaxHeight, int max_rows = kReportMaxRows,
+                   int max_width = kReportMaxWidth);
 
 /// Lets the panes show_every_row held under `view` take any height again (else their minimum
 /// heights would hold the window tall for the next view).

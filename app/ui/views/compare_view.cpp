@@ -25,6 +25,7 @@
 #include "views/memory_compare.h"
 #include "embedscope/sessions/analysis/gpu_sharing.h"
 #include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/model/unit_ladder.h"  // duration_unit
 
 namespace embedscope::ui {
 
@@ -192,6 +193,15 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
   style_plot(exposed_plot_);
   auto* group = new QCPBarsGroup(exposed_plot_);
   int max_ranks = 0;
+  // each chart's unit from its largest value, on format_duration's ladder: 13-hour steps read
+  // "(h)" with ticks 0..14, not "(ms)" with ticks 1e7..5e7 (tester39 F9)
+  double max_window = 0, max_exposed = 0;
+  for (const auto& st : stats) {
+    for (const auto& t : st.per_step) max_window = std::max(max_window, static_cast<double>(t.window_ns));
+    for (const auto& r : st.ranks) max_exposed = std::max(max_exposed, static_cast<double>(r.exposed_comm_ns));
+  }
+  const sessions::DurationUnit step_unit = sessions::duration_unit(max_window);
+  const sessions::DurationUnit exposed_unit = sessions::duration_unit(max_exposed);
   for (size_t i = 0; i < stats.size(); ++i) {
     // step time per measured step: the slowest rank's window, as analyze() defines step time
     std::map<int64_t, int64_t> per_step;
@@ -202,7 +212,7 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
     QVector<double> xs, ys;
     for (const auto& [step, ns] : per_step) {
       xs << static_cast<double>(xs.size());
-      ys << static_cast<double>(ns) / 1e6;
+      ys << static_cast<double>(ns) / step_unit.ns;
     }
     auto* g = step_plot_->addGraph();
     g->setName(labels[i]);
@@ -212,7 +222,7 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
     QVector<double> ranks, exposed;
     for (const auto& r : stats[i].ranks) {
       ranks << r.rank;
-      exposed << static_cast<double>(r.exposed_comm_ns) / 1e6;
+      exposed << static_cast<double>(r.exposed_comm_ns) / exposed_unit.ns;
     }
     for (const auto& r : stats[i].ranks) max_ranks = std::max(max_ranks, r.rank + 1);  // every rank on the axis:
                                                                                       // B's only rank may be 1
@@ -226,16 +236,16 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
   }
   step_plot_->xAxis->setTicker(integer_ticker());
   step_plot_->xAxis->setLabel("measured step (0: each session's first)");
-  step_plot_->yAxis->setLabel("step time (ms)");
+  step_plot_->yAxis->setLabel(QString("step time (%1)").arg(step_unit.name));
   step_plot_->rescaleAxes();
   step_plot_->xAxis->setRange(step_plot_->xAxis->range().lower - 0.5, step_plot_->xAxis->range().upper + 0.5);
   step_plot_->yAxis->setRange(0, step_plot_->yAxis->range().upper * 1.1);
   exposed_plot_->xAxis->setLabel("rank (exposed communication, all steps summed)");
-  exposed_plot_->yAxis->setLabel("exposed comm (ms)");  // short: a short plot cut the long title (tester35 D7)
+  exposed_plot_->yAxis->setLabel(QString("exposed comm (%1)").arg(exposed_unit.name));  // short: a short plot cut the long title (tester35 D7)
   exposed_plot_->xAxis->setTicker(integer_ticker());
   exposed_plot_->rescaleAxes();
   exposed_plot_->xAxis->setRange(-0.6, max_ranks - 0.4);
-  exposed_plot_->yAxis->setRange(0, std::max(1e-3, exposed_plot_->yAxis->range().upper * 1.1));
+  exposed_plot_->yAxis->setRange(0, std::max(1e3 / exposed_unit.ns, exposed_plot_->yAxis->range().upper * 1.1));  // at least 1 us
   charts->addWidget(step_plot_);
   charts->addWidget(exposed_plot_);
   fl->addLayout(charts, 1);

@@ -34,6 +34,7 @@
 #include "embedscope/engine/workload/lm_spec.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
+#include "embedscope/sessions/model/unit_ladder.h"  // format_rate
 
 namespace embedscope::ui {
 
@@ -258,7 +259,7 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                 .arg(QString::fromStdString(format_duration(st.step_time_ns.p50)))
                 .arg(QString::fromStdString(format_duration(st.step_time_ns.p99)))
                 .arg(rate.unit.empty() ? QString("a trace has no samples")  // tokens for an LM run (stats: step_size)
-                                       : QString("%1 %2/s").arg(rate.per_s, 0, 'f', 0).arg(QString::fromStdString(rate.unit)))
+                                       : QString("%1 %2/s").arg(QString::fromStdString(sessions::format_rate(rate.per_s))).arg(QString::fromStdString(rate.unit)))
                 .arg(st.overlap_pct, 0, 'f', 1)
                 .arg(QString::fromStdString(format_duration(st.exposed_comm_ns)))
                 .arg(origin.isEmpty() ? QString("imbalance (ids looked up max/mean) %1").arg(st.lookups_max_over_mean, 0, 'f', 2)

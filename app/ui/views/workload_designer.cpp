@@ -27,6 +27,7 @@
 
 #include "embedscope/engine/planner/search.h"
 #include "embedscope/engine/workload/presets.h"
+#include "embedscope/sessions/model/unit_ladder.h"  // format_rate
 
 namespace embedscope::ui {
 
@@ -540,7 +541,7 @@ QString WorkloadDesigner::run(const QString& session_path) {
     progress_->setMaximum(static_cast<int>(std::min<qint64>(steps, INT_MAX)));
     progress_->setValue(static_cast<int>(std::min<qint64>(step, INT_MAX)));
     progress_label_->setText(step == 0 ? QString("warmup")
-                                       : QString("%1 samples/s, ETA %2").arg(sps, 0, 'f', 0).arg(format_eta(eta)));
+                                       : QString("%1 samples/s, ETA %2").arg(QString::fromStdString(sessions::format_rate(sps))).arg(format_eta(eta)));
   });
   connect(job_.get(), &RunJob::finished, this, &WorkloadDesigner::on_finished);
   progress_->setMaximum(static_cast<int>(std::min<int64_t>(model_->spec()->steps, INT_MAX)));

@@ -280,16 +280,21 @@ void Parser::top_level(const std::string& key, const Span& sp) {
       }
     } else if (key == "deviceProperties") {
       for (auto d : v.get_array()) {
-        int64_t id = -1;
+        int64_t id = -1, memory = 0;
         std::string name;
         for (auto f : d.get_object()) {
           const std::string_view k = f.unescaped_key();
           if (k == "id") id = int_or(f.value(), -1);
           else if (k == "name") name = std::string(scalar_text(f.value()));
+          else if (k == "totalGlobalMem") memory = std::max<int64_t>(0, int_or(f.value(), 0));
         }
         if (id >= 0 && id < 4096) {
-          if (tr.devices.size() <= static_cast<size_t>(id)) tr.devices.resize(static_cast<size_t>(id) + 1);
+          if (tr.devices.size() <= static_cast<size_t>(id)) {
+            tr.devices.resize(static_cast<size_t>(id) + 1);
+            tr.device_memory.resize(static_cast<size_t>(id) + 1);
+          }
           tr.devices[static_cast<size_t>(id)] = name;
+          tr.device_memory[static_cast<size_t>(id)] = memory;
         }
       }
     }

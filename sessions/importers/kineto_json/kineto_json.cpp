@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <filesystem>
 #include <set>
 
@@ -127,6 +128,17 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
   }
   std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   int64_t origin = kineto::session_origin_ns(kept);
+  // NCCL refuses two ranks of one communicator on one GPU: traces on the same device id ran on
+  // different hosts. Their devices say whose host, or `stats` would read "2 ranks sharing 1 GPU".
+  std::map<int64_t, int> traces_on_device;
+  for (const auto& r : kept)
+    if (const kineto::RankDevice d = kineto::rank_device(r); d.id >= 0) ++traces_on_device[d.id];
+  auto build = [&](const kineto::RankTrace& r) {
+    RankRecords rec = kineto::build_rank(r, names, origin, problems, summary);
+    if (const kineto::RankDevice d = kineto::rank_device(r); d.id >= 0 && traces_on_device[d.id] > 1)
+      rec.info.device = fmt::format("{} (cuda:{} of rank {}'s host)", d.name, d.id, r.rank);
+    return rec;
+  };
   check_cancelled(opt);
   if (opt.progress) opt.progress(fmt::format("writing {} rank(s)", kept.size()));
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
@@ -134,7 +146,7 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
     std::vector<RankRecords> recs;
     for (auto& r : kept) {
       check_cancelled(opt);
-      recs.push_back(kineto::build_rank(r, names, origin, problems, summary));
+      recs.push_back(build(r));
       release_events(r);
     }
     const ClockAlignment a = align_ranks(recs, origin, problems);
@@ -147,7 +159,7 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
     std::vector<RankSpan> spans;      // each rank's time range: do the ranks run at the same time?
     for (auto& r : kept) {
       check_cancelled(opt);
-      RankRecords rec = kineto::build_rank(r, names, origin, problems, summary);
+      RankRecords rec = build(r);
       write_rank(rec, w, lo, hi);
       spans.push_back(rank_span(rec));
       clocks.push_back({.rank = rec.rank, .file = rec.file, .collectives = std::move(rec.collectives)});

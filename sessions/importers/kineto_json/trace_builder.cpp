@@ -136,6 +136,20 @@ void check_steps(RankTrace& tr, ImportProblems& problems) {
                              ov_example, overlaps));
 }
 
+RankDevice rank_device(const RankTrace& tr) {
+  RankDevice out;
+  for (const LaneDesc& d : tr.lanes) {
+    const int64_t id = d.order_pid;
+    if (d.kind != "stream" || id < 0 || static_cast<size_t>(id) >= tr.devices.size() ||
+        tr.devices[static_cast<size_t>(id)].empty() || (out.id >= 0 && out.id <= id))
+      continue;
+    out.id = id;
+    out.name = tr.devices[static_cast<size_t>(id)];
+    out.memory_bytes = static_cast<size_t>(id) < tr.device_memory.size() ? tr.device_memory[static_cast<size_t>(id)] : 0;
+  }
+  return out;
+}
+
 RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origin, ImportProblems& problems,
                        ImportSummary& summary) {
   RankRecords rec;
@@ -171,7 +185,15 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
     RankInfo ri;
     ri.rank = rank;
     ri.host = "";
-    ri.device = tr.devices.empty() ? "" : fmt::format("{} (imported)", tr.devices.front());
+    // the GPU of its streams, as the nsys importer and a cuda run name it ("NVIDIA A100-PG509-200
+    // (cuda:0)"), with its memory: `stats --json` gpus was [] for a trace with deviceProperties
+    // (tester39); a trace without stream lanes keeps the first device listed, marked imported
+    if (const RankDevice dev = rank_device(tr); dev.id >= 0) {
+      ri.device = fmt::format("{} (cuda:{})", dev.name, dev.id);
+      ri.memory_capacity_bytes = dev.memory_bytes;
+    } else {
+      ri.device = tr.devices.empty() ? "" : fmt::format("{} (imported)", tr.devices.front());
+    }
     rec.info = ri;
     // --- steps
     std::vector<Step> steps = tr.steps;

@@ -25,6 +25,16 @@ int64_t session_origin_ns(const std::vector<RankTrace>& ranks);
 /// ts in us) and how many more there were.
 void check_steps(RankTrace& rank, ImportProblems& problems);
 
+/// The GPU a rank's trace ran its kernels, copies and memsets on: the lowest device id (a stream
+/// lane's pid) that deviceProperties names, its name and totalGlobalMem (bytes, 0 absent); id -1
+/// when the trace has no stream lane on a device that deviceProperties lists.
+struct RankDevice {
+  int64_t id = -1;
+  std::string name;
+  int64_t memory_bytes = 0;
+};
+RankDevice rank_device(const RankTrace& rank);
+
 /// The session records of one rank (ranks already unique), times shifted by `origin_ns`; adds
 /// the rank and its event counts to the summary. Problems met here (partially overlapping spans,
 /// too many lanes, kernels that start before their launch) go to `problems`.

@@ -78,6 +78,7 @@ struct RankTrace {
   std::string producer;          ///< schemaVersion, NCCL version, ...
   int64_t base_time_ns = -1;     ///< baseTimeNanoseconds, -1 absent
   std::vector<std::string> devices;  ///< deviceProperties names, by id
+  std::vector<int64_t> device_memory;  ///< deviceProperties totalGlobalMem, bytes, by id (0: absent)
   std::vector<LaneDesc> lanes;
   std::unordered_map<std::string, uint32_t> lane_index;  ///< kind/pid/tid -> lanes index
   std::unordered_map<std::string, std::string> thread_names;  ///< "pid/tid" -> thread_name

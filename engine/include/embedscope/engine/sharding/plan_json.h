@@ -16,8 +16,8 @@ namespace embedscope::engine {
 ///   {"world_size": W, "local_world_size": L, "tables": [{"name": "t0", "sharding_type":
 ///    "table_wise", "node": 0 (table_row_wise only), "shards": [{"rank", "row_offset",
 ///    "num_rows", "col_offset", "num_cols"}, ...]}, ...]}
-/// The keys `plan --json` adds for reading are accepted: "memory", "fits", "ended" and
-/// "error" are ignored; "pipeline", "qcomms" and "network" must match the workload (which
+/// The keys `plan --json` adds for reading are accepted: "memory", "table_storage", "fits",
+/// "ended", "error", "backend", "backend_requested" and "gpu_placement" are ignored; "pipeline", "qcomms" and "network" must match the workload (which
 /// decides them; objects key by key, a key left out is not checked), else SpecError
 /// "p.json: /pipeline: \"semi_sync\" differs from the workload's \"base\"; ...". Any other key
 /// is an error. Tables are
