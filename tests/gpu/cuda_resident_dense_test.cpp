@@ -44,6 +44,7 @@ TEST(CudaResidentDense, DenseParamsEqualTheCpuBackendForCatAndDot) {
     const int64_t F = static_cast<int64_t>(s.features.size());
     es::TrainerOptions opt;
     opt.trace = false;
+    opt.keep_tables = true;  // RunResult::dense_params is filled only then
     const es::RunResult cpu = es::run_training(s, es::plan_sharding(s), opt);
     s.devices.backend = es::Backend::cuda;
     const auto before = embedscope::engine::detail::dense_copy_totals();
@@ -55,7 +56,9 @@ TEST(CudaResidentDense, DenseParamsEqualTheCpuBackendForCatAndDot) {
     float worst = 0;
     for (size_t i = 0; i < cpu.dense_params.size(); ++i)
       worst = std::max(worst, std::abs(gpu.dense_params[i] - cpu.dense_params[i]));
-    EXPECT_LE(worst, 1e-5f) << preset << ": the largest dense parameter difference";
+    // cuBLAS sums a GEMM's products in another order than OpenBLAS: on an H200 criteo_kaggle's
+    // dense parameters differed by up to 1.8e-5 after 5 steps (tiny's by less than 1e-5)
+    EXPECT_LE(worst, 5e-5f) << preset << ": the largest dense parameter difference";
     EXPECT_NE(gpu.dense_params, es::RunResult{}.dense_params) << preset;
     ASSERT_EQ(gpu.loss.size(), cpu.loss.size()) << preset;
     for (size_t i = 0; i < cpu.loss.size(); ++i) EXPECT_NEAR(gpu.loss[i], cpu.loss[i], 1e-5) << preset << " step " << i;

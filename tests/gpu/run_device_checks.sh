@@ -167,7 +167,7 @@ PREBUILT_TESTS=(
   "cuda-executor|cuda_executor_test|*CudaEqualsReference*:*CudaExecutor*|120"
   "cupti_test|cupti_test|*|30"
 )
-PREBUILT_BENCHES=("bench_gpu_kernels|120" "bench_gpu_runtime|60")
+PREBUILT_BENCHES=("bench_gpu_kernels|180" "bench_gpu_runtime|60")
 REQUIRED_EXES=(tests/engine_gpu_test tests/cupti_test tests/cuda_executor_test tests/gpu_runtime_test tests/cuda_devices)
 OPTIONAL_EXES=(bench/bench_gpu_kernels bench/bench_gpu_runtime app/cli/embedscope)
 # sonames that stay the device's own, and glibc's (packed apart, in glibc/)
