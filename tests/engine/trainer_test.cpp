@@ -16,6 +16,7 @@
 #include "embedscope/sessions/analysis/flight_recorder.h"
 #include "embedscope/sessions/analysis/memory_analysis.h"
 #include "embedscope/sessions/store/session.h"
+#include "support/oom_snapshot.h"
 
 using namespace embedscope::engine;
 
@@ -349,13 +350,9 @@ TEST(Trainer, RuntimeOomEndsTheRunWithASnapshot) {
   {
     embedscope::sessions::SessionReader session(opt.session_path);
     EXPECT_EQ(session.status(), "oom");
-    int64_t oom_snapshot = -1;
-    for (const auto& sn : session.memory_snapshots())
-      if (sn.reason == "oom" && oom_snapshot < 0) oom_snapshot = sn.id;
-    ASSERT_GE(oom_snapshot, 0);
-    std::set<std::string> tags;
-    for (const auto& b : session.memory_blocks(oom_snapshot))
-      if (b.allocated) tags.insert(b.tag);
+    const auto snapshot_tags = embedscope::test_support::oom_snapshot_tags(session);
+    ASSERT_TRUE(snapshot_tags) << "no snapshot taken for the OOM";
+    const std::set<std::string>& tags = *snapshot_tags;
     EXPECT_TRUE(tags.count("weights"));
     EXPECT_GT(tags.size(), 2u) << "the step's buffers are part of the OOM layout";
     int ooms = 0;
@@ -507,13 +504,9 @@ TEST(Trainer, EmulatedDevicePathOomEndsOomWithTheSnapshot) {
   {
     embedscope::sessions::SessionReader session(opt.session_path);
     EXPECT_EQ(session.status(), "oom");
-    int64_t snapshot = -1;
-    for (const auto& sn : session.memory_snapshots())
-      if (sn.reason == "oom" && snapshot < 0) snapshot = sn.id;
-    ASSERT_GE(snapshot, 0);
-    std::set<std::string> tags;
-    for (const auto& b : session.memory_blocks(snapshot))
-      if (b.allocated) tags.insert(b.tag);
+    const auto snapshot_tags = embedscope::test_support::oom_snapshot_tags(session);
+    ASSERT_TRUE(snapshot_tags) << "no snapshot taken for the OOM";
+    const std::set<std::string>& tags = *snapshot_tags;
     EXPECT_TRUE(tags.count("weights"));
   }
   std::filesystem::remove(opt.session_path);

@@ -21,6 +21,7 @@
 #include "embedscope/engine/workload/presets.h"
 #include "embedscope/profiler/device/cuda_device.h"
 #include "embedscope/sessions/store/session.h"
+#include "support/oom_snapshot.h"
 
 using namespace embedscope;
 using namespace embedscope::engine;
@@ -174,13 +175,9 @@ TEST(CudaExecutor, SmallDeviceEndsOomWithTheSnapshot) {
     EXPECT_NE(r.error.find("out of memory allocating"), std::string::npos) << r.error;
     sessions::SessionReader session(opt.session_path);
     EXPECT_EQ(session.status(), "oom");
-    int64_t snapshot = -1;
-    for (const auto& sn : session.memory_snapshots())
-      if (sn.reason == "oom" && snapshot < 0) snapshot = sn.id;
-    ASSERT_GE(snapshot, 0);
-    std::set<std::string> tags;
-    for (const auto& b : session.memory_blocks(snapshot))
-      if (b.allocated) tags.insert(b.tag);
+    const auto snapshot_tags = embedscope::test_support::oom_snapshot_tags(session);
+    ASSERT_TRUE(snapshot_tags) << "no snapshot taken for the OOM";
+    const std::set<std::string>& tags = *snapshot_tags;
     EXPECT_TRUE(tags.count("weights"));
     for (const auto& rank : session.ranks()) EXPECT_EQ(rank.memory_capacity_bytes, bytes);  // each rank's arena
     std::filesystem::remove(opt.session_path);

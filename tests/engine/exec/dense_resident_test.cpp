@@ -19,6 +19,7 @@
 #include "embedscope/engine/workload/presets.h"
 #include "embedscope/sessions/store/session.h"
 #include "exec/device/rank_device.h"
+#include "support/oom_snapshot.h"
 
 namespace es = embedscope::engine;
 namespace esd = embedscope::engine::detail;
@@ -288,13 +289,9 @@ TEST(ResidentDense, OomInTheActivationsEndsOomWithTheSnapshot) {
   {
     embedscope::sessions::SessionReader session(opt.session_path);
     EXPECT_EQ(session.status(), "oom");
-    int64_t snapshot = -1;
-    for (const auto& sn : session.memory_snapshots())
-      if (sn.reason == "oom" && snapshot < 0) snapshot = sn.id;
-    ASSERT_GE(snapshot, 0);
-    std::set<std::string> tags;
-    for (const auto& b : session.memory_blocks(snapshot))
-      if (b.allocated) tags.insert(b.tag);
+    const auto snapshot_tags = embedscope::test_support::oom_snapshot_tags(session);
+    ASSERT_TRUE(snapshot_tags) << "no snapshot taken for the OOM";
+    const std::set<std::string>& tags = *snapshot_tags;
     EXPECT_TRUE(tags.count("dense"));
     EXPECT_TRUE(tags.count("weights"));
   }
