@@ -14,9 +14,19 @@ Backend resolve_backend(Backend requested, int ranks, const profiler::CudaDevice
   if (requested == Backend::auto_ && (!built_with_cuda || devices.count < 1)) return Backend::cpu;
   if (!built_with_cuda)
     throw SpecError("/devices/backend: cuda: this embedscope was built without CUDA (EMBEDSCOPE_WITH_CUDA=OFF); use cpu or auto");
-  if (!devices.error.empty()) throw SpecError(fmt::format("/devices/backend: cuda needs a CUDA device, but {}", devices.error));
+  // what to do instead (tester40 #8: with no NVIDIA driver at all the CUDA runtime says
+  // cudaErrorInsufficientDriver, which reads as "upgrade the driver")
+  const std::string remedy =
+      std::string(devices.error.find("cudaErrorInsufficientDriver") != std::string::npos
+                      ? "; the CUDA runtime says so when this machine has no NVIDIA driver at all, or one older than "
+                        "the runtime needs"
+                      : "") +
+      "; without a GPU use backend cpu or auto, or plan and run for one on a modelled cluster with --simulate "
+      "PROFILE (e.g. h200_sxm)";
+  if (!devices.error.empty())
+    throw SpecError(fmt::format("/devices/backend: cuda needs a CUDA device, but {}{}", devices.error, remedy));
   if (devices.count < 1)
-    throw SpecError("/devices/backend: cuda needs a CUDA device, but cudaGetDeviceCount reported 0 devices");
+    throw SpecError("/devices/backend: cuda needs a CUDA device, but cudaGetDeviceCount reported 0 devices" + remedy);
   (void)ranks;  // more ranks than GPUs share them (devices.ranks_per_gpu; with_resolved_backend places them)
   return Backend::cuda;
 }

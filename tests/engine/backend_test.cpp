@@ -19,6 +19,10 @@ namespace es = embedscope::engine;
 using embedscope::profiler::CudaDevices;
 
 namespace {
+// what the no-GPU error ends with (engine/exec/backend.cpp)
+constexpr const char* kNoGpuRemedy =
+    "; without a GPU use backend cpu or auto, or plan and run for one on a modelled cluster with --simulate "
+    "PROFILE (e.g. h200_sxm)";
 std::string error_of(es::Backend b, int ranks, const CudaDevices& d, bool built) {
   try {
     es::resolve_backend(b, ranks, d, built);
@@ -52,9 +56,18 @@ TEST(Backend, AutoPicksCudaOnlyWithADeviceInACudaBuild) {
 TEST(Backend, CudaWithoutEnoughGpusIsBadInputNamingCudaGetDeviceCount) {
   EXPECT_EQ(error_of(es::Backend::cuda, 1, no_device(), true),
             "/devices/backend: cuda needs a CUDA device, but cudaGetDeviceCount failed: cudaErrorNoDevice (no "
-            "CUDA-capable device is detected)");
+            "CUDA-capable device is detected)" + std::string(kNoGpuRemedy));
   EXPECT_EQ(error_of(es::Backend::cuda, 1, gpus(0), true),
-            "/devices/backend: cuda needs a CUDA device, but cudaGetDeviceCount reported 0 devices");
+            "/devices/backend: cuda needs a CUDA device, but cudaGetDeviceCount reported 0 devices" +
+                std::string(kNoGpuRemedy));
+  // no driver at all: the runtime's "insufficient driver" is explained (tester40 #8)
+  CudaDevices no_driver;
+  no_driver.error = "cudaGetDeviceCount failed: cudaErrorInsufficientDriver (CUDA driver version is insufficient for "
+                    "CUDA runtime version)";
+  EXPECT_EQ(error_of(es::Backend::cuda, 1, no_driver, true),
+            "/devices/backend: cuda needs a CUDA device, but " + no_driver.error +
+                "; the CUDA runtime says so when this machine has no NVIDIA driver at all, or one older than the "
+                "runtime needs" + kNoGpuRemedy);
   // more ranks than GPUs: they share the GPUs (devices.ranks_per_gpu; check_cuda_placement decides,
   // gpu_placement_test.cpp), and auto picks cuda with any GPU
   EXPECT_EQ(error_of(es::Backend::cuda, 4, gpus(2), true), "");
@@ -78,7 +91,8 @@ TEST(Backend, RunTrainingRefusesCudaWithoutADeviceBeforeWritingASession) {
     msg = e.what();
   }
 #if EMBEDSCOPE_WITH_CUDA
-  EXPECT_EQ(msg, "/devices/backend: cuda needs a CUDA device, but " + d.error);
+  EXPECT_EQ(msg.rfind("/devices/backend: cuda needs a CUDA device, but " + d.error, 0), 0u) << msg;
+  EXPECT_NE(msg.find(kNoGpuRemedy), std::string::npos) << msg;
   EXPECT_NE(msg.find("cudaGetDeviceCount"), std::string::npos) << msg;
 #else
   EXPECT_EQ(msg, "/devices/backend: cuda: this embedscope was built without CUDA (EMBEDSCOPE_WITH_CUDA=OFF); use cpu or auto");
@@ -106,7 +120,8 @@ TEST(Backend, CliBackendFlag) {
   std::string err;
   EXPECT_EQ(cli("run --preset tiny --backend cuda -o " + (dir / "s.db").string(), err), 2);
 #if EMBEDSCOPE_WITH_CUDA
-  EXPECT_NE(err.find("preset tiny: /devices/backend: cuda needs a CUDA device, but " + d.error + " (set by --backend)"),
+  EXPECT_NE(err.find("preset tiny: /devices/backend: cuda needs a CUDA device, but " + d.error), std::string::npos) << err;
+  EXPECT_NE(err.find(std::string(kNoGpuRemedy) + " (set by --backend)"),
             std::string::npos)
       << err;
 #else
