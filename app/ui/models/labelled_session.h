@@ -2,6 +2,7 @@
 // A session with the label the workbench shows for it, the unit of every comparison.
 
 #include <QString>
+#include <QStringList>
 
 #include <memory>
 
@@ -14,5 +15,11 @@ struct LabelledSession {
   QString label;
   std::shared_ptr<const sessions::SessionReader> session;
 };
+
+/// What the workbench calls each of several session files side by side: the file name, or where
+/// two files share it (run1/criteo.db, run3/criteo.db: tester40 #1), the shortest tail of their
+/// paths that tells them apart ("run1/criteo.db"); the same path twice stays the same name.
+/// `paths` as given (relative or absolute, '/'-separated); the result has one name per path.
+QStringList distinct_file_names(const QStringList& paths);
 
 }  // namespace embedscope::ui

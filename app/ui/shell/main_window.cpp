@@ -282,17 +282,15 @@ QString MainWindow::open_compare(const QStringList& paths, bool quiet) {
   if (paths.size() < 2) error = "choose at least two sessions to compare";
   try {
     std::vector<LabelledSession> sessions;
-    QStringList names;
     for (const QString& p : paths) {
       if (!error.isEmpty()) break;
-      names << QFileInfo(p).fileName();
       const QString label = sessions.size() < 26 ? QString(QChar('A' + static_cast<int>(sessions.size())))
                                                  : QString::number(sessions.size() + 1);
       sessions.push_back({label, std::make_shared<const sessions::SessionReader>(p.toStdString())});
     }
     if (error.isEmpty()) {
       auto* view = new CompareView(sessions, 0, tabs_);
-      const int i = tabs_->addTab(view, "compare: " + names.join(" | "));
+      const int i = tabs_->addTab(view, "compare: " + distinct_file_names(paths).join(" | "));
       tabs_->setTabToolTip(i, paths.join("\n"));
       tabs_->setCurrentIndex(i);
     }

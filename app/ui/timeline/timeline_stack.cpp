@@ -1,6 +1,5 @@
 #include "timeline/timeline_stack.h"
 
-#include <QFileInfo>
 #include <QLabel>
 #include <QVBoxLayout>
 
@@ -34,12 +33,15 @@ TimelineStack::TimelineStack(const std::vector<LabelledSession>& sessions, int64
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   std::vector<std::string> paths;
+  QStringList files;
+  for (const auto& s : sessions) files << QString::fromStdString(s.session->path());
+  const QStringList names = distinct_file_names(files);  // as the Figures page's legend names them
   for (size_t i = 0; i < sessions.size(); ++i) {
     // the file's name, as the Figures page's legend says it (an imported trace's session has an
     // absolute path: tester39); the whole path on hover
     const QString path = QString::fromStdString(sessions[i].session->path());
     auto* label = new QLabel(QString("<b>%1</b> &nbsp; %2").arg(sessions[i].label.toHtmlEscaped(),
-                                                                QFileInfo(path).fileName().toHtmlEscaped()),
+                                                                names[static_cast<qsizetype>(i)].toHtmlEscaped()),
                              this);
     label->setToolTip(path);
     auto* w = new TimelineWidget(sessions[i].session, this);

@@ -1,6 +1,5 @@
 #include "views/compare_view.h"
 
-#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -139,11 +138,14 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
   auto* figures = figures_;
   auto* fl = static_cast<QVBoxLayout*>(figures->layout());
   const auto& sessions = sessions_;
+  QStringList paths;
+  for (const auto& s : sessions) paths << QString::fromStdString(s.session->path());
+  const QStringList names = distinct_file_names(paths);  // run1/criteo.db beside run3/criteo.db
   QString head;
   for (size_t i = 0; i < sessions.size(); ++i)
     head += QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b> &nbsp; %3: %4, %5 on %6, %7%8<br>")
                 .arg(session_color(i).name(), labels[i].toHtmlEscaped(),
-                     QFileInfo(QString::fromStdString(sessions[i].session->path())).fileName().toHtmlEscaped(),
+                     names[static_cast<qsizetype>(i)].toHtmlEscaped(),
                      what_it_ran(*sessions[i].session).toHtmlEscaped(),
                      QString::fromStdString(stats[i].ended))
                 // which ranks shared which GPU, as `stats` says it (tester38 #11: "4 cuda ranks" read as 4 GPUs)
