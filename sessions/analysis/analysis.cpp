@@ -306,7 +306,14 @@ RunStats analyze(const SessionReader& session) {
   // the per-collective times: collectives as above; what hides them, as the per-rank figures (a
   // stream rank's streams' compute: tester35 D5, every imported collective was "0 exposed")
   std::function<bool(const OpRecord&)> timed;
-  if (is_collective || !stream_ranks.empty())
+  if (!imported && !st.simulated && !stream_ranks.empty())
+    // an engine run on GPUs: each collective is its host span (one per collective record, as a
+    // cpu run's), timed against the host threads' compute; the GPU copies and kernels that
+    // carried it (NCCL's kernel, the intra-device copies and reductions) are in the GPU kernel
+    // figures. Counting both made a 1-rank run's collectives 2 a step with peers to wait for
+    // (tester40 #3) and listed memcpy_dtod as a collective (#5).
+    timed = [&](const OpRecord& o) { return stream_lanes.count({o.rank, o.lane}) == 0; };
+  else if (is_collective || !stream_ranks.empty())
     timed = [&](const OpRecord& o) {
       if (o.category == OpCategory::comm) return !is_collective || is_collective(o);
       return !stream_ranks.count(o.rank) || stream_lanes.count({o.rank, o.lane}) > 0;

@@ -492,7 +492,10 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                              e.name_id < 0 ? "-" : ss::to_string(e.category), ms(e.ns), 100 * e.share, e.top_rank,
                              e.steps_bounded);
   if (!st.collectives.empty()) {
-    std::cout << "\ncollectives, per step (summed over ranks)\n";
+    std::cout << (st.stream_ranks && !imported
+                      ? "\ncollectives, per step (summed over ranks; the host threads' spans: the GPU copies and "
+                        "kernels that carried them are in the GPU figures)\n"
+                      : "\ncollectives, per step (summed over ranks)\n");
     std::cout << fmt::format("  {:<{}} {:>7} {:>12} {:>11} {:>11} {:>17}\n", "name", w, "count", "bytes", "time",
                              "exposed", "waiting for peers");
     for (const auto& c : st.collectives)

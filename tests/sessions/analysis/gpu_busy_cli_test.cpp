@@ -4,6 +4,8 @@
 // on one GPU, one measured step [0, 1) ms each.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <cstdio>
 #include <string>
 
@@ -82,6 +84,13 @@ TEST(GpuBusyCli, StatsSaysHowBusyTheSharedGpuWasAndWhatTheHostWaited) {
   EXPECT_EQ(j["gpu_trace"]["dropped_records"], 3);
   EXPECT_EQ(j["gpu_trace"]["launches_dropped"], 1);
   EXPECT_EQ(j["gpu_trace"]["device_rank_fallbacks"], 2);
+  // the collectives are the host threads' spans, one per rank and step; the GPU copy that carried
+  // rank 0's (memcpy_dtod on gpu_comm) is not another collective (tester40 #3, #5)
+  std::map<std::string, int64_t> counts;
+  for (const auto& c : j["collectives"]) counts[c["name"].get<std::string>()] = c["count"].get<int64_t>();
+  EXPECT_EQ(counts, (std::map<std::string, int64_t>{{"output_dist/all_to_all", 2}}));
+  EXPECT_NE(cli("stats " + db).out.find("collectives, per step (summed over ranks; the host threads' spans"),
+            std::string::npos);
   // which ranks shared which GPU (tester38 #11), as the text says it
   ASSERT_EQ(j["gpus"].size(), 1u);
   EXPECT_EQ(j["gpus"][0]["device"], "NVIDIA H200 (cuda:0)");
