@@ -42,7 +42,7 @@ QVariant GpuKernelsModel::data(const QModelIndex& index, int role) const {
 QVariant GpuKernelsModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || section < 0 || section >= ColumnCount)
     return QAbstractTableModel::headerData(section, orientation, role);
-  static const char* names[] = {"rank", "overlap", "kernel time", "idle", "compute", "non-compute", "GPU events", "dropped"};
+  static const char* names[] = {"rank", "overlap", "kernel time", "idle", "compute", "non-compute", "GPU events", "last step"};
   static const char* tips[] = {
       "",
       "time computation kernels ran while communication kernels ran / communication kernel time (merged intervals "
@@ -52,7 +52,7 @@ QVariant GpuKernelsModel::headerData(int section, Qt::Orientation orientation, i
       "union of the computation kernels",
       "kernel time - compute - idle",
       "GPU events counted (kernels, memcpy, memset, sync)",
-      "GPU events of the last profiler step, dropped as HTA drops them"};
+      "GPU events of the last profiler step, left out as HTA leaves them out (not lost records)"};
   if (role == Qt::DisplayRole) return QString(names[section]);
   if (role == Qt::ToolTipRole) return QString(tips[section]);
   return {};

@@ -89,8 +89,10 @@ TEST(GpuBusyCli, StatsSaysHowBusyTheSharedGpuWasAndWhatTheHostWaited) {
   std::map<std::string, int64_t> counts;
   for (const auto& c : j["collectives"]) counts[c["name"].get<std::string>()] = c["count"].get<int64_t>();
   EXPECT_EQ(counts, (std::map<std::string, int64_t>{{"output_dist/all_to_all", 2}}));
-  EXPECT_NE(cli("stats " + db).out.find("collectives, per step (summed over ranks; the host threads' spans"),
-            std::string::npos);
+  const std::string text = cli("stats " + db).out;
+  EXPECT_NE(text.find("collectives, per step (summed over ranks; the host threads' spans"), std::string::npos) << text;
+  EXPECT_NE(text.find("step time by op category (all ranks, union per category, GPU streams)"), std::string::npos)
+      << text;
   // which ranks shared which GPU (tester38 #11), as the text says it
   ASSERT_EQ(j["gpus"].size(), 1u);
   EXPECT_EQ(j["gpus"][0]["device"], "NVIDIA H200 (cuda:0)");

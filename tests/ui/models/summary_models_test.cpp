@@ -61,6 +61,8 @@ TEST(GpuKernelsModel, HtaFiguresAndNoCommunication) {
   EXPECT_FALSE(m.data(m.index(1, GpuKernelsModel::Overlap), Qt::UserRole).isValid());
   EXPECT_EQ(m.data(m.index(1, GpuKernelsModel::Compute)).toString(), "1.5 us");  // no kernel time: no share
   EXPECT_FALSE(m.headerData(GpuKernelsModel::Idle, Qt::Horizontal, Qt::ToolTipRole).toString().isEmpty());
+  // the last profiler step's events are left out as HTA does, not lost (tester40 #7: "dropped")
+  EXPECT_EQ(m.headerData(GpuKernelsModel::Dropped, Qt::Horizontal, Qt::DisplayRole).toString(), "last step");
 }
 
 TEST(ShardingPlanModel, FlagsARankWhosePeakExceedsThePlan) {
