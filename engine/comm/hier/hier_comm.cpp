@@ -133,16 +133,22 @@ void HierComm::run(const char* kind, const char* op_name, Meta meta, const std::
     body();
   } catch (const PartError& p) {
     const CollectiveError& e = p.error;
-    std::vector<int> missing = e.missing_ranks;  // the part's: the peer this rank met there
-    if (arrivals_ && e.timed_out) {              // the group's: who never entered this collective
-      std::vector<int> never;
+    std::vector<int> never;  // the group's: who never entered this collective
+    if (arrivals_)
       for (int m : arrivals_->missing(seq)) never.push_back(members_[static_cast<size_t>(m)]);
-      if (!never.empty()) missing = std::move(never);
-    }
+    // else the part's: the peer this rank met there
+    const std::vector<int>& missing = never.empty() ? e.missing_ranks : never;
     if (e.timed_out && !missing.empty())
       throw CollectiveError(fmt::format("{} did not finish within {} ms: rank(s) {} did not arrive (in its {} part: {})",
                                         head, timeout_.count(), fmt::join(missing, ", "), p.part, e.what()),
                             name_, seq, missing, true);
+    // a consequence of another rank's failure (a peer closed its connections), which can reach
+    // this rank just before its own timeout would have: still name who never entered the
+    // collective, the cause, not only the peer whose connection broke
+    if (!never.empty())
+      throw CollectiveError(fmt::format("{} failed in its {} part: {}; rank(s) {} never entered it", head, p.part,
+                                        e.what(), fmt::join(never, ", ")),
+                            name_, seq, never, false);
     throw CollectiveError(fmt::format("{} failed in its {} part: {}", head, p.part, e.what()), name_, seq,
                           e.missing_ranks, e.timed_out);
   }
