@@ -12,6 +12,16 @@
 
 namespace embedscope::engine {
 
+namespace {
+// The evictions a call deferred (slot, host row), appended to the call's index upload as their
+// slots, then their rows (the write-back's src and dst indices), and forgotten.
+void take_evictions(std::vector<std::pair<int64_t, int64_t>>& pending, std::vector<int64_t>& idx) {
+  for (const auto& [slot, row] : pending) idx.push_back(slot);
+  for (const auto& [slot, row] : pending) idx.push_back(row);
+  pending.clear();
+}
+}  // namespace
+
 int64_t cache_slots(double load_factor, int64_t num_rows) {
   if (!(load_factor > 0.0 && load_factor <= 1.0))
     throw std::invalid_argument(fmt::format("cache_load_factor must be in (0, 1], got {}", load_factor));
@@ -256,11 +266,9 @@ DeviceBuffer<float> HostRowStore::gather_on_device(float* host_rows, const std::
   // one upload: [src U][victim slots E][victim rows E][inserted buffer rows I][their slots I]
   const auto E = static_cast<int64_t>(pending_evict_.size()), I = static_cast<int64_t>(ins_u.size());
   std::vector<int64_t> idx = src;
-  for (const auto& [slot, row] : pending_evict_) idx.push_back(slot);
-  for (const auto& [slot, row] : pending_evict_) idx.push_back(row);
+  take_evictions(pending_evict_, idx);
   idx.insert(idx.end(), ins_u.begin(), ins_u.end());
   idx.insert(idx.end(), ins_slot.begin(), ins_slot.end());
-  pending_evict_.clear();
   DeviceBuffer<int64_t> d_idx = upload(idx);
   const int64_t* const di = d_idx.device_data();
   float* const cache = slots() > 0 ? cache_rows() : nullptr;
@@ -352,11 +360,9 @@ void HostRowStore::prefetch_on_device(float* host_rows, const std::vector<std::p
   if (E + M == 0) return;
   float* const host = pinned_ptr(rows_host_, rows_dev_, rows_bytes_, host_rows, num_rows_ * dim_ * 4, "host rows");
   std::vector<int64_t> idx;  // [victim slots E][victim rows E][fetched rows M][their slots M]
-  for (const auto& [slot, row] : pending_evict_) idx.push_back(slot);
-  for (const auto& [slot, row] : pending_evict_) idx.push_back(row);
+  take_evictions(pending_evict_, idx);
   idx.insert(idx.end(), rows.begin(), rows.end());
   idx.insert(idx.end(), slots_of.begin(), slots_of.end());
-  pending_evict_.clear();
   DeviceBuffer<int64_t> d_idx = upload(idx);
   const int64_t* const di = d_idx.device_data();
   if (E > 0) dev_->copy_rows(E, dim_, cache_rows(), nullptr, di, host, nullptr, di + E, false);

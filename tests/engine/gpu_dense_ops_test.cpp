@@ -21,17 +21,11 @@
 #include "embedscope/engine/kernels/cuda_dense_ops.h"
 #include "embedscope/engine/kernels/cuda_kernels.h"
 #include "embedscope/engine/model/dense.h"
+#include "engine/gpu_test_support.h"
 
 using namespace embedscope::engine;
 
 namespace {
-
-#define REQUIRE_CUDA_DEVICE_FOR_DENSE_OPS()                                                            \
-  do {                                                                                                 \
-    static const cuda::DeviceCount dc = cuda::device_count();                                          \
-    if (dc.count == 0)                                                                                 \
-      GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount returned " << dc.status << " with count 0"; \
-  } while (0)
 
 bool close_rel(double got, double want, double rel) { return std::fabs(got - want) <= rel * std::fabs(want) + 1e-30; }
 
@@ -66,14 +60,14 @@ void check_bce_on_device(int64_t B, uint32_t seed) {
 }  // namespace
 
 TEST(GpuDenseOps, BceWithLogitsMatchesTheHostFunction) {
-  REQUIRE_CUDA_DEVICE_FOR_DENSE_OPS();
+  REQUIRE_CUDA_DEVICE();
   // one sample, less than a block, several strides of the block, an empty batch
   for (int64_t B : {int64_t{1}, int64_t{200}, int64_t{4096}, int64_t{70001}, int64_t{0}})
     check_bce_on_device(B, static_cast<uint32_t>(B + 1));
 }
 
 TEST(GpuDenseOps, SgdStepMatchesTheHostFunctionBitForBit) {
-  REQUIRE_CUDA_DEVICE_FOR_DENSE_OPS();
+  REQUIRE_CUDA_DEVICE();
   std::mt19937 rng(14);
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
   for (int64_t n : {int64_t{1}, int64_t{255}, int64_t{100003}}) {
@@ -98,7 +92,7 @@ TEST(GpuDenseOps, BadSizesAreRefusedBeforeLaunch) {
 }
 
 TEST(GpuDenseOps, DotInteractionMatchesTheHostFunctions) {
-  REQUIRE_CUDA_DEVICE_FOR_DENSE_OPS();
+  REQUIRE_CUDA_DEVICE();
   std::mt19937 rng(2614);
   std::normal_distribution<float> n(0.0f, 1.0f);
   for (const auto [B, F, d0] : {std::array<int64_t, 3>{300, 26, 16}, std::array<int64_t, 3>{1, 1, 3},

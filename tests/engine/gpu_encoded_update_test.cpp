@@ -22,16 +22,11 @@
 #include "embedscope/engine/kernels/cuda_kernels.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/quant/row_codec.h"
+#include "engine/gpu_test_support.h"
 
 namespace {
 
 namespace es = embedscope::engine;
-
-#define REQUIRE_ENCODED_DEVICE()                                                                         \
-  do {                                                                                                   \
-    static const es::cuda::DeviceCount dc = es::cuda::device_count();                                    \
-    if (dc.count == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount returned " << dc.status;      \
-  } while (0)
 
 void geu_check(es::TableDataType type, es::OptimizerType opt_type, es::OptimizerStateType st, bool sr, int64_t dim) {
   SCOPED_TRACE(std::string(es::enum_name(type)) + " " + es::to_string(opt_type) + " state " + es::enum_name(st) +
@@ -94,7 +89,7 @@ void geu_check(es::TableDataType type, es::OptimizerType opt_type, es::Optimizer
 }
 
 TEST(GpuEncodedUpdate, EveryTypeOptimizerStateAndRoundingEqualsTheCpuKernelBitForBit) {
-  REQUIRE_ENCODED_DEVICE();
+  REQUIRE_CUDA_DEVICE();
   for (auto type : {es::TableDataType::fp16, es::TableDataType::bf16, es::TableDataType::int8, es::TableDataType::int4,
                     es::TableDataType::fp32})
     for (auto opt : {es::OptimizerType::sgd, es::OptimizerType::rowwise_adagrad, es::OptimizerType::adam})
@@ -109,7 +104,7 @@ TEST(GpuEncodedUpdate, EveryTypeOptimizerStateAndRoundingEqualsTheCpuKernelBitFo
 }
 
 TEST(GpuEncodedUpdate, HalfLookupsOfTheDevicePathEqualTheCpuReferenceBitForBit) {
-  REQUIRE_ENCODED_DEVICE();
+  REQUIRE_CUDA_DEVICE();
   for (auto type : {es::TableDataType::fp16, es::TableDataType::bf16}) {
     constexpr int64_t kRows = 30, kDim = 20, kBags = 11;
     std::mt19937_64 rng(3);

@@ -30,18 +30,12 @@
 #include "embedscope/engine/model/dense.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/kernels/launch_config.h"
+#include "engine/gpu_test_support.h"
 
 using namespace embedscope::engine;
 using namespace embedscope::engine::cuda;
 
 namespace {
-
-#define REQUIRE_DEVICE()                                                                               \
-  do {                                                                                                 \
-    static const DeviceCount dc = device_count();                                                      \
-    if (dc.count == 0)                                                                                 \
-      GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount returned " << dc.status << " with count 0"; \
-  } while (0)
 
 template <class T>
 DeviceArray<T> to_device(const std::vector<T>& v) {
@@ -236,7 +230,7 @@ TEST(GpuTbePlan, BadTablesAreRefusedNamingTheTable) {
 }
 
 TEST(GpuTbe, ForwardMatchesPooledLookupEveryPrecisionAndPooling) {
-  REQUIRE_DEVICE();
+  REQUIRE_CUDA_DEVICE();
   uint64_t seed = 1;
   for (WeightsPrecision p : kPrecisions)
     for (Pooling pooling : {Pooling::sum, Pooling::mean})
@@ -257,7 +251,7 @@ TEST(GpuTbe, ForwardMatchesPooledLookupEveryPrecisionAndPooling) {
 }
 
 TEST(GpuTbe, ForwardBagScaleOverridesPooling) {
-  REQUIRE_DEVICE();
+  REQUIRE_CUDA_DEVICE();
   Problem pr({3, 100, 1280}, 20, Pooling::mean, WeightsPrecision::fp32, OptimizerType::sgd, 77);
   std::vector<float> scale(static_cast<size_t>(pr.B * 3));
   for (size_t i = 0; i < scale.size(); ++i) scale[i] = 0.25f * static_cast<float>(i % 7);  // e.g. 1/full length
@@ -274,7 +268,7 @@ TEST(GpuTbe, ForwardBagScaleOverridesPooling) {
 }
 
 TEST(GpuTbe, ZeroSizeWorkIsNotLaunched) {
-  REQUIRE_DEVICE();
+  REQUIRE_CUDA_DEVICE();
   Problem pr({4}, 0, Pooling::sum, WeightsPrecision::fp32, OptimizerType::sgd, 3);
   TbePlan plan(pr.tables, 0, WeightsPrecision::fp32);
   DeviceWeights w(WeightsPrecision::fp32, pr.weights);
@@ -346,14 +340,14 @@ void check_backward(WeightsPrecision p, Pooling pooling, OptimizerType type, uin
 }  // namespace
 
 TEST(GpuTbe, BackwardSgdMatchesReference) {
-  REQUIRE_DEVICE();
+  REQUIRE_CUDA_DEVICE();
   uint64_t seed = 100;
   for (WeightsPrecision p : kPrecisions)
     for (Pooling pooling : {Pooling::sum, Pooling::mean}) check_backward(p, pooling, OptimizerType::sgd, seed++, 2);
 }
 
 TEST(GpuTbe, BackwardRowwiseAdagradMatchesReference) {
-  REQUIRE_DEVICE();
+  REQUIRE_CUDA_DEVICE();
   uint64_t seed = 200;
   for (WeightsPrecision p : kPrecisions)
     for (Pooling pooling : {Pooling::sum, Pooling::mean})
@@ -361,14 +355,14 @@ TEST(GpuTbe, BackwardRowwiseAdagradMatchesReference) {
 }
 
 TEST(GpuTbe, BackwardAdamMatchesReference) {
-  REQUIRE_DEVICE();
+  REQUIRE_CUDA_DEVICE();
   uint64_t seed = 300;
   for (WeightsPrecision p : kPrecisions)
     for (Pooling pooling : {Pooling::sum, Pooling::mean}) check_backward(p, pooling, OptimizerType::adam, seed++, 3);
 }
 
 TEST(GpuTbe, BackwardIsDeterministicWithDuplicates) {
-  REQUIRE_DEVICE();
+  REQUIRE_CUDA_DEVICE();
   // one 3-row table, 4096 ids: every row occurs ~1365 times; two runs must agree bit for bit
   Problem pr({100}, 512, Pooling::sum, WeightsPrecision::fp32, OptimizerType::rowwise_adagrad, 9);
   pr.tables[0].num_rows = 3;
@@ -406,7 +400,7 @@ TEST(GpuTbe, BackwardIsDeterministicWithDuplicates) {
 // call; the backward's scratch from a grow-only workspace gives the stream-ordered pool's result
 // bit for bit, and a second call of the same size allocates nothing.
 TEST(GpuTbe, OnePlanServesEveryBatchSizeAndTheWorkspaceMatchesThePool) {
-  REQUIRE_DEVICE();
+  REQUIRE_CUDA_DEVICE();
   Problem pr({3, 100, 64}, 20, Pooling::sum, WeightsPrecision::fp32, OptimizerType::rowwise_adagrad, 41);
   const TbePlan plan(pr.tables, 0, WeightsPrecision::fp32);  // no batch size of its own
   DeviceWeights w(WeightsPrecision::fp32, pr.weights);
@@ -444,7 +438,7 @@ TEST(GpuTbe, OnePlanServesEveryBatchSizeAndTheWorkspaceMatchesThePool) {
 }
 
 TEST(GpuBucketize, MatchesCpuReference) {
-  REQUIRE_DEVICE();
+  REQUIRE_CUDA_DEVICE();
   std::mt19937_64 rng(11);
   for (int64_t B : {1, 7, 300}) {
     const int64_t F = 3, rows = 1000;
@@ -485,7 +479,7 @@ TEST(GpuBucketize, MatchesCpuReference) {
 }
 
 TEST(GpuDense, LinearForwardBackwardMatchCpuBlas) {
-  REQUIRE_DEVICE();
+  REQUIRE_CUDA_DEVICE();
   // Tolerance abs 1e-4 + rel 1e-4: cuBLAS sums the k products in another order than OpenBLAS
   // (fp32, no TF32); values are O(1) and k <= 300. The bias gradient sums in the CPU's order.
   std::mt19937_64 rng(21);

@@ -13,26 +13,18 @@
 #include "embedscope/engine/kernels/cuda_kernels.h"
 #include "embedscope/engine/kernels/cuda_low_rank.h"
 #include "embedscope/engine/kernels/low_rank.h"
+#include "engine/gpu_test_support.h"
 
 using namespace embedscope::engine;
 
 namespace {
 
-std::vector<float> gpu_low_rank_random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
-
 TEST(GpuLowRank, ProjectAndBackwardEqualTheHostKernelsBitForBit) {
-  const cuda::DeviceCount dc = cuda::device_count();
-  if (dc.count == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount returned " << dc.status << " with count 0";
+  REQUIRE_CUDA_DEVICE();
   const int64_t rows = 40, r = 5, dim = 37, n = 13;
-  const std::vector<float> a = gpu_low_rank_random(static_cast<size_t>(rows * r), 1),
-                           b = gpu_low_rank_random(static_cast<size_t>(r * dim), 2),
-                           g = gpu_low_rank_random(static_cast<size_t>(n * dim), 3);
+  const std::vector<float> a = embedscope::test_support::uniform_floats(static_cast<size_t>(rows * r), 1),
+                           b = embedscope::test_support::uniform_floats(static_cast<size_t>(r * dim), 2),
+                           g = embedscope::test_support::uniform_floats(static_cast<size_t>(n * dim), 3);
   // project: the host kernel with one id a bag (p = A's row, exactly) against the device's p B
   std::vector<int64_t> ids(static_cast<size_t>(n)), off(static_cast<size_t>(n + 1));
   for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = (i * 7) % rows;

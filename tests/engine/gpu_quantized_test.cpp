@@ -15,16 +15,11 @@
 #include "embedscope/engine/kernels/cuda_kernels.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/quant/row_codec.h"
+#include "engine/gpu_test_support.h"
 
 namespace {
 
 namespace es = embedscope::engine;
-
-#define REQUIRE_QUANT_DEVICE()                                                                           \
-  do {                                                                                                   \
-    static const es::cuda::DeviceCount dc = es::cuda::device_count();                                    \
-    if (dc.count == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount returned " << dc.status;      \
-  } while (0)
 
 // One table of `rows` encoded rows and `bags` bags of 0..6 ids (repeats and empty bags), the
 // output padded by 3 columns that must stay untouched.
@@ -79,7 +74,7 @@ void check_quantized_lookup(es::TableDataType type, int64_t dim, bool with_scale
 }  // namespace
 
 TEST(GpuTbeQuantized, Int8AndInt4LookupsEqualTheCpuReferenceBitForBit) {
-  REQUIRE_QUANT_DEVICE();
+  REQUIRE_CUDA_DEVICE();
   uint64_t seed = 11;
   for (const bool with_scale : {false, true}) {
     for (const int64_t dim : {2, 6, 64, 130}) {

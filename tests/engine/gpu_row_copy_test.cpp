@@ -15,25 +15,17 @@
 #include "embedscope/engine/kernels/cuda_kernels.h"
 #include "embedscope/engine/kernels/cuda_row_copy.h"
 #include "embedscope/engine/kernels/row_copy.h"
+#include "engine/gpu_test_support.h"
 
 using namespace embedscope::engine;
 
 namespace {
 
-std::vector<float> gpu_row_copy_random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
-
 TEST(GpuRowCopy, GatherAndScatterThroughPinnedHostRowsEqualTheCpuReference) {
-  const cuda::DeviceCount dc = cuda::device_count();
-  if (dc.count == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount returned " << dc.status << " with count 0";
+  REQUIRE_CUDA_DEVICE();
   const int64_t host_rows = 300, slots = 40, dim = 37, n = 64;  // dim not a multiple of 32: a partial warp
-  std::vector<float> host = gpu_row_copy_random(static_cast<size_t>(host_rows * dim), 1);
-  const std::vector<float> cache = gpu_row_copy_random(static_cast<size_t>(slots * dim), 2);
+  std::vector<float> host = embedscope::test_support::uniform_floats(static_cast<size_t>(host_rows * dim), 1);
+  const std::vector<float> cache = embedscope::test_support::uniform_floats(static_cast<size_t>(slots * dim), 2);
   ASSERT_EQ(cudaHostRegister(host.data(), host.size() * 4, cudaHostRegisterMapped), cudaSuccess);
   float* host_dev = nullptr;
   ASSERT_EQ(cudaHostGetDevicePointer(reinterpret_cast<void**>(&host_dev), host.data(), 0), cudaSuccess);
@@ -60,7 +52,7 @@ TEST(GpuRowCopy, GatherAndScatterThroughPinnedHostRowsEqualTheCpuReference) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(d_cache.download(), want_cache);
   EXPECT_EQ(host, want_host);  // written in place by the kernel
-  EXPECT_NE(want_host, gpu_row_copy_random(static_cast<size_t>(host_rows * dim), 1));  // the scatter changed rows
+  EXPECT_NE(want_host, embedscope::test_support::uniform_floats(static_cast<size_t>(host_rows * dim), 1));  // the scatter changed rows
   EXPECT_EQ(cudaHostUnregister(host.data()), cudaSuccess);
   EXPECT_THROW(cuda::copy_rows_cuda(-1, dim, d_cache.data(), nullptr, nullptr, d_out.data(), nullptr, nullptr),
                std::invalid_argument);

@@ -26,6 +26,7 @@
 #include "embedscope/profiler/cupti/step_drain.h"
 #include "embedscope/sessions/store/session.h"
 #include "profiler_backend/activity_records.h"
+#include "profiler_backend/gpu_trace_meta.h"
 
 using namespace embedscope;
 using profiler::CuptiDecoder;
@@ -255,15 +256,7 @@ TEST(CuptiLaunchTable, JoinedLaunchesLeaveAndTheTableIsBounded) {
   EXPECT_EQ(d.stats().launches_dropped, 1);
   EXPECT_THROW(CuptiDecoder({}, 0), std::invalid_argument);
   // the loss is in the session beside CUPTI's own drops
-  const auto path = std::filesystem::temp_directory_path() / ("es_cupti_launches_" + std::to_string(getpid()) + ".db");
-  std::filesystem::remove(path);
-  {
-    sessions::SessionWriter w(path.string());
-    profiler::write_gpu_trace_metadata(w, 0, d.stats(), {}, {});
-    w.close("complete");
-  }
-  EXPECT_EQ(sessions::SessionReader(path.string()).meta("cupti_launches_dropped"), "1");
-  std::filesystem::remove(path);
+  EXPECT_EQ(test_support::gpu_trace_meta(d.stats(), "cupti_launches_dropped"), "1");
 }
 
 TEST(CuptiDecode, WaitsAndPoolAllocationsBelongToTheRankOfTheirStream) {

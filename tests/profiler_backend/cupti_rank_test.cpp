@@ -21,6 +21,7 @@
 #include "embedscope/profiler/cupti/session_drain.h"
 #include "embedscope/sessions/store/session.h"
 #include "profiler_backend/activity_records.h"
+#include "profiler_backend/gpu_trace_meta.h"
 
 using namespace embedscope;
 using profiler::CuptiDecoder;
@@ -161,16 +162,7 @@ TEST(CuptiRankOfThread, EachRanksCudaMallocAndCopiesAreItsOwn) {
   // the main thread's cudaMalloc and cudaDeviceSynchronize: the two charged to the device's rank
   EXPECT_EQ(d.stats().device_rank_fallbacks, 2);
   // and the session says so (cupti_device_rank_fallbacks)
-  const auto path =
-      std::filesystem::temp_directory_path() / ("es_cupti_fallbacks_" + std::to_string(getpid()) + ".db");
-  std::filesystem::remove(path);
-  {
-    sessions::SessionWriter w(path.string());
-    profiler::write_gpu_trace_metadata(w, 0, d.stats(), {}, {});
-    w.close("complete");
-  }
-  EXPECT_EQ(sessions::SessionReader(path.string()).meta("cupti_device_rank_fallbacks"), "2");
-  std::filesystem::remove(path);
+  EXPECT_EQ(test_support::gpu_trace_meta(d.stats(), "cupti_device_rank_fallbacks"), "2");
 }
 
 // cudaMalloc's MEMORY2 record can reach a drain before its runtime record (another buffer):
