@@ -187,6 +187,11 @@ SH
   expect c.txt '^gpu_runtime_test +passed ' "a selected test row"
   expect c.txt '^bench_gpu_runtime +ran ' "a selected bench row"
   [ $bad -eq 0 ] || cat c.txt
+  # a filter grep cannot read: exit 2 naming it, before anything runs
+  EMBEDSCOPE_DEVICE_CHECKS_ONLY='cupti(' TMPDIR=$T "$T/runner_a.sh" --prebuilt "$T/fake.tar.zst" bad.txt >bad_out.txt 2>&1
+  rc=$?
+  [ $rc -eq 2 ] || { echo "FAIL: a bad EMBEDSCOPE_DEVICE_CHECKS_ONLY exited $rc (2 expected)"; bad=1; }
+  expect bad_out.txt "EMBEDSCOPE_DEVICE_CHECKS_ONLY='cupti\\(' is not an extended regular expression" "a bad filter named"
 }
 
 case $mode in

@@ -433,6 +433,11 @@ prebuilt_mode() {
   pack=$(abspath "$1")
   summary_file=$(abspath "${2:-device-checks-summary.txt}")
   [ -f "$pack" ] || die "--prebuilt: $pack does not exist (make it with --pack, README 'Device checks')"
+  # a filter grep cannot read would select nothing and read as a run of skips
+  if [ -n "${EMBEDSCOPE_DEVICE_CHECKS_ONLY:-}" ]; then
+    grep -qE -- "$EMBEDSCOPE_DEVICE_CHECKS_ONLY" </dev/null; [ $? -eq 2 ] &&
+      die "EMBEDSCOPE_DEVICE_CHECKS_ONLY='$EMBEDSCOPE_DEVICE_CHECKS_ONLY' is not an extended regular expression (grep -E)"
+  fi
   BUDGET=${EMBEDSCOPE_DEVICE_CHECKS_BUDGET_S:-300}
   log_dir="${summary_file%.*}.logs"
   rm -rf "$log_dir"; mkdir -p "$log_dir" || die "--prebuilt: cannot make $log_dir"
