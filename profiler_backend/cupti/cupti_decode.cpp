@@ -58,11 +58,13 @@ KernelCategory kernel_category(const char* name, sessions::OpCategory& out) {
   const std::string_view n(name);
   const auto has = [&](std::string_view part) { return n.find(part) != std::string_view::npos; };
   if (has("cub::")) return KernelCategory::inherit;  // before the names below: CUB's templates name their users' types
-  if (has("tbe_forward")) out = sessions::OpCategory::lookup;
-  else if (has("tbe_") || has("sgd")) out = sessions::OpCategory::optimizer;
+  // the engine's own kernels (kernels/cuda/*.cu) first, then the libraries' by their names' parts
+  if (has("tbe_forward") || has("low_rank_project")) out = sessions::OpCategory::lookup;
+  else if (has("tbe_") || has("encoded_update") || has("low_rank_d") || has("sgd")) out = sessions::OpCategory::optimizer;
   else if (has("bucketize") || has("permute")) out = sessions::OpCategory::input;
+  else if (has("copy_rows")) out = sessions::OpCategory::memcpy;  // host / host_cached rows moved by a kernel
   else if (has("gemm") || has("gemv") || has("cutlass") || has("xmma") || has("splitK") || has("bias_") ||
-           has("relu") || has("interaction") || has("bce") || has("loss"))
+           has("relu") || has("interaction") || has("dot_forward") || has("dot_backward") || has("bce") || has("loss"))
     out = sessions::OpCategory::dense;
   return KernelCategory::known;
 }

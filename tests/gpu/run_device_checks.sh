@@ -99,7 +99,8 @@ for b in data.get("benchmarks", []):
         print(f"{b['name']}: skipped/error: {b.get('error_message', '')}")
         continue
     counters = ", ".join(f"{k}={v:.4g}" for k, v in b.items() if k not in skip and isinstance(v, (int, float)))
-    print(f"{b['name']}: {counters}")
+    label = f" ({b['label']})" if b.get("label") else ""
+    print(f"{b['name']}: {counters}{label}")
 PY
   else  # no python: the names and errors as the JSON has them
     grep -E '"(name|error_message)":' "$1" | sed 's/^ *//'

@@ -477,6 +477,13 @@ TEST(CuptiDecoder, ComputeKernelsGetTheCategoryOfTheirOpByName) {
       "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32",
       "void embedscope::engine::cuda::(anonymous namespace)::bias_relu_kernel(...)",
       "some_library_kernel",
+      // tester40 #10: the dot interaction's kernels were `other`; the encoded, low-rank and host-row kernels too
+      "void embedscope::engine::cuda::(anonymous namespace)::dot_forward_kernel(long, long, float const*, float*)",
+      "void embedscope::engine::cuda::(anonymous namespace)::dot_backward_kernel(long, long, float const*, float*)",
+      "void embedscope::engine::cuda::(anonymous namespace)::encoded_update_kernel<(embedscope::engine::TableDataType)2>(...)",
+      "embedscope::engine::cuda::(anonymous namespace)::low_rank_project_kernel(long, long, long, float const*)",
+      "embedscope::engine::cuda::(anonymous namespace)::low_rank_da_kernel(long, long, long, float const*)",
+      "embedscope::engine::cuda::(anonymous namespace)::copy_rows_kernel(long, long, float const*, float*)",
   };
   uint64_t t = 100;
   uint32_t corr = 1;
@@ -489,7 +496,8 @@ TEST(CuptiDecoder, ComputeKernelsGetTheCategoryOfTheirOpByName) {
   ASSERT_EQ(ops.size(), std::size(names));
   std::sort(ops.begin(), ops.end(), [](const auto& x, const auto& y) { return x.op.start_ns < y.op.start_ns; });
   using C = sessions::OpCategory;
-  const C expected[] = {C::other, C::lookup, C::optimizer, C::optimizer, C::input, C::input, C::dense, C::dense, C::other};
+  const C expected[] = {C::other, C::lookup, C::optimizer, C::optimizer, C::input, C::input,    C::dense, C::dense,
+                        C::other, C::dense,  C::dense,     C::optimizer, C::lookup, C::optimizer, C::memcpy};
   for (size_t i = 0; i < ops.size(); ++i)
     EXPECT_EQ(ops[i].op.category, expected[i]) << names[i] << ": " << sessions::to_string(ops[i].op.category);
   sessions::OpCategory c;

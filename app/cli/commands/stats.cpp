@@ -477,9 +477,21 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   // (1,646 characters in trace_diff_test: tester34 D20) is cut in its middle at kMaxName, whole
   // in --json
   constexpr size_t kMaxName = 72;
+  // the short names Nsight shows (tester38 #8: cut in its middle, a kernel lost its function name),
+  // told apart where two kernels would read the same (tester40 #10)
+  std::map<int32_t, std::string> short_of;
+  {
+    std::vector<int32_t> ids;
+    for (const auto& e : st.critical_path)
+      if (e.name_id >= 0) ids.push_back(e.name_id);
+    for (const auto& c : st.collectives) ids.push_back(c.name_id);
+    std::vector<std::string> whole;
+    for (int32_t id : ids) whole.push_back(session.name(id));
+    const auto shorts = ss::distinct_short_kernel_names(whole);
+    for (size_t i = 0; i < ids.size(); ++i) short_of[ids[i]] = shorts[i];
+  }
   const auto shown = [&](int32_t id) {
-    // the short name Nsight shows (tester38 #8: cut in its middle, a kernel lost its function name)
-    const std::string n = ss::short_kernel_name(session.name(id));
+    const std::string& n = short_of.at(id);
     if (n.size() <= kMaxName) return n;
     return n.substr(0, kMaxName / 2 - 2) + "..." + n.substr(n.size() - (kMaxName - kMaxName / 2 - 1));
   };

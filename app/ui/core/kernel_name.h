@@ -4,5 +4,6 @@
 #include "embedscope/sessions/analysis/kernel_name.h"
 
 namespace embedscope::ui {
+using sessions::distinct_short_kernel_names;
 using sessions::short_kernel_name;
 }  // namespace embedscope::ui

@@ -18,10 +18,12 @@ QVariant duration(int64_t ns, int role) {
 CriticalPathModel::CriticalPathModel(const sessions::RunStats& stats, const sessions::SessionReader& session,
                                      QObject* parent)
     : QAbstractTableModel(parent), entries_(stats.critical_path) {
+  std::vector<std::string> whole;
   for (const auto& e : entries_) {
-    names_ << (e.name_id < 0 ? QString("(gap: untraced)") : QString::fromStdString(session.name(e.name_id)));
-    short_names_ << QString::fromStdString(short_kernel_name(names_.back().toStdString()));
+    whole.push_back(e.name_id < 0 ? std::string("(gap: untraced)") : session.name(e.name_id));
+    names_ << QString::fromStdString(whole.back());
   }
+  for (const auto& n : sessions::distinct_short_kernel_names(whole)) short_names_ << QString::fromStdString(n);
 }
 
 int CriticalPathModel::rowCount(const QModelIndex& parent) const {
@@ -63,10 +65,12 @@ CollectiveTimesModel::CollectiveTimesModel(const sessions::RunStats& stats, cons
                                            QObject* parent)
     : QAbstractTableModel(parent), rows_(stats.collectives), steps_(std::max<int64_t>(1, stats.steps)),
       bytes_unknown_(collective_bytes_unknown(session)) {
+  std::vector<std::string> whole;
   for (const auto& c : rows_) {
-    names_ << QString::fromStdString(session.name(c.name_id));
-    short_names_ << QString::fromStdString(short_kernel_name(names_.back().toStdString()));
+    whole.push_back(session.name(c.name_id));
+    names_ << QString::fromStdString(whole.back());
   }
+  for (const auto& n : sessions::distinct_short_kernel_names(whole)) short_names_ << QString::fromStdString(n);
 }
 
 int CollectiveTimesModel::rowCount(const QModelIndex& parent) const {

@@ -13,7 +13,7 @@ namespace embedscope::ui {
 /// One row per op name on the critical path (and one for the gaps), most time first:
 /// op, category, time on the path (summed over the measured steps), share of the path, the rank
 /// where most of it ran, steps in which it held the most path time. A kernel's op name shows as
-/// its short_kernel_name (core/kernel_name.h), the whole name in its ToolTipRole.
+/// its short name (distinct_short_kernel_names, core/kernel_name.h), the whole name in its ToolTipRole.
 class CriticalPathModel : public QAbstractTableModel {
   Q_OBJECT
 
@@ -28,7 +28,7 @@ class CriticalPathModel : public QAbstractTableModel {
 
  private:
   std::vector<sessions::CriticalPathEntry> entries_;
-  QStringList names_, short_names_;  // whole (tooltips) and short_kernel_name (shown)
+  QStringList names_, short_names_;  // whole (tooltips) and distinct_short_kernel_names (shown)
 };
 
 /// True for an imported session whose collectives carry no arguments (import problem
@@ -38,7 +38,7 @@ bool collective_bytes_unknown(const sessions::SessionReader& session);
 
 /// One row per collective name, most exposed first, per measured step and summed over ranks:
 /// name, ops, bytes, time, exposed time (no compute under it on its rank), time waiting for the
-/// last member to join. Names show as short_kernel_name, whole in the ToolTipRole.
+/// last member to join. Names show as distinct_short_kernel_names, whole in the ToolTipRole.
 class CollectiveTimesModel : public QAbstractTableModel {
   Q_OBJECT
 
@@ -54,7 +54,7 @@ class CollectiveTimesModel : public QAbstractTableModel {
 
  private:
   std::vector<sessions::CollectiveTimes> rows_;
-  QStringList names_, short_names_;  // whole (tooltips) and short_kernel_name (shown)
+  QStringList names_, short_names_;  // whole (tooltips) and distinct_short_kernel_names (shown)
   int64_t steps_ = 1;
   bool bytes_unknown_ = false;  ///< collective_bytes_unknown: 0 B reads "unknown"
 };

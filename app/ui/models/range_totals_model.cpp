@@ -8,6 +8,9 @@ namespace embedscope::ui {
 void RangeTotalsModel::set_totals(std::vector<OpTotal> totals) {
   beginResetModel();
   totals_ = std::move(totals);
+  std::vector<std::string> whole;
+  for (const auto& t : totals_) whole.push_back(session_->name(t.name_id));
+  short_names_ = sessions::distinct_short_kernel_names(whole);
   endResetModel();
 }
 
@@ -21,7 +24,7 @@ QVariant RangeTotalsModel::data(const QModelIndex& index, int role) const {
   if (role != Qt::DisplayRole && !raw) return {};
   const double mean = t.count ? static_cast<double>(t.total_ns) / static_cast<double>(t.count) : 0.0;
   switch (index.column()) {
-    case Name: return QString::fromStdString(short_kernel_name(session_->name(t.name_id)));
+    case Name: return QString::fromStdString(short_names_[static_cast<size_t>(index.row())]);
     case Rank: return raw || t.rank >= 0 ? QVariant(t.rank) : QVariant(QString("all"));
     case Count: return QVariant::fromValue<qlonglong>(t.count);
     case Total: return raw ? QVariant::fromValue<qlonglong>(t.total_ns) : QString::fromStdString(format_duration(t.total_ns));

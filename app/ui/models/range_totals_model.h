@@ -6,6 +6,8 @@
 #include <QAbstractTableModel>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "embedscope/sessions/store/session.h"
 #include "core/timeline_math.h"
@@ -27,7 +29,7 @@ class RangeTotalsModel : public QAbstractTableModel {
     return parent.isValid() ? 0 : static_cast<int>(totals_.size());
   }
   int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : ColumnCount; }
-  /// DisplayRole: text ("12.50 ms", "1.2 MiB"; a kernel's name as short_kernel_name, whole in
+  /// DisplayRole: text ("12.50 ms", "1.2 MiB"; a kernel's name as distinct_short_kernel_names, whole in
   /// the name's ToolTipRole); Qt::UserRole: the raw number (ns, bytes, count;
   /// rank -1 for all ranks; the mean in ns as a double).
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
@@ -36,6 +38,7 @@ class RangeTotalsModel : public QAbstractTableModel {
  private:
   std::shared_ptr<const sessions::SessionReader> session_;
   std::vector<OpTotal> totals_;
+  std::vector<std::string> short_names_;  // distinct_short_kernel_names of the rows' names
 };
 
 }  // namespace embedscope::ui

@@ -96,3 +96,83 @@ TEST(KernelName, TablesAndTooltipsShowTheShortNameAndKeepTheWholeOne) {
   EXPECT_TRUE(tw.details({0, 0}).contains("<b>" + shown + "</b>")) << tw.details({0, 0}).toStdString();
   std::filesystem::remove(path);
 }
+
+// tester40 #10: two cuBLAS kernels of the H200 session both read "gemv2T_kernel_val" in the
+// tables. Names a table shows together keep their function's template arguments where their
+// short names collide, or are numbered where those collide too.
+namespace {
+const std::string kGemvA =
+    "void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 4, 4, false, false, "
+    "cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float const>, "
+    "cublasGemvTensorStridedBatched<float>, float> >(cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<float "
+    "const>, cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float>, float>, float, float)";
+const std::string kGemvB =
+    "void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 2, 2, false, false, "
+    "cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float const>, "
+    "cublasGemvTensorStridedBatched<float>, float> >(cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<float "
+    "const>, cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float>, float>, float, float)";
+const std::string kGemvTail =
+    "<int, int, float, float, float, float, 128, 16, {}, {}, false, false, cublasGemvParamsEx<int, "
+    "cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float const>, "
+    "cublasGemvTensorStridedBatched<float>, float> >";
+std::string gemv_shown(int n) {
+  std::string s = "gemv2T_kernel_val" + kGemvTail;
+  for (int k = 0; k < 2; ++k) s.replace(s.find("{}"), 2, std::to_string(n));
+  return s;
+}
+}  // namespace
+
+TEST(DistinctShortKernelNames, CollidingNamesKeepTheirTemplateArgumentsOrAreNumbered) {
+  using embedscope::ui::distinct_short_kernel_names;
+  const auto out = distinct_short_kernel_names({kGemvA, "memcpy_dtoh", kGemvB, kGemvA, kTbeUpdate,
+                                                "void ns::(anonymous namespace)::f(int)", "void ns::f(float)",
+                                                "void ns::g<(anonymous namespace)::T>(int)", "void ns::g<U>(int)"});
+  ASSERT_EQ(out.size(), 9u);
+  EXPECT_EQ(out[0], gemv_shown(4));
+  EXPECT_EQ(out[1], "memcpy_dtoh");
+  EXPECT_EQ(out[2], gemv_shown(2));
+  EXPECT_EQ(out[3], out[0]);                                  // the same kernel reads the same
+  EXPECT_EQ(out[4], "embedscope::...::tbe_update_kernel");     // no collision: the plain short name
+  EXPECT_EQ(out[5], "ns::...::f");                             // no collision: 3 scopes against 2
+  EXPECT_EQ(out[6], "ns::f");
+  EXPECT_EQ(out[7], "ns::g<(anonymous namespace)::T>");
+  EXPECT_EQ(out[8], "ns::g<U>");
+  // differing only in their parameters: numbered in order of first appearance
+  EXPECT_EQ(distinct_short_kernel_names({"void ns::h(int)", "void ns::h(float)", "void ns::h(int)"}),
+            (std::vector<std::string>{"ns::h #1", "ns::h #2", "ns::h #1"}));
+  EXPECT_TRUE(distinct_short_kernel_names({}).empty());
+}
+
+TEST(DistinctShortKernelNames, TheWorkbenchTablesTellTwoCublasKernelsApart) {
+  using namespace embedscope;
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_kernelname2_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    w.set_metadata("world_size", "1");
+    w.add_lane({0, 2, "gpu_compute", "stream"});
+    w.add_ops({sessions::OpEvent{0, sessions::Lane::gpu_compute, sessions::OpCategory::dense, kGemvA.c_str(), 0, 100, 300, 0, 0},
+               sessions::OpEvent{0, sessions::Lane::gpu_compute, sessions::OpCategory::dense, kGemvB.c_str(), 0, 400, 500, 0, 0}});
+    w.add_step({0, 0, 0, 1000, 0.5, 0, 0});
+    w.close("complete");
+  }
+  auto session = std::make_shared<const sessions::SessionReader>(path.string());
+  const auto ops = session->lane_ops(0, 2);
+  ASSERT_EQ(ops.size(), 2u);
+  const int32_t a = ops[0].name_id, b = ops[1].name_id;
+  ASSERT_NE(a, b);
+  sessions::RunStats stats;
+  stats.critical_path.push_back({a, sessions::OpCategory::dense, 200, 0.6, 0, 1});
+  stats.critical_path.push_back({b, sessions::OpCategory::dense, 100, 0.3, 0, 1});
+  stats.steps = 1;
+  ui::CriticalPathModel path_model(stats, *session);
+  EXPECT_EQ(path_model.data(path_model.index(0, ui::CriticalPathModel::Op)).toString().toStdString(), gemv_shown(4));
+  EXPECT_EQ(path_model.data(path_model.index(1, ui::CriticalPathModel::Op)).toString().toStdString(), gemv_shown(2));
+  ui::RangeTotalsModel totals(session);
+  totals.set_totals({{a, 0, 1, 200, 0}, {b, 0, 1, 100, 0}});
+  EXPECT_EQ(totals.data(totals.index(0, ui::RangeTotalsModel::Name)).toString().toStdString(), gemv_shown(4));
+  EXPECT_EQ(totals.data(totals.index(1, ui::RangeTotalsModel::Name)).toString().toStdString(), gemv_shown(2));
+  totals.set_totals({{b, 0, 1, 100, 0}});  // alone in the range: its plain short name
+  EXPECT_EQ(totals.data(totals.index(0, ui::RangeTotalsModel::Name)).toString(), QString("gemv2T_kernel_val"));
+  std::filesystem::remove(path);
+}

@@ -135,8 +135,10 @@ bool is_nccl_kernel(const char* name);
 bool makes_activity(const char* runtime_api);
 
 /// The op category of a kernel of a compute stream, from its (demangled) name: Embedscope's own
-/// kernels by their names (`tbe_forward` lookup; other `tbe_` kernels and `sgd` optimizer;
-/// `bucketize` / `permute` input; `bias_`, `relu`, `interaction`, `bce`, `loss` dense) and
+/// kernels by their names (`tbe_forward`, `low_rank_project` lookup; other `tbe_` kernels,
+/// `encoded_update`, `low_rank_d` (the factors' gradients) and `sgd` optimizer; `bucketize` /
+/// `permute` input; `copy_rows` (host rows moved) memcpy; `bias_`, `relu`, `interaction`,
+/// `dot_forward` / `dot_backward` (the dot interaction), `bce`, `loss` dense) and
 /// cuBLAS's GEMMs (`gemm`, `gemv`, `cutlass`, `xmma`, `splitK`: dense). CUB's kernels (`cub::`)
 /// are parts of whatever launched them (the TBE backward's sort, the bucketize's scan), so they
 /// return `inherit`: the decoder gives them the category of the kernel before them on their stream.

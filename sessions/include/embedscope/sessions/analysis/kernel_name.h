@@ -4,6 +4,7 @@
 // and tooltips and `embedscope stats` show them.
 
 #include <string>
+#include <vector>
 
 namespace embedscope::sessions {
 
@@ -22,4 +23,14 @@ namespace embedscope::sessions {
 /// "Memcpy HtoD (Pageable -> Device)", is returned unchanged. Never throws. Cost: O(length).
 std::string short_kernel_name(const std::string& name);
 
-}  // namespace embedscope::ui
+/// The names of one table's rows, each as short_kernel_name, except where different whole names
+/// would read the same (tester40 #10: two cuBLAS kernels, "gemv2T_kernel_val<int, int, float, ...,
+/// 128, 16, 4, 4, false, false, ...>" and "<..., 128, 16, 2, 2, ...>", were both "gemv2T_kernel_val"):
+/// those keep their function's template argument list ("cutlass::Kernel2<cutlass_80_simt_sgemm_
+/// 32x128_8x5_tn_align1>"), or where that still reads the same (they differ only in their
+/// parameters or return type, or have no template arguments) they are numbered in order of first
+/// appearance ("ns::f #1", "ns::f #2"). Equal whole names get equal short ones. out[i] is
+/// names[i]'s; never throws (but std::bad_alloc). Cost: O(total length + n log n).
+std::vector<std::string> distinct_short_kernel_names(const std::vector<std::string>& names);
+
+}  // namespace embedscope::sessions
