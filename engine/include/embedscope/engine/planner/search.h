@@ -84,8 +84,10 @@
 //
 // Speed: O(P x (S log S + S x W)) for P proposals of S shards on W ranks, plus plan_stats of
 // the few best candidates (kStatsCandidates), which builds every rank's StepProgram (about
-// O(W^2 x tables)): 1,000 tables on 64 ranks take 0.4 s of CPU (bench/planner_bench.cpp);
-// mlperf_dlrm_dcnv2 on 128 simulated ranks 2.3 s.
+// O(W^2 x tables)); the pre-ranking's calls add O(W) a call and candidate: 1,000 tables on 64
+// ranks take 1.65-1.85 s of CPU with them, 1.61-1.73 s without (bench/planner_bench.cpp
+// BM_PlanSearch, plan41, the same shared 2-core machine, interleaved; 648 proposals);
+// mlperf_dlrm_dcnv2 on 128 simulated ranks 2.3 s (measured before plan41).
 
 #include <string>
 #include <vector>
