@@ -182,3 +182,24 @@ TEST(PlannerPreRank, EmulatedNetworkIsAFloorUnderEveryCall) {
   EXPECT_LT(pre_rank_estimate(spec, plan, hw).fwd_comms_ns, 10.0);
   EXPECT_LT(plan_stats(spec, plan, hw).ranks[0].fwd_comms_ns, 10);
 }
+
+// A data_parallel table (plan41): no input or output dist, but its own 3 all-gathers a step
+// (sharding/data_parallel.cpp): the row count (8 B to the peer), the rows and the values of the
+// N (1 - (1 - 1/N)^n) = 1000 (1 - 0.999^4) = 3.994 -> 4 distinct rows of a replica's 4 ids
+// (32 B, 4 x 8 x 4 = 128 B): 10,008 + 10,032 + 10,128 = 30,168 ns of bwd comms; bwd compute:
+// every rank applies both replicas' gradients, 2 x 2 x 128 B = 512 ns, and 3 launches (the fused
+// backward, the table's backward and its optimizer): 3,512 ns.
+TEST(PlannerPreRank, DataParallelTablesPayThreeCallsEach) {
+  const WorkloadSpec spec = prerank_spec(2, {1.0});
+  const ShardingPlan plan{2, 2, {{0, ShardingType::data_parallel, -1, {{0, 0, 1000, 0, 8}, {1, 0, 1000, 0, 8}}}}};
+  const HardwareProfile hw = prerank_profile();
+  const PreRankEstimate e = pre_rank_estimate(spec, plan, hw);
+  EXPECT_DOUBLE_EQ(e.fwd_comms_ns, 0.0);
+  EXPECT_DOUBLE_EQ(e.bwd_comms_ns, 30168.0);
+  EXPECT_DOUBLE_EQ(e.fwd_compute_ns, 1128.0);  // 4 ids x 32 B + 1 launch
+  EXPECT_DOUBLE_EQ(e.bwd_compute_ns, 3512.0);
+  const PlanStats st = plan_stats(spec, plan, hw);
+  EXPECT_EQ(st.ranks[0].fwd_comms_ns, 0);
+  EXPECT_EQ(st.ranks[0].bwd_comms_ns, 30168);
+  EXPECT_EQ(st.ranks[1].bwd_comms_ns, 30168);
+}
