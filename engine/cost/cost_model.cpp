@@ -13,15 +13,20 @@ int64_t ns(double seconds) { return static_cast<int64_t>(std::llround(seconds * 
 
 }  // namespace
 
+int64_t member_collective_ns(double intra_bytes, double inter_bytes, bool spans_nodes, const HardwareProfile& hw) {
+  const double lat = static_cast<double>((spans_nodes ? hw.inter_node : hw.intra_node).latency_ns) * 1e-9;
+  const double intra = std::max(0.0, intra_bytes) / hw.intra_node.bus_bandwidth_bytes_per_s;
+  const double inter = std::max(0.0, inter_bytes) / hw.inter_node.bus_bandwidth_bytes_per_s;
+  return ns(lat + std::max(intra, inter));
+}
+
 int64_t collective_ns(const CollectiveCall& c, int rank, int gpus_per_node, const HardwareProfile& hw) {
   const int node = rank / gpus_per_node;
   bool spans_nodes = false;
   for (int p : c.peers) spans_nodes |= p / gpus_per_node != node;
-  const LinkProfile& slowest = spans_nodes ? hw.inter_node : hw.intra_node;
-  const double lat = static_cast<double>(slowest.latency_ns) * 1e-9;
-  if (c.kind == CollectiveKind::all_reduce) {
+  if (c.kind == CollectiveKind::all_reduce) {  // a ring through every member: the slowest link's busbw
     const double bytes = static_cast<double>(std::max(c.bytes_sent(), c.bytes_received()));
-    return ns(lat + bytes / slowest.bus_bandwidth_bytes_per_s);
+    return spans_nodes ? member_collective_ns(0.0, bytes, true, hw) : member_collective_ns(bytes, 0.0, false, hw);
   }
   // per-peer bytes (own slice excluded), split by the link they take
   double intra_sent = 0, intra_recv = 0, inter_sent = 0, inter_recv = 0;
@@ -33,9 +38,7 @@ int64_t collective_ns(const CollectiveCall& c, int rank, int gpus_per_node, cons
     (same_node ? intra_sent : inter_sent) += s;
     (same_node ? intra_recv : inter_recv) += r;
   }
-  const double intra = std::max(intra_sent, intra_recv) / hw.intra_node.bus_bandwidth_bytes_per_s;
-  const double inter = std::max(inter_sent, inter_recv) / hw.inter_node.bus_bandwidth_bytes_per_s;
-  return ns(lat + std::max(intra, inter));
+  return member_collective_ns(std::max(intra_sent, intra_recv), std::max(inter_sent, inter_recv), spans_nodes, hw);
 }
 
 int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw) {

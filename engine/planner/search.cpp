@@ -18,7 +18,9 @@
 #include "embedscope/engine/model/host_cache.h"
 #include "embedscope/engine/model/low_rank.h"
 #include "embedscope/engine/quant/row_codec.h"
+#include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/workload/spec_error.h"
+#include "planner/prerank.h"
 
 namespace embedscope::engine {
 
@@ -30,18 +32,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The five phases of a shard's estimated time, ns per step (host: the host link, search.h).
-struct Perf {
-  double fwd_compute = 0, fwd_comms = 0, bwd_compute = 0, bwd_comms = 0, host = 0;
-  double total() const { return fwd_compute + fwd_comms + bwd_compute + bwd_comms + host; }
-  void add(const Perf& o) {
-    fwd_compute += o.fwd_compute;
-    fwd_comms += o.fwd_comms;
-    bwd_compute += o.bwd_compute;
-    bwd_comms += o.bwd_comms;
-    host += o.host;
-  }
-};
+using planner_detail::Call;
+using planner_detail::CallModel;
+using planner_detail::Perf;
+using planner_detail::PhaseMax;
 
 struct TableInfo {
   bool open = true;            // no override in spec.sharding.tables
@@ -60,23 +54,37 @@ class ShardCost {
       : spec_(spec), hw_(hw), W_(world), B_(static_cast<double>(spec.batch_size)) {}
 
   // A shard of `cols` columns of table t that serves `lookups` ids per step and sends
-  // `out_floats` pooled floats per step in its output dist (the same back in its gradient dist).
-  Perf perf(const TableSpec& t, double lookups, int64_t cols, double out_floats, double in_ids) const {
+  // `out_floats` pooled floats per step in its output dist (the same back in its gradient dist)
+  // in call `out` (planner_detail::Call; kCalls: none, a data_parallel replica), receiving
+  // `in_ids` ids of `features` features in the input dist (search.h, "Pre-ranking estimate").
+  // Compute without kernel launches (the score counts them per op, prerank.h).
+  Perf perf(const TableSpec& t, double lookups, int64_t cols, double out_floats, double in_ids, Call out = Call::kCalls,
+            double features = 0, double cross_floats = 0) const {
     const GpuProfile& g = hw_.gpu;
-    const double launch = static_cast<double>(g.kernel_launch_ns);
     // a low-rank table reads r fp32 values of A an id (and B once: small, left out here)
     const int64_t stored_cols = t.low_rank_dim > 0 ? t.low_rank_dim : cols;
     const double rows_read = lookups * static_cast<double>(t.low_rank_dim > 0 ? 4 * t.low_rank_dim : row_bytes(t.data_type, cols));
     const double state_bytes = lookups * static_cast<double>(optimizer_state_bytes(spec_.optimizer.type, 1, stored_cols,
                                                                                     t.optimizer_state_type));
     Perf p;
-    p.fwd_compute = launch + 1e9 * rows_read / (g.hbm_bandwidth_bytes_per_s * g.tbe_forward_efficiency);
-    p.bwd_compute = launch + 1e9 * 2.0 * (rows_read + state_bytes) /
-                                 (g.hbm_bandwidth_bytes_per_s * g.tbe_backward_efficiency);
+    p.fwd_compute = 1e9 * rows_read / (g.hbm_bandwidth_bytes_per_s * g.tbe_forward_efficiency);
+    p.bwd_compute = 1e9 * 2.0 * (rows_read + state_bytes) / (g.hbm_bandwidth_bytes_per_s * g.tbe_backward_efficiency);
     const double frac = W_ > 1 ? static_cast<double>(W_ - 1) / W_ : 0.0;
     const double bw = hw_.intra_node.bus_bandwidth_bytes_per_s;
     p.fwd_comms = 1e9 * frac * (out_floats * 4.0 + in_ids * 8.0) / bw;
     p.bwd_comms = 1e9 * frac * out_floats * 4.0 / bw;
+    if (out != Call::kCalls) {
+      // the input dist: a split count and B lengths of each feature from every rank, the ids
+      p.bytes[Call::kSplits] = 8.0 * features * W_;
+      p.bytes[Call::kLengths] = 8.0 * features * B_ * W_;
+      p.bytes[Call::kIds] = 8.0 * in_ids;
+      p.bytes[out] = 4.0 * out_floats;
+      p.calls = 1u << Call::kSplits | 1u << Call::kLengths | 1u << Call::kIds | 1u << out;
+      if (out == Call::kTwrwIntra) {
+        p.bytes[Call::kTwrwCross] = 4.0 * cross_floats;
+        p.calls |= 1u << Call::kTwrwCross;
+      }
+    }
     return p;
   }
   // Device bytes of a shard of rows x cols of table t: its stored rows and its optimizer state;
@@ -126,7 +134,8 @@ class Search {
  public:
   Search(const WorkloadSpec& spec, const HardwareProfile& hw, const PlanSearchOptions& options)
       : spec_(spec), hw_(hw), greedy_(plan_sharding(spec)), W_(greedy_.world_size), L_(greedy_.local_world_size),
-        nodes_(W_ / L_), cost_(spec, hw, W_), index_(spec) {
+        nodes_(W_ / L_), cost_(spec, hw, W_), calls_(spec, hw, W_, L_), index_(spec) {
+    dp_calls_.assign(spec.tables.size(), -1.0);
     const std::vector<ShardingType>& only = options.sharding_types;
     tables_.resize(spec.tables.size());
     for (size_t i = 0; i < spec.tables.size(); ++i) {
@@ -232,6 +241,14 @@ class Search {
     return res;
   }
 
+  // The pre-ranking estimate of a full plan (search.h): its phases' maxima over ranks.
+  PhaseMax phases(const ShardingPlan& plan) const {
+    std::vector<Perf> per(static_cast<size_t>(W_));
+    for (const TablePlan& tp : plan.tables)
+      for (const Shard& s : tp.shards) per[static_cast<size_t>(s.rank)].add(shard_perf(static_cast<size_t>(tp.table), tp.type, s));
+    return calls_.critical_path(per);
+  }
+
  private:
   // PlanSearchOptions::sharding_types: an open table keeps the types it allows among `only`
   // (column_wise needs embedding_dim >= 8 and 2 ranks or more; a low-rank table only table_wise and
@@ -272,7 +289,8 @@ class Search {
       case ShardingType::table_wise:
       case ShardingType::column_wise:
       case ShardingType::table_column_wise: {
-        Perf p = cost_.perf(t, table_ids(i), s.num_cols, B * W_ * nf * static_cast<double>(s.num_cols), table_ids(i));
+        Perf p = cost_.perf(t, table_ids(i), s.num_cols, B * W_ * nf * static_cast<double>(s.num_cols), table_ids(i),
+                            Call::kPooled, nf);
         p.host = host_perf(i, s, 1.0);
         return p;
       }
@@ -286,7 +304,11 @@ class Search {
         for (int f : ti.features)
           look += B * W_ * spec_.features[static_cast<size_t>(f)].pooling_factor.mean *
                   shard_id_share(t, spec_.features[static_cast<size_t>(f)], s.row_offset, s.num_rows);
-        Perf p = cost_.perf(t, look, s.num_cols, B * W_ * nf * static_cast<double>(s.num_cols), look);
+        // table_row_wise / grid_shard: the partial sums of every sample reduced in the node, then
+        // each rank's B samples of the node's columns to every other node
+        const double cols = static_cast<double>(s.num_cols);
+        Perf p = cost_.perf(t, look, s.num_cols, B * W_ * nf * cols, look,
+                            type == ShardingType::row_wise ? Call::kRow : Call::kTwrwIntra, nf, nodes_ * B * nf * cols);
         p.host = host_perf(i, s, 0.0);
         return row_perf_[key] = p;
       }
@@ -299,6 +321,14 @@ class Search {
         p.bwd_comms = 1e9 * (W_ - 1) * rows * (8.0 + 4.0 * static_cast<double>(s.num_cols)) /
                       hw_.intra_node.bus_bandwidth_bytes_per_s;
         p.bwd_compute += p.bwd_compute * (W_ - 1);  // every rank applies every rank's gradients
+        // its own three all-gathers a step (count, rows, values) of the distinct rows a replica
+        // updates, N (1 - (1 - 1/N)^n) of its n ids (sharding/data_parallel.cpp)
+        p.dp_tables = 1;
+        if (dp_calls_[i] < 0) {
+          const double N = static_cast<double>(t.rows());
+          dp_calls_[i] = calls_.dp_calls_ns(std::round(N * (1.0 - std::pow(1.0 - 1.0 / N, look))), s.num_cols);
+        }
+        p.dp_calls_ns = dp_calls_[i];
         return p;
       }
     }
@@ -322,24 +352,7 @@ class Search {
     return host_perf_[key] = cost_.host(t, s, ids);
   }
 
-  // Shard-level critical path of a full plan: sum over phases of the max over ranks.
-  double score(const ShardingPlan& plan) const {
-    std::vector<Perf> per(static_cast<size_t>(W_));
-    for (const TablePlan& tp : plan.tables)
-      for (const Shard& s : tp.shards) per[static_cast<size_t>(s.rank)].add(shard_perf(static_cast<size_t>(tp.table), tp.type, s));
-    return critical_path(per);
-  }
-  static double critical_path(const std::vector<Perf>& per) {
-    Perf m;
-    for (const Perf& p : per) {
-      m.fwd_compute = std::max(m.fwd_compute, p.fwd_compute);
-      m.fwd_comms = std::max(m.fwd_comms, p.fwd_comms);
-      m.bwd_compute = std::max(m.bwd_compute, p.bwd_compute);
-      m.bwd_comms = std::max(m.bwd_comms, p.bwd_comms);
-      m.host = std::max(m.host, p.host);
-    }
-    return m.total();
-  }
+  double score(const ShardingPlan& plan) const { return phases(plan).critical_path(); }
 
   // The LPT partitioner (search.h, "Partitioner").
   Candidate make(const std::vector<ShardingType>& types, std::string name) const {
@@ -500,7 +513,7 @@ class Search {
     }
     for (int r = 0; r < W_; ++r)
       if (bytes[static_cast<size_t>(r)] > capacity_) c.within_capacity = false;
-    c.score = critical_path(per);
+    c.score = calls_.critical_path(per).critical_path();
     return c;
   }
 
@@ -609,11 +622,13 @@ class Search {
 
   mutable std::map<std::tuple<size_t, bool, int64_t, int64_t, int64_t>, Perf> row_perf_;
   mutable std::map<std::tuple<size_t, int64_t, int64_t, int64_t>, double> host_perf_;
+  mutable std::vector<double> dp_calls_;  // CallModel::dp_calls_ns of each table (-1: not yet)
   const WorkloadSpec& spec_;
   const HardwareProfile& hw_;
   ShardingPlan greedy_;
   int W_, L_, nodes_;
   ShardCost cost_;
+  CallModel calls_;
   FeatureIndex index_;
   std::vector<TableInfo> tables_;
   double capacity_ = 0;
@@ -624,6 +639,12 @@ class Search {
 
 PlanSearchResult plan_search(const WorkloadSpec& spec, const HardwareProfile& hw, const PlanSearchOptions& options) {
   return Search(spec, hw, options).run();
+}
+
+PreRankEstimate pre_rank_estimate(const WorkloadSpec& spec, const ShardingPlan& plan, const HardwareProfile& hw) {
+  validate_plan(spec, plan, "sharding plan");
+  const PhaseMax m = Search(spec, hw, {}).phases(plan);
+  return {m.fwd_compute, m.fwd_comms, m.bwd_compute, m.bwd_comms, m.host, m.critical_path()};
 }
 
 }  // namespace embedscope::engine

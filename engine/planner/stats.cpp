@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/cost/cost_model.h"
+#include "embedscope/engine/cost/network_floor.h"
 #include "embedscope/engine/cost/shared_cores.h"
 #include "embedscope/engine/program/step_program.h"
 #include "embedscope/engine/sharding/plan_json.h"
@@ -134,11 +135,13 @@ PlanStats plan_stats(const WorkloadSpec& spec, const ShardingPlan& plan, const H
   const auto lookups = expected_lookups_per_rank(spec, plan);
   st.ranks.resize(static_cast<size_t>(W));
   // A call's time is the simulated executor's (cost/shared_cores.h collective_call_ns: processor
-  // sharing of a cpu node's cores, else the largest member's contended time), the same for each
+  // sharing of a cpu node's cores, else the largest member's contended time; never under the
+  // emulated network's floor of spec.network, cost/network_floor.h), the same for each
   // member: the calls are matched across ranks as the simulator's rendezvous does, by (group,
   // sequence within the group on the rank), every collective counted (dense_all_reduce too).
   std::map<std::pair<std::string, int64_t>, size_t> call_of;
   std::vector<std::vector<CallMember>> call_members;
+  std::vector<int64_t> call_floor;  // the emulated network's floor under each call (cost/network_floor.h)
   std::vector<std::vector<std::pair<Phase4, size_t>>> rank_calls(static_cast<size_t>(W));
   for (int r = 0; r < W; ++r) {
     RankStats& rs = st.ranks[static_cast<size_t>(r)];
@@ -159,8 +162,9 @@ PlanStats plan_stats(const WorkloadSpec& spec, const ShardingPlan& plan, const H
       if (op.lane == sessions::Lane::comm) {
         for (const CollectiveCall& c : op.collectives) {
           const auto [at, added] = call_of.try_emplace({c.group, seq[c.group]++}, call_members.size());
-          if (added) call_members.emplace_back();
+          if (added) call_members.emplace_back(), call_floor.push_back(0);
           call_members[at->second].push_back({collective_ns(c, r, gpn, hw), r / gpn, ranks_on_node});
+          call_floor[at->second] = std::max(call_floor[at->second], emulated_floor_ns(c, gpn, spec.network));
           if (ph != Phase4::none) rank_calls[static_cast<size_t>(r)].emplace_back(ph, at->second);
         }
         continue;
@@ -177,7 +181,8 @@ PlanStats plan_stats(const WorkloadSpec& spec, const ShardingPlan& plan, const H
     rs.host_ns += std::max<int64_t>(0, rs.prefetch_ns - dense_ns);  // the prefetch the dense part does not hide
   }
   std::vector<int64_t> call_ns(call_members.size());
-  for (size_t k = 0; k < call_members.size(); ++k) call_ns[k] = collective_call_ns(call_members[k], hw);
+  for (size_t k = 0; k < call_members.size(); ++k)
+    call_ns[k] = std::max(collective_call_ns(call_members[k], hw), call_floor[k]);
   for (int r = 0; r < W; ++r) {
     RankStats& rs = st.ranks[static_cast<size_t>(r)];
     for (const auto& [ph, k] : rank_calls[static_cast<size_t>(r)])

@@ -17,6 +17,7 @@
 #include "embedscope/engine/cost/cache_model.h"
 #include "embedscope/engine/comm/gloo_process_group.h"
 #include "embedscope/engine/cost/cost_model.h"
+#include "embedscope/engine/cost/network_floor.h"
 #include "embedscope/engine/cost/shared_cores.h"
 #include "embedscope/engine/exec/table_storage_json.h"
 #include "embedscope/engine/model/host_cache.h"
@@ -209,26 +210,10 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
   // two), rebuilt when the place changes (at most four times).
   // A cpu run's emulated network (TrainerOptions::simulated_network_floor), a floor under every
   // collective as the Gloo backend's emulation is (comm/gloo_process_group.h
-  // emulated_collective_ns), so that a run measured over an emulated link is simulated over it.
+  // emulated_collective_ns, through cost/network_floor.h emulated_floor_ns, which the planner uses
+  // too), so that a run measured over an emulated link is simulated over it.
   const NetworkSpec& floor_net = opt_.simulated_network_floor;
-  const auto emulated_floor_ns = [&](const CollectiveCall& c) -> int64_t {
-    if (!floor_net.limited()) return 0;
-    std::vector<int64_t> sent(c.peers.size(), 0), received(c.peers.size(), 0);
-    for (size_t j = 0; j < c.peers.size(); ++j) {
-      if (j < c.send_elements.size()) sent[j] = c.send_elements[j] * c.elem_bytes;
-      if (j < c.recv_elements.size()) received[j] = c.recv_elements[j] * c.elem_bytes;
-    }
-    if (c.kind == CollectiveKind::all_reduce) {  // a ring: to the next member, from the one before
-      const int n = static_cast<int>(c.peers.size());
-      std::fill(sent.begin(), sent.end(), 0);
-      std::fill(received.begin(), received.end(), 0);
-      if (n > 1) {
-        sent[static_cast<size_t>((c.group_rank + 1) % n)] = c.bytes_sent();
-        received[static_cast<size_t>((c.group_rank + n - 1) % n)] = c.bytes_received();
-      }
-    }
-    return emulated_collective_ns(floor_net, gpn, c.peers, c.group_rank, sent, received);
-  };
+  const auto call_floor_ns = [&](const CollectiveCall& c) { return emulated_floor_ns(c, gpn, floor_net); };
   std::vector<RankStep> steps(static_cast<size_t>(W));
   int current_key = -1;
   auto build_rank = [&](int r, int64_t it) {
@@ -255,7 +240,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
       if (op.lane == Lane::comm) {
         for (const CollectiveCall& c : op.collectives) {
           s.collectives.push_back({-1, {collective_ns(c, r, gpn, hw_), r / gpn, std::min(gpn, W - r / gpn * gpn)},
-                                   emulated_floor_ns(c), &c});
+                                   call_floor_ns(c), &c});
         }
       } else if (op.lane == Lane::gpu_copy) {
         s.duration_ns = host_copy_ns(op, hw_);

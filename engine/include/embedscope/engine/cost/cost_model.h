@@ -49,6 +49,17 @@ namespace embedscope::engine {
 /// cost/shared_cores.h collective_call_ns (the largest for GPUs; processor sharing on cpu nodes).
 int64_t collective_ns(const CollectiveCall& c, int rank, int gpus_per_node, const HardwareProfile& hw);
 
+/// One member's collective time in ns with the node to itself, from its bytes (each max(sent,
+/// received)) to and from peers on its own node (`intra_bytes`, over hw.intra_node) and on other
+/// nodes (`inter_bytes`, over hw.inter_node), in parallel:
+///   t = latency + max(intra_bytes / intra busbw, inter_bytes / inter busbw), rounded to ns,
+/// latency the inter-node link's when `spans_nodes` (the group has a member on another node),
+/// else the intra-node link's. collective_ns times every member of a program's call with it;
+/// the planner's pre-ranking estimate (planner/search.h) times its estimated members with it.
+/// Negative bytes count as 0. Example: intra 1 B/ns, 10 us; 32 B intra, no inter, one node:
+/// 10,032 ns.
+int64_t member_collective_ns(double intra_bytes, double inter_bytes, bool spans_nodes, const HardwareProfile& hw);
+
 /// Duration in ns (>= kernel_launch_ns) of compute op `op` (lane compute) on one GPU of `hw`,
 /// with the node to itself (no contention_factor).
 int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw);

@@ -36,14 +36,37 @@
 // Time estimate of a shard (ns per step, the partitioner's and the proposers' unit): the
 // shard's expected lookups per step L (lookups.h: batch x world x mean pooling factor of the
 // table's features, times the shard's share of the ids) timed with the hardware profile:
-// forward = launch + L x row_bytes(data_type, cols) / (HBM bw x TBE forward efficiency), with
+// forward = L x row_bytes(data_type, cols) / (HBM bw x TBE forward efficiency), with
 // the table's stored row size (quant/row_codec.h: fp32 4 cols, fp16 / bf16 2 cols, int8 cols +
-// 8); backward = launch + 2 L x (row_bytes + optimizer state bytes of one row in the table's
+// 8); backward = 2 L x (row_bytes + optimizer state bytes of one row in the table's
 // optimizer_state_type, 4 or 2 a value) / (HBM bw x TBE backward eff.) (rows and state read
 // and written back);
 // comms = the bytes the shard's output dist sends (pooled rows, fp32) / the intra-node bus
-// bandwidth, twice (output dist forward, gradient dist backward). The plan itself is then
-// scored with plan_stats (its StepProgram ops timed by the cost model).
+// bandwidth, twice (output dist forward, gradient dist backward). No kernel launch, latency or
+// contention: they do not depend on which rank a shard goes to.
+//
+// Pre-ranking estimate (the score that ranks every candidate; the best kStatsCandidates are then
+// scored with plan_stats, their StepPrograms timed by the cost model): the shards' figures summed
+// per rank, then per rank and phase, as plan_stats has them (plan41):
+//  - compute: (sum of the shards' compute + kernel_launch x the rank's ops: 1 lookup forward;
+//    1 fused backward + 2 per data_parallel replica) x contention_factor(hw, ranks on the
+//    rank's node) (cost_model.h; 1 for GPUs).
+//  - comms: the step's collective calls, one a module as the StepProgram has them (prerank.h
+//    Call: input dist splits / lengths / ids, the output dist's pooled all-to-all, row-wise
+//    reduce-scatter, table-row-wise reduce-scatter in each node and all-to-all across nodes,
+//    each mirrored in the gradient dist; 3 all-gathers per data_parallel table; every
+//    all-to-all and reduce-scatter preceded by its split check, an all-gather of 2n counts),
+//    each present only when a shard needs it. Member r of a call whose shards give X_r bytes (over all
+//    destinations; T their sum over the n members) moves max(X_r (n-1)/n, (T - X_r)/n) bytes,
+//    split over its peers on its node and on other nodes by their count, timed by
+//    member_collective_ns (cost_model.h: latency per call + bytes / busbw); the call by
+//    collective_call_ns (cost/shared_cores.h: processor sharing on a cpu node, else the largest
+//    member), floored by the emulated network when spec.network has one (cost/network_floor.h);
+//    every member gets the call's time; qcomms fp16 / bf16 halve the output and gradient dist.
+//  - host: the shards' host-link copies (below), summed.
+// The critical path is the sum over the five phases of the max over ranks, as plan_stats'.
+// Not modelled here (plan_stats has them): bucketize / permute / input ops (the same under every
+// plan), a factorized row_wise table's B all-reduce, hot-row replication's all-reduce.
 // host = a shard of a table in host memory (placement host / host_cached): the expected bytes of
 // its host_fetch (the lookup's misses) and host_update (optimizer state rows, dirty rows
 // evicted) from the cache model (cost/cache_model.h estimate_cache + host_traffic, what the
@@ -61,8 +84,10 @@
 //
 // Speed: O(P x (S log S + S x W)) for P proposals of S shards on W ranks, plus plan_stats of
 // the few best candidates (kStatsCandidates), which builds every rank's StepProgram (about
-// O(W^2 x tables)): 1,000 tables on 64 ranks take 0.4 s of CPU (bench/planner_bench.cpp);
-// mlperf_dlrm_dcnv2 on 128 simulated ranks 2.3 s.
+// O(W^2 x tables)); the pre-ranking's calls add O(W) a call and candidate: 1,000 tables on 64
+// ranks take 1.65-1.85 s of CPU with them, 1.61-1.73 s without (bench/planner_bench.cpp
+// BM_PlanSearch, plan41, the same shared 2-core machine, interleaved; 648 proposals);
+// mlperf_dlrm_dcnv2 on 128 simulated ranks 2.3 s (measured before plan41).
 
 #include <string>
 #include <vector>
@@ -106,6 +131,20 @@ struct PlanSearchOptions {
   /// instead of plan_sharding's bytes.
   std::vector<ShardingType> sharding_types;
 };
+
+/// The search's pre-ranking estimate of one plan (see "Pre-ranking estimate" above), ns per
+/// step: each phase's maximum over ranks and their sum, the score candidates are ranked by.
+struct PreRankEstimate {
+  double fwd_compute_ns = 0, fwd_comms_ns = 0, bwd_compute_ns = 0, bwd_comms_ns = 0, host_ns = 0;
+  double critical_path_ns = 0;  ///< the sum of the five
+};
+
+/// The pre-ranking estimate of `plan` (validated with validate_plan, whose errors it throws) for
+/// `spec` timed with `hw` (and spec.network's emulated floor). Example (tests/engine/planner/
+/// prerank_test.cpp): one table_wise table on rank 0 of 2 GPU ranks, 1 B/ns links with 10 us
+/// latency: fwd comms 10,008 + 10,032 + 10,032 + 10,128 ns (splits, lengths, ids, pooled rows)
+/// and 4 x 10,032 ns (each all-to-all's split check).
+PreRankEstimate pre_rank_estimate(const WorkloadSpec& spec, const ShardingPlan& plan, const HardwareProfile& hw);
 
 /// Searches for the plan with the shortest estimated critical path (plan_stats) that fits the
 /// devices' memory, timed with `hw`. Throws SpecError what plan_sharding throws for an invalid

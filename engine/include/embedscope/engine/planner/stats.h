@@ -108,6 +108,9 @@ struct PlanStats {
 /// node's contention (cost/shared_cores.h contended_ns; x 1 for GPUs), each collective call the
 /// same for all its members, collective_call_ns of the members' collective_ns (processor sharing
 /// on a cpu node; the largest member's time for GPUs; calib40) with no waiting for late members,
+/// and never under the emulated network's floor when spec.network emulates one (a cpu run's
+/// `--network-bandwidth` / `--network-latency`: max(call, the members' largest
+/// cost/network_floor.h emulated_floor_ns), as the Gloo emulation holds the real call),
 /// its host-link ops with
 /// host_copy_ns (RankStats::host_ns, prefetch_ns: the simulated executor's figures). The dense part (dense
 /// forward/backward, its all-reduces and optimizer) and the input op are the same under every

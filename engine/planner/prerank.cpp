@@ -1,0 +1,125 @@
+// The planner search's pre-ranking estimate (planner/prerank.h).
+#include "planner/prerank.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "embedscope/engine/cost/cost_model.h"
+#include "embedscope/engine/cost/network_floor.h"
+#include "embedscope/engine/cost/shared_cores.h"
+
+namespace embedscope::engine::planner_detail {
+
+void Perf::add(const Perf& o) {
+  fwd_compute += o.fwd_compute;
+  fwd_comms += o.fwd_comms;
+  bwd_compute += o.bwd_compute;
+  bwd_comms += o.bwd_comms;
+  host += o.host;
+  for (size_t c = 0; c < kCalls; ++c) bytes[c] += o.bytes[c];
+  calls |= o.calls;
+  dp_tables += o.dp_tables;
+  dp_calls_ns += o.dp_calls_ns;
+}
+
+CallModel::CallModel(const WorkloadSpec& spec, const HardwareProfile& hw, int world, int local)
+    : spec_(spec), hw_(hw), W_(world), L_(std::max(1, local)), nodes_((world + std::max(1, local) - 1) / std::max(1, local)),
+      world_(static_cast<size_t>(world)) {
+  std::iota(world_.begin(), world_.end(), 0);
+}
+
+int CallModel::ranks_on_node(int r) const { return std::min(L_, W_ - r / L_ * L_); }
+
+double CallModel::call_ns(const std::vector<int>& members, const std::vector<double>& own, double scale) const {
+  const size_t n = members.size();
+  if (n == 0) return 0.0;
+  const double T = std::accumulate(own.begin(), own.end(), 0.0);
+  const double nn = static_cast<double>(n);
+  std::vector<CallMember> ms;
+  ms.reserve(n);
+  std::vector<int> on_node(static_cast<size_t>(nodes_), 0);  // members on each node
+  for (int m : members) ++on_node[static_cast<size_t>(m / L_)];
+  int64_t floor = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const int r = members[k];
+    const int same = on_node[static_cast<size_t>(r / L_)];  // members on r's node, r included
+    const int peers = static_cast<int>(n) - 1, intra_peers = same - 1, inter_peers = peers - intra_peers;
+    const double b = scale * std::max(own[k] * (nn - 1.0) / nn, (T - own[k]) / nn);
+    const double intra = peers > 0 ? b * intra_peers / peers : 0.0, inter = peers > 0 ? b * inter_peers / peers : 0.0;
+    ms.push_back({member_collective_ns(intra, inter, inter_peers > 0, hw_), r / L_, ranks_on_node(r)});
+    floor = std::max(floor, emulated_member_floor_ns(intra, inter, intra_peers > 0, inter_peers > 0, spec_.network));
+  }
+  return static_cast<double>(std::max(collective_call_ns(ms, hw_), floor));
+}
+
+double CallModel::dp_calls_ns(double rows, int64_t cols) const {
+  // an all-gather of c bytes a member: c to each of the n - 1 peers, c from each (X = n c)
+  const double n = static_cast<double>(W_);
+  const auto gather = [&](double c) { return call_ns(world_, std::vector<double>(world_.size(), n * c), 1.0); };
+  return gather(8.0) + gather(8.0 * rows) + gather(4.0 * rows * static_cast<double>(cols));
+}
+
+PhaseMax CallModel::critical_path(const std::vector<Perf>& per) const {
+  const double launch = static_cast<double>(hw_.gpu.kernel_launch_ns);
+  const auto W = static_cast<size_t>(W_);
+  std::vector<double> fwd(W, 0.0), bwd(W, 0.0);
+  unsigned calls = 0;
+  for (const Perf& p : per) calls |= p.calls;
+  const auto own = [&](const std::vector<int>& members, Call c) {
+    std::vector<double> x;
+    x.reserve(members.size());
+    for (int r : members) x.push_back(per[static_cast<size_t>(r)].bytes[c]);
+    return x;
+  };
+  const auto has = [&](Call c) { return (calls >> c & 1u) != 0; };
+  const auto add = [&](std::vector<double>& phase, const std::vector<int>& members, double ns) {
+    for (int r : members) phase[static_cast<size_t>(r)] += ns;
+  };
+  const double fwd_scale = spec_.qcomms.forward_precision == CommPrecision::fp32 ? 1.0 : 0.5;
+  const double bwd_scale = spec_.qcomms.backward_precision == CommPrecision::fp32 ? 1.0 : 0.5;
+  // the split check before every all-to-all and reduce-scatter (program_sink.h): an all-gather
+  // of 2 n int64 counts a member, to and from each peer
+  const auto check_ns = [&](const std::vector<int>& members) {
+    const double n = static_cast<double>(members.size());
+    return call_ns(members, std::vector<double>(members.size(), n * 16.0 * n), 1.0);
+  };
+  const double world_check = check_ns(world_);
+  for (Call c : {kSplits, kLengths, kIds})
+    if (has(c)) add(fwd, world_, world_check + call_ns(world_, own(world_, c), 1.0));
+  for (Call c : {kPooled, kRow})  // the gradient dist: an all-to-all (checked) or an all-gather
+    if (has(c)) {
+      const std::vector<double> x = own(world_, c);
+      add(fwd, world_, world_check + call_ns(world_, x, fwd_scale));
+      add(bwd, world_, (c == kPooled ? world_check : 0.0) + call_ns(world_, x, bwd_scale));
+    }
+  if (has(kTwrwIntra)) {  // reduce-scatter (checked) in the node, then all-gather back
+    for (int node = 0; node < nodes_; ++node) {
+      std::vector<int> members;
+      for (int r = node * L_; r < std::min(W_, (node + 1) * L_); ++r) members.push_back(r);
+      const std::vector<double> x = own(members, kTwrwIntra);
+      add(fwd, members, check_ns(members) + call_ns(members, x, fwd_scale));
+      add(bwd, members, call_ns(members, x, bwd_scale));
+    }
+    for (int l = 0; l < L_; ++l) {  // all-to-all (checked) across nodes, both ways
+      std::vector<int> members;
+      for (int r = l; r < W_; r += L_) members.push_back(r);
+      const std::vector<double> x = own(members, kTwrwCross);
+      const double check = check_ns(members);
+      add(fwd, members, check + call_ns(members, x, fwd_scale));
+      add(bwd, members, check + call_ns(members, x, bwd_scale));
+    }
+  }
+  PhaseMax m;
+  for (size_t r = 0; r < W; ++r) {
+    const Perf& p = per[r];
+    const double f = contention_factor(hw_, ranks_on_node(static_cast<int>(r)));
+    m.fwd_compute = std::max(m.fwd_compute, (p.fwd_compute + launch) * f);
+    m.bwd_compute = std::max(m.bwd_compute, (p.bwd_compute + launch * (1.0 + 2.0 * p.dp_tables)) * f);
+    m.fwd_comms = std::max(m.fwd_comms, fwd[r]);
+    m.bwd_comms = std::max(m.bwd_comms, bwd[r] + p.dp_calls_ns);
+    m.host = std::max(m.host, p.host);
+  }
+  return m;
+}
+
+}  // namespace embedscope::engine::planner_detail

@@ -1,0 +1,72 @@
+#pragma once
+// The planner search's pre-ranking estimate (planner/search.h, "Pre-ranking estimate"): the
+// shard-level figures the search sums per rank (Perf) and the rule that turns a plan's per-rank
+// sums into its estimated critical path (CallModel), with the collective calls timed by the same
+// rule as the full estimate (cost/shared_cores.h collective_call_ns of the members' times from
+// cost/cost_model.h member_collective_ns, floored by cost/network_floor.h).
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "embedscope/engine/cost/hardware_profile.h"
+#include "embedscope/engine/workload/spec.h"
+
+namespace embedscope::engine::planner_detail {
+
+/// The collective calls of a step whose bytes depend on the plan, one a module as the
+/// StepProgram has them (program/step_program.h, sharding/*.cpp): the input dist's three world
+/// all-to-alls (splits, lengths, ids: only when some shard is not data_parallel), the output
+/// dist's world all-to-all of pooled rows (table_wise, column_wise, table_column_wise) and
+/// world reduce-scatter (row_wise), table_row_wise / grid_shard's reduce-scatter inside each node
+/// and all-to-all across nodes (one per local rank index). The gradient dist mirrors each of the
+/// last four with the same bytes (all-to-all, all-gather).
+enum Call : size_t { kSplits, kLengths, kIds, kPooled, kRow, kTwrwIntra, kTwrwCross, kCalls };
+
+/// A shard's (or a rank's sum of its shards') pre-ranking figures, ns per step or bytes.
+struct Perf {
+  /// Bandwidth terms: compute without kernel launches, comms as bytes / intra-node busbw without
+  /// latency. The LPT partitioner's unit (total()); the score adds launches, latency, contention.
+  double fwd_compute = 0, fwd_comms = 0, bwd_compute = 0, bwd_comms = 0, host = 0;
+  /// Per call, the shard's bytes X over all destinations: its owner's share of the call is
+  /// X (n-1)/n, every other member's X / n (CallModel::call_ns).
+  std::array<double, kCalls> bytes{};
+  unsigned calls = 0;       ///< bit c: the step has call c
+  int dp_tables = 0;        ///< data_parallel replicas (each: 2 compute ops and 3 calls of its own)
+  double dp_calls_ns = 0;   ///< the time of those calls, ns
+  double total() const { return fwd_compute + fwd_comms + bwd_compute + bwd_comms + host; }
+  void add(const Perf& o);
+};
+
+/// The five phases of the pre-ranking estimate, ns per step; their maxima over ranks summed.
+struct PhaseMax {
+  double fwd_compute = 0, fwd_comms = 0, bwd_compute = 0, bwd_comms = 0, host = 0;
+  double critical_path() const { return fwd_compute + fwd_comms + bwd_compute + bwd_comms + host; }
+};
+
+/// Times a plan's per-rank Perf sums (see search.h, "Pre-ranking estimate").
+class CallModel {
+ public:
+  /// world ranks in nodes of `local` (the last node may have fewer).
+  CallModel(const WorkloadSpec& spec, const HardwareProfile& hw, int world, int local);
+  /// The critical path of per-rank sums `per` (size world).
+  PhaseMax critical_path(const std::vector<Perf>& per) const;
+  /// The 3 calls of one data_parallel table's gradient dist (all-gathers of the row count, the
+  /// rows and the values; `rows` distinct rows a replica, `cols` columns), ns.
+  double dp_calls_ns(double rows, int64_t cols) const;
+  /// One call of the group `members` (global ranks) where member k's shards have X = own[k]
+  /// bytes (Perf::bytes) times `scale`: each member moves max(X (n-1)/n, (T - X) / n) bytes
+  /// (T = sum of own), split over its peers on its node and on others in proportion to their
+  /// count, timed by member_collective_ns; the call by collective_call_ns, floored by the
+  /// emulated network (emulated_member_floor_ns), ns.
+  double call_ns(const std::vector<int>& members, const std::vector<double>& own, double scale) const;
+  int ranks_on_node(int r) const;
+
+ private:
+  const WorkloadSpec& spec_;
+  const HardwareProfile& hw_;
+  int W_, L_, nodes_;
+  std::vector<int> world_;
+};
+
+}  // namespace embedscope::engine::planner_detail

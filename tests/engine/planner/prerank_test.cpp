@@ -1,0 +1,205 @@
+// The planner search's pre-ranking estimate (planner/search.h "Pre-ranking estimate",
+// pre_rank_estimate; plan41): latency per call and contention as the full estimate
+// (planner/stats.h plan_stats) has them, the emulated network's floor under both, against
+// numbers by hand; and a pair of plans the old pre-ranking (bytes over bandwidth, a kernel launch
+// per shard) ordered the other way from plan_stats, now ordered as plan_stats orders them.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "embedscope/engine/cost/hardware_profile.h"
+#include "embedscope/engine/planner/search.h"
+#include "embedscope/engine/planner/stats.h"
+#include "embedscope/engine/sharding/sharding.h"
+#include "embedscope/engine/workload/presets.h"
+
+using namespace embedscope::engine;
+
+namespace {
+
+// Round numbers: HBM 1 B/ns at efficiency 1 (a fp32 row of 8 columns, 32 B, read in 32 ns),
+// kernel launch 1 us, links of 1 B/ns with 10 us latency a call; `cores` > 0: cpu ranks on
+// that many cores, 1 thread a rank, no other load (contention f(m) = max(1, m / cores)).
+HardwareProfile prerank_profile(int cores = 0) {
+  HardwareProfile hw;
+  hw.name = "prerank_round";
+  hw.gpu.name = "round";
+  hw.gpu.memory_bytes = int64_t{1} << 40;
+  hw.gpu.hbm_bandwidth_bytes_per_s = 1e9;
+  hw.gpu.dense_flops_per_s = 1e12;
+  hw.gpu.dense_efficiency = hw.gpu.tbe_forward_efficiency = hw.gpu.tbe_backward_efficiency = 1.0;
+  hw.gpu.memory_kernel_efficiency = 1.0;
+  hw.gpu.kernel_launch_ns = 1000;
+  hw.gpus_per_node = 8;
+  hw.max_nodes = 4;
+  hw.intra_node = {"round link", 1e9, 10000};
+  hw.inter_node = hw.intra_node;
+  hw.cpu.cores = cores;
+  hw.cpu.threads_per_rank = 1;
+  return hw;
+}
+
+// `ranks` ranks on one node, batch 4, sgd; tables of 1000 rows x 8 (fp32, sum), each serving one
+// feature of uniform ids with the given pooling factor.
+WorkloadSpec prerank_spec(int ranks, const std::vector<double>& pooling_factors) {
+  WorkloadSpec s = load_preset("tiny");
+  s.devices.count = ranks;
+  s.batch_size = 4;
+  s.tables.clear();
+  s.features.clear();
+  for (size_t i = 0; i < pooling_factors.size(); ++i) {
+    TableSpec t;
+    t.name = "t" + std::to_string(i);
+    t.num_embeddings = 1000;
+    t.embedding_dim = 8;
+    t.feature_names = {"f" + std::to_string(i)};
+    s.tables.push_back(t);
+    FeatureSpec f;
+    f.name = t.feature_names[0];
+    f.pooling_factor.mean = pooling_factors[i];
+    f.pooling_factor.max = static_cast<int64_t>(pooling_factors[i]);
+    s.features.push_back(f);
+  }
+  return s;
+}
+
+TablePlan prerank_tw(int table, int rank) { return {table, ShardingType::table_wise, -1, {{rank, 0, 1000, 0, 8}}}; }
+TablePlan prerank_rw(int table, int ranks) {
+  TablePlan tp{table, ShardingType::row_wise, -1, {}};
+  for (int r = 0; r < ranks; ++r) tp.shards.push_back({r, r * 1000 / ranks, 1000 / ranks, 0, 8});
+  return tp;
+}
+
+}  // namespace
+
+// One table_wise table on rank 0 of 2 GPU ranks, pooling factor 1: 2 x 4 = 8 lookups a step.
+//  fwd compute: rank 0: 8 x 32 B / 1 B/ns + 1 launch = 1,256 ns (rank 1: the launch only)
+//  bwd compute: rows read and written back, 2 x 256 + 1 launch = 1,512 ns
+//  fwd comms, each call the larger member's 10 us + bytes (rank 0 receives the ids, sends the rows):
+//    splits 8 B, lengths 4 x 8 = 32 B, ids 4 x 8 = 32 B, pooled rows 4 samples x 8 x 4 B = 128 B
+//    -> 10,008 + 10,032 + 10,032 + 10,128 = 40,200 ns, and each of those all-to-alls' split
+//    check (an all-gather of 2 x 2 int64 to the peer: 32 B) 4 x 10,032: 80,328 ns;
+//    bwd comms: the gradients back and their check, 10,128 + 10,032 = 20,160 ns
+// (the old pre-ranking: 0.5 x (256 + 64) / 1 = 160 ns fwd comms, no latency, no checks).
+TEST(PlannerPreRank, LatencyPerCallByHandAndAsPlanStats) {
+  const WorkloadSpec spec = prerank_spec(2, {1.0});
+  const ShardingPlan plan{2, 2, {prerank_tw(0, 0)}};
+  const HardwareProfile hw = prerank_profile();
+  const PreRankEstimate e = pre_rank_estimate(spec, plan, hw);
+  EXPECT_DOUBLE_EQ(e.fwd_compute_ns, 1256.0);
+  EXPECT_DOUBLE_EQ(e.bwd_compute_ns, 1512.0);
+  EXPECT_DOUBLE_EQ(e.fwd_comms_ns, 80328.0);
+  EXPECT_DOUBLE_EQ(e.bwd_comms_ns, 20160.0);
+  EXPECT_DOUBLE_EQ(e.host_ns, 0.0);
+  EXPECT_DOUBLE_EQ(e.critical_path_ns, 1256.0 + 80328 + 1512 + 20160);
+  // the full estimate times the program's calls to the same figures
+  const PlanStats st = plan_stats(spec, plan, hw);
+  EXPECT_EQ(st.ranks[0].fwd_comms_ns, 80328);
+  EXPECT_EQ(st.ranks[1].fwd_comms_ns, 80328);
+  EXPECT_EQ(st.ranks[0].bwd_comms_ns, 20160);
+}
+
+// The same table on rank 0 of 4 cpu ranks sharing 2 cores (f(4) = 2, f(1) = 1): 16 lookups.
+//  fwd compute (16 x 32 + 1,000) x 2 = 3,024; bwd compute (2 x 512 + 1,000) x 2 = 4,048 ns
+//  each call by processor sharing of its members' times: 3 members of 10 us + b, rank 0 of
+//  10 us + 3b: (10,000 + b) x f(4) + 2b x f(1) = 20,000 + 4b:
+//    splits b = 8: 20,032; lengths b = 32: 20,128; ids b = 32: 20,128; pooled rows b = 128: 20,512
+//  and each one's split check, every member 3 x 64 B: (10,000 + 192) x f(4) = 20,384:
+//  fwd comms 80,800 + 4 x 20,384 = 162,336 ns, bwd comms 20,512 + 20,384 = 40,896 ns.
+TEST(PlannerPreRank, CpuRanksSharingCoresByHandAndAsPlanStats) {
+  const WorkloadSpec spec = prerank_spec(4, {1.0});
+  const ShardingPlan plan{4, 4, {prerank_tw(0, 0)}};
+  const HardwareProfile hw = prerank_profile(2);
+  const PreRankEstimate e = pre_rank_estimate(spec, plan, hw);
+  EXPECT_DOUBLE_EQ(e.fwd_compute_ns, 3024.0);
+  EXPECT_DOUBLE_EQ(e.bwd_compute_ns, 4048.0);
+  EXPECT_DOUBLE_EQ(e.fwd_comms_ns, 162336.0);
+  EXPECT_DOUBLE_EQ(e.bwd_comms_ns, 40896.0);
+  const PlanStats st = plan_stats(spec, plan, hw);
+  for (const RankStats& r : st.ranks) {
+    EXPECT_EQ(r.fwd_comms_ns, 162336) << r.rank;
+    EXPECT_EQ(r.bwd_comms_ns, 40896) << r.rank;
+  }
+}
+
+// Latency decides (plan41 task 1): t0 serves 20 ids a bag (160 lookups a step), t1 and t2 one.
+//  P1, all table_wise (t0 on rank 0, t1 and t2 on rank 1): fwd compute 1,000 + 160 x 32 = 6,120;
+//    bwd 1,000 + 10,240 = 11,240; fwd comms 4 calls: splits 10,016, lengths 10,064, ids 10,640,
+//    pooled 10,256 = 40,976, and their 4 split checks (10,032 each): 81,104; bwd 10,256 + 10,032
+//    = 20,288 -> 118,752 ns.
+//  P2, t0 row_wise (80 lookups a half), t1 on rank 0, t2 on rank 1: fwd compute 1,000 + 2,560 +
+//    256 = 3,816; bwd 1,000 + 5,120 + 512 = 6,632; fwd comms 5 calls: splits 10,016, lengths
+//    10,064, ids 10,352, pooled 10,128, row-wise reduce-scatter 10,128 = 50,688, and 5 checks:
+//    100,848; bwd: all-to-all 10,128 + its check 10,032 + all-gather 10,128 = 30,288
+//    -> 141,584 ns: two more calls forward, one more back, cost more than P2's balance saves.
+// The old pre-ranking (bytes / bandwidth, a launch per shard, no latency) had P1 18,384 ns and
+// P2 13,312 ns: the other order.
+TEST(PlannerPreRank, ManySmallCallsRankedAsPlanStatsRanksThem) {
+  const WorkloadSpec spec = prerank_spec(2, {20.0, 1.0, 1.0});
+  const ShardingPlan p1{2, 2, {prerank_tw(0, 0), prerank_tw(1, 1), prerank_tw(2, 1)}};
+  const ShardingPlan p2{2, 2, {prerank_rw(0, 2), prerank_tw(1, 0), prerank_tw(2, 1)}};
+  const HardwareProfile hw = prerank_profile();
+  const PreRankEstimate e1 = pre_rank_estimate(spec, p1, hw), e2 = pre_rank_estimate(spec, p2, hw);
+  EXPECT_DOUBLE_EQ(e1.fwd_compute_ns, 6120.0);
+  EXPECT_DOUBLE_EQ(e1.fwd_comms_ns, 81104.0);
+  EXPECT_DOUBLE_EQ(e1.critical_path_ns, 118752.0);
+  EXPECT_DOUBLE_EQ(e2.fwd_compute_ns, 3816.0);
+  EXPECT_DOUBLE_EQ(e2.fwd_comms_ns, 100848.0);
+  EXPECT_DOUBLE_EQ(e2.bwd_comms_ns, 30288.0);
+  EXPECT_DOUBLE_EQ(e2.critical_path_ns, 141584.0);
+  const PlanStats s1 = plan_stats(spec, p1, hw), s2 = plan_stats(spec, p2, hw);
+  EXPECT_LT(s1.critical_path_ns, s2.critical_path_ns);
+  EXPECT_LT(e1.critical_path_ns, e2.critical_path_ns);
+  // the comms the two estimates share, call for call
+  EXPECT_EQ(s1.ranks[0].fwd_comms_ns, 81104);
+  EXPECT_EQ(s2.ranks[0].fwd_comms_ns, 100848);
+  EXPECT_EQ(s2.ranks[1].bwd_comms_ns, 30288);
+}
+
+// An emulated network (plan41 task 2) under links the profile makes free (1e15 B/s, no latency):
+// every call takes the emulated link's latency + ceil(bytes / bandwidth), the larger member's:
+// 1 MB/s with 1 ms latency, the 2-rank table of LatencyPerCallByHand...: splits 8 B -> 1,008,000,
+// lengths and ids 32 B -> 1,032,000 each, pooled rows 128 B -> 1,128,000, 4 split checks of 32 B
+// -> 1,032,000 each: fwd comms 8,328,000 ns; bwd 1,128,000 + 1,032,000 = 2,160,000 ns, in the
+// pre-ranking estimate and in plan_stats alike.
+TEST(PlannerPreRank, EmulatedNetworkIsAFloorUnderEveryCall) {
+  WorkloadSpec spec = prerank_spec(2, {1.0});
+  spec.network.intra_node = {1'000'000, 1'000'000};
+  spec.network.inter_node = spec.network.intra_node;
+  const ShardingPlan plan{2, 2, {prerank_tw(0, 0)}};
+  HardwareProfile hw = prerank_profile();
+  hw.intra_node = {"free link", 1e15, 0};
+  hw.inter_node = hw.intra_node;
+  const PreRankEstimate e = pre_rank_estimate(spec, plan, hw);
+  EXPECT_DOUBLE_EQ(e.fwd_comms_ns, 8'328'000.0);
+  EXPECT_DOUBLE_EQ(e.bwd_comms_ns, 2'160'000.0);
+  const PlanStats st = plan_stats(spec, plan, hw);
+  EXPECT_EQ(st.ranks[0].fwd_comms_ns, 8'328'000);
+  EXPECT_EQ(st.ranks[1].bwd_comms_ns, 2'160'000);
+  // without the emulation the same calls cost (nearly) nothing
+  spec.network = {};
+  EXPECT_LT(pre_rank_estimate(spec, plan, hw).fwd_comms_ns, 10.0);
+  EXPECT_LT(plan_stats(spec, plan, hw).ranks[0].fwd_comms_ns, 10);
+}
+
+// A data_parallel table (plan41): no input or output dist, but its own 3 all-gathers a step
+// (sharding/data_parallel.cpp): the row count (8 B to the peer), the rows and the values of the
+// N (1 - (1 - 1/N)^n) = 1000 (1 - 0.999^4) = 3.994 -> 4 distinct rows of a replica's 4 ids
+// (32 B, 4 x 8 x 4 = 128 B): 10,008 + 10,032 + 10,128 = 30,168 ns of bwd comms; bwd compute:
+// every rank applies both replicas' gradients, 2 x 2 x 128 B = 512 ns, and 3 launches (the fused
+// backward, the table's backward and its optimizer): 3,512 ns.
+TEST(PlannerPreRank, DataParallelTablesPayThreeCallsEach) {
+  const WorkloadSpec spec = prerank_spec(2, {1.0});
+  const ShardingPlan plan{2, 2, {{0, ShardingType::data_parallel, -1, {{0, 0, 1000, 0, 8}, {1, 0, 1000, 0, 8}}}}};
+  const HardwareProfile hw = prerank_profile();
+  const PreRankEstimate e = pre_rank_estimate(spec, plan, hw);
+  EXPECT_DOUBLE_EQ(e.fwd_comms_ns, 0.0);
+  EXPECT_DOUBLE_EQ(e.bwd_comms_ns, 30168.0);
+  EXPECT_DOUBLE_EQ(e.fwd_compute_ns, 1128.0);  // 4 ids x 32 B + 1 launch
+  EXPECT_DOUBLE_EQ(e.bwd_compute_ns, 3512.0);
+  const PlanStats st = plan_stats(spec, plan, hw);
+  EXPECT_EQ(st.ranks[0].fwd_comms_ns, 0);
+  EXPECT_EQ(st.ranks[0].bwd_comms_ns, 30168);
+  EXPECT_EQ(st.ranks[1].bwd_comms_ns, 30168);
+}
