@@ -263,16 +263,16 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
       // the device's memory where the session recorded it (an imported trace's deviceProperties
       // totalGlobalMem); a cuda run records each rank's arena (devices.memory_bytes, capped at the
       // GPU's free memory), not the device's: `rank_memory_bytes` (ux41 #11: 4 GiB read as the H200's)
-      int64_t memory = 0;
+      int64_t device_memory = 0;
       json arenas = json::array();
       for (const auto& r : session.ranks())
         if (r.device == d.device) {
-          memory = std::max(memory, r.memory_capacity_bytes);
+          device_memory = std::max(device_memory, r.memory_capacity_bytes);
           arenas.push_back({{"rank", r.rank}, {"bytes", r.memory_capacity_bytes}});
         }
       j["gpus"].push_back({{"device", d.device},
                            {"ranks", d.ranks},
-                           {"memory_capacity_bytes", imported && memory > 0 ? json(memory) : json()},
+                           {"memory_capacity_bytes", imported && device_memory > 0 ? json(device_memory) : json()},
                            {"rank_memory_bytes", imported ? json() : arenas},
                            {"busy_pct", d.window_ns > 0 ? json(d.busy_pct) : json()}});
     }

@@ -59,7 +59,7 @@ TEST(Ux41CompareCli, TextSaysBothExposedCommunicationsAndTheDifferences) {
   EXPECT_NE(row("throughput").find("8000 samples/s"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("B - A"), std::string::npos) << r.out;
   // per rank: B's rank 0 waited 0.20 ms on its host threads, its GPU busy 20 %
-  EXPECT_NE(r.out.find("B        0          0.10 ms            0.20 ms     20.0%"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("B        0           0.10 ms            0.20 ms     20.0%"), std::string::npos) << r.out;
 }
 
 TEST(Ux41CompareCli, JsonHasTheNumbersTheWorkbenchComputes) {
