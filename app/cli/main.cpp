@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
       cli::add_calibrate_command(app),
       cli::add_scenario_command(app),
       cli::add_stats_command(app),
+      cli::add_compare_command(app),
       cli::add_rebalance_command(app),
       cli::add_import_command(app),
       cli::add_merge_command(app),

@@ -290,8 +290,12 @@ TEST(Cli, StatsWithoutMeasuredStepsSaysSo) {
   }
   const Result r = cli("stats " + db);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("0 measured steps"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("no measured steps: nothing to analyse"), std::string::npos) << r.out;
+  // ux41 #9: no "0 measured steps", no "measured" beside how it ended
+  EXPECT_NE(r.out.find(", no measured step completed (steps of 0 samples)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("0 measured steps"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(cancelled before its first measured step)\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no measured steps: nothing to analyse (cancelled before its first measured step)"),
+            std::string::npos) << r.out;
 }
 
 // --pipeline, --qcomms and the network flags reach the workload, the plan, the run summary and

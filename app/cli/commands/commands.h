@@ -8,9 +8,12 @@
 // globbed (app/cli/CMakeLists.txt).
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <CLI/CLI.hpp>
+
+#include "embedscope/sessions/store/session.h"
 
 namespace embedscope::cli {
 
@@ -41,6 +44,9 @@ Command add_scaling_command(CLI::App& app);
 Command add_scenario_command(CLI::App& app);
 /// `stats`: the figures of a session (commands/stats.cpp).
 Command add_stats_command(CLI::App& app);
+/// `compare`: the figures of two or more sessions side by side, as the workbench's Compare view
+/// sets them (commands/compare.cpp).
+Command add_compare_command(CLI::App& app);
 /// `replay-memory`: alloc/free actions through allocator settings (commands/replay_memory.cpp).
 Command add_replay_memory_command(CLI::App& app);
 /// `import`: other tools' traces as a session (commands/import.cpp).
@@ -62,6 +68,10 @@ Command add_inspect_input_command(CLI::App& app);
 /// Whether `path` is a PyTorch memory snapshot by content: a pickle (0x80, protocol 2..5), as
 /// it is or gzip-compressed. `import` dispatches such a file to import_memory_snapshot.
 bool is_memory_snapshot_file(const std::string& path);
+/// Opens the session at `file` for reading (stats, compare); a file that is no SQLite database (a
+/// trace, a memory snapshot: tester37 #20) gets an error naming the command that makes a session
+/// of it. Throws sessions::SessionError naming the file.
+std::unique_ptr<sessions::SessionReader> open_for_stats(const std::string& file);
 /// Imports the snapshot files (one: every device a rank; several, one per process: ranks 0..N-1
 /// in this order, torch_snapshot::import_torch_memory_snapshots) into the session `out` ("":
 /// the first file's name with .db) and prints a summary (or JSON). Returns 0; bad input throws

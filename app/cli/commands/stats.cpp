@@ -17,9 +17,11 @@
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
+#include "embedscope/sessions/analysis/gpu_run.h"  // gpu_busy_text, gpu_trace_loss_text
 #include "embedscope/sessions/analysis/gpu_sharing.h"
 #include "embedscope/sessions/analysis/kernel_name.h"
 #include "embedscope/sessions/analysis/rebalance_effect.h"
+#include "embedscope/sessions/analysis/run_end.h"  // ended_text
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "embedscope/sessions/analysis/flight_recorder.h"
@@ -36,16 +38,20 @@ namespace es = embedscope::engine;
 namespace ss = embedscope::sessions;
 using nlohmann::json;
 
-namespace {
-
-// How busy the GPU streams were over the measured steps, and what bounds the step (tester38
-// #2: a cuda session's per-rank figures are its streams', so "idle 891 ms" of a 929 ms window
-// said nothing about the host, which was busy the whole time). "" without GPU streams.
-std::string gpu_bound_verdict(double busy_pct) {
-  if (busy_pct < 50) return "host-bound: the host's work between GPU ops bounds the step, not the GPU";
-  if (busy_pct < 90) return "partly host-bound: the GPU waits for the host part of each step";
-  return "GPU-bound: the GPU ran kernels or copies nearly all the step";
+// The session at `file` (commands.h); a file that is no SQLite database (a trace, a snapshot: tester37 #20)
+// gets the command that makes a session of it. Throws SessionError.
+std::unique_ptr<ss::SessionReader> open_for_stats(const std::string& file) {
+  try {
+    return std::make_unique<ss::SessionReader>(file);
+  } catch (const ss::SessionError& e) {
+    const std::string what = e.what();
+    if (what.find("not an SQLite database") == std::string::npos) throw;
+    throw ss::SessionError(what + "; a trace or a memory snapshot? import it first: embedscope import " +
+                           file);
+  }
 }
+
+namespace {
 
 // A measured step far slower than the others (tester38 #12: a one-process cuda run of tiny,
 // warm-up 0, had a 104 ms first step - cuBLAS's first use - against a 4 ms median, and its p99
@@ -62,63 +68,6 @@ std::string cold_step_text(const ss::SessionReader& session, const ss::RunStats&
                      "measured ones keep first-use costs (CUDA modules, cuBLAS handles, allocator growth) out\n",
                      step, ms(t), static_cast<double>(t) / static_cast<double>(st.step_time_ns.p50),
                      step == 0 ? " (the first measured step: a cold start)" : "", session.meta("warmup_steps", "?"));
-}
-
-// What the GPU trace lost, from the CUPTI counters in the metadata (tester38 #7: 'dropped'
-// records were never said). "" when nothing was lost or the session has no GPU trace.
-std::string gpu_trace_loss_text(const ss::SessionReader& session) {
-  const long long records = std::atoll(session.meta(ss::meta::kCuptiDroppedRecords, "0").c_str());
-  const long long launches = std::atoll(session.meta(ss::meta::kCuptiLaunchesDropped, "0").c_str());
-  const long long guessed = std::atoll(session.meta(ss::meta::kCuptiDeviceRankFallbacks, "0").c_str());
-  std::string out;
-  if (records > 0)
-    out += fmt::format("GPU trace    CUPTI dropped {} activity record{} (its buffers were full): the GPU lanes miss them\n",
-                       records, records == 1 ? "" : "s");
-  if (launches > 0)
-    out += fmt::format("GPU trace    {} kernel launch{} forgotten before the kernel came (the launch table was full): "
-                       "those kernels have no launch time or API\n",
-                       launches, launches == 1 ? " was" : "es were");
-  // only a guess where ranks share a GPU: with one rank per GPU the device's rank is the rank
-  bool shared = false;
-  for (const auto& g : ss::rank_gpus(session.ranks())) shared = shared || g.ranks.size() > 1;
-  if (guessed > 0 && shared)
-    out += fmt::format("GPU trace    {} GPU op{} or allocation{} came from no rank's stream or thread: charged to the "
-                       "last rank on {} GPU (a guess: ranks share it)\n",
-                       guessed, guessed == 1 ? "" : "s", guessed == 1 ? "" : "s", guessed == 1 ? "its" : "their");
-  return out;
-}
-
-std::string gpu_busy_text(const ss::RunStats& st, bool imported) {
-  if (!st.stream_ranks) return "";
-  const ss::RankStats* least = nullptr;
-  const ss::RankStats* most = nullptr;
-  double sum = 0;
-  int n = 0;
-  int64_t host_exposed = 0;
-  for (const auto& r : st.ranks) {
-    if (r.window_ns <= 0) continue;
-    if (!least || r.gpu_busy_pct < least->gpu_busy_pct) least = &r;
-    if (!most || r.gpu_busy_pct > most->gpu_busy_pct) most = &r;
-    sum += r.gpu_busy_pct;
-    host_exposed += r.host_exposed_comm_ns;
-    ++n;
-  }
-  if (n == 0) return "";
-  const double mean = sum / n;
-  std::string out = fmt::format(
-      "GPU busy     {:.1f}% of the measured steps, mean over ranks (a kernel or copy running on the rank's "
-      "streams{}): {}\n",
-      mean,
-      n > 1 ? fmt::format("; least rank {} {:.1f}%, most rank {} {:.1f}%", least->rank, least->gpu_busy_pct, most->rank,
-                          most->gpu_busy_pct)
-            : std::string(),
-      gpu_bound_verdict(mean));
-  if (!imported && st.steps > 0)
-    out += fmt::format(
-        "host         the ranks' threads waited in collectives {} per rank ({} per step): exposed communication "
-        "of the host spans (thread level); the rank figures below are the GPU streams'\n",
-        ms(host_exposed / n), ms(host_exposed / n / st.steps));
-  return out;
 }
 
 // t[key] formatted with `f`, or "-" where it is null or absent (a simulated session's error,
@@ -204,21 +153,9 @@ std::string hot_rows_text(const std::string& meta, int64_t steps) {
   return out;
 }
 
-/// The session at `file`; a file that is no SQLite database (a trace, a snapshot: tester37 #20)
-/// gets the command that makes a session of it. Throws SessionError.
-ss::SessionReader open_for_stats(const std::string& file) {
-  try {
-    return ss::SessionReader(file);
-  } catch (const ss::SessionError& e) {
-    const std::string what = e.what();
-    if (what.find("not an SQLite database") == std::string::npos) throw;
-    throw ss::SessionError(what + "; a trace or a memory snapshot? import it first: embedscope import " +
-                           file);
-  }
-}
-
 int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
-  const ss::SessionReader session = open_for_stats(file);
+  const auto opened = open_for_stats(file);
+  const ss::SessionReader& session = *opened;
   const ss::RunStats st = ss::analyze(session);
   const auto kernels = ss::gpu_kernel_figures(session, {keep_last_step});
   const auto problems = session.import_stats();
@@ -322,13 +259,22 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     j["overlap_definition"] = ss::overlap_definition(st);
     // which ranks ran on which GPU (tester38 #11): [] for ranks on no GPU
     j["gpus"] = json::array();
-    for (const auto& g : ss::rank_gpus(session.ranks())) {
-      // its memory as the session recorded it: an imported trace's deviceProperties totalGlobalMem,
-      // a cuda run's devices.memory_bytes (capped at the GPU's free memory); null when none
-      int64_t memory = 0;
+    for (const auto& d : ss::device_gpu_busy(session, st)) {
+      // the device's memory where the session recorded it (an imported trace's deviceProperties
+      // totalGlobalMem); a cuda run records each rank's arena (devices.memory_bytes, capped at the
+      // GPU's free memory), not the device's: `rank_memory_bytes` (ux41 #11: 4 GiB read as the H200's)
+      int64_t device_memory = 0;
+      json arenas = json::array();
       for (const auto& r : session.ranks())
-        if (r.device == g.device) memory = std::max(memory, r.memory_capacity_bytes);
-      j["gpus"].push_back({{"device", g.device}, {"ranks", g.ranks}, {"memory_capacity_bytes", memory > 0 ? json(memory) : json()}});
+        if (r.device == d.device) {
+          device_memory = std::max(device_memory, r.memory_capacity_bytes);
+          arenas.push_back({{"rank", r.rank}, {"bytes", r.memory_capacity_bytes}});
+        }
+      j["gpus"].push_back({{"device", d.device},
+                           {"ranks", d.ranks},
+                           {"memory_capacity_bytes", imported && device_memory > 0 ? json(device_memory) : json()},
+                           {"rank_memory_bytes", imported ? json() : arenas},
+                           {"busy_pct", d.window_ns > 0 ? json(d.busy_pct) : json()}});
     }
     const std::string on_gpus = ss::gpus_text(session.ranks());
     j["gpus_text"] = on_gpus.empty() ? json() : json(on_gpus.substr(1));  // "sharing 1 GPU (NVIDIA H200 (cuda:0))"
@@ -349,15 +295,21 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     std::cout << dump(j) << "\n";
     return 0;
   }
-  std::cout << fmt::format("session      {} ({}, {})\n", file, st.ended,
-                           imported ? "IMPORTED from " + session.meta("import_format")
-                                    : std::string(st.simulated ? "SIMULATED" : "measured"));
+  // how it ended, with where it stopped (ux41 #9: "(crashed, measured)" above "0 measured steps");
+  // "measured" only where a step was (a simulation says SIMULATED whatever its steps)
+  const std::string kind = imported ? "IMPORTED from " + session.meta("import_format")
+                           : st.simulated ? std::string("SIMULATED")
+                           : st.steps > 0 ? std::string("measured")
+                                          : std::string();
+  std::cout << fmt::format("session      {} ({}{})\n", file, ss::ended_text(st), kind.empty() ? "" : ", " + kind);
   if (imported) {
     std::cout << fmt::format("imported     {}; {}\n", session.meta("import_producer"), session.meta("import_sources_json"));
     std::cout << "import problems\n" << import_problems_text(problems);
     std::cout << did_not_end_text(unfinished);
   }
-  const std::string kernel_text = gpu_kernels_text(kernels, keep_last_step);
+  // the kernel heading names warm-up steps only where the run had some (ux41 #9)
+  const std::string kernel_text = gpu_kernels_text(
+      kernels, keep_last_step, imported ? -1 : std::strtoll(session.meta(ss::meta::kWarmupSteps, "-1").c_str(), nullptr, 10));
   if (!session.meta("end_message").empty()) std::cout << fmt::format("             {}\n", session.meta("end_message"));
   const auto per_step = step_size(session.meta("workload_json"), st.samples_per_step);
   if (imported)  // a trace has no workload: its ranks (world size as the trace says) and profiler steps
@@ -369,10 +321,13 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                                  : fmt::format("; rank{} {} without a trace in this session (left out of the figures below)",
                                                st.untraced_ranks.size() == 1 ? "" : "s", ss::rank_list(st.untraced_ranks)));
   else
-    std::cout << fmt::format("workload     {} on {} {} rank{}, {} measured step{} of {}{}\n",
+    std::cout << fmt::format("workload     {} on {} {} rank{}, {}{}\n",
                              session.meta("workload_name"), st.ranks.size(), session.meta("backend"),
                              (st.ranks.size() == 1 ? std::string() : std::string("s")) + ss::gpus_text(session.ranks()),
-                             st.steps, st.steps == 1 ? "" : "s", fmt::format("{} {}", per_step.first, per_step.second),
+                             st.steps > 0 ? fmt::format("{} measured step{} of {} {}", st.steps, st.steps == 1 ? "" : "s",
+                                                        per_step.first, per_step.second)
+                                          : fmt::format("no measured step completed (steps of {} {})", per_step.first,
+                                                        per_step.second),
                              st.untraced_ranks.empty()
                                  ? std::string()
                                  : fmt::format("; rank{} {} of the world of {} not in this session (each process wrote "
@@ -415,7 +370,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   if (st.steps == 0) {
     std::cout << (imported ? "no profiler steps in the trace (no ProfilerStep#N spans): no step times, thread-level "
                              "overlap or critical path\n"
-                           : "no measured steps: nothing to analyse (the run ended before its first measured step)\n");
+                           : "no measured steps: nothing to analyse (" + ss::ended_text(st) + ")\n");
     if (!kernel_text.empty()) std::cout << "\n" << kernel_text;
     return 0;
   }
@@ -431,7 +386,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   std::cout << fmt::format("overlap      {:.1f}% of communication ran while the rank computed ({}); exposed "
                            "communication {} per rank ({} per step)\n",
                            st.overlap_pct, ss::overlap_definition(st), ms(st.exposed_comm_ns), ms(st.exposed_comm_ns / st.steps));
-  std::cout << gpu_busy_text(st, imported) << gpu_trace_loss_text(session);
+  std::cout << ss::gpu_run_text(session, st);
   if (imported)  // a trace has kernels and collectives, not the ids each rank looked up
     std::cout << "imbalance    none: a trace has no ids looked up (no load counters)\n\n";
   else

@@ -15,7 +15,8 @@ std::string us(int64_t ns) {
 }
 }  // namespace
 
-std::string gpu_kernels_text(const std::vector<sessions::RankKernelFigures>& figures, bool keep_last_step) {
+std::string gpu_kernels_text(const std::vector<sessions::RankKernelFigures>& figures, bool keep_last_step,
+                             int64_t warmup_steps) {
   if (figures.empty()) return "";
   std::string s = fmt::format(
       "GPU kernels (Holistic Trace Analysis' definitions; {}{})\n"
@@ -38,8 +39,10 @@ std::string gpu_kernels_text(const std::vector<sessions::RankKernelFigures>& fig
   int64_t warmup = 0;
   for (const auto& f : figures) warmup += f.warmup_events;
   if (warmup > 0)
-    s += fmt::format("  (measured steps only: {} GPU event{} of set-up and the warm-up steps left out)\n", warmup,
-                     warmup == 1 ? "" : "s");
+    s += fmt::format("  (measured steps only: {} GPU event{} of set-up{} left out)\n", warmup, warmup == 1 ? "" : "s",
+                     warmup_steps == 0  ? std::string(" (the run had no warm-up steps)")
+                     : warmup_steps > 0 ? fmt::format(" and the {} warm-up step{}", warmup_steps, warmup_steps == 1 ? "" : "s")
+                                        : std::string(" and the warm-up steps"));
   for (const auto& f : figures)
     if (!f.has_comm) {
       s += "  (no comm: the rank has no communication kernels, so it has no overlap figure)\n";

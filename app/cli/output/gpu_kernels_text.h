@@ -14,7 +14,10 @@
 namespace embedscope::cli {
 
 /// A table of the figures per rank, preceded by the definitions; "" when `figures` is empty.
-std::string gpu_kernels_text(const std::vector<sessions::RankKernelFigures>& figures, bool keep_last_step);
+/// `warmup_steps`: the run's warm-up steps (meta warmup_steps), which the note on the GPU events
+/// left out names only when there were some; -1: unknown (an import, an older file).
+std::string gpu_kernels_text(const std::vector<sessions::RankKernelFigures>& figures, bool keep_last_step,
+                             int64_t warmup_steps = -1);
 /// [{"rank", "overlap_pct" (null without communication), "communication": bool, "idle_ns", ...}].
 nlohmann::json gpu_kernels_json(const std::vector<sessions::RankKernelFigures>& figures, bool keep_last_step);
 

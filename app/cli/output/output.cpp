@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "embedscope/engine/cost/hardware_profile.h"
-#include "embedscope/sessions/model/units.h"  // format_duration
+#include "embedscope/sessions/model/unit_ladder.h"  // format_ms
 
 #include <fmt/format.h>
 
@@ -17,12 +17,7 @@ using nlohmann::json;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-std::string ms(double ns) {
-  // from 10 minutes on the workbench's ladder (min / h / d): a 13-hour simulated step read
-  // "46974990.65 ms", a 51-day import's range "4458677101.16 ms" (tester39 F9)
-  if (std::isfinite(ns) && std::abs(ns) >= 600e9) return sessions::format_duration(std::llround(ns));
-  return fmt::format("{:.2f} ms", ns / 1e6);
-}
+std::string ms(double ns) { return sessions::format_ms(ns); }
 std::string ms(int64_t ns) { return ms(static_cast<double>(ns)); }
 
 std::string network_text(const es::NetworkSpec& n) {

@@ -1,32 +1,15 @@
 #pragma once
-// A session's throughput in its own unit, without Qt: samples/s for a DLRM run, tokens/s for an
-// lm_embedding run (LmWorkloadSpec::tokens_per_step, as `stats` and the Summary say), none for an
-// imported trace (a profiler trace has no samples). The Summary and Compare read it from here, so
-// that two sessions are never compared in different units under one label (tester35 D7).
+// A session's throughput in its own unit (engine/workload/session_rate.h, which `embedscope
+// compare` reads too), under the names the workbench's views use.
 
-#include <optional>
-#include <string>
-
-#include "embedscope/engine/workload/lm_spec.h"
-#include "embedscope/sessions/analysis/analysis.h"
-#include "embedscope/sessions/store/session.h"
+#include "embedscope/engine/workload/session_rate.h"
 
 namespace embedscope::ui {
 
 /// Throughput of one session: `per_s` units a second over the mean step time, `unit` "samples",
 /// "tokens", or "" where the session has none (an imported trace; then per_s is 0).
-struct SessionThroughput {
-  double per_s = 0;
-  std::string unit;
-};
-
-/// The session's lm_embedding workload (meta workload_json with "model": "lm_embedding"), or none
-/// (a DLRM workload, an imported trace, or a workload that no longer parses). Never throws.
-std::optional<engine::LmWorkloadSpec> lm_workload_of(const sessions::SessionReader& session);
-
-/// The throughput of `session` whose analysis is `stats`: tokens_per_step / mean step time for an
-/// lm_embedding workload; stats.samples_per_s for a DLRM run; {0, ""} for an imported trace
-/// (meta imported = 1). 0 per second (in the session's unit) when the mean step time is 0.
-SessionThroughput throughput_of(const sessions::SessionReader& session, const sessions::RunStats& stats);
+using SessionThroughput = sessions::SessionRate;
+using engine::lm_workload_of;
+using engine::throughput_of;
 
 }  // namespace embedscope::ui

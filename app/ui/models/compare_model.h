@@ -1,6 +1,7 @@
 #pragma once
-// The `stats` figures of sessions side by side with their differences (File > Compare
-// Sessions, teaching scenarios). Figures come from sessions::analyze.
+// The `embedscope compare` figures of sessions side by side with their differences (File >
+// Compare Sessions, teaching scenarios). Every number and every cell's text comes from
+// sessions/analysis/compare.h, which `embedscope compare` prints too.
 
 #include <QAbstractTableModel>
 #include <QString>
@@ -9,42 +10,40 @@
 
 #include "core/throughput.h"
 #include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/analysis/compare.h"
 
 namespace embedscope::ui {
 
-/// The `stats` figures of N sessions: one row per figure, columns
+/// The compare figures of N sessions: one row per figure (sessions::CompareFigure), columns
 /// [figure, session 0 .. session N-1, session 1 - session 0, ..., session N-1 - session 0].
-/// DisplayRole: formatted text ("+1.20 ms (+15.3 %)" for a difference); Qt::UserRole: the raw
-/// number (ns, samples/s or tokens/s, %, bytes, ratio; a difference as the plain difference). A
-/// session without measured steps shows "-" (and no UserRole value) for every figure but the
-/// memory ones. Throughput is in each session's own unit (`rates`: "691 samples/s", "126
-/// tokens/s", "-" for a trace); where two sessions' units differ the difference reads "units
-/// differ (tokens/s vs samples/s)" with no UserRole value, never a ratio of the two (tester35 D7).
+/// DisplayRole: compare_cell_text / compare_delta's text ("+1.20 ms (+15.3 %)" for a difference);
+/// Qt::UserRole: the raw number (ns, samples/s or tokens/s, %, bytes, ratio; a difference as the
+/// plain difference), invalid where the cell reads "-". A session without measured steps shows
+/// "-" for every figure but the memory ones. Throughput is in each session's own unit (`rates`:
+/// "691 samples/s", "126 tokens/s", "-" for a trace); where two sessions' units differ the
+/// difference reads "units differ (tokens/s vs samples/s)" with no UserRole value (tester35 D7).
+/// A GPU run's host threads' exposed communication and its GPU busy have rows of their own (ux41 #6).
 class CompareModel : public QAbstractTableModel {
   Q_OBJECT
 
  public:
-  enum Figure { StepMean, StepP50, StepP99, Throughput, ExposedComm, Overlap, PeakAllocated, PeakReserved,
-                LookupImbalance, LookupTimeImbalance, FigureCount };
+  enum Figure { StepMean, StepP50, StepP99, Throughput, ExposedComm, HostExposedComm, GpuBusy, Overlap, PeakAllocated,
+                PeakReserved, LookupImbalance, LookupTimeImbalance, FigureCount };
   /// `rates`: each session's throughput (throughput_of), one per stats entry; empty means every
-  /// session's samples_per_s in samples (DLRM runs). Throws std::invalid_argument when its size
-  /// is neither 0 nor stats.size().
+  /// session's samples_per_s in samples (DLRM runs). A session whose rate has no unit is taken
+  /// for an imported trace (as throughput_of says one). Throws std::invalid_argument when its
+  /// size is neither 0 nor stats.size().
   CompareModel(std::vector<QString> labels, std::vector<sessions::RunStats> stats, std::vector<SessionThroughput> rates = {},
                QObject* parent = nullptr);
   int rowCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : FigureCount; }
   int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
-  /// The raw value of `figure` in `stats` (units as above; Throughput: samples_per_s).
-  static double value(const sessions::RunStats& stats, Figure figure);
-  /// The raw value of `figure` for session i: value(), except Throughput from its rate.
-  double value_of(size_t session, Figure figure) const;
-  const std::vector<sessions::RunStats>& stats() const { return stats_; }
+  const std::vector<sessions::ComparedSession>& sessions() const { return sessions_; }
 
  private:
   std::vector<QString> labels_;
-  std::vector<sessions::RunStats> stats_;
-  std::vector<SessionThroughput> rates_;
+  std::vector<sessions::ComparedSession> sessions_;
 };
 
 }  // namespace embedscope::ui

@@ -19,7 +19,8 @@ struct LabelledSession {
 /// What the workbench calls each of several session files side by side: the file name, or where
 /// two files share it (run1/criteo.db, run3/criteo.db: tester40 #1), the shortest tail of their
 /// paths that tells them apart ("run1/criteo.db"); the same path twice stays the same name.
-/// `paths` as given (relative or absolute, '/'-separated); the result has one name per path.
+/// `paths` as given (relative or absolute, '/'-separated); the result has one name per path
+/// (sessions::distinct_file_names, which `embedscope compare` uses).
 QStringList distinct_file_names(const QStringList& paths);
 
 }  // namespace embedscope::ui

@@ -110,6 +110,15 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
     // host spans (sessions/analysis: analyze, RunStats::stream_ranks)
     if (!stream_ranks.count(l.rank) || l.kind == "stream") compute[l.rank].push_back(std::move(busy));
   };
+  // a GPU sync waits row without a wait that took time or did not end: not drawn (ux41 #12: an
+  // empty "GPU sync waits (overlap)" row of a session without sync waits); other empty lanes
+  // keep their rows (a lane the run had, idle)
+  auto no_waits = [&](const sessions::LaneInfo& l, const std::vector<sessions::OpRecord>& ops) {
+    if (l.kind != "sync" && l.name != "gpu_sync") return false;
+    return std::none_of(ops.begin(), ops.end(), [&](const sessions::OpRecord& o) {
+      return o.end_ns > o.start_ns || sessions::did_not_end(o.start_ns, o.end_ns, session_->name(o.name_id));
+    });
+  };
   std::vector<LaneLabelInput> label_rows;  // rows_ in order
   for (const auto& l : session_->lanes()) {
     const QString lane = QString::fromStdString(l.name);
@@ -118,9 +127,11 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
     std::erase_if(lane_ops, [](const sessions::OpRecord& o) { return o.start_ns >= kAll || o.end_ns <= -kAll; });
     // spans that partially overlap another of the lane (imported traces) go on an overflow row
     auto overflow = take_partial_overlaps(lane_ops);
-    add_row(l, lane, std::move(lane_ops));
-    label_rows.push_back({l.rank, l.name, false});
-    if (!overflow.empty()) {
+    if (!no_waits(l, lane_ops)) {
+      add_row(l, lane, std::move(lane_ops));
+      label_rows.push_back({l.rank, l.name, false});
+    }
+    if (!overflow.empty() && !no_waits(l, overflow)) {
       add_row(l, lane + " (overlapping)", std::move(overflow));
       label_rows.push_back({l.rank, l.name, true});
     }

@@ -22,6 +22,8 @@
 #include "jobs/analysis_job.h"
 #include "timeline/step_box.h"
 #include "views/memory_compare.h"
+#include "embedscope/sessions/analysis/compare.h"  // what_it_ran
+#include "embedscope/sessions/analysis/gpu_run.h"  // gpu_run_text: the GPU busy / host / GPU trace lines
 #include "embedscope/sessions/analysis/gpu_sharing.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/unit_ladder.h"  // duration_unit
@@ -48,22 +50,6 @@ void style_plot(QCustomPlot* plot) {
   plot->setMinimumSize(300, 200);
 }
 
-// What a session ran, for the header: its workload's name; an imported session has none, so
-// "imported PyTorch profiler (Kineto) trace" ("imported Nsight Systems export", "imported memory
-// snapshot training_p4.pickle": the kind first, then a name where the import gave one); "unnamed workload"
-// for a run session without the key.
-QString what_it_ran(const sessions::SessionReader& s) {
-  const std::string name = s.meta(sessions::meta::kWorkloadName);
-  if (s.meta(sessions::meta::kImported) != "1") return name.empty() ? QString("unnamed workload") : QString::fromStdString(name);
-  // what was imported first: a snapshot's name (its file) alone read as a run (tester37 #20)
-  const std::string format = s.meta(sessions::meta::kImportFormat);
-  const QString kind = format == "torch_memory_snapshot" ? QString("imported memory snapshot")
-                       : format == "kineto_json"         ? QString("imported PyTorch profiler (Kineto) trace")
-                       : format == "nsys_sqlite"         ? QString("imported Nsight Systems export")
-                                                         : QString("imported %1 trace").arg(QString::fromStdString(
-                                                               format.empty() ? std::string("profiler") : format));
-  return name.empty() ? kind : kind + " " + QString::fromStdString(name);
-}
 }  // namespace
 
 CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t align_step, QWidget* parent)
@@ -83,21 +69,27 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
   pages_->addTab(figures_, "Figures");
   std::vector<std::string> paths;
   for (const auto& s : sessions) paths.push_back(s.session->path());
-  using Figures = std::pair<std::vector<sessions::RunStats>, std::vector<SessionThroughput>>;
+  struct Figures {  // each session's figures, its throughput in its own unit (samples, tokens), its GPU lines
+    std::vector<sessions::RunStats> stats;
+    std::vector<SessionThroughput> rates;
+    std::vector<std::string> gpu_lines;
+  };
   job_->start<Figures>(
       [paths] {
-        Figures f;  // each session's figures and its throughput in its own unit (samples, tokens)
+        Figures f;
         for (const auto& p : paths) {
           const sessions::SessionReader reader(p);
-          f.first.push_back(sessions::analyze(reader));
-          f.second.push_back(throughput_of(reader, f.first.back()));
+          f.stats.push_back(sessions::analyze(reader));
+          f.rates.push_back(throughput_of(reader, f.stats.back()));
+          f.gpu_lines.push_back(sessions::gpu_run_text(reader, f.stats.back()));
         }
         return f;
       },
       [this](Figures& f) {
         delete status_;
         status_ = nullptr;
-        show_figures(std::move(f.first), std::move(f.second));
+        gpu_lines_ = std::move(f.gpu_lines);
+        show_figures(std::move(f.stats), std::move(f.rates));
       },
       [this](const QString& error) { status_->setText(error); });
 
@@ -146,7 +138,7 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
     head += QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b> &nbsp; %3: %4, %5 on %6, %7%8<br>")
                 .arg(session_color(i).name(), labels[i].toHtmlEscaped(),
                      names[static_cast<qsizetype>(i)].toHtmlEscaped(),
-                     what_it_ran(*sessions[i].session).toHtmlEscaped(),
+                     QString::fromStdString(sessions::what_it_ran(*sessions[i].session)).toHtmlEscaped(),
                      QString::fromStdString(stats[i].ended))
                 // which ranks shared which GPU, as `stats` says it (tester38 #11: "4 cuda ranks" read as 4 GPUs)
                 .arg((stats[i].ranks.size() == 1 ? QString("1 rank") : QString("%1 ranks").arg(stats[i].ranks.size())) +
@@ -168,8 +160,15 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
   if (!streams.isEmpty() && !threads.isEmpty())
     head += QString("<span style=\"color:#b00000\"><b>not the same measure</b>: the communication, overlap and idle "
                     "figures of %1 are its GPU streams' (kernels and copies), those of %2 its host threads' spans; "
-                    "`embedscope stats` gives a cuda run's host threads' exposed communication too</span><br>")
+                    "the row 'exposed communication, host threads' compares the host threads of all</span><br>")
                 .arg(streams.join(", "), threads.join(", "));
+  // a GPU run's GPU busy, its host threads' exposed communication and what its GPU trace lost, as
+  // `embedscope stats` says them (ux41 #6: only the streams' exposed communication was shown)
+  for (size_t i = 0; i < sessions.size() && i < gpu_lines_.size(); ++i) {
+    const QString lines = QString::fromStdString(gpu_lines_[i]);
+    for (const QString& line : lines.split('\n', Qt::SkipEmptyParts))
+      head += QString("<b>%1</b>: %2<br>").arg(labels[i].toHtmlEscaped(), line.simplified().toHtmlEscaped());
+  }
   for (size_t i = 0; i < sessions.size(); ++i)  // how a run that failed ended, in its own words
     if (const std::string msg = sessions[i].session->meta(sessions::meta::kEndMessage); !msg.empty() && stats[i].ended != "complete")
       head += QString("<span style=\"color:#b00000\"><b>%1</b>: %2</span><br>")

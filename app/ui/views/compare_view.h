@@ -48,6 +48,7 @@ class CompareView : public QWidget {
 
   QTabWidget* pages_;
   std::vector<LabelledSession> sessions_;
+  std::vector<std::string> gpu_lines_;  ///< per session: sessions::gpu_run_text, computed with the figures
   AnalysisJob* job_;
   QWidget* figures_ = nullptr;
   QLabel* status_ = nullptr;

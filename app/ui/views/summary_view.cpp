@@ -25,6 +25,7 @@
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/flight_recorder.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
+#include "embedscope/sessions/analysis/gpu_run.h"  // gpu_run_text
 #include "embedscope/sessions/analysis/gpu_sharing.h"
 #include "embedscope/sessions/analysis/memory_analysis.h"
 #include "models/critical_path_model.h"
@@ -59,6 +60,9 @@ struct SummaryFigures {
   /// are then those the Memory page and `stats` give at peak allocated, where every rank has a
   /// history, else the dump's (tester37 #14: the dump's 30.5 % sat unlabelled beside two peaks)
   QString fragmentation_label;
+  /// A GPU run's GPU busy, host and GPU trace lines (sessions::gpu_run_text, as `stats` prints
+  /// them; ux41 #6); "" for a cpu run
+  std::string gpu_lines;
 };
 
 // A line per live rebalance that moved tables, with the median step time before and after it
@@ -265,6 +269,10 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                 .arg(origin.isEmpty() ? QString("imbalance (ids looked up max/mean) %1").arg(st.lookups_max_over_mean, 0, 'f', 2)
                                       : QString("no ids looked up in a trace (no load imbalance)"))
                 .arg(QString::fromStdString(sessions::overlap_definition(st)).toHtmlEscaped());
+  // a GPU run: how busy its streams were, its host threads' exposed communication beside the
+  // streams' above, what its GPU trace lost; the lines of `embedscope stats` (ux41 #6)
+  const QString gpu_lines = QString::fromStdString(figures.gpu_lines);
+  for (const QString& line : gpu_lines.split('\n', Qt::SkipEmptyParts)) text += "<br>" + line.simplified().toHtmlEscaped();
   text += rebalance_lines(figures);
   text += hot_rows_line(s, st.steps);
   if (!s.meta(sessions::meta::kEndMessage).empty()) text += "<br>" + QString::fromStdString(s.meta(sessions::meta::kEndMessage)).toHtmlEscaped();
@@ -420,7 +428,8 @@ SummaryView::SummaryView(std::shared_ptr<const sessions::SessionReader> session,
       [file = session_->path()] {
         const sessions::SessionReader reader(file);
         SummaryFigures f{sessions::analyze(reader), sessions::gpu_kernel_figures(reader),
-                         sessions::analyze_flight_records(reader), rebalances_brief(reader), {}, {}};
+                         sessions::analyze_flight_records(reader), rebalances_brief(reader), {}, {}, {}};
+        f.gpu_lines = sessions::gpu_run_text(reader, f.stats);
         if (reader.meta(sessions::meta::kImportFormat) == "torch_memory_snapshot") {
           for (auto& e : reader.memory_events())
             if (e.action == "oom") f.ooms.push_back(std::move(e));

@@ -28,4 +28,10 @@ DurationUnit duration_unit(double ns);
 /// (a difference). NaN and infinities: "-". Never throws except std::bad_alloc.
 std::string format_rate(double per_s);
 
+/// A duration in ns as `embedscope stats` writes its columns: "12.34 ms" (two decimals) below 10
+/// minutes, so that a table's column reads in one unit; from 10 minutes on format_duration's
+/// ladder ("12.5 min", "13.05 h", "51.61 d"). NaN and infinities read "nan ms" / "inf ms" as fmt
+/// writes them. Never throws except std::bad_alloc.
+std::string format_ms(double ns);
+
 }  // namespace embedscope::sessions

@@ -1,0 +1,197 @@
+// `embedscope compare A.db B.db [C.db...] [--json]`: the figures of sessions side by side with
+// each one's difference from the first (the baseline), exactly as the workbench's Compare view
+// sets them (sessions/analysis/compare.h computes and formats both; ux41 #2).
+
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "embedscope/engine/workload/session_rate.h"  // throughput_of
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/analysis/compare.h"
+#include "embedscope/sessions/analysis/gpu_run.h"
+#include "embedscope/sessions/analysis/gpu_sharing.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/model/units.h"  // format_bytes
+#include "output/output.h"
+
+namespace embedscope::cli {
+
+namespace ss = embedscope::sessions;
+using nlohmann::json;
+
+namespace {
+
+struct CompareState {
+  std::vector<std::string> files;
+  bool json = false;
+};
+
+// "A", "B", ... "Z", then "S27", "S28", ... as the workbench labels sessions it compares.
+std::string compare_label(size_t i) { return i < 26 ? std::string(1, static_cast<char>('A' + i)) : "S" + std::to_string(i + 1); }
+
+// "4 ranks sharing 1 GPU (NVIDIA H200 (cuda:0)), cuda" / "2 ranks, cpu (SIMULATED)", as the
+// Compare view's head says it
+std::string ran_on_text(const ss::SessionReader& s, const ss::RunStats& st) {
+  const std::string backend = s.meta(ss::meta::kBackend);
+  return fmt::format("{} rank{}{}{}{}", st.ranks.size(), st.ranks.size() == 1 ? "" : "s", ss::gpus_text(s.ranks()),
+                     backend.empty() ? std::string() : ", " + backend,
+                     st.simulated && backend != "simulated" ? " (SIMULATED)" : "");
+}
+
+json value_or_null(const std::optional<double>& v) { return v ? json(*v) : json(); }
+
+// The text table: a column per session and per difference, each as wide as its widest cell.
+std::string figures_table(const std::vector<ss::ComparedSession>& cs, const std::vector<std::string>& labels) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> head{"figure"};
+  for (const auto& l : labels) head.push_back(l);
+  for (size_t i = 1; i < cs.size(); ++i) head.push_back(labels[i] + " - " + labels[0]);
+  rows.push_back(head);
+  for (int k = 0; k < ss::kCompareFigureCount; ++k) {
+    const auto f = static_cast<ss::CompareFigure>(k);
+    std::vector<std::string> row{ss::compare_figure_name(f)};
+    for (const auto& s : cs) row.push_back(ss::compare_cell_text(s, f));
+    for (size_t i = 1; i < cs.size(); ++i) row.push_back(ss::compare_delta(cs[0], cs[i], f).text);
+    rows.push_back(std::move(row));
+  }
+  std::vector<size_t> width(head.size(), 0);
+  for (const auto& r : rows)
+    for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  std::string out;
+  for (const auto& r : rows) {
+    std::string line = fmt::format("{:<{}}", r[0], width[0]);
+    for (size_t c = 1; c < r.size(); ++c) line += fmt::format("  {:>{}}", r[c], width[c]);
+    out += line + "\n";
+  }
+  return out;
+}
+
+int cmd_compare(const CompareState& st) {
+  if (st.files.size() < 2)
+    throw ss::SessionError("compare needs two sessions or more (the first is the baseline); got only " +
+                           (st.files.empty() ? std::string("none") : st.files[0]));
+  std::vector<std::unique_ptr<ss::SessionReader>> readers;
+  std::vector<ss::ComparedSession> cs;
+  for (const auto& f : st.files) {
+    readers.push_back(open_for_stats(f));
+    const ss::SessionReader& r = *readers.back();
+    ss::RunStats stats = ss::analyze(r);
+    const ss::SessionRate rate = engine::throughput_of(r, stats);
+    cs.push_back({std::move(stats), rate, r.meta(ss::meta::kImported) == "1"});
+  }
+  const std::vector<std::string> names = ss::distinct_file_names(st.files);
+  std::vector<std::string> labels;
+  for (size_t i = 0; i < cs.size(); ++i) labels.push_back(compare_label(i));
+  if (st.json) {
+    json j{{"baseline", labels[0]}, {"figures", json::array()}, {"sessions", json::array()}, {"differences", json::array()}};
+    for (int k = 0; k < ss::kCompareFigureCount; ++k) {
+      const auto f = static_cast<ss::CompareFigure>(k);
+      j["figures"].push_back({{"key", ss::compare_figure_key(f)}, {"name", ss::compare_figure_name(f)}});
+    }
+    for (size_t i = 0; i < cs.size(); ++i) {
+      const auto& s = cs[i];
+      const ss::SessionReader& r = *readers[i];
+      json figures = json::object();
+      for (int k = 0; k < ss::kCompareFigureCount; ++k) {
+        const auto f = static_cast<ss::CompareFigure>(k);
+        figures[ss::compare_figure_key(f)] = value_or_null(ss::compare_value(s, f));
+      }
+      json ranks = json::array();
+      for (const auto& rk : s.stats.ranks) {
+        const bool host = !s.stats.stream_ranks || !s.imported;  // a trace's host spans: not analysed so
+        ranks.push_back({{"rank", rk.rank},
+                         {"exposed_comm_ns", rk.exposed_comm_ns},
+                         {"host_exposed_comm_ns", host ? json(s.stats.stream_ranks ? rk.host_exposed_comm_ns : rk.exposed_comm_ns) : json()},
+                         {"gpu_busy_pct", s.stats.stream_ranks ? json(rk.gpu_busy_pct) : json()},
+                         {"peak_allocated_bytes", s.stats.has_memory ? json(rk.peak_allocated_bytes) : json()},
+                         {"peak_reserved_bytes", s.stats.has_memory ? json(rk.peak_reserved_bytes) : json()}});
+      }
+      j["sessions"].push_back({{"label", labels[i]},
+                               {"file", st.files[i]},
+                               {"name", names[i]},
+                               {"ran", ss::what_it_ran(r)},
+                               {"ended", s.stats.ended},
+                               {"simulated", s.stats.simulated},
+                               {"backend", r.meta(ss::meta::kBackend)},
+                               {"stream_ranks", s.stats.stream_ranks},
+                               {"steps", s.stats.steps},
+                               {"throughput_unit", s.rate.unit.empty() ? json() : json(s.rate.unit + "/s")},
+                               {"figures", figures},
+                               {"ranks", ranks}});
+    }
+    for (size_t i = 1; i < cs.size(); ++i) {
+      json figures = json::object();
+      for (int k = 0; k < ss::kCompareFigureCount; ++k) {
+        const auto f = static_cast<ss::CompareFigure>(k);
+        const ss::CompareDelta d = ss::compare_delta(cs[0], cs[i], f);
+        figures[ss::compare_figure_key(f)] =
+            d.diff ? json{{"difference", *d.diff}, {"percent", value_or_null(d.percent)}} : json();
+      }
+      j["differences"].push_back({{"label", labels[i]}, {"baseline", labels[0]}, {"figures", figures}});
+    }
+    std::cout << dump(j) << "\n";
+    return 0;
+  }
+  for (size_t i = 0; i < cs.size(); ++i)
+    std::cout << fmt::format("{}{}  {}: {}, {} on {}\n", labels[i], i == 0 ? " (baseline)" : "", names[i],
+                             ss::what_it_ran(*readers[i]), cs[i].stats.ended, ran_on_text(*readers[i], cs[i].stats));
+  // figures that measure different things where GPU streams meet host threads (tester38 #1)
+  std::vector<std::string> streams, threads;
+  for (size_t i = 0; i < cs.size(); ++i) (cs[i].stats.stream_ranks ? streams : threads).push_back(labels[i]);
+  if (!streams.empty() && !threads.empty())
+    std::cout << fmt::format("not the same measure: the communication, overlap and idle figures of {} are its GPU "
+                             "streams' (kernels and copies), those of {} its host threads' spans; the row 'exposed "
+                             "communication, host threads' compares the host threads of all\n",
+                             fmt::join(streams, ", "), fmt::join(threads, ", "));
+  for (size_t i = 0; i < cs.size(); ++i) {  // GPU busy, host, GPU trace: the lines of `stats`
+    const std::string lines = ss::gpu_run_text(*readers[i], cs[i].stats);
+    size_t at = 0;
+    while (at < lines.size()) {
+      const size_t nl = lines.find('\n', at);
+      std::cout << labels[i] << ": " << lines.substr(at, nl - at) << "\n";
+      at = nl == std::string::npos ? lines.size() : nl + 1;
+    }
+    if (const std::string msg = readers[i]->meta(ss::meta::kEndMessage); !msg.empty() && cs[i].stats.ended != "complete")
+      std::cout << fmt::format("{}: {}\n", labels[i], msg);
+  }
+  std::cout << "\n" << figures_table(cs, labels);
+  // per rank: what the exposed-communication chart of the Compare view draws, and each rank's peaks
+  std::cout << fmt::format("\n{:<8} {:<5} {:>13} {:>18} {:>9} {:>16} {:>16}\n", "session", "rank", "exposed comm",
+                           "host exposed comm", "GPU busy", "peak allocated", "peak reserved");
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const auto& s = cs[i];
+    for (const auto& rk : s.stats.ranks) {
+      const bool host = !s.stats.stream_ranks || !s.imported;
+      std::cout << fmt::format(
+          "{:<8} {:<5} {:>13} {:>18} {:>9} {:>16} {:>16}\n", labels[i], rk.rank,
+          s.stats.steps > 0 ? ms(rk.exposed_comm_ns) : "-",
+          s.stats.steps > 0 && host ? ms(s.stats.stream_ranks ? rk.host_exposed_comm_ns : rk.exposed_comm_ns) : "-",
+          s.stats.stream_ranks && s.stats.steps > 0 ? fmt::format("{:.1f}%", rk.gpu_busy_pct) : "-",
+          s.stats.has_memory ? ss::format_bytes(rk.peak_allocated_bytes) : "-",
+          s.stats.has_memory ? ss::format_bytes(rk.peak_reserved_bytes) : "-");
+    }
+  }
+  std::cout << "(exposed communication: all measured steps summed; a GPU run's is its streams')\n";
+  return 0;
+}
+
+}  // namespace
+
+Command add_compare_command(CLI::App& app) {
+  auto s = std::make_shared<CompareState>();
+  auto* c = app.add_subcommand("compare",
+                               "Figures of two or more sessions side by side with their differences from the first "
+                               "(the workbench's Compare view)");
+  c->add_option("sessions", s->files, "Session files (.db); the first is the baseline")->required();
+  c->add_flag("--json", s->json, "Print the comparison as one JSON object on stdout");
+  return {c, [s] { return cmd_compare(*s); }, [s] { return s->json; }};
+}
+
+}  // namespace embedscope::cli

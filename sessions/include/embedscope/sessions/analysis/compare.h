@@ -1,0 +1,99 @@
+#pragma once
+// The figures that Compare sets side by side (`embedscope compare`, the workbench's File >
+// Compare Sessions and its --compare --report): one value per figure and session, and each
+// session's difference from the first (the baseline), with the text both print. The CLI and the
+// workbench's CompareModel read every number and every cell's text from here, so they cannot
+// disagree.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::sessions {
+
+/// A session's throughput in its own unit: `per_s` units a second over the mean step time;
+/// `unit` "samples" (a DLRM run), "tokens" (an lm_embedding run), or "" where the session has
+/// none (an imported trace; then per_s is 0). The engine computes it (engine::throughput_of), as
+/// only it knows what an lm_embedding step holds.
+struct SessionRate {
+  double per_s = 0;
+  std::string unit;
+};
+
+/// One session as Compare sees it: its analysis (analyze), its throughput, and whether it was
+/// imported (meta imported = 1: no host-thread figures beside its GPU streams').
+struct ComparedSession {
+  RunStats stats;
+  SessionRate rate;
+  bool imported = false;
+};
+
+/// The rows of a comparison, in order. Units of the raw values: ns (step times, exposed
+/// communication per rank and measured step), units/s (throughput), % (overlap, GPU busy),
+/// bytes (peaks), a ratio (imbalances).
+enum class CompareFigure : int {
+  StepMean,             ///< RunStats::step_time_ns.mean
+  StepP50,              ///< RunStats::step_time_ns.p50
+  StepP99,              ///< RunStats::step_time_ns.p99
+  Throughput,           ///< SessionRate::per_s
+  ExposedComm,          ///< RunStats::exposed_comm_ns / steps (a GPU run's: its streams')
+  HostExposedComm,      ///< the host threads' exposed comm / steps: a GPU run's gpu_busy_figures
+                        ///< host_exposed_comm_ns, a cpu or simulated run's exposed_comm_ns
+  GpuBusy,              ///< gpu_busy_figures mean_pct (GPU runs only)
+  Overlap,              ///< RunStats::overlap_pct
+  PeakAllocated,        ///< RunStats::peak_allocated_bytes (the largest rank)
+  PeakReserved,         ///< RunStats::peak_reserved_bytes (the largest rank)
+  LookupImbalance,      ///< RunStats::lookups_max_over_mean
+  LookupTimeImbalance,  ///< RunStats::lookup_time_max_over_mean
+  Count
+};
+inline constexpr int kCompareFigureCount = static_cast<int>(CompareFigure::Count);
+
+/// The row's name for people: "step time mean", ..., "exposed communication (per rank and step)",
+/// "exposed communication, host threads (per rank and step)", "GPU busy (mean over ranks)", ...
+const char* compare_figure_name(CompareFigure f);
+/// The row's key in `embedscope compare --json`: "step_time_mean_ns", "throughput_per_s",
+/// "exposed_comm_ns_per_rank_step", "host_exposed_comm_ns_per_rank_step", "gpu_busy_pct", ...
+const char* compare_figure_key(CompareFigure f);
+
+/// The raw value of `f` for `s`, or none where the session did not measure it: no measured step
+/// (every figure but the peaks), no memory counters (the peaks: a trace), no load counters (the
+/// imbalances: a trace), no unit (throughput: a trace), no GPU streams (GPU busy), an imported
+/// trace's host threads (host exposed communication). Never throws.
+std::optional<double> compare_value(const ComparedSession& s, CompareFigure f);
+
+/// `v` (a raw value of `f`) as text: durations on format_duration's ladder ("1.20 ms"), rates as
+/// format_rate writes them with the unit ("691 samples/s"; `unit` "samples"), "12.5 %",
+/// bytes as format_bytes, ratios with two decimals.
+std::string compare_value_text(CompareFigure f, double v, const std::string& unit = "");
+
+/// A session's cell: its value's text, or "-" where compare_value has none.
+std::string compare_cell_text(const ComparedSession& s, CompareFigure f);
+
+/// The difference of `other` from `base` in one figure.
+struct CompareDelta {
+  std::optional<double> diff;     ///< other - base (raw units); none when either is unmeasured or units differ
+  std::optional<double> percent;  ///< 100 * diff / base; none for overlap and GPU busy (points), a 0 base
+  /// "+1.20 ms (+15.3 %)", "-4.2 points" (overlap, GPU busy: a difference of percentages),
+  /// "-2000 tokens/s (-50.0 %)", "-" (unmeasured), "units differ (tokens/s vs samples/s)".
+  std::string text;
+};
+CompareDelta compare_delta(const ComparedSession& base, const ComparedSession& other, CompareFigure f);
+
+/// What a session ran, for a comparison's header: its workload's name ("unnamed workload" when
+/// the key is missing); an imported session's kind first, then its name: "imported PyTorch
+/// profiler (Kineto) trace", "imported Nsight Systems export", "imported memory snapshot x.pickle".
+std::string what_it_ran(const SessionReader& s);
+
+/// What a comparison calls each of several session files: the file name, or where two files
+/// share it (run1/criteo.db, run3/criteo.db: tester40 #1), the shortest tail of their paths that
+/// tells them apart ("run1/criteo.db"); the same path twice (after lexical normalisation: "d/s.db"
+/// and "d/./s.db") stays the same name. One name per path, '/'-separated. Never throws except
+/// std::bad_alloc. Cost: O(n^2 x depth) comparisons.
+std::vector<std::string> distinct_file_names(const std::vector<std::string>& paths);
+
+}  // namespace embedscope::sessions
