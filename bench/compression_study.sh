@@ -7,7 +7,7 @@
 # tables plus the ranks' buffers). Usage: bench/compression_study.sh (BIN, STEPS, OUT optional).
 #
 # STUDY=tradeoffs runs instead the five runs of the scenario resources/scenarios/
-# compression_tradeoffs.json (8 tables of 100,000 x 32, Adam, 4 ranks: fp32, fp16 rows, int8
+# compression.json (8 tables of 100,000 x 32, Adam, 4 ranks: fp32, fp16 rows, int8
 # rows, hash_size 10x fewer rows, fp16 rows with bf16 optimizer state, low_rank_dim 8 and 4,
 # shared pairs: t1 shared_with t0, ...), each for STEPS measured
 # steps, and prints per run the bytes of rows and of optimizer state on the busiest rank, the
@@ -20,7 +20,7 @@ BIN=${BIN:-$ROOT/build/app/cli/embedscope}
 STEPS=${STEPS:-20}
 OUT=${OUT:-$(mktemp -d)}
 if [ "${STUDY:-criteo}" = tradeoffs ]; then
-  SC=$ROOT/resources/scenarios/compression_tradeoffs.json
+  SC=$ROOT/resources/scenarios/compression.json
   n=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["runs"]))' "$SC")
   for ((i = 0; i < n; i++)); do
     python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["runs"][int(sys.argv[2])]["workload"]))' \

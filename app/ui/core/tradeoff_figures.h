@@ -2,7 +2,7 @@
 // The storage trade-offs of a scenario's runs, without Qt: per run what its tables cost
 // (memory) and what that saving cost (loss, lookup error, step time), beside a reference run
 // (fp32). The scenario view's "Trade-offs" page (views/tradeoffs_view.h) draws these figures;
-// issue 16's compression study (resources/scenarios/compression_tradeoffs.json) is the case
+// issue 16's compression study (resources/scenarios/compression.json) is the case
 // it was made for.
 //
 // Per run (one session each; units in the field comments):

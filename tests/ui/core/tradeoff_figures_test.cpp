@@ -106,7 +106,7 @@ TEST(TradeoffFigures, ASessionWithoutTableStorageSaysSo) {
 TEST(TradeoffFigures, OnlyScenariosWhoseRunsStoreTablesDifferentlyQualify) {
   int seen = 0;
   for (const engine::Scenario& sc : engine::builtin_scenarios()) {
-    if (sc.id == "compression_tradeoffs") {
+    if (sc.id == "compression") {
       EXPECT_TRUE(runs_differ_in_table_storage(sc));
       ++seen;
     }

@@ -128,7 +128,7 @@ TEST(TradeoffsView, ChartsMemoryAgainstLossWithStepTimeAsPointSize) {
 TEST(TradeoffsView, TheScenarioViewShowsItForStorageScenariosOnly) {
   const std::vector<std::string> paths = tradeoff_fixtures::tradeoff_study();
   for (const Scenario& sc : builtin_scenarios()) {
-    if (sc.id == "compression_tradeoffs") {
+    if (sc.id == "compression") {
       ScenarioView view(sc);
       view.resize(1280, 800);
       view.show();
