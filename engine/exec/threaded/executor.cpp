@@ -30,7 +30,7 @@ std::vector<int> all_ranks(int world) {
 // `row` of table t gathered from the shards that hold its columns (one replica of a
 // data_parallel table; the hot-row replica where the row is hot), decoded as LocalShard::row
 // decodes it. Every rank must be local and its rows in host memory.
-TableRowReader trained_rows(const WorkloadSpec& spec, const sharding::Layout& layout,
+TableRowReader trained_rows(const WorkloadSpec& spec, const detail::Layout& layout,
                             const std::vector<std::unique_ptr<Rank>>& ranks) {
   struct Tables {
     std::vector<std::vector<const LocalShard*>> shards;  // per table: one per (row, column) block

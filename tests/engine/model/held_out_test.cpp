@@ -197,8 +197,9 @@ TEST(HeldOut, SkippedRunsSayWhy) {
 
 // The sharded run's evaluation reads every shard's rows where they are: the same logits as the
 // evaluation of the unsharded reference's tables after the same steps, under every sharding
-// type at once (row_wise, data_parallel, table_row_wise, column_wise, table_wise), and with
-// compressed tables (int8 rows row_wise, a hashed table column_wise, a low-rank table).
+// type at once (row_wise with hot rows replicated, data_parallel, table_row_wise, column_wise), and with
+// compressed tables (int8 rows row_wise, a hashed table column_wise, a low-rank data_parallel table
+// with mean pooling).
 TEST(HeldOutParity, ShardedRowsEqualTheReference) {
   for (int variant = 0; variant < 2; ++variant) {
     json j = held_out_spec();
@@ -210,15 +211,15 @@ TEST(HeldOutParity, ShardedRowsEqualTheReference) {
     j["features"].push_back({{"name", "f3"}, {"pooling_factor", 1}});
     j["sharding"] = {{"local_world_size", 2},
                      {"tables",
-                      {{"t0", {{"type", "row_wise"}}},
+                      {{"t0", variant == 0 ? json{{"type", "row_wise"}, {"hot_rows", {0, 1, 2, 7}}} : json{{"type", "row_wise"}}},
                        {"t1", {{"type", "column_wise"}, {"ranks", {2, 0}}}},
                        {"t2", {{"type", "data_parallel"}}},
                        {"t3", {{"type", "table_row_wise"}}}}}};
     if (variant == 1) {
       j["tables"][0]["data_type"] = "int8";
       j["tables"][1]["hash_size"] = 20;
-      j["tables"][3]["low_rank_dim"] = 2;
-      j["tables"][3]["pooling"] = "mean";
+      j["tables"][2]["low_rank_dim"] = 2;
+      j["tables"][2]["pooling"] = "mean";
     }
     const es::WorkloadSpec spec = es::parse_workload(j, "held_out.json");
     const es::ShardingPlan plan = es::plan_sharding(spec);
