@@ -151,7 +151,8 @@ QVariant TradeoffsModel::headerData(int section, Qt::Orientation orientation, in
       case Loss: return QString("the loss of measured step N (the same on every rank), N the fewest measured steps of any run");
       case LossDelta: return QString("loss - the reference's loss after the same steps (and relative to it)");
       case HeldOutAuc: return QString("ROC AUC of the trained model on held-out batches the workload's generator made "
-                                      "from iterations training never reached (the same samples for every run)");
+                                      "from iterations training never reached (the same samples for every run whose features keep "
+                                      "their tables: the teacher labels an id by the table that serves it)");
       case HeldOutAucDelta: return QString("held-out AUC - the reference's");
       case HeldOutLoss: return QString("mean binary cross-entropy of the trained model on the held-out batches");
       case MaxAbsError: return QString("max |fp32 row - row as stored| over the rows the measured steps updated, worst table "

@@ -4,7 +4,9 @@
 // (input.h BatchGenerator, whose teacher gives real labels) makes from iterations training never
 // reaches, and scored by its mean binary cross-entropy and its ROC AUC. Every compression
 // technique of the study (fp16 / int8 / int4 rows, hashing, low rank, shared tables) is read by
-// the same numbers, on the same held-out samples, after the same seed and steps.
+// the same numbers, on the same held-out samples, after the same seed and steps (the same
+// samples as long as every feature keeps its table: BatchGenerator's teacher scores an id by the
+// table that serves it, so a table folded into another by shared_with changes the labels).
 //
 // What is evaluated: the tables as stored after the last step (each row decoded as a lookup
 // reads it: LocalShard::row, low-rank rows as A_r B, hashed ids through hashed_row, invalid ids
