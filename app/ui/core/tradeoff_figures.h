@@ -20,11 +20,10 @@
 //   lookup error     the largest over the tables of max_abs_error and relative_error (the stored
 //                    rows against their fp32 values; 0 for fp32 rows, hashed and low-rank tables)
 //   collisions       hash collisions summed over tables, per measured step
-//   held-out AUC     the ROC AUC (and the mean BCE loss) of the trained model on the held-out
-//                    batches the run evaluated (metadata held_out_json, engine model/held_out.h:
-//                    the same generated samples for every run of a workload whose features keep
-//                    their tables: input.h's teacher scores an id by the table serving it, so
-//                    shared_with changes the labels), and the AUC's difference to the reference's
+//   held-out AUC     the ROC AUC (and mean BCE) of the trained model on the held-out batches
+//                    (metadata held_out_json, engine model/held_out.h: the same samples for
+//                    every run whose features keep their tables; shared_with changes the
+//                    labels), and the AUC's difference to the reference's
 // The reference is the run labelled "fp32" (case-insensitive) when there is one, else the first.
 //
 // Example (tests/ui/core/tradeoff_figures_test.cpp): an fp32 run with 16 MB of rows + 32 MB of

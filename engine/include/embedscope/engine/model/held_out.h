@@ -1,19 +1,17 @@
 #pragma once
-// Held-out evaluation of a trained DLRM (issue 16's "AUC on a held-out generated batch"): after
-// training, the model is run forward (no update) on batches that the workload's own generator
-// (input.h BatchGenerator, whose teacher gives real labels) makes from iterations training never
-// reaches, and scored by its mean binary cross-entropy and its ROC AUC. Every compression
-// technique of the study (fp16 / int8 / int4 rows, hashing, low rank, shared tables) is read by
-// the same numbers, on the same held-out samples, after the same seed and steps (the same
-// samples as long as every feature keeps its table: BatchGenerator's teacher scores an id by the
-// table that serves it, so a table folded into another by shared_with changes the labels).
+// Held-out evaluation of a trained DLRM (issue 16): the model run forward (no update) on batches
+// its workload's generator (input.h, whose teacher labels them) makes from iterations training
+// never reaches, scored by mean BCE and ROC AUC: the same samples for every compression technique
+// as long as each feature keeps its table (the teacher scores an id by the table serving it, so
+// shared_with changes the labels). What is evaluated: the tables as stored after the last step
+// (rows decoded as a lookup reads them: LocalShard::row, low-rank rows as A_r B, hashed ids through
+// hashed_row, invalid ids under the workload's policy), pooled in double (sum / mean), rounded to
+// fp32, and the dense part's trained parameters through DenseModel::forward_backward (gradients
+// discarded). The pooled embeddings are not rounded to the qcomms wire precision: the model is
+// evaluated, not the wire.
 //
-// What is evaluated: the tables as stored after the last step (each row decoded as a lookup
-// reads it: LocalShard::row, low-rank rows as A_r B, hashed ids through hashed_row, invalid ids
-// under the workload's policy), pooled in double (sum / mean) and rounded to fp32, and the
-// dense part's trained parameters through DenseModel::forward_backward (its gradients are
-// discarded, nothing is updated). The pooled embeddings are not rounded to the qcomms wire
-// precision: the model is evaluated, not the wire.
+// Sources of the AUC by ranks: see roc_auc below; the run's wiring: exec/run.h
+// (TrainerOptions::held_out_batches, RunResult::held_out).
 
 #include <cstdint>
 #include <functional>
