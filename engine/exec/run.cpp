@@ -72,6 +72,18 @@ nlohmann::json table_storage_json(const std::vector<RunResult::TableStorage>& ta
   return out;
 }
 
+nlohmann::json held_out_json(const RunResult& result) {
+  if (!result.held_out)
+    return result.held_out_skipped.empty() ? nlohmann::json() : nlohmann::json{{"skipped", result.held_out_skipped}};
+  const HeldOutEval& e = *result.held_out;
+  return {{"batches", e.batches},
+          {"samples", e.samples},
+          {"positives", e.positives},
+          {"first_iteration", e.first_iteration},
+          {"loss", e.loss},
+          {"auc", e.auc ? nlohmann::json(*e.auc) : nlohmann::json()}};
+}
+
 int64_t RunResult::TableStorage::total_weight_bytes() const {
   int64_t s = 0;
   for (int64_t b : weight_bytes) s += b;

@@ -49,7 +49,7 @@ namespace {
 
 
 int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, const std::string& plan_file,
-            ProcessArgs& proc) {
+            ProcessArgs& proc, int64_t held_out_batches) {
   if (is_lm_args(a)) {  // "model": "lm_embedding" (issue 19): its own runner
     if (!plan_file.empty()) throw es::SpecError("--plan: not for an lm_embedding workload (its plan is its sharding)");
     return cmd_run_lm(a, as_json, output, overwrite);
@@ -100,6 +100,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   opt.session_path = output;
   opt.session_overwrite = overwrite;
   opt.keep_events = false;
+  opt.held_out_batches = held_out_batches;
   if (!process_from.empty())
     opt.process = {proc.rank, proc.rendezvous, proc.run_id, proc.host, proc.node, proc.local_rank};
   opt.cancel = &cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
@@ -173,6 +174,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
            {"loss_first", r.loss.empty() ? json() : json(r.loss.front())},
            {"loss_last", r.loss.empty() ? json() : json(r.loss.back())},
            {"loss", r.loss},
+           {"held_out", es::held_out_json(r)},
            {"invalid_ids", invalid},
            {"input", es::enum_name(spec.input.kind)},
            {"skipped_lines", skipped},
@@ -213,6 +215,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
     std::cout << "loss         none (simulated: nothing is trained)\n";
   else
     std::cout << fmt::format("loss         first {:.4f}  last {:.4f}\n", r.loss.front(), r.loss.back());
+  std::cout << held_out_text(es::held_out_json(r));
   if (simulated && (spec.qcomms.forward_precision != es::CommPrecision::fp32 || spec.qcomms.backward_precision != es::CommPrecision::fp32))
     std::cout << "qcomms error not measured (simulated: the cost model sends the quantized bytes, nothing is quantized)\n";
   else if (spec.qcomms.forward_precision != es::CommPrecision::fp32 || spec.qcomms.backward_precision != es::CommPrecision::fp32)
@@ -273,6 +276,7 @@ struct RunState {
   bool overwrite = false;
   std::string plan;
   ProcessArgs process;
+  int64_t held_out_batches = es::kDefaultHeldOutBatches;
 };
 
 // cmd_run, and under an MPI bootstrap the end every rank must reach (run_process.h): an error
@@ -280,7 +284,7 @@ struct RunState {
 int run_then_finish(RunState& s) {
   int code = 0;
   try {
-    code = cmd_run(s.args, s.json, s.output, s.overwrite, s.plan, s.process);
+    code = cmd_run(s.args, s.json, s.output, s.overwrite, s.plan, s.process, s.held_out_batches);
   } catch (const std::exception& e) {
     const ProcessArgs& p = s.process;
     if (dynamic_cast<const es::SpecError*>(&e) && p.rank >= 0 && p.rank < p.world_size && p.world_size > 1 &&
@@ -319,6 +323,12 @@ Command add_run_command(CLI::App& app) {
                   "Run exactly this sharding plan (the JSON `embedscope plan --json` prints, edited by hand) instead "
                   "of planning; validated against the workload. `--plan auto`: the best plan of the planner's search "
                   "(`embedscope plan --auto`; a file named auto: ./auto)");
+  run->add_option("--held-out-batches", s->held_out_batches,
+                  "After a complete run, evaluate the trained model (loss and ROC AUC) on this many global batches "
+                  "the workload's generator makes from iterations training never reaches (0: none; cpu ranks in "
+                  "this process, synthetic input)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   add_process_options(run, s->process);
   return {run, [s] { return run_then_finish(*s); }, [s] { return s->json; }};
 }

@@ -22,6 +22,7 @@
 #include "embedscope/sessions/analysis/kernel_name.h"
 #include "embedscope/sessions/analysis/rebalance_effect.h"
 #include "embedscope/sessions/analysis/run_end.h"  // ended_text
+#include "embedscope/sessions/model/held_out_key.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "embedscope/sessions/analysis/flight_recorder.h"
@@ -256,6 +257,8 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                                   {"exposed_ns", c.exposed_ns}, {"wait_ns", c.wait_ns}});
     if (!session.meta("end_message").empty()) j["end_message"] = session.meta("end_message");
     j["tables"] = json::parse(session.meta(ss::meta::kTableStorageJson, "[]"), nullptr, false);
+    // the held-out evaluation as the run recorded it (null: none asked for, or an older file)
+    j["held_out"] = json::parse(session.meta(ss::meta::kHeldOutJson, "null"), nullptr, false);
     j["overlap_definition"] = ss::overlap_definition(st);
     // which ranks ran on which GPU (tester38 #11): [] for ranks on no GPU
     j["gpus"] = json::array();
@@ -400,6 +403,9 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                              ms(r.compute_ns), ms(r.comm_ns), ms(r.exposed_comm_ns), ms(r.idle_ns), r.overlap_pct,
                              r.ids_looked_up, bytes_text(r.bytes_sent), bytes_text(r.bytes_received));
   if (!kernel_text.empty()) std::cout << "\n" << kernel_text;
+  if (const std::string h = held_out_text(json::parse(session.meta(ss::meta::kHeldOutJson, "null"), nullptr, false));
+      !h.empty())
+    std::cout << "\n" << h;
   std::cout << table_storage_text(session.meta(ss::meta::kTableStorageJson, "[]"), st.steps);
   if (const std::string host = host_placement_text(json::parse(session.meta(ss::meta::kTableStorageJson, "[]"), nullptr, false), st.steps);
       !host.empty())

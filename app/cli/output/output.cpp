@@ -131,4 +131,16 @@ json table_storage_estimate_json(const es::WorkloadSpec& spec, const es::Shardin
   return a;
 }
 
+std::string held_out_text(const nlohmann::json& h) {
+  if (!h.is_object()) return {};
+  if (h.contains("skipped")) return fmt::format("held-out     not evaluated: {}\n", h.value("skipped", std::string()));
+  const std::string auc = h.value("auc", nlohmann::json()).is_number() ? fmt::format("{:.4f}", h["auc"].get<double>())
+                                                                        : std::string("undefined (one class only)");
+  const int64_t batches = h.value("batches", int64_t{0});
+  return fmt::format("held-out     AUC {}, loss {:.4f} on {} samples ({} positive) of {} generated batch{} training "
+                     "never saw\n",
+                     auc, h.value("loss", 0.0), h.value("samples", int64_t{0}), h.value("positives", int64_t{0}), batches,
+                     batches == 1 ? "" : "es");
+}
+
 }  // namespace embedscope::cli

@@ -46,6 +46,12 @@ std::string table_storage_text(const engine::WorkloadSpec& spec, const engine::S
 /// "optimizer_state_bytes"}] (bytes), `plan --json`'s "table_storage".
 nlohmann::json table_storage_estimate_json(const engine::WorkloadSpec& spec, const engine::ShardingPlan& plan);
 
+/// The held-out evaluation (engine held_out_json: `run`'s result, `stats`'s session metadata
+/// held_out_json) as one line ending in '\n': "held-out     AUC 0.7312, loss 0.5012 on 8192
+/// samples (2048 positive) of 4 generated batches training never saw", "held-out     not
+/// evaluated: <why>", or "" for null / not an object (no evaluation asked for, older files).
+std::string held_out_text(const nlohmann::json& held_out);
+
 /// The tables placed in host memory (placement host / host_cached), from table_storage_json's
 /// array (`embedscope run`, and `stats` from the session's table_storage_json): per table its
 /// placement, cache policy and load factor, the device cache and host bytes over all ranks, the

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/workload/enums.h"
+#include "embedscope/sessions/model/held_out_key.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::ui {
@@ -87,6 +88,14 @@ TradeoffRun tradeoff_run(const std::string& label, const sessions::SessionReader
       r.peak_allocated_bytes = m.peak_allocated;
       r.peak_rank = m.rank;
     }
+  // the held-out evaluation: {"auc": null} (one class) and {"skipped": ...} have no AUC
+  const json held = json::parse(session.meta(sessions::meta::kHeldOutJson, ""), nullptr, false);
+  if (held.is_object() && held.contains("auc") && held["auc"].is_number()) {
+    r.has_held_out = true;
+    r.held_out_auc = held["auc"].get<double>();
+    r.held_out_loss = held.value("loss", 0.0);
+    r.held_out_samples = held.value("samples", int64_t{0});
+  }
   // the tables' storage
   const json tables = json::parse(session.meta(sessions::meta::kTableStorageJson, ""), nullptr, false);
   const int64_t shared = tradeoff_shared_tables(session);
@@ -140,6 +149,9 @@ TradeoffComparison compare_tradeoffs(std::vector<TradeoffRun> runs) {
     r.has_loss = n > 0 && r.steps >= n;
     r.loss = r.has_loss ? r.losses[static_cast<size_t>(n - 1)] : 0;
   }
+  if (!c.runs.empty() && c.runs[c.reference].has_held_out)
+    for (auto& r : c.runs)
+      if (r.has_held_out) r.held_out_auc_delta = r.held_out_auc - c.runs[c.reference].held_out_auc;
   if (c.runs.empty() || !c.runs[c.reference].has_loss) return c;
   const double ref = c.runs[c.reference].loss;
   for (auto& r : c.runs) {

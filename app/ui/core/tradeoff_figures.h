@@ -2,7 +2,7 @@
 // The storage trade-offs of a scenario's runs, without Qt: per run what its tables cost
 // (memory) and what that saving cost (loss, lookup error, step time), beside a reference run
 // (fp32). The scenario view's "Trade-offs" page (views/tradeoffs_view.h) draws these figures;
-// issue 16's compression study (resources/scenarios/compression_tradeoffs.json) is the case
+// issue 16's compression study (resources/scenarios/compression.json) is the case
 // it was made for.
 //
 // Per run (one session each; units in the field comments):
@@ -20,6 +20,10 @@
 //   lookup error     the largest over the tables of max_abs_error and relative_error (the stored
 //                    rows against their fp32 values; 0 for fp32 rows, hashed and low-rank tables)
 //   collisions       hash collisions summed over tables, per measured step
+//   held-out AUC     the ROC AUC (and mean BCE) of the trained model on the held-out batches
+//                    (metadata held_out_json, engine model/held_out.h: the same samples for
+//                    every run whose features keep their tables; shared_with changes the
+//                    labels), and the AUC's difference to the reference's
 // The reference is the run labelled "fp32" (case-insensitive) when there is one, else the first.
 //
 // Example (tests/ui/core/tradeoff_figures_test.cpp): an fp32 run with 16 MB of rows + 32 MB of
@@ -63,6 +67,11 @@ struct TradeoffRun {
   double max_abs_error = 0;          ///< lookup error, max over tables (value units of the rows)
   double relative_error = 0;         ///< lookup error / max |fp32 row|, max over tables
   int64_t hash_collisions = 0;       ///< summed over tables, ranks and measured steps
+  bool has_held_out = false;         ///< the session has an evaluated held_out_json with an AUC
+  double held_out_auc = 0;           ///< ROC AUC on the held-out batches (valid when has_held_out)
+  double held_out_loss = 0;          ///< mean BCE on them, nats (valid when has_held_out)
+  int64_t held_out_samples = 0;      ///< the held-out samples
+  double held_out_auc_delta = 0;     ///< held_out_auc - the reference's (0 unless both have one)
   double collisions_per_step() const { return steps > 0 ? static_cast<double>(hash_collisions) / static_cast<double>(steps) : 0; }
 };
 

@@ -44,6 +44,7 @@ QVariant TradeoffsModel::data(const QModelIndex& index, int role) const {
           .arg(QString::fromStdString(sessions::format_bytes(r.weight_bytes)),
                QString::fromStdString(sessions::format_bytes(r.optimizer_state_bytes)));
     if (c == PeakAllocated && r.peak_rank >= 0) return QString("rank %1").arg(r.peak_rank);
+    if (c == HeldOutAuc && r.has_held_out) return QString("on %1 held-out samples").arg(r.held_out_samples);
     if (c == LossDelta && r.has_loss && !is_reference) return tradeoffs_signed(100.0 * r.loss_relative, 3) + " % of the reference's loss";
     return {};
   }
@@ -85,6 +86,17 @@ QVariant TradeoffsModel::data(const QModelIndex& index, int role) const {
       return QString("%1 (%2%3 %)")
           .arg(tradeoffs_signed(r.loss_delta, 3), r.loss_relative < 0 ? "" : "+")
           .arg(100.0 * r.loss_relative, 0, 'f', 2);
+    case HeldOutAuc:
+      if (!r.has_held_out) return none;
+      return raw ? QVariant(r.held_out_auc) : QVariant(QString::number(r.held_out_auc, 'f', 4));
+    case HeldOutAucDelta:
+      if (!r.has_held_out || !comparison_.runs[comparison_.reference].has_held_out) return none;
+      if (raw) return r.held_out_auc_delta;
+      if (is_reference) return QString("reference");
+      return r.held_out_auc_delta == 0 ? QString("0") : QString::asprintf("%+.4f", r.held_out_auc_delta);
+    case HeldOutLoss:
+      if (!r.has_held_out) return none;
+      return raw ? QVariant(r.held_out_loss) : QVariant(QString::number(r.held_out_loss, 'f', 4));
     case MaxAbsError:
       if (!storage || !r.errors_measured) return none;
       return raw ? QVariant(r.max_abs_error) : QVariant(QString::number(r.max_abs_error, 'g', 3));
@@ -116,6 +128,9 @@ QVariant TradeoffsModel::headerData(int section, Qt::Orientation orientation, in
       case StepTimeRatio: return QString("of\n%1").arg(ref);
       case Loss: return QString("loss after\n%1 step%2").arg(comparison_.loss_steps).arg(comparison_.loss_steps == 1 ? "" : "s");
       case LossDelta: return QString("vs\n%1").arg(ref);
+      case HeldOutAuc: return QString("held-out\nAUC");
+      case HeldOutAucDelta: return QString("vs\n%1").arg(ref);
+      case HeldOutLoss: return QString("held-out\nloss");
       case MaxAbsError: return QString("lookup\nerror");
       case RelativeError: return QString("relative\nerror");
       case CollisionsPerStep: return QString("collisions\nper step");
@@ -135,6 +150,11 @@ QVariant TradeoffsModel::headerData(int section, Qt::Orientation orientation, in
       case StepTimeRatio: return QString("step time over the reference's");
       case Loss: return QString("the loss of measured step N (the same on every rank), N the fewest measured steps of any run");
       case LossDelta: return QString("loss - the reference's loss after the same steps (and relative to it)");
+      case HeldOutAuc: return QString("ROC AUC of the trained model on held-out batches the workload's generator made "
+                                      "from iterations training never reached (the same samples for every run whose features keep "
+                                      "their tables: the teacher labels an id by the table that serves it)");
+      case HeldOutAucDelta: return QString("held-out AUC - the reference's");
+      case HeldOutLoss: return QString("mean binary cross-entropy of the trained model on the held-out batches");
       case MaxAbsError: return QString("max |fp32 row - row as stored| over the rows the measured steps updated, worst table "
                                        "(0 for fp32 rows, hashed and low-rank tables: their cost shows in the loss)");
       case RelativeError: return QString("that error over max |fp32 row|, worst table");

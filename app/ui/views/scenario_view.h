@@ -53,7 +53,7 @@ class ScenarioView : public QWidget {
   CompareView* compare() { return compare_; }
   /// The comparison's "Trade-offs" page (views/tradeoffs_view.h): shown, and made the current
   /// page, for a scenario whose runs store their tables differently (runs_differ_in_table_storage,
-  /// e.g. compression_tradeoffs); nullptr for other scenarios and while no run is open.
+  /// e.g. compression); nullptr for other scenarios and while no run is open.
   TradeoffsView* tradeoffs() { return tradeoffs_; }
   /// The play control: the ops of the played step and the current position. The order
   /// (sessions::play_order) is found off the GUI thread whenever the played run or the

@@ -103,7 +103,9 @@ void TradeoffsView::show_comparison() {
   const TradeoffRun& ref = c.runs[c.reference];
   QString text = QString("Each run against <b>%1</b> (bold, the reference): its tables' bytes as the run measured them, "
                          "the busiest rank's peak, the mean step time, the loss after %2 measured step%3 (the fewest any "
-                         "run measured) and the stored rows' error against their fp32 values.")
+                         "run measured), the held-out AUC (the trained model on generated batches training never saw, "
+                         "the same samples wherever the features keep their tables) and the stored rows' error against their "
+                         "fp32 values.")
                      .arg(QString::fromStdString(ref.label).toHtmlEscaped())
                      .arg(c.loss_steps)
                      .arg(c.loss_steps == 1 ? "" : "s");

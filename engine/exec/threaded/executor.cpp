@@ -5,6 +5,8 @@
 #include "flight_dump_watcher.h"
 #include "exec/device/fault_injection.h"
 
+#include <algorithm>
+#include <memory>
 #include <numeric>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +14,7 @@
 #include "embedscope/engine/exec/gpu_placement.h"
 #include "embedscope/engine/exec/table_storage_json.h"
 #include "embedscope/engine/rebalance/reshard.h"
+#include "embedscope/sessions/model/held_out_key.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::engine::threaded {
@@ -21,6 +24,49 @@ std::vector<int> all_ranks(int world) {
   std::vector<int> v(static_cast<size_t>(world));
   std::iota(v.begin(), v.end(), 0);
   return v;
+}
+
+// The held-out evaluation's view of the trained tables (model/held_out.h TableRowReader): row
+// `row` of table t gathered from the shards that hold its columns (one replica of a
+// data_parallel table; the hot-row replica where the row is hot), decoded as LocalShard::row
+// decodes it. Every rank must be local and its rows in host memory.
+TableRowReader trained_rows(const WorkloadSpec& spec, const detail::Layout& layout,
+                            const std::vector<std::unique_ptr<Rank>>& ranks) {
+  struct Tables {
+    std::vector<std::vector<const LocalShard*>> shards;  // per table: one per (row, column) block
+    std::vector<const LocalShard*> hot;                  // per table: the hot-row replica, or null
+    std::vector<float> scratch;
+  };
+  auto t = std::make_shared<Tables>();
+  t->shards.resize(spec.tables.size());
+  t->hot.assign(spec.tables.size(), nullptr);
+  int64_t widest = 0;
+  for (const auto& ts : spec.tables) widest = std::max(widest, ts.embedding_dim);
+  t->scratch.resize(static_cast<size_t>(widest));
+  for (const auto& rk : ranks) {
+    for (const LocalShard& ls : rk->shards) {
+      auto& list = t->shards[static_cast<size_t>(ls.table)];
+      const bool seen = std::any_of(list.begin(), list.end(), [&](const LocalShard* o) {
+        return o->s.row_offset == ls.s.row_offset && o->s.col_offset == ls.s.col_offset;
+      });
+      if (!seen) list.push_back(&ls);
+    }
+    for (const auto& [table, rep] : rk->hot_replicas)
+      if (!t->hot[static_cast<size_t>(table)]) t->hot[static_cast<size_t>(table)] = &rep;
+  }
+  return [t, &layout](int table, int64_t row, float* out) {
+    if (const LocalShard* rep = t->hot[static_cast<size_t>(table)]) {
+      if (const int64_t h = layout.hot_index(table, row); h >= 0) {
+        rep->row(h, out);
+        return;
+      }
+    }
+    for (const LocalShard* ls : t->shards[static_cast<size_t>(table)]) {
+      if (row < ls->s.row_offset || row >= ls->s.row_offset + ls->s.num_rows) continue;
+      ls->row(row - ls->s.row_offset, t->scratch.data());
+      std::copy_n(t->scratch.data(), ls->s.num_cols, out + ls->s.col_offset);
+    }
+  };
 }
 }  // namespace
 
@@ -213,6 +259,23 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     return std::tie(a.start_ns, a.rank, a.lane) < std::tie(b.start_ns, b.rank, b.lane);
   });
   if (result.ended == RunEnd::complete && ranks_.front()->cancelled) result.ended = RunEnd::cancelled;
+  // the trained model on held-out generated batches (model/held_out.h); a complete run only
+  if (sh.opt.held_out_batches > 0 && result.ended == RunEnd::complete) {
+    if (static_cast<int>(local_ranks_.size()) != W)
+      result.held_out_skipped = "one rank per process: this process holds its own rank's rows only";
+    else if (!sh.gpus.empty() && !sh.opt.keep_tables)
+      result.held_out_skipped = "the rows stay on the devices (the host copies are released)";
+    else if (sh.opt.batch_source)
+      result.held_out_skipped = "the batches were given (a test's batch_source), not generated";
+    else
+      result.held_out_skipped = held_out_unsupported(spec);
+    if (result.held_out_skipped.empty()) try {
+        result.held_out = evaluate_held_out(spec, ranks_.front()->dense().params(), trained_rows(spec, sh.layout, ranks_),
+                                            sh.opt.held_out_batches);
+      } catch (const std::exception& e) {  // the run itself completed: the session says why there is no figure
+        result.held_out_skipped = std::string("the evaluation failed: ") + e.what();
+      }
+  }
   // live rebalances: every rank took part in each (the same decisions); their times merged
   result.final_plan = ranks_.front()->plan();
   if (spec.rebalance.enabled()) {
@@ -269,6 +332,8 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
                                                                            {"backward_relative_error", q.backward_relative}}
                                                                 .dump());
     session->set_metadata(sessions::meta::kTableStorageJson, table_storage_json(result.table_storage).dump());
+    if (result.held_out || !result.held_out_skipped.empty())
+      session->set_metadata(sessions::meta::kHeldOutJson, held_out_json(result).dump());
   }
   if (sh.opt.keep_tables && result.ended == RunEnd::complete) {
     for (size_t t = 0; t < spec.tables.size(); ++t) {

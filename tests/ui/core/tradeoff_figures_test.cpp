@@ -44,6 +44,11 @@ TEST(TradeoffFigures, EachRunsBytesLossTimeAndErrorAgainstTheFp32Run) {
   EXPECT_DOUBLE_EQ(c.table_bytes_ratio(0), 40.0 / 48.0);
   EXPECT_DOUBLE_EQ(c.peak_ratio(0), 44.0 / 50.0);
   EXPECT_DOUBLE_EQ(c.step_time_ratio(0), 10.0 / 14.0);
+  EXPECT_TRUE(fp16.has_held_out);  // held_out_json
+  EXPECT_DOUBLE_EQ(fp16.held_out_auc, 0.72);
+  EXPECT_DOUBLE_EQ(fp16.held_out_loss, 0.52);
+  EXPECT_EQ(fp16.held_out_samples, 64);
+  EXPECT_NEAR(fp16.held_out_auc_delta, 0.72 - 0.725, 1e-12);
 
   const TradeoffRun& fp32 = c.runs[1];
   EXPECT_EQ(fp32.technique, "fp32");
@@ -55,6 +60,8 @@ TEST(TradeoffFigures, EachRunsBytesLossTimeAndErrorAgainstTheFp32Run) {
   EXPECT_EQ(fp32.loss_delta, 0);
   EXPECT_EQ(fp32.max_abs_error, 0);
   EXPECT_DOUBLE_EQ(c.table_bytes_ratio(1), 1.0);
+  EXPECT_DOUBLE_EQ(fp32.held_out_auc, 0.725);
+  EXPECT_EQ(fp32.held_out_auc_delta, 0);
 
   const TradeoffRun& hash = c.runs[2];
   EXPECT_EQ(hash.technique, "hash 1,000 rows (1 of 2 tables)");
@@ -65,6 +72,8 @@ TEST(TradeoffFigures, EachRunsBytesLossTimeAndErrorAgainstTheFp32Run) {
   EXPECT_DOUBLE_EQ(hash.loss, 0.58);
   EXPECT_NEAR(hash.loss_delta, -0.02, 1e-12);
   EXPECT_NEAR(hash.loss_relative, -0.02 / 0.60, 1e-12);
+  EXPECT_FALSE(hash.has_held_out);  // "auc": null (one class): no AUC to compare
+  EXPECT_EQ(hash.held_out_auc_delta, 0);
 
   const TradeoffRun& shared = c.runs[3];
   EXPECT_EQ(shared.technique, "1 table shared");
@@ -76,6 +85,7 @@ TEST(TradeoffFigures, EachRunsBytesLossTimeAndErrorAgainstTheFp32Run) {
   EXPECT_EQ(shared.loss_delta, 0);
   EXPECT_EQ(shared.step_mean_ns, 0);
   EXPECT_EQ(shared.peak_allocated_bytes, 5'000'000);  // its memory counters still count
+  EXPECT_FALSE(shared.has_held_out);  // no held_out_json
 }
 
 TEST(TradeoffFigures, WithoutAnFp32LabelTheFirstRunIsTheReference) {
@@ -106,7 +116,7 @@ TEST(TradeoffFigures, ASessionWithoutTableStorageSaysSo) {
 TEST(TradeoffFigures, OnlyScenariosWhoseRunsStoreTablesDifferentlyQualify) {
   int seen = 0;
   for (const engine::Scenario& sc : engine::builtin_scenarios()) {
-    if (sc.id == "compression_tradeoffs") {
+    if (sc.id == "compression") {
       EXPECT_TRUE(runs_differ_in_table_storage(sc));
       ++seen;
     }

@@ -62,6 +62,16 @@ TEST(TradeoffsModel, TextsAndRawValuesOfEveryRun) {
   EXPECT_EQ(model.data(model.index(0, M::PeakAllocated), Qt::ToolTipRole).toString().toStdString(), "rank 0");
   EXPECT_EQ(tradeoffs_view_text(&model, 0, M::Weights), "7.6 MiB");
   EXPECT_EQ(tradeoffs_view_text(&model, 0, M::OptimizerState), "30.5 MiB");
+  // held-out AUC 0.72 against fp32's 0.725
+  EXPECT_EQ(model.headerData(M::HeldOutAuc, Qt::Horizontal).toString().toStdString(), "held-out\nAUC");
+  EXPECT_EQ(tradeoffs_view_text(&model, 0, M::HeldOutAuc), "0.7200");
+  EXPECT_EQ(model.data(model.index(0, M::HeldOutAuc), Qt::ToolTipRole).toString().toStdString(), "on 64 held-out samples");
+  EXPECT_EQ(tradeoffs_view_text(&model, 0, M::HeldOutAucDelta), "-0.0050");
+  EXPECT_NEAR(model.data(model.index(0, M::HeldOutAucDelta), Qt::UserRole).toDouble(), -0.005, 1e-12);
+  EXPECT_EQ(tradeoffs_view_text(&model, 0, M::HeldOutLoss), "0.5200");
+  EXPECT_EQ(tradeoffs_view_text(&model, 1, M::HeldOutAucDelta), "reference");
+  EXPECT_EQ(tradeoffs_view_text(&model, 2, M::HeldOutAuc), "-");  // AUC null: one class only
+  EXPECT_FALSE(model.data(model.index(2, M::HeldOutAucDelta), Qt::UserRole).isValid());
   // the reference, in bold
   EXPECT_EQ(tradeoffs_view_text(&model, 1, M::LossDelta), "reference");
   EXPECT_TRUE(model.data(model.index(1, M::Run), Qt::FontRole).value<QFont>().bold());
@@ -105,6 +115,7 @@ TEST(TradeoffsView, ChartsMemoryAgainstLossWithStepTimeAsPointSize) {
   EXPECT_TRUE(view.caption()->text().contains("Not on the chart: shared (ended crashed, 0 measured steps)"))
       << view.caption()->text().toStdString();
   EXPECT_TRUE(view.caption()->text().contains("<b>fp32</b>"));
+  EXPECT_TRUE(view.caption()->text().contains("the held-out AUC"));
   // the labels name the run and its step time, and do not cover each other
   std::vector<QRectF> rects;
   for (int i = 0; i < plot->itemCount(); ++i)
@@ -128,7 +139,7 @@ TEST(TradeoffsView, ChartsMemoryAgainstLossWithStepTimeAsPointSize) {
 TEST(TradeoffsView, TheScenarioViewShowsItForStorageScenariosOnly) {
   const std::vector<std::string> paths = tradeoff_fixtures::tradeoff_study();
   for (const Scenario& sc : builtin_scenarios()) {
-    if (sc.id == "compression_tradeoffs") {
+    if (sc.id == "compression") {
       ScenarioView view(sc);
       view.resize(1280, 800);
       view.show();

@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "embedscope/engine/input/input.h"
+#include "embedscope/engine/model/held_out.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
 #include "embedscope/sessions/model/events.h"
@@ -100,6 +101,12 @@ struct TrainerOptions {
   struct Vanish { int rank = -1; uint64_t sequence = 0; } vanish;
   /// Re-assemble full tables (and keep the dense parameters) at the end of the run.
   bool keep_tables = false;
+  /// Global held-out batches the model is evaluated on after a complete run (model/held_out.h:
+  /// loss and ROC AUC, RunResult::held_out and the session's held_out_json); 0: none. Evaluated
+  /// where every rank's rows are in this process's host memory: the cpu backend with every rank
+  /// a thread here (not one rank per process, not the cuda backend or the emulated device unless
+  /// keep_tables brought the rows back), synthetic input, no batch_source.
+  int64_t held_out_batches = kDefaultHeldOutBatches;
   /// Keep every span in RunResult::events (they also go to the session when there is one).
   bool keep_events = true;
   /// Write the session (sessions/schema/FORMAT.md) to this path; empty: no session file.
@@ -259,6 +266,10 @@ struct RunResult {
     int64_t total_optimizer_state_bytes() const;
   };
   std::vector<TableStorage> table_storage;
+  /// The held-out evaluation (TrainerOptions::held_out_batches) of a complete run; nullopt when
+  /// not evaluated, and then held_out_skipped says why ("" when it was not asked for).
+  std::optional<HeldOutEval> held_out;
+  std::string held_out_skipped;
 };
 
 /// Runs the workload under exactly `plan` (from plan_sharding, or a hand-edited plan read by

@@ -25,4 +25,10 @@ namespace embedscope::engine {
 /// bytes and the cache figures are the plan's and the cache model's expectation.
 nlohmann::json table_storage_json(const std::vector<RunResult::TableStorage>& tables, bool measured = true);
 
+/// RunResult::held_out as JSON, for `embedscope run --json`'s "held_out" and the session metadata
+/// held_out_json (FORMAT.md): {"batches", "samples", "positives", "first_iteration", "loss",
+/// "auc" (null when one class is absent)} when evaluated, {"skipped": held_out_skipped} when not,
+/// null when no evaluation was asked for (held_out_skipped empty too).
+nlohmann::json held_out_json(const RunResult& result);
+
 }  // namespace embedscope::engine
