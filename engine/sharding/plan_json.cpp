@@ -248,10 +248,11 @@ ShardingPlan plan_from_json(const WorkloadSpec& spec, const json& j, const std::
   if (!j.is_object()) fail(origin, "", "a sharding plan is a JSON object (as `embedscope plan --json` prints)");
   // what `plan --json` prints besides the plan: pipeline, qcomms and network (checked against
   // the workload), memory, table_storage, whether it fits (fits; ended and error when it does
-  // not), the backend it planned for and was asked for (backend, backend_requested) and a cuda
-  // plan's gpu_placement: ignored (the run resolves its backend and places its ranks itself)
+  // not), the backend it planned for and was asked for (backend, backend_requested), a cuda
+  // plan's gpu_placement, and `plan --auto --json`'s search and stats (tester41 #19: the searched
+  // plan must run as printed): ignored (the run resolves its backend and places its ranks itself)
   only_keys(j, {"world_size", "local_world_size", "tables", "table_storage", "pipeline", "qcomms", "network", "memory",
-                "fits", "ended", "error", "backend", "backend_requested", "gpu_placement"},
+                "fits", "ended", "error", "backend", "backend_requested", "gpu_placement", "search", "stats"},
             origin, "");
   if (j.contains("pipeline") || j.contains("qcomms") || j.contains("network")) {
     const json w = to_json(spec);

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <filesystem>
 #include <iterator>
+#include <map>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "embedscope/sessions/analysis/gpu_run.h"
 #include "embedscope/sessions/model/metadata_keys.h"
@@ -144,6 +146,106 @@ std::string what_it_ran(const SessionReader& s) {
                                                              : "imported " + (format.empty() ? std::string("profiler") : format) +
                                                        " trace";
   return name.empty() ? kind : kind + " " + name;
+}
+
+namespace {
+// Leaves of a JSON value as (pointer without the leading '/', compact value), in document order.
+void flatten(const nlohmann::json& j, const std::string& at, std::vector<std::pair<std::string, std::string>>& out) {
+  if (j.is_object() && !j.empty()) {
+    for (const auto& item : j.items()) flatten(item.value(), at.empty() ? item.key() : at + "/" + item.key(), out);
+  } else if (j.is_array() && !j.empty()) {
+    for (size_t k = 0; k < j.size(); ++k) flatten(j[k], at + "/" + std::to_string(k), out);
+  } else {
+    out.emplace_back(at, j.is_string() ? j.get<std::string>() : j.dump());
+  }
+}
+
+// The sharding plan's types: "26 table_wise", "20 table_wise + 6 row_wise" ("" when unrecorded).
+std::string plan_types(const nlohmann::json& plan) {
+  std::vector<std::pair<std::string, int>> counts;  // in order of first appearance
+  if (plan.is_object() && plan.contains("tables") && plan["tables"].is_array())
+    for (const auto& t : plan["tables"]) {
+      const std::string type = t.is_object() && t.contains("sharding_type") && t["sharding_type"].is_string()
+                                   ? t["sharding_type"].get<std::string>()
+                                   : "?";
+      auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == type; });
+      if (it == counts.end()) counts.emplace_back(type, 1);
+      else ++it->second;
+    }
+  std::string out;
+  for (const auto& [type, n] : counts) out += fmt::format("{}{} {}", out.empty() ? "" : " + ", n, type);
+  return out;
+}
+}  // namespace
+
+std::vector<std::string> differing_settings(const std::vector<const SessionReader*>& sessions, size_t max_settings) {
+  const size_t n = sessions.size();
+  std::vector<std::string> out(n);
+  std::vector<std::string> order;                         // setting names, first appearance
+  std::vector<std::map<std::string, std::string>> value(n);
+  std::vector<bool> compared(n, false);
+  std::vector<nlohmann::json> plans(n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto w = nlohmann::json::parse(sessions[i]->meta(meta::kWorkloadJson), nullptr, false);
+    if (sessions[i]->meta(meta::kImported) == "1" || w.is_discarded() || !w.is_object()) continue;
+    compared[i] = true;
+    std::vector<std::pair<std::string, std::string>> leaves;
+    flatten(w, "", leaves);
+    plans[i] = nlohmann::json::parse(sessions[i]->meta(meta::kShardingPlanJson), nullptr, false);
+    leaves.emplace_back("plan", plan_types(plans[i]));
+    leaves.emplace_back("measured steps", sessions[i]->meta(meta::kSteps));
+    for (auto& [k, v] : leaves) {
+      if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
+      value[i][k] = std::move(v);
+    }
+  }
+  // plans of the same types placed differently: numbered placements
+  std::vector<size_t> placement(n, 0);
+  std::vector<size_t> distinct;  // a session of each distinct plan
+  for (size_t i = 0; i < n; ++i) {
+    if (!compared[i]) continue;
+    auto same = std::find_if(distinct.begin(), distinct.end(), [&](size_t d) { return plans[d] == plans[i]; });
+    if (same == distinct.end()) {
+      distinct.push_back(i);
+      placement[i] = distinct.size();
+    } else {
+      placement[i] = placement[*same];
+    }
+  }
+  std::vector<std::string> types(n);
+  for (size_t i = 0; i < n; ++i)
+    if (compared[i]) types[i] = value[i]["plan"];
+  for (size_t i = 0; i < n; ++i)
+    for (size_t k = 0; k < n; ++k)
+      if (compared[i] && compared[k] && placement[i] != placement[k] && types[i] == types[k]) {
+        value[i]["plan"] += fmt::format(", placement {}", placement[i]);
+        break;
+      }
+  static const std::string kMissing = "(none)";
+  std::vector<std::string> differ;
+  for (const auto& name : order) {
+    const std::string* first = nullptr;
+    bool differs = false;
+    for (size_t i = 0; i < n && !differs; ++i) {
+      if (!compared[i]) continue;
+      const auto it = value[i].find(name);
+      const std::string* v = it == value[i].end() ? &kMissing : &it->second;
+      if (!first) first = v;
+      else differs = *v != *first;
+    }
+    if (differs) differ.push_back(name);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!compared[i]) continue;
+    std::string text;
+    for (size_t k = 0; k < differ.size() && k < max_settings; ++k) {
+      const auto it = value[i].find(differ[k]);
+      text += fmt::format("{}{} {}", text.empty() ? "" : ", ", differ[k], it == value[i].end() ? kMissing : it->second);
+    }
+    if (differ.size() > max_settings) text += fmt::format(" and {} more settings", differ.size() - max_settings);
+    out[i] = text;
+  }
+  return out;
 }
 
 std::vector<std::string> distinct_file_names(const std::vector<std::string>& paths) {

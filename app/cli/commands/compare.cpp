@@ -87,6 +87,9 @@ int cmd_compare(const CompareState& st) {
     cs.push_back({std::move(stats), rate, r.meta(ss::meta::kImported) == "1"});
   }
   const std::vector<std::string> names = ss::distinct_file_names(st.files);
+  std::vector<const ss::SessionReader*> reader_ptrs;
+  for (const auto& r : readers) reader_ptrs.push_back(r.get());
+  const std::vector<std::string> settings = ss::differing_settings(reader_ptrs);  // tester41 #2
   std::vector<std::string> labels;
   for (size_t i = 0; i < cs.size(); ++i) labels.push_back(compare_label(i));
   if (st.json) {
@@ -117,6 +120,7 @@ int cmd_compare(const CompareState& st) {
                                {"file", st.files[i]},
                                {"name", names[i]},
                                {"ran", ss::what_it_ran(r)},
+                               {"differing_settings", settings[i]},
                                {"ended", s.stats.ended},
                                {"simulated", s.stats.simulated},
                                {"backend", r.meta(ss::meta::kBackend)},
@@ -141,7 +145,8 @@ int cmd_compare(const CompareState& st) {
   }
   for (size_t i = 0; i < cs.size(); ++i)
     std::cout << fmt::format("{}{}  {}: {}, {} on {}\n", labels[i], i == 0 ? " (baseline)" : "", names[i],
-                             ss::what_it_ran(*readers[i]), cs[i].stats.ended, ran_on_text(*readers[i], cs[i].stats));
+                             ss::what_it_ran(*readers[i]), cs[i].stats.ended, ran_on_text(*readers[i], cs[i].stats))
+              << (settings[i].empty() ? "" : fmt::format("    differs: {}\n", settings[i]));
   // figures that measure different things where GPU streams meet host threads (tester38 #1)
   std::vector<std::string> streams, threads;
   for (size_t i = 0; i < cs.size(); ++i) (cs[i].stats.stream_ranks ? streams : threads).push_back(labels[i]);

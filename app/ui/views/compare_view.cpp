@@ -133,9 +133,12 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
   QStringList paths;
   for (const auto& s : sessions) paths << QString::fromStdString(s.session->path());
   const QStringList names = distinct_file_names(paths);  // run1/criteo.db beside run3/criteo.db
+  std::vector<const sessions::SessionReader*> readers;
+  for (const auto& s : sessions) readers.push_back(s.session.get());
+  const std::vector<std::string> settings = sessions::differing_settings(readers);  // tester41 #2
   QString head;
   for (size_t i = 0; i < sessions.size(); ++i)
-    head += QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b> &nbsp; %3: %4, %5 on %6, %7%8<br>")
+    head += QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b> &nbsp; %3: %4, %5 on %6, %7%8%9<br>")
                 .arg(session_color(i).name(), labels[i].toHtmlEscaped(),
                      names[static_cast<qsizetype>(i)].toHtmlEscaped(),
                      QString::fromStdString(sessions::what_it_ran(*sessions[i].session)).toHtmlEscaped(),
@@ -147,7 +150,9 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
                 // the backend "simulated" says it already ("simulated (SIMULATED)" read twice: tester39)
                 .arg(stats[i].simulated && sessions[i].session->meta(sessions::meta::kBackend) != "simulated"
                          ? " (SIMULATED)"
-                         : "");
+                         : "")
+                .arg(settings[i].empty() ? QString()
+                                         : " &nbsp; <i>" + QString::fromStdString(settings[i]).toHtmlEscaped() + "</i>");
   // a run that changed its plan mid-run: its figures below mix both plans; say what each move did
   for (size_t i = 0; i < sessions.size(); ++i)
     if (const std::string brief = rebalances_brief(*sessions[i].session); !brief.empty())
@@ -199,7 +204,8 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
   double max_window = 0, max_exposed = 0;
   for (const auto& st : stats) {
     for (const auto& t : st.per_step) max_window = std::max(max_window, static_cast<double>(t.window_ns));
-    for (const auto& r : st.ranks) max_exposed = std::max(max_exposed, static_cast<double>(r.exposed_comm_ns));
+    for (const auto& r : st.ranks)
+      max_exposed = std::max(max_exposed, static_cast<double>(r.exposed_comm_ns) / static_cast<double>(std::max<int64_t>(1, st.steps)));
   }
   const sessions::DurationUnit step_unit = sessions::duration_unit(max_window);
   const sessions::DurationUnit exposed_unit = sessions::duration_unit(max_exposed);
@@ -220,10 +226,13 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
     g->setData(xs, ys);
     g->setPen(QPen(session_color(i), 2));
     g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 5));
+    // per measured step, as the table above: sessions of 17 and 22 steps compare (tester41 #3); a
+    // session without a measured step has no bars
     QVector<double> ranks, exposed;
     for (const auto& r : stats[i].ranks) {
+      if (stats[i].steps <= 0) break;
       ranks << r.rank;
-      exposed << static_cast<double>(r.exposed_comm_ns) / exposed_unit.ns;
+      exposed << static_cast<double>(r.exposed_comm_ns) / static_cast<double>(stats[i].steps) / exposed_unit.ns;
     }
     for (const auto& r : stats[i].ranks) max_ranks = std::max(max_ranks, r.rank + 1);  // every rank on the axis:
                                                                                       // B's only rank may be 1
@@ -241,7 +250,7 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
   step_plot_->rescaleAxes();
   step_plot_->xAxis->setRange(step_plot_->xAxis->range().lower - 0.5, step_plot_->xAxis->range().upper + 0.5);
   step_plot_->yAxis->setRange(0, step_plot_->yAxis->range().upper * 1.1);
-  exposed_plot_->xAxis->setLabel("rank (exposed communication, all steps summed)");
+  exposed_plot_->xAxis->setLabel("rank (exposed communication per measured step)");
   exposed_plot_->yAxis->setLabel(QString("exposed comm (%1)").arg(exposed_unit.name));  // short: a short plot cut the long title (tester35 D7)
   exposed_plot_->xAxis->setTicker(integer_ticker());
   exposed_plot_->rescaleAxes();

@@ -75,6 +75,15 @@ TEST(PlanAutoCli, RunPlanAutoRunsThePlanTheSearchPrints) {
   EXPECT_NE(run.err.find("the planner's search"), std::string::npos) << run.err;
   const auto p = nlohmann::json::parse(plan.out), r = nlohmann::json::parse(run.out);
   EXPECT_EQ(r["sharding"]["tables"], p["tables"]);
+  // tester41 #19: the searched plan, saved as printed, runs with --plan FILE (its search and
+  // stats were refused as unknown keys), and gives the same tables
+  ASSERT_TRUE(p.contains("search") && p.contains("stats"));
+  const auto file = scratch() / "auto_plan.json";
+  std::ofstream(file) << plan.out;
+  Result again = cli("run --preset tiny --plan " + file.string() + " --steps 2 --json --force-overwrite -o " +
+                     (scratch() / "auto_file.db").string());
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out)["sharding"]["tables"], p["tables"]);
 }
 
 TEST(PlanAutoCli, RefusesShardingFlagAndWorkloadsThatCannotFit) {

@@ -12,6 +12,8 @@
 #include "embedscope/sessions/analysis/compare.h"
 #include "embedscope/sessions/analysis/gpu_run.h"
 #include "embedscope/sessions/analysis/run_end.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/store/session.h"
 #include "support/gpu_run_session.h"
 
 namespace {
@@ -157,4 +159,50 @@ TEST(Ux41Compare, ASharedGpuIsBusyAsTheUnionOfItsRanksStreams) {
   EXPECT_EQ(all.find("GPU busy     17.5%"), 0u) << all;
   EXPECT_NE(all.find("GPU busy     per GPU: NVIDIA H200 (cuda:0) 25.0%"), std::string::npos) << all;
   std::filesystem::remove(path);
+}
+
+// tester41 #2: three runs of one workload (base, sparse_dist, row_wise by --plan) and a placement
+// change read the same in the comparison's header; the settings that differ now say which is which.
+namespace {
+std::string settings_session(const std::string& name, const std::string& pipeline, const std::string& plan_json,
+                             const std::string& steps, bool imported = false) {
+  const std::string path = ux41_scratch(name);
+  std::filesystem::remove(path);
+  ss::SessionWriter w(path);
+  w.set_metadata(ss::meta::kWorkloadName, "criteo_kaggle");
+  w.set_metadata(ss::meta::kWorkloadJson, R"({"name":"criteo_kaggle","pipeline":")" + pipeline +
+                                              R"(","steps":20,"tables":[{"name":"a","dim":16},{"name":"b","dim":16}]})");
+  w.set_metadata(ss::meta::kShardingPlanJson, plan_json);
+  w.set_metadata(ss::meta::kSteps, steps);
+  if (imported) w.set_metadata(ss::meta::kImported, "1");
+  w.close("complete");
+  return path;
+}
+const char* kTw01 = R"({"tables":[{"name":"a","sharding_type":"table_wise","shards":[{"rank":0}]},
+                                 {"name":"b","sharding_type":"table_wise","shards":[{"rank":1}]}]})";
+const char* kTw10 = R"({"tables":[{"name":"a","sharding_type":"table_wise","shards":[{"rank":1}]},
+                                 {"name":"b","sharding_type":"table_wise","shards":[{"rank":0}]}]})";
+const char* kRwTw = R"({"tables":[{"name":"a","sharding_type":"row_wise","shards":[{"rank":0},{"rank":1}]},
+                                 {"name":"b","sharding_type":"table_wise","shards":[{"rank":1}]}]})";
+}  // namespace
+
+TEST(DifferingSettings, NamesWhatTellsComparedRunsApart) {
+  const std::string base = settings_session("set_base", "base", kTw01, "20");
+  const std::string sparse = settings_session("set_sparse", "sparse_dist", kTw01, "17");
+  const std::string rw = settings_session("set_rw", "base", kRwTw, "20");
+  const std::string moved = settings_session("set_moved", "base", kTw10, "20");
+  const std::string trace = settings_session("set_trace", "other", kRwTw, "3", true);
+  const ss::SessionReader a(base), b(sparse), c(rw), d(moved), t(trace);
+  EXPECT_EQ(ss::differing_settings({&a, &b, &c}),
+            (std::vector<std::string>{"pipeline base, plan 2 table_wise, measured steps 20",
+                                      "pipeline sparse_dist, plan 2 table_wise, measured steps 17",
+                                      "pipeline base, plan 1 row_wise + 1 table_wise, measured steps 20"}));
+  // the same types placed differently: numbered placements; the imported trace is not compared
+  EXPECT_EQ(ss::differing_settings({&a, &d, &t}),
+            (std::vector<std::string>{"plan 2 table_wise, placement 1", "plan 2 table_wise, placement 2", ""}));
+  EXPECT_EQ(ss::differing_settings({&a, &a}), (std::vector<std::string>{"", ""}));  // nothing differs
+  EXPECT_EQ(ss::differing_settings({&a, &b, &c}, 1),
+            (std::vector<std::string>{"pipeline base and 2 more settings", "pipeline sparse_dist and 2 more settings",
+                                      "pipeline base and 2 more settings"}));
+  for (const auto& p : {base, sparse, rw, moved, trace}) std::filesystem::remove(p);
 }

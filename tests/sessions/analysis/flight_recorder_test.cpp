@@ -286,3 +286,27 @@ TEST(FlightRecorderAnalysis, StaleSnapshotsAbsentRanksAndInFlightNotes) {
   EXPECT_EQ(analyze_flight_records(all_in, 2).in_flight_note.rfind("every rank entered the collectives below but none "
                                                                   "started", 0), 0u);
 }
+
+// tester41 #1: SIGTERM dumped the rings mid-step (rank 2 one collective behind), then every rank
+// finished the step and the run ended cancelled: no "did not reach" finding, a note instead; the
+// same dumps in a run that hung keep their finding.
+TEST(FlightRecorderSession, ACleanCancelAfterSigtermReportsNoHang) {
+  const fs::path p = flight_scratch() / "term.db", hung = flight_scratch() / "term_hung.db";
+  auto recs = rank2_behind();
+  for (auto& e : recs) e.reason = "SIGTERM";
+  for (const auto& [path, ended] : {std::pair{p, "cancelled"}, std::pair{hung, "hang"}}) {
+    SessionWriter w(path.string());
+    w.set_metadata(meta::kWorldSize, "3");
+    w.add_flight_records(recs);
+    w.close(ended);
+  }
+  const FlightAnalysis a = analyze_flight_records(SessionReader(p.string()));
+  EXPECT_TRUE(a.findings.empty());
+  EXPECT_EQ(a.in_flight_note, "dumped when SIGTERM arrived, mid-step; the run then finished that step and stopped cleanly "
+                              "(ended: cancelled), so the collectives below completed after the dump: no sign of a hang");
+  ASSERT_EQ(a.ranks.size(), 3u);
+  ASSERT_TRUE(a.ranks[0].waiting);  // where each rank was when the signal came: still shown
+  const FlightAnalysis h = analyze_flight_records(SessionReader(hung.string()));
+  ASSERT_EQ(h.findings.size(), 1u);
+  EXPECT_EQ(h.findings[0].kind, FlightFinding::Kind::not_reached);
+}

@@ -89,6 +89,18 @@ CompareDelta compare_delta(const ComparedSession& base, const ComparedSession& o
 /// profiler (Kineto) trace", "imported Nsight Systems export", "imported memory snapshot x.pickle".
 std::string what_it_ran(const SessionReader& s);
 
+/// The settings in which compared sessions differ, per session (tester41 #2: runs of one workload
+/// with another pipeline, sharding or step count all read "criteo_kaggle, complete on 4 ranks").
+/// A setting is a leaf of the workload the session recorded (workload_json, named by its JSON
+/// pointer without the leading '/': "pipeline", "sharding/default", "tables/3/data_type"), or
+/// "plan": the sharding plan's types ("26 table_wise", "20 table_wise + 6 row_wise"; plans of the
+/// same types that place shards differently read "26 table_wise, placement 1" / ", placement 2"),
+/// or "measured steps". out[i] lists, for session i, "NAME VALUE" of each setting that differs
+/// between any two sessions, in the workload's key order, at most `max_settings` of them then
+/// "and K more settings"; "" where nothing differs, or for a session without a recorded workload
+/// (an imported trace: not compared). Never throws (a malformed JSON value counts as missing).
+std::vector<std::string> differing_settings(const std::vector<const SessionReader*>& sessions, size_t max_settings = 6);
+
 /// What a comparison calls each of several session files: the file name, or where two files
 /// share it (run1/criteo.db, run3/criteo.db: tester40 #1), the shortest tail of their paths that
 /// tells them apart ("run1/criteo.db"); the same path twice (after lexical normalisation: "d/s.db"

@@ -108,6 +108,9 @@ FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, 
                                       const std::vector<int32_t>& absent = {});
 /// The same over a session's table (world size from its metadata; in a rank-per-process session
 /// (metadata process_rank), the ranks with no lane are `absent`); empty for files without dumps.
+/// A session that ended "cancelled" (a signal made every rank finish its step, then stop) has no
+/// findings: its dumps, taken when the signal arrived, caught collectives that then completed;
+/// in_flight_note says so, naming the signal(s).
 FlightAnalysis analyze_flight_records(const SessionReader& session);
 
 }  // namespace embedscope::sessions
