@@ -24,6 +24,7 @@
 #include "embedscope/sessions/analysis/run_end.h"  // ended_text
 #include "embedscope/sessions/model/held_out_key.h"
 #include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/model/units.h"  // format_duration
 #include "embedscope/sessions/store/session.h"
 #include "embedscope/sessions/analysis/flight_recorder.h"
 #include "embedscope/sessions/model/unit_ladder.h"  // format_rate
@@ -423,13 +424,18 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   }
   // a GPU run's categories are its streams' (the host threads' spans are in `host` above and the
   // critical path below; tester40 #4: the dense part's host time fell 6x while this rose)
-  std::cout << (st.stream_ranks && !imported ? "\nstep time by op category (all ranks, union per category, GPU streams)\n"
-                                             : "\nstep time by op category (all ranks, union per category)\n");
+  // summed over ranks and steps, and per rank and step (tester41 #10: the sums read as a step time)
+  const int64_t rank_steps = std::max<int64_t>(1, st.steps * static_cast<int64_t>(st.ranks.size()));
+  std::cout << fmt::format("\ntime by op category (union per category on each rank{}): summed over {} rank{} x {} "
+                           "measured step{}, and per rank and step\n",
+                           st.stream_ranks && !imported ? ", GPU streams" : "", st.ranks.size(),
+                           st.ranks.size() == 1 ? "" : "s", st.steps, st.steps == 1 ? "" : "s");
   for (int c = 0; c < ss::kNumCategories; ++c) {
     int64_t total = 0;
     for (const auto& r : st.ranks) total += r.by_category_ns[static_cast<size_t>(c)];
     if (total > 0)
-      std::cout << fmt::format("  {:<10} {:>12}\n", ss::to_string(static_cast<ss::OpCategory>(c)), ms(total));
+      std::cout << fmt::format("  {:<10} {:>12} {:>12}\n", ss::to_string(static_cast<ss::OpCategory>(c)), ms(total),
+                               ss::format_duration(total / rank_steps));
   }
   std::cout << fmt::format("\ncritical path: what bounded the steps (dependencies inferred), {} over {} step{}\n",
                            ms(st.critical_path_ns), st.steps, st.steps == 1 ? "" : "s");

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <regex>
 
 #include <cstdio>
 #include <string>
@@ -91,8 +92,12 @@ TEST(GpuBusyCli, StatsSaysHowBusyTheSharedGpuWasAndWhatTheHostWaited) {
   EXPECT_EQ(counts, (std::map<std::string, int64_t>{{"output_dist/all_to_all", 2}}));
   const std::string text = cli("stats " + db).out;
   EXPECT_NE(text.find("collectives, per step (summed over ranks; the host threads' spans"), std::string::npos) << text;
-  EXPECT_NE(text.find("step time by op category (all ranks, union per category, GPU streams)"), std::string::npos)
+  EXPECT_NE(text.find("time by op category (union per category on each rank, GPU streams): summed over 2 ranks x 1 "
+                      "measured step, and per rank and step"),
+            std::string::npos)
       << text;
+  // rank 1's 400 us gemm: 0.40 ms summed, 200 us per rank and step (tester41 #10)
+  EXPECT_TRUE(std::regex_search(text, std::regex("\n  dense +0\\.40 ms +200\\.0 us\n"))) << text;
   // which ranks shared which GPU (tester38 #11), as the text says it
   ASSERT_EQ(j["gpus"].size(), 1u);
   EXPECT_EQ(j["gpus"][0]["device"], "NVIDIA H200 (cuda:0)");
