@@ -18,6 +18,13 @@ QVariant RankStatsModel::data(const QModelIndex& index, int role) const {
   auto pct = [&](double v) -> QVariant { return role == Qt::UserRole ? QVariant(v) : QString::number(v, 'f', 1) + " %"; };
   if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
   if (role != Qt::DisplayRole && role != Qt::UserRole) return {};
+  // not measured, as `compare` says it (tester41 #17: a run killed before its first step read
+  // "peak allocated 0 B"): the memory columns without memory counters (a memory snapshot has
+  // them and no step), the others without a completed measured step
+  const QVariant none = role == Qt::UserRole ? QVariant() : QVariant(QString("-"));
+  const bool memory_column = index.column() == PeakAllocated || index.column() == PeakReserved ||
+                             index.column() == Fragmentation;
+  if (memory_column ? !stats_.has_memory : index.column() != Rank && stats_.steps <= 0) return none;
   switch (index.column()) {
     case Rank: return r.rank;
     case Compute: return dur(r.compute_ns);

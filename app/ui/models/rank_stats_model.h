@@ -21,7 +21,10 @@ class RankStatsModel : public QAbstractTableModel {
     return parent.isValid() ? 0 : static_cast<int>(stats_.ranks.size());
   }
   int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : ColumnCount; }
-  /// DisplayRole: formatted text; Qt::UserRole: the raw number (ns, bytes, percent).
+  /// DisplayRole: formatted text; Qt::UserRole: the raw number (ns, bytes, percent). Not
+  /// measured - the memory columns of a session without memory counters (RunStats::has_memory),
+  /// the others (but the rank) of one without a completed measured step - reads "-" (UserRole:
+  /// a null QVariant).
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
   const sessions::RunStats& stats() const { return stats_; }

@@ -26,6 +26,7 @@ TEST(RankStatsModel, ShowsPeakAllocatedBesidePeakReserved) {
   r.peak_allocated_bytes = 24 << 20;
   r.peak_reserved_bytes = 26 << 20;
   st.ranks.push_back(r);
+  st.has_memory = true;  // memory counters recorded (else the peaks read "-": tester41 #17)
   RankStatsModel m(st);
   QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::Fatal);
   EXPECT_EQ(m.headerData(RankStatsModel::PeakAllocated, Qt::Horizontal).toString(), "peak allocated");

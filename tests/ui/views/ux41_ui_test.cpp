@@ -15,6 +15,7 @@
 
 #include "jobs/analysis_job.h"
 #include "models/compare_model.h"
+#include "models/rank_stats_model.h"
 #include "support/gpu_run_session.h"
 #include "timeline/timeline_widget.h"
 #include "views/compare_view.h"
@@ -83,4 +84,30 @@ TEST(Ux41Ui, AGpuSyncLaneWithoutWaitsHasNoRow) {
   for (size_t i = 0; i < tw.rows(); ++i) EXPECT_FALSE(tw.row_label(i).contains("sync")) << tw.row_label(i).toStdString();
   EXPECT_FALSE(tw.has_sync_rows());
   std::filesystem::remove(path);
+}
+
+// tester41 #17: a run killed before its first measured step read "peak allocated 0 B" and 0 ns
+// everywhere in the Summary's per-rank table, as if measured; compare said "-". A memory
+// snapshot (memory counters, no step) keeps its peaks.
+TEST(Tester41Ui, TheRankTableSaysNotMeasuredInsteadOfZeros) {
+  using embedscope::ui::RankStatsModel;
+  embedscope::sessions::RunStats st;
+  st.ranks.resize(2);
+  st.ranks[1].rank = 1;
+  RankStatsModel killed(st);
+  EXPECT_EQ(killed.data(killed.index(1, RankStatsModel::Rank)).toInt(), 1);
+  for (int c : {RankStatsModel::Compute, RankStatsModel::ExposedComm, RankStatsModel::PeakAllocated,
+                RankStatsModel::Fragmentation}) {
+    EXPECT_EQ(killed.data(killed.index(0, c)).toString(), "-") << c;
+    EXPECT_FALSE(killed.data(killed.index(0, c), Qt::UserRole).isValid()) << c;
+  }
+  st.has_memory = true;  // a memory snapshot: peaks, no step
+  st.ranks[0].peak_allocated_bytes = 2048;
+  RankStatsModel snapshot(st);
+  EXPECT_EQ(snapshot.data(snapshot.index(0, RankStatsModel::PeakAllocated)).toString(), "2.0 KiB");
+  EXPECT_EQ(snapshot.data(snapshot.index(0, RankStatsModel::Compute)).toString(), "-");
+  st.steps = 3;  // a run: every figure measured, zeros included
+  RankStatsModel run(st);
+  EXPECT_EQ(run.data(run.index(1, RankStatsModel::PeakAllocated)).toString(), "0 B");
+  EXPECT_EQ(run.data(run.index(1, RankStatsModel::Compute)).toString(), "0 ns");
 }
