@@ -1,5 +1,6 @@
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/model/did_not_end.h"
+#include "embedscope/sessions/model/held_out_key.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/op_stream.h"
 
@@ -161,6 +162,10 @@ std::string overlap_definition(const RunStats& st) {
 RunStats analyze(const SessionReader& session) {
   RunStats st;
   st.ended = session.status();
+  {  // the held-out evaluation (issue 16), when the run made one
+    const auto h = nlohmann::json::parse(session.meta(meta::kHeldOutJson), nullptr, false);
+    if (h.is_object() && h.contains("auc") && h["auc"].is_number()) st.held_out_auc = h["auc"].get<double>();
+  }
   st.simulated = session.meta(meta::kSimulated, "0") == "1";
   st.samples_per_step = std::strtoll(session.meta(meta::kSamplesPerStep, "0").c_str(), nullptr, 10);
   const int world = static_cast<int>(std::strtol(session.meta(meta::kWorldSize, "0").c_str(), nullptr, 10));

@@ -34,6 +34,8 @@ constexpr FigureInfo kFigures[] = {
     {"peak reserved (largest rank)", "peak_reserved_bytes"},
     {"imbalance: ids looked up (max/mean)", "lookups_max_over_mean"},
     {"imbalance: lookup time (max/mean)", "lookup_time_max_over_mean"},
+    {"loss (last measured step)", "loss_last_step"},
+    {"held-out AUC", "held_out_auc"},
 };
 static_assert(std::size(kFigures) == kCompareFigureCount);
 
@@ -62,6 +64,7 @@ std::optional<double> compare_value(const ComparedSession& s, CompareFigure f) {
       return st.has_memory ? std::optional<double>(static_cast<double>(st.peak_allocated_bytes)) : std::nullopt;
     case CompareFigure::PeakReserved:
       return st.has_memory ? std::optional<double>(static_cast<double>(st.peak_reserved_bytes)) : std::nullopt;
+    case CompareFigure::HeldOutAuc: return st.held_out_auc;  // evaluated after the run: steps aside
     default: break;
   }
   // a run without measured steps (out of memory in warm-up, a crash in its first step) has no
@@ -88,6 +91,7 @@ std::optional<double> compare_value(const ComparedSession& s, CompareFigure f) {
     case CompareFigure::LookupImbalance: return st.has_load ? std::optional<double>(st.lookups_max_over_mean) : std::nullopt;
     case CompareFigure::LookupTimeImbalance:
       return st.has_load ? std::optional<double>(st.lookup_time_max_over_mean) : std::nullopt;
+    case CompareFigure::Loss: return st.loss.empty() ? std::nullopt : std::optional<double>(st.loss.back());
     default: return std::nullopt;
   }
 }
@@ -100,6 +104,8 @@ std::string compare_value_text(CompareFigure f, double v, const std::string& uni
     case CompareFigure::PeakAllocated:
     case CompareFigure::PeakReserved:
       return (v < 0 ? "-" : "") + format_bytes(static_cast<int64_t>(std::abs(v)));
+    case CompareFigure::Loss: return fmt::format("{:.5f}", v);  // fp16 vs fp32 moves the 4th decimal
+    case CompareFigure::HeldOutAuc: return fmt::format("{:.4f}", v);
     default: return fmt::format("{:.2f}", v);
   }
 }

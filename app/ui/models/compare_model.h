@@ -28,7 +28,7 @@ class CompareModel : public QAbstractTableModel {
 
  public:
   enum Figure { StepMean, StepP50, StepP99, Throughput, ExposedComm, HostExposedComm, GpuBusy, Overlap, PeakAllocated,
-                PeakReserved, LookupImbalance, LookupTimeImbalance, FigureCount };
+                PeakReserved, LookupImbalance, LookupTimeImbalance, Loss, HeldOutAuc, FigureCount };
   /// `rates`: each session's throughput (throughput_of), one per stats entry; empty means every
   /// session's samples_per_s in samples (DLRM runs). A session whose rate has no unit is taken
   /// for an imported trace (as throughput_of says one). Throws std::invalid_argument when its

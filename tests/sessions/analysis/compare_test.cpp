@@ -12,6 +12,7 @@
 #include "embedscope/sessions/analysis/compare.h"
 #include "embedscope/sessions/analysis/gpu_run.h"
 #include "embedscope/sessions/analysis/run_end.h"
+#include "embedscope/sessions/model/held_out_key.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "support/gpu_run_session.h"
@@ -205,4 +206,34 @@ TEST(DifferingSettings, NamesWhatTellsComparedRunsApart) {
             (std::vector<std::string>{"pipeline base and 2 more settings", "pipeline sparse_dist and 2 more settings",
                                       "pipeline base and 2 more settings"}));
   for (const auto& p : {base, sparse, rw, moved, trace}) std::filesystem::remove(p);
+}
+
+// tester41 #20: compare had no loss row, so semi_sync's or a compressed table's accuracy cost was
+// invisible; the held-out AUC (issue 16) comes from the session's held_out_json.
+TEST(CompareLoss, LastLossAndHeldOutAucAreRowsWithDifferences) {
+  const std::string path = ux41_scratch("auc");
+  std::filesystem::remove(path);
+  {
+    ss::SessionWriter w(path);
+    w.set_metadata(ss::meta::kHeldOutJson, R"({"batches":4,"samples":8192,"loss":0.41,"auc":0.7654})");
+    w.close("complete");
+  }
+  ss::ComparedSession a, b;
+  a.stats = ss::analyze(ss::SessionReader(path));
+  ASSERT_TRUE(a.stats.held_out_auc.has_value());
+  EXPECT_DOUBLE_EQ(*a.stats.held_out_auc, 0.7654);
+  a.stats.steps = b.stats.steps = 2;
+  a.stats.loss = {0.69, 0.45};
+  b.stats.loss = {0.69, 0.44991};
+  b.stats.held_out_auc = 0.7600;
+  EXPECT_EQ(ss::compare_cell_text(a, CompareFigure::Loss), "0.45000");
+  EXPECT_EQ(ss::compare_cell_text(a, CompareFigure::HeldOutAuc), "0.7654");
+  EXPECT_EQ(ss::compare_delta(a, b, CompareFigure::Loss).text, "-0.00009 (-0.0 %)");
+  EXPECT_EQ(ss::compare_delta(a, b, CompareFigure::HeldOutAuc).text, "-0.0054 (-0.7 %)");
+  b.stats.loss.clear();  // a simulated run trains nothing
+  b.stats.held_out_auc.reset();
+  EXPECT_EQ(ss::compare_cell_text(b, CompareFigure::Loss), "-");
+  EXPECT_EQ(ss::compare_cell_text(b, CompareFigure::HeldOutAuc), "-");
+  EXPECT_STREQ(ss::compare_figure_key(CompareFigure::HeldOutAuc), "held_out_auc");
+  std::filesystem::remove(path);
 }

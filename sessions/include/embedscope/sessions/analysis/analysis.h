@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include "embedscope/sessions/analysis/critical_path.h"
@@ -102,6 +103,9 @@ struct RunStats {
   std::vector<int32_t> untraced_ranks;   ///< the world's ranks not in this session; rank order
   std::vector<RankStepTimes> per_step;   ///< (step, rank) order
   std::vector<double> loss;              ///< per measured step; empty for a simulated session (nothing trained)
+  /// ROC AUC of the trained model on held-out generated batches (metadata held_out_json "auc",
+  /// engine model/held_out.h); none when the run was not evaluated or one class was absent.
+  std::optional<double> held_out_auc;
   /// The session has memory counters (a run, a memory snapshot): the peaks below are measured;
   /// false for a Kineto / Nsight trace, whose 0 peaks mean "not recorded", not 0 bytes.
   bool has_memory = false;

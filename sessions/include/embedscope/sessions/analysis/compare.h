@@ -34,7 +34,7 @@ struct ComparedSession {
 
 /// The rows of a comparison, in order. Units of the raw values: ns (step times, exposed
 /// communication per rank and measured step), units/s (throughput), % (overlap, GPU busy),
-/// bytes (peaks), a ratio (imbalances).
+/// bytes (peaks), a ratio (imbalances), nats (loss: binary cross-entropy), a fraction (AUC).
 enum class CompareFigure : int {
   StepMean,             ///< RunStats::step_time_ns.mean
   StepP50,              ///< RunStats::step_time_ns.p50
@@ -49,6 +49,8 @@ enum class CompareFigure : int {
   PeakReserved,         ///< RunStats::peak_reserved_bytes (the largest rank)
   LookupImbalance,      ///< RunStats::lookups_max_over_mean
   LookupTimeImbalance,  ///< RunStats::lookup_time_max_over_mean
+  Loss,                 ///< RunStats::loss of the last measured step (tester41 #20)
+  HeldOutAuc,           ///< RunStats::held_out_auc
   Count
 };
 inline constexpr int kCompareFigureCount = static_cast<int>(CompareFigure::Count);
