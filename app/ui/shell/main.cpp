@@ -8,9 +8,10 @@
 //        embedscope-ui --compare A.db B.db [...] --report -o DIR   every page of the comparison
 //                                                            (Figures, Timelines, Memory) to DIR
 //        embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR]   a teaching scenario
-// --screenshot and --report work without a display (QT_QPA_PLATFORM=offscreen). Where there is
-// no display at all (no DISPLAY, no WAYLAND_DISPLAY, QT_QPA_PLATFORM unset), `embedscope-ui
-// SESSION.db` writes the report of each session to SESSION-report/ beside it and says where.
+// --screenshot and --report work without a display (QT_QPA_PLATFORM=offscreen). Where no window
+// can be seen (no DISPLAY, no WAYLAND_DISPLAY and QT_QPA_PLATFORM unset, or QT_QPA_PLATFORM
+// offscreen / minimal), `embedscope-ui SESSION.db` writes the report of each session to
+// SESSION-report/ beside it and says where.
 
 #include <QApplication>
 #include <QDir>
@@ -179,9 +180,15 @@ void quiet_offscreen(QtMsgType type, const QMessageLogContext& context, const QS
 }
 
 // No display to show a window on: neither X11 nor Wayland, and no platform chosen.
-bool no_display() {
-  return qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY") &&
-         qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM");
+// Why no window can be seen, or "" where one can: no display at all, or a platform that draws
+// nothing (tester41 #12: QT_QPA_PLATFORM=offscreen, as CI jobs set it, opened an invisible window
+// and ran until killed).
+QString no_display() {
+  const QByteArray platform = qgetenv("QT_QPA_PLATFORM");
+  if (platform == "offscreen" || platform == "minimal") return "QT_QPA_PLATFORM=" + QString(platform) + " shows no window";
+  if (qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY") && platform.isEmpty())
+    return "no display (DISPLAY and WAYLAND_DISPLAY are unset)";
+  return "";
 }
 
 // "runs/criteo.db" -> "runs/criteo-report"
@@ -227,7 +234,8 @@ bool save_screenshot(const QImage& image, const QString& path) {
 
 int main(int argc, char** argv) {
   bool batch_mode = false;
-  const bool headless = no_display();
+  const QString no_window = no_display();
+  const bool headless = !no_window.isEmpty();
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -302,18 +310,17 @@ int main(int argc, char** argv) {
   if (batch)
     if (const QString why = screenshot_target_error(screenshot, sessions); !why.isEmpty()) return fail(why);
   if (headless && !batch && (compare || !scenario.isEmpty()))  // a report has no comparison or scenario page
-    return fail(QString("no display (DISPLAY and WAYLAND_DISPLAY are unset): %1 needs a window; add --screenshot "
-                        "FILE.png to render it, or run where there is a display")
-                    .arg(compare ? "--compare" : "--scenario"));
+    return fail(QString("%1: %2 needs a window; add --screenshot FILE.png to render it, or run where there is a display")
+                    .arg(no_window, compare ? "--compare" : "--scenario"));
   if (headless && !batch) {  // nowhere to show the window: write what it would show
     if (sessions.isEmpty())
-      return fail("no display (DISPLAY and WAYLAND_DISPLAY are unset): give a session to write its report "
-                  "(embedscope-ui SESSION.db), or run where there is a display");
+      return fail(no_window + ": give a session to write its report (embedscope-ui SESSION.db), or run where there "
+                  "is a display");
     for (const QString& s : sessions) {
       const QString dir = report_dir_of(s);
       if (const int rc = report(w, s, dir); rc != 0) return rc;
-      std::printf("no display: the report of %s is in %s/index.html (open it in a browser)\n", qPrintable(s),
-                  qPrintable(dir));
+      std::printf("%s: the report of %s is in %s/index.html (open it in a browser)\n",
+                  qPrintable(no_window.section(" (", 0, 0)), qPrintable(s), qPrintable(dir));
     }
     return 0;
   }

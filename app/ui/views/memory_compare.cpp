@@ -101,7 +101,10 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
       auto* g = plot_->addGraph(plot_->xAxis, right ? plot_->yAxis2 : plot_->yAxis);
       g->setName(label + " " + what);
       g->setData(steps, ys);
-      g->setPen(QPen(color, right ? 1 : 2, style));
+      // the baseline widest, each later session narrower, drawn on top: equal curves still show
+      // every session's colour (tester41 #6: B hid A wherever their memory was the same)
+      const double width = static_cast<double>(2 * (entries_.size() - i) + (right ? -1 : 0));
+      g->setPen(QPen(color, std::max(1.0, width), style));
       g->setScatterStyle(QCPScatterStyle(right ? QCPScatterStyle::ssCross : QCPScatterStyle::ssDisc, 5));  // one step shows too
     };
     add(allocated, "allocated", Qt::SolidLine, false);
@@ -126,7 +129,12 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
   plot_->yAxis->setLabel("MiB");
   plot_->legend->setVisible(true);
   plot_->legend->setFont(QFont(plot_->font().family(), 8));
-  plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
+  if (plot_->plotLayout()->rowCount() == 1) {  // in a row of its own under the chart, not over the lines (tester41 #6)
+    plot_->plotLayout()->addElement(1, 0, plot_->legend);
+    plot_->plotLayout()->setRowStretchFactor(1, 0.001);
+    plot_->legend->setFillOrder(QCPLegend::foColumnsFirst);
+    plot_->legend->setWrap(3);
+  }
   plot_->rescaleAxes(true);
   plot_->xAxis->setRange(plot_->xAxis->range().lower - 0.5, plot_->xAxis->range().upper + 0.5);
   plot_->yAxis->setRange(0, std::max(1.0, plot_->yAxis->range().upper * 1.1));

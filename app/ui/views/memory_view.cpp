@@ -114,8 +114,12 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   lv->setContentsMargins(0, 0, 0, 0);
   lv->addWidget(timeline_, 3);
   lv->addWidget(segments_, 2);
-  frag_plot_->setMinimumSize(320, 150);
-  plot_->setMinimumSize(320, 150);
+  // tall enough for the axis rect beside the legend row and the x label; few value ticks (tester41
+  // #8: eight tick labels crammed into 60 px overlapped)
+  frag_plot_->setMinimumSize(320, 190);
+  plot_->setMinimumSize(320, 190);
+  for (QCustomPlot* c : {frag_plot_, plot_})
+    for (QCPAxis* a : {c->yAxis, c->yAxis2}) a->ticker()->setTickCount(4);
   charts_->addTab(frag_plot_, "fragmentation over the trace");
   charts_->addTab(plot_, "by step");
   lv->addWidget(charts_, 2);

@@ -422,6 +422,16 @@ TEST(Report, WithoutAnyDisplayTheSessionArgumentWritesTheReport) {
   const std::string none = "cd " + dir.string() + " && env -u DISPLAY -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM " +
                            std::string(EMBEDSCOPE_UI) + " 2>/dev/null";
   EXPECT_EQ(WEXITSTATUS(std::system(none.c_str())), 2);  // nothing to show and nowhere to show it
+  // the offscreen platform shows no window either (tester41 #12: it ran until killed, silent)
+  std::filesystem::remove_all(dir / "run-report");
+  const std::string offscreen = "cd " + dir.string() + " && QT_QPA_PLATFORM=offscreen timeout 120 " +
+                                std::string(EMBEDSCOPE_UI) + " run.db > out.txt 2>/dev/null";
+  ASSERT_EQ(std::system(offscreen.c_str()), 0);
+  EXPECT_TRUE(std::filesystem::exists(dir / "run-report" / "index.html"));
+  std::ifstream out2(dir / "out.txt");
+  const std::string said2((std::istreambuf_iterator<char>(out2)), std::istreambuf_iterator<char>());
+  EXPECT_NE(said2.find("QT_QPA_PLATFORM=offscreen shows no window: the report of run.db is in run-report/index.html"),
+            std::string::npos) << said2;
   // a comparison or a scenario has no report: a clear error, not the sessions' reports one by one
   std::filesystem::copy_file(fixture_session(), dir / "other.db");
   for (const std::string& args : {std::string("--compare run.db other.db"), std::string("--scenario communication_storm"),
