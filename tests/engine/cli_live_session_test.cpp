@@ -76,7 +76,7 @@ TEST(CliLiveSession, ForceOverwriteRefusesASessionALiveRunWrites) {
                     "$E run --preset tiny --steps 60 --network-latency 2000000 --json -o live.db >first.json "
                     "2>first.err &\n"
                     "P=$!\necho $P >first.pid\n"
-                    "while [ ! -s live.db ]; do sleep 0.01; done\n"
+                    "while [ ! -s live.db ]; do kill -0 $P 2>/dev/null || exit 97; sleep 0.01; done\n"
                     "$E run --preset tiny --steps 1 --force-overwrite -o live.db >/dev/null 2>second.err\n"
                     "echo $? >second.rc\n"
                     "wait $P\n");
