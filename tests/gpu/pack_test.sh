@@ -72,6 +72,11 @@ real_pack() {
   # cold build), not a path the run opened
   local src gtest_location='^[^:]*\.(cpp|cu|h):[0-9]+: Skipped$'
   src=$(cd "$HERE/../.." && pwd)
+  # the filter itself: CI's line (stop 40) is left out, a path a run opened is not
+  printf '%s\n' "$build/tests/unity/engine_gpu_test/../../../../tests/engine/gpu_kernels_test.cpp:233: Skipped" \
+    "$build/x.db: cannot open" | grep -vE "$gtest_location" | grep -qxF "$build/x.db: cannot open" &&
+    [ "$(printf '%s\n' "$build/t/a.cpp:1: Skipped" | grep -cvE "$gtest_location")" = 0 ] ||
+    { echo "FAIL: the GoogleTest-location filter"; bad=1; }
   if grep -rhF -e "$build" -e "$src" summary.logs out.txt | grep -v '^pack: ' | grep -vE "$gtest_location" | grep -q .; then
     echo "FAIL: a log names the build or source tree:"
     grep -rnF -e "$build" -e "$src" summary.logs out.txt | grep -v ':pack: ' | grep -vE ":[0-9]+:${gtest_location#^}" | head -5; bad=1
