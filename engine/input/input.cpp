@@ -1,5 +1,6 @@
 #include "embedscope/engine/input/input.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -116,6 +117,12 @@ BatchGenerator::BatchGenerator(const WorkloadSpec& spec) : spec_(spec), table_of
     const auto& ids = spec.features[f].ids;
     zipf_.emplace_back(t.num_embeddings, ids.kind == IdDistributionKind::zipf ? ids.alpha : 1.0);
     perm_.push_back(feature_row_permutation(spec, static_cast<int>(f), t.num_embeddings));
+    int key = t.written_index >= 0 ? t.written_index : table_of_[f];
+    for (const auto& st : t.shared_tables)
+      if (st.written_index >= 0 &&
+          std::find(st.feature_names.begin(), st.feature_names.end(), spec.features[f].name) != st.feature_names.end())
+        key = st.written_index;
+    teacher_table_.push_back(static_cast<uint64_t>(key));
   }
 }
 
@@ -148,7 +155,9 @@ Batch BatchGenerator::make(int64_t iteration, int rank) const {
         if (permute) id = perm_[static_cast<size_t>(f)](id);
         kjt.values.push_back(id);
         // teacher: a fixed +-1 score per (table, row)
-        score += (mix64(seed_of(spec_.seed, 0x7eacULL, static_cast<uint64_t>(t), static_cast<uint64_t>(id))) & 1) ? 1.0 : -1.0;
+        score += (mix64(seed_of(spec_.seed, 0x7eacULL, teacher_table_[static_cast<size_t>(f)], static_cast<uint64_t>(id))) & 1)
+                     ? 1.0
+                     : -1.0;
       }
       if (len > 0) teacher[static_cast<size_t>(b)] += score / std::sqrt(static_cast<double>(len));
     }

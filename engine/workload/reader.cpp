@@ -481,6 +481,7 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
   std::vector<std::string> shared_with(tables.size());  // folded after validation (shared_tables.h)
   for (size_t t = 0; t < tables.size(); ++t) {
     s.tables.push_back(read_table(r, tables[t], ptr_idx("/tables", t)));
+    s.tables.back().written_index = static_cast<int>(t);
     if (auto* a = Reader::optional(tables[t], "shared_with")) {
       shared_with[t] = r.string(*a, ptr_idx("/tables", t) + "/shared_with");
       if (shared_with[t].empty()) r.fail(ptr_idx("/tables", t) + "/shared_with", "must not be empty");

@@ -63,7 +63,7 @@ void fold_shared_tables(WorkloadSpec& s, const std::vector<std::string>& shared_
     TableSpec& owner = kept[kept_index.at(shared_with[t])];
     const TableSpec& tb = s.tables[t];
     owner.feature_names.insert(owner.feature_names.end(), tb.feature_names.begin(), tb.feature_names.end());
-    owner.shared_tables.push_back({tb.name, tb.feature_names});
+    owner.shared_tables.push_back({tb.name, tb.feature_names, tb.written_index});
   }
   s.tables = std::move(kept);
 }

@@ -1,6 +1,10 @@
 // WorkloadSpec to JSON: every field, defaults included, so that the result round-trips
 // through parse_workload (sessions store it as workload_json).
 
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "checker.h"
@@ -17,6 +21,7 @@ json to_json(const WorkloadSpec& s) {
   j["source"] = s.source;
 
   json tables = json::array();
+  std::vector<int> written_at;  // per entry of tables: TableSpec::written_index
   for (const TableSpec& t : s.tables) {
     // the table's own features: those of the tables folded into it (shared_with) come last
     size_t shared_features = 0;
@@ -41,6 +46,7 @@ json to_json(const WorkloadSpec& s) {
       if (t.prefetch_pipeline) tables.back()["prefetch_pipeline"] = true;
     }
     if (t.low_rank_dim > 0) tables.back()["low_rank_dim"] = t.low_rank_dim;
+    written_at.push_back(t.written_index);
     // each shared table again as it was given, right after the table whose rows it uses
     const json owner = tables.back();
     for (const auto& st : t.shared_tables) {
@@ -49,7 +55,18 @@ json to_json(const WorkloadSpec& s) {
       a["feature_names"] = st.feature_names;
       a["shared_with"] = t.name;
       tables.push_back(std::move(a));
+      written_at.push_back(st.written_index);
     }
+  }
+  // in the order the workload wrote them, where it is known: reading the result back gives each
+  // table the same written_index, so the generator's labels survive the round trip
+  if (std::none_of(written_at.begin(), written_at.end(), [](int w) { return w < 0; })) {
+    std::vector<size_t> order(tables.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return written_at[a] < written_at[b]; });
+    json sorted = json::array();
+    for (size_t i : order) sorted.push_back(std::move(tables[i]));
+    tables = std::move(sorted);
   }
   j["tables"] = std::move(tables);
 

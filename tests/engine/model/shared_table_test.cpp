@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "embedscope/engine/exec/run.h"
+#include "embedscope/engine/input/input.h"
 #include "embedscope/engine/reference/reference.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "engine/parity_check.h"
@@ -115,6 +116,45 @@ TEST(SharedTableParity, BothFeaturesTrainTheOneTable) {
     for (size_t i = 0; i < run.tables[1].size(); ++i) differ += std::abs(run.tables[1][i] - separate.tables[1][i]) > 1e-4f;
     EXPECT_GT(differ, 0u) << "fu's gradients did not reach t1 under " << es::to_string(type);
   }
+}
+
+// The teacher labels a row by the table as the workload wrote it: with "u" written between t0
+// and t1 (/tables/1), folding it into t1 renumbers t1 from 2 to 1 and moves fu to t1's rows,
+// and the labels must still be those of the run that keeps u separate (the compression study
+// compares the two). Read back from to_json, u is written where it was, with the same labels.
+TEST(SharedTable, LabelsAreThoseOfTheTablesAsWritten) {
+  json shared = base_spec();
+  shared["features"].push_back({{"name", "fu"}, {"pooling_factor", 2}});
+  shared["tables"].insert(shared["tables"].begin() + 1, json{{"name", "u"},
+                                                             {"num_embeddings", 20},
+                                                             {"embedding_dim", 4},
+                                                             {"feature_names", {"fu"}},
+                                                             {"shared_with", "t1"}});
+  json own = shared;
+  own["tables"][1].erase("shared_with");
+  const es::WorkloadSpec s = es::parse_workload(shared, "shared.json");
+  const es::WorkloadSpec o = es::parse_workload(own, "own.json");
+  ASSERT_EQ(s.tables.size(), 2u);
+  ASSERT_EQ(o.tables.size(), 3u);
+  EXPECT_EQ(s.tables[1].written_index, 2);
+  EXPECT_EQ(s.tables[1].shared_tables.at(0).written_index, 1);
+  const json back = es::to_json(s);
+  ASSERT_EQ(back["tables"].size(), 3u);
+  EXPECT_EQ(back["tables"][1]["name"], "u");
+  EXPECT_EQ(back["tables"][2]["name"], "t1");
+  const es::WorkloadSpec again = es::parse_workload(back, "back.json");
+  const es::BatchGenerator gs(s), go(o), ga(again);
+  int64_t positives = 0, n = 0;
+  for (int64_t it = 0; it < 4; ++it)
+    for (int rank = 0; rank < 2; ++rank) {
+      const es::Batch bs = gs.make(it, rank), bo = go.make(it, rank), ba = ga.make(it, rank);
+      EXPECT_EQ(bs.kjt.values, bo.kjt.values);
+      EXPECT_EQ(bs.labels, bo.labels) << "iteration " << it << " rank " << rank;
+      EXPECT_EQ(ba.labels, bo.labels) << "iteration " << it << " rank " << rank;
+      for (float l : bo.labels) positives += l > 0.5f, ++n;
+    }
+  EXPECT_GT(positives, 0);  // labels of both kinds, so equal labels say something
+  EXPECT_LT(positives, n);
 }
 
 }  // namespace

@@ -81,12 +81,15 @@ class BatchGenerator {
   explicit BatchGenerator(const WorkloadSpec& spec);
   /// The local batch of `rank` at `iteration` (0-based, warmup included). Labels come from
   /// a fixed, seeded teacher (hashed per-row scores plus a linear function of the dense
-  /// features), so the loss can fall.
+  /// features), so the loss can fall. The teacher keys a row by the index of the table that
+  /// serves the feature as the workload wrote it (TableSpec::written_index): a shared_with table
+  /// folded into its owner keeps its own labels, so sharing rows has a cost to measure.
   Batch make(int64_t iteration, int rank) const;
 
  private:
   const WorkloadSpec& spec_;
   std::vector<int> table_of_;              // per feature: its table (FeatureIndex)
+  std::vector<uint64_t> teacher_table_;    // per feature: the table index the teacher keys its rows by
   std::vector<ZipfSampler> zipf_;          // per feature (unused for uniform)
   std::vector<RowPermutation> perm_;       // per feature
 };

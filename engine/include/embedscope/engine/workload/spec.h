@@ -112,8 +112,14 @@ struct TableSpec {
   struct SharedTable {
     std::string name;
     std::vector<std::string> feature_names;
+    int written_index = -1;  ///< its index in the workload's /tables as written (see below)
   };
   std::vector<SharedTable> shared_tables{};
+  /// The table's index in the workload's /tables as written, before shared_with tables were
+  /// folded (reader.cpp); -1 for a spec built in code (then its index in WorkloadSpec::tables).
+  /// The generator's teacher labels an id by this index (input/input.h), so a run that folds
+  /// a shared table trains on the same labels as the run that keeps it separate.
+  int written_index = -1;
   /// Where the rows live (JSON "placement", default device; FBGEMM's EmbeddingLocation, enums.h):
   /// host and host_cached keep the rows and the optimizer state in host memory
   /// (devices.host_memory_bytes per rank); host_cached adds a device cache of
