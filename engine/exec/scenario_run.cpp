@@ -77,6 +77,7 @@ ScenarioFigures scenario_figures(const ScenarioRun& run, const sessions::Session
   f.peak_allocated_bytes = st.peak_allocated_bytes;
   f.peak_reserved_bytes = st.peak_reserved_bytes;
   f.final_loss = st.loss.empty() ? 0.0 : st.loss.back();
+  f.held_out_auc = st.held_out_auc;
   int64_t window = 0, comm = 0;
   for (const auto& t : st.per_step) window += t.window_ns;
   for (const auto& r : st.ranks) {

@@ -89,7 +89,8 @@ json figures_json(const es::ScenarioFigures& f) {
           {"bytes_per_token", f.bytes_per_token},
           {"peak_allocated_bytes", f.peak_allocated_bytes},
           {"peak_reserved_bytes", f.peak_reserved_bytes},
-          {"final_loss", f.final_loss}};
+          {"final_loss", f.final_loss},
+          {"held_out_auc", f.held_out_auc ? json(*f.held_out_auc) : json(nullptr)}};
 }
 
 // The run's figures, its label last (labels are long: "vocab_parallel + sequence_parallel (...)").
@@ -99,10 +100,12 @@ std::string row_text(size_t i, const es::ScenarioRun& run, const ScenarioRow& ro
   const std::string wire = f.tokens_per_sample > 0 ? fmt::format("{:.1f}/token", f.bytes_per_token)
                                                    : fmt::format("{:.1f}/sample", f.bytes_per_sample);
   const bool measured = f.steps > 0;
-  return fmt::format("{:<2} {:<9} {:>5} {:>12} {:>12} {:>6.1f}% {:>6.1f}% {:>17} {:>11} {:>11}  {}\n", i, f.ended, f.steps,
-                     measured ? ms(f.step_mean_ns) : "-", measured ? ms(f.exposed_comm_ns) : "-", 100 * f.comm_share,
-                     100 * f.embedding_comm_share, measured ? wire : "-", format_bytes(f.peak_allocated_bytes),
-                     format_bytes(f.peak_reserved_bytes), run.label);
+  return fmt::format("{:<2} {:<9} {:>5} {:>12} {:>12} {:>6.1f}% {:>6.1f}% {:>17} {:>11} {:>11} {:>9} {:>7}  {}\n", i,
+                     f.ended, f.steps, measured ? ms(f.step_mean_ns) : "-", measured ? ms(f.exposed_comm_ns) : "-",
+                     100 * f.comm_share, 100 * f.embedding_comm_share, measured ? wire : "-",
+                     format_bytes(f.peak_allocated_bytes), format_bytes(f.peak_reserved_bytes),
+                     measured ? fmt::format("{:.5f}", f.final_loss) : "-",
+                     f.held_out_auc ? fmt::format("{:.4f}", *f.held_out_auc) : "-", run.label);
 }
 
 int cmd_scenario(const ScenarioState& s) {
@@ -174,14 +177,15 @@ int cmd_scenario(const ScenarioState& s) {
     return exit_code;
   }
   std::cout << fmt::format("scenario {}: {}\n\n", sc.id, sc.title);
-  std::cout << fmt::format("{:<2} {:<9} {:>5} {:>12} {:>12} {:>7} {:>7} {:>17} {:>11} {:>11}  {}\n", "N", "ended", "steps",
-                           "step mean", "exposed comm", "comm", "emb", "bytes on the wire", "peak alloc", "peak resv",
-                           "run (session ID-N.db)");
+  std::cout << fmt::format("{:<2} {:<9} {:>5} {:>12} {:>12} {:>7} {:>7} {:>17} {:>11} {:>11} {:>9} {:>7}  {}\n", "N",
+                           "ended", "steps", "step mean", "exposed comm", "comm", "emb", "bytes on the wire",
+                           "peak alloc", "peak resv", "loss", "AUC", "run (session ID-N.db)");
   for (size_t i = 0; i < sc.runs.size(); ++i) std::cout << row_text(i, sc.runs[i], rows[i]);
   std::cout << "\nstep mean: the slowest rank's step time; exposed comm: per rank over the run, mean over ranks; comm / "
                "emb: the share of the ranks' step time in collectives / in the embedding's own (thread-level on CPU "
                "ranks); bytes on the wire: every rank's bytes sent per sample (per token for lm_embedding); peak: the "
-               "largest rank's allocated / reserved device memory\n";
+               "largest rank's allocated / reserved device memory; loss: the last measured step's; AUC: the trained model's "
+               "ROC AUC on held-out generated batches (run --held-out-batches; '-' where a run was not evaluated)\n";
   std::cout << fmt::format("sessions: {}/{}-N.db (embedscope-ui --scenario {} --scenario-sessions {})\n", s.output, sc.id,
                            s.scenario, s.output);
   return exit_code;

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "embedscope/sessions/store/session.h"
@@ -74,6 +75,12 @@ TEST(ScenarioCli, RunsEveryRunIntoTheFolderAndComparesThem) {
     EXPECT_GT(f.at("peak_allocated_bytes").get<int64_t>(), 0);
     EXPECT_GT(f.at("comm_share").get<double>(), 0.0);
     EXPECT_LE(f.at("embedding_comm_share").get<double>(), f.at("comm_share").get<double>());
+    // held-out AUC: the DLRM run's own (its session's held_out_json), none for lm_embedding
+    const json held = json::parse(s.meta("held_out_json", "{}"));
+    if (i < 2)
+      EXPECT_TRUE(f.at("held_out_auc").is_null()) << f.dump();
+    else
+      EXPECT_EQ(f.at("held_out_auc"), held.at("auc")) << held.dump();
   }
   // lm_scenario_test's hand-computed bytes: vocab_parallel sends 1,824 B a rank a step, 4 ranks
   // over the group's 16 tokens; sequence_parallel 3,072 B a rank
@@ -102,6 +109,14 @@ TEST(ScenarioCli, RunsEveryRunIntoTheFolderAndComparesThem) {
   EXPECT_NE(r.out.find("456.0/token"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("768.0/token"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("/sample"), std::string::npos) << r.out;
+  {  // the DLRM row's loss and AUC columns are its session's; the LM rows have no AUC
+    const embedscope::sessions::SessionReader s((dir / "tiny_llm-2.db").string());
+    const double auc = json::parse(s.meta("held_out_json")).at("auc").get<double>();
+    const std::string dlrm_cells = fmt::format("{:.5f} {:>7.4f}  dlrm", s.steps().back().loss, auc);
+    EXPECT_NE(r.out.find(dlrm_cells), std::string::npos) << dlrm_cells << "\n" << r.out;
+    EXPECT_NE(r.out.find("-  vp"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("AUC"), std::string::npos) << r.out;
+  }
   EXPECT_NE(r.err.find("run 3/3: dlrm (dlrm, 1 steps on 2 ranks)"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("  step 1/1"), std::string::npos) << r.err;  // progress of each run
 }

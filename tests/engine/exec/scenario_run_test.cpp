@@ -141,6 +141,11 @@ TEST(ScenarioRun, DlrmRunsFiguresAreItsSessionsOwn) {
   EXPECT_GT(f.peak_allocated_bytes, 0);
   EXPECT_GE(f.peak_reserved_bytes, f.peak_allocated_bytes);
   EXPECT_EQ(f.final_loss, session.steps().back().loss);
+  // the held-out AUC the run recorded (a complete cpu run is evaluated by default)
+  const nlohmann::json held = nlohmann::json::parse(session.meta("held_out_json"));
+  ASSERT_TRUE(held.contains("auc") && held["auc"].is_number()) << held.dump();
+  ASSERT_TRUE(f.held_out_auc.has_value());
+  EXPECT_EQ(*f.held_out_auc, held["auc"].get<double>());
   // an existing session is refused before the run
   EXPECT_THROW(es::run_scenario_run(s.runs[0], opt), embedscope::sessions::SessionError);
 }

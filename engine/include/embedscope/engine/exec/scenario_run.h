@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "embedscope/engine/exec/run.h"
@@ -71,6 +72,10 @@ struct ScenarioFigures {
   int64_t peak_allocated_bytes = 0;
   int64_t peak_reserved_bytes = 0;
   double final_loss = 0;              ///< the last measured step's loss (0 without steps)
+  /// ROC AUC of the trained model on held-out generated batches (sessions RunStats::held_out_auc,
+  /// engine model/held_out.h); none when the run was not evaluated (simulated, lm_embedding,
+  /// cuda, not complete) or one class was absent.
+  std::optional<double> held_out_auc;
 };
 
 /// The figures of `session`, a session of `run`. A session without measured steps has zero
