@@ -280,15 +280,16 @@ json storage_changes_json(const StoragePlanResult& r) {
   }
   out["storage_changes"] = arr;
   out["storage_reason"] = r.why;
+  out["storage_searches"] = r.searches;
   return out;
 }
 
 std::string storage_changes_text(const StoragePlanResult& r) {
   if (r.changes.empty()) return "";
   std::string out = fmt::format(
-      "storage changed by the planner (--allow-storage; {} table{}, the largest first) because nothing fits as written:\n"
-      "  {}\n",
-      r.changes.size(), r.changes.size() == 1 ? "" : "s", r.why);
+      "storage changed by the planner (--allow-storage; {} table{}, the largest first; {} searches) because nothing "
+      "fits as written:\n  {}\n",
+      r.changes.size(), r.changes.size() == 1 ? "" : "s", r.searches, r.why);
   out += fmt::format("  {:<20} {:<22} {:>24} {:>18} {:>12} {:>12}\n", "table", "storage", "weights", "optimizer state",
                      "device cache", "host");
   for (const StorageChange& c : r.changes) {

@@ -253,7 +253,7 @@ ShardingPlan plan_from_json(const WorkloadSpec& spec, const json& j, const std::
   // plan must run as printed): ignored (the run resolves its backend and places its ranks itself)
   only_keys(j, {"world_size", "local_world_size", "tables", "table_storage", "pipeline", "qcomms", "network", "memory",
                 "fits", "ended", "error", "backend", "backend_requested", "gpu_placement", "search", "stats",
-                "storage_changes", "storage_reason"},
+                "storage_changes", "storage_reason", "storage_searches"},
             origin, "");
   // `plan --auto --allow-storage`'s tables whose storage the planner changed: the caller applies
   // them to the workload first (planner/storage_fallback.h apply_storage_changes, as `run --plan`

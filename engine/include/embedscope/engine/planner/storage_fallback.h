@@ -103,7 +103,8 @@ std::string storage_suggestions(const WorkloadSpec& spec, const HardwareProfile&
 /// `plan --auto --json`'s "storage_changes": [{"table", "option", "data_type", "placement",
 /// "cache_load_factor" (host_cached), "before": {"data_type", "placement", "weights_bytes",
 /// "optimizer_state_bytes", "cache_bytes", "host_bytes"}, "after": {the same}}, ...], plus
-/// "storage_reason" (StoragePlanResult::why). Empty object when nothing changed.
+/// "storage_reason" (StoragePlanResult::why) and "storage_searches" (plan_search calls). Empty
+/// object when nothing changed.
 nlohmann::json storage_changes_json(const StoragePlanResult& r);
 
 /// The same as text: a line per changed table with its bytes before -> after, and the reason.
