@@ -209,7 +209,9 @@ StoragePlanResult plan_search_with_storage(const WorkloadSpec& spec, const Hardw
     as_written = e;
   }
   Trial trial(spec, hw, options);
-  for (StorageOption o : allowed) {
+  // the order of accuracy cost, whatever the order of `allowed`
+  for (StorageOption o : {StorageOption::fp16, StorageOption::int8, StorageOption::host_cached}) {
+    if (std::find(allowed.begin(), allowed.end(), o) == allowed.end()) continue;
     const std::vector<size_t> tables = by_size(spec, o);
     if (tables.empty()) continue;
     const std::vector<double> clfs = o == StorageOption::host_cached

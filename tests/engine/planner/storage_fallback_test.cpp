@@ -58,7 +58,7 @@ TEST(StorageFallback, OneHundredMiBDeviceTakesTheTwoMillionRowTableInFp16OrInt8)
   const WorkloadSpec spec = one_big();
   EXPECT_THROW(plan_search(spec, planning_profile(spec)), NoPlanFits);
   // fp16 is tried before int8: 2,000,000 x 16 x 2 = 64,000,000 B fits 100 MiB
-  const StoragePlanResult r16 = fallback(spec, {StorageOption::fp16, StorageOption::int8});
+  const StoragePlanResult r16 = fallback(spec, {StorageOption::int8, StorageOption::fp16});
   ASSERT_EQ(r16.changes.size(), 1u);
   EXPECT_EQ(r16.changes[0].name, "big");
   EXPECT_EQ(r16.changes[0].option, StorageOption::fp16);
@@ -171,6 +171,8 @@ TEST(StorageFallback, RefusalNamesTheNearestCandidateAndWhatEachOptionWouldTake)
               std::string::npos) << m;
   }
   EXPECT_THROW(storage_options_from_strings({"int4"}), SpecError);
+  EXPECT_EQ(storage_options_from_strings({"host_cached", "int8", "fp16", "int8"}),
+            (std::vector<StorageOption>{StorageOption::fp16, StorageOption::int8, StorageOption::host_cached}));
 }
 
 TEST(StorageFallback, RunPlanFileRunsTheChangedStorageThePlanPrinted) {

@@ -85,7 +85,7 @@ struct StoragePlanResult {
 };
 
 /// The search of the file's header: plan_search of `spec`, then, when nothing fits, the allowed
-/// options. Throws what plan_search throws for bad input; when no plan fits even with the allowed
+/// options (in the order fp16, int8, host_cached, whatever the order of `allowed`). Throws what plan_search throws for bad input; when no plan fits even with the allowed
 /// options, NoPlanFits of the workload as written whose message adds storage_suggestions (with
 /// `allowed` empty: every option, so that the refusal says what each would take).
 StoragePlanResult plan_search_with_storage(const WorkloadSpec& spec, const HardwareProfile& hw,
