@@ -205,7 +205,8 @@ class Search {
     });
     bool have = false;
     int scored = 0;
-    std::string first_misfit;
+    std::string first_misfit, misfit_proposer;
+    int64_t misfit_over = 0, misfit_fullest = 0;
     std::set<std::string> seen;
     for (size_t i : order) {
       if (scored >= kStatsCandidates && have) break;
@@ -215,7 +216,10 @@ class Search {
       PlanStats st = plan_stats(spec_, c.plan, hw_);
       ++scored;
       if (!st.fits) {
-        if (first_misfit.empty()) first_misfit = st.does_not_fit;
+        // the refusal names the candidate nearest to fitting (search.h NoPlanFits), not the first
+        const auto [over, fullest] = overflow(st);
+        if (misfit_proposer.empty() || over < misfit_over)
+          first_misfit = st.does_not_fit, misfit_proposer = c.proposer, misfit_over = over, misfit_fullest = fullest;
         continue;
       }
       const auto max_hbm = [](const PlanStats& s) {
@@ -235,10 +239,23 @@ class Search {
       // the candidate's reason names the same pointer: say it once
       const std::string pointer = "/devices/memory_bytes: ";
       if (first_misfit.starts_with(pointer)) first_misfit.erase(0, pointer.size());
-      throw SpecError(pointer + "no plan fits the devices; the best candidate: " + first_misfit);
+      throw NoPlanFits(pointer + fmt::format("no plan fits the devices; the nearest candidate ({}, {} over on its "
+                                             "fullest rank): ", misfit_proposer, format_bytes(misfit_over)) + first_misfit,
+                       misfit_proposer, misfit_over, misfit_fullest);
     }
     res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     return res;
+  }
+
+  // NoPlanFits::overflow_bytes of a candidate's statistics (search.h), and its fullest rank's bytes.
+  std::pair<int64_t, int64_t> overflow(const PlanStats& st) const {
+    int64_t dev = 0, host = 0, fullest = 0;
+    for (const auto& r : st.ranks) {
+      dev = std::max(dev, r.hbm_bytes - spec_.devices.memory_bytes);
+      host = std::max(host, r.ddr_bytes - spec_.devices.host_memory_bytes);
+      fullest = std::max(fullest, r.hbm_bytes);
+    }
+    return {dev + host, fullest};
   }
 
   // The pre-ranking estimate of a full plan (search.h): its phases' maxima over ranks.

@@ -252,8 +252,32 @@ ShardingPlan plan_from_json(const WorkloadSpec& spec, const json& j, const std::
   // plan's gpu_placement, and `plan --auto --json`'s search and stats (tester41 #19: the searched
   // plan must run as printed): ignored (the run resolves its backend and places its ranks itself)
   only_keys(j, {"world_size", "local_world_size", "tables", "table_storage", "pipeline", "qcomms", "network", "memory",
-                "fits", "ended", "error", "backend", "backend_requested", "gpu_placement", "search", "stats"},
+                "fits", "ended", "error", "backend", "backend_requested", "gpu_placement", "search", "stats",
+                "storage_changes", "storage_reason", "storage_searches"},
             origin, "");
+  // `plan --auto --allow-storage`'s tables whose storage the planner changed: the caller applies
+  // them to the workload first (planner/storage_fallback.h apply_storage_changes, as `run --plan`
+  // does); a workload without them would run another plan than the one printed
+  if (j.contains("storage_changes") && j.at("storage_changes").is_array()) {
+    const json& arr = j.at("storage_changes");
+    for (size_t k = 0; k < arr.size(); ++k) {
+      const json& e = arr[k];
+      if (!e.is_object() || !e.contains("table") || !e.at("table").is_string()) continue;
+      const std::string name = e.at("table").get<std::string>();
+      for (const TableSpec& t : spec.tables) {
+        if (t.name != name) continue;
+        const bool dt = !e.contains("data_type") || e.at("data_type") == to_string(t.data_type);
+        const bool pl = !e.contains("placement") || e.at("placement") == to_string(t.placement);
+        if (!dt || !pl)
+          fail(origin, fmt::format("/storage_changes/{}", k),
+               fmt::format("table \"{}\" is {} {} in the plan but {} {} in the workload; apply the plan's storage "
+                           "changes first (`embedscope run --plan FILE` does)",
+                           name, e.value("data_type", std::string(to_string(t.data_type))),
+                           e.value("placement", std::string(to_string(t.placement))), to_string(t.data_type),
+                           to_string(t.placement)));
+      }
+    }
+  }
   if (j.contains("pipeline") || j.contains("qcomms") || j.contains("network")) {
     const json w = to_json(spec);
     for (const char* key : {"pipeline", "qcomms", "network"})

@@ -14,6 +14,7 @@
 #include "embedscope/engine/exec/backend.h"
 #include "embedscope/engine/exec/gpu_placement.h"
 #include "embedscope/engine/planner/search.h"
+#include "embedscope/engine/planner/storage_fallback.h"
 #include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "output/output.h"
@@ -60,16 +61,29 @@ std::string memory_text(const es::WorkloadSpec& spec, const std::vector<es::Devi
 
 // `plan --auto`: the planner's search (planner/search.h) and TorchRec's planner statistics of
 // the plan it chose (planner/stats.h). No plan fitting is a SpecError naming the rank and term.
-int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>& sharding_types) {
+// `plan --auto --allow-storage`: the tables whose storage the planner changed (planner/
+// storage_fallback.h), as JSON keys of the plan document and as a text block. Kept apart from the
+// rest of the printout.
+void add_storage_json(json& j, const es::StoragePlanResult& sr) { j.update(es::storage_changes_json(sr)); }
+std::string storage_block_text(const es::StoragePlanResult& sr) {
+  const std::string t = es::storage_changes_text(sr);
+  return t.empty() ? t : t + "\n";
+}
+
+int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>& sharding_types,
+                  const std::vector<std::string>& allow_storage) {
   if (a.was_given("--sharding"))
     throw es::SpecError("--sharding: cannot be combined with --auto (the search picks every table's type; fix a "
                         "table's type with a sharding.tables override in the workload, or give --sharding-types)");
   es::PlanSearchOptions options;
   for (const std::string& t : sharding_types)
     options.sharding_types.push_back(es::sharding_type_from_string(t, "--sharding-types"));
-  const es::WorkloadSpec spec = load(a);
-  const es::PlanSearchResult r =
-      with_origin(a.origin, [&] { return es::plan_search(spec, es::planning_profile(spec), options); });
+  const std::vector<es::StorageOption> allowed = es::storage_options_from_strings(allow_storage);
+  const es::WorkloadSpec written = load(a);
+  const es::StoragePlanResult sr = with_origin(
+      a.origin, [&] { return es::plan_search_with_storage(written, es::planning_profile(written), options, allowed); });
+  const es::WorkloadSpec& spec = sr.spec;  // with the planner's storage changes, if any
+  const es::PlanSearchResult& r = sr.search;
   if (as_json) {
     json j = es::to_json(spec, r.plan);
     j["table_storage"] = table_storage_estimate_json(spec, r.plan);
@@ -79,9 +93,11 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>&
                    {"seconds", r.seconds}};
     j["stats"] = es::to_json(r.stats);
     j["memory"] = memory_json(spec, es::estimate_memory(spec, r.plan));
+    add_storage_json(j, sr);
     std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     return 0;
   }
+  std::cout << storage_block_text(sr);
   std::cout << plan_table(spec, r.plan) << "\n" << table_storage_text(spec, r.plan) << "\n" << pipeline_text(spec)
             << "\n" << memory_text(spec, es::estimate_memory(spec, r.plan)) << "\n";
   std::cout << fmt::format("planner search: evaluated {} proposal(s), found {} possible plan(s), ran for {:.2f} s; best: "
@@ -94,7 +110,11 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>&
   return 0;
 }
 
-int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<std::string>& sharding_types) {
+int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<std::string>& sharding_types,
+             const std::vector<std::string>& allow_storage) {
+  if (!allow_storage.empty() && !auto_plan)
+    throw es::SpecError("--allow-storage: only with --auto (the storage options the search may use when nothing fits "
+                        "as written)");
   if (!sharding_types.empty() && !auto_plan)
     throw es::SpecError("--sharding-types: only with --auto (it restricts the search; --sharding sets one type for every "
                         "table without a search)");
@@ -102,7 +122,7 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
     if (auto_plan) throw es::SpecError("--auto: not for an lm_embedding workload (no search over its sharding types yet)");
     return cmd_plan_lm(a, as_json);
   }
-  if (auto_plan) return cmd_plan_auto(a, as_json, sharding_types);
+  if (auto_plan) return cmd_plan_auto(a, as_json, sharding_types, allow_storage);
   const es::WorkloadSpec spec = load(a);
   // what `run` refuses before it starts, `plan` refuses too (exit 2): a live rebalancing policy
   // the backend or the tables cannot follow
@@ -170,6 +190,7 @@ struct PlanState {
   bool json = false;
   bool auto_plan = false;
   std::vector<std::string> sharding_types;
+  std::vector<std::string> allow_storage;
 };
 
 }  // namespace
@@ -186,7 +207,13 @@ Command add_plan_command(CLI::App& app) {
                    "With --auto: the sharding types the search may give tables, comma-separated (TorchRec's "
                    "sharding_types constraint), e.g. table_wise: every table table-wise, placed by estimated time")
       ->delimiter(',');
-  return {plan, [s] { return cmd_plan(s->args, s->json, s->auto_plan, s->sharding_types); }, [s] { return s->json; }};
+  plan->add_option("--allow-storage", s->allow_storage,
+                   "With --auto: when no plan of the workload as written fits, the storage the search may give the "
+                   "largest tables, comma-separated, tried in this order: fp16, int8 (data_type), host_cached "
+                   "(placement, with a cache_load_factor that fits); the plan says which tables changed and why")
+      ->delimiter(',');
+  return {plan, [s] { return cmd_plan(s->args, s->json, s->auto_plan, s->sharding_types, s->allow_storage); },
+          [s] { return s->json; }};
 }
 
 }  // namespace embedscope::cli

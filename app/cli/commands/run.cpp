@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -23,6 +24,7 @@
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/exec/table_storage_json.h"
 #include "embedscope/engine/planner/search.h"
+#include "embedscope/engine/planner/storage_fallback.h"
 #include "embedscope/sessions/analysis/stats.h"
 #include "embedscope/sessions/store/session.h"
 #include "embedscope/sessions/model/unit_ladder.h"  // format_rate
@@ -48,8 +50,19 @@ std::string default_session_name() {
 namespace {
 
 
+// `run --plan FILE` of a plan `plan --auto --allow-storage` printed: its tables whose storage the
+// planner changed ("storage_changes", planner/storage_fallback.h) are applied to the workload, so
+// that the run is the plan that was printed. A file that is not JSON is left to load_plan_file,
+// which names the line.
+void apply_plan_file_storage(es::WorkloadSpec& spec, const std::string& plan_file) {
+  std::ifstream in(plan_file);
+  const json doc = json::parse(in, nullptr, false);
+  if (doc.is_discarded()) return;
+  es::apply_storage_changes(spec, doc, plan_file);
+}
+
 int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, const std::string& plan_file,
-            ProcessArgs& proc, int64_t held_out_batches) {
+            ProcessArgs& proc, int64_t held_out_batches, const std::vector<std::string>& allow_storage) {
   if (is_lm_args(a)) {  // "model": "lm_embedding" (issue 19): its own runner
     if (!plan_file.empty()) throw es::SpecError("--plan: not for an lm_embedding workload (its plan is its sharding)");
     return cmd_run_lm(a, as_json, output, overwrite);
@@ -59,18 +72,24 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
     throw es::SpecError("--sharding: cannot be combined with --plan auto (the planner's search picks every table's "
                         "type; fix a table's type with a sharding.tables override in the workload instead)");
   if (!auto_plan) refuse_flags_the_plan_overrides(a, plan_file);
+  if (!allow_storage.empty() && !auto_plan)
+    throw es::SpecError("--allow-storage: only with --plan auto (a plan file carries its own storage changes)");
+  const std::vector<es::StorageOption> allowed = es::storage_options_from_strings(allow_storage);
   const std::string process_from = resolve_process(proc, a);
-  const es::WorkloadSpec spec = load(a);
+  es::WorkloadSpec spec = load(a);
   // a given plan runs exactly as written (validated against the workload); `auto`: the best plan of
   // the planner's search (planner/search.h); else the greedy planner's
   std::string auto_proposer;
   const es::ShardingPlan plan = [&] {
     if (auto_plan)
       return with_origin(a.origin, [&] {
-        auto r = es::plan_search(spec, es::planning_profile(spec));
-        auto_proposer = r.proposer;
-        return r.plan;
+        es::StoragePlanResult r = es::plan_search_with_storage(spec, es::planning_profile(spec), {}, allowed);
+        auto_proposer = r.search.proposer;
+        if (!r.changes.empty()) fmt::print(stderr, "{}", es::storage_changes_text(r));
+        spec = std::move(r.spec);  // with the planner's storage changes, if any
+        return r.search.plan;
       });
+    if (!plan_file.empty()) apply_plan_file_storage(spec, plan_file);
     return plan_file.empty() ? with_origin(a.origin, [&] { return es::plan_sharding(spec); })
                              : es::load_plan_file(spec, plan_file);
   }();
@@ -275,6 +294,7 @@ struct RunState {
   std::string output;
   bool overwrite = false;
   std::string plan;
+  std::vector<std::string> allow_storage;
   ProcessArgs process;
   int64_t held_out_batches = es::kDefaultHeldOutBatches;
 };
@@ -284,7 +304,7 @@ struct RunState {
 int run_then_finish(RunState& s) {
   int code = 0;
   try {
-    code = cmd_run(s.args, s.json, s.output, s.overwrite, s.plan, s.process, s.held_out_batches);
+    code = cmd_run(s.args, s.json, s.output, s.overwrite, s.plan, s.process, s.held_out_batches, s.allow_storage);
   } catch (const std::exception& e) {
     const ProcessArgs& p = s.process;
     if (dynamic_cast<const es::SpecError*>(&e) && p.rank >= 0 && p.rank < p.world_size && p.world_size > 1 &&
@@ -323,6 +343,10 @@ Command add_run_command(CLI::App& app) {
                   "Run exactly this sharding plan (the JSON `embedscope plan --json` prints, edited by hand) instead "
                   "of planning; validated against the workload. `--plan auto`: the best plan of the planner's search "
                   "(`embedscope plan --auto`; a file named auto: ./auto)");
+  run->add_option("--allow-storage", s->allow_storage,
+                  "With --plan auto: when no plan of the workload as written fits, the storage the search may give "
+                  "the largest tables (fp16, int8, host_cached; as `plan --auto --allow-storage`)")
+      ->delimiter(',');
   run->add_option("--held-out-batches", s->held_out_batches,
                   "After a complete run, evaluate the trained model (loss and ROC AUC) on this many global batches "
                   "the workload's generator makes from iterations training never reaches (0: none; cpu ranks in "

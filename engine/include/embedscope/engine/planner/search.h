@@ -90,12 +90,14 @@
 // mlperf_dlrm_dcnv2 on 128 simulated ranks 2.3 s (measured before plan41).
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/planner/stats.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
+#include "embedscope/engine/workload/spec_error.h"
 
 namespace embedscope::engine {
 
@@ -146,12 +148,26 @@ struct PreRankEstimate {
 /// and 4 x 10,032 ns (each all-to-all's split check).
 PreRankEstimate pre_rank_estimate(const WorkloadSpec& spec, const ShardingPlan& plan, const HardwareProfile& hw);
 
+/// plan_search's refusal when no candidate fits (a SpecError, exit 2): the candidate nearest to
+/// fitting, the one of the smallest overflow_bytes = the largest amount any rank's estimated
+/// device total exceeds devices.memory_bytes by, plus the largest amount any rank's host bytes
+/// exceed devices.host_memory_bytes by (ties: the better pre-ranking score). Its what():
+/// "/devices/memory_bytes: no plan fits the devices; the nearest candidate (PROPOSER, N MiB over
+/// on its fullest rank): " + that candidate's check_memory_fits message (the rank and the term).
+class NoPlanFits : public SpecError {
+ public:
+  NoPlanFits(const std::string& what, std::string proposer_, int64_t overflow, int64_t fullest)
+      : SpecError(what), proposer(std::move(proposer_)), overflow_bytes(overflow), fullest_rank_bytes(fullest) {}
+  std::string proposer;            ///< the nearest candidate's proposer, e.g. "uniform:row_wise"
+  int64_t overflow_bytes = 0;      ///< its overflow (above), bytes
+  int64_t fullest_rank_bytes = 0;  ///< its largest estimated device total of a rank, bytes
+};
+
 /// Searches for the plan with the shortest estimated critical path (plan_stats) that fits the
 /// devices' memory, timed with `hw`. Throws SpecError what plan_sharding throws for an invalid
 /// override, SpecError "/tables/N (name): none of the sharding types ..." when
-/// options.sharding_types leaves a table nothing it allows, and SpecError
-/// "/devices/memory_bytes: no plan fits ..." with the smallest candidate's check_memory_fits
-/// message (the rank and the term) when no candidate fits.
+/// options.sharding_types leaves a table nothing it allows, and NoPlanFits (above) naming the
+/// candidate of the smallest overflow when no candidate fits.
 PlanSearchResult plan_search(const WorkloadSpec& spec, const HardwareProfile& hw,
                              const PlanSearchOptions& options = {});
 

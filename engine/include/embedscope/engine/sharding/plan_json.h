@@ -17,7 +17,11 @@ namespace embedscope::engine {
 ///    "table_wise", "node": 0 (table_row_wise only), "shards": [{"rank", "row_offset",
 ///    "num_rows", "col_offset", "num_cols"}, ...]}, ...]}
 /// The keys `plan --json` adds for reading are accepted: "memory", "table_storage", "fits",
-/// "ended", "error", "backend", "backend_requested" and "gpu_placement" are ignored; "pipeline", "qcomms" and "network" must match the workload (which
+/// "ended", "error", "backend", "backend_requested" and "gpu_placement" are ignored;
+/// `plan --auto --allow-storage`'s "storage_changes" must match the workload's tables (the caller
+/// applies them first: planner/storage_fallback.h apply_storage_changes), else SpecError
+/// "p.json: /storage_changes/0: table \"big\" is int8 device in the plan but fp32 device in the
+/// workload; ..."; "storage_reason" and "storage_searches" are ignored; "pipeline", "qcomms" and "network" must match the workload (which
 /// decides them; objects key by key, a key left out is not checked), else SpecError
 /// "p.json: /pipeline: \"semi_sync\" differs from the workload's \"base\"; ...". Any other key
 /// is an error. Tables are

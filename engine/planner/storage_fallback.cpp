@@ -1,0 +1,340 @@
+// Storage options the planner may use when nothing fits as written (planner/storage_fallback.h).
+#include "embedscope/engine/planner/storage_fallback.h"
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/model/host_cache.h"
+#include "embedscope/engine/model/low_rank.h"
+#include "embedscope/engine/sharding/sharding.h"
+#include "embedscope/engine/workload/spec_error.h"
+
+namespace embedscope::engine {
+
+using nlohmann::json;
+
+const char* to_string(StorageOption o) {
+  switch (o) {
+    case StorageOption::fp16: return "fp16";
+    case StorageOption::int8: return "int8";
+    case StorageOption::host_cached: return "host_cached";
+  }
+  return "?";
+}
+
+std::vector<StorageOption> storage_options_from_strings(const std::vector<std::string>& values) {
+  std::vector<StorageOption> out;
+  for (const std::string& v : values) {
+    std::optional<StorageOption> o;
+    for (StorageOption c : {StorageOption::fp16, StorageOption::int8, StorageOption::host_cached})
+      if (v == to_string(c)) o = c;
+    if (!o) throw SpecError(fmt::format("--allow-storage: unknown option '{}' (expected fp16, int8, host_cached)", v));
+    if (std::find(out.begin(), out.end(), *o) == out.end()) out.push_back(*o);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+namespace {
+
+bool eligible(const WorkloadSpec& spec, const TableSpec& t, StorageOption o) {
+  if (t.placement != TablePlacement::device || t.low_rank_dim > 0) return false;
+  switch (o) {
+    case StorageOption::fp16: return t.data_type == TableDataType::fp32;
+    case StorageOption::int8:
+      return t.data_type == TableDataType::fp32 || t.data_type == TableDataType::fp16 ||
+             t.data_type == TableDataType::bf16;
+    case StorageOption::host_cached:
+      return t.data_type == TableDataType::fp32 && t.optimizer_state_type == OptimizerStateType::fp32 &&
+             !spec.rebalance.enabled();
+  }
+  return false;
+}
+
+void apply(TableSpec& t, StorageOption o, double clf) {
+  switch (o) {
+    case StorageOption::fp16: t.data_type = TableDataType::fp16; break;
+    case StorageOption::int8: t.data_type = TableDataType::int8; break;
+    case StorageOption::host_cached:
+      t.placement = TablePlacement::host_cached;
+      t.cache_load_factor = clf;
+      break;
+  }
+}
+
+// The eligible tables of option o, largest device bytes as written first (ties: spec order).
+std::vector<size_t> by_size(const WorkloadSpec& spec, StorageOption o) {
+  std::vector<size_t> out;
+  std::vector<int64_t> bytes(spec.tables.size(), 0);
+  for (size_t i = 0; i < spec.tables.size(); ++i) {
+    const TableSpec& t = spec.tables[i];
+    if (!eligible(spec, t, o)) continue;
+    bytes[i] = shard_weight_bytes(t, t.rows(), t.embedding_dim) +
+               shard_optimizer_state_bytes(spec.optimizer.type, t, t.rows(), t.embedding_dim);
+    out.push_back(i);
+  }
+  std::stable_sort(out.begin(), out.end(), [&](size_t a, size_t b) { return bytes[a] > bytes[b]; });
+  return out;
+}
+
+TableBytes table_bytes(const WorkloadSpec& spec, const TableStorageEstimate& e) {
+  const TableSpec& t = spec.tables[static_cast<size_t>(e.table)];
+  TableBytes b;
+  b.cache = e.cache_bytes;
+  if (t.placement == TablePlacement::device) {
+    b.weights = e.weight_bytes;
+    b.optimizer_state = e.optimizer_state_bytes;
+  } else {
+    b.host = e.weight_bytes + e.optimizer_state_bytes;
+    if (t.placement == TablePlacement::host_cached) b.host += 8 * e.rows * (t.cache_policy == CachePolicy::lfu ? 2 : 1);
+  }
+  return b;
+}
+
+// One attempt: plan_search of a changed spec; nullopt when it does not fit (or is invalid),
+// with the NoPlanFits it threw in *misfit.
+struct Attempt {
+  std::optional<PlanSearchResult> fit;
+  std::optional<NoPlanFits> misfit;
+  std::string invalid;  // validate's message when the changed workload is refused
+};
+
+class Trial {
+ public:
+  Trial(const WorkloadSpec& spec, const HardwareProfile& hw, const PlanSearchOptions& options)
+      : spec_(spec), hw_(hw), options_(options) {}
+  WorkloadSpec changed(const std::vector<size_t>& tables, size_t k, StorageOption o, double clf) const {
+    WorkloadSpec s = spec_;
+    for (size_t j = 0; j < k; ++j) apply(s.tables[tables[j]], o, clf);
+    return s;
+  }
+  Attempt run(const WorkloadSpec& s) {
+    ++searches;
+    Attempt a;
+    try {
+      validate(s, "the workload with the storage changes");
+    } catch (const SpecError& e) {
+      a.invalid = e.what();
+      return a;
+    }
+    try {
+      a.fit = plan_search(s, hw_, options_);
+    } catch (const NoPlanFits& e) {
+      a.misfit = e;
+    }
+    return a;
+  }
+  int searches = 0;
+
+ private:
+  const WorkloadSpec& spec_;
+  const HardwareProfile& hw_;
+  const PlanSearchOptions& options_;
+};
+
+int64_t fullest(const PlanStats& st) {
+  int64_t m = 0;
+  for (const auto& r : st.ranks) m = std::max(m, r.hbm_bytes);
+  return m;
+}
+
+int64_t device_bytes(const WorkloadSpec& spec, const std::vector<size_t>& tables) {
+  int64_t sum = 0;
+  for (size_t i : tables) {
+    const TableSpec& t = spec.tables[i];
+    if (t.placement == TablePlacement::host_cached) {
+      sum += cache_device_bytes(t.cache_load_factor, t.rows(), t.embedding_dim);
+    } else if (t.placement == TablePlacement::device) {
+      sum += shard_weight_bytes(t, t.rows(), t.embedding_dim) +
+             shard_optimizer_state_bytes(spec.optimizer.type, t, t.rows(), t.embedding_dim);
+    }
+  }
+  return sum;
+}
+
+}  // namespace
+
+std::string storage_suggestions(const WorkloadSpec& spec, const HardwareProfile& hw, const PlanSearchOptions& options,
+                                const std::vector<StorageOption>& allowed) {
+  const std::vector<StorageOption> opts =
+      allowed.empty() ? std::vector<StorageOption>{StorageOption::fp16, StorageOption::int8, StorageOption::host_cached}
+                      : allowed;
+  Trial trial(spec, hw, options);
+  std::string out;
+  for (StorageOption o : opts) {
+    const std::vector<size_t> tables = by_size(spec, o);
+    std::string line = fmt::format("  --allow-storage {}: ", to_string(o));
+    if (tables.empty()) {
+      out += line + "no table can take it\n";
+      continue;
+    }
+    const std::vector<double> clfs = o == StorageOption::host_cached
+                                         ? std::vector<double>(std::begin(kHostCacheLoadFactors), std::end(kHostCacheLoadFactors))
+                                         : std::vector<double>{0.0};
+    for (size_t c = 0; c < clfs.size(); ++c) {
+      const WorkloadSpec s = trial.changed(tables, tables.size(), o, clfs[c]);
+      const Attempt a = trial.run(s);
+      if (!a.fit && c + 1 < clfs.size()) continue;
+      line += fmt::format("{} table{}{}, {} -> {} on the devices; ", tables.size(), tables.size() == 1 ? "" : "s",
+                          o == StorageOption::host_cached ? fmt::format(" at cache_load_factor {}", clfs[c]) : "",
+                          format_bytes(device_bytes(spec, tables)), format_bytes(device_bytes(s, tables)));
+      if (a.fit)
+        line += fmt::format("a plan fits ({}, fullest rank {})", a.fit->proposer, format_bytes(fullest(a.fit->stats)));
+      else if (a.misfit)
+        line += fmt::format("still no plan fits (the nearest, {}, is {} over)", a.misfit->proposer,
+                            format_bytes(a.misfit->overflow_bytes));
+      else
+        line += "refused: " + a.invalid;
+      break;
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+StoragePlanResult plan_search_with_storage(const WorkloadSpec& spec, const HardwareProfile& hw,
+                                           const PlanSearchOptions& options, const std::vector<StorageOption>& allowed) {
+  StoragePlanResult res;
+  std::optional<NoPlanFits> as_written;
+  try {
+    res.search = plan_search(spec, hw, options);
+    res.spec = spec;
+    res.searches = 1;
+    return res;
+  } catch (const NoPlanFits& e) {
+    as_written = e;
+  }
+  Trial trial(spec, hw, options);
+  // the order of accuracy cost, whatever the order of `allowed`
+  for (StorageOption o : {StorageOption::fp16, StorageOption::int8, StorageOption::host_cached}) {
+    if (std::find(allowed.begin(), allowed.end(), o) == allowed.end()) continue;
+    const std::vector<size_t> tables = by_size(spec, o);
+    if (tables.empty()) continue;
+    const std::vector<double> clfs = o == StorageOption::host_cached
+                                         ? std::vector<double>(std::begin(kHostCacheLoadFactors), std::end(kHostCacheLoadFactors))
+                                         : std::vector<double>{0.0};
+    for (double clf : clfs) {
+      Attempt all = trial.run(trial.changed(tables, tables.size(), o, clf));
+      if (!all.fit) continue;
+      // the smallest k whose k largest tables fit (hi fits; lo does not: 0 tables is as written)
+      size_t lo = 0, hi = tables.size();
+      PlanSearchResult best = std::move(*all.fit);
+      while (hi - lo > 1) {
+        const size_t mid = lo + (hi - lo) / 2;
+        Attempt a = trial.run(trial.changed(tables, mid, o, clf));
+        if (a.fit) hi = mid, best = std::move(*a.fit);
+        else lo = mid;
+      }
+      res.spec = trial.changed(tables, hi, o, clf);
+      res.search = std::move(best);
+      res.why = as_written->what();
+      res.searches = 1 + trial.searches;
+      const auto before = estimate_table_storage(spec, res.search.plan);
+      const auto after = estimate_table_storage(res.spec, res.search.plan);
+      for (size_t j = 0; j < hi; ++j) {
+        const size_t i = tables[j];
+        StorageChange c;
+        c.table = static_cast<int>(i);
+        c.name = spec.tables[i].name;
+        c.option = o;
+        c.data_type_before = spec.tables[i].data_type;
+        c.data_type_after = res.spec.tables[i].data_type;
+        c.placement_before = spec.tables[i].placement;
+        c.placement_after = res.spec.tables[i].placement;
+        c.cache_load_factor = o == StorageOption::host_cached ? clf : 0.0;
+        c.before = table_bytes(spec, before[i]);
+        c.after = table_bytes(res.spec, after[i]);
+        res.changes.push_back(c);
+      }
+      return res;
+    }
+  }
+  const std::string what =
+      std::string(as_written->what()) +
+      (allowed.empty() ? "\nstorage options the planner may use (not allowed; the largest tables first, each option "
+                         "alone, with the bytes of every table that can take it):\n"
+                       : "\nthe allowed storage options do not make it fit either (every table that can take each):\n") +
+      storage_suggestions(spec, hw, options, allowed);
+  throw NoPlanFits(what.substr(0, what.size() - 1), as_written->proposer, as_written->overflow_bytes,
+                   as_written->fullest_rank_bytes);
+}
+
+json storage_changes_json(const StoragePlanResult& r) {
+  json out = json::object();
+  if (r.changes.empty()) return out;
+  json arr = json::array();
+  for (const StorageChange& c : r.changes) {
+    auto side = [](TableDataType dt, TablePlacement pl, const TableBytes& b) {
+      return json{{"data_type", to_string(dt)},        {"placement", to_string(pl)},
+                  {"weights_bytes", b.weights},        {"optimizer_state_bytes", b.optimizer_state},
+                  {"cache_bytes", b.cache},            {"host_bytes", b.host}};
+    };
+    json e = {{"table", c.name}, {"option", to_string(c.option)}, {"data_type", to_string(c.data_type_after)},
+              {"placement", to_string(c.placement_after)}};
+    if (c.placement_after == TablePlacement::host_cached) e["cache_load_factor"] = c.cache_load_factor;
+    e["before"] = side(c.data_type_before, c.placement_before, c.before);
+    e["after"] = side(c.data_type_after, c.placement_after, c.after);
+    arr.push_back(e);
+  }
+  out["storage_changes"] = arr;
+  out["storage_reason"] = r.why;
+  out["storage_searches"] = r.searches;
+  return out;
+}
+
+std::string storage_changes_text(const StoragePlanResult& r) {
+  if (r.changes.empty()) return "";
+  std::string out = fmt::format(
+      "storage changed by the planner (--allow-storage; {} table{}, the largest first; {} searches) because nothing "
+      "fits as written:\n  {}\n",
+      r.changes.size(), r.changes.size() == 1 ? "" : "s", r.searches, r.why);
+  out += fmt::format("  {:<20} {:<22} {:>24} {:>18} {:>12} {:>12}\n", "table", "storage", "weights", "optimizer state",
+                     "device cache", "host");
+  for (const StorageChange& c : r.changes) {
+    const std::string after = c.placement_after == TablePlacement::host_cached
+                                  ? fmt::format("host_cached {}", c.cache_load_factor)
+                                  : std::string(to_string(c.data_type_after));
+    out += fmt::format("  {:<20} {:<22} {:>24} {:>18} {:>12} {:>12}\n", c.name,
+                       fmt::format("{} -> {}", to_string(c.data_type_before), after),
+                       format_bytes(c.before.weights) + " -> " + format_bytes(c.after.weights),
+                       format_bytes(c.before.optimizer_state) + " -> " + format_bytes(c.after.optimizer_state),
+                       format_bytes(c.after.cache), format_bytes(c.after.host));
+  }
+  return out;
+}
+
+void apply_storage_changes(WorkloadSpec& spec, const json& doc, const std::string& origin) {
+  if (!doc.is_object() || !doc.contains("storage_changes")) return;
+  const json& arr = doc.at("storage_changes");
+  auto fail = [&](const std::string& where, const std::string& why) {
+    throw SpecError(fmt::format("{}: {}: {}", origin, where, why));
+  };
+  if (!arr.is_array()) fail("/storage_changes", "must be an array (as `plan --auto --allow-storage ... --json` prints)");
+  for (size_t k = 0; k < arr.size(); ++k) {
+    const json& e = arr[k];
+    const std::string where = fmt::format("/storage_changes/{}", k);
+    if (!e.is_object() || !e.contains("table") || !e.at("table").is_string()) fail(where + "/table", "must name a table");
+    const std::string name = e.at("table").get<std::string>();
+    auto it = std::find_if(spec.tables.begin(), spec.tables.end(), [&](const TableSpec& t) { return t.name == name; });
+    if (it == spec.tables.end()) fail(where + "/table", fmt::format("the workload has no table \"{}\"", name));
+    if (e.contains("data_type")) {
+      if (!e.at("data_type").is_string()) fail(where + "/data_type", "must be a string");
+      it->data_type = enum_from_string<TableDataType>(e.at("data_type").get<std::string>(), origin + ": " + where + "/data_type");
+    }
+    if (e.contains("placement")) {
+      if (!e.at("placement").is_string()) fail(where + "/placement", "must be a string");
+      it->placement = enum_from_string<TablePlacement>(e.at("placement").get<std::string>(), origin + ": " + where + "/placement");
+    }
+    if (e.contains("cache_load_factor")) {
+      if (!e.at("cache_load_factor").is_number()) fail(where + "/cache_load_factor", "must be a number");
+      it->cache_load_factor = e.at("cache_load_factor").get<double>();
+    }
+  }
+  validate(spec, origin + " (its storage_changes applied to the workload)");
+}
+
+}  // namespace embedscope::engine
