@@ -218,15 +218,20 @@ StoragePlanResult plan_search_with_storage(const WorkloadSpec& spec, const Hardw
                                          ? std::vector<double>(std::begin(kHostCacheLoadFactors), std::end(kHostCacheLoadFactors))
                                          : std::vector<double>{0.0};
     for (double clf : clfs) {
+      // fits with kStorageHeadroom of the device left free
+      const auto roomy = [&](const Attempt& a) {
+        return a.fit && static_cast<double>(fullest(a.fit->stats)) <=
+                            (1.0 - kStorageHeadroom) * static_cast<double>(spec.devices.memory_bytes);
+      };
       Attempt all = trial.run(trial.changed(tables, tables.size(), o, clf));
-      if (!all.fit) continue;
+      if (!roomy(all)) continue;
       // the smallest k whose k largest tables fit (hi fits; lo does not: 0 tables is as written)
       size_t lo = 0, hi = tables.size();
       PlanSearchResult best = std::move(*all.fit);
       while (hi - lo > 1) {
         const size_t mid = lo + (hi - lo) / 2;
         Attempt a = trial.run(trial.changed(tables, mid, o, clf));
-        if (a.fit) hi = mid, best = std::move(*a.fit);
+        if (roomy(a)) hi = mid, best = std::move(*a.fit);
         else lo = mid;
       }
       res.spec = trial.changed(tables, hi, o, clf);

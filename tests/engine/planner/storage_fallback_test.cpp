@@ -4,6 +4,8 @@
 // candidate nearest to fitting, and `plan --auto --allow-storage --json` run by `run --plan FILE`.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -92,15 +94,31 @@ TEST(StorageFallback, OneHundredMiBDeviceTakesTheTwoMillionRowTableInFp16OrInt8)
   EXPECT_EQ(big.spec.tables[0].data_type, TableDataType::fp32);
 }
 
-TEST(StorageFallback, CriteoKaggleOnFour300MiBRanksChangesTheFourLargestTablesToFp16) {
+/// The fullest rank of the best plan of `s`, or -1 when no plan fits.
+int64_t fullest_rank_bytes(const WorkloadSpec& s) {
+  try {
+    const PlanSearchResult r = plan_search(s, planning_profile(s));
+    int64_t m = 0;
+    for (const auto& rk : r.stats.ranks) m = std::max(m, rk.hbm_bytes);
+    return m;
+  } catch (const NoPlanFits&) {
+    return -1;
+  }
+}
+
+TEST(StorageFallback, CriteoKaggleOnFour300MiBRanksChangesTheFiveLargestTablesToFp16) {
   WorkloadSpec spec = load_preset("criteo_kaggle");
   spec.devices.memory_bytes = int64_t{300} << 20;  // 2.0 GiB of fp32 weights on 4 x 300 MiB
+  const double roomy = (1.0 - kStorageHeadroom) * static_cast<double>(spec.devices.memory_bytes);  // 285 MiB
   const StoragePlanResult r =
       fallback(spec, {StorageOption::fp16, StorageOption::int8, StorageOption::host_cached});
   // the largest tables first: t_cat_2 (10,131,227 rows), t_cat_11 (8,351,593), t_cat_20
-  // (7,046,547), t_cat_15 (5,461,306); 64 B a row in fp32, 32 in fp16
-  const std::vector<std::pair<std::string, int64_t>> want = {
-      {"t_cat_2", 10131227}, {"t_cat_11", 8351593}, {"t_cat_20", 7046547}, {"t_cat_15", 5461306}};
+  // (7,046,547), t_cat_15 (5,461,306), t_cat_3 (2,202,608); 64 B a row in fp32, 32 in fp16
+  const std::vector<std::pair<std::string, int64_t>> want = {{"t_cat_2", 10131227},
+                                                             {"t_cat_11", 8351593},
+                                                             {"t_cat_20", 7046547},
+                                                             {"t_cat_15", 5461306},
+                                                             {"t_cat_3", 2202608}};
   ASSERT_EQ(r.changes.size(), want.size());
   for (size_t k = 0; k < want.size(); ++k) {
     EXPECT_EQ(r.changes[k].name, want[k].first);
@@ -109,13 +127,20 @@ TEST(StorageFallback, CriteoKaggleOnFour300MiBRanksChangesTheFourLargestTablesTo
     EXPECT_EQ(r.changes[k].after.weights, want[k].second * 32);
   }
   ASSERT_TRUE(r.search.stats.fits);
-  for (const auto& rk : r.search.stats.ranks) EXPECT_LE(rk.hbm_bytes, spec.devices.memory_bytes);
-  // the smallest such set: the 3 largest in fp16 do not fit
-  WorkloadSpec three = spec;
-  for (size_t k = 0; k < 3; ++k)
-    for (TableSpec& t : three.tables)
-      if (t.name == want[k].first) t.data_type = TableDataType::fp16;
-  EXPECT_THROW(plan_search(three, planning_profile(three)), NoPlanFits);
+  for (const auto& rk : r.search.stats.ranks) EXPECT_LE(static_cast<double>(rk.hbm_bytes), roomy);
+  // the smallest such set: the 4 largest in fp16 fit, but leave less than kStorageHeadroom free
+  // (estimated 299.6 MiB of 300: such a plan's run ran out of memory); the 3 largest do not fit
+  auto with_fp16 = [&](size_t n) {
+    WorkloadSpec w = spec;
+    for (size_t k = 0; k < n; ++k)
+      for (TableSpec& t : w.tables)
+        if (t.name == want[k].first) t.data_type = TableDataType::fp16;
+    return w;
+  };
+  const int64_t four = fullest_rank_bytes(with_fp16(4));
+  EXPECT_GT(four, 0);
+  EXPECT_GT(static_cast<double>(four), roomy);
+  EXPECT_EQ(fullest_rank_bytes(with_fp16(3)), -1);
   // int8 alone also fits, with the fewest int8 tables (the largest first)
   const StoragePlanResult r8 = fallback(spec, {StorageOption::int8});
   ASSERT_FALSE(r8.changes.empty());
@@ -124,7 +149,8 @@ TEST(StorageFallback, CriteoKaggleOnFour300MiBRanksChangesTheFourLargestTablesTo
   WorkloadSpec fewer = spec;
   for (size_t k = 0; k + 1 < r8.changes.size(); ++k)
     fewer.tables[static_cast<size_t>(r8.changes[k].table)].data_type = TableDataType::int8;
-  EXPECT_THROW(plan_search(fewer, planning_profile(fewer)), NoPlanFits);
+  const int64_t one_fewer = fullest_rank_bytes(fewer);
+  EXPECT_TRUE(one_fewer == -1 || static_cast<double>(one_fewer) > roomy) << one_fewer;
 }
 
 TEST(StorageFallback, RefusalNamesTheNearestCandidateAndWhatEachOptionWouldTake) {
