@@ -21,6 +21,8 @@
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "planner/prerank.h"
+#include "program/input_op_bytes.h"
+#include "program/program_sink.h"
 
 namespace embedscope::engine {
 
@@ -136,6 +138,7 @@ class Search {
       : spec_(spec), hw_(hw), greedy_(plan_sharding(spec)), W_(greedy_.world_size), L_(greedy_.local_world_size),
         nodes_(W_ / L_), cost_(spec, hw, W_), calls_(spec, hw, W_, L_), index_(spec) {
     dp_calls_.assign(spec.tables.size(), -1.0);
+    b_all_reduce_.assign(spec.tables.size(), -1.0);
     const std::vector<ShardingType>& only = options.sharding_types;
     tables_.resize(spec.tables.size());
     for (size_t i = 0; i < spec.tables.size(); ++i) {
@@ -280,6 +283,42 @@ class Search {
   // Every rank's ids of table i per step (batch x world x the features' mean pooling factors).
   double table_ids(size_t i) const { return cost_.batch() * W_ * tables_[i].pf_sum; }
 
+  // The compute of a shard of `cols` columns of table t whose slots (one a feature) receive
+  // ids[k] ids a step from every rank's B bags, ns without launches, as the StepProgram's ops
+  // count their bytes: forward, the slots' lookup bytes (program_sink.h lookup_bytes) over HBM x
+  // tbe_forward_efficiency and their kjt_permute bytes (input_op_bytes.h) over HBM x
+  // memory_kernel_efficiency; backward, their fused update's bytes (update_bytes) over HBM x
+  // tbe_backward_efficiency (cost_model.h compute_ns).
+  void slot_compute(const TableSpec& t, int64_t cols, const std::vector<double>& ids, Perf& p) const {
+    const GpuProfile& g = hw_.gpu;
+    const double bags = cost_.batch() * W_;
+    double lookup = 0, update = 0, all = 0;
+    for (double n : ids) {
+      lookup += program::ProgramSink::lookup_bytes(n, t, cols, bags);
+      update += program::ProgramSink::update_bytes(n, t, cols, bags, spec_.optimizer.type);
+      all += n;
+    }
+    const double permute = program::kjt_permute_bytes(all, bags, static_cast<double>(ids.size()));
+    p.fwd_compute = 1e9 * (lookup / (g.hbm_bandwidth_bytes_per_s * g.tbe_forward_efficiency) +
+                           permute / (g.hbm_bandwidth_bytes_per_s * g.memory_kernel_efficiency));
+    p.bwd_compute = 1e9 * update / (g.hbm_bandwidth_bytes_per_s * g.tbe_backward_efficiency);
+  }
+
+  // The world calls a row shard s of table i carries for the whole table (prerank.h Perf): a
+  // factorized row_wise table's B all-reduce (r x dim + 1 fp32, sharding/row_wise.cpp) and a hot
+  // table's block in hot-row replication's all-reduce (H x (dim + 1), sharding/hot_rows.cpp), on
+  // the shard at row 0 and column 0 only.
+  void world_calls(size_t i, ShardingType type, const Shard& s, Perf& p) const {
+    if (s.row_offset != 0 || s.col_offset != 0) return;
+    const TableSpec& t = spec_.tables[i];
+    if (type == ShardingType::row_wise && t.low_rank_dim > 0) {
+      if (b_all_reduce_[i] < 0) b_all_reduce_[i] = calls_.world_all_reduce_ns(t.low_rank_dim * t.embedding_dim + 1, 4);
+      p.world_bwd_ns += b_all_reduce_[i];
+    }
+    if (auto e = spec_.sharding.per_table.find(t.name); e != spec_.sharding.per_table.end())
+      p.hot_values += static_cast<double>(static_cast<int64_t>(e->second.hot_rows.size()) * (t.embedding_dim + 1));
+  }
+
   Perf shard_perf(size_t i, ShardingType type, const Shard& s) const {
     const TableSpec& t = spec_.tables[i];
     const TableInfo& ti = tables_[i];
@@ -291,6 +330,9 @@ class Search {
       case ShardingType::table_column_wise: {
         Perf p = cost_.perf(t, table_ids(i), s.num_cols, B * W_ * nf * static_cast<double>(s.num_cols), table_ids(i),
                             Call::kPooled, nf);
+        std::vector<double> ids;
+        for (int f : ti.features) ids.push_back(B * W_ * spec_.features[static_cast<size_t>(f)].pooling_factor.mean);
+        slot_compute(t, s.num_cols, ids, p);
         p.host = host_perf(i, s, 1.0);
         return p;
       }
@@ -299,24 +341,43 @@ class Search {
       case ShardingType::grid_shard: {
         // memoized: the Zipf share of a row range costs up to 2 x 4,096 powers (zipf_mass)
         const auto key = std::make_tuple(i, type == ShardingType::row_wise, s.row_offset, s.num_rows, s.num_cols);
-        if (auto it = row_perf_.find(key); it != row_perf_.end()) return it->second;
+        if (auto it = row_perf_.find(key); it != row_perf_.end()) {
+          Perf p = it->second;
+          world_calls(i, type, s, p);
+          return p;
+        }
+        // each slot's ids: its share of the feature's ids less the hot rows' (they stay on the
+        // rank of their bag), as program_sink.cpp expected_slot_ids has them
         double look = 0;
-        for (int f : ti.features)
-          look += B * W_ * spec_.features[static_cast<size_t>(f)].pooling_factor.mean *
-                  shard_id_share(t, spec_.features[static_cast<size_t>(f)], s.row_offset, s.num_rows);
+        std::vector<double> ids;
+        for (int f : ti.features) {
+          const FeatureSpec& fs = spec_.features[static_cast<size_t>(f)];
+          double share = s.num_rows != t.rows() ? shard_id_share(t, fs, s.row_offset, s.num_rows) : 1.0;
+          if (const double hot = program::hot_id_share(spec_, static_cast<int>(i), f, s.row_offset, s.row_offset + s.num_rows);
+              hot > 0)
+            share = std::max(0.0, share - hot);
+          ids.push_back(B * W_ * fs.pooling_factor.mean * share);
+          look += ids.back();
+        }
         // table_row_wise / grid_shard: the partial sums of every sample reduced in the node, then
         // each rank's B samples of the node's columns to every other node
         const double cols = static_cast<double>(s.num_cols);
         Perf p = cost_.perf(t, look, s.num_cols, B * W_ * nf * cols, look,
                             type == ShardingType::row_wise ? Call::kRow : Call::kTwrwIntra, nf, nodes_ * B * nf * cols);
+        slot_compute(t, s.num_cols, ids, p);
         p.host = host_perf(i, s, 0.0);
-        return row_perf_[key] = p;
+        row_perf_[key] = p;
+        world_calls(i, type, s, p);
+        return p;
       }
       case ShardingType::data_parallel: {
         // local lookups of the own batch; backward: the all-gather of every rank's sparse
         // gradients (ids and rows)
         const double look = B * ti.pf_sum;
         Perf p = cost_.perf(t, look, s.num_cols, 0.0, 0.0);
+        // the lookup op's bytes of the replica (sharding/data_parallel.cpp: own B bags a feature)
+        p.fwd_compute = 1e9 * program::ProgramSink::lookup_bytes(look, t, s.num_cols, B * nf) /
+                        (hw_.gpu.hbm_bandwidth_bytes_per_s * hw_.gpu.tbe_forward_efficiency);
         const double rows = std::min(look, static_cast<double>(t.rows()));
         p.bwd_comms = 1e9 * (W_ - 1) * rows * (8.0 + 4.0 * static_cast<double>(s.num_cols)) /
                       hw_.intra_node.bus_bandwidth_bytes_per_s;
@@ -623,6 +684,7 @@ class Search {
   mutable std::map<std::tuple<size_t, bool, int64_t, int64_t, int64_t>, Perf> row_perf_;
   mutable std::map<std::tuple<size_t, int64_t, int64_t, int64_t>, double> host_perf_;
   mutable std::vector<double> dp_calls_;  // CallModel::dp_calls_ns of each table (-1: not yet)
+  mutable std::vector<double> b_all_reduce_;  // CallModel::world_all_reduce_ns of each factorized table's B (-1: not yet)
   const WorkloadSpec& spec_;
   const HardwareProfile& hw_;
   ShardingPlan greedy_;
