@@ -163,6 +163,7 @@ class Search {
         if (t.embedding_dim >= 8 && W_ > 1 && !only.empty()) ti.allowed.push_back(ShardingType::table_column_wise);
         ti.allowed.push_back(ShardingType::data_parallel);
       }
+      if (ti.open) drop_empty_row_shards(i);
       if (ti.open && !only.empty()) restrict_allowed(i, only);
       for (int f : index_.features_of_table()[i])
         if (f >= 0) {
@@ -206,12 +207,19 @@ class Search {
       if (cands[a].within_capacity != cands[b].within_capacity) return cands[a].within_capacity;
       return cands[a].score < cands[b].score;
     });
-    bool have = false;
+    // the scored plans that fit, in the order scored; the best and the runner-up by (critical
+    // path, max HBM), ties to the one scored first
+    struct Scored {
+      size_t cand;
+      PlanStats stats;
+      int64_t max_hbm = 0;
+    };
+    std::vector<Scored> fit;
     int scored = 0;
     std::string first_misfit;
     std::set<std::string> seen;
     for (size_t i : order) {
-      if (scored >= kStatsCandidates && have) break;
+      if (scored >= kStatsCandidates && !fit.empty()) break;
       const Candidate& c = cands[i];
       const std::string key = fingerprint(c.plan);
       if (!seen.insert(key).second) continue;
@@ -221,24 +229,26 @@ class Search {
         if (first_misfit.empty()) first_misfit = st.does_not_fit;
         continue;
       }
-      const auto max_hbm = [](const PlanStats& s) {
-        int64_t m = 0;
-        for (const auto& r : s.ranks) m = std::max(m, r.hbm_bytes);
-        return m;
-      };
-      if (!have || st.critical_path_ns < res.stats.critical_path_ns ||
-          (st.critical_path_ns == res.stats.critical_path_ns && max_hbm(st) < max_hbm(res.stats))) {
-        res.plan = c.plan;
-        res.stats = std::move(st);
-        res.proposer = c.proposer;
-        have = true;
-      }
+      int64_t m = 0;
+      for (const auto& r : st.ranks) m = std::max(m, r.hbm_bytes);
+      fit.push_back({i, std::move(st), m});
     }
-    if (!have) {
+    if (fit.empty()) {
       // the candidate's reason names the same pointer: say it once
       const std::string pointer = "/devices/memory_bytes: ";
       if (first_misfit.starts_with(pointer)) first_misfit.erase(0, pointer.size());
       throw SpecError(pointer + "no plan fits the devices; the best candidate: " + first_misfit);
+    }
+    std::stable_sort(fit.begin(), fit.end(), [](const Scored& a, const Scored& b) {
+      return a.stats.critical_path_ns != b.stats.critical_path_ns ? a.stats.critical_path_ns < b.stats.critical_path_ns
+                                                                  : a.max_hbm < b.max_hbm;
+    });
+    res.plan = cands[fit[0].cand].plan;
+    res.proposer = cands[fit[0].cand].proposer;
+    res.stats = std::move(fit[0].stats);
+    if (fit.size() > 1) {
+      res.runner_up_proposer = cands[fit[1].cand].proposer;
+      res.runner_up_critical_path_ns = fit[1].stats.critical_path_ns;
     }
     res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     return res;
@@ -253,6 +263,22 @@ class Search {
   }
 
  private:
+  // A row shard with no rows is a plan defect (plan42: criteo_kaggle's 3-row table row_wise on 4
+  // ranks gave rank 3 a 0 x 16 shard): an open table with fewer rows than the ranks a type splits
+  // its rows over does not allow that type (row_wise: the world; table_row_wise and grid_shard:
+  // a node's ranks). It keeps table_wise (and column_wise, data_parallel where allowed), as
+  // TorchRec's planner would place such a table.
+  void drop_empty_row_shards(size_t i) {
+    const int64_t rows = spec_.tables[i].rows();
+    std::vector<ShardingType>& a = tables_[i].allowed;
+    a.erase(std::remove_if(a.begin(), a.end(),
+                           [&](ShardingType t) {
+                             return (t == ShardingType::row_wise && rows < W_) ||
+                                    ((t == ShardingType::table_row_wise || t == ShardingType::grid_shard) && rows < L_);
+                           }),
+            a.end());
+  }
+
   // PlanSearchOptions::sharding_types: an open table keeps the types it allows among `only`
   // (column_wise needs embedding_dim >= 8 and 2 ranks or more; a low-rank table only table_wise and
   // data_parallel); none left is a SpecError naming the table.
@@ -267,7 +293,11 @@ class Search {
       std::string names;
       for (ShardingType t : ti.allowed) names += (names.empty() ? "" : ", ") + std::string(to_string(t));
       throw SpecError(fmt::format("/tables/{} ({}): none of the sharding types the search may use suits this table "
-                                  "(it allows {})", i, spec_.tables[i].name, names));
+                                  "(it allows {}{})", i, spec_.tables[i].name, names,
+                                  spec_.tables[i].rows() < W_
+                                      ? fmt::format("; its {} rows are fewer than the {} ranks, and a row shard without "
+                                                    "rows is not planned", spec_.tables[i].rows(), W_)
+                                      : ""));
     }
     ti.allowed = std::move(keep);
   }
@@ -605,7 +635,10 @@ class Search {
       const TableInfo& ti = tables_[i];
       if (!ti.open) out.push_back(ti.fixed.type);
       else if (spec_.tables[i].low_rank_dim > 0) out.push_back(ShardingType::table_wise);
-      else out.push_back(tw[i] > total / W_ ? ShardingType::row_wise : ShardingType::table_wise);
+      else {
+        const bool rw = std::find(ti.allowed.begin(), ti.allowed.end(), ShardingType::row_wise) != ti.allowed.end();
+        out.push_back(rw && tw[i] > total / W_ ? ShardingType::row_wise : ShardingType::table_wise);
+      }
     }
     return out;
   }
