@@ -43,6 +43,7 @@ struct TableInfo {
   bool open = true;            // no override in spec.sharding.tables
   TableSharding fixed;         // the override (open == false)
   std::vector<ShardingType> allowed;
+  std::vector<ShardingType> split_types;  // allowed before drop_empty_row_shards (open tables)
   std::vector<int> features;   // indices into spec.features
   double pf_sum = 0;           // sum of the features' mean pooling factors
 };
@@ -271,6 +272,7 @@ class Search {
   void drop_empty_row_shards(size_t i) {
     const int64_t rows = spec_.tables[i].rows();
     std::vector<ShardingType>& a = tables_[i].allowed;
+    tables_[i].split_types = a;
     a.erase(std::remove_if(a.begin(), a.end(),
                            [&](ShardingType t) {
                              return (t == ShardingType::row_wise && rows < W_) ||
@@ -281,7 +283,9 @@ class Search {
 
   // PlanSearchOptions::sharding_types: an open table keeps the types it allows among `only`
   // (column_wise needs embedding_dim >= 8 and 2 ranks or more; a low-rank table only table_wise and
-  // data_parallel); none left is a SpecError naming the table.
+  // data_parallel); none left is a SpecError naming the table, except for a table that allows
+  // one of them but has too few rows to split (drop_empty_row_shards): it keeps table_wise, the
+  // whole table on one rank (a row_wise scaling study of criteo_kaggle keeps its 3-row table whole).
   void restrict_allowed(size_t i, const std::vector<ShardingType>& only) {
     TableInfo& ti = tables_[i];
     std::vector<ShardingType> keep;
@@ -289,15 +293,17 @@ class Search {
       if (std::find(ti.allowed.begin(), ti.allowed.end(), t) != ti.allowed.end() &&
           std::find(keep.begin(), keep.end(), t) == keep.end())
         keep.push_back(t);
+    if (keep.empty())
+      for (ShardingType t : only)
+        if (std::find(ti.split_types.begin(), ti.split_types.end(), t) != ti.split_types.end()) {
+          keep = {ShardingType::table_wise};
+          break;
+        }
     if (keep.empty()) {
       std::string names;
       for (ShardingType t : ti.allowed) names += (names.empty() ? "" : ", ") + std::string(to_string(t));
       throw SpecError(fmt::format("/tables/{} ({}): none of the sharding types the search may use suits this table "
-                                  "(it allows {}{})", i, spec_.tables[i].name, names,
-                                  spec_.tables[i].rows() < W_
-                                      ? fmt::format("; its {} rows are fewer than the {} ranks, and a row shard without "
-                                                    "rows is not planned", spec_.tables[i].rows(), W_)
-                                      : ""));
+                                  "(it allows {})", i, spec_.tables[i].name, names));
     }
     ti.allowed = std::move(keep);
   }

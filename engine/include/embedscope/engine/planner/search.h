@@ -23,7 +23,8 @@
 // without rows is never planned (plan42): a table with fewer rows than the world does not allow
 // row_wise, one with fewer rows than local_world_size not table_row_wise or grid_shard (they
 // fall back to the table's first allowed type, table_wise; `balanced` keeps such a table
-// table_wise); when PlanSearchOptions::sharding_types then leaves it none, the SpecError says so.
+// table_wise); when PlanSearchOptions::sharding_types then leaves it none of the types, it keeps
+// table_wise (a row_wise-only search of criteo_kaggle on 4 ranks keeps the 3-row table whole).
 //
 // Partitioner (every proposer but greedy): fixed shards first (overrides, row_wise,
 // data_parallel, table_row_wise's node rows), then the open shards largest estimated time
