@@ -93,7 +93,7 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>&
                            "{} (critical path {:.3f} ms)",
                            r.proposals, r.feasible, r.seconds, r.proposer, 1e-6 * static_cast<double>(r.stats.critical_path_ns));
   if (r.runner_up_proposer.empty())
-    std::cout << "; no other scored plan fits\n";
+    std::cout << "; runner-up: none (no other distinct plan that fits was scored)\n";
   else
     std::cout << fmt::format("; runner-up: {} (critical path {:.3f} ms, +{:.3f} ms)\n", r.runner_up_proposer,
                              1e-6 * static_cast<double>(r.runner_up_critical_path_ns),
