@@ -70,8 +70,12 @@ double realized_id_share(const WorkloadSpec& spec, const TableSpec& t, int featu
   const int64_t n = t.num_embeddings;
   const RowPermutation perm = feature_row_permutation(spec, feature, n);
   // the affine permutation k -> (a k + c) mod n is fixed by its first two values
+  // (at most 1,024 permutations a thread, 64 KiB each: a long-lived process planning many
+  // workloads starts over rather than grow)
   thread_local std::map<std::tuple<int64_t, double, int64_t, int64_t>, HotRows> cache;
-  HotRows& h = cache[{n, d.alpha, perm(0), perm(1)}];
+  const std::tuple<int64_t, double, int64_t, int64_t> key{n, d.alpha, perm(0), perm(1)};
+  if (cache.size() >= 1024 && cache.find(key) == cache.end()) cache.clear();
+  HotRows& h = cache[key];
   if (h.prefix.empty()) {
     const double H = zipf_mass(n, d.alpha);
     std::vector<std::pair<int64_t, double>> rm;
