@@ -1,10 +1,15 @@
 // Expected id shares of row ranges (input/id_share.h).
 #include "embedscope/engine/input/id_share.h"
+#include "embedscope/engine/input/realized_share.h"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
+#include <utility>
 #include <vector>
+
+#include "embedscope/engine/input/input.h"
 
 namespace embedscope::engine {
 
@@ -44,6 +49,52 @@ double shard_id_share(const TableSpec& t, const FeatureSpec& f, int64_t row_offs
     return static_cast<double>(num_rows) / static_cast<double>(t.hash_size);
   }
   return row_range_share(f, t.num_embeddings, row_offset, num_rows);
+}
+
+namespace {
+// The hottest ranks' rows of one permuted Zipf feature, ascending, and their mass's prefix sums.
+struct HotRows {
+  std::vector<int64_t> rows;
+  std::vector<double> prefix;  // prefix[i]: mass of rows[0, i)
+};
+}  // namespace
+
+double realized_id_share(const WorkloadSpec& spec, const TableSpec& t, int feature, int64_t row_offset,
+                         int64_t num_rows) {
+  constexpr int64_t kHot = 4096;
+  const FeatureSpec& f = spec.features[static_cast<size_t>(feature)];
+  const IdDistribution& d = f.ids;
+  if (d.kind != IdDistributionKind::zipf || !d.permute || t.hash_size > 0 || t.num_embeddings <= 1)
+    return shard_id_share(t, f, row_offset, num_rows);
+  if (num_rows <= 0) return 0.0;
+  const int64_t n = t.num_embeddings;
+  const RowPermutation perm = feature_row_permutation(spec, feature, n);
+  // the affine permutation k -> (a k + c) mod n is fixed by its first two values
+  // (at most 1,024 permutations a thread, 64 KiB each: a long-lived process planning many
+  // workloads starts over rather than grow)
+  thread_local std::map<std::tuple<int64_t, double, int64_t, int64_t>, HotRows> cache;
+  const std::tuple<int64_t, double, int64_t, int64_t> key{n, d.alpha, perm(0), perm(1)};
+  if (cache.size() >= 1024 && cache.find(key) == cache.end()) cache.clear();
+  HotRows& h = cache[key];
+  if (h.prefix.empty()) {
+    const double H = zipf_mass(n, d.alpha);
+    std::vector<std::pair<int64_t, double>> rm;
+    for (int64_t k = 0; k < std::min(kHot, n); ++k)
+      rm.emplace_back(perm(k), std::pow(static_cast<double>(k + 1), -d.alpha) / H);  // ZipfSampler: P(k) ~ (k+1)^-alpha
+    std::sort(rm.begin(), rm.end());
+    h.prefix.push_back(0);
+    for (const auto& [row, mass] : rm) {
+      h.rows.push_back(row);
+      h.prefix.push_back(h.prefix.back() + mass);
+    }
+  }
+  const auto lo = std::lower_bound(h.rows.begin(), h.rows.end(), row_offset) - h.rows.begin();
+  const auto hi = std::lower_bound(h.rows.begin(), h.rows.end(), row_offset + num_rows) - h.rows.begin();
+  const double in_hot = h.prefix[static_cast<size_t>(hi)] - h.prefix[static_cast<size_t>(lo)];
+  const auto cold_rows = n - static_cast<int64_t>(h.rows.size());
+  const double cold_mass = std::max(0.0, 1.0 - h.prefix.back());
+  const double cold_here = cold_rows > 0 ? static_cast<double>(num_rows - (hi - lo)) / static_cast<double>(cold_rows) : 0;
+  return std::clamp(in_hot + cold_mass * cold_here, 0.0, 1.0);
 }
 
 }  // namespace embedscope::engine

@@ -5,6 +5,8 @@
 // (tests/engine/planner/memory_matrix_test.cpp) compares the two.
 #include "planner/memory_replay.h"
 
+#include "embedscope/engine/input/realized_share.h"
+
 #include "embedscope/engine/model/host_cache.h"
 
 #include <algorithm>
@@ -40,40 +42,10 @@ BagMoments bag_length_moments(const PoolingFactor& p) {
   return {m1, std::max(0.0, m2 - m1 * m1)};
 }
 
-SlotShares::SlotShares(const WorkloadSpec& spec, const Layout& L) : hot_(spec.features.size()) {
-  constexpr int64_t kHot = 4096;
-  for (size_t f = 0; f < spec.features.size(); ++f) {
-    const IdDistribution& d = spec.features[f].ids;
-    const TableSpec& t = spec.tables[static_cast<size_t>(L.table_of[f])];
-    if (d.kind != IdDistributionKind::zipf || !d.permute || t.hash_size > 0) continue;
-    const RowPermutation perm = feature_row_permutation(spec, static_cast<int>(f), t.num_embeddings);
-    const double H = zipf_mass(t.num_embeddings, d.alpha);
-    std::vector<std::pair<int64_t, double>> rm;
-    for (int64_t k = 0; k < std::min(kHot, t.num_embeddings); ++k)
-      rm.emplace_back(perm(k), std::pow(static_cast<double>(k + 1), -d.alpha) / H);  // ZipfSampler: P(k) ~ (k+1)^-alpha
-    std::sort(rm.begin(), rm.end());
-    Hot& h = hot_[f];
-    h.prefix.push_back(0);
-    for (const auto& [row, mass] : rm) {
-      h.rows.push_back(row);
-      h.prefix.push_back(h.prefix.back() + mass);
-    }
-  }
-}
-
 double SlotShares::share(const WorkloadSpec& spec, const Slot& sl) const {
-  const FeatureSpec& f = spec.features[static_cast<size_t>(sl.feature)];
   const TableSpec& t = spec.tables[static_cast<size_t>(sl.table)];
   if (!sl.bucketize_by_rows || sl.s.num_rows == t.rows()) return 1.0;
-  const Hot& h = hot_[static_cast<size_t>(sl.feature)];
-  if (h.rows.empty()) return shard_id_share(t, f, sl.s.row_offset, sl.s.num_rows);
-  const auto lo = std::lower_bound(h.rows.begin(), h.rows.end(), sl.s.row_offset) - h.rows.begin();
-  const auto hi = std::lower_bound(h.rows.begin(), h.rows.end(), sl.s.row_offset + sl.s.num_rows) - h.rows.begin();
-  const double in_hot = h.prefix[static_cast<size_t>(hi)] - h.prefix[static_cast<size_t>(lo)];
-  const auto cold_rows = t.num_embeddings - static_cast<int64_t>(h.rows.size());
-  const double cold_mass = std::max(0.0, 1.0 - h.prefix.back());
-  const double cold_here = cold_rows > 0 ? static_cast<double>(sl.s.num_rows - (hi - lo)) / static_cast<double>(cold_rows) : 0;
-  return std::clamp(in_hot + cold_mass * cold_here, 0.0, 1.0);
+  return realized_id_share(spec, t, sl.feature, sl.s.row_offset, sl.s.num_rows);
 }
 
 int64_t received_ids_quantile(const WorkloadSpec& spec, const Layout& L, const SlotShares& shares, int rank, double z) {

@@ -24,24 +24,15 @@ struct BagMoments {
 };
 BagMoments bag_length_moments(const PoolingFactor& p);
 
-/// The share of a row-bucketized slot's ids in its row range as the run realizes it: for a
-/// table without hashing whose feature draws permuted Zipf ids, the Zipf mass of the 4,096
-/// hottest ranks that the feature's permutation (input.h: feature_row_permutation) puts in the
-/// range, plus the rest of the mass spread evenly over the other rows (the hottest rows carry
-/// most of the mass: alpha 1.15 over 4,000 rows puts 14% on one row, which an even
-/// num_rows / num_embeddings share misses); otherwise shard_id_share (input/id_share.h); 1 for
-/// a slot that receives every id of its bags. Built once per plan, O(features x 4,096 log).
+/// The share of a row-bucketized slot's ids in its row range as the run realizes it
+/// (input/realized_share.h realized_id_share: a permuted Zipf feature's 4,096 hottest ranks
+/// where its permutation puts them, the rest of the mass spread evenly); 1 for a slot that
+/// receives every id of its bags. Since plan42 the planner's expected lookups use the same
+/// function; the per-feature tables are cached per thread there.
 class SlotShares {
  public:
-  SlotShares(const WorkloadSpec& spec, const Layout& L);
+  SlotShares(const WorkloadSpec&, const Layout&) {}
   double share(const WorkloadSpec& spec, const Slot& sl) const;
-
- private:
-  struct Hot {
-    std::vector<int64_t> rows;   // the hottest ranks' rows, ascending
-    std::vector<double> prefix;  // prefix[i]: mass of rows[0, i)
-  };
-  std::vector<Hot> hot_;  // per feature; empty rows: not permuted Zipf (or hashed)
 };
 
 /// The ids one rank receives for its slots in one batch, at the expected count plus `z`

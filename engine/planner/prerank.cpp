@@ -2,11 +2,13 @@
 #include "planner/prerank.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "embedscope/engine/cost/cost_model.h"
 #include "embedscope/engine/cost/network_floor.h"
 #include "embedscope/engine/cost/shared_cores.h"
+#include "program/input_op_bytes.h"
 
 namespace embedscope::engine::planner_detail {
 
@@ -20,12 +22,31 @@ void Perf::add(const Perf& o) {
   calls |= o.calls;
   dp_tables += o.dp_tables;
   dp_calls_ns += o.dp_calls_ns;
+  world_bwd_ns += o.world_bwd_ns;
+  hot_values += o.hot_values;
 }
 
 CallModel::CallModel(const WorkloadSpec& spec, const HardwareProfile& hw, int world, int local)
     : spec_(spec), hw_(hw), W_(world), L_(std::max(1, local)), nodes_((world + std::max(1, local) - 1) / std::max(1, local)),
       world_(static_cast<size_t>(world)) {
   std::iota(world_.begin(), world_.end(), 0);
+  bucketize_ns_ = 1e9 * program::bucketize_bytes(spec) / (hw.gpu.hbm_bandwidth_bytes_per_s * hw.gpu.memory_kernel_efficiency);
+}
+
+double CallModel::world_all_reduce_ns(int64_t count, int64_t elem_bytes) const {
+  CollectiveCall c;
+  c.kind = CollectiveKind::all_reduce;
+  c.group = "world";
+  c.peers = world_;
+  c.count = count;
+  c.elem_bytes = elem_bytes;
+  std::vector<CallMember> ms;
+  ms.reserve(world_.size());
+  for (int r : world_) {
+    c.group_rank = r;
+    ms.push_back({collective_ns(c, r, L_, hw_), r / L_, ranks_on_node(r)});
+  }
+  return static_cast<double>(std::max(collective_call_ns(ms, hw_), emulated_floor_ns(c, L_, spec_.network)));
 }
 
 int CallModel::ranks_on_node(int r) const { return std::min(L_, W_ - r / L_ * L_); }
@@ -109,14 +130,20 @@ PhaseMax CallModel::critical_path(const std::vector<Perf>& per) const {
       add(bwd, members, check + call_ns(members, x, bwd_scale));
     }
   }
+  // world calls every rank joins: factorized row_wise tables' B all-reduces, one per table, and
+  // hot-row replication's one fused all-reduce of every hot table's block (fp32)
+  double world_bwd = 0, hot_values = 0;
+  for (const Perf& p : per) world_bwd += p.world_bwd_ns, hot_values += p.hot_values;
+  if (hot_values > 0) world_bwd += world_all_reduce_ns(std::llround(hot_values), 4);
   PhaseMax m;
   for (size_t r = 0; r < W; ++r) {
     const Perf& p = per[r];
     const double f = contention_factor(hw_, ranks_on_node(static_cast<int>(r)));
-    m.fwd_compute = std::max(m.fwd_compute, (p.fwd_compute + launch) * f);
+    // forward: bucketize, kjt_permute and lookup, a launch each (the "input" op is no phase's)
+    m.fwd_compute = std::max(m.fwd_compute, (p.fwd_compute + bucketize_ns_ + 3.0 * launch) * f);
     m.bwd_compute = std::max(m.bwd_compute, (p.bwd_compute + launch * (1.0 + 2.0 * p.dp_tables)) * f);
     m.fwd_comms = std::max(m.fwd_comms, fwd[r]);
-    m.bwd_comms = std::max(m.bwd_comms, bwd[r] + p.dp_calls_ns);
+    m.bwd_comms = std::max(m.bwd_comms, bwd[r] + p.dp_calls_ns + world_bwd);
     m.host = std::max(m.host, p.host);
   }
   return m;

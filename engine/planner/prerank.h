@@ -25,8 +25,9 @@ enum Call : size_t { kSplits, kLengths, kIds, kPooled, kRow, kTwrwIntra, kTwrwCr
 
 /// A shard's (or a rank's sum of its shards') pre-ranking figures, ns per step or bytes.
 struct Perf {
-  /// Bandwidth terms: compute without kernel launches, comms as bytes / intra-node busbw without
-  /// latency. The LPT partitioner's unit (total()); the score adds launches, latency, contention.
+  /// Bandwidth terms: compute without kernel launches (forward: the lookup and kjt_permute bytes
+  /// of the shard, program_sink.h lookup_bytes and input_op_bytes.h kjt_permute_bytes), comms as
+  /// bytes / intra-node busbw without latency. The LPT partitioner's unit (total()); the score adds launches, latency, contention.
   double fwd_compute = 0, fwd_comms = 0, bwd_compute = 0, bwd_comms = 0, host = 0;
   /// Per call, the shard's bytes X over all destinations: its owner's share of the call is
   /// X (n-1)/n, every other member's X / n (CallModel::call_ns).
@@ -34,6 +35,13 @@ struct Perf {
   unsigned calls = 0;       ///< bit c: the step has call c
   int dp_tables = 0;        ///< data_parallel replicas (each: 2 compute ops and 3 calls of its own)
   double dp_calls_ns = 0;   ///< the time of those calls, ns
+  /// World calls of the gradient dist that every rank joins whatever it holds, ns: a factorized
+  /// (low_rank_dim) row_wise table's B all-reduce, carried by the table's first row shard and
+  /// charged to every rank's backward comms (CallModel::critical_path).
+  double world_bwd_ns = 0;
+  /// fp32 values of hot-row replication's one fused all-reduce (TableSharding::hot_rows: H x
+  /// (dim + 1) a hot table), carried by the table's first row shard; timed once a step.
+  double hot_values = 0;
   double total() const { return fwd_compute + fwd_comms + bwd_compute + bwd_comms + host; }
   void add(const Perf& o);
 };
@@ -54,6 +62,13 @@ class CallModel {
   /// The 3 calls of one data_parallel table's gradient dist (all-gathers of the row count, the
   /// rows and the values; `rows` distinct rows a replica, `cols` columns), ns.
   double dp_calls_ns(double rows, int64_t cols) const;
+  /// One world all-reduce of `count` elements of `elem_bytes`, ns, timed exactly as plan_stats
+  /// times the program's call: each member by collective_ns (cost_model.h: ring, 2(n-1)/n of the
+  /// buffer), the call by collective_call_ns, floored by emulated_floor_ns (network_floor.h).
+  double world_all_reduce_ns(int64_t count, int64_t elem_bytes) const;
+  /// The bucketize op's memory time on one rank, ns (program/input_op_bytes.h bucketize_bytes
+  /// over HBM bandwidth x memory_kernel_efficiency; no launch, no contention).
+  double bucketize_ns() const { return bucketize_ns_; }
   /// One call of the group `members` (global ranks) where member k's shards have X = own[k]
   /// bytes (Perf::bytes) times `scale`: each member moves max(X (n-1)/n, (T - X) / n) bytes
   /// (T = sum of own), split over its peers on its node and on others in proportion to their
@@ -67,6 +82,7 @@ class CallModel {
   const HardwareProfile& hw_;
   int W_, L_, nodes_;
   std::vector<int> world_;
+  double bucketize_ns_ = 0;
 };
 
 }  // namespace embedscope::engine::planner_detail

@@ -21,6 +21,8 @@
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "planner/prerank.h"
+#include "program/input_op_bytes.h"
+#include "program/program_sink.h"
 
 namespace embedscope::engine {
 
@@ -41,6 +43,7 @@ struct TableInfo {
   bool open = true;            // no override in spec.sharding.tables
   TableSharding fixed;         // the override (open == false)
   std::vector<ShardingType> allowed;
+  std::vector<ShardingType> split_types;  // allowed before drop_empty_row_shards (open tables)
   std::vector<int> features;   // indices into spec.features
   double pf_sum = 0;           // sum of the features' mean pooling factors
 };
@@ -136,6 +139,7 @@ class Search {
       : spec_(spec), hw_(hw), greedy_(plan_sharding(spec)), W_(greedy_.world_size), L_(greedy_.local_world_size),
         nodes_(W_ / L_), cost_(spec, hw, W_), calls_(spec, hw, W_, L_), index_(spec) {
     dp_calls_.assign(spec.tables.size(), -1.0);
+    b_all_reduce_.assign(spec.tables.size(), -1.0);
     const std::vector<ShardingType>& only = options.sharding_types;
     tables_.resize(spec.tables.size());
     for (size_t i = 0; i < spec.tables.size(); ++i) {
@@ -160,6 +164,7 @@ class Search {
         if (t.embedding_dim >= 8 && W_ > 1 && !only.empty()) ti.allowed.push_back(ShardingType::table_column_wise);
         ti.allowed.push_back(ShardingType::data_parallel);
       }
+      if (ti.open) drop_empty_row_shards(i);
       if (ti.open && !only.empty()) restrict_allowed(i, only);
       for (int f : index_.features_of_table()[i])
         if (f >= 0) {
@@ -203,13 +208,20 @@ class Search {
       if (cands[a].within_capacity != cands[b].within_capacity) return cands[a].within_capacity;
       return cands[a].score < cands[b].score;
     });
-    bool have = false;
+    // the scored plans that fit, in the order scored; the best and the runner-up by (critical
+    // path, max HBM), ties to the one scored first
+    struct Scored {
+      size_t cand;
+      PlanStats stats;
+      int64_t max_hbm = 0;
+    };
+    std::vector<Scored> fit;
     int scored = 0;
     std::string first_misfit, misfit_proposer;
     int64_t misfit_over = 0, misfit_fullest = 0;
     std::set<std::string> seen;
     for (size_t i : order) {
-      if (scored >= kStatsCandidates && have) break;
+      if (scored >= kStatsCandidates && !fit.empty()) break;
       const Candidate& c = cands[i];
       const std::string key = fingerprint(c.plan);
       if (!seen.insert(key).second) continue;
@@ -222,26 +234,28 @@ class Search {
           first_misfit = st.does_not_fit, misfit_proposer = c.proposer, misfit_over = over, misfit_fullest = fullest;
         continue;
       }
-      const auto max_hbm = [](const PlanStats& s) {
-        int64_t m = 0;
-        for (const auto& r : s.ranks) m = std::max(m, r.hbm_bytes);
-        return m;
-      };
-      if (!have || st.critical_path_ns < res.stats.critical_path_ns ||
-          (st.critical_path_ns == res.stats.critical_path_ns && max_hbm(st) < max_hbm(res.stats))) {
-        res.plan = c.plan;
-        res.stats = std::move(st);
-        res.proposer = c.proposer;
-        have = true;
-      }
+      int64_t m = 0;
+      for (const auto& r : st.ranks) m = std::max(m, r.hbm_bytes);
+      fit.push_back({i, std::move(st), m});
     }
-    if (!have) {
+    if (fit.empty()) {
       // the candidate's reason names the same pointer: say it once
       const std::string pointer = "/devices/memory_bytes: ";
       if (first_misfit.starts_with(pointer)) first_misfit.erase(0, pointer.size());
       throw NoPlanFits(pointer + fmt::format("no plan fits the devices; the nearest candidate ({}, {} over on its "
                                              "fullest rank): ", misfit_proposer, format_bytes(misfit_over)) + first_misfit,
                        misfit_proposer, misfit_over, misfit_fullest);
+    }
+    std::stable_sort(fit.begin(), fit.end(), [](const Scored& a, const Scored& b) {
+      return a.stats.critical_path_ns != b.stats.critical_path_ns ? a.stats.critical_path_ns < b.stats.critical_path_ns
+                                                                  : a.max_hbm < b.max_hbm;
+    });
+    res.plan = cands[fit[0].cand].plan;
+    res.proposer = cands[fit[0].cand].proposer;
+    res.stats = std::move(fit[0].stats);
+    if (fit.size() > 1) {
+      res.runner_up_proposer = cands[fit[1].cand].proposer;
+      res.runner_up_critical_path_ns = fit[1].stats.critical_path_ns;
     }
     res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     return res;
@@ -267,9 +281,28 @@ class Search {
   }
 
  private:
+  // A row shard with no rows is a plan defect (plan42: criteo_kaggle's 3-row table row_wise on 4
+  // ranks gave rank 3 a 0 x 16 shard): an open table with fewer rows than the ranks a type splits
+  // its rows over does not allow that type (row_wise: the world; table_row_wise and grid_shard:
+  // a node's ranks). It keeps table_wise (and column_wise, data_parallel where allowed), as
+  // TorchRec's planner would place such a table.
+  void drop_empty_row_shards(size_t i) {
+    const int64_t rows = spec_.tables[i].rows();
+    std::vector<ShardingType>& a = tables_[i].allowed;
+    tables_[i].split_types = a;
+    a.erase(std::remove_if(a.begin(), a.end(),
+                           [&](ShardingType t) {
+                             return (t == ShardingType::row_wise && rows < W_) ||
+                                    ((t == ShardingType::table_row_wise || t == ShardingType::grid_shard) && rows < L_);
+                           }),
+            a.end());
+  }
+
   // PlanSearchOptions::sharding_types: an open table keeps the types it allows among `only`
   // (column_wise needs embedding_dim >= 8 and 2 ranks or more; a low-rank table only table_wise and
-  // data_parallel); none left is a SpecError naming the table.
+  // data_parallel); none left is a SpecError naming the table, except for a table that allows
+  // one of them but has too few rows to split (drop_empty_row_shards): it keeps table_wise, the
+  // whole table on one rank (a row_wise scaling study of criteo_kaggle keeps its 3-row table whole).
   void restrict_allowed(size_t i, const std::vector<ShardingType>& only) {
     TableInfo& ti = tables_[i];
     std::vector<ShardingType> keep;
@@ -277,6 +310,12 @@ class Search {
       if (std::find(ti.allowed.begin(), ti.allowed.end(), t) != ti.allowed.end() &&
           std::find(keep.begin(), keep.end(), t) == keep.end())
         keep.push_back(t);
+    if (keep.empty())
+      for (ShardingType t : only)
+        if (std::find(ti.split_types.begin(), ti.split_types.end(), t) != ti.split_types.end()) {
+          keep = {ShardingType::table_wise};
+          break;
+        }
     if (keep.empty()) {
       std::string names;
       for (ShardingType t : ti.allowed) names += (names.empty() ? "" : ", ") + std::string(to_string(t));
@@ -297,6 +336,42 @@ class Search {
   // Every rank's ids of table i per step (batch x world x the features' mean pooling factors).
   double table_ids(size_t i) const { return cost_.batch() * W_ * tables_[i].pf_sum; }
 
+  // The compute of a shard of `cols` columns of table t whose slots (one a feature) receive
+  // ids[k] ids a step from every rank's B bags, ns without launches, as the StepProgram's ops
+  // count their bytes: forward, the slots' lookup bytes (program_sink.h lookup_bytes) over HBM x
+  // tbe_forward_efficiency and their kjt_permute bytes (input_op_bytes.h) over HBM x
+  // memory_kernel_efficiency; backward, their fused update's bytes (update_bytes) over HBM x
+  // tbe_backward_efficiency (cost_model.h compute_ns).
+  void slot_compute(const TableSpec& t, int64_t cols, const std::vector<double>& ids, Perf& p) const {
+    const GpuProfile& g = hw_.gpu;
+    const double bags = cost_.batch() * W_;
+    double lookup = 0, update = 0, all = 0;
+    for (double n : ids) {
+      lookup += program::ProgramSink::lookup_bytes(n, t, cols, bags);
+      update += program::ProgramSink::update_bytes(n, t, cols, bags, spec_.optimizer.type);
+      all += n;
+    }
+    const double permute = program::kjt_permute_bytes(all, bags, static_cast<double>(ids.size()));
+    p.fwd_compute = 1e9 * (lookup / (g.hbm_bandwidth_bytes_per_s * g.tbe_forward_efficiency) +
+                           permute / (g.hbm_bandwidth_bytes_per_s * g.memory_kernel_efficiency));
+    p.bwd_compute = 1e9 * update / (g.hbm_bandwidth_bytes_per_s * g.tbe_backward_efficiency);
+  }
+
+  // The world calls a row shard s of table i carries for the whole table (prerank.h Perf): a
+  // factorized row_wise table's B all-reduce (r x dim + 1 fp32, sharding/row_wise.cpp) and a hot
+  // table's block in hot-row replication's all-reduce (H x (dim + 1), sharding/hot_rows.cpp), on
+  // the shard at row 0 and column 0 only.
+  void world_calls(size_t i, ShardingType type, const Shard& s, Perf& p) const {
+    if (s.row_offset != 0 || s.col_offset != 0) return;
+    const TableSpec& t = spec_.tables[i];
+    if (type == ShardingType::row_wise && t.low_rank_dim > 0) {
+      if (b_all_reduce_[i] < 0) b_all_reduce_[i] = calls_.world_all_reduce_ns(t.low_rank_dim * t.embedding_dim + 1, 4);
+      p.world_bwd_ns += b_all_reduce_[i];
+    }
+    if (auto e = spec_.sharding.per_table.find(t.name); e != spec_.sharding.per_table.end())
+      p.hot_values += static_cast<double>(static_cast<int64_t>(e->second.hot_rows.size()) * (t.embedding_dim + 1));
+  }
+
   Perf shard_perf(size_t i, ShardingType type, const Shard& s) const {
     const TableSpec& t = spec_.tables[i];
     const TableInfo& ti = tables_[i];
@@ -308,6 +383,9 @@ class Search {
       case ShardingType::table_column_wise: {
         Perf p = cost_.perf(t, table_ids(i), s.num_cols, B * W_ * nf * static_cast<double>(s.num_cols), table_ids(i),
                             Call::kPooled, nf);
+        std::vector<double> ids;
+        for (int f : ti.features) ids.push_back(B * W_ * spec_.features[static_cast<size_t>(f)].pooling_factor.mean);
+        slot_compute(t, s.num_cols, ids, p);
         p.host = host_perf(i, s, 1.0);
         return p;
       }
@@ -316,24 +394,43 @@ class Search {
       case ShardingType::grid_shard: {
         // memoized: the Zipf share of a row range costs up to 2 x 4,096 powers (zipf_mass)
         const auto key = std::make_tuple(i, type == ShardingType::row_wise, s.row_offset, s.num_rows, s.num_cols);
-        if (auto it = row_perf_.find(key); it != row_perf_.end()) return it->second;
+        if (auto it = row_perf_.find(key); it != row_perf_.end()) {
+          Perf p = it->second;
+          world_calls(i, type, s, p);
+          return p;
+        }
+        // each slot's ids: its share of the feature's ids less the hot rows' (they stay on the
+        // rank of their bag), as program_sink.cpp expected_slot_ids has them
         double look = 0;
-        for (int f : ti.features)
-          look += B * W_ * spec_.features[static_cast<size_t>(f)].pooling_factor.mean *
-                  shard_id_share(t, spec_.features[static_cast<size_t>(f)], s.row_offset, s.num_rows);
+        std::vector<double> ids;
+        for (int f : ti.features) {
+          const FeatureSpec& fs = spec_.features[static_cast<size_t>(f)];
+          double share = s.num_rows != t.rows() ? shard_id_share(t, fs, s.row_offset, s.num_rows) : 1.0;
+          if (const double hot = program::hot_id_share(spec_, static_cast<int>(i), f, s.row_offset, s.row_offset + s.num_rows);
+              hot > 0)
+            share = std::max(0.0, share - hot);
+          ids.push_back(B * W_ * fs.pooling_factor.mean * share);
+          look += ids.back();
+        }
         // table_row_wise / grid_shard: the partial sums of every sample reduced in the node, then
         // each rank's B samples of the node's columns to every other node
         const double cols = static_cast<double>(s.num_cols);
         Perf p = cost_.perf(t, look, s.num_cols, B * W_ * nf * cols, look,
                             type == ShardingType::row_wise ? Call::kRow : Call::kTwrwIntra, nf, nodes_ * B * nf * cols);
+        slot_compute(t, s.num_cols, ids, p);
         p.host = host_perf(i, s, 0.0);
-        return row_perf_[key] = p;
+        row_perf_[key] = p;
+        world_calls(i, type, s, p);
+        return p;
       }
       case ShardingType::data_parallel: {
         // local lookups of the own batch; backward: the all-gather of every rank's sparse
         // gradients (ids and rows)
         const double look = B * ti.pf_sum;
         Perf p = cost_.perf(t, look, s.num_cols, 0.0, 0.0);
+        // the lookup op's bytes of the replica (sharding/data_parallel.cpp: own B bags a feature)
+        p.fwd_compute = 1e9 * program::ProgramSink::lookup_bytes(look, t, s.num_cols, B * nf) /
+                        (hw_.gpu.hbm_bandwidth_bytes_per_s * hw_.gpu.tbe_forward_efficiency);
         const double rows = std::min(look, static_cast<double>(t.rows()));
         p.bwd_comms = 1e9 * (W_ - 1) * rows * (8.0 + 4.0 * static_cast<double>(s.num_cols)) /
                       hw_.intra_node.bus_bandwidth_bytes_per_s;
@@ -561,7 +658,10 @@ class Search {
       const TableInfo& ti = tables_[i];
       if (!ti.open) out.push_back(ti.fixed.type);
       else if (spec_.tables[i].low_rank_dim > 0) out.push_back(ShardingType::table_wise);
-      else out.push_back(tw[i] > total / W_ ? ShardingType::row_wise : ShardingType::table_wise);
+      else {
+        const bool rw = std::find(ti.allowed.begin(), ti.allowed.end(), ShardingType::row_wise) != ti.allowed.end();
+        out.push_back(rw && tw[i] > total / W_ ? ShardingType::row_wise : ShardingType::table_wise);
+      }
     }
     return out;
   }
@@ -640,6 +740,7 @@ class Search {
   mutable std::map<std::tuple<size_t, bool, int64_t, int64_t, int64_t>, Perf> row_perf_;
   mutable std::map<std::tuple<size_t, int64_t, int64_t, int64_t>, double> host_perf_;
   mutable std::vector<double> dp_calls_;  // CallModel::dp_calls_ns of each table (-1: not yet)
+  mutable std::vector<double> b_all_reduce_;  // CallModel::world_all_reduce_ns of each factorized table's B (-1: not yet)
   const WorkloadSpec& spec_;
   const HardwareProfile& hw_;
   ShardingPlan greedy_;

@@ -13,6 +13,7 @@
 #include "embedscope/engine/cost/cost_model.h"
 #include "embedscope/engine/cost/network_floor.h"
 #include "embedscope/engine/cost/shared_cores.h"
+#include "embedscope/engine/input/realized_share.h"
 #include "embedscope/engine/program/step_program.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "program/program_sink.h"
@@ -35,7 +36,7 @@ std::vector<double> expected_lookups_per_rank(const WorkloadSpec& spec, const Sh
         if (tp.type == ShardingType::data_parallel) share = 1.0 / plan.world_size;
         else if (tp.type == ShardingType::row_wise || tp.type == ShardingType::table_row_wise ||
                  tp.type == ShardingType::grid_shard)
-          share = shard_id_share(t, f, s.row_offset, s.num_rows);
+          share = s.num_rows == t.rows() ? 1.0 : realized_id_share(spec, t, fi, s.row_offset, s.num_rows);
         out[static_cast<size_t>(s.rank)] += ids * share;
       }
     }

@@ -11,6 +11,7 @@
 
 #include "sharding/embedding_sharding.h"
 #include "program_sink.h"
+#include "input_op_bytes.h"
 #include "embedscope/engine/comm/collective_math.h"
 #include "embedscope/engine/cost/cache_model.h"
 #include "embedscope/engine/model/dense.h"
@@ -111,9 +112,7 @@ class Builder {
   void start_batch(int batch, bool sync) {
     PhaseScope ph(p_, PhaseKind::start_batch, batch, sync);
     // the batch in device memory: ids and bag lengths (int64), dense features (fp32)
-    double batch_ids = 0;
-    for (const auto& f : spec_.features) batch_ids += static_cast<double>(B_) * f.pooling_factor.mean;
-    const double kjt_bytes = 8.0 * (batch_ids + static_cast<double>(B_ * static_cast<int64_t>(spec_.features.size())));
+    const double kjt_bytes = program::kjt_bytes(spec_);
     const double dense_in = spec_.dense ? 4.0 * static_cast<double>(B_ * (spec_.dense->num_dense_features + 1)) : 0.0;
     own(sink_.compute("input", OpCategory::input, batch,
                   fmt::format("make this rank's batch ({} samples, {} features) and check its ids", B_,
@@ -121,7 +120,7 @@ class Builder {
                   0, 0, std::llround(kjt_bytes + dense_in)), RankOp::input);
     own(sink_.compute("bucketize", OpCategory::input, batch,
                   "group the ids by destination shard (row-wise tables: by row range)", 0, 0,
-                  std::llround(2 * kjt_bytes)), RankOp::bucketize);
+                  std::llround(program::bucketize_bytes(spec_))), RankOp::bucketize);
     // no shard is looked up remotely (every table data_parallel, TorchRec's DP tables): no input
     // dist (tester33 D11: three empty all-to-alls the simulator charged)
     if (L_.slots.empty()) return;
@@ -167,7 +166,7 @@ class Builder {
         "kjt_permute", OpCategory::input, batch,
         input_dist_earlier ? "arrange the received ids per local shard (their input dist ran in the previous step)"
                            : "arrange the received ids per local shard",
-        0, 0, std::llround(2 * 8.0 * (ids + bags * static_cast<double>(mine_.size()))));
+        0, 0, std::llround(program::kjt_permute_bytes(ids, bags, static_cast<double>(mine_.size()))));
     own(permute, RankOp::kjt_permute);
     for (const auto& m : shardings_) {
       const auto w = m->local_lookup_work(sink_);

@@ -90,7 +90,12 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>&
     j["fits"] = r.stats.fits;
     j.update(pipeline_json(spec));
     j["search"] = {{"proposer", r.proposer}, {"proposals", r.proposals}, {"feasible", r.feasible},
-                   {"seconds", r.seconds}};
+                   {"seconds", r.seconds}, {"critical_path_ns", r.stats.critical_path_ns}};
+    // the best other plan the full estimate scored (null when none other fits)
+    j["search"]["runner_up"] = r.runner_up_proposer.empty()
+                                   ? json(nullptr)
+                                   : json{{"proposer", r.runner_up_proposer},
+                                          {"critical_path_ns", r.runner_up_critical_path_ns}};
     j["stats"] = es::to_json(r.stats);
     j["memory"] = memory_json(spec, es::estimate_memory(spec, r.plan));
     add_storage_json(j, sr);
@@ -101,8 +106,14 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>&
   std::cout << plan_table(spec, r.plan) << "\n" << table_storage_text(spec, r.plan) << "\n" << pipeline_text(spec)
             << "\n" << memory_text(spec, es::estimate_memory(spec, r.plan)) << "\n";
   std::cout << fmt::format("planner search: evaluated {} proposal(s), found {} possible plan(s), ran for {:.2f} s; best: "
-                           "{}\n",
-                           r.proposals, r.feasible, r.seconds, r.proposer);
+                           "{} (critical path {:.3f} ms)",
+                           r.proposals, r.feasible, r.seconds, r.proposer, 1e-6 * static_cast<double>(r.stats.critical_path_ns));
+  if (r.runner_up_proposer.empty())
+    std::cout << "; runner-up: none (no other distinct plan that fits was scored)\n";
+  else
+    std::cout << fmt::format("; runner-up: {} (critical path {:.3f} ms, +{:.3f} ms)\n", r.runner_up_proposer,
+                             1e-6 * static_cast<double>(r.runner_up_critical_path_ns),
+                             1e-6 * static_cast<double>(r.runner_up_critical_path_ns - r.stats.critical_path_ns));
   std::cout << es::to_text(r.stats);
   if (spec.devices.backend != es::Backend::simulated && spec.devices.hardware.empty())
     std::cout << fmt::format("(cpu ranks: the times are relative costs from hardware profile {}, not this machine's)\n",

@@ -74,8 +74,11 @@ TablePlan prerank_rw(int table, int ranks) {
 }  // namespace
 
 // One table_wise table on rank 0 of 2 GPU ranks, pooling factor 1: 2 x 4 = 8 lookups a step.
-//  fwd compute: rank 0: 8 x 32 B / 1 B/ns + 1 launch = 1,256 ns (rank 1: the launch only)
-//  bwd compute: rows read and written back, 2 x 256 + 1 launch = 1,512 ns
+//  fwd compute (plan42: the ops' bytes as the StepProgram counts them, a launch each): bucketize
+//    of the rank's KJT 2 x 8 x (4 ids + 4 lengths) = 128 B; kjt_permute 2 x 8 x (8 ids + 8 bags
+//    x 1 slot) = 256 B; lookup 8 ids x (32 + 8) + 8 bags x 32 B = 576 B: rank 0 128 + 256 + 576
+//    + 3 launches = 3,960 ns (rank 1: 128 + 3,000)
+//  bwd compute: the fused update, 8 bags x 32 + 8 ids x (8 + 2 x 32) = 832 B + 1 launch = 1,832 ns
 //  fwd comms, each call the larger member's 10 us + bytes (rank 0 receives the ids, sends the rows):
 //    splits 8 B, lengths 4 x 8 = 32 B, ids 4 x 8 = 32 B, pooled rows 4 samples x 8 x 4 B = 128 B
 //    -> 10,008 + 10,032 + 10,032 + 10,128 = 40,200 ns, and each of those all-to-alls' split
@@ -87,21 +90,27 @@ TEST(PlannerPreRank, LatencyPerCallByHandAndAsPlanStats) {
   const ShardingPlan plan{2, 2, {prerank_tw(0, 0)}};
   const HardwareProfile hw = prerank_profile();
   const PreRankEstimate e = pre_rank_estimate(spec, plan, hw);
-  EXPECT_DOUBLE_EQ(e.fwd_compute_ns, 1256.0);
-  EXPECT_DOUBLE_EQ(e.bwd_compute_ns, 1512.0);
+  EXPECT_DOUBLE_EQ(e.fwd_compute_ns, 3960.0);
+  EXPECT_DOUBLE_EQ(e.bwd_compute_ns, 1832.0);
   EXPECT_DOUBLE_EQ(e.fwd_comms_ns, 80328.0);
   EXPECT_DOUBLE_EQ(e.bwd_comms_ns, 20160.0);
   EXPECT_DOUBLE_EQ(e.host_ns, 0.0);
-  EXPECT_DOUBLE_EQ(e.critical_path_ns, 1256.0 + 80328 + 1512 + 20160);
-  // the full estimate times the program's calls to the same figures
+  EXPECT_DOUBLE_EQ(e.critical_path_ns, 3960.0 + 80328 + 1832 + 20160);
+  // the full estimate times the program's ops and calls to the same figures
   const PlanStats st = plan_stats(spec, plan, hw);
+  EXPECT_EQ(st.ranks[0].fwd_compute_ns, 3960);
+  EXPECT_EQ(st.ranks[1].fwd_compute_ns, 3128);
+  EXPECT_EQ(st.ranks[0].bwd_compute_ns, 1832);
+  EXPECT_EQ(st.critical_path_ns, 3960 + 80328 + 1832 + 20160);
   EXPECT_EQ(st.ranks[0].fwd_comms_ns, 80328);
   EXPECT_EQ(st.ranks[1].fwd_comms_ns, 80328);
   EXPECT_EQ(st.ranks[0].bwd_comms_ns, 20160);
 }
 
 // The same table on rank 0 of 4 cpu ranks sharing 2 cores (f(4) = 2, f(1) = 1): 16 lookups.
-//  fwd compute (16 x 32 + 1,000) x 2 = 3,024; bwd compute (2 x 512 + 1,000) x 2 = 4,048 ns
+//  fwd compute (bucketize 128 + kjt_permute 2 x 8 x (16 + 16) + lookup 16 x 40 + 16 x 32 + 3
+//  launches) x 2 = (128 + 512 + 1,152 + 3,000) x 2 = 9,584; bwd compute (16 x 32 + 16 x 72 +
+//  1,000) x 2 = 5,328 ns
 //  each call by processor sharing of its members' times: 3 members of 10 us + b, rank 0 of
 //  10 us + 3b: (10,000 + b) x f(4) + 2b x f(1) = 20,000 + 4b:
 //    splits b = 8: 20,032; lengths b = 32: 20,128; ids b = 32: 20,128; pooled rows b = 128: 20,512
@@ -112,11 +121,13 @@ TEST(PlannerPreRank, CpuRanksSharingCoresByHandAndAsPlanStats) {
   const ShardingPlan plan{4, 4, {prerank_tw(0, 0)}};
   const HardwareProfile hw = prerank_profile(2);
   const PreRankEstimate e = pre_rank_estimate(spec, plan, hw);
-  EXPECT_DOUBLE_EQ(e.fwd_compute_ns, 3024.0);
-  EXPECT_DOUBLE_EQ(e.bwd_compute_ns, 4048.0);
+  EXPECT_DOUBLE_EQ(e.fwd_compute_ns, 9584.0);
+  EXPECT_DOUBLE_EQ(e.bwd_compute_ns, 5328.0);
   EXPECT_DOUBLE_EQ(e.fwd_comms_ns, 162336.0);
   EXPECT_DOUBLE_EQ(e.bwd_comms_ns, 40896.0);
   const PlanStats st = plan_stats(spec, plan, hw);
+  EXPECT_EQ(st.ranks[0].fwd_compute_ns, 9584);
+  EXPECT_EQ(st.ranks[0].bwd_compute_ns, 5328);
   for (const RankStats& r : st.ranks) {
     EXPECT_EQ(r.fwd_comms_ns, 162336) << r.rank;
     EXPECT_EQ(r.bwd_comms_ns, 40896) << r.rank;
@@ -124,15 +135,17 @@ TEST(PlannerPreRank, CpuRanksSharingCoresByHandAndAsPlanStats) {
 }
 
 // Latency decides (plan41 task 1): t0 serves 20 ids a bag (160 lookups a step), t1 and t2 one.
-//  P1, all table_wise (t0 on rank 0, t1 and t2 on rank 1): fwd compute 1,000 + 160 x 32 = 6,120;
-//    bwd 1,000 + 10,240 = 11,240; fwd comms 4 calls: splits 10,016, lengths 10,064, ids 10,640,
+//  (compute as plan42 counts it: bucketize 2 x 8 x (88 ids + 12 lengths) = 1,600 B on every rank,
+//  a slot of n ids: kjt_permute 16 (n + 8), lookup 40 n + 256, update 72 n + 256 B)
+//  P1, all table_wise (t0 on rank 0, t1 and t2 on rank 1): fwd compute 1,600 + 2,688 + 6,656 + 3
+//    launches = 13,944; bwd 256 + 11,520 + 1,000 = 12,776; fwd comms 4 calls: splits 10,016, lengths 10,064, ids 10,640,
 //    pooled 10,256 = 40,976, and their 4 split checks (10,032 each): 81,104; bwd 10,256 + 10,032
-//    = 20,288 -> 118,752 ns.
-//  P2, t0 row_wise (80 lookups a half), t1 on rank 0, t2 on rank 1: fwd compute 1,000 + 2,560 +
-//    256 = 3,816; bwd 1,000 + 5,120 + 512 = 6,632; fwd comms 5 calls: splits 10,016, lengths
+//    = 20,288 -> 128,112 ns.
+//  P2, t0 row_wise (80 lookups a half), t1 on rank 0, t2 on rank 1: fwd compute 1,600 + 16 x
+//    (88 + 16) + 3,456 + 576 + 3,000 = 10,296; bwd 6,016 + 832 + 1,000 = 7,848; fwd comms 5 calls: splits 10,016, lengths
 //    10,064, ids 10,352, pooled 10,128, row-wise reduce-scatter 10,128 = 50,688, and 5 checks:
 //    100,848; bwd: all-to-all 10,128 + its check 10,032 + all-gather 10,128 = 30,288
-//    -> 141,584 ns: two more calls forward, one more back, cost more than P2's balance saves.
+//    -> 149,280 ns: two more calls forward, one more back, cost more than P2's balance saves.
 // The old pre-ranking (bytes / bandwidth, a launch per shard, no latency) had P1 18,384 ns and
 // P2 13,312 ns: the other order.
 TEST(PlannerPreRank, ManySmallCallsRankedAsPlanStatsRanksThem) {
@@ -141,14 +154,16 @@ TEST(PlannerPreRank, ManySmallCallsRankedAsPlanStatsRanksThem) {
   const ShardingPlan p2{2, 2, {prerank_rw(0, 2), prerank_tw(1, 0), prerank_tw(2, 1)}};
   const HardwareProfile hw = prerank_profile();
   const PreRankEstimate e1 = pre_rank_estimate(spec, p1, hw), e2 = pre_rank_estimate(spec, p2, hw);
-  EXPECT_DOUBLE_EQ(e1.fwd_compute_ns, 6120.0);
+  EXPECT_DOUBLE_EQ(e1.fwd_compute_ns, 13944.0);
   EXPECT_DOUBLE_EQ(e1.fwd_comms_ns, 81104.0);
-  EXPECT_DOUBLE_EQ(e1.critical_path_ns, 118752.0);
-  EXPECT_DOUBLE_EQ(e2.fwd_compute_ns, 3816.0);
+  EXPECT_DOUBLE_EQ(e1.critical_path_ns, 128112.0);
+  EXPECT_DOUBLE_EQ(e2.fwd_compute_ns, 10296.0);
   EXPECT_DOUBLE_EQ(e2.fwd_comms_ns, 100848.0);
   EXPECT_DOUBLE_EQ(e2.bwd_comms_ns, 30288.0);
-  EXPECT_DOUBLE_EQ(e2.critical_path_ns, 141584.0);
+  EXPECT_DOUBLE_EQ(e2.critical_path_ns, 149280.0);
   const PlanStats s1 = plan_stats(spec, p1, hw), s2 = plan_stats(spec, p2, hw);
+  EXPECT_EQ(s1.critical_path_ns, 128112);
+  EXPECT_EQ(s2.critical_path_ns, 149280);
   EXPECT_LT(s1.critical_path_ns, s2.critical_path_ns);
   EXPECT_LT(e1.critical_path_ns, e2.critical_path_ns);
   // the comms the two estimates share, call for call
@@ -188,7 +203,9 @@ TEST(PlannerPreRank, EmulatedNetworkIsAFloorUnderEveryCall) {
 // N (1 - (1 - 1/N)^n) = 1000 (1 - 0.999^4) = 3.994 -> 4 distinct rows of a replica's 4 ids
 // (32 B, 4 x 8 x 4 = 128 B): 10,008 + 10,032 + 10,128 = 30,168 ns of bwd comms; bwd compute:
 // every rank applies both replicas' gradients, 2 x 2 x 128 B = 512 ns, and 3 launches (the fused
-// backward, the table's backward and its optimizer): 3,512 ns.
+// backward, the table's backward and its optimizer): 3,512 ns. fwd compute (plan42): bucketize
+// 128 B, kjt_permute of no slot 0 B, the replica's lookup 4 x 40 + 4 bags x 32 = 288 B, 3
+// launches: 3,416 ns, as plan_stats.
 TEST(PlannerPreRank, DataParallelTablesPayThreeCallsEach) {
   const WorkloadSpec spec = prerank_spec(2, {1.0});
   const ShardingPlan plan{2, 2, {{0, ShardingType::data_parallel, -1, {{0, 0, 1000, 0, 8}, {1, 0, 1000, 0, 8}}}}};
@@ -196,10 +213,11 @@ TEST(PlannerPreRank, DataParallelTablesPayThreeCallsEach) {
   const PreRankEstimate e = pre_rank_estimate(spec, plan, hw);
   EXPECT_DOUBLE_EQ(e.fwd_comms_ns, 0.0);
   EXPECT_DOUBLE_EQ(e.bwd_comms_ns, 30168.0);
-  EXPECT_DOUBLE_EQ(e.fwd_compute_ns, 1128.0);  // 4 ids x 32 B + 1 launch
+  EXPECT_DOUBLE_EQ(e.fwd_compute_ns, 3416.0);
   EXPECT_DOUBLE_EQ(e.bwd_compute_ns, 3512.0);
   const PlanStats st = plan_stats(spec, plan, hw);
   EXPECT_EQ(st.ranks[0].fwd_comms_ns, 0);
+  EXPECT_EQ(st.ranks[0].fwd_compute_ns, 3416);
   EXPECT_EQ(st.ranks[0].bwd_comms_ns, 30168);
   EXPECT_EQ(st.ranks[1].bwd_comms_ns, 30168);
 }

@@ -246,7 +246,9 @@ TEST(PlanSearch, ShardingTypesRestrictTheSearchAndPlaceByTime) {
     EXPECT_NE(std::string(e.what()).find("/tables/3 (" + lr.tables[3].name + ")"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("table_wise, row_wise, data_parallel"), std::string::npos) << e.what();
   }
-  // row_wise is one of them: A's rows split, B on every rank
+  // row_wise is one of them: A's rows split, B on every rank (t_cat_8's 3 rows on 4 ranks: kept
+  // whole, table_wise, since plan42)
   const PlanSearchResult lr_rw = plan_search(lr, planning_profile(lr), PlanSearchOptions{{ShardingType::row_wise}});
   EXPECT_EQ(lr_rw.plan.tables[3].type, ShardingType::row_wise);
+  EXPECT_EQ(lr_rw.plan.tables[8].type, ShardingType::table_wise);
 }

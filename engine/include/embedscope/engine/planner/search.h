@@ -19,7 +19,12 @@
 // row_wise, column_wise (embedding_dim >= 8), table_row_wise (only when local_world_size <
 // world), grid_shard (embedding_dim >= 8, only when local_world_size < world), data_parallel;
 // table_column_wise (embedding_dim >= 8) only when PlanSearchOptions::sharding_types asks for it
-// (it is column_wise kept inside one node, which the time estimate never prefers).
+// (it is column_wise kept inside one node, which the time estimate never prefers). A row shard
+// without rows is never planned (plan42): a table with fewer rows than the world does not allow
+// row_wise, one with fewer rows than local_world_size not table_row_wise or grid_shard (they
+// fall back to the table's first allowed type, table_wise; `balanced` keeps such a table
+// table_wise); when PlanSearchOptions::sharding_types then leaves it none of the types, it keeps
+// table_wise (a row_wise-only search of criteo_kaggle on 4 ranks keeps the 3-row table whole).
 //
 // Partitioner (every proposer but greedy): fixed shards first (overrides, row_wise,
 // data_parallel, table_row_wise's node rows), then the open shards largest estimated time
@@ -48,7 +53,7 @@
 // Pre-ranking estimate (the score that ranks every candidate; the best kStatsCandidates are then
 // scored with plan_stats, their StepPrograms timed by the cost model): the shards' figures summed
 // per rank, then per rank and phase, as plan_stats has them (plan41):
-//  - compute: (sum of the shards' compute + kernel_launch x the rank's ops: 1 lookup forward;
+//  - compute: (sum of the shards' compute + kernel_launch x the rank's ops: 3 forward;
 //    1 fused backward + 2 per data_parallel replica) x contention_factor(hw, ranks on the
 //    rank's node) (cost_model.h; 1 for GPUs).
 //  - comms: the step's collective calls, one a module as the StepProgram has them (prerank.h
@@ -65,8 +70,15 @@
 //    every member gets the call's time; qcomms fp16 / bf16 halve the output and gradient dist.
 //  - host: the shards' host-link copies (below), summed.
 // The critical path is the sum over the five phases of the max over ranks, as plan_stats'.
-// Not modelled here (plan_stats has them): bucketize / permute / input ops (the same under every
-// plan), a factorized row_wise table's B all-reduce, hot-row replication's all-reduce.
+// Since plan42 also as plan_stats has them: compute from the bytes the StepProgram's ops carry
+// (program_sink.h lookup_bytes / update_bytes per (shard, feature) slot, every rank's B bags of
+// it; program/input_op_bytes.h kjt_permute of the rank's slots and bucketize of its batch, the
+// same on every rank), 3 launches forward (bucketize, kjt_permute, lookup); a factorized
+// row_wise table's B all-reduce and hot-row replication's one all-reduce, world calls every rank
+// joins, timed as plan_stats times an all-reduce (collective_ns of each member). The "input" op
+// is no phase of plan_stats' and is left out of both. Not modelled: a data_parallel replica's
+// backward bytes (its own formula above), the hot rows' replica lookups and updates (the
+// slots' ids do exclude the hot rows' share), rounding of each op to ns.
 // host = a shard of a table in host memory (placement host / host_cached): the expected bytes of
 // its host_fetch (the lookup's misses) and host_update (optimizer state rows, dirty rows
 // evicted) from the cache model (cost/cache_model.h estimate_cache + host_traffic, what the
@@ -122,6 +134,13 @@ struct PlanSearchResult {
   int proposals = 0;        ///< proposals evaluated (TorchRec's "Evaluated N proposal(s)")
   int feasible = 0;         ///< of those, the plans that fit in memory ("found N possible plan(s)")
   double seconds = 0;       ///< wall time of the search
+  /// The runner-up: the best other plan that fits among those the full estimate scored (the
+  /// kStatsCandidates best by the pre-ranking, distinct plans; same order: critical path, then
+  /// max HBM): its proposer and its plan_stats critical path, ns. Empty / 0 when no other scored
+  /// plan fits. So a user sees by how much the best won (criteo_kaggle x 4 before plan42:
+  /// row_wise 0.174 ms against table_wise 0.177 ms).
+  std::string runner_up_proposer;
+  int64_t runner_up_critical_path_ns = 0;
 };
 
 /// What the search may choose (TorchRec's ParameterConstraints.sharding_types, for every open table).

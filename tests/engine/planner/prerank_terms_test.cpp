@@ -1,0 +1,186 @@
+// The pre-ranking estimate's terms added in plan42 (planner/search.h "Pre-ranking estimate"):
+// bucketize and kjt_permute, the lookup and fused update's bytes as the StepProgram's ops count
+// them (program/input_op_bytes.h, program_sink.h lookup_bytes / update_bytes), a factorized
+// row_wise table's B all-reduce and hot-row replication's all-reduce, each against numbers by
+// hand and against plan_stats' figure for the same plan; and a pair of plans the pre-ranking
+// before plan42 ordered the other way from plan_stats.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "embedscope/engine/cost/hardware_profile.h"
+#include "embedscope/engine/planner/search.h"
+#include "embedscope/engine/planner/stats.h"
+#include "embedscope/engine/sharding/sharding.h"
+#include "embedscope/engine/workload/presets.h"
+
+using namespace embedscope::engine;
+
+namespace {
+
+// HBM 1 B/ns at efficiency 1, kernel launch 1 us, links of 1 B/ns with `latency` ns a call
+// (0: a call costs its bytes only).
+HardwareProfile terms_profile(int64_t latency = 10000) {
+  HardwareProfile hw;
+  hw.name = "prerank_terms";
+  hw.gpu.name = "round";
+  hw.gpu.memory_bytes = int64_t{1} << 40;
+  hw.gpu.hbm_bandwidth_bytes_per_s = 1e9;
+  hw.gpu.dense_flops_per_s = 1e12;
+  hw.gpu.dense_efficiency = hw.gpu.tbe_forward_efficiency = hw.gpu.tbe_backward_efficiency = 1.0;
+  hw.gpu.memory_kernel_efficiency = 1.0;
+  hw.gpu.kernel_launch_ns = 1000;
+  hw.gpus_per_node = 8;
+  hw.max_nodes = 4;
+  hw.intra_node = {"round link", 1e9, latency};
+  hw.inter_node = hw.intra_node;
+  return hw;
+}
+
+// 2 ranks on one node, batch 4, sgd; tables of 1000 rows x 8 fp32, one feature each of uniform
+// ids with the given mean pooling factor (fixed).
+WorkloadSpec terms_spec(const std::vector<double>& pooling_factors) {
+  WorkloadSpec s = load_preset("tiny");
+  s.devices.count = 2;
+  s.batch_size = 4;
+  s.tables.clear();
+  s.features.clear();
+  for (size_t i = 0; i < pooling_factors.size(); ++i) {
+    TableSpec t;
+    t.name = "t" + std::to_string(i);
+    t.num_embeddings = 1000;
+    t.embedding_dim = 8;
+    t.feature_names = {"f" + std::to_string(i)};
+    s.tables.push_back(t);
+    FeatureSpec f;
+    f.name = t.feature_names[0];
+    f.pooling_factor.mean = pooling_factors[i];
+    f.pooling_factor.max = static_cast<int64_t>(pooling_factors[i]);
+    s.features.push_back(f);
+  }
+  return s;
+}
+
+TablePlan terms_tw(int table, int rank) { return {table, ShardingType::table_wise, -1, {{rank, 0, 1000, 0, 8}}}; }
+TablePlan terms_rw(int table) { return {table, ShardingType::row_wise, -1, {{0, 0, 500, 0, 8}, {1, 500, 500, 0, 8}}}; }
+
+}  // namespace
+
+// Two tables of pooling factor 2 and 1 (16 and 8 ids a step), links free of latency (the calls'
+// few bytes: the same order under both plans, checked against plan_stats below).
+// Bucketize on every rank: 2 x 8 x (4 x 3 ids + 4 x 2 lengths) = 320 B. A slot of n ids from
+// 8 bags: kjt_permute 16 (n + 8 x slots) for the rank's slots together, lookup 40 n + 256,
+// update 72 n + 256 B.
+//  P1 (t0 on rank 0, t1 on rank 1): rank 0 fwd 320 + 16 x 24 + 896 + 3 launches = 4,600 ns;
+//    bwd 256 + 1,152 + 1 launch = 2,408 ns.
+//  P2 (both row_wise, 8 + 4 ids a rank): fwd 320 + 16 x (12 + 16) + 576 + 416 + 3,000 = 4,760;
+//    bwd 832 + 544 + 1,000 = 2,376 ns.
+// Compute alone P1 7,008 < P2 7,136 ns: P2's extra slot a rank (a permute of 8 more bags, and
+// the lookup's and update's 8 bags of gradients and pooled rows) costs more than its balance
+// saves. Before plan42 the pre-ranking counted only the rows read (32 B an id) and one launch:
+// P1 (512 + 1,000) + (1,024 + 1,000) = 3,536 vs P2 (384 + 1,000) + (768 + 1,000) = 3,152: the
+// other order.
+TEST(PlannerPreRankTerms, PermuteAndBagsOfEverySlotRankedAsPlanStats) {
+  const WorkloadSpec spec = terms_spec({2.0, 1.0});
+  const ShardingPlan p1{2, 2, {terms_tw(0, 0), terms_tw(1, 1)}};
+  const ShardingPlan p2{2, 2, {terms_rw(0), terms_rw(1)}};
+  const HardwareProfile hw = terms_profile(0);
+  const PreRankEstimate e1 = pre_rank_estimate(spec, p1, hw), e2 = pre_rank_estimate(spec, p2, hw);
+  EXPECT_DOUBLE_EQ(e1.fwd_compute_ns, 4600.0);
+  EXPECT_DOUBLE_EQ(e1.bwd_compute_ns, 2408.0);
+  EXPECT_DOUBLE_EQ(e2.fwd_compute_ns, 4760.0);
+  EXPECT_DOUBLE_EQ(e2.bwd_compute_ns, 2376.0);
+  const PlanStats s1 = plan_stats(spec, p1, hw), s2 = plan_stats(spec, p2, hw);
+  EXPECT_EQ(s1.ranks[0].fwd_compute_ns, 4600);
+  EXPECT_EQ(s1.ranks[1].fwd_compute_ns, 320 + 16 * 16 + 576 + 3000);
+  EXPECT_EQ(s1.ranks[0].bwd_compute_ns, 2408);
+  EXPECT_EQ(s2.ranks[0].fwd_compute_ns, 4760);
+  EXPECT_EQ(s2.ranks[1].fwd_compute_ns, 4760);
+  EXPECT_EQ(s2.ranks[1].bwd_compute_ns, 2376);
+  // both estimates put P1 first, with the same critical path
+  EXPECT_DOUBLE_EQ(e1.critical_path_ns, static_cast<double>(s1.critical_path_ns));
+  EXPECT_DOUBLE_EQ(e2.critical_path_ns, static_cast<double>(s2.critical_path_ns));
+  EXPECT_LT(s1.critical_path_ns, s2.critical_path_ns);
+  EXPECT_LT(e1.critical_path_ns, e2.critical_path_ns);
+}
+
+// A factorized table (low_rank_dim 2, dim 8) row_wise on 2 ranks, links 1 B/ns + 10 us a call:
+// backward comms = the row-wise gradient all-gather (4 samples x 8 fp32 = 128 B to the peer):
+// 10,128 ns, and B's all-reduce of 2 x 8 + 1 = 17 fp32 (68 B; a ring moves 2 (n-1)/n x 68 = 68 B
+// a member): 10,068 ns -> 20,196 ns, in the pre-ranking and in plan_stats.
+TEST(PlannerPreRankTerms, FactorizedRowWiseTablePaysItsBAllReduce) {
+  WorkloadSpec spec = terms_spec({1.0});
+  spec.tables[0].low_rank_dim = 2;
+  const ShardingPlan plan{2, 2, {terms_rw(0)}};
+  const HardwareProfile hw = terms_profile();
+  const PreRankEstimate e = pre_rank_estimate(spec, plan, hw);
+  EXPECT_DOUBLE_EQ(e.bwd_comms_ns, 20196.0);
+  const PlanStats st = plan_stats(spec, plan, hw);
+  EXPECT_EQ(st.ranks[0].bwd_comms_ns, 20196);
+  EXPECT_EQ(st.ranks[1].bwd_comms_ns, 20196);
+  // table_wise: no B all-reduce (the pooled rows back and their split check, 10,128 + 10,032)
+  const ShardingPlan tw{2, 2, {terms_tw(0, 1)}};
+  EXPECT_DOUBLE_EQ(pre_rank_estimate(spec, tw, hw).bwd_comms_ns, 20160.0);
+  EXPECT_EQ(plan_stats(spec, tw, hw).ranks[0].bwd_comms_ns, 20160);
+}
+
+// Hot-row replication of rows 0 and 1 of t0, one of two row_wise tables (sharding.tables
+// override): one fused all-reduce a step of 2 x (8 + 1) = 18 fp32 (72 B): 10,072 ns, after the
+// row-wise gradient all-gather (4 samples x 16 fp32 = 256 B: 10,256 ns): bwd comms 20,328 ns, in
+// the pre-ranking and in plan_stats. Both tables hot: still one call, 4 x 9 fp32 = 144 B,
+// 10,144 ns: 20,400 ns.
+TEST(PlannerPreRankTerms, HotRowsAllReduceOnceAStep) {
+  WorkloadSpec spec = terms_spec({125.0, 125.0});
+  TableSharding hot;
+  hot.type = ShardingType::row_wise;
+  hot.hot_rows = {0, 1};
+  spec.sharding.per_table["t0"] = hot;
+  const ShardingPlan one{2, 2, {terms_rw(0), terms_rw(1)}};
+  const HardwareProfile hw = terms_profile();
+  const PreRankEstimate e = pre_rank_estimate(spec, one, hw);
+  const PlanStats st = plan_stats(spec, one, hw);
+  EXPECT_DOUBLE_EQ(e.bwd_comms_ns, 20328.0);
+  EXPECT_EQ(st.ranks[0].bwd_comms_ns, 20328);
+  EXPECT_EQ(st.ranks[1].bwd_comms_ns, 20328);
+  spec.sharding.per_table["t1"] = hot;
+  EXPECT_DOUBLE_EQ(pre_rank_estimate(spec, one, hw).bwd_comms_ns, 20400.0);
+  EXPECT_EQ(plan_stats(spec, one, hw).ranks[1].bwd_comms_ns, 20400);
+}
+// The B all-reduce decides a pair: t0 factorized (low_rank_dim 2, pooling factor 40: 320 ids a
+// step), t1 a plain table (8 ids a step), links 1 B/ns + 10 us a call.
+// Compute (bucketize 2 x 8 x (4 x 41 + 4 x 2) = 2,752 B; t0's slot of n ids: lookup 16 n + 64
+// (B read) + 256, update 24 n + 256 + 128 (B read and written); t1's: 40 n + 256, 72 n + 256):
+//  P1 (t0 row_wise, t1 on rank 1): rank 1 fwd 2,752 + 16 x (168 + 16) + 2,880 + 576 + 3,000 =
+//    12,152; bwd 4,224 + 832 + 1,000 = 6,056 ns.
+//  P2 (t0 on rank 0, t1 row_wise): rank 0 fwd 2,752 + 16 x (324 + 16) + 5,440 + 416 + 3,000 =
+//    17,048; bwd 8,064 + 544 + 1,000 = 9,608 ns.
+// Comms: the same calls (input dist, pooled all-to-all, row-wise reduce-scatter, their checks;
+// back: all-to-all, check, all-gather) of a few bytes more or less: fwd 101,168 / 101,792, bwd
+// 30,288 both, and P1's B all-reduce (17 fp32, 10,068 ns): P1 159,732 > P2 158,736 ns in both
+// estimates. Without the all-reduce P1 would be 149,664: first. The pre-ranking before plan42
+// (32 B an id of t1 and 4 r = 8 B of t0 read, twice that back, one launch each way, no
+// all-reduce) had P1 2,536 + 101,168 + 4,072 + 30,288 = 138,064 and P2 3,688 + 101,792 + 6,376
+// + 30,288 = 142,144: the other order.
+TEST(PlannerPreRankTerms, BAllReduceRanksAFactorizedPairAsPlanStats) {
+  WorkloadSpec spec = terms_spec({40.0, 1.0});
+  spec.tables[0].low_rank_dim = 2;
+  const ShardingPlan p1{2, 2, {terms_rw(0), terms_tw(1, 1)}};
+  const ShardingPlan p2{2, 2, {terms_tw(0, 0), terms_rw(1)}};
+  const HardwareProfile hw = terms_profile();
+  const PreRankEstimate e1 = pre_rank_estimate(spec, p1, hw), e2 = pre_rank_estimate(spec, p2, hw);
+  EXPECT_DOUBLE_EQ(e1.fwd_compute_ns, 12152.0);
+  EXPECT_DOUBLE_EQ(e1.bwd_compute_ns, 6056.0);
+  EXPECT_DOUBLE_EQ(e1.bwd_comms_ns, 30288.0 + 10068.0);
+  EXPECT_DOUBLE_EQ(e2.fwd_compute_ns, 17048.0);
+  EXPECT_DOUBLE_EQ(e2.bwd_compute_ns, 9608.0);
+  EXPECT_DOUBLE_EQ(e2.bwd_comms_ns, 30288.0);
+  EXPECT_DOUBLE_EQ(e1.critical_path_ns, 159732.0);
+  EXPECT_DOUBLE_EQ(e2.critical_path_ns, 158736.0);
+  const PlanStats s1 = plan_stats(spec, p1, hw), s2 = plan_stats(spec, p2, hw);
+  EXPECT_EQ(s1.critical_path_ns, 159732);
+  EXPECT_EQ(s2.critical_path_ns, 158736);
+  EXPECT_EQ(s1.ranks[0].fwd_comms_ns, 101168);
+  EXPECT_EQ(s2.ranks[0].fwd_comms_ns, 101792);
+  EXPECT_GT(e1.critical_path_ns, e2.critical_path_ns);
+}
