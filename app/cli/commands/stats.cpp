@@ -6,6 +6,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "embedscope/engine/workload/lm_spec.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/analysis/table_storage.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
 #include "embedscope/sessions/analysis/gpu_run.h"  // gpu_busy_text, gpu_trace_loss_text
 #include "embedscope/sessions/analysis/gpu_sharing.h"
@@ -87,38 +89,23 @@ std::string figure_or_dash(const json& t, const char* key, const char* f, double
 // values, hash collisions per measured step. Empty for fp32 tables without hashing, older files
 // and unreadable metadata.
 std::string table_storage_text(const std::string& meta, int64_t steps) {
-  const json tables = json::parse(meta, nullptr, false);
-  if (!tables.is_array()) return "";
+  const std::vector<ss::TableStorageRow> rows = ss::table_storage_rows(meta, steps);  // the workbench's Summary reads the same
   bool any = false;
-  for (const auto& t : tables)
-    any |= t.value("data_type", "fp32") != "fp32" || t.value("hash_size", int64_t{0}) > 0 ||
-           t.value("low_rank_dim", int64_t{0}) > 0 ||
-           t.value("optimizer_state_type", "fp32") != "fp32";
+  for (const auto& r : rows) any |= r.data_type != "fp32" || r.hash_size > 0 || r.low_rank_dim > 0 || r.state != "fp32";
   if (!any) return "";
-  auto sum = [](const json& a) {
-    int64_t s = 0;
-    if (a.is_array())
-      for (const auto& v : a) s += v.get<int64_t>();
-    return s;
+  auto or_dash = [](const std::optional<double>& v, const char* f) {
+    return v ? fmt::format(fmt::runtime(f), *v) : std::string("-");
   };
   std::string out = fmt::format("\n{:<20} {:<9} {:<10} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14} {:>10} {:>16}\n",
                                 "table", "data_type", "rounding", "state", "hash_size", "low_rank", "weights", "optimizer state", "master copy",
                                 "max abs error", "relative", "collisions/step");
-  for (const auto& t : tables) {
-    const int64_t h = t.value("hash_size", int64_t{0});
-    const int64_t lr = t.value("low_rank_dim", int64_t{0});
-    const std::string dt = t.value("data_type", "fp32");
-    out += fmt::format("{:<20} {:<9} {:<10} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14} {:>10} {:>16}\n",
-                       t.value("table", ""), dt,
-                       dt == "fp32" ? "-" : t.value("stochastic_rounding", false) ? "stochastic" : "nearest",
-                       t.value("optimizer_state_type", "fp32"),
-                       h > 0 ? std::to_string(h) : std::string("-"), lr > 0 ? std::to_string(lr) : std::string("-"),
-                       es::format_bytes(sum(t.value("weight_bytes", json::array()))),
-                       es::format_bytes(sum(t.value("optimizer_state_bytes", json::array()))),
-                       es::format_bytes(t.value("master_copy_bytes", int64_t{0})), figure_or_dash(t, "max_abs_error", "{:.3g}"),
-                       figure_or_dash(t, "relative_error", "{:.3g}"),
-                       figure_or_dash(t, "hash_collisions", "{:.1f}", static_cast<double>(steps)));
-  }
+  for (const auto& r : rows)
+    out += fmt::format("{:<20} {:<9} {:<10} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14} {:>10} {:>16}\n", r.table,
+                       r.data_type, r.rounding, r.state, r.hash_size > 0 ? std::to_string(r.hash_size) : std::string("-"),
+                       r.low_rank_dim > 0 ? std::to_string(r.low_rank_dim) : std::string("-"), es::format_bytes(r.weight_bytes),
+                       es::format_bytes(r.optimizer_state_bytes), es::format_bytes(r.master_copy_bytes),
+                       or_dash(r.max_abs_error, "{:.3g}"), or_dash(r.relative_error, "{:.3g}"),
+                       or_dash(r.collisions_per_step, "{:.1f}"));
   return out;
 }
 

@@ -64,6 +64,10 @@ std::string byte_tick_label(int64_t bytes) {
   return plain;
 }
 
+int byte_ticks_for_width(double width_px) {
+  return std::clamp(static_cast<int>(width_px / kByteTickLabelPx), 1, 6);
+}
+
 int64_t count_tick_step(int64_t n, int max_ticks) {
   for (int64_t p = 1;; p *= 10)
     for (int64_t m : {1, 2, 5})
@@ -197,7 +201,7 @@ void BlockMap::paintEvent(QPaintEvent*) {
   const int y0 = top - 4;  // the axis line just above the first row, labels above it
   p.setPen(QPen(text, 1));
   p.drawLine(QPointF(kMargin, y0), QPointF(kMargin + w, y0));
-  const int64_t step = byte_tick_step(width_bytes_);
+  const int64_t step = byte_tick_step(width_bytes_, byte_ticks_for_width(w));  // labels that fit (tester42 F26)
   for (int64_t at = 0; at <= width_bytes_; at += step) {
     const double x = kMargin + w * static_cast<double>(at) / static_cast<double>(width_bytes_);
     p.drawLine(QPointF(x, y0 - 4), QPointF(x, y0));

@@ -41,6 +41,13 @@ int64_t byte_tick_step(int64_t width_bytes, int max_ticks = 6);
 /// its one decimal, or two or three where one would round the tick ("1.25 MiB", not "1.2 MiB").
 std::string byte_tick_label(int64_t bytes);
 
+/// The px a byte tick label ("120.0 MiB", 8 pt) is given on a map's scale, its gap included.
+inline constexpr double kByteTickLabelPx = 80;
+/// The most byte-scale intervals that fit a map `width_px` wide: one label each kByteTickLabelPx,
+/// 1 to 6 (tester42 F26: 11 maps side by side, 6 labels each 130 px wide overprinted).
+/// 250 px -> 3, 1000 px -> 6, 40 px -> 1.
+int byte_ticks_for_width(double width_px);
+
 /// Tick spacing of a count axis (trace entries) `n` long: the smallest of 1, 2, 5, 10, 20, 50,
 /// ... that gives at most `max_ticks` intervals.
 int64_t count_tick_step(int64_t n, int max_ticks);

@@ -77,10 +77,25 @@ QColor heat_color(double t) {
 }
 
 QColor session_color(size_t i) {
-  static const QColor colors[] = {QColor(0x1f, 0x77, 0xb4), QColor(0xff, 0x7f, 0x0e), QColor(0x2c, 0xa0, 0x2c),
-                                  QColor(0x94, 0x67, 0xbd), QColor(0x8c, 0x56, 0x4b), QColor(0x17, 0xbe, 0xcf),
-                                  QColor(0xe3, 0x77, 0xc2), QColor(0xbc, 0xbd, 0x22)};  // 8: a scenario's runs each their own
-  return colors[i % std::size(colors)];
+  static const QColor colors[kSessionColors] = {
+      QColor(0x1f, 0x77, 0xb4), QColor(0xff, 0x7f, 0x0e), QColor(0x2c, 0xa0, 0x2c), QColor(0xd6, 0x27, 0x28),
+      QColor(0x94, 0x67, 0xbd), QColor(0x8c, 0x56, 0x4b), QColor(0xe3, 0x77, 0xc2), QColor(0x7f, 0x7f, 0x7f),
+      QColor(0xbc, 0xbd, 0x22), QColor(0x17, 0xbe, 0xcf), QColor(0x39, 0x3b, 0x79), QColor(0xa6, 0xce, 0xe3)};
+  return colors[i % kSessionColors];
+}
+
+int session_marker(size_t i) {
+  static const QCPScatterStyle::ScatterShape shapes[] = {
+      QCPScatterStyle::ssDisc,     QCPScatterStyle::ssSquare,        QCPScatterStyle::ssTriangle,
+      QCPScatterStyle::ssDiamond,  QCPScatterStyle::ssCross,         QCPScatterStyle::ssTriangleInverted,
+      QCPScatterStyle::ssPlus,     QCPScatterStyle::ssCircle,        QCPScatterStyle::ssStar,
+      QCPScatterStyle::ssCrossSquare, QCPScatterStyle::ssPlusCircle, QCPScatterStyle::ssPeace};
+  return static_cast<int>(shapes[(i + i / kSessionColors) % std::size(shapes)]);
+}
+
+Qt::PenStyle session_dash(size_t i) {
+  static const Qt::PenStyle styles[] = {Qt::SolidLine, Qt::DashLine, Qt::DotLine, Qt::DashDotLine};
+  return styles[(i / kSessionColors) % std::size(styles)];
 }
 
 }  // namespace embedscope::ui

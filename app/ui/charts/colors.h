@@ -58,8 +58,23 @@ void follow_palette(QCustomPlot* plot);
 /// 0 #1b0c5a, 0.35 #7b1fa2, 0.7 #f57c00, 1 #d50000.
 QColor heat_color(double t);
 
-/// The colour of session i in every comparison chart.
+/// The number of distinct colours session_color has before it repeats (tester42 F26: 11 compared
+/// sessions shared 8, so A and I were both blue).
+inline constexpr size_t kSessionColors = 12;
+
+/// The colour of session i in every comparison chart: kSessionColors distinct colours (tab10's
+/// ten, then indigo #393b79 and light blue #a6cee3; any two at least 60 apart in RGB), repeating from session kSessionColors on; a chart
+/// tells a repeat apart by session_marker and session_dash.
 QColor session_color(size_t i);
+
+/// The marker shape of session i (QCPScatterStyle::ScatterShape as an int, so this header needs
+/// no QCustomPlot): one of 12 shapes, shifted by one every kSessionColors sessions so that
+/// (session_color, session_marker) differs for the first 144 sessions.
+int session_marker(size_t i);
+
+/// The line style of session i in charts whose dash does not already say what a line is:
+/// solid for the first kSessionColors sessions, then dashed, dotted, dash-dot.
+Qt::PenStyle session_dash(size_t i);
 
 
 }  // namespace embedscope::ui

@@ -102,11 +102,12 @@ int write_report(embedscope::ui::MainWindow& w, const QString& dir, const QStrin
     // every row of the scrolling panes (critical path, sharding plan, many ranks) on the image,
     // up to kReportMaxRows a pane; a pane held there is said on the image (its first rows shown)
     w.resize(1600, 900);
+    embedscope::ui::wrap_wide_labels(views->widget(i));  // the width cap on every page (tester42 F19)
     embedscope::ui::show_every_row(&w, views->widget(i));
     const QString note = embedscope::ui::cut_note(embedscope::ui::cut_panes(views->widget(i)));
     if (!note.isEmpty()) std::fprintf(stderr, "note: %s: %s\n", qPrintable(views->tabText(i)), qPrintable(note));
     const QString name = views->tabText(i).toLower() + ".png";
-    if (!embedscope::ui::with_cut_note(w.grab().toImage(), note).save(dir + "/" + name)) return fail(dir + "/" + name + ": cannot write");
+    if (!embedscope::ui::with_cut_note(embedscope::ui::capped_width(w.grab().toImage()), note).save(dir + "/" + name)) return fail(dir + "/" + name + ": cannot write");
     embedscope::ui::release_held_panes(views->widget(i));
     for (auto* l : w.findChildren<QLayout*>()) l->invalidate();  // the held heights out of every cached minimum
     w.setMinimumSize(0, 0);

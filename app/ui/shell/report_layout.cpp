@@ -1,5 +1,8 @@
 #include "shell/report_layout.h"
 
+#include <QLabel>
+#include <QLocale>
+
 #include <QAbstractItemView>
 #include <QApplication>
 #include <QHeaderView>
@@ -201,6 +204,23 @@ void release_held_panes(QWidget* view) {
       area->updateGeometry();
       for (QWidget* up = area->parentWidget(); up && up != view->window(); up = up->parentWidget()) up->updateGeometry();
     }
+}
+
+int wrap_wide_labels(QWidget* view, int max_width) {
+  int changed = 0;
+  for (QLabel* label : view->findChildren<QLabel*>())
+    if (!label->wordWrap() && label->sizeHint().width() > max_width - 64) {
+      label->setWordWrap(true);
+      ++changed;
+    }
+  return changed;
+}
+
+QImage capped_width(const QImage& image, int max_width) {
+  if (image.width() <= max_width) return image;
+  return with_cut_note(image.copy(0, 0, max_width, image.height()),
+                       QString("This page is cut at %1 px of its %2 px width (a report image is at most %1 px wide).")
+                           .arg(QLocale(QLocale::English).toString(max_width), QLocale(QLocale::English).toString(image.width())));
 }
 
 }  // namespace embedscope::ui

@@ -26,6 +26,16 @@ inline constexpr int kReportMaxHeight = 30000;
 /// AdjustToContents: compare's figures, the trade-offs' runs) widens the image up to this.
 inline constexpr int kReportMaxWidth = 4800;
 
+/// Lets every visible QLabel under `view` that does not wrap and is wider than `max_width` - 64
+/// px wrap its words (a label listing 1,024 ranks held a report page 31,674 px wide: tester42
+/// F19). Returns how many it changed.
+int wrap_wide_labels(QWidget* view, int max_width = kReportMaxWidth);
+
+/// `image` at most `max_width` px wide: a wider one is cut on the right and says so on a strip
+/// above it ("This page is cut at 4,800 px of its 31,674"); `image` itself when it fits. The bound
+/// of last resort behind wrap_wide_labels and the views' own bins.
+QImage capped_width(const QImage& image, int max_width = kReportMaxWidth);
+
 /// The px of columns that the widest visible table under `view` whose size adjust policy is
 /// AdjustToContents (it means to show every column) cannot show in its viewport: 0 when none is
 /// cut. Other tables scroll as in the window and are not counted.

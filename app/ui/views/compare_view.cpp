@@ -224,8 +224,8 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
     auto* g = step_plot_->addGraph();
     g->setName(labels[i]);
     g->setData(xs, ys);
-    g->setPen(QPen(session_color(i), 2));
-    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 5));
+    g->setPen(QPen(session_color(i), 1.5, session_dash(i)));  // one width for all (tester42 F26)
+    g->setScatterStyle(QCPScatterStyle(static_cast<QCPScatterStyle::ScatterShape>(session_marker(i)), 6));
     // per measured step, as the table above: sessions of 17 and 22 steps compare (tester41 #3); a
     // session without a measured step has no bars
     QVector<double> ranks, exposed;

@@ -46,6 +46,10 @@ class LoadView : public QWidget {
   /// column names (kHeatmapChromePx) plus kMaxRankRowPx per rank; at least the plots' minimum
   /// height, 200 px. 4 ranks: 150 + 192 = 342 px.
   static constexpr int kHeatmapChromePx = 150;
+  /// heatmap_max_height of the rows a heatmap draws (at most kHeatMaxRows: core/heat_bins.h), and
+  /// at most kMaxBinnedHeatmapPx (tester42 F19: 64 binned rows at kMaxRankRowPx made 3,222 px).
+  static constexpr int kMaxBinnedHeatmapPx = 800;
+  static int binned_heatmap_max_height(int ranks) { return std::min(kMaxBinnedHeatmapPx, heatmap_max_height(std::min(ranks, 64))); }
   static int heatmap_max_height(int ranks) { return std::max(200, kHeatmapChromePx + kMaxRankRowPx * std::max(1, ranks)); }
   /// The tallest the imbalance line and per-rank bar charts are drawn (px).
   static constexpr int kMaxChartPx = 320;

@@ -1,6 +1,7 @@
 #include "views/memory_compare.h"
 
 #include <QComboBox>
+#include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QScrollArea>
@@ -16,6 +17,7 @@
 #include "embedscope/engine/sharding/sharding.h"  // format_bytes
 #include "charts/colors.h"  // session_color
 #include "charts/plot_axes.h"
+#include "core/equal_series.h"
 #include "views/memory_view.h"
 #include "embedscope/sessions/model/units.h"
 
@@ -31,6 +33,23 @@ const sessions::MemorySnapshot* snapshot_at(const std::vector<sessions::MemorySn
       best = &s;
   }
   return best;
+}
+
+QString step_name(int64_t step) {
+  return step < 0 ? QString("the warm-up (before measured step 0)") : QString("step %1").arg(step);
+}
+
+QString snapshot_when(const sessions::MemorySnapshot& shown, int64_t step) {
+  if (shown.reason == "oom") return QString("the layout at its OOM in %1").arg(step_name(shown.step));
+  if (shown.step == step) return QString("snapshot of %1").arg(step_name(step));
+  // snapshots are taken when the layout changes (FORMAT.md)
+  return QString("the layout of %1, unchanged since").arg(step_name(shown.step));
+}
+
+int MemoryCompare::map_columns(size_t sessions) {
+  if (sessions <= kMapsPerRow) return static_cast<int>(std::max<size_t>(1, sessions));
+  const size_t rows = (sessions + kMapsPerRow - 1) / kMapsPerRow;
+  return static_cast<int>((sessions + rows - 1) / rows);
 }
 
 MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidget* parent)
@@ -55,12 +74,16 @@ MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidg
   top->addWidget(rank_box_);
   top->addWidget(new QLabel("blocks at the end of step", this));
   top->addWidget(step_box_);
-  top->addWidget(new QLabel("(solid: allocated, dashed: reserved, dotted: fragmentation, right axis)", this));
+  top->addWidget(new QLabel("(solid: allocated, dashed: reserved, dotted: fragmentation, right axis; "
+                            "\"B = A\": B's lines are A's, drawn over them)", this));
   top->addStretch(1);
   layout->addLayout(top);
   plot_->setMinimumSize(320, 200);
   layout->addWidget(plot_, 2);
-  auto* maps = new QHBoxLayout;
+  // the maps in rows of at most kMapsPerRow, evenly filled (11 sessions: 6 + 5), each wide
+  // enough for its byte scale (tester42 F26: 11 in one row overprinted their scales)
+  auto* maps = new QGridLayout;
+  const int per_row = map_columns(entries_.size());
   for (size_t i = 0; i < entries_.size(); ++i) {
     auto* col = new QVBoxLayout;
     auto* label = new QLabel(this);
@@ -73,8 +96,9 @@ MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidg
     scroll->setWidgetResizable(true);
     col->addWidget(label);
     col->addWidget(scroll, 1);
-    maps->addLayout(col, 1);
+    maps->addLayout(col, static_cast<int>(i) / per_row, static_cast<int>(i) % per_row);
   }
+  for (int c = 0; c < per_row; ++c) maps->setColumnStretch(c, 1);
   layout->addLayout(maps, 3);
   if (ranks.empty()) layout->addWidget(new QLabel("these sessions have no memory records (schema version 1)", this));
   auto refresh = [this] { show(rank_box_->currentData().toInt(), step_box_->value()); };
@@ -86,6 +110,16 @@ MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidg
 void MemoryCompare::show(int32_t rank, int64_t step) {
   plot_->clearGraphs();
   plot_->clearItems();
+  // every session's line at one width, told apart by colour and marker (tester42 F26: widths
+  // growing with position let the first sessions paint over the rest); a session whose curves
+  // equal an earlier one's is covered exactly, so its legend entry says "B = A"
+  std::vector<std::vector<double>> curves(entries_.size());
+  for (size_t i = 0; i < entries_.size(); ++i)
+    for (const auto& c : entries_[i].counters)
+      if (c.rank == rank)
+        curves[i].insert(curves[i].end(), {static_cast<double>(c.step), static_cast<double>(c.allocated),
+                                           static_cast<double>(c.reserved), c.external_fragmentation});
+  same_ = ui::same_as_earlier(curves);
   for (size_t i = 0; i < entries_.size(); ++i) {
     QVector<double> steps, allocated, reserved, frag;
     for (const auto& c : entries_[i].counters)
@@ -97,19 +131,20 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
       }
     const QColor color = session_color(i);
     const QString& label = entries_[i].s.label;
+    const auto marker = static_cast<QCPScatterStyle::ScatterShape>(session_marker(i));
     auto add = [&](const QVector<double>& ys, const QString& what, Qt::PenStyle style, bool right) {
       auto* g = plot_->addGraph(plot_->xAxis, right ? plot_->yAxis2 : plot_->yAxis);
       g->setName(label + " " + what);
       g->setData(steps, ys);
-      // the baseline widest, each later session narrower, drawn on top: equal curves still show
-      // every session's colour (tester41 #6: B hid A wherever their memory was the same)
-      const double width = static_cast<double>(2 * (entries_.size() - i) + (right ? -1 : 0));
-      g->setPen(QPen(color, std::max(1.0, width), style));
-      g->setScatterStyle(QCPScatterStyle(right ? QCPScatterStyle::ssCross : QCPScatterStyle::ssDisc, 5));  // one step shows too
+      g->setPen(QPen(color, kLineWidth, style));
+      g->setScatterStyle(QCPScatterStyle(marker, color, kMarkerSize));  // one step shows too
+      return g;
     };
-    add(allocated, "allocated", Qt::SolidLine, false);
-    add(reserved, "reserved", Qt::DashLine, false);
-    add(frag, "fragmentation %", Qt::DotLine, true);
+    // one legend entry a session (its allocated line and marker); the header says what the dashes are
+    auto* a = add(allocated, "allocated", Qt::SolidLine, false);
+    a->setName(same_[i] >= 0 ? QString("%1 = %2").arg(label, entries_[static_cast<size_t>(same_[i])].s.label) : label);
+    add(reserved, "reserved", Qt::DashLine, false)->removeFromLegend();
+    add(frag, "fragmentation %", Qt::DotLine, true)->removeFromLegend();
     for (const auto& s : entries_[i].snapshots)  // OOM markers
       if (s.rank == rank && s.reason == "oom") {
         auto* line = new QCPItemStraightLine(plot_);
@@ -124,7 +159,10 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
         text->setColor(color);
       }
   }
-  plot_->xAxis->setLabel("step");
+  bool warmup = false;  // steps < 0 are the warm-up's (tester42 F23: "step -1" meant nothing to a user)
+  for (const auto& e : entries_)
+    for (const auto& c : e.counters) warmup |= c.rank == rank && c.step < 0;
+  plot_->xAxis->setLabel(warmup ? "step (-1: the warm-up, before measured step 0)" : "step");
   plot_->xAxis->setTicker(integer_ticker());
   plot_->yAxis->setLabel("MiB");
   plot_->legend->setVisible(true);
@@ -133,8 +171,12 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
     plot_->plotLayout()->addElement(1, 0, plot_->legend);
     plot_->plotLayout()->setRowStretchFactor(1, 0.001);
     plot_->legend->setFillOrder(QCPLegend::foColumnsFirst);
-    plot_->legend->setWrap(3);
   }
+  // one entry a session, kLegendColumns a row: 12 sessions in one or two rows, the plot taller by
+  // a row of legend for each further row (tester42 F26: 33 entries in 3 columns were cut)
+  plot_->legend->setWrap(kLegendColumns);
+  const int legend_rows = static_cast<int>((entries_.size() + kLegendColumns - 1) / kLegendColumns);
+  plot_->setMinimumHeight(200 + 18 * std::max(0, legend_rows - 1));
   plot_->rescaleAxes(true);
   plot_->xAxis->setRange(plot_->xAxis->range().lower - 0.5, plot_->xAxis->range().upper + 0.5);
   plot_->yAxis->setRange(0, std::max(1.0, plot_->yAxis->range().upper * 1.1));
@@ -165,12 +207,7 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
                            "%5 segments, %6 reserved, %7 allocated")
                        .arg(session_color(i).name(), entries_[i].s.label.toHtmlEscaped())
                        .arg(rank)
-                       .arg(shown[i]->reason == "oom"
-                                ? QString("the layout at its OOM in step %1").arg(shown[i]->step)
-                                : shown[i]->step == step
-                                      ? QString("snapshot of step %1").arg(step)
-                                      // snapshots are taken when the layout changes (FORMAT.md)
-                                      : QString("unchanged since the snapshot of step %1").arg(shown[i]->step))
+                       .arg(snapshot_when(*shown[i], step))
                        .arg(segments.size())
                        .arg(QString::fromStdString(sessions::format_bytes(reserved)),
                             QString::fromStdString(sessions::format_bytes(allocated)))

@@ -25,6 +25,15 @@ class BlockMap;
 const sessions::MemorySnapshot* snapshot_at(const std::vector<sessions::MemorySnapshot>& snapshots, int32_t rank,
                                             int64_t step);
 
+/// How a user names `step`: "step 3", or "the warm-up (before measured step 0)" for a step < 0
+/// (warm-up steps are stored as negative steps; tester42 F23).
+QString step_name(int64_t step);
+
+/// When the map shown for `step` was taken, as the map's caption says it: "snapshot of step 19",
+/// "the layout of the warm-up (before measured step 0), unchanged since" (snapshots are written
+/// only when the layout changed), "the layout at its OOM in step 4".
+QString snapshot_when(const sessions::MemorySnapshot& shown, int64_t step);
+
 class MemoryCompare : public QWidget {
   Q_OBJECT
 
@@ -36,6 +45,20 @@ class MemoryCompare : public QWidget {
   QCustomPlot* plot() { return plot_; }
   /// The bytes that the maps' full width stands for (the widest segment shown in any of them).
   int64_t map_width_bytes() const { return map_width_; }
+  /// For each session, the earlier session whose curves (allocated, reserved, fragmentation at
+  /// every step of the rank shown) it equals, or -1 (core/equal_series.h); its legend entry says
+  /// "B = A".
+  const std::vector<int>& same_as_earlier() const { return same_; }
+  /// The width (px) of every session's lines and the size of its marker (session_marker).
+  static constexpr double kLineWidth = 1.5;
+  static constexpr double kMarkerSize = 7;
+  /// Legend entries (one a session) in a row under the chart.
+  static constexpr size_t kLegendColumns = 12;
+  /// The most block maps in a row; more sessions take rows of map_columns(n) maps.
+  static constexpr size_t kMapsPerRow = 6;
+  /// The maps in a row for `sessions` sessions: all in one row up to kMapsPerRow, else the rows
+  /// evenly filled (7 -> 4, 11 -> 6, 13 -> 5).
+  static int map_columns(size_t sessions);
 
  private:
   struct Entry {
@@ -50,6 +73,7 @@ class MemoryCompare : public QWidget {
   std::vector<BlockMap*> maps_;
   std::vector<QLabel*> map_labels_;
   int64_t map_width_ = 0;
+  std::vector<int> same_;
 };
 
 }  // namespace embedscope::ui

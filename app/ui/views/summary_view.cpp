@@ -32,6 +32,8 @@
 #include "models/gpu_kernels_model.h"
 #include "models/rank_stats_model.h"
 #include "models/sharding_plan_model.h"
+#include "models/table_storage_model.h"
+#include "embedscope/sessions/analysis/table_storage.h"
 #include "embedscope/engine/workload/lm_spec.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
@@ -412,6 +414,25 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   layout->addWidget(plan_label);
   if (no_plan) plan->hide();  // no empty table under the sentence
   else layout->addWidget(plan, 2);
+  // how the tables are stored, when any is compressed, hashed, low rank or off the device: the
+  // block `embedscope stats` prints, from the same analysis (tester42 F11)
+  auto* storage = new TableStorageModel(sessions::table_storage_rows(s.meta(sessions::meta::kTableStorageJson, "[]"), st.steps), page);
+  if (storage->worth_showing()) {
+    auto* caption = new QLabel("<b>Table storage</b>: how each table is stored (bytes over all ranks), the stored rows' "
+                               "error against their fp32 values, hash collisions per measured step and the device "
+                               "cache's hit rate, as <tt>embedscope stats</tt> prints them",
+                               page);
+    caption->setObjectName("table_storage_caption");
+    caption->setWordWrap(true);
+    auto* view = new QTableView(page);
+    view->setObjectName("table_storage");
+    view->setModel(storage);
+    view->verticalHeader()->hide();
+    view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    view->setMinimumHeight(80);
+    layout->addWidget(caption);
+    layout->addWidget(view, 1);
+  }
   return page;
 }
 }  // namespace

@@ -13,6 +13,7 @@
 #include <qcustomplot.h>
 
 #include "charts/colors.h"  // session_color
+#include "core/equal_series.h"
 #include "jobs/analysis_job.h"
 #include "embedscope/sessions/model/units.h"
 
@@ -131,9 +132,33 @@ void TradeoffsView::draw() {
   const TradeoffComparison& c = model_->comparison();
   double x_hi = 0, y_lo = std::numeric_limits<double>::max(), y_hi = 0;
   int plotted = 0;
+  std::vector<size_t> shown;  // the runs on the chart
   for (size_t i = 0; i < c.runs.size(); ++i) {
     const TradeoffRun& r = c.runs[i];
     if (!r.has_loss || (memory_ == Memory::table_bytes ? !r.has_storage : r.peak_rank < 0)) continue;
+    shown.push_back(i);
+    x_hi = std::max(x_hi, memory_mib(i));
+    y_lo = std::min(y_lo, r.loss);
+    y_hi = std::max(y_hi, r.loss);
+    ++plotted;
+  }
+  // points drawn on each other (tester42 F3: fp16 rows under fp16 rows, stochastic rounding):
+  // within 0.5 % of either axis's span; the later one's label names the one it covers
+  coincident_.assign(c.runs.size(), -1);
+  {
+    std::vector<double> xs, ys;
+    for (size_t i : shown) xs.push_back(memory_mib(i)), ys.push_back(c.runs[i].loss);
+    const double tol_x = 0.005 * std::max(1e-3, x_hi) * 1.3, tol_y = 0.005 * std::max(1e-4, y_hi - y_lo);
+    const std::vector<int> on = coincident_with_earlier(xs, ys, tol_x, tol_y);
+    for (size_t k = 0; k < shown.size(); ++k)
+      if (on[k] >= 0) coincident_[shown[k]] = static_cast<int>(shown[static_cast<size_t>(on[k])]);
+  }
+  // the largest points first, so that a smaller one on a larger one stays visible; each run its
+  // colour and marker (session_color repeats from the 13th run, the marker does not)
+  std::vector<size_t> order = shown;
+  std::stable_sort(order.begin(), order.end(), [this](size_t a, size_t b) { return point_size(a) > point_size(b); });
+  for (size_t i : order) {
+    const TradeoffRun& r = c.runs[i];
     const double x = memory_mib(i);
     auto* g = plot_->addGraph();
     g->setName(QString::fromStdString(r.label));
@@ -141,20 +166,21 @@ void TradeoffsView::draw() {
     g->setLineStyle(QCPGraph::lsNone);
     QColor fill = session_color(i);
     fill.setAlpha(170);
-    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(session_color(i).darker(130), 1.5), fill, point_size(i)));
+    g->setScatterStyle(QCPScatterStyle(static_cast<QCPScatterStyle::ScatterShape>(session_marker(i)),
+                                       QPen(session_color(i).darker(130), 1.5), fill, point_size(i)));
     auto* label = new QCPItemText(plot_);
     label->position->setType(QCPItemPosition::ptAbsolute);  // pixels, set by place_labels
     label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
     labels_.push_back({label, x, r.loss, point_size(i)});
-    label->setText(QString("%1  %2").arg(QString::fromStdString(r.label),
-                                         QString::fromStdString(sessions::format_duration(static_cast<int64_t>(r.step_mean_ns)))));
+    const QString same =
+        coincident_[i] >= 0
+            ? QString(" = %1").arg(QString::fromStdString(c.runs[static_cast<size_t>(coincident_[i])].label))
+            : QString();
+    label->setText(QString("%1%2  %3").arg(QString::fromStdString(r.label), same,
+                                           QString::fromStdString(sessions::format_duration(static_cast<int64_t>(r.step_mean_ns)))));
     label->setFont(QFont(font().family(), 8));
     label->setColor(session_color(i).darker(140));
     label->setClipToAxisRect(false);
-    x_hi = std::max(x_hi, x);
-    y_lo = std::min(y_lo, r.loss);
-    y_hi = std::max(y_hi, r.loss);
-    ++plotted;
   }
   if (plotted > 0 && c.runs[c.reference].has_loss) {  // the reference's loss, dashed
     auto* line = new QCPItemStraightLine(plot_);

@@ -45,6 +45,9 @@ class TradeoffsView : public QWidget {
   /// The point size of run `i` on the chart (px): 8 px for the fastest run up to 24 px for the
   /// slowest, by mean step time; 8 px when no run has measured steps.
   double point_size(size_t i) const;
+  /// For each run, the earlier run whose point its own covers on the chart (within 0.5 % of each
+  /// axis's span), or -1; its label then says "B = A" (tester42 F3). Empty before the figures.
+  const std::vector<int>& coincident() const { return coincident_; }
 
  private:
   void show_comparison();
@@ -59,6 +62,7 @@ class TradeoffsView : public QWidget {
     double size;   // its diameter (px)
   };
   std::vector<Label> labels_;
+  std::vector<int> coincident_;
   std::vector<LabelledSession> sessions_;
   TradeoffsModel* model_;
   AnalysisJob* job_;
