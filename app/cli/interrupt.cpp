@@ -35,6 +35,12 @@ std::atomic<bool>& cancel_on_sigint(const char* said) {
   return g_cancel;
 }
 
+std::atomic<bool>& cancel_on_sigint_or_sigterm(const char* said) {
+  std::atomic<bool>& cancel = cancel_on_sigint(said);
+  std::signal(SIGTERM, on_stop);
+  return cancel;
+}
+
 const engine::FlightDumpRequest& flight_dump_on_signals() {
   g_flight_on = true;
   std::signal(SIGTERM, on_stop);

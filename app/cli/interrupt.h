@@ -17,6 +17,12 @@ namespace embedscope::cli {
 /// handler writes it with write(2), which is async-signal-safe) is printed on the first Ctrl-C.
 std::atomic<bool>& cancel_on_sigint(const char* said);
 
+/// cancel_on_sigint, and SIGTERM (what Slurm, Kubernetes and CI time limits send) sets the same
+/// flag with the same message: for the commands that run one run after another without a flight
+/// recorder (`scenario`, `scaling`: crit42 / tester42 F22, SIGTERM left a half-written session).
+/// A second SIGINT or SIGTERM ends the process at once.
+std::atomic<bool>& cancel_on_sigint_or_sigterm(const char* said);
+
 /// For a run: SIGTERM cancels as SIGINT does (cancel_on_sigint must have been called), and
 /// SIGUSR1, SIGINT and SIGTERM each request a flight recorder dump through the returned request
 /// (TrainerOptions::flight_dump, LmRunOptions::flight_dump).

@@ -80,8 +80,20 @@ namespace {
 // per-rank figures); the critical path walks every op.
 // `off_path` (name ids): spans the critical path does not walk (an imported trace's
 // record_function ranges, which enclose the ops that bounded the step: tester37 #16).
+// `windows` (step -> rank -> [start, end)): the step windows, as the step statistics read them.
+// The path of a step is walked through the step's ops of the ranks with a window in it, each
+// clipped to its rank's window, as the per-step figures (rank_step_times) clip them: so a step's
+// path lies within its window and the steps' paths never overlap (crit42 / tester42 F1: in an
+// async GPU trace the kernels of step N run past its ProfilerStep span, and unclipped paths
+// summed to 946.88 ms over 6 steps of 744.6 ms). GPU work of step N that runs past N's window is
+// on no step's path, as it is in no step's figures. A step with no window (the partial step
+// of a run that crashed or was killed in it) is walked unclipped into `critical_paths` (where
+// the run stopped: run_end.h), but its time is in the totals only when the session has no
+// measured step at all (then the table is "the ops recorded before the end"), as the step
+// statistics leave it out.
 void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std::map<std::pair<int32_t, int64_t>, std::vector<OpRecord>>&& grouped,
                            const std::function<bool(const OpRecord&)>& timed, const std::set<int32_t>& off_path,
+                           const std::map<int64_t, std::map<int32_t, std::pair<int64_t, int64_t>>>& windows,
                            RunStats& st) {
   std::map<int64_t, std::vector<OpRecord>> ops_of_step;
   for (auto it = grouped.begin(); it != grouped.end(); it = grouped.erase(it)) {
@@ -97,19 +109,32 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
   std::map<int32_t, CollectiveTimes> colls;
   for (const auto& [step, ops] : ops_of_step) {
     const auto& step_colls = colls_of_step[step];
-    StepCriticalPath path;
-    if (off_path.empty()) {
-      path = critical_path(ops, step_colls, step);
-    } else {
-      std::vector<OpRecord> walked;
-      walked.reserve(ops.size());
-      for (const auto& o : ops)
-        if (!off_path.count(o.name_id) || o.category == OpCategory::comm) walked.push_back(o);  // a CPU trace's
-                                                                                          // gloo:* spans are its collectives
-      path = critical_path(walked, step_colls, step);
+    const auto step_windows = windows.find(step);
+    const bool partial = step_windows == windows.end();  // no rank's window: the step never completed
+    std::vector<OpRecord> walked;
+    walked.reserve(ops.size());
+    for (const auto& o : ops) {
+      if (off_path.count(o.name_id) && o.category != OpCategory::comm) continue;  // a CPU trace's gloo:* spans
+                                                                                  // are its collectives
+      OpRecord w = o;
+      if (!partial) {
+        const auto rw = step_windows->second.find(o.rank);
+        if (rw == step_windows->second.end()) continue;  // a rank without this step's window: not in its figures
+        if (o.end_ns > o.start_ns) {
+          w.start_ns = std::max(o.start_ns, rw->second.first);
+          w.end_ns = std::min(o.end_ns, rw->second.second);
+          if (w.end_ns <= w.start_ns) continue;  // wholly outside the window
+        }
+      }
+      walked.push_back(w);
     }
+    StepCriticalPath path = critical_path(walked, step_colls, step);
+    walked = {};
+    // a partial step's path says where the run stopped; it is not in the measured steps' totals
+    const bool in_totals = !partial || windows.empty();
     std::map<int32_t, int64_t> on_path;
     for (const auto& seg : path.segments) {
+      if (!in_totals) break;
       const int32_t id = seg.kind == PathSegment::Kind::gap ? -1 : seg.name_id;
       CriticalPathEntry& e = entries[id];
       e.name_id = id;
@@ -335,7 +360,7 @@ RunStats analyze(const SessionReader& session) {
         if (wanted.count(all_names[i])) annotation_ids.insert(static_cast<int32_t>(i));
     }
   }
-  critical_path_summary(collectives, std::move(grouped), timed, annotation_ids, st);
+  critical_path_summary(collectives, std::move(grouped), timed, annotation_ids, windows, st);
   // An imported trace's world size is what the trace says; a rank with no trace in the
   // session (no lane) has no figures, and is listed as untraced rather than shown as zeros.
   st.world_size = world;

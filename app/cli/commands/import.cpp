@@ -39,7 +39,22 @@ struct ImportState {
   std::string align = "none";
   bool json = false;
   bool overwrite = false;
+  bool allow_disjoint = false;
 };
+
+// Ranks whose time ranges do not overlap (problem disjoint_time_ranges: traces of different jobs,
+// 19,183 days apart in tester42 F12) would be analysed as one job: the import is refused (exit 2;
+// the problem's text names both files and both ranges), as `merge` refuses the rank sessions of
+// different runs, unless --allow-disjoint (ranks of one job whose clocks are off by more than
+// the trace; --align collectives aligns them instead, and then the check does not apply).
+void refuse_disjoint_ranks(const std::vector<ss::ImportStat>& problems) {
+  for (const auto& p : problems)
+    if (p.name == "disjoint_time_ranges")
+      throw si::ImportError(fmt::format(
+          "{}: refused: {}{}. Import each job's traces on their own; if they are the ranks of one job whose clocks "
+          "disagree, use --align collectives, or --allow-disjoint to import them as one session anyway",
+          p.source, p.example, p.count > 1 ? fmt::format(" (and {} more such rank{})", p.count - 1, p.count == 2 ? "" : "s") : ""));
+}
 
 /// nccl_data.json.gz -> nccl_data.db (in the current directory).
 std::string default_output(const std::string& input) {
@@ -123,6 +138,7 @@ int cmd_import(const ImportState& s) {
     ss::SessionWriter writer(staged.temp(), true);
     try {
       sum = importer.run(files, writer, opt);
+      if (!s.allow_disjoint) refuse_disjoint_ranks(sum.problems);
       if (!selected.skipped.empty()) {
         writer.add_import_stats(selected.skipped);
         sum.problems.insert(sum.problems.end(), selected.skipped.begin(), selected.skipped.end());
@@ -192,6 +208,8 @@ Command add_import_command(CLI::App& app) {
                                      "collectives (one offset per rank from matching collectives' ends)")
       ->check(CLI::IsMember({"none", "collectives"}));
   c->add_flag("--force-overwrite", s->overwrite, "Replace the session file if it exists");
+  c->add_flag("--allow-disjoint", s->allow_disjoint,
+              "Import ranks whose time ranges do not overlap (refused otherwise: traces of different jobs?) as one session");
   c->add_flag("--json", s->json, "Print what was imported as one JSON object on stdout");
   return {c, [s] {
             try {

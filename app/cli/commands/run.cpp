@@ -351,7 +351,7 @@ Command add_run_command(CLI::App& app) {
                   "After a complete run, evaluate the trained model (loss and ROC AUC) on this many global batches "
                   "the workload's generator makes from iterations training never reaches (0: none; cpu ranks in "
                   "this process, synthetic input)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->capture_default_str();
   add_process_options(run, s->process);
   return {run, [s] { return run_then_finish(*s); }, [s] { return s->json; }};

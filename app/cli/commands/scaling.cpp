@@ -13,6 +13,7 @@
 #include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/exec/scaling_study.h"
 #include "embedscope/sessions/model/units.h"
+#include "interrupt.h"
 #include "output/output.h"
 #include "workload_args.h"
 
@@ -55,6 +56,9 @@ int cmd_scaling(ScalingState& s) {
   for (const std::string& t : s.shardings) o.shardings.push_back(es::sharding_type_from_string(t, "--shardings"));
   if (a.was_given("--gpus-per-node")) o.gpus_per_node = a.gpus_per_node;
   o.session_dir = s.output;
+  // Ctrl-C or SIGTERM: the point running stops after its current step, the rest are listed "not
+  // run (cancelled)", exit 0, as `scenario` (crit42 / tester42 F22: SIGTERM left a half-written session)
+  o.cancel = &cancel_on_sigint_or_sigterm("\ncancelling after the current step (Ctrl-C again stops at once)\n");
   o.overwrite = s.overwrite;
   const es::HardwareProfile hw = es::load_hardware_profile(a.simulate);
   const int per_node = o.gpus_per_node > 0 ? o.gpus_per_node : hw.gpus_per_node;

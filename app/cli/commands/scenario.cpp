@@ -123,7 +123,8 @@ int cmd_scenario(const ScenarioState& s) {
     sessions::SessionWriter::check_path(paths.back(), s.overwrite);  // refuse before the first run
   }
   const bool tty = isatty(STDERR_FILENO) != 0;
-  const std::atomic<bool>& cancel = cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
+  const std::atomic<bool>& cancel =
+      cancel_on_sigint_or_sigterm("\ncancelling after the current step (Ctrl-C again stops at once)\n");
   fmt::print(stderr, "embedscope scenario: {} ({}), {} runs into {}\n", sc.id, sc.origin, sc.runs.size(), s.output);
   std::vector<ScenarioRow> rows(sc.runs.size());
   int exit_code = 0;

@@ -31,6 +31,21 @@ inline const CLI::Validator kNotNan(
     },
     "", "NOT_NAN");
 
+/// An integer option of at least `min`, said as "--window: must be >= 1, got 0" or "--window:
+/// must be an integer >= 1, got 'abc'" (CLI::PositiveNumber and CLI::NonNegativeNumber said
+/// "Value 0 not in range 0.000000 to " and DBL_MAX's 309 digits, for words too: tester42 F6).
+inline CLI::Validator at_least(int64_t min) {
+  return CLI::Validator(
+      [min](std::string& text) -> std::string {
+        int64_t v = 0;
+        if (!CLI::detail::lexical_cast(text, v))
+          return "must be an integer >= " + std::to_string(min) + ", got '" + text + "'";
+        if (v < min) return "must be >= " + std::to_string(min) + ", got " + std::to_string(v);
+        return "";
+      },
+      "INT>=" + std::to_string(min), "AT_LEAST");
+}
+
 /// The values of the workload options after parsing (add_workload_options binds them).
 struct WorkloadArgs {
   std::string file;

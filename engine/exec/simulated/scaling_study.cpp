@@ -102,6 +102,12 @@ std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& base, const Scal
       spec.sharding.local_world_size = local;
       spec.sharding.default_type = type;
       spec.sharding.per_table.clear();
+      if (o.cancel && o.cancel->load()) {  // Ctrl-C / SIGTERM: the points after it are not run
+        p.error = "not run (cancelled)";
+        if (o.on_point) o.on_point(p);
+        out.push_back(std::move(p));
+        continue;
+      }
       try {
         validate(spec, "scaling study");
         // TorchRec's planner with sharding_types = {type}: placed by estimated time, not bytes
@@ -109,13 +115,16 @@ std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& base, const Scal
         const ShardingPlan& plan = searched.plan;
         p.placement = searched.proposer;
         TrainerOptions opt;
+        opt.cancel = o.cancel;
         if (!o.session_dir.empty()) {
           p.session_path = session_of(type, gpus);
           opt.session_path = p.session_path;
           opt.session_overwrite = true;
         }
         const RunResult r = run_training(spec, plan, opt);
-        if (r.ended != RunEnd::complete) {
+        if (r.ended == RunEnd::cancelled) {
+          p.error = r.error.empty() ? "cancelled" : fmt::format("cancelled: {}", r.error);
+        } else if (r.ended != RunEnd::complete) {
           p.error = fmt::format("{}: {}", to_string(r.ended), r.error);
         } else {
           p.step_time_ns = median(r.step_time_ns);

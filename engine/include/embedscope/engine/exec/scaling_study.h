@@ -6,6 +6,7 @@
 // scales: every GPU keeps the workload's batch_size, so the global batch grows with the cluster.
 // `embedscope scaling` prints it; the points can be written as simulated sessions.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -29,6 +30,10 @@ struct ScalingStudyOptions {
   /// file of that name is replaced only with `overwrite` (SpecError naming it before any point runs).
   std::string session_dir;
   bool overwrite = false;
+  /// Set (e.g. from a SIGINT / SIGTERM handler) to stop: the point running is cancelled after its
+  /// current step (its session stays readable, ended "cancelled") and the points after it are
+  /// not run; each is kept with the error "not run (cancelled)". May be null.
+  const std::atomic<bool>* cancel = nullptr;
   /// Called after each point (for progress); may be empty.
   std::function<void(const struct ScalingPoint&)> on_point;
 };
