@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "embedscope/engine/workload/lm_spec.h"
 #include "embedscope/engine/sharding/sharding.h"
+#include "embedscope/sessions/store/end_mark.h"
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
 #include "embedscope/sessions/analysis/gpu_run.h"  // gpu_busy_text, gpu_trace_loss_text
@@ -156,6 +157,11 @@ std::string hot_rows_text(const std::string& meta, int64_t steps) {
 }
 
 int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
+  // a killed run's session lives in FILE.db + FILE.db-wal: the first reader that may write folds
+  // it into FILE.db, only where no writer is alive (tester41 #11)
+  if (ss::checkpoint_abandoned_session(file))
+    std::cerr << "the run that wrote " << file << " was killed; its -wal file was checkpointed into " << file
+              << ", which is now the whole session\n";
   const auto opened = open_for_stats(file);
   const ss::SessionReader& session = *opened;
   const ss::RunStats st = ss::analyze(session);
