@@ -1,9 +1,12 @@
 #include "interrupt.h"
 
+#include <semaphore.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cerrno>
 #include <cstring>
+#include <thread>
 
 namespace embedscope::cli {
 
@@ -12,6 +15,13 @@ std::atomic<bool> g_cancel{false};
 const char* g_said = "";
 engine::FlightDumpRequest g_flight;
 std::atomic<bool> g_flight_on{false};
+sem_t g_stop_now;                          // posted by a second SIGINT / SIGTERM
+std::atomic<bool> g_stop_watched{false};   // stop_at_once_with was called
+
+extern "C" void on_again(int sig) {
+  std::signal(sig, SIG_DFL);  // a third one ends the process at once
+  sem_post(&g_stop_now);      // async-signal-safe
+}
 
 void request_dump(int sig) {  // async-signal-safe: two lock-free atomic stores
   if (!g_flight_on) return;
@@ -22,7 +32,9 @@ void request_dump(int sig) {  // async-signal-safe: two lock-free atomic stores
 extern "C" void on_stop(int sig) {
   request_dump(sig);
   g_cancel = true;
-  std::signal(sig, SIG_DFL);  // a second Ctrl-C (or SIGTERM) ends the process at once
+  // a second Ctrl-C (or SIGTERM) ends the process at once: by the default action, or after the
+  // run's stop_at_once_with callback
+  std::signal(sig, g_stop_watched ? on_again : SIG_DFL);
   [[maybe_unused]] const auto n = write(STDERR_FILENO, g_said, std::strlen(g_said));  // async-signal-safe
 }
 
@@ -46,6 +58,17 @@ const engine::FlightDumpRequest& flight_dump_on_signals() {
   std::signal(SIGTERM, on_stop);
   std::signal(SIGUSR1, on_usr1);
   return g_flight;
+}
+
+void stop_at_once_with(std::function<void()> at_stop) {
+  sem_init(&g_stop_now, 0, 0);
+  std::thread([at_stop = std::move(at_stop)] {
+    while (sem_wait(&g_stop_now) != 0 && errno == EINTR) {
+    }
+    at_stop();
+    _exit(130);  // as the default action's 128 + SIGINT; no destructor runs (the run is mid-step)
+  }).detach();
+  g_stop_watched = true;
 }
 
 }  // namespace embedscope::cli

@@ -8,6 +8,7 @@
 // srun and a scheduler's time limit send) dump them and cancel as Ctrl-C does.
 
 #include <atomic>
+#include <functional>
 
 #include "embedscope/engine/exec/run.h"
 
@@ -27,5 +28,13 @@ std::atomic<bool>& cancel_on_sigint_or_sigterm(const char* said);
 /// SIGUSR1, SIGINT and SIGTERM each request a flight recorder dump through the returned request
 /// (TrainerOptions::flight_dump, LmRunOptions::flight_dump).
 const engine::FlightDumpRequest& flight_dump_on_signals();
+
+/// For a run: a second SIGINT or SIGTERM (after the first asked to cancel) still stops at once
+/// (exit 130), but first `at_stop` runs, on a thread of its own started here (the handler only
+/// wakes it: sem_post is async-signal-safe), so it may print the last line and record the stop
+/// in the session (tester41 #21: the session read "crashed", nothing named it). A third signal
+/// while `at_stop` runs ends the process at once. Without this call a second signal ends the
+/// process at once (the default action). Call once.
+void stop_at_once_with(std::function<void()> at_stop);
 
 }  // namespace embedscope::cli

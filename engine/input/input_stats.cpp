@@ -95,17 +95,22 @@ std::vector<FeatureInputStats> InputStats::result() const {
   return out;
 }
 
-InputInspection inspect_input(const WorkloadSpec& spec, int64_t max_batches) {
+InputInspection inspect_input(const WorkloadSpec& spec, int64_t max_batches, bool measured_only) {
   const std::unique_ptr<BatchSource> source = make_batch_source(spec);
   InputStats stats(spec);
   InputInspection out;
   const int64_t iterations = spec.warmup_steps + spec.steps;
-  out.run_batches = iterations * spec.devices.count;
+  const int64_t first = measured_only ? spec.warmup_steps : 0;  // the first iteration counted
+  out.run_batches = (iterations - first) * spec.devices.count;
   const int64_t wanted = max_batches > 0 ? std::min(max_batches, out.run_batches) : out.run_batches;
   for (int64_t it = 0; it < iterations && out.batches < wanted; ++it)
     for (int r = 0; r < spec.devices.count && out.batches < wanted; ++r) {
       const Batch b = source->make(it, r);
       out.skipped_lines += b.skipped_lines;
+      if (it < first) {
+        ++out.warmup_batches_left_out;
+        continue;
+      }
       stats.add(b.kjt);
       ++out.batches;
     }

@@ -477,7 +477,8 @@ State best_of_searches(const State& start) {
 Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const ObservedLoad& load,
                  int64_t max_bytes_per_move, double noise) {
   const std::vector<int64_t> before = load_per_rank(current, load);
-  State start{spec, load, max_bytes_per_move, current, before, {}, {}, 0, std::vector<char>(current.tables.size(), 0)};
+  State start{spec,   load, max_bytes_per_move, current, before, {}, {}, 0, std::vector<char>(current.tables.size(), 0),
+              nullptr, {},   {},                 nullptr};
   for (const TablePlan& tp : current.tables) start.origin.push_back(tp.shards.empty() ? -1 : tp.shards[0].rank);
   start.current = &current;
   start.current_bytes.assign(static_cast<size_t>(current.world_size), 0);

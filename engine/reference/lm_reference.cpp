@@ -127,8 +127,9 @@ double LmReference::step(int64_t step) {
     update(E_, gE, "E");
     update(O_, gO, "O");
     for (size_t l = 0; l < W_.size(); ++l) {
-      update(W_[l], gW[l], "W" + std::to_string(l));
-      update(b_[l], gb[l], "b" + std::to_string(l));
+      // std::string first: GCC 12 warns -Wrestrict on "literal" + std::string&& (a false positive)
+      update(W_[l], gW[l], std::string("W").append(std::to_string(l)));
+      update(b_[l], gb[l], std::string("b").append(std::to_string(l)));
     }
     return n == 0 ? 0.0 : loss / static_cast<double>(n);
   }

@@ -7,6 +7,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "embedscope/sessions/analysis/gpu_run.h"
@@ -25,6 +26,8 @@ constexpr FigureInfo kFigures[] = {
     {"step time mean", "step_time_mean_ns"},
     {"step time p50", "step_time_p50_ns"},
     {"step time p99", "step_time_p99_ns"},
+    {"step time min (measured steps)", "step_time_min_ns"},
+    {"step time max (measured steps)", "step_time_max_ns"},
     {"throughput", "throughput_per_s"},
     {"exposed communication (per rank and step)", "exposed_comm_ns_per_rank_step"},
     {"exposed communication, host threads (per rank and step)", "host_exposed_comm_ns_per_rank_step"},
@@ -41,7 +44,7 @@ static_assert(std::size(kFigures) == kCompareFigureCount);
 
 bool is_duration(CompareFigure f) {
   return f == CompareFigure::StepMean || f == CompareFigure::StepP50 || f == CompareFigure::StepP99 ||
-         f == CompareFigure::ExposedComm || f == CompareFigure::HostExposedComm;
+         f == CompareFigure::StepMin || f == CompareFigure::StepMax || f == CompareFigure::ExposedComm || f == CompareFigure::HostExposedComm;
 }
 bool is_percent(CompareFigure f) { return f == CompareFigure::Overlap || f == CompareFigure::GpuBusy; }
 }  // namespace
@@ -74,6 +77,8 @@ std::optional<double> compare_value(const ComparedSession& s, CompareFigure f) {
     case CompareFigure::StepMean: return st.step_time_ns.mean;
     case CompareFigure::StepP50: return static_cast<double>(st.step_time_ns.p50);
     case CompareFigure::StepP99: return static_cast<double>(st.step_time_ns.p99);
+    case CompareFigure::StepMin: return static_cast<double>(st.step_time_ns.min);
+    case CompareFigure::StepMax: return static_cast<double>(st.step_time_ns.max);
     case CompareFigure::Throughput:  // a trace has no throughput (no samples or tokens)
       return s.rate.unit.empty() ? std::nullopt : std::optional<double>(s.rate.per_s);
     case CompareFigure::ExposedComm: return static_cast<double>(st.exposed_comm_ns) / steps;
@@ -138,7 +143,56 @@ CompareDelta compare_delta(const ComparedSession& base, const ComparedSession& o
     d.percent = 100 * *d.diff / *a;
     d.text += fmt::format(" ({}{:.1f} %)", *d.diff > 0 ? "+" : "", *d.percent);
   }
+  if ((f == CompareFigure::StepMean || f == CompareFigure::StepP50 || f == CompareFigure::Throughput) && *d.diff != 0 &&
+      within_noise(base, other)) {
+    d.within_noise = true;
+    d.text += ", within noise";
+  }
   return d;
+}
+
+bool within_noise(const ComparedSession& base, const ComparedSession& other) {
+  const Distribution &a = base.stats.step_time_ns, &b = other.stats.step_time_ns;
+  if (base.stats.steps <= 0 || other.stats.steps <= 0 || a.count <= 0 || b.count <= 0) return false;
+  const auto inside = [](double v, const Distribution& d) {
+    return v >= static_cast<double>(d.min) && v <= static_cast<double>(d.max);
+  };
+  return inside(a.mean, b) && inside(b.mean, a);
+}
+
+std::vector<std::string> comparison_warnings(const std::vector<const SessionReader*>& sessions,
+                                             const std::vector<std::string>& labels) {
+  std::vector<std::string> out;
+  if (sessions.empty() || labels.size() != sessions.size()) return out;
+  const auto world = [](const SessionReader& s) {
+    const std::string w = s.meta(meta::kWorldSize);
+    try {
+      if (!w.empty()) return static_cast<int64_t>(std::stoll(w));
+    } catch (const std::exception&) {
+    }
+    return static_cast<int64_t>(s.ranks().size());
+  };
+  const SessionReader& base = *sessions[0];
+  const std::string base_ran = what_it_ran(base);
+  const int64_t base_world = world(base);
+  for (size_t i = 1; i < sessions.size(); ++i) {
+    const SessionReader& s = *sessions[i];
+    std::error_code ec;
+    if (std::filesystem::equivalent(base.path(), s.path(), ec) && !ec) {
+      out.push_back(fmt::format("{} is the same file as {} ({}): every difference is 0 by construction", labels[i],
+                                labels[0], s.path()));
+      continue;
+    }
+    std::vector<std::string> why;
+    if (const std::string ran = what_it_ran(s); ran != base_ran)
+      why.push_back(fmt::format("another workload ({} vs {})", ran, base_ran));
+    if (const int64_t w = world(s); w != base_world)
+      why.push_back(fmt::format("another world size ({} vs {} ranks)", w, base_world));
+    if (!why.empty())
+      out.push_back(fmt::format("{} is not like-for-like with {}: {}; its differences mix {}", labels[i], labels[0],
+                                fmt::join(why, ", "), why.size() == 1 ? "that change with any other" : "those changes"));
+  }
+  return out;
 }
 
 std::string what_it_ran(const SessionReader& s) {

@@ -51,6 +51,7 @@ LoadData load_data(const SessionReader& session, LoadMetric metric) {
                                   ? table_names[static_cast<size_t>(k.first)]
                                   : "table " + std::to_string(k.first);
     d.shards.push_back(table + " #" + std::to_string(k.second));
+    d.shard_tables.push_back(table);
   }
   std::map<int64_t, size_t> step_col;
   for (int64_t s : steps) {
@@ -59,6 +60,7 @@ LoadData load_data(const SessionReader& session, LoadMetric metric) {
   }
   const auto R = static_cast<size_t>(d.ranks);
   d.by_shard.assign(R * d.shards.size(), 0.0);
+  d.held.assign(R * d.shards.size(), 0);
   d.by_step.assign(R * d.steps.size(), 0.0);
   d.per_rank.assign(R, 0.0);
   for (const auto& c : counters) {
@@ -78,6 +80,7 @@ LoadData load_data(const SessionReader& session, LoadMetric metric) {
     }
     const auto r = static_cast<size_t>(c.rank);
     d.by_shard[r * d.shards.size() + shard_col[{c.table, c.shard}]] += v;
+    d.held[r * d.shards.size() + shard_col[{c.table, c.shard}]] = 1;
     d.by_step[r * d.steps.size() + step_col[c.step]] += v;
     d.per_rank[r] += v;
   }

@@ -92,8 +92,14 @@ int cmd_compare(const CompareState& st) {
   const std::vector<std::string> settings = ss::differing_settings(reader_ptrs);  // tester41 #2
   std::vector<std::string> labels;
   for (size_t i = 0; i < cs.size(); ++i) labels.push_back(compare_label(i));
+  // the same file twice, another workload or world size (tester41 #5)
+  const std::vector<std::string> warnings = ss::comparison_warnings(reader_ptrs, labels);
   if (st.json) {
-    json j{{"baseline", labels[0]}, {"figures", json::array()}, {"sessions", json::array()}, {"differences", json::array()}};
+    json j{{"baseline", labels[0]},
+           {"warnings", warnings},
+           {"figures", json::array()},
+           {"sessions", json::array()},
+           {"differences", json::array()}};
     for (int k = 0; k < ss::kCompareFigureCount; ++k) {
       const auto f = static_cast<ss::CompareFigure>(k);
       j["figures"].push_back({{"key", ss::compare_figure_key(f)}, {"name", ss::compare_figure_name(f)}});
@@ -136,7 +142,8 @@ int cmd_compare(const CompareState& st) {
         const auto f = static_cast<ss::CompareFigure>(k);
         const ss::CompareDelta d = ss::compare_delta(cs[0], cs[i], f);
         figures[ss::compare_figure_key(f)] =
-            d.diff ? json{{"difference", *d.diff}, {"percent", value_or_null(d.percent)}} : json();
+            d.diff ? json{{"difference", *d.diff}, {"percent", value_or_null(d.percent)}, {"within_noise", d.within_noise}}
+                   : json();
       }
       j["differences"].push_back({{"label", labels[i]}, {"baseline", labels[0]}, {"figures", figures}});
     }
@@ -166,7 +173,9 @@ int cmd_compare(const CompareState& st) {
     if (const std::string msg = readers[i]->meta(ss::meta::kEndMessage); !msg.empty() && cs[i].stats.ended != "complete")
       std::cout << fmt::format("{}: {}\n", labels[i], msg);
   }
+  for (const auto& w : warnings) std::cout << "warning: " << w << "\n";
   std::cout << "\n" << figures_table(cs, labels);
+  std::cout << "(within noise: each session's mean step time lies within the other's min - max of measured steps)\n";
   // per rank: what the exposed-communication chart of the Compare view draws, and each rank's peaks
   std::cout << fmt::format("\n{:<8} {:<5} {:>13} {:>18} {:>9} {:>16} {:>16}\n", "session", "rank", "exposed comm",
                            "host exposed comm", "GPU busy", "peak allocated", "peak reserved");

@@ -28,6 +28,7 @@
 #include "embedscope/sessions/analysis/stats.h"
 #include "embedscope/sessions/store/session.h"
 #include "embedscope/sessions/model/unit_ladder.h"  // format_rate
+#include "embedscope/sessions/store/end_mark.h"
 #include "output/output.h"
 #include "output/rebalance_text.h"
 #include "run_process.h"
@@ -124,6 +125,14 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
     opt.process = {proc.rank, proc.rendezvous, proc.run_id, proc.host, proc.node, proc.local_rank};
   opt.cancel = &cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
   opt.flight_dump = &flight_dump_on_signals();
+  // a second Ctrl-C stops at once: say so naming the session, and record it as the user's stop
+  // rather than leave it to read "crashed" (tester41 #21)
+  stop_at_once_with([output] {
+    const bool marked = embedscope::sessions::mark_session_ended(
+        output, "cancelled", "stopped at once by a second Ctrl-C (or SIGTERM): the step in progress did not complete");
+    fmt::print(stderr, "\nstopped at once; session: {} ({})\n", output,
+               marked ? "recorded as cancelled by the user" : "the stop could not be recorded: it reads crashed");
+  });
   const int64_t every = std::max<int64_t>(1, spec.steps / 10);
   auto last_print = std::chrono::steady_clock::now();
   opt.on_step = [&, simulated](const es::StepProgress& p) {

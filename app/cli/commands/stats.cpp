@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "embedscope/engine/workload/lm_spec.h"
 #include "embedscope/engine/sharding/sharding.h"
+#include "embedscope/sessions/store/end_mark.h"
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/table_storage.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
@@ -143,6 +144,11 @@ std::string hot_rows_text(const std::string& meta, int64_t steps) {
 }
 
 int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
+  // a killed run's session lives in FILE.db + FILE.db-wal: the first reader that may write folds
+  // it into FILE.db, only where no writer is alive (tester41 #11)
+  if (ss::checkpoint_abandoned_session(file))
+    std::cerr << "the run that wrote " << file << " was killed; its -wal file was checkpointed into " << file
+              << ", which is now the whole session\n";
   const auto opened = open_for_stats(file);
   const ss::SessionReader& session = *opened;
   const ss::RunStats st = ss::analyze(session);
@@ -403,11 +409,15 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     std::cout << (imported ? "\nmemory       none recorded (a trace has no allocator counters; a PyTorch memory snapshot does)\n"
                            : "\nmemory       none recorded (the run ended before its first memory counters)\n");
   } else {
-    std::cout << fmt::format("\n{:<5} {:>16} {:>16} {:>15} {:>8}\n", "rank", "peak allocated", "peak reserved",
-                             "fragmentation", "memviz");
+    // each figure says when it was taken (tester41 #7: three unlabelled "fragmentation" figures)
+    std::cout << fmt::format("\n{:<5} {:>16} {:>16} {:>23} {:>23}\n", "rank", "peak allocated", "peak reserved",
+                             "frag. worst step end", "memviz worst step end");
     for (const auto& r : st.ranks)
-      std::cout << fmt::format("{:<5} {:>16} {:>16} {:>14.1f}% {:>8.3f}\n", r.rank, es::format_bytes(r.peak_allocated_bytes),
+      std::cout << fmt::format("{:<5} {:>16} {:>16} {:>22.1f}% {:>23.3f}\n", r.rank, es::format_bytes(r.peak_allocated_bytes),
                                es::format_bytes(r.peak_reserved_bytes), 100 * r.fragmentation, r.memviz_fragmentation);
+    std::cout << "  frag.: 1 - largest free block / free bytes in the reserved segments, in %; memviz: PyTorch "
+                 "MemoryViz's measure, sum of squared free gaps / sum of squared segment sizes, 0 to 1; each the "
+                 "largest at the end of any step (warm-up included)\n";
   }
   // a GPU run's categories are its streams' (the host threads' spans are in `host` above and the
   // critical path below; tester40 #4: the dense part's host time fell 6x while this rose)

@@ -40,7 +40,8 @@ InputFigures input_figures(const sessions::SessionReader& session) {
   try {
     // at most about kInputFigurePairs (sample, feature) pairs: the first batches of a large run
     const int64_t per_batch = std::max<int64_t>(1, spec.batch_size * static_cast<int64_t>(spec.features.size()));
-    out.inspection = engine::inspect_input(spec, std::max<int64_t>(1, kInputFigurePairs / per_batch));
+    // the measured steps' batches only: the window of the heatmaps and row histogram beside it
+    out.inspection = engine::inspect_input(spec, std::max<int64_t>(1, kInputFigurePairs / per_batch), true);
   } catch (const std::exception& e) {
     out.unavailable = fmt::format("the run's input can no longer be read: {}", e.what());
     return out;
@@ -50,9 +51,13 @@ InputFigures input_figures(const sessions::SessionReader& session) {
       spec.input.kind == engine::InputKind::synthetic
           ? fmt::format("synthetic input (seed {}), regenerated", spec.seed)
           : fmt::format("{} {}, re-read", engine::enum_name(spec.input.kind), fmt::join(spec.input.paths, ", "));
-  const std::string counted = in.batches == in.run_batches
-                                  ? fmt::format("{} batches", in.batches)
-                                  : fmt::format("the first {} of the run's {} batches", in.batches, in.run_batches);
+  const std::string counted =
+      (in.batches == in.run_batches ? fmt::format("the {} batches of the {} measured steps", in.batches, spec.steps)
+                                    : fmt::format("the first {} of the {} batches of the {} measured steps", in.batches,
+                                                  in.run_batches, spec.steps)) +
+      (spec.warmup_steps == 1   ? std::string(" (the warm-up step's left out, as above)")
+       : spec.warmup_steps > 1 ? fmt::format(" (the {} warm-up steps' left out, as above)", spec.warmup_steps)
+                               : std::string());
   out.source = fmt::format("{}: {}, {} samples{}", what, counted, in.samples,
                            in.skipped_lines > 0 ? fmt::format(", {} malformed lines skipped", in.skipped_lines) : "");
   return out;

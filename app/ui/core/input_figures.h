@@ -20,8 +20,10 @@ struct InputFigures {
   /// trace), a model other than DLRM's pooled bags, a workload that no longer parses, or a file
   /// source that can no longer be read (the message names the file and line).
   std::string unavailable;
-  /// Where the figures come from, for the view's caption, e.g. "synthetic input (seed 7),
-  /// regenerated: 24 batches, 49,152 samples" or "criteo_tsv /data/day_0.gz, re-read: ...".
+  /// Where the figures come from, for the view's caption, e.g. "synthetic input (seed 1),
+  /// regenerated: the 80 batches of the 20 measured steps (the 2 warm-up steps' left out, as
+  /// above), 40960 samples" or "criteo_tsv /data/day_0.gz, re-read: ...". The measured steps
+  /// only: the window of the session's load counters and row histogram (tester41 #24).
   std::string source;
   engine::InputInspection inspection;
 };

@@ -27,7 +27,7 @@ class CompareModel : public QAbstractTableModel {
   Q_OBJECT
 
  public:
-  enum Figure { StepMean, StepP50, StepP99, Throughput, ExposedComm, HostExposedComm, GpuBusy, Overlap, PeakAllocated,
+  enum Figure { StepMean, StepP50, StepP99, StepMin, StepMax, Throughput, ExposedComm, HostExposedComm, GpuBusy, Overlap, PeakAllocated,
                 PeakReserved, LookupImbalance, LookupTimeImbalance, Loss, HeldOutAuc, FigureCount };
   /// `rates`: each session's throughput (throughput_of), one per stats entry; empty means every
   /// session's samples_per_s in samples (DLRM runs). A session whose rate has no unit is taken

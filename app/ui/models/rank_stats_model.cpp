@@ -47,9 +47,15 @@ QVariant RankStatsModel::data(const QModelIndex& index, int role) const {
 }
 
 QVariant RankStatsModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation == Qt::Horizontal && role == Qt::ToolTipRole && section == Fragmentation)
+    return QString("%1: 1 - largest free block / free bytes in the reserved segments (README, `embedscope stats`)")
+        .arg(headerData(section, orientation, Qt::DisplayRole).toString());
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return QAbstractTableModel::headerData(section, orientation, role);
+  // the fragmentation of a run: the largest at any step end (RunStats; tester41 #7 - the Memory
+  // page gives it at peak allocated and at peak reserved, each named so)
   static const char* names[] = {"rank", "compute", "comm", "exposed comm", "idle", "overlap", "ids looked up",
-                                "bytes sent", "bytes received", "peak allocated", "peak reserved", "fragmentation"};
+                                "bytes sent", "bytes received", "peak allocated", "peak reserved",
+                                "fragmentation, worst step end"};
   if (section == Fragmentation && !fragmentation_label_.isEmpty()) return fragmentation_label_;
   return section >= 0 && section < ColumnCount ? QString(names[section]) : QVariant();
 }

@@ -33,7 +33,8 @@ class RankStatsModel : public QAbstractTableModel {
   void set_bytes_unknown(bool unknown) { bytes_unknown_ = unknown; }
   /// The fragmentation column's header, saying when the figure was taken (a memory snapshot's
   /// Summary: "fragmentation at peak allocated", the Memory page's figure; tester37 #14). Empty:
-  /// "fragmentation".
+  /// "fragmentation, worst step end" (RunStats::fragmentation). The header's ToolTipRole gives the
+  /// definition.
   void set_fragmentation_label(QString label) { fragmentation_label_ = std::move(label); }
 
  private:

@@ -174,6 +174,13 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
     for (const QString& line : lines.split('\n', Qt::SkipEmptyParts))
       head += QString("<b>%1</b>: %2<br>").arg(labels[i].toHtmlEscaped(), line.simplified().toHtmlEscaped());
   }
+  {  // the same file twice, another workload or world size (tester41 #5)
+    std::vector<std::string> label_text;
+    for (const auto& l : labels) label_text.push_back(l.toStdString());
+    for (const auto& w : sessions::comparison_warnings(readers, label_text))
+      head += QString("<span style=\"color:#b00000\"><b>warning</b>: %1</span><br>")
+                  .arg(QString::fromStdString(w).toHtmlEscaped());
+  }
   for (size_t i = 0; i < sessions.size(); ++i)  // how a run that failed ended, in its own words
     if (const std::string msg = sessions[i].session->meta(sessions::meta::kEndMessage); !msg.empty() && stats[i].ended != "complete")
       head += QString("<span style=\"color:#b00000\"><b>%1</b>: %2</span><br>")

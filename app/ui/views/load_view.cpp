@@ -18,15 +18,21 @@
 
 #include <qcustomplot.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 
 namespace embedscope::ui {
 
 namespace {
 
-// A rank x column colour map with a colour scale; hovering a cell shows its value.
+// A rank x column colour map with a colour scale from 0 (tester41 #18: a scale from the smallest
+// cell made a 1.16 max/mean look like cold vs red hot); hovering a cell shows its value. A cell
+// `held` says false for is NaN, drawn light grey ("no shard on this rank", not "0 ids").
 void fill_heatmap(QCustomPlot* plot, const QString& title, const QStringList& columns, int ranks,
-                  const std::function<double(int, int)>& value, const QString& metric) {
+                  const std::function<double(int, int)>& value, const QString& metric,
+                  const std::function<bool(int, int)>& held = {}, const QStringList& tables = {}) {
   plot->clearPlottables();
   plot->plotLayout()->clear();
   plot->plotLayout()->addElement(0, 0, new QCPTextElement(plot, title, QFont("sans", 10, QFont::Bold)));
@@ -36,26 +42,36 @@ void fill_heatmap(QCustomPlot* plot, const QString& title, const QStringList& co
   const int cols = std::max<int>(1, static_cast<int>(columns.size()));
   map->data()->setSize(cols, std::max(ranks, 1));
   map->data()->setRange(QCPRange(0, cols - 1), QCPRange(0, std::max(ranks, 1) - 1));
+  double top = 0;
   for (int c = 0; c < static_cast<int>(columns.size()); ++c)
-    for (int r = 0; r < ranks; ++r) map->data()->setCell(c, r, value(r, c));
+    for (int r = 0; r < ranks; ++r) {
+      const bool here = !held || held(r, c);
+      const double v = here ? value(r, c) : std::numeric_limits<double>::quiet_NaN();
+      if (here) top = std::max(top, v);
+      map->data()->setCell(c, r, v);
+    }
   auto* scale = new QCPColorScale(plot);
   plot->plotLayout()->addElement(1, 1, scale);
   scale->setLabel(metric);
   map->setColorScale(scale);
-  map->setGradient(heat_gradient());  // its top is red, not white
+  QCPColorGradient gradient = heat_gradient();  // its top is red, not white
+  gradient.setNanHandling(QCPColorGradient::nhNanColor);
+  gradient.setNanColor(kNoShardColor);
+  map->setGradient(gradient);
   map->setInterpolate(false);  // one flat cell per (rank, column)
-  map->rescaleDataRange(true);
+  map->setDataRange(QCPRange(0, top > 0 ? top : 1));
   rect->axis(QCPAxis::atLeft)->setLabel("rank");
   rect->axis(QCPAxis::atLeft)->setRange(-0.5, std::max(ranks, 1) - 0.5);
   rect->axis(QCPAxis::atBottom)->setRange(-0.5, cols - 0.5);
-  if (columns.size() <= 40) {  // name the columns when they fit
+  const auto ticks = heatmap_column_ticks(columns, tables);
+  if (!ticks.empty()) {  // the columns' names, or each table's at its first shard
     auto ticker = QSharedPointer<QCPAxisTickerText>::create();
-    for (int c = 0; c < static_cast<int>(columns.size()); ++c) ticker->addTick(c, columns[c]);
+    for (const auto& [c, name] : ticks) ticker->addTick(c, name);
     rect->axis(QCPAxis::atBottom)->setTicker(ticker);
     rect->axis(QCPAxis::atBottom)->setTickLabelRotation(60);
   }
   rect->axis(QCPAxis::atLeft)->setTicker(integer_ticker());
-  if (columns.size() > 40) rect->axis(QCPAxis::atBottom)->setTicker(integer_ticker());  // column indices
+  if (ticks.empty()) rect->axis(QCPAxis::atBottom)->setTicker(integer_ticker());  // column indices
   QObject::disconnect(plot, &QCustomPlot::mouseMove, nullptr, nullptr);
   QObject::connect(plot, &QCustomPlot::mouseMove, plot, [plot, map, columns, metric](QMouseEvent* e) {
     double key = 0, val = 0;
@@ -67,7 +83,9 @@ void fill_heatmap(QCustomPlot* plot, const QString& title, const QStringList& co
     }
     QToolTip::showText(e->globalPosition().toPoint(),
                        QString("rank %1, %2\n%3: %4").arg(r).arg(c < columns.size() ? columns[c] : QString::number(c))
-                           .arg(metric).arg(map->data()->cell(c, r), 0, 'f', 0),
+                           .arg(metric)
+                           .arg(std::isnan(map->data()->cell(c, r)) ? QString("no such shard on this rank")
+                                                                   : QString::number(map->data()->cell(c, r), 'f', 0)),
                        plot);
   });
   follow_palette(plot);
@@ -77,13 +95,16 @@ void fill_heatmap(QCustomPlot* plot, const QString& title, const QStringList& co
 // fill_heatmap of at most kHeatMaxRows rank rows and kHeatMaxColumns columns (tester42 F19): more
 // are binned (core/heat_bins.h) and the title and the rank axis say so. Kept apart from
 // fill_heatmap, which draws the cells.
+// `held` and `tables` (fill_heatmap's) apply when nothing is binned; a binned cell is its group's
+// largest value, so "no such shard" is not drawn there.
 void fill_binned_heatmap(QCustomPlot* plot, const QString& title, const QStringList& columns, int ranks,
-                         const std::function<double(int, int)>& value, const QString& metric, const std::string& what) {
+                         const std::function<double(int, int)>& value, const QString& metric, const std::string& what,
+                         const std::function<bool(int, int)>& held = {}, const QStringList& tables = {}) {
   std::vector<std::string> names;
   for (const QString& c : columns) names.push_back(c.toStdString());
   const HeatGrid grid = bin_heat_grid(ranks, names, value, what);
   if (grid.note.empty()) {
-    fill_heatmap(plot, title, columns, ranks, value, metric);
+    fill_heatmap(plot, title, columns, ranks, value, metric, held, tables);
     return;
   }
   QStringList binned;
@@ -97,6 +118,19 @@ void fill_binned_heatmap(QCustomPlot* plot, const QString& title, const QStringL
 }
 
 }  // namespace
+
+std::vector<std::pair<int, QString>> heatmap_column_ticks(const QStringList& columns, const QStringList& tables) {
+  std::vector<std::pair<int, QString>> out;
+  if (columns.size() <= kMaxNamedColumns) {
+    for (int c = 0; c < static_cast<int>(columns.size()); ++c) out.emplace_back(c, columns[c]);
+    return out;
+  }
+  if (tables.size() != columns.size()) return out;
+  for (int c = 0; c < static_cast<int>(tables.size()); ++c)
+    if (c == 0 || tables[c] != tables[c - 1]) out.emplace_back(c, tables[c]);
+  if (static_cast<int>(out.size()) > kMaxNamedColumns) out.clear();  // too many tables to name: indices
+  return out;
+}
 
 LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent)
     : QWidget(parent), session_(std::move(session)), metric_box_(new QComboBox(this)), table_box_(new QComboBox(this)), shard_plot_(new QCustomPlot(this)),
@@ -311,12 +345,18 @@ void LoadView::rebuild() {
 
 void LoadView::draw() {
   const QString metric = sessions::to_string(metric_);
-  QStringList shards, steps;
+  QStringList shards, steps, tables;
   for (const auto& s : data_.shards) shards << QString::fromStdString(s);
+  for (const auto& t : data_.shard_tables) tables << QString::fromStdString(t);
   for (int64_t s : data_.steps) steps << QString::number(s);
-  fill_binned_heatmap(shard_plot_, "per rank x table shard (measured steps)", shards, data_.ranks,
-                      [this](int r, int c) { return data_.at_shard(r, static_cast<size_t>(c)); }, metric, "shards");
-  fill_binned_heatmap(step_plot_, "per rank x step", steps, data_.ranks,
+  const bool some_not_held = std::find(data_.held.begin(), data_.held.end(), 0) != data_.held.end();
+  fill_binned_heatmap(
+      shard_plot_,
+      QString("per rank x table shard (measured steps; colour from 0%1)")
+          .arg(some_not_held ? "; grey: no such shard on the rank" : ""),
+      shards, data_.ranks, [this](int r, int c) { return data_.at_shard(r, static_cast<size_t>(c)); }, metric, "shards",
+      [this](int r, int c) { return data_.holds(r, static_cast<size_t>(c)); }, tables);
+  fill_binned_heatmap(step_plot_, "per rank x step (colour from 0)", steps, data_.ranks,
                       [this](int r, int c) { return data_.at_step(r, static_cast<size_t>(c)); }, metric, "steps");
   // imbalance per step
   imbalance_plot_->clearGraphs();

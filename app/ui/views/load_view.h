@@ -5,10 +5,15 @@
 // the shard boundaries drawn on it, and the run's input per feature as `embedscope
 // inspect-input` prints it (ids per bag, distinct rows, top 1% / 10% share, out-of-range ids).
 
+#include <QColor>
+#include <QString>
+#include <QStringList>
 #include <QWidget>
 
 #include <algorithm>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "embedscope/sessions/store/session.h"
 #include "core/input_figures.h"
@@ -23,6 +28,18 @@ class QTableWidget;
 namespace embedscope::ui {
 
 class AnalysisJob;
+
+/// Columns a heatmap names one by one at most; more get their tables' names (below).
+constexpr int kMaxNamedColumns = 40;
+/// The colour of a heatmap cell whose rank holds no such shard (NaN), light grey.
+inline const QColor kNoShardColor{0xd9, 0xd9, 0xd9};
+
+/// The x ticks of a rank x column heatmap, (column, name): every column's name when there are
+/// at most kMaxNamedColumns; else, given `tables` (each column's table, as many as `columns`),
+/// one tick per run of columns of the same table, at its first column, named by the table
+/// (tester41 #18: bare indices 0..100 for 104 shards); else (or more tables than that) none:
+/// the caller draws integer indices.
+std::vector<std::pair<int, QString>> heatmap_column_ticks(const QStringList& columns, const QStringList& tables);
 class InputStatsModel;
 
 class LoadView : public QWidget {

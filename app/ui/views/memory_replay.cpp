@@ -8,6 +8,7 @@
 #include <QPushButton>
 #include <QTableWidget>
 
+#include <algorithm>
 #include <cmath>
 
 #include "embedscope/engine/memory/snapshot_replay.h"
@@ -47,7 +48,11 @@ MemoryReplayPanel::MemoryReplayPanel(QWidget* parent)
   g->addWidget(button_, 2, 2);
   note_->setWordWrap(true);
   g->addWidget(note_, 3, 0, 1, 3);
-  table_->setHorizontalHeaderLabels({"setting", "peak reserved", "frag. at peak", "result"});
+  // taken when reserved bytes first reach their peak (engine ReplayResult::fragmentation_at_peak)
+  table_->setHorizontalHeaderLabels({"setting", "peak reserved", "frag. at peak reserved", "result"});
+  table_->horizontalHeaderItem(2)->setToolTip(
+      "1 - largest free block / free bytes in the reserved segments, after the first entry at which reserved bytes "
+      "reach their peak");
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->verticalHeader()->hide();
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -65,17 +70,64 @@ void MemoryReplayPanel::set_history(std::shared_ptr<const sessions::MemoryHistor
   const int64_t cap = capacity > 0 && !below_peak ? capacity : std::max<int64_t>(peak_reserved, 1 << 20);
   capacity_mib_->setValue(std::ceil(static_cast<double>(cap) / kMiB));
   auto bytes = [](int64_t b) { return QString::fromStdString(sessions::format_bytes(b)); };
-  note_->setText(QString("Recorded settings: %1. Capacity: %2.")
+  recorded_ = recorded;
+  recorded_entry_ = -1;
+  base_note_ = QString("Recorded settings: %1. Capacity: %2.")
                      .arg(QString::fromStdString(recorded))
                      .arg(below_peak ? QString("the recorded peak reserved bytes, %1 (free + reserved at the recorded "
                                                "OOM is only %2: memory another process held then)")
                                            .arg(bytes(peak_reserved), bytes(capacity))
                           : capacity > 0 ? QString("the device's, %1").arg(bytes(capacity))
                                          : QString("unknown (no OOM records the device's free bytes): the recorded peak "
-                                                   "reserved bytes are offered")));
+                                                   "reserved bytes are offered"));
+  note_->setText(base_note_);
   button_->setEnabled(history_ && history_->size() > 0);
   table_->setRowCount(0);
   results_.clear();
+}
+
+void MemoryReplayPanel::set_recorded_at_peak_reserved(int64_t entry, double fragmentation, int64_t reserved) {
+  recorded_entry_ = entry;
+  recorded_fragmentation_ = fragmentation;
+  recorded_reserved_ = reserved;
+  if (entry >= 0)
+    note_->setText(base_note_ + QString(" Recorded at peak reserved (%1 after entry %2): fragmentation %3%.")
+                                    .arg(QString::fromStdString(sessions::format_bytes(reserved)))
+                                    .arg(entry)
+                                    .arg(100 * fragmentation, 0, 'f', 1));
+}
+
+QString MemoryReplayPanel::recorded_comparison(const std::vector<engine::ReplayResult>& results, const std::string& recorded,
+                                               int64_t recorded_entry, double recorded_fragmentation,
+                                               int64_t recorded_reserved) {
+  if (recorded_entry < 0) return {};
+  // the recorded settings' name as the replay labels them ("expandable_segments" is PyTorch's)
+  const std::string label = recorded == "expandable_segments" ? "expandable" : recorded;
+  const auto it = std::find_if(results.begin(), results.end(), [&](const engine::ReplayResult& r) { return r.label == label; });
+  if (it == results.end()) return {};
+  const auto pct = [](double f) { return QString("%1%").arg(100 * f, 0, 'f', 1); };
+  if (it->peak_reserved == recorded_reserved && std::abs(it->fragmentation_at_peak - recorded_fragmentation) < 0.0005)
+    return QString("The replay of the recorded settings (%1) reproduces the recording: peak reserved %2, %3 at peak "
+                   "reserved.")
+        .arg(QString::fromStdString(label), QString::fromStdString(sessions::format_bytes(recorded_reserved)),
+             pct(recorded_fragmentation));
+  QString why;
+  if (it->oom && it->peak_reserved < recorded_reserved)
+    why = QString("the replay ran out of memory at entry %1, before it reached the recorded peak (the capacity "
+                  "offered is below what the recording reserved)")
+              .arg(it->oom_action);
+  else if (it->peak_reserved != recorded_reserved)
+    why = QString("the replay reserved a different peak (%1 vs %2): the replay's allocator model (PyTorch's "
+                  "rounding and segment rules) placed the blocks differently from the recorded allocator, so "
+                  "its peak is another moment and another layout")
+              .arg(QString::fromStdString(sessions::format_bytes(it->peak_reserved)),
+                   QString::fromStdString(sessions::format_bytes(recorded_reserved)));
+  else
+    why = "the same peak, reached with blocks placed differently: the replay's allocator model (PyTorch's rounding, "
+          "best fit and splitting rules) chose other free blocks than the recorded allocator did, so the free "
+          "bytes lie in other gaps";
+  return QString("The replay of the recorded settings (%1) gives %2 at peak reserved, the recording %3: %4.")
+      .arg(QString::fromStdString(label), pct(it->fragmentation_at_peak), pct(recorded_fragmentation), why);
 }
 
 std::vector<engine::AllocatorConfig> MemoryReplayPanel::settings() const {
@@ -117,6 +169,10 @@ void MemoryReplayPanel::replay() {
           }
         }
         table_->resizeColumnsToContents();
+        if (const QString c = recorded_comparison(results_, recorded_, recorded_entry_, recorded_fragmentation_,
+                                                  recorded_reserved_);
+            !c.isEmpty())
+          note_->setText(note_->text() + " " + c);
         button_->setEnabled(true);
       },
       [this](const QString& e) {

@@ -4,6 +4,7 @@
 // max_split_size, at a device capacity, off the GUI thread; side by side per setting the peak
 // reserved bytes, fragmentation at the peak and whether and where it would run out of memory.
 
+#include <QString>
 #include <QWidget>
 
 #include <cstdint>
@@ -35,6 +36,16 @@ class MemoryReplayPanel : public QWidget {
   /// recorded run held them); `recorded` names the recorded settings (for the label).
   void set_history(std::shared_ptr<const sessions::MemoryHistory> history, int64_t capacity, int64_t peak_reserved,
                    const std::string& recorded);
+  /// The recorded layout when reserved bytes first reached their peak (RankMemoryAnalysis::
+  /// at_peak_reserved, its entry): the moment each replay's "frag. at peak reserved" is taken,
+  /// shown in the note, and compared with the replay of the recorded settings (tester41 #7).
+  /// Call after set_history; entry < 0: unknown (nothing said).
+  void set_recorded_at_peak_reserved(int64_t entry, double fragmentation, int64_t reserved);
+  /// After a replay: what the replay of the recorded settings gives against the recording at
+  /// peak reserved, and why they differ where they do ("" when no row replays the recorded
+  /// settings or no recorded figure was given). Pure: `results` rows, `recorded` as set_history's.
+  static QString recorded_comparison(const std::vector<engine::ReplayResult>& results, const std::string& recorded,
+                                     int64_t recorded_entry, double recorded_fragmentation, int64_t recorded_reserved);
   /// The settings the controls ask for: caching and/or expandable, and caching with the
   /// max_split_size when it is > 0.
   std::vector<engine::AllocatorConfig> settings() const;
@@ -55,6 +66,10 @@ class MemoryReplayPanel : public QWidget {
   QTableWidget* table_;
   AnalysisJob* job_;
   std::vector<engine::ReplayResult> results_;
+  QString base_note_;
+  std::string recorded_;
+  int64_t recorded_entry_ = -1, recorded_reserved_ = 0;
+  double recorded_fragmentation_ = 0;
 };
 
 }  // namespace embedscope::ui

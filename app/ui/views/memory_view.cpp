@@ -228,7 +228,7 @@ void MemoryView::show_rank(int rank) {
   r->setData(steps, reserved);
   r->setPen(QPen(QColor(0xff, 0x7f, 0x0e), 2));
   auto* f = plot_->addGraph(plot_->xAxis, plot_->yAxis2);
-  f->setName("fragmentation %");
+  f->setName("fragmentation % at step end");
   f->setData(steps, frag);
   f->setPen(QPen(QColor(0x7f, 0x7f, 0x7f), 1, Qt::DashLine));
   plot_->xAxis->setLabel("step (negative: warm-up)");
@@ -303,20 +303,27 @@ void MemoryView::apply(MemoryViewData& d) {
   segments_->show();
   charts_->show();
   charts_->setCurrentWidget(frag_plot_);
-  QString sum = QString("%1 events; peak allocated %2 at entry %3 (reserved %4, peak reserved %5); at the peak "
-                        "fragmentation %6%, largest free block %7, %8 lost to rounding")
+  // each fragmentation figure named by its moment (tester41 #7): at peak allocated (this line's
+  // layout), at peak reserved (the Replay panel's moment); the Summary's is the worst step end
+  QString sum = QString("%1 events; peak allocated %2 at entry %3 (reserved %4): fragmentation at peak allocated "
+                        "%6%, largest free block %7, %8 lost to rounding; peak reserved %5 at entry %9: "
+                        "fragmentation at peak reserved %10%")
                     .arg(a.entries)
                     .arg(bytes(a.peak_allocated))
                     .arg(a.peak_entry)
                     .arg(bytes(a.at_peak.reserved), bytes(a.peak_reserved))
                     .arg(100 * a.at_peak.external_fragmentation, 0, 'f', 1)
-                    .arg(bytes(a.at_peak.largest_free_block), bytes(a.rounding_loss_at_peak));
+                    .arg(bytes(a.at_peak.largest_free_block), bytes(a.rounding_loss_at_peak))
+                    .arg(a.peak_reserved_entry)
+                    .arg(100 * a.at_peak_reserved.external_fragmentation, 0, 'f', 1);
   if (!a.ooms.empty()) sum += QString("; %1 OOM%2").arg(a.ooms.size()).arg(a.ooms.size() == 1 ? "" : "s");
   if (!a.starts_empty) sum += "; the trace starts mid-way";
   summary_->setText(sum);
   fill_fragmentation();
   fill_stacks();
   replay_->set_history(data_.history, data_.capacity, a.peak_reserved, replay_->property("recorded").toString().toStdString());
+  if (a.starts_empty)  // a trace that starts mid-way is not the whole recording: nothing to compare
+    replay_->set_recorded_at_peak_reserved(a.peak_reserved_entry, a.at_peak_reserved.external_fragmentation, a.peak_reserved);
   {
     const QSignalBlocker b1(slider_), b2(entry_box_);
     slider_->setRange(0, static_cast<int>(h.size() - 1));

@@ -79,6 +79,8 @@ class MemoryView : public QWidget {
   QCustomPlot* fragmentation_plot() { return frag_plot_; }
   QTableWidget* stacks_table() { return stacks_table_; }
   QLabel* details() { return details_; }
+  /// The line above the charts: peaks and fragmentation at peak allocated and at peak reserved.
+  QLabel* summary() { return summary_; }
   MemoryReplayPanel* replay() { return replay_; }
   AnalysisJob* job() { return job_; }
   /// The state the map shows (after slider()->value()); empty before the history arrives.

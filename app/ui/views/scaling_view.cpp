@@ -106,7 +106,8 @@ ScalingView::ScalingView(engine::ScalingStudy study, QWidget* parent)
     const auto& p = study_.points[static_cast<size_t>(r)];
     auto set = [&](int c, const QString& text) {
       auto* item = new QTableWidgetItem(text);
-      item->setTextAlignment(c == 0 || c == 10 ? int(Qt::AlignLeft | Qt::AlignVCenter) : int(Qt::AlignRight | Qt::AlignVCenter));
+      item->setTextAlignment(c == 0 || c == 10 ? Qt::Alignment(Qt::AlignLeft | Qt::AlignVCenter)
+                                               : Qt::Alignment(Qt::AlignRight | Qt::AlignVCenter));
       table_->setItem(r, c, item);
     };
     set(0, engine::to_string(p.sharding));

@@ -126,7 +126,7 @@ void Rank::after_step_rebalance(int64_t step, bool last) {
       reshard(p.plan, step);
       moving.reset();
       // after the earlier rebalances' rows (their steps are lower), in (table, shard) order
-      for (auto& row : rb::plan_change_records(spec, p, step)) plan_changes.push_back(std::move(row));
+      for (auto& change : rb::plan_change_records(spec, p, step)) plan_changes.push_back(std::move(change));
     }
   }
   rec.start_ns = t0;

@@ -162,7 +162,11 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
       RankRecords rec = build(r);
       write_rank(rec, w, lo, hi);
       spans.push_back(rank_span(rec));
-      clocks.push_back({.rank = rec.rank, .file = rec.file, .collectives = std::move(rec.collectives)});
+      RankRecords clock;  // the collectives are all clock alignment needs
+      clock.rank = rec.rank;
+      clock.file = rec.file;
+      clock.collectives = std::move(rec.collectives);
+      clocks.push_back(std::move(clock));
       release_events(r);
     }
     if (clocks.size() > 1) check_wall_clock_agreement(clocks, problems);

@@ -386,8 +386,8 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
           const size_t si = static_cast<size_t>(self - r.peers.begin());
           auto others = [&](const std::vector<int64_t>& s, int64_t total) {
             if (s.size() == r.peers.size() && self != r.peers.end()) {
-              const i128 others = std::accumulate(s.begin(), s.end(), i128{0}) - s[si];
-              return static_cast<int64_t>(std::min<i128>(others * elem, std::numeric_limits<int64_t>::max()));
+              const i128 to_others = std::accumulate(s.begin(), s.end(), i128{0}) - s[si];
+              return static_cast<int64_t>(std::min<i128>(to_others * elem, std::numeric_limits<int64_t>::max()));
             }
             return static_cast<int64_t>(i128{n - 1} * total / n);
           };
@@ -401,9 +401,9 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
       // its kernels carry its bytes (sent + received, as an engine run's comm ops), shared when the
       // collective launched several: the collectives view and the ranges' bytes read them from the ops
       if (!c.kernels.empty()) {
-        const int64_t bytes = r.bytes_sent + r.bytes_received, n = static_cast<int64_t>(c.kernels.size());
+        const int64_t bytes = r.bytes_sent + r.bytes_received, launches = static_cast<int64_t>(c.kernels.size());
         for (size_t k = 0; k < c.kernels.size(); ++k)
-          ops[c.kernels[k]].bytes = bytes / n + (static_cast<int64_t>(k) < bytes % n ? 1 : 0);
+          ops[c.kernels[k]].bytes = bytes / launches + (static_cast<int64_t>(k) < bytes % launches ? 1 : 0);
       }
       rec.collectives.push_back(r);
       ++summary.events["collectives"];

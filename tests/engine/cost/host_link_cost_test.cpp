@@ -162,7 +162,7 @@ TEST(HostLinkCost, HostFetchAndUpdateByHand) {
     EXPECT_EQ(e.bytes, std::llround(64 * cold_misses(b))) << "iteration " << b;
     EXPECT_EQ(e.end_ns - e.start_ns, 1000 + e.bytes);
     for (const auto& l : r.events)
-      if (l.rank == 0 && l.step == e.step && std::string(l.name) == "lookup") EXPECT_GE(l.start_ns, e.end_ns);
+      if (l.rank == 0 && l.step == e.step && std::string(l.name) == "lookup") { EXPECT_GE(l.start_ns, e.end_ns); }
   }
   EXPECT_EQ(fetches, 12);  // every step, warmup included
   int updates = 0;

@@ -71,7 +71,7 @@ TEST_P(DevicePipelineSession, EveryCollectiveRanInsideTheStepThatQueuedIt) {
     EXPECT_GE(c.start_ns, w->second.first) << c.name << " rank " << c.rank << " step " << c.step;
     EXPECT_LE(c.end_ns, w->second.second) << c.name << " rank " << c.rank << " step " << c.step;
     const auto sp = span_step.find({c.rank, c.sequence, c.name});
-    if (sp != span_step.end()) EXPECT_EQ(sp->second, c.step) << c.name << " rank " << c.rank << " seq " << c.sequence;
+    if (sp != span_step.end()) { EXPECT_EQ(sp->second, c.step) << c.name << " rank " << c.rank << " seq " << c.sequence; }
   }
   EXPECT_GT(checked, 100);
   // 4 ranks x 5 batches x 3 all-to-alls (splits, lengths, ids), each with its split check

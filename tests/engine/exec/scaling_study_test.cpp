@@ -100,7 +100,7 @@ TEST(ScalingStudy, EachPointIsTheSimulatedRunAtThatSize) {
     }
     EXPECT_NEAR(p.embedding_comm_share, emb, 1e-12) << p.gpus;
     EXPECT_NEAR(p.comm_share, all, 1e-12) << p.gpus;
-    if (p.gpus > 1) EXPECT_LT(p.embedding_comm_share, p.comm_share);  // the dense all-reduce is not embedding comm
+    if (p.gpus > 1) { EXPECT_LT(p.embedding_comm_share, p.comm_share); }  // the dense all-reduce is not embedding comm
     int64_t peak = 0;
     for (const auto& rk : r.ranks) peak = std::max(peak, rk.memory_bytes);
     EXPECT_EQ(p.memory_bytes_per_gpu, peak);

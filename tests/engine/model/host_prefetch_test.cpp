@@ -205,8 +205,9 @@ TEST(HostPrefetch, TheProgramHasAPrefetchOpOnTheHostLink) {
       EXPECT_EQ(ids.name, "input_dist/ids");
       EXPECT_EQ(ids.batch, ahead);
       for (const auto& op : p.ops) {
-        if (op.name == "backward_fused_optimizer")
+        if (op.name == "backward_fused_optimizer") {
           EXPECT_NE(std::find(op.waits_for.begin(), op.waits_for.end(), pf->id), op.waits_for.end());
+        }
       }
       // the lookup of a prefetched batch fetches nothing (every table prefetches)
       // (the first semi_sync step looks up two batches, neither prefetched)

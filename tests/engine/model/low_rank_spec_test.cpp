@@ -141,8 +141,9 @@ TEST(LowRankEstimate, PlanSearchKeepsFactorizedTablesWhole) {
   const es::PlanSearchResult r = es::plan_search(s, es::load_hardware_profile("h100_sxm"));
   EXPECT_GT(r.proposals, 1);
   for (const auto& tp : r.plan.tables)
-    if (tp.table == 0)
+    if (tp.table == 0) {
       EXPECT_TRUE(tp.type == es::ShardingType::table_wise || tp.type == es::ShardingType::data_parallel);
+    }
 }
 
 }  // namespace

@@ -200,7 +200,7 @@ TEST(RebalanceNoise, ALiveLookupTimeRunRecordsEachRefusalOnce) {
   int nothing_worth_moving = 0;  // (a window where a preempted cold rank looked slowest: no move helps)
   for (const json& e : s["rebalances"]) {
     EXPECT_EQ(e["moves"], 0) << e.dump();
-    if (e["refused"].empty()) EXPECT_EQ(++nothing_worth_moving, 1) << "said twice: " << s["rebalances"].dump(1);
+    if (e["refused"].empty()) { EXPECT_EQ(++nothing_worth_moving, 1) << "said twice: " << s["rebalances"].dump(1); }
     for (const json& m : e["refused"]) {
       const std::string reason = m["reason"];
       // "table \"h0\" (15.6 KiB) from rank 3 to rank 0: exceeds max_bytes_per_move: ..."

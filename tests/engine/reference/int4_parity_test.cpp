@@ -91,8 +91,9 @@ TEST_P(Int4Parity, ForwardAndTablesAfterThreeSteps) {
   int64_t want = 0;
   for (const Shard& sh : run.plan.tables[3].shards) want += sh.num_rows * row_bytes(s.tables[3].data_type, sh.num_cols);
   EXPECT_EQ(t3.total_weight_bytes(), want);
-  if (type != ShardingType::column_wise && type != ShardingType::data_parallel)
+  if (type != ShardingType::column_wise && type != ShardingType::data_parallel) {
     EXPECT_EQ(want, 50 * (int4 ? 12 : 32));
+  }
   EXPECT_EQ(t3.master_copy_bytes, 0);
   // the updated rows' error against their fp32 values: above 0, below one stored step
   EXPECT_GT(t3.relative_error, 0.0);

@@ -240,8 +240,9 @@ TEST(KinetoImport, RecordParamCommsBecomeCollectivesOfTheirNcclKernels) {
   for (const auto& o : ops)
     if (r.name(o.name_id).rfind("nccl", 0) == 0) kernel_bytes[{o.rank, o.start_ns}] = o.bytes;
   for (const auto& col : c)
-    if (col.rank == 0)
+    if (col.rank == 0) {
       EXPECT_EQ(kernel_bytes.at({col.rank, col.start_ns}), col.bytes_sent + col.bytes_received) << col.name;
+    }
   EXPECT_EQ(kernel_bytes.at({c[0].rank, c[0].start_ns}), 8000);
 }
 
@@ -283,7 +284,7 @@ TEST(KinetoImport, SharedTracesGiveHtasNumbers) {
     int64_t exposed = 0;
     for (const auto& c : st.collectives) exposed += c.exposed_ns;
     EXPECT_GT(exposed, 0);
-    if (std::string(k.file) == "nccl_data.json.gz") EXPECT_EQ(exposed, st.ranks[0].exposed_comm_ns);
+    if (std::string(k.file) == "nccl_data.json.gz") { EXPECT_EQ(exposed, st.ranks[0].exposed_comm_ns); }
   }
 }
 

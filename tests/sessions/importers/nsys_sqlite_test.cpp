@@ -265,7 +265,7 @@ TEST(NsysSqlite, NegativeDurationsAndOutOfRangeTimesAreCountedAndKeptOut) {
   for (const auto& o : r.all_ops())
     if (did_not_end(o.start_ns, o.end_ns, r.name(o.name_id))) {
       marked.push_back(o.start_ns);
-      if (o.start_ns == 20000) EXPECT_EQ(o.lane, 3) << "stream 7";
+      if (o.start_ns == 20000) { EXPECT_EQ(o.lane, 3) << "stream 7"; }
     }
   std::sort(marked.begin(), marked.end());
   EXPECT_EQ(marked, (std::vector<int64_t>{700, 20000}));

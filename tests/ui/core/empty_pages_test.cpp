@@ -156,9 +156,11 @@ TEST(EmptyPages, ATraceWithoutStepsHasNoRowOfZeros) {
   auto run = std::make_shared<const sessions::SessionReader>(empty_pages_session("es_empty_steps_run", false, true, true));
   SummaryView run_view(run);
   ASSERT_TRUE(wait_for_analyses(&run_view));
-  for (auto* t : run_view.findChildren<QTableView*>())
-    if (t->model() && t->model()->columnCount() > 5 && t->model()->headerData(1, Qt::Horizontal).toString() == "compute")
+  for (auto* t : run_view.findChildren<QTableView*>()) {
+    if (t->model() && t->model()->columnCount() > 5 && t->model()->headerData(1, Qt::Horizontal).toString() == "compute") {
       EXPECT_FALSE(t->isHidden());
+    }
+  }
 }
 
 // tester37 #7: a snapshot that recorded an out-of-memory imports complete (the import did), but its

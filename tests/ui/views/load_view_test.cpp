@@ -149,7 +149,7 @@ TEST(LoadView, InputPerFeatureCountsTheRunsCriteoFile) {
   const InputStatsModel& m = *view.input_model();
   ASSERT_EQ(m.rowCount(), 26) << view.input_note()->text().toStdString();
   EXPECT_TRUE(view.input_note()->text().contains("criteo_tsv")) << view.input_note()->text().toStdString();
-  EXPECT_TRUE(view.input_note()->text().contains("6 batches, 300 samples")) << view.input_note()->text().toStdString();
+  EXPECT_TRUE(view.input_note()->text().contains("the 6 batches of the 3 measured steps, 300 samples")) << view.input_note()->text().toStdString();
   for (int f = 0; f < 26; ++f) {
     const int64_t n = spec.tables[static_cast<size_t>(f)].num_embeddings;  // criteo_kaggle: table f serves feature f
     std::map<int64_t, int64_t> rows;

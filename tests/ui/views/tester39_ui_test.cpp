@@ -89,7 +89,7 @@ TEST(Tester39Ui, ASevenSessionReportWidensToShowEveryColumn) {
   std::string files;
   for (const char* l : {"a", "b", "c", "d", "e", "f", "g"}) {
     std::filesystem::copy_file(s->path(), dir / (std::string(l) + ".db"));
-    files += " " + (dir / (std::string(l) + ".db")).string();
+    files.append(" ").append((dir / (std::string(l) + ".db")).string());  // not " " + string&&: GCC 12 -Wrestrict
   }
   const std::string cmd = "QT_QPA_PLATFORM=offscreen " + std::string(EMBEDSCOPE_UI) + " --compare" + files + " --report -o " +
                           (dir / "rep").string() + " 2>/dev/null";

@@ -233,13 +233,15 @@ TEST(Tester36, APeerKilledMidRunIsNotReportedAsATimeout) {
     const std::string e = res["error"].get<std::string>();
     // rank 2 was inside the collective (the transfer broke: "failed: ... Connection reset") or
     // had not arrived (then the early end is said, with the time it took)
-    if (e.find("did not arrive") != std::string::npos)
+    if (e.find("did not arrive") != std::string::npos) {
       EXPECT_NE(e.find(" ms, before its 20000 ms timeout: a peer's connection broke; rank(s) "), std::string::npos) << e;
+    }
     // a live rank named as absent is said to have stopped in a collective of its own
     const int other = 1 - r;
-    if (e.find("rank(s) " + std::to_string(other) + ", 2 did not arrive") != std::string::npos)
+    if (e.find("rank(s) " + std::to_string(other) + ", 2 did not arrive") != std::string::npos) {
       EXPECT_NE(e.find("(rank(s) " + std::to_string(other) + " did not come: a collective of their own failed first)"),
                 std::string::npos) << e;
+    }
     EXPECT_EQ(e.find("did not finish within"), std::string::npos) << e;
     EXPECT_NE(e.find("(rank 2 was killed by signal 9 (Killed) (seen by launch))"), std::string::npos) << e;
     // D8 (closing35): not a hang, and the dump says why it was written: a peer failed

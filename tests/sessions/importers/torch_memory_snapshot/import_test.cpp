@@ -94,7 +94,7 @@ TEST(TorchSnapshotImport, SegmentMapOfEveryFixtureMatchesTheFile) {
         }
       EXPECT_EQ(last_reserved, e["reserved_at_dump"][d].get<int64_t>());
       EXPECT_EQ(last_allocated, e["allocated_at_dump"][d].get<int64_t>());
-      if (std::string(name) != "midway_p4.pickle") EXPECT_EQ(peak, e["peak_reserved"][d].get<int64_t>());
+      if (std::string(name) != "midway_p4.pickle") { EXPECT_EQ(peak, e["peak_reserved"][d].get<int64_t>()); }
     }
     const auto counters = r.memory_counters();
     ASSERT_EQ(counters.size(), e["devices"].get<size_t>());
@@ -121,8 +121,8 @@ TEST(TorchSnapshotImport, StreamsStacksAndTheTraceStart) {
     for (const auto& s : stacks)
       if (s.stack_id == events[0].stack_id) {
         EXPECT_EQ(s.depth, depth++);
-        if (s.depth == 0) EXPECT_EQ(frames[static_cast<size_t>(s.frame_id)].name, "init_weights");
-        if (s.depth == 1) EXPECT_EQ(frames[static_cast<size_t>(s.frame_id)].filename, "torch/nn/modules/module.py");
+        if (s.depth == 0) { EXPECT_EQ(frames[static_cast<size_t>(s.frame_id)].name, "init_weights"); }
+        if (s.depth == 1) { EXPECT_EQ(frames[static_cast<size_t>(s.frame_id)].filename, "torch/nn/modules/module.py"); }
       }
     EXPECT_EQ(depth, 2);
     int on_comm_stream = 0;
@@ -313,7 +313,7 @@ TEST(TorchSnapshotImport, SeveralSnapshotsBecomeRanksInOrder) {
     if (s.depth == 0) innermost[s.stack_id] = s.frame_id;
   for (const auto& e : r.memory_events()) {
     ++events[e.rank];
-    if (e.stack_id > 0) EXPECT_EQ(frame_name[innermost[e.stack_id]], e.tag) << "rank " << e.rank << " " << e.action;
+    if (e.stack_id > 0) { EXPECT_EQ(frame_name[innermost[e.stack_id]], e.tag) << "rank " << e.rank << " " << e.action; }
   }
   EXPECT_EQ(events[0], 9);
   EXPECT_EQ(events[1], 7);

@@ -57,6 +57,7 @@ struct InputInspection {
   int64_t run_batches = 0;                  ///< (warmup_steps + steps) x devices.count, the run's
   int64_t samples = 0;                      ///< batches x batch_size
   int64_t skipped_lines = 0;                ///< malformed file lines skipped (malformed_lines: skip)
+  int64_t warmup_batches_left_out = 0;      ///< batches of the warm-up steps read but not counted (measured_only)
 };
 
 /// Reads (or generates) the batches of a run of `spec` - every iteration of the warm-up and the
@@ -65,6 +66,10 @@ struct InputInspection {
 /// the file and line). `max_batches` > 0 counts only the first that many (iteration by iteration,
 /// every rank's batch of an iteration in turn): a sample of a large run (a simulated 1,024-rank
 /// cluster regenerates its whole input otherwise).
-InputInspection inspect_input(const WorkloadSpec& spec, int64_t max_batches = -1);
+/// `measured_only`: the warm-up steps' batches are read (a file source reads in order) but not
+/// counted (warmup_batches_left_out), so the figures cover the window of the session's measured
+/// steps, as its load counters and row histogram do; run_batches is then steps x devices.count
+/// and `max_batches` counts measured batches (tester41 #24).
+InputInspection inspect_input(const WorkloadSpec& spec, int64_t max_batches = -1, bool measured_only = false);
 
 }  // namespace embedscope::engine

@@ -70,9 +70,14 @@ struct ReplayResult {
   int64_t pending_bytes_at_oom = 0;
   int64_t peak_allocated = 0;
   int64_t peak_reserved = 0;
-  double fragmentation_at_peak = 0;  ///< external fragmentation near the reserved peak (sampled at
-                                     ///< every 1% of growth of the peak)
-  double memviz_at_peak = 0;
+  /// External fragmentation (1 - largest free block / free bytes in segments) at peak reserved:
+  /// the layout after the first action at which reserved bytes reach peak_reserved (the moment
+  /// of sessions RankMemoryAnalysis::at_peak_reserved). Sampled while the peak grows by 1% or
+  /// more; where a smaller growth set the final peak, the actions are replayed a second time up
+  /// to it (so at most twice the work).
+  double fragmentation_at_peak = 0;
+  double memviz_at_peak = 0;         ///< PyTorch MemoryViz's measure (0-1), at the same moment
+  int64_t peak_reserved_action = -1;  ///< index of that action (-1: no action replayed)
   int64_t final_reserved = 0;
   int64_t final_segments = 0;
   int64_t segments_at_peak = 0;

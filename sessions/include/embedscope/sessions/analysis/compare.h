@@ -39,6 +39,8 @@ enum class CompareFigure : int {
   StepMean,             ///< RunStats::step_time_ns.mean
   StepP50,              ///< RunStats::step_time_ns.p50
   StepP99,              ///< RunStats::step_time_ns.p99
+  StepMin,              ///< RunStats::step_time_ns.min: with StepMax the spread of the measured steps
+  StepMax,              ///< RunStats::step_time_ns.max (tester41 #4)
   Throughput,           ///< SessionRate::per_s
   ExposedComm,          ///< RunStats::exposed_comm_ns / steps (a GPU run's: its streams')
   HostExposedComm,      ///< the host threads' exposed comm / steps: a GPU run's gpu_busy_figures
@@ -83,8 +85,23 @@ struct CompareDelta {
   /// "+1.20 ms (+15.3 %)", "-4.2 points" (overlap, GPU busy: a difference of percentages),
   /// "-2000 tokens/s (-50.0 %)", "-" (unmeasured), "units differ (tokens/s vs samples/s)".
   std::string text;
+  bool within_noise = false;  ///< StepMean / StepP50 / Throughput: see within_noise()
 };
 CompareDelta compare_delta(const ComparedSession& base, const ComparedSession& other, CompareFigure f);
+/// Whether a step-time difference between two sessions is within their step-to-step noise
+/// (tester41 #4: identical configs differed by -14 % / +19 % on a loaded machine): true when
+/// each session's mean step time lies within the other's [min, max] of measured steps. Both need
+/// a measured step (else false). compare_delta of StepMean, StepP50 and Throughput appends
+/// ", within noise" to a non-zero difference then (CompareDelta::within_noise).
+bool within_noise(const ComparedSession& base, const ComparedSession& other);
+/// Warnings about what a comparison sets side by side (tester41 #5 and #14), one line per
+/// session after the first (`labels[0]`, the baseline) that needs one: "B is the same file as A
+/// (d/s.db): every difference is 0 by construction" (std::filesystem::equivalent: a link or
+/// "d/./s.db" too); "C is not like-for-like with A: another workload (tiny vs criteo_kaggle),
+/// another world size (2 vs 4 ranks); its differences mix both" (what_it_ran; metadata
+/// world_size, else the ranks recorded). `labels` as many as `sessions`. Never throws.
+std::vector<std::string> comparison_warnings(const std::vector<const SessionReader*>& sessions,
+                                             const std::vector<std::string>& labels);
 
 /// What a session ran, for a comparison's header: its workload's name ("unnamed workload" when
 /// the key is missing); an imported session's kind first, then its name: "imported PyTorch

@@ -25,12 +25,18 @@ const char* to_string(LoadMetric m);
 struct LoadData {
   int ranks = 0;                    ///< max(world_size metadata, largest rank + 1)
   std::vector<std::string> shards;  ///< "table #shard", one per column of by_shard, by (table, shard)
-  std::vector<double> by_shard;     ///< ranks x shards (0 where a rank holds no such shard)
+  std::vector<std::string> shard_tables;  ///< the table name of each column of by_shard
+  std::vector<double> by_shard;     ///< ranks x shards (0 where a rank holds no such shard: see held)
+  /// ranks x shards: 1 where the rank has a load counter of the shard in a measured step (it held
+  /// the shard then, even if no id reached it), 0 where it holds no such shard (tester41 #18: a
+  /// heatmap cell "no shard here" is not "0 ids")
+  std::vector<uint8_t> held;
   std::vector<int64_t> steps;       ///< measured steps (>= 0), ascending, one per column of by_step
   std::vector<double> by_step;      ///< ranks x steps (summed over shards)
   std::vector<double> imbalance;    ///< per step: max / mean over ranks (1 = balanced)
   std::vector<double> per_rank;     ///< summed over shards and measured steps
   double at_shard(int rank, size_t shard) const { return by_shard[static_cast<size_t>(rank) * shards.size() + shard]; }
+  bool holds(int rank, size_t shard) const { return held[static_cast<size_t>(rank) * shards.size() + shard] != 0; }
   double at_step(int rank, size_t step) const { return by_step[static_cast<size_t>(rank) * steps.size() + step]; }
 };
 

@@ -1,0 +1,88 @@
+// ux42 (tester41 #4, #5): a comparison shows each session's spread of measured step times (min,
+// max), marks a step-time difference within it "within noise", and warns where the sessions are
+// the same file, or another workload or world size. Hand-made RunStats and sessions.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "embedscope/sessions/analysis/compare.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/store/session.h"
+
+namespace {
+namespace ss = embedscope::sessions;
+using ss::CompareFigure;
+
+// 3 measured steps with mean `mean` ms, min `lo` ms and max `hi` ms
+ss::ComparedSession ux42_steps(double mean, int64_t lo, int64_t hi) {
+  ss::ComparedSession s;
+  s.stats.steps = 3;
+  s.stats.step_time_ns.count = 3;
+  s.stats.step_time_ns.mean = mean * 1e6;
+  s.stats.step_time_ns.min = lo * 1'000'000;
+  s.stats.step_time_ns.p50 = static_cast<int64_t>(mean) * 1'000'000;
+  s.stats.step_time_ns.p99 = hi * 1'000'000;
+  s.stats.step_time_ns.max = hi * 1'000'000;
+  s.rate = {1000.0 / mean * 100, "samples"};  // 100 samples a step
+  return s;
+}
+
+std::string ux42_session(const std::string& name, const std::string& workload, int world) {
+  const auto dir = std::filesystem::temp_directory_path() / ("es_ux42_cmp_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / name).string();
+  std::filesystem::remove(path);
+  ss::SessionWriter w(path);
+  w.set_metadata(ss::meta::kWorkloadName, workload);
+  w.set_metadata(ss::meta::kWorldSize, std::to_string(world));
+  w.close("complete");
+  return path;
+}
+}  // namespace
+
+TEST(Ux42Compare, AStepTimeDifferenceWithinBothSpreadsIsWithinNoise) {
+  const auto a = ux42_steps(100, 80, 120), b = ux42_steps(110, 90, 130), c = ux42_steps(200, 190, 210);
+  // the spread rows: each session's fastest and slowest measured step
+  EXPECT_DOUBLE_EQ(*ss::compare_value(a, CompareFigure::StepMin), 80e6);
+  EXPECT_DOUBLE_EQ(*ss::compare_value(b, CompareFigure::StepMax), 130e6);
+  EXPECT_STREQ(ss::compare_figure_name(CompareFigure::StepMin), "step time min (measured steps)");
+  EXPECT_STREQ(ss::compare_figure_key(CompareFigure::StepMax), "step_time_max_ns");
+  // 100 ms in [90, 130] and 110 ms in [80, 120]: +10 ms is within noise
+  EXPECT_TRUE(ss::within_noise(a, b));
+  const ss::CompareDelta d = ss::compare_delta(a, b, CompareFigure::StepMean);
+  EXPECT_DOUBLE_EQ(*d.diff, 10e6);
+  EXPECT_TRUE(d.within_noise);
+  EXPECT_EQ(d.text.substr(d.text.size() - 23), "(+10.0 %), within noise") << d.text;
+  EXPECT_TRUE(ss::compare_delta(a, b, CompareFigure::Throughput).within_noise);
+  EXPECT_FALSE(ss::compare_delta(a, b, CompareFigure::StepP99).within_noise);  // a tail, not the centre
+  // 200 ms is outside [80, 120]: a real difference
+  EXPECT_FALSE(ss::within_noise(a, c));
+  const ss::CompareDelta far = ss::compare_delta(a, c, CompareFigure::StepMean);
+  EXPECT_FALSE(far.within_noise);
+  EXPECT_EQ(far.text.find("within noise"), std::string::npos) << far.text;
+  // one spread is not enough: 110 ms inside [80, 120] but 100 ms outside [105, 115]
+  EXPECT_FALSE(ss::within_noise(a, ux42_steps(110, 105, 115)));
+  // no difference: nothing to call noise; no measured step: no verdict
+  EXPECT_FALSE(ss::compare_delta(a, a, CompareFigure::StepMean).within_noise);
+  EXPECT_FALSE(ss::within_noise(a, ss::ComparedSession{}));
+}
+
+TEST(Ux42Compare, WarnsOfTheSameFileTwiceAndOfAnotherWorkloadOrWorldSize) {
+  const std::string a = ux42_session("a.db", "criteo_kaggle", 4);
+  const std::string d = ux42_session("d.db", "criteo_kaggle", 4);
+  const std::string t = ux42_session("t.db", "tiny", 2);
+  const std::string w = ux42_session("w.db", "criteo_kaggle", 8);
+  const std::string again = (std::filesystem::path(a).parent_path() / "." / "a.db").string();
+  const ss::SessionReader ra(a), rd(d), rt(t), rw(w), ragain(again);
+  const auto warnings = ss::comparison_warnings({&ra, &ragain, &rd, &rt, &rw}, {"A", "B", "C", "D", "E"});
+  ASSERT_EQ(warnings.size(), 3u);
+  EXPECT_EQ(warnings[0], "B is the same file as A (" + again + "): every difference is 0 by construction");
+  EXPECT_EQ(warnings[1], "D is not like-for-like with A: another workload (tiny vs criteo_kaggle), another world size "
+                         "(2 vs 4 ranks); its differences mix those changes");
+  EXPECT_EQ(warnings[2], "E is not like-for-like with A: another world size (8 vs 4 ranks); its differences mix that "
+                         "change with any other");
+  EXPECT_TRUE(ss::comparison_warnings({&ra, &rd}, {"A", "B"}).empty());  // like for like: nothing to say
+}
