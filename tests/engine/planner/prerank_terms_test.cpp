@@ -14,6 +14,7 @@
 #include "embedscope/engine/planner/stats.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/presets.h"
+#include "engine/planner/round_profile.h"
 
 using namespace embedscope::engine;
 
@@ -22,20 +23,7 @@ namespace {
 // HBM 1 B/ns at efficiency 1, kernel launch 1 us, links of 1 B/ns with `latency` ns a call
 // (0: a call costs its bytes only).
 HardwareProfile terms_profile(int64_t latency = 10000) {
-  HardwareProfile hw;
-  hw.name = "prerank_terms";
-  hw.gpu.name = "round";
-  hw.gpu.memory_bytes = int64_t{1} << 40;
-  hw.gpu.hbm_bandwidth_bytes_per_s = 1e9;
-  hw.gpu.dense_flops_per_s = 1e12;
-  hw.gpu.dense_efficiency = hw.gpu.tbe_forward_efficiency = hw.gpu.tbe_backward_efficiency = 1.0;
-  hw.gpu.memory_kernel_efficiency = 1.0;
-  hw.gpu.kernel_launch_ns = 1000;
-  hw.gpus_per_node = 8;
-  hw.max_nodes = 4;
-  hw.intra_node = {"round link", 1e9, latency};
-  hw.inter_node = hw.intra_node;
-  return hw;
+  return planner_testing::round_profile("prerank_terms", latency);
 }
 
 // 2 ranks on one node, batch 4, sgd; tables of 1000 rows x 8 fp32, one feature each of uniform

@@ -13,6 +13,7 @@
 #include "embedscope/engine/planner/stats.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/presets.h"
+#include "engine/planner/round_profile.h"
 
 using namespace embedscope::engine;
 
@@ -22,19 +23,7 @@ namespace {
 // kernel launch 1 us, links of 1 B/ns with 10 us latency a call; `cores` > 0: cpu ranks on
 // that many cores, 1 thread a rank, no other load (contention f(m) = max(1, m / cores)).
 HardwareProfile prerank_profile(int cores = 0) {
-  HardwareProfile hw;
-  hw.name = "prerank_round";
-  hw.gpu.name = "round";
-  hw.gpu.memory_bytes = int64_t{1} << 40;
-  hw.gpu.hbm_bandwidth_bytes_per_s = 1e9;
-  hw.gpu.dense_flops_per_s = 1e12;
-  hw.gpu.dense_efficiency = hw.gpu.tbe_forward_efficiency = hw.gpu.tbe_backward_efficiency = 1.0;
-  hw.gpu.memory_kernel_efficiency = 1.0;
-  hw.gpu.kernel_launch_ns = 1000;
-  hw.gpus_per_node = 8;
-  hw.max_nodes = 4;
-  hw.intra_node = {"round link", 1e9, 10000};
-  hw.inter_node = hw.intra_node;
+  auto hw = planner_testing::round_profile("prerank_round");
   hw.cpu.cores = cores;
   hw.cpu.threads_per_rank = 1;
   return hw;

@@ -11,6 +11,7 @@
 #include "embedscope/engine/planner/stats.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/presets.h"
+#include "engine/planner/round_profile.h"
 #include "embedscope/engine/workload/spec_error.h"
 
 using namespace embedscope::engine;
@@ -19,20 +20,7 @@ namespace {
 
 // Round numbers (as prerank_test.cpp): HBM 1 B/ns, launch 1 us, links 1 B/ns + 10 us a call.
 HardwareProfile rowshard_profile() {
-  HardwareProfile hw;
-  hw.name = "rowshard_round";
-  hw.gpu.name = "round";
-  hw.gpu.memory_bytes = int64_t{1} << 40;
-  hw.gpu.hbm_bandwidth_bytes_per_s = 1e9;
-  hw.gpu.dense_flops_per_s = 1e12;
-  hw.gpu.dense_efficiency = hw.gpu.tbe_forward_efficiency = hw.gpu.tbe_backward_efficiency = 1.0;
-  hw.gpu.memory_kernel_efficiency = 1.0;
-  hw.gpu.kernel_launch_ns = 1000;
-  hw.gpus_per_node = 8;
-  hw.max_nodes = 4;
-  hw.intra_node = {"round link", 1e9, 10000};
-  hw.inter_node = hw.intra_node;
-  return hw;
+  return planner_testing::round_profile("rowshard_round");
 }
 
 // `ranks` ranks, batch 4; table i has rows[i] rows x 8 and one feature of pooling factor pf[i].
