@@ -7,7 +7,8 @@
 #
 #   STUDY=criteo (default)  WORKLOAD (default criteo_kaggle) on 4 CPU ranks, seed 1, STEPS
 #                           measured steps (default 20) after the workload's warmup
-#   STUDY=terabyte          the same with WORKLOAD=criteo_terabyte_10m and ROW_SCALE=4 (below)
+#   STUDY=terabyte          the same with WORKLOAD=criteo_terabyte_10m at its full rows (12.6 GB
+#                           of fp32 rows; ROW_SCALE below scales them down)
 #   STUDY=tradeoffs         the runs of the scenario resources/scenarios/compression.json
 #
 # Variants (VARIANTS, space-separated; default: every technique at two settings):
@@ -65,7 +66,7 @@ PY
 fi
 if [ "$STUDY" = terabyte ]; then
   WORKLOAD=${WORKLOAD:-criteo_terabyte_10m}
-  ROW_SCALE=${ROW_SCALE:-4}
+  ROW_SCALE=${ROW_SCALE:-1}
 fi
 WORKLOAD=${WORKLOAD:-criteo_kaggle}
 ROW_SCALE=${ROW_SCALE:-1}
