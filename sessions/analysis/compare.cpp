@@ -175,6 +175,8 @@ std::vector<std::string> comparison_warnings(const std::vector<const SessionRead
   const SessionReader& base = *sessions[0];
   const std::string base_ran = what_it_ran(base);
   const int64_t base_world = world(base);
+  const auto simulated = [](const SessionReader& s) { return s.meta(meta::kSimulated, "0") == "1"; };
+  const bool base_simulated = simulated(base);
   for (size_t i = 1; i < sessions.size(); ++i) {
     const SessionReader& s = *sessions[i];
     std::error_code ec;
@@ -188,6 +190,9 @@ std::vector<std::string> comparison_warnings(const std::vector<const SessionRead
       why.push_back(fmt::format("another workload ({} vs {})", ran, base_ran));
     if (const int64_t w = world(s); w != base_world)
       why.push_back(fmt::format("another world size ({} vs {} ranks)", w, base_world));
+    if (const bool sim = simulated(s); sim != base_simulated)  // tester42 F17
+      why.push_back(fmt::format("{} vs {} (the cost model's times against a run's)", sim ? "SIMULATED" : "measured",
+                                base_simulated ? "SIMULATED" : "measured"));
     if (!why.empty())
       out.push_back(fmt::format("{} is not like-for-like with {}: {}; its differences mix {}", labels[i], labels[0],
                                 fmt::join(why, ", "), why.size() == 1 ? "that change with any other" : "those changes"));

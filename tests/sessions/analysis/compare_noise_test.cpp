@@ -86,3 +86,26 @@ TEST(Ux42Compare, WarnsOfTheSameFileTwiceAndOfAnotherWorkloadOrWorldSize) {
                          "change with any other");
   EXPECT_TRUE(ss::comparison_warnings({&ra, &rd}, {"A", "B"}).empty());  // like for like: nothing to say
 }
+
+// tester42 F17: a simulated session beside a measured one is not like for like either
+TEST(Ux42Compare, WarnsOfASimulatedSessionBesideAMeasuredOne) {
+  const std::string a = ux42_session("m.db", "criteo_kaggle", 4);
+  const auto dir = std::filesystem::path(a).parent_path();
+  const std::string sim = (dir / "s.db").string();
+  std::filesystem::remove(sim);
+  {
+    ss::SessionWriter w(sim);
+    w.set_metadata(ss::meta::kWorkloadName, "criteo_kaggle");
+    w.set_metadata(ss::meta::kWorldSize, "4");
+    w.set_metadata(ss::meta::kSimulated, "1");
+    w.close("complete");
+  }
+  const ss::SessionReader ra(a), rs(sim);
+  const auto warnings = ss::comparison_warnings({&ra, &rs}, {"A", "B"});
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0], "B is not like-for-like with A: SIMULATED vs measured (the cost model's times against a "
+                         "run's); its differences mix that change with any other");
+  const auto back = ss::comparison_warnings({&rs, &ra}, {"A", "B"});
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_NE(back[0].find("measured vs SIMULATED"), std::string::npos) << back[0];
+}
