@@ -29,25 +29,7 @@ HardwareProfile terms_profile(int64_t latency = 10000) {
 // 2 ranks on one node, batch 4, sgd; tables of 1000 rows x 8 fp32, one feature each of uniform
 // ids with the given mean pooling factor (fixed).
 WorkloadSpec terms_spec(const std::vector<double>& pooling_factors) {
-  WorkloadSpec s = load_preset("tiny");
-  s.devices.count = 2;
-  s.batch_size = 4;
-  s.tables.clear();
-  s.features.clear();
-  for (size_t i = 0; i < pooling_factors.size(); ++i) {
-    TableSpec t;
-    t.name = "t" + std::to_string(i);
-    t.num_embeddings = 1000;
-    t.embedding_dim = 8;
-    t.feature_names = {"f" + std::to_string(i)};
-    s.tables.push_back(t);
-    FeatureSpec f;
-    f.name = t.feature_names[0];
-    f.pooling_factor.mean = pooling_factors[i];
-    f.pooling_factor.max = static_cast<int64_t>(pooling_factors[i]);
-    s.features.push_back(f);
-  }
-  return s;
+  return planner_testing::round_workload(2, pooling_factors);
 }
 
 TablePlan terms_tw(int table, int rank) { return {table, ShardingType::table_wise, -1, {{rank, 0, 1000, 0, 8}}}; }

@@ -32,25 +32,7 @@ HardwareProfile prerank_profile(int cores = 0) {
 // `ranks` ranks on one node, batch 4, sgd; tables of 1000 rows x 8 (fp32, sum), each serving one
 // feature of uniform ids with the given pooling factor.
 WorkloadSpec prerank_spec(int ranks, const std::vector<double>& pooling_factors) {
-  WorkloadSpec s = load_preset("tiny");
-  s.devices.count = ranks;
-  s.batch_size = 4;
-  s.tables.clear();
-  s.features.clear();
-  for (size_t i = 0; i < pooling_factors.size(); ++i) {
-    TableSpec t;
-    t.name = "t" + std::to_string(i);
-    t.num_embeddings = 1000;
-    t.embedding_dim = 8;
-    t.feature_names = {"f" + std::to_string(i)};
-    s.tables.push_back(t);
-    FeatureSpec f;
-    f.name = t.feature_names[0];
-    f.pooling_factor.mean = pooling_factors[i];
-    f.pooling_factor.max = static_cast<int64_t>(pooling_factors[i]);
-    s.features.push_back(f);
-  }
-  return s;
+  return planner_testing::round_workload(ranks, pooling_factors);
 }
 
 TablePlan prerank_tw(int table, int rank) { return {table, ShardingType::table_wise, -1, {{rank, 0, 1000, 0, 8}}}; }
