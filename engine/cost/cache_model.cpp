@@ -52,6 +52,21 @@ CacheEstimate estimate_cache(const WorkloadSpec& spec, const TableSpec& t, const
   for (const auto& [f, n] : ids_per_feature) {
     if (n <= 0) continue;
     const FeatureSpec& fs = spec.features[static_cast<size_t>(f)];
+    if (fs.ids.kind == IdDistributionKind::zipf && t.hash_size > 0) {  // Zipf ids hashed into buckets (cache_model.h)
+      const double alpha = fs.ids.alpha, Hs = static_cast<double>(t.hash_size);
+      const double stride = Hs / static_cast<double>(R);
+      const double all = zipf_mass(t.num_embeddings, alpha);
+      const double tail = (all - zipf_mass(std::min(t.num_embeddings, t.hash_size), alpha)) / Hs;  // a bucket's share of ranks > Hs
+      const double shard = all * static_cast<double>(R) / Hs;  // the shard's expected mass
+      auto Z = [&](int64_t k) {  // mass of the ranks 1 .. round(k stride), at most num_embeddings
+        return zipf_mass(std::min(t.num_embeddings, static_cast<int64_t>(std::llround(static_cast<double>(k) * stride))), alpha);
+      };
+      for (size_t g = 0; g < groups.size(); ++g) {
+        const double mass = (Z(groups[g].second) - Z(groups[g].first)) / stride + m[g] * tail;
+        p[g] += n / e.ids * (mass / shard) / m[g];
+      }
+      continue;
+    }
     const bool zipf = fs.ids.kind == IdDistributionKind::zipf && t.hash_size == 0;
     const int64_t a = zipf && !fs.ids.permute ? s.row_offset : 0;  // the shard's ranks a + 1 .. a + R
     const double total = zipf ? zipf_mass(a + R, fs.ids.alpha) - zipf_mass(a, fs.ids.alpha) : static_cast<double>(R);
@@ -114,7 +129,14 @@ CacheEstimate estimate_cache(const WorkloadSpec& spec, const TableSpec& t, const
     hits = seen_hits(T);
   }
   e.misses = std::max(0.0, e.distinct_rows - hits);
-  e.evictions = cold && b < T ? std::clamp(filled(b) + e.misses - C, 0.0, e.misses) : e.misses;
+  // the misses that find a slot: the batch's hits are locked, so at most C - hits of them; lfu's
+  // steady top-C set keeps every miss out (each is rarer than every cached row). The others are
+  // read for the lookup only, and again by the update (not_inserted).
+  const bool filling = cold && b < T;
+  const bool lfu_steady = t.cache_policy == CachePolicy::lfu && !filling;
+  const double inserted = lfu_steady ? 0.0 : std::clamp(C - (e.distinct_rows - e.misses), 0.0, e.misses);
+  e.not_inserted = e.misses - inserted;
+  e.evictions = filling ? std::clamp(filled(b) + inserted - C, 0.0, inserted) : inserted;
   return e;
 }
 
@@ -123,6 +145,7 @@ HostTraffic host_traffic(const TableSpec& t, OptimizerType opt, int64_t cols, co
   if (t.placement == TablePlacement::device) return h;
   const double row = 4.0 * static_cast<double>(cols);
   const double state = static_cast<double>(optimizer_state_bytes(opt, 1, cols));
+  double uncached = e.not_inserted;  // host_cached: rows the update reads and writes back in place
   if (prefetched && t.placement == TablePlacement::host_cached) {  // room for two batches (cache_model.h)
     // locked: the batch in flight's U rows; pinned: the prefetched batch's cached rows not among
     // them (its hits, U - misses, less the rows both batches name)
@@ -130,12 +153,13 @@ HostTraffic host_traffic(const TableSpec& t, OptimizerType opt, int64_t cols, co
     const double p = std::clamp(e.slots - e.distinct_rows - (hits - std::min(e.shared_rows, hits)), 0.0, e.misses);
     h.prefetch_h2d = p * row;
     h.lookup_h2d = (e.misses - p) * row;
+    uncached = std::min(uncached, e.misses - p);  // the prefetched rows are in the cache
   } else {
     (prefetched ? h.prefetch_h2d : h.lookup_h2d) = e.misses * row;
   }
   const bool host = t.placement == TablePlacement::host;
-  h.update_h2d = e.distinct_rows * state + (host ? e.distinct_rows * row : 0.0);
-  h.update_d2h = e.distinct_rows * state + (host ? e.distinct_rows * row : e.evictions * row);
+  h.update_h2d = e.distinct_rows * state + (host ? e.distinct_rows : uncached) * row;
+  h.update_d2h = e.distinct_rows * state + (host ? e.distinct_rows : e.evictions + uncached) * row;
   return h;
 }
 

@@ -56,6 +56,7 @@ HostRowStore::HostRowStore(TablePlacement placement, CachePolicy policy, Optimiz
   last_use_.assign(static_cast<size_t>(slots), -1);
   dirty_.assign(static_cast<size_t>(slots), 0);
   pinned_.assign(static_cast<size_t>(slots), 0);
+  in_flight_.assign(static_cast<size_t>(slots), 0);
   if (policy == CachePolicy::lfu) lfu_count_.assign(static_cast<size_t>(num_rows), 0);
 }
 
@@ -203,7 +204,7 @@ DeviceBuffer<float> HostRowStore::gather(float* host_rows, const int64_t* ids, i
     last_use_[static_cast<size_t>(s)] = tick_;
     pinned_[static_cast<size_t>(s)] = 0;
     unlocked_.insert({key(s), s});
-    in_use_.push_back(s);
+    in_flight_[static_cast<size_t>(s)] = 1;
   }
   return out;
 }
@@ -260,7 +261,7 @@ DeviceBuffer<float> HostRowStore::gather_on_device(float* host_rows, const std::
       last_use_[static_cast<size_t>(s)] = tick_;
       pinned_[static_cast<size_t>(s)] = 0;
       unlocked_.insert({key(s), s});
-      in_use_.push_back(s);
+      in_flight_[static_cast<size_t>(s)] = 1;
     }
   }
   // one upload: [src U][victim slots E][victim rows E][inserted buffer rows I][their slots I]
@@ -285,25 +286,28 @@ void HostRowStore::prefetch(float* host_rows, const int64_t* ids, int64_t n_ids)
   if (placement_ != TablePlacement::host_cached)
     throw std::invalid_argument("HostRowStore::prefetch: only a host_cached shard has a cache to prefetch into");
   ++tick_;
-  // the pins of an earlier prefetch that no lookup used end
-  for (int64_t s = 0; s < slots(); ++s)
-    if (pinned_[static_cast<size_t>(s)]) {
-      pinned_[static_cast<size_t>(s)] = 0;
+  // one pass over the slots: the pins of an earlier prefetch that no lookup used end, and the
+  // rows of the batch in flight (the lookups since the last prefetch) are locked while it runs
+  std::vector<int64_t> held;
+  for (int64_t s = 0; s < slots(); ++s) {
+    const auto k = static_cast<size_t>(s);
+    if (pinned_[k]) {
+      pinned_[k] = 0;
       unlocked_.insert({key(s), s});
     }
-  // the rows of the batch in flight (the lookups since the last prefetch) are locked while it runs
-  std::vector<int64_t> held;
-  for (int64_t s : in_use_)
-    if (unlocked_.erase({key(s), s}) > 0) held.push_back(s);
-  in_use_.clear();
-  std::vector<int64_t> sorted(ids, ids + n_ids);
-  std::sort(sorted.begin(), sorted.end());
+    if (in_flight_[k]) {
+      in_flight_[k] = 0;
+      if (unlocked_.erase({key(s), s}) > 0) held.push_back(s);
+    }
+  }
   auto pin = [&](int64_t s) {
     pinned_[static_cast<size_t>(s)] = 1;
     last_use_[static_cast<size_t>(s)] = tick_;
   };
   // the batch's distinct rows and their ids; the cached ones pinned first, so that no miss of
   // this batch evicts a row of it
+  std::vector<int64_t> sorted(ids, ids + n_ids);
+  std::sort(sorted.begin(), sorted.end());
   std::vector<std::pair<int64_t, int64_t>> misses;  // (row, ids of it)
   for (size_t i = 0; i < sorted.size();) {
     const int64_t r = sorted[i];
@@ -319,27 +323,8 @@ void HostRowStore::prefetch(float* host_rows, const int64_t* ids, int64_t n_ids)
       pin(cached);
     }
   }
-  if (dev_) {
-    prefetch_on_device(host_rows, misses);
-  } else for (const auto& [r, times] : misses) {
-    const int64_t s = victim_for(r, host_rows, times);
-    if (s < 0) continue;  // no room: the lookup fetches it
-    h2d(cache_rows() + s * dim_, host_rows + r * dim_, dim_);
-    counters_.rows_fetched += 1;
-    counters_.bytes_h2d += dim_ * 4;
-    counters_.prefetched_rows += 1;
-    counters_.prefetch_bytes_h2d += dim_ * 4;
-    slot_row_[static_cast<size_t>(s)] = r;
-    row_slot_[static_cast<size_t>(r)] = s;
-    dirty_[static_cast<size_t>(s)] = 0;
-    pin(s);
-  }
-  for (int64_t s : held)  // the batch in flight's rows are victims again (unless this batch pinned them)
-    if (!pinned_[static_cast<size_t>(s)]) unlocked_.insert({key(s), s});
-}
-
-void HostRowStore::prefetch_on_device(float* host_rows, const std::vector<std::pair<int64_t, int64_t>>& misses) {
-  // prefetch()'s decisions and counters; the victims written back and the rows fetched in two copies
+  // the misses' slots: the decisions and counters, once for both paths (dirty victims are
+  // written back by victim_for, or deferred to the batched copy with a device)
   std::vector<int64_t> rows, slots_of;
   for (const auto& [r, times] : misses) {
     const int64_t s = victim_for(r, host_rows, times);
@@ -351,11 +336,22 @@ void HostRowStore::prefetch_on_device(float* host_rows, const std::vector<std::p
     slot_row_[static_cast<size_t>(s)] = r;
     row_slot_[static_cast<size_t>(r)] = s;
     dirty_[static_cast<size_t>(s)] = 0;
-    pinned_[static_cast<size_t>(s)] = 1;
-    last_use_[static_cast<size_t>(s)] = tick_;
+    pin(s);
     rows.push_back(r);
     slots_of.push_back(s);
   }
+  if (dev_) {
+    prefetch_on_device(host_rows, rows, slots_of);
+  } else {
+    for (size_t m = 0; m < rows.size(); ++m) h2d(cache_rows() + slots_of[m] * dim_, host_rows + rows[m] * dim_, dim_);
+  }
+  for (int64_t s : held)  // the batch in flight's rows are victims again (unless this batch pinned them)
+    if (!pinned_[static_cast<size_t>(s)]) unlocked_.insert({key(s), s});
+}
+
+void HostRowStore::prefetch_on_device(float* host_rows, const std::vector<int64_t>& rows,
+                                      const std::vector<int64_t>& slots_of) {
+  // prefetch()'s copies: the victims written back and the rows fetched, one copy each
   const auto E = static_cast<int64_t>(pending_evict_.size()), M = static_cast<int64_t>(rows.size());
   if (E + M == 0) return;
   float* const host = pinned_ptr(rows_host_, rows_dev_, rows_bytes_, host_rows, num_rows_ * dim_ * 4, "host rows");
@@ -391,9 +387,8 @@ void HostRowStore::update(const OptimizerSpec& opt, int64_t iteration, float* ho
     slot[static_cast<size_t>(u)] = s;
     if (s >= 0) {
       std::memcpy(rows.data() + u * dim_, cache_.data() + s * dim_, row_size);
-    } else {
+    } else {  // read (and written back below) in place: bytes, not a row fetched (model/host_cache.h)
       std::memcpy(rows.data() + u * dim_, host_rows + r * dim_, row_size);
-      counters_.rows_fetched += 1;
       counters_.bytes_h2d += dim_ * 4;
     }
     std::copy_n(host_state.momentum1.data() + r * state1_per_row_, state1_per_row_, st1.data() + u * state1_per_row_);
@@ -481,10 +476,7 @@ void HostRowStore::update_on_device(const OptimizerSpec& opt, int64_t iteration,
     const int64_t r = grad.rows[static_cast<size_t>(u)];
     const int64_t s = placement_ == TablePlacement::host_cached ? row_slot_[static_cast<size_t>(r)] : -1;
     idx[static_cast<size_t>(u)] = s >= 0 ? s : -1 - r;
-    if (s < 0) {
-      counters_.rows_fetched += 1;
-      counters_.bytes_h2d += dim_ * 4;
-    }
+    if (s < 0) counters_.bytes_h2d += dim_ * 4;  // bytes, not a row fetched (as update())
     idx[static_cast<size_t>(G + u)] = u;
     idx[static_cast<size_t>(2 * G + u)] = u;
     idx[static_cast<size_t>(3 * G + 1 + u)] = r;

@@ -536,8 +536,8 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
           auto& c = load[key];
           c.cache_misses = std::llround(tr.lookup_h2d / row);  // a prefetched batch: what its prefetch could not move
           c.cache_hits = t.placement == TablePlacement::host_cached ? std::llround(e.distinct_rows) - c.cache_misses : 0;
-          c.rows_fetched = std::llround((tr.lookup_h2d + tr.prefetch_h2d) / row +
-                                        (t.placement == TablePlacement::host ? e.distinct_rows : 0.0));
+          // the step's unique misses, lookup and prefetch (the update's reads are bytes only: cache_model.h)
+          c.rows_fetched = std::llround((tr.lookup_h2d + tr.prefetch_h2d) / row);
           c.bytes_h2d = std::llround(tr.lookup_h2d + tr.prefetch_h2d + tr.update_h2d);
           c.bytes_d2h = std::llround(tr.update_d2h);
           if (measured) {  // the run's totals (RunResult::TableStorage: measured steps, all ranks)

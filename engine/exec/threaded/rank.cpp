@@ -25,7 +25,7 @@ std::unique_ptr<DeviceAllocator> Rank::make_allocator(Shared& sh, int rank) {
 }
 
 void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
-                        DeviceBuffer<float>& out) {
+                        DeviceBuffer<float>& out, DeviceBuffer<float>* pre, const int64_t* pre_ids) {
   if (gpu_) {  // the bags' ids, offsets (rebased to 0) and scales to the GPU, the pooled rows back
     const int64_t base = off[0], n_ids = off[n_bags] - off[0];
     auto d_ids = buf<int64_t>("kjt", static_cast<size_t>(n_ids));
@@ -38,7 +38,10 @@ void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, 
     const int64_t* bag_ids = ids + base;
     DeviceBuffer<float> gathered;
     std::vector<int64_t> local;
-    if (ls.host) {
+    if (ls.host && pre) {  // the batch's one gather of the shard (lookup(Inflight&))
+      weights = pre->device_data();
+      bag_ids = pre_ids;
+    } else if (ls.host) {
       gathered = ls.host->gather(ls.weights.data(), bag_ids, n_ids, local);
       weights = gathered.device_data();
       bag_ids = local.data();
@@ -72,11 +75,13 @@ void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, 
   if (ls.host) {  // the distinct rows fetched (or found in the cache) into a device buffer, looked up there
     const int64_t base = off[0], n_ids = off[n_bags] - off[0];
     std::vector<int64_t> local;
-    DeviceBuffer<float> rows = ls.host->gather(ls.weights.data(), ids + base, n_ids, local);
+    DeviceBuffer<float> own;
+    if (!pre) own = ls.host->gather(ls.weights.data(), ids + base, n_ids, local);
+    const DeviceBuffer<float>& rows = pre ? *pre : own;
     std::vector<int64_t> local_off(static_cast<size_t>(n_bags + 1));
     for (int64_t i = 0; i <= n_bags; ++i) local_off[static_cast<size_t>(i)] = off[i] - base;
-    pooled_lookup(rows.data(), static_cast<int64_t>(rows.size()) / ls.s.num_cols, ls.s.num_cols, local.data(),
-                  local_off.data(), n_bags, scale, out.data(), ls.s.num_cols);
+    pooled_lookup(rows.data(), static_cast<int64_t>(rows.size()) / ls.s.num_cols, ls.s.num_cols,
+                  pre ? pre_ids : local.data(), local_off.data(), n_bags, scale, out.data(), ls.s.num_cols);
     return;
   }
   if (ls.low_rank_dim > 0) {

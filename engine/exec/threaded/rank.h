@@ -455,9 +455,17 @@ class Rank final : public sharding::RankContext {
   // fixed projection stay on the host). A dot / cat dense part is resident instead
   // (DenseModel::make_resident on dense_device_, setup).
   void dense_layers_on_gpu();
-  /// pooled_lookup of one local shard into `out` (n_bags x cols; ids indexed by `off`).
+  /// pooled_lookup of one local shard into `out` (n_bags x cols; ids indexed by `off`). A shard
+  /// in host memory gathers the ids' rows itself (HostRowStore::gather), unless `gathered` (the
+  /// rows one gather of the batch fetched for all the shard's slots, lookup(Inflight&)) is given
+  /// with `gathered_ids`: ids[off[0] + i]'s row in it, for i < off[n_bags] - off[0].
   void shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
-                    DeviceBuffer<float>& out);
+                    DeviceBuffer<float>& out, DeviceBuffer<float>* gathered = nullptr,
+                    const int64_t* gathered_ids = nullptr);
+  /// lookup(table, shard, ...) with shard_lookup's `gathered` rows (nullptr: none).
+  void slot_lookup(int table, int shard_index, const int64_t* ids, const int64_t* off, int64_t n_bags,
+                   const float* scale, DeviceBuffer<float>& out, DeviceBuffer<float>* gathered,
+                   const int64_t* gathered_ids);
   /// apply_row_optimizer of one local shard.
   void shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g);
   /// On the device (gpu_): apply_row_optimizer of g's rows of a rows x cols table whose weights

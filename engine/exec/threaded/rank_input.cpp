@@ -221,11 +221,38 @@ void Rank::lookup(Inflight& b) {
   b.pooled.resize(static_cast<size_t>(F));
   for (int f = 0; f < F; ++f) b.pooled[static_cast<size_t>(f)] = buf<float>("pooled_output", static_cast<size_t>(B * L_.dim[static_cast<size_t>(f)]));
   ScopedSpan span(tr, me_, Lane::compute, OpCategory::lookup, "lookup", step_);
+  // Shards in host memory: ONE gather a batch over the ids of all the shard's local slots, as
+  // FBGEMM looks up every feature of a TBE in one call: a row that two features of the batch name
+  // is one hit or one miss, fetched once (model/host_cache.h; the simulated executor counts the
+  // same, cost/cache_model.h). Its time and transfers go to the shard's load counter.
+  std::map<std::pair<int, int>, std::vector<int64_t>> host_ids;
+  std::vector<int64_t> gathered_at(nmine, -1);  // slot k's first id in its shard's host_ids
+  for (size_t k = 0; k < nmine; ++k) {
+    const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
+    if (!shard_of(sl.table, sl.shard).host) continue;
+    std::vector<int64_t>& v = host_ids[{sl.table, sl.shard}];
+    gathered_at[k] = static_cast<int64_t>(v.size());
+    const std::vector<int64_t>& off = b.slot_off[k];
+    v.insert(v.end(), b.slot_ids[k].begin() + off.front(), b.slot_ids[k].begin() + off[static_cast<size_t>(W * B)]);
+  }
+  std::map<std::pair<int, int>, std::pair<DeviceBuffer<float>, std::vector<int64_t>>> gathered;
+  for (auto& [key, v] : host_ids) {
+    LocalShard& ls = shard_of(key.first, key.second);
+    const int64_t t0 = tr.now_ns();
+    auto& g = gathered[key];
+    g.first = ls.host->gather(ls.weights.data(), v.data(), static_cast<int64_t>(v.size()), g.second);
+    auto& c = load_of(key.first, key.second);
+    c.lookup_ns += tr.now_ns() - t0;
+    add_transfers(c, ls.host->take_counters());
+  }
   for (size_t k = 0; k < nmine; ++k) {
     const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
     b.slot_out[k] = buf<float>("pooled_output", static_cast<size_t>(W * B * sl.s.num_cols));
-    lookup(sl.table, sl.shard, b.slot_ids[k].data(), b.slot_off[k].data(), W * B,
-           b.slot_scale[k].empty() ? nullptr : b.slot_scale[k].data(), b.slot_out[k]);
+    auto g = gathered.find({sl.table, sl.shard});
+    slot_lookup(sl.table, sl.shard, b.slot_ids[k].data(), b.slot_off[k].data(), W * B,
+                b.slot_scale[k].empty() ? nullptr : b.slot_scale[k].data(), b.slot_out[k],
+                g == gathered.end() ? nullptr : &g->second.first,
+                g == gathered.end() ? nullptr : g->second.second.data() + gathered_at[k]);
     load_of(sl.table, sl.shard).bytes_in += static_cast<int64_t>(b.slot_ids[k].size() + b.slot_len[k].size()) * 8;
   }
   // what the modules look up outside the slots (replicated tables)
@@ -235,9 +262,15 @@ void Rank::lookup(Inflight& b) {
 
 void Rank::lookup(int table, int shard_index, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
                   DeviceBuffer<float>& out) {
+  slot_lookup(table, shard_index, ids, off, n_bags, scale, out, nullptr, nullptr);
+}
+
+void Rank::slot_lookup(int table, int shard_index, const int64_t* ids, const int64_t* off, int64_t n_bags,
+                       const float* scale, DeviceBuffer<float>& out, DeviceBuffer<float>* gathered,
+                       const int64_t* gathered_ids) {
   LocalShard& ls = shard_of(table, shard_index);
   const int64_t t0 = sh_.tracer.now_ns();
-  shard_lookup(ls, ids, off, n_bags, scale, out);
+  shard_lookup(ls, ids, off, n_bags, scale, out, gathered, gathered_ids);
   auto& c = load_of(table, shard_index);
   c.lookup_ns += sh_.tracer.now_ns() - t0;
   const int64_t n_ids = off[n_bags] - off[0];

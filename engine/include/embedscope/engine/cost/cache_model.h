@@ -8,7 +8,13 @@
 // ids: a feature's Zipf(alpha) over the shard's ranks - over ranks row_offset + 1 .. row_offset
 // + R of the table for Zipf ids with permute = false, over 1 .. R otherwise, the hot rows a
 // permutation spreads being a Zipf sample of the same shape - or uniform for uniform ids and for
-// hashed tables, whose rows are hash buckets). A batch of n ids names row k with probability
+// hashed tables with uniform ids, whose rows are hash buckets; Zipf ids hashed into a table of
+// Hs buckets keep their skew: a shard of R buckets gets, at its k-th hottest bucket, the mass of
+// the ranks ((k - 1) s, k s] over s = Hs / R (the hot ids each in a bucket of their own, spread
+// over the shards by the hash) plus an even share of the ranks beyond Hs, (Z(N) - Z(Hs)) / Hs
+// (Z the Zipf mass up to a rank, N num_embeddings); before cache43 such tables were taken as
+// uniform, which put the lfu hit rate of tester42 F27's t_c at 6.9 % against 19.2 % measured).
+// A batch of n ids names row k with probability
 // q_k = 1 - (1 - p_k)^n, so its expected distinct rows are U = sum q_k.
 //   lru: Che's approximation (H. Che, Y. Tung, Z. Wang, "Hierarchical Web caching systems:
 //     modeling, design and experimental results", IEEE JSAC 20(7), 2002; shown accurate for
@@ -64,6 +70,13 @@ struct CacheEstimate {
   /// empty is full, D(T) = C (see the cold start above); +infinity when every row fits (C >= R);
   /// 0 for placement host and device.
   double fill_batches = 0;
+  /// of the misses, those the cache cannot keep (host_cached): a batch's H = distinct_rows -
+  /// misses hits are locked, so at most C - H misses find a slot (min(misses, max(0, C - H))
+  /// inserted); under lfu in the steady state none (every miss is rarer than the top-C rows it
+  /// would evict, model/host_cache.h). They are read for the lookup only, and the update reads
+  /// them again and writes them straight back (host_traffic). Example (tester42 F27's t_b: 100
+  /// rows, 20 slots, about 62 distinct rows a batch of which about 12 hit): 8 inserted, 42 not.
+  double not_inserted = 0;
   /// C: the cache's slots on the shard (host_cached; 0 for host and device)
   double slots = 0;
   /// S: rows that two consecutive batches both name, sum over rows of q^2 (q: the chance a
@@ -84,10 +97,15 @@ struct CacheEstimate {
 ///                hold, so it needs room for about two batches (model/host_cache.h
 ///                HostRowStore::prefetch); the rest the lookup fetches. Example: C 25, U 18,
 ///                misses 15, S 2: H 3, p = clamp(25 - 18 - 1) = 6, the lookup 9 rows.
-///   update_h2d   the optimizer state rows, U x state bytes a row; host: + U x 4 cols
+///   update_h2d   the optimizer state rows, U x state bytes a row; host: + U x 4 cols;
+///                host_cached: + not_inserted x 4 cols (the rows not in the cache, read in place;
+///                when `prefetched`, at most the misses the prefetch did not move)
 ///   update_d2h   the same state rows back; host: + U x 4 cols; host_cached: the dirty rows the
-///                misses evicted, evictions x 4 cols (every cached row was updated after its
-///                lookup; evictions = misses in the steady state, fewer while the cache fills)
+///                inserted misses evicted, evictions x 4 cols (every cached row was updated after
+///                its lookup; evictions = inserted misses in the steady state, fewer while the
+///                cache fills), + the not_inserted rows written back
+/// The rows a step fetches (the load counters' rows_fetched, model/host_cache.h: FBGEMM's unique
+/// misses) are (lookup_h2d + prefetch_h2d) / (4 cols): the update's reads are bytes only.
 struct HostTraffic {
   double lookup_h2d = 0, prefetch_h2d = 0, update_h2d = 0, update_d2h = 0;
 };

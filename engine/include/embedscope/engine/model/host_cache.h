@@ -11,8 +11,16 @@
 // those of the device placement. An update (update) gathers the gradient's rows and their
 // optimizer state rows the same way, applies apply_row_optimizer there and writes them back.
 //
+// Rows fetched (rows_fetched) are FBGEMM's unique misses (uvm_cache_stats' num_unique_misses,
+// per prefetch / lookup call): the distinct rows a lookup or a prefetch moves host -> device. An
+// update's reads of rows not cached move bytes (bytes_h2d, and bytes_d2h for the write back) but
+// are not rows fetched (FBGEMM's backward updates such rows in UVM in place), so a step's rows
+// fetched are its lookup's misses plus its prefetched rows; the simulated executor counts the
+// same (cost/cache_model.h). The executors call gather() once per shard and step, on the ids of
+// all the shard's features, as FBGEMM looks up all features of a TBE in one call.
+//
 //  host:         every distinct row of a lookup is a miss fetched from host memory
-//                (rows_fetched += U, bytes_h2d += 4 U dim); an update fetches its rows and
+//                (rows_fetched += U, bytes_h2d += 4 U dim); an update reads its rows and
 //                state rows and writes both back (bytes_h2d and bytes_d2h += 4 G (dim + s),
 //                G the gradient's rows, s the state floats a row: sgd 0, rowwise_adagrad 1,
 //                adam 2 dim).
@@ -42,7 +50,7 @@
 //      the more frequent row).
 //    update: a cached row is updated in its slot and marked dirty (no write back until it is
 //      evicted or flushed); a row not cached (evicted since its lookup, or never inserted) is
-//      fetched (rows_fetched, bytes_h2d), updated and written straight back (bytes_d2h).
+//      read (bytes_h2d; not a row fetched), updated and written straight back (bytes_d2h).
 //    prefetch (TableSpec::prefetch_pipeline; FBGEMM's prefetch pipeline, pytorch/FBGEMM#1893):
 //      the ids of a batch to be looked up later; its distinct rows missing from the cache are
 //      fetched into it (rows_fetched, bytes_h2d, and prefetched_rows / prefetch_bytes_h2d; not
@@ -118,7 +126,7 @@ namespace embedscope::engine {
 struct HostTransferCounters {
   int64_t cache_hits = 0;    ///< distinct rows of lookups found in the cache
   int64_t cache_misses = 0;  ///< distinct rows of lookups not in it (every row under `host`)
-  int64_t rows_fetched = 0;  ///< rows copied host -> device (lookups' misses, updates' uncached rows)
+  int64_t rows_fetched = 0;  ///< distinct rows lookups and prefetches copied host -> device (their misses; not updates' reads)
   int64_t bytes_h2d = 0;     ///< bytes host -> device: rows and optimizer state rows
   int64_t bytes_d2h = 0;     ///< bytes device -> host: updated rows, evicted dirty rows, state rows
   int64_t prefetched_rows = 0;     ///< of rows_fetched: rows a prefetch fetched into the cache
@@ -252,7 +260,7 @@ class HostRowStore {
   /// gather() / prefetch() / flush() with a device: the batched copies (see the header).
   DeviceBuffer<float> gather_on_device(float* host_rows, const std::vector<int64_t>& uniq,
                                        const std::vector<int64_t>& times);
-  void prefetch_on_device(float* host_rows, const std::vector<std::pair<int64_t, int64_t>>& misses);
+  void prefetch_on_device(float* host_rows, const std::vector<int64_t>& rows, const std::vector<int64_t>& slots_of);
   /// The device pointer of pinned host memory `host` (pinning it on first use); throws
   /// std::logic_error for other memory than the pinned one.
   float* pinned_ptr(float*& pinned_host, float*& pinned_dev, int64_t& pinned_bytes, float* host, int64_t bytes,
@@ -277,7 +285,7 @@ class HostRowStore {
   std::vector<int64_t> last_use_;        // per slot: tick of its last lookup (lru)
   std::vector<uint8_t> dirty_;           // per slot
   std::vector<uint8_t> pinned_;          // per slot: pinned by a prefetch, no lookup used it yet (out of unlocked_)
-  std::vector<int64_t> in_use_;          // slots the lookups since the last prefetch used (locked during a prefetch)
+  std::vector<uint8_t> in_flight_;       // per slot: a lookup since the last prefetch used it (locked during a prefetch)
   std::vector<int64_t> lfu_count_;       // per row: ids that named it (lfu)
   int64_t tick_ = 0;                     // lookups so far
   int64_t next_free_ = 0;                // slots [0, next_free_) hold rows
