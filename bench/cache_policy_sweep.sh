@@ -40,6 +40,6 @@ def row(t):
 for tm, ts in zip(m["tables"], s["tables"]):
     if tm.get("placement") != "host_cached": continue
     a, b = row(tm), row(ts)
-    print("%-6s %-4s %-5s %-6s | %6.1f%% %7.1f %8.0f %8.0f | %6.1f%% %7.1f %8.0f %8.0f" % ((tm["name"], pol, load, "yes" if hashed == "1" else "no") + a + b))
+    print("%-6s %-4s %-5s %-6s | %6.1f%% %7.1f %8.0f %8.0f | %6.1f%% %7.1f %8.0f %8.0f" % ((tm["table"], pol, load, "yes" if hashed == "1" else "no") + a + b))
 PY
 done; done; done
