@@ -150,7 +150,7 @@ const RecordTable<LoadCounter>& load_counters_table() {
        field<&LoadCounter::lookup_ns>("lookup_ns", "time of the shard's pooled lookup, ns"),
        field<&LoadCounter::cache_hits>("cache_hits", "host_cached tables: distinct rows of the lookups found in the device cache", 11),
        field<&LoadCounter::cache_misses>("cache_misses", "tables in host memory: distinct rows of the lookups not in the device cache (every row of a `host` table)", 11),
-       field<&LoadCounter::rows_fetched>("rows_fetched", "tables in host memory: rows copied host to device (lookup misses, updated rows not cached)", 11),
+       field<&LoadCounter::rows_fetched>("rows_fetched", "tables in host memory: distinct rows the step's lookup and prefetch missed and copied host to device (an update's reads of rows not cached are bytes only)", 11),
        field<&LoadCounter::bytes_h2d>("bytes_h2d", "tables in host memory: bytes copied host to device (rows and optimizer state rows)", 11),
        field<&LoadCounter::bytes_d2h>("bytes_d2h", "tables in host memory: bytes written back device to host (updated rows, evicted dirty rows, optimizer state rows)", 11)});
   return t;
