@@ -12,7 +12,9 @@
 // death into the store (report_dead_rank: the others, whose collectives broke, name it at once)
 // and kills (SIGKILL) the ones still running --kill-after seconds later. Then it merges the rank sessions into the
 // run's -o (default embedscope-YYYYmmdd-HHMMSS.db) with sessions::merge_sessions, as `embedscope
-// merge` does, and keeps the rank sessions beside it. Exit: 0 when every rank exited 0; else 2
+// merge` does, and keeps the rank sessions beside it. Its table gives each rank's steps, step
+// mean and last loss from what the rank printed, or, for a rank that printed none (crashed,
+// killed), from its session (figures_from_session; --json ranks[].from_session). Exit: 0 when every rank exited 0; else 2
 // when a rank said bad input (exit 2), else 1.
 
 #include <fcntl.h>
