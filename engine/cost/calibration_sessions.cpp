@@ -20,6 +20,7 @@
 #include "embedscope/engine/program/step_program.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/workload/spec_error.h"
+#include "embedscope/sessions/analysis/rank_session.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 
@@ -41,6 +42,12 @@ Loaded load_session(const ss::SessionReader& reader, const std::string& path) {
   if (w.is_discarded()) throw SpecError(fmt::format("{}: workload_json is not JSON", path));
   if (w.is_object() && w.value("model", "") == "lm_embedding")
     throw SpecError(fmt::format("{}: an lm_embedding session (calibration pairs DLRM step programs only)", path));
+  // one process's session of a multi-process run (launch's X.rankR.db): its one rank's times would
+  // be fitted and checked as the run's (cli43); refused as rebalance refuses it, naming X.db
+  if (const auto part = ss::partial_rank_session(reader))
+    throw SpecError(ss::partial_rank_session_refusal(
+        *part, path, "ops and collectives", "the fit and the check would take one rank's times for the whole run's",
+        "calibrate from"));
   Loaded l;
   l.spec = parse_workload(w, path + " (workload_json)");
   l.plan = plan_from_json(l.spec, json::parse(plan_text), path + " (sharding_plan_json)");

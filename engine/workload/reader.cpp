@@ -219,9 +219,20 @@ TableSpec read_table(const Reader& r, const json& v, const std::string& p) {
                                               t.embedding_dim));
   }
   if (auto* a = Reader::optional(v, "hash_size")) {
+    // one message for every value out of range, with the bound that holds (validate.cpp's shape:
+    // "must be in [1, num_embeddings = N], got V"); a value past int64 would otherwise name
+    // int64's bound, not the table's (tester42 F15)
+    const auto out_of_range = [&](const std::string& got, const char* why) {
+      r.fail(p + "/hash_size", fmt::format("must be in [1, num_embeddings = {}], got {}{}", t.num_embeddings, got, why));
+    };
+    if (a->is_number_unsigned() && a->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      out_of_range(std::to_string(a->get<uint64_t>()), "");
+    if (a->is_number_float() && std::isfinite(a->get<double>()) && a->get<double>() == std::floor(a->get<double>()) &&
+        std::abs(a->get<double>()) >= 9223372036854775808.0)
+      out_of_range(fmt::format("{:g}", a->get<double>()), "");
     t.hash_size = r.integer(*a, p + "/hash_size");
     // 0 in the typed spec means "no hashing": given explicitly it is an error, not the default
-    if (t.hash_size == 0) r.fail(p + "/hash_size", "must be in [1, num_embeddings], got 0 (leave it out for no hashing)");
+    if (t.hash_size == 0) out_of_range("0", " (leave it out for no hashing)");
   }
   const std::string fp = p + "/feature_names";
   const json& fn = r.array(r.required(v, p, "feature_names"), fp);

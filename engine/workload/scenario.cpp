@@ -82,6 +82,11 @@ void validate_run(ScenarioRun& run, const json& patch, const std::string& origin
 
 Scenario parse_scenario(const json& j, const std::string& origin) {
   if (!j.is_object()) fail(origin, "/", "a scenario must be a JSON object");
+  // a workload file given where a scenario goes (tester42 F15: it read "/batch_size: unknown key")
+  if (!j.contains("runs") && (is_lm_workload(j) || j.contains("tables") || j.contains("batch_size")))
+    fail(origin, "/",
+         "a workload file, not a scenario (no \"runs\"): run it with `embedscope run " + origin +
+             "`; a scenario has \"id\", \"title\", \"explanation\" and \"runs\" (two or more workloads to compare)");
   only_keys(j, {"id", "title", "explanation", "align_step", "runs"}, origin, "");
   Scenario s;
   s.origin = origin;

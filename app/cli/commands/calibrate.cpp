@@ -36,6 +36,7 @@ struct CalibrateState {
   std::vector<std::string> sessions, check;
   std::string output, name = "this_machine";
   bool json = false;
+  bool overwrite = false;  // --force-overwrite: replace an existing -o file
 };
 
 std::string rate_text(const es::CalibrationFit& f) {
@@ -78,6 +79,12 @@ std::vector<std::string> calibration_warnings(const es::Calibration& cal,
 
 int cmd_calibrate(const CalibrateState& s) {
   refuse_repeated_sessions(s);
+  // an existing profile is replaced only when asked, as run / scenario / scaling / export do
+  // (tester42 F15: it was overwritten silently); refused before the fit's seconds of work
+  if (std::error_code ec; !s.output.empty() && !s.overwrite && std::filesystem::exists(s.output, ec))
+    throw es::SpecError(fmt::format("-o {}: already exists; choose another name or allow overwriting it "
+                                    "(embedscope calibrate ... -o {} --force-overwrite)",
+                                    s.output, s.output));
   const es::Calibration cal = es::calibrate(s.sessions, s.name);
   const json profile = es::to_json(cal.profile);
   // the checks (every session in-sample, --check held out) simulate with a profile file: -o,
@@ -179,6 +186,7 @@ Command add_calibrate_command(CLI::App& app) {
   cmd->add_option("--check", s->check, "Held-out sessions to simulate with the fitted profile (step time vs measured)")
       ->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", s->output, "Write the profile JSON here (for run/plan/scaling --simulate FILE)");
+  cmd->add_flag("--force-overwrite", s->overwrite, "Replace an existing -o profile");
   cmd->add_option("--name", s->name, "The profile's name (default this_machine)");
   cmd->add_flag("--json", s->json, "Print the fits, the profile and the checks as JSON");
   return {cmd, [s] { return cmd_calibrate(*s); }, [s] { return s->json; }};

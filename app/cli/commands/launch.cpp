@@ -12,7 +12,9 @@
 // death into the store (report_dead_rank: the others, whose collectives broke, name it at once)
 // and kills (SIGKILL) the ones still running --kill-after seconds later. Then it merges the rank sessions into the
 // run's -o (default embedscope-YYYYmmdd-HHMMSS.db) with sessions::merge_sessions, as `embedscope
-// merge` does, and keeps the rank sessions beside it. Exit: 0 when every rank exited 0; else 2
+// merge` does, and keeps the rank sessions beside it. Its table gives each rank's steps, step
+// mean and last loss from what the rank printed, or, for a rank that printed none (crashed,
+// killed), from its session (figures_from_session; --json ranks[].from_session). Exit: 0 when every rank exited 0; else 2
 // when a rank said bad input (exit 2), else 1.
 
 #include <fcntl.h>
@@ -41,6 +43,8 @@
 #include "embedscope/engine/exec/launch/hosts_file.h"
 #include "embedscope/engine/exec/launch/rank_env.h"
 #include "embedscope/engine/workload/spec_error.h"
+#include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/analysis/run_end.h"
 #include "embedscope/sessions/merge/merge.h"
 #include "embedscope/sessions/store/session.h"
 #include "output/output.h"
@@ -191,6 +195,22 @@ bool drain(Child& c, int fd) {
 std::string random_id() {
   std::random_device rd;
   return fmt::format("launch-{:08x}{:08x}", rd(), rd());
+}
+
+// A rank's figures for the table when its process printed none (it crashed, was killed, hung):
+// read from its session, as `stats` reads them (tester42 F14: "-" steps for ranks whose sessions
+// said "crashed in step 18, after 18 measured steps"). {} when the session is unreadable.
+json figures_from_session(const std::string& path) {
+  try {
+    const sessions::SessionReader reader(path);
+    const sessions::RunStats st = sessions::analyze(reader);
+    json f{{"ended", sessions::ended_text(st)}, {"steps", st.steps}};
+    if (st.steps > 0) f["step_time_ns"] = {{"mean", st.step_time_ns.mean}};
+    f["loss_last"] = st.loss.empty() ? json() : json(st.loss.back());
+    return f;
+  } catch (const std::exception& e) {
+    return json{{"unreadable", e.what()}};
+  }
 }
 
 int cmd_launch(const LaunchState& s) {
@@ -346,8 +366,12 @@ int cmd_launch(const LaunchState& s) {
     if (child.is_discarded()) child = nullptr;
     const bool has_session = fs::exists(c.session);
     if (has_session) sessions.push_back(c.session);
-    ranks.push_back({{"rank", c.rank}, {"ended", how_ended(c)}, {"session", has_session ? json(c.session) : json()},
-                     {"result", child}});
+    json rank{{"rank", c.rank}, {"ended", how_ended(c)}, {"session", has_session ? json(c.session) : json()},
+              {"result", child}};
+    // no figures printed (it crashed, was killed): its session's, as stats gives them
+    if (has_session && !(child.is_object() && child.contains("step_time_ns")))
+      rank["from_session"] = figures_from_session(c.session);
+    ranks.push_back(std::move(rank));
   }
   // a rank killed (seen by launch): the others' errors are its consequence, and the run failed
   // (exit 1), even when it died before the rendezvous completed (the others then end naming it)
@@ -405,17 +429,26 @@ int cmd_launch(const LaunchState& s) {
     for (const auto& r : ranks) {
       const json& res = r["result"];
       const bool ok = res.is_object() && res.contains("step_time_ns");
+      // the figures: what the rank printed, else what its session holds (from_session)
+      const json& fig = ok ? res : r.contains("from_session") ? r["from_session"] : res;
+      const bool steps = fig.is_object() && fig.contains("steps");
+      const bool mean = fig.is_object() && fig.contains("step_time_ns");
       std::cout << fmt::format("{:<5} {:<28} {:>10} {:>14} {:>12}  {}\n", r["rank"].get<int>(),
                                r["ended"].get<std::string>() +
                                    (res.is_object() && res.contains("ended") ? " (" + res["ended"].get<std::string>() + ")"
                                                                              : ""),
-                               ok ? std::to_string(res["steps"].get<int64_t>()) : "-",
-                               ok ? ms(res["step_time_ns"]["mean"].get<double>()) : "-",
-                               ok && res["loss_last"].is_number() ? fmt::format("{:.4f}", res["loss_last"].get<double>())
-                                                                  : "-",
-                               r["session"].is_string() ? r["session"].get<std::string>() : "(none)");
+                               steps ? std::to_string(fig["steps"].get<int64_t>()) : "-",
+                               mean ? ms(fig["step_time_ns"]["mean"].get<double>()) : "-",
+                               steps && fig["loss_last"].is_number() ? fmt::format("{:.4f}", fig["loss_last"].get<double>())
+                                                                     : "-",
+                               r["session"].is_string() ? r["session"].get<std::string>() : "no session");
       if (res.is_object() && res.contains("error"))
         std::cout << fmt::format("      {}\n", res["error"].get<std::string>());
+      if (r.contains("from_session"))
+        std::cout << fmt::format("      from its session: {}\n",
+                                 r["from_session"].contains("unreadable")
+                                     ? "unreadable (" + r["from_session"]["unreadable"].get<std::string>() + ")"
+                                     : r["from_session"]["ended"].get<std::string>());
     }
     if (!first_death.empty()) std::cout << fmt::format("first death  {}\n", first_death);
     if (!sum.alignment_text.empty()) std::cout << sum.alignment_text;

@@ -31,6 +31,7 @@
 #include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/sharding/sharding.h"
+#include "embedscope/sessions/analysis/rank_session.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "output/output.h"
@@ -124,29 +125,9 @@ void print_hot_rows(const es::WorkloadSpec& spec, const std::optional<std::vecto
 // (SpecError: exit 2), naming the merged session: X.db beside X.rankR.db, as launch writes it.
 // A merged session keeps process_rank but holds every rank: it passes.
 void refuse_rank_session(const ss::SessionReader& session, const std::string& file) {
-  const std::string process_rank = session.meta(ss::meta::kProcessRank);
-  if (process_rank.empty()) return;
-  const long world = std::strtol(session.meta(ss::meta::kWorldSize, "0").c_str(), nullptr, 10);
-  std::set<int32_t> here;
-  for (const auto& lane : session.lanes()) here.insert(lane.rank);
-  if (world <= 1 || static_cast<long>(here.size()) >= world) return;
-  std::string merged, ranks;
-  static const std::regex rank_file(R"(^(.*)\.rank[0-9]+\.db$)");
-  std::smatch m;
-  if (std::regex_match(file, m, rank_file)) {
-    merged = m[1].str() + ".db";
-    ranks = m[1].str() + ".rank*.db";
-  }
-  const std::string hint =
-      merged.empty() ? "merge the ranks' sessions (embedscope merge RANK0.db RANK1.db ... -o MERGED.db) and rebalance that"
-      : std::filesystem::exists(merged)
-          ? fmt::format("rebalance the merged session {} (launch wrote it beside the ranks' sessions)", merged)
-          : fmt::format("merge the ranks' sessions (embedscope merge {} -o {}) and rebalance that", ranks, merged);
-  throw es::SpecError(fmt::format(
-      "{}: the session of rank {} alone of a {}-rank run (each process wrote its own): the lookups of the other {} rank{} are "
-      "not in it, so the load and imbalance would be false; {}",
-      file, process_rank, world, world - static_cast<long>(here.size()), world - static_cast<long>(here.size()) == 1 ? "" : "s",
-      hint));
+  if (const auto part = ss::partial_rank_session(session))
+    throw es::SpecError(ss::partial_rank_session_refusal(*part, file, "lookups", "the load and imbalance would be false",
+                                                         "rebalance"));
 }
 
 int cmd_rebalance(const RebalanceState& s) {

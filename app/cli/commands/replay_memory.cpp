@@ -82,6 +82,26 @@ void print_table(const std::vector<es::ReplayResult>& results) {
   }
 }
 
+// --capacity below the trace's own peak reserved: what the replay under the recorded settings
+// did against what the recorded run did, each as it was (tester42 F25: "run out of memory where
+// the recorded run did not" beside "the recorded run ran out of memory at entry 20088"). `own`:
+// the recorded settings' replay; `recorded_ooms`: the trace's oom entries.
+std::string capacity_note(int64_t capacity, int64_t peak_reserved, const es::ReplayResult& own,
+                          const std::vector<int64_t>& recorded_ooms) {
+  const std::string head = fmt::format("note: --capacity {} is below the trace's own peak reserved {}", es::format_bytes(capacity),
+                                       es::format_bytes(peak_reserved));
+  if (!own.oom)
+    return head + ", yet the recorded settings did not run out of memory in the replay (their reserved bytes differ "
+                  "from the recorded run's)\n";
+  const std::string replay = fmt::format("the recorded settings run out of memory at action {}", own.oom_action);
+  if (recorded_ooms.empty()) return fmt::format("{}: {}, where the recorded run did not run out of memory\n", head, replay);
+  if (own.oom_action >= 0 && own.oom_action < recorded_ooms.front())
+    return fmt::format("{}: {}, sooner than the recorded run, which reserved up to {} and ran out of memory only at entry "
+                       "{}\n",
+                       head, replay, es::format_bytes(peak_reserved), recorded_ooms.front());
+  return fmt::format("{}: {} (the recorded run's own OOM: entry {})\n", head, replay, recorded_ooms.front());
+}
+
 int cmd_replay_snapshot(const std::string& file, const std::string& allocators, int64_t max_split, int64_t capacity,
                         int64_t device, bool as_json) {
   const ss::torch_snapshot::MemorySnapshotFile snap = ss::torch_snapshot::load_snapshot(file);
@@ -114,10 +134,6 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
                                    es::format_bytes(cap), es::format_bytes(from_oom))
         : known > 0  ? es::format_bytes(cap) + " (free + reserved at the recorded OOM)"
                      : "unknown (no OOM in the trace; give --capacity): unlimited";
-    if (capacity > 0 && capacity < peak_reserved && !as_json)
-      std::cout << fmt::format("note: --capacity {} is below the trace's own peak reserved {}: the recorded settings "
-                               "run out of memory where the recorded run did not\n",
-                               es::format_bytes(capacity), es::format_bytes(peak_reserved));
     if (as_json) {
       json rs = json::array();
       for (size_t i = 0; i < rep.results.size(); ++i) {
@@ -140,6 +156,7 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
     std::cout << fmt::format("{} device {}: {} trace entries, device capacity {}\n", file, d, rep.entries, cap_text);
     if (!rep.recorded_ooms.empty())
       std::cout << fmt::format("the recorded run ran out of memory at entry {}\n", rep.recorded_ooms.front());
+    if (capacity > 0 && capacity < peak_reserved) std::cout << capacity_note(capacity, peak_reserved, own, rep.recorded_ooms);
     std::vector<es::ReplayResult> rows = rep.results;
     rows.front().label += " (recorded)";
     print_table(rows);

@@ -78,7 +78,7 @@ int cmd_scaling(ScalingState& s) {
     std::cout << dump(j) << "\n";
     return 0;
   }
-  std::cout << "scaling: samples/s per GPU over that of the first size that ran, per sharding type (1 = perfect weak "
+  std::cout << "scaling: samples/s per GPU over that of the first size that ran, per sharding type (100% = perfect weak "
                "scaling); emb comm: the input, output and gradient dists' share of the step (EMBark's figure), comm: "
                "every collective's; placed by: the planner's placement of that sharding type (time: by estimated time, LPT; bytes: "
                "largest tables first onto the fewest bytes, when its estimate was shorter); all SIMULATED\n";

@@ -120,7 +120,13 @@ int cmd_scenario(const ScenarioState& s) {
   std::vector<std::string> paths;
   for (size_t i = 0; i < sc.runs.size(); ++i) {
     paths.push_back((std::filesystem::path(s.output) / es::session_file_name(sc, i)).string());
-    sessions::SessionWriter::check_path(paths.back(), s.overwrite);  // refuse before the first run
+    // refuse before the first run, naming this command's flag (the writer's own refusal names
+    // `run`'s: tester42 F15)
+    if (!s.overwrite && std::filesystem::exists(paths.back(), ec) && std::filesystem::is_regular_file(paths.back(), ec))
+      throw es::SpecError(fmt::format("{}: already exists; choose another directory (-o) or allow overwriting the "
+                                      "scenario's sessions (embedscope scenario {} -o {} --force-overwrite)",
+                                      paths.back(), s.scenario, s.output));
+    sessions::SessionWriter::check_path(paths.back(), s.overwrite);  // not a regular file, or a live run's
   }
   const bool tty = isatty(STDERR_FILENO) != 0;
   const std::atomic<bool>& cancel =

@@ -298,7 +298,16 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                            : st.simulated ? std::string("SIMULATED")
                            : st.steps > 0 ? std::string("measured")
                                           : std::string();
-  std::cout << fmt::format("session      {} ({}{})\n", file, ss::ended_text(st), kind.empty() ? "" : ", " + kind);
+  // an imported memory snapshot: "complete" is the import's; where the recorded program ran out
+  // of memory, that is how it ended (tester42 F25)
+  std::string ended = ss::ended_text(st), oom_ranks;
+  for (const auto& m : memory)
+    if (!m.ooms.empty())
+      oom_ranks += fmt::format("{}rank {} at entry {} of {}", oom_ranks.empty() ? "" : ", ", m.rank, m.ooms.front().entry,
+                               m.entries);
+  const bool recorded_oom = imported && !oom_ranks.empty();
+  if (recorded_oom) ended = "the recorded program ran out of memory: " + oom_ranks;
+  std::cout << fmt::format("session      {} ({}{})\n", file, ended, kind.empty() ? "" : (recorded_oom ? "; " : ", ") + kind);
   if (imported) {
     std::cout << fmt::format("imported     {}; {}\n", session.meta("import_producer"), session.meta("import_sources_json"));
     std::cout << "import problems\n" << import_problems_text(problems);

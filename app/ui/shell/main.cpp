@@ -297,6 +297,16 @@ int main(int argc, char** argv) {
     if (sessions.size() < 2) return fail("--compare --report needs two or more session files");
     return compare_report(w, sessions, report_dir);
   }
+  // a scenario has no report of its own (tester42 F15: "--report needs a session file" said nothing
+  // of it): say what writes its pages instead
+  if (report_flag && !scenario.isEmpty())
+    return fail(QString("--report writes the pages of one session (or of --compare), not a scenario's; render the "
+                        "scenario's tab with --screenshot FILE.png (embedscope-ui --scenario %1%2 --screenshot "
+                        "FILE.png), or write the comparison of its runs as a report (embedscope-ui --compare "
+                        "%3-0.db %3-1.db ... --report -o DIR)")
+                    .arg(scenario, scenario_sessions.isEmpty() ? QString() : " --scenario-sessions " + scenario_sessions,
+                         (scenario_sessions.isEmpty() ? QString() : scenario_sessions + "/") +
+                             (scenario.endsWith(".json") || scenario.contains('/') ? QString("ID") : scenario)));
   if (report_flag && report_session.isEmpty()) {
     if (sessions.size() != 1) return fail("--report needs a session file");
     report_session = sessions.takeFirst();  // `--report -o DIR SESSION.db`

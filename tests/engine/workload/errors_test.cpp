@@ -102,7 +102,13 @@ const ErrorCase kErrorCases[] = {
      "test.json: /tables/1/optimizer_state_type: bf16 (table \"t1\") with live rebalancing (/rebalance) is not "
      "supported on the cuda backend yet (fp32 only)"},
     {"hash_size_zero", R"([{"op": "add", "path": "/tables/0/hash_size", "value": 0}])",
-     "test.json: /tables/0/hash_size: must be in [1, num_embeddings], got 0 (leave it out for no hashing)"},
+     "test.json: /tables/0/hash_size: must be in [1, num_embeddings = 10], got 0 (leave it out for no hashing)"},
+    // past int64 (tester42 F15): the table's bound, not int64's; 2**64 + 1 is a float to the JSON
+    // parser (above uint64), 2**63 an unsigned integer
+    {"hash_size_2_pow_70", R"([{"op": "add", "path": "/tables/1/hash_size", "value": 1180591620717411303424}])",
+     "test.json: /tables/1/hash_size: must be in [1, num_embeddings = 20], got 1.18059e+21"},
+    {"hash_size_2_pow_63", R"([{"op": "add", "path": "/tables/1/hash_size", "value": 9223372036854775808}])",
+     "test.json: /tables/1/hash_size: must be in [1, num_embeddings = 20], got 9223372036854775808"},
     {"hash_size_above_rows", R"([{"op": "add", "path": "/tables/1/hash_size", "value": 21}])",
      "test.json: /tables/1/hash_size: must be in [1, num_embeddings = 20], got 21"},
     {"hash_size_negative", R"([{"op": "add", "path": "/tables/1/hash_size", "value": -3}])",

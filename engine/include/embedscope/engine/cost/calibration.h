@@ -116,7 +116,9 @@ struct Calibration {
 /// Simulates every session up to some 40 times (the fitted background's search; once when the
 /// sessions record their load): seconds for a few sessions.
 /// Throws SpecError naming the file for a session without workload_json / sharding_plan_json,
-/// a simulated or imported session, an lm_embedding session, or one without a measured step;
+/// a simulated or imported session, an lm_embedding session, one process's session of a
+/// multi-process run (sessions::partial_rank_session: "X.rank1.db: the session of rank 1 alone
+/// of a 2-rank run ...; calibrate from the merged session X.db ..."), or one without a measured step;
 /// and when all sessions together give no compute op or no collective to fit.
 Calibration calibrate(const std::vector<std::string>& session_paths, const std::string& name = "this_machine");
 

@@ -58,6 +58,9 @@ struct Scenario {
 /// run whose workload the engine rejects; for the latter the pointer runs from the scenario's
 /// root into the run (e.g. "x.json: /runs/1/overrides/devices/count: must be in [1, 64], got 0";
 /// a problem in the preset's own part reads "x.json: /runs/1 (preset NAME): /pointer: ...").
+/// A workload (an object without "runs" that has "tables", "batch_size" or "model":
+/// "lm_embedding") is refused as such: "x.json: /: a workload file, not a scenario (no "runs"):
+/// run it with `embedscope run x.json`; ...".
 Scenario parse_scenario(const nlohmann::json& j, const std::string& origin);
 /// Reads a scenario file; SpecError names the file (and the line of a JSON syntax error).
 Scenario load_scenario_file(const std::string& path);
