@@ -37,8 +37,17 @@ AucDifference auc_difference(double auc, double se, double reference_auc, double
   return d;
 }
 
+namespace {
+std::string diff_number(double diff) {  // 4 decimals with a sign; "0" where that rounds to 0
+  const std::string t = fmt::format("{:+.4f}", diff);
+  return t == "+0.0000" || t == "-0.0000" ? std::string("0") : t;
+}
+}  // namespace
+
+std::string auc_difference_cell(const AucDifference& d) { return diff_number(d.diff) + (d.within_noise ? " noise" : ""); }
+
 std::string auc_difference_text(const AucDifference& d) {
-  const std::string diff = d.diff == 0 ? std::string("0") : fmt::format("{:+.4f}", d.diff);
+  const std::string diff = diff_number(d.diff);
   return d.within_noise ? fmt::format("{} (within noise: {:g} SE = {:.4f})", diff, kAucNoiseSe, kAucNoiseSe * d.se)
                         : fmt::format("{} (> {:g} SE = {:.4f})", diff, kAucNoiseSe, kAucNoiseSe * d.se);
 }

@@ -112,9 +112,7 @@ std::string row_text(size_t i, const es::ScenarioRun& run, const ScenarioRow& ro
   const std::string wire = f.tokens_per_sample > 0 ? fmt::format("{:.1f}/token", f.bytes_per_token)
                                                    : fmt::format("{:.1f}/sample", f.bytes_per_sample);
   const bool measured = f.steps > 0;
-  const std::string vs = !vs_first               ? "-"
-                         : vs_first->within_noise ? fmt::format("{:+.4f} noise", vs_first->diff)
-                                                  : fmt::format("{:+.4f}", vs_first->diff);
+  const std::string vs = vs_first ? sessions::auc_difference_cell(*vs_first) : "-";
   return fmt::format("{:<2} {:<9} {:>5} {:>12} {:>12} {:>6.1f}% {:>6.1f}% {:>17} {:>11} {:>11} {:>9} {:>7} {:>6} {:>13}  {}\n", i,
                      f.ended, f.steps, measured ? ms(f.step_mean_ns) : "-", measured ? ms(f.exposed_comm_ns) : "-",
                      100 * f.comm_share, 100 * f.embedding_comm_share, measured ? wire : "-",

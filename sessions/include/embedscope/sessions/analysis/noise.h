@@ -48,8 +48,11 @@ inline constexpr double kAucNoiseSe = 2.0;
 AucDifference auc_difference(double auc, double se, double reference_auc, double reference_se);
 
 /// "+0.0614 (> 2 SE = 0.0133)" or "+0.0011 (within noise: 2 SE = 0.0133)"; the difference with 4
-/// decimals and its sign, "0" for exactly 0 (then within noise).
+/// decimals and its sign, "0" where it rounds to 0 (then within noise).
 std::string auc_difference_text(const AucDifference& d);
+
+/// The same for a table cell: "+0.0614", "+0.0011 noise", "0 noise".
+std::string auc_difference_cell(const AucDifference& d);
 
 /// The step time's noise over measured steps (the slowest rank's time of each step).
 struct StepNoise {
