@@ -11,6 +11,7 @@
 #include "embedscope/engine/program/lm_program.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/analysis/noise.h"
 
 namespace embedscope::engine {
 
@@ -78,6 +79,7 @@ ScenarioFigures scenario_figures(const ScenarioRun& run, const sessions::Session
   f.peak_reserved_bytes = st.peak_reserved_bytes;
   f.final_loss = st.loss.empty() ? 0.0 : st.loss.back();
   f.held_out_auc = st.held_out_auc;
+  if (f.held_out_auc) f.held_out_auc_se = sessions::held_out_auc_se(session);
   int64_t window = 0, comm = 0;
   for (const auto& t : st.per_step) window += t.window_ns;
   for (const auto& r : st.ranks) {

@@ -83,7 +83,8 @@ RebalanceSpec read_rebalance(const Checker& c, const json& v) {
   }
   if (v.contains("max_bytes_per_move")) {
     r.max_bytes_per_move = read_integer(c, v["max_bytes_per_move"], p + "/max_bytes_per_move");
-    c.gt0_max(p + "/max_bytes_per_move", r.max_bytes_per_move, kMaxMemoryBytes);  // 0 is "absent" only
+    // 0 = unlimited, as absent and as `rebalance --max-bytes-per-move 0` (tester42 F7)
+    c.ge0_max(p + "/max_bytes_per_move", r.max_bytes_per_move, kMaxMemoryBytes);
   }
   if (v.contains("cooldown_steps")) r.cooldown_steps = read_integer(c, v["cooldown_steps"], p + "/cooldown_steps");
   for (auto [key, field] : {std::pair{"row_wise_hot_tables", &r.row_wise_hot_tables},

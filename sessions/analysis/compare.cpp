@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/sessions/analysis/gpu_run.h"
+#include "embedscope/sessions/analysis/plan_diff.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/unit_ladder.h"  // format_rate
 #include "embedscope/sessions/model/units.h"        // format_duration, format_bytes
@@ -243,7 +244,9 @@ std::string plan_types(const nlohmann::json& plan) {
 }
 }  // namespace
 
-std::vector<std::string> differing_settings(const std::vector<const SessionReader*>& sessions, size_t max_settings) {
+namespace {
+// The raw list (differing_settings' verbose form): every leaf by its pointer, numbered placements.
+std::vector<std::string> raw_differing_settings(const std::vector<const SessionReader*>& sessions) {
   const size_t n = sessions.size();
   std::vector<std::string> out(n);
   std::vector<std::string> order;                         // setting names, first appearance
@@ -287,8 +290,88 @@ std::vector<std::string> differing_settings(const std::vector<const SessionReade
         break;
       }
   static const std::string kMissing = "(none)";
+  for (size_t i = 0; i < n; ++i) {
+    if (!compared[i]) continue;
+    std::string text;
+    for (const auto& name : order) {
+      const std::string* first = nullptr;
+      bool differs = false;
+      for (size_t k = 0; k < n && !differs; ++k) {
+        if (!compared[k]) continue;
+        const auto it = value[k].find(name);
+        const std::string* v = it == value[k].end() ? &kMissing : &it->second;
+        if (!first) first = v;
+        else differs = *v != *first;
+      }
+      if (!differs) continue;
+      const auto it = value[i].find(name);
+      text += fmt::format("{}{} {}", text.empty() ? "" : ", ", name, it == value[i].end() ? kMissing : it->second);
+    }
+    out[i] = text;
+  }
+  return out;
+}
+
+bool is_under(const std::string& name, const std::string& prefix) {
+  return name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 && name[prefix.size()] == '/';
+}
+}  // namespace
+
+std::vector<std::string> differing_settings(const std::vector<const SessionReader*>& sessions, size_t max_settings,
+                                            bool verbose) {
+  if (verbose) return raw_differing_settings(sessions);
+  const size_t n = sessions.size();
+  std::vector<std::string> out(n);
+  std::vector<std::string> order;  // setting names, first appearance
+  std::vector<std::map<std::string, std::string>> value(n);
+  std::vector<bool> compared(n, false);
+  std::vector<std::string> plan_text(n);
+  bool all_plans = true;  // every compared session recorded a plan with tables
+  for (size_t i = 0; i < n; ++i) {
+    const auto w = nlohmann::json::parse(sessions[i]->meta(meta::kWorkloadJson), nullptr, false);
+    if (sessions[i]->meta(meta::kImported) == "1" || w.is_discarded() || !w.is_object()) continue;
+    compared[i] = true;
+    plan_text[i] = sessions[i]->meta(meta::kShardingPlanJson);
+    const auto plan = nlohmann::json::parse(plan_text[i], nullptr, false);
+    all_plans = all_plans && plan.is_object() && plan.contains("tables") && plan["tables"].is_array();
+    std::vector<std::pair<std::string, std::string>> leaves;
+    flatten(w, "", leaves);
+    leaves.emplace_back("plan", plan_types(plan));
+    leaves.emplace_back("measured steps", sessions[i]->meta(meta::kSteps));
+    for (auto& [k, v] : leaves) {
+      if (v == "{}" || v == "[]") continue;  // an empty object or array: as absent
+      if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
+      value[i][k] = std::move(v);
+    }
+  }
+  // the plan: the baseline's types, the others' changes from it, table by table
+  const auto base = std::find(compared.begin(), compared.end(), true);
+  bool plans_differ = false;
+  if (base != compared.end()) {
+    const size_t b = static_cast<size_t>(base - compared.begin());
+    for (size_t i = b + 1; i < n; ++i) {
+      if (!compared[i]) continue;
+      const std::vector<std::string> changes = plan_changes(plan_text[b], plan_text[i]);
+      const bool same = changes.empty() && value[i]["plan"] == value[b]["plan"];
+      plans_differ = plans_differ || !same;
+      if (same) {
+        value[i]["plan"] = "as the baseline's";
+      } else if (!changes.empty()) {
+        std::string text;
+        for (size_t k = 0; k < changes.size() && k < 4; ++k) text += (k ? "; " : "") + changes[k];
+        if (changes.size() > 4) text += fmt::format("; and {} more tables", changes.size() - 4);
+        value[i]["plan"] = "vs the baseline: " + text;
+      }
+    }
+  }
+  static const std::string kMissing = "\x01";  // absent (never a JSON leaf's text)
   std::vector<std::string> differ;
   for (const auto& name : order) {
+    if (all_plans && (name == "sharding/tables" || is_under(name, "sharding/tables"))) continue;
+    if (name == "plan") {
+      if (plans_differ) differ.push_back(name);
+      continue;
+    }
     const std::string* first = nullptr;
     bool differs = false;
     for (size_t i = 0; i < n && !differs; ++i) {
@@ -302,12 +385,41 @@ std::vector<std::string> differing_settings(const std::vector<const SessionReade
   }
   for (size_t i = 0; i < n; ++i) {
     if (!compared[i]) continue;
-    std::string text;
-    for (size_t k = 0; k < differ.size() && k < max_settings; ++k) {
-      const auto it = value[i].find(differ[k]);
-      text += fmt::format("{}{} {}", text.empty() ? "" : ", ", differ[k], it == value[i].end() ? kMissing : it->second);
+    std::vector<std::string> entries;
+    auto add = [&](std::string e) {
+      if (std::find(entries.begin(), entries.end(), e) == entries.end()) entries.push_back(std::move(e));
+    };
+    for (const auto& name : differ) {
+      if (const auto it = value[i].find(name); it != value[i].end()) {
+        add(name + " " + it->second);
+        continue;
+      }
+      // absent here: its nearest recorded ancestor ("rebalance off"), nothing when its children
+      // are recorded (they differ in their own right), else the shortest absent pointer
+      std::string ancestor, absent;
+      for (size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1)) {
+        const std::string prefix = name.substr(0, slash);
+        if (value[i].count(prefix)) ancestor = prefix;
+      }
+      if (!ancestor.empty()) {
+        add(ancestor + " " + value[i][ancestor]);
+        continue;
+      }
+      const bool has_children = std::any_of(value[i].begin(), value[i].end(), [&](const auto& kv) { return is_under(kv.first, name); });
+      if (has_children) continue;
+      for (size_t at = 0;;) {
+        const size_t slash = name.find('/', at);
+        absent = name.substr(0, slash);  // the whole name when there is no further '/'
+        const bool recorded = std::any_of(value[i].begin(), value[i].end(),
+                                          [&](const auto& kv) { return kv.first == absent || is_under(kv.first, absent); });
+        if (!recorded || slash == std::string::npos) break;
+        at = slash + 1;
+      }
+      add(absent + " not set");
     }
-    if (differ.size() > max_settings) text += fmt::format(" and {} more settings", differ.size() - max_settings);
+    std::string text;
+    for (size_t k = 0; k < entries.size() && k < max_settings; ++k) text += (k ? ", " : "") + entries[k];
+    if (entries.size() > max_settings) text += fmt::format(" and {} more settings", entries.size() - max_settings);
     out[i] = text;
   }
   return out;

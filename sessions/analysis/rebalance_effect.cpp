@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "embedscope/sessions/model/units.h"
 #include "embedscope/sessions/store/session.h"
 
 namespace embedscope::sessions {
@@ -39,6 +40,15 @@ std::vector<RebalanceEffect> rebalance_effects(const std::vector<RebalanceRecord
     out.push_back(std::move(e));
   }
   return out;
+}
+
+std::string rebalance_slowdown_text(const RebalanceEffect& e) {
+  const RebalanceRecord& r = e.rebalance;
+  if (r.moves <= 0 || r.outcome != "complete" || e.step_p50_before_ns < 0 || e.step_p50_after_ns < 0 ||
+      e.step_p50_after_ns <= e.step_p50_before_ns)
+    return "";
+  return "the measured step got slower after the rebalance (" + format_duration(e.step_p50_before_ns) + " -> " +
+         format_duration(e.step_p50_after_ns) + ")";
 }
 
 std::vector<RefusedMoveText> refused_moves(const std::string& refused) {

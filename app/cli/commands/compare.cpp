@@ -31,6 +31,7 @@ namespace {
 struct CompareState {
   std::vector<std::string> files;
   bool json = false;
+  bool verbose = false;  // the raw list of differing settings (JSON pointers) instead of the summary
 };
 
 // "A", "B", ... "Z", then "S27", "S28", ... as the workbench labels sessions it compares.
@@ -89,7 +90,9 @@ int cmd_compare(const CompareState& st) {
   const std::vector<std::string> names = ss::distinct_file_names(st.files);
   std::vector<const ss::SessionReader*> reader_ptrs;
   for (const auto& r : readers) reader_ptrs.push_back(r.get());
-  const std::vector<std::string> settings = ss::differing_settings(reader_ptrs);  // tester41 #2
+  // tester41 #2; per table what moved, or with --verbose every differing leaf (tester42 F13)
+  const std::vector<std::string> settings = ss::differing_settings(reader_ptrs, 6, st.verbose);
+  const std::vector<std::string> raw_settings = ss::differing_settings(reader_ptrs, 6, true);
   std::vector<std::string> labels;
   for (size_t i = 0; i < cs.size(); ++i) labels.push_back(compare_label(i));
   // the same file twice, another workload or world size (tester41 #5)
@@ -127,6 +130,7 @@ int cmd_compare(const CompareState& st) {
                                {"name", names[i]},
                                {"ran", ss::what_it_ran(r)},
                                {"differing_settings", settings[i]},
+                               {"differing_settings_raw", raw_settings[i]},
                                {"ended", s.stats.ended},
                                {"simulated", s.stats.simulated},
                                {"backend", r.meta(ss::meta::kBackend)},
@@ -205,6 +209,9 @@ Command add_compare_command(CLI::App& app) {
                                "(the workbench's Compare view)");
   c->add_option("sessions", s->files, "Session files (.db); the first is the baseline")->required();
   c->add_flag("--json", s->json, "Print the comparison as one JSON object on stdout");
+  c->add_flag("--verbose", s->verbose,
+              "List every differing workload setting by its JSON pointer (default: per table what moved between "
+              "the plans, the other settings by name)");
   return {c, [s] { return cmd_compare(*s); }, [s] { return s->json; }};
 }
 

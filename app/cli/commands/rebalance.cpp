@@ -32,6 +32,7 @@
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/analysis/rank_session.h"
+#include "embedscope/sessions/analysis/noise.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "output/output.h"
@@ -152,6 +153,16 @@ int cmd_rebalance(const RebalanceState& s) {
                                                                                     : last + 1;
   if (window < 1) throw es::SpecError(fmt::format("--window: must be > 0, got {}", window));
   const int64_t asked_first = std::max<int64_t>(0, last - window + 1);
+  // a window longer than the session's measured steps is cut to them: say so (tester42 F7)
+  const std::string window_source =
+      s.window > 0 ? fmt::format("--window {}", s.window)
+      : spec.rebalance.trigger == es::RebalanceTrigger::when
+          ? fmt::format("the workload's rebalance window {}", window)
+          : fmt::format("the workload's rebalance every {}", window);
+  const std::string cut_note =
+      window > last + 1 && (s.window > 0 || spec.rebalance.enabled())
+          ? fmt::format("{} is longer than the session's {} measured step(s): cut to steps 0..{}", window_source, last + 1, last)
+          : "";
   // live rebalances: the load counters of a step index the shards of the plan serving it, so the
   // window must not span a move - it starts at the last one inside it - and is charged to the
   // plan in force over it (the starting plan with the plan_changes up to the window's first step)
@@ -232,6 +243,16 @@ int cmd_rebalance(const RebalanceState& s) {
   const double ns_per_id = ids > 0 ? static_cast<double>(lookup_ns) / static_cast<double>(ids) : 0.0;
   const double saved_ns_per_step =
       static_cast<double>(max_before - max_after) / static_cast<double>(steps) * (by_time ? 1.0 : ns_per_id);
+  // the step time's run-to-run noise over the window (the slowest rank's time of each step): a
+  // balanced load whose predicted gain is within it may not show in a run (tester42 F8)
+  std::map<int64_t, int64_t> step_ns;
+  for (const auto& m : session.steps())
+    if (m.step >= first && m.step <= last) step_ns[m.step] = std::max(step_ns[m.step], m.end_ns - m.start_ns);
+  std::vector<int64_t> step_times;
+  for (const auto& [k, v] : step_ns) step_times.push_back(v);
+  const ss::StepNoise step_noise = ss::step_time_noise(std::move(step_times));
+  const bool gain_in_noise = p.worth_it() && ss::gain_within_step_noise(saved_ns_per_step, step_noise);
+  const char* verdict = !p.worth_it() ? "not_worth_it" : gain_in_noise ? "within_step_noise" : "worth_it";
 
   if (!s.plan_out.empty()) {
     json pj = es::to_json(spec, p.plan);
@@ -247,6 +268,7 @@ int cmd_rebalance(const RebalanceState& s) {
               {"plan_source", plan_from > 0 ? "live_rebalance" : "start"},
               {"window_first_step_asked", asked_first},
               {"window_note", window_note},
+              {"window_cut_note", cut_note},
               {"last_step", last},
               {"balance", by_time ? "lookup_time" : "ids"},
               {"load_before", p.load_before},
@@ -257,6 +279,12 @@ int cmd_rebalance(const RebalanceState& s) {
               {"lookup_ns_per_id", ns_per_id},
               {"lookup_ns_saved_per_step_predicted", saved_ns_per_step},
               {"worth_it", p.worth_it()},
+              {"verdict", verdict},
+              {"step_noise", step_noise.known() ? json{{"steps", step_noise.steps}, {"median_ns", step_noise.median_ns},
+                                                       {"sigma_ns", step_noise.sigma_ns},
+                                                       {"mean_diff_se_ns", step_noise.mean_diff_se_ns},
+                                                       {"gain_within_noise", gain_in_noise}}
+                                                 : json(nullptr)},
               {"noise", noise ? json{{"sigma", noise->noise}, {"gain", noise->gain}, {"relative_gain", noise->relative_gain},
                                      {"steps", steps}, {"enough", noise->enough}}
                               : json(nullptr)},
@@ -285,6 +313,7 @@ int cmd_rebalance(const RebalanceState& s) {
   std::cout << fmt::format("rebalance of {}: {} in steps {}..{} ({} step(s)); policy {}; balancing {}\n", s.file,
                            by_time ? "lookup time" : "ids looked up", first, last, steps, policy_text(spec.rebalance), unit);
   std::cout << fmt::format("plan         {}\n", plan_note);
+  if (!cut_note.empty()) std::cout << fmt::format("window       {}\n", cut_note);
   if (!window_note.empty()) std::cout << fmt::format("window       {}\n", window_note);
   std::cout << fmt::format("{:<5} {:>14} {:>14}\n", "rank", fmt::format("{} before", unit), fmt::format("{} after", unit));
   for (size_t r = 0; r < p.load_before.size(); ++r)
@@ -322,9 +351,23 @@ int cmd_rebalance(const RebalanceState& s) {
                              "the session's {:.1f} ns per id\n",
                              static_cast<double>(max_before - max_after) / static_cast<double>(steps),
                              ms(saved_ns_per_step), ns_per_id);
-  std::cout << (p.worth_it() ? "verdict      worth it: run with the new plan"
-                             : "verdict      not worth it: keep the current plan")
-            << (s.plan_out.empty() ? "" : fmt::format(" (written to {})", s.plan_out)) << "\n";
+  if (step_noise.known() && p.worth_it())
+    std::cout << fmt::format("step noise   median step {} over {} steps; a gain of {} a step {} 2 x {} (sqrt(2) x 1.4826 "
+                             "MAD / sqrt({}) of the step times: the run-to-run noise of a mean step)\n",
+                             ms(step_noise.median_ns), step_noise.steps, ms(saved_ns_per_step),
+                             gain_in_noise ? "is within" : "clears", ms(step_noise.mean_diff_se_ns), step_noise.steps);
+  const std::string written = s.plan_out.empty() ? "" : fmt::format(" (written to {})", s.plan_out);
+  if (!p.worth_it())
+    std::cout << "verdict      not worth it: keep the current plan" << written << "\n";
+  else if (gain_in_noise)
+    std::cout << fmt::format("verdict      within the step's noise: the load balances ({} max/mean {:.2f} -> {:.2f}), but "
+                             "about {} a step is within the noise of a {} step; run the new plan and compare the two "
+                             "sessions before adopting it{}\n",
+                             unit, p.imbalance_before, p.imbalance_after, ms(saved_ns_per_step), ms(step_noise.median_ns),
+                             s.plan_out.empty() ? " (--plan-out FILE writes it)" : written);
+  else  // without --plan-out no plan was written: say how to get it (tester42 F7)
+    std::cout << "verdict      worth it: run with the new plan"
+              << (s.plan_out.empty() ? " (write it with --plan-out FILE, then run ... --plan FILE)" : written) << "\n";
   return 0;
 }
 

@@ -20,6 +20,7 @@
 #include "embedscope/engine/exec/scenario_run.h"
 #include "embedscope/engine/workload/scenario.h"
 #include "embedscope/engine/workload/spec_error.h"
+#include "embedscope/sessions/analysis/noise.h"
 #include "embedscope/sessions/model/units.h"
 #include "embedscope/sessions/store/session.h"
 #include "interrupt.h"
@@ -90,22 +91,35 @@ json figures_json(const es::ScenarioFigures& f) {
           {"peak_allocated_bytes", f.peak_allocated_bytes},
           {"peak_reserved_bytes", f.peak_reserved_bytes},
           {"final_loss", f.final_loss},
-          {"held_out_auc", f.held_out_auc ? json(*f.held_out_auc) : json(nullptr)}};
+          {"held_out_auc", f.held_out_auc ? json(*f.held_out_auc) : json(nullptr)},
+          {"held_out_auc_se", f.held_out_auc_se ? json(*f.held_out_auc_se) : json(nullptr)}};
+}
+
+// Run i's held-out AUC against run 0's with the noise of both (tester42 F5); none unless both
+// have an AUC and its standard error, and for run 0 itself.
+std::optional<sessions::AucDifference> auc_vs_first(const std::vector<ScenarioRow>& rows, size_t i) {
+  if (i == 0 || rows.empty() || !rows[0].figures || !rows[i].figures) return std::nullopt;
+  const es::ScenarioFigures &a = *rows[i].figures, &b = *rows[0].figures;
+  if (!a.held_out_auc || !a.held_out_auc_se || !b.held_out_auc || !b.held_out_auc_se) return std::nullopt;
+  return sessions::auc_difference(*a.held_out_auc, *a.held_out_auc_se, *b.held_out_auc, *b.held_out_auc_se);
 }
 
 // The run's figures, its label last (labels are long: "vocab_parallel + sequence_parallel (...)").
-std::string row_text(size_t i, const es::ScenarioRun& run, const ScenarioRow& row) {
+std::string row_text(size_t i, const es::ScenarioRun& run, const ScenarioRow& row,
+                     const std::optional<sessions::AucDifference>& vs_first) {
   if (!row.figures) return fmt::format("{:<2} {:<9} {}: {}\n", i, "-", run.label, row.error);
   const es::ScenarioFigures& f = *row.figures;
   const std::string wire = f.tokens_per_sample > 0 ? fmt::format("{:.1f}/token", f.bytes_per_token)
                                                    : fmt::format("{:.1f}/sample", f.bytes_per_sample);
   const bool measured = f.steps > 0;
-  return fmt::format("{:<2} {:<9} {:>5} {:>12} {:>12} {:>6.1f}% {:>6.1f}% {:>17} {:>11} {:>11} {:>9} {:>7}  {}\n", i,
+  const std::string vs = vs_first ? sessions::auc_difference_cell(*vs_first) : "-";
+  return fmt::format("{:<2} {:<9} {:>5} {:>12} {:>12} {:>6.1f}% {:>6.1f}% {:>17} {:>11} {:>11} {:>9} {:>7} {:>6} {:>13}  {}\n", i,
                      f.ended, f.steps, measured ? ms(f.step_mean_ns) : "-", measured ? ms(f.exposed_comm_ns) : "-",
                      100 * f.comm_share, 100 * f.embedding_comm_share, measured ? wire : "-",
                      format_bytes(f.peak_allocated_bytes), format_bytes(f.peak_reserved_bytes),
                      measured ? fmt::format("{:.5f}", f.final_loss) : "-",
-                     f.held_out_auc ? fmt::format("{:.4f}", *f.held_out_auc) : "-", run.label);
+                     f.held_out_auc ? fmt::format("{:.4f}", *f.held_out_auc) : "-",
+                     f.held_out_auc_se ? fmt::format("{:.4f}", *f.held_out_auc_se) : "-", vs, run.label);
 }
 
 int cmd_scenario(const ScenarioState& s) {
@@ -175,6 +189,8 @@ int cmd_scenario(const ScenarioState& s) {
     for (size_t i = 0; i < sc.runs.size(); ++i) {
       json r = {{"index", i}, {"label", sc.runs[i].label}, {"kind", run_kind(sc.runs[i])}, {"session", rows[i].session}};
       if (rows[i].figures) r["figures"] = figures_json(*rows[i].figures);
+      if (const auto d = auc_vs_first(rows, i))  // tester42 F5: the difference with its noise
+        r["held_out_auc_vs_run_0"] = {{"difference", d->diff}, {"se", d->se}, {"within_noise", d->within_noise}};
       if (!rows[i].error.empty()) r["error"] = rows[i].error;
       runs.push_back(std::move(r));
     }
@@ -184,15 +200,17 @@ int cmd_scenario(const ScenarioState& s) {
     return exit_code;
   }
   std::cout << fmt::format("scenario {}: {}\n\n", sc.id, sc.title);
-  std::cout << fmt::format("{:<2} {:<9} {:>5} {:>12} {:>12} {:>7} {:>7} {:>17} {:>11} {:>11} {:>9} {:>7}  {}\n", "N",
-                           "ended", "steps", "step mean", "exposed comm", "comm", "emb", "bytes on the wire",
-                           "peak alloc", "peak resv", "loss", "AUC", "run (session ID-N.db)");
-  for (size_t i = 0; i < sc.runs.size(); ++i) std::cout << row_text(i, sc.runs[i], rows[i]);
+  std::cout << fmt::format("{:<2} {:<9} {:>5} {:>12} {:>12} {:>7} {:>7} {:>17} {:>11} {:>11} {:>9} {:>7} {:>6} {:>13}  {}\n",
+                           "N", "ended", "steps", "step mean", "exposed comm", "comm", "emb", "bytes on the wire",
+                           "peak alloc", "peak resv", "loss", "AUC", "SE", "AUC vs 0", "run (session ID-N.db)");
+  for (size_t i = 0; i < sc.runs.size(); ++i) std::cout << row_text(i, sc.runs[i], rows[i], auc_vs_first(rows, i));
   std::cout << "\nstep mean: the slowest rank's step time; exposed comm: per rank over the run, mean over ranks; comm / "
                "emb: the share of the ranks' step time in collectives / in the embedding's own (thread-level on CPU "
                "ranks); bytes on the wire: every rank's bytes sent per sample (per token for lm_embedding); peak: the "
                "largest rank's allocated / reserved device memory; loss: the last measured step's; AUC: the trained model's "
-               "ROC AUC on held-out generated batches (run --held-out-batches; '-' where a run was not evaluated)\n";
+               "ROC AUC on held-out generated batches (run --held-out-batches; '-' where a run was not evaluated); SE: its "
+               "standard error from the held-out set's positives and negatives (Hanley & McNeil 1982); AUC vs 0: the "
+               "difference from run 0's, 'noise' when within 2 x sqrt(SE^2 + SE0^2) (the held-out sample's chance)\n";
   std::cout << fmt::format("sessions: {}/{}-N.db (embedscope-ui --scenario {} --scenario-sessions {})\n", s.output, sc.id,
                            s.scenario, s.output);
   return exit_code;

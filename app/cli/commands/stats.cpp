@@ -212,6 +212,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
       o["step_p50_before_ns"] = ns_or_null(e.step_p50_before_ns);
       o["step_p50_after_ns"] = ns_or_null(e.step_p50_after_ns);
       o["amortised_after_steps"] = e.amortised_after_steps < 0 ? json() : json(e.amortised_after_steps);
+      o["step_slower_after"] = !ss::rebalance_slowdown_text(e).empty();  // tester42 F8
       j["rebalances"].push_back(std::move(o));
     }
     j["plan_changes"] = json::array();

@@ -12,6 +12,7 @@
 
 #include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/exec/backend.h"
+#include "embedscope/engine/rebalance/policy_reach.h"
 #include "embedscope/engine/workload/presets.h"
 
 namespace embedscope::cli {
@@ -250,6 +251,9 @@ es::WorkloadSpec load(WorkloadArgs& a) {
   }
   try {
     es::validate(spec, a.origin);
+    // a policy that cannot fire within the run: valid, but say so (tester42 F7)
+    if (const std::string never = es::rebalance::rebalance_never_fires(spec); !never.empty())
+      fmt::print(stderr, "warning: {}: {}\n", a.origin, never);
     // auto becomes cpu or cuda here, so that plan and run say which; cuda without GPUs is refused
     a.requested_backend = spec.devices.backend;
     spec = with_origin(a.origin, [&] { return es::with_resolved_backend(spec, a.origin, a.world_size > 0); });

@@ -113,8 +113,12 @@ std::string rebalances_text(const std::vector<ss::RebalanceEffect>& effects, con
                        ss::format_bytes(r.bytes_moved), r.imbalance_before, r.imbalance_predicted,
                        r.imbalance_after < 0 ? std::string("-") : fmt::format("{:.2f}", r.imbalance_after),
                        t(e.step_p50_before_ns), t(e.step_p50_after_ns), ms(r.duration_ns),
-                       e.amortised_after_steps < 0 ? std::string("-") : fmt::format("{:.1f} steps", e.amortised_after_steps),
+                       e.amortised_after_steps >= 0 ? fmt::format("{:.1f} steps", e.amortised_after_steps)
+                       : ss::rebalance_slowdown_text(e).empty() ? std::string("-")
+                                                                : std::string("never"),
                        r.reason);
+    // a move that made the step slower cannot be amortised: say so rather than "-" (tester42 F8)
+    if (const std::string slower = ss::rebalance_slowdown_text(e); !slower.empty()) out += "        " + slower + "\n";
     for (const auto& m : ss::refused_moves(r.refused)) out += "        refused: " + m.reason + "\n";
     if (r.outcome != "complete") out += "        " + r.outcome + "\n";
     out += plan_change_lines(changes, r.step);

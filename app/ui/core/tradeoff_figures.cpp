@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/workload/enums.h"
+#include "embedscope/sessions/analysis/noise.h"
 #include "embedscope/sessions/model/held_out_key.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 
@@ -95,6 +96,7 @@ TradeoffRun tradeoff_run(const std::string& label, const sessions::SessionReader
     r.held_out_auc = held["auc"].get<double>();
     r.held_out_loss = held.value("loss", 0.0);
     r.held_out_samples = held.value("samples", int64_t{0});
+    r.held_out_auc_se = sessions::held_out_auc_se(session).value_or(0.0);
   }
   // the tables' storage
   const json tables = json::parse(session.meta(sessions::meta::kTableStorageJson, ""), nullptr, false);
@@ -151,7 +153,15 @@ TradeoffComparison compare_tradeoffs(std::vector<TradeoffRun> runs) {
   }
   if (!c.runs.empty() && c.runs[c.reference].has_held_out)
     for (auto& r : c.runs)
-      if (r.has_held_out) r.held_out_auc_delta = r.held_out_auc - c.runs[c.reference].held_out_auc;
+      if (r.has_held_out) {
+        const TradeoffRun& ref = c.runs[c.reference];
+        r.held_out_auc_delta = r.held_out_auc - ref.held_out_auc;
+        if (r.held_out_auc_se > 0 && ref.held_out_auc_se > 0) {
+          const auto d = sessions::auc_difference(r.held_out_auc, r.held_out_auc_se, ref.held_out_auc, ref.held_out_auc_se);
+          r.held_out_auc_delta_se = d.se;
+          r.held_out_auc_delta_within_noise = d.within_noise;
+        }
+      }
   if (c.runs.empty() || !c.runs[c.reference].has_loss) return c;
   const double ref = c.runs[c.reference].loss;
   for (auto& r : c.runs) {

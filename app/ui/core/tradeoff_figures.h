@@ -72,6 +72,13 @@ struct TradeoffRun {
   double held_out_loss = 0;          ///< mean BCE on them, nats (valid when has_held_out)
   int64_t held_out_samples = 0;      ///< the held-out samples
   double held_out_auc_delta = 0;     ///< held_out_auc - the reference's (0 unless both have one)
+  /// Standard error of held_out_auc from the held-out set's positives and negatives (Hanley &
+  /// McNeil 1982, sessions/analysis/noise.h); 0 when unknown (no counts recorded)
+  double held_out_auc_se = 0;
+  /// held_out_auc_delta within 2 standard errors of the difference (sessions::auc_difference;
+  /// tester42 F5: +0.06 read as "low rank improves accuracy"); false when either SE is unknown
+  bool held_out_auc_delta_within_noise = false;
+  double held_out_auc_delta_se = 0;  ///< sqrt(se^2 + the reference's se^2); 0 when either is unknown
   double collisions_per_step() const { return steps > 0 ? static_cast<double>(hash_collisions) / static_cast<double>(steps) : 0; }
 };
 

@@ -2,6 +2,7 @@
 
 #include <QFont>
 
+#include "embedscope/sessions/analysis/noise.h"
 #include "embedscope/sessions/model/units.h"
 
 namespace embedscope::ui {
@@ -44,7 +45,18 @@ QVariant TradeoffsModel::data(const QModelIndex& index, int role) const {
           .arg(QString::fromStdString(sessions::format_bytes(r.weight_bytes)),
                QString::fromStdString(sessions::format_bytes(r.optimizer_state_bytes)));
     if (c == PeakAllocated && r.peak_rank >= 0) return QString("rank %1").arg(r.peak_rank);
-    if (c == HeldOutAuc && r.has_held_out) return QString("on %1 held-out samples").arg(r.held_out_samples);
+    if (c == HeldOutAuc && r.has_held_out)
+      return r.held_out_auc_se > 0 ? QString("on %1 held-out samples; \u00b1 its standard error (Hanley & McNeil 1982, from "
+                                             "the held-out set's positives and negatives)")
+                                         .arg(r.held_out_samples)
+                                   : QString("on %1 held-out samples").arg(r.held_out_samples);
+    if (c == HeldOutAucDelta && r.has_held_out && !is_reference && r.held_out_auc_delta_se > 0) {
+      const sessions::AucDifference d{r.held_out_auc_delta, r.held_out_auc_delta_se, r.held_out_auc_delta_within_noise};
+      return QString::fromStdString(sessions::auc_difference_text(d)) +
+             (d.within_noise ? QString(": the held-out sample alone could make this difference")
+                             : QString(": more than the held-out sample's chance; a short run can still make it "
+                                       "(the README's compression notes)"));
+    }
     if (c == LossDelta && r.has_loss && !is_reference) return tradeoffs_signed(100.0 * r.loss_relative, 3) + " % of the reference's loss";
     return {};
   }
@@ -88,12 +100,19 @@ QVariant TradeoffsModel::data(const QModelIndex& index, int role) const {
           .arg(100.0 * r.loss_relative, 0, 'f', 2);
     case HeldOutAuc:
       if (!r.has_held_out) return none;
-      return raw ? QVariant(r.held_out_auc) : QVariant(QString::number(r.held_out_auc, 'f', 4));
-    case HeldOutAucDelta:
+      if (raw) return r.held_out_auc;
+      // its standard error beside it (tester42 F5)
+      return r.held_out_auc_se > 0 ? QString("%1 \u00b1 %2").arg(r.held_out_auc, 0, 'f', 4).arg(r.held_out_auc_se, 0, 'f', 4)
+                                   : QString::number(r.held_out_auc, 'f', 4);
+    case HeldOutAucDelta: {
       if (!r.has_held_out || !comparison_.runs[comparison_.reference].has_held_out) return none;
       if (raw) return r.held_out_auc_delta;
       if (is_reference) return QString("reference");
-      return r.held_out_auc_delta == 0 ? QString("0") : QString::asprintf("%+.4f", r.held_out_auc_delta);
+      if (r.held_out_auc_delta_se <= 0)
+        return r.held_out_auc_delta == 0 ? QString("0") : QString::asprintf("%+.4f", r.held_out_auc_delta);
+      sessions::AucDifference d{r.held_out_auc_delta, r.held_out_auc_delta_se, r.held_out_auc_delta_within_noise};
+      return QString::fromStdString(sessions::auc_difference_cell(d)).replace(" noise", " (within noise)");
+    }
     case HeldOutLoss:
       if (!r.has_held_out) return none;
       return raw ? QVariant(r.held_out_loss) : QVariant(QString::number(r.held_out_loss, 'f', 4));
@@ -153,7 +172,8 @@ QVariant TradeoffsModel::headerData(int section, Qt::Orientation orientation, in
       case HeldOutAuc: return QString("ROC AUC of the trained model on held-out batches the workload's generator made "
                                       "from iterations training never reached (the same samples for every run whose features keep "
                                       "their tables: the teacher labels an id by the table that serves it)");
-      case HeldOutAucDelta: return QString("held-out AUC - the reference's");
+      case HeldOutAucDelta: return QString("held-out AUC - the reference's; \"within noise\" when within 2 standard "
+                                           "errors of the difference, sqrt(SE^2 + SE_ref^2)");
       case HeldOutLoss: return QString("mean binary cross-entropy of the trained model on the held-out batches");
       case MaxAbsError: return QString("max |fp32 row - row as stored| over the rows the measured steps updated, worst table "
                                        "(0 for fp32 rows, hashed and low-rank tables: their cost shows in the loss)");

@@ -1,5 +1,6 @@
 #include "views/compare_view.h"
 
+#include <QCheckBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -135,7 +136,9 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
   const QStringList names = distinct_file_names(paths);  // run1/criteo.db beside run3/criteo.db
   std::vector<const sessions::SessionReader*> readers;
   for (const auto& s : sessions) readers.push_back(s.session.get());
-  const std::vector<std::string> settings = sessions::differing_settings(readers);  // tester41 #2
+  // tester41 #2; per table what moved between the plans (tester42 F13), the raw list behind a toggle
+  const std::vector<std::string> settings = sessions::differing_settings(readers);
+  const std::vector<std::string> raw_settings = sessions::differing_settings(readers, 6, true);
   QString head;
   for (size_t i = 0; i < sessions.size(); ++i)
     head += QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b> &nbsp; %3: %4, %5 on %6, %7%8%9<br>")
@@ -190,6 +193,22 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
   head_label->setWordWrap(true);
   head_label->setTextInteractionFlags(Qt::TextSelectableByMouse);
   fl->addWidget(head_label);
+  if (raw_settings != settings) {  // every differing workload leaf by its JSON pointer, on demand
+    QString raw;
+    for (size_t i = 0; i < sessions.size(); ++i)
+      if (!raw_settings[i].empty())
+        raw += QString("<b>%1</b>: %2<br>").arg(labels[i].toHtmlEscaped(), QString::fromStdString(raw_settings[i]).toHtmlEscaped());
+    auto* toggle = new QCheckBox("Every differing setting, by its JSON pointer", figures);
+    toggle->setObjectName("compare_settings_details_toggle");
+    auto* details = new QLabel(raw, figures);
+    details->setObjectName("compare_settings_details");
+    details->setWordWrap(true);
+    details->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    details->setVisible(false);
+    connect(toggle, &QCheckBox::toggled, details, &QLabel::setVisible);
+    fl->addWidget(toggle);
+    fl->addWidget(details);
+  }
   model_ = new CompareModel(labels, stats, std::move(rates), this);
   auto* table = new QTableView(figures);
   table->setModel(model_);

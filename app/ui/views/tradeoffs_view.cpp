@@ -106,7 +106,10 @@ void TradeoffsView::show_comparison() {
                          "the busiest rank's peak, the mean step time, the loss after %2 measured step%3 (the fewest any "
                          "run measured), the held-out AUC (the trained model on generated batches training never saw, "
                          "the same samples wherever the features keep their tables) and the stored rows' error against their "
-                         "fp32 values.")
+                         "fp32 values. The AUC reads \u00b1 its standard error (Hanley & McNeil 1982, from the held-out "
+                         "set's positives and negatives); a difference within 2 standard errors is <i>within noise</i>: the "
+                         "held-out sample alone could make it. One beyond them is not noise of the sample, but a short run can "
+                         "still make it (a low-rank table's shared factor trains on every step).")
                      .arg(QString::fromStdString(ref.label).toHtmlEscaped())
                      .arg(c.loss_steps)
                      .arg(c.loss_steps == 1 ? "" : "s");

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/sessions/analysis/noise.h"
 #include "embedscope/sessions/store/session.h"
 #include "support/cli_run.h"
 
@@ -112,7 +113,9 @@ TEST(ScenarioCli, RunsEveryRunIntoTheFolderAndComparesThem) {
   {  // the DLRM row's loss and AUC columns are its session's; the LM rows have no AUC
     const embedscope::sessions::SessionReader s((dir / "tiny_llm-2.db").string());
     const double auc = json::parse(s.meta("held_out_json")).at("auc").get<double>();
-    const std::string dlrm_cells = fmt::format("{:.5f} {:>7.4f}  dlrm", s.steps().back().loss, auc);
+    // then the AUC's standard error, and no difference from run 0 (an LM run: no AUC) (tester42 F5)
+    const std::string dlrm_cells = fmt::format("{:.5f} {:>7.4f} {:>6.4f} {:>13}  dlrm", s.steps().back().loss, auc,
+                                               embedscope::sessions::held_out_auc_se(s).value(), "-");
     EXPECT_NE(r.out.find(dlrm_cells), std::string::npos) << dlrm_cells << "\n" << r.out;
     EXPECT_NE(r.out.find("-  vp"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("AUC"), std::string::npos) << r.out;

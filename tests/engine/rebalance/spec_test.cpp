@@ -108,7 +108,9 @@ TEST(RebalanceSpec, EveryOutOfRangeValueNamesItsPointer) {
   EXPECT_EQ(error_of({{"when", {{"imbalance_above", 1.5}, {"window", 0}}}}), "w: /rebalance/when/window: must be > 0, got 0");
   EXPECT_EQ(error_of({{"when", {{"imbalance_above", 1.5}, {"window", 1000000001}}}}),
             "w: /rebalance/when/window: must be <= 1000000000, got 1000000001");
-  EXPECT_EQ(error_of({{"every", 2}, {"max_bytes_per_move", 0}}), "w: /rebalance/max_bytes_per_move: must be > 0, got 0");
+  // 0 = unlimited, as `rebalance --max-bytes-per-move 0` (tester42 F7)
+  EXPECT_EQ(error_of({{"every", 2}, {"max_bytes_per_move", 0}}), "(accepted)");
+  EXPECT_EQ(error_of({{"every", 2}, {"max_bytes_per_move", -1}}), "w: /rebalance/max_bytes_per_move: must be >= 0, got -1");
   EXPECT_EQ(error_of({{"every", 2}, {"max_bytes_per_move", int64_t{1} << 51}}),
             "w: /rebalance/max_bytes_per_move: must be <= 1125899906842624, got 2251799813685248");
   EXPECT_EQ(error_of({{"every", 2}, {"cooldown_steps", -1}}), "w: /rebalance/cooldown_steps: must be >= 0, got -1");

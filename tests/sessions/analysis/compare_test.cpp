@@ -196,10 +196,20 @@ TEST(DifferingSettings, NamesWhatTellsComparedRunsApart) {
   const ss::SessionReader a(base), b(sparse), c(rw), d(moved), t(trace);
   EXPECT_EQ(ss::differing_settings({&a, &b, &c}),
             (std::vector<std::string>{"pipeline base, plan 2 table_wise, measured steps 20",
+                                      "pipeline sparse_dist, plan as the baseline's, measured steps 17",
+                                      "pipeline base, plan vs the baseline: a: table_wise on rank 0 -> row_wise on ranks 0, 1, "
+                                      "measured steps 20"}));
+  // the same types placed differently: what moved (tester42 F13); the imported trace is not compared
+  EXPECT_EQ(ss::differing_settings({&a, &d, &t}),
+            (std::vector<std::string>{"plan 2 table_wise",
+                                      "plan vs the baseline: a: rank 0 -> rank 1 (table_wise); b: rank 1 -> rank 0 (table_wise)",
+                                      ""}));
+  // --verbose: the raw list, numbered placements
+  EXPECT_EQ(ss::differing_settings({&a, &b, &c}, 6, true),
+            (std::vector<std::string>{"pipeline base, plan 2 table_wise, measured steps 20",
                                       "pipeline sparse_dist, plan 2 table_wise, measured steps 17",
                                       "pipeline base, plan 1 row_wise + 1 table_wise, measured steps 20"}));
-  // the same types placed differently: numbered placements; the imported trace is not compared
-  EXPECT_EQ(ss::differing_settings({&a, &d, &t}),
+  EXPECT_EQ(ss::differing_settings({&a, &d, &t}, 6, true),
             (std::vector<std::string>{"plan 2 table_wise, placement 1", "plan 2 table_wise, placement 2", ""}));
   EXPECT_EQ(ss::differing_settings({&a, &a}), (std::vector<std::string>{"", ""}));  // nothing differs
   EXPECT_EQ(ss::differing_settings({&a, &b, &c}, 1),

@@ -49,6 +49,9 @@ TEST(TradeoffFigures, EachRunsBytesLossTimeAndErrorAgainstTheFp32Run) {
   EXPECT_DOUBLE_EQ(fp16.held_out_loss, 0.52);
   EXPECT_EQ(fp16.held_out_samples, 64);
   EXPECT_NEAR(fp16.held_out_auc_delta, 0.72 - 0.725, 1e-12);
+  EXPECT_NEAR(fp16.held_out_auc_se, 0.0792991993, 1e-9);  // Hanley-McNeil, 16 positives, 48 negatives (tester42 F5)
+  EXPECT_NEAR(fp16.held_out_auc_delta_se, 0.1118747275, 1e-9);
+  EXPECT_TRUE(fp16.held_out_auc_delta_within_noise);
 
   const TradeoffRun& fp32 = c.runs[1];
   EXPECT_EQ(fp32.technique, "fp32");

@@ -64,9 +64,15 @@ TEST(TradeoffsModel, TextsAndRawValuesOfEveryRun) {
   EXPECT_EQ(tradeoffs_view_text(&model, 0, M::OptimizerState), "30.5 MiB");
   // held-out AUC 0.72 against fp32's 0.725
   EXPECT_EQ(model.headerData(M::HeldOutAuc, Qt::Horizontal).toString().toStdString(), "held-out\nAUC");
-  EXPECT_EQ(tradeoffs_view_text(&model, 0, M::HeldOutAuc), "0.7200");
-  EXPECT_EQ(model.data(model.index(0, M::HeldOutAuc), Qt::ToolTipRole).toString().toStdString(), "on 64 held-out samples");
-  EXPECT_EQ(tradeoffs_view_text(&model, 0, M::HeldOutAucDelta), "-0.0050");
+  // tester42 F5: +- the Hanley-McNeil SE of 16 positives and 48 negatives (0.0793 at 0.72, 0.0789
+  // at 0.725; the difference's sqrt(0.0793^2 + 0.0789^2) = 0.1119, 2 SE 0.2237): within noise
+  EXPECT_EQ(tradeoffs_view_text(&model, 0, M::HeldOutAuc), "0.7200 \u00b1 0.0793");
+  EXPECT_EQ(model.data(model.index(0, M::HeldOutAuc), Qt::ToolTipRole).toString().toStdString(),
+            "on 64 held-out samples; \u00b1 its standard error (Hanley & McNeil 1982, from the held-out set's positives "
+            "and negatives)");
+  EXPECT_EQ(tradeoffs_view_text(&model, 0, M::HeldOutAucDelta), "-0.0050 (within noise)");
+  EXPECT_EQ(model.data(model.index(0, M::HeldOutAucDelta), Qt::ToolTipRole).toString().toStdString(),
+            "-0.0050 (within noise: 2 SE = 0.2237): the held-out sample alone could make this difference");
   EXPECT_NEAR(model.data(model.index(0, M::HeldOutAucDelta), Qt::UserRole).toDouble(), -0.005, 1e-12);
   EXPECT_EQ(tradeoffs_view_text(&model, 0, M::HeldOutLoss), "0.5200");
   EXPECT_EQ(tradeoffs_view_text(&model, 1, M::HeldOutAucDelta), "reference");

@@ -76,6 +76,9 @@ struct ScenarioFigures {
   /// engine model/held_out.h); none when the run was not evaluated (simulated, lm_embedding,
   /// cuda, not complete) or one class was absent.
   std::optional<double> held_out_auc;
+  /// Its standard error from the held-out set's positives and negatives (Hanley & McNeil 1982,
+  /// sessions/analysis/noise.h held_out_auc_se); none without held_out_auc.
+  std::optional<double> held_out_auc_se;
 };
 
 /// The figures of `session`, a session of `run`. A session without measured steps has zero

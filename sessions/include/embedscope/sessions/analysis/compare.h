@@ -112,13 +112,27 @@ std::string what_it_ran(const SessionReader& s);
 /// with another pipeline, sharding or step count all read "criteo_kaggle, complete on 4 ranks").
 /// A setting is a leaf of the workload the session recorded (workload_json, named by its JSON
 /// pointer without the leading '/': "pipeline", "sharding/default", "tables/3/data_type"), or
-/// "plan": the sharding plan's types ("26 table_wise", "20 table_wise + 6 row_wise"; plans of the
-/// same types that place shards differently read "26 table_wise, placement 1" / ", placement 2"),
-/// or "measured steps". out[i] lists, for session i, "NAME VALUE" of each setting that differs
-/// between any two sessions, in the workload's key order, at most `max_settings` of them then
-/// "and K more settings"; "" where nothing differs, or for a session without a recorded workload
-/// (an imported trace: not compared). Never throws (a malformed JSON value counts as missing).
-std::vector<std::string> differing_settings(const std::vector<const SessionReader*>& sessions, size_t max_settings = 6);
+/// "plan": the sharding plan (metadata sharding_plan_json), or "measured steps". out[i] lists,
+/// for session i, "NAME VALUE" of each setting that differs between any two sessions, in the
+/// workload's key order, at most `max_settings` of them then "and K more settings"; "" where
+/// nothing differs, or for a session without a recorded workload (an imported trace: not
+/// compared). The baseline is the first compared session.
+/// By default (tester42 F13: "sharding/tables/cold_0/ranks/0 (none) ... placement 1 vs 2"):
+///  - the plan reads "plan 7 table_wise" for the baseline (its types: "20 table_wise + 6
+///    row_wise"), and for another session what moved, table by table, from the baseline's
+///    (plan_diff.h plan_changes): "plan vs the baseline: hot_1: rank 3 -> rank 0 (table_wise);
+///    hot_2: rank 3 -> rank 1 (table_wise)" (at most 4 tables, then "; and K more tables"), or
+///    "plan as the baseline's";
+///  - the workload's per-table sharding overrides ("sharding/tables/...") are left out when
+///    every compared session recorded a plan (the plan says where the tables went);
+///  - an empty object or array counts as absent, and a setting a session lacks reads as its
+///    nearest recorded ancestor ("rebalance off" where another has "rebalance/when/window 3"),
+///    else as the shortest absent pointer, once: "rebalance not set".
+/// `verbose` gives the raw list instead: every leaf by its JSON pointer, "(none)" where absent,
+/// the plan as its types with numbered placements ("plan 2 table_wise, placement 1" /
+/// ", placement 2"), no cap. Never throws (a malformed JSON value counts as missing).
+std::vector<std::string> differing_settings(const std::vector<const SessionReader*>& sessions, size_t max_settings = 6,
+                                            bool verbose = false);
 
 /// What a comparison calls each of several session files: the file name, or where two files
 /// share it (run1/criteo.db, run3/criteo.db: tester40 #1), the shortest tail of their paths that

@@ -54,4 +54,12 @@ std::vector<RebalanceEffect> rebalance_effects(const std::vector<RebalanceRecord
 /// The same from a session's tables (empty for files without `rebalances`).
 std::vector<RebalanceEffect> rebalance_effects(const SessionReader& session);
 
+/// What the amortised column cannot say for a rebalance that made the step slower (tester42
+/// F8: `stats` printed "amortised -"): "the measured step got slower after the rebalance
+/// (156.81 -> 221.62 ms)" when tables moved (moves > 0, outcome complete) and the median step
+/// after is above the one before (both measured); "" otherwise. Times as format_duration writes
+/// them (sessions/model/units.h). Example (tested): before 10 ms, after 12.5 ms ->
+/// "the measured step got slower after the rebalance (10.00 ms -> 12.50 ms)".
+std::string rebalance_slowdown_text(const RebalanceEffect& e);
+
 }  // namespace embedscope::sessions

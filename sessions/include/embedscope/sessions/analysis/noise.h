@@ -1,0 +1,82 @@
+#pragma once
+// How far a measured figure moves by chance, so that a difference can be called "within noise":
+// the held-out AUC's sampling error (tester42 F5: compressed runs "beat" fp32 by +0.06 with no
+// hint of the error) and the step time's run-to-run noise (tester42 F8: `rebalance` said "worth
+// it" for a 0.70 ms gain on a 149 ms step). Pure functions; the session helpers read metadata.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace embedscope::sessions {
+
+class SessionReader;
+
+/// Standard error of a ROC AUC estimated from `positives` positive and `negatives` negative
+/// samples, by J. A. Hanley and B. J. McNeil, "The meaning and use of the area under a receiver
+/// operating characteristic (ROC) curve", Radiology 143(1), 29-36 (1982), equation (2):
+///   SE^2 = (A (1 - A) + (n+ - 1)(Q1 - A^2) + (n- - 1)(Q2 - A^2)) / (n+ n-),
+///   Q1 = A / (2 - A),  Q2 = 2 A^2 / (1 + A)
+/// (Q1: the chance that two random positives both score above a random negative; Q2: that a
+/// random positive scores above two random negatives; both under the exponential model of the
+/// paper). Example (tested): A 0.75, 10 positives, 20 negatives -> sqrt(0.0102589) = 0.10129.
+/// nullopt when either count is < 1 or `auc` is outside [0, 1] or NaN (no AUC then).
+std::optional<double> auc_standard_error(double auc, int64_t positives, int64_t negatives);
+
+/// The held-out evaluation's AUC standard error of a session (metadata held_out_json: "auc",
+/// "samples", "positives"; negatives = samples - positives). nullopt when the run was not
+/// evaluated, the AUC is null, or a count is missing. Never throws (a malformed JSON is absent).
+std::optional<double> held_out_auc_se(const SessionReader& session);
+
+/// The difference of two held-out AUCs against their sampling noise.
+struct AucDifference {
+  double diff = 0;           ///< auc - reference_auc
+  double se = 0;             ///< sqrt(se^2 + reference_se^2): the SE of the difference
+  bool within_noise = true;  ///< |diff| <= kAucNoiseSe x se
+};
+
+/// Differences of at most this many standard errors read "within noise" (about a 95 % interval).
+inline constexpr double kAucNoiseSe = 2.0;
+
+/// The difference of `auc` (standard error `se`) from `reference_auc` (`reference_se`). The SE of
+/// the difference treats the two AUCs as independent; runs scored on the same held-out samples
+/// (every run of a scenario is) are positively correlated, so the true SE of their difference is
+/// smaller (Hanley & McNeil 1983, Radiology 148(3)) and "within noise" errs on the side of not
+/// claiming a difference. Example: 0.7517 (SE 0.0046) vs 0.6903 (SE 0.0048): diff 0.0614, se
+/// 0.00665, not within noise; 0.6914 vs 0.6903 with the same SEs: within noise.
+AucDifference auc_difference(double auc, double se, double reference_auc, double reference_se);
+
+/// "+0.0614 (> 2 SE = 0.0133)" or "+0.0011 (within noise: 2 SE = 0.0133)"; the difference with 4
+/// decimals and its sign, "0" where it rounds to 0 (then within noise).
+std::string auc_difference_text(const AucDifference& d);
+
+/// The same for a table cell: "+0.0614", "+0.0011 noise", "0 noise".
+std::string auc_difference_cell(const AucDifference& d);
+
+/// The step time's noise over measured steps (the slowest rank's time of each step).
+struct StepNoise {
+  int64_t steps = 0;       ///< step times given
+  int64_t median_ns = -1;  ///< their median (the lower middle one for an even count); -1 none
+  /// 1.4826 x the median absolute deviation from the median (a robust standard deviation of
+  /// one step; the live policy's noise rule uses the same estimator, engine/rebalance/noise.h)
+  double sigma_ns = 0;
+  /// The run-to-run noise of a mean over `steps` steps: the SE of the difference of two such
+  /// means, sqrt(2) x sigma_ns / sqrt(steps); 0 when steps < kMinNoiseSteps.
+  double mean_diff_se_ns = 0;
+  bool known() const { return steps >= kMinNoiseSteps; }
+  static constexpr int64_t kMinNoiseSteps = 3;  ///< fewer steps give no spread to speak of
+};
+
+/// The noise of the given step times (ns, any order). Example (tested): {100, 104, 98, 110, 101}
+/// -> median 101, deviations {1, 3, 3, 9, 0}: MAD 3, sigma 4.4478, mean_diff_se 4.4478 x
+/// sqrt(2 / 5) = 2.8130.
+StepNoise step_time_noise(std::vector<int64_t> step_ns);
+
+/// Whether a predicted gain of `gain_ns` a step is within the step time's noise: the noise is
+/// known and gain_ns <= 2 x mean_diff_se_ns (a run of the new plan over as many steps could not
+/// tell it from chance). false for an unknown noise (fewer than 3 steps: nothing to hold the gain
+/// against). Example: gain 5 ns against {100, 104, 98, 110, 101}: 5 <= 5.626, within.
+bool gain_within_step_noise(double gain_ns, const StepNoise& noise);
+
+}  // namespace embedscope::sessions
