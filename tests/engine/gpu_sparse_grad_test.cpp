@@ -68,8 +68,8 @@ void gsg_check(int64_t rows, int64_t dim, int64_t parts, int64_t bags_per_part, 
   ASSERT_EQ(host.rows, want.rows);
   ASSERT_EQ(gsg_bits(host.values), gsg_bits(want.values));
 
-  es::cuda::DeviceArray<int64_t> d_ids(std::span<const int64_t>(ids)), d_off(std::span<const int64_t>(off));
-  es::cuda::DeviceArray<float> d_grad(std::span<const float>(grad)), d_scale(std::span<const float>(scale));
+  es::cuda::DeviceArray<int64_t> d_ids{std::span<const int64_t>(ids)}, d_off{std::span<const int64_t>(off)};
+  es::cuda::DeviceArray<float> d_grad{std::span<const float>(grad)}, d_scale{std::span<const float>(scale)};
   es::cuda::DeviceArray<int64_t> d_rows(static_cast<size_t>(n) + 1), d_uoff(static_cast<size_t>(n) + 2),
       d_count(1);
   es::cuda::DeviceArray<float> d_vals(static_cast<size_t>(n * dim) + 1);
@@ -107,7 +107,7 @@ TEST(GpuSparseGrad, MatchesTheCpuAccumulationBitForBit) {
 TEST(GpuSparseGrad, NoIdsWritesACountOfZero) {
   REQUIRE_CUDA_DEVICE();
   const std::vector<int64_t> off = {0, 0, 0};
-  es::cuda::DeviceArray<int64_t> d_off(std::span<const int64_t>(off)), d_count(1), d_uoff(1);
+  es::cuda::DeviceArray<int64_t> d_off{std::span<const int64_t>(off)}, d_count(1), d_uoff(1);
   const std::vector<int64_t> seven = {7};
   d_count.upload(seven);
   es::GrowOnlyWorkspace ws = gsg_workspace();
