@@ -13,6 +13,7 @@
 
 #include "embedscope/engine/kernels/cuda_dense_ops.h"
 #include "embedscope/engine/kernels/cuda_encoded_update.h"
+#include "embedscope/engine/kernels/cuda_sparse_grad.h"
 #include "embedscope/engine/kernels/cuda_kernels.h"
 #include "embedscope/engine/kernels/cuda_low_rank.h"
 #include "embedscope/engine/kernels/cuda_row_copy.h"
@@ -63,6 +64,13 @@ CudaRankDevice::CudaRankDevice(int device) : device_(device) {
         return p;
       },
       [](void* p) { cudaFree(p); });  // synchronizes the device: the stream's work on the block is done
+  grad_workspace_ = std::make_unique<GrowOnlyWorkspace>(
+      [](size_t bytes) {
+        void* p = nullptr;
+        check(cudaMalloc(&p, bytes), "cudaMalloc (sparse gradient workspace)");
+        return p;
+      },
+      [](void* p) { cudaFree(p); });
   check(cudaMalloc(reinterpret_cast<void**>(&loss_), sizeof(double)), "cudaMalloc (loss)");
 }
 
@@ -74,6 +82,7 @@ CudaRankDevice::~CudaRankDevice() {
   fp16_plans_.reset();
   bf16_plans_.reset();
   workspace_.reset();
+  grad_workspace_.reset();
   if (loss_) cudaFree(loss_);
   if (stream_) {
     cudaStreamSynchronize(stream_);
@@ -295,7 +304,7 @@ void CudaRankDevice::prepare_shard(int64_t rows, int64_t cols) const {
 
 DeviceSyncCalls CudaRankDevice::sync_calls() const {
   std::lock_guard lock(workspace_mutex_);
-  return {workspace_->allocs(), workspace_->frees(), plans_->misses() + fp16_plans_->misses() + bf16_plans_->misses()};
+  return {workspace_->allocs() + grad_workspace_->allocs(), workspace_->frees() + grad_workspace_->frees(), plans_->misses() + fp16_plans_->misses() + bf16_plans_->misses()};
 }
 
 void CudaRankDevice::lookup(const float* weights, int64_t rows, int64_t cols, const int64_t* ids, const int64_t* offsets,
@@ -312,6 +321,31 @@ void CudaRankDevice::update(const OptimizerSpec& opt, int64_t iteration, float* 
   const cuda::TbePlan& plan = plans_->get({rows, cols});
   std::lock_guard lock(workspace_mutex_);
   cuda::tbe_backward_update(plan, weights, momentum1, momentum2, row_ids, offsets, n, nullptr, values, opt, iteration,
+                            stream_, workspace_.get(), n);
+}
+
+void CudaRankDevice::accumulate_update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1,
+                                       float* momentum2, int64_t rows, int64_t cols, const SparseGradInput& in,
+                                       int64_t* unique_count) const {
+  const int64_t n = in.num_bags > 0 ? in.num_ids : 0;
+  std::lock_guard lock(workspace_mutex_);
+  if (n <= 0 || cols <= 0) {  // no rows: the count only
+    check(cudaMemsetAsync(unique_count, 0, sizeof(int64_t), stream_), "cudaMemsetAsync (unique count)");
+    return;
+  }
+  const cuda::TbePlan& plan = plans_->get({rows, cols});
+  const auto un = static_cast<size_t>(n);
+  ScratchLayout sizing;
+  sizing.take(un * 8);                                  // rows
+  sizing.take((un + 1) * 8);                            // one-row offsets
+  sizing.take(un * static_cast<size_t>(cols) * 4);      // values
+  ScratchLayout placed(static_cast<char*>(grad_workspace_->reserve(sizing.need())));
+  auto* g_rows = reinterpret_cast<int64_t*>(placed.take(un * 8));
+  auto* g_off = reinterpret_cast<int64_t*>(placed.take((un + 1) * 8));
+  auto* g_vals = reinterpret_cast<float*>(placed.take(un * static_cast<size_t>(cols) * 4));
+  cuda::accumulate_sparse_grad_cuda(rows, cols, in.ids, in.offsets, in.num_bags, in.bags_per_part, n, in.scale, in.grad,
+                                    in.grad_stride, g_rows, g_off, g_vals, unique_count, *workspace_, stream_);
+  cuda::tbe_backward_update(plan, weights, momentum1, momentum2, g_rows, g_off, n, nullptr, g_vals, opt, iteration,
                             stream_, workspace_.get(), n);
 }
 

@@ -64,6 +64,13 @@ class CudaRankDevice final : public RankDevice {
   void update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1, float* momentum2,
               int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets, int64_t n,
               const float* values) const override;
+  /// accumulate_sparse_grad_cuda (cuda_sparse_grad.h; its sort scratch from the rank's
+  /// workspace, its output rows, one-row offsets and values from a second grow-only workspace),
+  /// then tbe_backward_update over those num_ids one-row bags (the -1 rows past the count are
+  /// skipped) with the shard's prepared plan; on the compute stream, does not wait.
+  void accumulate_update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1,
+                         float* momentum2, int64_t rows, int64_t cols, const SparseGradInput& in,
+                         int64_t* unique_count) const override;
   /// fp16 / bf16: the one-table TbePlan of that precision (as prepare_shard); int8 / int4: none.
   void prepare_encoded_shard(int64_t rows, int64_t cols, TableDataType type) const override;
   /// fp16 / bf16: tbe_forward with the shard's prepared plan of that precision; int8 / int4:
@@ -139,6 +146,7 @@ class CudaRankDevice final : public RankDevice {
   std::unique_ptr<ShardPlanCache<cuda::TbePlan>> fp16_plans_, bf16_plans_;  // fp16 / bf16 shards' lookups
   mutable std::mutex workspace_mutex_;             // reserve() may grow it: one op at a time
   std::unique_ptr<GrowOnlyWorkspace> workspace_;   // tbe_backward_update's scratch, on stream_
+  std::unique_ptr<GrowOnlyWorkspace> grad_workspace_;  // accumulate_update's gradient rows, on stream_
   double* loss_ = nullptr;  // bce_loss's result (cudaMalloc at construction), on stream_
 };
 

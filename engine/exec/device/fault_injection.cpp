@@ -70,6 +70,12 @@ class FaultyDevice final : public RankDevice {
     maybe_fail("update");
     in_->update(opt, iteration, weights, momentum1, momentum2, rows, cols, row_ids, offsets, n, values);
   }
+  void accumulate_update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1,
+                         float* momentum2, int64_t rows, int64_t cols, const SparseGradInput& in,
+                         int64_t* unique_count) const override {
+    maybe_fail("update");
+    in_->accumulate_update(opt, iteration, weights, momentum1, momentum2, rows, cols, in, unique_count);
+  }
   void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
                       float* y) const override {
     maybe_fail("linear_forward");

@@ -9,6 +9,7 @@
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/kernels/low_rank.h"
 #include "embedscope/engine/kernels/row_copy.h"
+#include "embedscope/engine/kernels/sparse_grad_core.h"
 
 namespace embedscope::engine::detail {
 
@@ -86,6 +87,33 @@ class HostRankDevice final : public RankDevice {
     RowOptimizerState state;  // fp32 state (fp16 / bf16 state goes through update_encoded)
     state.momentum1 = {momentum1, static_cast<size_t>(m1)};
     state.momentum2 = {momentum2, static_cast<size_t>(m2)};
+    apply_row_optimizer(opt, iteration, weights, cols, state, g);
+  }
+  void accumulate_update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1,
+                         float* momentum2, int64_t rows, int64_t cols, const SparseGradInput& in,
+                         int64_t* unique_count) const override {
+    check_bound("accumulate_update");
+    if (in.num_bags <= 0 || in.num_ids <= 0) {  // nothing to update, as the GPU's
+      *unique_count = 0;
+      return;
+    }
+    if (in.offsets[in.num_bags] != in.num_ids)
+      throw std::invalid_argument("accumulate_update: num_ids " + std::to_string(in.num_ids) + " but offsets end at " +
+                                  std::to_string(in.offsets[in.num_bags]));
+    // the kernel's algorithm and arithmetic, on the host (sparse_grad_core.h)
+    sparse_grad_core::Accumulated a = sparse_grad_core::accumulate_sorted(
+        rows, cols, in.ids, in.offsets, in.num_bags, in.bags_per_part, in.scale, in.grad, in.grad_stride);
+    *unique_count = static_cast<int64_t>(a.rows.size());
+    if (a.rows.empty() || cols <= 0) return;
+    plans_.get({rows, cols});  // as the GPU's tbe_backward_update
+    SparseGrad g;
+    g.dim = cols;
+    g.rows = std::move(a.rows);
+    g.values = std::move(a.values);
+    const auto [m1, m2] = optimizer_state_floats(opt.type, rows, cols);
+    RowOptimizerState state;
+    state.momentum1 = {momentum1, momentum1 ? static_cast<size_t>(m1) : 0};
+    state.momentum2 = {momentum2, momentum2 ? static_cast<size_t>(m2) : 0};
     apply_row_optimizer(opt, iteration, weights, cols, state, g);
   }
   // the stand-in's plans are shapes, whatever the type (the GPU's fp16 / bf16 plans are shapes too)
@@ -268,6 +296,21 @@ void add_dense_copies(const DenseCopyTotals& step) {
 
 DenseCopyTotals dense_copy_totals() {
   return {g_dense_h2d.load(), g_dense_d2h.load(), g_dense_h2d_bytes.load(), g_dense_d2h_bytes.load()};
+}
+
+namespace {
+std::atomic<int64_t> g_sg_h2d{0}, g_sg_d2h{0}, g_sg_h2d_bytes{0}, g_sg_d2h_bytes{0};
+}  // namespace
+
+void add_sparse_grad_copies(const SparseGradCopyTotals& c) {
+  g_sg_h2d.fetch_add(c.host_to_device);
+  g_sg_d2h.fetch_add(c.device_to_host);
+  g_sg_h2d_bytes.fetch_add(c.host_to_device_bytes);
+  g_sg_d2h_bytes.fetch_add(c.device_to_host_bytes);
+}
+
+SparseGradCopyTotals sparse_grad_copy_totals() {
+  return {g_sg_h2d.load(), g_sg_d2h.load(), g_sg_h2d_bytes.load(), g_sg_d2h_bytes.load()};
 }
 
 }  // namespace embedscope::engine::detail

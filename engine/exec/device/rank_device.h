@@ -72,6 +72,33 @@ class RankDevice : public IntraDeviceOps {
   virtual void update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1, float* momentum2,
                       int64_t rows, int64_t cols, const int64_t* row_ids, const int64_t* offsets, int64_t n,
                       const float* values) const = 0;
+  /// The pooled-output gradients of one fp32 shard's slots, packed for accumulate_update: every
+  /// pointer is device memory. `num_bags` bags, `bags_per_part` of them per slot (part), bag b
+  /// reading ids[offsets[b] .. offsets[b + 1]) (offsets from 0, num_bags + 1 of them; num_ids =
+  /// offsets[num_bags], also given here because the host knows it); grad num_bags x grad_stride
+  /// floats; scale one float per bag, nullptr for 1.
+  struct SparseGradInput {
+    const int64_t* ids = nullptr;
+    const int64_t* offsets = nullptr;
+    int64_t num_bags = 0;
+    int64_t bags_per_part = 1;
+    int64_t num_ids = 0;
+    const float* scale = nullptr;
+    const float* grad = nullptr;
+    int64_t grad_stride = 0;
+  };
+  /// accumulate_sparse_grad of each part + merge_sparse_grads of the parts (kernels.h), then
+  /// apply_row_optimizer with the result, all on the device (issue 14: the gradient rows are
+  /// never built on the host): summation in id, then part, then bag order, every product and sum
+  /// rounded on its own (sparse_grad_core.h), so bit-equal to the CPU code. The number of
+  /// distinct rows is written to *unique_count (one int64 of device memory; the caller reads it
+  /// when it needs it). On a GPU accumulate_sparse_grad_cuda (scratch and output rows from the
+  /// rank's grow-only workspaces) and tbe_backward_update with its one-row bags, on the compute
+  /// stream, without waiting; the stand-in: sparse_grad_core::accumulate_sorted and
+  /// apply_row_optimizer. Weights and state as update.
+  virtual void accumulate_update(const OptimizerSpec& opt, int64_t iteration, float* weights, float* momentum1,
+                                 float* momentum2, int64_t rows, int64_t cols, const SparseGradInput& in,
+                                 int64_t* unique_count) const = 0;
   /// prepare_shard for a shard stored as `type` (fp16 / bf16: the lookup plan of that precision;
   /// int8 / int4 need none; fp32 = prepare_shard).
   virtual void prepare_encoded_shard(int64_t rows, int64_t cols, TableDataType type) const = 0;
@@ -198,6 +225,22 @@ struct DenseCopyTotals {
   int64_t host_to_device_bytes = 0;  ///< bytes
   int64_t device_to_host_bytes = 0;  ///< bytes
 };
+/// The host<->device copies of the embedding update on the device path in the measured steps of
+/// this process's runs, over every rank (Rank::device_update, Rank::device_accumulate_updates):
+/// each to_device / to_host call one. Before issue 14's device accumulation every shard update
+/// copied its gradient rows, offsets and values (3 copies); now one packed copy per shard and one
+/// read of the steps' distinct-row counts. Process-wide running totals (a test reads them before
+/// and after a run).
+struct SparseGradCopyTotals {
+  int64_t host_to_device = 0;        ///< copies
+  int64_t device_to_host = 0;        ///< copies
+  int64_t host_to_device_bytes = 0;  ///< bytes
+  int64_t device_to_host_bytes = 0;  ///< bytes
+};
+/// Adds copies (Rank, in measured steps).
+void add_sparse_grad_copies(const SparseGradCopyTotals& c);
+SparseGradCopyTotals sparse_grad_copy_totals();
+
 /// Adds one rank's measured step's copies (Rank::main, after each measured step).
 void add_dense_copies(const DenseCopyTotals& step);
 DenseCopyTotals dense_copy_totals();

@@ -164,6 +164,8 @@ void Rank::device_update(int64_t iteration, float* weights, float* momentum1, fl
   to_gpu(d_rows);
   to_gpu(d_off);
   to_gpu(d_vals);
+  if (measured_)
+    detail::add_sparse_grad_copies({3, 0, static_cast<int64_t>((2 * n + 1) * sizeof(int64_t) + g.values.size() * sizeof(float)), 0});
   gpu_->update(sh_.spec.optimizer, iteration, weights, momentum1, momentum2, rows, cols, d_rows.device_data(),
                d_off.device_data(), static_cast<int64_t>(n), d_vals.device_data());
 }

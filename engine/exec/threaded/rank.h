@@ -472,6 +472,22 @@ class Rank final : public sharding::RankContext {
   /// and state are device memory (RankDevice::update with the rows x cols plan; g on the host).
   void device_update(int64_t iteration, float* weights, float* momentum1, float* momentum2, int64_t rows, int64_t cols,
                      const SparseGrad& g);
+  /// Whether the embedding backward of `ls` runs on the device from the pooled-output
+  /// gradients (device_accumulate_update): on a device, fp32 rows and state, device placement,
+  /// not factorized (the others build their SparseGrad on the host: reduced precision, host
+  /// tables, low-rank factors and the modules that apply their shards' gradients themselves).
+  bool accumulates_on_device(const LocalShard& ls) const {
+    return gpu_ != nullptr && !ls.host && ls.low_rank_dim == 0 && ls.data_type == TableDataType::fp32 &&
+           ls.state_type == OptimizerStateType::fp32 && ls.s.num_cols > 0;
+  }
+  /// On the device (issue 14): the slots `ks` of b that read shard ls (their ids, offsets,
+  /// scales and pooled-output gradients) packed into one buffer and copied to the device once,
+  /// then RankDevice::accumulate_update (accumulation and row optimizer there) with the shard's
+  /// count of distinct rows written to *d_count (device memory; the caller reads every shard's
+  /// count with one copy after the loop). Bit-equal to accumulate_sparse_grad per slot,
+  /// merge_sparse_grads and apply_row_optimizer.
+  void device_accumulate_update(LocalShard& ls, const std::vector<size_t>& ks, const Inflight& b, int64_t iteration,
+                                int64_t* d_count);
   /// On the device: low_rank_backward of a factorized shard (RankDevice::low_rank_backward from
   /// A and B there); returns {dA, dB} on the host, as low_rank_backward does.
   std::pair<SparseGrad, SparseGrad> device_low_rank_backward(LocalShard& ls, const SparseGrad& g);

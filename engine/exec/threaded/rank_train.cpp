@@ -79,25 +79,110 @@ void Rank::backward_fused_optimizer(Inflight& b) {
   // ---- embedding backward + fused optimizer ----------------------------------------------------
   // shards whose module applies their gradients itself (its update ops), per module
   ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::optimizer, "backward_fused_optimizer", step_);
-  for (auto& ls : shards) {
-    std::vector<SparseGrad> parts;
+  // shards accumulated and updated on the device (accumulates_on_device): their counts of
+  // distinct rows land in `counts` (device memory, one per shard), read with one copy at the end
+  DeviceBuffer<int64_t> counts;
+  std::vector<size_t> on_device;  // indices into shards
+  for (size_t si = 0; si < shards.size(); ++si) {
+    LocalShard& ls = shards[si];
+    std::vector<size_t> ks;  // the slots reading the shard, in slot order (the parts' order)
     for (size_t k = 0; k < nmine; ++k) {
       const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
       if (sl.table != ls.table || sl.s.row_offset != ls.s.row_offset || sl.s.col_offset != ls.s.col_offset) continue;
+      ks.push_back(k);
+    }
+    if (ks.empty()) continue;  // a shard no slot reads (a replica: its module updates it)
+    const auto m = std::find_if(shardings_.begin(), shardings_.end(),
+                                [&](const auto& x) { return x->applies_shard_grads(L_, ls.table); });
+    if (m == shardings_.end() && accumulates_on_device(ls)) {
+      if (counts.size() == 0) counts = buf<int64_t>("gradients", shards.size());
+      device_accumulate_update(ls, ks, b, b.it + 1, counts.device_data() + si);
+      on_device.push_back(si);
+      continue;
+    }
+    std::vector<SparseGrad> parts;
+    for (const size_t k : ks)
       parts.push_back(accumulate_sparse_grad(ls.s.num_cols, b.slot_ids[k].data(), b.slot_off[k].data(), W * B,
                                              b.slot_scale[k].empty() ? nullptr : b.slot_scale[k].data(),
                                              b.slot_grad[k].data(), ls.s.num_cols));
-    }
-    if (parts.empty()) continue;  // a shard no slot reads (a replica: its module updates it)
     SparseGrad g = parts.size() == 1 ? std::move(parts[0]) : merge_sparse_grads(parts, ls.s.num_cols);
-    const auto m = std::find_if(shardings_.begin(), shardings_.end(),
-                                [&](const auto& x) { return x->applies_shard_grads(L_, ls.table); });
     if (m != shardings_.end()) {
       b.shard_grads[static_cast<size_t>(m - shardings_.begin())].push_back({ls.table, ls.shard_index, std::move(g)});
       continue;
     }
     update(ls.table, ls.shard_index, b.it + 1, std::move(g));
   }
+  if (on_device.empty()) return;
+  // the distinct rows of the device's shards (the load counters' unique ids), after every
+  // shard's work is queued: the one wait of the embedding backward
+  const auto bytes = static_cast<int64_t>(counts.size() * sizeof(int64_t));
+  gpu_->to_host(counts.data(), counts.device_data(), bytes);
+  if (measured_) detail::add_sparse_grad_copies({0, 1, 0, bytes});
+  for (const size_t si : on_device) {
+    const int64_t n = counts[si];
+    if (measured_) summary.unique_ids += n;
+    load_of(shards[si].table, shards[si].shard_index).unique_ids = n;
+  }
+}
+
+void Rank::device_accumulate_update(LocalShard& ls, const std::vector<size_t>& ks, const Inflight& b,
+                                    int64_t iteration, int64_t* d_count) {
+  const int64_t WB = static_cast<int64_t>(L_.world) * L_.B, cols = ls.s.num_cols;
+  const auto P = static_cast<int64_t>(ks.size());
+  const int64_t bags = P * WB;
+  int64_t num_ids = 0;
+  bool scaled = false;
+  for (const size_t k : ks) {
+    num_ids += b.slot_off[k][static_cast<size_t>(WB)] - b.slot_off[k][0];
+    scaled = scaled || !b.slot_scale[k].empty();
+  }
+  if (num_ids == 0) {  // no rows to update: the count (0) only, nothing copied
+    detail::RankDevice::SparseGradInput none;
+    none.num_bags = 0;
+    none.grad_stride = cols;
+    gpu_->accumulate_update(sh_.spec.optimizer, iteration, ls.weights.device_data(), ls.momentum1.device_data(),
+                            ls.momentum2.device_data(), ls.s.num_rows, cols, none, d_count);
+    return;
+  }
+  // one buffer, one copy: ids (num_ids), offsets (bags + 1, from 0; int64), the gradients
+  // (bags x cols) and the scales (bags; 1 for a slot without, as the CPU's nullptr) as floats
+  const int64_t floats = bags * cols + (scaled ? bags : 0);
+  const int64_t words = num_ids + bags + 1 + (floats + 1) / 2;
+  auto pack = buf<int64_t>("gradients", static_cast<size_t>(words));
+  int64_t* ids = pack.data();
+  int64_t* off = ids + num_ids;
+  auto* grad = reinterpret_cast<float*>(off + bags + 1);
+  float* scale = scaled ? grad + bags * cols : nullptr;
+  int64_t at = 0, bag = 0;
+  off[0] = 0;
+  for (const size_t k : ks) {
+    const int64_t* so = b.slot_off[k].data();
+    std::copy(b.slot_ids[k].data() + so[0], b.slot_ids[k].data() + so[WB], ids + at);
+    for (int64_t i = 1; i <= WB; ++i) off[bag + i] = at + so[i] - so[0];
+    at += so[WB] - so[0];
+    std::memcpy(grad + bag * cols, b.slot_grad[k].data(), static_cast<size_t>(WB * cols) * sizeof(float));
+    if (scaled) {
+      if (b.slot_scale[k].empty()) std::fill_n(scale + bag, WB, 1.0f);
+      else std::copy_n(b.slot_scale[k].data(), WB, scale + bag);
+    }
+    bag += WB;
+  }
+  to_gpu(pack);
+  if (measured_) detail::add_sparse_grad_copies({1, 0, words * static_cast<int64_t>(sizeof(int64_t)), 0});
+  const int64_t* d_ids = pack.device_data();
+  const int64_t* d_off = d_ids + num_ids;
+  const auto* d_grad = reinterpret_cast<const float*>(d_off + bags + 1);
+  detail::RankDevice::SparseGradInput in;
+  in.ids = d_ids;
+  in.offsets = d_off;
+  in.num_bags = bags;
+  in.bags_per_part = WB;
+  in.num_ids = num_ids;
+  in.scale = scaled ? d_grad + bags * cols : nullptr;
+  in.grad = d_grad;
+  in.grad_stride = cols;
+  gpu_->accumulate_update(sh_.spec.optimizer, iteration, ls.weights.device_data(), ls.momentum1.device_data(),
+                          ls.momentum2.device_data(), ls.s.num_rows, cols, in, d_count);
 }
 
 void Rank::dense_optimizer(Inflight& b) {
