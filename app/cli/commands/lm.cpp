@@ -71,6 +71,16 @@ std::string memory_table(const std::vector<es::LmMemoryEstimate>& est) {
   return out;
 }
 
+/// How the cost model times the step's GEMMs (cost_model.cpp: flops / (dense_flops_per_s x
+/// dense_efficiency), the profile's FP32 rate): said on every SIMULATED line (tester43 F16), since
+/// a bf16 / fp16 workload on a real GPU runs them on tensor cores, many times faster.
+std::string gemm_rate_text(const es::LmWorkloadSpec& s) {
+  if (s.data_type == es::LmDataType::fp32) return "GEMMs timed as fp32 on CUDA cores (no tensor cores, no TF32)";
+  return fmt::format("GEMMs timed as fp32 on CUDA cores (no tensor cores): a {} run on tensor cores would spend "
+                     "far less time computing, so communication's share would be larger",
+                     es::to_string(s.data_type));
+}
+
 /// One step of the workload's program (program/lm_program.h) timed on hardware profile
 /// `profile` (--simulate, else the planner's default): step time, communication, bytes/token.
 json simulated_step_json(const es::LmWorkloadSpec& spec, const std::string& profile, int gpus_per_node) {
@@ -134,9 +144,9 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
                              does_not_fit.empty() ? "fits" : "DOES NOT FIT", spec.world_size, format_bytes(need),
                              format_bytes(machine));
   std::cout << fmt::format(
-      "\nSIMULATED step on {} ({} GPUs per node; the step program timed by the cost model, not this machine): {:.3f} ms, "
-      "communication {:.1f}% (embedding {:.1f}%), {:.0f} bytes on the wire per token\n",
-      profile, sim.at("gpus_per_node").get<int>(), sim.at("step_ns").get<double>() * 1e-6,
+      "\nSIMULATED step on {} ({} GPUs per node; the step program timed by the cost model, not this machine; {}): "
+      "{:.3f} ms, communication {:.1f}% (embedding {:.1f}%), {:.0f} bytes on the wire per token\n",
+      profile, sim.at("gpus_per_node").get<int>(), gemm_rate_text(spec), sim.at("step_ns").get<double>() * 1e-6,
       100 * sim.at("comm_share").get<double>(), 100 * sim.at("embedding_comm_share").get<double>(),
       sim.at("bytes_on_the_wire_per_token").get<double>());
   if (!does_not_fit.empty()) {  // printed, then refused, as a DLRM plan that does not fit (plan.cpp)
@@ -174,8 +184,8 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
                                         : std::min(spec.world_size, es::load_hardware_profile(a.simulate).gpus_per_node);
     const int nodes = (spec.world_size + gpn - 1) / gpn;
     fmt::print(stderr, "SIMULATED: {} node{} x {} GPUs of hardware profile {}; every time below is the cost model's, "
-                       "nothing is trained\n",
-               nodes, nodes == 1 ? "" : "s", gpn, a.simulate);
+                       "nothing is trained; {}\n",
+               nodes, nodes == 1 ? "" : "s", gpn, a.simulate, gemm_rate_text(spec));
   }
   es::LmRunResult r;
   try {
