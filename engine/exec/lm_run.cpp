@@ -10,6 +10,7 @@
 
 #include "embedscope/engine/comm/flight_recorder.h"
 #include "embedscope/engine/comm/gloo_process_group.h"
+#include "embedscope/engine/planner/lm_memory_estimate.h"
 #include "embedscope/engine/workload/spec.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
@@ -48,6 +49,9 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
     throw SpecError(fmt::format("workload: /devices/count: a measured lm_embedding run has at most {} ranks (CPU threads "
                                 "of one process), got {}; --simulate PROFILE models up to {}",
                                 kMaxLmCpuRanks, spec.world_size, kMaxSimulatedRanks));
+  // ranks beyond this machine's memory: bad input before anything is allocated or written (tester43 F1)
+  if (const std::string why = lm_memory_refusal(estimate_lm_memory(spec), lm_machine_memory_bytes()); !why.empty())
+    throw SpecError("workload: " + why);
   threaded::LmExecutor executor(spec, options);
   std::unique_ptr<sessions::SessionWriter> writer;
   if (!options.session_path.empty()) {

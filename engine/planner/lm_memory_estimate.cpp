@@ -2,7 +2,12 @@
 
 #include "embedscope/engine/planner/lm_memory_estimate.h"
 
+#include <unistd.h>
+
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "embedscope/sessions/model/units.h"
 
 namespace embedscope::engine {
 
@@ -53,6 +58,27 @@ nlohmann::json to_json(const std::vector<LmMemoryEstimate>& est) {
                      {"activation_bytes", e.activation_bytes},
                      {"total_bytes", e.total()}});
   return {{"ranks", ranks}};
+}
+
+int64_t lm_machine_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+}
+
+std::string lm_memory_refusal(const std::vector<LmMemoryEstimate>& est, int64_t machine_bytes) {
+  int64_t need = 0;
+  std::string each;
+  for (const auto& e : est) {
+    need += e.total();
+    each += fmt::format("{}rank {} {}{}", each.empty() ? "" : ", ", e.rank, each.empty() ? "needs " : "",
+                        sessions::format_bytes(e.total()));
+  }
+  if (machine_bytes <= 0 || need <= machine_bytes * 9 / 10) return "";
+  return fmt::format("/devices: the cpu backend runs all {} ranks of this lm_embedding workload as threads of this "
+                     "process: {} (planner/lm_memory_estimate.h), {} in all, but this machine has {} (a run is "
+                     "refused above 90% of it); use fewer ranks, a smaller vocab_size, hidden_size or micro batch, "
+                     "or --simulate PROFILE",
+                     est.size(), each, sessions::format_bytes(need), sessions::format_bytes(machine_bytes));
 }
 
 }  // namespace embedscope::engine

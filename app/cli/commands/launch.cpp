@@ -42,6 +42,7 @@
 #include "commands.h"
 #include "embedscope/engine/exec/launch/hosts_file.h"
 #include "embedscope/engine/exec/launch/rank_env.h"
+#include "embedscope/engine/workload/lm_spec.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/run_end.h"
@@ -213,9 +214,30 @@ json figures_from_session(const std::string& path) {
   }
 }
 
+// The lm_embedding workload among run's arguments (--preset NAME, --preset=NAME, or a file that
+// is one), "" when there is none. Refused before any process starts (tester43 F18): each
+// process would train every rank of it as threads, and all of them would write one session.
+std::string lm_workload_of(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--preset" && i + 1 < args.size() && es::is_lm_preset(args[i + 1])) return "preset " + args[i + 1];
+    if (a.rfind("--preset=", 0) == 0 && es::is_lm_preset(a.substr(9))) return "preset " + a.substr(9);
+    std::error_code ec;
+    if (a.empty() || a[0] == '-' || !std::filesystem::is_regular_file(a, ec)) continue;
+    try {
+      if (es::is_lm_workload_file(a)) return a;
+    } catch (const es::SpecError&) {  // not JSON (a plan, a token file): the ranks name it
+    }
+  }
+  return "";
+}
+
 int cmd_launch(const LaunchState& s) {
   if (s.n < 1) throw es::SpecError("launch -n: give the number of processes, 1 or more");
   const ChildArgs ca = split_run_args(s.rest);
+  if (const std::string lm = lm_workload_of(ca.args); !lm.empty())
+    throw es::SpecError(fmt::format("launch: {} is an lm_embedding workload: {}; run it without launch (`embedscope "
+                                    "run`, --devices N for N ranks)", lm, kLmRanksAreThreads));
   std::optional<es::launch::HostPlacement> hosts;
   if (!s.hosts_file.empty()) {
     for (const auto& a : ca.args)

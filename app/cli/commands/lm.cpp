@@ -71,6 +71,16 @@ std::string memory_table(const std::vector<es::LmMemoryEstimate>& est) {
   return out;
 }
 
+/// How the cost model times the step's GEMMs (cost_model.cpp: flops / (dense_flops_per_s x
+/// dense_efficiency), the profile's FP32 rate): said on every SIMULATED line (tester43 F16), since
+/// a bf16 / fp16 workload on a real GPU runs them on tensor cores, many times faster.
+std::string gemm_rate_text(const es::LmWorkloadSpec& s) {
+  if (s.data_type == es::LmDataType::fp32) return "GEMMs timed as fp32 on CUDA cores (no tensor cores, no TF32)";
+  return fmt::format("GEMMs timed as fp32 on CUDA cores (no tensor cores): a {} run on tensor cores would spend "
+                     "far less time computing, so communication's share would be larger",
+                     es::to_string(s.data_type));
+}
+
 /// One step of the workload's program (program/lm_program.h) timed on hardware profile
 /// `profile` (--simulate, else the planner's default): step time, communication, bytes/token.
 json simulated_step_json(const es::LmWorkloadSpec& spec, const std::string& profile, int gpus_per_node) {
@@ -98,13 +108,28 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
   const auto est = es::estimate_lm_memory(spec);
   const std::string profile = a.simulate.empty() ? std::string(es::kDefaultPlanningProfile) : a.simulate;
   const json sim = simulated_step_json(spec, profile, a.gpus_per_node);
+  // a measured run's ranks are threads of this process: its memory is their capacity (tester43
+  // F1); --simulate plans a modelled cluster, whose GPU memory is not checked here
+  const int64_t machine = es::lm_machine_memory_bytes();
+  const std::string does_not_fit = a.simulate.empty() ? es::lm_memory_refusal(est, machine) : "";
+  int64_t need = 0;
+  for (const auto& e : est) need += e.total();
   if (as_json) {
     json j = es::to_json(est);
+    if (a.simulate.empty()) {
+      j["fits"] = does_not_fit.empty();
+      j["machine_memory_bytes"] = machine;
+      if (!does_not_fit.empty()) {
+        j["ended"] = "bad_input";
+        j["error"] = does_not_fit;
+      }
+    }
     j["workload"] = es::to_json(spec);
     j["padded_vocab_size"] = spec.padded_vocab_size();
     j["simulated_step"] = sim;
     std::cout << dump(j) << "\n";
-    return 0;
+    if (!does_not_fit.empty()) fmt::print(stderr, "error: {}: {}\n", a.origin, does_not_fit);
+    return does_not_fit.empty() ? 0 : 2;
   }
   std::cout << fmt::format("workload     {}: lm_embedding {}\n", spec.name, shape_text(spec));
   std::cout << fmt::format("sharding     {} on {} ranks\n", mode_text(spec), spec.world_size);
@@ -113,29 +138,42 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
                            spec.optimizer == es::LmOptimizer::adam ? "adam: two fp32 moments per parameter"
                                                                    : "sgd: no state")
             << memory_table(est);
+  if (a.simulate.empty())
+    std::cout << fmt::format("memory       {}: all {} ranks need {} in all of this machine's {} (cpu ranks are threads "
+                             "of one process; a run is refused above 90%)\n",
+                             does_not_fit.empty() ? "fits" : "DOES NOT FIT", spec.world_size, format_bytes(need),
+                             format_bytes(machine));
   std::cout << fmt::format(
-      "\nSIMULATED step on {} ({} GPUs per node; the step program timed by the cost model, not this machine): {:.3f} ms, "
-      "communication {:.1f}% (embedding {:.1f}%), {:.0f} bytes on the wire per token\n",
-      profile, sim.at("gpus_per_node").get<int>(), sim.at("step_ns").get<double>() * 1e-6,
+      "\nSIMULATED step on {} ({} GPUs per node; the step program timed by the cost model, not this machine; {}): "
+      "{:.3f} ms, communication {:.1f}% (embedding {:.1f}%), {:.0f} bytes on the wire per token\n",
+      profile, sim.at("gpus_per_node").get<int>(), gemm_rate_text(spec), sim.at("step_ns").get<double>() * 1e-6,
       100 * sim.at("comm_share").get<double>(), 100 * sim.at("embedding_comm_share").get<double>(),
       sim.at("bytes_on_the_wire_per_token").get<double>());
+  if (!does_not_fit.empty()) {  // printed, then refused, as a DLRM plan that does not fit (plan.cpp)
+    fmt::print(stderr, "error: {}: {}\n", a.origin, does_not_fit);
+    return 2;
+  }
   return 0;
 }
 
 int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite) {
   const es::LmWorkloadSpec spec = load_lm(a, true);
   const bool simulated = !a.simulate.empty();
+  if (!simulated)  // refused before it is announced (run_lm refuses it too, before any allocation)
+    if (const std::string why = es::lm_memory_refusal(es::estimate_lm_memory(spec), es::lm_machine_memory_bytes());
+        !why.empty())
+      throw es::SpecError(a.origin + ": " + why);
   if (output.empty()) output = default_session_name();
   sessions::SessionWriter::check_path(output, overwrite);
-  fmt::print(stderr, "embedscope run: {} (lm_embedding {}) on {} {} ranks, {}, {} steps\n", spec.name, shape_text(spec),
-             spec.world_size, simulated ? "simulated" : "cpu", mode_text(spec), spec.steps);
   es::LmRunOptions opt;
   opt.session_path = output;
   opt.overwrite = overwrite;
-  if (!simulated) {
+  if (!simulated) {  // before the line below: a SIGINT or SIGTERM once it is printed cancels the run
     opt.cancel = &cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
     opt.flight_dump = &flight_dump_on_signals();
   }
+  fmt::print(stderr, "embedscope run: {} (lm_embedding {}) on {} {} ranks, {}, {} steps\n", spec.name, shape_text(spec),
+             spec.world_size, simulated ? "simulated" : "cpu", mode_text(spec), spec.steps);
   es::LmSimulateOptions sim;
   sim.session_path = output;
   sim.overwrite = overwrite;
@@ -146,8 +184,8 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
                                         : std::min(spec.world_size, es::load_hardware_profile(a.simulate).gpus_per_node);
     const int nodes = (spec.world_size + gpn - 1) / gpn;
     fmt::print(stderr, "SIMULATED: {} node{} x {} GPUs of hardware profile {}; every time below is the cost model's, "
-                       "nothing is trained\n",
-               nodes, nodes == 1 ? "" : "s", gpn, a.simulate);
+                       "nothing is trained; {}\n",
+               nodes, nodes == 1 ? "" : "s", gpn, a.simulate, gemm_rate_text(spec));
   }
   es::LmRunResult r;
   try {
@@ -195,7 +233,11 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
   for (int64_t s : r.step_ns) step_total += s;
   int64_t bytes_all = 0;
   for (const auto& rk : r.ranks) bytes_all += rk.bytes_sent;
-  const double per_token = static_cast<double>(bytes_all) / static_cast<double>(tokens * spec.steps);
+  // over the steps run: a cancelled run ran fewer than spec.steps (tester43 F7)
+  const auto steps_run = static_cast<int64_t>(r.step_ns.size());
+  const bool cancelled = r.ended == es::RunEnd::cancelled;
+  const double per_token =
+      steps_run > 0 ? static_cast<double>(bytes_all) / static_cast<double>(tokens * steps_run) : 0.0;
   const double comm_share = step_total > 0 ? static_cast<double>(comm_ns) / static_cast<double>(step_total) : 0.0;
   const double embedding_comm_share =
       step_total > 0 ? static_cast<double>(embedding_comm_ns) / static_cast<double>(step_total) : 0.0;
@@ -223,7 +265,8 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
                            {"sequence_parallel", spec.sequence_parallel},
                            {"world_size", p},
                            {"padded_vocab_size", spec.padded_vocab_size()},
-                           {"steps", spec.steps},
+                           {"steps", steps_run},
+                           {"steps_planned", spec.steps},
                            {"tokens_per_step", tokens},
                            {"step_time_ns", {{"mean", d.mean}, {"p50", d.p50}, {"min", d.min}, {"max", d.max}}},
                            {"tokens_per_s", tps},
@@ -237,7 +280,8 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
     return 0;
   }
   std::cout << padding_text(spec);
-  std::cout << fmt::format("steps        {} of {} tokens ({})\n", spec.steps, tokens,
+  std::cout << fmt::format("steps        {}{} of {} tokens ({})\n", steps_run,
+                           cancelled ? fmt::format(" (cancelled; {} planned)", spec.steps) : "", tokens,
                            spec.sharding == es::LmSharding::vocab_parallel ? "one tensor-parallel group, every rank the same tokens"
                                                                            : fmt::format("{} per rank x {} ranks", tokens / p, p));
   std::cout << fmt::format("step time    mean {}  p50 {}  min {}\n", ms(d.mean), ms(d.p50), ms(d.min));
@@ -265,7 +309,10 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
                              format_bytes(r.ranks[i].bytes_sent), format_bytes(r.ranks[i].bytes_received),
                              format_bytes(est[i].total()),
                              simulated ? std::string("-") : format_bytes(r.ranks[i].peak_allocated));
-  std::cout << fmt::format("\nsession: {}\n", output);
+  if (cancelled)  // as a cancelled DLRM run ends its summary (run.cpp)
+    std::cout << fmt::format("\ncancelled after {} step{}; session: {}\n", steps_run, steps_run == 1 ? "" : "s", output);
+  else
+    std::cout << fmt::format("\nsession: {}\n", output);
   return 0;
 }
 

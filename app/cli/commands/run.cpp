@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -66,6 +67,17 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
             ProcessArgs& proc, int64_t held_out_batches, const std::vector<std::string>& allow_storage) {
   if (is_lm_args(a)) {  // "model": "lm_embedding" (issue 19): its own runner
     if (!plan_file.empty()) throw es::SpecError("--plan: not for an lm_embedding workload (its plan is its sharding)");
+    // started as one rank of several by mpirun, srun or torchrun (rank_env.h): every process
+    // would train the whole job (tester43 F18). A world of one is the whole job: it runs.
+    std::optional<es::launch::LaunchEnv> env;
+    try {
+      env = es::launch::launch_from_environment(es::launch::launcher_environment());
+    } catch (const es::SpecError&) {  // variables this workload never reads
+    }
+    if (env && env->world_size > 1)
+      throw es::SpecError(fmt::format("{}: rank {} of {} from {}'s environment: {}",
+                                      !a.file.empty() ? a.file : "preset " + a.preset, env->rank, env->world_size,
+                                      env->launcher, kLmRanksAreThreads));
     return cmd_run_lm(a, as_json, output, overwrite);
   }
   const bool auto_plan = plan_file == "auto";
@@ -363,6 +375,12 @@ Command add_run_command(CLI::App& app) {
       ->check(at_least(0))
       ->capture_default_str();
   add_process_options(run, s->process);
+  // load_lm refuses them for an lm_embedding workload (its ranks are threads of one process)
+  s->args.given["--rank"] = s->process.rank_opt;
+  s->args.given["--world-size"] = s->process.world_opt;
+  s->args.given["--rendezvous"] = s->process.rendezvous_opt;
+  s->args.given["--run-id"] = s->process.run_id_opt;
+  s->args.given["--host"] = s->process.host_opt;
   return {run, [s] { return run_then_finish(*s); }, [s] { return s->json; }};
 }
 

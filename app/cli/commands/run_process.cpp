@@ -28,7 +28,7 @@ void add_process_options(CLI::App* run, ProcessArgs& p) {
   p.world_opt = run->add_option("--world-size", p.world_size, "The number of processes (ranks) of the run (sets --devices)")
                     ->check(kInteger)
                     ->check(CLI::Range(1, 1'000'000));
-  run->add_option("--rendezvous", p.rendezvous,
+  p.rendezvous_opt = run->add_option("--rendezvous", p.rendezvous,
                   "Where the ranks find each other: file:///shared/dir (a directory every rank sees; Gloo's FileStore) "
                   "or redis://HOST:PORT[/PREFIX] (Gloo's RedisStore); under mpirun without it, MPI bootstraps a "
                   "FileStore in $EMBEDSCOPE_RENDEZVOUS_DIR (default $TMPDIR or /tmp)");

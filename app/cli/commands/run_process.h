@@ -19,7 +19,8 @@ namespace embedscope::cli {
 struct ProcessArgs {
   int rank = -1, world_size = 0;
   std::string rendezvous, run_id = "default", host = "127.0.0.1";
-  CLI::Option *rank_opt = nullptr, *world_opt = nullptr, *run_id_opt = nullptr, *host_opt = nullptr;
+  CLI::Option *rank_opt = nullptr, *world_opt = nullptr, *rendezvous_opt = nullptr, *run_id_opt = nullptr,
+              *host_opt = nullptr;
   int node = -1, local_rank = -1;  ///< the launcher's node and local rank (-1: not said)
   std::optional<engine::launch::MpiBootstrap> mpi;  ///< set when MPI bootstrapped the store
   std::string output_pattern;  ///< -o as given (with {rank}), set by rank_output

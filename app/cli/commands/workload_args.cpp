@@ -113,6 +113,11 @@ es::LmWorkloadSpec load_lm(WorkloadArgs& a, bool simulate_flags) {
   es::LmWorkloadSpec spec = !a.file.empty() ? es::load_lm_workload_file(a.file) : es::load_lm_preset(a.preset);
   a.origin = !a.file.empty() ? a.file : "preset " + a.preset;
   const bool simulated = simulate_flags && a.was_given("--simulate");
+  // run's one-rank-per-process flags (run_process.h; registered in a.given by `run` only): this
+  // process runs every rank as a thread, so a rank per process would train the whole job in each
+  for (const char* flag : {"--rank", "--world-size", "--rendezvous", "--run-id", "--host"})
+    if (a.was_given(flag))
+      throw es::SpecError(fmt::format("{}: not for an lm_embedding workload ({}): {}", flag, a.origin, kLmRanksAreThreads));
   for (const char* flag : {"--local-world-size", "--warmup-steps", "--backend", "--pipeline", "--qcomms", "--simulate",
                            "--nodes", "--gpus-per-node", "--network-bandwidth", "--network-latency"}) {
     const std::string_view f(flag);
@@ -122,8 +127,8 @@ es::LmWorkloadSpec load_lm(WorkloadArgs& a, bool simulate_flags) {
       throw es::SpecError(fmt::format("{}: only with --simulate PROFILE (a modelled cluster)", flag));
     throw es::SpecError(fmt::format("{}: not for an lm_embedding workload ({} runs on CPU ranks; its flags: --devices, "
                                     "--sharding, --sequence-parallel, --steps, --batch-size, --simulate, --nodes, "
-                                    "--gpus-per-node)",
-                                    flag, a.origin));
+                                    "--gpus-per-node; {})",
+                                    flag, a.origin, kLmRanksAreThreads));
   }
   std::vector<std::pair<std::string, std::string>> set_by;
   if (a.was_given("--devices")) {

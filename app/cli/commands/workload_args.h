@@ -97,12 +97,22 @@ engine::WorkloadSpec load(WorkloadArgs& a);
 /// (built without CUDA (EMBEDSCOPE_WITH_CUDA=OFF))", "auto picked cuda: 2 CUDA devices". Never throws.
 std::string auto_backend_note(const WorkloadArgs& a, const engine::WorkloadSpec& resolved);
 
+/// Why `run --rank/--world-size/--rendezvous/--run-id/--host`, a launcher's environment and
+/// `embedscope launch` are refused for an lm_embedding workload (tester43 F18): one process runs
+/// all its ranks as threads (exec/lm_run.h), so a rank per process would train the whole job in
+/// every process.
+inline constexpr const char* kLmRanksAreThreads =
+    "an lm_embedding workload's ranks are threads of one process: --rank/--world-size/--rendezvous and launch are "
+    "for DLRM workloads";
+
 /// Whether the workload the arguments name (file or --preset) is an lm_embedding workload
 /// (workload/lm_spec.h); reads the file. Throws SpecError for an unreadable file.
 bool is_lm_args(const WorkloadArgs& a);
 /// Loads the lm_embedding workload and applies --devices, --sharding (vocab_parallel,
 /// data_parallel, row_wise), --sequence-parallel, --steps, --batch-size (micro_batch_size);
-/// refuses the flags that have no meaning for it (bad input naming the flag). Throws SpecError.
+/// refuses the flags that have no meaning for it (bad input naming the flag; run's --rank,
+/// --world-size, --rendezvous, --run-id and --host among them, kLmRanksAreThreads), before
+/// anything is written. Throws SpecError.
 /// `simulate_flags`: also --simulate PROFILE, and with it --nodes and --gpus-per-node (the
 /// cluster: world_size = nodes x GPUs per node, up to kMaxSimulatedRanks; a.gpus_per_node is set
 /// to the GPUs per node) (plan: the simulated step of the program on that hardware,

@@ -5,6 +5,7 @@
 // with V'/p for vocab_parallel and row_wise (the table, its gradient, and the logits slice).
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -48,5 +49,20 @@ std::vector<LmMemoryEstimate> estimate_lm_memory(const LmWorkloadSpec& spec);
 
 /// {"ranks": [{"rank", "row_begin", "row_end", "table_bytes", ..., "total_bytes"}]}
 nlohmann::json to_json(const std::vector<LmMemoryEstimate>& est);
+
+/// This machine's physical memory, bytes (sysconf _SC_PHYS_PAGES x _SC_PAGE_SIZE; 0 when unknown):
+/// the capacity of a measured lm_embedding run, whose cpu ranks are threads of one process.
+int64_t lm_machine_memory_bytes();
+
+/// "" when the ranks of a measured (cpu) run of `spec`, all threads of this process, fit in 90%
+/// of `machine_bytes` together (the rule of the DLRM cpu backend, exec/host_memory_check.h;
+/// 0: unknown, never refused), else the refusal, the text of the SpecError run_lm throws
+/// (tester43 F1): each rank's estimate, the sum and the machine's memory. Example (3 ranks of
+/// 43.0 TiB, a 23.5 GiB machine): "/devices: the cpu backend runs all 3 ranks of this
+/// lm_embedding workload as threads of this process: rank 0 needs 43.0 TiB, rank 1 43.0 TiB,
+/// rank 2 43.0 TiB (planner/lm_memory_estimate.h), 129.0 TiB in all, but this machine has
+/// 23.5 GiB (a run is refused above 90% of it); use fewer ranks, a smaller vocab_size,
+/// hidden_size or micro batch, or --simulate PROFILE". Pure; O(ranks).
+std::string lm_memory_refusal(const std::vector<LmMemoryEstimate>& est, int64_t machine_bytes);
 
 }  // namespace embedscope::engine
