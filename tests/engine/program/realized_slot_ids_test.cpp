@@ -78,9 +78,7 @@ TEST(RealizedSlotIds, StepProgramLookupsAndIdSplitsByHand) {
   const WorkloadSpec spec = rsi_spec(3, 3, 110);
   const std::vector<double> by_row = rsi_mass_by_row(spec, 3);
   const RowPermutation perm = feature_row_permutation(spec, 0, 3);
-  // the permutation really moves the hottest row off rank 0 somewhere in this test's seed, or
-  // at least puts the three masses on three distinct ranks
-  ASSERT_NE(perm(0), perm(1));
+  ASSERT_NE(perm(0), perm(1));  // three Zipf ranks on three rows (and so on three ranks)
   std::vector<int64_t> send(3);  // ids a rank sends to rank d (one row each): 110 x mass
   for (int d = 0; d < 3; ++d) send[static_cast<size_t>(d)] = std::llround(110.0 * by_row[static_cast<size_t>(d)]);
   EXPECT_EQ(send[static_cast<size_t>(perm(0))], 60);
