@@ -14,6 +14,7 @@
 
 #include "embedscope/engine/cost/cache_model.h"
 #include "embedscope/engine/cost/cost_model.h"
+#include "embedscope/engine/input/realized_share.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/model/host_cache.h"
 #include "embedscope/engine/model/low_rank.h"
@@ -405,7 +406,7 @@ class Search {
         std::vector<double> ids;
         for (int f : ti.features) {
           const FeatureSpec& fs = spec_.features[static_cast<size_t>(f)];
-          double share = s.num_rows != t.rows() ? shard_id_share(t, fs, s.row_offset, s.num_rows) : 1.0;
+          double share = s.num_rows != t.rows() ? realized_id_share(spec_, t, f, s.row_offset, s.num_rows) : 1.0;
           if (const double hot = program::hot_id_share(spec_, static_cast<int>(i), f, s.row_offset, s.row_offset + s.num_rows);
               hot > 0)
             share = std::max(0.0, share - hot);
@@ -451,7 +452,7 @@ class Search {
 
   // ShardCost::host of shard s of table i, memoized: each feature's ids a step are batch x world
   // x its mean pooling factor, times the shard's share of them (share > 0: that share for every
-  // feature, table_wise / column_wise 1; else shard_id_share of its row range, as row_wise).
+  // feature, table_wise / column_wise 1; else realized_id_share of its row range, as row_wise).
   double host_perf(size_t i, const Shard& s, double share) const {
     const TableSpec& t = spec_.tables[i];
     if (t.placement == TablePlacement::device) return 0.0;
@@ -461,7 +462,7 @@ class Search {
     for (int f : tables_[i].features) {
       const FeatureSpec& fs = spec_.features[static_cast<size_t>(f)];
       ids.emplace_back(f, cost_.batch() * W_ * fs.pooling_factor.mean *
-                              (share > 0 ? share : shard_id_share(t, fs, s.row_offset, s.num_rows)));
+                              (share > 0 ? share : realized_id_share(spec_, t, f, s.row_offset, s.num_rows)));
     }
     return host_perf_[key] = cost_.host(t, s, ids);
   }

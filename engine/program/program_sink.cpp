@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/engine/input/id_share.h"
+#include "embedscope/engine/input/realized_share.h"
 #include "embedscope/engine/input/input.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/quant/row_codec.h"
@@ -18,55 +19,16 @@ namespace embedscope::engine::program {
 using sessions::Lane;
 using sessions::OpCategory;
 
-namespace {
-__extension__ typedef __int128 sink_i128;  // products of two values below 2^40 (GCC/Clang)
-
-// The Zipf rank (0 = hottest) of each row under feature f's permutation k -> (a k + c) mod n
-// (input.h RowPermutation): c = perm(0), a = perm(1) - c (mod n), so the rank of row r is
-// a^-1 (r - c) mod n (a^-1 by the extended Euclidean algorithm; gcd(a, n) = 1).
-class ZipfRankOfRow {
- public:
-  ZipfRankOfRow(const WorkloadSpec& spec, int feature, int64_t n) : n_(n) {
-    const RowPermutation perm = feature_row_permutation(spec, feature, n);
-    c_ = n > 1 ? perm(0) : 0;
-    const int64_t a = n > 1 ? ((perm(1) - c_) % n + n) % n : 1;
-    int64_t r0 = n, r1 = a, t0 = 0, t1 = 1;  // invariant: t_i a = r_i (mod n)
-    while (r1 != 0) {
-      const int64_t q = r0 / r1;
-      std::tie(r0, r1) = std::pair{r1, r0 - q * r1};
-      std::tie(t0, t1) = std::pair{t1, t0 - q * t1};
-    }
-    inv_a_ = n > 1 ? (t0 % n + n) % n : 0;
-  }
-  int64_t operator()(int64_t row) const {
-    if (n_ <= 1) return 0;
-    const int64_t d = ((row - c_) % n_ + n_) % n_;
-    return static_cast<int64_t>(static_cast<sink_i128>(inv_a_) * d % n_);
-  }
-
- private:
-  int64_t n_, c_ = 0, inv_a_ = 0;
-};
-}  // namespace
-
 double hot_id_share(const WorkloadSpec& spec, int table, int feature, int64_t row_begin, int64_t row_end) {
   const TableSpec& t = spec.tables[static_cast<size_t>(table)];
   const auto e = spec.sharding.per_table.find(t.name);
   if (e == spec.sharding.per_table.end()) return 0.0;
   const auto& hot = e->second.hot_rows;
-  const FeatureSpec& f = spec.features[static_cast<size_t>(feature)];
-  auto first = std::lower_bound(hot.begin(), hot.end(), row_begin);
+  // each hot row's own realized share, so that a row range's realized share less its hot rows'
+  // is exactly the realized share of its other rows (realized_id_share is additive over rows)
   double share = 0.0;
-  if (t.hash_size == 0 && f.ids.kind == IdDistributionKind::zipf && f.ids.permute) {
-    // permuted Zipf ids: a row's share is the mass of its Zipf rank, (k + 1)^-alpha / H(n, alpha)
-    // (row_range_share's num_rows / n is the mean over rows; hot rows are the heavy ones)
-    const ZipfRankOfRow rank_of(spec, feature, t.num_embeddings);
-    const double total = zipf_mass(t.num_embeddings, f.ids.alpha);
-    for (auto it = first; it != hot.end() && *it < row_end; ++it)
-      share += std::pow(static_cast<double>(rank_of(*it) + 1), -f.ids.alpha) / total;
-    return share;
-  }
-  for (auto it = first; it != hot.end() && *it < row_end; ++it) share += shard_id_share(t, f, *it, 1);
+  for (auto it = std::lower_bound(hot.begin(), hot.end(), row_begin); it != hot.end() && *it < row_end; ++it)
+    share += realized_id_share(spec, t, feature, *it, 1);
   return share;
 }
 
@@ -75,7 +37,7 @@ double expected_slot_ids(const WorkloadSpec& spec, const detail::Slot& sl, bool&
   const TableSpec& t = spec.tables[static_cast<size_t>(sl.table)];
   double share = 1.0;
   if (sl.bucketize_by_rows && sl.s.num_rows != t.rows()) {
-    share = shard_id_share(t, f, sl.s.row_offset, sl.s.num_rows);
+    share = realized_id_share(spec, t, sl.feature, sl.s.row_offset, sl.s.num_rows);
     exact = false;
   }
   if (sl.bucketize_by_rows) {  // hot rows' ids stay on the rank of their bag (sharding/hot_rows.cpp)

@@ -14,18 +14,24 @@ namespace embedscope::engine::program {
 
 /// Expected ids of slot `sl` that one rank sends per batch (B bags of the slot's feature at
 /// the mean pooling factor, times, for row-bucketized slots, the expected share of the table's
-/// ids in the slot's row range: input/id_share.h shard_id_share, so a row-wise shard holding
-/// Zipf ids' hot rows (permute = false) gets their mass); `exact` becomes false where the count depends on
-/// the ids (row ranges, Poisson lengths, dropped ids).
+/// ids in the slot's row range: input/realized_share.h realized_id_share, so a row-wise shard
+/// holding Zipf ids' hot rows gets their mass, at the start of the table for permute = false and
+/// where the feature's seeded permutation puts them for permute = true; less the hot rows'
+/// hot_id_share); `exact` becomes false where the count depends on the ids (row ranges, Poisson
+/// lengths, dropped ids).
+/// Example: criteo_kaggle's 3-row t_cat_8 (alpha 1.15, permuted) row-wise 1/1/1 over 3 ranks:
+/// shares 0.577, 0.163, 0.260 of B x its pooling factor (the even share gave 1/3 each).
 double expected_slot_ids(const WorkloadSpec& spec, const detail::Slot& sl, bool& exact);
 
 /// The expected share in [0, 1] of feature `feature`'s ids (table `table`) that fall in the
-/// table's hot rows (TableSharding::hot_rows) within [row_begin, row_end): for Zipf ids with
-/// permute = true (no hashing) the Zipf mass of each row's rank under the feature's permutation
-/// (input.h feature_row_permutation, inverted), (k + 1)^-alpha / H(n, alpha); otherwise the sum
-/// of shard_id_share (input/id_share.h) over those rows; 0 without hot rows. Those ids stay on
-/// the rank of their bag (sharding/hot_rows.cpp), so expected_slot_ids subtracts them from a
-/// row-wise slot's. O(hot rows in range) after one zipf_mass.
+/// table's hot rows (TableSharding::hot_rows) within [row_begin, row_end): the sum over those
+/// rows of each row's realized_id_share (input/realized_share.h): for Zipf ids with permute =
+/// true (no hashing) the Zipf mass of the row's rank under the feature's permutation,
+/// (k + 1)^-alpha / H(n, alpha), for the 4,096 hottest ranks, the even share of the remaining
+/// mass for colder rows; otherwise shard_id_share of the row; 0 without hot rows. Those ids stay
+/// on the rank of their bag (sharding/hot_rows.cpp), so expected_slot_ids subtracts them from a
+/// row-wise slot's realized share, which leaves exactly the realized share of the slot's other
+/// rows (the realized share is additive over rows). O(hot rows in range x log 4,096).
 /// Examples: 10 rows, uniform ids, hot rows {2, 7}, range [0, 5): 0.1; 10 rows, permuted Zipf
 /// alpha 1, hot rows {perm(0), perm(1)}: (1 + 1/2) / H(10, 1) = 1.5 / 2.928968 = 0.512126.
 double hot_id_share(const WorkloadSpec& spec, int table, int feature, int64_t row_begin, int64_t row_end);

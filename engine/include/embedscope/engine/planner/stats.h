@@ -18,8 +18,8 @@
 //     rows / num_embeddings, the mean over permutations: criteo_kaggle row_wise on 4 ranks
 //     predicted max/mean 1.031 that way, 1.163 now; 20 measured steps: 1.161.
 // The StepProgram's figures (program_sink.h expected_slot_ids) and so the compute and comms
-// columns below still use shard_id_share: they see the skew of permute = false, but not where
-// a permutation put the hot rows (the lookups column does since plan42).
+// columns below use the same realized_id_share (share43), as do the simulator and the search's
+// pre-ranking: one definition of a row shard's share wherever time and bytes are estimated.
 
 #include <array>
 #include <cstdint>

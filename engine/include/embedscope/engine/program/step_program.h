@@ -72,8 +72,9 @@ struct CollectiveCall {
   std::string dtype;         ///< "int64", "float32", "float16", "bfloat16"
   /// false: the element counts depend on the batch's ids (id counts of row-wise buckets, or
   /// Poisson bag lengths); the figures are their expectation at the mean pooling factor, a
-  /// row range getting its expected share of the ids (input/id_share.h: the Zipf mass of the
-  /// range for Zipf ids with permute = false, else its share of the rows).
+  /// row range getting its expected share of the ids (input/realized_share.h
+  /// realized_id_share: the Zipf mass of the range for Zipf ids with permute = false, the mass
+  /// the feature's seeded permutation puts in it for permute = true, else its share of the rows).
   bool exact = true;
   /// Bytes this rank sends to / receives from other ranks (own slice excluded), as the
   /// records' bytes_sent / bytes_received (collective_math.h).
