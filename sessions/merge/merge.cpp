@@ -277,6 +277,12 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
     std::vector<si::RankSpan> spans;  // ranks of different runs (tester37 #15)
     for (const auto& rr : all) spans.push_back(si::rank_span(rr));
     si::check_time_ranges_overlap(spans, problems);
+    // ranks of different jobs are refused as `import` refuses them (tester42 F12), before
+    // anything is written
+    if (!opt.allow_disjoint)
+      if (const std::string why = si::disjoint_refusal(problems.records(), "--allow-disjoint to merge them anyway");
+          !why.empty())
+        throw SessionError(why);
   }
   std::map<int32_t, int64_t> moved;  // ns the alignment added to each rank's times
   for (const auto& rr : all)
