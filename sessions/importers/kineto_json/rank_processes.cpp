@@ -1,5 +1,6 @@
 #include "importers/kineto_json/rank_processes.h"
 
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/sessions/store/session.h"
+#include "core/lane_labels.h"
 #include "jobs/import_job.h"
 #include "shell/main_window.h"
 
@@ -101,4 +102,12 @@ TEST(Imp43DisjointImport, TheWindowShowsTheRefusalAndImportsAnywayOnRequest) {
   EXPECT_EQ(sessions::SessionReader(session).ranks().size(), 2u);
   // the refused import's tab went; the session's tab is there
   EXPECT_EQ(w.tabs()->count(), 1);
+}
+
+// tester42 F24: an Nsight export's NVTX row is labelled as its thread's, with NVTX (it read
+// "rank 0 test_matmul 30156 #1" and "#2" beside the thread's row).
+TEST(Imp43NvtxRowLabel, TheNvtxRowSaysNvtx) {
+  EXPECT_EQ(short_lane_name("thread 30156 (test_matmul) NVTX"), "test_matmul NVTX");
+  const auto labels = lane_labels({{0, "thread 30156 (test_matmul)"}, {0, "thread 30156 (test_matmul) NVTX"}, {0, "stream 7 (cuda:0 NVIDIA H200)"}});
+  EXPECT_EQ(labels, (std::vector<std::string>{"rank 0 test_matmul", "rank 0 test_matmul NVTX", "rank 0 stream 7"}));
 }
