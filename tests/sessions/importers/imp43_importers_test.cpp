@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/exporters/export.h"
 #include "embedscope/sessions/importers/nsys_sqlite/nsys_sqlite.h"
 #include "embedscope/sessions/merge/merge.h"
@@ -274,4 +275,39 @@ TEST(Imp43DisjointMerge, MergeRefusesDisjointRanksUnlessAllowed) {
   fs::remove(out);
   r = imp43_cli("merge " + a + " " + c + " -o " + out + " --align collectives");
   EXPECT_EQ(r.code, 0) << r.err;
+}
+
+// F24: a lane of kind `annotation` (NVTX ranges) encloses work: not busy time. One step [0, 1000)
+// ns on a rank without streams: a runtime call [100, 200) on the thread, an NVTX range [0, 1000)
+// on its NVTX lane -> compute 100 ns, idle 900 ns (the range counted as compute gave 1000 / 0).
+TEST(Imp43NvtxLanes, AnnotationLanesAreNotBusyTime) {
+  const std::string db = scratch_db("imp43_annot.db");
+  {
+    SessionWriter w(db, true);
+    RankInfo ri;
+    ri.rank = 0;
+    w.add_rank(ri);
+    w.add_lane({0, 0, "thread 1 (main)", "thread"});
+    w.add_lane({0, 1, "thread 1 (main) NVTX", "annotation"});
+    StepMetric m;
+    m.step = 0;
+    m.end_ns = 1000;
+    w.add_step(m);
+    OpEvent call;
+    call.lane = static_cast<Lane>(0);
+    call.name = "cudaLaunchKernel";
+    call.start_ns = 100;
+    call.end_ns = 200;
+    OpEvent range = call;
+    range.lane = static_cast<Lane>(1);
+    range.name = "forward";
+    range.start_ns = 0;
+    range.end_ns = 1000;
+    w.add_ops({call, range});
+    w.close("complete");
+  }
+  const RunStats s = analyze(SessionReader(db));
+  ASSERT_EQ(s.ranks.size(), 1u);
+  EXPECT_EQ(s.ranks[0].compute_ns, 100);
+  EXPECT_EQ(s.ranks[0].idle_ns, 900);
 }
