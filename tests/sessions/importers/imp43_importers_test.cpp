@@ -311,3 +311,24 @@ TEST(Imp43NvtxLanes, AnnotationLanesAreNotBusyTime) {
   EXPECT_EQ(s.ranks[0].compute_ns, 100);
   EXPECT_EQ(s.ranks[0].idle_ns, 900);
 }
+
+// The rank sessions of one run (the same run_id: what `launch` merges) are one job: ranks whose
+// recorded ranges do not overlap (a clock anchor off by more than the run) are merged, the problem
+// kept, not refused.
+TEST(Imp43DisjointMerge, RankSessionsOfOneRunAreMergedWithTheProblem) {
+  auto write = [](const std::string& name, int32_t rank, int64_t t0) {
+    const std::string db = scratch_db(name);
+    SessionWriter w(db, true);
+    w.set_metadata("run_id", "run-42");
+    w.add_rank({rank, "h", "cpu (thread)", 0});
+    w.add_lane({rank, 0, "compute", "thread"});
+    w.add_step({0, rank, t0, t0 + 1000, 0.5, 0, 0});
+    w.close("complete");
+    return db;
+  };
+  const std::string a = write("imp43_run_a.db", 0, 1000), b = write("imp43_run_b.db", 1, 1'000'000'000);
+  const std::string out = scratch_db("imp43_run.db");
+  fs::remove(out);
+  merge_sessions({a, b}, out, {});
+  EXPECT_NE(problem(SessionReader(out).import_stats(), "disjoint_time_ranges"), nullptr);
+}

@@ -44,7 +44,8 @@ struct MergeSummary {
 /// naming the files for: a rank in two inputs ("b.db: rank 0 is also in a.db ..."), inputs of
 /// different import formats, an output that is one of the inputs, an output that exists
 /// without `overwrite` or that a live writer holds, an unreadable input, and (align "none",
-/// without `allow_disjoint`) ranks whose time ranges do not overlap (importers'
+/// without `allow_disjoint`, inputs that are not the rank sessions of one run - the same run_id -)
+/// ranks whose time ranges do not overlap (importers'
 /// disjoint_refusal: "<file>: refused: rank 1 (b.db) spans ... they do not overlap (... apart)
 /// ... or --allow-disjoint to merge them anyway"); nothing is written then.
 MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::string& output, const MergeOptions& options);
