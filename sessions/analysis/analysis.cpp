@@ -237,7 +237,8 @@ RunStats analyze(const SessionReader& session) {
   std::set<int32_t> stream_ranks;
   for (const auto& l : session.lanes()) {
     if (l.kind == "stream") stream_lanes.insert({l.rank, l.lane}), stream_ranks.insert(l.rank);
-    if (l.kind == "gpu_annotation" || l.kind == "sync") annotation_lanes.insert({l.rank, l.lane});
+    // `annotation`: an Nsight export's NVTX ranges (a row under their thread, tester42 F24)
+    if (l.kind == "gpu_annotation" || l.kind == "annotation" || l.kind == "sync") annotation_lanes.insert({l.rank, l.lane});
   }
   st.stream_ranks = !stream_ranks.empty() && !st.simulated;
   std::set<int32_t> gpu_comm_ranks;

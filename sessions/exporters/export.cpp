@@ -94,6 +94,26 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
                        ns_to_us(o.end_ns - o.start_ns), args));
     }
   });
+  // each rank's steps as Kineto writes them, `ProfilerStep#N` spans (cat user_annotation), on a
+  // row of their own (tid 256: lanes are 0..255) so that they never cross the lanes' slices;
+  // `embedscope import` reads them back as the ranks' steps, with each process named "rank N" as
+  // its rank (tester42 F28: the round trip gave one rank and 0 steps)
+  {
+    std::set<int32_t> step_rows;
+    for (const auto& s : session.steps()) {
+      if (s.end_ns < s.start_ns) continue;
+      if (step_rows.insert(s.rank).second) {
+        if (!seen_rank[s.rank]) {
+          emit(fmt::format(R"({{"ph":"M","pid":{},"name":"process_name","args":{{"name":"rank {}{}"}}}})", s.rank, s.rank,
+                           simulated ? " (simulated)" : ""));
+          seen_rank[s.rank] = true;
+        }
+        emit(fmt::format(R"({{"ph":"M","pid":{},"tid":256,"name":"thread_name","args":{{"name":"steps"}}}})", s.rank));
+      }
+      emit(fmt::format(R"({{"ph":"X","pid":{},"tid":256,"name":"ProfilerStep#{}","cat":"user_annotation","ts":{},"dur":{}}})",
+                       s.rank, s.step, ns_to_us(s.start_ns), ns_to_us(s.end_ns - s.start_ns)));
+    }
+  }
   // counters at the start of each step
   // An imported trace has neither a loss nor the memory a run's steps record, and a simulation
   // trains nothing: no such counters, which Perfetto would draw as measured zeros (tester37 #13).

@@ -277,6 +277,14 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
     std::vector<si::RankSpan> spans;  // ranks of different runs (tester37 #15)
     for (const auto& rr : all) spans.push_back(si::rank_span(rr));
     si::check_time_ranges_overlap(spans, problems);
+    // ranks of different jobs are refused as `import` refuses them (tester42 F12), before
+    // anything is written; the rank sessions of one run (the same run_id, checked above: what
+    // `launch` merges) are one job whatever their clocks say (the problem is kept)
+    const bool one_run = !readers[0]->meta(meta::kRunId).empty();
+    if (!opt.allow_disjoint && !one_run)
+      if (const std::string why = si::disjoint_refusal(problems.records(), "--allow-disjoint to merge them anyway");
+          !why.empty())
+        throw SessionError(why);
   }
   std::map<int32_t, int64_t> moved;  // ns the alignment added to each rank's times
   for (const auto& rr : all)

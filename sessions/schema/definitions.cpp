@@ -85,7 +85,7 @@ const RecordTable<LaneInfo>& lanes_table() {
        "(`stream`), each named after the trace (`thread 200 (trainer)`, `stream 7 (cuda:0 NVIDIA A100)`)."},
       {field<&LaneInfo::rank>("rank", "the rank"), field<&LaneInfo::lane>("lane", "the lane number (0..255)"),
        field<&LaneInfo::name>("name", "`compute`, `comm`, `gpu_compute`, `gpu_comm`, `gpu_copy`, `gpu_sync`"),
-       field<&LaneInfo::kind>("kind", "`thread`, `stream` or `sync` (cuda runs' waits); imported sessions also `gpu_annotation`"),
+       field<&LaneInfo::kind>("kind", "`thread`, `stream` or `sync` (cuda runs' waits); imported sessions also `gpu_annotation` and `annotation` (an Nsight export's NVTX ranges, a lane per thread)"),
        column<LaneInfo>("max_duration_ns", T::integer, "the longest op on the lane, ns: a range query uses it to bound its index scan",
                         true, "0")});
   return t;

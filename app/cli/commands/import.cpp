@@ -18,6 +18,7 @@
 #include "commands.h"
 #include "interrupt.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
+#include "embedscope/sessions/importers/common/clock_align.h"
 #include "embedscope/sessions/importers/importer.h"
 #include "embedscope/sessions/importers/nsys_sqlite/nsys_sqlite.h"
 #include "embedscope/sessions/store/session.h"
@@ -48,12 +49,9 @@ struct ImportState {
 // different runs, unless --allow-disjoint (ranks of one job whose clocks are off by more than
 // the trace; --align collectives aligns them instead, and then the check does not apply).
 void refuse_disjoint_ranks(const std::vector<ss::ImportStat>& problems) {
-  for (const auto& p : problems)
-    if (p.name == "disjoint_time_ranges")
-      throw si::ImportError(fmt::format(
-          "{}: refused: {}{}. Import each job's traces on their own; if they are the ranks of one job whose clocks "
-          "disagree, use --align collectives, or --allow-disjoint to import them as one session anyway",
-          p.source, p.example, p.count > 1 ? fmt::format(" (and {} more such rank{})", p.count - 1, p.count == 2 ? "" : "s") : ""));
+  if (const std::string why = si::disjoint_refusal(problems, "--allow-disjoint to import them as one session anyway");
+      !why.empty())
+    throw si::ImportError(why);
 }
 
 /// nccl_data.json.gz -> nccl_data.db (in the current directory).

@@ -27,12 +27,14 @@ struct MergeState {
   std::string align = "none";
   bool overwrite = false;
   bool json = false;
+  bool allow_disjoint = false;
 };
 
 int cmd_merge(const MergeState& s) {
   ss::MergeOptions opt;
   opt.align = s.align;
   opt.overwrite = s.overwrite;
+  opt.allow_disjoint = s.allow_disjoint;
   const ss::MergeSummary sum = ss::merge_sessions(s.inputs, s.output, opt);
   const ss::SessionReader merged(s.output);
   const auto problems = merged.import_stats();
@@ -69,6 +71,8 @@ Command add_merge_command(CLI::App& app) {
                                      "collectives (one offset per rank from matching collectives' ends)")
       ->check(CLI::IsMember({"none", "collectives"}));
   c->add_flag("--force-overwrite", s->overwrite, "Replace the output file if it exists");
+  c->add_flag("--allow-disjoint", s->allow_disjoint,
+              "Merge ranks whose time ranges do not overlap (refused otherwise: traces of different jobs?)");
   c->add_flag("--json", s->json, "Print what was merged as one JSON object on stdout");
   return {c, [s] { return cmd_merge(*s); }, [s] { return s->json; }};
 }

@@ -37,6 +37,11 @@ inline QColor setup_wait_color() { return QColor(0xc8, 0xb0, 0x7a); }
 /// other's olive, and have their own legend entry (tester38 #13).
 inline QColor gpu_sync_color() { return QColor(0x5b, 0x6b, 0x8c); }
 
+/// Annotation ranges (lanes of kind `annotation`: an Nsight export's NVTX ranges, a row under
+/// their thread as in Nsight Systems; stored as category `other`) are drawn in this light teal,
+/// not in other's olive, with their own legend entry (tester42 F24).
+inline QColor annotation_color() { return QColor(0x76, 0xb7, 0xb2); }
+
 /// The marker at the collective a hung run timed out in: a cyan no category uses, so that it
 /// stands out on the red of exposed communication (on light and dark palettes).
 inline QColor hang_marker_color() { return QColor(0x00, 0xb4, 0xe6); }

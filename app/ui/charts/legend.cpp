@@ -14,7 +14,7 @@ namespace {
 constexpr int kSwatch = 12, kGap = 4, kSpacing = 14;
 }
 
-std::vector<LegendEntry> timeline_legend(bool gpu_sync) {
+std::vector<LegendEntry> timeline_legend(bool gpu_sync, bool annotations) {
   using sessions::OpCategory;
   std::vector<LegendEntry> out = {
       {"input", category_color(OpCategory::input), "input batches: reading, bucketizing, permuting ids"},
@@ -34,6 +34,9 @@ std::vector<LegendEntry> timeline_legend(bool gpu_sync) {
   if (gpu_sync)  // after memcpy
     out.insert(out.begin() + 8, {"GPU sync wait", gpu_sync_color(),
                                  "the host thread waits for the GPU (cudaStreamSynchronize, cudaDeviceSynchronize)"});
+  if (annotations)  // before "folded"
+    out.insert(out.end() - 2, {"NVTX range", annotation_color(),
+                               "an NVTX range of the thread above (its own row, as in Nsight Systems): it encloses work"});
   return out;
 }
 

@@ -23,7 +23,7 @@ struct LegendEntry {
 /// set-up waits, folded runs of sub-pixel ops and the critical path, in that order, with the
 /// colours the timeline paints (colors.h). With `gpu_sync` (a session with a `gpu_sync` lane) a
 /// "GPU sync wait" entry (gpu_sync_color) follows "memcpy".
-std::vector<LegendEntry> timeline_legend(bool gpu_sync = false);
+std::vector<LegendEntry> timeline_legend(bool gpu_sync = false, bool annotations = false);
 
 class ColourLegend : public QWidget {
   Q_OBJECT

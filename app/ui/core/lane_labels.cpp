@@ -36,6 +36,10 @@ std::string short_lane_name(const std::string& lane) {
   if (lane == "gpu_comm") return "GPU comm stream";
   if (lane == "gpu_copy") return "GPU copy stream";
   if (lane == "gpu_sync") return "GPU sync waits";
+  // an Nsight export's NVTX row under its thread (tester42 F24): the thread's short name + NVTX
+  if (static const std::string kNvtx = " NVTX";
+      lane.rfind("thread ", 0) == 0 && lane.size() > kNvtx.size() && lane.compare(lane.size() - kNvtx.size(), kNvtx.size(), kNvtx) == 0)
+    return short_lane_name(lane.substr(0, lane.size() - kNvtx.size())) + kNvtx;
   if (lane.rfind("thread ", 0) == 0)
     if (std::string name = innermost(lane); !name.empty()) return name;
   std::string out = before_bracket(lane);

@@ -24,6 +24,7 @@ struct LaneLabelInput {
 ///   "annotations of stream 40 (device 0)"                -> "annot. stream 40"
 ///   "thread 2910249 (thread 2910249 (pt_main_thread))"   -> "pt_main_thread" (the thread's name)
 ///   "thread 30156 (test_matmul)"                         -> "test_matmul"
+///   "thread 30156 (test_matmul) NVTX" (its NVTX ranges)  -> "test_matmul NVTX"
 ///   "thread -549452224 (pid 2910249)"                    -> "pid 2910249"
 ///   "compute" (an engine run's lane)                     -> "compute"
 ///   "gpu_compute" / "gpu_comm" / "gpu_copy" (a GPU rank's CUDA streams, CUPTI)

@@ -8,13 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "embedscope/sessions/importers/common/clock_align.h"
 #include "embedscope/sessions/importers/importer.h"
 #include "embedscope/sessions/store/session.h"
 
 namespace embedscope::ui {
 
-ImportJob::ImportJob(QStringList sources, QString target, QObject* parent)
-    : QObject(parent), sources_(std::move(sources)), target_(std::move(target)) {}
+ImportJob::ImportJob(QStringList sources, QString target, QObject* parent, bool allow_disjoint)
+    : QObject(parent), sources_(std::move(sources)), target_(std::move(target)), allow_disjoint_(allow_disjoint) {}
 
 ImportJob::~ImportJob() {
   if (!thread_) return;
@@ -45,10 +46,18 @@ void ImportJob::start() {
     std::unique_ptr<sessions::SessionWriter> writer;
     try {
       writer = std::make_unique<sessions::SessionWriter>(target);  // claims the name; never overwrites
-      si::import_paths(paths, *writer, opt);
+      const si::ImportSummary sum = si::import_paths(paths, *writer, opt);
       if (cancel_) throw si::ImportCancelled();  // asked while the last part was written
-      writer->close("complete");
-      ended_ = "complete";
+      // the ranks of different jobs: refused as `embedscope import` refuses them (tester42 F12)
+      const std::string why = allow_disjoint_ ? std::string()
+                                              : si::disjoint_refusal(sum.problems, "Import Anyway to import them as one session");
+      if (why.empty()) {
+        writer->close("complete");
+        ended_ = "complete";
+      } else {
+        ended_ = "disjoint";
+        message_ = QString::fromStdString(why);
+      }
     } catch (const si::ImportCancelled&) {
       ended_ = "cancelled";
       message_ = "import cancelled; nothing was kept";
@@ -58,7 +67,7 @@ void ImportJob::start() {
     }
     if (ended_ != "complete" && writer) {
       try {
-        writer->close(ended_ == "cancelled" ? "cancelled" : "crashed", message_.toStdString());
+        writer->close(ended_ == "cancelled" ? "cancelled" : ended_ == "disjoint" ? "failed" : "crashed", message_.toStdString());
       } catch (const std::exception&) {  // the file is removed below either way
       }
       writer.reset();

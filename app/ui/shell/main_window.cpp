@@ -391,7 +391,7 @@ QString MainWindow::open_path(const QString& path, bool quiet) {
   return error;
 }
 
-ImportJob* MainWindow::import_trace(const QStringList& given, bool quiet, QString* error) {
+ImportJob* MainWindow::import_trace(const QStringList& given, bool quiet, QString* error, bool allow_disjoint) {
   // absolute paths, so that the session records where each file was (import_target's reuse test)
   QStringList sources;
   for (const QString& s : given) sources << (s.isEmpty() ? s : QFileInfo(s).absoluteFilePath());
@@ -436,7 +436,7 @@ ImportJob* MainWindow::import_trace(const QStringList& given, bool quiet, QStrin
   const int i = tabs_->addTab(page, "importing " + QFileInfo(sources.front()).fileName());
   tabs_->setTabToolTip(i, session);
   tabs_->setCurrentIndex(i);
-  auto* job = new ImportJob(sources, session, page);
+  auto* job = new ImportJob(sources, session, page, allow_disjoint);
   connect(cancel, &QPushButton::clicked, job, [job, cancel, line] {
     job->cancel();
     cancel->setEnabled(false);
@@ -461,6 +461,21 @@ ImportJob* MainWindow::import_trace(const QStringList& given, bool quiet, QStrin
     line->setText(msg);  // cancelled or failed: the tab stays with the reason until closed
     if (ended == "error" && !quiet) QMessageBox::critical(this, "Import failed", msg);
     emit import_finished(QString(), ended, msg);
+    if (ended == "disjoint" && !quiet) {  // the refusal, and the choice `import --allow-disjoint` gives
+      QMessageBox box(QMessageBox::Warning, "Traces of different jobs?", msg, QMessageBox::NoButton, this);
+      box.setObjectName("disjoint_import");
+      auto* anyway = box.addButton("Import Anyway", QMessageBox::AcceptRole);
+      anyway->setObjectName("import_anyway");
+      box.addButton(QMessageBox::Cancel);
+      box.exec();
+      if (box.clickedButton() == anyway) {
+        const QStringList again = job->sources();
+        const int at = tabs_->indexOf(page);
+        if (at >= 0) tabs_->removeTab(at);
+        page->deleteLater();
+        import_trace(again, quiet, nullptr, true);
+      }
+    }
   });
   job->start();
   return job;

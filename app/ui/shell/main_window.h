@@ -30,8 +30,12 @@ class MainWindow : public QMainWindow {
   /// earlier import of the same files is opened as it is. Meanwhile a tab shows a progress bar
   /// and Cancel; when the import completes, the tab is replaced by the session's tab (marked
   /// "[imported]"). Returns the job (nullptr when the session was reused or the target could
-  /// not be chosen: then `error` says why).
-  class ImportJob* import_trace(const QStringList& sources, bool quiet = false, QString* error = nullptr);
+  /// not be chosen: then `error` says why). Ranks whose time ranges do not overlap (traces of
+  /// different jobs?) are refused as `embedscope import` refuses them (ended "disjoint", the
+  /// tab saying why); unless `quiet`, a dialog ("disjoint_import") shows the refusal and offers
+  /// Import Anyway, which imports them again with `allow_disjoint` (tester42 F12).
+  class ImportJob* import_trace(const QStringList& sources, bool quiet = false, QString* error = nullptr,
+                                bool allow_disjoint = false);
   /// The cache folder for imported sessions of read-only sources.
   static QString imports_folder();
   /// File > New Workload: a workload designer in a new tab, on `preset`.
@@ -55,7 +59,8 @@ class MainWindow : public QMainWindow {
 
  signals:
   /// An import started by import_trace ended: `ended` "complete" (its session is open in a tab,
-  /// `session` its path), "cancelled" or "error" (`session` empty, `message` why).
+  /// `session` its path), "cancelled", "error" or "disjoint" (refused: ranks of different
+  /// jobs?) (`session` empty, `message` why).
   void import_finished(const QString& session, const QString& ended, const QString& message);
 
  protected:

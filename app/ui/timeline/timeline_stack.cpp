@@ -56,7 +56,9 @@ TimelineStack::TimelineStack(const std::vector<LabelledSession>& sessions, int64
   layout->addStretch(1);
   // the colours, as the single timeline shows them (GPU sync waits where a session has them)
   const bool sync = std::any_of(timelines_.begin(), timelines_.end(), [](const TimelineWidget* t) { return t->has_sync_rows(); });
-  legend_ = new ColourLegend(timeline_legend(sync), this);
+  const bool annotations =
+      std::any_of(timelines_.begin(), timelines_.end(), [](const TimelineWidget* t) { return t->has_annotation_rows(); });
+  legend_ = new ColourLegend(timeline_legend(sync, annotations), this);
   layout->insertWidget(0, legend_);
   align_to_step(align_step);
   // A run that ended inside a step has no row for it: its window comes from a pass over every

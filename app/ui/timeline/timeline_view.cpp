@@ -32,7 +32,7 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
                             timeline_->steps().empty() ? 0 : timeline_->steps().rbegin()->first, this)),
       view_note_(new QLabel(this)), legend_(new ColourLegend(
           [this] {
-            auto entries = timeline_legend(timeline_->has_sync_rows());
+            auto entries = timeline_legend(timeline_->has_sync_rows(), timeline_->has_annotation_rows());
             if (timeline_->hung())
               entries.push_back({"timed out", hang_marker_color(), "the collective this hung run timed out in", true});
             return entries;

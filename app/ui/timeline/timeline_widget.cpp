@@ -73,7 +73,7 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
   auto add_row = [&](const sessions::LaneInfo& l, const QString& lane, std::vector<sessions::OpRecord> lane_ops) {
     LaneIndex index(lane_ops);
     rows_.push_back({l.rank, l.lane, lane, QString("rank %1 %2").arg(l.rank).arg(lane), std::move(lane_ops), std::move(index), {},
-                     l.kind == "sync" || l.name == "gpu_sync"});
+                     l.kind == "sync" || l.name == "gpu_sync", l.kind == "annotation"});
     const auto& ops = rows_.back().ops;
     // ops that did not end: marked; inside the extent, so that one can pan to a marker outside
     // the valid events' range, but not busy time or communication
@@ -108,7 +108,9 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
     }
     // a rank with GPU streams: what hides its communication is its streams' compute, not its
     // host spans (sessions/analysis: analyze, RunStats::stream_ranks)
-    if (!stream_ranks.count(l.rank) || l.kind == "stream") compute[l.rank].push_back(std::move(busy));
+    // (NVTX ranges, lanes of kind `annotation`, enclose work: not compute)
+    if (l.kind != "annotation" && (!stream_ranks.count(l.rank) || l.kind == "stream"))
+      compute[l.rank].push_back(std::move(busy));
   };
   // a GPU sync waits row without a wait that took time or did not end: not drawn (ux41 #12: an
   // empty "GPU sync waits (overlap)" row of a session without sync waits); other empty lanes
@@ -228,7 +230,7 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     const auto& compute = compute_[rows_[i].rank];
     for (const LaneBox& b : fold_lane(rows_[i].ops, rows_[i].index, scale_)) {
       const QRectF r(kGutter + b.x0, y + 3, std::max(1.0, b.x1 - b.x0), kRowHeight - 6);
-      QColor c = rows_[i].sync ? gpu_sync_color() : category_color(b.category);
+      QColor c = rows_[i].sync ? gpu_sync_color() : rows_[i].annotation ? annotation_color() : category_color(b.category);
       if (b.count > 1) c = c.lighter(130);  // folded: a run of sub-pixel ops
       p.fillRect(r, c);
       if (b.category != sessions::OpCategory::comm || b.count > 1) continue;
@@ -406,11 +408,17 @@ bool TimelineWidget::has_sync_rows() const {
   return std::any_of(rows_.begin(), rows_.end(), [](const Row& r) { return r.sync; });
 }
 
+bool TimelineWidget::has_annotation_rows() const {
+  return std::any_of(rows_.begin(), rows_.end(), [](const Row& r) { return r.annotation; });
+}
+
 QString TimelineWidget::row_tooltip(size_t row) const {
   const Row& r = rows_[row];
   QString full = QString("rank %1 %2").arg(r.rank).arg(r.lane_name);
   if (r.sync)
     full += " (host thread waiting for the GPU)";
+  else if (r.annotation)
+    full += " (NVTX ranges: they enclose the work of their thread)";
   else if (is_gpu_lane(r.lane_name.toStdString()))
     full += " (a CUDA stream, as CUPTI saw it)";
   return full == r.label ? full : r.label + "\n" + full;

@@ -102,6 +102,9 @@ class TimelineWidget : public QWidget {
   std::optional<OpRef> hung() const { return hung_; }
   /// Whether a row is a `gpu_sync` lane (host waits for the GPU, drawn in gpu_sync_color).
   bool has_sync_rows() const;
+  /// Whether a row is a lane of kind `annotation` (an Nsight export's NVTX ranges, drawn in
+  /// annotation_color under their thread; not busy time).
+  bool has_annotation_rows() const;
   /// How much of a communication op is set-up wait, ns (0 for other ops).
   int64_t setup_wait_ns(OpRef op) const;
   /// The live rebalances of the session (core/rebalance_marks.h), drawn as a line across the
@@ -150,6 +153,7 @@ class TimelineWidget : public QWidget {
     LaneIndex index{ops};  // built from ops (declared before it)
     std::vector<size_t> did_not_end;  // indices into ops of the ops that did not end, by start
     bool sync = false;  // the gpu_sync lane: host waits for the GPU, drawn in gpu_sync_color
+    bool annotation = false;  // kind `annotation` (NVTX ranges): drawn in annotation_color, not busy
   };
   enum class Nav { jump, zoom, pan };
   // Records the current view in the history; successive zooms (or pans) are one entry.

@@ -218,4 +218,15 @@ void check_time_ranges_overlap(const std::vector<RankSpan>& spans, ImportProblem
   }
 }
 
+std::string disjoint_refusal(const std::vector<ImportStat>& problems, const std::string& anyway) {
+  for (const auto& p : problems)
+    if (p.name == "disjoint_time_ranges")
+      return fmt::format("{}: refused: {}{}. Import each job's traces on their own; if they are the ranks of one job "
+                         "whose clocks disagree, use --align collectives, or {}",
+                         p.source, p.example,
+                         p.count > 1 ? fmt::format(" (and {} more such rank{})", p.count - 1, p.count == 2 ? "" : "s") : "",
+                         anyway);
+  return "";
+}
+
 }  // namespace embedscope::sessions::importers

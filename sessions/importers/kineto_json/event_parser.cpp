@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/sessions/model/did_not_end.h"
+#include "embedscope/sessions/model/events.h"
 #include "importers/common/decimal_time.h"
 #include "importers/common/input_file.h"
 #include "importers/kineto_json/framing.h"
@@ -130,7 +131,6 @@ struct Parser {
     EventKind kind = EventKind::cpu;
   };
   std::unordered_map<uint32_t, std::vector<OpenBegin>> open_begins;  // B events per lane
-  std::unordered_map<std::string, std::string> process_names;
   Tally flows;                 // "flow_events"
   Tally not_stored[128];       // "not_stored_ph_<p>", by phase character
   /// The last lanes looked up (events come in runs of a few lanes): kind, pid and tid texts.
@@ -384,7 +384,7 @@ void Parser::event(const Span& sp) {
   const char p = ph.size() == 1 ? ph[0] : '?';
   if (p == 'M') {
     if (name == "thread_name") tr.thread_names[std::string(pid_copy) + "/" + std::string(tid_copy)] = std::string(arg_name_copy);
-    else if (name == "process_name") process_names[std::string(pid_copy)] = std::string(arg_name_copy);
+    else if (name == "process_name") tr.process_names[std::string(pid_copy)] = std::string(arg_name_copy);
     return;
   }
   if (p == 's' || p == 't' || p == 'f') {
@@ -483,7 +483,7 @@ void Parser::event(const Span& sp) {
     uint64_t u = 0;
     bool neg = false;
     if (parse_integer(std::string_view(nm).substr(kStep.size()), n, u, neg)) {
-      tr.steps.push_back({n, ts, end});
+      tr.steps.push_back({n, ts, end, lane_id});
       return;
     }
   }
@@ -495,6 +495,9 @@ void Parser::event(const Span& sp) {
   e.name = name_id;
   e.lane = lane_id;
   e.kind = kind;
+  if (kind == EventKind::cpu)
+    for (int c = 0; c < kNumCategories; ++c)
+      if (cat == to_string(static_cast<OpCategory>(c))) e.cat_category = static_cast<int8_t>(c);
   if (kind == EventKind::cpu && cat == "user_annotation") tr.annotation_names.insert(name_id);
   if (kind == EventKind::cpu && nm == "record_param_comms") {
     e.comm_param = static_cast<int32_t>(tr.comm_params.size());
@@ -552,8 +555,6 @@ RankTrace parse_trace_file(const std::string& path, Interner& names, ImportProbl
                  static_cast<int64_t>(stack.size()));
     for (const auto& b : stack) ps.add_unfinished(b.ts, names.id(did_not_end_name(names.text(b.name))), lane, b.kind);
   }
-  // Thread labels from thread_name metadata.
-  (void)ps.process_names;
   return tr;
 }
 

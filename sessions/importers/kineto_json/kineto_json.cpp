@@ -12,6 +12,7 @@
 #include "embedscope/sessions/importers/common/import_problems.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "importers/kineto_json/event_parser.h"
+#include "importers/kineto_json/rank_processes.h"
 #include "importers/kineto_json/trace_builder.h"
 
 namespace embedscope::sessions::importers {
@@ -68,8 +69,13 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
   for (size_t i = 0; i < files.size(); ++i) {
     check_cancelled(opt);
     if (opt.progress) opt.progress(fmt::format("reading {} ({}/{})", files[i], i + 1, files.size()));
+    size_t file_events = 0;
     try {
-      ranks.push_back(kineto::parse_trace_file(files[i], names, problems));
+      // an Embedscope export holds every rank as a process named "rank N" (tester42 F28)
+      for (auto& part : kineto::split_rank_processes(kineto::parse_trace_file(files[i], names, problems), problems)) {
+        file_events += part.events.size();
+        ranks.push_back(std::move(part));
+      }
     } catch (const std::runtime_error& e) {
       throw ImportError(e.what());
     }
@@ -79,7 +85,7 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
       opt.fraction(0.8 * (disk_total > 0 ? static_cast<double>(disk_done) / static_cast<double>(disk_total)
                                          : static_cast<double>(i + 1) / static_cast<double>(files.size())));
     if (opt.progress)
-      opt.progress(fmt::format("read {}: {} events, {:.1f} MB of JSON so far", files[i], ranks.back().events.size(),
+      opt.progress(fmt::format("read {}: {} events, {:.1f} MB of JSON so far", files[i], file_events,
                                static_cast<double>(bytes_done) / 1e6));
   }
   // Ranks: distributedInfo.rank; a file without it takes the lowest free rank; a second file of
@@ -122,7 +128,8 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
                                r.file, r.rank, r.world_size));
     world = std::max(world, r.world_size);
     if (r.base_time_ns >= 0 && base_time < 0) base_time = r.base_time_ns;
-    summary.files.push_back(r.file);  // the files imported: a duplicate rank's is not (tester37 #15)
+    // the files imported: a duplicate rank's is not (tester37 #15); a file of several ranks once
+    if (std::find(summary.files.begin(), summary.files.end(), r.file) == summary.files.end()) summary.files.push_back(r.file);
     kineto::check_steps(r, problems);
     kept.push_back(std::move(r));
   }

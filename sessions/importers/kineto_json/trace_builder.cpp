@@ -294,7 +294,9 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
            : e.kind == EventKind::gpu_memset ? memsets
                                              : gpu_others);
       } else {
-        o.category = e.kind == EventKind::gpu_annotation ? OpCategory::other : category(e.name, 2, nm);
+        o.category = e.kind == EventKind::gpu_annotation                   ? OpCategory::other
+                     : tr.categories_from_cat && e.cat_category >= 0 ? static_cast<OpCategory>(e.cat_category)
+                                                                     : category(e.name, 2, nm);
         o.step = step_of(e.ts);
         ++(e.unfinished                          ? unfinished
            : e.kind == EventKind::runtime          ? runtime_calls

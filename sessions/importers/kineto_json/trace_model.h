@@ -46,6 +46,10 @@ struct Event {
   uint32_t lane = 0;         ///< index into RankTrace::lanes
   int32_t comm_param = -1;   ///< record_param_comms: index into RankTrace::comm_params
   EventKind kind = EventKind::cpu;
+  /// A host event whose `cat` is an Embedscope op category ("comm", "dense", ...: what
+  /// `embedscope export --format chrome` writes): that category's number, else -1. Used only for
+  /// the ranks of such an export (RankTrace::categories_from_cat).
+  int8_t cat_category = -1;
   /// The profiler never saw it end (negative "dur", a "B" without its "E"): `end` == `ts`, its
   /// name marked did_not_end_name (model/did_not_end.h); left out of the session's time range.
   bool unfinished = false;
@@ -67,6 +71,7 @@ struct CommParams {
 struct Step {
   int64_t number = 0;  ///< N of ProfilerStep#N
   int64_t ts = 0, end = 0;
+  uint32_t lane = 0;   ///< index into RankTrace::lanes of the span's thread
 };
 
 struct RankTrace {
@@ -74,6 +79,9 @@ struct RankTrace {
   int64_t file_bytes = 0, text_bytes = 0;
   int32_t rank = 0;
   bool rank_known = false;       ///< distributedInfo.rank was present
+  /// An Embedscope export's rank (rank_processes.h): host ops take the category their `cat`
+  /// names (Event::cat_category), as the session had them, not one guessed from their names.
+  bool categories_from_cat = false;
   int64_t world_size = 0;
   std::string producer;          ///< schemaVersion, NCCL version, ...
   int64_t base_time_ns = -1;     ///< baseTimeNanoseconds, -1 absent
@@ -82,6 +90,7 @@ struct RankTrace {
   std::vector<LaneDesc> lanes;
   std::unordered_map<std::string, uint32_t> lane_index;  ///< kind/pid/tid -> lanes index
   std::unordered_map<std::string, std::string> thread_names;  ///< "pid/tid" -> thread_name
+  std::unordered_map<std::string, std::string> process_names;  ///< pid -> process_name
   std::vector<Event> events;
   std::vector<CommParams> comm_params;
   std::vector<Step> steps;

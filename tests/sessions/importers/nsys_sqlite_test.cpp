@@ -138,8 +138,9 @@ TEST(NsysSqlite, HandMadeExportRanksLanesStepsAndJoins) {
   for (const auto& l : r.lanes()) lanes.push_back({l.name, l.kind});
   const std::vector<std::pair<std::string, std::string>> want{
       {"thread 4242 (trainer)", "thread"},
+      {"thread 4242 (trainer) NVTX", "annotation"},  // its push/pop ranges, under it (tester42 F24)
       {"thread 4250 (loader)", "thread"},
-      {"NVTX start/end ranges (pid 4242 python train.py)", "thread"},
+      {"NVTX start/end ranges (pid 4242 python train.py)", "annotation"},
       {"stream 7 (cuda:0 NVIDIA H100 80GB HBM3)", "stream"},
       {"stream 13 (cuda:0 NVIDIA H100 80GB HBM3)", "stream"}};
   EXPECT_EQ(lanes, want);
@@ -150,10 +151,10 @@ TEST(NsysSqlite, HandMadeExportRanksLanesStepsAndJoins) {
   std::map<std::string, OpRecord> ops;
   for (const auto& o : r.all_ops()) ops[r.name(o.name_id)] = o;
   ASSERT_TRUE(ops.count("forward"));  // NVTX textId 7 -> StringIds
-  EXPECT_EQ(ops["forward"].lane, 0);
-  EXPECT_EQ(ops["async region"].lane, 2);
+  EXPECT_EQ(ops["forward"].lane, 1);  // the trainer's NVTX lane, not its runtime calls' lane 0
+  EXPECT_EQ(ops["async region"].lane, 3);
   const auto& k = ops["void fbgemm_gpu::embedding_forward_kernel<float>(float *)"];
-  EXPECT_EQ(k.lane, 3);
+  EXPECT_EQ(k.lane, 4);
   EXPECT_EQ(k.category, OpCategory::lookup);
   EXPECT_EQ(k.correlation, 7u);
   EXPECT_EQ(k.step, 3);  // the step of its launch at 1000
@@ -161,11 +162,11 @@ TEST(NsysSqlite, HandMadeExportRanksLanesStepsAndJoins) {
   EXPECT_EQ(ops["Memcpy HtoD (Pageable -> Device)"].bytes, 4096);
   EXPECT_EQ(ops["Memcpy HtoD (Pageable -> Device)"].category, OpCategory::memcpy);
   EXPECT_EQ(ops["cudaLaunchKernel_v7000"].lane, 0);
-  EXPECT_EQ(ops["cudaMemcpyAsync_v3020"].lane, 1);
+  EXPECT_EQ(ops["cudaMemcpyAsync_v3020"].lane, 2);
   ASSERT_TRUE(ops.count("never popped (did not end)"));  // the NVTX range without an end, kept
   EXPECT_EQ(ops["never popped (did not end)"].start_ns, 700);
   EXPECT_EQ(ops["never popped (did not end)"].end_ns, 700);
-  EXPECT_EQ(ops["never popped (did not end)"].lane, 0);
+  EXPECT_EQ(ops["never popped (did not end)"].lane, 1);
   EXPECT_EQ(ops["never popped (did not end)"].step, 3);
   const auto fig = gpu_kernel_figures(r);
   ASSERT_EQ(fig.size(), 1u);
@@ -265,7 +266,7 @@ TEST(NsysSqlite, NegativeDurationsAndOutOfRangeTimesAreCountedAndKeptOut) {
   for (const auto& o : r.all_ops())
     if (did_not_end(o.start_ns, o.end_ns, r.name(o.name_id))) {
       marked.push_back(o.start_ns);
-      if (o.start_ns == 20000) { EXPECT_EQ(o.lane, 3) << "stream 7"; }
+      if (o.start_ns == 20000) { EXPECT_EQ(o.lane, 4) << "stream 7"; }
     }
   std::sort(marked.begin(), marked.end());
   EXPECT_EQ(marked, (std::vector<int64_t>{700, 20000}));

@@ -82,7 +82,7 @@ TEST(Tester37Import, MergingRanksOfDifferentRunsIsFlagged) {
   import_into({a}, "t37_mg_a.db");
   import_into({c}, "t37_mg_c.db");
   merge_sessions({scratch_db("t37_mg_a.db"), scratch_db("t37_mg_c.db")}, scratch_db("t37_mg.db"),
-                 {.align = "none", .overwrite = true});
+                 {.align = "none", .overwrite = true, .allow_disjoint = true});  // refused without (imp43)
   EXPECT_EQ(problem_count(SessionReader(scratch_db("t37_mg.db")).import_stats(), "disjoint_time_ranges"), 1);
 }
 

@@ -332,8 +332,8 @@ TEST(Export, ChromeTraceKeepsNanosecondsAndLinksCollectives) {
     if (ph == "C") ++counters;
     if (ph == "M" && e["name"] == "thread_name") ++thread_names;
   }
-  EXPECT_EQ(x, 7);
-  EXPECT_EQ(thread_names, 4);
+  EXPECT_EQ(x, 7 + 3);  // the ops and, since imp43 (tester42 F28), the 3 step rows' ProfilerStep#N spans
+  EXPECT_EQ(thread_names, 4 + 2);  // the lanes and each rank's "steps" row
   EXPECT_EQ(flows_s, 1);  // rank 0 entered first; one arrow to rank 1
   EXPECT_EQ(flows_f, 1);
   EXPECT_EQ(counters, 3 + 3 + 3);  // loss and memory per step row, ids per (step, rank)

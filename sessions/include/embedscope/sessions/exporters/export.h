@@ -14,7 +14,9 @@ namespace embedscope::sessions {
 /// "rank N"), one thread per lane (tid = lane, named), an `X` event per op (ts and dur in
 /// microseconds with three decimals, so the integer nanoseconds are kept exactly; an imported op
 /// that did not end (model/did_not_end.h) is a `B` without its `E`, under its own name, with
-/// args.did_not_end true: Perfetto shows it "Did not end"), `C` counter events per rank and step
+/// args.did_not_end true: Perfetto shows it "Did not end"), each step of each rank as Kineto's
+/// `ProfilerStep#N` span (cat user_annotation) on a row "steps" of its own (tid 256), which
+/// `embedscope import` reads back as the ranks and steps, `C` counter events per rank and step
 /// (ids looked up, loss), `C` "device memory" events (allocated, reserved, active bytes) after
 /// every allocator trace entry of an imported memory snapshot (memory_timeline), and flow events
 /// (`s` / `f`) joining the ranks

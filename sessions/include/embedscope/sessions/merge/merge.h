@@ -28,6 +28,9 @@ namespace embedscope::sessions {
 struct MergeOptions {
   std::string align = "none";  ///< "none" or "collectives"
   bool overwrite = false;      ///< replace `output` if it exists (never an input, never a live writer's)
+  /// merge ranks whose time ranges do not overlap (align "none"; the problem
+  /// disjoint_time_ranges: traces of different jobs?) instead of refusing them
+  bool allow_disjoint = false;
 };
 
 struct MergeSummary {
@@ -40,7 +43,11 @@ struct MergeSummary {
 /// Writes `output` from `inputs` (at least two sessions). Throws SessionError (bad input, exit 2)
 /// naming the files for: a rank in two inputs ("b.db: rank 0 is also in a.db ..."), inputs of
 /// different import formats, an output that is one of the inputs, an output that exists
-/// without `overwrite` or that a live writer holds, an unreadable input.
+/// without `overwrite` or that a live writer holds, an unreadable input, and (align "none",
+/// without `allow_disjoint`, inputs that are not the rank sessions of one run - the same run_id -)
+/// ranks whose time ranges do not overlap (importers'
+/// disjoint_refusal: "<file>: refused: rank 1 (b.db) spans ... they do not overlap (... apart)
+/// ... or --allow-disjoint to merge them anyway"); nothing is written then.
 MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::string& output, const MergeOptions& options);
 
 /// The metadata `table_storage_json` of per-rank sessions as one (each input's array: one object

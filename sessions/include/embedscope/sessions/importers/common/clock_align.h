@@ -101,4 +101,13 @@ RankSpan rank_span(const RankRecords& r);
 /// files, both ranges (s on the recorded clock) and the gap.
 void check_time_ranges_overlap(const std::vector<RankSpan>& spans, ImportProblems& problems);
 
+/// The refusal of an import or merge whose ranks' time ranges do not overlap (the problem
+/// disjoint_time_ranges among `problems`: traces of different jobs, tester42 F12), "" when there
+/// is none. `embedscope import`, `embedscope merge` and the workbench's import say the same:
+/// "<file>: refused: <the problem's example> (and N more such ranks). Import each job's traces on
+/// their own; if they are the ranks of one job whose clocks disagree, use --align collectives, or
+/// <anyway>", where `anyway` says how the caller's user goes on regardless, e.g. "--allow-disjoint
+/// to import them as one session anyway".
+std::string disjoint_refusal(const std::vector<ImportStat>& problems, const std::string& anyway);
+
 }  // namespace embedscope::sessions::importers
