@@ -4,10 +4,19 @@
 // three steps of a 4 MiB and a 2 MiB buffer, each freed in its step.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
 #include <vector>
+
+#include <qcustomplot.h>
 
 #include "charts/active_timeline.h"
 #include "embedscope/sessions/analysis/memory_analysis.h"
+#include "embedscope/sessions/store/session.h"
+#include "ui/support/ui_fixtures.h"
+#include "views/memory_compare.h"
 
 using namespace embedscope;
 
@@ -80,4 +89,37 @@ TEST(MemoryBaseline, TheTimelineStartsAboveItAndSaysSo) {
   const int32_t low = t.allocation_at(x, r.bottom() - 1);
   ASSERT_GE(low, 0);
   EXPECT_EQ(h->allocations()[static_cast<size_t>(low)].tag, "weights");
+}
+
+namespace {
+// A run's memory counters of rank 0: `allocated` / `reserved` MiB at steps -1 .. 2.
+std::string f13_counters(const std::string& name, int64_t allocated, int64_t reserved) {
+  const auto path = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  sessions::SessionWriter w(path.string());
+  for (int64_t step = -1; step <= 2; ++step)
+    w.add_memory({step, 0, allocated << 20, reserved << 20, allocated << 20, reserved << 20, allocated << 20, 0, 1, 0.25,
+                  0.1});
+  w.close("complete");
+  return path.string();
+}
+}  // namespace
+
+// The compare page's allocated / reserved lines at 620-646 MiB (tester43 F13: on a 0-700 MiB axis
+// the +2 MiB of B was invisible): the axis starts near the lowest point, and says it is not from 0.
+TEST(MemoryBaseline, CompareLinesFarAboveZeroGetAnAxisNotFromZero) {
+  ui::MemoryCompare mc({{"A", ui::fixtures::open_reader(f13_counters("es_f13_a", 620, 644))},
+                        {"B", ui::fixtures::open_reader(f13_counters("es_f13_b", 622, 646))}});
+  mc.resize(1200, 800);
+  mc.show(0, 2);
+  // lowest 620, highest 646 MiB: from 620 - 26 / 4 to 646 + 26 / 10
+  EXPECT_DOUBLE_EQ(mc.plot()->yAxis->range().lower, 613.5);
+  EXPECT_DOUBLE_EQ(mc.plot()->yAxis->range().upper, 648.6);
+  EXPECT_EQ(mc.plot()->yAxis->label().toStdString(), "MiB (not from 0)");
+  // lines from half the largest down keep the axis from 0 (reserved twice allocated)
+  ui::MemoryCompare low({{"A", ui::fixtures::open_reader(f13_counters("es_f13_c", 300, 600))}});
+  low.resize(1200, 800);
+  low.show(0, 2);
+  EXPECT_DOUBLE_EQ(low.plot()->yAxis->range().lower, 0);
+  EXPECT_EQ(low.plot()->yAxis->label().toStdString(), "MiB");
 }
