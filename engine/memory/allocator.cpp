@@ -115,6 +115,23 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
           for (const auto& b : seg.blocks)
             if (!b.allocated) pool_largest = std::max(pool_largest, b.size);
     }
+    // tester43 F20: with max_split_size, a request below it never takes a free block of
+    // max_split_size or more (find_free, PyTorch's get_free_block): when every free block of the
+    // pool large enough is such a block, that rule is the cause, not fragmentation.
+    const int64_t max_split = config_.max_split_size;
+    int64_t oversize_free = 0;  // the largest free block of the pool the rule keeps from the request
+    bool fits_below = false;    // a free block of the pool in [rounded, max_split_size)
+    if (max_split > 0 && rounded < max_split)
+      for (const auto& seg : snapshot())
+        if (seg.small_pool == small)
+          for (const auto& b : seg.blocks) {
+            if (b.allocated) continue;
+            if (b.size >= max_split) oversize_free = std::max(oversize_free, b.size);
+            else if (b.size >= rounded) fits_below = true;
+          }
+    const std::string unreserved = fmt::format(
+        "the {} of capacity not reserved cannot hold a new {} {} for it", format_bytes(st.capacity - st.reserved),
+        format_bytes(reservation), config_.kind == AllocatorKind::expandable ? "run of pages" : "segment");
     const std::string largest =
         pool_largest == st.largest_free_block
             ? fmt::format("the largest free block is {}", format_bytes(st.largest_free_block))
@@ -122,9 +139,25 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
                           "of the other pool, {}, cannot serve them)",
                           small ? "up to" : "above", small ? "small" : "large", format_bytes(pool_largest),
                           format_bytes(st.largest_free_block));
-    why = fmt::format("fragmentation: {} are free, but {}, and the {} of capacity not reserved cannot hold a new {} segment "
-                      "for it",
-                      format_bytes(free_bytes), largest, format_bytes(st.capacity - st.reserved), format_bytes(reservation));
+    if (oversize_free > 0 && !fits_below) {
+      why = fmt::format("max_split_size: {} are free and the largest free block is {}, but the free blocks large "
+                        "enough are >= max_split_size ({}), which a {} request does not split (a request below "
+                        "max_split_size never takes a block of max_split_size or more, as PyTorch's caching allocator), "
+                        "and {}",
+                        format_bytes(free_bytes), format_bytes(oversize_free), format_bytes(max_split),
+                        format_bytes(bytes), unreserved);
+      advice = fmt::format("try without max_split_size, or with one above {} (so that the large free blocks serve "
+                           "small requests), or allocating the largest long-lived buffers first",
+                           format_bytes(oversize_free));
+      return DeviceOutOfMemory(
+          fmt::format("out of memory allocating {} for {} ({} allocator): {}. Allocated {}, reserved {} of {}; largest "
+                      "free block {}; most memory held by {}. Advice: {}",
+                      format_bytes(bytes), tag, to_string(config_.kind), why, format_bytes(st.allocated),
+                      format_bytes(st.reserved), format_bytes(st.capacity), format_bytes(st.largest_free_block),
+                      holders.empty() ? "nothing" : holders, advice),
+          fragmentation, bytes, free_bytes, st.largest_free_block);
+    }
+    why = fmt::format("fragmentation: {} are free, but {}, and {}", format_bytes(free_bytes), largest, unreserved);
     std::vector<std::string> tips;
     if (config_.kind != AllocatorKind::expandable)
       tips.push_back("the expandable allocator (expandable_segments), whose segments grow into freed space at their end");
@@ -133,10 +166,17 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
     if (config_.kind == AllocatorKind::direct) tips.push_back("the caching allocator, which reuses freed blocks");
     tips.push_back("allocating the largest long-lived buffers first");
     // the layout the device has now, with one more reservation: what more capacity would buy
-    tips.push_back(fmt::format("give the device at least {} (a new {} {} beside the {} reserved)",
-                               format_bytes(st.reserved + reservation), format_bytes(reservation),
-                               config_.kind == AllocatorKind::expandable ? "of pages" : "segment",
-                               format_bytes(st.reserved)));
+    // never a capacity the device already has: "at least 8.0 GiB" for 8.0 GiB + 6.0 MiB on 8.0 GiB
+    // reads as what it has (tester43 F20); said as the bytes more then
+    const int64_t need = st.reserved + reservation;
+    const std::string beside = fmt::format("(a new {} {} beside the {} reserved)", format_bytes(reservation),
+                                           config_.kind == AllocatorKind::expandable ? "of pages" : "segment",
+                                           format_bytes(st.reserved));
+    if (need > st.capacity)
+      tips.push_back(format_bytes(need) == format_bytes(st.capacity)
+                         ? fmt::format("give the device {} more than its {} {}", format_bytes(need - st.capacity),
+                                       format_bytes(st.capacity), beside)
+                         : fmt::format("give the device at least {} {}", format_bytes(need), beside));
     for (size_t i = 0; i < tips.size(); ++i) advice += (i == 0 ? "" : i + 1 == tips.size() ? ", or " : ", ") + tips[i];
     advice = "try " + advice;
   }

@@ -175,6 +175,7 @@ ReplayResult replay_pass(const std::vector<MemoryAction>& actions, const std::ve
       r.peak_reserved_action = static_cast<int64_t>(samples.size());  // the index of the action just replayed
     }
     r.peak_allocated = std::max(r.peak_allocated, alloc->allocated_bytes());
+    r.peak_requested = std::max(r.peak_requested, requested);
     samples.emplace_back(reserved, requested);
   };
   for (const auto& b : initial) {

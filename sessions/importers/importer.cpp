@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 
@@ -60,6 +61,35 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& paths) {
   return out;
 }
 
+namespace {
+// tester43 F22: a directory's .pickle / .pickle.gz files are its ranks (README), so one that is
+// not a snapshot of a protocol the reader takes is refused, as a truncated one is, rather than
+// left out with the rank missing. Throws ImportError "FILE: not a PyTorch memory snapshot (...)".
+bool gzipped(const std::string& f) {
+  char raw[2] = {0, 0};
+  std::ifstream in(f, std::ios::binary);
+  in.read(raw, 2);
+  return in.gcount() == 2 && pickle::is_gzip(std::string_view(raw, 2));
+}
+
+void refuse_non_snapshot_pickle(const std::string& f, const std::string& dir) {
+  const std::string head = read_head(f, 2);  // gunzipped when gzip
+  if (pickle::is_pickle(head)) return;
+  const std::string where = fmt::format("; every .pickle / .pickle.gz file of a directory ({}) is imported as one "
+                                        "rank: remove it from there, or import the snapshots by name",
+                                        dir);
+  if (const int protocol = pickle::old_pickle_protocol(head); protocol >= 0)
+    throw ImportError(pickle::old_pickle_message(f, protocol) + where);
+  std::string starts;
+  for (unsigned char c : head) starts += fmt::format(" 0x{:02x}", c);
+  throw ImportError(fmt::format("{}: not a PyTorch memory snapshot ({}){}", f,
+                                head.empty() ? std::string("empty or unreadable")
+                                             : fmt::format("a pickle starts with byte 0x80 and a protocol 2-5; this "
+                                                           "file{} starts{}", gzipped(f) ? ", gunzipped," : "", starts),
+                                where));
+}
+}  // namespace
+
 InputFiles select_inputs(const std::vector<std::string>& paths) {
   InputFiles out;
   std::string first_skipped, first_reason;
@@ -74,6 +104,7 @@ InputFiles select_inputs(const std::vector<std::string>& paths) {
     std::string reason;
     size_t kept = 0;
     for (const auto& f : found) {
+      if (ends_with(f, ".pickle") || ends_with(f, ".pickle.gz")) refuse_non_snapshot_pickle(f, p);
       try {
         if (!pickle::is_pickle(read_head(f, 2))) detect(f);
         out.files.push_back(f);

@@ -57,6 +57,11 @@ void remove_stale_staged(const std::filesystem::path& dir, const std::string& st
 }  // namespace
 
 StagedSession::StagedSession(std::string out, bool overwrite) : out_(std::move(out)), overwrite_(overwrite) {
+  // tester43 F22: the writer's own hint names `run`; this is an import (a snapshot's too)
+  struct stat sb {};
+  if (!overwrite_ && lstat(out_.c_str(), &sb) == 0 && S_ISREG(sb.st_mode))
+    throw ss::SessionError(fmt::format("{}: already exists; choose another name (-o) or allow overwriting it "
+                                       "(embedscope import --force-overwrite)", out_));
   ss::SessionWriter::check_path(out_, overwrite_);
   const std::filesystem::path out_path(out_);
   const std::filesystem::path dir = out_path.parent_path();

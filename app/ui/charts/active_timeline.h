@@ -17,6 +17,15 @@
 
 namespace embedscope::ui {
 
+/// The bytes of the blocks live for the whole trace, the active timeline's baseline: the longest
+/// run of the oldest allocations (MemoryHistory::allocations() order, which is the bands' order
+/// bottom up) that are never freed (nor their free requested). They are the lowest bands of every
+/// column from the last of them on, so a chart can start its y axis there and show what changes
+/// above (tester43 F13: a DLRM run's 618.4 MiB of weights, allocated at entry 1 and live to the
+/// end, under ~20 MiB of per-step buffers). 0 when the oldest allocation is freed, or when no
+/// allocation is freed at all (then nothing changes above anything).
+int64_t whole_trace_baseline(const sessions::MemoryHistory& history);
+
 class ActiveTimeline : public EntryChart {
   Q_OBJECT
 
@@ -27,8 +36,13 @@ class ActiveTimeline : public EntryChart {
                 std::vector<sessions::MemoryFrame> frames, std::vector<sessions::MemoryStackFrame> stacks);
   const std::vector<sessions::TimelineColumn>& columns() const { return columns_; }
   /// The bytes at the top of the y axis: the largest active bytes of any column, or the largest
-  /// reserved bytes when those are at most twice as many.
+  /// reserved bytes when those are at most twice as many (both counted above the baseline).
   int64_t top_bytes() const { return top_; }
+  /// Draws from whole_trace_baseline() up (the default) or from 0; the title says which.
+  void set_baseline_enabled(bool on);
+  bool baseline_enabled() const { return baseline_on_; }
+  /// whole_trace_baseline() of the history shown (0 without one).
+  int64_t baseline_bytes() const { return baseline_; }
   /// The allocation (MemoryHistory::allocations index) under the widget point, or -1.
   int32_t allocation_at(double x, double y) const;
   /// The tooltip of allocation `a`: tag, size (requested), lifetime in entries and time, stack.
@@ -40,6 +54,7 @@ class ActiveTimeline : public EntryChart {
  protected:
   int column_count() const override { return static_cast<int>(columns_.size()); }
   int64_t y_top() const override { return top_; }
+  int64_t y_bottom() const override { return baseline_on_ ? baseline_ : 0; }
   void render_bands(QImage& bands) const override;
   QString title() const override;
   void mouseMoveEvent(QMouseEvent*) override;
@@ -49,7 +64,10 @@ class ActiveTimeline : public EntryChart {
   std::vector<sessions::TimelineColumn> columns_;
   std::vector<sessions::MemoryFrame> frames_;
   std::vector<sessions::MemoryStackFrame> stacks_;
+  void fit_top();
   int64_t top_ = 1;
+  int64_t baseline_ = 0;
+  bool baseline_on_ = true;
 };
 
 }  // namespace embedscope::ui

@@ -68,10 +68,11 @@ void EntryChart::paintEvent(QPaintEvent*) {
   p.drawLine(r.bottomLeft(), r.bottomRight());
   p.drawLine(r.bottomLeft(), r.topLeft());
   // byte ticks on y, entry ticks on x
-  const int64_t top = std::max<int64_t>(1, y_top());
-  const int64_t ystep = byte_tick_step(top, byte_ticks_);
-  for (int64_t b = 0; b <= top; b += ystep) {
-    const double y = r.bottom() - static_cast<double>(b) / static_cast<double>(top) * r.height();
+  const int64_t bottom = std::max<int64_t>(0, y_bottom());
+  const int64_t top = std::max<int64_t>(bottom + 1, y_top());
+  const int64_t ystep = byte_tick_step(top - bottom, byte_ticks_);
+  for (int64_t b = (bottom + ystep - 1) / ystep * ystep; b <= top; b += ystep) {
+    const double y = r.bottom() - static_cast<double>(b - bottom) / static_cast<double>(top - bottom) * r.height();
     p.drawLine(QPointF(r.left() - 4, y), QPointF(r.left(), y));
     p.drawText(QRectF(0, y - 8, kLeft - 6, 16), Qt::AlignRight | Qt::AlignVCenter, QString::fromStdString(byte_tick_label(b)));
   }

@@ -30,6 +30,9 @@ class EntryChart : public QWidget {
   virtual int column_count() const = 0;
   /// The bytes at the top of the y axis (> 0 once there are columns).
   virtual int64_t y_top() const = 0;
+  /// The bytes at the bottom of the y axis (< y_top()); 0 unless a subclass starts above the
+  /// blocks live for the whole trace (ActiveTimeline::set_baseline_enabled).
+  virtual int64_t y_bottom() const { return 0; }
   /// Draws the bands into `bands` (plot_rect()'s size, transparent), only when there is a
   /// history and column_count() > 0.
   virtual void render_bands(QImage& bands) const = 0;

@@ -1,5 +1,6 @@
 #include "views/memory_view.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -112,6 +113,13 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   auto* left = new QWidget(split);
   auto* lv = new QVBoxLayout(left);
   lv->setContentsMargins(0, 0, 0, 0);
+  // tester43 F13: a run's weights (618.4 MiB of DLRM tables, live from entry 1 to the end) made
+  // the per-step buffers a 2-3 px fringe; by default the chart starts above them
+  auto* baseline = new QCheckBox("start the active timeline above the blocks live for the whole trace", left);
+  baseline->setObjectName("memory_baseline");
+  baseline->setChecked(timeline_->baseline_enabled());
+  connect(baseline, &QCheckBox::toggled, timeline_, &ActiveTimeline::set_baseline_enabled);
+  lv->addWidget(baseline);
   lv->addWidget(timeline_, 3);
   lv->addWidget(segments_, 2);
   // tall enough for the axis rect beside the legend row and the x label; few value ticks (tester41
@@ -493,6 +501,20 @@ void MemoryView::fill_fragmentation() {
   const double n = std::max<double>(1, static_cast<double>(data_.history->size()));
   p->xAxis->setRange(-0.01 * n, 1.02 * n);  // an OOM at the last entry stays in view
   p->yAxis->setRange(0, std::max(1.0, p->yAxis->range().upper * 1.1));
+  // tester43 F13: the largest free block of the first entries (a fresh segment before the
+  // weights fill it: 600 MiB at entry 0) flattened the rest to a line at ~5 MiB: the axis is
+  // scaled to the entries after the first 1% (and every OOM's points), the clipped start said
+  const int64_t skip = std::max<int64_t>(1, data_.history->size() / 100);
+  double late = 0, all = 0;
+  for (int i = 0; i < x.size(); ++i) {
+    all = std::max(all, largest[i]);
+    if (x[i] >= static_cast<double>(skip)) late = std::max(late, largest[i]);
+  }
+  for (int i = 0; i < ox.size(); ++i) late = std::max({late, req[i], lf[i]});
+  if (late > 0 && all > 2 * late) {
+    p->yAxis->setRange(0, late * 1.1);
+    p->yAxis->setLabel(QString("MiB (after entry %1)").arg(skip));  // the first entries' peak clipped
+  }
   p->yAxis2->setRange(0, 100);
   follow_palette(p);
   if (p->isVisible()) p->replot();

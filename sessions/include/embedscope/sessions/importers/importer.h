@@ -83,7 +83,7 @@ struct Importer {
 const std::vector<Importer>& all_importers();
 
 /// The files named by `paths`: files as given, directories replaced by their regular files
-/// ending in .json, .json.gz or .sqlite, sorted by name. Throws ImportError naming a path that does not
+/// ending in .json, .json.gz, .sqlite, .pickle or .pickle.gz, sorted by name. Throws ImportError naming a path that does not
 /// exist or a directory without such files.
 std::vector<std::string> expand_inputs(const std::vector<std::string>& paths);
 
@@ -100,7 +100,11 @@ struct InputFiles {
 
 /// expand_inputs(paths), leaving out the files of a directory that no importer takes (a
 /// profiler's output folder often holds other JSON) rather than failing on them. A file named
-/// on its own is kept whatever it is (detect() then says what it is). Throws ImportError as
+/// on its own is kept whatever it is (detect() then says what it is). A directory's .pickle /
+/// .pickle.gz files are its ranks: one that is not a pickle of protocol 2-5 (gunzipped) is
+/// refused, ImportError "FILE: not a PyTorch memory snapshot (... this file starts 0x3f 0xa1);
+/// every .pickle / .pickle.gz file of a directory (DIR) is imported as one rank: ..." (an old
+/// protocol: old_pickle_message), never left out (tester43 F22). Throws ImportError as
 /// expand_inputs does, and detect()'s error for a directory's first file when nothing in that
 /// directory can be imported.
 InputFiles select_inputs(const std::vector<std::string>& paths);
