@@ -12,12 +12,15 @@
 #include <string>
 
 #include "common.cuh"
+#include "sort_group.cuh"
 #include "embedscope/engine/kernels/cuda_sparse_grad.h"
 #include "embedscope/engine/kernels/sparse_grad_core.h"
 
 namespace embedscope::engine::cuda {
 
 using detail::check;
+using detail::sort_end_bit;
+using detail::sort_group_temp_bytes;
 using detail::kWarp;
 
 namespace {
@@ -95,21 +98,8 @@ void accumulate_sparse_grad_cuda(int64_t num_rows, int64_t dim, const int64_t* i
   const std::string shapes = "rows=" + std::to_string(num_rows) + " dim=" + std::to_string(dim) +
                              " bags=" + std::to_string(num_bags) + " ids=" + std::to_string(num_ids);
   const size_t n = static_cast<size_t>(num_ids);
-  int end_bit = 1;  // keys are in [0, num_rows]
-  while (end_bit < 64 && (static_cast<uint64_t>(num_rows) >> end_bit) != 0) ++end_bit;
-  size_t sort_bytes = 0, rle_bytes = 0, scan_bytes = 0;
-  check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const uint64_t*>(nullptr),
-                                        static_cast<uint64_t*>(nullptr), static_cast<const int32_t*>(nullptr),
-                                        static_cast<int32_t*>(nullptr), num_ids, 0, end_bit, s),
-        "cub::DeviceRadixSort::SortPairs (size)");
-  check(cub::DeviceRunLengthEncode::Encode(nullptr, rle_bytes, static_cast<const uint64_t*>(nullptr),
-                                           static_cast<uint64_t*>(nullptr), static_cast<int32_t*>(nullptr),
-                                           static_cast<int32_t*>(nullptr), num_ids, s),
-        "cub::DeviceRunLengthEncode::Encode (size)");
-  check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<const int32_t*>(nullptr),
-                                      static_cast<int32_t*>(nullptr), num_ids, s),
-        "cub::DeviceScan::ExclusiveSum (size)");
-  const size_t temp_bytes = std::max({sort_bytes, rle_bytes, scan_bytes});
+  const int end_bit = sort_end_bit(static_cast<uint64_t>(num_rows));  // keys are in [0, num_rows]
+  const size_t temp_bytes = sort_group_temp_bytes(num_ids, end_bit, s);
   auto lay_out = [&](ScratchLayout& l) {
     for (int i = 0; i < 3; ++i) l.take(n * 8);  // keys in / out, unique keys
     for (int i = 0; i < 5; ++i) l.take(n * 4);  // pos in / out, bag_of, run counts, run starts

@@ -14,10 +14,13 @@
 #include <string>
 
 #include "common.cuh"
+#include "sort_group.cuh"
 
 namespace embedscope::engine::cuda {
 
 using detail::check;
+using detail::sort_end_bit;
+using detail::sort_group_temp_bytes;
 using detail::from_float;
 using detail::kFullMask;
 using detail::kWarp;
@@ -369,24 +372,8 @@ void backward_typed(const TbePlan& plan, int64_t B, void* weights, float* moment
   const int64_t num_bags = static_cast<int64_t>(plan.tables().size()) * B;
   if (num_ids <= 0 || plan.tables().empty()) return;  // nothing to update
   const size_t n = static_cast<size_t>(num_ids);
-  // end_bit: the sort looks at the bits that keys in [0, total_rows] use
-  int end_bit = 1;
-  while (end_bit < 64 && (static_cast<uint64_t>(plan.total_rows()) >> end_bit) != 0) ++end_bit;
-
-  // scratch: keys in/out, unique keys (u64); pos in/out, bag_of, run counts, run starts (i32)
-  size_t sort_bytes = 0, rle_bytes = 0, scan_bytes = 0;
-  check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const uint64_t*>(nullptr),
-                                        static_cast<uint64_t*>(nullptr), static_cast<const int32_t*>(nullptr),
-                                        static_cast<int32_t*>(nullptr), num_ids, 0, end_bit, stream),
-        "cub::DeviceRadixSort::SortPairs (size)");
-  check(cub::DeviceRunLengthEncode::Encode(nullptr, rle_bytes, static_cast<const uint64_t*>(nullptr),
-                                           static_cast<uint64_t*>(nullptr), static_cast<int32_t*>(nullptr),
-                                           static_cast<int32_t*>(nullptr), num_ids, stream),
-        "cub::DeviceRunLengthEncode::Encode (size)");
-  check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<const int32_t*>(nullptr),
-                                      static_cast<int32_t*>(nullptr), num_ids, stream),
-        "cub::DeviceScan::ExclusiveSum (size)");
-  const size_t temp_bytes = std::max({sort_bytes, rle_bytes, scan_bytes});
+  const int end_bit = sort_end_bit(static_cast<uint64_t>(plan.total_rows()));  // keys are in [0, plan.total_rows()]
+  const size_t temp_bytes = sort_group_temp_bytes(num_ids, end_bit, stream);
   // the pieces, each 256-byte aligned: sized first, then placed in the workspace (or a scratch block)
   auto lay_out = [&](ScratchLayout& l) {
     for (int i = 0; i < 3; ++i) l.take(n * 8);  // keys in / out, unique keys
