@@ -19,8 +19,7 @@
 namespace embedscope::engine::cuda {
 
 using detail::check;
-using detail::sort_end_bit;
-using detail::sort_group_temp_bytes;
+using detail::SortGroup;
 using detail::kWarp;
 
 namespace {
@@ -97,45 +96,15 @@ void accumulate_sparse_grad_cuda(int64_t num_rows, int64_t dim, const int64_t* i
   }
   const std::string shapes = "rows=" + std::to_string(num_rows) + " dim=" + std::to_string(dim) +
                              " bags=" + std::to_string(num_bags) + " ids=" + std::to_string(num_ids);
-  const size_t n = static_cast<size_t>(num_ids);
-  const int end_bit = sort_end_bit(static_cast<uint64_t>(num_rows));  // keys are in [0, num_rows]
-  const size_t temp_bytes = sort_group_temp_bytes(num_ids, end_bit, s);
-  auto lay_out = [&](ScratchLayout& l) {
-    for (int i = 0; i < 3; ++i) l.take(n * 8);  // keys in / out, unique keys
-    for (int i = 0; i < 5; ++i) l.take(n * 4);  // pos in / out, bag_of, run counts, run starts
-    l.take(sizeof(int32_t));                    // num_runs
-    l.take(temp_bytes);
-  };
-  ScratchLayout sizing;
-  lay_out(sizing);
-  ScratchLayout placed(static_cast<char*>(workspace.reserve(sizing.need())));
-  auto* keys_in = reinterpret_cast<uint64_t*>(placed.take(n * 8));
-  auto* keys_out = reinterpret_cast<uint64_t*>(placed.take(n * 8));
-  auto* unique_keys = reinterpret_cast<uint64_t*>(placed.take(n * 8));
-  auto* pos_in = reinterpret_cast<int32_t*>(placed.take(n * 4));
-  auto* pos_out = reinterpret_cast<int32_t*>(placed.take(n * 4));
-  auto* bag_of = reinterpret_cast<int32_t*>(placed.take(n * 4));
-  auto* run_counts = reinterpret_cast<int32_t*>(placed.take(n * 4));
-  auto* run_starts = reinterpret_cast<int32_t*>(placed.take(n * 4));
-  auto* num_runs = reinterpret_cast<int32_t*>(placed.take(sizeof(int32_t)));
-  void* temp = placed.take(temp_bytes);
-
+  SortGroup g(num_ids, static_cast<uint64_t>(num_rows), s);  // keys are in [0, num_rows]
+  g.place(static_cast<char*>(workspace.reserve(g.bytes())));
   detail::launch("sparse_grad_linearize", shapes, launch_1d(num_bags, kWarpsPerBlock, kThreads), s,
-                 sparse_grad_linearize_kernel, num_rows, num_bags, ids, offsets, num_ids, keys_in, pos_in, bag_of);
-  size_t bytes = temp_bytes;
-  check(cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, pos_in, pos_out, num_ids, 0, end_bit, s),
-        "cub::DeviceRadixSort::SortPairs");
-  // counts past *num_runs are not written by Encode: zeroed so that the scan reads defined values
-  check(cudaMemsetAsync(run_counts, 0, n * sizeof(int32_t), s), "cudaMemsetAsync (run counts)");
-  bytes = temp_bytes;
-  check(cub::DeviceRunLengthEncode::Encode(temp, bytes, keys_out, unique_keys, run_counts, num_runs, num_ids, s),
-        "cub::DeviceRunLengthEncode::Encode");
-  bytes = temp_bytes;
-  check(cub::DeviceScan::ExclusiveSum(temp, bytes, run_counts, run_starts, num_ids, s), "cub::DeviceScan::ExclusiveSum");
+                 sparse_grad_linearize_kernel, num_rows, num_bags, ids, offsets, num_ids, g.keys_in, g.pos_in, g.bag_of);
+  g.sort_and_group(s);
   detail::launch("sparse_grad_reduce", shapes, launch_1d(num_ids, kWarpsPerBlock, kThreads), s,
-                 sparse_grad_reduce_kernel, num_rows, dim, num_ids, bags_per_part, num_runs, unique_keys, run_counts,
-                 run_starts, pos_out, bag_of, bag_scale, grad, grad_stride, rows_out, offsets_out, values_out,
-                 count_out);
+                 sparse_grad_reduce_kernel, num_rows, dim, num_ids, bags_per_part, g.num_runs, g.unique_keys,
+                 g.run_counts, g.run_starts, g.pos_out, g.bag_of, bag_scale, grad, grad_stride, rows_out, offsets_out,
+                 values_out, count_out);
 }
 
 }  // namespace embedscope::engine::cuda

@@ -19,8 +19,7 @@
 namespace embedscope::engine::cuda {
 
 using detail::check;
-using detail::sort_end_bit;
-using detail::sort_group_temp_bytes;
+using detail::SortGroup;
 using detail::from_float;
 using detail::kFullMask;
 using detail::kWarp;
@@ -371,55 +370,21 @@ void backward_typed(const TbePlan& plan, int64_t B, void* weights, float* moment
   const std::string shapes = shapes_of(plan, B, num_ids);
   const int64_t num_bags = static_cast<int64_t>(plan.tables().size()) * B;
   if (num_ids <= 0 || plan.tables().empty()) return;  // nothing to update
-  const size_t n = static_cast<size_t>(num_ids);
-  const int end_bit = sort_end_bit(static_cast<uint64_t>(plan.total_rows()));  // keys are in [0, plan.total_rows()]
-  const size_t temp_bytes = sort_group_temp_bytes(num_ids, end_bit, stream);
-  // the pieces, each 256-byte aligned: sized first, then placed in the workspace (or a scratch block)
-  auto lay_out = [&](ScratchLayout& l) {
-    for (int i = 0; i < 3; ++i) l.take(n * 8);  // keys in / out, unique keys
-    for (int i = 0; i < 5; ++i) l.take(n * 4);  // pos in / out, bag_of, run counts, run starts
-    l.take(sizeof(int32_t));                    // num_runs
-    l.take(temp_bytes);
-  };
-  ScratchLayout sizing;
-  lay_out(sizing);
+  SortGroup g(num_ids, static_cast<uint64_t>(plan.total_rows()), stream);  // keys are in [0, total_rows]
+  // placed in the workspace, or a stream-ordered scratch block without one
   std::optional<detail::Scratch> scratch;
   char* base = nullptr;
   if (workspace) {
-    base = static_cast<char*>(workspace->reserve(sizing.need()));
+    base = static_cast<char*>(workspace->reserve(g.bytes()));
   } else {
-    scratch.emplace(sizing.need(), stream);
+    scratch.emplace(g.bytes(), stream);
     base = scratch->as<char>();
   }
-  ScratchLayout placed(base);
-  auto take = [&](size_t bytes) { return placed.take(bytes); };
-  const size_t u64 = n * 8, i32 = n * 4;
-  auto* keys_in = reinterpret_cast<uint64_t*>(take(u64));
-  auto* keys_out = reinterpret_cast<uint64_t*>(take(u64));
-  auto* unique_keys = reinterpret_cast<uint64_t*>(take(u64));
-  auto* pos_in = reinterpret_cast<int32_t*>(take(i32));
-  auto* pos_out = reinterpret_cast<int32_t*>(take(i32));
-  auto* bag_of = reinterpret_cast<int32_t*>(take(i32));
-  auto* run_counts = reinterpret_cast<int32_t*>(take(i32));
-  auto* run_starts = reinterpret_cast<int32_t*>(take(i32));
-  auto* num_runs = reinterpret_cast<int32_t*>(take(sizeof(int32_t)));
-  void* temp = take(temp_bytes);
-
+  g.place(base);
   detail::launch("tbe_linearize", shapes, launch_1d(num_bags, kWarpsPerBlock, kThreads), stream,
                  tbe_linearize_kernel, plan.device_tables(), plan.device_row_cumsum(), plan.total_rows(),
-                 B, num_bags, ids, offsets, num_ids, keys_in, pos_in, bag_of);
-  size_t bytes = temp_bytes;
-  check(cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, pos_in, pos_out, num_ids, 0, end_bit, stream),
-        "cub::DeviceRadixSort::SortPairs");
-  check(cudaMemsetAsync(run_counts, 0, n * sizeof(int32_t), stream), "cudaMemsetAsync (run counts)");
-  bytes = temp_bytes;
-  check(cub::DeviceRunLengthEncode::Encode(temp, bytes, keys_out, unique_keys, run_counts, num_runs, num_ids, stream),
-        "cub::DeviceRunLengthEncode::Encode");
-  // counts past *num_runs are not written by Encode: zero them so the scan reads defined values
-  // (their starts are never used)
-  bytes = temp_bytes;
-  check(cub::DeviceScan::ExclusiveSum(temp, bytes, run_counts, run_starts, num_ids, stream),
-        "cub::DeviceScan::ExclusiveSum");
+                 B, num_bags, ids, offsets, num_ids, g.keys_in, g.pos_in, g.bag_of);
+  g.sort_and_group(stream);
 
   OptArgs o{};
   o.type = static_cast<int32_t>(spec.type);
@@ -434,7 +399,7 @@ void backward_typed(const TbePlan& plan, int64_t B, void* weights, float* moment
   detail::launch("tbe_update", shapes + " optimizer=" + to_string(spec.type),
                  launch_1d(num_ids, kWarpsPerBlock, kThreads), stream, tbe_update_kernel<T>, plan.device_tables(),
                  plan.device_row_cumsum(), static_cast<int>(plan.tables().size()), plan.total_rows(),
-                 B, num_ids, num_runs, unique_keys, run_counts, run_starts, pos_out, bag_of,
+                 B, num_ids, g.num_runs, g.unique_keys, g.run_counts, g.run_starts, g.pos_out, g.bag_of,
                  bag_scale, offsets, grad_out, static_cast<T*>(weights), momentum1, momentum2, o);
 }
 
