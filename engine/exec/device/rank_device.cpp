@@ -284,33 +284,26 @@ void add_step_sync_calls(bool measured, int64_t calls) {
 StepSyncCallTotals step_sync_call_totals() { return {g_warmup_sync_calls.load(), g_measured_sync_calls.load()}; }
 
 namespace {
-std::atomic<int64_t> g_dense_h2d{0}, g_dense_d2h{0}, g_dense_h2d_bytes{0}, g_dense_d2h_bytes{0};
+// Process-wide running CopyTotals.
+class CopyCounter {
+ public:
+  void add(const CopyTotals& c) {
+    h2d_.fetch_add(c.host_to_device);
+    d2h_.fetch_add(c.device_to_host);
+    h2d_bytes_.fetch_add(c.host_to_device_bytes);
+    d2h_bytes_.fetch_add(c.device_to_host_bytes);
+  }
+  CopyTotals totals() const { return {h2d_.load(), d2h_.load(), h2d_bytes_.load(), d2h_bytes_.load()}; }
+
+ private:
+  std::atomic<int64_t> h2d_{0}, d2h_{0}, h2d_bytes_{0}, d2h_bytes_{0};
+};
+CopyCounter g_dense_copies, g_sparse_grad_copies;
 }  // namespace
 
-void add_dense_copies(const DenseCopyTotals& step) {
-  g_dense_h2d.fetch_add(step.host_to_device);
-  g_dense_d2h.fetch_add(step.device_to_host);
-  g_dense_h2d_bytes.fetch_add(step.host_to_device_bytes);
-  g_dense_d2h_bytes.fetch_add(step.device_to_host_bytes);
-}
-
-DenseCopyTotals dense_copy_totals() {
-  return {g_dense_h2d.load(), g_dense_d2h.load(), g_dense_h2d_bytes.load(), g_dense_d2h_bytes.load()};
-}
-
-namespace {
-std::atomic<int64_t> g_sg_h2d{0}, g_sg_d2h{0}, g_sg_h2d_bytes{0}, g_sg_d2h_bytes{0};
-}  // namespace
-
-void add_sparse_grad_copies(const SparseGradCopyTotals& c) {
-  g_sg_h2d.fetch_add(c.host_to_device);
-  g_sg_d2h.fetch_add(c.device_to_host);
-  g_sg_h2d_bytes.fetch_add(c.host_to_device_bytes);
-  g_sg_d2h_bytes.fetch_add(c.device_to_host_bytes);
-}
-
-SparseGradCopyTotals sparse_grad_copy_totals() {
-  return {g_sg_h2d.load(), g_sg_d2h.load(), g_sg_h2d_bytes.load(), g_sg_d2h_bytes.load()};
-}
+void add_dense_copies(const DenseCopyTotals& step) { g_dense_copies.add(step); }
+DenseCopyTotals dense_copy_totals() { return g_dense_copies.totals(); }
+void add_sparse_grad_copies(const SparseGradCopyTotals& c) { g_sparse_grad_copies.add(c); }
+SparseGradCopyTotals sparse_grad_copy_totals() { return g_sparse_grad_copies.totals(); }
 
 }  // namespace embedscope::engine::detail

@@ -214,29 +214,26 @@ struct StepSyncCallTotals {
 void add_step_sync_calls(bool measured, int64_t calls);
 StepSyncCallTotals step_sync_call_totals();
 
-/// The host<->device copies a resident dense part (model/dense_device.h) made in the measured
-/// steps of this process's runs, over every rank (counted by the rank's DenseDevice,
-/// exec/threaded/rank_dense_device.h: each copy / copy_2d call across host and device is one;
-/// the device's bce_loss counts one device-to-host copy of its 8-byte loss; device-to-device
-/// copies are not counted). Process-wide running totals: a test reads them before and after a run.
-struct DenseCopyTotals {
+/// Host<->device copies and their bytes, counted by kind (the two totals below).
+struct CopyTotals {
   int64_t host_to_device = 0;        ///< copies
   int64_t device_to_host = 0;        ///< copies
   int64_t host_to_device_bytes = 0;  ///< bytes
   int64_t device_to_host_bytes = 0;  ///< bytes
 };
+/// The host<->device copies a resident dense part (model/dense_device.h) made in the measured
+/// steps of this process's runs, over every rank (counted by the rank's DenseDevice,
+/// exec/threaded/rank_dense_device.h: each copy / copy_2d call across host and device is one;
+/// the device's bce_loss counts one device-to-host copy of its 8-byte loss; device-to-device
+/// copies are not counted). Process-wide running totals: a test reads them before and after a run.
+using DenseCopyTotals = CopyTotals;
 /// The host<->device copies of the embedding update on the device path in the measured steps of
 /// this process's runs, over every rank (Rank::device_update, Rank::device_accumulate_updates):
 /// each to_device / to_host call one. Before issue 14's device accumulation every shard update
 /// copied its gradient rows, offsets and values (3 copies); now one packed copy per shard and one
 /// read of the steps' distinct-row counts. Process-wide running totals (a test reads them before
 /// and after a run).
-struct SparseGradCopyTotals {
-  int64_t host_to_device = 0;        ///< copies
-  int64_t device_to_host = 0;        ///< copies
-  int64_t host_to_device_bytes = 0;  ///< bytes
-  int64_t device_to_host_bytes = 0;  ///< bytes
-};
+using SparseGradCopyTotals = CopyTotals;
 /// Adds copies (Rank, in measured steps).
 void add_sparse_grad_copies(const SparseGradCopyTotals& c);
 SparseGradCopyTotals sparse_grad_copy_totals();
