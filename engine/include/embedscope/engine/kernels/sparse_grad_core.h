@@ -32,32 +32,12 @@
 #include <string>
 #include <vector>
 
-#if !defined(EMBEDSCOPE_HD)
-#if defined(__CUDACC__)
-#define EMBEDSCOPE_HD __host__ __device__
-#else
-#define EMBEDSCOPE_HD
-#endif
-#endif
+#include "embedscope/engine/kernels/dense_core.h"  // EMBEDSCOPE_HD, mulf_rn, addf_rn
 
 namespace embedscope::engine::sparse_grad_core {
 
-/// a * b rounded to fp32 (never fused with a later add).
-EMBEDSCOPE_HD inline float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-/// a + b rounded to fp32.
-EMBEDSCOPE_HD inline float add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
+using dense_core::addf_rn;
+using dense_core::mulf_rn;
 
 /// The sort key of an occurrence of `id` in a shard of `num_rows` rows: the id itself when it is
 /// in [0, num_rows), else num_rows (such occurrences sort last and give no row: the input
@@ -79,14 +59,14 @@ EMBEDSCOPE_HD inline float column_grad(const int32_t* sorted_pos, const int32_t*
     const int64_t bag = bag_of[sorted_pos[j]];
     const int64_t p = bag / bags_per_part;
     if (p != part) {
-      if (part >= 0) total = add_rn(total, partial);
+      if (part >= 0) total = addf_rn(total, partial);
       partial = 0.0f;
       part = p;
     }
     const float s = bag_scale != nullptr ? bag_scale[bag] : 1.0f;
-    partial = add_rn(partial, mul_rn(s, grad[bag * grad_stride + c]));
+    partial = addf_rn(partial, mulf_rn(s, grad[bag * grad_stride + c]));
   }
-  return add_rn(total, partial);
+  return addf_rn(total, partial);
 }
 
 /// The result of accumulate_sorted: `rows` distinct rows, ascending (ids outside the table
