@@ -1,4 +1,5 @@
-// `embedscope export`: a session as Chrome trace JSON (Perfetto) or a folder of CSV files.
+// `embedscope export`: a session as Chrome trace JSON (Perfetto), a folder of CSV files, or a folder
+// of per-rank Kineto traces for Holistic Trace Analysis.
 
 #include <sys/stat.h>
 
@@ -15,6 +16,7 @@
 #include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/exporters/export.h"
+#include "embedscope/sessions/exporters/kineto_export.h"
 #include "embedscope/sessions/store/session.h"
 
 namespace embedscope::cli {
@@ -36,11 +38,21 @@ int cmd_export(const std::string& file, const std::string& format, const std::st
     struct stat sb {};
     if (format == "chrome" && lstat(out.c_str(), &sb) == 0)
       throw es::SpecError(fmt::format("{}: already exists; {}", out, how));
+    // kineto: HTA reads every .json / .gz file of the folder as a rank's trace, so any such
+    // file already there (another session's ranks) is refused, not only the names written
+    if (format == "kineto" && std::filesystem::is_directory(out, ec))
+      for (const auto& e : std::filesystem::directory_iterator(out, ec)) {
+        const std::string n = e.path().filename().string();
+        if (n.ends_with(".json") || n.ends_with(".gz"))
+          throw es::SpecError(fmt::format("{}: already exists (Holistic Trace Analysis would read it as a rank's trace "
+                                          "beside the exported ones); {}", e.path().string(), how));
+      }
     if (format == "csv" && std::filesystem::is_directory(out, ec))
       for (const auto& name : ss::csv_export_files())
         if (const auto p = std::filesystem::path(out) / name; lstat(p.c_str(), &sb) == 0)
           throw es::SpecError(fmt::format("{}: already exists (the csv export writes {} there); {}", p.string(), name, how));
   }
+  struct stat sb0 {};
   if (format == "chrome") {
     // Written beside the target and renamed at the end: a failed export leaves nothing behind.
     const std::string tmp = out + ".partial";
@@ -60,6 +72,19 @@ int cmd_export(const std::string& file, const std::string& format, const std::st
       throw es::SpecError(fmt::format("{}: cannot write: {}", out, ec.message()));
     }
     fmt::print(stderr, "wrote {} (open it in https://ui.perfetto.dev or chrome://tracing)\n", out);
+  } else if (format == "kineto") {
+    if (lstat(out.c_str(), &sb0) == 0 && !S_ISDIR(sb0.st_mode))
+      throw es::SpecError(fmt::format("{}: exists and is not a directory; the kineto export writes a folder of per-rank "
+                                      "traces (choose another output with -o)", out));
+    if (overwrite && std::filesystem::is_directory(out, ec))  // the stale ranks of an earlier export
+      for (const auto& e : std::filesystem::directory_iterator(out, ec))
+        if (const std::string n = e.path().filename().string();
+            n.starts_with("rank_") && (n.ends_with(".json") || n.ends_with(".gz")))
+          std::filesystem::remove(e.path(), ec);
+    for (const auto& p : ss::export_kineto_traces(session, out)) fmt::print(stderr, "wrote {}\n", p);
+    if (session.meta("simulated", "0") == "1")
+      fmt::print(stderr, "note: a SIMULATED session (cost model times); the traces say so in their metadata\n");
+    fmt::print(stderr, "open the folder with Holistic Trace Analysis: TraceAnalysis(trace_dir=\"{}\")\n", out);
   } else {
     for (const auto& p : ss::export_csv(session, ss::analyze(session), out)) fmt::print(stderr, "wrote {}\n", p);
   }
@@ -75,14 +100,15 @@ struct ExportState {
 
 Command add_export_command(CLI::App& app) {
   auto s = std::make_shared<ExportState>();
-  auto* exp = app.add_subcommand("export", "Export a session as Chrome trace JSON (Perfetto) or CSV");
+  auto* exp = app.add_subcommand("export", "Export a session as Chrome trace JSON (Perfetto), CSV, or per-rank Kineto traces (HTA)");
   exp->add_option("session", s->file, "Session file (.db)")->required();
-  exp->add_option("--format", s->format, "chrome: Trace Event JSON; csv: a folder of CSV files")
+  exp->add_option("--format", s->format, "chrome: Trace Event JSON; csv: a folder of CSV files; kineto: a folder of per-rank PyTorch "
+                "profiler traces (rank_N.json) for Holistic Trace Analysis")
       ->required()
-      ->check(CLI::IsMember({"chrome", "csv"}));
-  exp->add_option("-o,--output", s->out, "Output file (chrome) or folder (csv)")->required();
+      ->check(CLI::IsMember({"chrome", "csv", "kineto"}));
+  exp->add_option("-o,--output", s->out, "Output file (chrome) or folder (csv, kineto)")->required();
   exp->add_flag("--force-overwrite", s->overwrite,
-                "Replace an existing output file (chrome) or the csv files in an existing folder");
+                "Replace an existing output file (chrome), the csv files in an existing folder, or (kineto) its rank_*.json files");
   return {exp, [s] { return cmd_export(s->file, s->format, s->out, s->overwrite); }, nullptr};
 }
 

@@ -75,7 +75,8 @@ enum class Key : uint8_t {
   other,
   ph, cat, name, pid, tid, ts, dur, args,  // the event's
   stream, correlation, bytes, arg_name, collective, group, group_desc, dtype, in_nelems, out_nelems, group_size,
-  seq, in_split, out_split, group_ranks  // its args'
+  seq, in_split, out_split, group_ranks,  // its args'
+  es_category, es_name  // what `embedscope export --format kineto` adds (kineto_export.h)
 };
 
 /// Which of the event's own keys `k` is (one length switch, then at most two compares).
@@ -99,9 +100,9 @@ Key args_key(std::string_view k) {
     case 11: return k == "correlation" ? Key::correlation : Key::other;
     case 13: return k == "In msg nelems" ? Key::in_nelems : k == "In split size" ? Key::in_split : Key::other;
     case 14: return k == "Out msg nelems" ? Key::out_nelems : k == "Out split size" ? Key::out_split : Key::other;
-    case 15: return k == "Collective name" ? Key::collective : Key::other;
+    case 15: return k == "Collective name" ? Key::collective : k == "embedscope name" ? Key::es_name : Key::other;
     case 18: return k == "Process Group Name" ? Key::group : Key::other;
-    case 19: return k == "Process Group Ranks" ? Key::group_ranks : Key::other;
+    case 19: return k == "Process Group Ranks" ? Key::group_ranks : k == "embedscope category" ? Key::es_category : Key::other;
     case 25: return k == "Process Group Description" ? Key::group_desc : Key::other;
     default: return Key::other;
   }
@@ -115,6 +116,12 @@ struct Tally {
   void add(size_t offset) {
     if (count++ == 0) first = offset;
   }
+};
+
+/// The args an Embedscope export adds (sessions/exporters/kineto_export.h): the op's category,
+/// and the session's name of a GPU op the export renamed for HTA ("nccl:NAME", "Memcpy (NAME)").
+struct EmbedscopeArgs {
+  std::string_view category, name;
 };
 
 struct Parser {
@@ -197,7 +204,7 @@ struct Parser {
   }
   /// The args object `v` of an event: the fields the importer reads, into the out-parameters.
   void args(od::value v, int64_t& stream, bool& has_stream, uint64_t& correlation, int64_t& bytes,
-            std::string_view& arg_name, CommParams& cp);
+            std::string_view& arg_name, CommParams& cp, EmbedscopeArgs& es);
   /// The problems counted in tallies, into `problems` (once per file, after its events).
   void record_tallies() {
     if (flows.count)
@@ -305,7 +312,7 @@ void Parser::top_level(const std::string& key, const Span& sp) {
 }
 
 void Parser::args(od::value v, int64_t& stream, bool& has_stream, uint64_t& correlation, int64_t& bytes,
-                  std::string_view& arg_name, CommParams& cp) {
+                  std::string_view& arg_name, CommParams& cp, EmbedscopeArgs& es) {
   for (auto a : v.get_object()) {
     const Key k = args_key(a.unescaped_key());
     if (k == Key::other) continue;  // its value is skipped by the next iteration
@@ -335,6 +342,8 @@ void Parser::args(od::value v, int64_t& stream, bool& has_stream, uint64_t& corr
       case Key::group_ranks:
         for (int64_t r : int_list(av)) cp.ranks.push_back(static_cast<int32_t>(r));
         break;
+      case Key::es_category: es.category = scalar_text(av); break;
+      case Key::es_name: es.name = scalar_text(av); break;
       default: break;
     }
   }
@@ -347,6 +356,7 @@ void Parser::event(const Span& sp) {
   bool has_stream = false;
   uint64_t correlation = 0;
   CommParams cp;
+  EmbedscopeArgs es;
   // Views into the event's text (numbers) or into the parser's string buffer (strings): both
   // stay valid until the next iterate(), i.e. through this function.
   std::string_view name_copy, cat_copy, ph_copy, pid_copy, tid_copy, ts_copy, dur_copy, arg_name_copy;
@@ -365,7 +375,7 @@ void Parser::event(const Span& sp) {
         case Key::ts: ts_copy = scalar_text(v), has_ts = true; break;
         case Key::dur: dur_copy = scalar_text(v), has_dur = true; break;
         case Key::args:
-          if (v.type() == od::json_type::object) args(v, stream, has_stream, correlation, bytes, arg_name_copy, cp);
+          if (v.type() == od::json_type::object) args(v, stream, has_stream, correlation, bytes, arg_name_copy, cp, es);
           break;
         default: break;
       }
@@ -474,7 +484,8 @@ void Parser::event(const Span& sp) {
                                             "years), skipped", at(sp.begin), dur_copy); });
       return;
     }
-    name_id = names.id(name);
+    // a GPU op that `embedscope export --format kineto` renamed for HTA: the session's name back
+    name_id = names.id(on_stream(kind) && !es.name.empty() ? es.name : name);
   }
   static const std::string_view kStep = "ProfilerStep#";
   const std::string& nm = names.text(name_id);
@@ -498,6 +509,10 @@ void Parser::event(const Span& sp) {
   if (kind == EventKind::cpu)
     for (int c = 0; c < kNumCategories; ++c)
       if (cat == to_string(static_cast<OpCategory>(c))) e.cat_category = static_cast<int8_t>(c);
+  if (!es.category.empty())  // an Embedscope export's op: the category the session had
+    for (int c = 0; c < kNumCategories; ++c)
+      if (es.category == to_string(static_cast<OpCategory>(c)))
+        e.cat_category = static_cast<int8_t>(c), e.category_from_args = true;
   if (kind == EventKind::cpu && cat == "user_annotation") tr.annotation_names.insert(name_id);
   if (kind == EventKind::cpu && nm == "record_param_comms") {
     e.comm_param = static_cast<int32_t>(tr.comm_params.size());

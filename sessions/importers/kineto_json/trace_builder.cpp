@@ -269,7 +269,7 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
       const std::string& nm = names.text(e.name);
       if (on_stream(e.kind)) {
         const bool copy = e.kind == EventKind::gpu_memcpy || e.kind == EventKind::gpu_memset;
-        o.category = category(e.name, copy ? 1 : 0, nm);
+        o.category = e.category_from_args ? static_cast<OpCategory>(e.cat_category) : category(e.name, copy ? 1 : 0, nm);
         if (copy) o.bytes = e.bytes;
         auto l = e.correlation ? launch.find(e.correlation) : launch.end();
         o.step = l != launch.end() ? step_of(tr.events[l->second].ts) : -1;
@@ -295,7 +295,8 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
                                              : gpu_others);
       } else {
         o.category = e.kind == EventKind::gpu_annotation                   ? OpCategory::other
-                     : tr.categories_from_cat && e.cat_category >= 0 ? static_cast<OpCategory>(e.cat_category)
+                     : (tr.categories_from_cat || e.category_from_args) && e.cat_category >= 0
+                         ? static_cast<OpCategory>(e.cat_category)
                                                                      : category(e.name, 2, nm);
         o.step = step_of(e.ts);
         ++(e.unfinished                          ? unfinished

@@ -53,6 +53,9 @@ struct Event {
   /// The profiler never saw it end (negative "dur", a "B" without its "E"): `end` == `ts`, its
   /// name marked did_not_end_name (model/did_not_end.h); left out of the session's time range.
   bool unfinished = false;
+  /// cat_category comes from args "embedscope category" (`embedscope export --format kineto`,
+  /// sessions/exporters/kineto_export.h): the session's category, trusted on any lane.
+  bool category_from_args = false;
 };
 
 /// The args of one record_param_comms span (PyTorch's names in comments).

@@ -1,0 +1,347 @@
+// `embedscope export --format kineto`: one PyTorch-profiler (Kineto) JSON trace per rank, the
+// directory Holistic Trace Analysis' TraceAnalysis(trace_dir=...) reads (kineto_export.h says what
+// each op becomes and why).
+
+#include "embedscope/sessions/exporters/kineto_export.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "embedscope/sessions/exporters/export.h"
+#include "embedscope/sessions/model/did_not_end.h"
+#include "embedscope/sessions/model/metadata_keys.h"
+
+namespace embedscope::sessions {
+
+namespace {
+constexpr auto kReplace = nlohmann::json::error_handler_t::replace;  // names may not be UTF-8
+std::string jstr(std::string_view s) { return nlohmann::json(std::string(s)).dump(-1, ' ', false, kReplace); }
+
+bool starts(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+// HTA's kernel classes by name (hta/common/types.py CommunicateKernelGroupingPattern,
+// MemoryKernelGroupingPattern): (^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*) and
+// (^(hip)?Memcpy)|(^(hip)?Memset)|(^dma).
+bool hta_comm_name(std::string_view n) {
+  return starts(n, "nccl") || starts(n, "hip") || starts(n, "hccl") || n.find("ncclKernel") != std::string_view::npos;
+}
+bool hta_memory_name(std::string_view n) {
+  return starts(n, "Memcpy") || starts(n, "Memset") || starts(n, "hipMemcpy") || starts(n, "hipMemset") ||
+         starts(n, "dma");
+}
+bool is_memset_name(std::string_view n) { return starts(n, "Memset") || starts(n, "memset"); }
+
+}  // namespace
+
+std::string kineto_dtype(const std::string& dtype) {
+  static const std::map<std::string, std::string> k{
+      {"float32", "Float"}, {"float64", "Double"}, {"float16", "Half"}, {"bfloat16", "BFloat16"},
+      {"int64", "Long"},    {"int32", "Int"},      {"int16", "Short"}, {"int8", "Char"},
+      {"uint8", "Byte"},    {"bytes", "Byte"},     {"bool", "Bool"}};
+  auto it = k.find(dtype);
+  return it != k.end() ? it->second : dtype;
+}
+
+KinetoCommArgs kineto_comm_args(const CollectiveRecord& c) {
+  KinetoCommArgs a;
+  a.dtype = kineto_dtype(c.dtype);
+  const int64_t elem = a.dtype == "Float" || a.dtype == "Int" ? 4
+                       : a.dtype == "Double" || a.dtype == "Long" ? 8
+                       : a.dtype == "Half" || a.dtype == "BFloat16" || a.dtype == "Short" ? 2
+                                                                                          : 1;
+  const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(c.peers.size()));
+  auto sum = [](const std::vector<int64_t>& v) {
+    int64_t s = 0;
+    for (int64_t x : v) s += x;
+    return s;
+  };
+  if (c.op == "all_to_all") {
+    a.name = "all_to_allv";
+    a.in_split = c.send_elements;
+    a.out_split = c.recv_elements;
+    a.in_nelems = !c.send_elements.empty() ? sum(c.send_elements) : (n > 1 ? c.bytes_sent * n / ((n - 1) * elem) : 0);
+    a.out_nelems = !c.recv_elements.empty() ? sum(c.recv_elements) : (n > 1 ? c.bytes_received * n / ((n - 1) * elem) : 0);
+  } else if (c.op == "all_reduce") {
+    a.name = "allreduce";
+    a.in_nelems = a.out_nelems = n > 1 ? c.bytes_sent * n / (2 * (n - 1) * elem) : 0;
+  } else if (c.op == "all_gather") {
+    a.name = "_allgather_base";
+    a.out_nelems = !c.recv_elements.empty() ? sum(c.recv_elements) : (n > 1 ? c.bytes_received * n / ((n - 1) * elem) : 0);
+    a.in_nelems = a.out_nelems / n;
+  } else if (c.op == "reduce_scatter") {
+    a.name = "_reduce_scatter_base";
+    a.in_nelems = !c.send_elements.empty() ? sum(c.send_elements) : (n > 1 ? c.bytes_sent * n / ((n - 1) * elem) : 0);
+    a.out_nelems = a.in_nelems / n;
+  } else {  // broadcast, send / recv, ...: what this rank sent and received
+    a.name = c.op;
+    a.in_nelems = c.bytes_sent / elem;
+    a.out_nelems = c.bytes_received / elem;
+  }
+  return a;
+}
+
+std::string kineto_trace_file_name(int32_t rank) { return fmt::format("rank_{}.json", rank); }
+
+std::vector<std::string> kineto_export_files(const SessionReader& session) {
+  std::set<int32_t> ranks;
+  for (const auto& l : session.lanes()) ranks.insert(l.rank);
+  for (const auto& s : session.steps()) ranks.insert(s.rank);
+  std::vector<std::string> names;
+  for (int32_t r : ranks) names.push_back(kineto_trace_file_name(r));
+  return names;
+}
+
+namespace {
+
+struct RankWriter {
+  std::ostream& out;
+  bool first = true;
+  void emit(const std::string& ev) {
+    out << (first ? "" : ",\n") << ev;
+    first = false;
+  }
+};
+
+}  // namespace
+
+void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream& out) {
+  const bool simulated = session.meta(meta::kSimulated, "0") == "1";
+  const bool imported = session.meta(meta::kImported, "0") == "1";
+  const std::string backend = session.meta(meta::kBackend, "");
+  const int64_t world = std::atoll(session.meta(meta::kWorldSize, "0").c_str());
+  std::vector<LaneInfo> lanes;
+  for (auto& l : session.lanes())
+    if (l.rank == rank) lanes.push_back(l);
+  std::vector<RankInfo> rank_info;
+  for (auto& r : session.ranks())
+    if (r.rank == rank) rank_info.push_back(r);
+  std::vector<CollectiveRecord> colls;
+  for (auto& c : session.collectives())
+    if (c.rank == rank) colls.push_back(std::move(c));
+  std::sort(colls.begin(), colls.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+
+  const int64_t host_pid = kKinetoHostPidBase + rank;
+  const int64_t device = rank;
+  auto is_stream = [](const LaneInfo& l) { return l.kind == "stream" || l.kind == "sync"; };
+  const bool has_streams = std::any_of(lanes.begin(), lanes.end(), is_stream);
+
+  // --- header: distributedInfo first, `"rank": N` with a space (HTA's trace_file.py finds a
+  // file's rank with the regex "rank":\s+(\d+) on its first matching line)
+  out << "{\n  \"distributedInfo\": {\"backend\": "
+      << jstr(backend == "cpu" ? "gloo" : simulated ? "nccl (simulated)" : "nccl") << ", \"rank\": " << rank
+      << ", \"world_size\": " << world << "},\n";
+  out << "  \"schemaVersion\": 1,\n";
+  if (const std::string anchor = session.meta(meta::kWallAnchorUnixNs, ""); !anchor.empty() && !imported)
+    out << "  \"baseTimeNanoseconds\": " << std::atoll(anchor.c_str()) << ",\n";
+  if (has_streams) {
+    const std::string dev_name = rank_info.empty() ? std::string("unknown GPU") : rank_info.front().device;
+    const int64_t mem = rank_info.empty() ? 0 : rank_info.front().memory_capacity_bytes;
+    out << "  \"deviceProperties\": [{\"id\": " << device << ", \"name\": " << jstr(dev_name)
+        << ", \"totalGlobalMem\": " << mem << "}],\n";
+  }
+  // flat values only: HTA's ijson metadata reader skips nested maps inside a top-level map
+  nlohmann::json info{{"exporter", "embedscope export --format kineto"},
+                      {"tool_version", session.meta(meta::kToolVersion, "")},
+                      {"workload", session.meta(meta::kWorkloadName, "")},
+                      {"backend", backend},
+                      {"simulated", simulated},
+                      {"imported", imported},
+                      {"clock", "session ns / 1000 (ts and dur in us with 3 decimals)"},
+                      {"note", simulated ? "SIMULATED session: every time here comes from a cost model, nothing was measured"
+                                         : has_streams ? "launch events (cuda_runtime, args.synthesized) are placed by the "
+                                                         "exporter at their kernel's start or inside its collective"
+                                                       : "host threads only: no GPU kernels (HTA's kernel analyses find none)"}};
+  out << "  \"embedscope\": " << info.dump(-1, ' ', false, kReplace) << ",\n";
+  out << "  \"displayTimeUnit\": \"ms\",\n  \"traceEvents\": [\n";
+  RankWriter w{out};
+
+  // --- process and thread names (metadata events; HTA drops them: no "dur")
+  w.emit(fmt::format(R"({{"ph":"M","pid":{},"tid":0,"name":"process_name","args":{{"name":{}}}}})", host_pid,
+                     jstr(fmt::format("rank {} host{}", rank, simulated ? " (simulated)" : ""))));
+  if (has_streams)
+    w.emit(fmt::format(R"({{"ph":"M","pid":{},"tid":0,"name":"process_name","args":{{"name":{}}}}})", device,
+                       jstr(fmt::format("GPU {}{}", device, simulated ? " (simulated)" : ""))));
+  int32_t first_host_lane = -1;
+  for (const auto& l : lanes) {
+    if (is_stream(l)) {
+      w.emit(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":{}}}}})", device,
+                         l.lane + 1, jstr(fmt::format("stream {} ({})", l.lane + 1, l.name))));
+    } else {
+      if (first_host_lane < 0) first_host_lane = l.lane;
+      w.emit(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":{}}}}})", host_pid, l.lane,
+                         jstr(l.name)));
+    }
+  }
+  if (has_streams)
+    w.emit(fmt::format(R"J({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":"launches (placed by embedscope export)"}}}})J",
+                       host_pid, kKinetoLaunchTid));
+
+  // --- ops, host lanes first (the collectives' spans go inside their host comm op)
+  struct HostComm {
+    int64_t start, end;
+    int32_t tid;
+  };
+  std::vector<HostComm> host_comm;
+  std::vector<std::pair<LaneInfo, std::vector<OpRecord>>> stream_lanes;
+  for (const auto& l : lanes) {
+    auto ops = session.lane_ops(rank, l.lane);
+    if (is_stream(l)) {
+      stream_lanes.push_back({l, std::move(ops)});
+      continue;
+    }
+    for (const auto& o : ops) {
+      const std::string& nm = session.name(o.name_id);
+      const bool unfinished = o.start_ns == o.end_ns && is_did_not_end_name(nm);
+      if (o.category == OpCategory::comm && !unfinished) host_comm.push_back({o.start_ns, o.end_ns, l.lane});
+      std::string args = fmt::format(R"("embedscope category":"{}","embedscope step":{})", to_string(o.category), o.step);
+      if (o.bytes) args += fmt::format(R"(,"embedscope bytes":{})", o.bytes);
+      if (o.correlation) args += fmt::format(R"(,"embedscope sequence":{})", o.correlation);
+      // an op the profiler never saw end: Kineto's negative duration, under the op's own name
+      w.emit(fmt::format(R"({{"ph":"X","cat":"cpu_op","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{{{}}}}})",
+                         jstr(unfinished ? without_did_not_end(nm) : std::string_view(nm)), host_pid, l.lane,
+                         ns_to_us(o.start_ns), unfinished ? std::string("-1") : ns_to_us(o.end_ns - o.start_ns), args));
+    }
+  }
+  std::sort(host_comm.begin(), host_comm.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
+
+  // --- collectives: PyTorch's record_param_comms span with its arguments, inside the host comm
+  // op that ran it (else on the launch thread)
+  struct Param {
+    int64_t start, end;
+    int32_t tid;
+    nlohmann::json args;  // PyTorch's, which its NCCL kernels carry as well
+  };
+  std::vector<Param> params;
+  for (const auto& c : colls) {
+    int32_t tid = has_streams ? kKinetoLaunchTid : (first_host_lane >= 0 ? first_host_lane : 0);
+    for (const auto& h : host_comm)
+      if (h.start <= c.start_ns && c.end_ns <= h.end) {
+        tid = h.tid;
+        break;
+      }
+    const KinetoCommArgs a = kineto_comm_args(c);
+    nlohmann::json args{{"Collective name", a.name},
+                        {"dtype", a.dtype},
+                        {"In msg nelems", a.in_nelems},
+                        {"Out msg nelems", a.out_nelems},
+                        {"Group size", c.peers.size()},
+                        {"In split size", a.in_split},
+                        {"Out split size", a.out_split},
+                        {"Process Group Name", c.group},
+                        {"Process Group Ranks", c.peers},
+                        {"Seq", c.sequence},
+                        {"Rank", rank}};
+    params.push_back({c.start_ns, c.end_ns, tid, args});
+    args["embedscope collective"] = c.name;
+    args["embedscope step"] = c.step;
+    w.emit(fmt::format(R"({{"ph":"X","cat":"cpu_op","name":"record_param_comms","pid":{},"tid":{},"ts":{},"dur":{},"args":{}}})",
+                       host_pid, tid, ns_to_us(c.start_ns), ns_to_us(c.end_ns - c.start_ns),
+                       args.dump(-1, ' ', false, kReplace)));
+  }
+
+  // --- GPU streams: each op a device event with a cuda_runtime event of the same correlation on
+  // the host (HTA keeps only kernels launched from the profiled steps)
+  int64_t correlation = 0;
+  for (const auto& [l, ops] : stream_lanes) {
+    const int64_t stream = l.lane + 1;  // > 0: HTA gives stream 0 kernels no iteration
+    for (const auto& o : ops) {
+      std::string nm = session.name(o.name_id);
+      const bool unfinished = o.start_ns == o.end_ns && is_did_not_end_name(nm);
+      if (unfinished) nm = std::string(without_did_not_end(nm));
+      const char* cat = "kernel";
+      const char* launch = "cudaLaunchKernel";
+      std::string name = nm;
+      if (l.kind == "sync") {
+        cat = "cuda_sync", launch = "cudaStreamSynchronize";
+      } else if (o.category == OpCategory::memcpy || hta_memory_name(nm)) {
+        const bool memset = is_memset_name(nm);
+        cat = memset ? "gpu_memset" : "gpu_memcpy";
+        launch = memset ? "cudaMemsetAsync" : "cudaMemcpyAsync";
+        if (!hta_memory_name(nm)) name = fmt::format("{} ({})", memset ? "Memset" : "Memcpy", nm);
+      } else if (o.category == OpCategory::comm && !hta_comm_name(nm)) {
+        name = "nccl:" + nm;  // HTA counts a kernel as communication by its name only
+      }
+      ++correlation;
+      // the launch: inside the record_param_comms span of its collective (a comm kernel), else on
+      // the launch thread at the kernel's start
+      int32_t tid = kKinetoLaunchTid;
+      int64_t ts = o.start_ns;
+      const Param* best = nullptr;
+      if (o.category == OpCategory::comm) {
+        int64_t best_overlap = -1;
+        for (const auto& p : params) {
+          const int64_t ov = std::min(p.end, std::max(o.end_ns, o.start_ns + 1)) - std::max(p.start, o.start_ns);
+          if (p.start <= o.start_ns && ov > best_overlap) best = &p, best_overlap = ov;
+        }
+        if (best) {
+          tid = best->tid;
+          ts = std::min(o.start_ns, std::max(best->start, best->end - 1));
+        }
+      }
+      std::string args = fmt::format(R"("device":{},"stream":{},"correlation":{},"embedscope category":"{}","embedscope step":{})",
+                                     device, stream, correlation, to_string(o.category), o.step);
+      if (o.bytes) args += fmt::format(R"(,"bytes":{})", o.bytes);
+      if (name != nm) args += fmt::format(R"(,"embedscope name":{})", jstr(nm));
+      if (best) {  // as PyTorch >= 2.1 writes an NCCL kernel: its collective's args
+        const std::string a = best->args.dump(-1, ' ', false, kReplace);
+        args += "," + a.substr(1, a.size() - 2);
+      }
+      w.emit(fmt::format(R"({{"ph":"X","cat":"{}","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{{{}}}}})", cat,
+                         jstr(name), device, stream, ns_to_us(o.start_ns),
+                         unfinished ? std::string("-1") : ns_to_us(o.end_ns - o.start_ns), args));
+      w.emit(fmt::format(R"({{"ph":"X","cat":"cuda_runtime","name":"{}","pid":{},"tid":{},"ts":{},"dur":0,"args":{{"correlation":{},"synthesized":true}}}})",
+                         launch, host_pid, tid, ns_to_us(ts), correlation));
+    }
+  }
+
+  // --- steps: Kineto's ProfilerStep#N on the rank's first host thread (HTA numbers iterations
+  // by them; its pattern ProfilerStep#(\d+) has no sign, so warm-up steps, numbered < 0, are left out)
+  const int32_t step_tid = first_host_lane >= 0 ? first_host_lane : kKinetoLaunchTid;
+  for (const auto& s : session.steps()) {
+    if (s.rank != rank || s.step < 0 || s.end_ns < s.start_ns) continue;
+    w.emit(fmt::format(R"({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":{},"tid":{},"ts":{},"dur":{},"args":{{}}}})",
+                       s.step, host_pid, step_tid, ns_to_us(s.start_ns), ns_to_us(s.end_ns - s.start_ns)));
+  }
+  out << "\n  ]\n}\n";
+}
+
+std::vector<std::string> export_kineto_traces(const SessionReader& session, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw SessionError(fmt::format("{}: cannot create directory: {}", dir, ec.message()));
+  std::set<int32_t> ranks;
+  for (const auto& l : session.lanes()) ranks.insert(l.rank);
+  for (const auto& s : session.steps()) ranks.insert(s.rank);
+  std::vector<std::string> written;
+  for (int32_t r : ranks) {
+    const std::string path = (std::filesystem::path(dir) / kineto_trace_file_name(r)).string();
+    const std::string tmp = path + ".partial";  // HTA reads only .json / .gz: never a half file
+    {
+      std::ofstream f(tmp);
+      if (!f) throw SessionError(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
+      export_kineto_rank(session, r, f);
+      f.close();
+      if (!f) {
+        std::filesystem::remove(tmp, ec);
+        throw SessionError(fmt::format("{}: write failed: {}", path, std::strerror(errno)));
+      }
+    }
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) {
+      std::filesystem::remove(tmp, ec);
+      throw SessionError(fmt::format("{}: cannot write: {}", path, ec.message()));
+    }
+    written.push_back(path);
+  }
+  return written;
+}
+
+}  // namespace embedscope::sessions

@@ -1,0 +1,89 @@
+#pragma once
+// Exporter: one PyTorch profiler (Kineto) JSON trace per rank, the directory that Holistic Trace
+// Analysis reads (`TraceAnalysis(trace_dir=DIR)`, github.com/facebookresearch/HolisticTraceAnalysis:
+// hta/common/trace_file.py, trace_parser.py, trace.py, hta/common/types.py) and that
+// `embedscope import DIR` reads back (importers/kineto_json).
+//
+// What each file holds (times: ts and dur in microseconds with three decimals, the session's
+// integer nanoseconds exactly; HTA itself rounds ns-precision traces to whole us, ts up and ends down):
+// - header, before "traceEvents" (HTA reads it with ijson up to that key): "distributedInfo"
+//   {"backend": gloo | nccl | "nccl (simulated)", "rank": N, "world_size": W} on the second line,
+//   written `"rank": N` with a space (HTA finds a file's rank with the regex "rank":\s+(\d+));
+//   "schemaVersion" 1; "baseTimeNanoseconds" (the run's wall anchor: unix ns = ts x 1000 + it;
+//   absent for imported sessions); "deviceProperties" (the rank's device, when it has GPU streams);
+//   "embedscope" {exporter, tool_version, workload, backend, simulated, imported, clock, note}: flat
+//   values only (HTA's metadata reader skips nested maps). A simulated session says so there, in
+//   distributedInfo.backend and in the process names.
+// - host lanes (thread kind): each op an `X` event, cat "cpu_op", pid kKinetoHostPidBase + rank,
+//   tid = lane, under its own name, args "embedscope category" / "embedscope step" (and
+//   "embedscope bytes", "embedscope sequence" for collectives' ops). An op that did not end
+//   (model/did_not_end.h) gets Kineto's dur -1 under its own name.
+// - collectives: PyTorch's `record_param_comms` span (cat cpu_op) timed by the collective
+//   record, inside the host comm op that holds it (else on the launch thread), with PyTorch's
+//   args: "Collective name" (allreduce, all_to_allv, _allgather_base, _reduce_scatter_base),
+//   "dtype" (Float, Long, ...), "In/Out msg nelems", "Group size", "In/Out split size",
+//   "Process Group Name", "Process Group Ranks", "Seq", "Rank", plus "embedscope collective"
+//   (the session's name) and "embedscope step". A comm kernel carries its collective's args too.
+// - GPU stream lanes (kind stream / sync; a cuda run's CUPTI lanes, a simulated run's streams):
+//   pid = device (= rank), tid = stream = lane + 1 (> 0: HTA gives stream-0 kernels no
+//   iteration), args device / stream / correlation (1, 2, ... per rank); cat "kernel",
+//   "gpu_memcpy" / "gpu_memset" (ops of category memcpy), "cuda_sync" (sync lanes). HTA classes
+//   a kernel by its name only, so a comm op whose name HTA would not call communication is
+//   written "nccl:NAME" and a copy not named Memcpy/Memset "Memcpy (NAME)", the session's name in
+//   args "embedscope name". Each gets a `cuda_runtime` event of the same correlation on the host
+//   (cudaLaunchKernel, cudaMemcpyAsync, cudaMemsetAsync, cudaStreamSynchronize; dur 0, args
+//   synthesized true): sessions keep no launch times, and HTA drops kernels without a launch
+//   inside the profiled steps. It sits at the kernel's start on the thread kKinetoLaunchTid, or,
+//   for a comm kernel, inside its collective's record_param_comms span (as PyTorch launches NCCL
+//   kernels), at no later than the kernel's start.
+// - steps: `ProfilerStep#N` (cat user_annotation) on the first host thread, N >= 0 only: HTA's
+//   pattern ProfilerStep#(\d+) takes no sign, so warm-up steps (N < 0) are left out.
+// Not written: load counters, memory (no Kineto memory events), flow arrows.
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::sessions {
+
+/// pid of rank N's host events: kKinetoHostPidBase + N (device events use pid = device = rank).
+inline constexpr int64_t kKinetoHostPidBase = 100000;
+/// tid of the host thread that holds the launch events placed by the exporter (lanes are 0..255).
+inline constexpr int32_t kKinetoLaunchTid = 1000;
+
+/// Writes rank `rank`'s trace (the layout above) to `out`.
+void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream& out);
+
+/// Writes one trace per rank of the session (its lanes' and steps' ranks) into `dir` (created
+/// if missing) as kineto_trace_file_name(rank), each written beside as NAME.partial and renamed
+/// when complete. Returns the paths written, by rank. Throws SessionError naming the directory or
+/// file it cannot create or write. Does not check for existing files (the CLI does).
+std::vector<std::string> export_kineto_traces(const SessionReader& session, const std::string& dir);
+
+/// "rank_N.json".
+std::string kineto_trace_file_name(int32_t rank);
+
+/// The file names export_kineto_traces writes for `session`, by rank.
+std::vector<std::string> kineto_export_files(const SessionReader& session);
+
+/// PyTorch's dtype name (c10::ScalarType) for the session's: float32 -> Float, int64 -> Long,
+/// bfloat16 -> BFloat16, uint8 / bytes -> Byte; others unchanged.
+std::string kineto_dtype(const std::string& dtype);
+
+/// A collective record's record_param_comms args in PyTorch's convention: element counts such
+/// that the Kineto importer's byte rule gives back the record's bytes (all_to_all: the splits;
+/// all_reduce: in = out = bytes_sent n / (2 (n - 1) elem); all_gather: out = the elements
+/// received from all n peers, in = out / n; reduce_scatter: in = the elements sent, out = in / n;
+/// others: bytes sent / received over the element size). n = the record's peers.
+struct KinetoCommArgs {
+  std::string name;   ///< "Collective name"
+  std::string dtype;  ///< "dtype"
+  int64_t in_nelems = 0, out_nelems = 0;
+  std::vector<int64_t> in_split, out_split;
+};
+KinetoCommArgs kineto_comm_args(const CollectiveRecord& c);
+
+}  // namespace embedscope::sessions
