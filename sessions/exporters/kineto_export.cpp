@@ -63,10 +63,11 @@ KinetoCommArgs kineto_comm_args(const CollectiveRecord& c) {
     for (int64_t x : v) s += x;
     return s;
   };
+  // the per-peer elements wherever the record has them (PyTorch fills them for all_to_allv only)
+  a.in_split = c.send_elements;
+  a.out_split = c.recv_elements;
   if (c.op == "all_to_all") {
     a.name = "all_to_allv";
-    a.in_split = c.send_elements;
-    a.out_split = c.recv_elements;
     a.in_nelems = !c.send_elements.empty() ? sum(c.send_elements) : (n > 1 ? c.bytes_sent * n / ((n - 1) * elem) : 0);
     a.out_nelems = !c.recv_elements.empty() ? sum(c.recv_elements) : (n > 1 ? c.bytes_received * n / ((n - 1) * elem) : 0);
   } else if (c.op == "all_reduce") {

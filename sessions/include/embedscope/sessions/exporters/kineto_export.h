@@ -21,7 +21,8 @@
 // - collectives: PyTorch's `record_param_comms` span (cat cpu_op) timed by the collective
 //   record, inside the host comm op that holds it (else on the launch thread), with PyTorch's
 //   args: "Collective name" (allreduce, all_to_allv, _allgather_base, _reduce_scatter_base),
-//   "dtype" (Float, Long, ...), "In/Out msg nelems", "Group size", "In/Out split size",
+//   "dtype" (Float, Long, ...), "In/Out msg nelems", "Group size", "In/Out split size" (the
+//   record's elements per peer, whatever the collective; PyTorch fills them for all_to_allv only),
 //   "Process Group Name", "Process Group Ranks", "Seq", "Rank", plus "embedscope collective"
 //   (the session's name) and "embedscope step". A comm kernel carries its collective's args too.
 // - GPU stream lanes (kind stream / sync; a cuda run's CUPTI lanes, a simulated run's streams):

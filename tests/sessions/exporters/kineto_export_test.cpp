@@ -1,0 +1,344 @@
+// `embedscope export --format kineto` (sessions/exporters/kineto_export.h): a real two-rank run
+// exported as per-rank Kineto traces and imported back through the Kineto importer, the fields
+// Holistic Trace Analysis reads (hta/common/trace_file.py, trace_parser.py, trace.py, types.py;
+// the expectations below are written by hand from those files), the refusals of the CLI.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/sessions/exporters/kineto_export.h"
+#include "embedscope/sessions/importers/kineto_json/kineto_json.h"
+#include "embedscope/sessions/store/session.h"
+#include "import_test_support.h"
+#include "support/cli_run.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace ss = embedscope::sessions;
+using json = nlohmann::json;
+
+fs::path kx44_scratch() {
+  static const fs::path d = [] {
+    auto p = embedscope::sessions::testing::import_scratch() / "kineto_export";
+    fs::create_directories(p);
+    return p;
+  }();
+  return d;
+}
+
+embedscope::test_support::CliResult kx44_cli(const std::string& args) {
+  return embedscope::test_support::run_cli(EMBEDSCOPE_CLI, args, kx44_scratch());
+}
+
+/// A session of a real run (`run --preset tiny`: 2 CPU ranks, Gloo) or a simulated one, made once.
+const std::string& kx44_session(bool simulated) {
+  static std::map<bool, std::string> made;
+  auto it = made.find(simulated);
+  if (it != made.end()) return it->second;
+  const std::string db = (kx44_scratch() / (simulated ? "sim.db" : "run.db")).string();
+  const auto r = kx44_cli("run --preset tiny --steps 3 --force-overwrite -o " + db +
+                          (simulated ? " --simulate h100_sxm" : ""));
+  EXPECT_EQ(r.code, 0) << r.err;
+  return made[simulated] = db;
+}
+
+/// Exports `db` with the CLI into a fresh folder `name` and returns it.
+std::string kx44_export(const std::string& db, const std::string& name) {
+  const fs::path dir = kx44_scratch() / name;
+  fs::remove_all(dir);
+  const auto r = kx44_cli("export " + db + " --format kineto -o " + dir.string());
+  EXPECT_EQ(r.code, 0) << r.err;
+  return dir.string();
+}
+
+json kx44_read(const std::string& path) {
+  std::ifstream f(path);
+  return json::parse(f);
+}
+
+std::string kx44_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+/// (rank, lane, name, duration ns, category, step) of every op, sorted.
+using Kx44Op = std::tuple<int32_t, int32_t, std::string, int64_t, int, int64_t>;
+std::vector<Kx44Op> kx44_ops(const ss::SessionReader& s, bool skip_param_comms) {
+  std::vector<Kx44Op> v;
+  for (const auto& o : s.all_ops()) {
+    const std::string& n = s.name(o.name_id);
+    if (skip_param_comms && (n == "record_param_comms" || n.starts_with("cuda"))) continue;
+    v.emplace_back(o.rank, o.lane, n, o.end_ns - o.start_ns, static_cast<int>(o.category), o.step);
+  }
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+std::string kx44_import(const std::string& dir, const std::string& name) {
+  const std::string db = (kx44_scratch() / name).string();
+  fs::remove(db);
+  ss::SessionWriter w(db, true);
+  ss::importers::import_kineto_json(ss::importers::expand_inputs({dir}), w, {});
+  w.close("complete");
+  return db;
+}
+
+}  // namespace
+
+TEST(KinetoExport, RoundTripOfATwoRankRunKeepsOpsNamesDurationsRanksStepsAndCollectives) {
+  const std::string db = kx44_session(false);
+  const std::string dir = kx44_export(db, "run_kineto");
+  ASSERT_TRUE(fs::exists(fs::path(dir) / "rank_0.json"));
+  ASSERT_TRUE(fs::exists(fs::path(dir) / "rank_1.json"));
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "rank_2.json"));
+  const ss::SessionReader orig(db);
+  const ss::SessionReader back(kx44_import(dir, "run_back.db"));
+  // ranks, and every op: its rank, lane, name, exact duration (ns), category and step
+  std::vector<int32_t> ranks;
+  for (const auto& r : back.ranks()) ranks.push_back(r.rank);
+  EXPECT_EQ(ranks, (std::vector<int32_t>{0, 1}));
+  const auto a = kx44_ops(orig, false), b = kx44_ops(back, true);
+  ASSERT_GT(a.size(), 20u);
+  EXPECT_EQ(a, b);
+  // one record_param_comms per collective record, nothing else added
+  EXPECT_EQ(back.op_count(), orig.op_count() + static_cast<int64_t>(orig.collectives().size()));
+  // every op moved by one offset (the importer puts the earliest event of all ranks at 0)
+  // (all_ops: by rank, lane, start; the exported ops in the same order once the added
+  // record_param_comms spans are left out)
+  auto oa = orig.all_ops(), ob = back.all_ops();
+  std::erase_if(ob, [&](const ss::OpRecord& o) { return back.name(o.name_id) == "record_param_comms"; });
+  ASSERT_EQ(oa.size(), ob.size());
+  std::set<int64_t> shifts;
+  for (size_t i = 0; i < oa.size(); ++i) {
+    EXPECT_EQ(orig.name(oa[i].name_id), back.name(ob[i].name_id));
+    shifts.insert(oa[i].start_ns - ob[i].start_ns);
+  }
+  EXPECT_EQ(shifts.size(), 1u);
+  // steps: the same numbers, ranks and durations
+  auto step_key = [](const ss::SessionReader& s) {
+    std::vector<std::tuple<int64_t, int32_t, int64_t>> v;
+    for (const auto& m : s.steps()) v.emplace_back(m.step, m.rank, m.end_ns - m.start_ns);
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  EXPECT_EQ(step_key(orig), step_key(back));
+  EXPECT_EQ(step_key(back).size(), 6u);  // 3 steps x 2 ranks
+  // collectives: op, group, sequence, dtype, bytes, peers, splits and duration, rank by rank
+  auto coll_key = [](const ss::SessionReader& s) {
+    std::vector<std::tuple<int32_t, uint64_t, std::string, std::string, std::string, int64_t, int64_t, int64_t,
+                           std::vector<int32_t>, std::vector<int64_t>, std::vector<int64_t>>> v;
+    for (const auto& c : s.collectives())
+      v.emplace_back(c.rank, c.sequence, c.op, c.group, c.dtype, c.bytes_sent, c.bytes_received, c.end_ns - c.start_ns,
+                     c.peers, c.send_elements, c.recv_elements);
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  ASSERT_EQ(orig.collectives().size(), 66u);  // tiny, 3 steps: 11 collectives per step and rank
+  EXPECT_EQ(coll_key(orig), coll_key(back));
+}
+
+TEST(KinetoExport, FilesHaveTheFieldsHolisticTraceAnalysisReads) {
+  const std::string dir = kx44_export(kx44_session(false), "run_fields");
+  for (int rank : {0, 1}) {
+    const std::string path = (fs::path(dir) / ("rank_" + std::to_string(rank) + ".json")).string();
+    const std::string text = kx44_text(path);
+    // trace_file.py create_rank_to_trace_dict: the first line matching "rank":\s+(\d+)
+    std::istringstream lines(text);
+    std::string line;
+    const std::regex rank_re(R"("rank":\s+(\d+))");
+    std::smatch m;
+    int found = -1;
+    while (std::getline(lines, line))
+      if (std::regex_search(line, m, rank_re)) {
+        found = std::stoi(m[1]);
+        break;
+      }
+    EXPECT_EQ(found, rank) << path;
+    // trace_parser.py parse_metadata_ijson reads the keys before "traceEvents" only
+    EXPECT_LT(text.find("\"distributedInfo\""), text.find("\"traceEvents\""));
+    EXPECT_LT(text.find("\"embedscope\""), text.find("\"traceEvents\""));
+    const json j = json::parse(text);
+    EXPECT_EQ(j["distributedInfo"]["rank"], rank);
+    EXPECT_EQ(j["distributedInfo"]["world_size"], 2);
+    EXPECT_EQ(j["distributedInfo"]["backend"], "gloo");
+    EXPECT_EQ(j["embedscope"]["simulated"], false);
+    EXPECT_EQ(j["schemaVersion"], 1);
+    int steps = 0, params = 0, ops = 0;
+    const std::regex step_re(R"(^ProfilerStep#(\d+)$)");
+    for (const auto& e : j["traceEvents"]) {
+      if (e["ph"] == "M") continue;
+      // _compress_df drops events without "dur" or "cat"; the rest need ts, name, pid, tid
+      ASSERT_EQ(e["ph"], "X");
+      ASSERT_TRUE(e.contains("cat") && e["cat"].is_string()) << e;
+      ASSERT_TRUE(e["dur"].is_number() && e["ts"].is_number()) << e;
+      ASSERT_TRUE(e["name"].is_string() && e["pid"].is_number_integer() && e["tid"].is_number_integer()) << e;
+      EXPECT_NE(e["cat"], "kernel");  // a CPU run: host threads only
+      const std::string name = e["name"];
+      if (name.starts_with("ProfilerStep")) {
+        EXPECT_TRUE(std::regex_match(name, step_re)) << name;
+        EXPECT_EQ(e["cat"], "user_annotation");
+        ++steps;
+      } else if (name == "record_param_comms") {
+        EXPECT_EQ(e["cat"], "cpu_op");
+        if (params++ == 0) {  // rank's first collective: the split check of input_dist (all-gather of 4 int64)
+          const json& a = e["args"];
+          EXPECT_EQ(a["Collective name"], "_allgather_base");
+          EXPECT_EQ(a["dtype"], "Long");
+          EXPECT_EQ(a["In msg nelems"], 4);
+          EXPECT_EQ(a["Out msg nelems"], 8);
+          EXPECT_EQ(a["Group size"], 2);
+          EXPECT_EQ(a["Process Group Name"], "world");
+          EXPECT_EQ(a["Process Group Ranks"], json::array({0, 1}));
+          EXPECT_EQ(a["Seq"], 1);
+        }
+      } else {
+        EXPECT_EQ(e["cat"], "cpu_op");
+        EXPECT_EQ(e["pid"], ss::kKinetoHostPidBase + rank);
+        ++ops;
+      }
+    }
+    EXPECT_EQ(steps, 3);
+    EXPECT_EQ(params, 33);
+    EXPECT_EQ(ops, 39);  // 13 ops per step
+  }
+}
+
+TEST(KinetoExport, SimulatedSessionHasGpuKernelsHtaClassesAsTheSessionDoesAndSaysSimulated) {
+  const std::string db = kx44_session(true);
+  const std::string dir = kx44_export(db, "sim_kineto");
+  const json j = kx44_read((fs::path(dir) / "rank_1.json").string());
+  EXPECT_EQ(j["distributedInfo"]["backend"], "nccl (simulated)");
+  EXPECT_EQ(j["embedscope"]["simulated"], true);
+  EXPECT_NE(j["embedscope"]["note"].get<std::string>().find("SIMULATED"), std::string::npos);
+  // hta/common/types.py: CommunicateKernelGroupingPattern, and ComputeKernelGroupingPattern's exclusions
+  const std::regex comm_re(R"((^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*))");
+  const std::regex not_compute_re(R"((^nccl)|(.*Memcpy)|(.*Memset)|(.*dma)|(^.*Sync)|(^Stream Wait Event)|(cuda.*LaunchKernel))");
+  std::map<int64_t, int64_t> launch_ts;  // correlation -> ts (us x 1000)
+  std::vector<int64_t> step_starts;
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "X" && e["cat"] == "cuda_runtime") {
+      EXPECT_EQ(e["pid"], ss::kKinetoHostPidBase + 1);
+      EXPECT_TRUE(launch_ts.emplace(e["args"]["correlation"].get<int64_t>(), std::llround(e["ts"].get<double>() * 1000)).second);
+    } else if (e["ph"] == "X" && e["name"].get<std::string>().starts_with("ProfilerStep#")) {
+      step_starts.push_back(std::llround(e["ts"].get<double>() * 1000));
+    }
+  ASSERT_EQ(step_starts.size(), 3u);
+  int kernels = 0, comm = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X" || e["cat"] != "kernel") continue;
+    ++kernels;
+    const json& a = e["args"];
+    // GPUKernelFilter: stream >= 0 and correlation >= 0; add_iteration: stream > 0
+    EXPECT_GT(a["stream"].get<int64_t>(), 0);
+    EXPECT_EQ(a["device"], 1);
+    EXPECT_EQ(e["pid"], 1);
+    EXPECT_EQ(e["tid"], a["stream"]);
+    const int64_t c = a["correlation"];
+    ASSERT_TRUE(launch_ts.count(c)) << e;  // _filter_irrelevant_gpu_kernels keeps launched kernels only
+    const int64_t ts = std::llround(e["ts"].get<double>() * 1000);
+    EXPECT_LE(launch_ts[c], ts);
+    EXPECT_GE(launch_ts[c], step_starts.front());
+    const std::string name = e["name"];
+    if (a["embedscope category"] == "comm") {
+      ++comm;
+      EXPECT_TRUE(std::regex_match(name, comm_re)) << name;  // HTA: communication
+      EXPECT_EQ(name, "nccl:" + a["embedscope name"].get<std::string>());
+    } else {
+      EXPECT_FALSE(std::regex_search(name, not_compute_re)) << name;  // HTA: computation
+    }
+  }
+  EXPECT_EQ(kernels, 39);  // 13 ops per step, 3 steps
+  EXPECT_EQ(comm, 18);     // 6 comm ops per step
+  // imported back: the session's kernel names (not the nccl: ones), durations and categories
+  const ss::SessionReader orig(db);
+  const ss::SessionReader back(kx44_import(dir, "sim_back.db"));
+  auto streams_only = [](std::vector<Kx44Op> v) {
+    for (auto& o : v) std::get<1>(o) = 0;  // lanes renumbered: threads first on import
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  EXPECT_EQ(streams_only(kx44_ops(orig, false)), streams_only(kx44_ops(back, true)));
+}
+
+TEST(KinetoExport, CliRefusesExistingTracesAFileAndAnUnwritablePathNamingThem) {
+  const std::string db = kx44_session(false);
+  const fs::path dir = kx44_scratch() / "refusals";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "rank_5.json") << "{}";  // another session's rank: HTA would read it too
+  auto r = kx44_cli("export " + db + " --format kineto -o " + dir.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find((dir / "rank_5.json").string() + ": already exists"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--force-overwrite"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "rank_0.json"));
+  r = kx44_cli("export " + db + " --format kineto -o " + dir.string() + " --force-overwrite");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "rank_5.json"));  // the stale rank is gone
+  EXPECT_TRUE(fs::exists(dir / "rank_0.json") && fs::exists(dir / "rank_1.json"));
+  EXPECT_NE(r.err.find("TraceAnalysis(trace_dir="), std::string::npos) << r.err;
+  // a regular file where the folder should be
+  const fs::path file = kx44_scratch() / "a_file";
+  std::ofstream(file) << "x";
+  r = kx44_cli("export " + db + " --format kineto -o " + file.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(file.string() + ": exists and is not a directory"), std::string::npos) << r.err;
+  // a folder that cannot be made (below a regular file)
+  r = kx44_cli("export " + db + " --format kineto -o " + (file / "traces").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find((file / "traces").string() + ": cannot create directory"), std::string::npos) << r.err;
+}
+
+TEST(KinetoExport, CommArgsGiveBackTheRecordsBytesByTheImportersRule) {
+  ss::CollectiveRecord c;
+  c.peers = {0, 1, 2, 3};
+  c.dtype = "float32";
+  // all_reduce of 1000 float32 on 4 ranks: a ring sends 2 (n-1)/n x 4000 B = 6000 B
+  c.op = "all_reduce";
+  c.bytes_sent = c.bytes_received = 6000;
+  auto a = ss::kineto_comm_args(c);
+  EXPECT_EQ(a.name, "allreduce");
+  EXPECT_EQ(a.dtype, "Float");
+  EXPECT_EQ(a.in_nelems, 1000);
+  EXPECT_EQ(a.out_nelems, 1000);
+  // reduce_scatter of 1000 float32 (no splits recorded): (n-1)/n x 4000 B = 3000 B; out 1000 / 4
+  c.op = "reduce_scatter";
+  c.bytes_sent = c.bytes_received = 3000;
+  a = ss::kineto_comm_args(c);
+  EXPECT_EQ(a.name, "_reduce_scatter_base");
+  EXPECT_EQ(a.in_nelems, 1000);
+  EXPECT_EQ(a.out_nelems, 250);
+  // all_gather with the elements received from each peer: out = their sum, in = out / n
+  c.op = "all_gather";
+  c.dtype = "bfloat16";
+  c.recv_elements = {5, 5, 5, 5};
+  a = ss::kineto_comm_args(c);
+  EXPECT_EQ(a.name, "_allgather_base");
+  EXPECT_EQ(a.dtype, "BFloat16");
+  EXPECT_EQ(a.out_nelems, 20);
+  EXPECT_EQ(a.in_nelems, 5);
+  // all_to_all: the splits as they are
+  c.op = "all_to_all";
+  c.dtype = "int64";
+  c.send_elements = {1, 2, 3, 4};
+  c.recv_elements = {4, 3, 2, 1};
+  a = ss::kineto_comm_args(c);
+  EXPECT_EQ(a.name, "all_to_allv");
+  EXPECT_EQ(a.dtype, "Long");
+  EXPECT_EQ(a.in_split, (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(a.out_split, (std::vector<int64_t>{4, 3, 2, 1}));
+  EXPECT_EQ(a.in_nelems, 10);
+  EXPECT_EQ(a.out_nelems, 10);
+}
