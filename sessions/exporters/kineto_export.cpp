@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -277,7 +278,7 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
       int64_t ts = o.start_ns;
       const Param* best = nullptr;
       if (o.category == OpCategory::comm) {
-        int64_t best_overlap = -1;
+        int64_t best_overlap = std::numeric_limits<int64_t>::min();  // the latest span when none holds it
         for (const auto& p : params) {
           const int64_t ov = std::min(p.end, std::max(o.end_ns, o.start_ns + 1)) - std::max(p.start, o.start_ns);
           if (p.start <= o.start_ns && ov > best_overlap) best = &p, best_overlap = ov;

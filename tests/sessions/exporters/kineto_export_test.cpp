@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embedscope/sessions/analysis/gpu_kernels.h"
 #include "embedscope/sessions/exporters/kineto_export.h"
 #include "embedscope/sessions/importers/kineto_json/kineto_json.h"
 #include "embedscope/sessions/store/session.h"
@@ -341,4 +342,119 @@ TEST(KinetoExport, CommArgsGiveBackTheRecordsBytesByTheImportersRule) {
   EXPECT_EQ(a.out_split, (std::vector<int64_t>{4, 3, 2, 1}));
   EXPECT_EQ(a.in_nelems, 10);
   EXPECT_EQ(a.out_nelems, 10);
+}
+
+namespace {
+
+/// A cuda run's shape, written by hand (no GPU here): per rank host threads compute (0) and comm
+/// (1), streams gpu_compute (2), gpu_comm (3), gpu_copy (4) and the sync lane (5); per step s
+/// (b = 10 s ms, steps 0..2; times in us) a lookup kernel [b+200, b+2200), an NCCL kernel
+/// [b+1200, b+3200) that starts after its host call [b+100, b+300) and collective record
+/// [b+120, b+280) ended, a copy [b+3300, b+3400) and a stream sync [b+3400, b+3500). By hand,
+/// HTA's overlap: computing while communicating [b+1200, b+2200) = 1,000 of 2,000 us of
+/// communication = 50% per step. (Whole microseconds: HTA rounds ns-precision times to them.)
+std::string kx44_cuda_like_session() {
+  const std::string db = (kx44_scratch() / "cuda_like.db").string();
+  fs::remove(db);
+  ss::SessionWriter w(db);
+  w.set_metadata("world_size", "2");
+  w.set_metadata("backend", "cuda");
+  for (int32_t r : {0, 1}) {
+    w.add_rank({r, "node0", "NVIDIA H100 80GB HBM3", 85520809984});
+    w.add_lane({r, 0, "compute", "thread"});
+    w.add_lane({r, 1, "comm", "thread"});
+    w.add_lane({r, 2, "gpu_compute", "stream"});
+    w.add_lane({r, 3, "gpu_comm", "stream"});
+    w.add_lane({r, 4, "gpu_copy", "stream"});
+    w.add_lane({r, 5, "gpu_sync", "sync"});
+    for (int64_t s = 0; s < 3; ++s) {
+      const int64_t us = 1000, b = 10000 * us * s;  // ns
+      using L = ss::Lane;
+      using C = ss::OpCategory;
+      w.add_ops({ss::OpEvent{r, L::compute, C::lookup, "lookup", s, b, b + 100 * us, 0, 0},
+                 ss::OpEvent{r, L::comm, C::comm, "output_dist/all_to_all", s, b + 100 * us, b + 300 * us, 2048, static_cast<uint64_t>(s + 1)},
+                 ss::OpEvent{r, L::gpu_compute, C::lookup, "split_embedding_codegen_forward_kernel", s, b + 200 * us, b + 2200 * us, 0, 0},
+                 ss::OpEvent{r, L::gpu_comm, C::comm, "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", s, b + 1200 * us, b + 3200 * us, 2048, 0},
+                 ss::OpEvent{r, L::gpu_copy, C::memcpy, "Memcpy HtoD (Pageable -> Device)", s, b + 3300 * us, b + 3400 * us, 1024, 0},
+                 ss::OpEvent{r, static_cast<L>(5), C::other, "cudaStreamSynchronize", s, b + 3400 * us, b + 3500 * us, 0, 0}});
+      ss::CollectiveRecord c;
+      c.rank = r, c.op = "all_to_all", c.name = "output_dist/all_to_all", c.group = "world";
+      c.sequence = static_cast<uint64_t>(s + 1), c.dtype = "float32", c.step = s;
+      c.start_ns = b + 120 * us, c.end_ns = b + 280 * us, c.bytes_sent = c.bytes_received = 1024;
+      c.peers = {0, 1}, c.send_elements = {256, 256}, c.recv_elements = {256, 256};
+      w.add_collective(c);
+      w.add_step({s, r, b, b + 10000 * us, 0.5, 0, 0});
+    }
+  }
+  w.close("complete");
+  return db;
+}
+
+}  // namespace
+
+TEST(KinetoExport, CudaRunShapeGivesLaunchesInsideTheirCollectiveAndHtasOverlapBack) {
+  const std::string db = kx44_cuda_like_session();
+  const fs::path dir = kx44_scratch() / "cuda_like";
+  fs::remove_all(dir);
+  const ss::SessionReader orig(db);
+  ASSERT_EQ(ss::export_kineto_traces(orig, dir.string()).size(), 2u);
+  const json j = kx44_read((dir / "rank_1.json").string());
+  EXPECT_EQ(j["distributedInfo"]["backend"], "nccl");
+  EXPECT_EQ(j["deviceProperties"][0]["name"], "NVIDIA H100 80GB HBM3");
+  std::map<int64_t, json> launch;  // by correlation
+  std::map<std::string, json> gpu;  // by cat: the step-1 event of each
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    if (e["cat"] == "cuda_runtime") launch[e["args"]["correlation"].get<int64_t>()] = e;
+    else if (e["pid"] == 1 && e["args"]["embedscope step"] == 1) gpu[e["cat"].get<std::string>() + "/" + std::to_string(e["tid"].get<int>())] = e;
+  }
+  ASSERT_EQ(launch.size(), 12u);  // 4 GPU ops x 3 steps
+  // the NCCL kernel, named as it was (HTA calls it communication), with its collective's args;
+  // launched on the comm thread inside the collective's span [10120, 10280) us: 1 ns before its end
+  const json& nccl = gpu.at("kernel/4");
+  EXPECT_EQ(nccl["name"], "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)");
+  EXPECT_EQ(nccl["ts"], 11200.0);
+  EXPECT_EQ(nccl["args"]["Collective name"], "all_to_allv");
+  EXPECT_EQ(nccl["args"]["In split size"], json::array({256, 256}));
+  const json& l = launch.at(nccl["args"]["correlation"].get<int64_t>());
+  EXPECT_EQ(l["name"], "cudaLaunchKernel");
+  EXPECT_EQ(l["tid"], 1);
+  EXPECT_EQ(l["ts"], 10279.999);
+  // the lookup kernel: launched from the launch thread at its start
+  const json& k = gpu.at("kernel/3");
+  EXPECT_EQ(k["name"], "split_embedding_codegen_forward_kernel");
+  EXPECT_EQ(launch.at(k["args"]["correlation"].get<int64_t>())["tid"], ss::kKinetoLaunchTid);
+  EXPECT_EQ(launch.at(k["args"]["correlation"].get<int64_t>())["ts"], 10200.0);
+  // the copy and the sync, in Kineto's categories
+  EXPECT_EQ(gpu.at("gpu_memcpy/5")["name"], "Memcpy HtoD (Pageable -> Device)");
+  EXPECT_EQ(gpu.at("gpu_memcpy/5")["args"]["bytes"], 1024);
+  EXPECT_EQ(launch.at(gpu.at("gpu_memcpy/5")["args"]["correlation"].get<int64_t>())["name"], "cudaMemcpyAsync");
+  EXPECT_EQ(gpu.at("cuda_sync/6")["name"], "cudaStreamSynchronize");
+  // imported back: the collectives with their bytes, the kernels by name, HTA's 50% overlap
+  const ss::SessionReader back(kx44_import(dir.string(), "cuda_like_back.db"));
+  ASSERT_EQ(back.collectives().size(), 6u);
+  for (const auto& c : back.collectives()) {
+    EXPECT_EQ(c.op, "all_to_all");
+    EXPECT_EQ(c.bytes_sent, 1024);
+    EXPECT_EQ(c.bytes_received, 1024);
+    EXPECT_EQ(c.end_ns - c.start_ns, 2000000);  // timed by its NCCL kernel
+  }
+  EXPECT_EQ(back.op_count(), orig.op_count() + 6 + 24);  // + record_param_comms + launches
+  auto streams = [](const ss::SessionReader& s) {
+    std::vector<std::tuple<std::string, int64_t, int>> v;
+    for (const auto& o : s.all_ops())
+      if (o.lane >= 2 && !s.name(o.name_id).starts_with("cuda")) v.emplace_back(s.name(o.name_id), o.end_ns - o.start_ns, static_cast<int>(o.category));
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  EXPECT_EQ(streams(orig).size(), 18u);  // kernels, NCCL kernels and copies of 2 ranks x 3 steps
+  const auto fo = ss::gpu_kernel_figures(orig), fb = ss::gpu_kernel_figures(back);
+  ASSERT_EQ(fb.size(), 2u);
+  ASSERT_EQ(fo.size(), 2u);
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_DOUBLE_EQ(fo[r].overlap_pct, 50.0);
+    EXPECT_DOUBLE_EQ(fb[r].overlap_pct, 50.0);
+    EXPECT_EQ(fb[r].comm_ns, fo[r].comm_ns);
+    EXPECT_EQ(fb[r].compute_ns, fo[r].compute_ns);
+  }
 }
