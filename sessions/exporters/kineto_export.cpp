@@ -12,6 +12,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -186,28 +187,108 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
     w.emit(fmt::format(R"J({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":"launches (placed by embedscope export)"}}}})J",
                        host_pid, kKinetoLaunchTid));
 
-  // --- ops, host lanes first (the collectives' spans go inside their host comm op)
+  // --- every lane's ops
+  std::vector<std::pair<LaneInfo, std::vector<OpRecord>>> host_lanes, stream_lanes;
+  for (const auto& l : lanes) (is_stream(l) ? stream_lanes : host_lanes).push_back({l, session.lane_ops(rank, l.lane)});
+  auto comm_args = [&](const CollectiveRecord& c) {
+    const KinetoCommArgs a = kineto_comm_args(c);
+    return nlohmann::json{{"Collective name", a.name},
+                          {"dtype", a.dtype},
+                          {"In msg nelems", a.in_nelems},
+                          {"Out msg nelems", a.out_nelems},
+                          {"Group size", c.peers.size()},
+                          {"In split size", a.in_split},
+                          {"Out split size", a.out_split},
+                          {"Process Group Name", c.group},
+                          {"Process Group Ranks", c.peers},
+                          {"Seq", c.sequence},
+                          {"Rank", rank}};
+  };
+  // An imported session (a Kineto or Nsight trace) holds its own launches (host calls with their
+  // kernel's correlation) and record_param_comms spans: they stay what they were, a collective's
+  // args go on the record_param_comms span that launched its first kernel (on a CPU rank: the
+  // span with its times), and only kernels without a launch get one placed here.
+  struct HostRef {
+    int32_t lane;
+    int64_t start;
+  };
+  std::unordered_map<uint64_t, HostRef> launches;           // imported: correlation -> its launch
+  std::map<std::pair<int32_t, int64_t>, size_t> param_op;  // imported: (lane, start) of a record_param_comms op -> collective
+  std::vector<bool> on_op(colls.size(), false);
+  uint64_t next_correlation = 0;  // the exporter's launches are numbered after the trace's
+  if (imported) {
+    std::multimap<int64_t, uint64_t> comm_kernel_at;  // start -> correlation of the comm kernels
+    for (const auto& [l, ops] : host_lanes)
+      for (const auto& o : ops)
+        if (o.correlation) launches.emplace(o.correlation, HostRef{l.lane, o.start_ns});
+    for (const auto& [l, ops] : stream_lanes)
+      for (const auto& o : ops) {
+        next_correlation = std::max(next_correlation, o.correlation);
+        if (o.category == OpCategory::comm && o.correlation) comm_kernel_at.emplace(o.start_ns, o.correlation);
+      }
+    for (const auto& [c, h] : launches) next_correlation = std::max(next_correlation, c);
+    std::map<int32_t, std::vector<std::pair<int64_t, int64_t>>> rpc;  // lane -> record_param_comms spans by start
+    for (const auto& [l, ops] : host_lanes)
+      for (const auto& o : ops)
+        if (session.name(o.name_id) == "record_param_comms") rpc[l.lane].push_back({o.start_ns, o.end_ns});
+    for (size_t i = 0; i < colls.size(); ++i) {
+      const CollectiveRecord& c = colls[i];
+      const HostRef* at = nullptr;
+      for (auto [k, end] = comm_kernel_at.equal_range(c.start_ns); k != end && !at; ++k)
+        if (auto it = launches.find(k->second); it != launches.end()) at = &it->second;
+      for (const auto& [lane, v] : rpc) {
+        if (at && lane != at->lane) continue;
+        // the innermost span that holds the launch (or, without one, the span with the record's times)
+        auto it = std::upper_bound(v.begin(), v.end(), std::pair<int64_t, int64_t>{at ? at->start : c.start_ns, INT64_MAX});
+        for (int back = 0; it != v.begin() && back < 8; ++back) {
+          --it;
+          const bool hit = at ? at->start < it->second : (it->first == c.start_ns && it->second == c.end_ns);
+          if (hit && !param_op.count({lane, it->first})) {
+            param_op[{lane, it->first}] = i;
+            on_op[i] = true;
+            break;
+          }
+          if (!at) break;
+        }
+        if (on_op[i]) break;
+      }
+    }
+  }
+
+  // --- host lanes (the collectives' spans go inside their host comm op)
   struct HostComm {
     int64_t start, end;
     int32_t tid;
   };
   std::vector<HostComm> host_comm;
-  std::vector<std::pair<LaneInfo, std::vector<OpRecord>>> stream_lanes;
-  for (const auto& l : lanes) {
-    auto ops = session.lane_ops(rank, l.lane);
-    if (is_stream(l)) {
-      stream_lanes.push_back({l, std::move(ops)});
-      continue;
-    }
+  struct Param {
+    int64_t start, end;
+    int32_t tid;
+    nlohmann::json args;  // PyTorch's, which its NCCL kernels carry as well
+  };
+  std::vector<Param> params;
+  for (const auto& [l, ops] : host_lanes) {
     for (const auto& o : ops) {
       const std::string& nm = session.name(o.name_id);
       const bool unfinished = o.start_ns == o.end_ns && is_did_not_end_name(nm);
       if (o.category == OpCategory::comm && !unfinished) host_comm.push_back({o.start_ns, o.end_ns, l.lane});
       std::string args = fmt::format(R"("embedscope category":"{}","embedscope step":{})", to_string(o.category), o.step);
-      if (o.bytes) args += fmt::format(R"(,"embedscope bytes":{})", o.bytes);
-      if (o.correlation) args += fmt::format(R"(,"embedscope sequence":{})", o.correlation);
+      const char* cat = "cpu_op";
+      if (imported && o.correlation) {  // a launch of the trace: Kineto's runtime call
+        cat = "cuda_runtime";
+        args += fmt::format(R"(,"correlation":{})", o.correlation);
+      } else if (auto p = imported ? param_op.find({l.lane, o.start_ns}) : param_op.end(); p != param_op.end()) {
+        nlohmann::json a = comm_args(colls[p->second]);
+        params.push_back({o.start_ns, o.end_ns, l.lane, a});
+        a["embedscope collective"] = colls[p->second].name;
+        const std::string d = a.dump(-1, ' ', false, kReplace);
+        args += "," + d.substr(1, d.size() - 2);
+      } else {
+        if (o.bytes) args += fmt::format(R"(,"embedscope bytes":{})", o.bytes);
+        if (o.correlation) args += fmt::format(R"(,"embedscope sequence":{})", o.correlation);
+      }
       // an op the profiler never saw end: Kineto's negative duration, under the op's own name
-      w.emit(fmt::format(R"({{"ph":"X","cat":"cpu_op","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{{{}}}}})",
+      w.emit(fmt::format(R"({{"ph":"X","cat":"{}","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{{{}}}}})", cat,
                          jstr(unfinished ? without_did_not_end(nm) : std::string_view(nm)), host_pid, l.lane,
                          ns_to_us(o.start_ns), unfinished ? std::string("-1") : ns_to_us(o.end_ns - o.start_ns), args));
     }
@@ -216,31 +297,16 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
 
   // --- collectives: PyTorch's record_param_comms span with its arguments, inside the host comm
   // op that ran it (else on the launch thread)
-  struct Param {
-    int64_t start, end;
-    int32_t tid;
-    nlohmann::json args;  // PyTorch's, which its NCCL kernels carry as well
-  };
-  std::vector<Param> params;
-  for (const auto& c : colls) {
+  for (size_t i = 0; i < colls.size(); ++i) {
+    if (on_op[i]) continue;  // written above, on the trace's own span
+    const CollectiveRecord& c = colls[i];
     int32_t tid = has_streams ? kKinetoLaunchTid : (first_host_lane >= 0 ? first_host_lane : 0);
     for (const auto& h : host_comm)
       if (h.start <= c.start_ns && c.end_ns <= h.end) {
         tid = h.tid;
         break;
       }
-    const KinetoCommArgs a = kineto_comm_args(c);
-    nlohmann::json args{{"Collective name", a.name},
-                        {"dtype", a.dtype},
-                        {"In msg nelems", a.in_nelems},
-                        {"Out msg nelems", a.out_nelems},
-                        {"Group size", c.peers.size()},
-                        {"In split size", a.in_split},
-                        {"Out split size", a.out_split},
-                        {"Process Group Name", c.group},
-                        {"Process Group Ranks", c.peers},
-                        {"Seq", c.sequence},
-                        {"Rank", rank}};
+    nlohmann::json args = comm_args(c);
     params.push_back({c.start_ns, c.end_ns, tid, args});
     args["embedscope collective"] = c.name;
     args["embedscope step"] = c.step;
@@ -248,10 +314,11 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
                        host_pid, tid, ns_to_us(c.start_ns), ns_to_us(c.end_ns - c.start_ns),
                        args.dump(-1, ' ', false, kReplace)));
   }
+  std::sort(params.begin(), params.end(), [](const Param& a, const Param& b) { return a.start < b.start; });
 
   // --- GPU streams: each op a device event with a cuda_runtime event of the same correlation on
   // the host (HTA keeps only kernels launched from the profiled steps)
-  int64_t correlation = 0;
+  uint64_t correlation = next_correlation;
   for (const auto& [l, ops] : stream_lanes) {
     const int64_t stream = l.lane + 1;  // > 0: HTA gives stream 0 kernels no iteration
     for (const auto& o : ops) {
@@ -271,7 +338,9 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
       } else if (o.category == OpCategory::comm && !hta_comm_name(nm)) {
         name = "nccl:" + nm;  // HTA counts a kernel as communication by its name only
       }
-      ++correlation;
+      // an imported kernel keeps its correlation and the trace's launch
+      const bool launched = imported && o.correlation && launches.count(o.correlation);
+      const uint64_t corr = launched ? o.correlation : ++correlation;
       // the launch: inside the record_param_comms span of its collective (a comm kernel), else on
       // the launch thread at the kernel's start
       int32_t tid = kKinetoLaunchTid;
@@ -289,7 +358,7 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
         }
       }
       std::string args = fmt::format(R"("device":{},"stream":{},"correlation":{},"embedscope category":"{}","embedscope step":{})",
-                                     device, stream, correlation, to_string(o.category), o.step);
+                                     device, stream, corr, to_string(o.category), o.step);
       if (o.bytes) args += fmt::format(R"(,"bytes":{})", o.bytes);
       if (name != nm) args += fmt::format(R"(,"embedscope name":{})", jstr(nm));
       if (best) {  // as PyTorch >= 2.1 writes an NCCL kernel: its collective's args
@@ -299,8 +368,9 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
       w.emit(fmt::format(R"({{"ph":"X","cat":"{}","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{{{}}}}})", cat,
                          jstr(name), device, stream, ns_to_us(o.start_ns),
                          unfinished ? std::string("-1") : ns_to_us(o.end_ns - o.start_ns), args));
-      w.emit(fmt::format(R"({{"ph":"X","cat":"cuda_runtime","name":"{}","pid":{},"tid":{},"ts":{},"dur":0,"args":{{"correlation":{},"synthesized":true}}}})",
-                         launch, host_pid, tid, ns_to_us(ts), correlation));
+      if (!launched)
+        w.emit(fmt::format(R"({{"ph":"X","cat":"cuda_runtime","name":"{}","pid":{},"tid":{},"ts":{},"dur":0,"args":{{"correlation":{},"synthesized":true}}}})",
+                           launch, host_pid, tid, ns_to_us(ts), corr));
     }
   }
 

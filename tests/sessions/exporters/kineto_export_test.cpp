@@ -458,3 +458,35 @@ TEST(KinetoExport, CudaRunShapeGivesLaunchesInsideTheirCollectiveAndHtasOverlapB
     EXPECT_EQ(fb[r].compute_ns, fo[r].compute_ns);
   }
 }
+
+TEST(KinetoExport, AnImportedKinetoTraceExportsWithItsOwnLaunchesAndCollectiveSpans) {
+  // tests/data/traces/hta_small: 2 ranks, 8 kernels, 2 copies, 10 launches, 2 record_param_comms
+  // spans with args, 2 cpu ops, 3 steps each; HTA's overlap on rank 0 is 37.5% (import_cli_test)
+  const auto first = ss::testing::import_into({ss::testing::trace_fixture("hta_small")}, "kx44_hta_small.db");
+  const fs::path dir = kx44_scratch() / "hta_small_kineto";
+  fs::remove_all(dir);
+  const ss::SessionReader orig(ss::testing::scratch_db("kx44_hta_small.db"));
+  ss::export_kineto_traces(orig, dir.string());
+  // no launch placed by the exporter: every kernel has the trace's own
+  const std::string text = kx44_text((dir / "rank_0.json").string());
+  EXPECT_EQ(text.find("\"synthesized\":true"), std::string::npos);
+  const ss::SessionReader back(kx44_import(dir.string(), "hta_small_back.db"));
+  std::map<std::string, int64_t> events_back;
+  {
+    ss::SessionWriter w((kx44_scratch() / "hta_small_back2.db").string(), true);
+    events_back = ss::importers::import_kineto_json(ss::importers::expand_inputs({dir.string()}), w, {}).events;
+    w.close("complete");
+  }
+  EXPECT_EQ(events_back, first.events);  // collectives 2, cpu_ops 2, kernels 8, memcpy 2, runtime_calls 10, steps 6
+  EXPECT_EQ(first.events.at("runtime_calls"), 10);
+  EXPECT_EQ(kx44_ops(orig, false), kx44_ops(back, false));
+  ASSERT_EQ(back.collectives().size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(back.collectives()[i].op, orig.collectives()[i].op);
+    EXPECT_EQ(back.collectives()[i].bytes_sent, orig.collectives()[i].bytes_sent);
+    EXPECT_EQ(back.collectives()[i].bytes_received, orig.collectives()[i].bytes_received);
+  }
+  const auto f = ss::gpu_kernel_figures(back);
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_DOUBLE_EQ(f[0].overlap_pct, 37.5);
+}
