@@ -37,6 +37,10 @@
 //   inside the profiled steps. It sits at the kernel's start on the thread kKinetoLaunchTid, or,
 //   for a comm kernel, inside its collective's record_param_comms span (as PyTorch launches NCCL
 //   kernels), at no later than the kernel's start.
+// - an imported session (a Kineto or Nsight trace): its host calls with a correlation are its
+//   launches, written as `cuda_runtime` with that correlation; its kernels keep theirs and get no
+//   launch placed by the exporter; a collective's args go on the trace's own record_param_comms
+//   span that launched its first kernel (a CPU rank's: the span with the record's times).
 // - steps: `ProfilerStep#N` (cat user_annotation) on the first host thread, N >= 0 only: HTA's
 //   pattern ProfilerStep#(\d+) takes no sign, so warm-up steps (N < 0) are left out.
 // Not written: load counters, memory (no Kineto memory events), flow arrows.
