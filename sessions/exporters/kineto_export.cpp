@@ -301,9 +301,12 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
     if (on_op[i]) continue;  // written above, on the trace's own span
     const CollectiveRecord& c = colls[i];
     int32_t tid = has_streams ? kKinetoLaunchTid : (first_host_lane >= 0 ? first_host_lane : 0);
-    for (const auto& h : host_comm)
-      if (h.start <= c.start_ns && c.end_ns <= h.end) {
-        tid = h.tid;
+    // the host comm op that holds it: among the last few that start at or before it
+    auto h = std::upper_bound(host_comm.begin(), host_comm.end(), c.start_ns,
+                              [](int64_t t, const HostComm& x) { return t < x.start; });
+    for (int back = 0; h != host_comm.begin() && back < 8; ++back)
+      if (--h; c.end_ns <= h->end) {
+        tid = h->tid;
         break;
       }
     nlohmann::json args = comm_args(c);
@@ -347,10 +350,15 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
       int64_t ts = o.start_ns;
       const Param* best = nullptr;
       if (o.category == OpCategory::comm) {
-        int64_t best_overlap = std::numeric_limits<int64_t>::min();  // the latest span when none holds it
-        for (const auto& p : params) {
+        // of the spans that start at or before the kernel (the last few: spans rarely nest), the
+        // one it overlaps most, else the latest
+        int64_t best_overlap = std::numeric_limits<int64_t>::min();
+        auto it = std::upper_bound(params.begin(), params.end(), o.start_ns,
+                                   [](int64_t t, const Param& p) { return t < p.start; });
+        for (int back = 0; it != params.begin() && back < 8; ++back) {
+          const Param& p = *--it;
           const int64_t ov = std::min(p.end, std::max(o.end_ns, o.start_ns + 1)) - std::max(p.start, o.start_ns);
-          if (p.start <= o.start_ns && ov > best_overlap) best = &p, best_overlap = ov;
+          if (ov > best_overlap) best = &p, best_overlap = ov;
         }
         if (best) {
           tid = best->tid;
