@@ -447,6 +447,9 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   if (cal.dense_measured) {
     hw.sources["/gpu/dense_interaction_ops_per_s"] = dense_source(cal, "interaction");
     hw.sources["/gpu/dense_elementwise_ops_per_s"] = dense_source(cal, "element-wise");
+    hw.sources["/gpu/dense_flops_per_s"] +=
+        "; the GEMM rate: each dense op's work weighed into GEMM flops by the microbenchmark's rates (gemm_flops + "
+        "interaction_ops x GEMM rate / interaction rate + elementwise_ops x GEMM rate / element-wise rate)";
   }
   return cal;
 }

@@ -42,6 +42,6 @@ struct DenseMicrobench {
 /// when the spec has no dense part ("dense": null: nothing to time) or when the residual Te is
 /// not positive (the element-wise code took no time beside the GEMMs: a timing that cannot be
 /// trusted; rerun on a quieter machine). About 2 x (repetitions + 1) x T of CPU time.
-DenseMicrobench measure_dense_rates(const WorkloadSpec& spec, int repetitions = 3);
+DenseMicrobench measure_dense_rates(const WorkloadSpec& spec, int repetitions = 5);
 
 }  // namespace embedscope::engine
