@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <functional>
 #include <limits>
@@ -29,14 +30,21 @@ double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// The best (least) thread CPU time of `reps` calls of f, after one warm-up call.
+// Each timing runs f at least this long (thread CPU seconds), repeating a short f.
+constexpr double kMinTimingS = 0.01;
+
+// The best (least) thread CPU time of one call of f over `reps` timings, after one warm-up call
+// that also sets how many calls a timing makes (>= kMinTimingS of them, at most 10,000).
 double best_of(int reps, const std::function<void()>& f) {
+  const double w0 = thread_cpu_seconds();
   f();
+  const double first = std::max(thread_cpu_seconds() - w0, 1e-7);
+  const int calls = static_cast<int>(std::clamp(std::ceil(kMinTimingS / first), 1.0, 1e4));
   double best = std::numeric_limits<double>::infinity();
   for (int r = 0; r < reps; ++r) {
     const double t0 = thread_cpu_seconds();
-    f();
-    best = std::min(best, thread_cpu_seconds() - t0);
+    for (int c = 0; c < calls; ++c) f();
+    best = std::min(best, (thread_cpu_seconds() - t0) / calls);
   }
   return best;
 }

@@ -78,6 +78,9 @@ void refuse_repeated_sessions(const CalibrateState& s) {
 std::vector<std::string> calibration_warnings(const es::Calibration& cal,
                                               const std::vector<std::pair<es::CalibrationCheck, bool>>& checks) {
   std::vector<std::string> out;
+  if (!cal.dense_bench_error.empty())
+    out.push_back(fmt::format("the dense op is fitted at one rate: its microbenchmark gave no rates ({})",
+                              cal.dense_bench_error));
   if (cal.compute_ops > 0 && cal.compute_r2 < kMinUsefulR2)
     out.push_back(fmt::format("the compute fit explains little of the measured op times (R^2 {:.3f} < {}): record "
                               "more or longer runs on a quieter machine",

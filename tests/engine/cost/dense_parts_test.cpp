@@ -217,6 +217,13 @@ TEST(DenseParts, CalibrateWeighsTheDenseOpsPartsByTheBench) {
   EXPECT_NEAR(cal.profile.gpu.dense_interaction_ops_per_s / 5e10, 1.0, 0.02);
   EXPECT_NEAR(cal.profile.gpu.dense_elementwise_ops_per_s / 1e11, 1.0, 0.02);
   EXPECT_EQ(cal.profile.sources.count("/gpu/dense_elementwise_ops_per_s"), 1u);
+  // a bench that cannot time the parts: one rate, and why
+  const es::Calibration failed = es::calibrate({a, b}, "failed", [](const es::WorkloadSpec&) -> es::DenseMicrobench {
+    throw es::SpecError("no element-wise time");
+  });
+  EXPECT_FALSE(failed.dense_measured);
+  EXPECT_EQ(failed.dense_bench_error, "no element-wise time");
+  EXPECT_EQ(failed.profile.gpu.dense_interaction_ops_per_s, 0.0);
   // without a bench: one rate, no non-GEMM rates in the profile
   const es::Calibration one = es::calibrate({a, b}, "one");
   EXPECT_FALSE(one.dense_measured);

@@ -115,6 +115,9 @@ struct Calibration {
   /// The dense microbenchmark calibrate ran (dense_measured) and weighed the dense op's parts by.
   DenseMicrobench dense_bench;
   bool dense_measured = false;
+  /// Why the bench gave no rates (its SpecError, e.g. no element-wise time left beside the
+  /// GEMMs), the dense op then fitted at one rate; empty otherwise.
+  std::string dense_bench_error;
 };
 
 /// What calibrate measures the dense op's rates with: measure_dense_rates in the CLI; tests give
@@ -135,7 +138,8 @@ using DenseBench = std::function<DenseMicrobench(const WorkloadSpec&)>;
 /// (GEMM-rate flops), the fitted rate is the GEMM rate (dense_flops_per_s, step-scaled as
 /// before), and the profile's dense_interaction_ops_per_s / dense_elementwise_ops_per_s are it
 /// x Ri / Rg and x Re / Rg: the bench gives the ratios, the sessions the scale. Without it (or
-/// when no session has a dense part), one rate for all of the op's flops, as before.
+/// when no session has a dense part, or the bench throws SpecError: Calibration::dense_bench_error
+/// says why), one rate for all of the op's flops, as before.
 Calibration calibrate(const std::vector<std::string>& session_paths, const std::string& name = "this_machine",
                       const DenseBench& dense_bench = {});
 

@@ -9,7 +9,8 @@
 //
 // What it times, on the calling thread, by its CPU time (CLOCK_THREAD_CPUTIME_ID: time slices
 // lost to other processes are not counted; contention is the cost model's own factor), each the
-// best of `repetitions` after one warm-up, on one model (the fit sessions' workload):
+// best of `repetitions` after one warm-up (a timing repeats a short part to >= 10 ms of CPU and
+// takes the time per call), on one model (the fit sessions' workload):
 //   T  = DenseModel::forward_backward on a batch of B (random inputs);
 //   Tg = the model's GEMMs (DenseModel::gemms(B)) by cblas_sgemm, one after another (NoTrans);
 //   Ti = dot_interaction_forward + dot_interaction_backward at the model's (B, F, d0) when its
