@@ -43,6 +43,47 @@ constexpr double kMinPenaltyLeverage = 0.5;
 
 }  // namespace
 
+namespace {
+
+// The dense op's parts (calibrate with a bench, calibration.h): each dense sample's x in GEMM-rate
+// flops by the bench's ratios; the bench on the first session with a dense part.
+void weigh_dense_parts(const std::vector<SessionData>& data, const DenseBench& bench, std::vector<Sample>& compute,
+                       Calibration& cal) {
+  if (!bench) return;
+  const auto it = std::find_if(data.begin(), data.end(), [](const SessionData& sd) { return sd.l.spec.dense.has_value(); });
+  if (it == data.end()) return;
+  try {
+    cal.dense_bench = bench(it->l.spec);
+  } catch (const SpecError& e) {  // a timing that cannot be trusted: one rate, as before, and said
+    cal.dense_bench_error = e.what();
+    return;
+  }
+  cal.dense_measured = true;
+  const DenseMicrobench& b = cal.dense_bench;
+  for (Sample& s : compute)
+    if (s.cls == kDense && !s.dense.empty())
+      s.x = static_cast<double>(s.dense.gemm_flops) +
+            static_cast<double>(s.dense.interaction_ops) * b.gemm_flops_per_s / b.interaction_ops_per_s +
+            static_cast<double>(s.dense.elementwise_ops) * b.gemm_flops_per_s / b.elementwise_ops_per_s;
+}
+
+// The profile's source of a dense non-GEMM rate ("interaction" or "element-wise").
+std::string dense_source(const Calibration& cal, const char* which) {
+  if (!cal.dense_measured) return "";
+  const DenseMicrobench& b = cal.dense_bench;
+  const bool inter = std::string(which) == "interaction";
+  return fmt::format(
+      "the fitted dense (GEMM) rate x {} / {} GFLOP/s: the {} and GEMM rates embedscope calibrate's microbenchmark "
+      "measured on this machine ({}, thread CPU time, best of {}: forward_backward {:.2f} ms, its GEMMs {:.2f} ms, "
+      "the dot interaction's kernels {:.2f} ms, the element-wise rest {:.2f} ms; cost/dense_microbench.h)",
+      inter ? fmt::format("{:.4g} G interaction ops/s", b.interaction_ops_per_s / 1e9)
+            : fmt::format("{:.4g} G element-wise ops/s", b.elementwise_ops_per_s / 1e9),
+      fmt::format("{:.4g}", b.gemm_flops_per_s / 1e9), which, b.model, b.repetitions, 1e3 * b.forward_backward_s,
+      1e3 * b.gemm_s, 1e3 * b.interaction_s, 1e3 * b.elementwise_s);
+}
+
+}  // namespace
+
 json to_json(const HardwareProfile& p) {
   auto link = [](const LinkProfile& l) {
     return json{{"name", l.name}, {"bus_bandwidth_bytes_per_s", l.bus_bandwidth_bytes_per_s}, {"latency_ns", l.latency_ns}};
@@ -69,11 +110,16 @@ json to_json(const HardwareProfile& p) {
                 {"oversubscription_penalty", p.cpu.oversubscription_penalty}, {"other_groups", p.cpu.other_groups},
                 {"handoff_ns", p.cpu.handoff_ns}};
   if (p.cpu.cores > 0 && p.cpu.sync_lag_ns > 0) j["cpu"]["sync_lag_ns"] = p.cpu.sync_lag_ns;
+  if (p.gpu.dense_interaction_ops_per_s > 0 && p.gpu.dense_elementwise_ops_per_s > 0) {
+    j["gpu"]["dense_interaction_ops_per_s"] = p.gpu.dense_interaction_ops_per_s;
+    j["gpu"]["dense_elementwise_ops_per_s"] = p.gpu.dense_elementwise_ops_per_s;
+  }
   if (!p.sources.empty()) j["sources"] = p.sources;
   return j;
 }
 
-Calibration calibrate(const std::vector<std::string>& session_paths, const std::string& name) {
+Calibration calibrate(const std::vector<std::string>& session_paths, const std::string& name,
+                      const DenseBench& dense_bench) {
   if (session_paths.empty()) throw SpecError("calibrate: no sessions given");
   Calibration cal;
   CalibrationSamples samples;
@@ -85,6 +131,7 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     cal.sessions.push_back(path);
   }
   cal.skipped_rank_steps = samples.skipped_rank_steps;
+  weigh_dense_parts(data, dense_bench, samples.compute, cal);
   const std::vector<Sample>& compute = samples.compute;
   const std::vector<CommSample>& comm = samples.comm;
   const std::vector<std::pair<int, double>>& handoffs = samples.handoffs;  // (session, mean gap ns)
@@ -185,6 +232,11 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     hw.gpu.memory_kernel_efficiency = rate[kMemory] / hbm;
     hw.gpu.dense_flops_per_s = rate[kDense];
     hw.gpu.dense_efficiency = 1.0;
+    if (cal.dense_measured) {  // the bench's ratios to the GEMM rate (weigh_dense_parts)
+      const DenseMicrobench& b = cal.dense_bench;
+      hw.gpu.dense_interaction_ops_per_s = rate[kDense] * b.interaction_ops_per_s / b.gemm_flops_per_s;
+      hw.gpu.dense_elementwise_ops_per_s = rate[kDense] * b.elementwise_ops_per_s / b.gemm_flops_per_s;
+    }
     hw.gpu.kernel_launch_ns = std::llround(cf.launch_ns * scale);
     hw.gpus_per_node = kRanksPerMachine;
     hw.max_nodes = kRanksPerMachine;
@@ -397,6 +449,13 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
                          "speed; load average at the runs' start: {}",
                          rank_counts.front(), loads)},
   };
+  if (cal.dense_measured) {
+    hw.sources["/gpu/dense_interaction_ops_per_s"] = dense_source(cal, "interaction");
+    hw.sources["/gpu/dense_elementwise_ops_per_s"] = dense_source(cal, "element-wise");
+    hw.sources["/gpu/dense_flops_per_s"] +=
+        "; the GEMM rate: each dense op's work weighed into GEMM flops by the microbenchmark's rates (gemm_flops + "
+        "interaction_ops x GEMM rate / interaction rate + elementwise_ops x GEMM rate / element-wise rate)";
+  }
   return cal;
 }
 

@@ -13,6 +13,7 @@
 #include <Eigen/Dense>
 
 #include "embedscope/engine/cost/hardware_profile.h"
+#include "embedscope/engine/model/dense_work.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
 
@@ -59,6 +60,7 @@ struct Sample {
   int cls;
   double x, t;
   int session;
+  DenseWork dense{};  ///< kDense: the op's work by kind (x is then its flops until calibrate weighs the parts)
 };
 
 /// One collective sample: the (rank, place, name, occurrence)'s mean call time t (ns) and the

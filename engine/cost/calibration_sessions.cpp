@@ -182,7 +182,7 @@ SessionData read_session(const std::string& path, int session, CalibrationSample
     for (size_t i = 0; i < list.size(); ++i) {
       const ProgramOp& op = *planned[i];
       Sample s{kMemory, static_cast<double>(op.bytes), 0.0, session};
-      if (op.flops > 0) s = {kDense, static_cast<double>(op.flops), 0.0, session};
+      if (op.flops > 0) s = {kDense, static_cast<double>(op.flops), 0.0, session, op.dense_work};
       else if (op.category == ss::OpCategory::lookup) s.cls = kLookup;
       else if (op.category == ss::OpCategory::optimizer && op.rows > 0) s.cls = kTbeBackward;
       auto& d = durations[{key.first, place_in_run(l.spec, key.second + l.spec.warmup_steps), i}];

@@ -13,6 +13,16 @@ int64_t ns(double seconds) { return static_cast<int64_t>(std::llround(seconds * 
 
 }  // namespace
 
+double math_seconds(const ProgramOp& op, const GpuProfile& g) {
+  const double gemm_rate = g.dense_flops_per_s * g.dense_efficiency;
+  const DenseWork& w = op.dense_work;
+  if (w.empty() || g.dense_interaction_ops_per_s <= 0 || g.dense_elementwise_ops_per_s <= 0)
+    return static_cast<double>(op.flops) / gemm_rate;
+  return static_cast<double>(w.gemm_flops) / gemm_rate +
+         static_cast<double>(w.interaction_ops) / g.dense_interaction_ops_per_s +
+         static_cast<double>(w.elementwise_ops) / g.dense_elementwise_ops_per_s;
+}
+
 int64_t member_collective_ns(double intra_bytes, double inter_bytes, bool spans_nodes, const HardwareProfile& hw) {
   const double lat = static_cast<double>((spans_nodes ? hw.inter_node : hw.intra_node).latency_ns) * 1e-9;
   const double intra = std::max(0.0, intra_bytes) / hw.intra_node.bus_bandwidth_bytes_per_s;
@@ -47,8 +57,7 @@ int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw) {
   if (op.category == sessions::OpCategory::lookup) eff = g.tbe_forward_efficiency;
   else if (op.category == sessions::OpCategory::optimizer && op.rows > 0) eff = g.tbe_backward_efficiency;
   const double memory = static_cast<double>(op.bytes) / (g.hbm_bandwidth_bytes_per_s * eff);
-  const double math = static_cast<double>(op.flops) / (g.dense_flops_per_s * g.dense_efficiency);
-  return g.kernel_launch_ns + ns(std::max(memory, math));
+  return g.kernel_launch_ns + ns(std::max(memory, math_seconds(op, g)));
 }
 
 double contention_factor(const HardwareProfile& hw, int ranks_on_node) {

@@ -296,6 +296,66 @@ double DenseModel::forward_backward(int64_t B, const float* dense_x, std::span<c
   return loss;
 }
 
+std::vector<GemmShape> DenseModel::gemms(int64_t B) const {
+  std::vector<GemmShape> g;
+  if (!spec_.dense) return g;
+  auto forward = [&](const Linear& l) { g.push_back({B, l.out, l.in}); };
+  auto backward = [&](const Linear& l, bool dx) {
+    g.push_back({l.out, l.in, B});
+    if (dx) g.push_back({B, l.in, l.out});
+  };
+  const int64_t D = inter_in_, r = spec_.dense->dcn_low_rank_dim;
+  for (const auto& l : bottom_) forward(l);
+  for (size_t i = 0; i < cross_.size(); ++i) {
+    g.push_back({B, r, D});
+    g.push_back({B, D, r});
+  }
+  for (const auto& l : top_) forward(l);
+  for (size_t i = top_.size(); i-- > 0;) backward(top_[i], true);
+  for (size_t i = cross_.size(); i-- > 0;) {
+    g.push_back({D, r, B});
+    g.push_back({B, r, D});
+    g.push_back({D, r, B});
+    g.push_back({B, D, r});
+  }
+  for (size_t i = bottom_.size(); i-- > 0;) backward(bottom_[i], i > 0);
+  return g;
+}
+
+DenseWork DenseModel::work(int64_t B) const {
+  DenseWork w;
+  if (!spec_.dense) return w;
+  const DenseSpec& ds = *spec_.dense;
+  double flops = 0;
+  for (const GemmShape& g : gemms(B)) flops += g.flops();
+  w.gemm_flops = static_cast<int64_t>(flops);
+  const auto F = static_cast<int64_t>(dims_.size());
+  const int64_t W = inter_in_, Wout = inter_out_, d0 = bottom_.empty() ? 0 : bottom_.back().out;
+  int64_t e = num_params_ + 2 * B + B * ds.num_dense_features;
+  auto linear = [&](const Linear& l, bool has_dx) {
+    e += 2 * B * l.out;                          // output allocated; bias + ReLU
+    e += (has_dx ? B * l.in : 0) + l.out + B * l.out;  // dx allocated; db zeroed and summed
+    if (l.relu) e += B * l.out;                  // the ReLU mask on dy
+  };
+  for (size_t i = 0; i < bottom_.size(); ++i) linear(bottom_[i], i > 0);
+  for (const Linear& l : top_) linear(l, true);
+  e += 2 * B * W + B * Wout + B * W + B * W + B * d0 + 3 * B;
+  switch (ds.interaction) {
+    case Interaction::dot:
+      w.interaction_ops = B * d0 * (F + 1) * F / 2 + B * (F + 1) * d0 * F;
+      e += B * Wout + B * W;
+      break;
+    case Interaction::cat: e += 2 * B * W; break;
+    case Interaction::dcn: {
+      const int64_t L = static_cast<int64_t>(cross_.size()), r = ds.dcn_low_rank_dim;
+      e += 3 * B * W + L * (8 * B * W + 2 * B * r);
+      break;
+    }
+  }
+  w.elementwise_ops = e;
+  return w;
+}
+
 std::vector<std::pair<int64_t, int64_t>> DenseModel::param_tensors() const {
   std::vector<std::pair<int64_t, int64_t>> t;
   auto add = [&](size_t at, int64_t count) { t.emplace_back(static_cast<int64_t>(at), count); };

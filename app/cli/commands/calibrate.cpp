@@ -37,7 +37,20 @@ struct CalibrateState {
   std::string output, name = "this_machine";
   bool json = false;
   bool overwrite = false;  // --force-overwrite: replace an existing -o file
+  bool no_dense_bench = false;  // --no-dense-bench: one rate for all of the dense op (before dense44)
 };
+
+// The dense microbenchmark (engine cost/dense_microbench.h) as JSON: what was timed, the work
+// counts, the thread CPU times (s) and the rates (per CPU second).
+json dense_bench_json(const es::DenseMicrobench& b) {
+  return {{"model", b.model}, {"batch", b.batch}, {"repetitions", b.repetitions},
+          {"work", {{"gemm_flops", b.work.gemm_flops}, {"interaction_ops", b.work.interaction_ops},
+                    {"elementwise_ops", b.work.elementwise_ops}, {"interaction_ops_timed", b.interaction_ops_timed}}},
+          {"seconds", {{"forward_backward", b.forward_backward_s}, {"gemm", b.gemm_s}, {"interaction", b.interaction_s},
+                       {"elementwise", b.elementwise_s}, {"wall", b.wall_s}}},
+          {"rates", {{"gemm_flops_per_s", b.gemm_flops_per_s}, {"interaction_ops_per_s", b.interaction_ops_per_s},
+                     {"elementwise_ops_per_s", b.elementwise_ops_per_s}}}};
+}
 
 std::string rate_text(const es::CalibrationFit& f) {
   if (f.what == "dense") return fmt::format("{:.4g} GFLOP/s", f.rate / 1e9);
@@ -65,6 +78,9 @@ void refuse_repeated_sessions(const CalibrateState& s) {
 std::vector<std::string> calibration_warnings(const es::Calibration& cal,
                                               const std::vector<std::pair<es::CalibrationCheck, bool>>& checks) {
   std::vector<std::string> out;
+  if (!cal.dense_bench_error.empty())
+    out.push_back(fmt::format("the dense op is fitted at one rate: its microbenchmark gave no rates ({})",
+                              cal.dense_bench_error));
   if (cal.compute_ops > 0 && cal.compute_r2 < kMinUsefulR2)
     out.push_back(fmt::format("the compute fit explains little of the measured op times (R^2 {:.3f} < {}): record "
                               "more or longer runs on a quieter machine",
@@ -85,7 +101,9 @@ int cmd_calibrate(const CalibrateState& s) {
     throw es::SpecError(fmt::format("-o {}: already exists; choose another name or allow overwriting it "
                                     "(embedscope calibrate ... -o {} --force-overwrite)",
                                     s.output, s.output));
-  const es::Calibration cal = es::calibrate(s.sessions, s.name);
+  es::DenseBench bench;
+  if (!s.no_dense_bench) bench = [](const es::WorkloadSpec& spec) { return es::measure_dense_rates(spec); };
+  const es::Calibration cal = es::calibrate(s.sessions, s.name, bench);
   const json profile = es::to_json(cal.profile);
   // the checks (every session in-sample, --check held out) simulate with a profile file: -o,
   // else a private temporary one
@@ -117,6 +135,7 @@ int cmd_calibrate(const CalibrateState& s) {
               {"other_groups", cal.other_groups}, {"handoff_ns", cal.handoff_ns}, {"handoff_samples", cal.handoff_samples},
               {"sync_lag_ns", cal.sync_lag_ns},
               {"fits", json::array()}, {"checks", json::array()}, {"warnings", warnings}};
+    if (cal.dense_measured) j["dense_bench"] = dense_bench_json(cal.dense_bench);
     if (!s.output.empty()) j["written"] = s.output;
     for (const auto& f : cal.fits)
       j["fits"].push_back({{"what", f.what}, {"samples", f.samples}, {"rate", f.rate}, {"fitted", f.fitted}, {"note", f.note}});
@@ -139,6 +158,16 @@ int cmd_calibrate(const CalibrateState& s) {
                                : "");
   std::cout << fmt::format("{:<16} {:>8} {:>16}  {}\n", "class", "samples", "rate", "how");
   for (const auto& f : cal.fits) std::cout << fmt::format("{:<16} {:>8} {:>16}  {}\n", f.what, f.samples, rate_text(f), f.note);
+  if (cal.dense_measured) {
+    const es::DenseMicrobench& b = cal.dense_bench;
+    std::cout << fmt::format(
+        "dense op in parts (microbenchmark of {}, thread CPU time, best of {}, {:.2f} s): forward_backward {:.2f} ms = "
+        "GEMMs {:.2f} ms ({:.4g} GFLOP/s) + dot interaction {:.2f} ms ({:.4g} G ops/s) + element-wise {:.2f} ms "
+        "({:.4g} G ops/s); profile: interaction {:.4g}, element-wise {:.4g} G ops/s\n",
+        b.model, b.repetitions, b.wall_s, 1e3 * b.forward_backward_s, 1e3 * b.gemm_s, b.gemm_flops_per_s / 1e9,
+        1e3 * b.interaction_s, b.interaction_ops_per_s / 1e9, 1e3 * b.elementwise_s, b.elementwise_ops_per_s / 1e9,
+        cal.profile.gpu.dense_interaction_ops_per_s / 1e9, cal.profile.gpu.dense_elementwise_ops_per_s / 1e9);
+  }
   std::cout << fmt::format("collectives: latency {} ns within a node (R^2 {:.3f}), {} ns across\n",
                            cal.profile.intra_node.latency_ns, cal.collective_r2, cal.profile.inter_node.latency_ns);
   std::cout << fmt::format("hand-off: {} ns between the compute and comm threads (mean over {} (rank, op) gaps, before "
@@ -189,6 +218,9 @@ Command add_calibrate_command(CLI::App& app) {
   cmd->add_flag("--force-overwrite", s->overwrite, "Replace an existing -o profile");
   cmd->add_option("--name", s->name, "The profile's name (default this_machine)");
   cmd->add_flag("--json", s->json, "Print the fits, the profile and the checks as JSON");
+  cmd->add_flag("--no-dense-bench", s->no_dense_bench,
+                "Fit one rate for all of the dense op's flops instead of measuring its GEMM, dot-interaction and "
+                "element-wise rates with a microbenchmark (well under a second)");
   return {cmd, [s] { return cmd_calibrate(*s); }, [s] { return s->json; }};
 }
 

@@ -73,12 +73,14 @@
 // calibration runs' (a busier or idler machine later moves every step).
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "embedscope/engine/cost/hardware_profile.h"
+#include "embedscope/engine/cost/dense_microbench.h"
 
 namespace embedscope::engine {
 
@@ -110,7 +112,17 @@ struct Calibration {
   int64_t handoff_ns = 0;          ///< the fitted cross-thread hand-off (profile.cpu.handoff_ns), ns, step scale included
   int handoff_samples = 0;         ///< (rank, place, op) hand-off gaps it is the mean of (cost/handoff.h)
   double sync_lag_ns = 0;          ///< the fitted scheduling lag at a collective (profile.cpu.sync_lag_ns), ns
+  /// The dense microbenchmark calibrate ran (dense_measured) and weighed the dense op's parts by.
+  DenseMicrobench dense_bench;
+  bool dense_measured = false;
+  /// Why the bench gave no rates (its SpecError, e.g. no element-wise time left beside the
+  /// GEMMs), the dense op then fitted at one rate; empty otherwise.
+  std::string dense_bench_error;
 };
+
+/// What calibrate measures the dense op's rates with: measure_dense_rates in the CLI; tests give
+/// fixed rates. Called once, with the first fit session's workload that has a dense part.
+using DenseBench = std::function<DenseMicrobench(const WorkloadSpec&)>;
 
 /// Fits this machine's profile (named `name`) from sessions this engine recorded on cpu ranks.
 /// Simulates every session up to some 40 times (the fitted background's search; once when the
@@ -120,7 +132,16 @@ struct Calibration {
 /// multi-process run (sessions::partial_rank_session: "X.rank1.db: the session of rank 1 alone
 /// of a 2-rank run ...; calibrate from the merged session X.db ..."), or one without a measured step;
 /// and when all sessions together give no compute op or no collective to fit.
-Calibration calibrate(const std::vector<std::string>& session_paths, const std::string& name = "this_machine");
+/// With `dense_bench` (dense44): the dense op is fitted in parts. Its rates measured by the bench
+/// (GEMM flop/s Rg, interaction ops/s Ri, element-wise ops/s Re), each dense sample's work is
+///   x = gemm_flops + interaction_ops x Rg / Ri + elementwise_ops x Rg / Re
+/// (GEMM-rate flops), the fitted rate is the GEMM rate (dense_flops_per_s, step-scaled as
+/// before), and the profile's dense_interaction_ops_per_s / dense_elementwise_ops_per_s are it
+/// x Ri / Rg and x Re / Rg: the bench gives the ratios, the sessions the scale. Without it (or
+/// when no session has a dense part, or the bench throws SpecError: Calibration::dense_bench_error
+/// says why), one rate for all of the op's flops, as before.
+Calibration calibrate(const std::vector<std::string>& session_paths, const std::string& name = "this_machine",
+                      const DenseBench& dense_bench = {});
 
 /// A hardware profile as the JSON parse_hardware_profile reads (round trip).
 nlohmann::json to_json(const HardwareProfile& p);

@@ -14,7 +14,8 @@
 // node). latency: the inter-node link's when the group spans nodes, else the intra-node link's.
 //
 // Compute ops (roofline): t = kernel_launch + max(bytes / (HBM bandwidth x efficiency),
-// flops / (dense flop/s x dense efficiency)), with the efficiency of the op's kind: TBE
+// flops / (dense flop/s x dense efficiency)) (the dense op: its GEMMs, interaction and
+// element-wise work at a rate each when the profile gives them, math_seconds), with the efficiency of the op's kind: TBE
 // forward for lookups, TBE backward for the embedding optimizers that update rows (rows > 0),
 // the memory-kernel efficiency for the rest (input, bucketize, permute, dense optimizer).
 //
@@ -63,6 +64,15 @@ int64_t member_collective_ns(double intra_bytes, double inter_bytes, bool spans_
 /// Duration in ns (>= kernel_launch_ns) of compute op `op` (lane compute) on one GPU of `hw`,
 /// with the node to itself (no contention_factor).
 int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw);
+
+/// The math term of compute_ns's roofline, seconds (the node to itself, no launch): for the dense
+/// op (op.dense_work not empty) on a profile with the non-GEMM rates (hardware_profile.h),
+///   gemm_flops / (dense_flops_per_s x dense_efficiency) + interaction_ops /
+///   dense_interaction_ops_per_s + elementwise_ops / dense_elementwise_ops_per_s;
+/// otherwise op.flops / (dense_flops_per_s x dense_efficiency) (0 for ops without flops).
+/// Example: 1e12 flop/s at efficiency 0.5, 1e9 and 2e9 ops/s; work {1e9, 1e6, 4e6}: 2 ms + 1 ms
+/// + 2 ms = 5 ms.
+double math_seconds(const ProgramOp& op, const GpuProfile& g);
 
 /// How much slower every compute op and collective runs when `ranks_on_node` ranks share a node's cores
 /// (hardware_profile.h CpuContention): with x = (ranks_on_node x threads_per_rank x (1 +

@@ -9,7 +9,8 @@
 //   {"name": "h100_sxm", "description": "...",
 //    "gpu": {"name", "memory_bytes", "hbm_bandwidth_bytes_per_s", "dense_flops_per_s",
 //            "dense_efficiency", "tbe_forward_efficiency", "tbe_backward_efficiency",
-//            "memory_kernel_efficiency", "kernel_launch_ns"},
+//            "memory_kernel_efficiency", "kernel_launch_ns",
+//            "dense_interaction_ops_per_s", "dense_elementwise_ops_per_s" (optional, both or neither)},
 //    "cluster": {"gpus_per_node", "max_nodes"},
 //    "intra_node": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},
 //    "inter_node": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},
@@ -46,6 +47,16 @@ struct GpuProfile {
   /// memory-bound kernels (input, bucketize, permute, dense optimizer).
   double dense_efficiency = 0, tbe_forward_efficiency = 0, tbe_backward_efficiency = 0, memory_kernel_efficiency = 0;
   int64_t kernel_launch_ns = 0;         ///< fixed cost of one compute op, ns, >= 0
+  /// The dense op's work outside its GEMMs (model/dense_work.h), each at its own rate (JSON
+  /// optional, both or neither; > 0 when given): the dot interaction's multiply-adds per second
+  /// and the element-wise floats written per second. Given, the dense op's math is
+  ///   gemm_flops / (dense_flops_per_s x dense_efficiency) + interaction_ops / this rate
+  ///   + elementwise_ops / that rate;
+  /// absent (0, the built-in GPU profiles), op.flops / (dense_flops_per_s x dense_efficiency)
+  /// as before (all of the op at the GEMM rate). `embedscope calibrate` measures their ratios
+  /// to the GEMM rate with a microbenchmark of the engine's dense code (cost/dense_microbench.h)
+  /// and fits the scale to the sessions (issue 15, dense44).
+  double dense_interaction_ops_per_s = 0, dense_elementwise_ops_per_s = 0;
 };
 
 /// Ranks that are threads sharing a node's CPU cores (the cpu backend: `this_machine`), absent

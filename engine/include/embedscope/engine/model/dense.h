@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "embedscope/engine/model/dense_work.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine {
@@ -114,6 +115,37 @@ class DenseModel {
   /// The parameter tensors (offset, count) in params(), in forward order: per bottom layer its
   /// weight and bias, per DCN layer U, V, bias, per top layer weight and bias.
   std::vector<std::pair<int64_t, int64_t>> param_tensors() const;
+
+  /// The BLAS GEMMs (sgemm, m n k as called) of one forward_backward on a batch of B, in call
+  /// order. Per linear layer in -> out: forward y = x W^T (m B, n out, k in); backward dW = dy^T x
+  /// (m out, n in, k B) and dX = dy W (m B, n in, k out), the latter not for the first bottom
+  /// layer (no gradient into the dense features). Per DCN-v2 cross layer (input width D, low
+  /// rank r): forward s = x V (B, r, D) and c = s U^T (B, D, r); backward dU = dc^T s (D, r, B),
+  /// ds = dc U (B, r, D), dV = x^T ds (D, r, B), dx += ds V^T (B, D, r). The dot interaction is
+  /// no GEMM here (per-element products, kernels/dense_core.h), cat none; no dense part: none.
+  /// Works on a layout_only model. (From branch gemm43.)
+  std::vector<GemmShape> gemms(int64_t B) const;
+
+  /// The work of one forward_backward on a batch of B by kind (model/dense_work.h), counted from
+  /// the layout as forward_backward does it (W = the interaction's input width, d0 = the bottom
+  /// MLP's output, P = num_params()):
+  ///  gemm_flops: the flops of gemms(B).
+  ///  interaction_ops (dot only): B d0 (F + 1) F / 2 forward + B (F + 1) d0 F backward.
+  ///  elementwise_ops, floats written outside the GEMMs: P (gradients zeroed) + 2B (logit and
+  ///   its gradient allocated) + B x num_dense_features (the input copied); per linear layer
+  ///   2 B out forward (output allocated, bias + ReLU) and, backward, B in (its dx allocated;
+  ///   not for the first bottom layer) + out + B out (bias gradient zeroed and summed) + B out
+  ///   (the ReLU mask; layers with ReLU); the interaction's input 2 B W (allocated, assembled),
+  ///   its output B Wout allocated (Wout: the top MLP's input), d x0 B W allocated, its split
+  ///   B W + B d0 (d z allocated); 3 B (logits copied, loss gradient, its copy). Then per
+  ///   interaction: dot B Wout (r written) + B W (d x0 written); cat 2 B W (two copies); DCN-v2
+  ///   (rank r, L layers) 2 B W (x0 and d x_L copied) + B W (d x0 += d x) + L (8 B W + 2 B r)
+  ///   (per layer forward s, c, y allocated and c, y written; backward dc and ds allocated,
+  ///   dc, d x0 and the bias gradient written).
+  /// Empty without a dense part ("dense": null: the program's flops are 0 too). Example (tested):
+  /// 4 dense features, bottom [8], dot with one 8-wide feature, top [1], B 2: gemm 364,
+  /// interaction 2 x 8 x 1 + 2 x 2 x 8 x 1 = 48, elementwise 377 (summed in the test).
+  DenseWork work(int64_t B) const;
 
   /// params -= lr * grad (plain SGD on the dense part). grad: num_params() host floats.
   /// Resident: grad copied into the device's gradients (one host-to-device copy) and the step

@@ -47,6 +47,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "embedscope/engine/model/dense_work.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
 #include "embedscope/sessions/model/events.h"
@@ -97,6 +98,11 @@ struct ProgramOp {
   std::vector<CollectiveCall> collectives;
   int64_t rows = 0;           ///< lookup: ids looked up (embedding rows read); optimizer: rows updated (both expected)
   int64_t flops = 0;          ///< dense_forward_backward: 2 x multiply-adds of forward and backward of the MLPs
+  /// dense_forward_backward: its work by kind (DenseModel::work: GEMM flops, the dot
+  /// interaction's multiply-adds, element-wise floats written), which the cost model times at
+  /// one rate each when the profile has the non-GEMM rates (cost/cost_model.h); empty elsewhere.
+  /// Not in the program's JSON.
+  DenseWork dense_work;
   /// compute ops: bytes the op reads and writes in device memory (expected), the memory-bound
   /// term of its cost (cost/cost_model.h): rows and ids read, pooled rows written, rows and
   /// optimizer state read and written back.
