@@ -74,7 +74,7 @@ double mean_ns(const std::vector<int64_t>& v) {
 ComputeFit fit_compute(const std::vector<Sample>& compute, const std::vector<double>& d) {
   ComputeFit f;
   const auto n = static_cast<Eigen::Index>(compute.size());
-  Eigen::MatrixXd X = Eigen::MatrixXd::Zero(n, 1 + kClasses);
+  Eigen::MatrixXd X = Eigen::MatrixXd::Zero(n, 1 + kClasses + kWorkKinds);
   Eigen::VectorXd y(n);
   std::array<double, kClasses> sum_x{}, sum_t{};
   for (Eigen::Index i = 0; i < n; ++i) {
@@ -82,6 +82,10 @@ ComputeFit fit_compute(const std::vector<Sample>& compute, const std::vector<dou
     const auto c = static_cast<size_t>(s.cls);
     X(i, 0) = 1.0;
     X(i, 1 + s.cls) = s.x;
+    if (s.work >= 1 && s.work <= kWorkKinds && s.items > 0) {
+      X(i, kClasses + s.work) = s.items;  // column 1 + kClasses + (work - 1)
+      ++f.item_count[static_cast<size_t>(s.work - 1)];
+    }
     y(i) = s.t / d[static_cast<size_t>(s.session)];
     ++f.count[c];
     sum_x[c] += s.x;
@@ -96,10 +100,15 @@ ComputeFit fit_compute(const std::vector<Sample>& compute, const std::vector<dou
     Xw.row(i) *= w;
     yw(i) *= w;
   }
-  std::vector<bool> active(1 + kClasses, true);
+  std::vector<bool> active(1 + kClasses + kWorkKinds, true);
   const std::vector<double> beta = nnls(Xw, yw, active);
   f.r2 = r_squared(X, y, beta);  // of the durations themselves
   f.launch_ns = beta[0];
+  for (size_t w = 0; w < kWorkKinds; ++w) f.item_ns[w] = active[1 + kClasses + w] ? beta[1 + kClasses + w] : 0.0;
+  // the classes' summed time less their per-item work (for the fallback rates below)
+  for (Eigen::Index i = 0; i < n; ++i)
+    for (Eigen::Index w = 0; w < kWorkKinds; ++w)
+      sum_t[static_cast<size_t>(compute[static_cast<size_t>(i)].cls)] -= X(i, 1 + kClasses + w) * f.item_ns[static_cast<size_t>(w)];
   for (size_t c = 0; c < kClasses; ++c)
     if (active[1 + c]) {
       f.rate[c] = 1e9 / beta[1 + c];
