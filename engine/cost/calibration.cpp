@@ -327,7 +327,9 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
       cal.fits.push_back({kWorkNames[w], cf.item_count[w], item_ns > 0 ? 1e9 / item_ns : 0.0, item_ns > 0,
                           item_ns > 0 ? fmt::format("least squares over {} (rank, op) medians, beside the ops' bytes",
                                                     cf.item_count[w])
-                                      : "0: the least squares gave it no positive slope (the bytes explain the time)"});
+                          : !cf.item_note[w].empty()
+                              ? cf.item_note[w]
+                              : "0: the least squares gave it no positive slope (the bytes explain the time)"});
     }
   if (intra.ok) cal.fits.push_back({"intra_node", intra.samples, hw.intra_node.bus_bandwidth_bytes_per_s, intra.fitted, intra.note});
   if (inter.ok) cal.fits.push_back({"inter_node", inter.samples, hw.inter_node.bus_bandwidth_bytes_per_s, inter.fitted, inter.note});

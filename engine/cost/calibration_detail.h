@@ -93,10 +93,13 @@ struct ComputeFit {
   /// per-item host work (kWorkNames), ns per item, 0 when the fit took it out; samples of each
   std::array<double, kWorkKinds> item_ns{};
   std::array<int, kWorkKinds> item_count{};
+  /// why an item coefficient was not fitted (empty when it was)
+  std::array<std::string, kWorkKinds> item_note{};
 };
 
 /// The compute ops' t / d[session] = launch + x / rate_class + items x item_ns[work] (calibration.h),
-/// on relative errors;
+/// on relative errors; an item column that is an affine function of its classes' bytes over their
+/// rows (not identifiable: it would trade off against the rate) is left out, item_ns 0, item_note says so;
 /// d: each session's contention factor. Throws SpecError when a class gets no rate at all.
 ComputeFit fit_compute(const std::vector<Sample>& compute, const std::vector<double>& d);
 
