@@ -104,6 +104,9 @@ json to_json(const HardwareProfile& p) {
             {"intra_node", link(p.intra_node)},
             {"inter_node", link(p.inter_node)},
             {"host_link", link(p.host_link)}};
+  for (auto [key, v] : {std::pair{"lookup_bag_ns", p.gpu.lookup_bag_ns}, std::pair{"input_id_ns", p.gpu.input_id_ns},
+                        std::pair{"bucketize_item_ns", p.gpu.bucketize_item_ns}})
+    if (v > 0) j["gpu"][key] = v;  // optional (default 0): GPU profiles keep their shape
   if (p.cpu.cores > 0)
     j["cpu"] = {{"cores", p.cpu.cores}, {"threads_per_rank", p.cpu.threads_per_rank},
                 {"background_threads", p.cpu.background_threads},
@@ -238,6 +241,9 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
       hw.gpu.dense_elementwise_ops_per_s = rate[kDense] * b.elementwise_ops_per_s / b.gemm_flops_per_s;
     }
     hw.gpu.kernel_launch_ns = std::llround(cf.launch_ns * scale);
+    hw.gpu.lookup_bag_ns = cf.item_ns[0] * scale;
+    hw.gpu.input_id_ns = cf.item_ns[1] * scale;
+    hw.gpu.bucketize_item_ns = cf.item_ns[2] * scale;
     hw.gpus_per_node = kRanksPerMachine;
     hw.max_nodes = kRanksPerMachine;
     hw.cpu = measured ? CpuContention{cores, kThreadsPerRank, 0.0, penalty, background}
@@ -367,6 +373,16 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   cal.sync_lag_ns = sync_lag;
   for (size_t c = 0; c < kClasses; ++c)
     cal.fits.push_back({kClassNames[c], cf.count[c], cf.rate[c] / cal.step_scale, cf.fitted[c], cf.note[c]});
+  for (size_t w = 0; w < kWorkKinds; ++w)
+    if (cf.item_count[w] > 0) {
+      const double item_ns = cf.item_ns[w] * cal.step_scale;
+      cal.fits.push_back({kWorkNames[w], cf.item_count[w], item_ns > 0 ? 1e9 / item_ns : 0.0, item_ns > 0,
+                          item_ns > 0 ? fmt::format("least squares over {} (rank, op) medians, beside the ops' bytes",
+                                                    cf.item_count[w])
+                          : !cf.item_note[w].empty()
+                              ? cf.item_note[w]
+                              : "0: the least squares gave it no positive slope (the bytes explain the time)"});
+    }
   if (intra.ok) cal.fits.push_back({"intra_node", intra.samples, hw.intra_node.bus_bandwidth_bytes_per_s, intra.fitted, intra.note});
   if (inter.ok) cal.fits.push_back({"inter_node", inter.samples, hw.inter_node.bus_bandwidth_bytes_per_s, inter.fitted, inter.note});
   cal.collective_r2 = intra.ok ? intra.r2 : inter.r2;
@@ -384,7 +400,9 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   auto fit_of = [&](const char* what) {
     for (const auto& f : cal.fits)
       if (f.what == what) return f.note;
-    return std::string("copied from the other link: no collective of this kind in the sessions");
+    if (std::string_view(what).ends_with("node"))
+      return std::string("copied from the other link: no collective of this kind in the sessions");
+    return std::string("0: no op of this kind in the sessions");
   };
   hw.sources = {
       {"/gpu/memory_bytes", "this machine's physical memory (sysconf _SC_PHYS_PAGES x _SC_PAGE_SIZE), which its cpu ranks "
@@ -395,6 +413,12 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
       {"/gpu/memory_kernel_efficiency", "fitted memory-kernel rate / hbm_bandwidth: " + fit_of("memory_kernels")},
       {"/gpu/dense_flops_per_s", "fitted dense rate (efficiency 1): " + fit_of("dense") + per_core},
       {"/gpu/kernel_launch_ns", "the fit's intercept (one fixed cost for every compute op); " + from + per_core},
+      {"/gpu/lookup_bag_ns", "fitted per bag a lookup pools, empty ones included (a column of the compute fit beside "
+                             "the lookup's bytes; cost_model.h host_work_ns): " + fit_of("lookup_bag") + per_core},
+      {"/gpu/input_id_ns", "fitted per id of the batch the input op makes (a column of the compute fit): " +
+                               fit_of("input_id") + per_core},
+      {"/gpu/bucketize_item_ns", "fitted per bag and id bucketize scans, once per destination slot (a column of the "
+                                 "compute fit): " + fit_of("bucketize_item") + per_core},
       {"/cluster/gpus_per_node", "one machine holds every cpu rank (devices.count <= 64)"},
       {"/cluster/max_nodes", "emulated nodes (sharding.local_world_size) of the same machine"},
       {"/intra_node/bus_bandwidth_bytes_per_s",

@@ -56,12 +56,21 @@ inline constexpr std::array<const char*, kClasses> kClassNames = {"lookup", "tbe
 
 /// One compute sample: the (rank, place, op)'s median duration t (ns) and its work x (bytes, or
 /// flops for kDense), of session `session` (an index into calibrate's sessions).
+/// work / items: the op's per-item host work (program/step_program.h HostWork as an int,
+/// ProgramOp::work_items; 0 / 0 for none), a column of its own in the compute fit.
 struct Sample {
   int cls;
   double x, t;
   int session;
   DenseWork dense{};  ///< kDense: the op's work by kind (x is then its flops until calibrate weighs the parts)
+  int work = 0;
+  double items = 0;
 };
+
+/// The per-item host-work kinds the compute fit has a column for: HostWork values 1..3
+/// (lookup_bags, input_ids, bucketize_items), column 1 + kClasses + (work - 1).
+inline constexpr int kWorkKinds = 3;
+inline constexpr std::array<const char*, kWorkKinds> kWorkNames = {"lookup_bag", "input_id", "bucketize_item"};
 
 /// One collective sample: the (rank, place, name, occurrence)'s mean call time t (ns) and the
 /// call's largest member's bytes x; spans: the group spans (emulated) nodes; members: each
@@ -83,9 +92,16 @@ struct ComputeFit {
   std::array<std::string, kClasses> note{};
   std::array<int, kClasses> count{};
   double r2 = 0;
+  /// per-item host work (kWorkNames), ns per item, 0 when the fit took it out; samples of each
+  std::array<double, kWorkKinds> item_ns{};
+  std::array<int, kWorkKinds> item_count{};
+  /// why an item coefficient was not fitted (empty when it was)
+  std::array<std::string, kWorkKinds> item_note{};
 };
 
-/// The compute ops' t / d[session] = launch + x / rate_class (calibration.h), on relative errors;
+/// The compute ops' t / d[session] = launch + x / rate_class + items x item_ns[work] (calibration.h),
+/// on relative errors; an item column that is an affine function of its classes' bytes over their
+/// rows (not identifiable: it would trade off against the rate) is left out, item_ns 0, item_note says so;
 /// d: each session's contention factor. Throws SpecError when a class gets no rate at all.
 ComputeFit fit_compute(const std::vector<Sample>& compute, const std::vector<double>& d);
 

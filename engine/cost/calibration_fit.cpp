@@ -70,11 +70,44 @@ double mean_ns(const std::vector<int64_t>& v) {
   return sum / static_cast<double>(v.size());
 }
 
-// The compute ops' t / d[session] = launch + x / rate_class (calibration.h), on relative errors.
+namespace {
+
+// Whether the item column of host work `work` is, over the rows of the classes its ops belong to,
+// an affine function of those classes' work columns (relative residual of the least squares
+// < 1e-6): then it is not identifiable beside them (calibration_detail.h fit_compute).
+bool items_follow_the_bytes(const Eigen::MatrixXd& X, const std::vector<Sample>& compute, int work) {
+  std::array<bool, kClasses> cls{};
+  for (const Sample& s : compute)
+    if (s.work == work && s.items > 0) cls[static_cast<size_t>(s.cls)] = true;
+  std::vector<Eigen::Index> rows;
+  for (size_t i = 0; i < compute.size(); ++i)
+    if (cls[static_cast<size_t>(compute[i].cls)]) rows.push_back(static_cast<Eigen::Index>(i));
+  std::vector<Eigen::Index> cols = {0};
+  for (size_t c = 0; c < kClasses; ++c)
+    if (cls[c]) cols.push_back(1 + static_cast<Eigen::Index>(c));
+  const auto m = static_cast<Eigen::Index>(rows.size());
+  Eigen::MatrixXd A(m, static_cast<Eigen::Index>(cols.size()));
+  Eigen::VectorXd b(m);
+  for (Eigen::Index i = 0; i < m; ++i) {
+    for (size_t j = 0; j < cols.size(); ++j) A(i, static_cast<Eigen::Index>(j)) = X(rows[static_cast<size_t>(i)], cols[j]);
+    b(i) = X(rows[static_cast<size_t>(i)], kClasses + work);
+  }
+  for (Eigen::Index j = 0; j < A.cols(); ++j)  // unit columns for the solve
+    if (const double mx = A.col(j).cwiseAbs().maxCoeff(); mx > 0) A.col(j) /= mx;
+  const double norm = b.norm();
+  if (!(norm > 0)) return true;
+  const Eigen::VectorXd r = b - A * A.colPivHouseholderQr().solve(b);
+  return r.norm() < 1e-6 * norm;
+}
+
+}  // namespace
+
+// The compute ops' t / d[session] = launch + x / rate_class + items x item_ns (calibration.h), on
+// relative errors.
 ComputeFit fit_compute(const std::vector<Sample>& compute, const std::vector<double>& d) {
   ComputeFit f;
   const auto n = static_cast<Eigen::Index>(compute.size());
-  Eigen::MatrixXd X = Eigen::MatrixXd::Zero(n, 1 + kClasses);
+  Eigen::MatrixXd X = Eigen::MatrixXd::Zero(n, 1 + kClasses + kWorkKinds);
   Eigen::VectorXd y(n);
   std::array<double, kClasses> sum_x{}, sum_t{};
   for (Eigen::Index i = 0; i < n; ++i) {
@@ -82,6 +115,10 @@ ComputeFit fit_compute(const std::vector<Sample>& compute, const std::vector<dou
     const auto c = static_cast<size_t>(s.cls);
     X(i, 0) = 1.0;
     X(i, 1 + s.cls) = s.x;
+    if (s.work >= 1 && s.work <= kWorkKinds && s.items > 0) {
+      X(i, kClasses + s.work) = s.items;  // column 1 + kClasses + (work - 1)
+      ++f.item_count[static_cast<size_t>(s.work - 1)];
+    }
     y(i) = s.t / d[static_cast<size_t>(s.session)];
     ++f.count[c];
     sum_x[c] += s.x;
@@ -96,10 +133,22 @@ ComputeFit fit_compute(const std::vector<Sample>& compute, const std::vector<dou
     Xw.row(i) *= w;
     yw(i) *= w;
   }
-  std::vector<bool> active(1 + kClasses, true);
+  std::vector<bool> active(1 + kClasses + kWorkKinds, true);
+  for (size_t w = 0; w < kWorkKinds; ++w)
+    if (f.item_count[w] > 0 && items_follow_the_bytes(X, compute, static_cast<int>(w) + 1)) {
+      active[1 + kClasses + w] = false;  // it would trade off against its class's rate
+      f.item_note[w] = "0, not fitted: in these sessions its items are a linear function of its ops' bytes (e.g. "
+                       "table_wise alone with one id a bag: a lookup's bytes are 136 B a bag), so the two cannot "
+                       "be told apart; add sessions of another sharding type or pooling factor";
+    }
   const std::vector<double> beta = nnls(Xw, yw, active);
   f.r2 = r_squared(X, y, beta);  // of the durations themselves
   f.launch_ns = beta[0];
+  for (size_t w = 0; w < kWorkKinds; ++w) f.item_ns[w] = active[1 + kClasses + w] ? beta[1 + kClasses + w] : 0.0;
+  // the classes' summed time less their per-item work (for the fallback rates below)
+  for (Eigen::Index i = 0; i < n; ++i)
+    for (Eigen::Index w = 0; w < kWorkKinds; ++w)
+      sum_t[static_cast<size_t>(compute[static_cast<size_t>(i)].cls)] -= X(i, 1 + kClasses + w) * f.item_ns[static_cast<size_t>(w)];
   for (size_t c = 0; c < kClasses; ++c)
     if (active[1 + c]) {
       f.rate[c] = 1e9 / beta[1 + c];

@@ -185,6 +185,8 @@ SessionData read_session(const std::string& path, int session, CalibrationSample
       if (op.flops > 0) s = {kDense, static_cast<double>(op.flops), 0.0, session, op.dense_work};
       else if (op.category == ss::OpCategory::lookup) s.cls = kLookup;
       else if (op.category == ss::OpCategory::optimizer && op.rows > 0) s.cls = kTbeBackward;
+      s.work = static_cast<int>(op.work);
+      s.items = static_cast<double>(op.work_items);
       auto& d = durations[{key.first, place_in_run(l.spec, key.second + l.spec.warmup_steps), i}];
       d.first = s;
       d.second.push_back(list[i]->end_ns - list[i]->start_ns);

@@ -57,7 +57,18 @@ int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw) {
   if (op.category == sessions::OpCategory::lookup) eff = g.tbe_forward_efficiency;
   else if (op.category == sessions::OpCategory::optimizer && op.rows > 0) eff = g.tbe_backward_efficiency;
   const double memory = static_cast<double>(op.bytes) / (g.hbm_bandwidth_bytes_per_s * eff);
-  return g.kernel_launch_ns + ns(std::max(memory, math_seconds(op, g)));
+  return g.kernel_launch_ns + ns(std::max(memory, math_seconds(op, g))) + host_work_ns(op, hw);
+}
+
+int64_t host_work_ns(const ProgramOp& op, const HardwareProfile& hw) {
+  double per_item = 0;
+  switch (op.work) {
+    case HostWork::none: return 0;
+    case HostWork::lookup_bags: per_item = hw.gpu.lookup_bag_ns; break;
+    case HostWork::input_ids: per_item = hw.gpu.input_id_ns; break;
+    case HostWork::bucketize_items: per_item = hw.gpu.bucketize_item_ns; break;
+  }
+  return std::llround(static_cast<double>(std::max<int64_t>(0, op.work_items)) * per_item);
 }
 
 double contention_factor(const HardwareProfile& hw, int ranks_on_node) {

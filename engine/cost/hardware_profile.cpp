@@ -96,6 +96,14 @@ void dense_rates(const json& gpu, const Fields& g, GpuProfile& out) {
   out.dense_elementwise_ops_per_s = g.number("dense_elementwise_ops_per_s", 0, 1e18, true);
 }
 
+// The optional per-item host-work coefficients of "gpu" (hardware_profile.h GpuProfile), ns >= 0.
+void read_host_work(const json& gpu, const Fields& g, GpuProfile& out) {
+  for (auto [key, field] : {std::pair{"lookup_bag_ns", &GpuProfile::lookup_bag_ns},
+                            std::pair{"input_id_ns", &GpuProfile::input_id_ns},
+                            std::pair{"bucketize_item_ns", &GpuProfile::bucketize_item_ns}})
+    if (gpu.contains(key)) out.*field = g.number(key, 0, 1e9, false);
+}
+
 HardwareProfile from_json(const json& j, const std::string& origin) {
   Fields top(j, origin, "", {"name", "description", "gpu", "cluster", "intra_node", "inter_node", "host_link", "cpu", "sources"});
   HardwareProfile p;
@@ -104,7 +112,8 @@ HardwareProfile from_json(const json& j, const std::string& origin) {
   Fields g(j, origin, "/gpu",
            {"name", "memory_bytes", "hbm_bandwidth_bytes_per_s", "dense_flops_per_s", "dense_efficiency",
             "tbe_forward_efficiency", "tbe_backward_efficiency", "memory_kernel_efficiency", "kernel_launch_ns",
-            "dense_interaction_ops_per_s", "dense_elementwise_ops_per_s"});
+            "dense_interaction_ops_per_s", "dense_elementwise_ops_per_s",
+            "lookup_bag_ns", "input_id_ns", "bucketize_item_ns"});
   p.gpu.name = g.text("name");
   p.gpu.memory_bytes = g.integer("memory_bytes", 1, int64_t{1} << 50);
   p.gpu.hbm_bandwidth_bytes_per_s = g.number("hbm_bandwidth_bytes_per_s", 0, 1e15, true);
@@ -115,6 +124,7 @@ HardwareProfile from_json(const json& j, const std::string& origin) {
   p.gpu.memory_kernel_efficiency = g.number("memory_kernel_efficiency", 0, 1, true);
   p.gpu.kernel_launch_ns = g.integer("kernel_launch_ns", 0, int64_t{1} << 40);
   dense_rates(j.at("gpu"), g, p.gpu);
+  read_host_work(j.at("gpu"), g, p.gpu);
   Fields c(j, origin, "/cluster", {"gpus_per_node", "max_nodes"});
   p.gpus_per_node = static_cast<int>(c.integer("gpus_per_node", 1, 1024));
   p.max_nodes = static_cast<int>(c.integer("max_nodes", 1, 1 << 20));

@@ -28,4 +28,24 @@ inline double bucketize_bytes(const WorkloadSpec& spec) { return 2.0 * kjt_bytes
 /// Example: 8 ids, 8 bags, 1 slot: 256 B.
 inline double kjt_permute_bytes(double ids, double bags, double slots) { return 2.0 * 8.0 * (ids + bags * slots); }
 
+/// The "input" op's work items (ProgramOp::work_items, HostWork::input_ids): the ids of one
+/// rank's batch, B x the features' mean pooling factors summed (each drawn, checked against its
+/// table and, for hashed tables, hashed: exec/threaded/rank_input.cpp Rank::input).
+/// Example: B 4, two features of pooling factor 1 and 3: 16 ids.
+inline double input_ids(const WorkloadSpec& spec) {
+  double ids = 0;
+  for (const auto& f : spec.features) ids += static_cast<double>(spec.batch_size) * f.pooling_factor.mean;
+  return ids;
+}
+
+/// One destination slot's share of the "bucketize" op's work items (HostWork::bucketize_items):
+/// bucketize_kjt (input/bucketize.h) scans, for every (shard, feature) slot of every rank, the
+/// feature's B bags and their ids (a row-wise feature over W shards is scanned W times), so
+///   B x (1 + mean pooling factor of `feature`).
+/// The op's items are this summed over the layout's slots. Example: B 4, pooling factor 3: 16.
+inline double bucketize_slot_items(const WorkloadSpec& spec, int feature) {
+  const double B = static_cast<double>(spec.batch_size);
+  return B * (1.0 + spec.features.at(static_cast<size_t>(feature)).pooling_factor.mean);
+}
+
 }  // namespace embedscope::engine::program

@@ -114,13 +114,17 @@ class Builder {
     // the batch in device memory: ids and bag lengths (int64), dense features (fp32)
     const double kjt_bytes = program::kjt_bytes(spec_);
     const double dense_in = spec_.dense ? 4.0 * static_cast<double>(B_ * (spec_.dense->num_dense_features + 1)) : 0.0;
-    own(sink_.compute("input", OpCategory::input, batch,
+    const int input = own(sink_.compute("input", OpCategory::input, batch,
                   fmt::format("make this rank's batch ({} samples, {} features) and check its ids", B_,
                               spec_.features.size()),
                   0, 0, std::llround(kjt_bytes + dense_in)), RankOp::input);
-    own(sink_.compute("bucketize", OpCategory::input, batch,
+    work(input, HostWork::input_ids, program::input_ids(spec_));
+    const int bucketize = own(sink_.compute("bucketize", OpCategory::input, batch,
                   "group the ids by destination shard (row-wise tables: by row range)", 0, 0,
                   std::llround(program::bucketize_bytes(spec_))), RankOp::bucketize);
+    double scanned = 0;  // every destination slot scans its feature's bags and ids
+    for (const Slot& sl : L_.slots) scanned += program::bucketize_slot_items(spec_, sl.feature);
+    work(bucketize, HostWork::bucketize_items, scanned);
     // no shard is looked up remotely (every table data_parallel, TorchRec's DP tables): no input
     // dist (tester33 D11: three empty all-to-alls the simulator charged)
     if (L_.slots.empty()) return;
@@ -168,10 +172,13 @@ class Builder {
                            : "arrange the received ids per local shard",
         0, 0, std::llround(program::kjt_permute_bytes(ids, bags, static_cast<double>(mine_.size()))));
     own(permute, RankOp::kjt_permute);
+    // bags pooled (ProgramOp::work_items): every local slot's W x B, empty ones included
+    double pooled_bags = bags * static_cast<double>(mine_.size());
     for (const auto& m : shardings_) {
       const auto w = m->local_lookup_work(sink_);
       ids += w.ids;
       bytes += w.bytes;
+      pooled_bags += w.bags;
     }
     // tables in host memory: the rows the lookup misses, fetched before it (a batch whose ids came
     // a step ahead was prefetched into the caches of its prefetch_pipeline tables)
@@ -192,6 +199,7 @@ class Builder {
                                                   mine_.size(), L_.dp_tables.size()),
                                       std::llround(ids), 0, std::llround(bytes));
     own(lookup_op_[batch], RankOp::lookup);
+    work(lookup_op_[batch], HostWork::lookup_bags, pooled_bags);
     sink_.depend(lookup_op_[batch], fetch_op);
     for (size_t k = 0; k < shardings_.size(); ++k) {
       ModuleScope module(sink_, k);
@@ -308,6 +316,12 @@ class Builder {
  private:
   // the executor's own op (program_sink.h OpOwner)
   int own(int op, RankOp kind, int arg = 0) { return sink_.own(op, kind, arg); }
+  // op `op`'s per-item host work (ProgramOp::work, work_items)
+  void work(int op, HostWork kind, double items) {
+    ProgramOp& o = p_.ops[static_cast<size_t>(op)];
+    o.work = kind;
+    o.work_items = std::llround(items);
+  }
   // module k emits (its ops' owner), the executor again after
   struct ModuleScope {
     ModuleScope(ProgramSink& sink, size_t k) : sink_(sink) { sink_.owner = static_cast<int>(k); }

@@ -39,6 +39,7 @@ class DataParallel final : public LocalEmbeddingSharding {
       const TableSpec& ts = sink.spec.tables[static_cast<size_t>(t)];
       w.ids += n;
       w.bytes += program::ProgramSink::lookup_bytes(n, ts, ts.embedding_dim, bags(sink, t));
+      w.bags += bags(sink, t);
     }
     return w;
   }

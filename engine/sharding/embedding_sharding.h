@@ -175,6 +175,7 @@ class EmbeddingSharding {
   /// bytes that reading moves (ProgramSink::lookup_bytes).
   struct LookupWork {
     double ids = 0, bytes = 0;
+    double bags = 0;  ///< bags pooled (ProgramOp::work_items of the lookup op)
   };
   virtual LookupWork local_lookup_work(const program::ProgramSink&) const { return {}; }
   /// Appends their update ops, after the local shards' fused optimizer.

@@ -52,6 +52,7 @@ class HotRows final : public LocalEmbeddingSharding {
       const double n = hot_ids(sink, t);
       w.ids += n;
       w.bytes += program::ProgramSink::lookup_bytes(n, ts, ts.embedding_dim, bags(sink, t));
+      w.bags += bags(sink, t);
     }
     return w;
   }

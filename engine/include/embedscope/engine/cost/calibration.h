@@ -19,6 +19,12 @@
 // out and the fit repeated (an active-set non-negative least squares, Lawson & Hanson 1974,
 // "Solving Least Squares Problems", ch. 23); a class without a usable slope gets the memory
 // kernels' rate (or its own mean x / t) and says so in the profile's sources.
+// Per-item host work (lookup44; cost_model.h host_work_ns): three more columns of the same
+// least squares, each nonzero only for its op - the lookup's bags pooled (empty ones included),
+// the input op's ids, bucketize's scanned bags and ids (ProgramOp::work_items) - so that
+//   t = launch + x / rate_class + items x item_ns
+// (the profile's gpu.lookup_bag_ns, input_id_ns, bucketize_item_ns; a coefficient the fit makes
+// <= 0 is taken out and left 0).
 // Collectives: every member of every recorded collective: the call's time = the last member's
 // end - the last member's start (the simulator gives every member the call's time: all leave at
 // the last arrival + the longest member's cost; the next collective waits for the last to leave),
@@ -86,9 +92,11 @@ namespace embedscope::engine {
 
 /// One fitted coefficient set t = intercept_ns + x / rate, with its samples and fit quality.
 struct CalibrationFit {
-  std::string what;         ///< "lookup", "tbe_backward", "dense", "memory_kernels", "intra_node", "inter_node"
+  /// "lookup", "tbe_backward", "dense", "memory_kernels", "lookup_bag", "input_id", "bucketize_item",
+  /// "intra_node", "inter_node"
+  std::string what;
   int samples = 0;          ///< ops (or collective members) of this class
-  double rate = 0;          ///< bytes/s, or flop/s for dense
+  double rate = 0;          ///< bytes/s, or flop/s for dense, items/s for the per-item host work (0: none)
   bool fitted = false;      ///< false: the rate was taken from elsewhere (see note)
   std::string note;         ///< how the rate was obtained
 };

@@ -17,7 +17,10 @@
 // flops / (dense flop/s x dense efficiency)) (the dense op: its GEMMs, interaction and
 // element-wise work at a rate each when the profile gives them, math_seconds), with the efficiency of the op's kind: TBE
 // forward for lookups, TBE backward for the embedding optimizers that update rows (rows > 0),
-// the memory-kernel efficiency for the rest (input, bucketize, permute, dense optimizer).
+// the memory-kernel efficiency for the rest (input, bucketize, permute, dense optimizer),
+// plus host_work_ns: the per-item work of a cpu rank's kernels (bags pooled, ids made, bags and
+// ids bucketized; 0 in the GPU profiles), which no byte count describes (lookup44: a row-wise
+// shard on 4 cpu ranks pools 4 x B bags per slot, most empty; "input" draws and checks every id).
 //
 // Cpu ranks (hw.cpu.cores > 0, a calibrated `this_machine`): the ranks of a node are threads
 // on its cores, so every compute op and every collective (Gloo's copies over loopback TCP run
@@ -62,7 +65,7 @@ int64_t collective_ns(const CollectiveCall& c, int rank, int gpus_per_node, cons
 int64_t member_collective_ns(double intra_bytes, double inter_bytes, bool spans_nodes, const HardwareProfile& hw);
 
 /// Duration in ns (>= kernel_launch_ns) of compute op `op` (lane compute) on one GPU of `hw`,
-/// with the node to itself (no contention_factor).
+/// with the node to itself (no contention_factor): launch + the roofline + host_work_ns.
 int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw);
 
 /// The math term of compute_ns's roofline, seconds (the node to itself, no launch): for the dense
@@ -73,6 +76,11 @@ int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw);
 /// Example: 1e12 flop/s at efficiency 0.5, 1e9 and 2e9 ops/s; work {1e9, 1e6, 4e6}: 2 ms + 1 ms
 /// + 2 ms = 5 ms.
 double math_seconds(const ProgramOp& op, const GpuProfile& g);
+/// The per-item host work of compute op `op` in ns, with the node to itself (compute_ns adds it):
+///   round(max(0, op.work_items) x the profile's coefficient for op.work)
+/// (HostWork::lookup_bags: hw.gpu.lookup_bag_ns, input_ids: input_id_ns, bucketize_items:
+/// bucketize_item_ns; none: 0). Example: a lookup of 8,192 bags at 2.5 ns a bag: 20,480 ns.
+int64_t host_work_ns(const ProgramOp& op, const HardwareProfile& hw);
 
 /// How much slower every compute op and collective runs when `ranks_on_node` ranks share a node's cores
 /// (hardware_profile.h CpuContention): with x = (ranks_on_node x threads_per_rank x (1 +

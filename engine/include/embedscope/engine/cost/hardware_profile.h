@@ -10,7 +10,8 @@
 //    "gpu": {"name", "memory_bytes", "hbm_bandwidth_bytes_per_s", "dense_flops_per_s",
 //            "dense_efficiency", "tbe_forward_efficiency", "tbe_backward_efficiency",
 //            "memory_kernel_efficiency", "kernel_launch_ns",
-//            "dense_interaction_ops_per_s", "dense_elementwise_ops_per_s" (optional, both or neither)},
+//            "dense_interaction_ops_per_s", "dense_elementwise_ops_per_s" (optional, both or neither),
+//            "lookup_bag_ns", "input_id_ns", "bucketize_item_ns" (each optional, default 0)},
 //    "cluster": {"gpus_per_node", "max_nodes"},
 //    "intra_node": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},
 //    "inter_node": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},
@@ -57,6 +58,18 @@ struct GpuProfile {
   /// to the GEMM rate with a microbenchmark of the engine's dense code (cost/dense_microbench.h)
   /// and fits the scale to the sessions (issue 15, dense44).
   double dense_interaction_ops_per_s = 0, dense_elementwise_ops_per_s = 0;
+  /// Per-item host work (cost_model.h host_work_ns; ProgramOp::work_items, program/step_program.h
+  /// HostWork), ns per item, >= 0, JSON optional, default 0. A cpu rank's kernels pay per bag and
+  /// per id beyond the bytes they move (a loop iteration, an output row zeroed, a random draw):
+  ///   lookup_bag_ns      per bag pooled by "lookup", empty bags included (a row-wise shard
+  ///                      pools the W x B bags of every rank, most of them empty);
+  ///   input_id_ns        per id of the rank's batch made and checked by "input";
+  ///   bucketize_item_ns  per bag and per id "bucketize" scans (once per destination slot).
+  /// calibrate fits them (calibration.h). The built-in GPU profiles leave them 0: FBGEMM's TBE
+  /// forward runs a warp per bag in parallel, so its per-bag cost is inside the measured
+  /// tbe_forward_efficiency, and a GPU trainer's input and bucketize are a data loader's and
+  /// a bandwidth-bound kernel's (memory_kernel_efficiency), not per-item host loops.
+  double lookup_bag_ns = 0, input_id_ns = 0, bucketize_item_ns = 0;
 };
 
 /// Ranks that are threads sharing a node's CPU cores (the cpu backend: `this_machine`), absent

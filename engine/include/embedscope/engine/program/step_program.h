@@ -56,6 +56,16 @@ namespace embedscope::engine {
 
 /// The collectives an op can run (NCCL / Gloo names).
 enum class CollectiveKind { all_to_all, reduce_scatter, all_gather, all_reduce };
+
+/// What a compute op's ProgramOp::work_items count: the per-item work of a cpu rank's kernels
+/// that no byte count describes (cost/cost_model.h host_work_ns; lookup44). Each has one
+/// coefficient in the hardware profile (hardware_profile.h GpuProfile, ns per item).
+enum class HostWork {
+  none,             ///< no per-item term
+  lookup_bags,      ///< "lookup": bags pooled, empty ones included (lookup_bag_ns)
+  input_ids,        ///< "input": ids of the rank's batch made and checked (input_id_ns)
+  bucketize_items,  ///< "bucketize": bags and ids scanned, once per destination slot (bucketize_item_ns)
+};
 const char* to_string(CollectiveKind k);
 
 /// One collective of an op, as the session's `collectives` table will record it.
@@ -110,6 +120,14 @@ struct ProgramOp {
   /// gpu_copy ops (tables in host memory): bytes over the host link, host -> device and back
   /// (expected; cost/cache_model.h). 0 for the other ops.
   int64_t bytes_h2d = 0, bytes_d2h = 0;
+  /// compute ops: what work_items counts (HostWork; none for most ops) and how many (expected):
+  /// lookup: bags pooled = W x B per local slot (every rank's B bags of each (shard, feature)
+  /// bucket, empty ones included: a row-wise shard pools W x B bags of which most are empty) +
+  /// B per feature of a replicated (data_parallel, hot-row) table; input: B x the features' mean
+  /// pooling factors summed (the KJT's ids, program/input_op_bytes.h input_ids); bucketize:
+  /// over every destination slot, B bags + its feature's ids (input_op_bytes.h bucketize_items).
+  HostWork work = HostWork::none;
+  int64_t work_items = 0;
   /// Ops that must have ended before this one starts: the previous op of its lane (the lanes
   /// run their ops one at a time, in order) and the ops of the other lane whose results it needs.
   std::vector<int> waits_for;
