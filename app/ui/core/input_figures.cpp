@@ -1,5 +1,7 @@
 #include "core/input_figures.h"
 
+#include <string_view>
+
 #include <algorithm>
 
 #include <exception>
@@ -26,8 +28,10 @@ InputFigures input_figures(const sessions::SessionReader& session) {
     return out;
   }
   if (j.contains("model") && j["model"].is_string() && j["model"].get<std::string>() != "dense") {
-    out.unavailable = fmt::format("input figures are counted for pooled embedding bags (DLRM); this is a {} run",
-                                  j["model"].get<std::string>());
+    const std::string model = j["model"].get<std::string>();  // "an lm_embedding run" (tester43 F5)
+    const bool vowel = !model.empty() && std::string_view("aeiouAEIOU").find(model.front()) != std::string_view::npos;
+    out.unavailable = fmt::format("input figures are counted for pooled embedding bags (DLRM); this is {} {} run",
+                                  vowel ? "an" : "a", model);
     return out;
   }
   engine::WorkloadSpec spec;

@@ -64,6 +64,18 @@ int64_t member_collective_ns(double intra_bytes, double inter_bytes, bool spans_
 /// with the node to itself (no contention_factor).
 int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw);
 
+/// Duration in ns of compute op `op` whose GEMMs run in bf16 / fp16 (an lm_embedding workload's
+/// output projection with data_type bf16 / fp16: program/lm_program.h lm_op_gemm_in_half_precision),
+/// on one GPU of `hw` with the node to itself: the same roofline as compute_ns with the math term
+/// at the tensor-core rate,
+///   kernel_launch_ns + max(bytes / (hbm_bandwidth x memory_kernel_efficiency),
+///                          flops / (dense_bf16_flops_per_s x dense_bf16_efficiency)),
+/// and exactly compute_ns(op, hw) when the profile gives no dense_bf16_flops_per_s (cpu profiles,
+/// `this_machine`: the engine computes these GEMMs in fp32 on a CPU). Example (h100_sxm: 989.4
+/// TFLOP/s x 0.6, 3.35 TB/s x 0.5, 5 us): the Llama-3-8B logits op of rank 0 (8 ranks), 1.0759e12
+/// flops and 922.2 MB, takes 5 us + max(0.551 ms, 1.8126 ms) = 1.8176 ms (compute_ns: 32.1 ms).
+int64_t half_precision_gemm_ns(const ProgramOp& op, const HardwareProfile& hw);
+
 /// How much slower every compute op and collective runs when `ranks_on_node` ranks share a node's cores
 /// (hardware_profile.h CpuContention): with x = (ranks_on_node x threads_per_rank x (1 +
 /// other_groups) + background_threads) / cores, max(1, x) x (1 + oversubscription_penalty x clamp(x - 1, 0, 1)),
