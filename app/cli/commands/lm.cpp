@@ -105,8 +105,7 @@ std::string peak_above_estimate_text(const es::LmRunResult& r, const std::vector
       worst = i;
     }
   if (worst == r.ranks.size()) return "";
-  return fmt::format("
-memory       peak allocated above the estimate by up to {} (rank {}): the estimate counts the bytes "
+  return fmt::format("\nmemory       peak allocated above the estimate by up to {} (rank {}): the estimate counts the bytes "
                      "the buffers request (peak requested {}), while the caching allocator gives a request of 10 MiB "
                      "or more its whole 2 MiB-rounded segment when at most 1 MiB of it would be left (a 15.7 MiB "
                      "table: a 16 MiB block)\n",
