@@ -258,7 +258,7 @@ QString ShardingPlanModel::under_planned_text() const {
                            "the dense part - each layer's inputs, parameters and outputs and the SGD step's, staged in "
                            "the rank's memory each step - is under by about those)")
            : lm_ ? QString(" (an lm_embedding estimate counts the bytes its buffers request; the caching allocator gives a "
-                           "request over 1 MiB its whole 2 MiB-rounded segment when at most 1 MiB of it would be left, e.g. "
+                           "request of 10 MiB or more its whole 2 MiB-rounded segment when at most 1 MiB of it would be left, e.g. "
                            "16 MiB for a 15.7 MiB table, so the peak allocated is above it by up to 1 MiB a large buffer)")
                  : QString());
 }

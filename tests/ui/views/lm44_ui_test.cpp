@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <QApplication>
 #include <QComboBox>
+#include <qcustomplot.h>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +17,7 @@
 #include <string>
 
 #include "core/input_figures.h"
+#include "jobs/analysis_job.h"
 #include "embedscope/engine/exec/lm_run.h"
 #include "embedscope/engine/planner/lm_memory_estimate.h"
 #include "embedscope/engine/workload/lm_spec.h"
@@ -22,6 +25,7 @@
 #include "embedscope/sessions/store/session.h"
 #include "models/sharding_plan_model.h"
 #include "models/workload_model.h"
+#include "views/load_view.h"
 #include "views/workload_designer.h"
 
 namespace {
@@ -104,10 +108,33 @@ TEST(Lm44LoadRows, VocabParallelHistogramCountsEachTokenOnce) {
   EXPECT_EQ(total, 2 * 32);  // 2 steps x 32 tokens, not 4 ranks x that (tester43 F5: 5,120 for 1,280)
 }
 
-TEST(Lm44LoadRows, InputNoteSaysAnLmEmbeddingRun) {
+// The shard heatmap of one table's 4 shards: "#0".."#3" upright under the columns, the table once on
+// the axis, and at least 150 + 4 x 18 = 222 px tall (tester43 F5: rotated "token_embedding #k"
+// names left the 4 rank rows ~25 px).
+TEST(Lm44LoadRows, OneTablesShardHeatmapHasShortUprightLabelsAndRoomForTheRanks) {
+  EXPECT_EQ(LoadView::heatmap_min_height(4), 222);
+  EXPECT_EQ(LoadView::heatmap_min_height(8), 294);
+  EXPECT_EQ(LoadView::heatmap_min_height(1), 200);
+  LoadView view(std::make_shared<const sessions::SessionReader>(lm44_session()));
+  view.resize(1600, 600);  // a short window: the heatmaps get their minimum
+  view.show();
+  ASSERT_TRUE(wait_for_analyses(&view));
+  QApplication::processEvents();
+  EXPECT_GE(view.shard_map()->height(), 222);
+  QCPAxis* x = view.shard_map()->axisRect()->axis(QCPAxis::atBottom);
+  EXPECT_EQ(x->label().toStdString(), "token_embedding: shard");
+  EXPECT_EQ(x->tickLabelRotation(), 0.0);
+  auto ticker = x->ticker().dynamicCast<QCPAxisTickerText>();
+  ASSERT_TRUE(ticker);
+  ASSERT_EQ(ticker->ticks().size(), 4);
+  EXPECT_EQ(ticker->ticks().value(0).toStdString(), "#0");
+  EXPECT_EQ(ticker->ticks().value(3).toStdString(), "#3");
+}
+
+TEST(Lm44LoadRows, InputNoteNamesTheLmEmbeddingRun) {
   const sessions::SessionReader r(lm44_session());
   const auto fig = input_figures(r);
-  EXPECT_NE(fig.unavailable.find("this is an lm_embedding run"), std::string::npos) << fig.unavailable;
+  EXPECT_NE(fig.unavailable.find("(DLRM), not for this lm_embedding run"), std::string::npos) << fig.unavailable;
 }
 
 TEST(Lm44Designer, LmPresetIsRefusedWithTheReason) {
