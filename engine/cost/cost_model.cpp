@@ -95,4 +95,12 @@ int64_t host_link_ns(double bytes_h2d, double bytes_d2h, const HardwareProfile& 
   return hw.host_link.latency_ns + ns(bytes / hw.host_link.bus_bandwidth_bytes_per_s);
 }
 
+int64_t half_precision_gemm_ns(const ProgramOp& op, const HardwareProfile& hw) {
+  const GpuProfile& g = hw.gpu;
+  if (!(g.dense_bf16_flops_per_s > 0) || !(g.dense_bf16_efficiency > 0)) return compute_ns(op, hw);
+  const double memory = static_cast<double>(op.bytes) / (g.hbm_bandwidth_bytes_per_s * g.memory_kernel_efficiency);
+  const double math = static_cast<double>(op.flops) / (g.dense_bf16_flops_per_s * g.dense_bf16_efficiency);
+  return g.kernel_launch_ns + ns(std::max(memory, math));
+}
+
 }  // namespace embedscope::engine

@@ -79,6 +79,17 @@ LinkProfile default_host_link() { return HardwareProfile{}.host_link; }
 
 namespace {
 
+// The optional tensor-core rate of bf16 / fp16 GEMMs (GpuProfile::dense_bf16_flops_per_s): both
+// fields or neither; "/gpu/dense_bf16_efficiency: missing (required with dense_bf16_flops_per_s)".
+void read_bf16_rate(const json& gpu, const Fields& g, GpuProfile& out) {
+  const bool rate = gpu.contains("dense_bf16_flops_per_s"), eff = gpu.contains("dense_bf16_efficiency");
+  if (!rate && !eff) return;
+  if (!rate) g.fail("/dense_bf16_efficiency", "given without /gpu/dense_bf16_flops_per_s (the rate it is a fraction of)");
+  if (!eff) g.fail("/dense_bf16_efficiency", "missing (required with /gpu/dense_bf16_flops_per_s)");
+  out.dense_bf16_flops_per_s = g.number("dense_bf16_flops_per_s", 0, 1e18, true);
+  out.dense_bf16_efficiency = g.number("dense_bf16_efficiency", 0, 1, true);
+}
+
 LinkProfile link(const json& j, const std::string& origin, const char* key) {
   Fields f(j, origin, std::string("/") + key, {"name", "bus_bandwidth_bytes_per_s", "latency_ns"});
   return {f.text("name"), f.number("bus_bandwidth_bytes_per_s", 0, 1e15, true), f.integer("latency_ns", 0, int64_t{1} << 40)};
@@ -113,7 +124,8 @@ HardwareProfile from_json(const json& j, const std::string& origin) {
            {"name", "memory_bytes", "hbm_bandwidth_bytes_per_s", "dense_flops_per_s", "dense_efficiency",
             "tbe_forward_efficiency", "tbe_backward_efficiency", "memory_kernel_efficiency", "kernel_launch_ns",
             "dense_interaction_ops_per_s", "dense_elementwise_ops_per_s",
-            "lookup_bag_ns", "input_id_ns", "bucketize_item_ns"});
+            "lookup_bag_ns", "input_id_ns", "bucketize_item_ns",
+            "dense_bf16_flops_per_s", "dense_bf16_efficiency"});
   p.gpu.name = g.text("name");
   p.gpu.memory_bytes = g.integer("memory_bytes", 1, int64_t{1} << 50);
   p.gpu.hbm_bandwidth_bytes_per_s = g.number("hbm_bandwidth_bytes_per_s", 0, 1e15, true);
@@ -125,6 +137,7 @@ HardwareProfile from_json(const json& j, const std::string& origin) {
   p.gpu.kernel_launch_ns = g.integer("kernel_launch_ns", 0, int64_t{1} << 40);
   dense_rates(j.at("gpu"), g, p.gpu);
   read_host_work(j.at("gpu"), g, p.gpu);
+  read_bf16_rate(j.at("gpu"), g, p.gpu);
   Fields c(j, origin, "/cluster", {"gpus_per_node", "max_nodes"});
   p.gpus_per_node = static_cast<int>(c.integer("gpus_per_node", 1, 1024));
   p.max_nodes = static_cast<int>(c.integer("max_nodes", 1, 1 << 20));

@@ -128,6 +128,9 @@ LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& opt
         lc.shard = r;
         for (const ProgramOp& op : prog.ops)
           if (op.name == "lookup") lc.ids = op.rows;
+        const LmLookupBytes lb = lm_lookup_bytes(spec, lc.ids);
+        lc.bytes_in = lb.bytes_in;
+        lc.bytes_out = lb.bytes_out;
         writer->add_load(lc);
         writer->add_ops(events);
       }

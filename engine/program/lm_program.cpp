@@ -105,6 +105,16 @@ struct LmProgramWriter {
 
 }  // namespace
 
+LmLookupBytes lm_lookup_bytes(const LmWorkloadSpec& spec, int64_t ids) {
+  const int64_t elem = spec.data_type == LmDataType::fp32 ? 4 : 2;
+  return {ids * 8, ids * spec.hidden_size * elem};
+}
+
+bool lm_op_gemm_in_half_precision(const LmWorkloadSpec& spec, const ProgramOp& op) {
+  if (spec.data_type == LmDataType::fp32 || op.lane != Lane::compute || op.flops <= 0) return false;
+  return op.name == "output_projection/logits" || op.name == "output_projection/backward";
+}
+
 bool is_lm_embedding_collective(std::string_view name) {
   for (std::string_view prefix : {"embedding/", "input_dist/", "output_dist/", "grad_dist/"})
     if (name.substr(0, prefix.size()) == prefix) return true;
@@ -262,7 +272,11 @@ LmSimulatedStep simulate_lm_step(const LmWorkloadSpec& spec, const HardwareProfi
     const ProgramOp& op0 = out.programs[0].ops[k];
     for (size_t r = 0; r < P; ++r) out.rank_start_ns[r].push_back(t[r]);
     if (op0.lane == Lane::compute) {
-      for (size_t r = 0; r < P; ++r) t[r] += contended_ns(compute_ns(out.programs[r].ops[k], hw), hw, ranks_on_node(r));
+      for (size_t r = 0; r < P; ++r) {
+        const ProgramOp& op = out.programs[r].ops[k];
+        const int64_t alone = lm_op_gemm_in_half_precision(spec, op) ? half_precision_gemm_ns(op, hw) : compute_ns(op, hw);
+        t[r] += contended_ns(alone, hw, ranks_on_node(r));
+      }
     } else {
       for (size_t c = 0; c < op0.collectives.size(); ++c) {
         int64_t ready = 0;

@@ -71,14 +71,45 @@ std::string memory_table(const std::vector<es::LmMemoryEstimate>& est) {
   return out;
 }
 
-/// How the cost model times the step's GEMMs (cost_model.cpp: flops / (dense_flops_per_s x
-/// dense_efficiency), the profile's FP32 rate): said on every SIMULATED line (tester43 F16), since
-/// a bf16 / fp16 workload on a real GPU runs them on tensor cores, many times faster.
-std::string gemm_rate_text(const es::LmWorkloadSpec& s) {
-  if (s.data_type == es::LmDataType::fp32) return "GEMMs timed as fp32 on CUDA cores (no tensor cores, no TF32)";
-  return fmt::format("GEMMs timed as fp32 on CUDA cores (no tensor cores): a {} run on tensor cores would spend "
-                     "far less time computing, so communication's share would be larger",
-                     es::to_string(s.data_type));
+/// How the cost model times the step's GEMMs on profile `hw`, said on every SIMULATED line
+/// (tester43 F16): fp32 GEMMs at dense_flops_per_s x dense_efficiency (CUDA cores); a bf16 / fp16
+/// workload's output projection at the profile's tensor-core rate, dense_bf16_flops_per_s x
+/// dense_bf16_efficiency (cost_model.h half_precision_gemm_ns), where the profile gives one; the
+/// body's layers stay fp32 (the engine keeps them in fp32).
+std::string gemm_rate_text(const es::LmWorkloadSpec& s, const es::HardwareProfile& hw) {
+  const es::GpuProfile& g = hw.gpu;
+  if (s.data_type == es::LmDataType::fp32)
+    return fmt::format("GEMMs timed as fp32 on CUDA cores ({:g} TFLOP/s x {:g}; no tensor cores, no TF32)",
+                       g.dense_flops_per_s * 1e-12, g.dense_efficiency);
+  if (g.dense_bf16_flops_per_s > 0)
+    return fmt::format("the output projection's GEMMs timed as {} on tensor cores ({:g} TFLOP/s x {:g}), the body's as "
+                       "fp32 on CUDA cores ({:g} TFLOP/s x {:g})",
+                       es::to_string(s.data_type), g.dense_bf16_flops_per_s * 1e-12, g.dense_bf16_efficiency,
+                       g.dense_flops_per_s * 1e-12, g.dense_efficiency);
+  return fmt::format("GEMMs timed as fp32 ({:g} TFLOP/s x {:g}): the profile gives no dense_bf16_flops_per_s, so a {} "
+                     "run on tensor cores would spend less time computing and communication's share would be larger",
+                     g.dense_flops_per_s * 1e-12, g.dense_efficiency, es::to_string(s.data_type));
+}
+
+/// Why a measured run's peak allocated exceeds the estimate (tester43 F3), for the rank where it
+/// does most: the estimate counts the bytes the buffers request (the run's peak requested is the
+/// estimate less the lookup's partial sum, freed before the logits exist), the caching allocator
+/// (memory/allocator.h) gives a request of 10 MiB or more its whole 2 MiB-rounded segment when at
+/// most 1 MiB of it would be left. "" when no rank's peak is above its estimate.
+std::string peak_above_estimate_text(const es::LmRunResult& r, const std::vector<es::LmMemoryEstimate>& est) {
+  size_t worst = r.ranks.size();
+  int64_t over = 0;
+  for (size_t i = 0; i < r.ranks.size() && i < est.size(); ++i)
+    if (r.ranks[i].peak_allocated - est[i].total() > over) {
+      over = r.ranks[i].peak_allocated - est[i].total();
+      worst = i;
+    }
+  if (worst == r.ranks.size()) return "";
+  return fmt::format("\nmemory       peak allocated above the estimate by up to {} (rank {}): the estimate counts the bytes "
+                     "the buffers request (peak requested {}), while the caching allocator gives a request of 10 MiB "
+                     "or more its whole 2 MiB-rounded segment when at most 1 MiB of it would be left (a 15.7 MiB "
+                     "table: a 16 MiB block)\n",
+                     format_bytes(over), worst, format_bytes(r.ranks[worst].peak_requested));
 }
 
 /// One step of the workload's program (program/lm_program.h) timed on hardware profile
@@ -146,7 +177,7 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
   std::cout << fmt::format(
       "\nSIMULATED step on {} ({} GPUs per node; the step program timed by the cost model, not this machine; {}): "
       "{:.3f} ms, communication {:.1f}% (embedding {:.1f}%), {:.0f} bytes on the wire per token\n",
-      profile, sim.at("gpus_per_node").get<int>(), gemm_rate_text(spec), sim.at("step_ns").get<double>() * 1e-6,
+      profile, sim.at("gpus_per_node").get<int>(), gemm_rate_text(spec, es::load_hardware_profile(profile)), sim.at("step_ns").get<double>() * 1e-6,
       100 * sim.at("comm_share").get<double>(), 100 * sim.at("embedding_comm_share").get<double>(),
       sim.at("bytes_on_the_wire_per_token").get<double>());
   if (!does_not_fit.empty()) {  // printed, then refused, as a DLRM plan that does not fit (plan.cpp)
@@ -180,12 +211,12 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
   sim.hardware = a.simulate;
   sim.gpus_per_node = a.gpus_per_node;
   if (simulated) {  // the nodes as simulate_lm places the ranks (rank r on node r / GPUs per node)
-    const int gpn = a.gpus_per_node > 0 ? a.gpus_per_node
-                                        : std::min(spec.world_size, es::load_hardware_profile(a.simulate).gpus_per_node);
+    const es::HardwareProfile hw = es::load_hardware_profile(a.simulate);
+    const int gpn = a.gpus_per_node > 0 ? a.gpus_per_node : std::min(spec.world_size, hw.gpus_per_node);
     const int nodes = (spec.world_size + gpn - 1) / gpn;
     fmt::print(stderr, "SIMULATED: {} node{} x {} GPUs of hardware profile {}; every time below is the cost model's, "
                        "nothing is trained; {}\n",
-               nodes, nodes == 1 ? "" : "s", gpn, a.simulate, gemm_rate_text(spec));
+               nodes, nodes == 1 ? "" : "s", gpn, a.simulate, gemm_rate_text(spec, hw));
   }
   es::LmRunResult r;
   try {
@@ -309,6 +340,7 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
                              format_bytes(r.ranks[i].bytes_sent), format_bytes(r.ranks[i].bytes_received),
                              format_bytes(est[i].total()),
                              simulated ? std::string("-") : format_bytes(r.ranks[i].peak_allocated));
+  if (!simulated) std::cout << peak_above_estimate_text(r, est);
   if (cancelled)  // as a cancelled DLRM run ends its summary (run.cpp)
     std::cout << fmt::format("\ncancelled after {} step{}; session: {}\n", steps_run, steps_run == 1 ? "" : "s", output);
   else

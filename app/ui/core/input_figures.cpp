@@ -26,7 +26,8 @@ InputFigures input_figures(const sessions::SessionReader& session) {
     return out;
   }
   if (j.contains("model") && j["model"].is_string() && j["model"].get<std::string>() != "dense") {
-    out.unavailable = fmt::format("input figures are counted for pooled embedding bags (DLRM); this is a {} run",
+    // no article: "a lm_embedding run" (tester43 F5) read wrong
+    out.unavailable = fmt::format("input figures are counted for pooled embedding bags (DLRM), not for this {} run",
                                   j["model"].get<std::string>());
     return out;
   }

@@ -20,7 +20,9 @@
 #include "embedscope/engine/model/host_cache.h"
 #pragma pop_macro("slots")
 #include "embedscope/engine/model/low_rank.h"
+#include "embedscope/engine/planner/lm_memory_estimate.h"
 #include "embedscope/engine/sharding/sharding.h"
+#include "embedscope/engine/workload/lm_spec.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
 #include "embedscope/sessions/store/session.h"
@@ -131,6 +133,7 @@ ShardingPlanModel::ShardingPlanModel(const sessions::SessionReader& session, con
   for (const auto& rs : stats.ranks)
     if (rs.rank >= 0 && rs.rank < world && rs.peak_allocated_bytes > 0)
       ranks_[static_cast<size_t>(rs.rank)].peak_bytes = rs.peak_allocated_bytes;
+  if (fill_lm_estimate(session.meta(sessions::meta::kWorkloadJson, "{}"))) return;
   try {  // the planner's estimate for the workload as run
     const engine::WorkloadSpec spec = engine::parse_workload(json::parse(session.meta(sessions::meta::kWorkloadJson, "{}")), sessions::meta::kWorkloadJson);
     // each shard's bytes as the run stores them (shard_weight_bytes: the table's data_type, or A's
@@ -158,6 +161,20 @@ ShardingPlanModel::ShardingPlanModel(const sessions::SessionReader& session, con
     compare_peaks(spec, initial, changes, session.memory_counters(), world);
   } catch (const std::exception&) {  // a session without its workload (hand-built, imported): no estimate
   }
+}
+
+bool ShardingPlanModel::fill_lm_estimate(const std::string& workload_json) {
+  const json wl = json::parse(workload_json, nullptr, false);
+  if (wl.is_discarded() || !engine::is_lm_workload(wl)) return false;
+  lm_ = true;
+  try {  // one plan all along: the peak is compared with the estimate shown
+    const int world = static_cast<int>(ranks_.size());
+    for (const auto& e : engine::estimate_lm_memory(engine::parse_lm_workload(wl, sessions::meta::kWorkloadJson)))
+      if (e.rank >= 0 && e.rank < world)
+        ranks_[static_cast<size_t>(e.rank)].planned_bytes = ranks_[static_cast<size_t>(e.rank)].peak_planned_bytes = e.total();
+  } catch (const std::exception&) {  // e.g. a token file no longer there: no estimate
+  }
+  return true;
 }
 
 void ShardingPlanModel::compare_peaks(const engine::WorkloadSpec& spec, const std::vector<sessions::ShardRecord>& initial,
@@ -240,6 +257,9 @@ QString ShardingPlanModel::under_planned_text() const {
            cuda_ ? QString(" (a cuda session planned before the estimate counted the cuda backend's device copies of "
                            "the dense part - each layer's inputs, parameters and outputs and the SGD step's, staged in "
                            "the rank's memory each step - is under by about those)")
+           : lm_ ? QString(" (an lm_embedding estimate counts the bytes its buffers request; the caching allocator gives a "
+                           "request of 10 MiB or more its whole 2 MiB-rounded segment when at most 1 MiB of it would be left, e.g. "
+                           "16 MiB for a 15.7 MiB table, so the peak allocated is above it by up to 1 MiB a large buffer)")
                  : QString());
 }
 

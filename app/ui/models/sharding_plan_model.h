@@ -54,7 +54,9 @@ class ShardingPlanModel : public QAbstractItemModel {
   struct RankRow {
     int rank = 0;
     std::vector<ShardRow> shards;
-    int64_t planned_bytes = -1;  ///< engine::estimate_memory total of the plan shown (the final one); -1 when unknown
+    /// engine::estimate_memory total of the plan shown (the final one); an lm_embedding session's:
+    /// engine::estimate_lm_memory's total; -1 when unknown
+    int64_t planned_bytes = -1;
     int64_t peak_bytes = -1;     ///< measured peak allocated; -1 when the session has none
     /// The estimate the peak is compared with: the plan in force when it happened (during a live
     /// rebalance's move: the plan before it plus the move's new shards and all-to-all buffers,
@@ -87,7 +89,8 @@ class ShardingPlanModel : public QAbstractItemModel {
   /// The Summary's red line for under_planned() ("" when none): per rank planned, measured peak,
   /// the excess in bytes and percent of the plan (tester38 #10: "planned 2.0 GiB, peak 2.0 GiB"
   /// hid a 4.9 MiB excess), and for a cuda session what estimates before the dense part's device
-  /// copies were counted left out there.
+  /// copies were counted left out there; for an lm_embedding session that its estimate counts
+  /// requested bytes, not the caching allocator's rounding of large blocks.
   QString under_planned_text() const;
   /// Live rebalances that changed the plan (plan_changes at distinct steps); 0: the plan shown
   /// is the one the run started with.
@@ -108,8 +111,13 @@ class ShardingPlanModel : public QAbstractItemModel {
   void compare_peaks(const engine::WorkloadSpec& spec, const std::vector<sessions::ShardRecord>& initial,
                      const std::vector<sessions::PlanChangeRecord>& changes,
                      const std::vector<sessions::MemoryCounter>& counters, int world);
+  /// An lm_embedding session (workload_json "model": "lm_embedding"): fills every rank's planned
+  /// and compared estimate with engine::estimate_lm_memory's total (tester43 F2; unknown when the
+  /// workload no longer parses) and returns true; false for any other workload.
+  bool fill_lm_estimate(const std::string& workload_json);
   std::vector<RankRow> ranks_;
   int plan_changes_ = 0;
+  bool lm_ = false;  // an lm_embedding session (under_planned_text)
   bool cuda_ = false;  // the session's backend is cuda (under_planned_text)
 };
 

@@ -1,5 +1,7 @@
 #include "models/workload_model.h"
 
+#include "embedscope/engine/workload/lm_spec.h"
+
 #include <QBrush>
 #include <QColor>
 #include <QRegularExpression>
@@ -110,9 +112,24 @@ void WorkloadModel::set_workload(json doc) {
   revalidate();
 }
 
-void WorkloadModel::load_preset(const std::string& name) { set_workload(engine::to_json(engine::load_preset(name))); }
+void WorkloadModel::load_preset(const std::string& name) {
+  if (engine::is_lm_preset(name))  // tester43 F23: not "unknown preset" with its name in the list
+    throw engine::SpecError("preset \"" + name + "\" is an lm_embedding workload: the designer edits DLRM (embedding-bag) "
+                            "workloads only; run it with `embedscope run --preset " + name +
+                            "` (or --simulate h100_sxm), or compare its modes in a teaching scenario");
+  set_workload(engine::to_json(engine::load_preset(name)));
+}
 
 void WorkloadModel::load_file(const std::string& path) {
+  bool lm = false;
+  try {
+    lm = engine::is_lm_workload_file(path);
+  } catch (const engine::SpecError&) {  // unreadable or not JSON: load_workload_file below says why
+  }
+  if (lm)  // tester43 F23: its valid keys are not "unknown keys" of a DLRM workload
+    throw engine::SpecError(path + ": an lm_embedding workload (\"model\": \"lm_embedding\"): the designer edits DLRM "
+                            "(embedding-bag) workloads only; run it with `embedscope run " + path +
+                            "` (or --simulate h100_sxm), or compare its modes in a teaching scenario");
   try {
     set_workload(engine::to_json(engine::load_workload_file(path)));
   } catch (const engine::SpecError& e) {

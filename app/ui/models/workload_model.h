@@ -34,11 +34,16 @@ class WorkloadModel : public QAbstractTableModel {
   /// Replaces the document (a workload JSON object with a "tables" array of objects; other
   /// shapes throw engine::SpecError) and validates it.
   void set_workload(nlohmann::json doc);
-  /// A built-in preset, normalized (every default written out). Throws engine::SpecError.
+  /// A built-in preset, normalized (every default written out). Throws engine::SpecError, for
+  /// an lm_embedding preset (engine::is_lm_preset) "preset \"NAME\" is an lm_embedding workload:
+  /// the designer edits DLRM (embedding-bag) workloads only; run it with `embedscope run --preset
+  /// NAME` ...".
   void load_preset(const std::string& name);
   /// A workload file: normalized when valid; kept as written when it is JSON with a "tables"
   /// array but fails validation (the error then shows in the designer). Throws engine::SpecError
-  /// (naming the file) for a file that cannot be read or is not such JSON.
+  /// (naming the file) for a file that cannot be read or is not such JSON, and "PATH: an
+  /// lm_embedding workload (\"model\": \"lm_embedding\"): the designer edits DLRM (embedding-bag)
+  /// workloads only; ..." for an lm_embedding workload.
   void load_file(const std::string& path);
   const nlohmann::json& workload() const { return doc_; }
 

@@ -27,6 +27,15 @@ namespace embedscope::ui {
 
 namespace {
 
+// The table whose shards every column is ("NAME #k" each, `tables` all NAME, as many as the
+// columns, at most kMaxNamedColumns), else "".
+QString single_table_of(const QStringList& columns, const QStringList& tables) {
+  if (tables.isEmpty() || tables.size() != columns.size() || columns.size() > kMaxNamedColumns) return {};
+  for (int c = 0; c < static_cast<int>(columns.size()); ++c)
+    if (tables[c] != tables[0] || !columns[c].startsWith(tables[0] + " ")) return {};
+  return tables[0];
+}
+
 // A rank x column colour map with a colour scale from 0 (tester41 #18: a scale from the smallest
 // cell made a 1.16 max/mean look like cold vs red hot); hovering a cell shows its value. A cell
 // `held` says false for is NaN, drawn light grey ("no shard on this rank", not "0 ids").
@@ -63,13 +72,20 @@ void fill_heatmap(QCustomPlot* plot, const QString& title, const QStringList& co
   rect->axis(QCPAxis::atLeft)->setLabel("rank");
   rect->axis(QCPAxis::atLeft)->setRange(-0.5, std::max(ranks, 1) - 0.5);
   rect->axis(QCPAxis::atBottom)->setRange(-0.5, cols - 0.5);
-  const auto ticks = heatmap_column_ticks(columns, tables);
+  auto ticks = heatmap_column_ticks(columns, tables);
+  // the shards of one table (an lm_embedding run's token_embedding #0..#7): the table's name once,
+  // on the axis, and "#k" upright under each column, so the names do not take the rows' height
+  // (tester43 F5: "token_embedding #k" rotated took ~100 px of a 4-rank heatmap and was cut)
+  const QString one_table = single_table_of(columns, tables);
+  if (!one_table.isEmpty())
+    for (auto& [c, name] : ticks) name = name.mid(one_table.size()).trimmed();
   if (!ticks.empty()) {  // the columns' names, or each table's at its first shard
     auto ticker = QSharedPointer<QCPAxisTickerText>::create();
     for (const auto& [c, name] : ticks) ticker->addTick(c, name);
     rect->axis(QCPAxis::atBottom)->setTicker(ticker);
-    rect->axis(QCPAxis::atBottom)->setTickLabelRotation(60);
+    rect->axis(QCPAxis::atBottom)->setTickLabelRotation(one_table.isEmpty() ? 60 : 0);
   }
+  rect->axis(QCPAxis::atBottom)->setLabel(one_table.isEmpty() ? QString() : one_table + ": shard");
   rect->axis(QCPAxis::atLeft)->setTicker(integer_ticker());
   if (ticks.empty()) rect->axis(QCPAxis::atBottom)->setTicker(integer_ticker());  // column indices
   QObject::disconnect(plot, &QCustomPlot::mouseMove, nullptr, nullptr);
@@ -210,7 +226,10 @@ LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidg
   const int ranks = session_ ? std::max(static_cast<int>(session_->ranks().size()),
                                         std::atoi(session_->meta("world_size", "1").c_str()))
                              : 1;
-  for (auto* plot : {shard_plot_, step_plot_}) plot->setMaximumHeight(binned_heatmap_max_height(ranks));
+  for (auto* plot : {shard_plot_, step_plot_}) {
+    plot->setMaximumHeight(binned_heatmap_max_height(ranks));
+    plot->setMinimumHeight(heatmap_min_height(ranks));  // 8 ranks' labels apart (tester43 F5)
+  }
   for (auto* plot : {imbalance_plot_, rank_plot_}) plot->setMaximumHeight(kMaxChartPx);
   row_plot_->setMaximumHeight(kMaxChartPx + 40);
   // the aggregated plots follow the palette from the start, also while their figures are computed

@@ -68,6 +68,14 @@ class LoadView : public QWidget {
   static constexpr int kMaxBinnedHeatmapPx = 800;
   static int binned_heatmap_max_height(int ranks) { return std::min(kMaxBinnedHeatmapPx, heatmap_max_height(std::min(ranks, 64))); }
   static int heatmap_max_height(int ranks) { return std::max(200, kHeatmapChromePx + kMaxRankRowPx * std::max(1, ranks)); }
+  /// The least pixels a rank's row of a heatmap gets, up to kHeatMaxRows rows (tester43 F5: 8
+  /// ranks in ~25 px overprinted their labels).
+  static constexpr int kMinRankRowPx = 18;
+  /// The shortest a rank x column heatmap is drawn: kHeatmapChromePx plus kMinRankRowPx per rank
+  /// row, at least 200 px. 4 ranks: 222 px; 8: 294 px.
+  static int heatmap_min_height(int ranks) {
+    return std::max(200, kHeatmapChromePx + kMinRankRowPx * std::clamp(ranks, 1, 16));
+  }
   /// The tallest the imbalance line and per-rank bar charts are drawn (px).
   static constexpr int kMaxChartPx = 320;
   /// Shows the row histogram of table `table` (an index into the workload's tables).

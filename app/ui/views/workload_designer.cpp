@@ -344,8 +344,10 @@ QString WorkloadDesigner::message_at(const QString& field) const {
 QString WorkloadDesigner::load_preset(const QString& name, bool quiet) {
   try {
     model_->load_preset(name.toStdString());
+    show_source(name);
     return {};
   } catch (const std::exception& e) {
+    show_source(source_);  // the workload shown is still the one loaded before
     if (!quiet) QMessageBox::critical(this, "Cannot load the preset", QString::fromUtf8(e.what()));
     return QString::fromUtf8(e.what());
   }
@@ -354,11 +356,22 @@ QString WorkloadDesigner::load_preset(const QString& name, bool quiet) {
 QString WorkloadDesigner::load_file(const QString& path, bool quiet) {
   try {
     model_->load_file(path.toStdString());
+    show_source("file " + QFileInfo(path).fileName());
     return {};
   } catch (const std::exception& e) {
+    show_source(source_);
     if (!quiet) QMessageBox::critical(this, "Cannot open the workload", QString::fromUtf8(e.what()));
     return QString::fromUtf8(e.what());
   }
+}
+
+void WorkloadDesigner::show_source(const QString& source) {
+  source_ = source;
+  const int i = preset_box_->findText(source);
+  preset_box_->setPlaceholderText(i < 0 ? "(" + source + ")" : QString());
+  preset_box_->setCurrentIndex(i);  // -1 shows the placeholder: a file, or nothing loaded yet
+  preset_box_->setToolTip(i < 0 && !source.isEmpty() ? "the workload came from " + source + ", not a preset"
+                                                     : QString("a built-in DLRM preset"));
 }
 
 QString WorkloadDesigner::save(const QString& path) {

@@ -37,8 +37,13 @@ class WorkloadDesigner : public QWidget {
   WorkloadModel* model() { return model_; }
   QTableView* table_view() { return table_; }
   /// Loads a preset or a workload file; returns the error (also shown in a dialog unless quiet).
+  /// The Preset box then shows the preset's name, or "(file NAME.json)" (its placeholder, no
+  /// item selected) for a file; after an error it keeps showing what is loaded. An lm_embedding
+  /// preset or file is refused (WorkloadModel::load_preset / load_file say why).
   QString load_preset(const QString& name, bool quiet = false);
   QString load_file(const QString& path, bool quiet = false);
+  /// The Preset box (engine::preset_names(), the DLRM presets).
+  QComboBox* preset_box() { return preset_box_; }
   /// Writes the workload as JSON; returns the error or an empty string.
   QString save(const QString& path);
   /// The message shown beside a form field ("/batch_size", "/devices/count",
@@ -80,6 +85,8 @@ class WorkloadDesigner : public QWidget {
   WorkloadModel* model_;
   QTableView* table_;
   QComboBox* preset_box_;
+  QString source_;  // what the workload shown came from: a preset's name or "file NAME.json"
+  void show_source(const QString& source);
   QSpinBox *devices_, *memory_mib_, *batch_, *steps_, *warmup_;
   QComboBox *optimizer_, *allocator_, *default_sharding_, *backend_, *pipeline_, *qcomms_;
   QComboBox* hardware_;  // backend simulated: the hardware profile (engine cost/hardware_profile.h)

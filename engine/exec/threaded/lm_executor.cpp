@@ -214,6 +214,9 @@ void LmExecutor::run_rank(int r, LmRunResult& result) {
           lc.shard = r;
           lc.ids = sr.ids_looked_up;
           lc.unique_ids = sr.unique_rows;
+          const LmLookupBytes lb = lm_lookup_bytes(spec_, lc.ids);
+          lc.bytes_in = lb.bytes_in;
+          lc.bytes_out = lb.bytes_out;
           w->add_load(lc);
           rr.record_counters(*w, arena, st);
           rr.record_snapshot(*w, arena, st, t1, "step", false);
@@ -249,7 +252,9 @@ void LmExecutor::run_rank(int r, LmRunResult& result) {
     out.peak_allocated = arena.allocator().stats().peak_allocated;
     out.peak_requested = rr.peak_requested;
     arena.allocator().set_listener(nullptr);  // buffers freed after the run are not history
-    if (w) {
+    // vocab_parallel: every rank's histogram is the group's one batch: rank 0 writes it, so the
+    // session's id_histogram counts each token once (tester43 F5: 4 ranks gave 4x the tokens)
+    if (w && (spec_.sharding != LmSharding::vocab_parallel || r == 0)) {
       std::vector<sessions::IdHistogramBucket> hist;
       const auto& h = model.token_histogram();
       const int64_t vp = spec_.padded_vocab_size();

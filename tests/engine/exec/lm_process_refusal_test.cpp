@@ -285,26 +285,27 @@ TEST(LmProcessRefusal, CancelledRunCountsTheStepsItRan) {
   EXPECT_NE(st.out.find("; 152 bytes on the wire per token"), std::string::npos) << st.out;
 }
 
-// F16: the cost model times an LM step's GEMMs at the profile's FP32 rate (dense_flops_per_s x
-// dense_efficiency); every SIMULATED line says so, and what it means for a bf16 workload.
-TEST(LmProcessRefusal, SimulatedLinesSayTheGemmsAreTimedAsFp32) {
+// F16 (lm44): the cost model times a bf16 LM step's output projection at the profile's tensor-core
+// rate (dense_bf16_flops_per_s x dense_bf16_efficiency), its body and fp32 GEMMs at the FP32 rate;
+// every SIMULATED line says which, with the rates.
+TEST(LmProcessRefusal, SimulatedLinesSayHowTheGemmsAreTimed) {
   auto r = lm43_cli("plan --preset llama3_8b_embedding_scaled");  // bf16
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("SIMULATED step on h100_sxm (4 GPUs per node; the step program timed by the cost model, not this "
-                       "machine; GEMMs timed as fp32 on CUDA cores (no tensor cores): a bf16 run on tensor cores would "
-                       "spend far less time computing, so communication's share would be larger): "),
+                       "machine; the output projection's GEMMs timed as bf16 on tensor cores (989.4 TFLOP/s x 0.6), the "
+                       "body's as fp32 on CUDA cores (67 TFLOP/s x 0.5)): "),
             std::string::npos)
       << r.out;
   r = lm43_cli("plan " + lm43_uneven_file());  // fp32
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("not this machine; GEMMs timed as fp32 on CUDA cores (no tensor cores, no TF32)): "),
+  EXPECT_NE(r.out.find("not this machine; GEMMs timed as fp32 on CUDA cores (67 TFLOP/s x 0.5; no tensor cores, no TF32)): "),
             std::string::npos)
       << r.out;
   const std::string db = (lm43_scratch() / "lm_sim.db").string();
   r = lm43_cli("run " + lm43_uneven_file() + " --simulate h100_sxm --force-overwrite -o " + db);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("SIMULATED: 1 node x 3 GPUs of hardware profile h100_sxm; every time below is the cost model's, "
-                       "nothing is trained; GEMMs timed as fp32 on CUDA cores (no tensor cores, no TF32)\n"),
+                       "nothing is trained; GEMMs timed as fp32 on CUDA cores (67 TFLOP/s x 0.5; no tensor cores, no TF32)\n"),
             std::string::npos)
       << r.err;
 }

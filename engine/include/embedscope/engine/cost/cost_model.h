@@ -76,11 +76,24 @@ int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw);
 /// Example: 1e12 flop/s at efficiency 0.5, 1e9 and 2e9 ops/s; work {1e9, 1e6, 4e6}: 2 ms + 1 ms
 /// + 2 ms = 5 ms.
 double math_seconds(const ProgramOp& op, const GpuProfile& g);
+
 /// The per-item host work of compute op `op` in ns, with the node to itself (compute_ns adds it):
 ///   round(max(0, op.work_items) x the profile's coefficient for op.work)
 /// (HostWork::lookup_bags: hw.gpu.lookup_bag_ns, input_ids: input_id_ns, bucketize_items:
 /// bucketize_item_ns; none: 0). Example: a lookup of 8,192 bags at 2.5 ns a bag: 20,480 ns.
 int64_t host_work_ns(const ProgramOp& op, const HardwareProfile& hw);
+
+/// Duration in ns of compute op `op` whose GEMMs run in bf16 / fp16 (an lm_embedding workload's
+/// output projection with data_type bf16 / fp16: program/lm_program.h lm_op_gemm_in_half_precision),
+/// on one GPU of `hw` with the node to itself: the same roofline as compute_ns with the math term
+/// at the tensor-core rate,
+///   kernel_launch_ns + max(bytes / (hbm_bandwidth x memory_kernel_efficiency),
+///                          flops / (dense_bf16_flops_per_s x dense_bf16_efficiency)),
+/// and exactly compute_ns(op, hw) when the profile gives no dense_bf16_flops_per_s (cpu profiles,
+/// `this_machine`: the engine computes these GEMMs in fp32 on a CPU). Example (h100_sxm: 989.4
+/// TFLOP/s x 0.6, 3.35 TB/s x 0.5, 5 us): the Llama-3-8B logits op of rank 0 (8 ranks), 1.0759e12
+/// flops and 922.2 MB, takes 5 us + max(0.551 ms, 1.8126 ms) = 1.8176 ms (compute_ns: 32.1 ms).
+int64_t half_precision_gemm_ns(const ProgramOp& op, const HardwareProfile& hw);
 
 /// How much slower every compute op and collective runs when `ranks_on_node` ranks share a node's cores
 /// (hardware_profile.h CpuContention): with x = (ranks_on_node x threads_per_rank x (1 +

@@ -11,7 +11,9 @@
 //            "dense_efficiency", "tbe_forward_efficiency", "tbe_backward_efficiency",
 //            "memory_kernel_efficiency", "kernel_launch_ns",
 //            "dense_interaction_ops_per_s", "dense_elementwise_ops_per_s" (optional, both or neither),
-//            "lookup_bag_ns", "input_id_ns", "bucketize_item_ns" (each optional, default 0)},
+//            "lookup_bag_ns", "input_id_ns", "bucketize_item_ns" (each optional, default 0),
+//            "dense_bf16_flops_per_s" (optional), "dense_bf16_efficiency" (optional; required
+//            with dense_bf16_flops_per_s)},
 //    "cluster": {"gpus_per_node", "max_nodes"},
 //    "intra_node": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},
 //    "inter_node": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},
@@ -70,6 +72,15 @@ struct GpuProfile {
   /// tbe_forward_efficiency, and a GPU trainer's input and bucketize are a data loader's and
   /// a bandwidth-bound kernel's (memory_kernel_efficiency), not per-item host loops.
   double lookup_bag_ns = 0, input_id_ns = 0, bucketize_item_ns = 0;
+  /// Peak dense (no structured sparsity) tensor-core flop/s of bf16 / fp16 GEMMs (the two run at
+  /// the same rate on A100 / H100 / H200), > 0; 0 when the profile does not give one (JSON
+  /// optional: a cpu profile, `this_machine`, a calibration's profile): such a profile times
+  /// half-precision GEMMs at dense_flops_per_s x dense_efficiency, as the engine computes them
+  /// in fp32 on a CPU (cost_model.h half_precision_gemm_ns).
+  double dense_bf16_flops_per_s = 0;
+  /// Fraction in (0, 1] of dense_bf16_flops_per_s that large bf16 / fp16 GEMMs achieve; 0 when
+  /// dense_bf16_flops_per_s is absent (JSON: required with it, refused without it).
+  double dense_bf16_efficiency = 0;
 };
 
 /// Ranks that are threads sharing a node's CPU cores (the cpu backend: `this_machine`), absent

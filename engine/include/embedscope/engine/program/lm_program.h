@@ -43,6 +43,23 @@ namespace embedscope::engine {
 /// op reads and writes. Throws SpecError for an invalid spec or a rank outside [0, world_size).
 StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t step);
 
+/// True when compute op `op` of an lm_embedding program runs its GEMMs in half precision on a
+/// GPU: the output projection's ("output_projection/logits", "output_projection/backward"), which
+/// read the projection weights in the spec's data_type, when that is bf16 or fp16 (the engine
+/// reads them rounded to it from the fp32 master copy: model/lm_embedding.h). The body's dense
+/// layers are fp32 in the engine (no rounded copy), so they stay at the fp32 rate.
+/// simulate_lm_step times such ops with cost_model.h half_precision_gemm_ns, the others with compute_ns.
+bool lm_op_gemm_in_half_precision(const LmWorkloadSpec& spec, const ProgramOp& op);
+
+/// The load counters' bytes of a rank's lookup of `ids` token ids in its vocabulary shard
+/// (sessions FORMAT.md load_counters; tester43 F2): bytes_in = ids x 8 (the int64 ids of its rows),
+/// bytes_out = ids x hidden_size x the bytes of a row element as the forward reads it (data_type:
+/// fp32 4, bf16 / fp16 2). Example: 1,146 ids, H 128, bf16: 9,168 B in, 293,376 B out.
+struct LmLookupBytes {
+  int64_t bytes_in = 0, bytes_out = 0;
+};
+LmLookupBytes lm_lookup_bytes(const LmWorkloadSpec& spec, int64_t ids);
+
 /// True for a collective of the token embedding itself (its split checks included): names
 /// under "embedding/", "input_dist/", "output_dist/" or "grad_dist/" — not the output
 /// projection's, the cross-entropy's or the body's. The "embedding communication" of the
@@ -55,7 +72,8 @@ bool is_lm_embedding_collective(std::string_view name);
 /// starts when the rank has ended the one before, a collective when every rank has reached it,
 /// and it lasts what the simulated executor gives the call (cost/shared_cores.h
 /// collective_call_ns of the members' collective_ns: the largest member's figure for GPUs,
-/// processor sharing of the node's cores for cpu ranks of one node; calib40). Compute ops on cpu
+/// processor sharing of the node's cores for cpu ranks of one node; calib40). A compute op takes
+/// compute_ns, or half_precision_gemm_ns where lm_op_gemm_in_half_precision. Compute ops on cpu
 /// ranks take compute_ns x the node's contention factor (contended_ns), as in the simulator.
 struct LmSimulatedStep {
   int64_t step_ns = 0;                      ///< the slowest rank's step
