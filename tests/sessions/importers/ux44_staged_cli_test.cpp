@@ -86,3 +86,41 @@ TEST(StagedImportF17, AKilledImportsFilesGoAtOnceALiveWritersStay) {
   EXPECT_TRUE(fs::exists(dir / "k44.db"));
   sqlite3_close(live);
 }
+
+// tester43 F19: `calibrate` of an lm_embedding session said "no workload_json or
+// sharding_plan_json metadata (an imported trace, or not a session Embedscope ran)" of a session
+// Embedscope ran; `plan` of one rank said "on 1 ranks".
+TEST(Ux44CliWording, CalibrateNamesAnLmSessionAndPlanCountsOneRank) {
+  const std::string db = (import_scratch() / "ux44_lm_session.db").string();
+  fs::remove(db);
+  {
+    embedscope::sessions::SessionWriter w(db);
+    w.set_metadata("workload_json", R"({"model": "lm_embedding", "vocab_size": 40})");
+    w.add_step({0, 0, 0, 1000, 0.5, 0, 0});
+    w.close("complete");
+  }
+  auto r = f17_cli("calibrate " + db);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(db + ": an lm_embedding session (calibration pairs DLRM step programs only)"), std::string::npos) << r.err;
+  r = f17_cli("plan --preset llama3_8b_embedding_scaled --devices 1 --sequence-parallel");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("sharding     vocab_parallel + sequence_parallel on 1 rank\n"), std::string::npos) << r.out;
+}
+
+// tester43 F19: a sharding type and sequence parallel that disagree were "(set by --sharding)
+// (set by --sequence-parallel)"; vocab_parallel on a DLRM workload listed the DLRM types only.
+TEST(Ux44CliWording, SetByOnceAndVocabParallelSaysWhereItBelongs) {
+  auto r = f17_cli("plan --preset llama3_8b_embedding_scaled --sharding data_parallel --sequence-parallel");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("only with sharding type vocab_parallel (got data_parallel) (set by --sharding and "
+                       "--sequence-parallel)\n"),
+            std::string::npos)
+      << r.err;
+  r = f17_cli("plan --preset tiny --sharding vocab_parallel");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--sharding: vocab_parallel is a sharding type of lm_embedding workloads (preset tiny is a DLRM "
+                       "workload; its types: data_parallel, table_wise, row_wise, column_wise, table_row_wise, "
+                       "table_column_wise, grid_shard)"),
+            std::string::npos)
+      << r.err;
+}

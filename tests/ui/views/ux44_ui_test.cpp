@@ -404,3 +404,12 @@ TEST(Ux44SegmentBaseline, TheOldestSegmentsActivePartUnderTheWholeTrace) {
   EXPECT_EQ(chart.baseline_bytes(), 650);
   EXPECT_TRUE(chart.baseline_enabled());
 }
+
+// F19: one session given to --compare is "needs two sessions", not "needs a window".
+TEST(Ux44CompareFlag, OneSessionIsNoComparison) {
+  const std::string one = ux44_steps_session();
+  const auto r = test_support::run_cli(EMBEDSCOPE_UI, "--compare " + one, fs::temp_directory_path());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("error: --compare needs two or more session files; given only " + one), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("needs a window"), std::string::npos) << r.err;
+}
