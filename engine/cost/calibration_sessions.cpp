@@ -34,6 +34,10 @@ Loaded load_session(const ss::SessionReader& reader, const std::string& path) {
     throw SpecError(fmt::format("{}: a simulated session: its times are the cost model's, not measured", path));
   const std::string workload = reader.meta(ss::meta::kWorkloadJson);
   const std::string plan_text = reader.meta(ss::meta::kShardingPlanJson);
+  // an lm_embedding session has its workload but no DLRM plan: say what it is before what it
+  // lacks (tester43 F19: "no workload_json ... or not a session Embedscope ran" of an LM run)
+  if (const json lw = json::parse(workload, nullptr, false); lw.is_object() && lw.value("model", "") == "lm_embedding")
+    throw SpecError(fmt::format("{}: an lm_embedding session (calibration pairs DLRM step programs only)", path));
   if (workload.empty() || plan_text.empty())
     throw SpecError(fmt::format("{}: no workload_json or sharding_plan_json metadata (an imported trace, or not a "
                                 "session Embedscope ran): nothing to pair its ops with",

@@ -260,7 +260,9 @@ std::vector<std::string> raw_differing_settings(const std::vector<const SessionR
     std::vector<std::pair<std::string, std::string>> leaves;
     flatten(w, "", leaves);
     plans[i] = nlohmann::json::parse(sessions[i]->meta(meta::kShardingPlanJson), nullptr, false);
-    leaves.emplace_back("plan", plan_types(plans[i]));
+    // no plan with tables (an lm_embedding session): no "plan" leaf, no placement number
+    // (tester43 F19: "plan , placement 1" of LM sessions under --verbose)
+    if (std::string types = plan_types(plans[i]); !types.empty()) leaves.emplace_back("plan", std::move(types));
     leaves.emplace_back("measured steps", sessions[i]->meta(meta::kSteps));
     for (auto& [k, v] : leaves) {
       if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
@@ -271,7 +273,7 @@ std::vector<std::string> raw_differing_settings(const std::vector<const SessionR
   std::vector<size_t> placement(n, 0);
   std::vector<size_t> distinct;  // a session of each distinct plan
   for (size_t i = 0; i < n; ++i) {
-    if (!compared[i]) continue;
+    if (!compared[i] || !value[i].count("plan")) continue;
     auto same = std::find_if(distinct.begin(), distinct.end(), [&](size_t d) { return plans[d] == plans[i]; });
     if (same == distinct.end()) {
       distinct.push_back(i);
@@ -282,10 +284,11 @@ std::vector<std::string> raw_differing_settings(const std::vector<const SessionR
   }
   std::vector<std::string> types(n);
   for (size_t i = 0; i < n; ++i)
-    if (compared[i]) types[i] = value[i]["plan"];
+    if (compared[i] && value[i].count("plan")) types[i] = value[i]["plan"];
   for (size_t i = 0; i < n; ++i)
     for (size_t k = 0; k < n; ++k)
-      if (compared[i] && compared[k] && placement[i] != placement[k] && types[i] == types[k]) {
+      if (compared[i] && compared[k] && placement[i] > 0 && placement[k] > 0 && placement[i] != placement[k] &&
+          types[i] == types[k]) {
         value[i]["plan"] += fmt::format(", placement {}", placement[i]);
         break;
       }

@@ -163,7 +163,7 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
     return does_not_fit.empty() ? 0 : 2;
   }
   std::cout << fmt::format("workload     {}: lm_embedding {}\n", spec.name, shape_text(spec));
-  std::cout << fmt::format("sharding     {} on {} ranks\n", mode_text(spec), spec.world_size);
+  std::cout << fmt::format("sharding     {} on {} rank{}\n", mode_text(spec), spec.world_size, spec.world_size == 1 ? "" : "s");
   std::cout << padding_text(spec);
   std::cout << fmt::format("\nmemory estimate per rank (planner/lm_memory_estimate.h; optimizer {})\n",
                            spec.optimizer == es::LmOptimizer::adam ? "adam: two fp32 moments per parameter"

@@ -2,6 +2,7 @@
 
 #include "staged_output.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -27,10 +29,34 @@ namespace {
 // it exists under another user).
 bool process_alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
 
+// Whether some process holds SQLite's lock on the "dead-man switch" byte of the -shm file `shm`
+// (os_unix.c: UNIX_SHM_DMS = 120 + 8 = byte 128): every connection with a WAL database open holds
+// a shared lock there for as long as it is open, on this host and, where the file system passes
+// fcntl locks on, on others. F_GETLK only asks; this process takes no lock (and holds none on a
+// killed import's file, so closing the descriptor releases nothing of its own). nullopt when it
+// cannot tell (no -shm: a writer between its open and its first WAL write, or no fcntl locks).
+std::optional<bool> shm_locked(const std::string& shm) {
+  const int fd = ::open(shm.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct flock probe {};
+  probe.l_type = F_WRLCK;
+  probe.l_whence = SEEK_SET;
+  probe.l_start = 128;
+  probe.l_len = 1;
+  const int rc = ::fcntl(fd, F_GETLK, &probe);
+  ::close(fd);
+  if (rc != 0) return std::nullopt;
+  return probe.l_type != F_UNLCK;
+}
+
 // The staged files ".<stem>.importing-<pid>" in `dir` of import processes that are gone (killed
-// with SIGKILL, or a crash): removed with their SQLite companions, when the pid is not running on
-// this host and none of the files changed in the last minute (a live import on another host that
-// shares the folder keeps writing its -wal). The caller's own pid is handled by the constructor.
+// with SIGKILL, or a crash): removed with their SQLite companions when the pid is not running on
+// this host and no SQLite connection has the file open (nobody holds the lock of its -shm:
+// shm_locked), or, where that cannot be told, none of the files changed in the last minute (a
+// live import on another host that shares the folder keeps writing its -wal). tester43 F17: an
+// import run right after a SIGKILL found the killed one's files written seconds before and kept
+// them; the lock says at once that no writer has them open. The caller's own pid is handled by
+// the constructor.
 void remove_stale_staged(const std::filesystem::path& dir, const std::string& stem) {
   const std::string prefix = fmt::format(".{}.importing-", stem);
   std::error_code ec;
@@ -42,13 +68,15 @@ void remove_stale_staged(const std::filesystem::path& dir, const std::string& st
     if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;  // a companion
     const long pid = std::stol(digits);
     if (pid == static_cast<long>(getpid()) || process_alive(pid)) continue;
+    const std::optional<bool> open_by_a_writer = shm_locked(entry.path().string() + "-shm");
+    if (open_by_a_writer == true) continue;  // a live import elsewhere (its pid is another host's)
     bool recent = false;
     for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
       std::error_code e2;
       const auto t = std::filesystem::last_write_time(entry.path().string() + suffix, e2);
       if (!e2 && now - t < std::chrono::minutes(1)) recent = true;
     }
-    if (recent) continue;
+    if (recent && !open_by_a_writer.has_value()) continue;
     ss::SessionWriter::remove_files(entry.path().string());
     std::fprintf(stderr, "import: removed %s, left by an import that was killed (pid %ld)\n", entry.path().c_str(), pid);
   }

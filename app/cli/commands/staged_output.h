@@ -19,7 +19,8 @@ class StagedSession {
   /// `overwrite` is false, when it is not a regular file, when a live writer holds it, or when
   /// its folder does not exist) and chooses the temporary name. Creates nothing; removes the
   /// staged files of earlier imports of `out` that were killed (their pid no longer runs on this
-  /// host and none of their files changed in the last minute), with their -wal / -shm / -journal.
+  /// host, and no SQLite connection holds the lock of their -shm or, where the -shm cannot tell,
+  /// none of their files changed in the last minute), with their -wal / -shm / -journal.
   StagedSession(std::string out, bool overwrite);
   /// Removes the temporary file (and its SQLite companions) unless commit() ran.
   ~StagedSession();

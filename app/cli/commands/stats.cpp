@@ -345,8 +345,12 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     const json wj = json::parse(session.meta("workload_json"));
     if (es::is_lm_workload(wj)) {  // issue 19: no pipeline; its shape and sharding
       const es::LmWorkloadSpec lm = es::parse_lm_workload(wj, file + ": workload_json");
-      std::cout << fmt::format("model        lm_embedding {} x {} ({} rows with padding), {}, {}, sequence {}; {}{}\n",
-                               lm.vocab_size, lm.hidden_size, lm.padded_vocab_size(), es::to_string(lm.data_type),
+      // "(N rows with padding)" only where the vocabulary was padded (tester43 F19: said of 128256 = V)
+      const std::string padded = lm.padded_vocab_size() == lm.vocab_size
+                                     ? std::string("not padded")
+                                     : fmt::format("{} rows with padding", lm.padded_vocab_size());
+      std::cout << fmt::format("model        lm_embedding {} x {} ({}), {}, {}, sequence {}; {}{}\n",
+                               lm.vocab_size, lm.hidden_size, padded, es::to_string(lm.data_type),
                                lm.tie_word_embeddings ? "tied" : "untied", lm.sequence_length, es::to_string(lm.sharding),
                                lm.sequence_parallel ? " + sequence_parallel" : "");
     } else {

@@ -2,6 +2,7 @@
 
 #include "workload_args.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string_view>
 #include <utility>
@@ -166,8 +167,14 @@ es::LmWorkloadSpec load_lm(WorkloadArgs& a, bool simulate_flags) {
     es::validate(spec, a.origin);
   } catch (const es::SpecError& e) {
     std::string msg = e.what();
+    // every flag that set the pointer named or one above it, once: "(set by --sharding and
+    // --sequence-parallel)" (tester43 F19: "(set by --sharding) (set by --sequence-parallel)")
+    std::vector<std::string> flags;
     for (const auto& [ptr, flag] : set_by)
-      if (msg.find(": " + ptr) != std::string::npos) msg += fmt::format(" (set by {})", flag);
+      if ((msg.find(": " + ptr + ":") != std::string::npos || msg.find(": " + ptr + "/") != std::string::npos) &&
+          std::find(flags.begin(), flags.end(), flag) == flags.end())
+        flags.push_back(flag);
+    if (!flags.empty()) msg += fmt::format(" (set by {})", fmt::join(flags, " and "));
     throw es::SpecError(msg);
   }
   return spec;
@@ -202,6 +209,11 @@ es::WorkloadSpec load(WorkloadArgs& a) {
     set_by.emplace_back("/devices/count", a.world_size_from);
   }
   if (a.was_given("--sharding")) {
+    if (a.sharding == "vocab_parallel")  // tester43 F19: the list of DLRM types alone did not say where it belongs
+      throw es::SpecError(fmt::format("--sharding: vocab_parallel is a sharding type of lm_embedding workloads ({} is a "
+                                      "DLRM workload; its types: data_parallel, table_wise, row_wise, column_wise, "
+                                      "table_row_wise, table_column_wise, grid_shard)",
+                                      a.origin));
     spec.sharding.default_type = es::sharding_type_from_string(a.sharding, "--sharding");
     spec.sharding.per_table.clear();
   }

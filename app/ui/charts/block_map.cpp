@@ -83,21 +83,61 @@ int rows_top(bool empty, int legend_rows) {
 
 BlockMap::BlockMap(QWidget* parent) : QWidget(parent) { setMouseTracking(true); }
 
-QColor BlockMap::color_of_tag(const std::string& tag) {
+namespace {
+const std::map<std::string, QColor>& engine_tag_colors() {
   static const std::map<std::string, QColor> known = {
       {"weights", QColor(0x1f, 0x77, 0xb4)},     {"optimizer_state", QColor(0xff, 0x7f, 0x0e)},
       {"kjt", QColor(0x8e, 0x8e, 0x8e)},          {"pooled_output", QColor(0x2c, 0xa0, 0x2c)},
       {"gradients", QColor(0x94, 0x67, 0xbd)},    {"comm_buffer", QColor(0xd6, 0x27, 0x28)},
       {"activations", QColor(0x17, 0xbe, 0xcf)},  {"dense", QColor(0x8c, 0x56, 0x4b)}};
-  if (auto it = known.find(tag); it != known.end()) return it->second;
-  // Tableau 10 without its grey (free blocks are grey); FNV-1a of the name picks one
-  static const QColor ten[] = {QColor(0x4e, 0x79, 0xa7), QColor(0xf2, 0x8e, 0x2b), QColor(0xe1, 0x57, 0x59),
-                               QColor(0x76, 0xb7, 0xb2), QColor(0x59, 0xa1, 0x4f), QColor(0xed, 0xc9, 0x48),
-                               QColor(0xb0, 0x7a, 0xa1), QColor(0xff, 0x9d, 0xa7), QColor(0x9c, 0x75, 0x5f),
-                               QColor(0x6b, 0x4c, 0x9a)};
+  return known;
+}
+// Tableau 10 without its grey (free blocks are grey): the colours of tags not of the engine
+constexpr size_t kTagColors = 10;
+const QColor& tag_color(size_t i) {
+  static const QColor ten[kTagColors] = {QColor(0x4e, 0x79, 0xa7), QColor(0xf2, 0x8e, 0x2b), QColor(0xe1, 0x57, 0x59),
+                                         QColor(0x76, 0xb7, 0xb2), QColor(0x59, 0xa1, 0x4f), QColor(0xed, 0xc9, 0x48),
+                                         QColor(0xb0, 0x7a, 0xa1), QColor(0xff, 0x9d, 0xa7), QColor(0x9c, 0x75, 0x5f),
+                                         QColor(0x6b, 0x4c, 0x9a)};
+  return ten[i % kTagColors];
+}
+// FNV-1a of the name: the tag's colour slot when use_tag_colors did not give it another
+size_t hash_slot(const std::string& tag) {
   uint32_t h = 2166136261u;
   for (unsigned char c : tag) h = (h ^ c) * 16777619u;
-  return ten[h % 10];
+  return h % kTagColors;
+}
+// The slots use_tag_colors gave (GUI thread only, as painting)
+std::map<std::string, size_t>& assigned_slots() {
+  static std::map<std::string, size_t> given;
+  return given;
+}
+}  // namespace
+
+QColor BlockMap::color_of_tag(const std::string& tag) {
+  if (auto it = engine_tag_colors().find(tag); it != engine_tag_colors().end()) return it->second;
+  if (auto it = assigned_slots().find(tag); it != assigned_slots().end()) return tag_color(it->second);
+  return tag_color(hash_slot(tag));
+}
+
+int BlockMap::use_tag_colors(std::vector<std::string> tags) {
+  std::sort(tags.begin(), tags.end());
+  tags.erase(std::unique(tags.begin(), tags.end()), tags.end());
+  std::set<size_t> used;
+  int moved = 0;
+  for (const auto& tag : tags) {
+    if (engine_tag_colors().count(tag)) continue;
+    const auto it = assigned_slots().find(tag);
+    const size_t now = it != assigned_slots().end() ? it->second : hash_slot(tag);
+    size_t slot = now;
+    if (used.size() < kTagColors)
+      while (used.count(slot)) slot = (slot + 1) % kTagColors;
+    used.insert(slot);
+    if (slot == now) continue;
+    ++moved;
+    assigned_slots()[tag] = slot;
+  }
+  return moved;
 }
 
 QColor BlockMap::color_of(const sessions::MemoryBlockRecord& b) {

@@ -82,8 +82,17 @@ class BlockMap : public QWidget {
   /// The fill colour of a block (free blocks share one grey).
   static QColor color_of(const sessions::MemoryBlockRecord& b);
   /// The colour of an allocation tag: the engine's tags have fixed colours; any other (a PyTorch
-  /// snapshot's innermost function) one of ten by a hash of its name, so it is stable.
+  /// snapshot's innermost function) the colour use_tag_colors gave it, else one of ten by a hash
+  /// of its name, so it is stable.
   static QColor color_of_tag(const std::string& tag);
+  /// Gives the tags of one session (the memory view's: its allocations' tags) distinct colours
+  /// (tester43 F6: `forward` and `all_to_all` hashed to the same green of the ten). In name
+  /// order, each tag not of the engine keeps its colour (its hash's, or one an earlier call gave)
+  /// when no earlier tag of `tags` has it, else takes the next of the ten (in the ten's order,
+  /// wrapping) that none has; past ten tags colours repeat. Remembered process-wide, so the table
+  /// of stacks, the timelines and the map agree, and a tag keeps its colour unless it collides
+  /// within a later call's set. Returns the number of tags given another colour by this call.
+  static int use_tag_colors(std::vector<std::string> tags);
 
  signals:
   /// A block was clicked: its index in layout().

@@ -12,6 +12,21 @@
 
 namespace embedscope::ui {
 
+int64_t segment_baseline(const sessions::SegmentTimeline& timeline, int64_t live_bytes) {
+  if (live_bytes <= 0) return 0;
+  const auto& cols = timeline.columns;
+  size_t first = 0;
+  while (first < cols.size() && (cols[first].bands.empty() || cols[first].bands.front().active < live_bytes)) ++first;
+  if (first == cols.size()) return 0;
+  const int32_t bottom = cols[first].bands.front().segment;
+  int64_t least = live_bytes;
+  for (size_t c = first; c < cols.size(); ++c) {
+    if (cols[c].bands.empty() || cols[c].bands.front().segment != bottom || cols[c].bands.front().offset != 0) return 0;
+    least = std::min(least, cols[c].bands.front().active);
+  }
+  return least;
+}
+
 SegmentTimelineChart::SegmentTimelineChart(QWidget* parent) : EntryChart(parent, 160) { byte_ticks_ = 4; }
 
 QColor SegmentTimelineChart::color_of(int32_t s) const {
@@ -25,7 +40,7 @@ QColor SegmentTimelineChart::reserved_color(int32_t s) const {
 
 void SegmentTimelineChart::set_data(std::shared_ptr<const sessions::MemoryHistory> history,
                                     sessions::SegmentTimeline timeline, std::vector<sessions::MemoryFrame> frames,
-                                    std::vector<sessions::MemoryStackFrame> stacks) {
+                                    std::vector<sessions::MemoryStackFrame> stacks, int64_t live_bytes) {
   history_ = std::move(history);
   timeline_ = std::move(timeline);
   frames_ = std::move(frames);
@@ -36,6 +51,12 @@ void SegmentTimelineChart::set_data(std::shared_ptr<const sessions::MemoryHistor
     // the tag of the allocations it made: the innermost function ("forward (train.py:20)" -> "forward")
     colors_.push_back(f.empty() ? no_stack_color() : BlockMap::color_of_tag(f[0].substr(0, f[0].find(" ("))));
   }
+  baseline_ = segment_baseline(timeline_, live_bytes);
+  refresh();
+}
+
+void SegmentTimelineChart::set_baseline_enabled(bool on) {
+  baseline_on_ = on;
   refresh();
 }
 
@@ -43,7 +64,7 @@ int32_t SegmentTimelineChart::segment_at(double x, double y) const {
   const int c = column_at(x);
   const QRectF r = plot_rect();
   if (c < 0 || y < r.top() || y > r.bottom()) return -1;
-  const auto b = static_cast<int64_t>((r.bottom() - y) / r.height() * static_cast<double>(timeline_.peak_reserved));
+  const auto b = y_bottom() + static_cast<int64_t>((r.bottom() - y) / r.height() * static_cast<double>(y_top() - y_bottom()));
   const auto& col = timeline_.columns[static_cast<size_t>(c)];
   const int32_t band = sessions::segment_band_at(col, b);
   return band < 0 ? -1 : col.bands[static_cast<size_t>(band)].segment;
@@ -89,7 +110,9 @@ QString SegmentTimelineChart::describe(int32_t s, int column) const {
 }
 
 QString SegmentTimelineChart::title() const {
-  return "segment timeline: reserved segments, oldest at the bottom; full colour: active, light: cached; "
+  // the baseline said first: a narrow chart cuts the end of its title
+  const QString above = y_bottom() > 0 ? QString(" above %1 of the oldest segment active for the whole trace").arg(bytes(y_bottom())) : QString();
+  return "segment timeline" + above + ": reserved segments, oldest at the bottom; full colour: active, light: cached; "
          "click: the segment on the map";
 }
 
@@ -97,7 +120,8 @@ void SegmentTimelineChart::render_bands(QImage& bands) const {
   const auto& cols = timeline_.columns;
   QPainter p(&bands);
   const double cw = static_cast<double>(bands.width()) / static_cast<double>(cols.size());
-  const double h = bands.height(), scale = h / static_cast<double>(timeline_.peak_reserved);
+  const int64_t bottom = y_bottom();  // the value at the image's foot
+  const double h = bands.height(), scale = h / static_cast<double>(y_top() - bottom);
   const QColor separator = palette().color(QPalette::Base);
   for (size_t c = 0; c < cols.size(); ++c) {
     const double x0 = std::floor(static_cast<double>(c) * cw), x1 = std::floor(static_cast<double>(c + 1) * cw);
@@ -106,11 +130,14 @@ void SegmentTimelineChart::render_bands(QImage& bands) const {
     // at its foot; a band under a quarter pixel is covered by the next one
     double below = h;
     for (const auto& b : cols[c].bands) {
-      const double y0 = h - static_cast<double>(b.offset + b.size) * scale;
+      if (b.offset + b.size <= bottom) continue;  // wholly under the baseline
+      const double y0 = h - static_cast<double>(b.offset + b.size - bottom) * scale;
       if (below - y0 < 0.25) continue;
       p.fillRect(QRectF(x0, y0, w, below - y0), reserved_color(b.segment));
-      const double ya = std::max(y0, below - static_cast<double>(b.active) * scale);
-      if (b.active > 0) p.fillRect(QRectF(x0, ya, w, below - ya), color_of(b.segment));
+      // its active share from its foot, less what lies under the baseline
+      const int64_t active = b.active - std::max<int64_t>(0, bottom - b.offset);
+      const double ya = std::max(y0, below - static_cast<double>(active) * scale);
+      if (active > 0) p.fillRect(QRectF(x0, ya, w, below - ya), color_of(b.segment));
       if (below - y0 >= 4) p.fillRect(QRectF(x0, y0, w, 1), separator);  // where one band ends
       below = y0;
     }

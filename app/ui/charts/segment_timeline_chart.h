@@ -15,6 +15,7 @@
 
 #include <QColor>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -24,14 +25,29 @@
 
 namespace embedscope::ui {
 
+/// The segment timeline's baseline (tester43 F13: a DLRM run's weights segment was one solid
+/// slab, its per-step blocks a fringe on top): the bytes of the bottom band that stay active in
+/// every column from the first one where it holds at least `live_bytes` (the active timeline's
+/// whole_trace_baseline: blocks live for the whole trace), at most `live_bytes`. 0 when
+/// `live_bytes` is 0, when no column's bottom band reaches it, or when the bottom band is not
+/// one segment from there on. Columns before that first one are drawn cut at the baseline.
+/// Bottom bands {segment 0: active 0, 700, 650, 690} with live 600 -> 600; with live 680 -> 650.
+int64_t segment_baseline(const sessions::SegmentTimeline& timeline, int64_t live_bytes);
+
 class SegmentTimelineChart : public EntryChart {
   Q_OBJECT
 
  public:
   explicit SegmentTimelineChart(QWidget* parent = nullptr);
   /// Shows `timeline` of `history` (frames and stacks name the segments' stacks in tooltips).
+  /// `live_bytes`: the bytes live for the whole trace (whole_trace_baseline; segment_baseline).
   void set_data(std::shared_ptr<const sessions::MemoryHistory> history, sessions::SegmentTimeline timeline,
-                std::vector<sessions::MemoryFrame> frames, std::vector<sessions::MemoryStackFrame> stacks);
+                std::vector<sessions::MemoryFrame> frames, std::vector<sessions::MemoryStackFrame> stacks,
+                int64_t live_bytes = 0);
+  /// Draws from segment_baseline() up (the default) or from 0; the title says which.
+  void set_baseline_enabled(bool on);
+  bool baseline_enabled() const { return baseline_on_; }
+  int64_t baseline_bytes() const { return baseline_; }
   const sessions::SegmentTimeline& timeline() const { return timeline_; }
   /// The segment (SegmentTimeline::segments index) under the widget point, or -1.
   int32_t segment_at(double x, double y) const;
@@ -53,7 +69,8 @@ class SegmentTimelineChart : public EntryChart {
 
  protected:
   int column_count() const override { return static_cast<int>(timeline_.columns.size()); }
-  int64_t y_top() const override { return timeline_.peak_reserved; }
+  int64_t y_top() const override { return std::max(timeline_.peak_reserved, y_bottom() + 1); }
+  int64_t y_bottom() const override { return baseline_on_ ? baseline_ : 0; }
   void render_bands(QImage& bands) const override;
   QString title() const override;
   void mouseMoveEvent(QMouseEvent*) override;
@@ -64,6 +81,8 @@ class SegmentTimelineChart : public EntryChart {
   std::vector<sessions::MemoryFrame> frames_;
   std::vector<sessions::MemoryStackFrame> stacks_;
   std::vector<QColor> colors_;  // per segment
+  int64_t baseline_ = 0;
+  bool baseline_on_ = true;
 };
 
 }  // namespace embedscope::ui

@@ -115,8 +115,15 @@ ShardingPlanModel::ShardingPlanModel(const sessions::SessionReader& session, con
     where[{sh.rank, sh.table, sh.shard_index}] = shards.size();
     shards.push_back(std::move(row));
   }
+  // the measured steps of `stats` only (tester43 F15): a live session read again here may hold
+  // counters of a step in progress for some ranks, which the rank table (stats) did not count
+  int64_t last_step = std::numeric_limits<int64_t>::max();
+  if (!stats.per_step.empty()) {
+    last_step = stats.per_step.front().step;
+    for (const auto& t : stats.per_step) last_step = std::max(last_step, t.step);
+  }
   for (const auto& c : session.load()) {
-    if (c.step < 0 || c.rank < 0 || c.rank >= world) continue;  // warmup steps are not measured
+    if (c.step < 0 || c.step > last_step || c.rank < 0 || c.rank >= world) continue;  // warmup steps are not measured
     RankRow& r = ranks_[static_cast<size_t>(c.rank)];
     r.ids += c.ids;
     r.bytes_in += c.bytes_in;

@@ -33,6 +33,9 @@
 #include "jobs/import_job.h"
 #include "shell/main_window.h"
 #include "shell/report_layout.h"
+#include "timeline/step_box.h"
+#include "timeline/timeline_view.h"
+#include "timeline/timeline_widget.h"
 #include "views/compare_view.h"
 #include "views/memory_view.h"
 
@@ -112,6 +115,30 @@ int write_report(embedscope::ui::MainWindow& w, const QString& dir, const QStrin
     for (auto* l : w.findChildren<QLayout*>()) l->invalidate();  // the held heights out of every cached minimum
     w.setMinimumSize(0, 0);
     body += QString("<h2>%1</h2>\n<img src=\"%2\" alt=\"%1\">\n").arg(views->tabText(i), name);
+    // the timeline again, fitted to the slowest measured step with its critical path drawn: what
+    // keys 1..9 and P show in the window (tester43 F8)
+    if (auto* tv = qobject_cast<embedscope::ui::TimelineView*>(views->widget(i))) {
+      if (const auto step = embedscope::ui::report_step(tv->timeline()->steps())) {
+        tv->show_critical_path(true);
+        embedscope::ui::wait_for_analyses(tv);
+        QApplication::processEvents();
+        tv->timeline()->fit_step(*step);
+        w.resize(1600, 900);
+        embedscope::ui::show_every_row(&w, tv);
+        QApplication::processEvents();
+        const QString step_name = "timeline-step.png";
+        if (!embedscope::ui::capped_width(w.grab().toImage()).save(dir + "/" + step_name))
+          return fail(dir + "/" + step_name + ": cannot write");
+        embedscope::ui::release_held_panes(tv);
+        for (auto* l : w.findChildren<QLayout*>()) l->invalidate();
+        w.setMinimumSize(0, 0);
+        tv->show_critical_path(false);
+        tv->timeline()->fit();
+        body += QString("<h2>Timeline: %1 (the slowest measured step), critical path in magenta</h2>\n"
+                        "<img src=\"%2\" alt=\"timeline of one step\">\n")
+                    .arg(tv->step_box()->text().toHtmlEscaped(), step_name);
+      }
+    }
   }
   QFile html(dir + "/index.html");
   if (!html.open(QIODevice::WriteOnly | QIODevice::Text)) return fail(html.fileName() + ": cannot write");
@@ -121,10 +148,25 @@ int write_report(embedscope::ui::MainWindow& w, const QString& dir, const QStrin
   QTextStream(&html) << "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Embedscope " << kind << ": " << title
                      << "</title>\n"
                      << "<style>body{font-family:sans-serif;margin:2em}img{max-width:100%;border:1px solid #ccc}</style>"
-                     << "</head><body>\n<h1>Embedscope " << kind << ": " << title << "</h1>\n" << body << "</body></html>\n";
-  std::fprintf(stderr, "wrote %s/index.html\n", qPrintable(dir));
-  if (!errors.isEmpty()) return fail(errors.join("\nerror: "));  // exit 2, as the CLI for the same file
-  return 0;
+                     << "</head><body>\n<h1>Embedscope " << kind << ": " << title << "</h1>\n";
+  if (!errors.isEmpty()) {  // what could not be read, above the pages that show what could (tester43 F10)
+    QTextStream(&html) << "<p style=\"color:#b00020\"><b>Parts of this session could not be read:</b></p>\n<ul>\n";
+    for (const QString& e : errors) QTextStream(&html) << "<li style=\"color:#b00020\">" << e.toHtmlEscaped() << "</li>\n";
+    QTextStream(&html) << "</ul>\n";
+  }
+  QTextStream(&html) << body << "</body></html>\n";
+  html.close();
+  if (errors.isEmpty()) {
+    std::fprintf(stderr, "wrote %s/index.html\n", qPrintable(dir));
+    return 0;
+  }
+  // exit 2, as the CLI for the same file; the pages show what could be read, so the report stays
+  // (tester43 F10: "wrote ..." and then the errors read as a report that worked)
+  return fail(QString("the report %1/index.html is incomplete: %2 part%3 of the session could not be read:\nerror: %4")
+                  .arg(dir)
+                  .arg(errors.size())
+                  .arg(errors.size() == 1 ? "" : "s")
+                  .arg(errors.join("\nerror: ")));
 }
 
 // The report of one session (a trace given is imported first): write_report of its tab.
@@ -320,6 +362,10 @@ int main(int argc, char** argv) {
   const bool batch = !screenshot.isEmpty();
   if (batch)
     if (const QString why = screenshot_target_error(screenshot, sessions); !why.isEmpty()) return fail(why);
+  // one session is no comparison, with or without a display (tester43 F19: "needs a window" first)
+  if (compare && sessions.size() < 2)
+    return fail(QString("--compare needs two or more session files; given %1")
+                    .arg(sessions.isEmpty() ? QString("none") : QString("only %1").arg(sessions.front())));
   if (headless && !batch && (compare || !scenario.isEmpty()))  // a report has no comparison or scenario page
     return fail(QString("%1: %2 needs a window; add --screenshot FILE.png to render it, or run where there is a display")
                     .arg(no_window, compare ? "--compare" : "--scenario"));

@@ -241,8 +241,9 @@ QString MainWindow::open_session(const QString& path, bool quiet) {
   try {
     auto session = std::make_shared<const sessions::SessionReader>(path.toStdString());
     auto* page = new QTabWidget(tabs_);
-    if (const std::string why = timeline_page_empty_reason(*session); !why.empty())
-      page->addTab(empty_page(why, page), "Timeline");  // a memory snapshot: no ops, not an empty axis
+    const bool no_timeline = !timeline_page_empty_reason(*session).empty();
+    if (no_timeline)
+      page->addTab(empty_page(timeline_page_empty_reason(*session), page), "Timeline");  // a memory snapshot: no ops, not an empty axis
     else
       page->addTab(new TimelineView(session, page), "Timeline");
     add_lazy_tab(page, "Summary", [session](QWidget* parent) { return new SummaryView(session, parent); });
@@ -254,6 +255,9 @@ QString MainWindow::open_session(const QString& path, bool quiet) {
       if (const std::string why = memory_page_empty_reason(*session); !why.empty()) return empty_page(why, parent);
       return new MemoryView(session, parent);
     });
+    // a memory snapshot has nothing but its Memory page: open there (tester43 F14), not on the
+    // Timeline's sentence (the tabs stay, the sentence says why the Timeline is empty)
+    if (no_timeline && memory_page_empty_reason(*session).empty()) page->setCurrentIndex(page->count() - 1);
     QString title = QFileInfo(path).fileName();
     if (const std::string ended = session->status(); ended != "complete") title += QString(" [%1]").arg(QString::fromStdString(ended));
     if (session->meta(sessions::meta::kImported) == "1")

@@ -9,7 +9,12 @@
 #include <QImage>
 #include <QString>
 
+#include <cstdint>
+#include <map>
+#include <optional>
 #include <vector>
+
+#include "core/timeline_math.h"  // ViewRange
 
 class QWidget;
 
@@ -25,6 +30,13 @@ inline constexpr int kReportMaxHeight = 30000;
 /// The widest report image, px: a table that shows all it holds (QAbstractScrollArea::
 /// AdjustToContents: compare's figures, the trade-offs' runs) widens the image up to this.
 inline constexpr int kReportMaxWidth = 4800;
+
+/// The step the report's second timeline image fits, with the critical path drawn (tester43 F8:
+/// without a display neither a fitted step nor the critical path could be seen): the slowest
+/// measured step (step >= 0, the widest window; the lowest such step on a tie), the one a user
+/// looks into first. nullopt when no measured step has a window (warm-up only, a trace without
+/// steps). {0: [0, 100), 1: [100, 250), 2: [250, 400)} -> 1.
+std::optional<int64_t> report_step(const std::map<int64_t, ViewRange>& steps);
 
 /// Lets every visible QLabel under `view` that does not wrap and is wider than `max_width` - 64
 /// px wrap its words (a label listing 1,024 ranks held a report page 31,674 px wide: tester42

@@ -141,6 +141,11 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
   });
   connect(timeline_, &TimelineWidget::range_changed, this, [this] { update_totals(); });
   connect(timeline_, &TimelineWidget::view_changed, this, [this] { update_buttons(); });
+  // the step box follows the step shown, however it was fitted (tester43 F24: keys 1..9 left it)
+  connect(timeline_, &TimelineWidget::step_fitted, this, [this](int64_t step) {
+    const QSignalBlocker block(step_box_);
+    step_box_->setValue(static_cast<int>(step));
+  });
   update_details();
   update_totals();
   update_buttons();

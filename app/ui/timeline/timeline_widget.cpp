@@ -534,6 +534,7 @@ bool TimelineWidget::fit_step(int64_t step) {
   auto it = steps_.find(step);
   if (it == steps_.end()) return false;
   navigate(it->second);
+  emit step_fitted(step);
   return true;
 }
 
@@ -683,7 +684,7 @@ void TimelineWidget::mouseDoubleClickEvent(QMouseEvent* e) {
   const int64_t t = scale_.t(e->position().x() - kGutter);
   for (const auto& [step, w] : steps_)
     if (t >= w.t0 && t < w.t1) {
-      navigate(w);
+      fit_step(step);
       return;
     }
 }

@@ -88,7 +88,8 @@ class TimelineWidget : public QWidget {
   void back();
   void forward();
   const ZoomHistory& history() const { return history_; }
-  /// Each step's window over all ranks; fit_step shows one (false when the step is unknown).
+  /// Each step's window over all ranks; fit_step shows one and emits step_fitted (false, and no
+  /// signal, when the step is unknown).
   const std::map<int64_t, ViewRange>& steps() const { return steps_; }
   bool fit_step(int64_t step);
   /// Shows the measured steps (measured_extent), or everything when no step is measured (key F).
@@ -134,6 +135,8 @@ class TimelineWidget : public QWidget {
   void range_changed();
   /// The user zoomed or panned (wheel, drag, keys, history); scale() holds the new view.
   void view_changed();
+  /// fit_step showed step `step` (keys 1..9, a double click on a step, the toolbar's Fit step).
+  void step_fitted(int64_t step);
 
  protected:
   void paintEvent(QPaintEvent*) override;

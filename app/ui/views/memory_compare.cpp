@@ -43,7 +43,7 @@ QString snapshot_when(const sessions::MemorySnapshot& shown, int64_t step) {
   if (shown.reason == "oom") return QString("the layout at its OOM in %1").arg(step_name(shown.step));
   if (shown.step == step) return QString("snapshot of %1").arg(step_name(step));
   // snapshots are taken when the layout changes (FORMAT.md)
-  return QString("the layout of %1, unchanged since").arg(step_name(shown.step));
+  return QString("the layout of %1, unchanged up to %2").arg(step_name(shown.step), step_name(step));
 }
 
 int MemoryCompare::map_columns(size_t sessions) {
@@ -159,10 +159,14 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
         text->setColor(color);
       }
   }
-  bool warmup = false;  // steps < 0 are the warm-up's (tester42 F23: "step -1" meant nothing to a user)
+  int64_t lowest = 0;  // steps < 0 are the warm-up's (tester42 F23: "step -1" meant nothing to a user)
   for (const auto& e : entries_)
-    for (const auto& c : e.counters) warmup |= c.rank == rank && c.step < 0;
-  plot_->xAxis->setLabel(warmup ? "step (-1: the warm-up, before measured step 0)" : "step");
+    for (const auto& c : e.counters)
+      if (c.rank == rank) lowest = std::min(lowest, c.step);
+  // two or more warm-up steps: the axis starts at -2 or lower (tester43 F13 said "-1: ..." there)
+  plot_->xAxis->setLabel(lowest == 0    ? QString("step")
+                         : lowest == -1 ? QString("step (-1: the warm-up, before measured step 0)")
+                                        : QString("step (%1..-1: the warm-up steps, before measured step 0)").arg(lowest));
   plot_->xAxis->setTicker(integer_ticker());
   plot_->yAxis->setLabel("MiB");
   plot_->legend->setVisible(true);

@@ -30,8 +30,8 @@ const sessions::MemorySnapshot* snapshot_at(const std::vector<sessions::MemorySn
 QString step_name(int64_t step);
 
 /// When the map shown for `step` was taken, as the map's caption says it: "snapshot of step 19",
-/// "the layout of the warm-up (before measured step 0), unchanged since" (snapshots are written
-/// only when the layout changed), "the layout at its OOM in step 4".
+/// "the layout of the warm-up (before measured step 0), unchanged up to step 19" (snapshots are
+/// written only when the layout changed), "the layout at its OOM in step 4".
 QString snapshot_when(const sessions::MemorySnapshot& shown, int64_t step);
 
 class MemoryCompare : public QWidget {

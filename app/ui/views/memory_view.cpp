@@ -115,10 +115,12 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   lv->setContentsMargins(0, 0, 0, 0);
   // tester43 F13: a run's weights (618.4 MiB of DLRM tables, live from entry 1 to the end) made
   // the per-step buffers a 2-3 px fringe; by default the chart starts above them
-  auto* baseline = new QCheckBox("start the active timeline above the blocks live for the whole trace", left);
+  // the segment timeline too (ux44): from the part of the oldest segment active for the whole trace
+  auto* baseline = new QCheckBox("start the timelines above the blocks live for the whole trace", left);
   baseline->setObjectName("memory_baseline");
   baseline->setChecked(timeline_->baseline_enabled());
   connect(baseline, &QCheckBox::toggled, timeline_, &ActiveTimeline::set_baseline_enabled);
+  connect(baseline, &QCheckBox::toggled, segments_, &SegmentTimelineChart::set_baseline_enabled);
   lv->addWidget(baseline);
   lv->addWidget(timeline_, 3);
   lv->addWidget(segments_, 2);
@@ -131,19 +133,25 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   charts_->addTab(frag_plot_, "fragmentation over the trace");
   charts_->addTab(plot_, "by step");
   lv->addWidget(charts_, 2);
+  // the scrubber and the snapshot picker, hidden where there is neither a history nor a snapshot
+  auto* state_controls = new QWidget(left);
+  state_controls->setObjectName("memory_state_controls");
+  auto* sc = new QVBoxLayout(state_controls);
+  sc->setContentsMargins(0, 0, 0, 0);
+  lv->addWidget(state_controls);
   auto* scrub = new QHBoxLayout;
   scrub->addWidget(new QLabel("allocator state after entry", this));
   scrub->addWidget(entry_box_);
   scrub->addWidget(slider_, 1);
-  lv->addLayout(scrub);
+  sc->addLayout(scrub);
   entry_label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   entry_label_->setWordWrap(true);
-  lv->addWidget(entry_label_);
+  sc->addWidget(entry_label_);
   auto* mid = new QHBoxLayout;
   mid->addWidget(new QLabel("or a recorded snapshot:", this));
   mid->addWidget(snapshot_box_);
   mid->addStretch(1);
-  lv->addLayout(mid);
+  sc->addLayout(mid);
   why_->setWordWrap(true);
   why_->setStyleSheet("color: #b00000");
   why_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -274,15 +282,29 @@ void MemoryView::show_rank(int rank) {
   const std::string path = session_->path();
   job_->start<MemoryViewData>([path, rank] { return load_memory_view_data(path, rank); },
                               [this](MemoryViewData& d) { apply(d); },
-                              [this](const QString& e) { summary_->setText("the allocator history is unreadable: " + e); });
+                              [this](const QString& e) {
+                                // the error in place of the charts it leaves empty (tester43 F10: both
+                                // timelines said "computing..." and the replay offered a 1 MiB device)
+                                summary_->setText("the allocator history is unreadable: " + e);
+                                timeline_->hide();
+                                segments_->hide();
+                                replay_->hide();
+                                if (auto* b = findChild<QWidget*>("memory_baseline")) b->hide();
+                              });
 }
 
 void MemoryView::apply(MemoryViewData& d) {
   data_ = std::move(d);
+  replay_->show();
   const auto& h = *data_.history;
   const auto& a = data_.analysis;
+  {  // distinct colours for this rank's tags (tester43 F6), before anything paints them
+    std::vector<std::string> tags;
+    for (const auto& al : h.allocations()) tags.push_back(al.tag);
+    BlockMap::use_tag_colors(std::move(tags));
+  }
   timeline_->set_data(data_.history, data_.columns, data_.frames, data_.stacks);
-  segments_->set_data(data_.history, data_.segments, data_.frames, data_.stacks);
+  segments_->set_data(data_.history, data_.segments, data_.frames, data_.stacks, timeline_->baseline_bytes());
   if (h.size() == 0) {
     // the replay box offers the device's capacity (it has no history to replay), else what the
     // rank's counters say was reserved (a snapshot's dump: tester37 #8 offered 1 MiB for 2 MiB)
@@ -297,19 +319,34 @@ void MemoryView::apply(MemoryViewData& d) {
                                 "torch.cuda.memory._record_memory_history() before the workload, then "
                                 "_dump_snapshot()); the segments at the dump below, %1 reserved")
                             .arg(QString::fromStdString(sessions::format_bytes(reserved))));
-    else if (session_->meta(sessions::meta::kSimulated, "") == "1")
-      summary_->setText("simulated: the memory estimate of each step (planner/memory_replay.h), allocated = reserved; "
-                        "no allocator events or snapshots");
-    else
+    else if (session_->meta(sessions::meta::kSimulated, "") == "1") {
+      // an lm_embedding session's estimate is the LM one (tester43 F19 named the DLRM replay)
+      const auto w = nlohmann::json::parse(session_->meta(sessions::meta::kWorkloadJson, "{}"), nullptr, false);
+      const bool lm = w.is_object() && w.value("model", "") == "lm_embedding";
+      summary_->setText(QString("simulated: the memory estimate of each step (%1), allocated = reserved; "
+                                "no allocator events or snapshots")
+                            .arg(lm ? "planner/lm_memory_estimate.h" : "planner/memory_replay.h"));
+    } else
       summary_->setText(counters_.empty() ? "" : "no allocator events: the recorded snapshots below");
     charts_->setCurrentWidget(plot_);
     timeline_->hide();
     segments_->hide();
+    if (auto* b = findChild<QWidget*>("memory_baseline")) b->hide();
+    if (snapshots_.empty()) {  // nothing to scrub, map, click or replay: only the chart by step (tester43 F19)
+      for (QWidget* empty : {static_cast<QWidget*>(map_scroll_), static_cast<QWidget*>(details_),
+                             static_cast<QWidget*>(stacks_table_), static_cast<QWidget*>(replay_)})
+        empty->hide();
+      if (auto* c = findChild<QWidget*>("memory_state_controls")) c->hide();
+    }
     return;
   }
   timeline_->show();
   segments_->show();
   charts_->show();
+  for (QWidget* part : {static_cast<QWidget*>(map_scroll_), static_cast<QWidget*>(details_), static_cast<QWidget*>(stacks_table_)})
+    part->show();
+  for (const char* name : {"memory_state_controls", "memory_baseline"})
+    if (auto* c = findChild<QWidget*>(name)) c->show();
   charts_->setCurrentWidget(frag_plot_);
   // each fragmentation figure named by its moment (tester41 #7): at peak allocated (this line's
   // layout), at peak reserved (the Replay panel's moment); the Summary's is the worst step end
@@ -550,7 +587,14 @@ void MemoryView::fill_stacks() {
 void MemoryView::show_snapshot(int index) {
   if (index < 0 || static_cast<size_t>(index) >= snapshots_.size()) return;
   const auto& sn = snapshots_[static_cast<size_t>(index)];
-  map_->set_blocks(session_->memory_blocks(sn.id));
+  auto blocks = session_->memory_blocks(sn.id);
+  {
+    std::vector<std::string> tags;
+    for (const auto& b : blocks)
+      if (b.allocated) tags.push_back(b.tag);
+    BlockMap::use_tag_colors(std::move(tags));  // tester43 F6
+  }
+  map_->set_blocks(std::move(blocks));
   state_ = sessions::MemoryState{};  // the map shows the recorded snapshot, not a replayed state
   if (const int i = rank_box_->findData(sn.rank); i >= 0 && i != rank_box_->currentIndex())
     rank_box_->setCurrentIndex(i);  // the chart follows the snapshot's rank

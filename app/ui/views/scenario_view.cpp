@@ -29,6 +29,12 @@
 
 namespace embedscope::ui {
 
+QString breakable(QString text) {
+  for (const QChar after : {QChar('_'), QChar('/'), QChar('-'), QChar('.')})
+    text.replace(after, QString(after) + QChar(0x200B));
+  return text;
+}
+
 namespace {
 // A frame around the played op, drawn over a timeline (the timeline itself is not changed).
 class OpHighlight : public QWidget {
@@ -161,7 +167,7 @@ ScenarioView::ScenarioView(Scenario scenario, QWidget* parent)
     const auto& run = scenario_.runs[i];
     auto* row = new QHBoxLayout;
     auto* name = new QLabel(QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b>")
-                                .arg(session_color(i).name(), QString::fromStdString(run.label).toHtmlEscaped()),
+                                .arg(session_color(i).name(), breakable(QString::fromStdString(run.label).toHtmlEscaped())),
                             runs);
     name->setToolTip(QString::fromStdString(run.workload.dump(2)));
     name->setWordWrap(true);  // long labels ("1 Gb Ethernet (125 MB/s, 50 us)") wrap, never clipped
@@ -202,12 +208,12 @@ QString ScenarioView::open_run_session(size_t index, const QString& path) {
   if (index >= sessions_.size()) return QString("no run %1 in scenario %2").arg(index).arg(QString::fromStdString(scenario_.id));
   try {
     sessions_[index] = std::make_shared<const sessions::SessionReader>(path.toStdString());
-    run_status_[index]->setText(QFileInfo(path).fileName() + ": " + QString::fromStdString(sessions_[index]->status()));
+    run_status_[index]->setText(breakable(QFileInfo(path).fileName()) + ": " + QString::fromStdString(sessions_[index]->status()));
     run_status_[index]->setToolTip(path);
     rebuild();
     return {};
   } catch (const std::exception& e) {
-    run_status_[index]->setText(QString::fromUtf8(e.what()));
+    run_status_[index]->setText(breakable(QString::fromUtf8(e.what())));
     return QString::fromUtf8(e.what());
   }
 }
@@ -238,14 +244,14 @@ void ScenarioView::run_or_cancel(size_t i, QPushButton* button) {
           [this, i, button](const QString& session, const QString& ended, const QString& message) {
             button->setText("Run");
             if (session.isEmpty()) {
-              run_status_[i]->setText(ended + ": " + message);
+              run_status_[i]->setText(ended + ": " + breakable(message));
               return;
             }
             open_run_session(i, session);
             if (!message.isEmpty()) run_status_[i]->setToolTip(message);
           });
   button->setText("Cancel");
-  run_status_[i]->setText("starting " + QFileInfo(path).fileName() + "...");
+  run_status_[i]->setText("starting " + breakable(QFileInfo(path).fileName()) + "...");
   jobs_[i]->start();
 }
 
@@ -257,7 +263,7 @@ int ScenarioView::open_folder(const QString& dir) {
     if (!QFileInfo::exists(path)) continue;
     try {
       sessions_[i] = std::make_shared<const sessions::SessionReader>(path.toStdString());
-      run_status_[i]->setText(QFileInfo(path).fileName() + ": " + QString::fromStdString(sessions_[i]->status()));
+      run_status_[i]->setText(breakable(QFileInfo(path).fileName()) + ": " + QString::fromStdString(sessions_[i]->status()));
       run_status_[i]->setToolTip(path);
       ++opened;
     } catch (const std::exception& e) {

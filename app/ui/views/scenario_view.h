@@ -36,6 +36,11 @@ class AnalysisJob;
 class RunJob;
 class TradeoffsView;
 
+/// `text` with a zero-width space (U+200B) after each '_', '/', '-' and '.', so that a word-wrapped
+/// QLabel may break a long identifier there ("vocab_parallel + sequence_parallel" was cut at the
+/// Runs pane's 420 px, tester43 F9). "a_b.db" -> "a_\u200Bb.\u200Bdb"; text without them is unchanged.
+QString breakable(QString text);
+
 class ScenarioView : public QWidget {
   Q_OBJECT
 

@@ -252,10 +252,15 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   } else if (st.steps == 0) {
     // no step completed its measurement: no step times, but the ops recorded are analysed
     const bool any_ops = !st.critical_paths.empty();
-    text += QString("no complete measured step (the run ended %1 %2): no step times, overlap or throughput")
-                .arg(QString::fromStdString(st.ended))
-                .arg(any_ops ? QString("in step %1").arg(st.critical_paths.back().step) : QString("before its first measured step"));
-    if (any_ops) text += "; the critical path and collectives below are those of the ops recorded before the end";
+    if (st.ended == "running")  // a live session has not ended (tester43 F19): it is still before its first measured step
+      text += QString("no complete measured step yet (the run is still %1): no step times, overlap or throughput")
+                  .arg(any_ops ? QString("in step %1").arg(st.critical_paths.back().step) : QString("in its warm-up"));
+    else
+      text += QString("no complete measured step (the run ended %1 %2): no step times, overlap or throughput")
+                  .arg(QString::fromStdString(st.ended))
+                  .arg(any_ops ? QString("in step %1").arg(st.critical_paths.back().step) : QString("before its first measured step"));
+    if (any_ops) text += st.ended == "running" ? "; the critical path and collectives below are those of the ops recorded so far"
+                                               : "; the critical path and collectives below are those of the ops recorded before the end";
   }
   if (st.steps > 0)
     text += QString("%1 measured steps: step time mean %2, p50 %3, p99 %4; %5<br>"

@@ -122,7 +122,7 @@ TEST(LmCli, RunPlanAndStatsOfAnLmWorkload) {
   EXPECT_EQ(j.at("tokens_per_step"), 24);
   r = cli("stats " + db);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("model        lm_embedding 40 x 8 (40 rows with padding), fp32, tied, sequence 12; vocab_parallel + "
+  EXPECT_NE(r.out.find("model        lm_embedding 40 x 8 (not padded), fp32, tied, sequence 12; vocab_parallel + "
                        "sequence_parallel"),
             std::string::npos)
       << r.out;

@@ -138,15 +138,15 @@ TEST(Ui42TradeoffsView, CoincidentPointsAreNamed) {
 // tester42 F23: "unchanged since the snapshot of step -1" -> the warm-up, named as such.
 TEST(Ui42MemoryCompare, WarmupSnapshotIsNamedAsTheWarmup) {
   sessions::MemorySnapshot warm{1, 0, -1, 0, "step", {}}, at3{2, 0, 3, 0, "step", {}}, oom{3, 0, 4, 0, "oom", {}};
-  EXPECT_EQ(snapshot_when(warm, 19).toStdString(), "the layout of the warm-up (before measured step 0), unchanged since");
-  EXPECT_EQ(snapshot_when(at3, 19).toStdString(), "the layout of step 3, unchanged since");
+  EXPECT_EQ(snapshot_when(warm, 19).toStdString(), "the layout of the warm-up (before measured step 0), unchanged up to step 19");
+  EXPECT_EQ(snapshot_when(at3, 19).toStdString(), "the layout of step 3, unchanged up to step 19");
   EXPECT_EQ(snapshot_when(at3, 3).toStdString(), "snapshot of step 3");
   EXPECT_EQ(snapshot_when(oom, 4).toStdString(), "the layout at its OOM in step 4");
   MemoryCompare mc({{"A", fixtures::open_reader(ui42_memory_session("es_ui42_warm", 4))}});
   mc.show(0, 2);
   QString text;
   for (auto* l : mc.findChildren<QLabel*>()) text += l->text() + "\n";
-  EXPECT_TRUE(text.contains("rank 0, the layout of the warm-up (before measured step 0), unchanged since: 1 segments"))
+  EXPECT_TRUE(text.contains("rank 0, the layout of the warm-up (before measured step 0), unchanged up to step 2: 1 segments"))
       << text.toStdString();
   EXPECT_FALSE(text.contains("step -1")) << text.toStdString();
   EXPECT_EQ(mc.plot()->xAxis->label().toStdString(), "step (-1: the warm-up, before measured step 0)");
