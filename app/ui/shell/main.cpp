@@ -22,10 +22,13 @@
 #include <QImageReader>
 #include <QImageWriter>
 #include <QSaveFile>
+#include <QHeaderView>
 #include <QTabWidget>
+#include <QTableWidget>
 #include <QTextStream>
 #include <QThread>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -109,6 +112,16 @@ int write_report(embedscope::ui::MainWindow& w, const QString& dir, const QStrin
     // every row of the scrolling panes (critical path, sharding plan, many ranks) on the image,
     // up to kReportMaxRows a pane; a pane held there is said on the image (its first rows shown)
     w.resize(1600, 900);
+    if (auto* scaling = qobject_cast<embedscope::ui::ScalingView*>(page(i))) {
+      // its table's rows (up to kReportMaxRows) added to the window, not shared with the plots: the
+      // layout gave the table a fifth of each growth, and the plots grew to 1,400 px each
+      QTableWidget* t = scaling->table();
+      int rows_px = 0;
+      for (int r = 0; r < std::min(t->rowCount(), embedscope::ui::kReportMaxRows); ++r) rows_px += t->rowHeight(r);
+      const int full = rows_px + t->horizontalHeader()->height() + 2 * t->frameWidth() + 2;
+      t->setMinimumHeight(full);
+      w.resize(1600, 900 + full);
+    }
     embedscope::ui::wrap_wide_labels(page(i));  // the width cap on every page (tester42 F19)
     embedscope::ui::show_every_row(&w, page(i));
     const QString note = embedscope::ui::cut_note(embedscope::ui::cut_panes(page(i)));
