@@ -6,6 +6,7 @@
 
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -66,6 +67,15 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::ExtrasError& e) {
+    app.exit(e);
+    // a list option's second value given after a space (tester44 F13): name the option and its form
+    for (int i = 1; i + 2 < argc; ++i)
+      for (const char* list : {"--sharding-types", "--allow-storage", "--shardings", "--gpus"})
+        if (std::string_view(argv[i]) == list && argv[i + 2][0] != '-' && std::string_view(argv[i + 2]).find('.') == std::string_view::npos)
+          fmt::print(stderr, "hint: {} takes its values comma-separated in one argument ({} {},{})\n", list, list,
+                     argv[i + 1], argv[i + 2]);
+    return 2;
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;

@@ -217,12 +217,14 @@ Command add_plan_command(CLI::App& app) {
   plan->add_option("--sharding-types", s->sharding_types,
                    "With --auto: the sharding types the search may give tables, comma-separated (TorchRec's "
                    "sharding_types constraint), e.g. table_wise: every table table-wise, placed by estimated time")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->allow_extra_args(false);  // one value a use: `--opt a,b work.json` leaves the file positional (tester44 F13)
   plan->add_option("--allow-storage", s->allow_storage,
                    "With --auto: when no plan of the workload as written fits, the storage the search may give the "
                    "largest tables, comma-separated, tried in this order: fp16, int8 (data_type), host_cached "
                    "(placement, with a cache_load_factor that fits); the plan says which tables changed and why")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->allow_extra_args(false);  // one value a use: `--opt a,b work.json` leaves the file positional (tester44 F13)
   return {plan, [s] { return cmd_plan(s->args, s->json, s->auto_plan, s->sharding_types, s->allow_storage); },
           [s] { return s->json; }};
 }

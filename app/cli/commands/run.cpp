@@ -367,7 +367,8 @@ Command add_run_command(CLI::App& app) {
   run->add_option("--allow-storage", s->allow_storage,
                   "With --plan auto: when no plan of the workload as written fits, the storage the search may give "
                   "the largest tables (fp16, int8, host_cached; as `plan --auto --allow-storage`)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->allow_extra_args(false);  // one value a use: `--opt a,b work.json` leaves the file positional (tester44 F13)
   run->add_option("--held-out-batches", s->held_out_batches,
                   "After a complete run, evaluate the trained model (loss and ROC AUC) on this many global batches "
                   "the workload's generator makes from iterations training never reaches (0: none; cpu ranks in "

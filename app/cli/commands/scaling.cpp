@@ -96,11 +96,13 @@ Command add_scaling_command(CLI::App& app) {
   add_workload_options(cmd, s->args);
   cmd->add_option("--gpus", s->gpus, "Cluster sizes, comma-separated (default 8,16,32,64,128,256,512,1024)")
       ->delimiter(',')
+      ->allow_extra_args(false)  // one value a use: `--opt a,b work.json` leaves the file positional (tester44 F13)
       ->check(kInteger)
       ->check(CLI::Range(1, es::kMaxSimulatedRanks));
   cmd->add_option("--shardings", s->shardings,
                   "Sharding types, comma-separated, each applied to every table (default table_wise,row_wise,table_row_wise)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->allow_extra_args(false);  // one value a use: `--opt a,b work.json` leaves the file positional (tester44 F13)
   cmd->add_option("-o,--output", s->output, "Write each point's simulated session to DIR/<sharding>_<gpus>.db");
   cmd->add_flag("--force-overwrite", s->overwrite, "Replace the sessions of an earlier study in the -o directory");
   cmd->add_flag("--json", s->json, "Print the points as JSON");

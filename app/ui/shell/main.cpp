@@ -2,6 +2,7 @@
 // Usage: embedscope-ui [SESSION.db | TRACE ...]   (a trace is imported first, in the background)
 //        embedscope-ui SESSION.db... --screenshot FILE.png   the window, rendered, then exit
 //        embedscope-ui --report SESSION.db -o DIR            every view to DIR/*.png + index.html
+//                                                            (a scaling study JSON: its one page)
 //                                                            (the memory view with its Replay run and
 //                                                            the largest block's details shown)
 //        embedscope-ui --compare A.db B.db [...]            a comparison tab (traces imported first)
@@ -21,10 +22,13 @@
 #include <QImageReader>
 #include <QImageWriter>
 #include <QSaveFile>
+#include <QHeaderView>
 #include <QTabWidget>
+#include <QTableWidget>
 #include <QTextStream>
 #include <QThread>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -38,6 +42,7 @@
 #include "timeline/timeline_widget.h"
 #include "views/compare_view.h"
 #include "views/memory_view.h"
+#include "views/scaling_view.h"
 
 namespace {
 
@@ -73,51 +78,66 @@ QString open_and_wait(embedscope::ui::MainWindow& w, const QString& path) {
 // DIR/<page>.png and writes DIR/index.html around them; `kind` heads the page ("report",
 // "comparison").
 int write_report(embedscope::ui::MainWindow& w, const QString& dir, const QString& kind) {
-  if (!QDir().mkpath(dir)) return fail(dir + ": cannot create the report folder");
   auto* views = qobject_cast<QTabWidget*>(w.tabs()->currentWidget());
   if (auto* cmp = qobject_cast<embedscope::ui::CompareView*>(w.tabs()->currentWidget())) views = cmp->pages();
-  if (!views) return fail("the current tab has no pages to report");
+  // a tab that is one page (a scaling study, tester44 F2: its report failed, leaving an empty folder)
+  QWidget* single = views ? nullptr : qobject_cast<embedscope::ui::ScalingView*>(w.tabs()->currentWidget());
+  if (!views && !single) return fail("the current tab has no pages to report");
+  if (!QDir().mkpath(dir)) return fail(dir + ": cannot create the report folder");
+  const int pages = views ? views->count() : 1;
+  auto page = [&](int i) { return views ? views->widget(i) : single; };
+  auto page_name = [&](int i) { return views ? views->tabText(i) : QString("Scaling"); };
   w.resize(1600, 900);
   w.show();
   QString body;
   QStringList errors;  // what the views' analyses could not read: the report fails as `stats` does
   // a comparison's analysis job belongs to the CompareView, not to one of its pages: wait for it
   // (and take its errors) here, or a long session's Figures page is "Analysing ..." (tester39)
-  if (QWidget* tab = w.tabs()->currentWidget(); tab != views) {
+  if (QWidget* tab = w.tabs()->currentWidget(); views && tab != views) {
     embedscope::ui::wait_for_analyses(tab);
     QApplication::processEvents();
     errors << embedscope::ui::analysis_errors(tab);
   }
-  for (int i = 0; i < views->count(); ++i) {
-    views->setCurrentIndex(i);
+  for (int i = 0; i < pages; ++i) {
+    if (views) views->setCurrentIndex(i);
     QApplication::processEvents();
-    embedscope::ui::wait_for_analyses(views->widget(i));  // the figures, not "Analysing ..."
+    embedscope::ui::wait_for_analyses(page(i));  // the figures, not "Analysing ..."
     QApplication::processEvents();
-    auto* memory = qobject_cast<embedscope::ui::MemoryView*>(views->widget(i));
-    if (!memory) memory = views->widget(i)->findChild<embedscope::ui::MemoryView*>();  // inside a lazy tab
+    auto* memory = qobject_cast<embedscope::ui::MemoryView*>(page(i));
+    if (!memory) memory = page(i)->findChild<embedscope::ui::MemoryView*>();  // inside a lazy tab
     if (memory) {
       memory->show_for_report();  // the replay and a block's details, which the window shows on clicks
       embedscope::ui::wait_for_analyses(memory);
       QApplication::processEvents();
     }
-    for (const QString& e : embedscope::ui::analysis_errors(views->widget(i)))
+    for (const QString& e : embedscope::ui::analysis_errors(page(i)))
       if (!errors.contains(e)) errors << e;
     // every row of the scrolling panes (critical path, sharding plan, many ranks) on the image,
     // up to kReportMaxRows a pane; a pane held there is said on the image (its first rows shown)
     w.resize(1600, 900);
-    embedscope::ui::wrap_wide_labels(views->widget(i));  // the width cap on every page (tester42 F19)
-    embedscope::ui::show_every_row(&w, views->widget(i));
-    const QString note = embedscope::ui::cut_note(embedscope::ui::cut_panes(views->widget(i)));
-    if (!note.isEmpty()) std::fprintf(stderr, "note: %s: %s\n", qPrintable(views->tabText(i)), qPrintable(note));
-    const QString name = views->tabText(i).toLower() + ".png";
+    if (auto* scaling = qobject_cast<embedscope::ui::ScalingView*>(page(i))) {
+      // its table's rows (up to kReportMaxRows) added to the window, not shared with the plots: the
+      // layout gave the table a fifth of each growth, and the plots grew to 1,400 px each
+      QTableWidget* t = scaling->table();
+      int rows_px = 0;
+      for (int r = 0; r < std::min(t->rowCount(), embedscope::ui::kReportMaxRows); ++r) rows_px += t->rowHeight(r);
+      const int full = rows_px + t->horizontalHeader()->height() + 2 * t->frameWidth() + 2;
+      t->setMinimumHeight(full);
+      w.resize(1600, 900 + full);
+    }
+    embedscope::ui::wrap_wide_labels(page(i));  // the width cap on every page (tester42 F19)
+    embedscope::ui::show_every_row(&w, page(i));
+    const QString note = embedscope::ui::cut_note(embedscope::ui::cut_panes(page(i)));
+    if (!note.isEmpty()) std::fprintf(stderr, "note: %s: %s\n", qPrintable(page_name(i)), qPrintable(note));
+    const QString name = page_name(i).toLower() + ".png";
     if (!embedscope::ui::with_cut_note(embedscope::ui::capped_width(w.grab().toImage()), note).save(dir + "/" + name)) return fail(dir + "/" + name + ": cannot write");
-    embedscope::ui::release_held_panes(views->widget(i));
+    embedscope::ui::release_held_panes(page(i));
     for (auto* l : w.findChildren<QLayout*>()) l->invalidate();  // the held heights out of every cached minimum
     w.setMinimumSize(0, 0);
-    body += QString("<h2>%1</h2>\n<img src=\"%2\" alt=\"%1\">\n").arg(views->tabText(i), name);
+    body += QString("<h2>%1</h2>\n<img src=\"%2\" alt=\"%1\">\n").arg(page_name(i), name);
     // the timeline again, fitted to the slowest measured step with its critical path drawn: what
     // keys 1..9 and P show in the window (tester43 F8)
-    if (auto* tv = qobject_cast<embedscope::ui::TimelineView*>(views->widget(i))) {
+    if (auto* tv = qobject_cast<embedscope::ui::TimelineView*>(page(i))) {
       if (const auto step = embedscope::ui::report_step(tv->timeline()->steps())) {
         tv->show_critical_path(true);
         embedscope::ui::wait_for_analyses(tv);

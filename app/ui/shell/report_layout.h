@@ -55,7 +55,8 @@ int columns_cut(QWidget* view);
 
 /// First widens `window` (up to `max_width` px) until columns_cut(view) is 0. Then grows `window` (keeping its width) until no visible scroll area inside `view` (item views,
 /// the timeline's scroll area) has anything left to scroll vertically, or the window is
-/// `max_height` px tall. A scroll area of more than `max_rows` rows (an item view's model rows;
+/// `max_height` px tall. A scroll area of more than `max_rows` rows (an item view's drawn rows: a
+/// table's model rows, a tree's expanded rows with their children;
 /// the timeline's rows: 2 x max_rows) is first held to the height of its first rows and left out
 /// of the growing (cut_panes names it; release_held_panes lets it go before the next view). Item views are switched to per-pixel scrolling so that
 /// their scroll bar counts pixels. Returns the remaining vertical overflow in px summed over the
@@ -70,8 +71,8 @@ void release_held_panes(QWidget* view);
 
 /// A pane of `view` whose rows did not all fit on the image (scrolled to its top): what it is
 /// ("timeline", or a table named by its first column headers: "table rank, compute, comm"), the
-/// rows shown whole from the top and its rows in all (an item view's model rows; the timeline's
-/// rows); rows 0 and 0 where they cannot be counted (then px counts are said).
+/// rows shown whole from the top and its rows in all (an item view's drawn rows, as show_every_row
+/// counts them; the timeline's rows); rows 0 and 0 where they cannot be counted (then px counts are said).
 struct CutPane {
   QString name;
   int shown_rows = 0, total_rows = 0;

@@ -33,8 +33,11 @@ namespace {
 
 using sessions::Lane;
 
-/// Per-peer splits are recorded for worlds up to the real executors' size; beyond it a
-/// session would hold world^2 numbers per collective.
+/// A collective record carries its group's members and per-peer splits when the group has at
+/// most this many members (the real executors' largest world): a node's or a cross-node group's
+/// of any cluster (tester44 F15: above 64 ranks every record lost its member list, even node15's
+/// 8). A larger group's records (the world of a 128+ rank cluster) leave both out: W records of W
+/// numbers a call would be world^2 numbers per collective.
 constexpr int kMaxRecordedPeers = 64;
 
 struct SimCollective {
@@ -406,7 +409,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
               rec.end_ns = end;
               rec.bytes_sent = cc.bytes_sent();
               rec.bytes_received = cc.bytes_received();
-              if (W <= kMaxRecordedPeers) {
+              if (static_cast<int>(cc.peers.size()) <= kMaxRecordedPeers) {
                 rec.peers.assign(cc.peers.begin(), cc.peers.end());
                 rec.send_elements = cc.send_elements;
                 rec.recv_elements = cc.recv_elements;

@@ -248,3 +248,23 @@ TEST(StorageFallback, RunPlanFileRunsTheChangedStorageThePlanPrinted) {
 }
 
 }  // namespace storage_fallback_test
+
+namespace storage_fallback_test {
+// tester44 F14: a host_cached table split column-wise keeps one row index a shard (8 B a row of
+// the shard, as the run and the plan's per-rank host bytes count it); the "storage changed"
+// block counted one for the table (plan: 695.7 MiB, run: 927.5 MiB on criteo_kaggle's t_cat_2).
+TEST(StorageFallback, ColumnWiseHostCachedCountsAnIndexAShard) {
+  WorkloadSpec spec = one_big(int64_t{20} << 20);
+  spec.devices.count = 4;
+  PlanSearchOptions o;
+  o.sharding_types = {ShardingType::column_wise};
+  const StoragePlanResult r = plan_search_with_storage(spec, planning_profile(spec), o, {StorageOption::host_cached});
+  ASSERT_EQ(r.changes.size(), 1u);
+  const auto& shards = r.search.plan.tables[0].shards;
+  ASSERT_EQ(r.search.plan.tables[0].type, ShardingType::column_wise);
+  ASSERT_GT(shards.size(), 1u);
+  for (const Shard& s : shards) EXPECT_EQ(s.num_rows, 2000000);
+  // 128,000,000 B of rows in host memory and 8 B x 2,000,000 rows of index for each shard
+  EXPECT_EQ(r.changes[0].after.host, 128000000 + static_cast<int64_t>(shards.size()) * 16000000);
+}
+}  // namespace storage_fallback_test

@@ -2,6 +2,8 @@
 
 #include "spec_test_support.h"
 
+#include "embedscope/engine/cost/hardware_profile.h"
+
 namespace es = embedscope::engine;
 using nlohmann::json;
 using namespace spec_testing;
@@ -104,4 +106,27 @@ TEST(SpecFile, DuplicateKeysAreRefused) {
   }
   // the same key in different objects is fine
   EXPECT_NO_THROW(es::detail::parse_json_text(R"({"a": {"name": 1}, "b": {"name": 2}})", "ok.json"));
+}
+
+// tester44 F16: a hardware profile file named in devices.hardware is relative to the workload
+// file's folder, as input.paths are (it was read from the current directory); a built-in name and
+// an absolute path are kept as written.
+TEST(SpecFile, HardwareProfileFileIsRelativeToTheWorkload) {
+  TempDir dir;
+  const std::string profile = std::string(EMBEDSCOPE_SOURCE_DIR) + "/resources/hardware/h100_sxm.json";
+  std::filesystem::create_directories(dir.path("wl/sub"));
+  std::filesystem::copy_file(profile, dir.path("wl/small16.json"));
+  const auto load_with = [&](const std::string& hardware) {
+    json j = base_spec();
+    j["devices"] = {{"count", 8}, {"backend", "simulated"}, {"hardware", hardware}};
+    return es::load_workload_file(dir.write("wl/tiny_sim.json", j.dump())).devices.hardware;
+  };
+  const std::string beside = load_with("small16.json");
+  EXPECT_EQ(beside, dir.path("wl/small16.json"));
+  EXPECT_EQ(load_with("sub/../small16.json"), dir.path("wl/small16.json"));  // normalised
+  EXPECT_EQ(load_with("h100_sxm"), "h100_sxm");                            // a built-in name
+  EXPECT_EQ(load_with(profile), profile);                                  // absolute
+  // the resolved name opens from any current directory (the test's is not the workload's folder)
+  ASSERT_NE(std::filesystem::current_path(), std::filesystem::path(dir.path("wl")));
+  EXPECT_EQ(es::load_hardware_profile(beside).gpus_per_node, 8);
 }
