@@ -284,6 +284,11 @@ class Search {
       host = std::max(host, r.ddr_bytes - spec_.devices.host_memory_bytes);
       fullest = std::max(fullest, r.hbm_bytes);
     }
+    if (hw_.cpu.cores > 0) {  // cpu ranks share their node's memory (stats.h check_node_memory_fits)
+      std::map<int, int64_t> node;
+      for (const auto& r : st.ranks) node[r.rank / L_] += r.hbm_bytes;
+      for (const auto& [n, b] : node) dev = std::max(dev, b - hw_.gpu.memory_bytes);
+    }
     return {dev + host, fullest};
   }
 

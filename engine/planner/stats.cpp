@@ -210,11 +210,44 @@ PlanStats plan_stats(const WorkloadSpec& spec, const ShardingPlan& plan, const H
   st.lookups = imbalance(look);
   try {
     check_memory_fits(spec, mem);
+    check_node_memory_fits(mem, plan.local_world_size, hw);
   } catch (const SpecError& e) {
     st.fits = false;
     st.does_not_fit = e.what();
   }
   return st;
+}
+
+void check_node_memory_fits(const std::vector<DeviceMemoryEstimate>& est, int local_world_size, const HardwareProfile& hw) {
+  if (hw.cpu.cores <= 0 || est.empty()) return;
+  const size_t per_node = local_world_size > 0 ? static_cast<size_t>(local_world_size) : est.size();
+  std::string msg;
+  int over = 0;
+  for (size_t first = 0; first < est.size(); first += per_node) {
+    const size_t last = std::min(est.size(), first + per_node);  // one past
+    int64_t total = 0;
+    size_t fullest = first;
+    for (size_t r = first; r < last; ++r) {
+      total += est[r].total();
+      if (est[r].total() > est[fullest].total()) fullest = r;
+    }
+    if (total <= hw.gpu.memory_bytes) continue;
+    if (++over > 4) continue;
+    const DeviceMemoryEstimate& e = est[fullest];
+    msg += fmt::format("\n  node {} (ranks {}-{}) needs {} together > {}; its fullest rank {}: {} (weights {}, optimizer "
+                       "state {}, {}dense {}, buffers {})",
+                       first / per_node, est[first].rank, est[last - 1].rank, format_bytes(total),
+                       format_bytes(hw.gpu.memory_bytes), e.rank, format_bytes(e.total()), format_bytes(e.weights),
+                       format_bytes(e.optimizer_state),
+                       e.cache > 0 ? fmt::format("device cache {}, ", format_bytes(e.cache)) : std::string(),
+                       format_bytes(e.dense), format_bytes(e.buffers));
+  }
+  if (over > 4) msg += fmt::format("\n  and {} more nodes", over - 4);
+  if (!msg.empty())
+    throw SpecError(fmt::format("/devices/memory_bytes: the ranks of a node share its memory (cpu profile {}: its ranks "
+                                "are threads of one host, and {} is that host's memory), and the workload does not "
+                                "fit under this sharding plan:",
+                                hw.name, format_bytes(hw.gpu.memory_bytes)) + msg);
 }
 
 namespace {

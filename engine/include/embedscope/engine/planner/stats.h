@@ -101,9 +101,22 @@ struct PlanStats {
   /// The longest rank's total (TorchRec's "Longest Critical Path (Maximum of Total Perf)"), ns.
   int64_t max_rank_total_ns = 0;
   Imbalance perf, hbm, lookups;      ///< of total_ns, hbm_bytes and lookups per rank
-  bool fits = true;                  ///< every rank's HBM within devices.memory_bytes
+  bool fits = true;                  ///< every rank's HBM within devices.memory_bytes (and each node's under a cpu profile: check_node_memory_fits)
   std::string does_not_fit;          ///< check_memory_fits's message (names the rank and the term)
 };
+
+/// The memory check of ranks that share one host (tester44 F12): under a cpu profile
+/// (hw.cpu.cores > 0, e.g. a calibrated `this_machine`) the ranks are threads of one process and
+/// hw.gpu.memory_bytes is the host's RAM, which the ranks of a node (`local_world_size` ranks:
+/// rank r on node r / local_world_size) share. Throws SpecError when the device totals
+/// (DeviceMemoryEstimate::total) of a node's ranks together exceed it:
+///   "/devices/memory_bytes: the ranks of a node share its memory (cpu profile NAME: its ranks are
+///    threads of one host, hw.gpu.memory_bytes is the host's): node 0 (ranks 0-7) needs 125.2 GiB
+///    together > 23.5 GiB; its fullest rank 0: 15.7 GiB (weights ..., optimizer state ..., dense
+///    ..., buffers ...)" (one line per node that overflows, at most 4, then "and N more nodes").
+/// GPU profiles (cpu.cores 0: each rank its own device) pass. `est` one entry per rank, in rank
+/// order; local_world_size <= 0 counts every rank on one node.
+void check_node_memory_fits(const std::vector<DeviceMemoryEstimate>& est, int local_world_size, const HardwareProfile& hw);
 
 /// Computes the statistics of `plan` (validated with validate_plan) with `hw`: builds each
 /// rank's program of the pipeline's steady iteration (steady_iteration) and times its ops as the
