@@ -85,6 +85,8 @@ double max_chi_divergence(int k, double alpha) {
 }
 
 double max_kl_divergence(int k) { return std::log(static_cast<double>(k)); }
+double max_total_variation(int k) { return 1.0 - 1.0 / static_cast<double>(k); }
+double max_total_distance(int k) { return 2.0 * (1.0 - 1.0 / static_cast<double>(k)); }
 
 Imbalance imbalance(const std::vector<double>& x) {
   Imbalance im;
@@ -302,14 +304,18 @@ std::string to_text(const PlanStats& s) {
            std::string(prefetch ? "; in brackets the prefetch of the next batch, under the dense part" : "") + "\n";
   out += fmt::format("critical path (sum over phases of the max over ranks): {} ms; longest rank: {} ms\n",
                      ms(s.critical_path_ns), ms(s.max_rank_total_ns));
+  // tester44 F6: the figure is not the step time
+  out += "  the embedding part only: the dense part (its forward/backward, all-reduce and optimizer) is the same "
+         "under every plan and left out, as TorchRec's planner leaves it out; `run --plan auto --simulate PROFILE` "
+         "times the whole step\n";
   imbalance_lines(out, "lookups", s.lookups);
   imbalance_lines(out, "perf", s.perf);
   imbalance_lines(out, "HBM", s.hbm);
   const int k = static_cast<int>(s.ranks.size());
   if (k > 0)
-    out += fmt::format("total variation and total distance range 0 to 1, chi divergence 0 to {:.3f}, KL divergence 0 "
-                       "to {:.3f} (higher: more imbalanced)\n",
-                       max_chi_divergence(k), max_kl_divergence(k));
+    out += fmt::format("total variation 0 to {:.3f}, total distance 0 to {:.3f}, chi divergence 0 to {:.3f}, KL "
+                       "divergence 0 to {:.3f} for {} ranks (higher: more imbalanced)\n",
+                       max_total_variation(k), max_total_distance(k), max_chi_divergence(k), max_kl_divergence(k), k);
   if (!s.fits) out += s.does_not_fit + "\n";
   return out;
 }
@@ -336,6 +342,8 @@ nlohmann::json to_json(const PlanStats& s) {
                     {"lookups", imbalance_json(s.lookups)}};
   const int k = static_cast<int>(s.ranks.size());
   if (k > 0) {
+    j["max_total_variation"] = max_total_variation(k);
+    j["max_total_distance"] = max_total_distance(k);
     j["max_chi_divergence"] = max_chi_divergence(k);
     j["max_kl_divergence"] = max_kl_divergence(k);
   }
