@@ -31,6 +31,7 @@ int64_t member_collective_ns(double intra_bytes, double inter_bytes, bool spans_
 }
 
 int64_t collective_ns(const CollectiveCall& c, int rank, int gpus_per_node, const HardwareProfile& hw) {
+  if (c.peers.size() <= 1) return 0;  // a group of one: no peer, no link, no latency
   const int node = rank / gpus_per_node;
   bool spans_nodes = false;
   for (int p : c.peers) spans_nodes |= p / gpus_per_node != node;

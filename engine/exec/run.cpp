@@ -28,6 +28,8 @@
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/model/low_rank.h"
+#include "embedscope/engine/planner/search.h"
+#include "embedscope/engine/planner/stats.h"
 #include "exec/executor.h"
 #include "exec/host_memory_check.h"
 #include "exec/launch/handshake.h"
@@ -294,6 +296,9 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
   result.plan = plan;
   const auto est = estimate_memory(spec, result.plan);
   check_memory_fits(spec, est);
+  // simulated cpu ranks (a calibrated this_machine) share their node's memory (tester44 F12)
+  if (spec.devices.backend == Backend::simulated)
+    check_node_memory_fits(est, result.plan.local_world_size, planning_profile(spec));
   const int process_rank = options.process.rank;
   if (process_rank >= 0 && spec.devices.backend == Backend::simulated)  // a simulation runs no process
     throw SpecError("/devices/backend: one rank per process runs on the cpu or cuda backend, not simulated");

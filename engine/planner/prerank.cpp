@@ -53,7 +53,7 @@ int CallModel::ranks_on_node(int r) const { return std::min(L_, W_ - r / L_ * L_
 
 double CallModel::call_ns(const std::vector<int>& members, const std::vector<double>& own, double scale) const {
   const size_t n = members.size();
-  if (n == 0) return 0.0;
+  if (n <= 1) return 0.0;  // a group of one costs nothing (cost_model.h collective_ns)
   const double T = std::accumulate(own.begin(), own.end(), 0.0);
   const double nn = static_cast<double>(n);
   std::vector<CallMember> ms;

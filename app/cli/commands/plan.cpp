@@ -14,6 +14,7 @@
 #include "embedscope/engine/exec/backend.h"
 #include "embedscope/engine/exec/gpu_placement.h"
 #include "embedscope/engine/planner/search.h"
+#include "embedscope/engine/planner/stats.h"
 #include "embedscope/engine/planner/storage_fallback.h"
 #include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/engine/sharding/sharding.h"
@@ -149,7 +150,12 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
   // (exit 2); with --json as one document that carries the error ("ended": "bad_input").
   std::string does_not_fit;
   try {
-    with_origin(a.origin, [&] { es::check_memory_fits(spec, est); });
+    with_origin(a.origin, [&] {
+      es::check_memory_fits(spec, est);
+      // simulated cpu ranks share their node's memory (tester44 F12)
+      if (spec.devices.backend == es::Backend::simulated)
+        es::check_node_memory_fits(est, plan.local_world_size, es::planning_profile(spec));
+    });
   } catch (const es::SpecError& e) {
     does_not_fit = e.what();
   }

@@ -4,6 +4,7 @@
 
 #include <iostream>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -63,14 +64,28 @@ int cmd_scaling(ScalingState& s) {
   const es::HardwareProfile hw = es::load_hardware_profile(a.simulate);
   const int per_node = o.gpus_per_node > 0 ? o.gpus_per_node : hw.gpus_per_node;
   if (!s.json) {
-    std::cout << fmt::format(
-        "scaling study: {} on simulated {} ({} GPUs per node); {} samples per GPU per step (weak scaling), {} measured "
-        "steps\n",
-        spec.name, hw.name, per_node, spec.batch_size, spec.steps);
-    std::cout << fmt::format("{:<17} {:>5} {:>5} {:>11} {:>12} {:>9} {:>8} {:>9} {:>7} {:>11}  {}\n", "sharding", "GPUs",
-                             "nodes", "step p50", "samples/s", "per GPU", "scaling", "emb comm", "comm", "memory/GPU",
-                             "placed by");
-    o.on_point = [](const es::ScalingPoint& p) { std::cout << point_row(p) << std::endl; };
+    // the header with the first point, so that a study refused before any point runs prints
+    // only its error (tester44 F9)
+    const std::string header =
+        fmt::format("scaling study: {} on simulated {} ({} GPUs per node); {} samples per GPU per step (weak scaling), {} "
+                    "measured steps\n",
+                    spec.name, hw.name, per_node, spec.batch_size, spec.steps) +
+        fmt::format("{:<17} {:>5} {:>5} {:>11} {:>12} {:>9} {:>8} {:>9} {:>7} {:>11}  {}\n", "sharding", "GPUs", "nodes",
+                    "step p50", "samples/s", "per GPU", "scaling", "emb comm", "comm", "memory/GPU", "placed by");
+    o.on_point = [header, printed = false](const es::ScalingPoint& p) mutable {
+      if (!printed) std::cout << header;
+      printed = true;
+      std::cout << point_row(p) << std::endl;
+      // the tables the search did not give the point's type (tester44 F4), under the row
+      if (!p.other_types.empty()) {
+        std::string names;
+        for (const auto& [name, t] : p.other_types) names += fmt::format("{}{} {}", names.empty() ? "" : ", ", name, es::to_string(t));
+        std::cout << fmt::format("  {} at {} GPUs: {} table(s) not {}: {} (fewer rows than the ranks a row split "
+                                 "needs; `run --sharding {}` splits them into empty shards instead)\n",
+                                 es::to_string(p.sharding), p.gpus, p.other_types.size(), es::to_string(p.sharding), names,
+                                 es::to_string(p.sharding));
+      }
+    };
   }
   const auto points = es::run_scaling_study(spec, o);
   if (s.json) {

@@ -244,8 +244,9 @@ es::WorkloadSpec load(WorkloadArgs& a) {
       const auto [nodes, per_node] = simulated_cluster(a, hw);
       spec.devices.count = nodes * per_node;
       spec.sharding.local_world_size = per_node;
-      set_by.emplace_back("/devices/count", "--nodes");
-      set_by.emplace_back("/sharding/local_world_size", "--gpus-per-node");
+      // only the flags given (tester44 F8: "(set by --devices) (set by --nodes)" without --nodes)
+      if (a.was_given("--nodes")) set_by.emplace_back("/devices/count", "--nodes");
+      if (a.was_given("--gpus-per-node")) set_by.emplace_back("/sharding/local_world_size", "--gpus-per-node");
     }
   } else {
     for (const char* flag : {"--nodes", "--gpus-per-node"})
@@ -276,9 +277,14 @@ es::WorkloadSpec load(WorkloadArgs& a) {
     spec = with_origin(a.origin, [&] { return es::with_resolved_backend(spec, a.origin, a.world_size > 0); });
   } catch (const es::SpecError& e) {
     std::string msg = e.what();
+    std::vector<std::string> flags;  // each flag once, in one bracket ("set by --devices and --nodes")
     for (const auto& [ptr, flag] : set_by)
-      if (msg.find(": " + ptr + ":") != std::string::npos || msg.find(": " + ptr + "/") != std::string::npos)
-        msg += fmt::format(" (set by {})", flag);
+      if ((msg.find(": " + ptr + ":") != std::string::npos || msg.find(": " + ptr + "/") != std::string::npos) &&
+          std::find(flags.begin(), flags.end(), flag) == flags.end())
+        flags.push_back(flag);
+    for (size_t k = 0; k < flags.size(); ++k)
+      msg += fmt::format("{}{}{}", k == 0 ? " (set by " : k + 1 == flags.size() ? " and " : ", ", flags[k],
+                         k + 1 == flags.size() ? ")" : "");
     throw es::SpecError(msg);
   }
   return spec;

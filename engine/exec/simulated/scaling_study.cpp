@@ -114,6 +114,8 @@ std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& base, const Scal
         const PlanSearchResult searched = plan_search(spec, hw, PlanSearchOptions{{type}});
         const ShardingPlan& plan = searched.plan;
         p.placement = searched.proposer;
+        for (const TablePlan& tp : plan.tables)
+          if (tp.type != type) p.other_types.emplace_back(spec.tables[static_cast<size_t>(tp.table)].name, tp.type);
         TrainerOptions opt;
         opt.cancel = o.cancel;
         if (!o.session_dir.empty()) {
@@ -167,6 +169,10 @@ nlohmann::json to_json(const ScalingStudy& st) {
                 {"comm_share", p.comm_share},
                 {"memory_bytes_per_gpu", p.memory_bytes_per_gpu}});
       if (!p.placement.empty()) q["placement"] = p.placement;
+      if (!p.other_types.empty()) {
+        q["other_types"] = nlohmann::json::array();
+        for (const auto& [name, t] : p.other_types) q["other_types"].push_back({{"table", name}, {"sharding", to_string(t)}});
+      }
       if (!p.session_path.empty()) q["session"] = p.session_path;
     }
     j["points"].push_back(std::move(q));
@@ -217,6 +223,16 @@ ScalingStudy scaling_study_from_json(const nlohmann::json& j, const std::string&
       p.memory_bytes_per_gpu = get(q, ptr, "memory_bytes_per_gpu", V::number_integer).get<int64_t>();
       if (q.contains("placement")) p.placement = get(q, ptr, "placement", V::string).get<std::string>();
       if (q.contains("session")) p.session_path = get(q, ptr, "session", V::string).get<std::string>();
+      if (q.contains("other_types")) {
+        const auto& o = get(q, ptr, "other_types", V::array);
+        for (size_t k = 0; k < o.size(); ++k) {
+          const std::string op = fmt::format("{}/other_types/{}", ptr, k);
+          if (!o[k].is_object()) fail(op, "must be an object {\"table\", \"sharding\"}");
+          const std::string name = get(o[k], op, "table", V::string).get<std::string>();
+          p.other_types.emplace_back(name, sharding_type_from_string(get(o[k], op, "sharding", V::string).get<std::string>(),
+                                                                     origin + ": " + op + "/sharding"));
+        }
+      }
     }
     st.points.push_back(std::move(p));
   }

@@ -59,7 +59,7 @@ es::RunResult run(const es::WorkloadSpec& s, const std::string& session = "") {
 TEST(SimulatedExecutor, OneRankStepIsTheSumOfItsSerialOps) {
   // One rank, base pipeline: every op waits for the one before on its lane and every comm op
   // is waited for, except the DDP buckets, which the dense optimizer waits for at the end. With
-  // one rank each collective costs its latency (no peer, no bytes).
+  // one rank each collective costs nothing (a group of one, tester44 F3).
   const es::WorkloadSpec s = simulated("tiny", 1);
   const es::RunResult r = run(s);
   ASSERT_EQ(r.ended, es::RunEnd::complete);

@@ -62,6 +62,12 @@ struct ScalingPoint {
   /// Which of plan_search's proposals placed the tables (planner/search.h): "uniform:<type>"
   /// (by estimated time, LPT) or "greedy" (plan_sharding, by bytes) when that was faster.
   std::string placement;
+  /// The tables the plan does not give the point's type (name, type it has), in table order:
+  /// the search keeps a table with fewer rows than the ranks a row split needs (row_wise: the
+  /// world; table_row_wise: a node) table_wise (planner/search.h, plan42), where `run --sharding
+  /// TYPE` splits it into empty shards (tester44 F4: criteo_kaggle's 3- and 4-row tables under
+  /// row_wise on 8 GPUs, +20.7% step time from their pooled all-to-all).
+  std::vector<std::pair<std::string, ShardingType>> other_types;
   std::string session_path;        ///< the session written, or ""
 };
 

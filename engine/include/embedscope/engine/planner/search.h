@@ -31,12 +31,14 @@
 // first (LPT, longest processing time; ties: larger bytes first) onto the rank with the least
 // estimated time so far (ties: the fewest bytes, then the lowest rank) among the ranks whose
 // shard bytes (stored rows at their data_type's row_bytes plus optimizer state; a hashed table
-// has hash_size rows) would stay within devices.memory_bytes less the non-shard bytes of the memory
-// estimate; a column_wise table's shards go to distinct ranks; table_row_wise tables go to the
+// has hash_size rows) would stay within devices.memory_bytes less the non-shard bytes every plan
+// has: the dense part and the fewest buffers of a rank in the table_wise reference plan (not
+// the as-written plan's, so the search does not depend on sharding.default: tester44 F1); a column_wise table's shards go to distinct ranks; table_row_wise tables go to the
 // node with the least time; a table_column_wise table's shards to distinct ranks of the node
 // with the least time; a grid_shard table's column blocks (min(nodes, dim / 4)) each to its own
 // node, least time first, rows split evenly over the node's ranks. Every candidate is then checked with estimate_memory +
-// check_memory_fits, and a candidate that does not fit is dropped.
+// check_memory_fits, and a candidate that does not fit is dropped. The coordinate descent starts
+// from the best proposal other than greedy (the as-written plan), which competes on its own.
 //
 // Time estimate of a shard (ns per step, the partitioner's and the proposers' unit): the
 // shard's expected lookups per step L (lookups.h: batch x world x mean pooling factor of the

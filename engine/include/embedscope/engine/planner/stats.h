@@ -45,13 +45,18 @@ std::vector<double> expected_lookups_per_rank(const WorkloadSpec& spec, const Sh
 ///   chi_divergence  = sum_i |p_i - 1/k|^alpha k^(alpha-1)  (_chi_divergence, alpha >= 1; TorchRec prints alpha = 1)
 ///   kl_divergence   = sum_{p_i > 0} p_i ln(k p_i)          (_kl_divergence)
 /// and their upper bounds for k ranks: max_chi_divergence = (k-1)^alpha / k + (k-1) / k
-/// (_calc_max_chi_divergence), max_kl_divergence = ln k (_calc_max_kl_divergence).
+/// (_calc_max_chi_divergence), max_kl_divergence = ln k (_calc_max_kl_divergence); and, reached
+/// with every value on one rank (p = (1, 0, ..., 0)), max_total_variation = 1 - 1/k and
+/// max_total_distance = 2 (1 - 1/k) (k = 4: 0.750 and 1.500; tester44 F17: the table's legend
+/// said "0 to 1" for both). k >= 1.
 double total_variation(const std::vector<double>& p);
 double total_distance(const std::vector<double>& p);
 double chi_divergence(const std::vector<double>& p, double alpha = 1.0);
 double kl_divergence(const std::vector<double>& p);
 double max_chi_divergence(int k, double alpha = 1.0);
 double max_kl_divergence(int k);
+double max_total_variation(int k);
+double max_total_distance(int k);
 
 /// Imbalance of per-rank values x (e.g. lookups, ns, bytes): max/mean (1 when balanced; 0 for
 /// all-zero x) and TorchRec's measures of x normalized to sum 1.
@@ -101,9 +106,22 @@ struct PlanStats {
   /// The longest rank's total (TorchRec's "Longest Critical Path (Maximum of Total Perf)"), ns.
   int64_t max_rank_total_ns = 0;
   Imbalance perf, hbm, lookups;      ///< of total_ns, hbm_bytes and lookups per rank
-  bool fits = true;                  ///< every rank's HBM within devices.memory_bytes
+  bool fits = true;                  ///< every rank's HBM within devices.memory_bytes (and each node's under a cpu profile: check_node_memory_fits)
   std::string does_not_fit;          ///< check_memory_fits's message (names the rank and the term)
 };
+
+/// The memory check of ranks that share one host (tester44 F12): under a cpu profile
+/// (hw.cpu.cores > 0, e.g. a calibrated `this_machine`) the ranks are threads of one process and
+/// hw.gpu.memory_bytes is the host's RAM, which the ranks of a node (`local_world_size` ranks:
+/// rank r on node r / local_world_size) share. Throws SpecError when the device totals
+/// (DeviceMemoryEstimate::total) of a node's ranks together exceed it:
+///   "/devices/memory_bytes: the ranks of a node share its memory (cpu profile NAME: its ranks are
+///    threads of one host, hw.gpu.memory_bytes is the host's): node 0 (ranks 0-7) needs 125.2 GiB
+///    together > 23.5 GiB; its fullest rank 0: 15.7 GiB (weights ..., optimizer state ..., dense
+///    ..., buffers ...)" (one line per node that overflows, at most 4, then "and N more nodes").
+/// GPU profiles (cpu.cores 0: each rank its own device) pass. `est` one entry per rank, in rank
+/// order; local_world_size <= 0 counts every rank on one node.
+void check_node_memory_fits(const std::vector<DeviceMemoryEstimate>& est, int local_world_size, const HardwareProfile& hw);
 
 /// Computes the statistics of `plan` (validated with validate_plan) with `hw`: builds each
 /// rank's program of the pipeline's steady iteration (steady_iteration) and times its ops as the
@@ -128,7 +146,7 @@ std::string to_text(const PlanStats& s);
 /// [{"rank", "shards": {"table_wise": n, ...}, "lookups", "hbm_bytes", "ddr_bytes",
 /// "fwd_compute_ns", "fwd_comms_ns", "bwd_compute_ns", "bwd_comms_ns", "host_ns", "prefetch_ns", "total_ns"}],
 /// "imbalance": {"perf"|"hbm"|"lookups": {"max_over_mean", "total_variation", "total_distance",
-/// "chi_divergence", "kl_divergence"}}, "max_chi_divergence", "max_kl_divergence"}
+/// "chi_divergence", "kl_divergence"}}, "max_total_variation", "max_total_distance", "max_chi_divergence", "max_kl_divergence"}
 nlohmann::json to_json(const PlanStats& s);
 
 }  // namespace embedscope::engine
