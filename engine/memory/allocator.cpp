@@ -149,36 +149,30 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
       advice = fmt::format("try without max_split_size, or with one above {} (so that the large free blocks serve "
                            "small requests), or allocating the largest long-lived buffers first",
                            format_bytes(oversize_free));
-      return DeviceOutOfMemory(
-          fmt::format("out of memory allocating {} for {} ({} allocator): {}. Allocated {}, reserved {} of {}; largest "
-                      "free block {}; most memory held by {}. Advice: {}",
-                      format_bytes(bytes), tag, to_string(config_.kind), why, format_bytes(st.allocated),
-                      format_bytes(st.reserved), format_bytes(st.capacity), format_bytes(st.largest_free_block),
-                      holders.empty() ? "nothing" : holders, advice),
-          fragmentation, bytes, free_bytes, st.largest_free_block);
+    } else {
+      why = fmt::format("fragmentation: {} are free, but {}, and {}", format_bytes(free_bytes), largest, unreserved);
+      std::vector<std::string> tips;
+      if (config_.kind != AllocatorKind::expandable)
+        tips.push_back("the expandable allocator (expandable_segments), whose segments grow into freed space at their end");
+      if (config_.kind != AllocatorKind::direct && config_.max_split_size == 0)
+        tips.push_back("a max_split_size, so that large cached blocks are not split by small requests");
+      if (config_.kind == AllocatorKind::direct) tips.push_back("the caching allocator, which reuses freed blocks");
+      tips.push_back("allocating the largest long-lived buffers first");
+      // the layout the device has now, with one more reservation: what more capacity would buy
+      // never a capacity the device already has: "at least 8.0 GiB" for 8.0 GiB + 6.0 MiB on 8.0 GiB
+      // reads as what it has (tester43 F20); said as the bytes more then
+      const int64_t need = st.reserved + reservation;
+      const std::string beside = fmt::format("(a new {} {} beside the {} reserved)", format_bytes(reservation),
+                                             config_.kind == AllocatorKind::expandable ? "of pages" : "segment",
+                                             format_bytes(st.reserved));
+      if (need > st.capacity)
+        tips.push_back(format_bytes(need) == format_bytes(st.capacity)
+                           ? fmt::format("give the device {} more than its {} {}", format_bytes(need - st.capacity),
+                                         format_bytes(st.capacity), beside)
+                           : fmt::format("give the device at least {} {}", format_bytes(need), beside));
+      for (size_t i = 0; i < tips.size(); ++i) advice += (i == 0 ? "" : i + 1 == tips.size() ? ", or " : ", ") + tips[i];
+      advice = "try " + advice;
     }
-    why = fmt::format("fragmentation: {} are free, but {}, and {}", format_bytes(free_bytes), largest, unreserved);
-    std::vector<std::string> tips;
-    if (config_.kind != AllocatorKind::expandable)
-      tips.push_back("the expandable allocator (expandable_segments), whose segments grow into freed space at their end");
-    if (config_.kind != AllocatorKind::direct && config_.max_split_size == 0)
-      tips.push_back("a max_split_size, so that large cached blocks are not split by small requests");
-    if (config_.kind == AllocatorKind::direct) tips.push_back("the caching allocator, which reuses freed blocks");
-    tips.push_back("allocating the largest long-lived buffers first");
-    // the layout the device has now, with one more reservation: what more capacity would buy
-    // never a capacity the device already has: "at least 8.0 GiB" for 8.0 GiB + 6.0 MiB on 8.0 GiB
-    // reads as what it has (tester43 F20); said as the bytes more then
-    const int64_t need = st.reserved + reservation;
-    const std::string beside = fmt::format("(a new {} {} beside the {} reserved)", format_bytes(reservation),
-                                           config_.kind == AllocatorKind::expandable ? "of pages" : "segment",
-                                           format_bytes(st.reserved));
-    if (need > st.capacity)
-      tips.push_back(format_bytes(need) == format_bytes(st.capacity)
-                         ? fmt::format("give the device {} more than its {} {}", format_bytes(need - st.capacity),
-                                       format_bytes(st.capacity), beside)
-                         : fmt::format("give the device at least {} {}", format_bytes(need), beside));
-    for (size_t i = 0; i < tips.size(); ++i) advice += (i == 0 ? "" : i + 1 == tips.size() ? ", or " : ", ") + tips[i];
-    advice = "try " + advice;
   }
   return DeviceOutOfMemory(
       fmt::format("out of memory allocating {} for {} ({} allocator): {}. Allocated {}, reserved {} of {}; largest "
