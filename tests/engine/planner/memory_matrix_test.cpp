@@ -27,7 +27,7 @@ WorkloadSpec matrix_workload(const char* preset, PipelineKind p, OptimizerType o
   s.sharding.per_table.clear();
   s.sharding.local_world_size = 2;
   s.optimizer.type = o;
-  s.steps = 3;
+  s.steps = 2;
   s.warmup_steps = 1;
   s.pipeline = p;
   return s;
