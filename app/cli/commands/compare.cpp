@@ -178,8 +178,11 @@ int cmd_compare(const CompareState& st) {
       std::cout << fmt::format("{}: {}\n", labels[i], msg);
   }
   for (const auto& w : warnings) std::cout << "warning: " << w << "\n";
-  std::cout << "\n" << figures_table(cs, labels);
-  std::cout << "(within noise: each session's mean step time lies within the other's min - max of measured steps)\n";
+  const std::string table = figures_table(cs, labels);
+  std::cout << "\n" << table;
+  if (table.find(", within noise") != std::string::npos)  // the legend of that mark, only where a cell has it
+    std::cout << "(within noise: marks a difference where each session's mean step time lies within the other's "
+                 "min - max of measured steps)\n";
   // per rank: what the exposed-communication chart of the Compare view draws, and each rank's peaks
   std::cout << fmt::format("\n{:<8} {:<5} {:>13} {:>18} {:>9} {:>16} {:>16}\n", "session", "rank", "exposed comm",
                            "host exposed comm", "GPU busy", "peak allocated", "peak reserved");

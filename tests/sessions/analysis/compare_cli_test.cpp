@@ -58,6 +58,8 @@ TEST(Ux41CompareCli, TextSaysBothExposedCommunicationsAndTheDifferences) {
   EXPECT_NE(row("GPU busy (mean over ranks)").find("+10.0 points"), std::string::npos) << r.out;
   EXPECT_NE(row("throughput").find("8000 samples/s"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("B - A"), std::string::npos) << r.out;
+  // no cell is marked ", within noise" (one step each, different times): no legend of the mark (tester45 F4)
+  EXPECT_EQ(r.out.find("within noise"), std::string::npos) << r.out;
   // per rank: B's rank 0 waited 0.20 ms on its host threads, its GPU busy 20 %
   EXPECT_NE(r.out.find("B        0           0.10 ms            0.20 ms     20.0%"), std::string::npos) << r.out;
 }
