@@ -83,19 +83,25 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
 
 namespace {
 // The simulated cluster --nodes, --gpus-per-node and --devices ask for, asked for once: {nodes,
-// GPUs per node} (the profile's GPUs per node by default). Throws SpecError naming the flags
-// when they disagree, when --devices is not whole nodes, or past kMaxSimulatedRanks ranks.
-std::pair<int, int> simulated_cluster(const WorkloadArgs& a, const es::HardwareProfile& hw) {
+// GPUs per node} (the profile's GPUs per node by default). --gpus-per-node G alone keeps the
+// workload's `workload_ranks` (its devices.count) in nodes of G (tester45 F2). Throws SpecError
+// naming the flags when they disagree, when the ranks are not whole nodes, or past
+// kMaxSimulatedRanks ranks.
+std::pair<int, int> simulated_cluster(const WorkloadArgs& a, const es::HardwareProfile& hw, int workload_ranks) {
   const int per_node = a.was_given("--gpus-per-node") ? a.gpus_per_node : hw.gpus_per_node;
   int nodes = a.was_given("--nodes") ? a.nodes : 1;
-  if (a.was_given("--devices")) {  // --devices N --gpus-per-node G: N / G nodes; with --nodes they must agree
-    if (a.was_given("--nodes") && static_cast<int64_t>(a.nodes) * per_node != a.devices)
+  const bool ranks_from_workload = !a.was_given("--devices") && !a.was_given("--nodes");
+  if (a.was_given("--devices") || ranks_from_workload) {  // N ranks in nodes of G: N / G nodes; with --nodes they must agree
+    const int ranks = ranks_from_workload ? workload_ranks : a.devices;
+    const std::string what = ranks_from_workload ? fmt::format("the workload's devices.count {}", ranks)
+                                                 : fmt::format("--devices {}", ranks);
+    if (a.was_given("--nodes") && static_cast<int64_t>(a.nodes) * per_node != ranks)
       throw es::SpecError(fmt::format("--devices {} disagrees with --nodes {} x {} GPUs per node ({} ranks); give the "
-                                      "ranks once", a.devices, a.nodes, per_node, static_cast<int64_t>(a.nodes) * per_node));
-    if (per_node <= 0 || a.devices % per_node != 0)
-      throw es::SpecError(fmt::format("--devices {} is not a whole number of nodes of --gpus-per-node {}", a.devices,
-                                      per_node));
-    nodes = a.devices / per_node;
+                                      "ranks once", ranks, a.nodes, per_node, static_cast<int64_t>(a.nodes) * per_node));
+    if (per_node <= 0 || ranks % per_node != 0)
+      throw es::SpecError(fmt::format("{} is not a whole number of nodes of --gpus-per-node {}{}", what, per_node,
+                                      ranks_from_workload ? " (give --devices or --nodes)" : ""));
+    nodes = ranks / per_node;
   }
   if (static_cast<int64_t>(nodes) * per_node > es::kMaxSimulatedRanks)
     throw es::SpecError(fmt::format("--nodes {} x --gpus-per-node {} is {} ranks; a simulated cluster has at most {}",
@@ -138,7 +144,7 @@ es::LmWorkloadSpec load_lm(WorkloadArgs& a, bool simulate_flags) {
   }
   if (simulated && (a.was_given("--nodes") || a.was_given("--gpus-per-node"))) {
     // the cluster as the DLRM runs ask for it; simulate_lm places rank r on node r / gpus_per_node
-    const auto [nodes, per_node] = simulated_cluster(a, es::load_hardware_profile(a.simulate));
+    const auto [nodes, per_node] = simulated_cluster(a, es::load_hardware_profile(a.simulate), spec.world_size);
     spec.world_size = nodes * per_node;
     a.gpus_per_node = per_node;
     set_by.emplace_back("/devices/count", a.was_given("--nodes") ? "--nodes" : "--devices");
@@ -241,7 +247,7 @@ es::WorkloadSpec load(WorkloadArgs& a) {
     spec.devices.memory_bytes = hw.gpu.memory_bytes;
     set_by.emplace_back("/devices/hardware", "--simulate");
     if (a.was_given("--nodes") || a.was_given("--gpus-per-node")) {
-      const auto [nodes, per_node] = simulated_cluster(a, hw);
+      const auto [nodes, per_node] = simulated_cluster(a, hw, static_cast<int>(spec.devices.count));
       spec.devices.count = nodes * per_node;
       spec.sharding.local_world_size = per_node;
       // only the flags given (tester44 F8: "(set by --devices) (set by --nodes)" without --nodes)

@@ -264,11 +264,18 @@ TEST(SimulatedCli, RunSimulateWritesASimulatedSessionThatStatsReads) {
            {"--devices 4 --nodes 2 --gpus-per-node 8",
             "--devices 4 disagrees with --nodes 2 x 8 GPUs per node (16 ranks); give the ranks once"},
            {"--devices 8 --nodes 2", "--devices 8 disagrees with --nodes 2 x 8 GPUs per node (16 ranks)"},
+           // --gpus-per-node alone keeps the workload's 2 ranks (tester45 F2: it was one node of G)
+           {"--gpus-per-node 3", "the workload's devices.count 2 is not a whole number of nodes of --gpus-per-node 3"},
            {"--backend cpu", "--backend cpu: --simulate h100_sxm runs the workload on a modelled cluster"}}) {
     r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "run --preset tiny --simulate h100_sxm " + flags + " -o " + db + "5", dir);
     EXPECT_EQ(r.code, 2) << flags;
     EXPECT_NE(r.err.find(error), std::string::npos) << flags << ": " << r.err;
   }
+  r = embedscope::test_support::run_cli(
+      EMBEDSCOPE_CLI, "run --preset tiny --simulate h100_sxm --gpus-per-node 1 --steps 1 --json -o " + db + "7", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("world_size"), 2);
+  EXPECT_NE(r.err.find("SIMULATED: 2 nodes x 1 GPUs"), std::string::npos) << r.err;
   // --backend simulated agrees with --simulate (run --help says to give both; tester39)
   r = embedscope::test_support::run_cli(
       EMBEDSCOPE_CLI, "run --preset tiny --backend simulated --simulate h100_sxm --steps 1 --json -o " + db + "6", dir);
