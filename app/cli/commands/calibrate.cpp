@@ -21,6 +21,7 @@
 #include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/model/units.h"
 #include "output/output.h"
+#include "output_guard.h"
 
 namespace embedscope::cli {
 
@@ -99,10 +100,10 @@ int cmd_calibrate(const CalibrateState& s) {
   refuse_repeated_sessions(s);
   // an existing profile is replaced only when asked, as run / scenario / scaling / export do
   // (tester42 F15: it was overwritten silently); refused before the fit's seconds of work
-  if (std::error_code ec; !s.output.empty() && !s.overwrite && std::filesystem::exists(s.output, ec))
-    throw es::SpecError(fmt::format("-o {}: already exists; choose another name or allow overwriting it "
-                                    "(embedscope calibrate ... -o {} --force-overwrite)",
-                                    s.output, s.output));
+  std::vector<std::string> inputs = s.sessions;
+  inputs.insert(inputs.end(), s.check.begin(), s.check.end());
+  refuse_output_that_is_an_input(s.output, "-o", inputs, "calibrate");  // tester45 F7: it destroyed the session
+  refuse_existing_output(s.output, "-o", s.overwrite, "calibrate");
   es::DenseBench bench;
   if (!s.no_dense_bench) bench = [](const es::WorkloadSpec& spec) { return es::measure_dense_rates(spec); };
   const es::Calibration cal = es::calibrate(s.sessions, s.name, bench);

@@ -36,6 +36,7 @@
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "output/output.h"
+#include "output_guard.h"
 #include "workload_args.h"
 
 namespace embedscope::cli {
@@ -52,6 +53,7 @@ struct RebalanceState {
   int64_t window = 0;           // 0: the policy's (when: window, every: every), else every measured step
   int64_t max_bytes = -1;       // -1: the policy's max_bytes_per_move
   std::string plan_out;
+  bool overwrite = false;       // --force-overwrite: replace an existing --plan-out file
   std::string balance;          // "": the workload's rebalance.balance; else "ids" / "lookup_time"
   bool json = false;
 };
@@ -132,6 +134,9 @@ void refuse_rank_session(const ss::SessionReader& session, const std::string& fi
 }
 
 int cmd_rebalance(const RebalanceState& s) {
+  // tester45 F7: --plan-out replaced any file, the session it reads included
+  refuse_output_that_is_an_input(s.plan_out, "--plan-out", {s.file}, "rebalance");
+  refuse_existing_output(s.plan_out, "--plan-out", s.overwrite, "rebalance");
   const ss::SessionReader session(s.file);
   const std::string workload = session.meta(ss::meta::kWorkloadJson);
   const std::string plan_text = session.meta(ss::meta::kShardingPlanJson);
@@ -391,6 +396,7 @@ Command add_rebalance_command(CLI::App& app) {
                 "workload's rebalance.balance, else ids)")
       ->check(CLI::IsMember({"ids", "lookup_time"}));
   c->add_option("--plan-out", s->plan_out, "Write the proposed plan as JSON (for run --plan)");
+  c->add_flag("--force-overwrite", s->overwrite, "Replace an existing --plan-out file");
   c->add_flag("--json", s->json, "Print the proposal as JSON");
   return {c, [s] { return cmd_rebalance(*s); }, [s] { return s->json; }};
 }

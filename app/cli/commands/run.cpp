@@ -32,6 +32,7 @@
 #include "embedscope/sessions/store/end_mark.h"
 #include "output/output.h"
 #include "output/rebalance_text.h"
+#include "output_guard.h"
 #include "run_process.h"
 #include "workload_args.h"
 
@@ -65,6 +66,8 @@ void apply_plan_file_storage(es::WorkloadSpec& spec, const std::string& plan_fil
 
 int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, const std::string& plan_file,
             ProcessArgs& proc, int64_t held_out_batches, const std::vector<std::string>& allow_storage) {
+  // the session never replaces the workload, the plan or the profile it is run from (tester45 F7)
+  refuse_output_that_is_an_input(output, "-o", {a.file, plan_file, a.simulate}, "run");
   if (is_lm_args(a)) {  // "model": "lm_embedding" (issue 19): its own runner
     if (!plan_file.empty()) throw es::SpecError("--plan: not for an lm_embedding workload (its plan is its sharding)");
     // started as one rank of several by mpirun, srun or torchrun (rank_env.h): every process

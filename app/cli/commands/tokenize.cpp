@@ -2,6 +2,7 @@
 // Megatron-style .bin (input/token_file.h) that a workload's "token_ids": {"file": ...} reads,
 // and reports the fitted Zipf exponent of the token frequencies (input/zipf_fit.h).
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -16,6 +18,7 @@
 #include "embedscope/engine/input/token_file.h"
 #include "embedscope/engine/input/zipf_fit.h"
 #include "embedscope/engine/workload/spec_error.h"
+#include "output_guard.h"
 #include "workload_args.h"  // kInteger
 
 namespace embedscope::cli {
@@ -34,9 +37,36 @@ struct TokenizeState {
   int64_t fit_first = 1;
   int64_t fit_last = 0;
   bool json = false;
+  bool overwrite = false;  // --force-overwrite: replace an existing -o / --model-out file
 };
 
+// What can be refused before the training's seconds of work (tester45 F6): an output that is an
+// input or the other output, an existing output without --force-overwrite, a fit range of fewer
+// than two ranks, and input text that is empty.
+void check_tokenize_args(const TokenizeState& s) {
+  refuse_output_that_is_an_input(s.output, "-o", s.inputs, "tokenize");
+  refuse_output_that_is_an_input(s.model_out, "--model-out", s.inputs, "tokenize");
+  if (!s.model_out.empty() &&
+      std::filesystem::weakly_canonical(s.model_out) == std::filesystem::weakly_canonical(s.output))
+    throw es::SpecError(fmt::format("--model-out {}: is the -o file too; give the model and the ids two names", s.model_out));
+  refuse_existing_output(s.output, "-o", s.overwrite, "tokenize");
+  refuse_existing_output(s.model_out, "--model-out", s.overwrite, "tokenize");
+  if (s.fit_last != 0 && s.fit_last < s.fit_first + 1)
+    throw es::SpecError(fmt::format("--fit-first-rank {} / --fit-last-rank {}: the fit needs at least two ranks "
+                                    "(first < last, or last 0: the last id that occurs)", s.fit_first, s.fit_last));
+  std::uintmax_t text_bytes = 0;
+  for (const auto& in : s.inputs) {
+    std::error_code ec;
+    const auto n = std::filesystem::file_size(in, ec);
+    if (ec) return;  // not a regular file (a pipe, a missing file): the trainer names it
+    text_bytes += n;
+  }
+  if (text_bytes == 0)
+    throw es::SpecError(fmt::format("--input {}: the input text is empty (nothing to train on)", fmt::join(s.inputs, ", ")));
+}
+
 int cmd_tokenize(const TokenizeState& s) {
+  check_tokenize_args(s);
   const es::SentencePieceType type = s.model_type == "unigram" ? es::SentencePieceType::unigram : es::SentencePieceType::bpe;
   const es::TokenizedCorpus c = es::train_and_encode(s.inputs, type, s.vocab_size);
   // Megatron's preprocess_data.py: uint16 while the ids fit (its best_fitting_dtype), else wider.
@@ -46,12 +76,7 @@ int cmd_tokenize(const TokenizeState& s) {
   if (dtype == es::TokenDtype::uint16 && c.vocab_size > 65536)
     throw es::SpecError(fmt::format("--dtype uint16: the model has {} pieces, ids up to {} need uint32", c.vocab_size,
                                     c.vocab_size - 1));
-  es::write_token_bin(s.output, c.ids, dtype);
-  if (!s.model_out.empty()) {
-    std::ofstream m(s.model_out, std::ios::binary | std::ios::trunc);
-    m.write(c.serialized_model.data(), static_cast<std::streamsize>(c.serialized_model.size()));
-    if (!m) throw es::SpecError(fmt::format("--model-out {}: cannot write the SentencePiece model", s.model_out));
-  }
+  // fitted before anything is written: a range past the distinct ids leaves no file behind
   const es::ZipfFit f = [&] {
     try {
       return es::fit_zipf(es::token_counts(c.ids, c.vocab_size), s.fit_first, s.fit_last);
@@ -59,6 +84,12 @@ int cmd_tokenize(const TokenizeState& s) {
       throw es::SpecError(fmt::format("--fit-first-rank / --fit-last-rank: {}", e.what()));
     }
   }();
+  es::write_token_bin(s.output, c.ids, dtype);
+  if (!s.model_out.empty()) {
+    std::ofstream m(s.model_out, std::ios::binary | std::ios::trunc);
+    m.write(c.serialized_model.data(), static_cast<std::streamsize>(c.serialized_model.size()));
+    if (!m) throw es::SpecError(fmt::format("--model-out {}: cannot write the SentencePiece model", s.model_out));
+  }
   const auto bytes = static_cast<int64_t>(c.ids.size()) * es::token_dtype_bytes(dtype);
   if (s.json) {
     const nlohmann::json j = {
@@ -101,6 +132,7 @@ Command add_tokenize_command(CLI::App& app) {
       ->check(kInteger)->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
   t->add_option("--fit-last-rank", s->fit_last, "Last rank of the Zipf fit (default 0: the last id that occurs)")
       ->check(kInteger)->check(CLI::Range(int64_t{0}, int64_t{1} << 31));
+  t->add_flag("--force-overwrite", s->overwrite, "Replace an existing -o / --model-out file");
   t->add_flag("--json", s->json, "Print the result as JSON");
   return {t, [s] { return cmd_tokenize(*s); }, [s] { return s->json; }};
 }

@@ -1,0 +1,34 @@
+// refuse_output_that_is_an_input and refuse_existing_output (output_guard.h).
+
+#include "output_guard.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "embedscope/engine/workload/spec_error.h"
+
+namespace embedscope::cli {
+
+void refuse_output_that_is_an_input(const std::string& out, std::string_view flag,
+                                    const std::vector<std::string>& inputs, std::string_view command) {
+  std::error_code ec;
+  if (out.empty() || !std::filesystem::exists(out, ec)) return;
+  for (const auto& in : inputs) {
+    std::error_code e2;
+    if (in.empty() || std::filesystem::is_directory(in, e2) || !std::filesystem::equivalent(in, out, e2) || e2) continue;
+    throw engine::SpecError(fmt::format("{} {}: is an input of this {} ({}); writing there would destroy it "
+                                        "(--force-overwrite does not allow that): choose another {}",
+                                        flag, out, command, in, flag));
+  }
+}
+
+void refuse_existing_output(const std::string& out, std::string_view flag, bool overwrite, std::string_view command) {
+  std::error_code ec;
+  if (out.empty() || overwrite || !std::filesystem::exists(out, ec)) return;
+  throw engine::SpecError(fmt::format("{} {}: already exists; choose another name or allow overwriting it "
+                                      "(embedscope {} ... {} {} --force-overwrite)",
+                                      flag, out, command, flag, out));
+}
+
+}  // namespace embedscope::cli

@@ -1,0 +1,24 @@
+#pragma once
+// One rule for every command that writes a file (tester45 F6/F7): an existing output is replaced
+// only with --force-overwrite, and an output that is one of the command's inputs is refused with
+// or without it (writing there would destroy the input). `import` and `merge` keep their own
+// checks (staged_output.h); these are for the commands that write one plain file.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace embedscope::cli {
+
+/// Throws engine::SpecError naming `flag` and `out` when `out` is the same file as one of `inputs`
+/// (compared by identity: same device and inode, so "./t.db" and "t.db" or a hard link are
+/// caught; inputs that do not exist or are directories are skipped). Nothing when `out` does not
+/// exist yet. `command` is the subcommand's name ("rebalance"), for the message.
+void refuse_output_that_is_an_input(const std::string& out, std::string_view flag,
+                                    const std::vector<std::string>& inputs, std::string_view command);
+
+/// Throws engine::SpecError naming `flag` and `out` when `out` exists and `overwrite` is false
+/// (the message says how to allow it: `embedscope COMMAND ... --force-overwrite`).
+void refuse_existing_output(const std::string& out, std::string_view flag, bool overwrite, std::string_view command);
+
+}  // namespace embedscope::cli
