@@ -1,5 +1,6 @@
 #include "views/memory_compare.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QGridLayout>
 #include <QHBoxLayout>
@@ -46,6 +47,23 @@ QString snapshot_when(const sessions::MemorySnapshot& shown, int64_t step) {
   return QString("the layout of %1, unchanged up to %2").arg(step_name(shown.step), step_name(step));
 }
 
+MapFigures map_figures(const std::vector<sessions::MemoryBlockRecord>& blocks) {
+  MapFigures f;
+  std::set<int64_t> segments;
+  for (const auto& b : blocks) {
+    if (segments.insert(b.segment_address).second) f.reserved += b.segment_size;
+    if (b.allocated) {
+      f.allocated += b.size;
+    } else {
+      f.free += b.size;
+      f.largest_free = std::max(f.largest_free, b.size);
+    }
+  }
+  f.segments = static_cast<int64_t>(segments.size());
+  f.fragmentation = f.free > 0 ? 1.0 - static_cast<double>(f.largest_free) / static_cast<double>(f.free) : 0.0;
+  return f;
+}
+
 int MemoryCompare::map_columns(size_t sessions) {
   if (sessions <= kMapsPerRow) return static_cast<int>(std::max<size_t>(1, sessions));
   const size_t rows = (sessions + kMapsPerRow - 1) / kMapsPerRow;
@@ -78,6 +96,10 @@ MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidg
                             "\"B = A\": B's lines are A's, drawn over them)", this));
   top->addStretch(1);
   layout->addLayout(top);
+  // tester43 F13: a 620 MiB weights block left the 2 and 20 MiB segments 1-3 px wide (one blue bar a map)
+  cut_box_ = new QCheckBox("cut a block that dwarfs the other segments (e.g. the weights) so the small segments show", this);
+  cut_box_->setObjectName("memory_compare_cut");
+  cut_box_->setChecked(true);
   plot_->setMinimumSize(320, 200);
   layout->addWidget(plot_, 2);
   // the maps in rows of at most kMapsPerRow, evenly filled (11 sessions: 6 + 5), each wide
@@ -99,11 +121,13 @@ MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidg
     maps->addLayout(col, static_cast<int>(i) / per_row, static_cast<int>(i) % per_row);
   }
   for (int c = 0; c < per_row; ++c) maps->setColumnStretch(c, 1);
+  layout->addWidget(cut_box_);
   layout->addLayout(maps, 3);
   if (ranks.empty()) layout->addWidget(new QLabel("these sessions have no memory records (schema version 1)", this));
   auto refresh = [this] { show(rank_box_->currentData().toInt(), step_box_->value()); };
   connect(rank_box_, &QComboBox::currentIndexChanged, this, refresh);
   connect(step_box_, &QSpinBox::valueChanged, this, refresh);
+  connect(cut_box_, &QCheckBox::toggled, this, refresh);
   if (!ranks.empty()) show(*ranks.begin(), last);
 }
 
@@ -205,7 +229,9 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
   plot_->yAxis2->setRange(0, 100);
   plot_->replot();
 
-  // the maps at `step`, on one scale: the widest segment of any of them spans the full width
+  // the maps at `step`, on one scale: the widest segment of any of them spans the full width, or
+  // with the cut the widest scale any of them needs (map_scale_bytes), blocks dwarfing it cut
+  const bool cut = cut_box_->isChecked();
   std::vector<std::vector<sessions::MemoryBlockRecord>> blocks(entries_.size());
   std::vector<const sessions::MemorySnapshot*> shown(entries_.size());
   map_width_ = 1;
@@ -213,28 +239,28 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
     shown[i] = snapshot_at(entries_[i].snapshots, rank, step);
     if (!shown[i]) continue;
     blocks[i] = entries_[i].s.session->memory_blocks(shown[i]->id);
-    for (const auto& b : blocks[i]) map_width_ = std::max(map_width_, b.segment_size);
+    if (!blocks[i].empty()) map_width_ = std::max(map_width_, map_scale_bytes(blocks[i], 0, cut));
   }
   for (size_t i = 0; i < entries_.size(); ++i) {
-    int64_t reserved = 0, allocated = 0;
-    std::set<int64_t> segments;
-    for (const auto& b : blocks[i]) {
-      if (segments.insert(b.segment_address).second) reserved += b.segment_size;
-      if (b.allocated) allocated += b.size;
-    }
+    const MapFigures f = map_figures(blocks[i]);
     map_labels_[i]->setText(
         shown[i] ? QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b>: rank %3, %4: "
-                           "%5 segments, %6 reserved, %7 allocated")
+                           "%5 segments, %6 reserved, %7 allocated; %8 free in segments, largest free block %9, "
+                           "fragmentation %10%")
                        .arg(session_color(i).name(), entries_[i].s.label.toHtmlEscaped())
                        .arg(rank)
                        .arg(snapshot_when(*shown[i], step))
-                       .arg(segments.size())
-                       .arg(QString::fromStdString(sessions::format_bytes(reserved)),
-                            QString::fromStdString(sessions::format_bytes(allocated)))
+                       .arg(f.segments)
+                       .arg(QString::fromStdString(sessions::format_bytes(f.reserved)),
+                            QString::fromStdString(sessions::format_bytes(f.allocated)),
+                            QString::fromStdString(sessions::format_bytes(f.free)),
+                            QString::fromStdString(sessions::format_bytes(f.largest_free)))
+                       .arg(100 * f.fragmentation, 0, 'f', 1)
                  : QString("<b>%1</b>: no snapshot of rank %2 at or before step %3")
                        .arg(entries_[i].s.label.toHtmlEscaped())
                        .arg(rank)
                        .arg(step));
+    maps_[i]->set_cut_big_blocks(cut);
     maps_[i]->set_blocks(std::move(blocks[i]), map_width_);
   }
   if (rank_box_->currentData().toInt() != rank) rank_box_->setCurrentIndex(rank_box_->findData(rank));
