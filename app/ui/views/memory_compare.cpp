@@ -6,7 +6,9 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QScrollArea>
+#include <QHeaderView>
 #include <QSpinBox>
+#include <QTableWidget>
 #include <QVBoxLayout>
 
 #include <algorithm>
@@ -121,6 +123,29 @@ MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidg
     maps->addLayout(col, static_cast<int>(i) / per_row, static_cast<int>(i) % per_row);
   }
   for (int c = 0; c < per_row; ++c) maps->setColumnStretch(c, 1);
+  // every device's fragmentation at the step, a row a rank, a column a session (the maps show one
+  // rank; clicking a row shows its maps)
+  devices_ = new QTableWidget(static_cast<int>(ranks.size()), static_cast<int>(entries_.size()), this);
+  devices_->setObjectName("memory_compare_devices");
+  QStringList heads;
+  for (const auto& e : entries_) heads << e.s.label;
+  devices_->setHorizontalHeaderLabels(heads);
+  QStringList rows;
+  for (int32_t r : ranks) rows << QString("rank %1").arg(r);
+  devices_->setVerticalHeaderLabels(rows);
+  devices_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  devices_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  devices_->setSelectionMode(QAbstractItemView::SingleSelection);
+  devices_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  devices_->verticalHeader()->setDefaultSectionSize(20);
+  devices_->setMaximumHeight(28 + 20 * std::min<int>(5, static_cast<int>(ranks.size())));
+  devices_->setToolTip("fragmentation (1 - largest free block / free bytes in segments) of each device's map at the "
+                       "end of the step; the largest of a row in bold; click a row to show that rank's maps");
+  auto* devices_label = new QLabel("each device at the end of the step: fragmentation, largest free block of the free "
+                                   "bytes in segments (bold: the worst session of a rank; click a row for its maps)", this);
+  devices_label->setWordWrap(true);
+  layout->addWidget(devices_label);
+  layout->addWidget(devices_);
   layout->addWidget(cut_box_);
   layout->addLayout(maps, 3);
   if (ranks.empty()) layout->addWidget(new QLabel("these sessions have no memory records (schema version 1)", this));
@@ -128,6 +153,10 @@ MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidg
   connect(rank_box_, &QComboBox::currentIndexChanged, this, refresh);
   connect(step_box_, &QSpinBox::valueChanged, this, refresh);
   connect(cut_box_, &QCheckBox::toggled, this, refresh);
+  connect(devices_, &QTableWidget::cellClicked, this, [this](int row, int) {
+    const QString name = devices_->verticalHeaderItem(row)->text();  // "rank N"
+    show(name.mid(5).toInt(), step_box_->value());
+  });
   if (!ranks.empty()) show(*ranks.begin(), last);
 }
 
@@ -263,8 +292,45 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
     maps_[i]->set_cut_big_blocks(cut);
     maps_[i]->set_blocks(std::move(blocks[i]), map_width_);
   }
+  fill_devices(step);
   if (rank_box_->currentData().toInt() != rank) rank_box_->setCurrentIndex(rank_box_->findData(rank));
   if (step_box_->value() != step) step_box_->setValue(static_cast<int>(step));
+}
+
+}  // namespace embedscope::ui
+
+namespace embedscope::ui {
+
+void MemoryCompare::fill_devices(int64_t step) {
+  for (int row = 0; row < devices_->rowCount(); ++row) {
+    const int32_t rank = devices_->verticalHeaderItem(row)->text().mid(5).toInt();
+    double worst = -1;
+    std::vector<double> frag(entries_.size(), -1);
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      const auto* shown = snapshot_at(entries_[i].snapshots, rank, step);
+      QString text = "no snapshot";
+      if (shown) {
+        auto it = entries_[i].figures.find(shown->id);
+        if (it == entries_[i].figures.end())
+          it = entries_[i].figures.emplace(shown->id, map_figures(entries_[i].s.session->memory_blocks(shown->id))).first;
+        const MapFigures& f = it->second;
+        frag[i] = f.fragmentation;
+        worst = std::max(worst, f.fragmentation);
+        text = QString("%1% (%2 of %3 free)")
+                   .arg(100 * f.fragmentation, 0, 'f', 1)
+                   .arg(QString::fromStdString(sessions::format_bytes(f.largest_free)),
+                        QString::fromStdString(sessions::format_bytes(f.free)));
+      }
+      auto* item = new QTableWidgetItem(text);
+      devices_->setItem(row, static_cast<int>(i), item);
+    }
+    for (size_t i = 0; i < entries_.size(); ++i)  // the worst of the row in bold when the sessions differ
+      if (frag[i] >= 0 && frag[i] == worst && std::any_of(frag.begin(), frag.end(), [&](double v) { return v >= 0 && v != worst; })) {
+        QFont f = devices_->font();
+        f.setBold(true);
+        devices_->item(row, static_cast<int>(i))->setFont(f);
+      }
+  }
 }
 
 }  // namespace embedscope::ui

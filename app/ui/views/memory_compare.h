@@ -6,6 +6,7 @@
 
 #include <QWidget>
 
+#include <map>
 #include <vector>
 
 #include "models/labelled_session.h"
@@ -15,6 +16,7 @@ class QComboBox;
 class QCustomPlot;
 class QLabel;
 class QSpinBox;
+class QTableWidget;
 
 namespace embedscope::ui {
 
@@ -52,6 +54,11 @@ class MemoryCompare : public QWidget {
   /// Shows `rank` (chart and maps) and the maps at the end of `step`.
   void show(int32_t rank, int64_t step);
   BlockMap* map(size_t i) { return maps_[i]; }
+  /// Every device's fragmentation at the step shown: a row a rank (as the rank box), a column a
+  /// session, "40.7% (16.0 MiB of 27.0 MiB free)" (map_figures of the map snapshot_at gives),
+  /// "no snapshot"; the worst of a row in bold where the sessions differ. Clicking a row shows
+  /// that rank's maps.
+  QTableWidget* devices() { return devices_; }
   QCustomPlot* plot() { return plot_; }
   /// The bytes that the maps' full width stands for: the widest segment shown in any of them, or
   /// with "cut blocks that dwarf the other segments" (on by default) the largest of their
@@ -77,11 +84,14 @@ class MemoryCompare : public QWidget {
     LabelledSession s;
     std::vector<sessions::MemoryCounter> counters;
     std::vector<sessions::MemorySnapshot> snapshots;
+    std::map<int64_t, MapFigures> figures;  ///< by snapshot id, read once
   };
+  void fill_devices(int64_t step);
   std::vector<Entry> entries_;
   QComboBox* rank_box_;
   QSpinBox* step_box_;
   QCheckBox* cut_box_ = nullptr;
+  QTableWidget* devices_ = nullptr;
   QCustomPlot* plot_;
   std::vector<BlockMap*> maps_;
   std::vector<QLabel*> map_labels_;

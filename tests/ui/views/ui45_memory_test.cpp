@@ -8,6 +8,7 @@
 #include <QCheckBox>
 #include <QImage>
 #include <QLabel>
+#include <QTableWidget>
 
 #include <cstdlib>
 #include <filesystem>
@@ -167,6 +168,21 @@ TEST(Ui45MemoryCompare, EachDevicesMapsShowTheirSmallSegmentsAndFragmentation) {
   };
   EXPECT_TRUE(has("27.0 MiB free in segments, largest free block 16.0 MiB, fragmentation 40.7%"));
   EXPECT_TRUE(has("27.0 MiB free in segments, largest free block 10.0 MiB, fragmentation 63.0%"));
+
+  // every device at once: A's rank 1 has no free byte (0 %), B's 1 - 10/12 (10 MiB tail + 2 MiB S)
+  QTableWidget* dev = mc.devices();
+  ASSERT_EQ(dev->rowCount(), 2);
+  ASSERT_EQ(dev->columnCount(), 2);
+  EXPECT_EQ(dev->item(0, 0)->text(), "40.7% (16.0 MiB of 27.0 MiB free)");
+  EXPECT_EQ(dev->item(0, 1)->text(), "63.0% (10.0 MiB of 27.0 MiB free)");
+  EXPECT_EQ(dev->item(1, 0)->text(), "0.0% (0 B of 0 B free)");
+  EXPECT_EQ(dev->item(1, 1)->text(), "16.7% (10.0 MiB of 12.0 MiB free)");
+  EXPECT_FALSE(dev->item(0, 0)->font().bold());
+  EXPECT_TRUE(dev->item(0, 1)->font().bold());  // the worst of rank 0
+  EXPECT_TRUE(dev->item(1, 1)->font().bold());
+  emit dev->cellClicked(1, 0);  // a row shows that device's maps
+  EXPECT_EQ(mc.map(1)->layout().size(), 3u);
+  EXPECT_EQ(mc.map(0)->layout().size(), 1u);
 
   mc.show(1, 0);  // rank 1: A's one 600 MiB segment sets the scale, nothing is cut
   EXPECT_EQ(mc.map_width_bytes(), 600 * kUi45MiB);
