@@ -146,6 +146,8 @@ MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidg
   devices_label->setWordWrap(true);
   layout->addWidget(devices_label);
   layout->addWidget(devices_);
+  devices_label->setVisible(!ranks.empty());  // no memory records: no table (the sentence below says why)
+  devices_->setVisible(!ranks.empty());
   layout->addWidget(cut_box_);
   layout->addLayout(maps, 3);
   if (ranks.empty()) layout->addWidget(new QLabel("these sessions have no memory records (schema version 1)", this));
