@@ -17,23 +17,68 @@
 
 namespace embedscope::ui {
 
-std::vector<MapBlock> layout_blocks(const std::vector<sessions::MemoryBlockRecord>& blocks, int64_t width_bytes) {
+int64_t map_scale_bytes(const std::vector<sessions::MemoryBlockRecord>& blocks, int64_t width_bytes, bool cut) {
+  struct Segment {
+    int64_t size = 0, largest_block = 0;
+  };
+  std::map<uint64_t, Segment> segments;  // address -> size, its largest block
+  for (const auto& b : blocks) {
+    auto& s = segments[static_cast<uint64_t>(b.segment_address)];
+    s.size = b.segment_size;
+    s.largest_block = std::max(s.largest_block, b.size);
+  }
+  int64_t widest = 1;
+  for (const auto& [a, s] : segments) widest = std::max(widest, s.size);
+  int64_t scale = widest;
+  if (cut && segments.size() > 1) {
+    int64_t s_cut = 0;
+    for (const auto& [a, s] : segments) {
+      const bool dwarfing = static_cast<double>(s.largest_block) >= kCutShare * static_cast<double>(s.size);
+      // a segment no block fills spans its true width; one a block fills keeps what lies beside that
+      // block to scale, in at most three quarters of the width
+      s_cut = std::max(s_cut, dwarfing ? ((s.size - s.largest_block) * 4 + 2) / 3 : s.size);
+    }
+    if (s_cut > 0 && widest > 2 * s_cut) scale = s_cut;
+  }
+  return std::max(scale, width_bytes);
+}
+
+std::vector<MapBlock> layout_blocks(const std::vector<sessions::MemoryBlockRecord>& blocks, int64_t width_bytes, bool cut) {
   std::map<uint64_t, int64_t> segments;  // address -> size
   for (const auto& b : blocks) segments[static_cast<uint64_t>(b.segment_address)] = b.segment_size;
-  int64_t widest = std::max<int64_t>(1, width_bytes);
-  for (const auto& [a, s] : segments) widest = std::max(widest, s);
+  const int64_t widest = map_scale_bytes(blocks, width_bytes, cut);
   std::map<uint64_t, int> row;
   for (const auto& [a, s] : segments) row.emplace(a, static_cast<int>(row.size()));
+  // a segment wider than the scale (only with cut): its largest block (the first of equals) gives up the excess
+  std::map<uint64_t, size_t> cut_block;  // segment address -> index into blocks
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const auto seg = static_cast<uint64_t>(blocks[i].segment_address);
+    if (segments[seg] <= widest) continue;
+    auto it = cut_block.find(seg);
+    if (it == cut_block.end() || blocks[i].size > blocks[it->second].size) cut_block[seg] = i;
+  }
   std::vector<MapBlock> out;
   size_t largest = blocks.size();
   for (size_t i = 0; i < blocks.size(); ++i)
     if (!blocks[i].allocated && (largest == blocks.size() || blocks[i].size > blocks[largest].size)) largest = i;
   for (size_t i = 0; i < blocks.size(); ++i) {
     const auto& b = blocks[i];
-    const double x0 = static_cast<double>(static_cast<uint64_t>(b.address) - static_cast<uint64_t>(b.segment_address)) /
-                      static_cast<double>(widest);
-    out.push_back({row[static_cast<uint64_t>(b.segment_address)], x0,
-                   x0 + static_cast<double>(b.size) / static_cast<double>(widest), b, i == largest});
+    const auto seg = static_cast<uint64_t>(b.segment_address);
+    int64_t from = static_cast<int64_t>(static_cast<uint64_t>(b.address) - seg), size = b.size, cut_bytes = 0;
+    if (auto it = cut_block.find(seg); it != cut_block.end()) {
+      const auto& c = blocks[it->second];
+      const int64_t excess = std::min(segments[seg] - widest, c.size);
+      if (it->second == i) {
+        cut_bytes = excess;
+        size -= excess;
+      } else if (static_cast<uint64_t>(b.address) > static_cast<uint64_t>(c.address)) {
+        from -= excess;
+      }
+    }
+    const double x0 = static_cast<double>(from) / static_cast<double>(widest);
+    MapBlock m{row[seg], x0, x0 + static_cast<double>(size) / static_cast<double>(widest), b, i == largest};
+    m.cut_bytes = cut_bytes;
+    out.push_back(std::move(m));
   }
   return out;
 }
@@ -146,9 +191,8 @@ QColor BlockMap::color_of(const sessions::MemoryBlockRecord& b) {
 }
 
 void BlockMap::set_blocks(std::vector<sessions::MemoryBlockRecord> blocks, int64_t width_bytes) {
-  layout_ = layout_blocks(blocks, width_bytes);
-  width_bytes_ = std::max<int64_t>(1, width_bytes);
-  for (const auto& b : blocks) width_bytes_ = std::max(width_bytes_, b.segment_size);
+  layout_ = layout_blocks(blocks, width_bytes, cut_);
+  width_bytes_ = map_scale_bytes(blocks, width_bytes, cut_);
   rows_ = 0;
   highlight_ = -1;
   std::map<std::string, int64_t> by_tag;
@@ -163,6 +207,8 @@ void BlockMap::set_blocks(std::vector<sessions::MemoryBlockRecord> blocks, int64
   legend_.clear();
   for (const auto& [t, n] : tags) legend_.push_back(t);
   if (any_free) legend_.push_back("free");
+  if (std::any_of(layout_.begin(), layout_.end(), [](const MapBlock& b) { return b.cut_bytes > 0; }))
+    legend_.push_back(kCutLegend);
   setMinimumHeight(2 * kMargin + rows_ * kRowHeight + (layout_.empty() ? 0 : kScaleHeight + legend_rows() * kLegendRow));
   update();
 }
@@ -213,6 +259,19 @@ void BlockMap::paintEvent(QPaintEvent*) {
       p.setPen(QPen(palette().color(QPalette::Text), 2));
       p.drawRect(r);
     }
+    if (b.cut_bytes > 0) {  // a cut block: a break mark (two slashes of the background) and its true size
+      const double cx = r.center().x();
+      p.setPen(QPen(palette().color(QPalette::Base), 3));
+      for (double dx : {-5.0, 3.0}) p.drawLine(QPointF(cx + dx, r.bottom() + 1), QPointF(cx + dx + 6, r.top() - 1));
+      const QString size = QString::fromStdString(sessions::format_bytes(b.block.size));
+      p.setPen(QPen(b.block.allocated ? QColor(Qt::white) : palette().color(QPalette::Text), 1));
+      QFont f = font();
+      f.setPointSizeF(std::max(6.0, f.pointSizeF() * 0.8));
+      p.setFont(f);
+      const QRectF left(r.left() + 3, r.top(), cx - 8 - r.left() - 3, r.height());
+      if (left.width() > p.fontMetrics().horizontalAdvance(size)) p.drawText(left, Qt::AlignLeft | Qt::AlignVCenter, size);
+      p.setFont(font());
+    }
   }
   if (highlight_ >= 0) {  // the segment the segment timeline's click named
     p.setPen(QPen(palette().color(QPalette::Highlight), 2));
@@ -230,9 +289,14 @@ void BlockMap::paintEvent(QPaintEvent*) {
     const int col = static_cast<int>(i) % per_row, row = static_cast<int>(i) / per_row;
     const QRectF sw(kMargin + col * 200, kMargin / 2 + row * kLegendRow + 3, 12, 12);
     sessions::MemoryBlockRecord r;
-    r.allocated = legend_[i] != "free";
+    r.allocated = legend_[i] != "free" && legend_[i] != kCutLegend;
     r.tag = legend_[i];
     p.fillRect(sw, color_of(r));
+    if (legend_[i] == kCutLegend) {  // the break mark of a cut block
+      p.setPen(QPen(palette().color(QPalette::Base), 2));
+      p.drawLine(QPointF(sw.left() + 3, sw.bottom()), QPointF(sw.left() + 7, sw.top()));
+      p.drawLine(QPointF(sw.left() + 7, sw.bottom()), QPointF(sw.left() + 11, sw.top()));
+    }
     p.setPen(QPen(text, 1));
     const QString name = legend_[i] == "free" ? QString("free (largest outlined)") : QString::fromStdString(legend_[i]);
     p.drawText(QRectF(sw.right() + 4, sw.top() - 3, 180, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter,
@@ -258,6 +322,9 @@ void BlockMap::mouseMoveEvent(QMouseEvent* e) {
     return;
   }
   const MapBlock& b = layout_[static_cast<size_t>(i)];
+  const QString cut_note = b.cut_bytes > 0 ? QString("\ndrawn cut: %1 of it left out so that the smaller segments show")
+                                                 .arg(QString::fromStdString(sessions::format_bytes(b.cut_bytes)))
+                                           : QString();
   QToolTip::showText(e->globalPosition().toPoint(),
                      b.block.allocated
                          ? QString("%1: %2 (requested %3)%4\naddress %5")
@@ -265,9 +332,9 @@ void BlockMap::mouseMoveEvent(QMouseEvent* e) {
                                .arg(QString::fromStdString(sessions::format_bytes(b.block.size)))
                                .arg(QString::fromStdString(sessions::format_bytes(b.block.requested)))
                                .arg(b.block.pending_free ? ", free pending on another stream" : "")
-                               .arg(static_cast<qulonglong>(b.block.address), 0, 16)
+                               .arg(static_cast<qulonglong>(b.block.address), 0, 16) + cut_note
                          : QString("free: %1%2").arg(QString::fromStdString(sessions::format_bytes(b.block.size)))
-                               .arg(b.largest_free ? " (largest free block)" : ""),
+                               .arg(b.largest_free ? " (largest free block)" : "") + cut_note,
                      this);
 }
 

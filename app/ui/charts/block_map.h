@@ -25,11 +25,37 @@ struct MapBlock {
   double x0 = 0, x1 = 0;
   sessions::MemoryBlockRecord block;
   bool largest_free = false;
+  /// Bytes of this block left out of the drawing (a block that dwarfs the other segments, cut
+  /// so they show: layout_blocks with `cut`); 0 for a block drawn to scale.
+  int64_t cut_bytes = 0;
 };
+
+/// The legend's last entry when a block is drawn cut.
+inline constexpr const char* kCutLegend = "drawn cut (true size on it)";
+
+/// A segment is cut on the map when one of its blocks (allocated or free) fills at least this
+/// share of it and it is more than twice as wide as the map's scale (map_scale_bytes).
+inline constexpr double kCutShare = 0.9;
+
+/// The bytes a map's full width stands for (tester43 F13: a DLRM run's 620 MiB weights segment
+/// made its 2 and 20 MiB segments 1-3 px wide, each map "one blue bar").
+/// Without `cut`: the largest segment, or `width_bytes` when that is larger (two maps on one
+/// scale). With `cut`: S = the widest segment that no single block fills to kCutShare, and at
+/// least 4/3 of the bytes beside the largest block of each segment that one does (so a cut
+/// block keeps a quarter of the width); when the widest segment is at most 2 S, or there is only
+/// one segment, or S is 0, the widest segment (nothing is cut). Then at least `width_bytes`.
+/// Segments {620 MiB: one 618.4 MiB block + 1.6 MiB free; 20 MiB: 3.6 MiB + 16.4 MiB free;
+/// 2 MiB} -> 20 MiB with cut, 620 MiB without.
+int64_t map_scale_bytes(const std::vector<sessions::MemoryBlockRecord>& blocks, int64_t width_bytes, bool cut);
+
 /// Lays out a snapshot's blocks (the segments in address order, unsigned: PyTorch addresses
-/// above 2^63 sort after the others). x is a fraction of the largest segment, or of
-/// `width_bytes` when that is larger (two maps drawn on one scale).
-std::vector<MapBlock> layout_blocks(const std::vector<sessions::MemoryBlockRecord>& blocks, int64_t width_bytes = 0);
+/// above 2^63 sort after the others). x is a fraction of map_scale_bytes(blocks, width_bytes,
+/// cut): the largest segment, or `width_bytes` when that is larger (two maps drawn on one
+/// scale). With `cut`, a segment wider than the scale is drawn the scale's width: its largest
+/// block loses the excess (MapBlock::cut_bytes, drawn with a break mark) and the blocks after it
+/// move left by as much; every other block keeps its true width.
+std::vector<MapBlock> layout_blocks(const std::vector<sessions::MemoryBlockRecord>& blocks, int64_t width_bytes = 0,
+                                    bool cut = false);
 
 /// Tick spacing of a byte axis `width_bytes` wide: the smallest power of two bytes (1 B, 2 B, ...
 /// 512 B, 1 KiB, 2 KiB, ... 1 TiB) that gives at most `max_ticks` intervals (>= 1 B). Binary
@@ -58,16 +84,21 @@ class BlockMap : public QWidget {
 
  public:
   explicit BlockMap(QWidget* parent = nullptr);
-  /// Shows `blocks`; `width_bytes` as in layout_blocks.
+  /// Shows `blocks`; `width_bytes` as in layout_blocks, with cut_big_blocks().
   void set_blocks(std::vector<sessions::MemoryBlockRecord> blocks, int64_t width_bytes = 0);
+  /// Whether a block that dwarfs the other segments is drawn cut (layout_blocks `cut`; the
+  /// default: on). Takes effect at the next set_blocks.
+  void set_cut_big_blocks(bool on) { cut_ = on; }
+  bool cut_big_blocks() const { return cut_; }
   static constexpr int kRowHeight = 18;
   static constexpr int kMargin = 8;
   static constexpr int kScaleHeight = 22;   ///< the byte scale below the rows
   static constexpr int kLegendRow = 18;     ///< one row of the legend
   const std::vector<MapBlock>& layout() const { return layout_; }
-  /// The bytes the full width stands for.
+  /// The bytes the full width stands for (map_scale_bytes).
   int64_t width_bytes() const { return width_bytes_; }
-  /// The tags of the legend, in order (most bytes first), then "free".
+  /// The tags of the legend, in order (most bytes first), then "free", then kCutLegend when a
+  /// block is drawn cut.
   const std::vector<std::string>& legend() const { return legend_; }
   /// Outlines the row of the segment at `segment_address` (int64 bit pattern; the segment
   /// timeline's click) until the next set_blocks; an address the map does not show outlines none.
@@ -106,6 +137,7 @@ class BlockMap : public QWidget {
  private:
   int rows_ = 0;
   int highlight_ = -1;
+  bool cut_ = true;
   int legend_rows() const;
   std::vector<MapBlock> layout_;
   std::vector<std::string> legend_;

@@ -27,6 +27,66 @@ int64_t segment_baseline(const sessions::SegmentTimeline& timeline, int64_t live
   return least;
 }
 
+StaticSegmentCut hide_static_segments(const sessions::SegmentTimeline& timeline, int64_t min_bytes) {
+  StaticSegmentCut out;
+  out.shown = timeline;
+  const auto& cols = timeline.columns;
+  out.cuts.assign(cols.size(), {});
+  const size_t n = timeline.segments.size();
+  if (cols.empty() || n == 0 || min_bytes <= 0) return out;
+  // per segment: its first and last column, whether it skipped one, its active bytes after its first
+  std::vector<int64_t> first(n, -1), last(n, -1), active(n, -1);
+  std::vector<bool> ok(n, true);
+  for (size_t c = 0; c < cols.size(); ++c)
+    for (const auto& b : cols[c].bands) {
+      if (b.segment < 0 || static_cast<size_t>(b.segment) >= n) continue;
+      const auto s = static_cast<size_t>(b.segment);
+      if (first[s] < 0) {
+        first[s] = static_cast<int64_t>(c);
+      } else {
+        if (last[s] != static_cast<int64_t>(c) - 1) ok[s] = false;  // a gap
+        if (active[s] >= 0 && active[s] != b.active) ok[s] = false;
+        active[s] = b.active;
+      }
+      last[s] = static_cast<int64_t>(c);
+    }
+  const auto tenth = std::max<int64_t>(1, static_cast<int64_t>(cols.size() / 10));
+  std::vector<bool> hide(n, false);
+  for (size_t s = 0; s < n; ++s) {
+    const auto& seg = timeline.segments[s];
+    hide[s] = ok[s] && first[s] >= 0 && first[s] <= tenth && last[s] == static_cast<int64_t>(cols.size()) - 1 &&
+              seg.end_entry < 0 && !seg.resized && seg.size >= min_bytes;
+    if (!hide[s]) continue;
+    out.hidden.push_back(static_cast<int32_t>(s));
+    out.bytes += seg.size;
+    out.active += std::max<int64_t>(0, active[s]);
+  }
+  if (out.hidden.empty()) return out;
+  bool anything_left = false;
+  out.shown.peak_reserved = 0;
+  for (size_t c = 0; c < cols.size(); ++c) {
+    auto& col = out.shown.columns[c];
+    col.bands.clear();
+    col.reserved = col.active = 0;
+    int64_t offset = 0;
+    for (const auto& b : cols[c].bands) {
+      if (b.segment >= 0 && static_cast<size_t>(b.segment) < n && hide[static_cast<size_t>(b.segment)]) {
+        if (out.cuts[c].empty() || out.cuts[c].back() != offset) out.cuts[c].push_back(offset);
+        continue;
+      }
+      col.bands.push_back({b.segment, offset, b.size, b.active});
+      offset += b.size;
+      col.reserved += b.size;
+      col.active += b.active;
+    }
+    anything_left = anything_left || (!col.bands.empty() && !out.cuts[c].empty());
+    out.shown.peak_reserved = std::max(out.shown.peak_reserved, col.reserved);
+  }
+  if (!anything_left) return StaticSegmentCut{{}, 0, 0, timeline, std::vector<std::vector<int64_t>>(cols.size())};
+  out.shown.peak_reserved = std::max<int64_t>(1, out.shown.peak_reserved);
+  return out;
+}
+
 SegmentTimelineChart::SegmentTimelineChart(QWidget* parent) : EntryChart(parent, 160) { byte_ticks_ = 4; }
 
 QColor SegmentTimelineChart::color_of(int32_t s) const {
@@ -52,6 +112,7 @@ void SegmentTimelineChart::set_data(std::shared_ptr<const sessions::MemoryHistor
     colors_.push_back(f.empty() ? no_stack_color() : BlockMap::color_of_tag(f[0].substr(0, f[0].find(" ("))));
   }
   baseline_ = segment_baseline(timeline_, live_bytes);
+  cut_ = hide_static_segments(timeline_, timeline_.peak_reserved / 4);
   refresh();
 }
 
@@ -65,7 +126,7 @@ int32_t SegmentTimelineChart::segment_at(double x, double y) const {
   const QRectF r = plot_rect();
   if (c < 0 || y < r.top() || y > r.bottom()) return -1;
   const auto b = y_bottom() + static_cast<int64_t>((r.bottom() - y) / r.height() * static_cast<double>(y_top() - y_bottom()));
-  const auto& col = timeline_.columns[static_cast<size_t>(c)];
+  const auto& col = shown().columns[static_cast<size_t>(c)];
   const int32_t band = sessions::segment_band_at(col, b);
   return band < 0 ? -1 : col.bands[static_cast<size_t>(band)].segment;
 }
@@ -111,13 +172,20 @@ QString SegmentTimelineChart::describe(int32_t s, int column) const {
 
 QString SegmentTimelineChart::title() const {
   // the baseline said first: a narrow chart cuts the end of its title
+  if (baseline_on_ && !cut_.hidden.empty())
+    return QString("segment timeline less %1 static segment%2 (%3, %4 active all along; dashed: where cut out): "
+                   "reserved segments, oldest at the bottom; full colour: active, light: cached; click: the segment on the map")
+        .arg(cut_.hidden.size())
+        .arg(cut_.hidden.size() == 1 ? "" : "s")
+        .arg(bytes(cut_.bytes), bytes(cut_.active));
   const QString above = y_bottom() > 0 ? QString(" above %1 of the oldest segment active for the whole trace").arg(bytes(y_bottom())) : QString();
   return "segment timeline" + above + ": reserved segments, oldest at the bottom; full colour: active, light: cached; "
          "click: the segment on the map";
 }
 
 void SegmentTimelineChart::render_bands(QImage& bands) const {
-  const auto& cols = timeline_.columns;
+  const auto& cols = shown().columns;
+  const bool cut = baseline_on_ && !cut_.hidden.empty();
   QPainter p(&bands);
   const double cw = static_cast<double>(bands.width()) / static_cast<double>(cols.size());
   const int64_t bottom = y_bottom();  // the value at the image's foot
@@ -141,6 +209,12 @@ void SegmentTimelineChart::render_bands(QImage& bands) const {
       if (below - y0 >= 4) p.fillRect(QRectF(x0, y0, w, 1), separator);  // where one band ends
       below = y0;
     }
+    if (cut)  // where static segments were cut out: a dashed dark line (4 px on, 3 off)
+      for (const int64_t at : cut_.cuts[c]) {
+        const double y = std::clamp(h - static_cast<double>(at - bottom) * scale, 0.0, h - 2);
+        for (double x = x0; x < x0 + w; ++x)
+          if (static_cast<int64_t>(x) % 7 < 4) p.fillRect(QRectF(x, y - 1, 1, 2), cut_line_color());
+      }
   }
 }
 
@@ -156,7 +230,7 @@ void SegmentTimelineChart::mouseMoveEvent(QMouseEvent* e) {
 void SegmentTimelineChart::mousePressEvent(QMouseEvent* e) {
   const int c = column_at(e->position().x());
   if (c < 0) return;
-  const int64_t entry = timeline_.columns[static_cast<size_t>(c)].entry;
+  const int64_t entry = shown().columns[static_cast<size_t>(c)].entry;
   const int32_t s = segment_at(e->position().x(), e->position().y());
   if (s >= 0) emit segment_clicked(entry, static_cast<int64_t>(timeline_.segments[static_cast<size_t>(s)].address));
   else emit entry_clicked(entry);

@@ -34,6 +34,35 @@ namespace embedscope::ui {
 /// Bottom bands {segment 0: active 0, 700, 650, 690} with live 600 -> 600; with live 680 -> 650.
 int64_t segment_baseline(const sessions::SegmentTimeline& timeline, int64_t live_bytes);
 
+/// The segment timeline less its static segments (ux44 left this: when the weights' segment is
+/// not the oldest, segment_baseline is 0 and a DLRM run's segment timeline was one 620 MiB slab
+/// with its per-step segments a fringe): what PyTorch memory_viz users do by hand, cutting the
+/// constant slab out of the middle of the stack.
+struct StaticSegmentCut {
+  std::vector<int32_t> hidden;  ///< SegmentTimeline::segments indexes left out, in the order made
+  int64_t bytes = 0;            ///< the sum of their sizes
+  int64_t active = 0;           ///< the sum of their (constant) active bytes
+  /// The timeline drawn: every column without the hidden bands, the bands above each moved down
+  /// by its size; peak_reserved the largest column's reserved bytes left (>= 1 with columns);
+  /// segments as given (indexes unchanged).
+  sessions::SegmentTimeline shown;
+  /// Per column of `shown`: the heights (bytes from the foot) where a hidden band was taken out,
+  /// bottom up; empty where none was live.
+  std::vector<std::vector<int64_t>> cuts;
+};
+
+/// Finds the static segments of `timeline` and cuts them out. A segment is static when it is at
+/// least `min_bytes` (> 0) big, never resized, still reserved at the end of the trace, present
+/// from a column in the first tenth of the columns (or the second column) to the last column without a gap, and its
+/// active bytes are the same in every column it is in except its first (which may show it made
+/// but not yet filled). Nothing is hidden (hidden empty, shown = timeline, cuts all empty) when
+/// no segment is static or when the static ones are every band of every column they are in
+/// (there would be nothing left to show).
+/// Example: columns {A 100 (active 0)}, {A 100 (100), W 1000 (990), B 20 (5)},
+/// {A 100 (40), W 1000 (990)} with min 500 -> hidden {W}, shown {A}, {A, B at offset 100},
+/// {A}; cuts {}, {100}, {100}; peak 120.
+StaticSegmentCut hide_static_segments(const sessions::SegmentTimeline& timeline, int64_t min_bytes);
+
 class SegmentTimelineChart : public EntryChart {
   Q_OBJECT
 
@@ -44,8 +73,17 @@ class SegmentTimelineChart : public EntryChart {
   void set_data(std::shared_ptr<const sessions::MemoryHistory> history, sessions::SegmentTimeline timeline,
                 std::vector<sessions::MemoryFrame> frames, std::vector<sessions::MemoryStackFrame> stacks,
                 int64_t live_bytes = 0);
-  /// Draws from segment_baseline() up (the default) or from 0; the title says which.
+  /// Leaves out the memory live for the whole trace (the default) or not; the title says which.
+  /// With static segments (hide_static_segments of at least a quarter of the peak reserved
+  /// bytes) they are cut out of the stack, a dashed line where they sit; else the chart starts at
+  /// segment_baseline().
   void set_baseline_enabled(bool on);
+  /// The static segments cut out when the baseline is enabled (hidden empty: none).
+  const StaticSegmentCut& static_cut() const { return cut_; }
+  /// The timeline as drawn: static_cut().shown while segments are hidden, else timeline().
+  const sessions::SegmentTimeline& shown() const {
+    return baseline_on_ && !cut_.hidden.empty() ? cut_.shown : timeline_;
+  }
   bool baseline_enabled() const { return baseline_on_; }
   int64_t baseline_bytes() const { return baseline_; }
   const sessions::SegmentTimeline& timeline() const { return timeline_; }
@@ -58,6 +96,8 @@ class SegmentTimelineChart : public EntryChart {
   /// rest of its band in reserved_color(s), the colour washed three quarters towards white.
   QColor color_of(int32_t s) const;
   QColor reserved_color(int32_t s) const;
+  /// The dashed line where static segments were cut out.
+  static QColor cut_line_color() { return QColor(0x20, 0x20, 0x20); }
   /// The colour of segments without a stack.
   static QColor no_stack_color() { return QColor(0x6a, 0x7f, 0x9a); }
 
@@ -69,8 +109,8 @@ class SegmentTimelineChart : public EntryChart {
 
  protected:
   int column_count() const override { return static_cast<int>(timeline_.columns.size()); }
-  int64_t y_top() const override { return std::max(timeline_.peak_reserved, y_bottom() + 1); }
-  int64_t y_bottom() const override { return baseline_on_ ? baseline_ : 0; }
+  int64_t y_top() const override { return std::max(shown().peak_reserved, y_bottom() + 1); }
+  int64_t y_bottom() const override { return baseline_on_ && cut_.hidden.empty() ? baseline_ : 0; }
   void render_bands(QImage& bands) const override;
   QString title() const override;
   void mouseMoveEvent(QMouseEvent*) override;
@@ -83,6 +123,7 @@ class SegmentTimelineChart : public EntryChart {
   std::vector<QColor> colors_;  // per segment
   int64_t baseline_ = 0;
   bool baseline_on_ = true;
+  StaticSegmentCut cut_;
 };
 
 }  // namespace embedscope::ui

@@ -1,11 +1,14 @@
 #include "views/memory_compare.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QScrollArea>
+#include <QHeaderView>
 #include <QSpinBox>
+#include <QTableWidget>
 #include <QVBoxLayout>
 
 #include <algorithm>
@@ -46,6 +49,23 @@ QString snapshot_when(const sessions::MemorySnapshot& shown, int64_t step) {
   return QString("the layout of %1, unchanged up to %2").arg(step_name(shown.step), step_name(step));
 }
 
+MapFigures map_figures(const std::vector<sessions::MemoryBlockRecord>& blocks) {
+  MapFigures f;
+  std::set<int64_t> segments;
+  for (const auto& b : blocks) {
+    if (segments.insert(b.segment_address).second) f.reserved += b.segment_size;
+    if (b.allocated) {
+      f.allocated += b.size;
+    } else {
+      f.free += b.size;
+      f.largest_free = std::max(f.largest_free, b.size);
+    }
+  }
+  f.segments = static_cast<int64_t>(segments.size());
+  f.fragmentation = f.free > 0 ? 1.0 - static_cast<double>(f.largest_free) / static_cast<double>(f.free) : 0.0;
+  return f;
+}
+
 int MemoryCompare::map_columns(size_t sessions) {
   if (sessions <= kMapsPerRow) return static_cast<int>(std::max<size_t>(1, sessions));
   const size_t rows = (sessions + kMapsPerRow - 1) / kMapsPerRow;
@@ -78,6 +98,10 @@ MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidg
                             "\"B = A\": B's lines are A's, drawn over them)", this));
   top->addStretch(1);
   layout->addLayout(top);
+  // tester43 F13: a 620 MiB weights block left the 2 and 20 MiB segments 1-3 px wide (one blue bar a map)
+  cut_box_ = new QCheckBox("cut a block that dwarfs the other segments (e.g. the weights) so the small segments show", this);
+  cut_box_->setObjectName("memory_compare_cut");
+  cut_box_->setChecked(true);
   plot_->setMinimumSize(320, 200);
   layout->addWidget(plot_, 2);
   // the maps in rows of at most kMapsPerRow, evenly filled (11 sessions: 6 + 5), each wide
@@ -99,11 +123,42 @@ MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidg
     maps->addLayout(col, static_cast<int>(i) / per_row, static_cast<int>(i) % per_row);
   }
   for (int c = 0; c < per_row; ++c) maps->setColumnStretch(c, 1);
+  // every device's fragmentation at the step, a row a rank, a column a session (the maps show one
+  // rank; clicking a row shows its maps)
+  devices_ = new QTableWidget(static_cast<int>(ranks.size()), static_cast<int>(entries_.size()), this);
+  devices_->setObjectName("memory_compare_devices");
+  QStringList heads;
+  for (const auto& e : entries_) heads << e.s.label;
+  devices_->setHorizontalHeaderLabels(heads);
+  QStringList rows;
+  for (int32_t r : ranks) rows << QString("rank %1").arg(r);
+  devices_->setVerticalHeaderLabels(rows);
+  devices_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  devices_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  devices_->setSelectionMode(QAbstractItemView::SingleSelection);
+  devices_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  devices_->verticalHeader()->setDefaultSectionSize(20);
+  devices_->setMaximumHeight(28 + 20 * std::min<int>(5, static_cast<int>(ranks.size())));
+  devices_->setToolTip("fragmentation (1 - largest free block / free bytes in segments) of each device's map at the "
+                       "end of the step; the largest of a row in bold; click a row to show that rank's maps");
+  auto* devices_label = new QLabel("each device at the end of the step: fragmentation, largest free block of the free "
+                                   "bytes in segments (bold: the worst session of a rank; click a row for its maps)", this);
+  devices_label->setWordWrap(true);
+  layout->addWidget(devices_label);
+  layout->addWidget(devices_);
+  devices_label->setVisible(!ranks.empty());  // no memory records: no table (the sentence below says why)
+  devices_->setVisible(!ranks.empty());
+  layout->addWidget(cut_box_);
   layout->addLayout(maps, 3);
   if (ranks.empty()) layout->addWidget(new QLabel("these sessions have no memory records (schema version 1)", this));
   auto refresh = [this] { show(rank_box_->currentData().toInt(), step_box_->value()); };
   connect(rank_box_, &QComboBox::currentIndexChanged, this, refresh);
   connect(step_box_, &QSpinBox::valueChanged, this, refresh);
+  connect(cut_box_, &QCheckBox::toggled, this, refresh);
+  connect(devices_, &QTableWidget::cellClicked, this, [this](int row, int) {
+    const QString name = devices_->verticalHeaderItem(row)->text();  // "rank N"
+    show(name.mid(5).toInt(), step_box_->value());
+  });
   if (!ranks.empty()) show(*ranks.begin(), last);
 }
 
@@ -205,7 +260,9 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
   plot_->yAxis2->setRange(0, 100);
   plot_->replot();
 
-  // the maps at `step`, on one scale: the widest segment of any of them spans the full width
+  // the maps at `step`, on one scale: the widest segment of any of them spans the full width, or
+  // with the cut the widest scale any of them needs (map_scale_bytes), blocks dwarfing it cut
+  const bool cut = cut_box_->isChecked();
   std::vector<std::vector<sessions::MemoryBlockRecord>> blocks(entries_.size());
   std::vector<const sessions::MemorySnapshot*> shown(entries_.size());
   map_width_ = 1;
@@ -213,32 +270,69 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
     shown[i] = snapshot_at(entries_[i].snapshots, rank, step);
     if (!shown[i]) continue;
     blocks[i] = entries_[i].s.session->memory_blocks(shown[i]->id);
-    for (const auto& b : blocks[i]) map_width_ = std::max(map_width_, b.segment_size);
+    if (!blocks[i].empty()) map_width_ = std::max(map_width_, map_scale_bytes(blocks[i], 0, cut));
   }
   for (size_t i = 0; i < entries_.size(); ++i) {
-    int64_t reserved = 0, allocated = 0;
-    std::set<int64_t> segments;
-    for (const auto& b : blocks[i]) {
-      if (segments.insert(b.segment_address).second) reserved += b.segment_size;
-      if (b.allocated) allocated += b.size;
-    }
+    const MapFigures f = map_figures(blocks[i]);
     map_labels_[i]->setText(
         shown[i] ? QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b>: rank %3, %4: "
-                           "%5 segments, %6 reserved, %7 allocated")
+                           "%5 segments, %6 reserved, %7 allocated; %8 free in segments, largest free block %9, "
+                           "fragmentation %10%")
                        .arg(session_color(i).name(), entries_[i].s.label.toHtmlEscaped())
                        .arg(rank)
                        .arg(snapshot_when(*shown[i], step))
-                       .arg(segments.size())
-                       .arg(QString::fromStdString(sessions::format_bytes(reserved)),
-                            QString::fromStdString(sessions::format_bytes(allocated)))
+                       .arg(f.segments)
+                       .arg(QString::fromStdString(sessions::format_bytes(f.reserved)),
+                            QString::fromStdString(sessions::format_bytes(f.allocated)),
+                            QString::fromStdString(sessions::format_bytes(f.free)),
+                            QString::fromStdString(sessions::format_bytes(f.largest_free)))
+                       .arg(100 * f.fragmentation, 0, 'f', 1)
                  : QString("<b>%1</b>: no snapshot of rank %2 at or before step %3")
                        .arg(entries_[i].s.label.toHtmlEscaped())
                        .arg(rank)
                        .arg(step));
+    maps_[i]->set_cut_big_blocks(cut);
     maps_[i]->set_blocks(std::move(blocks[i]), map_width_);
   }
+  fill_devices(step);
   if (rank_box_->currentData().toInt() != rank) rank_box_->setCurrentIndex(rank_box_->findData(rank));
   if (step_box_->value() != step) step_box_->setValue(static_cast<int>(step));
+}
+
+}  // namespace embedscope::ui
+
+namespace embedscope::ui {
+
+void MemoryCompare::fill_devices(int64_t step) {
+  for (int row = 0; row < devices_->rowCount(); ++row) {
+    const int32_t rank = devices_->verticalHeaderItem(row)->text().mid(5).toInt();
+    double worst = -1;
+    std::vector<double> frag(entries_.size(), -1);
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      const auto* shown = snapshot_at(entries_[i].snapshots, rank, step);
+      QString text = "no snapshot";
+      if (shown) {
+        auto it = entries_[i].figures.find(shown->id);
+        if (it == entries_[i].figures.end())
+          it = entries_[i].figures.emplace(shown->id, map_figures(entries_[i].s.session->memory_blocks(shown->id))).first;
+        const MapFigures& f = it->second;
+        frag[i] = f.fragmentation;
+        worst = std::max(worst, f.fragmentation);
+        text = QString("%1% (%2 of %3 free)")
+                   .arg(100 * f.fragmentation, 0, 'f', 1)
+                   .arg(QString::fromStdString(sessions::format_bytes(f.largest_free)),
+                        QString::fromStdString(sessions::format_bytes(f.free)));
+      }
+      auto* item = new QTableWidgetItem(text);
+      devices_->setItem(row, static_cast<int>(i), item);
+    }
+    for (size_t i = 0; i < entries_.size(); ++i)  // the worst of the row in bold when the sessions differ
+      if (frag[i] >= 0 && frag[i] == worst && std::any_of(frag.begin(), frag.end(), [&](double v) { return v >= 0 && v != worst; })) {
+        QFont f = devices_->font();
+        f.setBold(true);
+        devices_->item(row, static_cast<int>(i))->setFont(f);
+      }
+  }
 }
 
 }  // namespace embedscope::ui

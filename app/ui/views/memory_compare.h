@@ -6,14 +6,17 @@
 
 #include <QWidget>
 
+#include <map>
 #include <vector>
 
 #include "models/labelled_session.h"
 
+class QCheckBox;
 class QComboBox;
 class QCustomPlot;
 class QLabel;
 class QSpinBox;
+class QTableWidget;
 
 namespace embedscope::ui {
 
@@ -34,6 +37,15 @@ QString step_name(int64_t step);
 /// written only when the layout changed), "the layout at its OOM in step 4".
 QString snapshot_when(const sessions::MemorySnapshot& shown, int64_t step);
 
+/// The figures a map's caption gives (bytes): reserved (sum of its segments), allocated and free
+/// blocks, the largest free block, and external fragmentation as engine/memory/allocator.h
+/// MemoryStats: 1 - largest free block / free bytes in segments (0 without free bytes).
+struct MapFigures {
+  int64_t segments = 0, reserved = 0, allocated = 0, free = 0, largest_free = 0;
+  double fragmentation = 0;
+};
+MapFigures map_figures(const std::vector<sessions::MemoryBlockRecord>& blocks);
+
 class MemoryCompare : public QWidget {
   Q_OBJECT
 
@@ -42,8 +54,15 @@ class MemoryCompare : public QWidget {
   /// Shows `rank` (chart and maps) and the maps at the end of `step`.
   void show(int32_t rank, int64_t step);
   BlockMap* map(size_t i) { return maps_[i]; }
+  /// Every device's fragmentation at the step shown: a row a rank (as the rank box), a column a
+  /// session, "40.7% (16.0 MiB of 27.0 MiB free)" (map_figures of the map snapshot_at gives),
+  /// "no snapshot"; the worst of a row in bold where the sessions differ. Clicking a row shows
+  /// that rank's maps.
+  QTableWidget* devices() { return devices_; }
   QCustomPlot* plot() { return plot_; }
-  /// The bytes that the maps' full width stands for (the widest segment shown in any of them).
+  /// The bytes that the maps' full width stands for: the widest segment shown in any of them, or
+  /// with "cut blocks that dwarf the other segments" (on by default) the largest of their
+  /// map_scale_bytes (blocks that dwarf it drawn cut, BlockMap::set_cut_big_blocks).
   int64_t map_width_bytes() const { return map_width_; }
   /// For each session, the earlier session whose curves (allocated, reserved, fragmentation at
   /// every step of the rank shown) it equals, or -1 (core/equal_series.h); its legend entry says
@@ -65,10 +84,14 @@ class MemoryCompare : public QWidget {
     LabelledSession s;
     std::vector<sessions::MemoryCounter> counters;
     std::vector<sessions::MemorySnapshot> snapshots;
+    std::map<int64_t, MapFigures> figures;  ///< by snapshot id, read once
   };
+  void fill_devices(int64_t step);
   std::vector<Entry> entries_;
   QComboBox* rank_box_;
   QSpinBox* step_box_;
+  QCheckBox* cut_box_ = nullptr;
+  QTableWidget* devices_ = nullptr;
   QCustomPlot* plot_;
   std::vector<BlockMap*> maps_;
   std::vector<QLabel*> map_labels_;

@@ -116,7 +116,9 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   // tester43 F13: a run's weights (618.4 MiB of DLRM tables, live from entry 1 to the end) made
   // the per-step buffers a 2-3 px fringe; by default the chart starts above them
   // the segment timeline too (ux44): from the part of the oldest segment active for the whole trace
-  auto* baseline = new QCheckBox("start the timelines above the blocks live for the whole trace", left);
+  // ui45: the segment timeline cuts static segments (the weights') out of its stack wherever they sit
+  auto* baseline = new QCheckBox("leave out the memory live for the whole trace (the active timeline starts above it, "
+                                 "the segment timeline cuts static segments out)", left);
   baseline->setObjectName("memory_baseline");
   baseline->setChecked(timeline_->baseline_enabled());
   connect(baseline, &QCheckBox::toggled, timeline_, &ActiveTimeline::set_baseline_enabled);
