@@ -114,12 +114,14 @@ LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& opt
         if (op.collectives.empty()) events.push_back(e);
       }
       if (writer) {
-        const int64_t bytes = memory[ri].total();
+        // the estimate's replay of the rank's caching allocator (planner/lm_memory_estimate.h)
+        const int64_t bytes = memory[ri].peak_allocated_bytes, reserved = memory[ri].peak_reserved_bytes;
         writer->add_step({st, r, t0, t0 + sim.step_ns, 0.0, bytes, bytes});
         sessions::MemoryCounter m;
         m.step = st;
         m.rank = r;
-        m.allocated = m.reserved = m.peak_allocated = m.peak_reserved = bytes;
+        m.allocated = m.peak_allocated = bytes;
+        m.reserved = m.peak_reserved = reserved;
         writer->add_memory(m);
         sessions::LoadCounter lc;  // the program's expected ids served by the rank's shard
         lc.step = st;
@@ -139,7 +141,7 @@ LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& opt
   }
   for (int r = 0; r < p; ++r) {
     result.ranks[static_cast<size_t>(r)].rows = memory[static_cast<size_t>(r)].rows;
-    result.ranks[static_cast<size_t>(r)].peak_allocated = memory[static_cast<size_t>(r)].total();
+    result.ranks[static_cast<size_t>(r)].peak_allocated = memory[static_cast<size_t>(r)].peak_allocated_bytes;
   }
   result.wall_ns = spec.steps * sim.step_ns;
   if (writer) writer->close("complete");

@@ -4,10 +4,18 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/model/lm_embedding.h"
+#include "embedscope/engine/program/lm_program.h"
+#include "embedscope/engine/program/step_program.h"
 #include "embedscope/sessions/model/units.h"
+#include "planner/memory_replay.h"
 
 namespace embedscope::engine {
 
@@ -37,9 +45,158 @@ std::vector<LmMemoryEstimate> estimate_lm_memory(const LmWorkloadSpec& s) {
     const int64_t lookup = rw ? 2 * T * H * f32 : T * H * f32;  // rows received + sent, or the partial sum
     const int64_t gathered = (rw || s.sequence_parallel) ? Tc * H * f32 : 0;
     e.activation_bytes = (2 * L + 1) * Tl * H * f32 + lookup + gathered + Tc * H * f32;
+    const LmReplayedMemory m = lm_memory_replay(s, r);
+    e.peak_allocated_bytes = m.peak_allocated;
+    e.peak_reserved_bytes = m.peak_reserved;
+    e.peak_requested_bytes = m.peak_requested;
     out.push_back(e);
   }
   return out;
+}
+
+namespace {
+
+// One rank's buffers through the allocator replay, op by op as LmRank::run runs them
+// (model/lm_embedding.cpp, lm_sharding.cpp; the Step's members in model/lm_batch.h).
+class LmReplay {
+ public:
+  LmReplay(const LmWorkloadSpec& s, int rank) : s_(s), me_(rank), mem_(AllocatorKind::caching, 0) {
+    const int p = s.world_size;
+    V_ = s.padded_vocab_size();
+    H_ = s.hidden_size;
+    T_ = s.tokens_per_micro_batch();
+    Tl_ = s.sequence_parallel ? T_ / p : T_;
+    rw_ = s.sharding == LmSharding::row_wise;
+    rows_ = s.sharding == LmSharding::data_parallel ? V_ : vocab_range(V_, p, rank).size();
+  }
+
+  LmReplayedMemory run() {
+    parameters();
+    const StepProgram prog = build_lm_step_program(s_, me_, 0);  // the same ops every step (lm_executor.cpp)
+    for (int64_t st = 0; st < std::min<int64_t>(s_.steps, 8); ++st) {
+      const int64_t nrecv = rw_ ? ids_received(st) : 0;
+      for (const ProgramOp& op : prog.ops) step_op(op.name, nrecv);
+      // end_step: the Step's buffers, the last declared first (lm_batch.h)
+      for (Allocation* a : {&grad_rows_, &dzg_, &logits_, &o_read_, &zg_, &acts_, &part_}) give(*a);
+    }
+    const MemoryStats st = mem_.stats();
+    return {st.peak_allocated, st.peak_reserved, peak_requested_};
+  }
+
+ private:
+  static constexpr int64_t f32 = 4;
+
+  Allocation take(int64_t bytes) {
+    Allocation a = mem_.take(bytes);
+    requested_ += a.requested;
+    peak_requested_ = std::max(peak_requested_, requested_);
+    return a;
+  }
+  void give(Allocation& a) {
+    requested_ -= a.requested;
+    mem_.give(a);
+  }
+  // a buffer assigned to a member (DeviceBuffer's move assignment: the new block first, then
+  // the old one given back)
+  void assign(Allocation& member, int64_t bytes) {
+    Allocation a = take(bytes);
+    give(member);
+    member = a;
+  }
+
+  // LmRank's constructor, in its order
+  void parameters() {
+    const int64_t n = rows_ * H_ * f32, hh = H_ * H_ * f32, h = H_ * f32;
+    const bool untied = !s_.tie_word_embeddings;
+    keep(n);  // E
+    keep(n);  // dE
+    if (untied) {
+      keep(n);  // O
+      keep(n);  // dO
+    }
+    for (int l = 0; l < s_.body_layers; ++l)
+      for (const int64_t b : {hh, h, hh, h}) keep(b);  // W, b, dW, db
+    if (s_.optimizer != LmOptimizer::adam) return;
+    keep(n);  // m, v of E
+    keep(n);
+    if (untied) {
+      keep(n);
+      keep(n);
+    }
+    for (int l = 0; l < s_.body_layers; ++l)
+      for (const int64_t b : {hh, hh, h, h}) keep(b);  // m, v of W; m, v of b
+  }
+  void keep(int64_t bytes) { params_.push_back(take(bytes)); }
+
+  // row_wise: the ids of step `st`'s global batch (every rank's B sequences, inputs [0, S)) whose
+  // rows this rank owns, as op_input / op_bucketize / op_input_dist count them
+  int64_t ids_received(int64_t st) const {
+    int64_t n = 0;
+    for (int64_t g = 0; g < s_.global_sequences_per_step(); ++g) {
+      const std::vector<int64_t> tok = lm_sequence_tokens(s_, st, g);
+      for (int64_t k = 0; k < s_.sequence_length; ++k)
+        if (vocab_owner(tok[static_cast<size_t>(k)], V_, s_.world_size) == me_) ++n;
+    }
+    return n;
+  }
+
+  void step_op(const std::string& name, int64_t nrecv) {
+    const int p = s_.world_size;
+    const int64_t Tc = rw_ ? T_ * p : T_;
+    if (name == "lookup") {
+      assign(part_, (rw_ ? nrecv : T_) * H_ * f32);
+      if (s_.sharding == LmSharding::data_parallel) give(part_);  // copied out; no collective
+    } else if (name == "output_dist") {
+      Allocation got = take(T_ * H_ * f32);
+      give(got);
+      give(part_);
+    } else if (name == "embedding/all_reduce" || name == "embedding/reduce_scatter") {
+      give(part_);
+    } else if (name == "body_forward") {
+      assign(acts_, (2 * s_.body_layers + 1) * Tl_ * H_ * f32);
+    } else if (name == "output_projection/all_gather" || name == "sequence_parallel/all_gather") {
+      assign(zg_, (rw_ ? T_ : Tl_) * p * H_ * f32);
+    } else if (name == "output_projection/logits") {
+      if (s_.data_type != LmDataType::fp32) assign(o_read_, rows_ * H_ * f32);
+      assign(logits_, Tc * rows_ * f32);
+    } else if (name == "output_projection/backward") {
+      assign(dzg_, Tc * H_ * f32);
+    } else if (name == "loss/all_reduce" || name == "output_projection/grad_reduce_scatter" ||
+               name == "output_projection/grad_all_reduce") {
+      for (Allocation* a : {&dzg_, &logits_, &o_read_, &zg_}) give(*a);
+    } else if (name == "grad_dist") {
+      Allocation send = take(T_ * H_ * f32);
+      assign(grad_rows_, nrecv * H_ * f32);
+      give(send);
+    } else if (name == "embedding/grad_all_gather") {
+      assign(grad_rows_, T_ * H_ * f32);
+    } else if (name == "embedding_backward") {
+      give(grad_rows_);
+    } else if (name == "grad_all_reduce") {
+      const bool body_differs = s_.sharding != LmSharding::vocab_parallel || s_.sequence_parallel;
+      if (body_differs && s_.body_layers > 0) {  // the flattened body gradients
+        Allocation flat = take(s_.body_layers * (H_ * H_ + H_) * f32);
+        give(flat);
+      }
+    }
+  }
+
+  const LmWorkloadSpec& s_;
+  int me_;
+  detail::AllocatorReplay mem_;
+  int64_t V_ = 0, H_ = 0, T_ = 0, Tl_ = 0, rows_ = 0;
+  bool rw_ = false;
+  std::vector<Allocation> params_;
+  Allocation part_, acts_, zg_, o_read_, logits_, dzg_, grad_rows_;
+  int64_t requested_ = 0, peak_requested_ = 0;
+};
+
+}  // namespace
+
+LmReplayedMemory lm_memory_replay(const LmWorkloadSpec& spec, int rank) {
+  if (rank < 0 || rank >= spec.world_size)
+    throw std::out_of_range(fmt::format("lm_memory_replay: rank {} outside the {} ranks", rank, spec.world_size));
+  return LmReplay(spec, rank).run();
 }
 
 nlohmann::json to_json(const std::vector<LmMemoryEstimate>& est) {
@@ -56,7 +213,10 @@ nlohmann::json to_json(const std::vector<LmMemoryEstimate>& est) {
                      {"body_bytes", e.body_bytes},
                      {"logits_bytes", e.logits_bytes},
                      {"activation_bytes", e.activation_bytes},
-                     {"total_bytes", e.total()}});
+                     {"total_bytes", e.total()},
+                     {"peak_allocated_bytes", e.peak_allocated_bytes},
+                     {"peak_reserved_bytes", e.peak_reserved_bytes},
+                     {"peak_requested_bytes", e.peak_requested_bytes}});
   return {{"ranks", ranks}};
 }
 

@@ -156,6 +156,40 @@ int64_t expected_distinct_rows(const WorkloadSpec& spec, const Layout& L, int ta
   return std::llround(d);
 }
 
+AllocatorReplay::AllocatorReplay(AllocatorKind kind, int64_t max_split_size)
+    : alloc_(DeviceAllocator::create(
+          {kind == AllocatorKind::cuda_async ? AllocatorKind::caching : kind, kMaxMemoryBytes, max_split_size, false})) {}
+
+Allocation AllocatorReplay::take(int64_t bytes) {
+  if (bytes <= 0) return {};
+  Allocation a = alloc_->allocate(bytes, "");
+  largest_block_ = std::max(largest_block_, a.size);
+  if (a.size <= kSmallSize) {
+    small_live_ += a.size;
+  } else {
+    large_live_.insert(a.size);
+    large_sum_ += a.size;
+  }
+  const auto pages = [](int64_t b) { return (b + kRoundLarge - 1) / kRoundLarge * kRoundLarge; };
+  const int64_t largest = large_live_.empty() ? 0 : *large_live_.rbegin();
+  min_reserved_caching_ = std::max(min_reserved_caching_,
+                                   std::max(largest > 0 ? segment_size_for(largest) : 0, large_sum_) + pages(small_live_));
+  min_reserved_expandable_ = std::max(min_reserved_expandable_, pages(large_sum_) + pages(small_live_));
+  return a;
+}
+
+void AllocatorReplay::give(Allocation& a) {
+  if (a.size == 0) return;
+  if (a.size <= kSmallSize) {
+    small_live_ -= a.size;
+  } else {
+    large_live_.erase(large_live_.find(a.size));
+    large_sum_ -= a.size;
+  }
+  alloc_->free(a);
+  a = {};
+}
+
 namespace {
 
 // One rank's replay: the allocator and the blocks of each batch in flight.
@@ -164,9 +198,7 @@ class Replay {
   Replay(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L, int rank,
          const std::vector<int64_t>& dp_rows, const SlotShares& shares)
       : spec_(spec), plan_(plan), L_(L), me_(rank), dp_rows_(dp_rows),
-        alloc_(DeviceAllocator::create({spec.memory.allocator == AllocatorKind::cuda_async ? AllocatorKind::caching
-                                                                                            : spec.memory.allocator,
-                                        kMaxMemoryBytes, spec.memory.max_split_size, false})),
+        mem_(spec.memory.allocator, spec.memory.max_split_size),
         mine_(L.slots_to[static_cast<size_t>(rank)]),
         recv_ids_(received_ids_quantile(spec, L, shares, rank, max_quantile_z(spec.warmup_steps + spec.steps))),
         device_path_(spec.devices.backend == Backend::cuda),
@@ -190,7 +222,10 @@ class Replay {
         }
       }
     }
-    out_.peak = alloc_->stats().peak_allocated;
+    out_.peak = mem_.stats().peak_allocated;
+    out_.largest_block = mem_.largest_block();
+    out_.min_reserved_caching = mem_.min_reserved_caching();
+    out_.min_reserved_expandable = mem_.min_reserved_expandable();
     return out_;
   }
 
@@ -201,24 +236,12 @@ class Replay {
 
   // A block of `bytes` (nothing for 0, as DeviceBuffer) of batch `batch` (-1: none).
   Allocation take(int64_t bytes, int64_t batch = -1) {
-    if (bytes <= 0) return {};
-    Allocation a = alloc_->allocate(bytes, "");
-    out_.largest_block = std::max(out_.largest_block, a.size);
-    if (a.size <= kSmallSize) {
-      small_live_ += a.size;
-    } else {
-      large_live_.insert(a.size);
-      large_sum_ += a.size;
-    }
-    const auto pages = [](int64_t b) { return (b + kRoundLarge - 1) / kRoundLarge * kRoundLarge; };
-    const int64_t largest = large_live_.empty() ? 0 : *large_live_.rbegin();
-    out_.min_reserved_caching = std::max(out_.min_reserved_caching,
-                                         std::max(largest > 0 ? segment_size_for(largest) : 0, large_sum_) + pages(small_live_));
-    out_.min_reserved_expandable = std::max(out_.min_reserved_expandable, pages(large_sum_) + pages(small_live_));
+    Allocation a = mem_.take(bytes);
+    if (a.size == 0) return a;
     batch_of_[a.id] = batch;
     by_batch_[batch] += a.size;
-    if (alloc_->allocated_bytes() > high_) {  // a new peak: what the batches ahead hold now
-      high_ = alloc_->allocated_bytes();
+    if (mem_.allocated() > high_) {  // a new peak: what the batches ahead hold now
+      high_ = mem_.allocated();
       out_.ahead_at_peak = 0;
       for (auto it = by_batch_.upper_bound(training_); it != by_batch_.end(); ++it) out_.ahead_at_peak += it->second;
     }
@@ -229,14 +252,7 @@ class Replay {
     const auto it = batch_of_.find(a.id);
     by_batch_[it->second] -= a.size;
     batch_of_.erase(it);
-    if (a.size <= kSmallSize) {
-      small_live_ -= a.size;
-    } else {
-      large_live_.erase(large_live_.find(a.size));
-      large_sum_ -= a.size;
-    }
-    alloc_->free(a);
-    a = {};
+    mem_.give(a);
   }
   void free_all(std::vector<Allocation>& v) {  // a vector of buffers destroyed: first to last
     for (auto& a : v) give(a);
@@ -445,10 +461,7 @@ class Replay {
   const Layout& L_;
   int me_;
   const std::vector<int64_t>& dp_rows_;  // per data-parallel table: expected_distinct_rows
-  std::unique_ptr<DeviceAllocator> alloc_;
-  int64_t small_live_ = 0;          // bytes of the live blocks of the small pool (<= 1 MiB)
-  std::multiset<int64_t> large_live_;  // sizes of the live blocks of the large pool
-  int64_t large_sum_ = 0;
+  AllocatorReplay mem_;  // the rank's allocator (bookkeeping only)
   const std::vector<int>& mine_;
   int64_t recv_ids_;  // ids received for the local slots in one batch
   bool device_path_;  // the cuda backend: the dense part's device copies (dense_device_calls)

@@ -8,12 +8,47 @@
 // and buffers that are never alive together are not summed. Internal to the engine.
 
 #include <cstdint>
+#include <memory>
+#include <set>
 #include <vector>
+
+#include "embedscope/engine/memory/allocator.h"
 
 #include "embedscope/engine/sharding/sharding.h"
 #include "sharding/layout.h"
 
 namespace embedscope::engine::detail {
+
+/// One rank's device memory as an estimate replays it: the buffers a run takes and gives back,
+/// in the run's order, through an allocator of `kind` (memory/allocator.h; bookkeeping only,
+/// capacity kMaxMemoryBytes), so the estimate counts the caching allocator's rounding, its
+/// unsplit block remainders and its segments as the run does. Used by the DLRM replay below
+/// (replay_memory) and by the lm_embedding estimate (planner/lm_memory_estimate.h). Besides the
+/// allocator's own stats it keeps the largest block taken and the least any layout of
+/// PyTorch's segments must reserve at once (ReplayedMemory::min_reserved_caching / _expandable).
+class AllocatorReplay {
+ public:
+  /// `kind`: caching, expandable or direct (cuda_async is replayed as caching, its pool being
+  /// opaque); `max_split_size` as AllocatorConfig's (0 = unlimited).
+  AllocatorReplay(AllocatorKind kind, int64_t max_split_size);
+  /// A block of `bytes` (nothing, an empty Allocation, for bytes <= 0, as DeviceBuffer).
+  Allocation take(int64_t bytes);
+  /// Gives `a` back and empties it; nothing for an empty one.
+  void give(Allocation& a);
+  int64_t allocated() const { return alloc_->allocated_bytes(); }
+  /// The allocator's figures (peak_allocated, peak_reserved, ...).
+  MemoryStats stats() const { return alloc_->stats(); }
+  int64_t largest_block() const { return largest_block_; }
+  int64_t min_reserved_caching() const { return min_reserved_caching_; }
+  int64_t min_reserved_expandable() const { return min_reserved_expandable_; }
+
+ private:
+  std::unique_ptr<DeviceAllocator> alloc_;
+  int64_t small_live_ = 0;             // bytes of the live blocks of the small pool (<= 1 MiB)
+  std::multiset<int64_t> large_live_;  // sizes of the live blocks of the large pool
+  int64_t large_sum_ = 0;
+  int64_t largest_block_ = 0, min_reserved_caching_ = 0, min_reserved_expandable_ = 0;
+};
 
 /// Mean and variance of the ids in one bag of a feature: a fixed length `mean` (variance 0), or
 /// Poisson(mean) clamped to at most `max`, as input/source.h draws them (the clamped

@@ -178,7 +178,8 @@ bool ShardingPlanModel::fill_lm_estimate(const std::string& workload_json) {
     const int world = static_cast<int>(ranks_.size());
     for (const auto& e : engine::estimate_lm_memory(engine::parse_lm_workload(wl, sessions::meta::kWorkloadJson)))
       if (e.rank >= 0 && e.rank < world)
-        ranks_[static_cast<size_t>(e.rank)].planned_bytes = ranks_[static_cast<size_t>(e.rank)].peak_planned_bytes = e.total();
+        ranks_[static_cast<size_t>(e.rank)].planned_bytes = ranks_[static_cast<size_t>(e.rank)].peak_planned_bytes =
+            e.peak_allocated_bytes;  // the replay through the rank's caching allocator (lm45)
   } catch (const std::exception&) {  // e.g. a token file no longer there: no estimate
   }
   return true;
@@ -264,9 +265,8 @@ QString ShardingPlanModel::under_planned_text() const {
            cuda_ ? QString(" (a cuda session planned before the estimate counted the cuda backend's device copies of "
                            "the dense part - each layer's inputs, parameters and outputs and the SGD step's, staged in "
                            "the rank's memory each step - is under by about those)")
-           : lm_ ? QString(" (an lm_embedding estimate counts the bytes its buffers request; the caching allocator gives a "
-                           "request of 10 MiB or more its whole 2 MiB-rounded segment when at most 1 MiB of it would be left, e.g. "
-                           "16 MiB for a 15.7 MiB table, so the peak allocated is above it by up to 1 MiB a large buffer)")
+           : lm_ ? QString(" (the lm_embedding estimate replays the rank's buffers through its caching allocator, "
+                           "planner/lm_memory_estimate.h: a peak above it is a buffer the replay does not model)")
                  : QString());
 }
 

@@ -55,7 +55,8 @@ class ShardingPlanModel : public QAbstractItemModel {
     int rank = 0;
     std::vector<ShardRow> shards;
     /// engine::estimate_memory total of the plan shown (the final one); an lm_embedding session's:
-    /// engine::estimate_lm_memory's total; -1 when unknown
+    /// engine::estimate_lm_memory's peak_allocated_bytes (the replay through the rank's caching
+    /// allocator); -1 when unknown
     int64_t planned_bytes = -1;
     int64_t peak_bytes = -1;     ///< measured peak allocated; -1 when the session has none
     /// The estimate the peak is compared with: the plan in force when it happened (during a live
@@ -112,7 +113,8 @@ class ShardingPlanModel : public QAbstractItemModel {
                      const std::vector<sessions::PlanChangeRecord>& changes,
                      const std::vector<sessions::MemoryCounter>& counters, int world);
   /// An lm_embedding session (workload_json "model": "lm_embedding"): fills every rank's planned
-  /// and compared estimate with engine::estimate_lm_memory's total (tester43 F2; unknown when the
+  /// and compared estimate with engine::estimate_lm_memory's peak_allocated_bytes (tester43 F2;
+  /// lm45: the allocator replay, no longer the sum of requested bytes; unknown when the
   /// workload no longer parses) and returns true; false for any other workload.
   bool fill_lm_estimate(const std::string& workload_json);
   std::vector<RankRow> ranks_;

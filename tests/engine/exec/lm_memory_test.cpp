@@ -11,7 +11,8 @@
 // rounding: every block rounded up to a multiple of 512 B (PyTorch's kMinBlockSize), which is
 // all of it for these buffers under 1 MiB; larger ones come from the large pool, whose blocks
 // are not split when less than 1 MiB would remain, so a block can hold up to 1 MiB more than
-// asked (the scaled Llama preset: 110.6 MiB requested, 113.0 MiB allocated per rank).
+// asked (the scaled Llama preset: 110.6 MiB requested, 113.0 MiB allocated per rank). The
+// estimate's allocator replay (peak_*_bytes, lm45) is the run's peaks exactly.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -75,6 +76,8 @@ TEST_P(LmMemory, PeakPerRankIsTheEstimateLessTheLookup) {
     EXPECT_GE(r.ranks[k].peak_allocated, r.ranks[k].peak_requested);
     // at most 2 + 2 (E, O and their gradients) + 4 L (body) + 6 (transients) blocks, 512 B each
     EXPECT_LE(r.ranks[k].peak_allocated, r.ranks[k].peak_requested + 512 * (4 + 4 * s.body_layers + 6));
+    EXPECT_EQ(r.ranks[k].peak_allocated, est[k].peak_allocated_bytes);
+    EXPECT_EQ(r.ranks[k].peak_requested, est[k].peak_requested_bytes);
   }
 }
 

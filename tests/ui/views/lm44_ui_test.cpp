@@ -70,7 +70,9 @@ TEST(Lm44Summary, PlannedMemoryOfAnLmSessionIsTheLmEstimate) {
     // estimate is far more than the table's weights (tester43 F2: "planned memory 15.7 MiB")
     EXPECT_EQ(est[static_cast<size_t>(k)].table_bytes, 16'000);
     EXPECT_EQ(est[static_cast<size_t>(k)].logits_bytes, 32'000);
-    EXPECT_EQ(row.planned_bytes, est[static_cast<size_t>(k)].total()) << "rank " << k;
+    // lm45: the replay of the rank's buffers through its caching allocator, the run's peak
+    EXPECT_EQ(row.planned_bytes, est[static_cast<size_t>(k)].peak_allocated_bytes) << "rank " << k;
+    EXPECT_EQ(row.planned_bytes, row.peak_bytes) << "rank " << k;
     EXPECT_GT(row.planned_bytes, 64'000);
     EXPECT_EQ(row.peak_planned_bytes, row.planned_bytes);
     EXPECT_EQ(m.data(m.index(k, ShardingPlanModel::PlannedMemory), Qt::UserRole).toLongLong(), row.planned_bytes);
@@ -90,29 +92,9 @@ TEST(Lm44Summary, BytesInAndOutOfAnLmRankAreItsIdsTimesEightAndTimesARow) {
   EXPECT_GT(m.ranks()[0].bytes_out, 0);  // rank 0 holds the Zipf-hot rows
 }
 
-// V 190,000 x H 16 fp32 on 1 rank: the table and its gradient (12,160,000 B) get 12 MiB blocks and the
-// logits (32 x 190,000 x 4 = 24,320,000 B) a 24 MiB one (the allocator does not split off less than
-// 1 MiB), so the measured peak is above the LM estimate, which counts requested bytes.
-TEST(Lm44Summary, AnLmPeakAboveItsEstimateSaysTheAllocatorRoundsLargeBlocks) {
-  nlohmann::json w = lm44_workload();
-  w["vocab_size"] = 190000;
-  w["devices"]["count"] = 1;
-  w["steps"] = 1;
-  const std::string p = lm44_path("big.db").string();
-  engine::LmRunOptions opt;
-  opt.session_path = p;
-  opt.overwrite = true;
-  engine::run_lm(engine::parse_lm_workload(w, "lm44"), opt);
-  const sessions::SessionReader r(p);
-  ShardingPlanModel m(r, sessions::analyze(r));
-  ASSERT_EQ(m.under_planned(), std::vector<int>{0});
-  const auto& row = m.ranks()[0];
-  EXPECT_GT(row.peak_bytes - row.planned_bytes, 12'582'912 - 12'160'000);  // at least one rounded block's
-  EXPECT_LT(row.peak_bytes - row.planned_bytes, 3 * 1'048'576);             // at most 1 MiB a large buffer
-  EXPECT_TRUE(m.under_planned_text().contains("an lm_embedding estimate counts the bytes its buffers request"))
-      << m.under_planned_text().toStdString();
-  std::filesystem::remove(p);
-}
+// (Lm44Summary.AnLmPeakAboveItsEstimateSaysTheAllocatorRoundsLargeBlocks, the red line of an LM
+// session whose large buffers get unsplit blocks, is gone since lm45: the estimate replays the
+// allocator; tests/ui/views/lm45_ui_test.cpp checks that session has no red line.)
 
 TEST(Lm44LoadRows, VocabParallelHistogramCountsEachTokenOnce) {
   const sessions::SessionReader r(lm44_session());

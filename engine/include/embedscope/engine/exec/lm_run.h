@@ -105,7 +105,8 @@ struct LmSimulateOptions {
 /// timed by the cost model (simulate_lm_step), spec.steps equal steps back to back, recorded as a
 /// session marked simulated (metadata simulated 1, the hardware JSON; ranks "node<n>
 /// (simulated)"): every op on its lane, every collective with bytes and per-peer elements,
-/// the planner's memory estimate per rank as allocated and reserved at every step, the
+/// the planner's memory estimate per rank at every step (lm45: its allocator replay's peak
+/// allocated and peak reserved, planner/lm_memory_estimate.h), the
 /// expected ids per shard. Nothing is trained: losses are empty, the session's step losses 0.
 /// Throws SpecError for an invalid spec or an unknown profile, sessions::SessionError.
 LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& options);

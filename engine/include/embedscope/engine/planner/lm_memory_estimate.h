@@ -1,8 +1,13 @@
 #pragma once
 // The planner's memory estimate of one rank of an lm_embedding workload (workload/lm_spec.h),
-// buffer by buffer as engine/model/lm_embedding.cpp and lm_sharding.cpp allocate them, all
-// counted as if alive at once (an upper bound of one step). Bytes; the vocabulary terms scale
-// with V'/p for vocab_parallel and row_wise (the table, its gradient, and the logits slice).
+// buffer by buffer as engine/model/lm_embedding.cpp and lm_sharding.cpp allocate them. Two
+// figures: the breakdown below (each buffer's requested bytes, all counted as if alive at once:
+// total()), and the replay of the same buffers, in the order the rank takes and gives them back,
+// through the rank's caching allocator (planner/memory_replay.h AllocatorReplay, the mechanism of
+// the DLRM estimate), whose peak allocated bytes are what a run's peak is compared with
+// (peak_allocated_bytes: the allocator's 512 B rounding, the whole 2 MiB-rounded segment of a
+// request >= 10 MiB when at most 1 MiB would be left, block reuse). Bytes; the vocabulary terms
+// scale with V'/p for vocab_parallel and row_wise (the table, its gradient, and the logits slice).
 
 #include <cstdint>
 #include <string>
@@ -34,6 +39,16 @@ struct LmMemoryEstimate {
   /// sequence_parallel B S / p), the lookup's [B S x H] partial sum (row_wise: the rows received
   /// and sent), and the projection's input and gradient on Tc tokens (gathered where gathered).
   int64_t activation_bytes = 0;
+  /// The replay's peak allocated bytes over the rank's steps (lm_memory_replay below): the
+  /// estimate of the run's `peak allocated` (memory_counters.peak_allocated, LmRankResult).
+  int64_t peak_allocated_bytes = 0;
+  /// The replay's peak reserved bytes (the caching allocator's segments), >= peak_allocated_bytes.
+  int64_t peak_reserved_bytes = 0;
+  /// The replay's peak of requested bytes: total() less the buffers never alive with the logits
+  /// (the lookup's partial sum; row_wise its rows sent and received), the run's peak_requested.
+  int64_t peak_requested_bytes = 0;
+  /// The buffers' requested bytes summed as if all alive at once (an upper bound of the
+  /// requested peak; what lm_memory_refusal sums).
   int64_t total() const {
     return table_bytes + output_projection_bytes + read_copy_bytes + gradient_bytes + optimizer_state_bytes +
            body_bytes + logits_bytes + activation_bytes;
@@ -45,7 +60,37 @@ struct LmMemoryEstimate {
 /// rank 0 rows [0, 5): table 80, output projection 80, gradients 160, body 160, logits
 /// 6 x 5 x 4 = 120, activations (2 + 1) x 6 x 4 x 4 + 96 (partial sum) + 96 (gradient of the
 /// projection's input) = 480; total 1080.
+/// The three peak_* fields come from lm_memory_replay(spec, rank).
 std::vector<LmMemoryEstimate> estimate_lm_memory(const LmWorkloadSpec& spec);
+
+/// The peaks of one rank's replay, bytes.
+struct LmReplayedMemory {
+  int64_t peak_allocated = 0, peak_reserved = 0, peak_requested = 0;
+};
+
+/// Replays rank `rank`'s buffers through a caching allocator (bookkeeping only; AllocatorReplay,
+/// planner/memory_replay.h) in the order the threaded executor's LmRank takes and gives them
+/// back: its parameters (E, dE, then O, dO untied; per body layer W, b, dW, db; adam's moments of
+/// each), then each step's program (program/lm_program.h) op by op: the lookup's partial sum
+/// [T x H] (row_wise: the rows of the ids received, then the rows returned [T x H], freed in
+/// output_dist), the body's (2 L + 1) [Tl x H] activations, the gathered hidden states
+/// [Tc x H] (row_wise, sequence_parallel), the read copy (bf16 / fp16), the logits slice
+/// [Tc x rows], the projection input's gradient [Tc x H] (all four freed after the projection's
+/// gradient collective), the embedding gradient's buffers (row_wise: [T x H] sent and the rows
+/// received; sequence_parallel: the gathered [T x H]), the flattened body gradients of
+/// body/grad_all_reduce (p > 1 where the body's gradients differ by rank), the activations at
+/// the step's end. row_wise's ids received per step are counted from the step's tokens
+/// (lm_sequence_tokens, as the run draws them); the first min(steps, 8) steps are replayed
+/// (later steps repeat the same buffers; row_wise's only with other id counts, whose buffers
+/// are freed before the logits exist). Throws std::out_of_range for a rank outside the world.
+/// Cost: O(min(steps, 8) x (ops + row_wise's p T token draws)).
+/// Example (tests/engine/planner/lm_memory_replay_test.cpp): V = 10, H = 4, S = 6, B = 1,
+/// p = 2, vocab_parallel, untied, fp32, 1 body layer (estimate_lm_memory's example): every
+/// buffer is under 512 B, so each takes one 512 B block; at the peak (output_projection/
+/// backward) 4 parameter buffers + 4 body buffers + activations, logits and the projection
+/// input's gradient are alive: 11 x 512 = 5,632 B allocated, 1 small segment of 2 MiB reserved,
+/// 1080 - 96 = 984 B requested.
+LmReplayedMemory lm_memory_replay(const LmWorkloadSpec& spec, int rank);
 
 /// {"ranks": [{"rank", "row_begin", "row_end", "table_bytes", ..., "total_bytes"}]}
 nlohmann::json to_json(const std::vector<LmMemoryEstimate>& est);

@@ -1,0 +1,70 @@
+// lm_memory_replay (planner/lm_memory_estimate.h) on hand-computed allocator blocks: the
+// header's example and a workload whose large buffers get unsplit 2 MiB-rounded blocks.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "embedscope/engine/exec/lm_run.h"
+#include "embedscope/engine/planner/lm_memory_estimate.h"
+
+using namespace embedscope::engine;
+
+namespace {
+
+// V 190,000 x H 16, 32 tokens, fp32, tied, 2 body layers, SGD, 1 rank, 1 step (tester43 F3's case).
+LmWorkloadSpec lm45_large_blocks() {
+  LmWorkloadSpec s;
+  s.name = "lm45_large_blocks";
+  s.vocab_size = 190000;
+  s.hidden_size = 16;
+  s.sequence_length = 32;
+  s.micro_batch_size = 1;
+  s.world_size = 1;
+  s.steps = 1;
+  return s;
+}
+
+}  // namespace
+
+// estimate_lm_memory's example (V 10, H 4, S 6, p 2, vocab_parallel, untied, fp32, 1 layer): every
+// buffer is under 512 B, so one 512 B block each; at output_projection/backward E, O, dE, dO, W, b,
+// dW, db, the activations, the logits and the projection input's gradient are alive: 11 blocks.
+TEST(Lm45MemoryReplay, TheHeaderExample) {
+  LmWorkloadSpec s;
+  s.vocab_size = 10;
+  s.hidden_size = 4;
+  s.sequence_length = 6;
+  s.micro_batch_size = 1;
+  s.world_size = 2;
+  s.body_layers = 1;
+  s.tie_word_embeddings = false;
+  const LmReplayedMemory m = lm_memory_replay(s, 0);
+  EXPECT_EQ(m.peak_allocated, 11 * 512);
+  EXPECT_EQ(m.peak_reserved, 2 << 20);  // one small-pool segment
+  EXPECT_EQ(m.peak_requested, 1080 - 96);  // the sum less the lookup's partial sum (6 x 4 x 4)
+  const auto est = estimate_lm_memory(s);
+  EXPECT_EQ(est[1].peak_allocated_bytes, m.peak_allocated);  // rank 1 holds 5 rows too
+  EXPECT_THROW(lm_memory_replay(s, 2), std::out_of_range);
+  EXPECT_THROW(lm_memory_replay(s, -1), std::out_of_range);
+}
+
+// E and dE: 190,000 x 16 x 4 = 12,160,000 B >= 10 MiB: a 12 MiB segment each, whose 422,912 B rest
+// (under 1 MiB) is not split off: 12,582,912 B blocks. The logits 32 x 190,000 x 4 = 24,320,000 B:
+// a 24 MiB block (845,824 B rest). The small pool: W, dW 1,024 B, b, db 64 -> 512 B per layer
+// (x 2 layers: 6,144 B), the activations (2 x 2 + 1) x 32 x 16 x 4 = 10,240 B and the projection
+// input's gradient 2,048 B. Peak allocated 2 x 12,582,912 + 25,165,824 + 6,144 + 10,240 + 2,048 =
+// 50,350,080 B; reserved 12 + 12 + 24 MiB + one 2 MiB small segment = 50 MiB; requested
+// 2 x 12,160,000 + 24,320,000 + 4,352 (body) + 10,240 + 2,048 = 48,656,640 B. The sum of requested
+// bytes (total(), the estimate before lm45) is 48,658,688 B, 1,691,392 B under the run's peak.
+TEST(Lm45MemoryReplay, LargeBuffersGetTheirUnsplitSegmentsAsInTheRun) {
+  const LmWorkloadSpec s = lm45_large_blocks();
+  const LmMemoryEstimate e = estimate_lm_memory(s)[0];
+  EXPECT_EQ(e.peak_allocated_bytes, 50'350'080);
+  EXPECT_EQ(e.peak_reserved_bytes, 50 << 20);
+  EXPECT_EQ(e.peak_requested_bytes, 48'656'640);
+  EXPECT_EQ(e.total(), 48'658'688);
+  const LmRunResult r = run_lm(s);
+  ASSERT_EQ(r.ranks.size(), 1u);
+  EXPECT_EQ(r.ranks[0].peak_allocated, 50'350'080);
+  EXPECT_EQ(r.ranks[0].peak_requested, 48'656'640);
+}
