@@ -6,6 +6,8 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <string>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -220,6 +222,15 @@ PlanStats plan_stats(const WorkloadSpec& spec, const ShardingPlan& plan, const H
   return st;
 }
 
+namespace {
+// "S > M" of a node's sum and the host's memory, in exact bytes where the rounded figures read
+// the same (never "99.5 KiB > 99.5 KiB", as check_memory_fits)
+std::pair<std::string, std::string> sum_and_host(int64_t sum, int64_t host) {
+  if (format_bytes(sum) != format_bytes(host)) return {format_bytes(sum), format_bytes(host)};
+  return {fmt::format("{} B", sum), fmt::format("{} B", host)};
+}
+}  // namespace
+
 void check_node_memory_fits(const std::vector<DeviceMemoryEstimate>& est, int local_world_size, const HardwareProfile& hw) {
   if (hw.cpu.cores <= 0 || est.empty()) return;
   const size_t per_node = local_world_size > 0 ? static_cast<size_t>(local_world_size) : est.size();
@@ -239,11 +250,12 @@ void check_node_memory_fits(const std::vector<DeviceMemoryEstimate>& est, int lo
     if (total <= hw.gpu.memory_bytes) continue;
     if (++over > 4) continue;
     const DeviceMemoryEstimate& e = est[fullest];
+    const auto [sum_text, host_text] = sum_and_host(total, hw.gpu.memory_bytes);
     msg += fmt::format("\n  node {} (ranks {}-{}) needs {} together{} > {}; its fullest rank {}: {} (weights {}, optimizer "
                        "state {}, {}dense {}, buffers {}{})",
-                       first / per_node, est[first].rank, est[last - 1].rank, format_bytes(total),
+                       first / per_node, est[first].rank, est[last - 1].rank, sum_text,
                        host > 0 ? fmt::format(" (of which {} for tables in host memory)", format_bytes(host)) : std::string(),
-                       format_bytes(hw.gpu.memory_bytes), e.rank, format_bytes(need(e)), format_bytes(e.weights),
+                       host_text, e.rank, format_bytes(need(e)), format_bytes(e.weights),
                        format_bytes(e.optimizer_state),
                        e.cache > 0 ? fmt::format("device cache {}, ", format_bytes(e.cache)) : std::string(),
                        format_bytes(e.dense), format_bytes(e.buffers),
@@ -267,9 +279,9 @@ NodeExcess node_excess(const PlanStats& st, int local_world_size, const Hardware
     for (size_t r = first; r < last; ++r) sum += st.ranks[r].hbm_bytes + st.ranks[r].ddr_bytes;
     if (sum - hw.gpu.memory_bytes <= out.bytes) continue;
     out.bytes = sum - hw.gpu.memory_bytes;
+    const auto [sum_text, host_text] = sum_and_host(sum, hw.gpu.memory_bytes);
     out.where = fmt::format("on node {} (ranks {}-{} need {} together > {}, the host's memory)", first / per_node,
-                            st.ranks[first].rank, st.ranks[last - 1].rank, format_bytes(sum),
-                            format_bytes(hw.gpu.memory_bytes));
+                            st.ranks[first].rank, st.ranks[last - 1].rank, sum_text, host_text);
   }
   return out;
 }

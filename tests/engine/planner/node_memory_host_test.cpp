@@ -88,10 +88,10 @@ TEST(PlannerNodeHostMemory, PlanStatsAddsTheHostPlacedTable) {
     HardwareProfile hw = host_ram_profile(device + host_bytes - 1);
     const PlanStats st = plan_stats(spec, plan, hw);
     EXPECT_FALSE(st.fits) << "the host-placed table's bytes were left out of the node's sum";
-    EXPECT_NE(st.does_not_fit.find(fmt::format("node 0 (ranks 0-3) needs {} together (of which {} for tables in host "
-                                               "memory) > {}",
-                                               format_bytes(device + host_bytes), format_bytes(host_bytes),
-                                               format_bytes(device + host_bytes - 1))),
+    // one byte apart, so in bytes
+    EXPECT_NE(st.does_not_fit.find(fmt::format("node 0 (ranks 0-3) needs {} B together (of which {} for tables in host "
+                                               "memory) > {} B; its fullest rank 3:",
+                                               device + host_bytes, format_bytes(host_bytes), device + host_bytes - 1)),
               std::string::npos)
         << st.does_not_fit;
     hw.gpu.memory_bytes = spec.devices.memory_bytes = device + host_bytes;
@@ -129,5 +129,18 @@ TEST(PlannerNodeHostMemory, NoPlanFitsNamesTheNodeThatOverflows) {
               std::string::npos)
         << m;
     EXPECT_EQ(m.find("node 0"), std::string::npos) << m;
+  }
+  // one byte over: the figures, which round to the same KiB, are given in bytes
+  spec.devices.memory_bytes = node1 - 1;
+  try {
+    (void)plan_search(spec, host_ram_profile(node1 - 1));
+    FAIL() << "node 1 is one byte over";
+  } catch (const NoPlanFits& e) {
+    EXPECT_EQ(e.overflow_bytes, 1);
+    const std::string both = fmt::format("{} B together > {} B", node1, node1 - 1);
+    EXPECT_NE(std::string(e.what()).find("(greedy, 1 B over on node 1 (ranks 2-3 need " + both + ", the host's memory)): "),
+              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("\n  node 1 (ranks 2-3) needs " + both + "; its fullest rank 3"),
+              std::string::npos) << e.what();
   }
 }

@@ -131,6 +131,8 @@ void check_node_memory_fits(const std::vector<DeviceMemoryEstimate>& est, int lo
 /// check_node_memory_fits counts them, minus hw.gpu.memory_bytes), bytes, and that node in words:
 /// "on node 0 (ranks 0-3 need 12.0 GiB together > 10.0 GiB, the host's memory)". bytes 0 and
 /// where empty for a GPU profile (cpu.cores 0) or when every node fits; ties: the first node.
+/// Where the two figures round to the same text they are given in bytes ("need 101888 B together
+/// > 101887 B"), here and in check_node_memory_fits.
 struct NodeExcess {
   int64_t bytes = 0;
   std::string where;
