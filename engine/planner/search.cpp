@@ -7,7 +7,6 @@
 #include <cmath>
 #include <numeric>
 #include <map>
-#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -222,25 +221,24 @@ class Search {
     });
     // the scored plans that fit, in the order scored; the best and the runner-up by (critical
     // path, max HBM), ties to the one scored first
-    struct Scored {
-      size_t cand;
-      PlanStats stats;
-      int64_t max_hbm = 0;
-    };
+    struct Scored { size_t cand; PlanStats stats; int64_t max_hbm = 0; };
     std::vector<Scored> fit;
     int scored = 0;
     std::string first_misfit, misfit_proposer, misfit_where;
     int64_t misfit_over = 0, misfit_fullest = 0;
-    std::set<std::string> seen;
+    std::map<std::string, bool> seen;  // the plans scored: whether each fits
     for (size_t i : order) {
       if (scored >= kStatsCandidates && !fit.empty()) break;
       const Candidate& c = cands[i];
-      const std::string key = fingerprint(c.plan);
-      if (!seen.insert(key).second) continue;
+      // a scored candidate is counted possible when its full memory estimate fits (tester44 F1:
+      // "found 0 possible plan(s)" beside a plan that fits), whatever the partitioner's bound
+      // said; so is a proposal of the same plan as one scored (plan45: it counted by the bound)
+      const auto [seen_at, fresh] = seen.try_emplace(fingerprint(c.plan), false);
+      if (!fresh && seen_at->second != c.within_capacity) res.feasible += seen_at->second ? 1 : -1;
+      if (!fresh) continue;
       PlanStats st = plan_stats(spec_, c.plan, hw_);
       ++scored;
-      // a scored candidate is counted possible when its full memory estimate fits (tester44 F1:
-      // "found 0 possible plan(s)" beside a plan that fits), whatever the partitioner's bound said
+      seen_at->second = st.fits;
       if (st.fits != c.within_capacity) res.feasible += st.fits ? 1 : -1;
       if (!st.fits) {
         // the refusal names the candidate nearest to fitting (search.h NoPlanFits), not the first
