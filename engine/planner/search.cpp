@@ -7,7 +7,6 @@
 #include <cmath>
 #include <numeric>
 #include <map>
-#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -222,31 +221,31 @@ class Search {
     });
     // the scored plans that fit, in the order scored; the best and the runner-up by (critical
     // path, max HBM), ties to the one scored first
-    struct Scored {
-      size_t cand;
-      PlanStats stats;
-      int64_t max_hbm = 0;
-    };
+    struct Scored { size_t cand; PlanStats stats; int64_t max_hbm = 0; };
     std::vector<Scored> fit;
     int scored = 0;
-    std::string first_misfit, misfit_proposer;
+    std::string first_misfit, misfit_proposer, misfit_where;
     int64_t misfit_over = 0, misfit_fullest = 0;
-    std::set<std::string> seen;
+    std::map<std::string, bool> seen;  // the plans scored: whether each fits
     for (size_t i : order) {
       if (scored >= kStatsCandidates && !fit.empty()) break;
       const Candidate& c = cands[i];
-      const std::string key = fingerprint(c.plan);
-      if (!seen.insert(key).second) continue;
+      // a scored candidate is counted possible when its full memory estimate fits (tester44 F1:
+      // "found 0 possible plan(s)" beside a plan that fits), whatever the partitioner's bound
+      // said; so is a proposal of the same plan as one scored (plan45: it counted by the bound)
+      const auto [seen_at, fresh] = seen.try_emplace(fingerprint(c.plan), false);
+      if (!fresh && seen_at->second != c.within_capacity) res.feasible += seen_at->second ? 1 : -1;
+      if (!fresh) continue;
       PlanStats st = plan_stats(spec_, c.plan, hw_);
       ++scored;
-      // a scored candidate is counted possible when its full memory estimate fits (tester44 F1:
-      // "found 0 possible plan(s)" beside a plan that fits), whatever the partitioner's bound said
+      seen_at->second = st.fits;
       if (st.fits != c.within_capacity) res.feasible += st.fits ? 1 : -1;
       if (!st.fits) {
         // the refusal names the candidate nearest to fitting (search.h NoPlanFits), not the first
-        const auto [over, fullest] = overflow(st);
-        if (misfit_proposer.empty() || over < misfit_over)
-          first_misfit = st.does_not_fit, misfit_proposer = c.proposer, misfit_over = over, misfit_fullest = fullest;
+        Overflow o = overflow(st);
+        if (misfit_proposer.empty() || o.over < misfit_over)
+          first_misfit = st.does_not_fit, misfit_proposer = c.proposer, misfit_over = o.over,
+          misfit_fullest = o.fullest, misfit_where = std::move(o.where);
         continue;
       }
       int64_t m = 0;
@@ -257,8 +256,8 @@ class Search {
       // the candidate's reason names the same pointer: say it once
       const std::string pointer = "/devices/memory_bytes: ";
       if (first_misfit.starts_with(pointer)) first_misfit.erase(0, pointer.size());
-      throw NoPlanFits(pointer + fmt::format("no plan fits the devices; the nearest candidate ({}, {} over on its "
-                                             "fullest rank): ", misfit_proposer, format_bytes(misfit_over)) + first_misfit,
+      throw NoPlanFits(pointer + fmt::format("no plan fits the devices; the nearest candidate ({}, {} over {}): ",
+                                             misfit_proposer, format_bytes(misfit_over), misfit_where) + first_misfit,
                        misfit_proposer, misfit_over, misfit_fullest);
     }
     std::stable_sort(fit.begin(), fit.end(), [](const Scored& a, const Scored& b) {
@@ -276,20 +275,18 @@ class Search {
     return res;
   }
 
-  // NoPlanFits::overflow_bytes of a candidate's statistics (search.h), and its fullest rank's bytes.
-  std::pair<int64_t, int64_t> overflow(const PlanStats& st) const {
+  // NoPlanFits::overflow_bytes of a candidate's statistics (search.h), its fullest rank's bytes,
+  // and where the device overflow binds: its fullest rank, or a cpu node (stats.h node_excess).
+  struct Overflow { int64_t over = 0, fullest = 0; std::string where; };
+  Overflow overflow(const PlanStats& st) const {
     int64_t dev = 0, host = 0, fullest = 0;
     for (const auto& r : st.ranks) {
       dev = std::max(dev, r.hbm_bytes - spec_.devices.memory_bytes);
       host = std::max(host, r.ddr_bytes - spec_.devices.host_memory_bytes);
       fullest = std::max(fullest, r.hbm_bytes);
     }
-    if (hw_.cpu.cores > 0) {  // cpu ranks share their node's memory (stats.h check_node_memory_fits)
-      std::map<int, int64_t> node;
-      for (const auto& r : st.ranks) node[r.rank / L_] += r.hbm_bytes;
-      for (const auto& [n, b] : node) dev = std::max(dev, b - hw_.gpu.memory_bytes);
-    }
-    return {dev + host, fullest};
+    NodeExcess n = node_excess(st, L_, hw_);  // cpu ranks share their node's memory
+    return n.bytes > dev ? Overflow{n.bytes + host, fullest, std::move(n.where)} : Overflow{dev + host, fullest, "on its fullest rank"};
   }
 
   // The pre-ranking estimate of a full plan (search.h): its phases' maxima over ranks.

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <string>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -220,29 +222,44 @@ PlanStats plan_stats(const WorkloadSpec& spec, const ShardingPlan& plan, const H
   return st;
 }
 
+namespace {
+// "S > M" of a node's sum and the host's memory, in exact bytes where the rounded figures read
+// the same (never "99.5 KiB > 99.5 KiB", as check_memory_fits)
+std::pair<std::string, std::string> sum_and_host(int64_t sum, int64_t host) {
+  if (format_bytes(sum) != format_bytes(host)) return {format_bytes(sum), format_bytes(host)};
+  return {fmt::format("{} B", sum), fmt::format("{} B", host)};
+}
+}  // namespace
+
 void check_node_memory_fits(const std::vector<DeviceMemoryEstimate>& est, int local_world_size, const HardwareProfile& hw) {
   if (hw.cpu.cores <= 0 || est.empty()) return;
   const size_t per_node = local_world_size > 0 ? static_cast<size_t>(local_world_size) : est.size();
+  // a rank's share of the host: its device total and its tables in host memory (the same RAM)
+  const auto need = [](const DeviceMemoryEstimate& e) { return e.total() + e.host; };
   std::string msg;
   int over = 0;
   for (size_t first = 0; first < est.size(); first += per_node) {
     const size_t last = std::min(est.size(), first + per_node);  // one past
-    int64_t total = 0;
+    int64_t total = 0, host = 0;
     size_t fullest = first;
     for (size_t r = first; r < last; ++r) {
-      total += est[r].total();
-      if (est[r].total() > est[fullest].total()) fullest = r;
+      total += need(est[r]);
+      host += est[r].host;
+      if (need(est[r]) > need(est[fullest])) fullest = r;
     }
     if (total <= hw.gpu.memory_bytes) continue;
     if (++over > 4) continue;
     const DeviceMemoryEstimate& e = est[fullest];
-    msg += fmt::format("\n  node {} (ranks {}-{}) needs {} together > {}; its fullest rank {}: {} (weights {}, optimizer "
-                       "state {}, {}dense {}, buffers {})",
-                       first / per_node, est[first].rank, est[last - 1].rank, format_bytes(total),
-                       format_bytes(hw.gpu.memory_bytes), e.rank, format_bytes(e.total()), format_bytes(e.weights),
+    const auto [sum_text, host_text] = sum_and_host(total, hw.gpu.memory_bytes);
+    msg += fmt::format("\n  node {} (ranks {}-{}) needs {} together{} > {}; its fullest rank {}: {} (weights {}, optimizer "
+                       "state {}, {}dense {}, buffers {}{})",
+                       first / per_node, est[first].rank, est[last - 1].rank, sum_text,
+                       host > 0 ? fmt::format(" (of which {} for tables in host memory)", format_bytes(host)) : std::string(),
+                       host_text, e.rank, format_bytes(need(e)), format_bytes(e.weights),
                        format_bytes(e.optimizer_state),
                        e.cache > 0 ? fmt::format("device cache {}, ", format_bytes(e.cache)) : std::string(),
-                       format_bytes(e.dense), format_bytes(e.buffers));
+                       format_bytes(e.dense), format_bytes(e.buffers),
+                       e.host > 0 ? fmt::format(", tables in host memory {}", format_bytes(e.host)) : std::string());
   }
   if (over > 4) msg += fmt::format("\n  and {} more nodes", over - 4);
   if (!msg.empty())
@@ -250,6 +267,23 @@ void check_node_memory_fits(const std::vector<DeviceMemoryEstimate>& est, int lo
                                 "are threads of one host, and {} is that host's memory), and the workload does not "
                                 "fit under this sharding plan:",
                                 hw.name, format_bytes(hw.gpu.memory_bytes)) + msg);
+}
+
+NodeExcess node_excess(const PlanStats& st, int local_world_size, const HardwareProfile& hw) {
+  NodeExcess out;
+  if (hw.cpu.cores <= 0 || st.ranks.empty()) return out;
+  const size_t per_node = local_world_size > 0 ? static_cast<size_t>(local_world_size) : st.ranks.size();
+  for (size_t first = 0; first < st.ranks.size(); first += per_node) {
+    const size_t last = std::min(st.ranks.size(), first + per_node);  // one past
+    int64_t sum = 0;
+    for (size_t r = first; r < last; ++r) sum += st.ranks[r].hbm_bytes + st.ranks[r].ddr_bytes;
+    if (sum - hw.gpu.memory_bytes <= out.bytes) continue;
+    out.bytes = sum - hw.gpu.memory_bytes;
+    const auto [sum_text, host_text] = sum_and_host(sum, hw.gpu.memory_bytes);
+    out.where = fmt::format("on node {} (ranks {}-{} need {} together > {}, the host's memory)", first / per_node,
+                            st.ranks[first].rank, st.ranks[last - 1].rank, sum_text, host_text);
+  }
+  return out;
 }
 
 namespace {

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 #include <qcustomplot.h>
@@ -33,7 +35,8 @@ void gpu_axis(QCPAxis* x, const std::set<int>& sizes) {
 }  // namespace
 
 ScalingView::ScalingView(engine::ScalingStudy study, QWidget* parent)
-    : QWidget(parent), study_(std::move(study)), table_(new QTableWidget(this)), caption_(new QLabel(this)) {
+    : QWidget(parent), study_(std::move(study)), table_(new QTableWidget(this)), caption_(new QLabel(this)),
+      kept_(new QLabel(this)) {
   auto* grid = new QGridLayout(this);
   caption_->setWordWrap(true);
   caption_->setText(QString("<b>SIMULATED</b> scaling study: %1 on %2 (%3 GPUs per node), %4 samples per GPU per step "
@@ -46,6 +49,12 @@ ScalingView::ScalingView(engine::ScalingStudy study, QWidget* parent)
                         .arg(study_.batch_size_per_gpu)
                         .arg(study_.steps));
   grid->addWidget(caption_, 0, 0, 1, 2);
+  // the tables kept in another type than the point's (tester44 F4; plan45: the CLI said so, the page did not)
+  kept_->setWordWrap(true);
+  kept_->setTextFormat(Qt::PlainText);
+  kept_->setText(QString::fromStdString(kept_tables_text(study_)));
+  kept_->setVisible(!kept_->text().isEmpty());
+  grid->addWidget(kept_, 1, 0, 1, 2);
   std::vector<engine::ShardingType> types;
   std::set<int> sizes;
   for (const auto& p : study_.points) {
@@ -93,7 +102,7 @@ ScalingView::ScalingView(engine::ScalingStudy study, QWidget* parent)
     plot->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
     follow_palette(plot);
     plots_.push_back(plot);
-    grid->addWidget(plot, 1 + m / 2, m % 2);
+    grid->addWidget(plot, 2 + m / 2, m % 2);
   }
   const QStringList headers = {"sharding", "GPUs", "nodes", "step p50", "samples/s", "per GPU", "efficiency",
                                "emb comm", "comm", "memory/GPU", "note"};
@@ -130,15 +139,54 @@ ScalingView::ScalingView(engine::ScalingStudy study, QWidget* parent)
     // how the planner placed the tables (ScalingPoint::placement), and the point's session
     QStringList note;
     if (!p.placement.empty()) note << (p.placement == "greedy" ? "placed by bytes" : "placed by time");
+    if (!p.other_types.empty()) {
+      QStringList names;
+      for (const auto& [name, t] : p.other_types)
+        names << QString::fromStdString(name) + " " + engine::to_string(t);
+      note << QString("not %1: %2").arg(engine::to_string(p.sharding), names.join(", "));
+    }
     if (!p.session_path.empty()) note << QString::fromStdString(p.session_path);
     if (!note.isEmpty()) set(10, note.join("; "));
   }
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setStretchLastSection(true);
-  grid->addWidget(table_, 3, 0, 1, 2);
-  grid->setRowStretch(1, 2);
+  grid->addWidget(table_, 4, 0, 1, 2);
   grid->setRowStretch(2, 2);
-  grid->setRowStretch(3, 1);
+  grid->setRowStretch(3, 2);
+  grid->setRowStretch(4, 1);
+}
+
+std::string kept_tables_text(const engine::ScalingStudy& study) {
+  // groups of points of one type with the same kept tables, in the study's order
+  struct Group {
+    engine::ShardingType type;
+    std::vector<std::pair<std::string, engine::ShardingType>> tables;
+    std::vector<int> gpus;
+  };
+  std::vector<Group> groups;
+  for (const auto& p : study.points) {
+    if (p.other_types.empty()) continue;
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const Group& x) { return x.type == p.sharding && x.tables == p.other_types; });
+    if (g == groups.end()) groups.push_back({p.sharding, p.other_types, {}}), g = groups.end() - 1;
+    g->gpus.push_back(p.gpus);
+  }
+  if (groups.empty()) return {};
+  std::string text = "Tables not in the point's sharding type: ";
+  bool one_type = true;
+  for (size_t k = 0; k < groups.size(); ++k) {
+    const Group& g = groups[k];
+    one_type = one_type && g.type == groups[0].type;
+    std::string sizes, names;
+    for (int n : g.gpus) sizes += (sizes.empty() ? "" : ", ") + std::to_string(n);
+    for (size_t i = 0; i < g.tables.size() && i < 8; ++i)
+      names += (i == 0 ? "" : ", ") + g.tables[i].first + " " + engine::to_string(g.tables[i].second);
+    if (g.tables.size() > 8) names += " and " + std::to_string(g.tables.size() - 8) + " more";
+    text += (k == 0 ? "" : "; ") + std::string(engine::to_string(g.type)) + " at " + sizes + " GPUs: " + names;
+  }
+  return text + " (fewer rows than the ranks a row split needs; `run --sharding " +
+         (one_type ? std::string(engine::to_string(groups[0].type)) : std::string("TYPE")) +
+         "` splits them into empty shards instead).";
 }
 
 bool is_scaling_study_file(const QString& path) {

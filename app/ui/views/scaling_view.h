@@ -3,8 +3,9 @@
 // per sharding type over the simulated cluster sizes (x: GPUs, log 2) in four plots -
 // throughput (samples/s), weak-scaling efficiency, the embedding communication share of the
 // step, and memory per GPU (with the profile's device memory as a dashed line when known) - and
-// a table of every point, the ones that did not fit with their reason. Everything on it is
-// SIMULATED, and says so.
+// a table of every point, the ones that did not fit with their reason, and a note naming the
+// tables a point's plan did not give its type (ScalingPoint::other_types, plan45). Everything on
+// it is SIMULATED, and says so.
 
 #include <QWidget>
 
@@ -30,13 +31,27 @@ class ScalingView : public QWidget {
   QCustomPlot* plot(int i) const { return plots_[static_cast<size_t>(i)]; }
   QTableWidget* table() const { return table_; }
   QLabel* caption() const { return caption_; }
+  /// The note under the caption naming the tables kept in another type (kept_tables_text);
+  /// hidden when no point has any.
+  QLabel* kept_note() const { return kept_; }
 
  private:
   engine::ScalingStudy study_;
   std::vector<QCustomPlot*> plots_;
   QTableWidget* table_;
   QLabel* caption_;
+  QLabel* kept_;
 };
+
+/// The tables each point's plan did not give the point's sharding type (ScalingPoint::
+/// other_types: too few rows for a row split, kept table_wise), as the CLI notes them under a
+/// row (tester44 F4), one sentence for the page: points of one type with the same tables are
+/// grouped, e.g. for tiny under row_wise at 1, 2 and 4 GPUs
+///   "Tables not in the point's sharding type: row_wise at 2, 4 GPUs: t_small table_wise (fewer
+///   rows than the ranks a row split needs; `run --sharding row_wise` splits them into empty
+///   shards instead)."
+/// At most 8 tables a group are named, then "and N more". Plain text; "" when no point has any.
+std::string kept_tables_text(const engine::ScalingStudy& study);
 
 /// True when the file at `path` is a scaling study (the JSON `embedscope scaling --json` writes:
 /// an object whose first key is "batch_size_per_gpu"), by its first bytes.

@@ -171,10 +171,14 @@ PreRankEstimate pre_rank_estimate(const WorkloadSpec& spec, const ShardingPlan& 
 
 /// plan_search's refusal when no candidate fits (a SpecError, exit 2): the candidate nearest to
 /// fitting, the one of the smallest overflow_bytes = the largest amount any rank's estimated
-/// device total exceeds devices.memory_bytes by, plus the largest amount any rank's host bytes
-/// exceed devices.host_memory_bytes by (ties: the better pre-ranking score). Its what():
-/// "/devices/memory_bytes: no plan fits the devices; the nearest candidate (PROPOSER, N MiB over
-/// on its fullest rank): " + that candidate's check_memory_fits message (the rank and the term).
+/// device total exceeds devices.memory_bytes by (under a cpu profile, or any node's ranks
+/// together exceed the host's memory by, stats.h node_excess, when that is larger), plus the
+/// largest amount any rank's host bytes exceed devices.host_memory_bytes by (ties: the better
+/// pre-ranking score). Its what(): "/devices/memory_bytes: no plan fits the devices; the nearest
+/// candidate (PROPOSER, N MiB over on its fullest rank): " + that candidate's check_memory_fits
+/// message (the rank and the term); when a node binds, "(PROPOSER, N MiB over on node 0 (ranks
+/// 0-3 need 12.0 GiB together > 10.0 GiB, the host's memory)): " + its check_memory_fits or
+/// check_node_memory_fits message.
 class NoPlanFits : public SpecError {
  public:
   NoPlanFits(const std::string& what, std::string proposer_, int64_t overflow, int64_t fullest)

@@ -114,14 +114,30 @@ struct PlanStats {
 /// (hw.cpu.cores > 0, e.g. a calibrated `this_machine`) the ranks are threads of one process and
 /// hw.gpu.memory_bytes is the host's RAM, which the ranks of a node (`local_world_size` ranks:
 /// rank r on node r / local_world_size) share. Throws SpecError when the device totals
-/// (DeviceMemoryEstimate::total) of a node's ranks together exceed it:
+/// (DeviceMemoryEstimate::total) plus the host bytes (DeviceMemoryEstimate::host: tables placed
+/// host / host_cached live in the same RAM) of a node's ranks together exceed it:
 ///   "/devices/memory_bytes: the ranks of a node share its memory (cpu profile NAME: its ranks are
 ///    threads of one host, hw.gpu.memory_bytes is the host's): node 0 (ranks 0-7) needs 125.2 GiB
 ///    together > 23.5 GiB; its fullest rank 0: 15.7 GiB (weights ..., optimizer state ..., dense
-///    ..., buffers ...)" (one line per node that overflows, at most 4, then "and N more nodes").
+///    ..., buffers ...)" (one line per node that overflows, at most 4, then "and N more nodes");
+///    with host bytes "needs S together (of which H for tables in host memory) > M" and the
+///    fullest rank (by total + host) ends ", tables in host memory H)".
 /// GPU profiles (cpu.cores 0: each rank its own device) pass. `est` one entry per rank, in rank
 /// order; local_world_size <= 0 counts every rank on one node.
 void check_node_memory_fits(const std::vector<DeviceMemoryEstimate>& est, int local_world_size, const HardwareProfile& hw);
+
+/// The largest amount by which a node's ranks together exceed the host's memory under a cpu
+/// profile (the sum of hbm_bytes + ddr_bytes of its `local_world_size` ranks, as
+/// check_node_memory_fits counts them, minus hw.gpu.memory_bytes), bytes, and that node in words:
+/// "on node 0 (ranks 0-3 need 12.0 GiB together > 10.0 GiB, the host's memory)". bytes 0 and
+/// where empty for a GPU profile (cpu.cores 0) or when every node fits; ties: the first node.
+/// Where the two figures round to the same text they are given in bytes ("need 101888 B together
+/// > 101887 B"), here and in check_node_memory_fits.
+struct NodeExcess {
+  int64_t bytes = 0;
+  std::string where;
+};
+NodeExcess node_excess(const PlanStats& st, int local_world_size, const HardwareProfile& hw);
 
 /// Computes the statistics of `plan` (validated with validate_plan) with `hw`: builds each
 /// rank's program of the pipeline's steady iteration (steady_iteration) and times its ops as the

@@ -1,0 +1,93 @@
+// The scaling page names the tables a point's plan kept in another type (plan45; the CLI has
+// noted them under a row since tester44 F4): tiny's t_small has 1 row, so a row split over 2 or 4
+// ranks would leave empty shards, and the planner keeps it table_wise at those sizes (at 1 GPU
+// one row is enough for one rank).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <QLabel>
+#include <QTableWidget>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/exec/scaling_study.h"
+#include "embedscope/engine/workload/presets.h"
+#include "shell/main_window.h"
+#include "views/scaling_view.h"
+
+using namespace embedscope;
+using namespace embedscope::ui;
+
+namespace {
+constexpr const char* kKeptTinyRowWise =
+    "Tables not in the point's sharding type: row_wise at 2, 4 GPUs: t_small table_wise (fewer rows than the ranks a "
+    "row split needs; `run --sharding row_wise` splits them into empty shards instead).";
+}  // namespace
+
+TEST(ScalingKeptTables, ThePageNamesTheTablesKeptTableWise) {
+  engine::WorkloadSpec spec = engine::load_preset("tiny");
+  spec.steps = 1;
+  engine::ScalingStudyOptions o;
+  o.hardware = std::string(EMBEDSCOPE_TEST_DATA) + "/hardware/round_numbers.json";
+  o.gpus = {1, 2, 4};
+  o.shardings = {engine::ShardingType::table_wise, engine::ShardingType::row_wise};
+  const auto points = engine::run_scaling_study(spec, o);
+  ASSERT_EQ(points.size(), 6u);
+  // the premise, from the engine: row_wise at 2 and 4 GPUs keeps t_small table_wise, nothing else
+  const std::vector<std::pair<std::string, engine::ShardingType>> t_small = {{"t_small", engine::ShardingType::table_wise}};
+  for (size_t k = 0; k < 6; ++k) EXPECT_EQ(points[k].other_types, k == 4 || k == 5 ? t_small : decltype(t_small){}) << k;
+  const engine::ScalingStudy study{spec.name, "round_numbers", 2, spec.batch_size, spec.steps, points};
+  // through the file, as File > Open reads it (other_types in the JSON)
+  const auto path = std::filesystem::temp_directory_path() / ("es_scaling_kept_" + std::to_string(getpid()) + ".json");
+  std::ofstream(path) << engine::to_json(study).dump(2);
+  MainWindow w;
+  ASSERT_EQ(w.open_path(QString::fromStdString(path.string()), true), QString());
+  auto* view = qobject_cast<ScalingView*>(w.tabs()->currentWidget());
+  ASSERT_NE(view, nullptr);
+  EXPECT_EQ(view->kept_note()->text().toStdString(), kKeptTinyRowWise);
+  EXPECT_FALSE(view->kept_note()->isHidden());
+  // and in the table's note column, beside how the planner placed the tables
+  QTableWidget* table = view->table();
+  for (int r : {4, 5}) {
+    EXPECT_TRUE(table->item(r, 10)->text().endsWith("not row_wise: t_small table_wise")) << table->item(r, 10)->text().toStdString();
+  }
+  for (int r : {0, 1, 2, 3})
+    EXPECT_FALSE(table->item(r, 10)->text().contains("not ")) << r << table->item(r, 10)->text().toStdString();
+  std::filesystem::remove(path);
+
+  // a study where every point took its type: no note
+  engine::ScalingStudy tw = study;
+  tw.points.resize(3);
+  ScalingView plain(tw);
+  EXPECT_EQ(plain.kept_note()->text(), QString());
+  EXPECT_TRUE(plain.kept_note()->isHidden());
+}
+
+// Hand-made points: groups by type and tables in the study's order, at most 8 names a group,
+// and `run --sharding TYPE` when more than one type kept tables.
+TEST(ScalingKeptTables, TextGroupsPointsAndCapsTheNames) {
+  engine::ScalingStudy s;
+  auto point = [](engine::ShardingType t, int gpus, int tables) {
+    engine::ScalingPoint p;
+    p.sharding = t;
+    p.gpus = gpus;
+    for (int i = 0; i < tables; ++i) {
+      std::string name = "t";
+      name += std::to_string(i);
+      p.other_types.emplace_back(std::move(name), engine::ShardingType::table_wise);
+    }
+    return p;
+  };
+  s.points = {point(engine::ShardingType::row_wise, 8, 10), point(engine::ShardingType::row_wise, 16, 1),
+              point(engine::ShardingType::row_wise, 32, 10), point(engine::ShardingType::table_row_wise, 8, 1)};
+  EXPECT_EQ(kept_tables_text(s),
+            "Tables not in the point's sharding type: row_wise at 8, 32 GPUs: t0 table_wise, t1 table_wise, t2 "
+            "table_wise, t3 table_wise, t4 table_wise, t5 table_wise, t6 table_wise, t7 table_wise and 2 more; "
+            "row_wise at 16 GPUs: t0 table_wise; table_row_wise at 8 GPUs: t0 table_wise (fewer rows than the ranks a "
+            "row split needs; `run --sharding TYPE` splits them into empty shards instead).");
+}
