@@ -393,7 +393,17 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
   out << "\n  ]\n}\n";
 }
 
+void check_kineto_exportable(const SessionReader& session) {
+  if (!kineto_export_files(session).empty()) return;
+  if (session.meta(meta::kImportFormat) == "torch_memory_snapshot")
+    throw SessionError(fmt::format("{}: a memory snapshot has no ops or kernels for HTA; use --format chrome or csv "
+                                   "(they carry its memory timeline)", session.path()));
+  throw SessionError(fmt::format("{}: the session has no ops, kernels or steps for HTA; use --format chrome or csv",
+                                 session.path()));
+}
+
 std::vector<std::string> export_kineto_traces(const SessionReader& session, const std::string& dir) {
+  check_kineto_exportable(session);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw SessionError(fmt::format("{}: cannot create directory: {}", dir, ec.message()));

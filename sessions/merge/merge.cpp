@@ -272,6 +272,15 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
     alignment = si::align_ranks(all, origin, problems);
     sum.alignment_json = si::alignment_json(alignment);
     sum.alignment_text = si::alignment_text(alignment);
+    // ranks that share no collective keep their clocks: different jobs stay disjoint (tester45 F13)
+    std::vector<si::RankSpan> spans;
+    for (const auto& rr : all) spans.push_back(si::rank_span(rr));
+    si::check_time_ranges_overlap(spans, problems, true);
+    const bool one_run = !readers[0]->meta(meta::kRunId).empty();
+    if (!opt.allow_disjoint && !one_run)
+      if (const std::string why = si::disjoint_refusal(problems.records(), "--allow-disjoint to merge them anyway");
+          !why.empty())
+        throw SessionError(why);
   } else {
     si::check_wall_clock_agreement(all, problems);
     std::vector<si::RankSpan> spans;  // ranks of different runs (tester37 #15)

@@ -73,6 +73,7 @@ int cmd_export(const std::string& file, const std::string& format, const std::st
     }
     fmt::print(stderr, "wrote {} (open it in https://ui.perfetto.dev or chrome://tracing)\n", out);
   } else if (format == "kineto") {
+    ss::check_kineto_exportable(session);  // before the stale ranks are removed (tester45 F15)
     if (lstat(out.c_str(), &sb0) == 0 && !S_ISDIR(sb0.st_mode))
       throw es::SpecError(fmt::format("{}: exists and is not a directory; the kineto export writes a folder of per-rank "
                                       "traces (choose another output with -o)", out));

@@ -47,7 +47,8 @@ struct ImportState {
 // 19,183 days apart in tester42 F12) would be analysed as one job: the import is refused (exit 2;
 // the problem's text names both files and both ranges), as `merge` refuses the rank sessions of
 // different runs, unless --allow-disjoint (ranks of one job whose clocks are off by more than
-// the trace; --align collectives aligns them instead, and then the check does not apply).
+// the trace; --align collectives aligns them instead, and the check then applies to the aligned
+// ranges: ranks that share no collective keep their clocks, tester45 F13).
 void refuse_disjoint_ranks(const std::vector<ss::ImportStat>& problems) {
   if (const std::string why = si::disjoint_refusal(problems, "--allow-disjoint to import them as one session anyway");
       !why.empty())
@@ -85,6 +86,18 @@ bool is_nsys_report(const std::string& f) {
   return f.size() > ext.size() && f.compare(f.size() - ext.size(), ext.size(), ext) == 0;
 }
 
+/// Whether `f`'s content is a format the importers read (a trace, an Nsight SQLite export, a
+/// memory snapshot), whatever its name.
+bool read_by_content(const std::string& f) {
+  if (is_memory_snapshot_file(f)) return true;
+  try {
+    si::detect(f);
+    return true;
+  } catch (const si::ImportError&) {
+    return false;
+  }
+}
+
 int cmd_import(const ImportState& s) {
   const si::InputFiles selected = si::select_inputs(s.inputs);  // a directory's config.json is left out
   std::vector<std::string> files = selected.files;
@@ -95,10 +108,12 @@ int cmd_import(const ImportState& s) {
   std::unique_ptr<TempDir> tmp;
   si::ImportOptions opt;
   for (auto& f : files) {
-    if (!is_nsys_report(f)) continue;
+    // chosen by content first: a file named .nsys-rep that is an Nsight SQLite export (or a
+    // trace) is read as what it is (tester45 F5: it was sent to nsys by its name)
+    if (!is_nsys_report(f) || read_by_content(f)) continue;
     if (!tmp) tmp = std::make_unique<TempDir>();
-    fmt::print(stderr, "import: exporting {} to SQLite with nsys ({})\n", f, si::find_nsys_on_path().empty()
-                                                                            ? std::string("not on PATH") : si::find_nsys_on_path());
+    if (const std::string nsys = si::find_nsys_on_path(); !nsys.empty())
+      fmt::print(stderr, "import: exporting {} to SQLite with nsys ({})\n", f, nsys);
     const std::string exported = si::export_nsys_report(f, tmp->path);
     opt.source_names[exported] = f + " (exported by nsys to SQLite)";
     f = exported;

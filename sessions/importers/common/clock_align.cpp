@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <set>
+#include <string_view>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -199,7 +200,11 @@ std::string gap_text(int64_t ns) {
 }
 }  // namespace
 
-void check_time_ranges_overlap(const std::vector<RankSpan>& spans, ImportProblems& problems) {
+namespace {
+constexpr std::string_view kAlignedClocks = "on the clocks aligned by collectives";
+}  // namespace
+
+void check_time_ranges_overlap(const std::vector<RankSpan>& spans, ImportProblems& problems, bool aligned) {
   const RankSpan* ref = nullptr;
   for (const auto& s : spans)
     if (!s.empty && (!ref || s.rank < ref->rank)) ref = &s;
@@ -209,18 +214,25 @@ void check_time_ranges_overlap(const std::vector<RankSpan>& spans, ImportProblem
     if (s.start_ns <= ref->end_ns && ref->start_ns <= s.end_ns) continue;  // they overlap
     const int64_t gap = s.start_ns > ref->end_ns ? s.start_ns - ref->end_ns : ref->start_ns - s.end_ns;
     problems.add("disjoint_time_ranges", Severity::error, {s.file, -1},
-                 fmt::format("rank {} ({}) spans {:.6f} .. {:.6f} s and rank {} ({}) {:.6f} .. {:.6f} s on the recorded "
-                             "clocks: they do not overlap ({} apart); the ranks of one job run at the same time: traces "
+                 fmt::format("rank {} ({}) spans {:.6f} .. {:.6f} s and rank {} ({}) {:.6f} .. {:.6f} s {}: they "
+                             "do not overlap ({} apart); the ranks of one job run at the same time: traces "
                              "of different runs? (import the traces of one job together)",
                              s.rank, s.file, static_cast<double>(s.start_ns) / 1e9, static_cast<double>(s.end_ns) / 1e9,
                              ref->rank, ref->file, static_cast<double>(ref->start_ns) / 1e9,
-                             static_cast<double>(ref->end_ns) / 1e9, gap_text(gap)));
+                             static_cast<double>(ref->end_ns) / 1e9,
+                             aligned ? kAlignedClocks : std::string_view("on the recorded clocks"), gap_text(gap)));
   }
 }
 
 std::string disjoint_refusal(const std::vector<ImportStat>& problems, const std::string& anyway) {
   for (const auto& p : problems)
-    if (p.name == "disjoint_time_ranges")
+    if (p.name == "disjoint_time_ranges" && p.example.find(kAlignedClocks) != std::string::npos)
+      return fmt::format("{}: refused: {}{}. --align collectives found no collective in common to put them on one "
+                         "clock: import each job's traces on their own, or {}",
+                         p.source, p.example,
+                         p.count > 1 ? fmt::format(" (and {} more such rank{})", p.count - 1, p.count == 2 ? "" : "s") : "",
+                         anyway);
+    else if (p.name == "disjoint_time_ranges")
       return fmt::format("{}: refused: {}{}. Import each job's traces on their own; if they are the ranks of one job "
                          "whose clocks disagree, use --align collectives, or {}",
                          p.source, p.example,

@@ -261,6 +261,7 @@ void Parser::top_level(const std::string& key, const Span& sp) {
             tr.rank = static_cast<int32_t>(r);
             tr.rank_known = true;
           } else {
+            tr.rank_bad = true;  // bad_rank only, not no_rank as well (tester45 F5)
             problems.add_with("bad_rank", Severity::error, where(sp.begin), [&] {
               return fmt::format("distributedInfo.rank '{}' at {} is not a rank in [0, {}]: imported as the lowest free rank",
                                  text, at(sp.begin), kMaxImportedRank);
@@ -460,7 +461,18 @@ void Parser::event(const Span& sp) {
     end = ts;
     ts = stack.back().ts;
     name_id = stack.back().name;
+    const EventKind begin_kind = stack.back().kind;
     stack.pop_back();
+    if (end < ts) {  // an "E" before its "B": as a negative "dur" (tester45 F14: a negative span was stored)
+      problems.add_with("negative_duration", Severity::error, where(sp.begin), [&] {
+        return fmt::format("event at {}: an \"E\" {:.3f} us before its \"B\" (unfinished: the profiler never "
+                           "saw it end), kept as a zero-length op marked \"(did not end)\"; the time range comes "
+                           "from valid events",
+                           at(sp.begin), static_cast<double>(ts - end) / 1e3);
+      });
+      add_unfinished(ts, names.id(did_not_end_name(names.text(name_id))), lane_id, begin_kind);
+      return;
+    }
   } else {
     int64_t dur = 0;
     const DecimalResult dr = has_dur ? parse_us_to_ns(dur_copy, dur) : DecimalResult::bad;

@@ -110,8 +110,10 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
     while (owner.count(free_rank)) ++free_rank;
     owner[free_rank] = 0;
     r.rank = free_rank;
-    problems.add("no_rank", Severity::info, {r.file, -1},
-                 fmt::format("{} has no distributedInfo.rank: imported as rank {} (the lowest free rank)", r.file, free_rank));
+    if (!r.rank_bad)  // an invalid rank was said by bad_rank ("imported as the lowest free rank")
+      problems.add("no_rank", Severity::info, {r.file, -1},
+                   fmt::format("{} has no distributedInfo.rank: imported as rank {} (the lowest free rank)", r.file,
+                               free_rank));
   }
   nlohmann::json sources = nlohmann::json::array();
   std::set<std::string> producers;
@@ -157,6 +159,11 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
       release_events(r);
     }
     const ClockAlignment a = align_ranks(recs, origin, problems);
+    // ranks that share no collective keep their clocks: traces of different jobs are as
+    // disjoint after the alignment as before it (tester45 F13)
+    std::vector<RankSpan> spans;
+    for (const auto& rec : recs) spans.push_back(rank_span(rec));
+    check_time_ranges_overlap(spans, problems, true);
     for (const auto& rec : recs) write_rank(rec, w, lo, hi);
     summary.alignment_json = alignment_json(a);
     summary.alignment_text = alignment_text(a);

@@ -82,6 +82,7 @@ struct RankTrace {
   int64_t file_bytes = 0, text_bytes = 0;
   int32_t rank = 0;
   bool rank_known = false;       ///< distributedInfo.rank was present
+  bool rank_bad = false;         ///< distributedInfo.rank was present but not a rank (problem bad_rank said so)
   /// An Embedscope export's rank (rank_processes.h): host ops take the category their `cat`
   /// names (Event::cat_category), as the session had them, not one guessed from their names.
   bool categories_from_cat = false;

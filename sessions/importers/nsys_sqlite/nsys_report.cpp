@@ -61,7 +61,8 @@ std::string nsys_export_command(const std::string& rep) {
 std::string export_nsys_report(const std::string& rep, const std::string& out_dir) {
   const std::string nsys = find_nsys_on_path();
   if (nsys.empty())
-    throw ImportError(fmt::format("{}: an Nsight Systems report, and nsys is not on PATH to export it; export it "
+    throw ImportError(fmt::format("{}: not a format embedscope import reads by its content; named as an Nsight "
+                                  "Systems report, which nsys (not on PATH) would export: if it is one, export it "
                                   "with `{}` and import {}", rep, nsys_export_command(rep), sqlite_name(rep)));
   const std::string out = out_dir + "/" + sqlite_name(base_name(rep));
   const std::string log = out + ".log";

@@ -271,9 +271,15 @@ TEST(Imp43DisjointMerge, MergeRefusesDisjointRanksUnlessAllowed) {
   r = imp43_cli("merge " + a + " " + c + " -o " + out + " --allow-disjoint");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(SessionReader(out).ranks().size(), 2u);
-  // --align collectives puts the ranks on one clock: the check does not apply (as in import)
+  // --align collectives finds no collective in common: the ranks stay 11.6 days apart and are
+  // refused as without it (tester45 F13; it merged them), unless --allow-disjoint
   fs::remove(out);
   r = imp43_cli("merge " + a + " " + c + " -o " + out + " --align collectives");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("on the clocks aligned by collectives: they do not overlap (11.6 days apart)"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  r = imp43_cli("merge " + a + " " + c + " -o " + out + " --align collectives --allow-disjoint");
   EXPECT_EQ(r.code, 0) << r.err;
 }
 

@@ -378,7 +378,7 @@ TEST(NsysSqlite, NsysRepWithoutNsysSaysTheCommandToRun) {
   auto r = embedscope::test_support::run_cli("PATH=/nonexistent " + std::string(EMBEDSCOPE_CLI),
                                              "import " + rep + " -o " + scratch_db("rep2.db"), import_scratch());
   EXPECT_EQ(r.code, 2);
-  const std::string want = "nsys is not on PATH to export it; export it with `nsys export --type sqlite -o " +
+  const std::string want = "which nsys (not on PATH) would export: if it is one, export it with `nsys export --type sqlite -o " +
                            (import_scratch() / "report2.sqlite").string() + " " + rep + "` and import " +
                            (import_scratch() / "report2.sqlite").string();
   EXPECT_NE(r.err.find(want), std::string::npos) << r.err;

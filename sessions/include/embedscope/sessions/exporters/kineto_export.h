@@ -62,10 +62,16 @@ inline constexpr int32_t kKinetoLaunchTid = 1000;
 /// Writes rank `rank`'s trace (the layout above) to `out`.
 void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream& out);
 
+/// Throws SessionError when `session` has nothing a Kineto trace holds for HTA: no lanes and no
+/// steps (an imported PyTorch memory snapshot: its allocator events only, tester45 F15, an empty
+/// folder was written). The message names the session's file and says to use --format chrome
+/// or csv (they carry the memory timeline).
+void check_kineto_exportable(const SessionReader& session);
+
 /// Writes one trace per rank of the session (its lanes' and steps' ranks) into `dir` (created
 /// if missing) as kineto_trace_file_name(rank), each written beside as NAME.partial and renamed
 /// when complete. Returns the paths written, by rank. Throws SessionError naming the directory or
-/// file it cannot create or write. Does not check for existing files (the CLI does).
+/// file it cannot create or write, or check_kineto_exportable's (before creating `dir`). Does not check for existing files (the CLI does).
 std::vector<std::string> export_kineto_traces(const SessionReader& session, const std::string& dir);
 
 /// "rank_N.json".

@@ -98,8 +98,11 @@ RankSpan rank_span(const RankRecords& r);
 /// events) was recorded by another run, or its clock is off by more than the whole trace
 /// (tester37 #15: a 2024 rank 0 beside a rank 1 whose ts start at 0, 51 days apart). Counts the
 /// problem disjoint_time_ranges (error; the times are kept) once per such rank, naming both
-/// files, both ranges (s on the recorded clock) and the gap.
-void check_time_ranges_overlap(const std::vector<RankSpan>& spans, ImportProblems& problems);
+/// files, both ranges (s on the recorded clock) and the gap. `aligned`: the spans are those after
+/// `align_ranks` (--align collectives; ranks that share no collective keep their clocks, tester45
+/// F13: two jobs 19,184 days apart were imported as one): the message says "on the clocks aligned
+/// by collectives" and disjoint_refusal does not suggest --align collectives again.
+void check_time_ranges_overlap(const std::vector<RankSpan>& spans, ImportProblems& problems, bool aligned = false);
 
 /// The refusal of an import or merge whose ranks' time ranges do not overlap (the problem
 /// disjoint_time_ranges among `problems`: traces of different jobs, tester42 F12), "" when there
