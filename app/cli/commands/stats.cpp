@@ -85,7 +85,7 @@ std::unique_ptr<ss::SessionReader> open_for_stats(const std::string& file) {
     const std::string what = e.what();
     if (what.find("not an SQLite database") == std::string::npos) throw;
     if (const std::string kind = embedscope_json_kind(file); !kind.empty())
-      throw ss::SessionError(fmt::format("{}: not a session: {}; stats reads sessions (.db)", file, kind));
+      throw ss::SessionError(fmt::format("{}: not an SQLite database (not a session): {}; stats reads sessions (.db)", file, kind));
     throw ss::SessionError(what + "; a trace or a memory snapshot? import it first: embedscope import " +
                            file);
   }

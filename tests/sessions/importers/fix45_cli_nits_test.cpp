@@ -69,14 +69,14 @@ TEST(Fix45CliNits, StatsSaysWhatAnEmbedscopeJsonFileIs) {
   std::ofstream(study) << R"({"batch_size_per_gpu": 512, "points": []})";
   auto r = fix45_cli("stats " + study.string());
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_NE(r.err.find(study.string() + ": not a session: a scaling study (embedscope scaling --json)"), std::string::npos)
+  EXPECT_NE(r.err.find(study.string() + ": not an SQLite database (not a session): a scaling study (embedscope scaling --json)"), std::string::npos)
       << r.err;
   EXPECT_EQ(r.err.find("import it first"), std::string::npos) << r.err;
   const auto profile = fix45_cli_scratch() / "prof.json";
   std::ofstream(profile) << R"({"name": "this_machine", "gpu": {"memory_bytes": 1000}})";
   r = fix45_cli("stats " + profile.string());
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_NE(r.err.find(profile.string() + ": not a session: a hardware profile: give it to --simulate"), std::string::npos)
+  EXPECT_NE(r.err.find(profile.string() + ": not an SQLite database (not a session): a hardware profile: give it to --simulate"), std::string::npos)
       << r.err;
   // a trace is still pointed to import
   const auto trace = fix45_cli_scratch() / "t.json";
