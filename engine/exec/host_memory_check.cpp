@@ -16,12 +16,12 @@ int64_t host_bytes_of_rank(Backend backend, const DeviceMemoryEstimate& e) {
 }
 
 std::string host_memory_refusal(const WorkloadSpec& spec, const std::vector<DeviceMemoryEstimate>& est,
-                                int process_rank, int64_t machine_bytes) {
+                                int process_rank, const HostMemory& machine) {
   const Backend backend = spec.devices.backend;
   int64_t need = 0;
   for (const auto& e : est)
     if (process_rank < 0 || e.rank == process_rank) need += host_bytes_of_rank(backend, e);
-  if (machine_bytes <= 0 || need <= machine_bytes * 9 / 10) return "";
+  if (fits_host_memory(need, machine)) return "";
   const std::string who =
       process_rank >= 0 ? fmt::format("rank {}", process_rank) : fmt::format("all {} ranks", spec.devices.count);
   const char* they = process_rank >= 0 ? "it needs" : "they need";
@@ -29,10 +29,10 @@ std::string host_memory_refusal(const WorkloadSpec& spec, const std::vector<Devi
     return fmt::format("/devices: the cuda backend keeps host copies of the dense part and the step's buffers of {} "
                        "in this process, {} {} in all, but this machine has {}; use fewer devices, a smaller batch "
                        "or a scaled preset",
-                       who, they, sessions::format_bytes(need), sessions::format_bytes(machine_bytes));
+                       who, they, sessions::format_bytes(need), host_memory_text(machine));
   return fmt::format("/devices: the cpu backend runs {} in this process and {} {} in all, but this machine has {}; "
                      "use fewer devices, a smaller batch or a scaled preset",
-                     who, they, sessions::format_bytes(need), sessions::format_bytes(machine_bytes));
+                     who, they, sessions::format_bytes(need), host_memory_text(machine));
 }
 
 }  // namespace embedscope::engine::detail

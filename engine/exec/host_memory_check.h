@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "embedscope/engine/planner/host_memory.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
 
@@ -22,14 +23,16 @@ namespace embedscope::engine::detail {
 /// caches live on the GPU only); simulated: 0 (a simulation allocates none).
 int64_t host_bytes_of_rank(Backend backend, const DeviceMemoryEstimate& e);
 
-/// "" when the ranks this process runs fit in 90% of `machine_bytes` (0: unknown, never
-/// refused), else the refusal (the text of SpecError, naming /devices, the bytes and the
-/// machine's). `process_rank` >= 0: one rank per process, only that rank counts.
-/// Example (cuda, 2 ranks of 3.0 GiB dense + buffers each, a 4 GiB machine): "/devices: the cuda
-/// backend keeps host copies of the dense part and the step's buffers of all 2 ranks in this
-/// process, they need 6.0 GiB in all, but this machine has 4.0 GiB; use fewer devices, a smaller
+/// "" when the ranks this process runs fit in 90% of the memory available now
+/// (`machine.available_bytes`, MemAvailable: planner/host_memory.h fits_host_memory; 0: unknown,
+/// never refused), else the refusal (the text of SpecError, naming /devices, the bytes and the
+/// machine's available and total memory). `process_rank` >= 0: one rank per process, only that
+/// rank counts. Example (cuda, 2 ranks of 3.0 GiB dense + buffers each, 4 GiB available of 8):
+/// "/devices: the cuda backend keeps host copies of the dense part and the step's buffers of all
+/// 2 ranks in this process, they need 6.0 GiB in all, but this machine has 4.0 GiB available now
+/// (of 8.0 GiB; a run is refused above 90% of what is available); use fewer devices, a smaller
 /// batch or a scaled preset".
 std::string host_memory_refusal(const WorkloadSpec& spec, const std::vector<DeviceMemoryEstimate>& est,
-                                int process_rank, int64_t machine_bytes);
+                                int process_rank, const HostMemory& machine);
 
 }  // namespace embedscope::engine::detail

@@ -50,7 +50,7 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
                                 "of one process), got {}; --simulate PROFILE models up to {}",
                                 kMaxLmCpuRanks, spec.world_size, kMaxSimulatedRanks));
   // ranks beyond this machine's memory: bad input before anything is allocated or written (tester43 F1)
-  if (const std::string why = lm_memory_refusal(estimate_lm_memory(spec), lm_machine_memory_bytes()); !why.empty())
+  if (const std::string why = lm_memory_refusal(estimate_lm_memory(spec), this_host_memory()); !why.empty())
     throw SpecError("workload: " + why);
   threaded::LmExecutor executor(spec, options);
   std::unique_ptr<sessions::SessionWriter> writer;

@@ -252,11 +252,6 @@ void write_run_metadata(sessions::SessionWriter& w, const WorkloadSpec& spec, co
   w.set_metadata(sessions::meta::kNetworkJson, to_json(spec)["network"].dump());
 }
 
-int64_t host_memory_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
-}
-
 }  // namespace
 
 RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, const TrainerOptions& options) {
@@ -306,7 +301,7 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
     throw SpecError(fmt::format("--rank {}: not below the world size {} (ranks are 0..{})", process_rank,
                                 spec.devices.count, spec.devices.count - 1));
   // what the ranks of this process keep in host memory (the cuda backend's host copies too)
-  if (const std::string why = detail::host_memory_refusal(spec, est, process_rank, host_memory_bytes()); !why.empty())
+  if (const std::string why = detail::host_memory_refusal(spec, est, process_rank, this_host_memory()); !why.empty())
     throw SpecError(why);
 
   auto executor = exec::make_executor(spec, result.plan, options);

@@ -225,7 +225,7 @@ int64_t lm_machine_memory_bytes() {
   return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
 }
 
-std::string lm_memory_refusal(const std::vector<LmMemoryEstimate>& est, int64_t machine_bytes) {
+std::string lm_memory_refusal(const std::vector<LmMemoryEstimate>& est, const HostMemory& machine) {
   int64_t need = 0;
   std::string each;
   for (const auto& e : est) {
@@ -233,12 +233,11 @@ std::string lm_memory_refusal(const std::vector<LmMemoryEstimate>& est, int64_t 
     each += fmt::format("{}rank {} {}{}", each.empty() ? "" : ", ", e.rank, each.empty() ? "needs " : "",
                         sessions::format_bytes(e.total()));
   }
-  if (machine_bytes <= 0 || need <= machine_bytes * 9 / 10) return "";
+  if (fits_host_memory(need, machine)) return "";
   return fmt::format("/devices: the cpu backend runs all {} ranks of this lm_embedding workload as threads of this "
-                     "process: {} (planner/lm_memory_estimate.h), {} in all, but this machine has {} (a run is "
-                     "refused above 90% of it); use fewer ranks, a smaller vocab_size, hidden_size or micro batch, "
-                     "or --simulate PROFILE",
-                     est.size(), each, sessions::format_bytes(need), sessions::format_bytes(machine_bytes));
+                     "process: {} (planner/lm_memory_estimate.h), {} in all, but this machine has {}; use fewer "
+                     "ranks, a smaller vocab_size, hidden_size or micro batch, or --simulate PROFILE",
+                     est.size(), each, sessions::format_bytes(need), host_memory_text(machine));
 }
 
 }  // namespace embedscope::engine

@@ -628,6 +628,12 @@ nlohmann::json read_json_file(const std::string& path, const char* what) {
   const int err = errno;
   std::fclose(f);
   if (failed) throw SpecError(fmt::format("{}: cannot read: {}", path, std::strerror(err)));
+  // a binary file given for JSON (tester45 F12.10: `run --simulate s.db` answered "invalid
+  // literal; last read: 'S'"): say what it is and what was expected
+  if (text.rfind(std::string("SQLite format 3\0", 16), 0) == 0)
+    throw SpecError(fmt::format("{}: an SQLite database (an embedscope session?), not a {} (JSON)", path, what));
+  if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f && static_cast<unsigned char>(text[1]) == 0x8b)
+    throw SpecError(fmt::format("{}: gzip data, not a {} (JSON)", path, what));
   return parse_json_text(text, path);
 }
 }  // namespace detail

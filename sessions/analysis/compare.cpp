@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iterator>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -245,6 +246,16 @@ std::string plan_types(const nlohmann::json& plan) {
 }  // namespace
 
 namespace {
+// The session's measured steps as `stats` counts them (RunStats::steps: the distinct step
+// numbers >= 0 of table `steps`), not the workload's planned `steps` (meta::kSteps): a cancelled,
+// crashed or live session holds fewer (tester45 F8: "measured steps 60" for 33 measured).
+std::string measured_steps_text(const SessionReader& s) {
+  std::set<int64_t> steps;
+  for (const auto& m : s.steps())
+    if (m.step >= 0) steps.insert(m.step);
+  return std::to_string(steps.size());
+}
+
 // The raw list (differing_settings' verbose form): every leaf by its pointer, numbered placements.
 std::vector<std::string> raw_differing_settings(const std::vector<const SessionReader*>& sessions) {
   const size_t n = sessions.size();
@@ -263,7 +274,7 @@ std::vector<std::string> raw_differing_settings(const std::vector<const SessionR
     // no plan with tables (an lm_embedding session): no "plan" leaf, no placement number
     // (tester43 F19: "plan , placement 1" of LM sessions under --verbose)
     if (std::string types = plan_types(plans[i]); !types.empty()) leaves.emplace_back("plan", std::move(types));
-    leaves.emplace_back("measured steps", sessions[i]->meta(meta::kSteps));
+    leaves.emplace_back("measured steps", measured_steps_text(*sessions[i]));
     for (auto& [k, v] : leaves) {
       if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
       value[i][k] = std::move(v);
@@ -340,7 +351,7 @@ std::vector<std::string> differing_settings(const std::vector<const SessionReade
     std::vector<std::pair<std::string, std::string>> leaves;
     flatten(w, "", leaves);
     leaves.emplace_back("plan", plan_types(plan));
-    leaves.emplace_back("measured steps", sessions[i]->meta(meta::kSteps));
+    leaves.emplace_back("measured steps", measured_steps_text(*sessions[i]));
     for (auto& [k, v] : leaves) {
       if (v == "{}" || v == "[]") continue;  // an empty object or array: as absent
       if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);

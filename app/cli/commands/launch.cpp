@@ -238,6 +238,13 @@ int cmd_launch(const LaunchState& s) {
   if (const std::string lm = lm_workload_of(ca.args); !lm.empty())
     throw es::SpecError(fmt::format("launch: {} is an lm_embedding workload: {}; run it without launch (`embedscope "
                                     "run`, --devices N for N ranks)", lm, kLmRanksAreThreads));
+  // a simulation times every rank in one process: refused before any process starts, as each
+  // rank would refuse it after announcing a simulated world (tester45 F12.3)
+  for (const auto& a : ca.args)
+    if (a == "--simulate" || a.rfind("--simulate=", 0) == 0)
+      throw es::SpecError("launch: --simulate times every rank in one process (one rank per process runs on the cpu "
+                          "or cuda backend); run it without launch (`embedscope run ... --simulate PROFILE`, "
+                          "--devices N for N ranks)");
   std::optional<es::launch::HostPlacement> hosts;
   if (!s.hosts_file.empty()) {
     for (const auto& a : ca.args)

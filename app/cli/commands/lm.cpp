@@ -145,7 +145,7 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
   const json sim = simulated_step_json(spec, profile, a.gpus_per_node);
   // a measured run's ranks are threads of this process: its memory is their capacity (tester43
   // F1); --simulate plans a modelled cluster, whose GPU memory is not checked here
-  const int64_t machine = es::lm_machine_memory_bytes();
+  const es::HostMemory machine = es::this_host_memory();  // MemAvailable now (tester45 F10)
   const std::string does_not_fit = a.simulate.empty() ? es::lm_memory_refusal(est, machine) : "";
   int64_t need = 0;
   for (const auto& e : est) need += e.total();
@@ -153,7 +153,8 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
     json j = es::to_json(est);
     if (a.simulate.empty()) {
       j["fits"] = does_not_fit.empty();
-      j["machine_memory_bytes"] = machine;
+      j["machine_memory_bytes"] = machine.total_bytes;
+      j["available_memory_bytes"] = machine.available_bytes;
       if (!does_not_fit.empty()) {
         j["ended"] = "bad_input";
         j["error"] = does_not_fit;
@@ -174,10 +175,10 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
                                                                    : "sgd: no state")
             << memory_table(est);
   if (a.simulate.empty())
-    std::cout << fmt::format("memory       {}: all {} ranks need {} in all of this machine's {} (cpu ranks are threads "
-                             "of one process; a run is refused above 90%)\n",
+    std::cout << fmt::format("memory       {}: all {} ranks need {} in all; this machine has {} (cpu ranks are "
+                             "threads of one process)\n",
                              does_not_fit.empty() ? "fits" : "DOES NOT FIT", spec.world_size, format_bytes(need),
-                             format_bytes(machine));
+                             es::host_memory_text(machine));
   std::cout << fmt::format(
       "\nSIMULATED step on {} ({} GPUs per node; the step program timed by the cost model, not this machine; {}): "
       "{:.3f} ms, communication {:.1f}% (embedding {:.1f}%), {:.0f} bytes on the wire per token\n",
@@ -195,7 +196,7 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
   const es::LmWorkloadSpec spec = load_lm(a, true);
   const bool simulated = !a.simulate.empty();
   if (!simulated)  // refused before it is announced (run_lm refuses it too, before any allocation)
-    if (const std::string why = es::lm_memory_refusal(es::estimate_lm_memory(spec), es::lm_machine_memory_bytes());
+    if (const std::string why = es::lm_memory_refusal(es::estimate_lm_memory(spec), es::this_host_memory());
         !why.empty())
       throw es::SpecError(a.origin + ": " + why);
   if (output.empty()) output = default_session_name();

@@ -4,6 +4,7 @@
 // --json).
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <stdexcept>
@@ -201,6 +202,16 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
 
 int cmd_replay(const std::string& file, const std::string& allocators, int64_t max_split, int64_t capacity,
                int64_t device, bool as_json) {
+  {  // a device or FIFO (/dev/zero) would be read forever; an empty file holds nothing (tester45 F12.4)
+    std::error_code ec;
+    const auto st = std::filesystem::status(file, ec);
+    if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
+      throw es::SpecError(fmt::format("{}: not a regular file ({}): replay-memory reads an allocator trace (JSON) or a "
+                                      "PyTorch memory snapshot (.pickle)",
+                                      file, std::filesystem::is_directory(st) ? "a directory" : "a device, FIFO or socket"));
+    if (!ec && std::filesystem::is_regular_file(st) && std::filesystem::file_size(file, ec) == 0 && !ec)
+      throw es::SpecError(fmt::format("{}: the file is empty (not an allocator trace or a memory snapshot)", file));
+  }
   if (is_memory_snapshot_file(file)) return cmd_replay_snapshot(file, allocators, max_split, capacity, device, as_json);
   es::MemoryTrace trace;
   try {

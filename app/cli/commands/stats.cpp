@@ -25,6 +25,7 @@
 #include "embedscope/sessions/analysis/kernel_name.h"
 #include "embedscope/sessions/analysis/rebalance_effect.h"
 #include "embedscope/sessions/analysis/run_end.h"  // ended_text
+#include "embedscope/sessions/importers/importer.h"  // read_head
 #include "embedscope/sessions/model/held_out_key.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"  // format_duration
@@ -45,12 +46,46 @@ using nlohmann::json;
 
 // The session at `file` (commands.h); a file that is no SQLite database (a trace, a snapshot: tester37 #20)
 // gets the command that makes a session of it. Throws SessionError.
+namespace {
+// What a JSON file that is no session is, from its first 64 KiB, when embedscope wrote it or reads
+// it elsewhere: a scaling study (`scaling --json`), a hardware profile (resources/hardware,
+// `calibrate -o`), a sharding plan (`plan --json`'s "tables" with "sharding_type"s), a
+// workload; "" otherwise (tester45 F12.10: "import it first" for a scaling study, which import
+// then refused).
+std::string embedscope_json_kind(const std::string& file) {
+  std::string head;
+  try {
+    head = ss::importers::read_head(file, 1 << 16);
+  } catch (const std::exception&) {
+    return "";
+  }
+  std::string flat;
+  for (char c : head)
+    if (c != ' ' && c != '\n' && c != '\r' && c != '\t') flat += c;
+  if (flat.rfind("{\"batch_size_per_gpu\"", 0) == 0)
+    return "a scaling study (embedscope scaling --json): its table is what scaling printed, its plots the "
+           "workbench's (embedscope-ui " + file + ")";
+  const json j = json::parse(head, nullptr, false);  // whole files only: a cut head is discarded
+  if (!j.is_object()) return "";
+  if (j.contains("gpu") && j["gpu"].is_object())
+    return "a hardware profile: give it to --simulate (embedscope run --simulate " + file + " ...)";
+  if (j.contains("tables") && j["tables"].is_array() && !j["tables"].empty() && j["tables"][0].is_object() &&
+      j["tables"][0].contains("sharding_type"))
+    return "a sharding plan: give it to --plan (embedscope run WORKLOAD --plan " + file + ")";
+  if (j.value("model", "") == "lm_embedding" || (j.contains("tables") && j.contains("devices")))
+    return "a workload: run it (embedscope run " + file + ") to make a session";
+  return "";
+}
+}  // namespace
+
 std::unique_ptr<ss::SessionReader> open_for_stats(const std::string& file) {
   try {
     return std::make_unique<ss::SessionReader>(file);
   } catch (const ss::SessionError& e) {
     const std::string what = e.what();
     if (what.find("not an SQLite database") == std::string::npos) throw;
+    if (const std::string kind = embedscope_json_kind(file); !kind.empty())
+      throw ss::SessionError(fmt::format("{}: not an SQLite database (not a session): {}; stats reads sessions (.db)", file, kind));
     throw ss::SessionError(what + "; a trace or a memory snapshot? import it first: embedscope import " +
                            file);
   }

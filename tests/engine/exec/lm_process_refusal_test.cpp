@@ -124,14 +124,18 @@ TEST(LmProcessRefusal, MemoryRefusalNamesEachRankAndTheMachine) {
   est[1].rank = 1;
   est[1].table_bytes = int64_t{3} << 30;
   est[1].logits_bytes = int64_t{1} << 29;  // 3.5 GiB
-  EXPECT_EQ(embedscope::engine::lm_memory_refusal(est, int64_t{8} << 30),  // 6.5 GiB of 7.2 GiB (90% of 8)
+  const int64_t gib = int64_t{1} << 30;
+  EXPECT_EQ(embedscope::engine::lm_memory_refusal(est, {8 * gib, 8 * gib}),  // 6.5 GiB of 7.2 GiB (90% of 8)
             "");
-  EXPECT_EQ(embedscope::engine::lm_memory_refusal(est, 0), "");  // unknown: never refused
-  EXPECT_EQ(embedscope::engine::lm_memory_refusal(est, int64_t{7} << 30),  // 6.5 GiB > 6.3 GiB
+  EXPECT_EQ(embedscope::engine::lm_memory_refusal(est, {0, 0}), "");  // unknown: never refused
+  EXPECT_EQ(embedscope::engine::lm_memory_refusal(est, {8 * gib, 7 * gib}),  // 6.5 GiB > 6.3 GiB
             "/devices: the cpu backend runs all 2 ranks of this lm_embedding workload as threads of this process: "
             "rank 0 needs 3.0 GiB, rank 1 3.5 GiB (planner/lm_memory_estimate.h), 6.5 GiB in all, but this machine has "
-            "7.0 GiB (a run is refused above 90% of it); use fewer ranks, a smaller vocab_size, hidden_size or micro "
-            "batch, or --simulate PROFILE");
+            "7.0 GiB available now (of 8.0 GiB; a run is refused above 90% of what is available); use fewer ranks, a "
+            "smaller vocab_size, hidden_size or micro batch, or --simulate PROFILE");
+  // tester45 F10: the total fits (6.5 <= 0.9 x 24 GiB) but what other processes left does not: refused
+  EXPECT_NE(embedscope::engine::lm_memory_refusal(est, {24 * gib, 7 * gib}), "");
+  EXPECT_EQ(embedscope::engine::lm_memory_refusal(est, {24 * gib, 8 * gib}), "");
 }
 
 // F1 through the CLI: vocab 2^31 x 4096 with adam on 3 ranks, 43 TiB a rank: `plan` prints the
@@ -160,22 +164,28 @@ TEST(LmProcessRefusal, WorkloadBeyondThisMachineIsRefusedBeforeTheRun) {
                            ", rank 2 " + format_bytes(est[2].total());
   auto r = lm43_cli("plan " + file);
   EXPECT_EQ(r.code, 2) << r.err;
+  // the available figure changes between processes: only its wording and the total are compared
   EXPECT_NE(r.out.find("memory       DOES NOT FIT: all 3 ranks need " +
-                       format_bytes(est[0].total() + est[1].total() + est[2].total()) + " in all of this machine's " +
-                       format_bytes(machine)),
+                       format_bytes(est[0].total() + est[1].total() + est[2].total()) + " in all; this machine has "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(" available now (of " + format_bytes(machine) + "; a run is refused above 90% of what is available)"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.err.find("error: " + file + ": /devices: the cpu backend runs all 3 ranks of this lm_embedding workload "
                        "as threads of this process: " + each),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("but this machine has " + format_bytes(machine)), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("but this machine has "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" available now (of " + format_bytes(machine) + "; "), std::string::npos) << r.err;
   r = lm43_cli("plan " + file + " --json");
   EXPECT_EQ(r.code, 2) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_FALSE(j.at("fits").get<bool>());
   EXPECT_EQ(j.at("ended"), "bad_input");
   EXPECT_EQ(j.at("machine_memory_bytes"), machine);
+  EXPECT_GT(j.at("available_memory_bytes").get<int64_t>(), 0);
+  EXPECT_LE(j.at("available_memory_bytes").get<int64_t>(), machine);
   const fs::path out = lm43_scratch() / "f1";
   fs::create_directories(out);
   r = lm43_cli("run " + file + " -o " + (out / "lm_huge.db").string());

@@ -176,6 +176,7 @@ std::string settings_session(const std::string& name, const std::string& pipelin
   w.set_metadata(ss::meta::kShardingPlanJson, plan_json);
   w.set_metadata(ss::meta::kSteps, steps);
   if (imported) w.set_metadata(ss::meta::kImported, "1");
+  for (int64_t s = 0; s < std::stoll(steps); ++s) w.add_step({s, 0, s * 1000, s * 1000 + 500, 0.5, 0, 0});  // measured steps
   w.close("complete");
   return path;
 }

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "embedscope/engine/planner/host_memory.h"
 #include "embedscope/engine/sharding/vocab_parallel.h"
 #include "embedscope/engine/workload/lm_spec.h"
 
@@ -100,14 +101,16 @@ nlohmann::json to_json(const std::vector<LmMemoryEstimate>& est);
 int64_t lm_machine_memory_bytes();
 
 /// "" when the ranks of a measured (cpu) run of `spec`, all threads of this process, fit in 90%
-/// of `machine_bytes` together (the rule of the DLRM cpu backend, exec/host_memory_check.h;
-/// 0: unknown, never refused), else the refusal, the text of the SpecError run_lm throws
-/// (tester43 F1): each rank's estimate, the sum and the machine's memory. Example (3 ranks of
-/// 43.0 TiB, a 23.5 GiB machine): "/devices: the cpu backend runs all 3 ranks of this
-/// lm_embedding workload as threads of this process: rank 0 needs 43.0 TiB, rank 1 43.0 TiB,
-/// rank 2 43.0 TiB (planner/lm_memory_estimate.h), 129.0 TiB in all, but this machine has
-/// 23.5 GiB (a run is refused above 90% of it); use fewer ranks, a smaller vocab_size,
-/// hidden_size or micro batch, or --simulate PROFILE". Pure; O(ranks).
-std::string lm_memory_refusal(const std::vector<LmMemoryEstimate>& est, int64_t machine_bytes);
+/// of the memory available now (`machine.available_bytes`, MemAvailable: planner/host_memory.h
+/// fits_host_memory, the rule of the DLRM cpu backend, exec/host_memory_check.h; 0: unknown,
+/// never refused), else the refusal, the text of the SpecError run_lm throws (tester43 F1,
+/// tester45 F10: a 19.3 GiB run was let onto a 23.5 GiB machine with 2 GiB left): each rank's
+/// estimate, the sum and the machine's available and total memory. Example (2 ranks of 3.0 and
+/// 3.5 GiB, 7 GiB available of 8): "/devices: the cpu backend runs all 2 ranks of this
+/// lm_embedding workload as threads of this process: rank 0 needs 3.0 GiB, rank 1 3.5 GiB
+/// (planner/lm_memory_estimate.h), 6.5 GiB in all, but this machine has 7.0 GiB available now
+/// (of 8.0 GiB; a run is refused above 90% of what is available); use fewer ranks, a smaller
+/// vocab_size, hidden_size or micro batch, or --simulate PROFILE". Pure; O(ranks).
+std::string lm_memory_refusal(const std::vector<LmMemoryEstimate>& est, const HostMemory& machine);
 
 }  // namespace embedscope::engine

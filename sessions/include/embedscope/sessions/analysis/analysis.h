@@ -102,7 +102,9 @@ struct RunStats {
   std::vector<RankStats> ranks;          ///< rank order
   std::vector<int32_t> untraced_ranks;   ///< the world's ranks not in this session; rank order
   std::vector<RankStepTimes> per_step;   ///< (step, rank) order
-  std::vector<double> loss;              ///< per measured step; empty for a simulated session (nothing trained)
+  /// per measured step; empty for a simulated session (nothing trained) and an imported one (metadata
+  /// imported "1": a trace records no loss; its steps.loss 0.0 is not read)
+  std::vector<double> loss;
   /// ROC AUC of the trained model on held-out generated batches (metadata held_out_json "auc",
   /// engine model/held_out.h); none when the run was not evaluated or one class was absent.
   std::optional<double> held_out_auc;

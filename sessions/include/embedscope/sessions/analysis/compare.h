@@ -112,7 +112,9 @@ std::string what_it_ran(const SessionReader& s);
 /// with another pipeline, sharding or step count all read "criteo_kaggle, complete on 4 ranks").
 /// A setting is a leaf of the workload the session recorded (workload_json, named by its JSON
 /// pointer without the leading '/': "pipeline", "sharding/default", "tables/3/data_type"), or
-/// "plan": the sharding plan (metadata sharding_plan_json), or "measured steps". out[i] lists,
+/// "plan": the sharding plan (metadata sharding_plan_json), or "measured steps": the steps the
+/// session holds (distinct step numbers >= 0 of table `steps`, as `stats` counts them; 33 for a
+/// run of 60 cancelled after 33, 0 before its first), not the workload's planned steps. out[i] lists,
 /// for session i, "NAME VALUE" of each setting that differs between any two sessions, in the
 /// workload's key order, at most `max_settings` of them then "and K more settings"; "" where
 /// nothing differs, or for a session without a recorded workload (an imported trace: not

@@ -39,7 +39,8 @@
 //   kernels), at no later than the kernel's start.
 // - an imported session (a Kineto or Nsight trace): its host calls with a correlation are its
 //   launches, written as `cuda_runtime` with that correlation; its kernels keep theirs and get no
-//   launch placed by the exporter; a collective's args go on the trace's own record_param_comms
+//   launch placed by the exporter - a GPU event the trace had no launch for gets none (HTA leaves
+//   it out on the export as on the original: tester45 F11); a collective's args go on the trace's own record_param_comms
 //   span that launched its first kernel (a CPU rank's: the span with the record's times).
 // - steps: `ProfilerStep#N` (cat user_annotation) on the first host thread, N >= 0 only: HTA's
 //   pattern ProfilerStep#(\d+) takes no sign, so warm-up steps (N < 0) are left out.
