@@ -67,10 +67,10 @@ struct Sample {
   double items = 0;
 };
 
-/// The per-item host-work kinds the compute fit has a column for: HostWork values 1..3
-/// (lookup_bags, input_ids, bucketize_items), column 1 + kClasses + (work - 1).
-inline constexpr int kWorkKinds = 3;
-inline constexpr std::array<const char*, kWorkKinds> kWorkNames = {"lookup_bag", "input_id", "bucketize_item"};
+/// The per-item host-work kinds the compute fit has a column for: HostWork values 1..4
+/// (lookup_bags, input_ids, bucketize_items, update_row_lines), column 1 + kClasses + (work - 1).
+inline constexpr int kWorkKinds = 4;
+inline constexpr std::array<const char*, kWorkKinds> kWorkNames = {"lookup_bag", "input_id", "bucketize_item", "update_line"};
 
 /// One collective sample: the (rank, place, name, occurrence)'s mean call time t (ns) and the
 /// call's largest member's bytes x; spans: the group spans (emulated) nodes; members: each
