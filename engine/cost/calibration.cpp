@@ -450,9 +450,9 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
            ? "fitted: the collective fit's coefficient of each session's oversubscribed share clamp(x - 1, 0, 1) (x "
              "its runnable threads per core; shared_cores.h oversubscribed_share), beside the latency and the bytes, "
              "not divided by the contention factor (a wait for a core, not slower work)" + per_core
-           : std::string("0, not fitted: the sessions' oversubscribed shares clamp(x - 1, 0, 1) span < 0.5 (it needs "
-                         "sessions with a core free and with every core busy, e.g. 2 and 4 ranks on 2 cores), so it "
-                         "would trade off against the latency")},
+           : std::string("0, not fitted: the sessions' oversubscribed share clamp(x - 1, 0, 1) over their contention "
+                         "factor spans < 0.25 (it needs sessions with a core free and with every core busy, e.g. 2 and 4 "
+                         "ranks on 2 cores at no other load: 0 and 0.5), so it would trade off against the latency")},
       {"/inter_node/bus_bandwidth_bytes_per_s", fit_of("inter_node")},
       {"/cpu/cores", cores_source},
       {"/cpu/threads_per_rank",

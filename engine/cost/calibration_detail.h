@@ -120,8 +120,8 @@ struct LinkFit {
 
 /// Collectives of one link class (`spans`: across nodes): t / d[session] = latency + x / busbw +
 /// share[session] / d[session] x wait (share: the session's oversubscribed_share, shared_cores.h;
-/// wait: call_wait_ns, fitted only when the samples' shares span >= 0.5, e.g. 2 and 4 ranks on 2
-/// cores, else 0: it would trade off against the latency),
+/// wait: call_wait_ns, fitted only when the samples' share / d span >= 0.25, e.g. 2 and 4 ranks on 2
+/// cores at no other load (0 and 0.5), else 0: it would trade off against the latency),
 /// with, for a call on one node (not spans) whose members' bytes are known, x the effective
 /// bytes of processor sharing (cost/shared_cores.h: with w_i = latency + x_i / busbw the call
 /// takes latency x f(R) + processor_sharing_time(x, R, f) / busbw, so x = that sum / f(R));

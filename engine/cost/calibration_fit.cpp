@@ -184,6 +184,11 @@ double effective_bytes(const CommSample& c, const std::vector<double>& f) {
 
 // Collectives of one link class: t / d[session] = latency + x / busbw + share / d x wait (x
 // effective on one node).
+namespace {
+// The least spread of the wait's column share / d over the samples for which it is fitted.
+constexpr double kMinWaitLeverage = 0.25;
+}  // namespace
+
 LinkFit fit_link(const std::vector<CommSample>& comm, bool spans, const std::vector<double>& d,
                  const std::vector<std::vector<double>>& fm, const std::vector<double>& share) {
   LinkFit f;
@@ -196,8 +201,8 @@ LinkFit fit_link(const std::vector<CommSample>& comm, bool spans, const std::vec
     if (c.spans == spans) {
       const auto s = static_cast<size_t>(c.session);
       pts.push_back({spans ? c.x : effective_bytes(c, fm[s]), c.t / d[s], share[s], d[s]});
-      lo = std::min(lo, share[s]);
-      hi = std::max(hi, share[s]);
+      lo = std::min(lo, share[s] / d[s]);
+      hi = std::max(hi, share[s] / d[s]);
     }
   if (pts.size() < 2) return f;
   const auto m = static_cast<Eigen::Index>(pts.size());
@@ -213,8 +218,10 @@ LinkFit fit_link(const std::vector<CommSample>& comm, bool spans, const std::vec
     sx += p.x;
     st += p.t;
   }
-  // the wait is told from the latency only by sessions with and without busy cores
-  std::vector<bool> act = {true, true, hi - lo >= 0.5};
+  // the wait's column share / d is told from the latency's (1) only where it differs between the
+  // sessions: 2 and 4 ranks on 2 cores at no other load give 0 and 0.5; at 0.5 other groups they
+  // give 0.5 / 1.5 and 1 / 3, the same, and the two would trade off
+  std::vector<bool> act = {true, true, hi - lo >= kMinWaitLeverage};
   const std::vector<double> c = nnls(A, b, act);
   f.r2 = r_squared(A, b, c);
   f.link.latency_ns = std::llround(c[0]);
