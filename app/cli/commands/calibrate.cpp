@@ -171,8 +171,10 @@ int cmd_calibrate(const CalibrateState& s) {
         1e3 * b.interaction_s, b.interaction_ops_per_s / 1e9, 1e3 * b.elementwise_s, b.elementwise_ops_per_s / 1e9,
         cal.profile.gpu.dense_interaction_ops_per_s / 1e9, cal.profile.gpu.dense_elementwise_ops_per_s / 1e9);
   }
-  std::cout << fmt::format("collectives: latency {} ns within a node (R^2 {:.3f}), {} ns across\n",
-                           cal.profile.intra_node.latency_ns, cal.collective_r2, cal.profile.inter_node.latency_ns);
+  std::cout << fmt::format("collectives: latency {} ns within a node (R^2 {:.3f}), {} ns across; a call's wait for a core "
+                           "{} ns x clamp(x - 1, 0, 1) (x: runnable threads per core, not scaled by contention)\n",
+                           cal.profile.intra_node.latency_ns, cal.collective_r2, cal.profile.inter_node.latency_ns,
+                           cal.profile.cpu.call_wait_ns);
   std::cout << fmt::format("hand-off: {} ns between the compute and comm threads (mean over {} (rank, op) gaps, before "
                            "contention)\n",
                            cal.handoff_ns, cal.handoff_samples);

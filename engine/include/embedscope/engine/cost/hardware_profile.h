@@ -20,7 +20,7 @@
 //    "host_link": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},   (optional: see host_link)
 //    "cpu": {"cores", "threads_per_rank", "background_threads",
 //            "oversubscription_penalty" (optional), "other_groups" (optional),
-//            "handoff_ns" (optional), "sync_lag_ns" (optional)},   (optional: see CpuContention)
+//            "handoff_ns" (optional), "sync_lag_ns" (optional), "call_wait_ns" (optional)},   (optional: see CpuContention)
 //    "sources": {"/gpu/memory_bytes": "...", ...}}   (optional)
 
 #include <cstdint>
@@ -137,6 +137,18 @@ struct CpuContention {
   /// slowest member. Measured (calib38): members' mean wait per call 0.1-6.9 ms at 2-8 ranks on 2
   /// cores; calibrate fits it to the sessions' mean member wait per call (calibration.h).
   double sync_lag_ns = 0;
+  /// A collective call's wait for a core on an oversubscribed node (JSON optional, default 0), ns
+  /// >= 0, not scaled by contention: every call of two or more members on cpu ranks takes
+  /// call_wait_ns x clamp(x - 1, 0, 1) more (x = runnable threads per core, cost_model.h
+  /// sync_lag_factor; shared_cores.h collective_call_ns). A Gloo member blocks in a receive and
+  /// is woken by the transport; with a core free (x <= 1) it runs at once, on a node whose every
+  /// core is busy it first waits for one (the scheduler preempts on wake-up, so the wait is about a
+  /// slice's remainder, not one per runnable thread: it saturates, like the penalty). Measured
+  /// (coll45, cal44b idle sets, 2 cores): 2-rank calls of 32 B took 0.10 ms (median) / 0.2 ms
+  /// (mean), 4-rank ones 0.5-1.5 / 1.1-2.6 ms: the calls' latency grew 5-10x from 2 to 4 ranks
+  /// where the contention factor grew 2.35x; a per-call latency x the factor fitted at 4 ranks
+  /// over-predicted the 2-rank runs' collectives 2-3x. calibrate fits it (calibration.h).
+  int64_t call_wait_ns = 0;
 };
 
 struct HardwareProfile {
