@@ -163,4 +163,11 @@ HostTraffic host_traffic(const TableSpec& t, OptimizerType opt, int64_t cols, co
   return h;
 }
 
+double shard_distinct_rows(const WorkloadSpec& spec, const TableSpec& t, const Shard& s,
+                           const std::vector<std::pair<int, double>>& ids_per_feature) {
+  TableSpec anywhere = t;  // the distinct rows do not depend on where the rows live
+  anywhere.placement = TablePlacement::host;
+  return estimate_cache(spec, anywhere, s, ids_per_feature).distinct_rows;
+}
+
 }  // namespace embedscope::engine

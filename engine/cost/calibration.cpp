@@ -17,6 +17,7 @@
 
 #include "calibration_detail.h"
 #include "embedscope/engine/cost/cost_model.h"
+#include "embedscope/engine/cost/shared_cores.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/store/session.h"
 
@@ -105,7 +106,7 @@ json to_json(const HardwareProfile& p) {
             {"inter_node", link(p.inter_node)},
             {"host_link", link(p.host_link)}};
   for (auto [key, v] : {std::pair{"lookup_bag_ns", p.gpu.lookup_bag_ns}, std::pair{"input_id_ns", p.gpu.input_id_ns},
-                        std::pair{"bucketize_item_ns", p.gpu.bucketize_item_ns}})
+                        std::pair{"bucketize_item_ns", p.gpu.bucketize_item_ns}, std::pair{"update_line_ns", p.gpu.update_line_ns}})
     if (v > 0) j["gpu"][key] = v;  // optional (default 0): GPU profiles keep their shape
   if (p.cpu.cores > 0)
     j["cpu"] = {{"cores", p.cpu.cores}, {"threads_per_rank", p.cpu.threads_per_rank},
@@ -113,6 +114,7 @@ json to_json(const HardwareProfile& p) {
                 {"oversubscription_penalty", p.cpu.oversubscription_penalty}, {"other_groups", p.cpu.other_groups},
                 {"handoff_ns", p.cpu.handoff_ns}};
   if (p.cpu.cores > 0 && p.cpu.sync_lag_ns > 0) j["cpu"]["sync_lag_ns"] = p.cpu.sync_lag_ns;
+  if (p.cpu.cores > 0 && p.cpu.call_wait_ns > 0) j["cpu"]["call_wait_ns"] = p.cpu.call_wait_ns;
   if (p.gpu.dense_interaction_ops_per_s > 0 && p.gpu.dense_elementwise_ops_per_s > 0) {
     j["gpu"]["dense_interaction_ops_per_s"] = p.gpu.dense_interaction_ops_per_s;
     j["gpu"]["dense_elementwise_ops_per_s"] = p.gpu.dense_elementwise_ops_per_s;
@@ -192,6 +194,18 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     return f;
   };
 
+  // each session's oversubscribed_share (shared_cores.h: the call's wait for a core)
+  auto busy_share = [&](double background) {
+    std::vector<double> s;
+    for (const auto& sd : data) {
+      HardwareProfile one;
+      one.cpu = load_of(sd, background);
+      one.cpu.cores = sd.cores > 0 ? sd.cores : cores;
+      s.push_back(oversubscribed_share(one, sd.ranks));
+    }
+    return s;
+  };
+
   const std::string host = host_name();
   std::string list;
   for (const auto& s : cal.sessions) list += (list.empty() ? "" : ", ") + s;
@@ -202,8 +216,9 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     const std::vector<double> d = dilation(background);
     cf = fit_compute(compute, d);
     const std::vector<std::vector<double>> fm = dilation_by_runnable(background);
-    intra = fit_link(comm, false, d, fm);
-    inter = fit_link(comm, true, d, fm);
+    const std::vector<double> share = busy_share(background);
+    intra = fit_link(comm, false, d, fm, share);
+    inter = fit_link(comm, true, d, fm, share);
     if (!intra.ok && !inter.ok) throw SpecError(fmt::format(
           "calibrate: the collectives' times give no bandwidth (all latency): in {} their time does not grow "
           "with their bytes; add a session with larger collectives (more ranks, a larger --batch-size, or a "
@@ -244,6 +259,7 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     hw.gpu.lookup_bag_ns = cf.item_ns[0] * scale;
     hw.gpu.input_id_ns = cf.item_ns[1] * scale;
     hw.gpu.bucketize_item_ns = cf.item_ns[2] * scale;
+    hw.gpu.update_line_ns = cf.item_ns[3] * scale;
     hw.gpus_per_node = kRanksPerMachine;
     hw.max_nodes = kRanksPerMachine;
     hw.cpu = measured ? CpuContention{cores, kThreadsPerRank, 0.0, penalty, background}
@@ -255,6 +271,7 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     if (!handoffs.empty()) handoff /= static_cast<double>(handoffs.size());
     hw.cpu.handoff_ns = std::llround(handoff * scale);
     hw.cpu.sync_lag_ns = sync_lag;  // fitted to the waits themselves: not step-scaled
+    hw.cpu.call_wait_ns = std::llround((intra.ok ? intra.wait_ns : inter.wait_ns) * scale);
     return hw;
   };
 
@@ -271,10 +288,12 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   auto write_at_load = [&](HardwareProfile hw, size_t i, double background) {
     const int64_t handoff = hw.cpu.handoff_ns;  // fitted, not a load
     const double lag = hw.cpu.sync_lag_ns;
+    const int64_t call_wait = hw.cpu.call_wait_ns;
     hw.cpu = load_of(data[i], background);
     hw.cpu.cores = cores;
     hw.cpu.handoff_ns = handoff;
     hw.cpu.sync_lag_ns = lag;
+    hw.cpu.call_wait_ns = call_wait;
     std::ofstream f(file.path);
     if (!(f << to_json(hw).dump())) throw SpecError(fmt::format("calibrate: cannot write {}", file.path));
   };
@@ -419,6 +438,8 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
                                fit_of("input_id") + per_core},
       {"/gpu/bucketize_item_ns", "fitted per bag and id bucketize scans, once per destination slot (a column of the "
                                  "compute fit): " + fit_of("bucketize_item") + per_core},
+      {"/gpu/update_line_ns", "fitted per cache line of the distinct rows (and their optimizer state) the embedding "
+                              "backward updates (a column of the compute fit beside its bytes): " + fit_of("update_line") + per_core},
       {"/cluster/gpus_per_node", "one machine holds every cpu rank (devices.count <= 64)"},
       {"/cluster/max_nodes", "emulated nodes (sharding.local_world_size) of the same machine"},
       {"/intra_node/bus_bandwidth_bytes_per_s",
@@ -427,6 +448,14 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
                                                cal.collective_r2) +
            per_core},
       {"/intra_node/latency_ns", "the collective fit's intercept" + per_core},
+      {"/cpu/call_wait_ns",
+       (intra.ok ? intra : inter).wait_fitted
+           ? "fitted: the collective fit's coefficient of each session's oversubscribed share clamp(x - 1, 0, 1) (x "
+             "its runnable threads per core; shared_cores.h oversubscribed_share), beside the latency and the bytes, "
+             "not divided by the contention factor (a wait for a core, not slower work)" + per_core
+           : std::string("0, not fitted: the sessions' oversubscribed share clamp(x - 1, 0, 1) over their contention "
+                         "factor spans < 0.25 (it needs sessions with a core free and with every core busy, e.g. 2 and 4 "
+                         "ranks on 2 cores at no other load: 0 and 0.5), so it would trade off against the latency")},
       {"/inter_node/bus_bandwidth_bytes_per_s", fit_of("inter_node")},
       {"/cpu/cores", cores_source},
       {"/cpu/threads_per_rank",

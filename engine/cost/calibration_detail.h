@@ -67,10 +67,10 @@ struct Sample {
   double items = 0;
 };
 
-/// The per-item host-work kinds the compute fit has a column for: HostWork values 1..3
-/// (lookup_bags, input_ids, bucketize_items), column 1 + kClasses + (work - 1).
-inline constexpr int kWorkKinds = 3;
-inline constexpr std::array<const char*, kWorkKinds> kWorkNames = {"lookup_bag", "input_id", "bucketize_item"};
+/// The per-item host-work kinds the compute fit has a column for: HostWork values 1..4
+/// (lookup_bags, input_ids, bucketize_items, update_row_lines), column 1 + kClasses + (work - 1).
+inline constexpr int kWorkKinds = 4;
+inline constexpr std::array<const char*, kWorkKinds> kWorkNames = {"lookup_bag", "input_id", "bucketize_item", "update_line"};
 
 /// One collective sample: the (rank, place, name, occurrence)'s mean call time t (ns) and the
 /// call's largest member's bytes x; spans: the group spans (emulated) nodes; members: each
@@ -109,19 +109,26 @@ ComputeFit fit_compute(const std::vector<Sample>& compute, const std::vector<dou
 struct LinkFit {
   bool ok = false, fitted = false;
   LinkProfile link;
+  /// a call's wait for a core on an oversubscribed node (hardware_profile.h call_wait_ns), ns;
+  /// wait_fitted: the samples' oversubscribed shares spread enough to fit it (else 0)
+  double wait_ns = 0;
+  bool wait_fitted = false;
   int samples = 0;
   std::string note;
   double r2 = 0;
 };
 
-/// Collectives of one link class (`spans`: across nodes): t / d[session] = latency + x / busbw,
+/// Collectives of one link class (`spans`: across nodes): t / d[session] = latency + x / busbw +
+/// share[session] / d[session] x wait (share: the session's oversubscribed_share, shared_cores.h;
+/// wait: call_wait_ns, fitted only when the samples' share / d span >= 0.25, e.g. 2 and 4 ranks on 2
+/// cores at no other load (0 and 0.5), else 0: it would trade off against the latency),
 /// with, for a call on one node (not spans) whose members' bytes are known, x the effective
 /// bytes of processor sharing (cost/shared_cores.h: with w_i = latency + x_i / busbw the call
 /// takes latency x f(R) + processor_sharing_time(x, R, f) / busbw, so x = that sum / f(R));
 /// f[session][m]: the session's contention factor with m ranks runnable (m = 0..its ranks),
 /// d[session] = f[session][ranks]. Not ok with fewer than 2 samples or no bandwidth.
 LinkFit fit_link(const std::vector<CommSample>& comm, bool spans, const std::vector<double>& d,
-                 const std::vector<std::vector<double>>& f);
+                 const std::vector<std::vector<double>>& f, const std::vector<double>& share);
 
 /// The effective bytes of a one-node call (see fit_link): processor_sharing_time(members, R, f)
 /// / f[R] with R = f.size() - 1 the session's ranks; `x` (the largest member's) when members is

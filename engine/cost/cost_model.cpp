@@ -68,6 +68,7 @@ int64_t host_work_ns(const ProgramOp& op, const HardwareProfile& hw) {
     case HostWork::lookup_bags: per_item = hw.gpu.lookup_bag_ns; break;
     case HostWork::input_ids: per_item = hw.gpu.input_id_ns; break;
     case HostWork::bucketize_items: per_item = hw.gpu.bucketize_item_ns; break;
+    case HostWork::update_row_lines: per_item = hw.gpu.update_line_ns; break;
   }
   return std::llround(static_cast<double>(std::max<int64_t>(0, op.work_items)) * per_item);
 }

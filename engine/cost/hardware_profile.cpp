@@ -111,7 +111,8 @@ void dense_rates(const json& gpu, const Fields& g, GpuProfile& out) {
 void read_host_work(const json& gpu, const Fields& g, GpuProfile& out) {
   for (auto [key, field] : {std::pair{"lookup_bag_ns", &GpuProfile::lookup_bag_ns},
                             std::pair{"input_id_ns", &GpuProfile::input_id_ns},
-                            std::pair{"bucketize_item_ns", &GpuProfile::bucketize_item_ns}})
+                            std::pair{"bucketize_item_ns", &GpuProfile::bucketize_item_ns},
+                            std::pair{"update_line_ns", &GpuProfile::update_line_ns}})
     if (gpu.contains(key)) out.*field = g.number(key, 0, 1e9, false);
 }
 
@@ -124,7 +125,7 @@ HardwareProfile from_json(const json& j, const std::string& origin) {
            {"name", "memory_bytes", "hbm_bandwidth_bytes_per_s", "dense_flops_per_s", "dense_efficiency",
             "tbe_forward_efficiency", "tbe_backward_efficiency", "memory_kernel_efficiency", "kernel_launch_ns",
             "dense_interaction_ops_per_s", "dense_elementwise_ops_per_s",
-            "lookup_bag_ns", "input_id_ns", "bucketize_item_ns",
+            "lookup_bag_ns", "input_id_ns", "bucketize_item_ns", "update_line_ns",
             "dense_bf16_flops_per_s", "dense_bf16_efficiency"});
   p.gpu.name = g.text("name");
   p.gpu.memory_bytes = g.integer("memory_bytes", 1, int64_t{1} << 50);
@@ -146,7 +147,7 @@ HardwareProfile from_json(const json& j, const std::string& origin) {
   p.host_link = j.contains("host_link") ? link(j, origin, "host_link") : default_host_link();
   if (j.contains("cpu")) {
     Fields u(j, origin, "/cpu", {"cores", "threads_per_rank", "background_threads", "oversubscription_penalty", "other_groups",
-                                        "handoff_ns", "sync_lag_ns"});
+                                        "handoff_ns", "sync_lag_ns", "call_wait_ns"});
     p.cpu.cores = static_cast<int>(u.integer("cores", 1, 1 << 20));
     p.cpu.threads_per_rank = u.number("threads_per_rank", 0, 1e6, true);
     p.cpu.background_threads = u.number("background_threads", 0, 1e6, false);
@@ -155,6 +156,7 @@ HardwareProfile from_json(const json& j, const std::string& origin) {
     if (j.at("cpu").contains("other_groups")) p.cpu.other_groups = u.number("other_groups", 0, 1e6, false);
     if (j.at("cpu").contains("handoff_ns")) p.cpu.handoff_ns = u.integer("handoff_ns", 0, int64_t{1} << 40);
     if (j.at("cpu").contains("sync_lag_ns")) p.cpu.sync_lag_ns = u.number("sync_lag_ns", 0, 1e12, false);
+    if (j.at("cpu").contains("call_wait_ns")) p.cpu.call_wait_ns = u.integer("call_wait_ns", 0, int64_t{1} << 40);
   }
   if (j.contains("sources")) {  // any JSON pointer -> a citation
     if (!j.at("sources").is_object()) top.fail("/sources", "must be an object (JSON pointer -> citation)");

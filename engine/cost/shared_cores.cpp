@@ -35,19 +35,32 @@ int64_t contended_ns(int64_t ns, const HardwareProfile& hw, int ranks_on_node) {
   return f == 1.0 ? ns : static_cast<int64_t>(std::llround(static_cast<double>(ns) * f));
 }
 
+double oversubscribed_share(const HardwareProfile& hw, int ranks_on_node) {
+  if (hw.cpu.cores <= 0) return 0.0;
+  return std::clamp(sync_lag_factor(hw, ranks_on_node) - 1.0, 0.0, 1.0);
+}
+
 int64_t collective_call_ns(const std::vector<CallMember>& members, const HardwareProfile& hw) {
   if (members.empty()) return 0;
   bool one_node = true;
-  for (const CallMember& m : members) one_node = one_node && m.node == members.front().node;
+  int most = 0;  // the members' largest node
+  for (const CallMember& m : members) {
+    one_node = one_node && m.node == members.front().node;
+    most = std::max(most, m.ranks_on_node);
+  }
+  // a cpu call's wait for a core on an oversubscribed node (hardware_profile.h call_wait_ns)
+  const int64_t wait = hw.cpu.cores > 0 && members.size() > 1 && hw.cpu.call_wait_ns > 0
+                           ? std::llround(static_cast<double>(hw.cpu.call_wait_ns) * oversubscribed_share(hw, most))
+                           : 0;
   if (hw.cpu.cores > 0 && one_node) {
     std::vector<int64_t> own;
     own.reserve(members.size());
     for (const CallMember& m : members) own.push_back(m.own_ns);
-    return shared_cores_collective_ns(own, members.front().ranks_on_node, hw);
+    return shared_cores_collective_ns(own, members.front().ranks_on_node, hw) + wait;
   }
   int64_t longest = 0;
   for (const CallMember& m : members) longest = std::max(longest, contended_ns(m.own_ns, hw, m.ranks_on_node));
-  return longest;
+  return longest + wait;
 }
 
 }  // namespace embedscope::engine

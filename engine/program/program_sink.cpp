@@ -123,6 +123,15 @@ double ProgramSink::update_bytes(double ids, const TableSpec& t, int64_t cols, d
   return bags * 4.0 * c + ids * (8.0 + 8.0 * rd + 2.0 * a_state) + 2.0 * (4.0 * rd * c + b_state);
 }
 
+double ProgramSink::update_row_lines(const TableSpec& t, int64_t cols, OptimizerType type) {
+  const bool low_rank = t.low_rank_dim > 0;
+  const int64_t dim = low_rank ? t.low_rank_dim : cols;
+  const int64_t row = low_rank ? 4 * dim : row_bytes(t.data_type, dim);
+  const int64_t state = optimizer_state_bytes(type, 1, dim, t.optimizer_state_type);
+  const auto lines = [](int64_t bytes) { return static_cast<double>((bytes + 63) / 64); };
+  return lines(row) + lines(state);
+}
+
 int ProgramSink::compute(std::string name, OpCategory cat, int batch, std::string what, int64_t rows, int64_t flops,
                          int64_t bytes) {
   const int id = add(std::move(name), Lane::compute, cat, batch, std::move(what));

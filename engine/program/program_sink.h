@@ -144,6 +144,15 @@ class ProgramSink {
   /// table: 28,960).
   static double lookup_bytes(double ids, const TableSpec& t, int64_t cols, double bags);
   static double update_bytes(double ids, const TableSpec& t, int64_t cols, double bags, OptimizerType type);
+  /// The 64-byte cache lines one distinct row's fused update reads and writes back at a random
+  /// place in the shard (HostWork::update_row_lines, per distinct row): its row, as stored
+  /// (row_bytes(data_type, cols); a low-rank table's A row, 4 r bytes), and its optimizer state
+  /// (optimizer_state_bytes of one row; none for sgd), each rounded up to whole lines:
+  ///   ceil(row bytes / 64) + ceil(state bytes / 64).
+  /// A line is what a cpu's memory access moves, so a 16-byte row costs the line a 64-byte one
+  /// does. Examples: fp32, 16 cols, sgd: 1; 4 cols, sgd: 1; 128 cols, rowwise_adagrad: 8 + 1 = 9;
+  /// 16 cols, adam (two fp32 moments of 64 B each): 1 + 2 = 3.
+  static double update_row_lines(const TableSpec& t, int64_t cols, OptimizerType type);
   /// A host-link op (lane gpu_copy, category memcpy; program/step_program.h): `h2d` / `d2h`
   /// bytes host -> device and back. It waits for the previous op of its lane and for `after`
   /// (ops of other lanes whose results it needs; -1 entries skipped).

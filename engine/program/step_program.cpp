@@ -269,12 +269,24 @@ class Builder {
     }
     bool exact = true;
     double ids = 0, bytes = 0;
+    // per local shard (its slots: the features reading it): the ids every rank sends it
+    std::map<std::tuple<int, int64_t, int64_t>, std::pair<const Slot*, std::vector<std::pair<int, double>>>> shard_ids;
     for (int k : mine_) {
       const Slot& sl = L_.slots[static_cast<size_t>(k)];
       const double n = static_cast<double>(W_) * expected_ids(sl, exact);
       ids += n;
       const TableSpec& ts = spec_.tables[static_cast<size_t>(sl.table)];
       bytes += ProgramSink::update_bytes(n, ts, sl.s.num_cols, static_cast<double>(W_ * B_), spec_.optimizer.type);
+      auto& sh = shard_ids[{sl.table, sl.s.row_offset, sl.s.col_offset}];
+      sh.first = &sl;
+      sh.second.emplace_back(sl.feature, n);
+    }
+    // the cache lines of the distinct rows the update reads and writes back (HostWork::update_row_lines)
+    double row_lines = 0;
+    for (const auto& [key, sh] : shard_ids) {
+      const TableSpec& ts = spec_.tables[static_cast<size_t>(std::get<0>(key))];
+      row_lines += shard_distinct_rows(spec_, ts, sh.first->s, sh.second) *
+                   ProgramSink::update_row_lines(ts, sh.first->s.num_cols, spec_.optimizer.type);
     }
     // tables in host memory: the optimizer state rows (in host memory) there and back, the
     // updated rows not cached (host: all) there and back, the dirty rows the lookups evicted back
@@ -298,6 +310,7 @@ class Builder {
                                               to_string(spec_.optimizer.type)),
                                   std::llround(ids), 0, std::llround(bytes));
     own(bwd, RankOp::backward_fused_optimizer);
+    work(bwd, HostWork::update_row_lines, row_lines);
     sink_.depend(bwd, update_op);
     sink_.depend(bwd, prefetch_op_);  // FBGEMM: the TBE backward waits for the prefetch of the next batch
     for (size_t k = 0; k < shardings_.size(); ++k) {

@@ -55,7 +55,7 @@ json dense_bench_json(const es::DenseMicrobench& b) {
 
 std::string rate_text(const es::CalibrationFit& f) {
   if (f.what == "dense") return fmt::format("{:.4g} GFLOP/s", f.rate / 1e9);
-  if (f.what == "lookup_bag" || f.what == "input_id" || f.what == "bucketize_item")  // per-item host work
+  if (f.what == "lookup_bag" || f.what == "input_id" || f.what == "bucketize_item" || f.what == "update_line")  // per-item host work
     return f.rate > 0 ? fmt::format("{:.4g} ns/item", 1e9 / f.rate) : std::string("0 ns/item");
   return fmt::format("{:.4g} GB/s", f.rate / 1e9);
 }
@@ -171,8 +171,10 @@ int cmd_calibrate(const CalibrateState& s) {
         1e3 * b.interaction_s, b.interaction_ops_per_s / 1e9, 1e3 * b.elementwise_s, b.elementwise_ops_per_s / 1e9,
         cal.profile.gpu.dense_interaction_ops_per_s / 1e9, cal.profile.gpu.dense_elementwise_ops_per_s / 1e9);
   }
-  std::cout << fmt::format("collectives: latency {} ns within a node (R^2 {:.3f}), {} ns across\n",
-                           cal.profile.intra_node.latency_ns, cal.collective_r2, cal.profile.inter_node.latency_ns);
+  std::cout << fmt::format("collectives: latency {} ns within a node (R^2 {:.3f}), {} ns across; a call's wait for a core "
+                           "{} ns x clamp(x - 1, 0, 1) (x: runnable threads per core, not scaled by contention)\n",
+                           cal.profile.intra_node.latency_ns, cal.collective_r2, cal.profile.inter_node.latency_ns,
+                           cal.profile.cpu.call_wait_ns);
   std::cout << fmt::format("hand-off: {} ns between the compute and comm threads (mean over {} (rank, op) gaps, before "
                            "contention)\n",
                            cal.handoff_ns, cal.handoff_samples);

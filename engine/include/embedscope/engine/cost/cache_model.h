@@ -125,4 +125,14 @@ HostTraffic host_traffic(const TableSpec& t, OptimizerType opt, int64_t cols, co
 CacheEstimate estimate_cache(const WorkloadSpec& spec, const TableSpec& t, const Shard& s,
                              const std::vector<std::pair<int, double>>& ids_per_feature, int64_t lookups_before = -1);
 
+/// The expected distinct rows U among one batch's ids on the shard rows [s.row_offset,
+/// s.row_offset + s.num_rows) of table t, wherever the rows are placed: estimate_cache's
+/// distinct_rows (sum over the shard's rows of 1 - (1 - p_k)^n, its per-row probabilities p_k
+/// from each feature's id distribution), which estimate_cache leaves 0 for a device table. The
+/// rows the embedding backward updates (program/step_program.h HostWork::update_row_lines).
+/// Example: uniform ids, 4 rows, 8 ids: 4 x (1 - (3/4)^8) = 3.60. Same cost and errors as
+/// estimate_cache.
+double shard_distinct_rows(const WorkloadSpec& spec, const TableSpec& t, const Shard& s,
+                           const std::vector<std::pair<int, double>>& ids_per_feature);
+
 }  // namespace embedscope::engine

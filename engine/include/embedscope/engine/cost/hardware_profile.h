@@ -11,7 +11,7 @@
 //            "dense_efficiency", "tbe_forward_efficiency", "tbe_backward_efficiency",
 //            "memory_kernel_efficiency", "kernel_launch_ns",
 //            "dense_interaction_ops_per_s", "dense_elementwise_ops_per_s" (optional, both or neither),
-//            "lookup_bag_ns", "input_id_ns", "bucketize_item_ns" (each optional, default 0),
+//            "lookup_bag_ns", "input_id_ns", "bucketize_item_ns", "update_line_ns" (each optional, default 0),
 //            "dense_bf16_flops_per_s" (optional), "dense_bf16_efficiency" (optional; required
 //            with dense_bf16_flops_per_s)},
 //    "cluster": {"gpus_per_node", "max_nodes"},
@@ -20,7 +20,7 @@
 //    "host_link": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},   (optional: see host_link)
 //    "cpu": {"cores", "threads_per_rank", "background_threads",
 //            "oversubscription_penalty" (optional), "other_groups" (optional),
-//            "handoff_ns" (optional), "sync_lag_ns" (optional)},   (optional: see CpuContention)
+//            "handoff_ns" (optional), "sync_lag_ns" (optional), "call_wait_ns" (optional)},   (optional: see CpuContention)
 //    "sources": {"/gpu/memory_bytes": "...", ...}}   (optional)
 
 #include <cstdint>
@@ -66,12 +66,22 @@ struct GpuProfile {
   ///   lookup_bag_ns      per bag pooled by "lookup", empty bags included (a row-wise shard
   ///                      pools the W x B bags of every rank, most of them empty);
   ///   input_id_ns        per id of the rank's batch made and checked by "input";
-  ///   bucketize_item_ns  per bag and per id "bucketize" scans (once per destination slot).
+  ///   bucketize_item_ns  per bag and per id "bucketize" scans (once per destination slot);
+  ///   update_line_ns     per 64-byte cache line "backward_fused_optimizer" updates: its
+  ///                      distinct rows x (the lines of a row + the lines of its optimizer
+  ///                      state), HostWork::update_row_lines. A cpu rank's row update is a
+  ///                      random access into the table per distinct row (a cache and TLB miss
+  ///                      in a table larger than the caches), paid per line touched whatever
+  ///                      share of the line the row uses: a column-wise shard of 4 columns
+  ///                      (16 B) costs the same line as a row-wise shard's 16 columns (64 B),
+  ///                      so bytes undercount narrow rows (opt45: criteo_kaggle cw4, 11.5k
+  ///                      distinct rows a rank, 7.4 ms measured against 0.8 ms from bytes).
   /// calibrate fits them (calibration.h). The built-in GPU profiles leave them 0: FBGEMM's TBE
   /// forward runs a warp per bag in parallel, so its per-bag cost is inside the measured
   /// tbe_forward_efficiency, and a GPU trainer's input and bucketize are a data loader's and
-  /// a bandwidth-bound kernel's (memory_kernel_efficiency), not per-item host loops.
-  double lookup_bag_ns = 0, input_id_ns = 0, bucketize_item_ns = 0;
+  /// a bandwidth-bound kernel's (memory_kernel_efficiency), not per-item host loops; FBGEMM's
+  /// TBE backward's row updates are inside its measured tbe_backward_efficiency.
+  double lookup_bag_ns = 0, input_id_ns = 0, bucketize_item_ns = 0, update_line_ns = 0;
   /// Peak dense (no structured sparsity) tensor-core flop/s of bf16 / fp16 GEMMs (the two run at
   /// the same rate on A100 / H100 / H200), > 0; 0 when the profile does not give one (JSON
   /// optional: a cpu profile, `this_machine`, a calibration's profile): such a profile times
@@ -127,6 +137,18 @@ struct CpuContention {
   /// slowest member. Measured (calib38): members' mean wait per call 0.1-6.9 ms at 2-8 ranks on 2
   /// cores; calibrate fits it to the sessions' mean member wait per call (calibration.h).
   double sync_lag_ns = 0;
+  /// A collective call's wait for a core on an oversubscribed node (JSON optional, default 0), ns
+  /// >= 0, not scaled by contention: every call of two or more members on cpu ranks takes
+  /// call_wait_ns x clamp(x - 1, 0, 1) more (x = runnable threads per core, cost_model.h
+  /// sync_lag_factor; shared_cores.h collective_call_ns). A Gloo member blocks in a receive and
+  /// is woken by the transport; with a core free (x <= 1) it runs at once, on a node whose every
+  /// core is busy it first waits for one (the scheduler preempts on wake-up, so the wait is about a
+  /// slice's remainder, not one per runnable thread: it saturates, like the penalty). Measured
+  /// (coll45, cal44b idle sets, 2 cores): 2-rank calls of 32 B took 0.10 ms (median) / 0.2 ms
+  /// (mean), 4-rank ones 0.5-1.5 / 1.1-2.6 ms: the calls' latency grew 5-10x from 2 to 4 ranks
+  /// where the contention factor grew 2.35x; a per-call latency x the factor fitted at 4 ranks
+  /// over-predicted the 2-rank runs' collectives 2-3x. calibrate fits it (calibration.h).
+  int64_t call_wait_ns = 0;
 };
 
 struct HardwareProfile {

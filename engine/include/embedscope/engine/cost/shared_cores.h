@@ -49,6 +49,13 @@ int64_t shared_cores_collective_ns(const std::vector<int64_t>& member_ns, int ra
 /// (factor 2): 1,000 -> 2,000 ns.
 int64_t contended_ns(int64_t ns, const HardwareProfile& hw, int ranks_on_node);
 
+/// The share of a cpu node's cores that are all busy: clamp(x - 1, 0, 1) with x = sync_lag_factor(hw,
+/// ranks_on_node) (cost_model.h: runnable threads per core); 0 when hw.cpu.cores is 0 (GPUs).
+/// What a collective call's wait for a core (hardware_profile.h CpuContention::call_wait_ns) is
+/// multiplied by. Example: 2 cores, 1 thread per rank, no other load: 2 ranks 0, 3 ranks 0.5,
+/// 4 and 8 ranks 1.
+double oversubscribed_share(const HardwareProfile& hw, int ranks_on_node);
+
 /// One member of a collective call, as collective_call_ns times it.
 struct CallMember {
   int64_t own_ns = 0;     ///< collective_ns of the member's CollectiveCall (cost_model.h), node to itself, ns
@@ -65,10 +72,14 @@ struct CallMember {
 ///    node's cores, shared_cores_collective_ns(own_ns..., ranks_on_node);
 ///  - else (GPUs; calls across nodes): the largest of the members' own_ns x
 ///    contention_factor(hw, its ranks_on_node), each rounded to ns (for GPUs the factor is 1: the
-///    largest member's nccl-tests time, cost_model.h).
+///    largest member's nccl-tests time, cost_model.h);
+/// plus, on cpu ranks (hw.cpu.cores > 0) for two or more members, the call's wait for a core:
+/// round(hw.cpu.call_wait_ns x oversubscribed_share(hw, the members' largest ranks_on_node)) (coll45).
 /// 0 for no members. Throws std::invalid_argument (processor_sharing_time) when more members than
 /// ranks_on_node share a node. Example: 2 cores, members {1000, 5000, 1000, 1000} ns all on node 0
-/// of 4 ranks: 6,000 ns; the same members on two nodes of 2 ranks each: 5000 x f(2) = 5,000 ns.
+/// of 4 ranks: 6,000 ns; the same members on two nodes of 2 ranks each: 5000 x f(2) = 5,000 ns;
+/// with call_wait_ns 300: 6,300 ns on the node of 4 ranks (share 1), 5,000 ns on the two nodes of 2
+/// (share 0).
 int64_t collective_call_ns(const std::vector<CallMember>& members, const HardwareProfile& hw);
 
 }  // namespace embedscope::engine

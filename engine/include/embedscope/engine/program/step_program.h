@@ -65,6 +65,10 @@ enum class HostWork {
   lookup_bags,      ///< "lookup": bags pooled, empty ones included (lookup_bag_ns)
   input_ids,        ///< "input": ids of the rank's batch made and checked (input_id_ns)
   bucketize_items,  ///< "bucketize": bags and ids scanned, once per destination slot (bucketize_item_ns)
+  /// "backward_fused_optimizer": over its local shards, each shard's expected distinct rows x the
+  /// 64-byte cache lines of one row and of its optimizer state (ProgramSink::update_row_lines), the
+  /// lines its row update reads and writes back at random places in the table (update_line_ns)
+  update_row_lines,
 };
 const char* to_string(CollectiveKind k);
 
@@ -125,7 +129,10 @@ struct ProgramOp {
   /// bucket, empty ones included: a row-wise shard pools W x B bags of which most are empty) +
   /// B per feature of a replicated (data_parallel, hot-row) table; input: B x the features' mean
   /// pooling factors summed (the KJT's ids, program/input_op_bytes.h input_ids); bucketize:
-  /// over every destination slot, B bags + its feature's ids (input_op_bytes.h bucketize_items).
+  /// over every destination slot, B bags + its feature's ids (input_op_bytes.h bucketize_items);
+  /// backward_fused_optimizer: over the local shards, the expected distinct rows of the ids every
+  /// rank sends the shard (cost/cache_model.h shard_distinct_rows) x the cache lines of a row and
+  /// its optimizer state (program_sink.h ProgramSink::update_row_lines).
   HostWork work = HostWork::none;
   int64_t work_items = 0;
   /// Ops that must have ended before this one starts: the previous op of its lane (the lanes
