@@ -159,13 +159,24 @@ int cmd_compare(const CompareState& st) {
                              ss::what_it_ran(*readers[i]), cs[i].stats.ended, ran_on_text(*readers[i], cs[i].stats))
               << (settings[i].empty() ? "" : fmt::format("    differs: {}\n", settings[i]));
   // figures that measure different things where GPU streams meet host threads (tester38 #1)
-  std::vector<std::string> streams, threads;
-  for (size_t i = 0; i < cs.size(); ++i) (cs[i].stats.stream_ranks ? streams : threads).push_back(labels[i]);
-  if (!streams.empty() && !threads.empty())
+  // a simulated session's figures are the cost model's ops per rank, neither (tester45 F12.2)
+  std::vector<std::string> streams, threads, simulated;
+  for (size_t i = 0; i < cs.size(); ++i)
+    (readers[i]->meta(ss::meta::kSimulated, "0") == "1" ? simulated
+     : cs[i].stats.stream_ranks                          ? streams
+                                                         : threads)
+        .push_back(labels[i]);
+  if (!streams.empty() && (!threads.empty() || !simulated.empty())) {
+    std::vector<std::string> others;
+    if (!threads.empty()) others.push_back(fmt::format("those of {} its host threads' spans", fmt::join(threads, ", ")));
+    if (!simulated.empty())
+      others.push_back(fmt::format("those of {} the cost model's compute and comm ops per simulated rank",
+                                   fmt::join(simulated, ", ")));
     std::cout << fmt::format("not the same measure: the communication, overlap and idle figures of {} are its GPU "
-                             "streams' (kernels and copies), those of {} its host threads' spans; the row 'exposed "
-                             "communication, host threads' compares the host threads of all\n",
-                             fmt::join(streams, ", "), fmt::join(threads, ", "));
+                             "streams' (kernels and copies), {}; the row 'exposed communication, host threads' "
+                             "compares the host threads of all\n",
+                             fmt::join(streams, ", "), fmt::join(others, ", "));
+  }
   for (size_t i = 0; i < cs.size(); ++i) {  // GPU busy, host, GPU trace: the lines of `stats`
     const std::string lines = ss::gpu_run_text(*readers[i], cs[i].stats);
     size_t at = 0;

@@ -216,9 +216,15 @@ int cmd_replay(const std::string& file, const std::string& allocators, int64_t m
   es::MemoryTrace trace;
   try {
     trace = es::load_memory_trace(file);
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
     // say what the file is where import reads it: a trace to import, or a pickle of an old protocol
     const std::string head = ss::importers::read_head(file, 1 << 16);
+    if (head.rfind(std::string("SQLite format 3\0", 16), 0) == 0)  // tester43 F11: it printed json's parse error
+      throw es::SpecError(fmt::format("{}: an SQLite database (an embedscope session?), not an allocator trace: "
+                                      "replay-memory reads alloc/free action lists (JSON) and PyTorch memory snapshots "
+                                      "(.pickle); a session's memory is in `embedscope stats {}` and the workbench's "
+                                      "Memory page",
+                                      file, file));
     if (const int protocol = ss::pickle::old_pickle_protocol(head); protocol >= 0)
       throw es::SpecError(ss::pickle::old_pickle_message(file, protocol));
     const ss::importers::Importer* imp = nullptr;
@@ -231,7 +237,8 @@ int cmd_replay(const std::string& file, const std::string& allocators, int64_t m
                                       "lists (JSON) and PyTorch memory snapshots (.pickle); import it with `embedscope "
                                       "import {}` and see its figures with `embedscope stats`",
                                       file, imp->description, file));
-    throw;
+    if (dynamic_cast<const es::SpecError*>(&e) != nullptr) throw;  // already names the file and field
+    throw es::SpecError(fmt::format("{}: not an allocator trace (JSON) or a PyTorch memory snapshot: {}", file, e.what()));
   }
   const int64_t cap = capacity > 0 ? capacity : trace.capacity_bytes;
   if (cap <= 0) throw es::SpecError(fmt::format("{}: no capacity: give --capacity or \"capacity_bytes\" in the trace", file));
@@ -271,11 +278,12 @@ Command add_replay_memory_command(CLI::App& app) {
   rep->add_option("--allocator", s->allocators, "Comma-separated: caching, expandable, direct (default: all)");
   rep->add_option("--max-split-size", s->max_split,
                   "Also replay caching/expandable with this max_split_size (bytes, >= 20 MiB as PyTorch requires)")
-      ->check(kInteger)->check(CLI::Range(es::kMinMaxSplitSizeBytes, es::kMaxMemoryBytes));
+      ->transform(bytes_in_range(es::kMinMaxSplitSizeBytes, es::kMaxMemoryBytes,
+                                 "20 MiB, PyTorch's rule: at least its caching allocator's 20 MiB large buffer"));
   rep->add_option("--capacity", s->capacity,
                   "Device capacity in bytes (default: the trace's capacity_bytes; for a snapshot the device's free + "
                   "reserved bytes at its recorded OOM)")
-      ->check(kInteger)->check(CLI::Range(int64_t{1}, es::kMaxMemoryBytes));
+      ->transform(bytes_in_range(1, es::kMaxMemoryBytes, "a device holds at least one byte"));
   rep->add_flag("--json", s->json, "Print the comparison as JSON");
   return {rep, [s] { return cmd_replay(s->file, s->allocators, s->max_split, s->capacity, s->device, s->json); },
           [s] { return s->json; }};

@@ -46,6 +46,27 @@ inline CLI::Validator at_least(int64_t min) {
       "INT>=" + std::to_string(min), "AT_LEAST");
 }
 
+/// A byte-count option (use with ->transform): a whole number of bytes in [min, max], written as an
+/// integer or in exponent notation ("1e9", rewritten to "1000000000" for the int64_t it binds).
+/// Errors say bytes and, below `min`, why (`min_why`): "--max-split-size: 4194304 bytes is below
+/// the minimum 20971520 (20 MiB: PyTorch's ...)" (CLI::Range said "Value 4194304 not in range
+/// 20971520 to 1125899906842624", and the int parse refused "1e9": tester43 F11).
+inline CLI::Validator bytes_in_range(int64_t min, int64_t max, const std::string& min_why) {
+  return CLI::Validator(
+      [min, max, min_why](std::string& text) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v) || !std::isfinite(v))
+          return "must be a number of bytes (e.g. 1073741824 or 1e9), got '" + text + "'";
+        if (v != std::floor(v)) return "must be a whole number of bytes, got " + text;
+        if (v < static_cast<double>(min))
+          return text + " bytes is below the minimum " + std::to_string(min) + " (" + min_why + ")";
+        if (v > static_cast<double>(max)) return text + " bytes is above the maximum " + std::to_string(max);
+        text = std::to_string(static_cast<int64_t>(v));
+        return "";
+      },
+      "BYTES", "BYTES_IN_RANGE");
+}
+
 /// The values of the workload options after parsing (add_workload_options binds them).
 struct WorkloadArgs {
   std::string file;

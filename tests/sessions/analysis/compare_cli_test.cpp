@@ -171,3 +171,20 @@ TEST(Ux41CompareCli, StatsJsonGpusSayTheDeviceBusyAndTheRankArenasApart) {
   const auto t = ux41_cli("stats " + p.a);
   EXPECT_NE(t.out.find("GPU busy     per GPU: NVIDIA H200 (cuda:0) 40.0% (ranks 0, 1 together"), std::string::npos) << t.out;
 }
+
+// tester45 F12.2: a simulated session's communication and overlap figures are the cost model's
+// ops per rank; the "not the same measure" line called them host threads' spans.
+TEST(Ux41CompareCli, NotTheSameMeasureSaysWhatASimulatedSessionsFiguresAre) {
+  const Ux41Pair p;
+  const auto root = ss::testing::import_scratch() / "tester45_compare";
+  std::filesystem::create_directories(root);
+  const std::string cpu = (root / "cpu.db").string(), sim = (root / "sim.db").string();
+  ASSERT_EQ(ux41_cli("run --preset tiny --steps 1 --force-overwrite -o " + cpu).code, 0);
+  ASSERT_EQ(ux41_cli("run --preset tiny --steps 1 --simulate h100_sxm --force-overwrite -o " + sim).code, 0);
+  const auto r = ux41_cli("compare " + cpu + " " + p.a + " " + sim);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("not the same measure: the communication, overlap and idle figures of B are its GPU streams' "
+                       "(kernels and copies), those of A its host threads' spans, those of C the cost model's compute "
+                       "and comm ops per simulated rank;"),
+            std::string::npos) << r.out;
+}

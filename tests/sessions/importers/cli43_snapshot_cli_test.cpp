@@ -61,3 +61,28 @@ TEST(Cli43Snapshot, StatsOfAnImportedOomSaysTheProgramRanOutOfMemory) {
   r = cli43_snap_cli("stats " + ok);
   EXPECT_EQ(r.out.substr(0, r.out.find('\n')), "session      " + ok + " (complete, IMPORTED from torch_memory_snapshot)");
 }
+
+// tester43 F11: replay-memory's byte flags said "Value 4194304 not in range 20971520 to
+// 1125899906842624" and refused "1e9"; a session file gave json's raw parse error.
+TEST(Cli43Snapshot, ReplayByteFlagsSayBytesAndTakeExponents) {
+  const std::string f = cli43_snapshot("fragmented_oom_p4.pickle");
+  auto r = cli43_snap_cli("replay-memory " + f + " --max-split-size 4194304");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--max-split-size: 4194304 bytes is below the minimum 20971520 (20 MiB, PyTorch's rule"),
+            std::string::npos) << r.err;
+  r = cli43_snap_cli("replay-memory " + f + " --capacity 2.5");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("must be a whole number of bytes, got 2.5"), std::string::npos) << r.err;
+  // 3e7 = 30,000,000 bytes: accepted as the integer (28.6 MiB, below the 40 MiB peak reserved)
+  r = cli43_snap_cli("replay-memory " + f + " --capacity 3e7");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("note: --capacity 28.6 MiB is below the trace's own peak reserved 40.0 MiB"), std::string::npos)
+      << r.out;
+  // an embedscope session is named as such
+  const std::string db = (import_scratch() / "cli43_replay_session.db").string();
+  ASSERT_EQ(cli43_snap_cli("import " + f + " --force-overwrite -o " + db).code, 0);
+  r = cli43_snap_cli("replay-memory " + db);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(db + ": an SQLite database (an embedscope session?), not an allocator trace"), std::string::npos)
+      << r.err;
+}

@@ -97,8 +97,11 @@ TEST(Imp45BeforeBegin, AnEndBeforeItsBeginIsAnOpThatDidNotEnd) {
   embedscope::sessions::export_chrome_trace(r, chrome);
   const auto j = nlohmann::json::parse(chrome.str());
   const auto& evs = j.is_array() ? j : j.at("traceEvents");
-  for (const auto& e : evs)
-    if (e.contains("dur")) EXPECT_GE(e["dur"].get<double>(), 0.0) << e.dump();
+  for (const auto& e : evs) {
+    if (e.contains("dur")) {
+      EXPECT_GE(e["dur"].get<double>(), 0.0) << e.dump();
+    }
+  }
 }
 
 // F13 (hand fixture): two jobs 11.6 days apart with collectives of different process groups:
