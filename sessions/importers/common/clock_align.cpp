@@ -214,8 +214,8 @@ void check_time_ranges_overlap(const std::vector<RankSpan>& spans, ImportProblem
     if (s.start_ns <= ref->end_ns && ref->start_ns <= s.end_ns) continue;  // they overlap
     const int64_t gap = s.start_ns > ref->end_ns ? s.start_ns - ref->end_ns : ref->start_ns - s.end_ns;
     problems.add("disjoint_time_ranges", Severity::error, {s.file, -1},
-                 fmt::format("rank {} ({}) spans {:.6f} .. {:.6f} s and rank {} ({}) {:.6f} .. {:.6f} s {}: they "
-                             "do not overlap ({} apart); the ranks of one job run at the same time: traces "
+                 fmt::format("rank {} ({}) spans {:.6f} .. {:.6f} s and rank {} ({}) {:.6f} .. {:.6f} s from the earliest "
+                             "input's first event, {}: they do not overlap ({} apart); the ranks of one job run at the same time: traces "
                              "of different runs? (import the traces of one job together)",
                              s.rank, s.file, static_cast<double>(s.start_ns) / 1e9, static_cast<double>(s.end_ns) / 1e9,
                              ref->rank, ref->file, static_cast<double>(ref->start_ns) / 1e9,

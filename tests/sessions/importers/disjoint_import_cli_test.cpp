@@ -48,6 +48,9 @@ TEST(DisjointImport, RanksOfDifferentJobsAreRefusedUnlessAllowed) {
   EXPECT_NE(r.err.find("refused: rank 1 (" + c + ") spans 1000000.000000 .. 1000000.000100 s and rank 0 (" + a +
                        ") 0.000000 .. 0.000100 s"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("(11.6 days apart)"), std::string::npos) << r.err;
+  // offsets from the earliest input's first event, not the recorded clock values (tester45 F5.4)
+  EXPECT_NE(r.err.find("0.000100 s from the earliest input's first event, on the recorded clocks: they do not overlap"),
+            std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--allow-disjoint"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(db));
   // the ranks of one job overlap: imported as before

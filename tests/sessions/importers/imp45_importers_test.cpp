@@ -117,7 +117,7 @@ TEST(Imp45AlignedDisjoint, NothingAlignedLeavesTwoJobsRefused) {
   auto r = imp45_cli("import " + a + " " + c + " --align collectives -o " + db);
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("refused: rank 1 (" + c + ") spans 1000000.000000 .. 1000000.000100 s and rank 0 (" + a +
-                       ") 0.000000 .. 0.000100 s on the clocks aligned by collectives"),
+                       ") 0.000000 .. 0.000100 s from the earliest input's first event, on the clocks aligned by collectives"),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("(11.6 days apart)"), std::string::npos) << r.err;
