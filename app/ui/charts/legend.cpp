@@ -27,8 +27,10 @@ std::vector<LegendEntry> timeline_legend(bool gpu_sync, bool annotations) {
        "communication before every rank had started: the first collective waiting for a slower rank's set-up"},
       {"memcpy", category_color(OpCategory::memcpy), "copies and memsets"},
       {"other", category_color(OpCategory::other), "everything else"},
-      {"folded", category_color(OpCategory::lookup).lighter(130),
-       "a run of ops narrower than a pixel, drawn as one lighter box (zoom in to see them)"},
+      // a folded run takes its own category's colour, lightened: the swatch is one example (tester45 F12.9)
+      {"lighter shade: folded", category_color(OpCategory::lookup).lighter(130),
+       "a run of ops narrower than a pixel, drawn as one box in its category's colour made lighter (this swatch: "
+       "folded lookups; a light purple box is folded copies); zoom in to see the ops"},
       {"critical path", critical_path_color(), "the ops that bounded each step (P)", true},
   };
   if (gpu_sync)  // after memcpy

@@ -380,14 +380,17 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   if (flight) layout->addWidget(flight);
   layout->addWidget(table, 1);
   if (!figures.kernels.empty()) {  // HTA's figures of the GPU kernels, beside the thread-level ones above
-    layout->addWidget(new QLabel(
+    auto* kernels_caption = new QLabel(
         QString("<b>GPU kernels</b> (Holistic Trace Analysis' definitions; %1%2): "
                 "overlap = computation kernels running during communication kernels / communication kernel time; "
                 "idle = first to last kernel minus the union of all kernels")
             .arg(figures.kernels.front().last_step_rule ? "last profiler step dropped, as HTA does"
                                                         : "every GPU event counted: fewer than two profiler steps")
             .arg(figures.kernels.front().microsecond_rounding ? "; times rounded to whole us as HTA rounds them" : ""),
-        page));
+        page);
+    kernels_caption->setObjectName("gpu_kernels_caption");
+    kernels_caption->setWordWrap(true);  // one unwrapped line made every report page 1,796 px wide (tester45 F12.8)
+    layout->addWidget(kernels_caption);
     auto* kernels = new QTableView(page);
     kernels->setModel(new GpuKernelsModel(std::move(figures.kernels), kernels));
     kernels->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);

@@ -69,6 +69,7 @@ TEST(ColourLegend, ShowsEveryTimelineColourWithItsName) {
   EXPECT_EQ(entries[5].color, hidden_comm_color());
   EXPECT_EQ(entries[6].label, "set-up wait");
   EXPECT_EQ(entries[6].color, setup_wait_color());
+  EXPECT_EQ(entries[9].label, "lighter shade: folded");  // any category, lightened (tester45 F12.9)
   EXPECT_TRUE(entries.back().line);  // the critical path is drawn as a line
   ColourLegend legend(entries);
   legend.resize(legend.sizeHint());

@@ -196,6 +196,10 @@ TEST(MainWindow, DroppedJsonGzShowsStreamsKernelsCollectivesAndHtaFigures) {
       << said.toStdString();
   EXPECT_FALSE(said.contains("samples/s")) << "a trace has no samples: " << said.toStdString();
   EXPECT_TRUE(said.contains("Holistic Trace Analysis' definitions")) << said.toStdString();
+  // the caption wraps: one line of it made every report page of a trace 1,796 px wide (tester45 F12.8)
+  auto* kernels_caption = views->widget(1)->findChild<QLabel*>("gpu_kernels_caption");
+  ASSERT_NE(kernels_caption, nullptr);
+  EXPECT_TRUE(kernels_caption->wordWrap());
   const GpuKernelsModel* hta = nullptr;
   for (auto* table : views->widget(1)->findChildren<QTableView*>())
     if (auto* m = qobject_cast<const GpuKernelsModel*>(table->model())) hta = m;
