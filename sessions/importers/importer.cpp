@@ -129,6 +129,13 @@ InputFiles select_inputs(const std::vector<std::string>& paths) {
   return out;
 }
 
+std::string mixed_snapshot_inputs_message(const std::string& other, size_t count, const std::string& snapshot) {
+  return fmt::format("{}: not a PyTorch memory snapshot, among {} files of which {} is; snapshots and traces are "
+                     "imported apart: the snapshots (one per rank) by name or in a directory of their own, the traces "
+                     "by naming their files (or with the .pickle files moved out of the directory)",
+                     other, count, snapshot);
+}
+
 std::string read_head(const std::string& path, size_t max_bytes) {
   gzFile f = gzopen(path.c_str(), "rb");  // reads plain files as they are
   if (!f) return "";
@@ -150,9 +157,8 @@ ImportSummary import_paths(const std::vector<std::string>& paths, SessionWriter&
   auto is_snapshot = [](const std::string& f) { return pickle::is_pickle(read_head(f, 2)); };
   if (std::any_of(files.begin(), files.end(), is_snapshot)) {
     if (auto other = std::find_if_not(files.begin(), files.end(), is_snapshot); other != files.end())
-      throw ImportError(fmt::format("{}: not a PyTorch memory snapshot, among {} files of which {} is; import "
-                                    "snapshots (one per rank) without traces",
-                                    *other, files.size(), *std::find_if(files.begin(), files.end(), is_snapshot)));
+      throw ImportError(
+          mixed_snapshot_inputs_message(*other, files.size(), *std::find_if(files.begin(), files.end(), is_snapshot)));
     std::vector<torch_snapshot::MemorySnapshotFile> snaps;
     snaps.reserve(files.size());
     for (const auto& f : files) {

@@ -120,10 +120,8 @@ int cmd_import(const ImportState& s) {
   }
   if (std::any_of(files.begin(), files.end(), is_memory_snapshot_file)) {  // commands/import_memory_snapshot.cpp
     if (auto other = std::find_if_not(files.begin(), files.end(), is_memory_snapshot_file); other != files.end())
-      throw si::ImportError(fmt::format("{}: not a PyTorch memory snapshot, among {} files of which {} is; import "
-                                        "snapshots (one per rank) without traces",
-                                        *other, files.size(),
-                                        *std::find_if(files.begin(), files.end(), is_memory_snapshot_file)));
+      throw si::ImportError(si::mixed_snapshot_inputs_message(
+          *other, files.size(), *std::find_if(files.begin(), files.end(), is_memory_snapshot_file)));
     return import_memory_snapshot(files, s.output, s.overwrite, s.json);
   }
   const si::Importer& importer = si::detect(files.front());

@@ -417,6 +417,11 @@ TEST(ImportCli, PerRankSnapshotsImportAsRanks) {
                        dir + "small_oom_p4.pickle is"),
             std::string::npos)
       << r.err;
+  // and says how to import each (tester45 F12.7)
+  EXPECT_NE(r.err.find("snapshots and traces are imported apart: the snapshots (one per rank) by name or in a directory "
+                       "of their own, the traces by naming their files"),
+            std::string::npos)
+      << r.err;
 }
 
 // tester34 D22: an imported memory snapshot exports its allocator timeline: a Chrome counter

@@ -109,6 +109,11 @@ struct InputFiles {
 /// directory can be imported.
 InputFiles select_inputs(const std::vector<std::string>& paths);
 
+/// The refusal of inputs that mix memory snapshots with traces: `other` (not a snapshot) among
+/// `count` files of which `snapshot` is one; says how to import each kind (tester45 F12.7: it did
+/// not say how to import the traces).
+std::string mixed_snapshot_inputs_message(const std::string& other, size_t count, const std::string& snapshot);
+
 /// Up to `max_bytes` of a file's text from its start (gunzipped when it is gzip); "" when it
 /// cannot be read.
 std::string read_head(const std::string& path, size_t max_bytes = 1 << 16);
