@@ -163,13 +163,20 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
                   .arg(labels[i].toHtmlEscaped(), QString::fromStdString(brief).toHtmlEscaped());
   // communication figures of GPU streams beside a host's threads' (tester38 #1: a cuda run's
   // 0.41 ms of exposed comm against a cpu run's 20 ms read as the GPU hiding 98% of it)
-  QStringList streams, threads;
-  for (size_t i = 0; i < sessions.size(); ++i) (stats[i].stream_ranks ? streams : threads) << labels[i].toHtmlEscaped();
-  if (!streams.isEmpty() && !threads.isEmpty())
+  // (a simulated session's are the cost model's ops per rank, neither: tester45 F12.2, as the CLI says)
+  QStringList streams, threads, simulated;
+  for (size_t i = 0; i < sessions.size(); ++i)
+    (stats[i].simulated ? simulated : stats[i].stream_ranks ? streams : threads) << labels[i].toHtmlEscaped();
+  if (!streams.isEmpty() && (!threads.isEmpty() || !simulated.isEmpty())) {
+    QStringList others;
+    if (!threads.isEmpty()) others << QString("those of %1 its host threads' spans").arg(threads.join(", "));
+    if (!simulated.isEmpty())
+      others << QString("those of %1 the cost model's compute and comm ops per simulated rank").arg(simulated.join(", "));
     head += QString("<span style=\"color:#b00000\"><b>not the same measure</b>: the communication, overlap and idle "
-                    "figures of %1 are its GPU streams' (kernels and copies), those of %2 its host threads' spans; "
-                    "the row 'exposed communication, host threads' compares the host threads of all</span><br>")
-                .arg(streams.join(", "), threads.join(", "));
+                    "figures of %1 are its GPU streams' (kernels and copies), %2; the row 'exposed communication, "
+                    "host threads' compares the host threads of all</span><br>")
+                .arg(streams.join(", "), others.join(", "));
+  }
   // a GPU run's GPU busy, its host threads' exposed communication and what its GPU trace lost, as
   // `embedscope stats` says them (ux41 #6: only the streams' exposed communication was shown)
   for (size_t i = 0; i < sessions.size() && i < gpu_lines_.size(); ++i) {

@@ -208,5 +208,26 @@ TEST(CompareUnits, StreamAndThreadLevelFiguresAreSaidNotToBeTheSameMeasure) {
   CompareView same({{"A", cpu}, {"B", cpu}});
   ASSERT_TRUE(wait_for_analyses(&same));
   EXPECT_FALSE(header_of(same).contains("not the same measure")) << header_of(same).toStdString();
+  // a simulated session's figures are the cost model's ops, not host threads (tester45 F12.2)
+  const auto sim_path = std::filesystem::temp_directory_path() / ("es_cmpu_sim_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(sim_path);
+  {
+    sessions::SessionWriter w(sim_path.string());
+    w.set_metadata(sessions::meta::kWorkloadName, "es_cmpu_sim");
+    w.set_metadata(sessions::meta::kSimulated, "1");
+    w.add_lane({0, 0, "compute", "thread"});
+    w.add_step({0, 0, 0, 1'000'000, 0.0, 0, 0});
+    w.close("complete");
+  }
+  auto sim = open_reader(sim_path.string());
+  {
+    CompareView view({{"A", gpu}, {"B", cpu}, {"C", sim}});
+    ASSERT_TRUE(wait_for_analyses(&view));
+    const QString head = header_of(view);
+    EXPECT_TRUE(head.contains("figures of A are its GPU streams' (kernels and copies), those of B its host threads' "
+                              "spans, those of C the cost model's compute and comm ops per simulated rank;"))
+        << head.toStdString();
+  }
+  std::filesystem::remove(sim_path);
   std::filesystem::remove(gpu_path);
 }
