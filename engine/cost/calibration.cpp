@@ -170,14 +170,16 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     return measured ? CpuContention{0, kThreadsPerRank, 0.0, penalty, sd.groups}
                     : CpuContention{0, kThreadsPerRank, level, penalty, 0.0};
   };
+  // a one-node profile of a session's cores and load
+  auto profile_of = [&](const SessionData& sd, double background) {
+    HardwareProfile one;
+    one.cpu = load_of(sd, background);
+    one.cpu.cores = sd.cores > 0 ? sd.cores : cores;
+    return one;
+  };
   auto dilation = [&](double background) {
     std::vector<double> d;
-    for (const auto& sd : data) {
-      HardwareProfile one;
-      one.cpu = load_of(sd, background);
-      one.cpu.cores = sd.cores > 0 ? sd.cores : cores;
-      d.push_back(contention_factor(one, sd.ranks));
-    }
+    for (const auto& sd : data) d.push_back(contention_factor(profile_of(sd, background), sd.ranks));
     return d;
   };
   // each session's factor with m = 0..its ranks runnable (the phases of a call under processor
@@ -185,9 +187,7 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   auto dilation_by_runnable = [&](double background) {
     std::vector<std::vector<double>> f;
     for (const auto& sd : data) {
-      HardwareProfile one;
-      one.cpu = load_of(sd, background);
-      one.cpu.cores = sd.cores > 0 ? sd.cores : cores;
+      const HardwareProfile one = profile_of(sd, background);
       f.emplace_back();
       for (int m = 0; m <= sd.ranks; ++m) f.back().push_back(contention_factor(one, m));
     }
@@ -197,12 +197,7 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   // each session's oversubscribed_share (shared_cores.h: the call's wait for a core)
   auto busy_share = [&](double background) {
     std::vector<double> s;
-    for (const auto& sd : data) {
-      HardwareProfile one;
-      one.cpu = load_of(sd, background);
-      one.cpu.cores = sd.cores > 0 ? sd.cores : cores;
-      s.push_back(oversubscribed_share(one, sd.ranks));
-    }
+    for (const auto& sd : data) s.push_back(oversubscribed_share(profile_of(sd, background), sd.ranks));
     return s;
   };
 
