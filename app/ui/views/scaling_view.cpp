@@ -7,6 +7,7 @@
 #include <QTableWidget>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <string>
 #include <utility>
@@ -52,7 +53,13 @@ ScalingView::ScalingView(engine::ScalingStudy study, QWidget* parent)
   // the tables kept in another type than the point's (tester44 F4; plan45: the CLI said so, the page did not)
   kept_->setWordWrap(true);
   kept_->setTextFormat(Qt::PlainText);
-  kept_->setText(QString::fromStdString(kept_tables_text(study_)));
+  QString notes = QString::fromStdString(kept_tables_text(study_));
+  const auto coinciding = coinciding_types(study_);
+  for (const auto& [later, earlier] : coinciding)  // tester45 F3: one line hidden under the other
+    notes += QString("%1%2's figures are within 0.5 % of %3's at every size (on one node the same plan): its line is "
+                     "drawn dashed over %3's.")
+                .arg(notes.isEmpty() ? "" : " ", engine::to_string(later), engine::to_string(earlier));
+  kept_->setText(notes);
   kept_->setVisible(!kept_->text().isEmpty());
   grid->addWidget(kept_, 1, 0, 1, 2);
   std::vector<engine::ShardingType> types;
@@ -82,7 +89,8 @@ ScalingView::ScalingView(engine::ScalingStudy study, QWidget* parent)
     for (size_t t = 0; t < types.size(); ++t) {
       auto* g = plot->addGraph();
       g->setName(engine::to_string(types[t]));
-      g->setPen(QPen(session_color(t), 2));
+      const bool over = std::any_of(coinciding.begin(), coinciding.end(), [&](const auto& c) { return c.first == types[t]; });
+      g->setPen(QPen(session_color(t), 2, over ? Qt::DashLine : Qt::SolidLine));
       g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 6));
       for (const auto& p : study_.points)
         if (p.sharding == types[t] && p.error.empty()) {
@@ -154,6 +162,39 @@ ScalingView::ScalingView(engine::ScalingStudy study, QWidget* parent)
   grid->setRowStretch(2, 2);
   grid->setRowStretch(3, 2);
   grid->setRowStretch(4, 1);
+}
+
+std::vector<std::pair<engine::ShardingType, engine::ShardingType>> coinciding_types(const engine::ScalingStudy& study) {
+  std::vector<engine::ShardingType> types;
+  for (const auto& p : study.points)
+    if (std::find(types.begin(), types.end(), p.sharding) == types.end()) types.push_back(p.sharding);
+  // within 0.5 % of each other: closer than a line's width on the plots
+  const auto near = [](double a, double b) { return std::abs(a - b) <= 0.005 * std::max(std::abs(a), std::abs(b)); };
+  const auto same = [&](const engine::ScalingPoint& a, const engine::ScalingPoint& b) {
+    return near(static_cast<double>(a.step_time_ns), static_cast<double>(b.step_time_ns)) &&
+           near(a.samples_per_s, b.samples_per_s) && near(a.scaling_efficiency, b.scaling_efficiency) &&
+           near(a.embedding_comm_share, b.embedding_comm_share) && near(a.comm_share, b.comm_share) &&
+           near(static_cast<double>(a.memory_bytes_per_gpu), static_cast<double>(b.memory_bytes_per_gpu));
+  };
+  std::vector<std::pair<engine::ShardingType, engine::ShardingType>> out;
+  for (size_t later = 1; later < types.size(); ++later)
+    for (size_t earlier = 0; earlier < later; ++earlier) {
+      int shared = 0;
+      bool all_same = true;
+      for (const auto& a : study.points) {
+        if (a.sharding != types[later] || !a.error.empty()) continue;
+        for (const auto& b : study.points)
+          if (b.sharding == types[earlier] && b.gpus == a.gpus && b.error.empty()) {
+            ++shared;
+            all_same = all_same && same(a, b);
+          }
+      }
+      if (shared > 0 && all_same) {
+        out.emplace_back(types[later], types[earlier]);
+        break;
+      }
+    }
+  return out;
 }
 
 std::string kept_tables_text(const engine::ScalingStudy& study) {

@@ -31,8 +31,8 @@ class ScalingView : public QWidget {
   QCustomPlot* plot(int i) const { return plots_[static_cast<size_t>(i)]; }
   QTableWidget* table() const { return table_; }
   QLabel* caption() const { return caption_; }
-  /// The note under the caption naming the tables kept in another type (kept_tables_text);
-  /// hidden when no point has any.
+  /// The note under the caption naming the tables kept in another type (kept_tables_text) and
+  /// the types whose lines coincide (coinciding_types); hidden when there is neither.
   QLabel* kept_note() const { return kept_; }
 
  private:
@@ -52,6 +52,13 @@ class ScalingView : public QWidget {
 ///   shards instead)."
 /// At most 8 tables a group are named, then "and N more". Plain text; "" when no point has any.
 std::string kept_tables_text(const engine::ScalingStudy& study);
+
+/// The sharding types whose figures are within 0.5 % of an earlier type's at every cluster size
+/// of the study (step time, throughput, efficiency, comm shares and memory per GPU; sizes where
+/// both ran), each as {type, the earlier type}, in the study's type order: on one node row_wise
+/// and table_row_wise are the same plan, and the later line was drawn over the earlier with
+/// nothing saying so (tester45 F3). Empty when no two coincide.
+std::vector<std::pair<engine::ShardingType, engine::ShardingType>> coinciding_types(const engine::ScalingStudy& study);
 
 /// True when the file at `path` is a scaling study (the JSON `embedscope scaling --json` writes:
 /// an object whose first key is "batch_size_per_gpu"), by its first bytes.

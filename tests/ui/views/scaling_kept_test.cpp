@@ -91,3 +91,44 @@ TEST(ScalingKeptTables, TextGroupsPointsAndCapsTheNames) {
             "row_wise at 16 GPUs: t0 table_wise; table_row_wise at 8 GPUs: t0 table_wise (fewer rows than the ranks a "
             "row split needs; `run --sharding TYPE` splits them into empty shards instead).");
 }
+
+// tester45 F3: on one node row_wise and table_row_wise are the same plan, and the later line was
+// drawn exactly over the earlier with nothing saying so. Hand-made points: table_row_wise equals
+// row_wise at 1 and 8 GPUs, table_wise differs.
+TEST(ScalingKeptTables, CoincidingTypesAreSaidAndDrawnDashed) {
+  auto point = [](engine::ShardingType t, int gpus, int64_t step_ns) {
+    engine::ScalingPoint p;
+    p.sharding = t;
+    p.gpus = gpus;
+    p.nodes = 1;
+    p.step_time_ns = step_ns;
+    p.samples_per_s = 1e9 * gpus / static_cast<double>(step_ns);
+    p.scaling_efficiency = 1;
+    p.memory_bytes_per_gpu = 1 << 20;
+    return p;
+  };
+  using T = engine::ShardingType;
+  engine::ScalingStudy s{"hand", "round_numbers", 8, 1, 1,
+                         {point(T::table_wise, 1, 100), point(T::table_wise, 8, 120), point(T::row_wise, 1, 90),
+                          point(T::row_wise, 8, 130), point(T::table_row_wise, 1, 90), point(T::table_row_wise, 8, 130)}};
+  const auto c = coinciding_types(s);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].first, T::table_row_wise);
+  EXPECT_EQ(c[0].second, T::row_wise);
+  ScalingView view(s);
+  EXPECT_EQ(view.kept_note()->text().toStdString(),
+            "table_row_wise's figures are within 0.5 % of row_wise's at every size (on one node the same plan): its "
+            "line is drawn dashed over row_wise's.");
+  EXPECT_FALSE(view.kept_note()->isHidden());
+  for (int m = 0; m < 4; ++m) {
+    ASSERT_EQ(view.plot(m)->graphCount(), 3);
+    EXPECT_EQ(view.plot(m)->graph(0)->pen().style(), Qt::SolidLine);
+    EXPECT_EQ(view.plot(m)->graph(1)->pen().style(), Qt::SolidLine);
+    EXPECT_EQ(view.plot(m)->graph(2)->pen().style(), Qt::DashLine) << m;
+  }
+  // 0.3 % apart in memory (criteo_kaggle's 283.8 / 284.6 MiB at 8 GPUs) still one line; 1 % is two
+  s.points[5].memory_bytes_per_gpu = (1 << 20) + (1 << 20) * 3 / 1000;
+  EXPECT_EQ(coinciding_types(s).size(), 1u);
+  s.points[5].memory_bytes_per_gpu = (1 << 20) + (1 << 20) / 100;
+  EXPECT_TRUE(coinciding_types(s).empty());
+}
