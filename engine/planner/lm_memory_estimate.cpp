@@ -2,8 +2,6 @@
 
 #include "embedscope/engine/planner/lm_memory_estimate.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -218,11 +216,6 @@ nlohmann::json to_json(const std::vector<LmMemoryEstimate>& est) {
                      {"peak_reserved_bytes", e.peak_reserved_bytes},
                      {"peak_requested_bytes", e.peak_requested_bytes}});
   return {{"ranks", ranks}};
-}
-
-int64_t lm_machine_memory_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
 }
 
 std::string lm_memory_refusal(const std::vector<LmMemoryEstimate>& est, const HostMemory& machine) {

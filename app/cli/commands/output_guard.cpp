@@ -10,17 +10,23 @@
 
 namespace embedscope::cli {
 
-void refuse_output_that_is_an_input(const std::string& out, std::string_view flag,
-                                    const std::vector<std::string>& inputs, std::string_view command) {
+std::string input_that_is(const std::string& out, const std::vector<std::string>& inputs) {
   std::error_code ec;
-  if (out.empty() || !std::filesystem::exists(out, ec)) return;
+  if (out.empty() || !std::filesystem::exists(out, ec)) return {};
   for (const auto& in : inputs) {
     std::error_code e2;
     if (in.empty() || std::filesystem::is_directory(in, e2) || !std::filesystem::equivalent(in, out, e2) || e2) continue;
+    return in;
+  }
+  return {};
+}
+
+void refuse_output_that_is_an_input(const std::string& out, std::string_view flag,
+                                    const std::vector<std::string>& inputs, std::string_view command) {
+  if (const std::string in = input_that_is(out, inputs); !in.empty())
     throw engine::SpecError(fmt::format("{} {}: is an input of this {} ({}); writing there would destroy it "
                                         "(--force-overwrite does not allow that): choose another {}",
                                         flag, out, command, in, flag));
-  }
 }
 
 void refuse_existing_output(const std::string& out, std::string_view flag, bool overwrite, std::string_view command) {

@@ -10,6 +10,11 @@
 
 namespace embedscope::cli {
 
+/// The first of `inputs` that is the same file as `out` (compared by identity: same device and
+/// inode; inputs that do not exist or are directories are skipped), or "" when none is, or when
+/// `out` does not exist yet.
+std::string input_that_is(const std::string& out, const std::vector<std::string>& inputs);
+
 /// Throws engine::SpecError naming `flag` and `out` when `out` is the same file as one of `inputs`
 /// (compared by identity: same device and inode, so "./t.db" and "t.db" or a hard link are
 /// caught; inputs that do not exist or are directories are skipped). Nothing when `out` does not

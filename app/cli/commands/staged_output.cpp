@@ -2,6 +2,8 @@
 
 #include "staged_output.h"
 
+#include "output_guard.h"  // input_that_is
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -136,16 +138,11 @@ void StagedSession::commit() {
 
 void refuse_output_among_inputs(const std::string& out, const std::vector<std::string>& inputs,
                                 const std::vector<std::string>& files) {
-  std::error_code ec;
-  if (!std::filesystem::exists(out, ec)) return;
   for (const auto* list : {&inputs, &files})
-    for (const auto& in : *list) {
-      std::error_code e2;
-      if (std::filesystem::is_directory(in, e2) || !std::filesystem::equivalent(in, out, e2) || e2) continue;
+    if (const std::string in = input_that_is(out, *list); !in.empty())
       throw ss::SessionError(fmt::format("{}: is an input of this import ({}); writing the session there would destroy "
                                          "it (--force-overwrite does not allow that): choose another output (-o)",
                                          out, in));
-    }
 }
 
 }  // namespace embedscope::cli

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/planner/host_memory.h"
 #include "embedscope/engine/planner/lm_memory_estimate.h"
 #include "embedscope/engine/workload/lm_spec.h"
 #include "embedscope/sessions/model/units.h"
@@ -156,7 +157,7 @@ TEST(LmProcessRefusal, WorkloadBeyondThisMachineIsRefusedBeforeTheRun) {
   ASSERT_EQ(est.size(), 3u);
   // floor(2^31 / 3) = 715,827,882 rows on rank 0 (rows [floor(r V / p), floor((r + 1) V / p))), fp32 master of H = 4096
   EXPECT_EQ(est[0].table_bytes, int64_t{715827882} * 4096 * 4);
-  const int64_t machine = embedscope::engine::lm_machine_memory_bytes();
+  const int64_t machine = embedscope::engine::this_host_memory().total_bytes;
   ASSERT_GT(machine, 0);
   ASSERT_GT(est[0].total(), machine);  // 10.7 TiB of table alone: beyond any machine this runs on
   using embedscope::sessions::format_bytes;

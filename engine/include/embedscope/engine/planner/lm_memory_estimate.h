@@ -96,10 +96,6 @@ LmReplayedMemory lm_memory_replay(const LmWorkloadSpec& spec, int rank);
 /// {"ranks": [{"rank", "row_begin", "row_end", "table_bytes", ..., "total_bytes"}]}
 nlohmann::json to_json(const std::vector<LmMemoryEstimate>& est);
 
-/// This machine's physical memory, bytes (sysconf _SC_PHYS_PAGES x _SC_PAGE_SIZE; 0 when unknown):
-/// the capacity of a measured lm_embedding run, whose cpu ranks are threads of one process.
-int64_t lm_machine_memory_bytes();
-
 /// "" when the ranks of a measured (cpu) run of `spec`, all threads of this process, fit in 90%
 /// of the memory available now (`machine.available_bytes`, MemAvailable: planner/host_memory.h
 /// fits_host_memory, the rule of the DLRM cpu backend, exec/host_memory_check.h; 0: unknown,
