@@ -209,7 +209,17 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   LinkFit intra, inter;
   auto profile_for = [&](double background, double scale) {
     const std::vector<double> d = dilation(background);
-    cf = fit_compute(compute, d);
+    // each op de-stretched by its own measured concurrency (Sample::busy, op_dilation: the cores
+    // shared among the compute ops that ran at once, as the simulator shares them; conc46)
+    const std::vector<std::vector<double>> fk = dilation_by_runnable(background);
+    std::vector<Sample> own = compute;
+    for (Sample& s : own) {
+      std::vector<double> f = fk[static_cast<size_t>(s.session)];
+      const HardwareProfile one = profile_of(data[static_cast<size_t>(s.session)], background);
+      while (f.size() < s.busy.size()) f.push_back(contention_factor(one, static_cast<int>(f.size())));
+      s.dilation = op_dilation(s.busy, f);
+    }
+    cf = fit_compute(own, d);
     const std::vector<std::vector<double>> fm = dilation_by_runnable(background);
     const std::vector<double> share = busy_share(background);
     intra = fit_link(comm, false, d, fm, share);

@@ -119,7 +119,7 @@ ComputeFit fit_compute(const std::vector<Sample>& compute, const std::vector<dou
       X(i, kClasses + s.work) = s.items;  // column 1 + kClasses + (work - 1)
       ++f.item_count[static_cast<size_t>(s.work - 1)];
     }
-    y(i) = s.t / d[static_cast<size_t>(s.session)];
+    y(i) = s.t / (s.dilation > 0 ? s.dilation : d[static_cast<size_t>(s.session)]);  // conc46: the op's own
     ++f.count[c];
     sum_x[c] += s.x;
     sum_t[c] += y(i);

@@ -162,6 +162,20 @@ SessionData read_session(const std::string& path, int session, CalibrationSample
   std::map<std::pair<int, int64_t>, int64_t> step_start;
   for (const auto& st : reader.steps()) step_start[{st.rank, st.step}] = st.start_ns;
   const std::vector<ss::OpRecord> all = reader.all_ops();
+  // every compute op's measured concurrency: the compute spans open on its node (ranks / local;
+  // warm-up steps' spans count too) during it (Sample::busy, conc46)
+  std::map<const ss::OpRecord*, std::vector<double>> busy_of;
+  {
+    std::map<int, std::vector<const ss::OpRecord*>> on_node;
+    for (const auto& op : all)
+      if (lane_name[{op.rank, op.lane}] == "compute") on_node[op.rank / std::max(1, l.local)].push_back(&op);
+    for (const auto& [node, v] : on_node) {
+      std::vector<std::pair<int64_t, int64_t>> spans;
+      for (const auto* o : v) spans.emplace_back(o->start_ns, o->end_ns);
+      auto at_k = compute_concurrency(spans);
+      for (size_t i = 0; i < v.size(); ++i) busy_of[v[i]] = std::move(at_k[i]);
+    }
+  }
   for (const auto& op : all) {
     if (op.step < 0) continue;
     const std::string& lane = lane_name[{op.rank, op.lane}];
@@ -192,7 +206,12 @@ SessionData read_session(const std::string& path, int session, CalibrationSample
       s.work = static_cast<int>(op.work);
       s.items = static_cast<double>(op.work_items);
       auto& d = durations[{key.first, place_in_run(l.spec, key.second + l.spec.warmup_steps), i}];
+      std::vector<double> busy = std::move(d.first.busy);  // summed over the steps, ns
+      const std::vector<double>& here = busy_of[list[i]];
+      if (busy.size() < here.size()) busy.resize(here.size(), 0.0);
+      for (size_t k = 0; k < here.size(); ++k) busy[k] += here[k];
       d.first = s;
+      d.first.busy = std::move(busy);
       d.second.push_back(list[i]->end_ns - list[i]->start_ns);
     }
     // the gaps where a thread waited to be woken by the other (cost/handoff.h)
@@ -216,6 +235,12 @@ SessionData read_session(const std::string& path, int session, CalibrationSample
   for (auto& [key, d] : durations) {
     Sample s = d.first;
     s.t = static_cast<double>(median(d.second));
+    double total = 0;  // the busy times as shares
+    for (double x : s.busy) total += x;
+    if (total > 0)
+      for (double& x : s.busy) x /= total;
+    else
+      s.busy.clear();
     out.compute.push_back(s);
   }
   // every member of every collective: its transfer time after the last member arrived
@@ -272,6 +297,42 @@ SessionData read_session(const std::string& path, int session, CalibrationSample
                         mean_ns(std::get<2>(c)), std::move(members)});
   }
   return sd;
+}
+
+std::vector<std::vector<double>> compute_concurrency(const std::vector<std::pair<int64_t, int64_t>>& spans) {
+  std::vector<std::pair<int64_t, int>> ev;  // (time, +1 open / -1 close), closes first at a tie
+  for (const auto& [a, b] : spans)
+    if (b > a) ev.emplace_back(a, 1), ev.emplace_back(b, -1);
+  std::sort(ev.begin(), ev.end());
+  // the elementary intervals [at[i], at[i + 1]) with open[i] spans open
+  std::vector<int64_t> at;
+  std::vector<int> open;
+  int now = 0, most = 0;
+  for (size_t i = 0; i < ev.size(); ++i) {
+    now += ev[i].second;
+    most = std::max(most, now);
+    if (i + 1 == ev.size() || ev[i + 1].first != ev[i].first) {
+      at.push_back(ev[i].first);
+      open.push_back(now);
+    }
+  }
+  std::vector<std::vector<double>> out(spans.size(), std::vector<double>(static_cast<size_t>(most) + 1, 0.0));
+  for (size_t s = 0; s < spans.size(); ++s) {
+    const auto [a, b] = spans[s];
+    if (b <= a) continue;
+    for (auto i = static_cast<size_t>(std::lower_bound(at.begin(), at.end(), a) - at.begin());
+         i + 1 < at.size() && at[i] < b; ++i)
+      out[s][static_cast<size_t>(open[i])] += static_cast<double>(std::min(b, at[i + 1]) - at[i]);
+  }
+  return out;
+}
+
+double op_dilation(const std::vector<double>& busy, const std::vector<double>& f) {
+  if (busy.empty() || f.empty()) return 0;
+  double work = 0;  // per unit of time
+  for (size_t k = 1; k < busy.size(); ++k)
+    if (busy[k] > 0) work += busy[k] / f[std::min(k, f.size() - 1)];
+  return work > 0 ? 1.0 / work : 0.0;
 }
 
 // This process's usable cores (its affinity set), >= 1.

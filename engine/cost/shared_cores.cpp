@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -33,6 +34,64 @@ int64_t shared_cores_collective_ns(const std::vector<int64_t>& member_ns, int ra
 int64_t contended_ns(int64_t ns, const HardwareProfile& hw, int ranks_on_node) {
   const double f = contention_factor(hw, ranks_on_node);
   return f == 1.0 ? ns : static_cast<int64_t>(std::llround(static_cast<double>(ns) * f));
+}
+
+ComputeSharing::ComputeSharing(const HardwareProfile& hw) : hw_(hw) {}
+
+void ComputeSharing::start(int64_t key, int64_t start_ns, double work_ns) {
+  jobs_.push_back({key, std::max(static_cast<double>(start_ns), clock_), std::max(0.0, work_ns)});
+}
+
+std::pair<double, size_t> ComputeSharing::run(std::vector<double>& rem) const {
+  rem.clear();
+  for (const Job& j : jobs_) rem.push_back(j.remaining);
+  double t = clock_;
+  for (;;) {
+    int active = 0;
+    double next_start = std::numeric_limits<double>::infinity();
+    size_t first = jobs_.size();  // the active op with the least work left
+    for (size_t i = 0; i < jobs_.size(); ++i) {
+      if (jobs_[i].start <= t) {
+        ++active;
+        if (first == jobs_.size() || rem[i] < rem[first]) first = i;
+      } else {
+        next_start = std::min(next_start, jobs_[i].start);
+      }
+    }
+    if (active == 0) {  // nothing runs until the next start
+      t = next_start;
+      continue;
+    }
+    while (static_cast<int>(factor_.size()) <= active) factor_.push_back(contention_factor(hw_, static_cast<int>(factor_.size())));
+    const double f = factor_[static_cast<size_t>(active)];
+    const double end = t + rem[first] * f;
+    const double until = std::min(end, next_start);
+    for (size_t i = 0; i < jobs_.size(); ++i)
+      if (jobs_[i].start <= t) rem[i] = std::max(0.0, rem[i] - (until - t) / f);
+    if (end <= next_start) {
+      rem[first] = 0;
+      return {end, first};
+    }
+    t = next_start;
+  }
+}
+
+std::optional<std::pair<double, int64_t>> ComputeSharing::next_completion() const {
+  if (jobs_.empty()) return std::nullopt;
+  std::vector<double> rem;
+  const auto [t, i] = run(rem);
+  return std::pair<double, int64_t>{t, jobs_[i].key};
+}
+
+std::pair<int64_t, int64_t> ComputeSharing::complete_next() {
+  if (jobs_.empty()) throw std::logic_error("ComputeSharing::complete_next: no op running");
+  std::vector<double> rem;
+  const auto [t, i] = run(rem);
+  for (size_t j = 0; j < jobs_.size(); ++j) jobs_[j].remaining = rem[j];
+  clock_ = t;
+  const int64_t key = jobs_[i].key;
+  jobs_.erase(jobs_.begin() + static_cast<std::ptrdiff_t>(i));
+  return {std::llround(t), key};
 }
 
 double oversubscribed_share(const HardwareProfile& hw, int ranks_on_node) {

@@ -49,7 +49,8 @@ struct SimCollective {
 
 struct SimOp {
   const ProgramOp* op = nullptr;
-  int64_t duration_ns = 0;     // compute ops
+  int64_t duration_ns = 0;     // compute ops (cpu ranks: the work with the node to itself, shared while it runs)
+  int64_t span_ns = 0;         // compute ops: the span their launched_by ops' fraction is of
   double launch_fraction = 0;  // launched_by ops: when in the launching op they are ready
   int64_t handoff_ns = 0;      // cpu ranks: after a dependency on the other of compute / comm (CpuContention)
   double sync_lag_ns = 0;      // cpu ranks: mean scheduling lag of an arrival at a collective (CpuContention)
@@ -247,8 +248,14 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
         }
       } else if (op.lane == Lane::gpu_copy) {
         s.duration_ns = host_copy_ns(op, hw_);
+      } else if (hw_.cpu.cores > 0) {
+        // cpu ranks: the node's cores shared among the compute ops running at each moment
+        // (cost/shared_cores.h ComputeSharing, conc46); a launched op's point inside it by the
+        // static factor (its progress is not tracked)
+        s.duration_ns = compute_ns(op, hw_);
+        s.span_ns = contended(s.duration_ns);
       } else {
-        s.duration_ns = contended(compute_ns(op, hw_));
+        s.duration_ns = s.span_ns = contended(compute_ns(op, hw_));
       }
       if (op.launched_by >= 0) {
         const int k = buckets[op.launched_by]++;
@@ -321,6 +328,10 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
       group_seq[static_cast<size_t>(r)].resize(group_ids.size(), 0);
     }
     std::unordered_map<uint64_t, Rendezvous> rendezvous;
+    // cpu ranks: each node's cores shared among its running compute ops (an op's key: rank << 32 | op id)
+    const bool sharing = hw_.cpu.cores > 0;
+    std::vector<ComputeSharing> nodes;
+    if (sharing) nodes.assign(static_cast<size_t>((W + gpn - 1) / gpn), ComputeSharing(hw_));
     std::vector<sessions::OpEvent> events;
     std::vector<sessions::CollectiveRecord> records;
 
@@ -353,9 +364,17 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
             if (p.start[lb] < 0) blocked = true;
             else
               ready = std::max(ready, p.start[lb] + static_cast<int64_t>(s.launch_fraction *
-                                                                         static_cast<double>(rs.ops[lb].duration_ns)));
+                                                                         static_cast<double>(rs.ops[lb].span_ns)));
           }
           if (blocked) continue;
+          if (lane == 0 && sharing) {  // runs from `ready` on the node's shared cores; ends when completed below
+            if (p.start[static_cast<size_t>(id)] >= 0) continue;
+            p.start[static_cast<size_t>(id)] = ready;
+            nodes[static_cast<size_t>(r / gpn)].start((static_cast<int64_t>(r) << 32) | id, ready,
+                                                      static_cast<double>(s.duration_ns));
+            any = true;
+            continue;
+          }
           if (lane != 1) {  // compute and host link: one op at a time, for its duration
             p.start[static_cast<size_t>(id)] = ready;
             p.end[static_cast<size_t>(id)] = p.lane_free[lane] = ready + s.duration_ns;
@@ -444,6 +463,25 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
         const auto& rs = steps[static_cast<size_t>(r)];
         done &= p.next[0] == rs.lane_ops[0].size() && p.next[1] == rs.lane_ops[1].size() &&
                 p.next[2] == rs.lane_ops[2].size();
+      }
+      if (!done && !progress && sharing) {
+        // every rank is as far as it can get: the compute op that ends first of all nodes ends
+        // (nothing not yet started can start before it: all that waits, waits on a running op)
+        int best = -1;
+        double best_end = 0;
+        for (size_t n = 0; n < nodes.size(); ++n)
+          if (const auto c = nodes[n].next_completion(); c && (best < 0 || c->first < best_end)) {
+            best = static_cast<int>(n);
+            best_end = c->first;
+          }
+        if (best >= 0) {
+          const auto [end, key] = nodes[static_cast<size_t>(best)].complete_next();
+          const int r = static_cast<int>(key >> 32), id = static_cast<int>(key & 0xffffffff);
+          Progress& p = pr[static_cast<size_t>(r)];
+          p.end[static_cast<size_t>(id)] = p.lane_free[0] = std::max(end, p.start[static_cast<size_t>(id)]);
+          ++p.next[0];
+          continue;
+        }
       }
       if (!done && !progress)
         throw std::logic_error(fmt::format("simulated step {}: the ranks' programs wait on each other (a collective "

@@ -20,6 +20,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "embedscope/engine/cost/hardware_profile.h"
@@ -44,10 +46,59 @@ int64_t shared_cores_collective_ns(const std::vector<int64_t>& member_ns, int ra
 
 /// `ns` (a compute op's or a member's time with the node to itself) on a cpu node of
 /// `ranks_on_node` ranks: round(ns x contention_factor(hw, ranks_on_node)); `ns` itself when the
-/// factor is 1 (GPUs: hw.cpu.cores 0). The simulated executor, the planner's statistics and the
-/// LM simulation all scale compute this way. Example: 2 cores, 1 thread per rank, 4 ranks
-/// (factor 2): 1,000 -> 2,000 ns.
+/// factor is 1 (GPUs: hw.cpu.cores 0). The static form of the cores' sharing: every rank of the
+/// node computing all the time. The planner's statistics (planner/stats.h) and the LM simulation
+/// (program/lm_program.h) scale compute this way (estimates without a timeline); the simulated
+/// executor shares the cores among the compute ops that really run at once (ComputeSharing
+/// below, conc46) and keeps this only for a DDP bucket's launch point inside its dense op and the
+/// hand-off's wake-up. Example: 2 cores, 1 thread per rank, 4 ranks (factor 2): 1,000 -> 2,000 ns.
 int64_t contended_ns(int64_t ns, const HardwareProfile& hw, int ranks_on_node);
+
+/// Processor sharing of a cpu node's cores among the compute ops running on it (conc46, issue 15):
+/// cpu ranks are threads of one process on the node's cores (hardware_profile.h CpuContention);
+/// while k compute ops run, each progresses at 1 / contention_factor(hw, k) of its own speed
+/// (cost_model.h: k x threads_per_rank x (1 + other_groups) + background_threads runnable threads
+/// on `cores`, at least 1, and the oversubscription penalty), k counting only the ops running at
+/// that moment (ranks blocked in a collective or idle do not compete). An op's work is its
+/// time with the node to itself (cost_model.h compute_ns), ns; it ends once that work is done.
+/// The ops are an event-driven timeline: start() registers an op (its start may lie in the
+/// future), next_completion() gives the earliest end if nothing else starts, complete_next()
+/// advances the node to it. The caller must only complete an op once no op it has not yet
+/// registered can start before that op's end (exec/simulated/: the earliest end over all nodes,
+/// after every rank has advanced as far as it can). With one op at a time it is compute_ns x
+/// factor(1) (= compute_ns when the node has cores for it); with every rank always computing,
+/// contended_ns. Example: 2 cores, 1 thread per rank, no other load, 3 ops of 1, 1 and 4 ms
+/// starting at 0: factor(3) = 1.5 until the two 1 ms ops end at 1.5 ms (the 4 ms op has done
+/// 1 ms), then factor(1) = 1: the third ends at 4.5 ms.
+class ComputeSharing {
+ public:
+  /// A node of `hw`'s cores (hw.cpu.cores > 0 expected; with 0 every factor is 1: no sharing).
+  explicit ComputeSharing(const HardwareProfile& hw);
+  /// Registers op `key` (any caller's id, unique among the running ops) starting at `start_ns`
+  /// with `work_ns` (>= 0; negative counted as 0) to do. A start before the node's clock (the last
+  /// completion) is taken as the clock.
+  void start(int64_t key, int64_t start_ns, double work_ns);
+  /// Whether no op is registered.
+  bool empty() const { return jobs_.empty(); }
+  /// The earliest end (ns, not rounded) and its op's key, if no other op starts; nullopt when empty.
+  std::optional<std::pair<double, int64_t>> next_completion() const;
+  /// Advances the node to the earliest end and removes that op: (round(end) ns, key). Throws
+  /// std::logic_error when empty.
+  std::pair<int64_t, int64_t> complete_next();
+
+ private:
+  struct Job {
+    int64_t key;
+    double start, remaining;
+  };
+  // runs the timeline from the clock to the first end with `rem` (the ops' work left, updated):
+  // (time, index in jobs_)
+  std::pair<double, size_t> run(std::vector<double>& rem) const;
+  mutable std::vector<double> factor_;  // factor_[k]: contention_factor(hw, k), grown as needed
+  HardwareProfile hw_;
+  std::vector<Job> jobs_;
+  double clock_ = 0;
+};
 
 /// The share of a cpu node's cores that are all busy: clamp(x - 1, 0, 1) with x = sync_lag_factor(hw,
 /// ranks_on_node) (cost_model.h: runnable threads per core); 0 when hw.cpu.cores is 0 (GPUs).
