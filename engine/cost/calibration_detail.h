@@ -67,25 +67,13 @@ struct Sample {
   double items = 0;
   /// busy[k]: the share of the op's measured time (over its steps) during which k compute ops
   /// were running on its node, itself included (k >= 1; busy[0] unused; the shares sum to 1;
-  /// empty when not measured): its measured concurrency (compute_concurrency, conc46)
+  /// empty when not measured): its measured concurrency (cost/shared_cores.h compute_concurrency, conc46)
   std::vector<double> busy;
-  /// the op's own contention factor (> 0: set by calibrate from `busy`, op_dilation), what the
+  /// the op's own contention factor (> 0: set by calibrate from `busy`, shared_cores.h op_dilation), what the
   /// compute fit divides t by; 0: the session's d
   double dilation = 0;
 };
 
-/// The compute spans of a node, each [start, end) in ns: per span the time (ns) it spent with k
-/// spans open at once, itself included: result[span][k], k >= 1 (index 0 unused, size the most
-/// open at once + 1). A span of length <= 0 gets only zeros. Example: spans a [0, 4), b [1, 3):
-/// a is alone in [0, 1) and [3, 4), with b in [1, 3): a {0, 2, 2}, b {0, 0, 2}.
-std::vector<std::vector<double>> compute_concurrency(const std::vector<std::pair<int64_t, int64_t>>& spans);
-
-/// An op's contention factor from its measured concurrency (Sample::busy, shares summing to 1):
-/// 1 / sum_k busy[k] / f[k], f[k] the session's contention_factor with k ops running (f.size()
-/// > the largest k with a share; a larger k takes the last f): the op's time over the work it did
-/// under processor sharing (cost/shared_cores.h ComputeSharing), >= 1 when every f >= 1; 0 when
-/// busy is empty.
-double op_dilation(const std::vector<double>& busy, const std::vector<double>& f);
 
 /// The per-item host-work kinds the compute fit has a column for: HostWork values 1..4
 /// (lookup_bags, input_ids, bucketize_items, update_row_lines), column 1 + kClasses + (work - 1).

@@ -15,6 +15,7 @@
 
 #include "calibration_detail.h"
 #include "embedscope/engine/cost/handoff.h"
+#include "embedscope/engine/cost/shared_cores.h"
 #include "embedscope/engine/exec/backend.h"
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/program/step_program.h"
@@ -162,13 +163,15 @@ SessionData read_session(const std::string& path, int session, CalibrationSample
   std::map<std::pair<int, int64_t>, int64_t> step_start;
   for (const auto& st : reader.steps()) step_start[{st.rank, st.step}] = st.start_ns;
   const std::vector<ss::OpRecord> all = reader.all_ops();
-  // every compute op's measured concurrency: the compute spans open on its node (ranks / local;
-  // warm-up steps' spans count too) during it (Sample::busy, conc46)
+  // every compute op's measured concurrency: the compute spans of its step open on its node
+  // (ranks / local) during it (Sample::busy, conc46); the simulator shares the cores among the
+  // ops of one step (exec/simulated/: each step simulated on its own)
   std::map<const ss::OpRecord*, std::vector<double>> busy_of;
   {
-    std::map<int, std::vector<const ss::OpRecord*>> on_node;
+    std::map<std::pair<int, int64_t>, std::vector<const ss::OpRecord*>> on_node;  // (node, step)
     for (const auto& op : all)
-      if (lane_name[{op.rank, op.lane}] == "compute") on_node[op.rank / std::max(1, l.local)].push_back(&op);
+      if (lane_name[{op.rank, op.lane}] == "compute")
+        on_node[{op.rank / std::max(1, l.local), op.step}].push_back(&op);
     for (const auto& [node, v] : on_node) {
       std::vector<std::pair<int64_t, int64_t>> spans;
       for (const auto* o : v) spans.emplace_back(o->start_ns, o->end_ns);
@@ -297,42 +300,6 @@ SessionData read_session(const std::string& path, int session, CalibrationSample
                         mean_ns(std::get<2>(c)), std::move(members)});
   }
   return sd;
-}
-
-std::vector<std::vector<double>> compute_concurrency(const std::vector<std::pair<int64_t, int64_t>>& spans) {
-  std::vector<std::pair<int64_t, int>> ev;  // (time, +1 open / -1 close), closes first at a tie
-  for (const auto& [a, b] : spans)
-    if (b > a) ev.emplace_back(a, 1), ev.emplace_back(b, -1);
-  std::sort(ev.begin(), ev.end());
-  // the elementary intervals [at[i], at[i + 1]) with open[i] spans open
-  std::vector<int64_t> at;
-  std::vector<int> open;
-  int now = 0, most = 0;
-  for (size_t i = 0; i < ev.size(); ++i) {
-    now += ev[i].second;
-    most = std::max(most, now);
-    if (i + 1 == ev.size() || ev[i + 1].first != ev[i].first) {
-      at.push_back(ev[i].first);
-      open.push_back(now);
-    }
-  }
-  std::vector<std::vector<double>> out(spans.size(), std::vector<double>(static_cast<size_t>(most) + 1, 0.0));
-  for (size_t s = 0; s < spans.size(); ++s) {
-    const auto [a, b] = spans[s];
-    if (b <= a) continue;
-    for (auto i = static_cast<size_t>(std::lower_bound(at.begin(), at.end(), a) - at.begin());
-         i + 1 < at.size() && at[i] < b; ++i)
-      out[s][static_cast<size_t>(open[i])] += static_cast<double>(std::min(b, at[i + 1]) - at[i]);
-  }
-  return out;
-}
-
-double op_dilation(const std::vector<double>& busy, const std::vector<double>& f) {
-  if (busy.empty() || f.empty()) return 0;
-  double work = 0;  // per unit of time
-  for (size_t k = 1; k < busy.size(); ++k)
-    if (busy[k] > 0) work += busy[k] / f[std::min(k, f.size() - 1)];
-  return work > 0 ? 1.0 / work : 0.0;
 }
 
 // This process's usable cores (its affinity set), >= 1.

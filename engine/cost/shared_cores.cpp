@@ -94,6 +94,42 @@ std::pair<int64_t, int64_t> ComputeSharing::complete_next() {
   return {std::llround(t), key};
 }
 
+std::vector<std::vector<double>> compute_concurrency(const std::vector<std::pair<int64_t, int64_t>>& spans) {
+  std::vector<std::pair<int64_t, int>> ev;  // (time, +1 open / -1 close), closes first at a tie
+  for (const auto& [a, b] : spans)
+    if (b > a) ev.emplace_back(a, 1), ev.emplace_back(b, -1);
+  std::sort(ev.begin(), ev.end());
+  // the elementary intervals [at[i], at[i + 1]) with open[i] spans open
+  std::vector<int64_t> at;
+  std::vector<int> open;
+  int now = 0, most = 0;
+  for (size_t i = 0; i < ev.size(); ++i) {
+    now += ev[i].second;
+    most = std::max(most, now);
+    if (i + 1 == ev.size() || ev[i + 1].first != ev[i].first) {
+      at.push_back(ev[i].first);
+      open.push_back(now);
+    }
+  }
+  std::vector<std::vector<double>> out(spans.size(), std::vector<double>(static_cast<size_t>(most) + 1, 0.0));
+  for (size_t s = 0; s < spans.size(); ++s) {
+    const auto [a, b] = spans[s];
+    if (b <= a) continue;
+    for (auto i = static_cast<size_t>(std::lower_bound(at.begin(), at.end(), a) - at.begin());
+         i + 1 < at.size() && at[i] < b; ++i)
+      out[s][static_cast<size_t>(open[i])] += static_cast<double>(std::min(b, at[i + 1]) - at[i]);
+  }
+  return out;
+}
+
+double op_dilation(const std::vector<double>& busy, const std::vector<double>& f) {
+  if (busy.empty() || f.empty()) return 0;
+  double work = 0;  // per unit of time
+  for (size_t k = 1; k < busy.size(); ++k)
+    if (busy[k] > 0) work += busy[k] / f[std::min(k, f.size() - 1)];
+  return work > 0 ? 1.0 / work : 0.0;
+}
+
 double oversubscribed_share(const HardwareProfile& hw, int ranks_on_node) {
   if (hw.cpu.cores <= 0) return 0.0;
   return std::clamp(sync_lag_factor(hw, ranks_on_node) - 1.0, 0.0, 1.0);

@@ -100,6 +100,19 @@ class ComputeSharing {
   double clock_ = 0;
 };
 
+/// How a measured op ran beside others (calibrate, conc46). The compute spans of a node, each [start, end) in ns: per span the time (ns) it spent with k
+/// spans open at once, itself included: result[span][k], k >= 1 (index 0 unused, size the most
+/// open at once + 1). A span of length <= 0 gets only zeros. Example: spans a [0, 4), b [1, 3):
+/// a is alone in [0, 1) and [3, 4), with b in [1, 3): a {0, 2, 2}, b {0, 0, 2}.
+std::vector<std::vector<double>> compute_concurrency(const std::vector<std::pair<int64_t, int64_t>>& spans);
+
+/// An op's contention factor from its measured concurrency (shares summing to 1: calibrate's Sample::busy):
+/// 1 / sum_k busy[k] / f[k], f[k] a session's contention_factor with k ops running (f.size()
+/// > the largest k with a share; a larger k takes the last f): the op's time over the work it did
+/// under processor sharing (cost/shared_cores.h ComputeSharing), >= 1 when every f >= 1; 0 when
+/// busy is empty.
+double op_dilation(const std::vector<double>& busy, const std::vector<double>& f);
+
 /// The share of a cpu node's cores that are all busy: clamp(x - 1, 0, 1) with x = sync_lag_factor(hw,
 /// ranks_on_node) (cost_model.h: runnable threads per core); 0 when hw.cpu.cores is 0 (GPUs).
 /// What a collective call's wait for a core (hardware_profile.h CpuContention::call_wait_ns) is
