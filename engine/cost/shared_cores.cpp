@@ -83,6 +83,40 @@ std::optional<std::pair<double, int64_t>> ComputeSharing::next_completion() cons
   return std::pair<double, int64_t>{t, jobs_[i].key};
 }
 
+int ComputeSharing::running_at(int64_t t_ns) const {
+  std::vector<double> rem;
+  for (const Job& j : jobs_) rem.push_back(j.remaining);
+  const auto until = static_cast<double>(t_ns);
+  double t = clock_;
+  for (;;) {
+    int active = 0;
+    double next_start = std::numeric_limits<double>::infinity();
+    size_t first = jobs_.size();
+    for (size_t i = 0; i < jobs_.size(); ++i) {
+      if (jobs_[i].start <= t && rem[i] > 0) {
+        ++active;
+        if (first == jobs_.size() || rem[i] < rem[first]) first = i;
+      } else if (jobs_[i].start > t) {
+        next_start = std::min(next_start, jobs_[i].start);
+      }
+    }
+    if (t >= until) return active;
+    if (active == 0) {
+      if (next_start > until) return 0;
+      t = next_start;
+      continue;
+    }
+    while (static_cast<int>(factor_.size()) <= active) factor_.push_back(contention_factor(hw_, static_cast<int>(factor_.size())));
+    const double f = factor_[static_cast<size_t>(active)];
+    const double end = t + rem[first] * f;
+    const double to = std::min({end, next_start, until});
+    for (size_t i = 0; i < jobs_.size(); ++i)
+      if (jobs_[i].start <= t && rem[i] > 0) rem[i] = std::max(0.0, rem[i] - (to - t) / f);
+    if (to == end) rem[first] = 0;
+    t = to;
+  }
+}
+
 std::pair<int64_t, int64_t> ComputeSharing::complete_next() {
   if (jobs_.empty()) throw std::logic_error("ComputeSharing::complete_next: no op running");
   std::vector<double> rem;

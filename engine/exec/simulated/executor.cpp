@@ -392,8 +392,13 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
             const SimCollective& c = s.collectives[static_cast<size_t>(p.coll)];
             const int n = static_cast<int>(c.call->peers.size());
             if (!p.registered) {
-              if (s.sync_lag_ns > 0)  // the member's lag beyond its mean (hardware_profile.h sync_lag_ns)
-                p.cursor += std::max<int64_t>(0, sync_lag_draw(s.sync_lag_ns, r, it, id, p.coll) - std::llround(s.sync_lag_ns));
+              if (s.sync_lag_ns > 0) {  // the member's lag beyond its mean (hardware_profile.h sync_lag_ns)
+                // on shared cores: its competitors are the compute ops running then, plus its own thread (conc46)
+                const double mean = sharing ? hw_.cpu.sync_lag_ns *
+                                                  sync_lag_factor(hw_, nodes[static_cast<size_t>(r / gpn)].running_at(p.cursor) + 1)
+                                            : s.sync_lag_ns;
+                p.cursor += std::max<int64_t>(0, sync_lag_draw(mean, r, it, id, p.coll) - std::llround(mean));
+              }
               p.seq = group_seq[static_cast<size_t>(r)][static_cast<size_t>(c.group)]++;
               Rendezvous& rv = rendezvous[(static_cast<uint64_t>(c.group) << 40) | p.seq];
               ++rv.arrived;

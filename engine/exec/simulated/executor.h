@@ -16,6 +16,13 @@
 //    communication exactly as on a real cluster;
 //  - a comm op runs its collectives one after another; a step ends on a rank when its last op
 //    has ended (the pipelines' queued collectives always end inside the step).
+//  - cpu ranks (a profile with a cpu block): the compute ops running at once on a node share its
+//    cores (cost/shared_cores.h ComputeSharing: each progresses at 1 / contention_factor(k) with
+//    k ops running), event-driven: when every rank is as far as it can get, the op that ends
+//    first over all nodes ends; a member's scheduling lag at a collective counts the compute ops
+//    running at its arrival (conc46). Each step is simulated on its own, so ops of different
+//    steps (a rank that began its next step while another finishes) do not share. GPUs (no cpu
+//    block): every op its cost-model time, as before.
 // Memory: the planner's storage estimate per rank (estimate_memory), recorded as the rank's
 // allocated and reserved bytes at every step; loads: the program's expected ids per shard.
 // Not modelled: losses (nothing is trained: the session has none), allocator events, per-peer

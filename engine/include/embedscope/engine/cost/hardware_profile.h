@@ -128,8 +128,12 @@ struct CpuContention {
   int64_t handoff_ns = 0;
   /// Scheduling lag at a collective (JSON optional, default 0), ns >= 0, before contention: each
   /// member's arrival at a collective is delayed by max(0, E - sync_lag_ns x f), E an exponential
-  /// draw of mean sync_lag_ns x f (f = sync_lag_factor, cost_model.h: runnable threads per core)
-  /// from a seeded hash of (rank, iteration, op, collective): deterministic (exec/simulated/).
+  /// draw of mean sync_lag_ns x f (f = sync_lag_factor, cost_model.h: runnable threads per core,
+  /// in the simulator with the compute ops running on the node at the arrival plus the arriving
+  /// thread counted as ranks, shared_cores.h ComputeSharing::running_at, conc46: at 8 ranks on 2
+  /// cores most ranks wait in collectives when others arrive, the static 8 / 2 = 4 doubled the
+  /// lag of tw8 against measured) from a seeded hash of (rank, iteration, op, collective):
+  /// deterministic (exec/simulated/).
   /// The op durations are medians, so a member is late by what its lag exceeds the typical one;
   /// a collective starts at its last member's arrival, so a call waits for the maximum of n such
   /// delays (members' mean wait for the last, in units of the mean: 0.30 at 2 ranks, 0.76 at 4,

@@ -85,6 +85,10 @@ class ComputeSharing {
   /// Advances the node to the earliest end and removes that op: (round(end) ns, key). Throws
   /// std::logic_error when empty.
   std::pair<int64_t, int64_t> complete_next();
+  /// The ops running at `t_ns` (>= the last completion) if no other op starts: started by then
+  /// and not done (a scheduling lag's competitors at a collective's arrival, exec/simulated/).
+  /// Example: the three ops of 1, 1, 4 ms above: 3 at 1 ms, 1 at 2 ms, 0 at 5 ms.
+  int running_at(int64_t t_ns) const;
 
  private:
   struct Job {
