@@ -101,6 +101,18 @@ TEST(ComputeSharing, LaterStartsSlowTheOpsRunningByHand) {
   es::HardwareProfile pen = cs_two_cores();
   pen.cpu.oversubscription_penalty = 0.5;
   EXPECT_EQ(cs_ends(pen, {{0, 1.0 * kCsMs}, {0, 1.0 * kCsMs}, {0, 1.0 * kCsMs}}), (std::vector<int64_t>(3, 1'875'000)));
+  // the ops running at a moment (the scheduling lag's competitors): 1, 1, 4 ms from 0
+  es::ComputeSharing node(cs_two_cores());
+  node.start(0, 0, 1.0 * kCsMs);
+  node.start(1, 0, 1.0 * kCsMs);
+  node.start(2, 0, 4.0 * kCsMs);
+  node.start(3, 6 * kCsMs, 1.0 * kCsMs);  // starts later
+  EXPECT_EQ(node.running_at(kCsMs), 3);
+  EXPECT_EQ(node.running_at(2 * kCsMs), 1);
+  EXPECT_EQ(node.running_at(5 * kCsMs), 0);
+  EXPECT_EQ(node.running_at(6 * kCsMs + 1), 1);
+  EXPECT_EQ(node.complete_next().first, 1'500'000);  // running_at changed nothing
+  EXPECT_EQ(node.running_at(2 * kCsMs), 1);
   es::ComputeSharing none(cs_two_cores());
   EXPECT_FALSE(none.next_completion().has_value());
   EXPECT_THROW(none.complete_next(), std::logic_error);

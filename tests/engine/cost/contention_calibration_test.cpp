@@ -136,11 +136,14 @@ TEST(CpuContention, SimulatedStepIsTheFactorTimesTheUncontendedOne) {
   alone.erase("cpu");
   const std::string contended = write_profile(contended_profile_json(), "contended.json");
   const std::string free = write_profile(alone, "alone.json");
-  // every duration of the step is scaled by the same factor, so the step (a max-plus system of
-  // them) is scaled by it: 4 ranks (4 + 1) / 2 = 2.5, 2 ranks 1.5 - exactly where every
-  // collective is balanced (row_wise here: its members move equal bytes). A call of unequal
-  // members (table_wise) takes less: its small members stop sharing the cores once done
-  // (cost/shared_cores.h, calib39), so that step is scaled by at most the factor.
+  // with every rank computing at once each duration would be scaled by the same factor, and the
+  // step (a max-plus system of them) by it: 4 ranks (4 + 1) / 2 = 2.5, 2 ranks 1.5. The cores are
+  // shared among the compute ops running at each moment (cost/shared_cores.h ComputeSharing,
+  // conc46), so an op that runs while another rank waits in a collective is stretched less: a
+  // step is scaled by at most the factor. row_wise's ranks run the same ops nearly in step: within
+  // 1% under it (2.4886 at 4 ranks, 1.4960 at 2; exactly the factor before conc46). A call of
+  // unequal members (table_wise) takes less too: its small members stop sharing the cores once
+  // done (calib39).
   for (const auto type : {es::ShardingType::row_wise, es::ShardingType::table_wise})
     for (const auto& [ranks, factor] : {std::pair{4, 2.5}, std::pair{2, 1.5}}) {
       const es::WorkloadSpec a = contended_spec(free, ranks, type);
@@ -151,8 +154,8 @@ TEST(CpuContention, SimulatedStepIsTheFactorTimesTheUncontendedOne) {
       ASSERT_EQ(rb.step_time_ns.size(), 3u);
       for (size_t i = 0; i < 3; ++i) {
         const double ratio = static_cast<double>(rb.step_time_ns[i]) / static_cast<double>(ra.step_time_ns[i]);
-        if (type == es::ShardingType::row_wise) EXPECT_NEAR(ratio, factor, 1e-3) << ranks << " ranks, step " << i;
-        else EXPECT_LE(ratio, factor + 1e-3) << ranks << " ranks table_wise, step " << i;
+        EXPECT_LE(ratio, factor + 1e-3) << ranks << " ranks, step " << i;
+        if (type == es::ShardingType::row_wise) EXPECT_GT(ratio, 0.99 * factor) << ranks << " ranks row_wise, step " << i;
       }
     }
 }
