@@ -142,7 +142,10 @@ NodeExcess node_excess(const PlanStats& st, int local_world_size, const Hardware
 /// Computes the statistics of `plan` (validated with validate_plan) with `hw`: builds each
 /// rank's program of the pipeline's steady iteration (steady_iteration) and times its ops as the
 /// simulated executor does (gpus per node: plan.local_world_size): compute ops compute_ns x the
-/// node's contention (cost/shared_cores.h contended_ns; x 1 for GPUs), each collective call the
+/// node's contention (cost/shared_cores.h contended_ns; x 1 for GPUs: the static factor, every
+/// rank computing at once - an estimate without a timeline; the simulated executor shares a cpu
+/// node's cores among the ops running at each moment, conc46, and gives less where ranks wait in
+/// collectives), each collective call the
 /// same for all its members, collective_call_ns of the members' collective_ns (processor sharing
 /// on a cpu node; the largest member's time for GPUs; calib40) with no waiting for late members,
 /// and never under the emulated network's floor when spec.network emulates one (a cpu run's

@@ -74,7 +74,9 @@ bool is_lm_embedding_collective(std::string_view name);
 /// collective_call_ns of the members' collective_ns: the largest member's figure for GPUs,
 /// processor sharing of the node's cores for cpu ranks of one node; calib40). A compute op takes
 /// compute_ns, or half_precision_gemm_ns where lm_op_gemm_in_half_precision. Compute ops on cpu
-/// ranks take compute_ns x the node's contention factor (contended_ns), as in the simulator.
+/// ranks take compute_ns x the node's contention factor (contended_ns): the static factor (every
+/// rank computing at once), an estimate without a timeline; the simulated executor shares a cpu
+/// node's cores among the compute ops running at each moment instead (conc46).
 struct LmSimulatedStep {
   int64_t step_ns = 0;                      ///< the slowest rank's step
   int64_t comm_ns = 0;                      ///< rank 0's time in collectives (none hidden: one thread)
