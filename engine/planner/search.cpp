@@ -367,8 +367,14 @@ class Search {
   // count their bytes: forward, the slots' lookup bytes (program_sink.h lookup_bytes) over HBM x
   // tbe_forward_efficiency and their kjt_permute bytes (input_op_bytes.h) over HBM x
   // memory_kernel_efficiency; backward, their fused update's bytes (update_bytes) over HBM x
-  // tbe_backward_efficiency (cost_model.h compute_ns).
-  void slot_compute(const TableSpec& t, int64_t cols, const std::vector<double>& ids, Perf& p) const {
+  // tbe_backward_efficiency (cost_model.h compute_ns); on a profile with per-line host work (a
+  // cpu profile: hardware_profile.h lookup_line_ns, update_line_ns), the lines of the shard's
+  // distinct rows as the program counts them (cost/cache_model.h shard_distinct_rows of its
+  // features' ids together, x ProgramSink::lookup_row_lines forward, update_row_lines backward).
+  // `features[k]`: the feature of ids[k]; `s`: the shard (its rows).
+  void slot_compute(const TableSpec& t, const Shard& s, const std::vector<int>& features, const std::vector<double>& ids,
+                    Perf& p) const {
+    const int64_t cols = s.num_cols;
     const GpuProfile& g = hw_.gpu;
     const double bags = cost_.batch() * W_;
     double lookup = 0, update = 0, all = 0;
@@ -381,6 +387,13 @@ class Search {
     p.fwd_compute = 1e9 * (lookup / (g.hbm_bandwidth_bytes_per_s * g.tbe_forward_efficiency) +
                            permute / (g.hbm_bandwidth_bytes_per_s * g.memory_kernel_efficiency));
     p.bwd_compute = 1e9 * update / (g.hbm_bandwidth_bytes_per_s * g.tbe_backward_efficiency);
+    if (g.lookup_line_ns > 0 || g.update_line_ns > 0) {
+      std::vector<std::pair<int, double>> per_feature;
+      for (size_t k = 0; k < ids.size(); ++k) per_feature.emplace_back(features[k], ids[k]);
+      const double distinct = shard_distinct_rows(spec_, t, s, per_feature);
+      p.fwd_compute += distinct * program::ProgramSink::lookup_row_lines(t, cols) * g.lookup_line_ns;
+      p.bwd_compute += distinct * program::ProgramSink::update_row_lines(t, cols, spec_.optimizer.type) * g.update_line_ns;
+    }
   }
 
   // The world calls a row shard s of table i carries for the whole table (prerank.h Perf): a
@@ -411,7 +424,7 @@ class Search {
                             Call::kPooled, nf);
         std::vector<double> ids;
         for (int f : ti.features) ids.push_back(B * W_ * spec_.features[static_cast<size_t>(f)].pooling_factor.mean);
-        slot_compute(t, s.num_cols, ids, p);
+        slot_compute(t, s, ti.features, ids, p);
         p.host = host_perf(i, s, 1.0);
         return p;
       }
@@ -443,7 +456,7 @@ class Search {
         const double cols = static_cast<double>(s.num_cols);
         Perf p = cost_.perf(t, look, s.num_cols, B * W_ * nf * cols, look,
                             type == ShardingType::row_wise ? Call::kRow : Call::kTwrwIntra, nf, nodes_ * B * nf * cols);
-        slot_compute(t, s.num_cols, ids, p);
+        slot_compute(t, s, ti.features, ids, p);
         p.host = host_perf(i, s, 0.0);
         row_perf_[key] = p;
         world_calls(i, type, s, p);
