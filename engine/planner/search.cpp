@@ -367,33 +367,22 @@ class Search {
   // count their bytes: forward, the slots' lookup bytes (program_sink.h lookup_bytes) over HBM x
   // tbe_forward_efficiency and their kjt_permute bytes (input_op_bytes.h) over HBM x
   // memory_kernel_efficiency; backward, their fused update's bytes (update_bytes) over HBM x
-  // tbe_backward_efficiency (cost_model.h compute_ns); on a profile with per-line host work (a
-  // cpu profile: hardware_profile.h lookup_line_ns, update_line_ns), the lines of the shard's
-  // distinct rows as the program counts them (cost/cache_model.h shard_distinct_rows of its
-  // features' ids together, x ProgramSink::lookup_row_lines forward, update_row_lines backward).
-  // `features[k]`: the feature of ids[k]; `s`: the shard (its rows).
-  void slot_compute(const TableSpec& t, const Shard& s, const std::vector<int>& features, const std::vector<double>& ids,
-                    Perf& p) const {
-    const int64_t cols = s.num_cols;
+  // tbe_backward_efficiency (cost_model.h compute_ns); + a cpu profile's per-line host work
+  // (prerank.h add_line_terms). Shard s of t's columns; ids[k]: a step's ids of feature features[k].
+  void slot_compute(const TableSpec& t, const Shard& s, const std::vector<int>& features, const std::vector<double>& ids, Perf& p) const {
     const GpuProfile& g = hw_.gpu;
     const double bags = cost_.batch() * W_;
     double lookup = 0, update = 0, all = 0;
     for (double n : ids) {
-      lookup += program::ProgramSink::lookup_bytes(n, t, cols, bags);
-      update += program::ProgramSink::update_bytes(n, t, cols, bags, spec_.optimizer.type);
+      lookup += program::ProgramSink::lookup_bytes(n, t, s.num_cols, bags);
+      update += program::ProgramSink::update_bytes(n, t, s.num_cols, bags, spec_.optimizer.type);
       all += n;
     }
     const double permute = program::kjt_permute_bytes(all, bags, static_cast<double>(ids.size()));
     p.fwd_compute = 1e9 * (lookup / (g.hbm_bandwidth_bytes_per_s * g.tbe_forward_efficiency) +
                            permute / (g.hbm_bandwidth_bytes_per_s * g.memory_kernel_efficiency));
     p.bwd_compute = 1e9 * update / (g.hbm_bandwidth_bytes_per_s * g.tbe_backward_efficiency);
-    if (g.lookup_line_ns > 0 || g.update_line_ns > 0) {
-      std::vector<std::pair<int, double>> per_feature;
-      for (size_t k = 0; k < ids.size(); ++k) per_feature.emplace_back(features[k], ids[k]);
-      const double distinct = shard_distinct_rows(spec_, t, s, per_feature);
-      p.fwd_compute += distinct * program::ProgramSink::lookup_row_lines(t, cols) * g.lookup_line_ns;
-      p.bwd_compute += distinct * program::ProgramSink::update_row_lines(t, cols, spec_.optimizer.type) * g.update_line_ns;
-    }
+    planner_detail::add_line_terms(spec_, hw_, t, s, features, ids, p);
   }
 
   // The world calls a row shard s of table i carries for the whole table (prerank.h Perf): a
