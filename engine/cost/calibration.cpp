@@ -106,7 +106,8 @@ json to_json(const HardwareProfile& p) {
             {"inter_node", link(p.inter_node)},
             {"host_link", link(p.host_link)}};
   for (auto [key, v] : {std::pair{"lookup_bag_ns", p.gpu.lookup_bag_ns}, std::pair{"input_id_ns", p.gpu.input_id_ns},
-                        std::pair{"bucketize_item_ns", p.gpu.bucketize_item_ns}, std::pair{"update_line_ns", p.gpu.update_line_ns}})
+                        std::pair{"bucketize_item_ns", p.gpu.bucketize_item_ns}, std::pair{"update_line_ns", p.gpu.update_line_ns},
+                        std::pair{"lookup_line_ns", p.gpu.lookup_line_ns}})
     if (v > 0) j["gpu"][key] = v;  // optional (default 0): GPU profiles keep their shape
   if (p.cpu.cores > 0)
     j["cpu"] = {{"cores", p.cpu.cores}, {"threads_per_rank", p.cpu.threads_per_rank},
@@ -265,6 +266,7 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
     hw.gpu.input_id_ns = cf.item_ns[1] * scale;
     hw.gpu.bucketize_item_ns = cf.item_ns[2] * scale;
     hw.gpu.update_line_ns = cf.item_ns[3] * scale;
+    hw.gpu.lookup_line_ns = cf.item_ns[4] * scale;
     hw.gpus_per_node = kRanksPerMachine;
     hw.max_nodes = kRanksPerMachine;
     hw.cpu = measured ? CpuContention{cores, kThreadsPerRank, 0.0, penalty, background}
@@ -445,6 +447,8 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
                                  "compute fit): " + fit_of("bucketize_item") + per_core},
       {"/gpu/update_line_ns", "fitted per cache line of the distinct rows (and their optimizer state) the embedding "
                               "backward updates (a column of the compute fit beside its bytes): " + fit_of("update_line") + per_core},
+      {"/gpu/lookup_line_ns", "fitted per cache line of the distinct rows the lookup reads (a column of the compute fit "
+                              "beside its bytes and bags): " + fit_of("lookup_line") + per_core},
       {"/cluster/gpus_per_node", "one machine holds every cpu rank (devices.count <= 64)"},
       {"/cluster/max_nodes", "emulated nodes (sharding.local_world_size) of the same machine"},
       {"/intra_node/bus_bandwidth_bytes_per_s",

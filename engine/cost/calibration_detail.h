@@ -57,7 +57,8 @@ inline constexpr std::array<const char*, kClasses> kClassNames = {"lookup", "tbe
 /// One compute sample: the (rank, place, op)'s median duration t (ns) and its work x (bytes, or
 /// flops for kDense), of session `session` (an index into calibrate's sessions).
 /// work / items: the op's per-item host work (program/step_program.h HostWork as an int,
-/// ProgramOp::work_items; 0 / 0 for none), a column of its own in the compute fit.
+/// ProgramOp::work_items; 0 / 0 for none), a column of its own in the compute fit; work2 /
+/// items2: its second term (ProgramOp::work2, work2_items: the lookup's row lines), another.
 struct Sample {
   int cls;
   double x, t;
@@ -72,13 +73,16 @@ struct Sample {
   /// the op's own contention factor (> 0: set by calibrate from `busy`, shared_cores.h op_dilation), what the
   /// compute fit divides t by; 0: the session's d
   double dilation = 0;
+  int work2 = 0;       ///< a second per-item host-work kind of the op (HostWork value; 0 none: the lookup's lookup_row_lines, look46)
+  double items2 = 0;   ///< its items
 };
 
-
-/// The per-item host-work kinds the compute fit has a column for: HostWork values 1..4
-/// (lookup_bags, input_ids, bucketize_items, update_row_lines), column 1 + kClasses + (work - 1).
-inline constexpr int kWorkKinds = 4;
-inline constexpr std::array<const char*, kWorkKinds> kWorkNames = {"lookup_bag", "input_id", "bucketize_item", "update_line"};
+/// The per-item host-work kinds the compute fit has a column for: HostWork values 1..5
+/// (lookup_bags, input_ids, bucketize_items, update_row_lines, lookup_row_lines), column
+/// 1 + kClasses + (work - 1).
+inline constexpr int kWorkKinds = 5;
+inline constexpr std::array<const char*, kWorkKinds> kWorkNames = {"lookup_bag", "input_id", "bucketize_item",
+                                                                   "update_line", "lookup_line"};
 
 /// One collective sample: the (rank, place, name, occurrence)'s mean call time t (ns) and the
 /// call's largest member's bytes x; spans: the group spans (emulated) nodes; members: each

@@ -73,18 +73,22 @@ double mean_ns(const std::vector<int64_t>& v) {
 namespace {
 
 // Whether the item column of host work `work` is, over the rows of the classes its ops belong to,
-// an affine function of those classes' work columns (relative residual of the least squares
-// < 1e-6): then it is not identifiable beside them (calibration_detail.h fit_compute).
-bool items_follow_the_bytes(const Eigen::MatrixXd& X, const std::vector<Sample>& compute, int work) {
+// an affine function of those classes' work columns and of the item columns of lower kinds still
+// in the fit (`active`; a lookup's row lines beside its bags) (relative residual of the least
+// squares < 1e-6): then it is not identifiable beside them (calibration_detail.h fit_compute).
+bool items_follow_the_bytes(const Eigen::MatrixXd& X, const std::vector<Sample>& compute, int work,
+                            const std::vector<bool>& active) {
   std::array<bool, kClasses> cls{};
   for (const Sample& s : compute)
-    if (s.work == work && s.items > 0) cls[static_cast<size_t>(s.cls)] = true;
+    if ((s.work == work && s.items > 0) || (s.work2 == work && s.items2 > 0)) cls[static_cast<size_t>(s.cls)] = true;
   std::vector<Eigen::Index> rows;
   for (size_t i = 0; i < compute.size(); ++i)
     if (cls[static_cast<size_t>(compute[i].cls)]) rows.push_back(static_cast<Eigen::Index>(i));
   std::vector<Eigen::Index> cols = {0};
   for (size_t c = 0; c < kClasses; ++c)
     if (cls[c]) cols.push_back(1 + static_cast<Eigen::Index>(c));
+  for (int w = 1; w < work; ++w)
+    if (active[static_cast<size_t>(kClasses + w)]) cols.push_back(kClasses + w);
   const auto m = static_cast<Eigen::Index>(rows.size());
   Eigen::MatrixXd A(m, static_cast<Eigen::Index>(cols.size()));
   Eigen::VectorXd b(m);
@@ -115,10 +119,11 @@ ComputeFit fit_compute(const std::vector<Sample>& compute, const std::vector<dou
     const auto c = static_cast<size_t>(s.cls);
     X(i, 0) = 1.0;
     X(i, 1 + s.cls) = s.x;
-    if (s.work >= 1 && s.work <= kWorkKinds && s.items > 0) {
-      X(i, kClasses + s.work) = s.items;  // column 1 + kClasses + (work - 1)
-      ++f.item_count[static_cast<size_t>(s.work - 1)];
-    }
+    for (const auto& [w, items] : {std::pair{s.work, s.items}, std::pair{s.work2, s.items2}})
+      if (w >= 1 && w <= kWorkKinds && items > 0) {
+        X(i, kClasses + w) = items;  // column 1 + kClasses + (work - 1)
+        ++f.item_count[static_cast<size_t>(w - 1)];
+      }
     y(i) = s.t / (s.dilation > 0 ? s.dilation : d[static_cast<size_t>(s.session)]);  // conc46: the op's own
     ++f.count[c];
     sum_x[c] += s.x;
@@ -135,7 +140,7 @@ ComputeFit fit_compute(const std::vector<Sample>& compute, const std::vector<dou
   }
   std::vector<bool> active(1 + kClasses + kWorkKinds, true);
   for (size_t w = 0; w < kWorkKinds; ++w)
-    if (f.item_count[w] > 0 && items_follow_the_bytes(X, compute, static_cast<int>(w) + 1)) {
+    if (f.item_count[w] > 0 && items_follow_the_bytes(X, compute, static_cast<int>(w) + 1, active)) {
       active[1 + kClasses + w] = false;  // it would trade off against its class's rate
       f.item_note[w] = "0, not fitted: in these sessions its items are a linear function of its ops' bytes (e.g. "
                        "table_wise alone with one id a bag: a lookup's bytes are 136 B a bag), so the two cannot "

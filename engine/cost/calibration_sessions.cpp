@@ -208,6 +208,8 @@ SessionData read_session(const std::string& path, int session, CalibrationSample
       else if (op.category == ss::OpCategory::optimizer && op.rows > 0) s.cls = kTbeBackward;
       s.work = static_cast<int>(op.work);
       s.items = static_cast<double>(op.work_items);
+      s.work2 = static_cast<int>(op.work2);
+      s.items2 = static_cast<double>(op.work2_items);
       auto& d = durations[{key.first, place_in_run(l.spec, key.second + l.spec.warmup_steps), i}];
       std::vector<double> busy = std::move(d.first.busy);  // summed over the steps, ns
       const std::vector<double>& here = busy_of[list[i]];

@@ -61,16 +61,27 @@ int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw) {
   return g.kernel_launch_ns + ns(std::max(memory, math_seconds(op, g))) + host_work_ns(op, hw);
 }
 
-int64_t host_work_ns(const ProgramOp& op, const HardwareProfile& hw) {
-  double per_item = 0;
-  switch (op.work) {
-    case HostWork::none: return 0;
-    case HostWork::lookup_bags: per_item = hw.gpu.lookup_bag_ns; break;
-    case HostWork::input_ids: per_item = hw.gpu.input_id_ns; break;
-    case HostWork::bucketize_items: per_item = hw.gpu.bucketize_item_ns; break;
-    case HostWork::update_row_lines: per_item = hw.gpu.update_line_ns; break;
+namespace {
+// The profile's ns per item of host work `w` (hardware_profile.h GpuProfile); 0 for none.
+double per_item_ns(HostWork w, const GpuProfile& g) {
+  switch (w) {
+    case HostWork::none: return 0.0;
+    case HostWork::lookup_bags: return g.lookup_bag_ns;
+    case HostWork::input_ids: return g.input_id_ns;
+    case HostWork::bucketize_items: return g.bucketize_item_ns;
+    case HostWork::update_row_lines: return g.update_line_ns;
+    case HostWork::lookup_row_lines: return g.lookup_line_ns;
   }
-  return std::llround(static_cast<double>(std::max<int64_t>(0, op.work_items)) * per_item);
+  return 0.0;
+}
+}  // namespace
+
+int64_t host_work_ns(const ProgramOp& op, const HardwareProfile& hw) {
+  const auto term = [&](HostWork w, int64_t items) {
+    return w == HostWork::none ? int64_t{0}
+                               : std::llround(static_cast<double>(std::max<int64_t>(0, items)) * per_item_ns(w, hw.gpu));
+  };
+  return term(op.work, op.work_items) + term(op.work2, op.work2_items);
 }
 
 double contention_factor(const HardwareProfile& hw, int ranks_on_node) {

@@ -112,7 +112,8 @@ void read_host_work(const json& gpu, const Fields& g, GpuProfile& out) {
   for (auto [key, field] : {std::pair{"lookup_bag_ns", &GpuProfile::lookup_bag_ns},
                             std::pair{"input_id_ns", &GpuProfile::input_id_ns},
                             std::pair{"bucketize_item_ns", &GpuProfile::bucketize_item_ns},
-                            std::pair{"update_line_ns", &GpuProfile::update_line_ns}})
+                            std::pair{"update_line_ns", &GpuProfile::update_line_ns},
+                            std::pair{"lookup_line_ns", &GpuProfile::lookup_line_ns}})
     if (gpu.contains(key)) out.*field = g.number(key, 0, 1e9, false);
 }
 
@@ -125,7 +126,7 @@ HardwareProfile from_json(const json& j, const std::string& origin) {
            {"name", "memory_bytes", "hbm_bandwidth_bytes_per_s", "dense_flops_per_s", "dense_efficiency",
             "tbe_forward_efficiency", "tbe_backward_efficiency", "memory_kernel_efficiency", "kernel_launch_ns",
             "dense_interaction_ops_per_s", "dense_elementwise_ops_per_s",
-            "lookup_bag_ns", "input_id_ns", "bucketize_item_ns", "update_line_ns",
+            "lookup_bag_ns", "input_id_ns", "bucketize_item_ns", "update_line_ns", "lookup_line_ns",
             "dense_bf16_flops_per_s", "dense_bf16_efficiency"});
   p.gpu.name = g.text("name");
   p.gpu.memory_bytes = g.integer("memory_bytes", 1, int64_t{1} << 50);

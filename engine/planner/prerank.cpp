@@ -5,10 +5,12 @@
 #include <cmath>
 #include <numeric>
 
+#include "embedscope/engine/cost/cache_model.h"
 #include "embedscope/engine/cost/cost_model.h"
 #include "embedscope/engine/cost/network_floor.h"
 #include "embedscope/engine/cost/shared_cores.h"
 #include "program/input_op_bytes.h"
+#include "program/program_sink.h"
 
 namespace embedscope::engine::planner_detail {
 
@@ -24,6 +26,17 @@ void Perf::add(const Perf& o) {
   dp_calls_ns += o.dp_calls_ns;
   world_bwd_ns += o.world_bwd_ns;
   hot_values += o.hot_values;
+}
+
+void add_line_terms(const WorkloadSpec& spec, const HardwareProfile& hw, const TableSpec& t, const Shard& s,
+                    const std::vector<int>& features, const std::vector<double>& ids, Perf& p) {
+  const GpuProfile& g = hw.gpu;
+  if (!(g.lookup_line_ns > 0) && !(g.update_line_ns > 0)) return;
+  std::vector<std::pair<int, double>> per_feature;
+  for (size_t k = 0; k < ids.size() && k < features.size(); ++k) per_feature.emplace_back(features[k], ids[k]);
+  const double distinct = shard_distinct_rows(spec, t, s, per_feature);
+  p.fwd_compute += distinct * program::ProgramSink::lookup_row_lines(t, s.num_cols) * g.lookup_line_ns;
+  p.bwd_compute += distinct * program::ProgramSink::update_row_lines(t, s.num_cols, spec.optimizer.type) * g.update_line_ns;
 }
 
 CallModel::CallModel(const WorkloadSpec& spec, const HardwareProfile& hw, int world, int local)

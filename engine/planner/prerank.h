@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "embedscope/engine/cost/hardware_profile.h"
+#include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine::planner_detail {
@@ -51,6 +52,18 @@ struct PhaseMax {
   double fwd_compute = 0, fwd_comms = 0, bwd_compute = 0, bwd_comms = 0, host = 0;
   double critical_path() const { return fwd_compute + fwd_comms + bwd_compute + bwd_comms + host; }
 };
+
+/// A shard's per-line host work added to its compute (look46): on a profile with per-line
+/// coefficients (hardware_profile.h lookup_line_ns, update_line_ns: a cpu profile's; GPU profiles
+/// have 0, and then nothing is computed or added), the shard's expected distinct rows U
+/// (cost/cache_model.h shard_distinct_rows of ids[k] ids of feature features[k] a step,
+/// together) x ProgramSink::lookup_row_lines(t, s.num_cols) x lookup_line_ns onto fwd_compute and
+/// x update_row_lines x update_line_ns onto bwd_compute, ns: what the StepProgram's lookup and
+/// fused update carry (program/step_program.h HostWork). Example (tests/engine/cost/
+/// line_terms_estimates_test.cpp): 1000 uniform rows of 8 fp32, 16 ids, sgd, 40 / 30 ns a line:
+/// U = 15.880, + 635.2 / + 476.4 ns.
+void add_line_terms(const WorkloadSpec& spec, const HardwareProfile& hw, const TableSpec& t, const Shard& s,
+                    const std::vector<int>& features, const std::vector<double>& ids, Perf& p);
 
 /// Times a plan's per-rank Perf sums (see search.h, "Pre-ranking estimate").
 class CallModel {

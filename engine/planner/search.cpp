@@ -367,20 +367,22 @@ class Search {
   // count their bytes: forward, the slots' lookup bytes (program_sink.h lookup_bytes) over HBM x
   // tbe_forward_efficiency and their kjt_permute bytes (input_op_bytes.h) over HBM x
   // memory_kernel_efficiency; backward, their fused update's bytes (update_bytes) over HBM x
-  // tbe_backward_efficiency (cost_model.h compute_ns).
-  void slot_compute(const TableSpec& t, int64_t cols, const std::vector<double>& ids, Perf& p) const {
+  // tbe_backward_efficiency (cost_model.h compute_ns); + a cpu profile's per-line host work
+  // (prerank.h add_line_terms). Shard s of t's columns; ids[k]: a step's ids of feature features[k].
+  void slot_compute(const TableSpec& t, const Shard& s, const std::vector<int>& features, const std::vector<double>& ids, Perf& p) const {
     const GpuProfile& g = hw_.gpu;
     const double bags = cost_.batch() * W_;
     double lookup = 0, update = 0, all = 0;
     for (double n : ids) {
-      lookup += program::ProgramSink::lookup_bytes(n, t, cols, bags);
-      update += program::ProgramSink::update_bytes(n, t, cols, bags, spec_.optimizer.type);
+      lookup += program::ProgramSink::lookup_bytes(n, t, s.num_cols, bags);
+      update += program::ProgramSink::update_bytes(n, t, s.num_cols, bags, spec_.optimizer.type);
       all += n;
     }
     const double permute = program::kjt_permute_bytes(all, bags, static_cast<double>(ids.size()));
     p.fwd_compute = 1e9 * (lookup / (g.hbm_bandwidth_bytes_per_s * g.tbe_forward_efficiency) +
                            permute / (g.hbm_bandwidth_bytes_per_s * g.memory_kernel_efficiency));
     p.bwd_compute = 1e9 * update / (g.hbm_bandwidth_bytes_per_s * g.tbe_backward_efficiency);
+    planner_detail::add_line_terms(spec_, hw_, t, s, features, ids, p);
   }
 
   // The world calls a row shard s of table i carries for the whole table (prerank.h Perf): a
@@ -411,7 +413,7 @@ class Search {
                             Call::kPooled, nf);
         std::vector<double> ids;
         for (int f : ti.features) ids.push_back(B * W_ * spec_.features[static_cast<size_t>(f)].pooling_factor.mean);
-        slot_compute(t, s.num_cols, ids, p);
+        slot_compute(t, s, ti.features, ids, p);
         p.host = host_perf(i, s, 1.0);
         return p;
       }
@@ -443,7 +445,7 @@ class Search {
         const double cols = static_cast<double>(s.num_cols);
         Perf p = cost_.perf(t, look, s.num_cols, B * W_ * nf * cols, look,
                             type == ShardingType::row_wise ? Call::kRow : Call::kTwrwIntra, nf, nodes_ * B * nf * cols);
-        slot_compute(t, s.num_cols, ids, p);
+        slot_compute(t, s, ti.features, ids, p);
         p.host = host_perf(i, s, 0.0);
         row_perf_[key] = p;
         world_calls(i, type, s, p);

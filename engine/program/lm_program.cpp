@@ -103,6 +103,35 @@ struct LmProgramWriter {
   }
 };
 
+// 1 - (1 - q)^x for q in [0, 1], x >= 0
+double lm_one_minus_pow(double q, double x) {
+  if (q >= 1.0) return x > 0 ? 1.0 : 0.0;
+  return -std::expm1(x * std::log1p(-q));
+}
+
+// The expected distinct rows among n ids drawn over the rows [lo, hi) of the vocabulary (the
+// batch's ids that fall there): sum over the rows of 1 - (1 - p_k)^n, p_k the row's share of the
+// range's mass; id k's mass (k + 1)^-alpha (Zipf tokens), or even (token files). Rows grouped as
+// cost/cache_model.cpp groups ranks: one by one up to 1,024, then runs of ratio 1.02, each row of
+// a run at the run's mean share. Example: uniform, 4 rows, 8 ids: 4 x (1 - (3/4)^8) = 3.60.
+double lm_distinct_rows(const LmWorkloadSpec& spec, int64_t lo, int64_t hi, double n) {
+  hi = std::min(hi, spec.vocab_size);
+  if (hi <= lo || n <= 0) return 0.0;
+  const double rows = static_cast<double>(hi - lo);
+  if (spec.token_file_ids) return rows * lm_one_minus_pow(1.0 / rows, n);
+  const double alpha = spec.token_zipf_alpha;
+  const double total = zipf_mass(hi, alpha) - zipf_mass(lo, alpha);
+  double u = 0;
+  for (int64_t a = lo; a < hi;) {
+    const int64_t k = a - lo;
+    const int64_t b = k < 1024 ? a + 1 : std::min(hi, std::max(a + 1, lo + static_cast<int64_t>(std::ceil(static_cast<double>(k) * 1.02))));
+    const double m = static_cast<double>(b - a);
+    u += m * lm_one_minus_pow(std::min(1.0, (zipf_mass(b, alpha) - zipf_mass(a, alpha)) / total / m), n);
+    a = b;
+  }
+  return u;
+}
+
 }  // namespace
 
 LmLookupBytes lm_lookup_bytes(const LmWorkloadSpec& spec, int64_t ids) {
@@ -154,6 +183,20 @@ StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t 
   const bool ids_exact = dp || p == 1;
   const int64_t my_ids = std::llround(static_cast<double>(T) * share(rank));
   constexpr int64_t f = 4;
+  // a cpu rank's random row accesses (program/step_program.h HostWork): the distinct rows of the
+  // ids this rank looks up (the same rows the embedding backward accumulates into) x the cache
+  // lines of a stored row for the lookup (lookup_row_lines, its ProgramOp::work2 as the DLRM
+  // lookup's) and of a fp32 gradient row for the backward (update_row_lines: a read-modify-write
+  // of the row at a random place, as the DLRM fused update's)
+  const auto lines = [](int64_t bytes) { return (bytes + 63) / 64; };
+  const double distinct = lm_distinct_rows(spec, rows.begin, rows.end, static_cast<double>(rw ? p * my_ids : my_ids));
+  const int64_t read_lines = std::llround(distinct * static_cast<double>(lines(H * (spec.data_type == LmDataType::fp32 ? 4 : 2))));
+  const int64_t grad_lines = std::llround(distinct * static_cast<double>(lines(H * f)));
+  const auto lookup_lines = [&] {
+    ProgramOp& op = prog.ops.back();
+    op.work2 = HostWork::lookup_row_lines;
+    op.work2_items = read_lines;
+  };
   const int64_t params = R * H * (spec.tie_word_embeddings ? 1 : 2) + L * (H * H + H);
 
   w.compute("input", OpCategory::input, "draw the batch's tokens (inputs and next-token targets)", 0, 0, T * 16);
@@ -175,6 +218,7 @@ StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t 
            "ids to the ranks that own their rows (all-to-alls of the counts and the ids)");
     const int64_t got = p * my_ids;
     w.compute("lookup", OpCategory::lookup, "read the rows of the ids received", got, 0, got * (H * f + 8) + got * H * f);
+    lookup_lines();
     // the rows go back where the ids came from: this rank sends what it received
     w.comm("output_dist", {w.all_to_all("output_dist/rows", recv_rows, send_rows, f, "float32", p == 1)},
            "the rows back to the ranks whose tokens they are (all-to-all)");
@@ -182,6 +226,7 @@ StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t 
     w.compute("lookup", OpCategory::lookup,
               dp ? "read the rows of every token" : "read the rows this rank holds; other ids masked to zero", my_ids, 0,
               my_ids * (H * f + 8) + T * H * f);
+    lookup_lines();
     if (!dp && !sp)
       w.comm("embedding/all_reduce", {w.all_reduce("embedding/all_reduce", T * H)},
              "sum the ranks' partial embeddings [T x H] (Megatron VocabParallelEmbedding)");
@@ -238,6 +283,8 @@ StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t 
   const int64_t bwd_ids = rw ? p * my_ids : my_ids;
   w.compute("embedding_backward", OpCategory::lookup, "accumulate the gradients of the rows looked up", bwd_ids, 0,
             bwd_ids * (8 + 3 * H * f));
+  prog.ops.back().work = HostWork::update_row_lines;
+  prog.ops.back().work_items = grad_lines;
   const bool body_differs = dp || rw || sp;
   if (p > 1 && (dp || body_differs)) {
     std::vector<CollectiveCall> calls;

@@ -132,6 +132,11 @@ double ProgramSink::update_row_lines(const TableSpec& t, int64_t cols, Optimizer
   return lines(row) + lines(state);
 }
 
+double ProgramSink::lookup_row_lines(const TableSpec& t, int64_t cols) {
+  const int64_t row = t.low_rank_dim > 0 ? 4 * t.low_rank_dim : row_bytes(t.data_type, cols);
+  return static_cast<double>((row + 63) / 64);
+}
+
 int ProgramSink::compute(std::string name, OpCategory cat, int batch, std::string what, int64_t rows, int64_t flops,
                          int64_t bytes) {
   const int id = add(std::move(name), Lane::compute, cat, batch, std::move(what));

@@ -153,6 +153,11 @@ class ProgramSink {
   /// does. Examples: fp32, 16 cols, sgd: 1; 4 cols, sgd: 1; 128 cols, rowwise_adagrad: 8 + 1 = 9;
   /// 16 cols, adam (two fp32 moments of 64 B each): 1 + 2 = 3.
   static double update_row_lines(const TableSpec& t, int64_t cols, OptimizerType type);
+  /// The 64-byte cache lines the lookup reads for one distinct row of `cols` columns of table t
+  /// (HostWork::lookup_row_lines, per distinct row): its row as stored (row_bytes(data_type,
+  /// cols); a low-rank table's A row, 4 r bytes) rounded up to whole lines, ceil(row bytes / 64).
+  /// Examples: fp32 4 cols (16 B): 1; 16 cols: 1; 17 cols: 2; 128 cols: 8; fp16 64 cols: 2.
+  static double lookup_row_lines(const TableSpec& t, int64_t cols);
   /// A host-link op (lane gpu_copy, category memcpy; program/step_program.h): `h2d` / `d2h`
   /// bytes host -> device and back. It waits for the previous op of its lane and for `after`
   /// (ops of other lanes whose results it needs; -1 entries skipped).

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -200,6 +201,12 @@ class Builder {
                                       std::llround(ids), 0, std::llround(bytes));
     own(lookup_op_[batch], RankOp::lookup);
     work(lookup_op_[batch], HostWork::lookup_bags, pooled_bags);
+    // the cache lines of the local shards' distinct rows it reads (HostWork::lookup_row_lines)
+    double read_lines = 0;
+    for (const ShardRows& sh : shard_rows()) read_lines += sh.distinct * ProgramSink::lookup_row_lines(*sh.table, sh.cols);
+    ProgramOp& lk = p_.ops[static_cast<size_t>(lookup_op_[batch])];
+    lk.work2 = HostWork::lookup_row_lines;
+    lk.work2_items = std::llround(read_lines);
     sink_.depend(lookup_op_[batch], fetch_op);
     for (size_t k = 0; k < shardings_.size(); ++k) {
       ModuleScope module(sink_, k);
@@ -269,25 +276,17 @@ class Builder {
     }
     bool exact = true;
     double ids = 0, bytes = 0;
-    // per local shard (its slots: the features reading it): the ids every rank sends it
-    std::map<std::tuple<int, int64_t, int64_t>, std::pair<const Slot*, std::vector<std::pair<int, double>>>> shard_ids;
     for (int k : mine_) {
       const Slot& sl = L_.slots[static_cast<size_t>(k)];
       const double n = static_cast<double>(W_) * expected_ids(sl, exact);
       ids += n;
       const TableSpec& ts = spec_.tables[static_cast<size_t>(sl.table)];
       bytes += ProgramSink::update_bytes(n, ts, sl.s.num_cols, static_cast<double>(W_ * B_), spec_.optimizer.type);
-      auto& sh = shard_ids[{sl.table, sl.s.row_offset, sl.s.col_offset}];
-      sh.first = &sl;
-      sh.second.emplace_back(sl.feature, n);
     }
     // the cache lines of the distinct rows the update reads and writes back (HostWork::update_row_lines)
     double row_lines = 0;
-    for (const auto& [key, sh] : shard_ids) {
-      const TableSpec& ts = spec_.tables[static_cast<size_t>(std::get<0>(key))];
-      row_lines += shard_distinct_rows(spec_, ts, sh.first->s, sh.second) *
-                   ProgramSink::update_row_lines(ts, sh.first->s.num_cols, spec_.optimizer.type);
-    }
+    for (const ShardRows& sh : shard_rows())
+      row_lines += sh.distinct * ProgramSink::update_row_lines(*sh.table, sh.cols, spec_.optimizer.type);
     // tables in host memory: the optimizer state rows (in host memory) there and back, the
     // updated rows not cached (host: all) there and back, the dirty rows the lookups evicted back
     double h2d = 0, d2h = 0;
@@ -344,6 +343,32 @@ class Builder {
     ProgramSink& sink_;
   };
   double expected_ids(const Slot& sl, bool& exact) const { return program::expected_slot_ids(spec_, sl, exact); }
+  // a local shard's table, columns and expected distinct rows of one batch: cost/cache_model.h
+  // shard_distinct_rows of the ids every rank sends it, its slots (the features reading it)
+  // together; in (table, row offset, column offset) order, computed once (no batch dependence)
+  struct ShardRows {
+    const TableSpec* table;
+    int64_t cols;
+    double distinct;
+  };
+  const std::vector<ShardRows>& shard_rows() {
+    if (shard_rows_) return *shard_rows_;
+    bool exact = true;
+    std::map<std::tuple<int, int64_t, int64_t>, std::pair<const Slot*, std::vector<std::pair<int, double>>>> shard_ids;
+    for (int k : mine_) {
+      const Slot& sl = L_.slots[static_cast<size_t>(k)];
+      auto& sh = shard_ids[{sl.table, sl.s.row_offset, sl.s.col_offset}];
+      sh.first = &sl;
+      sh.second.emplace_back(sl.feature, static_cast<double>(W_) * expected_ids(sl, exact));
+    }
+    shard_rows_.emplace();
+    for (const auto& [key, sh] : shard_ids) {
+      const TableSpec& ts = spec_.tables[static_cast<size_t>(std::get<0>(key))];
+      shard_rows_->push_back({&ts, sh.first->s.num_cols, shard_distinct_rows(spec_, ts, sh.first->s, sh.second)});
+    }
+    return *shard_rows_;
+  }
+  std::optional<std::vector<ShardRows>> shard_rows_;
   // a local shard in host memory: its features' expected ids per batch and its cache estimate
   struct HostShard {
     int table;

@@ -55,7 +55,8 @@ json dense_bench_json(const es::DenseMicrobench& b) {
 
 std::string rate_text(const es::CalibrationFit& f) {
   if (f.what == "dense") return fmt::format("{:.4g} GFLOP/s", f.rate / 1e9);
-  if (f.what == "lookup_bag" || f.what == "input_id" || f.what == "bucketize_item" || f.what == "update_line")  // per-item host work
+  if (f.what == "lookup_bag" || f.what == "input_id" || f.what == "bucketize_item" || f.what == "update_line" ||
+      f.what == "lookup_line")  // per-item host work
     return f.rate > 0 ? fmt::format("{:.4g} ns/item", 1e9 / f.rate) : std::string("0 ns/item");
   return fmt::format("{:.4g} GB/s", f.rate / 1e9);
 }

@@ -82,8 +82,11 @@ double math_seconds(const ProgramOp& op, const GpuProfile& g);
 
 /// The per-item host work of compute op `op` in ns, with the node to itself (compute_ns adds it):
 ///   round(max(0, op.work_items) x the profile's coefficient for op.work)
+///   + round(max(0, op.work2_items) x the coefficient for op.work2)
 /// (HostWork::lookup_bags: hw.gpu.lookup_bag_ns, input_ids: input_id_ns, bucketize_items:
-/// bucketize_item_ns, update_row_lines: update_line_ns; none: 0). Example: a lookup of 8,192 bags at 2.5 ns a bag: 20,480 ns.
+/// bucketize_item_ns, update_row_lines: update_line_ns, lookup_row_lines: lookup_line_ns;
+/// none: 0). Example: a lookup of 8,192 bags at 2.5 ns a bag and 1,000 lines at 40 ns a line:
+/// 20,480 + 40,000 ns.
 int64_t host_work_ns(const ProgramOp& op, const HardwareProfile& hw);
 
 /// Duration in ns of compute op `op` whose GEMMs run in bf16 / fp16 (an lm_embedding workload's

@@ -11,7 +11,8 @@
 //            "dense_efficiency", "tbe_forward_efficiency", "tbe_backward_efficiency",
 //            "memory_kernel_efficiency", "kernel_launch_ns",
 //            "dense_interaction_ops_per_s", "dense_elementwise_ops_per_s" (optional, both or neither),
-//            "lookup_bag_ns", "input_id_ns", "bucketize_item_ns", "update_line_ns" (each optional, default 0),
+//            "lookup_bag_ns", "input_id_ns", "bucketize_item_ns", "update_line_ns",
+//            "lookup_line_ns" (each optional, default 0),
 //            "dense_bf16_flops_per_s" (optional), "dense_bf16_efficiency" (optional; required
 //            with dense_bf16_flops_per_s)},
 //    "cluster": {"gpus_per_node", "max_nodes"},
@@ -75,13 +76,20 @@ struct GpuProfile {
   ///                      share of the line the row uses: a column-wise shard of 4 columns
   ///                      (16 B) costs the same line as a row-wise shard's 16 columns (64 B),
   ///                      so bytes undercount narrow rows (opt45: criteo_kaggle cw4, 11.5k
-  ///                      distinct rows a rank, 7.4 ms measured against 0.8 ms from bytes).
+  ///                      distinct rows a rank, 7.4 ms measured against 0.8 ms from bytes);
+  ///   lookup_line_ns     per 64-byte cache line "lookup" reads at a random place: its local
+  ///                      shards' distinct rows x the lines of a stored row, HostWork::
+  ///                      lookup_row_lines (the op's second term, ProgramOp::work2). Same
+  ///                      cause as update_line_ns: a 16 B row costs a line (look46: cw4's
+  ///                      lookup 1.60 ms measured against 0.37 ms from bytes); a row named
+  ///                      again in the batch is in cache, so distinct rows, not ids.
   /// calibrate fits them (calibration.h). The built-in GPU profiles leave them 0: FBGEMM's TBE
   /// forward runs a warp per bag in parallel, so its per-bag cost is inside the measured
   /// tbe_forward_efficiency, and a GPU trainer's input and bucketize are a data loader's and
   /// a bandwidth-bound kernel's (memory_kernel_efficiency), not per-item host loops; FBGEMM's
-  /// TBE backward's row updates are inside its measured tbe_backward_efficiency.
-  double lookup_bag_ns = 0, input_id_ns = 0, bucketize_item_ns = 0, update_line_ns = 0;
+  /// TBE backward's row updates are inside its measured tbe_backward_efficiency, and its
+  /// forward's row reads inside tbe_forward_efficiency.
+  double lookup_bag_ns = 0, input_id_ns = 0, bucketize_item_ns = 0, update_line_ns = 0, lookup_line_ns = 0;
   /// Peak dense (no structured sparsity) tensor-core flop/s of bf16 / fp16 GEMMs (the two run at
   /// the same rate on A100 / H100 / H200), > 0; 0 when the profile does not give one (JSON
   /// optional: a cpu profile, `this_machine`, a calibration's profile): such a profile times

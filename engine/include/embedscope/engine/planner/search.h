@@ -77,7 +77,11 @@
 // it; program/input_op_bytes.h kjt_permute of the rank's slots and bucketize of its batch, the
 // same on every rank), 3 launches forward (bucketize, kjt_permute, lookup); a factorized
 // row_wise table's B all-reduce and hot-row replication's one all-reduce, world calls every rank
-// joins, timed as plan_stats times an all-reduce (collective_ns of each member). The "input" op
+// joins, timed as plan_stats times an all-reduce (collective_ns of each member); on a profile
+// with per-line host work (a cpu profile's lookup_line_ns / update_line_ns, hardware_profile.h),
+// a shard's expected distinct rows (cost/cache_model.h shard_distinct_rows) x the lines of a row
+// (program_sink.h lookup_row_lines forward, update_row_lines backward) x the coefficient, as the
+// program's lookup and fused update carry them (look46). The "input" op
 // is no phase of plan_stats' and is left out of both. Not modelled: a data_parallel replica's
 // backward bytes (its own formula above), the hot rows' replica lookups and updates (the
 // slots' ids do exclude the hot rows' share), rounding of each op to ns.

@@ -40,7 +40,11 @@ namespace embedscope::engine {
 /// rank 0 serves H(1025) / H(4099) = 0.844 of the ids, rank 1 0.078. rows of lookup / embedding_backward:
 /// expected ids looked up on this rank. flops: 2 x multiply-adds (body forward 2 L Tl H^2,
 /// backward twice that; logits 2 Tc R H, their backward 4 Tc R H). bytes: the fp32 buffers the
-/// op reads and writes. Throws SpecError for an invalid spec or a rank outside [0, world_size).
+/// op reads and writes. A cpu rank's random row accesses (step_program.h HostWork, look46):
+/// with U the expected distinct rows of the ids the rank looks up (its rows' Zipf mass, or even
+/// for a token file), the lookup's work2 is lookup_row_lines, U x ceil(H x element bytes / 64),
+/// and embedding_backward's work is update_row_lines, U x ceil(4 H / 64) (the fp32 gradient rows
+/// it reads and writes back); no other op has any. Throws SpecError for an invalid spec or a rank outside [0, world_size).
 StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t step);
 
 /// True when compute op `op` of an lm_embedding program runs its GEMMs in half precision on a

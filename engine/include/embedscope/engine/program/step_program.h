@@ -69,6 +69,11 @@ enum class HostWork {
   /// 64-byte cache lines of one row and of its optimizer state (ProgramSink::update_row_lines), the
   /// lines its row update reads and writes back at random places in the table (update_line_ns)
   update_row_lines,
+  /// "lookup" (ProgramOp::work2, beside its lookup_bags): over its local shards, each shard's
+  /// expected distinct rows x the 64-byte cache lines of one stored row (ProgramSink::
+  /// lookup_row_lines), the lines its pooling reads at random places in the table; an id
+  /// repeated in the batch finds its row's lines in cache (lookup_line_ns)
+  lookup_row_lines,
 };
 const char* to_string(CollectiveKind k);
 
@@ -135,6 +140,12 @@ struct ProgramOp {
   /// its optimizer state (program_sink.h ProgramSink::update_row_lines).
   HostWork work = HostWork::none;
   int64_t work_items = 0;
+  /// compute ops: a second per-item term of the same op (none for every op but the lookup, whose
+  /// work2 is lookup_row_lines: over the local shards, the expected distinct rows of the ids every
+  /// rank sends the shard x the cache lines of a stored row, program_sink.h
+  /// ProgramSink::lookup_row_lines). cost_model.h host_work_ns charges both.
+  HostWork work2 = HostWork::none;
+  int64_t work2_items = 0;
   /// Ops that must have ended before this one starts: the previous op of its lane (the lanes
   /// run their ops one at a time, in order) and the ops of the other lane whose results it needs.
   std::vector<int> waits_for;
