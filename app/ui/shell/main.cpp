@@ -9,6 +9,7 @@
 //        embedscope-ui --compare A.db B.db [...] --report -o DIR   every page of the comparison
 //                                                            (Figures, Timelines, Memory) to DIR
 //        embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR]   a teaching scenario
+//        embedscope-ui WORKLOAD.json [--screenshot FILE.png]   the workload in a designer tab
 // --screenshot and --report work without a display (QT_QPA_PLATFORM=offscreen). Where no window
 // can be seen (no DISPLAY, no WAYLAND_DISPLAY and QT_QPA_PLATFORM unset, or QT_QPA_PLATFORM
 // offscreen / minimal), `embedscope-ui SESSION.db` writes the report of each session to
@@ -40,6 +41,7 @@
 #include "timeline/step_box.h"
 #include "timeline/timeline_view.h"
 #include "timeline/timeline_widget.h"
+#include "views/workload_designer.h"
 #include "views/compare_view.h"
 #include "views/memory_view.h"
 #include "views/scaling_view.h"
@@ -310,6 +312,7 @@ int main(int argc, char** argv) {
                   "       embedscope-ui --compare A.db B.db --report -o DIR   every compare page as PNG + index.html\n"
                   "       embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR]\n"
                   "                                                     a teaching scenario (sessions DIR/ID-0.db, ...)\n"
+                  "       embedscope-ui WORKLOAD.json [--screenshot FILE.png]   the workload in a designer\n"
                   "(--screenshot and --report need no display; without any display,\n"
                   " embedscope-ui SESSION.db writes the report to SESSION-report/)\n");
       return 0;
@@ -394,6 +397,10 @@ int main(int argc, char** argv) {
       return fail(no_window + ": give a session to write its report (embedscope-ui SESSION.db), or run where there "
                   "is a display");
     for (const QString& s : sessions) {
+      if (embedscope::ui::is_workload_file(s))  // a designer, not a session: it has no report (tester43 F8)
+        return fail(QString("%1: a workload: it opens in a designer, which needs a window; render it with "
+                            "embedscope-ui %1 --screenshot FILE.png")
+                        .arg(s));
       const QString dir = report_dir_of(s);
       if (const int rc = report(w, s, dir); rc != 0) return rc;
       std::printf("%s: the report of %s is in %s/index.html (open it in a browser)\n",
