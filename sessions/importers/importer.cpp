@@ -255,6 +255,16 @@ const Importer& detect(const std::string& path) {
   if (const int protocol = pickle::old_pickle_protocol(head); protocol >= 0)
     throw ImportError(pickle::old_pickle_message(path, protocol));
   if (const std::string damage = damage_of(path, head); !damage.empty()) throw ImportError(damage);  // gzip
+  // nothing in it (tester46 F7: a profiler killed before it wrote got the list of formats)
+  if (head.size() < (1 << 16) && head.find_first_not_of(" \t\r\n") == std::string::npos) {
+    std::error_code ec;
+    const auto bytes = fs::file_size(path, ec);
+    const std::string size = ec ? std::string("?") : fmt::format("{}", bytes);
+    throw ImportError(head.empty()
+                          ? fmt::format("{}: the file is empty ({} bytes{}): nothing to import", path, size,
+                                        is_gzip_file(path) ? ", nothing once gunzipped" : "")
+                          : fmt::format("{}: the file holds only blanks ({} bytes): nothing to import", path, size));
+  }
   if (ends_with(path, ".nsys-rep"))
     throw ImportError(fmt::format("{}: an Nsight Systems report; export it first with `{}` and import the .sqlite file",
                                   path, nsys_export_command(path)));

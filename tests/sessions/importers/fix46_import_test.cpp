@@ -4,16 +4,24 @@
 //        cut short in its first bytes) has its own data_loss row;
 // F12.11 two files named one by one that claim one rank: one was dropped (duplicate_rank, exit 0);
 //        now refused, naming both; found in a directory, the second is still left out and said.
+// tester46 F7: an empty (or blank) file was "not a format embedscope import reads" with the list of
+//        formats; now "the file is empty (0 bytes): nothing to import", as stats says.
+// tester46 F2: an Nsight export's start/end stored as text, a fraction or a negative start read
+//        as 0 (a kernel of 770 ms), with no problem: now bad_timestamp (data_loss), row skipped.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include <sqlite3.h>
+
 #include <nlohmann/json.hpp>
 
 #include "embedscope/sessions/importers/importer.h"
+#include "embedscope/sessions/importers/nsys_sqlite/nsys_sqlite.h"
 #include "import_test_support.h"
+#include "nsys_fixture.h"
 #include "support/cli_run.h"
 
 namespace {
@@ -128,4 +136,54 @@ TEST(Fix46Import, TwoNamedFilesOfOneRankAreRefusedNamingBoth) {
   ASSERT_NE(d, nullptr);
   EXPECT_EQ(d->severity, "data_loss");
   EXPECT_EQ(problem_count(sum.problems, "duplicate_rank"), 1);
+}
+
+// The hand-made export (nsys_fixture.h) with four cells broken as tester46 broke fuser_h200's:
+// kernel row 1's start 'abc' (text), runtime row 2's start -5 s, runtime row 3's end 2200.5 (a
+// fraction), NVTX row 4's ('async region') start 'x'. Each row is skipped and counted; the rest
+// imports as before (kernels 2 -> 1, runtime calls 3 -> 1, NVTX ranges 3 -> 2).
+TEST(Fix46Import, NsysTimesThatAreNotIntegersOrBeforeTheCaptureAreBadTimestamps) {
+  const std::string file = (import_scratch() / "fix46_bad_times.sqlite").string();
+  embedscope::sessions::testing::write_nsys_fixture(file, {});
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+  for (const char* sql : {"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'abc' WHERE rowid = 1",
+                          "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = -5000000000 WHERE rowid = 2",
+                          "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET \"end\" = 2200.5 WHERE rowid = 3",
+                          "UPDATE NVTX_EVENTS SET start = 'x' WHERE rowid = 4"})
+    ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql;
+  sqlite3_close(db);
+  SessionWriter w(scratch_db("fix46_bad_times.db"), true);
+  const auto sum = fix46_si::import_nsys_sqlite({file}, w, {});
+  w.close("complete");
+  auto n = [&](const char* kind) { return sum.events.count(kind) ? sum.events.at(kind) : 0; };
+  EXPECT_EQ(n("kernels"), 1);
+  EXPECT_EQ(n("runtime_calls"), 1);
+  EXPECT_EQ(n("nvtx_ranges"), 2);
+  EXPECT_EQ(n("memcpy"), 1);
+  const auto* p = problem(sum.problems, "bad_timestamp");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->count, 4);
+  EXPECT_EQ(p->severity, "data_loss");
+  EXPECT_EQ(p->example, "CUPTI_ACTIVITY_KIND_KERNEL row 1: start 'abc' is text, not an integer of ns, skipped");
+  // the time range of the valid events, 'step body' 100..9500 (as for the whole fixture): no
+  // broken row read as a start at 0
+  EXPECT_EQ(sum.start_ns, 100);
+  EXPECT_EQ(sum.end_ns, 9500);
+  EXPECT_EQ(problem_count(sum.problems, "unfinished_nvtx_range"), 1);  // an end that is NULL is no bad time
+}
+
+TEST(Fix46Import, AnEmptyOrBlankFileIsSaidToBeEmpty) {
+  const fs::path dir = import_scratch() / "fix46_empty";
+  fs::create_directories(dir);
+  const std::string empty = (dir / "empty.json").string(), blank = (dir / "blank.json").string();
+  { std::ofstream(empty) << ""; }
+  { std::ofstream(blank) << " \n\t"; }
+  auto r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "import " + empty + " -o " + scratch_db("fix46_e.db"), dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "error: " + empty + ": the file is empty (0 bytes): nothing to import\n");
+  r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "import " + blank + " -o " + scratch_db("fix46_b.db"), dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "error: " + blank + ": the file holds only blanks (3 bytes): nothing to import\n");
+  EXPECT_FALSE(fs::exists(scratch_db("fix46_e.db")));
 }

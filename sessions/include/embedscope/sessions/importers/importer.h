@@ -144,7 +144,7 @@ void refuse_empty_trace(const ImportSummary& summary);
 ImportSummary import_paths(const std::vector<std::string>& paths, SessionWriter& writer, const ImportOptions& options);
 
 /// The importer for `path` by content. Throws ImportError naming the file and what it looks
-/// like when no importer takes it (an Nsight SQLite export, a pickle, something else).
+/// like when no importer takes it (an Nsight SQLite export, a pickle, an empty or blank file, something else).
 const Importer& detect(const std::string& path);
 
 }  // namespace embedscope::sessions::importers
