@@ -206,6 +206,13 @@ int report(embedscope::ui::MainWindow& w, const QString& session, const QString&
 QString import_traces_to_compare(embedscope::ui::MainWindow& w, QStringList& paths) {
   for (QString& p : paths) {
     const QFileInfo info(p);
+    // files that open on a page of their own, not as a session (tester45 F12.12: "importing
+    // sc.json into sc.db", then "sc.db: cannot open")
+    if (info.isFile() && embedscope::ui::is_scaling_study_file(p))
+      return p + ": a scaling study (embedscope scaling --json), not a session: it opens on its own page "
+                 "(embedscope-ui " + p + "); --compare compares sessions and traces";
+    if (info.isFile() && embedscope::ui::is_workload_file(p))
+      return p + ": a workload, not a session: run it (embedscope run " + p + ") and compare its session";
     if (!info.isDir()) {  // a folder of per-rank traces is imported as one job, as opening it does
       if (!info.isFile() || info.suffix().compare("db", Qt::CaseInsensitive) == 0) continue;
       QFile f(p);

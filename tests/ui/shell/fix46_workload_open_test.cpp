@@ -14,6 +14,8 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -95,5 +97,31 @@ TEST(Fix46WorkloadOpen, ScreenshotOfAWorkloadFileHeadless) {
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find(tiny.toStdString() + ": a workload: it opens in a designer, which needs a window; render it "
                       "with embedscope-ui " + tiny.toStdString() + " --screenshot FILE.png"),
+            std::string::npos) << text;
+}
+
+// tester45 F12.12: a scaling study (or a workload) given to --compare was "imported" into a session
+// that never came ("--compare: .../sc.db: cannot open"); it is refused saying what it is.
+TEST(Fix46WorkloadOpen, CompareRefusesAScalingStudyAndAWorkloadSayingWhatTheyAre) {
+  const QString study = fix46_ui_write("w_study.json", {{"batch_size_per_gpu", 8}, {"points", nlohmann::json::array()}});
+  const QString tiny = fix46_ui_write("w_cmp_tiny.json", embedscope::engine::to_json(embedscope::engine::load_preset("tiny")));
+  const std::string out = (fix46_ui_dir() / "cmp.txt").string(), dir = (fix46_ui_dir() / "cmp_report").string();
+  auto run = [&](const QString& first) {
+    const int rc = std::system(("QT_QPA_PLATFORM=offscreen '" + std::string(EMBEDSCOPE_UI) + "' --compare '" +
+                                first.toStdString() + "' absent.db --report -o '" + dir + "' > '" + out + "' 2>&1")
+                                   .c_str());
+    std::ifstream in(out);
+    return std::make_pair(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1,
+                          std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+  };
+  auto [rc, text] = run(study);
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(text.find("error: --compare: " + study.toStdString() +
+                      ": a scaling study (embedscope scaling --json), not a session: it opens on its own page"),
+            std::string::npos) << text;
+  EXPECT_EQ(text.find("importing"), std::string::npos) << text;
+  std::tie(rc, text) = run(tiny);
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(text.find("error: --compare: " + tiny.toStdString() + ": a workload, not a session: run it"),
             std::string::npos) << text;
 }
