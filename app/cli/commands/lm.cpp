@@ -193,9 +193,9 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
     std::cout << fmt::format("step here    a measured step on this machine takes {}\n",
                              es::host_step_text(step_flops, gemm_rate, es::host_cores(), spec.world_size));
   std::cout << fmt::format(
-      "\nSIMULATED step on {} ({} GPUs per node; the step program timed by the cost model, not this machine; {}): "
+      "\nSIMULATED step on {} ({} GPU{} per node; the step program timed by the cost model, not this machine; {}): "
       "{:.3f} ms, communication {:.1f}% (embedding {:.1f}%), {:.0f} bytes on the wire per token\n",
-      profile, sim.at("gpus_per_node").get<int>(), gemm_rate_text(spec, es::load_hardware_profile(profile)), sim.at("step_ns").get<double>() * 1e-6,
+      profile, sim.at("gpus_per_node").get<int>(), sim.at("gpus_per_node").get<int>() == 1 ? "" : "s", gemm_rate_text(spec, es::load_hardware_profile(profile)), sim.at("step_ns").get<double>() * 1e-6,
       100 * sim.at("comm_share").get<double>(), 100 * sim.at("embedding_comm_share").get<double>(),
       sim.at("bytes_on_the_wire_per_token").get<double>());
   if (!does_not_fit.empty()) {  // printed, then refused, as a DLRM plan that does not fit (plan.cpp)
@@ -239,9 +239,9 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
     const es::HardwareProfile hw = es::load_hardware_profile(a.simulate);
     const int gpn = a.gpus_per_node > 0 ? a.gpus_per_node : std::min(spec.world_size, hw.gpus_per_node);
     const int nodes = (spec.world_size + gpn - 1) / gpn;
-    fmt::print(stderr, "SIMULATED: {} node{} x {} GPUs of hardware profile {}; every time below is the cost model's, "
+    fmt::print(stderr, "SIMULATED: {} node{} x {} GPU{} of hardware profile {}; every time below is the cost model's, "
                        "nothing is trained; {}\n",
-               nodes, nodes == 1 ? "" : "s", gpn, a.simulate, gemm_rate_text(spec, hw));
+               nodes, nodes == 1 ? "" : "s", gpn, gpn == 1 ? "" : "s", a.simulate, gemm_rate_text(spec, hw));
   }
   es::LmRunResult r;
   try {

@@ -128,8 +128,9 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   const bool simulated = spec.devices.backend == es::Backend::simulated;
   if (simulated) {
     const int nodes = spec.devices.count / spec.sharding.local_world_size;
-    fmt::print(stderr, "SIMULATED: {} node{} x {} GPUs of hardware profile {}; every time below is the cost model's\n",
-               nodes, nodes == 1 ? "" : "s", spec.sharding.local_world_size, spec.devices.hardware);
+    fmt::print(stderr, "SIMULATED: {} node{} x {} GPU{} of hardware profile {}; every time below is the cost model's\n",
+               nodes, nodes == 1 ? "" : "s", spec.sharding.local_world_size,
+               spec.sharding.local_world_size == 1 ? "" : "s", spec.devices.hardware);
   }
   es::TrainerOptions opt;
   opt.session_path = output;

@@ -82,3 +82,26 @@ TEST(Fix46PresetList, EmptyAndUnknownPresetsAndTheHelpGiveOneList) {
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("lm_embedding (run, plan and program only)"), std::string::npos) << r.out;
 }
+
+// tester46 F11: `rebalance` of an lm_embedding session said "not a session Embedscope ran";
+// F18: "1 GPUs per node", "8 nodes x 1 GPUs".
+TEST(Fix46CliWording, RebalanceOfAnLmSessionAndOneGpuPerNode) {
+  const std::string db = (fix46_plan_dir() / "fix46_lm_sim.db").string();
+  auto r = embedscope::test_support::run_cli(
+      EMBEDSCOPE_CLI, "run --preset gpt2_small_embedding --simulate h100_sxm --steps 1 --force-overwrite -o " + db,
+      fix46_plan_dir());
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "rebalance " + db, fix46_plan_dir());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "error: " + db + ": an lm_embedding session: rebalance moves DLRM embedding tables between ranks; an "
+                   "lm_embedding vocabulary has one shard a rank, given by its sharding mode\n");
+  r = embedscope::test_support::run_cli(
+      EMBEDSCOPE_CLI, "plan --preset llama3_8b_embedding_scaled --devices 1 --simulate h100_sxm", fix46_plan_dir());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("SIMULATED step on h100_sxm (1 GPU per node;"), std::string::npos) << r.out;
+  r = embedscope::test_support::run_cli(
+      EMBEDSCOPE_CLI, "scaling --preset tiny --simulate h100_sxm --gpus 2 --gpus-per-node 1 --shardings table_wise --steps 1",
+      fix46_plan_dir());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("(1 GPU per node)"), std::string::npos) << r.out;
+}
