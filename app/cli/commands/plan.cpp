@@ -199,12 +199,13 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
     }
     j.update(pipeline_json(spec));
     j["memory"] = memory_json(spec, est);
-    if (measured) {
-      j["host_memory_bytes_needed"] = host_need;
-      j["host_fits"] = host_refusal.empty();
-      j["machine_memory_bytes"] = machine.total_bytes;
-      j["available_memory_bytes"] = machine.available_bytes;
-      if (!host_refusal.empty()) j["host_refusal"] = host_refusal;
+    if (measured) {  // one key, which plan_from_json ignores: `plan --json` is also a plan file
+      json h{{"needed_bytes", host_need},
+             {"fits", host_refusal.empty()},
+             {"machine_memory_bytes", machine.total_bytes},
+             {"available_memory_bytes", machine.available_bytes}};
+      if (!host_refusal.empty()) h["refusal"] = host_refusal;
+      j["host_memory"] = h;
     }
     std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   } else {

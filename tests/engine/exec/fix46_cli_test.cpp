@@ -28,14 +28,15 @@ fs::path fix46_plan_dir() {
 
 // The figures of `plan --json`: the ranks' host bytes (cpu: total + host of every rank) and the
 // verdict against 90% of the memory available when it ran.
-void fix46_expect_host_verdict(const nlohmann::json& j) {
+void fix46_expect_host_verdict(const nlohmann::json& plan) {
   int64_t need = 0;
-  for (const auto& m : j.at("memory")) need += m.at("total_bytes").get<int64_t>() + m.at("host_bytes").get<int64_t>();
-  EXPECT_EQ(j.at("host_memory_bytes_needed").get<int64_t>(), need);
+  for (const auto& m : plan.at("memory")) need += m.at("total_bytes").get<int64_t>() + m.at("host_bytes").get<int64_t>();
+  const nlohmann::json& j = plan.at("host_memory");
+  EXPECT_EQ(j.at("needed_bytes").get<int64_t>(), need);
   const auto available = j.at("available_memory_bytes").get<int64_t>();
   EXPECT_GT(j.at("machine_memory_bytes").get<int64_t>(), 0);
-  EXPECT_EQ(j.at("host_fits").get<bool>(), available <= 0 || static_cast<double>(need) <= 0.9 * static_cast<double>(available));
-  EXPECT_EQ(j.contains("host_refusal"), !j.at("host_fits").get<bool>());
+  EXPECT_EQ(j.at("fits").get<bool>(), available <= 0 || static_cast<double>(need) <= 0.9 * static_cast<double>(available));
+  EXPECT_EQ(j.contains("refusal"), !j.at("fits").get<bool>());
 }
 }  // namespace
 
@@ -44,9 +45,9 @@ TEST(Fix46PlanHostMemory, CpuPlansSayWhatRunWouldSayOfThisMachine) {
   ASSERT_EQ(r.code, 0) << r.err;  // the plan is printed and not refused
   auto j = nlohmann::json::parse(r.out);
   fix46_expect_host_verdict(j);
-  if (!j.at("host_fits").get<bool>())
-    EXPECT_NE(j.at("host_refusal").get<std::string>().find("the cpu backend runs all 8 ranks in this process"),
-              std::string::npos) << j.at("host_refusal");
+  if (!j.at("host_memory").at("fits").get<bool>())
+    EXPECT_NE(j.at("host_memory").at("refusal").get<std::string>().find("the cpu backend runs all 8 ranks in this process"),
+              std::string::npos) << j.at("host_memory");
   r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "plan --preset tiny --json", fix46_plan_dir());
   ASSERT_EQ(r.code, 0) << r.err;
   j = nlohmann::json::parse(r.out);
@@ -62,7 +63,15 @@ TEST(Fix46PlanHostMemory, CpuPlansSayWhatRunWouldSayOfThisMachine) {
   // a simulated plan is a cluster's: no line, no fields
   r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "plan --preset tiny --simulate h100_sxm --json", fix46_plan_dir());
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_FALSE(nlohmann::json::parse(r.out).contains("host_fits"));
+  EXPECT_FALSE(nlohmann::json::parse(r.out).contains("host_memory"));
+  // `plan --json` is still a plan file: run --plan reads it back (host_memory ignored)
+  const std::string plan_file = (fix46_plan_dir() / "fix46_tiny_plan.json").string();
+  r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "plan --preset tiny --json > " + plan_file + " && " +
+                                                            std::string(EMBEDSCOPE_CLI) + " run --preset tiny --steps 1 --plan " +
+                                                            plan_file + " --force-overwrite -o " +
+                                                            (fix46_plan_dir() / "fix46_tiny.db").string(),
+                                        fix46_plan_dir());
+  EXPECT_EQ(r.code, 0) << r.err;
 }
 
 namespace {
