@@ -1,5 +1,5 @@
 // The host-memory check of a run (exec/host_memory_check.h).
-#include "exec/host_memory_check.h"
+#include "embedscope/engine/exec/host_memory_check.h"
 
 #include <fmt/format.h>
 

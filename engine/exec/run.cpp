@@ -31,7 +31,7 @@
 #include "embedscope/engine/planner/search.h"
 #include "embedscope/engine/planner/stats.h"
 #include "exec/executor.h"
-#include "exec/host_memory_check.h"
+#include "embedscope/engine/exec/host_memory_check.h"
 #include "exec/launch/handshake.h"
 #include "threaded/rank.h"
 

@@ -52,7 +52,8 @@ std::string held_out_unsupported(const WorkloadSpec& spec) {
 }
 
 HeldOutEval evaluate_held_out(const WorkloadSpec& spec, std::span<const float> dense_params, const TableRowReader& row_of,
-                              int64_t batches) {
+                              int64_t batches, const std::atomic<bool>* cancel,
+                              const std::function<void(int64_t, int64_t)>& progress) {
   if (batches < 1) throw std::invalid_argument(fmt::format("evaluate_held_out: batches must be >= 1, got {}", batches));
   if (const std::string why = held_out_unsupported(spec); !why.empty())
     throw std::invalid_argument("evaluate_held_out: " + why);
@@ -87,7 +88,10 @@ HeldOutEval evaluate_held_out(const WorkloadSpec& spec, std::span<const float> d
   for (int64_t d : dims) max_dim = std::max(max_dim, d);
   std::vector<float> row(static_cast<size_t>(max_dim));
   std::vector<double> acc(static_cast<size_t>(max_dim));
-  for (int64_t k = 0; k < batches; ++k)
+  for (int64_t k = 0; k < batches; ++k) {
+    if (progress && k > 0) progress(k, batches);
+    if (cancel && cancel->load())
+      throw HeldOutCancelled(fmt::format("cancelled after {} of its {} batches", k, batches));
     for (int r = 0; r < W; ++r) {
       Batch batch = gen.make(ev.first_iteration + k, r);
       apply_invalid_id_policy(spec, batch.kjt, r, batch.origin);
@@ -122,6 +126,8 @@ HeldOutEval evaluate_held_out(const WorkloadSpec& spec, std::span<const float> d
       if (!logits_seen) throw std::logic_error("evaluate_held_out: the dense model computed no loss");
       ev.labels.insert(ev.labels.end(), batch.labels.begin(), batch.labels.end());
     }
+  }
+  if (progress) progress(batches, batches);
   ev.samples = static_cast<int64_t>(ev.labels.size());
   for (float y : ev.labels) ev.positives += y == 1.0f ? 1 : 0;
   // every local batch has B samples: the mean of the batch means is the mean over the samples

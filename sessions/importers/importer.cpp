@@ -63,6 +63,23 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& paths) {
 }
 
 namespace {
+// What is wrong with a file whose start cannot be told (gzip that inflates to too little, an
+// SQLite file with a damaged header page): "" for a file that is whole. detect() refuses such a
+// file with this reason; select_inputs() counts it as a damaged file of a directory (tester45
+// F12.6: damage, not a config.json, is what deserves more than info).
+std::string damage_of(const std::string& path, const std::string& head) {
+  if (head.compare(0, 16, std::string("SQLite format 3\0", 16)) == 0) {
+    if (const std::string damage = sqlite_file_damage(path); !damage.empty())
+      return fmt::format("{}: the SQLite file is truncated or corrupt ({}); nothing imported", path, damage);
+    return "";
+  }
+  if (is_gzip_file(path))  // too little of it inflates to tell its format (tester45 F5: "not a format")
+    if (const InputText in = read_input(path); !in.gzip_error.empty())
+      return fmt::format("{}: gzip data cut short or damaged after {} uncompressed bytes ({}); no event imported", path,
+                         in.size, in.gzip_error);
+  return "";
+}
+
 // tester43 F22: a directory's .pickle / .pickle.gz files are its ranks (README), so one that is
 // not a snapshot of a protocol the reader takes is refused, as a truncated one is, rather than
 // left out with the rank missing. Throws ImportError "FILE: not a PyTorch memory snapshot (...)".
@@ -93,13 +110,25 @@ void refuse_non_snapshot_pickle(const std::string& f, const std::string& dir) {
 
 InputFiles select_inputs(const std::vector<std::string>& paths) {
   InputFiles out;
-  std::string first_skipped, first_reason;
-  int64_t skipped = 0;
+  // two kinds of left-out files: what is no trace at all (a config.json: info), and what could not
+  // be read far enough to tell (a damaged .json.gz, a corrupt SQLite file: data_loss, as it may
+  // have been a rank's trace)
+  struct Skipped {
+    std::string first, reason;
+    int64_t count = 0;
+    void add(const std::string& f, std::string why) {
+      if (count++ > 0) return;
+      first = f;
+      reason = std::move(why);
+      if (reason.rfind(f + ": ", 0) == 0) reason.erase(0, f.size() + 2);  // the source names it
+    }
+  } not_a_trace, damaged;
   for (const auto& p : paths) {
     std::error_code ec;
     const std::vector<std::string> found = expand_inputs({p});
     if (!fs::is_directory(p, ec)) {
       out.files.insert(out.files.end(), found.begin(), found.end());
+      out.named.insert(found.begin(), found.end());
       continue;
     }
     std::string reason;
@@ -112,20 +141,21 @@ InputFiles select_inputs(const std::vector<std::string>& paths) {
         ++kept;
       } catch (const ImportError& e) {
         if (reason.empty()) reason = e.what();
-        if (skipped++ == 0) {
-          first_skipped = f;
-          first_reason = e.what();
-          if (first_reason.rfind(f + ": ", 0) == 0) first_reason.erase(0, f.size() + 2);  // the source names it
-        }
+        (damage_of(f, read_head(f, 16)).empty() ? not_a_trace : damaged).add(f, e.what());
       }
     }
     if (kept == 0) throw ImportError(reason);  // nothing in the directory is a trace
   }
-  if (skipped > 0)
-    out.skipped.push_back({"skipped_not_a_trace", "error", skipped, first_skipped, -1,
+  if (not_a_trace.count > 0)
+    out.skipped.push_back({"skipped_not_a_trace", "info", not_a_trace.count, not_a_trace.first, -1,
                            fmt::format("{}; left out of the import of its directory (import the traces by name to "
                                        "see it refused)",
-                                       first_reason)});
+                                       not_a_trace.reason)});
+  if (damaged.count > 0)
+    out.skipped.push_back({"skipped_damaged_file", "data_loss", damaged.count, damaged.first, -1,
+                           fmt::format("{}; left out of the import of its directory: if it was a rank's trace, that "
+                                       "rank is missing",
+                                       damaged.reason)});
   return out;
 }
 
@@ -150,8 +180,10 @@ void check_cancelled(const ImportOptions& options) {
   if (options.cancelled && options.cancelled()) throw ImportCancelled();
 }
 
-ImportSummary import_paths(const std::vector<std::string>& paths, SessionWriter& writer, const ImportOptions& options) {
+ImportSummary import_paths(const std::vector<std::string>& paths, SessionWriter& writer, const ImportOptions& given) {
   const InputFiles selected = select_inputs(paths);
+  ImportOptions options = given;
+  options.named_files = selected.named;
   const std::vector<std::string>& files = selected.files;
   check_cancelled(options);
   auto is_snapshot = [](const std::string& f) { return pickle::is_pickle(read_head(f, 2)); };
@@ -213,8 +245,7 @@ const Importer& detect(const std::string& path) {
   for (const auto& imp : all_importers())
     if (imp.probe(path, head)) return imp;
   if (head.compare(0, 16, std::string("SQLite format 3\0", 16)) == 0) {
-    if (const std::string damage = sqlite_file_damage(path); !damage.empty())
-      throw ImportError(fmt::format("{}: the SQLite file is truncated or corrupt ({}); nothing imported", path, damage));
+    if (const std::string damage = damage_of(path, head); !damage.empty()) throw ImportError(damage);
     throw ImportError(fmt::format("{}: an SQLite database that is not an Nsight Systems export (no "
                                   "META_DATA_EXPORT.EXPORT_SCHEMA_VERSION); an Embedscope session opens as it is "
                                   "(embedscope stats FILE)", path));
@@ -223,11 +254,17 @@ const Importer& detect(const std::string& path) {
     throw ImportError(fmt::format("{}: a Python pickle that is not a PyTorch memory snapshot (those are pickle protocol 2 to 5)", path));
   if (const int protocol = pickle::old_pickle_protocol(head); protocol >= 0)
     throw ImportError(pickle::old_pickle_message(path, protocol));
-  if (is_gzip_file(path))  // too little of it inflates to tell its format (tester45 F5: "not a format")
-    if (const InputText in = read_input(path); !in.gzip_error.empty())
-      throw ImportError(fmt::format("{}: gzip data cut short or damaged after {} uncompressed bytes ({}); no event "
-                                    "imported",
-                                    path, in.size, in.gzip_error));
+  if (const std::string damage = damage_of(path, head); !damage.empty()) throw ImportError(damage);  // gzip
+  // nothing in it (tester46 F7: a profiler killed before it wrote got the list of formats)
+  if (head.size() < (1 << 16) && head.find_first_not_of(" \t\r\n") == std::string::npos) {
+    std::error_code ec;
+    const auto bytes = fs::file_size(path, ec);
+    const std::string size = ec ? std::string("?") : fmt::format("{}", bytes);
+    throw ImportError(head.empty()
+                          ? fmt::format("{}: the file is empty ({} bytes{}): nothing to import", path, size,
+                                        is_gzip_file(path) ? ", nothing once gunzipped" : "")
+                          : fmt::format("{}: the file holds only blanks ({} bytes): nothing to import", path, size));
+  }
   if (ends_with(path, ".nsys-rep"))
     throw ImportError(fmt::format("{}: an Nsight Systems report; export it first with `{}` and import the .sqlite file",
                                   path, nsys_export_command(path)));

@@ -107,6 +107,7 @@ int cmd_import(const ImportState& s) {
   // .nsys-rep: exported to SQLite by nsys (from PATH) into a temporary directory, then imported.
   std::unique_ptr<TempDir> tmp;
   si::ImportOptions opt;
+  opt.named_files = selected.named;
   for (auto& f : files) {
     // chosen by content first: a file named .nsys-rep that is an Nsight SQLite export (or a
     // trace) is read as what it is (tester45 F5: it was sent to nsys by its name)

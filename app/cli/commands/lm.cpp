@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "embedscope/engine/exec/lm_run.h"
 #include "embedscope/engine/cost/hardware_profile.h"
+#include "embedscope/engine/planner/host_step_time.h"
 #include "embedscope/engine/planner/lm_memory_estimate.h"
 #include "embedscope/engine/planner/search.h"
 #include "embedscope/engine/program/lm_program.h"
@@ -149,12 +150,21 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
   const std::string does_not_fit = a.simulate.empty() ? es::lm_memory_refusal(est, machine) : "";
   int64_t need = 0;
   for (const auto& e : est) need += e.total();
+  // a measured step's lower bound here (tester45 F10), for a step of > 100 GFLOP (~0.1 s to measure)
+  const int64_t step_flops = a.simulate.empty() ? es::lm_step_flops(spec) : 0;
+  const double gemm_rate = step_flops > 100'000'000'000 ? es::measure_gemm_flops_per_s() : 0.0;
   if (as_json) {
     json j = es::to_json(est);
     if (a.simulate.empty()) {
       j["fits"] = does_not_fit.empty();
       j["machine_memory_bytes"] = machine.total_bytes;
       j["available_memory_bytes"] = machine.available_bytes;
+      j["step_flops"] = step_flops;
+      if (gemm_rate > 0) {  // measured only for a step of > 100 GFLOP
+        j["gemm_flops_per_s_per_core"] = gemm_rate;
+        j["host_step_seconds_at_least"] =
+            es::host_step_seconds(step_flops, gemm_rate, es::host_cores(), spec.world_size);
+      }
       if (!does_not_fit.empty()) {
         j["ended"] = "bad_input";
         j["error"] = does_not_fit;
@@ -179,10 +189,13 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
                              "threads of one process)\n",
                              does_not_fit.empty() ? "fits" : "DOES NOT FIT", spec.world_size, format_bytes(need),
                              es::host_memory_text(machine));
+  if (gemm_rate > 0)
+    std::cout << fmt::format("step here    a measured step on this machine takes {}\n",
+                             es::host_step_text(step_flops, gemm_rate, es::host_cores(), spec.world_size));
   std::cout << fmt::format(
-      "\nSIMULATED step on {} ({} GPUs per node; the step program timed by the cost model, not this machine; {}): "
+      "\nSIMULATED step on {} ({} GPU{} per node; the step program timed by the cost model, not this machine; {}): "
       "{:.3f} ms, communication {:.1f}% (embedding {:.1f}%), {:.0f} bytes on the wire per token\n",
-      profile, sim.at("gpus_per_node").get<int>(), gemm_rate_text(spec, es::load_hardware_profile(profile)), sim.at("step_ns").get<double>() * 1e-6,
+      profile, sim.at("gpus_per_node").get<int>(), sim.at("gpus_per_node").get<int>() == 1 ? "" : "s", gemm_rate_text(spec, es::load_hardware_profile(profile)), sim.at("step_ns").get<double>() * 1e-6,
       100 * sim.at("comm_share").get<double>(), 100 * sim.at("embedding_comm_share").get<double>(),
       sim.at("bytes_on_the_wire_per_token").get<double>());
   if (!does_not_fit.empty()) {  // printed, then refused, as a DLRM plan that does not fit (plan.cpp)
@@ -210,6 +223,13 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
   }
   fmt::print(stderr, "embedscope run: {} (lm_embedding {}) on {} {} ranks, {}, {} steps\n", spec.name, shape_text(spec),
              spec.world_size, simulated ? "simulated" : "cpu", mode_text(spec), spec.steps);
+  // a step of minutes is said before it starts (tester45 F10: llama3_8b_embedding ran 2.5 min
+  // without a step or a word); the rate is measured only for a step of > 100 GFLOP (~0.1 s)
+  if (const int64_t flops = simulated ? 0 : es::lm_step_flops(spec); flops > 100'000'000'000)
+    if (const std::string w = es::long_step_warning(flops, es::measure_gemm_flops_per_s(), es::host_cores(),
+                                                    spec.world_size, spec.steps);
+        !w.empty())
+      fmt::print(stderr, "warning: {}\n", w);
   es::LmSimulateOptions sim;
   sim.session_path = output;
   sim.overwrite = overwrite;
@@ -219,9 +239,9 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
     const es::HardwareProfile hw = es::load_hardware_profile(a.simulate);
     const int gpn = a.gpus_per_node > 0 ? a.gpus_per_node : std::min(spec.world_size, hw.gpus_per_node);
     const int nodes = (spec.world_size + gpn - 1) / gpn;
-    fmt::print(stderr, "SIMULATED: {} node{} x {} GPUs of hardware profile {}; every time below is the cost model's, "
+    fmt::print(stderr, "SIMULATED: {} node{} x {} GPU{} of hardware profile {}; every time below is the cost model's, "
                        "nothing is trained; {}\n",
-               nodes, nodes == 1 ? "" : "s", gpn, a.simulate, gemm_rate_text(spec, hw));
+               nodes, nodes == 1 ? "" : "s", gpn, gpn == 1 ? "" : "s", a.simulate, gemm_rate_text(spec, hw));
   }
   es::LmRunResult r;
   try {

@@ -13,6 +13,8 @@
 #include "lm.h"
 #include "embedscope/engine/exec/backend.h"
 #include "embedscope/engine/exec/gpu_placement.h"
+#include "embedscope/engine/exec/host_memory_check.h"
+#include "embedscope/engine/planner/host_memory.h"
 #include "embedscope/engine/planner/search.h"
 #include "embedscope/engine/planner/stats.h"
 #include "embedscope/engine/planner/storage_fallback.h"
@@ -159,6 +161,14 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
   } catch (const es::SpecError& e) {
     does_not_fit = e.what();
   }
+  // this machine's memory as `run` checks it before it starts (tester46 F4: plan said nothing of
+  // the 125.2 GiB that run refuses on a 23.5 GiB machine); said, not refused: a plan of a large
+  // workload is what plan is for
+  const bool measured = spec.devices.backend != es::Backend::simulated;
+  const es::HostMemory machine = measured ? es::this_host_memory() : es::HostMemory{};
+  const std::string host_refusal = measured ? es::detail::host_memory_refusal(spec, est, -1, machine) : "";
+  int64_t host_need = 0;
+  for (const auto& e : est) host_need += es::detail::host_bytes_of_rank(spec.devices.backend, e);
   // cuda: the GPU each rank runs on (load already refused a placement that does not work)
   std::string placement_text;
   json placement_json = json::array();
@@ -189,11 +199,25 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
     }
     j.update(pipeline_json(spec));
     j["memory"] = memory_json(spec, est);
+    if (measured) {  // one key, which plan_from_json ignores: `plan --json` is also a plan file
+      json h{{"needed_bytes", host_need},
+             {"fits", host_refusal.empty()},
+             {"machine_memory_bytes", machine.total_bytes},
+             {"available_memory_bytes", machine.available_bytes}};
+      if (!host_refusal.empty()) h["refusal"] = host_refusal;
+      j["host_memory"] = h;
+    }
     std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
     std::cout << plan_table(spec, plan) << "\n" << table_storage_text(spec, plan) << "\n" << pipeline_text(spec)
               << "\n";
     std::cout << memory_text(spec, est) << placement_text;
+    if (measured)
+      std::cout << fmt::format("this machine {}: a {} run's {} ranks keep {} in this process; this machine has "
+                               "{}{}\n",
+                               host_refusal.empty() ? "fits" : "DOES NOT FIT", es::to_string(spec.devices.backend),
+                               spec.devices.count, es::format_bytes(host_need), es::host_memory_text(machine),
+                               host_refusal.empty() ? "" : "; `run` refuses it (--simulate PROFILE plans a cluster)");
   }
   if (!does_not_fit.empty()) {
     fmt::print(stderr, "error: {}\n", does_not_fit);

@@ -140,8 +140,16 @@ int cmd_rebalance(const RebalanceState& s) {
   const ss::SessionReader session(s.file);
   const std::string workload = session.meta(ss::meta::kWorkloadJson);
   const std::string plan_text = session.meta(ss::meta::kShardingPlanJson);
+  // what it is before what it lacks (tester46 F11: an lm_embedding session read "not a session
+  // Embedscope ran"), as calibrate says it
+  if (const json lw = json::parse(workload, nullptr, false); lw.is_object() && lw.value("model", "") == "lm_embedding")
+    throw es::SpecError(fmt::format("{}: an lm_embedding session: rebalance moves DLRM embedding tables between ranks; "
+                                    "an lm_embedding vocabulary has one shard a rank, given by its sharding mode",
+                                    s.file));
   if (workload.empty() || plan_text.empty())
-    throw es::SpecError(fmt::format("{}: no workload_json or sharding_plan_json metadata (not a session Embedscope ran)", s.file));
+    throw es::SpecError(fmt::format("{}: no workload_json or sharding_plan_json metadata (an imported trace, or not a "
+                                    "session Embedscope ran)",
+                                    s.file));
   const es::WorkloadSpec spec = es::parse_workload(json::parse(workload), s.file + " (workload_json)");
   const es::ShardingPlan start = es::plan_from_json(spec, json::parse(plan_text), s.file + " (sharding_plan_json)");
   if (spec.devices.backend == es::Backend::simulated)

@@ -128,14 +128,26 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   const bool simulated = spec.devices.backend == es::Backend::simulated;
   if (simulated) {
     const int nodes = spec.devices.count / spec.sharding.local_world_size;
-    fmt::print(stderr, "SIMULATED: {} node{} x {} GPUs of hardware profile {}; every time below is the cost model's\n",
-               nodes, nodes == 1 ? "" : "s", spec.sharding.local_world_size, spec.devices.hardware);
+    fmt::print(stderr, "SIMULATED: {} node{} x {} GPU{} of hardware profile {}; every time below is the cost model's\n",
+               nodes, nodes == 1 ? "" : "s", spec.sharding.local_world_size,
+               spec.sharding.local_world_size == 1 ? "" : "s", spec.devices.hardware);
   }
   es::TrainerOptions opt;
   opt.session_path = output;
   opt.session_overwrite = overwrite;
   opt.keep_events = false;
   opt.held_out_batches = held_out_batches;
+  // a line now and then during a long evaluation (tester46 F14: ~2 min without a word), and
+  // what Ctrl-C / SIGTERM does then
+  opt.held_out_progress = [last = std::chrono::steady_clock::now(), said = false](int64_t done, int64_t all) mutable {
+    const auto now = std::chrono::steady_clock::now();
+    if (done < all && now - last < std::chrono::seconds(5)) return;
+    last = now;
+    if (done == all && !said) return;  // a short evaluation: nothing to say
+    fmt::print(stderr, "held-out evaluation: {}/{} batches{}\n", done, all,
+               said ? "" : " (Ctrl-C or SIGTERM skips the rest; the training is complete)");
+    said = true;
+  };
   if (!process_from.empty())
     opt.process = {proc.rank, proc.rendezvous, proc.run_id, proc.host, proc.node, proc.local_rank};
   opt.cancel = &cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");

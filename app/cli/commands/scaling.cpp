@@ -67,9 +67,9 @@ int cmd_scaling(ScalingState& s) {
     // the header with the first point, so that a study refused before any point runs prints
     // only its error (tester44 F9)
     const std::string header =
-        fmt::format("scaling study: {} on simulated {} ({} GPUs per node); {} samples per GPU per step (weak scaling), {} "
+        fmt::format("scaling study: {} on simulated {} ({} GPU{} per node); {} samples per GPU per step (weak scaling), {} "
                     "measured steps\n",
-                    spec.name, hw.name, per_node, spec.batch_size, spec.steps) +
+                    spec.name, hw.name, per_node, per_node == 1 ? "" : "s", spec.batch_size, spec.steps) +
         fmt::format("{:<17} {:>5} {:>5} {:>11} {:>12} {:>9} {:>8} {:>9} {:>7} {:>11}  {}\n", "sharding", "GPUs", "nodes",
                     "step p50", "samples/s", "per GPU", "scaling", "emb comm", "comm", "memory/GPU", "placed by");
     o.on_point = [header, printed = false](const es::ScalingPoint& p) mutable {

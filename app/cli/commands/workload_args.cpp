@@ -20,10 +20,13 @@ namespace embedscope::cli {
 
 namespace es = embedscope::engine;
 
+std::string preset_list_text() {
+  return fmt::format("{}; lm_embedding (run, plan and program only): {}", fmt::join(es::preset_names(), ", "),
+                     fmt::join(es::lm_preset_names(), ", "));
+}
+
 void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
-  std::string names;
-  for (const auto& n : es::preset_names()) names += (names.empty() ? "" : ", ") + n;
-  for (const auto& n : es::lm_preset_names()) names += ", " + n;
+  const std::string names = preset_list_text();
   a.given["workload"] = cmd->add_option("workload", a.file, "Workload JSON file (see README: Configuration reference)");
   a.given["--preset"] =
       cmd->add_option("--preset", a.preset, fmt::format("Built-in workload: {} (default {})", names, kDefaultPreset));
@@ -191,7 +194,12 @@ es::WorkloadSpec load(WorkloadArgs& a) {
     throw es::SpecError("--sequence-parallel: only for lm_embedding workloads (model \"lm_embedding\")");
   if (a.was_given("workload") && a.file.empty()) throw es::SpecError("the workload file name is empty");
   if (a.was_given("--preset") && a.preset.empty())
-    throw es::SpecError(fmt::format("--preset: empty; known presets: {}", fmt::join(es::preset_names(), ", ")));
+    throw es::SpecError(fmt::format("--preset: empty; known presets: {}", preset_list_text()));
+  if (!a.preset.empty() && !es::is_lm_preset(a.preset)) {  // one list, the empty and the unknown case (tester46 F3)
+    const auto dlrm = es::preset_names();
+    if (std::find(dlrm.begin(), dlrm.end(), a.preset) == dlrm.end())
+      throw es::SpecError(fmt::format("--preset {}: unknown; known presets: {}", a.preset, preset_list_text()));
+  }
   if (!a.file.empty() && !a.preset.empty()) throw es::SpecError("give either a workload file or --preset, not both");
   // run, plan and program read lm_embedding workloads themselves; the other commands would misread
   // one as a DLRM workload (an unknown key, an unknown preset: tester33 D7)

@@ -106,6 +106,11 @@ struct WorkloadArgs {
 /// list and check the spellings of engine/workload/enums.h.
 void add_workload_options(CLI::App* cmd, WorkloadArgs& a);
 
+/// The built-in presets as every command lists them (its --help, an empty or unknown --preset;
+/// tester46 F3: the empty case named the DLRM ones only): "criteo_kaggle, ..., tiny; lm_embedding
+/// (run, plan and program only): gpt2_small_embedding, ...".
+std::string preset_list_text();
+
 /// Loads the workload (file, --preset or kDefaultPreset), applies the flags, validates, and
 /// resolves backend auto. Throws engine::SpecError; a validation error about a field that a
 /// flag set names the flag too (" (set by --devices)").

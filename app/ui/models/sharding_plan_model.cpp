@@ -237,11 +237,34 @@ QString ShardingPlanModel::hit_rate_text(int64_t hits, int64_t misses, bool cach
   return QString("%1%").arg(100.0 * static_cast<double>(hits) / static_cast<double>(hits + misses), 0, 'f', 1);
 }
 
+bool ShardingPlanModel::over_within_rounding(const RankRow& r) {
+  if (r.peak_planned_bytes <= 0 || r.peak_bytes <= r.peak_planned_bytes) return false;
+  return (r.peak_bytes - r.peak_planned_bytes) * 1000 <= r.peak_planned_bytes &&
+         sessions::format_bytes(r.peak_bytes) == sessions::format_bytes(r.peak_planned_bytes);
+}
+
+bool ShardingPlanModel::over_the_plan(const RankRow& r) {
+  return r.peak_planned_bytes >= 0 && r.peak_bytes > r.peak_planned_bytes && !over_within_rounding(r);
+}
+
 std::vector<int> ShardingPlanModel::under_planned() const {
   std::vector<int> out;
   for (const auto& r : ranks_)
-    if (r.peak_planned_bytes >= 0 && r.peak_bytes > r.peak_planned_bytes) out.push_back(r.rank);
+    if (over_the_plan(r)) out.push_back(r.rank);
   return out;
+}
+
+QString ShardingPlanModel::within_rounding_text() const {
+  QStringList parts;
+  for (const auto& r : ranks_)
+    if (over_within_rounding(r))
+      parts << QString("rank %1 planned %2, peak %3 (+%4)")
+                   .arg(r.rank)
+                   .arg(QString::fromStdString(sessions::format_bytes(r.peak_planned_bytes)))
+                   .arg(QString::fromStdString(sessions::format_bytes(r.peak_bytes)))
+                   .arg(QString::fromStdString(sessions::format_bytes(r.peak_bytes - r.peak_planned_bytes)));
+  if (parts.empty()) return {};
+  return QString("the measured peak is the plan's to within its rounding (at most 0.1% above it): %1").arg(parts.join("; "));
 }
 
 QString ShardingPlanModel::under_planned_text() const {
@@ -297,7 +320,7 @@ QVariant ShardingPlanModel::data(const QModelIndex& index, int role) const {
   const RankRow& r = ranks_[static_cast<size_t>(is_rank ? index.row() : static_cast<int>(index.internalId() - 1))];
   if (role == Qt::TextAlignmentRole && index.column() >= PlannedMemory) return int(Qt::AlignRight | Qt::AlignVCenter);
   const bool peak_cell = is_rank && index.column() == PeakMemory;
-  const bool over = peak_cell && r.peak_planned_bytes >= 0 && r.peak_bytes > r.peak_planned_bytes;
+  const bool over = peak_cell && over_the_plan(r);
   const QString when = r.peak_when.empty() ? QString() : QString(" (%1)").arg(QString::fromStdString(r.peak_when));
   if (over && role == Qt::ForegroundRole) return QColor(0xd0, 0x10, 0x10);
   if (over && role == Qt::ToolTipRole)

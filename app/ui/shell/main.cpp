@@ -9,6 +9,7 @@
 //        embedscope-ui --compare A.db B.db [...] --report -o DIR   every page of the comparison
 //                                                            (Figures, Timelines, Memory) to DIR
 //        embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR]   a teaching scenario
+//        embedscope-ui WORKLOAD.json [--screenshot FILE.png]   the workload in a designer tab
 // --screenshot and --report work without a display (QT_QPA_PLATFORM=offscreen). Where no window
 // can be seen (no DISPLAY, no WAYLAND_DISPLAY and QT_QPA_PLATFORM unset, or QT_QPA_PLATFORM
 // offscreen / minimal), `embedscope-ui SESSION.db` writes the report of each session to
@@ -40,6 +41,7 @@
 #include "timeline/step_box.h"
 #include "timeline/timeline_view.h"
 #include "timeline/timeline_widget.h"
+#include "views/workload_designer.h"
 #include "views/compare_view.h"
 #include "views/memory_view.h"
 #include "views/scaling_view.h"
@@ -204,6 +206,13 @@ int report(embedscope::ui::MainWindow& w, const QString& session, const QString&
 QString import_traces_to_compare(embedscope::ui::MainWindow& w, QStringList& paths) {
   for (QString& p : paths) {
     const QFileInfo info(p);
+    // files that open on a page of their own, not as a session (tester45 F12.12: "importing
+    // sc.json into sc.db", then "sc.db: cannot open")
+    if (info.isFile() && embedscope::ui::is_scaling_study_file(p))
+      return p + ": a scaling study (embedscope scaling --json), not a session: it opens on its own page "
+                 "(embedscope-ui " + p + "); --compare compares sessions and traces";
+    if (info.isFile() && embedscope::ui::is_workload_file(p))
+      return p + ": a workload, not a session: run it (embedscope run " + p + ") and compare its session";
     if (!info.isDir()) {  // a folder of per-rank traces is imported as one job, as opening it does
       if (!info.isFile() || info.suffix().compare("db", Qt::CaseInsensitive) == 0) continue;
       QFile f(p);
@@ -310,6 +319,7 @@ int main(int argc, char** argv) {
                   "       embedscope-ui --compare A.db B.db --report -o DIR   every compare page as PNG + index.html\n"
                   "       embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR]\n"
                   "                                                     a teaching scenario (sessions DIR/ID-0.db, ...)\n"
+                  "       embedscope-ui WORKLOAD.json [--screenshot FILE.png]   the workload in a designer\n"
                   "(--screenshot and --report need no display; without any display,\n"
                   " embedscope-ui SESSION.db writes the report to SESSION-report/)\n");
       return 0;
@@ -394,6 +404,10 @@ int main(int argc, char** argv) {
       return fail(no_window + ": give a session to write its report (embedscope-ui SESSION.db), or run where there "
                   "is a display");
     for (const QString& s : sessions) {
+      if (embedscope::ui::is_workload_file(s))  // a designer, not a session: it has no report (tester43 F8)
+        return fail(QString("%1: a workload: it opens in a designer, which needs a window; render it with "
+                            "embedscope-ui %1 --screenshot FILE.png")
+                        .arg(s));
       const QString dir = report_dir_of(s);
       if (const int rc = report(w, s, dir); rc != 0) return rc;
       std::printf("%s: the report of %s is in %s/index.html (open it in a browser)\n",

@@ -22,8 +22,10 @@ class MainWindow : public QMainWindow {
   QString open_session(const QString& path, bool quiet = false);
   /// Opens what `path` is: a session (SQLite) in a tab as open_session does; a trace file
   /// (.json, .json.gz, .pt.trace.json.gz), a directory of per-rank traces or a PyTorch memory
-  /// snapshot pickle is imported first (import_trace). Returns the error (empty when the
-  /// session opened or the import started).
+  /// snapshot pickle is imported first (import_trace); a scaling study opens as open_scaling
+  /// does, a workload file (is_workload_file) in a designer (new_workload, then
+  /// WorkloadDesigner::load_file; an lm_embedding workload is refused there and no tab stays).
+  /// Returns the error (empty when the session opened or the import started).
   QString open_path(const QString& path, bool quiet = false);
   /// Imports `sources` in the background (ImportJob) into a session beside the first source,
   /// or in the cache folder (imports_folder()) when that folder is not writable; a complete

@@ -39,8 +39,10 @@ QString single_table_of(const QStringList& columns, const QStringList& tables) {
 // A rank x column colour map with a colour scale from 0 (tester41 #18: a scale from the smallest
 // cell made a 1.16 max/mean look like cold vs red hot); hovering a cell shows its value. A cell
 // `held` says false for is NaN, drawn light grey ("no shard on this rank", not "0 ids").
+// `column_label` titles the column axis ("table shard", "measured step": tester46 F8, the step
+// map's 0, 1, 2 ... read as ranks without it); the shards of one table say "NAME: shard" instead.
 void fill_heatmap(QCustomPlot* plot, const QString& title, const QStringList& columns, int ranks,
-                  const std::function<double(int, int)>& value, const QString& metric,
+                  const std::function<double(int, int)>& value, const QString& metric, const QString& column_label,
                   const std::function<bool(int, int)>& held = {}, const QStringList& tables = {}) {
   plot->clearPlottables();
   plot->plotLayout()->clear();
@@ -85,7 +87,7 @@ void fill_heatmap(QCustomPlot* plot, const QString& title, const QStringList& co
     rect->axis(QCPAxis::atBottom)->setTicker(ticker);
     rect->axis(QCPAxis::atBottom)->setTickLabelRotation(one_table.isEmpty() ? 60 : 0);
   }
-  rect->axis(QCPAxis::atBottom)->setLabel(one_table.isEmpty() ? QString() : one_table + ": shard");
+  rect->axis(QCPAxis::atBottom)->setLabel(one_table.isEmpty() ? column_label : one_table + ": shard");
   rect->axis(QCPAxis::atLeft)->setTicker(integer_ticker());
   if (ticks.empty()) rect->axis(QCPAxis::atBottom)->setTicker(integer_ticker());  // column indices
   QObject::disconnect(plot, &QCustomPlot::mouseMove, nullptr, nullptr);
@@ -115,18 +117,20 @@ void fill_heatmap(QCustomPlot* plot, const QString& title, const QStringList& co
 // largest value, so "no such shard" is not drawn there.
 void fill_binned_heatmap(QCustomPlot* plot, const QString& title, const QStringList& columns, int ranks,
                          const std::function<double(int, int)>& value, const QString& metric, const std::string& what,
-                         const std::function<bool(int, int)>& held = {}, const QStringList& tables = {}) {
+                         const QString& column_label, const std::function<bool(int, int)>& held = {},
+                         const QStringList& tables = {}) {
   std::vector<std::string> names;
   for (const QString& c : columns) names.push_back(c.toStdString());
   const HeatGrid grid = bin_heat_grid(ranks, names, value, what);
   if (grid.note.empty()) {
-    fill_heatmap(plot, title, columns, ranks, value, metric, held, tables);
+    fill_heatmap(plot, title, columns, ranks, value, metric, column_label, held, tables);
     return;
   }
   QStringList binned;
   for (const auto& n : grid.names) binned << QString::fromStdString(n);
   fill_heatmap(plot, QString("%1\n%2").arg(title, QString::fromStdString(grid.note)), binned, grid.rows,
-               [&grid](int r, int c) { return grid.at(r, c); }, metric + (grid.ranks_per_row > 1 ? " (bin max)" : ""));
+               [&grid](int r, int c) { return grid.at(r, c); }, metric + (grid.ranks_per_row > 1 ? " (bin max)" : ""),
+               column_label);
   if (grid.ranks_per_row > 1)
     plot->axisRect()->axis(QCPAxis::atLeft)->setLabel(QString("rank / %1 (row k: ranks %1k..%1k+%2)")
                                                           .arg(grid.ranks_per_row)
@@ -374,9 +378,10 @@ void LoadView::draw() {
       QString("per rank x table shard (measured steps; colour from 0%1)")
           .arg(some_not_held ? "; grey: no such shard on the rank" : ""),
       shards, data_.ranks, [this](int r, int c) { return data_.at_shard(r, static_cast<size_t>(c)); }, metric, "shards",
-      [this](int r, int c) { return data_.holds(r, static_cast<size_t>(c)); }, tables);
+      "table shard", [this](int r, int c) { return data_.holds(r, static_cast<size_t>(c)); }, tables);
   fill_binned_heatmap(step_plot_, "per rank x step (colour from 0)", steps, data_.ranks,
-                      [this](int r, int c) { return data_.at_step(r, static_cast<size_t>(c)); }, metric, "steps");
+                      [this](int r, int c) { return data_.at_step(r, static_cast<size_t>(c)); }, metric, "steps",
+                      "measured step");
   // imbalance per step
   imbalance_plot_->clearGraphs();
   auto* g = imbalance_plot_->addGraph();

@@ -306,6 +306,8 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   plan->setModel(plan_model);
   if (const QString under = plan_model->under_planned_text(); !under.isEmpty())  // planned vs measured peak
     label->setText(label->text() + "<br>" + under);
+  if (const QString near = plan_model->within_rounding_text(); !near.isEmpty())  // not red (tester46 F9)
+    label->setText(label->text() + "<br>" + near.toHtmlEscaped());
   plan->setAlternatingRowColors(true);
   plan->expandAll();
   plan->header()->setSectionResizeMode(QHeaderView::ResizeToContents);

@@ -590,4 +590,16 @@ void WorkloadDesigner::on_finished(const QString& path, const QString& ended, co
   if (!path.isEmpty()) emit session_written(path, ended);
 }
 
+bool is_workload_file(const QString& path) {
+  const QFileInfo info(path);
+  if (!info.isFile() || info.size() > (16 << 20)) return false;
+  std::ifstream in(path.toStdString(), std::ios::binary);
+  const json j = json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.contains("runs")) return false;
+  if (j.value("model", json()) == "lm_embedding") return true;
+  const auto tables = j.find("tables");
+  if (tables == j.end() || !tables->is_array() || !j.contains("batch_size")) return false;
+  return tables->empty() || !tables->front().is_object() || !tables->front().contains("sharding_type");
+}
+
 }  // namespace embedscope::ui

@@ -271,7 +271,9 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
       result.held_out_skipped = held_out_unsupported(spec);
     if (result.held_out_skipped.empty()) try {
         result.held_out = evaluate_held_out(spec, ranks_.front()->dense().params(), trained_rows(spec, sh.layout, ranks_),
-                                            sh.opt.held_out_batches);
+                                            sh.opt.held_out_batches, sh.opt.cancel, sh.opt.held_out_progress);
+      } catch (const HeldOutCancelled& e) {  // Ctrl-C / SIGTERM during it: the training is complete (tester46 F14)
+        result.held_out_skipped = std::string("cancelled (Ctrl-C or SIGTERM) during the evaluation, ") + e.what();
       } catch (const std::exception& e) {  // the run itself completed: the session says why there is no figure
         result.held_out_skipped = std::string("the evaluation failed: ") + e.what();
       }

@@ -89,13 +89,20 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
                                static_cast<double>(bytes_done) / 1e6));
   }
   // Ranks: distributedInfo.rank; a file without it takes the lowest free rank; a second file of
-  // a rank is refused, naming both.
+  // a rank is left out, naming both (found in a directory), or refused (both named one by one:
+  // tester45 F12.11).
   std::map<int32_t, size_t> owner;
   std::vector<kineto::RankTrace> kept;
   for (size_t i = 0; i < ranks.size(); ++i)
     if (ranks[i].rank_known) {
       auto [it, fresh] = owner.try_emplace(ranks[i].rank, i);
       if (!fresh) {
+        const std::string& first = ranks[it->second].file;
+        if (first != ranks[i].file && opt.named_files.count(first) && opt.named_files.count(ranks[i].file))
+          throw ImportError(fmt::format("{} and {} both claim rank {} (distributedInfo.rank): two traces of one rank "
+                                        "(a re-run, or another job?) are not one session; import them apart, or "
+                                        "name only the one to keep",
+                                        first, ranks[i].file, ranks[i].rank));
         problems.add("duplicate_rank", Severity::data_loss, {ranks[i].file, -1},
                      fmt::format("{} and {} both claim rank {} (distributedInfo.rank); {} was not imported",
                                  ranks[it->second].file, ranks[i].file, ranks[i].rank, ranks[i].file));

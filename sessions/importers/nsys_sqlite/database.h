@@ -20,6 +20,9 @@ class Row {
  public:
   explicit Row(sqlite3_stmt* s) : s_(s) {}
   bool null(int col) const { return sqlite3_column_type(s_, col) == SQLITE_NULL; }
+  /// SQLITE_INTEGER, SQLITE_FLOAT, SQLITE_TEXT, SQLITE_BLOB or SQLITE_NULL: what the cell holds
+  /// (a time stored as text reads 0 through i(): tester46 F2).
+  int type(int col) const { return sqlite3_column_type(s_, col); }
   int64_t i(int col, int64_t fallback = 0) const { return null(col) ? fallback : sqlite3_column_int64(s_, col); }
   std::string text(int col) const;
 

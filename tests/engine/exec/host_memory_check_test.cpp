@@ -4,7 +4,7 @@
 // against 90% of the machine. Exact texts, hand-computed bytes.
 #include <gtest/gtest.h>
 
-#include "exec/host_memory_check.h"
+#include "embedscope/engine/exec/host_memory_check.h"
 
 namespace es = embedscope::engine;
 namespace esd = embedscope::engine::detail;

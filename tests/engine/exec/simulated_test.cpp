@@ -275,7 +275,7 @@ TEST(SimulatedCli, RunSimulateWritesASimulatedSessionThatStatsReads) {
       EMBEDSCOPE_CLI, "run --preset tiny --simulate h100_sxm --gpus-per-node 1 --steps 1 --json -o " + db + "7", dir);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out).at("world_size"), 2);
-  EXPECT_NE(r.err.find("SIMULATED: 2 nodes x 1 GPUs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("SIMULATED: 2 nodes x 1 GPU of"), std::string::npos) << r.err;  // singular (tester46 F18)
   // --backend simulated agrees with --simulate (run --help says to give both; tester39)
   r = embedscope::test_support::run_cli(
       EMBEDSCOPE_CLI, "run --preset tiny --backend simulated --simulate h100_sxm --steps 1 --json -o " + db + "6", dir);

@@ -107,6 +107,10 @@ struct TrainerOptions {
   /// a thread here (not one rank per process, not the cuda backend or the emulated device unless
   /// keep_tables brought the rows back), synthetic input, no batch_source.
   int64_t held_out_batches = kDefaultHeldOutBatches;
+  /// Called now and then during the held-out evaluation with (global batches done, batches);
+  /// may be empty. A `cancel` set meanwhile stops the evaluation: held_out_skipped says so and
+  /// the run, whose steps all completed, stays "complete" (tester46 F14).
+  std::function<void(int64_t, int64_t)> held_out_progress;
   /// Keep every span in RunResult::events (they also go to the session when there is one).
   bool keep_events = true;
   /// Write the session (sessions/schema/FORMAT.md) to this path; empty: no session file.

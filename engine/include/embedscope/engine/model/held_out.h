@@ -13,10 +13,12 @@
 // Sources of the AUC by ranks: see roc_auc below; the run's wiring: exec/run.h
 // (TrainerOptions::held_out_batches, RunResult::held_out).
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -76,7 +78,18 @@ std::string held_out_unsupported(const WorkloadSpec& spec);
 /// dense_params has the wrong size, or held_out_unsupported(spec) is not empty; InvalidIdsError
 /// as training would under invalid_ids error. Cost: batches x devices.count dense forward and
 /// backward passes of batch_size samples, plus one row read per id.
+/// `cancel` (the run's Ctrl-C / SIGTERM flag; may be null) is read before every global batch:
+/// set, the evaluation stops and throws HeldOutCancelled (tester46 F14: a SIGTERM during a 2-minute
+/// evaluation was acknowledged and then ignored until it ended). `progress` (may be empty) is
+/// called after every global batch with (batches done, batches).
 HeldOutEval evaluate_held_out(const WorkloadSpec& spec, std::span<const float> dense_params, const TableRowReader& row_of,
-                              int64_t batches);
+                              int64_t batches, const std::atomic<bool>* cancel = nullptr,
+                              const std::function<void(int64_t, int64_t)>& progress = {});
+
+/// Thrown by evaluate_held_out when its `cancel` flag is set; what() says after how many batches.
+class HeldOutCancelled : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 }  // namespace embedscope::engine

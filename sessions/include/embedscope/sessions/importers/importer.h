@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,6 +52,12 @@ struct ImportOptions {
   /// Asked before each file and before writing; true stops the import by throwing
   /// ImportCancelled (nothing is written after it). May be empty (never cancelled).
   std::function<bool()> cancelled;
+  /// The input files the user named one by one (not found in a named directory), as
+  /// select_inputs() returns them in InputFiles::named. Two of them that claim one rank are
+  /// refused (ImportError "A and B both claim rank N ...", tester45 F12.11); a second file of a
+  /// rank found in a directory is left out as `duplicate_rank` (data_loss). Empty: every file is
+  /// treated as found in a directory.
+  std::set<std::string> named_files;
 };
 
 /// Throws ImportCancelled when `options.cancelled` says so.
@@ -93,9 +100,13 @@ struct InputFiles {
   /// the memory-snapshot reader takes, sorted by name within each directory.
   std::vector<std::string> files;
   /// The files of directories that nothing takes (a config.json beside per-rank traces): one
-  /// row `skipped_not_a_trace` (severity error) counting them, the first named with detect()'s
-  /// reason; empty when none. The caller stores it with the importer's problems.
+  /// row `skipped_not_a_trace` (severity info) counting them, the first named with detect()'s
+  /// reason, and one row `skipped_damaged_file` (data_loss) for those that could not be read far
+  /// enough to tell (gzip cut short, a corrupt SQLite file); empty when none. The caller stores it with the importer's problems.
   std::vector<ImportStat> skipped;
+  /// The files of `files` that were named on their own rather than found in a directory (the
+  /// importer's ImportOptions::named_files).
+  std::set<std::string> named;
 };
 
 /// expand_inputs(paths), leaving out the files of a directory that no importer takes (a
@@ -133,7 +144,7 @@ void refuse_empty_trace(const ImportSummary& summary);
 ImportSummary import_paths(const std::vector<std::string>& paths, SessionWriter& writer, const ImportOptions& options);
 
 /// The importer for `path` by content. Throws ImportError naming the file and what it looks
-/// like when no importer takes it (an Nsight SQLite export, a pickle, something else).
+/// like when no importer takes it (an Nsight SQLite export, a pickle, an empty or blank file, something else).
 const Importer& detect(const std::string& path);
 
 }  // namespace embedscope::sessions::importers

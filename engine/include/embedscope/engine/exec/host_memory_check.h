@@ -3,9 +3,9 @@
 // machine's memory than it has is refused before anything runs (exit 2), for the cpu backend
 // (every rank's device memory is host memory of this process) and for the cuda backend (what
 // it keeps on the host: DeviceBuffer's host copies of the dense part and the step's buffers;
-// the shard weights and optimizer state have none after setup, memory/memory.h). Internal to
-// the engine; pure, so the texts are tested with a given machine size
-// (tests/engine/exec/host_memory_check_test.cpp).
+// the shard weights and optimizer state have none after setup, memory/memory.h). Public since
+// fix46 so that `embedscope plan` gives a DLRM plan the verdict `run` would (tester46 F4); pure,
+// so the texts are tested with a given machine size (tests/engine/exec/host_memory_check_test.cpp).
 
 #include <cstdint>
 #include <string>
