@@ -185,7 +185,11 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
     if (as_json) std::cout << dump(json{{"ended", "cancelled"}, {"session", r.session_path}}) << "\n";
     return 0;
   }
-  const auto d = embedscope::sessions::summarize(r.step_time_ns);
+  // the pipeline's drain steps (its last 1-2: no next batch to start) stay recorded but are not
+  // counted, as stats counts them (tester46 F21)
+  const auto steady = embedscope::sessions::steady_state_steps(
+      r.step_time_ns, embedscope::sessions::pipeline_drain_steps(es::to_string(spec.pipeline)));
+  const auto d = embedscope::sessions::summarize(steady.counted);
   const double sps = d.mean > 0 ? static_cast<double>(r.samples_per_step) / (d.mean * 1e-9) : 0.0;
   int64_t invalid = 0;
   for (const auto& rk : r.ranks) invalid += rk.invalid_ids;
@@ -213,6 +217,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
            {"samples_per_step", r.samples_per_step},
            {"step_time_ns", {{"mean", d.mean}, {"p50", d.p50}, {"p99", d.p99}, {"min", d.min}, {"max", d.max}}},
            {"samples_per_s", sps},
+           {"drain_steps", steady.drain_left_out},
            {"simulated", simulated},
            {"loss_first", r.loss.empty() ? json() : json(r.loss.front())},
            {"loss_last", r.loss.empty() ? json() : json(r.loss.back())},
@@ -253,6 +258,8 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
                            r.samples_per_step, spec.batch_size, spec.devices.count);
   std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", ms(d.mean), ms(static_cast<double>(d.p50)),
                            ms(static_cast<double>(d.p99)));
+  std::cout << embedscope::sessions::drain_steps_text(es::to_string(spec.pipeline), static_cast<int64_t>(r.step_time_ns.size()),
+                                                      steady.drain_left_out, steady.all_drain);
   std::cout << fmt::format("throughput   {} samples/s{}\n", embedscope::sessions::format_rate(sps), simulated ? " (SIMULATED)" : "");
   if (r.loss.empty())
     std::cout << "loss         none (simulated: nothing is trained)\n";
