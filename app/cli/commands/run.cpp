@@ -142,15 +142,29 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   opt.flight_dump = &flight_dump_on_signals();
   // a second Ctrl-C stops at once: say so naming the session, and record it as the user's stop
   // rather than leave it to read "crashed" (tester41 #21)
-  stop_at_once_with([output] {
+  // (static: the stop thread may outlive this function) every measured step has ended: a stop
+  // then interrupts what follows them (the held-out evaluation, the session's closing), not a step
+  // (tester46 F14: "the step in progress did not complete" after every step had completed)
+  static std::atomic<bool> steps_done{false};
+  stop_at_once_with([output, as_json] {
+    const std::string what = steps_done.load() ? "every measured step had completed; what followed them (the held-out "
+                                                 "evaluation, the session's closing) did not"
+                                               : "the step in progress did not complete";
     const bool marked = embedscope::sessions::mark_session_ended(
-        output, "cancelled", "stopped at once by a second Ctrl-C (or SIGTERM): the step in progress did not complete");
+        output, "cancelled", "stopped at once by a second Ctrl-C (or SIGTERM): " + what);
     fmt::print(stderr, "\nstopped at once; session: {} ({})\n", output,
                marked ? "recorded as cancelled by the user" : "the stop could not be recorded: it reads crashed");
+    // --json prints one object however the run ends (tester46 F20: nothing on stdout here)
+    if (as_json)
+      std::cout << dump(json{{"ended", "cancelled"}, {"stopped_at_once", true},
+                             {"error", "stopped at once by a second Ctrl-C (or SIGTERM): " + what},
+                             {"session", output}, {"recorded", marked}})
+                << "\n" << std::flush;
   });
   const int64_t every = std::max<int64_t>(1, spec.steps / 10);
   auto last_print = std::chrono::steady_clock::now();
   opt.on_step = [&, simulated](const es::StepProgress& p) {
+    if (p.step > 0 && p.step >= p.total_steps) steps_done = true;
     if (p.step == 0) {
       fmt::print(stderr, "{}warmup {}/{}{}", tty ? "\r" : "", p.warmup_done, spec.warmup_steps, tty ? "" : "\n");
       return;
