@@ -42,7 +42,8 @@ std::vector<double> nnls(const Eigen::MatrixXd& X, const Eigen::VectorXd& y, std
 /// Coefficient of determination of y ~ X beta, in (-inf, 1]; 1 when y is constant.
 double r_squared(const Eigen::MatrixXd& X, const Eigen::VectorXd& y, const std::vector<double>& beta);
 
-/// The upper median of v (ns, or any integer); 0 for an empty v.
+/// The median of v (ns, or any integer): the nearest-rank p50, the lower middle of an even count, as
+/// run and stats print it (sessions::median_nearest_rank; tester46 F13); 0 for an empty v.
 int64_t median(std::vector<int64_t> v);
 
 /// The mean of v, ns; 0 for an empty v. The typical time of a collective or a hand-off over a

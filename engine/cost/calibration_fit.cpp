@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "embedscope/sessions/analysis/stats.h"
 #include "calibration_detail.h"
 #include "embedscope/engine/cost/shared_cores.h"
 #include "embedscope/engine/workload/spec_error.h"
@@ -51,11 +52,8 @@ double r_squared(const Eigen::MatrixXd& X, const Eigen::VectorXd& y, const std::
   return ss_tot > 0 ? 1.0 - ss_res / ss_tot : 1.0;
 }
 
-int64_t median(std::vector<int64_t> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+// the nearest-rank p50 that run and stats print (tester46 F13: the upper middle was taken here)
+int64_t median(std::vector<int64_t> v) { return sessions::median_nearest_rank(std::move(v)); }
 
 // The typical time of a collective or a hand-off over a run's steps: the mean. These are short
 // (0.1-5 ms), summed a dozen times a step and heavy-tailed under load (a wake-up that waits for

@@ -295,11 +295,21 @@ void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryE
   if (!host_msg.empty())
     throw SpecError("/devices/host_memory_bytes: the tables placed in host memory do not fit under this sharding plan:" +
                     host_msg);
+  // one line per run of consecutive ranks that need the same (tester46 F10: 1,024 identical lines
+  // on a large cluster): "ranks 0-1023: needs ... > ... each"
   std::string msg;
+  int32_t first = -1, last = -1;
+  std::string run_need;
+  const auto flush = [&] {
+    if (first < 0) return;
+    msg += first == last ? fmt::format("\n  rank {}: needs {}", first, run_need)
+                         : fmt::format("\n  ranks {}-{}: needs {} each", first, last, run_need);
+    first = -1;
+  };
   for (const auto& e : est) {
     if (e.total() <= spec.devices.memory_bytes) continue;
-    msg += fmt::format("\n  rank {}: needs {} (weights {}, optimizer state {}, {}dense {}, buffers {}{}) > {}",
-                       e.rank, format_bytes(e.total()), format_bytes(e.weights),
+    std::string need = fmt::format("{} (weights {}, optimizer state {}, {}dense {}, buffers {}{}) > {}",
+                       format_bytes(e.total()), format_bytes(e.weights),
                        format_bytes(e.optimizer_state),
                        e.cache > 0 ? fmt::format("device cache {}, ", format_bytes(e.cache)) : std::string(),
                        format_bytes(e.dense), format_bytes(e.buffers),
@@ -308,7 +318,14 @@ void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryE
                                          format_bytes(e.pipeline_buffers), to_string(spec.pipeline))
                            : std::string(),
                        format_bytes(spec.devices.memory_bytes));
+    if (first >= 0 && (e.rank != last + 1 || need != run_need)) flush();
+    if (first < 0) {
+      first = e.rank;
+      run_need = std::move(need);
+    }
+    last = e.rank;
   }
+  flush();
   // The bytes fit, but no layout of the allocator's segments can hold the step: PyTorch's rules
   // reserve a 20 MiB segment for a request of 1-10 MiB (caching; larger ones round up to 2 MiB,
   // expandable pages too) and a 2 MiB segment for the small pool, so on such a device every run

@@ -218,7 +218,18 @@ RunStats analyze(const SessionReader& session) {
     if (!st.simulated && !no_loss) st.loss.push_back(loss[step]);
   }
   st.steps = static_cast<int64_t>(windows.size());
-  st.step_time_ns = summarize(step_times);
+  {  // the pipeline's drain steps: recorded, not counted (tester46 F21)
+    st.pipeline = session.meta(meta::kPipeline);
+    if (st.pipeline.empty()) {  // sessions without the key: their workload's
+      const auto w = nlohmann::json::parse(session.meta(meta::kWorkloadJson), nullptr, false);
+      if (w.is_object() && w.contains("pipeline") && w["pipeline"].is_string()) st.pipeline = w["pipeline"].get<std::string>();
+    }
+  }
+  SteadySteps steady = steady_state_steps(std::move(step_times), pipeline_drain_steps(st.pipeline));
+  st.drain_steps = steady.drain_left_out;
+  st.all_drain = steady.all_drain;
+  const int64_t first_drain = windows.empty() ? 0 : std::prev(windows.end())->first - st.drain_steps + 1;
+  st.step_time_ns = summarize(std::move(steady.counted));
   st.samples_per_s = st.step_time_ns.mean > 0 ? static_cast<double>(st.samples_per_step) / (st.step_time_ns.mean * 1e-9) : 0;
 
   // ops per (rank, step), measured steps only
@@ -315,6 +326,7 @@ RunStats analyze(const SessionReader& session) {
       for (int c = 0; c < kNumCategories; ++c) rs.by_category_ns[static_cast<size_t>(c)] += t.by_category_ns[static_cast<size_t>(c)];
       overlap_total += t.overlap_ns;
       comm_total += t.comm_ns;
+      t.drain = st.drain_steps > 0 && step >= first_drain;
       st.per_step.push_back(t);
     }
   // A live session's counters and collectives of the step in progress (some ranks' committed,

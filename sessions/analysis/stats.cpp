@@ -5,6 +5,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 namespace embedscope::sessions {
 
 int64_t percentile_nearest_rank(const std::vector<int64_t>& sorted, double p) {
@@ -27,6 +29,43 @@ Distribution summarize(std::vector<int64_t> values) {
   d.p50 = percentile_nearest_rank(values, 50);
   d.p99 = percentile_nearest_rank(values, 99);
   return d;
+}
+
+int64_t median_nearest_rank(std::vector<int64_t> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return percentile_nearest_rank(values, 50);
+}
+
+int64_t pipeline_drain_steps(std::string_view pipeline) {
+  if (pipeline == "sparse_dist") return 1;
+  if (pipeline == "semi_sync") return 2;
+  return 0;
+}
+
+SteadySteps steady_state_steps(std::vector<int64_t> step_times, int64_t drain) {
+  SteadySteps s;
+  const auto n = static_cast<int64_t>(step_times.size());
+  if (drain > 0 && n > 0 && n <= drain) {
+    s.all_drain = true;
+  } else if (drain > 0) {
+    s.drain_left_out = drain;
+    step_times.resize(static_cast<size_t>(n - drain));
+  }
+  s.counted = std::move(step_times);
+  return s;
+}
+
+std::string drain_steps_text(std::string_view pipeline, int64_t steps, int64_t drain_left_out, bool all_drain) {
+  if (all_drain)
+    return fmt::format("  warning: every measured step drains the {} pipeline (its last {} steps start no next batch): "
+                       "these are not steady-state figures; run more than {} steps\n",
+                       pipeline, pipeline_drain_steps(pipeline), pipeline_drain_steps(pipeline));
+  if (drain_left_out <= 0) return "";
+  const std::string which = drain_left_out == 1 ? fmt::format("step {} drains", steps - 1)
+                                                : fmt::format("steps {}-{} drain", steps - drain_left_out, steps - 1);
+  return fmt::format("  ({} the {} pipeline: recorded, not in these figures; {} of {} measured steps counted)\n", which,
+                     pipeline, steps - drain_left_out, steps);
 }
 
 }  // namespace embedscope::sessions

@@ -200,7 +200,7 @@ int cmd_calibrate(const CalibrateState& s) {
                                c.simulated_at_run_load_ns > 0 ? fmt::format("{:+.1f}%", 100 * c.error_at_run_load()) : "-",
                                ms(c.measured_comm_ns), ms(c.simulated_comm_ns), 100 * c.comm_error(), c.session,
                                c.workload);
-    std::cout << "(median step time, slowest rank; at load: the error when simulated at the run's own measured "
+    std::cout << "(median step time: the nearest-rank p50 of the slowest rank's step times, as stats prints; at load: the error when simulated at the run's own measured "
                  "background load; comm: the collectives' call time per step (each call's last member's end after "
                  "its last arrival), mean over ranks; simulated with the fitted profile)\n";
   }

@@ -154,15 +154,29 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   opt.flight_dump = &flight_dump_on_signals();
   // a second Ctrl-C stops at once: say so naming the session, and record it as the user's stop
   // rather than leave it to read "crashed" (tester41 #21)
-  stop_at_once_with([output] {
+  // (static: the stop thread may outlive this function) every measured step has ended: a stop
+  // then interrupts what follows them (the held-out evaluation, the session's closing), not a step
+  // (tester46 F14: "the step in progress did not complete" after every step had completed)
+  static std::atomic<bool> steps_done{false};
+  stop_at_once_with([output, as_json] {
+    const std::string what = steps_done.load() ? "every measured step had completed; what followed them (the held-out "
+                                                 "evaluation, the session's closing) did not"
+                                               : "the step in progress did not complete";
     const bool marked = embedscope::sessions::mark_session_ended(
-        output, "cancelled", "stopped at once by a second Ctrl-C (or SIGTERM): the step in progress did not complete");
+        output, "cancelled", "stopped at once by a second Ctrl-C (or SIGTERM): " + what);
     fmt::print(stderr, "\nstopped at once; session: {} ({})\n", output,
                marked ? "recorded as cancelled by the user" : "the stop could not be recorded: it reads crashed");
+    // --json prints one object however the run ends (tester46 F20: nothing on stdout here)
+    if (as_json)
+      std::cout << dump(json{{"ended", "cancelled"}, {"stopped_at_once", true},
+                             {"error", "stopped at once by a second Ctrl-C (or SIGTERM): " + what},
+                             {"session", output}, {"recorded", marked}})
+                << "\n" << std::flush;
   });
   const int64_t every = std::max<int64_t>(1, spec.steps / 10);
   auto last_print = std::chrono::steady_clock::now();
   opt.on_step = [&, simulated](const es::StepProgress& p) {
+    if (p.step > 0 && p.step >= p.total_steps) steps_done = true;
     if (p.step == 0) {
       fmt::print(stderr, "{}warmup {}/{}{}", tty ? "\r" : "", p.warmup_done, spec.warmup_steps, tty ? "" : "\n");
       return;
@@ -197,7 +211,11 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
     if (as_json) std::cout << dump(json{{"ended", "cancelled"}, {"session", r.session_path}}) << "\n";
     return 0;
   }
-  const auto d = embedscope::sessions::summarize(r.step_time_ns);
+  // the pipeline's drain steps (its last 1-2: no next batch to start) stay recorded but are not
+  // counted, as stats counts them (tester46 F21)
+  const auto steady = embedscope::sessions::steady_state_steps(
+      r.step_time_ns, embedscope::sessions::pipeline_drain_steps(es::to_string(spec.pipeline)));
+  const auto d = embedscope::sessions::summarize(steady.counted);
   const double sps = d.mean > 0 ? static_cast<double>(r.samples_per_step) / (d.mean * 1e-9) : 0.0;
   int64_t invalid = 0;
   for (const auto& rk : r.ranks) invalid += rk.invalid_ids;
@@ -225,6 +243,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
            {"samples_per_step", r.samples_per_step},
            {"step_time_ns", {{"mean", d.mean}, {"p50", d.p50}, {"p99", d.p99}, {"min", d.min}, {"max", d.max}}},
            {"samples_per_s", sps},
+           {"drain_steps", steady.drain_left_out},
            {"simulated", simulated},
            {"loss_first", r.loss.empty() ? json() : json(r.loss.front())},
            {"loss_last", r.loss.empty() ? json() : json(r.loss.back())},
@@ -265,6 +284,8 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
                            r.samples_per_step, spec.batch_size, spec.devices.count);
   std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", ms(d.mean), ms(static_cast<double>(d.p50)),
                            ms(static_cast<double>(d.p99)));
+  std::cout << embedscope::sessions::drain_steps_text(es::to_string(spec.pipeline), static_cast<int64_t>(r.step_time_ns.size()),
+                                                      steady.drain_left_out, steady.all_drain);
   std::cout << fmt::format("throughput   {} samples/s{}\n", embedscope::sessions::format_rate(sps), simulated ? " (SIMULATED)" : "");
   if (r.loss.empty())
     std::cout << "loss         none (simulated: nothing is trained)\n";

@@ -220,6 +220,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
            {"step_time_ns", {{"mean", st.step_time_ns.mean}, {"p50", st.step_time_ns.p50}, {"p99", st.step_time_ns.p99},
                              {"min", st.step_time_ns.min}, {"max", st.step_time_ns.max}}},
            {"samples_per_s", st.samples_per_s},
+           {"drain_steps", st.drain_steps},
            {"overlap_pct", st.overlap_pct},
            {"exposed_comm_ns", st.exposed_comm_ns},
            {"imbalance", {{"lookups_max_over_mean", st.lookups_max_over_mean},
@@ -422,6 +423,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   }
   std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", ms(st.step_time_ns.mean), ms(st.step_time_ns.p50),
                            ms(st.step_time_ns.p99));
+  std::cout << ss::drain_steps_text(st.pipeline, st.steps, st.drain_steps, st.all_drain);
   std::cout << cold_step_text(session, st);
   if (!imported)
     std::cout << fmt::format("throughput   {} {}/s\n",

@@ -11,25 +11,30 @@
 #include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/planner/search.h"
+#include "embedscope/sessions/analysis/stats.h"
 
 namespace embedscope::engine {
 
 namespace {
-int64_t median(std::vector<int64_t> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+// the steady-state steps' median: the pipeline's drain steps left out (tester46 F21), the
+// nearest-rank p50 that run and stats print (tester46 F13)
+int64_t median(const std::vector<int64_t>& step_times, PipelineKind pipeline) {
+  return sessions::median_nearest_rank(
+      sessions::steady_state_steps(step_times, sessions::pipeline_drain_steps(to_string(pipeline))).counted);
 }
 
 // The measured steps' comm time per rank, embedding collectives and all of them, over the
-// measured time (the sum of the slowest rank's step times).
-void comm_shares(const RunResult& r, int gpus, ScalingPoint& p) {
+// measured time (the sum of the slowest rank's step times); the steady steps only, as the step
+// time (the pipeline's drain steps left out).
+void comm_shares(const RunResult& r, int gpus, PipelineKind pipeline, ScalingPoint& p) {
+  const auto steady = sessions::steady_state_steps(r.step_time_ns, sessions::pipeline_drain_steps(to_string(pipeline)));
+  const auto counted = static_cast<int64_t>(steady.counted.size());
   int64_t measured = 0;
-  for (int64_t t : r.step_time_ns) measured += t;
+  for (int64_t t : steady.counted) measured += t;
   if (measured <= 0 || gpus <= 0) return;
   std::vector<int64_t> emb(static_cast<size_t>(gpus), 0), all(static_cast<size_t>(gpus), 0);
   for (const auto& e : r.events) {
-    if (e.category != sessions::OpCategory::comm || e.step < 0 || e.rank < 0 || e.rank >= gpus) continue;
+    if (e.category != sessions::OpCategory::comm || e.step < 0 || e.step >= counted || e.rank < 0 || e.rank >= gpus) continue;
     const int64_t d = std::max<int64_t>(0, e.end_ns - e.start_ns);
     all[static_cast<size_t>(e.rank)] += d;
     if (std::string_view(e.name) != "dense_all_reduce") emb[static_cast<size_t>(e.rank)] += d;
@@ -129,10 +134,10 @@ std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& base, const Scal
         } else if (r.ended != RunEnd::complete) {
           p.error = fmt::format("{}: {}", to_string(r.ended), r.error);
         } else {
-          p.step_time_ns = median(r.step_time_ns);
+          p.step_time_ns = median(r.step_time_ns, spec.pipeline);
           p.samples_per_s = p.step_time_ns > 0 ? static_cast<double>(r.samples_per_step) * 1e9 / static_cast<double>(p.step_time_ns) : 0;
           for (const auto& rk : r.ranks) p.memory_bytes_per_gpu = std::max(p.memory_bytes_per_gpu, rk.memory_bytes);
-          comm_shares(r, gpus, p);
+          comm_shares(r, gpus, spec.pipeline, p);
           const double per_gpu = p.samples_per_s / gpus;
           if (first_per_gpu <= 0) first_per_gpu = per_gpu;
           p.scaling_efficiency = first_per_gpu > 0 ? per_gpu / first_per_gpu : 0;

@@ -50,6 +50,8 @@ struct RankStepTimes {
   int64_t exposed_comm_ns = 0;
   int64_t idle_ns = 0;
   std::array<int64_t, kNumCategories> by_category_ns{};
+  /// A pipeline drain step (RunStats::drain_steps): recorded, not in the step-time statistics
+  bool drain = false;
 };
 
 /// Times of one rank in one step window [t0, t1) from its ops (any lanes; clipped to the window).
@@ -88,8 +90,15 @@ struct RunStats {
   bool stream_ranks = false;
   int64_t steps = 0;
   int64_t samples_per_step = 0;
-  Distribution step_time_ns;       ///< per step: the slowest rank's step time
-  double samples_per_s = 0;
+  Distribution step_time_ns;       ///< per step: the slowest rank's step time (drain steps left out)
+  double samples_per_s = 0;        ///< samples_per_step over step_time_ns.mean
+  /// The pipeline (workload_json "pipeline"; "" when the session has none) and how many of the
+  /// `steps` measured steps drain it (stats.h: pipeline_drain_steps; tester46 F21): the last
+  /// ones, recorded and listed in per_step (RankStepTimes::drain) but left out of step_time_ns
+  /// and samples_per_s. all_drain: every measured step drains it, so all are counted.
+  std::string pipeline;
+  int64_t drain_steps = 0;
+  bool all_drain = false;
   double overlap_pct = 0;          ///< over all ranks and steps
   int64_t exposed_comm_ns = 0;     ///< mean over ranks of each rank's total exposed communication
   double lookups_max_over_mean = 1;      ///< ids looked up per rank: max / mean (1 = balanced)
