@@ -48,7 +48,7 @@ SteadySteps steady_state_steps(std::vector<int64_t> step_times, int64_t drain) {
   const auto n = static_cast<int64_t>(step_times.size());
   if (drain > 0 && n > 0 && n <= drain) {
     s.all_drain = true;
-  } else if (drain > 0) {
+  } else if (drain > 0 && n > drain) {  // n == 0: nothing measured, nothing to leave out
     s.drain_left_out = drain;
     step_times.resize(static_cast<size_t>(n - drain));
   }

@@ -63,6 +63,11 @@ TEST(Fixb46SteadySteps, TheLastDrainStepsAreNotCounted) {
   EXPECT_EQ(all.drain_left_out, 0);
   EXPECT_TRUE(all.all_drain);
   EXPECT_EQ(ss::steady_state_steps(kFixb46Steps, 0).counted, kFixb46Steps);
+  // no measured step (a run cancelled in its warmup): nothing left out, no drain, no throw
+  const auto none = ss::steady_state_steps({}, 2);
+  EXPECT_TRUE(none.counted.empty());
+  EXPECT_EQ(none.drain_left_out, 0);
+  EXPECT_FALSE(none.all_drain);
   EXPECT_EQ(ss::drain_steps_text("semi_sync", 6, 2, false),
             "  (steps 4-5 drain the semi_sync pipeline: recorded, not in these figures; 4 of 6 measured steps counted)\n");
   EXPECT_EQ(ss::drain_steps_text("sparse_dist", 6, 1, false),
