@@ -67,6 +67,8 @@ struct Sample {
   DenseWork dense{};  ///< kDense: the op's work by kind (x is then its flops until calibrate weighs the parts)
   int work = 0;
   double items = 0;
+  int work2 = 0;
+  double items2 = 0;
   /// busy[k]: the share of the op's measured time (over its steps) during which k compute ops
   /// were running on its node, itself included (k >= 1; busy[0] unused; the shares sum to 1;
   /// empty when not measured): its measured concurrency (cost/shared_cores.h compute_concurrency, conc46)
@@ -74,8 +76,6 @@ struct Sample {
   /// the op's own contention factor (> 0: set by calibrate from `busy`, shared_cores.h op_dilation), what the
   /// compute fit divides t by; 0: the session's d
   double dilation = 0;
-  int work2 = 0;       ///< a second per-item host-work kind of the op (HostWork value; 0 none: the lookup's lookup_row_lines, look46)
-  double items2 = 0;   ///< its items
 };
 
 /// The per-item host-work kinds the compute fit has a column for: HostWork values 1..5
