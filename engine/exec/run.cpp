@@ -1,7 +1,6 @@
 // run_training: the facade the apps call. Checks the plan and the memory it needs, has the
 // backend's executor (exec/executor.h) set up its devices, opens the session with the run's
 // metadata, runs the executor and closes the session with how the run ended.
-#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -11,7 +10,6 @@
 
 #include <fstream>
 #include <optional>
-#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -154,14 +152,6 @@ std::string cpu_name() {
 }
 
 
-// The cores this process may run on (its affinity set), else the hardware's count; >= 1.
-int usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
 // The first field of /proc/loadavg ("" when unreadable).
 std::string load_average() {
   std::ifstream f("/proc/loadavg");
@@ -215,7 +205,7 @@ void write_run_metadata(sessions::SessionWriter& w, const WorkloadSpec& spec, co
   w.set_metadata(sessions::meta::kHost, host_name());
   w.set_metadata(sessions::meta::kCpuName, cpu_name());
   if (spec.devices.backend != Backend::simulated) {  // the machine the ranks ran on
-    w.set_metadata(sessions::meta::kCpuCores, std::to_string(usable_cores()));
+    w.set_metadata(sessions::meta::kCpuCores, std::to_string(host_cores()));
     if (const std::string load = load_average(); !load.empty()) w.set_metadata(sessions::meta::kLoadAverage, load);
   }
   w.set_metadata(sessions::meta::kGpuNames, "");

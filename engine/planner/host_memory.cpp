@@ -1,10 +1,13 @@
 // This machine's memory for the run guards (planner/host_memory.h).
 #include "embedscope/engine/planner/host_memory.h"
 
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -51,6 +54,13 @@ bool fits_host_memory(int64_t need, const HostMemory& m) {
 std::string host_memory_text(const HostMemory& m) {
   return fmt::format("{} available now (of {}; a run is refused above 90% of what is available)",
                      sessions::format_bytes(m.available_bytes), sessions::format_bytes(m.total_bytes));
+}
+
+int host_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 }  // namespace embedscope::engine

@@ -1,13 +1,11 @@
 // A measured lm_embedding step's lower bound on this machine (planner/host_step_time.h).
 #include "embedscope/engine/planner/host_step_time.h"
 
-#include <sched.h>
 #include <time.h>
 
 #include <Eigen/Core>
 #include <algorithm>
 #include <limits>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -56,13 +54,6 @@ double host_step_seconds(int64_t flops, double flops_per_s_per_core, int cores, 
   const int used = std::min(cores, ranks);
   if (flops_per_s_per_core <= 0 || used <= 0) return 0.0;
   return static_cast<double>(flops) / (flops_per_s_per_core * used);
-}
-
-int host_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 std::string duration_text(double seconds) {

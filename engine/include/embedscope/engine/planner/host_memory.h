@@ -28,6 +28,10 @@ HostMemory parse_meminfo(const std::string& text);
 /// nothing). Reads a file each call: the available figure changes as other processes run.
 HostMemory this_host_memory();
 
+/// The cores this process may run on (its affinity set, sched_getaffinity), else the hardware's
+/// count; >= 1. What a run records as its `cpu_cores` and the LM step-time warning divides by.
+int host_cores();
+
 /// The guard's rule, shared by the DLRM and lm_embedding runs: `need` bytes fit when at most
 /// 90% of `m.available_bytes`; an unknown (0) available never refuses. Pure.
 bool fits_host_memory(int64_t need, const HostMemory& m);

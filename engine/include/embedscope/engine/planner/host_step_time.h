@@ -44,10 +44,6 @@ std::string host_step_text(int64_t flops, double flops_per_s_per_core, int cores
 std::string long_step_warning(int64_t flops, double flops_per_s_per_core, int cores, int ranks, int64_t steps,
                               double threshold_s = 60.0);
 
-/// The cores this process may run on (its affinity set, sched_getaffinity), else the hardware's
-/// count; >= 1.
-int host_cores();
-
 /// "42 s", "4.3 min", "2.1 h": a duration in seconds for people.
 std::string duration_text(double seconds);
 
