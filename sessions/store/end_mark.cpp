@@ -5,8 +5,16 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <array>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "embedscope/sessions/model/units.h"
 
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
@@ -38,14 +46,105 @@ bool mark_session_ended(const std::string& path, const std::string& ended, const
   return ok;
 }
 
-bool checkpoint_abandoned_session(const std::string& path, std::string* why) {
+namespace {
+
+uint32_t wal_be32(const unsigned char* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+}
+
+// SQLite's walChecksumBytes: over pairs of 32-bit words (big- or little-endian), chained from `s`.
+void wal_checksum(bool big_endian, const unsigned char* a, size_t n, std::array<uint32_t, 2>& s) {
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    const uint32_t x0 = big_endian ? wal_be32(a + i)
+                                   : (uint32_t{a[i]} | (uint32_t{a[i + 1]} << 8) | (uint32_t{a[i + 2]} << 16) |
+                                      (uint32_t{a[i + 3]} << 24));
+    const uint32_t x1 = big_endian ? wal_be32(a + i + 4)
+                                   : (uint32_t{a[i + 4]} | (uint32_t{a[i + 5]} << 8) | (uint32_t{a[i + 6]} << 16) |
+                                      (uint32_t{a[i + 7]} << 24));
+    s[0] += x0 + s[1];
+    s[1] += x1 + s[0];
+  }
+}
+
+}  // namespace
+
+WalScan scan_wal(const std::string& path) {
+  WalScan out;
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path + "-wal", ec);
+  if (ec || size == 0) return out;
+  std::ifstream in(path + "-wal", std::ios::binary);
+  if (!in) return out;
+  out.present = true;
+  out.file_bytes = static_cast<int64_t>(size);
+  std::array<unsigned char, 32> h{};
+  const uint32_t magic = in.read(reinterpret_cast<char*>(h.data()), 32) ? wal_be32(h.data()) : 0;
+  const bool big = (magic & 1) != 0;
+  std::array<uint32_t, 2> sum{0, 0};
+  if (magic == 0x377f0682 || magic == 0x377f0683) wal_checksum(big, h.data(), 24, sum);
+  uint32_t ps = wal_be32(h.data() + 8);
+  if (ps == 1) ps = 65536;
+  if ((magic != 0x377f0682 && magic != 0x377f0683) || wal_be32(h.data() + 4) != 3007000 || ps < 512 || ps > 65536 ||
+      (ps & (ps - 1)) != 0 || sum[0] != wal_be32(h.data() + 24) || sum[1] != wal_be32(h.data() + 28)) {
+    out.unread_bytes = out.file_bytes;
+    out.problem = "its header is damaged";
+    return out;
+  }
+  out.page_size = ps;
+  out.readable_bytes = 32;
+  const int64_t frame = 24 + int64_t{ps};
+  std::vector<unsigned char> f(static_cast<size_t>(frame));
+  int64_t k = 0, at = 32;
+  bool broken = false;  // the checksum chain broke: the frames after it cannot be checked
+  int64_t end = 0;  // where this log's bytes end (the file's end, or the first frame of an earlier log)
+  for (;; ++k, at += frame) {
+    if (!in.read(reinterpret_cast<char*>(f.data()), frame)) {  // end of file: whole, or a frame cut short
+      if (at < out.file_bytes && out.problem.empty())
+        out.problem = fmt::format("cut short inside frame {} at byte {}", k + 1, at);
+      end = out.file_bytes;
+      break;
+    }
+    // a frame of an earlier log (SQLite restarted the log with new salts): not this log's, not lost
+    if (std::memcmp(f.data() + 8, h.data() + 16, 8) != 0) {
+      end = at;
+      break;
+    }
+    if (!broken) {
+      wal_checksum(big, f.data(), 8, sum);
+      wal_checksum(big, f.data() + 24, static_cast<size_t>(ps), sum);
+      if (wal_be32(f.data()) == 0 || sum[0] != wal_be32(f.data() + 16) || sum[1] != wal_be32(f.data() + 20)) {
+        broken = true;
+        out.problem = fmt::format("a checksum break in frame {} at byte {}", k + 1, at);
+      } else if (wal_be32(f.data() + 4) != 0) {  // a commit frame: everything up to here is read
+        out.committed_frames = k + 1;
+        out.readable_bytes = at + frame;
+      }
+    }
+  }
+  out.unread_bytes = end - out.readable_bytes;
+  out.unread_frames = (at - out.readable_bytes) / frame;  // `at`: the end of the last whole frame of this log
+  if (out.unread_bytes > 0 && out.problem.empty()) out.problem = "frames after the last commit were never committed";
+  if (out.unread_bytes == 0) out.problem.clear();
+  return out;
+}
+
+std::string describe_unread_wal(const std::string& path, const WalScan& scan) {
+  if (scan.unread_bytes <= 0) return "";
+  return fmt::format("{}-wal: {} ({} whole frame{}) after its last valid commit (byte {} of {}) cannot be read: {} "
+                     "(the file was damaged or cut short, or the killed run had not committed them)",
+                     path, format_bytes(scan.unread_bytes), scan.unread_frames, scan.unread_frames == 1 ? "" : "s",
+                     scan.readable_bytes, scan.file_bytes, scan.problem);
+}
+
+bool checkpoint_abandoned_session(const std::string& path, std::string* why, WalScan* scanned, std::string* kept) {
   auto no = [&](const char* reason) {
     if (why) *why = reason;
     return false;
   };
-  std::error_code ec;
-  const auto wal = std::filesystem::file_size(path + "-wal", ec);
-  if (ec || wal == 0) return no("no -wal file to checkpoint");
+  if (kept) kept->clear();
+  const WalScan scan = scan_wal(path);
+  if (scanned) *scanned = scan;
+  if (!scan.present) return no("no -wal file to checkpoint");
   if (!detail::live_writer(path).empty()) return no("its writer is alive");
   std::string ended, host;
   try {
@@ -65,6 +164,21 @@ bool checkpoint_abandoned_session(const std::string& path, std::string* why) {
     ::close(fd);
     return no("a writer holds it");
   }
+  // what SQLite cannot read is kept beside it before the checkpoint (which keeps only the readable
+  // prefix and empties the -wal): a reader never loses what was recorded (tester47 F11)
+  std::string made;
+  if (scan.unread_bytes > 0) {
+    std::string copy = path + "-wal.damaged";
+    for (int i = 1; std::filesystem::exists(copy); ++i) copy = path + "-wal.damaged." + std::to_string(i);
+    std::error_code ec;
+    std::filesystem::copy_file(path + "-wal", copy, ec);
+    if (ec || std::filesystem::file_size(copy, ec) != static_cast<uintmax_t>(scan.file_bytes)) {
+      std::filesystem::remove(copy, ec);
+      ::close(fd);
+      return no("its -wal holds bytes SQLite cannot read and no copy of it could be written");
+    }
+    made = copy;
+  }
   sqlite3* db = nullptr;
   bool ok = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK;
   if (ok) {
@@ -74,6 +188,12 @@ bool checkpoint_abandoned_session(const std::string& path, std::string* why) {
   }
   sqlite3_close(db);  // before the descriptor: closing it drops this process's POSIX locks
   ::close(fd);
+  if (!ok && !made.empty()) {  // nothing changed: the -wal is still whole, the copy not needed
+    std::error_code ec;
+    std::filesystem::remove(made, ec);
+    made.clear();
+  }
+  if (kept) *kept = made;
   return ok ? true : no("a reader has it open");
 }
 

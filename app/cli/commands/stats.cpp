@@ -83,6 +83,10 @@ std::unique_ptr<ss::SessionReader> open_for_stats(const std::string& file) {
     return std::make_unique<ss::SessionReader>(file);
   } catch (const ss::SessionError& e) {
     const std::string what = e.what();
+    // the -wal is beside it but damaged before the metadata's commit (tester47 F11)
+    if (what.find("no metadata table") != std::string::npos)
+      if (const ss::WalScan wal = ss::scan_wal(file); wal.unread_bytes > 0)
+        throw ss::SessionError(what + "; its -wal file is there but damaged: " + ss::describe_unread_wal(file, wal));
     if (what.find("not an SQLite database") == std::string::npos) throw;
     if (const std::string kind = embedscope_json_kind(file); !kind.empty())
       throw ss::SessionError(fmt::format("{}: not an SQLite database (not a session): {}; stats reads sessions (.db)", file, kind));
@@ -181,9 +185,20 @@ std::string hot_rows_text(const std::string& meta, int64_t steps) {
 int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   // a killed run's session lives in FILE.db + FILE.db-wal: the first reader that may write folds
   // it into FILE.db, only where no writer is alive (tester41 #11)
-  if (ss::checkpoint_abandoned_session(file))
-    std::cerr << "the run that wrote " << file << " was killed; its -wal file was checkpointed into " << file
-              << ", which is now the whole session\n";
+  // a -wal with bytes SQLite cannot read (damaged, cut short: tester47 F11) is kept as FILE.db-wal.damaged
+  ss::WalScan wal;
+  std::string kept;
+  if (ss::checkpoint_abandoned_session(file, nullptr, &wal, &kept)) {
+    if (kept.empty())
+      std::cerr << "the run that wrote " << file << " was killed; its -wal file was checkpointed into " << file
+                << ", which is now the whole session\n";
+    else
+      std::cerr << "the run that wrote " << file << " was killed; " << ss::describe_unread_wal(file, wal)
+                << ".\nWhat SQLite reads of it (" << wal.committed_frames << " frames) was checkpointed into " << file
+                << "; the whole -wal is kept as " << kept << ": the session may lack steps that were recorded\n";
+  } else if (wal.present && wal.unread_bytes > 0) {
+    std::cerr << ss::describe_unread_wal(file, wal) << "\n";
+  }
   const auto opened = open_for_stats(file);
   const ss::SessionReader& session = *opened;
   const ss::RunStats st = ss::analyze(session);
