@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -68,6 +69,7 @@ const char* to_string(FlightFinding::Kind k) {
     case FlightFinding::Kind::mismatch: return "mismatch";
     case FlightFinding::Kind::not_reached: return "not_reached";
     case FlightFinding::Kind::no_dump: return "no_dump";
+    case FlightFinding::Kind::stalled: return "stalled";
   }
   return "not_reached";
 }
@@ -216,7 +218,8 @@ FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, 
     const auto it = members.find(group);
     return it != members.end() && std::find(it->second.begin(), it->second.end(), r) != it->second.end();
   };
-  std::vector<FlightFinding> opposite, not_reached, no_dump;
+  std::vector<FlightFinding> opposite, not_reached, no_dump, stalled;
+  std::set<std::tuple<int32_t, std::string, uint64_t>> stall_said;  // (rank, group, sequence)
   std::set<std::pair<int32_t, std::string>> explained;  // (rank, group) an opposite order accounts for
   for (const auto& sa : a.ranks) {
     if (!sa.waiting) continue;
@@ -262,6 +265,38 @@ FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, 
         if (x->state != "completed") waiting.push_back(r);
       for (int32_t r : laggards) {
         const FlightRankState& s = state_of(r);
+        // r waits in (group, seq - 1), which a peer completed only after spending longer than the
+        // timeout in it: that peer stalled (it was stopped inside it), r gave up and left
+        if (s.waiting && s.waiting->group == g.group && s.waiting->sequence + 1 == seq) {
+          std::vector<const FlightRecord*> slow;
+          if (const auto prev = at.find({g.group, seq - 1}); prev != at.end())
+            for (const auto& [p, x] : prev->second) {
+              const int64_t limit_ns = std::max(x->timeout_ms, s.waiting->timeout_ms) * 1'000'000;
+              if (p != r && x->state == "completed" && limit_ns > 0 && x->time_completed_ns >= 0 &&
+                  x->time_completed_ns - x->time_created_ns > limit_ns)
+                slow.push_back(x);
+            }
+          if (!slow.empty()) {
+            for (const FlightRecord* x : slow) {
+              if (!stall_said.insert({x->rank, g.group, seq - 1}).second) continue;
+              FlightFinding f;
+              f.kind = FlightFinding::Kind::stalled;
+              f.ranks = {x->rank};
+              f.groups = {g.group};
+              f.sequences = {seq - 1};
+              f.text = fmt::format(
+                  "rank {} stalled in {}: it spent {:.1f} s in it, longer than the {} ms timeout after which rank {} "
+                  "gave up (a stopped or stalled process: SIGSTOP, swapping, a debugger); rank {} then left it and did "
+                  "not reach {}{}",
+                  x->rank, describe(*x), static_cast<double>(x->time_completed_ns - x->time_created_ns) / 1e9,
+                  s.waiting->timeout_ms, r, r, describe(e),
+                  waiting.empty() ? std::string()
+                                  : fmt::format(", which {} wait{} in", rank_list(waiting), waiting.size() == 1 ? "s" : ""));
+              stalled.push_back(std::move(f));
+            }
+            continue;
+          }
+        }
         std::string where = s.waiting ? fmt::format("it waits in {}", describe(*s.waiting))
                             : s.last_completed ? fmt::format("its last collective, {}, completed", describe(*s.last_completed))
                                                : std::string("it recorded no collective");
@@ -326,7 +361,7 @@ FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, 
                    : fmt::format("rank {} left no flight recorder dump at the failure ({})", s.rank, s.stale_dump);
       no_dump.push_back(std::move(f));
     }
-  for (auto* v : {&opposite, &mismatches, &not_reached, &no_dump})
+  for (auto* v : {&opposite, &mismatches, &stalled, &not_reached, &no_dump})
     a.findings.insert(a.findings.end(), std::make_move_iterator(v->begin()), std::make_move_iterator(v->end()));
   // no finding, yet ranks inside collectives: what that means (tester36 D10, D14)
   bool any_waiting = false, all_snapshots = true, none_started = true;

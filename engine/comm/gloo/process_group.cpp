@@ -168,9 +168,12 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
       if (!rimpl.has(arrival_key(name_, seq, r))) missing.push_back(members_[static_cast<size_t>(r)]);
     const std::string head = collective_head(kind, op_name, name_, seq);
     const std::string what = e.what();
-    if (missing.empty() && what.find("Timed out") != std::string::npos)  // everyone came, too slowly
-      throw CollectiveError(fmt::format("{} did not finish within {} ms (every rank arrived; the transfer was too "
-                                        "slow): {}", head, timeout_.count(), what),
+    // everyone came, and a peer stopped sending: stopped or stalled inside the collective (SIGSTOP,
+    // swapping, a debugger: tester47 F10), or its transfer too slow for the timeout
+    if (missing.empty() && what.find("Timed out") != std::string::npos)
+      throw CollectiveError(fmt::format("{} did not finish within {} ms (every rank arrived; a peer stopped sending: "
+                                        "a stalled or stopped process, or a transfer too slow for the timeout): {}",
+                                        head, timeout_.count(), what),
                             name_, seq, {}, true);
     const auto waited = std::chrono::steady_clock::now() - steady_start;
     if (!missing.empty() && what.find("Timed out") == std::string::npos && waited < timeout_) {

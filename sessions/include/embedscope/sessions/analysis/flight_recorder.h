@@ -64,6 +64,9 @@ struct FlightFinding {
     opposite_order,  ///< two ranks wait for each other in two groups
     mismatch,        ///< members ran different collectives (op or name) at one sequence, or disagree on a group's members
     not_reached,     ///< a member never entered the collective its peers wait in
+    /// A member spent longer than the group's timeout inside a collective a peer timed out in (it
+    /// completed it late: a stopped or stalled process), so that peer never reached the next one.
+    stalled,
     no_dump,         ///< a rank of the world left no dump
   };
   Kind kind = Kind::not_reached;
@@ -73,14 +76,14 @@ struct FlightFinding {
   std::vector<uint64_t> sequences; ///< the sequence numbers, likewise
 };
 
-/// "opposite_order", "mismatch", "not_reached", "no_dump".
+/// "opposite_order", "mismatch", "not_reached", "no_dump", "stalled".
 const char* to_string(FlightFinding::Kind k);
 
 struct FlightAnalysis {
   std::vector<FlightRankState> ranks;    ///< every rank of the world and of the groups, ascending
   std::vector<FlightGroupState> groups;  ///< by name
-  /// Most telling first: opposite orders, mismatches, ranks that did not reach a collective,
-  /// ranks without a dump. Empty when every rank completed everything it entered.
+  /// Most telling first: opposite orders, mismatches, stalled ranks, ranks that did not reach a
+  /// collective, ranks without a dump. Empty when every rank completed everything it entered.
   std::vector<FlightFinding> findings;
   /// When there is no finding but some rank is inside a collective, what that means, in one
   /// sentence: a snapshot of a run that went on (every dump SIGUSR1), collectives every member
@@ -98,6 +101,15 @@ struct FlightAnalysis {
 /// counts as having left no dump at the failure (FlightRankState::stale_dump says why). Empty
 /// records give an empty analysis. Pure; never throws for well-formed records (a `members` list
 /// that does not parse as comma-separated integers counts as a group of no members).
+///
+/// A member L that waits in (G, s) after its own failure, where a peer P's record of (G, s)
+/// completed time_completed_ns - time_created_ns > timeout_ms after it entered (P's own clock),
+/// is not said to have not reached (G, s + 1): P stalled inside (G, s) for longer than the
+/// timeout L gave up after (tester47 F10: a SIGSTOPped rank). Finding `stalled`, ranks {P},
+/// sequences {s}: "rank 1 stalled in all_gather 'x' (group world, sequence 1739): it spent 45.0 s
+/// in it, longer than the 30000 ms timeout after which rank 0 gave up (a stopped or stalled
+/// process: SIGSTOP, swapping, a debugger); rank 0 then left it and did not reach all_to_all 'y'
+/// (group world, sequence 1740), which rank 1 waits in".
 ///
 /// Example: ranks 0 and 1 both in groups a and b; rank 0 completed a#1, b#1 and waits in a#2;
 /// rank 1 completed a#1, b#1 and waits in b#2. Findings: opposite_order, ranks {0, 1}, groups
