@@ -10,7 +10,9 @@
 // stderr prefixed "[rank R] ", forwards Ctrl-C (SIGINT), SIGTERM and SIGUSR1 (the flight
 // recorder dump) to every child, and, when a child dies of a signal, writes its
 // death into the store (report_dead_rank: the others, whose collectives broke, name it at once)
-// and kills (SIGKILL) the ones still running --kill-after seconds later. Then it merges the rank sessions into the
+// and kills (SIGKILL) the ones still running --kill-after seconds later; when a child exits
+// non-zero (hang, crashed, ...), the ones still running --kill-after seconds later get SIGTERM, and
+// SIGKILL min(--kill-after, 10) s after that (a stopped or stalled rank never ends on its own). Then it merges the rank sessions into the
 // run's -o (default embedscope-YYYYmmdd-HHMMSS.db) with sessions::merge_sessions, as `embedscope
 // merge` does, and keeps the rank sessions beside it. Its table gives each rank's steps, step
 // mean and last loss from what the rank printed, or, for a rank that printed none (crashed,
@@ -94,6 +96,15 @@ std::string signal_name(int sig) {
 std::string how_ended(const Child& c) {
   if (WIFSIGNALED(c.status)) return "killed by " + signal_name(WTERMSIG(c.status));
   return fmt::format("exit {}", WEXITSTATUS(c.status));
+}
+
+// "rank 0's hang" for a rank that exited non-zero: how its run ended, from the --json object it
+// printed ("hang", "crashed", "oom", ...), else "rank 0's exit 1".
+std::string failed_end(const Child& c) {
+  const json j = json::parse(c.out, nullptr, false);
+  if (j.is_object() && j.contains("ended") && j["ended"].is_string())
+    return fmt::format("rank {}'s {}", c.rank, j["ended"].get<std::string>());
+  return fmt::format("rank {}'s {}", c.rank, how_ended(c));
 }
 
 // Run arguments for the children, the merged session's path and whether to overwrite; throws
@@ -309,9 +320,13 @@ int cmd_launch(const LaunchState& s) {
     spawn(c, exe, args, fmt::format("{}/{}", r / per_node, r % per_node));
   }
   int forwarded = 0, forwarded_terms = 0, forwarded_usr1s = 0;
-  std::chrono::steady_clock::time_point kill_at{};
-  bool kill_armed = false, killed = false;
+  std::chrono::steady_clock::time_point kill_at{}, sigkill_at{};
+  bool kill_armed = false, killed = false, termed = false;
   std::string first_death;
+  // the first rank that ended unsuccessfully without a signal (hang, crashed, ...): the others get
+  // --kill-after seconds, then SIGTERM, then SIGKILL (tester47 F15: a stopped rank never ends on its own)
+  const Child* first_failed = nullptr;
+  const int term_grace_s = std::min(s.kill_after_s, 10);
   for (;;) {
     std::vector<pollfd> fds;
     std::vector<std::pair<Child*, int>> who;
@@ -325,7 +340,7 @@ int cmd_launch(const LaunchState& s) {
       if (waitpid(c.pid, &st, WNOHANG) == c.pid) {
         c.exited = true;
         c.status = st;
-        if (WIFSIGNALED(st) && first_death.empty()) {
+        if (WIFSIGNALED(st) && first_death.empty() && !killed) {  // not one launch killed itself
           first_death = fmt::format("rank {} was {}", c.rank, how_ended(c));
           try {  // the others name it at once (they would otherwise wait out their collective timeout)
             es::launch::report_dead_rank("file://" + dir, run_id, c.rank, "was " + how_ended(c) + " (seen by launch)");
@@ -334,6 +349,9 @@ int cmd_launch(const LaunchState& s) {
           fmt::print(stderr, "embedscope launch: {}; the other ranks end on their own (those still running are "
                              "killed after {} s)\n", first_death, s.kill_after_s);
           kill_armed = true;
+          kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(s.kill_after_s);
+        } else if (!WIFSIGNALED(st) && WEXITSTATUS(st) != 0 && !first_failed && first_death.empty()) {
+          first_failed = &c;
           kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(s.kill_after_s);
         }
       } else {
@@ -354,6 +372,25 @@ int cmd_launch(const LaunchState& s) {
         for (auto& c : kids)
           if (!c.exited) kill(c.pid, sig);
       }
+    if (first_failed && !kill_armed && !termed && std::chrono::steady_clock::now() >= kill_at) {
+      termed = true;
+      sigkill_at = std::chrono::steady_clock::now() + std::chrono::seconds(term_grace_s);
+      for (auto& c : kids)
+        if (!c.exited) {
+          fmt::print(stderr, "embedscope launch: rank {} (pid {}) did not end within {} s after {}: SIGTERM (SIGKILL "
+                             "in {} s)\n", c.rank, c.pid, s.kill_after_s, failed_end(*first_failed), term_grace_s);
+          kill(c.pid, SIGTERM);
+        }
+    }
+    if (termed && !killed && std::chrono::steady_clock::now() >= sigkill_at) {
+      killed = true;
+      for (auto& c : kids)
+        if (!c.exited) {
+          fmt::print(stderr, "embedscope launch: rank {} (pid {}) did not end within {} s after {}: killed\n", c.rank,
+                     c.pid, s.kill_after_s + term_grace_s, failed_end(*first_failed));
+          kill(c.pid, SIGKILL);
+        }
+    }
     if (kill_armed && !killed && std::chrono::steady_clock::now() >= kill_at) {
       killed = true;
       for (auto& c : kids)
@@ -510,9 +547,11 @@ Command add_launch_command(CLI::App& app) {
   c->add_option("--align", s->align, "How the merge aligns the ranks' clocks: none (wall clocks, one machine) or "
                                      "collectives (one offset per rank from matching collectives)")
       ->check(CLI::IsMember({"none", "collectives"}));
-  c->add_option("--kill-after", s->kill_after_s, "Seconds after a rank died of a signal before the ranks still "
-                                                 "running are killed (they normally end on their own within the "
-                                                 "collective timeout)")
+  c->add_option("--kill-after", s->kill_after_s, "Seconds after a rank died of a signal, or ended unsuccessfully "
+                                                 "(hang, crashed, ...), before the ranks still running are killed "
+                                                 "(they normally end on their own within the collective timeout; a "
+                                                 "stopped or stalled one never does): SIGKILL after a death, else "
+                                                 "SIGTERM, then SIGKILL min(S, 10) s later")
       ->check(CLI::Range(1, 86400));
   c->add_option("--hosts-file", s->hosts_file,
                 "Loopback hosts playing nodes, one per line: ADDRESS [slots=N] (127.0.0.2 slots=2 ...); rank r runs on "

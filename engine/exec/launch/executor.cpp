@@ -154,7 +154,7 @@ std::string ProcessExecutor::explain_peer_failure(int rank, const CollectiveErro
   if (!broke.empty())
     out += fmt::format(" (rank(s) {} did not come: a collective of their own failed first)", fmt::join(broke, ", "));
   if (!open.empty())
-    out += fmt::format(" (rank(s) {} reported no failure within {} ms: the process has exited or was killed)",
+    out += fmt::format(" (rank(s) {} reported no failure within {} ms: the process did not answer: it exited, was killed, or is stopped or stalled)",
                        fmt::join(open, ", "), wait_ms);
   return out;
 }
