@@ -23,6 +23,7 @@
 #include "embedscope/sessions/model/unit_ladder.h"  // format_rate
 #include "interrupt.h"
 #include "output/output.h"
+#include "run_common.h"
 
 namespace embedscope::cli {
 
@@ -256,9 +257,7 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
       ended = sessions::SessionReader(output).status();
     } catch (const std::exception&) {
     }
-    fmt::print(stderr, "error: run failed ({}): {}\nsession: {}\n", ended, e.what(), output);
-    if (as_json) std::cout << dump(json{{"ended", ended}, {"error", e.what()}, {"session", output}}) << "\n";
-    return 1;
+    return report_failed_run(ended, e.what(), output, as_json, false);  // as a DLRM run's (run.cpp)
   }
   const auto d = sessions::summarize(r.step_ns);
   const int p = spec.world_size;

@@ -33,6 +33,7 @@
 #include "output/output.h"
 #include "output/rebalance_text.h"
 #include "output_guard.h"
+#include "run_common.h"
 #include "run_process.h"
 #include "workload_args.h"
 
@@ -195,11 +196,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   const es::RunResult r = with_origin(a.origin, [&] { return es::run_training(spec, plan, opt); });
   if (tty) fmt::print(stderr, "\n");
   if (r.ended != es::RunEnd::complete && r.ended != es::RunEnd::cancelled) {
-    fmt::print(stderr, "error: run ended {}: {}\nsession: {}\n", es::to_string(r.ended), r.error, r.session_path);
-    if (as_json)
-      std::cout << dump(json{{"ended", es::to_string(r.ended)}, {"error", r.error}, {"session", r.session_path}})
-                << "\n";
-    return r.bad_input ? 2 : 1;
+    return report_failed_run(es::to_string(r.ended), r.error, r.session_path, as_json, r.bad_input);
   }
   if (r.ended == es::RunEnd::cancelled && r.session_path.empty() && !r.error.empty()) {  // in the rendezvous
     fmt::print(stderr, "embedscope run: {}; no session was written\n", r.error);

@@ -1,0 +1,88 @@
+// tester47: `run` of an lm_embedding workload as a DLRM run: a diverged loss ends the run crashed
+// (F7), progress lines (F3), a second SIGTERM stops at once recorded as cancelled (F2, `scenario`
+// too). Tiny workloads (vocabulary 100, hidden 16, 2 ranks) except where a step must still be
+// running when a signal comes.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/exec/lm_run.h"
+#include "embedscope/engine/workload/lm_spec.h"
+#include "embedscope/sessions/store/session.h"
+#include "support/cli_run.h"
+
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+fs::path lm47_scratch() {
+  static const fs::path dir = [] {
+    const fs::path d = fs::temp_directory_path() / ("es_lm47_" + std::to_string(getpid()));
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+// vocabulary 100, hidden 16, sequence 8 x micro batch 2, 2 ranks, sgd at `lr`
+std::string lm47_workload(const std::string& name, double lr, int steps) {
+  const fs::path f = lm47_scratch() / (name + ".json");
+  std::ofstream(f) << json{{"name", name},
+                           {"model", "lm_embedding"},
+                           {"vocab_size", 100},
+                           {"hidden_size", 16},
+                           {"sequence_length", 8},
+                           {"micro_batch_size", 2},
+                           {"devices", {{"count", 2}}},
+                           {"optimizer", {{"type", "sgd"}, {"learning_rate", lr}}},
+                           {"steps", steps}}
+                          .dump();
+  return f.string();
+}
+
+embedscope::test_support::CliResult lm47_cli(const std::string& args) {
+  return embedscope::test_support::run_cli(EMBEDSCOPE_CLI, args, lm47_scratch());
+}
+
+}  // namespace
+
+// F7: a learning rate of 1e30 makes step 0's update blow the table up; step 1's loss is NaN. The
+// run ends crashed naming it (exit 1, not "NOT NULL constraint failed: steps.loss", exit 2), and
+// the session reads crashed with step 0 kept (its loss ln(100) = 4.605 near the uniform start).
+TEST(Lm47Diverged, ANanLossEndsTheRunCrashedWithEarlierStepsKept) {
+  const std::string wl = lm47_workload("diverge", 1e30, 4);
+  const std::string db = (lm47_scratch() / "diverge.db").string();
+  const auto r = lm47_cli("run " + wl + " --json -o " + db);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  const json j = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j.at("ended"), "crashed");
+  EXPECT_EQ(j.at("session"), db);
+  const std::string error = j.at("error").get<std::string>();
+  EXPECT_NE(error.find("training diverged: the loss is"), std::string::npos) << error;
+  EXPECT_NE(error.find("nan at step 1"), std::string::npos) << error;
+  EXPECT_NE(r.err.find("error: run ended crashed: rank "), std::string::npos) << r.err;
+  embedscope::sessions::SessionReader s(db);
+  EXPECT_EQ(s.status(), "crashed");
+  const auto steps = s.steps();
+  ASSERT_EQ(steps.size(), 2u);  // step 0 of both ranks
+  for (const auto& st : steps) {
+    EXPECT_EQ(st.step, 0);
+    EXPECT_NEAR(st.loss, std::log(100.0), 0.05);
+  }
+  const auto stats = lm47_cli("stats " + db);
+  EXPECT_EQ(stats.code, 0) << stats.err;
+  EXPECT_NE(stats.out.find("training diverged"), std::string::npos) << stats.out;
+}
