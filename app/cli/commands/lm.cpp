@@ -2,6 +2,8 @@
 
 #include "lm.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <iostream>
 #include <map>
@@ -222,6 +224,12 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
     opt.cancel = &cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
     opt.flight_dump = &flight_dump_on_signals();
   }
+  // "step N/M  R tokens/s  ETA  loss", as a DLRM run's lines (run_common.h; tester47 F3)
+  StepLinesSpec lines;
+  lines.steps = spec.steps;
+  lines.unit = "tokens";
+  lines.per_sample = static_cast<double>(spec.sequence_length);
+  opt.on_step = step_progress_lines(lines);
   fmt::print(stderr, "embedscope run: {} (lm_embedding {}) on {} {} ranks, {}, {} steps\n", spec.name, shape_text(spec),
              spec.world_size, simulated ? "simulated" : "cpu", mode_text(spec), spec.steps);
   // a step of minutes is said before it starts (tester45 F10: llama3_8b_embedding ran 2.5 min
@@ -245,13 +253,16 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
                nodes, nodes == 1 ? "" : "s", gpn, gpn == 1 ? "" : "s", a.simulate, gemm_rate_text(spec, hw));
   }
   es::LmRunResult r;
+  const bool tty = isatty(STDERR_FILENO) != 0;
   try {
     r = simulated ? es::simulate_lm(spec, sim) : es::run_lm(spec, opt);
+    if (tty && !simulated) fmt::print(stderr, "\n");  // after the progress line rewritten in place
   } catch (const es::SpecError&) {
     throw;
   } catch (const sessions::SessionError&) {
     throw;
   } catch (const std::exception& e) {
+    if (tty && !simulated) fmt::print(stderr, "\n");
     std::string ended = "crashed";  // the session says how the run ended (oom, hang, crashed)
     try {
       ended = sessions::SessionReader(output).status();

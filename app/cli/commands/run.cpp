@@ -174,25 +174,13 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
                              {"session", output}, {"recorded", marked}})
                 << "\n" << std::flush;
   });
-  const int64_t every = std::max<int64_t>(1, spec.steps / 10);
-  auto last_print = std::chrono::steady_clock::now();
-  opt.on_step = [&, simulated](const es::StepProgress& p) {
-    if (p.step > 0 && p.step >= p.total_steps) steps_done = true;
-    if (p.step == 0) {
-      fmt::print(stderr, "{}warmup {}/{}{}", tty ? "\r" : "", p.warmup_done, spec.warmup_steps, tty ? "" : "\n");
-      return;
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (!tty && p.step % every != 0 && p.step != p.total_steps && now - last_print < std::chrono::seconds(2)) return;
-    last_print = now;
-    if (simulated) {
-      fmt::print(stderr, "{}step {}/{}  {} samples/s (simulated){}", tty ? "\r\033[K" : "", p.step, p.total_steps,
-                 embedscope::sessions::format_rate(p.samples_per_s), tty ? "" : "\n");
-      return;
-    }
-    fmt::print(stderr, "{}step {}/{}  {} samples/s  ETA {:.1f} s  loss {:.4f}{}", tty ? "\r\033[K" : "", p.step,
-               p.total_steps, embedscope::sessions::format_rate(p.samples_per_s), p.eta_s, p.loss, tty ? "" : "\n");
-  };
+  // "step N/M  R samples/s  ETA  loss" (the same lines as an lm_embedding run's: run_common.h)
+  StepLinesSpec lines;
+  lines.steps = spec.steps;
+  lines.warmup_steps = spec.warmup_steps;
+  lines.simulated = simulated;
+  lines.steps_done = &steps_done;
+  opt.on_step = step_progress_lines(lines);
   const es::RunResult r = with_origin(a.origin, [&] { return es::run_training(spec, plan, opt); });
   if (tty) fmt::print(stderr, "\n");
   if (r.ended != es::RunEnd::complete && r.ended != es::RunEnd::cancelled) {

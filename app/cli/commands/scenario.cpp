@@ -25,6 +25,7 @@
 #include "embedscope/sessions/store/session.h"
 #include "interrupt.h"
 #include "output/output.h"
+#include "run_common.h"
 
 namespace embedscope::cli {
 
@@ -162,13 +163,16 @@ int cmd_scenario(const ScenarioState& s) {
     opt.session_path = paths[i];
     opt.overwrite = s.overwrite;
     opt.cancel = &cancel;
-    opt.on_step = [&](const engine::StepProgress& p) {
-      if (p.step == 0)
-        fmt::print(stderr, "{}  warmup {}/{}{}", tty ? "\r\033[K" : "", p.warmup_done, run.warmup_steps(), tty ? "" : "\n");
-      else
-        fmt::print(stderr, "{}  step {}/{}  {:.1f} {}/s  loss {:.4f}{}", tty ? "\r\033[K" : "", p.step, p.total_steps,
-                   p.samples_per_s, run.lm ? "sequences" : "samples", p.loss, tty ? "" : "\n");
-    };
+    // the lines of `run` (run_common.h), each step's, under the run's line
+    StepLinesSpec lines;
+    lines.steps = run.steps();
+    lines.warmup_steps = run.warmup_steps();
+    lines.simulated = !run.lm && run.spec.devices.backend == es::Backend::simulated;
+    lines.unit = run.lm ? "tokens" : "samples";
+    lines.per_sample = run.lm ? static_cast<double>(run.lm->sequence_length) : 1.0;
+    lines.indent = "  ";
+    lines.every_step = true;
+    opt.on_step = step_progress_lines(lines);
     const es::ScenarioRunOutcome out = es::run_scenario_run(run, opt);
     if (tty) fmt::print(stderr, "\n");
     row.error = out.error;

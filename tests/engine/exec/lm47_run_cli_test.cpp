@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -19,6 +20,7 @@
 
 #include "embedscope/engine/exec/lm_run.h"
 #include "embedscope/engine/workload/lm_spec.h"
+#include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/store/session.h"
 #include "support/cli_run.h"
 
@@ -85,4 +87,25 @@ TEST(Lm47Diverged, ANanLossEndsTheRunCrashedWithEarlierStepsKept) {
   const auto stats = lm47_cli("stats " + db);
   EXPECT_EQ(stats.code, 0) << stats.err;
   EXPECT_NE(stats.out.find("training diverged"), std::string::npos) << stats.out;
+}
+
+// F3: an lm_embedding `run` prints the progress lines of a DLRM run, the rate in tokens/s; stderr
+// is a file here, so 3 steps give 3 lines (one every max(1, 3 / 10) steps). The loss each line
+// shows is the step's loss of the --json summary, to 4 decimals.
+TEST(Lm47Progress, AnLmRunPrintsStepTokensPerSecondEtaAndLoss) {
+  const std::string wl = lm47_workload("progress", 0.1, 3);
+  const auto r = lm47_cli("run " + wl + " --json -o " + (lm47_scratch() / "progress.db").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j.at("loss").size(), 3u);
+  for (int step = 1; step <= 3; ++step) {
+    const std::string head = "step " + std::to_string(step) + "/3  ";
+    const size_t at = r.err.find(head);
+    ASSERT_NE(at, std::string::npos) << r.err;
+    const std::string line = r.err.substr(at, r.err.find('\n', at) - at);
+    EXPECT_NE(line.find(" tokens/s  ETA "), std::string::npos) << line;
+    char loss[32];
+    std::snprintf(loss, sizeof(loss), "  loss %.4f", j.at("loss")[static_cast<size_t>(step - 1)].get<double>());
+    EXPECT_NE(line.find(loss), std::string::npos) << line << " / " << loss;
+  }
 }
