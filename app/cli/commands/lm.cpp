@@ -229,6 +229,11 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
   lines.steps = spec.steps;
   lines.unit = "tokens";
   lines.per_sample = static_cast<double>(spec.sequence_length);
+  if (!simulated) {  // a second Ctrl-C or SIGTERM stops at once as a DLRM run's (run_common.h; tester47 F2)
+    StopAtOnce& stop = StopAtOnce::install(as_json);
+    stop.set_session(output);
+    lines.steps_done = &stop.steps_done;
+  }
   opt.on_step = step_progress_lines(lines);
   fmt::print(stderr, "embedscope run: {} (lm_embedding {}) on {} {} ranks, {}, {} steps\n", spec.name, shape_text(spec),
              spec.world_size, simulated ? "simulated" : "cpu", mode_text(spec), spec.steps);

@@ -154,32 +154,15 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   opt.cancel = &cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
   opt.flight_dump = &flight_dump_on_signals();
   // a second Ctrl-C stops at once: say so naming the session, and record it as the user's stop
-  // rather than leave it to read "crashed" (tester41 #21)
-  // (static: the stop thread may outlive this function) every measured step has ended: a stop
-  // then interrupts what follows them (the held-out evaluation, the session's closing), not a step
-  // (tester46 F14: "the step in progress did not complete" after every step had completed)
-  static std::atomic<bool> steps_done{false};
-  stop_at_once_with([output, as_json] {
-    const std::string what = steps_done.load() ? "every measured step had completed; what followed them (the held-out "
-                                                 "evaluation, the session's closing) did not"
-                                               : "the step in progress did not complete";
-    const bool marked = embedscope::sessions::mark_session_ended(
-        output, "cancelled", "stopped at once by a second Ctrl-C (or SIGTERM): " + what);
-    fmt::print(stderr, "\nstopped at once; session: {} ({})\n", output,
-               marked ? "recorded as cancelled by the user" : "the stop could not be recorded: it reads crashed");
-    // --json prints one object however the run ends (tester46 F20: nothing on stdout here)
-    if (as_json)
-      std::cout << dump(json{{"ended", "cancelled"}, {"stopped_at_once", true},
-                             {"error", "stopped at once by a second Ctrl-C (or SIGTERM): " + what},
-                             {"session", output}, {"recorded", marked}})
-                << "\n" << std::flush;
-  });
+  // rather than leave it to read "crashed" (tester41 #21; run_common.h, as an lm_embedding run's)
+  StopAtOnce& stop = StopAtOnce::install(as_json);
+  stop.set_session(output);
   // "step N/M  R samples/s  ETA  loss" (the same lines as an lm_embedding run's: run_common.h)
   StepLinesSpec lines;
   lines.steps = spec.steps;
   lines.warmup_steps = spec.warmup_steps;
   lines.simulated = simulated;
-  lines.steps_done = &steps_done;
+  lines.steps_done = &stop.steps_done;
   opt.on_step = step_progress_lines(lines);
   const es::RunResult r = with_origin(a.origin, [&] { return es::run_training(spec, plan, opt); });
   if (tty) fmt::print(stderr, "\n");

@@ -70,9 +70,10 @@ void StopAtOnce::set_session(const std::string& path) {
   session_ = path;
 }
 
-void StopAtOnce::set_json_extra(json extra) {
+void StopAtOnce::set_json_extra(json extra, std::string note) {
   std::lock_guard<std::mutex> lock(mu_);
   extra_ = std::move(extra);
+  note_ = std::move(note);
 }
 
 void StopAtOnce::stop() {
@@ -87,6 +88,7 @@ void StopAtOnce::stop() {
   else
     fmt::print(stderr, "\nstopped at once; session: {} ({})\n", session_,
                marked ? "recorded as cancelled by the user" : "the stop could not be recorded: it reads crashed");
+  if (!note_.empty()) fmt::print(stderr, "{}\n", note_);
   // --json prints one object however the run ends (tester46 F20: nothing on stdout here)
   if (as_json_) {
     json j{{"ended", "cancelled"},

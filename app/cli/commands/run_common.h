@@ -60,8 +60,9 @@ class StopAtOnce {
   /// The session being written now ("": none, e.g. between a scenario's runs: the stop then
   /// marks nothing and says "no run was in progress").
   void set_session(const std::string& path);
-  /// Keys added to the --json object (`scenario`: which run, of how many).
-  void set_json_extra(nlohmann::json extra);
+  /// Keys added to the --json object (`scenario`: which run, of how many), and a line printed
+  /// after the "stopped at once" one ("": none).
+  void set_json_extra(nlohmann::json extra, std::string note = "");
   /// Set once every measured step has completed: a stop then interrupts what follows them (the
   /// held-out evaluation, the session's closing), not a step (tester46 F14).
   std::atomic<bool> steps_done{false};
@@ -72,6 +73,7 @@ class StopAtOnce {
   std::mutex mu_;
   std::string session_;
   nlohmann::json extra_ = nlohmann::json::object();
+  std::string note_;
   bool as_json_ = false;
 };
 

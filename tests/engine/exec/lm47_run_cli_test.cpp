@@ -109,3 +109,124 @@ TEST(Lm47Progress, AnLmRunPrintsStepTokensPerSecondEtaAndLoss) {
     EXPECT_NE(line.find(loss), std::string::npos) << line << " / " << loss;
   }
 }
+
+namespace {
+
+struct Lm47Stopped {
+  int status = 0;
+  int sent = 0;
+  std::string err;  ///< the child's stderr
+};
+
+// Runs the CLI with `args` (stdout to `out`), reading its stderr line by line: SIGTERM once a line
+// holds `first`, again once a later line holds "cancelling after the current step" (as
+// fixb46_stop_json_test.cpp does for a DLRM run).
+Lm47Stopped lm47_stop_twice(const std::vector<std::string>& args, const std::string& out, const std::string& first) {
+  Lm47Stopped s;
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    dup2(fds[1], 2);
+    dup2(open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 1);
+    close(fds[0]);
+    close(fds[1]);
+    std::vector<char*> argv{const_cast<char*>(EMBEDSCOPE_CLI)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(EMBEDSCOPE_CLI, argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  FILE* in = fdopen(fds[0], "r");
+  char* line = nullptr;
+  size_t cap = 0;
+  while (getline(&line, &cap, in) > 0) {
+    s.err += line;
+    const std::string l(line);
+    if ((s.sent == 0 && l.find(first) != std::string::npos) ||
+        (s.sent == 1 && l.find("cancelling after the current step") != std::string::npos)) {
+      kill(child, SIGTERM);
+      ++s.sent;
+    }
+  }
+  free(line);
+  fclose(in);
+  waitpid(child, &s.status, 0);
+  return s;
+}
+
+json lm47_json_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream text;
+  text << f.rdbuf();
+  return json::parse(text.str(), nullptr, false);
+}
+
+}  // namespace
+
+// F2: the second SIGTERM comes while step 2 of an lm_embedding run runs (vocabulary 32,000, hidden
+// 256, 4 sequences of 256: about 25 GFLOP a rank, a second or more a step here). The process
+// exits 130 (not killed by the signal), names the session, prints its JSON object, and the session
+// reads cancelled with the stop's message. Should step 2 end first, the run ends cancelled (exit 0).
+TEST(Lm47Stop, ASecondSigtermStopsAnLmRunAtOnceRecordedAsCancelled) {
+  const fs::path f = lm47_scratch() / "long.json";
+  std::ofstream(f) << json{{"name", "long"},          {"model", "lm_embedding"}, {"vocab_size", 32000},
+                           {"hidden_size", 256},      {"sequence_length", 256},  {"micro_batch_size", 4},
+                           {"devices", {{"count", 2}}}, {"steps", 5}}
+                          .dump();
+  const std::string db = (lm47_scratch() / "long.db").string(), out = (lm47_scratch() / "long.out").string();
+  const Lm47Stopped st = lm47_stop_twice({"run", f.string(), "--json", "-o", db}, out, "step 1/5");
+  ASSERT_EQ(st.sent, 2) << st.err;
+  ASSERT_TRUE(WIFEXITED(st.status)) << "killed by signal " << (WIFSIGNALED(st.status) ? WTERMSIG(st.status) : 0) << "\n"
+                                    << st.err;
+  const json j = lm47_json_file(out);
+  ASSERT_TRUE(j.is_object()) << st.err;
+  EXPECT_EQ(j.at("ended"), "cancelled");
+  EXPECT_EQ(j.at("session"), db);
+  embedscope::sessions::SessionReader s(db);
+  EXPECT_EQ(s.status(), "cancelled");
+  if (WEXITSTATUS(st.status) == 130) {
+    EXPECT_EQ(j.at("stopped_at_once"), true);
+    EXPECT_EQ(j.at("recorded"), true);
+    EXPECT_NE(st.err.find("stopped at once; session: " + db + " (recorded as cancelled by the user)"), std::string::npos)
+        << st.err;
+    // the end message (the steps the writer had committed stay: none or step 0, by the timing)
+    const auto stats = lm47_cli("stats " + db);
+    EXPECT_NE(stats.out.find("stopped at once by a second Ctrl-C (or SIGTERM): the step in progress did not complete"),
+              std::string::npos)
+        << stats.out << stats.err;
+  } else {
+    EXPECT_EQ(WEXITSTATUS(st.status), 0) << st.err;
+  }
+}
+
+// F2 for `scenario`: its run 0 (llama3_8b_embedding_scaled, V 128,256 x H 128 on 4 ranks, about a
+// second a step) stopped at once in its step 2: exit 130, the JSON object names the scenario and
+// the run, the session is cancelled.
+TEST(Lm47Stop, ASecondSigtermStopsAScenarioAtOnceRecordedAsCancelled) {
+  const fs::path dir = lm47_scratch() / "scn";
+  const std::string out = (lm47_scratch() / "scn.out").string();
+  const Lm47Stopped st = lm47_stop_twice(
+      {"scenario", "vocab_parallel_vs_sequence_parallel", "--steps", "5", "--json", "-o", dir.string()}, out,
+      "  step 1/5");
+  ASSERT_EQ(st.sent, 2) << st.err;
+  ASSERT_TRUE(WIFEXITED(st.status)) << "killed by signal " << (WIFSIGNALED(st.status) ? WTERMSIG(st.status) : 0) << "\n"
+                                    << st.err;
+  const json j = lm47_json_file(out);
+  ASSERT_TRUE(j.is_object()) << st.err;
+  const std::string db = (dir / "vocab_parallel_vs_sequence_parallel-0.db").string();
+  if (WEXITSTATUS(st.status) == 130) {
+    EXPECT_EQ(j.at("ended"), "cancelled");
+    EXPECT_EQ(j.at("stopped_at_once"), true);
+    EXPECT_EQ(j.at("recorded"), true);
+    EXPECT_EQ(j.at("session"), db);
+    EXPECT_EQ(j.at("scenario"), "vocab_parallel_vs_sequence_parallel");
+    EXPECT_EQ(j.at("run"), 0);
+    EXPECT_NE(st.err.find("the later runs were not run"), std::string::npos) << st.err;
+  } else {  // run 0 ended cancelled first: the comparison's object
+    EXPECT_EQ(WEXITSTATUS(st.status), 0) << st.err;
+  }
+  embedscope::sessions::SessionReader s(db);
+  EXPECT_EQ(s.status(), "cancelled");
+}
