@@ -230,3 +230,89 @@ TEST(Lm47Stop, ASecondSigtermStopsAScenarioAtOnceRecordedAsCancelled) {
   embedscope::sessions::SessionReader s(db);
   EXPECT_EQ(s.status(), "cancelled");
 }
+
+namespace {
+// ids 0..n-1 as a 1-D <u2 .npy (format 1.0: magic, version, header length, the header dict padded
+// with spaces to a 64-byte multiple and ended by a newline, then the data)
+void lm47_write_npy(const fs::path& p, int n) {
+  std::string header = "{'descr': '<u2', 'fortran_order': False, 'shape': (" + std::to_string(n) + ",), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string b = "\x93NUMPY";
+  b += '\x01';
+  b += '\x00';
+  b += static_cast<char>(header.size() & 0xff);
+  b += static_cast<char>(header.size() >> 8);
+  b += header;
+  for (int i = 0; i < n; ++i) {
+    b += static_cast<char>(i & 0xff);
+    b += static_cast<char>(i >> 8);
+  }
+  std::ofstream(p, std::ios::binary) << b;
+}
+
+std::string lm47_token_workload(const std::string& name, const json& token_ids) {
+  const fs::path f = lm47_scratch() / (name + ".json");
+  std::ofstream(f) << json{{"name", name}, {"model", "lm_embedding"}, {"vocab_size", 100}, {"hidden_size", 16},
+                           {"sequence_length", 8}, {"micro_batch_size", 2}, {"devices", {{"count", 2}}},
+                           {"steps", 2}, {"token_ids", token_ids}}
+                          .dump();
+  return f.string();
+}
+}  // namespace
+
+// F1: a raw .bin without "dtype" was read as uint16 without a word (a uint32 file: id, 0, id, 0);
+// now refused naming the field. A .npy says its own dtype: no "dtype" needed.
+TEST(Lm47TokenFile, ARawBinNeedsItsDtypeAnNpySaysItsOwn) {
+  embedscope::engine::write_token_bin((lm47_scratch() / "u32.bin").string(), {1, 2, 3, 4, 5, 6, 7, 8, 9, 10},
+                                      embedscope::engine::TokenDtype::uint32);
+  const json base = {{"model", "lm_embedding"}, {"vocab_size", 100}, {"hidden_size", 16}, {"sequence_length", 8}};
+  json j = base;
+  j["token_ids"] = {{"file", "u32.bin"}};
+  try {
+    embedscope::engine::parse_lm_workload(j, "w.json", lm47_scratch().string());
+    FAIL() << "a .bin without dtype was read";
+  } catch (const embedscope::engine::SpecError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("w.json: /token_ids/dtype: required with a raw .bin file (uint16 or uint32", 0),
+              0u)
+        << e.what();
+  }
+  j["token_ids"] = {{"file", "u32.bin"}, {"dtype", "uint32"}};
+  const auto s = embedscope::engine::parse_lm_workload(j, "w.json", lm47_scratch().string());
+  ASSERT_TRUE(s.token_file_ids);
+  EXPECT_EQ(*s.token_file_ids, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+  lm47_write_npy(lm47_scratch() / "ids.npy", 12);
+  j["token_ids"] = {{"file", "ids.npy"}};
+  const auto n = embedscope::engine::parse_lm_workload(j, "w.json", lm47_scratch().string());
+  ASSERT_TRUE(n.token_file_ids);
+  EXPECT_EQ(n.token_file_ids->size(), 12u);
+  EXPECT_EQ(n.token_file_ids->at(11), 11);
+}
+
+// F1: the run's header names the token file: 40 uint16 ids hold (40 - 1) / 8 = 4 sequences of
+// 8 + 1 (sequence 4 would need id 40); 2 steps x 2 sequences (vocab_parallel: B a step) read 4.
+// A 3-id file is less than one sequence: a warning.
+TEST(Lm47TokenFile, TheRunsHeaderNamesTheTokenFileAndWarnsWhenShort) {
+  std::vector<int64_t> ids(40);
+  for (int i = 0; i < 40; ++i) ids[static_cast<size_t>(i)] = i;
+  const std::string forty = (lm47_scratch() / "forty.bin").string(), three = (lm47_scratch() / "three.bin").string();
+  embedscope::engine::write_token_bin(forty, ids, embedscope::engine::TokenDtype::uint16);
+  embedscope::engine::write_token_bin(three, {5, 6, 7}, embedscope::engine::TokenDtype::uint16);
+  auto r = lm47_cli("run " + lm47_token_workload("forty", {{"file", "forty.bin"}, {"dtype", "uint16"}}) + " -o " +
+                    (lm47_scratch() / "forty.db").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("token ids    " + forty +
+                       " (uint16, 40 ids: 4 sequences of 8 + 1 before it wraps around; the run reads 4)\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+  r = lm47_cli("run " + lm47_token_workload("three", {{"file", "three.bin"}, {"dtype", "uint16"}}) + " -o " +
+               (lm47_scratch() / "three.db").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("token ids    " + three +
+                       " (uint16, 3 ids: 0 sequences of 8 + 1 before it wraps around; the run reads 4, so it wraps)\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("warning: " + three + " holds 3 ids, fewer than one sequence's 8 + 1"), std::string::npos)
+      << r.err;
+}
