@@ -163,6 +163,12 @@ LmWorkloadSpec parse_lm_workload(const json& j, const std::string& origin, const
       s.token_file_dtype = r.choice<TokenDtype>(*b, "/token_ids/dtype",
                                                 {{TokenDtype::uint16, "uint16"}, {TokenDtype::uint32, "uint32"}});
     }
+    // a raw file does not say its dtype: read as uint16, a uint32 file (what `tokenize` writes for a
+    // vocabulary > 65,536) gives id, 0, id, 0, ..., every id valid (tester47 F1); a .npy says its
+    // own (read_token_file reads a path ending in .npy as one)
+    if (!s.token_file.empty() && !a->contains("dtype") && std::filesystem::path(s.token_file).extension() != ".npy")
+      r.fail("/token_ids/dtype", "required with a raw .bin file (uint16 or uint32; `embedscope tokenize` prints the "
+                                 "one it wrote); a .npy file says its own");
   }
   if (auto* a = LmReader::optional(j, "sharding")) {
     r.object(*a, "/sharding", {"type", "sequence_parallel", "make_vocab_size_divisible_by"});

@@ -2,7 +2,10 @@
 
 #include "lm.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <map>
 
@@ -23,6 +26,7 @@
 #include "embedscope/sessions/model/unit_ladder.h"  // format_rate
 #include "interrupt.h"
 #include "output/output.h"
+#include "run_common.h"
 
 namespace embedscope::cli {
 
@@ -43,6 +47,32 @@ std::string shape_text(const es::LmWorkloadSpec& s) {
 
 std::string mode_text(const es::LmWorkloadSpec& s) {
   return std::string(es::to_string(s.sharding)) + (s.sequence_parallel ? " + sequence_parallel" : "");
+}
+
+/// "token ids    ..." : where the run's ids come from (tester47 F1: a token file was never named):
+/// the file, its dtype (".npy": the file's own), its ids N and how many sequences of S + 1 ids it
+/// holds before the run wraps around it (sequence n starts at id n S: floor((N - 1) / S)), against
+/// the sequences the run reads (steps x sequences a step); or the Zipf draw. A second line warns
+/// when the file holds fewer ids than one sequence (every sequence then wraps).
+std::string token_source_text(const es::LmWorkloadSpec& s) {
+  if (!s.token_file_ids)
+    return fmt::format("token ids    Zipf, alpha {:g}, over the {} ids (synthetic, seed {})\n", s.token_zipf_alpha,
+                       s.vocab_size, s.seed);
+  const auto n = static_cast<int64_t>(s.token_file_ids->size());
+  const int64_t seq = s.sequence_length;
+  const int64_t before_wrap = n > seq ? (n - 1) / seq : 0;
+  const int64_t reads = s.steps * s.global_sequences_per_step();
+  const bool npy = std::filesystem::path(s.token_file).extension() == ".npy";
+  std::string out = fmt::format("token ids    {} ({}, {} id{}: {} sequence{} of {} + 1 before it wraps around; the run "
+                                "reads {}{})\n",
+                                s.token_file, npy ? ".npy" : es::to_string(s.token_file_dtype), n, n == 1 ? "" : "s",
+                                before_wrap, before_wrap == 1 ? "" : "s", seq, reads,
+                                reads > before_wrap ? ", so it wraps" : "");
+  if (n < seq + 1)
+    out += fmt::format("warning: {} holds {} id{}, fewer than one sequence's {} + 1: every sequence wraps around the "
+                       "file\n",
+                       s.token_file, n, n == 1 ? "" : "s", seq);
+  return out;
 }
 
 /// "vocabulary  ..." : V, V' and what Megatron's padding would give.
@@ -180,6 +210,7 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
   std::cout << fmt::format("workload     {}: lm_embedding {}\n", spec.name, shape_text(spec));
   std::cout << fmt::format("sharding     {} on {} rank{}\n", mode_text(spec), spec.world_size, spec.world_size == 1 ? "" : "s");
   std::cout << padding_text(spec);
+  std::cout << token_source_text(spec);
   std::cout << fmt::format("\nmemory estimate per rank (planner/lm_memory_estimate.h; optimizer {})\n",
                            spec.optimizer == es::LmOptimizer::adam ? "adam: two fp32 moments per parameter"
                                                                    : "sgd: no state")
@@ -221,8 +252,20 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
     opt.cancel = &cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
     opt.flight_dump = &flight_dump_on_signals();
   }
+  // "step N/M  R tokens/s  ETA  loss", as a DLRM run's lines (run_common.h; tester47 F3)
+  StepLinesSpec lines;
+  lines.steps = spec.steps;
+  lines.unit = "tokens";
+  lines.per_sample = static_cast<double>(spec.sequence_length);
+  if (!simulated) {  // a second Ctrl-C or SIGTERM stops at once as a DLRM run's (run_common.h; tester47 F2)
+    StopAtOnce& stop = StopAtOnce::install(as_json);
+    stop.set_session(output);
+    lines.steps_done = &stop.steps_done;
+  }
+  opt.on_step = step_progress_lines(lines);
   fmt::print(stderr, "embedscope run: {} (lm_embedding {}) on {} {} ranks, {}, {} steps\n", spec.name, shape_text(spec),
              spec.world_size, simulated ? "simulated" : "cpu", mode_text(spec), spec.steps);
+  fmt::print(stderr, "{}", token_source_text(spec));
   // a step of minutes is said before it starts (tester45 F10: llama3_8b_embedding ran 2.5 min
   // without a step or a word); the rate is measured only for a step of > 100 GFLOP (~0.1 s)
   if (const int64_t flops = simulated ? 0 : es::lm_step_flops(spec); flops > 100'000'000'000)
@@ -244,21 +287,22 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
                nodes, nodes == 1 ? "" : "s", gpn, gpn == 1 ? "" : "s", a.simulate, gemm_rate_text(spec, hw));
   }
   es::LmRunResult r;
+  const bool tty = isatty(STDERR_FILENO) != 0;
   try {
     r = simulated ? es::simulate_lm(spec, sim) : es::run_lm(spec, opt);
+    if (tty && !simulated) fmt::print(stderr, "\n");  // after the progress line rewritten in place
   } catch (const es::SpecError&) {
     throw;
   } catch (const sessions::SessionError&) {
     throw;
   } catch (const std::exception& e) {
+    if (tty && !simulated) fmt::print(stderr, "\n");
     std::string ended = "crashed";  // the session says how the run ended (oom, hang, crashed)
     try {
       ended = sessions::SessionReader(output).status();
     } catch (const std::exception&) {
     }
-    fmt::print(stderr, "error: run failed ({}): {}\nsession: {}\n", ended, e.what(), output);
-    if (as_json) std::cout << dump(json{{"ended", ended}, {"error", e.what()}, {"session", output}}) << "\n";
-    return 1;
+    return report_failed_run(ended, e.what(), output, as_json, false);  // as a DLRM run's (run.cpp)
   }
   const auto d = sessions::summarize(r.step_ns);
   const int p = spec.world_size;

@@ -33,6 +33,7 @@
 #include "output/output.h"
 #include "output/rebalance_text.h"
 #include "output_guard.h"
+#include "run_common.h"
 #include "run_process.h"
 #include "workload_args.h"
 
@@ -153,53 +154,20 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   opt.cancel = &cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
   opt.flight_dump = &flight_dump_on_signals();
   // a second Ctrl-C stops at once: say so naming the session, and record it as the user's stop
-  // rather than leave it to read "crashed" (tester41 #21)
-  // (static: the stop thread may outlive this function) every measured step has ended: a stop
-  // then interrupts what follows them (the held-out evaluation, the session's closing), not a step
-  // (tester46 F14: "the step in progress did not complete" after every step had completed)
-  static std::atomic<bool> steps_done{false};
-  stop_at_once_with([output, as_json] {
-    const std::string what = steps_done.load() ? "every measured step had completed; what followed them (the held-out "
-                                                 "evaluation, the session's closing) did not"
-                                               : "the step in progress did not complete";
-    const bool marked = embedscope::sessions::mark_session_ended(
-        output, "cancelled", "stopped at once by a second Ctrl-C (or SIGTERM): " + what);
-    fmt::print(stderr, "\nstopped at once; session: {} ({})\n", output,
-               marked ? "recorded as cancelled by the user" : "the stop could not be recorded: it reads crashed");
-    // --json prints one object however the run ends (tester46 F20: nothing on stdout here)
-    if (as_json)
-      std::cout << dump(json{{"ended", "cancelled"}, {"stopped_at_once", true},
-                             {"error", "stopped at once by a second Ctrl-C (or SIGTERM): " + what},
-                             {"session", output}, {"recorded", marked}})
-                << "\n" << std::flush;
-  });
-  const int64_t every = std::max<int64_t>(1, spec.steps / 10);
-  auto last_print = std::chrono::steady_clock::now();
-  opt.on_step = [&, simulated](const es::StepProgress& p) {
-    if (p.step > 0 && p.step >= p.total_steps) steps_done = true;
-    if (p.step == 0) {
-      fmt::print(stderr, "{}warmup {}/{}{}", tty ? "\r" : "", p.warmup_done, spec.warmup_steps, tty ? "" : "\n");
-      return;
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (!tty && p.step % every != 0 && p.step != p.total_steps && now - last_print < std::chrono::seconds(2)) return;
-    last_print = now;
-    if (simulated) {
-      fmt::print(stderr, "{}step {}/{}  {} samples/s (simulated){}", tty ? "\r\033[K" : "", p.step, p.total_steps,
-                 embedscope::sessions::format_rate(p.samples_per_s), tty ? "" : "\n");
-      return;
-    }
-    fmt::print(stderr, "{}step {}/{}  {} samples/s  ETA {:.1f} s  loss {:.4f}{}", tty ? "\r\033[K" : "", p.step,
-               p.total_steps, embedscope::sessions::format_rate(p.samples_per_s), p.eta_s, p.loss, tty ? "" : "\n");
-  };
+  // rather than leave it to read "crashed" (tester41 #21; run_common.h, as an lm_embedding run's)
+  StopAtOnce& stop = StopAtOnce::install(as_json);
+  stop.set_session(output);
+  // "step N/M  R samples/s  ETA  loss" (the same lines as an lm_embedding run's: run_common.h)
+  StepLinesSpec lines;
+  lines.steps = spec.steps;
+  lines.warmup_steps = spec.warmup_steps;
+  lines.simulated = simulated;
+  lines.steps_done = &stop.steps_done;
+  opt.on_step = step_progress_lines(lines);
   const es::RunResult r = with_origin(a.origin, [&] { return es::run_training(spec, plan, opt); });
   if (tty) fmt::print(stderr, "\n");
   if (r.ended != es::RunEnd::complete && r.ended != es::RunEnd::cancelled) {
-    fmt::print(stderr, "error: run ended {}: {}\nsession: {}\n", es::to_string(r.ended), r.error, r.session_path);
-    if (as_json)
-      std::cout << dump(json{{"ended", es::to_string(r.ended)}, {"error", r.error}, {"session", r.session_path}})
-                << "\n";
-    return r.bad_input ? 2 : 1;
+    return report_failed_run(es::to_string(r.ended), r.error, r.session_path, as_json, r.bad_input);
   }
   if (r.ended == es::RunEnd::cancelled && r.session_path.empty() && !r.error.empty()) {  // in the rendezvous
     fmt::print(stderr, "embedscope run: {}; no session was written\n", r.error);

@@ -25,6 +25,7 @@
 #include "embedscope/sessions/store/session.h"
 #include "interrupt.h"
 #include "output/output.h"
+#include "run_common.h"
 
 namespace embedscope::cli {
 
@@ -145,6 +146,9 @@ int cmd_scenario(const ScenarioState& s) {
   const bool tty = isatty(STDERR_FILENO) != 0;
   const std::atomic<bool>& cancel =
       cancel_on_sigint_or_sigterm("\ncancelling after the current step (Ctrl-C again stops at once)\n");
+  // a second one stops at once, the run in progress recorded as cancelled by the user (run_common.h;
+  // tester47 F2: the process died by the signal, the session read crashed)
+  StopAtOnce& stop = StopAtOnce::install(s.json);
   fmt::print(stderr, "embedscope scenario: {} ({}), {} runs into {}\n", sc.id, sc.origin, sc.runs.size(), s.output);
   std::vector<ScenarioRow> rows(sc.runs.size());
   int exit_code = 0;
@@ -162,14 +166,25 @@ int cmd_scenario(const ScenarioState& s) {
     opt.session_path = paths[i];
     opt.overwrite = s.overwrite;
     opt.cancel = &cancel;
-    opt.on_step = [&](const engine::StepProgress& p) {
-      if (p.step == 0)
-        fmt::print(stderr, "{}  warmup {}/{}{}", tty ? "\r\033[K" : "", p.warmup_done, run.warmup_steps(), tty ? "" : "\n");
-      else
-        fmt::print(stderr, "{}  step {}/{}  {:.1f} {}/s  loss {:.4f}{}", tty ? "\r\033[K" : "", p.step, p.total_steps,
-                   p.samples_per_s, run.lm ? "sequences" : "samples", p.loss, tty ? "" : "\n");
-    };
+    // the lines of `run` (run_common.h), each step's, under the run's line
+    StepLinesSpec lines;
+    lines.steps = run.steps();
+    lines.warmup_steps = run.warmup_steps();
+    lines.simulated = !run.lm && run.spec.devices.backend == es::Backend::simulated;
+    lines.unit = run.lm ? "tokens" : "samples";
+    lines.per_sample = run.lm ? static_cast<double>(run.lm->sequence_length) : 1.0;
+    lines.indent = "  ";
+    lines.every_step = true;
+    stop.steps_done = false;
+    lines.steps_done = &stop.steps_done;
+    stop.set_json_extra({{"scenario", sc.id}, {"run", i}, {"runs", sc.runs.size()}},
+                        i + 1 < sc.runs.size() ? fmt::format("scenario {}: run {} of {} stopped; the later runs were not run",
+                                                             sc.id, i + 1, sc.runs.size())
+                                               : "");
+    stop.set_session(paths[i]);
+    opt.on_step = step_progress_lines(lines);
     const es::ScenarioRunOutcome out = es::run_scenario_run(run, opt);
+    stop.set_session("");  // ended: a stop now leaves its session as it ended
     if (tty) fmt::print(stderr, "\n");
     row.error = out.error;
     row.bad_input = out.bad_input;

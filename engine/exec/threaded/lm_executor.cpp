@@ -195,6 +195,9 @@ void LmExecutor::run_rank(int r, LmRunResult& result) {
         comm.run([&] { model.run(op); });
       }
       LmRank::StepResult sr = model.end_step();
+      // a diverged loss ends the run crashed as a DLRM run's does, before the step is recorded
+      // (steps.loss is NOT NULL: tester47 F7); the rank's spans of the step are kept below
+      throw_if_diverged(sr.loss, st);
       const int64_t t1 = tracer_.now_ns();
       if (opt_.keep_outputs) out.embedding_out.push_back(std::move(sr.embedding_out));
       keep_spans();

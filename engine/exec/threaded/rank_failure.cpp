@@ -2,6 +2,8 @@
 #include "rank_failure.h"
 
 #include <algorithm>
+#include <cmath>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -46,6 +48,10 @@ RankError first_failure(std::vector<RankError> errors) {
     return a.time_ns < b.time_ns;
   });
   return errors.front();
+}
+
+void throw_if_diverged(double loss, int64_t step) {
+  if (!std::isfinite(loss)) throw std::runtime_error(fmt::format("training diverged: the loss is {} at step {}", loss, step));
 }
 
 }  // namespace embedscope::engine::threaded

@@ -31,6 +31,13 @@ struct RankError {
 RankError rank_error_of(int rank, int64_t time_ns, const std::exception_ptr& e,
                         const std::function<std::string(const CollectiveError&)>& explain_peer = {});
 
+/// Throws std::runtime_error "training diverged: the loss is <loss> at step <step>" (fmt's
+/// spelling: nan, -nan, inf) when `loss` is not finite; returns otherwise. Both threaded
+/// executors call it once a step's (all-reduced, so every rank's same) loss is known and before
+/// the step is recorded, so the run ends "crashed" with that message and every earlier step kept
+/// (the session's steps.loss is NOT NULL: tester47 F7). `step` the session's step number.
+void throw_if_diverged(double loss, int64_t step);
+
 /// The failure that ended the run: the first (earliest) that is not a consequence of another's,
 /// else the earliest. `errors` not empty.
 RankError first_failure(std::vector<RankError> errors);

@@ -203,8 +203,7 @@ void Rank::dense_optimizer(Inflight& b) {
   }
   release_train_buffers(b);  // the batch's gradients go back to the allocator
   // The loss is all-reduced, so every rank sees the same value and stops at the same step.
-  if (!std::isfinite(mean_loss))
-    throw std::runtime_error(fmt::format("training diverged: the loss is {} at step {}", mean_loss, step_));
+  throw_if_diverged(static_cast<double>(mean_loss), step_);
   if (measured_) losses.push_back(static_cast<double>(mean_loss));
   last_loss_ = static_cast<double>(mean_loss);
   stop_ = stop;

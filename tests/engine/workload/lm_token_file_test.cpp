@@ -86,7 +86,7 @@ TEST(LmTokenFile, BadKeysAreNamed) {
   EXPECT_THROW(es::parse_lm_workload(j, "t"), es::SpecError);
   j["token_ids"] = {{"dtype", "uint16"}};
   EXPECT_THROW(es::parse_lm_workload(j, "t"), es::SpecError);
-  j["token_ids"] = {{"file", (lm_token_dir() / "absent.bin").string()}};
+  j["token_ids"] = {{"file", (lm_token_dir() / "absent.bin").string()}, {"dtype", "uint16"}};
   try {
     es::parse_lm_workload(j, "t");
     FAIL();
