@@ -18,6 +18,7 @@
 #include "calibration_detail.h"
 #include "embedscope/engine/cost/cost_model.h"
 #include "embedscope/engine/cost/shared_cores.h"
+#include "embedscope/engine/planner/host_memory.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/store/session.h"
 
@@ -154,7 +155,7 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   }
   std::string cores_source = "the sessions' cpu_cores metadata (the cores of each run's CPU affinity set)";
   if (cores <= 0) {
-    cores = usable_cores_here();
+    cores = host_cores();  // planner/host_memory.h: this process's affinity set
     cores_source = "this process's CPU affinity set: the sessions record no cpu_cores (written since 2026-12)";
   } else if (!all_recorded) {
     cores_source += "; sessions without it counted with that many";

@@ -196,9 +196,6 @@ int64_t comm_step_ns(const sessions::SessionReader& reader);
 int64_t simulate_session(const Loaded& l, const std::string& path, const std::string& profile_path,
                          const std::string& session_out);
 
-/// This process's usable cores (its affinity set), >= 1.
-int usable_cores_here();
-
 /// gethostname, or "this machine".
 std::string host_name();
 

@@ -1,13 +1,11 @@
 // calibrate's reading of measured sessions (cost/calibration.h, calibration_detail.h): the workload
 // and plan, the samples its fits take (compute ops, collectives' call times, hand-off gaps), the
 // measured step and collective times, and the simulation of a session with a profile.
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <map>
-#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -302,14 +300,6 @@ SessionData read_session(const std::string& path, int session, CalibrationSample
                         mean_ns(std::get<2>(c)), std::move(members)});
   }
   return sd;
-}
-
-// This process's usable cores (its affinity set), >= 1.
-int usable_cores_here() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 std::string host_name() {

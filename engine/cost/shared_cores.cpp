@@ -42,67 +42,28 @@ void ComputeSharing::start(int64_t key, int64_t start_ns, double work_ns) {
   jobs_.push_back({key, std::max(static_cast<double>(start_ns), clock_), std::max(0.0, work_ns)});
 }
 
-std::pair<double, size_t> ComputeSharing::run(std::vector<double>& rem) const {
+ComputeSharing::Reached ComputeSharing::advance(std::vector<double>& rem, double until, bool to_first_end) const {
   rem.clear();
   for (const Job& j : jobs_) rem.push_back(j.remaining);
   double t = clock_;
   for (;;) {
+    // running: started by t and, looking for a time, not done (to the first end every started
+    // op runs, one of no work ending at once)
+    const auto running = [&](size_t i) { return jobs_[i].start <= t && (to_first_end || rem[i] > 0); };
     int active = 0;
     double next_start = std::numeric_limits<double>::infinity();
-    size_t first = jobs_.size();  // the active op with the least work left
+    size_t first = jobs_.size();  // the running op with the least work left
     for (size_t i = 0; i < jobs_.size(); ++i) {
-      if (jobs_[i].start <= t) {
+      if (jobs_[i].start > t) {
+        next_start = std::min(next_start, jobs_[i].start);
+      } else if (running(i)) {
         ++active;
         if (first == jobs_.size() || rem[i] < rem[first]) first = i;
-      } else {
-        next_start = std::min(next_start, jobs_[i].start);
       }
     }
+    if (!to_first_end && t >= until) return {t, jobs_.size(), active};
     if (active == 0) {  // nothing runs until the next start
-      t = next_start;
-      continue;
-    }
-    while (static_cast<int>(factor_.size()) <= active) factor_.push_back(contention_factor(hw_, static_cast<int>(factor_.size())));
-    const double f = factor_[static_cast<size_t>(active)];
-    const double end = t + rem[first] * f;
-    const double until = std::min(end, next_start);
-    for (size_t i = 0; i < jobs_.size(); ++i)
-      if (jobs_[i].start <= t) rem[i] = std::max(0.0, rem[i] - (until - t) / f);
-    if (end <= next_start) {
-      rem[first] = 0;
-      return {end, first};
-    }
-    t = next_start;
-  }
-}
-
-std::optional<std::pair<double, int64_t>> ComputeSharing::next_completion() const {
-  if (jobs_.empty()) return std::nullopt;
-  std::vector<double> rem;
-  const auto [t, i] = run(rem);
-  return std::pair<double, int64_t>{t, jobs_[i].key};
-}
-
-int ComputeSharing::running_at(int64_t t_ns) const {
-  std::vector<double> rem;
-  for (const Job& j : jobs_) rem.push_back(j.remaining);
-  const auto until = static_cast<double>(t_ns);
-  double t = clock_;
-  for (;;) {
-    int active = 0;
-    double next_start = std::numeric_limits<double>::infinity();
-    size_t first = jobs_.size();
-    for (size_t i = 0; i < jobs_.size(); ++i) {
-      if (jobs_[i].start <= t && rem[i] > 0) {
-        ++active;
-        if (first == jobs_.size() || rem[i] < rem[first]) first = i;
-      } else if (jobs_[i].start > t) {
-        next_start = std::min(next_start, jobs_[i].start);
-      }
-    }
-    if (t >= until) return active;
-    if (active == 0) {
-      if (next_start > until) return 0;
+      if (!to_first_end && next_start > until) return {until, jobs_.size(), 0};
       t = next_start;
       continue;
     }
@@ -111,16 +72,33 @@ int ComputeSharing::running_at(int64_t t_ns) const {
     const double end = t + rem[first] * f;
     const double to = std::min({end, next_start, until});
     for (size_t i = 0; i < jobs_.size(); ++i)
-      if (jobs_[i].start <= t && rem[i] > 0) rem[i] = std::max(0.0, rem[i] - (to - t) / f);
-    if (to == end) rem[first] = 0;
+      if (running(i)) rem[i] = std::max(0.0, rem[i] - (to - t) / f);
+    if (to == end) {
+      rem[first] = 0;
+      if (to_first_end) return {end, first, active};
+    }
     t = to;
   }
+}
+
+std::optional<std::pair<double, int64_t>> ComputeSharing::next_completion() const {
+  if (jobs_.empty()) return std::nullopt;
+  std::vector<double> rem;
+  const Reached r = advance(rem, std::numeric_limits<double>::infinity(), true);
+  return std::pair<double, int64_t>{r.t, jobs_[r.ended].key};
+}
+
+int ComputeSharing::running_at(int64_t t_ns) const {
+  std::vector<double> rem;
+  return advance(rem, static_cast<double>(t_ns), false).active;
 }
 
 std::pair<int64_t, int64_t> ComputeSharing::complete_next() {
   if (jobs_.empty()) throw std::logic_error("ComputeSharing::complete_next: no op running");
   std::vector<double> rem;
-  const auto [t, i] = run(rem);
+  const Reached r = advance(rem, std::numeric_limits<double>::infinity(), true);
+  const double t = r.t;
+  const size_t i = r.ended;
   for (size_t j = 0; j < jobs_.size(); ++j) jobs_[j].remaining = rem[j];
   clock_ = t;
   const int64_t key = jobs_[i].key;

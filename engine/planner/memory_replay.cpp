@@ -497,4 +497,26 @@ ReplayedMemory replay_rank_memory(const WorkloadSpec& spec, const ShardingPlan& 
   return Replay(spec, plan, L, rank, dp_rows, shares).run();
 }
 
+PlanIndependentMemory plan_independent_memory(const WorkloadSpec& spec, int64_t batch_size) {
+  const int64_t B = batch_size < 0 ? spec.batch_size : batch_size;
+  std::vector<int64_t> dims;
+  const std::vector<int> table_of = FeatureIndex(spec).table_of_feature();
+  for (size_t f = 0; f < spec.features.size(); ++f) dims.push_back(spec.tables[static_cast<size_t>(table_of[f])].embedding_dim);
+  const DenseSizes d = dense_sizes(spec, dims);
+  // Replay::setup / train: the resident layout on the cuda backend where the dense part allows it
+  const bool resident = spec.devices.backend == Backend::cuda && dense_resident_supported(spec);
+  const int64_t act_floats = resident ? dense_resident_activation_floats_per_sample(spec, dims) : d.activation_floats_per_sample;
+  const auto block = [](int64_t bytes) { return bytes > 0 ? round_size(bytes) : int64_t{0}; };
+  PlanIndependentMemory m;
+  m.dense_params = block(2 * d.num_params * 4);
+  m.activations = block(B * act_floats * 4);
+  int64_t dim_sum = 0;
+  for (const int64_t dim : dims) {
+    m.pooled += 2 * block(B * dim * 4);
+    dim_sum += dim;
+  }
+  m.bytes_per_sample = (act_floats + 2 * dim_sum) * 4;
+  return m;
+}
+
 }  // namespace embedscope::engine::detail

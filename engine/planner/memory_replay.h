@@ -162,4 +162,31 @@ std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec, cons
 DeviceMemoryEstimate estimate_rank_memory(const WorkloadSpec& spec, const ShardingPlan& plan, int rank,
                                           const SlotShares& shares);
 
+/// What every rank holds under any sharding plan and storage option of `spec` when its dense
+/// forward takes its activations (Replay::train): the dense part's parameters and gradients (one
+/// block), the activations' block (the cuda backend's resident layout where it applies; without
+/// the per-call copies), and the batch's pooled embeddings and their gradients (B x dim fp32 of
+/// every feature, twice), each block rounded as the allocator rounds one (round_size). These are
+/// alive together in every plan's replay, so their sum is a lower bound of every plan's
+/// DeviceMemoryEstimate::total(): the part no sharding type, placement or precision changes.
+/// Example (tests/engine/planner/plan_independent_memory_test.cpp): tiny at batch 64.
+struct PlanIndependentMemory {
+  int64_t dense_params = 0;      ///< 2 x num_params fp32 (parameters + gradients), bytes
+  int64_t activations = 0;       ///< B x activation floats a sample, bytes
+  int64_t pooled = 0;            ///< 2 x sum over features of B x dim fp32, bytes
+  int64_t bytes_per_sample = 0;  ///< activations + pooled of one sample (unrounded), bytes
+  int64_t total() const { return dense_params + activations + pooled; }
+};
+/// `batch_size` samples a rank (-1: spec.batch_size).
+PlanIndependentMemory plan_independent_memory(const WorkloadSpec& spec, int64_t batch_size = -1);
+
+/// Throws SpecError ("/devices/memory_bytes: ...", one line) when plan_independent_memory(spec)
+/// exceeds devices.memory_bytes: no plan of the planner, sharding type or storage option can fit,
+/// so plan_search refuses before searching and check_memory_fits before listing ranks (tester46
+/// F10: a 6-112 s search, then one line per rank). The message gives the terms, the batch size
+/// and what to lower: the batch size (with the most samples a rank this part allows, found by
+/// bisection over plan_independent_memory), the dense part when its parameters and gradients
+/// alone exceed the device, or the device's memory when not one sample a rank fits.
+void check_plan_independent_memory(const WorkloadSpec& spec);
+
 }  // namespace embedscope::engine::detail

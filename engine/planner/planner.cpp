@@ -15,6 +15,8 @@
 #include "embedscope/engine/model/low_rank.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/quant/row_codec.h"
+#include "planner/memory_replay.h"
+#include "planner/rank_lines.h"
 #include "sharding/layout.h"
 
 namespace embedscope::engine {
@@ -280,6 +282,39 @@ int64_t min_reservation(AllocatorKind kind, const DeviceMemoryEstimate& e) {
                                              : 0;
 }
 
+namespace detail {
+void check_plan_independent_memory(const WorkloadSpec& spec) {
+  const PlanIndependentMemory m = plan_independent_memory(spec);
+  const int64_t cap = spec.devices.memory_bytes;
+  if (m.total() <= cap) return;
+  // the most samples a rank for which this part fits (it grows with the batch): none when the
+  // parameters and gradients alone fill the device, or when one sample's blocks do not fit
+  const auto fits = [&](int64_t b) { return plan_independent_memory(spec, b).total() <= cap; };
+  int64_t lo = 0, hi = spec.batch_size;  // fits(lo) or lo == 0; !fits(hi)
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  const std::string lower =
+      m.dense_params > cap
+          ? fmt::format("the dense parameters and their gradients alone need {}: a smaller dense part (dense.bottom_mlp, "
+                        "dense.top_mlp) or devices with more memory",
+                        format_bytes(m.dense_params))
+      : lo == 0 ? fmt::format("not one sample a rank fits ({} for one): give the devices more memory",
+                              format_bytes(plan_independent_memory(spec, 1).total()))
+                : fmt::format("lower the batch size (--batch-size, /batch_size; now {} samples a rank): this part allows "
+                              "at most {} samples a rank, and the shards and their buffers need more",
+                              spec.batch_size, lo);
+  throw SpecError(fmt::format("/devices/memory_bytes: what every rank holds under any sharding plan or storage option "
+                              "does not fit a device: the dense part {} (parameters and gradients {}, activations {}) and "
+                              "the pooled embeddings with their gradients {} need {} > {}; no sharding type or storage "
+                              "option can fit it: {}",
+                              format_bytes(m.dense_params + m.activations), format_bytes(m.dense_params),
+                              format_bytes(m.activations), format_bytes(m.pooled), format_bytes(m.total()),
+                              format_bytes(cap), lower));
+}
+}  // namespace detail
+
 void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryEstimate>& est) {
   if (spec.memory.allocator != AllocatorKind::direct && spec.memory.allocator != AllocatorKind::cuda_async &&
       spec.devices.memory_bytes < kSmallBuffer)
@@ -287,50 +322,40 @@ void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryE
                                 "devices more memory or use \"memory\": {{\"allocator\": \"direct\"}}",
                                 format_bytes(spec.devices.memory_bytes), format_bytes(kSmallBuffer),
                                 to_string(spec.memory.allocator)));
-  std::string host_msg;  // tables in host memory: each rank's host side first
+  detail::check_plan_independent_memory(spec);  // what no plan changes: one line, not one a rank
+  detail::RankLines host_lines;  // tables in host memory: each rank's host side first
   for (const auto& e : est)
     if (e.host > spec.devices.host_memory_bytes)
-      host_msg += fmt::format("\n  rank {}: its tables in host memory (placement host / host_cached) need {} > {}", e.rank,
-                              format_bytes(e.host), format_bytes(spec.devices.host_memory_bytes));
-  if (!host_msg.empty())
+      host_lines.add(e.rank,
+                     fmt::format("its tables in host memory (placement host / host_cached) need {} > {}",
+                                 format_bytes(e.host), format_bytes(spec.devices.host_memory_bytes)),
+                     e.host);
+  if (!host_lines.empty())
     throw SpecError("/devices/host_memory_bytes: the tables placed in host memory do not fit under this sharding plan:" +
-                    host_msg);
+                    host_lines.str());
   // one line per run of consecutive ranks that need the same (tester46 F10: 1,024 identical lines
-  // on a large cluster): "ranks 0-1023: needs ... > ... each"
-  std::string msg;
-  int32_t first = -1, last = -1;
-  std::string run_need;
-  const auto flush = [&] {
-    if (first < 0) return;
-    msg += first == last ? fmt::format("\n  rank {}: needs {}", first, run_need)
-                         : fmt::format("\n  ranks {}-{}: needs {} each", first, last, run_need);
-    first = -1;
-  };
+  // on a large cluster): "ranks 0-1023: needs ... > ... each", at most a few lines (RankLines)
+  detail::RankLines lines;
   for (const auto& e : est) {
     if (e.total() <= spec.devices.memory_bytes) continue;
-    std::string need = fmt::format("{} (weights {}, optimizer state {}, {}dense {}, buffers {}{}) > {}",
-                       format_bytes(e.total()), format_bytes(e.weights),
-                       format_bytes(e.optimizer_state),
-                       e.cache > 0 ? fmt::format("device cache {}, ", format_bytes(e.cache)) : std::string(),
-                       format_bytes(e.dense), format_bytes(e.buffers),
-                       e.pipeline_buffers > 0
-                           ? fmt::format(", of which {} for the batch the {} pipeline keeps ahead",
-                                         format_bytes(e.pipeline_buffers), to_string(spec.pipeline))
-                           : std::string(),
-                       format_bytes(spec.devices.memory_bytes));
-    if (first >= 0 && (e.rank != last + 1 || need != run_need)) flush();
-    if (first < 0) {
-      first = e.rank;
-      run_need = std::move(need);
-    }
-    last = e.rank;
+    lines.add(e.rank,
+              fmt::format("needs {} (weights {}, optimizer state {}, {}dense {}, buffers {}{}) > {}",
+                          format_bytes(e.total()), format_bytes(e.weights), format_bytes(e.optimizer_state),
+                          e.cache > 0 ? fmt::format("device cache {}, ", format_bytes(e.cache)) : std::string(),
+                          format_bytes(e.dense), format_bytes(e.buffers),
+                          e.pipeline_buffers > 0
+                              ? fmt::format(", of which {} for the batch the {} pipeline keeps ahead",
+                                            format_bytes(e.pipeline_buffers), to_string(spec.pipeline))
+                              : std::string(),
+                          format_bytes(spec.devices.memory_bytes)),
+              e.total());
   }
-  flush();
   // The bytes fit, but no layout of the allocator's segments can hold the step: PyTorch's rules
   // reserve a 20 MiB segment for a request of 1-10 MiB (caching; larger ones round up to 2 MiB,
   // expandable pages too) and a 2 MiB segment for the small pool, so on such a device every run
   // fails at the same allocation. Fragmentation - free bytes in the wrong places, which depends
   // on the order of the step's buffers - is left to the run, which shows it (its snapshot).
+  detail::RankLines segments;  // the least the allocator must reserve, a rank
   if (spec.memory.allocator == AllocatorKind::caching || spec.memory.allocator == AllocatorKind::expandable)
     for (const auto& e : est) {
       const int64_t need = min_reservation(spec.memory.allocator, e);
@@ -341,17 +366,18 @@ void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryE
       // exact bytes where the rounded figures read the same (never "20.0 MiB > 20.0 MiB")
       const bool same = format_bytes(need) == format_bytes(spec.devices.memory_bytes);
       const auto shown = [&](int64_t b) { return same ? fmt::format("{} B", b) : format_bytes(b); };
-      msg += fmt::format("\n  rank {}: the {} allocator must reserve at least {} at once for the step's buffers "
+      segments.add(e.rank, fmt::format("the {} allocator must reserve at least {} at once for the step's buffers "
                          "(PyTorch's segments: requests of 1-10 MiB are served from 20 MiB segments, larger ones "
                          "round up to 2 MiB, requests of 1 MiB or less from 2 MiB segments; largest buffer {}) > {}; "
                          "give the devices at least {}, or use the {}direct allocator (it reserves only what is asked for)",
-                         e.rank, to_string(spec.memory.allocator), shown(need), format_bytes(e.largest_block),
+                         to_string(spec.memory.allocator), shown(need), format_bytes(e.largest_block),
                          shown(spec.devices.memory_bytes), format_bytes(need),
-                         other_fits ? fmt::format("{} allocator or the ", to_string(other)) : std::string());
+                         other_fits ? fmt::format("{} allocator or the ", to_string(other)) : std::string()),
+                need);
     }
-  if (!msg.empty())
+  if (!lines.empty() || !segments.empty())
     throw SpecError("/devices/memory_bytes: the workload does not fit on the devices under this "
-                    "sharding plan:" + msg);
+                    "sharding plan:" + lines.str() + segments.str());
 }
 
 nlohmann::json to_json(const WorkloadSpec& spec, const ShardingPlan& plan) {

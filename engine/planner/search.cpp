@@ -20,6 +20,7 @@
 #include "embedscope/engine/quant/row_codec.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/workload/spec_error.h"
+#include "planner/memory_replay.h"
 #include "planner/prerank.h"
 #include "program/input_op_bytes.h"
 #include "program/program_sink.h"
@@ -215,10 +216,7 @@ class Search {
     // the best few by the shard-level estimate, scored by their StepPrograms
     std::vector<size_t> order(cands.size());
     std::iota(order.begin(), order.end(), size_t{0});
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      if (cands[a].within_capacity != cands[b].within_capacity) return cands[a].within_capacity;
-      return cands[a].score < cands[b].score;
-    });
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return better(cands[a], cands[b]); });
     // the scored plans that fit, in the order scored; the best and the runner-up by (critical
     // path, max HBM), ties to the one scored first
     struct Scored { size_t cand; PlanStats stats; int64_t max_hbm = 0; };
@@ -787,6 +785,7 @@ class Search {
 }  // namespace
 
 PlanSearchResult plan_search(const WorkloadSpec& spec, const HardwareProfile& hw, const PlanSearchOptions& options) {
+  detail::check_plan_independent_memory(spec);  // nothing to search for (tester46 F10)
   return Search(spec, hw, options).run();
 }
 

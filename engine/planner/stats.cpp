@@ -231,58 +231,68 @@ std::pair<std::string, std::string> sum_and_host(int64_t sum, int64_t host) {
 }
 }  // namespace
 
+namespace {
+// How many emulated nodes `ranks` ranks of `local_world_size` make, and the words for them:
+// "node 0 (ranks 0-7)", or "nodes 0-7 (ranks 0-7)" for several (one host all the same)
+struct HostRanks {
+  size_t nodes = 1;
+  std::string text;
+};
+HostRanks host_ranks(size_t ranks, int local_world_size, int first_rank, int last_rank) {
+  const size_t per_node = local_world_size > 0 ? static_cast<size_t>(local_world_size) : ranks;
+  HostRanks h;
+  h.nodes = (ranks + per_node - 1) / per_node;
+  h.text = h.nodes == 1 ? fmt::format("node 0 (ranks {}-{})", first_rank, last_rank)
+                        : fmt::format("nodes 0-{} (ranks {}-{})", h.nodes - 1, first_rank, last_rank);
+  return h;
+}
+}  // namespace
+
+// The emulated nodes of a cpu profile are this one machine (tester46 F1: `--nodes 8
+// --gpus-per-node 1` made 8 "nodes" of one rank, each within the host's 23.5 GiB, where the 8
+// ranks need 125.6 GiB of it together; `--devices 8` was refused): every rank of the world is
+// counted against the host's memory together, whatever local_world_size.
 void check_node_memory_fits(const std::vector<DeviceMemoryEstimate>& est, int local_world_size, const HardwareProfile& hw) {
   if (hw.cpu.cores <= 0 || est.empty()) return;
-  const size_t per_node = local_world_size > 0 ? static_cast<size_t>(local_world_size) : est.size();
   // a rank's share of the host: its device total and its tables in host memory (the same RAM)
   const auto need = [](const DeviceMemoryEstimate& e) { return e.total() + e.host; };
-  std::string msg;
-  int over = 0;
-  for (size_t first = 0; first < est.size(); first += per_node) {
-    const size_t last = std::min(est.size(), first + per_node);  // one past
-    int64_t total = 0, host = 0;
-    size_t fullest = first;
-    for (size_t r = first; r < last; ++r) {
-      total += need(est[r]);
-      host += est[r].host;
-      if (need(est[r]) > need(est[fullest])) fullest = r;
-    }
-    if (total <= hw.gpu.memory_bytes) continue;
-    if (++over > 4) continue;
-    const DeviceMemoryEstimate& e = est[fullest];
-    const auto [sum_text, host_text] = sum_and_host(total, hw.gpu.memory_bytes);
-    msg += fmt::format("\n  node {} (ranks {}-{}) needs {} together{} > {}; its fullest rank {}: {} (weights {}, optimizer "
-                       "state {}, {}dense {}, buffers {}{})",
-                       first / per_node, est[first].rank, est[last - 1].rank, sum_text,
-                       host > 0 ? fmt::format(" (of which {} for tables in host memory)", format_bytes(host)) : std::string(),
-                       host_text, e.rank, format_bytes(need(e)), format_bytes(e.weights),
-                       format_bytes(e.optimizer_state),
-                       e.cache > 0 ? fmt::format("device cache {}, ", format_bytes(e.cache)) : std::string(),
-                       format_bytes(e.dense), format_bytes(e.buffers),
-                       e.host > 0 ? fmt::format(", tables in host memory {}", format_bytes(e.host)) : std::string());
+  int64_t total = 0, host = 0;
+  size_t fullest = 0;
+  for (size_t r = 0; r < est.size(); ++r) {
+    total += need(est[r]);
+    host += est[r].host;
+    if (need(est[r]) > need(est[fullest])) fullest = r;
   }
-  if (over > 4) msg += fmt::format("\n  and {} more nodes", over - 4);
-  if (!msg.empty())
-    throw SpecError(fmt::format("/devices/memory_bytes: the ranks of a node share its memory (cpu profile {}: its ranks "
-                                "are threads of one host, and {} is that host's memory), and the workload does not "
-                                "fit under this sharding plan:",
-                                hw.name, format_bytes(hw.gpu.memory_bytes)) + msg);
+  if (total <= hw.gpu.memory_bytes) return;
+  const HostRanks h = host_ranks(est.size(), local_world_size, est.front().rank, est.back().rank);
+  const DeviceMemoryEstimate& e = est[fullest];
+  const auto [sum_text, host_text] = sum_and_host(total, hw.gpu.memory_bytes);
+  throw SpecError(fmt::format(
+      "/devices/memory_bytes: the ranks of a node share its memory (cpu profile {}: its ranks are threads of one host, "
+      "and {} is that host's memory{}), and the workload does not fit under this sharding plan:\n  {} {} {} "
+      "together{} > {}; {} fullest rank {}: {} (weights {}, optimizer state {}, {}dense {}, buffers {}{})",
+      hw.name, format_bytes(hw.gpu.memory_bytes),
+      h.nodes > 1 ? fmt::format("; its {} emulated nodes are that same host", h.nodes) : std::string(), h.text,
+      h.nodes > 1 ? "need" : "needs", sum_text,
+      host > 0 ? fmt::format(" (of which {} for tables in host memory)", format_bytes(host)) : std::string(), host_text,
+      h.nodes > 1 ? "their" : "its", e.rank, format_bytes(need(e)), format_bytes(e.weights),
+      format_bytes(e.optimizer_state), e.cache > 0 ? fmt::format("device cache {}, ", format_bytes(e.cache)) : std::string(),
+      format_bytes(e.dense), format_bytes(e.buffers),
+      e.host > 0 ? fmt::format(", tables in host memory {}", format_bytes(e.host)) : std::string()));
 }
 
 NodeExcess node_excess(const PlanStats& st, int local_world_size, const HardwareProfile& hw) {
   NodeExcess out;
   if (hw.cpu.cores <= 0 || st.ranks.empty()) return out;
-  const size_t per_node = local_world_size > 0 ? static_cast<size_t>(local_world_size) : st.ranks.size();
-  for (size_t first = 0; first < st.ranks.size(); first += per_node) {
-    const size_t last = std::min(st.ranks.size(), first + per_node);  // one past
-    int64_t sum = 0;
-    for (size_t r = first; r < last; ++r) sum += st.ranks[r].hbm_bytes + st.ranks[r].ddr_bytes;
-    if (sum - hw.gpu.memory_bytes <= out.bytes) continue;
-    out.bytes = sum - hw.gpu.memory_bytes;
-    const auto [sum_text, host_text] = sum_and_host(sum, hw.gpu.memory_bytes);
-    out.where = fmt::format("on node {} (ranks {}-{} need {} together > {}, the host's memory)", first / per_node,
-                            st.ranks[first].rank, st.ranks[last - 1].rank, sum_text, host_text);
-  }
+  int64_t sum = 0;  // the world's ranks together: the emulated nodes are one host (check_node_memory_fits)
+  for (const RankStats& r : st.ranks) sum += r.hbm_bytes + r.ddr_bytes;
+  if (sum <= hw.gpu.memory_bytes) return out;
+  out.bytes = sum - hw.gpu.memory_bytes;
+  const auto [sum_text, host_text] = sum_and_host(sum, hw.gpu.memory_bytes);
+  const HostRanks h = host_ranks(st.ranks.size(), local_world_size, st.ranks.front().rank, st.ranks.back().rank);
+  // "on node 0 (ranks 0-3 need ...", "on nodes 0-1 (ranks 0-3 need ..."
+  out.where = fmt::format("on {} need {} together > {}, the host's memory)", h.text.substr(0, h.text.size() - 1),
+                          sum_text, host_text);
   return out;
 }
 

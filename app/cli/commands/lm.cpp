@@ -113,6 +113,13 @@ std::string memory_table(const std::vector<es::LmMemoryEstimate>& est) {
 /// body's layers stay fp32 (the engine keeps them in fp32).
 std::string gemm_rate_text(const es::LmWorkloadSpec& s, const es::HardwareProfile& hw) {
   const es::GpuProfile& g = hw.gpu;
+  if (hw.cpu.cores > 0)  // a calibration's profile: this machine's CPU, no CUDA or tensor cores (tester46 F23)
+    return fmt::format("GEMMs timed at the profile's fp32 rate on CPU cores ({:g} TFLOP/s x {:g}){}",
+                       g.dense_flops_per_s * 1e-12, g.dense_efficiency,
+                       s.data_type == es::LmDataType::fp32
+                           ? std::string()
+                           : fmt::format(", as the engine computes on a CPU (its {} tables read into fp32)",
+                                         es::to_string(s.data_type)));
   if (s.data_type == es::LmDataType::fp32)
     return fmt::format("GEMMs timed as fp32 on CUDA cores ({:g} TFLOP/s x {:g}; no tensor cores, no TF32)",
                        g.dense_flops_per_s * 1e-12, g.dense_efficiency);
@@ -124,6 +131,28 @@ std::string gemm_rate_text(const es::LmWorkloadSpec& s, const es::HardwareProfil
   return fmt::format("GEMMs timed as fp32 ({:g} TFLOP/s x {:g}): the profile gives no dense_bf16_flops_per_s, so a {} "
                      "run on tensor cores would spend less time computing and communication's share would be larger",
                      g.dense_flops_per_s * 1e-12, g.dense_efficiency, es::to_string(s.data_type));
+}
+
+/// The caveat of an lm_embedding workload simulated on a cpu profile (hw.cpu.cores > 0: what
+/// `calibrate` writes; its nodes are emulated nodes of this machine), "" on a GPU profile
+/// (tester46 F23: llama3_8b_embedding_scaled simulated 463.8 ms a step on a calibrated profile, a
+/// run measured 2,231.6 ms; its logits / backward GEMMs 4-5x and its exp 88x too fast).
+std::string cpu_profile_warning(const std::string& profile, const es::HardwareProfile& hw) {
+  if (hw.cpu.cores <= 0) return "";
+  return fmt::format("{} is a cpu profile: calibrate fits its rates to DLRM step programs only (lookups, updates, "
+                     "MLPs, their collectives) and refuses lm_embedding sessions, so this workload's ops - the output "
+                     "projection's GEMMs, the cross-entropy's element-wise exp, the gradient all-reduces - are timed at "
+                     "rates not fitted for them: expect large errors (tester46: llama3_8b_embedding_scaled simulated "
+                     "463.8 ms a step on such a profile, measured 2,231.6 ms on its machine)",
+                     profile);
+}
+
+/// "4 GPUs per node" on a GPU profile, "4 cpu ranks per emulated node of this machine" on a cpu
+/// profile (tester46 F23).
+std::string ranks_per_node_text(const es::HardwareProfile& hw, int per_node) {
+  if (hw.cpu.cores > 0)
+    return fmt::format("{} cpu rank{} per emulated node of this machine", per_node, per_node == 1 ? "" : "s");
+  return fmt::format("{} GPU{} per node", per_node, per_node == 1 ? "" : "s");
 }
 
 /// A measured run's peak allocated above the estimate (tester43 F3), for the rank where it is
@@ -173,7 +202,12 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
   const es::LmWorkloadSpec spec = load_lm(a, true);
   const auto est = es::estimate_lm_memory(spec);
   const std::string profile = a.simulate.empty() ? std::string(es::kDefaultPlanningProfile) : a.simulate;
-  const json sim = simulated_step_json(spec, profile, a.gpus_per_node);
+  json sim = simulated_step_json(spec, profile, a.gpus_per_node);
+  const es::HardwareProfile hw = es::load_hardware_profile(profile);
+  if (const std::string w = cpu_profile_warning(profile, hw); !w.empty()) {  // tester46 F23
+    sim["warning"] = w;
+    fmt::print(stderr, "warning: {}\n", w);
+  }
   // a measured run's ranks are threads of this process: its memory is their capacity (tester43
   // F1); --simulate plans a modelled cluster, whose GPU memory is not checked here
   const es::HostMemory machine = es::this_host_memory();  // MemAvailable now (tester45 F10)
@@ -224,9 +258,11 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
     std::cout << fmt::format("step here    a measured step on this machine takes {}\n",
                              es::host_step_text(step_flops, gemm_rate, es::host_cores(), spec.world_size));
   std::cout << fmt::format(
-      "\nSIMULATED step on {} ({} GPU{} per node; the step program timed by the cost model, not this machine; {}): "
+      "\nSIMULATED step on {} ({}; the step program timed by the cost model, {}; {}): "
       "{:.3f} ms, communication {:.1f}% (embedding {:.1f}%), {:.0f} bytes on the wire per token\n",
-      profile, sim.at("gpus_per_node").get<int>(), sim.at("gpus_per_node").get<int>() == 1 ? "" : "s", gemm_rate_text(spec, es::load_hardware_profile(profile)), sim.at("step_ns").get<double>() * 1e-6,
+      profile, ranks_per_node_text(hw, sim.at("gpus_per_node").get<int>()),
+      hw.cpu.cores > 0 ? "not measured" : "not this machine", gemm_rate_text(spec, hw),
+      sim.at("step_ns").get<double>() * 1e-6,
       100 * sim.at("comm_share").get<double>(), 100 * sim.at("embedding_comm_share").get<double>(),
       sim.at("bytes_on_the_wire_per_token").get<double>());
   if (!does_not_fit.empty()) {  // printed, then refused, as a DLRM plan that does not fit (plan.cpp)
@@ -282,9 +318,11 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
     const es::HardwareProfile hw = es::load_hardware_profile(a.simulate);
     const int gpn = a.gpus_per_node > 0 ? a.gpus_per_node : std::min(spec.world_size, hw.gpus_per_node);
     const int nodes = (spec.world_size + gpn - 1) / gpn;
-    fmt::print(stderr, "SIMULATED: {} node{} x {} GPU{} of hardware profile {}; every time below is the cost model's, "
+    fmt::print(stderr, "SIMULATED: {} {}node{} x {} {}{} of hardware profile {}; every time below is the cost model's, "
                        "nothing is trained; {}\n",
-               nodes, nodes == 1 ? "" : "s", gpn, gpn == 1 ? "" : "s", a.simulate, gemm_rate_text(spec, hw));
+               nodes, hw.cpu.cores > 0 ? "emulated " : "", nodes == 1 ? "" : "s", gpn,
+               hw.cpu.cores > 0 ? "cpu rank" : "GPU", gpn == 1 ? "" : "s", a.simulate, gemm_rate_text(spec, hw));
+    if (const std::string w = cpu_profile_warning(a.simulate, hw); !w.empty()) fmt::print(stderr, "warning: {}\n", w);
   }
   es::LmRunResult r;
   const bool tty = isatty(STDERR_FILENO) != 0;

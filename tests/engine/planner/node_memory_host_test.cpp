@@ -99,48 +99,48 @@ TEST(PlannerNodeHostMemory, PlanStatsAddsTheHostPlacedTable) {
   }
 }
 
-// plan_search on a cpu profile, 2 nodes of 2 ranks, where every rank fits the host's memory but
-// node 1 (ranks 2 and 3, t_c on rank 3) does not: the refusal names node 1, its ranks, their sum
-// and the host's memory, 1,024 B over (it said "1.0 KiB over on its fullest rank").
+// plan_search on a cpu profile, 2 emulated nodes of 2 ranks, where every rank fits the host's
+// memory but the 4 together do not: the refusal names the nodes, their ranks, their sum and the
+// host's memory, 1,024 B over (it said "1.0 KiB over on its fullest rank"). The nodes are the one
+// host (tester46 F1): since plan47 the world's ranks count together, not each node alone.
 TEST(PlannerNodeHostMemory, NoPlanFitsNamesTheNodeThatOverflows) {
   WorkloadSpec spec = host_ram_spec(3);
   spec.sharding.local_world_size = 2;
   const ShardingPlan plan = plan_sharding(spec);
   const auto est = estimate_memory(spec, plan);
-  const int64_t node0 = est[0].total() + est[1].total(), node1 = est[2].total() + est[3].total();
-  ASSERT_GT(node1, node0);  // t_c (48,000 B) on node 1 outweighs node 0's three small tables
-  const int64_t ram = node1 - 1024;
-  ASSERT_GE(ram, node0);
+  int64_t world = 0;
+  for (const auto& e : est) world += e.total();
+  const int64_t ram = world - 1024;
   for (const auto& e : est) ASSERT_LE(e.total(), ram) << e.rank;  // no rank overflows alone
+  ASSERT_GE(ram, est[2].total() + est[3].total());                 // nor either node alone
   spec.devices.memory_bytes = ram;
   try {
     (void)plan_search(spec, host_ram_profile(ram));
-    FAIL() << "node 1 needs " << node1 << " B on a host of " << ram << " B";
+    FAIL() << "the 4 ranks need " << world << " B on a host of " << ram << " B";
   } catch (const NoPlanFits& e) {
     const std::string m = e.what();
     EXPECT_EQ(e.overflow_bytes, 1024);
     EXPECT_TRUE(m.starts_with(fmt::format("/devices/memory_bytes: no plan fits the devices; the nearest candidate "
-                                          "(greedy, 1.0 KiB over on node 1 (ranks 2-3 need {} together > {}, the "
+                                          "(greedy, 1.0 KiB over on nodes 0-1 (ranks 0-3 need {} together > {}, the "
                                           "host's memory)): the ranks of a node share its memory",
-                                          format_bytes(node1), format_bytes(ram))))
+                                          format_bytes(world), format_bytes(ram))))
         << m;
-    EXPECT_NE(m.find(fmt::format("\n  node 1 (ranks 2-3) needs {} together > {}", format_bytes(node1),
+    EXPECT_NE(m.find(fmt::format("\n  nodes 0-1 (ranks 0-3) need {} together > {}", format_bytes(world),
                                  format_bytes(ram))),
               std::string::npos)
         << m;
-    EXPECT_EQ(m.find("node 0"), std::string::npos) << m;
   }
   // one byte over: the figures, which round to the same KiB, are given in bytes
-  spec.devices.memory_bytes = node1 - 1;
+  spec.devices.memory_bytes = world - 1;
   try {
-    (void)plan_search(spec, host_ram_profile(node1 - 1));
-    FAIL() << "node 1 is one byte over";
+    (void)plan_search(spec, host_ram_profile(world - 1));
+    FAIL() << "the ranks are one byte over";
   } catch (const NoPlanFits& e) {
     EXPECT_EQ(e.overflow_bytes, 1);
-    const std::string both = fmt::format("{} B together > {} B", node1, node1 - 1);
-    EXPECT_NE(std::string(e.what()).find("(greedy, 1 B over on node 1 (ranks 2-3 need " + both + ", the host's memory)): "),
+    const std::string both = fmt::format("{} B together > {} B", world, world - 1);
+    EXPECT_NE(std::string(e.what()).find("(greedy, 1 B over on nodes 0-1 (ranks 0-3 need " + both + ", the host's memory)): "),
               std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("\n  node 1 (ranks 2-3) needs " + both + "; its fullest rank 3"),
+    EXPECT_NE(std::string(e.what()).find("\n  nodes 0-1 (ranks 0-3) need " + both + "; their fullest rank 3"),
               std::string::npos) << e.what();
   }
 }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+
+#include <fmt/format.h>
 #include <vector>
 
 #include "embedscope/engine/planner/stats.h"
@@ -40,8 +42,8 @@ HardwareProfile node_memory_cpu_profile(int64_t gib) {
 }  // namespace
 
 // 4 ranks of 2 + 1, 2 + 1, 3 + 1, 1 + 1 GiB = 12 GiB on a 10 GiB host: refused, naming the node,
-// its ranks, the sum, the host's memory and the fullest rank (2) by term. Two nodes of 2 ranks:
-// 6 and 6 GiB, each within 10. A GPU profile: each rank its own device.
+// its ranks, the sum, the host's memory and the fullest rank (2) by term. A GPU profile: each rank
+// its own device.
 TEST(PlannerNodeMemory, CpuRanksOfOneNodeShareItsMemory) {
   const auto est = node_memory_ranks({2, 2, 3, 1});
   const HardwareProfile cpu = node_memory_cpu_profile(10);
@@ -54,7 +56,6 @@ TEST(PlannerNodeMemory, CpuRanksOfOneNodeShareItsMemory) {
     EXPECT_NE(m.find("node 0 (ranks 0-3) needs 12.0 GiB together > 10.0 GiB; its fullest rank 2: 4.0 GiB "
                      "(weights 3.0 GiB, optimizer state 0 B, dense 1.0 GiB, buffers 0 B)"), std::string::npos) << m;
   }
-  EXPECT_NO_THROW(check_node_memory_fits(est, 2, cpu));
   HardwareProfile gpu = cpu;
   gpu.cpu.cores = 0;
   EXPECT_NO_THROW(check_node_memory_fits(est, 4, gpu));
@@ -79,4 +80,41 @@ TEST(PlannerNodeMemory, PlanStatsRefusesWhatTheRanksNeedTogether) {
   EXPECT_NE(st.does_not_fit.find("node 0 (ranks 0-3) needs"), std::string::npos) << st.does_not_fit;
   hw.gpu.memory_bytes = spec.devices.memory_bytes = sum;
   EXPECT_TRUE(plan_stats(spec, plan, hw).fits);
+}
+
+// tester46 F1: the nodes of a cpu profile are emulated nodes of the one host, so splitting the
+// ranks into nodes changes nothing: the 4 ranks above (12 GiB) in 2 nodes of 2 (6 + 6 GiB) or 4
+// nodes of 1 (each <= 4 GiB) are refused as one node of 4 is, naming the nodes; a 12 GiB host
+// holds them. Before, each node was checked alone and every split "fitted" the 10 GiB host.
+TEST(PlannerNodeMemory, EmulatedNodesOfACpuProfileShareOneHost) {
+  const auto est = node_memory_ranks({2, 2, 3, 1});
+  for (const int local : {2, 1}) {
+    const int nodes = 4 / local;
+    try {
+      check_node_memory_fits(est, local, node_memory_cpu_profile(10));
+      FAIL() << "12 GiB in " << nodes << " emulated nodes of a 10 GiB host was accepted";
+    } catch (const SpecError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                fmt::format("/devices/memory_bytes: the ranks of a node share its memory (cpu profile host10: its ranks "
+                            "are threads of one host, and 10.0 GiB is that host's memory; its {} emulated nodes are "
+                            "that same host), and the workload does not fit under this sharding plan:\n  nodes 0-{} "
+                            "(ranks 0-3) need 12.0 GiB together > 10.0 GiB; their fullest rank 2: 4.0 GiB (weights 3.0 "
+                            "GiB, optimizer state 0 B, dense 1.0 GiB, buffers 0 B)",
+                            nodes, nodes - 1));
+    }
+    EXPECT_NO_THROW(check_node_memory_fits(est, local, node_memory_cpu_profile(12)));
+  }
+  // the search's measure of the excess: 12 - 10 = 2 GiB over, on the world's ranks
+  PlanStats st;
+  for (const auto& e : est) {
+    RankStats r;
+    r.rank = e.rank;
+    r.hbm_bytes = e.total();
+    st.ranks.push_back(r);
+  }
+  const NodeExcess x = node_excess(st, 1, node_memory_cpu_profile(10));
+  EXPECT_EQ(x.bytes, 2 * kNodeGiB);
+  EXPECT_EQ(x.where, "on nodes 0-3 (ranks 0-3 need 12.0 GiB together > 10.0 GiB, the host's memory)");
+  EXPECT_EQ(node_excess(st, 4, node_memory_cpu_profile(10)).where,
+            "on node 0 (ranks 0-3 need 12.0 GiB together > 10.0 GiB, the host's memory)");
 }

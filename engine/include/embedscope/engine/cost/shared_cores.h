@@ -95,9 +95,17 @@ class ComputeSharing {
     int64_t key;
     double start, remaining;
   };
-  // runs the timeline from the clock to the first end with `rem` (the ops' work left, updated):
-  // (time, index in jobs_)
-  std::pair<double, size_t> run(std::vector<double>& rem) const;
+  // The one stepping loop of the node (next_completion, complete_next, running_at): runs the
+  // timeline from the clock, from event to event (an op's start, the first end among the running
+  // ops, each at 1 / contention_factor(running)), with `rem` (the ops' work left, refilled and
+  // updated), to the first end when `to_first_end` (t: that end, ended: its index in jobs_), else
+  // to `until` (ended: jobs_.size(); active: the ops started and not done then).
+  struct Reached {
+    double t = 0;
+    size_t ended = 0;
+    int active = 0;
+  };
+  Reached advance(std::vector<double>& rem, double until, bool to_first_end) const;
   mutable std::vector<double> factor_;  // factor_[k]: contention_factor(hw, k), grown as needed
   HardwareProfile hw_;
   std::vector<Job> jobs_;

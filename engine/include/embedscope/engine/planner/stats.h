@@ -112,25 +112,29 @@ struct PlanStats {
 
 /// The memory check of ranks that share one host (tester44 F12): under a cpu profile
 /// (hw.cpu.cores > 0, e.g. a calibrated `this_machine`) the ranks are threads of one process and
-/// hw.gpu.memory_bytes is the host's RAM, which the ranks of a node (`local_world_size` ranks:
-/// rank r on node r / local_world_size) share. Throws SpecError when the device totals
-/// (DeviceMemoryEstimate::total) plus the host bytes (DeviceMemoryEstimate::host: tables placed
-/// host / host_cached live in the same RAM) of a node's ranks together exceed it:
+/// hw.gpu.memory_bytes is the host's RAM, which every rank of the world shares: the profile's
+/// nodes (`local_world_size` ranks each) are emulated nodes of this same machine, so they are
+/// counted together (tester46 F1: `--nodes 8 --gpus-per-node 1` passed where `--devices 8` was
+/// refused). Throws SpecError when the device totals (DeviceMemoryEstimate::total) plus the host
+/// bytes (DeviceMemoryEstimate::host: tables placed host / host_cached live in the same RAM) of
+/// all ranks together exceed it:
 ///   "/devices/memory_bytes: the ranks of a node share its memory (cpu profile NAME: its ranks are
-///    threads of one host, hw.gpu.memory_bytes is the host's): node 0 (ranks 0-7) needs 125.2 GiB
-///    together > 23.5 GiB; its fullest rank 0: 15.7 GiB (weights ..., optimizer state ..., dense
-///    ..., buffers ...)" (one line per node that overflows, at most 4, then "and N more nodes");
-///    with host bytes "needs S together (of which H for tables in host memory) > M" and the
-///    fullest rank (by total + host) ends ", tables in host memory H)".
+///    threads of one host, and 23.5 GiB is that host's memory), and the workload does not fit under
+///    this sharding plan:\n  node 0 (ranks 0-7) needs 125.2 GiB together > 23.5 GiB; its fullest
+///    rank 0: 15.7 GiB (weights ..., optimizer state ..., dense ..., buffers ...)"; over several
+///    emulated nodes "(...; its 8 emulated nodes are that same host)" and "nodes 0-7 (ranks 0-7)
+///    need 125.2 GiB together > 23.5 GiB; their fullest rank ..."; with host bytes "needs S
+///    together (of which H for tables in host memory) > M" and the fullest rank (by total + host)
+///    ends ", tables in host memory H)".
 /// GPU profiles (cpu.cores 0: each rank its own device) pass. `est` one entry per rank, in rank
 /// order; local_world_size <= 0 counts every rank on one node.
 void check_node_memory_fits(const std::vector<DeviceMemoryEstimate>& est, int local_world_size, const HardwareProfile& hw);
 
-/// The largest amount by which a node's ranks together exceed the host's memory under a cpu
-/// profile (the sum of hbm_bytes + ddr_bytes of its `local_world_size` ranks, as
-/// check_node_memory_fits counts them, minus hw.gpu.memory_bytes), bytes, and that node in words:
-/// "on node 0 (ranks 0-3 need 12.0 GiB together > 10.0 GiB, the host's memory)". bytes 0 and
-/// where empty for a GPU profile (cpu.cores 0) or when every node fits; ties: the first node.
+/// The amount by which the ranks together exceed the host's memory under a cpu profile (the sum
+/// of hbm_bytes + ddr_bytes of every rank, as check_node_memory_fits counts them, minus
+/// hw.gpu.memory_bytes), bytes, and where in words: "on node 0 (ranks 0-3 need 12.0 GiB together >
+/// 10.0 GiB, the host's memory)", over several emulated nodes "on nodes 0-1 (ranks 0-3 need ...".
+/// bytes 0 and where empty for a GPU profile (cpu.cores 0) or when the ranks fit.
 /// Where the two figures round to the same text they are given in bytes ("need 101888 B together
 /// > 101887 B"), here and in check_node_memory_fits.
 struct NodeExcess {
