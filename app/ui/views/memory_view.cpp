@@ -107,7 +107,7 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   top->addWidget(summary_, 1);
   layout->addLayout(top);
 
-  auto* split = new QSplitter(Qt::Horizontal, this);
+  auto* split = split_ = new QSplitter(Qt::Horizontal, this);
   layout->addWidget(split, 1);
   // left: the charts over the trace, the scrubber and the block map
   auto* left = new QWidget(split);
@@ -117,8 +117,10 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   // the per-step buffers a 2-3 px fringe; by default the chart starts above them
   // the segment timeline too (ux44): from the part of the oldest segment active for the whole trace
   // ui45: the segment timeline cuts static segments (the weights') out of its stack wherever they sit
-  auto* baseline = new QCheckBox("leave out the memory live for the whole trace (the active timeline starts above it, "
-                                 "the segment timeline cuts static segments out)", left);
+  // short: a checkbox does not wrap, and its width held the right pane to ~400 px, cutting the
+  // replay's result column (tester46 F15); the rest in the tooltip
+  auto* baseline = new QCheckBox("leave out the memory live for the whole trace", left);
+  baseline->setToolTip("the active timeline starts above it, the segment timeline cuts static segments out");
   baseline->setObjectName("memory_baseline");
   baseline->setChecked(timeline_->baseline_enabled());
   connect(baseline, &QCheckBox::toggled, timeline_, &ActiveTimeline::set_baseline_enabled);
@@ -192,6 +194,9 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   replay_->setProperty("recorded", QString::fromStdString(recorded));
 
   connect(rank_box_, &QComboBox::currentIndexChanged, this, [this](int i) { show_rank(rank_box_->itemData(i).toInt()); });
+  connect(replay_, &MemoryReplayPanel::replayed, this, [this] {
+    if (report_) fit_side_pane();
+  });
   connect(snapshot_box_, &QComboBox::currentIndexChanged, this, [this](int i) { show_snapshot(i); });
   connect(slider_, &QSlider::valueChanged, this, [this](int v) { scrub_to(v); });
   connect(entry_box_, &QSpinBox::valueChanged, this, [this](int v) { scrub_to(v); });
@@ -427,7 +432,24 @@ void MemoryView::show_for_report() {
         (largest < 0 || layout[i].block.size > layout[static_cast<size_t>(largest)].block.size))
       largest = static_cast<int>(i);
   show_block(largest);
+  report_ = true;
+  fit_side_pane();
   replay_->replay();
+}
+
+void MemoryView::fit_side_pane() {
+  // each table's columns at their contents' (or header's) width, as resizeColumnsToContents sets them
+  auto natural = [](QTableWidget* t) {
+    int w = 2 * t->frameWidth() + 4;
+    for (int c = 0; c < t->columnCount(); ++c)
+      w += std::max(static_cast<const QAbstractItemView*>(t)->sizeHintForColumn(c), t->horizontalHeader()->sectionSizeHint(c));
+    return w;
+  };
+  const QList<int> sizes = split_->sizes();
+  if (sizes.size() != 2) return;
+  const int total = sizes[0] + sizes[1];
+  const int right = std::min(std::max({natural(stacks_table_), natural(replay_->table()), sizes[1]}), total / 2);
+  if (right > sizes[1]) split_->setSizes({total - right, right});
 }
 
 void MemoryView::show_segment(int64_t entry, int64_t segment_address) {

@@ -34,6 +34,7 @@ class QComboBox;
 class QLabel;
 class QScrollArea;
 class QSlider;
+class QSplitter;
 class QSpinBox;
 class QTableWidget;
 class QTabWidget;
@@ -69,7 +70,12 @@ class MemoryView : public QWidget {
   /// state: the Replay panel run with its default settings (it starts a job: wait_for_analyses)
   /// and the largest allocated block on the map shown as a click shows it. Nothing without a
   /// history.
+  /// Then (and after each replay) the right pane is widened, up to half the view, to its
+  /// tables' columns: the replay's result and the stacks' names were cut at the image's edge
+  /// (tester46 F15).
   void show_for_report();
+  /// The splitter between the charts (left) and the details, stacks and replay (right).
+  QSplitter* splitter() { return split_; }
   BlockMap* map() { return map_; }
   ActiveTimeline* timeline() { return timeline_; }
   SegmentTimelineChart* segment_timeline() { return segments_; }
@@ -92,11 +98,14 @@ class MemoryView : public QWidget {
   void show_block(int index);
   void fill_fragmentation();
   void fill_stacks();
+  void fit_side_pane();
   std::shared_ptr<const sessions::SessionReader> session_;
   std::vector<sessions::MemoryCounter> counters_;
   std::vector<sessions::MemorySnapshot> snapshots_;
   QComboBox *rank_box_, *snapshot_box_;
   QLabel* summary_;
+  QSplitter* split_ = nullptr;
+  bool report_ = false;  // show_for_report was called: the right pane follows its tables
   QTabWidget* charts_;
   ActiveTimeline* timeline_;
   SegmentTimelineChart* segments_;
