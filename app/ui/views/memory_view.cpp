@@ -419,6 +419,11 @@ void MemoryView::scrub_to(int64_t entry) {
               .arg(f.segments)
               .arg(bytes(f.largest_free_block))
               .arg(100 * f.external_fragmentation, 0, 'f', 1);
+  if (e.kind == sessions::MemoryEntryKind::oom)  // the pool that serves the request, where it is not the largest's
+    for (const auto& o : data_.analysis.ooms)
+      if (o.entry == entry && o.largest_free_in_pool != f.largest_free_block)
+        what += QString(" (in another pool: requests %1 1 MiB come from the %2 pool, whose largest free block is %3)")
+                    .arg(o.small_pool ? "up to" : "above", o.small_pool ? "small" : "large", bytes(o.largest_free_in_pool));
   entry_label_->setText(what);
   why_->hide();
 }
@@ -505,6 +510,18 @@ void MemoryView::show_block(int index) {
   details_->setText(text);
 }
 
+QString MemoryView::oom_free_block_legend(const std::vector<sessions::MemoryOom>& ooms) {
+  bool other = false, small = false, large = false;
+  for (const auto& o : ooms) {
+    other |= o.largest_free_in_pool != o.largest_free_block;
+    (o.small_pool ? small : large) = true;
+  }
+  if (!other) return "OOM: largest free block then";
+  if (small && !large) return "OOM: the small pool's largest free block then (it serves requests <= 1 MiB)";
+  if (large && !small) return "OOM: the large pool's largest free block then (it serves requests > 1 MiB)";
+  return "OOM: the largest free block of the request's pool then (small: <= 1 MiB, large: above)";
+}
+
 void MemoryView::fill_fragmentation() {
   QCustomPlot* p = frag_plot_;
   p->clearGraphs();
@@ -527,7 +544,10 @@ void MemoryView::fill_fragmentation() {
   for (const auto& o : data_.analysis.ooms) {
     ox << static_cast<double>(o.entry);
     req << static_cast<double>(o.requested) / kMiB;
-    lf << static_cast<double>(o.largest_free_block) / kMiB;
+    // the largest free block of the pool that serves the request (PyTorch: <= 1 MiB the small
+    // pool): the other pool's blocks cannot serve it (tester46 F22: 16.4 MiB drawn over a 16 KiB
+    // request the small pool, with 0 B free, failed)
+    lf << static_cast<double>(o.largest_free_in_pool) / kMiB;
     auto* line = new QCPItemStraightLine(p);
     line->point1->setCoords(static_cast<double>(o.entry), 0);
     line->point2->setCoords(static_cast<double>(o.entry), 1);
@@ -540,7 +560,7 @@ void MemoryView::fill_fragmentation() {
     r->setLineStyle(QCPGraph::lsNone);
     r->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCross, Qt::red, 10));
     auto* l = p->addGraph(p->xAxis, p->yAxis);
-    l->setName("OOM: largest free block then");
+    l->setName(oom_free_block_legend(data_.analysis.ooms));
     l->setData(ox, lf);
     l->setLineStyle(QCPGraph::lsNone);
     l->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QColor(0x2c, 0xa0, 0x2c), 9));

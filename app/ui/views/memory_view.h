@@ -92,6 +92,12 @@ class MemoryView : public QWidget {
   /// The state the map shows (after slider()->value()); empty before the history arrives.
   const sessions::MemoryState& state() const { return state_; }
   const MemoryViewData& data() const { return data_; }
+  /// The fragmentation chart's legend for its OOM circles, which mark the largest free block of
+  /// the pool that serves each request (MemoryOom::largest_free_in_pool: PyTorch serves requests
+  /// <= 1 MiB from the small pool): "OOM: largest free block then" where that is every OOM's
+  /// largest free block of all; else it names the pool ("OOM: the small pool's largest free block
+  /// then (it serves requests <= 1 MiB)"), or "the request's pool" when the OOMs are of both.
+  static QString oom_free_block_legend(const std::vector<sessions::MemoryOom>& ooms);
 
  private:
   void apply(MemoryViewData& d);
