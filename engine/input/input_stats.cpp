@@ -97,7 +97,13 @@ std::vector<FeatureInputStats> InputStats::result() const {
 
 InputInspection inspect_input(const WorkloadSpec& spec, int64_t max_batches, bool measured_only) {
   const std::unique_ptr<BatchSource> source = make_batch_source(spec);
+  return inspect_batches(spec, *source, max_batches, measured_only);
+}
+
+InputInspection inspect_batches(const WorkloadSpec& spec, BatchSource& source, int64_t max_batches, bool measured_only) {
   InputStats stats(spec);
+  // the generator makes any batch on its own; a file source reads in order (its skipped lines too)
+  const bool random_access = spec.input.kind == InputKind::synthetic;
   InputInspection out;
   const int64_t iterations = spec.warmup_steps + spec.steps;
   const int64_t first = measured_only ? spec.warmup_steps : 0;  // the first iteration counted
@@ -105,7 +111,11 @@ InputInspection inspect_input(const WorkloadSpec& spec, int64_t max_batches, boo
   const int64_t wanted = max_batches > 0 ? std::min(max_batches, out.run_batches) : out.run_batches;
   for (int64_t it = 0; it < iterations && out.batches < wanted; ++it)
     for (int r = 0; r < spec.devices.count && out.batches < wanted; ++r) {
-      const Batch b = source->make(it, r);
+      if (it < first && random_access) {  // not counted, so not made
+        ++out.warmup_batches_left_out;
+        continue;
+      }
+      const Batch b = source.make(it, r);
       out.skipped_lines += b.skipped_lines;
       if (it < first) {
         ++out.warmup_batches_left_out;

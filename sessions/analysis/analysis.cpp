@@ -95,7 +95,7 @@ namespace {
 void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std::map<std::pair<int32_t, int64_t>, std::vector<OpRecord>>&& grouped,
                            const std::function<bool(const OpRecord&)>& timed, const std::set<int32_t>& off_path,
                            const std::map<int64_t, std::map<int32_t, std::pair<int64_t, int64_t>>>& windows,
-                           RunStats& st) {
+                           int64_t first_drain, RunStats& st) {
   std::map<int64_t, std::vector<OpRecord>> ops_of_step;
   for (auto it = grouped.begin(); it != grouped.end(); it = grouped.erase(it)) {
     auto& v = ops_of_step[it->first.second];
@@ -131,8 +131,10 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
     }
     StepCriticalPath path = critical_path(walked, step_colls, step);
     walked = {};
-    // a partial step's path says where the run stopped; it is not in the measured steps' totals
-    const bool in_totals = !partial || windows.empty();
+    // a partial step's path says where the run stopped; it is not in the measured steps' totals;
+    // nor is a pipeline's drain step's (its path is kept, as its row: tester46 F21)
+    const bool drain = !partial && step >= first_drain;
+    const bool in_totals = (!partial || windows.empty()) && !drain;
     std::map<int32_t, int64_t> on_path;
     for (const auto& seg : path.segments) {
       if (!in_totals) break;
@@ -148,7 +150,9 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
     if (!on_path.empty())
       ++entries[std::max_element(on_path.begin(), on_path.end(), [](auto& a, auto& b) { return a.second < b.second; })->first]
             .steps_bounded;
-    if (timed) {
+    if (drain) {
+      // a drain step's collectives are not in the per-collective times either
+    } else if (timed) {
       std::vector<OpRecord> kept;  // the step's ops the collective times see
       kept.reserve(ops.size());
       for (const auto& o : ops)
@@ -228,7 +232,9 @@ RunStats analyze(const SessionReader& session) {
   SteadySteps steady = steady_state_steps(std::move(step_times), pipeline_drain_steps(st.pipeline));
   st.drain_steps = steady.drain_left_out;
   st.all_drain = steady.all_drain;
-  const int64_t first_drain = windows.empty() ? 0 : std::prev(windows.end())->first - st.drain_steps + 1;
+  // the first drain step; past the last step when none is left out
+  const int64_t first_drain = windows.empty() ? std::numeric_limits<int64_t>::max()
+                                              : std::prev(windows.end())->first - st.drain_steps + 1;
   st.step_time_ns = summarize(std::move(steady.counted));
   st.samples_per_s = st.step_time_ns.mean > 0 ? static_cast<double>(st.samples_per_step) / (st.step_time_ns.mean * 1e-9) : 0;
 
@@ -310,6 +316,11 @@ RunStats analyze(const SessionReader& session) {
       RankStepTimes t = rank_step_times(times_ops(r, grouped[{r, step}]), w.first, w.second);
       t.step = step;
       t.rank = r;
+      t.drain = st.drain_steps > 0 && step >= first_drain;
+      if (t.drain) {  // listed, but not in the rank's figures nor the overlap (tester46 F21)
+        st.per_step.push_back(t);
+        continue;
+      }
       RankStats& rs = ranks[r];
       rs.rank = r;
       rs.window_ns += w.second - w.first;
@@ -326,7 +337,6 @@ RunStats analyze(const SessionReader& session) {
       for (int c = 0; c < kNumCategories; ++c) rs.by_category_ns[static_cast<size_t>(c)] += t.by_category_ns[static_cast<size_t>(c)];
       overlap_total += t.overlap_ns;
       comm_total += t.comm_ns;
-      t.drain = st.drain_steps > 0 && step >= first_drain;
       st.per_step.push_back(t);
     }
   // A live session's counters and collectives of the step in progress (some ranks' committed,
@@ -382,7 +392,7 @@ RunStats analyze(const SessionReader& session) {
         if (wanted.count(all_names[i])) annotation_ids.insert(static_cast<int32_t>(i));
     }
   }
-  critical_path_summary(collectives, std::move(grouped), timed, annotation_ids, windows, st);
+  critical_path_summary(collectives, std::move(grouped), timed, annotation_ids, windows, first_drain, st);
   // An imported trace's world size is what the trace says; a rank with no trace in the
   // session (no lane) has no figures, and is listed as untraced rather than shown as zeros.
   st.world_size = world;

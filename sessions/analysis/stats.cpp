@@ -64,8 +64,9 @@ std::string drain_steps_text(std::string_view pipeline, int64_t steps, int64_t d
   if (drain_left_out <= 0) return "";
   const std::string which = drain_left_out == 1 ? fmt::format("step {} drains", steps - 1)
                                                 : fmt::format("steps {}-{} drain", steps - drain_left_out, steps - 1);
-  return fmt::format("  ({} the {} pipeline: recorded, not in these figures; {} of {} measured steps counted)\n", which,
-                     pipeline, steps - drain_left_out, steps);
+  return fmt::format("  ({} the {} pipeline: recorded, not in the step times, throughput, overlap, exposed "
+                     "communication, critical path or collective times; {} of {} measured steps counted)\n",
+                     which, pipeline, steps - drain_left_out, steps);
 }
 
 }  // namespace embedscope::sessions

@@ -30,8 +30,15 @@ void EntryChart::set_cursor(int64_t entry) {
   update();
 }
 
+QRectF EntryChart::title_rect() const {
+  const int w = std::max(1, width() - kLeft - kRight);
+  const int h = fontMetrics().boundingRect(QRect(0, 0, w, 100000), Qt::TextWordWrap, title()).height() + 4;
+  return QRectF(kLeft, 0, w, std::max(kTop, h));
+}
+
 QRectF EntryChart::plot_rect() const {
-  return QRectF(kLeft, kTop, std::max(1, width() - kLeft - kRight), std::max(1, height() - kTop - kBottom));
+  const int top = static_cast<int>(title_rect().height());
+  return QRectF(kLeft, top, std::max(1, width() - kLeft - kRight), std::max(1, height() - top - kBottom));
 }
 
 int EntryChart::column_at(double x) const {
@@ -58,7 +65,7 @@ void EntryChart::paintEvent(QPaintEvent*) {
   const QColor text = palette().color(QPalette::Text);
   const QRectF r = plot_rect();
   p.setPen(text);
-  p.drawText(QRectF(kLeft, 0, r.width(), kTop), Qt::AlignLeft | Qt::AlignVCenter, title());
+  p.drawText(title_rect(), Qt::AlignLeft | Qt::AlignVCenter | Qt::TextWordWrap, title());
   if (!history_ || column_count() == 0) {
     p.drawText(r, Qt::AlignCenter, history_ ? "no allocator events" : "computing...");
     return;

@@ -22,6 +22,10 @@ class EntryChart : public QWidget {
   void set_cursor(int64_t entry);
   /// Where the bands are drawn (widget coordinates): the widget less the axes' margins.
   QRectF plot_rect() const;
+  /// Where the title is drawn: above the plot, from its left edge to the widget's right margin,
+  /// as many lines tall as the title wraps into at that width (at least one line, 20 px): a
+  /// title wider than the chart is wrapped, not cut ("...; click: th", tester46 F15).
+  QRectF title_rect() const;
   /// The pixel column's index (0 .. column_count() - 1) under widget x, or -1 outside the plot.
   int column_at(double x) const;
 

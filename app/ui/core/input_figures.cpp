@@ -1,8 +1,9 @@
 #include "core/input_figures.h"
 
 #include <algorithm>
-
+#include <cmath>
 #include <exception>
+#include <limits>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,6 +13,18 @@
 #include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::ui {
+
+int64_t expected_ids_per_batch(const engine::WorkloadSpec& spec) {
+  double per_sample = 0;
+  for (const auto& f : spec.features)
+    per_sample += spec.input.kind == engine::InputKind::criteo_tsv ? 1.0 : std::max(0.0, f.pooling_factor.mean);
+  const double ids = std::ceil(static_cast<double>(std::max<int64_t>(1, spec.batch_size)) * per_sample);
+  return ids < 1 ? 1 : ids > 9e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(ids);
+}
+
+int64_t input_figure_batches(const engine::WorkloadSpec& spec) {
+  return std::max<int64_t>(1, kInputFigureIds / expected_ids_per_batch(spec));
+}
 
 InputFigures input_figures(const sessions::SessionReader& session) {
   InputFigures out;
@@ -39,10 +52,9 @@ InputFigures input_figures(const sessions::SessionReader& session) {
     return out;
   }
   try {
-    // at most about kInputFigurePairs (sample, feature) pairs: the first batches of a large run
-    const int64_t per_batch = std::max<int64_t>(1, spec.batch_size * static_cast<int64_t>(spec.features.size()));
-    // the measured steps' batches only: the window of the heatmaps and row histogram beside it
-    out.inspection = engine::inspect_input(spec, std::max<int64_t>(1, kInputFigurePairs / per_batch), true);
+    // at most about kInputFigureIds ids: the first batches of a large run; the measured steps'
+    // batches only: the window of the heatmaps and row histogram beside it
+    out.inspection = engine::inspect_input(spec, input_figure_batches(spec), true);
   } catch (const std::exception& e) {
     out.unavailable = fmt::format("the run's input can no longer be read: {}", e.what());
     return out;

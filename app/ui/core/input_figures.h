@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "embedscope/engine/input/input_stats.h"
+#include "embedscope/engine/workload/spec.h"
 #include "embedscope/sessions/store/session.h"
 
 namespace embedscope::ui {
@@ -28,13 +29,27 @@ struct InputFigures {
   engine::InputInspection inspection;
 };
 
+/// Ids input_figures counts at most (whole batches, at least one): a large run's first batches
+/// stand for its input, so that a simulated 512-rank session's load view (and its report) does
+/// not regenerate its whole input (tester33 D2). Capped by ids, not by (sample, feature) pairs:
+/// the cost is per id drawn and counted, and a multi-hot workload holds many per pair
+/// (mlperf_dlrm_dcnv2: 214 a sample; a cap of 5,000,000 pairs counted 23 of its batches, 40.3M
+/// ids, 131 s of a report: tester46 F16).
+inline constexpr int64_t kInputFigureIds = 5'000'000;
+
+/// The ids one batch of `spec` is expected to hold: batch_size x the sum of the features'
+/// mean ids per bag (PoolingFactor::mean; a criteo_tsv source holds at most one id per bag,
+/// counted as one). At least 1.
+int64_t expected_ids_per_batch(const engine::WorkloadSpec& spec);
+
+/// The batches input_figures counts of a run of `spec`: kInputFigureIds / expected_ids_per_batch,
+/// at least one (the run's measured batches may be fewer: inspect_input stops there).
+int64_t input_figure_batches(const engine::WorkloadSpec& spec);
+
 /// The input figures of `session` (see the top of this file). Never throws for a session whose
 /// workload is missing, unreadable or whose files are gone: `unavailable` says why. Costs what
-/// `inspect-input` costs: every batch of the run is generated or read again.
-/// (sample, feature) pairs input_figures counts at most (whole batches, at least one): a large
-/// run's first batches stand for its input, so that a simulated 1,024-rank session's load view
-/// (and its report) does not regenerate the whole input (tester33 D2).
-inline constexpr int64_t kInputFigurePairs = 5'000'000;
+/// `inspect-input` costs for the input_figure_batches(spec) first measured batches: they are
+/// generated or read again.
 InputFigures input_figures(const sessions::SessionReader& session);
 
 }  // namespace embedscope::ui

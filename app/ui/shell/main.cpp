@@ -17,6 +17,7 @@
 
 #include <QApplication>
 #include <QDir>
+#include <QElapsedTimer>
 #include <QLayout>
 #include <QFile>
 #include <QFileInfo>
@@ -76,6 +77,26 @@ QString open_and_wait(embedscope::ui::MainWindow& w, const QString& path) {
   return import_error;
 }
 
+// wait_for_analyses for one page of a report, saying so on stderr when it takes more than a few
+// seconds (tester46 F16: a 512-rank session's Load page was silent for 2 minutes) and when its
+// figures were still being computed at the limit (the image then shows them in progress: before,
+// nothing said so). True when every analysis of the page ended.
+bool wait_for_page(QWidget* page, const QString& name) {
+  constexpr int kQuietMs = 3000, kLimitMs = 120000;
+  if (embedscope::ui::wait_for_analyses(page, kQuietMs)) return true;
+  std::fprintf(stderr, "report: %s: still computing its figures after %d s ...\n", qPrintable(name), kQuietMs / 1000);
+  QElapsedTimer clock;
+  clock.start();
+  if (embedscope::ui::wait_for_analyses(page, kLimitMs - kQuietMs)) {
+    std::fprintf(stderr, "report: %s: figures done after %.0f s\n", qPrintable(name),
+                 static_cast<double>(kQuietMs + clock.elapsed()) / 1000.0);
+    return true;
+  }
+  std::fprintf(stderr, "note: %s: some figures were still being computed after %d s: the image shows them in progress\n",
+               qPrintable(name), kLimitMs / 1000);
+  return false;
+}
+
 // Renders each page of the window's current tab (a session's views, or a comparison's pages) to
 // DIR/<page>.png and writes DIR/index.html around them; `kind` heads the page ("report",
 // "comparison").
@@ -103,7 +124,7 @@ int write_report(embedscope::ui::MainWindow& w, const QString& dir, const QStrin
   for (int i = 0; i < pages; ++i) {
     if (views) views->setCurrentIndex(i);
     QApplication::processEvents();
-    embedscope::ui::wait_for_analyses(page(i));  // the figures, not "Analysing ..."
+    wait_for_page(page(i), page_name(i));  // the figures, not "Analysing ..."
     QApplication::processEvents();
     auto* memory = qobject_cast<embedscope::ui::MemoryView*>(page(i));
     if (!memory) memory = page(i)->findChild<embedscope::ui::MemoryView*>();  // inside a lazy tab

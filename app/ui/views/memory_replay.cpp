@@ -25,7 +25,7 @@ MemoryReplayPanel::MemoryReplayPanel(QWidget* parent)
     : QWidget(parent), caching_(new QCheckBox("caching", this)), expandable_(new QCheckBox("expandable", this)),
       max_split_mib_(new QDoubleSpinBox(this)), capacity_mib_(new QDoubleSpinBox(this)),
       button_(new QPushButton("Replay", this)), note_(new QLabel(this)), table_(new QTableWidget(0, 4, this)),
-      job_(new AnalysisJob(this)) {
+      verdicts_(new QLabel(this)), job_(new AnalysisJob(this)) {
   auto* g = new QGridLayout(this);
   g->setContentsMargins(0, 0, 0, 0);
   caching_->setChecked(true);
@@ -58,6 +58,11 @@ MemoryReplayPanel::MemoryReplayPanel(QWidget* parent)
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setMinimumHeight(110);
   g->addWidget(table_, 4, 0, 1, 3);
+  verdicts_->setWordWrap(true);
+  verdicts_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  verdicts_->setStyleSheet("color: #b00000");
+  verdicts_->hide();
+  g->addWidget(verdicts_, 5, 0, 1, 3);
   button_->setEnabled(false);
   connect(button_, &QPushButton::clicked, this, &MemoryReplayPanel::replay);
 }
@@ -83,6 +88,8 @@ void MemoryReplayPanel::set_history(std::shared_ptr<const sessions::MemoryHistor
   note_->setText(base_note_);
   button_->setEnabled(history_ && history_->size() > 0);
   table_->setRowCount(0);
+  verdicts_->clear();
+  verdicts_->hide();
   results_.clear();
 }
 
@@ -149,6 +156,8 @@ void MemoryReplayPanel::replay() {
   }
   button_->setEnabled(false);
   table_->setRowCount(0);
+  verdicts_->clear();
+  verdicts_->hide();
   auto h = history_;
   job_->start<std::vector<engine::ReplayResult>>(
       [h, wanted] { return engine::replay_history(*h, wanted, "memory history"); },
@@ -169,11 +178,17 @@ void MemoryReplayPanel::replay() {
           }
         }
         table_->resizeColumnsToContents();
+        QStringList oom_lines;  // replay-memory's "<setting>: <message>" of each that ran out
+        for (const auto& x : results_)
+          if (x.oom) oom_lines << QString::fromStdString(x.label + ": " + x.oom_message);
+        verdicts_->setText(oom_lines.join("\n"));
+        verdicts_->setVisible(!oom_lines.isEmpty());
         if (const QString c = recorded_comparison(results_, recorded_, recorded_entry_, recorded_fragmentation_,
                                                   recorded_reserved_);
             !c.isEmpty())
           note_->setText(note_->text() + " " + c);
         button_->setEnabled(true);
+        emit replayed();
       },
       [this](const QString& e) {
         note_->setText("the replay failed: " + e);

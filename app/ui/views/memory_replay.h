@@ -53,6 +53,17 @@ class MemoryReplayPanel : public QWidget {
   void replay();
   const std::vector<engine::ReplayResult>& results() const { return results_; }
   QTableWidget* table() { return table_; }
+  /// Under the table: each setting that runs out of memory with the whole message `embedscope
+  /// replay-memory` prints for it ("caching: out of memory at entry 4: ..."), one a line; hidden
+  /// when none does. The table's result column says only where (its tooltip the rest), and a
+  /// report cannot hover (tester46 F15).
+  QLabel* verdicts() { return verdicts_; }
+
+ signals:
+  /// A replay's rows are in the table (and verdicts() under it).
+  void replayed();
+
+ public:
   /// The line under the controls: the recorded settings and where the capacity comes from.
   QLabel* note() { return note_; }
   AnalysisJob* job() { return job_; }
@@ -64,6 +75,7 @@ class MemoryReplayPanel : public QWidget {
   QPushButton* button_;
   QLabel* note_;
   QTableWidget* table_;
+  QLabel* verdicts_;
   AnalysisJob* job_;
   std::vector<engine::ReplayResult> results_;
   QString base_note_;

@@ -107,7 +107,7 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   top->addWidget(summary_, 1);
   layout->addLayout(top);
 
-  auto* split = new QSplitter(Qt::Horizontal, this);
+  auto* split = split_ = new QSplitter(Qt::Horizontal, this);
   layout->addWidget(split, 1);
   // left: the charts over the trace, the scrubber and the block map
   auto* left = new QWidget(split);
@@ -117,8 +117,10 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   // the per-step buffers a 2-3 px fringe; by default the chart starts above them
   // the segment timeline too (ux44): from the part of the oldest segment active for the whole trace
   // ui45: the segment timeline cuts static segments (the weights') out of its stack wherever they sit
-  auto* baseline = new QCheckBox("leave out the memory live for the whole trace (the active timeline starts above it, "
-                                 "the segment timeline cuts static segments out)", left);
+  // short: a checkbox does not wrap, and its width held the right pane to ~400 px, cutting the
+  // replay's result column (tester46 F15); the rest in the tooltip
+  auto* baseline = new QCheckBox("leave out the memory live for the whole trace", left);
+  baseline->setToolTip("the active timeline starts above it, the segment timeline cuts static segments out");
   baseline->setObjectName("memory_baseline");
   baseline->setChecked(timeline_->baseline_enabled());
   connect(baseline, &QCheckBox::toggled, timeline_, &ActiveTimeline::set_baseline_enabled);
@@ -192,6 +194,9 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   replay_->setProperty("recorded", QString::fromStdString(recorded));
 
   connect(rank_box_, &QComboBox::currentIndexChanged, this, [this](int i) { show_rank(rank_box_->itemData(i).toInt()); });
+  connect(replay_, &MemoryReplayPanel::replayed, this, [this] {
+    if (report_) fit_side_pane();
+  });
   connect(snapshot_box_, &QComboBox::currentIndexChanged, this, [this](int i) { show_snapshot(i); });
   connect(slider_, &QSlider::valueChanged, this, [this](int v) { scrub_to(v); });
   connect(entry_box_, &QSpinBox::valueChanged, this, [this](int v) { scrub_to(v); });
@@ -414,6 +419,11 @@ void MemoryView::scrub_to(int64_t entry) {
               .arg(f.segments)
               .arg(bytes(f.largest_free_block))
               .arg(100 * f.external_fragmentation, 0, 'f', 1);
+  if (e.kind == sessions::MemoryEntryKind::oom)  // the pool that serves the request, where it is not the largest's
+    for (const auto& o : data_.analysis.ooms)
+      if (o.entry == entry && o.largest_free_in_pool != f.largest_free_block)
+        what += QString(" (in another pool: requests %1 1 MiB come from the %2 pool, whose largest free block is %3)")
+                    .arg(o.small_pool ? "up to" : "above", o.small_pool ? "small" : "large", bytes(o.largest_free_in_pool));
   entry_label_->setText(what);
   why_->hide();
 }
@@ -427,7 +437,24 @@ void MemoryView::show_for_report() {
         (largest < 0 || layout[i].block.size > layout[static_cast<size_t>(largest)].block.size))
       largest = static_cast<int>(i);
   show_block(largest);
+  report_ = true;
+  fit_side_pane();
   replay_->replay();
+}
+
+void MemoryView::fit_side_pane() {
+  // each table's columns at their contents' (or header's) width, as resizeColumnsToContents sets them
+  auto natural = [](QTableWidget* t) {
+    int w = 2 * t->frameWidth() + 4;
+    for (int c = 0; c < t->columnCount(); ++c)
+      w += std::max(static_cast<const QAbstractItemView*>(t)->sizeHintForColumn(c), t->horizontalHeader()->sectionSizeHint(c));
+    return w;
+  };
+  const QList<int> sizes = split_->sizes();
+  if (sizes.size() != 2) return;
+  const int total = sizes[0] + sizes[1];
+  const int right = std::min(std::max({natural(stacks_table_), natural(replay_->table()), sizes[1]}), total / 2);
+  if (right > sizes[1]) split_->setSizes({total - right, right});
 }
 
 void MemoryView::show_segment(int64_t entry, int64_t segment_address) {
@@ -483,6 +510,18 @@ void MemoryView::show_block(int index) {
   details_->setText(text);
 }
 
+QString MemoryView::oom_free_block_legend(const std::vector<sessions::MemoryOom>& ooms) {
+  bool other = false, small = false, large = false;
+  for (const auto& o : ooms) {
+    other |= o.largest_free_in_pool != o.largest_free_block;
+    (o.small_pool ? small : large) = true;
+  }
+  if (!other) return "OOM: largest free block then";
+  if (small && !large) return "OOM: the small pool's largest free block then (it serves requests <= 1 MiB)";
+  if (large && !small) return "OOM: the large pool's largest free block then (it serves requests > 1 MiB)";
+  return "OOM: the largest free block of the request's pool then (small: <= 1 MiB, large: above)";
+}
+
 void MemoryView::fill_fragmentation() {
   QCustomPlot* p = frag_plot_;
   p->clearGraphs();
@@ -505,7 +544,10 @@ void MemoryView::fill_fragmentation() {
   for (const auto& o : data_.analysis.ooms) {
     ox << static_cast<double>(o.entry);
     req << static_cast<double>(o.requested) / kMiB;
-    lf << static_cast<double>(o.largest_free_block) / kMiB;
+    // the largest free block of the pool that serves the request (PyTorch: <= 1 MiB the small
+    // pool): the other pool's blocks cannot serve it (tester46 F22: 16.4 MiB drawn over a 16 KiB
+    // request the small pool, with 0 B free, failed)
+    lf << static_cast<double>(o.largest_free_in_pool) / kMiB;
     auto* line = new QCPItemStraightLine(p);
     line->point1->setCoords(static_cast<double>(o.entry), 0);
     line->point2->setCoords(static_cast<double>(o.entry), 1);
@@ -518,7 +560,7 @@ void MemoryView::fill_fragmentation() {
     r->setLineStyle(QCPGraph::lsNone);
     r->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCross, Qt::red, 10));
     auto* l = p->addGraph(p->xAxis, p->yAxis);
-    l->setName("OOM: largest free block then");
+    l->setName(oom_free_block_legend(data_.analysis.ooms));
     l->setData(ox, lf);
     l->setLineStyle(QCPGraph::lsNone);
     l->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QColor(0x2c, 0xa0, 0x2c), 9));

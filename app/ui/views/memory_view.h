@@ -34,6 +34,7 @@ class QComboBox;
 class QLabel;
 class QScrollArea;
 class QSlider;
+class QSplitter;
 class QSpinBox;
 class QTableWidget;
 class QTabWidget;
@@ -69,7 +70,12 @@ class MemoryView : public QWidget {
   /// state: the Replay panel run with its default settings (it starts a job: wait_for_analyses)
   /// and the largest allocated block on the map shown as a click shows it. Nothing without a
   /// history.
+  /// Then (and after each replay) the right pane is widened, up to half the view, to its
+  /// tables' columns: the replay's result and the stacks' names were cut at the image's edge
+  /// (tester46 F15).
   void show_for_report();
+  /// The splitter between the charts (left) and the details, stacks and replay (right).
+  QSplitter* splitter() { return split_; }
   BlockMap* map() { return map_; }
   ActiveTimeline* timeline() { return timeline_; }
   SegmentTimelineChart* segment_timeline() { return segments_; }
@@ -86,17 +92,26 @@ class MemoryView : public QWidget {
   /// The state the map shows (after slider()->value()); empty before the history arrives.
   const sessions::MemoryState& state() const { return state_; }
   const MemoryViewData& data() const { return data_; }
+  /// The fragmentation chart's legend for its OOM circles, which mark the largest free block of
+  /// the pool that serves each request (MemoryOom::largest_free_in_pool: PyTorch serves requests
+  /// <= 1 MiB from the small pool): "OOM: largest free block then" where that is every OOM's
+  /// largest free block of all; else it names the pool ("OOM: the small pool's largest free block
+  /// then (it serves requests <= 1 MiB)"), or "the request's pool" when the OOMs are of both.
+  static QString oom_free_block_legend(const std::vector<sessions::MemoryOom>& ooms);
 
  private:
   void apply(MemoryViewData& d);
   void show_block(int index);
   void fill_fragmentation();
   void fill_stacks();
+  void fit_side_pane();
   std::shared_ptr<const sessions::SessionReader> session_;
   std::vector<sessions::MemoryCounter> counters_;
   std::vector<sessions::MemorySnapshot> snapshots_;
   QComboBox *rank_box_, *snapshot_box_;
   QLabel* summary_;
+  QSplitter* split_ = nullptr;
+  bool report_ = false;  // show_for_report was called: the right pane follows its tables
   QTabWidget* charts_;
   ActiveTimeline* timeline_;
   SegmentTimelineChart* segments_;

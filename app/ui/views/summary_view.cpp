@@ -23,6 +23,7 @@
 #include "core/timeline_math.h"
 #include "jobs/analysis_job.h"
 #include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/analysis/stats.h"
 #include "embedscope/sessions/analysis/flight_recorder.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
 #include "embedscope/sessions/analysis/gpu_run.h"  // gpu_run_text
@@ -276,6 +277,9 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                 .arg(origin.isEmpty() ? QString("imbalance (ids looked up max/mean) %1").arg(st.lookups_max_over_mean, 0, 'f', 2)
                                       : QString("no ids looked up in a trace (no load imbalance)"))
                 .arg(QString::fromStdString(sessions::overlap_definition(st)).toHtmlEscaped());
+  // a pipelined run's drain steps, left out of the figures above as `stats` says (tester46 F21)
+  if (const std::string drain = sessions::drain_steps_text(st.pipeline, st.steps, st.drain_steps, st.all_drain); !drain.empty())
+    text += "<br>" + QString::fromStdString(drain).trimmed().toHtmlEscaped();
   // a GPU run: how busy its streams were, its host threads' exposed communication beside the
   // streams' above, what its GPU trace lost; the lines of `embedscope stats` (ux41 #6)
   const QString gpu_lines = QString::fromStdString(figures.gpu_lines);

@@ -140,7 +140,7 @@ TEST(InspectInput, AMissingFileIsBadInput) {
   EXPECT_NE(r.err.find((dir / "none.tsv") + ": cannot open: No such file or directory"), std::string::npos) << r.err;
 }
 
-// A sample of a large run (the workbench's load view counts at most kInputFigurePairs): the first
+// A sample of a large run (the workbench's load view counts at most kInputFigureIds): the first
 // max_batches batches, iteration by iteration, count as a run that stops there (tester33 D2).
 TEST(InspectInput, MaxBatchesCountsTheFirstBatchesOnly) {
   WorkloadSpec spec = load_preset("tiny");

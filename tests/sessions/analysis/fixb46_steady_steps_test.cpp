@@ -69,9 +69,11 @@ TEST(Fixb46SteadySteps, TheLastDrainStepsAreNotCounted) {
   EXPECT_EQ(none.drain_left_out, 0);
   EXPECT_FALSE(none.all_drain);
   EXPECT_EQ(ss::drain_steps_text("semi_sync", 6, 2, false),
-            "  (steps 4-5 drain the semi_sync pipeline: recorded, not in these figures; 4 of 6 measured steps counted)\n");
+            "  (steps 4-5 drain the semi_sync pipeline: recorded, not in the step times, throughput, overlap, exposed "
+            "communication, critical path or collective times; 4 of 6 measured steps counted)\n");
   EXPECT_EQ(ss::drain_steps_text("sparse_dist", 6, 1, false),
-            "  (step 5 drains the sparse_dist pipeline: recorded, not in these figures; 5 of 6 measured steps counted)\n");
+            "  (step 5 drains the sparse_dist pipeline: recorded, not in the step times, throughput, overlap, exposed "
+            "communication, critical path or collective times; 5 of 6 measured steps counted)\n");
   EXPECT_EQ(ss::drain_steps_text("base", 6, 0, false), "");
 }
 

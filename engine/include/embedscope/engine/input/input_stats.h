@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "embedscope/engine/input/input.h"
+#include "embedscope/engine/input/source.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine {
@@ -70,6 +71,15 @@ struct InputInspection {
 /// counted (warmup_batches_left_out), so the figures cover the window of the session's measured
 /// steps, as its load counters and row histogram do; run_batches is then steps x devices.count
 /// and `max_batches` counts measured batches (tester41 #24).
+/// A synthetic source's warm-up batches are not generated at all (the generator makes any
+/// (iteration, rank) batch on its own, so skipping them changes nothing counted): a simulated
+/// 512-rank run of mlperf_dlrm_dcnv2 generated its 1,024 warm-up batches, 1.8G ids, before
+/// the first counted one (tester46 F16).
 InputInspection inspect_input(const WorkloadSpec& spec, int64_t max_batches = -1, bool measured_only = false);
+
+/// inspect_input over `source` (which must be make_batch_source(spec)'s kind: spec.input.kind
+/// says whether its batches may be made out of order), for tests that count the source's calls.
+InputInspection inspect_batches(const WorkloadSpec& spec, BatchSource& source, int64_t max_batches = -1,
+                                bool measured_only = false);
 
 }  // namespace embedscope::engine

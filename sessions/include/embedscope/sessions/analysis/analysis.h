@@ -50,7 +50,9 @@ struct RankStepTimes {
   int64_t exposed_comm_ns = 0;
   int64_t idle_ns = 0;
   std::array<int64_t, kNumCategories> by_category_ns{};
-  /// A pipeline drain step (RunStats::drain_steps): recorded, not in the step-time statistics
+  /// A pipeline drain step (RunStats::drain_steps): recorded and listed, but in none of the
+  /// time figures (step times, the ranks' compute / comm / overlap / exposed communication, the
+  /// critical-path totals, the per-collective times)
   bool drain = false;
 };
 
@@ -94,8 +96,11 @@ struct RunStats {
   double samples_per_s = 0;        ///< samples_per_step over step_time_ns.mean
   /// The pipeline (workload_json "pipeline"; "" when the session has none) and how many of the
   /// `steps` measured steps drain it (stats.h: pipeline_drain_steps; tester46 F21): the last
-  /// ones, recorded and listed in per_step (RankStepTimes::drain) but left out of step_time_ns
-  /// and samples_per_s. all_drain: every measured step drains it, so all are counted.
+  /// ones, recorded and listed in per_step (RankStepTimes::drain) and critical_paths, but left
+  /// out of every time figure: step_time_ns, samples_per_s, the ranks' compute / comm / overlap /
+  /// exposed communication / idle, overlap_pct, critical_path and critical_path_ns, collectives.
+  /// The counts (ids looked up, bytes sent) keep every measured step. all_drain: every measured
+  /// step drains it, so all are counted.
   std::string pipeline;
   int64_t drain_steps = 0;
   bool all_drain = false;

@@ -51,7 +51,8 @@ SteadySteps steady_state_steps(std::vector<int64_t> step_times, int64_t drain);
 
 /// One indented line for `run` and `stats` under the step-time line: which measured steps drain
 /// the pipeline and were left out ("  (steps 4-5 drain the semi_sync pipeline: recorded, not in
-/// these figures; 4 of 6 measured steps counted)"), or, when every step drains it, a warning to
+/// the step times, throughput, overlap, exposed communication, critical path or collective times;
+/// 4 of 6 measured steps counted)"; RunStats::drain_steps), or, when every step drains it, a warning to
 /// run more steps. "" without drain steps. `steps`: measured steps in the session.
 std::string drain_steps_text(std::string_view pipeline, int64_t steps, int64_t drain_left_out, bool all_drain);
 
