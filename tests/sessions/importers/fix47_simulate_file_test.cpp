@@ -1,0 +1,69 @@
+// tester46 F12: `--simulate NAME` read a file only when NAME ended in .json or had a slash (a profile
+// copied to "myprof" was an "unknown hardware profile"), and a scaling study or a workload given
+// as a profile got "/batch_size_per_gpu: unknown key". Now an existing file of that name comes
+// before the built-in list, and one of embedscope's other JSON files is named for what it is (the
+// recognition `stats` uses, engine/workload/json_kind.h).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "support/build_paths.h"
+#include "support/cli_run.h"
+
+namespace {
+namespace fs = std::filesystem;
+
+fs::path fix47_sim_scratch() {
+  static const fs::path d = [] {
+    auto p = fs::temp_directory_path() / ("es_fix47_sim_" + std::to_string(getpid()));
+    fs::remove_all(p);
+    fs::create_directories(p);
+    return p;
+  }();
+  return d;
+}
+
+// The CLI run in the scratch folder (names without a slash are looked up there).
+embedscope::test_support::CliResult fix47_sim_cli(const std::string& args) {
+  return embedscope::test_support::run_cli("cd " + fix47_sim_scratch().string() + " && " + EMBEDSCOPE_CLI, args,
+                                           fix47_sim_scratch());
+}
+
+void fix47_write(const fs::path& p, const std::string& text) {
+  std::ofstream f(p);
+  f << text;
+}
+}  // namespace
+
+TEST(SimulateFileF12, AFileOfThatNameComesBeforeTheBuiltInList) {
+  // h100_sxm.json renamed "myprof", its name changed so that the output shows which was read
+  std::ifstream in(std::string(EMBEDSCOPE_SOURCE_DIR) + "/resources/hardware/h100_sxm.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto at = text.find("\"name\": \"h100_sxm\"");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 18, "\"name\": \"myprof_copy\"");
+  fix47_write(fix47_sim_scratch() / "myprof", text);
+  const auto r = fix47_sim_cli("plan --preset tiny --simulate myprof");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("(hardware profile myprof_copy)"), std::string::npos) << r.out;
+}
+
+TEST(SimulateFileF12, AScalingStudyOrAWorkloadIsNamedForWhatItIs) {
+  fix47_write(fix47_sim_scratch() / "sc.json", "{\"batch_size_per_gpu\": 8, \"gpus_per_node\": 8, \"points\": []}\n");
+  auto r = fix47_sim_cli("run --preset tiny --simulate sc.json --steps 1 -o x.db");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("error: sc.json is a scaling study (embedscope scaling --json), not a hardware profile (give a "
+                       "built-in profile: a100_sxm_80gb, h100_sxm, h200_sxm; or a profile JSON file: resources/hardware, "
+                       "embedscope calibrate -o)"),
+            std::string::npos)
+      << r.err;
+  fs::copy_file(std::string(EMBEDSCOPE_SOURCE_DIR) + "/resources/workloads/tiny.json", fix47_sim_scratch() / "wl",
+                fs::copy_options::overwrite_existing);
+  r = fix47_sim_cli("plan --preset tiny --simulate wl");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("error: wl is a workload, not a hardware profile"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(fix47_sim_scratch() / "x.db"));
+}
