@@ -123,6 +123,8 @@ HardwareProfile from_json(const json& j, const std::string& origin) {
   Fields top(j, origin, "", {"name", "description", "gpu", "cluster", "intra_node", "inter_node", "host_link", "cpu", "sources"});
   HardwareProfile p;
   p.name = top.text("name");
+  if (p.name.find_first_not_of(" \t\r\n") == std::string::npos)  // tester46 F6: shown as "(hardware profile )"
+    top.fail("/name", "must not be empty (runs on the profile say \"hardware profile NAME\")");
   if (j.contains("description")) p.description = top.text("description");
   Fields g(j, origin, "/gpu",
            {"name", "memory_bytes", "hbm_bandwidth_bytes_per_s", "dense_flops_per_s", "dense_efficiency",

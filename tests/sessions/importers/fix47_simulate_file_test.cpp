@@ -67,3 +67,24 @@ TEST(SimulateFileF12, AScalingStudyOrAWorkloadIsNamedForWhatItIs) {
   EXPECT_NE(r.err.find("error: wl is a workload, not a hardware profile"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(fix47_sim_scratch() / "x.db"));
 }
+
+// tester46 F6: a profile with "name": "" was accepted and shown as "(hardware profile )"; calibrate
+// --name "" wrote such a profile. Both are refused, naming the field.
+TEST(SimulateFileF6, AnEmptyProfileNameIsRefusedAsIsCalibrateNameEmpty) {
+  std::ifstream in(std::string(EMBEDSCOPE_SOURCE_DIR) + "/resources/hardware/h100_sxm.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto at = text.find("\"name\": \"h100_sxm\"");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 18, "\"name\": \" \"");
+  fix47_write(fix47_sim_scratch() / "name_empty.json", text);
+  auto r = fix47_sim_cli("plan --preset tiny --simulate name_empty.json");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("error: name_empty.json: /name: must not be empty (runs on the profile say \"hardware profile "
+                       "NAME\")"),
+            std::string::npos)
+      << r.err;
+  r = fix47_sim_cli("calibrate name_empty.json --name '' -o never.json");  // refused before any session is read
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("error: --name '': must not be empty"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(fix47_sim_scratch() / "never.json"));
+}

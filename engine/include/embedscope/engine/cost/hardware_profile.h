@@ -188,7 +188,8 @@ LinkProfile default_host_link();
 
 /// Parses a profile. `origin` names the text in errors. Throws SpecError
 /// "ORIGIN: /gpu/hbm_bandwidth_bytes_per_s: missing" (or "must be > 0, got -1", "unknown key
-/// \"x\"") naming the JSON pointer; a JSON syntax error names the byte.
+/// \"x\"", "/name: must not be empty ..." for a name of blanks only) naming the JSON pointer; a
+/// JSON syntax error names the byte.
 HardwareProfile parse_hardware_profile(const std::string& json_text, const std::string& origin);
 
 /// Whether load_hardware_profile reads `name_or_path` as a file: it contains '/', ends in
