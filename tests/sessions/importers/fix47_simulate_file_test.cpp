@@ -10,6 +10,8 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "support/build_paths.h"
 #include "support/cli_run.h"
 
@@ -87,4 +89,24 @@ TEST(SimulateFileF6, AnEmptyProfileNameIsRefusedAsIsCalibrateNameEmpty) {
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("error: --name '': must not be empty"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(fix47_sim_scratch() / "never.json"));
+}
+
+// tester45 F2 (still open in tester46): under --simulate, --local-world-size beside --nodes /
+// --gpus-per-node was dropped without a word (--nodes 2 --local-world-size 4: 16 ranks in nodes
+// of the profile's 8). It is the same field as --gpus-per-node: applied as it, refused beside a
+// different --gpus-per-node.
+TEST(SimulateFileF2, LocalWorldSizeBesideNodesIsAppliedOrRefused) {
+  auto r = fix47_sim_cli("plan --preset criteo_kaggle --simulate h100_sxm --nodes 2 --local-world-size 4 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("world_size"), 8) << r.out;  // 2 nodes of 4, not of the profile's 8
+  EXPECT_EQ(j.at("local_world_size"), 4) << r.out;
+  r = fix47_sim_cli("plan --preset criteo_kaggle --simulate h100_sxm --nodes 2 --gpus-per-node 4 --local-world-size 2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("error: --local-world-size 2 disagrees with --gpus-per-node 4: a simulated node's GPUs are its "
+                       "ranks (both set sharding.local_world_size); give one of them"),
+            std::string::npos)
+      << r.err;
+  r = fix47_sim_cli("plan --preset criteo_kaggle --simulate h100_sxm --nodes 2 --gpus-per-node 4 --local-world-size 4 --json");
+  EXPECT_EQ(r.code, 0) << r.err;
 }
