@@ -1,11 +1,15 @@
 #include "interrupt.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <semaphore.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 
 namespace embedscope::cli {
@@ -69,6 +73,41 @@ void stop_at_once_with(std::function<void()> at_stop) {
     _exit(130);  // as the default action's 128 + SIGINT; no destructor runs (the run is mid-step)
   }).detach();
   g_stop_watched = true;
+}
+
+namespace {
+std::atomic<long> g_launcher{0};           // watch_launcher's pid; 0: none
+std::atomic<bool> g_launcher_closed{false};  // its pipe was seen without a reader
+}  // namespace
+
+long watch_launcher(std::atomic<bool>& cancel) {
+  const char* v = std::getenv("EMBEDSCOPE_LAUNCHER_PID");
+  char* end = nullptr;
+  const long pid = v ? std::strtol(v, &end, 10) : 0;
+  if (pid <= 0 || end == v || *end != '\0') return 0;
+  g_launcher = pid;
+  std::thread([&cancel] {
+    pollfd p{STDERR_FILENO, 0, 0};  // POLLERR (a pipe without a reader) and POLLHUP come unasked
+    while (true) {
+      const int n = poll(&p, 1, -1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 || (p.revents & POLLNVAL)) return;  // not a descriptor poll can watch: nothing to say
+      if (p.revents & (POLLERR | POLLHUP)) break;
+    }
+    if (const int null = open("/dev/null", O_WRONLY); null >= 0) {  // before anything else writes
+      dup2(null, STDOUT_FILENO);
+      dup2(null, STDERR_FILENO);
+      close(null);
+    }
+    g_launcher_closed = true;
+    cancel = true;
+  }).detach();
+  return pid;
+}
+
+bool launcher_gone() {
+  const long pid = g_launcher.load();
+  return pid > 0 && (g_launcher_closed.load() || static_cast<long>(getppid()) != pid);
 }
 
 }  // namespace embedscope::cli

@@ -37,4 +37,18 @@ const engine::FlightDumpRequest& flight_dump_on_signals();
 /// process at once (the default action). Call once.
 void stop_at_once_with(std::function<void()> at_stop);
 
+/// For a rank process that `embedscope launch` started (EMBEDSCOPE_LAUNCHER_PID=PID in its
+/// environment, set by launch): a thread watches the pipe this process's stderr is, which the
+/// launcher reads. When the launcher goes away (SIGKILL, the OOM killer, a batch system's hard
+/// kill) the pipe has no reader any more (poll reports POLLERR): stdout and stderr are pointed
+/// at /dev/null, so that no later write fails with EPIPE (tester46 F5: the ranks ended "crashed:
+/// cannot write to file: Broken pipe"), and `cancel` is set: the run stops after its current
+/// step, as on SIGTERM (the ranks' cancel vote agrees on the step). Returns the launcher's pid,
+/// or 0 (nothing watched) when the variable is absent or malformed. Call once.
+long watch_launcher(std::atomic<bool>& cancel);
+
+/// Whether the launcher watch_launcher watches went away: its pipe was seen closed, or this
+/// process's parent is no longer that pid (re-parented when it died). False without a watch.
+bool launcher_gone();
+
 }  // namespace embedscope::cli

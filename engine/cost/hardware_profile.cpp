@@ -3,12 +3,14 @@
 #include "embedscope/engine/cost/hardware_profile.h"
 
 #include <cmath>
+#include <filesystem>
 #include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/workload/json_kind.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "workload/checker.h"
 
@@ -121,6 +123,8 @@ HardwareProfile from_json(const json& j, const std::string& origin) {
   Fields top(j, origin, "", {"name", "description", "gpu", "cluster", "intra_node", "inter_node", "host_link", "cpu", "sources"});
   HardwareProfile p;
   p.name = top.text("name");
+  if (p.name.find_first_not_of(" \t\r\n") == std::string::npos)  // tester46 F6: shown as "(hardware profile )"
+    top.fail("/name", "must not be empty (runs on the profile say \"hardware profile NAME\")");
   if (j.contains("description")) p.description = top.text("description");
   Fields g(j, origin, "/gpu",
            {"name", "memory_bytes", "hbm_bandwidth_bytes_per_s", "dense_flops_per_s", "dense_efficiency",
@@ -181,11 +185,26 @@ std::vector<std::string> hardware_profile_names() {
   return names;
 }
 
+bool hardware_profile_is_file(const std::string& name_or_path) {
+  if (name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json")) return true;
+  std::error_code ec;  // an existing file of that name comes before the built-in list (tester46 F12)
+  return !name_or_path.empty() && std::filesystem::exists(name_or_path, ec) && !std::filesystem::is_directory(name_or_path, ec);
+}
+
 HardwareProfile load_hardware_profile(const std::string& name_or_path) {
-  const bool is_path = name_or_path.find('/') != std::string::npos ||
-                       (name_or_path.size() > 5 && name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0);
-  if (is_path) {
-    return from_json(detail::read_json_file(name_or_path, "hardware profile"), name_or_path);
+  if (hardware_profile_is_file(name_or_path)) {
+    try {
+      return from_json(detail::read_json_file(name_or_path, "hardware profile"), name_or_path);
+    } catch (const SpecError&) {
+      // one of embedscope's other JSON files (tester46 F12: a scaling study got "/batch_size_per_gpu:
+      // unknown key"): say what it is
+      if (const JsonFileKind kind = json_file_kind(name_or_path);
+          kind != JsonFileKind::none && kind != JsonFileKind::hardware_profile)
+        throw SpecError(fmt::format("{} is {}, not a hardware profile (give a built-in profile: {}; or a profile JSON "
+                                    "file: resources/hardware, embedscope calibrate -o)",
+                                    name_or_path, json_file_kind_name(kind), fmt::join(hardware_profile_names(), ", ")));
+      throw;
+    }
   }
   const auto& built_in = resources::hardware_profiles();
   const auto it = built_in.find(name_or_path);

@@ -647,9 +647,12 @@ WorkloadSpec load_workload_file(const std::string& path) {
     if (!p.empty() && std::filesystem::path(p).is_relative()) p = (dir / p).lexically_normal().string();
   // and so is a hardware profile file (tester44 F16: it was read from the current directory, so a
   // workload shipped with its profile failed when run from elsewhere). A file, not a built-in name,
-  // by load_hardware_profile's rule (cost/hardware_profile.cpp): a '/' in it, or a name ending .json.
+  // by load_hardware_profile's rule (cost/hardware_profile.h): a '/' in it, a name ending .json, or
+  // an existing file (here: in the workload's folder).
   std::string& hw = s.devices.hardware;
-  const bool hw_is_file = hw.find('/') != std::string::npos || (hw.size() > 5 && hw.ends_with(".json"));
+  std::error_code ec;
+  const bool hw_is_file = hw.find('/') != std::string::npos || (hw.size() > 5 && hw.ends_with(".json")) ||
+                          (!hw.empty() && std::filesystem::is_regular_file(dir / hw, ec));
   if (hw_is_file && std::filesystem::path(hw).is_relative()) hw = (dir / hw).lexically_normal().string();
   if (j.is_object() && !j.contains("name")) {
     const std::string stem = std::filesystem::path(path).stem().string();

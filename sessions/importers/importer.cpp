@@ -37,6 +37,24 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 }  // namespace
 
+namespace {
+// The SQLite files named .db (embedscope sessions) directly in `dir`, sorted.
+std::vector<std::string> session_files_in(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().string();
+    if (!ends_with(name, ".db") || !e.is_regular_file(ec)) continue;
+    char head[16] = {};
+    std::ifstream f(name, std::ios::binary);
+    if (f.read(head, sizeof head) && std::string(head, sizeof head) == std::string("SQLite format 3\0", 16))
+      out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+}  // namespace
+
 std::vector<std::string> expand_inputs(const std::vector<std::string>& paths) {
   std::vector<std::string> out;
   for (const auto& p : paths) {
@@ -49,8 +67,16 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& paths) {
                                     ends_with(name, ".pickle") || ends_with(name, ".pickle.gz")))
           found.push_back(name);
       }
-      if (found.empty())
+      if (found.empty()) {
+        // a folder of sessions (what `scaling -o DIR` writes): say what it holds (tester46 F19)
+        if (const std::vector<std::string> dbs = session_files_in(p); !dbs.empty())
+          throw ImportError(fmt::format("{} holds {} session{} (.db), not traces to import: open them by name "
+                                        "(embedscope-ui {}{}; embedscope stats {})",
+                                        p, dbs.size(), dbs.size() == 1 ? "" : "s", dbs.front(),
+                                        dbs.size() > 1 ? " ..., or embedscope-ui --compare " + dbs[0] + " " + dbs[1] : "",
+                                        dbs.front()));
         throw ImportError(fmt::format("{}: a directory without .json, .json.gz, .sqlite, .pickle or .pickle.gz files", p));
+      }
       std::sort(found.begin(), found.end());
       out.insert(out.end(), found.begin(), found.end());
     } else if (fs::exists(p, ec)) {

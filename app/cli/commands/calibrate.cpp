@@ -98,6 +98,10 @@ std::vector<std::string> calibration_warnings(const es::Calibration& cal,
 }
 
 int cmd_calibrate(const CalibrateState& s) {
+  // what --simulate would refuse in the profile written (tester46 F6), refused before the fit
+  if (s.name.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw es::SpecError(fmt::format("--name '{}': must not be empty (the profile's \"name\"; runs on it say \"hardware "
+                                    "profile NAME\")", s.name));
   refuse_repeated_sessions(s);
   // an existing profile is replaced only when asked, as run / scenario / scaling / export do
   // (tester42 F15: it was overwritten silently); refused before the fit's seconds of work

@@ -139,10 +139,11 @@ int cmd_import(const ImportState& s) {
   StagedSession staged(out, s.overwrite);
   opt.align = s.align;
   opt.progress = [](const std::string& line) { fmt::print(stderr, "import: {}\n", line); };
-  // Ctrl-C: the importer stops before its next file or rank; the temporary session is closed
-  // "cancelled" and removed, so nothing half-written is left (a second Ctrl-C ends the process
-  // at once, which leaves the temporary file but never touches `out`).
-  std::atomic<bool>& cancel = cancel_on_sigint("\ncancelling the import (Ctrl-C again stops at once)\n");
+  // Ctrl-C or SIGTERM (what a batch system's time limit sends; tester46 F24: it killed the import
+  // and left the hidden temporary files): the importer stops before its next file or rank; the
+  // temporary session is closed "cancelled" and removed, so nothing half-written is left (a
+  // second signal ends the process at once, which leaves the temporary file but never touches `out`).
+  std::atomic<bool>& cancel = cancel_on_sigint_or_sigterm("\ncancelling the import (Ctrl-C again stops at once)\n");
   opt.cancelled = [&cancel] { return cancel.load(); };
   si::ImportSummary sum;
   bool cancelled = false;

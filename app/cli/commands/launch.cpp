@@ -159,12 +159,16 @@ void spawn(Child& c, const std::string& exe, const std::vector<std::string>& arg
   argv.push_back(const_cast<char*>(exe.c_str()));
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  const std::string launcher_pid = std::to_string(getpid());
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(fmt::format("launch: fork: {}", strerror(errno)));
   if (pid == 0) {
     setpgid(0, 0);  // Ctrl-C at the terminal reaches launch only; launch forwards it once
     signal(SIGINT, SIG_DFL);
     setenv("EMBEDSCOPE_LAUNCH_NODE", launch_node.c_str(), 1);  // the rank's node/local rank (launch_node)
+    // the rank watches this process's pipes: when they lose their reader (launch killed), it
+    // cancels and says so in its session (interrupt.h watch_launcher; tester46 F5)
+    setenv("EMBEDSCOPE_LAUNCHER_PID", launcher_pid.c_str(), 1);
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
     close(out[0]), close(out[1]), close(err[0]), close(err[1]);

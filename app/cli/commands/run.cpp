@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <system_error>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -151,7 +153,10 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   };
   if (!process_from.empty())
     opt.process = {proc.rank, proc.rendezvous, proc.run_id, proc.host, proc.node, proc.local_rank};
-  opt.cancel = &cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
+  std::atomic<bool>& cancel = cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
+  opt.cancel = &cancel;
+  // a rank `launch` started: its launcher going away cancels it, without EPIPE (tester46 F5)
+  const long launcher = process_from.empty() ? 0 : watch_launcher(cancel);
   opt.flight_dump = &flight_dump_on_signals();
   // a second Ctrl-C stops at once: say so naming the session, and record it as the user's stop
   // rather than leave it to read "crashed" (tester41 #21; run_common.h, as an lm_embedding run's)
@@ -163,8 +168,30 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   lines.warmup_steps = spec.warmup_steps;
   lines.simulated = simulated;
   lines.steps_done = &stop.steps_done;
-  opt.on_step = step_progress_lines(lines);
+  opt.on_step = [progress = step_progress_lines(lines), launcher, &stop](const es::StepProgress& p) {
+    if (launcher_gone()) {  // its pipe has no reader: a line would fail with EPIPE
+      if (p.step > 0 && p.step >= p.total_steps) stop.steps_done = true;
+      return;
+    }
+    try {
+      progress(p);
+    } catch (const std::system_error& e) {  // the launcher died just now; the watch cancels the run
+      if (launcher == 0 || e.code().value() != EPIPE) throw;
+    }
+  };
   const es::RunResult r = with_origin(a.origin, [&] { return es::run_training(spec, plan, opt); });
+  if (launcher_gone() && r.ended == es::RunEnd::cancelled && !r.session_path.empty()) {
+    // nobody reads this process's output any more: the session says what happened (tester46 F5)
+    std::string all_ranks = proc.output_pattern;
+    for (auto at = all_ranks.find("{rank}"); at != std::string::npos; at = all_ranks.find("{rank}"))
+      all_ranks.replace(at, 6, "*");
+    embedscope::sessions::mark_session_ended(
+        r.session_path, "cancelled",
+        fmt::format("launcher (pid {}) went away: output pipe closed; rank {} cancelled after the current step. Merge "
+                    "the rank sessions: embedscope merge {} -o {}",
+                    launcher, proc.rank, all_ranks, merged_output(proc.output_pattern)));
+    return 0;
+  }
   if (tty) fmt::print(stderr, "\n");
   if (r.ended != es::RunEnd::complete && r.ended != es::RunEnd::cancelled) {
     return report_failed_run(es::to_string(r.ended), r.error, r.session_path, as_json, r.bad_input);

@@ -25,8 +25,8 @@
 #include "embedscope/sessions/analysis/kernel_name.h"
 #include "embedscope/sessions/analysis/rebalance_effect.h"
 #include "embedscope/sessions/analysis/run_end.h"  // ended_text
-#include "embedscope/sessions/importers/importer.h"  // read_head
 #include "embedscope/sessions/model/held_out_key.h"
+#include "embedscope/engine/workload/json_kind.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"  // format_duration
 #include "embedscope/sessions/store/session.h"
@@ -53,27 +53,18 @@ namespace {
 // workload; "" otherwise (tester45 F12.10: "import it first" for a scaling study, which import
 // then refused).
 std::string embedscope_json_kind(const std::string& file) {
-  std::string head;
-  try {
-    head = ss::importers::read_head(file, 1 << 16);
-  } catch (const std::exception&) {
-    return "";
+  switch (es::json_file_kind(file)) {  // engine/workload/json_kind.h: one recognition with --simulate's
+    case es::JsonFileKind::scaling_study:
+      return std::string(es::json_file_kind_name(es::JsonFileKind::scaling_study)) +
+             ": its table is what scaling printed, its plots the workbench's (embedscope-ui " + file + ")";
+    case es::JsonFileKind::hardware_profile:
+      return "a hardware profile: give it to --simulate (embedscope run --simulate " + file + " ...)";
+    case es::JsonFileKind::sharding_plan:
+      return "a sharding plan: give it to --plan (embedscope run WORKLOAD --plan " + file + ")";
+    case es::JsonFileKind::workload:
+      return "a workload: run it (embedscope run " + file + ") to make a session";
+    case es::JsonFileKind::none: break;
   }
-  std::string flat;
-  for (char c : head)
-    if (c != ' ' && c != '\n' && c != '\r' && c != '\t') flat += c;
-  if (flat.rfind("{\"batch_size_per_gpu\"", 0) == 0)
-    return "a scaling study (embedscope scaling --json): its table is what scaling printed, its plots the "
-           "workbench's (embedscope-ui " + file + ")";
-  const json j = json::parse(head, nullptr, false);  // whole files only: a cut head is discarded
-  if (!j.is_object()) return "";
-  if (j.contains("gpu") && j["gpu"].is_object())
-    return "a hardware profile: give it to --simulate (embedscope run --simulate " + file + " ...)";
-  if (j.contains("tables") && j["tables"].is_array() && !j["tables"].empty() && j["tables"][0].is_object() &&
-      j["tables"][0].contains("sharding_type"))
-    return "a sharding plan: give it to --plan (embedscope run WORKLOAD --plan " + file + ")";
-  if (j.value("model", "") == "lm_embedding" || (j.contains("tables") && j.contains("devices")))
-    return "a workload: run it (embedscope run " + file + ") to make a session";
   return "";
 }
 }  // namespace

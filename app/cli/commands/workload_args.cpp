@@ -87,11 +87,20 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
 namespace {
 // The simulated cluster --nodes, --gpus-per-node and --devices ask for, asked for once: {nodes,
 // GPUs per node} (the profile's GPUs per node by default). --gpus-per-node G alone keeps the
-// workload's `workload_ranks` (its devices.count) in nodes of G (tester45 F2). Throws SpecError
+// workload's `workload_ranks` (its devices.count) in nodes of G (tester45 F2); --local-world-size
+// L stands for --gpus-per-node L (the same field), refused beside a different G. Throws SpecError
 // naming the flags when they disagree, when the ranks are not whole nodes, or past
 // kMaxSimulatedRanks ranks.
 std::pair<int, int> simulated_cluster(const WorkloadArgs& a, const es::HardwareProfile& hw, int workload_ranks) {
-  const int per_node = a.was_given("--gpus-per-node") ? a.gpus_per_node : hw.gpus_per_node;
+  // --local-world-size is the same field (sharding.local_world_size): a node's size, applied as
+  // --gpus-per-node is, or refused when the two disagree (tester45 F2: it was dropped silently)
+  const bool lws = a.was_given("--local-world-size");
+  if (lws && a.was_given("--gpus-per-node") && a.local_world_size != a.gpus_per_node)
+    throw es::SpecError(fmt::format("--local-world-size {} disagrees with --gpus-per-node {}: a simulated node's GPUs "
+                                    "are its ranks (both set sharding.local_world_size); give one of them",
+                                    a.local_world_size, a.gpus_per_node));
+  const int per_node = a.was_given("--gpus-per-node") ? a.gpus_per_node : lws ? a.local_world_size : hw.gpus_per_node;
+  const char* per_node_flag = a.was_given("--gpus-per-node") ? "--gpus-per-node" : lws ? "--local-world-size" : "--gpus-per-node";
   int nodes = a.was_given("--nodes") ? a.nodes : 1;
   const bool ranks_from_workload = !a.was_given("--devices") && !a.was_given("--nodes");
   if (a.was_given("--devices") || ranks_from_workload) {  // N ranks in nodes of G: N / G nodes; with --nodes they must agree
@@ -102,13 +111,13 @@ std::pair<int, int> simulated_cluster(const WorkloadArgs& a, const es::HardwareP
       throw es::SpecError(fmt::format("--devices {} disagrees with --nodes {} x {} GPUs per node ({} ranks); give the "
                                       "ranks once", ranks, a.nodes, per_node, static_cast<int64_t>(a.nodes) * per_node));
     if (per_node <= 0 || ranks % per_node != 0)
-      throw es::SpecError(fmt::format("{} is not a whole number of nodes of --gpus-per-node {}{}", what, per_node,
+      throw es::SpecError(fmt::format("{} is not a whole number of nodes of {} {}{}", what, per_node_flag, per_node,
                                       ranks_from_workload ? " (give --devices or --nodes)" : ""));
     nodes = ranks / per_node;
   }
   if (static_cast<int64_t>(nodes) * per_node > es::kMaxSimulatedRanks)
-    throw es::SpecError(fmt::format("--nodes {} x --gpus-per-node {} is {} ranks; a simulated cluster has at most {}",
-                                    nodes, per_node, static_cast<int64_t>(nodes) * per_node, es::kMaxSimulatedRanks));
+    throw es::SpecError(fmt::format("--nodes {} x {} {} is {} ranks; a simulated cluster has at most {}",
+                                    nodes, per_node_flag, per_node, static_cast<int64_t>(nodes) * per_node, es::kMaxSimulatedRanks));
   return {nodes, per_node};
 }
 }  // namespace

@@ -97,6 +97,30 @@ bool wait_for_page(QWidget* page, const QString& name) {
   return false;
 }
 
+// Why a report cannot be written into `dir`, or "" (tester45 F12.5: an existing folder's files were
+// replaced without a word, where the CLI's outputs - export's csv folder, run's session - are
+// replaced only with --force-overwrite): a new folder, an empty one, or an earlier Embedscope report
+// (its index.html says so; its pages are replaced) take it; a folder holding anything else only with
+// `overwrite`; a file never.
+QString report_dir_refusal(const QString& dir, bool overwrite) {
+  const QFileInfo info(dir);
+  if (!info.exists() && !info.isSymLink()) return "";
+  if (!info.isDir())
+    return dir + ": exists and is not a folder; a report is a folder of PNG pages and index.html (choose another -o)";
+  if (overwrite) return "";
+  const QStringList entries = QDir(dir).entryList(QDir::AllEntries | QDir::NoDotAndDotDot | QDir::Hidden, QDir::Name);
+  if (entries.isEmpty()) return "";
+  QFile index(dir + "/index.html");
+  if (index.open(QIODevice::ReadOnly) && index.read(4096).contains("<title>Embedscope ")) return "";  // an earlier report
+  return QString("%1: exists and holds %2 entr%3 (%4%5) but no Embedscope report; the report writes its pages "
+                 "(summary.png, timeline.png, ...) and index.html there: choose a new or empty folder (-o), or allow "
+                 "replacing them (--force-overwrite)")
+      .arg(dir)
+      .arg(entries.size())
+      .arg(entries.size() == 1 ? "y" : "ies")
+      .arg(entries.front(), entries.size() > 1 ? ", ..." : "");
+}
+
 // Renders each page of the window's current tab (a session's views, or a comparison's pages) to
 // DIR/<page>.png and writes DIR/index.html around them; `kind` heads the page ("report",
 // "comparison").
@@ -213,7 +237,8 @@ int write_report(embedscope::ui::MainWindow& w, const QString& dir, const QStrin
 }
 
 // The report of one session (a trace given is imported first): write_report of its tab.
-int report(embedscope::ui::MainWindow& w, const QString& session, const QString& dir) {
+int report(embedscope::ui::MainWindow& w, const QString& session, const QString& dir, bool overwrite) {
+  if (const QString err = report_dir_refusal(dir, overwrite); !err.isEmpty()) return fail(err);  // before any work
   if (const QString err = open_and_wait(w, session); !err.isEmpty()) return fail(err);
   if (w.tabs()->count() == 0) return fail(session + ": nothing was opened");
   return write_report(w, dir, "report");
@@ -258,7 +283,8 @@ QString import_traces_to_compare(embedscope::ui::MainWindow& w, QStringList& pat
 
 // The report of a comparison (tester38 #15): every page of the compare tab (Figures, Timelines,
 // Memory) as DIR/<page>.png and DIR/index.html, as a session's report.
-int compare_report(embedscope::ui::MainWindow& w, QStringList sessions, const QString& dir) {
+int compare_report(embedscope::ui::MainWindow& w, QStringList sessions, const QString& dir, bool overwrite) {
+  if (const QString err = report_dir_refusal(dir, overwrite); !err.isEmpty()) return fail(err);  // before any work
   if (const QString err = import_traces_to_compare(w, sessions); !err.isEmpty()) return fail("--compare: " + err);
   if (const QString err = w.open_compare(sessions, true); !err.isEmpty()) return fail("--compare: " + err);
   if (!qobject_cast<embedscope::ui::CompareView*>(w.tabs()->currentWidget())) return fail("--compare: nothing was opened");
@@ -334,7 +360,9 @@ int main(int argc, char** argv) {
     if (a == "--help" || a == "-h") {
       std::printf("usage: embedscope-ui [SESSION.db ...]              open sessions in the workbench\n"
                   "       embedscope-ui SESSION.db... --screenshot FILE.png\n"
-                  "       embedscope-ui --report SESSION.db -o DIR      every view as PNG + index.html\n"
+                  "       embedscope-ui --report SESSION.db -o DIR [--force-overwrite]\n"
+                  "                                                     every view as PNG + index.html (DIR new, empty\n"
+                  "                                                     or an earlier report, else --force-overwrite)\n"
                   "       embedscope-ui --compare A.db B.db [...]       compare sessions side by side (a trace or memory\n"
                   "                                                      snapshot given is imported first)\n"
                   "       embedscope-ui --compare A.db B.db --report -o DIR   every compare page as PNG + index.html\n"
@@ -357,7 +385,7 @@ int main(int argc, char** argv) {
   embedscope::ui::MainWindow w;
   QString screenshot, report_session, report_dir, scenario, scenario_sessions;
   QStringList sessions;
-  bool compare = false, report_flag = false;
+  bool compare = false, report_flag = false, overwrite = false;
   const QStringList args = QApplication::arguments().mid(1);
   for (int i = 0; i < args.size(); ++i) {
     const QString& a = args[i];
@@ -378,6 +406,8 @@ int main(int argc, char** argv) {
       if ((scenario_sessions = value()).isEmpty()) return fail("--scenario-sessions needs a folder");
     } else if (a == "-o") {
       if ((report_dir = value()).isEmpty()) return fail("-o needs a folder");
+    } else if (a == "--force-overwrite") {  // a report's -o folder that holds other files
+      overwrite = true;
     } else if (a.startsWith("-")) {
       return fail("unknown option " + a + " (see embedscope-ui --help)");
     } else {
@@ -388,7 +418,7 @@ int main(int argc, char** argv) {
     if (report_dir.isEmpty()) return fail("--compare --report needs -o DIR");
     if (!report_session.isEmpty()) sessions.prepend(report_session);
     if (sessions.size() < 2) return fail("--compare --report needs two or more session files");
-    return compare_report(w, sessions, report_dir);
+    return compare_report(w, sessions, report_dir, overwrite);
   }
   // a scenario has no report of its own (tester42 F15: "--report needs a session file" said nothing
   // of it): say what writes its pages instead
@@ -407,7 +437,7 @@ int main(int argc, char** argv) {
   if (!report_session.isEmpty()) {
     if (report_dir.isEmpty()) return fail("--report needs -o DIR");
     if (!sessions.isEmpty()) return fail("--report takes one session; also given: " + sessions.join(", "));
-    return report(w, report_session, report_dir);
+    return report(w, report_session, report_dir, overwrite);
   }
   if (!scenario_sessions.isEmpty() && scenario.isEmpty()) return fail("--scenario-sessions goes with --scenario");
   const bool batch = !screenshot.isEmpty();
@@ -430,7 +460,7 @@ int main(int argc, char** argv) {
                             "embedscope-ui %1 --screenshot FILE.png")
                         .arg(s));
       const QString dir = report_dir_of(s);
-      if (const int rc = report(w, s, dir); rc != 0) return rc;
+      if (const int rc = report(w, s, dir, overwrite); rc != 0) return rc;
       std::printf("%s: the report of %s is in %s/index.html (open it in a browser)\n",
                   qPrintable(no_window.section(" (", 0, 0)), qPrintable(s), qPrintable(dir));
     }

@@ -188,13 +188,20 @@ LinkProfile default_host_link();
 
 /// Parses a profile. `origin` names the text in errors. Throws SpecError
 /// "ORIGIN: /gpu/hbm_bandwidth_bytes_per_s: missing" (or "must be > 0, got -1", "unknown key
-/// \"x\"") naming the JSON pointer; a JSON syntax error names the byte.
+/// \"x\"", "/name: must not be empty ..." for a name of blanks only) naming the JSON pointer; a
+/// JSON syntax error names the byte.
 HardwareProfile parse_hardware_profile(const std::string& json_text, const std::string& origin);
 
-/// A built-in profile by name, or a profile JSON file when `name_or_path` contains '/' or ends
-/// in ".json". Throws SpecError "/devices/hardware: unknown hardware profile \"x\" (built in:
-/// a100_sxm_80gb, h100_sxm, h200_sxm; or give a profile JSON file)", or what
-/// parse_hardware_profile throws (with the file name as origin).
+/// Whether load_hardware_profile reads `name_or_path` as a file: it contains '/', ends in
+/// ".json", or names an existing file (not a directory) - a file comes before a built-in name.
+bool hardware_profile_is_file(const std::string& name_or_path);
+
+/// A profile JSON file when hardware_profile_is_file(name_or_path), else a built-in profile by
+/// name. Throws SpecError "/devices/hardware: unknown hardware profile \"x\" (built in:
+/// a100_sxm_80gb, h100_sxm, h200_sxm; or give a profile JSON file)"; for a file that is another
+/// of embedscope's JSON files (json_kind.h) "sc.json is a scaling study (embedscope scaling
+/// --json), not a hardware profile (...)"; else what parse_hardware_profile throws (with the
+/// file name as origin).
 HardwareProfile load_hardware_profile(const std::string& name_or_path);
 
 /// The built-in profiles' names, sorted.

@@ -1,0 +1,71 @@
+// tester45 F12.5 (still open in tester46): `embedscope-ui --report s.db -o DIR` replaced the files
+// of an existing DIR (there a copy of a database named summary.png) without a flag, where the CLI
+// replaces its outputs only with --force-overwrite. A new, empty or earlier-report folder takes the
+// report; a folder holding anything else is refused before any work unless --force-overwrite.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+namespace fs = std::filesystem;
+
+struct Fix47Run {
+  int code = -1;
+  std::string out;  ///< stdout and stderr
+};
+
+Fix47Run fix47_run(const std::string& cmd) {
+  Fix47Run r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string fix47_slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+}  // namespace
+
+TEST(ReportDirF125, AFolderOfOtherFilesIsRefusedUnlessForceOverwrite) {
+  const fs::path dir = fs::temp_directory_path() / ("es_fix47_rep_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "rep");
+  const fs::path study = dir / "study.json";  // a one-page report: quick
+  std::string make = "'";
+  make += EMBEDSCOPE_CLI;
+  make += "' scaling --preset tiny --simulate h100_sxm --gpus 8 --steps 1 --json > '" + study.string() + "'";
+  ASSERT_EQ(fix47_run(make).code, 0);
+  std::ofstream(dir / "rep" / "scaling.png") << "precious, not a picture";
+  std::string ui = "QT_QPA_PLATFORM=offscreen '";
+  ui += EMBEDSCOPE_UI;
+  ui += "' --report '" + study.string() + "' -o '" + (dir / "rep").string() + "'";
+  auto r = fix47_run(ui);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("error: " + (dir / "rep").string() + ": exists and holds 1 entry (scaling.png) but no Embedscope "
+                       "report; the report writes its pages (summary.png, timeline.png, ...) and index.html there: choose "
+                       "a new or empty folder (-o), or allow replacing them (--force-overwrite)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(fix47_slurp(dir / "rep" / "scaling.png"), "precious, not a picture");
+  EXPECT_FALSE(fs::exists(dir / "rep" / "index.html"));
+  r = fix47_run(ui + " --force-overwrite");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(fix47_slurp(dir / "rep" / "scaling.png"), "precious, not a picture");
+  EXPECT_TRUE(fs::exists(dir / "rep" / "index.html"));
+  r = fix47_run(ui);  // an earlier report: replaced without the flag
+  EXPECT_EQ(r.code, 0) << r.out;
+  fs::remove_all(dir);
+}
