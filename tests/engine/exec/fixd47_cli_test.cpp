@@ -149,3 +149,101 @@ TEST(Fixd47LmLookupTime, NoRecordedLookupTimeIsNotRecordedNeverBalanced) {
   EXPECT_EQ(line.find("1.00"), std::string::npos) << line;
   EXPECT_NE(line.find(" -"), std::string::npos) << line;
 }
+
+namespace {
+// A hand-made KJT file (FORMAT.md): keys "a", "b", S 2, labels; `batches` batches of V 4 (lengths
+// {1, 0, 2, 1}), `claimed` in the header's N, then `cut` bytes taken off the end. Header 8 + 16 +
+// 16 + 2 x (4 + 1) = 50 bytes; a batch 8 (V) + 32 (lengths 2 x 2 x 8) + 32 (ids) + 8 (labels) = 80.
+std::string fixd47_kjt(const std::string& name, int batches, uint64_t claimed, int cut = 0) {
+  const std::string path = (fixd47_dir() / name).string();
+  {
+    std::ofstream f(path, std::ios::binary);
+    auto put = [&](const auto& v) { f.write(reinterpret_cast<const char*>(&v), sizeof v); };
+    f.write("ESKJT\0\0\0", 8);
+    put(uint32_t{1});
+    put(uint32_t{2});  // labels
+    put(uint32_t{2});  // F
+    put(uint32_t{0});  // D
+    put(claimed);
+    put(uint64_t{2});  // S
+    for (const char* k : {"a", "b"}) {
+      put(uint32_t{1});
+      f.write(k, 1);
+    }
+    for (int n = 0; n < batches; ++n) {
+      put(uint64_t{4});
+      for (int64_t l : {1, 0, 2, 1}) put(l);
+      for (int64_t id : {3, 4, 5, 6}) put(id + n);
+      put(0.0f);
+      put(1.0f);
+    }
+  }
+  if (cut > 0) fs::resize_file(path, fs::file_size(path) - static_cast<uintmax_t>(cut));
+  return path;
+}
+
+std::string fixd47_kjt_error(const std::string& path) {
+  try {
+    es::KjtFileReader r(path);
+    r.check_layout();
+  } catch (const es::InputFileError& e) {
+    return e.what();
+  }
+  return "(no InputFileError)";
+}
+}  // namespace
+
+TEST(Fixd47KjtLayout, AFileCutShortOrMiscountedIsRefusedUpFrontWithTheByteOffset) {
+  ASSERT_EQ(fs::file_size(fixd47_kjt("whole.kjt", 3, 3)), 50u + 3 * 80);
+  EXPECT_EQ(fixd47_kjt_error(fixd47_kjt("whole.kjt", 3, 3)), "(no InputFileError)");
+  // 3 batches, the last 37 bytes cut: batch 2 starts at 50 + 160 = 210, 253 - 210 = 43 remain
+  std::string p = fixd47_kjt("cut.kjt", 3, 3, 37);
+  EXPECT_EQ(fixd47_kjt_error(p), p + ": the header says 3 batches, but the file ends inside batch 2 (batch 2 at byte offset "
+                                     "210 needs 80 bytes, 43 remain; the file is 253 bytes): cut short?");
+  // the header says 5, the file holds 3 whole batches (290 bytes)
+  p = fixd47_kjt("over.kjt", 3, 5);
+  EXPECT_EQ(fixd47_kjt_error(p), p + ": the header says 5 batches, but the file holds 3 (it ends at byte offset 290, after "
+                                     "batch 2): cut short, or the header's count is wrong");
+  // the header says 1, the file holds 2: the second's 80 bytes from 130 are extra
+  p = fixd47_kjt("extra.kjt", 2, 1);
+  EXPECT_EQ(fixd47_kjt_error(p),
+            p + ": 80 bytes after the last of its 1 batches, from byte offset 130 (the header's count is wrong?)");
+  // the batch source (what a run builds before its first step) refuses it: nothing trains
+  es::WorkloadSpec spec;
+  spec.name = "fixd47_kjt";
+  spec.tables = {{"t", 50, 4, es::Pooling::sum, {"a"}}};
+  spec.features = {es::FeatureSpec{"a", {}, {}}};
+  spec.batch_size = 1;
+  spec.steps = 3;
+  spec.devices.count = 2;
+  spec.input.kind = es::InputKind::kjt;
+  spec.input.paths = {fixd47_kjt("over_run.kjt", 3, 5)};
+  try {
+    es::KjtBatchSource source(spec);
+    ADD_FAILURE() << "a file whose header over-counts its batches was accepted";
+  } catch (const es::InputFileError& e) {
+    EXPECT_NE(std::string(e.what()).find("the header says 5 batches, but the file holds 3"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Fixd47KjtLayout, AWriterKilledBeforeCloseHasItsBatchesCounted) {
+  // N = 0 in the header (write_kjt.py patches it in close()), 3 whole batches: counted
+  const std::string p = fixd47_kjt("killed.kjt", 3, 0);
+  es::KjtFileReader r(p);
+  EXPECT_EQ(r.header().num_batches, 3u);
+  EXPECT_TRUE(r.header().count_recovered);
+  EXPECT_NO_THROW(r.check_layout());
+  es::KjtFileBatch b;
+  for (int n = 0; n < 3; ++n) {
+    ASSERT_TRUE(r.next(b)) << n;
+    EXPECT_EQ(b.ids, (std::vector<int64_t>{3 + n, 4 + n, 5 + n, 6 + n}));
+  }
+  EXPECT_FALSE(r.next(b));
+  // killed in the middle of a batch: not whole batches, so no count, and the reason why
+  const std::string cut = fixd47_kjt("killed_cut.kjt", 3, 0, 37);
+  EXPECT_EQ(fixd47_kjt_error(cut), cut + ": holds no batches (N = 0 in its header), and its bytes after the header are not "
+                                         "whole batches to count (2 whole, then batch 2 at byte offset 210 needs 80 bytes, "
+                                         "43 remain)");
+  const std::string empty = fixd47_kjt("killed_empty.kjt", 0, 0);
+  EXPECT_EQ(fixd47_kjt_error(empty), empty + ": holds no batches (N = 0 in its header), and nothing follows its header");
+}
