@@ -247,3 +247,33 @@ TEST(Fixd47KjtLayout, AWriterKilledBeforeCloseHasItsBatchesCounted) {
   const std::string empty = fixd47_kjt("killed_empty.kjt", 0, 0);
   EXPECT_EQ(fixd47_kjt_error(empty), empty + ": holds no batches (N = 0 in its header), and nothing follows its header");
 }
+
+TEST(Fixd47SnapshotTwice, OneMemorySnapshotNamedTwiceIsRefused) {
+  const std::string P = std::string(EMBEDSCOPE_SOURCE_DIR) + "/tests/data/memory_snapshots/training_p4.pickle";
+  ASSERT_TRUE(fs::exists(P)) << P;
+  const std::string out = (fixd47_dir() / "snap_twice.db").string();
+  auto r = fixd47_cli("import " + P + " " + P + " -o " + out);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(P + ": given twice (" + P + " and " + P + "); each memory snapshot is one process's: name it once"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  // another spelling of the same path
+  const std::string dotted = fs::path(P).parent_path().string() + "/./training_p4.pickle";
+  r = fixd47_cli("import " + P + " " + dotted + " -o " + out);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(": given twice ("), std::string::npos) << r.err;
+  // the file and its gzip copy: the same snapshot by content
+  const std::string gz = (fixd47_dir() / "training_p4.pickle.gz").string();
+  ASSERT_EQ(std::system(("gzip -c " + P + " > " + gz).c_str()), 0);
+  r = fixd47_cli("import " + P + " " + gz + " -o " + out);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(gz + ": the same memory snapshot as " + P + " (identical segments and trace entries"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  // two different snapshots are still two processes
+  const std::string other = std::string(EMBEDSCOPE_SOURCE_DIR) + "/tests/data/memory_snapshots/midway_p4.pickle";
+  r = fixd47_cli("import " + P + " " + other + " -o " + out);
+  EXPECT_EQ(r.code, 0) << r.err;
+}
