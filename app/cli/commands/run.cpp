@@ -20,6 +20,7 @@
 #include "commands.h"
 #include "interrupt.h"
 #include "lm.h"
+#include "embedscope/engine/workload/read_file.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/exec/launch/rank_env.h"
 #include "embedscope/engine/exec/run.h"
@@ -58,8 +59,8 @@ namespace {
 // that the run is the plan that was printed. A file that is not JSON is left to load_plan_file,
 // which names the line.
 void apply_plan_file_storage(es::WorkloadSpec& spec, const std::string& plan_file) {
-  std::ifstream in(plan_file);
-  const json doc = json::parse(in, nullptr, false);
+  // read here first: a directory named `--plan d: is a directory, not a plan file` (tester47 F4)
+  const json doc = json::parse(es::read_whole_file(plan_file, "--plan ", "plan file"), nullptr, false);
   if (doc.is_discarded()) return;
   es::apply_storage_changes(spec, doc, plan_file);
 }

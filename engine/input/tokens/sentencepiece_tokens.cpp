@@ -1,5 +1,6 @@
 // train_and_encode (input/sentencepiece_tokens.h) through libsentencepiece.
 
+#include "embedscope/engine/workload/read_file.h"
 #include "embedscope/engine/input/sentencepiece_tokens.h"
 
 #include <cerrno>
@@ -17,11 +18,7 @@ namespace embedscope::engine {
 
 namespace {
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw SpecError(fmt::format("{}: cannot open the text file ({})", path, std::strerror(errno)));
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+std::string read_text_file(const std::string& path) { return read_whole_file(path, "--input ", "text file"); }
 
 }  // namespace
 

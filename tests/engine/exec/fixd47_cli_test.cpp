@@ -277,3 +277,27 @@ TEST(Fixd47SnapshotTwice, OneMemorySnapshotNamedTwiceIsRefused) {
   r = fixd47_cli("import " + P + " " + other + " -o " + out);
   EXPECT_EQ(r.code, 0) << r.err;
 }
+
+TEST(Fixd47DirectoryInput, ADirectoryAsPlanTextOrTokenFileIsNamedBadInput) {
+  const fs::path d = fixd47_dir() / "a_dir";
+  fs::create_directories(d);
+  auto r = fixd47_cli("run --preset tiny --plan " + d.string() + " -o " + (fixd47_dir() / "dir_plan.db").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--plan " + d.string() + ": is a directory, not a plan file"), std::string::npos) << r.err;
+  r = fixd47_cli("tokenize --vocab-size 1000 --input " + d.string() + " -o " + (fixd47_dir() / "t.bin").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--input " + d.string() + ": is a directory, not a text file"), std::string::npos) << r.err;
+  const fs::path wl = fixd47_dir() / "w_dir.json";
+  std::ofstream(wl) << nlohmann::json{{"model", "lm_embedding"},
+                                      {"vocab_size", 100},
+                                      {"hidden_size", 16},
+                                      {"sequence_length", 8},
+                                      {"devices", {{"count", 2}}},
+                                      {"token_ids", {{"file", d.string()}, {"dtype", "uint16"}}}}
+                           .dump();
+  r = fixd47_cli("run " + wl.string() + " -o " + (fixd47_dir() / "dir_tok.db").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("/token_ids/file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(d.string() + ": is a directory, not a token file"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("basic_filebuf"), std::string::npos) << r.err;
+}
