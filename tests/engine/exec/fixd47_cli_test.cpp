@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 
@@ -318,3 +319,32 @@ TEST(Fixd47CompareDrain, ComparesSaysWhichDrainStepsItsFiguresLeaveOut) {
   EXPECT_NE(r.out.find("B: " + note + "\n"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("A: (steps"), std::string::npos) << r.out;  // the base pipeline has no drain
 }
+
+// F14 nits 1, 2, 4: a flag that does nothing is refused; a text named twice is refused; a fit
+// range past the distinct ids is said in the flags' terms.
+TEST(Fixd47Nits, HeldOutBatchesWhereNothingIsEvaluatedAndTokenizeInputs) {
+  auto r = fixd47_cli("run --preset tiny --simulate h100_sxm --held-out-batches 5 -o " +
+                      (fixd47_dir() / "nit_sim.db").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--held-out-batches: not with --simulate (a simulated run trains no model to evaluate)"),
+            std::string::npos)
+      << r.err;
+  r = fixd47_cli("run --preset llama3_8b_embedding_scaled --steps 1 --held-out-batches 3 -o " +
+                 (fixd47_dir() / "nit_lm.db").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--held-out-batches: not for an lm_embedding workload"), std::string::npos) << r.err;
+  const fs::path text = fixd47_dir() / "nit.txt";
+  std::ofstream(text) << "the cat sat on the mat\nthe dog sat on the log\n";
+  const std::string dotted = (fixd47_dir() / "." / "nit.txt").string();
+  r = fixd47_cli("tokenize --vocab-size 30 --input " + text.string() + " --input " + dotted + " -o " +
+                 (fixd47_dir() / "nit.bin").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--input " + dotted + ": given twice (" + text.string() + " and " + dotted + ")"), std::string::npos)
+      << r.err;
+  r = fixd47_cli("tokenize --vocab-size 30 --input " + text.string() + " -o " + (fixd47_dir() / "nit2.bin").string() +
+                 " --force-overwrite --fit-first-rank 5000 --fit-last-rank 6000");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--fit-first-rank 5000: the tokens hold "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("fit_zipf"), std::string::npos) << r.err;
+}
+
