@@ -348,3 +348,22 @@ TEST(Fixd47Nits, HeldOutBatchesWhereNothingIsEvaluatedAndTokenizeInputs) {
   EXPECT_EQ(r.err.find("fit_zipf"), std::string::npos) << r.err;
 }
 
+// F8: the workbench given a workload JSON with a syntax error said "not a format embedscope import
+// reads"; it now gives run's error with line and column (the headless report path: exit 2).
+TEST(Fixd47WorkbenchWorkload, AWorkloadWithAJsonErrorGetsLineAndColumn) {
+  const std::string ui = EMBEDSCOPE_UI;
+  if (ui.empty() || !fs::exists(ui)) GTEST_SKIP() << "the workbench is not built";
+  std::ifstream in(std::string(EMBEDSCOPE_SOURCE_DIR) + "/resources/workloads/tiny.json");
+  const std::string whole((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const fs::path cut = fixd47_dir() / "trunc_wl.json";
+  std::ofstream(cut) << whole.substr(0, whole.size() / 2);  // the tester's file: tiny.json's first half
+  const std::string cli_err = fixd47_cli("run " + cut.string()).err;  // run's own message
+  const auto at = cli_err.find("line ");
+  ASSERT_NE(at, std::string::npos) << cli_err;
+  const auto r = embedscope::test_support::run_cli("QT_QPA_PLATFORM=offscreen " + ui, cut.string(), fixd47_dir());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(cut.string() + ": a workload JSON? " + cli_err.substr(at, cli_err.find('\n', at) - at)),
+            std::string::npos)
+      << r.err << "\n" << cli_err;
+  EXPECT_EQ(r.err.find("not a format embedscope import reads"), std::string::npos) << r.err;
+}
