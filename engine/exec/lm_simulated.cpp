@@ -129,7 +129,9 @@ LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& opt
         lc.table = 0;
         lc.shard = r;
         for (const ProgramOp& op : prog.ops)
-          if (op.name == "lookup") lc.ids = op.rows;
+          if (is_lm_lookup_op(op)) lc.ids = op.rows;
+        for (const sessions::OpEvent& e : events)  // the forward lookup's simulated time (tester47 F16)
+          if (e.category == sessions::OpCategory::lookup && std::string_view(e.name) == "lookup") lc.lookup_ns += e.end_ns - e.start_ns;
         const LmLookupBytes lb = lm_lookup_bytes(spec, lc.ids);
         lc.bytes_in = lb.bytes_in;
         lc.bytes_out = lb.bytes_out;

@@ -426,7 +426,8 @@ RunStats analyze(const SessionReader& session) {
   st.overlap_pct = comm_total > 0 ? 100.0 * static_cast<double>(overlap_total) / static_cast<double>(comm_total) : 0.0;
   st.exposed_comm_ns = st.ranks.empty() ? 0 : exposed_sum / static_cast<int64_t>(st.ranks.size());
   st.lookups_max_over_mean = max_over_mean(lookups);
-  st.lookup_time_max_over_mean = max_over_mean(lookup_time);
+  if (std::any_of(lookup_time.begin(), lookup_time.end(), [](double v) { return v > 0; }))
+    st.lookup_time_max_over_mean = max_over_mean(lookup_time);
   return st;
 }
 

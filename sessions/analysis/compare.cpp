@@ -97,7 +97,7 @@ std::optional<double> compare_value(const ComparedSession& s, CompareFigure f) {
     case CompareFigure::Overlap: return st.overlap_pct;
     case CompareFigure::LookupImbalance: return st.has_load ? std::optional<double>(st.lookups_max_over_mean) : std::nullopt;
     case CompareFigure::LookupTimeImbalance:
-      return st.has_load ? std::optional<double>(st.lookup_time_max_over_mean) : std::nullopt;
+      return st.has_load ? st.lookup_time_max_over_mean : std::nullopt;  // nullopt: not recorded ("-")
     case CompareFigure::Loss: return st.loss.empty() ? std::nullopt : std::optional<double>(st.loss.back());
     default: return std::nullopt;
   }

@@ -157,7 +157,7 @@ std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const 
       }
     }
     std::vector<GpuSpan> spans;
-    int64_t dropped = 0, warmup = 0;
+    int64_t dropped = 0, dropped_no_launch = 0, warmup = 0;
     for (const auto& o : ro.gpu) {
       if (!imported && o.step < 0) {  // a warm-up step of Embedscope's own run
         ++warmup;
@@ -175,7 +175,12 @@ std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const 
         int64_t launch = s.start;  // a GPU event without a launch is judged by its own start
         if (imported && o.correlation) {
           auto l = ro.launch.find(o.correlation);
-          launch = l != ro.launch.end() ? l->second : std::numeric_limits<int64_t>::max();  // no launch: dropped
+          if (l == ro.launch.end()) {  // no launch: dropped, in no step (not the last step's)
+            ++dropped;
+            ++dropped_no_launch;
+            continue;
+          }
+          launch = l->second;
         }
         const bool keep = opt.keep_last_step ? launch <= last_end : launch < last_start;
         if (!keep) {
@@ -188,6 +193,8 @@ std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const 
     RankKernelFigures f = kernel_figures(spans);
     f.rank = rank;
     f.dropped_events = dropped;
+    f.dropped_no_launch = dropped_no_launch;
+    f.dropped_last_step = dropped - dropped_no_launch;
     f.warmup_events = warmup;
     f.microsecond_rounding = rounded;
     f.last_step_rule = filter;

@@ -17,6 +17,7 @@
 #include "embedscope/sessions/analysis/compare.h"
 #include "embedscope/sessions/analysis/gpu_run.h"
 #include "embedscope/sessions/analysis/gpu_sharing.h"
+#include "embedscope/sessions/analysis/stats.h"  // drain_steps_text
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"  // format_bytes
 #include "output/output.h"
@@ -187,6 +188,12 @@ int cmd_compare(const CompareState& st) {
     }
     if (const std::string msg = readers[i]->meta(ss::meta::kEndMessage); !msg.empty() && cs[i].stats.ended != "complete")
       std::cout << fmt::format("{}: {}\n", labels[i], msg);
+    // a pipeline's drain steps are left out of the figures below, as `stats` says (tester47 F9)
+    const auto& run_stats = cs[i].stats;
+    if (std::string drain = ss::drain_steps_text(run_stats.pipeline, run_stats.steps, run_stats.drain_steps, run_stats.all_drain); !drain.empty()) {
+      while (!drain.empty() && (drain.back() == '\n' || drain.back() == ' ')) drain.pop_back();
+      std::cout << fmt::format("{}: {}\n", labels[i], drain.substr(drain.find_first_not_of(' ')));
+    }
   }
   for (const auto& w : warnings) std::cout << "warning: " << w << "\n";
   const std::string table = figures_table(cs, labels);

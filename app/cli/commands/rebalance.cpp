@@ -265,7 +265,18 @@ int cmd_rebalance(const RebalanceState& s) {
   for (const auto& [k, v] : step_ns) step_times.push_back(v);
   const ss::StepNoise step_noise = ss::step_time_noise(std::move(step_times));
   const bool gain_in_noise = p.worth_it() && ss::gain_within_step_noise(saved_ns_per_step, step_noise);
-  const char* verdict = !p.worth_it() ? "not_worth_it" : gain_in_noise ? "within_step_noise" : "worth_it";
+  // fewer than 3 steps in the window: the noise is unknown, so a balancing gain is not judged
+  // against it - never "worth it" on the least evidence (tester47 F5: --window 1 or 2 said so for
+  // a 0.3 % gain that 3 steps call within the noise)
+  const bool noise_unknown = p.worth_it() && !step_noise.known();
+  const char* verdict = !p.worth_it()     ? "not_worth_it"
+                        : noise_unknown   ? "gain_not_checked_against_noise"
+                        : gain_in_noise   ? "within_step_noise"
+                                          : "worth_it";
+  const std::string noise_hint =
+      static_cast<int64_t>(measured.size()) >= ss::StepNoise::kMinNoiseSteps
+          ? fmt::format("give --window {} or more", ss::StepNoise::kMinNoiseSteps)
+          : fmt::format("the session has {} measured step(s)", measured.size());
 
   if (!s.plan_out.empty()) {
     json pj = es::to_json(spec, p.plan);
@@ -298,6 +309,10 @@ int cmd_rebalance(const RebalanceState& s) {
                                                        {"mean_diff_se_ns", step_noise.mean_diff_se_ns},
                                                        {"gain_within_noise", gain_in_noise}}
                                                  : json(nullptr)},
+              {"step_noise_note", step_noise.known() ? json(nullptr)
+                                                     : json(fmt::format("unknown: {} step(s) in the window, {} needed; {}",
+                                                                        step_noise.steps, ss::StepNoise::kMinNoiseSteps,
+                                                                        noise_hint))},
               {"noise", noise ? json{{"sigma", noise->noise}, {"gain", noise->gain}, {"relative_gain", noise->relative_gain},
                                      {"steps", steps}, {"enough", noise->enough}}
                               : json(nullptr)},
@@ -369,9 +384,19 @@ int cmd_rebalance(const RebalanceState& s) {
                              "MAD / sqrt({}) of the step times: the run-to-run noise of a mean step)\n",
                              ms(step_noise.median_ns), step_noise.steps, ms(saved_ns_per_step),
                              gain_in_noise ? "is within" : "clears", ms(step_noise.mean_diff_se_ns), step_noise.steps);
+  if (noise_unknown)
+    std::cout << fmt::format("step noise   unknown: {} step(s) in the window, {} needed to measure the step time's "
+                             "run-to-run noise ({})\n",
+                             step_noise.steps, ss::StepNoise::kMinNoiseSteps, noise_hint);
   const std::string written = s.plan_out.empty() ? "" : fmt::format(" (written to {})", s.plan_out);
   if (!p.worth_it())
     std::cout << "verdict      not worth it: keep the current plan" << written << "\n";
+  else if (noise_unknown)
+    std::cout << fmt::format("verdict      gain not checked against noise: the load balances ({} max/mean {:.2f} -> {:.2f}) "
+                             "and the slowest rank would save about {} a step, but with {} step(s) the step time's noise "
+                             "is unknown; run the new plan and compare the two sessions before adopting it{}\n",
+                             unit, p.imbalance_before, p.imbalance_after, ms(saved_ns_per_step), step_noise.steps,
+                             s.plan_out.empty() ? " (--plan-out FILE writes it)" : written);
   else if (gain_in_noise)
     std::cout << fmt::format("verdict      within the step's noise: the load balances ({} max/mean {:.2f} -> {:.2f}), but "
                              "about {} a step is within the noise of a {} step; run the new plan and compare the two "

@@ -22,6 +22,7 @@
 #include "commands.h"
 #include "interrupt.h"
 #include "lm.h"
+#include "embedscope/engine/workload/read_file.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/exec/launch/rank_env.h"
 #include "embedscope/engine/exec/run.h"
@@ -61,18 +62,23 @@ namespace {
 // that the run is the plan that was printed. A file that is not JSON is left to load_plan_file,
 // which names the line.
 void apply_plan_file_storage(es::WorkloadSpec& spec, const std::string& plan_file) {
-  std::ifstream in(plan_file);
-  const json doc = json::parse(in, nullptr, false);
+  // read here first: a directory named `--plan d: is a directory, not a plan file` (tester47 F4)
+  const json doc = json::parse(es::read_whole_file(plan_file, "--plan ", "plan file"), nullptr, false);
   if (doc.is_discarded()) return;
   es::apply_storage_changes(spec, doc, plan_file);
 }
 
 int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, const std::string& plan_file,
-            ProcessArgs& proc, int64_t held_out_batches, const std::vector<std::string>& allow_storage) {
+            ProcessArgs& proc, int64_t held_out_batches, bool held_out_given, const std::vector<std::string>& allow_storage) {
   // the session never replaces the workload, the plan or the profile it is run from (tester45 F7)
   refuse_output_that_is_an_input(output, "-o", {a.file, plan_file, a.simulate}, "run");
+  // a flag that does nothing is refused, as the other DLRM-only flags are (tester47 F14.1)
+  if (held_out_given && !a.simulate.empty())
+    throw es::SpecError("--held-out-batches: not with --simulate (a simulated run trains no model to evaluate)");
   if (is_lm_args(a)) {  // "model": "lm_embedding" (issue 19): its own runner
     if (!plan_file.empty()) throw es::SpecError("--plan: not for an lm_embedding workload (its plan is its sharding)");
+    if (held_out_given)
+      throw es::SpecError("--held-out-batches: not for an lm_embedding workload (its run has no held-out evaluation)");
     // started as one rank of several by mpirun, srun or torchrun (rank_env.h): every process
     // would train the whole job (tester43 F18). A world of one is the whole job: it runs.
     std::optional<es::launch::LaunchEnv> env;
@@ -349,6 +355,7 @@ struct RunState {
   std::vector<std::string> allow_storage;
   ProcessArgs process;
   int64_t held_out_batches = es::kDefaultHeldOutBatches;
+  bool held_out_given = false;  // --held-out-batches on the command line (refused where nothing is evaluated)
 };
 
 // cmd_run, and under an MPI bootstrap the end every rank must reach (run_process.h): an error
@@ -356,7 +363,8 @@ struct RunState {
 int run_then_finish(RunState& s) {
   int code = 0;
   try {
-    code = cmd_run(s.args, s.json, s.output, s.overwrite, s.plan, s.process, s.held_out_batches, s.allow_storage);
+    code = cmd_run(s.args, s.json, s.output, s.overwrite, s.plan, s.process, s.held_out_batches, s.held_out_given,
+                   s.allow_storage);
   } catch (const std::exception& e) {
     const ProcessArgs& p = s.process;
     if (dynamic_cast<const es::SpecError*>(&e) && p.rank >= 0 && p.rank < p.world_size && p.world_size > 1 &&
@@ -405,7 +413,8 @@ Command add_run_command(CLI::App& app) {
                   "the workload's generator makes from iterations training never reaches (0: none; cpu ranks in "
                   "this process, synthetic input)")
       ->check(at_least(0))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([s](const std::string&) { s->held_out_given = true; });
   add_process_options(run, s->process);
   // load_lm refuses them for an lm_embedding workload (its ranks are threads of one process)
   s->args.given["--rank"] = s->process.rank_opt;

@@ -230,7 +230,8 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
            {"overlap_pct", st.overlap_pct},
            {"exposed_comm_ns", st.exposed_comm_ns},
            {"imbalance", {{"lookups_max_over_mean", st.lookups_max_over_mean},
-                          {"lookup_time_max_over_mean", st.lookup_time_max_over_mean}}},
+                          {"lookup_time_max_over_mean", st.lookup_time_max_over_mean ? json(*st.lookup_time_max_over_mean)
+                                                                                     : json(nullptr)}}},
            {"loss", st.loss},
            {"peak_allocated_bytes", st.peak_allocated_bytes},
            {"peak_reserved_bytes", st.peak_reserved_bytes},
@@ -444,8 +445,9 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   if (imported)  // a trace has kernels and collectives, not the ids each rank looked up
     std::cout << "imbalance    none: a trace has no ids looked up (no load counters)\n\n";
   else
-    std::cout << fmt::format("imbalance    ids looked up max/mean {:.2f}; lookup time max/mean {:.2f}\n\n",
-                             st.lookups_max_over_mean, st.lookup_time_max_over_mean);
+    std::cout << fmt::format("imbalance    ids looked up max/mean {:.2f}; lookup time {}\n\n", st.lookups_max_over_mean,
+                             st.lookup_time_max_over_mean ? fmt::format("max/mean {:.2f}", *st.lookup_time_max_over_mean)
+                                                          : std::string("not recorded (no rank's load counters hold a lookup time)"));
   std::cout << rebalances_text(ss::rebalance_effects(session), session.plan_changes());
   std::cout << fmt::format("{:<5} {:>11} {:>11} {:>13} {:>11} {:>9} {:>14} {:>12} {:>14}\n", "rank", "compute", "comm",
                            "exposed comm", "idle", "overlap", "ids looked up", "bytes sent", "bytes received");

@@ -2,6 +2,7 @@
 // Megatron-style .bin (input/token_file.h) that a workload's "token_ids": {"file": ...} reads,
 // and reports the fitted Zipf exponent of the token frequencies (input/zipf_fit.h).
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -78,8 +79,16 @@ int cmd_tokenize(const TokenizeState& s) {
                                     c.vocab_size - 1));
   // fitted before anything is written: a range past the distinct ids leaves no file behind
   const es::ZipfFit f = [&] {
+    const std::vector<int64_t> counts = es::token_counts(c.ids, c.vocab_size);
+    // said in the flags' terms, before fit_zipf's own (tester47 F14.4: "fit_zipf: ... got ranks 5000..882")
+    const auto distinct = static_cast<int64_t>(std::count_if(counts.begin(), counts.end(), [](int64_t v) { return v > 0; }));
+    if (s.fit_first + 1 > distinct)
+      throw es::SpecError(fmt::format("--fit-first-rank {}: the tokens hold {} distinct id(s), so the fit has {} rank(s) "
+                                      "from there; it needs two (give a first rank of at most {})",
+                                      s.fit_first, distinct, std::max<int64_t>(0, distinct - s.fit_first + 1),
+                                      std::max<int64_t>(1, distinct - 1)));
     try {
-      return es::fit_zipf(es::token_counts(c.ids, c.vocab_size), s.fit_first, s.fit_last);
+      return es::fit_zipf(counts, s.fit_first, s.fit_last);
     } catch (const std::invalid_argument& e) {
       throw es::SpecError(fmt::format("--fit-first-rank / --fit-last-rank: {}", e.what()));
     }
@@ -107,8 +116,11 @@ int cmd_tokenize(const TokenizeState& s) {
              "\"vocab_size\" >= {})\n",
              s.output, es::to_string(dtype), bytes, s.output, es::to_string(dtype), c.vocab_size);
   fmt::print("Zipf fit (least squares of ln count on ln rank, ranks {}..{} of {} distinct ids): alpha = {:.3f}, "
-             "r^2 = {:.3f} (the workloads' default alpha is 1.0)\n",
-             f.first_rank, f.last_rank, f.distinct, f.alpha, f.r_squared);
+             "r^2 = {:.3f}{} (the workloads' default alpha is 1.0)\n",
+             f.first_rank, f.last_rank, f.distinct, f.alpha, f.r_squared,
+             // a line through two points fits them exactly: r^2 1 says nothing (tester47 F14.4)
+             f.last_rank - f.first_rank + 1 == 2 ? " (2 ranks: any line fits two points exactly; not evidence of a Zipf law)"
+                                                 : "");
   return 0;
 }
 

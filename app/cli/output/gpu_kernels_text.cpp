@@ -33,14 +33,23 @@ std::string gpu_kernels_text(const std::vector<sessions::RankKernelFigures>& fig
   // the column is named as the workbench names it (models/gpu_kernels_model.cpp) and --json
   // (gpu_events), and says what it counts
   s += "  GPU events   kernels, memcpy, memset and sync records counted in the figures\n";
-  if (!keep_last_step && figures.front().last_step_rule)
-    s += "  last step    GPU events of the last profiler step, left out as HTA leaves them out (not lost records)\n";
-  s += fmt::format("  {:<5} {:>10} {:>14} {:>14} {:>14} {:>14} {:>10} {:>9}\n", "rank", "overlap", "kernel time", "idle",
-                   "compute", "non-compute", "GPU events", "last step");
+  // tester47 F6: the "last step" column also counted the GPU events with no launch (in no step,
+  // left out by HTA's join whether the last step is kept or not): two columns, each what it says
+  if (figures.front().last_step_rule) {
+    if (keep_last_step)
+      s += "  last step    GPU events launched after the last profiler step's end, left out as HTA leaves them out\n";
+    else
+      s += "  last step    GPU events of the last profiler step, left out as HTA leaves them out (not lost records)\n";
+    s += "  no launch    GPU events with no launching host op (no runtime call with their correlation id): in no\n"
+         "               profiler step, left out as HTA leaves them out, whether or not the last step is kept\n";
+  }
+  s += fmt::format("  {:<5} {:>10} {:>14} {:>14} {:>14} {:>14} {:>10} {:>9} {:>9}\n", "rank", "overlap", "kernel time", "idle",
+                   "compute", "non-compute", "GPU events", "last step", "no launch");
   for (const auto& f : figures)
-    s += fmt::format("  {:<5} {:>10} {:>14} {:>14} {:>14} {:>14} {:>10} {:>9}\n", f.rank,
+    s += fmt::format("  {:<5} {:>10} {:>14} {:>14} {:>14} {:>14} {:>10} {:>9} {:>9}\n", f.rank,
                      f.has_comm ? fmt::format("{:.2f}%", f.overlap_pct) : std::string("no comm"), us(f.kernel_time_ns),
-                     us(f.idle_ns), us(f.compute_ns), us(f.non_compute_ns), f.gpu_events, f.dropped_events);
+                     us(f.idle_ns), us(f.compute_ns), us(f.non_compute_ns), f.gpu_events, f.dropped_last_step,
+                     f.dropped_no_launch);
   int64_t warmup = 0;
   for (const auto& f : figures) warmup += f.warmup_events;
   if (warmup > 0)
@@ -70,6 +79,8 @@ nlohmann::json gpu_kernels_json(const std::vector<sessions::RankKernelFigures>& 
                      {"non_compute_ns", f.non_compute_ns},
                      {"gpu_events", f.gpu_events},
                      {"dropped_events", f.dropped_events},
+                     {"dropped_last_step_events", f.dropped_last_step},
+                     {"dropped_no_launch_events", f.dropped_no_launch},
                      {"warmup_events", f.warmup_events},
                      {"microsecond_rounding", f.microsecond_rounding}});
   return {{"definition", "Holistic Trace Analysis: comm/comp overlap and temporal breakdown of GPU kernels"},

@@ -34,7 +34,8 @@ QVariant GpuKernelsModel::data(const QModelIndex& index, int role) const {
     case Compute: return dur(f.compute_ns);
     case NonCompute: return dur(f.non_compute_ns);
     case Kernels: return QVariant::fromValue<qlonglong>(f.gpu_events);
-    case Dropped: return QVariant::fromValue<qlonglong>(f.dropped_events);
+    case Dropped: return QVariant::fromValue<qlonglong>(f.dropped_last_step);
+    case DroppedNoLaunch: return QVariant::fromValue<qlonglong>(f.dropped_no_launch);
     default: return {};
   }
 }
@@ -42,7 +43,7 @@ QVariant GpuKernelsModel::data(const QModelIndex& index, int role) const {
 QVariant GpuKernelsModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || section < 0 || section >= ColumnCount)
     return QAbstractTableModel::headerData(section, orientation, role);
-  static const char* names[] = {"rank", "overlap", "kernel time", "idle", "compute", "non-compute", "GPU events", "last step"};
+  static const char* names[] = {"rank", "overlap", "kernel time", "idle", "compute", "non-compute", "GPU events", "last step", "no launch"};
   static const char* tips[] = {
       "",
       "time computation kernels ran while communication kernels ran / communication kernel time (merged intervals "
@@ -52,7 +53,9 @@ QVariant GpuKernelsModel::headerData(int section, Qt::Orientation orientation, i
       "union of the computation kernels",
       "kernel time - compute - idle",
       "GPU events counted (kernels, memcpy, memset, sync)",
-      "GPU events of the last profiler step, left out as HTA leaves them out (not lost records)"};
+      "GPU events of the last profiler step, left out as HTA leaves them out (not lost records)",
+      "GPU events with no launching host op (no runtime call with their correlation id): in no profiler step, left "
+      "out as HTA leaves them out, whether or not the last step is kept"};
   if (role == Qt::DisplayRole) return QString(names[section]);
   if (role == Qt::ToolTipRole) return QString(tips[section]);
   return {};

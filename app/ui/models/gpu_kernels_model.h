@@ -1,7 +1,8 @@
 #pragma once
 // Holistic Trace Analysis' GPU-kernel figures per rank (sessions/analysis/gpu_kernels.h) as a
 // Qt item model, for the summary of a session with GPU stream lanes (imported traces, cuda
-// runs): overlap %, kernel time, idle, compute, non-compute, kernels counted and dropped.
+// runs): overlap %, kernel time, idle, compute, non-compute, kernels counted and dropped (Dropped:
+// of the last profiler step; DroppedNoLaunch: with no launch, in no step - tester47 F6).
 
 #include <QAbstractTableModel>
 
@@ -15,7 +16,7 @@ class GpuKernelsModel : public QAbstractTableModel {
   Q_OBJECT
 
  public:
-  enum Column { Rank, Overlap, KernelTime, Idle, Compute, NonCompute, Kernels, Dropped, ColumnCount };
+  enum Column { Rank, Overlap, KernelTime, Idle, Compute, NonCompute, Kernels, Dropped, DroppedNoLaunch, ColumnCount };
   explicit GpuKernelsModel(std::vector<sessions::RankKernelFigures> figures, QObject* parent = nullptr)
       : QAbstractTableModel(parent), figures_(std::move(figures)) {}
   int rowCount(const QModelIndex& parent = {}) const override {

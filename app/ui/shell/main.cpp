@@ -459,6 +459,7 @@ int main(int argc, char** argv) {
         return fail(QString("%1: a workload: it opens in a designer, which needs a window; render it with "
                             "embedscope-ui %1 --screenshot FILE.png")
                         .arg(s));
+      if (const QString err = embedscope::ui::broken_workload_json_error(s); !err.isEmpty()) return fail(err);  // tester47 F8
       const QString dir = report_dir_of(s);
       if (const int rc = report(w, s, dir, overwrite); rc != 0) return rc;
       std::printf("%s: the report of %s is in %s/index.html (open it in a browser)\n",

@@ -398,6 +398,12 @@ QString MainWindow::open_path(const QString& path, bool quiet) {
     if (!err.isEmpty()) delete designer;  // its tab goes with it
     return err;
   }
+  // a workload with a JSON syntax error: run's message with line and column, not the importers'
+  // "not a format embedscope import reads" (tester47 F8)
+  if (const QString err = broken_workload_json_error(path); !err.isEmpty()) {
+    if (!quiet) QMessageBox::critical(this, "Cannot open workload", err);
+    return err;
+  }
   QString error;
   import_trace({path}, quiet, &error);
   return error;

@@ -602,4 +602,26 @@ bool is_workload_file(const QString& path) {
   return tables->empty() || !tables->front().is_object() || !tables->front().contains("sharding_type");
 }
 
+QString broken_workload_json_error(const QString& path) {
+  const QFileInfo info(path);
+  if (!info.isFile() || info.size() > (16 << 20)) return {};
+  std::ifstream in(path.toStdString(), std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!json::accept(text)) {
+    const bool workload_keys = text.find("\"tables\"") != std::string::npos ||
+                               text.find("\"batch_size\"") != std::string::npos ||
+                               text.find("\"vocab_size\"") != std::string::npos;
+    if (!workload_keys || text.find("\"traceEvents\"") != std::string::npos) return {};
+    try {
+      engine::load_workload_file(path.toStdString());  // throws run's SpecError: file, line, column
+    } catch (const std::exception& e) {
+      std::string msg = e.what();
+      const std::string prefix = path.toStdString() + ": ";
+      if (msg.rfind(prefix, 0) == 0) msg = msg.substr(prefix.size());
+      return path + ": a workload JSON? " + QString::fromStdString(msg);
+    }
+  }
+  return {};
+}
+
 }  // namespace embedscope::ui

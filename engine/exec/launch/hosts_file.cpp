@@ -74,8 +74,8 @@ HostPlacement place_ranks(const std::vector<HostSlots>& hosts, int n, const std:
   int total = 0;
   for (const auto& h : hosts) total += h.slots;
   if (total < n)
-    throw SpecError(fmt::format("{}: {} slots on {} hosts for {} ranks; give more slots (ADDRESS slots=N)", name, total,
-                                hosts.size(), n));
+    throw SpecError(fmt::format("{}: {} slot{} on {} host{} for {} ranks; give more slots (ADDRESS slots=N)", name, total,
+                                total == 1 ? "" : "s", hosts.size(), hosts.size() == 1 ? "" : "s", n));
   p.local_world_size = hosts.front().slots;
   for (const auto& h : hosts) {
     if (static_cast<int>(p.host_of_rank.size()) == n) break;

@@ -1,8 +1,12 @@
 // train_and_encode (input/sentencepiece_tokens.h) through libsentencepiece.
 
+#include "embedscope/engine/workload/read_file.h"
 #include "embedscope/engine/input/sentencepiece_tokens.h"
 
 #include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <map>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -17,17 +21,22 @@ namespace embedscope::engine {
 
 namespace {
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw SpecError(fmt::format("{}: cannot open the text file ({})", path, std::strerror(errno)));
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+std::string read_text_file(const std::string& path) { return read_whole_file(path, "--input ", "text file"); }
 
 }  // namespace
 
 TokenizedCorpus train_and_encode(const std::vector<std::string>& inputs, SentencePieceType type, int64_t vocab_size) {
   if (vocab_size < 4) throw SpecError(fmt::format("--vocab-size must be >= 4 (3 control pieces + 1), got {}", vocab_size));
   if (inputs.empty()) throw SpecError("--input: at least one text file");
+  {  // a file named twice would be trained on twice (tester47 F14.2), as import refuses a trace twice
+    std::map<std::string, std::string> seen;
+    for (const std::string& p : inputs) {
+      std::error_code ec;
+      const auto canon = std::filesystem::weakly_canonical(p, ec);
+      if (auto [it, fresh] = seen.try_emplace(ec ? p : canon.string(), p); !fresh)
+        throw SpecError(fmt::format("--input {}: given twice ({} and {}); name each text once", p, it->second, p));
+    }
+  }
   std::vector<std::string> texts;
   for (const std::string& p : inputs) texts.push_back(read_text_file(p));  // names the missing file first
   std::string joined;
@@ -44,7 +53,20 @@ TokenizedCorpus train_and_encode(const std::vector<std::string>& inputs, Sentenc
   };
   TokenizedCorpus out;
   const auto st = sentencepiece::SentencePieceTrainer::Train(args, nullptr, &out.serialized_model);
-  if (!st.ok()) throw SpecError(fmt::format("SentencePiece training failed: {}", st.ToString()));
+  if (!st.ok()) {
+    // "Vocabulary size is smaller than required_chars. 4 vs 78. Increase vocab_size or decrease
+    // character_coverage ..." names a flag tokenize does not have (coverage is fixed at 1.0):
+    // said in tokenize's terms (tester47 F14.3)
+    const std::string msg = st.ToString();
+    static constexpr char kKey[] = "Vocabulary size is smaller than required_chars. ";
+    long long asked = 0, needed = 0;  // needed: the distinct characters + the control pieces
+    if (const auto at = msg.find(kKey);
+        at != std::string::npos && std::sscanf(msg.c_str() + at + sizeof kKey - 1, "%lld vs %lld", &asked, &needed) == 2)
+      throw SpecError(fmt::format("--vocab-size {}: the text needs {} pieces at least (one for each of its distinct "
+                                  "characters, and the control pieces): give --vocab-size {} or more",
+                                  vocab_size, needed, needed));
+    throw SpecError(fmt::format("SentencePiece training failed: {}", msg));
+  }
   sentencepiece::SentencePieceProcessor sp;
   const auto ls = sp.LoadFromSerializedProto(out.serialized_model);
   if (!ls.ok()) throw SpecError(fmt::format("SentencePiece model does not load: {}", ls.ToString()));

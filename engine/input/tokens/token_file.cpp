@@ -1,5 +1,6 @@
 // Token-id files (input/token_file.h): Megatron-style raw .bin and NumPy .npy, read and written.
 
+#include "embedscope/engine/workload/read_file.h"
 #include "embedscope/engine/input/token_file.h"
 
 #include <bit>
@@ -38,13 +39,7 @@ int token_dtype_bytes(TokenDtype t) {
 
 namespace {
 
-std::string slurp_token_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw SpecError(fmt::format("{}: cannot open the token file ({})", path, std::strerror(errno)));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw SpecError(fmt::format("{}: read error", path));
-  return bytes;
-}
+std::string slurp_token_file(const std::string& path) { return read_whole_file(path, "", "token file"); }
 
 template <class T>
 void append_tokens(const char* data, size_t n, std::vector<int64_t>& out) {

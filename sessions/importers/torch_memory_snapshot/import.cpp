@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -86,7 +87,58 @@ ImportSummary import_torch_memory_snapshot(const MemorySnapshotFile& snap, const
   return import_torch_memory_snapshots({{&snap, source}}, w);
 }
 
+namespace {
+// FNV-1a over what makes a dump one process's at one moment: every segment (device, address,
+// sizes) and every trace entry (action, address, size, time): two files with the same value are
+// the same snapshot (a copy, or the .pickle and its .pickle.gz), not two processes of a job.
+uint64_t snapshot_fingerprint(const MemorySnapshotFile& snap) {
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  for (const auto& s : snap.segments) {
+    mix(static_cast<uint64_t>(s.device));
+    mix(s.address);
+    mix(static_cast<uint64_t>(s.total_size));
+    mix(static_cast<uint64_t>(s.allocated_size));
+  }
+  for (const auto& t : snap.device_traces) {
+    mix(t.size());
+    for (const auto& e : t) {
+      mix(static_cast<uint64_t>(e.action));
+      mix(e.addr);
+      mix(static_cast<uint64_t>(e.size));
+      mix(static_cast<uint64_t>(e.time_us));
+    }
+  }
+  return h;
+}
+
+// One snapshot named twice (the same path under two spellings, a copy, or FILE.pickle beside
+// FILE.pickle.gz) would be imported as the devices of two processes (tester47 F13: 4 ranks and
+// twice the job's memory): refused, as a trace named twice is (kineto_json.cpp).
+void refuse_snapshot_given_twice(const std::vector<SnapshotInput>& inputs) {
+  std::map<std::string, std::string> seen_path;
+  std::map<uint64_t, std::string> seen_content;
+  for (const auto& in : inputs) {
+    std::error_code ec;
+    const auto canon = std::filesystem::weakly_canonical(in.source, ec);
+    if (auto [it, fresh] = seen_path.try_emplace(ec ? in.source : canon.string(), in.source); !fresh)
+      throw SnapshotError(fmt::format("{}: given twice ({} and {}); each memory snapshot is one process's: name it once",
+                                      in.source, it->second, in.source));
+    if (auto [it, fresh] = seen_content.try_emplace(snapshot_fingerprint(*in.snap), in.source); !fresh)
+      throw SnapshotError(fmt::format("{}: the same memory snapshot as {} (identical segments and trace entries: a copy, "
+                                      "or the file compressed); each snapshot is one process's: import it once",
+                                      in.source, it->second));
+  }
+}
+}  // namespace
+
 ImportSummary import_torch_memory_snapshots(const std::vector<SnapshotInput>& inputs, SessionWriter& w) {
+  refuse_snapshot_given_twice(inputs);
   // a dump with nothing in it is refused, as a trace without events is (tester37 #8: 'world size 0')
   for (const auto& in : inputs) {
     bool any = !in.snap->segments.empty();

@@ -98,14 +98,28 @@ TEST(Imp43GpuEventsColumn, TheImportTableSaysGpuEventsNotKernels) {
   auto r = imp43_cli("import " + trace + " -o " + db);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("kernels 9876, memcpy 4856, memset 900"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("non-compute GPU events last step"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("non-compute GPU events last step no launch"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("non-compute   kernels"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("GPU events   kernels, memcpy, memset and sync records"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("     12515      3117\n"), std::string::npos) << r.out;
+  // tester47 F6: of the 3117 left out, 2503 are the last step's and 614 have no launch (in no step)
+  EXPECT_NE(r.out.find("     12515      2503       614\n"), std::string::npos) << r.out;
   // stats prints the same table
   r = imp43_cli("stats " + db);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("non-compute GPU events last step"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("non-compute GPU events last step no launch"), std::string::npos) << r.out;
+  // tester47 F6: the last step kept, the column titled "last step" is 0; the 614 events with no
+  // launch (in no profiler step: sqlite3 ... group by step -> -1|614) stay out, under their own name
+  r = imp43_cli("stats " + db + " --keep-last-step");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("     15018         0       614\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  no launch    GPU events with no launching host op"), std::string::npos) << r.out;
+  r = imp43_cli("stats " + db + " --keep-last-step --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto k = nlohmann::json::parse(r.out)["gpu_kernels"]["ranks"][0];
+  EXPECT_EQ(k["gpu_events"], 15018);
+  EXPECT_EQ(k["dropped_events"], 614);
+  EXPECT_EQ(k["dropped_last_step_events"], 0);
+  EXPECT_EQ(k["dropped_no_launch_events"], 614);
   // --json: the same count under gpu_events
   fs::remove(db);
   r = imp43_cli("import " + trace + " -o " + db + " --json");
@@ -113,6 +127,8 @@ TEST(Imp43GpuEventsColumn, TheImportTableSaysGpuEventsNotKernels) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["gpu_kernels"]["ranks"][0]["gpu_events"], 12515);
   EXPECT_EQ(j["gpu_kernels"]["ranks"][0]["dropped_events"], 3117);
+  EXPECT_EQ(j["gpu_kernels"]["ranks"][0]["dropped_last_step_events"], 2503);
+  EXPECT_EQ(j["gpu_kernels"]["ranks"][0]["dropped_no_launch_events"], 614);
 }
 
 // F24: fuser_h200.sqlite holds 652 NvtxPushPopRange events and 968 runtime calls, all on thread

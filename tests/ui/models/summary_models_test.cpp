@@ -46,6 +46,9 @@ TEST(GpuKernelsModel, HtaFiguresAndNoCommunication) {
   a.non_compute_ns = 152'245'000;
   a.kernel_time_ns = 628'371'000;
   a.gpu_events = 5000;
+  a.dropped_events = 3117;  // trace_diff_test's: 2503 of the last step, 614 with no launch (tester47 F6)
+  a.dropped_last_step = 2503;
+  a.dropped_no_launch = 614;
   b.rank = 2;  // no communication kernels
   b.compute_ns = 1'500;
   GpuKernelsModel m({a, b});
@@ -64,6 +67,10 @@ TEST(GpuKernelsModel, HtaFiguresAndNoCommunication) {
   EXPECT_FALSE(m.headerData(GpuKernelsModel::Idle, Qt::Horizontal, Qt::ToolTipRole).toString().isEmpty());
   // the last profiler step's events are left out as HTA does, not lost (tester40 #7: "dropped")
   EXPECT_EQ(m.headerData(GpuKernelsModel::Dropped, Qt::Horizontal, Qt::DisplayRole).toString(), "last step");
+  // tester47 F6: the GPU events with no launch (in no step) have a column of their own
+  EXPECT_EQ(m.headerData(GpuKernelsModel::DroppedNoLaunch, Qt::Horizontal, Qt::DisplayRole).toString(), "no launch");
+  EXPECT_EQ(m.data(m.index(0, GpuKernelsModel::Dropped)).toLongLong(), 2503);
+  EXPECT_EQ(m.data(m.index(0, GpuKernelsModel::DroppedNoLaunch)).toLongLong(), 614);
 }
 
 TEST(ShardingPlanModel, FlagsARankWhosePeakExceedsThePlan) {

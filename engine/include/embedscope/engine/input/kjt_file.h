@@ -21,7 +21,10 @@ struct KjtFileHeader {
   uint32_t version = kVersion;
   uint32_t flags = 0;
   uint32_t num_dense = 0;         ///< D
-  uint64_t num_batches = 0;       ///< N
+  uint64_t num_batches = 0;       ///< N (counted from the file's size when the header's is 0: count_recovered)
+  /// The header said N = 0 (a writer killed before close() patched it) and N was counted by
+  /// walking the batches of a plain file, which end exactly at its end (tester47 F12).
+  bool count_recovered = false;
   uint64_t batch_size = 0;        ///< S, samples per batch
   std::vector<std::string> keys;  ///< the feature names, F of them
 };
@@ -49,13 +52,32 @@ class KjtFileReader {
   bool next(KjtFileBatch& out);
   /// Back to the first batch.
   void rewind();
+  /// For a plain (not gzip) file: walks the header's N batches by their id counts (8 bytes read a
+  /// batch, no ids) and compares their end with the file's size, so that a file cut short or
+  /// whose header over- or under-counts its batches is refused before a run reads any batch
+  /// (tester47 F12). Throws InputFileError naming the file, the batch and the byte offset, e.g.
+  /// "x.kjt: the header says 5 batches, but the file holds 3 (it ends at byte offset 2108, after
+  /// batch 2): cut short, or the header's count is wrong". A gzip file is not walked (its batches
+  /// are checked as they are read).
+  void check_layout() const;
 
  private:
+  /// Where a walk of the batches from the end of the header stopped (plain files only).
+  struct Walk {
+    bool plain = false;     ///< false: gzip (not walked)
+    uint64_t batches = 0;   ///< whole batches walked
+    uint64_t end = 0;       ///< byte offset after the last whole batch
+    uint64_t size = 0;      ///< the file's size
+    std::string problem;    ///< "" or why the walk stopped before `size` (a batch cut short, a bad V)
+  };
+  /// Walks at most `max_batches` batches (UINT64_MAX: until the end of the file).
+  Walk walk(uint64_t max_batches) const;
   void open();
   void read_exact(void* dst, size_t bytes, const char* what);
   std::string path_;
   void* gz_ = nullptr;  // gzFile
   KjtFileHeader header_;
+  uint64_t header_bytes_ = 0;  // the header's size: where batch 0 starts
   uint64_t next_batch_ = 0;
 };
 

@@ -64,6 +64,11 @@ struct LmLookupBytes {
 };
 LmLookupBytes lm_lookup_bytes(const LmWorkloadSpec& spec, int64_t ids);
 
+/// True for the forward lookup of an lm_embedding program (the compute op "lookup", category
+/// lookup; not "embedding_backward", also of category lookup): the op whose ids and time the
+/// rank's load counter records (ids, lookup_ns), as a DLRM shard's pooled lookup.
+inline bool is_lm_lookup_op(const ProgramOp& op) { return op.category == sessions::OpCategory::lookup && op.name == "lookup"; }
+
 /// True for a collective of the token embedding itself (its split checks included): names
 /// under "embedding/", "input_dist/", "output_dist/" or "grad_dist/" — not the output
 /// projection's, the cross-entropy's or the body's. The "embedding communication" of the

@@ -107,7 +107,10 @@ struct RunStats {
   double overlap_pct = 0;          ///< over all ranks and steps
   int64_t exposed_comm_ns = 0;     ///< mean over ranks of each rank's total exposed communication
   double lookups_max_over_mean = 1;      ///< ids looked up per rank: max / mean (1 = balanced)
-  double lookup_time_max_over_mean = 1;  ///< lookup time per rank: max / mean
+  /// Lookup time per rank (load_counters.lookup_ns): max / mean; nullopt when no rank recorded
+  /// any (every lookup_ns 0: lm_embedding sessions before tester47 F16, sessions without load
+  /// counters) - "not recorded", never a balanced 1.
+  std::optional<double> lookup_time_max_over_mean;
   /// The session's world size (metadata world_size). Engine sessions: every rank is in
   /// `ranks`. Imported traces and rank-per-process sessions (metadata process_rank, one
   /// process's own session): ranks without a lane in the session are not in `ranks` (no zeros

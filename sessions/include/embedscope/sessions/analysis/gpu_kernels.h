@@ -52,7 +52,14 @@ struct GpuSpan {
 struct RankKernelFigures {
   int32_t rank = 0;
   int64_t gpu_events = 0;      ///< GPU events counted (after the last-step rule)
-  int64_t dropped_events = 0;  ///< GPU events dropped by the last-step rule
+  int64_t dropped_events = 0;  ///< GPU events dropped by the last-step rule: the two below together
+  /// Of dropped_events, those whose launch starts in the last profiler step or after it (with
+  /// keep_last_step: after the last step's end); 0 where the rule does not apply.
+  int64_t dropped_last_step = 0;
+  /// Of dropped_events, those with no launch (no host op with their correlation id on an imported
+  /// trace): HTA's filter joins GPU events to their launch, so these are in no step and left out
+  /// whether the last step is kept or not (tester47 F6: counted in the "last step" column).
+  int64_t dropped_no_launch = 0;
   /// GPU events of warm-up steps (step < 0) left out before anything else: Embedscope's own
   /// sessions (cuda, simulated), whose other figures cover the measured steps only; 0 for imports
   int64_t warmup_events = 0;
