@@ -162,6 +162,80 @@ int64_t device_bytes(const WorkloadSpec& spec, const std::vector<size_t>& tables
   return sum;
 }
 
+// What one option alone gives (the --allow-storage search of plan_search_with_storage, also the
+// refusal's line of that option, so that the line describes the plan the flag gives): at each
+// cache_load_factor in turn (host_cached; else one pass), all eligible tables changed; when that
+// leaves kStorageHeadroom free, the smallest k whose k largest do (more tables changed never need
+// more bytes). `best` the plan found; else `last` is the attempt with every table changed at the
+// last load factor tried.
+struct OptionOutcome {
+  std::vector<size_t> tables;  // the eligible tables, largest first
+  size_t k = 0;                // tables changed in `best`: tables[0..k)
+  double clf = 0;              // host_cached: the load factor of `best` (else of `last`)
+  std::optional<PlanSearchResult> best;
+  Attempt last;
+};
+
+bool roomy(const WorkloadSpec& spec, const Attempt& a) {
+  return a.fit && static_cast<double>(fullest(a.fit->stats)) <=
+                      (1.0 - kStorageHeadroom) * static_cast<double>(spec.devices.memory_bytes);
+}
+
+OptionOutcome search_option(Trial& trial, const WorkloadSpec& spec, StorageOption o) {
+  OptionOutcome out;
+  out.tables = by_size(spec, o);
+  if (out.tables.empty()) return out;
+  const std::vector<double> clfs = o == StorageOption::host_cached
+                                       ? std::vector<double>(std::begin(kHostCacheLoadFactors), std::end(kHostCacheLoadFactors))
+                                       : std::vector<double>{0.0};
+  for (double clf : clfs) {
+    out.clf = clf;
+    Attempt all = trial.run(trial.changed(out.tables, out.tables.size(), o, clf));
+    if (!roomy(spec, all)) {
+      out.last = std::move(all);
+      continue;
+    }
+    // the smallest k whose k largest tables fit (hi fits; lo does not: 0 tables is as written)
+    size_t lo = 0, hi = out.tables.size();
+    PlanSearchResult best = std::move(*all.fit);
+    while (hi - lo > 1) {
+      const size_t mid = lo + (hi - lo) / 2;
+      Attempt a = trial.run(trial.changed(out.tables, mid, o, clf));
+      if (roomy(spec, a)) hi = mid, best = std::move(*a.fit);
+      else lo = mid;
+    }
+    out.k = hi;
+    out.best = std::move(best);
+    return out;
+  }
+  return out;
+}
+
+// The refusal's line of option o: what search_option gave.
+std::string outcome_line(const WorkloadSpec& spec, const Trial& trial, StorageOption o, const OptionOutcome& r) {
+  std::string line = fmt::format("  --allow-storage {}: ", to_string(o));
+  if (r.tables.empty()) return line + "no table can take it";
+  const size_t n = r.tables.size();
+  const size_t k = r.best ? r.k : n;
+  const std::vector<size_t> changed(r.tables.begin(), r.tables.begin() + static_cast<std::ptrdiff_t>(k));
+  line += fmt::format("{}{} table{}{}, {} -> {} on the devices; ", k < n ? fmt::format("the {} largest of ", k) : "", n,
+                      n == 1 ? "" : "s",
+                      o == StorageOption::host_cached ? fmt::format(" at cache_load_factor {}", r.clf) : "",
+                      format_bytes(device_bytes(spec, changed)),
+                      format_bytes(device_bytes(trial.changed(r.tables, k, o, r.clf), changed)));
+  if (r.best)
+    return line + fmt::format("a plan fits ({}, fullest rank {})", r.best->proposer, format_bytes(fullest(r.best->stats)));
+  if (r.last.fit)
+    return line + fmt::format("no plan leaves the {:.0f} % headroom free ({}'s fullest rank {} > {})",
+                              100 * kStorageHeadroom, r.last.fit->proposer, format_bytes(fullest(r.last.fit->stats)),
+                              format_bytes(static_cast<int64_t>((1.0 - kStorageHeadroom) *
+                                                                static_cast<double>(spec.devices.memory_bytes))));
+  if (r.last.misfit)
+    return line + fmt::format("still no plan fits (the nearest, {}, is {} over)", r.last.misfit->proposer,
+                              format_bytes(r.last.misfit->overflow_bytes));
+  return line + "refused: " + r.last.invalid;
+}
+
 }  // namespace
 
 std::string storage_suggestions(const WorkloadSpec& spec, const HardwareProfile& hw, const PlanSearchOptions& options,
@@ -171,34 +245,7 @@ std::string storage_suggestions(const WorkloadSpec& spec, const HardwareProfile&
                       : allowed;
   Trial trial(spec, hw, options);
   std::string out;
-  for (StorageOption o : opts) {
-    const std::vector<size_t> tables = by_size(spec, o);
-    std::string line = fmt::format("  --allow-storage {}: ", to_string(o));
-    if (tables.empty()) {
-      out += line + "no table can take it\n";
-      continue;
-    }
-    const std::vector<double> clfs = o == StorageOption::host_cached
-                                         ? std::vector<double>(std::begin(kHostCacheLoadFactors), std::end(kHostCacheLoadFactors))
-                                         : std::vector<double>{0.0};
-    for (size_t c = 0; c < clfs.size(); ++c) {
-      const WorkloadSpec s = trial.changed(tables, tables.size(), o, clfs[c]);
-      const Attempt a = trial.run(s);
-      if (!a.fit && c + 1 < clfs.size()) continue;
-      line += fmt::format("{} table{}{}, {} -> {} on the devices; ", tables.size(), tables.size() == 1 ? "" : "s",
-                          o == StorageOption::host_cached ? fmt::format(" at cache_load_factor {}", clfs[c]) : "",
-                          format_bytes(device_bytes(spec, tables)), format_bytes(device_bytes(s, tables)));
-      if (a.fit)
-        line += fmt::format("a plan fits ({}, fullest rank {})", a.fit->proposer, format_bytes(fullest(a.fit->stats)));
-      else if (a.misfit)
-        line += fmt::format("still no plan fits (the nearest, {}, is {} over)", a.misfit->proposer,
-                            format_bytes(a.misfit->overflow_bytes));
-      else
-        line += "refused: " + a.invalid;
-      break;
-    }
-    out += line + "\n";
-  }
+  for (StorageOption o : opts) out += outcome_line(spec, trial, o, search_option(trial, spec, o)) + "\n";
   return out;
 }
 
@@ -215,61 +262,47 @@ StoragePlanResult plan_search_with_storage(const WorkloadSpec& spec, const Hardw
     as_written = e;
   }
   Trial trial(spec, hw, options);
-  // the order of accuracy cost, whatever the order of `allowed`
+  // the order of accuracy cost, whatever the order of `allowed`; the refusal's lines are these outcomes
+  std::string tried;
   for (StorageOption o : {StorageOption::fp16, StorageOption::int8, StorageOption::host_cached}) {
     if (std::find(allowed.begin(), allowed.end(), o) == allowed.end()) continue;
-    const std::vector<size_t> tables = by_size(spec, o);
-    if (tables.empty()) continue;
-    const std::vector<double> clfs = o == StorageOption::host_cached
-                                         ? std::vector<double>(std::begin(kHostCacheLoadFactors), std::end(kHostCacheLoadFactors))
-                                         : std::vector<double>{0.0};
-    for (double clf : clfs) {
-      // fits with kStorageHeadroom of the device left free
-      const auto roomy = [&](const Attempt& a) {
-        return a.fit && static_cast<double>(fullest(a.fit->stats)) <=
-                            (1.0 - kStorageHeadroom) * static_cast<double>(spec.devices.memory_bytes);
-      };
-      Attempt all = trial.run(trial.changed(tables, tables.size(), o, clf));
-      if (!roomy(all)) continue;
-      // the smallest k whose k largest tables fit (hi fits; lo does not: 0 tables is as written)
-      size_t lo = 0, hi = tables.size();
-      PlanSearchResult best = std::move(*all.fit);
-      while (hi - lo > 1) {
-        const size_t mid = lo + (hi - lo) / 2;
-        Attempt a = trial.run(trial.changed(tables, mid, o, clf));
-        if (roomy(a)) hi = mid, best = std::move(*a.fit);
-        else lo = mid;
-      }
-      res.spec = trial.changed(tables, hi, o, clf);
-      res.search = std::move(best);
-      res.why = as_written->what();
-      res.searches = 1 + trial.searches;
-      const auto before = estimate_table_storage(spec, res.search.plan);
-      const auto after = estimate_table_storage(res.spec, res.search.plan);
-      for (size_t j = 0; j < hi; ++j) {
-        const size_t i = tables[j];
-        StorageChange c;
-        c.table = static_cast<int>(i);
-        c.name = spec.tables[i].name;
-        c.option = o;
-        c.data_type_before = spec.tables[i].data_type;
-        c.data_type_after = res.spec.tables[i].data_type;
-        c.placement_before = spec.tables[i].placement;
-        c.placement_after = res.spec.tables[i].placement;
-        c.cache_load_factor = o == StorageOption::host_cached ? clf : 0.0;
-        c.before = table_bytes(spec, before[i], res.search.plan.tables[i]);
-        c.after = table_bytes(res.spec, after[i], res.search.plan.tables[i]);
-        res.changes.push_back(c);
-      }
-      return res;
+    OptionOutcome oc = search_option(trial, spec, o);
+    if (!oc.best) {
+      tried += outcome_line(spec, trial, o, oc) + "\n";
+      continue;
     }
+    const size_t hi = oc.k;
+    const double clf = oc.clf;
+    const std::vector<size_t>& tables = oc.tables;
+    res.spec = trial.changed(tables, hi, o, clf);
+    res.search = std::move(*oc.best);
+    res.why = as_written->what();
+    res.searches = 1 + trial.searches;
+    const auto before = estimate_table_storage(spec, res.search.plan);
+    const auto after = estimate_table_storage(res.spec, res.search.plan);
+    for (size_t j = 0; j < hi; ++j) {
+      const size_t i = tables[j];
+      StorageChange c;
+      c.table = static_cast<int>(i);
+      c.name = spec.tables[i].name;
+      c.option = o;
+      c.data_type_before = spec.tables[i].data_type;
+      c.data_type_after = res.spec.tables[i].data_type;
+      c.placement_before = spec.tables[i].placement;
+      c.placement_after = res.spec.tables[i].placement;
+      c.cache_load_factor = o == StorageOption::host_cached ? clf : 0.0;
+      c.before = table_bytes(spec, before[i], res.search.plan.tables[i]);
+      c.after = table_bytes(res.spec, after[i], res.search.plan.tables[i]);
+      res.changes.push_back(c);
+    }
+    return res;
   }
   const std::string what =
       std::string(as_written->what()) +
-      (allowed.empty() ? "\nstorage options the planner may use (not allowed; the largest tables first, each option "
-                         "alone, with the bytes of every table that can take it):\n"
+      (allowed.empty() ? "\nstorage options the planner may use (not allowed; each option alone, on the fewest of the "
+                         "largest tables that make a plan fit, as --allow-storage OPTION would change them):\n"
                        : "\nthe allowed storage options do not make it fit either (every table that can take each):\n") +
-      storage_suggestions(spec, hw, options, allowed);
+      (allowed.empty() ? storage_suggestions(spec, hw, options, allowed) : tried);
   throw NoPlanFits(what.substr(0, what.size() - 1), as_written->proposer, as_written->overflow_bytes,
                    as_written->fullest_rank_bytes);
 }

@@ -101,11 +101,17 @@ StoragePlanResult plan_search_with_storage(const WorkloadSpec& spec, const Hardw
                                            const PlanSearchOptions& options, const std::vector<StorageOption>& allowed);
 
 /// The lines a refusal adds: for each option (all three when `allowed` is empty, else the
-/// allowed ones), the eligible tables' device bytes as written and with the option on all of them
-/// (host_cached: at its smallest load factor), and whether a plan then fits (its fullest rank) or
-/// the nearest candidate's overflow. Runs one plan_search an option (host_cached: one a load
-/// factor until one fits). Example line: "  --allow-storage int8: 26 tables, 2.0 GiB -> 773.2 MiB
-/// on the devices; a plan fits (uniform:row_wise, fullest rank 248.5 MiB)".
+/// allowed ones), exactly what `--allow-storage OPTION` alone would give (the same search as
+/// plan_search_with_storage, kStorageHeadroom included): the tables it changes (the k largest of
+/// the eligible ones; host_cached: at the first load factor that fits), their device bytes as
+/// written -> changed, and the plan it would print (proposer, fullest rank); when none fits with
+/// every eligible table changed (host_cached: at the smallest load factor), whether a plan fits
+/// only past the headroom, or the nearest candidate's overflow. Runs the search of one option per
+/// line (1 + ceil(log2 tables) plan_search calls when it fits). Example (criteo_kaggle x 4 at 300
+/// MiB): "  --allow-storage host_cached: the 3 largest of 26 tables at cache_load_factor 0.2,
+/// 1.5 GiB -> 311.6 MiB on the devices; a plan fits (uniform:column_wise, fullest rank 224.5 MiB)"
+/// (before plan47b the line put every eligible table in and took any fit: "26 tables ... (grid,
+/// fullest rank 146.8 MiB)", not the plan the flag gave).
 std::string storage_suggestions(const WorkloadSpec& spec, const HardwareProfile& hw, const PlanSearchOptions& options,
                                 const std::vector<StorageOption>& allowed);
 
