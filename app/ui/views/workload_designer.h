@@ -118,7 +118,9 @@ bool is_workload_file(const QString& path);
 /// missing quote): the error `embedscope run` gives for it, with line and column, e.g.
 /// "w.json: a workload JSON? line 9, column 48: syntax error while parsing object key - ...";
 /// "" for anything else (valid JSON, or text without a workload's keys "tables", "batch_size",
-/// "vocab_size", or a Kineto trace's "traceEvents"). At most 16 MiB read; never throws.
+/// "vocab_size", or a Kineto trace's "traceEvents", or a file whose first non-blank byte is not
+/// "{": a session, which stores its workload JSON, a pickle, a gzip). At most 16 MiB read; never
+/// throws.
 /// tester47 F8: such a file fell through to the importers ("not a format embedscope import reads").
 QString broken_workload_json_error(const QString& path);
 

@@ -367,3 +367,18 @@ TEST(Fixd47WorkbenchWorkload, AWorkloadWithAJsonErrorGetsLineAndColumn) {
       << r.err << "\n" << cli_err;
   EXPECT_EQ(r.err.find("not a format embedscope import reads"), std::string::npos) << r.err;
 }
+
+// A session Embedscope ran stores its workload JSON (keys "tables", "batch_size"): with no display
+// the workbench still writes its report, not "a workload JSON? ..." (retest47 R10: the F8 check
+// above read the SQLite file's bytes as a broken workload and refused every run session).
+TEST(Fixd47WorkbenchWorkload, ASessionWithNoDisplayStillGetsItsReport) {
+  const std::string ui = EMBEDSCOPE_UI;
+  if (ui.empty() || !fs::exists(ui)) GTEST_SKIP() << "the workbench is not built";
+  const fs::path session = fixd47_dir() / "r10.db";
+  const auto run = fixd47_cli("run --preset tiny --steps 1 --warmup-steps 0 -o " + session.string());
+  ASSERT_EQ(run.code, 0) << run.err;
+  const auto r = embedscope::test_support::run_cli("QT_QPA_PLATFORM=offscreen " + ui, session.string(), fixd47_dir());
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.find("a workload JSON?"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(fixd47_dir() / "r10-report" / "index.html")) << r.out << r.err;
+}

@@ -90,7 +90,9 @@ TEST(Imp43DisjointImport, TheWindowShowsTheRefusalAndImportsAnywayOnRequest) {
   ASSERT_TRUE(done.wait(60000));
   EXPECT_EQ(done.at(0).at(1).toString(), "disjoint");
   EXPECT_TRUE(done.at(0).at(0).toString().isEmpty());
-  if (done.size() < 2) ASSERT_TRUE(done.wait(60000));  // the import anyway
+  if (done.size() < 2) {
+    ASSERT_TRUE(done.wait(60000));  // the import anyway
+  }
   poll.stop();
   EXPECT_TRUE(clicked);
   EXPECT_TRUE(said.contains("refused: rank 1")) << said.toStdString();
