@@ -187,7 +187,11 @@ std::vector<std::string> hardware_profile_names() {
 
 bool hardware_profile_is_file(const std::string& name_or_path) {
   if (name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json")) return true;
-  std::error_code ec;  // an existing file of that name comes before the built-in list (tester46 F12)
+  // a built-in name is the built-in, whatever files sit in the folder (retest47 R6: a run's own
+  // output named h100_sxm hid the built-in); any other name of an existing file is that file
+  // (tester46 F12); ./NAME reads a file named like a built-in
+  if (resources::hardware_profiles().contains(name_or_path)) return false;
+  std::error_code ec;
   return !name_or_path.empty() && std::filesystem::exists(name_or_path, ec) && !std::filesystem::is_directory(name_or_path, ec);
 }
 

@@ -53,6 +53,19 @@ TEST(SimulateFileF12, AFileOfThatNameComesBeforeTheBuiltInList) {
   EXPECT_NE(r.out.find("(hardware profile myprof_copy)"), std::string::npos) << r.out;
 }
 
+// retest47 R6: a file named like a built-in (here a run's own output, "-o h100_sxm") does not hide
+// the built-in; "./h100_sxm" still reads the file.
+TEST(SimulateFileF12, ABuiltInNameIsTheBuiltInWhateverFileSitsHere) {
+  fix47_write(fix47_sim_scratch() / "h100_sxm", "some log, not a profile\n");
+  const auto r = fix47_sim_cli("plan --preset tiny --simulate h100_sxm");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("(hardware profile h100_sxm)"), std::string::npos) << r.out;
+  const auto f = fix47_sim_cli("plan --preset tiny --simulate ./h100_sxm");
+  EXPECT_EQ(f.code, 2) << f.err;
+  EXPECT_NE(f.err.find("./h100_sxm"), std::string::npos) << f.err;
+  fs::remove(fix47_sim_scratch() / "h100_sxm");
+}
+
 TEST(SimulateFileF12, AScalingStudyOrAWorkloadIsNamedForWhatItIs) {
   fix47_write(fix47_sim_scratch() / "sc.json", "{\"batch_size_per_gpu\": 8, \"gpus_per_node\": 8, \"points\": []}\n");
   auto r = fix47_sim_cli("run --preset tiny --simulate sc.json --steps 1 -o x.db");

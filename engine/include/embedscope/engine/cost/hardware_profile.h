@@ -193,7 +193,8 @@ LinkProfile default_host_link();
 HardwareProfile parse_hardware_profile(const std::string& json_text, const std::string& origin);
 
 /// Whether load_hardware_profile reads `name_or_path` as a file: it contains '/', ends in
-/// ".json", or names an existing file (not a directory) - a file comes before a built-in name.
+/// ".json", or names an existing file (not a directory) that is not a built-in profile's name (a
+/// built-in name is the built-in whatever files sit in the folder; "./h100_sxm" reads the file).
 bool hardware_profile_is_file(const std::string& name_or_path);
 
 /// A profile JSON file when hardware_profile_is_file(name_or_path), else a built-in profile by
