@@ -31,6 +31,16 @@ bool mark_session_ended(const std::string& path, const std::string& ended, const
   sqlite3_busy_timeout(db, busy_ms);
   bool ok = sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK;
   sqlite3_stmt* st = nullptr;
+  // a session whose header (format, workload, ...) was never committed - a run stopped during its
+  // start-up - is not made one by an end mark (retest47 R1: "recorded as cancelled", then
+  // "metadata 'format' is ''"): nothing is written, the caller says it could not be recorded
+  if (ok) ok = sqlite3_prepare_v2(db, "SELECT 1 FROM metadata WHERE key = ?1", -1, &st, nullptr) == SQLITE_OK;
+  if (ok) {
+    sqlite3_bind_text(st, 1, meta::kFormat, -1, SQLITE_STATIC);
+    ok = sqlite3_step(st) == SQLITE_ROW;
+  }
+  sqlite3_finalize(st);
+  st = nullptr;
   if (ok) ok = sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO metadata VALUES (?1, ?2)", -1, &st, nullptr) == SQLITE_OK;
   for (const auto& [k, v] : {std::pair<const char*, const std::string*>{meta::kEnded, &ended}, {meta::kEndMessage, &message}}) {
     if (!ok) break;

@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include <filesystem>
 #include <string>
 
@@ -107,4 +109,28 @@ TEST(Ux42EndMark, AKilledRunsWalIsCheckpointedOnlyWhenNoWriterIsAlive) {
     w.close("complete");
   }
   EXPECT_EQ(ss::SessionReader(live).status(), "complete");
+}
+
+// retest47 R1: a run stopped at once during its start-up, before its writer committed the
+// session's header (format, workload, ...): the end mark writes nothing and says so (false), so the
+// CLI does not print "recorded as cancelled" over a file that reads "metadata 'format' is ''".
+TEST(Ux42EndMark, AFileWithoutTheSessionsHeaderIsNotMarked) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("es_ux42_nohead_" + std::to_string(getpid()) + ".db")).string();
+  std::filesystem::remove(path);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE metadata (key TEXT PRIMARY KEY, value TEXT)", nullptr, nullptr, nullptr), SQLITE_OK);
+  EXPECT_FALSE(ss::mark_session_ended(path, "cancelled", "stopped at once"));
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT count(*) FROM metadata", -1, &st, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(st, 0), 0);  // nothing written
+  sqlite3_finalize(st);
+  // with the header, the same call marks it
+  ASSERT_EQ(sqlite3_exec(db, "INSERT INTO metadata VALUES ('format', 'embedscope-session')", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  EXPECT_TRUE(ss::mark_session_ended(path, "cancelled", "stopped at once"));
+  sqlite3_close(db);
+  std::filesystem::remove(path);
 }

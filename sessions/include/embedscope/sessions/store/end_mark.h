@@ -13,7 +13,8 @@ namespace embedscope::sessions {
 /// through a connection of its own, in one transaction, waiting at most `busy_ms` for the
 /// writer's transaction in progress (WAL mode: the writer's committed rows stay; what it had
 /// not committed is lost, as it would be at exit). Returns false, having written nothing, where
-/// the file is not a session (no metadata table), cannot be opened, or its lock was not had in
+/// the file is not a session (no metadata table, or no `format` row: its header was never
+/// committed), cannot be opened, or its lock was not had in
 /// time. Never throws. Not async-signal-safe: call it from a thread, not a signal handler.
 bool mark_session_ended(const std::string& path, const std::string& ended, const std::string& message,
                         int busy_ms = 2000);
