@@ -62,7 +62,7 @@ const char* compare_figure_key(CompareFigure f) {
 
 std::optional<double> compare_value(const ComparedSession& s, CompareFigure f) {
   const RunStats& st = s.stats;
-  const double steps = static_cast<double>(st.steps);
+  const double steps = static_cast<double>(st.counted_steps());  // the time figures' steps (drain left out)
   switch (f) {
     // a trace has no memory counters (its 0 B are "not recorded") and no ids looked up (tester37 D2)
     case CompareFigure::PeakAllocated:

@@ -53,7 +53,7 @@ std::string gpu_busy_text(const RunStats& st, bool imported) {
         "host         the ranks' threads waited in collectives {} per rank ({} per step): exposed communication "
         "of the host spans (thread level); the rank figures below are the GPU streams'\n",
         format_ms(static_cast<double>(g->host_exposed_comm_ns)),
-        format_ms(static_cast<double>(g->host_exposed_comm_ns / st.steps)));
+        format_ms(static_cast<double>(g->host_exposed_comm_ns / st.counted_steps())));
   return out;
 }
 

@@ -440,7 +440,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                              per_step.second);
   std::cout << fmt::format("overlap      {:.1f}% of communication ran while the rank computed ({}); exposed "
                            "communication {} per rank ({} per step)\n",
-                           st.overlap_pct, ss::overlap_definition(st), ms(st.exposed_comm_ns), ms(st.exposed_comm_ns / st.steps));
+                           st.overlap_pct, ss::overlap_definition(st), ms(st.exposed_comm_ns), ms(st.exposed_comm_ns / st.counted_steps()));
   std::cout << ss::gpu_run_text(session, st);
   if (imported)  // a trace has kernels and collectives, not the ids each rank looked up
     std::cout << "imbalance    none: a trace has no ids looked up (no load counters)\n\n";
@@ -481,11 +481,13 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   // a GPU run's categories are its streams' (the host threads' spans are in `host` above and the
   // critical path below; tester40 #4: the dense part's host time fell 6x while this rose)
   // summed over ranks and steps, and per rank and step (tester41 #10: the sums read as a step time)
-  const int64_t rank_steps = std::max<int64_t>(1, st.steps * static_cast<int64_t>(st.ranks.size()));
+  const int64_t counted = st.counted_steps();
+  const int64_t rank_steps = std::max<int64_t>(1, counted * static_cast<int64_t>(st.ranks.size()));
   std::cout << fmt::format("\ntime by op category (union per category on each rank{}): summed over {} rank{} x {} "
-                           "measured step{}, and per rank and step\n",
+                           "{}step{}, and per rank and step\n",
                            st.stream_ranks && !imported ? ", GPU streams" : "", st.ranks.size(),
-                           st.ranks.size() == 1 ? "" : "s", st.steps, st.steps == 1 ? "" : "s");
+                           st.ranks.size() == 1 ? "" : "s", counted, st.drain_steps > 0 ? "counted " : "measured ",
+                           counted == 1 ? "" : "s");
   for (int c = 0; c < ss::kNumCategories; ++c) {
     int64_t total = 0;
     for (const auto& r : st.ranks) total += r.by_category_ns[static_cast<size_t>(c)];
@@ -494,7 +496,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                                ss::format_duration(total / rank_steps));
   }
   std::cout << fmt::format("\ncritical path: what bounded the steps (dependencies inferred), {} over {} step{}\n",
-                           ms(st.critical_path_ns), st.steps, st.steps == 1 ? "" : "s");
+                           ms(st.critical_path_ns), counted, counted == 1 ? "" : "s");
   // the name columns as wide as their longest name (28 at least): grad_dist/low_rank_b_all_reduce
   // and the like must not push their row's figures out of line; an imported kernel's C++ name
   // (1,646 characters in trace_diff_test: tester34 D20) is cut in its middle at kMaxName, whole
@@ -538,9 +540,9 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                              "exposed", "waiting for peers");
     for (const auto& c : st.collectives)
       std::cout << fmt::format("  {:<{}} {:>7.1f} {:>12} {:>11} {:>11} {:>17}\n", shown(c.name_id), w,
-                               static_cast<double>(c.count) / static_cast<double>(st.steps),
-                               bytes_text(c.bytes / st.steps), ms(c.time_ns / st.steps),
-                               ms(c.exposed_ns / st.steps), ms(c.wait_ns / st.steps));
+                               static_cast<double>(c.count) / static_cast<double>(counted),
+                               bytes_text(c.bytes / counted), ms(c.time_ns / counted),
+                               ms(c.exposed_ns / counted), ms(c.wait_ns / counted));
   }
   return 0;
 }

@@ -63,7 +63,7 @@ bool collective_bytes_unknown(const sessions::SessionReader& session) {
 
 CollectiveTimesModel::CollectiveTimesModel(const sessions::RunStats& stats, const sessions::SessionReader& session,
                                            QObject* parent)
-    : QAbstractTableModel(parent), rows_(stats.collectives), steps_(std::max<int64_t>(1, stats.steps)),
+    : QAbstractTableModel(parent), rows_(stats.collectives), steps_(std::max<int64_t>(1, stats.counted_steps())),
       bytes_unknown_(collective_bytes_unknown(session)) {
   std::vector<std::string> whole;
   for (const auto& c : rows_) {

@@ -238,7 +238,7 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
   for (const auto& st : stats) {
     for (const auto& t : st.per_step) max_window = std::max(max_window, static_cast<double>(t.window_ns));
     for (const auto& r : st.ranks)
-      max_exposed = std::max(max_exposed, static_cast<double>(r.exposed_comm_ns) / static_cast<double>(std::max<int64_t>(1, st.steps)));
+      max_exposed = std::max(max_exposed, static_cast<double>(r.exposed_comm_ns) / static_cast<double>(std::max<int64_t>(1, st.counted_steps())));
   }
   const sessions::DurationUnit step_unit = sessions::duration_unit(max_window);
   const sessions::DurationUnit exposed_unit = sessions::duration_unit(max_exposed);
@@ -265,7 +265,7 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
     for (const auto& r : stats[i].ranks) {
       if (stats[i].steps <= 0) break;
       ranks << r.rank;
-      exposed << static_cast<double>(r.exposed_comm_ns) / static_cast<double>(stats[i].steps) / exposed_unit.ns;
+      exposed << static_cast<double>(r.exposed_comm_ns) / static_cast<double>(std::max<int64_t>(1, stats[i].counted_steps())) / exposed_unit.ns;
     }
     for (const auto& r : stats[i].ranks) max_ranks = std::max(max_ranks, r.rank + 1);  // every rank on the axis:
                                                                                       // B's only rank may be 1

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/analysis/compare.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 
@@ -68,5 +69,21 @@ TEST(Rep47DrainFigures, ABaseRunCountsEveryStep) {
   EXPECT_NEAR(st.overlap_pct, 100.0 * 200 / 280, 1e-9);
   EXPECT_EQ(st.exposed_comm_ns, 80);
   EXPECT_EQ(st.critical_path_ns, 480);
+  std::filesystem::remove(path);
+}
+
+// retest47 R5: the per-step figures are divided by the steps they cover (4 counted), not by the 6
+// measured: the collectives' rows hold steps 0-3 only (one all_to_all of 50 ns each), and compare's
+// exposed communication per step is the total over the counted steps.
+TEST(Rep47DrainFigures, PerStepFiguresDivideByTheCountedSteps) {
+  const std::string path = rep47_drain_session("semi_sync");
+  const rep47ss::RunStats st = rep47ss::analyze(rep47ss::SessionReader(path));
+  EXPECT_EQ(st.counted_steps(), 4);
+  ASSERT_EQ(st.collectives.size(), 1u);
+  EXPECT_EQ(st.collectives[0].count, 4);      // 1.0 a counted step (was shown as 4 / 6 = 0.7)
+  EXPECT_EQ(st.collectives[0].time_ns, 200);  // 50 ns a counted step
+  rep47ss::ComparedSession c{st, {}, false};
+  c.stats.exposed_comm_ns = 400;  // by hand: 100 ns a counted step (400 / 6 = 66.7 with the drain steps)
+  EXPECT_DOUBLE_EQ(*rep47ss::compare_value(c, rep47ss::CompareFigure::ExposedComm), 100.0);
   std::filesystem::remove(path);
 }

@@ -104,6 +104,10 @@ struct RunStats {
   std::string pipeline;
   int64_t drain_steps = 0;
   bool all_drain = false;
+  /// The measured steps the time figures cover, steps - drain_steps: what a "per step" time
+  /// figure (exposed communication, the time by category, the critical path, the collectives'
+  /// counts, bytes and times) is divided by (retest47 R5: they were divided by `steps`).
+  int64_t counted_steps() const { return steps - drain_steps; }
   double overlap_pct = 0;          ///< over all ranks and steps
   int64_t exposed_comm_ns = 0;     ///< mean over ranks of each rank's total exposed communication
   double lookups_max_over_mean = 1;      ///< ids looked up per rank: max / mean (1 = balanced)

@@ -33,7 +33,7 @@ struct ComparedSession {
 };
 
 /// The rows of a comparison, in order. Units of the raw values: ns (step times, exposed
-/// communication per rank and measured step), units/s (throughput), % (overlap, GPU busy),
+/// communication per rank and counted step: RunStats::counted_steps), units/s (throughput), % (overlap, GPU busy),
 /// bytes (peaks), a ratio (imbalances), nats (loss: binary cross-entropy), a fraction (AUC).
 enum class CompareFigure : int {
   StepMean,             ///< RunStats::step_time_ns.mean
