@@ -142,8 +142,8 @@ std::string cpu_profile_warning(const std::string& profile, const es::HardwarePr
   return fmt::format("{} is a cpu profile: calibrate fits its rates to DLRM step programs only (lookups, updates, "
                      "MLPs, their collectives) and refuses lm_embedding sessions, so this workload's ops - the output "
                      "projection's GEMMs, the cross-entropy's element-wise exp, the gradient all-reduces - are timed at "
-                     "rates not fitted for them: expect large errors (tester46: llama3_8b_embedding_scaled simulated "
-                     "463.8 ms a step on such a profile, measured 2,231.6 ms on its machine)",
+                     "rates not fitted for them: expect large errors (llama3_8b_embedding_scaled on a 2-core machine: "
+                     "simulated 463.8 ms a step on such a profile, measured 2,231.6 ms)",
                      profile);
 }
 
