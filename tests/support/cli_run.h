@@ -2,13 +2,18 @@
 // Runs the embedscope CLI (the path the tests get as EMBEDSCOPE_CLI) the way a user's shell
 // does, for end-to-end tests of its commands. Header-only.
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace embedscope::test_support {
 
@@ -31,6 +36,57 @@ inline CliResult run_cli(const std::string& cli, const std::string& args, const 
     return s.str();
   };
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+/// How a run stopped by stop_twice ended: its wait status (waitpid), the SIGTERMs sent (0-2) and
+/// its whole stderr.
+struct StoppedRun {
+  int status = 0;
+  int sent = 0;
+  std::string err;
+};
+
+/// Runs `cli` with `args` (no shell; stdout to the file `out`), reading its stderr line by line:
+/// SIGTERM once a line holds `first`, again once a later line holds "cancelling after the current
+/// step" (the first signal acknowledged) - a second Ctrl-C / SIGTERM without timing. A pipe that
+/// cannot be made: nothing runs, `err` says so.
+inline StoppedRun stop_twice(const char* cli, const std::vector<std::string>& args, const std::string& out,
+                             const std::string& first) {
+  StoppedRun s;
+  int fds[2];
+  if (pipe(fds) != 0) {
+    s.err = "pipe() failed";
+    return s;
+  }
+  const pid_t child = fork();
+  if (child == 0) {
+    dup2(fds[1], 2);
+    dup2(open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 1);
+    close(fds[0]);
+    close(fds[1]);
+    std::vector<char*> argv{const_cast<char*>(cli)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(cli, argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  FILE* in = fdopen(fds[0], "r");
+  char* line = nullptr;
+  size_t cap = 0;
+  while (getline(&line, &cap, in) > 0) {
+    s.err += line;
+    const std::string l(line);
+    if ((s.sent == 0 && l.find(first) != std::string::npos) ||
+        (s.sent == 1 && l.find("cancelling after the current step") != std::string::npos)) {
+      kill(child, SIGTERM);
+      ++s.sent;
+    }
+  }
+  free(line);
+  fclose(in);
+  waitpid(child, &s.status, 0);
+  return s;
 }
 
 }  // namespace embedscope::test_support

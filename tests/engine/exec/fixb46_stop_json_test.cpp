@@ -24,50 +24,8 @@
 
 namespace {
 namespace fs = std::filesystem;
-
-struct Fixb46Stopped {
-  int status = 0;
-  int sent = 0;
-  std::string err;  ///< the child's stderr
-};
-
-// Runs the CLI with `args` (stdout to `out`), reading its stderr line by line: SIGTERM once a line
-// holds `first`, again once a later line holds "cancelling after the current step".
-Fixb46Stopped fixb46_stop_twice(const std::vector<std::string>& args, const std::string& out, const std::string& first) {
-  Fixb46Stopped s;
-  int fds[2];
-  EXPECT_EQ(pipe(fds), 0);
-  const pid_t child = fork();
-  if (child == 0) {
-    dup2(fds[1], 2);
-    dup2(open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 1);
-    close(fds[0]);
-    close(fds[1]);
-    std::vector<char*> argv{const_cast<char*>(EMBEDSCOPE_CLI)};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(EMBEDSCOPE_CLI, argv.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  FILE* in = fdopen(fds[0], "r");
-  char* line = nullptr;
-  size_t cap = 0;
-  while (getline(&line, &cap, in) > 0) {
-    s.err += line;
-    const std::string l(line);
-    if ((s.sent == 0 && l.find(first) != std::string::npos) ||
-        (s.sent == 1 && l.find("cancelling after the current step") != std::string::npos)) {
-      kill(child, SIGTERM);
-      ++s.sent;
-    }
-  }
-  free(line);
-  fclose(in);
-  waitpid(child, &s.status, 0);
-  return s;
-}
 }  // namespace
+using embedscope::test_support::stop_twice;
 
 TEST(Fixb46StopJson, ASecondSigtermStillPrintsOneJsonObject) {
   const fs::path dir = fs::temp_directory_path() / ("embedscope_fixb46_stop_" + std::to_string(getpid()));
@@ -76,7 +34,7 @@ TEST(Fixb46StopJson, ASecondSigtermStillPrintsOneJsonObject) {
   const std::string session = (dir / "j.db").string(), out = (dir / "out.json").string();
   const std::vector<std::string> args{"run", "--preset", "criteo_kaggle", "--batch-size", "2048", "--steps", "1000000",
                                       "--warmup-steps", "1", "--json", "-o", session};
-  const Fixb46Stopped st = fixb46_stop_twice(args, out, "warmup 1/1");
+  const auto st = stop_twice(EMBEDSCOPE_CLI, args, out, "warmup 1/1");
   const int status = st.status, sent = st.sent;
   const std::string& err = st.err;
   ASSERT_EQ(sent, 2) << err;
@@ -106,7 +64,7 @@ TEST(Fixb46StopJson, AStopAfterTheLastStepSaysTheStepsCompleted) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string session = (dir / "ho.db").string();
-  const Fixb46Stopped st = fixb46_stop_twice({"run", "--preset", "criteo_kaggle", "--steps", "1", "--warmup-steps", "0",
+  const auto st = stop_twice(EMBEDSCOPE_CLI, {"run", "--preset", "criteo_kaggle", "--steps", "1", "--warmup-steps", "0",
                                               "--held-out-batches", "1000", "-o", session},
                                              (dir / "out.txt").string(), "step 1/1");
   ASSERT_EQ(st.sent, 2) << st.err;

@@ -110,51 +110,9 @@ TEST(Lm47Progress, AnLmRunPrintsStepTokensPerSecondEtaAndLoss) {
   }
 }
 
+using embedscope::test_support::stop_twice;
+
 namespace {
-
-struct Lm47Stopped {
-  int status = 0;
-  int sent = 0;
-  std::string err;  ///< the child's stderr
-};
-
-// Runs the CLI with `args` (stdout to `out`), reading its stderr line by line: SIGTERM once a line
-// holds `first`, again once a later line holds "cancelling after the current step" (as
-// fixb46_stop_json_test.cpp does for a DLRM run).
-Lm47Stopped lm47_stop_twice(const std::vector<std::string>& args, const std::string& out, const std::string& first) {
-  Lm47Stopped s;
-  int fds[2];
-  EXPECT_EQ(pipe(fds), 0);
-  const pid_t child = fork();
-  if (child == 0) {
-    dup2(fds[1], 2);
-    dup2(open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 1);
-    close(fds[0]);
-    close(fds[1]);
-    std::vector<char*> argv{const_cast<char*>(EMBEDSCOPE_CLI)};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(EMBEDSCOPE_CLI, argv.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  FILE* in = fdopen(fds[0], "r");
-  char* line = nullptr;
-  size_t cap = 0;
-  while (getline(&line, &cap, in) > 0) {
-    s.err += line;
-    const std::string l(line);
-    if ((s.sent == 0 && l.find(first) != std::string::npos) ||
-        (s.sent == 1 && l.find("cancelling after the current step") != std::string::npos)) {
-      kill(child, SIGTERM);
-      ++s.sent;
-    }
-  }
-  free(line);
-  fclose(in);
-  waitpid(child, &s.status, 0);
-  return s;
-}
 
 json lm47_json_file(const std::string& path) {
   std::ifstream f(path);
@@ -176,7 +134,7 @@ TEST(Lm47Stop, ASecondSigtermStopsAnLmRunAtOnceRecordedAsCancelled) {
                            {"devices", {{"count", 2}}}, {"steps", 5}}
                           .dump();
   const std::string db = (lm47_scratch() / "long.db").string(), out = (lm47_scratch() / "long.out").string();
-  const Lm47Stopped st = lm47_stop_twice({"run", f.string(), "--json", "-o", db}, out, "step 1/5");
+  const auto st = stop_twice(EMBEDSCOPE_CLI, {"run", f.string(), "--json", "-o", db}, out, "step 1/5");
   ASSERT_EQ(st.sent, 2) << st.err;
   ASSERT_TRUE(WIFEXITED(st.status)) << "killed by signal " << (WIFSIGNALED(st.status) ? WTERMSIG(st.status) : 0) << "\n"
                                     << st.err;
@@ -207,7 +165,7 @@ TEST(Lm47Stop, ASecondSigtermStopsAnLmRunAtOnceRecordedAsCancelled) {
 TEST(Lm47Stop, ASecondSigtermStopsAScenarioAtOnceRecordedAsCancelled) {
   const fs::path dir = lm47_scratch() / "scn";
   const std::string out = (lm47_scratch() / "scn.out").string();
-  const Lm47Stopped st = lm47_stop_twice(
+  const auto st = stop_twice(EMBEDSCOPE_CLI,
       {"scenario", "vocab_parallel_vs_sequence_parallel", "--steps", "5", "--json", "-o", dir.string()}, out,
       "  step 1/5");
   ASSERT_EQ(st.sent, 2) << st.err;
