@@ -77,7 +77,7 @@ MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidg
   std::set<int32_t> ranks;
   int64_t first = std::numeric_limits<int64_t>::max(), last = std::numeric_limits<int64_t>::min();
   for (const auto& s : sessions) {
-    entries_.push_back({s, s.session->memory_counters(), s.session->memory_snapshots()});
+    entries_.push_back({s, s.session->memory_counters(), s.session->memory_snapshots(), {}});
     for (const auto& c : entries_.back().counters) {
       ranks.insert(c.rank);
       first = std::min(first, c.step);

@@ -259,8 +259,9 @@ TEST(CollectiveCall, LmSimulationTimesItsCallsByTheSameRule) {
   EXPECT_EQ(checked, 4);
   // compute on the cpu node: compute_ns x f(4) = 2, as the simulated executor scales it
   for (size_t op = 0; op < sim.program.ops.size(); ++op)
-    if (sim.program.ops[op].lane == embedscope::sessions::Lane::compute)
+    if (sim.program.ops[op].lane == embedscope::sessions::Lane::compute) {
       for (size_t r = 0; r < 4; ++r)
         EXPECT_EQ(sim.rank_end_ns[r][op] - sim.rank_start_ns[r][op], 2 * es::compute_ns(sim.programs[r].ops[op], hw))
             << sim.program.ops[op].name << " rank " << r;
+    }
 }

@@ -155,7 +155,9 @@ TEST(CpuContention, SimulatedStepIsTheFactorTimesTheUncontendedOne) {
       for (size_t i = 0; i < 3; ++i) {
         const double ratio = static_cast<double>(rb.step_time_ns[i]) / static_cast<double>(ra.step_time_ns[i]);
         EXPECT_LE(ratio, factor + 1e-3) << ranks << " ranks, step " << i;
-        if (type == es::ShardingType::row_wise) EXPECT_GT(ratio, 0.99 * factor) << ranks << " ranks row_wise, step " << i;
+        if (type == es::ShardingType::row_wise) {
+          EXPECT_GT(ratio, 0.99 * factor) << ranks << " ranks row_wise, step " << i;
+        }
       }
     }
 }

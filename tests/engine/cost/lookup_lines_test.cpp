@@ -91,7 +91,9 @@ TEST(LookupLines, OneRankCountsEachShardsDistinctRowsTimesTheirLines) {
   EXPECT_NEAR(2 * (u_small + u_a + u_b) + 3 * u_c, 142.48, 0.01);
   EXPECT_EQ(bwd.work_items, std::llround(2 * (u_small + u_a + u_b) + 3 * u_c));
   for (const auto& op : p.ops)
-    if (op.name != "lookup") EXPECT_EQ(op.work2, es::HostWork::none) << op.name;
+    if (op.name != "lookup") {
+      EXPECT_EQ(op.work2, es::HostWork::none) << op.name;
+    }
 }
 
 // Row-wise on 2 ranks: each rank reads its half of every table (t_small's one row: rank 0),
@@ -145,7 +147,10 @@ TEST(LookupLines, FitTellsTheLinesFromTheBytesAndBagsOnlyWhereTheySpread) {
       const double ids = 1000.0 * (1 + i % 4), bags = 4096.0 * (1 + i % 3);
       const double lines = lines_are_ids ? ids : std::floor(ids * (0.2 + 0.05 * (i % 5)));
       const double bytes = 72 * ids + 64 * bags;
-      calib::Sample s{calib::kLookup, bytes, 1000 + bytes / 100.0 + 0.5 * bags + (lines_are_ids ? 0.0 : 40 * lines), 0};
+      calib::Sample s{};
+      s.cls = calib::kLookup;
+      s.x = bytes;
+      s.t = 1000 + bytes / 100.0 + 0.5 * bags + (lines_are_ids ? 0.0 : 40 * lines);
       s.work = static_cast<int>(es::HostWork::lookup_bags);
       s.items = bags;
       s.work2 = static_cast<int>(es::HostWork::lookup_row_lines);
@@ -154,7 +159,11 @@ TEST(LookupLines, FitTellsTheLinesFromTheBytesAndBagsOnlyWhereTheySpread) {
     }
     for (int i = 1; i <= 6; ++i) {  // memory kernels at 1e12 B/s
       const double bytes = 1e6 * i;
-      v.push_back({calib::kMemory, bytes, 1000 + bytes / 1000.0, 0});
+      calib::Sample s{};
+      s.cls = calib::kMemory;
+      s.x = bytes;
+      s.t = 1000 + bytes / 1000.0;
+      v.push_back(s);
     }
     return v;
   };
