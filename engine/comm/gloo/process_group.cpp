@@ -19,6 +19,7 @@
 #include <gloo/rendezvous/hash_store.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/tcp/pair.h>  // its gloo/common/memory.h: comm/gloo/vendor/ (engine/CMakeLists.txt)
 #include "embedscope/engine/comm/collective_math.h"
 
 namespace embedscope::engine {
@@ -54,6 +55,24 @@ std::string arrival_key(const std::string& group, uint64_t seq, int rank) {
 
 // A non-null pointer for zero-sized buffers (Gloo rejects null).
 char g_empty[8];
+
+// What this rank's own waiters get when it closes its connections (ProcessGroup::run tells it apart).
+constexpr const char* kClosedByThisRank = "this rank closed its connections";
+
+// Wakes every waiter on `pair` in this process (pending sends and receives of its unbound
+// buffers, its bound buffers) with an IoException(msg), unless the pair already failed: Gloo's
+// tcp::Pair::signalExceptionExternal (gloo/transport/tcp/pair.cc at 5b14351), the call Gloo's
+// own UnboundBuffer makes on every pair when one of its waits times out. It takes the pair's
+// mutex, which the device loop takes too, and on a pair that close() already closed it only
+// signals (its fd is gone; the state stays CLOSED). It is protected: reached here through a
+// pointer to member formed in a derived class, which C++ allows for a protected member (the
+// class is never instantiated).
+struct PairWaker : gloo::transport::tcp::Pair {
+  static void wake(gloo::transport::tcp::Pair& pair, const std::string& msg) {
+    const auto signal = &PairWaker::signalExceptionExternal;
+    (pair.*signal)(msg);
+  }
+};
 void* nonnull(void* p) { return p ? p : g_empty; }
 void* nonnull(const void* p) { return p ? const_cast<void*>(p) : g_empty; }
 }  // namespace
@@ -128,9 +147,19 @@ ProcessGroup::~ProcessGroup() = default;
 
 void ProcessGroup::close_connections() noexcept {
   if (closed_.exchange(true)) return;
-  try {
-    impl_->ctx->closeConnections();
-  } catch (const std::exception&) {  // a pair that is already broken: nothing left to close
+  // Pair by pair, what gloo::Context::closeConnections does (Pair::close: a hard close, the
+  // peers see the connection reset), then this rank's own waiters on the pair are woken: a
+  // collective of this rank blocked in Gloo (on its comm thread) would otherwise wait out its
+  // timeout, as close() does not signal local waiters (ci47: 30 s per crashed launch).
+  for (int i = 0; i < size(); ++i) {
+    if (i == group_rank_) continue;
+    try {
+      auto& pair = impl_->ctx->getPair(i);
+      if (!pair) continue;
+      pair->close();
+      if (auto* tcp = dynamic_cast<gloo::transport::tcp::Pair*>(pair.get())) PairWaker::wake(*tcp, kClosedByThisRank);
+    } catch (const std::exception&) {  // a pair that is already broken: nothing left to close
+    }
   }
 }
 
@@ -160,9 +189,19 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
   rimpl.store->set(arrival_key(name_, seq, group_rank_), {1});
   if (flight_) flight_->started(flight);
   ++counters_.collectives;
+  // This rank closed its connections while the collective was in flight (close_connections
+  // from another thread, after this rank's own failure): a consequence of that, blaming no peer.
+  const auto closed_in_flight = [&](const std::string& what) {
+    return CollectiveError(fmt::format("{} failed: this rank closed its connections after an earlier failure while "
+                                       "the collective was in flight{}",
+                                       collective_head(kind, op_name, name_, seq),
+                                       what == kClosedByThisRank ? "" : " (" + what + ")"),
+                           name_, seq, {});
+  };
   try {
     body(static_cast<uint32_t>(seq & 0xffffff));
   } catch (const gloo::Exception& e) {
+    if (closed_) throw closed_in_flight(e.what());
     std::vector<int> missing;
     for (int r = 0; r < size(); ++r)
       if (!rimpl.has(arrival_key(name_, seq, r))) missing.push_back(members_[static_cast<size_t>(r)]);
@@ -208,6 +247,9 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
                                         timeout_.count(), fmt::join(missing, ", ")),
                             name_, seq, missing, true);
     throw CollectiveError(fmt::format("{} failed: {}", head, e.what()), name_, seq, {});
+  } catch (const std::exception& e) {  // Gloo's EnforceNotMet: e.g. a send on a pair just closed
+    if (closed_) throw closed_in_flight(e.what());
+    throw;
   }
   if (splits.paced && network_.limited() && size() > 1) {
     const int n = size();

@@ -8,6 +8,7 @@
 #include <future>
 #include <thread>
 
+#include "embedscope/engine/comm/flight_recorder.h"
 #include "embedscope/engine/comm/gloo_process_group.h"
 
 using namespace embedscope::engine;
@@ -185,6 +186,67 @@ TEST(ProcessGroup, ClosingConnectionsFailsABlockedPeerAtOnce) {
   EXPECT_EQ(after_close, "all_reduce 'after_close' (group world, sequence 2) not started: this rank closed its "
                          "connections after an earlier failure");
   EXPECT_EQ(errors[0], "");
+}
+
+// ci48: a rank whose own collective is blocked inside Gloo on its comm thread (rank 1 never
+// arrives) and that closes its connections from another thread (its rank thread, after its own
+// failure, as the executors do) gets that collective's error at once: "this rank closed its
+// connections", blaming no peer and not a timeout. Before, Pair::close did not wake this rank's
+// own waiters and the collective waited out its timeout (60 s here; 30 s per crashed launch of
+// Cli43Launch.ACrashedRanksFiguresComeFromItsSession). The flight recorder keeps it as started.
+TEST(ProcessGroup, ClosingConnectionsFailsThisRanksOwnBlockedCollective) {
+  std::promise<void> rank0_done;
+  auto rank0_done_future = rank0_done.get_future().share();
+  FlightRecorder recorder(0, 16);
+  bool caught = false;
+  std::string message;
+  std::vector<int> missing{-1};
+  bool timed_out = true;
+  uint64_t sequence = 0;
+  auto errors = on_ranks(2, 60000ms, [&](ProcessGroup& pg) {
+    float v = 1;
+    pg.all_reduce_sum("warm", &v, 1);  // sequence 1: both arrive, the pairs are connected
+    if (pg.rank() == 1) {               // never arrives at sequence 2; keeps its group open
+      rank0_done_future.wait();
+      return;
+    }
+    pg.set_flight_recorder(&recorder);
+    std::thread closer([&] {  // rank 0's rank thread: closes once its comm thread is in sequence 2
+      auto started = [&] {
+        for (const auto& r : recorder.dump(0, "test"))
+          if (r.sequence == 2 && r.state == "started") return true;
+        return false;
+      };
+      while (!started()) std::this_thread::sleep_for(1ms);
+      std::this_thread::sleep_for(100ms);  // most likely inside Gloo's wait by now (either way it must fail)
+      pg.close_connections();
+    });
+    try {
+      pg.all_reduce_sum("dense_all_reduce", &v, 1);
+    } catch (const CollectiveError& e) {
+      caught = true;
+      message = e.what();
+      missing = e.missing_ranks;
+      timed_out = e.timed_out;
+      sequence = e.sequence;
+    }
+    closer.join();
+    rank0_done.set_value();
+  });
+  EXPECT_EQ(errors, (std::vector<std::string>{"", ""}));
+  ASSERT_TRUE(caught);
+  EXPECT_EQ(message.rfind("all_reduce 'dense_all_reduce' (group world, sequence 2) failed: this rank closed its "
+                          "connections after an earlier failure while the collective was in flight", 0), 0u)
+      << message;
+  EXPECT_EQ(message.find("Timed out"), std::string::npos) << message;
+  EXPECT_EQ(message.find("did not arrive"), std::string::npos) << message;
+  EXPECT_EQ(missing, std::vector<int>{});  // no peer is blamed
+  EXPECT_FALSE(timed_out);
+  EXPECT_EQ(sequence, 2u);
+  const auto dump = recorder.dump(1, "test");
+  ASSERT_EQ(dump.size(), 1u);  // sequence 2 only (recorded from there on)
+  EXPECT_EQ(dump[0].sequence, 2u);
+  EXPECT_EQ(dump[0].state, "started");  // a collective that threw stays started
 }
 
 // ---- slow-network emulation ---------------------------------------------------------------------

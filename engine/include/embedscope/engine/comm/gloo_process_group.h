@@ -211,14 +211,17 @@ class ProcessGroup {
   /// instead of joining), so that its peers time out as they would with a hung rank.
   void vanish_at(uint64_t seq) { vanish_at_ = seq; }
 
-  /// Closes this rank's TCP connections to every peer of the group
-  /// (gloo::Context::closeConnections): a peer blocked on a transfer from this rank fails at
+  /// Closes this rank's TCP connections to every peer of the group (each pair's close(), as
+  /// gloo::Context::closeConnections): a peer blocked on a transfer from this rank fails at
   /// once (its pair sees the connection closed) instead of at its collective timeout. Called
   /// by a rank whose collective failed before it waits for its peers' word (exec/launch/), so
   /// that no live peer waits out its timeout on it. Later collectives of the group throw
   /// CollectiveError (named as not started) without touching the transport; counters() is
-  /// kept. Safe while another thread runs a collective of the group (that one fails). Throws
-  /// nothing.
+  /// kept. Safe while another thread runs a collective of the group: that one fails at once
+  /// too, even when it is blocked inside Gloo (each pair's waiters in this process are woken
+  /// through tcp::Pair::signalExceptionExternal, process_group.cpp), with a CollectiveError
+  /// "<collective> failed: this rank closed its connections after an earlier failure while the
+  /// collective was in flight" that names no missing rank and is not a timeout. Throws nothing.
   void close_connections() noexcept;
 
   /// Sequence number of the last collective started (0 before any).
