@@ -65,7 +65,10 @@ std::string token_source_text(const es::LmWorkloadSpec& s) {
   const bool npy = std::filesystem::path(s.token_file).extension() == ".npy";
   std::string out = fmt::format("token ids    {} ({}, {} id{}: {} sequence{} of {} + 1 before it wraps around; the run "
                                 "reads {}{})\n",
-                                s.token_file, npy ? ".npy" : es::to_string(s.token_file_dtype), n, n == 1 ? "" : "s",
+                                s.token_file,
+                                npy ? fmt::format(".npy of {}", es::to_string(s.token_file_dtype))
+                                    : std::string(es::to_string(s.token_file_dtype)),
+                                n, n == 1 ? "" : "s",
                                 before_wrap, before_wrap == 1 ? "" : "s", seq, reads,
                                 reads > before_wrap ? ", so it wraps" : "");
   if (n < seq + 1)
