@@ -21,6 +21,7 @@ engine::FlightDumpRequest g_flight;
 std::atomic<bool> g_flight_on{false};
 sem_t g_stop_now;                          // posted by a second SIGINT / SIGTERM
 std::atomic<bool> g_stop_watched{false};   // stop_at_once_with was called
+std::atomic<unsigned> g_stopped_sigs{0};   // bit 1 << sig: on_stop handled a first `sig`
 
 extern "C" void on_again(int sig) {
   std::signal(sig, SIG_DFL);  // a third one ends the process at once
@@ -36,6 +37,7 @@ void request_dump(int sig) {  // async-signal-safe: two lock-free atomic stores
 extern "C" void on_stop(int sig) {
   request_dump(sig);
   g_cancel = true;
+  g_stopped_sigs.fetch_or(1u << sig);  // lock-free: async-signal-safe
   // a second Ctrl-C (or SIGTERM) ends the process at once: by the default action, or after the
   // run's stop_at_once_with callback
   std::signal(sig, g_stop_watched ? on_again : SIG_DFL);
@@ -73,6 +75,15 @@ void stop_at_once_with(std::function<void()> at_stop) {
     _exit(130);  // as the default action's 128 + SIGINT; no destructor runs (the run is mid-step)
   }).detach();
   g_stop_watched = true;
+  // A first signal that came before this call left the default action for its second one, which
+  // would kill the process although "Ctrl-C again stops at once" had been printed (retest47 R2):
+  // give the second to at_stop too. (The runs call this before installing on_stop, so that no
+  // first signal can come before it; this makes any order right.)
+  for (const int sig : {SIGINT, SIGTERM}) {
+    if (!(g_stopped_sigs.load() & (1u << sig))) continue;
+    struct sigaction now {};
+    if (sigaction(sig, nullptr, &now) == 0 && now.sa_handler == SIG_DFL) std::signal(sig, on_again);
+  }
 }
 
 namespace {

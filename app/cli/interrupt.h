@@ -34,7 +34,9 @@ const engine::FlightDumpRequest& flight_dump_on_signals();
 /// wakes it: sem_post is async-signal-safe), so it may print the last line and record the stop
 /// in the session (tester41 #21: the session read "crashed", nothing named it). A third signal
 /// while `at_stop` runs ends the process at once. Without this call a second signal ends the
-/// process at once (the default action). Call once.
+/// process at once (the default action). Call once, before cancel_on_sigint (retest47 R2: the
+/// first signal's line promises "Ctrl-C again stops at once" from the moment the handler is in);
+/// a SIGINT / SIGTERM that came before this call still gets its second one handled here.
 void stop_at_once_with(std::function<void()> at_stop);
 
 /// For a rank process that `embedscope launch` started (EMBEDSCOPE_LAUNCHER_PID=PID in its

@@ -31,6 +31,11 @@ void write_lm_session_plan(sessions::SessionWriter& writer, const LmWorkloadSpec
   writer.set_metadata(meta::kSteps, std::to_string(spec.steps));
   writer.set_metadata(meta::kWarmupSteps, "0");
   writer.set_metadata(meta::kWallAnchorUnixNs, std::to_string(wall_anchor_ns));
+  // the allocator the ranks' memory goes through (lm_executor.cpp: PyTorch's caching allocator,
+  // no max_split_size, no compaction; the simulated run replays the same): an lm_embedding
+  // workload has no memory block to say it (tester47 F14.6: the Memory page read "not recorded")
+  writer.set_metadata(meta::kAllocatorSettingsJson,
+                      nlohmann::json{{"allocator", "caching"}, {"max_split_size", 0}, {"compaction", false}}.dump());
   // the plan: one table, a shard per rank (data_parallel: every rank all rows)
   std::vector<sessions::ShardRecord> shards;
   for (int r = 0; r < p; ++r) {

@@ -123,6 +123,8 @@ bool is_lm_workload(const json& j) {
 
 LmWorkloadSpec parse_lm_workload(const json& j, const std::string& origin, const std::string& base_dir) {
   const LmReader r(origin);
+  bool dtype_given = false;        // /token_ids/dtype is in the file
+  std::string token_file_written;  // /token_ids/file as written (the messages name it so)
   r.object(j, "", {"model", "name", "description", "source", "vocab_size", "hidden_size", "sequence_length",
                    "micro_batch_size", "data_type", "tie_word_embeddings", "padding_id", "body_layers",
                    "token_ids", "sharding", "devices", "optimizer", "steps", "seed"});
@@ -154,11 +156,13 @@ LmWorkloadSpec parse_lm_workload(const json& j, const std::string& origin, const
       if (a->contains("distribution") || a->contains("alpha"))
         r.fail("/token_ids/file", "a token file replaces the Zipf distribution: drop distribution and alpha");
       std::filesystem::path p = r.string(*b, "/token_ids/file");
+      token_file_written = p.string();
       if (p.empty()) r.fail("/token_ids/file", "must not be empty");
       if (p.is_relative() && !base_dir.empty()) p = std::filesystem::path(base_dir) / p;
       s.token_file = p.lexically_normal().string();
     }
     if (auto* b = LmReader::optional(*a, "dtype")) {
+      dtype_given = true;
       if (s.token_file.empty()) r.fail("/token_ids/dtype", "only with a token file (/token_ids/file)");
       s.token_file_dtype = r.choice<TokenDtype>(*b, "/token_ids/dtype",
                                                 {{TokenDtype::uint16, "uint16"}, {TokenDtype::uint32, "uint32"}});
@@ -209,13 +213,28 @@ LmWorkloadSpec parse_lm_workload(const json& j, const std::string& origin, const
   }
   validate(s, origin);
   if (!s.token_file.empty()) {
+    std::string disagreement;  // said after the file's own errors
     try {
-      auto ids = std::make_shared<std::vector<int64_t>>(read_token_file(s.token_file, s.token_file_dtype));
+      std::shared_ptr<std::vector<int64_t>> ids;
+      if (std::filesystem::path(s.token_file).extension() == ".npy") {
+        // a .npy says its own dtype: a `dtype` beside it that says another is refused (retest47
+        // R3: it was ignored without a word), and the run's header names the file's own
+        TokenDtype own = TokenDtype::uint16;
+        std::string descr;
+        ids = std::make_shared<std::vector<int64_t>>(read_token_npy(s.token_file, &own, &descr));
+        if (dtype_given && own != s.token_file_dtype)
+          disagreement = fmt::format("{} disagrees with {}'s own {} ({}); a .npy says its own dtype: leave dtype out",
+                                     to_string(s.token_file_dtype), token_file_written, descr, to_string(own));
+        s.token_file_dtype = own;
+      } else {
+        ids = std::make_shared<std::vector<int64_t>>(read_token_file(s.token_file, s.token_file_dtype));
+      }
       check_token_ids(*ids, s.vocab_size, s.token_file, s.token_file_dtype);
       s.token_file_ids = std::move(ids);
     } catch (const SpecError& e) {
       r.fail("/token_ids/file", e.what());
     }
+    if (!disagreement.empty()) r.fail("/token_ids/dtype", disagreement);
   }
   return s;
 }
@@ -271,7 +290,10 @@ json to_json(const LmWorkloadSpec& s) {
             {"padding_id", s.padding_id},
             {"body_layers", s.body_layers},
             {"token_ids", s.token_file.empty() ? json{{"distribution", "zipf"}, {"alpha", s.token_zipf_alpha}}
-                                               : json{{"file", s.token_file}, {"dtype", to_string(s.token_file_dtype)}}},
+                                               // a .npy says its own dtype (and a dtype beside it is checked)
+                                               : std::filesystem::path(s.token_file).extension() == ".npy"
+                                                   ? json{{"file", s.token_file}}
+                                                   : json{{"file", s.token_file}, {"dtype", to_string(s.token_file_dtype)}}},
             {"sharding",
              {{"type", to_string(s.sharding)},
               {"sequence_parallel", s.sequence_parallel},

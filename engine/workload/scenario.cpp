@@ -146,6 +146,17 @@ Scenario parse_scenario(const json& j, const std::string& origin) {
     }
     s.runs.push_back(std::move(run));
   }
+  // the aligned step must be one every run has (tester47 F14.5: 99 for 2-step runs was accepted
+  // and the workbench aligned on step 1 without a word)
+  for (size_t i = 0; i < s.runs.size(); ++i) {
+    const ScenarioRun& run = s.runs[i];
+    if (s.align_step < run.steps() && s.align_step >= -run.warmup_steps()) continue;
+    fail(origin, "/align_step",
+         fmt::format("{} is not a step of run {} (\"{}\"): its measured steps are 0..{}{}", s.align_step, i, run.label,
+                     run.steps() - 1,
+                     run.warmup_steps() > 0 ? fmt::format(", its warmup steps -{}..-1", run.warmup_steps())
+                                            : std::string(" (it has no warmup steps)")));
+  }
   return s;
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <regex>
 #include <set>
 #include <tuple>
 
@@ -385,6 +386,54 @@ FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, 
   return a;
 }
 
+void defer_to_recorded_hang(FlightAnalysis& a, const std::string& end_message) {
+  // engine/comm: "[rank W: ]OP 'NAME' (group G, sequence S) did not finish within T ms: rank(s) A, B did not arrive"
+  static const std::regex kHang(
+      R"((?:rank (\d+): )?(\S+ '[^']*' \(group ([^,()]+), sequence (\d+)\)) did not finish within (\d+) ms: rank\(s\) ([0-9, ]+) did not arrive)");
+  std::smatch m;
+  if (!std::regex_search(end_message, m, kHang)) return;
+  const std::string waiter = m[1].matched ? "rank " + m[1].str() : std::string("a peer");
+  const std::string head = m[2], group = m[3];
+  uint64_t seq = 0;
+  try {
+    seq = std::stoull(m[4].str());
+  } catch (const std::exception&) {
+    return;
+  }
+  const std::vector<int32_t> late_named = parse_members(m[6].str());
+  const auto g = std::find_if(a.groups.begin(), a.groups.end(), [&](const FlightGroupState& x) { return x.group == group; });
+  if (g == a.groups.end()) return;
+  std::vector<FlightFinding> late;
+  for (int32_t r : late_named) {
+    const auto i = std::find(g->members.begin(), g->members.end(), r) - g->members.begin();
+    if (static_cast<size_t>(i) >= g->members.size() || !g->dumped[static_cast<size_t>(i)] ||
+        g->entered[static_cast<size_t>(i)] < seq)
+      continue;  // no dump there, or it never entered: the other findings say so
+    const bool said = std::any_of(a.findings.begin(), a.findings.end(), [&](const FlightFinding& f) {
+      return f.kind == FlightFinding::Kind::stalled && f.ranks == std::vector<int32_t>{r} && !f.groups.empty() &&
+             f.groups[0] == group && !f.sequences.empty() && f.sequences[0] == seq;
+    });
+    if (said) continue;
+    const bool inside = g->completed[static_cast<size_t>(i)] < seq;
+    FlightFinding f;
+    f.kind = FlightFinding::Kind::stalled;
+    f.ranks = {r};
+    f.groups = {group};
+    f.sequences = {seq};
+    f.text = fmt::format("rank {} arrived late in {}: {}'s own hang records that it had not arrived when its {} ms "
+                         "timeout ran out, and rank {}'s dump shows it {} the collective since (a stopped or stalled "
+                         "process: SIGSTOP, swapping, a debugger; not a slow link)",
+                         r, head, waiter, m[5].str(), r, inside ? "inside" : "entered");
+    late.push_back(std::move(f));
+  }
+  if (late.empty()) return;
+  const auto at = std::find_if(a.findings.begin(), a.findings.end(), [](const FlightFinding& f) {
+    return f.kind == FlightFinding::Kind::not_reached || f.kind == FlightFinding::Kind::no_dump;
+  });
+  a.findings.insert(at, std::make_move_iterator(late.begin()), std::make_move_iterator(late.end()));
+  a.in_flight_note.clear();
+}
+
 FlightAnalysis analyze_flight_records(const SessionReader& session) {
   const auto records = session.flight_records();
   if (records.empty()) return {};
@@ -416,6 +465,8 @@ FlightAnalysis analyze_flight_records(const SessionReader& session) {
         "dumped when {} arrived, mid-step; the run then finished that step and stopped cleanly (ended: cancelled), so "
         "the collectives below completed after the dump: no sign of a hang",
         fmt::join(reasons, " / "));
+  } else {
+    defer_to_recorded_hang(a, session.meta(meta::kEndMessage, ""));
   }
   return a;
 }

@@ -9,6 +9,11 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/model/units.h"
+#include "embedscope/sessions/store/session.h"
 
 namespace embedscope::sessions {
 
@@ -179,6 +184,36 @@ int32_t band_at(const MemoryHistory& h, const TimelineColumn& column, int64_t by
   if (it == b.begin()) return -1;
   --it;
   return bytes < it->offset + h.allocations()[static_cast<size_t>(it->allocation)].size ? it->allocation : -1;
+}
+
+AllocatorSettings allocator_settings(const SessionReader& session) {
+  AllocatorSettings out;
+  auto add = [&](const nlohmann::json& o) {
+    for (auto it = o.begin(); it != o.end(); ++it)
+      out.entries.emplace_back(it.key(), it->is_string() ? it->get<std::string>() : it->dump());
+  };
+  const auto settings = nlohmann::json::parse(session.meta(meta::kAllocatorSettingsJson, "{}"), nullptr, false);
+  if (settings.is_object() && !settings.empty()) {
+    add(settings);
+    const int64_t split = settings.value("max_split_size", int64_t{0});
+    const std::string split_text = split > 0 ? ", max_split_size " + format_bytes(split) : std::string();
+    if (session.meta(meta::kImported, "0") == "1") {
+      out.source = "PyTorch";
+      out.recorded = std::string(settings.value("expandable_segments", false) ? "expandable_segments" : "caching") +
+                     split_text;
+    } else {  // an lm_embedding run (tester47 F14.6: its Memory page said "not recorded")
+      out.source = "the run's engine";
+      out.recorded = settings.value("allocator", std::string("caching")) + split_text;
+    }
+    return out;
+  }
+  const auto w = nlohmann::json::parse(session.meta(meta::kWorkloadJson, "{}"), nullptr, false);
+  if (w.is_object() && w.contains("memory") && w["memory"].is_object()) {
+    add(w["memory"]);
+    out.source = "the run's workload";
+    out.recorded = w["memory"].value("allocator", std::string("caching"));
+  }
+  return out;
 }
 
 }  // namespace embedscope::sessions

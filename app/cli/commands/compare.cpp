@@ -137,6 +137,11 @@ int cmd_compare(const CompareState& st) {
                                {"backend", r.meta(ss::meta::kBackend)},
                                {"stream_ranks", s.stats.stream_ranks},
                                {"steps", s.stats.steps},
+                               // a pipeline's drain steps, left out of the figures (stats --json's
+                               // drain_steps; the text's drain line, fixd47 F9)
+                               {"drain_steps", s.stats.drain_steps},
+                               {"counted_steps", s.stats.steps - s.stats.drain_steps},
+                               {"all_drain", s.stats.all_drain},
                                {"throughput_unit", s.rate.unit.empty() ? json() : json(s.rate.unit + "/s")},
                                {"figures", figures},
                                {"ranks", ranks}});

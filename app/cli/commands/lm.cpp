@@ -65,7 +65,10 @@ std::string token_source_text(const es::LmWorkloadSpec& s) {
   const bool npy = std::filesystem::path(s.token_file).extension() == ".npy";
   std::string out = fmt::format("token ids    {} ({}, {} id{}: {} sequence{} of {} + 1 before it wraps around; the run "
                                 "reads {}{})\n",
-                                s.token_file, npy ? ".npy" : es::to_string(s.token_file_dtype), n, n == 1 ? "" : "s",
+                                s.token_file,
+                                npy ? fmt::format(".npy of {}", es::to_string(s.token_file_dtype))
+                                    : std::string(es::to_string(s.token_file_dtype)),
+                                n, n == 1 ? "" : "s",
                                 before_wrap, before_wrap == 1 ? "" : "s", seq, reads,
                                 reads > before_wrap ? ", so it wraps" : "");
   if (n < seq + 1)
@@ -284,19 +287,20 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
   es::LmRunOptions opt;
   opt.session_path = output;
   opt.overwrite = overwrite;
-  if (!simulated) {  // before the line below: a SIGINT or SIGTERM once it is printed cancels the run
-    opt.cancel = &cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
-    opt.flight_dump = &flight_dump_on_signals();
-  }
   // "step N/M  R tokens/s  ETA  loss", as a DLRM run's lines (run_common.h; tester47 F3)
   StepLinesSpec lines;
   lines.steps = spec.steps;
   lines.unit = "tokens";
   lines.per_sample = static_cast<double>(spec.sequence_length);
-  if (!simulated) {  // a second Ctrl-C or SIGTERM stops at once as a DLRM run's (run_common.h; tester47 F2)
+  if (!simulated) {
+    // a second Ctrl-C or SIGTERM stops at once as a DLRM run's (run_common.h; tester47 F2),
+    // installed before the first signal's handler, which promises it (retest47 R2)
     StopAtOnce& stop = StopAtOnce::install(as_json);
     stop.set_session(output);
     lines.steps_done = &stop.steps_done;
+    // before the line below: a SIGINT or SIGTERM once it is printed cancels the run
+    opt.cancel = &cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
+    opt.flight_dump = &flight_dump_on_signals();
   }
   opt.on_step = step_progress_lines(lines);
   fmt::print(stderr, "embedscope run: {} (lm_embedding {}) on {} {} ranks, {}, {} steps\n", spec.name, shape_text(spec),

@@ -159,15 +159,18 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   };
   if (!process_from.empty())
     opt.process = {proc.rank, proc.rendezvous, proc.run_id, proc.host, proc.node, proc.local_rank};
+  // a second Ctrl-C stops at once: say so naming the session, and record it as the user's stop
+  // rather than leave it to read "crashed" (tester41 #21; run_common.h, as an lm_embedding run's).
+  // Installed before the first signal's handler: from the moment that handler can print "Ctrl-C
+  // again stops at once", a second signal is this one's (retest47 R2: a second SIGTERM in the
+  // window between the two killed the run, rc 143, no JSON)
+  StopAtOnce& stop = StopAtOnce::install(as_json);
+  stop.set_session(output);
   std::atomic<bool>& cancel = cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
   opt.cancel = &cancel;
   // a rank `launch` started: its launcher going away cancels it, without EPIPE (tester46 F5)
   const long launcher = process_from.empty() ? 0 : watch_launcher(cancel);
   opt.flight_dump = &flight_dump_on_signals();
-  // a second Ctrl-C stops at once: say so naming the session, and record it as the user's stop
-  // rather than leave it to read "crashed" (tester41 #21; run_common.h, as an lm_embedding run's)
-  StopAtOnce& stop = StopAtOnce::install(as_json);
-  stop.set_session(output);
   // "step N/M  R samples/s  ETA  loss" (the same lines as an lm_embedding run's: run_common.h)
   StepLinesSpec lines;
   lines.steps = spec.steps;

@@ -144,11 +144,12 @@ int cmd_scenario(const ScenarioState& s) {
     sessions::SessionWriter::check_path(paths.back(), s.overwrite);  // not a regular file, or a live run's
   }
   const bool tty = isatty(STDERR_FILENO) != 0;
+  // a second one stops at once, the run in progress recorded as cancelled by the user (run_common.h;
+  // tester47 F2: the process died by the signal, the session read crashed); installed before the
+  // first one's handler, which promises it (retest47 R2)
+  StopAtOnce& stop = StopAtOnce::install(s.json);
   const std::atomic<bool>& cancel =
       cancel_on_sigint_or_sigterm("\ncancelling after the current step (Ctrl-C again stops at once)\n");
-  // a second one stops at once, the run in progress recorded as cancelled by the user (run_common.h;
-  // tester47 F2: the process died by the signal, the session read crashed)
-  StopAtOnce& stop = StopAtOnce::install(s.json);
   fmt::print(stderr, "embedscope scenario: {} ({}), {} runs into {}\n", sc.id, sc.origin, sc.runs.size(), s.output);
   std::vector<ScenarioRow> rows(sc.runs.size());
   int exit_code = 0;

@@ -23,6 +23,7 @@
 
 #include "charts/colors.h"
 #include "embedscope/engine/memory/snapshot_replay.h"
+#include "embedscope/sessions/analysis/memory_analysis.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
 #include "jobs/analysis_job.h"
@@ -35,31 +36,17 @@ std::string fmt_rank(int32_t rank) { return "rank " + std::to_string(rank) + ":"
 QString bytes(int64_t b) { return QString::fromStdString(sessions::format_bytes(b)); }
 constexpr double kMiB = 1024.0 * 1024.0;
 
-// The allocator settings as "key: value" lines: an imported snapshot's allocator_settings, or
-// the memory section of the run's workload.
+// The allocator settings as "key: value" lines (sessions::allocator_settings): an imported
+// snapshot's allocator_settings, the memory section of a DLRM run's workload, or the engine's
+// allocator an lm_embedding run records.
 QString settings_text(const sessions::SessionReader& s, std::string* recorded) {
+  const sessions::AllocatorSettings a = sessions::allocator_settings(s);
+  *recorded = a.recorded;
+  if (a.source.empty()) return "allocator settings: not recorded";
   QString out;
-  auto add = [&](const nlohmann::json& o) {
-    for (auto it = o.begin(); it != o.end(); ++it)
-      out += QString("%1: %2\n").arg(QString::fromStdString(it.key()),
-                                     QString::fromStdString(it->is_string() ? it->get<std::string>() : it->dump()));
-  };
-  const auto settings = nlohmann::json::parse(s.meta(sessions::meta::kAllocatorSettingsJson, "{}"), nullptr, false);
-  if (settings.is_object() && !settings.empty()) {
-    add(settings);
-    const int64_t split = settings.value("max_split_size", int64_t{0});
-    *recorded = std::string(settings.value("expandable_segments", false) ? "expandable_segments" : "caching") +
-                (split > 0 ? ", max_split_size " + sessions::format_bytes(split) : std::string());
-    return "allocator settings (PyTorch)\n" + out;
-  }
-  const auto w = nlohmann::json::parse(s.meta(sessions::meta::kWorkloadJson, "{}"), nullptr, false);
-  if (w.is_object() && w.contains("memory") && w["memory"].is_object()) {
-    add(w["memory"]);
-    *recorded = w["memory"].value("allocator", std::string("caching"));
-    return "allocator settings (the run's workload)\n" + out;
-  }
-  *recorded = "unknown";
-  return "allocator settings: not recorded";
+  for (const auto& [key, value] : a.entries)
+    out += QString("%1: %2\n").arg(QString::fromStdString(key), QString::fromStdString(value));
+  return QString("allocator settings (%1)\n").arg(QString::fromStdString(a.source)) + out;
 }
 }  // namespace
 

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <set>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -96,11 +98,7 @@ void KjtFileReader::open() {
   if (header_.num_batches == 0) {
     // write_kjt.py patches N only in close(): a recording killed before it leaves N = 0 with its
     // batches intact. A plain file's batches are counted by their sizes (tester47 F12).
-    const Walk w = walk(UINT64_MAX);
-    if (!w.plain)
-      throw InputFileError(fmt::format("{}: holds no batches (N = 0 in its header); a gzip file's batches are not counted "
-                                       "from its size: gunzip it to have them counted",
-                                       path_));
+    const Walk w = walk(UINT64_MAX);  // a gzip file's through its uncompressed stream
     if (w.batches == 0 || !w.problem.empty() || w.end != w.size)
       throw InputFileError(fmt::format("{}: holds no batches (N = 0 in its header){}", path_,
                                        w.batches == 0 && w.problem.empty()
@@ -119,27 +117,68 @@ KjtFileReader::Walk KjtFileReader::walk(uint64_t max_batches) const {
   if (!f) return w;  // open() has read it: not reachable but for a race; nothing to say
   unsigned char head[2] = {0, 0};
   const size_t got = std::fread(head, 1, 2, f);
-  if (got == 2 && head[0] == 0x1f && head[1] == 0x8b) {
-    std::fclose(f);
-    return w;
-  }
-  w.plain = true;
+  const bool gz = got == 2 && head[0] == 0x1f && head[1] == 0x8b;
+  uint64_t file_size = 0;
   std::fseek(f, 0, SEEK_END);
-  w.size = static_cast<uint64_t>(std::ftell(f));
+  file_size = static_cast<uint64_t>(std::ftell(f));
+  // A gzip file is walked through its uncompressed stream, read once to its end (the ids are read
+  // and dropped; retest47 / tester47 F12: a cut .gz was found only when the run reached the bad
+  // batch); its offsets are the uncompressed stream's.
+  gzFile g = nullptr;
+  if (gz) {
+    std::fclose(f);
+    f = nullptr;
+    g = gzopen(path_.c_str(), "rb");
+    if (!g) return w;
+    gzbuffer(g, 256 * 1024);
+  }
+  w.plain = !gz;
+  w.gzip = gz;
+  std::vector<char> scratch(gz ? size_t{1} << 20 : 0);
+  std::string gz_error;  // why the gzip stream ended early ("" at its clean end)
+  // reads (gzip) or seeks over (plain) `n` bytes from the walk's position; returns the bytes there
+  uint64_t pos = 0;
+  auto advance = [&](uint64_t n, void* keep) -> uint64_t {
+    if (!gz) {
+      const uint64_t there = std::min(n, file_size > pos ? file_size - pos : 0);
+      if (keep && there > 0) {
+        std::fseek(f, static_cast<long>(pos), SEEK_SET);
+        if (std::fread(keep, static_cast<size_t>(there), 1, f) != 1) return 0;
+      }
+      pos += there;
+      return there;
+    }
+    uint64_t done = 0;
+    while (done < n) {
+      char* dst = keep ? static_cast<char*>(keep) + done : scratch.data();
+      const auto chunk = static_cast<unsigned>(std::min<uint64_t>(n - done, keep ? n - done : scratch.size()));
+      const int r = gzread(g, dst, chunk);
+      if (r <= 0) {
+        int code = Z_OK;
+        const char* msg = gzerror(g, &code);
+        if (r < 0 || (code != Z_OK && code != Z_STREAM_END)) {
+          gz_error = msg ? msg : "unreadable";
+          if (gz_error.rfind(path_ + ": ", 0) == 0) gz_error.erase(0, path_.size() + 2);  // zlib names the file
+        }
+        break;
+      }
+      done += static_cast<uint64_t>(r);
+    }
+    pos += done;
+    return done;
+  };
   const uint64_t F = header_.keys.size(), S = header_.batch_size, D = header_.num_dense;
   const uint64_t fixed = 8 + 8 * F * S + (header_.flags & KjtFileHeader::kLabels ? 4 * S : 0) + 4 * S * D;
   const uint64_t per_id = 8 + (header_.flags & KjtFileHeader::kWeights ? 4 : 0);
-  uint64_t off = header_bytes_;
-  while (w.batches < max_batches && off < w.size) {
+  advance(header_bytes_, nullptr);
+  uint64_t off = pos;
+  while (w.batches < max_batches) {
     uint64_t V = 0;
-    if (off + 8 > w.size) {
+    const uint64_t v_bytes = advance(8, &V);
+    if (v_bytes == 0 && gz_error.empty()) break;  // the end, between batches
+    if (v_bytes < 8) {
       w.problem = fmt::format("batch {} at byte offset {} is cut short: its id count needs 8 bytes, {} remain", w.batches,
-                              off, w.size - off);
-      break;
-    }
-    std::fseek(f, static_cast<long>(off), SEEK_SET);
-    if (std::fread(&V, 8, 1, f) != 1) {
-      w.problem = fmt::format("batch {}: cannot read its id count at byte offset {}", w.batches, off);
+                              off, v_bytes);
       break;
     }
     if (V > kMaxIdsPerBatch) {
@@ -147,35 +186,51 @@ KjtFileReader::Walk KjtFileReader::walk(uint64_t max_batches) const {
       break;
     }
     const uint64_t bytes = fixed + per_id * V;
-    if (off + bytes > w.size) {
-      w.problem = fmt::format("batch {} at byte offset {} needs {} bytes, {} remain", w.batches, off, bytes, w.size - off);
+    const uint64_t rest = advance(bytes - 8, nullptr);
+    if (rest < bytes - 8) {
+      w.problem = fmt::format("batch {} at byte offset {} needs {} bytes, {} remain", w.batches, off, bytes, 8 + rest);
       break;
     }
     off += bytes;
     ++w.batches;
   }
   w.end = off;
-  std::fclose(f);
+  if (gz) {
+    if (w.problem.empty()) advance(UINT64_MAX, nullptr);  // what follows the walked batches, to the stream's end
+    w.size = pos;
+    if (!gz_error.empty())
+      w.problem += fmt::format("{}the gzip stream ends early after {} uncompressed bytes: {}",
+                               w.problem.empty() ? "" : "; ", pos, gz_error);
+    gzclose(g);
+  } else {
+    w.size = file_size;
+    std::fclose(f);
+  }
   return w;
 }
 
 void KjtFileReader::check_layout() const {
   const uint64_t N = header_.num_batches;
   const Walk w = walk(N);
-  if (!w.plain) return;
-  if (!w.problem.empty())
-    throw InputFileError(fmt::format("{}: the header says {} batches, but the file ends inside batch {} ({}; the file is {} "
-                                     "bytes): cut short?",
-                                     path_, N, w.batches, w.problem, w.size));
+  if (!w.plain && !w.gzip) return;
+  // a gzip file's offsets and size are its uncompressed stream's
+  const std::string file = w.gzip ? "the uncompressed stream" : "the file";
+  const std::string offsets = w.gzip ? " (byte offsets in the uncompressed stream)" : "";
+  if (!w.problem.empty() && (w.batches < N || !w.gzip))
+    throw InputFileError(fmt::format("{}: the header says {} batches, but {} ends inside batch {} ({}; {} is {} bytes): cut "
+                                     "short?{}",
+                                     path_, N, file, w.batches, w.problem, file, w.size, offsets));
   if (w.batches < N)
-    throw InputFileError(fmt::format("{}: the header says {} batches, but the file holds {} (it ends at byte offset {}{}): cut "
-                                     "short, or the header's count is wrong",
-                                     path_, N, w.batches, w.size,
-                                     w.batches > 0 ? fmt::format(", after batch {}", w.batches - 1) : std::string()));
+    throw InputFileError(fmt::format("{}: the header says {} batches, but {} holds {} (it ends at byte offset {}{}): cut "
+                                     "short, or the header's count is wrong{}",
+                                     path_, N, file, w.batches, w.size,
+                                     w.batches > 0 ? fmt::format(", after batch {}", w.batches - 1) : std::string(), offsets));
   if (w.end < w.size)
     throw InputFileError(fmt::format("{}: {} bytes after the last of its {} batches, from byte offset {} (the header's count "
-                                     "is wrong?)",
-                                     path_, w.size - w.end, N, w.end));
+                                     "is wrong?){}",
+                                     path_, w.size - w.end, N, w.end, offsets));
+  if (!w.problem.empty())  // gzip: every batch whole, then the stream broke (no trailer: a cut after the data)
+    throw InputFileError(fmt::format("{}: its {} batches are whole, but {}: cut short?", path_, N, w.problem));
 }
 
 void KjtFileReader::rewind() { open(); }

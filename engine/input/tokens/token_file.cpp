@@ -79,7 +79,7 @@ std::vector<int64_t> read_token_bin(const std::string& path, TokenDtype dtype) {
   return decode_tokens(path, bytes.data(), bytes.size(), dtype);
 }
 
-std::vector<int64_t> read_token_npy(const std::string& path) {
+std::vector<int64_t> read_token_npy(const std::string& path, TokenDtype* declared, std::string* descr_out) {
   const std::string b = slurp_token_file(path);
   // numpy.lib.format: "\x93NUMPY", major, minor, header length (u2 for 1.x, u4 for 2.x / 3.x),
   // then an ASCII (3.x: UTF-8) dict literal padded with spaces and ending in '\n'.
@@ -110,6 +110,8 @@ std::vector<int64_t> read_token_npy(const std::string& path) {
   else if (descr == "<i8" || descr == "=i8") dtype = TokenDtype::int64;
   else
     throw SpecError(fmt::format("{}: .npy dtype '{}' is not a token dtype (valid: <u2, <u4, <i4, <i8)", path, descr));
+  if (declared) *declared = dtype;
+  if (descr_out) *descr_out = descr;
   if (!std::regex_search(header, m, std::regex(R"('fortran_order'\s*:\s*(True|False))")))
     throw SpecError(fmt::format("{}: .npy header has no 'fortran_order': {}", path, header));
   if (m[1] == "True") throw SpecError(fmt::format("{}: .npy array is in Fortran order (need a C-order 1-D array)", path));

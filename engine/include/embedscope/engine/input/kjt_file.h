@@ -52,22 +52,27 @@ class KjtFileReader {
   bool next(KjtFileBatch& out);
   /// Back to the first batch.
   void rewind();
-  /// For a plain (not gzip) file: walks the header's N batches by their id counts (8 bytes read a
-  /// batch, no ids) and compares their end with the file's size, so that a file cut short or
+  /// Walks the header's N batches by their id counts (a plain file: 8 bytes read a batch, no ids;
+  /// a gzip file: its uncompressed stream read once to its end, ids dropped) and compares their
+  /// end with the file's size (gzip: the uncompressed stream's), so that a file cut short or
   /// whose header over- or under-counts its batches is refused before a run reads any batch
   /// (tester47 F12). Throws InputFileError naming the file, the batch and the byte offset, e.g.
   /// "x.kjt: the header says 5 batches, but the file holds 3 (it ends at byte offset 2108, after
-  /// batch 2): cut short, or the header's count is wrong". A gzip file is not walked (its batches
-  /// are checked as they are read).
+  /// batch 2): cut short, or the header's count is wrong"; for gzip "the uncompressed stream"
+  /// instead of "the file", "(byte offsets in the uncompressed stream)" after, and a stream that
+  /// breaks (a cut .gz: "the gzip stream ends early after B uncompressed bytes: unexpected end of
+  /// file") said as well, even after N whole batches (retest47 / tester47 F12's leftover).
   void check_layout() const;
 
  private:
-  /// Where a walk of the batches from the end of the header stopped (plain files only).
+  /// Where a walk of the batches from the end of the header stopped (byte offsets and size: a
+  /// gzip file's uncompressed stream's).
   struct Walk {
-    bool plain = false;     ///< false: gzip (not walked)
+    bool plain = false;     ///< a plain file, walked by seeking
+    bool gzip = false;      ///< a gzip file, walked through its uncompressed stream
     uint64_t batches = 0;   ///< whole batches walked
     uint64_t end = 0;       ///< byte offset after the last whole batch
-    uint64_t size = 0;      ///< the file's size
+    uint64_t size = 0;      ///< the file's size (gzip: the uncompressed bytes read to the stream's end or break)
     std::string problem;    ///< "" or why the walk stopped before `size` (a batch cut short, a bad V)
   };
   /// Walks at most `max_batches` batches (UINT64_MAX: until the end of the file).

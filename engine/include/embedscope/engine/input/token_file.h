@@ -33,8 +33,10 @@ std::vector<int64_t> read_token_bin(const std::string& path, TokenDtype dtype);
 /// The ids of a 1-D .npy file of dtype <u2, <u4, <i4 or <i8 ('=' for the byte order accepted).
 /// SpecError naming the file and what is wrong: not an .npy (magic), an unsupported version,
 /// descr (big-endian, float, ...), fortran_order true, a shape that is not 1-D, a data size that
-/// does not match the shape, a negative id (with its offset), or no ids.
-std::vector<int64_t> read_token_npy(const std::string& path);
+/// does not match the shape, a negative id (with its offset), or no ids. `declared` / `descr`
+/// (when given) receive the dtype the file's header declares and its descr as written ("<u4").
+std::vector<int64_t> read_token_npy(const std::string& path, TokenDtype* declared = nullptr,
+                                    std::string* descr = nullptr);
 
 /// read_token_npy when `path` ends in ".npy", else read_token_bin(path, dtype).
 std::vector<int64_t> read_token_file(const std::string& path, TokenDtype dtype);

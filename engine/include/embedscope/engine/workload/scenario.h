@@ -57,7 +57,9 @@ struct Scenario {
 /// for a missing or mistyped key, an unknown key, fewer than two runs, a duplicate label, or a
 /// run whose workload the engine rejects; for the latter the pointer runs from the scenario's
 /// root into the run (e.g. "x.json: /runs/1/overrides/devices/count: must be in [1, 64], got 0";
-/// a problem in the preset's own part reads "x.json: /runs/1 (preset NAME): /pointer: ...").
+/// a problem in the preset's own part reads "x.json: /runs/1 (preset NAME): /pointer: ..."), or an
+/// align_step that is not a step of every run ("x.json: /align_step: 99 is not a step of run 0
+/// (\"a\"): its measured steps are 0..1, its warmup steps -2..-1").
 /// A workload (an object without "runs" that has "tables", "batch_size" or "model":
 /// "lm_embedding") is refused as such: "x.json: /: a workload file, not a scenario (no "runs"):
 /// run it with `embedscope run x.json`; ...".

@@ -118,11 +118,28 @@ struct FlightAnalysis {
 /// rank 1 waits in all_reduce 'y' (group b, sequence 2) and has not reached group a's sequence 2".
 FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, int world_size = 0,
                                       const std::vector<int32_t>& absent = {});
+/// Defers to a rank's own recorded hang (retest47 R9): `end_message` is the session's end message
+/// (metadata end_message; a merged session prefixes it with the rank session's name), e.g.
+/// "rank 0: all_gather 'x' (group world, sequence 973) did not finish within 1000 ms: rank(s) 1 did
+/// not arrive (...)". A rank it names as not arrived whose own dump shows it entered that
+/// collective (group world: its highest sequence entered >= 973) arrived only after the waiting
+/// rank's timeout (a stopped or stalled process), not over a slow link: each such rank gets a
+/// `stalled` finding (ranks {1}, groups {world}, sequences {973}) unless a `stalled` finding names
+/// it at that collective already, inserted before the not_reached and no_dump ones, and
+/// in_flight_note is cleared. Text: "rank 1 arrived late in all_gather 'x' (group world, sequence
+/// 973): rank 0's own hang records that it had not arrived when its 1000 ms timeout ran out, and
+/// rank 1's dump shows it inside the collective since (a stopped or stalled process: SIGSTOP,
+/// swapping, a debugger; not a slow link)" ("... shows it entered the collective since" when its
+/// dump shows it completed). A message that is no such hang, or names no rank with a dump there,
+/// changes nothing.
+void defer_to_recorded_hang(FlightAnalysis& a, const std::string& end_message);
+
 /// The same over a session's table (world size from its metadata; in a rank-per-process session
 /// (metadata process_rank), the ranks with no lane are `absent`); empty for files without dumps.
 /// A session that ended "cancelled" (a signal made every rank finish its step, then stop) has no
 /// findings: its dumps, taken when the signal arrived, caught collectives that then completed;
-/// in_flight_note says so, naming the signal(s).
+/// in_flight_note says so, naming the signal(s). Any other session's end message is given to
+/// defer_to_recorded_hang.
 FlightAnalysis analyze_flight_records(const SessionReader& session);
 
 }  // namespace embedscope::sessions

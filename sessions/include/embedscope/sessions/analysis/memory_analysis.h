@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "embedscope/sessions/analysis/memory_history.h"
@@ -81,6 +82,23 @@ RankMemoryAnalysis analyze_memory_history(const MemoryHistory& h, int32_t rank, 
 
 /// analyze_memory_history for every rank with memory events. Throws SessionError.
 std::vector<RankMemoryAnalysis> analyze_memory(const SessionReader& session, size_t top = 5);
+
+/// The allocator settings a session records (the workbench's Memory page shows them).
+struct AllocatorSettings {
+  /// Where they come from: "PyTorch" (an imported snapshot's allocator_settings), "the run's
+  /// workload" (a DLRM run's memory block), "the run's engine" (an lm_embedding run: its workload
+  /// has no memory block, the engine's caching allocator is recorded), or "" (none recorded).
+  std::string source;
+  std::vector<std::pair<std::string, std::string>> entries;  ///< key, value (strings as is, the rest as JSON)
+  /// One line: "caching", "expandable_segments, max_split_size 128.0 MiB", or "unknown".
+  std::string recorded = "unknown";
+};
+
+/// Metadata allocator_settings_json (written by the memory snapshot importer, and by an
+/// lm_embedding run: {"allocator": "caching", "max_split_size": 0, "compaction": false}; an
+/// imported session (metadata imported = 1) is PyTorch's), else the memory block of the stored
+/// workload JSON. Never throws (unparsable JSON counts as absent).
+AllocatorSettings allocator_settings(const SessionReader& session);
 
 /// The frames of stack `stack_id`, innermost first, as "function (file:line)".
 std::vector<std::string> stack_frames(int32_t stack_id, const std::vector<MemoryFrame>& frames,
