@@ -2,8 +2,12 @@
 
 #include "cancel_writes.h"
 
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <atomic>
 
 #include <filesystem>
 #include <string>
@@ -28,10 +32,30 @@ void cancel_writes_put(int fd, const std::string& text) {
     done += static_cast<size_t>(n);
   }
 }
+
+// The command's thread, parked for good before the cancel removes the staged output: it would
+// otherwise go on and create files (a csv export's folder, the next file in it) after they were
+// removed and before the process ended.
+std::atomic<bool> g_cancel_writes_parked{false};
+long g_cancel_writes_tid = 0;  // the thread that created the CancelWrites
+
+int cancel_writes_park_signal() { return SIGRTMIN + 4; }
+
+extern "C" void cancel_writes_park(int) {
+  g_cancel_writes_parked.store(true);  // lock-free: async-signal-safe
+  for (;;) pause();
+}
+
+long cancel_writes_this_thread() { return static_cast<long>(::syscall(SYS_gettid)); }
 }  // namespace
 
 CancelWrites::CancelWrites(std::string command, std::string out, std::string nothing_was, bool json, const char* said)
     : command_(std::move(command)), out_(std::move(out)), nothing_was_(std::move(nothing_was)), json_(json) {
+  g_cancel_writes_tid = cancel_writes_this_thread();
+  struct sigaction park {};
+  park.sa_handler = cancel_writes_park;
+  sigfillset(&park.sa_mask);  // nothing else runs on the parked thread
+  sigaction(cancel_writes_park_signal(), &park, nullptr);
   cancel_at_once_with(said, [this] { on_signal(); });
 }
 
@@ -60,6 +84,10 @@ void CancelWrites::on_signal() {
 }
 
 void CancelWrites::cancel_now_locked() {
+  if (cancel_writes_this_thread() != g_cancel_writes_tid) {  // the signal's thread: stop the command's first
+    ::syscall(SYS_tgkill, static_cast<long>(getpid()), g_cancel_writes_tid, cancel_writes_park_signal());
+    while (!g_cancel_writes_parked.load()) usleep(100);  // it takes the signal even in a blocking call
+  }
   for (const auto& p : staged_) {
     std::error_code ec;
     if (std::filesystem::is_directory(p, ec))

@@ -99,8 +99,8 @@ int cmd_export(const std::string& file, const std::string& format, const std::st
   }
   cancel.hold([&] {
     if (!std::filesystem::create_directory(tmp, ec))
-      throw es::SpecError(fmt::format("{}: cannot create the folder {}: {}", out, tmp,
-                                      ec ? ec.message() : std::string("it exists")));
+      throw es::SpecError(fmt::format("{}: cannot create directory: {}", out,  // the staged one beside it
+                                      ec ? ec.message() : std::string("a temporary folder of that name exists")));
   });
   fmt::print(stderr, "export: writing {} ({})\n", out, format);
   const std::vector<std::string> written = format == "kineto" ? ss::export_kineto_traces(session, tmp)
