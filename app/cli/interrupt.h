@@ -1,7 +1,8 @@
 #pragma once
 // Ctrl-C as a request to stop cleanly: the first SIGINT sets a flag the command polls (a run
-// stops after its current step, an import before its next file or rank) and says so on stderr;
-// a second SIGINT ends the process at once (the default action).
+// stops after its current step, a scenario before its next run) and says so on stderr; a second
+// SIGINT ends the process at once (the default action). The commands that write one staged output
+// (import, merge, export) cancel at once instead: cancel_at_once_with, commands/cancel_writes.h.
 //
 // For runs, signals also ask for the collective flight recorders (engine/comm/flight_recorder.h):
 // SIGUSR1 dumps them into the session and the run goes on; SIGINT and SIGTERM (what mpirun,

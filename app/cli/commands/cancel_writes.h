@@ -8,6 +8,10 @@
 // 130. The output's final name is only ever touched by the rename that puts the complete output
 // in place, and a cancel never runs during it: no half-written output is ever left under that
 // name and a file already there is either kept as it was or replaced by the complete one.
+// The cancel runs on a thread of its own (the signal handler only wakes it): it first parks the
+// command's thread in a signal handler for good (so that nothing creates a file after the staged
+// ones were removed), then removes them, prints, and calls _exit(130). A second signal while it
+// runs does nothing more: the first already stops at once.
 
 #include <functional>
 #include <mutex>
