@@ -15,7 +15,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "embedscope/sessions/store/session.h"
 #include "interrupt.h"
 #include "output/output.h"
 
@@ -50,56 +49,69 @@ long cancel_writes_this_thread() { return static_cast<long>(::syscall(SYS_gettid
 }  // namespace
 
 CancelWrites::CancelWrites(std::string command, std::string out, std::string nothing_was, bool json, const char* said)
-    : command_(std::move(command)), out_(std::move(out)), nothing_was_(std::move(nothing_was)), json_(json) {
+    : state_(new State) {
+  state_->command = std::move(command);
+  state_->out = std::move(out);
+  state_->nothing_was = std::move(nothing_was);
+  state_->json = json;
   g_cancel_writes_tid = cancel_writes_this_thread();
   struct sigaction park {};
   park.sa_handler = cancel_writes_park;
   sigfillset(&park.sa_mask);  // nothing else runs on the parked thread
   sigaction(cancel_writes_park_signal(), &park, nullptr);
-  cancel_at_once_with(said, [this] { on_signal(); });
+  cancel_at_once_with(said, [s = state_] { s->on_signal(); });
 }
 
 void CancelWrites::remove_on_cancel(const std::string& path) {
-  std::lock_guard<std::mutex> lock(mu_);
-  staged_.push_back(path);
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->staged.push_back(path);
 }
 
 void CancelWrites::hold(const std::function<void()>& f) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (cancel_requested()) cancel_now_locked();
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (cancel_requested()) state_->cancel_now_locked();
   f();
 }
 
 void CancelWrites::commit(const std::function<void()>& put) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (cancel_requested()) cancel_now_locked();  // asked while the output was written
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (cancel_requested()) state_->cancel_now_locked();  // asked while the output was written
   put();
-  committed_ = true;
+  state_->committed = true;
 }
 
-void CancelWrites::on_signal() {
-  std::lock_guard<std::mutex> lock(mu_);  // waits for a commit or a staged file being created
-  if (!committed_) cancel_now_locked();
-  cancel_writes_put(STDERR_FILENO, fmt::format("{}: too late to cancel: {} is already written\n", command_, out_));
+void CancelWrites::State::on_signal() {
+  std::lock_guard<std::mutex> lock(mu);  // waits for a commit or a staged file being created
+  if (!committed) cancel_now_locked();
+  cancel_writes_put(STDERR_FILENO, fmt::format("{}: too late to cancel: {} is already written\n", command, out));
 }
 
-void CancelWrites::cancel_now_locked() {
+void CancelWrites::State::cancel_now_locked() {
   if (cancel_writes_this_thread() != g_cancel_writes_tid) {  // the signal's thread: stop the command's first
     ::syscall(SYS_tgkill, static_cast<long>(getpid()), g_cancel_writes_tid, cancel_writes_park_signal());
     while (!g_cancel_writes_parked.load()) usleep(100);  // it takes the signal even in a blocking call
   }
-  for (const auto& p : staged_) {
+  // each staged path and the entries beside it named after it: SQLite's -wal,
+  // -shm and -journal, and the writer's ".claim-PID-N" file when the command was parked while it
+  // claimed the name
+  for (const auto& p : staged) {
+    const std::filesystem::path path(p);
+    const std::string name = path.filename().string();
     std::error_code ec;
-    if (std::filesystem::is_directory(p, ec))
-      std::filesystem::remove_all(p, ec);
-    else
-      sessions::SessionWriter::remove_files(p);
+    for (const auto& e : std::filesystem::directory_iterator(path.parent_path().empty() ? "." : path.parent_path(), ec))
+      if (const std::string n = e.path().filename().string();
+          n == name || (n.starts_with(name) && (n.substr(name.size()) == "-wal" || n.substr(name.size()) == "-shm" ||
+                                                 n.substr(name.size()) == "-journal" ||
+                                                 n.substr(name.size()).starts_with(".claim-")))) {
+        std::error_code e2;
+        std::filesystem::remove_all(e.path(), e2);
+      }
   }
   struct stat sb {};
-  const bool there = lstat(out_.c_str(), &sb) == 0;
-  cancel_writes_put(STDERR_FILENO, fmt::format("{} cancelled; nothing was {} ({})\n", command_, nothing_was_,
-                                               there ? out_ + " is as it was" : "no " + out_ + " written"));
-  if (json_) cancel_writes_put(STDOUT_FILENO, dump(nlohmann::json{{"ended", "cancelled"}, {"session", nullptr}}) + "\n");
+  const bool there = lstat(out.c_str(), &sb) == 0;
+  cancel_writes_put(STDERR_FILENO, fmt::format("{} cancelled; nothing was {} ({})\n", command, nothing_was,
+                                               there ? out + " is as it was" : "no " + out + " written"));
+  if (json) cancel_writes_put(STDOUT_FILENO, dump(nlohmann::json{{"ended", "cancelled"}, {"session", nullptr}}) + "\n");
   _exit(130);  // as the default action's 128 + SIGINT; the staged output is gone, nothing else needs a destructor
 }
 

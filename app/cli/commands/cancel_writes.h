@@ -35,8 +35,9 @@ class CancelWrites {
   CancelWrites(const CancelWrites&) = delete;
   CancelWrites& operator=(const CancelWrites&) = delete;
 
-  /// A staged output to remove when cancelled: a file with its SQLite companions (-wal, -shm,
-  /// -journal), or a folder with everything in it. Missing paths are no error.
+  /// A staged output to remove when cancelled: a file, or a folder with everything in it, and
+  /// the entries beside it named after it (SQLite's "-wal", "-shm" and "-journal", the session
+  /// writer's ".claim-PID-N" file). Missing paths are no error.
   void remove_on_cancel(const std::string& path);
   /// Runs `f` with the cancel held off (a signal meanwhile cancels once `f` returned): for the
   /// step that creates a staged file, so that it never appears after the cancel removed what
@@ -48,13 +49,17 @@ class CancelWrites {
   void commit(const std::function<void()>& put);
 
  private:
-  void cancel_now_locked();  // with mu_ held: removes the staged output, says so, exits 130
-  void on_signal();          // the thread of cancel_at_once_with
-
-  std::mutex mu_;
-  std::string command_, out_, nothing_was_;
-  bool json_ = false, committed_ = false;
-  std::vector<std::string> staged_;
+  // What the cancel needs; never freed: the cancel's thread may still use it after the command
+  // returned (a signal while the process ends).
+  struct State {
+    std::mutex mu;
+    std::string command, out, nothing_was;
+    bool json = false, committed = false;
+    std::vector<std::string> staged;
+    void cancel_now_locked();  // with mu held: removes the staged output, says so, exits 130
+    void on_signal();          // the thread of cancel_at_once_with
+  };
+  State* state_;
 };
 
 }  // namespace embedscope::cli

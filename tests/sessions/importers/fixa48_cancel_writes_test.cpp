@@ -271,3 +271,63 @@ TEST(CancelWritesFixa48, SigtermWhileTheImportClosesItsSessionCancelsIt) {
   EXPECT_EQ(fixa48_slurp(stdout_file), "{\"ended\":\"cancelled\",\"session\":null}\n");
   for (const auto& e : fs::directory_iterator(dir)) ADD_FAILURE() << "left behind: " << e.path();
 }
+
+// A signal once the merged session is in place is too late to cancel it: said so, exit 0, the
+// session kept. Deterministic: stdout is a full pipe, so the merge blocks in the write of its
+// --json line, after the rename; the test signals it there and drains stdout only once the
+// "too late" line is in stderr.
+TEST(CancelWritesFixa48, ASignalAfterTheMergedSessionIsInPlaceSaysItIsTooLate) {
+  const fs::path dir = fixa48_dir("merge_late");
+  const auto [a, b] = fixa48_rank_sessions(dir);
+  const std::string out = (dir / "all.db").string();
+  const std::string err_file = (import_scratch() / "fixa48_merge_late.stderr").string();
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const std::string filler = std::string(4095, 'x') + "\n";
+  fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK);
+  while (write(fds[1], filler.data(), filler.size()) == static_cast<ssize_t>(filler.size())) {
+  }
+  fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) & ~O_NONBLOCK);
+  const pid_t child = fork();
+  if (child == 0) {
+    dup2(fds[1], 1);
+    dup2(open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
+    close(fds[0]);
+    close(fds[1]);
+    execl(EMBEDSCOPE_CLI, EMBEDSCOPE_CLI, "merge", a.c_str(), b.c_str(), "-o", out.c_str(), "--json",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fds[1]);
+  int status = 0;
+  bool ended = false, signalled = false;
+  while (!(ended = waitpid(child, &status, WNOHANG) == child)) {
+    if (fixa48_syscall(child) == std::pair<std::string, std::string>{"1", "0x1"}) {
+      kill(child, SIGTERM);
+      signalled = true;
+      break;
+    }
+    usleep(1000);
+  }
+  const std::string late = "merge: too late to cancel: " + out + " is already written";
+  if (signalled)
+    while (fixa48_slurp(err_file).find(late) == std::string::npos) usleep(1000);  // comes: the merge waits on us
+  std::string json_out;
+  FILE* in = fdopen(fds[0], "r");
+  char* line = nullptr;
+  size_t cap = 0;
+  while (getline(&line, &cap, in) > 0)
+    if (line[0] != 'x') json_out += line;
+  free(line);
+  fclose(in);
+  if (!ended) waitpid(child, &status, 0);
+  const std::string err = fixa48_slurp(err_file);
+  ASSERT_TRUE(signalled) << err;
+  ASSERT_TRUE(WIFEXITED(status)) << "ended by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << "\n" << err;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << err;
+  EXPECT_NE(err.find("cancelling the merge"), std::string::npos) << err;
+  EXPECT_EQ(err.find("merge cancelled"), std::string::npos) << err;
+  EXPECT_NE(json_out.find("\"session\":\"" + out + "\""), std::string::npos) << json_out;
+  EXPECT_TRUE(fs::exists(out));
+  EXPECT_EQ(fixa48_entries_with(dir, ".merging-"), std::vector<std::string>{});
+}
