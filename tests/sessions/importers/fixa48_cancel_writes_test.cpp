@@ -310,8 +310,11 @@ TEST(CancelWritesFixa48, ASignalAfterTheMergedSessionIsInPlaceSaysItIsTooLate) {
     usleep(1000);
   }
   const std::string late = "merge: too late to cancel: " + out + " is already written";
-  if (signalled)
-    while (fixa48_slurp(err_file).find(late) == std::string::npos) usleep(1000);  // comes: the merge waits on us
+  if (signalled)  // the line comes while the merge waits on us (unless it ended: a failure, said below)
+    for (std::string e; (e = fixa48_slurp(err_file)).find(late) == std::string::npos &&
+                        e.find("merge cancelled") == std::string::npos &&  // (then blocked on its --json line)
+                        !(ended = waitpid(child, &status, WNOHANG) == child);)
+      usleep(1000);
   std::string json_out;
   FILE* in = fdopen(fds[0], "r");
   char* line = nullptr;
