@@ -45,6 +45,14 @@ extern "C" void on_stop(int sig) {
 }
 
 extern "C" void on_usr1(int sig) { request_dump(sig); }
+
+sem_t g_cancel_now;  // posted by the first SIGINT / SIGTERM of cancel_at_once_with
+
+extern "C" void on_cancel_now(int) {
+  if (g_cancel.exchange(true)) return;  // the cancel is under way: nothing more to do
+  [[maybe_unused]] const auto n = write(STDERR_FILENO, g_said, std::strlen(g_said));  // async-signal-safe
+  sem_post(&g_cancel_now);                                                          // async-signal-safe
+}
 }  // namespace
 
 std::atomic<bool>& cancel_on_sigint(const char* said) {
@@ -58,6 +66,22 @@ std::atomic<bool>& cancel_on_sigint_or_sigterm(const char* said) {
   std::signal(SIGTERM, on_stop);
   return cancel;
 }
+
+void cancel_at_once_with(const char* said, std::function<void()> at_cancel) {
+  g_said = said;
+  sem_init(&g_cancel_now, 0, 0);
+  std::thread([at_cancel = std::move(at_cancel)] {
+    while (sem_wait(&g_cancel_now) != 0 && errno == EINTR) {
+    }
+    at_cancel();  // returns only when it is too late to cancel
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+  }).detach();
+  std::signal(SIGINT, on_cancel_now);
+  std::signal(SIGTERM, on_cancel_now);
+}
+
+bool cancel_requested() { return g_cancel.load(); }
 
 const engine::FlightDumpRequest& flight_dump_on_signals() {
   g_flight_on = true;

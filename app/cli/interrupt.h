@@ -1,7 +1,8 @@
 #pragma once
 // Ctrl-C as a request to stop cleanly: the first SIGINT sets a flag the command polls (a run
-// stops after its current step, an import before its next file or rank) and says so on stderr;
-// a second SIGINT ends the process at once (the default action).
+// stops after its current step, a scenario before its next run) and says so on stderr; a second
+// SIGINT ends the process at once (the default action). The commands that write one staged output
+// (import, merge, export) cancel at once instead: cancel_at_once_with, commands/cancel_writes.h.
 //
 // For runs, signals also ask for the collective flight recorders (engine/comm/flight_recorder.h):
 // SIGUSR1 dumps them into the session and the run goes on; SIGINT and SIGTERM (what mpirun,
@@ -23,6 +24,19 @@ std::atomic<bool>& cancel_on_sigint(const char* said);
 /// recorder (`scenario`, `scaling`: crit42 / tester42 F22, SIGTERM left a half-written session).
 /// A second SIGINT or SIGTERM ends the process at once.
 std::atomic<bool>& cancel_on_sigint_or_sigterm(const char* said);
+
+/// For a command that writes one output under a staged name (`import`, `merge`, `export`;
+/// commands/cancel_writes.h): the first SIGINT or SIGTERM prints `said` (a string literal,
+/// written with write(2)) and wakes a thread of its own, started here, that runs `at_cancel`
+/// (it removes the staged output and ends the process: cancelled at once, whatever the command
+/// is doing, even inside a library call that polls nothing). Signals that come while it runs do
+/// nothing more. If `at_cancel` returns (too late: the output is already in place), later signals
+/// end the process by their default action. cancel_requested() is true from the first signal on.
+/// Call once, and not with cancel_on_sigint.
+void cancel_at_once_with(const char* said, std::function<void()> at_cancel);
+
+/// Whether a SIGINT or SIGTERM arrived since cancel_at_once_with was called.
+bool cancel_requested();
 
 /// For a run: SIGTERM cancels as SIGINT does (cancel_on_sigint must have been called), and
 /// SIGUSR1, SIGINT and SIGTERM each request a flight recorder dump through the returned request

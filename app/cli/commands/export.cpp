@@ -2,6 +2,7 @@
 // of per-rank Kineto traces for Holistic Trace Analysis.
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -9,9 +10,11 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "cancel_writes.h"
 #include "commands.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/analysis/analysis.h"
@@ -53,41 +56,75 @@ int cmd_export(const std::string& file, const std::string& format, const std::st
           throw es::SpecError(fmt::format("{}: already exists (the csv export writes {} there); {}", p.string(), name, how));
   }
   struct stat sb0 {};
-  if (format == "chrome") {
-    // Written beside the target and renamed at the end: a failed export leaves nothing behind.
-    const std::string tmp = out + ".partial";
-    {
-      std::ofstream f(tmp);
-      if (!f) throw es::SpecError(fmt::format("{}: cannot write: {}", out, std::strerror(errno)));
-      ss::export_chrome_trace(session, f);
-      f.close();
-      if (!f) {
-        std::filesystem::remove(tmp, ec);
-        throw es::SpecError(fmt::format("{}: write failed: {}", out, std::strerror(errno)));
-      }
-    }
-    std::filesystem::rename(tmp, out, ec);
-    if (ec) {
-      std::filesystem::remove(tmp, ec);
-      throw es::SpecError(fmt::format("{}: cannot write: {}", out, ec.message()));
-    }
-    fmt::print(stderr, "wrote {} (open it in https://ui.perfetto.dev or chrome://tracing)\n", out);
-  } else if (format == "kineto") {
-    ss::check_kineto_exportable(session);  // before the stale ranks are removed (tester45 F15)
+  if (format == "kineto") {
+    ss::check_kineto_exportable(session);  // before anything is written (tester45 F15)
     if (lstat(out.c_str(), &sb0) == 0 && !S_ISDIR(sb0.st_mode))
       throw es::SpecError(fmt::format("{}: exists and is not a directory; the kineto export writes a folder of per-rank "
                                       "traces (choose another output with -o)", out));
-    if (overwrite && std::filesystem::is_directory(out, ec))  // the stale ranks of an earlier export
+  }
+  // Written under a temporary name beside `out` (".<name>.exporting-<pid>": the chrome file, or a
+  // folder holding the csv / kineto files) and put in place once complete. Ctrl-C or SIGTERM
+  // cancel at once: the temporary output is removed and `out` is as it was (cancel_writes.h); a
+  // failed export removes it too.
+  std::filesystem::path out_path(out);
+  while (!out_path.empty() && out_path.filename().empty()) out_path = out_path.parent_path();  // "dir/" -> "dir"
+  std::string stem = out_path.filename().string();
+  if (stem.size() > 200) stem.resize(200);
+  const std::string tmp = (out_path.parent_path() / fmt::format(".{}.exporting-{}", stem, getpid())).string();
+  CancelWrites cancel("export", out, "written", false, "\ncancelling the export\n");
+  cancel.remove_on_cancel(tmp);
+  struct RemoveUnlessDone {  // a failed export leaves nothing behind
+    const std::string& path;
+    bool done = false;
+    ~RemoveUnlessDone() {
+      std::error_code e;
+      if (!done) std::filesystem::remove_all(path, e);
+    }
+  } staged{tmp};
+  if (format == "chrome") {
+    std::ofstream f;
+    cancel.hold([&] { f.open(tmp); });
+    if (!f) throw es::SpecError(fmt::format("{}: cannot write: {}", out, std::strerror(errno)));
+    fmt::print(stderr, "export: writing {} (chrome)\n", out);
+    ss::export_chrome_trace(session, f);
+    f.close();
+    if (!f) throw es::SpecError(fmt::format("{}: write failed: {}", out, std::strerror(errno)));
+    cancel.commit([&] {
+      std::filesystem::rename(tmp, out, ec);
+      if (ec) throw es::SpecError(fmt::format("{}: cannot write: {}", out, ec.message()));
+      staged.done = true;
+    });
+    fmt::print(stderr, "wrote {} (open it in https://ui.perfetto.dev or chrome://tracing)\n", out);
+    return 0;
+  }
+  cancel.hold([&] {
+    if (!std::filesystem::create_directory(tmp, ec))
+      throw es::SpecError(fmt::format("{}: cannot create directory: {}", out,  // the staged one beside it
+                                      ec ? ec.message() : std::string("a temporary folder of that name exists")));
+  });
+  fmt::print(stderr, "export: writing {} ({})\n", out, format);
+  const std::vector<std::string> written = format == "kineto" ? ss::export_kineto_traces(session, tmp)
+                                                              : ss::export_csv(session, ss::analyze(session), tmp);
+  std::vector<std::string> placed;
+  cancel.commit([&] {
+    std::filesystem::create_directories(out, ec);
+    if (overwrite && format == "kineto")  // the stale ranks of an earlier export
       for (const auto& e : std::filesystem::directory_iterator(out, ec))
         if (const std::string n = e.path().filename().string();
             n.starts_with("rank_") && (n.ends_with(".json") || n.ends_with(".gz")))
           std::filesystem::remove(e.path(), ec);
-    for (const auto& p : ss::export_kineto_traces(session, out)) fmt::print(stderr, "wrote {}\n", p);
+    for (const auto& p : written) {
+      const std::filesystem::path to = std::filesystem::path(out) / std::filesystem::path(p).filename();
+      std::filesystem::rename(p, to, ec);
+      if (ec) throw es::SpecError(fmt::format("{}: cannot write: {}", to.string(), ec.message()));
+      placed.push_back(to.string());
+    }
+  });
+  for (const auto& p : placed) fmt::print(stderr, "wrote {}\n", p);
+  if (format == "kineto") {
     if (session.meta("simulated", "0") == "1")
       fmt::print(stderr, "note: a SIMULATED session (cost model times); the traces say so in their metadata\n");
     fmt::print(stderr, "open the folder with Holistic Trace Analysis: TraceAnalysis(trace_dir=\"{}\")\n", out);
-  } else {
-    for (const auto& p : ss::export_csv(session, ss::analyze(session), out)) fmt::print(stderr, "wrote {}\n", p);
   }
   return 0;
 }

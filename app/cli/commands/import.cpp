@@ -4,11 +4,11 @@
 
 #include <sys/stat.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,7 +16,6 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "interrupt.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
 #include "embedscope/sessions/importers/common/clock_align.h"
 #include "embedscope/sessions/importers/importer.h"
@@ -25,6 +24,7 @@
 #include "output/gpu_kernels_text.h"
 #include "output/output.h"
 #include "staged_output.h"
+#include "cancel_writes.h"
 
 namespace embedscope::cli {
 
@@ -139,42 +139,32 @@ int cmd_import(const ImportState& s) {
   StagedSession staged(out, s.overwrite);
   opt.align = s.align;
   opt.progress = [](const std::string& line) { fmt::print(stderr, "import: {}\n", line); };
-  // Ctrl-C or SIGTERM (what a batch system's time limit sends; tester46 F24: it killed the import
-  // and left the hidden temporary files): the importer stops before its next file or rank; the
-  // temporary session is closed "cancelled" and removed, so nothing half-written is left (a
-  // second signal ends the process at once, which leaves the temporary file but never touches `out`).
-  std::atomic<bool>& cancel = cancel_on_sigint_or_sigterm("\ncancelling the import (Ctrl-C again stops at once)\n");
-  opt.cancelled = [&cancel] { return cancel.load(); };
+  // Ctrl-C or SIGTERM (what a batch system's time limit sends; tester46 F24) cancels at once, in
+  // any phase (retest47 R7: while the session was written and closed, the import went on to exit
+  // 0): the temporary session is removed, nothing half-written is left and `out` is as it was
+  // (cancel_writes.h; the nsys export's temporary folder goes too).
+  CancelWrites cancel("import", out, "kept", s.json, "\ncancelling the import\n");
+  cancel.remove_on_cancel(staged.temp());
+  if (tmp) cancel.remove_on_cancel(tmp->path);
   si::ImportSummary sum;
-  bool cancelled = false;
   {
-    ss::SessionWriter writer(staged.temp(), true);
+    std::optional<ss::SessionWriter> writer;
+    cancel.hold([&] { writer.emplace(staged.temp(), true); });  // never created after a cancel removed it
     try {
-      sum = importer.run(files, writer, opt);
+      sum = importer.run(files, *writer, opt);
       if (!s.allow_disjoint) refuse_disjoint_ranks(sum.problems);
       if (!selected.skipped.empty()) {
-        writer.add_import_stats(selected.skipped);
+        writer->add_import_stats(selected.skipped);
         sum.problems.insert(sum.problems.end(), selected.skipped.begin(), selected.skipped.end());
       }
-      si::check_cancelled(opt);  // asked while the last part was written
       si::refuse_empty_trace(sum);
-      writer.close("complete");
-    } catch (const si::ImportCancelled&) {
-      writer.close("cancelled", "import cancelled; nothing was kept");
-      cancelled = true;
+      writer->close("complete");
     } catch (const si::ImportError& e) {
-      writer.close("failed", e.what());  // the temporary session; ~StagedSession removes it
+      writer->close("failed", e.what());  // the temporary session; ~StagedSession removes it
       throw;
     }
   }
-  if (cancelled) {
-    // ~StagedSession removes the temporary file; `out` was never touched
-    fmt::print(stderr, "import cancelled; nothing was kept ({})\n",
-               lstat(out.c_str(), &sb) == 0 ? out + " is as it was" : "no " + out + " written");
-    if (s.json) std::cout << dump(json{{"ended", "cancelled"}, {"session", nullptr}}) << "\n";
-    return 130;
-  }
-  staged.commit();
+  cancel.commit([&] { staged.commit(); });
   const ss::SessionReader session(out);
   const auto figures = ss::gpu_kernel_figures(session);
   if (s.json) {

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -24,6 +25,7 @@
 #include "output/gpu_kernels_text.h"
 #include "output/output.h"
 #include "staged_output.h"
+#include "cancel_writes.h"
 
 namespace embedscope::cli {
 
@@ -37,11 +39,6 @@ bool is_memory_snapshot_file(const std::string& path) {
 
 int import_memory_snapshot(const std::vector<std::string>& files, const std::string& out, bool overwrite, bool as_json) {
   const std::string& file = files.front();
-  std::vector<ts::MemorySnapshotFile> snaps;  // read before the session exists: bad input leaves nothing
-  snaps.reserve(files.size());
-  for (const auto& f : files) snaps.push_back(ts::load_snapshot(f));
-  std::vector<ts::SnapshotInput> inputs;
-  for (size_t k = 0; k < files.size(); ++k) inputs.push_back({&snaps[k], files[k]});
   std::string target = out;
   if (target.empty()) {
     std::string stem = std::filesystem::path(file).filename().string();
@@ -51,15 +48,24 @@ int import_memory_snapshot(const std::vector<std::string>& files, const std::str
     target = stem + ".db";
   }
   refuse_output_among_inputs(target, files, files);
+  // Ctrl-C / SIGTERM cancel at once, the staged session removed (cancel_writes.h)
+  CancelWrites cancel("import", target, "kept", as_json, "\ncancelling the import\n");
+  std::vector<ts::MemorySnapshotFile> snaps;  // read before the session exists: bad input leaves nothing
+  snaps.reserve(files.size());
+  for (const auto& f : files) snaps.push_back(ts::load_snapshot(f));
+  std::vector<ts::SnapshotInput> inputs;
+  for (size_t k = 0; k < files.size(); ++k) inputs.push_back({&snaps[k], files[k]});
   // written beside `target` and renamed over it once complete (staged_output.h)
   StagedSession staged(target, overwrite);
+  cancel.remove_on_cancel(staged.temp());
   ts::ImportSummary sum;
   {
-    ss::SessionWriter w(staged.temp(), true);
-    sum = ts::import_torch_memory_snapshots(inputs, w);
-    w.close("complete");
+    std::optional<ss::SessionWriter> w;
+    cancel.hold([&] { w.emplace(staged.temp(), true); });
+    sum = ts::import_torch_memory_snapshots(inputs, *w);
+    w->close("complete");
   }
-  staged.commit();
+  cancel.commit([&] { staged.commit(); });
   if (as_json) {
     std::cout << dump(json{{"session", target},
                            {"format", "torch_memory_snapshot"},

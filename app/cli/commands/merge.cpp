@@ -14,6 +14,9 @@
 #include "embedscope/sessions/store/session.h"
 #include "output/gpu_kernels_text.h"
 #include "output/output.h"
+#include "cancel_writes.h"
+#include "output_guard.h"
+#include "staged_output.h"
 
 namespace embedscope::cli {
 
@@ -35,7 +38,19 @@ int cmd_merge(const MergeState& s) {
   opt.align = s.align;
   opt.overwrite = s.overwrite;
   opt.allow_disjoint = s.allow_disjoint;
-  const ss::MergeSummary sum = ss::merge_sessions(s.inputs, s.output, opt);
+  if (!input_that_is(s.output, s.inputs).empty())  // before the staging: as merge_sessions says it
+    throw ss::SessionError(
+        fmt::format("{}: the output is one of the inputs; write the merged session elsewhere (-o)", s.output));
+  // Written under a temporary name beside the output and renamed over it once complete
+  // (staged_output.h); Ctrl-C or SIGTERM cancel at once: the temporary session is removed, no
+  // half-written session is left and an existing output is as it was (cancel_writes.h).
+  StagedSession staged(s.output, s.overwrite, "merge");
+  CancelWrites cancel("merge", s.output, "written", s.json, "\ncancelling the merge\n");
+  cancel.remove_on_cancel(staged.temp());
+  fmt::print(stderr, "merge: merging {} sessions into {}\n", s.inputs.size(), s.output);
+  opt.overwrite = true;  // the temporary name, claimed by StagedSession
+  const ss::MergeSummary sum = ss::merge_sessions(s.inputs, staged.temp(), opt);
+  cancel.commit([&] { staged.commit(); });
   const ss::SessionReader merged(s.output);
   const auto problems = merged.import_stats();
   if (s.json) {

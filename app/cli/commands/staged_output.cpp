@@ -59,8 +59,9 @@ std::optional<bool> shm_locked(const std::string& shm) {
 // import run right after a SIGKILL found the killed one's files written seconds before and kept
 // them; the lock says at once that no writer has them open. The caller's own pid is handled by
 // the constructor.
-void remove_stale_staged(const std::filesystem::path& dir, const std::string& stem) {
-  const std::string prefix = fmt::format(".{}.importing-", stem);
+void remove_stale_staged(const std::filesystem::path& dir, const std::string& stem, const std::string& command,
+                         const std::string& tag) {
+  const std::string prefix = fmt::format(".{}.{}-", stem, tag);
   std::error_code ec;
   const auto now = std::filesystem::file_time_type::clock::now();
   for (const auto& entry : std::filesystem::directory_iterator(dir.empty() ? "." : dir, ec)) {
@@ -80,18 +81,20 @@ void remove_stale_staged(const std::filesystem::path& dir, const std::string& st
     }
     if (recent && !open_by_a_writer.has_value()) continue;
     ss::SessionWriter::remove_files(entry.path().string());
-    std::fprintf(stderr, "import: removed %s, left by an import that was killed (pid %ld)\n", entry.path().c_str(), pid);
+    std::fprintf(stderr, "%s: removed %s, left by a%s %s that was killed (pid %ld)\n", command.c_str(), entry.path().c_str(),
+                 command == "import" ? "n" : "", command.c_str(), pid);
   }
 }
 
 }  // namespace
 
-StagedSession::StagedSession(std::string out, bool overwrite) : out_(std::move(out)), overwrite_(overwrite) {
+StagedSession::StagedSession(std::string out, bool overwrite, std::string command)
+    : out_(std::move(out)), command_(std::move(command)), overwrite_(overwrite) {
   // tester43 F22: the writer's own hint names `run`; this is an import (a snapshot's too)
   struct stat sb {};
   if (!overwrite_ && lstat(out_.c_str(), &sb) == 0 && S_ISREG(sb.st_mode))
     throw ss::SessionError(fmt::format("{}: already exists; choose another name (-o) or allow overwriting it "
-                                       "(embedscope import --force-overwrite)", out_));
+                                       "(embedscope {} --force-overwrite)", out_, command_));
   ss::SessionWriter::check_path(out_, overwrite_);
   const std::filesystem::path out_path(out_);
   const std::filesystem::path dir = out_path.parent_path();
@@ -102,9 +105,10 @@ StagedSession::StagedSession(std::string out, bool overwrite) : out_(std::move(o
   // it, however long `out`'s own name is (tester37: a valid 245-byte name failed on its "<out>.importing-PID")
   std::string stem = out_path.filename().string();
   if (stem.size() > 200) stem.resize(200);
-  temp_ = (dir / fmt::format(".{}.importing-{}", stem, getpid())).string();
+  const std::string tag = command_ == "merge" ? "merging" : "importing";
+  temp_ = (dir / fmt::format(".{}.{}-{}", stem, tag, getpid())).string();
   ss::SessionWriter::remove_files(temp_);  // a stale one of a killed process with the same pid
-  remove_stale_staged(dir, stem);           // and those of other killed imports of `out`
+  remove_stale_staged(dir, stem, command_, tag);  // and those of other killed imports of `out`
 }
 
 StagedSession::~StagedSession() {
@@ -115,8 +119,8 @@ void StagedSession::commit() {
   try {
     struct stat sb {};
     if (!overwrite_ && lstat(out_.c_str(), &sb) == 0)  // another process wrote it while this import ran
-      throw ss::SessionError(fmt::format("{}: already exists (written while this import ran); choose another name (-o) "
-                                         "or allow overwriting it (embedscope import --force-overwrite)", out_));
+      throw ss::SessionError(fmt::format("{}: already exists (written while this {} ran); choose another name (-o) "
+                                         "or allow overwriting it (embedscope {} --force-overwrite)", out_, command_, command_));
     ss::SessionWriter::check_path(out_, overwrite_);
   } catch (...) {
     ss::SessionWriter::remove_files(temp_);
@@ -128,7 +132,8 @@ void StagedSession::commit() {
     const int err = errno;
     ss::SessionWriter::remove_files(temp_);
     committed_ = true;
-    throw ss::SessionError(fmt::format("{}: cannot put the imported session in place (rename from {}): {}", out_, temp_,
+    throw ss::SessionError(fmt::format("{}: cannot put the {} session in place (rename from {}): {}", out_,
+                                       command_ == "merge" ? "merged" : "imported", temp_,
                                        std::strerror(err)));
   }
   committed_ = true;

@@ -11,8 +11,9 @@
 namespace embedscope::cli {
 
 /// The staging of one output session. The temporary name is ".<out's name, at most 200 bytes of
-/// it>.importing-<pid>" in the same directory (a process killed with SIGKILL leaves it there;
-/// nothing else does: the next import to the same `out` removes such files, see the constructor).
+/// it>.importing-<pid>" (`merge`: ".merging-<pid>") in the same directory (a process killed with
+/// SIGKILL leaves it there; nothing else does: the next import, or merge, to the same `out`
+/// removes such files, see the constructor).
 class StagedSession {
  public:
   /// Checks `out` as SessionWriter would (throws SessionError naming it when it exists and
@@ -21,7 +22,8 @@ class StagedSession {
   /// staged files of earlier imports of `out` that were killed (their pid no longer runs on this
   /// host, and no SQLite connection holds the lock of their -shm or, where the -shm cannot tell,
   /// none of their files changed in the last minute), with their -wal / -shm / -journal.
-  StagedSession(std::string out, bool overwrite);
+  /// `command`: "import" or "merge", named in the errors and in the temporary name.
+  StagedSession(std::string out, bool overwrite, std::string command = "import");
   /// Removes the temporary file (and its SQLite companions) unless commit() ran.
   ~StagedSession();
   StagedSession(const StagedSession&) = delete;
@@ -39,7 +41,7 @@ class StagedSession {
   void commit();
 
  private:
-  std::string out_, temp_;
+  std::string out_, temp_, command_;
   bool overwrite_ = false, committed_ = false;
 };
 
