@@ -33,6 +33,7 @@
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/analysis/rank_session.h"
 #include "embedscope/sessions/analysis/noise.h"
+#include "embedscope/sessions/analysis/stats.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "output/output.h"
@@ -160,6 +161,19 @@ int cmd_rebalance(const RebalanceState& s) {
   int64_t last = -1;
   for (const auto& c : counters) last = std::max(last, c.step);
   if (last < 0) throw es::SpecError(fmt::format("{}: no load counters of a measured step", s.file));
+  // tester48 F12: a pipeline's drain steps at the end look up no batch (semi_sync looks up the
+  // batch after next: its last step none), so a window ending there read a balanced 1.00 of no
+  // load. The window ends at the last measured step that looked anything up, leaving out the
+  // trailing steps without lookups among the pipeline's drain steps (stats.h
+  // pipeline_drain_steps), as stats leaves drain steps out of its figures; said in a window line.
+  const int64_t session_last = last;
+  {
+    std::map<int64_t, int64_t> step_ids;
+    for (const auto& c : counters)
+      if (c.step >= 0) step_ids[c.step] += c.ids;
+    const int64_t drain = ss::pipeline_drain_steps(es::to_string(spec.pipeline));
+    for (int64_t d = 0; d < drain && last > 0 && step_ids[last] == 0; ++d) --last;
+  }
   int64_t window = s.window;
   if (window == 0) window = spec.rebalance.trigger == es::RebalanceTrigger::when    ? spec.rebalance.window
                             : spec.rebalance.trigger == es::RebalanceTrigger::every ? spec.rebalance.every
@@ -179,6 +193,11 @@ int cmd_rebalance(const RebalanceState& s) {
   // live rebalances: the load counters of a step index the shards of the plan serving it, so the
   // window must not span a move - it starts at the last one inside it - and is charged to the
   // plan in force over it (the starting plan with the plan_changes up to the window's first step)
+  const std::string drain_note =
+      last == session_last ? ""
+                           : fmt::format("steps {}..{} drain the {} pipeline and look nothing up: left out (the window ends "
+                                         "at step {}, the last that looked anything up)",
+                                         last + 1, session_last, es::to_string(spec.pipeline), last);
   const std::vector<ss::PlanChangeRecord> changes = session.plan_changes();
   int64_t first = asked_first;
   for (const auto& c : changes)
@@ -222,6 +241,21 @@ int cmd_rebalance(const RebalanceState& s) {
     ids += c.ids;
     lookup_ns += c.lookup_ns;
   }
+  if (ids == 0)  // a window of no lookups has no load to balance: not a balanced 1.00 (tester48 F12)
+    throw es::SpecError(fmt::format("{}: no ids were looked up in steps {}..{}: nothing to balance (a longer --window "
+                                    "reaches steps that looked something up)",
+                                    s.file, first, last));
+  // how each table's ids fell over its rows (the id_histogram, every measured step, summed over
+  // ranks): a table changed to row_wise is predicted from it (tester48 F1), not an even spread
+  if (session.has_id_histogram()) {
+    std::vector<std::map<std::pair<int64_t, int64_t>, int64_t>> sums(spec.tables.size());
+    for (const ss::IdHistogramBucket& b : session.id_histogram())
+      if (b.table >= 0 && static_cast<size_t>(b.table) < sums.size() && b.row_end > b.row_begin && b.ids > 0)
+        sums[static_cast<size_t>(b.table)][{b.row_begin, b.row_end}] += b.ids;
+    load.row_counts.resize(spec.tables.size());
+    for (size_t t = 0; t < sums.size(); ++t)
+      for (const auto& [range, n] : sums[t]) load.row_counts[t].push_back({range.first, range.second, n});
+  }
   // balance lookup_time: the live policy's noise rule (engine/rebalance/noise.h) - the load is
   // each shard's median step over the window (x its steps), and moves whose predicted gain is
   // within the window's noise of the ranks' shares are held (refusals with cause "noise")
@@ -242,7 +276,9 @@ int cmd_rebalance(const RebalanceState& s) {
       gathered[static_cast<size_t>((c.rank * steps + c.step - first) * S + offset[static_cast<size_t>(c.table)] + c.shard)] += v;
       per_step_rank[static_cast<size_t>(c.step - first)][static_cast<size_t>(c.rank)] += v;
     }
+    std::vector<std::vector<rb::RowCount>> row_counts = std::move(load.row_counts);
     load = rb::median_window_load(plan, gathered, W, steps);
+    load.row_counts = std::move(row_counts);
   }
   rb::Proposal p = rb::propose(spec, plan, load, max_bytes, by_time ? rb::imbalance_noise(per_step_rank) : 0.0);
   const std::optional<rb::GainCheck> noise = by_time ? rb::apply_noise_rule(p, spec, plan, per_step_rank) : std::nullopt;
@@ -293,6 +329,7 @@ int cmd_rebalance(const RebalanceState& s) {
               {"window_first_step_asked", asked_first},
               {"window_note", window_note},
               {"window_cut_note", cut_note},
+              {"window_drain_note", drain_note},
               {"last_step", last},
               {"balance", by_time ? "lookup_time" : "ids"},
               {"load_before", p.load_before},
@@ -328,7 +365,9 @@ int cmd_rebalance(const RebalanceState& s) {
     for (const auto& c : p.changes)
       j["changes"].push_back({{"table", spec.tables[static_cast<size_t>(c.table)].name}, {"from", c.from},
                               {"from_type", es::to_string(c.from_type)}, {"to_type", es::to_string(c.to_type)}, {"to", c.to},
-                              {"ids", c.ids}, {"bytes", c.bytes}});
+                              {"ids", c.ids}, {"bytes", c.bytes},
+                              {"prediction", c.to_type != es::ShardingType::row_wise ? "columns"
+                                             : c.rows_observed ? "id_histogram" : "even_rows"}});
     for (const auto& m : p.moves)
       j["moves"].push_back({{"table", spec.tables[static_cast<size_t>(m.table)].name}, {"from", m.from}, {"to", m.to},
                             {"ids", m.ids}, {"bytes", m.bytes}});
@@ -341,6 +380,7 @@ int cmd_rebalance(const RebalanceState& s) {
   std::cout << fmt::format("rebalance of {}: {} in steps {}..{} ({} step(s)); policy {}; balancing {}\n", s.file,
                            by_time ? "lookup time" : "ids looked up", first, last, steps, policy_text(spec.rebalance), unit);
   std::cout << fmt::format("plan         {}\n", plan_note);
+  if (!drain_note.empty()) std::cout << fmt::format("window       {}\n", drain_note);
   if (!cut_note.empty()) std::cout << fmt::format("window       {}\n", cut_note);
   if (!window_note.empty()) std::cout << fmt::format("window       {}\n", window_note);
   std::cout << fmt::format("{:<5} {:>14} {:>14}\n", "rank", fmt::format("{} before", unit), fmt::format("{} after", unit));
@@ -363,7 +403,11 @@ int cmd_rebalance(const RebalanceState& s) {
                              spec.tables[static_cast<size_t>(c.table)].name, c.from, es::to_string(c.to_type),
                              p.plan.tables[static_cast<size_t>(c.table)].shards.size(), es::to_string(c.from_type),
                              es::to_string(c.to_type), c.ids, unit,
-                             es::format_bytes(c.bytes)));
+                             es::format_bytes(c.bytes))
+                         + (c.to_type != es::ShardingType::row_wise ? ""
+                            : c.rows_observed ? "    (its shards' ids predicted from the session's id_histogram)\n"
+                                              : "    (its shards' ids predicted spread evenly over their rows: the "
+                                                "session has no id_histogram of the table)\n"));
   for (const auto& r : p.refused) std::cout << fmt::format("  refused: {}\n", r.reason);
   if (noise)
     std::cout << fmt::format("noise        gain {:.3f} ({:.1f}% of {:.2f}) against {} x {:.3f} (1.4826 MAD / sqrt({}) of the "
