@@ -189,3 +189,79 @@ TEST(Fixe48RebalanceWindow, DrainStepsWithoutLookupsAreLeftOut) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.err.find("no ids were looked up in steps 0..0: nothing to balance"), std::string::npos) << r.err;
 }
+
+namespace {
+
+/// The straggler with h0 at 60 ids a bag and every table placed by hand: c0, h1 on rank 0; c1, h2
+/// on 1; c2, h3 on 2; h0 alone on 3. Per step h0 looks up 4 ranks x 8 x 60 = 1920 ids, every
+/// other rank 4 x 8 x (1 + 6) = 224. `h1` overrides h1's sharding (null: table_wise on rank 0).
+json fx48_hot_workload(const std::string& name, const json& h1 = nullptr) {
+  json wl = embedscope::test_support::straggler_workload(name);
+  wl["features"][3]["pooling_factor"] = 60;
+  wl["sharding"] = {{"tables", json::object()}};
+  const char* names[] = {"c0", "c1", "c2", "h0", "h1", "h2", "h3"};
+  const int ranks[] = {0, 1, 2, 3, 0, 1, 2};
+  for (int t = 0; t < 7; ++t) wl["sharding"]["tables"][names[t]] = {{"type", "table_wise"}, {"ranks", {ranks[t]}}};
+  if (!h1.is_null()) wl["sharding"]["tables"]["h1"] = h1;
+  return wl;
+}
+
+std::filesystem::path fx48_run(const std::string& name, const json& wl) {
+  const auto path = fx48_scratch() / (name + ".json");
+  std::ofstream(path) << wl.dump(2);
+  const auto db = fx48_scratch() / (name + ".db");
+  const auto r = fx48_cli("run " + path.string() + " -o " + db.string() + " --force-overwrite");
+  EXPECT_EQ(r.code, 0) << r.err;
+  return db;
+}
+
+}  // namespace
+
+// tester48 F2: over 3 steps h0 alone looks up 5760 of 7776 ids (the mean rank load 1944): no
+// whole move helps, and the verdict says why and what would; --split-hot-tables row_wise asks for
+// the split, predicted from the session's id_histogram (F1).
+TEST(Fixe48RebalanceWhy, AHotTableAloneSaysWhyAndWhatHelps) {
+  const auto db = fx48_run("fx48_hot", fx48_hot_workload("fx48_hot"));
+  auto r = fx48_cli("rebalance " + db.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("why          table \"h0\" alone has 5760 of the load, more than the mean rank load 1944: moved "
+                       "whole it only moves the straggler (rank 3 now); splitting it can: --split-hot-tables "
+                       "row_wise|column_wise|both here"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("verdict      not worth it: keep the current plan"), std::string::npos) << r.out;
+  r = fx48_cli("rebalance " + db.string() + " --split-hot-tables row_wise --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json p = json::parse(r.out);
+  EXPECT_TRUE(p["worth_it"].get<bool>());
+  EXPECT_EQ(p["why_not"], "");
+  ASSERT_EQ(p["changes"].size(), 1u) << r.out;
+  EXPECT_EQ(p["changes"][0]["table"], "h0");
+  EXPECT_EQ(p["changes"][0]["to_type"], "row_wise");
+  EXPECT_EQ(p["changes"][0]["prediction"], "id_histogram");
+}
+
+// tester48 F8 (b, c): two sessions that differ only in h1's hot_rows [0, 1, 2] differ in compare;
+// the hot-row advice for a block of rows 0..1 (1000 ids set by hand in the id_histogram: over 3
+// steps 1000 > 3 x 2 x 4 x 9 = 216) says both rows are replicated already.
+TEST(Fixe48RebalanceWhy, HotRowsAlreadyReplicatedAreSaidAndCompared) {
+  const auto a = fx48_run("fx48_hra", fx48_hot_workload("fx48_hr", json{{"type", "row_wise"}}));
+  const auto b = fx48_run("fx48_hrb", fx48_hot_workload("fx48_hr", json{{"type", "row_wise"}, {"hot_rows", {0, 1, 2}}}));
+  auto r = fx48_cli("compare " + a.string() + " " + b.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("differs: sharding/tables/h1/hot_rows not set"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("differs: sharding/tables/h1/hot_rows 3 rows (0..2)"), std::string::npos) << r.out;
+  fx48_sql(b, "DELETE FROM id_histogram WHERE table_index = 4 AND bucket = 0; INSERT INTO id_histogram(rank, table_index, "
+              "bucket, row_begin, row_end, ids) VALUES (0, 4, 0, 0, 2, 1000)");
+  r = fx48_cli("rebalance " + b.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 of these 2 rows are replicated already (the workload's hot_rows): nothing to add"),
+            std::string::npos)
+      << r.out;
+  r = fx48_cli("rebalance " + b.string() + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json p = json::parse(r.out);
+  ASSERT_EQ(p["hot_rows"].size(), 1u) << r.out;
+  EXPECT_EQ(p["hot_rows"][0]["rows"], 2);
+  EXPECT_EQ(p["hot_rows"][0]["rows_replicated_already"], 2);
+}
