@@ -9,10 +9,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/exec/run.h"
+#include "embedscope/engine/input/input.h"
 #include "embedscope/engine/rebalance/policy.h"
 #include "embedscope/engine/rebalance/type_change.h"
 #include "embedscope/engine/sharding/sharding.h"
@@ -264,4 +267,54 @@ TEST(Fixe48RebalanceWhy, HotRowsAlreadyReplicatedAreSaidAndCompared) {
   ASSERT_EQ(p["hot_rows"].size(), 1u) << r.out;
   EXPECT_EQ(p["hot_rows"][0]["rows"], 2);
   EXPECT_EQ(p["hot_rows"][0]["rows_replicated_already"], 2);
+}
+
+namespace {
+
+/// The hot workload of fx48_hot_workload live: "every": 2 with row_wise_hot_tables, so the policy
+/// fires after step 1. With `confine`, every id of h0 (feature 3, 500 rows) is taken modulo 125:
+/// all of them fall in rows 0..124, the row_wise shard of rank 0.
+RunResult fx48_live_hot(bool confine) {
+  json wl = fx48_hot_workload("fx48_live");
+  wl["rebalance"] = {{"every", 2}, {"row_wise_hot_tables", true}};
+  const WorkloadSpec s = parse_workload(wl, "fx48_live");
+  BatchGenerator gen(s);
+  TrainerOptions opt;
+  opt.batch_source = [&gen, confine](int64_t it, int rank) -> std::optional<Batch> {
+    Batch b = gen.make(it, rank);
+    if (!confine) return b;
+    int64_t pos = 0;
+    for (int f = 0; f < b.kjt.num_features; ++f) {
+      int64_t n = 0;
+      for (int64_t i = 0; i < b.kjt.batch_size; ++i) n += b.kjt.lengths[static_cast<size_t>(f * b.kjt.batch_size + i)];
+      if (f == 3)
+        for (int64_t i = pos; i < pos + n; ++i) b.kjt.values[static_cast<size_t>(i)] %= 125;
+      pos += n;
+    }
+    return b;
+  };
+  return run_training(s, plan_sharding(s), opt);
+}
+
+}  // namespace
+
+// tester48 F1, live: h0 (1920 ids a step) alone on rank 3, the other ranks 224 a step. Its ids
+// spread over its rows, the live policy changes it to row_wise (about a quarter on each rank). With every id in rows 0..124, the ranks' gathered id histograms say that the
+// row_wise split would put all 1920 on rank 0 ({2144, 224, 224, 0}: worse than 1920), so nothing
+// is worth moving - where the even spread had predicted {704, 704, 704, 480} and moved it for no gain.
+TEST(Fixe48LiveRowWise, TheGatheredHistogramKeepsAUselessSplitFromBeingMade) {
+  const RunResult spread = fx48_live_hot(false);
+  ASSERT_EQ(spread.ended, RunEnd::complete) << spread.error;
+  ASSERT_EQ(spread.rebalances.size(), 1u);
+  EXPECT_GE(spread.rebalances[0].moves, 1);  // h0 split, with whole moves of the cold tables around it
+  bool h0_row_wise = false;
+  for (const auto& c : spread.plan_changes) h0_row_wise |= c.table_name == "h0" && c.to_type == "row_wise";
+  EXPECT_TRUE(h0_row_wise);
+  const RunResult confined = fx48_live_hot(true);
+  ASSERT_EQ(confined.ended, RunEnd::complete) << confined.error;
+  ASSERT_EQ(confined.rebalances.size(), 1u);
+  EXPECT_EQ(confined.rebalances[0].step, 1);
+  EXPECT_EQ(confined.rebalances[0].moves, 0);
+  EXPECT_TRUE(confined.plan_changes.empty());
+  EXPECT_DOUBLE_EQ(confined.rebalances[0].imbalance_before, 1920.0 * 4 / (1920 + 3 * 224));
 }
