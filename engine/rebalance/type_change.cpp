@@ -66,6 +66,25 @@ std::vector<int64_t> row_wise_predicted_ids(int64_t ids, const TablePlan& tp) {
   return proportional(ids, rows, tp.table, "rows");
 }
 
+std::vector<int64_t> row_wise_predicted_ids(int64_t ids, const TablePlan& tp, const std::vector<RowCount>& rows) {
+  std::vector<int64_t> w(tp.shards.size(), 0);
+  int64_t any = 0;
+  for (const RowCount& b : rows) {
+    const int64_t len = b.row_end - b.row_begin;
+    if (len <= 0 || b.ids <= 0) continue;
+    any += b.ids;
+    for (size_t i = 0; i < tp.shards.size(); ++i) {
+      const Shard& s = tp.shards[i];
+      const int64_t lo = std::max(b.row_begin, s.row_offset), hi = std::min(b.row_end, s.row_offset + s.num_rows);
+      if (hi <= lo) continue;
+      // exact for a block within one shard (ids x 2^20 < 2^53 for ids < 2^33)
+      w[i] += static_cast<int64_t>(static_cast<double>(b.ids) * static_cast<double>(hi - lo) / static_cast<double>(len) * 1048576.0);
+    }
+  }
+  if (any == 0 || std::all_of(w.begin(), w.end(), [](int64_t x) { return x == 0; })) return row_wise_predicted_ids(ids, tp);
+  return proportional(ids, w, tp.table, "rows");
+}
+
 TablePlan column_wise_table_plan(const WorkloadSpec& spec, int table, int from, const std::vector<int>& others) {
   const TableSpec& t = spec.tables.at(static_cast<size_t>(table));
   const int parts = static_cast<int>(

@@ -33,6 +33,7 @@
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/analysis/rank_session.h"
 #include "embedscope/sessions/analysis/noise.h"
+#include "embedscope/sessions/analysis/stats.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "output/output.h"
@@ -55,6 +56,7 @@ struct RebalanceState {
   std::string plan_out;
   bool overwrite = false;       // --force-overwrite: replace an existing --plan-out file
   std::string balance;          // "": the workload's rebalance.balance; else "ids" / "lookup_time"
+  std::string split_hot;        // "": the workload's row_wise_hot_tables / column_wise_hot_tables; else row_wise, column_wise, both
   bool json = false;
 };
 
@@ -90,6 +92,22 @@ std::optional<std::vector<rb::HotRowAdvice>> hot_rows_of(const ss::SessionReader
   }
 }
 
+/// Rows of advice `a` that the session's workload replicates already (its table's hot_rows, which
+/// the run resolved from "auto"): the id_histogram counts every id of the batches, the replicated
+/// rows' too, so the advice can name them again (tester48 F8).
+int64_t already_replicated(const es::WorkloadSpec& spec, const rb::HotRowAdvice& a) {
+  const auto it = spec.sharding.per_table.find(spec.tables[static_cast<size_t>(a.table)].name);
+  if (it == spec.sharding.per_table.end()) return 0;
+  int64_t n = 0;
+  for (int64_t row : it->second.hot_rows)
+    for (const rb::RowCount& c : a.rows)
+      if (row >= c.row_begin && row < c.row_end) {
+        ++n;
+        break;
+      }
+  return n;
+}
+
 json hot_rows_json(const es::WorkloadSpec& spec, const std::vector<rb::HotRowAdvice>& advice) {
   json out = json::array();
   for (const rb::HotRowAdvice& a : advice) {
@@ -98,7 +116,8 @@ json hot_rows_json(const es::WorkloadSpec& spec, const std::vector<rb::HotRowAdv
     out.push_back({{"table", spec.tables[static_cast<size_t>(a.table)].name}, {"type", es::to_string(a.type)},
                    {"threshold_ids_per_row_step", a.threshold_ids_per_row_step}, {"rows", a.num_rows},
                    {"blocks", rows}, {"ids", a.ids}, {"bytes_replicated_per_rank", a.bytes_per_rank},
-                   {"ids_saved_per_step", a.ids_saved_per_step}, {"sync_values_per_step", a.sync_values_per_step}});
+                   {"ids_saved_per_step", a.ids_saved_per_step}, {"sync_values_per_step", a.sync_values_per_step},
+                   {"rows_replicated_already", already_replicated(spec, a)}});
   }
   return out;
 }
@@ -114,12 +133,19 @@ void print_hot_rows(const es::WorkloadSpec& spec, const std::optional<std::vecto
     return;
   }
   std::cout << "hot rows     replicate on every rank (ids a step > W x (dim + 1); rows of a bucket by its mean):\n";
-  for (const rb::HotRowAdvice& a : *advice)
+  for (const rb::HotRowAdvice& a : *advice) {
     std::cout << fmt::format("  {:<20} {} rows ({} blocks), {} per rank; {:.1f} ids a step off the input all-to-all, "
                              "{:.0f} values a step of all-reduce (threshold {} ids a row a step)\n",
                              spec.tables[static_cast<size_t>(a.table)].name, a.num_rows, a.rows.size(),
                              es::format_bytes(a.bytes_per_rank), a.ids_saved_per_step, a.sync_values_per_step,
                              a.threshold_ids_per_row_step);
+    if (const int64_t done = already_replicated(spec, a); done > 0)
+      std::cout << fmt::format("  {:<20} {} of these {} rows are replicated already (the workload's hot_rows): {}; the "
+                               "ids a step above include theirs (the id_histogram's blocks do not tell rows apart)\n",
+                               "", done, a.num_rows,
+                               done >= a.num_rows ? "nothing to add"
+                                                  : fmt::format("{} more row(s) to replicate", a.num_rows - done));
+  }
 }
 
 // One process's session of a multi-process run (launch, mpirun, run --rank: metadata process_rank)
@@ -131,6 +157,41 @@ void refuse_rank_session(const ss::SessionReader& session, const std::string& fi
   if (const auto part = ss::partial_rank_session(session))
     throw es::SpecError(ss::partial_rank_session_refusal(*part, file, "lookups", "the load and imbalance would be false",
                                                          "rebalance"));
+}
+
+/// Why no move helps, when one table_wise table's load alone exceeds the mean rank load (load x
+/// world > all load; the heaviest such table): moving it whole only moves the straggler, so only
+/// splitting it helps - said with the options that ask for a split (tester48 F2: "not worth it:
+/// keep the current plan" at 3.72 with no hint). "" when no table is that hot.
+std::string why_not_text(const es::WorkloadSpec& spec, const es::ShardingPlan& plan, const rb::ObservedLoad& load,
+                         const rb::Proposal& p) {
+  int64_t total = 0;
+  for (int64_t v : p.load_before) total += v;
+  const int64_t W = plan.world_size;
+  if (W < 2 || total <= 0) return "";
+  int hot = -1;
+  int64_t hot_load = 0;
+  for (size_t t = 0; t < plan.tables.size(); ++t) {
+    const es::TablePlan& tp = plan.tables[t];
+    if (tp.type != es::ShardingType::table_wise || tp.shards.size() != 1) continue;
+    const int64_t v = load.ids[t][0];
+    if (v * W > total && v > hot_load) hot = static_cast<int>(t), hot_load = v;
+  }
+  if (hot < 0) return "";
+  const std::string& name = spec.tables[static_cast<size_t>(hot)].name;
+  std::string text = fmt::format("table \"{}\" alone has {} of the load, more than the mean rank load {}: moved whole it "
+                                 "only moves the straggler (rank {} now)",
+                                 name, hot_load, total / W, plan.tables[static_cast<size_t>(hot)].shards[0].rank);
+  const bool rw = spec.rebalance.row_wise_hot_tables, cw = spec.rebalance.column_wise_hot_tables;
+  bool refused = false;
+  for (const rb::RefusedMove& r : p.refused) refused = refused || (r.table == hot && r.to < 0);
+  if (refused) return text + "; splitting it was refused (above)";
+  if (rw && cw) return text + "; neither splitting it by rows nor by columns lowers the maximum";
+  text += "; splitting it can: ";
+  if (!rw && !cw) text += "--split-hot-tables row_wise|column_wise|both here, or \"rebalance\": {\"row_wise_hot_tables\": true} "
+                          "or {\"column_wise_hot_tables\": true} in the workload for the live policy";
+  else text += rw ? "--split-hot-tables column_wise (column blocks)" : "--split-hot-tables row_wise (row ranges)";
+  return text + fmt::format("; or a row_wise sharding override for \"{}\" with \"hot_rows\" (its hot rows replicated)", name);
 }
 
 int cmd_rebalance(const RebalanceState& s) {
@@ -150,7 +211,11 @@ int cmd_rebalance(const RebalanceState& s) {
     throw es::SpecError(fmt::format("{}: no workload_json or sharding_plan_json metadata (an imported trace, or not a "
                                     "session Embedscope ran)",
                                     s.file));
-  const es::WorkloadSpec spec = es::parse_workload(json::parse(workload), s.file + " (workload_json)");
+  es::WorkloadSpec spec = es::parse_workload(json::parse(workload), s.file + " (workload_json)");
+  // --split-hot-tables: the policy's split candidates asked for here (tester48 F2: only a
+  // workload's policy could ask for them)
+  if (s.split_hot == "row_wise" || s.split_hot == "both") spec.rebalance.row_wise_hot_tables = true;
+  if (s.split_hot == "column_wise" || s.split_hot == "both") spec.rebalance.column_wise_hot_tables = true;
   const es::ShardingPlan start = es::plan_from_json(spec, json::parse(plan_text), s.file + " (sharding_plan_json)");
   if (spec.devices.backend == es::Backend::simulated)
     throw es::SpecError(fmt::format("{}: a simulated session: its load counters are the program's, not observed", s.file));
@@ -160,6 +225,19 @@ int cmd_rebalance(const RebalanceState& s) {
   int64_t last = -1;
   for (const auto& c : counters) last = std::max(last, c.step);
   if (last < 0) throw es::SpecError(fmt::format("{}: no load counters of a measured step", s.file));
+  // tester48 F12: a pipeline's drain steps at the end look up no batch (semi_sync looks up the
+  // batch after next: its last step none), so a window ending there read a balanced 1.00 of no
+  // load. The window ends at the last measured step that looked anything up, leaving out the
+  // trailing steps without lookups among the pipeline's drain steps (stats.h
+  // pipeline_drain_steps), as stats leaves drain steps out of its figures; said in a window line.
+  const int64_t session_last = last;
+  {
+    std::map<int64_t, int64_t> step_ids;
+    for (const auto& c : counters)
+      if (c.step >= 0) step_ids[c.step] += c.ids;
+    const int64_t drain = ss::pipeline_drain_steps(es::to_string(spec.pipeline));
+    for (int64_t d = 0; d < drain && last > 0 && step_ids[last] == 0; ++d) --last;
+  }
   int64_t window = s.window;
   if (window == 0) window = spec.rebalance.trigger == es::RebalanceTrigger::when    ? spec.rebalance.window
                             : spec.rebalance.trigger == es::RebalanceTrigger::every ? spec.rebalance.every
@@ -179,6 +257,11 @@ int cmd_rebalance(const RebalanceState& s) {
   // live rebalances: the load counters of a step index the shards of the plan serving it, so the
   // window must not span a move - it starts at the last one inside it - and is charged to the
   // plan in force over it (the starting plan with the plan_changes up to the window's first step)
+  const std::string drain_note =
+      last == session_last ? ""
+                           : fmt::format("steps {}..{} drain the {} pipeline and look nothing up: left out (the window ends "
+                                         "at step {}, the last that looked anything up)",
+                                         last + 1, session_last, es::to_string(spec.pipeline), last);
   const std::vector<ss::PlanChangeRecord> changes = session.plan_changes();
   int64_t first = asked_first;
   for (const auto& c : changes)
@@ -222,6 +305,21 @@ int cmd_rebalance(const RebalanceState& s) {
     ids += c.ids;
     lookup_ns += c.lookup_ns;
   }
+  if (ids == 0)  // a window of no lookups has no load to balance: not a balanced 1.00 (tester48 F12)
+    throw es::SpecError(fmt::format("{}: no ids were looked up in steps {}..{}: nothing to balance (a longer --window "
+                                    "reaches steps that looked something up)",
+                                    s.file, first, last));
+  // how each table's ids fell over its rows (the id_histogram, every measured step, summed over
+  // ranks): a table changed to row_wise is predicted from it (tester48 F1), not an even spread
+  if (session.has_id_histogram()) {
+    std::vector<std::map<std::pair<int64_t, int64_t>, int64_t>> sums(spec.tables.size());
+    for (const ss::IdHistogramBucket& b : session.id_histogram())
+      if (b.table >= 0 && static_cast<size_t>(b.table) < sums.size() && b.row_end > b.row_begin && b.ids > 0)
+        sums[static_cast<size_t>(b.table)][{b.row_begin, b.row_end}] += b.ids;
+    load.row_counts.resize(spec.tables.size());
+    for (size_t t = 0; t < sums.size(); ++t)
+      for (const auto& [range, n] : sums[t]) load.row_counts[t].push_back({range.first, range.second, n});
+  }
   // balance lookup_time: the live policy's noise rule (engine/rebalance/noise.h) - the load is
   // each shard's median step over the window (x its steps), and moves whose predicted gain is
   // within the window's noise of the ranks' shares are held (refusals with cause "noise")
@@ -242,10 +340,13 @@ int cmd_rebalance(const RebalanceState& s) {
       gathered[static_cast<size_t>((c.rank * steps + c.step - first) * S + offset[static_cast<size_t>(c.table)] + c.shard)] += v;
       per_step_rank[static_cast<size_t>(c.step - first)][static_cast<size_t>(c.rank)] += v;
     }
+    std::vector<std::vector<rb::RowCount>> row_counts = std::move(load.row_counts);
     load = rb::median_window_load(plan, gathered, W, steps);
+    load.row_counts = std::move(row_counts);
   }
   rb::Proposal p = rb::propose(spec, plan, load, max_bytes, by_time ? rb::imbalance_noise(per_step_rank) : 0.0);
   const std::optional<rb::GainCheck> noise = by_time ? rb::apply_noise_rule(p, spec, plan, per_step_rank) : std::nullopt;
+  const std::string why_not = p.worth_it() ? "" : why_not_text(spec, plan, load, p);
   std::set<int64_t> measured;
   for (const auto& c : counters)
     if (c.step >= 0) measured.insert(c.step);  // warmup steps are negative; id_histogram counts measured ones
@@ -293,6 +394,7 @@ int cmd_rebalance(const RebalanceState& s) {
               {"window_first_step_asked", asked_first},
               {"window_note", window_note},
               {"window_cut_note", cut_note},
+              {"window_drain_note", drain_note},
               {"last_step", last},
               {"balance", by_time ? "lookup_time" : "ids"},
               {"load_before", p.load_before},
@@ -304,6 +406,7 @@ int cmd_rebalance(const RebalanceState& s) {
               {"lookup_ns_saved_per_step_predicted", saved_ns_per_step},
               {"worth_it", p.worth_it()},
               {"verdict", verdict},
+              {"why_not", why_not},
               {"step_noise", step_noise.known() ? json{{"steps", step_noise.steps}, {"median_ns", step_noise.median_ns},
                                                        {"sigma_ns", step_noise.sigma_ns},
                                                        {"mean_diff_se_ns", step_noise.mean_diff_se_ns},
@@ -328,7 +431,9 @@ int cmd_rebalance(const RebalanceState& s) {
     for (const auto& c : p.changes)
       j["changes"].push_back({{"table", spec.tables[static_cast<size_t>(c.table)].name}, {"from", c.from},
                               {"from_type", es::to_string(c.from_type)}, {"to_type", es::to_string(c.to_type)}, {"to", c.to},
-                              {"ids", c.ids}, {"bytes", c.bytes}});
+                              {"ids", c.ids}, {"bytes", c.bytes},
+                              {"prediction", c.to_type != es::ShardingType::row_wise ? "columns"
+                                             : c.rows_observed ? "id_histogram" : "even_rows"}});
     for (const auto& m : p.moves)
       j["moves"].push_back({{"table", spec.tables[static_cast<size_t>(m.table)].name}, {"from", m.from}, {"to", m.to},
                             {"ids", m.ids}, {"bytes", m.bytes}});
@@ -341,6 +446,7 @@ int cmd_rebalance(const RebalanceState& s) {
   std::cout << fmt::format("rebalance of {}: {} in steps {}..{} ({} step(s)); policy {}; balancing {}\n", s.file,
                            by_time ? "lookup time" : "ids looked up", first, last, steps, policy_text(spec.rebalance), unit);
   std::cout << fmt::format("plan         {}\n", plan_note);
+  if (!drain_note.empty()) std::cout << fmt::format("window       {}\n", drain_note);
   if (!cut_note.empty()) std::cout << fmt::format("window       {}\n", cut_note);
   if (!window_note.empty()) std::cout << fmt::format("window       {}\n", window_note);
   std::cout << fmt::format("{:<5} {:>14} {:>14}\n", "rank", fmt::format("{} before", unit), fmt::format("{} after", unit));
@@ -363,7 +469,11 @@ int cmd_rebalance(const RebalanceState& s) {
                              spec.tables[static_cast<size_t>(c.table)].name, c.from, es::to_string(c.to_type),
                              p.plan.tables[static_cast<size_t>(c.table)].shards.size(), es::to_string(c.from_type),
                              es::to_string(c.to_type), c.ids, unit,
-                             es::format_bytes(c.bytes)));
+                             es::format_bytes(c.bytes))
+                         + (c.to_type != es::ShardingType::row_wise ? ""
+                            : c.rows_observed ? "    (its shards' ids predicted from the session's id_histogram)\n"
+                                              : "    (its shards' ids predicted spread evenly over their rows: the "
+                                                "session has no id_histogram of the table)\n"));
   for (const auto& r : p.refused) std::cout << fmt::format("  refused: {}\n", r.reason);
   if (noise)
     std::cout << fmt::format("noise        gain {:.3f} ({:.1f}% of {:.2f}) against {} x {:.3f} (1.4826 MAD / sqrt({}) of the "
@@ -389,6 +499,7 @@ int cmd_rebalance(const RebalanceState& s) {
                              "run-to-run noise ({})\n",
                              step_noise.steps, ss::StepNoise::kMinNoiseSteps, noise_hint);
   const std::string written = s.plan_out.empty() ? "" : fmt::format(" (written to {})", s.plan_out);
+  if (!why_not.empty()) std::cout << fmt::format("why          {}\n", why_not);
   if (!p.worth_it())
     std::cout << "verdict      not worth it: keep the current plan" << written << "\n";
   else if (noise_unknown)
@@ -428,6 +539,10 @@ Command add_rebalance_command(CLI::App& app) {
                 "Load to balance: ids (ids looked up) or lookup_time (the shards' measured lookup ns) (default: the "
                 "workload's rebalance.balance, else ids)")
       ->check(CLI::IsMember({"ids", "lookup_time"}));
+  c->add_option("--split-hot-tables", s->split_hot,
+                "Let the proposal split a table whose load alone exceeds the mean rank load: row_wise, column_wise or "
+                "both (default: the workload's rebalance row_wise_hot_tables / column_wise_hot_tables)")
+      ->check(CLI::IsMember({"row_wise", "column_wise", "both"}));
   c->add_option("--plan-out", s->plan_out, "Write the proposed plan as JSON (for run --plan)");
   c->add_flag("--force-overwrite", s->overwrite, "Replace an existing --plan-out file");
   c->add_flag("--json", s->json, "Print the proposal as JSON");

@@ -81,14 +81,22 @@ TEST(ColumnWiseChange, AHotTableIsSplitIntoColumnBlocks) {
 
 // rowwise_adagrad: every block keeps its own accumulator a row, so each moved block carries
 // 1000 x (4 x 4 + 4) = 20000 bytes, 60000 in all; row_wise moves 750 rows x (64 + 4) = 51000.
-// With both changes allowed, the same maximum (300) and fewer bytes: row_wise. With sgd both move
-// 48000 bytes: the tie goes to row_wise too.
+// With both changes allowed and t0's ids observed per row (uniform: 200 in each quarter), the same
+// maximum (300) and fewer bytes: row_wise. With sgd both move 48000 bytes: the tie goes to row_wise
+// too. Without the ids per row, row_wise's 300 assumes an even spread, and it loses the tie of the
+// maximum to column_wise whatever the bytes (tester48 F1).
 TEST(ColumnWiseChange, RowWiseWinsATieAndFewerBytes) {
   for (const char* opt : {"rowwise_adagrad", "sgd"}) {
     const WorkloadSpec s = cw_spec(4, {0, 1, 2, 3}, {1000, 100, 100, 100}, opt, true);
-    const Proposal p = propose(s, plan_sharding(s), cw_table_load({800, 100, 50, 50}), 0);
+    ObservedLoad observed = cw_table_load({800, 100, 50, 50});
+    observed.row_counts = {{{0, 250, 200}, {250, 500, 200}, {500, 750, 200}, {750, 1000, 200}}, {}, {}, {}};
+    const Proposal p = propose(s, plan_sharding(s), observed, 0);
     ASSERT_EQ(p.changes.size(), 1u) << opt;
     EXPECT_EQ(p.changes[0].to_type, ShardingType::row_wise) << opt;
+    EXPECT_TRUE(p.changes[0].rows_observed) << opt;
+    const Proposal even = propose(s, plan_sharding(s), cw_table_load({800, 100, 50, 50}), 0);
+    ASSERT_EQ(even.changes.size(), 1u) << opt;
+    EXPECT_EQ(even.changes[0].to_type, ShardingType::column_wise) << opt;
     const WorkloadSpec c = cw_spec(4, {0, 1, 2, 3}, {1000, 100, 100, 100}, opt);
     const Proposal q = propose(c, plan_sharding(c), cw_table_load({800, 100, 50, 50}), 0);
     ASSERT_EQ(q.changes.size(), 1u) << opt;

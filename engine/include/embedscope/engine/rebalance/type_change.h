@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "embedscope/engine/rebalance/hot_rows.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
 
@@ -33,6 +34,15 @@ int64_t row_wise_change_bytes(const WorkloadSpec& spec, int table, int from, int
 /// each to the first shards. 10 ids over shards of {3, 3, 2, 2} rows: {3, 3, 2, 2}; 7 ids: {3, 2, 1, 1}.
 /// Throws std::invalid_argument when the shards hold no rows.
 std::vector<int64_t> row_wise_predicted_ids(int64_t ids, const TablePlan& tp);
+
+/// The same from the observed ids per row (`rows`: blocks of the table's rows with their ids,
+/// e.g. its id_histogram buckets; any order, disjoint): each shard's weight is the ids of the
+/// blocks within its rows, a block across a shard boundary shared in proportion to the rows on
+/// each side (weights in 2^-20 ids, rounded down); `ids` is spread by those weights as above.
+/// Falls back to row_wise_predicted_ids(ids, tp) when `rows` holds no ids. Example: 100 ids,
+/// shards of rows {0-4, 5-9}, blocks {[0, 5): 30, [5, 10): 10}: {75, 25}; a block [3, 7) of 8
+/// ids: {50, 50}. Throws std::invalid_argument when the shards hold no rows.
+std::vector<int64_t> row_wise_predicted_ids(int64_t ids, const TablePlan& tp, const std::vector<RowCount>& rows);
 
 /// Table `table`, table_wise on rank `from`, as column_wise: column_split(embedding_dim, parts)
 /// blocks (multiples of 4 columns where the width allows; sharding.h) with parts = min(1 +
