@@ -382,13 +382,25 @@ void LoadView::draw() {
   fill_binned_heatmap(step_plot_, "per rank x step (colour from 0)", steps, data_.ranks,
                       [this](int r, int c) { return data_.at_step(r, static_cast<size_t>(c)); }, metric, "steps",
                       "measured step");
-  // imbalance per step
+  // imbalance per step; a lookup time not recorded is said, not drawn as a balanced 1 (tester47 F16:
+  // the counters' 0 ns of an older lm_embedding session made a flat line at 1)
   imbalance_plot_->clearGraphs();
+  imbalance_plot_->clearItems();
+  const QString not_recorded = "lookup time not recorded (no rank's load counters hold a lookup time)";
+  if (!data_.recorded) {
+    status_->setText(not_recorded);
+    auto* text = new QCPItemText(imbalance_plot_);
+    text->setObjectName("not_recorded");
+    text->position->setType(QCPItemPosition::ptAxisRectRatio);
+    text->position->setCoords(0.5, 0.5);
+    text->setText(not_recorded);
+  }
   auto* g = imbalance_plot_->addGraph();
   QVector<double> x, y;
   for (size_t i = 0; i < data_.steps.size(); ++i) {
+    if (!data_.recorded) break;
     x << static_cast<double>(data_.steps[i]);
-    y << data_.imbalance[i];
+    y << data_.imbalance[i];  // NaN (a gap) for a step without a lookup time
   }
   g->setData(x, y);
   g->setPen(QPen(QColor(0xd6, 0x27, 0x28), 2));
