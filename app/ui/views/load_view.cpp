@@ -387,13 +387,15 @@ void LoadView::draw() {
   imbalance_plot_->clearGraphs();
   imbalance_plot_->clearItems();
   const QString not_recorded = "lookup time not recorded (no rank's load counters hold a lookup time)";
+  rank_plot_->clearItems();
   if (!data_.recorded) {
     status_->setText(not_recorded);
-    auto* text = new QCPItemText(imbalance_plot_);
-    text->setObjectName("not_recorded");
-    text->position->setType(QCPItemPosition::ptAxisRectRatio);
-    text->position->setCoords(0.5, 0.5);
-    text->setText(not_recorded);
+    for (auto* plot : {imbalance_plot_, rank_plot_}) {  // the line and the bars (zeros) say it
+      auto* text = new QCPItemText(plot);
+      text->position->setType(QCPItemPosition::ptAxisRectRatio);
+      text->position->setCoords(0.5, 0.5);
+      text->setText(plot == rank_plot_ ? QString(not_recorded).replace(" (", "\n(") : not_recorded);  // a narrower chart
+    }
   }
   auto* g = imbalance_plot_->addGraph();
   QVector<double> x, y;
@@ -408,6 +410,7 @@ void LoadView::draw() {
   imbalance_plot_->xAxis->setTicker(integer_ticker());
   imbalance_plot_->yAxis->setLabel("imbalance (max / mean)");
   imbalance_plot_->rescaleAxes();
+  if (!data_.recorded) imbalance_plot_->yAxis->setRange(0, 1);
   imbalance_plot_->yAxis->setRangeLower(0);
   imbalance_plot_->yAxis->setRangeUpper(std::max(1.1, imbalance_plot_->yAxis->range().upper * 1.1));
   follow_palette(imbalance_plot_);
@@ -426,6 +429,7 @@ void LoadView::draw() {
   rank_plot_->xAxis->setTicker(integer_ticker());
   rank_plot_->yAxis->setLabel(metric + " (total)");
   rank_plot_->rescaleAxes();
+  if (!data_.recorded) rank_plot_->yAxis->setRange(0, 1);  // no stale range of the metric before
   rank_plot_->xAxis->setRange(-0.6, data_.ranks - 0.4);
   rank_plot_->yAxis->setRangeLower(0);
   follow_palette(rank_plot_);

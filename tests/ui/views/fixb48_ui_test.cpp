@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -113,11 +114,16 @@ TEST(Fixb48LookupTime, LoadViewSaysNotRecordedAndDrawsNoLine) {
     auto* text = qobject_cast<QCPItemText*>(view.imbalance_plot()->item(0));
     ASSERT_NE(text, nullptr);
     EXPECT_EQ(text->text(), "lookup time not recorded (no rank's load counters hold a lookup time)");
+    ASSERT_EQ(view.rank_plot()->itemCount(), 1);  // the bars' zeros say it too
+    EXPECT_EQ(qobject_cast<QCPItemText*>(view.rank_plot()->item(0))->text(),
+              "lookup time not recorded\n(no rank's load counters hold a lookup time)");
+    if (const char* shot = std::getenv("FIXB48_SHOT")) view.grab().save(shot);  // to look at it
     view.set_metric(sessions::LoadMetric::ids_looked_up);  // back: the line, no note
     ASSERT_TRUE(ui::wait_for_analyses(&view));
     QApplication::processEvents();
     EXPECT_EQ(view.imbalance_plot()->graph(0)->dataCount(), 2);
     EXPECT_EQ(view.imbalance_plot()->itemCount(), 0);
+    EXPECT_EQ(view.rank_plot()->itemCount(), 0);
   }
   fs::remove(path);
 }
