@@ -1,4 +1,5 @@
 #include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/analysis/load_imbalance.h"  // recorded_max_over_mean
 #include "embedscope/sessions/model/did_not_end.h"
 #include "embedscope/sessions/model/held_out_key.h"
 #include "embedscope/sessions/model/metadata_keys.h"
@@ -426,8 +427,7 @@ RunStats analyze(const SessionReader& session) {
   st.overlap_pct = comm_total > 0 ? 100.0 * static_cast<double>(overlap_total) / static_cast<double>(comm_total) : 0.0;
   st.exposed_comm_ns = st.ranks.empty() ? 0 : exposed_sum / static_cast<int64_t>(st.ranks.size());
   st.lookups_max_over_mean = max_over_mean(lookups);
-  if (std::any_of(lookup_time.begin(), lookup_time.end(), [](double v) { return v > 0; }))
-    st.lookup_time_max_over_mean = max_over_mean(lookup_time);
+  st.lookup_time_max_over_mean = recorded_max_over_mean(lookup_time);  // "not recorded" when every rank's is 0
   return st;
 }
 

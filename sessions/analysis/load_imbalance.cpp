@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <set>
 #include <utility>
@@ -84,12 +85,20 @@ LoadData load_data(const SessionReader& session, LoadMetric metric) {
     d.by_step[r * d.steps.size() + step_col[c.step]] += v;
     d.per_rank[r] += v;
   }
+  const bool time = metric == LoadMetric::lookup_time;
+  if (time) d.recorded = recorded_max_over_mean(d.per_rank).has_value();
   for (size_t s = 0; s < d.steps.size(); ++s) {
     std::vector<double> col;
     for (size_t r = 0; r < R; ++r) col.push_back(d.by_step[r * d.steps.size() + s]);
-    d.imbalance.push_back(max_over_mean(col));
+    d.imbalance.push_back(time ? recorded_max_over_mean(col).value_or(std::numeric_limits<double>::quiet_NaN())
+                               : max_over_mean(col));
   }
   return d;
+}
+
+std::optional<double> recorded_max_over_mean(const std::vector<double>& ns) {
+  if (std::none_of(ns.begin(), ns.end(), [](double v) { return v > 0; })) return std::nullopt;
+  return max_over_mean(ns);
 }
 
 std::vector<WorkloadTable> workload_tables(const SessionReader& session) {

@@ -13,7 +13,7 @@
 // --screenshot and --report work without a display (QT_QPA_PLATFORM=offscreen). Where no window
 // can be seen (no DISPLAY, no WAYLAND_DISPLAY and QT_QPA_PLATFORM unset, or QT_QPA_PLATFORM
 // offscreen / minimal), `embedscope-ui SESSION.db` writes the report of each session to
-// SESSION-report/ beside it and says where.
+// SESSION-report/ beside it (`embedscope-ui SESSION.db -o DIR`: to DIR, one session) and says where.
 
 #include <QApplication>
 #include <QDir>
@@ -23,6 +23,7 @@
 #include <QFileInfo>
 #include <QImageReader>
 #include <QImageWriter>
+#include <QRegularExpression>
 #include <QSaveFile>
 #include <QHeaderView>
 #include <QTabWidget>
@@ -97,28 +98,64 @@ bool wait_for_page(QWidget* page, const QString& name) {
   return false;
 }
 
+// The files a report writes into its folder: index.html and one PNG per page of any report - a
+// session's Timeline (and its slowest step, timeline-step.png), Summary, Load and Memory; a
+// comparison's Figures, Timelines, Memory and Trade-offs; a scaling study's one page. A page added
+// to a report must be named here (ReportDirR8 tests lists the files of each kind of report).
+const QStringList& report_file_names() {
+  static const QStringList names = {"index.html",  "timeline.png",  "timeline-step.png", "summary.png",
+                                    "load.png",    "memory.png",    "figures.png",       "timelines.png",
+                                    "trade-offs.png", "scaling.png"};
+  return names;
+}
+
+// True when `dir`/index.html is an Embedscope report's (its title says so).
+bool holds_earlier_report(const QString& dir) {
+  QFile index(dir + "/index.html");
+  return index.open(QIODevice::ReadOnly) && index.read(4096).contains("<title>Embedscope ");
+}
+
 // Why a report cannot be written into `dir`, or "" (tester45 F12.5: an existing folder's files were
 // replaced without a word, where the CLI's outputs - export's csv folder, run's session - are
-// replaced only with --force-overwrite): a new folder, an empty one, or an earlier Embedscope report
-// (its index.html says so; its pages are replaced) take it; a folder holding anything else only with
-// `overwrite`; a file never.
+// replaced only with --force-overwrite). A folder takes the report unless a name the report writes
+// (report_file_names) is taken there by something that is not an earlier Embedscope report: then
+// only with `overwrite`, and the message names the files (retest47 R8: a folder holding only
+// .gitignore, or the session itself, was refused though nothing would be replaced). A file is never
+// a report folder.
 QString report_dir_refusal(const QString& dir, bool overwrite) {
   const QFileInfo info(dir);
   if (!info.exists() && !info.isSymLink()) return "";
   if (!info.isDir())
     return dir + ": exists and is not a folder; a report is a folder of PNG pages and index.html (choose another -o)";
-  if (overwrite) return "";
-  const QStringList entries = QDir(dir).entryList(QDir::AllEntries | QDir::NoDotAndDotDot | QDir::Hidden, QDir::Name);
-  if (entries.isEmpty()) return "";
+  if (overwrite || holds_earlier_report(dir)) return "";  // an earlier report: its pages are replaced
+  QStringList taken;
+  for (const QString& name : report_file_names()) {
+    const QFileInfo f(dir + "/" + name);
+    if (f.exists() || f.isSymLink()) taken << name;
+  }
+  if (taken.isEmpty()) return "";
+  return QString("%1: the report would replace %2 there, and the folder holds no Embedscope report (no index.html "
+                 "of one): choose another folder (-o), or allow replacing %3 (--force-overwrite)")
+      .arg(dir, taken.join(", "), taken.size() == 1 ? "it" : "them");
+}
+
+// Removes the pages of an earlier Embedscope report in `dir` (the files its index.html shows that a
+// report writes: report_file_names), so that a report written over another leaves none of the old
+// one's pages that no page of the new one shows (retest47 R8: a comparison over a session's report
+// left summary.png, load.png, ...). Nothing else is touched; "" or the file that could not be removed.
+QString remove_earlier_report(const QString& dir) {
+  if (!holds_earlier_report(dir)) return "";
   QFile index(dir + "/index.html");
-  if (index.open(QIODevice::ReadOnly) && index.read(4096).contains("<title>Embedscope ")) return "";  // an earlier report
-  return QString("%1: exists and holds %2 entr%3 (%4%5) but no Embedscope report; the report writes its pages "
-                 "(summary.png, timeline.png, ...) and index.html there: choose a new or empty folder (-o), or allow "
-                 "replacing them (--force-overwrite)")
-      .arg(dir)
-      .arg(entries.size())
-      .arg(entries.size() == 1 ? "y" : "ies")
-      .arg(entries.front(), entries.size() > 1 ? ", ..." : "");
+  if (!index.open(QIODevice::ReadOnly)) return "";
+  const QString html = QString::fromUtf8(index.readAll());
+  static const QRegularExpression src("<img src=\"([^\"/\\\\]+)\"");
+  for (auto it = src.globalMatch(html); it.hasNext();) {
+    const QString name = it.next().captured(1);
+    if (name == "index.html" || !report_file_names().contains(name)) continue;
+    const QFileInfo f(dir + "/" + name);
+    if (f.isFile() && !QFile::remove(f.filePath())) return f.filePath() + ": cannot remove the earlier report's page";
+  }
+  return "";
 }
 
 // Renders each page of the window's current tab (a session's views, or a comparison's pages) to
@@ -131,6 +168,7 @@ int write_report(embedscope::ui::MainWindow& w, const QString& dir, const QStrin
   QWidget* single = views ? nullptr : qobject_cast<embedscope::ui::ScalingView*>(w.tabs()->currentWidget());
   if (!views && !single) return fail("the current tab has no pages to report");
   if (!QDir().mkpath(dir)) return fail(dir + ": cannot create the report folder");
+  if (const QString err = remove_earlier_report(dir); !err.isEmpty()) return fail(err);
   const int pages = views ? views->count() : 1;
   auto page = [&](int i) { return views ? views->widget(i) : single; };
   auto page_name = [&](int i) { return views ? views->tabText(i) : QString("Scaling"); };
@@ -361,8 +399,9 @@ int main(int argc, char** argv) {
       std::printf("usage: embedscope-ui [SESSION.db ...]              open sessions in the workbench\n"
                   "       embedscope-ui SESSION.db... --screenshot FILE.png\n"
                   "       embedscope-ui --report SESSION.db -o DIR [--force-overwrite]\n"
-                  "                                                     every view as PNG + index.html (DIR new, empty\n"
-                  "                                                     or an earlier report, else --force-overwrite)\n"
+                  "                                                     every view as PNG + index.html (an earlier\n"
+                  "                                                     report's pages are replaced; other files of\n"
+                  "                                                     those names only with --force-overwrite)\n"
                   "       embedscope-ui --compare A.db B.db [...]       compare sessions side by side (a trace or memory\n"
                   "                                                      snapshot given is imported first)\n"
                   "       embedscope-ui --compare A.db B.db --report -o DIR   every compare page as PNG + index.html\n"
@@ -370,7 +409,7 @@ int main(int argc, char** argv) {
                   "                                                     a teaching scenario (sessions DIR/ID-0.db, ...)\n"
                   "       embedscope-ui WORKLOAD.json [--screenshot FILE.png]   the workload in a designer\n"
                   "(--screenshot and --report need no display; without any display,\n"
-                  " embedscope-ui SESSION.db writes the report to SESSION-report/)\n");
+                  " embedscope-ui SESSION.db [-o DIR] writes the report to SESSION-report/ or DIR)\n");
       return 0;
     }
     batch_mode |= a == "--report" || a == "--screenshot";
@@ -454,19 +493,31 @@ int main(int argc, char** argv) {
     if (sessions.isEmpty())
       return fail(no_window + ": give a session to write its report (embedscope-ui SESSION.db), or run where there "
                   "is a display");
+    // -o DIR: the report's folder, as for --report (retest47 R11: it was ignored); one session's
+    if (!report_dir.isEmpty() && sessions.size() > 1)
+      return fail(QString("-o %1 is the report folder of one session; given %2 sessions: leave -o out (each report "
+                          "goes to SESSION-report/ beside its session) or write each with embedscope-ui --report "
+                          "SESSION.db -o DIR")
+                      .arg(report_dir)
+                      .arg(sessions.size()));
     for (const QString& s : sessions) {
       if (embedscope::ui::is_workload_file(s))  // a designer, not a session: it has no report (tester43 F8)
         return fail(QString("%1: a workload: it opens in a designer, which needs a window; render it with "
                             "embedscope-ui %1 --screenshot FILE.png")
                         .arg(s));
       if (const QString err = embedscope::ui::broken_workload_json_error(s); !err.isEmpty()) return fail(err);  // tester47 F8
-      const QString dir = report_dir_of(s);
+      const QString dir = report_dir.isEmpty() ? report_dir_of(s) : report_dir;
       if (const int rc = report(w, s, dir, overwrite); rc != 0) return rc;
       std::printf("%s: the report of %s is in %s/index.html (open it in a browser)\n",
                   qPrintable(no_window.section(" (", 0, 0)), qPrintable(s), qPrintable(dir));
     }
     return 0;
   }
+  // -o names a report's folder; a window or a screenshot has none (it was ignored without a word)
+  if (!report_dir.isEmpty())
+    return fail(QString("-o %1: -o is the folder of a report (embedscope-ui --report SESSION.db -o DIR, or "
+                        "--compare A.db B.db --report -o DIR)%2")
+                    .arg(report_dir, batch ? "; --screenshot writes FILE.png" : ""));
   if (compare) {
     if (const QString err = import_traces_to_compare(w, sessions); !err.isEmpty()) return fail("--compare: " + err);
     if (const QString err = w.open_compare(sessions, batch); batch && !err.isEmpty()) return fail("--compare: " + err);

@@ -26,6 +26,21 @@ namespace {
 constexpr const char* kHeld = "embedscope_report_held";  // a pane held to its first rows: their px
 constexpr const char* kPolicy = "embedscope_report_policy";  // its vertical size policy before
 
+// How far the widgets below `area`'s top are drawn over its bottom, px (the most of them): a held
+// pane is fixed, so a layout given less than its items need puts the ones under it over it
+// (retest47 R12: an imported trace's Summary drew the "Sharding plan" caption over the critical
+// path's last row, nothing running past the page). Cost: one step a widget under `view`.
+int drawn_over(QWidget* area, QWidget* view) {
+  const QRect a(area->mapTo(view, QPoint(0, 0)), area->size());
+  int most = 0;
+  for (QWidget* w : view->findChildren<QWidget*>()) {
+    if (w == area || !w->isVisibleTo(view) || area->isAncestorOf(w) || w->isAncestorOf(area)) continue;
+    const QRect r(w->mapTo(view, QPoint(0, 0)), w->size());
+    if (r.top() > a.top() && r.intersects(a)) most = std::max(most, a.bottom() - r.top() + 1);
+  }
+  return most;
+}
+
 // The vertical overflow of every visible scroll area under `view` not held, px (summed), plus
 // what a held one still lacks of its held height (a window too short to give it).
 int overflow(QWidget* view) {
@@ -36,7 +51,8 @@ int overflow(QWidget* view) {
       // short of its held height, or running past its parent's bottom (a window too short)
       const QWidget* parent = area->parentWidget();
       const int past = parent ? area->geometry().bottom() - parent->rect().bottom() : 0;
-      total += std::max(0, held - area->viewport()->height()) + std::max(0, past);
+      // both measure the one squeeze when the pane runs past the page: the larger of them
+      total += std::max(0, held - area->viewport()->height()) + std::max({0, past, drawn_over(area, view)});
       continue;
     }
     if (auto* items = qobject_cast<QAbstractItemView*>(area)) items->setVerticalScrollMode(QAbstractItemView::ScrollPerPixel);

@@ -382,13 +382,27 @@ void LoadView::draw() {
   fill_binned_heatmap(step_plot_, "per rank x step (colour from 0)", steps, data_.ranks,
                       [this](int r, int c) { return data_.at_step(r, static_cast<size_t>(c)); }, metric, "steps",
                       "measured step");
-  // imbalance per step
+  // imbalance per step; a lookup time not recorded is said, not drawn as a balanced 1 (tester47 F16:
+  // the counters' 0 ns of an older lm_embedding session made a flat line at 1)
   imbalance_plot_->clearGraphs();
+  imbalance_plot_->clearItems();
+  const QString not_recorded = "lookup time not recorded (no rank's load counters hold a lookup time)";
+  rank_plot_->clearItems();
+  if (!data_.recorded) {
+    status_->setText(not_recorded);
+    for (auto* plot : {imbalance_plot_, rank_plot_}) {  // the line and the bars (zeros) say it
+      auto* text = new QCPItemText(plot);
+      text->position->setType(QCPItemPosition::ptAxisRectRatio);
+      text->position->setCoords(0.5, 0.5);
+      text->setText(plot == rank_plot_ ? QString(not_recorded).replace(" (", "\n(") : not_recorded);  // a narrower chart
+    }
+  }
   auto* g = imbalance_plot_->addGraph();
   QVector<double> x, y;
   for (size_t i = 0; i < data_.steps.size(); ++i) {
+    if (!data_.recorded) break;
     x << static_cast<double>(data_.steps[i]);
-    y << data_.imbalance[i];
+    y << data_.imbalance[i];  // NaN (a gap) for a step without a lookup time
   }
   g->setData(x, y);
   g->setPen(QPen(QColor(0xd6, 0x27, 0x28), 2));
@@ -396,6 +410,7 @@ void LoadView::draw() {
   imbalance_plot_->xAxis->setTicker(integer_ticker());
   imbalance_plot_->yAxis->setLabel("imbalance (max / mean)");
   imbalance_plot_->rescaleAxes();
+  if (!data_.recorded) imbalance_plot_->yAxis->setRange(0, 1);
   imbalance_plot_->yAxis->setRangeLower(0);
   imbalance_plot_->yAxis->setRangeUpper(std::max(1.1, imbalance_plot_->yAxis->range().upper * 1.1));
   follow_palette(imbalance_plot_);
@@ -414,6 +429,7 @@ void LoadView::draw() {
   rank_plot_->xAxis->setTicker(integer_ticker());
   rank_plot_->yAxis->setLabel(metric + " (total)");
   rank_plot_->rescaleAxes();
+  if (!data_.recorded) rank_plot_->yAxis->setRange(0, 1);  // no stale range of the metric before
   rank_plot_->xAxis->setRange(-0.6, data_.ranks - 0.4);
   rank_plot_->yAxis->setRangeLower(0);
   follow_palette(rank_plot_);

@@ -56,6 +56,8 @@ class LoadView : public QWidget {
   QCustomPlot* shard_map() { return shard_plot_; }
   QCustomPlot* step_map() { return step_plot_; }
   QCustomPlot* imbalance_plot() { return imbalance_plot_; }
+  /// The bar per rank of the metric's total (a "not recorded" text item instead for a lookup time no counter holds).
+  QCustomPlot* rank_plot() { return rank_plot_; }
   /// The most pixels a rank's row of a heatmap gets (tester38 #14: a report window grown for
   /// the input table stretched each row of a 4-rank heatmap to ~570 px).
   static constexpr int kMaxRankRowPx = 48;

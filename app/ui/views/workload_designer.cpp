@@ -23,6 +23,9 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include <cmath>
+#include <initializer_list>
+#include <utility>
 #include <fstream>
 
 #include "embedscope/engine/planner/search.h"
@@ -224,6 +227,12 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
       if (!refreshing_) model_->set_value(field, static_cast<int64_t>(v) * unit);
     });
   };
+  // each box named by its field (tests and refresh() find it by the name)
+  for (auto [s, field] : std::initializer_list<std::pair<QSpinBox*, const char*>>{{devices_, "/devices/count"}, {memory_mib_, "/devices/memory_bytes"}, {batch_, "/batch_size"},
+                          {steps_, "/steps"}, {warmup_, "/warmup_steps"}}) {
+    s->setObjectName(field);
+    s->setProperty("embedscope_lo", s->minimum());  // its valid range; refresh() widens the box's for a file's value
+  }
   set_int(devices_, "/devices/count");
   set_int(memory_mib_, "/devices/memory_bytes", kMiB);
   set_int(batch_, "/batch_size");
@@ -395,15 +404,25 @@ void WorkloadDesigner::set_network() {
 
 void WorkloadDesigner::refresh() {
   refreshing_ = true;
-  auto int_at = [this](const char* p, int64_t unit = 1) {
+  // a box shows the workload's value; one it cannot hold (below its minimum, past its maximum,
+  // a fraction, not a number: a file's "batch_size": -1) is shown as written, one below the valid
+  // minimum, beside the error about it - never clamped to a valid-looking value (tester47 F8)
+  auto show_int = [this](QSpinBox* s, const char* p, int64_t unit = 1) {
     const json v = model_->value(p);
-    return v.is_number() ? static_cast<int>(v.get<double>() / static_cast<double>(unit)) : 0;
+    const int lo = s->property("embedscope_lo").toInt();
+    const double x = v.is_number() ? v.get<double>() / static_cast<double>(unit) : 0.0;
+    // a whole count (devices, steps, ...) must be one; memory_bytes is shown in whole MiB (rounded down)
+    const bool whole = unit != 1 || x == std::floor(x);
+    const bool shown = v.is_null() || (v.is_number() && whole && x >= lo && x <= s->maximum());
+    s->setMinimum(shown ? lo : lo - 1);
+    s->setSpecialValueText(shown ? QString() : QString::fromStdString(v.dump()) + (unit == kMiB ? " B" : ""));
+    s->setValue(shown ? static_cast<int>(v.is_null() ? lo : std::floor(x)) : lo - 1);
   };
-  devices_->setValue(int_at("/devices/count"));
-  memory_mib_->setValue(int_at("/devices/memory_bytes", kMiB));
-  batch_->setValue(int_at("/batch_size"));
-  steps_->setValue(int_at("/steps"));
-  warmup_->setValue(int_at("/warmup_steps"));
+  show_int(devices_, "/devices/count");
+  show_int(memory_mib_, "/devices/memory_bytes", kMiB);
+  show_int(batch_, "/batch_size");
+  show_int(steps_, "/steps");
+  show_int(warmup_, "/warmup_steps");
   optimizer_->setCurrentText(text_of(model_->value("/optimizer/type")));
   const json lr = model_->value("/optimizer/learning_rate");
   learning_rate_->setValue(lr.is_number() ? lr.get<double>() : 0.01);

@@ -54,9 +54,9 @@ TEST(ReportDirF125, AFolderOfOtherFilesIsRefusedUnlessForceOverwrite) {
   ui += "' --report '" + study.string() + "' -o '" + (dir / "rep").string() + "'";
   auto r = fix47_run(ui);
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("error: " + (dir / "rep").string() + ": exists and holds 1 entry (scaling.png) but no Embedscope "
-                       "report; the report writes its pages (summary.png, timeline.png, ...) and index.html there: choose "
-                       "a new or empty folder (-o), or allow replacing them (--force-overwrite)"),
+  EXPECT_NE(r.out.find("error: " + (dir / "rep").string() + ": the report would replace scaling.png there, and the "
+                       "folder holds no Embedscope report (no index.html of one): choose another folder (-o), or allow "
+                       "replacing it (--force-overwrite)"),  // fixb48 (retest47 R8): names the file it would replace
             std::string::npos)
       << r.out;
   EXPECT_EQ(fix47_slurp(dir / "rep" / "scaling.png"), "precious, not a picture");

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,12 @@ struct LoadData {
   std::vector<uint8_t> held;
   std::vector<int64_t> steps;       ///< measured steps (>= 0), ascending, one per column of by_step
   std::vector<double> by_step;      ///< ranks x steps (summed over shards)
-  std::vector<double> imbalance;    ///< per step: max / mean over ranks (1 = balanced)
+  /// per step: max / mean over ranks (1 = balanced); NaN for a step whose lookup time was not
+  /// recorded (metric lookup_time, every rank's lookup_ns 0 in it: recorded_max_over_mean)
+  std::vector<double> imbalance;
+  /// false when the metric is lookup_time and no counter holds a lookup time (lm_embedding sessions
+  /// before tester47 F16): "not recorded", as `embedscope stats` says, never a balanced 1
+  bool recorded = true;
   std::vector<double> per_rank;     ///< summed over shards and measured steps
   double at_shard(int rank, size_t shard) const { return by_shard[static_cast<size_t>(rank) * shards.size() + shard]; }
   bool holds(int rank, size_t shard) const { return held[static_cast<size_t>(rank) * shards.size() + shard] != 0; }
@@ -45,6 +51,13 @@ struct LoadData {
 /// workload_json); a table without a name, or an unreadable workload, reads "table N".
 /// Throws SessionError on an unreadable file.
 LoadData load_data(const SessionReader& session, LoadMetric metric);
+
+/// Max / mean of per-rank lookup times (ns), or nullopt when none is > 0: a lookup time that was
+/// not recorded (every load counter's lookup_ns 0: lm_embedding sessions before tester47 F16,
+/// sessions without load counters), never a balanced 1. The one rule of `embedscope stats`
+/// (RunStats::lookup_time_max_over_mean), compare and the workbench's Load view. E.g. {0, 0} ->
+/// nullopt; {3, 1} -> 1.5; {0, 2} -> 2.
+std::optional<double> recorded_max_over_mean(const std::vector<double>& ns);
 
 /// A table of the session's workload (metadata workload_json).
 struct WorkloadTable {
