@@ -181,7 +181,7 @@ TEST(HeadlessReportR11, DashOIsTheReportFolder) {
 
 // R12: the Summary of trace_diff_test.json.gz (../shared/data/traces, 237 critical-path rows held
 // to 64): its "Sharding plan" caption starts below the critical path table, as write_report lays it out.
-TEST(ReportSummaryR12, TheSharingPlanCaptionIsBelowTheHeldCriticalPath) {
+TEST(ReportSummaryR12, TheShardingPlanCaptionIsBelowTheHeldCriticalPath) {
   const fs::path trace = fs::path(EMBEDSCOPE_SHARED_DATA) / "traces" / "trace_diff_test.json.gz";
   if (!fs::exists(trace)) GTEST_SKIP() << trace << " is absent (../shared/data/README.md)";
   Fixb48Dir t("r12");
