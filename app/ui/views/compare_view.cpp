@@ -276,6 +276,11 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
         ys << y;
       }
     }
+    auto* g = step_plot_->addGraph();
+    g->setName(labels[i]);
+    g->setData(xs, ys);
+    g->setPen(QPen(session_color(i), 1.5, session_dash(i)));  // one width for all (tester42 F26)
+    g->setScatterStyle(QCPScatterStyle(static_cast<QCPScatterStyle::ScatterShape>(session_marker(i)), 6));
     if (!drain_xs.isEmpty()) {
       auto* d = step_plot_->addGraph();
       d->setName(labels[i] + ": drain (left out)");
@@ -283,11 +288,6 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
       d->setLineStyle(QCPGraph::lsNone);
       d->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(session_color(i), 1.5), QBrush(Qt::white), 9));
     }
-    auto* g = step_plot_->addGraph();
-    g->setName(labels[i]);
-    g->setData(xs, ys);
-    g->setPen(QPen(session_color(i), 1.5, session_dash(i)));  // one width for all (tester42 F26)
-    g->setScatterStyle(QCPScatterStyle(static_cast<QCPScatterStyle::ScatterShape>(session_marker(i)), 6));
     // per measured step, as the table above: sessions of 17 and 22 steps compare (tester41 #3); a
     // session without a measured step has no bars
     QVector<double> ranks, exposed;

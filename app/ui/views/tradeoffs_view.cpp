@@ -20,7 +20,7 @@
 namespace embedscope::ui {
 
 namespace {
-constexpr int kTradeoffsMaxColumnPx = 110;  ///< widest a Trade-offs column grows before its text wraps
+constexpr int kTradeoffsMaxColumnPx = 130;  ///< widest a Trade-offs column grows before its text wraps
 }  // namespace
 
 TradeoffsView::TradeoffsView(const std::vector<LabelledSession>& sessions, QWidget* parent)

@@ -119,7 +119,8 @@ TEST(Fixg48Import, ACutTraceWithholdsTheGpuVerdictAndSaysTheCut) {
   }
   const std::string busy = g48_line(texts[0], "GPU busy     ");
   ASSERT_FALSE(busy.empty()) << texts[0];
-  EXPECT_NE(busy.find("): host-bound: the host's work between GPU ops bounds the step, not the GPU"), std::string::npos) << busy;
+  EXPECT_EQ(busy.substr(0, 19), "GPU busy     53.3% ");
+  EXPECT_NE(busy.find("): partly host-bound: the GPU waits for the host part of each step"), std::string::npos) << busy;
   EXPECT_EQ(texts[0].find("trace cut"), std::string::npos) << texts[0];
   // the same figure, the verdict withheld, then the cut named with its file
   const std::string figure = busy.substr(0, busy.find("): ") + 1);
@@ -256,9 +257,9 @@ TEST(Fixg48Import, StatsNamesTheSourcesAndRunPrintsStatsColumns) {
   ASSERT_EQ(run.code, 0) << run.err;
   s = g48_cli(dir, "stats hashed.db");
   ASSERT_EQ(s.code, 0) << s.err;
-  const std::string head = g48_line(run.out, "table                ");
+  const std::string head = g48_line(run.out, "table                data_type ");
   EXPECT_NE(head.find(" hash_size "), std::string::npos) << run.out;
-  EXPECT_EQ(head, g48_line(s.out, "table                "));
+  EXPECT_EQ(head, g48_line(s.out, "table                data_type "));
   const std::string t_b = w["tables"][2]["name"].get<std::string>(), t_c = w["tables"][3]["name"].get<std::string>();
   auto cell = [](const std::string& l, int k) {  // the k-th whitespace-separated cell
     std::istringstream in(l);
@@ -266,7 +267,10 @@ TEST(Fixg48Import, StatsNamesTheSourcesAndRunPrintsStatsColumns) {
     for (int i = 0; i <= k; ++i) in >> c;
     return c;
   };
-  EXPECT_EQ(cell(g48_line(run.out, t_b + " "), 4), "-");
-  EXPECT_EQ(cell(g48_line(run.out, t_c + " "), 4), "100");
-  EXPECT_EQ(cell(g48_line(s.out, t_c + " "), 4), "100");
+  // the storage rows: the name padded to 20, then its data_type
+  const std::string b_row = std::string(t_b).append(20 - t_b.size(), ' ') + " fp16 ";
+  const std::string c_row = std::string(t_c).append(20 - t_c.size(), ' ') + " int8 ";
+  EXPECT_EQ(cell(g48_line(run.out, b_row), 4), "-");
+  EXPECT_EQ(cell(g48_line(run.out, c_row), 4), "100");
+  EXPECT_EQ(cell(g48_line(s.out, c_row), 4), "100");
 }
