@@ -160,8 +160,7 @@ CompareDelta compare_delta(const ComparedSession& base, const ComparedSession& o
   d.text = sign + compare_value_text(f, *d.diff, base.rate.unit);
   if (*a != 0) {
     d.percent = 100 * *d.diff / *a;
-    const bool percent_zero = fmt::format("{:.1f}", std::abs(*d.percent)) == "0.0";
-    d.text += percent_zero ? std::string(" (0.0 %)") : fmt::format(" ({}{:.1f} %)", *d.diff > 0 ? "+" : "", *d.percent);
+    d.text += fmt::format(" ({}{:.1f} %)", *d.diff > 0 ? "+" : "", *d.percent);  // a small -0.00009 keeps its sign
   }
   if ((f == CompareFigure::StepMean || f == CompareFigure::StepP50 || f == CompareFigure::Throughput) && *d.diff != 0 &&
       within_noise(base, other)) {

@@ -228,7 +228,7 @@ TEST(Fixg48Import, ADifferenceThatRoundsToZeroReadsZero) {
   EXPECT_EQ(g48ss::compare_delta(a, b, g48ss::CompareFigure::Loss).text, "0.00000 (0.0 %)");
   EXPECT_EQ(g48ss::compare_delta(b, a, g48ss::CompareFigure::Loss).text, "0.00000 (0.0 %)");
   b.stats.loss = {0.50490};
-  EXPECT_EQ(g48ss::compare_delta(a, b, g48ss::CompareFigure::Loss).text, "-0.00006 (0.0 %)");
+  EXPECT_EQ(g48ss::compare_delta(a, b, g48ss::CompareFigure::Loss).text, "-0.00006 (-0.0 %)");
   a.stats.overlap_pct = 15.6;
   b.stats.overlap_pct = 15.58;
   EXPECT_EQ(g48ss::compare_delta(a, b, g48ss::CompareFigure::Overlap).text, "0.0 points");
