@@ -4,11 +4,14 @@
 // F13   the Compare view's figures had no HTA comm/comp overlap for imported traces; a row now,
 //       hidden where no session is an imported trace.
 // F14.6 the Compare view drew a semi_sync session's drain steps unmarked and had no drain note.
+// F14.7 the Trade-offs table cut its step-time column at the default width: columns wrap at 130 px.
 // F14.11 `embedscope-ui S --screenshot F.png --report -o DIR` ignored --screenshot: refused now.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <QApplication>
+#include <QHeaderView>
 #include <QLabel>
 #include <QTableView>
 
@@ -23,7 +26,10 @@
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "jobs/analysis_job.h"
+#include "models/tradeoffs_model.h"
+#include "ui/support/tradeoff_sessions.h"
 #include "views/compare_view.h"
+#include "views/tradeoffs_view.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -175,4 +181,27 @@ TEST(Fixg48Ui, TheCompareViewShowsHtasOverlapForImportedTraces) {
   ASSERT_NE(t2, nullptr);
   EXPECT_TRUE(t2->isRowHidden(embedscope::ui::CompareModel::HtaOverlap));
   fs::remove_all(dir);
+}
+
+// F14.7: a run label wider than a column may grow ("fp16 rows, stochastic rounding") wraps onto
+// a second line: no column is wider than 130 px, and that run's row is taller than fp32's.
+TEST(Fixg48Ui, TradeoffsColumnsWrapRatherThanWiden) {
+  const std::vector<std::string> paths = embedscope::ui::tradeoff_fixtures::tradeoff_study();
+  const std::vector<QString> labels = {"fp16 rows, stochastic rounding", "fp32", "hash", "shared"};
+  std::vector<embedscope::ui::LabelledSession> runs;
+  for (size_t i = 0; i < paths.size(); ++i)
+    runs.push_back({labels[i], std::make_shared<const embedscope::sessions::SessionReader>(paths[i])});
+  embedscope::ui::TradeoffsView view(runs);
+  view.resize(1200, 800);
+  view.show();
+  ASSERT_TRUE(embedscope::ui::wait_for_analyses(&view));
+  QApplication::processEvents();
+  auto* table = view.findChild<QTableView*>();
+  ASSERT_NE(table, nullptr);
+  table->resizeColumnsToContents();
+  table->resizeRowsToContents();
+  for (int c = 0; c < embedscope::ui::TradeoffsModel::ColumnCount; ++c)
+    EXPECT_LE(table->horizontalHeader()->sectionSize(c), 130) << "column " << c;
+  EXPECT_EQ(table->horizontalHeader()->sectionSize(embedscope::ui::TradeoffsModel::Run), 130);
+  EXPECT_GT(table->rowHeight(0), table->rowHeight(1));  // the long label wrapped; fp32's did not
 }
