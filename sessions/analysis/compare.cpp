@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/sessions/analysis/gpu_kernels.h"  // gpu_kernel_figures: HTA's overlap
 #include "embedscope/sessions/analysis/gpu_run.h"
 #include "embedscope/sessions/analysis/plan_diff.h"
 #include "embedscope/sessions/model/metadata_keys.h"
@@ -36,6 +37,7 @@ constexpr FigureInfo kFigures[] = {
     {"exposed communication, host threads (per rank and step)", "host_exposed_comm_ns_per_rank_step"},
     {"GPU busy (mean over ranks)", "gpu_busy_pct"},
     {"overlap %", "overlap_pct"},
+    {"GPU kernels overlap % (HTA's comm/comp overlap)", "hta_overlap_pct"},
     {"peak allocated (largest rank)", "peak_allocated_bytes"},
     {"peak reserved (largest rank)", "peak_reserved_bytes"},
     {"imbalance: ids looked up (max/mean)", "lookups_max_over_mean"},
@@ -49,7 +51,9 @@ bool is_duration(CompareFigure f) {
   return f == CompareFigure::StepMean || f == CompareFigure::StepP50 || f == CompareFigure::StepP99 ||
          f == CompareFigure::StepMin || f == CompareFigure::StepMax || f == CompareFigure::ExposedComm || f == CompareFigure::HostExposedComm;
 }
-bool is_percent(CompareFigure f) { return f == CompareFigure::Overlap || f == CompareFigure::GpuBusy; }
+bool is_percent(CompareFigure f) {
+  return f == CompareFigure::Overlap || f == CompareFigure::HtaOverlap || f == CompareFigure::GpuBusy;
+}
 }  // namespace
 
 const char* compare_figure_name(CompareFigure f) {
@@ -71,6 +75,7 @@ std::optional<double> compare_value(const ComparedSession& s, CompareFigure f) {
     case CompareFigure::PeakReserved:
       return st.has_memory ? std::optional<double>(static_cast<double>(st.peak_reserved_bytes)) : std::nullopt;
     case CompareFigure::HeldOutAuc: return st.held_out_auc;  // evaluated after the run: steps aside
+    case CompareFigure::HtaOverlap: return s.hta_overlap_pct;  // HTA's own step rule, not the step windows
     default: break;
   }
   // a run without measured steps (out of memory in warm-up, a crash in its first step) has no
@@ -135,16 +140,28 @@ CompareDelta compare_delta(const ComparedSession& base, const ComparedSession& o
     return d;
   }
   d.diff = *b - *a;
-  const std::string sign = *d.diff > 0 ? "+" : "";
+  // a difference that its text rounds to zero reads 0, not "-0.00000 (-0.0 %)" (tester48 F14.5)
+  const bool reads_zero = is_percent(f) ? fmt::format("{:.1f}", std::abs(*d.diff)) == "0.0"
+                                        : compare_value_text(f, std::abs(*d.diff), base.rate.unit) ==
+                                              compare_value_text(f, 0.0, base.rate.unit);
+  const std::string sign = *d.diff > 0 && !reads_zero ? "+" : "";
   // a difference of two percentages is in percentage points, not a percentage
   if (is_percent(f)) {
-    d.text = fmt::format("{}{:.1f} points", sign, *d.diff);
+    d.text = reads_zero ? std::string("0.0 points") : fmt::format("{}{:.1f} points", sign, *d.diff);
+    return d;
+  }
+  if (reads_zero) {
+    d.text = compare_value_text(f, 0.0, base.rate.unit);
+    if (*a != 0) {
+      d.percent = 100 * *d.diff / *a;
+      d.text += " (0.0 %)";
+    }
     return d;
   }
   d.text = sign + compare_value_text(f, *d.diff, base.rate.unit);
   if (*a != 0) {
     d.percent = 100 * *d.diff / *a;
-    d.text += fmt::format(" ({}{:.1f} %)", *d.diff > 0 ? "+" : "", *d.percent);
+    d.text += fmt::format(" ({}{:.1f} %)", *d.diff > 0 ? "+" : "", *d.percent);  // a small -0.00009 keeps its sign
   }
   if ((f == CompareFigure::StepMean || f == CompareFigure::StepP50 || f == CompareFigure::Throughput) && *d.diff != 0 &&
       within_noise(base, other)) {
@@ -152,6 +169,15 @@ CompareDelta compare_delta(const ComparedSession& base, const ComparedSession& o
     d.text += ", within noise";
   }
   return d;
+}
+
+std::optional<double> hta_overlap_pct(const SessionReader& session) {
+  if (session.meta(meta::kImported) != "1") return std::nullopt;
+  double sum = 0;
+  int n = 0;
+  for (const auto& r : gpu_kernel_figures(session))
+    if (r.has_comm) sum += r.overlap_pct, ++n;
+  return n > 0 ? std::optional<double>(sum / n) : std::nullopt;
 }
 
 bool within_noise(const ComparedSession& base, const ComparedSession& other) {

@@ -37,7 +37,7 @@ std::string gpu_bound_verdict(double busy_pct) {
   return "GPU-bound: the GPU ran kernels or copies nearly all the step";
 }
 
-std::string gpu_busy_text(const RunStats& st, bool imported) {
+std::string gpu_busy_text(const RunStats& st, bool imported, bool trace_cut) {
   const auto g = gpu_busy_figures(st);
   if (!g) return "";
   std::string out = fmt::format(
@@ -47,7 +47,8 @@ std::string gpu_busy_text(const RunStats& st, bool imported) {
       g->ranks > 1 ? fmt::format("; least rank {} {:.1f}%, most rank {} {:.1f}%", g->least_rank, g->least_pct, g->most_rank,
                                  g->most_pct)
                    : std::string(),
-      gpu_bound_verdict(g->mean_pct));
+      trace_cut ? std::string("no verdict on what bounds the step: the trace was cut short (trace cut, below)")
+                : gpu_bound_verdict(g->mean_pct));
   if (!imported && st.steps > 0)
     out += fmt::format(
         "host         the ranks' threads waited in collectives {} per rank ({} per step): exposed communication "
@@ -126,8 +127,21 @@ std::string gpu_trace_loss_text(const SessionReader& session) {
   return out;
 }
 
+std::string trace_cut_text(const SessionReader& session) {
+  if (session.meta(meta::kImported) != "1") return "";
+  for (const auto& p : session.import_stats())
+    if ((p.name == "truncated" || p.name == "gzip_cut_short") && p.severity == "data_loss")
+      return fmt::format(
+          "trace cut    {} was cut short (import problem {}, data_loss): its events after the cut are missing, not "
+          "idle; GPU busy, overlap and exposed communication count only the GPU work written before the cut\n",
+          p.source.empty() ? std::string("the trace") : p.source, p.name);
+  return "";
+}
+
 std::string gpu_run_text(const SessionReader& session, const RunStats& st) {
-  return gpu_busy_text(st, session.meta(meta::kImported) == "1") + device_gpu_busy_text(device_gpu_busy(session, st)) +
+  const std::string cut = trace_cut_text(session);
+  const std::string busy = gpu_busy_text(st, session.meta(meta::kImported) == "1", !cut.empty());
+  return busy + (busy.empty() ? std::string() : cut) + device_gpu_busy_text(device_gpu_busy(session, st)) +
          gpu_trace_loss_text(session);
 }
 

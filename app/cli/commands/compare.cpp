@@ -58,6 +58,10 @@ std::string figures_table(const std::vector<ss::ComparedSession>& cs, const std:
   rows.push_back(head);
   for (int k = 0; k < ss::kCompareFigureCount; ++k) {
     const auto f = static_cast<ss::CompareFigure>(k);
+    // HTA's comm/comp overlap: a row only where an imported trace has it (tester48 F13)
+    if (f == ss::CompareFigure::HtaOverlap &&
+        std::none_of(cs.begin(), cs.end(), [](const auto& s) { return s.hta_overlap_pct.has_value(); }))
+      continue;
     std::vector<std::string> row{ss::compare_figure_name(f)};
     for (const auto& s : cs) row.push_back(ss::compare_cell_text(s, f));
     for (size_t i = 1; i < cs.size(); ++i) row.push_back(ss::compare_delta(cs[0], cs[i], f).text);
@@ -86,7 +90,7 @@ int cmd_compare(const CompareState& st) {
     const ss::SessionReader& r = *readers.back();
     ss::RunStats stats = ss::analyze(r);
     const ss::SessionRate rate = engine::throughput_of(r, stats);
-    cs.push_back({std::move(stats), rate, r.meta(ss::meta::kImported) == "1"});
+    cs.push_back({std::move(stats), rate, r.meta(ss::meta::kImported) == "1", ss::hta_overlap_pct(r)});
   }
   const std::vector<std::string> names = ss::distinct_file_names(st.files);
   std::vector<const ss::SessionReader*> reader_ptrs;

@@ -316,7 +316,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
     const auto steps = static_cast<double>(r.step_time_ns.size());
     const auto figure = [simulated](double v, const char* f) { return simulated ? std::string("-") : fmt::format(fmt::runtime(f), v); };
     std::cout << fmt::format("{:<20} {:<9} {:<10} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14} {:>10} {:>16}\n",
-                             "table", "data_type", "rounding", "state", "rows", "low_rank", "weights", "optimizer state", "master copy", "max abs error",
+                             "table", "data_type", "rounding", "state", "hash_size", "low_rank", "weights", "optimizer state", "master copy", "max abs error",
                              "relative", "collisions/step");
     for (size_t t = 0; t < r.table_storage.size(); ++t) {
       const auto& ts = r.table_storage[t];
@@ -326,7 +326,9 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
                                : ts.stochastic_rounding                ? "stochastic"
                                                                        : "nearest",
                                es::enum_name(ts.optimizer_state_type),
-                               spec.tables[t].rows(), ts.low_rank_dim > 0 ? std::to_string(ts.low_rank_dim) : std::string("-"),
+                               // the columns of `stats` (tester48 F14.2: "rows" here, "hash_size" there)
+                               spec.tables[t].hash_size > 0 ? std::to_string(spec.tables[t].hash_size) : std::string("-"),
+                               ts.low_rank_dim > 0 ? std::to_string(ts.low_rank_dim) : std::string("-"),
                                es::format_bytes(ts.total_weight_bytes()),
                                es::format_bytes(ts.total_optimizer_state_bytes()), es::format_bytes(ts.master_copy_bytes),
                                figure(ts.max_abs_error, "{:.3g}"), figure(ts.relative_error, "{:.3g}"),

@@ -88,6 +88,34 @@ std::unique_ptr<ss::SessionReader> open_for_stats(const std::string& file) {
 
 namespace {
 
+// The `imported` line's sources (meta import_sources_json: [{"file", "rank" or "ranks", "bytes",
+// "uncompressed_bytes"}]) as text, tester48 F14.3: "nccl_data.json.gz (rank 0; 3.1 MiB, 9.4 MiB
+// uncompressed)", one per file joined by ", "; the stored text where it is not such an array.
+std::string stats_import_sources_text(const std::string& stored) {
+  const json j = json::parse(stored, nullptr, false);
+  if (!j.is_array()) return stored;
+  std::vector<std::string> out;
+  for (const auto& f : j) {
+    if (!f.is_object()) return stored;
+    std::vector<std::string> parts;
+    if (f.contains("rank") && f["rank"].is_number_integer()) {
+      parts.push_back(fmt::format("rank {}", f["rank"].get<int64_t>()));
+    } else if (f.contains("ranks") && f["ranks"].is_array()) {
+      std::vector<int32_t> ranks;
+      for (const auto& r : f["ranks"])
+        if (r.is_number_integer()) ranks.push_back(r.get<int32_t>());
+      if (!ranks.empty()) parts.push_back(fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", ss::rank_list(ranks)));
+    }
+    const int64_t bytes = f.value("bytes", int64_t{-1}), raw = f.value("uncompressed_bytes", int64_t{-1});
+    if (bytes >= 0)
+      parts.push_back(raw > bytes ? fmt::format("{}, {} uncompressed", es::format_bytes(bytes), es::format_bytes(raw))
+                                  : es::format_bytes(bytes));
+    out.push_back(fmt::format("{}{}", f.value("file", std::string("?")),
+                              parts.empty() ? std::string() : fmt::format(" ({})", fmt::join(parts, "; "))));
+  }
+  return out.empty() ? std::string("no source files recorded") : fmt::format("{}", fmt::join(out, ", "));
+}
+
 // A measured step far slower than the others (tester38 #12: a one-process cuda run of tiny,
 // warm-up 0, had a 104 ms first step - cuBLAS's first use - against a 4 ms median, and its p99
 // said so without a word): the slowest step when it took over 5x the median, and warmup_steps.
@@ -331,6 +359,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
       j["imported"] = {{"format", session.meta("import_format")}, {"producer", session.meta("import_producer")},
                        {"sources", json::parse(session.meta("import_sources_json", "[]"), nullptr, false)}};
       j["import_problems"] = import_problems_json(problems);
+      j["trace_cut"] = !ss::trace_cut_text(session).empty();  // tester48 F7: GPU figures without a verdict
       j["did_not_end"] = did_not_end_json(unfinished);
     }
     std::cout << dump(j) << "\n";
@@ -353,7 +382,8 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   if (recorded_oom) ended = "the recorded program ran out of memory: " + oom_ranks;
   std::cout << fmt::format("session      {} ({}{})\n", file, ended, kind.empty() ? "" : (recorded_oom ? "; " : ", ") + kind);
   if (imported) {
-    std::cout << fmt::format("imported     {}; {}\n", session.meta("import_producer"), session.meta("import_sources_json"));
+    std::cout << fmt::format("imported     {}; {}\n", session.meta("import_producer"),
+                             stats_import_sources_text(session.meta("import_sources_json", "[]")));
     std::cout << "import problems\n" << import_problems_text(problems);
     std::cout << did_not_end_text(unfinished);
   }

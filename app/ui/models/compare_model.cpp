@@ -7,6 +7,7 @@ namespace embedscope::ui {
 
 static_assert(static_cast<int>(CompareModel::FigureCount) == sessions::kCompareFigureCount);
 static_assert(static_cast<int>(CompareModel::HostExposedComm) == static_cast<int>(sessions::CompareFigure::HostExposedComm));
+static_assert(static_cast<int>(CompareModel::HtaOverlap) == static_cast<int>(sessions::CompareFigure::HtaOverlap));
 static_assert(static_cast<int>(CompareModel::LookupTimeImbalance) ==
               static_cast<int>(sessions::CompareFigure::LookupTimeImbalance));
 
@@ -22,6 +23,21 @@ CompareModel::CompareModel(std::vector<QString> labels, std::vector<sessions::Ru
     const bool imported = rates[i].unit.empty();
     sessions_.push_back({std::move(stats[i]), std::move(rates[i]), imported});
   }
+}
+
+void CompareModel::set_hta_overlaps(const std::vector<std::optional<double>>& overlaps) {
+  if (overlaps.size() != sessions_.size())
+    throw std::invalid_argument("CompareModel: " + std::to_string(overlaps.size()) + " HTA overlaps for " +
+                                std::to_string(sessions_.size()) + " sessions");
+  beginResetModel();
+  for (size_t i = 0; i < overlaps.size(); ++i) sessions_[i].hta_overlap_pct = overlaps[i];
+  endResetModel();
+}
+
+bool CompareModel::has_hta_overlap() const {
+  for (const auto& s : sessions_)
+    if (s.hta_overlap_pct) return true;
+  return false;
 }
 
 int CompareModel::columnCount(const QModelIndex& parent) const {

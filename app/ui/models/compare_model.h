@@ -6,6 +6,7 @@
 #include <QAbstractTableModel>
 #include <QString>
 
+#include <optional>
 #include <vector>
 
 #include "core/throughput.h"
@@ -27,7 +28,7 @@ class CompareModel : public QAbstractTableModel {
   Q_OBJECT
 
  public:
-  enum Figure { StepMean, StepP50, StepP99, StepMin, StepMax, Throughput, ExposedComm, HostExposedComm, GpuBusy, Overlap, PeakAllocated,
+  enum Figure { StepMean, StepP50, StepP99, StepMin, StepMax, Throughput, ExposedComm, HostExposedComm, GpuBusy, Overlap, HtaOverlap, PeakAllocated,
                 PeakReserved, LookupImbalance, LookupTimeImbalance, Loss, HeldOutAuc, FigureCount };
   /// `rates`: each session's throughput (throughput_of), one per stats entry; empty means every
   /// session's samples_per_s in samples (DLRM runs). A session whose rate has no unit is taken
@@ -40,6 +41,12 @@ class CompareModel : public QAbstractTableModel {
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
   const std::vector<sessions::ComparedSession>& sessions() const { return sessions_; }
+  /// Each session's HTA comm/comp overlap (sessions::hta_overlap_pct; one per session, none for an
+  /// engine run), for the HtaOverlap row (tester48 F13). Throws std::invalid_argument when the
+  /// size differs from the sessions'. Call before a view shows the model.
+  void set_hta_overlaps(const std::vector<std::optional<double>>& overlaps);
+  /// Whether some session has an HTA overlap (the HtaOverlap row has a value to show).
+  bool has_hta_overlap() const;
 
  private:
   std::vector<QString> labels_;

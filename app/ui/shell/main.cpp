@@ -33,6 +33,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "jobs/analysis_job.h"
@@ -274,19 +275,47 @@ int write_report(embedscope::ui::MainWindow& w, const QString& dir, const QStrin
                   .arg(errors.join("\nerror: ")));
 }
 
-// The report of one session (a trace given is imported first): write_report of its tab.
+// The session that opening `p` imports it into (import_target, as MainWindow::open_path imports:
+// <stem>.db beside it, or the cache folder; an earlier import of the same unchanged files is
+// reused): for a trace, a memory snapshot, an Nsight export or a folder of traces; none for a
+// session (.db, or an SQLite file that is not an Nsight export) or anything not there. Says a new
+// import on stderr, "WHO: importing P into Y" (tester48 F10: --report wrote TRACE-N.db beside the
+// trace without a word, where --compare said it). `error`: what import_target refused, naming `p`.
+std::optional<embedscope::ui::ImportTarget> announce_import(const QString& p, const char* who, QString& error) {
+  const QFileInfo info(p);
+  if (!info.isDir()) {  // a folder of per-rank traces is imported as one job, as opening it does
+    if (!info.isFile() || info.suffix().compare("db", Qt::CaseInsensitive) == 0) return std::nullopt;
+    QFile f(p);
+    if (f.open(QIODevice::ReadOnly) && f.read(16) == QByteArray("SQLite format 3\0", 16) &&
+        !embedscope::ui::is_nsys_export(p.toStdString()))
+      return std::nullopt;  // a session (an Nsight Systems export is imported)
+  }
+  embedscope::ui::ImportTarget target;
+  try {
+    target = embedscope::ui::import_target({p.toStdString()}, embedscope::ui::MainWindow::imports_folder().toStdString());
+  } catch (const std::exception& e) {
+    error = p + ": " + QString::fromUtf8(e.what());
+    return std::nullopt;
+  }
+  if (!target.reuse) std::fprintf(stderr, "%s: importing %s into %s\n", who, qPrintable(p), target.path.c_str());
+  return target;
+}
+
+// The report of one session (a trace given is imported first, said on stderr): write_report of its tab.
 int report(embedscope::ui::MainWindow& w, const QString& session, const QString& dir, bool overwrite) {
   if (const QString err = report_dir_refusal(dir, overwrite); !err.isEmpty()) return fail(err);  // before any work
+  QString import_error;
+  announce_import(session, "report", import_error);
+  if (!import_error.isEmpty()) return fail(import_error);
   if (const QString err = open_and_wait(w, session); !err.isEmpty()) return fail(err);
   if (w.tabs()->count() == 0) return fail(session + ": nothing was opened");
   return write_report(w, dir, "report");
 }
 
 // --compare given a trace, a memory snapshot (tester37 #20) or a folder of traces (tester39): each
-// is imported first, as opening it does (into <stem>.db beside it, or the cache folder; an earlier
-// import of the same unchanged files is reused), waiting for the import, and its session takes its
-// place in `paths`. "" or what went wrong (naming the file). Anything else that is not an existing
-// non-.db file is left as it is (open_compare says what is wrong with it).
+// is imported first, as opening it does (announce_import), waiting for the import, and its session
+// takes its place in `paths`. "" or what went wrong (naming the file). Anything else that is not an
+// existing non-.db file is left as it is (open_compare says what is wrong with it).
 QString import_traces_to_compare(embedscope::ui::MainWindow& w, QStringList& paths) {
   for (QString& p : paths) {
     const QFileInfo info(p);
@@ -297,24 +326,13 @@ QString import_traces_to_compare(embedscope::ui::MainWindow& w, QStringList& pat
                  "(embedscope-ui " + p + "); --compare compares sessions and traces";
     if (info.isFile() && embedscope::ui::is_workload_file(p))
       return p + ": a workload, not a session: run it (embedscope run " + p + ") and compare its session";
-    if (!info.isDir()) {  // a folder of per-rank traces is imported as one job, as opening it does
-      if (!info.isFile() || info.suffix().compare("db", Qt::CaseInsensitive) == 0) continue;
-      QFile f(p);
-      if (f.open(QIODevice::ReadOnly) && f.read(16) == QByteArray("SQLite format 3\0", 16) &&
-          !embedscope::ui::is_nsys_export(p.toStdString()))
-        continue;  // a session (an Nsight Systems export is imported)
-    }
-    embedscope::ui::ImportTarget target;
-    try {
-      target = embedscope::ui::import_target({p.toStdString()}, embedscope::ui::MainWindow::imports_folder().toStdString());
-    } catch (const std::exception& e) {
-      return p + ": " + QString::fromUtf8(e.what());
-    }
-    if (!target.reuse) {
-      std::fprintf(stderr, "--compare: importing %s into %s\n", qPrintable(p), target.path.c_str());
+    QString error;
+    const auto target = announce_import(p, "--compare", error);
+    if (!error.isEmpty()) return error;
+    if (!target) continue;
+    if (!target->reuse)
       if (const QString err = open_and_wait(w, p); !err.isEmpty()) return err;
-    }
-    p = QString::fromStdString(target.path);
+    p = QString::fromStdString(target->path);
   }
   return {};
 }
@@ -453,6 +471,11 @@ int main(int argc, char** argv) {
       sessions << a;
     }
   }
+  // two outputs of one run: the screenshot was ignored beside a report (tester48 F14.11)
+  if (report_flag && !screenshot.isEmpty())
+    return fail(QString("--screenshot %1 and --report write different outputs (one window image; every page as PNG + "
+                        "index.html): give one of them")
+                    .arg(screenshot));
   if (report_flag && compare) {
     if (report_dir.isEmpty()) return fail("--compare --report needs -o DIR");
     if (!report_session.isEmpty()) sessions.prepend(report_session);

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <set>
 
 #include <qcustomplot.h>
 
@@ -26,6 +27,7 @@
 #include "embedscope/sessions/analysis/compare.h"  // what_it_ran
 #include "embedscope/sessions/analysis/gpu_run.h"  // gpu_run_text: the GPU busy / host / GPU trace lines
 #include "embedscope/sessions/analysis/gpu_sharing.h"
+#include "embedscope/sessions/analysis/stats.h"  // drain_steps_text
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/unit_ladder.h"  // duration_unit
 
@@ -74,6 +76,7 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
     std::vector<sessions::RunStats> stats;
     std::vector<SessionThroughput> rates;
     std::vector<std::string> gpu_lines;
+    std::vector<std::optional<double>> hta;  // HTA's comm/comp overlap of an imported trace (tester48 F13)
   };
   job_->start<Figures>(
       [paths] {
@@ -83,6 +86,7 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
           f.stats.push_back(sessions::analyze(reader));
           f.rates.push_back(throughput_of(reader, f.stats.back()));
           f.gpu_lines.push_back(sessions::gpu_run_text(reader, f.stats.back()));
+          f.hta.push_back(sessions::hta_overlap_pct(reader));
         }
         return f;
       },
@@ -90,6 +94,7 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
         delete status_;
         status_ = nullptr;
         gpu_lines_ = std::move(f.gpu_lines);
+        hta_ = std::move(f.hta);
         show_figures(std::move(f.stats), std::move(f.rates));
       },
       [this](const QString& error) { status_->setText(error); });
@@ -183,6 +188,11 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
     const QString lines = QString::fromStdString(gpu_lines_[i]);
     for (const QString& line : lines.split('\n', Qt::SkipEmptyParts))
       head += QString("<b>%1</b>: %2<br>").arg(labels[i].toHtmlEscaped(), line.simplified().toHtmlEscaped());
+    // a pipeline's drain steps, left out of the figures, as `embedscope compare` says (tester48 F14.6)
+    const auto& st = stats[i];
+    const QString drain = QString::fromStdString(sessions::drain_steps_text(st.pipeline, st.steps, st.drain_steps, st.all_drain))
+                              .simplified();
+    if (!drain.isEmpty()) head += QString("<b>%1</b>: %2<br>").arg(labels[i].toHtmlEscaped(), drain.toHtmlEscaped());
   }
   {  // the same file twice, another workload or world size (tester41 #5)
     std::vector<std::string> label_text;
@@ -217,8 +227,10 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
     fl->addWidget(details);
   }
   model_ = new CompareModel(labels, stats, std::move(rates), this);
+  if (hta_.size() == sessions.size()) model_->set_hta_overlaps(hta_);
   auto* table = new QTableView(figures);
   table->setModel(model_);
+  table->setRowHidden(CompareModel::HtaOverlap, !model_->has_hta_overlap());  // a row for imported traces only
   table->verticalHeader()->hide();
   table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
@@ -249,16 +261,33 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
     // x: the measured step's ordinal (0 = the session's first), as the Timelines tab aligns by
     // step: two imports' profiler steps (#4..6 and #1009..1014) shared no axis (tester37 #9); a
     // run's measured steps are 0..n-1 already
-    QVector<double> xs, ys;
+    std::set<int64_t> drain;  // a pipeline's drain steps: drawn apart, hollow and grey (tester48 F14.6)
+    for (const auto& t : stats[i].per_step)
+      if (t.drain) drain.insert(t.step);
+    QVector<double> xs, ys, drain_xs, drain_ys;
     for (const auto& [step, ns] : per_step) {
-      xs << static_cast<double>(xs.size());
-      ys << static_cast<double>(ns) / step_unit.ns;
+      const double x = static_cast<double>(xs.size() + drain_xs.size());
+      const double y = static_cast<double>(ns) / step_unit.ns;
+      if (drain.count(step)) {
+        drain_xs << x;
+        drain_ys << y;
+      } else {
+        xs << x;
+        ys << y;
+      }
     }
     auto* g = step_plot_->addGraph();
     g->setName(labels[i]);
     g->setData(xs, ys);
     g->setPen(QPen(session_color(i), 1.5, session_dash(i)));  // one width for all (tester42 F26)
     g->setScatterStyle(QCPScatterStyle(static_cast<QCPScatterStyle::ScatterShape>(session_marker(i)), 6));
+    if (!drain_xs.isEmpty()) {
+      auto* d = step_plot_->addGraph();
+      d->setName(labels[i] + ": drain (left out)");
+      d->setData(drain_xs, drain_ys);
+      d->setLineStyle(QCPGraph::lsNone);
+      d->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(session_color(i), 1.5), QBrush(Qt::white), 9));
+    }
     // per measured step, as the table above: sessions of 17 and 22 steps compare (tester41 #3); a
     // session without a measured step has no bars
     QVector<double> ranks, exposed;

@@ -7,6 +7,7 @@
 #include <QWidget>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/throughput.h"
@@ -49,6 +50,7 @@ class CompareView : public QWidget {
   QTabWidget* pages_;
   std::vector<LabelledSession> sessions_;
   std::vector<std::string> gpu_lines_;  ///< per session: sessions::gpu_run_text, computed with the figures
+  std::vector<std::optional<double>> hta_;  ///< per session: sessions::hta_overlap_pct (tester48 F13)
   AnalysisJob* job_;
   QWidget* figures_ = nullptr;
   QLabel* status_ = nullptr;

@@ -19,6 +19,10 @@
 
 namespace embedscope::ui {
 
+namespace {
+constexpr int kTradeoffsMaxColumnPx = 130;  ///< widest a Trade-offs column grows before its text wraps
+}  // namespace
+
 TradeoffsView::TradeoffsView(const std::vector<LabelledSession>& sessions, QWidget* parent)
     : QWidget(parent), sessions_(sessions), model_(new TradeoffsModel(this)), job_(new AnalysisJob(this)),
       caption_(new QLabel(this)), table_(new QTableView(this)), axis_(new QComboBox(this)), plot_(new QCustomPlot(this)) {
@@ -30,6 +34,12 @@ TradeoffsView::TradeoffsView(const std::vector<LabelledSession>& sessions, QWidg
   table_->setModel(model_);
   table_->verticalHeader()->hide();
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  // long cells ("fp16 rows, stochastic rounding", "+0.0001 (within noise)") wrap onto a second
+  // line rather than widen their column: the chart's figures, up to the step time, fit the
+  // default window (tester48 F14.7: "step time" was cut at its edge, 17 columns on one line)
+  table_->horizontalHeader()->setMaximumSectionSize(kTradeoffsMaxColumnPx);
+  table_->setWordWrap(true);
+  table_->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   table_->setSizeAdjustPolicy(QAbstractScrollArea::AdjustToContents);  // every run visible, no scrolling

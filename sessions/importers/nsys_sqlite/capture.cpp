@@ -52,6 +52,10 @@ class Reader {
   /// from the capture's start, so nothing starts before it). tester46 F2: such a start made one
   /// kernel 770 ms or 6.2 s long, with no problem recorded.
   bool integer_times(const Row& r, const std::string& table, int64_t row, bool end_may_be_null = false);
+  /// False (counted as bad_stream, data_loss: the row is skipped) when a GPU row's deviceId
+  /// (column 2) or streamId (column 3) is not an INTEGER cell: read as 0 it put the row on a
+  /// device / stream the capture does not have (tester48 F11).
+  bool integer_stream(const Row& r, const std::string& table, int64_t row);
   /// The name of an event that did not end, marked with did_not_end_name; others unchanged.
   void mark_unfinished(Event& e) {
     if (e.unfinished) e.name = names_.id(did_not_end_name(names_.text(e.name)));
@@ -126,6 +130,23 @@ bool Reader::integer_times(const Row& r, const std::string& table, int64_t row, 
     problems_.add_with("bad_timestamp", Severity::data_loss, {db_.name(), -1}, [&] {
       return fmt::format("{} row {}: start {} ns is before the capture's start (Nsight's times count from it), skipped",
                          table, row, start);
+    });
+    return false;
+  }
+  return true;
+}
+
+bool Reader::integer_stream(const Row& r, const std::string& table, int64_t row) {
+  for (int col : {2, 3}) {
+    const int type = r.type(col);
+    if (type == SQLITE_INTEGER) continue;
+    const char* what = type == SQLITE_TEXT    ? "text"
+                       : type == SQLITE_FLOAT ? "a fraction"
+                       : type == SQLITE_BLOB  ? "a blob"
+                                              : "NULL";
+    problems_.add_with("bad_stream", Severity::data_loss, {db_.name(), -1}, [&] {
+      return fmt::format("{} row {}: {} '{}' is {}, not an integer, skipped", table, row,
+                         col == 2 ? "deviceId" : "streamId", type == SQLITE_BLOB ? std::string("...") : r.text(col), what);
     });
     return false;
   }
@@ -261,7 +282,7 @@ void Reader::read_gpu(Capture& c, const std::string& table, EventKind kind) {
   int64_t row = 0;
   db_.each(sql + " ORDER BY rowid", [&](const Row& r) {
     ++row;
-    if (!integer_times(r, table, row)) return;
+    if (!integer_times(r, table, row) || !integer_stream(r, table, row)) return;
     Event e;
     e.start = r.i(0);
     e.end = r.i(1);

@@ -30,7 +30,19 @@ struct ComparedSession {
   RunStats stats;
   SessionRate rate;
   bool imported = false;
+  /// An imported trace's comm/comp overlap as Holistic Trace Analysis computes it (hta_overlap_pct,
+  /// the figure `import` and `stats` print in their GPU kernels table); none for an engine run or
+  /// a trace without communication kernels (tester48 F13).
+  std::optional<double> hta_overlap_pct = std::nullopt;
 };
+
+/// The mean over ranks with communication kernels of HTA's comm/comp overlap (gpu_kernels.h
+/// gpu_kernel_figures, the last profiler step dropped as HTA and `stats` do: 100 * |computation
+/// kernels ∩ communication kernels| / |communication kernels|, in %), for an imported session
+/// (meta imported = 1); none for an engine run or where no rank has communication kernels.
+/// trace_diff_test.json.gz: 68.80; nccl_data.json.gz: 14.31. Reads the stream lanes' ops.
+/// Throws SessionError on an unreadable file.
+std::optional<double> hta_overlap_pct(const SessionReader& session);
 
 /// The rows of a comparison, in order. Units of the raw values: ns (step times, exposed
 /// communication per rank and counted step: RunStats::counted_steps), units/s (throughput), % (overlap, GPU busy),
@@ -47,6 +59,7 @@ enum class CompareFigure : int {
                         ///< host_exposed_comm_ns, a cpu or simulated run's exposed_comm_ns
   GpuBusy,              ///< gpu_busy_figures mean_pct (GPU runs only)
   Overlap,              ///< RunStats::overlap_pct
+  HtaOverlap,           ///< ComparedSession::hta_overlap_pct (imported traces only; tester48 F13)
   PeakAllocated,        ///< RunStats::peak_allocated_bytes (the largest rank)
   PeakReserved,         ///< RunStats::peak_reserved_bytes (the largest rank)
   LookupImbalance,      ///< RunStats::lookups_max_over_mean

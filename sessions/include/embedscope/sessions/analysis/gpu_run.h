@@ -41,8 +41,17 @@ std::string gpu_bound_verdict(double busy_pct);
 ///   "GPU busy     30.0% of the measured steps, mean over ranks (a kernel or copy running on the
 ///    rank's streams; least rank 0 20.0%, most rank 1 40.0%): host-bound: ..."
 ///   "host         the ranks' threads waited in collectives 0.30 ms per rank (0.30 ms per step): ..."
-/// "" when gpu_busy_figures(st) has none. Durations as format_ms writes them.
-std::string gpu_busy_text(const RunStats& st, bool imported);
+/// "" when gpu_busy_figures(st) has none. Durations as format_ms writes them. With `trace_cut`
+/// (trace_cut_text non-empty) the verdict reads "no verdict on what bounds the step: the trace was
+/// cut short (trace cut, below)": the GPU events after the cut are lost, not idle (tester48 F7).
+std::string gpu_busy_text(const RunStats& st, bool imported, bool trace_cut = false);
+
+/// For an imported session whose trace was cut short (import problem `truncated` or
+/// `gzip_cut_short`, data_loss): "trace cut    FILE was cut short (import problem truncated,
+/// data_loss): its events after the cut are missing, not idle; GPU busy, overlap and exposed
+/// communication count only the GPU work written before the cut\n" (FILE: the problem's source).
+/// "" otherwise (an engine run, an intact trace). Reads the import_stats table.
+std::string trace_cut_text(const SessionReader& session);
 
 /// How busy one GPU was as a whole where several ranks share it (ux41 #11: four ranks on one H200
 /// each read their own share; the device was ~16% busy). Per measured step the GPU's window is
@@ -71,7 +80,8 @@ std::string device_gpu_busy_text(const std::vector<DeviceGpuBusy>& devices);
 std::string gpu_trace_loss_text(const SessionReader& session);
 
 /// All of a GPU run's lines, in the order `stats` prints them: gpu_busy_text (imported: meta
-/// imported = 1), device_gpu_busy_text, gpu_trace_loss_text. "" for a cpu run or a simulation.
+/// imported = 1), trace_cut_text (right under the GPU busy line, whose verdict it withholds),
+/// device_gpu_busy_text, gpu_trace_loss_text. "" for a cpu run or a simulation.
 /// `stats`, `compare`, the Summary page and the Compare view print this. Reads the stream lanes'
 /// ops (device_gpu_busy): call it off the GUI thread. Throws SessionError on an unreadable file.
 std::string gpu_run_text(const SessionReader& session, const RunStats& st);
