@@ -76,8 +76,8 @@ struct RankStats {
   double lookups = 0;           ///< expected rows looked up per step
   int64_t hbm_bytes = 0;        ///< estimate_memory's total for the rank
   int64_t ddr_bytes = 0;        ///< estimate_memory's host bytes (tables placed host / host_cached)
-  /// when the replay of the rank's allocator runs out at devices.memory_bytes (allocator_runs_out,
-  /// ShortfallScope::plan): the bytes it reserves with no limit (DeviceMemoryEstimate::
+  /// when the rank's bytes fit (hbm_bytes <= devices.memory_bytes) but the replay of its
+  /// allocator runs out at that capacity (allocator_runs_out, ShortfallScope::plan): the bytes it reserves with no limit (DeviceMemoryEstimate::
   /// peak_reserved), what the device would need; else 0. The search's overflow of a candidate
   /// counts it (tester48 F9: 36.7 MiB allocated, 50.0 MiB reserved on 40 MiB devices)
   int64_t reserved_bytes = 0;
