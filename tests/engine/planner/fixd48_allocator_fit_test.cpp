@@ -153,6 +153,17 @@ TEST(Fixd48AllocatorFit, PlanSaysItAndRunRefusesBeforeTraining) {
   EXPECT_NE(r.err.find("ranks 0-1: fits in bytes (36.7 MiB of 40.0 MiB: weights 36.6 MiB"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("runs out allocating 12.2 MiB for the weights before the first step"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(db));  // before training: no session
+  // one block short of the 50 MiB the replay reserves: the shards fit, a step's small buffers
+  // do not; `plan` refuses it, `run` leaves it to the run, which ends oom (exit 1) as replayed
+  nlohmann::json under = nlohmann::json::parse(fit_json(true));
+  under["devices"]["memory_bytes"] = 50 * MiB - 512;
+  const auto under_path = scratch() / "fit2_under.json";
+  std::ofstream(under_path) << under.dump();
+  EXPECT_EQ(cli("plan " + under_path.string()).code, 2);
+  auto o = cli("run " + under_path.string() + " -o " + (scratch() / "under.db").string());
+  EXPECT_EQ(o.code, 1) << o.out << o.err;
+  EXPECT_NE(o.err.find("run ended oom"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("give the device 512 B more than its 50.0 MiB"), std::string::npos) << o.err;
   auto a = cli("plan " + fit.string() + " --auto --allow-storage fp16,int8 --json");
   ASSERT_EQ(a.code, 0) << a.err;
   const auto j = nlohmann::json::parse(a.out);
