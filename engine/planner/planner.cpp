@@ -329,8 +329,15 @@ std::string shortfall_line(const WorkloadSpec& spec, const DeviceMemoryEstimate&
       e.shortfall_iteration < 0
           ? fmt::format("allocating {} for the {} before the first step", format_bytes(e.shortfall_request),
                         e.shortfall_what)
-          : fmt::format("allocating {} for a step's {} in step {}", format_bytes(e.shortfall_request), e.shortfall_what,
-                        e.shortfall_iteration - spec.warmup_steps);
+          : fmt::format("allocating {} for a step's {} in step {}{}", format_bytes(e.shortfall_request), e.shortfall_what,
+                        e.shortfall_iteration - spec.warmup_steps,
+                        e.shortfall_iteration < spec.warmup_steps ? " (warm-up)" : "");
+  const std::string rules =
+      spec.memory.allocator == AllocatorKind::caching
+          ? "PyTorch's segments: requests of 1-10 MiB share 20 MiB segments, larger ones get their own, rounded up to "
+            "2 MiB; "
+      : spec.memory.allocator == AllocatorKind::expandable ? "expandable segments: 2 MiB pages, a pool each; "
+                                                           : "";
   std::vector<std::string> use;
   if (e.expandable_serves) use.emplace_back("the expandable allocator");
   if (e.direct_serves) use.emplace_back("the direct allocator");
@@ -339,14 +346,13 @@ std::string shortfall_line(const WorkloadSpec& spec, const DeviceMemoryEstimate&
                                                      : use[0] + ", " + use[1] + " or ";
   return fmt::format("fits in bytes ({} of {}: weights {}, optimizer state {}, {}dense {}, buffers {}), but the {} "
                      "allocator reserves {} for its buffers in the run's order "
-                     "(PyTorch's segments: requests of 1-10 MiB share 20 MiB segments, larger ones get their own, "
-                     "rounded up to 2 MiB; the replay of planner/memory_replay.h): at {} it runs out {}{}; use {}devices "
+                     "({}the replay of planner/memory_replay.h): at {} it runs out {}{}; use {}devices "
                      "of at least {}",
                      format_bytes(e.total()), format_bytes(cap), format_bytes(e.weights),
                      format_bytes(e.optimizer_state),
                      e.cache > 0 ? fmt::format("device cache {}, ", format_bytes(e.cache)) : std::string(),
                      format_bytes(e.dense), format_bytes(e.buffers), to_string(spec.memory.allocator),
-                     format_bytes(e.peak_reserved), format_bytes(cap), where,
+                     format_bytes(e.peak_reserved), rules, format_bytes(cap), where,
                      e.shortfall_fragmentation ? " (fragmentation: free bytes, but not where a segment can be made)"
                                                : "",
                      alternatives, format_bytes(e.peak_reserved));
