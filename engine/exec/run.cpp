@@ -280,7 +280,9 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
   RunResult result;
   result.plan = plan;
   const auto est = estimate_memory(spec, result.plan);
-  check_memory_fits(spec, est);
+  // a plan whose shards the allocator cannot even place is refused here (exit 2), not run into
+  // an OOM at the weights (tester48 F9); a step's shortfall is left to the run (ShortfallScope)
+  check_memory_fits(spec, est, ShortfallScope::setup);
   // simulated cpu ranks (a calibrated this_machine) share their node's memory (tester44 F12)
   if (spec.devices.backend == Backend::simulated)
     check_node_memory_fits(est, result.plan.local_world_size, planning_profile(spec));

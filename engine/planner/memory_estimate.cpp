@@ -41,6 +41,13 @@ DeviceMemoryEstimate estimate_of(const detail::ReplayedMemory& m, int r) {
   e.largest_block = m.largest_block;
   e.min_reserved_caching = m.min_reserved_caching;
   e.min_reserved_expandable = m.min_reserved_expandable;
+  e.peak_reserved = m.peak_reserved;
+  e.shortfall_request = m.shortfall.request;
+  e.shortfall_what = m.shortfall.what;
+  e.shortfall_iteration = m.shortfall.iteration;
+  e.shortfall_fragmentation = m.shortfall.fragmentation;
+  e.expandable_serves = m.shortfall.expandable_serves;
+  e.direct_serves = m.shortfall.direct_serves;
   e.buffers = std::max<int64_t>(0, m.peak - m.weights - m.optimizer_state - m.cache - m.dense);
   e.pipeline_buffers = std::min(e.buffers, m.ahead_at_peak);
   return e;

@@ -158,11 +158,32 @@ int64_t expected_distinct_rows(const WorkloadSpec& spec, const Layout& L, int ta
 
 AllocatorReplay::AllocatorReplay(AllocatorKind kind, int64_t max_split_size)
     : alloc_(DeviceAllocator::create(
-          {kind == AllocatorKind::cuda_async ? AllocatorKind::caching : kind, kMaxMemoryBytes, max_split_size, false})) {}
+          {kind == AllocatorKind::cuda_async ? AllocatorKind::caching : kind, kMaxMemoryBytes, max_split_size, false})),
+      kind_(kind == AllocatorKind::cuda_async ? AllocatorKind::caching : kind), max_split_size_(max_split_size) {}
+
+ReplayShortfall AllocatorReplay::shortfall_at(int64_t capacity_bytes, AllocatorKind kind) const {
+  const auto alloc = DeviceAllocator::create({kind, capacity_bytes, max_split_size_, false});
+  std::vector<Allocation> live(ops_.size());  // per take: its block in this replay
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    const Op& op = ops_[i];
+    if (op.bytes == 0) {
+      alloc->free(live[op.take]);
+      continue;
+    }
+    try {
+      live[i] = alloc->allocate(op.bytes, "");
+    } catch (const DeviceOutOfMemory& e) {
+      return {op.bytes, op.what, op.iteration, e.fragmentation};
+    }
+  }
+  return {};
+}
 
 Allocation AllocatorReplay::take(int64_t bytes) {
   if (bytes <= 0) return {};
   Allocation a = alloc_->allocate(bytes, "");
+  op_of_id_[a.id] = ops_.size();
+  ops_.push_back({bytes, 0, what_, iteration_});
   largest_block_ = std::max(largest_block_, a.size);
   if (a.size <= kSmallSize) {
     small_live_ += a.size;
@@ -180,6 +201,9 @@ Allocation AllocatorReplay::take(int64_t bytes) {
 
 void AllocatorReplay::give(Allocation& a) {
   if (a.size == 0) return;
+  const auto it = op_of_id_.find(a.id);
+  ops_.push_back({0, it->second, "", iteration_});
+  op_of_id_.erase(it);
   if (a.size <= kSmallSize) {
     small_live_ -= a.size;
   } else {
@@ -210,6 +234,7 @@ class Replay {
     setup();
     const int64_t total = spec_.warmup_steps + spec_.steps;
     for (int64_t it = 0; it < std::min<int64_t>(total, 8); ++it) {
+      mem_.set_context("buffers", it);
       for (const Phase& ph : step_schedule(spec_, it)) {
         const int64_t b = it + ph.batch;
         training_ = it;
@@ -226,6 +251,19 @@ class Replay {
     out_.largest_block = mem_.largest_block();
     out_.min_reserved_caching = mem_.min_reserved_caching();
     out_.min_reserved_expandable = mem_.min_reserved_expandable();
+    out_.peak_reserved = mem_.stats().peak_reserved;
+    // the run's allocator has the device's capacity: where the replay reserved more, replay it
+    // at that capacity (tester48 F9: 36.7 MiB allocated, but the caching allocator's segments
+    // needed 48 MiB of a 40 MiB device and the run ran out allocating the weights)
+    if (spec_.memory.allocator != AllocatorKind::cuda_async && out_.peak_reserved > spec_.devices.memory_bytes)
+      out_.shortfall = mem_.shortfall_at(spec_.devices.memory_bytes);
+    if (out_.shortfall.request > 0) {  // what would serve it: the refusal's advice
+      const auto serves = [&](AllocatorKind k) {
+        return k == spec_.memory.allocator ? false : mem_.shortfall_at(spec_.devices.memory_bytes, k).request == 0;
+      };
+      out_.shortfall.expandable_serves = serves(AllocatorKind::expandable);
+      out_.shortfall.direct_serves = serves(AllocatorKind::direct);
+    }
     return out_;
   }
 
@@ -283,13 +321,20 @@ class Replay {
           out_.host += 8 * s.num_rows * (t.cache_policy == CachePolicy::lfu ? 2 : 1);  // row -> slot, lfu's counts
 
           const int64_t bytes = cache_slots(t.cache_load_factor, s.num_rows) * s.num_cols * 4;
+          mem_.set_context("device cache", -1);
           out_.cache += take(bytes).size > 0 ? round_size(bytes) : 0;
           continue;
         }
         // the breakdown counts each buffer rounded to 512 B; an unsplit block remainder the
         // allocator adds stays in the peak (and so in DeviceMemoryEstimate::buffers)
-        auto weights = [&](int64_t bytes) { out_.weights += take(bytes).size > 0 ? round_size(bytes) : 0; };
-        auto state = [&](int64_t bytes) { out_.optimizer_state += take(bytes).size > 0 ? round_size(bytes) : 0; };
+        auto weights = [&](int64_t bytes) {
+          mem_.set_context("weights", -1);
+          out_.weights += take(bytes).size > 0 ? round_size(bytes) : 0;
+        };
+        auto state = [&](int64_t bytes) {
+          mem_.set_context("optimizer state", -1);
+          out_.optimizer_state += take(bytes).size > 0 ? round_size(bytes) : 0;
+        };
         // rank.cpp's order: fp32 rows, then the state; a low-rank or encoded table's rows after it
         const bool rows_first = t.data_type == TableDataType::fp32 && t.low_rank_dim == 0;
         if (rows_first) weights(b.weights[0]);
@@ -307,11 +352,13 @@ class Replay {
       const int64_t H = static_cast<int64_t>(L_.hot_rows[static_cast<size_t>(t)].size());
       const int64_t dim = spec_.tables[static_cast<size_t>(t)].embedding_dim;
       const auto [m1, m2] = optimizer_state_floats(spec_.optimizer.type, H, dim);
+      mem_.set_context("hot-row replicas", -1);
       out_.weights += take(H * dim * 4).size > 0 ? round_size(H * dim * 4) : 0;
       out_.optimizer_state += take(m1 * 4).size > 0 ? round_size(m1 * 4) : 0;
       out_.optimizer_state += take(m2 * 4).size > 0 ? round_size(m2 * 4) : 0;
     }
     const DenseSizes d = dense_sizes(spec_, L_.dim);
+    mem_.set_context("dense part", -1);
     first_dense_ = take(2 * d.num_params * 4).size;  // parameters + gradients
     out_.dense = first_dense_;
     // a resident dense part (the cuda rank's dot / cat model, DenseModel::make_resident): its

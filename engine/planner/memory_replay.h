@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <set>
+#include <unordered_map>
 #include <vector>
 
 #include "embedscope/engine/memory/allocator.h"
@@ -26,13 +27,36 @@ namespace embedscope::engine::detail {
 /// (replay_memory) and by the lm_embedding estimate (planner/lm_memory_estimate.h). Besides the
 /// allocator's own stats it keeps the largest block taken and the least any layout of
 /// PyTorch's segments must reserve at once (ReplayedMemory::min_reserved_caching / _expandable).
+/// Where a replay through an allocator of the device's capacity runs out
+/// (AllocatorReplay::shortfall_at): the request it refuses, as the run would refuse it.
+struct ReplayShortfall {
+  int64_t request = 0;        ///< bytes asked for (0: the replay did not run out)
+  const char* what = "";      ///< what the request was for: "weights", "optimizer state", "device cache", "hot-row replicas", "dense part", "buffers"
+  int64_t iteration = -1;     ///< -1: setup, before the first step (the shards, the dense part); else the replayed iteration (0 = the run's first, warm-up included)
+  bool fragmentation = false; ///< DeviceOutOfMemory::fragmentation: the free bytes were there, not where a segment could be made
+  /// whether the same replay at the same capacity runs through under the expandable / the direct
+  /// allocator (set by the replay of a rank that runs out under another allocator)
+  bool expandable_serves = false, direct_serves = false;
+};
+
 class AllocatorReplay {
  public:
   /// `kind`: caching, expandable or direct (cuda_async is replayed as caching, its pool being
   /// opaque); `max_split_size` as AllocatorConfig's (0 = unlimited).
   AllocatorReplay(AllocatorKind kind, int64_t max_split_size);
-  /// A block of `bytes` (nothing, an empty Allocation, for bytes <= 0, as DeviceBuffer).
+  /// A block of `bytes` (nothing, an empty Allocation, for bytes <= 0, as DeviceBuffer), taken
+  /// for the context set_context last named (shortfall_at reports it).
   Allocation take(int64_t bytes);
+  /// What the next takes are for, and the iteration (-1: setup); `what` a string literal.
+  void set_context(const char* what, int64_t iteration) { what_ = what, iteration_ = iteration; }
+  /// The recorded takes and gives again, in order, through a fresh allocator of the same kind
+  /// (or `kind` when given) and max_split_size with `capacity_bytes` (PyTorch's retry included:
+  /// cached segments with no live block are released before a request is refused): the first
+  /// request it refuses, or request 0 when every one is served - always so for the same kind
+  /// when capacity_bytes >= stats().peak_reserved, where the two replays are the same. Cost: one
+  /// allocator call per recorded take and give.
+  ReplayShortfall shortfall_at(int64_t capacity_bytes) const { return shortfall_at(capacity_bytes, kind_); }
+  ReplayShortfall shortfall_at(int64_t capacity_bytes, AllocatorKind kind) const;
   /// Gives `a` back and empties it; nothing for an empty one.
   void give(Allocation& a);
   int64_t allocated() const { return alloc_->allocated_bytes(); }
@@ -44,6 +68,20 @@ class AllocatorReplay {
 
  private:
   std::unique_ptr<DeviceAllocator> alloc_;
+  AllocatorKind kind_;
+  int64_t max_split_size_;
+  // every take (bytes > 0: its request; its context) and give (bytes 0: `take`, the index of the
+  // take it gives back), in order, for shortfall_at
+  struct Op {
+    int64_t bytes = 0;
+    size_t take = 0;
+    const char* what = "";
+    int64_t iteration = -1;
+  };
+  std::vector<Op> ops_;
+  std::unordered_map<int64_t, size_t> op_of_id_;  // live allocation id -> the index of its take in ops_
+  const char* what_ = "buffers";
+  int64_t iteration_ = -1;
   int64_t small_live_ = 0;             // bytes of the live blocks of the small pool (<= 1 MiB)
   std::multiset<int64_t> large_live_;  // sizes of the live blocks of the large pool
   int64_t large_sum_ = 0;
@@ -119,6 +157,14 @@ struct ReplayedMemory {
   /// in 2 MiB pages - plus the small pool's (blocks <= 1 MiB) in 2 MiB segments.
   int64_t min_reserved_caching = 0;
   int64_t min_reserved_expandable = 0;
+  /// the peak bytes the replay's allocator reserved (its segments; capacity unbounded, so no
+  /// cached segment was ever released to serve a request): a device of this many bytes serves
+  /// every request of the replay in its order
+  int64_t peak_reserved = 0;
+  /// when peak_reserved exceeds devices.memory_bytes (caching, expandable or direct; not
+  /// cuda_async, whose pool is opaque): where the same replay at that capacity runs out
+  /// (AllocatorReplay::shortfall_at), else nothing (request 0)
+  ReplayShortfall shortfall;
 };
 
 /// Per rank, replays setup and the first min(warmup_steps + steps, 8) iterations of `rank` (later

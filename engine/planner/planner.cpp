@@ -315,7 +315,51 @@ void check_plan_independent_memory(const WorkloadSpec& spec) {
 }
 }  // namespace detail
 
-void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryEstimate>& est) {
+bool allocator_runs_out(const WorkloadSpec& spec, const DeviceMemoryEstimate& e, ShortfallScope scope) {
+  if (e.shortfall_request <= 0 || spec.memory.allocator == AllocatorKind::cuda_async) return false;
+  if (e.shortfall_iteration < 0) return true;  // setup: the shards and the dense part
+  return scope == ShortfallScope::plan && spec.memory.compaction == 0;
+}
+
+namespace {
+// The refusal's line of a rank whose bytes fit but whose allocator replay runs out (tester48 F9).
+std::string shortfall_line(const WorkloadSpec& spec, const DeviceMemoryEstimate& e) {
+  const int64_t cap = spec.devices.memory_bytes;
+  const std::string where =
+      e.shortfall_iteration < 0
+          ? fmt::format("allocating {} for the {} before the first step", format_bytes(e.shortfall_request),
+                        e.shortfall_what)
+          : fmt::format("allocating {} for a step's {} in step {}{}", format_bytes(e.shortfall_request), e.shortfall_what,
+                        e.shortfall_iteration - spec.warmup_steps,
+                        e.shortfall_iteration < spec.warmup_steps ? " (warm-up)" : "");
+  const std::string rules =
+      spec.memory.allocator == AllocatorKind::caching
+          ? "PyTorch's segments: requests of 1-10 MiB share 20 MiB segments, larger ones get their own, rounded up to "
+            "2 MiB; "
+      : spec.memory.allocator == AllocatorKind::expandable ? "expandable segments: 2 MiB pages, a pool each; "
+                                                           : "";
+  std::vector<std::string> use;
+  if (e.expandable_serves) use.emplace_back("the expandable allocator");
+  if (e.direct_serves) use.emplace_back("the direct allocator");
+  const std::string alternatives = use.empty() ? std::string()
+                                   : use.size() == 1 ? use[0] + " or "
+                                                     : use[0] + ", " + use[1] + " or ";
+  return fmt::format("fits in bytes ({} of {}: weights {}, optimizer state {}, {}dense {}, buffers {}), but the {} "
+                     "allocator reserves {} for its buffers in the run's order "
+                     "({}the replay of planner/memory_replay.h): at {} it runs out {}{}; use {}devices "
+                     "of at least {}",
+                     format_bytes(e.total()), format_bytes(cap), format_bytes(e.weights),
+                     format_bytes(e.optimizer_state),
+                     e.cache > 0 ? fmt::format("device cache {}, ", format_bytes(e.cache)) : std::string(),
+                     format_bytes(e.dense), format_bytes(e.buffers), to_string(spec.memory.allocator),
+                     format_bytes(e.peak_reserved), rules, format_bytes(cap), where,
+                     e.shortfall_fragmentation ? " (fragmentation: free bytes, but not where a segment can be made)"
+                                               : "",
+                     alternatives, format_bytes(e.peak_reserved));
+}
+}  // namespace
+
+void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryEstimate>& est, ShortfallScope scope) {
   if (spec.memory.allocator != AllocatorKind::direct && spec.memory.allocator != AllocatorKind::cuda_async &&
       spec.devices.memory_bytes < kSmallBuffer)
     throw SpecError(fmt::format("/devices/memory_bytes: {} is smaller than one {} segment of the {} allocator; give the "
@@ -375,9 +419,20 @@ void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryE
                          other_fits ? fmt::format("{} allocator or the ", to_string(other)) : std::string()),
                 need);
     }
-  if (!lines.empty() || !segments.empty())
+  // The bytes fit and some layout of segments could hold the step, but the allocator, serving
+  // the buffers in the run's order, runs out (tester48 F9): the replay at the device's capacity
+  // says where, as the run would.
+  detail::RankLines replayed;
+  for (const auto& e : est) {
+    if (e.total() > spec.devices.memory_bytes || !allocator_runs_out(spec, e, scope)) continue;
+    if ((spec.memory.allocator == AllocatorKind::caching || spec.memory.allocator == AllocatorKind::expandable) &&
+        min_reservation(spec.memory.allocator, e) > spec.devices.memory_bytes)
+      continue;  // said above
+    replayed.add(e.rank, shortfall_line(spec, e), e.peak_reserved);
+  }
+  if (!lines.empty() || !segments.empty() || !replayed.empty())
     throw SpecError("/devices/memory_bytes: the workload does not fit on the devices under this "
-                    "sharding plan:" + lines.str() + segments.str());
+                    "sharding plan:" + lines.str() + segments.str() + replayed.str());
 }
 
 nlohmann::json to_json(const WorkloadSpec& spec, const ShardingPlan& plan) {

@@ -279,7 +279,8 @@ class Search {
   Overflow overflow(const PlanStats& st) const {
     int64_t dev = 0, host = 0, fullest = 0;
     for (const auto& r : st.ranks) {
-      dev = std::max(dev, r.hbm_bytes - spec_.devices.memory_bytes);
+      // bytes, or the allocator's segments where its replay runs out (stats.h RankStats::reserved_bytes)
+      dev = std::max(dev, std::max(r.hbm_bytes, r.reserved_bytes) - spec_.devices.memory_bytes);
       host = std::max(host, r.ddr_bytes - spec_.devices.host_memory_bytes);
       fullest = std::max(fullest, r.hbm_bytes);
     }

@@ -154,6 +154,8 @@ PlanStats plan_stats(const WorkloadSpec& spec, const ShardingPlan& plan, const H
     rs.lookups = lookups[static_cast<size_t>(r)];
     rs.hbm_bytes = mem[static_cast<size_t>(r)].total();
     rs.ddr_bytes = mem[static_cast<size_t>(r)].host;
+    if (rs.hbm_bytes <= spec.devices.memory_bytes && allocator_runs_out(spec, mem[static_cast<size_t>(r)], ShortfallScope::plan))
+      rs.reserved_bytes = mem[static_cast<size_t>(r)].peak_reserved;
     const int ranks_on_node = std::min(gpn, W - r / gpn * gpn);
     const StepProgram p = program::build_step_program(spec, plan, layout, r, it);
     std::map<std::string, int64_t> seq;  // the rank's next sequence number per group

@@ -31,14 +31,17 @@ using nlohmann::json;
 namespace {
 
 // The memory each rank's device needs (planner/memory estimate), one object per rank, bytes:
-// `plan --json`'s and `plan --auto --json`'s "memory".
+// `plan --json`'s and `plan --auto --json`'s "memory"; "reserved_bytes" the most its allocator
+// reserves (segments) replaying the run's buffers in the run's order (DeviceMemoryEstimate::
+// peak_reserved: above the capacity, check_memory_fits replays it at the capacity).
 json memory_json(const es::WorkloadSpec& spec, const std::vector<es::DeviceMemoryEstimate>& est) {
   json out = json::array();
   for (const auto& e : est)
     out.push_back({{"rank", e.rank}, {"weights_bytes", e.weights}, {"optimizer_state_bytes", e.optimizer_state},
                    {"dense_bytes", e.dense}, {"buffers_bytes", e.buffers},
                    {"pipeline_buffers_bytes", e.pipeline_buffers}, {"cache_bytes", e.cache},
-                   {"total_bytes", e.total()}, {"capacity_bytes", spec.devices.memory_bytes},
+                   {"total_bytes", e.total()}, {"reserved_bytes", e.peak_reserved},
+                   {"capacity_bytes", spec.devices.memory_bytes},
                    {"host_bytes", e.host}, {"host_capacity_bytes", spec.devices.host_memory_bytes}});
   return out;
 }

@@ -23,6 +23,7 @@
 #include "embedscope/engine/planner/lm_memory_estimate.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/lm_spec.h"
+#include "embedscope/sessions/analysis/estimate_rounding.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
 #include "embedscope/sessions/store/session.h"
@@ -238,9 +239,8 @@ QString ShardingPlanModel::hit_rate_text(int64_t hits, int64_t misses, bool cach
 }
 
 bool ShardingPlanModel::over_within_rounding(const RankRow& r) {
-  if (r.peak_planned_bytes <= 0 || r.peak_bytes <= r.peak_planned_bytes) return false;
-  return (r.peak_bytes - r.peak_planned_bytes) * 1000 <= r.peak_planned_bytes &&
-         sessions::format_bytes(r.peak_bytes) == sessions::format_bytes(r.peak_planned_bytes);
+  // one allocator block or 0.1 %, whichever is larger (sessions/analysis/estimate_rounding.h)
+  return sessions::over_within_estimate_rounding(r.peak_planned_bytes, r.peak_bytes);
 }
 
 bool ShardingPlanModel::over_the_plan(const RankRow& r) {
@@ -264,7 +264,8 @@ QString ShardingPlanModel::within_rounding_text() const {
                    .arg(QString::fromStdString(sessions::format_bytes(r.peak_bytes)))
                    .arg(QString::fromStdString(sessions::format_bytes(r.peak_bytes - r.peak_planned_bytes)));
   if (parts.empty()) return {};
-  return QString("the measured peak is the plan's to within its rounding (at most 0.1% above it): %1").arg(parts.join("; "));
+  return QString("the measured peak is the plan's to within its rounding (at most one 512 B allocator block or 0.1% above it, "
+                 "whichever is larger): %1").arg(parts.join("; "));
 }
 
 QString ShardingPlanModel::under_planned_text() const {

@@ -86,12 +86,14 @@ class ShardingPlanModel : public QAbstractItemModel {
   /// when it happened (RankRow::peak_planned_bytes: the plan under-estimated them), ascending.
   /// Their peak cell reads "746.3 MiB (+1.0 MiB over the plan)" in red, with the figures in its
   /// tooltip.
-  /// A peak above its estimate by at most 0.1% of it and shown as the same figure ("538.3 MiB"):
-  /// the estimate's rounding (one 512 B allocator block over 538.3 MiB, tester46 F9), not an
-  /// under-estimate - left out of under_planned() and its red line, said by
-  /// within_rounding_text(). A 4.9 MiB excess over 2.0 GiB (0.24%, tester38 #10) stays red.
+  /// A peak above its estimate by at most one 512 B allocator block or 0.1% of it, whichever is
+  /// larger (sessions/analysis/estimate_rounding.h): the estimate's rounding (one block over
+  /// 538.3 MiB, tester46 F9; over 268.0 KiB, 0.19 %, tester48 F14.9), not an under-estimate -
+  /// left out of under_planned() and its red line, said by within_rounding_text(). A 4.9 MiB
+  /// excess over 2.0 GiB (0.24%, tester38 #10) stays red.
   std::vector<int> under_planned() const;
-  /// "the measured peak is the plan's to within its rounding (at most 0.1% above it): rank 2
+  /// "the measured peak is the plan's to within its rounding (at most one 512 B allocator block or
+  /// 0.1% above it, whichever is larger): rank 2
   /// planned 538.3 MiB, peak 538.3 MiB (+512 B)", or "" when no rank is so (Summary, plain text).
   QString within_rounding_text() const;
   /// The Summary's red line for under_planned() ("" when none): per rank planned, measured peak,

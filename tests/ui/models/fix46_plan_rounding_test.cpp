@@ -50,7 +50,8 @@ TEST(Fix46PlanRounding, APeakWithinTheEstimatesRoundingIsNotFlagged) {
   EXPECT_TRUE(m.under_planned_text().contains("rank 1 planned")) << m.under_planned_text().toStdString();
   const std::string fig = ss::format_bytes(est[0].total());
   EXPECT_EQ(m.within_rounding_text().toStdString(),
-            "the measured peak is the plan's to within its rounding (at most 0.1% above it): rank 0 planned " + fig +
+            "the measured peak is the plan's to within its rounding (at most one 512 B allocator block or 0.1% above "
+            "it, whichever is larger): rank 0 planned " + fig +
                 ", peak " + fig + " (+512 B)");
   std::filesystem::remove(path);
 }

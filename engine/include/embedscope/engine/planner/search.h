@@ -175,7 +175,8 @@ PreRankEstimate pre_rank_estimate(const WorkloadSpec& spec, const ShardingPlan& 
 
 /// plan_search's refusal when no candidate fits (a SpecError, exit 2): the candidate nearest to
 /// fitting, the one of the smallest overflow_bytes = the largest amount any rank's estimated
-/// device total exceeds devices.memory_bytes by (under a cpu profile, or any node's ranks
+/// device total - or where the replay of its allocator runs out at the capacity, the bytes that
+/// allocator reserves (stats.h RankStats::reserved_bytes) - exceeds devices.memory_bytes by (under a cpu profile, or any node's ranks
 /// together exceed the host's memory by, stats.h node_excess, when that is larger), plus the
 /// largest amount any rank's host bytes exceed devices.host_memory_bytes by (ties: the better
 /// pre-ranking score). Its what(): "/devices/memory_bytes: no plan fits the devices; the nearest

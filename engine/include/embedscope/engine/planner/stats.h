@@ -76,6 +76,11 @@ struct RankStats {
   double lookups = 0;           ///< expected rows looked up per step
   int64_t hbm_bytes = 0;        ///< estimate_memory's total for the rank
   int64_t ddr_bytes = 0;        ///< estimate_memory's host bytes (tables placed host / host_cached)
+  /// when the rank's bytes fit (hbm_bytes <= devices.memory_bytes) but the replay of its
+  /// allocator runs out at that capacity (allocator_runs_out, ShortfallScope::plan): the bytes it reserves with no limit (DeviceMemoryEstimate::
+  /// peak_reserved), what the device would need; else 0. The search's overflow of a candidate
+  /// counts it (tester48 F9: 36.7 MiB allocated, 50.0 MiB reserved on 40 MiB devices)
+  int64_t reserved_bytes = 0;
   /// ns per step, from the rank's StepProgram ops timed by the cost model (a collective: its
   /// call's time, equal on every member, plan_stats):
   int64_t fwd_compute_ns = 0;   ///< bucketize, kjt_permute, lookup

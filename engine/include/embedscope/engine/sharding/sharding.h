@@ -92,6 +92,22 @@ struct DeviceMemoryEstimate {
   /// under any layout (PyTorch's segment rules; planner/memory_replay.h), bytes
   int64_t min_reserved_caching = 0;
   int64_t min_reserved_expandable = 0;
+  /// the most the replay's allocator (spec.memory's kind) reserved at once, its segments, with no
+  /// capacity limit: a device of this many bytes serves the replay's every request, bytes
+  int64_t peak_reserved = 0;
+  /// Where the same replay through an allocator of devices.memory_bytes runs out, as the run's
+  /// allocator would (planner/memory_replay.h AllocatorReplay::shortfall_at; only looked at
+  /// when peak_reserved > devices.memory_bytes; never for cuda_async): the request refused,
+  /// bytes (0: every request is served) ...
+  int64_t shortfall_request = 0;
+  /// ... what it was for ("weights", "optimizer state", "device cache", "hot-row replicas",
+  /// "dense part": before the first step; "buffers": a step's) ...
+  std::string shortfall_what;
+  /// ... the replayed iteration (-1: setup, before the first step; 0: the run's first, warm-up included) ...
+  int64_t shortfall_iteration = -1;
+  /// ... whether it was fragmentation (the free bytes were there, not where a segment could be
+  /// made), and whether the expandable / direct allocator serves the same replay at that capacity
+  bool shortfall_fragmentation = false, expandable_serves = false, direct_serves = false;
   int64_t total() const { return weights + optimizer_state + cache + dense + buffers; }
 };
 
@@ -159,11 +175,37 @@ std::vector<TableStorageEstimate> estimate_table_storage(const WorkloadSpec& spe
 /// (no segments of their own): 0.
 int64_t min_reservation(AllocatorKind kind, const DeviceMemoryEstimate& e);
 
+/// Which of the allocator replay's shortfalls (DeviceMemoryEstimate::shortfall_request) a fit
+/// check counts.
+enum class ShortfallScope {
+  /// Every one (the planner: `plan`, plan_stats, the search, --allow-storage): a plan whose
+  /// replay runs out does not fit - except one in a step when memory.compaction is set, which
+  /// the replay does not model (the compaction between steps is what rescues such a run).
+  plan,
+  /// Only one before the first step, allocating the shards or the dense part, whose sizes and
+  /// order are exact (run's pre-run check: refused rather than an OOM at the weights, tester48
+  /// F9); a step's is left to the run, whose session shows it (the teaching scenarios'
+  /// fragmentation, caching_vs_expandable; the replay's batches hold a quantile of the ids).
+  setup,
+};
+
+/// Whether `e`'s allocator replay runs out at devices.memory_bytes in a way `scope` counts
+/// (ShortfallScope): e.shortfall_request > 0, cuda_async never, a step's not under `setup` nor
+/// with memory.compaction.
+bool allocator_runs_out(const WorkloadSpec& spec, const DeviceMemoryEstimate& e, ShortfallScope scope);
+
 /// Throws SpecError if a device's estimate exceeds devices.memory_bytes, with the per-device
 /// breakdown (weights, optimizer state, dense, buffers) of every device that does not fit, or if
 /// its allocator's min_reservation does (no layout of segments could hold the step; the error
-/// gives the size that would, and the allocators that fit).
-void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryEstimate>& est);
+/// gives the size that would, and the allocators that fit), or if the replay of its buffers in
+/// the run's order through its allocator at that capacity runs out (allocator_runs_out; tester48
+/// F9): "rank 1: fits in bytes (36.7 MiB of 40.0 MiB), but the caching allocator reserves 48.0
+/// MiB for its buffers in the run's order: at 40.0 MiB it runs out allocating 12.2 MiB for the
+/// weights before the first step (...); use the expandable allocator or devices of at least 48.0
+/// MiB". The 5 % headroom of a storage change (storage_fallback.h kStorageHeadroom) is on top of
+/// this, on the allocated bytes.
+void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryEstimate>& est,
+                       ShortfallScope scope = ShortfallScope::plan);
 
 /// The plan as JSON (per table: name, sharding type, shards with rank, rows and columns).
 nlohmann::json to_json(const WorkloadSpec& spec, const ShardingPlan& plan);
