@@ -25,7 +25,7 @@ TEST(Fix48CompactionSpan, OutsideTheStepWindow) {
   {
     std::ofstream((dir / "c.json").string()) << j.dump();
   }
-  const auto r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "run c.json --json -o c.db", dir);
+  const auto r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "run " + (dir / "c.json").string() + " --json -o " + (dir / "c.db").string(), dir);
   ASSERT_EQ(r.code, 0) << r.err;
   const embedscope::sessions::SessionReader session((dir / "c.db").string());
   std::map<std::pair<int32_t, int64_t>, std::pair<int64_t, int64_t>> windows;

@@ -53,7 +53,7 @@ std::string fix48_bytes_session(const std::string& pipeline) {
 
 TEST(Fix48ScenarioBytes, BytesPerSampleOverTheCountedSteps) {
   const nlohmann::json j = {{"id", "fix48"}, {"title", "t"}, {"explanation", "e"},
-                            {"runs", {{{"label", "base"}, {"preset", "tiny"}}}}};
+                            {"runs", {{{"label", "a"}, {"preset", "tiny"}}, {{"label", "b"}, {"preset", "tiny"}}}}};
   const fix48es::Scenario sc = fix48es::parse_scenario(j, "fix48.json");
   for (const std::string pipeline : {"base", "semi_sync"}) {
     const std::string path = fix48_bytes_session(pipeline);
