@@ -108,7 +108,8 @@ ScenarioFigures scenario_figures(const ScenarioRun& run, const sessions::Session
     f.comm_share = static_cast<double>(comm) / static_cast<double>(window);
     f.embedding_comm_share = static_cast<double>(embedding) / static_cast<double>(window);
   }
-  const int64_t samples = f.samples_per_step * f.steps;
+  // the counted steps, as bytes_sent (analyze leaves a pipeline's drain steps out: tester48 F4)
+  const int64_t samples = f.samples_per_step * st.counted_steps();
   if (samples > 0) {
     f.bytes_per_sample = static_cast<double>(f.bytes_sent) / static_cast<double>(samples);
     if (f.tokens_per_sample > 0) f.bytes_per_token = f.bytes_per_sample / static_cast<double>(f.tokens_per_sample);

@@ -588,6 +588,35 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
       s.qcomms.backward_precision = r.enumeration<CommPrecision>(*b, "/qcomms/backward_precision");
   }
   if (auto* a = Reader::optional(j, "network")) {
+    // One rule and one message for the link fields whatever the JSON number's type (tester48
+    // F14.1: 2^60 failed "must be <= 2^50", 1e30 "must be <= 2^63 - 1"): an integer value in
+    // [lo, hi], 1e9 as 1000000000; "must be > 0" / ">= 0" below, "must be <= hi" above, "must be
+    // an integer" for a fraction, "must be a number" for anything else.
+    const auto link_field = [&r](const json& v, const std::string& ptr, int64_t lo, int64_t hi) -> int64_t {
+      const auto below = [&](const std::string& got) {
+        r.fail(ptr, fmt::format("{}, got {}", lo == 0 ? "must be >= 0" : "must be > 0", got));
+      };
+      if (!v.is_number()) r.fail(ptr, fmt::format("must be a number (an integer; 1e9 is accepted), got {}", v.type_name()));
+      if (v.is_number_float()) {
+        const double d = v.get<double>();
+        if (!std::isfinite(d) || d != std::floor(d)) r.fail(ptr, fmt::format("must be an integer, got {}", d));
+        const bool exact = std::fabs(d) < 9.2e18;  // shown as an integer when it is one
+        const std::string got = exact ? fmt::format("{}", static_cast<int64_t>(d)) : fmt::format("{}", d);
+        if (d > static_cast<double>(hi)) r.fail(ptr, fmt::format("must be <= {}, got {}", hi, got));
+        if (d < static_cast<double>(lo)) below(got);
+        return static_cast<int64_t>(d);
+      }
+      if (v.is_number_unsigned()) {
+        const uint64_t u = v.get<uint64_t>();
+        if (u > static_cast<uint64_t>(hi)) r.fail(ptr, fmt::format("must be <= {}, got {}", hi, u));
+        if (static_cast<int64_t>(u) < lo) below(fmt::format("{}", u));
+        return static_cast<int64_t>(u);
+      }
+      const int64_t i = v.get<int64_t>();
+      if (i > hi) r.fail(ptr, fmt::format("must be <= {}, got {}", hi, i));
+      if (i < lo) below(fmt::format("{}", i));
+      return i;
+    };
     r.object(*a, "/network", {"intra_node", "inter_node"});
     for (const auto& [name, link] : {std::pair{"intra_node", &s.network.intra_node}, {"inter_node", &s.network.inter_node}}) {
       const json* b = Reader::optional(*a, name);
@@ -595,8 +624,8 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
       const std::string p = ptr_key("/network", name);
       r.object(*b, p, {"bandwidth_bytes_per_s", "latency_ns"});
       if (auto* c = Reader::optional(*b, "bandwidth_bytes_per_s"))
-        link->bandwidth_bytes_per_s = r.gt0(p + "/bandwidth_bytes_per_s", r.integer(*c, p + "/bandwidth_bytes_per_s"));
-      if (auto* c = Reader::optional(*b, "latency_ns")) link->latency_ns = r.integer(*c, p + "/latency_ns");
+        link->bandwidth_bytes_per_s = link_field(*c, p + "/bandwidth_bytes_per_s", 1, kMaxBandwidthBytesPerS);
+      if (auto* c = Reader::optional(*b, "latency_ns")) link->latency_ns = link_field(*c, p + "/latency_ns", 0, kMaxLatencyNs);
     }
   }
 

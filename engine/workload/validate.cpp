@@ -354,6 +354,12 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
     if (link->bandwidth_bytes_per_s != 0)
       c.gt0_max(p + "/bandwidth_bytes_per_s", link->bandwidth_bytes_per_s, kMaxBandwidthBytesPerS);
     c.ge0_max(p + "/latency_ns", link->latency_ns, kMaxLatencyNs);
+    // every collective over the link would time out (tester48 F14.8: found only when the first
+    // collective hung); /collective_timeout_ms <= 1 day, so the product fits
+    if (link->latency_ns >= s.collective_timeout_ms * 1'000'000)
+      c.fail(p + "/latency_ns",
+             fmt::format("must be below /collective_timeout_ms ({} ms = {} ns): every collective over this link would "
+                         "time out, got {}", s.collective_timeout_ms, s.collective_timeout_ms * 1'000'000, link->latency_ns));
   }
   if (s.memory.allocator == AllocatorKind::cuda_async && s.devices.backend == Backend::cpu)
     c.fail("/memory/allocator", "cuda_async (cudaMallocAsync pools) needs devices.backend cuda, got cpu");

@@ -222,7 +222,8 @@ int cmd_scenario(const ScenarioState& s) {
   for (size_t i = 0; i < sc.runs.size(); ++i) std::cout << row_text(i, sc.runs[i], rows[i], auc_vs_first(rows, i));
   std::cout << "\nstep mean: the slowest rank's step time; exposed comm: per rank over the run, mean over ranks; comm / "
                "emb: the share of the ranks' step time in collectives / in the embedding's own (thread-level on CPU "
-               "ranks); bytes on the wire: every rank's bytes sent per sample (per token for lm_embedding); peak: the "
+               "ranks); bytes on the wire: every rank's bytes sent per sample (per token for lm_embedding); a pipeline's drain "
+               "steps are left out of every figure but peak and loss, as in stats; peak: the "
                "largest rank's allocated / reserved device memory; loss: the last measured step's; AUC: the trained model's "
                "ROC AUC on held-out generated batches (run --held-out-batches; '-' where a run was not evaluated); SE: its "
                "standard error from the held-out set's positives and negatives (Hanley & McNeil 1982); AUC vs 0: the "

@@ -485,6 +485,9 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     std::cout << fmt::format("{:<5} {:>11} {:>11} {:>13} {:>11} {:>8.1f}% {:>14} {:>12} {:>14}\n", r.rank,
                              ms(r.compute_ns), ms(r.comm_ns), ms(r.exposed_comm_ns), ms(r.idle_ns), r.overlap_pct,
                              r.ids_looked_up, bytes_text(r.bytes_sent), bytes_text(r.bytes_received));
+  if (st.drain_steps > 0)  // tester48 F4: the same steps for the counts as for the times
+    std::cout << fmt::format("(the {} counted steps: the drain steps' lookups and bytes are left out as their times are)\n",
+                             st.counted_steps());
   if (!kernel_text.empty()) std::cout << "\n" << kernel_text;
   if (const std::string h = held_out_text(json::parse(session.meta(ss::meta::kHeldOutJson, "null"), nullptr, false));
       !h.empty())

@@ -23,9 +23,15 @@ std::string ms(int64_t ns) { return ms(static_cast<double>(ns)); }
 std::string network_text(const es::NetworkSpec& n) {
   auto link = [](const es::LinkSpec& l) {
     if (!l.limited()) return std::string("unlimited");
-    const std::string bw = l.bandwidth_bytes_per_s > 0
-                               ? fmt::format("{:.3g} GB/s", static_cast<double>(l.bandwidth_bytes_per_s) / 1e9)
-                               : std::string("unlimited bandwidth");
+    // GB/s, MB/s, kB/s or B/s, the largest unit the rate reaches (tester48 F14.4: 1e6 read "0.001 GB/s")
+    const auto rate = [](double b) {
+      if (b >= 1e9) return fmt::format("{:.3g} GB/s", b / 1e9);
+      if (b >= 1e6) return fmt::format("{:.3g} MB/s", b / 1e6);
+      if (b >= 1e3) return fmt::format("{:.3g} kB/s", b / 1e3);
+      return fmt::format("{:.3g} B/s", b);
+    };
+    const std::string bw = l.bandwidth_bytes_per_s > 0 ? rate(static_cast<double>(l.bandwidth_bytes_per_s))
+                                                       : std::string("unlimited bandwidth");
     return fmt::format("{}, {} ns latency", bw, l.latency_ns);
   };
   return fmt::format("intra_node {}; inter_node {}", link(n.intra_node), link(n.inter_node));

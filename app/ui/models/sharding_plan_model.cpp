@@ -123,6 +123,9 @@ ShardingPlanModel::ShardingPlanModel(const sessions::SessionReader& session, con
     last_step = stats.per_step.front().step;
     for (const auto& t : stats.per_step) last_step = std::max(last_step, t.step);
   }
+  // nor a pipeline's drain steps, which stats leaves out of the ranks' counts (tester48 F4)
+  for (const auto& t : stats.per_step)
+    if (t.drain) last_step = std::min(last_step, t.step - 1);
   for (const auto& c : session.load()) {
     if (c.step < 0 || c.step > last_step || c.rank < 0 || c.rank >= world) continue;  // warmup steps are not measured
     RankRow& r = ranks_[static_cast<size_t>(c.rank)];

@@ -7,6 +7,10 @@
 #include <numeric>
 #include <thread>
 
+#include <unistd.h>
+#include <cstdio>
+#include <functional>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <gloo/allgatherv.h>
@@ -92,7 +96,95 @@ int64_t emulated_transfer_ns(const LinkSpec& link, int64_t bytes) {
   return t;
 }
 
+int64_t emulated_delivery_ns(const NetworkSpec& net, int local_world_size, std::span<const int> members,
+                             int group_rank, std::size_t to, std::span<const int64_t> sent_bytes) {
+  if (!net.limited() || static_cast<int>(to) == group_rank || sent_bytes[to] <= 0) return 0;
+  const int lws = std::max(1, local_world_size);
+  const auto node = [&](size_t j) { return members[j] / lws; };
+  const bool intra = node(to) == node(static_cast<size_t>(group_rank));
+  const LinkSpec& link = intra ? net.intra_node : net.inter_node;
+  int64_t shared = 0;  // bytes the port has pushed when the flow to `to` ends (max-min fair share)
+  for (size_t k = 0; k < members.size(); ++k) {
+    if (static_cast<int>(k) == group_rank || (node(k) == node(static_cast<size_t>(group_rank))) != intra) continue;
+    shared += std::min(sent_bytes[k], sent_bytes[to]);
+  }
+  return emulated_transfer_ns(link, shared);
+}
+
+std::vector<int64_t> emulated_delivery_ns(const NetworkSpec& net, int local_world_size, std::span<const int> members,
+                                          int group_rank, std::span<const int64_t> sent_bytes) {
+  std::vector<int64_t> out(members.size(), 0);
+  for (size_t k = 0; k < members.size(); ++k)
+    out[k] = emulated_delivery_ns(net, local_world_size, members, group_rank, k, sent_bytes);
+  return out;
+}
+
+int64_t emulated_release_ns(bool ring, int group_rank, std::span<const EmulatedMember> members) {
+  const auto me = static_cast<size_t>(group_rank);
+  int64_t start = 0, hold = members[me].port_ns;
+  for (size_t j = 0; j < members.size(); ++j) {
+    start = std::max(start, members[j].arrival_ns);
+    if (j == me) continue;
+    if (ring)
+      hold = std::max(hold, members[j].port_ns);
+    else if (me < members[j].deliver_ns.size())
+      hold = std::max(hold, members[j].deliver_ns[me]);
+  }
+  return start + hold;
+}
+
 namespace {
+int64_t pg_steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Which steady clock an arrival time is on: the kernel's boot id (else the host name), hashed.
+int64_t clock_domain() {
+  static const int64_t id = [] {
+    std::string text;
+    if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+      char buf[64] = {};
+      if (std::fgets(buf, sizeof(buf), f)) text = buf;
+      std::fclose(f);
+    }
+    if (text.empty()) {
+      char host[256] = {};
+      gethostname(host, sizeof(host) - 1);
+      text = host;
+    }
+    return static_cast<int64_t>(std::hash<std::string>{}(text) & 0x7fffffffffffffffULL);
+  }();
+  return id;
+}
+
+// Arrival-key value of a paced collective: int64 clock domain, arrival, port time, then one
+// delivery time per member.
+std::vector<char> encode_member(const EmulatedMember& m) {
+  std::vector<int64_t> v{clock_domain(), m.arrival_ns, m.port_ns};
+  v.insert(v.end(), m.deliver_ns.begin(), m.deliver_ns.end());
+  std::vector<char> out(v.size() * sizeof(int64_t));
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+// A member's published figures; an arrival on another host's steady clock counts as `done_ns`
+// (this rank's time when the collective returned: every member had arrived by then).
+EmulatedMember decode_member(const std::vector<char>& bytes, int n, int64_t done_ns) {
+  EmulatedMember m;
+  const size_t want = static_cast<size_t>(3 + n) * sizeof(int64_t);
+  if (bytes.size() != want) {  // not a paced arrival (a peer with another network setting): no bound
+    m.arrival_ns = done_ns;
+    return m;
+  }
+  std::vector<int64_t> v(static_cast<size_t>(3 + n));
+  std::memcpy(v.data(), bytes.data(), want);
+  m.arrival_ns = v[0] == clock_domain() ? v[1] : done_ns;
+  m.port_ns = v[2];
+  m.deliver_ns.assign(v.begin() + 3, v.end());
+  return m;
+}
+
 size_t total(std::span<const int64_t> counts) {
   return static_cast<size_t>(std::accumulate(counts.begin(), counts.end(), int64_t{0}));
 }
@@ -186,7 +278,33 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
                                       collective_head(kind, op_name, name_, seq)),
                           name_, seq, {});
   auto& rimpl = rv_->impl();
-  rimpl.store->set(arrival_key(name_, seq, group_rank_), {1});
+  // The slow-network emulation's figures of this rank (README "Slow-network emulation"): its own
+  // port time and its deliveries to each member, published with its arrival time (steady clock)
+  // in its arrival key, so that every member can hold itself until the data of the last member
+  // to arrive could have crossed the emulated links (tester48 F5).
+  const bool emulate = splits.paced && network_.limited() && size() > 1;
+  EmulatedMember mine;
+  if (emulate) {
+    const int n = size();
+    const auto me = static_cast<size_t>(group_rank_);
+    std::vector<int64_t> sent(static_cast<size_t>(n), 0), received(static_cast<size_t>(n), 0);
+    if (splits.ring_bytes > 0) {
+      sent[static_cast<size_t>((group_rank_ + 1) % n)] = splits.ring_bytes;
+      received[static_cast<size_t>((group_rank_ + n - 1) % n)] = splits.ring_bytes;
+    } else if (!splits.send.empty()) {
+      for (size_t j = 0; j < static_cast<size_t>(n); ++j) {
+        sent[j] = splits.send[j] * static_cast<int64_t>(splits.elem_size);
+        received[j] = splits.recv[j] * static_cast<int64_t>(splits.elem_size);
+      }
+    }
+    sent[me] = received[me] = 0;
+    mine.port_ns = emulated_min_ns(sent, received);
+    mine.deliver_ns = emulated_delivery_ns(network_, local_world_size_, members_, group_rank_, sent);
+    mine.arrival_ns = pg_steady_ns();
+    rimpl.store->set(arrival_key(name_, seq, group_rank_), encode_member(mine));
+  } else {
+    rimpl.store->set(arrival_key(name_, seq, group_rank_), {1});
+  }
   if (flight_) flight_->started(flight);
   ++counters_.collectives;
   // This rank closed its connections while the collective was in flight (close_connections
@@ -251,32 +369,36 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
     if (closed_) throw closed_in_flight(e.what());
     throw;
   }
-  if (splits.paced && network_.limited() && size() > 1) {
+  if (emulate) {
+    // Every member has arrived (the collective completed), so every arrival key is set.
     const int n = size();
-    const auto me = static_cast<size_t>(group_rank_);
-    std::vector<int64_t> sent(static_cast<size_t>(n), 0), received(static_cast<size_t>(n), 0);
-    if (splits.ring_bytes > 0) {
-      sent[static_cast<size_t>((group_rank_ + 1) % n)] = splits.ring_bytes;
-      received[static_cast<size_t>((group_rank_ + n - 1) % n)] = splits.ring_bytes;
-    } else if (!splits.send.empty()) {
-      for (size_t j = 0; j < static_cast<size_t>(n); ++j) {
-        sent[j] = splits.send[j] * static_cast<int64_t>(splits.elem_size);
-        received[j] = splits.recv[j] * static_cast<int64_t>(splits.elem_size);
+    std::vector<EmulatedMember> all(static_cast<size_t>(n));
+    const int64_t done_ns = pg_steady_ns();
+    for (int r = 0; r < n; ++r) {
+      if (r == group_rank_) {
+        all[static_cast<size_t>(r)] = mine;
+        continue;
       }
+      all[static_cast<size_t>(r)] = decode_member(rimpl.store->get(arrival_key(name_, seq, r)), n, done_ns);
     }
-    sent[me] = received[me] = 0;
-    const int64_t min_ns = emulated_min_ns(sent, received);
+    const int64_t release_ns = emulated_release_ns(splits.ring_bytes > 0, group_rank_, all);
+    const int64_t last_arrival = std::max_element(all.begin(), all.end(), [](const auto& a, const auto& b) {
+                                   return a.arrival_ns < b.arrival_ns;
+                                 })->arrival_ns;
+    const int64_t min_ns = release_ns - last_arrival;  // the modelled duration from the effective start
     last_emulated_ns_ = min_ns;
+    const int64_t held_ns = release_ns - mine.arrival_ns;
     const int64_t timeout_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout_).count();
-    if (min_ns > timeout_ns) {  // a link this slow times out, as a real one would: never a hang
+    if (held_ns > timeout_ns) {  // a link this slow times out, as a real one would: never a hang
       std::this_thread::sleep_until(steady_start + timeout_);
       throw CollectiveError(fmt::format("{} did not finish within {} ms (every rank arrived; the emulated network "
-                                        "needs {:.1f} ms for this rank's transfers)",
+                                        "needs {:.1f} ms for the transfers from the last rank's arrival, "
+                                        "{:.1f} ms from this rank's)",
                                         collective_head(kind, op_name, name_, seq), timeout_.count(),
-                                        static_cast<double>(min_ns) / 1e6),
+                                        static_cast<double>(min_ns) / 1e6, static_cast<double>(held_ns) / 1e6),
                             name_, seq, {}, true);
     }
-    std::this_thread::sleep_until(steady_start + std::chrono::nanoseconds(min_ns));
+    std::this_thread::sleep_until(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(release_ns)));
   }
   if (flight_) flight_->completed(flight);
   if (observer_) {

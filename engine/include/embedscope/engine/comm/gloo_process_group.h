@@ -87,6 +87,40 @@ int64_t emulated_collective_ns(const NetworkSpec& net, int local_world_size, std
                                int group_rank, std::span<const int64_t> sent_bytes,
                                std::span<const int64_t> received_bytes);
 
+/// Delivery time, in ns, of member `group_rank`'s bytes to member `to` in an all-to-all-like
+/// collective (all_to_all, reduce_scatter, all_gather), counted from the collective's effective
+/// start: the sender's port of the link class of `to` (intra_node when members[to] /
+/// local_world_size == members[group_rank] / local_world_size) is shared max-min fairly among
+/// its flows of that class, so the flow to `to` ends when the port has pushed
+/// S = sum over the sender's peers k of that class of min(sent_bytes[k], sent_bytes[to]):
+/// emulated_transfer_ns(link, S). 0 when nothing goes to `to`, `to` is the sender, or `net` is
+/// unlimited. `sent_bytes`: bytes per member, group order. Pure.
+/// Example: a sender with 3 peers on one 1000 B/s class, sending 100, 300 and 600 B: the 100 B
+/// flow ends at 300 B pushed (0.3 s), the 300 B one at 700 B (0.7 s), the 600 B one at 1 s.
+int64_t emulated_delivery_ns(const NetworkSpec& net, int local_world_size, std::span<const int> members,
+                             int group_rank, std::size_t to, std::span<const int64_t> sent_bytes);
+/// emulated_delivery_ns to every member, in group order (its own entry 0).
+std::vector<int64_t> emulated_delivery_ns(const NetworkSpec& net, int local_world_size, std::span<const int> members,
+                                          int group_rank, std::span<const int64_t> sent_bytes);
+
+/// One member's figures of one paced collective, as it publishes them on arrival (steady-clock ns).
+struct EmulatedMember {
+  int64_t arrival_ns = 0;            // when the member entered the collective (steady clock)
+  int64_t port_ns = 0;               // emulated_collective_ns of its own bytes
+  std::vector<int64_t> deliver_ns;   // emulated_delivery_ns to each member (empty: none)
+};
+
+/// The steady-clock time (ns) at which the slow-network emulation releases member `group_rank`
+/// from one collective: the effective start S = the last member's arrival, plus
+///   ring (all-reduce):  max over every member j of port_ns[j] (every member's data goes round
+///                       the ring, so the slowest port bounds every rank);
+///   otherwise:          max(own port_ns, max over the other members j of deliver_ns[j][group_rank])
+///                       (a receiver cannot finish before each sender's port delivered its share).
+/// With every member arriving at the same time t and equal ports this is t + port_ns, the
+/// per-rank rule before tester48 F5. Pure. Example: a ring of 3 arriving at 0, 5 and 13 ms with
+/// ports of 22.8 ms: every member is released at 35.8 ms.
+int64_t emulated_release_ns(bool ring, int group_rank, std::span<const EmulatedMember> members);
+
 /// The key-value store through which ranks find each other (Gloo rendezvous), and the address
 /// this process's Gloo TCP device listens on (one device per Rendezvous, made on first use).
 class Rendezvous {
@@ -173,13 +207,17 @@ class ProcessGroup {
   /// r / local_world_size == s / local_world_size (global ranks), and their link is then of
   /// class `net.intra_node`, else `net.inter_node`. From then on every collective (except the
   /// split-size check of an all-to-all, which TorchRec does not make) returns no earlier than
-  ///   start + max over the link classes c of this rank's peers of
+  /// emulated_release_ns: the last member's arrival plus this rank's port time
+  ///   max over the link classes c of this rank's peers of
   ///           latency_ns(c) + n_c * 1e9 / bandwidth_bytes_per_s(c),
   /// where n_c is the larger of the bytes this rank sent to and received from the peers of
   /// class c (all-to-all and all-gather: the per-peer splits; all-reduce: the ring's
   /// 2 (n-1)/n of the buffer to the next rank and from the previous one), i.e. each rank has
-  /// one full-duplex port per link class. The bytes still move over Gloo; the collective is
-  /// held until the emulated time has passed. An unlimited class adds nothing.
+  /// one full-duplex port per link class - or, if later, every member's port time (all-reduce)
+  /// or each sender's delivery to this rank (emulated_delivery_ns). Members publish their
+  /// arrival (steady clock) and figures in their arrival key of the rendezvous store. The bytes
+  /// still move over Gloo; the collective is held until the emulated time has passed. An
+  /// unlimited class adds nothing.
   void set_network(const NetworkSpec& net, int local_world_size) {
     network_ = net;
     local_world_size_ = local_world_size;
@@ -188,8 +226,9 @@ class ProcessGroup {
   /// and received from each group rank (group order; its own entry is ignored). 0 without a
   /// network limit.
   int64_t emulated_min_ns(std::span<const int64_t> sent_bytes, std::span<const int64_t> received_bytes) const;
-  /// The emulated minimum duration (emulated_min_ns of its bytes, in ns) that the last
-  /// collective this rank completed was held for; 0 when it was not paced (no network limit,
+  /// The emulated duration (ns) of the last collective this rank completed, from its effective
+  /// start (the last member's arrival) to this rank's release (emulated_release_ns); with every
+  /// member arriving together and equal ports, emulated_min_ns of its bytes. 0 when it was not paced (no network limit,
   /// one rank, or the split-size check of an all-to-all).
   int64_t last_emulated_ns() const { return last_emulated_ns_; }
 
