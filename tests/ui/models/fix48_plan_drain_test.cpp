@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/presets.h"
 #include "embedscope/sessions/analysis/analysis.h"
