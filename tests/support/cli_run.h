@@ -38,6 +38,19 @@ inline CliResult run_cli(const std::string& cli, const std::string& args, const 
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
 }
 
+/// `cmd 2>&1` through popen: its exit status (-1 when it did not exit normally) and its stdout and
+/// stderr together in `out` (`err` empty), as a user's terminal shows them; `cmd` is shell text.
+inline CliResult run_merged(const std::string& cmd) {
+  CliResult r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
 /// How a run stopped by stop_twice ended: its wait status (waitpid), the SIGTERMs sent (0-2) and
 /// its whole stderr.
 struct StoppedRun {

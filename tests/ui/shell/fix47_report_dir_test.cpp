@@ -11,25 +11,11 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include "support/cli_run.h"
 
 namespace {
 namespace fs = std::filesystem;
-
-struct Fix47Run {
-  int code = -1;
-  std::string out;  ///< stdout and stderr
-};
-
-Fix47Run fix47_run(const std::string& cmd) {
-  Fix47Run r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using embedscope::test_support::run_merged;
 
 std::string fix47_slurp(const fs::path& p) {
   std::ifstream f(p);
@@ -47,12 +33,12 @@ TEST(ReportDirF125, AFolderOfOtherFilesIsRefusedUnlessForceOverwrite) {
   std::string make = "'";
   make += EMBEDSCOPE_CLI;
   make += "' scaling --preset tiny --simulate h100_sxm --gpus 8 --steps 1 --json > '" + study.string() + "'";
-  ASSERT_EQ(fix47_run(make).code, 0);
+  ASSERT_EQ(run_merged(make).code, 0);
   std::ofstream(dir / "rep" / "scaling.png") << "precious, not a picture";
   std::string ui = "QT_QPA_PLATFORM=offscreen '";
   ui += EMBEDSCOPE_UI;
   ui += "' --report '" + study.string() + "' -o '" + (dir / "rep").string() + "'";
-  auto r = fix47_run(ui);
+  auto r = run_merged(ui);
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("error: " + (dir / "rep").string() + ": the report would replace scaling.png there, and the "
                        "folder holds no Embedscope report (no index.html of one): choose another folder (-o), or allow "
@@ -61,11 +47,11 @@ TEST(ReportDirF125, AFolderOfOtherFilesIsRefusedUnlessForceOverwrite) {
       << r.out;
   EXPECT_EQ(fix47_slurp(dir / "rep" / "scaling.png"), "precious, not a picture");
   EXPECT_FALSE(fs::exists(dir / "rep" / "index.html"));
-  r = fix47_run(ui + " --force-overwrite");
+  r = run_merged(ui + " --force-overwrite");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(fix47_slurp(dir / "rep" / "scaling.png"), "precious, not a picture");
   EXPECT_TRUE(fs::exists(dir / "rep" / "index.html"));
-  r = fix47_run(ui);  // an earlier report: replaced without the flag
+  r = run_merged(ui);  // an earlier report: replaced without the flag
   EXPECT_EQ(r.code, 0) << r.out;
   fs::remove_all(dir);
 }

@@ -25,25 +25,11 @@
 #include "models/critical_path_model.h"
 #include "shell/main_window.h"
 #include "shell/report_layout.h"
+#include "support/cli_run.h"
 
 namespace {
 namespace fs = std::filesystem;
-
-struct Fixb48Run {
-  int code = -1;
-  std::string out;  ///< stdout and stderr
-};
-
-Fixb48Run fixb48_run(const std::string& cmd) {
-  Fixb48Run r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using embedscope::test_support::run_merged;
 
 std::string fixb48_slurp(const fs::path& p) {
   std::ifstream f(p);
@@ -68,7 +54,7 @@ struct Fixb48Dir {
   ~Fixb48Dir() { fs::remove_all(dir); }
   std::string session(const std::string& name = "s.db") const {
     const fs::path p = dir / name;
-    const auto r = fixb48_run("'" + std::string(EMBEDSCOPE_CLI) + "' run --preset tiny --simulate h100_sxm --steps 2 -o '" +
+    const auto r = run_merged("'" + std::string(EMBEDSCOPE_CLI) + "' run --preset tiny --simulate h100_sxm --steps 2 -o '" +
                               p.string() + "'");
     EXPECT_EQ(r.code, 0) << r.out;
     return p.string();
@@ -86,14 +72,14 @@ TEST(ReportDirR8, AFolderOfOtherNamesTakesTheReport) {
   fs::create_directories(t.dir / "d2");
   std::ofstream(t.dir / "d2" / ".hidden") << "mine";
   std::ofstream(t.dir / "d2" / ".gitignore") << "*.png\n";
-  auto r = fixb48_run(fixb48_ui("--report '" + s + "' -o '" + (t.dir / "d2").string() + "'"));
+  auto r = run_merged(fixb48_ui("--report '" + s + "' -o '" + (t.dir / "d2").string() + "'"));
   EXPECT_EQ(r.code, 0) << r.out;  // was 2: "exists and holds 2 entries (.gitignore, ...) but no Embedscope report"
   auto files = fixb48_files(t.dir / "d2");
   for (const auto& f : kSessionReport) EXPECT_TRUE(files.count(f)) << f;
   EXPECT_EQ(fixb48_slurp(t.dir / "d2" / ".hidden"), "mine");
   EXPECT_EQ(fixb48_slurp(t.dir / "d2" / ".gitignore"), "*.png\n");
   // the report beside its own session (retest47: `--report d3/t.db -o d3`)
-  r = fixb48_run(fixb48_ui("--report '" + s + "' -o '" + t.dir.string() + "'"));
+  r = run_merged(fixb48_ui("--report '" + s + "' -o '" + t.dir.string() + "'"));
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(fs::exists(t.dir / "summary.png"));
   EXPECT_TRUE(fs::exists(t.dir / "s.db"));
@@ -108,7 +94,7 @@ TEST(ReportDirR8, ATakenNameIsRefusedAndNamedUnlessForceOverwrite) {
   std::ofstream(d / "index.html") << "<html>my own page</html>";
   std::ofstream(d / "notes.txt") << "kept";
   const std::string ui = fixb48_ui("--report '" + s + "' -o '" + d.string() + "'");
-  auto r = fixb48_run(ui);
+  auto r = run_merged(ui);
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("error: " + d.string() + ": the report would replace index.html, load.png there, and the folder "
                        "holds no Embedscope report (no index.html of one): choose another folder (-o), or allow replacing "
@@ -117,7 +103,7 @@ TEST(ReportDirR8, ATakenNameIsRefusedAndNamedUnlessForceOverwrite) {
       << r.out;
   EXPECT_EQ(fixb48_slurp(d / "load.png"), "precious");
   EXPECT_FALSE(fs::exists(d / "summary.png"));  // refused before any work
-  r = fixb48_run(ui + " --force-overwrite");
+  r = run_merged(ui + " --force-overwrite");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(fixb48_slurp(d / "load.png"), "precious");
   EXPECT_EQ(fixb48_slurp(d / "notes.txt"), "kept");
@@ -125,7 +111,7 @@ TEST(ReportDirR8, ATakenNameIsRefusedAndNamedUnlessForceOverwrite) {
   const fs::path one = t.dir / "one";
   fs::create_directories(one);
   std::ofstream(one / "summary.png") << "x";
-  r = fixb48_run(fixb48_ui("--report '" + s + "' -o '" + one.string() + "'"));
+  r = run_merged(fixb48_ui("--report '" + s + "' -o '" + one.string() + "'"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find(": the report would replace summary.png there, and the folder holds no Embedscope report (no "
                        "index.html of one): choose another folder (-o), or allow replacing it (--force-overwrite)"),
@@ -137,17 +123,17 @@ TEST(ReportDirR8, AComparisonOverASessionsReportLeavesNoneOfItsPages) {
   Fixb48Dir t("over");
   const std::string a = t.session("a.db"), b = t.session("b.db");
   const fs::path d = t.dir / "d1";
-  auto r = fixb48_run(fixb48_ui("--report '" + a + "' -o '" + d.string() + "'"));
+  auto r = run_merged(fixb48_ui("--report '" + a + "' -o '" + d.string() + "'"));
   ASSERT_EQ(r.code, 0) << r.out;
   ASSERT_EQ(fixb48_files(d), kSessionReport);
   std::ofstream(d / "notes.txt") << "kept";  // not the report's: stays
-  r = fixb48_run(fixb48_ui("--compare '" + a + "' '" + b + "' --report -o '" + d.string() + "'"));
+  r = run_merged(fixb48_ui("--compare '" + a + "' '" + b + "' --report -o '" + d.string() + "'"));
   ASSERT_EQ(r.code, 0) << r.out;
   // was: summary.png, load.png, timeline.png, timeline-step.png left beside the comparison's pages
   EXPECT_EQ(fixb48_files(d), (std::set<std::string>{"figures.png", "index.html", "memory.png", "notes.txt", "timelines.png"}));
   EXPECT_NE(fixb48_slurp(d / "index.html").find("<title>Embedscope comparison: "), std::string::npos);
   // and back: the session's report over the comparison's
-  r = fixb48_run(fixb48_ui("--report '" + a + "' -o '" + d.string() + "'"));
+  r = run_merged(fixb48_ui("--report '" + a + "' -o '" + d.string() + "'"));
   ASSERT_EQ(r.code, 0) << r.out;
   auto want = kSessionReport;
   want.insert("notes.txt");
@@ -160,20 +146,20 @@ TEST(HeadlessReportR11, DashOIsTheReportFolder) {
   const fs::path d = t.dir / "newdir";
   fs::create_directories(t.dir / "s-report");
   std::ofstream(t.dir / "s-report" / "summary.png") << "not a report";
-  auto r = fixb48_run(fixb48_ui("'" + s + "' -o '" + d.string() + "'"));
+  auto r = run_merged(fixb48_ui("'" + s + "' -o '" + d.string() + "'"));
   EXPECT_EQ(r.code, 0) << r.out;  // was 2: the refusal about s-report, -o ignored
   EXPECT_EQ(fixb48_files(d), kSessionReport);
   EXPECT_NE(r.out.find("the report of " + s + " is in " + d.string() + "/index.html"), std::string::npos) << r.out;
   EXPECT_EQ(fixb48_slurp(t.dir / "s-report" / "summary.png"), "not a report");
   // -o is one session's folder
-  r = fixb48_run(fixb48_ui("'" + s + "' '" + s + "' -o '" + (t.dir / "two").string() + "'"));
+  r = run_merged(fixb48_ui("'" + s + "' '" + s + "' -o '" + (t.dir / "two").string() + "'"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("-o " + (t.dir / "two").string() + " is the report folder of one session; given 2 sessions"),
             std::string::npos)
       << r.out;
   EXPECT_FALSE(fs::exists(t.dir / "two"));
   // with --screenshot there is no report: -o is refused, not ignored
-  r = fixb48_run(fixb48_ui("'" + s + "' --screenshot '" + (t.dir / "x.png").string() + "' -o '" + (t.dir / "three").string() + "'"));
+  r = run_merged(fixb48_ui("'" + s + "' --screenshot '" + (t.dir / "x.png").string() + "' -o '" + (t.dir / "three").string() + "'"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("-o is the folder of a report (embedscope-ui --report SESSION.db -o DIR"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(t.dir / "x.png"));
@@ -186,7 +172,7 @@ TEST(ReportSummaryR12, TheShardingPlanCaptionIsBelowTheHeldCriticalPath) {
   if (!fs::exists(trace)) GTEST_SKIP() << trace << " is absent (../shared/data/README.md)";
   Fixb48Dir t("r12");
   const fs::path db = t.dir / "diff.db";
-  auto r = fixb48_run("'" + std::string(EMBEDSCOPE_CLI) + "' import '" + trace.string() + "' -o '" + db.string() + "'");
+  auto r = run_merged("'" + std::string(EMBEDSCOPE_CLI) + "' import '" + trace.string() + "' -o '" + db.string() + "'");
   ASSERT_EQ(r.code, 0) << r.out;
   embedscope::ui::MainWindow w;
   ASSERT_EQ(w.open_path(QString::fromStdString(db.string()), true), QString());

@@ -30,25 +30,11 @@
 #include "ui/support/tradeoff_sessions.h"
 #include "views/compare_view.h"
 #include "views/tradeoffs_view.h"
+#include "support/cli_run.h"
 
 namespace {
 namespace fs = std::filesystem;
-
-struct G48UiRun {
-  int code = -1;
-  std::string out;  ///< stdout and stderr
-};
-
-G48UiRun g48_ui_run(const std::string& cmd) {
-  G48UiRun r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using embedscope::test_support::run_merged;
 
 fs::path g48_ui_dir(const std::string& name) {
   const fs::path d = fs::temp_directory_path() / ("es_fixg48_" + name + "_" + std::to_string(getpid()));
@@ -84,13 +70,13 @@ TEST(Fixg48Ui, AReportOfATraceSaysWhereItImportsIt) {
   const fs::path dir = g48_ui_dir("report_import");
   fs::copy_file(std::string(EMBEDSCOPE_TEST_DATA) + "/traces/hta_small/rank0.json", dir / "foo.json");
   std::ofstream(dir / "foo.db") << "not a session of this trace";
-  G48UiRun r = g48_ui_run(g48_ui("--report '" + (dir / "foo.json").string() + "' -o '" + (dir / "rep").string() + "'"));
+  auto r = run_merged(g48_ui("--report '" + (dir / "foo.json").string() + "' -o '" + (dir / "rep").string() + "'"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("report: importing " + (dir / "foo.json").string() + " into " + (dir / "foo-2.db").string() + "\n"),
             std::string::npos)
       << r.out;
   EXPECT_TRUE(fs::exists(dir / "foo-2.db"));
-  r = g48_ui_run(g48_ui("--report '" + (dir / "foo.json").string() + "' -o '" + (dir / "rep").string() + "'"));
+  r = run_merged(g48_ui("--report '" + (dir / "foo.json").string() + "' -o '" + (dir / "rep").string() + "'"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out.find("importing"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(dir / "foo-3.db"));
@@ -101,7 +87,7 @@ TEST(Fixg48Ui, AReportOfATraceSaysWhereItImportsIt) {
 TEST(Fixg48Ui, AScreenshotBesideAReportIsRefused) {
   const fs::path dir = g48_ui_dir("shot_report");
   const std::string s = g48_pipeline_session(dir, "base");
-  const G48UiRun r = g48_ui_run(g48_ui("'" + s + "' --screenshot '" + (dir / "s3.png").string() + "' --report -o '" +
+  const auto r = run_merged(g48_ui("'" + s + "' --screenshot '" + (dir / "s3.png").string() + "' --report -o '" +
                                        (dir / "r11").string() + "'"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("error: --screenshot " + (dir / "s3.png").string() +
@@ -148,9 +134,9 @@ TEST(Fixg48Ui, TheCompareViewShowsHtasOverlapForImportedTraces) {
   for (const char* r : {"rank0", "rank1"}) {
     const std::string cmd = std::string("'") + EMBEDSCOPE_CLI + "' import '" + EMBEDSCOPE_TEST_DATA + "/traces/hta_small/" +
                             r + ".json' -o '" + (dir / (std::string(r) + ".db")).string() + "'";
-    ASSERT_EQ(g48_ui_run(cmd).code, 0) << cmd;
+    ASSERT_EQ(run_merged(cmd).code, 0) << cmd;
   }
-  const G48UiRun cli = g48_ui_run(std::string("'") + EMBEDSCOPE_CLI + "' compare '" + (dir / "rank0.db").string() + "' '" +
+  const auto cli = run_merged(std::string("'") + EMBEDSCOPE_CLI + "' compare '" + (dir / "rank0.db").string() + "' '" +
                                   (dir / "rank1.db").string() + "'");
   ASSERT_EQ(cli.code, 0) << cli.out;
   const size_t at = cli.out.find("GPU kernels overlap % (HTA's comm/comp overlap)");
