@@ -281,6 +281,7 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   memory_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   memory_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   memory_status_ = new QLabel(memory_box);
+  memory_status_->setObjectName("memory_status");
   memory_status_->setWordWrap(true);
   memory_layout->addWidget(memory_status_);
   auto_plan_label_ = new QLabel(memory_box);
@@ -480,13 +481,22 @@ void WorkloadDesigner::refresh() {
   if (mem.empty()) {
     memory_status_->setText("No estimate until the workload is valid.");
   } else {
-    int64_t most = 0;
-    for (const auto& e : mem) most = std::max(most, e.total());
+    int64_t most = 0, reserved = 0;  // reserved: the most an allocator that runs out at capacity reserves
+    for (const auto& e : mem) {
+      most = std::max(most, e.total());
+      if (e.shortfall_request > 0) reserved = std::max(reserved, e.peak_reserved);
+    }
+    // the bytes fit, the allocator's segments do not (retest48 F-B: the pane said 91.9 % and nothing
+    // more, while the plan is refused because the caching allocator reserves 50 MiB)
+    const QString verdict = most > capacity ? QString(": it does not fit")
+                            : reserved > 0  ? QString(", but its allocator reserves %1 for the run's buffers: it does not fit")
+                                                 .arg(QString::fromStdString(sessions::format_bytes(reserved)))
+                                            : QString();
     memory_status_->setText(QString("The fullest device needs %1 of %2 (%3 %)%4.")
                                 .arg(QString::fromStdString(sessions::format_bytes(most)))
                                 .arg(QString::fromStdString(sessions::format_bytes(capacity)))
                                 .arg(capacity > 0 ? 100.0 * static_cast<double>(most) / static_cast<double>(capacity) : 0.0, 0, 'f', 1)
-                                .arg(most > capacity ? ": it does not fit" : ""));
+                                .arg(verdict));
   }
   run_button_->setEnabled(model_->error().isEmpty() && !job_);
 }
