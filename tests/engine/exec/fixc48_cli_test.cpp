@@ -13,6 +13,7 @@
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "support/cli_run.h"
+#include "support/input_files.h"
 
 namespace {
 namespace fixc48_fs = std::filesystem;
@@ -28,22 +29,6 @@ fixc48_fs::path fixc48_cli_dir() {
 
 embedscope::test_support::CliResult fixc48_cli(const std::string& args) {
   return embedscope::test_support::run_cli(EMBEDSCOPE_CLI, args, fixc48_cli_dir());
-}
-
-// ids 0..n-1 as a 1-D <u4 .npy (format 1.0)
-void fixc48_cli_npy_u4(const fixc48_fs::path& p, int n) {
-  std::string header = "{'descr': '<u4', 'fortran_order': False, 'shape': (" + std::to_string(n) + ",), }";
-  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  std::string b = "\x93NUMPY";
-  b += '\x01';
-  b += '\x00';
-  b += static_cast<char>(header.size() & 0xff);
-  b += static_cast<char>(header.size() >> 8);
-  b += header;
-  for (int i = 0; i < n; ++i)
-    for (int k = 0; k < 4; ++k) b += static_cast<char>((i >> (8 * k)) & 0xff);
-  std::ofstream(p, std::ios::binary) << b;
 }
 
 std::string fixc48_lm_workload(const std::string& name, const nlohmann::json& token_ids) {
@@ -82,7 +67,7 @@ TEST(Fixc48CompareJson, EachSessionGivesItsDrainStepsAsStatsDoes) {
 
 TEST(Fixc48NpyHeader, TheRunNamesTheNpysOwnDtypeAndRefusesAContradictingOne) {
   const fixc48_fs::path npy = fixc48_cli_dir() / "x4.npy";
-  fixc48_cli_npy_u4(npy, 40);
+  embedscope::test_support::write_id_npy(npy, 40, 4);
   auto r = fixc48_cli("run " + fixc48_lm_workload("npy_ok", {{"file", "x4.npy"}}) + " -o " +
                       (fixc48_cli_dir() / "npy_ok.db").string() + " --force-overwrite");
   ASSERT_EQ(r.code, 0) << r.err;

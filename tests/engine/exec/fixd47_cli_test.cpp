@@ -26,6 +26,7 @@
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/store/session.h"
 #include "support/cli_run.h"
+#include "support/input_files.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -152,33 +153,11 @@ TEST(Fixd47LmLookupTime, NoRecordedLookupTimeIsNotRecordedNeverBalanced) {
 }
 
 namespace {
-// A hand-made KJT file (FORMAT.md): keys "a", "b", S 2, labels; `batches` batches of V 4 (lengths
-// {1, 0, 2, 1}), `claimed` in the header's N, then `cut` bytes taken off the end. Header 8 + 16 +
-// 16 + 2 x (4 + 1) = 50 bytes; a batch 8 (V) + 32 (lengths 2 x 2 x 8) + 32 (ids) + 8 (labels) = 80.
+// test_support::small_kjt_bytes (50 bytes of header, 80 a batch) as fixd47_dir()/name, then `cut`
+// bytes taken off the end.
 std::string fixd47_kjt(const std::string& name, int batches, uint64_t claimed, int cut = 0) {
   const std::string path = (fixd47_dir() / name).string();
-  {
-    std::ofstream f(path, std::ios::binary);
-    auto put = [&](const auto& v) { f.write(reinterpret_cast<const char*>(&v), sizeof v); };
-    f.write("ESKJT\0\0\0", 8);
-    put(uint32_t{1});
-    put(uint32_t{2});  // labels
-    put(uint32_t{2});  // F
-    put(uint32_t{0});  // D
-    put(claimed);
-    put(uint64_t{2});  // S
-    for (const char* k : {"a", "b"}) {
-      put(uint32_t{1});
-      f.write(k, 1);
-    }
-    for (int n = 0; n < batches; ++n) {
-      put(uint64_t{4});
-      for (int64_t l : {1, 0, 2, 1}) put(l);
-      for (int64_t id : {3, 4, 5, 6}) put(id + n);
-      put(0.0f);
-      put(1.0f);
-    }
-  }
+  std::ofstream(path, std::ios::binary) << embedscope::test_support::small_kjt_bytes(batches, claimed);
   if (cut > 0) fs::resize_file(path, fs::file_size(path) - static_cast<uintmax_t>(cut));
   return path;
 }

@@ -23,6 +23,7 @@
 #include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/store/session.h"
 #include "support/cli_run.h"
+#include "support/input_files.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -190,24 +191,6 @@ TEST(Lm47Stop, ASecondSigtermStopsAScenarioAtOnceRecordedAsCancelled) {
 }
 
 namespace {
-// ids 0..n-1 as a 1-D <u2 .npy (format 1.0: magic, version, header length, the header dict padded
-// with spaces to a 64-byte multiple and ended by a newline, then the data)
-void lm47_write_npy(const fs::path& p, int n) {
-  std::string header = "{'descr': '<u2', 'fortran_order': False, 'shape': (" + std::to_string(n) + ",), }";
-  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  std::string b = "\x93NUMPY";
-  b += '\x01';
-  b += '\x00';
-  b += static_cast<char>(header.size() & 0xff);
-  b += static_cast<char>(header.size() >> 8);
-  b += header;
-  for (int i = 0; i < n; ++i) {
-    b += static_cast<char>(i & 0xff);
-    b += static_cast<char>(i >> 8);
-  }
-  std::ofstream(p, std::ios::binary) << b;
-}
 
 std::string lm47_token_workload(const std::string& name, const json& token_ids) {
   const fs::path f = lm47_scratch() / (name + ".json");
@@ -239,7 +222,7 @@ TEST(Lm47TokenFile, ARawBinNeedsItsDtypeAnNpySaysItsOwn) {
   const auto s = embedscope::engine::parse_lm_workload(j, "w.json", lm47_scratch().string());
   ASSERT_TRUE(s.token_file_ids);
   EXPECT_EQ(*s.token_file_ids, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
-  lm47_write_npy(lm47_scratch() / "ids.npy", 12);
+  embedscope::test_support::write_id_npy(lm47_scratch() / "ids.npy", 12, 2);
   j["token_ids"] = {{"file", "ids.npy"}};
   const auto n = embedscope::engine::parse_lm_workload(j, "w.json", lm47_scratch().string());
   ASSERT_TRUE(n.token_file_ids);

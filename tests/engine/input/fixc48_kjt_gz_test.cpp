@@ -15,6 +15,7 @@
 
 #include "embedscope/engine/input/kjt_file.h"
 #include "embedscope/engine/workload/spec.h"
+#include "support/input_files.h"
 
 namespace {
 namespace fixc48_fs = std::filesystem;
@@ -24,32 +25,6 @@ fixc48_fs::path fixc48_kjt_dir() {
   const auto d = fixc48_fs::temp_directory_path() / ("fixc48_kjt_" + std::to_string(::getpid()));
   fixc48_fs::create_directories(d);
   return d;
-}
-
-// The bytes of a KJT file: keys "a", "b", S 2, labels; `batches` batches of V 4 (lengths
-// {1, 0, 2, 1}); `claimed` in the header's N.
-std::string fixc48_kjt_bytes(int batches, uint64_t claimed) {
-  std::string b;
-  auto put = [&](const auto& v) { b.append(reinterpret_cast<const char*>(&v), sizeof v); };
-  b.append("ESKJT\0\0\0", 8);
-  put(uint32_t{1});
-  put(uint32_t{2});  // labels
-  put(uint32_t{2});  // F
-  put(uint32_t{0});  // D
-  put(claimed);
-  put(uint64_t{2});  // S
-  for (const char* k : {"a", "b"}) {
-    put(uint32_t{1});
-    b.append(k, 1);
-  }
-  for (int n = 0; n < batches; ++n) {
-    put(uint64_t{4});
-    for (int64_t l : {1, 0, 2, 1}) put(l);
-    for (int64_t id : {3, 4, 5, 6}) put(id + n);
-    put(0.0f);
-    put(1.0f);
-  }
-  return b;
 }
 
 // `bytes` gzip-compressed (level 0) as DIR/name; with `keep_data` >= 0 the compressed file is cut
@@ -81,25 +56,25 @@ std::string fixc48_layout_error(const std::string& path) {
 }  // namespace
 
 TEST(Fixc48KjtGzip, ACutOrMiscountedGzipFileIsRefusedUpFrontWithTheByteOffset) {
-  ASSERT_EQ(fixc48_kjt_bytes(3, 3).size(), 50u + 3 * 80);
-  EXPECT_EQ(fixc48_layout_error(fixc48_gz("whole.kjt.gz", fixc48_kjt_bytes(3, 3))), "(no InputFileError)");
+  ASSERT_EQ(embedscope::test_support::small_kjt_bytes(3, 3).size(), 50u + 3 * 80);
+  EXPECT_EQ(fixc48_layout_error(fixc48_gz("whole.kjt.gz", embedscope::test_support::small_kjt_bytes(3, 3))), "(no InputFileError)");
   // the header says 5, the stream holds 3 whole batches (290 bytes)
-  std::string p = fixc48_gz("over.kjt.gz", fixc48_kjt_bytes(3, 5));
+  std::string p = fixc48_gz("over.kjt.gz", embedscope::test_support::small_kjt_bytes(3, 5));
   EXPECT_EQ(fixc48_layout_error(p),
             p + ": the header says 5 batches, but the uncompressed stream holds 3 (it ends at byte offset 290, after "
                 "batch 2): cut short, or the header's count is wrong (byte offsets in the uncompressed stream)");
   // the header says 1, the stream holds 2: the second's 80 bytes from 130 are extra
-  p = fixc48_gz("extra.kjt.gz", fixc48_kjt_bytes(2, 1));
+  p = fixc48_gz("extra.kjt.gz", embedscope::test_support::small_kjt_bytes(2, 1));
   EXPECT_EQ(fixc48_layout_error(p), p + ": 80 bytes after the last of its 1 batches, from byte offset 130 (the header's "
                                         "count is wrong?) (byte offsets in the uncompressed stream)");
   // the .gz cut after 253 uncompressed bytes: batch 2 at 210 needs 80, 43 remain
-  p = fixc48_gz("cut.kjt.gz", fixc48_kjt_bytes(3, 3), 253);
+  p = fixc48_gz("cut.kjt.gz", embedscope::test_support::small_kjt_bytes(3, 3), 253);
   EXPECT_EQ(fixc48_layout_error(p),
             p + ": the header says 3 batches, but the uncompressed stream ends inside batch 2 (batch 2 at byte offset 210 "
                 "needs 80 bytes, 43 remain; the gzip stream ends early after 253 uncompressed bytes: unexpected end of "
                 "file; the uncompressed stream is 253 bytes): cut short? (byte offsets in the uncompressed stream)");
   // every batch whole, the trailer cut off
-  p = fixc48_gz("notrailer.kjt.gz", fixc48_kjt_bytes(3, 3), 290);
+  p = fixc48_gz("notrailer.kjt.gz", embedscope::test_support::small_kjt_bytes(3, 3), 290);
   EXPECT_EQ(fixc48_layout_error(p), p + ": its 3 batches are whole, but the gzip stream ends early after 290 uncompressed "
                                         "bytes: unexpected end of file: cut short?");
   // a run builds its batch source before its first step: refused there
@@ -111,7 +86,7 @@ TEST(Fixc48KjtGzip, ACutOrMiscountedGzipFileIsRefusedUpFrontWithTheByteOffset) {
   spec.steps = 3;
   spec.devices.count = 2;
   spec.input.kind = fixc48_es::InputKind::kjt;
-  spec.input.paths = {fixc48_gz("cut_run.kjt.gz", fixc48_kjt_bytes(3, 3), 253)};
+  spec.input.paths = {fixc48_gz("cut_run.kjt.gz", embedscope::test_support::small_kjt_bytes(3, 3), 253)};
   try {
     fixc48_es::KjtBatchSource source(spec);
     ADD_FAILURE() << "a cut .gz was accepted";
@@ -123,7 +98,7 @@ TEST(Fixc48KjtGzip, ACutOrMiscountedGzipFileIsRefusedUpFrontWithTheByteOffset) {
 
 TEST(Fixc48KjtGzip, AGzipWriterKilledBeforeCloseHasItsBatchesCounted) {
   // N = 0 in the header, 3 whole batches in the stream: counted, as a plain file's
-  const std::string p = fixc48_gz("killed.kjt.gz", fixc48_kjt_bytes(3, 0));
+  const std::string p = fixc48_gz("killed.kjt.gz", embedscope::test_support::small_kjt_bytes(3, 0));
   fixc48_es::KjtFileReader r(p);
   EXPECT_EQ(r.header().num_batches, 3u);
   EXPECT_TRUE(r.header().count_recovered);

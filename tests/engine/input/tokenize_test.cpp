@@ -12,6 +12,7 @@
 #include "embedscope/engine/input/token_file.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "support/cli_run.h"
+#include "support/input_files.h"
 
 namespace es = embedscope::engine;
 
@@ -93,16 +94,8 @@ TEST(TokenFile, IdAtOrAboveVocabNamesFileAndOffset) {
 
 TEST(TokenFile, NpyHeaderIsParsedForEachTokenDtype) {
   const auto dir = tokenize_scratch();
-  // numpy.save(np.array([3, 1, 4], dtype='<i8')): magic, version 1.0, header length, dict, '\n'
-  const auto npy = [](const std::string& descr, const std::string& shape, const std::string& data) {
-    std::string h = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
-    while ((10 + h.size() + 1) % 64 != 0) h += ' ';
-    h += '\n';
-    std::string out = std::string("\x93NUMPY\x01\x00", 8);
-    out += static_cast<char>(h.size() & 0xff);
-    out += static_cast<char>(h.size() >> 8);
-    return out + h + data;
-  };
+  // numpy.save(np.array([3, 1, 4], dtype='<i8')) and others, by hand (test_support::npy_bytes)
+  const auto npy = embedscope::test_support::npy_bytes;
   write_bytes_for_tokens(dir / "a.npy", npy("<i8", "(3,)", std::string("\x03\0\0\0\0\0\0\0\x01\0\0\0\0\0\0\0\x04\0\0\0\0\0\0\0", 24)));
   EXPECT_EQ(es::read_token_npy((dir / "a.npy").string()), (std::vector<int64_t>{3, 1, 4}));
   write_bytes_for_tokens(dir / "b.npy", npy("<u2", "(2,)", std::string("\x05\x00\x00\x01", 4)));

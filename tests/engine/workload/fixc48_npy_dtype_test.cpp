@@ -12,6 +12,7 @@
 
 #include "embedscope/engine/input/token_file.h"
 #include "embedscope/engine/workload/lm_spec.h"
+#include "support/input_files.h"
 
 namespace {
 namespace fixc48_es = embedscope::engine;
@@ -22,27 +23,11 @@ std::filesystem::path fixc48_npy_dir() {
   return d;
 }
 
-// ids 0..n-1 as a 1-D <u4 .npy (format 1.0; header dict padded with spaces to a 64-byte multiple
-// and ended by a newline; little-endian 4-byte ids)
-void fixc48_write_u4_npy(const std::filesystem::path& p, int n) {
-  std::string header = "{'descr': '<u4', 'fortran_order': False, 'shape': (" + std::to_string(n) + ",), }";
-  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  std::string b = "\x93NUMPY";
-  b += '\x01';
-  b += '\x00';
-  b += static_cast<char>(header.size() & 0xff);
-  b += static_cast<char>(header.size() >> 8);
-  b += header;
-  for (int i = 0; i < n; ++i)
-    for (int k = 0; k < 4; ++k) b += static_cast<char>((i >> (8 * k)) & 0xff);
-  std::ofstream(p, std::ios::binary) << b;
-}
 }  // namespace
 
 TEST(Fixc48NpyDtype, ADtypeThatContradictsTheNpysOwnIsRefused) {
   const auto dir = fixc48_npy_dir();
-  fixc48_write_u4_npy(dir / "x4.npy", 40);
+  embedscope::test_support::write_id_npy(dir / "x4.npy", 40, 4);
   nlohmann::json j = {{"model", "lm_embedding"}, {"vocab_size", 100}, {"hidden_size", 16}, {"sequence_length", 8},
                       {"token_ids", {{"file", "x4.npy"}, {"dtype", "uint16"}}}};
   try {
