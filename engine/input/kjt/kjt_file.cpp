@@ -19,23 +19,23 @@ namespace {
 constexpr char kMagic[8] = {'E', 'S', 'K', 'J', 'T', 0, 0, 0};
 constexpr uint32_t kMaxFeatures = 65536, kMaxDense = 65536, kMaxKeyBytes = 4096;
 constexpr uint64_t kMaxIdsPerBatch = uint64_t{1} << 34;
-gzFile as_gz(void* p) { return static_cast<gzFile>(p); }
+gzFile kjt_as_gz(void* p) { return static_cast<gzFile>(p); }
 }  // namespace
 
 KjtFileReader::KjtFileReader(std::string path) : path_(std::move(path)) { open(); }
 
 KjtFileReader::~KjtFileReader() {
-  if (gz_) gzclose(as_gz(gz_));
+  if (gz_) gzclose(kjt_as_gz(gz_));
 }
 
 void KjtFileReader::read_exact(void* dst, size_t bytes, const char* what) {
   char* p = static_cast<char*>(dst);
   while (bytes > 0) {
     const unsigned chunk = static_cast<unsigned>(std::min<size_t>(bytes, size_t{1} << 30));
-    const int n = gzread(as_gz(gz_), p, chunk);
+    const int n = gzread(kjt_as_gz(gz_), p, chunk);
     if (n <= 0) {
       int code = 0;
-      const char* msg = gzerror(as_gz(gz_), &code);
+      const char* msg = gzerror(kjt_as_gz(gz_), &code);
       const std::string where = next_batch_ < header_.num_batches && header_.batch_size > 0
                                     ? fmt::format("batch {} of {}", next_batch_, header_.num_batches)
                                     : std::string("the header");
@@ -49,7 +49,7 @@ void KjtFileReader::read_exact(void* dst, size_t bytes, const char* what) {
 }
 
 void KjtFileReader::open() {
-  if (gz_) gzclose(as_gz(gz_));
+  if (gz_) gzclose(kjt_as_gz(gz_));
   gz_ = nullptr;
   next_batch_ = 0;
   header_ = {};
@@ -238,7 +238,7 @@ void KjtFileReader::rewind() { open(); }
 bool KjtFileReader::next(KjtFileBatch& out) {
   if (next_batch_ >= header_.num_batches) {
     char extra;
-    if (gzread(as_gz(gz_), &extra, 1) > 0)
+    if (gzread(kjt_as_gz(gz_), &extra, 1) > 0)
       throw InputFileError(fmt::format("{}: bytes after the last of its {} batches (the header's count is wrong?)", path_,
                                        header_.num_batches));
     return false;
