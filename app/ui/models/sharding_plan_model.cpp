@@ -180,11 +180,11 @@ bool ShardingPlanModel::fill_lm_estimate(const std::string& workload_json) {
   lm_ = true;
   try {  // one plan all along: the peak is compared with the estimate shown
     const int world = static_cast<int>(ranks_.size());
-    for (const auto& e : engine::estimate_lm_memory(engine::parse_lm_workload(wl, sessions::meta::kWorkloadJson)))
+    for (const auto& e : engine::estimate_lm_memory(engine::parse_stored_lm_workload(wl, sessions::meta::kWorkloadJson)))
       if (e.rank >= 0 && e.rank < world)
         ranks_[static_cast<size_t>(e.rank)].planned_bytes = ranks_[static_cast<size_t>(e.rank)].peak_planned_bytes =
             e.peak_allocated_bytes;  // the replay through the rank's caching allocator (lm45)
-  } catch (const std::exception&) {  // e.g. a token file no longer there: no estimate
+  } catch (const std::exception&) {  // a stored workload that no longer parses: no estimate (its token file is not read)
   }
   return true;
 }
