@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/sessions/analysis/analysis.h"  // max_over_mean
+#include "embedscope/sessions/model/hot_row_replica.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::sessions {
@@ -51,7 +52,8 @@ LoadData load_data(const SessionReader& session, LoadMetric metric) {
     const std::string table = static_cast<size_t>(k.first) < table_names.size() && !table_names[static_cast<size_t>(k.first)].empty()
                                   ? table_names[static_cast<size_t>(k.first)]
                                   : "table " + std::to_string(k.first);
-    d.shards.push_back(table + " #" + std::to_string(k.second));
+    // a rank's hot-row replica of the table (sessions::kHotRowReplicaShard): its own batch's hot ids
+    d.shards.push_back(k.second == kHotRowReplicaShard ? table + " hot rows" : table + " #" + std::to_string(k.second));
     d.shard_tables.push_back(table);
   }
   std::map<int64_t, size_t> step_col;
