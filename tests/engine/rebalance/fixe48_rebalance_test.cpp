@@ -1,7 +1,7 @@
 // tester48 F1, F6, F12: a table_wise -> row_wise change predicted from the ids observed per row
 // (the session's id_histogram) rather than an even spread, and an even-spread row_wise losing a
 // tie to column_wise; a low-rank table's move counted at its stored bytes; `rebalance`'s window
-// leaving out a pipeline's drain steps that look nothing up. Every figure is hand-computed.
+// leaving out a pipeline's drain steps (tester49 N2: all of them, as stats does). Every figure is hand-computed.
 #include <gtest/gtest.h>
 
 #include <sqlite3.h>
