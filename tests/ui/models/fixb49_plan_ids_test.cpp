@@ -179,6 +179,15 @@ TEST(Fixb49PlanIds, ANewRowWiseShardCountsFromTheStepItExists) {
     }
   EXPECT_TRUE(seen);
   EXPECT_EQ(m.index(0, ShardingPlanModel::Sharding).data().toString(), "RW: 1");
+  // the Load view: the table_wise shard #0 of steps 0-1 is a column of its own, not row_wise #0's
+  const ss::LoadData d = ss::load_data(rd, ss::LoadMetric::ids_looked_up);
+  EXPECT_EQ(d.shards, (std::vector<std::string>{"t_b #0", "t_c #0", "t_c #0 (table_wise to step 1)", "t_c #1"}));
+  ASSERT_EQ(d.shards.size(), 4u);
+  EXPECT_EQ(d.at_shard(0, 1), 60.0);
+  EXPECT_EQ(d.at_shard(0, 2), 200.0);
+  EXPECT_EQ(d.at_shard(1, 3), 140.0);
+  EXPECT_EQ(d.at_shard(1, 0), 40.0);
+  EXPECT_FALSE(d.holds(1, 2));
   fs::remove(path);
 }
 
