@@ -23,6 +23,7 @@
 #include "embedscope/engine/model/host_cache.h"
 #include "embedscope/engine/model/low_rank.h"
 #include "embedscope/engine/program/step_program.h"
+#include "embedscope/sessions/model/hot_row_replica.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "program/program_sink.h"
 #include "sharding/layout.h"
@@ -561,6 +562,36 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
           ids_so_far += ids;
           c.bytes_in += std::llround(ids * 8);
           c.bytes_out += W * spec_.batch_size * sl.s.num_cols * 4;
+        }
+        // the ids the rank looks up outside the slots, in its own batch (tester49 F8a: they were in
+        // the lookup op's rows, RunResult's ids, but in no load counter): a data_parallel table's
+        // replica (shard r, sharding/data_parallel.cpp) and a table's hot-row replica
+        // (sessions::kHotRowReplicaShard, sharding/hot_rows.cpp), the modules' local_lookup_work
+        auto local_load = [&](int t, int shard, double ids) {
+          auto& c = load[{t, shard}];
+          c.step = step;
+          c.rank = r;
+          c.table = t;
+          c.shard = shard;
+          c.ids += std::llround(ids_so_far + ids) - std::llround(ids_so_far);
+          ids_so_far += ids;
+          const int64_t bags = layout.B * static_cast<int64_t>(layout.table_features[static_cast<size_t>(t)].size());
+          const TableSpec& ts = spec_.tables[static_cast<size_t>(t)];
+          c.bytes_out += bags * ts.embedding_dim * 4;
+          lookup_bytes[{t, shard}] += program::ProgramSink::lookup_bytes(ids, ts, ts.embedding_dim, static_cast<double>(bags));
+        };
+        for (const int t : layout.dp_tables) {
+          double ids = 0;
+          for (const int f : layout.table_features[static_cast<size_t>(t)])
+            ids += static_cast<double>(layout.B) * spec_.features[static_cast<size_t>(f)].pooling_factor.mean;
+          local_load(t, r, ids);
+        }
+        for (const int t : layout.hot_tables) {
+          double ids = 0;
+          for (const int f : layout.table_features[static_cast<size_t>(t)])
+            ids += static_cast<double>(layout.B) * spec_.features[static_cast<size_t>(f)].pooling_factor.mean *
+                   program::hot_id_share(spec_, t, f, 0, spec_.tables[static_cast<size_t>(t)].rows());
+          local_load(t, sessions::kHotRowReplicaShard, ids);
         }
         // tables in host memory: the cache model's expected lookups and transfers (cost/cache_model.h,
         // the figures of the program's host-link ops); a batch prefetched the step before hits
