@@ -310,7 +310,8 @@ TEST(Dense49Precision, WorkCountsTheRoundedInputsAsElementwise) {
 
 TEST(Dense49Precision, DeviceOpsAreRefusedBelowFp32) {
   const std::vector<int64_t> dims{3, 2};
-  es::DenseModel m(dense49_spec(es::Interaction::cat, DensePrecision::bf16), dims);
+  const es::WorkloadSpec spec = dense49_spec(es::Interaction::cat, DensePrecision::bf16);  // the model keeps a reference
+  es::DenseModel m(spec, dims);
   es::DenseModel::LinearOps loss_only;
   loss_only.loss = [](int64_t B, const float* z, const float* y, float* dz) { return es::bce_with_logits(B, z, y, dz); };
   EXPECT_NO_THROW(m.set_linear_ops(loss_only));
