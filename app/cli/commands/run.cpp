@@ -232,7 +232,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
     fmt::print(stderr, "warning: {} malformed input line(s) skipped (input.malformed_lines skip), per step: {}\n", skipped,
                fmt::join(r.skipped_lines_per_step, " "));
   if (as_json) {
-    const json overlap = pipeline_json(spec);  // pipeline, qcomms, network, dense_precision
+    const json overlap = pipeline_json(spec);  // pipeline, qcomms, network
     json j{{"ended", es::to_string(r.ended)},
            {"session", r.session_path},
            {"workload", spec.name},
@@ -243,7 +243,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
            {"pipeline", es::to_string(spec.pipeline)},
            {"qcomms", overlap.at("qcomms")},
            {"network", overlap.at("network")},
-           {"dense_precision", overlap.at("dense_precision")},
+           {"dense_precision", spec.dense ? json(es::to_string(spec.dense->precision)) : json()},
            {"steps", static_cast<int64_t>(r.step_time_ns.size())},
            {"samples_per_step", r.samples_per_step},
            {"step_time_ns", {{"mean", d.mean}, {"p50", d.p50}, {"p99", d.p99}, {"min", d.min}, {"max", d.max}}},
