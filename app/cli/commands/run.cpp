@@ -254,6 +254,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
            {"pipeline", es::to_string(spec.pipeline)},
            {"qcomms", overlap.at("qcomms")},
            {"network", overlap.at("network")},
+           {"dense_precision", spec.dense ? json(es::to_string(spec.dense->precision)) : json()},
            {"steps", static_cast<int64_t>(r.step_time_ns.size())},
            {"samples_per_step", r.samples_per_step},
            {"step_time_ns", {{"mean", d.mean}, {"p50", d.p50}, {"p99", d.p99}, {"min", d.min}, {"max", d.max}}},
