@@ -122,7 +122,7 @@ TEST(Tester37Ui, TheSummarySaysUnknownForBytesATraceDidNotRecord) {
         zero += t == "0 B";
       }
   }
-  EXPECT_EQ(unknown, 3);  // bytes sent, bytes received, the all-reduce's bytes / step
+  EXPECT_EQ(unknown, 4);  // rank table: bytes sent, bytes received; the all-reduce's bytes sent / received per step
   EXPECT_EQ(zero, 0);
 }
 
