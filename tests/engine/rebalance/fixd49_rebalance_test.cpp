@@ -73,7 +73,7 @@ TEST(Fixd49Rebalance, LookupTimeShowsTheMeasuredSumsStatsUsesBesideTheMedianLoad
   // the text labels both
   r = d49rb_cli("rebalance " + db.string() + " --balance lookup_time");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("rank        measured       median x 3 before     median x 3 after\n"
+  EXPECT_NE(r.out.find("rank        measured    median x 3 before     median x 3 after\n"
                        "0             103840                 3840"),
             std::string::npos)
       << r.out;

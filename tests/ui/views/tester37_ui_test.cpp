@@ -90,7 +90,7 @@ TEST(Tester37Ui, ASnapshotWithoutHistorySaysSoAndReplayOffersItsReservedBytes) {
 }
 
 // A Kineto trace whose NCCL kernel was launched from a record_param_comms without arguments:
-// the Summary's per-rank bytes and the collectives' bytes / step read "unknown", not "0 B".
+// the Summary's per-rank bytes and the collectives' bytes sent / received per step read "unknown", not "0 B".
 TEST(Tester37Ui, TheSummarySaysUnknownForBytesATraceDidNotRecord) {
   auto ev = [](const std::string& cat, const std::string& name, int pid, int tid, int64_t ts, int64_t dur,
                nlohmann::json args) {
