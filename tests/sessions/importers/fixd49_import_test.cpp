@@ -7,6 +7,7 @@
 //     collectives; skipped now, as a trace with its GPU events never makes one of them.
 // F7  the collectives tables' `bytes` were sent + received, unlabelled: they show bytes sent and
 //     bytes received apart (stats text, --json bytes_sent / bytes_received, Summary).
+// (F7 also on an engine run: the collectives' bytes sent add up to the rank table's.)
 // F8  a memory snapshot whose segment is smaller than its own blocks imported with "import
 //     problems: none": import problem segment_smaller_than_blocks naming it and the figures.
 #include <gtest/gtest.h>
@@ -259,4 +260,38 @@ TEST(Fixd49Import, ASegmentSmallerThanItsBlocksIsAnImportProblem) {
   ASSERT_EQ(st.code, 0) << st.err;
   EXPECT_NE(st.out.find("segment_smaller_than_blocks"), std::string::npos) << st.out;
   EXPECT_EQ(st.out.find("import problems\n  none"), std::string::npos) << st.out;
+}
+
+// F7 on an engine run (tiny, row_wise, 2 ranks, 3 steps, as tester49 ran it): the collectives'
+// bytes sent are the records' bytes_sent (sqlite: dense_all_reduce 18,696 B over 3 steps = 6,232 B
+// a step, the figure the table doubled to 12.2 KiB), and over all names they add up to the rank
+// table's bytes sent (37,456 B: the split checks' 192 B go with the op that holds them).
+TEST(Fixd49Collectives, AnEngineRunsCollectivesShowBytesSentAsTheRankTable) {
+  D49Run s = d49_cli("run --preset tiny --devices 2 --steps 3 --sharding row_wise -o rw.db");
+  ASSERT_EQ(s.code, 0) << s.err;
+  s = d49_cli("stats --json rw.db");
+  ASSERT_EQ(s.code, 0) << s.err;
+  const json js = json::parse(s.out);
+  int64_t sent = 0, received = 0, rank_sent = 0, rank_received = 0;
+  for (const auto& c : js["collectives"]) {
+    sent += c["bytes_sent"].get<int64_t>();
+    received += c["bytes_received"].get<int64_t>();
+    EXPECT_EQ(c["bytes"].get<int64_t>(), c["bytes_sent"].get<int64_t>() + c["bytes_received"].get<int64_t>());
+    if (c["name"] == "dense_all_reduce") {
+      EXPECT_EQ(c["bytes_sent"], 18696);
+      EXPECT_EQ(c["bytes_received"], 18696);
+    }
+  }
+  for (const auto& r : js["ranks"]) rank_sent += r["bytes_sent"].get<int64_t>(), rank_received += r["bytes_received"].get<int64_t>();
+  EXPECT_EQ(sent, 37456);
+  EXPECT_EQ(sent, rank_sent);
+  EXPECT_EQ(received, rank_received);
+  const d49ss::SessionReader r((d49_scratch() / "rw.db").string());
+  int64_t records_sent = 0;
+  for (const auto& c : r.collectives()) records_sent += c.step >= 0 ? c.bytes_sent : 0;
+  EXPECT_EQ(records_sent, 37456);
+  s = d49_cli("stats rw.db");
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_NE(d49_collectives_line(s.out, "  dense_all_reduce").find("    2.0      6.1 KiB        6.1 KiB"), std::string::npos)
+      << s.out;
 }
