@@ -158,9 +158,9 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
       kept.reserve(ops.size());
       for (const auto& o : ops)
         if (timed(o)) kept.push_back(o);
-      add_collective_times(kept, collective_instances(kept, step_colls), colls);
+      add_collective_times(kept, collective_instances(kept, step_colls), colls, step_colls);
     } else {
-      add_collective_times(ops, collective_instances(ops, step_colls), colls);
+      add_collective_times(ops, collective_instances(ops, step_colls), colls, step_colls);
     }
     st.critical_paths.push_back(std::move(path));
   }

@@ -205,7 +205,20 @@ StepCriticalPath critical_path(const std::vector<OpRecord>& all_ops, const std::
 }
 
 void add_collective_times(const std::vector<OpRecord>& ops, const std::map<CollectiveKey, std::vector<size_t>>& instances,
-                          std::map<int32_t, CollectiveTimes>& out) {
+                          std::map<int32_t, CollectiveTimes>& out, const std::vector<CollectiveRecord>& collectives) {
+  std::map<int32_t, std::vector<const CollectiveRecord*>> records_of_rank;
+  for (const auto& c : collectives) records_of_rank[c.rank].push_back(&c);
+  // the op's record: same rank and sequence inside the op (an engine run's op), else one holding
+  // the op (an imported trace's kernel, the record spanning its kernels)
+  auto record_of = [&](const OpRecord& o) -> const CollectiveRecord* {
+    auto it = records_of_rank.find(o.rank);
+    if (it == records_of_rank.end()) return nullptr;
+    for (const CollectiveRecord* c : it->second)
+      if (o.correlation != 0 && c->sequence == o.correlation && c->start_ns >= o.start_ns && c->end_ns <= o.end_ns) return c;
+    for (const CollectiveRecord* c : it->second)
+      if (c->start_ns <= o.start_ns && o.end_ns <= c->end_ns) return c;
+    return nullptr;
+  };
   std::map<int32_t, std::vector<Interval>> compute;
   for (const auto& o : ops)
     if (is_compute(o.category)) compute[o.rank].push_back({o.start_ns, o.end_ns});
@@ -216,6 +229,17 @@ void add_collective_times(const std::vector<OpRecord>& ops, const std::map<Colle
     t.name_id = o.name_id;
     ++t.count;
     t.bytes += o.bytes;
+    const CollectiveRecord* rec = o.bytes > 0 ? record_of(o) : nullptr;
+    const int64_t both = rec ? rec->bytes_sent + rec->bytes_received : 0;
+    // (an op carrying its whole record: exactly its bytes sent; a share of it: long double, 64-bit
+    // mantissa, exact enough for any byte count)
+    const int64_t sent = both <= 0        ? o.bytes - o.bytes / 2
+                         : o.bytes == both ? rec->bytes_sent
+                                           : static_cast<int64_t>(static_cast<long double>(o.bytes) *
+                                                                  static_cast<long double>(rec->bytes_sent) /
+                                                                  static_cast<long double>(both));
+    t.bytes_sent += sent;
+    t.bytes_received += o.bytes - sent;
     const int64_t dur = std::max<int64_t>(0, o.end_ns - o.start_ns);
     t.time_ns += dur;
     const auto& mine = compute[o.rank];

@@ -127,22 +127,31 @@ std::string gpu_trace_loss_text(const SessionReader& session) {
   return out;
 }
 
-std::string trace_cut_text(const SessionReader& session) {
+std::string trace_cut_text(const SessionReader& session, bool gpu_events_survived) {
   if (session.meta(meta::kImported) != "1") return "";
   for (const auto& p : session.import_stats())
-    if ((p.name == "truncated" || p.name == "gzip_cut_short") && p.severity == "data_loss")
+    if ((p.name == "truncated" || p.name == "gzip_cut_short") && p.severity == "data_loss") {
+      const std::string what = p.source.empty() ? std::string("the trace") : p.source;
+      if (!gpu_events_survived)  // tester49 F1: no stream left, the figures fell back to the host threads
+        return fmt::format(
+            "trace cut    {} was cut short (import problem {}, data_loss) and no GPU event survived the cut: "
+            "overlap and exposed communication fell back to host-thread level (the record_param_comms spans "
+            "against the host ops around them), not the GPU streams' figures of a whole trace\n",
+            what, p.name);
       return fmt::format(
           "trace cut    {} was cut short (import problem {}, data_loss): its events after the cut are missing, not "
           "idle; GPU busy, overlap and exposed communication count only the GPU work written before the cut\n",
-          p.source.empty() ? std::string("the trace") : p.source, p.name);
+          what, p.name);
+    }
   return "";
 }
 
 std::string gpu_run_text(const SessionReader& session, const RunStats& st) {
-  const std::string cut = trace_cut_text(session);
+  const bool gpu_events = gpu_busy_figures(st).has_value();
+  const std::string cut = trace_cut_text(session, gpu_events);
   const std::string busy = gpu_busy_text(st, session.meta(meta::kImported) == "1", !cut.empty());
-  return busy + (busy.empty() ? std::string() : cut) + device_gpu_busy_text(device_gpu_busy(session, st)) +
-         gpu_trace_loss_text(session);
+  // the cut line whenever the trace was cut (tester49 F1: it went with the GPU busy line before)
+  return busy + cut + device_gpu_busy_text(device_gpu_busy(session, st)) + gpu_trace_loss_text(session);
 }
 
 }  // namespace embedscope::sessions

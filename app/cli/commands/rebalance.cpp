@@ -31,6 +31,7 @@
 #include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/sharding/sharding.h"
+#include "embedscope/sessions/analysis/load_imbalance.h"  // recorded_max_over_mean: stats' rule
 #include "embedscope/sessions/analysis/rank_session.h"
 #include "embedscope/sessions/analysis/noise.h"
 #include "embedscope/sessions/analysis/counted_steps.h"
@@ -335,6 +336,9 @@ int cmd_rebalance(const RebalanceState& s) {
   // each shard's median step over the window (x its steps), and moves whose predicted gain is
   // within the window's noise of the ranks' shares are held (refusals with cause "noise")
   std::vector<std::vector<int64_t>> per_step_rank;  // [step - first][rank]: the balanced load
+  // tester49 F12: the window's measured lookup ns per rank (sums of the counters, as stats sums
+  // them): the "measured" figures beside the median-based load the moves balance
+  std::vector<int64_t> measured_ns(static_cast<size_t>(std::max(plan.world_size, 0)), 0);
   if (by_time) {
     const int W = plan.world_size;
     const int64_t S = rb::flat_shard_count(plan);
@@ -350,10 +354,16 @@ int cmd_rebalance(const RebalanceState& s) {
                                           spec.tables[static_cast<size_t>(c.table)].embedding_dim, c.lookup_ns, true);
       gathered[static_cast<size_t>((c.rank * steps + c.step - first) * S + offset[static_cast<size_t>(c.table)] + c.shard)] += v;
       per_step_rank[static_cast<size_t>(c.step - first)][static_cast<size_t>(c.rank)] += v;
+      measured_ns[static_cast<size_t>(c.rank)] += c.lookup_ns;
     }
     std::vector<std::vector<rb::RowCount>> row_counts = std::move(load.row_counts);
     load = rb::median_window_load(plan, gathered, W, steps);
     load.row_counts = std::move(row_counts);
+  }
+  std::optional<double> measured_imbalance;
+  if (by_time) {
+    std::vector<double> v(measured_ns.begin(), measured_ns.end());
+    measured_imbalance = ss::recorded_max_over_mean(v);
   }
   rb::Proposal p = rb::propose(spec, plan, load, max_bytes, by_time ? rb::imbalance_noise(per_step_rank) : 0.0);
   const std::optional<rb::GainCheck> noise = by_time ? rb::apply_noise_rule(p, spec, plan, per_step_rank) : std::nullopt;
@@ -435,6 +445,13 @@ int cmd_rebalance(const RebalanceState& s) {
               {"refused", json::array()},
               {"hot_rows", hot ? hot_rows_json(spec, *hot) : json(nullptr)},
               {"plan", es::to_json(spec, p.plan)}};
+    // tester49 F12: lookup_time balances each shard's median step x the window's steps
+    // ("median_step_x_steps"); the window's measured sums and their max/mean (stats' rule) beside
+    j["load_basis"] = by_time ? "median_step_x_steps" : "sum";
+    if (by_time) {
+      j["load_measured"] = measured_ns;
+      j["imbalance_measured"] = measured_imbalance ? json(*measured_imbalance) : json(nullptr);
+    }
     if (!by_time) {  // the names of schema-free consumers from before "balance"
       j["ids_before"] = p.load_before;
       j["ids_after"] = p.load_after;
@@ -460,11 +477,28 @@ int cmd_rebalance(const RebalanceState& s) {
   if (!drain_note.empty()) std::cout << fmt::format("window       {}\n", drain_note);
   if (!cut_note.empty()) std::cout << fmt::format("window       {}\n", cut_note);
   if (!window_note.empty()) std::cout << fmt::format("window       {}\n", window_note);
-  std::cout << fmt::format("{:<5} {:>14} {:>14}\n", "rank", fmt::format("{} before", unit), fmt::format("{} after", unit));
-  for (size_t r = 0; r < p.load_before.size(); ++r)
-    std::cout << fmt::format("{:<5} {:>14} {:>14}\n", r, p.load_before[r], p.load_after[r]);
-  std::cout << fmt::format("imbalance    {} max/mean {:.2f} observed; {:.2f} predicted after the moves\n", unit,
-                           p.imbalance_before, p.imbalance_after);
+  if (by_time) {
+    // tester49 F12: the moves balance each shard's median step x the steps (one slow step moves no
+    // table), not the measured sums stats divides: both, labelled, the measured max/mean = stats'
+    const std::string med = fmt::format("median x {}", steps);
+    std::cout << fmt::format("load         lookup ns per rank: measured = the window's counters summed (as stats sums "
+                             "them); {} = each shard's median step x {} steps, the load the moves balance\n",
+                             med, steps);
+    std::cout << fmt::format("{:<5} {:>14} {:>20} {:>20}\n", "rank", "measured", med + " before", med + " after");
+    for (size_t r = 0; r < p.load_before.size(); ++r)
+      std::cout << fmt::format("{:<5} {:>14} {:>20} {:>20}\n", r, r < measured_ns.size() ? measured_ns[r] : 0,
+                               p.load_before[r], p.load_after[r]);
+    std::cout << fmt::format("imbalance    lookup ns max/mean {} measured (stats' lookup time max/mean, over steps "
+                             "{}..{}); {} {:.2f} before, {:.2f} predicted after the moves\n",
+                             measured_imbalance ? fmt::format("{:.2f}", *measured_imbalance) : std::string("not recorded"),
+                             first, last, med, p.imbalance_before, p.imbalance_after);
+  } else {
+    std::cout << fmt::format("{:<5} {:>14} {:>14}\n", "rank", fmt::format("{} before", unit), fmt::format("{} after", unit));
+    for (size_t r = 0; r < p.load_before.size(); ++r)
+      std::cout << fmt::format("{:<5} {:>14} {:>14}\n", r, p.load_before[r], p.load_after[r]);
+    std::cout << fmt::format("imbalance    {} max/mean {:.2f} observed; {:.2f} predicted after the moves\n", unit,
+                             p.imbalance_before, p.imbalance_after);
+  }
   std::cout << fmt::format("moves        {} table(s), {} of weights and optimizer state{}\n", p.moves.size() + p.changes.size(),
                            es::format_bytes(p.bytes_moved),
                            max_bytes > 0 ? fmt::format(" (max_bytes_per_move {})", es::format_bytes(max_bytes)) : "");

@@ -319,7 +319,10 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                                            {"steps_bounded", e.steps_bounded}});
     j["collectives"] = json::array();
     for (const auto& c : st.collectives)
-      j["collectives"].push_back({{"name", name_of(c.name_id)}, {"count", c.count}, {"bytes", bytes_or_null(c.bytes)}, {"time_ns", c.time_ns},
+      j["collectives"].push_back({{"name", name_of(c.name_id)}, {"count", c.count}, {"bytes_sent", bytes_or_null(c.bytes_sent)},
+                                  {"bytes_received", bytes_or_null(c.bytes_received)},
+                                  {"bytes", bytes_or_null(c.bytes)},  // sent + received (README: kept for old readers)
+                                  {"time_ns", c.time_ns},
                                   {"exposed_ns", c.exposed_ns}, {"wait_ns", c.wait_ns}});
     if (!session.meta("end_message").empty()) j["end_message"] = session.meta("end_message");
     j["tables"] = json::parse(session.meta(ss::meta::kTableStorageJson, "[]"), nullptr, false);
@@ -569,12 +572,16 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                       ? "\ncollectives, per step (summed over ranks; the host threads' spans: the GPU copies and "
                         "kernels that carried them are in the GPU figures)\n"
                       : "\ncollectives, per step (summed over ranks)\n");
-    std::cout << fmt::format("  {:<{}} {:>7} {:>12} {:>11} {:>11} {:>17}\n", "name", w, "count", "bytes", "time",
-                             "exposed", "waiting for peers");
+    // tester49 F7: what the ranks sent (the rank table's "bytes sent"), the received apart; not their sum
+    std::cout << "  (bytes sent: what the ranks put on the wire to their peers, as the rank table's; a ring "
+                 "all-reduce of B bytes on n ranks sends 2(n-1)/n x B per rank, B itself at n = 2)\n";
+    std::cout << fmt::format("  {:<{}} {:>7} {:>12} {:>14} {:>11} {:>11} {:>17}\n", "name", w, "count", "bytes sent",
+                             "bytes received", "time", "exposed", "waiting for peers");
     for (const auto& c : st.collectives)
-      std::cout << fmt::format("  {:<{}} {:>7.1f} {:>12} {:>11} {:>11} {:>17}\n", shown(c.name_id), w,
+      std::cout << fmt::format("  {:<{}} {:>7.1f} {:>12} {:>14} {:>11} {:>11} {:>17}\n", shown(c.name_id), w,
                                static_cast<double>(c.count) / static_cast<double>(counted),
-                               bytes_text(c.bytes / counted), ms(c.time_ns / counted),
+                               bytes_text(c.bytes_sent / counted), bytes_text(c.bytes_received / counted),
+                               ms(c.time_ns / counted),
                                ms(c.exposed_ns / counted), ms(c.wait_ns / counted));
   }
   return 0;

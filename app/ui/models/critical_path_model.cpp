@@ -90,9 +90,11 @@ QVariant CollectiveTimesModel::data(const QModelIndex& index, int role) const {
       return role == Qt::UserRole ? QVariant(per_step) : QString::number(per_step, 'f', 1);
     }
     case Bytes:
+    case Received: {
       if (bytes_unknown_ && c.bytes == 0) return role == Qt::UserRole ? QVariant() : QVariant(QString("unknown"));
-      return role == Qt::UserRole ? QVariant::fromValue<qlonglong>(c.bytes / steps_)
-                                  : QString::fromStdString(sessions::format_bytes(c.bytes / steps_));
+      const int64_t b = (index.column() == Bytes ? c.bytes_sent : c.bytes_received) / steps_;
+      return role == Qt::UserRole ? QVariant::fromValue<qlonglong>(b) : QString::fromStdString(sessions::format_bytes(b));
+    }
     case Time: return duration(c.time_ns / steps_, role);
     case Exposed: return duration(c.exposed_ns / steps_, role);
     case Waiting: return duration(c.wait_ns / steps_, role);
@@ -102,7 +104,7 @@ QVariant CollectiveTimesModel::data(const QModelIndex& index, int role) const {
 
 QVariant CollectiveTimesModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return QAbstractTableModel::headerData(section, orientation, role);
-  static const char* names[] = {"collective", "ops / step", "bytes / step", "time / step", "exposed / step",
+  static const char* names[] = {"collective", "ops / step", "bytes sent / step", "bytes received / step", "time / step", "exposed / step",
                                 "waiting for peers / step"};
   return section >= 0 && section < ColumnCount ? QString(names[section]) : QVariant();
 }

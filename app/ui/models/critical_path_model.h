@@ -43,7 +43,9 @@ class CollectiveTimesModel : public QAbstractTableModel {
   Q_OBJECT
 
  public:
-  enum Column { Name, Count, Bytes, Time, Exposed, Waiting, ColumnCount };
+  /// Bytes: bytes sent / step (CollectiveTimes::bytes_sent), Received: bytes received / step
+  /// (tester49 F7: one "bytes" column held their sum, unlabelled).
+  enum Column { Name, Count, Bytes, Received, Time, Exposed, Waiting, ColumnCount };
   CollectiveTimesModel(const sessions::RunStats& stats, const sessions::SessionReader& session, QObject* parent = nullptr);
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : ColumnCount; }

@@ -353,8 +353,10 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
             "before it started (or the op it was launched from), a collective for its last member (dependencies "
             "inferred). Summed over the measured steps.");
   add_table(new CollectiveTimesModel(st, s), "collectives", "<b>Collectives</b> per step, summed over ranks",
-            "exposed: time with no compute under it on its rank; waiting for peers: time from a rank joining a "
-            "collective to its last member joining");
+            "bytes sent: what the ranks sent to their peers (as the rank table's; a ring all-reduce of B bytes on "
+            "n ranks sends 2(n-1)/n x B per rank, B itself at n = 2), bytes received apart; exposed: time with no "
+            "compute under it on its rank; waiting for peers: time from a rank joining a collective to its last "
+            "member joining");
   fit_to_rows(table);
   if (s.meta(sessions::meta::kImportFormat) == "torch_memory_snapshot") {  // its allocator's figures, no ops (tester34 D18)
     for (int c : {RankStatsModel::Compute, RankStatsModel::Comm, RankStatsModel::ExposedComm, RankStatsModel::Idle,

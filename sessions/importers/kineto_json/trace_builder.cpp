@@ -81,6 +81,17 @@ int64_t session_origin_ns(const std::vector<RankTrace>& ranks) {
   return lo == std::numeric_limits<int64_t>::max() ? 0 : floor_us(lo);
 }
 
+/// A record_param_comms span that is no collective (tester49 F2): `Collective name: wait`
+/// (Work::wait, waiting for an earlier collective), or a group of one rank moving no element
+/// (In/Out msg nelems 0 or absent). Such a span launches no NCCL kernel, so a trace whose GPU
+/// events survived never makes a collective of it; a CPU rank (or a trace cut before its GPU
+/// events), whose spans are the collectives, skips them by this rule.
+namespace {
+bool param_span_is_no_collective(const CommParams& p) {
+  return p.collective == "wait" || (p.group_size == 1 && p.in_nelems <= 0 && p.out_nelems <= 0);
+}
+}  // namespace
+
 /// Bounds of a collective's arguments in a trace (record_param_comms): beyond them the trace is
 /// damaged (no job has a million ranks in a group, nor moves 2^40 elements in one collective).
 constexpr int64_t kMaxGroupSize = int64_t{1} << 20;
@@ -324,7 +335,8 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
       for (const auto& [lane, spans] : params_on_lane)
         for (uint32_t i : spans) {
           const Event& e = tr.events[i];
-          if (e.unfinished || !tr.comm_params[static_cast<size_t>(e.comm_param)].has_args) continue;
+          const CommParams& p = tr.comm_params[static_cast<size_t>(e.comm_param)];
+          if (e.unfinished || !p.has_args || param_span_is_no_collective(p)) continue;
           Collective& c = colls[static_cast<int32_t>(i)];
           c.rec.start_ns = ops[i].start_ns;
           c.rec.end_ns = ops[i].end_ns;

@@ -288,6 +288,18 @@ ImportSummary import_torch_memory_snapshots(const std::vector<SnapshotInput>& in
       ++sum.segments;
       at_dump.reserved += s.total_size;
       ++at_dump.segments;
+      // tester49 F8: a segment smaller than its own blocks (a damaged or hand-edited dump): its
+      // reserved figure cannot be right; kept as the dump says, and said
+      int64_t block_bytes = 0;
+      for (const auto& b : s.blocks) block_bytes += b.size;
+      if (block_bytes > s.total_size) {
+        std::string text = fmt::format(
+            "device {} segment at 0x{:x}: total_size {} B, but its {} block(s) hold {} B: the dump's reserved "
+            "figures (segments, Memory page at the dump) count the segment's total_size, not its blocks",
+            dev, s.address, s.total_size, s.blocks.size(), block_bytes);
+        problems.add("segment_smaller_than_blocks", importers::Severity::error, {source, -1}, text);
+        sum.problems.push_back(one ? std::move(text) : source + ": " + text);
+      }
       for (const auto& b : s.blocks) {
         ++sum.blocks;
         MemoryBlockRecord r;

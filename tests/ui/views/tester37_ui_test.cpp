@@ -90,7 +90,7 @@ TEST(Tester37Ui, ASnapshotWithoutHistorySaysSoAndReplayOffersItsReservedBytes) {
 }
 
 // A Kineto trace whose NCCL kernel was launched from a record_param_comms without arguments:
-// the Summary's per-rank bytes and the collectives' bytes / step read "unknown", not "0 B".
+// the Summary's per-rank bytes and the collectives' bytes sent / received per step read "unknown", not "0 B".
 TEST(Tester37Ui, TheSummarySaysUnknownForBytesATraceDidNotRecord) {
   auto ev = [](const std::string& cat, const std::string& name, int pid, int tid, int64_t ts, int64_t dur,
                nlohmann::json args) {
@@ -122,7 +122,7 @@ TEST(Tester37Ui, TheSummarySaysUnknownForBytesATraceDidNotRecord) {
         zero += t == "0 B";
       }
   }
-  EXPECT_EQ(unknown, 3);  // bytes sent, bytes received, the all-reduce's bytes / step
+  EXPECT_EQ(unknown, 4);  // rank table: bytes sent, bytes received; the all-reduce's bytes sent / received per step
   EXPECT_EQ(zero, 0);
 }
 

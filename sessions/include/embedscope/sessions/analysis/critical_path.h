@@ -130,15 +130,24 @@ struct CriticalPathEntry {
 struct CollectiveTimes {
   int32_t name_id = 0;
   int64_t count = 0;       ///< ops (instances x members)
-  int64_t bytes = 0;
+  int64_t bytes = 0;       ///< bytes sent + bytes received (the ops' bytes), summed over ranks
+  /// Bytes the ranks sent to their peers (summed over ranks): each op's share of its rank's
+  /// CollectiveRecord bytes_sent (the record of the same rank and sequence inside the op, or the
+  /// one holding the op: an imported trace's kernel), i.e. op bytes x sent / (sent + received);
+  /// an op without a record counts half its bytes. A ring all-reduce of B bytes on n ranks sends
+  /// 2 (n-1)/n B per rank (nccl-tests' bus-bandwidth factor): the message size B at n = 2.
+  /// The figure `stats`, its --json and the Summary print (tester49 F7).
+  int64_t bytes_sent = 0;
+  int64_t bytes_received = 0;  ///< the rest of `bytes`: from their peers, summed over ranks
   int64_t time_ns = 0;
   int64_t exposed_ns = 0;
   int64_t wait_ns = 0;
 };
 
 /// Adds the CollectiveTimes of one step's ops (every rank) to `out`, keyed by name_id.
-/// `instances` is collective_instances(ops, ...).
+/// `instances` is collective_instances(ops, collectives); `collectives` the step's records (they
+/// split each op's bytes into sent and received; {}: every op counts half its bytes each way).
 void add_collective_times(const std::vector<OpRecord>& ops, const std::map<CollectiveKey, std::vector<size_t>>& instances,
-                          std::map<int32_t, CollectiveTimes>& out);
+                          std::map<int32_t, CollectiveTimes>& out, const std::vector<CollectiveRecord>& collectives = {});
 
 }  // namespace embedscope::sessions

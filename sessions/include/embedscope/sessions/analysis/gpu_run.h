@@ -50,8 +50,13 @@ std::string gpu_busy_text(const RunStats& st, bool imported, bool trace_cut = fa
 /// `gzip_cut_short`, data_loss): "trace cut    FILE was cut short (import problem truncated,
 /// data_loss): its events after the cut are missing, not idle; GPU busy, overlap and exposed
 /// communication count only the GPU work written before the cut\n" (FILE: the problem's source).
-/// "" otherwise (an engine run, an intact trace). Reads the import_stats table.
-std::string trace_cut_text(const SessionReader& session);
+/// With `gpu_events_survived` false (no GPU stream event survived the cut: RunStats has no
+/// stream ranks, the overlap and exposed communication are the host threads') the line says so
+/// instead: "trace cut    FILE was cut short (...) and no GPU event survived the cut: overlap and
+/// exposed communication fell back to host-thread level ..." (tester49 F1: a 3 MB prefix of a
+/// DDP trace read "overlap 100.0%" with no caveat). "" otherwise (an engine run, an intact
+/// trace), whatever the flag. Reads the import_stats table.
+std::string trace_cut_text(const SessionReader& session, bool gpu_events_survived = true);
 
 /// How busy one GPU was as a whole where several ranks share it (ux41 #11: four ranks on one H200
 /// each read their own share; the device was ~16% busy). Per measured step the GPU's window is
@@ -80,8 +85,9 @@ std::string device_gpu_busy_text(const std::vector<DeviceGpuBusy>& devices);
 std::string gpu_trace_loss_text(const SessionReader& session);
 
 /// All of a GPU run's lines, in the order `stats` prints them: gpu_busy_text (imported: meta
-/// imported = 1), trace_cut_text (right under the GPU busy line, whose verdict it withholds),
-/// device_gpu_busy_text, gpu_trace_loss_text. "" for a cpu run or a simulation.
+/// imported = 1), trace_cut_text (right under the GPU busy line, whose verdict it withholds;
+/// printed whenever the trace was cut, also when no GPU event survived and there is no GPU busy
+/// line), device_gpu_busy_text, gpu_trace_loss_text. "" for a cpu run or a simulation.
 /// `stats`, `compare`, the Summary page and the Compare view print this. Reads the stream lanes'
 /// ops (device_gpu_busy): call it off the GUI thread. Throws SessionError on an unreadable file.
 std::string gpu_run_text(const SessionReader& session, const RunStats& st);
