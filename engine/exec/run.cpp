@@ -19,11 +19,13 @@
 #include "embedscope/engine/exec/gpu_placement.h"
 #include "embedscope/engine/exec/runnable_sampler.h"
 #include "embedscope/engine/exec/table_storage_json.h"
+#include "embedscope/engine/input/criteo.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/quant/row_codec.h"
 #include "embedscope/engine/rebalance/hot_rows.h"
 #include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/store/session.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/model/low_rank.h"
 #include "embedscope/engine/planner/search.h"
@@ -102,6 +104,8 @@ const char* to_string(RunEnd e) {
     case RunEnd::crashed: return "crashed";
     case RunEnd::oom: return "oom";
     case RunEnd::hang: return "hang";
+    case RunEnd::bad_input: return "bad_input";
+    case RunEnd::write_failed: return "write_failed";
   }
   return "crashed";
 }
@@ -296,6 +300,10 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
   if (const std::string why = detail::host_memory_refusal(spec, est, process_rank, this_host_memory()); !why.empty())
     throw SpecError(why);
 
+  // a Criteo TSV's malformed line or short files found here, before anything runs (exit 2, no
+  // session), not after steps of work (tester49 F11)
+  if (spec.input.kind == InputKind::criteo_tsv && !options.batch_source)
+    CriteoBatchSource::check_before_run(spec);
   auto executor = exec::make_executor(spec, result.plan, options);
   try {
     executor->prepare();  // devices and communicators, before the session file exists
@@ -324,7 +332,10 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
   try {
     executor->run(session.get(), result);
   } catch (const std::exception& e) {  // e.g. a GPU allocator that cannot be set up: the session says so
-    if (session) session->close(to_string(RunEnd::crashed), e.what());
+    try {
+      if (session) session->close(to_string(RunEnd::crashed), e.what());
+    } catch (const sessions::SessionError&) {  // a full disk too: the run's own error is the one to report
+    }
     throw;
   }
   if (result.final_plan.tables.empty()) result.final_plan = result.plan;  // executors that keep one plan
@@ -336,7 +347,28 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
       session->set_metadata(sessions::meta::kCpuOwnRunnable, fmt::format("{:.3f}", runnable->own_runnable()));
     }
   }
-  if (session) session->close(to_string(result.ended), result.error);
+  if (session) {
+    try {
+      session->close(to_string(result.ended), result.error);
+    } catch (const sessions::SessionError&) {
+      // a write failed (a full disk): the run stopped at the end of the step that learnt of it
+      // (or the last commit failed); say what the session kept (tester49 F3)
+      const auto f = session->write_failure();
+      if (!f) throw;
+      result.ended = RunEnd::write_failed;
+      result.bad_input = false;
+      if (f->commits == 0) {
+        result.error = f->error + "; nothing was recorded, and the half-created file was removed";
+        result.session_path.clear();
+      } else {
+        result.error = f->steps_kept > 0
+                           ? fmt::format("{}; the session keeps {} step{} (through step {}), every commit before the "
+                                         "failure, whole, and ends write_failed",
+                                         f->error, f->steps_kept, f->steps_kept == 1 ? "" : "s", f->last_step_kept)
+                           : f->error + "; the session keeps no step, and ends write_failed";
+      }
+    }
+  }
   return result;
 }
 

@@ -18,7 +18,8 @@ namespace embedscope::engine {
 namespace {
 
 RunEnd run_end_of(const std::string& ended) {
-  for (RunEnd e : {RunEnd::complete, RunEnd::cancelled, RunEnd::crashed, RunEnd::oom, RunEnd::hang})
+  for (RunEnd e : {RunEnd::complete, RunEnd::cancelled, RunEnd::crashed, RunEnd::oom, RunEnd::hang, RunEnd::bad_input,
+                   RunEnd::write_failed})
     if (ended == to_string(e)) return e;
   return RunEnd::crashed;  // an unfinished session ("running"): the process went away
 }

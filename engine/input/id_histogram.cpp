@@ -37,6 +37,26 @@ void IdHistogram::add(const WorkloadSpec& spec, const KJT& kjt) {
   }
 }
 
+std::vector<sessions::IdHistogramBucket> IdHistogram::add_changed(const IdHistogram& more, int32_t rank) {
+  if (more.rows_ != rows_) throw std::invalid_argument("id histogram: the two histograms count different tables");
+  std::vector<sessions::IdHistogramBucket> out;
+  for (size_t t = 0; t < counts_.size(); ++t)
+    for (size_t b = 0; b < counts_[t].size(); ++b) {
+      const int64_t n = more.counts_[t][b];
+      if (n == 0) continue;
+      counts_[t][b] += n;
+      out.push_back({rank, static_cast<int32_t>(t), static_cast<int32_t>(b), bucket_begin(rows_[t], static_cast<int64_t>(b)),
+                     bucket_begin(rows_[t], static_cast<int64_t>(b) + 1), counts_[t][b]});
+    }
+  return out;
+}
+
+IdHistogram IdHistogram::zeroed() const {
+  IdHistogram z = *this;
+  for (auto& c : z.counts_) std::fill(c.begin(), c.end(), 0);
+  return z;
+}
+
 std::vector<sessions::IdHistogramBucket> IdHistogram::buckets(int32_t rank) const {
   std::vector<sessions::IdHistogramBucket> out;
   for (size_t t = 0; t < counts_.size(); ++t)

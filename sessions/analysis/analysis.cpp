@@ -347,11 +347,38 @@ RunStats analyze(const SessionReader& session) {
   // The pipeline's drain steps are left out of the counts too (tester48 F4): a pipeline moves
   // the next batches' lookups and dists into the warm-up and leaves them out of the drain steps,
   // so counting the drain steps made a semi_sync session's ids and bytes look 3.7-17 % lower.
+  // Ranks holding different steps (a killed rank of a merged launch: tester49 F14): the
+  // imbalance over the steps every rank holds, each rank's own figures over its own steps.
+  if (session.meta(meta::kImported, "0") != "1") {
+    std::map<int32_t, RunStats::RankStepCount> held;
+    for (const auto& [step, per_rank] : windows)
+      for (const auto& [r, w] : per_rank) {
+        auto& h = held[r];
+        h.rank = r;
+        ++h.steps;
+        h.last_step = std::max(h.last_step, step);
+      }
+    bool differ = false;
+    for (const auto& [r, h] : held)
+      differ = differ || h.steps != held.begin()->second.steps || h.last_step != held.begin()->second.last_step;
+    if (held.size() > 1 && differ) {
+      st.common_last_step = std::numeric_limits<int64_t>::max();
+      for (const auto& [r, h] : held) {
+        st.rank_step_counts.push_back(h);
+        st.common_last_step = std::min(st.common_last_step, h.last_step);
+      }
+    }
+  }
+  std::map<int32_t, std::pair<double, double>> common_load;  // by rank: ids, lookup ns through common_last_step
   for (const auto& c : session.load()) {
     st.has_load = true;
     if (c.step < 0 || c.step > last_step || c.step >= first_drain) continue;
     ranks[c.rank].ids_looked_up += c.ids;
     ranks[c.rank].lookup_ns += c.lookup_ns;
+    if (!st.rank_step_counts.empty() && c.step <= st.common_last_step) {
+      common_load[c.rank].first += static_cast<double>(c.ids);
+      common_load[c.rank].second += static_cast<double>(c.lookup_ns);
+    }
   }
   const std::vector<CollectiveRecord> collectives = session.collectives();
   for (const auto& c : collectives) {
@@ -429,9 +456,33 @@ RunStats analyze(const SessionReader& session) {
   }
   st.overlap_pct = comm_total > 0 ? 100.0 * static_cast<double>(overlap_total) / static_cast<double>(comm_total) : 0.0;
   st.exposed_comm_ns = st.ranks.empty() ? 0 : exposed_sum / static_cast<int64_t>(st.ranks.size());
+  if (!st.rank_step_counts.empty()) {  // the same steps for every rank (tester49 F14)
+    lookups.clear();
+    lookup_time.clear();
+    for (const auto& rs : st.ranks) {
+      lookups.push_back(common_load[rs.rank].first);
+      lookup_time.push_back(common_load[rs.rank].second);
+    }
+  }
   st.lookups_max_over_mean = max_over_mean(lookups);
   st.lookup_time_max_over_mean = recorded_max_over_mean(lookup_time);  // "not recorded" when every rank's is 0
   return st;
+}
+
+std::string unequal_rank_steps_text(const RunStats& st) {
+  if (st.rank_step_counts.empty()) return "";
+  // ranks grouped by the steps they hold, fewest first
+  std::map<std::pair<int64_t, int64_t>, std::vector<int32_t>> groups;
+  for (const auto& h : st.rank_step_counts) groups[{h.last_step, h.steps}].push_back(h.rank);
+  std::string each;
+  for (const auto& [key, rs] : groups)
+    each += fmt::format("{}rank{} {} {} step{} (through step {})", each.empty() ? "" : "; ", rs.size() == 1 ? "" : "s",
+                        rank_list(rs), key.second, key.second == 1 ? "" : "s", key.first);
+  return fmt::format(
+      "steps        the ranks hold different steps (a rank stopped early; a killed process loses the steps it had not "
+      "committed): {}. The imbalance is over the steps through step {}, which every rank holds; each rank's row sums "
+      "its own steps, and the per-step figures divide by the {} counted steps\n",
+      each, st.common_last_step, st.counted_steps());
 }
 
 std::string rank_list(const std::vector<int32_t>& ranks) {

@@ -6,6 +6,7 @@
 #include <cerrno>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <limits>
@@ -63,6 +64,17 @@ struct SessionWriter::Impl {
     std::vector<MemoryEvent> memory_events;
     std::vector<MemorySnapshot> snapshots;
     std::vector<IdHistogramBucket> id_histogram;
+    /// where each (table, bucket, rank) of id_histogram is: a later total replaces it in place
+    std::map<std::tuple<int32_t, int32_t, int32_t>, size_t> id_histogram_at;
+    void add_id_histogram(const std::vector<IdHistogramBucket>& buckets) {
+      for (const IdHistogramBucket& b : buckets) {
+        auto [at, inserted] = id_histogram_at.try_emplace({b.table, b.bucket, b.rank}, id_histogram.size());
+        if (inserted)
+          id_histogram.push_back(b);
+        else
+          id_histogram[at->second] = b;
+      }
+    }
     std::vector<ShardRecord> shards;
     std::vector<RebalanceRecord> rebalances;
     std::vector<PlanChangeRecord> plan_changes;
@@ -125,6 +137,14 @@ struct SessionWriter::Impl {
   bool stop = false;
   bool closed = false;
   std::string write_error;
+  // after a failed write (write_error set): nothing more is written (loop)
+  std::atomic<bool> failed{false};
+  int64_t commits = 0;                                // batches committed whole (loop)
+  std::map<int32_t, std::pair<int64_t, int64_t>> committed_steps;  // by rank: step rows, last step
+  /// Writes `ended` / `message` alone after a failed write, where the file still takes them.
+  void write_end_after_failure(const std::string& ended, const std::string& message);
+  /// Removes the file (and its -wal, -shm) when nothing was committed: a failed creation.
+  void remove_if_nothing_committed();
   std::thread thread;
 };
 
@@ -242,6 +262,7 @@ SessionWriter::SessionWriter(const std::string& path, bool overwrite) : impl_(st
     m.db = nullptr;
     ::close(m.lock_fd);
     m.lock_fd = -1;
+    m.remove_if_nothing_committed();  // the file this constructor created (a full disk): not a session
     throw;
   }
   set_metadata(meta::kFormat, "embedscope-session");
@@ -329,7 +350,15 @@ void SessionWriter::add_memory_events(const std::vector<MemoryEvent>& events) {
 
 void SessionWriter::add_id_histogram(const std::vector<IdHistogramBucket>& buckets) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->pending.id_histogram.insert(impl_->pending.id_histogram.end(), buckets.begin(), buckets.end());
+  impl_->pending.add_id_histogram(buckets);
+}
+
+void SessionWriter::add_step_records(const StepMetric& step, const std::vector<LoadCounter>& load,
+                                     const std::vector<IdHistogramBucket>& histogram) {
+  std::lock_guard<std::mutex> lock(impl_->mu);  // one lock: the writer takes all of them or none
+  impl_->pending.steps.push_back(step);
+  impl_->pending.load.insert(impl_->pending.load.end(), load.begin(), load.end());
+  impl_->pending.add_id_histogram(histogram);
 }
 
 void SessionWriter::add_shards(std::vector<ShardRecord> shards) {
@@ -394,12 +423,27 @@ void SessionWriter::Impl::loop() {
     std::swap(batch, pending);
     const bool stopping = stop;
     lock.unlock();
-    if (!batch.empty()) {
+    if (!batch.empty() && !failed.load()) {
       try {
         write(batch);
-      } catch (const std::exception& e) {
         lock.lock();
-        if (write_error.empty()) write_error = e.what();
+        ++commits;
+        for (const StepMetric& st : batch.steps) {
+          auto& [rows, last] = committed_steps.try_emplace(st.rank, 0, -1).first->second;
+          ++rows;
+          last = std::max(last, st.step);
+        }
+        lock.unlock();
+      } catch (const std::exception& e) {
+        // the transaction under way is rolled back: the file keeps the commits before it, whole,
+        // and nothing more is written (tester49 F3: a full disk went on failing every 250 ms and
+        // left a -wal that readers called damaged)
+        const int sys = sqlite3_system_errno(db);
+        sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+        lock.lock();
+        if (write_error.empty())
+          write_error = sys != 0 ? fmt::format("{} ({})", e.what(), std::strerror(sys)) : std::string(e.what());
+        failed = true;
         lock.unlock();
       }
     }
@@ -556,6 +600,7 @@ void SessionWriter::close(const std::string& ended, const std::string& message) 
   m.cv.notify_all();
   if (m.thread.joinable()) m.thread.join();
   if (m.write_error.empty()) m.write_op_blocks();
+  if (!m.write_error.empty()) m.write_end_after_failure(ended, message);
   m.finish_wal();
   // Closed here, not in the destructor: the writer lock goes with it, so the session may be
   // overwritten from now on.
@@ -565,7 +610,64 @@ void SessionWriter::close(const std::string& ended, const std::string& message) 
   m.db = nullptr;
   if (m.lock_fd >= 0) ::close(m.lock_fd);  // after SQLite's close: see writer_lock.h
   m.lock_fd = -1;
-  if (!m.write_error.empty()) throw SessionError(m.write_error);
+  if (!m.write_error.empty()) {
+    m.remove_if_nothing_committed();
+    throw SessionError(m.write_error);
+  }
+}
+
+bool SessionWriter::write_failed() const { return impl_->failed.load(); }
+
+std::optional<SessionWriter::WriteFailure> SessionWriter::write_failure() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->write_error.empty()) return std::nullopt;
+  WriteFailure f;
+  f.error = impl_->write_error;
+  f.commits = impl_->commits;
+  bool first = true;
+  for (const auto& [rank, c] : impl_->committed_steps) {
+    f.steps_kept = first ? c.first : std::min(f.steps_kept, c.first);
+    f.last_step_kept = first ? c.second : std::min(f.last_step_kept, c.second);
+    first = false;
+  }
+  return f;
+}
+
+void SessionWriter::Impl::write_end_after_failure(const std::string& ended, const std::string& message) {
+  if (commits == 0) return;  // nothing recorded: the file goes (remove_if_nothing_committed)
+  // the rolled-back commit's pages are still allocated in the -wal: a small commit fits there
+  sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);  // none open: a no-op
+  int64_t rows = -1, last = -1;
+  for (const auto& [rank, c] : committed_steps) {
+    rows = rows < 0 ? c.first : std::min(rows, c.first);
+    last = last < 0 ? c.second : std::min(last, c.second);
+  }
+  const std::string kept = rows <= 0 ? std::string("no step")
+                                     : fmt::format("{} step{} (through step {})", rows, rows == 1 ? "" : "s", last);
+  const std::string run = ended == "write_failed" ? std::string("stopped there")
+                          : message.empty()         ? "ended " + ended
+                                                    : fmt::format("ended {}: {}", ended, message);
+  const std::string text =
+      fmt::format("{}; the session keeps {}, every commit before the failure, whole; the run {}", write_error, kept, run);
+  if (sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr) != SQLITE_OK) return;
+  auto* st = stmts["meta"];
+  bool ok = st != nullptr;
+  const std::vector<std::pair<std::string, std::string>> end_rows{{meta::kEnded, "write_failed"}, {meta::kEndMessage, text}};
+  for (const auto& [k, v] : end_rows) {
+    if (!ok) break;
+    schema::detail::bind_value(st, 1, k);
+    schema::detail::bind_value(st, 2, v);
+    ok = sqlite3_step(st) == SQLITE_DONE;
+    sqlite3_reset(st);
+  }
+  sqlite3_exec(db, ok ? "COMMIT" : "ROLLBACK", nullptr, nullptr, nullptr);
+  if (ok && sqlite3_get_autocommit(db) == 0) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);  // COMMIT failed
+}
+
+void SessionWriter::Impl::remove_if_nothing_committed() {
+  if (commits > 0) return;
+  std::remove(path.c_str());
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) std::remove((path + suffix).c_str());
 }
 
 void SessionWriter::Impl::insert_block(int64_t lane_key, int64_t block, const detail::OpPacker& packed) {

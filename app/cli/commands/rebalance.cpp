@@ -75,12 +75,16 @@ std::string policy_text(const es::RebalanceSpec& r) {
 }
 
 /// The hot-row advice from the session's id_histogram (summed over ranks, every measured step):
-/// nullopt when the file has no id_histogram (schema < 3) or no measured step.
+/// nullopt when the file has no id_histogram (schema < 3), an empty one (a run killed or stopped
+/// at once by an Embedscope before session 49 wrote none: "none" would read as advice;
+/// tester49 F16) or no measured step.
 std::optional<std::vector<rb::HotRowAdvice>> hot_rows_of(const ss::SessionReader& session, const es::WorkloadSpec& spec,
                                                          const es::ShardingPlan& plan, int64_t measured_steps) {
   if (!session.has_id_histogram() || measured_steps < 1) return std::nullopt;
+  const std::vector<ss::IdHistogramBucket> histogram = session.id_histogram();
+  if (histogram.empty()) return std::nullopt;
   std::vector<std::map<std::pair<int64_t, int64_t>, int64_t>> sums(spec.tables.size());
-  for (const ss::IdHistogramBucket& b : session.id_histogram()) {
+  for (const ss::IdHistogramBucket& b : histogram) {
     if (b.table < 0 || static_cast<size_t>(b.table) >= sums.size())
       throw es::SpecError(fmt::format("id_histogram: table {} is not in the session's workload", b.table));
     sums[static_cast<size_t>(b.table)][{b.row_begin, b.row_end}] += b.ids;
@@ -127,7 +131,8 @@ json hot_rows_json(const es::WorkloadSpec& spec, const std::vector<rb::HotRowAdv
 
 void print_hot_rows(const es::WorkloadSpec& spec, const std::optional<std::vector<rb::HotRowAdvice>>& advice, int world) {
   if (!advice) {
-    std::cout << "hot rows     no id_histogram in the session (schema < 3): no advice\n";
+    std::cout << "hot rows     no id histogram in the session (schema < 3, a simulation, or a run killed or stopped at "
+                 "once by an Embedscope before session 49): no advice\n";
     return;
   }
   if (advice->empty()) {

@@ -22,8 +22,13 @@ using nlohmann::json;
 
 int report_failed_run(const std::string& ended, const std::string& error, const std::string& session, bool as_json,
                       bool bad_input) {
-  fmt::print(stderr, "error: run ended {}: {}\nsession: {}\n", ended, error, session);
-  if (as_json) std::cout << dump(json{{"ended", ended}, {"error", error}, {"session", session}}) << "\n";
+  if (session.empty())  // nothing was recorded (a session that could not be written: tester49 F3)
+    fmt::print(stderr, "error: run ended {}: {}\nno session was written\n", ended, error);
+  else
+    fmt::print(stderr, "error: run ended {}: {}\nsession: {}\n", ended, error, session);
+  if (as_json)
+    std::cout << dump(json{{"ended", ended}, {"error", error}, {"session", session.empty() ? json(nullptr) : json(session)}})
+              << "\n";
   return bad_input ? 2 : 1;
 }
 

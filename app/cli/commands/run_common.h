@@ -16,8 +16,9 @@
 
 namespace embedscope::cli {
 
-/// A run that ended while running (oom, hang, crashed): prints "error: run ended ENDED: ERROR"
-/// and "session: SESSION" on stderr, and with `as_json` {"ended", "error", "session"} on stdout.
+/// A run that ended while running (oom, hang, crashed, bad_input, write_failed): prints "error:
+/// run ended ENDED: ERROR" and "session: SESSION" ("no session was written" when SESSION is
+/// empty) on stderr, and with `as_json` {"ended", "error", "session"} on stdout.
 /// Returns the exit code: 2 where the run found bad input (`bad_input`: a malformed input file),
 /// else 1 (README's exit codes).
 int report_failed_run(const std::string& ended, const std::string& error, const std::string& session, bool as_json,

@@ -267,6 +267,12 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
            {"dropped_records", std::strtoll(session.meta("dropped_records", "0").c_str(), nullptr, 10)},
            {"ranks", json::array()},
            {"rebalances", json::array()}};
+    if (!st.rank_step_counts.empty()) {  // a killed rank's shorter session (tester49 F14)
+      j["imbalance"]["through_step"] = st.common_last_step;
+      j["rank_steps"] = json::array();
+      for (const auto& h : st.rank_step_counts)
+        j["rank_steps"].push_back({{"rank", h.rank}, {"steps", h.steps}, {"last_step", h.last_step}});
+    }
     if (st.steps == 0) {  // no measured step: no figure, not zeros (tester38 #17: a crashed run's 0 ns, 1.00 imbalance)
       j["step_time_ns"] = nullptr;
       j["samples_per_s"] = nullptr;
@@ -481,6 +487,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     std::cout << fmt::format("imbalance    ids looked up max/mean {:.2f}; lookup time {}\n\n", st.lookups_max_over_mean,
                              st.lookup_time_max_over_mean ? fmt::format("max/mean {:.2f}", *st.lookup_time_max_over_mean)
                                                           : std::string("not recorded (no rank's load counters hold a lookup time)"));
+  std::cout << ss::unequal_rank_steps_text(st);  // a killed rank's shorter session (tester49 F14)
   std::cout << rebalances_text(ss::rebalance_effects(session), session.plan_changes());
   std::cout << fmt::format("{:<5} {:>11} {:>11} {:>13} {:>11} {:>9} {:>14} {:>12} {:>14}\n", "rank", "compute", "comm",
                            "exposed comm", "idle", "overlap", "ids looked up", "bytes sent", "bytes received");

@@ -608,11 +608,24 @@ void Rank::main() {
     auto spans = sh_.tracer.take(me_);
     if (sh_.session) {
       sh_.session->add_ops(spans);
-      sh_.session->add_step({step_of(it), me_, t0, t1, last_loss_, arena_.in_use(), arena_.peak()});
-      for (const auto& [key, c] : load_) sh_.session->add_load(c);
-      for (const auto& [key, c] : fill_load_) sh_.session->add_load(c);  // the pipeline's fill (rank.h)
+      // the step row, its counters and the ids of the batches it trained, in one transaction
+      std::vector<sessions::LoadCounter> load;
+      load.reserve(load_.size() + fill_load_.size());
+      for (const auto& [key, c] : load_) load.push_back(c);
+      for (const auto& [key, c] : fill_load_) load.push_back(c);  // the pipeline's fill (rank.h)
+      std::vector<sessions::IdHistogramBucket> histogram;
+      while (!histogram_unwritten_.empty() && histogram_unwritten_.begin()->first <= it) {
+        auto changed = histogram_written_.add_changed(histogram_unwritten_.begin()->second, me_);
+        histogram.insert(histogram.end(), changed.begin(), changed.end());
+        histogram_unwritten_.erase(histogram_unwritten_.begin());
+      }
+      sh_.session->add_step_records({step_of(it), me_, t0, t1, last_loss_, arena_.in_use(), arena_.peak()}, load,
+                                    histogram);
       record_memory(step_of(it), "step", false);
     }
+    // a session that can no longer be written (a full disk): stop here, the steps committed kept
+    if (sh_.session && sh_.session->write_failed())
+      if (auto f = sh_.session->write_failure()) throw sessions::SessionWriteError(f->error);
     if (sh_.on_step_end) sh_.on_step_end(me_, step_of(it), t0, t1);
     if (sh_.opt.keep_events) events.insert(events.end(), spans.begin(), spans.end());
     if (me_ == sh_.progress_rank && sh_.opt.on_step) {
@@ -635,7 +648,8 @@ void Rank::main() {
     if (it >= sh_.spec.warmup_steps) after_step_rebalance(step_of(it), it + 1 == total);  // rank_rebalance.cpp
   }
   if (sh_.spec.rebalance.enabled() && sh_.opt.process.rank >= 0) world_load_all_gather(current_step_.load());
-  if (sh_.session) sh_.session->add_id_histogram(id_histogram_.buckets(me_));
+  // the session's id histogram was written with each step's records (above): a batch input
+  // ahead of a cancelled run's last step was not trained, and is not in it
   dense_.sync_params_to_host();  // resident: the trained parameters back for the run's result
   for (auto& ls : shards)  // host_cached: the cache's dirty rows back, so the host rows are every row's value
     if (ls.host) ls.host->flush(ls.weights.data());

@@ -536,6 +536,11 @@ class Rank final : public sharding::RankContext {
   std::map<std::pair<int, int>, sessions::LoadCounter> fill_load_;
   bool fill_lookup_ = false;
   IdHistogram id_histogram_{sh_.spec};  // ids over row buckets, measured steps
+  // the measured batches' ids not yet in the session, by batch iteration (a pipeline inputs a
+  // batch a step ahead), and the totals written so far: each step end writes the buckets its
+  // batch changed with the step's records (tester49 F16)
+  std::map<int64_t, IdHistogram> histogram_unwritten_;
+  IdHistogram histogram_written_ = id_histogram_.zeroed();
   int64_t step_ = 0;        // the step being run (spans, load counters)
   bool measured_ = false;   // it is a measured step (not warmup)
   std::map<int64_t, std::unique_ptr<Inflight>> inflight_;  // batches started, by iteration

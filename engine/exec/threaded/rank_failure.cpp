@@ -10,6 +10,7 @@
 #include "embedscope/engine/input/input.h"
 #include "embedscope/engine/input/source.h"
 #include "embedscope/engine/memory/memory.h"
+#include "embedscope/sessions/store/session.h"
 
 namespace embedscope::engine::threaded {
 
@@ -19,10 +20,15 @@ RankError rank_error_of(int rank, int64_t time_ns, const std::exception_ptr& e,
   try {
     std::rethrow_exception(e);
   } catch (const InvalidIdsError& x) {
+    out.kind = RunEnd::bad_input;  // the input's fault, not a crash (tester49 F11)
     out.bad_input = true;
     out.message = x.what();
   } catch (const InputFileError& x) {
+    out.kind = RunEnd::bad_input;
     out.bad_input = true;
+    out.message = x.what();
+  } catch (const sessions::SessionWriteError& x) {  // the session's disk is full (tester49 F3)
+    out.kind = RunEnd::write_failed;
     out.message = x.what();
   } catch (const OomError& x) {
     out.kind = RunEnd::oom;

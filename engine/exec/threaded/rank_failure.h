@@ -23,8 +23,8 @@ struct RankError {
   std::string message;
 };
 
-/// The failure `e` of rank `rank` at `time_ns`: InvalidIdsError and InputFileError crash as bad
-/// input (their text as is); OomError ends "oom"; SplitMismatchError crashes; CollectiveError
+/// The failure `e` of rank `rank` at `time_ns`: InvalidIdsError and InputFileError end
+/// "bad_input" (their text as is); sessions::SessionWriteError ends "write_failed"; OomError ends "oom"; SplitMismatchError crashes; CollectiveError
 /// ends "hang" when its timeout expired, else crashes as a consequence of a peer's failure
 /// ("rank R: <what><explain_peer(e)>"; explain_peer may be empty); anything else crashes
 /// ("rank R: <what>", "rank R: unknown error" for a non-std exception).

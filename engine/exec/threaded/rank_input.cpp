@@ -37,7 +37,14 @@ void Rank::input(Inflight& b) {
   b.off = b.batch.kjt.offsets();
   b.local = local_batch(b);  // what the sharding modules' ops read of it
   b.lengths = &b.batch.kjt.lengths;
-  if (it >= spec.warmup_steps) id_histogram_.add(spec, b.batch.kjt);  // the batch of a measured step
+  if (it >= spec.warmup_steps) {  // the batch of a measured step
+    id_histogram_.add(spec, b.batch.kjt);
+    if (sh_.session) {
+      auto at = histogram_unwritten_.find(it);
+      if (at == histogram_unwritten_.end()) at = histogram_unwritten_.emplace(it, histogram_written_.zeroed()).first;
+      at->second.add(spec, b.batch.kjt);
+    }
+  }
 }
 
 void Rank::bucketize(Inflight& b, bool again) {

@@ -100,6 +100,30 @@ std::vector<Batch> CriteoBatchSource::read_global(int64_t iteration) {
   return g;
 }
 
+void CriteoBatchSource::check_before_run(const WorkloadSpec& spec) {
+  const int64_t needed = (spec.warmup_steps + spec.steps) * spec.batch_size * spec.devices.count;
+  CriteoStream stream(spec.input.paths);
+  CriteoSample s;
+  std::string_view line;
+  int64_t valid = 0;
+  while (valid < needed && stream.next(line)) {
+    if (auto err = parse_criteo_line(line, spec.input.categorical, s)) {
+      if (spec.input.malformed_lines == MalformedLinePolicy::skip) continue;
+      throw InputFileError(fmt::format("{}: line {}: field {} ({}): {}; set \"input\": {{\"malformed_lines\": \"skip\"}} "
+                                       "to skip such lines",
+                                       stream.file(), stream.line_number(), err->field + 1,
+                                       criteo_field_name(err->field), err->reason));
+    }
+    ++valid;
+  }
+  if (valid >= needed || (spec.input.on_short == ShortInputPolicy::wrap && valid > 0)) return;
+  throw InputFileError(fmt::format(
+      "criteo_tsv input {}: the run needs {} samples ((warmup_steps {} + steps {}) x batch_size {} x devices {}), "
+      "the files hold {}{}; set \"input\": {{\"on_short\": \"wrap\"}} to read them again from the start",
+      spec.input.paths, needed, spec.warmup_steps, spec.steps, spec.batch_size, spec.devices.count, valid,
+      spec.input.on_short == ShortInputPolicy::wrap ? " (none of them a valid sample)" : ""));
+}
+
 void CriteoBatchSource::rewind() {
   stream_.rewind();
   pass_samples_ = total_samples_ = 0;

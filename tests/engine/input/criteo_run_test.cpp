@@ -109,7 +109,8 @@ TEST(CriteoRun, SkippedLinesAreCountedPerStepInTheRunAndTheSession) {
   EXPECT_EQ(metadata(dir / "skip.db", embedscope::sessions::meta::kInputSkippedLinesPerStepJson), "[1,1]");
 }
 
-TEST(CriteoRun, MalformedLineOrShortFileEndsTheRunAsBadInput) {
+// tester49 F11: both are found before anything runs (the run reads its lines once up front).
+TEST(CriteoRun, MalformedLineOrShortFileIsRefusedBeforeTheRun) {
   Scratch dir("criteo_badrun");
   ts::CriteoFixtureOptions o;
   o.lines = 10;
@@ -118,17 +119,23 @@ TEST(CriteoRun, MalformedLineOrShortFileEndsTheRunAsBadInput) {
   WorkloadSpec spec = criteo_spec({dir / "bad.tsv"}, 2, 2, 100);
   TrainerOptions opt;
   opt.trace = false;
-  RunResult run = run_training(spec, plan_sharding(spec), opt);
-  EXPECT_EQ(run.ended, RunEnd::crashed);
-  EXPECT_TRUE(run.bad_input);
-  EXPECT_NE(run.error.find((dir / "bad.tsv") + ": line 7: field 17 (C3)"), std::string::npos) << run.error;
+  auto refusal = [&] {
+    try {
+      run_training(spec, plan_sharding(spec), opt);
+    } catch (const InputFileError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(not refused)");
+  };
+  std::string error = refusal();
+  EXPECT_NE(error.find((dir / "bad.tsv") + ": line 7: field 17 (C3)"), std::string::npos) << error;
   spec.input.malformed_lines = MalformedLinePolicy::skip;
   spec.steps = 4;  // needs 16 samples, the file holds 10
-  run = run_training(spec, plan_sharding(spec), opt);
-  EXPECT_EQ(run.ended, RunEnd::crashed);
-  EXPECT_TRUE(run.bad_input);
-  EXPECT_NE(run.error.find("the run needs 16 samples"), std::string::npos) << run.error;
-  EXPECT_NE(run.error.find("the files hold 10"), std::string::npos) << run.error;
+  error = refusal();
+  EXPECT_NE(error.find("the run needs 16 samples"), std::string::npos) << error;
+  EXPECT_NE(error.find("the files hold 10"), std::string::npos) << error;
+  spec.steps = 2;  // 8 samples: the 10 valid lines are enough, the malformed one skipped
+  EXPECT_EQ(run_training(spec, plan_sharding(spec), opt).ended, RunEnd::complete);
   // a missing file is refused before anything runs
   spec.input.paths = {dir / "missing.tsv"};
   EXPECT_THROW(run_training(spec, plan_sharding(spec), opt), InputFileError);
@@ -167,7 +174,7 @@ TEST(CriteoRun, OutOfRangeIdsFromAFileGoThroughTheInvalidIdPolicy) {
   opt.trace = false;
   spec.invalid_ids = InvalidIdPolicy::error;
   RunResult run = run_training(spec, plan_sharding(spec), opt);
-  EXPECT_EQ(run.ended, RunEnd::crashed);
+  EXPECT_EQ(run.ended, RunEnd::bad_input);
   EXPECT_TRUE(run.bad_input);
   bool matched = false;
   for (int r : {0, 1}) {

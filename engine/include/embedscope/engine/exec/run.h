@@ -185,9 +185,13 @@ struct RankSummary {
 };
 
 /// How a run ended (the session's `ended`). Exit codes (DESIGN.md): complete and cancelled 0;
-/// crashed (a rank's error, a diverged loss), oom, hang 1; crashed with bad_input (ids outside
-/// a table) 2.
-enum class RunEnd { complete, cancelled, crashed, oom, hang };
+/// crashed (a rank's error, a diverged loss), oom, hang, write_failed 1; bad_input 2.
+/// bad_input: the input's fault found while running (ids outside a table under "invalid_ids":
+/// "error", a malformed Criteo TSV line, a file cut short) - the steps before it kept (tester49
+/// F11); write_failed: the session could not be written (a full disk), the run stopped at the
+/// end of the step in which it learnt of it and the session keeps its commits before the
+/// failure (tester49 F3).
+enum class RunEnd { complete, cancelled, crashed, oom, hang, bad_input, write_failed };
 const char* to_string(RunEnd e);
 
 struct RunResult {

@@ -105,6 +105,14 @@ class CriteoStream {
 /// every rank (at most a few: the ranks are in step).
 class CriteoBatchSource final : public SequentialBatchSource {
  public:
+  /// The run's Criteo input read once up front, before anything runs (tester49 F11: a short
+  /// file was found after 6 trained steps, a malformed line in step 1): the lines up to the
+  /// (warmup_steps + steps) x batch_size x devices.count valid samples the run needs (the end
+  /// of the files if they hold fewer) are parsed. Throws InputFileError, with the text the run
+  /// would give, for the first malformed line (malformed_lines error) and for files that hold
+  /// fewer valid samples than the run needs (on_short error), or none (wrap). Cost: one more
+  /// pass over the lines the run reads (decompressing them again for .gz files).
+  static void check_before_run(const WorkloadSpec& spec);
   explicit CriteoBatchSource(const WorkloadSpec& spec);
 
  private:

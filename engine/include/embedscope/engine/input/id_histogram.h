@@ -33,6 +33,13 @@ class IdHistogram {
   void add(const WorkloadSpec& spec, const KJT& kjt);
   /// Ids counted in bucket `b` of table `table` so far.
   int64_t count(int table, int64_t b) const { return counts_[static_cast<size_t>(table)][static_cast<size_t>(b)]; }
+  /// Adds `more`'s counts (a histogram of the same spec) to these and returns the buckets whose
+  /// count changed, as session records of `rank` holding the new totals (what a run writes
+  /// after each step: SessionWriter::add_step_records). Throws std::invalid_argument when the
+  /// two histograms' tables or buckets differ.
+  std::vector<sessions::IdHistogramBucket> add_changed(const IdHistogram& more, int32_t rank);
+  /// The histogram of the same tables with every count 0.
+  IdHistogram zeroed() const;
   /// The non-empty buckets as session records of `rank`.
   std::vector<sessions::IdHistogramBucket> buckets(int32_t rank) const;
 

@@ -142,7 +142,26 @@ struct RunStats {
   std::vector<CriticalPathEntry> critical_path;  ///< by op name over all steps, most time first
   int64_t critical_path_ns = 0;                  ///< total length of the steps' critical paths
   std::vector<CollectiveTimes> collectives;      ///< per collective name, most exposed first
+  /// One rank's measured steps (rank_step_counts).
+  struct RankStepCount {
+    int32_t rank = 0;
+    int64_t steps = 0;       ///< measured steps with a window of the rank
+    int64_t last_step = -1;  ///< its last one
+  };
+  /// Set only where the ranks of a run hold different measured steps (a merged launch whose
+  /// rank was killed: the killed process lost its last uncommitted steps, its peers went on a
+  /// little; tester49 F14): every traced rank's steps, rank order, and the last step every rank
+  /// holds (common_last_step). lookups_max_over_mean and lookup_time_max_over_mean are then over
+  /// the steps through common_last_step (the same steps for every rank), while each rank's own
+  /// figures (RankStats) sum the steps it holds, and per-step figures divide by counted_steps().
+  std::vector<RankStepCount> rank_step_counts;
+  int64_t common_last_step = -1;
 };
+
+/// One line saying that the ranks hold different steps and which steps each figure uses
+/// ("steps        ranks hold different steps: ..."), "" when RunStats::rank_step_counts is
+/// empty (tester49 F14).
+std::string unequal_rank_steps_text(const RunStats& st);
 
 /// Computes RunStats from a session. Throws SessionError on an unreadable file.
 RunStats analyze(const SessionReader& session);

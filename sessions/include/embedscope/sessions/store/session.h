@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,14 @@ namespace embedscope::sessions {
 class SessionError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+/// A session writer's write failed (a full disk, an I/O error) while a run was recording: what()
+/// is SessionWriter::write_failure()'s error. A run stops at the end of the step in which it
+/// learns of it (its session ends `write_failed`).
+class SessionWriteError : public SessionError {
+ public:
+  using SessionError::SessionError;
 };
 
 /// The writer commits at least this often.
@@ -84,8 +93,17 @@ class SessionWriter {
   void add_memory(const MemoryCounter& m);
   /// Allocator actions, in order (table `memory_events`).
   void add_memory_events(const std::vector<MemoryEvent>& events);
-  /// Stores id histogram buckets (a rank's, at the end of its run).
+  /// Stores id histogram buckets: each record holds a (table, bucket, rank)'s total so far, and
+  /// a later record of the same key replaces the earlier one (in the file and among the records
+  /// not yet written, so a bucket is written once per commit however often it is sent).
   void add_id_histogram(const std::vector<IdHistogramBucket>& buckets);
+  /// One rank's finished step in one go: its step row, its shards' load counters and the id
+  /// histogram buckets whose totals the step changed (add_id_histogram), handed to the writer
+  /// together so that they land in the same transaction: a killed run keeps, for every step it
+  /// kept, that step's counters and its ids in the histogram, and for no other step
+  /// (tester49 F16).
+  void add_step_records(const StepMetric& step, const std::vector<LoadCounter>& load,
+                        const std::vector<IdHistogramBucket>& histogram);
   /// Stores the sharding plan the run used, one record per shard (table `shards`, schema 4);
   /// a second record of the same (table, shard_index) replaces the first.
   void add_shards(std::vector<ShardRecord> shards);
@@ -112,12 +130,29 @@ class SessionWriter {
   /// releases the writer lock. Readers never make it fail: a checkpoint waits for them (up to
   /// 10 s), and where open readers keep the file in WAL mode for more than 0.5 s it stays in WAL
   /// mode (complete in the database beside an empty -wal). Idempotent. Throws SessionError if
-  /// a write of the run failed.
+  /// a write of the run failed (write_failure()): then ended = "write_failed" and a message
+  /// naming the failure, the steps kept and `ended` / `message` are written alone where the file
+  /// still takes them (the space of the rolled-back commit often does), and a
+  /// file in which nothing was committed is removed (no half-created file is left behind).
   void close(const std::string& ended, const std::string& message = "");
 
   const std::string& path() const;
   /// Ops handed to the writer so far.
   int64_t ops_received() const;
+
+  /// What the writer had kept when a write failed (a full disk, an I/O error): the failed
+  /// transaction is rolled back and nothing after it is written, so the file holds the commits
+  /// before it, whole.
+  struct WriteFailure {
+    std::string error;             ///< "PATH: database or disk is full (No space left on device)"
+    int64_t commits = 0;           ///< transactions committed before the failure (0: nothing recorded)
+    int64_t steps_kept = 0;        ///< step rows committed by the rank that committed fewest (0: none)
+    int64_t last_step_kept = -1;   ///< the last step every rank that committed steps committed; -1 none
+  };
+  /// Whether a write failed (cheap: a step loop may ask it after every step).
+  bool write_failed() const;
+  /// The failure, or nullopt while every write succeeded.
+  std::optional<WriteFailure> write_failure() const;
 
  private:
   struct Impl;
