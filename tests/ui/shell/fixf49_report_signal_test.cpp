@@ -60,11 +60,15 @@ struct Fixf49Dir {
 };
 
 std::string fixf49_ui(const std::string& args) { return "QT_QPA_PLATFORM=offscreen '" + std::string(EMBEDSCOPE_UI) + "' " + args; }
+// the same as the shell's last command, in its process (exec): the pid spawned is the UI's
+std::string fixf49_exec_ui(const std::string& args) {
+  return "export QT_QPA_PLATFORM=offscreen; exec '" + std::string(EMBEDSCOPE_UI) + "' " + args;
+}
 
 // Starts `embedscope-ui --report SESSION -o OUT` (stderr to ERR), waits until its staging folder
 // holds a page, sends `sig`, and returns the wait status (or -1 when it ended first / never staged).
 int fixf49_report_signalled(const std::string& session, const fs::path& out, const fs::path& err, int sig) {
-  const std::string cmd = "exec " + fixf49_ui("--report '" + session + "' -o '" + out.string() + "' 2>'" + err.string() + "'");
+  const std::string cmd = fixf49_exec_ui("--report '" + session + "' -o '" + out.string() + "' 2>'" + err.string() + "'");
   const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
   pid_t pid = 0;
   if (posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) return -1;
@@ -122,8 +126,8 @@ TEST(Fixf49ReportSignal, AWriteErrorSaysWhyAndLeavesNoPartialFile) {
   const std::string s = t.session();
   const fs::path out = t.dir / "rep";
   // bash's ulimit -f counts KiB; SIGXFSZ ignored, so write(2) fails with EFBIG instead of a kill
-  const auto r = run_merged("bash -c \"trap '' XFSZ; ulimit -f 40; exec " + fixf49_ui("--report '" + s + "' -o '" +
-                                                                                       out.string() + "'") + "\"");
+  const auto r = run_merged("bash -c \"trap '' XFSZ; ulimit -f 40; " +
+                            fixf49_exec_ui("--report '" + s + "' -o '" + out.string() + "'") + "\"");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("error: " + out.string() + "/timeline.png: cannot write: File too large\n"), std::string::npos)
       << r.out;
