@@ -121,6 +121,15 @@ json to_json(const HardwareProfile& p) {
     j["gpu"]["dense_interaction_ops_per_s"] = p.gpu.dense_interaction_ops_per_s;
     j["gpu"]["dense_elementwise_ops_per_s"] = p.gpu.dense_elementwise_ops_per_s;
   }
+  // the tensor-core rates (optional pairs; a calibration's cpu profile has none)
+  if (p.gpu.dense_bf16_flops_per_s > 0 && p.gpu.dense_bf16_efficiency > 0) {
+    j["gpu"]["dense_bf16_flops_per_s"] = p.gpu.dense_bf16_flops_per_s;
+    j["gpu"]["dense_bf16_efficiency"] = p.gpu.dense_bf16_efficiency;
+  }
+  if (p.gpu.dense_tf32_flops_per_s > 0 && p.gpu.dense_tf32_efficiency > 0) {
+    j["gpu"]["dense_tf32_flops_per_s"] = p.gpu.dense_tf32_flops_per_s;
+    j["gpu"]["dense_tf32_efficiency"] = p.gpu.dense_tf32_efficiency;
+  }
   if (!p.sources.empty()) j["sources"] = p.sources;
   return j;
 }

@@ -2,6 +2,8 @@
 // roofline for compute ops.
 #include "embedscope/engine/cost/cost_model.h"
 
+#include "embedscope/engine/cost/dense_gemm_rate.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -14,7 +16,8 @@ int64_t ns(double seconds) { return static_cast<int64_t>(std::llround(seconds * 
 }  // namespace
 
 double math_seconds(const ProgramOp& op, const GpuProfile& g) {
-  const double gemm_rate = g.dense_flops_per_s * g.dense_efficiency;
+  // the GEMMs at the op's precision (fp32: dense_flops_per_s x dense_efficiency, as before)
+  const double gemm_rate = dense_gemm_rate(g, op.dense_precision).flops_per_s();
   const DenseWork& w = op.dense_work;
   if (w.empty() || g.dense_interaction_ops_per_s <= 0 || g.dense_elementwise_ops_per_s <= 0)
     return static_cast<double>(op.flops) / gemm_rate;

@@ -92,6 +92,17 @@ void read_bf16_rate(const json& gpu, const Fields& g, GpuProfile& out) {
   out.dense_bf16_efficiency = g.number("dense_bf16_efficiency", 0, 1, true);
 }
 
+// The optional tensor-core rate of TF32 GEMMs (GpuProfile::dense_tf32_flops_per_s): both fields or
+// neither, as the bf16 pair.
+void read_tf32_rate(const json& gpu, const Fields& g, GpuProfile& out) {
+  const bool rate = gpu.contains("dense_tf32_flops_per_s"), eff = gpu.contains("dense_tf32_efficiency");
+  if (!rate && !eff) return;
+  if (!rate) g.fail("/dense_tf32_efficiency", "given without /gpu/dense_tf32_flops_per_s (the rate it is a fraction of)");
+  if (!eff) g.fail("/dense_tf32_efficiency", "missing (required with /gpu/dense_tf32_flops_per_s)");
+  out.dense_tf32_flops_per_s = g.number("dense_tf32_flops_per_s", 0, 1e18, true);
+  out.dense_tf32_efficiency = g.number("dense_tf32_efficiency", 0, 1, true);
+}
+
 LinkProfile link(const json& j, const std::string& origin, const char* key) {
   Fields f(j, origin, std::string("/") + key, {"name", "bus_bandwidth_bytes_per_s", "latency_ns"});
   return {f.text("name"), f.number("bus_bandwidth_bytes_per_s", 0, 1e15, true), f.integer("latency_ns", 0, int64_t{1} << 40)};
@@ -131,7 +142,7 @@ HardwareProfile from_json(const json& j, const std::string& origin) {
             "tbe_forward_efficiency", "tbe_backward_efficiency", "memory_kernel_efficiency", "kernel_launch_ns",
             "dense_interaction_ops_per_s", "dense_elementwise_ops_per_s",
             "lookup_bag_ns", "input_id_ns", "bucketize_item_ns", "update_line_ns", "lookup_line_ns",
-            "dense_bf16_flops_per_s", "dense_bf16_efficiency"});
+            "dense_bf16_flops_per_s", "dense_bf16_efficiency", "dense_tf32_flops_per_s", "dense_tf32_efficiency"});
   p.gpu.name = g.text("name");
   p.gpu.memory_bytes = g.integer("memory_bytes", 1, int64_t{1} << 50);
   p.gpu.hbm_bandwidth_bytes_per_s = g.number("hbm_bandwidth_bytes_per_s", 0, 1e15, true);
@@ -144,6 +155,7 @@ HardwareProfile from_json(const json& j, const std::string& origin) {
   dense_rates(j.at("gpu"), g, p.gpu);
   read_host_work(j.at("gpu"), g, p.gpu);
   read_bf16_rate(j.at("gpu"), g, p.gpu);
+  read_tf32_rate(j.at("gpu"), g, p.gpu);
   Fields c(j, origin, "/cluster", {"gpus_per_node", "max_nodes"});
   p.gpus_per_node = static_cast<int>(c.integer("gpus_per_node", 1, 1024));
   p.max_nodes = static_cast<int>(c.integer("max_nodes", 1, 1 << 20));

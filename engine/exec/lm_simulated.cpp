@@ -62,6 +62,10 @@ LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& opt
   LmRunResult result;
   result.ranks.resize(static_cast<size_t>(p));
   for (int64_t st = 0; st < spec.steps; ++st) {
+    if (st > 0 && options.cancel && options.cancel->load()) {  // Ctrl-C / SIGTERM: after the current step
+      result.ended = RunEnd::cancelled;
+      break;
+    }
     const int64_t t0 = st * sim.step_ns;
     result.step_ns.push_back(sim.step_ns);
     for (int r = 0; r < p; ++r) {
@@ -145,8 +149,8 @@ LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& opt
     result.ranks[static_cast<size_t>(r)].rows = memory[static_cast<size_t>(r)].rows;
     result.ranks[static_cast<size_t>(r)].peak_allocated = memory[static_cast<size_t>(r)].peak_allocated_bytes;
   }
-  result.wall_ns = spec.steps * sim.step_ns;
-  if (writer) writer->close("complete");
+  result.wall_ns = static_cast<int64_t>(result.step_ns.size()) * sim.step_ns;
+  if (writer) writer->close(to_string(result.ended));
   return result;
 }
 

@@ -304,6 +304,14 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
     result.error = e.what();
     return result;  // no session: nothing ran
   }
+  // Ctrl-C / SIGTERM before anything ran (fixc49). Not for one rank of several processes: the
+  // ranks agree on a cancel at a step's end (their cancel vote), a rank leaving alone here would
+  // leave the others waiting in their first collective.
+  if (options.cancel && options.cancel->load() && options.process.rank < 0) {
+    result.ended = RunEnd::cancelled;
+    result.error = "cancelled before the run started";
+    return result;  // no session: nothing ran
+  }
   std::unique_ptr<sessions::SessionWriter> session;
   if (!options.session_path.empty()) {
     session = std::make_unique<sessions::SessionWriter>(options.session_path, options.session_overwrite);

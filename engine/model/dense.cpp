@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <stdexcept>
+#include <string>
 
 #include "embedscope/engine/input/input.h"
 #include "embedscope/engine/kernels/dense_core.h"
+#include "embedscope/engine/quant/dense_precision.h"
 
 // OpenBLAS's own thread pool would fight the rank threads for cores: ranks are the
 // parallelism. Weak, so another BLAS links too.
@@ -22,6 +25,29 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb),
               beta, c, static_cast<int>(ldc));
+}
+
+// A copy of the n floats at p rounded to `precision` (quant/dense_precision.h).
+std::vector<float> dense_rounded_copy(const float* p, int64_t n, DensePrecision precision) {
+  std::vector<float> r(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  round_dense_values(p, n, precision, r.data());
+  return r;
+}
+
+// gemm at dense.precision: fp32 is gemm itself on the operands as given; otherwise A (row-major,
+// (ta ? k : m) rows of lda) and B ((tb ? n : k) rows of ldb) are rounded copies (autocast's casts
+// of a matmul's inputs), the accumulation and C fp32.
+void precision_gemm(DensePrecision precision, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (precision == DensePrecision::fp32 || m == 0 || n == 0) {
+    gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  // the floats an operand of rows x cols (leading dimension ld) spans: (rows - 1) ld + cols
+  const auto span = [](int64_t rows, int64_t cols, int64_t ld) { return rows > 0 && cols > 0 ? (rows - 1) * ld + cols : 0; };
+  const std::vector<float> ra = dense_rounded_copy(a, ta ? span(k, m, lda) : span(m, k, lda), precision);
+  const std::vector<float> rb = dense_rounded_copy(b, tb ? span(n, k, ldb) : span(k, n, ldb), precision);
+  gemm(ta, tb, m, n, k, ra.data(), lda, rb.data(), ldb, beta, c, ldc);
 }
 }  // namespace
 
@@ -97,8 +123,8 @@ DenseModel::DenseModel(const WorkloadSpec& spec, std::vector<int64_t> feature_di
 }
 
 void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
-                    float* y) {
-  gemm(false, true, B, out, in, x, in, w, in, 0.0f, y, out);
+                    float* y, DensePrecision precision) {
+  precision_gemm(precision, false, true, B, out, in, x, in, w, in, 0.0f, y, out);
   for (int64_t i = 0; i < B; ++i)
     for (int64_t o = 0; o < out; ++o) {
       float& v = y[i * out + o];
@@ -108,15 +134,15 @@ void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const fl
 }
 
 void linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y, bool relu,
-                     float* dy, float* dw, float* db, float* dx) {
+                     float* dy, float* dw, float* db, float* dx, DensePrecision precision) {
   if (relu)
     for (int64_t i = 0; i < B * out; ++i)
       if (y[i] <= 0) dy[i] = 0;
-  gemm(true, false, out, in, B, dy, out, x, in, 0.0f, dw, in);
+  precision_gemm(precision, true, false, out, in, B, dy, out, x, in, 0.0f, dw, in);
   std::fill(db, db + out, 0.0f);
   for (int64_t i = 0; i < B; ++i)
     for (int64_t o = 0; o < out; ++o) db[o] += dy[i * out + o];
-  if (dx) gemm(false, false, B, in, out, dy, out, w, in, 0.0f, dx, in);
+  if (dx) precision_gemm(precision, false, false, B, in, out, dy, out, w, in, 0.0f, dx, in);
 }
 
 void DenseModel::linear_forward(const Linear& l, int64_t B, const float* x, float* y) const {
@@ -124,7 +150,7 @@ void DenseModel::linear_forward(const Linear& l, int64_t B, const float* x, floa
   if (ops_.forward)
     ops_.forward(B, l.in, l.out, x, w, b, l.relu, y);
   else
-    engine::linear_forward(B, l.in, l.out, x, w, b, l.relu, y);
+    engine::linear_forward(B, l.in, l.out, x, w, b, l.relu, y, precision());
 }
 
 void DenseModel::linear_backward(const Linear& l, int64_t B, const float* x, const float* y, float* dy, float* dx) {
@@ -133,7 +159,7 @@ void DenseModel::linear_backward(const Linear& l, int64_t B, const float* x, con
   if (ops_.backward)
     ops_.backward(B, l.in, l.out, x, w, y, l.relu, dy, dw, db, dx);
   else
-    engine::linear_backward(B, l.in, l.out, x, w, y, l.relu, dy, dw, db, dx);
+    engine::linear_backward(B, l.in, l.out, x, w, y, l.relu, dy, dw, db, dx, precision());
 }
 
 double DenseModel::forward_backward(int64_t B, const float* dense_x, std::span<const float* const> pooled,
@@ -194,6 +220,7 @@ double DenseModel::forward_backward(int64_t B, const float* dense_x, std::span<c
   }
   std::vector<float> r(static_cast<size_t>(B * inter_out_));
   const int rank = ds.dcn_low_rank_dim;
+  const DensePrecision prec = ds.precision;
   std::vector<std::vector<float>> xs, ss, cs;  // dcn: x_l, s_l, c_l per layer
   if (ds.interaction == Interaction::cat) {
     r = x0;
@@ -201,14 +228,16 @@ double DenseModel::forward_backward(int64_t B, const float* dense_x, std::span<c
     // entities e_0 = z, e_{f+1} = pooled_f (all d0 wide); r = [z, <e_i, e_j> for i > j]
     if (ops_.dot_forward)
       ops_.dot_forward(B, F, d0, x0.data(), r.data());
-    else
+    else if (precision() == DensePrecision::fp32)
       dot_interaction_forward(B, F, d0, x0.data(), r.data());
+    else  // DLRM's torch.bmm under autocast: its input rounded (r's copy of z is then rounded too)
+      dot_interaction_forward(B, F, d0, dense_rounded_copy(x0.data(), B * inter_in_, precision()).data(), r.data());
   } else {
     std::vector<float> x = x0;
     for (const Cross& cr : cross_) {
       std::vector<float> s(static_cast<size_t>(B * rank)), c(static_cast<size_t>(B * inter_in_));
-      gemm(false, false, B, rank, inter_in_, x.data(), inter_in_, params_.data() + cr.v, rank, 0.0f, s.data(), rank);
-      gemm(false, true, B, inter_in_, rank, s.data(), rank, params_.data() + cr.u, rank, 0.0f, c.data(), inter_in_);
+      precision_gemm(prec, false, false, B, rank, inter_in_, x.data(), inter_in_, params_.data() + cr.v, rank, 0.0f, s.data(), rank);
+      precision_gemm(prec, false, true, B, inter_in_, rank, s.data(), rank, params_.data() + cr.u, rank, 0.0f, c.data(), inter_in_);
       std::vector<float> y(x.size());
       for (int64_t i = 0; i < B; ++i)
         for (int64_t j = 0; j < inter_in_; ++j) {
@@ -247,8 +276,11 @@ double DenseModel::forward_backward(int64_t B, const float* dense_x, std::span<c
   } else if (ds.interaction == Interaction::dot) {
     if (ops_.dot_backward)
       ops_.dot_backward(B, F, d0, x0.data(), dy.data(), dx0.data());
-    else
+    else if (precision() == DensePrecision::fp32)
       dot_interaction_backward(B, F, d0, x0.data(), dy.data(), dx0.data());
+    else
+      dot_interaction_backward(B, F, d0, dense_rounded_copy(x0.data(), B * inter_in_, precision()).data(),
+                               dense_rounded_copy(dy.data(), B * inter_out_, precision()).data(), dx0.data());
   } else {
     std::vector<float> dx = dy;  // d x_L
     for (size_t l = cross_.size(); l-- > 0;) {
@@ -266,11 +298,11 @@ double DenseModel::forward_backward(int64_t B, const float* dense_x, std::span<c
           db[j] += dc[q];
         }
       std::vector<float> dsv(static_cast<size_t>(B * rank));
-      gemm(true, false, inter_in_, rank, B, dc.data(), inter_in_, s.data(), rank, 0.0f, grads_.data() + cr.u, rank);
-      gemm(false, false, B, rank, inter_in_, dc.data(), inter_in_, params_.data() + cr.u, rank, 0.0f, dsv.data(), rank);
-      gemm(true, false, inter_in_, rank, B, xl.data(), inter_in_, dsv.data(), rank, 0.0f, grads_.data() + cr.v, rank);
+      precision_gemm(prec, true, false, inter_in_, rank, B, dc.data(), inter_in_, s.data(), rank, 0.0f, grads_.data() + cr.u, rank);
+      precision_gemm(prec, false, false, B, rank, inter_in_, dc.data(), inter_in_, params_.data() + cr.u, rank, 0.0f, dsv.data(), rank);
+      precision_gemm(prec, true, false, inter_in_, rank, B, xl.data(), inter_in_, dsv.data(), rank, 0.0f, grads_.data() + cr.v, rank);
       // d x_l = d x_{l+1} (identity path) + ds V^T
-      gemm(false, true, B, inter_in_, rank, dsv.data(), rank, params_.data() + cr.v, rank, 1.0f, dx.data(), inter_in_);
+      precision_gemm(prec, false, true, B, inter_in_, rank, dsv.data(), rank, params_.data() + cr.v, rank, 1.0f, dx.data(), inter_in_);
       ready(cr.u);
     }
     for (size_t q = 0; q < dx0.size(); ++q) dx0[q] += dx[q];
@@ -352,6 +384,10 @@ DenseWork DenseModel::work(int64_t B) const {
       break;
     }
   }
+  if (ds.precision != DensePrecision::fp32) {  // the inputs each product rounds (precision_gemm, the dot's copies)
+    for (const GemmShape& g : gemms(B)) e += g.m * g.k + g.k * g.n;
+    if (ds.interaction == Interaction::dot) e += 2 * B * W + B * Wout;
+  }
   w.elementwise_ops = e;
   return w;
 }
@@ -431,8 +467,20 @@ void sgd_step(int64_t n, float lr, const float* grad, float* params) {
   for (int64_t i = 0; i < n; ++i) params[i] = dense_core::sgd_update(params[i], grad[i], lr);
 }
 
-int64_t DenseModel::activation_bytes(int64_t B) const {
-  return B * dense_sizes(spec_, dims_).activation_floats_per_sample * 4;
+int64_t DenseModel::activation_bytes(int64_t B) const { return dense_activation_bytes(spec_, dense_sizes(spec_, dims_), B); }
+
+int64_t dense_activation_bytes(const WorkloadSpec& spec, const DenseSizes& sizes, int64_t B) {
+  if (!spec.dense) return 0;
+  const DensePrecision p = spec.dense->precision;
+  const int64_t w = dense_activation_value_bytes(p);
+  return B * sizes.activation_floats_per_sample * w + (w == 2 ? 2 * sizes.num_params : 0);
+}
+
+void DenseModel::set_linear_ops(LinearOps ops) {
+  if (precision() != DensePrecision::fp32 && (ops.forward || ops.backward || ops.dot_forward || ops.dot_backward))
+    throw std::logic_error(std::string("DenseModel::set_linear_ops: dense.precision ") + to_string(precision()) +
+                           ": the device's linear layers and dot interaction compute in fp32 only");
+  ops_ = std::move(ops);
 }
 
 DenseSizes dense_sizes(const WorkloadSpec& spec, const std::vector<int64_t>& feature_dims) {

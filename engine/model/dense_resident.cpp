@@ -5,6 +5,7 @@
 // projection keep DenseModel::LinearOps' per-call path (dense.cpp).
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 #include "embedscope/engine/model/dense.h"
 #include "embedscope/engine/model/dense_device.h"
@@ -81,6 +82,9 @@ int64_t DenseModel::resident_activation_floats(int64_t B) const {
 void DenseModel::make_resident(const DenseDevice* device, float* device_params) {
   if (!dense_resident_supported(spec_))
     throw std::logic_error("DenseModel::make_resident: only a dense part with the dot or cat interaction is resident");
+  if (precision() != DensePrecision::fp32)
+    throw std::logic_error(std::string("DenseModel::make_resident: dense.precision ") + to_string(precision()) +
+                           ": the resident dense part computes in fp32 only");
   if (device == nullptr || (device_params == nullptr && num_params_ > 0))
     throw std::logic_error("DenseModel::make_resident: no device or no device memory for the parameters");
   if (static_cast<int64_t>(params_.size()) != num_params_)

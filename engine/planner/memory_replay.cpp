@@ -19,6 +19,7 @@
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/memory/allocator.h"
 #include "embedscope/engine/model/dense.h"
+#include "embedscope/engine/quant/dense_precision.h"
 #include "embedscope/engine/model/low_rank.h"
 #include "embedscope/engine/program/step_program.h"
 #include "embedscope/engine/quant/row_codec.h"
@@ -363,8 +364,10 @@ class Replay {
     out_.dense = first_dense_;
     // a resident dense part (the cuda rank's dot / cat model, DenseModel::make_resident): its
     // activations' block holds every activation and activation gradient on the device
-    activation_bytes_ = L_.B * (resident_ ? dense_resident_activation_floats_per_sample(spec_, L_.dim)
-                                          : d.activation_floats_per_sample) * 4;
+    // the host path's block at the dense part's precision (dense_activation_bytes: half-precision
+    // activations and autocast's weight copies for bf16 / fp16; the resident path is fp32 only)
+    activation_bytes_ = resident_ ? L_.B * dense_resident_activation_floats_per_sample(spec_, L_.dim) * 4
+                                  : dense_activation_bytes(spec_, d, L_.B);
   }
 
   int64_t node_width(int node) const { return L_.node_width(node); }
@@ -556,13 +559,15 @@ PlanIndependentMemory plan_independent_memory(const WorkloadSpec& spec, int64_t 
   const auto block = [](int64_t bytes) { return bytes > 0 ? round_size(bytes) : int64_t{0}; };
   PlanIndependentMemory m;
   m.dense_params = block(2 * d.num_params * 4);
-  m.activations = block(B * act_floats * 4);
+  m.activations = block(resident ? B * act_floats * 4 : dense_activation_bytes(spec, d, B));
   int64_t dim_sum = 0;
   for (const int64_t dim : dims) {
     m.pooled += 2 * block(B * dim * 4);
     dim_sum += dim;
   }
-  m.bytes_per_sample = (act_floats + 2 * dim_sum) * 4;
+  // activations at the dense part's width (the weight copies of bf16 / fp16 are not per sample)
+  const int64_t act_width = resident || !spec.dense ? 4 : dense_activation_value_bytes(spec.dense->precision);
+  m.bytes_per_sample = act_floats * act_width + 2 * dim_sum * 4;
   return m;
 }
 

@@ -64,7 +64,8 @@ double CallModel::world_all_reduce_ns(int64_t count, int64_t elem_bytes) const {
 
 int CallModel::ranks_on_node(int r) const { return std::min(L_, W_ - r / L_ * L_); }
 
-double CallModel::call_ns(const std::vector<int>& members, const std::vector<double>& own, double scale) const {
+double CallModel::call_ns(const std::vector<int>& members, const std::vector<double>& own, double scale,
+                          bool paced) const {
   const size_t n = members.size();
   if (n <= 1) return 0.0;  // a group of one costs nothing (cost_model.h collective_ns)
   const double T = std::accumulate(own.begin(), own.end(), 0.0);
@@ -81,7 +82,7 @@ double CallModel::call_ns(const std::vector<int>& members, const std::vector<dou
     const double b = scale * std::max(own[k] * (nn - 1.0) / nn, (T - own[k]) / nn);
     const double intra = peers > 0 ? b * intra_peers / peers : 0.0, inter = peers > 0 ? b * inter_peers / peers : 0.0;
     ms.push_back({member_collective_ns(intra, inter, inter_peers > 0, hw_), r / L_, ranks_on_node(r)});
-    floor = std::max(floor, emulated_member_floor_ns(intra, inter, intra_peers > 0, inter_peers > 0, spec_.network));
+    if (paced) floor = std::max(floor, emulated_member_floor_ns(intra, inter, intra_peers > 0, inter_peers > 0, spec_.network));
   }
   return static_cast<double>(std::max(collective_call_ns(ms, hw_), floor));
 }
@@ -112,10 +113,11 @@ PhaseMax CallModel::critical_path(const std::vector<Perf>& per) const {
   const double fwd_scale = spec_.qcomms.forward_precision == CommPrecision::fp32 ? 1.0 : 0.5;
   const double bwd_scale = spec_.qcomms.backward_precision == CommPrecision::fp32 ? 1.0 : 0.5;
   // the split check before every all-to-all and reduce-scatter (program_sink.h): an all-gather
-  // of 2 n int64 counts a member, to and from each peer
+  // of 2 n int64 counts a member, to and from each peer; not paced by an emulated network
+  // (ProcessGroup::all_to_all_impl), so without its floor
   const auto check_ns = [&](const std::vector<int>& members) {
     const double n = static_cast<double>(members.size());
-    return call_ns(members, std::vector<double>(members.size(), n * 16.0 * n), 1.0);
+    return call_ns(members, std::vector<double>(members.size(), n * 16.0 * n), 1.0, false);
   };
   const double world_check = check_ns(world_);
   for (Call c : {kSplits, kLengths, kIds})

@@ -86,8 +86,12 @@ class CallModel {
   /// bytes (Perf::bytes) times `scale`: each member moves max(X (n-1)/n, (T - X) / n) bytes
   /// (T = sum of own), split over its peers on its node and on others in proportion to their
   /// count, timed by member_collective_ns; the call by collective_call_ns, floored by the
-  /// emulated network (emulated_member_floor_ns), ns.
-  double call_ns(const std::vector<int>& members, const std::vector<double>& own, double scale) const;
+  /// emulated network: the largest member's emulated_member_floor_ns, for every member (equal
+  /// flows to every peer: each sender's deliveries end with its port, the ring's rule; an upper
+  /// bound of plan_stats' per-member floors, cost/network_floor.h), ns.
+  /// `paced` false: a split-size check, which the emulation does not pace (no floor).
+  double call_ns(const std::vector<int>& members, const std::vector<double>& own, double scale,
+                 bool paced = true) const;
   int ranks_on_node(int r) const;
 
  private:

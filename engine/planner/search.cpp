@@ -20,6 +20,7 @@
 #include "embedscope/engine/quant/row_codec.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/workload/spec_error.h"
+#include "planner/candidate_overflow.h"
 #include "planner/memory_replay.h"
 #include "planner/prerank.h"
 #include "program/input_op_bytes.h"
@@ -222,8 +223,8 @@ class Search {
     struct Scored { size_t cand; PlanStats stats; int64_t max_hbm = 0; };
     std::vector<Scored> fit;
     int scored = 0;
-    std::string first_misfit, misfit_proposer, misfit_where;
-    int64_t misfit_over = 0, misfit_fullest = 0;
+    std::string first_misfit, misfit_proposer;
+    planner_detail::CandidateOverflow misfit;
     std::map<std::string, bool> seen;  // the plans scored: whether each fits
     for (size_t i : order) {
       if (scored >= kStatsCandidates && !fit.empty()) break;
@@ -239,11 +240,14 @@ class Search {
       seen_at->second = st.fits;
       if (st.fits != c.within_capacity) res.feasible += st.fits ? 1 : -1;
       if (!st.fits) {
-        // the refusal names the candidate nearest to fitting (search.h NoPlanFits), not the first
-        Overflow o = overflow(st);
-        if (misfit_proposer.empty() || o.over < misfit_over)
-          first_misfit = st.does_not_fit, misfit_proposer = c.proposer, misfit_over = o.over,
-          misfit_fullest = o.fullest, misfit_where = std::move(o.where);
+        // the refusal names the candidate nearest to fitting (search.h NoPlanFits), not the first,
+        // by one measure for all (planner/candidate_overflow.h: bytes, or the allocator's reserve
+        // where the bytes fit; tester49 F-D)
+        planner_detail::CandidateOverflow o = planner_detail::candidate_overflow(
+            st, spec_.devices.memory_bytes, spec_.devices.host_memory_bytes, node_excess(st, L_, hw_),
+            spec_.memory.allocator);
+        if (misfit_proposer.empty() || o.over < misfit.over)
+          first_misfit = st.does_not_fit, misfit_proposer = c.proposer, misfit = std::move(o);
         continue;
       }
       int64_t m = 0;
@@ -254,9 +258,9 @@ class Search {
       // the candidate's reason names the same pointer: say it once
       const std::string pointer = "/devices/memory_bytes: ";
       if (first_misfit.starts_with(pointer)) first_misfit.erase(0, pointer.size());
-      throw NoPlanFits(pointer + fmt::format("no plan fits the devices; the nearest candidate ({}, {} over {}): ",
-                                             misfit_proposer, format_bytes(misfit_over), misfit_where) + first_misfit,
-                       misfit_proposer, misfit_over, misfit_fullest);
+      throw NoPlanFits(pointer + fmt::format("no plan fits the devices; the nearest candidate ({}, {}): ",
+                                             misfit_proposer, misfit.text) + first_misfit,
+                       misfit_proposer, misfit.over, misfit.fullest, misfit.measure);
     }
     std::stable_sort(fit.begin(), fit.end(), [](const Scored& a, const Scored& b) {
       return a.stats.critical_path_ns != b.stats.critical_path_ns ? a.stats.critical_path_ns < b.stats.critical_path_ns
@@ -271,21 +275,6 @@ class Search {
     }
     res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     return res;
-  }
-
-  // NoPlanFits::overflow_bytes of a candidate's statistics (search.h), its fullest rank's bytes,
-  // and where the device overflow binds: its fullest rank, or a cpu node (stats.h node_excess).
-  struct Overflow { int64_t over = 0, fullest = 0; std::string where; };
-  Overflow overflow(const PlanStats& st) const {
-    int64_t dev = 0, host = 0, fullest = 0;
-    for (const auto& r : st.ranks) {
-      // bytes, or the allocator's segments where its replay runs out (stats.h RankStats::reserved_bytes)
-      dev = std::max(dev, std::max(r.hbm_bytes, r.reserved_bytes) - spec_.devices.memory_bytes);
-      host = std::max(host, r.ddr_bytes - spec_.devices.host_memory_bytes);
-      fullest = std::max(fullest, r.hbm_bytes);
-    }
-    NodeExcess n = node_excess(st, L_, hw_);  // cpu ranks share their node's memory
-    return n.bytes > dev ? Overflow{n.bytes + host, fullest, std::move(n.where)} : Overflow{dev + host, fullest, "on its fullest rank"};
   }
 
   // The pre-ranking estimate of a full plan (search.h): its phases' maxima over ranks.

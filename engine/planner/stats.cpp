@@ -140,14 +140,22 @@ PlanStats plan_stats(const WorkloadSpec& spec, const ShardingPlan& plan, const H
   const auto lookups = expected_lookups_per_rank(spec, plan);
   st.ranks.resize(static_cast<size_t>(W));
   // A call's time is the simulated executor's (cost/shared_cores.h collective_call_ns: processor
-  // sharing of a cpu node's cores, else the largest member's contended time; never under the
-  // emulated network's floor of spec.network, cost/network_floor.h), the same for each
-  // member: the calls are matched across ranks as the simulator's rendezvous does, by (group,
-  // sequence within the group on the rank), every collective counted (dense_all_reduce too).
+  // sharing of a cpu node's cores, else the largest member's contended time), the same for each
+  // member, and never under the member's own floor of the emulated network of spec.network
+  // (cost/network_floor.h emulated_member_floors_ns: the Gloo emulation's rule, which may hold
+  // members of one call for different times): the calls are matched across ranks as the
+  // simulator's rendezvous does, by (group, sequence within the group on the rank), every
+  // collective counted (dense_all_reduce too).
+  const bool floored = spec.network.limited();
   std::map<std::pair<std::string, int64_t>, size_t> call_of;
   std::vector<std::vector<CallMember>> call_members;
-  std::vector<int64_t> call_floor;  // the emulated network's floor under each call (cost/network_floor.h)
-  std::vector<std::vector<std::pair<Phase4, size_t>>> rank_calls(static_cast<size_t>(W));
+  std::vector<std::vector<CollectiveCall>> call_calls;  // floored: each call's members' calls, group order
+  struct RankCall {
+    Phase4 phase;
+    size_t call;
+    int group_rank;
+  };
+  std::vector<std::vector<RankCall>> rank_calls(static_cast<size_t>(W));
   for (int r = 0; r < W; ++r) {
     RankStats& rs = st.ranks[static_cast<size_t>(r)];
     rs.rank = r;
@@ -169,10 +177,14 @@ PlanStats plan_stats(const WorkloadSpec& spec, const ShardingPlan& plan, const H
       if (op.lane == sessions::Lane::comm) {
         for (const CollectiveCall& c : op.collectives) {
           const auto [at, added] = call_of.try_emplace({c.group, seq[c.group]++}, call_members.size());
-          if (added) call_members.emplace_back(), call_floor.push_back(0);
+          if (added) call_members.emplace_back(), call_calls.emplace_back();
           call_members[at->second].push_back({collective_ns(c, r, gpn, hw), r / gpn, ranks_on_node});
-          call_floor[at->second] = std::max(call_floor[at->second], emulated_floor_ns(c, gpn, spec.network));
-          if (ph != Phase4::none) rank_calls[static_cast<size_t>(r)].emplace_back(ph, at->second);
+          if (floored) {
+            auto& calls = call_calls[at->second];
+            calls.resize(std::max(calls.size(), c.peers.size()));
+            if (static_cast<size_t>(c.group_rank) < calls.size()) calls[static_cast<size_t>(c.group_rank)] = c;
+          }
+          if (ph != Phase4::none) rank_calls[static_cast<size_t>(r)].push_back({ph, at->second, c.group_rank});
         }
         continue;
       }
@@ -188,12 +200,21 @@ PlanStats plan_stats(const WorkloadSpec& spec, const ShardingPlan& plan, const H
     rs.host_ns += std::max<int64_t>(0, rs.prefetch_ns - dense_ns);  // the prefetch the dense part does not hide
   }
   std::vector<int64_t> call_ns(call_members.size());
-  for (size_t k = 0; k < call_members.size(); ++k)
-    call_ns[k] = std::max(collective_call_ns(call_members[k], hw), call_floor[k]);
+  std::vector<std::vector<int64_t>> call_floors(call_members.size());  // floored: each member's, group order
+  for (size_t k = 0; k < call_members.size(); ++k) {
+    call_ns[k] = collective_call_ns(call_members[k], hw);
+    if (!floored) continue;
+    std::vector<const CollectiveCall*> calls;
+    for (const CollectiveCall& c : call_calls[k]) calls.push_back(&c);
+    call_floors[k] = emulated_member_floors_ns(calls, gpn, spec.network);
+  }
   for (int r = 0; r < W; ++r) {
     RankStats& rs = st.ranks[static_cast<size_t>(r)];
-    for (const auto& [ph, k] : rank_calls[static_cast<size_t>(r)])
-      (ph == Phase4::fwd_comms ? rs.fwd_comms_ns : rs.bwd_comms_ns) += call_ns[k];
+    for (const RankCall& rc : rank_calls[static_cast<size_t>(r)]) {
+      const auto& floors = call_floors[rc.call];
+      const int64_t floor = static_cast<size_t>(rc.group_rank) < floors.size() ? floors[static_cast<size_t>(rc.group_rank)] : 0;
+      (rc.phase == Phase4::fwd_comms ? rs.fwd_comms_ns : rs.bwd_comms_ns) += std::max(call_ns[rc.call], floor);
+    }
   }
   for (const TablePlan& tp : plan.tables)
     for (const Shard& s : tp.shards) ++st.ranks[static_cast<size_t>(s.rank)].shards[static_cast<size_t>(tp.type)];

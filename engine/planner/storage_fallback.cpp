@@ -231,8 +231,12 @@ std::string outcome_line(const WorkloadSpec& spec, const Trial& trial, StorageOp
                               format_bytes(static_cast<int64_t>((1.0 - kStorageHeadroom) *
                                                                 static_cast<double>(spec.devices.memory_bytes))));
   if (r.last.misfit)
-    return line + fmt::format("still no plan fits (the nearest, {}, is {} over)", r.last.misfit->proposer,
-                              format_bytes(r.last.misfit->overflow_bytes));
+    return line + fmt::format("still no plan fits (the nearest, {}, is {} over{})", r.last.misfit->proposer,
+                              format_bytes(r.last.misfit->overflow_bytes),
+                              r.last.misfit->overflow_measure.empty() ? std::string()
+                              : r.last.misfit->overflow_measure == "allocator reserve"
+                                  ? " in its allocator's reserve"
+                                  : " in bytes");
   return line + "refused: " + r.last.invalid;
 }
 
@@ -304,7 +308,7 @@ StoragePlanResult plan_search_with_storage(const WorkloadSpec& spec, const Hardw
                        : "\nthe allowed storage options do not make it fit either (every table that can take each):\n") +
       (allowed.empty() ? storage_suggestions(spec, hw, options, allowed) : tried);
   throw NoPlanFits(what.substr(0, what.size() - 1), as_written->proposer, as_written->overflow_bytes,
-                   as_written->fullest_rank_bytes);
+                   as_written->fullest_rank_bytes, as_written->overflow_measure);
 }
 
 json storage_changes_json(const StoragePlanResult& r) {

@@ -118,7 +118,7 @@ double lm_distinct_rows(const LmWorkloadSpec& spec, int64_t lo, int64_t hi, doub
   hi = std::min(hi, spec.vocab_size);
   if (hi <= lo || n <= 0) return 0.0;
   const double rows = static_cast<double>(hi - lo);
-  if (spec.token_file_ids) return rows * lm_one_minus_pow(1.0 / rows, n);
+  if (spec.ids_from_file()) return rows * lm_one_minus_pow(1.0 / rows, n);
   const double alpha = spec.token_zipf_alpha;
   const double total = zipf_mass(hi, alpha) - zipf_mass(lo, alpha);
   double u = 0;
@@ -172,11 +172,11 @@ StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t 
   // The expected share of the batch's ids in rank r's rows: the Zipf mass of the range (id k
   // drawn with P ~ (k + 1)^-alpha over [0, vocab_size): the frequent tokens' rows are rank 0's),
   // or the range's share of the rows for ids read from a file.
-  const double zipf_total = spec.token_file_ids ? 0.0 : zipf_mass(spec.vocab_size, spec.token_zipf_alpha);
+  const double zipf_total = spec.ids_from_file() ? 0.0 : zipf_mass(spec.vocab_size, spec.token_zipf_alpha);
   auto share = [&](int r) {
     if (dp) return 1.0;
     const VocabRange vr = vocab_range(V, p, r);
-    if (spec.token_file_ids) return static_cast<double>(vr.size()) / static_cast<double>(V);
+    if (spec.ids_from_file()) return static_cast<double>(vr.size()) / static_cast<double>(V);
     const int64_t lo = std::min(vr.begin, spec.vocab_size), hi = std::min(vr.end, spec.vocab_size);
     return (zipf_mass(hi, spec.token_zipf_alpha) - zipf_mass(lo, spec.token_zipf_alpha)) / zipf_total;
   };

@@ -251,6 +251,7 @@ class Builder {
         0, 6 * B_ * dense.num_params());
     own(fb, RankOp::dense_forward_backward);
     sink_.program.ops[static_cast<size_t>(fb)].dense_work = dense.work(B_);
+    if (spec_.dense) sink_.program.ops[static_cast<size_t>(fb)].dense_precision = spec_.dense->precision;
     std::vector<int> bucket_ops;
     for (size_t k = 0; k < buckets.size(); ++k) {
       const auto [lo, hi] = buckets[k];

@@ -121,7 +121,14 @@ bool is_lm_workload(const json& j) {
   return it != j.end() && it->is_string() && it->get<std::string>() == "lm_embedding";
 }
 
-LmWorkloadSpec parse_lm_workload(const json& j, const std::string& origin, const std::string& base_dir) {
+namespace {
+
+// What a reading is for: a workload to run (every check, the token file read) or one a session
+// stored (the recorded fields as recorded, no file opened: parse_stored_lm_workload).
+enum class LmReading { input, stored };
+
+LmWorkloadSpec read_lm_workload(const json& j, const std::string& origin, const std::string& base_dir, LmReading mode) {
+  const bool stored = mode == LmReading::stored;
   const LmReader r(origin);
   bool dtype_given = false;        // /token_ids/dtype is in the file
   std::string token_file_written;  // /token_ids/file as written (the messages name it so)
@@ -159,18 +166,25 @@ LmWorkloadSpec parse_lm_workload(const json& j, const std::string& origin, const
       token_file_written = p.string();
       if (p.empty()) r.fail("/token_ids/file", "must not be empty");
       if (p.is_relative() && !base_dir.empty()) p = std::filesystem::path(base_dir) / p;
-      s.token_file = p.lexically_normal().string();
+      s.token_file = stored ? p.string() : p.lexically_normal().string();
     }
     if (auto* b = LmReader::optional(*a, "dtype")) {
       dtype_given = true;
       if (s.token_file.empty()) r.fail("/token_ids/dtype", "only with a token file (/token_ids/file)");
-      s.token_file_dtype = r.choice<TokenDtype>(*b, "/token_ids/dtype",
-                                                {{TokenDtype::uint16, "uint16"}, {TokenDtype::uint32, "uint32"}});
+      // stored: as recorded, a .npy's own dtype too (to_json wrote to_string of any of the four)
+      s.token_file_dtype =
+          stored ? r.choice<TokenDtype>(*b, "/token_ids/dtype",
+                                        {{TokenDtype::uint16, "uint16"}, {TokenDtype::uint32, "uint32"},
+                                         {TokenDtype::int32, "int32"}, {TokenDtype::int64, "int64"}})
+                 : r.choice<TokenDtype>(*b, "/token_ids/dtype",
+                                        {{TokenDtype::uint16, "uint16"}, {TokenDtype::uint32, "uint32"}});
     }
     // a raw file does not say its dtype: read as uint16, a uint32 file (what `tokenize` writes for a
     // vocabulary > 65,536) gives id, 0, id, 0, ..., every id valid (tester47 F1); a .npy says its
-    // own (read_token_file reads a path ending in .npy as one)
-    if (!s.token_file.empty() && !a->contains("dtype") && std::filesystem::path(s.token_file).extension() != ".npy")
+    // own (read_token_file reads a path ending in .npy as one). A rule of the input: a stored
+    // workload is not read again
+    if (!stored && !s.token_file.empty() && !a->contains("dtype") &&
+        std::filesystem::path(s.token_file).extension() != ".npy")
       r.fail("/token_ids/dtype", "required with a raw .bin file (uint16 or uint32; `embedscope tokenize` prints the "
                                  "one it wrote); a .npy file says its own");
   }
@@ -212,7 +226,9 @@ LmWorkloadSpec parse_lm_workload(const json& j, const std::string& origin, const
     s.seed = static_cast<uint64_t>(r.ge0<int64_t>("/seed", v));
   }
   validate(s, origin);
-  if (!s.token_file.empty()) {
+  // a stored workload: the token file may have moved, changed or be gone since the run; what the
+  // session recorded is what it was (fixa49, tester49 F-A)
+  if (!stored && !s.token_file.empty()) {
     std::string disagreement;  // said after the file's own errors
     try {
       std::shared_ptr<std::vector<int64_t>> ids;
@@ -237,6 +253,16 @@ LmWorkloadSpec parse_lm_workload(const json& j, const std::string& origin, const
     if (!disagreement.empty()) r.fail("/token_ids/dtype", disagreement);
   }
   return s;
+}
+
+}  // namespace
+
+LmWorkloadSpec parse_lm_workload(const json& j, const std::string& origin, const std::string& base_dir) {
+  return read_lm_workload(j, origin, base_dir, LmReading::input);
+}
+
+LmWorkloadSpec parse_stored_lm_workload(const json& j, const std::string& origin) {
+  return read_lm_workload(j, origin, "", LmReading::stored);
 }
 
 void validate(const LmWorkloadSpec& s, const std::string& origin) {

@@ -257,7 +257,7 @@ FeatureSpec read_feature(const Reader& r, const json& v, const std::string& p) {
 
 DenseSpec read_dense(const Reader& r, const json& v) {
   const std::string p = "/dense";
-  r.object(v, p, {"num_dense_features", "bottom_mlp", "interaction", "top_mlp", "dcn", "bucket_cap_bytes"});
+  r.object(v, p, {"num_dense_features", "bottom_mlp", "interaction", "top_mlp", "dcn", "bucket_cap_bytes", "precision"});
   DenseSpec d;
   if (auto* a = Reader::optional(v, "num_dense_features")) {
     d.num_dense_features = r.small_positive(*a, p + "/num_dense_features");
@@ -270,6 +270,7 @@ DenseSpec read_dense(const Reader& r, const json& v) {
   if (auto* a = Reader::optional(v, "bucket_cap_bytes")) {
     d.bucket_cap_bytes = r.gt0(p + "/bucket_cap_bytes", r.integer(*a, p + "/bucket_cap_bytes"));
   }
+  if (auto* a = Reader::optional(v, "precision")) d.precision = r.enumeration<DensePrecision>(*a, p + "/precision");
   if (auto* a = Reader::optional(v, "dcn")) {
     if (d.interaction != Interaction::dcn) {
       r.fail(p + "/dcn", fmt::format("only allowed when interaction is \"dcn\", not \"{}\"",

@@ -10,7 +10,7 @@ std::optional<LmWorkloadSpec> lm_workload_of(const sessions::SessionReader& s) {
   const auto wj = nlohmann::json::parse(s.meta(sessions::meta::kWorkloadJson, ""), nullptr, false);
   if (!wj.is_object() || !is_lm_workload(wj)) return std::nullopt;
   try {
-    return parse_lm_workload(wj, "workload_json");
+    return parse_stored_lm_workload(wj, "workload_json");
   } catch (const std::exception&) {
     return std::nullopt;
   }

@@ -114,6 +114,8 @@ json to_json(const WorkloadSpec& s) {
     if (d.interaction == Interaction::dcn) {
       j["dense"]["dcn"] = {{"num_layers", d.dcn_num_layers}, {"low_rank_dim", d.dcn_low_rank_dim}};
     }
+    // written when not the default, so that an fp32 workload's JSON (and its session) is as before
+    if (d.precision != DensePrecision::fp32) j["dense"]["precision"] = to_string(d.precision);
   } else {
     j["dense"] = nullptr;
   }

@@ -397,6 +397,12 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
       c.fail("/qcomms/backward_precision",
              fmt::format("{} is {} {}", enum_name(s.qcomms.backward_precision), kNotYet, kFp32Only));
     if (s.network.limited()) c.fail("/network", fmt::format("network emulation is {}", kNotYet));
+    // the cuda rank's dense part runs cuBLAS sgemm (and DCN's cross layers on the host) in fp32:
+    // a reduced precision would be recorded but not run
+    if (s.dense && s.dense->precision != DensePrecision::fp32)
+      c.fail("/dense/precision", fmt::format("{} is {} (fp32 only: the cuda rank's dense GEMMs are fp32 cuBLAS sgemm; "
+                                             "cpu emulates {}, simulated times it)",
+                                             enum_name(s.dense->precision), kNotYet, enum_name(s.dense->precision)));
     if (s.memory.compaction > 0) c.fail("/memory/compaction", fmt::format("compaction is {}", kNotYet));
     // Reduced-precision tables (data_type, optimizer_state_type, stochastic_rounding) run on the
     // device (RankDevice::lookup_encoded / update_encoded), except under a live reshard, whose

@@ -5,11 +5,15 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <string>
+#include <tuple>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "embedscope/sessions/analysis/analysis.h"  // max_over_mean
+#include "embedscope/sessions/analysis/plan_at_step.h"
+#include "embedscope/sessions/model/hot_row_replica.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::sessions {
@@ -35,23 +39,60 @@ LoadData load_data(const SessionReader& session, LoadMetric metric) {
   std::vector<std::string> table_names;
   for (const auto& t : workload_tables(session)) table_names.push_back(t.name);
   const auto counters = session.load();
-  std::set<std::pair<int32_t, int32_t>> shard_keys;
+  // A live rebalance that changed a table's type (table_wise split row_wise, ...) reuses its shard
+  // indices for other rows: a counter of a shard that is not the final plan's shard of that index
+  // (type, rows, columns; a move keeps them) gets a column of its own, "t #0 (table_wise to step
+  // 1)", as the Sharding plan gives it a row (tester49 F3); "" = the final plan's shard.
+  using Key = std::tuple<int32_t, int32_t, std::string>;
+  std::vector<ShardRecord> initial;
+  const std::vector<PlanChangeRecord> changes = session.plan_changes();
+  if (!changes.empty()) try {
+      initial = session.shards();
+    } catch (const std::exception&) {  // no readable plan: one column per index, as before
+    }
+  const std::vector<ShardRecord> final_plan =
+      initial.empty() ? std::vector<ShardRecord>{} : shards_at(initial, changes, std::numeric_limits<int64_t>::max());
+  std::map<int64_t, std::vector<ShardRecord>> plans;  // by step, the plan serving it
+  auto find = [](const std::vector<ShardRecord>& plan, int32_t table, int32_t shard) -> const ShardRecord* {
+    for (const auto& sh : plan)
+      if (sh.table == table && sh.shard_index == shard) return &sh;
+    return nullptr;
+  };
+  auto key_of = [&](const LoadCounter& c) -> Key {
+    if (initial.empty() || c.shard == kHotRowReplicaShard) return {c.table, c.shard, ""};
+    auto it = plans.find(c.step);
+    if (it == plans.end()) it = plans.emplace(c.step, shards_at(initial, changes, c.step)).first;
+    const ShardRecord* then = find(it->second, c.table, c.shard);
+    const ShardRecord* now = find(final_plan, c.table, c.shard);
+    if (!then || (now && then->sharding_type == now->sharding_type && then->row_offset == now->row_offset &&
+                  then->num_rows == now->num_rows && then->col_offset == now->col_offset && then->num_cols == now->num_cols))
+      return {c.table, c.shard, ""};
+    return {c.table, c.shard, then->sharding_type};
+  };
+  std::set<Key> shard_keys;
+  std::map<Key, int64_t> last_step_of;  // a former shard's last measured step
   std::set<int64_t> steps;
   int32_t max_rank = -1;
   for (const auto& c : counters) {
     if (c.step < 0) continue;
-    shard_keys.insert({c.table, c.shard});
+    const Key k = key_of(c);
+    shard_keys.insert(k);
+    last_step_of[k] = std::max(last_step_of.count(k) ? last_step_of[k] : c.step, c.step);
     steps.insert(c.step);
     max_rank = std::max(max_rank, c.rank);
   }
   d.ranks = std::max<int32_t>(max_rank + 1, static_cast<int32_t>(std::strtol(session.meta(sessions::meta::kWorldSize, "0").c_str(), nullptr, 10)));
-  std::map<std::pair<int32_t, int32_t>, size_t> shard_col;
+  std::map<Key, size_t> shard_col;
   for (const auto& k : shard_keys) {
+    const auto [tk, sk, former] = k;
     shard_col[k] = d.shards.size();
-    const std::string table = static_cast<size_t>(k.first) < table_names.size() && !table_names[static_cast<size_t>(k.first)].empty()
-                                  ? table_names[static_cast<size_t>(k.first)]
-                                  : "table " + std::to_string(k.first);
-    d.shards.push_back(table + " #" + std::to_string(k.second));
+    const std::string table = static_cast<size_t>(tk) < table_names.size() && !table_names[static_cast<size_t>(tk)].empty()
+                                  ? table_names[static_cast<size_t>(tk)]
+                                  : "table " + std::to_string(tk);
+    // a rank's hot-row replica of the table (sessions::kHotRowReplicaShard): its own batch's hot ids
+    std::string label = sk == kHotRowReplicaShard ? table + " hot rows" : table + " #" + std::to_string(sk);
+    if (!former.empty()) label += " (" + former + " to step " + std::to_string(last_step_of[k]) + ")";
+    d.shards.push_back(label);
     d.shard_tables.push_back(table);
   }
   std::map<int64_t, size_t> step_col;
@@ -80,8 +121,9 @@ LoadData load_data(const SessionReader& session, LoadMetric metric) {
       case LoadMetric::bytes_d2h: v = static_cast<double>(c.bytes_d2h); break;
     }
     const auto r = static_cast<size_t>(c.rank);
-    d.by_shard[r * d.shards.size() + shard_col[{c.table, c.shard}]] += v;
-    d.held[r * d.shards.size() + shard_col[{c.table, c.shard}]] = 1;
+    const size_t col = shard_col[key_of(c)];
+    d.by_shard[r * d.shards.size() + col] += v;
+    d.held[r * d.shards.size() + col] = 1;
     d.by_step[r * d.steps.size() + step_col[c.step]] += v;
     d.per_rank[r] += v;
   }

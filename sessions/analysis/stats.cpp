@@ -1,5 +1,7 @@
 #include "embedscope/sessions/analysis/stats.h"
 
+#include "embedscope/sessions/analysis/counted_steps.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -46,12 +48,9 @@ int64_t pipeline_drain_steps(std::string_view pipeline) {
 SteadySteps steady_state_steps(std::vector<int64_t> step_times, int64_t drain) {
   SteadySteps s;
   const auto n = static_cast<int64_t>(step_times.size());
-  if (drain > 0 && n > 0 && n <= drain) {
-    s.all_drain = true;
-  } else if (drain > 0 && n > drain) {  // n == 0: nothing measured, nothing to leave out
-    s.drain_left_out = drain;
-    step_times.resize(static_cast<size_t>(n - drain));
-  }
+  s.drain_left_out = drain_steps_left_out(n, drain);
+  s.all_drain = drain > 0 && n > 0 && n <= drain;
+  step_times.resize(static_cast<size_t>(n - s.drain_left_out));
   s.counted = std::move(step_times);
   return s;
 }

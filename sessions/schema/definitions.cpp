@@ -142,7 +142,7 @@ const RecordTable<LoadCounter>& load_counters_table() {
       {"load_counters", "per step x rank x table shard", {"step", "rank", "table_index", "shard"}, true},
       {field<&LoadCounter::step>("step", "training step"), field<&LoadCounter::rank>("rank", "the rank"),
        field<&LoadCounter::table>("table_index", "index into `workload_json` tables"),
-       field<&LoadCounter::shard>("shard", "index into that table's shards (`shards.shard_index`, `sharding_plan_json`)"),
+       field<&LoadCounter::shard>("shard", "index into that table's shards (`shards.shard_index`, `sharding_plan_json`); -1: the rank's replica of the table's `hot_rows`, the ids of its own batch it looked up there"),
        field<&LoadCounter::ids>("ids", "ids looked up in the shard"),
        field<&LoadCounter::unique_ids>("unique_ids", "distinct rows the fused optimizer updated"),
        field<&LoadCounter::bytes_in>("bytes_in", "ids and lengths received for the lookup, bytes"),

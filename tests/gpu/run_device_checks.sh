@@ -217,6 +217,12 @@ pack_mode() {
     else cp -L "$path" "$root/lib/$name"; packed=$((packed + 1)); fi  # one line per soname (sort -u)
   done < <(for x in "${exes[@]}"; do ldd "$x"; done | awk '{print $1, $2, $3}' | sort -u)
   [ ${#not_found[@]} -eq 0 ] || die "--pack: ldd finds no ${not_found[*]} here: the build cannot run here either"
+  # cuBLAS is opened at run time (dlopen in engine/kernels/cuda/dense.cu), so ldd does not list it:
+  # the soname the executables name, and its libcublasLt beside it, are device libraries too
+  local blas
+  for blas in $(grep -aoh 'libcublas\.so\.[0-9]\+' "${exes[@]}" | sort -u); do
+    device_libs+=("$blas" "${blas/libcublas/libcublasLt}")
+  done
   local interp
   interp=$(readelf -l "${exes[0]}" | sed -n 's/.*Requesting program interpreter: \(.*\)]/\1/p')
   cp -L "$interp" "$root/glibc/$(basename "$interp")"

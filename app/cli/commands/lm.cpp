@@ -275,7 +275,8 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
   return 0;
 }
 
-int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite) {
+int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, std::atomic<bool>& cancel,
+               const es::FlightDumpRequest& flight) {
   const es::LmWorkloadSpec spec = load_lm(a, true);
   const bool simulated = !a.simulate.empty();
   if (!simulated)  // refused before it is announced (run_lm refuses it too, before any allocation)
@@ -292,16 +293,15 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
   lines.steps = spec.steps;
   lines.unit = "tokens";
   lines.per_sample = static_cast<double>(spec.sequence_length);
-  if (!simulated) {
-    // a second Ctrl-C or SIGTERM stops at once as a DLRM run's (run_common.h; tester47 F2),
-    // installed before the first signal's handler, which promises it (retest47 R2)
-    StopAtOnce& stop = StopAtOnce::install(as_json);
-    stop.set_session(output);
-    lines.steps_done = &stop.steps_done;
-    // before the line below: a SIGINT or SIGTERM once it is printed cancels the run
-    opt.cancel = &cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
-    opt.flight_dump = &flight_dump_on_signals();
-  }
+  // a second Ctrl-C or SIGTERM stops at once as a DLRM run's (run_common.h; tester47 F2); the
+  // handlers are cmd_run's, installed before it read anything (fixc49); a simulated run is
+  // cancelled after its current step too (it had no handler: a SIGTERM left its session
+  // without an end)
+  StopAtOnce& stop = StopAtOnce::install(as_json);  // the one cmd_run installed
+  stop.set_session(output);
+  lines.steps_done = &stop.steps_done;
+  opt.cancel = &cancel;
+  opt.flight_dump = &flight;
   opt.on_step = step_progress_lines(lines);
   fmt::print(stderr, "embedscope run: {} (lm_embedding {}) on {} {} ranks, {}, {} steps\n", spec.name, shape_text(spec),
              spec.world_size, simulated ? "simulated" : "cpu", mode_text(spec), spec.steps);
@@ -318,6 +318,7 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
   sim.overwrite = overwrite;
   sim.hardware = a.simulate;
   sim.gpus_per_node = a.gpus_per_node;
+  sim.cancel = &cancel;
   if (simulated) {  // the nodes as simulate_lm places the ranks (rank r on node r / GPUs per node)
     const es::HardwareProfile hw = es::load_hardware_profile(a.simulate);
     const int gpn = a.gpus_per_node > 0 ? a.gpus_per_node : std::min(spec.world_size, hw.gpus_per_node);
@@ -330,6 +331,7 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
   }
   es::LmRunResult r;
   const bool tty = isatty(STDERR_FILENO) != 0;
+  if (cancel) return report_cancelled_before_run(as_json);  // a signal while it was read or announced
   try {
     r = simulated ? es::simulate_lm(spec, sim) : es::run_lm(spec, opt);
     if (tty && !simulated) fmt::print(stderr, "\n");  // after the progress line rewritten in place

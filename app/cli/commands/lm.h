@@ -2,8 +2,10 @@
 // `run` and `plan` of an lm_embedding workload (workload/lm_spec.h, exec/lm_run.h): run.cpp
 // and plan.cpp hand a workload with "model": "lm_embedding" to these (commands/lm.cpp).
 
+#include <atomic>
 #include <string>
 
+#include "embedscope/engine/exec/run.h"
 #include "workload_args.h"
 
 namespace embedscope::cli {
@@ -12,7 +14,11 @@ namespace embedscope::cli {
 /// prints the summary: plan, step time, tokens/s, loss, communication by collective (bytes,
 /// time, share of the step), bytes on the wire per token, per rank bytes and memory estimate.
 /// Returns 0, or 1 when the run failed (the session says how). Bad input throws SpecError.
-int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite);
+/// `cancel` and `flight`: what cmd_run's signal handlers (interrupt.h, installed first thing)
+/// set; a cancel asked before the run starts ends it without a session (exit 0), one asked
+/// during the run (cpu or simulated) stops it after the current step.
+int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, std::atomic<bool>& cancel,
+               const engine::FlightDumpRequest& flight);
 /// Prints the plan of the workload: vocabulary padding, each rank's rows, and the memory
 /// estimate per rank (planner/lm_memory_estimate.h). Returns 0.
 int cmd_plan_lm(WorkloadArgs& a, bool as_json);

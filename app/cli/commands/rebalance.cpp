@@ -33,7 +33,9 @@
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/analysis/rank_session.h"
 #include "embedscope/sessions/analysis/noise.h"
+#include "embedscope/sessions/analysis/counted_steps.h"
 #include "embedscope/sessions/analysis/stats.h"
+#include "embedscope/sessions/model/hot_row_replica.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "output/output.h"
@@ -225,18 +227,20 @@ int cmd_rebalance(const RebalanceState& s) {
   int64_t last = -1;
   for (const auto& c : counters) last = std::max(last, c.step);
   if (last < 0) throw es::SpecError(fmt::format("{}: no load counters of a measured step", s.file));
-  // tester48 F12: a pipeline's drain steps at the end look up no batch (semi_sync looks up the
-  // batch after next: its last step none), so a window ending there read a balanced 1.00 of no
-  // load. The window ends at the last measured step that looked anything up, leaving out the
-  // trailing steps without lookups among the pipeline's drain steps (stats.h
-  // pipeline_drain_steps), as stats leaves drain steps out of its figures; said in a window line.
-  const int64_t session_last = last;
+  // The window's steps are the ones `stats` counts (tester49 N2; sessions/analysis/stats.h
+  // counted_step_range, RunStats::counted_steps): a pipeline's drain steps at the end are left
+  // out whether they look anything up or not (sparse_dist's drain step looks up its batch, which
+  // rebalance counted and stats did not; semi_sync's last looks up nothing: tester48 F12's 1.00
+  // of no load), said in a window line.
+  int64_t session_last = last;  // the last measured step
   {
-    std::map<int64_t, int64_t> step_ids;
-    for (const auto& c : counters)
-      if (c.step >= 0) step_ids[c.step] += c.ids;
-    const int64_t drain = ss::pipeline_drain_steps(es::to_string(spec.pipeline));
-    for (int64_t d = 0; d < drain && last > 0 && step_ids[last] == 0; ++d) --last;
+    std::set<int64_t> measured_steps;  // the steps table's measured steps, as stats reads them
+    for (const auto& m : session.steps())
+      if (m.step >= 0) measured_steps.insert(m.step);
+    const int64_t n = measured_steps.empty() ? last + 1 : static_cast<int64_t>(measured_steps.size());
+    if (!measured_steps.empty()) session_last = std::max(last, *measured_steps.rbegin());
+    const ss::CountedStepRange counted = ss::counted_step_range(es::to_string(spec.pipeline), n, session_last);
+    if (counted.drain_left_out > 0) last = std::min(last, counted.last);
   }
   int64_t window = s.window;
   if (window == 0) window = spec.rebalance.trigger == es::RebalanceTrigger::when    ? spec.rebalance.window
@@ -258,9 +262,9 @@ int cmd_rebalance(const RebalanceState& s) {
   // window must not span a move - it starts at the last one inside it - and is charged to the
   // plan in force over it (the starting plan with the plan_changes up to the window's first step)
   const std::string drain_note =
-      last == session_last ? ""
-                           : fmt::format("steps {}..{} drain the {} pipeline and look nothing up: left out (the window ends "
-                                         "at step {}, the last that looked anything up)",
+      last >= session_last ? ""
+                           : fmt::format("steps {}..{} drain the {} pipeline: left out, as stats leaves them out of its "
+                                         "counts (the window ends at step {}, the last counted step)",
                                          last + 1, session_last, es::to_string(spec.pipeline), last);
   const std::vector<ss::PlanChangeRecord> changes = session.plan_changes();
   int64_t first = asked_first;
@@ -295,6 +299,13 @@ int cmd_rebalance(const RebalanceState& s) {
   int64_t ids = 0, lookup_ns = 0;
   for (const auto& c : counters) {
     if (c.step < first || c.step > last) continue;
+    // a rank's hot-row replica (its own batch's hot ids, kHotRowReplicaShard): replicated on every
+    // rank, no move changes it; in the ids and ns the lookup time per id is taken from
+    if (c.shard == ss::kHotRowReplicaShard) {
+      ids += c.ids;
+      lookup_ns += c.lookup_ns;
+      continue;
+    }
     if (c.table < 0 || static_cast<size_t>(c.table) >= load.ids.size() || c.shard < 0 ||
         static_cast<size_t>(c.shard) >= load.ids[static_cast<size_t>(c.table)].size())
       throw es::SpecError(fmt::format("{}: load_counters: table {} shard {} is not in the session's plan", s.file, c.table, c.shard));
@@ -332,7 +343,7 @@ int cmd_rebalance(const RebalanceState& s) {
     std::vector<int64_t> gathered(static_cast<size_t>(W * steps * S), 0);  // median_window_load's rank-major blocks
     per_step_rank.assign(static_cast<size_t>(steps), std::vector<int64_t>(static_cast<size_t>(W), 0));
     for (const auto& c : counters) {
-      if (c.step < first || c.step > last) continue;
+      if (c.step < first || c.step > last || c.shard == ss::kHotRowReplicaShard) continue;
       if (c.rank < 0 || c.rank >= W)
         throw es::SpecError(fmt::format("{}: load_counters: rank {} of a plan of {} ranks", s.file, c.rank, W));
       const int64_t v = rb::balanced_load(plan.tables[static_cast<size_t>(c.table)], static_cast<size_t>(c.shard),

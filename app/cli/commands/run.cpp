@@ -70,6 +70,19 @@ void apply_plan_file_storage(es::WorkloadSpec& spec, const std::string& plan_fil
 
 int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, const std::string& plan_file,
             ProcessArgs& proc, int64_t held_out_batches, bool held_out_given, const std::vector<std::string>& allow_storage) {
+  // The signal handling first, before the command reads, plans or creates anything (fixc49): from
+  // here on a SIGINT or SIGTERM cancels (a second one stops at once), and one that comes before
+  // the run starts ends the command without a session ("cancelled before the run started"). The
+  // process's start before this line creates no file, so a signal there, which ends the process
+  // by its default action (exit 130 / 143), can leave no partial session either.
+  // The second-signal handling is installed before the first signal's handler: from the moment
+  // that handler can print "Ctrl-C again stops at once", a second signal is this one's
+  // (retest47 R2: a second SIGTERM in the window between the two killed the run, rc 143, no JSON).
+  // A second signal records the stop in the session (tester41 #21; run_common.h), once set_session
+  // named it.
+  StopAtOnce& stop = StopAtOnce::install(as_json);
+  std::atomic<bool>& cancel = cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
+  const es::FlightDumpRequest& flight = flight_dump_on_signals();  // SIGTERM cancels as SIGINT does
   // the session never replaces the workload, the plan or the profile it is run from (tester45 F7)
   refuse_output_that_is_an_input(output, "-o", {a.file, plan_file, a.simulate}, "run");
   // a flag that does nothing is refused, as the other DLRM-only flags are (tester47 F14.1)
@@ -90,7 +103,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
       throw es::SpecError(fmt::format("{}: rank {} of {} from {}'s environment: {}",
                                       !a.file.empty() ? a.file : "preset " + a.preset, env->rank, env->world_size,
                                       env->launcher, kLmRanksAreThreads));
-    return cmd_run_lm(a, as_json, output, overwrite);
+    return cmd_run_lm(a, as_json, output, overwrite, cancel, flight);
   }
   const bool auto_plan = plan_file == "auto";
   if (auto_plan && a.was_given("--sharding"))
@@ -160,17 +173,12 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   if (!process_from.empty())
     opt.process = {proc.rank, proc.rendezvous, proc.run_id, proc.host, proc.node, proc.local_rank};
   // a second Ctrl-C stops at once: say so naming the session, and record it as the user's stop
-  // rather than leave it to read "crashed" (tester41 #21; run_common.h, as an lm_embedding run's).
-  // Installed before the first signal's handler: from the moment that handler can print "Ctrl-C
-  // again stops at once", a second signal is this one's (retest47 R2: a second SIGTERM in the
-  // window between the two killed the run, rc 143, no JSON)
-  StopAtOnce& stop = StopAtOnce::install(as_json);
+  // rather than leave it to read "crashed" (tester41 #21; run_common.h, as an lm_embedding run's)
   stop.set_session(output);
-  std::atomic<bool>& cancel = cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
   opt.cancel = &cancel;
   // a rank `launch` started: its launcher going away cancels it, without EPIPE (tester46 F5)
   const long launcher = process_from.empty() ? 0 : watch_launcher(cancel);
-  opt.flight_dump = &flight_dump_on_signals();
+  opt.flight_dump = &flight;
   // "step N/M  R samples/s  ETA  loss" (the same lines as an lm_embedding run's: run_common.h)
   StepLinesSpec lines;
   lines.steps = spec.steps;
@@ -188,6 +196,9 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
       if (launcher == 0 || e.code().value() != EPIPE) throw;
     }
   };
+  // a signal while it loaded or planned; one rank of several processes goes on to the rendezvous,
+  // which a cancel ends on every rank (run_training)
+  if (cancel && process_from.empty()) return report_cancelled_before_run(as_json);
   const es::RunResult r = with_origin(a.origin, [&] { return es::run_training(spec, plan, opt); });
   if (launcher_gone() && r.ended == es::RunEnd::cancelled && !r.session_path.empty()) {
     // nobody reads this process's output any more: the session says what happened (tester46 F5)
@@ -243,6 +254,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
            {"pipeline", es::to_string(spec.pipeline)},
            {"qcomms", overlap.at("qcomms")},
            {"network", overlap.at("network")},
+           {"dense_precision", spec.dense ? json(es::to_string(spec.dense->precision)) : json()},
            {"steps", static_cast<int64_t>(r.step_time_ns.size())},
            {"samples_per_step", r.samples_per_step},
            {"step_time_ns", {{"mean", d.mean}, {"p50", d.p50}, {"p99", d.p99}, {"min", d.min}, {"max", d.max}}},

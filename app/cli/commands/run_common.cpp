@@ -27,6 +27,13 @@ int report_failed_run(const std::string& ended, const std::string& error, const 
   return bad_input ? 2 : 1;
 }
 
+int report_cancelled_before_run(bool as_json) {
+  const char* error = "cancelled before the run started (SIGINT or SIGTERM)";
+  fmt::print(stderr, "embedscope run: {}; no session was written\n", error);
+  if (as_json) std::cout << dump(json{{"ended", "cancelled"}, {"error", error}, {"session", nullptr}}) << "\n";
+  return 0;
+}
+
 std::function<void(const engine::StepProgress&)> step_progress_lines(StepLinesSpec spec) {
   const bool tty = isatty(STDERR_FILENO) != 0;
   const int64_t every = std::max<int64_t>(1, spec.steps / 10);

@@ -23,6 +23,12 @@ namespace embedscope::cli {
 int report_failed_run(const std::string& ended, const std::string& error, const std::string& session, bool as_json,
                       bool bad_input);
 
+/// A SIGINT or SIGTERM came before the run started (while the workload was read or planned):
+/// prints "embedscope run: cancelled before the run started; no session was written" on stderr,
+/// and with `as_json` {"ended": "cancelled", "error": ..., "session": null} on stdout. Returns
+/// 0, the exit code of a cancelled run.
+int report_cancelled_before_run(bool as_json);
+
 /// What the progress lines of a run say (step_progress_lines).
 struct StepLinesSpec {
   int64_t steps = 0;          ///< measured steps of the run (a line every steps / 10 when stderr is no terminal)

@@ -173,7 +173,7 @@ std::string table_storage_text(const std::string& meta, int64_t steps) {
 std::pair<int64_t, std::string> step_size(const std::string& workload_json, int64_t samples_per_step) {
   const json wj = json::parse(workload_json, nullptr, false);
   if (wj.is_object() && es::is_lm_workload(wj)) try {
-      const es::LmWorkloadSpec lm = es::parse_lm_workload(wj, "workload_json");
+      const es::LmWorkloadSpec lm = es::parse_stored_lm_workload(wj, "workload_json");
       return {lm.tokens_per_step(), "tokens"};
     } catch (const std::exception&) {
     }
@@ -417,7 +417,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   if (!session.meta("workload_json").empty()) try {  // the workload as run: pipeline, comm precisions, network
     const json wj = json::parse(session.meta("workload_json"));
     if (es::is_lm_workload(wj)) {  // issue 19: no pipeline; its shape and sharding
-      const es::LmWorkloadSpec lm = es::parse_lm_workload(wj, file + ": workload_json");
+      const es::LmWorkloadSpec lm = es::parse_stored_lm_workload(wj, file + ": workload_json");
       // "(N rows with padding)" only where the vocabulary was padded (tester43 F19: said of 128256 = V)
       const std::string padded = lm.padded_vocab_size() == lm.vocab_size
                                      ? std::string("not padded")

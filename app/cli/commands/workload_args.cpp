@@ -57,6 +57,11 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
                                         "Precision of the output dist and gradient dist (qcomms.forward_precision and "
                                         "backward_precision): " + es::enum_names_joined<es::CommPrecision>())
                             ->check(CLI::IsMember(es::enum_names<es::CommPrecision>()));
+  a.given["--dense-precision"] =
+      cmd->add_option("--dense-precision", a.dense_precision,
+                      "Precision of the dense part's matrix products (dense.precision; PyTorch AMP: inputs rounded, "
+                      "fp32 accumulation and weights): " + es::enum_names_joined<es::DensePrecision>())
+          ->check(CLI::IsMember(es::enum_names<es::DensePrecision>()));
   a.given["--simulate"] = cmd->add_option("--simulate", a.simulate,
                                           "Simulate a cluster of this hardware profile (devices.backend simulated, "
                                           "devices.hardware): " +
@@ -148,7 +153,7 @@ es::LmWorkloadSpec load_lm(WorkloadArgs& a, bool simulate_flags) {
     if (a.was_given(flag))
       throw es::SpecError(fmt::format("{}: not for an lm_embedding workload ({}): {}", flag, a.origin, kLmRanksAreThreads));
   for (const char* flag : {"--local-world-size", "--warmup-steps", "--backend", "--pipeline", "--qcomms", "--simulate",
-                           "--nodes", "--gpus-per-node", "--network-bandwidth", "--network-latency"}) {
+                           "--nodes", "--gpus-per-node", "--network-bandwidth", "--network-latency", "--dense-precision"}) {
     const std::string_view f(flag);
     if (!a.was_given(flag) || (simulate_flags && f == "--simulate")) continue;
     if (simulated && (f == "--nodes" || f == "--gpus-per-node")) continue;
@@ -288,6 +293,14 @@ es::WorkloadSpec load(WorkloadArgs& a) {
   if (a.was_given("--qcomms")) {
     const auto p = es::enum_from_string<es::CommPrecision>(a.qcomms, "--qcomms");  // IsMember checked it
     spec.qcomms.forward_precision = spec.qcomms.backward_precision = p;
+  }
+  if (a.was_given("--dense-precision")) {
+    if (!spec.dense)
+      throw es::SpecError(fmt::format("--dense-precision {}: {} has no dense part (\"dense\": null: the logit is a fixed "
+                                      "projection, no matrix product to run in another precision)",
+                                      a.dense_precision, a.origin));
+    spec.dense->precision = es::enum_from_string<es::DensePrecision>(a.dense_precision, "--dense-precision");
+    set_by.emplace_back("/dense/precision", "--dense-precision");
   }
   if (a.was_given("--network-bandwidth"))
     spec.network.intra_node.bandwidth_bytes_per_s = spec.network.inter_node.bandwidth_bytes_per_s =

@@ -79,6 +79,7 @@ struct WorkloadArgs {
   int64_t batch_size = 0;
   int local_world_size = -1;
   std::string pipeline, qcomms, backend;
+  std::string dense_precision;   // --dense-precision (dense.precision)
   std::string simulate;          // --simulate PROFILE
   int nodes = 0, gpus_per_node = 0;
   double network_bandwidth = 0;  // a double so that 1e9 is accepted
@@ -101,7 +102,7 @@ struct WorkloadArgs {
 };
 
 /// Adds the positional `workload` and --preset, --devices, --sharding, --local-world-size,
-/// --steps, --warmup-steps, --batch-size, --backend, --pipeline, --qcomms, --network-bandwidth,
+/// --steps, --warmup-steps, --batch-size, --backend, --pipeline, --qcomms, --dense-precision, --network-bandwidth,
 /// --network-latency, --simulate, --nodes, --gpus-per-node to `cmd`, bound to `a` (which must
 /// outlive parsing). The enumerated flags
 /// list and check the spellings of engine/workload/enums.h.

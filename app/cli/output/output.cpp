@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
+#include "embedscope/engine/cost/dense_gemm_rate.h"
 #include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/sessions/model/unit_ladder.h"  // format_ms
 
@@ -39,15 +41,21 @@ std::string network_text(const es::NetworkSpec& n) {
 
 std::string pipeline_text(const es::WorkloadSpec& spec) {
   std::string network = network_text(spec.network);
+  std::optional<es::HardwareProfile> hw;
   if (spec.devices.backend == es::Backend::simulated) try {  // the modelled links, not an emulation
-      const es::HardwareProfile hw = es::load_hardware_profile(spec.devices.hardware);
-      network = fmt::format("simulated: {} within a node, {} across nodes (hardware profile {})", hw.intra_node.name,
-                            hw.inter_node.name, hw.name);
+      hw = es::load_hardware_profile(spec.devices.hardware);
+      network = fmt::format("simulated: {} within a node, {} across nodes (hardware profile {})", hw->intra_node.name,
+                            hw->inter_node.name, hw->name);
     } catch (const es::SpecError&) {
       network = "simulated (hardware profile " + spec.devices.hardware + ", not found here)";
     }
-  return fmt::format("pipeline     {}; qcomms forward {} backward {}\nnetwork      {}\n", es::to_string(spec.pipeline),
-                     es::to_string(spec.qcomms.forward_precision), es::to_string(spec.qcomms.backward_precision), network);
+  // the dense part's precision, and on a simulated profile the rate its GEMMs are timed at
+  const std::string dense =
+      spec.dense ? fmt::format("dense        {}\n", es::dense_precision_text(spec.dense->precision, hw ? &*hw : nullptr))
+                 : std::string();
+  return fmt::format("pipeline     {}; qcomms forward {} backward {}\nnetwork      {}\n{}", es::to_string(spec.pipeline),
+                     es::to_string(spec.qcomms.forward_precision), es::to_string(spec.qcomms.backward_precision), network,
+                     dense);
 }
 
 json pipeline_json(const es::WorkloadSpec& spec) {

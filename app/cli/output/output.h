@@ -26,10 +26,13 @@ std::string ms(int64_t ns);
 std::string network_text(const engine::NetworkSpec& n);
 
 /// The overlap settings of a workload, two lines ending in '\n':
-/// "pipeline     base; qcomms forward fp32 backward fp32\nnetwork      <network_text>\n".
+/// "pipeline     base; qcomms forward fp32 backward fp32\nnetwork      <network_text>\n",
+/// and a third for a workload with a dense part: "dense        <engine::dense_precision_text>\n"
+/// (its dense.precision; on a simulated profile the rate its GEMMs are timed at).
 std::string pipeline_text(const engine::WorkloadSpec& spec);
 
-/// {"pipeline", "qcomms", "network"} as to_json(spec) writes them.
+/// {"pipeline", "qcomms", "network"} as to_json(spec) writes them (plan --json's keys, which a plan
+/// file read back accepts: sharding/plan_json.cpp; run --json adds "dense_precision" itself).
 nlohmann::json pipeline_json(const engine::WorkloadSpec& spec);
 
 /// The plan as a table: a header line, then per table its name, sharding type and shards

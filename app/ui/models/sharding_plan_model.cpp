@@ -126,20 +126,92 @@ ShardingPlanModel::ShardingPlanModel(const sessions::SessionReader& session, con
   // nor a pipeline's drain steps, which stats leaves out of the ranks' counts (tester48 F4)
   for (const auto& t : stats.per_step)
     if (t.drain) last_step = std::min(last_step, t.step - 1);
+  // Each counter is credited to the shard that served it in its step (tester49 F3): the shard of
+  // the plan in force then (core/plan_history.h shards_at), the row of the plan shown when it is
+  // the same shard (rank, type, rows and columns), else a row of its own for that former shard
+  // on the rank that served it - not the shard of the plan shown that reuses its index (a
+  // table_wise table split row_wise credited its row_wise shard #0 with the table_wise ids).
+  // A rank's hot-row replica (kHotRowReplicaShard) gets a row of its own (tester49 F8a).
+  std::vector<std::string> table_names;  // by table index, from the plan the run started with
+  for (const auto& sh : initial)
+    if (sh.table >= 0) {
+      if (static_cast<size_t>(sh.table) >= table_names.size()) table_names.resize(static_cast<size_t>(sh.table) + 1);
+      table_names[static_cast<size_t>(sh.table)] = sh.table_name;
+    }
+  std::map<int64_t, std::vector<sessions::ShardRecord>> plan_from;  // first step of a plan -> its shards
+  std::set<int64_t> change_steps;
+  for (const auto& c : changes) change_steps.insert(c.step);
+  auto served_by = [&](const sessions::LoadCounter& c) -> const sessions::ShardRecord* {
+    const auto next = change_steps.upper_bound(c.step);
+    const int64_t from = next == change_steps.begin() ? std::numeric_limits<int64_t>::min() : *std::prev(next);
+    auto it = plan_from.find(from);
+    if (it == plan_from.end()) it = plan_from.emplace(from, shards_at(initial, changes, c.step)).first;
+    for (const auto& sh : it->second)
+      if (sh.table == c.table && sh.shard_index == c.shard) return &sh;
+    return nullptr;
+  };
+  auto same_shard = [](const sessions::ShardRecord& a, const ShardRow& b, int rank, int b_rank) {
+    return rank == b_rank && a.sharding_type == b.type && a.row_offset == b.row_offset && a.num_rows == b.num_rows &&
+           a.col_offset == b.col_offset && a.num_cols == b.num_cols;
+  };
+  std::map<std::tuple<int, int, int, std::string, int64_t, int64_t, int64_t, int64_t>, size_t> former;
   for (const auto& c : session.load()) {
     if (c.step < 0 || c.step > last_step || c.rank < 0 || c.rank >= world) continue;  // warmup steps are not measured
     RankRow& r = ranks_[static_cast<size_t>(c.rank)];
     r.ids += c.ids;
     r.bytes_in += c.bytes_in;
     r.bytes_out += c.bytes_out;
-    if (auto it = where.find({c.rank, c.table, c.shard}); it != where.end()) {
-      ShardRow& s = r.shards[it->second];
-      s.ids += c.ids;
-      s.bytes_in += c.bytes_in;
-      s.bytes_out += c.bytes_out;
-      s.cache_hits += c.cache_hits;
-      s.cache_misses += c.cache_misses;
+    ShardRow* s = nullptr;
+    if (c.shard == sessions::kHotRowReplicaShard) {
+      auto it = where.find({c.rank, c.table, c.shard});
+      if (it == where.end()) {
+        ShardRow row;
+        row.table = c.table >= 0 && static_cast<size_t>(c.table) < table_names.size() ? table_names[static_cast<size_t>(c.table)]
+                                                                                     : fmt::format("table {}", c.table);
+        row.type = "hot_rows";
+        row.shard = sessions::kHotRowReplicaShard;
+        it = where.emplace(std::tuple{c.rank, c.table, c.shard}, r.shards.size()).first;
+        r.shards.push_back(std::move(row));
+      }
+      s = &r.shards[it->second];
+    } else if (auto it = where.find({c.rank, c.table, c.shard}); it != where.end()) {
+      s = &r.shards[it->second];
+      if (!changes.empty()) {
+        const sessions::ShardRecord* then = served_by(c);
+        if (then && !same_shard(*then, *s, then->rank, c.rank)) s = nullptr;
+        if (!then) s = nullptr;
+      }
+    } else {
+      s = nullptr;
     }
+    if (!s && !changes.empty() && c.shard != sessions::kHotRowReplicaShard) {
+      if (const sessions::ShardRecord* then = served_by(c)) {  // a shard of an earlier plan
+        const auto key = std::tuple{c.rank, c.table, c.shard, then->sharding_type, then->row_offset, then->num_rows,
+                                    then->col_offset, then->num_cols};
+        auto it = former.find(key);
+        if (it == former.end()) {
+          ShardRow row;
+          row.table = then->table_name;
+          row.type = then->sharding_type;
+          row.shard = c.shard;
+          row.num_rows = then->num_rows;
+          row.num_cols = then->num_cols;
+          row.row_offset = then->row_offset;
+          row.col_offset = then->col_offset;
+          row.weight_bytes = 0;  // no longer held
+          it = former.emplace(key, r.shards.size()).first;
+          r.shards.push_back(std::move(row));
+        }
+        s = &r.shards[it->second];
+        s->served_until = std::max(s->served_until, c.step);
+      }
+    }
+    if (!s) continue;
+    s->ids += c.ids;
+    s->bytes_in += c.bytes_in;
+    s->bytes_out += c.bytes_out;
+    s->cache_hits += c.cache_hits;
+    s->cache_misses += c.cache_misses;
   }
   for (const auto& rs : stats.ranks)
     if (rs.rank >= 0 && rs.rank < world && rs.peak_allocated_bytes > 0)
@@ -154,7 +226,14 @@ ShardingPlanModel::ShardingPlanModel(const sessions::SessionReader& session, con
     for (auto& rr : ranks_)
       for (ShardRow& s : rr.shards) {
         const auto t = std::find_if(spec.tables.begin(), spec.tables.end(), [&](const engine::TableSpec& ts) { return ts.name == s.table; });
-        if (t == spec.tables.end()) continue;
+        if (t == spec.tables.end() || s.former()) continue;  // a former shard holds no bytes now
+        if (s.hot_row_replica()) {  // hot rows x dim, fp32 (validate: hot rows are fp32 only)
+          const auto o = spec.sharding.per_table.find(s.table);
+          s.num_rows = o == spec.sharding.per_table.end() ? 0 : static_cast<int64_t>(o->second.hot_rows.size());
+          s.num_cols = t->embedding_dim;
+          s.weight_bytes = s.num_rows * s.num_cols * 4;
+          continue;
+        }
         if (t->placement == engine::TablePlacement::device) {  // as stored: data_type, low-rank A and B
           s.weight_bytes = engine::shard_weight_bytes(*t, s.num_rows, s.num_cols);
           continue;
@@ -180,11 +259,11 @@ bool ShardingPlanModel::fill_lm_estimate(const std::string& workload_json) {
   lm_ = true;
   try {  // one plan all along: the peak is compared with the estimate shown
     const int world = static_cast<int>(ranks_.size());
-    for (const auto& e : engine::estimate_lm_memory(engine::parse_lm_workload(wl, sessions::meta::kWorkloadJson)))
+    for (const auto& e : engine::estimate_lm_memory(engine::parse_stored_lm_workload(wl, sessions::meta::kWorkloadJson)))
       if (e.rank >= 0 && e.rank < world)
         ranks_[static_cast<size_t>(e.rank)].planned_bytes = ranks_[static_cast<size_t>(e.rank)].peak_planned_bytes =
             e.peak_allocated_bytes;  // the replay through the rank's caching allocator (lm45)
-  } catch (const std::exception&) {  // e.g. a token file no longer there: no estimate
+  } catch (const std::exception&) {  // a stored workload that no longer parses: no estimate (its token file is not read)
   }
   return true;
 }
@@ -357,9 +436,12 @@ QVariant ShardingPlanModel::data(const QModelIndex& index, int role) const {
     switch (index.column()) {
       case Name: return role == Qt::UserRole ? QVariant(r.rank) : QVariant(QString("rank %1").arg(r.rank));
       case Sharding: {
-        if (role == Qt::UserRole) return static_cast<int>(r.shards.size());
+        // the plan's shards it holds now (not a former shard, nor a hot-row replica)
+        const auto held = [](const ShardRow& s) { return !s.former() && !s.hot_row_replica(); };
+        if (role == Qt::UserRole) return static_cast<int>(std::count_if(r.shards.begin(), r.shards.end(), held));
         std::map<std::string, int> by_type;
-        for (const auto& s : r.shards) ++by_type[short_type(s.type)];
+        for (const auto& s : r.shards)
+          if (held(s)) ++by_type[short_type(s.type)];
         QStringList parts;
         for (const auto& [type, n] : by_type) parts << QString("%1: %2").arg(QString::fromStdString(type)).arg(n);
         return parts.isEmpty() ? QString("no shards") : parts.join(", ");
@@ -397,9 +479,13 @@ QVariant ShardingPlanModel::data(const QModelIndex& index, int role) const {
   const ShardRow& s = r.shards[static_cast<size_t>(index.row())];
   switch (index.column()) {
     case Name: return QString::fromStdString(s.table);
-    case Sharding: return QString("%1 #%2").arg(QString::fromStdString(s.type)).arg(s.shard);
+    case Sharding:
+      if (s.hot_row_replica()) return QString("hot-row replica");
+      if (s.former()) return QString("%1 #%2 (until step %3)").arg(QString::fromStdString(s.type)).arg(s.shard).arg(s.served_until);
+      return QString("%1 #%2").arg(QString::fromStdString(s.type)).arg(s.shard);
     case Size: {
       if (role == Qt::UserRole) return QVariant::fromValue<qlonglong>(s.num_rows * s.num_cols);
+      if (s.hot_row_replica()) return QString("%1 x %2 (the table's hot rows)").arg(s.num_rows).arg(s.num_cols);
       QString text = QString("%1 x %2 @ %3, %4").arg(s.num_rows).arg(s.num_cols).arg(s.row_offset).arg(s.col_offset);
       if (s.in_host_memory())
         text += QString("; %1: device cache %2, host %3, hit rate %4")

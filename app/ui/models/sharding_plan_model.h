@@ -3,7 +3,10 @@
 // rank (the shards it holds by type, its planned and measured memory, the ids it looked up and
 // the bytes its lookups took in and gave out), with one child row per shard (table, sharding
 // type, rows x cols at its offset, its weight bytes and its own load). A run with live
-// rebalances shows the plan it ended with (the load view shows the plan over time), and each
+// rebalances shows the plan it ended with (the load view shows the plan over time), a rank's
+// shards of earlier plans that served it in earlier steps as rows of their own ("table_wise #0
+// (until step 2)", each load counter credited to the shard that served its step: tester49 F3),
+// a rank's hot-row replica of a table as a row "hot-row replica" (tester49 F8a), and each
 // rank's measured peak is compared with the estimate of the plan in force when the peak
 // happened (core/plan_history.h), not with the first plan's. A shard in host memory
 // (placement host / host_cached, model/host_cache.h) counts its device cache as its device
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/model/hot_row_replica.h"
 #include "embedscope/sessions/store/session.h"
 
 namespace embedscope::engine {
@@ -50,6 +54,16 @@ class ShardingPlanModel : public QAbstractItemModel {
     int64_t cache_hits = 0, cache_misses = 0;
     /// placement host or host_cached.
     bool in_host_memory() const { return placement != "device"; }
+    /// A shard of an earlier plan that a live rebalance replaced or moved off this rank (a
+    /// table_wise shard before its table was split row_wise, or before it moved): the ids it
+    /// looked up in the steps it served stay its own (tester49 F3), on the rank that served
+    /// them; no device bytes now. The last measured step it served; -1: a shard of the plan shown.
+    int64_t served_until = -1;
+    bool former() const { return served_until >= 0; }
+    /// The rank's replica of the table's hot rows (workload hot_rows, shard
+    /// sessions::kHotRowReplicaShard): the ids of its own batch it looked up there (tester49
+    /// F8a); num_rows x num_cols = hot rows x dim, its fp32 weight bytes.
+    bool hot_row_replica() const { return shard == sessions::kHotRowReplicaShard; }
   };
   struct RankRow {
     int rank = 0;
@@ -71,7 +85,7 @@ class ShardingPlanModel : public QAbstractItemModel {
     /// Beside the peak in its cell when it did not happen under the plan shown: "at the move
     /// after step 2", "under an earlier plan"; empty otherwise.
     QString peak_note;
-    int64_t ids = 0, bytes_in = 0, bytes_out = 0;
+    int64_t ids = 0, bytes_in = 0, bytes_out = 0;  ///< every shard row's, former and replica included
   };
 
   /// "80.0%" (hits / (hits + misses)) for a host_cached shard or rank with lookups, else "-".

@@ -3,6 +3,7 @@
 #include "embedscope/sessions/model/units.h"
 
 #include <QComboBox>
+#include <QCoreApplication>
 #include <QDateTime>
 #include <QDir>
 #include <QDoubleSpinBox>
@@ -16,6 +17,7 @@
 #include <QLineEdit>
 #include <QMessageBox>
 #include <QProgressBar>
+#include <QResizeEvent>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QStyledItemDelegate>
@@ -67,6 +69,34 @@ class ChoiceDelegate : public QStyledItemDelegate {
       model->setData(index, box->currentText());
     else
       QStyledItemDelegate::setModelData(editor, model, index);
+  }
+};
+
+// A field's red message: word-wrapped, and never shorter than its text wrapped at the width it
+// was given, so that the layouts above it grow to show a long message in full (fixc49: one was cut
+// at the height its row had before the message came, in the window and in the --screenshot
+// image; a wrapped label's height for its width is only a hint that the nested form and box
+// layouts did not keep). resizeEvent refits at each new width; set_message after a new text.
+class FieldMessage : public QLabel {
+ public:
+  explicit FieldMessage(QWidget* parent) : QLabel(parent) { setWordWrap(true); }
+  /// Shows `text` ("" clears it) and makes room for all of it.
+  void set_message(const QString& text) {
+    setText(text);
+    fit();
+  }
+
+ protected:
+  void resizeEvent(QResizeEvent* e) override {
+    QLabel::resizeEvent(e);
+    fit();
+  }
+
+ private:
+  void fit() {  // only once laid out: a hidden label's width is no width it will have
+    if (!isVisible()) return;
+    const int h = text().isEmpty() ? 0 : heightForWidth(width());
+    if (h != minimumHeight()) setMinimumHeight(h);
   }
 };
 
@@ -315,9 +345,8 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   lower->addWidget(memory_box, 1);
   layout->addLayout(lower, 2);
 
-  other_message_ = new QLabel(this);
+  other_message_ = new FieldMessage(this);
   other_message_->setStyleSheet("color: #d62728");
-  other_message_->setWordWrap(true);
   layout->addWidget(other_message_);
 
   // run
@@ -361,9 +390,8 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
 WorkloadDesigner::~WorkloadDesigner() = default;
 
 QLabel* WorkloadDesigner::add_message(const QString& field) {
-  auto* label = new QLabel(this);
+  auto* label = new FieldMessage(this);
   label->setStyleSheet("color: #d62728");
-  label->setWordWrap(true);
   label->setTextInteractionFlags(Qt::TextSelectableByMouse);
   messages_[field] = label;
   return label;
@@ -473,8 +501,8 @@ void WorkloadDesigner::refresh() {
   refreshing_ = false;
 
   // the message beside the field its pointer names (the longest field that is a prefix)
-  for (auto& [field, label] : messages_) label->clear();
-  other_message_->clear();
+  for (auto& [field, label] : messages_) static_cast<FieldMessage*>(label)->set_message({});
+  static_cast<FieldMessage*>(other_message_)->set_message({});
   QString pointer = model_->error_pointer();
   if (pointer.startsWith("/features") || pointer.startsWith("/sharding/tables")) pointer = "/tables";
   QLabel* target = other_message_;
@@ -484,7 +512,11 @@ void WorkloadDesigner::refresh() {
       target = label;
       best = static_cast<size_t>(field.size());
     }
-  target->setText(model_->error());
+  static_cast<FieldMessage*>(target)->set_message(model_->error());
+  // the layouts take the message's wrapped height now (the label's row, its group, the designer:
+  // a few rounds), not on later passes of the event loop: one pass left it cut at the height it
+  // had before, in the window for a moment and in a --screenshot image for good (fixc49)
+  for (int i = 0; i < 4; ++i) QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
   if (model_->error_index().isValid()) table_->scrollTo(model_->error_index());
 
   const auto& mem = model_->memory();

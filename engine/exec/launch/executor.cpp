@@ -10,6 +10,7 @@
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/model/metadata_keys.h"
+#include "peer_failure.h"
 
 namespace embedscope::engine::launch {
 
@@ -106,6 +107,10 @@ void ProcessExecutor::on_rank_failed(int rank) {
     value = "an unknown error";
   }
   try {
+    // the peers whose failure came before this one (explain_peer_failure: a peer whose key comes
+    // later never arrived; its collective failed as a consequence of this one, tester49 F-C)
+    for (int r = 0; r < sh_.spec.devices.count; ++r)
+      if (r != rank && store_->has(fmt::format("failed/{}", r))) failed_before_.insert(r);
     store_->set(fmt::format("failed/{}", rank), value);
   } catch (const std::exception&) {  // the store went away: the peers name this rank as gone
   }
@@ -123,23 +128,24 @@ std::string ProcessExecutor::explain_peer_failure(int rank, const CollectiveErro
   // a peer whose own collective times out reports at most the timeout after this failure
   const int64_t wait_ms = sh_.spec.collective_timeout_ms + kReportSlackMs;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  PeerFailureFacts facts;
+  facts.missing = e.missing_ranks;
+  facts.timed_out = e.timed_out;
+  facts.timeout_ms = sh_.spec.collective_timeout_ms;
+  facts.wait_ms = wait_ms;
+  facts.failed_before = failed_before_;
   std::vector<int> open;  // ranks with neither a failure key nor a death key yet
   for (int r = 0; r < W; ++r)
     if (r != rank) open.push_back(r);
-  std::vector<std::pair<int, std::string>> died;  // the launcher saw them end
-  std::vector<std::pair<int, std::string>> failed;  // their own error (not a collective's)
-  std::vector<int> broke;  // absent here because a collective of their own failed first
   for (;;) {
     std::vector<int> still;
     for (int r : open) {
       if (const std::string k = fmt::format("failed/{}", r); store_->has(k)) {
-        if (std::string why = store_->get(k); why != "1") failed.emplace_back(r, std::move(why));
-        else if (std::find(e.missing_ranks.begin(), e.missing_ranks.end(), r) != e.missing_ranks.end())
-          broke.push_back(r);  // named as absent: it was alive, stopped by a collective of its own
+        facts.failed.emplace_back(r, store_->get(k));
         continue;
       }
       if (const std::string k = fmt::format("dead/{}", r); store_->has(k)) {
-        died.emplace_back(r, store_->get(k));
+        facts.died.emplace_back(r, store_->get(k));
         continue;
       }
       still.push_back(r);
@@ -148,15 +154,8 @@ std::string ProcessExecutor::explain_peer_failure(int rank, const CollectiveErro
     if (open.empty() || std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  std::string out;
-  for (const auto& [r, why] : failed) out += fmt::format(" (rank {} failed: {})", r, why);
-  for (const auto& [r, how] : died) out += fmt::format(" (rank {} {})", r, how);
-  if (!broke.empty())
-    out += fmt::format(" (rank(s) {} did not come: a collective of their own failed first)", fmt::join(broke, ", "));
-  if (!open.empty())
-    out += fmt::format(" (rank(s) {} reported no failure within {} ms: the process did not answer: it exited, was killed, or is stopped or stalled)",
-                       fmt::join(open, ", "), wait_ms);
-  return out;
+  facts.silent = std::move(open);
+  return peer_failure_text(facts);
 }
 
 void report_refused_rank(const std::string& url, const std::string& run_id, int rank, const std::string& reason) {

@@ -3,7 +3,8 @@
 // (TrainerOptions::process), whose collectives reach the other processes' ranks through Gloo
 // over TCP, rendezvous through the run's store (store.h) after the handshake (handshake.h).
 // A rank that failed sets its failure key ("failed/R": "1" when a collective failed, else its
-// own error, e.g. an OOM, which the peers then name as "(rank R failed: ...)"). A rank whose
+// own error, e.g. an OOM, which the peers then name as "(rank R failed: ...)"; peer_failure.h
+// words what a rank knew of its peers). A rank whose
 // collective failed (the transport broke or it timed out: a peer process may have died) closes its connections (so that a live peer blocked
 // on a transfer from it fails now rather than at its own timeout) and waits for the other ranks'
 // for at most the collective timeout + 1 s, and names the ranks that never set one: a process
@@ -14,6 +15,7 @@
 
 #include <atomic>
 #include <memory>
+#include <set>
 
 #include "exec/threaded/executor.h"
 #include "handshake.h"
@@ -50,6 +52,9 @@ class ProcessExecutor : public threaded::ThreadedExecutor {
   HandshakeResult hs_;
   std::string device_;  // the Gloo device's address (Rendezvous::device_address)
   std::atomic<bool> failed_set_{false};
+  /// the peers whose failure key was in the store when this rank's own failure was set
+  /// (on_rank_failed; read by explain_peer_failure, on the same rank thread, after it)
+  std::set<int> failed_before_;
   /// After a complete run, the file store's keys of this run are removed once every rank is
   /// done ("done/R", then each rank removes the keys it set and sets "gone/R"; rank 0 then
   /// removes the done and gone keys), each wait at most min(collective timeout, 5 s); a rank

@@ -23,6 +23,7 @@
 #include "embedscope/engine/model/host_cache.h"
 #include "embedscope/engine/model/low_rank.h"
 #include "embedscope/engine/program/step_program.h"
+#include "embedscope/sessions/model/hot_row_replica.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "program/program_sink.h"
 #include "sharding/layout.h"
@@ -43,7 +44,6 @@ constexpr int kMaxRecordedPeers = 64;
 struct SimCollective {
   int group = 0;               // index into Simulation::group_names
   CallMember member;           // its figure with the node to itself (collective_ns), node, ranks there
-  int64_t floor_ns = 0;        // the emulated network's floor under it (0: none)
   const CollectiveCall* call;  // in the rank's program (kept alive while the key is current)
 };
 
@@ -66,11 +66,14 @@ struct RankStep {
 
 struct Rendezvous {
   int arrived = 0, consumed = 0;
-  int64_t ready_ns = 0, duration_ns = 0;
+  int64_t ready_ns = 0, duration_ns = 0;  // the last member's arrival; the call's time without the floor
   // the members' own times and nodes, for the call's time (cost/shared_cores.h
   // collective_call_ns: processor sharing on a cpu node, calib39), set when the last arrives
   std::vector<CallMember> members;
-  int64_t floor_ns = 0;
+  // a cpu run's emulated network: each member's call (group order), then each member's floor
+  // from ready_ns (cost/network_floor.h emulated_member_floors_ns), set when the last arrives
+  std::vector<const CollectiveCall*> calls;
+  std::vector<int64_t> floors;
   bool timed = false;
 };
 
@@ -213,11 +216,13 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
   // The timed programs of every rank for the current place in the run (first, steady, last
   // two), rebuilt when the place changes (at most four times).
   // A cpu run's emulated network (TrainerOptions::simulated_network_floor), a floor under every
-  // collective as the Gloo backend's emulation is (comm/gloo_process_group.h
-  // emulated_collective_ns, through cost/network_floor.h emulated_floor_ns, which the planner uses
-  // too), so that a run measured over an emulated link is simulated over it.
+  // member of every collective by the Gloo backend's emulation's rule (cost/network_floor.h
+  // emulated_member_floors_ns, which the planner's statistics use too: from the last member's
+  // arrival, an all-reduce's members until the slowest port is done, another call's member until
+  // its own port and each sender's fair-share delivery to it are; commit 0c3457e8, tester48 F5),
+  // so that a run measured over an emulated link is simulated over it.
   const NetworkSpec& floor_net = opt_.simulated_network_floor;
-  const auto call_floor_ns = [&](const CollectiveCall& c) { return emulated_floor_ns(c, gpn, floor_net); };
+  const bool floored = floor_net.limited();
   std::vector<RankStep> steps(static_cast<size_t>(W));
   int current_key = -1;
   auto build_rank = [&](int r, int64_t it) {
@@ -243,8 +248,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
         s.sync_lag_ns = hw_.cpu.sync_lag_ns * sync_lag_factor(hw_, std::min(gpn, W - r / gpn * gpn));
       if (op.lane == Lane::comm) {
         for (const CollectiveCall& c : op.collectives) {
-          s.collectives.push_back({-1, {collective_ns(c, r, gpn, hw_), r / gpn, std::min(gpn, W - r / gpn * gpn)},
-                                   call_floor_ns(c), &c});
+          s.collectives.push_back({-1, {collective_ns(c, r, gpn, hw_), r / gpn, std::min(gpn, W - r / gpn * gpn)}, &c});
         }
       } else if (op.lane == Lane::gpu_copy) {
         s.duration_ns = host_copy_ns(op, hw_);
@@ -404,7 +408,10 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
               ++rv.arrived;
               rv.ready_ns = std::max(rv.ready_ns, p.cursor);
               rv.members.push_back(c.member);
-              rv.floor_ns = std::max(rv.floor_ns, c.floor_ns);
+              if (floored) {
+                rv.calls.resize(static_cast<size_t>(n), nullptr);
+                rv.calls[static_cast<size_t>(c.call->group_rank)] = c.call;
+              }
               p.registered = any = true;
             }
             const uint64_t key = (static_cast<uint64_t>(c.group) << 40) | p.seq;
@@ -414,11 +421,13 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
               // the one rule of a call's time (cost/shared_cores.h collective_call_ns, which the
               // planner's statistics and the LM simulation use too): cpu ranks of one node share
               // its cores, a member that is done stops competing (processor sharing); else the
-              // largest member's contended time. Never under the emulated network's floor.
-              rv.duration_ns = std::max(collective_call_ns(rv.members, hw_), rv.floor_ns);
+              // largest member's contended time. Never under the member's emulated network floor.
+              rv.duration_ns = collective_call_ns(rv.members, hw_);
+              if (floored) rv.floors = emulated_member_floors_ns(rv.calls, gpn, floor_net);
               rv.timed = true;
             }
-            const int64_t end = rv.ready_ns + rv.duration_ns;
+            const int64_t floor = rv.floors.empty() ? 0 : rv.floors[static_cast<size_t>(c.call->group_rank)];
+            const int64_t end = rv.ready_ns + std::max(rv.duration_ns, floor);
             if (session) {
               const CollectiveCall& cc = *c.call;
               sessions::CollectiveRecord rec;
@@ -561,6 +570,36 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
           ids_so_far += ids;
           c.bytes_in += std::llround(ids * 8);
           c.bytes_out += W * spec_.batch_size * sl.s.num_cols * 4;
+        }
+        // the ids the rank looks up outside the slots, in its own batch (tester49 F8a: they were in
+        // the lookup op's rows, RunResult's ids, but in no load counter): a data_parallel table's
+        // replica (shard r, sharding/data_parallel.cpp) and a table's hot-row replica
+        // (sessions::kHotRowReplicaShard, sharding/hot_rows.cpp), the modules' local_lookup_work
+        auto local_load = [&](int t, int shard, double ids) {
+          auto& c = load[{t, shard}];
+          c.step = step;
+          c.rank = r;
+          c.table = t;
+          c.shard = shard;
+          c.ids += std::llround(ids_so_far + ids) - std::llround(ids_so_far);
+          ids_so_far += ids;
+          const int64_t bags = layout.B * static_cast<int64_t>(layout.table_features[static_cast<size_t>(t)].size());
+          const TableSpec& ts = spec_.tables[static_cast<size_t>(t)];
+          c.bytes_out += bags * ts.embedding_dim * 4;
+          lookup_bytes[{t, shard}] += program::ProgramSink::lookup_bytes(ids, ts, ts.embedding_dim, static_cast<double>(bags));
+        };
+        for (const int t : layout.dp_tables) {
+          double ids = 0;
+          for (const int f : layout.table_features[static_cast<size_t>(t)])
+            ids += static_cast<double>(layout.B) * spec_.features[static_cast<size_t>(f)].pooling_factor.mean;
+          local_load(t, r, ids);
+        }
+        for (const int t : layout.hot_tables) {
+          double ids = 0;
+          for (const int f : layout.table_features[static_cast<size_t>(t)])
+            ids += static_cast<double>(layout.B) * spec_.features[static_cast<size_t>(f)].pooling_factor.mean *
+                   program::hot_id_share(spec_, t, f, 0, spec_.tables[static_cast<size_t>(t)].rows());
+          local_load(t, sessions::kHotRowReplicaShard, ids);
         }
         // tables in host memory: the cache model's expected lookups and transfers (cost/cache_model.h,
         // the figures of the program's host-link ops); a batch prefetched the step before hits

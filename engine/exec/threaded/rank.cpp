@@ -610,6 +610,7 @@ void Rank::main() {
       sh_.session->add_ops(spans);
       sh_.session->add_step({step_of(it), me_, t0, t1, last_loss_, arena_.in_use(), arena_.peak()});
       for (const auto& [key, c] : load_) sh_.session->add_load(c);
+      for (const auto& [key, c] : fill_load_) sh_.session->add_load(c);  // the pipeline's fill (rank.h)
       record_memory(step_of(it), "step", false);
     }
     if (sh_.on_step_end) sh_.on_step_end(me_, step_of(it), t0, t1);
@@ -667,6 +668,7 @@ bool Rank::step(int64_t it) {
   step_ = step_of(it);
   measured_ = it >= spec.warmup_steps;
   load_.clear();
+  fill_load_.clear();
   stop_ = false;
   const Program& pr = program_of(it);
   op_done_.assign(pr.p.ops.size(), {});

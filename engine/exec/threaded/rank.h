@@ -529,6 +529,12 @@ class Rank final : public sharding::RankContext {
   std::atomic<int64_t> step_start_ns_{-1};  // step_in_progress_start_ns
   double last_loss_ = 0;
   std::map<std::pair<int, int>, sessions::LoadCounter> load_;  // this step's, by (table, shard index)
+  // The semi_sync pipeline's fill in a run without warm-up (tester49 F4): measured step 0 looks
+  // up batch 0 and, as every step does, the next batch; batch 0's lookup is what a warm-up step
+  // holds in a run with one, so its counters go to step -1 (no step counts it), not step 0, whose
+  // ids were two batches'. fill_lookup_: lookup(Inflight&) is running that lookup.
+  std::map<std::pair<int, int>, sessions::LoadCounter> fill_load_;
+  bool fill_lookup_ = false;
   IdHistogram id_histogram_{sh_.spec};  // ids over row buckets, measured steps
   int64_t step_ = 0;        // the step being run (spans, load counters)
   bool measured_ = false;   // it is a measured step (not warmup)

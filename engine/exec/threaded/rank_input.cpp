@@ -2,12 +2,13 @@
 // the pooled lookup of every local shard (and the modules' local lookups), the prefetch.
 #include "rank.h"
 #include "embedscope/engine/input/bucketize.h"
+#include "embedscope/sessions/model/hot_row_replica.h"
 
 namespace embedscope::engine::threaded {
 
 sessions::LoadCounter& Rank::load_of(int table, int shard_index) {
-  auto& c = load_[{table, shard_index}];
-  c.step = step_;
+  auto& c = (fill_lookup_ ? fill_load_ : load_)[{table, shard_index}];
+  c.step = fill_lookup_ ? step_ - 1 : step_;  // the pipeline's fill: as a warm-up step (rank.h)
   c.rank = me_;
   c.table = table;
   c.shard = shard_index;
@@ -221,6 +222,13 @@ void Rank::lookup(Inflight& b) {
   b.pooled.resize(static_cast<size_t>(F));
   for (int f = 0; f < F; ++f) b.pooled[static_cast<size_t>(f)] = buf<float>("pooled_output", static_cast<size_t>(B * L_.dim[static_cast<size_t>(f)]));
   ScopedSpan span(tr, me_, Lane::compute, OpCategory::lookup, "lookup", step_);
+  // semi_sync's lookup of the step's own batch happens in iteration 0 only (the fill; afterwards
+  // each step looks up the next batch): in a measured step 0 it is counted as a warm-up's (rank.h)
+  struct FillScope {
+    bool& on;
+    ~FillScope() { on = false; }
+  } fill{fill_lookup_};
+  fill_lookup_ = measured_ && spec.pipeline == PipelineKind::semi_sync && b.it == step_ + spec.warmup_steps;
   // Shards in host memory: ONE gather a batch over the ids of all the shard's local slots, as
   // FBGEMM looks up every feature of a TBE in one call: a row that two features of the batch name
   // is one hit or one miss, fetched once (model/host_cache.h; the simulated executor counts the
@@ -276,7 +284,7 @@ void Rank::slot_lookup(int table, int shard_index, const int64_t* ids, const int
   const int64_t n_ids = off[n_bags] - off[0];
   c.ids += n_ids;
   c.bytes_out += n_bags * ls.s.num_cols * 4;
-  if (measured_) summary.ids_looked_up += n_ids;
+  if (measured_ && !fill_lookup_) summary.ids_looked_up += n_ids;
   if (ls.host) add_transfers(c, ls.host->take_counters());
 }
 
@@ -343,13 +351,23 @@ void Rank::update(int table, int shard_index, int64_t iteration, const SparseGra
 
 void Rank::replica_lookup(int table, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
                           DeviceBuffer<float>& out) {
-  // not in summary.ids_looked_up: that counts the plan's shards, as the session's load counters
-  // and `stats` do (tester35 D1); the hot ids are counted apart (hot_ids, the hot rows block)
-  shard_lookup(hot_replicas.at(table), ids, off, n_bags, scale, out);
+  // Counted where the rank served them (tester49 F8a): the load counter of the rank's replica
+  // (sessions::kHotRowReplicaShard), so the session's ids, `stats` and RunResult's ids looked up
+  // hold every id once (tester35 D1's rule: the load counters and the summary count the same ids)
+  LocalShard& rep = hot_replicas.at(table);
+  const int64_t t0 = sh_.tracer.now_ns();
+  shard_lookup(rep, ids, off, n_bags, scale, out);
+  auto& c = load_of(table, sessions::kHotRowReplicaShard);
+  c.lookup_ns += sh_.tracer.now_ns() - t0;
+  const int64_t n_ids = off[n_bags] - off[0];
+  c.ids += n_ids;
+  c.bytes_out += n_bags * rep.s.num_cols * 4;
+  if (measured_ && !fill_lookup_) summary.ids_looked_up += n_ids;
 }
 
 void Rank::replica_update(int table, int64_t iteration, const SparseGrad& g) {
   if (measured_) summary.unique_ids += static_cast<int64_t>(g.rows.size());
+  load_of(table, sessions::kHotRowReplicaShard).unique_ids = static_cast<int64_t>(g.rows.size());
   shard_update(hot_replicas.at(table), iteration, g);
 }
 

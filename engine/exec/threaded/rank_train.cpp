@@ -29,7 +29,8 @@ void Rank::dense_forward_backward(const Program& pr, const ProgramOp& op, Inflig
     // the activations' block; resident (dense_.resident()): the device memory of every activation
     // and activation gradient of the step (DenseModel::forward_backward_resident's layout)
     DeviceBuffer<float> act(&arena_, "activations");
-    act.assign(static_cast<size_t>(dense_.resident() ? dense_.resident_activation_floats(B) : dense_.activation_bytes(B) / 4));
+    // (the host path's block: activation_bytes rounded up to whole floats; bf16 / fp16 hold 2-byte values)
+    act.assign(static_cast<size_t>(dense_.resident() ? dense_.resident_activation_floats(B) : (dense_.activation_bytes(B) + 3) / 4));
     if (dense_.resident()) act.release_host_copy();
     std::vector<const float*> pp(static_cast<size_t>(F));
     std::vector<float*> dp(static_cast<size_t>(F));

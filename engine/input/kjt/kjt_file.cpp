@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -19,23 +20,109 @@ namespace {
 constexpr char kMagic[8] = {'E', 'S', 'K', 'J', 'T', 0, 0, 0};
 constexpr uint32_t kMaxFeatures = 65536, kMaxDense = 65536, kMaxKeyBytes = 4096;
 constexpr uint64_t kMaxIdsPerBatch = uint64_t{1} << 34;
-gzFile as_gz(void* p) { return static_cast<gzFile>(p); }
+gzFile kjt_as_gz(void* p) { return static_cast<gzFile>(p); }
+
+// A gzip file's uncompressed stream read with zlib's inflate, member after member (RFC 1952: a
+// file may hold several), keeping count of the compressed bytes, so that what follows the last
+// member is found with its byte offset: zlib's gzread ignores trailing bytes that are not a gzip
+// member without a word (tester49 N1).
+class KjtGzipStream {
+ public:
+  explicit KjtGzipStream(const std::string& path) : f_(std::fopen(path.c_str(), "rb")), in_(size_t{1} << 18) {
+    if (!f_) return;
+    ok_ = inflateInit2(&zs_, 16 + MAX_WBITS) == Z_OK;  // 16: gzip members only
+    if (!ok_) error_ = "out of memory";
+  }
+  ~KjtGzipStream() {
+    if (ok_) inflateEnd(&zs_);
+    if (f_) std::fclose(f_);
+  }
+  KjtGzipStream(const KjtGzipStream&) = delete;
+  KjtGzipStream& operator=(const KjtGzipStream&) = delete;
+  bool opened() const { return f_ != nullptr && ok_; }
+  /// Up to `n` uncompressed bytes into `dst`; fewer only at the end of the data (clean: error()
+  /// empty) or where it broke (error() says why, as gzread would: "unexpected end of file" for a
+  /// member cut short, zlib's message for bad data).
+  size_t read(char* dst, size_t n) {
+    size_t done = 0;
+    while (done < n && !ended_) {
+      if (zs_.avail_in == 0 && !fill()) {
+        if (error_.empty() && in_member_) error_ = "unexpected end of file";
+        ended_ = true;
+        break;
+      }
+      zs_.next_out = reinterpret_cast<Bytef*>(dst + done);
+      zs_.avail_out = static_cast<uInt>(std::min<size_t>(n - done, size_t{1} << 30));
+      const uInt before = zs_.avail_out;
+      const int rc = inflate(&zs_, Z_NO_FLUSH);
+      done += before - zs_.avail_out;
+      if (rc == Z_STREAM_END) {
+        in_member_ = false;
+        next_member();
+      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        error_ = zs_.msg ? zs_.msg : "invalid compressed data";
+        ended_ = true;
+      }
+    }
+    return done;
+  }
+  const std::string& error() const { return error_; }
+  /// The byte offset in the file of bytes after the last gzip member that are not one (-1: none).
+  int64_t trailing_at() const { return trailing_at_; }
+  /// The compressed file's size, bytes (known once the stream ended).
+  uint64_t file_size() const { return read_; }
+
+ private:
+  // more compressed bytes; false at the end of the file (or a read error: error_ set)
+  bool fill() {
+    if (zs_.avail_in > 0 && zs_.next_in != in_.data()) std::memmove(in_.data(), zs_.next_in, zs_.avail_in);
+    const size_t got = std::fread(in_.data() + zs_.avail_in, 1, in_.size() - zs_.avail_in, f_);
+    if (got == 0 && std::ferror(f_)) error_ = std::strerror(errno);
+    read_ += got;
+    zs_.next_in = in_.data();
+    zs_.avail_in += static_cast<uInt>(got);
+    return got > 0;
+  }
+  // after a member's end: another member (its magic 1f 8b), the end of the file, or trailing bytes
+  void next_member() {
+    if (zs_.avail_in < 2) fill();
+    if (zs_.avail_in == 0) {
+      ended_ = true;
+      return;
+    }
+    if (zs_.avail_in >= 2 && zs_.next_in[0] == 0x1f && zs_.next_in[1] == 0x8b) {
+      inflateReset(&zs_);
+      in_member_ = true;
+      return;
+    }
+    trailing_at_ = static_cast<int64_t>(read_ - zs_.avail_in);
+    while (fill()) zs_.avail_in = 0;  // to the end: the file's size
+    ended_ = true;
+  }
+  std::FILE* f_;
+  std::vector<unsigned char> in_;
+  z_stream zs_{};
+  bool ok_ = false, ended_ = false, in_member_ = true;
+  std::string error_;
+  uint64_t read_ = 0;  // compressed bytes read from the file
+  int64_t trailing_at_ = -1;
+};
 }  // namespace
 
 KjtFileReader::KjtFileReader(std::string path) : path_(std::move(path)) { open(); }
 
 KjtFileReader::~KjtFileReader() {
-  if (gz_) gzclose(as_gz(gz_));
+  if (gz_) gzclose(kjt_as_gz(gz_));
 }
 
 void KjtFileReader::read_exact(void* dst, size_t bytes, const char* what) {
   char* p = static_cast<char*>(dst);
   while (bytes > 0) {
     const unsigned chunk = static_cast<unsigned>(std::min<size_t>(bytes, size_t{1} << 30));
-    const int n = gzread(as_gz(gz_), p, chunk);
+    const int n = gzread(kjt_as_gz(gz_), p, chunk);
     if (n <= 0) {
       int code = 0;
-      const char* msg = gzerror(as_gz(gz_), &code);
+      const char* msg = gzerror(kjt_as_gz(gz_), &code);
       const std::string where = next_batch_ < header_.num_batches && header_.batch_size > 0
                                     ? fmt::format("batch {} of {}", next_batch_, header_.num_batches)
                                     : std::string("the header");
@@ -49,7 +136,7 @@ void KjtFileReader::read_exact(void* dst, size_t bytes, const char* what) {
 }
 
 void KjtFileReader::open() {
-  if (gz_) gzclose(as_gz(gz_));
+  if (gz_) gzclose(kjt_as_gz(gz_));
   gz_ = nullptr;
   next_batch_ = 0;
   header_ = {};
@@ -106,6 +193,7 @@ void KjtFileReader::open() {
                                            : fmt::format(", and its bytes after the header are not whole batches to count "
                                                          "({} whole, then {})",
                                                          w.batches, w.problem)));
+    if (w.trailing_at >= 0) throw InputFileError(trailing_text(w));
     header_.num_batches = w.batches;
     header_.count_recovered = true;
   }
@@ -124,13 +212,12 @@ KjtFileReader::Walk KjtFileReader::walk(uint64_t max_batches) const {
   // A gzip file is walked through its uncompressed stream, read once to its end (the ids are read
   // and dropped; retest47 / tester47 F12: a cut .gz was found only when the run reached the bad
   // batch); its offsets are the uncompressed stream's.
-  gzFile g = nullptr;
+  std::unique_ptr<KjtGzipStream> g;
   if (gz) {
     std::fclose(f);
     f = nullptr;
-    g = gzopen(path_.c_str(), "rb");
-    if (!g) return w;
-    gzbuffer(g, 256 * 1024);
+    g = std::make_unique<KjtGzipStream>(path_);
+    if (!g->opened()) return w;
   }
   w.plain = !gz;
   w.gzip = gz;
@@ -152,17 +239,12 @@ KjtFileReader::Walk KjtFileReader::walk(uint64_t max_batches) const {
     while (done < n) {
       char* dst = keep ? static_cast<char*>(keep) + done : scratch.data();
       const auto chunk = static_cast<unsigned>(std::min<uint64_t>(n - done, keep ? n - done : scratch.size()));
-      const int r = gzread(g, dst, chunk);
-      if (r <= 0) {
-        int code = Z_OK;
-        const char* msg = gzerror(g, &code);
-        if (r < 0 || (code != Z_OK && code != Z_STREAM_END)) {
-          gz_error = msg ? msg : "unreadable";
-          if (gz_error.rfind(path_ + ": ", 0) == 0) gz_error.erase(0, path_.size() + 2);  // zlib names the file
-        }
+      const size_t r = g->read(dst, chunk);
+      done += r;
+      if (r < chunk) {
+        gz_error = g->error();
         break;
       }
-      done += static_cast<uint64_t>(r);
     }
     pos += done;
     return done;
@@ -201,7 +283,10 @@ KjtFileReader::Walk KjtFileReader::walk(uint64_t max_batches) const {
     if (!gz_error.empty())
       w.problem += fmt::format("{}the gzip stream ends early after {} uncompressed bytes: {}",
                                w.problem.empty() ? "" : "; ", pos, gz_error);
-    gzclose(g);
+    if (w.problem.empty()) {  // read to its end: what follows the last gzip member
+      w.trailing_at = g->trailing_at();
+      w.compressed_size = g->file_size();
+    }
   } else {
     w.size = file_size;
     std::fclose(f);
@@ -231,6 +316,14 @@ void KjtFileReader::check_layout() const {
                                      path_, w.size - w.end, N, w.end, offsets));
   if (!w.problem.empty())  // gzip: every batch whole, then the stream broke (no trailer: a cut after the data)
     throw InputFileError(fmt::format("{}: its {} batches are whole, but {}: cut short?", path_, N, w.problem));
+  if (w.trailing_at >= 0) throw InputFileError(trailing_text(w));
+}
+
+std::string KjtFileReader::trailing_text(const Walk& w) const {
+  const uint64_t n = w.compressed_size - static_cast<uint64_t>(w.trailing_at);
+  return fmt::format("{}: {} byte{} after the end of the gzip stream, from byte offset {} of the file (of {} bytes), "
+                     "{} not gzip data: trailing garbage (a file appended to, or damaged?)",
+                     path_, n, n == 1 ? "" : "s", w.trailing_at, w.compressed_size, n == 1 ? "is" : "are");
 }
 
 void KjtFileReader::rewind() { open(); }
@@ -238,7 +331,7 @@ void KjtFileReader::rewind() { open(); }
 bool KjtFileReader::next(KjtFileBatch& out) {
   if (next_batch_ >= header_.num_batches) {
     char extra;
-    if (gzread(as_gz(gz_), &extra, 1) > 0)
+    if (gzread(kjt_as_gz(gz_), &extra, 1) > 0)
       throw InputFileError(fmt::format("{}: bytes after the last of its {} batches (the header's count is wrong?)", path_,
                                        header_.num_batches));
     return false;

@@ -121,7 +121,7 @@ TEST(PlannerNodeHostMemory, NoPlanFitsNamesTheNodeThatOverflows) {
     const std::string m = e.what();
     EXPECT_EQ(e.overflow_bytes, 1024);
     EXPECT_TRUE(m.starts_with(fmt::format("/devices/memory_bytes: no plan fits the devices; the nearest candidate "
-                                          "(greedy, 1.0 KiB over on nodes 0-1 (ranks 0-3 need {} together > {}, the "
+                                          "(greedy, 1.0 KiB over in bytes on nodes 0-1 (ranks 0-3 need {} together > {}, the "
                                           "host's memory)): the ranks of a node share its memory",
                                           format_bytes(world), format_bytes(ram))))
         << m;
@@ -138,7 +138,7 @@ TEST(PlannerNodeHostMemory, NoPlanFitsNamesTheNodeThatOverflows) {
   } catch (const NoPlanFits& e) {
     EXPECT_EQ(e.overflow_bytes, 1);
     const std::string both = fmt::format("{} B together > {} B", world, world - 1);
-    EXPECT_NE(std::string(e.what()).find("(greedy, 1 B over on nodes 0-1 (ranks 0-3 need " + both + ", the host's memory)): "),
+    EXPECT_NE(std::string(e.what()).find("(greedy, 1 B over in bytes on nodes 0-1 (ranks 0-3 need " + both + ", the host's memory)): "),
               std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("\n  nodes 0-1 (ranks 0-3) need " + both + "; their fullest rank 3"),
               std::string::npos) << e.what();

@@ -177,6 +177,7 @@ inline void expect_same(const es::WorkloadSpec& a, const es::WorkloadSpec& b) {
   EXPECT_EQ(a.dense.has_value(), b.dense.has_value());
   if (a.dense && b.dense) {
     EXPECT_EQ(a.dense->bucket_cap_bytes, b.dense->bucket_cap_bytes);
+    EXPECT_EQ(a.dense->precision, b.dense->precision);
   }
 }
 

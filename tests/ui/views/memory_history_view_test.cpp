@@ -27,7 +27,7 @@ using namespace embedscope::ui;
 
 namespace {
 constexpr int64_t MiB = int64_t{1} << 20;
-std::shared_ptr<const sessions::SessionReader> imported(const std::string& fixture) {
+std::shared_ptr<const sessions::SessionReader> history_imported(const std::string& fixture) {
   const auto path = std::filesystem::temp_directory_path() / ("es_ui_memhist_" + std::to_string(getpid()) + fixture + ".db");
   std::filesystem::remove(path);
   {
@@ -57,7 +57,7 @@ TEST(BlockMap, ByteScaleStepsAndLegend) {
 }
 
 TEST(MemoryView, ScrubsTheImportedSnapshotEntryByEntry) {
-  MemoryView view(imported("fragmented_oom_p4.pickle"));
+  MemoryView view(history_imported("fragmented_oom_p4.pickle"));
   view.resize(1400, 900);
   view.show();
   ASSERT_TRUE(wait_for_analyses(&view));
@@ -102,7 +102,7 @@ TEST(MemoryView, ScrubsTheImportedSnapshotEntryByEntry) {
 }
 
 TEST(MemoryView, TimelineFragmentationStacksAndReplay) {
-  MemoryView view(imported("fragmented_oom_p4.pickle"));
+  MemoryView view(history_imported("fragmented_oom_p4.pickle"));
   view.resize(1400, 900);
   view.show();
   ASSERT_TRUE(wait_for_analyses(&view));
@@ -174,7 +174,7 @@ TEST(MemoryView, SnapshotPickerNamesWarmUpSteps) {
 // tester34 D21: a capacity from the recorded OOM (free + reserved then: 22 MiB) below what the
 // run held at once (40 MiB, shrunk_oom_p4.pickle) is not offered: the peak reserved is, said so.
 TEST(MemoryView, ReplayOffersThePeakReservedWhenTheOomCapacityIsBelowIt) {
-  MemoryView view(imported("shrunk_oom_p4.pickle"));
+  MemoryView view(history_imported("shrunk_oom_p4.pickle"));
   ASSERT_TRUE(wait_for_analyses(&view));
   MemoryReplayPanel& rp = *view.replay();
   ASSERT_FALSE(rp.settings().empty());

@@ -21,7 +21,7 @@ std::string bytes_of(const std::string& path) {
   ss << f.rdbuf();
   return ss.str();
 }
-std::string error_of(const std::string& data, const PickleLimits& limits = {}) {
+std::string pickle_error_of(const std::string& data, const PickleLimits& limits = {}) {
   try {
     loads(data, "t.pickle", limits);
   } catch (const PickleError& e) {
@@ -78,10 +78,10 @@ TEST(Pickle, LongIntegersAreExactUpTo64BitsUnsigned) {
   EXPECT_EQ(long1(std::string("\x00", 1)).as_int(), 0);
   EXPECT_EQ(loads("\x80\x02\x8a\x00."s).as_int(), 0);  // zero bytes: 0
   // 2^64: 65 bits; and -2^63 - 1
-  EXPECT_NE(error_of("\x80\x02\x8a\x09" + std::string("\x00\x00\x00\x00\x00\x00\x00\x00\x01", 9) + ".")
+  EXPECT_NE(pickle_error_of("\x80\x02\x8a\x09" + std::string("\x00\x00\x00\x00\x00\x00\x00\x00\x01", 9) + ".")
                 .find("t.pickle: byte 2: integer of 65 bits in a 9-byte LONG: wider than 64 bits"),
             std::string::npos);
-  EXPECT_NE(error_of("\x80\x02\x8a\x09" + std::string("\xff\xff\xff\xff\xff\xff\xff\x7f\xff", 9) + ".").find("wider than 64 bits"),
+  EXPECT_NE(pickle_error_of("\x80\x02\x8a\x09" + std::string("\xff\xff\xff\xff\xff\xff\xff\x7f\xff", 9) + ".").find("wider than 64 bits"),
             std::string::npos);
   // LONG4 of 4 bytes
   EXPECT_EQ(loads(std::string("\x80\x02\x8b\x04\x00\x00\x00\x10\x27\x00\x00.", 12)).as_int(), 10000);
@@ -149,20 +149,20 @@ TEST(Pickle, HostileFilesAreRefusedWithTheOpcodeAndOffset) {
       << file_error("lying_length.pickle");
   EXPECT_NE(file_error("wide_int.pickle").find("integer of 101 bits"), std::string::npos) << file_error("wide_int.pickle");
   // REDUCE alone, BUILD, NEWOBJ and an out-of-band buffer
-  EXPECT_NE(error_of("\x80\x02NNR."s).find("byte 4: opcode REDUCE (0x52) refused"), std::string::npos);
-  EXPECT_NE(error_of("\x80\x02NNb."s).find("byte 4: opcode BUILD (0x62) refused"), std::string::npos);
-  EXPECT_NE(error_of("\x80\x02NN\x81."s).find("opcode NEWOBJ (0x81) refused"), std::string::npos);
-  EXPECT_NE(error_of("\x80\x05\x97."s).find("byte 2: opcode NEXT_BUFFER (0x97) refused: it reads an out-of-band buffer"),
+  EXPECT_NE(pickle_error_of("\x80\x02NNR."s).find("byte 4: opcode REDUCE (0x52) refused"), std::string::npos);
+  EXPECT_NE(pickle_error_of("\x80\x02NNb."s).find("byte 4: opcode BUILD (0x62) refused"), std::string::npos);
+  EXPECT_NE(pickle_error_of("\x80\x02NN\x81."s).find("opcode NEWOBJ (0x81) refused"), std::string::npos);
+  EXPECT_NE(pickle_error_of("\x80\x05\x97."s).find("byte 2: opcode NEXT_BUFFER (0x97) refused: it reads an out-of-band buffer"),
             std::string::npos);
-  EXPECT_NE(error_of("\x80\x06N."s).find("pickle protocol 6 is not supported"), std::string::npos);
-  EXPECT_NE(error_of("\x80\x02" "0."s).find("opcode POP (0x30) is not supported"), std::string::npos);
-  EXPECT_NE(error_of("\x80\x02h\x05."s).find("memo GET of 5, which was never PUT"), std::string::npos);
-  EXPECT_NE(error_of("\x80\x02NN."s).find("STOP with 2 values"), std::string::npos);
+  EXPECT_NE(pickle_error_of("\x80\x06N."s).find("pickle protocol 6 is not supported"), std::string::npos);
+  EXPECT_NE(pickle_error_of("\x80\x02" "0."s).find("opcode POP (0x30) is not supported"), std::string::npos);
+  EXPECT_NE(pickle_error_of("\x80\x02h\x05."s).find("memo GET of 5, which was never PUT"), std::string::npos);
+  EXPECT_NE(pickle_error_of("\x80\x02NN."s).find("STOP with 2 values"), std::string::npos);
 }
 
 TEST(Pickle, CyclesAndMemoryBlowUpsAreRefused) {
   // a = []; a.append(a)
-  EXPECT_NE(error_of("\x80\x02]q\x00h\x00" "a."s).find("a container contains itself"), std::string::npos);
+  EXPECT_NE(pickle_error_of("\x80\x02]q\x00h\x00" "a."s).find("a container contains itself"), std::string::npos);
   // billion laughs: l0 = ["x"], lk = [l(k-1)] * 9 through the memo, 30 levels (9^29 strings if
   // GET copied); memo sharing keeps it a few KiB, and the result is a DAG of depth 31
   std::string p = "\x80\x02](]q\x00X\x01\x00\x00\x00xa"s;
@@ -182,7 +182,7 @@ TEST(Pickle, CyclesAndMemoryBlowUpsAreRefused) {
   many += "e.";
   PickleLimits tight;
   tight.memory_factor = 4;
-  EXPECT_NE(error_of(many, tight).find("the values would take more than"), std::string::npos);
+  EXPECT_NE(pickle_error_of(many, tight).find("the values would take more than"), std::string::npos);
   EXPECT_EQ(loads(many).items().size(), 200000u);  // within the default 160x
 }
 
@@ -200,7 +200,7 @@ TEST(Pickle, GzipAndContentDetection) {
   } catch (const PickleError& e) {
     EXPECT_NE(std::string(e.what()).find("x.gz: gzip: inflates to more than 1000 bytes: refused"), std::string::npos);
   }
-  EXPECT_NE(error_of(""s).find("t.pickle: empty: not a pickle"), std::string::npos);
+  EXPECT_NE(pickle_error_of(""s).find("t.pickle: empty: not a pickle"), std::string::npos);
 }
 
 // Found by fuzz_pickle (tests/fuzz) on deep_nesting.pickle under ASan: the refused value was
@@ -210,5 +210,5 @@ TEST(Pickle, GzipAndContentDetection) {
 TEST(Pickle, AMillionNestedListsAreRefusedWithoutExhaustingTheStack) {
   const size_t n = 1'000'000;
   const std::string deep = "\x80\x02"s + std::string(n, ']') + std::string(n - 1, 'a') + ".";
-  EXPECT_NE(error_of(deep).find("containers nested deeper than 200: refused as hostile"), std::string::npos);
+  EXPECT_NE(pickle_error_of(deep).find("containers nested deeper than 200: refused as hostile"), std::string::npos);
 }

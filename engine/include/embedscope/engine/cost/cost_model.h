@@ -73,9 +73,13 @@ int64_t compute_ns(const ProgramOp& op, const HardwareProfile& hw);
 
 /// The math term of compute_ns's roofline, seconds (the node to itself, no launch): for the dense
 /// op (op.dense_work not empty) on a profile with the non-GEMM rates (hardware_profile.h),
-///   gemm_flops / (dense_flops_per_s x dense_efficiency) + interaction_ops /
-///   dense_interaction_ops_per_s + elementwise_ops / dense_elementwise_ops_per_s;
-/// otherwise op.flops / (dense_flops_per_s x dense_efficiency) (0 for ops without flops).
+///   gemm_flops / R + interaction_ops / dense_interaction_ops_per_s + elementwise_ops /
+///   dense_elementwise_ops_per_s;
+/// otherwise op.flops / R (0 for ops without flops). R = dense_gemm_rate(g, op.dense_precision)
+/// (cost/dense_gemm_rate.h): dense_flops_per_s x dense_efficiency for fp32 (every op but a dense
+/// op of a tf32 / bf16 / fp16 workload), the profile's tensor-core rate for the others.
+/// Example: h100_sxm, a dense op of 1e12 flops: fp32 1e12 / (67e12 x 0.5) = 29.85 ms, bf16
+/// 1e12 / (989.4e12 x 0.6) = 1.6845 ms, tf32 1e12 / (494.7e12 x 0.6) = 3.369 ms.
 /// Example: 1e12 flop/s at efficiency 0.5, 1e9 and 2e9 ops/s; work {1e9, 1e6, 4e6}: 2 ms + 1 ms
 /// + 2 ms = 5 ms.
 double math_seconds(const ProgramOp& op, const GpuProfile& g);

@@ -14,7 +14,8 @@
 //            "lookup_bag_ns", "input_id_ns", "bucketize_item_ns", "update_line_ns",
 //            "lookup_line_ns" (each optional, default 0),
 //            "dense_bf16_flops_per_s" (optional), "dense_bf16_efficiency" (optional; required
-//            with dense_bf16_flops_per_s)},
+//            with dense_bf16_flops_per_s), "dense_tf32_flops_per_s" (optional),
+//            "dense_tf32_efficiency" (optional; required with dense_tf32_flops_per_s)},
 //    "cluster": {"gpus_per_node", "max_nodes"},
 //    "intra_node": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},
 //    "inter_node": {"name", "bus_bandwidth_bytes_per_s", "latency_ns"},
@@ -45,7 +46,9 @@ struct GpuProfile {
   std::string name;                     ///< e.g. "NVIDIA H100 80GB HBM3"
   int64_t memory_bytes = 0;             ///< device memory, bytes, > 0
   double hbm_bandwidth_bytes_per_s = 0; ///< peak device-memory bandwidth, bytes/s, > 0
-  double dense_flops_per_s = 0;         ///< peak fp32 flop/s of the dense layers' GEMMs, > 0
+  /// Peak fp32 flop/s of the dense layers' GEMMs (CUDA cores, no tensor cores), > 0: the rate of
+  /// dense.precision fp32 (cost/dense_gemm_rate.h has the rate of each precision).
+  double dense_flops_per_s = 0;
   /// Fractions in (0, 1] of the peaks above that the kernels achieve: the dense GEMMs, the
   /// TBE forward (pooled lookup), the TBE backward with its fused optimizer, and the small
   /// memory-bound kernels (input, bucketize, permute, dense optimizer).
@@ -97,8 +100,18 @@ struct GpuProfile {
   /// in fp32 on a CPU (cost_model.h half_precision_gemm_ns).
   double dense_bf16_flops_per_s = 0;
   /// Fraction in (0, 1] of dense_bf16_flops_per_s that large bf16 / fp16 GEMMs achieve; 0 when
-  /// dense_bf16_flops_per_s is absent (JSON: required with it, refused without it).
+  /// dense_bf16_flops_per_s is absent (JSON: required with it, refused without it). The rate of
+  /// an lm_embedding workload's bf16 / fp16 output projection and of dense.precision bf16 / fp16.
   double dense_bf16_efficiency = 0;
+  /// Peak dense (no structured sparsity) tensor-core flop/s of TF32 GEMMs (fp32 operands rounded
+  /// to 10 mantissa bits), > 0; 0 when the profile does not give one (JSON optional): such a
+  /// profile times dense.precision tf32 at dense_flops_per_s x dense_efficiency and says so
+  /// (cost/dense_gemm_rate.h). Built in: A100 SXM 156e12, H100 / H200 SXM 494.7e12 (NVIDIA's
+  /// datasheets; their 312 / 989 TFLOPS figures are with sparsity).
+  double dense_tf32_flops_per_s = 0;
+  /// Fraction in (0, 1] of dense_tf32_flops_per_s that the GEMMs achieve; 0 when it is absent
+  /// (JSON: required with it, refused without it).
+  double dense_tf32_efficiency = 0;
 };
 
 /// Ranks that are threads sharing a node's CPU cores (the cpu backend: `this_machine`), absent

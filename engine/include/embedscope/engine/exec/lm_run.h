@@ -99,6 +99,9 @@ struct LmSimulateOptions {
   bool overwrite = false;
   std::string hardware;           ///< a hardware profile name or file (cost/hardware_profile.h)
   int gpus_per_node = 0;          ///< 0: min(world size, the profile's gpus_per_node)
+  /// Set (by a signal handler) to stop after the current step: the steps simulated so far are
+  /// kept, the session ends "cancelled" and LmRunResult::ended is cancelled. Null: never.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 /// The workload's step program (program/lm_program.h) on every rank of a modelled cluster,

@@ -140,8 +140,11 @@ struct TrainerOptions {
   int64_t emulated_device_bytes = 0;
   /// Simulated backend: the slow-network emulation of a cpu run (WorkloadSpec::network, which
   /// the simulated backend refuses in the spec: a modelled cluster's links are its profile's)
-  /// as a floor under every simulated collective, max(cost model, emulated_collective_ns), as
-  /// the Gloo backend's emulation floors the real transfer. calibrate's check sets it to
+  /// as a floor under every member of every simulated collective, from the call's last
+  /// arrival: max(cost model, the member's cost/network_floor.h emulated_member_floors_ns), the
+  /// rule by which the Gloo backend's emulation holds the real members (commit 0c3457e8: a ring's
+  /// members until the slowest port is done, another call's until its own port and each
+  /// sender's fair-share delivery to it are). calibrate's check sets it to
   /// simulate a run that was measured over an emulated link (cost/calibration.h).
   NetworkSpec simulated_network_floor;
   /// One rank per process (exec/launch/, cpu backend): when `rank` >= 0 this process runs rank

@@ -8,6 +8,16 @@
 // All parameters live in one flat fp32 vector (so gradients are all-reduced in one call).
 // Matrix products use BLAS (OpenBLAS sgemm). On the cuda backend the dot / cat models are
 // resident on the rank's device (make_resident, model/dense_device.h; dense_resident.cpp).
+//
+// dense.precision (spec.h DenseSpec; PyTorch AMP): tf32 / bf16 / fp16 round the inputs of every
+// matrix product - each GEMM's two operands (the linear layers' forward and both backward
+// products, the DCN-v2 cross layers' products) and the dot interaction's (x0 forward, x0 and dr
+// backward: DLRM's torch.bmm) - to the precision (quant/dense_precision.h, round to nearest
+// even) and then run the fp32 code on them: fp32 accumulation, fp32 outputs (autocast would also
+// round a product's output to half precision; this emulation keeps it fp32), fp32 weights,
+// gradients and SGD. fp32 calls sgemm on the buffers themselves, as before this option existed.
+// The per-call device path (set_linear_ops' forward / backward / dot ops) and the resident path
+// run fp32 only: both refuse another precision (std::logic_error; validate refuses it on cuda).
 
 #include <cstdint>
 #include <functional>
@@ -25,22 +35,35 @@ class DenseDevice;
 /// Sizes of the dense part, computed without building it.
 struct DenseSizes {
   int64_t num_params = 0;              ///< fp32 parameters (the same count of gradients)
-  int64_t activation_floats_per_sample = 0;  ///< activations kept for backward, per sample
+  int64_t activation_floats_per_sample = 0;  ///< activations kept for backward, per sample (values, whatever their width)
 };
 /// feature_dims[f] is the embedding_dim of feature f.
 DenseSizes dense_sizes(const WorkloadSpec& spec, const std::vector<int64_t>& feature_dims);
 
+/// Bytes of the (host path's) activations block of a batch of B at the dense part's precision:
+///   B x activation_floats_per_sample x w + (bf16 / fp16) 2 x num_params,
+/// w = dense_activation_value_bytes(dense.precision) (4 fp32 / tf32, 2 bf16 / fp16), the second
+/// term autocast's half-precision copies of the weights, held for the backward pass (the fp32
+/// master weights and gradients are the "dense" block, 2 x num_params x 4, at every precision).
+/// 0 without a dense part. Example: 10 values a sample, B 3, 100 parameters: fp32 120 B, bf16
+/// 60 + 200 = 260 B.
+int64_t dense_activation_bytes(const WorkloadSpec& spec, const DenseSizes& sizes, int64_t B);
+
 /// One fully connected layer (nn.Linear, optionally followed by ReLU), row-major fp32:
 ///   y[B x out] = relu?(x[B x in] W^T + b), W: out x in, b: out.
-/// The CPU reference of linear_forward_cuda (cuda_kernels.h).
+/// The CPU reference of linear_forward_cuda (cuda_kernels.h). `precision` (dense.precision): x
+/// and W rounded to it (quant/dense_precision.h) before the fp32 sgemm, the bias added in fp32;
+/// fp32 (the default) passes x and W to sgemm as they are.
 void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
-                    float* y);
+                    float* y, DensePrecision precision = DensePrecision::fp32);
 
 /// Backward of linear_forward, given its input x and output y: zeroes dy where the ReLU was off
 /// (y <= 0; in place, only with relu), then writes dw[out x in] = dy^T x, db[out] = the sum of
-/// dy over the batch, and dx[B x in] = dy W when dx != nullptr.
+/// dy over the batch, and dx[B x in] = dy W when dx != nullptr. `precision`: each product's two
+/// operands (dy and x, dy and W) rounded to it first (dy itself is left fp32); db sums that fp32
+/// dy (no product: not rounded).
 void linear_backward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* y, bool relu,
-                     float* dy, float* dw, float* db, float* dx);
+                     float* dy, float* dw, float* db, float* dx, DensePrecision precision = DensePrecision::fp32);
 
 /// Binary cross-entropy with logits over a batch of B samples (torch.nn.BCEWithLogitsLoss,
 /// mean reduction), forward and backward on the host: writes dlogits[i] = (sigmoid(logits[i]) -
@@ -142,6 +165,8 @@ class DenseModel {
   ///   (rank r, L layers) 2 B W (x0 and d x_L copied) + B W (d x0 += d x) + L (8 B W + 2 B r)
   ///   (per layer forward s, c, y allocated and c, y written; backward dc and ds allocated,
   ///   dc, d x0 and the bias gradient written).
+  ///  dense.precision other than fp32 adds the inputs it rounds to elementwise_ops: m k + k n per
+  ///   GEMM of gemms(B), and for dot B W forward + B W + B Wout backward.
   /// Empty without a dense part ("dense": null: the program's flops are 0 too). Example (tested):
   /// 4 dense features, bottom [8], dot with one 8-wide feature, top [1], B 2: gemm 364,
   /// interaction 2 x 8 x 1 + 2 x 2 x 8 x 1 = 48, elementwise 377 (summed in the test).
@@ -152,7 +177,8 @@ class DenseModel {
   /// run there (params() is then stale until sync_params_to_host).
   void sgd_step(float lr, const float* grad);
 
-  /// Activation bytes for a batch of B (for memory accounting; = dense_sizes(...) x B x 4).
+  /// Activation bytes for a batch of B (for memory accounting): dense_activation_bytes(spec,
+  /// dense_sizes(...), B), B x dense_sizes(...).activation_floats_per_sample x 4 at fp32.
   int64_t activation_bytes(int64_t B) const;
 
   /// Makes the dense part resident on `device` (not null; outlives the model; calls from a
@@ -208,12 +234,16 @@ class DenseModel {
     std::function<void(int64_t B, int64_t F, int64_t d0, const float* x0, float* r)> dot_forward;
     std::function<void(int64_t B, int64_t F, int64_t d0, const float* x0, const float* dr, float* dx0)> dot_backward;
   };
-  void set_linear_ops(LinearOps ops) { ops_ = std::move(ops); }
+  /// Throws std::logic_error when ops has forward, backward, dot_forward or dot_backward and the
+  /// dense part's precision is not fp32 (those device paths compute in fp32; the loss and sgd
+  /// ops are fp32 at every precision and always allowed).
+  void set_linear_ops(LinearOps ops);
 
  private:
   struct Linear { int in, out; size_t w, b; bool relu; };
   void linear_forward(const Linear& l, int64_t B, const float* x, float* y) const;
   void linear_backward(const Linear& l, int64_t B, const float* x, const float* y, float* dy, float* dx);
+  DensePrecision precision() const { return spec_.dense ? spec_.dense->precision : DensePrecision::fp32; }
   void sgd_step_resident(float lr, const float* grad);  // dense_resident.cpp
 
   const WorkloadSpec& spec_;

@@ -174,23 +174,33 @@ struct PreRankEstimate {
 PreRankEstimate pre_rank_estimate(const WorkloadSpec& spec, const ShardingPlan& plan, const HardwareProfile& hw);
 
 /// plan_search's refusal when no candidate fits (a SpecError, exit 2): the candidate nearest to
-/// fitting, the one of the smallest overflow_bytes = the largest amount any rank's estimated
-/// device total - or where the replay of its allocator runs out at the capacity, the bytes that
-/// allocator reserves (stats.h RankStats::reserved_bytes) - exceeds devices.memory_bytes by (under a cpu profile, or any node's ranks
-/// together exceed the host's memory by, stats.h node_excess, when that is larger), plus the
-/// largest amount any rank's host bytes exceed devices.host_memory_bytes by (ties: the better
-/// pre-ranking score). Its what(): "/devices/memory_bytes: no plan fits the devices; the nearest
-/// candidate (PROPOSER, N MiB over on its fullest rank): " + that candidate's check_memory_fits
-/// message (the rank and the term); when a node binds, "(PROPOSER, N MiB over on node 0 (ranks
-/// 0-3 need 12.0 GiB together > 10.0 GiB, the host's memory)): " + its check_memory_fits or
-/// check_node_memory_fits message.
+/// fitting, the one of the smallest overflow_bytes, one measure for every candidate
+/// (planner/candidate_overflow.h): what it needs beyond the memory there is - the largest amount
+/// any rank's need exceeds devices.memory_bytes by, a rank's need being its estimated device
+/// bytes where they exceed the device, else, where its bytes fit but the replay of its allocator
+/// runs out at the capacity, the bytes that allocator reserves (stats.h RankStats::reserved_bytes)
+/// (under a cpu profile, or the amount any node's ranks together exceed the host's memory by,
+/// stats.h node_excess, when that is larger), plus the largest amount any rank's host bytes
+/// exceed devices.host_memory_bytes by (ties: the better pre-ranking score). So a candidate 1 MiB
+/// over in bytes is nearer than one 5 MiB over in its allocator's reserve. Its what() says which
+/// measure each figure is: "/devices/memory_bytes: no plan fits the devices; the nearest
+/// candidate (PROPOSER, N MiB over in bytes on its fullest rank (rank R)): " + that candidate's
+/// check_memory_fits message (the rank and the term); "(PROPOSER, N MiB over in the caching
+/// allocator's reserve on rank R (its bytes fit: B of C)): " where the reserve binds; when a node
+/// binds, "(PROPOSER, N MiB over in bytes on node 0 (ranks 0-3 need 12.0 GiB together > 10.0 GiB,
+/// the host's memory)): " + its check_memory_fits or check_node_memory_fits message; a host part
+/// is added as "N over: D ... , plus H of host bytes over devices.host_memory_bytes on rank R".
 class NoPlanFits : public SpecError {
  public:
-  NoPlanFits(const std::string& what, std::string proposer_, int64_t overflow, int64_t fullest)
-      : SpecError(what), proposer(std::move(proposer_)), overflow_bytes(overflow), fullest_rank_bytes(fullest) {}
+  NoPlanFits(const std::string& what, std::string proposer_, int64_t overflow, int64_t fullest,
+             std::string measure = "")
+      : SpecError(what), proposer(std::move(proposer_)), overflow_bytes(overflow), fullest_rank_bytes(fullest),
+        overflow_measure(std::move(measure)) {}
   std::string proposer;            ///< the nearest candidate's proposer, e.g. "uniform:row_wise"
   int64_t overflow_bytes = 0;      ///< its overflow (above), bytes
   int64_t fullest_rank_bytes = 0;  ///< its largest estimated device total of a rank, bytes
+  /// what binds its device part: "bytes", "allocator reserve", "node bytes", "" (host only)
+  std::string overflow_measure;
 };
 
 /// Searches for the plan with the shortest estimated critical path (plan_stats) that fits the

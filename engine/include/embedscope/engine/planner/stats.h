@@ -157,9 +157,11 @@ NodeExcess node_excess(const PlanStats& st, int local_world_size, const Hardware
 /// collectives), each collective call the
 /// same for all its members, collective_call_ns of the members' collective_ns (processor sharing
 /// on a cpu node; the largest member's time for GPUs; calib40) with no waiting for late members,
-/// and never under the emulated network's floor when spec.network emulates one (a cpu run's
-/// `--network-bandwidth` / `--network-latency`: max(call, the members' largest
-/// cost/network_floor.h emulated_floor_ns), as the Gloo emulation holds the real call),
+/// and never under the member's emulated network floor when spec.network emulates one (a cpu
+/// run's `--network-bandwidth` / `--network-latency`: max(call, the member's floor of
+/// cost/network_floor.h emulated_member_floors_ns), by the rule the Gloo emulation holds the real
+/// call's members with, commit 0c3457e8: an all-reduce's members until the slowest port is done,
+/// another call's member until its own port and each sender's fair-share delivery to it are),
 /// its host-link ops with
 /// host_copy_ns (RankStats::host_ns, prefetch_ns: the simulated executor's figures). The dense part (dense
 /// forward/backward, its all-reduces and optimizer) and the input op are the same under every

@@ -122,6 +122,10 @@ struct ProgramOp {
   /// one rate each when the profile has the non-GEMM rates (cost/cost_model.h); empty elsewhere.
   /// Not in the program's JSON.
   DenseWork dense_work;
+  /// dense_forward_backward: the precision of its GEMMs (the workload's dense.precision), whose
+  /// rate the cost model times them at (cost/dense_gemm_rate.h); fp32 elsewhere. Not in the
+  /// program's JSON.
+  DensePrecision dense_precision = DensePrecision::fp32;
   /// compute ops: bytes the op reads and writes in device memory (expected), the memory-bound
   /// term of its cost (cost/cost_model.h): rows and ids read, pooled rows written, rows and
   /// optimizer state read and written back.

@@ -63,6 +63,13 @@ enum class TableDataType { fp32, fp16, bf16, int8, int4 };
 /// the touched rows' state to fp32, applies the fp32 formula and stores it again rounded to
 /// nearest even (kernels/kernels.h, apply_row_optimizer).
 enum class OptimizerStateType { fp32, fp16, bf16 };
+/// Precision of the dense part's matrix products (JSON "dense": {"precision"}; PyTorch AMP's
+/// semantics): fp32 (the default: plain fp32 sgemm, PyTorch's default allow_tf32 = False), tf32
+/// (inputs rounded to 10 mantissa bits, torch.backends.cuda.matmul.allow_tf32 = True), bf16 /
+/// fp16 (inputs rounded to bf16 / fp16, torch.autocast). In every case the products accumulate
+/// in fp32 and the weights, gradients and optimizer state stay fp32 (the master weights);
+/// quant/dense_precision.h rounds, model/dense.h says where.
+enum class DensePrecision { fp32, tf32, bf16, fp16 };
 /// How a device's memory is managed (engine/allocator.h describes each).
 enum class AllocatorKind { caching, expandable, direct, cuda_async };
 /// Where the training batches come from (spec.input; engine/input/source.h): synthetic (the
@@ -157,6 +164,13 @@ struct EnumNames<OptimizerStateType> {
   static constexpr std::pair<OptimizerStateType, const char*> values[] = {{OptimizerStateType::fp32, "fp32"},
                                                                           {OptimizerStateType::fp16, "fp16"},
                                                                           {OptimizerStateType::bf16, "bf16"}};
+};
+template <>
+struct EnumNames<DensePrecision> {
+  static constexpr std::pair<DensePrecision, const char*> values[] = {{DensePrecision::fp32, "fp32"},
+                                                                      {DensePrecision::tf32, "tf32"},
+                                                                      {DensePrecision::bf16, "bf16"},
+                                                                      {DensePrecision::fp16, "fp16"}};
 };
 template <>
 struct EnumNames<AllocatorKind> {
@@ -262,6 +276,7 @@ inline const char* to_string(AllocatorKind k) { return enum_name(k); }
 inline const char* to_string(TableDataType t) { return enum_name(t); }
 inline const char* to_string(TablePlacement p) { return enum_name(p); }
 inline const char* to_string(CachePolicy p) { return enum_name(p); }
+inline const char* to_string(DensePrecision p) { return enum_name(p); }
 
 /// Parses "base" | "sparse_dist" | "semi_sync"; throws SpecError naming `where`.
 inline PipelineKind pipeline_from_string(const std::string& s, const std::string& where) {

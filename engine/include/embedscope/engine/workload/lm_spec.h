@@ -95,7 +95,8 @@ struct LmWorkloadSpec {
   /// offset). "" = the Zipf ids above.
   std::string token_file;
   TokenDtype token_file_dtype = TokenDtype::uint16;
-  std::shared_ptr<const std::vector<int64_t>> token_file_ids;  ///< the file's ids, read by parse_lm_workload
+  /// the file's ids, read by parse_lm_workload; null for a stored workload (parse_stored_lm_workload)
+  std::shared_ptr<const std::vector<int64_t>> token_file_ids;
   LmSharding sharding = LmSharding::vocab_parallel;
   /// vocab_parallel only (Megatron --sequence-parallel): the lookup is reduce-scattered into
   /// token slices, the body runs on a rank's slice, an all-gather precedes the output projection.
@@ -116,6 +117,10 @@ struct LmWorkloadSpec {
   int64_t steps = 3;                  ///< > 0
   uint64_t seed = 0;
 
+  /// True when the ids come from a token file (token_file set, or its ids given by hand): the
+  /// estimates take each vocabulary range's share of the rows instead of the Zipf mass. A stored
+  /// workload (parse_stored_lm_workload) has the file's name but not its ids.
+  bool ids_from_file() const { return token_file_ids != nullptr || !token_file.empty(); }
   /// V' (the padded vocabulary): ceil(V / (m p)) * m p, or V when m == 1.
   int64_t padded_vocab_size() const;
   /// Tokens one rank's micro batch holds: B x S.
@@ -137,6 +142,15 @@ struct LmWorkloadSpec {
 /// "lm_embedding".
 /// `base_dir`: where a relative "token_ids" file is looked for ("": the current directory).
 LmWorkloadSpec parse_lm_workload(const nlohmann::json& j, const std::string& origin, const std::string& base_dir = "");
+/// A workload as a session stored it (meta workload_json), for the readers of saved sessions
+/// (`stats`, engine/workload/session_rate.h, the workbench's plan model): the same shape checks
+/// and validate() as parse_lm_workload, but no input-time check that depends on files outside the
+/// session, which may have moved, changed or be gone since the run (fixa49, tester49 F-A): the
+/// token file is not opened (token_file as recorded, token_file_ids null, ids_from_file() true),
+/// its "dtype" is taken as recorded (uint16, uint32, int32 or int64; a session written before
+/// 811a50e2 stored e.g. "uint16" beside a .npy of int64, which the input parse refuses) and may
+/// be absent beside a raw file. SpecError "<origin>: <json pointer>: <reason>" as above.
+LmWorkloadSpec parse_stored_lm_workload(const nlohmann::json& j, const std::string& origin);
 /// Reads a file (SpecError names the file; JSON syntax errors its line).
 LmWorkloadSpec load_lm_workload_file(const std::string& path);
 /// Re-validates after command-line overrides (devices.count, sharding).

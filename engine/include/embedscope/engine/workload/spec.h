@@ -225,6 +225,12 @@ struct DenseSpec {
   /// bucket_cap_mb, in bytes; default 25 MiB as DDP), each started as soon as the backward pass
   /// has produced its gradients (reverse layer order).
   int64_t bucket_cap_bytes = int64_t{25} << 20;
+  /// Precision of the dense part's matrix products (JSON "precision", default fp32; enums.h
+  /// DensePrecision): tf32 / bf16 / fp16 round every GEMM's inputs (and the dot interaction's) to
+  /// the precision, accumulate in fp32 and keep fp32 weights (model/dense.h); the memory estimate
+  /// keeps activations at the precision's width; the simulated backend times the GEMMs at the
+  /// profile's rate for it (cost/dense_gemm_rate.h). cpu and simulated backends (cuda: fp32 only).
+  DensePrecision precision = DensePrecision::fp32;
 };
 
 /// How each device's memory is managed (engine/allocator.h; memory.max_split_size >= kMinMaxSplitSizeBytes).

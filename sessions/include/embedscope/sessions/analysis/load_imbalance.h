@@ -25,7 +25,11 @@ const char* to_string(LoadMetric m);
 /// The aggregated load of a session; matrices are row-major by rank.
 struct LoadData {
   int ranks = 0;                    ///< max(world_size metadata, largest rank + 1)
-  std::vector<std::string> shards;  ///< "table #shard", one per column of by_shard, by (table, shard)
+  /// "table #shard", one per column of by_shard, by (table, shard); "table hot rows": the ranks'
+  /// hot-row replica (kHotRowReplicaShard); "table #0 (table_wise to step 1)": a shard index that a
+  /// live rebalance's type change gave to other rows, as it was up to that step (sessions/analysis/
+  /// plan_at_step.h; a move keeps its column: tester49 F3)
+  std::vector<std::string> shards;
   std::vector<std::string> shard_tables;  ///< the table name of each column of by_shard
   std::vector<double> by_shard;     ///< ranks x shards (0 where a rank holds no such shard: see held)
   /// ranks x shards: 1 where the rank has a load counter of the shard in a measured step (it held
