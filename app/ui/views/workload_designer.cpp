@@ -275,7 +275,8 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
     net_layout->addWidget(k == 0 ? latency_us_ : inter_latency_us_);
     net->setToolTip(k == 0 ? "emulated links between the ranks of one node (unlimited: not emulated)"
                            : "emulated links between nodes (unlimited: not emulated; 1 Gb Ethernet: 125 MB/s, about 50 us)");
-    row(k == 0 ? "Network in a node" : "Network across nodes", net, k == 0 ? "/network/intra_node" : "/network/inter_node");
+    // a message under /network (or /network/intra_node) beside the first row, /network/inter_node's beside the second
+    row(k == 0 ? "Network in a node" : "Network across nodes", net, k == 0 ? "/network" : "/network/inter_node");
   }
   auto set_int = [this](QSpinBox* s, const char* field, int64_t unit = 1) {
     connect(s, &QSpinBox::valueChanged, this, [this, field, unit](int v) {
